@@ -1,0 +1,50 @@
+#!/usr/bin/env node
+// Runs every test/**/*.test.ts with Node's test runner (TypeScript through tsx).
+// Store suites run on SQLite always and on PostgreSQL when TEST_DATABASE_URL is set; rate-limit suites run
+// in-process always and on Redis when TEST_REDIS_URL is set. What is not run is said, never hidden.
+import { spawnSync } from 'node:child_process';
+import { readdirSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
+
+const root = new URL('..', import.meta.url).pathname;
+
+function find(dir) {
+  const out = [];
+  for (const name of readdirSync(dir)) {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) out.push(...find(path));
+    else if (name.endsWith('.test.ts')) out.push(relative(root, path));
+  }
+  return out;
+}
+
+const filters = process.argv.slice(2);
+const files = find(join(root, 'test'))
+  .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
+  .sort();
+if (files.length === 0) {
+  console.error('no test files match');
+  process.exit(1);
+}
+
+const notRun = [];
+if (!process.env.TEST_DATABASE_URL)
+  notRun.push('PostgreSQL store suites (set TEST_DATABASE_URL=postgres://…)');
+if (!process.env.TEST_REDIS_URL) notRun.push('Redis rate-limit suites (set TEST_REDIS_URL=redis://…)');
+for (const line of notRun) console.log(`not run: ${line}`);
+
+const result = spawnSync(
+  process.execPath,
+  [
+    '--import',
+    'tsx',
+    '--test',
+    '--test-reporter=spec',
+    '--test-concurrency=2',
+    '--test-timeout=120000',
+    ...files,
+  ],
+  { cwd: root, stdio: 'inherit', env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent' } },
+);
+for (const line of notRun) console.log(`not run: ${line}`);
+process.exit(result.status ?? 1);

@@ -1,0 +1,153 @@
+import { isAbsolute, resolve } from 'node:path';
+import { type Static, Type } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+
+/**
+ * The environment variables parley reads, with their defaults. This is the only place that reads
+ * `process.env` (DESIGN D2): everything else receives a parsed {@link Config}.
+ */
+export const EnvSchema = Type.Object({
+  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 8080, description: 'HTTP port' }),
+  HOST: Type.String({ minLength: 1, default: '0.0.0.0', description: 'address to listen on' }),
+  DATA_DIR: Type.String({ minLength: 1, default: './data', description: 'SQLite file and key file folder' }),
+  DATABASE_URL: Type.Optional(
+    Type.String({
+      pattern: '^(postgres|postgresql|sqlite|file):',
+      description: 'postgres://… or sqlite:PATH',
+    }),
+  ),
+  REDIS_URL: Type.Optional(
+    Type.String({ pattern: '^rediss?://', description: 'redis://… for shared limits' }),
+  ),
+  SECRET_KEY: Type.Optional(
+    Type.String({
+      pattern: '^([0-9a-fA-F]{64}|[A-Za-z0-9+/]{43}=)$',
+      description: '32-byte master key, hex or base64',
+    }),
+  ),
+  LOG_LEVEL: Type.Union(
+    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
+    { default: 'info' },
+  ),
+  PUBLIC_URL: Type.Optional(
+    Type.String({ pattern: '^https?://', description: 'base URL shown in examples' }),
+  ),
+  INVITE_BASE_URL: Type.String({ pattern: '^https://', default: 'https://chat.whatsapp.com/' }),
+  AUTH_CACHE_TTL_SECONDS: Type.Integer({ minimum: 0, maximum: 3600, default: 30 }),
+  WEBHOOK_RETRY_SCHEDULE: Type.String({
+    pattern: '^\\d+(\\.\\d+)?(,\\d+(\\.\\d+)?)*$',
+    default: '5,300,1800,7200,18000,36000,36000',
+  }),
+  WEBHOOK_ALLOWED_CIDRS: Type.String({ default: '' }),
+  WEBHOOK_TIMEOUT_SECONDS: Type.Number({ exclusiveMinimum: 0, maximum: 300, default: 15 }),
+  SHUTDOWN_TIMEOUT_SECONDS: Type.Number({ exclusiveMinimum: 0, maximum: 300, default: 10 }),
+});
+
+/** Raw, validated environment (strings converted to numbers where the schema says so). */
+export type Env = Static<typeof EnvSchema>;
+
+/** Which store backs parley: the embedded SQLite file or a PostgreSQL server (DESIGN D2). */
+export type DatabaseConfig = { dialect: 'sqlite'; path: string } | { dialect: 'postgres'; url: string };
+
+/** Parsed configuration handed to every part of the service. Durations are in milliseconds. */
+export interface Config {
+  port: number;
+  host: string;
+  /** Absolute path of the data folder (SQLite file, master key file). */
+  dataDir: string;
+  database: DatabaseConfig;
+  redisUrl: string | undefined;
+  /** 32-byte master key from `SECRET_KEY`, or undefined to use the key file in `dataDir` (DESIGN D11). */
+  secretKey: Buffer | undefined;
+  logLevel: Env['LOG_LEVEL'];
+  /** Base URL used in printed examples (`curl` lines); defaults to `http://localhost:PORT`. */
+  publicUrl: string;
+  /** Prefix of group invite links (SPEC Identifiers). */
+  inviteBaseUrl: string;
+  /** How long a verified API key stays cached, milliseconds (revocation evicts earlier). */
+  authCacheTtlMs: number;
+  webhook: {
+    /** Delay before each retry, milliseconds (DESIGN D10). */
+    retryScheduleMs: number[];
+    /** CIDRs operators allow for receivers on their own network (DESIGN D11). */
+    allowedCidrs: string[];
+    /** Time allowed for one delivery attempt, milliseconds (DESIGN D10: 15 s). */
+    timeoutMs: number;
+  };
+  /** Time allowed for graceful shutdown, milliseconds (DESIGN D14: 10 s). */
+  shutdownTimeoutMs: number;
+}
+
+/** Raised when the environment holds a bad value; the message names the variable and the rule. */
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+function describe(path: string, message: string): string {
+  return `${path.replace(/^\//, '')}: ${message}`;
+}
+
+/**
+ * Parses the environment into a {@link Config}.
+ * @param env the variables to read, normally `process.env`; empty strings count as unset.
+ * @throws ConfigError naming the first variable whose value breaks its rule.
+ */
+export function loadConfig(env: Record<string, string | undefined>): Config {
+  const known = Object.keys(EnvSchema.properties);
+  const input: Record<string, unknown> = {};
+  for (const name of known) {
+    const value = env[name];
+    if (value !== undefined && value !== '') input[name] = value;
+  }
+  const converted = Value.Default(EnvSchema, Value.Convert(EnvSchema, input));
+  const first = Value.Errors(EnvSchema, converted).First();
+  if (first) throw new ConfigError(`invalid configuration: ${describe(first.path, first.message)}`);
+  const parsed = converted as Env;
+  const dataDir = isAbsolute(parsed.DATA_DIR) ? parsed.DATA_DIR : resolve(parsed.DATA_DIR);
+  const retryScheduleMs = parsed.WEBHOOK_RETRY_SCHEDULE.split(',').map((s) => Math.round(Number(s) * 1000));
+  const allowedCidrs = parsed.WEBHOOK_ALLOWED_CIDRS.split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+  for (const cidr of allowedCidrs) {
+    if (!/^[0-9a-fA-F:.]+\/\d{1,3}$/.test(cidr)) {
+      throw new ConfigError(
+        `invalid configuration: WEBHOOK_ALLOWED_CIDRS: "${cidr}" is not a CIDR (a.b.c.d/n)`,
+      );
+    }
+  }
+  return {
+    port: parsed.PORT,
+    host: parsed.HOST,
+    dataDir,
+    database: parseDatabaseUrl(parsed.DATABASE_URL, dataDir),
+    redisUrl: parsed.REDIS_URL,
+    secretKey: parsed.SECRET_KEY === undefined ? undefined : parseSecretKey(parsed.SECRET_KEY),
+    logLevel: parsed.LOG_LEVEL,
+    publicUrl: (parsed.PUBLIC_URL ?? `http://localhost:${parsed.PORT}`).replace(/\/$/, ''),
+    inviteBaseUrl: parsed.INVITE_BASE_URL.endsWith('/')
+      ? parsed.INVITE_BASE_URL
+      : `${parsed.INVITE_BASE_URL}/`,
+    authCacheTtlMs: parsed.AUTH_CACHE_TTL_SECONDS * 1000,
+    webhook: {
+      retryScheduleMs,
+      allowedCidrs,
+      timeoutMs: Math.round(parsed.WEBHOOK_TIMEOUT_SECONDS * 1000),
+    },
+    shutdownTimeoutMs: Math.round(parsed.SHUTDOWN_TIMEOUT_SECONDS * 1000),
+  };
+}
+
+function parseDatabaseUrl(url: string | undefined, dataDir: string): DatabaseConfig {
+  if (url === undefined) return { dialect: 'sqlite', path: resolve(dataDir, 'parley.db') };
+  if (/^postgres(ql)?:/.test(url)) return { dialect: 'postgres', url };
+  const path = url.replace(/^(sqlite|file):(\/\/)?/, '');
+  if (path === '') throw new ConfigError('invalid configuration: DATABASE_URL: sqlite: needs a file path');
+  return { dialect: 'sqlite', path: path === ':memory:' ? path : resolve(path) };
+}
+
+function parseSecretKey(value: string): Buffer {
+  const key = /^[0-9a-fA-F]{64}$/.test(value) ? Buffer.from(value, 'hex') : Buffer.from(value, 'base64');
+  if (key.length !== 32)
+    throw new ConfigError('invalid configuration: SECRET_KEY: must encode exactly 32 bytes');
+  return key;
+}

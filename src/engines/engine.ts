@@ -1,0 +1,109 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Environment } from '../security/api-keys.ts';
+import type { AuthStateStore } from '../store/engine-auth.ts';
+import type {
+  Avatar,
+  ConnectionState,
+  Contact,
+  EngineEvent,
+  GroupInfo,
+  Jid,
+  OutgoingMessage,
+  PairingCode,
+  SentMessage,
+  UserCheck,
+  UserInfo,
+} from './types.ts';
+
+/** Source of the current time in epoch milliseconds; injected so tests can move time. */
+export type Clock = () => number;
+
+/**
+ * What a session gets from parley (the Kysely `DatabaseConnection` analogue): its instance, a persistence port
+ * for credentials, and the sink its events go to.
+ */
+export interface EngineSessionContext {
+  instanceId: string;
+  env: Environment;
+  /** Credentials and platform state of this instance, sealed at rest (DESIGN D11). */
+  auth: AuthStateStore;
+  /**
+   * Delivers an event to the subscribers (store, outbox). Engines await it where the event is the result of a
+   * call (a send), so the call returns only after the event is recorded (DESIGN D2); it never throws for a
+   * subscriber's failure — the caller logs it.
+   */
+  emit(event: EngineEvent): Promise<void>;
+  logger: FastifyBaseLogger;
+  clock: Clock;
+}
+
+/**
+ * A platform adapter (DESIGN D1): the sandbox for test keys, Baileys for live keys. Engines only translate
+ * between the platform and {@link EngineEvent}s / calls; they never write webhook rows or HTTP responses.
+ */
+export interface Engine {
+  readonly name: 'sandbox' | 'baileys';
+  /** Creates the (not yet connected) session object of one instance. Cheap: no I/O. */
+  createSession(context: EngineSessionContext): EngineSession;
+  /** Releases engine-wide resources at shutdown. */
+  close?(): Promise<void>;
+}
+
+/**
+ * One instance's connection to the platform. Lifecycle: `connect` → (pairing → logged in) → `disconnect` or
+ * `logout`; `close` at process shutdown. Errors are `ApiError`s: `CONFLICT` for state conflicts (DESIGN D6),
+ * `PLATFORM_ERROR` (502) when the platform refuses, `PLATFORM_UNAVAILABLE` (503) when it cannot be reached.
+ */
+export interface EngineSession {
+  /**
+   * Opens the connection, restoring stored credentials when present; without credentials a pairing attempt
+   * starts (QR codes per DESIGN D7). Idempotent while connected. Resolves once the attempt has started.
+   */
+  connect(): Promise<void>;
+  /** Resolves true once logged in and connected, or false after `timeoutMs` milliseconds (DESIGN D7). */
+  waitForLogin(timeoutMs: number): Promise<boolean>;
+  /** The current state; cheap and synchronous. */
+  state(): ConnectionState;
+  /** The current QR pairing code, or null when no pairing attempt is running. */
+  pairingCode(): PairingCode | null;
+  /** Closes the connection and keeps credentials: a later `connect` needs no scan (SPEC Transitions). */
+  disconnect(): Promise<void>;
+  /** Unlinks the device and deletes the credentials (SPEC Transitions). */
+  logout(): Promise<void>;
+  /** Releases resources at process shutdown without changing what is stored. */
+  close(): Promise<void>;
+
+  /** Sends a message (DESIGN D8). @throws ApiError CONFLICT `instance is not logged in`. */
+  send(message: OutgoingMessage): Promise<SentMessage>;
+  /** Reacts to message `targetId` in `chat`; `fromMe` marks one of the account's own messages; '' removes. */
+  react(chat: Jid, targetId: string, fromMe: boolean, emoji: string, sender?: Jid): Promise<SentMessage>;
+  /** Sends read receipts for `ids` in `chat`; `sender` is required for group chats (SPEC Messages). */
+  markRead(chat: Jid, ids: readonly string[], sender?: Jid): Promise<void>;
+  /** Checks which phone numbers are registered, one entry per number, in order (SPEC Contacts). */
+  checkPhones(phones: readonly string[]): Promise<UserCheck[]>;
+  /** Profile details of users (DESIGN D12). */
+  userInfo(phones: readonly string[]): Promise<UserInfo[]>;
+  /** Profile picture of a user, or null when none (DESIGN D12: 404). */
+  avatar(phone: string): Promise<Avatar | null>;
+  /** Contacts the platform knows for the account (merged with stored contacts by the caller). */
+  contacts(): Promise<Contact[]>;
+  /** Creates a group; the account becomes owner, admin and super admin (SPEC Groups). */
+  createGroup(name: string, participants: readonly Jid[]): Promise<GroupInfo>;
+  /** Every group the account belongs to. */
+  listGroups(): Promise<GroupInfo[]>;
+  /** One group. @throws ApiError NOT_FOUND when the account is not in it. */
+  groupInfo(jid: Jid): Promise<GroupInfo>;
+  /** The invite code of a group. @throws ApiError FORBIDDEN when the account is not an admin (SPEC Errors). */
+  groupInviteCode(jid: Jid): Promise<string>;
+
+  /** Live engine only: links by an 8-character pairing code typed on the phone instead of a QR scan. */
+  requestPairingCode?(phone: string): Promise<string>;
+  /** Sandbox engine only: the simulated platform's test helpers (DESIGN D9). */
+  readonly sandbox?: SandboxControls;
+}
+
+/** The sandbox's test helpers (DESIGN D9); routes under `/v1/sandbox/*` call these. */
+export interface SandboxControls {
+  /** The owner scans the current QR: logs in as `phone` (generated when omitted). */
+  scan(input: { code?: string; phone?: string }): Promise<ConnectionState>;
+}

@@ -1,0 +1,202 @@
+/**
+ * Domain types shared by the engines (sandbox, Baileys) and the parts that subscribe to them
+ * (sessions, message store, webhook outbox). Times are Unix epoch milliseconds unless named otherwise.
+ */
+
+/** A JID: `<phone>@s.whatsapp.net` for users, `<id>@g.us` for groups (SPEC Identifiers). */
+export type Jid = string;
+
+/** The user and group JID domains (SPEC Identifiers). */
+export const USER_DOMAIN = 's.whatsapp.net';
+export const GROUP_DOMAIN = 'g.us';
+
+/** The user JID of a phone number (digits only). */
+export function userJid(phone: string): Jid {
+  return `${phone}@${USER_DOMAIN}`;
+}
+
+/** The phone number of a user JID, dropping any device part (`123.0:4@s.whatsapp.net` → `123`); null otherwise. */
+export function phoneOfJid(jid: Jid): string | null {
+  const match = /^(\d+)(?:[.:]\d+)*(?::\d+)?@s\.whatsapp\.net$/.exec(jid);
+  return match?.[1] ?? null;
+}
+
+/** Connection state as an engine reports it (SPEC States; DESIGN D7). */
+export interface ConnectionState {
+  /** The live connection to the platform is open (or, while pairing, the QR attempt is running). */
+  connected: boolean;
+  /** Paired credentials exist. */
+  loggedIn: boolean;
+  /** The account's device-qualified JID once logged in. */
+  jid: Jid | null;
+  /** The account's phone number once logged in. */
+  phone: string | null;
+  /** The account's display name, when known. */
+  pushName: string | null;
+  /** Why the connection last closed or stopped, for the status endpoint and logs (e.g. `replaced by another session`). */
+  reason?: string;
+}
+
+/** The current pairing code (DESIGN D7): the raw string a QR encodes, and when it stops being valid. */
+export interface PairingCode {
+  code: string;
+  /** Epoch milliseconds. */
+  expiresAt: number;
+}
+
+/** Where a message lives and who sent it (SPEC Events: `event.info.messageSource`). */
+export interface MessageSource {
+  chat: Jid;
+  sender: Jid;
+  isFromMe: boolean;
+  isGroup: boolean;
+}
+
+/** Delivery states of a message, in order (DESIGN D8). */
+export type DeliveryState = 'sent' | 'delivered' | 'read' | 'played';
+
+/** Bytes of a media message with the MIME type decided from the bytes (DESIGN D8). */
+export interface MediaPayload {
+  data: Buffer;
+  mimetype: string;
+}
+
+/** What a send carries (DESIGN D8). Media arrives already fetched, checked and converted. */
+export type OutgoingContent =
+  | { kind: 'text'; text: string; linkPreview: boolean }
+  | { kind: 'image'; media: MediaPayload; caption?: string }
+  | { kind: 'document'; media: MediaPayload; fileName: string; caption?: string }
+  | { kind: 'audio'; media: MediaPayload }
+  | { kind: 'video'; media: MediaPayload; caption?: string }
+  | { kind: 'sticker'; media: MediaPayload; animated: boolean }
+  | { kind: 'location'; latitude: number; longitude: number; name?: string; address?: string }
+  | { kind: 'contact'; displayName: string; vcard: string };
+
+/** The kinds of message parley knows; `other` for anything else the platform sends. */
+export type MessageKind = OutgoingContent['kind'] | 'reaction' | 'other';
+
+/** A message's content as stored and as normalised into webhook payloads (no media bytes). */
+export interface MessageContent {
+  kind: MessageKind;
+  /** Text of a text message, or the caption of a media message. */
+  text?: string;
+  mimetype?: string;
+  fileName?: string;
+  /** Size in bytes of a media message. */
+  fileLength?: number;
+  latitude?: number;
+  longitude?: number;
+  name?: string;
+  address?: string;
+  vcard?: string;
+  /** Reaction emoji ('' removes) and the id of the message reacted to. */
+  reaction?: { emoji: string; targetId: string };
+  /** Id of the message this one replies to. */
+  quotedId?: string;
+}
+
+/** A message as engines report it (sent or received). */
+export interface EngineMessage {
+  id: string;
+  source: MessageSource;
+  pushName: string;
+  /** Epoch milliseconds. */
+  timestamp: number;
+  content: MessageContent;
+}
+
+/** A request to send one message. */
+export interface OutgoingMessage {
+  to: Jid;
+  content: OutgoingContent;
+  /** Message id to quote as a reply (DESIGN D8: field `id` on every send). */
+  quotedId?: string;
+}
+
+/** What a send returns: the platform's message id (uppercase hex, `3EB0…` style) and its time. */
+export interface SentMessage {
+  id: string;
+  /** Epoch milliseconds. */
+  timestamp: number;
+}
+
+/** One entry of a registration check (SPEC Contact check entry). */
+export interface UserCheck {
+  query: string;
+  isInPlatform: boolean;
+  jid: Jid | null;
+  verifiedName: string;
+}
+
+/** Profile details of a user (DESIGN D12 `/v1/contacts/info`). */
+export interface UserInfo {
+  query: string;
+  jid: Jid | null;
+  status: string;
+  pictureId: string;
+  verifiedName: string;
+}
+
+/** A group's picture reference (DESIGN D12 `/v1/contacts/avatar`). */
+export interface Avatar {
+  url: string;
+  id: string;
+}
+
+/** A contact as known to the account (SPEC Contact list entry). */
+export interface Contact {
+  jid: Jid;
+  businessName: string;
+  firstName: string;
+  fullName: string;
+  pushName: string;
+}
+
+/** A group participant (SPEC Group). */
+export interface GroupParticipant {
+  jid: Jid;
+  isAdmin: boolean;
+  isSuperAdmin: boolean;
+}
+
+/** A group with every SPEC field; times are epoch milliseconds, `disappearingTimer` in seconds (0 = off). */
+export interface GroupInfo {
+  jid: Jid;
+  name: string;
+  topic: string;
+  ownerJid: Jid;
+  created: number;
+  nameSetAt: number;
+  nameSetBy: Jid;
+  isAnnounce: boolean;
+  isLocked: boolean;
+  isEphemeral: boolean;
+  disappearingTimer: number;
+  participants: GroupParticipant[];
+}
+
+/** One chat of a history sync (DESIGN D10 `HistorySync`). */
+export interface HistoryChat {
+  jid: Jid;
+  name: string;
+  messages: EngineMessage[];
+}
+
+/**
+ * Events an engine emits. Engines only translate: the session manager, the message store and the webhook
+ * outbox subscribe to these (DESIGN D2).
+ */
+export type EngineEvent =
+  | { type: 'connection'; state: ConnectionState }
+  | { type: 'message'; message: EngineMessage }
+  | {
+      type: 'receipt';
+      state: Exclude<DeliveryState, 'sent'>;
+      messageIds: string[];
+      source: MessageSource;
+      /** Epoch milliseconds. */
+      timestamp: number;
+    }
+  | { type: 'presence'; source: MessageSource; state: 'composing' | 'paused'; media: '' | 'audio' }
+  | { type: 'history'; syncType: string; progress: number; chats: HistoryChat[] }
+  | { type: 'contacts'; contacts: Contact[] };

@@ -1,0 +1,79 @@
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const VERSION = 'v1';
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+
+/** Raised when a sealed value cannot be opened: wrong master key, truncated or tampered data. */
+export class SecretError extends Error {
+  override name = 'SecretError';
+}
+
+/**
+ * Encrypts secrets at rest (HMAC keys, platform credentials) with AES-256-GCM under the master key
+ * (DESIGN D11). A sealed value is the text `v1.<iv>.<tag>.<ciphertext>`, each part base64url.
+ */
+export class SecretBox {
+  readonly #key: Buffer;
+
+  /** @param key the 32-byte master key. @throws SecretError when the key is not 32 bytes. */
+  constructor(key: Buffer) {
+    if (key.length !== 32) throw new SecretError('master key must be 32 bytes');
+    this.#key = Buffer.from(key);
+  }
+
+  /** Encrypts `plaintext` (UTF-8) with a fresh random 96-bit IV. */
+  seal(plaintext: string): string {
+    const iv = randomBytes(IV_BYTES);
+    const cipher = createCipheriv('aes-256-gcm', this.#key, iv);
+    const body = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
+    const tag = cipher.getAuthTag();
+    return [VERSION, iv.toString('base64url'), tag.toString('base64url'), body.toString('base64url')].join(
+      '.',
+    );
+  }
+
+  /** Decrypts a value made by {@link seal}. @throws SecretError when it is malformed or fails authentication. */
+  open(sealed: string): string {
+    const [version, iv, tag, body] = sealed.split('.');
+    if (version !== VERSION || iv === undefined || tag === undefined || body === undefined) {
+      throw new SecretError('sealed value is malformed');
+    }
+    try {
+      const decipher = createDecipheriv('aes-256-gcm', this.#key, Buffer.from(iv, 'base64url'));
+      const tagBytes = Buffer.from(tag, 'base64url');
+      if (tagBytes.length !== TAG_BYTES) throw new SecretError('sealed value is malformed');
+      decipher.setAuthTag(tagBytes);
+      return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]).toString(
+        'utf8',
+      );
+    } catch (error) {
+      throw new SecretError('sealed value cannot be opened with this master key', { cause: error });
+    }
+  }
+}
+
+/** Name of the master key file created in `DATA_DIR` when `SECRET_KEY` is not set (DESIGN D11). */
+export const KEY_FILE_NAME = 'secret.key';
+
+/**
+ * Returns the master key: `configured` when given, else the key in `<dataDir>/secret.key`, which is created
+ * with mode 0600 and 32 random bytes (hex) on first use. Safe when several processes start at once: the file is
+ * created exclusively and a loser of the race reads the winner's key.
+ * @throws SecretError when the key file exists but does not hold 64 hex characters.
+ */
+export function loadMasterKey(dataDir: string, configured: Buffer | undefined): Buffer {
+  if (configured) return configured;
+  mkdirSync(dataDir, { recursive: true });
+  const path = join(dataDir, KEY_FILE_NAME);
+  try {
+    writeFileSync(path, `${randomBytes(32).toString('hex')}\n`, { mode: 0o600, flag: 'wx' });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  }
+  const text = readFileSync(path, 'utf8').trim();
+  if (!/^[0-9a-f]{64}$/i.test(text)) throw new SecretError(`${path} must hold 64 hex characters`);
+  return Buffer.from(text, 'hex');
+}

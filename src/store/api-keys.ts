@@ -1,0 +1,157 @@
+import { randomUUID } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import type { Environment } from '../security/api-keys.ts';
+import { nowIso } from './database.ts';
+import type { ApiKeysTable, Database } from './schema.ts';
+
+/** Scopes a key may carry (SPEC Authentication 4, DESIGN D5). */
+export type Scope =
+  | 'chat:*'
+  | 'chat:messages'
+  | 'chat:contacts'
+  | 'chat:session'
+  | 'chat:groups'
+  | 'chat:webhook';
+export const SCOPES: readonly Scope[] = [
+  'chat:*',
+  'chat:messages',
+  'chat:contacts',
+  'chat:session',
+  'chat:groups',
+  'chat:webhook',
+];
+
+/** A stored API key: never the key itself, only its SHA-256 and display prefix (DESIGN D3, D11). */
+export interface ApiKeyRecord {
+  id: string;
+  orgId: string;
+  env: Environment;
+  name: string;
+  prefix: string;
+  keyHash: string;
+  scopes: Scope[];
+  /** Instance ids this key may address; empty = every instance of the org in its env. */
+  instanceIds: string[];
+  expiresAt: string | null;
+  revokedAt: string | null;
+  lastUsedAt: string | null;
+  createdAt: string;
+}
+
+function parseList(text: string): string[] {
+  const value: unknown = JSON.parse(text);
+  return Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [];
+}
+
+function toApiKey(row: ApiKeysTable): ApiKeyRecord {
+  return {
+    id: row.id,
+    orgId: row.org_id,
+    env: row.env === 'live' ? 'live' : 'test',
+    name: row.name,
+    prefix: row.prefix,
+    keyHash: row.key_hash,
+    scopes: parseList(row.scopes).filter((s): s is Scope => SCOPES.includes(s as Scope)),
+    instanceIds: parseList(row.instance_ids),
+    expiresAt: row.expires_at,
+    revokedAt: row.revoked_at,
+    lastUsedAt: row.last_used_at,
+    createdAt: row.created_at,
+  };
+}
+
+/** Input of {@link insertApiKey}: the hash and prefix come from `generateApiKey`. */
+export interface NewApiKey {
+  orgId: string;
+  env: Environment;
+  name: string;
+  prefix: string;
+  keyHash: string;
+  scopes: Scope[];
+  instanceIds: string[];
+  expiresAt: string | null;
+}
+
+/** Stores a key record. */
+export async function insertApiKey(db: Kysely<Database>, input: NewApiKey): Promise<ApiKeyRecord> {
+  const row: ApiKeysTable = {
+    id: randomUUID(),
+    org_id: input.orgId,
+    env: input.env,
+    name: input.name,
+    prefix: input.prefix,
+    key_hash: input.keyHash,
+    scopes: JSON.stringify(input.scopes),
+    instance_ids: JSON.stringify(input.instanceIds),
+    expires_at: input.expiresAt,
+    revoked_at: null,
+    last_used_at: null,
+    created_at: nowIso(),
+  };
+  await db.insertInto('api_keys').values(row).execute();
+  return toApiKey(row);
+}
+
+/** Looks a key up by the SHA-256 of its value (unique index). */
+export async function findApiKeyByHash(
+  db: Kysely<Database>,
+  keyHash: string,
+): Promise<ApiKeyRecord | undefined> {
+  const row = await db.selectFrom('api_keys').selectAll().where('key_hash', '=', keyHash).executeTakeFirst();
+  return row ? toApiKey(row) : undefined;
+}
+
+/** Loads a key record by id. */
+export async function getApiKey(db: Kysely<Database>, id: string): Promise<ApiKeyRecord | undefined> {
+  const row = await db.selectFrom('api_keys').selectAll().where('id', '=', id).executeTakeFirst();
+  return row ? toApiKey(row) : undefined;
+}
+
+/** Keys of an organization, newest first. */
+export async function listApiKeys(db: Kysely<Database>, orgId: string): Promise<ApiKeyRecord[]> {
+  const rows = await db
+    .selectFrom('api_keys')
+    .selectAll()
+    .where('org_id', '=', orgId)
+    .orderBy('created_at', 'desc')
+    .execute();
+  return rows.map(toApiKey);
+}
+
+/**
+ * Marks a key revoked (idempotent: a second call keeps the first time).
+ * @returns the updated record, or undefined when no key has that id.
+ */
+export async function revokeApiKey(
+  db: Kysely<Database>,
+  id: string,
+  at: string = nowIso(),
+): Promise<ApiKeyRecord | undefined> {
+  await db
+    .updateTable('api_keys')
+    .set({ revoked_at: at })
+    .where('id', '=', id)
+    .where('revoked_at', 'is', null)
+    .execute();
+  return getApiKey(db, id);
+}
+
+/** Hashes of keys revoked at or after `since` (RFC 3339), for evicting cached verifications in every process. */
+export async function listRevokedSince(
+  db: Kysely<Database>,
+  since: string,
+): Promise<{ keyHash: string; revokedAt: string }[]> {
+  const rows = await db
+    .selectFrom('api_keys')
+    .select(['key_hash', 'revoked_at'])
+    .where('revoked_at', '>=', since)
+    .execute();
+  return rows.flatMap((r) =>
+    r.revoked_at === null ? [] : [{ keyHash: r.key_hash, revokedAt: r.revoked_at }],
+  );
+}
+
+/** Records that the key was used at `at`. */
+export async function touchApiKey(db: Kysely<Database>, id: string, at: string): Promise<void> {
+  await db.updateTable('api_keys').set({ last_used_at: at }).where('id', '=', id).execute();
+}

@@ -1,0 +1,99 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import SQLite from 'better-sqlite3';
+import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import pg from 'pg';
+import type { DatabaseConfig } from '../config/config.ts';
+import { migrationProvider, migrations } from './migrations/index.ts';
+import type { Database } from './schema.ts';
+
+/** An open store: the Kysely handle, which dialect backs it, and how to close it. */
+export interface Store {
+  db: Kysely<Database>;
+  dialect: DatabaseConfig['dialect'];
+  /** PostgreSQL schema the store lives in, when one was named at open. */
+  schema: string | undefined;
+  /** Closes every connection; the store cannot be used afterwards. */
+  destroy(): Promise<void>;
+}
+
+/** Options for {@link openStore}. */
+export interface OpenStoreOptions {
+  /** PostgreSQL only: a schema to create and use (tests isolate themselves this way). */
+  schema?: string;
+  /** PostgreSQL pool size (default 10). */
+  poolSize?: number;
+}
+
+/**
+ * Opens the store described by `config` (DESIGN D2): better-sqlite3 in WAL mode for SQLite, a `pg` pool for
+ * PostgreSQL (int8 read as JavaScript numbers). Does not migrate; call {@link migrateToLatest}.
+ * @throws when the SQLite file cannot be created or PostgreSQL refuses the first connection.
+ */
+export async function openStore(config: DatabaseConfig, options: OpenStoreOptions = {}): Promise<Store> {
+  if (config.dialect === 'sqlite') {
+    if (config.path !== ':memory:') mkdirSync(dirname(config.path), { recursive: true });
+    const sqlite = new SQLite(config.path);
+    sqlite.pragma('journal_mode = WAL');
+    sqlite.pragma('synchronous = NORMAL');
+    sqlite.pragma('foreign_keys = ON');
+    sqlite.pragma('busy_timeout = 5000');
+    const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+    return { db, dialect: 'sqlite', schema: undefined, destroy: () => db.destroy() };
+  }
+  const schema = options.schema;
+  if (schema !== undefined && !/^[a-z_][a-z0-9_]*$/.test(schema))
+    throw new Error(`bad schema name ${schema}`);
+  const types = {
+    getTypeParser: (oid: number, format?: 'text' | 'binary') =>
+      oid === 20 ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format ?? 'text'),
+  };
+  if (schema !== undefined) {
+    const client = new pg.Client({ connectionString: config.url });
+    await client.connect();
+    try {
+      await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+    } finally {
+      await client.end();
+    }
+  }
+  const pool = new pg.Pool({
+    connectionString: config.url,
+    max: options.poolSize ?? 10,
+    types,
+    ...(schema === undefined ? {} : { options: `-c search_path=${schema}` }),
+  });
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  await sql`select 1`.execute(db);
+  return { db, dialect: 'postgres', schema, destroy: () => db.destroy() };
+}
+
+/**
+ * Applies every pending migration (run at boot; concurrent callers on PostgreSQL are serialised by Kysely's lock).
+ * @throws the first migration error, after logging nothing (the caller decides).
+ */
+export async function migrateToLatest(store: Store): Promise<void> {
+  const { error } = await migratorFor(store).migrateToLatest();
+  if (error) throw error instanceof Error ? error : new Error(String(error));
+}
+
+/** True when every known migration has been applied (readiness check, DESIGN D14). */
+export async function isMigrated(store: Store): Promise<boolean> {
+  const applied = await migratorFor(store).getMigrations();
+  return (
+    applied.length === Object.keys(migrations).length && applied.every((m) => m.executedAt !== undefined)
+  );
+}
+
+function migratorFor(store: Store): Migrator {
+  return new Migrator({
+    db: store.db,
+    provider: migrationProvider,
+    ...(store.schema === undefined ? {} : { migrationTableSchema: store.schema }),
+  });
+}
+
+/** The current time as stored: RFC 3339 UTC with milliseconds and `Z` (DESIGN D6). */
+export function nowIso(clock: () => number = Date.now): string {
+  return new Date(clock()).toISOString();
+}

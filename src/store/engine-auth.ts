@@ -1,0 +1,93 @@
+import type { Kysely } from 'kysely';
+import type { SecretBox } from '../security/secrets.ts';
+import { nowIso } from './database.ts';
+import type { Database } from './schema.ts';
+
+/**
+ * Per-instance persistence port handed to an engine for its credentials and platform-side state
+ * (DESIGN D2: engines never touch tables themselves). Values are JSON-serialisable text chosen by the engine;
+ * they are sealed with the master key at rest (DESIGN D11).
+ */
+export interface AuthStateStore {
+  /** Reads the values of `ids` in `category`; missing ids are absent from the result. */
+  get(category: string, ids: readonly string[]): Promise<Map<string, string>>;
+  /** Writes (value string) or deletes (null) many entries in one transaction. */
+  set(entries: readonly { category: string; id: string; value: string | null }[]): Promise<void>;
+  /** Every entry of one category (for small categories such as a sandbox's users). */
+  list(category: string): Promise<Map<string, string>>;
+  /** Deletes every entry of the instance (logout). */
+  clear(): Promise<void>;
+}
+
+/** The SQL implementation of {@link AuthStateStore} over the `engine_auth` table. */
+export class SqlAuthStateStore implements AuthStateStore {
+  readonly #db: Kysely<Database>;
+  readonly #box: SecretBox;
+  readonly #instanceId: string;
+
+  constructor(db: Kysely<Database>, box: SecretBox, instanceId: string) {
+    this.#db = db;
+    this.#box = box;
+    this.#instanceId = instanceId;
+  }
+
+  async get(category: string, ids: readonly string[]): Promise<Map<string, string>> {
+    const out = new Map<string, string>();
+    if (ids.length === 0) return out;
+    const rows = await this.#db
+      .selectFrom('engine_auth')
+      .select(['key_id', 'value'])
+      .where('instance_id', '=', this.#instanceId)
+      .where('category', '=', category)
+      .where('key_id', 'in', [...ids])
+      .execute();
+    for (const row of rows) out.set(row.key_id, this.#box.open(row.value));
+    return out;
+  }
+
+  async list(category: string): Promise<Map<string, string>> {
+    const rows = await this.#db
+      .selectFrom('engine_auth')
+      .select(['key_id', 'value'])
+      .where('instance_id', '=', this.#instanceId)
+      .where('category', '=', category)
+      .execute();
+    return new Map(rows.map((row) => [row.key_id, this.#box.open(row.value)]));
+  }
+
+  async set(entries: readonly { category: string; id: string; value: string | null }[]): Promise<void> {
+    if (entries.length === 0) return;
+    const at = nowIso();
+    await this.#db.transaction().execute(async (trx) => {
+      for (const entry of entries) {
+        if (entry.value === null) {
+          await trx
+            .deleteFrom('engine_auth')
+            .where('instance_id', '=', this.#instanceId)
+            .where('category', '=', entry.category)
+            .where('key_id', '=', entry.id)
+            .execute();
+          continue;
+        }
+        const value = this.#box.seal(entry.value);
+        await trx
+          .insertInto('engine_auth')
+          .values({
+            instance_id: this.#instanceId,
+            category: entry.category,
+            key_id: entry.id,
+            value,
+            updated_at: at,
+          })
+          .onConflict((oc) =>
+            oc.columns(['instance_id', 'category', 'key_id']).doUpdateSet({ value, updated_at: at }),
+          )
+          .execute();
+      }
+    });
+  }
+
+  async clear(): Promise<void> {
+    await this.#db.deleteFrom('engine_auth').where('instance_id', '=', this.#instanceId).execute();
+  }
+}

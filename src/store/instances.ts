@@ -1,0 +1,146 @@
+import { randomUUID } from 'node:crypto';
+import type { Kysely, Updateable } from 'kysely';
+import type { Environment } from '../security/api-keys.ts';
+import { nowIso } from './database.ts';
+import type { Database, InstancesTable } from './schema.ts';
+
+/** Webhook event types (SPEC Events). */
+export type EventType = 'Message' | 'ReadReceipt' | 'HistorySync' | 'ChatPresence';
+export const EVENT_TYPES: readonly EventType[] = ['Message', 'ReadReceipt', 'HistorySync', 'ChatPresence'];
+
+/** One linked number (DESIGN D3). `subscribe` is null until the first connect (then DESIGN D7 defaults). */
+export interface Instance {
+  id: string;
+  orgId: string;
+  env: Environment;
+  name: string;
+  phone: string | null;
+  jid: string | null;
+  pushName: string | null;
+  webhookUrl: string | null;
+  subscribe: EventType[] | null;
+  /** Sealed HMAC key (DESIGN D11); open with the SecretBox. */
+  hmacKeySealed: string | null;
+  desiredState: 'connected' | 'disconnected';
+  lastConnectedAt: string | null;
+  createdAt: string;
+}
+
+/** Converts a stored row; unknown event names in a stored subscription are dropped. */
+export function toInstance(row: InstancesTable): Instance {
+  let subscribe: EventType[] | null = null;
+  if (row.subscribe !== null) {
+    const parsed: unknown = JSON.parse(row.subscribe);
+    subscribe = Array.isArray(parsed) ? EVENT_TYPES.filter((t) => parsed.includes(t)) : [];
+  }
+  return {
+    id: row.id,
+    orgId: row.org_id,
+    env: row.env === 'live' ? 'live' : 'test',
+    name: row.name,
+    phone: row.phone,
+    jid: row.jid,
+    pushName: row.push_name,
+    webhookUrl: row.webhook_url,
+    subscribe,
+    hmacKeySealed: row.hmac_key,
+    desiredState: row.desired_state === 'connected' ? 'connected' : 'disconnected',
+    lastConnectedAt: row.last_connected_at,
+    createdAt: row.created_at,
+  };
+}
+
+/** Inserts an instance of `env` for organization `orgId`. */
+export async function createInstance(
+  db: Kysely<Database>,
+  input: { orgId: string; env: Environment; name: string },
+): Promise<Instance> {
+  const row: InstancesTable = {
+    id: randomUUID(),
+    org_id: input.orgId,
+    env: input.env,
+    name: input.name,
+    phone: null,
+    jid: null,
+    push_name: null,
+    webhook_url: null,
+    subscribe: null,
+    hmac_key: null,
+    desired_state: 'disconnected',
+    last_connected_at: null,
+    created_at: nowIso(),
+  };
+  await db.insertInto('instances').values(row).execute();
+  return toInstance(row);
+}
+
+/** Loads one instance by id. */
+export async function getInstance(db: Kysely<Database>, id: string): Promise<Instance | undefined> {
+  const row = await db.selectFrom('instances').selectAll().where('id', '=', id).executeTakeFirst();
+  return row ? toInstance(row) : undefined;
+}
+
+/** The instances of an organization, optionally of one environment, oldest first. */
+export async function listInstances(
+  db: Kysely<Database>,
+  orgId: string,
+  env?: Environment,
+): Promise<Instance[]> {
+  let query = db.selectFrom('instances').selectAll().where('org_id', '=', orgId);
+  if (env) query = query.where('env', '=', env);
+  const rows = await query.orderBy('created_at').orderBy('id').execute();
+  return rows.map(toInstance);
+}
+
+/** Instances the user left connected and that hold a login: reconnected at boot (DESIGN D7). */
+export async function listInstancesToRestore(db: Kysely<Database>): Promise<Instance[]> {
+  const rows = await db
+    .selectFrom('instances')
+    .selectAll()
+    .where('desired_state', '=', 'connected')
+    .where('jid', 'is not', null)
+    .execute();
+  return rows.map(toInstance);
+}
+
+/** Another instance of the same environment already linked to `phone`, if any. */
+export async function findInstanceByPhone(
+  db: Kysely<Database>,
+  env: Environment,
+  phone: string,
+): Promise<Instance | undefined> {
+  const row = await db
+    .selectFrom('instances')
+    .selectAll()
+    .where('env', '=', env)
+    .where('phone', '=', phone)
+    .executeTakeFirst();
+  return row ? toInstance(row) : undefined;
+}
+
+/** Fields of an instance that change after creation. */
+export interface InstancePatch {
+  phone?: string | null;
+  jid?: string | null;
+  pushName?: string | null;
+  webhookUrl?: string | null;
+  subscribe?: EventType[];
+  hmacKeySealed?: string | null;
+  desiredState?: 'connected' | 'disconnected';
+  lastConnectedAt?: string | null;
+}
+
+/** Applies `patch` to instance `id`; fields left undefined are untouched. */
+export async function updateInstance(db: Kysely<Database>, id: string, patch: InstancePatch): Promise<void> {
+  const values: Updateable<InstancesTable> = {};
+  if (patch.phone !== undefined) values.phone = patch.phone;
+  if (patch.jid !== undefined) values.jid = patch.jid;
+  if (patch.pushName !== undefined) values.push_name = patch.pushName;
+  if (patch.webhookUrl !== undefined) values.webhook_url = patch.webhookUrl;
+  if (patch.subscribe !== undefined) values.subscribe = JSON.stringify(patch.subscribe);
+  if (patch.hmacKeySealed !== undefined) values.hmac_key = patch.hmacKeySealed;
+  if (patch.desiredState !== undefined) values.desired_state = patch.desiredState;
+  if (patch.lastConnectedAt !== undefined) values.last_connected_at = patch.lastConnectedAt;
+  if (Object.keys(values).length === 0) return;
+  await db.updateTable('instances').set(values).where('id', '=', id).execute();
+}

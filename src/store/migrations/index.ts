@@ -1,0 +1,15 @@
+import type { Migration, MigrationProvider } from 'kysely';
+import * as core from './0001_core.ts';
+
+/**
+ * Every migration, in order. Names are numbered; add a new file and list it here (never edit one that shipped).
+ * One set serves both SQLite and PostgreSQL (DESIGN D2).
+ */
+export const migrations: Record<string, Migration> = {
+  '0001_core': core,
+};
+
+/** Hands Kysely's `Migrator` the in-code list above (no file-system scanning, so it works from any cwd). */
+export const migrationProvider: MigrationProvider = {
+  getMigrations: async () => migrations,
+};

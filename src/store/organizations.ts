@@ -1,0 +1,82 @@
+import { randomUUID } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import { nowIso } from './database.ts';
+import type { Database, OrganizationsTable } from './schema.ts';
+
+/** Billing plans (SPEC Limits, DESIGN D3). */
+export type Plan = 'free' | 'pro' | 'enterprise';
+export const PLANS: readonly Plan[] = ['free', 'pro', 'enterprise'];
+
+/** An organization; `perMinute`/`perDay` are set only for `enterprise` (its own limits, DESIGN D3). */
+export interface Organization {
+  id: string;
+  name: string;
+  plan: Plan;
+  perMinute: number | null;
+  perDay: number | null;
+  createdAt: string;
+}
+
+function toOrganization(row: OrganizationsTable): Organization {
+  return {
+    id: row.id,
+    name: row.name,
+    plan: PLANS.includes(row.plan as Plan) ? (row.plan as Plan) : 'free',
+    perMinute: row.per_minute,
+    perDay: row.per_day,
+    createdAt: row.created_at,
+  };
+}
+
+/** Input of {@link createOrganization}. */
+export interface NewOrganization {
+  name: string;
+  plan: Plan;
+  perMinute?: number | null;
+  perDay?: number | null;
+}
+
+/** Inserts an organization. @throws the driver's unique-violation error when the name is taken. */
+export async function createOrganization(
+  db: Kysely<Database>,
+  input: NewOrganization,
+): Promise<Organization> {
+  const row: OrganizationsTable = {
+    id: randomUUID(),
+    name: input.name,
+    plan: input.plan,
+    per_minute: input.perMinute ?? null,
+    per_day: input.perDay ?? null,
+    created_at: nowIso(),
+  };
+  await db.insertInto('organizations').values(row).execute();
+  return toOrganization(row);
+}
+
+/** Finds an organization by id or by its unique name. */
+export async function findOrganization(
+  db: Kysely<Database>,
+  idOrName: string,
+): Promise<Organization | undefined> {
+  const row = await db
+    .selectFrom('organizations')
+    .selectAll()
+    .where((eb) => eb.or([eb('id', '=', idOrName), eb('name', '=', idOrName)]))
+    .executeTakeFirst();
+  return row ? toOrganization(row) : undefined;
+}
+
+/** Loads one organization by id. */
+export async function getOrganization(db: Kysely<Database>, id: string): Promise<Organization | undefined> {
+  const row = await db.selectFrom('organizations').selectAll().where('id', '=', id).executeTakeFirst();
+  return row ? toOrganization(row) : undefined;
+}
+
+/** Number of organizations (0 on a fresh store: the bootstrap runs, DESIGN D3). */
+export async function countOrganizations(db: Kysely<Database>): Promise<number> {
+  const row = await db
+    .selectFrom('organizations')
+    .select((eb) => eb.fn.countAll<number | string>().as('n'))
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}

@@ -1,0 +1,66 @@
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { crc32 } from 'node:zlib';
+import { generateApiKey, hashApiKey, parseApiKey } from '../src/security/api-keys.ts';
+import { loadMasterKey, SecretBox, SecretError } from '../src/security/secrets.ts';
+
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+function decode62(s: string): number {
+  return [...s].reduce((n, c) => n * 62 + BASE62.indexOf(c), 0);
+}
+
+describe('API key format (DESIGN D3)', () => {
+  it('is svc_<env>_ + 32 base62 + 6 base62 of CRC32 over the random part', () => {
+    const { key, hash, prefix } = generateApiKey('test');
+    assert.match(key, /^svc_test_[0-9A-Za-z]{38}$/);
+    const random = key.slice(9, 41);
+    assert.equal(decode62(key.slice(41)), crc32(Buffer.from(random)));
+    assert.equal(hash, createHash('sha256').update(key).digest('hex'));
+    assert.equal(hashApiKey(key), hash);
+    assert.equal(prefix, key.slice(0, 12));
+    assert.deepEqual(parseApiKey(key), { env: 'test' });
+    assert.deepEqual(parseApiKey(generateApiKey('live').key), { env: 'live' });
+  });
+
+  it('rejects malformed keys and wrong checksums', () => {
+    const { key } = generateApiKey('live');
+    const flipped = key.slice(0, 20) + (key[20] === 'a' ? 'b' : 'a') + key.slice(21);
+    assert.equal(parseApiKey(flipped), null);
+    assert.equal(parseApiKey(key.slice(0, -1)), null);
+    assert.equal(parseApiKey(key.replace('svc_live_', 'svc_prod_')), null);
+    assert.equal(parseApiKey(`${key}x`), null);
+    assert.equal(parseApiKey(''), null);
+  });
+});
+
+describe('secrets at rest (DESIGN D11)', () => {
+  it('round-trips, uses a fresh IV, and refuses tampering or another key', () => {
+    const box = new SecretBox(Buffer.alloc(32, 7));
+    const a = box.seal('hmac-key-0123456789abcdef0123456789');
+    const b = box.seal('hmac-key-0123456789abcdef0123456789');
+    assert.notEqual(a, b);
+    assert.equal(box.open(a), 'hmac-key-0123456789abcdef0123456789');
+    assert.ok(!a.includes('hmac-key'));
+    const parts = a.split('.');
+    const body = Buffer.from(parts[3] ?? '', 'base64url');
+    body[0] = (body[0] ?? 0) ^ 1;
+    parts[3] = body.toString('base64url');
+    assert.throws(() => box.open(parts.join('.')), SecretError);
+    assert.throws(() => new SecretBox(Buffer.alloc(32, 8)).open(a), SecretError);
+  });
+
+  it('creates the key file once with mode 0600 and reads it back', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'parley-key-'));
+    const first = loadMasterKey(dir, undefined);
+    const second = loadMasterKey(dir, undefined);
+    assert.equal(first.length, 32);
+    assert.deepEqual(first, second);
+    assert.equal(statSync(join(dir, 'secret.key')).mode & 0o777, 0o600);
+    const configured = Buffer.alloc(32, 1);
+    assert.equal(loadMasterKey(dir, configured), configured);
+  });
+});

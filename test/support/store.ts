@@ -1,0 +1,68 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import type { DatabaseConfig } from '../../src/config/config.ts';
+import { migrateToLatest, openStore, type Store } from '../../src/store/database.ts';
+
+/** A dialect the store suites run against: SQLite always, PostgreSQL when TEST_DATABASE_URL is set. */
+export type TestDialect = 'sqlite' | 'postgres';
+
+/** The dialects available in this run (store tests loop over these; the runner says which are not run). */
+export function testDialects(): TestDialect[] {
+  return process.env.TEST_DATABASE_URL ? ['sqlite', 'postgres'] : ['sqlite'];
+}
+
+/** A migrated, isolated store plus its config and a cleanup that drops everything it made. */
+export interface TestStore {
+  store: Store;
+  database: DatabaseConfig;
+  /** PostgreSQL schema of this store (pass to openStore to share it from a second "process"). */
+  schema: string | undefined;
+  dataDir: string;
+  cleanup(): Promise<void>;
+}
+
+/**
+ * Creates a fresh store: a new SQLite file in a temp folder, or a new PostgreSQL schema.
+ * The temp folder doubles as `DATA_DIR` for the master key file.
+ */
+export async function createTestStore(dialect: TestDialect): Promise<TestStore> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'parley-test-'));
+  if (dialect === 'sqlite') {
+    const database: DatabaseConfig = { dialect: 'sqlite', path: join(dataDir, 'parley.db') };
+    const store = await openStore(database);
+    await migrateToLatest(store);
+    return {
+      store,
+      database,
+      schema: undefined,
+      dataDir,
+      cleanup: async () => {
+        await store.destroy();
+        rmSync(dataDir, { recursive: true, force: true });
+      },
+    };
+  }
+  const url = process.env.TEST_DATABASE_URL;
+  if (!url) throw new Error('TEST_DATABASE_URL is not set');
+  const schema = `t_${randomBytes(6).toString('hex')}`;
+  const database: DatabaseConfig = { dialect: 'postgres', url };
+  const store = await openStore(database, { schema, poolSize: 5 });
+  await migrateToLatest(store);
+  return {
+    store,
+    database,
+    schema,
+    dataDir,
+    cleanup: async () => {
+      await store.destroy();
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      await client.end();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
