@@ -6,6 +6,7 @@ import type {
   ConnectionState,
   Contact,
   EngineEvent,
+  EngineMessage,
   GroupInfo,
   Jid,
   OutgoingMessage,
@@ -33,6 +34,11 @@ export interface EngineSessionContext {
    * subscriber's failure — the caller logs it.
    */
   emit(event: EngineEvent): Promise<void>;
+  /**
+   * Looks up a stored message of this instance by id (sent or received), for quoting replies and answering the
+   * platform's retry requests; undefined when parley never stored it.
+   */
+  findMessage(id: string): Promise<EngineMessage | undefined>;
   logger: FastifyBaseLogger;
   clock: Clock;
 }
