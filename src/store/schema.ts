@@ -58,10 +58,20 @@ export interface EngineAuthTable {
   updated_at: string;
 }
 
+/** One-socket lock of a live instance (migration 0004): the process holding it renews `expires_at` on a heartbeat. */
+export interface InstanceLocksTable {
+  instance_id: string;
+  /** Which process holds the lock (the engine's `processId`). */
+  owner: string;
+  acquired_at: string;
+  expires_at: string;
+}
+
 /** The whole database as Kysely sees it; later migrations add their tables here. */
 export interface Database {
   organizations: OrganizationsTable;
   instances: InstancesTable;
   api_keys: ApiKeysTable;
   engine_auth: EngineAuthTable;
+  instance_locks: InstanceLocksTable;
 }

@@ -1,5 +1,6 @@
 import type { Migration, MigrationProvider } from 'kysely';
 import * as core from './0001_core.ts';
+import * as instanceLocks from './0004_instance_locks.ts';
 
 /**
  * Every migration, in order. Names are numbered; add a new file and list it here (never edit one that shipped).
@@ -7,6 +8,7 @@ import * as core from './0001_core.ts';
  */
 export const migrations: Record<string, Migration> = {
   '0001_core': core,
+  '0004_instance_locks': instanceLocks,
 };
 
 /** Hands Kysely's `Migrator` the in-code list above (no file-system scanning, so it works from any cwd). */
