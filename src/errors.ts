@@ -15,6 +15,7 @@ export type ErrorCode =
   | 'INTERNAL'
   | 'PLATFORM_ERROR'
   | 'PLATFORM_UNAVAILABLE'
+  | 'NOT_READY'
   | 'LOGIN_TIMEOUT';
 
 /** HTTP status of each {@link ErrorCode}; exhaustive, so a new code cannot be added without its status. */
@@ -43,6 +44,7 @@ export function statusOf(code: ErrorCode): number {
     case 'PLATFORM_ERROR':
       return 502;
     case 'PLATFORM_UNAVAILABLE':
+    case 'NOT_READY':
       return 503;
     case 'LOGIN_TIMEOUT':
       return 504;

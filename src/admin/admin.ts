@@ -1,0 +1,184 @@
+import type { Kysely } from 'kysely';
+import { type Environment, generateApiKey } from '../security/api-keys.ts';
+import {
+  type ApiKeyRecord,
+  insertApiKey,
+  listApiKeys,
+  revokeApiKey,
+  SCOPES,
+  type Scope,
+} from '../store/api-keys.ts';
+import { createInstance, getInstance, type Instance, listInstances } from '../store/instances.ts';
+import {
+  countOrganizations,
+  createOrganization,
+  findOrganization,
+  type Organization,
+  PLANS,
+  type Plan,
+} from '../store/organizations.ts';
+import type { Database } from '../store/schema.ts';
+
+/** An admin operation's input was wrong; the message names the option and the rule. */
+export class AdminError extends Error {
+  override name = 'AdminError';
+}
+
+const DURATION = /^(\d+)(s|m|h|d)$/;
+const UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/**
+ * Parses a duration such as `90s`, `10m`, `12h`, `30d` (DESIGN D3) into milliseconds.
+ * @throws AdminError when the text is not a positive whole number followed by s, m, h or d.
+ */
+export function parseDuration(text: string): number {
+  const match = DURATION.exec(text.trim());
+  const amount = Number(match?.[1]);
+  const unit = match?.[2] as keyof typeof UNIT_MS | undefined;
+  if (!match || unit === undefined || !Number.isSafeInteger(amount) || amount <= 0) {
+    throw new AdminError(`--expires-in must be a duration such as 90s, 10m, 12h or 30d (got "${text}")`);
+  }
+  return amount * UNIT_MS[unit];
+}
+
+function parsePlan(plan: string): Plan {
+  if (!PLANS.includes(plan as Plan)) throw new AdminError(`--plan must be one of ${PLANS.join(', ')}`);
+  return plan as Plan;
+}
+
+function parseEnv(env: string): Environment {
+  if (env !== 'test' && env !== 'live') throw new AdminError('--env must be test or live');
+  return env;
+}
+
+/** Creates an organization (`parley org create`). Enterprise plans take their own limits (DESIGN D3). */
+export async function adminCreateOrg(
+  db: Kysely<Database>,
+  input: { name: string; plan?: string; perMinute?: number; perDay?: number },
+): Promise<Organization> {
+  const name = input.name.trim();
+  if (name === '') throw new AdminError('--name is required');
+  const plan = parsePlan(input.plan ?? 'free');
+  for (const [option, value] of [
+    ['--per-minute', input.perMinute],
+    ['--per-day', input.perDay],
+  ] as const) {
+    if (value === undefined) continue;
+    if (plan !== 'enterprise') throw new AdminError(`${option} applies to the enterprise plan only`);
+    if (!Number.isSafeInteger(value) || value <= 0)
+      throw new AdminError(`${option} must be a positive integer`);
+  }
+  if (await findOrganization(db, name)) throw new AdminError(`organization "${name}" already exists`);
+  return createOrganization(db, {
+    name,
+    plan,
+    perMinute: input.perMinute ?? null,
+    perDay: input.perDay ?? null,
+  });
+}
+
+async function requireOrg(db: Kysely<Database>, idOrName: string): Promise<Organization> {
+  const org = await findOrganization(db, idOrName);
+  if (!org) throw new AdminError(`organization "${idOrName}" not found`);
+  return org;
+}
+
+/** Creates an instance (`parley instance create`). */
+export async function adminCreateInstance(
+  db: Kysely<Database>,
+  input: { org: string; env: string; name?: string },
+): Promise<Instance> {
+  const org = await requireOrg(db, input.org);
+  const env = parseEnv(input.env);
+  const count = (await listInstances(db, org.id, env)).length;
+  return createInstance(db, { orgId: org.id, env, name: input.name?.trim() || `${env}-${count + 1}` });
+}
+
+/** A created key: the record plus the full key, which is shown once and never stored (DESIGN D3). */
+export interface CreatedKey {
+  record: ApiKeyRecord;
+  key: string;
+}
+
+/**
+ * Creates an API key (`parley key create`): scopes default to `chat:*`; `instances` must be instances of the
+ * same organization and environment; `expiresIn` is a duration such as `30d`.
+ * @throws AdminError naming the option that is wrong.
+ */
+export async function adminCreateKey(
+  db: Kysely<Database>,
+  input: {
+    org: string;
+    env: string;
+    name?: string;
+    scopes?: string[];
+    instances?: string[];
+    expiresIn?: string;
+  },
+  now: number = Date.now(),
+): Promise<CreatedKey> {
+  const org = await requireOrg(db, input.org);
+  const env = parseEnv(input.env);
+  const scopes = input.scopes && input.scopes.length > 0 ? input.scopes : ['chat:*'];
+  for (const scope of scopes) {
+    if (!SCOPES.includes(scope as Scope))
+      throw new AdminError(`--scopes: unknown scope ${scope} (allowed: ${SCOPES.join(', ')})`);
+  }
+  const instanceIds = input.instances ?? [];
+  for (const id of instanceIds) {
+    const instance = await getInstance(db, id);
+    if (!instance || instance.orgId !== org.id || instance.env !== env) {
+      throw new AdminError(`--instances: ${id} is not a ${env} instance of organization ${org.name}`);
+    }
+  }
+  const expiresAt =
+    input.expiresIn === undefined ? null : new Date(now + parseDuration(input.expiresIn)).toISOString();
+  const generated = generateApiKey(env);
+  const record = await insertApiKey(db, {
+    orgId: org.id,
+    env,
+    name: input.name?.trim() || `${env} key`,
+    prefix: generated.prefix,
+    keyHash: generated.hash,
+    scopes: [...new Set(scopes)] as Scope[],
+    instanceIds,
+    expiresAt,
+  });
+  return { record, key: generated.key };
+}
+
+/** Revokes a key (`parley key revoke`). @throws AdminError when no key has that id. */
+export async function adminRevokeKey(db: Kysely<Database>, id: string): Promise<ApiKeyRecord> {
+  const record = await revokeApiKey(db, id);
+  if (!record) throw new AdminError(`key ${id} not found`);
+  return record;
+}
+
+/** Keys of an organization (`parley key list`), without any secret. */
+export async function adminListKeys(db: Kysely<Database>, org: string): Promise<ApiKeyRecord[]> {
+  return listApiKeys(db, (await requireOrg(db, org)).id);
+}
+
+/** Instances of an organization (`parley instance list`). */
+export async function adminListInstances(db: Kysely<Database>, org: string): Promise<Instance[]> {
+  return listInstances(db, (await requireOrg(db, org)).id);
+}
+
+/** What the first boot created (DESIGN D3), or null when the store already had organizations. */
+export interface Bootstrap {
+  org: Organization;
+  instance: Instance;
+  key: CreatedKey;
+}
+
+/**
+ * First boot on an empty store: org `default` (plan free), one test instance and one `svc_test_` key with
+ * `chat:*` (DESIGN D3). Does nothing when any organization exists.
+ */
+export async function bootstrapIfEmpty(db: Kysely<Database>): Promise<Bootstrap | null> {
+  if ((await countOrganizations(db)) > 0) return null;
+  const org = await adminCreateOrg(db, { name: 'default', plan: 'free' });
+  const instance = await adminCreateInstance(db, { org: org.id, env: 'test', name: 'sandbox' });
+  const key = await adminCreateKey(db, { org: org.id, env: 'test', name: 'bootstrap key' });
+  return { org, instance, key };
+}

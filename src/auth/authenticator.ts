@@ -1,0 +1,141 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Kysely } from 'kysely';
+import type { Clock } from '../engines/engine.ts';
+import { errors } from '../errors.ts';
+import { digestsEqual, type Environment, hashApiKey, parseApiKey } from '../security/api-keys.ts';
+import {
+  type ApiKeyRecord,
+  findApiKeyByHash,
+  listRevokedSince,
+  type Scope,
+  touchApiKey,
+} from '../store/api-keys.ts';
+import { getOrganization, type Organization } from '../store/organizations.ts';
+import type { Database } from '../store/schema.ts';
+
+/** Who a request acts as, once its key is verified (DESIGN D3). */
+export interface AuthContext {
+  keyId: string;
+  org: Organization;
+  env: Environment;
+  scopes: ReadonlySet<Scope>;
+  /** Instance ids the key may address; empty = every instance of the org in `env`. */
+  instanceIds: readonly string[];
+}
+
+/** Options of the {@link KeyAuthenticator}; times in milliseconds. */
+export interface KeyAuthenticatorOptions {
+  /** How long a verified key stays cached (revocation and expiry still apply at once). */
+  ttlMs: number;
+  /** How often to look for keys revoked by another process (e.g. `parley key revoke`). */
+  revocationPollMs: number;
+  /** Minimum time between two `last_used_at` writes for one key. */
+  touchEveryMs: number;
+  clock: Clock;
+  logger: FastifyBaseLogger;
+}
+
+interface CacheEntry {
+  key: ApiKeyRecord;
+  org: Organization;
+  cachedAt: number;
+}
+
+const BEARER = /^Bearer ([^\s]+)$/i;
+
+/** True when `context` carries `scope` or `chat:*` (DESIGN D5). */
+export function hasScope(context: AuthContext, scope: Scope): boolean {
+  return context.scopes.has('chat:*') || context.scopes.has(scope);
+}
+
+/**
+ * Verifies `Authorization: Bearer <key>` headers (SPEC Authentication, DESIGN D3, D11): format and CRC32 checked
+ * before any lookup, SHA-256 lookup with a short cache, constant-time digest comparison, expiry and revocation.
+ * Every failure raises the same 401 `invalid API key`. Revocations made by any process evict cached entries
+ * within one poll interval; {@link invalidate} evicts at once in this process.
+ */
+export class KeyAuthenticator {
+  readonly #db: Kysely<Database>;
+  readonly #options: KeyAuthenticatorOptions;
+  readonly #cache = new Map<string, CacheEntry>();
+  readonly #lastTouch = new Map<string, number>();
+  #revocationsSince: string;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(db: Kysely<Database>, options: KeyAuthenticatorOptions) {
+    this.#db = db;
+    this.#options = options;
+    this.#revocationsSince = new Date(options.clock()).toISOString();
+  }
+
+  /**
+   * Resolves the caller of a request.
+   * @param header the raw `Authorization` header value, if any.
+   * @throws ApiError UNAUTHORIZED `invalid API key` when missing, malformed, unknown, revoked or expired.
+   */
+  async authenticate(header: string | undefined): Promise<AuthContext> {
+    const match = header === undefined ? null : BEARER.exec(header.trim());
+    const presented = match?.[1];
+    if (presented === undefined || parseApiKey(presented) === null) throw errors.invalidKey();
+    const hash = hashApiKey(presented);
+    const now = this.#options.clock();
+    let entry = this.#cache.get(hash);
+    if (entry && now - entry.cachedAt > this.#options.ttlMs) {
+      this.#cache.delete(hash);
+      entry = undefined;
+    }
+    if (!entry) {
+      const key = await findApiKeyByHash(this.#db, hash);
+      const org = key ? await getOrganization(this.#db, key.orgId) : undefined;
+      if (!key || !org) throw errors.invalidKey();
+      entry = { key, org, cachedAt: now };
+      this.#cache.set(hash, entry);
+    }
+    const { key, org } = entry;
+    if (!digestsEqual(key.keyHash, hash)) throw errors.invalidKey();
+    if (key.revokedAt !== null) throw errors.invalidKey();
+    if (key.expiresAt !== null && Date.parse(key.expiresAt) <= now) throw errors.invalidKey();
+    this.#touch(key.id, now);
+    return { keyId: key.id, org, env: key.env, scopes: new Set(key.scopes), instanceIds: key.instanceIds };
+  }
+
+  /** Evicts a key from this process's cache at once (after a revocation made in this process). */
+  invalidate(keyHash: string): void {
+    this.#cache.delete(keyHash);
+  }
+
+  /** Starts polling for revocations made by other processes. */
+  start(): void {
+    if (this.#timer) return;
+    this.#timer = setInterval(() => void this.pollRevocations(), this.#options.revocationPollMs);
+    this.#timer.unref();
+  }
+
+  /** Stops polling. */
+  stop(): void {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  /** Evicts cached keys revoked since the last poll (any process). Errors are logged, not thrown. */
+  async pollRevocations(): Promise<void> {
+    try {
+      const revoked = await listRevokedSince(this.#db, this.#revocationsSince);
+      for (const { keyHash, revokedAt } of revoked) {
+        this.#cache.delete(keyHash);
+        if (revokedAt > this.#revocationsSince) this.#revocationsSince = revokedAt;
+      }
+    } catch (error) {
+      this.#options.logger.warn({ err: error }, 'polling key revocations failed');
+    }
+  }
+
+  #touch(keyId: string, now: number): void {
+    const last = this.#lastTouch.get(keyId) ?? 0;
+    if (now - last < this.#options.touchEveryMs) return;
+    this.#lastTouch.set(keyId, now);
+    touchApiKey(this.#db, keyId, new Date(now).toISOString()).catch((error: unknown) => {
+      this.#options.logger.warn({ err: error }, 'recording key use failed');
+    });
+  }
+}

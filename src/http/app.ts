@@ -1,0 +1,127 @@
+import { randomUUID } from 'node:crypto';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { ApiError } from '../errors.ts';
+import type { Services } from '../services.ts';
+import { authPlugin } from './plugins/auth.ts';
+import { errorsPlugin } from './plugins/errors.ts';
+import { routes } from './routes/index.ts';
+import { ErrorEnvelope } from './schemas.ts';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The app's services (store, sessions, auth, limits…), built once at boot. */
+    services: Services;
+  }
+}
+
+/** Default cap on request bodies, bytes; media routes raise their own (DESIGN D11). */
+export const DEFAULT_BODY_LIMIT = 1024 * 1024;
+/** Deepest JSON nesting accepted in a request body (DESIGN D11). */
+export const MAX_JSON_DEPTH = 32;
+const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
+
+function jsonDepthExceeds(value: unknown, limit: number): boolean {
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const next = stack.pop();
+    if (!next) break;
+    const [node, depth] = next;
+    if (node === null || typeof node !== 'object') continue;
+    if (depth > limit) return true;
+    for (const child of Object.values(node)) stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
+/**
+ * Builds the HTTP app in layers (fastify/demo): external plugins (OpenAPI), app services, cross-cutting hooks
+ * (request id, metrics, auth and limits), then routes. Does not listen; tests call `app.inject`.
+ */
+export async function buildApp(services: Services): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: services.logger,
+    bodyLimit: DEFAULT_BODY_LIMIT,
+    requestIdHeader: false,
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    },
+    ajv: { customOptions: { verbose: true, keywords: ['x-message'] } },
+    forceCloseConnections: 'idle',
+    return503OnClosing: true,
+  });
+
+  // Layer 1: external plugins and the error envelope.
+  await app.register(errorsPlugin);
+  app.addSchema(ErrorEnvelope);
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'parley',
+        version: '1',
+        description:
+          'Self-hostable messaging session API. Every response uses the envelope `{success, code, data}`; errors are `{error: {code, message}}`.',
+      },
+      components: {
+        securitySchemes: {
+          bearer: { type: 'http', scheme: 'bearer', description: 'svc_live_… or svc_test_… key' },
+        },
+      },
+      security: [{ bearer: [] }],
+    },
+    refResolver: {
+      buildLocalReference: (json, _baseUri, _fragment, i) =>
+        typeof json.$id === 'string' ? json.$id : `def-${i}`,
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+
+  // Layer 2: app services.
+  await app.register(
+    fp(
+      async (instance: FastifyInstance) => {
+        instance.decorate('services', services);
+      },
+      { name: 'parley-services' },
+    ),
+  );
+
+  // Layer 3: cross-cutting hooks: JSON parsing limits, request id, metrics, auth + limits.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text.trim() === '') return done(null, undefined);
+    parseJson(request, text, (error: Error | null, value?: unknown) => {
+      if (error) return done(error, undefined);
+      if (jsonDepthExceeds(value, MAX_JSON_DEPTH)) {
+        return done(
+          new ApiError('BAD_REQUEST', `request body is nested deeper than ${MAX_JSON_DEPTH} levels`),
+          undefined,
+        );
+      }
+      done(null, value);
+    });
+  });
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+  // An absent body is an empty object: optional-only bodies pass, required fields are named (DESIGN D6).
+  app.addHook('preValidation', async (request) => {
+    if (request.body === undefined && request.method !== 'GET' && request.method !== 'HEAD')
+      request.body = {};
+  });
+  app.addHook('onResponse', async (request: FastifyRequest, reply) => {
+    const route = request.routeOptions.url ?? 'unmatched';
+    services.metrics.httpRequests.inc({ method: request.method, route, status: String(reply.statusCode) });
+    services.metrics.httpDuration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
+  });
+  await app.register(authPlugin);
+
+  // Layer 4: routes.
+  await app.register(routes);
+  return app;
+}

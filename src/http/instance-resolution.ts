@@ -1,0 +1,51 @@
+import type { FastifyRequest } from 'fastify';
+import type { Kysely } from 'kysely';
+import type { AuthContext } from '../auth/authenticator.ts';
+import { errors } from '../errors.ts';
+import { type Instance, listInstances } from '../store/instances.ts';
+import type { Database } from '../store/schema.ts';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * The instance a request addresses (DESIGN D4). Candidates are the key's organization's instances in the key's
+ * environment, narrowed by the key's allow-list. `selector` is an instance UUID or a linked phone number.
+ * Omitted: the candidate that connected most recently; else the only candidate.
+ * @throws ApiError NOT_FOUND `instance not found` for an unknown or not addressable instance (never 403, D4);
+ *   BAD_REQUEST `several instances: name one with from` when the choice is ambiguous.
+ */
+export async function resolveInstance(
+  db: Kysely<Database>,
+  auth: AuthContext,
+  selector: string | undefined,
+): Promise<Instance> {
+  const all = await listInstances(db, auth.org.id, auth.env);
+  const candidates = auth.instanceIds.length === 0 ? all : all.filter((i) => auth.instanceIds.includes(i.id));
+  if (selector !== undefined && selector !== '') {
+    const wanted = selector.trim();
+    const match = UUID.test(wanted)
+      ? candidates.find((i) => i.id === wanted.toLowerCase())
+      : candidates.find((i) => i.phone !== null && i.phone === wanted.replace(/^\+/, ''));
+    if (!match) throw errors.instanceNotFound();
+    return match;
+  }
+  const connected = candidates
+    .filter((i) => i.lastConnectedAt !== null)
+    .sort((a, b) => (b.lastConnectedAt ?? '').localeCompare(a.lastConnectedAt ?? ''));
+  const latest = connected[0];
+  if (latest) return latest;
+  const [only, ...others] = candidates;
+  if (!only) throw errors.instanceNotFound();
+  if (others.length > 0) throw errors.badRequest('several instances: name one with from');
+  return only;
+}
+
+/**
+ * The selector of a non-send operation: query `from`, else header `x-instance-id` (DESIGN D4).
+ */
+export function selectorOf(request: FastifyRequest): string | undefined {
+  const query = request.query as { from?: unknown } | undefined;
+  if (typeof query?.from === 'string' && query.from !== '') return query.from;
+  const header = request.headers['x-instance-id'];
+  return typeof header === 'string' && header !== '' ? header : undefined;
+}

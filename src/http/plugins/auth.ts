@@ -1,0 +1,62 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { type AuthContext, hasScope } from '../../auth/authenticator.ts';
+import { ApiError, errors } from '../../errors.ts';
+import { limitsOf, policyHeader, rateLimitHeader, type WindowState } from '../../ratelimit/limiter.ts';
+import type { Scope } from '../../store/api-keys.ts';
+
+/** What a route declares in its `config` (checked by this plugin). */
+export interface RouteAuthConfig {
+  /** The scope the route needs (DESIGN D5), or `public` for /healthz, /docs and the like. */
+  scope?: Scope | 'public';
+  /** Test-environment only (sandbox helpers, DESIGN D9): a live key gets 404. */
+  testOnly?: boolean;
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig extends RouteAuthConfig {}
+  interface FastifyRequest {
+    /** The verified caller; null on public routes. */
+    auth: AuthContext | null;
+  }
+}
+
+/** The verified caller of a request. @throws ApiError INTERNAL when called on a public route (a wiring bug). */
+export function authOf(request: FastifyRequest): AuthContext {
+  if (!request.auth) throw new ApiError('INTERNAL', 'route is missing its auth scope');
+  return request.auth;
+}
+
+/**
+ * Authentication, scope check and rate limiting for every route that declares a scope (DESIGN D2 order:
+ * auth → scope → rate limit → validation). Sets `RateLimit-Policy` and `RateLimit` on every authenticated
+ * response, and `Retry-After` with a 429 (DESIGN D13).
+ */
+export const authPlugin = fp(
+  async (app: FastifyInstance) => {
+    const { keys, limiter, metrics } = app.services;
+    app.decorateRequest('auth', null);
+
+    app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+      const config = request.routeOptions.config;
+      const scope = config?.scope;
+      if (scope === undefined || scope === 'public') return;
+      const auth = await keys.authenticate(request.headers.authorization);
+      if (config.testOnly && auth.env !== 'test') {
+        throw errors.notFound('sandbox helpers exist only for svc_test_ keys');
+      }
+      if (!hasScope(auth, scope)) throw errors.missingScope(scope);
+      request.auth = auth;
+      const limits = limitsOf(auth.org);
+      const decision = await limiter.consume(auth.org.id, auth.env, limits);
+      reply.header('ratelimit-policy', policyHeader(limits));
+      reply.header('ratelimit', rateLimitHeader(decision));
+      if (!decision.allowed) {
+        const violated = decision.windows.find((w: WindowState) => w.remaining === 0)?.name ?? 'minute';
+        metrics.rateLimited.inc({ window: violated });
+        throw new ApiError('RATE_LIMITED', 'rate limit exceeded', { retryAfter: decision.retryAfter ?? 1 });
+      }
+    });
+  },
+  { name: 'parley-auth', dependencies: ['parley-services'] },
+);

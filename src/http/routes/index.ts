@@ -1,0 +1,11 @@
+import type { FastifyInstance } from 'fastify';
+import { opsRoutes } from './ops.ts';
+import { sandboxRoutes } from './v1/sandbox.ts';
+import { sessionRoutes } from './v1/session.ts';
+
+/** Every route of the API, registered in one place so the layout tells where each lives. */
+export async function routes(app: FastifyInstance): Promise<void> {
+  await app.register(opsRoutes);
+  await app.register(sessionRoutes, { prefix: '/v1/session' });
+  await app.register(sandboxRoutes, { prefix: '/v1/sandbox' });
+}

@@ -1,0 +1,61 @@
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { sql } from 'kysely';
+import { ApiError } from '../../errors.ts';
+import { isMigrated } from '../../store/database.ts';
+import { ok, responses } from '../schemas.ts';
+
+const Health = Type.Object({ status: Type.String({ examples: ['ok'] }) });
+
+/** Operations endpoints (DESIGN D14): health, readiness, Prometheus metrics and the OpenAPI document. No auth. */
+export async function opsRoutes(app: FastifyInstance): Promise<void> {
+  const { store, metrics, sessions } = app.services;
+
+  app.get(
+    '/healthz',
+    {
+      config: { scope: 'public' },
+      schema: { tags: ['operations'], summary: 'Process is up', security: [], response: responses(Health) },
+    },
+    async () => ok({ status: 'ok' }),
+  );
+
+  app.get(
+    '/readyz',
+    {
+      config: { scope: 'public' },
+      schema: {
+        tags: ['operations'],
+        summary: 'Store reachable and migrated',
+        security: [],
+        response: responses(Health, 503),
+      },
+    },
+    async () => {
+      try {
+        await sql`select 1`.execute(store.db);
+        if (!(await isMigrated(store))) throw new Error('migrations pending');
+      } catch (error) {
+        throw new ApiError('NOT_READY', 'store is not ready', { cause: error });
+      }
+      return ok({ status: 'ready' });
+    },
+  );
+
+  app.get(
+    '/metrics',
+    {
+      config: { scope: 'public' },
+      schema: { tags: ['operations'], summary: 'Prometheus metrics', security: [] },
+    },
+    async (_request, reply) => {
+      metrics.sessions.set(sessions.size);
+      reply.header('content-type', metrics.registry.contentType);
+      return metrics.registry.metrics();
+    },
+  );
+
+  app.get('/openapi.json', { config: { scope: 'public' }, schema: { hide: true } }, async () =>
+    app.swagger(),
+  );
+}

@@ -1,0 +1,219 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { type Static, Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { toDataURL } from 'qrcode';
+import { updateInstance } from '../../../store/instances.ts';
+import { resolveInstance, selectorOf } from '../../instance-resolution.ts';
+import { authOf } from '../../plugins/auth.ts';
+import { Details, EventTypeName, InstanceQuery, ok, responses } from '../../schemas.ts';
+
+/** Body of `POST /v1/session/connect` (SPEC Session; DESIGN D7). */
+export const ConnectBody = Type.Object({
+  subscribe: Type.Optional(
+    Type.Array(EventTypeName, {
+      maxItems: 4,
+      description: 'event types to receive; omitted on the first connect: all four; later: the stored list',
+      examples: [['Message', 'ReadReceipt']],
+    }),
+  ),
+  immediate: Type.Optional(
+    Type.Boolean({
+      default: true,
+      description: 'false: with a stored session, wait up to 10 s for login to be verified',
+    }),
+  ),
+});
+export type ConnectBody = Static<typeof ConnectBody>;
+
+/** Connect result (SPEC Connect result). */
+export const ConnectResult = Type.Object({
+  details: Type.String({ examples: ['Connected!'] }),
+  events: Type.String({ examples: ['Message,ReadReceipt,HistorySync,ChatPresence'] }),
+  jid: Type.String({
+    description: 'the account JID when logged in, else empty',
+    examples: ['5511999990000.0:1@s.whatsapp.net'],
+  }),
+  webhook: Type.String({ description: 'configured webhook URL, else empty' }),
+});
+export type ConnectResult = Static<typeof ConnectResult>;
+
+/** Session status (SPEC Session status, DESIGN D7). */
+export const SessionStatus = Type.Object({
+  connected: Type.Boolean(),
+  loggedIn: Type.Boolean(),
+  jid: Type.Optional(Type.String()),
+  instanceId: Type.String({ format: 'uuid' }),
+  env: Type.Union([Type.Literal('test'), Type.Literal('live')]),
+  reason: Type.Optional(Type.String({ description: 'why the connection last stopped, when known' })),
+});
+export type SessionStatus = Static<typeof SessionStatus>;
+
+/** QR code (DESIGN D7): a PNG data URI encoding `code`, the raw pairing string, and its expiry (RFC 3339). */
+export const QrResult = Type.Object({
+  qrCode: Type.String({ description: 'data:image/png;base64,…' }),
+  code: Type.String({ description: 'raw pairing string encoded by the PNG' }),
+  expiresAt: Type.String({ format: 'date-time' }),
+});
+export type QrResult = Static<typeof QrResult>;
+
+/** Body of `POST /v1/session/hmac/config` (SPEC Session; DESIGN D7, D11). */
+export const HmacBody = Type.Object({
+  hmacKey: Type.String({
+    minLength: 32,
+    maxLength: 512,
+    'x-message': '{field} must be at least 32 characters (and at most 512)',
+    description: 'secret used to sign webhooks (at least 32 characters)',
+  }),
+});
+export type HmacBody = Static<typeof HmacBody>;
+
+const tags = ['session'];
+
+/** `/v1/session/*` (SPEC Session, DESIGN D7); scope `chat:session` (DESIGN D5). */
+export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const { store, sessions, box } = app.services;
+  const config = { scope: 'chat:session' } as const;
+  const instanceOf = async (request: Parameters<typeof selectorOf>[0]) =>
+    resolveInstance(store.db, authOf(request), selectorOf(request));
+
+  app.post(
+    '/connect',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Connect the instance (starts pairing when no session is stored)',
+        querystring: InstanceQuery,
+        body: ConnectBody,
+        response: responses(ConnectResult, 409, 502, 503, 504),
+      },
+    },
+    async (request) => {
+      const instance = await instanceOf(request);
+      const body = request.body;
+      const result = await sessions.connect(instance, {
+        ...(body.subscribe ? { subscribe: [...new Set(body.subscribe)] } : {}),
+        immediate: body.immediate ?? true,
+      });
+      return ok(result);
+    },
+  );
+
+  app.get(
+    '/status',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Session status',
+        querystring: InstanceQuery,
+        response: responses(SessionStatus),
+      },
+    },
+    async (request) => ok(sessions.status(await instanceOf(request))),
+  );
+
+  app.get(
+    '/qr',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Current pairing QR code (rotates: 60 s, then 20 s each, six codes)',
+        querystring: InstanceQuery,
+        response: responses(QrResult, 409),
+      },
+    },
+    async (request) => {
+      const pairing = sessions.pairingCode(await instanceOf(request));
+      const qrCode = await toDataURL(pairing.code, { errorCorrectionLevel: 'L', margin: 2, width: 264 });
+      return ok({ qrCode, code: pairing.code, expiresAt: new Date(pairing.expiresAt).toISOString() });
+    },
+  );
+
+  app.post(
+    '/disconnect',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Disconnect, keeping the session',
+        querystring: InstanceQuery,
+        response: responses(Details),
+      },
+    },
+    async (request) => {
+      await sessions.disconnect(await instanceOf(request));
+      return ok({ details: 'Disconnected' });
+    },
+  );
+
+  app.post(
+    '/logout',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Log out and unlink the device',
+        querystring: InstanceQuery,
+        response: responses(Details),
+      },
+    },
+    async (request) => {
+      await sessions.logout(await instanceOf(request));
+      return ok({ details: 'Logged out' });
+    },
+  );
+
+  app.post(
+    '/hmac/config',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Set the HMAC key that signs webhooks (never returned again)',
+        querystring: InstanceQuery,
+        body: HmacBody,
+        response: responses(Details),
+      },
+    },
+    async (request) => {
+      const instance = await instanceOf(request);
+      await updateInstance(store.db, instance.id, { hmacKeySealed: box.seal(request.body.hmacKey) });
+      return ok({ details: 'HMAC key configured' });
+    },
+  );
+
+  app.get(
+    '/hmac/config',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Whether an HMAC key is configured',
+        querystring: InstanceQuery,
+        response: responses(Type.Object({ configured: Type.Boolean() })),
+      },
+    },
+    async (request) => ok({ configured: (await instanceOf(request)).hmacKeySealed !== null }),
+  );
+
+  app.delete(
+    '/hmac/config',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Remove the HMAC key',
+        querystring: InstanceQuery,
+        response: responses(Details),
+      },
+    },
+    async (request) => {
+      const instance = await instanceOf(request);
+      await updateInstance(store.db, instance.id, { hmacKeySealed: null });
+      return ok({ details: 'HMAC key removed' });
+    },
+  );
+}

@@ -1,0 +1,37 @@
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+
+/**
+ * Prometheus metrics of one service (DESIGN D14), on a registry of its own so several apps in one process
+ * (tests) do not collide. Served at `GET /metrics`.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  readonly httpRequests = new Counter({
+    name: 'parley_http_requests_total',
+    help: 'HTTP requests answered, by method, route template and status',
+    labelNames: ['method', 'route', 'status'] as const,
+    registers: [this.registry],
+  });
+  readonly httpDuration = new Histogram({
+    name: 'parley_http_request_duration_seconds',
+    help: 'HTTP request duration in seconds, by method and route template',
+    labelNames: ['method', 'route'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
+    registers: [this.registry],
+  });
+  readonly rateLimited = new Counter({
+    name: 'parley_rate_limited_total',
+    help: 'Requests refused with 429, by window',
+    labelNames: ['window'] as const,
+    registers: [this.registry],
+  });
+  readonly sessions = new Gauge({
+    name: 'parley_sessions',
+    help: 'Engine sessions held by this process',
+    registers: [this.registry],
+  });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry, prefix: 'parley_' });
+  }
+}

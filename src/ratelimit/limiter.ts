@@ -1,0 +1,172 @@
+import type { Redis } from 'ioredis';
+import {
+  type RateLimiterAbstract,
+  RateLimiterMemory,
+  RateLimiterRedis,
+  RateLimiterRes,
+} from 'rate-limiter-flexible';
+import type { Environment } from '../security/api-keys.ts';
+import type { Organization } from '../store/organizations.ts';
+
+/** Requests allowed per window (SPEC Limits; DESIGN D13). */
+export interface PlanLimits {
+  perMinute: number;
+  perDay: number;
+}
+
+/** Limits of each plan; enterprise organizations carry their own (DESIGN D3, D13). */
+export const PLAN_LIMITS = {
+  free: { perMinute: 60, perDay: 1000 },
+  pro: { perMinute: 300, perDay: 10_000 },
+} as const satisfies Record<string, PlanLimits>;
+
+/** The limits that apply to `org`: its plan's, or its own for enterprise (falling back to pro's when unset). */
+export function limitsOf(org: Organization): PlanLimits {
+  if (org.plan === 'enterprise') {
+    return {
+      perMinute: org.perMinute ?? PLAN_LIMITS.pro.perMinute,
+      perDay: org.perDay ?? PLAN_LIMITS.pro.perDay,
+    };
+  }
+  return PLAN_LIMITS[org.plan];
+}
+
+/** One window's standing after a request: its quota, what remains and seconds until it resets. */
+export interface WindowState {
+  name: 'minute' | 'day';
+  quota: number;
+  /** Window length, seconds. */
+  window: number;
+  remaining: number;
+  /** Seconds until the window frees requests again (whole, ≥ 0). */
+  reset: number;
+}
+
+/** The outcome of {@link PlanRateLimiter.consume}: allowed or not, and both windows' state. */
+export interface RateLimitDecision {
+  allowed: boolean;
+  /** Whole seconds (≥ 1) until the violated window frees a request; set when not allowed (DESIGN D13). */
+  retryAfter?: number;
+  windows: [WindowState, WindowState];
+}
+
+const WINDOWS = [
+  { name: 'minute', seconds: 60 },
+  { name: 'day', seconds: 86_400 },
+] as const;
+
+/**
+ * Counts requests per organization and environment in two fixed windows, per minute and per day
+ * (DESIGN D13), with `rate-limiter-flexible`: in-process by default, in Redis when a client is given (shared by
+ * every process, with an in-process insurance limiter should Redis fail). A request the minute window rejects
+ * does not consume the day window; one the day window rejects is given back to the minute window.
+ */
+export class PlanRateLimiter {
+  readonly #redis: Redis | undefined;
+  readonly #prefix: string;
+  readonly #limiters = new Map<string, RateLimiterAbstract>();
+
+  /** @param redis a connected ioredis client, or undefined for in-process counters. */
+  constructor(redis: Redis | undefined, prefix = 'parley:rl') {
+    this.#redis = redis;
+    this.#prefix = prefix;
+  }
+
+  /** Consumes one request of `orgId` in `env` under `limits`. @throws only when the store fails without insurance. */
+  async consume(orgId: string, env: Environment, limits: PlanLimits): Promise<RateLimitDecision> {
+    const key = `${orgId}:${env}`;
+    const minute = this.#limiter('minute', limits.perMinute, 60);
+    const day = this.#limiter('day', limits.perDay, 86_400);
+    const minuteRes = await consumeOne(minute, key);
+    if (!minuteRes.allowed) {
+      const dayRes = (await day.get(key)) ?? undefined;
+      return {
+        allowed: false,
+        retryAfter: Math.max(1, Math.ceil(minuteRes.res.msBeforeNext / 1000)),
+        windows: [
+          windowState('minute', limits.perMinute, minuteRes.res),
+          windowState('day', limits.perDay, dayRes, limits.perDay),
+        ],
+      };
+    }
+    const dayRes = await consumeOne(day, key);
+    if (!dayRes.allowed) {
+      await minute.reward(key, 1);
+      return {
+        allowed: false,
+        retryAfter: Math.max(1, Math.ceil(dayRes.res.msBeforeNext / 1000)),
+        windows: [
+          windowState('minute', limits.perMinute, minuteRes.res, undefined, 1),
+          windowState('day', limits.perDay, dayRes.res),
+        ],
+      };
+    }
+    return {
+      allowed: true,
+      windows: [
+        windowState('minute', limits.perMinute, minuteRes.res),
+        windowState('day', limits.perDay, dayRes.res),
+      ],
+    };
+  }
+
+  #limiter(name: (typeof WINDOWS)[number]['name'], points: number, duration: number): RateLimiterAbstract {
+    const id = `${name}:${points}`;
+    let limiter = this.#limiters.get(id);
+    if (!limiter) {
+      const keyPrefix = `${this.#prefix}:${name}:${points}`;
+      limiter = this.#redis
+        ? new RateLimiterRedis({
+            storeClient: this.#redis,
+            points,
+            duration,
+            keyPrefix,
+            insuranceLimiter: new RateLimiterMemory({ points, duration, keyPrefix }),
+          })
+        : new RateLimiterMemory({ points, duration, keyPrefix });
+      this.#limiters.set(id, limiter);
+    }
+    return limiter;
+  }
+}
+
+async function consumeOne(
+  limiter: RateLimiterAbstract,
+  key: string,
+): Promise<{ allowed: boolean; res: RateLimiterRes }> {
+  try {
+    return { allowed: true, res: await limiter.consume(key, 1) };
+  } catch (rejection) {
+    if (rejection instanceof RateLimiterRes) return { allowed: false, res: rejection };
+    throw rejection;
+  }
+}
+
+function windowState(
+  name: 'minute' | 'day',
+  quota: number,
+  res: RateLimiterRes | undefined,
+  fallbackRemaining?: number,
+  refunded = 0,
+): WindowState {
+  const seconds = name === 'minute' ? 60 : 86_400;
+  if (!res) return { name, quota, window: seconds, remaining: fallbackRemaining ?? quota, reset: seconds };
+  const used = Math.max(0, res.consumedPoints - refunded);
+  return {
+    name,
+    quota,
+    window: seconds,
+    remaining: Math.max(0, quota - used),
+    reset: Math.max(0, Math.ceil(res.msBeforeNext / 1000)),
+  };
+}
+
+/** `RateLimit-Policy` header value (IETF httpapi ratelimit-headers draft, DESIGN D13). */
+export function policyHeader(limits: PlanLimits): string {
+  return `"minute";q=${limits.perMinute};w=60, "day";q=${limits.perDay};w=86400`;
+}
+
+/** `RateLimit` header value: each window's remaining requests and seconds to reset (DESIGN D13). */
+export function rateLimitHeader(decision: RateLimitDecision): string {
+  return decision.windows.map((w) => `"${w.name}";r=${w.remaining};t=${w.reset}`).join(', ');
+}

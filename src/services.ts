@@ -1,0 +1,104 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { Redis } from 'ioredis';
+import { KeyAuthenticator } from './auth/authenticator.ts';
+import type { Config } from './config/config.ts';
+import type { Clock, Engine } from './engines/engine.ts';
+import { SandboxEngine } from './engines/sandbox/index.ts';
+import type { EngineMessage } from './engines/types.ts';
+import { InstanceStateProjection } from './events/instance-state.ts';
+import { EventRecorder } from './events/recorder.ts';
+import { Metrics } from './ops/metrics.ts';
+import { PlanRateLimiter } from './ratelimit/limiter.ts';
+import { loadMasterKey, SecretBox } from './security/secrets.ts';
+import { SessionManager } from './sessions/manager.ts';
+import { migrateToLatest, openStore, type Store } from './store/database.ts';
+
+/**
+ * Everything the routes use, built once at boot (fastify/demo's middle layer: app services and repositories).
+ * `close` releases them in reverse order.
+ */
+export interface Services {
+  config: Config;
+  store: Store;
+  box: SecretBox;
+  clock: Clock;
+  logger: FastifyBaseLogger;
+  keys: KeyAuthenticator;
+  limiter: PlanRateLimiter;
+  recorder: EventRecorder;
+  sessions: SessionManager;
+  metrics: Metrics;
+  redis: Redis | undefined;
+  close(): Promise<void>;
+}
+
+/** Options for {@link createServices}; tests pass an already open store, a clock or engines of their own. */
+export interface ServiceOptions {
+  logger: FastifyBaseLogger;
+  store?: Store;
+  clock?: Clock;
+  /** The live engine; defaults to an engine that refuses with 503 until the Baileys engine is wired. */
+  liveEngine?: Engine;
+  /** How often to look for revocations from other processes, ms (default 1000). */
+  revocationPollMs?: number;
+}
+
+/**
+ * Opens the store (migrating it), the master key, Redis when configured, and builds the services.
+ * @throws when the store cannot be opened or migrated, or the master key file is unreadable.
+ */
+export async function createServices(config: Config, options: ServiceOptions): Promise<Services> {
+  const clock = options.clock ?? Date.now;
+  const logger = options.logger;
+  const store = options.store ?? (await openStore(config.database));
+  await migrateToLatest(store);
+  const box = new SecretBox(loadMasterKey(config.dataDir, config.secretKey));
+  const redis = config.redisUrl
+    ? new Redis(config.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 2 })
+    : undefined;
+  redis?.on('error', (error: Error) => logger.warn({ err: error }, 'redis error'));
+  const keys = new KeyAuthenticator(store.db, {
+    ttlMs: config.authCacheTtlMs,
+    revocationPollMs: options.revocationPollMs ?? 1000,
+    touchEveryMs: 60_000,
+    clock,
+    logger,
+  });
+  keys.start();
+  const limiter = new PlanRateLimiter(redis);
+  const recorder = new EventRecorder(store.db, [new InstanceStateProjection(clock)], logger);
+  const sandbox = new SandboxEngine();
+  const live: Engine = options.liveEngine ?? sandbox;
+  const findMessage = async (_instanceId: string, _id: string): Promise<EngineMessage | undefined> =>
+    undefined;
+  const sessions = new SessionManager({
+    db: store.db,
+    box,
+    engines: { test: sandbox, live },
+    recorder,
+    findMessage,
+    logger,
+    clock,
+  });
+  const metrics = new Metrics();
+  return {
+    config,
+    store,
+    box,
+    clock,
+    logger,
+    keys,
+    limiter,
+    recorder,
+    sessions,
+    metrics,
+    redis,
+    async close() {
+      keys.stop();
+      await sessions.closeAll();
+      await live.close?.();
+      if (redis) await redis.quit().catch(() => redis.disconnect());
+      await store.destroy();
+    },
+  };
+}

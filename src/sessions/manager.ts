@@ -1,0 +1,209 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Kysely } from 'kysely';
+import type { Clock, Engine, EngineSession } from '../engines/engine.ts';
+import type { ConnectionState, EngineEvent, EngineMessage, PairingCode } from '../engines/types.ts';
+import { ApiError, errors } from '../errors.ts';
+import type { EventRecorder } from '../events/recorder.ts';
+import type { Environment } from '../security/api-keys.ts';
+import type { SecretBox } from '../security/secrets.ts';
+import { SqlAuthStateStore } from '../store/engine-auth.ts';
+import {
+  EVENT_TYPES,
+  type EventType,
+  getInstance,
+  type Instance,
+  listInstancesToRestore,
+  updateInstance,
+} from '../store/instances.ts';
+import type { Database } from '../store/schema.ts';
+
+/** How long `connect` with `immediate:false` waits for login, ms (SPEC Limits, DESIGN D7). */
+export const LOGIN_VERIFY_MS = 10_000;
+
+/** Data of a connect result (SPEC Connect result). */
+export interface ConnectResult {
+  details: 'Connected!';
+  events: string;
+  jid: string;
+  webhook: string;
+}
+
+/** Data of a status result (SPEC Session status, with DESIGN D7's optional fields). */
+export interface SessionStatus {
+  connected: boolean;
+  loggedIn: boolean;
+  jid?: string;
+  instanceId: string;
+  env: Environment;
+  /** Why the connection last stopped, when the engine says (e.g. replaced by another session). */
+  reason?: string;
+}
+
+/** Dependencies of the {@link SessionManager}. */
+export interface SessionManagerOptions {
+  db: Kysely<Database>;
+  box: SecretBox;
+  /** The engine for each environment (DESIGN D1): sandbox for test, Baileys for live. */
+  engines: Record<Environment, Engine>;
+  recorder: EventRecorder;
+  /** Finds a stored message for quoting and platform retries; undefined on a miss. */
+  findMessage: (instanceId: string, id: string) => Promise<EngineMessage | undefined>;
+  logger: FastifyBaseLogger;
+  clock: Clock;
+}
+
+/**
+ * Owns the engine session of every instance in this process and the session lifecycle of SPEC States and
+ * DESIGN D7: connect (subscription, `immediate`), status, QR, disconnect, logout, and restoring sessions at boot.
+ * Sessions are created lazily; engine events flow to the {@link EventRecorder}.
+ */
+export class SessionManager {
+  readonly #options: SessionManagerOptions;
+  readonly #sessions = new Map<string, EngineSession>();
+
+  constructor(options: SessionManagerOptions) {
+    this.#options = options;
+  }
+
+  /** The session of `instance`, created on first use. */
+  session(instance: Instance): EngineSession {
+    const existing = this.#sessions.get(instance.id);
+    if (existing) return existing;
+    const { db, box, engines, recorder, logger, clock, findMessage } = this.#options;
+    const instanceId = instance.id;
+    const sessionLogger = logger.child({ instanceId });
+    const session = engines[instance.env].createSession({
+      instanceId,
+      env: instance.env,
+      auth: new SqlAuthStateStore(db, box, instanceId),
+      emit: (event: EngineEvent) =>
+        recorder.record(instanceId, event).catch((error: unknown) => {
+          sessionLogger.error({ err: error, event: event.type }, 'recording an engine event failed');
+          throw error;
+        }),
+      findMessage: (id) => findMessage(instanceId, id),
+      logger: sessionLogger,
+      clock,
+    });
+    this.#sessions.set(instanceId, session);
+    return session;
+  }
+
+  /** The open session of `instance` if one exists in this process (no creation). */
+  existing(instanceId: string): EngineSession | undefined {
+    return this.#sessions.get(instanceId);
+  }
+
+  /**
+   * Connects `instance` (SPEC Transitions, DESIGN D7). `subscribe` replaces the stored subscription; omitted on
+   * the first connect it becomes all four event types, omitted later the stored list is kept. With
+   * `immediate:false` and a stored login, waits until login is verified, at most {@link LOGIN_VERIFY_MS}.
+   * @throws ApiError LOGIN_TIMEOUT (504) when the login is not verified in time; engine errors (502/503) as raised.
+   */
+  async connect(
+    instance: Instance,
+    input: { subscribe?: EventType[]; immediate: boolean },
+  ): Promise<ConnectResult> {
+    const subscribe = input.subscribe ?? instance.subscribe ?? [...EVENT_TYPES];
+    await updateInstance(this.#options.db, instance.id, { subscribe, desiredState: 'connected' });
+    const session = this.session(instance);
+    await session.connect();
+    const wasLoggedIn = instance.jid !== null;
+    if (!input.immediate && wasLoggedIn) {
+      const ok = await session.waitForLogin(LOGIN_VERIFY_MS);
+      if (!ok) throw new ApiError('LOGIN_TIMEOUT', 'login could not be verified within 10 seconds');
+    }
+    const state = session.state();
+    return {
+      details: 'Connected!',
+      events: subscribe.join(','),
+      jid: state.loggedIn ? (state.jid ?? '') : '',
+      webhook: instance.webhookUrl ?? '',
+    };
+  }
+
+  /** The status of `instance` (SPEC Session status, DESIGN D7). Without a session in this process: not connected. */
+  status(instance: Instance): SessionStatus {
+    const state: ConnectionState | undefined = this.#sessions.get(instance.id)?.state();
+    const loggedIn = state ? state.loggedIn : instance.jid !== null;
+    const jid = state ? state.jid : instance.jid;
+    return {
+      connected: state?.connected ?? false,
+      loggedIn,
+      ...(loggedIn && jid ? { jid } : {}),
+      instanceId: instance.id,
+      env: instance.env,
+      ...(state?.reason ? { reason: state.reason } : {}),
+    };
+  }
+
+  /**
+   * The current QR code of `instance` (DESIGN D7).
+   * @throws ApiError CONFLICT `already logged in` / `instance is not connected`.
+   */
+  pairingCode(instance: Instance): PairingCode {
+    const session = this.#sessions.get(instance.id);
+    const state = session?.state();
+    if (state?.loggedIn ?? instance.jid !== null) throw errors.alreadyLoggedIn();
+    const code = session?.pairingCode();
+    if (!code) throw errors.notConnected();
+    return code;
+  }
+
+  /** Disconnects and keeps the login (SPEC Transitions): status becomes connected:false, loggedIn:true. */
+  async disconnect(instance: Instance): Promise<void> {
+    await updateInstance(this.#options.db, instance.id, { desiredState: 'disconnected' });
+    await this.session(instance).disconnect();
+  }
+
+  /** Logs out: unlinks the device and deletes the stored credentials (SPEC Transitions). */
+  async logout(instance: Instance): Promise<void> {
+    await updateInstance(this.#options.db, instance.id, { desiredState: 'disconnected' });
+    await this.session(instance).logout();
+  }
+
+  /**
+   * Reconnects every instance the user left connected and logged in (DESIGN D7: a restart needs no new scan).
+   * Failures are logged per instance and do not stop the others.
+   * @returns how many instances were restored.
+   */
+  async restoreAll(concurrency = 16): Promise<number> {
+    const instances = await listInstancesToRestore(this.#options.db);
+    let restored = 0;
+    let next = 0;
+    const worker = async () => {
+      while (next < instances.length) {
+        const instance = instances[next++];
+        if (!instance) break;
+        try {
+          await this.session(instance).connect();
+          restored += 1;
+        } catch (error) {
+          this.#options.logger.warn({ err: error, instanceId: instance.id }, 'restoring a session failed');
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(concurrency, instances.length) }, worker));
+    return restored;
+  }
+
+  /** Re-reads an instance (after a state change) or fails with 404. */
+  async reload(instanceId: string): Promise<Instance> {
+    const instance = await getInstance(this.#options.db, instanceId);
+    if (!instance) throw errors.instanceNotFound();
+    return instance;
+  }
+
+  /** Closes every session of this process (shutdown); stored state is untouched. */
+  async closeAll(): Promise<void> {
+    const sessions = [...this.#sessions.values()];
+    this.#sessions.clear();
+    await Promise.allSettled(sessions.map((s) => s.close()));
+    await this.#options.recorder.drain();
+  }
+
+  /** Number of sessions held in this process (metrics). */
+  get size(): number {
+    return this.#sessions.size;
+  }
+}

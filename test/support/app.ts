@@ -1,0 +1,172 @@
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
+import pino from 'pino';
+import { adminCreateInstance, adminCreateKey, adminCreateOrg } from '../../src/admin/admin.ts';
+import { type Config, loadConfig } from '../../src/config/config.ts';
+import type { Engine } from '../../src/engines/engine.ts';
+import { buildApp } from '../../src/http/app.ts';
+import { createServices, type Services } from '../../src/services.ts';
+import type { Instance } from '../../src/store/instances.ts';
+import type { Organization } from '../../src/store/organizations.ts';
+import { createTestStore, type TestDialect, type TestStore } from './store.ts';
+
+/** A clock tests move by hand (epoch ms). */
+export interface ManualClock {
+  (): number;
+  advance(ms: number): void;
+  set(ms: number): void;
+}
+
+/** A clock starting at `start` (default: now) that only moves when told. */
+export function manualClock(start = Date.now()): ManualClock {
+  let now = start;
+  const clock = (() => now) as ManualClock;
+  clock.advance = (ms) => {
+    now += ms;
+  };
+  clock.set = (ms) => {
+    now = ms;
+  };
+  return clock;
+}
+
+/** A parsed JSON response with status, headers and body. */
+export interface ApiResponse {
+  status: number;
+  headers: LightMyRequestResponse['headers'];
+  body: any;
+  raw: LightMyRequestResponse;
+}
+
+/** A running test app with an org, one test instance and a `chat:*` test key. */
+export interface TestApp {
+  app: FastifyInstance;
+  services: Services;
+  testStore: TestStore;
+  config: Config;
+  clock: ManualClock;
+  org: Organization;
+  instance: Instance;
+  key: string;
+  /** Calls the API with `key` (or the given `authorization`); JSON body, parsed JSON response. */
+  call(
+    method: InjectOptions['method'],
+    url: string,
+    body?: unknown,
+    headers?: Record<string, string>,
+  ): Promise<ApiResponse>;
+  /** Creates another key for the org (or another org's name) and returns its value. */
+  newKey(options?: {
+    env?: 'test' | 'live';
+    scopes?: string[];
+    instances?: string[];
+    expiresIn?: string;
+    org?: string;
+  }): Promise<string>;
+  /** Creates another instance of the org. */
+  newInstance(env?: 'test' | 'live', name?: string): Promise<Instance>;
+  /** Closes the app and services and drops the store. */
+  close(): Promise<void>;
+}
+
+/** Options of {@link createTestApp}. */
+export interface TestAppOptions {
+  dialect?: TestDialect;
+  env?: Record<string, string>;
+  plan?: { plan: 'free' | 'pro' | 'enterprise'; perMinute?: number; perDay?: number };
+  liveEngine?: Engine;
+  /** Reuse a store (restart tests): the app opens its own connection to it. */
+  testStore?: TestStore;
+  clock?: ManualClock;
+}
+
+/**
+ * Builds the real app on a fresh store (SQLite by default) with a manual clock, an org (plan free unless
+ * told), one test instance and a `chat:*` test key. Nothing listens: requests go through `app.inject`.
+ */
+export async function createTestApp(options: TestAppOptions = {}): Promise<TestApp> {
+  const testStore = options.testStore ?? (await createTestStore(options.dialect ?? 'sqlite'));
+  const clock = options.clock ?? manualClock();
+  const config = loadConfig({
+    DATA_DIR: testStore.dataDir,
+    LOG_LEVEL: 'silent',
+    ...(testStore.database.dialect === 'postgres' ? { DATABASE_URL: testStore.database.url } : {}),
+    ...options.env,
+  });
+  const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
+  const services = await createServices(config, {
+    logger,
+    store: testStore.store,
+    clock,
+    ...(options.liveEngine ? { liveEngine: options.liveEngine } : {}),
+    revocationPollMs: 50,
+  });
+  const app = await buildApp(services);
+  await app.ready();
+  const db = testStore.store.db;
+  const orgName = `org-${Math.random().toString(36).slice(2, 10)}`;
+  const org = await adminCreateOrg(db, { name: orgName, ...(options.plan ?? { plan: 'free' }) });
+  const instance = await adminCreateInstance(db, { org: org.id, env: 'test', name: 'main' });
+  const { key } = await adminCreateKey(db, { org: org.id, env: 'test' }, clock());
+  const call: TestApp['call'] = async (method, url, body, headers = {}) => {
+    const raw = await app.inject({
+      method,
+      url,
+      headers: { authorization: `Bearer ${key}`, ...headers },
+      ...(body === undefined ? {} : { payload: body as InjectOptions['payload'] }),
+    });
+    let parsed: unknown;
+    try {
+      parsed = raw.body === '' ? undefined : JSON.parse(raw.body);
+    } catch {
+      parsed = raw.body;
+    }
+    return { status: raw.statusCode, headers: raw.headers, body: parsed, raw };
+  };
+  return {
+    app,
+    services,
+    testStore,
+    config,
+    clock,
+    org,
+    instance,
+    key,
+    call,
+    async newKey(opts = {}) {
+      const created = await adminCreateKey(
+        db,
+        {
+          org: opts.org ?? org.id,
+          env: opts.env ?? 'test',
+          ...(opts.scopes ? { scopes: opts.scopes } : {}),
+          ...(opts.instances ? { instances: opts.instances } : {}),
+          ...(opts.expiresIn ? { expiresIn: opts.expiresIn } : {}),
+        },
+        clock(),
+      );
+      return created.key;
+    },
+    newInstance: (env = 'test', name) =>
+      adminCreateInstance(db, { org: org.id, env, ...(name === undefined ? {} : { name }) }),
+    async close() {
+      await app.close();
+      services.keys.stop();
+      await services.sessions.closeAll();
+      if (services.redis) await services.redis.quit();
+      if (!options.testStore) await testStore.cleanup();
+    },
+  };
+}
+
+/** Connects the app's instance and logs it in through the sandbox scan; returns the linked phone. */
+export async function loginSandbox(
+  t: TestApp,
+  phone = '5511999990001',
+  from = t.instance.id,
+): Promise<string> {
+  const connect = await t.call('POST', `/v1/session/connect?from=${from}`, {});
+  if (connect.status !== 200) throw new Error(`connect failed: ${JSON.stringify(connect.body)}`);
+  const scan = await t.call('POST', `/v1/sandbox/scan?from=${from}`, { phone });
+  if (scan.status !== 200) throw new Error(`scan failed: ${JSON.stringify(scan.body)}`);
+  return phone;
+}
