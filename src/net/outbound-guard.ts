@@ -1,0 +1,335 @@
+import { lookup as dnsLookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { rootCertificates, type TLSSocket } from 'node:tls';
+import { type buildConnector, Client } from 'undici';
+import { type Cidr, cidrContains, classifyParsed, parseCidr, parseIp } from './addresses.ts';
+import { OutboundError, toOutboundError } from './outbound-errors.ts';
+import { abortable, dialTls, readCapped } from './outbound-io.ts';
+
+export { classifyAddress } from './addresses.ts';
+export { OutboundError, type OutboundFailure } from './outbound-errors.ts';
+
+/** One resolved address, as `dns.lookup({ all: true })` returns it. */
+export interface ResolvedAddress {
+  address: string;
+  family: 4 | 6;
+}
+
+/** Options of an {@link OutboundGuard}. */
+export interface OutboundGuardOptions {
+  /**
+   * CIDRs (`a.b.c.d/n`, `x:y::/n`) whose addresses are exempt from the block: receivers on the operator's
+   * own network (`WEBHOOK_ALLOWED_CIDRS`, DESIGN D11). Cloud metadata addresses stay refused even inside
+   * an allowed CIDR. An IPv4 block does not cover the IPv4-mapped IPv6 form of its addresses.
+   */
+  allowedCidrs: readonly string[];
+  /** Extra trusted CA certificate(s), PEM, added to Node's bundled roots (tests trust a self-signed cert). */
+  ca?: string | Buffer;
+  /**
+   * DNS lookup override for tests: every address the hostname resolves to. Default: `dns.lookup` with
+   * `all: true` and the resolver's own order.
+   */
+  lookup?: (hostname: string) => Promise<ResolvedAddress[]>;
+}
+
+/** One outbound HTTP request (DESIGN D8 media fetch, D10 webhook delivery). */
+export interface OutboundRequest {
+  method: 'GET' | 'POST';
+  /** Request headers; `host` and `content-length` are set by the client. */
+  headers?: Record<string, string>;
+  body?: string | Buffer;
+  /** Total time allowed for DNS, connect, TLS, headers and body, milliseconds (> 0). */
+  timeoutMs: number;
+  /** Cap on response body bytes (integer ≥ 0). */
+  maxResponseBytes: number;
+  /**
+   * `truncate`: keep the first `maxResponseBytes` bytes, set `truncated`, stop reading (webhook attempt log,
+   * DESIGN D10). `error`: abort the stream and throw `OutboundError('too-large')` as soon as the cap is passed,
+   * or at once when `content-length` announces more (media fetch, DESIGN D8).
+   */
+  onTooLarge: 'truncate' | 'error';
+}
+
+/** The answer to an {@link OutboundRequest}. A 3xx is returned as-is: redirects are never followed. */
+export interface OutboundResponse {
+  status: number;
+  /** Response headers, names lowercased; repeated headers joined with `, `. */
+  headers: Record<string, string>;
+  /** Body bytes, at most `maxResponseBytes`. */
+  body: Buffer;
+  /** True when the server sent more than `maxResponseBytes` (truncate mode only). */
+  truncated: boolean;
+  /** Time from the call to the end of the body, milliseconds (rounded). */
+  durationMs: number;
+  /** The pinned IP actually connected to. */
+  address: string;
+}
+
+/** Longest URL accepted, characters. */
+const MAX_URL_LENGTH = 4096;
+
+async function systemLookup(hostname: string): Promise<ResolvedAddress[]> {
+  const results = await dnsLookup(hostname, { all: true, verbatim: true });
+  return results.map((result) => ({ address: result.address, family: result.family === 6 ? 6 : 4 }));
+}
+
+/**
+ * The one way parley makes outbound HTTPS requests (webhooks, media fetches): DESIGN D11.
+ *
+ * - `https:` only, no userinfo; the URL parser's normalisation of odd IPv4 forms (`https://2130706433/`,
+ *   `0x7f.1`) happens first, so literals are checked as the address they really are.
+ * - The hostname is resolved once per request and **every** address it resolves to is checked: if any one
+ *   is blocked the request is refused, so a hostname cannot mix a public and a private answer and hope the
+ *   connection picks the private one. The connection goes to exactly those checked addresses (tried in
+ *   resolver order, the remaining time split between them); nothing resolves the name a second time, so DNS
+ *   rebinding between check and connect is impossible. TLS still verifies the certificate against the
+ *   hostname (SNI and identity check use the hostname, not the IP).
+ * - One fresh connection per request (no pooling): each attempt is resolved, checked and pinned anew.
+ * - Redirects are not followed; the timeout covers the whole exchange; the body is capped while streaming.
+ */
+export class OutboundGuard {
+  readonly #allowed: Cidr[];
+  readonly #lookup: (hostname: string) => Promise<ResolvedAddress[]>;
+  readonly #ca: string[] | undefined;
+  readonly #active = new Set<Client>();
+  #closed = false;
+
+  /** @throws TypeError when an entry of `allowedCidrs` is not a CIDR. */
+  constructor(options: OutboundGuardOptions) {
+    this.#allowed = options.allowedCidrs.map((text) => {
+      const cidr = parseCidr(text.trim());
+      if (cidr === null) throw new TypeError(`allowed CIDR "${text}" is not a CIDR (a.b.c.d/n or x:y::/n)`);
+      return cidr;
+    });
+    this.#lookup = options.lookup ?? systemLookup;
+    this.#ca =
+      options.ca === undefined
+        ? undefined
+        : [...rootCertificates, typeof options.ca === 'string' ? options.ca : options.ca.toString('utf8')];
+  }
+
+  /**
+   * URL shape check only (synchronous, no DNS): parses `raw` with the WHATWG URL parser and requires
+   * `https:`, a host, no username/password, at most 4,096 characters (DESIGN D11, D6
+   * `webhookUrl must be an HTTPS URL`).
+   * @throws OutboundError `invalid-url` (unparseable, userinfo, too long) or `scheme` (not https).
+   */
+  parseUrl(raw: string): URL {
+    if (raw.length > MAX_URL_LENGTH) {
+      throw new OutboundError('invalid-url', `URL is longer than ${MAX_URL_LENGTH} characters`);
+    }
+    let url: URL;
+    try {
+      url = new URL(raw);
+    } catch (cause) {
+      throw new OutboundError('invalid-url', 'URL is not valid', { cause });
+    }
+    if (url.protocol !== 'https:') {
+      throw new OutboundError('scheme', `URL must use https (got ${url.protocol.replace(/:$/, '')})`);
+    }
+    if (url.username !== '' || url.password !== '') {
+      throw new OutboundError('invalid-url', 'URL must not contain a username or password');
+    }
+    if (url.hostname === '') throw new OutboundError('invalid-url', 'URL has no host');
+    return url;
+  }
+
+  /**
+   * Resolves the URL's host and checks every address it resolves to (DESIGN D11, at configuration time:
+   * `POST /v1/webhook`). Returns the address a request would connect to first.
+   * @param timeoutMs time allowed for the lookup, milliseconds (default 10,000).
+   * @throws OutboundError `scheme`/`invalid-url` (URL shape), `dns` (no address), `blocked-address`,
+   *   `timeout` (lookup too slow).
+   */
+  async checkHost(url: URL, timeoutMs = 10_000): Promise<string> {
+    const checked = this.parseUrl(url.href);
+    const controller = new AbortController();
+    const timer = setTimeout(
+      () => controller.abort(new OutboundError('timeout', `resolving ${checked.hostname} timed out`)),
+      timeoutMs,
+    );
+    try {
+      const [first] = await this.#resolveChecked(checked, controller.signal);
+      if (first === undefined) throw new OutboundError('dns', `host ${checked.hostname} has no address`);
+      return first;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * One request through the guard (DESIGN D8, D10, D11): resolves, checks and pins the address for this
+   * connection (TLS servername stays the hostname), never follows redirects (a 3xx is returned as-is),
+   * enforces `timeoutMs` over the whole exchange and `maxResponseBytes` while streaming.
+   * @throws OutboundError with the failure's reason: `invalid-url`, `scheme`, `blocked-address`, `dns`,
+   *   `timeout`, `too-large` (error mode), `connect`, `tls`, `protocol`.
+   * @throws TypeError for a bad `timeoutMs`/`maxResponseBytes`; Error when the guard is closed.
+   */
+  async request(url: string | URL, request: OutboundRequest): Promise<OutboundResponse> {
+    if (this.#closed) throw new Error('OutboundGuard is closed');
+    if (!(Number.isFinite(request.timeoutMs) && request.timeoutMs > 0)) {
+      throw new TypeError('timeoutMs must be a positive number of milliseconds');
+    }
+    if (!(Number.isSafeInteger(request.maxResponseBytes) && request.maxResponseBytes >= 0)) {
+      throw new TypeError('maxResponseBytes must be a non-negative integer');
+    }
+    const target = this.parseUrl(typeof url === 'string' ? url : url.href);
+    const started = performance.now();
+    const deadline = started + request.timeoutMs;
+    const controller = new AbortController();
+    const timeoutError = new OutboundError(
+      'timeout',
+      `request to ${target.host} timed out after ${request.timeoutMs} ms`,
+    );
+    const timer = setTimeout(() => controller.abort(timeoutError), request.timeoutMs);
+    let client: Client | undefined;
+    try {
+      const addresses = await this.#resolveChecked(target, controller.signal);
+      if (this.#closed) throw new Error('OutboundGuard is closed');
+      const pinned = { address: '' };
+      client = new Client(target.origin, {
+        connect: this.#pinnedConnector(target, addresses, deadline, controller.signal, pinned),
+        // The request's own deadline (timer above) governs every phase; undici's per-phase timers are off.
+        headersTimeout: 0,
+        bodyTimeout: 0,
+      });
+      this.#active.add(client);
+      const response = await client.request({
+        path: `${target.pathname}${target.search}`,
+        method: request.method,
+        headers: request.headers ?? {},
+        body: request.body ?? null,
+        signal: controller.signal,
+      });
+      const headers: Record<string, string> = {};
+      for (const [name, value] of Object.entries(response.headers)) {
+        if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
+      }
+      const { body, truncated } = await readCapped(response.body, headers, request, target);
+      return {
+        status: response.statusCode,
+        headers,
+        body,
+        truncated,
+        durationMs: Math.round(performance.now() - started),
+        address: pinned.address,
+      };
+    } catch (error) {
+      if (controller.signal.aborted) throw timeoutError;
+      if (this.#closed && !(error instanceof OutboundError)) {
+        throw new OutboundError('connect', 'request cancelled: outbound guard closed', { cause: error });
+      }
+      throw toOutboundError(error, target.host);
+    } finally {
+      clearTimeout(timer);
+      if (client !== undefined) {
+        this.#active.delete(client);
+        client.destroy().catch(() => undefined);
+      }
+    }
+  }
+
+  /** Cancels requests in flight (they reject with OutboundError `connect`) and refuses new ones. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    await Promise.all([...this.#active].map((client) => client.destroy().catch(() => undefined)));
+    this.#active.clear();
+  }
+
+  /** Address literal of the URL host, or every checked address its name resolves to (see class doc). */
+  async #resolveChecked(url: URL, signal: AbortSignal): Promise<string[]> {
+    const hostname = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+    if (isIP(hostname) !== 0) {
+      this.#assertAllowed(hostname, `address ${hostname}`);
+      return [hostname];
+    }
+    let results: ResolvedAddress[];
+    try {
+      results = await abortable(this.#lookup(hostname), signal);
+    } catch (cause) {
+      if (signal.aborted) throw signal.reason;
+      const code = errorCode(cause);
+      throw new OutboundError(
+        'dns',
+        `host ${hostname} could not be resolved${code === undefined ? '' : ` (${code})`}`,
+        { cause },
+      );
+    }
+    const addresses = [...new Set(results.map((result) => result.address))];
+    if (addresses.length === 0) throw new OutboundError('dns', `host ${hostname} has no address`);
+    for (const address of addresses) {
+      if (isIP(address) === 0) {
+        throw new OutboundError('dns', `host ${hostname} resolved to something that is not an address`);
+      }
+      this.#assertAllowed(address, `host ${hostname} resolves to ${address}, which`);
+    }
+    return addresses;
+  }
+
+  /** Refuses a blocked address unless an allowed CIDR covers it (never for metadata). */
+  #assertAllowed(address: string, subject: string): void {
+    const parsed = parseIp(address);
+    if (parsed === null) throw new OutboundError('dns', `${subject} is not an IP address`);
+    const blocked = classifyParsed(parsed);
+    if (blocked === null) return;
+    if (!blocked.metadata && this.#allowed.some((cidr) => cidrContains(cidr, parsed))) return;
+    const detail =
+      blocked.embedded === undefined
+        ? blocked.range
+        : `${blocked.range} embedding ${blocked.embedded.ip}: ${blocked.embedded.range}`;
+    throw new OutboundError('blocked-address', `${subject} is not allowed (${detail})`);
+  }
+
+  /**
+   * undici connector that dials only the checked addresses, in order; each gets the remaining time divided
+   * by the addresses left. A TLS failure is final (it is about the server's certificate, not reachability).
+   */
+  #pinnedConnector(
+    url: URL,
+    addresses: readonly string[],
+    deadline: number,
+    signal: AbortSignal,
+    pinned: { address: string },
+  ): buildConnector.connector {
+    const hostname = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+    const servername = isIP(hostname) === 0 ? hostname : undefined;
+    const port = url.port === '' ? 443 : Number(url.port);
+    return (_options, callback) => {
+      const attempt = async (): Promise<TLSSocket> => {
+        let lastError: unknown;
+        for (const [index, address] of addresses.entries()) {
+          const left = deadline - performance.now();
+          if (left <= 0 || signal.aborted) break;
+          try {
+            const socket = await dialTls({
+              address,
+              port,
+              servername,
+              ca: this.#ca,
+              timeoutMs: left / (addresses.length - index),
+              signal,
+            });
+            pinned.address = address;
+            return socket;
+          } catch (error) {
+            lastError = error;
+            if (toOutboundError(error, url.host).reason === 'tls') break;
+          }
+        }
+        throw lastError ?? new OutboundError('timeout', `connecting to ${url.host} timed out`);
+      };
+      attempt().then(
+        (socket) => callback(null, socket),
+        (error: unknown) => callback(error instanceof Error ? error : new Error(String(error)), null),
+      );
+    };
+  }
+}
+
+function errorCode(error: unknown): string | undefined {
+  if (typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string') {
+    return error.code;
+  }
+  return undefined;
+}

@@ -1,0 +1,122 @@
+import { type TLSSocket, connect as tlsConnect } from 'node:tls';
+import { OutboundError } from './outbound-errors.ts';
+import type { OutboundRequest } from './outbound-guard.ts';
+
+/** Socket and stream helpers of the outbound guard (DESIGN D11), kept apart from its policy. */
+
+/** Where and how {@link dialTls} connects. */
+export interface DialOptions {
+  /** IP literal to connect to (already checked). */
+  address: string;
+  port: number;
+  /** Hostname for SNI and the certificate check; undefined for an IP-literal URL (IP SANs are checked). */
+  servername: string | undefined;
+  /** Trusted CAs (PEM), or undefined for Node's bundled roots. */
+  ca: string[] | undefined;
+  /** Time allowed for TCP connect and TLS handshake, ms. */
+  timeoutMs: number;
+  /** Aborts the attempt (the request's overall deadline). */
+  signal: AbortSignal;
+}
+
+/**
+ * Opens a TLS connection to one IP (DESIGN D11 pinning: no name resolution happens here); resolves once
+ * the handshake and certificate checks succeed.
+ * @throws OutboundError `timeout` (too slow or aborted); the socket's own error (TLS, ECONNREFUSED, …)
+ *   otherwise, for {@link toOutboundError} to classify.
+ */
+export function dialTls(options: DialOptions): Promise<TLSSocket> {
+  return new Promise((resolve, reject) => {
+    const socket = tlsConnect({
+      host: options.address,
+      port: options.port,
+      // SNI and the certificate identity check use the hostname; for an IP literal Node checks IP SANs.
+      servername: options.servername,
+      ca: options.ca,
+      ALPNProtocols: ['http/1.1'],
+    });
+    const fail = (error: Error) => {
+      cleanup();
+      socket.destroy();
+      reject(error);
+    };
+    const onAbort = () => fail(new OutboundError('timeout', `connecting to ${options.address} was aborted`));
+    const timer = setTimeout(
+      () => fail(new OutboundError('timeout', `connecting to ${options.address} timed out`)),
+      options.timeoutMs,
+    );
+    const cleanup = () => {
+      clearTimeout(timer);
+      options.signal.removeEventListener('abort', onAbort);
+      socket.off('error', fail);
+    };
+    options.signal.addEventListener('abort', onAbort, { once: true });
+    socket.once('error', fail);
+    socket.once('secureConnect', () => {
+      cleanup();
+      socket.setNoDelay(true);
+      resolve(socket);
+    });
+  });
+}
+
+/** The part of a response body stream {@link readCapped} uses. */
+export interface ReadableBody extends AsyncIterable<unknown> {
+  destroy(error?: Error): unknown;
+}
+
+/**
+ * Reads a response body up to `request.maxResponseBytes` bytes (DESIGN D8 media cap, D10 first 2 KB of a
+ * webhook answer). Truncate mode returns the first bytes and `truncated: true` once more arrive; error
+ * mode refuses an announced `content-length` over the cap before reading, or stops at the first byte over.
+ * Leaving early destroys the stream.
+ * @throws OutboundError `too-large` (error mode).
+ */
+export async function readCapped(
+  body: ReadableBody,
+  headers: Record<string, string>,
+  request: OutboundRequest,
+  url: URL,
+): Promise<{ body: Buffer; truncated: boolean }> {
+  const cap = request.maxResponseBytes;
+  const tooLarge = () =>
+    new OutboundError('too-large', `response from ${url.host} is larger than ${cap} bytes`);
+  const declared = headers['content-length'] === undefined ? Number.NaN : Number(headers['content-length']);
+  if (request.onTooLarge === 'error' && declared > cap) {
+    body.destroy();
+    throw tooLarge();
+  }
+  const chunks: Buffer[] = [];
+  let kept = 0;
+  for await (const piece of body) {
+    const chunk = Buffer.isBuffer(piece) ? piece : Buffer.from(String(piece));
+    if (kept + chunk.length > cap) {
+      // Leaving the loop (break or throw) destroys the stream; the caller then destroys the connection.
+      if (request.onTooLarge === 'error') throw tooLarge();
+      chunks.push(chunk.subarray(0, cap - kept));
+      return { body: Buffer.concat(chunks), truncated: true };
+    }
+    chunks.push(chunk);
+    kept += chunk.length;
+  }
+  return { body: Buffer.concat(chunks), truncated: false };
+}
+
+/** `promise`, or a rejection with `signal.reason` as soon as `signal` aborts. */
+export function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}
