@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
+import { Ajv } from 'ajv';
+import addFormats from 'ajv-formats';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { ApiError } from '../errors.ts';
@@ -10,10 +12,20 @@ import { errorsPlugin } from './plugins/errors.ts';
 import { routes } from './routes/index.ts';
 import { ErrorEnvelope } from './schemas.ts';
 
+/** One registered route and what it requires (tests run the shared auth suite over every entry). */
+export interface RouteEntry {
+  method: string;
+  url: string;
+  scope: string | undefined;
+  testOnly: boolean;
+}
+
 declare module 'fastify' {
   interface FastifyInstance {
     /** The app's services (store, sessions, auth, limits…), built once at boot. */
     services: Services;
+    /** Every route registered, with its scope (DESIGN D5). */
+    routeTable: RouteEntry[];
   }
 }
 
@@ -22,6 +34,24 @@ export const DEFAULT_BODY_LIMIT = 1024 * 1024;
 /** Deepest JSON nesting accepted in a request body (DESIGN D11). */
 export const MAX_JSON_DEPTH = 32;
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
+
+/**
+ * A validator for one HTTP part. Bodies are validated without type coercion (a string is not an array, "true"
+ * is not a boolean: DESIGN D6 wants the field named, not guessed); query strings and params coerce, since
+ * they only carry text. Unknown body fields are dropped; `x-message` carries D6 messages (see schemas.ts).
+ */
+function makeAjv(coerceTypes: boolean | 'array'): Ajv {
+  const ajv = new Ajv({
+    coerceTypes,
+    useDefaults: true,
+    removeAdditional: true,
+    allErrors: false,
+    verbose: true,
+    keywords: ['x-message'],
+  });
+  addFormats.default(ajv);
+  return ajv;
+}
 
 function jsonDepthExceeds(value: unknown, limit: number): boolean {
   const stack: [unknown, number][] = [[value, 1]];
@@ -49,9 +79,28 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
     },
-    ajv: { customOptions: { verbose: true, keywords: ['x-message'] } },
     forceCloseConnections: 'idle',
     return503OnClosing: true,
+  });
+
+  const bodyAjv = makeAjv(false);
+  const textAjv = makeAjv('array');
+  app.setValidatorCompiler(({ schema, httpPart }) =>
+    (httpPart === 'body' ? bodyAjv : textAjv).compile(schema),
+  );
+
+  const routeTable: RouteEntry[] = [];
+  app.decorate('routeTable', routeTable);
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) {
+      if (method === 'HEAD') continue;
+      routeTable.push({
+        method,
+        url: route.url,
+        scope: route.config?.scope,
+        testOnly: route.config?.testOnly === true,
+      });
+    }
   });
 
   // Layer 1: external plugins and the error envelope.

@@ -95,7 +95,8 @@ export class SessionManager {
   }
 
   /**
-   * Connects `instance` (SPEC Transitions, DESIGN D7). `subscribe` replaces the stored subscription; omitted on
+   * Connects `instance` (SPEC Transitions, DESIGN D7). `subscribe` replaces the stored subscription (kept in the
+   * canonical order of SPEC Events, duplicates dropped); omitted on
    * the first connect it becomes all four event types, omitted later the stored list is kept. With
    * `immediate:false` and a stored login, waits until login is verified, at most {@link LOGIN_VERIFY_MS}.
    * @throws ApiError LOGIN_TIMEOUT (504) when the login is not verified in time; engine errors (502/503) as raised.
@@ -104,7 +105,8 @@ export class SessionManager {
     instance: Instance,
     input: { subscribe?: EventType[]; immediate: boolean },
   ): Promise<ConnectResult> {
-    const subscribe = input.subscribe ?? instance.subscribe ?? [...EVENT_TYPES];
+    const wanted = input.subscribe ?? instance.subscribe ?? EVENT_TYPES;
+    const subscribe = EVENT_TYPES.filter((type) => wanted.includes(type));
     await updateInstance(this.#options.db, instance.id, { subscribe, desiredState: 'connected' });
     const session = this.session(instance);
     await session.connect();

@@ -1,0 +1,95 @@
+import pino, { type Logger } from 'pino';
+import { type Bootstrap, bootstrapIfEmpty } from './admin/admin.ts';
+import type { Config } from './config/config.ts';
+import { buildApp } from './http/app.ts';
+import { createServices } from './services.ts';
+
+/** A running server and how to stop it. */
+export interface RunningServer {
+  /** The address it listens on, e.g. `http://127.0.0.1:8080`. */
+  url: string;
+  /** Graceful stop (DESIGN D14): stop accepting, finish in-flight requests, close engines and the store. */
+  stop(): Promise<void>;
+}
+
+/** The banner printed once when the first boot created a test key (DESIGN D3). */
+export function bootstrapBanner(bootstrap: Bootstrap, publicUrl: string): string {
+  const key = bootstrap.key.key;
+  return [
+    '',
+    '  parley: first boot — created organization "default", a sandbox instance and a test API key.',
+    '  The key is shown only this once; store it now:',
+    '',
+    `    ${key}`,
+    '',
+    '  Try it:',
+    '',
+    `    curl -s -X POST ${publicUrl}/v1/session/connect -H "Authorization: Bearer ${key}"`,
+    '',
+    `  Docs: ${publicUrl}/docs`,
+    '',
+  ].join('\n');
+}
+
+/**
+ * Boots the service: store (migrated), first-boot bootstrap, sessions restored, HTTP listening.
+ * @param print where the first-boot banner goes (stdout by default).
+ * @throws when the store cannot be opened or the port cannot be bound.
+ */
+export async function startServer(
+  config: Config,
+  options: { logger?: Logger; print?: (text: string) => void } = {},
+): Promise<RunningServer> {
+  const logger = options.logger ?? pino({ level: config.logLevel });
+  const services = await createServices(config, { logger });
+  const bootstrap = await bootstrapIfEmpty(services.store.db);
+  if (bootstrap)
+    (options.print ?? ((text) => process.stdout.write(`${text}\n`)))(
+      bootstrapBanner(bootstrap, config.publicUrl),
+    );
+  const app = await buildApp(services);
+  const restored = await services.sessions.restoreAll();
+  if (restored > 0) logger.info({ restored }, 'sessions restored');
+  const url = await app.listen({ port: config.port, host: config.host });
+  logger.info({ url, store: config.database.dialect, redis: Boolean(config.redisUrl) }, 'parley listening');
+  let stopping: Promise<void> | undefined;
+  return {
+    url,
+    stop: () => {
+      stopping ??= (async () => {
+        await app.close();
+        await services.close();
+      })();
+      return stopping;
+    },
+  };
+}
+
+/**
+ * Runs the server until SIGTERM or SIGINT, then stops gracefully within `config.shutdownTimeoutMs`
+ * (DESIGN D14: exit 0 within 10 s; exit 1 when the budget is exceeded).
+ */
+export async function serve(config: Config): Promise<void> {
+  const logger = pino({ level: config.logLevel });
+  const server = await startServer(config, { logger });
+  const shutdown = (signal: string) => {
+    logger.info({ signal }, 'shutting down');
+    const timer = setTimeout(() => {
+      logger.error('shutdown took too long; exiting');
+      process.exit(1);
+    }, config.shutdownTimeoutMs);
+    timer.unref();
+    server.stop().then(
+      () => {
+        logger.info('stopped');
+        process.exit(0);
+      },
+      (error: unknown) => {
+        logger.error({ err: error }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', () => shutdown('SIGTERM'));
+  process.once('SIGINT', () => shutdown('SIGINT'));
+}

@@ -1,0 +1,136 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { generateApiKey, hashApiKey } from '../../src/security/api-keys.ts';
+import { insertApiKey, revokeApiKey, type Scope } from '../../src/store/api-keys.ts';
+import { createTestApp, type TestApp } from '../support/app.ts';
+
+/**
+ * The shared auth suite (DESIGN D3, D5, D11): every route that declares a scope is called with each kind of bad
+ * credential and must answer exactly 401 `invalid API key`; with a key lacking its scope, 403 naming it; with a
+ * live key aimed at a test instance, never a success. Routes are read from the app's own route table, so a new
+ * route is covered the moment it is registered.
+ */
+describe('shared auth suite: every authenticated route', () => {
+  let t: TestApp;
+  const keys: Record<string, string> = {};
+
+  before(async () => {
+    t = await createTestApp();
+    const db = t.testStore.store.db;
+    keys.revoked = await t.newKey();
+    const revokedRow = await db
+      .selectFrom('api_keys')
+      .select('id')
+      .where('key_hash', '=', hashApiKey(keys.revoked))
+      .executeTakeFirstOrThrow();
+    await revokeApiKey(db, revokedRow.id);
+    const expired = generateApiKey('test');
+    await insertApiKey(db, {
+      orgId: t.org.id,
+      env: 'test',
+      name: 'expired',
+      prefix: expired.prefix,
+      keyHash: expired.hash,
+      scopes: ['chat:*'],
+      instanceIds: [],
+      expiresAt: new Date(t.clock() - 1000).toISOString(),
+    });
+    keys.expired = expired.key;
+    keys.live = await t.newKey({ env: 'live' });
+    keys.unknown = generateApiKey('test').key;
+    const good = generateApiKey('test').key;
+    const last = good.at(-1) === 'A' ? 'B' : 'A';
+    keys.badChecksum = good.slice(0, -1) + last;
+  });
+  after(() => t.close());
+
+  function authenticated() {
+    const routes = t.app.routeTable.filter((r) => r.scope !== undefined && r.scope !== 'public');
+    assert.ok(routes.length >= 9, `expected the API's routes in the table, found ${routes.length}`);
+    return routes;
+  }
+
+  function concrete(url: string): string {
+    return url.replace(/:[A-Za-z]+/g, '00000000-0000-4000-8000-000000000000');
+  }
+
+  async function call(method: string, url: string, authorization?: string) {
+    const response = await t.app.inject({
+      method: method as 'GET',
+      url: concrete(url),
+      headers: { ...(authorization === undefined ? {} : { authorization }), 'x-instance-id': t.instance.id },
+    });
+    return { status: response.statusCode, body: response.json() };
+  }
+
+  it('every /v1 route and every gateway route requires a scope', () => {
+    const open = t.app.routeTable.filter(
+      (r) =>
+        (r.scope === undefined || r.scope === 'public') &&
+        !/^\/(healthz|readyz|metrics|openapi\.json|docs)/.test(r.url),
+    );
+    assert.deepEqual(open, [], 'routes without a scope must be operations endpoints only');
+  });
+
+  const cases: [string, (k: Record<string, string>) => string | undefined][] = [
+    ['missing Authorization header', () => undefined],
+    ['not a Bearer header', (k) => `Basic ${k.unknown}`],
+    ['malformed key', () => 'Bearer svc_test_tooshort'],
+    ['unknown prefix', (k) => `Bearer ${(k.unknown ?? '').replace('svc_test_', 'svc_prod_')}`],
+    ['bad checksum', (k) => `Bearer ${k.badChecksum}`],
+    ['unknown key', (k) => `Bearer ${k.unknown}`],
+    ['revoked key', (k) => `Bearer ${k.revoked}`],
+    ['expired key', (k) => `Bearer ${k.expired}`],
+  ];
+  for (const [name, header] of cases) {
+    it(`401 invalid API key: ${name}`, async () => {
+      for (const route of authenticated()) {
+        const { status, body } = await call(route.method, route.url, header(keys));
+        assert.equal(status, 401, `${route.method} ${route.url}`);
+        assert.deepEqual(
+          body,
+          { error: { code: 401, message: 'invalid API key' } },
+          `${route.method} ${route.url}`,
+        );
+      }
+    });
+  }
+
+  it('403 naming the scope when the key lacks it', async () => {
+    const scopes: Scope[] = ['chat:messages', 'chat:contacts', 'chat:session', 'chat:groups', 'chat:webhook'];
+    const keyFor = new Map<Scope, string>();
+    for (const scope of scopes)
+      keyFor.set(scope, await t.newKey({ scopes: [scopes.find((s) => s !== scope) ?? scope] }));
+    for (const route of authenticated()) {
+      const scope = route.scope as Scope;
+      const key = keyFor.get(scope);
+      assert.ok(key, `route ${route.url} has unknown scope ${scope}`);
+      const { status, body } = await call(route.method, route.url, `Bearer ${key}`);
+      assert.equal(status, 403, `${route.method} ${route.url}`);
+      assert.deepEqual(body, { error: { code: 403, message: `API key lacks required scope ${scope}` } });
+    }
+  });
+
+  it('a key of the other environment never reaches a test instance', async () => {
+    for (const route of authenticated()) {
+      const { status, body } = await call(route.method, route.url, `Bearer ${keys.live}`);
+      // Validation (400) precedes instance resolution (DESIGN D2); past it, the answer is 404, never success.
+      assert.ok(status === 404 || status === 400, `${route.method} ${route.url} answered ${status}`);
+      if (status === 404 && route.testOnly) {
+        assert.equal(body.error.message, 'sandbox helpers exist only for svc_test_ keys');
+      } else if (status === 404) {
+        assert.match(body.error.message, /not found/);
+      }
+    }
+  });
+
+  it('the right scope passes authentication on every route', async () => {
+    const scoped = new Map<string, string>();
+    for (const route of authenticated()) {
+      const scope = route.scope as string;
+      if (!scoped.has(scope)) scoped.set(scope, await t.newKey({ scopes: [scope] }));
+      const { status } = await call(route.method, route.url, `Bearer ${scoped.get(scope)}`);
+      assert.ok(status !== 401 && status !== 403, `${route.method} ${route.url} answered ${status}`);
+    }
+  });
+});
