@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
 import { KeyAuthenticator } from './auth/authenticator.ts';
@@ -7,6 +8,7 @@ import { SandboxEngine } from './engines/sandbox/index.ts';
 import type { EngineMessage } from './engines/types.ts';
 import { InstanceStateProjection } from './events/instance-state.ts';
 import { EventRecorder } from './events/recorder.ts';
+import { OutboundGuard } from './net/outbound-guard.ts';
 import { Metrics } from './ops/metrics.ts';
 import { PlanRateLimiter } from './ratelimit/limiter.ts';
 import { loadMasterKey, SecretBox } from './security/secrets.ts';
@@ -29,6 +31,8 @@ export interface Services {
   sessions: SessionManager;
   metrics: Metrics;
   redis: Redis | undefined;
+  /** Every outbound HTTPS request (webhooks, media) goes through this (DESIGN D11). */
+  guard: OutboundGuard;
   close(): Promise<void>;
 }
 
@@ -41,6 +45,8 @@ export interface ServiceOptions {
   liveEngine?: Engine;
   /** How often to look for revocations from other processes, ms (default 1000). */
   revocationPollMs?: number;
+  /** Extra CA (PEM) the outbound guard trusts; tests pass the HTTPS receiver's self-signed certificate. */
+  outboundCa?: string | Buffer;
 }
 
 /**
@@ -81,6 +87,11 @@ export async function createServices(config: Config, options: ServiceOptions): P
     clock,
   });
   const metrics = new Metrics();
+  const ca = options.outboundCa ?? (config.outboundCaFile ? readFileSync(config.outboundCaFile) : undefined);
+  const guard = new OutboundGuard({
+    allowedCidrs: config.webhook.allowedCidrs,
+    ...(ca === undefined ? {} : { ca }),
+  });
   return {
     config,
     store,
@@ -93,10 +104,12 @@ export async function createServices(config: Config, options: ServiceOptions): P
     sessions,
     metrics,
     redis,
+    guard,
     async close() {
       keys.stop();
       await sessions.closeAll();
       await live.close?.();
+      await guard.close();
       if (redis) await redis.quit().catch(() => redis.disconnect());
       await store.destroy();
     },

@@ -1,6 +1,7 @@
 import { isAbsolute, resolve } from 'node:path';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
+import { parseCidr } from '../net/addresses.ts';
 
 /**
  * The environment variables parley reads, with their defaults. This is the only place that reads
@@ -39,6 +40,9 @@ export const EnvSchema = Type.Object({
     default: '5,300,1800,7200,18000,36000,36000',
   }),
   WEBHOOK_ALLOWED_CIDRS: Type.String({ default: '' }),
+  OUTBOUND_CA_FILE: Type.Optional(
+    Type.String({ minLength: 1, description: 'PEM file of extra CAs trusted for webhook and media HTTPS' }),
+  ),
   WEBHOOK_TIMEOUT_SECONDS: Type.Number({ exclusiveMinimum: 0, maximum: 300, default: 15 }),
   SHUTDOWN_TIMEOUT_SECONDS: Type.Number({ exclusiveMinimum: 0, maximum: 300, default: 10 }),
 });
@@ -74,6 +78,8 @@ export interface Config {
     /** Time allowed for one delivery attempt, milliseconds (DESIGN D10: 15 s). */
     timeoutMs: number;
   };
+  /** PEM file of extra certificate authorities trusted for outbound HTTPS (webhooks, media), if any. */
+  outboundCaFile: string | undefined;
   /** Time allowed for graceful shutdown, milliseconds (DESIGN D14: 10 s). */
   shutdownTimeoutMs: number;
 }
@@ -109,9 +115,9 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     .map((s) => s.trim())
     .filter((s) => s.length > 0);
   for (const cidr of allowedCidrs) {
-    if (!/^[0-9a-fA-F:.]+\/\d{1,3}$/.test(cidr)) {
+    if (parseCidr(cidr) === null) {
       throw new ConfigError(
-        `invalid configuration: WEBHOOK_ALLOWED_CIDRS: "${cidr}" is not a CIDR (a.b.c.d/n)`,
+        `invalid configuration: WEBHOOK_ALLOWED_CIDRS: "${cidr}" is not a CIDR (a.b.c.d/n or x:y::/n)`,
       );
     }
   }
@@ -134,6 +140,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       timeoutMs: Math.round(parsed.WEBHOOK_TIMEOUT_SECONDS * 1000),
     },
     shutdownTimeoutMs: Math.round(parsed.SHUTDOWN_TIMEOUT_SECONDS * 1000),
+    outboundCaFile: parsed.OUTBOUND_CA_FILE === undefined ? undefined : resolve(parsed.OUTBOUND_CA_FILE),
   };
 }
 

@@ -77,6 +77,8 @@ export interface TestAppOptions {
   /** Reuse a store (restart tests): the app opens its own connection to it. */
   testStore?: TestStore;
   clock?: ManualClock;
+  /** Extra CA the outbound guard trusts (the HTTPS receiver's certificate). */
+  outboundCa?: string | Buffer;
 }
 
 /**
@@ -99,6 +101,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     clock,
     ...(options.liveEngine ? { liveEngine: options.liveEngine } : {}),
     revocationPollMs: 50,
+    ...(options.outboundCa === undefined ? {} : { outboundCa: options.outboundCa }),
   });
   const app = await buildApp(services);
   await app.ready();

@@ -1,0 +1,59 @@
+import assert from 'node:assert/strict';
+import { resolve } from 'node:path';
+import { describe, it } from 'node:test';
+import { ConfigError, loadConfig } from '../../src/config/config.ts';
+
+describe('configuration (DESIGN D2)', () => {
+  it('applies the defaults', () => {
+    const config = loadConfig({});
+    assert.equal(config.port, 8080);
+    assert.equal(config.host, '0.0.0.0');
+    assert.equal(config.dataDir, resolve('./data'));
+    assert.deepEqual(config.database, { dialect: 'sqlite', path: resolve('./data/parley.db') });
+    assert.equal(config.redisUrl, undefined);
+    assert.equal(config.logLevel, 'info');
+    assert.equal(config.publicUrl, 'http://localhost:8080');
+    assert.deepEqual(
+      config.webhook.retryScheduleMs,
+      [5000, 300000, 1800000, 7200000, 18000000, 36000000, 36000000],
+    );
+    assert.equal(config.webhook.timeoutMs, 15000);
+    assert.equal(config.shutdownTimeoutMs, 10000);
+  });
+
+  it('reads PostgreSQL, Redis, a hex master key, the retry schedule and allowed CIDRs', () => {
+    const config = loadConfig({
+      PORT: '9000',
+      DATABASE_URL: 'postgres://u@db:5432/parley',
+      REDIS_URL: 'redis://127.0.0.1:6379',
+      SECRET_KEY: 'ab'.repeat(32),
+      WEBHOOK_RETRY_SCHEDULE: '0.5,2',
+      WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32, 10.0.0.0/8,fd00::/8',
+    });
+    assert.equal(config.port, 9000);
+    assert.deepEqual(config.database, { dialect: 'postgres', url: 'postgres://u@db:5432/parley' });
+    assert.equal(config.redisUrl, 'redis://127.0.0.1:6379');
+    assert.deepEqual(config.secretKey, Buffer.alloc(32, 0xab));
+    assert.deepEqual(config.webhook.retryScheduleMs, [500, 2000]);
+    assert.deepEqual(config.webhook.allowedCidrs, ['127.0.0.1/32', '10.0.0.0/8', 'fd00::/8']);
+  });
+
+  it('stops with a message naming the variable and the rule', () => {
+    const cases: [Record<string, string>, RegExp][] = [
+      [{ PORT: 'eighty' }, /PORT/],
+      [{ PORT: '70000' }, /PORT/],
+      [{ LOG_LEVEL: 'loud' }, /LOG_LEVEL/],
+      [{ DATABASE_URL: 'mysql://x' }, /DATABASE_URL/],
+      [{ REDIS_URL: 'http://x' }, /REDIS_URL/],
+      [{ SECRET_KEY: 'short' }, /SECRET_KEY/],
+      [{ WEBHOOK_RETRY_SCHEDULE: '5,,10' }, /WEBHOOK_RETRY_SCHEDULE/],
+      [{ WEBHOOK_ALLOWED_CIDRS: '10.0.0.0/33' }, /WEBHOOK_ALLOWED_CIDRS: "10\.0\.0\.0\/33" is not a CIDR/],
+    ];
+    for (const [env, pattern] of cases) {
+      assert.throws(
+        () => loadConfig(env),
+        (error: unknown) => error instanceof ConfigError && pattern.test(error.message),
+      );
+    }
+  });
+});
