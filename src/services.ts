@@ -3,10 +3,12 @@ import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
 import { KeyAuthenticator } from './auth/authenticator.ts';
 import type { Config } from './config/config.ts';
+import { RegistrationCache } from './contacts/registration-cache.ts';
 import type { Clock, Engine } from './engines/engine.ts';
 import { SandboxEngine } from './engines/sandbox/index.ts';
 import type { EngineMessage } from './engines/types.ts';
 import { InstanceStateProjection } from './events/instance-state.ts';
+import { MessageProjection } from './events/message-projection.ts';
 import { EventRecorder } from './events/recorder.ts';
 import { OutboundGuard } from './net/outbound-guard.ts';
 import { Metrics } from './ops/metrics.ts';
@@ -14,6 +16,7 @@ import { PlanRateLimiter } from './ratelimit/limiter.ts';
 import { loadMasterKey, SecretBox } from './security/secrets.ts';
 import { SessionManager } from './sessions/manager.ts';
 import { migrateToLatest, openStore, type Store } from './store/database.ts';
+import { findStoredMessage } from './store/messages.ts';
 
 /**
  * Everything the routes use, built once at boot (fastify/demo's middle layer: app services and repositories).
@@ -33,6 +36,8 @@ export interface Services {
   redis: Redis | undefined;
   /** Every outbound HTTPS request (webhooks, media) goes through this (DESIGN D11). */
   guard: OutboundGuard;
+  /** Recipients' registration answers, cached per instance (DESIGN D6: sends check registration first). */
+  registrations: RegistrationCache;
   close(): Promise<void>;
 }
 
@@ -72,11 +77,19 @@ export async function createServices(config: Config, options: ServiceOptions): P
   });
   keys.start();
   const limiter = new PlanRateLimiter(redis);
-  const recorder = new EventRecorder(store.db, [new InstanceStateProjection(clock)], logger);
+  const recorder = new EventRecorder(
+    store.db,
+    [new InstanceStateProjection(clock), new MessageProjection(clock)],
+    logger,
+  );
   const sandbox = new SandboxEngine();
   const live: Engine = options.liveEngine ?? sandbox;
-  const findMessage = async (_instanceId: string, _id: string): Promise<EngineMessage | undefined> =>
-    undefined;
+  const findMessage = async (instanceId: string, id: string): Promise<EngineMessage | undefined> => {
+    const stored = await findStoredMessage(store.db, instanceId, id);
+    if (!stored) return undefined;
+    const { state: _state, stateAt: _stateAt, ...message } = stored;
+    return message;
+  };
   const sessions = new SessionManager({
     db: store.db,
     box,
@@ -105,6 +118,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     metrics,
     redis,
     guard,
+    registrations: new RegistrationCache({ clock }),
     async close() {
       keys.stop();
       await sessions.closeAll();

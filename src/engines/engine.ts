@@ -112,4 +112,64 @@ export interface EngineSession {
 export interface SandboxControls {
   /** The owner scans the current QR: logs in as `phone` (generated when omitted). */
   scan(input: { code?: string; phone?: string }): Promise<ConnectionState>;
+  /**
+   * A message arrives from user `phone` (in group `groupJid` when given) → `message` event (DESIGN D9).
+   * @throws ApiError CONFLICT before login or while disconnected; NOT_FOUND `group not found` when the account
+   *   is not in the group; UNPROCESSABLE when the sender is not registered or not in the group.
+   */
+  inbound(input: SandboxInboundInput): Promise<SentMessage>;
+  /**
+   * The recipient of sent message `id` acknowledges it → `receipt` event (DESIGN D9, D10).
+   * @throws ApiError NOT_FOUND `message not found` when `id` is not a stored message the account sent.
+   */
+  receipt(input: SandboxReceiptInput): Promise<void>;
+  /** User `phone` starts or stops typing/recording → `presence` event (`recording` = composing + media `audio`). */
+  presence(input: SandboxPresenceInput): Promise<void>;
+  /** Defines (replaces) a platform user of this instance's simulated world (DESIGN D9); persisted. */
+  defineUser(input: SandboxUserInput): Promise<void>;
+  /**
+   * A group created by user `ownerPhone` that includes the account as a plain member (DESIGN D9); persisted.
+   * @throws ApiError UNPROCESSABLE when the owner or a participant is not registered.
+   */
+  createForeignGroup(input: SandboxForeignGroupInput): Promise<GroupInfo>;
+}
+
+/** Input of {@link SandboxControls.inbound}: sender phone, text, optional group JID and display name. */
+export interface SandboxInboundInput {
+  phone: string;
+  body: string;
+  groupJid?: Jid;
+  pushName?: string;
+}
+
+/** Input of {@link SandboxControls.receipt}; `phone` picks the acknowledging member in a group chat. */
+export interface SandboxReceiptInput {
+  id: string;
+  state: 'delivered' | 'read' | 'played';
+  phone?: string;
+}
+
+/** Input of {@link SandboxControls.presence} (DESIGN D9). */
+export interface SandboxPresenceInput {
+  phone: string;
+  state: 'composing' | 'recording' | 'paused';
+  groupJid?: Jid;
+}
+
+/** Input of {@link SandboxControls.defineUser}: omitted fields take the default world's values (DESIGN D9). */
+export interface SandboxUserInput {
+  phone: string;
+  registered?: boolean;
+  pushName?: string;
+  firstName?: string;
+  fullName?: string;
+  businessName?: string;
+  verifiedName?: string;
+}
+
+/** Input of {@link SandboxControls.createForeignGroup}: participants are phone numbers. */
+export interface SandboxForeignGroupInput {
+  name: string;
+  ownerPhone: string;
+  participants: readonly string[];
 }

@@ -67,11 +67,50 @@ export interface InstanceLocksTable {
   expires_at: string;
 }
 
+/**
+ * A sent or received message (migration 0002, DESIGN D8). `from_me`/`is_group` are 0/1; `content` is the JSON of
+ * `MessageContent`; `state` is `sent` → `delivered` → `read` → `played`, never moving backwards.
+ */
+export interface MessagesTable {
+  instance_id: string;
+  /** The platform's message id. */
+  id: string;
+  /** Chat JID (user or group). */
+  chat: string;
+  /** Sender JID. */
+  sender: string;
+  from_me: number;
+  is_group: number;
+  /** `MessageKind`: text, image, document, audio, video, sticker, location, contact, reaction, other. */
+  type: string;
+  content: string;
+  push_name: string;
+  /** When the message was sent (RFC 3339). */
+  timestamp: string;
+  state: string;
+  /** When `state` last changed (RFC 3339). */
+  state_at: string;
+  created_at: string;
+}
+
+/** A user the instance exchanged messages with (migration 0002; the contacts list, DESIGN D9). */
+export interface ChatPeersTable {
+  instance_id: string;
+  /** Plain user JID `<phone>@s.whatsapp.net`. */
+  jid: string;
+  /** The latest non-empty display name the user's own messages carried; empty until one arrives. */
+  push_name: string;
+  first_at: string;
+  last_at: string;
+}
+
 /** The whole database as Kysely sees it; later migrations add their tables here. */
 export interface Database {
   organizations: OrganizationsTable;
   instances: InstancesTable;
   api_keys: ApiKeysTable;
   engine_auth: EngineAuthTable;
+  messages: MessagesTable;
+  chat_peers: ChatPeersTable;
   instance_locks: InstanceLocksTable;
 }

@@ -1,4 +1,4 @@
-import { ApiError, errors } from '../../errors.ts';
+import { errors } from '../../errors.ts';
 import type { EngineSession, EngineSessionContext, SandboxControls } from '../engine.ts';
 import type {
   Avatar,
@@ -13,14 +13,15 @@ import type {
   UserInfo,
 } from '../types.ts';
 import { USER_DOMAIN } from '../types.ts';
+import type { SandboxAccount, SandboxCredentials } from './account.ts';
+import * as groups from './groups.ts';
+import { SequenceAllocator } from './ids.ts';
+import * as messaging from './messaging.ts';
 import { defaultSandboxPhone, pairingSlot, sandboxPairingCode } from './pairing.ts';
+import { avatarOf, checkOf, contactOf, infoOf, isValidPhone } from './users.ts';
+import { SandboxWorld } from './world.ts';
 
-/** What the sandbox stores as an instance's credentials (auth category `creds`, id `self`). */
-export interface SandboxCredentials {
-  phone: string;
-  jid: Jid;
-  pushName: string;
-}
+export type { SandboxCredentials } from './account.ts';
 
 const CREDS = { category: 'creds', id: 'self' } as const;
 
@@ -29,6 +30,9 @@ type Phase = { kind: 'idle' } | { kind: 'pairing'; startedAt: number; attempt: n
 /**
  * One instance on the simulated platform (DESIGN D9). Session lifecycle per SPEC States and DESIGN D7; the
  * pairing attempt's expiry is computed from the clock when read, so an idle sandbox instance holds no timer.
+ * Every platform operation requires the account logged in and connected (409 otherwise, DESIGN D6). The
+ * simulated world (defined users, groups, the id sequence) lives in the auth port and is read on demand, so an
+ * idle instance keeps only its credentials in memory; logout deletes the credentials but not the world.
  */
 export class SandboxSession implements EngineSession {
   readonly #context: EngineSessionContext;
@@ -37,11 +41,13 @@ export class SandboxSession implements EngineSession {
   #creds: SandboxCredentials | null = null;
   #credsLoaded = false;
   #loginWaiters: (() => void)[] = [];
-  readonly sandbox: SandboxControls;
+  readonly #world: SandboxWorld;
+  readonly #sequence: SequenceAllocator;
 
   constructor(context: EngineSessionContext) {
     this.#context = context;
-    this.sandbox = { scan: (input) => this.#scan(input) };
+    this.#world = new SandboxWorld(context.auth);
+    this.#sequence = new SequenceAllocator(context.auth);
   }
 
   async connect(): Promise<void> {
@@ -107,7 +113,7 @@ export class SandboxSession implements EngineSession {
   }
 
   async logout(): Promise<void> {
-    await this.#context.auth.clear();
+    await this.#context.auth.set([{ ...CREDS, value: null }]);
     this.#creds = null;
     this.#credsLoaded = true;
     this.#phase = { kind: 'idle' };
@@ -119,42 +125,83 @@ export class SandboxSession implements EngineSession {
     this.#wakeLoginWaiters();
   }
 
-  send(_message: OutgoingMessage): Promise<SentMessage> {
-    return this.#notYet();
+  send(message: OutgoingMessage): Promise<SentMessage> {
+    return messaging.send(this.#account, message);
   }
-  react(_chat: Jid, _targetId: string, _fromMe: boolean, _emoji: string): Promise<SentMessage> {
-    return this.#notYet();
+  react(chat: Jid, targetId: string, _fromMe: boolean, emoji: string): Promise<SentMessage> {
+    return messaging.react(this.#account, chat, targetId, emoji);
   }
-  markRead(_chat: Jid, _ids: readonly string[], _sender?: Jid): Promise<void> {
-    return this.#notYet();
+  markRead(chat: Jid, ids: readonly string[], sender?: Jid): Promise<void> {
+    return messaging.markRead(this.#account, chat, ids, sender);
   }
-  checkPhones(_phones: readonly string[]): Promise<UserCheck[]> {
-    return this.#notYet();
+  async checkPhones(phones: readonly string[]): Promise<UserCheck[]> {
+    await this.#ready();
+    const users = await this.#world.users(phones);
+    return users.map((user, i) => checkOf(phones[i] ?? user.phone, user));
   }
-  userInfo(_phones: readonly string[]): Promise<UserInfo[]> {
-    return this.#notYet();
+  async userInfo(phones: readonly string[]): Promise<UserInfo[]> {
+    await this.#ready();
+    const users = await this.#world.users(phones);
+    return users.map((user, i) => infoOf(phones[i] ?? user.phone, user));
   }
-  avatar(_phone: string): Promise<Avatar | null> {
-    return this.#notYet();
+  async avatar(phone: string): Promise<Avatar | null> {
+    await this.#ready();
+    return avatarOf(await this.#world.user(phone));
   }
-  contacts(): Promise<Contact[]> {
-    return this.#notYet();
+  async contacts(): Promise<Contact[]> {
+    await this.#ready();
+    const users = await this.#world.definedUsers();
+    return users.filter((user) => user.registered).map(contactOf);
   }
-  createGroup(_name: string, _participants: readonly Jid[]): Promise<GroupInfo> {
-    return this.#notYet();
+  createGroup(name: string, participants: readonly Jid[]): Promise<GroupInfo> {
+    return groups.createGroup(this.#account, name, participants);
   }
   listGroups(): Promise<GroupInfo[]> {
-    return this.#notYet();
+    return groups.listGroups(this.#account);
   }
-  groupInfo(_jid: Jid): Promise<GroupInfo> {
-    return this.#notYet();
+  groupInfo(jid: Jid): Promise<GroupInfo> {
+    return groups.groupInfo(this.#account, jid);
   }
-  groupInviteCode(_jid: Jid): Promise<string> {
-    return this.#notYet();
+  groupInviteCode(jid: Jid): Promise<string> {
+    return groups.groupInviteCode(this.#account, jid);
   }
 
-  #notYet<T>(): Promise<T> {
-    return Promise.reject(new ApiError('PLATFORM_ERROR', 'the sandbox does not simulate this operation yet'));
+  /** The simulated platform's test helpers (DESIGN D9); a light object made on each read. */
+  get sandbox(): SandboxControls {
+    const account = this.#account;
+    return {
+      scan: (input) => this.#scan(input),
+      inbound: (input) => messaging.inbound(account, input),
+      receipt: (input) => messaging.receipt(account, input),
+      presence: (input) => messaging.presence(account, input),
+      defineUser: async ({ phone, ...definition }) => {
+        if (!isValidPhone(phone)) {
+          throw errors.badRequest(
+            'phone must be digits only, international format, no leading + (8 to 15 digits)',
+          );
+        }
+        await this.#world.defineUser(phone, definition);
+      },
+      createForeignGroup: (input) => groups.createForeignGroup(account, input),
+    };
+  }
+
+  /** The view of this session the operations in `messaging.ts` and `groups.ts` work on. */
+  get #account(): SandboxAccount {
+    return {
+      context: this.#context,
+      world: this.#world,
+      sequence: this.#sequence,
+      ready: () => this.#ready(),
+    };
+  }
+
+  async #ready(): Promise<SandboxCredentials> {
+    const creds = await this.#loadCreds();
+    if (!creds) throw errors.notLoggedIn();
+    this.#expirePairing();
+    if (this.#phase.kind !== 'open') throw errors.notConnected();
+    return creds;
   }
 
   async #scan(input: { code?: string; phone?: string }): Promise<ConnectionState> {

@@ -1,5 +1,6 @@
 import type { Migration, MigrationProvider } from 'kysely';
 import * as core from './0001_core.ts';
+import * as messages from './0002_messages.ts';
 import * as instanceLocks from './0004_instance_locks.ts';
 
 /**
@@ -8,6 +9,7 @@ import * as instanceLocks from './0004_instance_locks.ts';
  */
 export const migrations: Record<string, Migration> = {
   '0001_core': core,
+  '0002_messages': messages,
   '0004_instance_locks': instanceLocks,
 };
 

@@ -1,0 +1,102 @@
+import type { Clock } from '../engines/engine.ts';
+import type { UserCheck } from '../engines/types.ts';
+
+/** Options of a {@link RegistrationCache}; durations in milliseconds. */
+export interface RegistrationCacheOptions {
+  /** How long a "registered" answer is kept (default 6 h: numbers rarely leave the platform). */
+  positiveTtlMs?: number;
+  /** How long a "not registered" answer is kept (default 5 min: a number may join at any time). */
+  negativeTtlMs?: number;
+  /** Most entries kept over all instances; the least recently used go first (default 50,000). */
+  maxEntries?: number;
+  clock?: Clock;
+}
+
+interface Entry {
+  check: UserCheck;
+  expiresAt: number;
+}
+
+/**
+ * Caches the platform's registration answers per instance and phone number (DESIGN D6: sends check the
+ * recipient's registration first, cached), so a burst of sends to one number costs one platform lookup.
+ * Bounded: a least-recently-used map of at most `maxEntries` entries. Per instance because each sandbox instance
+ * has its own simulated world (DESIGN D9); the sandbox helper that redefines a user invalidates its entry.
+ */
+export class RegistrationCache {
+  readonly #entries = new Map<string, Entry>();
+  readonly #positiveTtlMs: number;
+  readonly #negativeTtlMs: number;
+  readonly #maxEntries: number;
+  readonly #clock: Clock;
+
+  constructor(options: RegistrationCacheOptions = {}) {
+    this.#positiveTtlMs = options.positiveTtlMs ?? 6 * 60 * 60 * 1000;
+    this.#negativeTtlMs = options.negativeTtlMs ?? 5 * 60 * 1000;
+    this.#maxEntries = options.maxEntries ?? 50_000;
+    this.#clock = options.clock ?? Date.now;
+  }
+
+  /**
+   * Registration of `phones` for `instanceId`, one entry per number in order (SPEC Contact check entry). Numbers
+   * not cached (or expired) are looked up with one call of `lookup`, whose answers are cached.
+   * @throws whatever `lookup` throws (nothing is cached then).
+   */
+  async check(
+    instanceId: string,
+    phones: readonly string[],
+    lookup: (phones: string[]) => Promise<UserCheck[]>,
+  ): Promise<UserCheck[]> {
+    const now = this.#clock();
+    const found = new Map<string, UserCheck>();
+    const missing: string[] = [];
+    for (const phone of new Set(phones)) {
+      const key = `${instanceId}:${phone}`;
+      const entry = this.#entries.get(key);
+      if (entry && entry.expiresAt > now) {
+        this.#entries.delete(key);
+        this.#entries.set(key, entry);
+        found.set(phone, entry.check);
+      } else {
+        if (entry) this.#entries.delete(key);
+        missing.push(phone);
+      }
+    }
+    if (missing.length > 0) {
+      const answers = await lookup(missing);
+      for (const check of answers) {
+        found.set(check.query, check);
+        this.#put(`${instanceId}:${check.query}`, check, now);
+      }
+    }
+    return phones.map(
+      (phone) => found.get(phone) ?? { query: phone, isInPlatform: false, jid: null, verifiedName: '' },
+    );
+  }
+
+  /** Forgets `phone` of `instanceId`, or every number of the instance when `phone` is omitted. */
+  invalidate(instanceId: string, phone?: string): void {
+    if (phone !== undefined) {
+      this.#entries.delete(`${instanceId}:${phone}`);
+      return;
+    }
+    const prefix = `${instanceId}:`;
+    for (const key of this.#entries.keys()) if (key.startsWith(prefix)) this.#entries.delete(key);
+  }
+
+  /** Number of entries held (metrics, tests). */
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  #put(key: string, check: UserCheck, now: number): void {
+    const ttl = check.isInPlatform ? this.#positiveTtlMs : this.#negativeTtlMs;
+    this.#entries.delete(key);
+    this.#entries.set(key, { check, expiresAt: now + ttl });
+    while (this.#entries.size > this.#maxEntries) {
+      const oldest = this.#entries.keys().next();
+      if (oldest.done) break;
+      this.#entries.delete(oldest.value);
+    }
+  }
+}

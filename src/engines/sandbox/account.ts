@@ -1,0 +1,34 @@
+import type { EngineSessionContext } from '../engine.ts';
+import type { Jid } from '../types.ts';
+import { userJid } from '../types.ts';
+import type { SequenceAllocator } from './ids.ts';
+import type { SandboxWorld } from './world.ts';
+
+/** What the sandbox stores as an instance's credentials (auth category `creds`, id `self`). */
+export interface SandboxCredentials {
+  phone: string;
+  /** Device-qualified JID, `<phone>.0:1@s.whatsapp.net` (SPEC Identifiers). */
+  jid: Jid;
+  pushName: string;
+}
+
+/**
+ * What the sandbox's operations (messaging, groups, helpers) need from a session: its context, its simulated
+ * world, its id sequence, and the logged-in account.
+ */
+export interface SandboxAccount {
+  readonly context: EngineSessionContext;
+  readonly world: SandboxWorld;
+  readonly sequence: SequenceAllocator;
+  /**
+   * The credentials of the logged-in, connected account.
+   * @throws ApiError CONFLICT `instance is not logged in` before login, `instance is not connected` when
+   *   logged in but disconnected (DESIGN D6).
+   */
+  ready(): Promise<SandboxCredentials>;
+}
+
+/** The account's plain user JID (no device part), as it appears in chats and group participant lists. */
+export function ownJid(creds: SandboxCredentials): Jid {
+  return userJid(creds.phone);
+}

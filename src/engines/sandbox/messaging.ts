@@ -1,0 +1,239 @@
+import { ApiError, errors } from '../../errors.ts';
+import type { SandboxInboundInput, SandboxPresenceInput, SandboxReceiptInput } from '../engine.ts';
+import type {
+  EngineMessage,
+  Jid,
+  MessageContent,
+  OutgoingContent,
+  OutgoingMessage,
+  SentMessage,
+} from '../types.ts';
+import { GROUP_DOMAIN, phoneOfJid, userJid } from '../types.ts';
+import { ownJid, type SandboxAccount, type SandboxCredentials } from './account.ts';
+import { memberGroup } from './groups.ts';
+import { incomingMessageId, outgoingMessageId } from './ids.ts';
+
+/**
+ * Messages on the simulated platform (DESIGN D8, D9): sends and reactions become `message` events with
+ * `isFromMe: true`, awaited so the message row commits before the call returns (DESIGN D2); the helpers make
+ * other users' messages, receipts and presence arrive.
+ */
+
+/** The stored/normalised content of an outgoing message: no media bytes, sizes in bytes (DESIGN D8). */
+export function contentOf(content: OutgoingContent, quotedId?: string): MessageContent {
+  const quoted = quotedId === undefined ? {} : { quotedId };
+  const caption = (text: string | undefined) => (text === undefined ? {} : { text });
+  switch (content.kind) {
+    case 'text':
+      return { kind: 'text', text: content.text, ...quoted };
+    case 'image':
+    case 'video':
+      return { kind: content.kind, ...media(content.media), ...caption(content.caption), ...quoted };
+    case 'document':
+      return {
+        kind: 'document',
+        ...media(content.media),
+        fileName: content.fileName,
+        ...caption(content.caption),
+        ...quoted,
+      };
+    case 'audio':
+    case 'sticker':
+      return { kind: content.kind, ...media(content.media), ...quoted };
+    case 'location':
+      return {
+        kind: 'location',
+        latitude: content.latitude,
+        longitude: content.longitude,
+        ...(content.name === undefined ? {} : { name: content.name }),
+        ...(content.address === undefined ? {} : { address: content.address }),
+        ...quoted,
+      };
+    case 'contact':
+      return { kind: 'contact', name: content.displayName, vcard: content.vcard, ...quoted };
+  }
+}
+
+function media(payload: { data: Buffer; mimetype: string }): Pick<MessageContent, 'mimetype' | 'fileLength'> {
+  return { mimetype: payload.mimetype, fileLength: payload.data.length };
+}
+
+function isGroupJid(jid: Jid): boolean {
+  return jid.endsWith(`@${GROUP_DOMAIN}`);
+}
+
+/**
+ * Checks that the account can write to `chat`: a group it belongs to, or a registered user.
+ * @throws ApiError NOT_FOUND `group not found`; UNPROCESSABLE `recipient <phone> is not registered on the
+ *   platform` (DESIGN D6); BAD_REQUEST when `chat` is neither a user nor a group JID.
+ */
+async function checkChat(account: SandboxAccount, creds: SandboxCredentials, chat: Jid): Promise<boolean> {
+  if (isGroupJid(chat)) {
+    await memberGroup(account, ownJid(creds), chat);
+    return true;
+  }
+  const phone = phoneOfJid(chat);
+  if (phone === null) throw errors.badRequest(`${chat} is not a user or group JID`);
+  const user = await account.world.user(phone);
+  if (!user.registered) {
+    throw new ApiError('UNPROCESSABLE', `recipient ${phone} is not registered on the platform`);
+  }
+  return false;
+}
+
+async function emitOwn(
+  account: SandboxAccount,
+  creds: SandboxCredentials,
+  chat: Jid,
+  isGroup: boolean,
+  content: MessageContent,
+): Promise<SentMessage> {
+  const id = outgoingMessageId(account.context.instanceId, await account.sequence.next());
+  const message: EngineMessage = {
+    id,
+    source: { chat, sender: ownJid(creds), isFromMe: true, isGroup },
+    pushName: creds.pushName,
+    timestamp: account.context.clock(),
+    content,
+  };
+  await account.context.emit({ type: 'message', message });
+  return { id, timestamp: message.timestamp };
+}
+
+/** Sends a message (DESIGN D8). @throws see {@link checkChat}; CONFLICT before login. */
+export async function send(account: SandboxAccount, message: OutgoingMessage): Promise<SentMessage> {
+  const creds = await account.ready();
+  const isGroup = await checkChat(account, creds, message.to);
+  return emitOwn(account, creds, message.to, isGroup, contentOf(message.content, message.quotedId));
+}
+
+/**
+ * Reacts to `targetId` in `chat` ('' removes the reaction): a `reaction` message of its own, whose id is new;
+ * as on the platform, any target id is accepted (DESIGN D6).
+ */
+export async function react(
+  account: SandboxAccount,
+  chat: Jid,
+  targetId: string,
+  emoji: string,
+): Promise<SentMessage> {
+  const creds = await account.ready();
+  const isGroup = await checkChat(account, creds, chat);
+  return emitOwn(account, creds, chat, isGroup, { kind: 'reaction', reaction: { emoji, targetId } });
+}
+
+/**
+ * Sends read receipts for `ids` to their sender (SPEC Messages). These are the account's own outgoing receipts,
+ * so no event follows (DESIGN D10 `ReadReceipt` reports receipts from others).
+ * @throws ApiError BAD_REQUEST when `chat` is a group and `sender` is missing; see {@link checkChat}.
+ */
+export async function markRead(
+  account: SandboxAccount,
+  chat: Jid,
+  _ids: readonly string[],
+  sender?: Jid,
+): Promise<void> {
+  const creds = await account.ready();
+  const isGroup = await checkChat(account, creds, chat);
+  if (isGroup && sender === undefined) throw errors.badRequest('senderPhone is required for group chats');
+}
+
+/**
+ * Helper (DESIGN D9): user `phone` sends text `body` to the account, in `groupJid` when given.
+ * @throws ApiError BAD_REQUEST when `phone` is the account itself; UNPROCESSABLE when the sender is not
+ *   registered or not in the group; NOT_FOUND `group not found`; CONFLICT before login.
+ */
+export async function inbound(account: SandboxAccount, input: SandboxInboundInput): Promise<SentMessage> {
+  const creds = await account.ready();
+  if (input.phone === creds.phone) throw errors.badRequest('phone must be another user than this instance');
+  const sender = await account.world.user(input.phone);
+  if (!sender.registered) {
+    throw new ApiError('UNPROCESSABLE', `phone ${input.phone} is not registered on the platform`);
+  }
+  const senderJid = userJid(input.phone);
+  if (input.groupJid !== undefined) {
+    const group = await memberGroup(account, ownJid(creds), input.groupJid);
+    if (!group.participants.some((p) => p.jid === senderJid)) {
+      throw new ApiError('UNPROCESSABLE', `phone ${input.phone} is not a participant of the group`);
+    }
+  }
+  const id = incomingMessageId(account.context.instanceId, await account.sequence.next());
+  const message: EngineMessage = {
+    id,
+    source: {
+      chat: input.groupJid ?? senderJid,
+      sender: senderJid,
+      isFromMe: false,
+      isGroup: input.groupJid !== undefined,
+    },
+    pushName: input.pushName ?? sender.pushName,
+    timestamp: account.context.clock(),
+    content: { kind: 'text', text: input.body },
+  };
+  await account.context.emit({ type: 'message', message });
+  return { id, timestamp: message.timestamp };
+}
+
+/**
+ * Helper (DESIGN D9): the recipient of sent message `id` acknowledges it. In a group chat the acknowledging
+ * member is `phone`, by default the first participant other than the account.
+ * @throws ApiError NOT_FOUND `message not found` when `id` is not a stored message the account sent;
+ *   UNPROCESSABLE when `phone` is not a member of the group; CONFLICT before login.
+ */
+export async function receipt(account: SandboxAccount, input: SandboxReceiptInput): Promise<void> {
+  const creds = await account.ready();
+  const message = await account.context.findMessage(input.id);
+  if (!message?.source.isFromMe) throw errors.notFound('message not found');
+  const { chat, isGroup } = message.source;
+  let acknowledger: Jid = chat;
+  if (isGroup) {
+    const group = await memberGroup(account, ownJid(creds), chat);
+    const others = group.participants.filter((p) => p.jid !== ownJid(creds)).map((p) => p.jid);
+    const wanted = input.phone === undefined ? others[0] : userJid(input.phone);
+    if (wanted === undefined || !others.includes(wanted)) {
+      throw new ApiError('UNPROCESSABLE', `phone ${input.phone ?? ''} is not a participant of the group`);
+    }
+    acknowledger = wanted;
+  } else if (input.phone !== undefined && userJid(input.phone) !== chat) {
+    throw new ApiError('UNPROCESSABLE', `phone ${input.phone} is not the recipient of the message`);
+  }
+  await account.context.emit({
+    type: 'receipt',
+    state: input.state,
+    messageIds: [message.id],
+    source: { chat, sender: acknowledger, isFromMe: false, isGroup },
+    timestamp: account.context.clock(),
+  });
+}
+
+/**
+ * Helper (DESIGN D9, D10): user `phone` is typing (`composing`), recording audio (`recording` = composing with
+ * media `audio`) or stopped (`paused`), in `groupJid` when given.
+ * @throws ApiError UNPROCESSABLE when the user is not registered or not in the group; NOT_FOUND
+ *   `group not found`; CONFLICT before login.
+ */
+export async function presence(account: SandboxAccount, input: SandboxPresenceInput): Promise<void> {
+  const creds = await account.ready();
+  const user = await account.world.user(input.phone);
+  if (!user.registered) {
+    throw new ApiError('UNPROCESSABLE', `phone ${input.phone} is not registered on the platform`);
+  }
+  const sender = userJid(input.phone);
+  if (input.groupJid !== undefined) {
+    const group = await memberGroup(account, ownJid(creds), input.groupJid);
+    if (!group.participants.some((p) => p.jid === sender)) {
+      throw new ApiError('UNPROCESSABLE', `phone ${input.phone} is not a participant of the group`);
+    }
+  }
+  await account.context.emit({
+    type: 'presence',
+    source: {
+      chat: input.groupJid ?? sender,
+      sender,
+      isFromMe: false,
+      isGroup: input.groupJid !== undefined,
+    },
+    state: input.state === 'paused' ? 'paused' : 'composing',
+    media: input.state === 'recording' ? 'audio' : '',
+  });
+}

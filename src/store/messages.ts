@@ -1,0 +1,188 @@
+import type { Kysely } from 'kysely';
+import type { DeliveryState, EngineMessage, Jid, MessageContent, MessageKind } from '../engines/types.ts';
+import type { Database, MessagesTable } from './schema.ts';
+
+/** Delivery states in order (DESIGN D8); a message only ever moves to a later one. */
+export const DELIVERY_STATES: readonly DeliveryState[] = ['sent', 'delivered', 'read', 'played'];
+
+const KINDS: readonly MessageKind[] = [
+  'text',
+  'image',
+  'document',
+  'audio',
+  'video',
+  'sticker',
+  'location',
+  'contact',
+  'reaction',
+  'other',
+];
+
+/** A stored message: the engine's view plus its delivery state and when that last changed (RFC 3339). */
+export interface StoredMessage extends EngineMessage {
+  state: DeliveryState;
+  stateAt: string;
+}
+
+/** A user the instance exchanged messages with (DESIGN D9 contacts list). Times are RFC 3339. */
+export interface ChatPeer {
+  jid: Jid;
+  /** Latest display name the user's messages carried; empty when none arrived yet. */
+  pushName: string;
+  firstAt: string;
+  lastAt: string;
+}
+
+/** The states strictly before `state` (a receipt for `state` may move a message out of these). */
+export function statesBefore(state: DeliveryState): DeliveryState[] {
+  return DELIVERY_STATES.slice(0, DELIVERY_STATES.indexOf(state));
+}
+
+function iso(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+function toStored(row: MessagesTable): StoredMessage {
+  const content = JSON.parse(row.content) as MessageContent;
+  const state = DELIVERY_STATES.find((s) => s === row.state) ?? 'sent';
+  return {
+    id: row.id,
+    source: { chat: row.chat, sender: row.sender, isFromMe: row.from_me === 1, isGroup: row.is_group === 1 },
+    pushName: row.push_name,
+    timestamp: Date.parse(row.timestamp),
+    content,
+    state,
+    stateAt: row.state_at,
+  };
+}
+
+/**
+ * Stores `message` of instance `instanceId` in state `state` (`at` RFC 3339 is the state's time). A message
+ * already stored under the same id is kept as it is (the platform echoes sends, history repeats messages).
+ */
+export async function insertMessage(
+  db: Kysely<Database>,
+  instanceId: string,
+  message: EngineMessage,
+  state: DeliveryState,
+  at: string,
+): Promise<void> {
+  const kind = KINDS.includes(message.content.kind) ? message.content.kind : 'other';
+  await db
+    .insertInto('messages')
+    .values({
+      instance_id: instanceId,
+      id: message.id,
+      chat: message.source.chat,
+      sender: message.source.sender,
+      from_me: message.source.isFromMe ? 1 : 0,
+      is_group: message.source.isGroup ? 1 : 0,
+      type: kind,
+      content: JSON.stringify(message.content),
+      push_name: message.pushName,
+      timestamp: iso(message.timestamp),
+      state,
+      state_at: at,
+      created_at: at,
+    })
+    .onConflict((oc) => oc.columns(['instance_id', 'id']).doNothing())
+    .execute();
+}
+
+/**
+ * Moves messages `ids` of an instance to `state` when they are in an earlier state (never backwards,
+ * DESIGN D8); `chat` limits the change to one chat when given. Returns how many rows moved.
+ */
+export async function advanceDeliveryState(
+  db: Kysely<Database>,
+  instanceId: string,
+  ids: readonly string[],
+  state: DeliveryState,
+  at: string,
+  options: { chat?: Jid; fromMe?: boolean } = {},
+): Promise<number> {
+  const before = statesBefore(state);
+  if (ids.length === 0 || before.length === 0) return 0;
+  let query = db
+    .updateTable('messages')
+    .set({ state, state_at: at })
+    .where('instance_id', '=', instanceId)
+    .where('id', 'in', [...ids])
+    .where('state', 'in', before);
+  if (options.chat !== undefined) query = query.where('chat', '=', options.chat);
+  if (options.fromMe !== undefined) query = query.where('from_me', '=', options.fromMe ? 1 : 0);
+  const result = await query.executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}
+
+/**
+ * Records that the instance exchanged a message with user `jid` at `at` (RFC 3339); a non-empty `pushName`
+ * (the name the user's own message carried) replaces the stored one.
+ */
+export async function touchPeer(
+  db: Kysely<Database>,
+  instanceId: string,
+  jid: Jid,
+  pushName: string,
+  at: string,
+): Promise<void> {
+  await db
+    .insertInto('chat_peers')
+    .values({ instance_id: instanceId, jid, push_name: pushName, first_at: at, last_at: at })
+    .onConflict((oc) =>
+      oc
+        .columns(['instance_id', 'jid'])
+        .doUpdateSet(pushName === '' ? { last_at: at } : { last_at: at, push_name: pushName }),
+    )
+    .execute();
+}
+
+/** Message `id` of an instance, or undefined when it was never stored. */
+export async function findStoredMessage(
+  db: Kysely<Database>,
+  instanceId: string,
+  id: string,
+): Promise<StoredMessage | undefined> {
+  const row = await db
+    .selectFrom('messages')
+    .selectAll()
+    .where('instance_id', '=', instanceId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+  return row ? toStored(row) : undefined;
+}
+
+/** Messages of an instance in `chat`, oldest first (at most `limit`, default 100). */
+export async function listChatMessages(
+  db: Kysely<Database>,
+  instanceId: string,
+  chat: Jid,
+  limit = 100,
+): Promise<StoredMessage[]> {
+  const rows = await db
+    .selectFrom('messages')
+    .selectAll()
+    .where('instance_id', '=', instanceId)
+    .where('chat', '=', chat)
+    .orderBy('timestamp')
+    .orderBy('created_at')
+    .limit(limit)
+    .execute();
+  return rows.map(toStored);
+}
+
+/** Every user the instance exchanged messages with, ordered by JID (DESIGN D9 contacts list). */
+export async function listChatPeers(db: Kysely<Database>, instanceId: string): Promise<ChatPeer[]> {
+  const rows = await db
+    .selectFrom('chat_peers')
+    .selectAll()
+    .where('instance_id', '=', instanceId)
+    .orderBy('jid')
+    .execute();
+  return rows.map((row) => ({
+    jid: row.jid,
+    pushName: row.push_name,
+    firstAt: row.first_at,
+    lastAt: row.last_at,
+  }));
+}
