@@ -7,6 +7,8 @@ import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { ApiError } from '../errors.ts';
 import type { Services } from '../services.ts';
+import { withGatewayPaths } from './gateway/openapi.ts';
+import { rewriteGatewayUrl } from './gateway/paths.ts';
 import { authPlugin } from './plugins/auth.ts';
 import { errorsPlugin } from './plugins/errors.ts';
 import { routes } from './routes/index.ts';
@@ -81,6 +83,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     },
     forceCloseConnections: 'idle',
     return503OnClosing: true,
+    // Gateway paths (DESIGN D12) are served by their /v1 twin; see src/http/gateway/.
+    rewriteUrl: rewriteGatewayUrl,
   });
 
   const bodyAjv = makeAjv(false);
@@ -126,6 +130,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       buildLocalReference: (json, _baseUri, _fragment, i) =>
         typeof json.$id === 'string' ? json.$id : `def-${i}`,
     },
+    transformObject: withGatewayPaths,
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
 

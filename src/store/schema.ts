@@ -104,6 +104,15 @@ export interface ChatPeersTable {
   last_at: string;
 }
 
+/** A gateway request signature already used (migration 0005, DESIGN D12): kept until it leaves the window. */
+export interface GatewayReplayTable {
+  instance_id: string;
+  /** Lowercase hex HMAC-SHA256 of the request. */
+  signature: string;
+  /** RFC 3339: the signature's timestamp plus the window; the row may be pruned after it. */
+  expires_at: string;
+}
+
 /** The whole database as Kysely sees it; later migrations add their tables here. */
 export interface Database {
   organizations: OrganizationsTable;
@@ -113,4 +122,5 @@ export interface Database {
   messages: MessagesTable;
   chat_peers: ChatPeersTable;
   instance_locks: InstanceLocksTable;
+  gateway_replay: GatewayReplayTable;
 }

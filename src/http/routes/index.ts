@@ -1,11 +1,17 @@
 import type { FastifyInstance } from 'fastify';
+import { gatewayPlugin } from '../gateway/plugin.ts';
 import { opsRoutes } from './ops.ts';
+import { contactsRoutes } from './v1/contacts.ts';
+import { groupsRoutes } from './v1/groups.ts';
 import { sandboxRoutes } from './v1/sandbox.ts';
 import { sessionRoutes } from './v1/session.ts';
 
 /** Every route of the API, registered in one place so the layout tells where each lives. */
 export async function routes(app: FastifyInstance): Promise<void> {
+  await app.register(gatewayPlugin);
   await app.register(opsRoutes);
   await app.register(sessionRoutes, { prefix: '/v1/session' });
   await app.register(sandboxRoutes, { prefix: '/v1/sandbox' });
+  await app.register(contactsRoutes, { prefix: '/v1/contacts' });
+  await app.register(groupsRoutes, { prefix: '/v1/groups' });
 }

@@ -2,6 +2,7 @@ import type { Migration, MigrationProvider } from 'kysely';
 import * as core from './0001_core.ts';
 import * as messages from './0002_messages.ts';
 import * as instanceLocks from './0004_instance_locks.ts';
+import * as gatewayReplay from './0005_gateway_replay.ts';
 
 /**
  * Every migration, in order. Names are numbered; add a new file and list it here (never edit one that shipped).
@@ -11,6 +12,7 @@ export const migrations: Record<string, Migration> = {
   '0001_core': core,
   '0002_messages': messages,
   '0004_instance_locks': instanceLocks,
+  '0005_gateway_replay': gatewayReplay,
 };
 
 /** Hands Kysely's `Migrator` the in-code list above (no file-system scanning, so it works from any cwd). */

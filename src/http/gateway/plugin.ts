@@ -1,0 +1,145 @@
+import { pipeline, Transform } from 'node:stream';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { errors } from '../../errors.ts';
+import { RedisReplayMemory, type ReplayMemory, SqlReplayMemory } from '../../store/gateway-replay.ts';
+import type { Instance } from '../../store/instances.ts';
+import { resolveInstance } from '../instance-resolution.ts';
+import { type GatewayRoute, gatewayRouteOf } from './paths.ts';
+import { invalidSignature, SIGNATURE_WINDOW_SECONDS, verifyGatewaySignature } from './signature.ts';
+
+/** What the gateway hooks know about a request that came through a gateway path. */
+export interface GatewayRequest {
+  route: GatewayRoute;
+  /** The instance named by `x-instance-id`, after the key's access check (DESIGN D4). */
+  instance: Instance;
+  /** The instance's HMAC key in clear when it has one: the request must then be signed (DESIGN D12). */
+  hmacKey: string | null;
+  /** The exact body bytes, kept only while a signature has to be checked. */
+  rawBody: Buffer[];
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set when the request came through a gateway path (DESIGN D12); null otherwise. */
+    gateway: GatewayRequest | null;
+  }
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** `maxLength` of property `name` of the route's body schema, when it declares one. */
+function maxLengthOf(request: FastifyRequest, name: string): number | undefined {
+  const body: unknown = request.routeOptions.schema?.body;
+  const properties = isRecord(body) ? body.properties : undefined;
+  const property = isRecord(properties) ? properties[name] : undefined;
+  const max = isRecord(property) ? property.maxLength : undefined;
+  return typeof max === 'number' ? max : undefined;
+}
+
+/**
+ * The gateway body of the text send names the text `message` (SPEC Alternate gateway form); the `/v1` twin
+ * reads `body`. Checks `message` with the twin's rules first, so errors name the field the caller sent.
+ * @throws ApiError BAD_REQUEST `message is required`, `message must be a string`, `message must be at most N characters`.
+ */
+function renameMessage(request: FastifyRequest, body: Record<string, unknown>): void {
+  const message = body.message;
+  if (message === undefined) throw errors.badRequest('message is required');
+  if (typeof message !== 'string') throw errors.badRequest('message must be a string');
+  const max = maxLengthOf(request, 'body');
+  if (max !== undefined && [...message].length > max) {
+    throw errors.badRequest(`message must be at most ${max} characters`);
+  }
+  body.body = message;
+  delete body.message;
+}
+
+/**
+ * A pass-through stream that keeps a copy of the body bytes in `into`, up to `limit` bytes (the route's body
+ * limit: beyond it the parser answers 413, so keeping more would only cost memory).
+ */
+function teeBody(payload: NodeJS.ReadableStream, into: Buffer[], limit: number): Transform {
+  let kept = 0;
+  const tee = new Transform({
+    transform(chunk: Buffer | string, _encoding, callback) {
+      const bytes = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+      if (kept + bytes.length <= limit) into.push(bytes);
+      kept += bytes.length;
+      callback(null, bytes);
+    },
+  });
+  pipeline(payload, tee, () => undefined);
+  return tee;
+}
+
+/**
+ * The alternate gateway form's request side (SPEC Alternate gateway form; DESIGN D12). The server's
+ * `rewriteUrl` (see `paths.ts`) already routed a gateway path to its `/v1` twin, so auth, scope (DESIGN D5),
+ * rate limits, validation and the handler are the twin's; these hooks add what differs:
+ * - `onRequest` (after auth): `x-instance-id` is required and must name an instance the key may address
+ *   (400 `x-instance-id is required`, 400 when not a UUID, 404 `instance not found`);
+ * - `preParsing`: keeps the raw body bytes when the instance has an HMAC key;
+ * - `preValidation`: verifies `x-timestamp`/`x-signature` (401 `invalid request signature`, stale or replayed
+ *   → 401), makes the header the instance selector (query `from`, or body `from` for sends) and renames the
+ *   text send's `message` to `body`.
+ * Seen signatures are remembered in Redis when configured, else in the `gateway_replay` table.
+ */
+export const gatewayPlugin = fp(
+  async (app: FastifyInstance) => {
+    const { store, box, clock, redis } = app.services;
+    const replay: ReplayMemory = redis
+      ? new RedisReplayMemory(redis, clock)
+      : new SqlReplayMemory(store.db, clock);
+    app.decorateRequest('gateway', null);
+
+    app.addHook('onRequest', async (request) => {
+      const route = gatewayRouteOf(request.raw);
+      if (!route || !request.auth) return;
+      const header = request.headers['x-instance-id'];
+      if (header === undefined || header === '') throw errors.badRequest('x-instance-id is required');
+      if (typeof header !== 'string' || !UUID.test(header.trim())) {
+        throw errors.badRequest('x-instance-id must be an instance UUID');
+      }
+      const instance = await resolveInstance(store.db, request.auth, header.trim());
+      const hmacKey = instance.hmacKeySealed === null ? null : box.open(instance.hmacKeySealed);
+      request.gateway = { route, instance, hmacKey, rawBody: [] };
+    });
+
+    app.addHook('preParsing', async (request, _reply, payload) => {
+      const gateway = request.gateway;
+      if (!gateway?.hmacKey) return payload;
+      return teeBody(payload, gateway.rawBody, request.routeOptions.bodyLimit ?? Number.POSITIVE_INFINITY);
+    });
+
+    app.addHook('preValidation', async (request) => {
+      const gateway = request.gateway;
+      if (!gateway) return;
+      if (gateway.hmacKey !== null) {
+        const verified = verifyGatewaySignature(
+          gateway.hmacKey,
+          { timestamp: request.headers['x-timestamp'], signature: request.headers['x-signature'] },
+          {
+            method: request.method,
+            pathWithQuery: request.originalUrl,
+            body: Buffer.concat(gateway.rawBody),
+          },
+          clock(),
+        );
+        const expiresAtMs = (verified.timestamp + SIGNATURE_WINDOW_SECONDS) * 1000;
+        if (!(await replay.remember(gateway.instance.id, verified.signature, expiresAtMs))) {
+          throw invalidSignature('this signature was already used');
+        }
+        gateway.rawBody = [];
+      }
+      const id = gateway.instance.id;
+      if (isRecord(request.query)) request.query.from = id;
+      if (gateway.route.selector === 'body' && isRecord(request.body)) request.body.from = id;
+      if (gateway.route.textBody && isRecord(request.body)) renameMessage(request, request.body);
+    });
+  },
+  { name: 'parley-gateway', dependencies: ['parley-auth', 'parley-services'] },
+);

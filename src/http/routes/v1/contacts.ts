@@ -1,0 +1,282 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { type Static, Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import type { EngineSession } from '../../../engines/engine.ts';
+import type { Contact } from '../../../engines/types.ts';
+import { errors } from '../../../errors.ts';
+import type { SessionManager } from '../../../sessions/manager.ts';
+import type { Instance } from '../../../store/instances.ts';
+import { resolveInstance, selectorOf } from '../../instance-resolution.ts';
+import { authOf } from '../../plugins/auth.ts';
+import { InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
+
+/** Most numbers one `POST /v1/contacts/check` may carry (DESIGN D11). */
+export const MAX_CHECK_PHONES = 500;
+/** Most numbers one `GET /v1/contacts/info` may carry (comma-separated `phone`). */
+export const MAX_INFO_PHONES = 100;
+
+/** Body of `POST /v1/contacts/check` (SPEC Contacts; DESIGN D11: at most 500 numbers). */
+export const CheckBody = Type.Object({
+  phones: Type.Array(Phone('a number to check'), {
+    minItems: 1,
+    maxItems: MAX_CHECK_PHONES,
+    description: `numbers to check, 1 to ${MAX_CHECK_PHONES}; one result per number, in order`,
+    examples: [['5511999990000', '5511999990000']],
+  }),
+});
+export type CheckBody = Static<typeof CheckBody>;
+
+/** One entry of a registration check (SPEC Contact check entry). */
+export const CheckEntry = Type.Object({
+  query: Type.String({ description: 'the number that was checked', examples: ['5511999990000'] }),
+  isInPlatform: Type.Boolean({ description: 'whether the number is registered on the platform' }),
+  jid: Type.Union([Type.String(), Type.Null()], {
+    description: 'user JID; null when not registered',
+    examples: ['5511999990000@s.whatsapp.net'],
+  }),
+  verifiedName: Type.String({ description: 'verified business name; empty when none', examples: [''] }),
+});
+export type CheckEntry = Static<typeof CheckEntry>;
+
+/** `data` of `POST /v1/contacts/check`. */
+export const CheckResult = Type.Object({ users: Type.Array(CheckEntry) });
+export type CheckResult = Static<typeof CheckResult>;
+
+/** One value of the contact list (SPEC Contact list entry); strings are empty when unknown. */
+export const ContactEntry = Type.Object({
+  businessName: Type.String({ examples: [''] }),
+  firstName: Type.String({ examples: ['Ana'] }),
+  fullName: Type.String({ examples: ['Ana Souza'] }),
+  pushName: Type.String({ examples: ['Ana'] }),
+  found: Type.Boolean({
+    description: "true when the platform's contact list holds the user; false when known only from messages",
+  }),
+});
+export type ContactEntry = Static<typeof ContactEntry>;
+
+/** `data` of `GET /v1/contacts/list`: an object keyed by user JID (SPEC Contact list entry). */
+export const ContactList = Type.Record(Type.String(), ContactEntry, {
+  description: 'keys are user JIDs',
+  examples: [
+    {
+      '5511999990000@s.whatsapp.net': {
+        businessName: '',
+        firstName: 'Ana',
+        fullName: 'Ana Souza',
+        pushName: 'Ana',
+        found: true,
+      },
+    },
+  ],
+});
+export type ContactList = Static<typeof ContactList>;
+
+/** Query of `GET /v1/contacts/info` (DESIGN D12): one number or several separated by commas. */
+export const InfoQuery = Type.Object({
+  phone: Type.String({
+    minLength: 1,
+    maxLength: MAX_INFO_PHONES * 16,
+    description: `one number, or up to ${MAX_INFO_PHONES} separated by commas`,
+    examples: ['5511999990000,5511999990001'],
+  }),
+  from: InstanceQuery.properties.from,
+});
+export type InfoQuery = Static<typeof InfoQuery>;
+
+/** One entry of `GET /v1/contacts/info` (DESIGN D12). */
+export const InfoEntry = Type.Object({
+  query: Type.String({ examples: ['5511999990000'] }),
+  jid: Type.Union([Type.String(), Type.Null()], {
+    description: 'user JID; null when not registered',
+    examples: ['5511999990000@s.whatsapp.net'],
+  }),
+  status: Type.String({ description: "the user's about text; empty when none", examples: ['Available'] }),
+  pictureId: Type.String({
+    description: 'id of the profile picture; empty when none',
+    examples: ['1690000000'],
+  }),
+  verifiedName: Type.String({ description: 'verified business name; empty when none', examples: [''] }),
+});
+export type InfoEntry = Static<typeof InfoEntry>;
+
+/** `data` of `GET /v1/contacts/info`. */
+export const InfoResult = Type.Object({ users: Type.Array(InfoEntry) });
+export type InfoResult = Static<typeof InfoResult>;
+
+/** Query of `GET /v1/contacts/avatar` (DESIGN D12). */
+export const AvatarQuery = Type.Object({
+  phone: Phone('the user whose profile picture to fetch'),
+  from: InstanceQuery.properties.from,
+});
+export type AvatarQuery = Static<typeof AvatarQuery>;
+
+/** `data` of `GET /v1/contacts/avatar` (DESIGN D12). */
+export const AvatarResult = Type.Object({
+  url: Type.String({ description: 'URL of the picture', examples: ['https://pps.whatsapp.net/v/t61/…'] }),
+  id: Type.String({ description: 'id of the picture', examples: ['1690000000'] }),
+});
+export type AvatarResult = Static<typeof AvatarResult>;
+
+/**
+ * The engine session of `instance` when it can reach the platform: logged in and connected.
+ * @throws ApiError CONFLICT `instance is not logged in` before login (DESIGN D6), `instance is not connected`
+ *   when logged in but disconnected (SPEC Transitions: disconnect keeps the session).
+ */
+export function platformSession(sessions: SessionManager, instance: Instance): EngineSession {
+  const session = sessions.existing(instance.id);
+  const state = session?.state();
+  const loggedIn = state ? state.loggedIn : instance.jid !== null;
+  if (!loggedIn) throw errors.notLoggedIn();
+  if (!session || !state?.connected) throw errors.notConnected();
+  return session;
+}
+
+/**
+ * Splits a comma-separated list of phone numbers (`GET /v1/contacts/info?phone=`), trimming blanks.
+ * @throws ApiError BAD_REQUEST naming the field (`phone`, or `phone[2]` in a list) and the rule (DESIGN D6),
+ *   or the limit when more than `max` numbers are given.
+ */
+export function parsePhoneList(raw: string, field: string, max: number): string[] {
+  const phones = raw.split(',').map((p) => p.trim());
+  if (phones.length > max) throw errors.badRequest(`${field} must list at most ${max} numbers`);
+  phones.forEach((phone, i) => {
+    if (!/^[0-9]{8,15}$/.test(phone)) {
+      const name = phones.length === 1 ? field : `${field}[${i}]`;
+      throw errors.badRequest(
+        `${name} must be digits only, international format, no leading + (8 to 15 digits)`,
+      );
+    }
+  });
+  return phones;
+}
+
+/**
+ * The contact list object of SPEC "Contact list entry": keyed by user JID, `found` true for the platform's
+ * contacts; later entries for the same JID fill only the names the earlier ones left empty.
+ */
+export function contactList(contacts: readonly Contact[], found = true, into: ContactList = {}): ContactList {
+  for (const c of contacts) {
+    const known = into[c.jid];
+    into[c.jid] = known
+      ? {
+          businessName: known.businessName || c.businessName,
+          firstName: known.firstName || c.firstName,
+          fullName: known.fullName || c.fullName,
+          pushName: known.pushName || c.pushName,
+          found: known.found || found,
+        }
+      : {
+          businessName: c.businessName,
+          firstName: c.firstName,
+          fullName: c.fullName,
+          pushName: c.pushName,
+          found,
+        };
+  }
+  return into;
+}
+
+const tags = ['contacts'];
+
+/** `/v1/contacts/*` (SPEC Contacts; DESIGN D12); scope `chat:contacts` (DESIGN D5), instance per DESIGN D4. */
+export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const { store, sessions } = app.services;
+  const config = { scope: 'chat:contacts' } as const;
+  const sessionOf = async (request: Parameters<typeof selectorOf>[0]) =>
+    platformSession(sessions, await resolveInstance(store.db, authOf(request), selectorOf(request)));
+
+  app.post(
+    '/check',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Check which numbers are registered on the platform (one entry per number, in order)',
+        querystring: InstanceQuery,
+        body: CheckBody,
+        response: responses(CheckResult, 409, 502, 503),
+      },
+    },
+    async (request) => {
+      const session = await sessionOf(request);
+      const phones = request.body.phones;
+      const unique = [...new Set(phones)];
+      const checked = await session.checkPhones(unique);
+      const byPhone = new Map(checked.map((entry) => [entry.query, entry]));
+      const users = phones.map((phone): CheckEntry => {
+        const entry = byPhone.get(phone);
+        return {
+          query: phone,
+          isInPlatform: entry?.isInPlatform ?? false,
+          jid: entry?.isInPlatform ? (entry.jid ?? null) : null,
+          verifiedName: entry?.verifiedName ?? '',
+        };
+      });
+      return ok({ users });
+    },
+  );
+
+  app.get(
+    '/list',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Contacts of the account, keyed by user JID',
+        querystring: InstanceQuery,
+        response: responses(ContactList, 409, 502, 503),
+      },
+    },
+    async (request) => ok(contactList(await (await sessionOf(request)).contacts())),
+  );
+
+  app.get(
+    '/info',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Profile details (about text, picture id, verified name) of one or more users',
+        querystring: InfoQuery,
+        response: responses(InfoResult, 409, 502, 503),
+      },
+    },
+    async (request) => {
+      const phones = parsePhoneList(request.query.phone, 'phone', MAX_INFO_PHONES);
+      const session = await sessionOf(request);
+      const unique = [...new Set(phones)];
+      const infos = await session.userInfo(unique);
+      const byPhone = new Map(infos.map((entry) => [entry.query, entry]));
+      const users = phones.map(
+        (phone): InfoEntry => ({
+          query: phone,
+          jid: byPhone.get(phone)?.jid ?? null,
+          status: byPhone.get(phone)?.status ?? '',
+          pictureId: byPhone.get(phone)?.pictureId ?? '',
+          verifiedName: byPhone.get(phone)?.verifiedName ?? '',
+        }),
+      );
+      return ok({ users });
+    },
+  );
+
+  app.get(
+    '/avatar',
+    {
+      config,
+      schema: {
+        tags,
+        summary: "A user's profile picture (404 when the user has none)",
+        querystring: AvatarQuery,
+        response: responses(AvatarResult, 409, 502, 503),
+      },
+    },
+    async (request) => {
+      const phone = request.query.phone;
+      const avatar = await (await sessionOf(request)).avatar(phone);
+      if (!avatar) throw errors.notFound(`user ${phone} has no profile picture`);
+      return ok({ url: avatar.url, id: avatar.id });
+    },
+  );
+}

@@ -1,0 +1,256 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { type Static, Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import type { GroupInfo } from '../../../engines/types.ts';
+import { userJid } from '../../../engines/types.ts';
+import { ApiError, errors } from '../../../errors.ts';
+import { resolveInstance, selectorOf } from '../../instance-resolution.ts';
+import { authOf } from '../../plugins/auth.ts';
+import { InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
+import { platformSession } from './contacts.ts';
+
+/** Longest group name, characters (SPEC Limits). */
+export const MAX_GROUP_NAME = 25;
+/** Most participants one create may name (DESIGN D11). */
+export const MAX_PARTICIPANTS = 256;
+
+/** A group JID: `<digits>@g.us`, or the older `<creator digits>-<digits>@g.us` (SPEC Identifiers). */
+export const GroupJid = Type.String({
+  pattern: '^[0-9]{1,40}(-[0-9]{1,40})?@g\\.us$',
+  'x-message': '{field} must be a group JID: <digits>@g.us or <digits>-<digits>@g.us',
+  description: 'group JID',
+  examples: ['120363025246125486@g.us'],
+});
+
+const UserJid = Type.String({ description: 'user JID', examples: ['5511999990001@s.whatsapp.net'] });
+const Timestamp = Type.String({ format: 'date-time', examples: ['2025-01-15T12:00:00.000Z'] });
+
+/** A group participant (SPEC Group: Participant). */
+export const Participant = Type.Object({
+  jid: UserJid,
+  isAdmin: Type.Boolean(),
+  isSuperAdmin: Type.Boolean(),
+});
+
+const groupFields = {
+  jid: Type.String({ examples: ['120363025246125486@g.us'] }),
+  name: Type.String({ examples: ['Team'] }),
+  topic: Type.String({ description: 'the group description; empty when none', examples: [''] }),
+  ownerJid: UserJid,
+  groupCreated: Timestamp,
+  nameSetAt: Timestamp,
+  nameSetBy: UserJid,
+  isAnnounce: Type.Boolean({ description: 'only admins may send messages' }),
+  isLocked: Type.Boolean({ description: 'only admins may edit the group info' }),
+  isEphemeral: Type.Boolean({ description: 'disappearing messages are on' }),
+  disappearingTimer: Type.Integer({
+    minimum: 0,
+    description: 'disappearing-message timer in seconds; 0 when disabled',
+    examples: [0],
+  }),
+  participants: Type.Array(Participant, { description: 'the creator appears as admin and super admin' }),
+};
+const { jid, name, ownerJid, groupCreated } = groupFields;
+const { isAnnounce, isLocked, isEphemeral, disappearingTimer, participants } = groupFields;
+
+/** Group, create fields (SPEC Group "Present in: create"). */
+export const GroupCreated = Type.Object({ jid, name, ownerJid, groupCreated, participants });
+export type GroupCreated = Static<typeof GroupCreated>;
+
+/** Group, list fields (SPEC Group "Present in: list"). */
+export const GroupListed = Type.Object({
+  jid,
+  name,
+  ownerJid,
+  groupCreated,
+  isAnnounce,
+  isLocked,
+  isEphemeral,
+  disappearingTimer,
+  participants,
+});
+export type GroupListed = Static<typeof GroupListed>;
+
+/** Group, info fields: every SPEC Group field. */
+export const GroupDetails = Type.Object(groupFields);
+export type GroupDetails = Static<typeof GroupDetails>;
+
+/** Body of `POST /v1/groups/create` (SPEC Groups; SPEC Limits; DESIGN D11). */
+export const CreateGroupBody = Type.Object({
+  name: Type.String({
+    minLength: 1,
+    maxLength: MAX_GROUP_NAME,
+    description: `group name, at most ${MAX_GROUP_NAME} characters`,
+    examples: ['Team'],
+  }),
+  participants: Type.Array(Phone('a participant'), {
+    minItems: 1,
+    maxItems: MAX_PARTICIPANTS,
+    description: `numbers to add, 1 to ${MAX_PARTICIPANTS}; the caller becomes owner and admin`,
+    examples: [['5511999990002', '5511999990003']],
+  }),
+});
+export type CreateGroupBody = Static<typeof CreateGroupBody>;
+
+/** Query of the single-group operations: `groupJid` names the group. */
+export const GroupQuery = Type.Object({ groupJid: GroupJid, from: InstanceQuery.properties.from });
+export type GroupQuery = Static<typeof GroupQuery>;
+
+/** `data` of `GET /v1/groups/invite-link`. */
+export const InviteLink = Type.Object({
+  inviteLink: Type.String({ examples: ['https://chat.whatsapp.com/AbCdEfGhIjK1234567890'] }),
+});
+
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+/** The info fields of `group` (SPEC Group): times as RFC 3339 UTC, `disappearingTimer` in seconds. */
+export function toGroupDetails(group: GroupInfo): GroupDetails {
+  return {
+    jid: group.jid,
+    name: group.name,
+    topic: group.topic,
+    ownerJid: group.ownerJid,
+    groupCreated: iso(group.created),
+    nameSetAt: iso(group.nameSetAt),
+    nameSetBy: group.nameSetBy,
+    isAnnounce: group.isAnnounce,
+    isLocked: group.isLocked,
+    isEphemeral: group.isEphemeral,
+    disappearingTimer: group.disappearingTimer,
+    participants: group.participants.map((p) => ({
+      jid: p.jid,
+      isAdmin: p.isAdmin,
+      isSuperAdmin: p.isSuperAdmin,
+    })),
+  };
+}
+
+/** The list fields of `group` (SPEC Group "Present in: list"). */
+export function toGroupListed(group: GroupInfo): GroupListed {
+  const d = toGroupDetails(group);
+  return {
+    jid: d.jid,
+    name: d.name,
+    ownerJid: d.ownerJid,
+    groupCreated: d.groupCreated,
+    isAnnounce: d.isAnnounce,
+    isLocked: d.isLocked,
+    isEphemeral: d.isEphemeral,
+    disappearingTimer: d.disappearingTimer,
+    participants: d.participants,
+  };
+}
+
+/** The create fields of `group` (SPEC Group "Present in: create"). */
+export function toGroupCreated(group: GroupInfo): GroupCreated {
+  const d = toGroupDetails(group);
+  return {
+    jid: d.jid,
+    name: d.name,
+    ownerJid: d.ownerJid,
+    groupCreated: d.groupCreated,
+    participants: d.participants,
+  };
+}
+
+/** Rewrites the engine's group errors into the API's messages: 404 unknown group, 403 not an admin (SPEC Errors). */
+function groupError(groupJid: string, error: unknown): unknown {
+  if (!(error instanceof ApiError)) return error;
+  if (error.code === 'NOT_FOUND') return errors.notFound(`group ${groupJid} not found`);
+  if (error.code === 'FORBIDDEN') {
+    return new ApiError('FORBIDDEN', 'you must be a group admin to get the invite link');
+  }
+  return error;
+}
+
+const tags = ['groups'];
+
+/** `/v1/groups/*` (SPEC Groups); scope `chat:groups` (DESIGN D5), instance per DESIGN D4. */
+export async function groupsRoutes(fastify: FastifyInstance): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const { store, sessions, config: appConfig } = app.services;
+  const config = { scope: 'chat:groups' } as const;
+  const sessionOf = async (request: Parameters<typeof selectorOf>[0]) =>
+    platformSession(sessions, await resolveInstance(store.db, authOf(request), selectorOf(request)));
+
+  app.post(
+    '/create',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Create a group; the caller becomes owner, admin and super admin',
+        querystring: InstanceQuery,
+        body: CreateGroupBody,
+        response: responses(GroupCreated, 409, 502, 503),
+      },
+    },
+    async (request) => {
+      const groupName = request.body.name;
+      if (groupName.trim() === '') throw errors.badRequest('name must not be blank');
+      const session = await sessionOf(request);
+      // A number named twice is added once; the engine leaves out the account itself (it is the creator).
+      const members = [...new Set(request.body.participants)].map(userJid);
+      return ok(toGroupCreated(await session.createGroup(groupName, members)));
+    },
+  );
+
+  app.get(
+    '/list',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Every group the account belongs to',
+        querystring: InstanceQuery,
+        response: responses(Type.Object({ groups: Type.Array(GroupListed) }), 409, 502, 503),
+      },
+    },
+    async (request) => {
+      const groups = await (await sessionOf(request)).listGroups();
+      return ok({ groups: groups.map(toGroupListed) });
+    },
+  );
+
+  app.get(
+    '/info',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'One group with every field (404 when the account is not in it)',
+        querystring: GroupQuery,
+        response: responses(GroupDetails, 409, 502, 503),
+      },
+    },
+    async (request) => {
+      const session = await sessionOf(request);
+      const groupJid = request.query.groupJid;
+      const group = await session.groupInfo(groupJid).catch((error: unknown) => {
+        throw groupError(groupJid, error);
+      });
+      return ok(toGroupDetails(group));
+    },
+  );
+
+  app.get(
+    '/invite-link',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'The invite link of a group (the caller must be a group admin)',
+        querystring: GroupQuery,
+        response: responses(InviteLink, 409, 502, 503),
+      },
+    },
+    async (request) => {
+      const session = await sessionOf(request);
+      const groupJid = request.query.groupJid;
+      const code = await session.groupInviteCode(groupJid).catch((error: unknown) => {
+        throw groupError(groupJid, error);
+      });
+      return ok({ inviteLink: `${appConfig.inviteBaseUrl}${code}` });
+    },
+  );
+}

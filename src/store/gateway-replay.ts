@@ -1,0 +1,81 @@
+import type { Redis } from 'ioredis';
+import type { Kysely } from 'kysely';
+import type { Database } from './schema.ts';
+
+/**
+ * Memory of gateway request signatures already used (DESIGN D12 replay protection), shared by every process
+ * using the same store (SQL) or Redis.
+ */
+export interface ReplayMemory {
+  /**
+   * Records `signature` (lowercase hex) of `instanceId`, remembered until `expiresAtMs` (epoch ms).
+   * @returns true the first time, false when it was already recorded and not yet expired (a replay).
+   */
+  remember(instanceId: string, signature: string, expiresAtMs: number): Promise<boolean>;
+}
+
+/** How often expired rows are deleted, at most, per process (milliseconds). */
+export const REPLAY_PRUNE_EVERY_MS = 60_000;
+
+/**
+ * {@link ReplayMemory} in the `gateway_replay` table (migration 0005): the primary key (instance, signature)
+ * makes "first time?" a single atomic insert on SQLite and PostgreSQL alike. Rows whose `expires_at` passed are
+ * ignored and pruned at most every {@link REPLAY_PRUNE_EVERY_MS}.
+ */
+export class SqlReplayMemory implements ReplayMemory {
+  readonly #db: Kysely<Database>;
+  readonly #clock: () => number;
+  #prunedAt = Number.NEGATIVE_INFINITY;
+
+  constructor(db: Kysely<Database>, clock: () => number) {
+    this.#db = db;
+    this.#clock = clock;
+  }
+
+  async remember(instanceId: string, signature: string, expiresAtMs: number): Promise<boolean> {
+    const now = this.#clock();
+    const nowIso = new Date(now).toISOString();
+    if (now - this.#prunedAt >= REPLAY_PRUNE_EVERY_MS) {
+      this.#prunedAt = now;
+      await this.#db.deleteFrom('gateway_replay').where('expires_at', '<', nowIso).execute();
+    }
+    const expiresAt = new Date(expiresAtMs).toISOString();
+    const inserted = await this.#db
+      .insertInto('gateway_replay')
+      .values({ instance_id: instanceId, signature, expires_at: expiresAt })
+      .onConflict((oc) => oc.columns(['instance_id', 'signature']).doNothing())
+      .executeTakeFirst();
+    if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) > 0) return true;
+    // A row outlived its window without being pruned yet: take it over (the update is the atomic claim).
+    const reclaimed = await this.#db
+      .updateTable('gateway_replay')
+      .set({ expires_at: expiresAt })
+      .where('instance_id', '=', instanceId)
+      .where('signature', '=', signature)
+      .where('expires_at', '<', nowIso)
+      .executeTakeFirst();
+    return Number(reclaimed.numUpdatedRows) > 0;
+  }
+}
+
+/**
+ * {@link ReplayMemory} in Redis (used when `REDIS_URL` is set, DESIGN D13's shared store): `SET key 1 PX ttl NX`
+ * is the atomic claim; Redis expires the key when the signature leaves its window.
+ */
+export class RedisReplayMemory implements ReplayMemory {
+  readonly #redis: Redis;
+  readonly #clock: () => number;
+  readonly #prefix: string;
+
+  constructor(redis: Redis, clock: () => number, prefix = 'parley:gateway-replay:') {
+    this.#redis = redis;
+    this.#clock = clock;
+    this.#prefix = prefix;
+  }
+
+  async remember(instanceId: string, signature: string, expiresAtMs: number): Promise<boolean> {
+    const ttlMs = Math.max(1, Math.ceil(expiresAtMs - this.#clock()));
+    const set = await this.#redis.set(`${this.#prefix}${instanceId}:${signature}`, '1', 'PX', ttlMs, 'NX');
+    return set === 'OK';
+  }
+}
