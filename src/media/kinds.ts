@@ -1,0 +1,72 @@
+/**
+ * Media kinds, their size limits and accepted formats (DESIGN D8 table). Formats are decided from the bytes
+ * (magic numbers, npm `file-type`), never from a declared type or a file name.
+ */
+
+/** A kind of media a send accepts. */
+export type MediaKind = 'image' | 'audio' | 'video' | 'document' | 'sticker';
+
+/** One megabyte as the limits count it (2^20 bytes). */
+export const MB = 1024 * 1024;
+/** One kilobyte as the limits count it (2^10 bytes). */
+export const KB = 1024;
+
+/** What a kind accepts: the largest input in bytes, and the formats (`file-type` extensions) it allows. */
+export interface MediaRule {
+  /** Largest accepted input, bytes (DESIGN D8). */
+  maxBytes: number;
+  /** The limit as people read it, used in 413 messages (`image must be at most 16 MB`). */
+  maxLabel: string;
+  /** Allowed `file-type` extensions; null = any format (documents). */
+  formats: readonly string[] | null;
+  /** The allowed formats as people read them, used in 400 messages. */
+  formatsLabel: string;
+}
+
+/**
+ * The DESIGN D8 table. Sticker inputs are capped at 500 KB (the animated limit); after conversion a static
+ * sticker must fit in 100 KB and an animated one in 500 KB ({@link STICKER_STATIC_MAX},
+ * {@link STICKER_ANIMATED_MAX}). Static image inputs other than WEBP are accepted and converted.
+ */
+export const MEDIA_RULES: Record<MediaKind, MediaRule> = {
+  image: {
+    maxBytes: 16 * MB,
+    maxLabel: '16 MB',
+    formats: ['jpg', 'png', 'gif', 'webp'],
+    formatsLabel: 'JPEG, PNG, GIF or WEBP',
+  },
+  audio: {
+    maxBytes: 16 * MB,
+    maxLabel: '16 MB',
+    formats: ['ogg', 'opus', 'mp3', 'm4a', 'wav'],
+    formatsLabel: 'OGG (Opus), MP3, M4A or WAV',
+  },
+  video: {
+    maxBytes: 16 * MB,
+    maxLabel: '16 MB',
+    formats: ['mp4', 'm4v', '3gp', '3g2'],
+    formatsLabel: 'MP4 or 3GP',
+  },
+  document: { maxBytes: 100 * MB, maxLabel: '100 MB', formats: null, formatsLabel: 'any format' },
+  sticker: {
+    maxBytes: 500 * KB,
+    maxLabel: '500 KB',
+    formats: ['webp', 'png', 'jpg', 'gif', 'mp4'],
+    formatsLabel: 'WEBP, PNG, JPEG, GIF or MP4',
+  },
+};
+
+/** Largest static sticker after conversion to WEBP, bytes (DESIGN D8: 100 KB). */
+export const STICKER_STATIC_MAX = 100 * KB;
+/** Largest animated sticker after conversion to WEBP, bytes (DESIGN D8: 500 KB). */
+export const STICKER_ANIMATED_MAX = 500 * KB;
+/** Side of a sticker, pixels (SPEC Limits: 512×512 recommended). */
+export const STICKER_SIZE = 512;
+
+/**
+ * Request body cap for a route carrying one media field of `kind`, bytes (DESIGN D11): the largest allowed
+ * media as base64 in a data URI, plus 1 MB for the other fields (captions, JSON escaping).
+ */
+export function bodyLimitFor(kind: MediaKind): number {
+  return Math.ceil(MEDIA_RULES[kind].maxBytes / 3) * 4 + MB;
+}
