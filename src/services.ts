@@ -9,6 +9,7 @@ import { SandboxEngine } from './engines/sandbox/index.ts';
 import type { EngineMessage } from './engines/types.ts';
 import { InstanceStateProjection } from './events/instance-state.ts';
 import { MessageProjection } from './events/message-projection.ts';
+import { OutboxProjection } from './events/outbox-projection.ts';
 import { EventRecorder } from './events/recorder.ts';
 import { OutboundGuard } from './net/outbound-guard.ts';
 import { Metrics } from './ops/metrics.ts';
@@ -17,6 +18,7 @@ import { loadMasterKey, SecretBox } from './security/secrets.ts';
 import { SessionManager } from './sessions/manager.ts';
 import { migrateToLatest, openStore, type Store } from './store/database.ts';
 import { findStoredMessage } from './store/messages.ts';
+import { DeliveryWorker, type WebhookWorkerTuning } from './webhooks/worker.ts';
 
 /**
  * Everything the routes use, built once at boot (fastify/demo's middle layer: app services and repositories).
@@ -38,6 +40,8 @@ export interface Services {
   guard: OutboundGuard;
   /** Recipients' registration answers, cached per instance (DESIGN D6: sends check registration first). */
   registrations: RegistrationCache;
+  /** The webhook delivery worker (DESIGN D10); started here, stopped first by `close`. */
+  webhooks: DeliveryWorker;
   close(): Promise<void>;
 }
 
@@ -52,6 +56,11 @@ export interface ServiceOptions {
   revocationPollMs?: number;
   /** Extra CA (PEM) the outbound guard trusts; tests pass the HTTPS receiver's self-signed certificate. */
   outboundCa?: string | Buffer;
+  /**
+   * Webhook worker tuning (tests: fast poll, short stale timeout, fixed id); `start: false` leaves it stopped
+   * (tests then drive it with `runOnce`).
+   */
+  webhookWorker?: WebhookWorkerTuning & { start?: boolean };
 }
 
 /**
@@ -105,6 +114,21 @@ export async function createServices(config: Config, options: ServiceOptions): P
     allowedCidrs: config.webhook.allowedCidrs,
     ...(ca === undefined ? {} : { ca }),
   });
+  const { start: startWebhooks = true, ...workerTuning } = options.webhookWorker ?? {};
+  const webhooks = new DeliveryWorker({
+    store,
+    box,
+    guard,
+    clock,
+    logger,
+    scheduleMs: config.webhook.retryScheduleMs,
+    timeoutMs: config.webhook.timeoutMs,
+    ...workerTuning,
+  });
+  recorder.use(
+    new OutboxProjection({ clock, maxAttempts: webhooks.maxAttempts, onCommitted: () => webhooks.wake() }),
+  );
+  if (startWebhooks) webhooks.start();
   return {
     config,
     store,
@@ -118,8 +142,10 @@ export async function createServices(config: Config, options: ServiceOptions): P
     metrics,
     redis,
     guard,
+    webhooks,
     registrations: new RegistrationCache({ clock }),
     async close() {
+      await webhooks.stop(config.shutdownTimeoutMs / 2);
       keys.stop();
       await sessions.closeAll();
       await live.close?.();

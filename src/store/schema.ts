@@ -67,6 +67,81 @@ export interface InstanceLocksTable {
   expires_at: string;
 }
 
+/** Per-instance webhook state (migration 0003, DESIGN D10): last event `sequence`, and a 410 Gone disabling. */
+export interface WebhookStateTable {
+  instance_id: string;
+  /** The last `sequence` handed out to an event of this instance (0 before the first). */
+  last_sequence: number;
+  /** When a 410 Gone disabled the webhook (RFC 3339); null while enabled. `POST /v1/webhook` re-enables. */
+  disabled_at: string | null;
+  disabled_reason: string | null;
+}
+
+/** A normalised webhook event (DESIGN D10); `payload` is the exact body text that is signed and sent. */
+export interface WebhookEventsTable {
+  /** UUID; sent as `webhook-id`, the same on every retry. */
+  id: string;
+  instance_id: string;
+  sequence: number;
+  /** `Message` | `ReadReceipt` | `HistorySync` | `ChatPresence`. */
+  type: string;
+  payload: string;
+  /** Why no delivery was queued (no URL, not subscribed, disabled); null when one was. */
+  skip_reason: string | null;
+  created_at: string;
+}
+
+/** The delivery queue, one row per event to send (Graphile-Worker shape; times in epoch milliseconds). */
+export interface WebhookDeliveriesTable {
+  event_id: string;
+  instance_id: string;
+  sequence: number;
+  /** `pending` (queued or in flight) | `delivered` | `failed`. */
+  status: string;
+  /** Attempts made in the current round (a redelivery starts a new round). */
+  attempts: number;
+  max_attempts: number;
+  /** Epoch ms when the next attempt is due. */
+  run_at: number;
+  /** Worker id holding the claim while an attempt is in flight. */
+  locked_by: string | null;
+  /** Epoch ms of the claim; older than the stale timeout means its worker died. */
+  locked_at: number | null;
+  last_error: string | null;
+  last_status: number | null;
+  delivered_at: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** One HTTP attempt of a delivery (DESIGN D10 delivery log). */
+export interface WebhookAttemptsTable {
+  id: string;
+  event_id: string;
+  /** 1-based, counting every attempt of the event across redeliveries. */
+  number: number;
+  url: string;
+  worker: string;
+  attempted_at: string;
+  /** HTTP status; null when no response arrived. */
+  status_code: number | null;
+  duration_ms: number;
+  error: string | null;
+  /** First 2 KB of the response body as text. */
+  response_body: string | null;
+  /** 1 when the response body was longer than what is stored. */
+  response_truncated: number;
+}
+
+/** A gateway request signature already used (migration 0005, DESIGN D12): kept until it leaves the window. */
+export interface GatewayReplayTable {
+  instance_id: string;
+  /** Lowercase hex HMAC-SHA256 of the request. */
+  signature: string;
+  /** RFC 3339: the signature's timestamp plus the window; the row may be pruned after it. */
+  expires_at: string;
+}
+
 /**
  * A sent or received message (migration 0002, DESIGN D8). `from_me`/`is_group` are 0/1; `content` is the JSON of
  * `MessageContent`; `state` is `sent` → `delivered` → `read` → `played`, never moving backwards.
@@ -104,15 +179,6 @@ export interface ChatPeersTable {
   last_at: string;
 }
 
-/** A gateway request signature already used (migration 0005, DESIGN D12): kept until it leaves the window. */
-export interface GatewayReplayTable {
-  instance_id: string;
-  /** Lowercase hex HMAC-SHA256 of the request. */
-  signature: string;
-  /** RFC 3339: the signature's timestamp plus the window; the row may be pruned after it. */
-  expires_at: string;
-}
-
 /** The whole database as Kysely sees it; later migrations add their tables here. */
 export interface Database {
   organizations: OrganizationsTable;
@@ -122,5 +188,9 @@ export interface Database {
   messages: MessagesTable;
   chat_peers: ChatPeersTable;
   instance_locks: InstanceLocksTable;
+  webhook_state: WebhookStateTable;
+  webhook_events: WebhookEventsTable;
+  webhook_deliveries: WebhookDeliveriesTable;
+  webhook_attempts: WebhookAttemptsTable;
   gateway_replay: GatewayReplayTable;
 }

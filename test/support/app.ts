@@ -4,7 +4,7 @@ import { adminCreateInstance, adminCreateKey, adminCreateOrg } from '../../src/a
 import { type Config, loadConfig } from '../../src/config/config.ts';
 import type { Engine } from '../../src/engines/engine.ts';
 import { buildApp } from '../../src/http/app.ts';
-import { createServices, type Services } from '../../src/services.ts';
+import { createServices, type ServiceOptions, type Services } from '../../src/services.ts';
 import type { Instance } from '../../src/store/instances.ts';
 import type { Organization } from '../../src/store/organizations.ts';
 import { createTestStore, type TestDialect, type TestStore } from './store.ts';
@@ -79,6 +79,8 @@ export interface TestAppOptions {
   clock?: ManualClock;
   /** Extra CA the outbound guard trusts (the HTTPS receiver's certificate). */
   outboundCa?: string | Buffer;
+  /** Webhook worker tuning passed to createServices (fast poll, stale timeout, `start: false`). */
+  webhookWorker?: ServiceOptions['webhookWorker'];
 }
 
 /**
@@ -102,6 +104,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     ...(options.liveEngine ? { liveEngine: options.liveEngine } : {}),
     revocationPollMs: 50,
     ...(options.outboundCa === undefined ? {} : { outboundCa: options.outboundCa }),
+    ...(options.webhookWorker === undefined ? {} : { webhookWorker: options.webhookWorker }),
   });
   const app = await buildApp(services);
   await app.ready();
@@ -153,6 +156,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
       adminCreateInstance(db, { org: org.id, env, ...(name === undefined ? {} : { name }) }),
     async close() {
       await app.close();
+      await services.webhooks.stop(1000);
       services.keys.stop();
       await services.sessions.closeAll();
       if (services.redis) await services.redis.quit();

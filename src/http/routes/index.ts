@@ -5,6 +5,7 @@ import { contactsRoutes } from './v1/contacts.ts';
 import { groupsRoutes } from './v1/groups.ts';
 import { sandboxRoutes } from './v1/sandbox.ts';
 import { sessionRoutes } from './v1/session.ts';
+import { webhookRoutes } from './v1/webhook.ts';
 
 /** Every route of the API, registered in one place so the layout tells where each lives. */
 export async function routes(app: FastifyInstance): Promise<void> {
@@ -14,4 +15,5 @@ export async function routes(app: FastifyInstance): Promise<void> {
   await app.register(sandboxRoutes, { prefix: '/v1/sandbox' });
   await app.register(contactsRoutes, { prefix: '/v1/contacts' });
   await app.register(groupsRoutes, { prefix: '/v1/groups' });
+  await app.register(webhookRoutes, { prefix: '/v1/webhook' });
 }

@@ -1,6 +1,7 @@
 import type { Migration, MigrationProvider } from 'kysely';
 import * as core from './0001_core.ts';
 import * as messages from './0002_messages.ts';
+import * as webhooks from './0003_webhooks.ts';
 import * as instanceLocks from './0004_instance_locks.ts';
 import * as gatewayReplay from './0005_gateway_replay.ts';
 
@@ -11,6 +12,7 @@ import * as gatewayReplay from './0005_gateway_replay.ts';
 export const migrations: Record<string, Migration> = {
   '0001_core': core,
   '0002_messages': messages,
+  '0003_webhooks': webhooks,
   '0004_instance_locks': instanceLocks,
   '0005_gateway_replay': gatewayReplay,
 };

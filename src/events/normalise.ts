@@ -1,0 +1,186 @@
+import type { EngineEvent, EngineMessage, MessageContent, MessageSource } from '../engines/types.ts';
+
+/**
+ * Turns domain {@link EngineEvent}s into the webhook payloads of SPEC Events and DESIGN D10. Pure: no I/O.
+ * Timestamps are RFC 3339 UTC with `Z` (DESIGN D6).
+ */
+
+/** `event.info` of a message (SPEC Events rule 3). */
+export interface MessageInfo {
+  id: string;
+  messageSource: MessageSource;
+  pushName: string;
+  /** RFC 3339 UTC. */
+  timestamp: string;
+}
+
+/**
+ * `event.message` of a message. `conversation` (SPEC Events rule 3) is the text, or the caption of a media
+ * message, `''` when there is none; the other members follow the platform's message names and appear only for
+ * their kind. Media bytes are never included.
+ */
+export interface MessageBody {
+  conversation: string;
+  imageMessage?: MediaInfo;
+  videoMessage?: MediaInfo;
+  audioMessage?: MediaInfo & { ptt: true };
+  documentMessage?: MediaInfo & { fileName: string };
+  stickerMessage?: MediaInfo;
+  locationMessage?: { degreesLatitude: number; degreesLongitude: number; name: string; address: string };
+  contactMessage?: { displayName: string; vcard: string };
+  /** `text` is the emoji (`''` removes the reaction); `key.id` the message reacted to. */
+  reactionMessage?: { text: string; key: { id: string } };
+  /** Present when the message replies to another one: `stanzaId` is the quoted message's id. */
+  contextInfo?: { stanzaId: string };
+}
+
+/** What a media message says about its file: MIME type and size in bytes (0 when unknown). */
+export interface MediaInfo {
+  mimetype: string;
+  fileLength: number;
+  caption?: string;
+}
+
+/** `event` of a `Message` webhook (SPEC Events rule 3). */
+export interface MessageEvent {
+  info: MessageInfo;
+  message: MessageBody;
+}
+
+/** A normalised event without the delivery fields: `type`, the `event` object, and `state` for receipts. */
+export type NormalisedEvent =
+  | { type: 'Message'; event: MessageEvent }
+  | {
+      type: 'ReadReceipt';
+      state: 'Delivered' | 'Read' | 'Played';
+      event: { messageIds: string[]; messageSource: MessageSource; timestamp: string };
+    }
+  | {
+      type: 'ChatPresence';
+      event: { messageSource: MessageSource; state: 'composing' | 'paused'; media: '' | 'audio' };
+    }
+  | {
+      type: 'HistorySync';
+      event: {
+        syncType: string;
+        progress: number;
+        chats: { jid: string; name: string; messages: MessageEvent[] }[];
+      };
+    };
+
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+function media(content: MessageContent): MediaInfo {
+  return {
+    mimetype: content.mimetype ?? 'application/octet-stream',
+    fileLength: content.fileLength ?? 0,
+    ...(content.text === undefined ? {} : { caption: content.text }),
+  };
+}
+
+/** The `event.message` object of `content` (see {@link MessageBody}). */
+export function messageBody(content: MessageContent): MessageBody {
+  const body: MessageBody = { conversation: content.text ?? '' };
+  switch (content.kind) {
+    case 'image':
+      body.imageMessage = media(content);
+      break;
+    case 'video':
+      body.videoMessage = media(content);
+      break;
+    case 'audio':
+      body.audioMessage = { ...media(content), ptt: true };
+      break;
+    case 'document':
+      body.documentMessage = { ...media(content), fileName: content.fileName ?? 'file' };
+      break;
+    case 'sticker':
+      body.stickerMessage = media(content);
+      break;
+    case 'location':
+      body.locationMessage = {
+        degreesLatitude: content.latitude ?? 0,
+        degreesLongitude: content.longitude ?? 0,
+        name: content.name ?? '',
+        address: content.address ?? '',
+      };
+      break;
+    case 'contact':
+      body.contactMessage = { displayName: content.name ?? '', vcard: content.vcard ?? '' };
+      break;
+    case 'reaction':
+      if (content.reaction) {
+        body.reactionMessage = { text: content.reaction.emoji, key: { id: content.reaction.targetId } };
+      }
+      break;
+    default:
+      break;
+  }
+  if (content.quotedId !== undefined) body.contextInfo = { stanzaId: content.quotedId };
+  return body;
+}
+
+/** The `event` of a `Message` webhook for `message` (SPEC Events rule 3). */
+export function messageEvent(message: EngineMessage): MessageEvent {
+  return {
+    info: {
+      id: message.id,
+      messageSource: { ...message.source },
+      pushName: message.pushName,
+      timestamp: iso(message.timestamp),
+    },
+    message: messageBody(message.content),
+  };
+}
+
+const RECEIPT_STATES = { delivered: 'Delivered', read: 'Read', played: 'Played' } as const;
+
+/**
+ * Normalises one engine event into its webhook type and payload (SPEC Events, DESIGN D10); null for events
+ * that are not webhook events (`connection`, `contacts`).
+ */
+export function normaliseEvent(event: EngineEvent): NormalisedEvent | null {
+  switch (event.type) {
+    case 'message':
+      return { type: 'Message', event: messageEvent(event.message) };
+    case 'receipt':
+      return {
+        type: 'ReadReceipt',
+        state: RECEIPT_STATES[event.state],
+        event: {
+          messageIds: [...event.messageIds],
+          messageSource: { ...event.source },
+          timestamp: iso(event.timestamp),
+        },
+      };
+    case 'presence':
+      return {
+        type: 'ChatPresence',
+        event: { messageSource: { ...event.source }, state: event.state, media: event.media },
+      };
+    case 'history':
+      return {
+        type: 'HistorySync',
+        event: {
+          syncType: event.syncType,
+          progress: event.progress,
+          chats: event.chats.map((chat) => ({
+            jid: chat.jid,
+            name: chat.name,
+            messages: chat.messages.map(messageEvent),
+          })),
+        },
+      };
+    default:
+      return null;
+  }
+}
+
+/**
+ * The exact body text of a webhook POST (DESIGN D10): `{ type, [state], event, instanceId, sequence }` in that
+ * key order. This text is stored once and sent byte for byte on every attempt, so signatures stay verifiable.
+ * @param sequence the per-instance event number (≥ 1).
+ */
+export function webhookBody(normalised: NormalisedEvent, instanceId: string, sequence: number): string {
+  return JSON.stringify({ ...normalised, instanceId, sequence });
+}

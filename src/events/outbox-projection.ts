@@ -1,0 +1,75 @@
+import { randomUUID } from 'node:crypto';
+import type { Transaction } from 'kysely';
+import type { Clock } from '../engines/engine.ts';
+import type { EngineEvent } from '../engines/types.ts';
+import { insertDelivery } from '../store/deliveries.ts';
+import { toInstance } from '../store/instances.ts';
+import type { Database } from '../store/schema.ts';
+import { insertWebhookEvent, nextSequence } from '../store/webhook-events.ts';
+import { normaliseEvent, webhookBody } from './normalise.ts';
+import type { EventProjection } from './recorder.ts';
+
+/** Options of the {@link OutboxProjection}. */
+export interface OutboxProjectionOptions {
+  clock: Clock;
+  /** Attempts a new delivery gets (first try + retries of the configured schedule). */
+  maxAttempts: number;
+  /** Called after a webhook event committed (wakes the delivery worker). Must not throw. */
+  onCommitted: () => void;
+}
+
+/**
+ * The webhook outbox (DESIGN D2, D10): inside the recorder's transaction, normalises each webhook-worthy engine
+ * event (SPEC Events, D10 payloads), gives it the instance's next `sequence`, and writes the event row always
+ * ("events are still recorded for the delivery log") plus a delivery row when a webhook URL is configured, the
+ * event type is subscribed (SPEC Events rules 1–2; a null subscription means D7's default, all four) and no 410
+ * disabled the webhook. `connection` and `contacts` events are not webhook events.
+ */
+export class OutboxProjection implements EventProjection {
+  readonly name = 'webhook-outbox';
+  readonly #options: OutboxProjectionOptions;
+
+  constructor(options: OutboxProjectionOptions) {
+    this.#options = options;
+  }
+
+  async apply(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<void> {
+    const normalised = normaliseEvent(event);
+    if (!normalised) return;
+    const row = await trx.selectFrom('instances').selectAll().where('id', '=', instanceId).executeTakeFirst();
+    if (!row) return;
+    const instance = toInstance(row);
+    const { sequence, disabledAt, disabledReason } = await nextSequence(trx, instanceId);
+    const subscribed = instance.subscribe === null || instance.subscribe.includes(normalised.type);
+    let skipReason: string | null = null;
+    if (instance.webhookUrl === null) skipReason = 'no webhook URL configured';
+    else if (!subscribed) skipReason = `event type ${normalised.type} is not subscribed`;
+    else if (disabledAt !== null)
+      skipReason = `webhook disabled: ${disabledReason ?? 'receiver answered 410'}`;
+    const id = randomUUID();
+    const now = this.#options.clock();
+    const createdAt = new Date(now).toISOString();
+    await insertWebhookEvent(trx, {
+      id,
+      instanceId,
+      sequence,
+      type: normalised.type,
+      payload: webhookBody(normalised, instanceId, sequence),
+      skipReason,
+      createdAt,
+    });
+    if (skipReason !== null) return;
+    await insertDelivery(trx, {
+      eventId: id,
+      instanceId,
+      sequence,
+      maxAttempts: this.#options.maxAttempts,
+      runAt: now,
+      now: createdAt,
+    });
+  }
+
+  afterCommit(_instanceId: string, event: EngineEvent): void {
+    if (event.type !== 'connection' && event.type !== 'contacts') this.#options.onCommitted();
+  }
+}

@@ -1,0 +1,256 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { type Static, Type } from '@sinclair/typebox';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { type ApiError, errors } from '../../../errors.ts';
+import { OutboundError } from '../../../net/outbound-guard.ts';
+import { nowIso } from '../../../store/database.ts';
+import { requeueDelivery } from '../../../store/deliveries.ts';
+import { EVENT_TYPES, updateInstance } from '../../../store/instances.ts';
+import {
+  enableWebhook,
+  getWebhookState,
+  LOG_STATUSES,
+  listLog,
+  webhookEventExists,
+} from '../../../store/webhook-events.ts';
+import { decodeCursor, encodeCursor, toDeliveryView } from '../../../webhooks/log.ts';
+import { resolveInstance, selectorOf } from '../../instance-resolution.ts';
+import { authOf } from '../../plugins/auth.ts';
+import { EventTypeName, InstanceQuery, InstanceSelector, ok, responses } from '../../schemas.ts';
+
+/** Webhook configuration (SPEC Webhook configuration, DESIGN D10), plus whether a 410 Gone disabled it. */
+export const WebhookConfig = Type.Object({
+  webhook: Type.String({ description: 'URL receiving events; empty when none is configured' }),
+  subscribe: Type.Array(EventTypeName, { description: 'subscribed event types (SPEC Events rule 1)' }),
+  disabled: Type.Boolean({
+    description: 'true after the receiver answered 410 Gone: nothing is sent until POST /v1/webhook again',
+  }),
+  disabledAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  disabledReason: Type.Union([Type.String(), Type.Null()]),
+});
+export type WebhookConfig = Static<typeof WebhookConfig>;
+
+/** Body of `POST /v1/webhook` (SPEC Webhook; DESIGN D6, D11). */
+export const SetWebhookBody = Type.Object({
+  webhookUrl: Type.String({
+    minLength: 1,
+    maxLength: 4096,
+    description: 'HTTPS URL receiving events; its address must not be private (DESIGN D11)',
+    examples: ['https://example.com/parley-webhook'],
+  }),
+});
+export type SetWebhookBody = Static<typeof SetWebhookBody>;
+
+/** One HTTP attempt of a delivery (DESIGN D10 delivery log). */
+export const AttemptEntry = Type.Object({
+  number: Type.Integer({ minimum: 1 }),
+  at: Type.String({ format: 'date-time' }),
+  url: Type.String(),
+  statusCode: Type.Union([Type.Integer(), Type.Null()], { description: 'null when no response arrived' }),
+  durationMs: Type.Integer({ minimum: 0 }),
+  error: Type.Union([Type.String(), Type.Null()]),
+  responseBody: Type.Union([Type.String(), Type.Null()], { description: 'first 2 KB of the response' }),
+  responseTruncated: Type.Boolean(),
+});
+export type AttemptEntry = Static<typeof AttemptEntry>;
+
+/** One event of the delivery log with its delivery state and attempts (DESIGN D10). */
+export const DeliveryEntry = Type.Object({
+  id: Type.String({ description: 'event id, sent as webhook-id; use it to redeliver' }),
+  type: EventTypeName,
+  sequence: Type.Integer({ minimum: 1 }),
+  status: Type.Union(
+    LOG_STATUSES.map((s) => Type.Literal(s)),
+    {
+      description: 'pending (queued or in flight), delivered, failed, or unsent (never queued: see reason)',
+    },
+  ),
+  reason: Type.Union([Type.String(), Type.Null()], { description: 'why an unsent event was not queued' }),
+  createdAt: Type.String({ format: 'date-time' }),
+  nextAttemptAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  deliveredAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  lastError: Type.Union([Type.String(), Type.Null()]),
+  payload: Type.Unknown({ description: 'the exact webhook body' }),
+  attempts: Type.Array(AttemptEntry),
+});
+export type DeliveryEntry = Static<typeof DeliveryEntry>;
+
+/** Query of `GET /v1/webhook/deliveries` (DESIGN D10). */
+export const DeliveriesQuery = Type.Object({
+  from: Type.Optional(InstanceSelector),
+  status: Type.Optional(
+    Type.Unsafe<(typeof LOG_STATUSES)[number]>({
+      type: 'string',
+      enum: [...LOG_STATUSES],
+      'x-message': `{field} must be one of ${LOG_STATUSES.join(', ')}`,
+    }),
+  ),
+  limit: Type.Optional(
+    Type.Integer({
+      minimum: 1,
+      maximum: 100,
+      default: 20,
+      'x-message': '{field} must be an integer from 1 to 100',
+    }),
+  ),
+  cursor: Type.Optional(
+    Type.String({ minLength: 1, maxLength: 64, description: 'nextCursor of the previous page' }),
+  ),
+});
+export type DeliveriesQuery = Static<typeof DeliveriesQuery>;
+
+/** A page of the delivery log, newest first. */
+export const DeliveriesPage = Type.Object({
+  deliveries: Type.Array(DeliveryEntry),
+  nextCursor: Type.Union([Type.String(), Type.Null()], { description: 'null on the last page' }),
+});
+export type DeliveriesPage = Static<typeof DeliveriesPage>;
+
+const RedeliverParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
+const RedeliverResult = Type.Object({ details: Type.String(), id: Type.String() });
+
+const tags = ['webhook'];
+
+/** The 400 of `POST /v1/webhook` for a URL the outbound guard refuses (DESIGN D6, D11). */
+function refusal(error: OutboundError): ApiError {
+  if (error.reason === 'scheme' || (error.reason === 'invalid-url' && error.message === 'URL is not valid')) {
+    return errors.badRequest('webhookUrl must be an HTTPS URL');
+  }
+  if (error.reason === 'invalid-url')
+    return errors.badRequest(`webhookUrl must be an HTTPS URL: ${error.message}`);
+  return errors.badRequest(`webhookUrl is refused: ${error.message}`);
+}
+
+/**
+ * `/v1/webhook*` (SPEC Webhook, DESIGN D10): configuration, the delivery log and redelivery. Scope
+ * `chat:webhook` (DESIGN D5); the instance comes from `from` or `x-instance-id` (DESIGN D4).
+ */
+export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const { store, guard, webhooks, clock } = app.services;
+  const config = { scope: 'chat:webhook' } as const;
+  const instanceOf = (request: FastifyRequest) =>
+    resolveInstance(store.db, authOf(request), selectorOf(request));
+
+  app.get(
+    '/',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Webhook URL, subscribed event types and whether a 410 Gone disabled it',
+        querystring: InstanceQuery,
+        response: responses(WebhookConfig),
+      },
+    },
+    async (request) => {
+      const instance = await instanceOf(request);
+      const state = await getWebhookState(store.db, instance.id);
+      return ok({
+        webhook: instance.webhookUrl ?? '',
+        subscribe: instance.subscribe ?? [...EVENT_TYPES],
+        disabled: state.disabledAt !== null,
+        disabledAt: state.disabledAt,
+        disabledReason: state.disabledReason,
+      });
+    },
+  );
+
+  app.post(
+    '/',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Set the webhook URL (HTTPS; checked by the outbound guard); re-enables a disabled webhook',
+        querystring: InstanceQuery,
+        body: SetWebhookBody,
+        response: responses(Type.Object({ webhook: Type.String() })),
+      },
+    },
+    async (request) => {
+      const instance = await instanceOf(request);
+      let url: URL;
+      try {
+        url = guard.parseUrl(request.body.webhookUrl);
+        await guard.checkHost(url);
+      } catch (error) {
+        if (error instanceof OutboundError) throw refusal(error);
+        throw error;
+      }
+      await updateInstance(store.db, instance.id, { webhookUrl: url.href });
+      await enableWebhook(store.db, instance.id);
+      webhooks.wake();
+      return ok({ webhook: url.href });
+    },
+  );
+
+  app.get(
+    '/deliveries',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Delivery log: events newest first, with delivery status and every attempt',
+        querystring: DeliveriesQuery,
+        response: responses(DeliveriesPage),
+      },
+    },
+    async (request) => {
+      const instance = await instanceOf(request);
+      const { status, cursor } = request.query;
+      const limit = request.query.limit ?? 20;
+      const beforeSequence = cursor === undefined ? undefined : decodeCursor(cursor);
+      const entries = await listLog(store.db, instance.id, {
+        limit: limit + 1,
+        ...(status === undefined ? {} : { status }),
+        ...(beforeSequence === undefined ? {} : { beforeSequence }),
+      });
+      const page = entries.slice(0, limit);
+      const last = page[page.length - 1];
+      return ok({
+        deliveries: page.map(toDeliveryView),
+        nextCursor: entries.length > limit && last ? encodeCursor(last.sequence) : null,
+      });
+    },
+  );
+
+  app.post(
+    '/deliveries/:id/redeliver',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Queue an event again (a new round of attempts, due now)',
+        querystring: InstanceQuery,
+        params: RedeliverParams,
+        response: responses(RedeliverResult, 409),
+      },
+    },
+    async (request) => {
+      const instance = await instanceOf(request);
+      const id = request.params.id.toLowerCase();
+      if (!(await webhookEventExists(store.db, instance.id, id))) throw errors.notFound('delivery not found');
+      if (instance.webhookUrl === null) throw errors.conflict('no webhook URL configured');
+      const state = await getWebhookState(store.db, instance.id);
+      if (state.disabledAt !== null) {
+        throw errors.conflict(
+          'webhook is disabled (the receiver answered 410 Gone): set the URL again with POST /v1/webhook',
+        );
+      }
+      const now = clock();
+      const result = await requeueDelivery(store.db, {
+        instanceId: instance.id,
+        eventId: id,
+        maxAttempts: webhooks.maxAttempts,
+        runAt: now,
+        staleBefore: webhooks.staleBefore(now),
+        now: nowIso(clock),
+      });
+      if (result === 'not-found') throw errors.notFound('delivery not found');
+      if (result === 'in-flight') throw errors.conflict('delivery is being attempted right now');
+      webhooks.wake();
+      return ok({ details: 'Queued for redelivery', id });
+    },
+  );
+}

@@ -1,0 +1,221 @@
+import { type Kysely, sql, type Transaction } from 'kysely';
+import type { Database, WebhookAttemptsTable, WebhookDeliveriesTable } from './schema.ts';
+
+/**
+ * Webhook event rows and per-instance webhook state (DESIGN D10): sequence numbers, the 410 disabling, and the
+ * delivery log's reads. The delivery queue itself is in `deliveries.ts`.
+ */
+
+/** Per-instance webhook state; `disabledAt` (RFC 3339) is set when a 410 Gone disabled the webhook. */
+export interface WebhookState {
+  lastSequence: number;
+  disabledAt: string | null;
+  disabledReason: string | null;
+}
+
+/**
+ * Hands out the next `sequence` of `instanceId` (1, 2, 3, … per instance, DESIGN D10) and returns it with the
+ * webhook's disabled state. Upserts the state row; on PostgreSQL its row lock serialises concurrent writers of
+ * the same instance until their transactions end, so numbers are unique and gap-free even across processes.
+ * Must run inside the transaction that writes the event.
+ */
+export async function nextSequence(
+  trx: Transaction<Database>,
+  instanceId: string,
+): Promise<{ sequence: number; disabledAt: string | null; disabledReason: string | null }> {
+  const row = await trx
+    .insertInto('webhook_state')
+    .values({ instance_id: instanceId, last_sequence: 1, disabled_at: null, disabled_reason: null })
+    .onConflict((oc) =>
+      oc.column('instance_id').doUpdateSet({ last_sequence: sql<number>`webhook_state.last_sequence + 1` }),
+    )
+    .returning(['last_sequence', 'disabled_at', 'disabled_reason'])
+    .executeTakeFirstOrThrow();
+  return {
+    sequence: Number(row.last_sequence),
+    disabledAt: row.disabled_at,
+    disabledReason: row.disabled_reason,
+  };
+}
+
+/** The webhook state of an instance; defaults (nothing sent yet, enabled) when it has no row. */
+export async function getWebhookState(db: Kysely<Database>, instanceId: string): Promise<WebhookState> {
+  const row = await db
+    .selectFrom('webhook_state')
+    .selectAll()
+    .where('instance_id', '=', instanceId)
+    .executeTakeFirst();
+  return {
+    lastSequence: row ? Number(row.last_sequence) : 0,
+    disabledAt: row?.disabled_at ?? null,
+    disabledReason: row?.disabled_reason ?? null,
+  };
+}
+
+/** Clears a 410 disabling (`POST /v1/webhook` sets the URL again, DESIGN D10). */
+export async function enableWebhook(db: Kysely<Database>, instanceId: string): Promise<void> {
+  await db
+    .updateTable('webhook_state')
+    .set({ disabled_at: null, disabled_reason: null })
+    .where('instance_id', '=', instanceId)
+    .execute();
+}
+
+/** A new event row (see `WebhookEventsTable`). */
+export interface NewWebhookEvent {
+  id: string;
+  instanceId: string;
+  sequence: number;
+  type: string;
+  /** Exact body text. */
+  payload: string;
+  skipReason: string | null;
+  createdAt: string;
+}
+
+/** Inserts an event row inside the recording transaction (DESIGN D10 outbox). */
+export async function insertWebhookEvent(trx: Transaction<Database>, event: NewWebhookEvent): Promise<void> {
+  await trx
+    .insertInto('webhook_events')
+    .values({
+      id: event.id,
+      instance_id: event.instanceId,
+      sequence: event.sequence,
+      type: event.type,
+      payload: event.payload,
+      skip_reason: event.skipReason,
+      created_at: event.createdAt,
+    })
+    .execute();
+}
+
+/** True when `eventId` is an event of `instanceId`. */
+export async function webhookEventExists(
+  db: Kysely<Database>,
+  instanceId: string,
+  eventId: string,
+): Promise<boolean> {
+  const row = await db
+    .selectFrom('webhook_events')
+    .select('id')
+    .where('id', '=', eventId)
+    .where('instance_id', '=', instanceId)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/** Status of an event in the delivery log: its delivery's status, or `unsent` when none was queued. */
+export type LogStatus = 'pending' | 'delivered' | 'failed' | 'unsent';
+export const LOG_STATUSES: readonly LogStatus[] = ['pending', 'delivered', 'failed', 'unsent'];
+
+/** One event of the delivery log with its delivery row (absent when unsent) and its attempts, oldest first. */
+export interface LogEntry {
+  id: string;
+  instanceId: string;
+  sequence: number;
+  type: string;
+  payload: string;
+  skipReason: string | null;
+  createdAt: string;
+  delivery: Pick<
+    WebhookDeliveriesTable,
+    | 'status'
+    | 'attempts'
+    | 'max_attempts'
+    | 'run_at'
+    | 'locked_at'
+    | 'last_error'
+    | 'last_status'
+    | 'delivered_at'
+  > | null;
+  attempts: WebhookAttemptsTable[];
+}
+
+/** A page of the delivery log query. */
+export interface LogQuery {
+  status?: LogStatus;
+  /** Page size (≥ 1). */
+  limit: number;
+  /** Only events with a smaller sequence (the cursor of the previous page). */
+  beforeSequence?: number;
+  /** Only this event. */
+  eventId?: string;
+}
+
+/**
+ * Events of `instanceId`, newest (highest sequence) first, with their delivery and attempts (DESIGN D10
+ * `GET /v1/webhook/deliveries`). Returns at most `limit` entries.
+ */
+export async function listLog(
+  db: Kysely<Database>,
+  instanceId: string,
+  query: LogQuery,
+): Promise<LogEntry[]> {
+  let select = db
+    .selectFrom('webhook_events as e')
+    .leftJoin('webhook_deliveries as d', 'd.event_id', 'e.id')
+    .select([
+      'e.id',
+      'e.instance_id',
+      'e.sequence',
+      'e.type',
+      'e.payload',
+      'e.skip_reason',
+      'e.created_at',
+      'd.event_id as d_event_id',
+      'd.status',
+      'd.attempts',
+      'd.max_attempts',
+      'd.run_at',
+      'd.locked_at',
+      'd.last_error',
+      'd.last_status',
+      'd.delivered_at',
+    ])
+    .where('e.instance_id', '=', instanceId);
+  if (query.eventId !== undefined) select = select.where('e.id', '=', query.eventId);
+  if (query.beforeSequence !== undefined) select = select.where('e.sequence', '<', query.beforeSequence);
+  if (query.status === 'unsent') select = select.where('d.event_id', 'is', null);
+  else if (query.status !== undefined) select = select.where('d.status', '=', query.status);
+  const rows = await select.orderBy('e.sequence', 'desc').limit(query.limit).execute();
+  const ids = rows.map((row) => row.id);
+  const attempts =
+    ids.length === 0
+      ? []
+      : await db
+          .selectFrom('webhook_attempts')
+          .selectAll()
+          .where('event_id', 'in', ids)
+          .orderBy('event_id')
+          .orderBy('number')
+          .execute();
+  const byEvent = new Map<string, WebhookAttemptsTable[]>();
+  for (const attempt of attempts) {
+    const list = byEvent.get(attempt.event_id) ?? [];
+    list.push(attempt);
+    byEvent.set(attempt.event_id, list);
+  }
+  return rows.map((row) => ({
+    id: row.id,
+    instanceId: row.instance_id,
+    sequence: Number(row.sequence),
+    type: row.type,
+    payload: row.payload,
+    skipReason: row.skip_reason,
+    createdAt: row.created_at,
+    delivery:
+      row.d_event_id === null || row.status === null
+        ? null
+        : {
+            status: row.status,
+            attempts: row.attempts ?? 0,
+            max_attempts: row.max_attempts ?? 0,
+            run_at: Number(row.run_at),
+            locked_at: row.locked_at === null ? null : Number(row.locked_at),
+            last_error: row.last_error,
+            last_status: row.last_status,
+            delivered_at: row.delivered_at,
+          },
+    attempts: byEvent.get(row.id) ?? [],
+  }));
+}

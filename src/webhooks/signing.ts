@@ -1,0 +1,67 @@
+import { createHmac } from 'node:crypto';
+
+/**
+ * Webhook signatures (DESIGN D10). Both use HMAC-SHA256 with the instance's HMAC key as UTF-8 bytes:
+ * - `x-hmac-signature`: lowercase hex over the exact body bytes (SPEC Events rule 4);
+ * - `webhook-signature`: `v1,` + base64 over `${webhook-id}.${webhook-timestamp}.${body}` (Standard Webhooks,
+ *   https://www.standardwebhooks.com; verifiable with npm `standardwebhooks`, secret in raw format), which adds
+ *   replay protection because the timestamp is signed.
+ */
+
+/** Lowercase hex HMAC-SHA256 of `body` under `key` (`x-hmac-signature`, DESIGN D10). */
+export function hmacHex(key: string, body: string | Buffer): string {
+  return createHmac('sha256', Buffer.from(key, 'utf8')).update(body).digest('hex');
+}
+
+/**
+ * Standard Webhooks signature (`webhook-signature`, DESIGN D10): `v1,` + base64 HMAC-SHA256 of
+ * `${id}.${timestampSeconds}.${body}` under `key`.
+ * @param timestampSeconds Unix time in whole seconds, as sent in `webhook-timestamp`.
+ */
+export function standardSignature(
+  key: string,
+  id: string,
+  timestampSeconds: number,
+  body: string | Buffer,
+): string {
+  const mac = createHmac('sha256', Buffer.from(key, 'utf8'))
+    .update(`${id}.${timestampSeconds}.`)
+    .update(body)
+    .digest('base64');
+  return `v1,${mac}`;
+}
+
+/** What {@link webhookHeaders} needs for one attempt. */
+export interface SignInput {
+  /** The event id (`webhook-id`), the same on every retry. */
+  id: string;
+  /** Unix seconds of this attempt (`webhook-timestamp`). */
+  timestampSeconds: number;
+  /** The exact body text sent. */
+  body: string;
+  /** The instance's HMAC key in clear, or null when none is configured (then nothing is signed). */
+  hmacKey: string | null;
+}
+
+/**
+ * Headers of one webhook POST (DESIGN D10): `content-type`, `user-agent`, `webhook-id`, `webhook-timestamp`,
+ * and, when an HMAC key is configured, `x-hmac-signature` and `webhook-signature`.
+ */
+export function webhookHeaders(input: SignInput): Record<string, string> {
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    'user-agent': 'parley-webhooks/1',
+    'webhook-id': input.id,
+    'webhook-timestamp': String(input.timestampSeconds),
+  };
+  if (input.hmacKey !== null) {
+    headers['x-hmac-signature'] = hmacHex(input.hmacKey, input.body);
+    headers['webhook-signature'] = standardSignature(
+      input.hmacKey,
+      input.id,
+      input.timestampSeconds,
+      input.body,
+    );
+  }
+  return headers;
+}

@@ -1,0 +1,282 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Clock } from '../engines/engine.ts';
+import { OutboundError, type OutboundGuard } from '../net/outbound-guard.ts';
+import type { SecretBox } from '../security/secrets.ts';
+import { nowIso, type Store } from '../store/database.ts';
+import {
+  type AttemptOutcome,
+  type AttemptRecord,
+  type ClaimedDelivery,
+  claimDeliveries,
+  finishAttempt,
+  releaseClaims,
+} from '../store/deliveries.ts';
+import { maxAttemptsOf, parseRetryAfter, retryDelayMs } from './backoff.ts';
+import { webhookHeaders } from './signing.ts';
+
+/** Bytes of a receiver's response body kept in the attempts log (DESIGN D10: first 2 KB). */
+export const RESPONSE_LOG_BYTES = 2048;
+
+/** Options of a {@link DeliveryWorker}. Durations in milliseconds. */
+export interface DeliveryWorkerOptions {
+  store: Store;
+  box: SecretBox;
+  /** Every attempt goes through the outbound guard (DESIGN D11). */
+  guard: Pick<OutboundGuard, 'request'>;
+  clock: Clock;
+  logger: FastifyBaseLogger;
+  /** Retry delays (DESIGN D10, `WEBHOOK_RETRY_SCHEDULE`). */
+  scheduleMs: readonly number[];
+  /** Time allowed for one attempt (DESIGN D10: 15 s). */
+  timeoutMs: number;
+  /** How often to look for due rows when nothing woke the worker (default 1,000). */
+  pollIntervalMs?: number;
+  /** A claim older than this belongs to a dead worker and is taken over (default 2 × timeout + 30 s). */
+  staleAfterMs?: number;
+  /** Attempts in flight at once in this process (default 8; one per instance at a time). */
+  concurrency?: number;
+  /** This worker's id in `locked_by` and the attempts log (default `<host>:<pid>:<random>`). */
+  workerId?: string;
+  /** Random numbers in [0, 1) for the jitter (default Math.random). */
+  random?: () => number;
+}
+
+/** The worker options a caller of `createServices` may tune (tests: fast poll, short stale timeout, fixed id). */
+export type WebhookWorkerTuning = Pick<
+  DeliveryWorkerOptions,
+  'pollIntervalMs' | 'staleAfterMs' | 'concurrency' | 'workerId'
+>;
+
+/**
+ * Delivers queued webhook events (DESIGN D10). Claims due rows from the store (several processes can share the
+ * queue on PostgreSQL), posts each through the outbound guard with the D10 headers and signatures, records the
+ * attempt and schedules the next one in the row. It keeps no retry state in memory: a process killed at any
+ * instant loses nothing, and its claims are taken over once stale. A poll timer plus {@link wake} (called when
+ * an event was queued or an attempt finished) drive it.
+ */
+export class DeliveryWorker {
+  /** Value of `locked_by` for this worker's claims. */
+  readonly id: string;
+  readonly #options: DeliveryWorkerOptions;
+  readonly #pollMs: number;
+  readonly #staleMs: number;
+  readonly #concurrency: number;
+  readonly #random: () => number;
+  readonly #inFlight = new Map<string, Promise<void>>();
+  #running = false;
+  #loop: Promise<void> | undefined;
+  #wakeRequested = false;
+  #sleeper: (() => void) | undefined;
+
+  constructor(options: DeliveryWorkerOptions) {
+    this.#options = options;
+    this.id = options.workerId ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+    this.#pollMs = options.pollIntervalMs ?? 1000;
+    this.#staleMs = options.staleAfterMs ?? 2 * options.timeoutMs + 30_000;
+    this.#concurrency = Math.max(1, options.concurrency ?? 8);
+    this.#random = options.random ?? Math.random;
+  }
+
+  /** Attempts a delivery gets per round with the configured schedule. */
+  get maxAttempts(): number {
+    return maxAttemptsOf(this.#options.scheduleMs);
+  }
+
+  /** Epoch ms before which a claim counts as stale at time `now`. */
+  staleBefore(now: number): number {
+    return now - this.#staleMs;
+  }
+
+  /** Number of attempts this process has in flight. */
+  get inFlight(): number {
+    return this.#inFlight.size;
+  }
+
+  /** Starts claiming. Idempotent. */
+  start(): void {
+    if (this.#running) return;
+    this.#running = true;
+    this.#loop = this.#run();
+  }
+
+  /** Asks the worker to look for due rows now instead of at the next poll. Never throws. */
+  wake(): void {
+    this.#wakeRequested = true;
+    const sleeper = this.#sleeper;
+    this.#sleeper = undefined;
+    sleeper?.();
+  }
+
+  /**
+   * Stops claiming, then lets attempts in flight finish for up to `graceMs`; claims still held after that are
+   * released so another process (or the next start) retries them at once instead of after the stale timeout
+   * (DESIGN D14: shutdown within its budget). An attempt that finishes later does not change its row.
+   */
+  async stop(graceMs = 5000): Promise<void> {
+    if (!this.#running) return;
+    this.#running = false;
+    this.wake();
+    await this.#loop;
+    const pending = [...this.#inFlight.values()];
+    if (pending.length === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), graceMs);
+    });
+    const result = await Promise.race([Promise.allSettled(pending).then(() => 'done' as const), timedOut]);
+    clearTimeout(timer);
+    if (result === 'timeout') {
+      const ids = [...this.#inFlight.keys()];
+      await releaseClaims(this.#options.store.db, this.id, ids).catch((error: unknown) =>
+        this.#options.logger.warn({ err: error }, 'releasing webhook claims at shutdown failed'),
+      );
+    }
+  }
+
+  /**
+   * Claims one batch of due deliveries and waits for their attempts (tests and the loop).
+   * @returns how many deliveries were attempted.
+   */
+  async runOnce(): Promise<number> {
+    const started = this.#claimAndLaunch();
+    const batch = await started;
+    await Promise.allSettled(batch);
+    return batch.length;
+  }
+
+  async #run(): Promise<void> {
+    while (this.#running) {
+      this.#wakeRequested = false;
+      await this.#claimAndLaunch();
+      if (!this.#running) break;
+      if (this.#wakeRequested) continue;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          this.#sleeper = undefined;
+          resolve();
+        }, this.#pollMs);
+        this.#sleeper = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+  }
+
+  /** Claims up to the free capacity and starts the attempts; returns their promises. */
+  async #claimAndLaunch(): Promise<Promise<void>[]> {
+    const free = this.#concurrency - this.#inFlight.size;
+    if (free <= 0) return [];
+    const { store, clock, logger } = this.#options;
+    const now = clock();
+    let claimed: ClaimedDelivery[];
+    try {
+      claimed = await claimDeliveries(store.db, store.dialect, {
+        workerId: this.id,
+        now,
+        staleBefore: this.staleBefore(now),
+        limit: free,
+      });
+    } catch (error) {
+      logger.warn({ err: error }, 'claiming webhook deliveries failed');
+      return [];
+    }
+    return claimed.map((delivery) => {
+      const attempt = this.#attempt(delivery)
+        .catch((error: unknown) => {
+          logger.warn({ err: error, eventId: delivery.eventId }, 'recording a webhook attempt failed');
+        })
+        .finally(() => {
+          this.#inFlight.delete(delivery.eventId);
+          if (this.#running) this.wake();
+        });
+      this.#inFlight.set(delivery.eventId, attempt);
+      return attempt;
+    });
+  }
+
+  /** One attempt: sign, post through the guard, record, schedule. */
+  async #attempt(delivery: ClaimedDelivery): Promise<void> {
+    const { box, guard, clock, timeoutMs } = this.#options;
+    const startedAt = clock();
+    const started = performance.now();
+    const record: AttemptRecord = {
+      url: delivery.url,
+      attemptedAt: new Date(startedAt).toISOString(),
+      statusCode: null,
+      durationMs: 0,
+      error: null,
+      responseBody: null,
+      responseTruncated: false,
+    };
+    let retryAfterMs: number | undefined;
+    let gone = false;
+    try {
+      const hmacKey = delivery.hmacKeySealed === null ? null : box.open(delivery.hmacKeySealed);
+      const headers = webhookHeaders({
+        id: delivery.eventId,
+        timestampSeconds: Math.floor(startedAt / 1000),
+        body: delivery.payload,
+        hmacKey,
+      });
+      const response = await guard.request(delivery.url, {
+        method: 'POST',
+        headers,
+        body: delivery.payload,
+        timeoutMs,
+        maxResponseBytes: RESPONSE_LOG_BYTES,
+        onTooLarge: 'truncate',
+      });
+      record.statusCode = response.status;
+      record.durationMs = response.durationMs;
+      record.responseBody = response.body.toString('utf8').replaceAll('\u0000', '\uFFFD');
+      record.responseTruncated = response.truncated;
+      if (response.status === 410) {
+        gone = true;
+        record.error = 'receiver answered 410 Gone: webhook disabled';
+      } else if (response.status >= 300 && response.status < 400) {
+        record.error = `receiver answered ${response.status}: redirects are not followed`;
+      } else if (response.status < 200 || response.status >= 300) {
+        record.error = `receiver answered ${response.status}`;
+      }
+      retryAfterMs = parseRetryAfter(response.headers['retry-after'], startedAt);
+    } catch (error) {
+      record.durationMs = Math.round(performance.now() - started);
+      record.error =
+        error instanceof OutboundError
+          ? `${error.reason}: ${error.message}`
+          : `attempt failed: ${error instanceof Error ? error.message : String(error)}`;
+    }
+    const attemptsMade = delivery.attempts + 1;
+    let outcome: AttemptOutcome;
+    if (record.error === null) outcome = { kind: 'delivered' };
+    else if (gone) outcome = { kind: 'gone', reason: 'receiver answered 410 Gone' };
+    else {
+      const delay = retryDelayMs({
+        attemptsMade,
+        maxAttempts: delivery.maxAttempts,
+        scheduleMs: this.#options.scheduleMs,
+        random: this.#random(),
+        ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+      });
+      outcome = delay === null ? { kind: 'failed' } : { kind: 'retry', runAt: clock() + delay };
+    }
+    const applied = await finishAttempt(this.#options.store.db, {
+      eventId: delivery.eventId,
+      instanceId: delivery.instanceId,
+      workerId: this.id,
+      attempt: record,
+      outcome,
+      now: nowIso(clock),
+    });
+    if (!applied) {
+      this.#options.logger.info(
+        { eventId: delivery.eventId },
+        'webhook claim was taken over before the attempt finished; its outcome was only logged',
+      );
+    }
+  }
+}

@@ -1,0 +1,279 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { createTestApp, loginSandbox, type TestApp } from '../support/app.ts';
+import { type Receiver, startReceiver, TEST_CA } from '../support/https-receiver.ts';
+import { createTestStore, testDialects } from '../support/store.ts';
+import {
+  assertSigned,
+  configureWebhook,
+  createWebhookApp,
+  deliveries,
+  recordMessages,
+  textMessage,
+  waitForLog,
+} from './support.ts';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+for (const dialect of testDialects()) {
+  describe(`webhook delivery over real HTTPS (${dialect})`, () => {
+    let receiver: Receiver;
+    before(async () => {
+      receiver = await startReceiver();
+    });
+    after(() => receiver.close());
+
+    async function fresh(url = receiver.url): Promise<{ t: TestApp; seen: number }> {
+      const t = await createWebhookApp({ dialect });
+      await configureWebhook(t, url);
+      return { t, seen: receiver.requests.length };
+    }
+
+    it('posts a signed Message event: every D10 header, both signatures recomputed independently', async () => {
+      const t = await createWebhookApp({ dialect });
+      try {
+        await loginSandbox(t);
+        await configureWebhook(t, receiver.url);
+        const seen = receiver.requests.length;
+        await t.services.recorder.record(
+          t.instance.id,
+          textMessage('hello *world*', { phone: '5511977776666', at: Date.UTC(2025, 5, 1, 12, 0, 0) }),
+        );
+        const [request] = (await receiver.waitForCount(seen + 1, 10_000)).slice(seen);
+        assert.ok(request);
+        assert.equal(request.method, 'POST');
+        assert.equal(request.url, '/hook');
+        assert.equal(request.headers['content-type'], 'application/json');
+        assert.match(String(request.headers['webhook-id']), UUID);
+        assert.equal(request.headers['webhook-timestamp'], String(Math.floor(t.clock() / 1000)));
+        assertSigned(request);
+        const body = JSON.parse(request.body.toString('utf8'));
+        assert.deepEqual(Object.keys(body), ['type', 'event', 'instanceId', 'sequence']);
+        assert.deepEqual(body, {
+          type: 'Message',
+          event: {
+            info: {
+              id: body.event.info.id,
+              messageSource: {
+                chat: '5511977776666@s.whatsapp.net',
+                sender: '5511977776666@s.whatsapp.net',
+                isFromMe: false,
+                isGroup: false,
+              },
+              pushName: 'Tester',
+              timestamp: '2025-06-01T12:00:00.000Z',
+            },
+            message: { conversation: 'hello *world*' },
+          },
+          instanceId: t.instance.id,
+          sequence: 2,
+        });
+        const entries = await waitForLog(t, (e) => e[0]?.status === 'delivered');
+        const [message, history] = entries;
+        assert.equal(message.id, request.headers['webhook-id']);
+        assert.equal(message.sequence, 2);
+        assert.equal(message.attempts.length, 1);
+        assert.equal(message.attempts[0].statusCode, 200);
+        assert.equal(message.attempts[0].responseBody, 'ok');
+        assert.equal(message.attempts[0].error, null);
+        assert.equal(message.attempts[0].url, receiver.url);
+        assert.deepEqual(message.payload, body);
+        // The scan's HistorySync came before the URL was set: recorded for the log, not sent (DESIGN D10).
+        assert.equal(history.type, 'HistorySync');
+        assert.equal(history.sequence, 1);
+        assert.equal(history.status, 'unsent');
+        assert.equal(history.reason, 'no webhook URL configured');
+        assert.deepEqual(history.attempts, []);
+      } finally {
+        await t.close();
+      }
+    });
+
+    it('without an HMAC key sends webhook-id and webhook-timestamp but no signatures', async () => {
+      const t = await createWebhookApp({ dialect });
+      try {
+        await configureWebhook(t, receiver.url, null);
+        const seen = receiver.requests.length;
+        await recordMessages(t, 1);
+        const [request] = (await receiver.waitForCount(seen + 1, 10_000)).slice(seen);
+        assert.ok(request);
+        assert.match(String(request.headers['webhook-id']), UUID);
+        assert.match(String(request.headers['webhook-timestamp']), /^\d{10}$/);
+        assert.equal(request.headers['x-hmac-signature'], undefined);
+        assert.equal(request.headers['webhook-signature'], undefined);
+      } finally {
+        await t.close();
+      }
+    });
+
+    it('a receiver failing twice gets the event on the third attempt; three attempts are logged', async () => {
+      const { t, seen } = await fresh();
+      try {
+        receiver.enqueue(
+          { status: 500, body: 'boom' },
+          { status: 503, headers: { 'retry-after': '1' }, body: 'later' },
+        );
+        const start = t.clock();
+        await recordMessages(t, 1);
+        let [entry] = await waitForLog(t, (e) => e[0]?.attempts.length === 1 && e[0].nextAttemptAt !== null);
+        assert.equal(entry.status, 'pending');
+        assert.equal(entry.attempts[0].statusCode, 500);
+        assert.equal(entry.attempts[0].error, 'receiver answered 500');
+        assert.equal(entry.attempts[0].responseBody, 'boom');
+        const firstDelay = Date.parse(entry.nextAttemptAt) - start;
+        assert.ok(
+          firstDelay >= 800 && firstDelay <= 1200,
+          `first retry after 1 s ±20 %, got ${firstDelay} ms`,
+        );
+        t.clock.advance(1200);
+        [entry] = await waitForLog(t, (e) => e[0]?.attempts.length === 2 && e[0].status === 'pending');
+        assert.equal(entry.attempts[1].statusCode, 503);
+        // Retry-After 1 s is clamped to 1×–2× the scheduled 2 s: exactly 2 s, no jitter.
+        assert.equal(Date.parse(entry.nextAttemptAt), start + 1200 + 2000);
+        t.clock.advance(2000);
+        [entry] = await waitForLog(t, (e) => e[0]?.status === 'delivered');
+        assert.deepEqual(
+          entry.attempts.map((a: any) => [a.number, a.statusCode]),
+          [
+            [1, 500],
+            [2, 503],
+            [3, 200],
+          ],
+        );
+        const got = receiver.requests.slice(seen);
+        assert.equal(got.length, 3);
+        assert.deepEqual(new Set(got.map((r) => r.headers['webhook-id'])), new Set([entry.id]));
+        for (const request of got) assertSigned(request);
+        assert.deepEqual(
+          got.map((r) => Number(r.headers['webhook-timestamp'])),
+          [start, start + 1200, start + 3200].map((ms) => Math.floor(ms / 1000)),
+        );
+      } finally {
+        await t.close();
+      }
+    });
+
+    it('410 Gone disables the webhook and fails what is pending; setting the URL again re-enables it', async () => {
+      const t = await createWebhookApp({ dialect, webhookWorker: { start: false } });
+      try {
+        await configureWebhook(t, receiver.url);
+        const seen = receiver.requests.length;
+        receiver.enqueue({ status: 410, body: 'gone' });
+        await recordMessages(t, 3);
+        assert.equal(
+          await t.services.webhooks.runOnce(),
+          1,
+          'only the first event is started (order per URL)',
+        );
+        assert.equal(receiver.requests.length, seen + 1);
+        const entries = (await deliveries(t)).body.data.deliveries;
+        assert.deepEqual(
+          entries.map((e: any) => [e.sequence, e.status, e.attempts.length]),
+          [
+            [3, 'failed', 0],
+            [2, 'failed', 0],
+            [1, 'failed', 1],
+          ],
+        );
+        assert.equal(entries[0].lastError, 'webhook disabled: receiver answered 410 Gone');
+        assert.equal(entries[2].attempts[0].statusCode, 410);
+        const config = await t.call('GET', '/v1/webhook');
+        assert.equal(config.status, 200);
+        assert.equal(config.body.data.disabled, true);
+        assert.equal(config.body.data.disabledReason, 'receiver answered 410 Gone');
+        assert.equal(config.body.data.disabledAt, new Date(t.clock()).toISOString());
+        await recordMessages(t, 1, 'after');
+        const [latest] = (await deliveries(t, 'limit=1')).body.data.deliveries;
+        assert.equal(latest.status, 'unsent');
+        assert.equal(latest.reason, 'webhook disabled: receiver answered 410 Gone');
+        const refused = await t.call('POST', `/v1/webhook/deliveries/${latest.id}/redeliver`);
+        assert.equal(refused.status, 409);
+        assert.match(refused.body.error.message, /^webhook is disabled/);
+        assert.equal(await t.services.webhooks.runOnce(), 0);
+
+        await configureWebhook(t, receiver.url, null);
+        assert.equal((await t.call('GET', '/v1/webhook')).body.data.disabled, false);
+        const again = await t.call('POST', `/v1/webhook/deliveries/${entries[2].id}/redeliver`);
+        assert.deepEqual(again.body, {
+          success: true,
+          code: 200,
+          data: { details: 'Queued for redelivery', id: entries[2].id },
+        });
+        assert.equal(await t.services.webhooks.runOnce(), 1);
+        const [redelivered] = (await deliveries(t, 'status=delivered')).body.data.deliveries;
+        assert.equal(redelivered.id, entries[2].id);
+        assert.deepEqual(
+          redelivered.attempts.map((a: any) => [a.number, a.statusCode]),
+          [
+            [1, 410],
+            [2, 200],
+          ],
+        );
+      } finally {
+        await t.close();
+      }
+    });
+
+    it('a 301 is a failed attempt and is not followed', async () => {
+      const { t, seen } = await fresh();
+      try {
+        receiver.enqueue({ status: 301, headers: { location: `${receiver.origin}/moved` } });
+        await recordMessages(t, 1);
+        const [entry] = await waitForLog(t, (e) => e[0]?.attempts.length === 1 && e[0].status === 'pending');
+        assert.equal(entry.attempts[0].statusCode, 301);
+        assert.equal(entry.attempts[0].error, 'receiver answered 301: redirects are not followed');
+        assert.equal(receiver.requests.length, seen + 1);
+        assert.equal(receiver.requests.filter((r) => r.url === '/moved').length, 0);
+        t.clock.advance(1200);
+        const [done] = await waitForLog(t, (e) => e[0]?.status === 'delivered');
+        assert.equal(done.attempts.length, 2);
+        assert.deepEqual(
+          receiver.requests.slice(seen).map((r) => r.url),
+          ['/hook', '/hook'],
+        );
+      } finally {
+        await t.close();
+      }
+    });
+
+    it('refuses a URL resolving to 127.0.0.1 without WEBHOOK_ALLOWED_CIDRS, at configuration and at delivery', async () => {
+      const testStore = await createTestStore(dialect);
+      const allowed = await createWebhookApp({ dialect, testStore, webhookWorker: { start: false } });
+      const strict = await createTestApp({
+        testStore,
+        outboundCa: TEST_CA,
+        webhookWorker: { start: false },
+      });
+      try {
+        const byName = await strict.call('POST', '/v1/webhook', {
+          webhookUrl: `https://localhost:${receiver.port}/hook`,
+        });
+        assert.equal(byName.status, 400);
+        assert.match(
+          byName.body.error.message,
+          /^webhookUrl is refused: host localhost resolves to .*not allowed/,
+        );
+        const literal = await strict.call('POST', '/v1/webhook', { webhookUrl: receiver.url });
+        assert.deepEqual(literal.body, {
+          error: { code: 400, message: 'webhookUrl is refused: address 127.0.0.1 is not allowed (loopback)' },
+        });
+
+        // Configured while allowed, then attempted by a worker whose guard has no allowance: refused, logged.
+        await configureWebhook(allowed, receiver.url);
+        const seen = receiver.requests.length;
+        await recordMessages(allowed, 1);
+        assert.equal(await strict.services.webhooks.runOnce(), 1);
+        assert.equal(receiver.requests.length, seen);
+        const [entry] = (await deliveries(allowed)).body.data.deliveries;
+        assert.equal(entry.status, 'pending');
+        assert.equal(entry.attempts.length, 1);
+        assert.equal(entry.attempts[0].statusCode, null);
+        assert.equal(entry.attempts[0].error, 'blocked-address: address 127.0.0.1 is not allowed (loopback)');
+      } finally {
+        await strict.close();
+        await allowed.close();
+        await testStore.cleanup();
+      }
+    });
+  });
+}

@@ -1,0 +1,115 @@
+import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Webhook } from 'standardwebhooks';
+import type { EngineEvent, EngineMessage } from '../../src/engines/types.ts';
+import { type ApiResponse, createTestApp, type TestApp, type TestAppOptions } from '../support/app.ts';
+import type { ReceivedRequest } from '../support/https-receiver.ts';
+import { TEST_CA } from '../support/https-receiver.ts';
+
+/** A 40-character HMAC key used by the webhook suites. */
+export const HMAC_KEY = 'whsec-test-0123456789-abcdefghij-KLMNOP';
+
+/** A test app whose webhook worker trusts the test CA, may reach 127.0.0.1 and polls fast. */
+export async function createWebhookApp(options: TestAppOptions = {}): Promise<TestApp> {
+  return createTestApp({
+    outboundCa: TEST_CA,
+    webhookWorker: { pollIntervalMs: 25, ...options.webhookWorker },
+    ...options,
+    env: {
+      WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32',
+      WEBHOOK_RETRY_SCHEDULE: '1,2,3',
+      WEBHOOK_TIMEOUT_SECONDS: '5',
+      ...options.env,
+    },
+  });
+}
+
+let counter = 0;
+
+/** A text message event from `phone` (an inbound message unless `fromMe`). */
+export function textMessage(text: string, options: { phone?: string; fromMe?: boolean; at?: number } = {}) {
+  counter += 1;
+  const phone = options.phone ?? '5511988887777';
+  const jid = `${phone}@s.whatsapp.net`;
+  const message: EngineMessage = {
+    id: `3EB0${counter.toString(16).toUpperCase().padStart(16, '0')}`,
+    source: { chat: jid, sender: jid, isFromMe: options.fromMe ?? false, isGroup: false },
+    pushName: 'Tester',
+    timestamp: options.at ?? Date.UTC(2025, 0, 2, 3, 4, 5),
+    content: { kind: 'text', text },
+  };
+  return { type: 'message', message } satisfies EngineEvent;
+}
+
+/** Records `count` text messages on the test instance, in order; returns their texts. */
+export async function recordMessages(t: TestApp, count: number, prefix = 'm'): Promise<string[]> {
+  const texts: string[] = [];
+  for (let i = 1; i <= count; i++) {
+    const text = `${prefix}${i}`;
+    await t.services.recorder.record(t.instance.id, textMessage(text));
+    texts.push(text);
+  }
+  return texts;
+}
+
+/** Sets the webhook URL (and the HMAC key unless `hmacKey` is null) through HTTP. */
+export async function configureWebhook(t: TestApp, url: string, hmacKey: string | null = HMAC_KEY) {
+  if (hmacKey !== null) {
+    const hmac = await t.call('POST', '/v1/session/hmac/config', { hmacKey });
+    assert.equal(hmac.status, 200, JSON.stringify(hmac.body));
+  }
+  const set = await t.call('POST', '/v1/webhook', { webhookUrl: url });
+  assert.equal(set.status, 200, JSON.stringify(set.body));
+}
+
+/** GET /v1/webhook/deliveries with `query`, asserting 200. */
+export async function deliveries(t: TestApp, query = ''): Promise<ApiResponse> {
+  const response = await t.call('GET', `/v1/webhook/deliveries${query ? `?${query}` : ''}`);
+  assert.equal(response.status, 200, JSON.stringify(response.body));
+  return response;
+}
+
+/**
+ * Polls the delivery log until `predicate` holds on its entries (newest first), failing after `timeoutMs`.
+ * The worker is woken on every poll so due retries run without waiting for its poll interval.
+ */
+export async function waitForLog(
+  t: TestApp,
+  predicate: (entries: any[]) => boolean,
+  timeoutMs = 10_000,
+  query = 'limit=100',
+): Promise<any[]> {
+  const deadline = Date.now() + timeoutMs;
+  let entries: any[] = [];
+  while (Date.now() < deadline) {
+    entries = (await deliveries(t, query)).body.data.deliveries;
+    if (predicate(entries)) return entries;
+    t.services.webhooks.wake();
+    await sleep(20);
+  }
+  assert.fail(`delivery log condition not met within ${timeoutMs} ms: ${JSON.stringify(entries, null, 1)}`);
+}
+
+/** Independent check of both signatures of a received webhook (DESIGN D10), with node:crypto and standardwebhooks. */
+export function assertSigned(request: ReceivedRequest, key = HMAC_KEY): void {
+  const body = request.body;
+  const id = String(request.headers['webhook-id']);
+  const timestamp = String(request.headers['webhook-timestamp']);
+  const expectedHex = createHmac('sha256', Buffer.from(key, 'utf8')).update(body).digest('hex');
+  assert.equal(request.headers['x-hmac-signature'], expectedHex);
+  const expectedStd = `v1,${createHmac('sha256', Buffer.from(key, 'utf8')).update(`${id}.${timestamp}.`).update(body).digest('base64')}`;
+  assert.equal(request.headers['webhook-signature'], expectedStd);
+  const verifier = new Webhook(new TextEncoder().encode(key), { format: 'raw' });
+  const parsed = verifier.verify(body.toString('utf8'), {
+    'webhook-id': id,
+    'webhook-timestamp': timestamp,
+    'webhook-signature': String(request.headers['webhook-signature']),
+  });
+  assert.deepEqual(parsed, JSON.parse(body.toString('utf8')));
+}
+
+/** The parsed JSON bodies of received requests. */
+export function bodies(requests: readonly ReceivedRequest[]): any[] {
+  return requests.map((request) => JSON.parse(request.body.toString('utf8')));
+}
