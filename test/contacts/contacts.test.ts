@@ -105,6 +105,12 @@ for (const dialect of testDialects()) {
         businessName: 'Lima & Co',
       });
       await t.call('POST', '/v1/sandbox/users', { phone: '5511999990006', registered: false });
+      const inbound = await t.call('POST', '/v1/sandbox/inbound', {
+        phone: '5511999990007',
+        body: 'hello',
+        pushName: 'Caio',
+      });
+      assert.equal(inbound.status, 200);
       const res = await t.call('GET', '/v1/contacts/list');
       assert.equal(res.status, 200);
       const data = res.body.data;
@@ -120,6 +126,13 @@ for (const dialect of testDialects()) {
         firstName: '',
         fullName: '',
         pushName: 'User 0003',
+        found: true,
+      });
+      assert.deepEqual(data['5511999990007@s.whatsapp.net'], {
+        businessName: '',
+        firstName: '',
+        fullName: '',
+        pushName: 'Caio',
         found: true,
       });
       assert.equal(data['5511999990006@s.whatsapp.net'], undefined, 'unregistered users are not contacts');

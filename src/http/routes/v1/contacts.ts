@@ -3,9 +3,11 @@ import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { EngineSession } from '../../../engines/engine.ts';
 import type { Contact } from '../../../engines/types.ts';
+import { phoneOfJid } from '../../../engines/types.ts';
 import { errors } from '../../../errors.ts';
 import type { SessionManager } from '../../../sessions/manager.ts';
 import type { Instance } from '../../../store/instances.ts';
+import { listChatPeers } from '../../../store/messages.ts';
 import { resolveInstance, selectorOf } from '../../instance-resolution.ts';
 import { authOf } from '../../plugins/auth.ts';
 import { InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
@@ -151,29 +153,24 @@ export function parsePhoneList(raw: string, field: string, max: number): string[
 }
 
 /**
- * The contact list object of SPEC "Contact list entry": keyed by user JID, `found` true for the platform's
- * contacts; later entries for the same JID fill only the names the earlier ones left empty.
+ * The contact list object of SPEC "Contact list entry", keyed by user JID: the platform's contacts merged with
+ * the users the instance exchanged messages with (DESIGN D9). A JID listed twice keeps the first non-empty value
+ * of each name. `found` is true for every listed user (the platform knows them: a contact, or a user whose
+ * messages carried a push name), as on the reference API.
  */
-export function contactList(contacts: readonly Contact[], found = true, into: ContactList = {}): ContactList {
+export function contactList(contacts: readonly Contact[]): ContactList {
+  const out: ContactList = {};
   for (const c of contacts) {
-    const known = into[c.jid];
-    into[c.jid] = known
-      ? {
-          businessName: known.businessName || c.businessName,
-          firstName: known.firstName || c.firstName,
-          fullName: known.fullName || c.fullName,
-          pushName: known.pushName || c.pushName,
-          found: known.found || found,
-        }
-      : {
-          businessName: c.businessName,
-          firstName: c.firstName,
-          fullName: c.fullName,
-          pushName: c.pushName,
-          found,
-        };
+    const known = out[c.jid];
+    out[c.jid] = {
+      businessName: known?.businessName || c.businessName,
+      firstName: known?.firstName || c.firstName,
+      fullName: known?.fullName || c.fullName,
+      pushName: known?.pushName || c.pushName,
+      found: true,
+    };
   }
-  return into;
+  return out;
 }
 
 const tags = ['contacts'];
@@ -181,10 +178,12 @@ const tags = ['contacts'];
 /** `/v1/contacts/*` (SPEC Contacts; DESIGN D12); scope `chat:contacts` (DESIGN D5), instance per DESIGN D4. */
 export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const { store, sessions } = app.services;
+  const { store, sessions, registrations } = app.services;
   const config = { scope: 'chat:contacts' } as const;
+  const instanceOf = (request: Parameters<typeof selectorOf>[0]) =>
+    resolveInstance(store.db, authOf(request), selectorOf(request));
   const sessionOf = async (request: Parameters<typeof selectorOf>[0]) =>
-    platformSession(sessions, await resolveInstance(store.db, authOf(request), selectorOf(request)));
+    platformSession(sessions, await instanceOf(request));
 
   app.post(
     '/check',
@@ -199,20 +198,20 @@ export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const session = await sessionOf(request);
-      const phones = request.body.phones;
-      const unique = [...new Set(phones)];
-      const checked = await session.checkPhones(unique);
-      const byPhone = new Map(checked.map((entry) => [entry.query, entry]));
-      const users = phones.map((phone): CheckEntry => {
-        const entry = byPhone.get(phone);
-        return {
-          query: phone,
-          isInPlatform: entry?.isInPlatform ?? false,
-          jid: entry?.isInPlatform ? (entry.jid ?? null) : null,
-          verifiedName: entry?.verifiedName ?? '',
-        };
-      });
+      const instance = await instanceOf(request);
+      const session = platformSession(sessions, instance);
+      // Shared with the sends' registration check (DESIGN D6), so answers fetched here spare later lookups.
+      const checked = await registrations.check(instance.id, request.body.phones, (missing) =>
+        session.checkPhones(missing),
+      );
+      const users = checked.map(
+        (entry): CheckEntry => ({
+          query: entry.query,
+          isInPlatform: entry.isInPlatform,
+          jid: entry.isInPlatform ? entry.jid : null,
+          verifiedName: entry.verifiedName,
+        }),
+      );
       return ok({ users });
     },
   );
@@ -228,7 +227,20 @@ export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
         response: responses(ContactList, 409, 502, 503),
       },
     },
-    async (request) => ok(contactList(await (await sessionOf(request)).contacts())),
+    async (request) => {
+      const instance = await instanceOf(request);
+      const platform = await platformSession(sessions, instance).contacts();
+      const peers = (await listChatPeers(store.db, instance.id))
+        .filter((peer) => phoneOfJid(peer.jid) !== null)
+        .map((peer) => ({
+          jid: peer.jid,
+          businessName: '',
+          firstName: '',
+          fullName: '',
+          pushName: peer.pushName,
+        }));
+      return ok(contactList([...platform, ...peers]));
+    },
   );
 
   app.get(
