@@ -1,8 +1,10 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
+import type { SandboxControls } from '../../../engines/engine.ts';
+import type { GroupInfo } from '../../../engines/types.ts';
 import { ApiError, errors } from '../../../errors.ts';
-import { findInstanceByPhone } from '../../../store/instances.ts';
+import { findInstanceByPhone, type Instance } from '../../../store/instances.ts';
 import { resolveInstance, selectorOf } from '../../instance-resolution.ts';
 import { authOf } from '../../plugins/auth.ts';
 import { Details, InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
@@ -16,6 +18,135 @@ export const ScanBody = Type.Object({
 });
 export type ScanBody = Static<typeof ScanBody>;
 
+/** A group JID (SPEC Identifiers): `<digits>@g.us`, or `<digits>-<digits>@g.us` for old groups. */
+const GroupJid = Type.String({
+  pattern: '^[0-9]{1,40}(-[0-9]{1,40})?@g\\.us$',
+  'x-message': '{field} must be a group JID: <digits>@g.us',
+  examples: ['120363025246125486@g.us'],
+});
+const UserJid = Type.String({ examples: ['5511999990001@s.whatsapp.net'] });
+const Timestamp = Type.String({ format: 'date-time', examples: ['2025-01-15T12:00:00.000Z'] });
+
+/** Body of `POST /v1/sandbox/inbound` (DESIGN D9). */
+export const InboundBody = Type.Object({
+  phone: Phone('the simulated user the message comes from'),
+  body: Type.String({ minLength: 1, maxLength: 65_536, examples: ['Hi! Is the shop open today?'] }),
+  groupJid: Type.Optional({
+    ...GroupJid,
+    description: 'the group the message is sent in (instance must be a member)',
+  }),
+  pushName: Type.Optional(
+    Type.String({
+      maxLength: 200,
+      description: "the sender's display name on this message",
+      examples: ['Ana'],
+    }),
+  ),
+});
+export type InboundBody = Static<typeof InboundBody>;
+
+/** `data` of `POST /v1/sandbox/inbound`: the new message's id. */
+export const InboundResult = Type.Object({
+  id: Type.String({ examples: ['3A6D5E0F9C1B2A3D4E5F60718293A4B5'] }),
+});
+export type InboundResult = Static<typeof InboundResult>;
+
+/** Body of `POST /v1/sandbox/receipt` (DESIGN D9); `phone` picks the acknowledging member of a group chat. */
+export const ReceiptBody = Type.Object({
+  id: Type.String({
+    minLength: 1,
+    maxLength: 128,
+    description: 'id of a message this instance sent',
+    examples: ['3EB0C767D26A1D2E5B3A61'],
+  }),
+  state: Type.Union([Type.Literal('delivered'), Type.Literal('read'), Type.Literal('played')], {
+    'x-message': '{field} must be one of delivered, read, played',
+    examples: ['read'],
+  }),
+  phone: Type.Optional(Phone('group chats: the member acknowledging (default: the first other member)')),
+});
+export type ReceiptBody = Static<typeof ReceiptBody>;
+
+/** Body of `POST /v1/sandbox/presence` (DESIGN D9): `recording` is composing with media `audio` (D10). */
+export const PresenceBody = Type.Object({
+  phone: Phone('the simulated user'),
+  state: Type.Union([Type.Literal('composing'), Type.Literal('recording'), Type.Literal('paused')], {
+    'x-message': '{field} must be one of composing, recording, paused',
+    examples: ['composing'],
+  }),
+  groupJid: Type.Optional({ ...GroupJid, description: 'the group the user is typing in' }),
+});
+export type PresenceBody = Static<typeof PresenceBody>;
+
+const Name = (example: string) => Type.Optional(Type.String({ maxLength: 200, examples: [example] }));
+
+/** Body of `POST /v1/sandbox/users` (DESIGN D9): omitted fields take the default world's values. */
+export const UserBody = Type.Object({
+  phone: Phone('the user to define'),
+  registered: Type.Optional(
+    Type.Boolean({ description: 'default: true unless the number ends in 0000', examples: [true] }),
+  ),
+  pushName: Name('Ana'),
+  firstName: Name('Ana'),
+  fullName: Name('Ana Souza'),
+  businessName: Name('Ana Bakery'),
+  verifiedName: Name('Ana Bakery Ltd.'),
+});
+export type UserBody = Static<typeof UserBody>;
+
+/** Body of `POST /v1/sandbox/groups` (DESIGN D9; DESIGN D11: at most 256 participants). */
+export const SandboxGroupBody = Type.Object({
+  name: Type.String({ minLength: 1, maxLength: 25, examples: ['Book club'] }),
+  ownerPhone: Phone('the simulated user who creates the group (owner, admin, super admin)'),
+  participants: Type.Array(Phone('a member'), {
+    maxItems: 256,
+    description: 'other members; this instance is added as a plain member',
+    examples: [['5511999990002']],
+  }),
+});
+export type SandboxGroupBody = Static<typeof SandboxGroupBody>;
+
+/** `data` of `POST /v1/sandbox/groups`: the Group info fields (SPEC Group). */
+export const SandboxGroupResult = Type.Object({
+  jid: Type.String({ examples: ['120363025246125486@g.us'] }),
+  name: Type.String({ examples: ['Book club'] }),
+  topic: Type.String({ examples: [''] }),
+  ownerJid: UserJid,
+  groupCreated: Timestamp,
+  nameSetAt: Timestamp,
+  nameSetBy: UserJid,
+  isAnnounce: Type.Boolean(),
+  isLocked: Type.Boolean(),
+  isEphemeral: Type.Boolean(),
+  disappearingTimer: Type.Integer({ minimum: 0, description: 'seconds; 0 when disabled', examples: [0] }),
+  participants: Type.Array(
+    Type.Object({ jid: UserJid, isAdmin: Type.Boolean(), isSuperAdmin: Type.Boolean() }),
+  ),
+});
+export type SandboxGroupResult = Static<typeof SandboxGroupResult>;
+
+/** The SPEC Group info fields of an engine group (times as RFC 3339 UTC). */
+export function groupDetailsOf(group: GroupInfo): SandboxGroupResult {
+  return {
+    jid: group.jid,
+    name: group.name,
+    topic: group.topic,
+    ownerJid: group.ownerJid,
+    groupCreated: new Date(group.created).toISOString(),
+    nameSetAt: new Date(group.nameSetAt).toISOString(),
+    nameSetBy: group.nameSetBy,
+    isAnnounce: group.isAnnounce,
+    isLocked: group.isLocked,
+    isEphemeral: group.isEphemeral,
+    disappearingTimer: group.disappearingTimer,
+    participants: group.participants.map((p) => ({
+      jid: p.jid,
+      isAdmin: p.isAdmin,
+      isSuperAdmin: p.isSuperAdmin,
+    })),
+  };
+}
+
 const tags = ['sandbox'];
 
 /**
@@ -26,6 +157,14 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const { store, sessions } = app.services;
   const config = { scope: 'chat:session', testOnly: true } as const;
+  /** The instance's simulated platform; operations answer 409 themselves before login (DESIGN D6). */
+  const controlsOf = (instance: Instance): SandboxControls => {
+    const controls = sessions.session(instance).sandbox;
+    if (!controls) throw errors.notFound('sandbox helpers exist only for svc_test_ keys');
+    return controls;
+  };
+  const instanceOf = (request: Parameters<typeof selectorOf>[0]) =>
+    resolveInstance(store.db, authOf(request), selectorOf(request));
 
   app.post(
     '/scan',
@@ -40,7 +179,7 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const instance = await resolveInstance(store.db, authOf(request), selectorOf(request));
+      const instance = await instanceOf(request);
       const controls = sessions.existing(instance.id)?.sandbox;
       if (!controls) throw instance.jid !== null ? errors.alreadyLoggedIn() : errors.notConnected();
       const phone = request.body.phone;
@@ -55,6 +194,114 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
         ...(phone === undefined ? {} : { phone }),
       });
       return ok({ details: `Logged in as ${state.phone ?? ''}` });
+    },
+  );
+
+  app.post(
+    '/inbound',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'A message arrives from a simulated user (in a group when groupJid is given): Message event',
+        querystring: InstanceQuery,
+        body: InboundBody,
+        response: responses(InboundResult, 409, 422),
+      },
+    },
+    async (request) => {
+      const { phone, body, groupJid, pushName } = request.body;
+      const sent = await controlsOf(await instanceOf(request)).inbound({
+        phone,
+        body,
+        ...(groupJid === undefined ? {} : { groupJid }),
+        ...(pushName === undefined ? {} : { pushName }),
+      });
+      return ok({ id: sent.id });
+    },
+  );
+
+  app.post(
+    '/receipt',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'The recipient of a sent message acknowledges it: ReadReceipt event',
+        querystring: InstanceQuery,
+        body: ReceiptBody,
+        response: responses(Details, 409, 422),
+      },
+    },
+    async (request) => {
+      const { id, state, phone } = request.body;
+      await controlsOf(await instanceOf(request)).receipt({
+        id,
+        state,
+        ...(phone === undefined ? {} : { phone }),
+      });
+      return ok({ details: `Receipt ${state} sent` });
+    },
+  );
+
+  app.post(
+    '/presence',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'A simulated user is typing, recording audio or paused: ChatPresence event',
+        querystring: InstanceQuery,
+        body: PresenceBody,
+        response: responses(Details, 409, 422),
+      },
+    },
+    async (request) => {
+      const { phone, state, groupJid } = request.body;
+      await controlsOf(await instanceOf(request)).presence({
+        phone,
+        state,
+        ...(groupJid === undefined ? {} : { groupJid }),
+      });
+      return ok({ details: `Presence ${state} sent` });
+    },
+  );
+
+  app.post(
+    '/users',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Define (replace) a user of the simulated platform: registration and names',
+        querystring: InstanceQuery,
+        body: UserBody,
+        response: responses(Details),
+      },
+    },
+    async (request) => {
+      const instance = await instanceOf(request);
+      await controlsOf(instance).defineUser(request.body);
+      app.services.registrations.invalidate(instance.id, request.body.phone);
+      return ok({ details: `User ${request.body.phone} defined` });
+    },
+  );
+
+  app.post(
+    '/groups',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'A group created by another user that includes this instance as a plain member',
+        querystring: InstanceQuery,
+        body: SandboxGroupBody,
+        response: responses(SandboxGroupResult, 409, 422),
+      },
+    },
+    async (request) => {
+      const group = await controlsOf(await instanceOf(request)).createForeignGroup(request.body);
+      return ok(groupDetailsOf(group));
     },
   );
 }

@@ -1,0 +1,158 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyInstance } from 'fastify';
+import { Ffmpeg } from '../../../media/ffmpeg.ts';
+import { bodyLimitFor } from '../../../media/kinds.ts';
+import { type MediaTools, prepareDocument, prepareMedia, prepareSticker } from '../../../media/prepare.ts';
+import { ok, responses } from '../../schemas.ts';
+import {
+  SendAudioBody,
+  SendDocumentBody,
+  SendImageBody,
+  SendResult,
+  SendStickerBody,
+  SendVideoBody,
+} from './messages-schemas.ts';
+import { ffmpegPathOf, sendMessage } from './messages-send.ts';
+
+const tags = ['messages'];
+
+/**
+ * Media sends under `/v1/messages/send/*` (SPEC Messages; DESIGN D8): image, document, audio (voice note),
+ * video and sticker. Each route's body cap is its largest media as base64 plus 1 MB (DESIGN D11); the media is
+ * fetched or decoded, checked from its bytes and (stickers) converted only after the sender and recipient
+ * checks pass.
+ */
+export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const services = app.services;
+  const tools: MediaTools = { guard: services.guard, ffmpeg: new Ffmpeg(ffmpegPathOf(services.config)) };
+  const config = { scope: 'chat:messages' } as const;
+  const mediaErrors = [409, 413, 422, 502, 503];
+
+  app.post(
+    '/send/image',
+    {
+      config,
+      bodyLimit: bodyLimitFor('image'),
+      schema: {
+        tags,
+        summary: 'Send an image (JPEG, PNG, GIF or WEBP, at most 16 MB) by https URL or data URI',
+        body: SendImageBody,
+        response: responses(SendResult, ...mediaErrors),
+      },
+    },
+    async (request) => {
+      const { image, caption } = request.body;
+      return ok(
+        await sendMessage(services, request, request.body, async () => ({
+          kind: 'image',
+          media: await prepareMedia(tools, 'image', image),
+          ...(caption === undefined ? {} : { caption }),
+        })),
+      );
+    },
+  );
+
+  app.post(
+    '/send/document',
+    {
+      config,
+      bodyLimit: bodyLimitFor('document'),
+      schema: {
+        tags,
+        summary: 'Send a document (any format, at most 100 MB) by https URL or data URI',
+        body: SendDocumentBody,
+        response: responses(SendResult, ...mediaErrors),
+      },
+    },
+    async (request) => {
+      const { document, fileName, caption } = request.body;
+      return ok(
+        await sendMessage(services, request, request.body, async () => {
+          const prepared = await prepareDocument(tools, document, fileName);
+          return {
+            kind: 'document',
+            media: prepared.media,
+            fileName: prepared.fileName,
+            ...(caption === undefined ? {} : { caption }),
+          };
+        }),
+      );
+    },
+  );
+
+  app.post(
+    '/send/audio',
+    {
+      config,
+      bodyLimit: bodyLimitFor('audio'),
+      schema: {
+        tags,
+        summary: 'Send a voice message (OGG/Opus, MP3, M4A or WAV, at most 16 MB)',
+        body: SendAudioBody,
+        response: responses(SendResult, ...mediaErrors),
+      },
+    },
+    async (request) => {
+      const { audio } = request.body;
+      return ok(
+        await sendMessage(services, request, request.body, async () => ({
+          kind: 'audio',
+          media: await prepareMedia(tools, 'audio', audio),
+        })),
+      );
+    },
+  );
+
+  app.post(
+    '/send/video',
+    {
+      config,
+      bodyLimit: bodyLimitFor('video'),
+      schema: {
+        tags,
+        summary: 'Send a video (MP4 or 3GP, at most 16 MB)',
+        body: SendVideoBody,
+        response: responses(SendResult, ...mediaErrors),
+      },
+    },
+    async (request) => {
+      const { video, caption } = request.body;
+      return ok(
+        await sendMessage(services, request, request.body, async () => ({
+          kind: 'video',
+          media: await prepareMedia(tools, 'video', video),
+          ...(caption === undefined ? {} : { caption }),
+        })),
+      );
+    },
+  );
+
+  app.post(
+    '/send/sticker',
+    {
+      config,
+      bodyLimit: bodyLimitFor('sticker'),
+      schema: {
+        tags,
+        summary: 'Send a sticker: static image or MP4, converted to a 512×512 WEBP with pack metadata',
+        body: SendStickerBody,
+        response: responses(SendResult, ...mediaErrors),
+      },
+    },
+    async (request) => {
+      const { sticker, packName, packId, packPublisher, emojis } = request.body;
+      return ok(
+        await sendMessage(services, request, request.body, async () => {
+          const prepared = await prepareSticker(tools, sticker, {
+            ...(packName === undefined ? {} : { packName }),
+            ...(packId === undefined ? {} : { packId }),
+            ...(packPublisher === undefined ? {} : { packPublisher }),
+            ...(emojis === undefined ? {} : { emojis }),
+          });
+          return { kind: 'sticker', media: prepared.media, animated: prepared.animated };
+        }),
+      );
+    },
+  );
+}

@@ -1,0 +1,174 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyInstance } from 'fastify';
+import type { Jid } from '../../../engines/types.ts';
+import { userJid } from '../../../engines/types.ts';
+import { errors } from '../../../errors.ts';
+import { nowIso } from '../../../store/database.ts';
+import { advanceDeliveryState, findStoredMessage } from '../../../store/messages.ts';
+import { Details, ok, responses } from '../../schemas.ts';
+import { messageMediaRoutes } from './messages-media.ts';
+import {
+  ReactBody,
+  ReadBody,
+  SendContactBody,
+  SendLocationBody,
+  SendResult,
+  SendTextBody,
+} from './messages-schemas.ts';
+import {
+  chatJidOf,
+  checkVcard,
+  isGroupAddress,
+  isReactionEmoji,
+  requireRegistered,
+  senderOf,
+  sendMessage,
+  sendResult,
+} from './messages-send.ts';
+
+const tags = ['messages'];
+
+/**
+ * `/v1/messages/*` (SPEC Messages; DESIGN D8): text, location and contact sends, reactions and read receipts
+ * here; media sends in `messages-media.ts`. Scope `chat:messages` (DESIGN D5); the sending instance is the body
+ * field `from` (DESIGN D4). Every send answers `{ details: 'Sent', id, timestamp }` once the message is stored.
+ */
+export async function messagesRoutes(fastify: FastifyInstance): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const services = app.services;
+  const config = { scope: 'chat:messages' } as const;
+  const sendErrors = [409, 422, 502, 503];
+
+  app.post(
+    '/send',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Send a text message (at most 65,536 characters)',
+        body: SendTextBody,
+        response: responses(SendResult, ...sendErrors),
+      },
+    },
+    async (request) => {
+      const body = request.body;
+      return ok(
+        await sendMessage(services, request, body, () => ({
+          kind: 'text',
+          text: body.body,
+          linkPreview: body.linkPreview ?? false,
+        })),
+      );
+    },
+  );
+
+  app.post(
+    '/send/location',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Send a location pin',
+        body: SendLocationBody,
+        response: responses(SendResult, ...sendErrors),
+      },
+    },
+    async (request) => {
+      const { latitude, longitude, name, address } = request.body;
+      return ok(
+        await sendMessage(services, request, request.body, () => ({
+          kind: 'location',
+          latitude,
+          longitude,
+          ...(name === undefined ? {} : { name }),
+          ...(address === undefined ? {} : { address }),
+        })),
+      );
+    },
+  );
+
+  app.post(
+    '/send/contact',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Send a contact card (vCard with BEGIN:VCARD, N, FN, TEL, END:VCARD)',
+        body: SendContactBody,
+        response: responses(SendResult, ...sendErrors),
+      },
+    },
+    async (request) => {
+      const { name, vcard } = request.body;
+      checkVcard(vcard);
+      return ok(
+        await sendMessage(services, request, request.body, () => ({
+          kind: 'contact',
+          displayName: name,
+          vcard,
+        })),
+      );
+    },
+  );
+
+  app.post(
+    '/react',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'React to a message with an emoji ("" removes the reaction); `me:` prefixes own messages',
+        body: ReactBody,
+        response: responses(SendResult, ...sendErrors),
+      },
+    },
+    async (request) => {
+      const { phone, id, body, senderPhone, from } = request.body;
+      if (!isReactionEmoji(body))
+        throw errors.badRequest('body must be one emoji, or empty to remove the reaction');
+      const fromMe = id.startsWith('me:');
+      const target = fromMe ? id.slice(3) : id;
+      if (target === '') throw errors.badRequest('id must name a message after the me: prefix');
+      const sender = await senderOf(services, request, from);
+      await requireRegistered(services, sender, phone);
+      const chat = chatJidOf(phone);
+      let author: Jid | undefined;
+      if (senderPhone !== undefined) author = userJid(senderPhone);
+      else if (isGroupAddress(phone) && !fromMe) {
+        author = (await findStoredMessage(services.store.db, sender.instance.id, target))?.source.sender;
+      }
+      const sent = await sender.session.react(chat, target, fromMe, body, author);
+      return ok(sendResult(sent, target));
+    },
+  );
+
+  app.post(
+    '/read',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Mark received messages as read (sends read receipts to their sender)',
+        body: ReadBody,
+        response: responses(Details, 409, 502, 503),
+      },
+    },
+    async (request) => {
+      const { id, chatPhone, senderPhone, from } = request.body;
+      if (isGroupAddress(chatPhone) && senderPhone === undefined) {
+        throw errors.badRequest('senderPhone is required for group chats');
+      }
+      const sender = await senderOf(services, request, from);
+      const chat = chatJidOf(chatPhone);
+      const ids = [...new Set(id)];
+      await sender.session.markRead(chat, ids, senderPhone === undefined ? undefined : userJid(senderPhone));
+      await advanceDeliveryState(services.store.db, sender.instance.id, ids, 'read', nowIso(services.clock), {
+        chat,
+        fromMe: false,
+      });
+      return ok({ details: 'Marked as read' });
+    },
+  );
+
+  await app.register(messageMediaRoutes);
+}

@@ -1,0 +1,63 @@
+import { readFileSync } from 'node:fs';
+import type { EngineEvent } from '../../src/engines/types.ts';
+import type { EventProjection } from '../../src/events/recorder.ts';
+import { createTestApp, type TestApp, type TestAppOptions } from '../support/app.ts';
+
+/** Helpers shared by the message, sandbox and media suites. */
+
+/** The account phone the suites log in as. */
+export const OWN = '5511999990001';
+/** A registered peer (default world: every number not ending in 0000). */
+export const PEER = '5511999990002';
+/** An unregistered number (ends in 0000, DESIGN D9). */
+export const UNREGISTERED = '5511999990000';
+
+/** An error envelope (SPEC Errors). */
+export const bad = (status: number, message: string) => ({ error: { code: status, message } });
+
+/** Bytes of a committed media fixture. */
+export function fixture(name: string): Buffer {
+  return readFileSync(new URL(`../fixtures/media/${name}`, import.meta.url));
+}
+
+/** A base64 data URI of `data` declared as `mime` (the declared type is never trusted). */
+export function dataUri(data: Buffer, mime = 'application/octet-stream'): string {
+  return `data:${mime};base64,${data.toString('base64')}`;
+}
+
+/** A test app on an enterprise plan with room for many requests (the suites are not about rate limits). */
+export function appFor(dialect: TestAppOptions['dialect'], options: TestAppOptions = {}): Promise<TestApp> {
+  return createTestApp({
+    dialect,
+    plan: { plan: 'enterprise', perMinute: 1_000_000, perDay: 10_000_000 },
+    ...options,
+  });
+}
+
+/** Every engine event recorded for an instance, in order (a projection added to the app's recorder). */
+export function captureEvents(t: TestApp): { events: { instanceId: string; event: EngineEvent }[] } {
+  const captured = { events: [] as { instanceId: string; event: EngineEvent }[] };
+  const spy: EventProjection = {
+    name: 'test-capture',
+    async apply(_trx, instanceId, event) {
+      captured.events.push({ instanceId, event });
+    },
+  };
+  t.services.recorder.use(spy);
+  return captured;
+}
+
+/** The stored row of message `id` of the app's instance (or `instanceId`). */
+export async function messageRow(t: TestApp, id: string, instanceId = t.instance.id) {
+  return t.services.store.db
+    .selectFrom('messages')
+    .selectAll()
+    .where('instance_id', '=', instanceId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+}
+
+/** RFC 3339 UTC with milliseconds and `Z` (DESIGN D6). */
+export const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+/** The platform's id shape for the account's own messages (DESIGN D8). */
+export const OWN_ID = /^3EB0[0-9A-F]{18}$/;
