@@ -1,0 +1,111 @@
+/**
+ * What the live engine does when the platform closes its socket (issue 5 §3): one row per close code. Codes are
+ * Baileys' `DisconnectReason` values and the platform's `<failure reason>` / `<stream:error code>` numbers.
+ */
+export type CloseActionKind =
+  /** Delete the stored credentials and stop (the device was unlinked). */
+  | 'wipe'
+  /** Stop and report; credentials are kept, nothing reconnects until `connect` is called again. */
+  | 'stop'
+  /** Fetch the platform's current client version, then open a new socket. */
+  | 'refresh-version'
+  /** Open a new socket after {@link backoffDelayMs}. */
+  | 'reconnect';
+
+/** One row of {@link CLOSE_POLICY}. */
+export interface ClosePolicyRow {
+  code: number;
+  action: CloseActionKind;
+  /** What the status endpoint (`reason`) and the log line say. */
+  reason: string;
+}
+
+/** The decision for one close. */
+export interface CloseDecision {
+  code: number;
+  action: CloseActionKind;
+  reason: string;
+}
+
+/**
+ * The close-code table (issue 5 §3). 401 wipe and stop; 402/403/406/411 stop and report; 440 (replaced) stop, so
+ * two processes never ping-pong one credential; 405 refresh the version and retry; 408/428/500/503/515 reconnect
+ * with exponential backoff. Names follow Baileys' `DisconnectReason` and whatsmeow's `ConnectFailureReason`.
+ */
+export const CLOSE_POLICY: readonly ClosePolicyRow[] = [
+  {
+    code: 401,
+    action: 'wipe',
+    reason:
+      'logged out (401): the device was unlinked from the phone; credentials deleted, connect and scan a new QR',
+  },
+  { code: 402, action: 'stop', reason: 'temporarily banned by the platform (402); not reconnecting' },
+  {
+    code: 403,
+    action: 'stop',
+    reason:
+      'forbidden by the platform (403): the account may be banned or the phone unlinked; not reconnecting',
+  },
+  {
+    code: 406,
+    action: 'stop',
+    reason: 'logged out by the platform for an unknown reason (406); not reconnecting',
+  },
+  {
+    code: 411,
+    action: 'stop',
+    reason: 'multi-device mismatch (411): link this device again from the phone; not reconnecting',
+  },
+  {
+    code: 440,
+    action: 'stop',
+    reason:
+      'replaced (440): another client connected with these credentials; not reconnecting (call connect to take over)',
+  },
+  {
+    code: 405,
+    action: 'refresh-version',
+    reason: 'client version outdated (405): refreshing the platform version and retrying',
+  },
+  { code: 408, action: 'reconnect', reason: 'connection lost or timed out (408); reconnecting' },
+  { code: 428, action: 'reconnect', reason: 'connection closed (428); reconnecting' },
+  { code: 500, action: 'reconnect', reason: 'bad session or server error (500); reconnecting' },
+  { code: 503, action: 'reconnect', reason: 'platform unavailable (503); reconnecting' },
+  { code: 515, action: 'reconnect', reason: 'restart required (515); reconnecting' },
+];
+
+/**
+ * The decision for a close with `code` (undefined = the socket closed without a reason: treated as 428).
+ * Codes outside the table: 4xx stop (a refusal the engine cannot fix by retrying), anything else reconnects.
+ */
+export function decideClose(code: number | undefined): CloseDecision {
+  const effective = code ?? 428;
+  const row = CLOSE_POLICY.find((r) => r.code === effective);
+  if (row) return { ...row };
+  if (effective >= 400 && effective < 500) {
+    return {
+      code: effective,
+      action: 'stop',
+      reason: `closed by the platform (${effective}); not reconnecting`,
+    };
+  }
+  return {
+    code: effective,
+    action: 'reconnect',
+    reason: `closed by the platform (${effective}); reconnecting`,
+  };
+}
+
+/** Smallest and largest reconnect delays, milliseconds (issue 5 §3: 1–60 s). */
+export const BACKOFF_MIN_MS = 1_000;
+export const BACKOFF_MAX_MS = 60_000;
+
+/**
+ * Delay before reconnect number `attempt` (0 for the first since the last open), milliseconds: 1 s doubled per
+ * attempt, capped at 60 s, ±20 % jitter, clamped to 1–60 s. `random` returns [0, 1) (injected by tests).
+ */
+export function backoffDelayMs(attempt: number, random: () => number = Math.random): number {
+  const base = Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** Math.max(0, Math.min(attempt, 16)));
+  const jittered = base * (0.8 + 0.4 * random());
+  return Math.round(Math.min(BACKOFF_MAX_MS, Math.max(BACKOFF_MIN_MS, jittered)));
+}

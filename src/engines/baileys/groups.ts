@@ -1,0 +1,51 @@
+import type { GroupMetadata } from 'baileys';
+import type { GroupInfo, GroupParticipant, Jid } from '../types.ts';
+import type { MappingContext } from './incoming.ts';
+
+/**
+ * A group as SPEC's Group resource (times epoch ms, `disappearingTimer` seconds) from Baileys' `GroupMetadata`
+ * (what `extractGroupMetadata` parses from the `w:g2` answer). Every participant and owner JID is a phone JID:
+ * LID-addressed groups carry the phone number per participant (`phoneNumber`, from the `phone_number`
+ * attribute) and the owner's in `ownerPn`; the rest goes through the resolver (issue 5 §5). `isLocked` is the
+ * group's `locked` flag (only admins edit the info), `isAnnounce` its `announcement` flag.
+ */
+export async function toGroupInfo(meta: GroupMetadata, ctx: MappingContext): Promise<GroupInfo> {
+  const resolve = async (jid: string | undefined, alt?: string | null): Promise<Jid> =>
+    jid ? (await ctx.resolver.resolve(jid, alt)).jid : '';
+  const participants: GroupParticipant[] = [];
+  for (const p of meta.participants) {
+    if (p.lid && p.id) ctx.resolver.remember(p.lid, p.id);
+    const jid = await resolve(p.id, p.phoneNumber);
+    const isSuperAdmin = p.admin === 'superadmin' || p.isSuperAdmin === true;
+    const isAdmin = isSuperAdmin || p.admin === 'admin' || p.isAdmin === true;
+    participants.push({ jid, isAdmin, isSuperAdmin });
+  }
+  const seconds = (s: number | undefined) => (s && Number.isFinite(s) ? s * 1000 : 0);
+  const disappearingTimer = meta.ephemeralDuration ?? 0;
+  return {
+    jid: meta.id,
+    name: meta.subject ?? '',
+    topic: meta.desc ?? '',
+    ownerJid: await resolve(meta.owner, meta.ownerPn),
+    created: seconds(meta.creation),
+    nameSetAt: seconds(meta.subjectTime),
+    nameSetBy: await resolve(meta.subjectOwner, meta.subjectOwnerPn),
+    isAnnounce: Boolean(meta.announce),
+    isLocked: Boolean(meta.restrict),
+    isEphemeral: disappearingTimer > 0,
+    disappearingTimer,
+    participants,
+  };
+}
+
+/** True when the account (phone JID or LID, any device) is an admin of the group described by `meta`. */
+export function isAdminOf(meta: GroupMetadata, me: { phoneJid: Jid | null; lid: string | null }): boolean {
+  const user = (jid: string | null | undefined) => jid?.split('@')[0]?.split(':')[0];
+  const mine = new Set([user(me.phoneJid), user(me.lid)].filter((u): u is string => Boolean(u)));
+  return meta.participants.some((p) => {
+    const ids = [user(p.id), user(p.phoneNumber), user(p.lid)];
+    return (
+      ids.some((u) => u !== undefined && mine.has(u)) && (p.admin === 'admin' || p.admin === 'superadmin')
+    );
+  });
+}

@@ -1,0 +1,138 @@
+import {
+  isHostedLidUser,
+  isHostedPnUser,
+  isLidUser,
+  isPnUser,
+  jidDecode,
+  jidNormalizedUser,
+  type LIDMapping,
+} from 'baileys';
+import type { Jid } from '../types.ts';
+import { USER_DOMAIN } from '../types.ts';
+
+/**
+ * The part of Baileys' `signalRepository.lidMapping` (Baileys 7 `LIDMappingStore`, persisted in the
+ * `lid-mapping` key type) the resolver asks when a LID is not in its own memory.
+ */
+export interface LidLookup {
+  /** The phone JID (possibly device-qualified) of a LID, or null when the platform never told us. */
+  getPNForLID(lid: string): Promise<string | null>;
+}
+
+/** A JID as it goes into a payload: a phone JID, or the LID passed as is with `resolved: false` (issue 5). */
+export interface ResolvedJid {
+  jid: Jid;
+  /** False only for a LID (`…@lid`) that no mapping could turn into a phone JID. */
+  resolved: boolean;
+}
+
+/** Options of {@link JidResolver}. */
+export interface JidResolverOptions {
+  /** The current socket's LID mapping store; undefined while no socket is open. */
+  lookup?: () => LidLookup | undefined;
+  /** How many LID→phone pairs stay in memory (least recently used dropped first); default 10,000. */
+  capacity?: number;
+}
+
+/**
+ * Turns whatever addressing the platform used into phone JIDs (`<digits>@s.whatsapp.net`, no device part), the
+ * only user JID form parley's payloads carry (SPEC Identifiers, DESIGN D10, issue 5). Baileys 7 delivers
+ * LID-addressed stanzas (`…@lid`) with the phone JID in the key's alternate fields (`remoteJidAlt`,
+ * `participantAlt`); history syncs and contact sync carry LID↔phone pairs; the rest is in the socket's
+ * `lid-mapping` store. The in-memory map is bounded (LRU), so a long-running session does not grow without limit.
+ */
+export class JidResolver {
+  readonly #pairs = new Map<string, string>();
+  readonly #capacity: number;
+  readonly #lookup: () => LidLookup | undefined;
+
+  constructor(options: JidResolverOptions = {}) {
+    this.#capacity = options.capacity ?? 10_000;
+    this.#lookup = options.lookup ?? (() => undefined);
+  }
+
+  /** Records that `lid` is the phone JID `pn` (either argument order is accepted; invalid pairs are ignored). */
+  remember(lid: string, pn: string): void {
+    let lidJid = lid;
+    let pnJid = pn;
+    if (isLidLike(pn) && isPhoneLike(lid)) [lidJid, pnJid] = [pn, lid];
+    if (!isLidLike(lidJid) || !isPhoneLike(pnJid)) return;
+    const key = lidUser(lidJid);
+    const value = toPhoneJid(pnJid);
+    if (key === null || value === null) return;
+    this.#pairs.delete(key);
+    this.#pairs.set(key, value);
+    if (this.#pairs.size > this.#capacity) {
+      const oldest = this.#pairs.keys().next().value;
+      if (oldest !== undefined) this.#pairs.delete(oldest);
+    }
+  }
+
+  /** Records many pairs (a history sync's `lidPnMappings`, `lid-mapping.update`). */
+  rememberAll(mappings: readonly LIDMapping[]): void {
+    for (const { lid, pn } of mappings) this.remember(lid, pn);
+  }
+
+  /** Number of pairs held in memory (tests and metrics). */
+  get size(): number {
+    return this.#pairs.size;
+  }
+
+  /**
+   * The payload form of `jid`. Group, broadcast and phone JIDs are normalised (device part dropped); a LID is
+   * resolved from `alt` (the key's alternate field, remembered for later), then memory, then the socket's LID
+   * store; a LID nothing resolves comes back unchanged (device dropped) with `resolved: false`.
+   */
+  async resolve(jid: string, alt?: string | null): Promise<ResolvedJid> {
+    if (!isLidLike(jid)) return { jid: toPhoneJid(jid) ?? jidNormalizedUser(jid), resolved: true };
+    const plainLid = jidNormalizedUser(jid);
+    if (alt && isPhoneLike(alt)) {
+      this.remember(jid, alt);
+      return { jid: toPhoneJid(alt) ?? jidNormalizedUser(alt), resolved: true };
+    }
+    const key = lidUser(jid);
+    const known = key === null ? undefined : this.#pairs.get(key);
+    if (known !== undefined) {
+      if (key !== null) {
+        this.#pairs.delete(key);
+        this.#pairs.set(key, known);
+      }
+      return { jid: known, resolved: true };
+    }
+    const lookup = this.#lookup();
+    if (lookup) {
+      try {
+        const pn = await lookup.getPNForLID(plainLid);
+        if (pn && isPhoneLike(pn)) {
+          this.remember(plainLid, pn);
+          return { jid: toPhoneJid(pn) ?? jidNormalizedUser(pn), resolved: true };
+        }
+      } catch {
+        // the store could not answer: fall through and pass the LID as is
+      }
+    }
+    return { jid: plainLid, resolved: false };
+  }
+}
+
+/** True for `…@lid` and `…@hosted.lid` JIDs. */
+export function isLidLike(jid: string | null | undefined): boolean {
+  return jid ? Boolean(isLidUser(jid) || isHostedLidUser(jid)) : false;
+}
+
+/** True for `…@s.whatsapp.net`, `…@c.us` and `…@hosted` (phone-number) JIDs. */
+export function isPhoneLike(jid: string | null | undefined): boolean {
+  if (!jid) return false;
+  return Boolean(isPnUser(jid) || isHostedPnUser(jid) || jid.endsWith('@c.us'));
+}
+
+/** `123:4@s.whatsapp.net`, `123@c.us`, `123:99@hosted` → `123@s.whatsapp.net`; null when not a phone JID. */
+export function toPhoneJid(jid: string): Jid | null {
+  if (!isPhoneLike(jid)) return null;
+  const user = jidDecode(jid)?.user;
+  return user ? `${user}@${USER_DOMAIN}` : null;
+}
+
+function lidUser(jid: string): string | null {
+  return jidDecode(jid)?.user ?? null;
+}

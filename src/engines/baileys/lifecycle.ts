@@ -1,0 +1,457 @@
+import type {
+  AuthenticationCreds,
+  BaileysEventMap,
+  CacheStore,
+  ReachoutTimelockState,
+  UserFacingSocketConfig,
+  WAVersion,
+} from 'baileys';
+import { ApiError } from '../../errors.ts';
+import type { EngineSessionContext } from '../engine.ts';
+import type { ConnectionState, PairingCode } from '../types.ts';
+import {
+  CREDS_CATEGORY,
+  CREDS_ID,
+  decodeAuthValue,
+  isPaired,
+  type LoadedAuthState,
+  loadAuthState,
+} from './auth-state.ts';
+import { backoffDelayMs, type CloseDecision, decideClose } from './close-policy.ts';
+import { isBoom } from './errors.ts';
+import type { InstanceLock } from './lock.ts';
+import type { BaileysLogger, SocketFactory, SocketLike } from './socket.ts';
+
+/** How long the first QR code lives, then each following one (Baileys' defaults; DESIGN D7), ms. */
+export const FIRST_QR_MS = 60_000;
+export const NEXT_QR_MS = 20_000;
+/** Default bound on `connect()`: the platform must answer (QR or open) within this, ms. */
+export const CONNECT_DEADLINE_MS = 8_000;
+
+/** Everything the lifecycle needs from the engine and the session. */
+export interface LifecycleOptions {
+  context: EngineSessionContext;
+  lock: InstanceLock;
+  socketFactory: SocketFactory;
+  baileysLogger: BaileysLogger;
+  /** Socket settings the session adds (getMessage, cachedGroupMetadata, caches, history, browser). */
+  socketConfig: () => Omit<UserFacingSocketConfig, 'auth' | 'logger' | 'version'>;
+  version: WAVersion | undefined;
+  fetchVersion: () => Promise<WAVersion>;
+  /** Key cache handed to `makeCacheableSignalKeyStore` (kept across reconnects, flushed at the end). */
+  keyCache: CacheStore;
+  connectDeadlineMs: number;
+  random: () => number;
+  /** Attaches the session's listeners to a new socket; returns their detach. */
+  attach: (sock: SocketLike) => () => void;
+}
+
+/**
+ * Where the lifecycle is: `idle` (never connected or disconnected), `connecting` (socket opening), `pairing` (QR
+ * shown), `open`, `waiting` (reconnect backoff), `stopped` (a close the policy does not retry, or connect failed).
+ */
+export type Phase = 'idle' | 'connecting' | 'pairing' | 'open' | 'waiting' | 'stopped';
+
+interface Pending {
+  resolve: () => void;
+  reject: (error: unknown) => void;
+  deadline: NodeJS.Timeout;
+}
+
+/**
+ * One instance's socket lifecycle (issue 5 §2–3): one socket at a time under the store lock, QR rotation per
+ * DESIGN D7, the 515 restart after pairing as a new socket, and the close-code policy of `close-policy.ts`
+ * (backoff 1–60 s, reset on open). Events of a socket that was replaced or ended on purpose are ignored by
+ * generation number. `connect()` is bounded: before the platform answered once (QR or open), any close or the
+ * deadline rejects it (503 when unreachable) and leaves nothing running.
+ */
+export class Lifecycle {
+  readonly #o: LifecycleOptions;
+  #phase: Phase = 'idle';
+  #sock: SocketLike | null = null;
+  #detach: (() => void) | null = null;
+  #auth: LoadedAuthState | null = null;
+  #paired: boolean | undefined;
+  #creds: AuthenticationCreds | null = null;
+  #generation = 0;
+  #attempt = 0;
+  #refreshes = 0;
+  #retryTimer: NodeJS.Timeout | undefined;
+  #reason: string | undefined;
+  #qr: PairingCode | null = null;
+  #qrCount = 0;
+  #version: WAVersion | undefined;
+  #pending: Pending | null = null;
+  #starting: Promise<void> | null = null;
+  #waiters = new Set<() => void>();
+  /** The last reach-out timelock the platform reported (`connection.update.reachoutTimeLock`). */
+  reachout: ReachoutTimelockState | undefined;
+
+  constructor(options: LifecycleOptions) {
+    this.#o = options;
+    this.#version = options.version;
+  }
+
+  /** The current phase. */
+  get phase(): Phase {
+    return this.#phase;
+  }
+
+  /** The socket when the connection is open (sends need it), else null. */
+  get openSocket(): SocketLike | null {
+    return this.#phase === 'open' ? this.#sock : null;
+  }
+
+  /** The current socket in any phase (pairing-code requests need it while pairing). */
+  get socket(): SocketLike | null {
+    return this.#sock;
+  }
+
+  /** The account's credentials while loaded (own JID, LID, push name). */
+  get creds(): AuthenticationCreds | null {
+    return this.#auth?.state.creds ?? this.#creds;
+  }
+
+  state(): ConnectionState {
+    const creds = this.creds;
+    const loggedIn = creds ? isPaired(creds) : (this.#paired ?? false);
+    const jid = loggedIn ? (creds?.me?.id ?? null) : null;
+    const state: ConnectionState = {
+      connected: this.#phase === 'open' || this.#phase === 'pairing',
+      loggedIn,
+      jid,
+      phone: jid ? (jid.split('@')[0]?.split(':')[0] ?? null) : null,
+      pushName: loggedIn ? (creds?.me?.name ?? null) : null,
+    };
+    if (this.#reason) state.reason = this.#reason;
+    return state;
+  }
+
+  pairingCode(): PairingCode | null {
+    return this.#phase === 'pairing' ? this.#qr : null;
+  }
+
+  /** Reads whether paired credentials exist, once, without opening anything (so states emitted are right). */
+  async loadSummary(): Promise<void> {
+    if (this.#auth || this.#paired !== undefined) return;
+    const text = (await this.#o.context.auth.get(CREDS_CATEGORY, [CREDS_ID])).get(CREDS_ID);
+    const creds = text === undefined ? null : (decodeAuthValue(text) as AuthenticationCreds);
+    this.#paired = creds ? isPaired(creds) : false;
+    this.#creds = creds && this.#paired ? creds : null;
+  }
+
+  async connect(): Promise<void> {
+    if (this.#starting) return this.#starting;
+    if (this.#phase !== 'idle' && this.#phase !== 'stopped') return;
+    this.#starting = this.#start().finally(() => {
+      this.#starting = null;
+    });
+    return this.#starting;
+  }
+
+  waitForLogin(timeoutMs: number): Promise<boolean> {
+    const ready = () => this.#phase === 'open' && this.state().loggedIn;
+    if (ready()) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#waiters.delete(done);
+        resolve(ready());
+      };
+      const timer = setTimeout(done, timeoutMs);
+      this.#waiters.add(done);
+    });
+  }
+
+  /** Ends the socket, keeps the credentials (SPEC: disconnect). */
+  async disconnect(): Promise<void> {
+    await this.loadSummary();
+    await this.#teardown('idle', undefined);
+    await this.#emitState();
+  }
+
+  /** Unlinks the device when connected, then deletes every stored credential (SPEC: logout). */
+  async logout(): Promise<void> {
+    const sock = this.openSocket;
+    this.#generation += 1;
+    if (sock) {
+      try {
+        await sock.logout('parley logout');
+      } catch (error) {
+        this.#o.context.logger.warn(
+          { err: error },
+          'unlinking on the platform failed; deleting credentials anyway',
+        );
+      }
+    }
+    await this.#teardown('idle', undefined);
+    await this.#wipe();
+    await this.#emitState();
+  }
+
+  /** Shutdown: ends the socket and releases the lock without changing anything stored or emitting. */
+  async close(): Promise<void> {
+    await this.#teardown('idle', this.#reason);
+  }
+
+  /** Stops because the store lock was lost (another process took over, or it expired). */
+  async lockLost(reason: string): Promise<void> {
+    this.#o.context.logger.warn({ reason }, 'one-socket lock lost; closing the socket');
+    await this.#teardown('stopped', reason);
+    await this.#emitState();
+  }
+
+  async #start(): Promise<void> {
+    const { context, lock } = this.#o;
+    const attempt = await lock.acquire();
+    if (!attempt.acquired) {
+      throw new ApiError(
+        'CONFLICT',
+        `instance is connected by another parley process (${attempt.holder}); its lock expires at ${attempt.expiresAt}`,
+      );
+    }
+    try {
+      if (!this.#auth) {
+        this.#auth = await loadAuthState(context.auth, this.#o.baileysLogger, { cache: this.#o.keyCache });
+        this.#creds = null;
+        this.#paired = undefined;
+      }
+    } catch (error) {
+      await lock.release();
+      throw error;
+    }
+    this.#reason = undefined;
+    this.#attempt = 0;
+    this.#refreshes = 0;
+    this.#qrCount = 0;
+    const first = new Promise<void>((resolve, reject) => {
+      const deadline = setTimeout(() => {
+        void this.#failFirst(
+          new ApiError(
+            'PLATFORM_UNAVAILABLE',
+            `cannot reach the platform: no answer within ${this.#o.connectDeadlineMs / 1000} s`,
+          ),
+          'the platform did not answer in time',
+        );
+      }, this.#o.connectDeadlineMs);
+      this.#pending = { resolve, reject, deadline };
+    });
+    this.#open();
+    await first;
+  }
+
+  #open(): void {
+    const auth = this.#auth;
+    if (!auth) return;
+    this.#endSocket();
+    this.#phase = 'connecting';
+    const generation = ++this.#generation;
+    let sock: SocketLike;
+    try {
+      sock = this.#o.socketFactory({
+        ...this.#o.socketConfig(),
+        auth: auth.state,
+        logger: this.#o.baileysLogger,
+        ...(this.#version ? { version: this.#version } : {}),
+      });
+    } catch (error) {
+      void this.#closed(generation, error);
+      return;
+    }
+    this.#sock = sock;
+    const detach = this.#o.attach(sock);
+    const onConnection = (u: BaileysEventMap['connection.update']) => {
+      if (generation !== this.#generation) return;
+      if (u.reachoutTimeLock) this.reachout = u.reachoutTimeLock;
+      if (u.qr) this.#onQr(u.qr);
+      if (u.connection === 'open') void this.#onOpen();
+      if (u.connection === 'close') void this.#closed(generation, u.lastDisconnect?.error);
+    };
+    const onCreds = () => {
+      auth.saveCreds().catch((error: unknown) => {
+        this.#o.context.logger.error({ err: error }, 'saving platform credentials failed');
+      });
+    };
+    sock.ev.on('connection.update', onConnection);
+    sock.ev.on('creds.update', onCreds);
+    this.#detach = () => {
+      detach();
+      sock.ev.off('connection.update', onConnection);
+      sock.ev.off('creds.update', onCreds);
+    };
+  }
+
+  #onQr(code: string): void {
+    this.#qrCount += 1;
+    const ttl = this.#qrCount === 1 ? FIRST_QR_MS : NEXT_QR_MS;
+    this.#qr = { code, expiresAt: this.#o.context.clock() + ttl };
+    const entering = this.#phase !== 'pairing';
+    this.#phase = 'pairing';
+    this.#settleFirst();
+    if (entering) void this.#emitState();
+  }
+
+  async #onOpen(): Promise<void> {
+    this.#phase = 'open';
+    this.#attempt = 0;
+    this.#refreshes = 0;
+    this.#qr = null;
+    this.#reason = undefined;
+    this.#o.context.logger.info({ jid: this.state().jid }, 'connected to the platform');
+    this.#settleFirst();
+    for (const wake of [...this.#waiters]) wake();
+    await this.#emitState();
+  }
+
+  async #closed(generation: number, error: unknown): Promise<void> {
+    if (generation !== this.#generation) return;
+    this.#endSocket();
+    const code = isBoom(error) ? error.output.statusCode : undefined;
+    const message = error instanceof Error ? error.message : 'connection closed';
+    const decision = decideClose(code);
+    const { logger } = this.#o.context;
+    if (this.#pending) {
+      if (decision.code === 515 || (decision.action === 'refresh-version' && this.#refreshes < 1)) {
+        logger.info({ code: decision.code }, decision.reason);
+        if (decision.action === 'refresh-version') await this.#refreshVersion();
+        if (this.#pending) this.#open();
+        return;
+      }
+      const failure =
+        decision.action === 'reconnect'
+          ? new ApiError('PLATFORM_UNAVAILABLE', `cannot reach the platform: ${message}`, { cause: error })
+          : new ApiError('PLATFORM_ERROR', decision.reason, { cause: error });
+      await this.#failFirst(failure, decision.action === 'reconnect' ? failure.message : decision.reason, {
+        wipe: decision.action === 'wipe',
+      });
+      return;
+    }
+    const paired = this.creds ? isPaired(this.creds) : false;
+    if (!paired && decision.code !== 515) {
+      const reason =
+        decision.code === 408
+          ? 'pairing ended: no QR code was scanned in time; call connect again'
+          : `pairing ended: ${decision.reason}`;
+      logger.warn({ code: decision.code }, reason);
+      await this.#stop(reason, true);
+      return;
+    }
+    await this.#apply(decision);
+  }
+
+  async #apply(decision: CloseDecision): Promise<void> {
+    const { logger } = this.#o.context;
+    if (decision.action === 'wipe') {
+      logger.warn({ code: decision.code, action: 'wipe' }, decision.reason);
+      await this.#stop(decision.reason, true);
+      return;
+    }
+    if (decision.action === 'stop' || (decision.action === 'refresh-version' && this.#refreshes >= 3)) {
+      logger.warn({ code: decision.code, action: 'stop' }, decision.reason);
+      await this.#stop(decision.reason);
+      return;
+    }
+    let delay = backoffDelayMs(this.#attempt, this.#o.random);
+    if (decision.action === 'refresh-version') {
+      await this.#refreshVersion();
+      delay = 0;
+    }
+    this.#attempt += 1;
+    this.#phase = 'waiting';
+    this.#reason = delay > 0 ? `${decision.reason} in ${Math.round(delay / 100) / 10} s` : decision.reason;
+    logger.warn({ code: decision.code, action: decision.action, delayMs: delay }, this.#reason);
+    this.#retryTimer = setTimeout(() => {
+      this.#retryTimer = undefined;
+      if (this.#phase === 'waiting') this.#open();
+    }, delay);
+    await this.#emitState();
+  }
+
+  async #refreshVersion(): Promise<void> {
+    this.#refreshes += 1;
+    try {
+      this.#version = await this.#o.fetchVersion();
+      this.#o.context.logger.info({ version: this.#version.join('.') }, 'platform version refreshed');
+    } catch (error) {
+      this.#o.context.logger.warn(
+        { err: error },
+        'refreshing the platform version failed; retrying with the current one',
+      );
+    }
+  }
+
+  #settleFirst(): void {
+    const pending = this.#pending;
+    if (!pending) return;
+    this.#pending = null;
+    clearTimeout(pending.deadline);
+    pending.resolve();
+  }
+
+  async #failFirst(error: unknown, reason: string, options: { wipe?: boolean } = {}): Promise<void> {
+    const pending = this.#pending;
+    if (!pending) return;
+    this.#pending = null;
+    clearTimeout(pending.deadline);
+    this.#o.context.logger.warn({ err: error }, `connect failed: ${reason}`);
+    await this.#teardown('stopped', reason);
+    if (options.wipe) await this.#wipe();
+    pending.reject(error);
+    await this.#emitState();
+  }
+
+  /** Stops with `reason` (and deletes the credentials when `wipe`), then reports the state. */
+  async #stop(reason: string, wipe = false): Promise<void> {
+    await this.#teardown('stopped', reason);
+    if (wipe) await this.#wipe();
+    await this.#emitState();
+  }
+
+  /** Ends the socket (its events are ignored from now on), cancels timers and waiters, releases the lock. */
+  async #teardown(phase: Phase, reason: string | undefined): Promise<void> {
+    this.#generation += 1;
+    if (this.#retryTimer) clearTimeout(this.#retryTimer);
+    this.#retryTimer = undefined;
+    this.#endSocket();
+    const pending = this.#pending;
+    if (pending) {
+      this.#pending = null;
+      clearTimeout(pending.deadline);
+      pending.reject(new ApiError('CONFLICT', 'the connection attempt was cancelled by a disconnect'));
+    }
+    this.#phase = phase;
+    this.#reason = reason;
+    this.#qr = null;
+    for (const wake of [...this.#waiters]) wake();
+    await this.#o.lock.release();
+  }
+
+  #endSocket(): void {
+    const sock = this.#sock;
+    this.#detach?.();
+    this.#detach = null;
+    this.#sock = null;
+    if (!sock) return;
+    sock.end(undefined).catch((error: unknown) => {
+      this.#o.context.logger.debug({ err: error }, 'ending the socket failed');
+    });
+  }
+
+  async #wipe(): Promise<void> {
+    const auth = this.#auth;
+    this.#auth = null;
+    this.#creds = null;
+    this.#paired = false;
+    await auth?.close();
+    await this.#o.keyCache.flushAll();
+    await this.#o.context.auth.clear();
+  }
+
+  async #emitState(): Promise<void> {
+    try {
+      await this.#o.context.emit({ type: 'connection', state: this.state() });
+    } catch (error) {
+      this.#o.context.logger.error({ err: error }, 'recording a connection state failed');
+    }
+  }
+}

@@ -1,0 +1,174 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../../store/schema.ts';
+import type { Clock } from '../engine.ts';
+
+/** Defaults of {@link InstanceLock}: the lock lives 30 s and is renewed every 10 s. */
+export const LOCK_TTL_MS = 30_000;
+export const LOCK_HEARTBEAT_MS = 10_000;
+
+/** Result of {@link InstanceLock.acquire}. */
+export type LockAttempt = { acquired: true } | { acquired: false; holder: string; expiresAt: string };
+
+/** Options of {@link InstanceLock}. */
+export interface InstanceLockOptions {
+  db: Kysely<Database>;
+  instanceId: string;
+  /** This process's identity (the engine's `processId`). */
+  owner: string;
+  clock: Clock;
+  /** Lifetime of a lock without renewal, ms (default {@link LOCK_TTL_MS}). */
+  ttlMs?: number;
+  /** Renewal period, ms (default {@link LOCK_HEARTBEAT_MS}); must be well under `ttlMs`. */
+  heartbeatMs?: number;
+  /** Called once when the lock is lost (taken over, or not renewed before it expired). */
+  onLost: (reason: string) => void;
+  /** Called when a renewal fails with a store error (the lock is kept until it would expire). */
+  onRenewError?: (error: unknown) => void;
+}
+
+/**
+ * The one-socket lock of an instance (issue 5 §2): a row in `instance_locks` (migration 0004) that a process
+ * holds while it has a socket open on the instance's credentials. Acquire takes a free row, an expired row, or
+ * its own row (a conditional UPDATE, then INSERT … ON CONFLICT DO NOTHING — race-free on SQLite and PostgreSQL
+ * with the same Kysely code); the holder renews `expires_at` every `heartbeatMs`; release deletes the row.
+ * Timestamps are RFC 3339 UTC text, compared as text (fixed width, DESIGN D2 schema note).
+ */
+export class InstanceLock {
+  readonly #options: InstanceLockOptions;
+  readonly #ttlMs: number;
+  readonly #heartbeatMs: number;
+  #timer: NodeJS.Timeout | undefined;
+  #held = false;
+  #expiresAt = 0;
+
+  constructor(options: InstanceLockOptions) {
+    this.#options = options;
+    this.#ttlMs = options.ttlMs ?? LOCK_TTL_MS;
+    this.#heartbeatMs = options.heartbeatMs ?? LOCK_HEARTBEAT_MS;
+  }
+
+  /** True while this process holds the lock (as far as it knows). */
+  get held(): boolean {
+    return this.#held;
+  }
+
+  /**
+   * Takes the lock and starts the heartbeat. Idempotent while held.
+   * @returns `{ acquired: false, holder, expiresAt }` when another process holds a live lock.
+   * @throws the store's error when the store cannot be reached.
+   */
+  async acquire(): Promise<LockAttempt> {
+    const { db, instanceId, owner, clock } = this.#options;
+    for (let round = 0; round < 2; round++) {
+      const now = clock();
+      const nowText = iso(now);
+      const expires = iso(now + this.#ttlMs);
+      const updated = await db
+        .updateTable('instance_locks')
+        .set({ owner, acquired_at: nowText, expires_at: expires })
+        .where('instance_id', '=', instanceId)
+        .where((eb) => eb.or([eb('owner', '=', owner), eb('expires_at', '<', nowText)]))
+        .executeTakeFirst();
+      if (Number(updated.numUpdatedRows) > 0) return this.#took(now);
+      const inserted = await db
+        .insertInto('instance_locks')
+        .values({ instance_id: instanceId, owner, acquired_at: nowText, expires_at: expires })
+        .onConflict((oc) => oc.column('instance_id').doNothing())
+        .executeTakeFirst();
+      if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) > 0) return this.#took(now);
+      const row = await db
+        .selectFrom('instance_locks')
+        .select(['owner', 'expires_at'])
+        .where('instance_id', '=', instanceId)
+        .executeTakeFirst();
+      if (row) return { acquired: false, holder: row.owner, expiresAt: row.expires_at };
+      // the holder released between our statements: try once more
+    }
+    const row = await db
+      .selectFrom('instance_locks')
+      .select(['owner', 'expires_at'])
+      .where('instance_id', '=', instanceId)
+      .executeTakeFirst();
+    return { acquired: false, holder: row?.owner ?? 'unknown', expiresAt: row?.expires_at ?? iso(clock()) };
+  }
+
+  /**
+   * Extends the lock by `ttlMs` (the heartbeat calls this). Calls `onLost` and returns false when another process
+   * took the row, or when renewal kept failing until the lock expired.
+   */
+  async renew(): Promise<boolean> {
+    if (!this.#held) return false;
+    const { db, instanceId, owner, clock } = this.#options;
+    const now = clock();
+    try {
+      const updated = await db
+        .updateTable('instance_locks')
+        .set({ expires_at: iso(now + this.#ttlMs) })
+        .where('instance_id', '=', instanceId)
+        .where('owner', '=', owner)
+        .executeTakeFirst();
+      if (Number(updated.numUpdatedRows) > 0) {
+        this.#expiresAt = now + this.#ttlMs;
+        return true;
+      }
+      this.#lose('another parley process took over this instance');
+      return false;
+    } catch (error) {
+      this.#options.onRenewError?.(error);
+      if (clock() >= this.#expiresAt) {
+        this.#lose('the one-socket lock could not be renewed before it expired (store unreachable)');
+        return false;
+      }
+      return true;
+    }
+  }
+
+  /** Stops the heartbeat and deletes the row if this process still holds it. Never throws. */
+  async release(): Promise<void> {
+    this.#stopHeartbeat();
+    if (!this.#held) return;
+    this.#held = false;
+    const { db, instanceId, owner } = this.#options;
+    try {
+      await db
+        .deleteFrom('instance_locks')
+        .where('instance_id', '=', instanceId)
+        .where('owner', '=', owner)
+        .execute();
+    } catch (error) {
+      this.#options.onRenewError?.(error);
+    }
+  }
+
+  /** Stops the heartbeat without touching the row (shutdown of a process that lost its store). */
+  stop(): void {
+    this.#stopHeartbeat();
+    this.#held = false;
+  }
+
+  #took(now: number): LockAttempt {
+    this.#held = true;
+    this.#expiresAt = now + this.#ttlMs;
+    if (!this.#timer) {
+      this.#timer = setInterval(() => void this.renew(), this.#heartbeatMs);
+      this.#timer.unref();
+    }
+    return { acquired: true };
+  }
+
+  #lose(reason: string): void {
+    if (!this.#held) return;
+    this.#held = false;
+    this.#stopHeartbeat();
+    this.#options.onLost(reason);
+  }
+
+  #stopHeartbeat(): void {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+}
+
+function iso(ms: number): string {
+  return new Date(ms).toISOString();
+}

@@ -1,0 +1,287 @@
+import {
+  type BinaryNode,
+  type GroupMetadata,
+  generateMessageIDV2,
+  isJidGroup,
+  type proto,
+  type ReachoutTimelockState,
+  type WAMessage,
+  type WAMessageKey,
+} from 'baileys';
+import { ApiError, errors } from '../../errors.ts';
+import type { EngineSessionContext } from '../engine.ts';
+import type { EngineMessage, GroupInfo, Jid, OutgoingMessage, SentMessage } from '../types.ts';
+import type { BoundedCache } from './cache.ts';
+import { mapPlatformErrors, platformRateLimited, reachoutLocked } from './errors.ts';
+import { isAdminOf, toGroupInfo } from './groups.ts';
+import { type FlaggedSource, type MappingContext, timestampMs, toMessageContent } from './incoming.ts';
+import { buildOutgoingMessage, buildReaction, type LinkPreviewFetcher } from './outgoing.ts';
+import type { BaileysLogger, SocketLike } from './socket.ts';
+
+/** What the operations share with the session. */
+export interface OperationDeps {
+  context: EngineSessionContext;
+  mapping: MappingContext;
+  /** Group metadata cache (also Baileys' `cachedGroupMetadata`). */
+  groups: BoundedCache;
+  /** Recently sent platform messages by id (Baileys' `getMessage` answers retries from here first). */
+  recent: BoundedCache;
+  /** How long a send waits for the server's ack, ms (a 463/429 nack arrives there). */
+  ackTimeoutMs: number;
+  linkPreview?: LinkPreviewFetcher;
+  baileysLogger: BaileysLogger;
+  /** The platform's last reach-out timelock report. */
+  reachout(): ReachoutTimelockState | undefined;
+  /** Subscribes to a user's presence once in a while (chat presence needs it). */
+  subscribePresence(sock: SocketLike, jid: Jid): void;
+}
+
+/** Message of the 403 for an invite link asked by a non-admin (SPEC Errors). */
+export const NOT_ADMIN = 'caller must be a group admin to get the invite link';
+
+function ownJid(sock: SocketLike): string {
+  const id = sock.user?.id;
+  if (!id) throw errors.notLoggedIn();
+  return id;
+}
+
+/**
+ * Waits for the server's `<ack>` of message `id` (Baileys emits every stanza as `TAG:<id>` on the socket);
+ * resolves undefined after `timeoutMs` or when cancelled. Register before relaying.
+ */
+function waitForAck(
+  sock: SocketLike,
+  id: string,
+  timeoutMs: number,
+): { done: Promise<BinaryNode | undefined>; cancel(): void } {
+  let finish: (node: BinaryNode | undefined) => void = () => undefined;
+  const done = new Promise<BinaryNode | undefined>((resolve) => {
+    const event = `TAG:${id}`;
+    const listener = (node: BinaryNode) => {
+      if (node.tag === 'ack') finish(node);
+    };
+    const timer = setTimeout(() => finish(undefined), timeoutMs);
+    finish = (node) => {
+      clearTimeout(timer);
+      sock.ws.off(event, listener);
+      resolve(node);
+    };
+    sock.ws.on(event, listener);
+  });
+  return { done, cancel: () => finish(undefined) };
+}
+
+/**
+ * Maps a nack (`<ack error="…">`, Baileys' `handleBadAck`) to its own error (issue 5 §6): 463 reach-out timelock
+ * (with the platform's end time when it reports one), 429 rate-overlimit, anything else 502 with the code.
+ */
+async function checkAck(node: BinaryNode | undefined, sock: SocketLike, deps: OperationDeps): Promise<void> {
+  const code = node?.attrs.error;
+  if (!code) return;
+  const now = deps.context.clock();
+  if (code === '463') {
+    let lock = deps.reachout();
+    if (!lock?.timeEnforcementEnds) {
+      lock = await Promise.race([
+        sock.fetchAccountReachoutTimelock().catch(() => undefined),
+        new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 2_000).unref()),
+      ]);
+    }
+    throw reachoutLocked(lock?.timeEnforcementEnds, now);
+  }
+  if (code === '429') throw platformRateLimited();
+  throw new ApiError('PLATFORM_ERROR', `the platform rejected the message (error ${code})`);
+}
+
+/**
+ * Relays a built message and confirms it: waits for the server's ack (bounded), turns a nack into its error,
+ * remembers the message for retries, and records it as a `message` event (awaited; a recording failure is logged,
+ * not raised, since the message did leave).
+ */
+async function relayAndRecord(
+  sock: SocketLike,
+  to: Jid,
+  msg: WAMessage,
+  deps: OperationDeps,
+): Promise<SentMessage> {
+  const id = msg.key.id ?? '';
+  const content = msg.message;
+  if (!content) throw new Error('built message has no content');
+  const ack = waitForAck(sock, id, deps.ackTimeoutMs);
+  try {
+    await mapPlatformErrors(() => sock.relayMessage(to, content, { messageId: id }), {
+      now: deps.context.clock(),
+    });
+  } catch (error) {
+    ack.cancel();
+    throw error;
+  }
+  await checkAck(await ack.done, sock, deps);
+  deps.recent.set(id, content);
+  const me = deps.mapping.me();
+  const timestamp = timestampMs(msg.messageTimestamp, deps.context.clock());
+  const source: FlaggedSource = {
+    chat: to,
+    sender: me.phoneJid ?? '',
+    isFromMe: true,
+    isGroup: Boolean(isJidGroup(to)),
+  };
+  const message: EngineMessage = {
+    id,
+    source,
+    pushName: me.pushName,
+    timestamp,
+    content: toMessageContent(content) ?? { kind: 'other' },
+  };
+  try {
+    await deps.context.emit({ type: 'message', message });
+  } catch (error) {
+    deps.context.logger.error({ err: error, id }, 'recording a sent message failed');
+  }
+  return { id, timestamp };
+}
+
+/** Sends one message (DESIGN D8) through `generateWAMessage` + `relayMessage`. */
+export async function sendMessage(
+  sock: SocketLike,
+  deps: OperationDeps,
+  message: OutgoingMessage,
+): Promise<SentMessage> {
+  const userJid = ownJid(sock);
+  const msg = await mapPlatformErrors(() =>
+    buildOutgoingMessage(message.to, message, {
+      upload: sock.waUploadToServer,
+      userJid,
+      messageId: generateMessageIDV2(userJid),
+      findMessage: (id) => deps.context.findMessage(id),
+      logger: deps.baileysLogger,
+      ...(deps.linkPreview ? { linkPreview: deps.linkPreview } : {}),
+    }),
+  );
+  if (!isJidGroup(message.to)) deps.subscribePresence(sock, message.to);
+  return relayAndRecord(sock, message.to, msg, deps);
+}
+
+/** Reacts to a message (SPEC react); returns the target's id (DESIGN D8). */
+export async function sendReaction(
+  sock: SocketLike,
+  deps: OperationDeps,
+  input: { chat: Jid; targetId: string; fromMe: boolean; emoji: string; sender?: Jid },
+): Promise<SentMessage> {
+  const userJid = ownJid(sock);
+  let participant = input.sender;
+  if (!participant && !input.fromMe && isJidGroup(input.chat)) {
+    participant = (await deps.context.findMessage(input.targetId))?.source.sender;
+  }
+  const msg = await buildReaction(
+    input.chat,
+    { id: input.targetId, fromMe: input.fromMe, ...(participant ? { participant } : {}) },
+    input.emoji,
+    {
+      upload: sock.waUploadToServer,
+      userJid,
+      messageId: generateMessageIDV2(userJid),
+      logger: deps.baileysLogger,
+    },
+  );
+  const sent = await relayAndRecord(sock, input.chat, msg, deps);
+  return { id: input.targetId, timestamp: sent.timestamp };
+}
+
+/**
+ * Sends read receipts (SPEC read): group receipts name the sender (`participant`); when the caller gave none, the
+ * stored message's sender is used. @throws BAD_REQUEST when a group message's sender is unknown.
+ */
+export async function markRead(
+  sock: SocketLike,
+  deps: OperationDeps,
+  chat: Jid,
+  ids: readonly string[],
+  sender?: Jid,
+): Promise<void> {
+  const isGroup = Boolean(isJidGroup(chat));
+  const keys: WAMessageKey[] = [];
+  for (const id of ids) {
+    let participant = sender;
+    if (isGroup && !participant) participant = (await deps.context.findMessage(id))?.source.sender;
+    if (isGroup && !participant) throw errors.badRequest('senderPhone is required for group chats');
+    keys.push({ remoteJid: chat, id, fromMe: false, ...(isGroup && participant ? { participant } : {}) });
+  }
+  await mapPlatformErrors(() => sock.readMessages(keys), { now: deps.context.clock() });
+}
+
+async function remember(meta: GroupMetadata, deps: OperationDeps): Promise<GroupInfo> {
+  deps.groups.set(meta.id, meta);
+  return toGroupInfo(meta, deps.mapping);
+}
+
+/** Creates a group (SPEC Groups); the account is listed as admin and super admin. */
+export async function createGroup(
+  sock: SocketLike,
+  deps: OperationDeps,
+  name: string,
+  participants: readonly Jid[],
+): Promise<GroupInfo> {
+  const meta = await mapPlatformErrors(() => sock.groupCreate(name, [...participants]), {
+    now: deps.context.clock(),
+  });
+  const info = await remember(meta, deps);
+  const me = deps.mapping.me();
+  if (me.phoneJid) {
+    const mine = info.participants.find((p) => p.jid === me.phoneJid);
+    if (mine) {
+      mine.isAdmin = true;
+      mine.isSuperAdmin = true;
+    } else info.participants.unshift({ jid: me.phoneJid, isAdmin: true, isSuperAdmin: true });
+    if (!info.ownerJid) info.ownerJid = me.phoneJid;
+  }
+  return info;
+}
+
+/** Every group the account belongs to (`groupFetchAllParticipating`), ordered by JID. */
+export async function listGroups(sock: SocketLike, deps: OperationDeps): Promise<GroupInfo[]> {
+  const all = await mapPlatformErrors(() => sock.groupFetchAllParticipating(), { now: deps.context.clock() });
+  const out: GroupInfo[] = [];
+  for (const meta of Object.values(all)) out.push(await remember(meta, deps));
+  return out.sort((a, b) => a.jid.localeCompare(b.jid));
+}
+
+async function metadataOf(
+  sock: SocketLike,
+  deps: OperationDeps,
+  jid: Jid,
+  fresh: boolean,
+): Promise<GroupMetadata> {
+  const cached = fresh ? undefined : deps.groups.get<GroupMetadata>(jid);
+  if (cached) return cached;
+  const meta = await mapPlatformErrors(() => sock.groupMetadata(jid), {
+    notFound: 'group not found',
+    now: deps.context.clock(),
+  });
+  deps.groups.set(meta.id, meta);
+  return meta;
+}
+
+/** One group, fetched fresh (SPEC group info). @throws NOT_FOUND when the account is not in it. */
+export async function groupInfo(sock: SocketLike, deps: OperationDeps, jid: Jid): Promise<GroupInfo> {
+  return toGroupInfo(await metadataOf(sock, deps, jid, true), deps.mapping);
+}
+
+/**
+ * The invite code of a group (SPEC invite-link). @throws FORBIDDEN {@link NOT_ADMIN} when the account is not an
+ * admin (checked on the group's metadata, and mapped from the platform's 401/403), NOT_FOUND when not a member.
+ */
+export async function groupInviteCode(sock: SocketLike, deps: OperationDeps, jid: Jid): Promise<string> {
+  const meta = await metadataOf(sock, deps, jid, false);
+  if (!isAdminOf(meta, deps.mapping.me())) throw new ApiError('FORBIDDEN', NOT_ADMIN);
+  const code = await mapPlatformErrors(() => sock.groupInviteCode(jid), {
+    forbidden: NOT_ADMIN,
+    notFound: 'group not found',
+    now: deps.context.clock(),
+  });
+  if (!code) throw new ApiError('PLATFORM_ERROR', 'the platform returned no invite code');
+  return code;
+}
+
+/** Type of what Baileys' `getMessage` returns. */
+export type StoredProto = proto.IMessage | undefined;

@@ -1,0 +1,282 @@
+import {
+  type AnyMessageContent,
+  extractUrlFromText,
+  generateWAMessage,
+  getContentType,
+  isJidGroup,
+  normalizeMessageContent,
+  type proto,
+  type WAMediaUploadFunction,
+  type WAMessage,
+  type WAUrlInfo,
+} from 'baileys';
+import type { EngineMessage, Jid, MessageContent, OutgoingContent, OutgoingMessage } from '../types.ts';
+import type { BaileysLogger } from './socket.ts';
+import { type StickerPack, withStickerMetadata } from './sticker.ts';
+
+/** A link preview a fetcher found for a URL (fetched by parley under its SSRF guard, never by Baileys). */
+export interface LinkPreview {
+  title: string;
+  description?: string;
+  /** Small JPEG shown in the bubble. */
+  jpegThumbnail?: Buffer;
+}
+
+/** Fetches a preview for `url`; undefined when none could be made. Wired by the lead to the guarded fetcher. */
+export type LinkPreviewFetcher = (url: string) => Promise<LinkPreview | undefined>;
+
+/**
+ * The WhatsApp mimetype of a voice note: OGG/Opus must say `codecs=opus` or phones refuse to play it as a PTT
+ * (Baileys README); other formats pass through as sniffed.
+ */
+export function voiceNoteMimetype(mimetype: string): string {
+  return /^audio\/ogg\b/i.test(mimetype) && !/codecs=/i.test(mimetype) ? 'audio/ogg; codecs=opus' : mimetype;
+}
+
+/**
+ * The Baileys `AnyMessageContent` for one of parley's sends (DESIGN D8): text with link preview off unless
+ * asked (`linkPreview: null` stops Baileys from fetching; a preview, when asked, is passed in `preview`); image,
+ * video, document (file name, caption), audio as a voice note (`ptt`), sticker (animated flag), location, contact
+ * card (one vCard). Media bytes go as Buffers; Baileys encrypts and uploads them.
+ */
+export function toBaileysContent(content: OutgoingContent, preview?: WAUrlInfo): AnyMessageContent {
+  switch (content.kind) {
+    case 'text':
+      return { text: content.text, linkPreview: content.linkPreview && preview ? preview : null };
+    case 'image':
+      return { image: content.media.data, mimetype: content.media.mimetype, ...caption(content.caption) };
+    case 'video':
+      return { video: content.media.data, mimetype: content.media.mimetype, ...caption(content.caption) };
+    case 'document':
+      return {
+        document: content.media.data,
+        mimetype: content.media.mimetype,
+        fileName: content.fileName,
+        ...caption(content.caption),
+      };
+    case 'audio':
+      return { audio: content.media.data, mimetype: voiceNoteMimetype(content.media.mimetype), ptt: true };
+    case 'sticker':
+      return { sticker: content.media.data, mimetype: 'image/webp', isAnimated: content.animated };
+    case 'location':
+      return {
+        location: {
+          degreesLatitude: content.latitude,
+          degreesLongitude: content.longitude,
+          ...(content.name ? { name: content.name } : {}),
+          ...(content.address ? { address: content.address } : {}),
+        },
+      };
+    case 'contact':
+      return {
+        contacts: {
+          displayName: content.displayName,
+          contacts: [{ displayName: content.displayName, vcard: content.vcard }],
+        },
+      };
+    default: {
+      const unreachable: never = content;
+      throw new Error(`unknown content ${JSON.stringify(unreachable)}`);
+    }
+  }
+}
+
+function caption(text: string | undefined): { caption?: string } {
+  return text ? { caption: text } : {};
+}
+
+/**
+ * A platform message carrying a stored message's content, for the quote of a reply (`contextInfo.quotedMessage`):
+ * media are represented by their caption/mimetype only (a quote shows a label, not the file).
+ */
+export function quotableProto(content: MessageContent): proto.IMessage {
+  const text = content.text ?? '';
+  switch (content.kind) {
+    case 'text':
+      return { conversation: text };
+    case 'image':
+      return { imageMessage: { caption: text, mimetype: content.mimetype ?? 'image/jpeg' } };
+    case 'video':
+      return { videoMessage: { caption: text, mimetype: content.mimetype ?? 'video/mp4' } };
+    case 'audio':
+      return { audioMessage: { mimetype: content.mimetype ?? 'audio/ogg; codecs=opus', ptt: true } };
+    case 'document':
+      return {
+        documentMessage: {
+          fileName: content.fileName ?? 'file',
+          mimetype: content.mimetype ?? '',
+          caption: text,
+        },
+      };
+    case 'sticker':
+      return { stickerMessage: { mimetype: 'image/webp' } };
+    case 'location':
+      return { locationMessage: locationOf(content) };
+    case 'contact':
+      return { contactMessage: { displayName: content.name ?? '', vcard: content.vcard ?? '' } };
+    default:
+      return { conversation: text };
+  }
+}
+
+function locationOf(content: MessageContent): proto.Message.ILocationMessage {
+  return {
+    degreesLatitude: content.latitude ?? 0,
+    degreesLongitude: content.longitude ?? 0,
+    ...(content.name ? { name: content.name } : {}),
+    ...(content.address ? { address: content.address } : {}),
+  };
+}
+
+/**
+ * The platform message Baileys' `getMessage` should answer for a retry request, rebuilt from the message store:
+ * only contents that can be re-sent exactly (text, location, contact card); undefined for media (their keys are not
+ * stored) and anything else, as Baileys expects on a miss.
+ */
+export function resendableProto(content: MessageContent): proto.IMessage | undefined {
+  switch (content.kind) {
+    case 'text':
+      return { conversation: content.text ?? '' };
+    case 'location':
+      return { locationMessage: locationOf(content) };
+    case 'contact':
+      return { contactMessage: { displayName: content.name ?? '', vcard: content.vcard ?? '' } };
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * The message to quote for a reply to `found` in `chat` (Baileys `quoted` option): key from the stored source
+ * (`fromMe`, group `participant` = the stored sender) and {@link quotableProto} of its content.
+ */
+export function quotedFromStore(chat: Jid, found: EngineMessage): WAMessage {
+  const isGroup = Boolean(isJidGroup(chat));
+  return {
+    key: {
+      remoteJid: chat,
+      fromMe: found.source.isFromMe,
+      id: found.id,
+      ...(isGroup && !found.source.isFromMe ? { participant: found.source.sender } : {}),
+    },
+    message: quotableProto(found.content),
+  };
+}
+
+/** Dependencies of {@link buildOutgoingMessage}: the socket's upload and identity, the store, a preview fetcher. */
+export interface OutgoingDeps {
+  /** Baileys' media upload (`sock.waUploadToServer`; tests pass a stub). */
+  upload: WAMediaUploadFunction;
+  /** The account's device JID (`creds.me.id`). */
+  userJid: string;
+  /** Id of the new message (`generateMessageIDV2`). */
+  messageId: string;
+  findMessage(id: string): Promise<EngineMessage | undefined>;
+  logger: BaileysLogger;
+  linkPreview?: LinkPreviewFetcher;
+}
+
+/**
+ * Builds the complete platform message for a send with Baileys' own `generateWAMessage` (the same call
+ * `sock.sendMessage` makes), ready for `sock.relayMessage` (issue 5 §4). A reply quotes the stored message via
+ * `contextInfo`; when parley never stored it, the reply still carries `contextInfo.stanzaId` (and the peer as
+ * participant in 1:1 chats) so phones that have the message show the quote. Sticker pack metadata, when the
+ * content carries a `pack`, is written into the WEBP first.
+ */
+export async function buildOutgoingMessage(
+  to: Jid,
+  message: OutgoingMessage,
+  deps: OutgoingDeps,
+): Promise<WAMessage> {
+  let content = message.content;
+  const pack = content.kind === 'sticker' ? (content as { pack?: StickerPack }).pack : undefined;
+  if (content.kind === 'sticker' && pack) {
+    content = {
+      ...content,
+      media: { ...content.media, data: await withStickerMetadata(content.media.data, pack) },
+    };
+  }
+  let preview: WAUrlInfo | undefined;
+  if (content.kind === 'text' && content.linkPreview) preview = await previewFor(content.text, deps);
+  const found = message.quotedId ? await deps.findMessage(message.quotedId) : undefined;
+  const msg = await generateWAMessage(to, toBaileysContent(content, preview), {
+    upload: deps.upload,
+    userJid: deps.userJid,
+    messageId: deps.messageId,
+    logger: deps.logger,
+    ...(found ? { quoted: quotedFromStore(to, found) } : {}),
+  });
+  if (message.quotedId && !found) attachStanzaId(msg, to, message.quotedId);
+  return msg;
+}
+
+async function previewFor(text: string, deps: OutgoingDeps): Promise<WAUrlInfo | undefined> {
+  const url = extractUrlFromText(text);
+  if (!url) return undefined;
+  let fetched: LinkPreview | undefined;
+  try {
+    fetched = await deps.linkPreview?.(url);
+  } catch (error) {
+    deps.logger.warn({ err: error }, 'link preview failed; sending without a preview card');
+  }
+  let title = fetched?.title;
+  if (!title) {
+    try {
+      title = new URL(url).hostname;
+    } catch {
+      title = url;
+    }
+  }
+  return {
+    'canonical-url': url,
+    'matched-text': url,
+    title,
+    ...(fetched?.description ? { description: fetched.description } : {}),
+    ...(fetched?.jpegThumbnail ? { jpegThumbnail: fetched.jpegThumbnail } : {}),
+  };
+}
+
+function attachStanzaId(msg: WAMessage, to: Jid, quotedId: string): void {
+  const inner = normalizeMessageContent(msg.message);
+  const type = getContentType(inner ?? undefined);
+  if (!inner || !type) return;
+  const part = inner[type];
+  if (typeof part !== 'object' || part === null || !('contextInfo' in part || type.endsWith('Message')))
+    return;
+  const holder = part as { contextInfo?: proto.IContextInfo | null };
+  holder.contextInfo = {
+    ...(holder.contextInfo ?? {}),
+    stanzaId: quotedId,
+    ...(isJidGroup(to) ? {} : { participant: to }),
+  };
+}
+
+/**
+ * A reaction (SPEC react) as a platform message built by `generateWAMessage`: `reactionMessage.key` points at the
+ * target (`fromMe` for the account's own messages, the `me:` ids of SPEC; `participant` = the target's sender in
+ * groups when known); `emoji` '' removes the reaction.
+ */
+export async function buildReaction(
+  chat: Jid,
+  target: { id: string; fromMe: boolean; participant?: Jid },
+  emoji: string,
+  deps: Pick<OutgoingDeps, 'upload' | 'userJid' | 'messageId' | 'logger'>,
+): Promise<WAMessage> {
+  return generateWAMessage(
+    chat,
+    {
+      react: {
+        text: emoji,
+        key: {
+          remoteJid: chat,
+          id: target.id,
+          fromMe: target.fromMe,
+          ...(target.participant && isJidGroup(chat) && !target.fromMe
+            ? { participant: target.participant }
+            : {}),
+        },
+      },
+    },
+    { upload: deps.upload, userJid: deps.userJid, messageId: deps.messageId, logger: deps.logger },
+  );
+}

@@ -1,0 +1,380 @@
+import type {
+  BaileysEventMap,
+  BinaryNode,
+  GroupMetadata,
+  UserFacingSocketConfig,
+  WABrowserDescription,
+  WAVersion,
+} from 'baileys';
+import { isJidBroadcast, isJidGroup, isJidNewsletter, jidNormalizedUser, type proto } from 'baileys';
+import type { Kysely } from 'kysely';
+import { ApiError, errors } from '../../errors.ts';
+import type { Database } from '../../store/schema.ts';
+import type { EngineSession, EngineSessionContext } from '../engine.ts';
+import type {
+  Avatar,
+  ConnectionState,
+  Contact,
+  EngineEvent,
+  GroupInfo,
+  Jid,
+  OutgoingMessage,
+  PairingCode,
+  SentMessage,
+  UserCheck,
+  UserInfo,
+} from '../types.ts';
+import { userJid } from '../types.ts';
+import { BoundedCache } from './cache.ts';
+import { avatarOf, ContactBook, checkPhones, userInfo } from './contacts.ts';
+import { mapPlatformErrors } from './errors.ts';
+import {
+  historyFromSet,
+  type Identity,
+  type MappingContext,
+  presenceFromChatstate,
+  receiptsFromGroupUpdates,
+  receiptsFromUpdates,
+  toEngineMessage,
+} from './incoming.ts';
+import { JidResolver, toPhoneJid } from './jid.ts';
+import { Lifecycle } from './lifecycle.ts';
+import { InstanceLock } from './lock.ts';
+import * as ops from './operations.ts';
+import type { LinkPreviewFetcher } from './outgoing.ts';
+import { resendableProto } from './outgoing.ts';
+import type { BaileysLogger, SocketFactory, SocketLike } from './socket.ts';
+
+/** Everything a session takes from the engine (see `BaileysEngineOptions` for meanings and defaults). */
+export interface BaileysSessionOptions {
+  db: Kysely<Database>;
+  processId: string;
+  socketFactory: SocketFactory;
+  browser: WABrowserDescription;
+  version: WAVersion | undefined;
+  fetchVersion: () => Promise<WAVersion>;
+  connectDeadlineMs: number;
+  ackTimeoutMs: number;
+  lockTtlMs: number;
+  lockHeartbeatMs: number;
+  fullHistory: boolean;
+  baileysLogLevel: string;
+  linkPreview?: LinkPreviewFetcher;
+  random: () => number;
+}
+
+const HOUR = 3_600_000;
+
+/**
+ * One live instance (issue 5): the socket lifecycle (`Lifecycle`), the translation of Baileys events into domain
+ * events, and the operations of SPEC. Incoming events are mapped and emitted one at a time in arrival order.
+ * Every cache is bounded (`BoundedCache`, `JidResolver`) and the socket's listeners are removed when it ends.
+ */
+export class BaileysSession implements EngineSession {
+  readonly #context: EngineSessionContext;
+  readonly #life: Lifecycle;
+  readonly #resolver: JidResolver;
+  readonly #contacts: ContactBook;
+  readonly #mapping: MappingContext;
+  readonly #groups: BoundedCache;
+  readonly #recent: BoundedCache;
+  readonly #presence: BoundedCache;
+  readonly #caches: BoundedCache[];
+  readonly #baileysLogger: BaileysLogger;
+  readonly #deps: ops.OperationDeps;
+  #queue: Promise<void> = Promise.resolve();
+
+  constructor(context: EngineSessionContext, options: BaileysSessionOptions) {
+    this.#context = context;
+    const now = () => context.clock();
+    this.#groups = new BoundedCache(HOUR, 1_000, now);
+    this.#recent = new BoundedCache(HOUR, 256, now);
+    this.#presence = new BoundedCache(HOUR, 2_000, now);
+    const keyCache = new BoundedCache(5 * 60_000, 20_000, now);
+    const retries = new BoundedCache(HOUR, 5_000, now);
+    const devices = new BoundedCache(5 * 60_000, 5_000, now);
+    const calls = new BoundedCache(5 * 60_000, 100, now);
+    const placeholders = new BoundedCache(HOUR, 1_000, now);
+    this.#caches = [
+      this.#groups,
+      this.#recent,
+      this.#presence,
+      keyCache,
+      retries,
+      devices,
+      calls,
+      placeholders,
+    ];
+    this.#baileysLogger = context.logger.child({ component: 'baileys' }, { level: options.baileysLogLevel });
+    this.#resolver = new JidResolver({ lookup: () => this.#life.socket?.signalRepository.lidMapping });
+    this.#contacts = new ContactBook(context.auth);
+    this.#mapping = { resolver: this.#resolver, me: () => this.#me() };
+    const lock: InstanceLock = new InstanceLock({
+      db: options.db,
+      instanceId: context.instanceId,
+      owner: options.processId,
+      clock: context.clock,
+      ttlMs: options.lockTtlMs,
+      heartbeatMs: options.lockHeartbeatMs,
+      onLost: (reason) => void this.#life.lockLost(reason),
+      onRenewError: (error) => context.logger.warn({ err: error }, 'renewing the one-socket lock failed'),
+    });
+    const socketConfig = (): Omit<UserFacingSocketConfig, 'auth' | 'logger' | 'version'> => ({
+      browser: options.browser,
+      markOnlineOnConnect: false,
+      syncFullHistory: options.fullHistory,
+      ...(options.fullHistory ? { shouldSyncHistoryMessage: () => true } : {}),
+      emitOwnEvents: false,
+      generateHighQualityLinkPreview: false,
+      defaultQueryTimeoutMs: 20_000,
+      getMessage: async (key) => this.#getMessage(key.id),
+      cachedGroupMetadata: async (jid) => this.#groups.get<GroupMetadata>(jid),
+      msgRetryCounterCache: retries,
+      userDevicesCache: devices,
+      callOfferCache: calls,
+      placeholderResendCache: placeholders,
+    });
+    this.#life = new Lifecycle({
+      context,
+      lock,
+      socketFactory: options.socketFactory,
+      baileysLogger: this.#baileysLogger,
+      socketConfig,
+      version: options.version,
+      fetchVersion: options.fetchVersion,
+      keyCache,
+      connectDeadlineMs: options.connectDeadlineMs,
+      random: options.random,
+      attach: (sock) => this.#attach(sock),
+    });
+    this.#deps = {
+      context,
+      mapping: this.#mapping,
+      groups: this.#groups,
+      recent: this.#recent,
+      ackTimeoutMs: options.ackTimeoutMs,
+      baileysLogger: this.#baileysLogger,
+      reachout: () => this.#life.reachout,
+      subscribePresence: (sock, jid) => this.#subscribePresence(sock, jid),
+      ...(options.linkPreview ? { linkPreview: options.linkPreview } : {}),
+    };
+  }
+
+  connect(): Promise<void> {
+    return this.#life.connect();
+  }
+  waitForLogin(timeoutMs: number): Promise<boolean> {
+    return this.#life.waitForLogin(timeoutMs);
+  }
+  state(): ConnectionState {
+    return this.#life.state();
+  }
+  pairingCode(): PairingCode | null {
+    return this.#life.pairingCode();
+  }
+  disconnect(): Promise<void> {
+    return this.#life.disconnect();
+  }
+  async logout(): Promise<void> {
+    await this.#life.logout();
+    for (const cache of this.#caches) cache.flushAll();
+  }
+  async close(): Promise<void> {
+    await this.#life.close();
+    await this.#queue;
+    for (const cache of this.#caches) cache.close();
+  }
+
+  async send(message: OutgoingMessage): Promise<SentMessage> {
+    return ops.sendMessage(await this.#open(), this.#deps, message);
+  }
+  async react(
+    chat: Jid,
+    targetId: string,
+    fromMe: boolean,
+    emoji: string,
+    sender?: Jid,
+  ): Promise<SentMessage> {
+    const input = { chat, targetId, fromMe, emoji, ...(sender ? { sender } : {}) };
+    return ops.sendReaction(await this.#open(), this.#deps, input);
+  }
+  async markRead(chat: Jid, ids: readonly string[], sender?: Jid): Promise<void> {
+    await ops.markRead(await this.#open(), this.#deps, chat, ids, sender);
+  }
+  async checkPhones(phones: readonly string[]): Promise<UserCheck[]> {
+    const sock = await this.#open();
+    return mapPlatformErrors(() => checkPhones(sock, phones), { now: this.#context.clock() });
+  }
+  async userInfo(phones: readonly string[]): Promise<UserInfo[]> {
+    const sock = await this.#open();
+    return mapPlatformErrors(() => userInfo(sock, phones), { now: this.#context.clock() });
+  }
+  async avatar(phone: string): Promise<Avatar | null> {
+    const sock = await this.#open();
+    return mapPlatformErrors(() => avatarOf(sock, userJid(phone)), { now: this.#context.clock() });
+  }
+  async contacts(): Promise<Contact[]> {
+    await this.#life.loadSummary();
+    if (!this.#life.state().loggedIn) throw errors.notLoggedIn();
+    return this.#contacts.list();
+  }
+  async createGroup(name: string, participants: readonly Jid[]): Promise<GroupInfo> {
+    return ops.createGroup(await this.#open(), this.#deps, name, participants);
+  }
+  async listGroups(): Promise<GroupInfo[]> {
+    return ops.listGroups(await this.#open(), this.#deps);
+  }
+  async groupInfo(jid: Jid): Promise<GroupInfo> {
+    return ops.groupInfo(await this.#open(), this.#deps, jid);
+  }
+  async groupInviteCode(jid: Jid): Promise<string> {
+    return ops.groupInviteCode(await this.#open(), this.#deps, jid);
+  }
+
+  /**
+   * Links by an 8-character code typed on the phone (Baileys `requestPairingCode`) during a running pairing
+   * attempt. @throws CONFLICT `already logged in` / `instance is not connected`.
+   */
+  async requestPairingCode(phone: string): Promise<string> {
+    await this.#life.loadSummary();
+    if (this.#life.state().loggedIn) throw errors.alreadyLoggedIn();
+    const sock = this.#life.socket;
+    if (!sock || (this.#life.phase !== 'pairing' && this.#life.phase !== 'connecting'))
+      throw errors.notConnected();
+    return mapPlatformErrors(async () => {
+      await sock.waitForSocketOpen();
+      return sock.requestPairingCode(phone);
+    });
+  }
+
+  /**
+   * The open socket for an operation. @throws CONFLICT `instance is not logged in` without paired credentials,
+   * CONFLICT `instance is not connected` when disconnected or stopped (with the stop reason), 503 while reconnecting.
+   */
+  async #open(): Promise<SocketLike> {
+    await this.#life.loadSummary();
+    const state = this.#life.state();
+    if (!state.loggedIn) throw errors.notLoggedIn();
+    const sock = this.#life.openSocket;
+    if (sock) return sock;
+    const phase = this.#life.phase;
+    const why = state.reason ? `: ${state.reason}` : '';
+    if (phase === 'waiting' || phase === 'connecting') {
+      throw new ApiError('PLATFORM_UNAVAILABLE', `not connected to the platform right now${why}`);
+    }
+    throw errors.conflict(`instance is not connected${why}`);
+  }
+
+  #me(): Identity {
+    const me = this.#life.creds?.me;
+    const phoneJid = me?.id ? toPhoneJid(me.id) : null;
+    return { phoneJid, lid: me?.lid ? jidNormalizedUser(me.lid) : null, pushName: me?.name ?? '' };
+  }
+
+  async #getMessage(id: string | null | undefined): Promise<proto.IMessage | undefined> {
+    if (!id) return undefined;
+    const recent = this.#recent.get<proto.IMessage>(id);
+    if (recent) return recent;
+    try {
+      const found = await this.#context.findMessage(id);
+      return found ? resendableProto(found.content) : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  #subscribePresence(sock: SocketLike, jid: Jid): void {
+    if (this.#presence.get(jid)) return;
+    this.#presence.set(jid, true);
+    sock.presenceSubscribe(jid).catch((error: unknown) => {
+      this.#context.logger.debug({ err: error }, 'presence subscription failed');
+    });
+  }
+
+  /** Runs `task` after every earlier event task (arrival order); failures are logged, never thrown. */
+  #enqueue(task: () => Promise<void>, what: string): void {
+    this.#queue = this.#queue.then(task).catch((error: unknown) => {
+      this.#context.logger.error({ err: error, event: what }, 'handling a platform event failed');
+    });
+  }
+
+  async #emit(event: EngineEvent): Promise<void> {
+    await this.#context.emit(event);
+  }
+
+  /** Subscribes the session to a new socket's events; returns the detach. */
+  #attach(sock: SocketLike): () => void {
+    const detachers: (() => void)[] = [];
+    const ctx = this.#mapping;
+    const now = () => this.#context.clock();
+    const on = <E extends keyof BaileysEventMap>(
+      event: E,
+      handle: (arg: BaileysEventMap[E]) => Promise<void>,
+    ) => {
+      const listener = (arg: BaileysEventMap[E]) => this.#enqueue(() => handle(arg), event);
+      sock.ev.on(event, listener);
+      detachers.push(() => sock.ev.off(event, listener));
+    };
+    const lidListener = (mapping: BaileysEventMap['lid-mapping.update']) => {
+      this.#resolver.remember(mapping.lid, mapping.pn);
+    };
+    sock.ev.on('lid-mapping.update', lidListener);
+    detachers.push(() => sock.ev.off('lid-mapping.update', lidListener));
+    on('messages.upsert', async ({ messages }) => {
+      for (const msg of messages) {
+        const remote = msg.key.remoteJid;
+        if (!remote || isJidBroadcast(remote) || isJidNewsletter(remote)) continue;
+        const message = await toEngineMessage(msg, ctx, now());
+        if (!message) continue;
+        await this.#emit({ type: 'message', message });
+        if (!message.source.isFromMe && !message.source.isGroup)
+          this.#subscribePresence(sock, message.source.chat);
+      }
+    });
+    on('messages.update', async (updates) => {
+      for (const event of await receiptsFromUpdates(updates, ctx, now())) await this.#emit(event);
+    });
+    on('message-receipt.update', async (updates) => {
+      for (const event of await receiptsFromGroupUpdates(updates, ctx, now())) await this.#emit(event);
+    });
+    on('messaging-history.set', async (data) => {
+      await this.#emit(await historyFromSet(data, ctx, now()));
+      const contacts = await this.#contacts.merge(data.contacts, ctx);
+      if (contacts.length > 0) await this.#emit({ type: 'contacts', contacts });
+    });
+    const onContacts = async (inputs: BaileysEventMap['contacts.update']) => {
+      const contacts = await this.#contacts.merge(inputs, ctx);
+      if (contacts.length > 0) await this.#emit({ type: 'contacts', contacts });
+    };
+    on('contacts.upsert', onContacts);
+    on('contacts.update', onContacts);
+    on('groups.upsert', async (metas) => {
+      for (const meta of metas) this.#groups.set(meta.id, meta);
+    });
+    on('groups.update', async (updates) => {
+      for (const update of updates) {
+        const existing = update.id ? this.#groups.get<GroupMetadata>(update.id) : undefined;
+        if (existing && update.id) this.#groups.set(update.id, { ...existing, ...update });
+      }
+    });
+    on('group-participants.update', async ({ id }) => {
+      this.#groups.del(id);
+      if (!isJidGroup(id)) return;
+      try {
+        this.#groups.set(id, await sock.groupMetadata(id));
+      } catch (error) {
+        this.#context.logger.debug({ err: error }, 'refreshing group metadata failed');
+      }
+    });
+    const onChatstate = (node: BinaryNode) =>
+      this.#enqueue(async () => {
+        const event = await presenceFromChatstate(node, ctx);
+        if (event) await this.#emit(event);
+      }, 'chatstate');
+    sock.ws.on('CB:chatstate', onChatstate);
+    detachers.push(() => sock.ws.off('CB:chatstate', onChatstate));
+    return () => {
+      for (const detach of detachers) detach();
+    };
+  }
+}

@@ -1,0 +1,69 @@
+import makeWASocket, {
+  type Contact as BaileysContact,
+  type BaileysEventMap,
+  type BinaryNode,
+  type UserFacingSocketConfig,
+  type WASocket,
+} from 'baileys';
+
+/** The logger Baileys takes (`ILogger`): pino-compatible; parley passes a child of the session's logger. */
+export interface BaileysLogger {
+  level: string;
+  child(bindings: Record<string, unknown>): BaileysLogger;
+  trace(obj: unknown, msg?: string): void;
+  debug(obj: unknown, msg?: string): void;
+  info(obj: unknown, msg?: string): void;
+  warn(obj: unknown, msg?: string): void;
+  error(obj: unknown, msg?: string): void;
+}
+
+/** The event side of a Baileys socket (`BaileysEventEmitter`, subset). */
+export interface SocketEvents {
+  on<E extends keyof BaileysEventMap>(event: E, listener: (arg: BaileysEventMap[E]) => void): void;
+  off<E extends keyof BaileysEventMap>(event: E, listener: (arg: BaileysEventMap[E]) => void): void;
+}
+
+/**
+ * The raw frame side of a Baileys socket (`WebSocketClient`): Baileys emits every decoded stanza as
+ * `CB:<tag>,…` and `TAG:<id>`; parley reads `CB:chatstate` (typing) and `TAG:<message id>` (server acks) here.
+ */
+export interface SocketFrames {
+  on(event: string, listener: (node: BinaryNode) => void): unknown;
+  off(event: string, listener: (node: BinaryNode) => void): unknown;
+}
+
+/**
+ * Everything the live engine uses of a Baileys 7 socket (`ReturnType<typeof makeWASocket>`). Narrow on purpose:
+ * tests implement it with a fake (issue 5: close codes and the lock are tested with a fake socket).
+ */
+export interface SocketLike
+  extends Pick<
+    WASocket,
+    | 'relayMessage'
+    | 'waUploadToServer'
+    | 'readMessages'
+    | 'executeUSyncQuery'
+    | 'groupCreate'
+    | 'groupFetchAllParticipating'
+    | 'groupMetadata'
+    | 'groupInviteCode'
+    | 'presenceSubscribe'
+    | 'query'
+    | 'requestPairingCode'
+    | 'waitForSocketOpen'
+    | 'logout'
+    | 'end'
+    | 'fetchAccountReachoutTimelock'
+  > {
+  ev: SocketEvents;
+  ws: SocketFrames;
+  /** The logged-in account (`creds.me`), when known. */
+  readonly user: BaileysContact | undefined;
+  signalRepository: { lidMapping: { getPNForLID(lid: string): Promise<string | null> } };
+}
+
+/** Creates a socket from a Baileys config; the default is Baileys' `makeWASocket`. Tests inject fakes. */
+export type SocketFactory = (config: UserFacingSocketConfig) => SocketLike;
+
+/** The production {@link SocketFactory}: Baileys' real `makeWASocket` (it connects immediately). */
+export const makeBaileysSocket: SocketFactory = (config) => makeWASocket(config);

@@ -1,0 +1,220 @@
+import { randomBytes } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import {
+  type AuthenticationCreds,
+  assertNodeErrorFree,
+  type BaileysEventMap,
+  type BinaryNode,
+  type Contact,
+  type GroupMetadata,
+  initAuthCreds,
+  type proto,
+  type UserFacingSocketConfig,
+  type WAMessageKey,
+} from 'baileys';
+import { CREDS_CATEGORY, CREDS_ID, encodeAuthValue } from '../../src/engines/baileys/auth-state.ts';
+import type { SocketFactory, SocketLike } from '../../src/engines/baileys/socket.ts';
+import type { AuthStateStore } from '../../src/store/engine-auth.ts';
+
+/**
+ * An error shaped exactly as `@hapi/boom` makes them (Boom returns a plain `Error` decorated with `isBoom`,
+ * `isServer`, `data` and `output`), as Baileys passes in `lastDisconnect.error`.
+ */
+export function boom(message: string, options: { statusCode?: number; data?: unknown }): Error {
+  const statusCode = options.statusCode ?? 500;
+  return Object.assign(new Error(message), {
+    isBoom: true,
+    isServer: statusCode >= 500,
+    data: options.data ?? null,
+    output: { statusCode, payload: { statusCode, error: 'Error', message }, headers: {} },
+  });
+}
+
+/** The error Baileys throws for an `<iq>` answered with `<error code text>` (assertNodeErrorFree). */
+export function iqError(code: number, text: string): Error {
+  try {
+    assertNodeErrorFree({
+      tag: 'iq',
+      attrs: {},
+      content: [{ tag: 'error', attrs: { code: String(code), text } }],
+    });
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error('unreachable');
+}
+
+/** Own identity used by the fixtures. */
+export const ME = {
+  phone: '5511999990000',
+  id: '5511999990000:7@s.whatsapp.net',
+  lid: '99887766:7@lid',
+  name: 'Parley',
+};
+
+/** Credentials of a linked device (pairing done): `initAuthCreds()` plus `me` and a phone-signed `account`. */
+export function pairedCreds(): AuthenticationCreds {
+  const creds = initAuthCreds();
+  creds.me = { id: ME.id, lid: ME.lid, name: ME.name };
+  creds.account = {
+    details: randomBytes(24),
+    accountSignatureKey: randomBytes(32),
+    accountSignature: randomBytes(64),
+    deviceSignature: randomBytes(64),
+  };
+  creds.platform = 'android';
+  return creds;
+}
+
+/** Stores paired credentials for an instance, as a previous session would have. */
+export async function storePairedCreds(store: AuthStateStore): Promise<AuthenticationCreds> {
+  const creds = pairedCreds();
+  await store.set([{ category: CREDS_CATEGORY, id: CREDS_ID, value: encodeAuthValue(creds) }]);
+  return creds;
+}
+
+/**
+ * A fake Baileys socket: an EventEmitter-based `ev` and `ws`, and recorders for every call the engine makes.
+ * Test helpers (`open`, `qr`, `close`, `ack`) emit what the real socket would.
+ */
+export class FakeSocket implements SocketLike {
+  readonly config: UserFacingSocketConfig;
+  readonly events = new EventEmitter();
+  readonly frames = new EventEmitter();
+  readonly relayed: { jid: string; message: proto.IMessage; messageId: string }[] = [];
+  readonly read: WAMessageKey[] = [];
+  readonly presence: string[] = [];
+  readonly queries: BinaryNode[] = [];
+  ended = 0;
+  loggedOut = false;
+  /** What to answer to a relayed message: an `<ack>` with these attrs (undefined = no ack). */
+  ackAttrs: Record<string, string> | undefined = {};
+  usyncAnswer: BinaryNode | undefined;
+  usyncError: Error | undefined;
+  groups = new Map<string, GroupMetadata>();
+  inviteCodes = new Map<string, string>();
+  groupError: Error | undefined;
+  lids = new Map<string, string>();
+  queryAnswer: (node: BinaryNode) => Promise<BinaryNode | undefined> = async () => undefined;
+
+  constructor(config: UserFacingSocketConfig) {
+    this.config = config;
+    this.frames.setMaxListeners(0);
+  }
+
+  ev = {
+    on: <E extends keyof BaileysEventMap>(event: E, listener: (arg: BaileysEventMap[E]) => void) => {
+      this.events.on(event, listener);
+    },
+    off: <E extends keyof BaileysEventMap>(event: E, listener: (arg: BaileysEventMap[E]) => void) => {
+      this.events.off(event, listener);
+    },
+  };
+  ws = {
+    on: (event: string, listener: (node: BinaryNode) => void) => this.frames.on(event, listener),
+    off: (event: string, listener: (node: BinaryNode) => void) => this.frames.off(event, listener),
+  };
+  get user(): Contact | undefined {
+    return this.config.auth.creds.me;
+  }
+  signalRepository = { lidMapping: { getPNForLID: async (lid: string) => this.lids.get(lid) ?? null } };
+
+  /** Emits a Baileys event (as `sock.ev.emit`). */
+  emit<E extends keyof BaileysEventMap>(event: E, arg: BaileysEventMap[E]): void {
+    if (event === 'creds.update') Object.assign(this.config.auth.creds, arg);
+    this.events.emit(event, arg);
+  }
+  open(): void {
+    this.emit('connection.update', { connection: 'open' });
+  }
+  qr(code: string): void {
+    this.emit('connection.update', { qr: code });
+  }
+  close(statusCode: number, message = 'closed'): void {
+    this.emit('connection.update', {
+      connection: 'close',
+      lastDisconnect: { error: boom(message, { statusCode }), date: new Date() },
+    });
+  }
+  /** Delivers a raw stanza, as Baileys emits frames (`CB:<tag>` and `TAG:<id>`). */
+  frame(node: BinaryNode): void {
+    this.frames.emit(`CB:${node.tag}`, node);
+    if (node.attrs.id) this.frames.emit(`TAG:${node.attrs.id}`, node);
+  }
+
+  relayMessage = async (jid: string, message: proto.IMessage, opts: { messageId?: string }) => {
+    const messageId = opts.messageId ?? 'NOID';
+    this.relayed.push({ jid, message, messageId });
+    const attrs = this.ackAttrs;
+    if (attrs)
+      setImmediate(() => this.frame({ tag: 'ack', attrs: { class: 'message', id: messageId, ...attrs } }));
+    return messageId;
+  };
+  waUploadToServer = async () => ({
+    mediaUrl: 'https://mmg.whatsapp.net/v/t62/fake',
+    directPath: '/v/t62/fake',
+  });
+  readMessages = async (keys: WAMessageKey[]) => {
+    this.read.push(...keys);
+  };
+  executeUSyncQuery = async (query: Parameters<SocketLike['executeUSyncQuery']>[0]) => {
+    if (this.usyncError) throw this.usyncError;
+    this.queries.push({ tag: 'usync', attrs: {}, content: query.protocols.map((p) => p.getQueryElement()) });
+    return query.parseUSyncQueryResult(this.usyncAnswer);
+  };
+  groupCreate = async (subject: string, participants: string[]) => {
+    if (this.groupError) throw this.groupError;
+    const meta: GroupMetadata = {
+      id: '120363000000000001@g.us',
+      subject,
+      owner: ME.lid.replace(':7', ''),
+      ownerPn: `${ME.phone}@s.whatsapp.net`,
+      creation: 1_700_000_000,
+      participants: participants.map((id) => ({ id, admin: null })),
+    };
+    this.groups.set(meta.id, meta);
+    return meta;
+  };
+  groupFetchAllParticipating = async () => Object.fromEntries(this.groups);
+  groupMetadata = async (jid: string) => {
+    if (this.groupError) throw this.groupError;
+    const meta = this.groups.get(jid);
+    if (!meta) throw iqError(404, 'item-not-found');
+    return meta;
+  };
+  groupInviteCode = async (jid: string) => {
+    if (this.groupError) throw this.groupError;
+    return this.inviteCodes.get(jid);
+  };
+  presenceSubscribe = async (jid: string) => {
+    this.presence.push(jid);
+  };
+  query = async (node: BinaryNode) => this.queryAnswer(node);
+  requestPairingCode = async (_phone: string) => 'PARL3YOK';
+  waitForSocketOpen = async () => undefined;
+  logout = async () => {
+    this.loggedOut = true;
+  };
+  end = async () => {
+    this.ended += 1;
+  };
+  fetchAccountReachoutTimelock = async () => ({
+    isActive: true,
+    timeEnforcementEnds: new Date(Date.now() + 3_600_000),
+  });
+}
+
+/** A factory that records every socket it makes; `onCreate` runs right after creation (e.g. to open it). */
+export function fakeFactory(onCreate?: (sock: FakeSocket, index: number) => void): {
+  factory: SocketFactory;
+  sockets: FakeSocket[];
+} {
+  const sockets: FakeSocket[] = [];
+  const factory: SocketFactory = (config) => {
+    const sock = new FakeSocket(config);
+    sockets.push(sock);
+    if (onCreate) setImmediate(() => onCreate(sock, sockets.length - 1));
+    return sock;
+  };
+  return { factory, sockets };
+}

@@ -1,0 +1,76 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { FastifyBaseLogger } from 'fastify';
+import pino from 'pino';
+import type { Clock, EngineSessionContext } from '../../src/engines/engine.ts';
+import type { EngineEvent, EngineMessage } from '../../src/engines/types.ts';
+import { SecretBox } from '../../src/security/secrets.ts';
+import { SqlAuthStateStore } from '../../src/store/engine-auth.ts';
+import { createInstance } from '../../src/store/instances.ts';
+import { createOrganization } from '../../src/store/organizations.ts';
+import { createTestStore, type TestDialect, type TestStore } from '../support/store.ts';
+
+/** A silent logger with the shape parley passes around. */
+export function silentLogger(): FastifyBaseLogger {
+  return pino({ level: process.env.BAILEYS_TEST_LOG ?? 'silent' });
+}
+
+/** A migrated store with one organization and `count` live instances. */
+export interface LiveFixture {
+  test: TestStore;
+  box: SecretBox;
+  instanceIds: string[];
+}
+
+/** Creates a store (SQLite or PostgreSQL) with `count` live instances. */
+export async function liveFixture(dialect: TestDialect, count = 1): Promise<LiveFixture> {
+  const test = await createTestStore(dialect);
+  const org = await createOrganization(test.store.db, { name: `org-${randomUUID()}`, plan: 'free' });
+  const instanceIds: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const instance = await createInstance(test.store.db, { orgId: org.id, env: 'live', name: `live-${i}` });
+    instanceIds.push(instance.id);
+  }
+  return { test, box: new SecretBox(randomBytes(32)), instanceIds };
+}
+
+/** A session context whose emitted events and logged lines are kept for assertions. */
+export interface RecordingContext {
+  context: EngineSessionContext;
+  events: EngineEvent[];
+  messages: Map<string, EngineMessage>;
+}
+
+/** Builds the context parley's session manager would pass (auth store sealed with `box`). */
+export function recordingContext(
+  fixture: LiveFixture,
+  instanceId: string,
+  clock: Clock = Date.now,
+): RecordingContext {
+  const events: EngineEvent[] = [];
+  const messages = new Map<string, EngineMessage>();
+  const context: EngineSessionContext = {
+    instanceId,
+    env: 'live',
+    auth: new SqlAuthStateStore(fixture.test.store.db, fixture.box, instanceId),
+    emit: async (event) => {
+      events.push(event);
+      if (event.type === 'message') messages.set(event.message.id, event.message);
+    },
+    findMessage: async (id) => messages.get(id),
+    logger: silentLogger(),
+    clock,
+  };
+  return { context, events, messages };
+}
+
+/**
+ * Waits until `check` holds, failing after `ms` of wall time. Polls with `setImmediate` (plus a real 1 ms pause via
+ * the event loop), so it keeps working while a test mocks `setTimeout`.
+ */
+export async function until(check: () => boolean, ms = 2_000, what = 'condition'): Promise<void> {
+  const start = Date.now();
+  while (!check()) {
+    if (Date.now() - start > ms) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
