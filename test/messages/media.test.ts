@@ -1,0 +1,410 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import sharp from 'sharp';
+import type { OutgoingMessage } from '../../src/engines/types.ts';
+import { readStickerExif } from '../../src/media/exif.ts';
+import { loginSandbox, type TestApp } from '../support/app.ts';
+import { type Receiver, startMediaServer, startReceiver, TEST_CA } from '../support/https-receiver.ts';
+import { testDialects } from '../support/store.ts';
+import { appFor, bad, dataUri, fixture, messageRow, OWN, PEER } from './support.ts';
+
+const IMAGE_FORMATS = 'image must be JPEG, PNG, GIF or WEBP';
+const SCHEME = (field: string) => `${field} must be an https:// URL or a data: URI`;
+
+/** Records what reaches the engine's `send`, so the converted bytes can be inspected. */
+function spySends(t: TestApp): OutgoingMessage[] {
+  const session = t.services.sessions.existing(t.instance.id);
+  assert.ok(session);
+  const sent: OutgoingMessage[] = [];
+  const original = session.send.bind(session);
+  session.send = (message) => {
+    sent.push(message);
+    return original(message);
+  };
+  return sent;
+}
+
+async function content(t: TestApp, id: string) {
+  const row = await messageRow(t, id);
+  assert.ok(row, `message ${id} stored`);
+  return JSON.parse(row.content);
+}
+
+for (const dialect of testDialects()) {
+  describe(`media sends by data URI (SPEC Messages, DESIGN D8) [${dialect}]`, () => {
+    let t: TestApp;
+    let sent: OutgoingMessage[];
+    before(async () => {
+      t = await appFor(dialect);
+      await loginSandbox(t, OWN);
+      sent = spySends(t);
+    });
+    after(() => t.close());
+
+    it('image: JPEG, PNG, GIF and WEBP judged from the bytes (the declared type is ignored)', async () => {
+      const cases = [
+        ['tiny.jpg', 'image/jpeg'],
+        ['tiny.png', 'image/png'],
+        ['tiny.gif', 'image/gif'],
+        ['tiny.webp', 'image/webp'],
+      ] as const;
+      for (const [name, mimetype] of cases) {
+        const bytes = fixture(name);
+        const res = await t.call('POST', '/v1/messages/send/image', {
+          phone: PEER,
+          image: dataUri(bytes, 'text/plain'),
+          caption: `a ${name}`,
+        });
+        assert.equal(res.status, 200, JSON.stringify(res.body));
+        assert.equal(res.body.data.details, 'Sent');
+        assert.deepEqual(await content(t, res.body.data.id), {
+          kind: 'image',
+          mimetype,
+          fileLength: bytes.length,
+          text: `a ${name}`,
+        });
+      }
+      const last = sent.at(-1);
+      assert.equal(last?.content.kind, 'image');
+      if (last?.content.kind === 'image') assert.deepEqual(last.content.media.data, fixture('tiny.webp'));
+    });
+
+    it('image: refuses other formats (a text file named .jpg, a PDF) naming the allowed ones', async () => {
+      for (const name of ['not-an-image.jpg', 'doc.pdf', 'clip.mp4']) {
+        const res = await t.call('POST', '/v1/messages/send/image', {
+          phone: PEER,
+          image: dataUri(fixture(name), 'image/jpeg'),
+        });
+        assert.deepEqual(res.body, bad(400, IMAGE_FORMATS), name);
+      }
+    });
+
+    it('image: 413 naming the limit over 16 MB; the route accepts bodies above the 1 MB default', async () => {
+      const over = Buffer.alloc(16 * 1024 * 1024 + 1);
+      const res = await t.call('POST', '/v1/messages/send/image', { phone: PEER, image: dataUri(over) });
+      assert.deepEqual(res.body, bad(413, 'image must be at most 16 MB'));
+      const big = Buffer.alloc(2 * 1024 * 1024, 7);
+      const notImage = await t.call('POST', '/v1/messages/send/image', { phone: PEER, image: dataUri(big) });
+      assert.deepEqual(notImage.body, bad(400, IMAGE_FORMATS), 'a 2.7 MB body reaches the format check');
+      const text = await t.call('POST', '/v1/messages/send', { phone: PEER, body: 'x'.repeat(1024 * 1024) });
+      assert.deepEqual(
+        text.body,
+        bad(413, 'request body is too large'),
+        'the text route keeps the 1 MB default',
+      );
+    });
+
+    it('refuses other schemes, local paths and malformed data URIs, naming the field', async () => {
+      const send = (image: unknown) => t.call('POST', '/v1/messages/send/image', { phone: PEER, image });
+      for (const image of [
+        'http://example.com/a.jpg',
+        'ftp://example.com/a.jpg',
+        'file:///etc/passwd',
+        '/etc/passwd',
+        'a.jpg',
+      ]) {
+        assert.deepEqual((await send(image)).body, bad(400, SCHEME('image')), image);
+      }
+      assert.deepEqual((await send('')).body, bad(400, SCHEME('image')));
+      assert.deepEqual((await send(42)).body, bad(400, SCHEME('image')));
+      assert.deepEqual((await send({ phone: PEER })).body, bad(400, SCHEME('image')));
+      assert.deepEqual(
+        (await t.call('POST', '/v1/messages/send/image', { phone: PEER })).body,
+        bad(400, 'image is required'),
+      );
+      assert.deepEqual(
+        (await send('data:image/png,rawtext')).body,
+        bad(400, 'image data URI must be base64-encoded (data:<type>;base64,<data>)'),
+      );
+      assert.deepEqual(
+        (await send('data:image/png;base64,@@@@')).body,
+        bad(400, 'image data URI holds invalid base64'),
+      );
+      assert.deepEqual((await send('data:image/png;base64,')).body, bad(400, 'image is empty'));
+    });
+
+    it('image with id quotes a reply', async () => {
+      const first = await t.call('POST', '/v1/messages/send', { phone: PEER, body: 'pick one' });
+      const res = await t.call('POST', '/v1/messages/send/image', {
+        phone: PEER,
+        image: dataUri(fixture('tiny.png')),
+        id: first.body.data.id,
+      });
+      assert.equal(res.status, 200);
+      assert.equal((await content(t, res.body.data.id)).quotedId, first.body.data.id);
+    });
+
+    it('document: any format, file name defaulting to file.<ext>, caption; text told from binary', async () => {
+      const pdf = fixture('doc.pdf');
+      const res = await t.call('POST', '/v1/messages/send/document', {
+        phone: PEER,
+        document: dataUri(pdf),
+        caption: 'the contract',
+      });
+      assert.equal(res.status, 200);
+      assert.deepEqual(await content(t, res.body.data.id), {
+        kind: 'document',
+        mimetype: 'application/pdf',
+        fileLength: pdf.length,
+        fileName: 'file.pdf',
+        text: 'the contract',
+      });
+      const csv = await t.call('POST', '/v1/messages/send/document', {
+        phone: PEER,
+        document: dataUri(Buffer.from('a,b\n1,2\n'), 'application/pdf'),
+        fileName: 'numbers.csv',
+      });
+      assert.deepEqual(await content(t, csv.body.data.id), {
+        kind: 'document',
+        mimetype: 'text/csv',
+        fileLength: 8,
+        fileName: 'numbers.csv',
+      });
+      const blob = await t.call('POST', '/v1/messages/send/document', {
+        phone: PEER,
+        document: dataUri(Buffer.from([0, 1, 2, 3, 255])),
+      });
+      assert.deepEqual(await content(t, blob.body.data.id), {
+        kind: 'document',
+        mimetype: 'application/octet-stream',
+        fileLength: 5,
+        fileName: 'file',
+      });
+      const missing = await t.call('POST', '/v1/messages/send/document', { phone: PEER });
+      assert.deepEqual(missing.body, bad(400, 'document is required'));
+    });
+
+    it('audio: OGG/Opus, MP3, M4A and WAV as a voice note; other formats refused', async () => {
+      const cases = [
+        ['voice.ogg', 'audio/ogg; codecs=opus'],
+        ['tone.mp3', 'audio/mpeg'],
+        ['tone.m4a', 'audio/x-m4a'],
+        ['tone.wav', 'audio/wav'],
+      ] as const;
+      for (const [name, mimetype] of cases) {
+        const bytes = fixture(name);
+        const res = await t.call('POST', '/v1/messages/send/audio', { phone: PEER, audio: dataUri(bytes) });
+        assert.equal(res.status, 200, name);
+        assert.deepEqual(await content(t, res.body.data.id), {
+          kind: 'audio',
+          mimetype,
+          fileLength: bytes.length,
+        });
+      }
+      const png = await t.call('POST', '/v1/messages/send/audio', {
+        phone: PEER,
+        audio: dataUri(fixture('tiny.png')),
+      });
+      assert.deepEqual(png.body, bad(400, 'audio must be OGG (Opus), MP3, M4A or WAV'));
+    });
+
+    it('video: MP4 and 3GP with caption; other formats refused', async () => {
+      for (const [name, mimetype] of [
+        ['clip.mp4', 'video/mp4'],
+        ['clip.3gp', 'video/3gpp'],
+      ] as const) {
+        const bytes = fixture(name);
+        const res = await t.call('POST', '/v1/messages/send/video', {
+          phone: PEER,
+          video: dataUri(bytes),
+          caption: 'watch',
+        });
+        assert.equal(res.status, 200, name);
+        assert.deepEqual(await content(t, res.body.data.id), {
+          kind: 'video',
+          mimetype,
+          fileLength: bytes.length,
+          text: 'watch',
+        });
+      }
+      const ogg = await t.call('POST', '/v1/messages/send/video', {
+        phone: PEER,
+        video: dataUri(fixture('voice.ogg')),
+      });
+      assert.deepEqual(ogg.body, bad(400, 'video must be MP4 or 3GP'));
+    });
+
+    it('sticker: a static image becomes a 512×512 WEBP ≤ 100 KB with the pack metadata in its EXIF', async () => {
+      const res = await t.call('POST', '/v1/messages/send/sticker', {
+        phone: PEER,
+        sticker: dataUri(fixture('tiny.png'), 'image/webp'),
+        packName: 'Parley pack',
+        packId: 'com.example.pack',
+        packPublisher: 'Example Inc.',
+        emojis: ['😀', '🎉'],
+      });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      const message = sent.at(-1);
+      assert.ok(message?.content.kind === 'sticker');
+      const { data, mimetype } = message.content.media;
+      assert.equal(mimetype, 'image/webp');
+      assert.equal(message.content.animated, false);
+      assert.ok(data.length <= 100 * 1024);
+      const meta = await sharp(data).metadata();
+      assert.deepEqual([meta.format, meta.width, meta.height], ['webp', 512, 512]);
+      assert.deepEqual(await readStickerExif(data), {
+        'sticker-pack-id': 'com.example.pack',
+        'sticker-pack-name': 'Parley pack',
+        'sticker-pack-publisher': 'Example Inc.',
+        emojis: ['😀', '🎉'],
+      });
+      assert.deepEqual(await content(t, res.body.data.id), {
+        kind: 'sticker',
+        mimetype: 'image/webp',
+        fileLength: data.length,
+      });
+    });
+
+    it('sticker: MP4 becomes an animated 512×512 WEBP ≤ 500 KB (ffmpeg); animated WEBP stays animated', async () => {
+      for (const name of ['sticker.mp4', 'animated.webp']) {
+        const res = await t.call('POST', '/v1/messages/send/sticker', {
+          phone: PEER,
+          sticker: dataUri(fixture(name)),
+          packName: 'Moving',
+        });
+        assert.equal(res.status, 200, `${name}: ${JSON.stringify(res.body)}`);
+        const message = sent.at(-1);
+        assert.ok(message?.content.kind === 'sticker');
+        assert.equal(message.content.animated, true, name);
+        const data = message.content.media.data;
+        assert.ok(data.length <= 500 * 1024);
+        const meta = await sharp(data, { animated: true }).metadata();
+        assert.equal(meta.format, 'webp');
+        assert.equal(meta.width, 512);
+        assert.equal(meta.pageHeight, 512);
+        assert.ok((meta.pages ?? 1) > 1, `${name} is animated`);
+        assert.equal((await readStickerExif(data))?.['sticker-pack-name'], 'Moving');
+      }
+    });
+
+    it('sticker: refuses other formats and inputs over 500 KB', async () => {
+      const pdf = await t.call('POST', '/v1/messages/send/sticker', {
+        phone: PEER,
+        sticker: dataUri(fixture('doc.pdf')),
+      });
+      assert.deepEqual(pdf.body, bad(400, 'sticker must be WEBP, PNG, JPEG, GIF or MP4'));
+      const big = await t.call('POST', '/v1/messages/send/sticker', {
+        phone: PEER,
+        sticker: dataUri(Buffer.alloc(500 * 1024 + 1)),
+      });
+      assert.deepEqual(big.body, bad(413, 'sticker must be at most 500 KB'));
+      const emojis = await t.call('POST', '/v1/messages/send/sticker', {
+        phone: PEER,
+        sticker: dataUri(fixture('tiny.png')),
+        emojis: Array.from({ length: 11 }, () => '😀'),
+      });
+      assert.deepEqual(emojis.body, bad(400, 'emojis must have at most 10 items'));
+    });
+
+    it('media sends check the recipient (422) before fetching the media', async () => {
+      const res = await t.call('POST', '/v1/messages/send/image', {
+        phone: '5511999990000',
+        image: 'https://192.0.2.1/never-fetched.jpg',
+      });
+      assert.deepEqual(res.body, bad(422, 'recipient 5511999990000 is not registered on the platform'));
+    });
+  });
+
+  describe(`media sends by https URL through the outbound guard (DESIGN D8, D11) [${dialect}]`, () => {
+    let t: TestApp;
+    let receiver: Receiver;
+    before(async () => {
+      t = await appFor(dialect, { env: { WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32' }, outboundCa: TEST_CA });
+      await loginSandbox(t, OWN);
+      receiver = await startReceiver({ path: '/files/report%20Q1.pdf' });
+    });
+    after(async () => {
+      await receiver.close();
+      await t.close();
+    });
+
+    it('fetches an image and a document; the file name defaults from the URL', async () => {
+      const png = fixture('tiny.png');
+      const pdf = fixture('doc.pdf');
+      receiver.enqueue({ body: png, headers: { 'content-type': 'application/pdf' } }, { body: pdf });
+      const image = await t.call('POST', '/v1/messages/send/image', {
+        phone: PEER,
+        image: `${receiver.origin}/a.png`,
+      });
+      assert.equal(image.status, 200, JSON.stringify(image.body));
+      assert.deepEqual(await content(t, image.body.data.id), {
+        kind: 'image',
+        mimetype: 'image/png',
+        fileLength: png.length,
+      });
+      const doc = await t.call('POST', '/v1/messages/send/document', { phone: PEER, document: receiver.url });
+      assert.equal(doc.status, 200, JSON.stringify(doc.body));
+      assert.deepEqual(await content(t, doc.body.data.id), {
+        kind: 'document',
+        mimetype: 'application/pdf',
+        fileLength: pdf.length,
+        fileName: 'report Q1.pdf',
+      });
+      assert.deepEqual(
+        receiver.requests.slice(-2).map((r) => [r.method, r.url]),
+        [
+          ['GET', '/a.png'],
+          ['GET', '/files/report%20Q1.pdf'],
+        ],
+      );
+    });
+
+    it('does not follow redirects and reports non-2xx answers', async () => {
+      receiver.enqueue({ status: 302, headers: { location: 'https://example.com/' } }, { status: 404 });
+      const redirect = await t.call('POST', '/v1/messages/send/image', { phone: PEER, image: receiver.url });
+      assert.deepEqual(
+        redirect.body,
+        bad(400, 'image could not be fetched: the server answered HTTP 302 (redirects are not followed)'),
+      );
+      const missing = await t.call('POST', '/v1/messages/send/image', { phone: PEER, image: receiver.url });
+      assert.deepEqual(missing.body, bad(400, 'image could not be fetched: the server answered HTTP 404'));
+    });
+
+    it('cuts an oversize stream off at the limit (413) and refuses an announced oversize body', async () => {
+      const server = await startMediaServer({
+        bytes: 4 * 1024 * 1024,
+        contentLength: false,
+        chunkSize: 16 * 1024,
+      });
+      try {
+        const res = await t.call('POST', '/v1/messages/send/sticker', { phone: PEER, sticker: server.url });
+        assert.deepEqual(res.body, bad(413, 'sticker must be at most 500 KB'));
+        const [request] = await server.waitFor((r) => r[0]?.reply.state === 'aborted', 10_000);
+        assert.ok(request && request.reply.bytesSent < 4 * 1024 * 1024, 'the stream was not read to the end');
+      } finally {
+        await server.close();
+      }
+      receiver.enqueue({ bytes: 17 * 1024 * 1024 });
+      const announced = await t.call('POST', '/v1/messages/send/image', { phone: PEER, image: receiver.url });
+      assert.deepEqual(announced.body, bad(413, 'image must be at most 16 MB'));
+    });
+  });
+
+  describe(`media URLs to private addresses without an allowance (DESIGN D11) [${dialect}]`, () => {
+    let t: TestApp;
+    let receiver: Receiver;
+    before(async () => {
+      t = await appFor(dialect, { outboundCa: TEST_CA });
+      await loginSandbox(t, OWN);
+      receiver = await startReceiver();
+    });
+    after(async () => {
+      await receiver.close();
+      await t.close();
+    });
+
+    it('refuses loopback, private and metadata addresses without connecting', async () => {
+      for (const url of [
+        receiver.url,
+        'https://10.0.0.1/a.png',
+        'https://169.254.169.254/latest',
+        'https://[::1]/a',
+      ]) {
+        const res = await t.call('POST', '/v1/messages/send/image', { phone: PEER, image: url });
+        assert.equal(res.status, 400, url);
+        assert.match(res.body.error.message, /^image could not be fetched: address .+ is not allowed/, url);
+      }
+      assert.equal(receiver.requests.length, 0);
+    });
+  });
+}
