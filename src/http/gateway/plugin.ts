@@ -32,26 +32,35 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** `maxLength` of property `name` of the route's body schema, when it declares one. */
-function maxLengthOf(request: FastifyRequest, name: string): number | undefined {
+/** The schema of property `name` of the route's body schema, when it declares one. */
+function bodyPropertySchema(request: FastifyRequest, name: string): Record<string, unknown> | undefined {
   const body: unknown = request.routeOptions.schema?.body;
   const properties = isRecord(body) ? body.properties : undefined;
   const property = isRecord(properties) ? properties[name] : undefined;
-  const max = isRecord(property) ? property.maxLength : undefined;
-  return typeof max === 'number' ? max : undefined;
+  return isRecord(property) ? property : undefined;
 }
 
 /**
  * The gateway body of the text send names the text `message` (SPEC Alternate gateway form); the `/v1` twin
- * reads `body`. Checks `message` with the twin's rules first, so errors name the field the caller sent.
- * @throws ApiError BAD_REQUEST `message is required`, `message must be a string`, `message must be at most N characters`.
+ * reads `body`. Checks `message` against the twin's `body` length rules first, so errors name the field the
+ * caller sent (DESIGN D6).
+ * @throws ApiError BAD_REQUEST `message is required`, `message must be a string`, `message must not be empty`,
+ *   `message must be at most N characters`.
  */
 function renameMessage(request: FastifyRequest, body: Record<string, unknown>): void {
   const message = body.message;
   if (message === undefined) throw errors.badRequest('message is required');
   if (typeof message !== 'string') throw errors.badRequest('message must be a string');
-  const max = maxLengthOf(request, 'body');
-  if (max !== undefined && [...message].length > max) {
+  const rule = bodyPropertySchema(request, 'body');
+  const length = [...message].length;
+  const min = rule?.minLength;
+  if (typeof min === 'number' && length < min) {
+    throw errors.badRequest(
+      min === 1 ? 'message must not be empty' : `message must be at least ${min} characters`,
+    );
+  }
+  const max = rule?.maxLength;
+  if (typeof max === 'number' && length > max) {
     throw errors.badRequest(`message must be at most ${max} characters`);
   }
   body.body = message;

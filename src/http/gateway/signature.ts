@@ -32,7 +32,7 @@ export function gatewaySignature(key: string, request: SignedRequest): Buffer {
 
 /**
  * Checks `x-timestamp` and `x-signature` of a gateway request (DESIGN D12): present and well formed, the HMAC
- * equal in constant time, the timestamp within {@link SIGNATURE_WINDOW_SECONDS} of `nowMs`. Replay is the
+ * equal in constant time, the timestamp within {@link SIGNATURE_WINDOW_SECONDS} of `nowMs` (in whole Unix seconds). Replay is the
  * caller's check (it needs the shared store).
  * @returns the timestamp in Unix seconds and the signature in lowercase hex (the replay key).
  * @throws ApiError UNAUTHORIZED `invalid request signature` when missing or wrong, with a reason suffix when
@@ -50,7 +50,7 @@ export function verifyGatewaySignature(
   const expected = gatewaySignature(key, { ...request, timestamp });
   if (!timingSafeEqual(expected, Buffer.from(signature, 'hex'))) throw invalidSignature();
   const seconds = Number(timestamp);
-  if (Math.abs(nowMs / 1000 - seconds) > SIGNATURE_WINDOW_SECONDS) {
+  if (Math.abs(Math.floor(nowMs / 1000) - seconds) > SIGNATURE_WINDOW_SECONDS) {
     throw invalidSignature(
       `x-timestamp is more than ${SIGNATURE_WINDOW_SECONDS} seconds from the server time`,
     );
