@@ -100,6 +100,17 @@ for (const dialect of testDialects()) {
           'x-instance-id': t.instance.id,
         });
         assert.deepEqual(unsigned.body, INVALID);
+        const unsignedGarbage = await t.app.inject({
+          method: 'POST',
+          url: '/chat/send/text',
+          headers: {
+            authorization: `Bearer ${t.key}`,
+            'x-instance-id': t.instance.id,
+            'content-type': 'application/json',
+          },
+          payload: '{not json',
+        });
+        assert.deepEqual(unsignedGarbage.json(), INVALID, 'refused before the body is read');
         const ts = now();
         const good = sign(HMAC_KEY, ts, 'GET', '/session/status', '');
         const noTimestamp = await t.call('GET', '/session/status', undefined, {

@@ -115,6 +115,10 @@ export const gatewayPlugin = fp(
       }
       const instance = await resolveInstance(store.db, request.auth, header.trim());
       const hmacKey = instance.hmacKeySealed === null ? null : box.open(instance.hmacKeySealed);
+      // Unsigned requests are refused before their body is read; the signature itself is checked once it is.
+      if (hmacKey !== null && (!request.headers['x-timestamp'] || !request.headers['x-signature'])) {
+        throw invalidSignature();
+      }
       request.gateway = { route, instance, hmacKey, rawBody: [] };
     });
 
