@@ -42,7 +42,11 @@ export interface Services {
   registrations: RegistrationCache;
   /** The webhook delivery worker (DESIGN D10); started here, stopped first by `close`. */
   webhooks: DeliveryWorker;
-  close(): Promise<void>;
+  /**
+   * Stops everything in reverse order of creation. `keepStore` leaves the store open (a test restarting the
+   * service on the same database closes the old services this way).
+   */
+  close(options?: { keepStore?: boolean }): Promise<void>;
 }
 
 /** Options for {@link createServices}; tests pass an already open store, a clock or engines of their own. */
@@ -144,14 +148,14 @@ export async function createServices(config: Config, options: ServiceOptions): P
     guard,
     webhooks,
     registrations: new RegistrationCache({ clock }),
-    async close() {
+    async close(closeOptions) {
       await webhooks.stop(config.shutdownTimeoutMs / 2);
       keys.stop();
       await sessions.closeAll();
       await live.close?.();
       await guard.close();
       if (redis) await redis.quit().catch(() => redis.disconnect());
-      await store.destroy();
+      if (!closeOptions?.keepStore) await store.destroy();
     },
   };
 }

@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import jsQR from 'jsqr';
+import jsqrModule from 'jsqr';
 import { PNG } from 'pngjs';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { testDialects } from '../support/store.ts';
+
+// jsqr is CommonJS whose module.exports is the decoder itself.
+const jsQR = jsqrModule as unknown as typeof jsqrModule.default;
 
 function decodeQr(dataUri: string): string | undefined {
   assert.match(dataUri, /^data:image\/png;base64,/);

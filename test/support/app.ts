@@ -64,7 +64,7 @@ export interface TestApp {
   }): Promise<string>;
   /** Creates another instance of the org. */
   newInstance(env?: 'test' | 'live', name?: string): Promise<Instance>;
-  /** Closes the app and services and drops the store. */
+  /** Closes the app and services; drops the store unless it was passed in (restart tests). */
   close(): Promise<void>;
 }
 
@@ -156,10 +156,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
       adminCreateInstance(db, { org: org.id, env, ...(name === undefined ? {} : { name }) }),
     async close() {
       await app.close();
-      await services.webhooks.stop(1000);
-      services.keys.stop();
-      await services.sessions.closeAll();
-      if (services.redis) await services.redis.quit();
+      await services.close({ keepStore: true });
       if (!options.testStore) await testStore.cleanup();
     },
   };
