@@ -114,7 +114,7 @@ export interface WebhookDeliveriesTable {
   updated_at: string;
 }
 
-/** One HTTP attempt of a delivery (DESIGN D10 delivery log). */
+/** One HTTP attempt of a delivery (DESIGN D10 delivery log), written at claim time and completed after. */
 export interface WebhookAttemptsTable {
   id: string;
   event_id: string;
@@ -123,9 +123,12 @@ export interface WebhookAttemptsTable {
   url: string;
   worker: string;
   attempted_at: string;
+  /** When the attempt ended; null while in flight (or if its worker died: then `error` says it was abandoned). */
+  finished_at: string | null;
   /** HTTP status; null when no response arrived. */
   status_code: number | null;
-  duration_ms: number;
+  /** Milliseconds from the start of the request to the end of the response; null until finished. */
+  duration_ms: number | null;
   error: string | null;
   /** First 2 KB of the response body as text. */
   response_body: string | null;

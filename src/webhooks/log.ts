@@ -10,10 +10,13 @@ import type { LogEntry, LogStatus } from '../store/webhook-events.ts';
 /** One attempt as listed. */
 export interface AttemptView {
   number: number;
+  /** When the attempt started. */
   at: string;
+  /** When it ended; null while in flight. */
+  finishedAt: string | null;
   url: string;
   statusCode: number | null;
-  durationMs: number;
+  durationMs: number | null;
   error: string | null;
   responseBody: string | null;
   responseTruncated: boolean;
@@ -57,6 +60,7 @@ export function toDeliveryView(entry: LogEntry): DeliveryView {
     attempts: entry.attempts.map((attempt) => ({
       number: attempt.number,
       at: attempt.attempted_at,
+      finishedAt: attempt.finished_at,
       url: attempt.url,
       statusCode: attempt.status_code,
       durationMs: attempt.duration_ms,

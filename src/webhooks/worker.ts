@@ -9,11 +9,10 @@ import { nowIso, type Store } from '../store/database.ts';
 import {
   type AttemptOutcome,
   type AttemptRecord,
-  type ClaimedDelivery,
-  claimDeliveries,
   finishAttempt,
   releaseClaims,
 } from '../store/deliveries.ts';
+import { type ClaimedDelivery, claimDeliveries } from '../store/delivery-claims.ts';
 import { maxAttemptsOf, parseRetryAfter, retryDelayMs } from './backoff.ts';
 import { webhookHeaders } from './signing.ts';
 
@@ -204,8 +203,6 @@ export class DeliveryWorker {
     const startedAt = clock();
     const started = performance.now();
     const record: AttemptRecord = {
-      url: delivery.url,
-      attemptedAt: new Date(startedAt).toISOString(),
       statusCode: null,
       durationMs: 0,
       error: null,
@@ -267,6 +264,7 @@ export class DeliveryWorker {
     const applied = await finishAttempt(this.#options.store.db, {
       eventId: delivery.eventId,
       instanceId: delivery.instanceId,
+      attemptId: delivery.attemptId,
       workerId: this.id,
       attempt: record,
       outcome,

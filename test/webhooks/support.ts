@@ -91,6 +91,11 @@ export async function waitForLog(
   assert.fail(`delivery log condition not met within ${timeoutMs} ms: ${JSON.stringify(entries, null, 1)}`);
 }
 
+/** True when a log entry has exactly `count` attempts and none is still in flight. */
+export function settled(entry: any, count: number): boolean {
+  return entry?.attempts.length === count && entry.attempts.every((a: any) => a.finishedAt !== null);
+}
+
 /** Independent check of both signatures of a received webhook (DESIGN D10), with node:crypto and standardwebhooks. */
 export function assertSigned(request: ReceivedRequest, key = HMAC_KEY): void {
   const body = request.body;

@@ -9,7 +9,8 @@ import type { Kysely } from 'kysely';
  *   written in the transaction that records the engine event, whether or not it is sent.
  * - `webhook_deliveries`: the queue, one row per event that is to be sent (Graphile-Worker shape: `run_at` and
  *   `locked_at` in epoch milliseconds, `attempts`, `max_attempts`, `last_error`, `locked_by`).
- * - `webhook_attempts`: one row per HTTP attempt (status, duration, error, first 2 KB of the response).
+ * - `webhook_attempts`: one row per HTTP attempt, written when the attempt is claimed (so an attempt cut short by a
+ *   crash stays visible) and completed with status, duration, error and the first 2 KB of the response.
  */
 export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
@@ -78,8 +79,9 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('url', 'text', (c) => c.notNull())
     .addColumn('worker', 'varchar(100)', (c) => c.notNull())
     .addColumn('attempted_at', 'varchar(30)', (c) => c.notNull())
+    .addColumn('finished_at', 'varchar(30)')
     .addColumn('status_code', 'integer')
-    .addColumn('duration_ms', 'integer', (c) => c.notNull())
+    .addColumn('duration_ms', 'integer')
     .addColumn('error', 'text')
     .addColumn('response_body', 'text')
     .addColumn('response_truncated', 'integer', (c) => c.notNull().defaultTo(0))

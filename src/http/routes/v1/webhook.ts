@@ -44,10 +44,15 @@ export type SetWebhookBody = Static<typeof SetWebhookBody>;
 /** One HTTP attempt of a delivery (DESIGN D10 delivery log). */
 export const AttemptEntry = Type.Object({
   number: Type.Integer({ minimum: 1 }),
-  at: Type.String({ format: 'date-time' }),
+  at: Type.String({ format: 'date-time', description: 'when the attempt started' }),
+  finishedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+    description: 'null while the attempt is in flight',
+  }),
   url: Type.String(),
   statusCode: Type.Union([Type.Integer(), Type.Null()], { description: 'null when no response arrived' }),
-  durationMs: Type.Integer({ minimum: 0 }),
+  durationMs: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], {
+    description: 'null while in flight',
+  }),
   error: Type.Union([Type.String(), Type.Null()]),
   responseBody: Type.Union([Type.String(), Type.Null()], { description: 'first 2 KB of the response' }),
   responseTruncated: Type.Boolean(),

@@ -1,0 +1,203 @@
+import { randomUUID } from 'node:crypto';
+import type { Kysely, Transaction } from 'kysely';
+import type { DatabaseConfig } from '../config/config.ts';
+import type { Database } from './schema.ts';
+
+/**
+ * Claiming due webhook deliveries (DESIGN D10): the one query several processes run concurrently. See
+ * `deliveries.ts` for the queue's shape and the rest of its life cycle.
+ */
+
+/** A claimed delivery with what an attempt needs. `hmacKeySealed` is opened with the SecretBox. */
+export interface ClaimedDelivery {
+  eventId: string;
+  instanceId: string;
+  sequence: number;
+  /** Attempts already made in this round (the claimed attempt is number `attempts + 1` of the round). */
+  attempts: number;
+  maxAttempts: number;
+  /** Id of the attempt row written with the claim; the attempt's result completes it. */
+  attemptId: string;
+  /** Exact body text. */
+  payload: string;
+  url: string;
+  hmacKeySealed: string | null;
+}
+
+/** Parameters of {@link claimDeliveries}; times in epoch ms. */
+export interface ClaimOptions {
+  workerId: string;
+  now: number;
+  /** Claims with `locked_at` before this are stale (their worker died) and may be taken over. */
+  staleBefore: number;
+  /** Most rows to claim (≥ 1). */
+  limit: number;
+}
+
+/** The error left on an attempt whose worker stopped before it finished. */
+export const ABANDONED = 'abandoned: the worker stopped before the attempt finished';
+
+/**
+ * Claims due deliveries for `workerId` (DESIGN D10) and, in the same transaction, writes one attempt row per
+ * claim (so an attempt a crash cuts short stays visible in the log) and marks attempts a dead worker left open
+ * as abandoned.
+ *
+ * Per instance (one webhook URL) only the due delivery with the lowest `sequence` is eligible, and only while no
+ * other delivery of that instance is in flight, so deliveries to one URL start in `sequence` order; a failed
+ * attempt moves its row's `run_at` into the future, so later events are not blocked. Instances without a URL,
+ * or disabled by a 410, are skipped. PostgreSQL: `FOR UPDATE OF d SKIP LOCKED` in a materialised CTE, so
+ * several processes share the queue without waiting on each other; SQLite: the same single
+ * `UPDATE … WHERE … IN (SELECT … LIMIT n) RETURNING` (one writer at a time).
+ */
+export async function claimDeliveries(
+  db: Kysely<Database>,
+  dialect: DatabaseConfig['dialect'],
+  options: ClaimOptions,
+): Promise<ClaimedDelivery[]> {
+  return db.transaction().execute(async (trx) => {
+    const ids = await claimIds(trx, dialect, options);
+    if (ids.length === 0) return [];
+    const rows = await trx
+      .selectFrom('webhook_deliveries as d')
+      .innerJoin('webhook_events as e', 'e.id', 'd.event_id')
+      .innerJoin('instances as i', 'i.id', 'd.instance_id')
+      .select([
+        'd.event_id',
+        'd.instance_id',
+        'd.sequence',
+        'd.attempts',
+        'd.max_attempts',
+        'e.payload',
+        'i.webhook_url',
+        'i.hmac_key',
+      ])
+      .where('d.event_id', 'in', ids)
+      .orderBy('d.sequence')
+      .execute();
+    const attemptedAt = new Date(options.now).toISOString();
+    await trx
+      .updateTable('webhook_attempts')
+      .set({ error: ABANDONED, finished_at: attemptedAt })
+      .where('event_id', 'in', ids)
+      .where('finished_at', 'is', null)
+      .execute();
+    const counts = await trx
+      .selectFrom('webhook_attempts')
+      .select(['event_id', (eb) => eb.fn.countAll<number>().as('count')])
+      .where('event_id', 'in', ids)
+      .groupBy('event_id')
+      .execute();
+    const previous = new Map(counts.map((row) => [row.event_id, Number(row.count)]));
+    const out: ClaimedDelivery[] = [];
+    for (const row of rows) {
+      // The URL is checked by the claim; a row without one here cannot happen inside the transaction.
+      if (row.webhook_url === null) continue;
+      const attemptId = randomUUID();
+      await trx
+        .insertInto('webhook_attempts')
+        .values({
+          id: attemptId,
+          event_id: row.event_id,
+          number: (previous.get(row.event_id) ?? 0) + 1,
+          url: row.webhook_url,
+          worker: options.workerId,
+          attempted_at: attemptedAt,
+          finished_at: null,
+          status_code: null,
+          duration_ms: null,
+          error: null,
+          response_body: null,
+          response_truncated: 0,
+        })
+        .execute();
+      out.push({
+        eventId: row.event_id,
+        instanceId: row.instance_id,
+        sequence: Number(row.sequence),
+        attempts: row.attempts,
+        maxAttempts: row.max_attempts,
+        attemptId,
+        payload: row.payload,
+        url: row.webhook_url,
+        hmacKeySealed: row.hmac_key,
+      });
+    }
+    return out;
+  });
+}
+
+/** The claiming statement itself; returns the claimed event ids. */
+async function claimIds(
+  trx: Transaction<Database>,
+  dialect: DatabaseConfig['dialect'],
+  { workerId, now, staleBefore, limit }: ClaimOptions,
+): Promise<string[]> {
+  const claimed = await trx
+    .with(
+      (cte) => cte('due').materialized(),
+      (qb) => {
+        let query = qb
+          .selectFrom('webhook_deliveries as d')
+          .select('d.event_id')
+          .where('d.status', '=', 'pending')
+          .where('d.run_at', '<=', now)
+          .where((eb) => eb.or([eb('d.locked_at', 'is', null), eb('d.locked_at', '<', staleBefore)]))
+          .where((eb) =>
+            eb.exists(
+              eb
+                .selectFrom('instances as i')
+                .select('i.id')
+                .whereRef('i.id', '=', 'd.instance_id')
+                .where('i.webhook_url', 'is not', null),
+            ),
+          )
+          .where((eb) =>
+            eb.not(
+              eb.exists(
+                eb
+                  .selectFrom('webhook_state as s')
+                  .select('s.instance_id')
+                  .whereRef('s.instance_id', '=', 'd.instance_id')
+                  .where('s.disabled_at', 'is not', null),
+              ),
+            ),
+          )
+          .where((eb) =>
+            eb.not(
+              eb.exists(
+                eb
+                  .selectFrom('webhook_deliveries as o')
+                  .select('o.event_id')
+                  .whereRef('o.instance_id', '=', 'd.instance_id')
+                  .where('o.status', '=', 'pending')
+                  .where((inner) =>
+                    inner.or([
+                      // another delivery of this instance is in flight (claimed, not stale)
+                      inner.and([
+                        inner('o.locked_at', 'is not', null),
+                        inner('o.locked_at', '>=', staleBefore),
+                      ]),
+                      // an earlier event of this instance is due too: it goes first
+                      inner.and([
+                        inner('o.run_at', '<=', now),
+                        inner('o.sequence', '<', inner.ref('d.sequence')),
+                      ]),
+                    ]),
+                  ),
+              ),
+            ),
+          )
+          .orderBy('d.run_at')
+          .orderBy('d.sequence')
+          .limit(limit);
+        if (dialect === 'postgres') query = query.forUpdate('d').skipLocked();
+        return query;
+      },
+    )
+    .updateTable('webhook_deliveries')
+    .set({ locked_by: workerId, locked_at: now })
+    .where('event_id', 'in', (eb) => eb.selectFrom('due').select('due.event_id'))
+    .returning(['event_id'])
+    .execute();
+  return claimed.map((row) => row.event_id);
+}

@@ -1,0 +1,164 @@
+import assert from 'node:assert/strict';
+import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { adminCreateInstance, adminCreateKey, adminCreateOrg } from '../../src/admin/admin.ts';
+import type { Instance } from '../../src/store/instances.ts';
+import type { ReceivedRequest } from '../support/https-receiver.ts';
+import type { TestStore } from '../support/store.ts';
+
+const ENTRY = fileURLToPath(new URL('../support/child-service.ts', import.meta.url));
+const CA_FILE = fileURLToPath(new URL('../fixtures/tls/cert.pem', import.meta.url));
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+/** A running child service (see test/support/child-service.ts). */
+export interface Child {
+  port: number;
+  workerId: string;
+  /** Records `count` messages `prefix1…prefixN` on `instanceId` in the child; resolves once committed. */
+  record(instanceId: string, count: number, prefix: string): Promise<void>;
+  /** Calls the child's API with `key`. */
+  call(method: string, path: string, key: string, body?: unknown): Promise<{ status: number; body: any }>;
+  /** SIGKILL, resolving when the process is gone. */
+  kill(): Promise<void>;
+  /** SIGTERM (graceful stop), resolving with the exit code. */
+  terminate(): Promise<number | null>;
+}
+
+/** Environment shared by every child of one test: the store, the master key and fast webhook settings. */
+export function childEnv(testStore: TestStore, secretKey: string): Record<string, string> {
+  const database =
+    testStore.database.dialect === 'sqlite' ? `sqlite:${testStore.database.path}` : testStore.database.url;
+  return {
+    DATABASE_URL: database,
+    DATA_DIR: testStore.dataDir,
+    SECRET_KEY: secretKey,
+    LOG_LEVEL: 'silent',
+    WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32',
+    WEBHOOK_RETRY_SCHEDULE: '0.2,0.2,0.2,0.5,0.5,1,1',
+    WEBHOOK_TIMEOUT_SECONDS: '2',
+    OUTBOUND_CA_FILE: CA_FILE,
+    CHILD_POLL_MS: '50',
+    CHILD_STALE_MS: '1500',
+    ...(testStore.schema ? { CHILD_PG_SCHEMA: testStore.schema } : {}),
+  };
+}
+
+/** A fresh 32-byte master key, hex (`SECRET_KEY`). */
+export function newSecretKey(): string {
+  return randomBytes(32).toString('hex');
+}
+
+/** Starts a child service with `env` and worker id `workerId`; resolves once it listens. */
+export async function startChild(env: Record<string, string>, workerId: string): Promise<Child> {
+  const proc: ChildProcessWithoutNullStreams = spawn(process.execPath, ['--import', 'tsx', ENTRY], {
+    cwd: ROOT,
+    env: { ...process.env, ...env, CHILD_WORKER_ID: workerId },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  const waiters: ((line: any) => boolean)[] = [];
+  let buffer = '';
+  let stderr = '';
+  proc.stderr.on('data', (chunk: Buffer) => {
+    stderr = (stderr + chunk.toString()).slice(-4000);
+  });
+  proc.stdout.on('data', (chunk: Buffer) => {
+    buffer += chunk.toString();
+    let newline = buffer.indexOf('\n');
+    while (newline >= 0) {
+      const line = buffer.slice(0, newline);
+      buffer = buffer.slice(newline + 1);
+      newline = buffer.indexOf('\n');
+      if (line.trim() === '') continue;
+      const parsed = JSON.parse(line);
+      const index = waiters.findIndex((waiter) => waiter(parsed));
+      if (index >= 0) waiters.splice(index, 1);
+    }
+  });
+  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  const next = (predicate: (line: any) => boolean, what: string) =>
+    new Promise<any>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`child: no ${what} within 30 s; stderr: ${stderr}`)),
+        30_000,
+      );
+      void exited.then(() => reject(new Error(`child exited before ${what}; stderr: ${stderr}`)));
+      waiters.push((line) => {
+        if (!predicate(line)) return false;
+        clearTimeout(timer);
+        resolve(line);
+        return true;
+      });
+    });
+  const ready = await next((line) => line.ready === true, 'ready line');
+  let exitedAlready = false;
+  void exited.then(() => {
+    exitedAlready = true;
+  });
+  return {
+    port: ready.port,
+    workerId: ready.workerId,
+    async record(instanceId, count, prefix) {
+      const done = next((line) => line.recorded === prefix || line.error !== undefined, `record ${prefix}`);
+      proc.stdin.write(`${JSON.stringify({ cmd: 'record', instanceId, count, prefix })}\n`);
+      const line = await done;
+      assert.equal(line.error, undefined, line.error);
+    },
+    async call(method, path, key, body) {
+      const response = await fetch(`http://127.0.0.1:${ready.port}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${key}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      return { status: response.status, body: await response.json() };
+    },
+    async kill() {
+      if (!exitedAlready) proc.kill('SIGKILL');
+      await exited;
+    },
+    async terminate() {
+      if (!exitedAlready) proc.kill('SIGTERM');
+      return exited;
+    },
+  };
+}
+
+/** An org, `count` test instances and a `chat:*` key, created directly in the store. */
+export async function seed(
+  testStore: TestStore,
+  count: number,
+): Promise<{ instances: Instance[]; key: string }> {
+  const db = testStore.store.db;
+  const org = await adminCreateOrg(db, { name: `crash-${randomBytes(4).toString('hex')}`, plan: 'pro' });
+  const instances: Instance[] = [];
+  for (let i = 0; i < count; i++) {
+    instances.push(await adminCreateInstance(db, { org: org.id, env: 'test', name: `i${i}` }));
+  }
+  const { key } = await adminCreateKey(db, { org: org.id, env: 'test' }, Date.now());
+  return { instances, key };
+}
+
+/** Event ids the receiver answered with a completed 200, with how many times each. */
+export function deliveredIds(requests: readonly ReceivedRequest[]): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const request of requests) {
+    if (request.reply.state !== 'completed' || request.reply.status !== 200) continue;
+    const id = String(request.headers['webhook-id']);
+    counts.set(id, (counts.get(id) ?? 0) + 1);
+  }
+  return counts;
+}
+
+/** Polls `check` until it returns true, failing after `timeoutMs` with `what`. */
+export async function until(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await sleep(50);
+  }
+  assert.fail(`${what}: not within ${timeoutMs} ms`);
+}

@@ -1,0 +1,238 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { Kysely } from 'kysely';
+import type { Database } from '../../src/store/schema.ts';
+import { type Receiver, type ReceiverReply, startReceiver } from '../support/https-receiver.ts';
+import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
+import { type Child, childEnv, deliveredIds, newSecretKey, seed, startChild, until } from './child.ts';
+import { HMAC_KEY } from './support.ts';
+
+/**
+ * Crash safety (DESIGN D10): the real service runs in child processes that are SIGKILLed while events are
+ * queued and while a delivery is in flight (the receiver holds its answer); after a restart every recorded
+ * event reaches the receiver at least once. Runs on SQLite (restarts of one process) and PostgreSQL (also two
+ * processes sharing the queue, one of them killed).
+ */
+
+/** A receiver that answers 200 to the first `okBudget` requests after each `allow`, and holds the rest. */
+function gate() {
+  let budget = 0;
+  let open = false;
+  let release: () => void = () => undefined;
+  let released = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const respond = async (): Promise<ReceiverReply> => {
+    if (!open && budget <= 0) await released;
+    else budget -= 1;
+    return { status: 200, body: 'ok' };
+  };
+  return {
+    respond,
+    /** Answer the next `n` requests at once, then hold again. */
+    allow(n: number) {
+      budget = n;
+    },
+    /** Answer every request, including those held now. */
+    openAll() {
+      open = true;
+      release();
+    },
+    /** Hold every new request again. */
+    close() {
+      open = false;
+      budget = 0;
+      released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+    },
+  };
+}
+
+async function configure(child: Child, key: string, instanceId: string, url: string) {
+  const hmac = await child.call('POST', `/v1/session/hmac/config?from=${instanceId}`, key, {
+    hmacKey: HMAC_KEY,
+  });
+  assert.equal(hmac.status, 200, JSON.stringify(hmac.body));
+  const set = await child.call('POST', `/v1/webhook?from=${instanceId}`, key, { webhookUrl: url });
+  assert.equal(set.status, 200, JSON.stringify(set.body));
+}
+
+async function deliveryRows(db: Kysely<Database>) {
+  return db.selectFrom('webhook_deliveries').selectAll().orderBy('instance_id').orderBy('sequence').execute();
+}
+
+/** Waits until every event in the store was answered 200 by the receiver and is `delivered` in the store. */
+async function everyEventDelivered(db: Kysely<Database>, receiver: Receiver, expected: number) {
+  const events = await db.selectFrom('webhook_events').select(['id', 'instance_id', 'sequence']).execute();
+  assert.equal(events.length, expected, 'every recorded event has its row');
+  await until(
+    async () => {
+      const got = deliveredIds(receiver.requests);
+      return events.every((event) => (got.get(event.id) ?? 0) >= 1);
+    },
+    60_000,
+    `receiver got every one of the ${expected} events`,
+  );
+  await until(
+    async () => (await deliveryRows(db)).every((row) => row.status === 'delivered'),
+    30_000,
+    'every delivery row is delivered',
+  );
+  const got = deliveredIds(receiver.requests);
+  const duplicates = [...got.values()].filter((count) => count > 1).length;
+  return { events, got, duplicates };
+}
+
+async function withStore(dialect: 'sqlite' | 'postgres', run: (store: TestStore) => Promise<void>) {
+  const testStore = await createTestStore(dialect);
+  try {
+    await run(testStore);
+  } finally {
+    await testStore.cleanup();
+  }
+}
+
+for (const dialect of testDialects()) {
+  describe(`webhook crash safety with SIGKILL (${dialect})`, () => {
+    it('after SIGKILL with events queued and a delivery in flight, a restart delivers every event', async () => {
+      await withStore(dialect, async (testStore) => {
+        const db = testStore.store.db;
+        const env = childEnv(testStore, newSecretKey());
+        const {
+          instances: [instance],
+          key,
+        } = await seed(testStore, 1);
+        assert.ok(instance);
+        const replies = gate();
+        const receiver = await startReceiver({ respond: replies.respond });
+        const children: Child[] = [];
+        try {
+          // Round 1: 20 events queued, the first one in flight (held by the receiver), then SIGKILL.
+          const first = await startChild(env, 'crash-1');
+          children.push(first);
+          await configure(first, key, instance.id, receiver.url);
+          await first.record(instance.id, 20, 'a');
+          await receiver.waitForCount(1, 10_000);
+          let rows = await deliveryRows(db);
+          assert.equal(rows.length, 20);
+          assert.ok(rows.every((row) => row.status === 'pending'));
+          assert.deepEqual(
+            rows.filter((row) => row.locked_by !== null).map((row) => [row.sequence, row.locked_by]),
+            [[1, 'crash-1']],
+            'exactly the first event is in flight',
+          );
+          await first.kill();
+          await receiver.waitFor((requests) => requests[0]?.reply.state === 'aborted', 10_000);
+
+          // Round 2: restart, 10 more events; five answers go through, the next one is held, SIGKILL again.
+          replies.allow(5);
+          const second = await startChild(env, 'crash-2');
+          children.push(second);
+          await second.record(instance.id, 10, 'b');
+          await receiver.waitFor(
+            (requests) =>
+              requests.filter((r) => r.reply.state === 'completed').length >= 5 && requests.length >= 7,
+            30_000,
+          );
+          rows = await deliveryRows(db);
+          assert.equal(rows.length, 30);
+          assert.ok(
+            rows.some((row) => row.locked_by === 'crash-2' && row.status === 'pending'),
+            'one in flight',
+          );
+          assert.ok(
+            rows.some((row) => row.status === 'pending' && row.locked_by === null),
+            'others queued',
+          );
+          await second.kill();
+
+          // Round 3: restart with the receiver answering everything.
+          replies.openAll();
+          const third = await startChild(env, 'crash-3');
+          children.push(third);
+          const { events, got, duplicates } = await everyEventDelivered(db, receiver, 30);
+          assert.equal(got.size, 30, 'thirty distinct events arrived');
+          assert.deepEqual(
+            events.map((event) => Number(event.sequence)).sort((a, b) => a - b),
+            Array.from({ length: 30 }, (_, i) => i + 1),
+          );
+          // The attempts cut short by the kills are in the log, marked abandoned by the worker that took over.
+          const abandoned = await db
+            .selectFrom('webhook_attempts')
+            .select(['worker', 'error'])
+            .where('error', 'like', 'abandoned:%')
+            .execute();
+          assert.deepEqual(
+            abandoned.map((a) => a.worker).sort(),
+            ['crash-1', 'crash-2'],
+            `abandoned attempts (duplicates delivered: ${duplicates})`,
+          );
+          assert.equal(await third.terminate(), 0, 'a graceful stop exits 0');
+        } finally {
+          for (const child of children) await child.kill();
+          await receiver.close();
+        }
+      });
+    });
+
+    if (dialect === 'postgres') {
+      it('two processes share one PostgreSQL queue; killing one in flight loses nothing', async () => {
+        await withStore(dialect, async (testStore) => {
+          const db = testStore.store.db;
+          const env = childEnv(testStore, newSecretKey());
+          const { instances, key } = await seed(testStore, 3);
+          const replies = gate();
+          const receiver = await startReceiver({ respond: replies.respond });
+          const children: Child[] = [];
+          try {
+            const a = await startChild(env, 'pair-a');
+            const b = await startChild(env, 'pair-b');
+            children.push(a, b);
+            for (const instance of instances) await configure(a, key, instance.id, receiver.url);
+            // Both workers deliver while events are recorded: let 15 answers through, then hold.
+            replies.allow(15);
+            for (const instance of instances) await a.record(instance.id, 10, `p${instance.name}-`);
+            await receiver.waitFor(
+              (requests) =>
+                requests.filter((r) => r.reply.state === 'completed').length >= 15 && requests.length >= 16,
+              30_000,
+            );
+            const inFlight = (await deliveryRows(db)).filter((row) => row.locked_by !== null);
+            assert.ok(inFlight.length >= 1, 'a delivery is in flight');
+            const holders = new Set(inFlight.map((row) => row.locked_by));
+            // Kill a process holding a claim (b if it holds one): its deliveries must be taken over by the other.
+            const victim = holders.has('pair-b') ? b : a;
+            const survivor = victim === b ? a : b;
+            await victim.kill();
+            replies.openAll();
+            const { got } = await everyEventDelivered(db, receiver, 30);
+            assert.equal(got.size, 30, 'thirty distinct events arrived');
+            const workers = await db
+              .selectFrom('webhook_attempts')
+              .select('worker')
+              .where('status_code', '=', 200)
+              .distinct()
+              .execute();
+            assert.ok(
+              workers.some((w) => w.worker === survivor.workerId),
+              'the survivor delivered after the kill',
+            );
+            const perInstance = await db
+              .selectFrom('webhook_events')
+              .select(['instance_id', (eb) => eb.fn.max('sequence').as('last')])
+              .groupBy('instance_id')
+              .execute();
+            assert.deepEqual(
+              perInstance.map((row) => Number(row.last)),
+              [10, 10, 10],
+            );
+          } finally {
+            for (const child of children) await child.kill();
+            await receiver.close();
+          }
+        });
+      });
+    }
+  });
+}
