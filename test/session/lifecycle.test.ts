@@ -243,7 +243,7 @@ for (const dialect of testDialects()) {
         error: { code: 400, message: 'hmacKey is required' },
       });
       assert.deepEqual((await t.call('GET', `/v1/session/hmac/config${q}`)).body.data, { configured: false });
-      const secret = 'k'.repeat(16) + 'secret-hmac-key-0123';
+      const secret = `${'k'.repeat(16)}secret-hmac-key-0123`;
       const set = await t.call('POST', `/v1/session/hmac/config${q}`, { hmacKey: secret });
       assert.deepEqual(set.body, { success: true, code: 200, data: { details: 'HMAC key configured' } });
       assert.deepEqual((await t.call('GET', `/v1/session/hmac/config${q}`)).body.data, { configured: true });
