@@ -74,3 +74,16 @@ export async function until(check: () => boolean, ms = 2_000, what = 'condition'
     await new Promise((resolve) => setImmediate(resolve));
   }
 }
+
+/** Like {@link until} for an asynchronous check (e.g. a store query). */
+export async function untilAsync(
+  check: () => Promise<boolean>,
+  what = 'condition',
+  ms = 2_000,
+): Promise<void> {
+  const start = Date.now();
+  while (!(await check())) {
+    if (Date.now() - start > ms) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}

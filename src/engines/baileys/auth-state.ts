@@ -95,6 +95,14 @@ export function isPaired(creds: AuthenticationCreds): boolean {
   return Boolean(creds.me?.id && creds.account);
 }
 
+/** The stored credentials when they are paired ones, else null (one read, no key loading). */
+export async function readPairedCreds(store: AuthStateStore): Promise<AuthenticationCreds | null> {
+  const text = (await store.get(CREDS_CATEGORY, [CREDS_ID])).get(CREDS_ID);
+  if (text === undefined) return null;
+  const creds = decodeAuthValue(text) as AuthenticationCreds;
+  return isPaired(creds) ? creds : null;
+}
+
 /** The auth state of one instance as the live engine uses it. */
 export interface LoadedAuthState {
   /** What `makeWASocket({ auth })` takes: the credentials object (mutated by Baileys) and the cached key store. */

@@ -9,22 +9,14 @@ import type {
 import { ApiError } from '../../errors.ts';
 import type { EngineSessionContext } from '../engine.ts';
 import type { ConnectionState, PairingCode } from '../types.ts';
-import {
-  CREDS_CATEGORY,
-  CREDS_ID,
-  decodeAuthValue,
-  isPaired,
-  type LoadedAuthState,
-  loadAuthState,
-} from './auth-state.ts';
+import { isPaired, type LoadedAuthState, loadAuthState, readPairedCreds } from './auth-state.ts';
 import { backoffDelayMs, type CloseDecision, decideClose } from './close-policy.ts';
 import { isBoom } from './errors.ts';
+import { FirstAnswer } from './first-answer.ts';
 import type { InstanceLock } from './lock.ts';
+import { connectionState, type Phase, qrLifetimeMs } from './phase.ts';
 import type { BaileysLogger, SocketFactory, SocketLike } from './socket.ts';
 
-/** How long the first QR code lives, then each following one (Baileys' defaults; DESIGN D7), ms. */
-export const FIRST_QR_MS = 60_000;
-export const NEXT_QR_MS = 20_000;
 /** Default bound on `connect()`: the platform must answer (QR or open) within this, ms. */
 export const CONNECT_DEADLINE_MS = 8_000;
 
@@ -44,18 +36,6 @@ export interface LifecycleOptions {
   random: () => number;
   /** Attaches the session's listeners to a new socket; returns their detach. */
   attach: (sock: SocketLike) => () => void;
-}
-
-/**
- * Where the lifecycle is: `idle` (never connected or disconnected), `connecting` (socket opening), `pairing` (QR
- * shown), `open`, `waiting` (reconnect backoff), `stopped` (a close the policy does not retry, or connect failed).
- */
-export type Phase = 'idle' | 'connecting' | 'pairing' | 'open' | 'waiting' | 'stopped';
-
-interface Pending {
-  resolve: () => void;
-  reject: (error: unknown) => void;
-  deadline: NodeJS.Timeout;
 }
 
 /**
@@ -81,7 +61,7 @@ export class Lifecycle {
   #qr: PairingCode | null = null;
   #qrCount = 0;
   #version: WAVersion | undefined;
-  #pending: Pending | null = null;
+  readonly #gate = new FirstAnswer();
   #starting: Promise<void> | null = null;
   #waiters = new Set<() => void>();
   /** The last reach-out timelock the platform reported (`connection.update.reachoutTimeLock`). */
@@ -113,18 +93,7 @@ export class Lifecycle {
   }
 
   state(): ConnectionState {
-    const creds = this.creds;
-    const loggedIn = creds ? isPaired(creds) : (this.#paired ?? false);
-    const jid = loggedIn ? (creds?.me?.id ?? null) : null;
-    const state: ConnectionState = {
-      connected: this.#phase === 'open' || this.#phase === 'pairing',
-      loggedIn,
-      jid,
-      phone: jid ? (jid.split('@')[0]?.split(':')[0] ?? null) : null,
-      pushName: loggedIn ? (creds?.me?.name ?? null) : null,
-    };
-    if (this.#reason) state.reason = this.#reason;
-    return state;
+    return connectionState(this.#phase, this.creds, this.#paired ?? false, this.#reason);
   }
 
   pairingCode(): PairingCode | null {
@@ -134,10 +103,8 @@ export class Lifecycle {
   /** Reads whether paired credentials exist, once, without opening anything (so states emitted are right). */
   async loadSummary(): Promise<void> {
     if (this.#auth || this.#paired !== undefined) return;
-    const text = (await this.#o.context.auth.get(CREDS_CATEGORY, [CREDS_ID])).get(CREDS_ID);
-    const creds = text === undefined ? null : (decodeAuthValue(text) as AuthenticationCreds);
-    this.#paired = creds ? isPaired(creds) : false;
-    this.#creds = creds && this.#paired ? creds : null;
+    this.#creds = await readPairedCreds(this.#o.context.auth);
+    this.#paired = this.#creds !== null;
   }
 
   async connect(): Promise<void> {
@@ -224,17 +191,13 @@ export class Lifecycle {
     this.#attempt = 0;
     this.#refreshes = 0;
     this.#qrCount = 0;
-    const first = new Promise<void>((resolve, reject) => {
-      const deadline = setTimeout(() => {
-        void this.#failFirst(
-          new ApiError(
-            'PLATFORM_UNAVAILABLE',
-            `cannot reach the platform: no answer within ${this.#o.connectDeadlineMs / 1000} s`,
-          ),
-          'the platform did not answer in time',
-        );
-      }, this.#o.connectDeadlineMs);
-      this.#pending = { resolve, reject, deadline };
+    const seconds = this.#o.connectDeadlineMs / 1000;
+    const first = this.#gate.start(this.#o.connectDeadlineMs, () => {
+      const error = new ApiError(
+        'PLATFORM_UNAVAILABLE',
+        `cannot reach the platform: no answer within ${seconds} s`,
+      );
+      void this.#failFirst(error, 'the platform did not answer in time');
     });
     this.#open();
     await first;
@@ -283,11 +246,10 @@ export class Lifecycle {
 
   #onQr(code: string): void {
     this.#qrCount += 1;
-    const ttl = this.#qrCount === 1 ? FIRST_QR_MS : NEXT_QR_MS;
-    this.#qr = { code, expiresAt: this.#o.context.clock() + ttl };
+    this.#qr = { code, expiresAt: this.#o.context.clock() + qrLifetimeMs(this.#qrCount) };
     const entering = this.#phase !== 'pairing';
     this.#phase = 'pairing';
-    this.#settleFirst();
+    this.#gate.settle();
     if (entering) void this.#emitState();
   }
 
@@ -298,7 +260,7 @@ export class Lifecycle {
     this.#qr = null;
     this.#reason = undefined;
     this.#o.context.logger.info({ jid: this.state().jid }, 'connected to the platform');
-    this.#settleFirst();
+    this.#gate.settle();
     for (const wake of [...this.#waiters]) wake();
     await this.#emitState();
   }
@@ -310,11 +272,11 @@ export class Lifecycle {
     const message = error instanceof Error ? error.message : 'connection closed';
     const decision = decideClose(code);
     const { logger } = this.#o.context;
-    if (this.#pending) {
+    if (this.#gate.open) {
       if (decision.code === 515 || (decision.action === 'refresh-version' && this.#refreshes < 1)) {
         logger.info({ code: decision.code }, decision.reason);
         if (decision.action === 'refresh-version') await this.#refreshVersion();
-        if (this.#pending) this.#open();
+        if (this.#gate.open) this.#open();
         return;
       }
       const failure =
@@ -380,19 +342,9 @@ export class Lifecycle {
     }
   }
 
-  #settleFirst(): void {
-    const pending = this.#pending;
-    if (!pending) return;
-    this.#pending = null;
-    clearTimeout(pending.deadline);
-    pending.resolve();
-  }
-
   async #failFirst(error: unknown, reason: string, options: { wipe?: boolean } = {}): Promise<void> {
-    const pending = this.#pending;
+    const pending = this.#gate.take();
     if (!pending) return;
-    this.#pending = null;
-    clearTimeout(pending.deadline);
     this.#o.context.logger.warn({ err: error }, `connect failed: ${reason}`);
     await this.#teardown('stopped', reason);
     if (options.wipe) await this.#wipe();
@@ -413,12 +365,9 @@ export class Lifecycle {
     if (this.#retryTimer) clearTimeout(this.#retryTimer);
     this.#retryTimer = undefined;
     this.#endSocket();
-    const pending = this.#pending;
-    if (pending) {
-      this.#pending = null;
-      clearTimeout(pending.deadline);
-      pending.reject(new ApiError('CONFLICT', 'the connection attempt was cancelled by a disconnect'));
-    }
+    this.#gate
+      .take()
+      ?.reject(new ApiError('CONFLICT', 'the connection attempt was cancelled by a disconnect'));
     this.#phase = phase;
     this.#reason = reason;
     this.#qr = null;

@@ -1,0 +1,44 @@
+import type { AuthenticationCreds } from 'baileys';
+import type { ConnectionState } from '../types.ts';
+import { isPaired } from './auth-state.ts';
+
+/**
+ * Where an instance's lifecycle is: `idle` (never connected, or disconnected), `connecting` (socket opening),
+ * `pairing` (QR shown), `open`, `waiting` (reconnect backoff), `stopped` (a close the policy does not retry, or a
+ * failed connect).
+ */
+export type Phase = 'idle' | 'connecting' | 'pairing' | 'open' | 'waiting' | 'stopped';
+
+/** How long the first QR code lives, then each following one, ms (Baileys' defaults; DESIGN D7: 60 s then 20 s). */
+export const FIRST_QR_MS = 60_000;
+export const NEXT_QR_MS = 20_000;
+
+/** Lifetime of QR code number `index` (1-based) of one pairing attempt, ms. */
+export function qrLifetimeMs(index: number): number {
+  return index <= 1 ? FIRST_QR_MS : NEXT_QR_MS;
+}
+
+/**
+ * The engine state (SPEC Session status, DESIGN D7): `connected` while open or while the QR attempt runs,
+ * `loggedIn` when paired credentials exist (`creds.account` signed by the phone), the device-qualified JID and
+ * phone number from `creds.me`, and the reason of the last stop or the pending reconnect.
+ * @param paired what the store said when no credentials are loaded.
+ */
+export function connectionState(
+  phase: Phase,
+  creds: AuthenticationCreds | null,
+  paired: boolean,
+  reason: string | undefined,
+): ConnectionState {
+  const loggedIn = creds ? isPaired(creds) : paired;
+  const jid = loggedIn ? (creds?.me?.id ?? null) : null;
+  const state: ConnectionState = {
+    connected: phase === 'open' || phase === 'pairing',
+    loggedIn,
+    jid,
+    phone: jid ? (jid.split('@')[0]?.split(':')[0] ?? null) : null,
+    pushName: loggedIn ? (creds?.me?.name ?? null) : null,
+  };
+  if (reason) state.reason = reason;
+  return state;
+}

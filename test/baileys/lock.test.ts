@@ -1,0 +1,194 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { BaileysEngine } from '../../src/engines/baileys/index.ts';
+import { InstanceLock } from '../../src/engines/baileys/lock.ts';
+import { ApiError } from '../../src/errors.ts';
+import { testDialects } from '../support/store.ts';
+import { fakeFactory, storePairedCreds } from './fake-socket.ts';
+import {
+  type LiveFixture,
+  liveFixture,
+  recordingContext,
+  silentLogger,
+  until,
+  untilAsync,
+} from './support.ts';
+
+for (const dialect of testDialects()) {
+  describe(`one-socket lock (${dialect})`, () => {
+    let fixture: LiveFixture;
+    before(async () => {
+      fixture = await liveFixture(dialect, 6);
+    });
+    after(async () => {
+      await fixture.test.cleanup();
+    });
+    const lock = (
+      i: number,
+      owner: string,
+      clock: () => number = Date.now,
+      ttlMs = 30_000,
+      lost: string[] = [],
+    ) =>
+      new InstanceLock({
+        db: fixture.test.store.db,
+        instanceId: fixture.instanceIds[i] ?? '',
+        owner,
+        clock,
+        ttlMs,
+        heartbeatMs: 60_000,
+        onLost: (reason) => lost.push(reason),
+      });
+
+    it('lets one process hold an instance; a second is refused until the first releases', async () => {
+      const a = lock(0, 'proc-a');
+      const b = lock(0, 'proc-b');
+      assert.deepEqual(await a.acquire(), { acquired: true });
+      assert.deepEqual(await a.acquire(), { acquired: true }, 'idempotent for the holder');
+      const refused = await b.acquire();
+      assert.equal(refused.acquired, false);
+      assert.equal(refused.acquired === false && refused.holder, 'proc-a');
+      await a.release();
+      assert.deepEqual(await b.acquire(), { acquired: true });
+      await b.release();
+    });
+
+    it('takes over an expired lock; the old holder learns it lost the lock on renewal', async () => {
+      let now = Date.parse('2030-01-01T00:00:00Z');
+      const lostA: string[] = [];
+      const a = lock(1, 'proc-a', () => now, 1_000, lostA);
+      const b = lock(1, 'proc-b', () => now, 1_000);
+      assert.equal((await a.acquire()).acquired, true);
+      now += 500;
+      assert.equal(await a.renew(), true);
+      now += 900;
+      assert.equal((await b.acquire()).acquired, false, 'renewed, so still alive');
+      now += 200;
+      assert.equal((await b.acquire()).acquired, true, 'expired: taken over');
+      assert.equal(await a.renew(), false);
+      assert.deepEqual(lostA, ['another parley process took over this instance']);
+      await a.release();
+      const row = await fixture.test.store.db.selectFrom('instance_locks').selectAll().executeTakeFirst();
+      assert.equal(row?.owner, 'proc-b', "a loser's release does not delete the winner's row");
+      await b.release();
+    });
+
+    it('grants exactly one of many concurrent acquisitions', async () => {
+      const contenders = Array.from({ length: 8 }, (_, i) => lock(2, `proc-${i}`));
+      const results = await Promise.all(contenders.map((c) => c.acquire()));
+      assert.equal(results.filter((r) => r.acquired).length, 1);
+      await Promise.all(contenders.map((c) => c.release()));
+    });
+
+    it('refuses a second engine process on the same credentials (409), until the first stops', async () => {
+      const instanceId = fixture.instanceIds[3] ?? '';
+      const first = fakeFactory((sock) => sock.open());
+      const second = fakeFactory((sock) => sock.open());
+      const engineA = new BaileysEngine({
+        db: fixture.test.store.db,
+        processId: 'host-a:1',
+        logger: silentLogger(),
+        socketFactory: first.factory,
+      });
+      const engineB = new BaileysEngine({
+        db: fixture.test.store.db,
+        processId: 'host-b:2',
+        logger: silentLogger(),
+        socketFactory: second.factory,
+      });
+      const rcA = recordingContext(fixture, instanceId);
+      const rcB = recordingContext(fixture, instanceId);
+      await storePairedCreds(rcA.context.auth);
+      const a = engineA.createSession(rcA.context);
+      const b = engineB.createSession(rcB.context);
+      await a.connect();
+      await assert.rejects(b.connect(), (error: unknown) => {
+        assert.ok(error instanceof ApiError);
+        assert.equal(error.status, 409);
+        assert.match(error.message, /another parley process \(host-a:1\)/);
+        return true;
+      });
+      assert.equal(second.sockets.length, 0, 'the second process never opened a socket');
+      first.sockets[0]?.close(440);
+      await until(() => /replaced \(440\)/.test(a.state().reason ?? ''), 2_000, 'A stops');
+      await untilAsync(
+        async () =>
+          (
+            await fixture.test.store.db
+              .selectFrom('instance_locks')
+              .selectAll()
+              .where('instance_id', '=', instanceId)
+              .execute()
+          ).length === 0,
+        'A releases the lock',
+      );
+      await b.connect();
+      assert.equal(b.state().connected, true);
+      assert.equal(first.sockets.length, 1, 'A did not reconnect (no ping-pong)');
+      await engineA.close();
+      await engineB.close();
+    });
+
+    it('closes the socket when another process takes the lock over', async () => {
+      const instanceId = fixture.instanceIds[4] ?? '';
+      const fake = fakeFactory((sock) => sock.open());
+      const engine = new BaileysEngine({
+        db: fixture.test.store.db,
+        processId: 'host-a:1',
+        logger: silentLogger(),
+        socketFactory: fake.factory,
+        lockHeartbeatMs: 20,
+      });
+      const rc = recordingContext(fixture, instanceId);
+      await storePairedCreds(rc.context.auth);
+      const session = engine.createSession(rc.context);
+      await session.connect();
+      await fixture.test.store.db
+        .updateTable('instance_locks')
+        .set({ owner: 'host-b:2' })
+        .where('instance_id', '=', instanceId)
+        .execute();
+      await until(() => session.state().connected === false, 2_000, 'lock loss noticed');
+      assert.equal(session.state().reason, 'another parley process took over this instance');
+      assert.equal(fake.sockets[0]?.ended, 1);
+      await engine.close();
+    });
+
+    it('renews the lock on a heartbeat while connected and releases it on disconnect', async () => {
+      const instanceId = fixture.instanceIds[5] ?? '';
+      const fake = fakeFactory((sock) => sock.open());
+      const engine = new BaileysEngine({
+        db: fixture.test.store.db,
+        processId: 'host-a:1',
+        logger: silentLogger(),
+        socketFactory: fake.factory,
+        lockHeartbeatMs: 20,
+        lockTtlMs: 60_000,
+      });
+      const rc = recordingContext(fixture, instanceId);
+      await storePairedCreds(rc.context.auth);
+      const session = engine.createSession(rc.context);
+      await session.connect();
+      const read = async () =>
+        (
+          await fixture.test.store.db
+            .selectFrom('instance_locks')
+            .selectAll()
+            .where('instance_id', '=', instanceId)
+            .executeTakeFirst()
+        )?.expires_at;
+      const firstExpiry = await read();
+      await new Promise((resolve) => setTimeout(resolve, 60));
+      const laterExpiry = await read();
+      assert.ok(firstExpiry && laterExpiry && laterExpiry > firstExpiry, `${firstExpiry} → ${laterExpiry}`);
+      await session.disconnect();
+      assert.equal(await read(), undefined);
+      assert.deepEqual(
+        { connected: session.state().connected, loggedIn: session.state().loggedIn },
+        { connected: false, loggedIn: true },
+        'DESIGN D7: after disconnect',
+      );
+      await engine.close();
+    });
+  });
+}
