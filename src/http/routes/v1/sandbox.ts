@@ -18,6 +18,16 @@ export const ScanBody = Type.Object({
 });
 export type ScanBody = Static<typeof ScanBody>;
 
+/** A string from a closed list; the 400 names the field and every allowed value (DESIGN D6). */
+function StringEnum<T extends string>(values: readonly T[], example: T) {
+  return Type.Unsafe<T>({
+    type: 'string',
+    enum: [...values],
+    'x-message': `{field} must be one of ${values.join(', ')}`,
+    examples: [example],
+  });
+}
+
 /** A group JID (SPEC Identifiers): `<digits>@g.us`, or `<digits>-<digits>@g.us` for old groups. */
 const GroupJid = Type.String({
   pattern: '^[0-9]{1,40}(-[0-9]{1,40})?@g\\.us$',
@@ -59,10 +69,7 @@ export const ReceiptBody = Type.Object({
     description: 'id of a message this instance sent',
     examples: ['3EB0C767D26A1D2E5B3A61'],
   }),
-  state: Type.Union([Type.Literal('delivered'), Type.Literal('read'), Type.Literal('played')], {
-    'x-message': '{field} must be one of delivered, read, played',
-    examples: ['read'],
-  }),
+  state: StringEnum(['delivered', 'read', 'played'] as const, 'read'),
   phone: Type.Optional(Phone('group chats: the member acknowledging (default: the first other member)')),
 });
 export type ReceiptBody = Static<typeof ReceiptBody>;
@@ -70,10 +77,7 @@ export type ReceiptBody = Static<typeof ReceiptBody>;
 /** Body of `POST /v1/sandbox/presence` (DESIGN D9): `recording` is composing with media `audio` (D10). */
 export const PresenceBody = Type.Object({
   phone: Phone('the simulated user'),
-  state: Type.Union([Type.Literal('composing'), Type.Literal('recording'), Type.Literal('paused')], {
-    'x-message': '{field} must be one of composing, recording, paused',
-    examples: ['composing'],
-  }),
+  state: StringEnum(['composing', 'recording', 'paused'] as const, 'composing'),
   groupJid: Type.Optional({ ...GroupJid, description: 'the group the user is typing in' }),
 });
 export type PresenceBody = Static<typeof PresenceBody>;
