@@ -152,7 +152,7 @@ export async function findStoredMessage(
   return row ? toStored(row) : undefined;
 }
 
-/** Messages of an instance in `chat`, oldest first (at most `limit`, default 100). */
+/** Messages of an instance in `chat`, oldest first, ties by id (at most `limit`, default 100). */
 export async function listChatMessages(
   db: Kysely<Database>,
   instanceId: string,
@@ -166,6 +166,7 @@ export async function listChatMessages(
     .where('chat', '=', chat)
     .orderBy('timestamp')
     .orderBy('created_at')
+    .orderBy('id')
     .limit(limit)
     .execute();
   return rows.map(toStored);

@@ -1,0 +1,162 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import sharp from 'sharp';
+import { ApiError } from '../../src/errors.ts';
+import { defaultFileName, detectFormat, documentMimeType, requireFormat } from '../../src/media/detect.ts';
+import { readStickerExif, stickerExif, withExif } from '../../src/media/exif.ts';
+import { Ffmpeg } from '../../src/media/ffmpeg.ts';
+import { bodyLimitFor, MEDIA_RULES } from '../../src/media/kinds.ts';
+import { decodeDataUri } from '../../src/media/source.ts';
+import { makeSticker } from '../../src/media/sticker.ts';
+import { fixture } from '../messages/support.ts';
+
+describe('media input rules (DESIGN D8)', () => {
+  it('decodes base64 data URIs whatever the declared type, and refuses malformed ones naming the field', () => {
+    const bytes = fixture('tiny.png');
+    const rule = MEDIA_RULES.image;
+    assert.deepEqual(
+      decodeDataUri(`data:image/jpeg;base64,${bytes.toString('base64')}`, 'image', rule),
+      bytes,
+    );
+    assert.deepEqual(
+      decodeDataUri(`data:;base64,${bytes.toString('base64url')}`, 'image', rule),
+      bytes,
+      'base64url',
+    );
+    const wrapped = bytes.toString('base64').replace(/(.{20})/g, '$1\n');
+    assert.deepEqual(decodeDataUri(`data:image/png;base64,${wrapped}`, 'image', rule), bytes, 'line breaks');
+    const error = (raw: string) => {
+      try {
+        decodeDataUri(raw, 'image', rule);
+      } catch (e) {
+        assert.ok(e instanceof ApiError);
+        return [e.status, e.message];
+      }
+      return undefined;
+    };
+    assert.deepEqual(error('data:image/png'), [
+      400,
+      'image data URI must look like data:<type>;base64,<data>',
+    ]);
+    assert.deepEqual(error('data:image/png;charset=x,abc'), [
+      400,
+      'image data URI must be base64-encoded (data:<type>;base64,<data>)',
+    ]);
+    assert.deepEqual(error('data:image/png;base64,ab$c'), [400, 'image data URI holds invalid base64']);
+    const tiny = { ...rule, maxBytes: 3, maxLabel: '3 bytes' };
+    assert.deepEqual(decodeDataUri('data:;base64,AAAA', 'x', tiny).length, 3);
+    try {
+      decodeDataUri('data:;base64,AAAAAA==', 'x', tiny);
+      assert.fail('over the limit');
+    } catch (e) {
+      assert.ok(e instanceof ApiError);
+      assert.deepEqual([e.status, e.message], [413, 'x must be at most 3 bytes']);
+    }
+  });
+
+  it('judges formats from the bytes only', async () => {
+    assert.deepEqual(await detectFormat(fixture('tiny.jpg')), { ext: 'jpg', mime: 'image/jpeg' });
+    assert.equal(await detectFormat(fixture('not-an-image.jpg')), undefined);
+    await assert.rejects(requireFormat(fixture('not-an-image.jpg'), 'image', MEDIA_RULES.image), {
+      message: 'image must be JPEG, PNG, GIF or WEBP',
+    });
+    assert.deepEqual(await requireFormat(Buffer.from('anything'), 'document', MEDIA_RULES.document), {
+      ext: '',
+      mime: 'application/octet-stream',
+    });
+  });
+
+  it('names documents from the URL or file.<ext>, and types text documents by decoding them', () => {
+    assert.equal(
+      defaultFileName(new URL('https://x.test/a/b/Relat%C3%B3rio.pdf?x=1'), undefined),
+      'Relatório.pdf',
+    );
+    assert.equal(
+      defaultFileName(new URL('https://x.test/'), { ext: 'pdf', mime: 'application/pdf' }),
+      'file.pdf',
+    );
+    assert.equal(defaultFileName(undefined, undefined), 'file');
+    assert.equal(defaultFileName(new URL('https://x.test/%2e%2e'), undefined), 'file', 'no dot-dot names');
+    const text = Buffer.from('héllo\n');
+    assert.equal(documentMimeType(undefined, text, 'notes.txt'), 'text/plain');
+    assert.equal(documentMimeType(undefined, text, 'data.json'), 'application/json');
+    assert.equal(documentMimeType(undefined, text, 'noext'), 'text/plain');
+    assert.equal(
+      documentMimeType(undefined, Buffer.from([0xff, 0xfe, 0]), 'x.txt'),
+      'application/octet-stream',
+    );
+    assert.equal(
+      documentMimeType({ ext: 'cfb', mime: 'application/x-cfb' }, text, 'old.doc'),
+      'application/msword',
+    );
+    assert.equal(documentMimeType({ ext: 'pdf', mime: 'application/pdf' }, text, 'x.txt'), 'application/pdf');
+  });
+
+  it('sizes route body limits for the largest media as base64 plus 1 MB (DESIGN D11)', () => {
+    assert.equal(bodyLimitFor('image'), Math.ceil((16 * 1024 * 1024) / 3) * 4 + 1024 * 1024);
+    assert.equal(bodyLimitFor('document'), Math.ceil((100 * 1024 * 1024) / 3) * 4 + 1024 * 1024);
+    assert.ok(bodyLimitFor('sticker') > 500 * 1024 * (4 / 3));
+  });
+});
+
+describe('stickers (DESIGN D8)', () => {
+  it('writes the platform sticker EXIF: TIFF header, tag 0x5741, JSON length at offset 14', async () => {
+    const exif = stickerExif({ packName: 'P', packPublisher: 'Q', emojis: ['😀'] });
+    assert.deepEqual([...exif.subarray(0, 14)], [0x49, 0x49, 0x2a, 0, 8, 0, 0, 0, 1, 0, 0x41, 0x57, 7, 0]);
+    const json = JSON.parse(exif.subarray(22).toString('utf8'));
+    assert.equal(exif.readUInt32LE(14), exif.length - 22);
+    assert.deepEqual(Object.keys(json), [
+      'sticker-pack-id',
+      'sticker-pack-name',
+      'sticker-pack-publisher',
+      'emojis',
+    ]);
+    assert.match(json['sticker-pack-id'], /^parley\.[0-9a-f]{16}$/);
+    assert.equal(
+      stickerExif({ packName: 'P', packPublisher: 'Q' }).subarray(22, 60).toString(),
+      exif.subarray(22, 60).toString(),
+    );
+    const webp = await withExif(fixture('tiny.webp'), exif);
+    assert.deepEqual(await readStickerExif(webp), json);
+    assert.equal((await sharp(webp).metadata()).format, 'webp', 'still a valid WEBP');
+  });
+
+  it('keeps static stickers without metadata free of EXIF, letterboxed to 512×512 with transparency', async () => {
+    const sticker = await makeSticker(
+      fixture('tiny.jpg'),
+      { ext: 'jpg', mime: 'image/jpeg' },
+      {},
+      new Ffmpeg(),
+    );
+    assert.equal(sticker.animated, false);
+    assert.equal(await readStickerExif(sticker.data), undefined);
+    const meta = await sharp(sticker.data).metadata();
+    assert.deepEqual([meta.width, meta.height, meta.hasAlpha], [512, 512, true]);
+  });
+
+  it('answers 503 naming ffmpeg when an MP4 sticker arrives and ffmpeg is missing', async () => {
+    const missing = new Ffmpeg('/nonexistent/ffmpeg');
+    assert.equal(await missing.available(), false);
+    await assert.rejects(
+      makeSticker(fixture('sticker.mp4'), { ext: 'mp4', mime: 'video/mp4' }, {}, missing),
+      (e) => {
+        assert.ok(e instanceof ApiError);
+        assert.equal(e.status, 503);
+        assert.match(e.message, /^animated stickers need ffmpeg, which is not installed on this server/);
+        assert.match(e.message, /FFMPEG_PATH/);
+        return true;
+      },
+    );
+    assert.equal(await new Ffmpeg().available(), true, 'this machine has ffmpeg (CI installs it)');
+  });
+
+  it('refuses an MP4 ffmpeg cannot decode as 400', async () => {
+    const broken = Buffer.concat([fixture('sticker.mp4').subarray(0, 64), Buffer.alloc(512)]);
+    await assert.rejects(makeSticker(broken, { ext: 'mp4', mime: 'video/mp4' }, {}, new Ffmpeg()), (e) => {
+      assert.ok(e instanceof ApiError);
+      assert.equal(e.status, 400);
+      assert.match(e.message, /^sticker could not be converted/);
+      return true;
+    });
+  });
+});
