@@ -1,0 +1,276 @@
+import assert from 'node:assert/strict';
+import { afterEach, beforeEach, describe, it } from 'node:test';
+import pino from 'pino';
+import { OutboxProjection } from '../../src/events/outbox-projection.ts';
+import { EventRecorder } from '../../src/events/recorder.ts';
+import { openStore } from '../../src/store/database.ts';
+import { finishAttempt, releaseClaims } from '../../src/store/deliveries.ts';
+import { ABANDONED, claimDeliveries } from '../../src/store/delivery-claims.ts';
+import type { TestApp } from '../support/app.ts';
+import { type Receiver, startReceiver } from '../support/https-receiver.ts';
+import { testDialects } from '../support/store.ts';
+import {
+  bodies,
+  configureWebhook,
+  createWebhookApp,
+  deliveries,
+  recordMessages,
+  textMessage,
+} from './support.ts';
+
+const silent = pino({ level: 'silent' });
+
+for (const dialect of testDialects()) {
+  describe(`delivery queue semantics (${dialect})`, () => {
+    let receiver: Receiver;
+    let t: TestApp;
+    beforeEach(async () => {
+      receiver = await startReceiver();
+      t = await createWebhookApp({
+        dialect,
+        env: { WEBHOOK_RETRY_SCHEDULE: '1' },
+        webhookWorker: { start: false },
+      });
+      await configureWebhook(t, receiver.url);
+    });
+    afterEach(async () => {
+      await t.close();
+      await receiver.close();
+    });
+    const db = () => t.testStore.store.db;
+
+    it('after the last retry a delivery is failed, kept and can be redelivered', async () => {
+      receiver.respondWith(() => ({ status: 500, body: 'down' }));
+      await recordMessages(t, 1);
+      assert.equal(await t.services.webhooks.runOnce(), 1);
+      t.clock.advance(1200);
+      assert.equal(await t.services.webhooks.runOnce(), 1);
+      let [entry] = (await deliveries(t)).body.data.deliveries;
+      assert.equal(entry.status, 'failed');
+      assert.equal(entry.nextAttemptAt, null);
+      assert.equal(entry.lastError, 'receiver answered 500');
+      assert.deepEqual(
+        entry.attempts.map((a: any) => a.number),
+        [1, 2],
+      );
+      assert.equal(await t.services.webhooks.runOnce(), 0, 'nothing more is attempted');
+      receiver.respondWith(() => ({ status: 204 }));
+      const redeliver = await t.call('POST', `/v1/webhook/deliveries/${entry.id}/redeliver`);
+      assert.equal(redeliver.status, 200);
+      [entry] = (await deliveries(t, 'status=pending')).body.data.deliveries;
+      assert.equal(entry.nextAttemptAt, new Date(t.clock()).toISOString());
+      assert.equal(await t.services.webhooks.runOnce(), 1);
+      [entry] = (await deliveries(t)).body.data.deliveries;
+      assert.equal(entry.status, 'delivered');
+      assert.deepEqual(
+        entry.attempts.map((a: any) => [a.number, a.statusCode]),
+        [
+          [1, 500],
+          [2, 500],
+          [3, 204],
+        ],
+      );
+    });
+
+    it('a failing event does not block later ones; each URL gets one delivery at a time, in sequence order', async () => {
+      receiver.enqueue({ status: 500 });
+      await recordMessages(t, 3);
+      assert.equal(await t.services.webhooks.runOnce(), 1, 'only the head of the instance is claimed');
+      assert.equal(await t.services.webhooks.runOnce(), 1);
+      assert.equal(await t.services.webhooks.runOnce(), 1);
+      assert.equal(await t.services.webhooks.runOnce(), 0, 'the failed event waits for its retry');
+      t.clock.advance(1200);
+      assert.equal(await t.services.webhooks.runOnce(), 1);
+      assert.deepEqual(
+        bodies(receiver.requests).map((b) => b.sequence),
+        [1, 2, 3, 1],
+      );
+      const statuses = (await deliveries(t)).body.data.deliveries.map((e: any) => [e.sequence, e.status]);
+      assert.deepEqual(statuses, [
+        [3, 'delivered'],
+        [2, 'delivered'],
+        [1, 'delivered'],
+      ]);
+    });
+
+    it('takes over a stale claim of a dead worker and ignores that worker when it comes back late', async () => {
+      await recordMessages(t, 2);
+      const now = t.clock();
+      const dead = await claimDeliveries(db(), dialect, {
+        workerId: 'dead-worker',
+        now,
+        staleBefore: t.services.webhooks.staleBefore(now),
+        limit: 10,
+      });
+      assert.deepEqual(
+        dead.map((d) => d.sequence),
+        [1],
+      );
+      assert.equal(await releaseClaims(db(), 'someone-else'), 0, 'only the holder can release');
+      assert.equal(await t.services.webhooks.runOnce(), 0, 'a live claim blocks the instance');
+      t.clock.advance(2 * 5_000 + 30_000 + 1);
+      assert.equal(await t.services.webhooks.runOnce(), 1, 'the stale claim is taken over');
+      const [late] = dead;
+      assert.ok(late);
+      const applied = await finishAttempt(db(), {
+        eventId: late.eventId,
+        instanceId: late.instanceId,
+        attemptId: late.attemptId,
+        workerId: 'dead-worker',
+        attempt: {
+          statusCode: 500,
+          durationMs: 1,
+          error: 'late',
+          responseBody: null,
+          responseTruncated: false,
+        },
+        outcome: { kind: 'retry', runAt: t.clock() + 1000 },
+        now: new Date(t.clock()).toISOString(),
+      });
+      assert.equal(applied, false, 'the late worker no longer holds the claim');
+      const entries = (await deliveries(t)).body.data.deliveries;
+      const first = entries.find((e: any) => e.sequence === 1);
+      assert.equal(first.status, 'delivered');
+      assert.deepEqual(
+        first.attempts.map((a: any) => [a.number, a.statusCode]),
+        [
+          [1, 500],
+          [2, 200],
+        ],
+        'the late attempt is still logged',
+      );
+      const rows = await db()
+        .selectFrom('webhook_attempts')
+        .select(['worker', 'error'])
+        .where('event_id', '=', late.eventId)
+        .orderBy('number')
+        .execute();
+      assert.deepEqual(
+        rows.map((r) => r.worker),
+        ['dead-worker', t.services.webhooks.id],
+      );
+      assert.equal(await t.services.webhooks.runOnce(), 1, 'the next event follows');
+    });
+
+    it('marks an attempt abandoned when its worker died before finishing', async () => {
+      await recordMessages(t, 1);
+      const now = t.clock();
+      await claimDeliveries(db(), dialect, { workerId: 'gone', now, staleBefore: now - 1, limit: 1 });
+      t.clock.advance(60_000);
+      assert.equal(await t.services.webhooks.runOnce(), 1);
+      const [entry] = (await deliveries(t)).body.data.deliveries;
+      assert.equal(entry.attempts[0].error, ABANDONED);
+      assert.equal(entry.attempts[0].finishedAt, new Date(t.clock()).toISOString());
+      assert.equal(entry.attempts[1].statusCode, 200);
+    });
+
+    it('shutdown releases claims still in flight after the grace period', async () => {
+      receiver.respondWith(() => ({ status: 200, delayMs: 4_000 }));
+      await recordMessages(t, 1);
+      t.services.webhooks.start();
+      await receiver.waitForCount(1, 10_000);
+      await t.services.webhooks.stop(50);
+      const row = await db().selectFrom('webhook_deliveries').selectAll().executeTakeFirstOrThrow();
+      assert.equal(row.locked_by, null);
+      assert.equal(row.status, 'pending');
+      const now = t.clock();
+      const next = await claimDeliveries(db(), dialect, {
+        workerId: 'next-process',
+        now,
+        staleBefore: t.services.webhooks.staleBefore(now),
+        limit: 1,
+      });
+      assert.equal(next.length, 1, 'claimable at once, without waiting for the stale timeout');
+    });
+
+    it('the event row, its sequence and its delivery roll back with the recording transaction', async () => {
+      await recordMessages(t, 1);
+      const failing = new EventRecorder(
+        db(),
+        [
+          new OutboxProjection({ clock: t.clock, maxAttempts: 2, onCommitted: () => undefined }),
+          {
+            name: 'boom',
+            apply: async () => {
+              throw new Error('boom');
+            },
+          },
+        ],
+        silent,
+      );
+      await assert.rejects(failing.record(t.instance.id, textMessage('lost')), /boom/);
+      assert.equal((await db().selectFrom('webhook_events').selectAll().execute()).length, 1);
+      assert.equal((await db().selectFrom('webhook_deliveries').selectAll().execute()).length, 1);
+      const state = await db().selectFrom('webhook_state').selectAll().executeTakeFirstOrThrow();
+      assert.equal(Number(state.last_sequence), 1);
+      await recordMessages(t, 1);
+      const sequences = (await db().selectFrom('webhook_events').select('sequence').execute()).map((r) =>
+        Number(r.sequence),
+      );
+      assert.deepEqual(sequences.sort(), [1, 2], 'no gap is left by the rolled-back event');
+    });
+
+    if (dialect === 'postgres') {
+      it('two processes recording and claiming at once: unique gap-free sequences, no delivery claimed twice', async () => {
+        const second = await openStore(t.testStore.database, {
+          schema: t.testStore.schema ?? '',
+          poolSize: 5,
+        });
+        try {
+          const recorders = [t.testStore.store.db, second.db].map(
+            (handle) =>
+              new EventRecorder(
+                handle,
+                [new OutboxProjection({ clock: t.clock, maxAttempts: 2, onCommitted: () => undefined })],
+                silent,
+              ),
+          );
+          const others = [t.instance, await t.newInstance('test', 'b'), await t.newInstance('test', 'c')];
+          for (const other of others.slice(1)) {
+            const set = await t.call('POST', `/v1/webhook?from=${other.id}`, { webhookUrl: receiver.url });
+            assert.equal(set.status, 200);
+          }
+          await Promise.all(
+            recorders.flatMap((recorder) =>
+              others.map(async (instance) => {
+                for (let i = 0; i < 15; i++) await recorder.record(instance.id, textMessage(`c${i}`));
+              }),
+            ),
+          );
+          for (const instance of others) {
+            const rows = await db()
+              .selectFrom('webhook_events')
+              .select('sequence')
+              .where('instance_id', '=', instance.id)
+              .execute();
+            assert.deepEqual(
+              rows.map((r) => Number(r.sequence)).sort((a, b) => a - b),
+              Array.from({ length: 30 }, (_, i) => i + 1),
+            );
+          }
+          const now = t.clock();
+          const claims = await Promise.all(
+            Array.from({ length: 8 }, (_, i) =>
+              claimDeliveries(i % 2 === 0 ? db() : second.db, 'postgres', {
+                workerId: `w${i}`,
+                now,
+                staleBefore: now - 60_000,
+                limit: 5,
+              }),
+            ),
+          );
+          const claimed = claims.flat();
+          assert.equal(new Set(claimed.map((c) => c.eventId)).size, claimed.length, 'no event claimed twice');
+          assert.deepEqual(
+            claimed.map((c) => c.sequence),
+            [1, 1, 1],
+            'one delivery per instance, the lowest sequence',
+          );
+          assert.equal(new Set(claimed.map((c) => c.instanceId)).size, 3);
+        } finally {
+          await second.destroy();
+        }
+      });
+    }
+  });
+}

@@ -1,0 +1,237 @@
+import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
+import { describe, it } from 'node:test';
+import { Webhook } from 'standardwebhooks';
+import type { EngineMessage, MessageSource } from '../../src/engines/types.ts';
+import { messageBody, normaliseEvent, webhookBody } from '../../src/events/normalise.ts';
+import { maxAttemptsOf, parseRetryAfter, retryDelayMs } from '../../src/webhooks/backoff.ts';
+import { hmacHex, standardSignature, webhookHeaders } from '../../src/webhooks/signing.ts';
+
+const source: MessageSource = {
+  chat: '120363000000000001@g.us',
+  sender: '5511988880002@s.whatsapp.net',
+  isFromMe: false,
+  isGroup: true,
+};
+
+describe('event normalisation (SPEC Events, DESIGN D10)', () => {
+  it('maps every message kind to event.message with conversation always present', () => {
+    assert.deepEqual(messageBody({ kind: 'text', text: 'hi', quotedId: '3EB0AA' }), {
+      conversation: 'hi',
+      contextInfo: { stanzaId: '3EB0AA' },
+    });
+    assert.deepEqual(messageBody({ kind: 'image', text: 'cap', mimetype: 'image/png', fileLength: 10 }), {
+      conversation: 'cap',
+      imageMessage: { mimetype: 'image/png', fileLength: 10, caption: 'cap' },
+    });
+    assert.deepEqual(messageBody({ kind: 'audio', mimetype: 'audio/ogg', fileLength: 5 }), {
+      conversation: '',
+      audioMessage: { mimetype: 'audio/ogg', fileLength: 5, ptt: true },
+    });
+    assert.deepEqual(
+      messageBody({ kind: 'document', mimetype: 'application/pdf', fileLength: 7, fileName: 'a.pdf' }),
+      {
+        conversation: '',
+        documentMessage: { mimetype: 'application/pdf', fileLength: 7, fileName: 'a.pdf' },
+      },
+    );
+    assert.deepEqual(messageBody({ kind: 'video', mimetype: 'video/mp4' }).videoMessage, {
+      mimetype: 'video/mp4',
+      fileLength: 0,
+    });
+    assert.deepEqual(messageBody({ kind: 'sticker', mimetype: 'image/webp', fileLength: 3 }).stickerMessage, {
+      mimetype: 'image/webp',
+      fileLength: 3,
+    });
+    assert.deepEqual(
+      messageBody({ kind: 'location', latitude: 1.5, longitude: -2, name: 'N', address: 'A' }),
+      {
+        conversation: '',
+        locationMessage: { degreesLatitude: 1.5, degreesLongitude: -2, name: 'N', address: 'A' },
+      },
+    );
+    assert.deepEqual(messageBody({ kind: 'contact', name: 'Ann', vcard: 'BEGIN:VCARD' }), {
+      conversation: '',
+      contactMessage: { displayName: 'Ann', vcard: 'BEGIN:VCARD' },
+    });
+    assert.deepEqual(messageBody({ kind: 'reaction', reaction: { emoji: '👍', targetId: '3EB0BB' } }), {
+      conversation: '',
+      reactionMessage: { text: '👍', key: { id: '3EB0BB' } },
+    });
+    assert.deepEqual(messageBody({ kind: 'other' }), { conversation: '' });
+  });
+
+  it('normalises receipts, presence and history; ignores connection and contacts events', () => {
+    const at = Date.UTC(2025, 0, 1, 0, 0, 1, 500);
+    assert.deepEqual(
+      normaliseEvent({ type: 'receipt', state: 'played', messageIds: ['A', 'B'], source, timestamp: at }),
+      {
+        type: 'ReadReceipt',
+        state: 'Played',
+        event: { messageIds: ['A', 'B'], messageSource: source, timestamp: '2025-01-01T00:00:01.500Z' },
+      },
+    );
+    assert.deepEqual(normaliseEvent({ type: 'presence', source, state: 'paused', media: '' }), {
+      type: 'ChatPresence',
+      event: { messageSource: source, state: 'paused', media: '' },
+    });
+    const message: EngineMessage = {
+      id: '3EB0CC',
+      source,
+      pushName: 'Peer',
+      timestamp: at,
+      content: { kind: 'text', text: 'old' },
+    };
+    assert.deepEqual(
+      normaliseEvent({
+        type: 'history',
+        syncType: 'RECENT',
+        progress: 40,
+        chats: [{ jid: source.chat, name: 'Group', messages: [message] }],
+      }),
+      {
+        type: 'HistorySync',
+        event: {
+          syncType: 'RECENT',
+          progress: 40,
+          chats: [
+            {
+              jid: source.chat,
+              name: 'Group',
+              messages: [
+                {
+                  info: {
+                    id: '3EB0CC',
+                    messageSource: source,
+                    pushName: 'Peer',
+                    timestamp: '2025-01-01T00:00:01.500Z',
+                  },
+                  message: { conversation: 'old' },
+                },
+              ],
+            },
+          ],
+        },
+      },
+    );
+    assert.equal(
+      normaliseEvent({
+        type: 'connection',
+        state: { connected: true, loggedIn: true, jid: null, phone: null, pushName: null },
+      }),
+      null,
+    );
+    assert.equal(normaliseEvent({ type: 'contacts', contacts: [] }), null);
+  });
+
+  it('puts instanceId and sequence last in the body, after type, state and event', () => {
+    const normalised = normaliseEvent({
+      type: 'receipt',
+      state: 'read',
+      messageIds: ['A'],
+      source,
+      timestamp: 0,
+    });
+    assert.ok(normalised);
+    const body = webhookBody(normalised, 'inst', 7);
+    assert.deepEqual(Object.keys(JSON.parse(body)), ['type', 'state', 'event', 'instanceId', 'sequence']);
+  });
+});
+
+describe('signatures (DESIGN D10)', () => {
+  const key = 'k'.repeat(32);
+  const body = '{"type":"Message","sequence":1}';
+
+  it('x-hmac-signature is lowercase hex HMAC-SHA256 of the body bytes', () => {
+    assert.equal(hmacHex(key, body), createHmac('sha256', key).update(body).digest('hex'));
+    assert.match(hmacHex(key, body), /^[0-9a-f]{64}$/);
+  });
+
+  it('webhook-signature verifies with standardwebhooks (raw secret) and matches its own signer', () => {
+    const id = 'evt-1';
+    const timestamp = Math.floor(Date.now() / 1000);
+    const headers = webhookHeaders({ id, timestampSeconds: timestamp, body, hmacKey: key });
+    const hook = new Webhook(key, { format: 'raw' });
+    assert.deepEqual(hook.verify(body, headers), JSON.parse(body));
+    assert.equal(headers['webhook-signature'], hook.sign(id, new Date(timestamp * 1000), body));
+    assert.equal(headers['webhook-signature'], standardSignature(key, id, timestamp, body));
+    // A replayed request with a changed timestamp no longer verifies.
+    assert.throws(() => hook.verify(body, { ...headers, 'webhook-timestamp': String(timestamp - 1) }));
+  });
+
+  it('signs non-ASCII keys over their UTF-8 bytes (standardwebhooks given the bytes agrees)', () => {
+    const utf8Key = 'clé-secrète-ünïcødé-0123456789abcdef';
+    const timestamp = Math.floor(Date.now() / 1000);
+    const headers = webhookHeaders({ id: 'x', timestampSeconds: timestamp, body, hmacKey: utf8Key });
+    const hook = new Webhook(new TextEncoder().encode(utf8Key), { format: 'raw' });
+    assert.doesNotThrow(() => hook.verify(body, headers));
+  });
+
+  it('sends no signature headers without a key', () => {
+    const headers = webhookHeaders({ id: 'x', timestampSeconds: 1, body, hmacKey: null });
+    assert.deepEqual(Object.keys(headers).sort(), [
+      'content-type',
+      'user-agent',
+      'webhook-id',
+      'webhook-timestamp',
+    ]);
+  });
+});
+
+describe('retry schedule (DESIGN D10)', () => {
+  const schedule = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000];
+
+  it('gives eight attempts with the default schedule and ±20 % jitter per delay', () => {
+    const max = maxAttemptsOf(schedule);
+    assert.equal(max, 8);
+    for (const [index, base] of schedule.entries()) {
+      const low = retryDelayMs({
+        attemptsMade: index + 1,
+        maxAttempts: max,
+        scheduleMs: schedule,
+        random: 0,
+      });
+      const high = retryDelayMs({
+        attemptsMade: index + 1,
+        maxAttempts: max,
+        scheduleMs: schedule,
+        random: 1,
+      });
+      const mid = retryDelayMs({
+        attemptsMade: index + 1,
+        maxAttempts: max,
+        scheduleMs: schedule,
+        random: 0.5,
+      });
+      assert.deepEqual([low, mid, high], [base * 0.8, base, base * 1.2]);
+    }
+    assert.equal(
+      retryDelayMs({ attemptsMade: 8, maxAttempts: max, scheduleMs: schedule, random: 0.5 }),
+      null,
+    );
+  });
+
+  it('honours Retry-After clamped to 1×–2× the scheduled delay', () => {
+    const input = { attemptsMade: 2, maxAttempts: 8, scheduleMs: schedule, random: 0 };
+    assert.equal(retryDelayMs({ ...input, retryAfterMs: 1_000 }), 300_000);
+    assert.equal(retryDelayMs({ ...input, retryAfterMs: 400_000 }), 400_000);
+    assert.equal(retryDelayMs({ ...input, retryAfterMs: 10_000_000 }), 600_000);
+  });
+
+  it('parses Retry-After as seconds or an HTTP date', () => {
+    const now = Date.UTC(2025, 0, 1, 0, 0, 0);
+    assert.equal(parseRetryAfter('120', now), 120_000);
+    assert.equal(parseRetryAfter('Wed, 01 Jan 2025 00:00:30 GMT', now), 30_000);
+    assert.equal(parseRetryAfter('Tue, 31 Dec 2024 00:00:00 GMT', now), 0);
+    assert.equal(parseRetryAfter('soon', now), undefined);
+    assert.equal(parseRetryAfter(undefined, now), undefined);
+  });
+
+  it('reuses the last delay when the schedule shrank after a delivery was queued, and stops with no schedule', () => {
+    assert.equal(
+      retryDelayMs({ attemptsMade: 5, maxAttempts: 8, scheduleMs: [1_000, 2_000], random: 0.5 }),
+      2_000,
+    );
+    assert.equal(retryDelayMs({ attemptsMade: 1, maxAttempts: 8, scheduleMs: [], random: 0.5 }), null);
+  });
+});
