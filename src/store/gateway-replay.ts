@@ -20,7 +20,7 @@ export const REPLAY_PRUNE_EVERY_MS = 60_000;
 /**
  * {@link ReplayMemory} in the `gateway_replay` table (migration 0005): the primary key (instance, signature)
  * makes "first time?" a single atomic insert on SQLite and PostgreSQL alike. Rows whose `expires_at` passed are
- * ignored and pruned at most every {@link REPLAY_PRUNE_EVERY_MS}.
+ * deleted at most every {@link REPLAY_PRUNE_EVERY_MS} per process.
  */
 export class SqlReplayMemory implements ReplayMemory {
   readonly #db: Kysely<Database>;
@@ -45,16 +45,9 @@ export class SqlReplayMemory implements ReplayMemory {
       .values({ instance_id: instanceId, signature, expires_at: expiresAt })
       .onConflict((oc) => oc.columns(['instance_id', 'signature']).doNothing())
       .executeTakeFirst();
-    if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) > 0) return true;
-    // A row outlived its window without being pruned yet: take it over (the update is the atomic claim).
-    const reclaimed = await this.#db
-      .updateTable('gateway_replay')
-      .set({ expires_at: expiresAt })
-      .where('instance_id', '=', instanceId)
-      .where('signature', '=', signature)
-      .where('expires_at', '<', nowIso)
-      .executeTakeFirst();
-    return Number(reclaimed.numUpdatedRows) > 0;
+    // An existing row means the signature was used. (A row past `expires_at` cannot be hit again: its
+    // signature carries the same timestamp, which the window check refuses first.)
+    return Number(inserted.numInsertedOrUpdatedRows ?? 0n) > 0;
   }
 }
 

@@ -141,7 +141,7 @@ export interface GatewayReplayTable {
   instance_id: string;
   /** Lowercase hex HMAC-SHA256 of the request. */
   signature: string;
-  /** RFC 3339: the signature's timestamp plus the window; the row may be pruned after it. */
+  /** RFC 3339: the signature's timestamp plus the window (and 1 s); the row may be pruned after it. */
   expires_at: string;
 }
 

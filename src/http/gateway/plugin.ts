@@ -142,7 +142,8 @@ export const gatewayPlugin = fp(
           },
           clock(),
         );
-        const expiresAtMs = (verified.timestamp + SIGNATURE_WINDOW_SECONDS) * 1000;
+        // Remembered until the timestamp can no longer pass the window check (compared in whole seconds).
+        const expiresAtMs = (verified.timestamp + SIGNATURE_WINDOW_SECONDS + 1) * 1000;
         if (!(await replay.remember(gateway.instance.id, verified.signature, expiresAtMs))) {
           throw invalidSignature('this signature was already used');
         }
