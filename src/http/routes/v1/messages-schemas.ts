@@ -29,7 +29,11 @@ const ReplyId = Type.Optional(
     examples: ['3EB0C767D26A1D2E5B3A61'],
   }),
 );
-const From = Type.Optional(InstanceSelector);
+const From = Type.Optional({
+  ...InstanceSelector,
+  description: 'sending instance: its UUID or linked phone number; omitted: the most recently connected (D4)',
+  examples: ['5511999990001'],
+});
 const Caption = Type.Optional(
   Type.String({
     maxLength: MAX_TEXT,

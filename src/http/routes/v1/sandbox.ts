@@ -12,7 +12,12 @@ import { Details, InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 /** Body of `POST /v1/sandbox/scan` (DESIGN D9). */
 export const ScanBody = Type.Object({
   code: Type.Optional(
-    Type.String({ minLength: 1, maxLength: 1024, description: 'must equal the current QR code when given' }),
+    Type.String({
+      minLength: 1,
+      maxLength: 1024,
+      description: 'must equal the current QR code when given (GET /v1/session/qr → code)',
+      examples: ['2@Yl3x…,K7f…,Qm9…,c2Vj…'],
+    }),
   ),
   phone: Type.Optional(Phone('the number the simulated owner logs in as; generated when omitted')),
 });
