@@ -103,7 +103,11 @@ export const InviteLink = Type.Object({
 
 const iso = (ms: number): string => new Date(ms).toISOString();
 
-/** The info fields of `group` (SPEC Group): times as RFC 3339 UTC, `disappearingTimer` in seconds. */
+/**
+ * The info fields of `group` (SPEC Group): times as RFC 3339 UTC, `disappearingTimer` in seconds. When the
+ * platform reports no name change (`nameSetAt` 0, `nameSetBy` empty), the name dates from the creation by the
+ * owner.
+ */
 export function toGroupDetails(group: GroupInfo): GroupDetails {
   return {
     jid: group.jid,
@@ -111,8 +115,8 @@ export function toGroupDetails(group: GroupInfo): GroupDetails {
     topic: group.topic,
     ownerJid: group.ownerJid,
     groupCreated: iso(group.created),
-    nameSetAt: iso(group.nameSetAt),
-    nameSetBy: group.nameSetBy,
+    nameSetAt: iso(group.nameSetAt || group.created),
+    nameSetBy: group.nameSetBy || group.ownerJid,
     isAnnounce: group.isAnnounce,
     isLocked: group.isLocked,
     isEphemeral: group.isEphemeral,
