@@ -94,6 +94,7 @@ export class FakeSocket implements SocketLike {
   groups = new Map<string, GroupMetadata>();
   inviteCodes = new Map<string, string>();
   groupError: Error | undefined;
+  inviteError: Error | undefined;
   lids = new Map<string, string>();
   queryAnswer: (node: BinaryNode) => Promise<BinaryNode | undefined> = async () => undefined;
 
@@ -183,7 +184,7 @@ export class FakeSocket implements SocketLike {
     return meta;
   };
   groupInviteCode = async (jid: string) => {
-    if (this.groupError) throw this.groupError;
+    if (this.inviteError) throw this.inviteError;
     return this.inviteCodes.get(jid);
   };
   presenceSubscribe = async (jid: string) => {

@@ -71,7 +71,7 @@ export function reachoutLocked(endsAt: Date | undefined, now: number): ApiError 
 
 /** Context for {@link toApiError}: what a 404 or a 401/403 answer means for this operation. */
 export interface ErrorContext {
-  /** Message of the NOT_FOUND raised for `404 item-not-found` (and 403/406 when `forbidden` is not set). */
+  /** Message of the NOT_FOUND raised for `404 item-not-found` (and 401/403/406 when `forbidden` is not set). */
   notFound?: string;
   /** Message of the FORBIDDEN raised for `401 not-authorized` / `403 forbidden`. */
   forbidden?: string;
@@ -96,7 +96,7 @@ export function toApiError(error: unknown, context: ErrorContext = {}): unknown 
     if ((code === 401 || code === 403) && context.forbidden) {
       return new ApiError('FORBIDDEN', context.forbidden, { cause: error });
     }
-    if ((code === 404 || code === 403 || code === 406) && context.notFound) {
+    if ((code === 404 || code === 401 || code === 403 || code === 406) && context.notFound) {
       return new ApiError('NOT_FOUND', context.notFound, { cause: error });
     }
     return new ApiError('PLATFORM_ERROR', `the platform refused the request (${code} ${text})`, {

@@ -269,10 +269,11 @@ export async function groupInfo(sock: SocketLike, deps: OperationDeps, jid: Jid)
 
 /**
  * The invite code of a group (SPEC invite-link). @throws FORBIDDEN {@link NOT_ADMIN} when the account is not an
- * admin (checked on the group's metadata, and mapped from the platform's 401/403), NOT_FOUND when not a member.
+ * admin (checked on freshly fetched metadata — a cached copy may predate a promotion — and mapped from the
+ * platform's 401/403), NOT_FOUND when not a member.
  */
 export async function groupInviteCode(sock: SocketLike, deps: OperationDeps, jid: Jid): Promise<string> {
-  const meta = await metadataOf(sock, deps, jid, false);
+  const meta = await metadataOf(sock, deps, jid, true);
   if (!isAdminOf(meta, deps.mapping.me())) throw new ApiError('FORBIDDEN', NOT_ADMIN);
   const code = await mapPlatformErrors(() => sock.groupInviteCode(jid), {
     forbidden: NOT_ADMIN,

@@ -1,0 +1,420 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it, type TestContext } from 'node:test';
+import { type GroupMetadata, proto, type WAMessage } from 'baileys';
+import { readPairedCreds } from '../../src/engines/baileys/auth-state.ts';
+import { BaileysEngine, type BaileysEngineOptions } from '../../src/engines/baileys/index.ts';
+import { NOT_ADMIN } from '../../src/engines/baileys/operations.ts';
+import type { EngineSession } from '../../src/engines/engine.ts';
+import type { EngineEvent } from '../../src/engines/types.ts';
+import { ApiError } from '../../src/errors.ts';
+import { type FakeSocket, fakeFactory, iqError, ME, pairedCreds, storePairedCreds } from './fake-socket.ts';
+import {
+  type LiveFixture,
+  liveFixture,
+  type RecordingContext,
+  recordingContext,
+  silentLogger,
+  until,
+  untilAsync,
+} from './support.ts';
+
+const PEER = '5511988887777@s.whatsapp.net';
+const PEER_LID = '12345678@lid';
+const GROUP = '120363000000000001@g.us';
+const ME_PHONE_JID = `${ME.phone}@s.whatsapp.net`;
+
+function isApiError(code: ApiError['code'], message?: RegExp) {
+  return (error: unknown) => {
+    assert.ok(error instanceof ApiError, String(error));
+    assert.equal(error.code, code);
+    if (message) assert.match(error.message, message);
+    return true;
+  };
+}
+
+describe('live session over a fake socket', () => {
+  let fixture: LiveFixture;
+  let next = 0;
+  const engines: BaileysEngine[] = [];
+  before(async () => {
+    fixture = await liveFixture('sqlite', 12);
+  });
+  after(async () => {
+    await Promise.all(engines.map((e) => e.close()));
+    await fixture.test.cleanup();
+  });
+
+  async function setup(
+    options: {
+      paired?: boolean;
+      open?: (sock: FakeSocket, i: number) => void;
+      engine?: Partial<BaileysEngineOptions>;
+    } = {},
+  ): Promise<{
+    session: EngineSession;
+    fake: ReturnType<typeof fakeFactory>;
+    rc: RecordingContext;
+    sock: () => FakeSocket;
+  }> {
+    const instanceId = fixture.instanceIds[next++] ?? '';
+    const fake = fakeFactory(options.open ?? ((sock) => sock.open()));
+    const engine = new BaileysEngine({
+      db: fixture.test.store.db,
+      processId: 'p',
+      logger: silentLogger(),
+      socketFactory: fake.factory,
+      ackTimeoutMs: 50,
+      random: () => 0.5,
+      ...options.engine,
+    });
+    engines.push(engine);
+    const rc = recordingContext(fixture, instanceId, () => Date.parse('2030-01-01T00:00:00Z'));
+    if (options.paired ?? true) await storePairedCreds(rc.context.auth);
+    const session = engine.createSession(rc.context);
+    const sock = () => {
+      const last = fake.sockets.at(-1);
+      assert.ok(last, 'a socket exists');
+      return last;
+    };
+    return { session, fake, rc, sock };
+  }
+  const ofType = <T extends EngineEvent['type']>(events: EngineEvent[], type: T) =>
+    events.filter((e): e is Extract<EngineEvent, { type: T }> => e.type === type);
+
+  it('links by QR (DESIGN D7): rotation 60 s then 20 s, the 515 restart after pairing is a new socket', async (t: TestContext) => {
+    const { session, fake, rc, sock } = await setup({
+      paired: false,
+      open: (s, i) => (i === 0 ? s.qr('2@ref1,noise,identity,adv') : s.open()),
+    });
+    await session.connect();
+    assert.deepEqual(
+      { connected: session.state().connected, loggedIn: session.state().loggedIn },
+      { connected: true, loggedIn: false },
+    );
+    const now = Date.parse('2030-01-01T00:00:00Z');
+    assert.deepEqual(session.pairingCode(), { code: '2@ref1,noise,identity,adv', expiresAt: now + 60_000 });
+    sock().qr('2@ref2,noise,identity,adv');
+    assert.deepEqual(session.pairingCode(), { code: '2@ref2,noise,identity,adv', expiresAt: now + 20_000 });
+    assert.equal(await session.requestPairingCode?.('5511999990000'), 'PARL3YOK');
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const paired = pairedCreds();
+    sock().emit('creds.update', { me: paired.me, account: paired.account, platform: 'android' });
+    sock().emit('connection.update', { isNewLogin: true, qr: undefined });
+    sock().close(515, 'Stream Errored (restart required)');
+    await until(() => /restart required \(515\)/.test(session.state().reason ?? ''), 2_000, '515');
+    assert.equal(session.state().loggedIn, true);
+    t.mock.timers.tick(1_000);
+    await until(() => session.state().connected && fake.sockets.length === 2, 2_000, 'reopen');
+    t.mock.timers.reset();
+    assert.equal(session.pairingCode(), null);
+    assert.equal(session.state().jid, ME.id);
+    assert.equal(session.state().phone, ME.phone);
+    assert.equal(await session.waitForLogin(10), true);
+    assert.ok(await readPairedCreds(rc.context.auth), 'paired credentials stored');
+    const states = ofType(rc.events, 'connection').map((e) => [e.state.connected, e.state.loggedIn]);
+    assert.deepEqual(states.at(0), [true, false]);
+    assert.deepEqual(states.at(-1), [true, true]);
+  });
+
+  it('ends the pairing attempt after the last QR (connected:false, connect again)', async () => {
+    const { session, rc, sock } = await setup({ paired: false, open: (s) => s.qr('2@only') });
+    await session.connect();
+    sock().close(408, 'QR refs attempts ended');
+    await until(() => !session.state().connected, 2_000, 'stop');
+    assert.equal(session.pairingCode(), null);
+    assert.match(session.state().reason ?? '', /no QR code was scanned/);
+    assert.equal((await rc.context.auth.list('creds')).size, 0);
+    assert.equal(await session.waitForLogin(5), false);
+  });
+
+  it('connect is bounded even when the platform never answers', async () => {
+    const { session } = await setup({ open: () => undefined, engine: { connectDeadlineMs: 50 } });
+    await assert.rejects(session.connect(), isApiError('PLATFORM_UNAVAILABLE', /no answer within 0.05 s/));
+    assert.equal(session.state().connected, false);
+    assert.equal(session.state().loggedIn, true);
+  });
+
+  it('configures Baileys as issue 5 asks: offline presence, no full history, store-backed getMessage, group cache', async () => {
+    const { session, sock } = await setup();
+    await session.connect();
+    const config = sock().config;
+    assert.equal(config.markOnlineOnConnect, false);
+    assert.equal(config.syncFullHistory, false);
+    assert.equal('shouldSyncHistoryMessage' in config, false, "Baileys' default (no FULL sync) applies");
+    assert.equal(config.emitOwnEvents, false);
+    assert.deepEqual(config.browser, ['parley', 'Chrome', '1.0']);
+    assert.equal(await config.getMessage?.({ id: 'missing' }), undefined);
+    const sent = await session.send({ to: PEER, content: { kind: 'text', text: 'hey', linkPreview: false } });
+    assert.deepEqual(await config.getMessage?.({ id: sent.id }), sock().relayed[0]?.message);
+    const meta: GroupMetadata = { id: GROUP, subject: 'Team', owner: undefined, participants: [] };
+    sock().emit('groups.upsert', [meta]);
+    await untilAsync(async () => (await config.cachedGroupMetadata?.(GROUP)) !== undefined, 'group cached');
+    assert.deepEqual(await config.cachedGroupMetadata?.(GROUP), meta);
+    const fresh = { ...meta, subject: 'Renamed', participants: [{ id: PEER, admin: null }] };
+    sock().groups.set(GROUP, fresh);
+    sock().emit('group-participants.update', {
+      id: GROUP,
+      author: PEER,
+      participants: [{ id: PEER }],
+      action: 'add',
+    });
+    await untilAsync(
+      async () => (await config.cachedGroupMetadata?.(GROUP))?.subject === 'Renamed',
+      'refresh',
+    );
+    assert.deepEqual(await config.cachedGroupMetadata?.(GROUP), fresh, 'refreshed on group events');
+  });
+
+  it('sends: relays, waits for the ack, records the message; 463 and 429 nacks are their own errors', async () => {
+    const { session, rc, sock } = await setup();
+    await session.connect();
+    const sent = await session.send({
+      to: PEER,
+      content: { kind: 'text', text: 'hello', linkPreview: false },
+    });
+    assert.match(sent.id, /^3EB0[0-9A-F]+$/);
+    assert.equal(sock().relayed[0]?.jid, PEER);
+    assert.equal(sock().relayed[0]?.message.extendedTextMessage?.text, 'hello');
+    assert.deepEqual(ofType(rc.events, 'message').at(-1)?.message.source, {
+      chat: PEER,
+      sender: ME_PHONE_JID,
+      isFromMe: true,
+      isGroup: false,
+    });
+    assert.deepEqual(sock().presence, [PEER], 'presence subscribed for chat presence');
+    sock().ackAttrs = { error: '463' };
+    await assert.rejects(
+      session.send({
+        to: '5511911112222@s.whatsapp.net',
+        content: { kind: 'text', text: 'x', linkPreview: false },
+      }),
+      (error: unknown) => {
+        isApiError('RATE_LIMITED', /463 reach-out timelock\) until 20/)(error);
+        assert.ok(error instanceof ApiError && (error.retryAfter ?? 0) > 0);
+        return true;
+      },
+    );
+    sock().ackAttrs = { error: '429' };
+    await assert.rejects(
+      session.send({ to: PEER, content: { kind: 'text', text: 'x', linkPreview: false } }),
+      isApiError('RATE_LIMITED', /rate-overlimit/),
+    );
+    sock().ackAttrs = { error: '479' };
+    await assert.rejects(
+      session.send({ to: PEER, content: { kind: 'text', text: 'x', linkPreview: false } }),
+      isApiError('PLATFORM_ERROR', /error 479/),
+    );
+    sock().ackAttrs = undefined;
+    const late = await session.send({
+      to: PEER,
+      content: { kind: 'text', text: 'no ack', linkPreview: false },
+    });
+    assert.ok(late.id, 'a missing ack does not fail the send');
+  });
+
+  it('reacts with the own key for `me:` ids and marks read (group receipts need the sender)', async () => {
+    const { session, sock, rc } = await setup();
+    await session.connect();
+    const reaction = await session.react(PEER, '3EB0TARGET', true, '❤️');
+    assert.equal(reaction.id, '3EB0TARGET');
+    assert.deepEqual(
+      { ...sock().relayed[0]?.message.reactionMessage?.key },
+      { remoteJid: PEER, id: '3EB0TARGET', fromMe: true },
+    );
+    assert.equal(ofType(rc.events, 'message').at(-1)?.message.content.kind, 'reaction');
+    await session.markRead(PEER, ['A1', 'A2']);
+    await session.markRead(GROUP, ['G1'], PEER);
+    assert.deepEqual(sock().read, [
+      { remoteJid: PEER, id: 'A1', fromMe: false },
+      { remoteJid: PEER, id: 'A2', fromMe: false },
+      { remoteJid: GROUP, id: 'G1', fromMe: false, participant: PEER },
+    ]);
+    await assert.rejects(
+      session.markRead(GROUP, ['G2']),
+      isApiError('BAD_REQUEST', /senderPhone is required/),
+    );
+  });
+
+  it('checks numbers with verified business names; a platform 429 is its own error', async () => {
+    const { session, sock } = await setup();
+    await session.connect();
+    const details = proto.VerifiedNameCertificate.Details.encode({
+      serial: 1,
+      issuer: 'smb:wa',
+      verifiedName: 'Acme Ltd',
+    }).finish();
+    const cert = proto.VerifiedNameCertificate.encode({ details, signature: Buffer.alloc(64) }).finish();
+    sock().usyncAnswer = {
+      tag: 'iq',
+      attrs: { type: 'result' },
+      content: [
+        {
+          tag: 'usync',
+          attrs: {},
+          content: [
+            {
+              tag: 'list',
+              attrs: {},
+              content: [
+                {
+                  tag: 'user',
+                  attrs: { jid: PEER },
+                  content: [
+                    { tag: 'contact', attrs: { type: 'in' }, content: Buffer.from('+5511988887777') },
+                    {
+                      tag: 'business',
+                      attrs: {},
+                      content: [{ tag: 'verified_name', attrs: {}, content: cert }],
+                    },
+                  ],
+                },
+                {
+                  tag: 'user',
+                  attrs: { jid: '5511900000000@s.whatsapp.net' },
+                  content: [
+                    { tag: 'contact', attrs: { type: 'out' }, content: Buffer.from('+5511900000000') },
+                  ],
+                },
+              ],
+            },
+          ],
+        },
+      ],
+    };
+    assert.deepEqual(await session.checkPhones(['5511900000000', '5511988887777', '15550001111']), [
+      { query: '5511900000000', isInPlatform: false, jid: null, verifiedName: '' },
+      { query: '5511988887777', isInPlatform: true, jid: PEER, verifiedName: 'Acme Ltd' },
+      { query: '15550001111', isInPlatform: false, jid: null, verifiedName: '' },
+    ]);
+    sock().usyncError = iqError(429, 'rate-overlimit');
+    await assert.rejects(session.checkPhones(['5511988887777']), (error: unknown) => {
+      isApiError('RATE_LIMITED', /429 rate-overlimit/)(error);
+      assert.equal(error instanceof ApiError && error.retryAfter, 60);
+      return true;
+    });
+  });
+
+  it('groups: create lists the creator as super admin; invite link needs admin (403); unknown group 404', async () => {
+    const { session, sock } = await setup();
+    await session.connect();
+    const created = await session.createGroup('Team', [PEER]);
+    assert.equal(created.name, 'Team');
+    assert.equal(created.ownerJid, ME_PHONE_JID);
+    assert.deepEqual(created.participants[0], { jid: ME_PHONE_JID, isAdmin: true, isSuperAdmin: true });
+    sock().groups.set(GROUP, {
+      id: GROUP,
+      subject: 'Theirs',
+      owner: PEER,
+      participants: [
+        { id: PEER, admin: 'superadmin' },
+        { id: ME_PHONE_JID, admin: null },
+      ],
+    });
+    await assert.rejects(session.groupInviteCode(GROUP), isApiError('FORBIDDEN', new RegExp(NOT_ADMIN)));
+    sock().groups.set(GROUP, {
+      id: GROUP,
+      subject: 'Ours',
+      owner: PEER,
+      participants: [{ id: ME_PHONE_JID, admin: 'admin' }],
+    });
+    sock().inviteCodes.set(GROUP, 'AbCdEf123');
+    assert.equal(await session.groupInviteCode(GROUP), 'AbCdEf123');
+    sock().inviteError = iqError(401, 'not-authorized');
+    await assert.rejects(session.groupInviteCode(GROUP), isApiError('FORBIDDEN', new RegExp(NOT_ADMIN)));
+    sock().groupError = iqError(403, 'forbidden');
+    await assert.rejects(session.groupInfo(GROUP), isApiError('NOT_FOUND', /group not found/));
+    sock().groupError = undefined;
+    await assert.rejects(
+      session.groupInfo('120363999999999999@g.us'),
+      isApiError('NOT_FOUND', /group not found/),
+    );
+    assert.deepEqual(
+      (await session.listGroups()).map((g) => g.jid),
+      [GROUP],
+    );
+  });
+
+  it('maps incoming events to domain events with phone JIDs, in arrival order', async () => {
+    const { session, rc, sock } = await setup();
+    await session.connect();
+    const incoming = (over: Partial<WAMessage['key']>, text: string, pushName = 'Ana'): WAMessage => ({
+      key: { remoteJid: PEER_LID, fromMe: false, id: `3EB0${text.toUpperCase()}`, ...over },
+      message: { conversation: text },
+      messageTimestamp: 1_700_000_000,
+      pushName,
+    });
+    sock().emit('messages.upsert', {
+      type: 'notify',
+      messages: [
+        incoming({ remoteJidAlt: PEER }, 'one'),
+        incoming({ remoteJid: 'status@broadcast', participant: PEER }, 'story'),
+      ],
+    });
+    sock().emit('lid-mapping.update', { lid: '5151@lid', pn: '5511951515151@s.whatsapp.net' });
+    sock().emit('messages.upsert', {
+      type: 'append',
+      messages: [incoming({ remoteJid: '5151@lid' }, 'two')],
+    });
+    sock().frame({
+      tag: 'chatstate',
+      attrs: { from: PEER_LID },
+      content: [{ tag: 'composing', attrs: { media: 'audio' } }],
+    });
+    sock().emit('messages.update', [
+      {
+        key: { remoteJid: PEER_LID, fromMe: true, id: 'MINE' },
+        update: { status: proto.WebMessageInfo.Status.READ },
+      },
+    ]);
+    sock().emit('contacts.upsert', [
+      { id: PEER_LID, phoneNumber: PEER, lid: PEER_LID, name: 'Ana Souza', notify: 'Ana' },
+    ]);
+    sock().emit('contacts.update', [{ id: PEER, notify: 'Aninha' }]);
+    await until(() => rc.events.filter((e) => e.type === 'contacts').length === 2, 2_000, 'events');
+    const types = rc.events.filter((e) => e.type !== 'connection').map((e) => e.type);
+    assert.deepEqual(types, ['message', 'message', 'presence', 'receipt', 'contacts', 'contacts']);
+    const [one, two] = ofType(rc.events, 'message');
+    assert.equal(one?.message.source.chat, PEER);
+    assert.equal(two?.message.source.chat, '5511951515151@s.whatsapp.net');
+    assert.deepEqual(ofType(rc.events, 'presence')[0], {
+      type: 'presence',
+      source: { chat: PEER, sender: PEER, isFromMe: false, isGroup: false },
+      state: 'composing',
+      media: 'audio',
+    });
+    assert.equal(ofType(rc.events, 'receipt')[0]?.state, 'read');
+    assert.deepEqual(await session.contacts(), [
+      { jid: PEER, businessName: '', firstName: 'Ana', fullName: 'Ana Souza', pushName: 'Aninha' },
+    ]);
+  });
+
+  it('reports reconnecting sends as 503 and disconnected ones as 409; logged-out ones as not logged in', async () => {
+    const { session, sock } = await setup();
+    await assert.rejects(
+      session.send({ to: PEER, content: { kind: 'text', text: 'x', linkPreview: false } }),
+      isApiError('CONFLICT', /instance is not connected/),
+    );
+    await session.connect();
+    sock().close(428);
+    await until(() => /reconnecting/.test(session.state().reason ?? ''), 2_000, 'reconnecting');
+    await assert.rejects(
+      session.send({ to: PEER, content: { kind: 'text', text: 'x', linkPreview: false } }),
+      isApiError('PLATFORM_UNAVAILABLE', /reconnecting/),
+    );
+    await session.logout();
+    await assert.rejects(session.listGroups(), isApiError('CONFLICT', /instance is not logged in/));
+  });
+
+  it('leaves no listener on a socket it is done with', async () => {
+    const { session, sock } = await setup();
+    await session.connect();
+    const socket = sock();
+    assert.ok(socket.events.listenerCount('messages.upsert') > 0);
+    await session.disconnect();
+    for (const name of socket.events.eventNames())
+      assert.equal(socket.events.listenerCount(name), 0, String(name));
+    for (const name of socket.frames.eventNames())
+      assert.equal(socket.frames.listenerCount(name), 0, String(name));
+    await session.close();
+  });
+});
