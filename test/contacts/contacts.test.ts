@@ -138,7 +138,13 @@ for (const dialect of testDialects()) {
       assert.equal(data['5511999990006@s.whatsapp.net'], undefined, 'unregistered users are not contacts');
       for (const [jid, entry] of Object.entries<any>(data)) {
         assert.match(jid, /^\d{8,15}@s\.whatsapp\.net$/);
-        assert.deepEqual(Object.keys(entry).sort(), ['businessName', 'firstName', 'found', 'fullName', 'pushName']);
+        assert.deepEqual(Object.keys(entry).sort(), [
+          'businessName',
+          'firstName',
+          'found',
+          'fullName',
+          'pushName',
+        ]);
         for (const key of ['businessName', 'firstName', 'fullName', 'pushName']) {
           assert.equal(typeof entry[key], 'string');
         }
@@ -175,7 +181,13 @@ for (const dialect of testDialects()) {
       assert.equal(withPicture.query, '5511999990002');
       assert.equal(withPicture.jid, '5511999990002@s.whatsapp.net');
       assert.match(withPicture.pictureId, /^\d+$/);
-      assert.deepEqual(Object.keys(withPicture).sort(), ['jid', 'pictureId', 'query', 'status', 'verifiedName']);
+      assert.deepEqual(Object.keys(withPicture).sort(), [
+        'jid',
+        'pictureId',
+        'query',
+        'status',
+        'verifiedName',
+      ]);
     });
 
     it('info: validates phone (required, each 8–15 digits, at most 100)', async () => {
@@ -217,7 +229,9 @@ for (const dialect of testDialects()) {
         authorization: `Bearer ${groupsOnly}`,
       });
       assert.deepEqual(denied.body, bad(403, 'API key lacks required scope chat:contacts'));
-      const byHeader = await t.call('GET', '/v1/contacts/list', undefined, { 'x-instance-id': t.instance.id });
+      const byHeader = await t.call('GET', '/v1/contacts/list', undefined, {
+        'x-instance-id': t.instance.id,
+      });
       assert.equal(byHeader.status, 200);
       const unknown = await t.call('GET', '/v1/contacts/list', undefined, {
         'x-instance-id': '00000000-0000-4000-8000-000000000000',

@@ -70,7 +70,10 @@ for (const dialect of testDialects()) {
       const p = ['5511999990002'];
       assert.deepEqual((await create({ participants: p })).body, bad(400, 'name is required'));
       assert.deepEqual((await create({ name: 7, participants: p })).body, bad(400, 'name must be a string'));
-      assert.deepEqual((await create({ name: '', participants: p })).body, bad(400, 'name must not be empty'));
+      assert.deepEqual(
+        (await create({ name: '', participants: p })).body,
+        bad(400, 'name must not be empty'),
+      );
       assert.deepEqual(
         (await create({ name: '   ', participants: p })).body,
         bad(400, 'name must not be blank'),
@@ -196,7 +199,9 @@ for (const dialect of testDialects()) {
 
     it('needs scope chat:groups', async () => {
       const contactsOnly = await t.newKey({ scopes: ['chat:contacts'] });
-      const res = await t.call('GET', '/v1/groups/list', undefined, { authorization: `Bearer ${contactsOnly}` });
+      const res = await t.call('GET', '/v1/groups/list', undefined, {
+        authorization: `Bearer ${contactsOnly}`,
+      });
       assert.deepEqual(res.body, bad(403, 'API key lacks required scope chat:groups'));
     });
   });
