@@ -6,6 +6,7 @@ import {
   areJidsSameUser,
   type BinaryNode,
   decodeBinaryNode,
+  decodeMessageNode,
   decryptMessageNode,
   encodeBinaryNode,
   getStatusFromReceiptType,

@@ -11,7 +11,6 @@ import { makeBaileysSocket, type SocketFactory } from './socket.ts';
 
 export type { LinkPreview, LinkPreviewFetcher } from './outgoing.ts';
 export type { SocketFactory, SocketLike } from './socket.ts';
-export { type StickerPack, withStickerMetadata } from './sticker.ts';
 
 /** How the linked device shows in the phone's "Linked devices" list: `Chrome (parley)`. */
 export const DEFAULT_BROWSER: WABrowserDescription = ['parley', 'Chrome', '1.0'];

@@ -12,7 +12,6 @@ import {
 } from 'baileys';
 import type { EngineMessage, Jid, MessageContent, OutgoingContent, OutgoingMessage } from '../types.ts';
 import type { BaileysLogger } from './socket.ts';
-import { type StickerPack, withStickerMetadata } from './sticker.ts';
 
 /** A link preview a fetcher found for a URL (fetched by parley under its SSRF guard, never by Baileys). */
 export interface LinkPreview {
@@ -36,7 +35,8 @@ export function voiceNoteMimetype(mimetype: string): string {
 /**
  * The Baileys `AnyMessageContent` for one of parley's sends (DESIGN D8): text with link preview off unless
  * asked (`linkPreview: null` stops Baileys from fetching; a preview, when asked, is passed in `preview`); image,
- * video, document (file name, caption), audio as a voice note (`ptt`), sticker (animated flag), location, contact
+ * video, document (file name, caption), audio as a voice note (`ptt`), sticker (animated flag; its WEBP already
+ * carries the pack metadata), location, contact
  * card (one vCard). Media bytes go as Buffers; Baileys encrypts and uploads them.
  */
 export function toBaileysContent(content: OutgoingContent, preview?: WAUrlInfo): AnyMessageContent {
@@ -180,22 +180,15 @@ export interface OutgoingDeps {
  * Builds the complete platform message for a send with Baileys' own `generateWAMessage` (the same call
  * `sock.sendMessage` makes), ready for `sock.relayMessage` (issue 5 §4). A reply quotes the stored message via
  * `contextInfo`; when parley never stored it, the reply still carries `contextInfo.stanzaId` (and the peer as
- * participant in 1:1 chats) so phones that have the message show the quote. Sticker pack metadata, when the
- * content carries a `pack`, is written into the WEBP first.
+ * participant in 1:1 chats) so phones that have the message show the quote. Media bytes are uploaded unchanged,
+ * so a sticker keeps the pack metadata the media layer wrote into its WEBP EXIF (DESIGN D8).
  */
 export async function buildOutgoingMessage(
   to: Jid,
   message: OutgoingMessage,
   deps: OutgoingDeps,
 ): Promise<WAMessage> {
-  let content = message.content;
-  const pack = content.kind === 'sticker' ? (content as { pack?: StickerPack }).pack : undefined;
-  if (content.kind === 'sticker' && pack) {
-    content = {
-      ...content,
-      media: { ...content.media, data: await withStickerMetadata(content.media.data, pack) },
-    };
-  }
+  const content = message.content;
   let preview: WAUrlInfo | undefined;
   if (content.kind === 'text' && content.linkPreview) preview = await previewFor(content.text, deps);
   const found = message.quotedId ? await deps.findMessage(message.quotedId) : undefined;
