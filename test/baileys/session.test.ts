@@ -4,6 +4,7 @@ import { type GroupMetadata, proto, type WAMessage } from 'baileys';
 import { readPairedCreds } from '../../src/engines/baileys/auth-state.ts';
 import { BaileysEngine, type BaileysEngineOptions } from '../../src/engines/baileys/index.ts';
 import { NOT_ADMIN } from '../../src/engines/baileys/operations.ts';
+import { quieterLevel } from '../../src/engines/baileys/session.ts';
 import type { EngineSession } from '../../src/engines/engine.ts';
 import type { EngineEvent } from '../../src/engines/types.ts';
 import { ApiError } from '../../src/errors.ts';
@@ -143,6 +144,11 @@ describe('live session over a fake socket', () => {
     assert.equal('shouldSyncHistoryMessage' in config, false, "Baileys' default (no FULL sync) applies");
     assert.equal(config.emitOwnEvents, false);
     assert.deepEqual(config.browser, ['parley', 'Chrome', '1.0']);
+    assert.equal(config.logger?.level, 'silent', 'Baileys never logs more than parley');
+    assert.deepEqual(
+      [quieterLevel('info', 'warn'), quieterLevel('error', 'warn'), quieterLevel('debug', 'trace')],
+      ['warn', 'error', 'debug'],
+    );
     assert.equal(await config.getMessage?.({ id: 'missing' }), undefined);
     const sent = await session.send({ to: PEER, content: { kind: 'text', text: 'hey', linkPreview: false } });
     assert.deepEqual(await config.getMessage?.({ id: sent.id }), sock().relayed[0]?.message);

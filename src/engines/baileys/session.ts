@@ -65,6 +65,19 @@ export interface BaileysSessionOptions {
 
 const HOUR = 3_600_000;
 
+const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
+
+/**
+ * The less verbose of two pino levels: Baileys logs at `wanted` but never more than parley's own logger, so a
+ * silent or error-only deployment stays that way (DESIGN D14: Baileys logs stanzas at info/debug).
+ */
+export function quieterLevel(parent: string, wanted: string): string {
+  const p = LEVELS.indexOf(parent);
+  const w = LEVELS.indexOf(wanted);
+  if (p < 0) return w < 0 ? 'warn' : wanted;
+  return w > p ? wanted : parent;
+}
+
 /**
  * One live instance (issue 5): the socket lifecycle (`Lifecycle`), the translation of Baileys events into domain
  * events, and the operations of SPEC. Incoming events are mapped and emitted one at a time in arrival order.
@@ -105,7 +118,10 @@ export class BaileysSession implements EngineSession {
       calls,
       placeholders,
     ];
-    this.#baileysLogger = context.logger.child({ component: 'baileys' }, { level: options.baileysLogLevel });
+    this.#baileysLogger = context.logger.child(
+      { component: 'baileys' },
+      { level: quieterLevel(context.logger.level, options.baileysLogLevel) },
+    );
     this.#resolver = new JidResolver({ lookup: () => this.#life.socket?.signalRepository.lidMapping });
     this.#contacts = new ContactBook(context.auth);
     this.#mapping = { resolver: this.#resolver, me: () => this.#me() };
