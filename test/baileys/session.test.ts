@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
-import { type GroupMetadata, proto, type WAMessage } from 'baileys';
+import { type GroupMetadata, processHistoryMessage, proto, type WAMessage } from 'baileys';
 import { readPairedCreds } from '../../src/engines/baileys/auth-state.ts';
 import { BaileysEngine, type BaileysEngineOptions } from '../../src/engines/baileys/index.ts';
 import { NOT_ADMIN } from '../../src/engines/baileys/operations.ts';
@@ -38,7 +38,7 @@ describe('live session over a fake socket', () => {
   let next = 0;
   const engines: BaileysEngine[] = [];
   before(async () => {
-    fixture = await liveFixture('sqlite', 12);
+    fixture = await liveFixture('sqlite', 16);
   });
   after(async () => {
     await Promise.all(engines.map((e) => e.close()));
@@ -391,6 +391,57 @@ describe('live session over a fake socket', () => {
     assert.equal(ofType(rc.events, 'receipt')[0]?.state, 'read');
     assert.deepEqual(await session.contacts(), [
       { jid: PEER, businessName: '', firstName: 'Ana', fullName: 'Ana Souza', pushName: 'Aninha' },
+    ]);
+  });
+
+  it('history sync: a HistorySync event with phone JIDs, and its contacts stored for the contacts list', async () => {
+    const { session, rc, sock } = await setup();
+    await session.connect();
+    const sync = proto.HistorySync.decode(
+      proto.HistorySync.encode({
+        syncType: proto.HistorySync.HistorySyncType.RECENT,
+        progress: 100,
+        conversations: [
+          {
+            id: '7070@lid',
+            pnJid: '5511970707070@s.whatsapp.net',
+            displayName: 'Duda',
+            messages: [
+              {
+                message: {
+                  key: { remoteJid: '7070@lid', fromMe: true, id: 'HX1' },
+                  message: { conversation: 'sent long ago' },
+                  messageTimestamp: 1_690_000_000,
+                },
+              },
+            ],
+          },
+        ],
+      }).finish(),
+    );
+    const data = processHistoryMessage(sync);
+    sock().emit('messaging-history.set', {
+      ...data,
+      syncType: data.syncType ?? null,
+      progress: data.progress ?? null,
+    });
+    await until(() => ofType(rc.events, 'contacts').length === 1, 2_000, 'contacts');
+    const history = ofType(rc.events, 'history')[0];
+    assert.equal(history?.syncType, 'RECENT');
+    assert.deepEqual(history?.chats[0]?.messages[0]?.source, {
+      chat: '5511970707070@s.whatsapp.net',
+      sender: ME_PHONE_JID,
+      isFromMe: true,
+      isGroup: false,
+    });
+    assert.deepEqual(await session.contacts(), [
+      {
+        jid: '5511970707070@s.whatsapp.net',
+        businessName: '',
+        firstName: 'Duda',
+        fullName: 'Duda',
+        pushName: '',
+      },
     ]);
   });
 
