@@ -1,3 +1,5 @@
+import { ApiError } from '../../errors.ts';
+
 /**
  * What the live engine does when the platform closes its socket (issue 5 §3): one row per close code. Codes are
  * Baileys' `DisconnectReason` values and the platform's `<failure reason>` / `<stream:error code>` numbers.
@@ -94,6 +96,27 @@ export function decideClose(code: number | undefined): CloseDecision {
     action: 'reconnect',
     reason: `closed by the platform (${effective}); reconnecting`,
   };
+}
+
+/**
+ * The error a `connect()` gets when the socket closes before the platform answered once: 503
+ * `cannot reach the platform: <cause>` for the codes the table retries (network failures, timeouts), 502 with the
+ * row's reason for refusals (401, 403, 440, …). Nothing reconnects in the background after a failed connect.
+ */
+export function connectFailure(decision: CloseDecision, message: string, cause: unknown): ApiError {
+  return decision.action === 'reconnect'
+    ? new ApiError('PLATFORM_UNAVAILABLE', `cannot reach the platform: ${message}`, { cause })
+    : new ApiError('PLATFORM_ERROR', decision.reason, { cause });
+}
+
+/**
+ * Why a pairing attempt (no paired credentials yet) ended: a 408 is Baileys' "QR refs attempts ended" after the
+ * last code (DESIGN D7: connected:false, connect again); other codes keep their row's reason. No retry either way.
+ */
+export function pairingEndedReason(decision: CloseDecision): string {
+  return decision.code === 408
+    ? 'pairing ended: no QR code was scanned in time; call connect again'
+    : `pairing ended: ${decision.reason}`;
 }
 
 /** Smallest and largest reconnect delays, milliseconds (issue 5 §3: 1–60 s). */

@@ -10,7 +10,13 @@ import { ApiError } from '../../errors.ts';
 import type { EngineSessionContext } from '../engine.ts';
 import type { ConnectionState, PairingCode } from '../types.ts';
 import { isPaired, type LoadedAuthState, loadAuthState, readPairedCreds } from './auth-state.ts';
-import { backoffDelayMs, type CloseDecision, decideClose } from './close-policy.ts';
+import {
+  backoffDelayMs,
+  type CloseDecision,
+  connectFailure,
+  decideClose,
+  pairingEndedReason,
+} from './close-policy.ts';
 import { isBoom } from './errors.ts';
 import { FirstAnswer } from './first-answer.ts';
 import type { InstanceLock } from './lock.ts';
@@ -92,10 +98,12 @@ export class Lifecycle {
     return this.#auth?.state.creds ?? this.#creds;
   }
 
+  /** The engine state (see `connectionState`); synchronous. */
   state(): ConnectionState {
     return connectionState(this.#phase, this.creds, this.#paired ?? false, this.#reason);
   }
 
+  /** The current QR code while pairing (DESIGN D7), else null. */
   pairingCode(): PairingCode | null {
     return this.#phase === 'pairing' ? this.#qr : null;
   }
@@ -107,6 +115,12 @@ export class Lifecycle {
     this.#paired = this.#creds !== null;
   }
 
+  /**
+   * Starts a connection: takes the lock, loads the credentials, opens a socket and resolves once the platform
+   * answered (QR or open). Idempotent while an attempt runs or the connection is up.
+   * @throws ApiError CONFLICT when another process holds the lock; PLATFORM_UNAVAILABLE (503) when the platform
+   * cannot be reached or did not answer within the deadline; PLATFORM_ERROR (502) for a refusal (close codes).
+   */
   async connect(): Promise<void> {
     if (this.#starting) return this.#starting;
     if (this.#phase !== 'idle' && this.#phase !== 'stopped') return;
@@ -116,6 +130,7 @@ export class Lifecycle {
     return this.#starting;
   }
 
+  /** Resolves true once open and logged in, false after `timeoutMs` ms or when the attempt stops. */
   waitForLogin(timeoutMs: number): Promise<boolean> {
     const ready = () => this.#phase === 'open' && this.state().loggedIn;
     if (ready()) return Promise.resolve(true);
@@ -143,7 +158,12 @@ export class Lifecycle {
     this.#generation += 1;
     if (sock) {
       try {
-        await sock.logout('parley logout');
+        await Promise.race([
+          sock.logout('parley logout'),
+          new Promise((_, reject) =>
+            setTimeout(() => reject(new Error('no answer within 5 s')), 5_000).unref(),
+          ),
+        ]);
       } catch (error) {
         this.#o.context.logger.warn(
           { err: error },
@@ -279,21 +299,13 @@ export class Lifecycle {
         if (this.#gate.open) this.#open();
         return;
       }
-      const failure =
-        decision.action === 'reconnect'
-          ? new ApiError('PLATFORM_UNAVAILABLE', `cannot reach the platform: ${message}`, { cause: error })
-          : new ApiError('PLATFORM_ERROR', decision.reason, { cause: error });
-      await this.#failFirst(failure, decision.action === 'reconnect' ? failure.message : decision.reason, {
-        wipe: decision.action === 'wipe',
-      });
+      const failure = connectFailure(decision, message, error);
+      await this.#failFirst(failure, failure.message, { wipe: decision.action === 'wipe' });
       return;
     }
     const paired = this.creds ? isPaired(this.creds) : false;
     if (!paired && decision.code !== 515) {
-      const reason =
-        decision.code === 408
-          ? 'pairing ended: no QR code was scanned in time; call connect again'
-          : `pairing ended: ${decision.reason}`;
+      const reason = pairingEndedReason(decision);
       logger.warn({ code: decision.code }, reason);
       await this.#stop(reason, true);
       return;
