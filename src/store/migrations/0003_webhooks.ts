@@ -93,6 +93,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .execute();
 }
 
+/** Drops the webhook tables (newest first). */
 export async function down(db: Kysely<unknown>): Promise<void> {
   for (const table of ['webhook_attempts', 'webhook_deliveries', 'webhook_events', 'webhook_state']) {
     await db.schema.dropTable(table).execute();
