@@ -92,14 +92,14 @@ describe("platform events → domain events, on fixtures from Baileys' encoders/
     await fixture.test.cleanup();
   });
 
+  /**
+   * Decodes a stanza as the socket does: Baileys' binary decoder, then `decryptMessageNode` (which parses the
+   * envelope with `decodeMessageNode` and opens the `<plaintext>` payload).
+   */
   async function decode(stanza: BinaryNode): Promise<WAMessage> {
-    const { fullMessage, decrypt } = decryptMessageNode(
-      await wire(stanza),
-      ME.id,
-      ME.lid,
-      repository,
-      logger,
-    );
+    const node = await wire(stanza);
+    const { fullMessage, decrypt } = decryptMessageNode(node, ME.id, ME.lid, repository, logger);
+    assert.deepEqual(fullMessage.key, decodeMessageNode(node, ME.id, ME.lid).fullMessage.key);
     await decrypt();
     return fullMessage;
   }
