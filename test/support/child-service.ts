@@ -1,22 +1,17 @@
 /**
  * parley's service (services + webhook worker + HTTP app) as a child process, for crash tests that SIGKILL it.
- * It is built exactly as `startServer` builds it (createServices + buildApp), plus what a test needs and the
- * production config cannot say:
+ * It is built as `startServer` builds it (createServices, buildApp, sessions restored, listening), plus what a
+ * test needs and the production config cannot say:
  *
  * - env `CHILD_WORKER_ID`, `CHILD_POLL_MS`, `CHILD_STALE_MS`: webhook worker id, poll interval, stale timeout;
- * - env `CHILD_PG_SCHEMA`: the PostgreSQL schema of the test store (openStore's `schema` option);
- * - stdin, one JSON command per line: `{"cmd":"record","instanceId":…,"count":n,"prefix":"x"}` records n text
- *   messages (`x1`…`xn`) through the EventRecorder, as an engine would, then answers on stdout.
+ * - env `CHILD_PG_SCHEMA`: the PostgreSQL schema of the test store (openStore's `schema` option).
  *
  * Every other setting comes from the ordinary environment (DATABASE_URL, DATA_DIR, SECRET_KEY, WEBHOOK_*,
- * OUTBOUND_CA_FILE). stdout carries JSON lines only: `{"ready":true,"port":…,"workerId":…}` once listening,
- * `{"recorded":"x","count":n}` per command, `{"error":…}` on a failed command. SIGTERM stops gracefully
- * (app, then services: the worker finishes or releases its claims) and exits 0.
+ * OUTBOUND_CA_FILE). stdout carries one JSON line, `{"ready":true,"port":…,"workerId":…}`, once listening.
+ * SIGTERM stops gracefully (app, then services: the worker finishes or releases its claims) and exits 0.
  */
-import { createInterface } from 'node:readline';
 import pino from 'pino';
 import { loadConfig } from '../../src/config/config.ts';
-import type { EngineEvent } from '../../src/engines/types.ts';
 import { buildApp } from '../../src/http/app.ts';
 import { createServices } from '../../src/services.ts';
 import { openStore } from '../../src/store/database.ts';
@@ -41,40 +36,10 @@ const services = await createServices(config, {
   },
 });
 const app = await buildApp(services);
+await services.sessions.restoreAll();
 await app.listen({ port: 0, host: '127.0.0.1' });
 const address = app.server.address();
 const port = typeof address === 'object' && address ? address.port : 0;
-
-let counter = 0;
-function message(text: string): EngineEvent {
-  counter += 1;
-  const jid = '5511988887777@s.whatsapp.net';
-  return {
-    type: 'message',
-    message: {
-      id: `3EB0${process.pid.toString(16).toUpperCase()}${counter.toString(16).toUpperCase().padStart(8, '0')}`,
-      source: { chat: jid, sender: jid, isFromMe: false, isGroup: false },
-      pushName: 'Crash tester',
-      timestamp: Date.now(),
-      content: { kind: 'text', text },
-    },
-  };
-}
-
-createInterface({ input: process.stdin }).on('line', (line) => {
-  void (async () => {
-    try {
-      const command = JSON.parse(line) as { cmd: string; instanceId: string; count: number; prefix: string };
-      if (command.cmd !== 'record') throw new Error(`unknown command ${command.cmd}`);
-      for (let i = 1; i <= command.count; i++) {
-        await services.recorder.record(command.instanceId, message(`${command.prefix}${i}`));
-      }
-      say({ recorded: command.prefix, count: command.count });
-    } catch (error) {
-      say({ error: error instanceof Error ? error.message : String(error) });
-    }
-  })();
-});
 
 process.once('SIGTERM', () => {
   void (async () => {

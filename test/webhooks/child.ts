@@ -7,6 +7,10 @@ import { adminCreateInstance, adminCreateKey, adminCreateOrg } from '../../src/a
 import type { Instance } from '../../src/store/instances.ts';
 import type { ReceivedRequest } from '../support/https-receiver.ts';
 import type { TestStore } from '../support/store.ts';
+import { HMAC_KEY } from './support.ts';
+
+/** The simulated user the crash tests' messages come from. */
+export const PEER = '5511988880002';
 
 const ENTRY = fileURLToPath(new URL('../support/child-service.ts', import.meta.url));
 const CA_FILE = fileURLToPath(new URL('../fixtures/tls/cert.pem', import.meta.url));
@@ -16,8 +20,11 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export interface Child {
   port: number;
   workerId: string;
-  /** Records `count` messages `prefix1…prefixN` on `instanceId` in the child; resolves once committed. */
-  record(instanceId: string, count: number, prefix: string): Promise<void>;
+  /**
+   * `count` messages `prefix1…prefixN` arrive on `instanceId` from a simulated user, one after the other, through
+   * `POST /v1/sandbox/inbound` (each answered once its event is committed).
+   */
+  inbound(key: string, instanceId: string, count: number, prefix: string): Promise<void>;
   /** Calls the child's API with `key`. */
   call(method: string, path: string, key: string, body?: unknown): Promise<{ status: number; body: any }>;
   /** SIGKILL, resolving when the process is gone. */
@@ -48,6 +55,24 @@ export function childEnv(testStore: TestStore, secretKey: string): Record<string
 /** A fresh 32-byte master key, hex (`SECRET_KEY`). */
 export function newSecretKey(): string {
   return randomBytes(32).toString('hex');
+}
+
+/**
+ * Connects `instanceId`, sets its HMAC key and webhook URL, then logs it in through the sandbox scan (whose
+ * HistorySync is the instance's first event, `sequence` 1).
+ */
+export async function prepare(child: Child, key: string, instanceId: string, url: string, phone: string) {
+  const from = `?from=${instanceId}`;
+  const steps: [string, unknown][] = [
+    [`/v1/session/connect${from}`, {}],
+    [`/v1/session/hmac/config${from}`, { hmacKey: HMAC_KEY }],
+    [`/v1/webhook${from}`, { webhookUrl: url }],
+    [`/v1/sandbox/scan${from}`, { phone }],
+  ];
+  for (const [path, body] of steps) {
+    const response = await child.call('POST', path, key, body);
+    assert.equal(response.status, 200, `${path}: ${JSON.stringify(response.body)}`);
+  }
 }
 
 /** Starts a child service with `env` and worker id `workerId`; resolves once it listens. */
@@ -96,14 +121,17 @@ export async function startChild(env: Record<string, string>, workerId: string):
   void exited.then(() => {
     exitedAlready = true;
   });
-  return {
+  const child: Child = {
     port: ready.port,
     workerId: ready.workerId,
-    async record(instanceId, count, prefix) {
-      const done = next((line) => line.recorded === prefix || line.error !== undefined, `record ${prefix}`);
-      proc.stdin.write(`${JSON.stringify({ cmd: 'record', instanceId, count, prefix })}\n`);
-      const line = await done;
-      assert.equal(line.error, undefined, line.error);
+    async inbound(key, instanceId, count, prefix) {
+      for (let i = 1; i <= count; i++) {
+        const sent = await child.call('POST', `/v1/sandbox/inbound?from=${instanceId}`, key, {
+          phone: PEER,
+          body: `${prefix}${i}`,
+        });
+        assert.equal(sent.status, 200, JSON.stringify(sent.body));
+      }
     },
     async call(method, path, key, body) {
       const response = await fetch(`http://127.0.0.1:${ready.port}${path}`, {
@@ -125,6 +153,7 @@ export async function startChild(env: Record<string, string>, workerId: string):
       return exited;
     },
   };
+  return child;
 }
 
 /** An org, `count` test instances and a `chat:*` key, created directly in the store. */

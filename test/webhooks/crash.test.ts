@@ -4,8 +4,16 @@ import type { Kysely } from 'kysely';
 import type { Database } from '../../src/store/schema.ts';
 import { type Receiver, type ReceiverReply, startReceiver } from '../support/https-receiver.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
-import { type Child, childEnv, deliveredIds, newSecretKey, seed, startChild, until } from './child.ts';
-import { HMAC_KEY } from './support.ts';
+import {
+  type Child,
+  childEnv,
+  deliveredIds,
+  newSecretKey,
+  prepare,
+  seed,
+  startChild,
+  until,
+} from './child.ts';
 
 /**
  * Crash safety (DESIGN D10): the real service runs in child processes that are SIGKILLed while events are
@@ -47,15 +55,6 @@ function gate() {
       });
     },
   };
-}
-
-async function configure(child: Child, key: string, instanceId: string, url: string) {
-  const hmac = await child.call('POST', `/v1/session/hmac/config?from=${instanceId}`, key, {
-    hmacKey: HMAC_KEY,
-  });
-  assert.equal(hmac.status, 200, JSON.stringify(hmac.body));
-  const set = await child.call('POST', `/v1/webhook?from=${instanceId}`, key, { webhookUrl: url });
-  assert.equal(set.status, 200, JSON.stringify(set.body));
 }
 
 async function deliveryRows(db: Kysely<Database>) {
@@ -108,14 +107,14 @@ for (const dialect of testDialects()) {
         const receiver = await startReceiver({ respond: replies.respond });
         const children: Child[] = [];
         try {
-          // Round 1: 20 events queued, the first one in flight (held by the receiver), then SIGKILL.
+          // Round 1: the scan's HistorySync in flight (held by the receiver), 20 messages queued, SIGKILL.
           const first = await startChild(env, 'crash-1');
           children.push(first);
-          await configure(first, key, instance.id, receiver.url);
-          await first.record(instance.id, 20, 'a');
+          await prepare(first, key, instance.id, receiver.url, '5511999990001');
+          await first.inbound(key, instance.id, 20, 'a');
           await receiver.waitForCount(1, 10_000);
           let rows = await deliveryRows(db);
-          assert.equal(rows.length, 20);
+          assert.equal(rows.length, 21);
           assert.ok(rows.every((row) => row.status === 'pending'));
           assert.deepEqual(
             rows.filter((row) => row.locked_by !== null).map((row) => [row.sequence, row.locked_by]),
@@ -125,18 +124,19 @@ for (const dialect of testDialects()) {
           await first.kill();
           await receiver.waitFor((requests) => requests[0]?.reply.state === 'aborted', 10_000);
 
-          // Round 2: restart, 10 more events; five answers go through, the next one is held, SIGKILL again.
+          // Round 2: restart (the session is restored), 10 more messages; five answers go through, the next one
+          // is held, SIGKILL again.
           replies.allow(5);
           const second = await startChild(env, 'crash-2');
           children.push(second);
-          await second.record(instance.id, 10, 'b');
+          await second.inbound(key, instance.id, 10, 'b');
           await receiver.waitFor(
             (requests) =>
               requests.filter((r) => r.reply.state === 'completed').length >= 5 && requests.length >= 7,
             30_000,
           );
           rows = await deliveryRows(db);
-          assert.equal(rows.length, 30);
+          assert.equal(rows.length, 31);
           assert.ok(
             rows.some((row) => row.locked_by === 'crash-2' && row.status === 'pending'),
             'one in flight',
@@ -151,11 +151,11 @@ for (const dialect of testDialects()) {
           replies.openAll();
           const third = await startChild(env, 'crash-3');
           children.push(third);
-          const { events, got, duplicates } = await everyEventDelivered(db, receiver, 30);
-          assert.equal(got.size, 30, 'thirty distinct events arrived');
+          const { events, got, duplicates } = await everyEventDelivered(db, receiver, 31);
+          assert.equal(got.size, 31, 'thirty-one distinct events arrived');
           assert.deepEqual(
             events.map((event) => Number(event.sequence)).sort((a, b) => a - b),
-            Array.from({ length: 30 }, (_, i) => i + 1),
+            Array.from({ length: 31 }, (_, i) => i + 1),
           );
           // The attempts cut short by the kills are in the log, marked abandoned by the worker that took over.
           const abandoned = await db
@@ -189,10 +189,12 @@ for (const dialect of testDialects()) {
             const a = await startChild(env, 'pair-a');
             const b = await startChild(env, 'pair-b');
             children.push(a, b);
-            for (const instance of instances) await configure(a, key, instance.id, receiver.url);
             // Both workers deliver while events are recorded: let 15 answers through, then hold.
             replies.allow(15);
-            for (const instance of instances) await a.record(instance.id, 10, `p${instance.name}-`);
+            for (const [index, instance] of instances.entries()) {
+              await prepare(a, key, instance.id, receiver.url, `551199999000${index + 1}`);
+              await a.inbound(key, instance.id, 10, `p${instance.name}-`);
+            }
             await receiver.waitFor(
               (requests) =>
                 requests.filter((r) => r.reply.state === 'completed').length >= 15 && requests.length >= 16,
@@ -206,8 +208,8 @@ for (const dialect of testDialects()) {
             const survivor = victim === b ? a : b;
             await victim.kill();
             replies.openAll();
-            const { got } = await everyEventDelivered(db, receiver, 30);
-            assert.equal(got.size, 30, 'thirty distinct events arrived');
+            const { got } = await everyEventDelivered(db, receiver, 33);
+            assert.equal(got.size, 33, 'thirty-three distinct events arrived');
             const workers = await db
               .selectFrom('webhook_attempts')
               .select('worker')
@@ -225,7 +227,7 @@ for (const dialect of testDialects()) {
               .execute();
             assert.deepEqual(
               perInstance.map((row) => Number(row.last)),
-              [10, 10, 10],
+              [11, 11, 11],
             );
           } finally {
             for (const child of children) await child.kill();
