@@ -44,6 +44,9 @@ export const EnvSchema = Type.Object({
     Type.String({ minLength: 1, description: 'PEM file of extra CAs trusted for webhook and media HTTPS' }),
   ),
   WEBHOOK_TIMEOUT_SECONDS: Type.Number({ exclusiveMinimum: 0, maximum: 300, default: 15 }),
+  FFMPEG_PATH: Type.Optional(
+    Type.String({ minLength: 1, description: 'ffmpeg binary for animated stickers' }),
+  ),
   SHUTDOWN_TIMEOUT_SECONDS: Type.Number({ exclusiveMinimum: 0, maximum: 300, default: 10 }),
 });
 
@@ -80,6 +83,8 @@ export interface Config {
   };
   /** PEM file of extra certificate authorities trusted for outbound HTTPS (webhooks, media), if any. */
   outboundCaFile: string | undefined;
+  /** The ffmpeg binary converting animated MP4 stickers (DESIGN D8); undefined: `ffmpeg` on the PATH. */
+  ffmpegPath: string | undefined;
   /** Time allowed for graceful shutdown, milliseconds (DESIGN D14: 10 s). */
   shutdownTimeoutMs: number;
 }
@@ -141,6 +146,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     },
     shutdownTimeoutMs: Math.round(parsed.SHUTDOWN_TIMEOUT_SECONDS * 1000),
     outboundCaFile: parsed.OUTBOUND_CA_FILE === undefined ? undefined : resolve(parsed.OUTBOUND_CA_FILE),
+    ffmpegPath: parsed.FFMPEG_PATH,
   };
 }
 

@@ -89,7 +89,7 @@ for (const dialect of testDialects()) {
       const text = await t.call('POST', '/v1/messages/send', { phone: PEER, body: 'x'.repeat(1024 * 1024) });
       assert.deepEqual(
         text.body,
-        bad(413, 'request body is too large'),
+        bad(413, 'request body must be at most 1 MB'),
         'the text route keeps the 1 MB default',
       );
     });

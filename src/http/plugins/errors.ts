@@ -8,14 +8,25 @@ export function errorBody(status: number, message: string, retryAfter?: number) 
   return { error: { code: status, message, ...(retryAfter === undefined ? {} : { retryAfter }) } };
 }
 
+/** The route's body limit in words (`1 MB`, `22 MB`), naming the limit as DESIGN D6 asks for 413s. */
+function bodyLimitText(request: FastifyRequest): string {
+  const bytes = request.routeOptions.bodyLimit ?? 0;
+  if (bytes >= 1024 * 1024) return `${Math.round((bytes / (1024 * 1024)) * 10) / 10} MB`;
+  if (bytes >= 1024) return `${Math.round(bytes / 1024)} KB`;
+  return `${bytes} bytes`;
+}
+
 /** Fastify's own client errors, mapped to our codes and messages. */
-function fastifyClientError(error: FastifyError): { code: ErrorCode; message: string } | undefined {
+function fastifyClientError(
+  error: FastifyError,
+  request: FastifyRequest,
+): { code: ErrorCode; message: string } | undefined {
   switch (error.code) {
     case 'FST_ERR_CTP_INVALID_JSON':
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
       return { code: 'BAD_REQUEST', message: 'request body is not valid JSON' };
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return { code: 'PAYLOAD_TOO_LARGE', message: 'request body is too large' };
+      return { code: 'PAYLOAD_TOO_LARGE', message: `request body must be at most ${bodyLimitText(request)}` };
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'Content-Type must be application/json' };
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
@@ -45,7 +56,7 @@ export const errorsPlugin = fp(
         const message = validationMessage(issue, error.validationContext ?? 'body');
         return reply.code(400).send(errorBody(400, message));
       }
-      const mapped = fastifyClientError(error);
+      const mapped = fastifyClientError(error, request);
       if (mapped) {
         const status = statusOf(mapped.code);
         return reply.code(status).send(errorBody(status, mapped.message));

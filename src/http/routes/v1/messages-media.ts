@@ -12,7 +12,7 @@ import {
   SendStickerBody,
   SendVideoBody,
 } from './messages-schemas.ts';
-import { ffmpegPathOf, sendMessage } from './messages-send.ts';
+import { sendMessage } from './messages-send.ts';
 
 const tags = ['messages'];
 
@@ -25,7 +25,7 @@ const tags = ['messages'];
 export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const services = app.services;
-  const tools: MediaTools = { guard: services.guard, ffmpeg: new Ffmpeg(ffmpegPathOf(services.config)) };
+  const tools: MediaTools = { guard: services.guard, ffmpeg: new Ffmpeg(services.config.ffmpegPath) };
   const config = { scope: 'chat:messages' } as const;
   const mediaErrors = [409, 413, 422, 502, 503];
 

@@ -86,12 +86,6 @@ export async function sendMessage(
   return sendResult(sent);
 }
 
-/** `config.ffmpegPath` (env `FFMPEG_PATH`) when the configuration carries it; undefined = `ffmpeg` on PATH. */
-export function ffmpegPathOf(config: Config): string | undefined {
-  const value: unknown = 'ffmpegPath' in config ? (config as { ffmpegPath?: unknown }).ffmpegPath : undefined;
-  return typeof value === 'string' && value !== '' ? value : undefined;
-}
-
 /**
  * Checks a vCard has the lines DESIGN D8 requires: BEGIN:VCARD, FN, N, TEL, END:VCARD (property names may carry
  * a group prefix such as `item1.TEL` and parameters such as `TEL;type=CELL`).
