@@ -1,5 +1,4 @@
 import type { FastifyRequest } from 'fastify';
-import type { Config } from '../../../config/config.ts';
 import type { EngineSession } from '../../../engines/engine.ts';
 import type { Jid, OutgoingContent, SentMessage } from '../../../engines/types.ts';
 import { GROUP_DOMAIN, userJid } from '../../../engines/types.ts';
