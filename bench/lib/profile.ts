@@ -1,0 +1,144 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { round } from './stats.ts';
+
+/**
+ * Summaries of V8 CPU profiles (`node --cpu-prof`, the `.cpuprofile` JSON format of the Chrome DevTools
+ * protocol): self time per function and per source area, and total (inclusive) time per function, so the
+ * report can name the largest cost of a path.
+ */
+
+interface CallFrame {
+  functionName: string;
+  url: string;
+  lineNumber: number;
+}
+
+interface ProfileNode {
+  id: number;
+  callFrame: CallFrame;
+  children?: number[];
+}
+
+interface CpuProfile {
+  nodes: ProfileNode[];
+  startTime: number;
+  endTime: number;
+  samples: number[];
+  timeDeltas: number[];
+}
+
+/** One row of a profile summary: a function or an area, with its share of the sampled time. */
+export interface ProfileEntry {
+  name: string;
+  /** Milliseconds. */
+  ms: number;
+  /** Percent of all sampled time (idle included). */
+  percent: number;
+}
+
+/** Self and inclusive time of a profile, largest first. */
+export interface ProfileSummary {
+  file: string;
+  totalMs: number;
+  /** Share of sampled time the process was idle (waiting for I/O), percent. */
+  idlePercent: number;
+  /** Self time by source area (`sqlite (native)`, `node_modules/kysely`, `src/store`, …). */
+  byArea: ProfileEntry[];
+  /** Self time by function. */
+  selfTop: ProfileEntry[];
+  /** Inclusive time by function (the function and everything it called). */
+  totalTop: ProfileEntry[];
+}
+
+/** The area a frame belongs to: a package, a folder of parley's source, a Node internal, or a V8 category. */
+export function areaOf(frame: CallFrame): string {
+  const { url, functionName } = frame;
+  if (url === '') {
+    if (functionName === '(garbage collector)') return 'garbage collection';
+    if (functionName === '(idle)') return 'idle';
+    if (functionName === '(program)') return 'V8/native (program)';
+    return `native: ${functionName || '(anonymous)'}`;
+  }
+  const modules = url.lastIndexOf('node_modules/');
+  if (modules >= 0) {
+    const rest = url.slice(modules + 'node_modules/'.length).split('/');
+    const name = rest[0]?.startsWith('@') ? `${rest[0]}/${rest[1]}` : rest[0];
+    return `node_modules/${name}`;
+  }
+  if (url.startsWith('node:')) return `node:${url.slice(5).split('/')[0]}`;
+  const src = url.indexOf('/src/');
+  if (src >= 0) {
+    const parts = url.slice(src + 1).split('/');
+    return parts.length > 2 ? parts.slice(0, 2).join('/') : (parts[0] ?? url);
+  }
+  return url;
+}
+
+function label(frame: CallFrame): string {
+  const file = frame.url.replace(/^.*\/(node_modules\/|src\/|bench\/)/, '$1');
+  return `${frame.functionName || '(anonymous)'} ${file}:${frame.lineNumber + 1}`;
+}
+
+function top(map: Map<string, number>, totalMs: number, limit: number): ProfileEntry[] {
+  return [...map.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, limit)
+    .map(([name, us]) => ({ name, ms: round(us / 1000, 1), percent: round((us / 1000 / totalMs) * 100, 1) }));
+}
+
+/** Summarises one `.cpuprofile` file (`limit` rows per list). */
+export function summariseProfile(file: string, limit = 15): ProfileSummary {
+  const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
+  const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+  const parent = new Map<number, number>();
+  for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
+  const selfUs = new Map<number, number>();
+  for (let i = 0; i < profile.samples.length; i++) {
+    const id = profile.samples[i] ?? 0;
+    selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
+  }
+  const totalUs = [...selfUs.values()].reduce((a, b) => a + b, 0);
+  const areas = new Map<string, number>();
+  const selfFn = new Map<string, number>();
+  const totalFn = new Map<string, number>();
+  for (const [id, us] of selfUs) {
+    const node = byId.get(id);
+    if (!node) continue;
+    const area = areaOf(node.callFrame);
+    areas.set(area, (areas.get(area) ?? 0) + us);
+    selfFn.set(label(node.callFrame), (selfFn.get(label(node.callFrame)) ?? 0) + us);
+    // Inclusive time: every distinct function on the stack of this sample gets the sample once.
+    const seen = new Set<string>();
+    let cursor: number | undefined = id;
+    while (cursor !== undefined) {
+      const frame = byId.get(cursor)?.callFrame;
+      if (frame && frame.url !== '') {
+        const name = label(frame);
+        if (!seen.has(name)) {
+          seen.add(name);
+          totalFn.set(name, (totalFn.get(name) ?? 0) + us);
+        }
+      }
+      cursor = parent.get(cursor);
+    }
+  }
+  const totalMs = totalUs / 1000;
+  return {
+    file,
+    totalMs: round(totalMs, 0),
+    idlePercent: round(((areas.get('idle') ?? 0) / 1000 / totalMs) * 100, 1),
+    byArea: top(areas, totalMs, limit),
+    selfTop: top(selfFn, totalMs, limit),
+    totalTop: top(totalFn, totalMs, limit),
+  };
+}
+
+/** The newest `.cpuprofile` in `dir`, or undefined. */
+export function newestProfile(dir: string): string | undefined {
+  const files = readdirSync(dir)
+    .filter((name) => name.endsWith('.cpuprofile'))
+    .sort();
+  const last = files.at(-1);
+  return last === undefined ? undefined : join(dir, last);
+}

@@ -1,0 +1,86 @@
+import { cpus, totalmem } from 'node:os';
+import { fmt, round, table } from './stats.ts';
+
+/** One target of the issue, checked against a measured value. */
+export interface TargetCheck {
+  /** What is checked, e.g. `ratio ≥ 0.4` or `p99 ≤ 20 ms`. */
+  label: string;
+  met: boolean;
+  actual: number;
+  limit: number;
+  /** `≥` when the value must reach the limit, `≤` when it must stay under it. */
+  direction: '>=' | '<=';
+  /** How far from the limit, as text, when missed (e.g. `0.12 short (30 %)`); empty when met. */
+  miss: string;
+}
+
+/** The result of one scenario: the figure, its baseline from the same run, and the targets. */
+export interface ScenarioResult {
+  id: string;
+  title: string;
+  /** Unit of `value` and `baseline`, e.g. `req/s`, `events/s`, `KB/instance`. */
+  unit: string;
+  value: number;
+  baseline: number | null;
+  /** value / baseline, when there is a baseline. */
+  ratio: number | null;
+  /** Short text of the other figures shown in the table (latencies, counts). */
+  summary: string;
+  targets: TargetCheck[];
+  /** Every figure measured, for results.json. */
+  details: Record<string, unknown>;
+}
+
+/** Checks `actual` against `limit` in `direction`; the miss text gives the distance and its share of the limit. */
+export function target(
+  label: string,
+  actual: number,
+  direction: '>=' | '<=',
+  limit: number,
+  unit = '',
+): TargetCheck {
+  const met = direction === '>=' ? actual >= limit : actual <= limit;
+  const gap = Math.abs(actual - limit);
+  const share = limit === 0 ? '' : ` (${fmt((gap / limit) * 100, 0)} % of the target)`;
+  const miss = met ? '' : `${direction === '>=' ? 'short by' : 'over by'} ${fmt(gap, 2)}${unit}${share}`;
+  return { label, met, actual: round(actual, 3), limit, direction, miss };
+}
+
+/** The ratio value / baseline rounded to 3 decimals (0 when the baseline is 0). */
+export function ratioOf(value: number, baseline: number): number {
+  return baseline === 0 ? 0 : round(value / baseline, 3);
+}
+
+/** The machine a run measured (for results.json and docs/benchmarks.md). */
+export interface MachineInfo {
+  cpuModel: string;
+  cores: number;
+  memoryGiB: number;
+  node: string;
+  platform: string;
+}
+
+/** This machine: CPU model, logical cores, memory, Node version. */
+export function machineInfo(): MachineInfo {
+  const cpu = cpus();
+  return {
+    cpuModel: cpu[0]?.model ?? 'unknown',
+    cores: cpu.length,
+    memoryGiB: round(totalmem() / 2 ** 30, 1),
+    node: process.version,
+    platform: `${process.platform} ${process.arch}`,
+  };
+}
+
+/** The results table printed at the end of a run: one row per scenario, targets with ✓/✗. */
+export function resultsTable(results: ScenarioResult[]): string {
+  const rows = results.map((r) => [
+    r.title,
+    `${fmt(r.value)} ${r.unit}`,
+    r.baseline === null ? '-' : `${fmt(r.baseline)} ${r.unit}`,
+    r.ratio === null ? '-' : fmt(r.ratio, 3),
+    r.summary,
+    r.targets.map((t) => `${t.met ? '✓' : '✗'} ${t.label}${t.met ? '' : ` (${t.miss})`}`).join('; ') || '-',
+  ]);
+  return table(['scenario', 'parley', 'baseline', 'ratio', 'figures', 'targets'], rows);
+}

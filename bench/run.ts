@@ -1,0 +1,171 @@
+/**
+ * `npm run bench [-- --quick] [--only send,delivery,auth,scale] [--profile]` — parley's benchmarks (issue 6).
+ *
+ * Process model: every server under test runs in a child process of its own (parley, or the baseline's bare
+ * Fastify app / undici sender), the load generator (autocannon, programmatic) in this process, and the HTTPS
+ * webhook receiver in a third process; everything talks over loopback (127.0.0.1) only. Each scenario's
+ * baseline is measured in the same run, on the same machine, with the same process model. Prints a table and
+ * writes `bench/results.json`. `BENCH_DATABASE_URL=postgres://…` adds the send and delivery scenarios on
+ * PostgreSQL (scenario 5). `--quick` keeps the whole run under a minute (shorter runs, fewer events, 1,000
+ * instances only); `--profile` adds a CPU-profiled send run whose summary goes into the results.
+ */
+import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { type BenchChild, startChild } from './lib/ipc.ts';
+import { machineInfo, resultsTable, type ScenarioResult } from './lib/report.ts';
+import { authScenario } from './scenarios/auth.ts';
+import { deliveryScenario } from './scenarios/delivery.ts';
+import { scaleScenario } from './scenarios/scale.ts';
+import { sendScenario } from './scenarios/send.ts';
+
+const SCENARIOS = ['send', 'delivery', 'auth', 'scale'] as const;
+type ScenarioName = (typeof SCENARIOS)[number];
+
+interface Options {
+  quick: boolean;
+  profile: boolean;
+  only: Set<ScenarioName>;
+  databaseUrl: string | undefined;
+}
+
+function parseArgs(argv: string[]): Options {
+  const options: Options = {
+    quick: false,
+    profile: false,
+    only: new Set(SCENARIOS),
+    databaseUrl: process.env.BENCH_DATABASE_URL || undefined,
+  };
+  for (const arg of argv) {
+    if (arg === '--quick') options.quick = true;
+    else if (arg === '--profile') options.profile = true;
+    else if (arg.startsWith('--only=')) {
+      const names = arg.slice('--only='.length).split(',');
+      for (const name of names) {
+        if (!SCENARIOS.includes(name as ScenarioName)) {
+          throw new Error(`--only: unknown scenario ${name} (allowed: ${SCENARIOS.join(', ')})`);
+        }
+      }
+      options.only = new Set(names as ScenarioName[]);
+    } else throw new Error(`unknown option ${arg} (allowed: --quick, --only=a,b, --profile)`);
+  }
+  return options;
+}
+
+/** Durations and sizes of a full and of a quick run. */
+function settingsFor(quick: boolean) {
+  return quick
+    ? {
+        http: { connections: 50, durationS: 3, warmupS: 1 },
+        delivery: { count: 2000, pacedRate: 200, pacedSeconds: 2, timeoutMs: 20_000 },
+        scale: [1000],
+      }
+    : {
+        http: { connections: 50, durationS: 10, warmupS: 2 },
+        delivery: { count: 20_000, pacedRate: 200, pacedSeconds: 5, timeoutMs: 150_000 },
+        scale: [1000, 10_000],
+      };
+}
+
+async function main(): Promise<void> {
+  const options = parseArgs(process.argv.slice(2));
+  const settings = settingsFor(options.quick);
+  const machine = machineInfo();
+  const startedAt = new Date();
+  const hmacKey = randomBytes(24).toString('hex');
+  const log = (line: string) => process.stdout.write(`${line}\n`);
+  log(
+    `parley benchmarks (${options.quick ? 'quick' : 'full'}): ${machine.cpuModel}, ${machine.cores} cores, ` +
+      `${machine.memoryGiB} GiB, Node ${machine.node}`,
+  );
+  const dialects: ('sqlite' | 'postgres')[] = options.databaseUrl ? ['sqlite', 'postgres'] : ['sqlite'];
+  if (!options.databaseUrl)
+    log('PostgreSQL scenarios not run: set BENCH_DATABASE_URL=postgres://… to add them');
+  const results: ScenarioResult[] = [];
+  const record = (result: ScenarioResult) => {
+    results.push(result);
+    log(`${resultsTable([result]).split('\n').at(-1)}`);
+  };
+
+  let receiver: BenchChild | undefined;
+  try {
+    if (options.only.has('send') || options.only.has('delivery')) {
+      receiver = await startChild('receiver');
+      await receiver.call('start', { hmacKey });
+    }
+    for (const dialect of dialects) {
+      const databaseUrl = dialect === 'postgres' ? options.databaseUrl : undefined;
+      if (options.only.has('send') && receiver) {
+        const { url } = await receiver.call<{ url: string }>('url');
+        log(`running: send (${dialect})…`);
+        record(
+          await sendScenario({
+            ...settings.http,
+            dialect,
+            ...(databaseUrl ? { databaseUrl } : {}),
+            hmacKey,
+            webhookUrl: url,
+            ...(options.profile ? { profileFile: join(tmpdir(), `parley-send-${dialect}.cpuprofile`) } : {}),
+          }),
+        );
+      }
+      if (options.only.has('delivery') && receiver) {
+        log(`running: webhook delivery (${dialect})…`);
+        record(
+          await deliveryScenario(
+            {
+              ...settings.delivery,
+              instances: 16,
+              concurrency: 8,
+              dialect,
+              ...(databaseUrl ? { databaseUrl } : {}),
+              hmacKey,
+            },
+            receiver,
+          ),
+        );
+      }
+    }
+  } finally {
+    await receiver?.stop();
+  }
+  if (options.only.has('auth')) {
+    log('running: auth and rate-limit overhead…');
+    record(await authScenario(settings.http, hmacKey));
+  }
+  if (options.only.has('scale')) {
+    for (const count of settings.scale) {
+      log(`running: ${count} instances…`);
+      record(await scaleScenario(count));
+    }
+  }
+
+  const finishedAt = new Date();
+  log('');
+  log(resultsTable(results));
+  const missed = results.flatMap((r) => r.targets.filter((t) => !t.met).map((t) => `${r.title}: ${t.label}`));
+  log('');
+  log(missed.length === 0 ? 'every target met' : `targets missed: ${missed.join('; ')}`);
+  const file = fileURLToPath(new URL('./results.json', import.meta.url));
+  writeFileSync(
+    file,
+    `${JSON.stringify(
+      {
+        mode: options.quick ? 'quick' : 'full',
+        startedAt: startedAt.toISOString(),
+        durationS: Math.round((finishedAt.getTime() - startedAt.getTime()) / 1000),
+        machine,
+        processModel:
+          'server under test in its own child process; autocannon in the runner; HTTPS receiver in a third process; loopback only',
+        results,
+      },
+      null,
+      2,
+    )}\n`,
+  );
+  log(`results written to ${file} (${Math.round((finishedAt.getTime() - startedAt.getTime()) / 1000)} s)`);
+}
+
+await main();

@@ -1,0 +1,143 @@
+import type { BenchChild } from '../lib/ipc.ts';
+import { startChild } from '../lib/ipc.ts';
+import { ratioOf, type ScenarioResult, target } from '../lib/report.ts';
+import { round } from '../lib/stats.ts';
+import type { ParleyReady } from '../roles/parley.ts';
+import type { ReceiverStats } from '../roles/receiver.ts';
+
+/** Settings of the webhook delivery scenario. */
+export interface DeliverySettings {
+  /** Events in the burst (issue: 20,000). */
+  count: number;
+  /** Instances the events are spread over (the worker sends one delivery per instance at a time). */
+  instances: number;
+  /** Worker concurrency (parley's default, 8); the baseline uses as many connections. */
+  concurrency: number;
+  /** Steady rate of the latency phase, events per second, and its length in seconds. */
+  pacedRate: number;
+  pacedSeconds: number;
+  /** Longest wait for a phase's deliveries, ms. */
+  timeoutMs: number;
+  dialect: 'sqlite' | 'postgres';
+  databaseUrl?: string;
+  hmacKey: string;
+}
+
+/** One phase's figures: events per second from the first event to the last receipt, and latencies. */
+export interface DeliveryPhase {
+  sent: number;
+  received: number;
+  duplicates: number;
+  badSignatures: number;
+  outOfOrder: number;
+  eventsPerSecond: number;
+  latencyMs: { p50: number; p99: number; max: number };
+  /** First event to last receipt, ms. */
+  elapsedMs: number;
+}
+
+function phase(sent: number, startedAt: number, stats: ReceiverStats): DeliveryPhase {
+  const elapsedMs = Math.max(1, stats.lastAt - startedAt);
+  return {
+    sent,
+    received: stats.unique,
+    duplicates: stats.duplicates,
+    badSignatures: stats.badSignatures,
+    outOfOrder: stats.outOfOrder,
+    eventsPerSecond: round((stats.unique / elapsedMs) * 1000, 0),
+    latencyMs: { p50: stats.latency.p50, p99: stats.latency.p99, max: stats.latency.max },
+    elapsedMs,
+  };
+}
+
+/**
+ * Scenario 2 (and 5 on PostgreSQL): `count` inbound sandbox events over `instances` instances, delivered by
+ * parley's worker to the receiver (signatures checked there), against the same number of signed POSTs sent
+ * directly with undici over `concurrency` keep-alive connections. Two phases each: a burst (every event at
+ * once: events/s, nothing lost) and a steady rate below capacity (event-to-receipt latency).
+ */
+export async function deliveryScenario(
+  settings: DeliverySettings,
+  receiver: BenchChild,
+): Promise<ScenarioResult> {
+  const { url: webhookUrl } = await receiver.call<{ url: string }>('url');
+  const pacedCount = settings.pacedRate * settings.pacedSeconds;
+
+  const baseline = await startChild('baseline');
+  let baselineBurst: DeliveryPhase;
+  let baselinePaced: DeliveryPhase;
+  try {
+    const post = async (count: number, ratePerSecond: number) => {
+      await receiver.call('reset');
+      const sent = await baseline.call<{ startedAt: number; failed: number }>('post', {
+        url: webhookUrl,
+        count,
+        concurrency: settings.concurrency,
+        instances: settings.instances,
+        ratePerSecond,
+        hmacKey: settings.hmacKey,
+      });
+      const stats = await receiver.call<ReceiverStats>('waitFor', { count, timeoutMs: settings.timeoutMs });
+      return phase(count, sent.startedAt, stats);
+    };
+    await post(Math.min(1000, settings.count), 0); // warm-up: TLS, JIT
+    baselineBurst = await post(settings.count, 0);
+    baselinePaced = await post(pacedCount, settings.pacedRate);
+  } finally {
+    await baseline.stop();
+  }
+
+  const parley = await startChild('parley');
+  let burst: DeliveryPhase;
+  let paced: DeliveryPhase;
+  let statuses: Record<string, number>;
+  try {
+    await parley.call<ParleyReady>('setup', {
+      dialect: settings.dialect,
+      databaseUrl: settings.databaseUrl,
+      instances: settings.instances,
+      webhookUrl,
+      hmacKey: settings.hmacKey,
+    });
+    const generate = async (count: number, ratePerSecond: number) => {
+      await receiver.call('reset');
+      const started = await parley.call<{ startedAt: number }>('generate', { count, ratePerSecond });
+      const stats = await receiver.call<ReceiverStats>('waitFor', { count, timeoutMs: settings.timeoutMs });
+      return phase(count, started.startedAt, stats);
+    };
+    await generate(Math.min(1000, settings.count), 0); // warm-up
+    burst = await generate(settings.count, 0);
+    paced = await generate(pacedCount, settings.pacedRate);
+    statuses = await parley.call<Record<string, number>>('deliveries');
+  } finally {
+    await parley.stop();
+  }
+
+  const ratio = ratioOf(burst.eventsPerSecond, baselineBurst.eventsPerSecond);
+  const lost = burst.sent - burst.received + (paced.sent - paced.received);
+  const rejected = burst.badSignatures + paced.badSignatures;
+  return {
+    id: `delivery-${settings.dialect}`,
+    title: `2. webhook delivery (${settings.dialect})`,
+    unit: 'events/s',
+    value: burst.eventsPerSecond,
+    baseline: baselineBurst.eventsPerSecond,
+    ratio,
+    summary:
+      `${burst.received}/${burst.sent} burst events in ${round(burst.elapsedMs / 1000, 1)} s ` +
+      `(burst p99 ${burst.latencyMs.p99} ms vs ${baselineBurst.latencyMs.p99}); at ${settings.pacedRate}/s ` +
+      `p50/p99 ${paced.latencyMs.p50}/${paced.latencyMs.p99} ms (baseline ` +
+      `${baselinePaced.latencyMs.p50}/${baselinePaced.latencyMs.p99})`,
+    targets: [
+      target('ratio ≥ 0.5', ratio, '>=', 0.5),
+      target('nothing lost', lost, '<=', 0, ' events'),
+      target('every signature valid', rejected, '<=', 0, ' requests'),
+    ],
+    details: {
+      instances: settings.instances,
+      concurrency: settings.concurrency,
+      parley: { burst, paced, deliveries: statuses },
+      baseline: { burst: baselineBurst, paced: baselinePaced },
+    },
+  };
+}

@@ -1,0 +1,113 @@
+import { startChild } from '../lib/ipc.ts';
+import { type LoadResult, runLoad } from '../lib/load.ts';
+import { type ProfileSummary, summariseProfile } from '../lib/profile.ts';
+import { ratioOf, type ScenarioResult, target } from '../lib/report.ts';
+import { fmt } from '../lib/stats.ts';
+import { type ParleyReady, PEER_PHONE } from '../roles/parley.ts';
+
+/** Settings of the send and auth scenarios. */
+export interface HttpSettings {
+  /** Concurrent connections (issue: 50). */
+  connections: number;
+  durationS: number;
+  warmupS: number;
+  dialect: 'sqlite' | 'postgres';
+  databaseUrl?: string;
+  /**
+   * When set, a further run of the same length is CPU-profiled inside the parley child (after the measured
+   * one, so profiling does not slow the figures) and written to this `.cpuprofile` file.
+   */
+  profileFile?: string;
+  /** HMAC key of the webhook (receiver checks it). */
+  hmacKey: string;
+  /** The benchmark receiver's URL. */
+  webhookUrl: string;
+}
+
+function describeErrors(run: LoadResult): string {
+  return run.errors + run.non2xx === 0 ? '' : `, ${run.errors} errors, ${run.non2xx} non-2xx`;
+}
+
+/**
+ * Scenario 1 (and 5 on PostgreSQL): `POST /v1/messages/send` with a test key on a logged-in sandbox instance
+ * whose webhook is subscribed, `connections` connections, against a bare Fastify route answering a send result
+ * (baseline role), each in its own child process and loaded from this process over loopback.
+ */
+export async function sendScenario(settings: HttpSettings): Promise<ScenarioResult> {
+  const baseline = await startChild('baseline');
+  let baselineRun: LoadResult;
+  try {
+    const { url } = await baseline.call<{ url: string }>('serve', {});
+    baselineRun = await runLoad({
+      url: `${url}/v1/messages/send`,
+      method: 'POST',
+      body: { phone: PEER_PHONE, body: 'hello from the benchmark' },
+      connections: settings.connections,
+      durationS: settings.durationS,
+      warmupS: settings.warmupS,
+    });
+  } finally {
+    await baseline.stop();
+  }
+  const parley = await startChild('parley');
+  let run: LoadResult;
+  let deliveries: Record<string, number>;
+  let profile: ProfileSummary | undefined;
+  try {
+    const ready = await parley.call<ParleyReady>('setup', {
+      dialect: settings.dialect,
+      databaseUrl: settings.databaseUrl,
+      instances: 1,
+      webhookUrl: settings.webhookUrl,
+      hmacKey: settings.hmacKey,
+    });
+    const load = (warmupS: number) =>
+      runLoad({
+        url: `${ready.url}/v1/messages/send`,
+        method: 'POST',
+        headers: { authorization: `Bearer ${ready.key}` },
+        body: { phone: PEER_PHONE, body: 'hello from the benchmark' },
+        connections: settings.connections,
+        durationS: settings.durationS,
+        warmupS,
+      });
+    run = await load(settings.warmupS);
+    deliveries = await parley.call<Record<string, number>>('deliveries');
+    if (settings.profileFile !== undefined) {
+      await parley.call('profileStart');
+      await load(0);
+      const file = await parley.call<string>('profileStop', { file: settings.profileFile });
+      profile = summariseProfile(file);
+    }
+  } finally {
+    await parley.stop();
+  }
+  const ratio = ratioOf(run.requestsPerSecond, baselineRun.requestsPerSecond);
+  const result: ScenarioResult = {
+    id: `send-${settings.dialect}`,
+    title: `1. send text (${settings.dialect})`,
+    unit: 'req/s',
+    value: run.requestsPerSecond,
+    baseline: baselineRun.requestsPerSecond,
+    ratio,
+    summary:
+      `p50 ${run.latencyMs.p50} / p99 ${run.latencyMs.p99} ms (baseline ${baselineRun.latencyMs.p50} / ` +
+      `${baselineRun.latencyMs.p99} ms)${describeErrors(run)}; webhooks queued ${fmt(
+        Object.values(deliveries).reduce((a, b) => a + b, 0),
+        0,
+      )}`,
+    targets: [
+      target('ratio ≥ 0.4', ratio, '>=', 0.4),
+      target('p99 ≤ 20 ms', run.latencyMs.p99, '<=', 20, ' ms'),
+      target('no errors', run.errors + run.non2xx, '<=', 0),
+    ],
+    details: {
+      parley: run,
+      baseline: baselineRun,
+      connections: settings.connections,
+      deliveries,
+      ...(profile ? { profile } : {}),
+    },
+  };
+  return result;
+}
