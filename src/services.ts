@@ -1,9 +1,12 @@
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
 import { KeyAuthenticator } from './auth/authenticator.ts';
 import type { Config } from './config/config.ts';
 import { RegistrationCache } from './contacts/registration-cache.ts';
+import { BaileysEngine } from './engines/baileys/index.ts';
 import type { Clock, Engine } from './engines/engine.ts';
 import { SandboxEngine } from './engines/sandbox/index.ts';
 import type { EngineMessage } from './engines/types.ts';
@@ -54,12 +57,14 @@ export interface ServiceOptions {
   logger: FastifyBaseLogger;
   store?: Store;
   clock?: Clock;
-  /** The live engine; defaults to an engine that refuses with 503 until the Baileys engine is wired. */
+  /** The live engine; defaults to Baileys (DESIGN D1). Tests pass fakes. */
   liveEngine?: Engine;
   /** How often to look for revocations from other processes, ms (default 1000). */
   revocationPollMs?: number;
   /** Extra CA (PEM) the outbound guard trusts; tests pass the HTTPS receiver's self-signed certificate. */
   outboundCa?: string | Buffer;
+  /** Backoff of boot restores that found the platform unreachable, ms (tests shorten it). */
+  restoreRetry?: { baseMs: number; maxMs: number };
   /**
    * Webhook worker tuning (tests: fast poll, short stale timeout, fixed id); `start: false` leaves it stopped
    * (tests then drive it with `runOnce`).
@@ -96,7 +101,14 @@ export async function createServices(config: Config, options: ServiceOptions): P
     logger,
   );
   const sandbox = new SandboxEngine();
-  const live: Engine = options.liveEngine ?? sandbox;
+  const live: Engine =
+    options.liveEngine ??
+    new BaileysEngine({
+      db: store.db,
+      processId: `${hostname()}:${process.pid}:${randomUUID()}`,
+      logger,
+      clock,
+    });
   const findMessage = async (instanceId: string, id: string): Promise<EngineMessage | undefined> => {
     const stored = await findStoredMessage(store.db, instanceId, id);
     if (!stored) return undefined;
@@ -111,6 +123,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     findMessage,
     logger,
     clock,
+    ...(options.restoreRetry ? { restoreRetry: options.restoreRetry } : {}),
   });
   const metrics = new Metrics();
   const ca = options.outboundCa ?? (config.outboundCaFile ? readFileSync(config.outboundCaFile) : undefined);

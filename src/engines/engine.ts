@@ -29,9 +29,10 @@ export interface EngineSessionContext {
   /** Credentials and platform state of this instance, sealed at rest (DESIGN D11). */
   auth: AuthStateStore;
   /**
-   * Delivers an event to the subscribers (store, outbox). Engines await it where the event is the result of a
-   * call (a send), so the call returns only after the event is recorded (DESIGN D2); it never throws for a
-   * subscriber's failure — the caller logs it.
+   * Delivers an event to the subscribers (store, outbox) and resolves once it is recorded. Engines await it
+   * where the event is the result of a call (a send), so the call returns only after the event is recorded
+   * (DESIGN D2); it rejects when recording failed (already logged): a call path lets that propagate (the request
+   * fails rather than answering for an unrecorded event), a platform-driven path catches it.
    */
   emit(event: EngineEvent): Promise<void>;
   /**

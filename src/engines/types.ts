@@ -50,6 +50,11 @@ export interface MessageSource {
   sender: Jid;
   isFromMe: boolean;
   isGroup: boolean;
+  /**
+   * Set when a JID here is a LID (`…@lid`) that no mapping could turn into a phone JID; it is passed on as is
+   * (issue 5: every JID in a payload is a phone JID when it can be resolved).
+   */
+  lidUnresolved?: true;
 }
 
 /** Delivery states of a message, in order (DESIGN D8). */

@@ -50,6 +50,11 @@ export interface SessionManagerOptions {
   findMessage: (instanceId: string, id: string) => Promise<EngineMessage | undefined>;
   logger: FastifyBaseLogger;
   clock: Clock;
+  /**
+   * Backoff for restoring sessions that failed at boot because the platform was unreachable (503): first delay
+   * and cap, ms (default 1,000 and 60,000), doubled per failure with ±20 % jitter.
+   */
+  restoreRetry?: { baseMs: number; maxMs: number };
 }
 
 /**
@@ -60,6 +65,8 @@ export interface SessionManagerOptions {
 export class SessionManager {
   readonly #options: SessionManagerOptions;
   readonly #sessions = new Map<string, EngineSession>();
+  /** Pending boot-restore retries by instance id (cancelled by any user action on the instance). */
+  readonly #retries = new Map<string, NodeJS.Timeout>();
 
   constructor(options: SessionManagerOptions) {
     this.#options = options;
@@ -105,6 +112,7 @@ export class SessionManager {
     instance: Instance,
     input: { subscribe?: EventType[]; immediate: boolean },
   ): Promise<ConnectResult> {
+    this.#cancelRetry(instance.id);
     const wanted = input.subscribe ?? instance.subscribe ?? EVENT_TYPES;
     const subscribe = EVENT_TYPES.filter((type) => wanted.includes(type));
     await updateInstance(this.#options.db, instance.id, { subscribe, desiredState: 'connected' });
@@ -152,22 +160,43 @@ export class SessionManager {
     return code;
   }
 
+  /**
+   * Starts linking by an 8-character code typed on the phone instead of a QR scan (live engine).
+   * @throws ApiError BAD_REQUEST when the engine has no pairing by code (the sandbox: scan instead);
+   *   CONFLICT `already logged in` / `instance is not connected` as for the QR.
+   */
+  async requestPairingCode(instance: Instance, phone: string): Promise<string> {
+    const session = this.session(instance);
+    if (!session.requestPairingCode) {
+      throw errors.badRequest(
+        'pairing by code is available on live instances only; the sandbox pairs with POST /v1/sandbox/scan',
+      );
+    }
+    const state = session.state();
+    if (state.loggedIn) throw errors.alreadyLoggedIn();
+    if (!state.connected) throw errors.notConnected();
+    return session.requestPairingCode(phone);
+  }
+
   /** Disconnects and keeps the login (SPEC Transitions): status becomes connected:false, loggedIn:true. */
   async disconnect(instance: Instance): Promise<void> {
+    this.#cancelRetry(instance.id);
     await updateInstance(this.#options.db, instance.id, { desiredState: 'disconnected' });
     await this.session(instance).disconnect();
   }
 
   /** Logs out: unlinks the device and deletes the stored credentials (SPEC Transitions). */
   async logout(instance: Instance): Promise<void> {
+    this.#cancelRetry(instance.id);
     await updateInstance(this.#options.db, instance.id, { desiredState: 'disconnected' });
     await this.session(instance).logout();
   }
 
   /**
    * Reconnects every instance the user left connected and logged in (DESIGN D7: a restart needs no new scan).
-   * Failures are logged per instance and do not stop the others.
-   * @returns how many instances were restored.
+   * Failures are logged per instance and do not stop the others; an instance whose platform was unreachable
+   * (503) is retried in the background with backoff until it connects or the user acts on it.
+   * @returns how many instances were restored on the first try.
    */
   async restoreAll(concurrency = 16): Promise<number> {
     const instances = await listInstancesToRestore(this.#options.db);
@@ -177,16 +206,58 @@ export class SessionManager {
       while (next < instances.length) {
         const instance = instances[next++];
         if (!instance) break;
-        try {
-          await this.session(instance).connect();
-          restored += 1;
-        } catch (error) {
-          this.#options.logger.warn({ err: error, instanceId: instance.id }, 'restoring a session failed');
-        }
+        if (await this.#restore(instance, 0)) restored += 1;
       }
     };
     await Promise.all(Array.from({ length: Math.min(concurrency, instances.length) }, worker));
     return restored;
+  }
+
+  /** Connects a restored instance; on a 503 schedules the next try. @returns whether it connected. */
+  async #restore(instance: Instance, failures: number): Promise<boolean> {
+    try {
+      await this.session(instance).connect();
+      return true;
+    } catch (error) {
+      const unreachable = error instanceof ApiError && error.code === 'PLATFORM_UNAVAILABLE';
+      this.#options.logger.warn(
+        { err: error, instanceId: instance.id, retry: unreachable },
+        unreachable
+          ? 'restoring a session failed: platform unreachable, will retry'
+          : 'restoring a session failed',
+      );
+      if (unreachable) this.#scheduleRetry(instance.id, failures + 1);
+      return false;
+    }
+  }
+
+  #scheduleRetry(instanceId: string, failures: number): void {
+    const { baseMs, maxMs } = this.#options.restoreRetry ?? { baseMs: 1000, maxMs: 60_000 };
+    const delay = Math.min(maxMs, baseMs * 2 ** (failures - 1)) * (0.8 + Math.random() * 0.4);
+    this.#cancelRetry(instanceId);
+    const timer = setTimeout(() => {
+      this.#retries.delete(instanceId);
+      void (async () => {
+        const instance = await getInstance(this.#options.db, instanceId);
+        if (!instance || instance.desiredState !== 'connected' || instance.jid === null) return;
+        if (this.#sessions.get(instanceId)?.state().connected) return;
+        await this.#restore(instance, failures);
+      })().catch((error: unknown) =>
+        this.#options.logger.error({ err: error, instanceId }, 'restore retry failed'),
+      );
+    }, delay);
+    timer.unref();
+    this.#retries.set(instanceId, timer);
+  }
+
+  #cancelRetry(instanceId: string): void {
+    clearTimeout(this.#retries.get(instanceId));
+    this.#retries.delete(instanceId);
+  }
+
+  /** Number of instances waiting for a restore retry (tests, metrics). */
+  get pendingRestores(): number {
+    return this.#retries.size;
   }
 
   /** Re-reads an instance (after a state change) or fails with 404. */
@@ -198,6 +269,8 @@ export class SessionManager {
 
   /** Closes every session of this process (shutdown); stored state is untouched. */
   async closeAll(): Promise<void> {
+    for (const timer of this.#retries.values()) clearTimeout(timer);
+    this.#retries.clear();
     const sessions = [...this.#sessions.values()];
     this.#sessions.clear();
     await Promise.allSettled(sessions.map((s) => s.close()));

@@ -81,6 +81,8 @@ export interface TestAppOptions {
   outboundCa?: string | Buffer;
   /** Webhook worker tuning passed to createServices (fast poll, stale timeout, `start: false`). */
   webhookWorker?: ServiceOptions['webhookWorker'];
+  /** Backoff of boot-restore retries, ms. */
+  restoreRetry?: { baseMs: number; maxMs: number };
 }
 
 /**
@@ -104,6 +106,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     ...(options.liveEngine ? { liveEngine: options.liveEngine } : {}),
     revocationPollMs: 50,
     ...(options.outboundCa === undefined ? {} : { outboundCa: options.outboundCa }),
+    ...(options.restoreRetry === undefined ? {} : { restoreRetry: options.restoreRetry }),
     ...(options.webhookWorker === undefined ? {} : { webhookWorker: options.webhookWorker }),
   });
   const app = await buildApp(services);

@@ -5,7 +5,7 @@ import { toDataURL } from 'qrcode';
 import { updateInstance } from '../../../store/instances.ts';
 import { resolveInstance, selectorOf } from '../../instance-resolution.ts';
 import { authOf } from '../../plugins/auth.ts';
-import { Details, EventTypeName, InstanceQuery, ok, responses } from '../../schemas.ts';
+import { Details, EventTypeName, InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 
 /** Body of `POST /v1/session/connect` (SPEC Session; DESIGN D7). */
 export const ConnectBody = Type.Object({
@@ -55,6 +55,12 @@ export const QrResult = Type.Object({
   expiresAt: Type.String({ format: 'date-time' }),
 });
 export type QrResult = Static<typeof QrResult>;
+
+/** Body of `POST /v1/session/pairing-code`: the phone number of the account being linked. */
+export const PairingCodeBody = Type.Object({
+  phone: Phone('the number of the phone that will type the code'),
+});
+export type PairingCodeBody = Static<typeof PairingCodeBody>;
 
 /** Body of `POST /v1/session/hmac/config` (SPEC Session; DESIGN D7, D11). */
 export const HmacBody = Type.Object({
@@ -130,6 +136,22 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       const qrCode = await toDataURL(pairing.code, { errorCorrectionLevel: 'L', margin: 2, width: 264 });
       return ok({ qrCode, code: pairing.code, expiresAt: new Date(pairing.expiresAt).toISOString() });
     },
+  );
+
+  app.post(
+    '/pairing-code',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Link by an 8-character code typed on the phone instead of scanning the QR (live instances)',
+        querystring: InstanceQuery,
+        body: PairingCodeBody,
+        response: responses(Type.Object({ code: Type.String({ examples: ['ABCD1234'] }) }), 409, 502, 503),
+      },
+    },
+    async (request) =>
+      ok({ code: await sessions.requestPairingCode(await instanceOf(request), request.body.phone) }),
   );
 
   app.post(

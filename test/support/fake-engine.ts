@@ -1,0 +1,74 @@
+import type { Engine, EngineSession, EngineSessionContext } from '../../src/engines/engine.ts';
+import type { ConnectionState, PairingCode } from '../../src/engines/types.ts';
+import { ApiError } from '../../src/errors.ts';
+
+/** How a {@link FakeEngine}'s sessions behave; counters let tests observe calls. */
+export interface FakeBehaviour {
+  /** Connect attempts that fail with 503 before one succeeds. */
+  unreachableTimes: number;
+  /** Whether `waitForLogin` ever verifies the login. */
+  loginVerifies: boolean;
+  connects: number;
+}
+
+/**
+ * A scriptable live engine for session-manager tests: connect fails with 503 a set number of times, login
+ * verification can be made to never succeed, and pairing by code answers a fixed code. Not a platform
+ * simulation (that is the sandbox): only what the manager's policies need.
+ */
+export class FakeEngine implements Engine {
+  readonly name = 'baileys' as const;
+  readonly behaviour: FakeBehaviour;
+
+  constructor(behaviour: Partial<FakeBehaviour> = {}) {
+    this.behaviour = { unreachableTimes: 0, loginVerifies: true, connects: 0, ...behaviour };
+  }
+
+  createSession(context: EngineSessionContext): EngineSession {
+    const behaviour = this.behaviour;
+    let connected = false;
+    const state = (): ConnectionState => ({
+      connected,
+      loggedIn: true,
+      jid: '5511999990999:3@s.whatsapp.net',
+      phone: '5511999990999',
+      pushName: 'Fake',
+    });
+    const refuse = () => Promise.reject(new ApiError('PLATFORM_ERROR', 'not simulated by the fake engine'));
+    return {
+      async connect() {
+        behaviour.connects += 1;
+        if (behaviour.unreachableTimes > 0) {
+          behaviour.unreachableTimes -= 1;
+          throw new ApiError('PLATFORM_UNAVAILABLE', 'cannot reach the platform: fake outage');
+        }
+        connected = true;
+        await context.emit({ type: 'connection', state: state() });
+      },
+      waitForLogin: async () => behaviour.loginVerifies && connected,
+      state,
+      pairingCode: (): PairingCode | null => null,
+      async disconnect() {
+        connected = false;
+      },
+      async logout() {
+        connected = false;
+      },
+      async close() {
+        connected = false;
+      },
+      requestPairingCode: async () => 'FAKE1234',
+      send: refuse,
+      react: refuse,
+      markRead: refuse,
+      checkPhones: refuse,
+      userInfo: refuse,
+      avatar: refuse,
+      contacts: refuse,
+      createGroup: refuse,
+      listGroups: refuse,
+      groupInfo: refuse,
+      groupInviteCode: refuse,
+    };
+  }
+}
