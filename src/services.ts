@@ -140,10 +140,19 @@ export async function createServices(config: Config, options: ServiceOptions): P
     logger,
     scheduleMs: config.webhook.retryScheduleMs,
     timeoutMs: config.webhook.timeoutMs,
+    ...(config.webhook.claimStaleMs === undefined ? {} : { staleAfterMs: config.webhook.claimStaleMs }),
+    onAttempt: (outcome, durationMs) => {
+      metrics.webhookAttempts.inc({ outcome });
+      metrics.webhookAttemptDuration.observe(durationMs / 1000);
+    },
     ...workerTuning,
   });
   recorder.use(
-    new OutboxProjection({ clock, maxAttempts: webhooks.maxAttempts, onCommitted: () => webhooks.wake() }),
+    new OutboxProjection({
+      clock,
+      maxAttempts: webhooks.maxAttempts,
+      onCommitted: (instanceId) => webhooks.wake(instanceId),
+    }),
   );
   if (startWebhooks) webhooks.start();
   return {

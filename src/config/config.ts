@@ -40,6 +40,7 @@ export const EnvSchema = Type.Object({
     default: '5,300,1800,7200,18000,36000,36000',
   }),
   WEBHOOK_ALLOWED_CIDRS: Type.String({ default: '' }),
+  WEBHOOK_CLAIM_STALE_SECONDS: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 86400 })),
   OUTBOUND_CA_FILE: Type.Optional(
     Type.String({ minLength: 1, description: 'PEM file of extra CAs trusted for webhook and media HTTPS' }),
   ),
@@ -80,6 +81,11 @@ export interface Config {
     allowedCidrs: string[];
     /** Time allowed for one delivery attempt, milliseconds (DESIGN D10: 15 s). */
     timeoutMs: number;
+    /**
+     * Age after which another worker takes over a claimed delivery, milliseconds (a crashed worker's claim);
+     * undefined: twice the attempt timeout plus 30 s.
+     */
+    claimStaleMs: number | undefined;
   };
   /** PEM file of extra certificate authorities trusted for outbound HTTPS (webhooks, media), if any. */
   outboundCaFile: string | undefined;
@@ -143,6 +149,10 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       retryScheduleMs,
       allowedCidrs,
       timeoutMs: Math.round(parsed.WEBHOOK_TIMEOUT_SECONDS * 1000),
+      claimStaleMs:
+        parsed.WEBHOOK_CLAIM_STALE_SECONDS === undefined
+          ? undefined
+          : Math.round(parsed.WEBHOOK_CLAIM_STALE_SECONDS * 1000),
     },
     shutdownTimeoutMs: Math.round(parsed.SHUTDOWN_TIMEOUT_SECONDS * 1000),
     outboundCaFile: parsed.OUTBOUND_CA_FILE === undefined ? undefined : resolve(parsed.OUTBOUND_CA_FILE),

@@ -25,6 +25,18 @@ export class Metrics {
     labelNames: ['window'] as const,
     registers: [this.registry],
   });
+  readonly webhookAttempts = new Counter({
+    name: 'parley_webhook_attempts_total',
+    help: 'Webhook delivery attempts by outcome (delivered, retry, failed, gone)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly webhookAttemptDuration = new Histogram({
+    name: 'parley_webhook_attempt_duration_seconds',
+    help: 'Duration of webhook delivery attempts in seconds',
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15],
+    registers: [this.registry],
+  });
   readonly sessions = new Gauge({
     name: 'parley_sessions',
     help: 'Engine sessions held by this process',

@@ -41,6 +41,8 @@ export interface DeliveryWorkerOptions {
   workerId?: string;
   /** Random numbers in [0, 1) for the jitter (default Math.random). */
   random?: () => number;
+  /** Called after each attempt is recorded with its outcome and duration in ms (metrics). Must not throw. */
+  onAttempt?: (outcome: AttemptOutcome['kind'], durationMs: number) => void;
 }
 
 /** The worker options a caller of `createServices` may tune (tests: fast poll, short stale timeout, fixed id). */
@@ -65,6 +67,8 @@ export class DeliveryWorker {
   readonly #concurrency: number;
   readonly #random: () => number;
   readonly #inFlight = new Map<string, Promise<void>>();
+  /** Attempts in flight per instance in this process (at most one by the claim rule; counted to be safe). */
+  readonly #busyInstances = new Map<string, number>();
   #running = false;
   #loop: Promise<void> | undefined;
   #wakeRequested = false;
@@ -101,8 +105,14 @@ export class DeliveryWorker {
     this.#loop = this.#run();
   }
 
-  /** Asks the worker to look for due rows now instead of at the next poll. Never throws. */
-  wake(): void {
+  /**
+   * Asks the worker to look for due rows now instead of at the next poll. Never throws. With `instanceId` (an
+   * event of that instance was queued), nothing happens while this process has a delivery of that instance in
+   * flight: the new event cannot be claimed before that attempt ends (DESIGN D10 order), and its end wakes the
+   * worker anyway. This keeps a busy instance's every commit from running a claim query that cannot succeed.
+   */
+  wake(instanceId?: string): void {
+    if (instanceId !== undefined && this.#busyInstances.has(instanceId)) return;
     this.#wakeRequested = true;
     const sleeper = this.#sleeper;
     this.#sleeper = undefined;
@@ -184,12 +194,17 @@ export class DeliveryWorker {
       return [];
     }
     return claimed.map((delivery) => {
+      const { instanceId } = delivery;
+      this.#busyInstances.set(instanceId, (this.#busyInstances.get(instanceId) ?? 0) + 1);
       const attempt = this.#attempt(delivery)
         .catch((error: unknown) => {
           logger.warn({ err: error, eventId: delivery.eventId }, 'recording a webhook attempt failed');
         })
         .finally(() => {
           this.#inFlight.delete(delivery.eventId);
+          const left = (this.#busyInstances.get(instanceId) ?? 1) - 1;
+          if (left > 0) this.#busyInstances.set(instanceId, left);
+          else this.#busyInstances.delete(instanceId);
           if (this.#running) this.wake();
         });
       this.#inFlight.set(delivery.eventId, attempt);
@@ -270,6 +285,7 @@ export class DeliveryWorker {
       outcome,
       now: nowIso(clock),
     });
+    this.#options.onAttempt?.(outcome.kind, record.durationMs);
     if (!applied) {
       this.#options.logger.info(
         { eventId: delivery.eventId },

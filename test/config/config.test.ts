@@ -19,6 +19,8 @@ describe('configuration (DESIGN D2)', () => {
     );
     assert.equal(config.webhook.timeoutMs, 15000);
     assert.equal(config.shutdownTimeoutMs, 10000);
+    assert.equal(config.webhook.claimStaleMs, undefined);
+    assert.equal(config.ffmpegPath, undefined);
   });
 
   it('reads PostgreSQL, Redis, a hex master key, the retry schedule and allowed CIDRs', () => {
@@ -29,7 +31,11 @@ describe('configuration (DESIGN D2)', () => {
       SECRET_KEY: 'ab'.repeat(32),
       WEBHOOK_RETRY_SCHEDULE: '0.5,2',
       WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32, 10.0.0.0/8,fd00::/8',
+      WEBHOOK_CLAIM_STALE_SECONDS: '2.5',
+      FFMPEG_PATH: '/opt/ffmpeg/bin/ffmpeg',
     });
+    assert.equal(config.webhook.claimStaleMs, 2500);
+    assert.equal(config.ffmpegPath, '/opt/ffmpeg/bin/ffmpeg');
     assert.equal(config.port, 9000);
     assert.deepEqual(config.database, { dialect: 'postgres', url: 'postgres://u@db:5432/parley' });
     assert.equal(config.redisUrl, 'redis://127.0.0.1:6379');

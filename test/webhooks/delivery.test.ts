@@ -149,6 +149,10 @@ for (const dialect of testDialects()) {
           got.map((r) => Number(r.headers['webhook-timestamp'])),
           [start, start + 1200, start + 3200].map((ms) => Math.floor(ms / 1000)),
         );
+        const metrics = (await t.app.inject({ url: '/metrics' })).body;
+        assert.match(metrics, /parley_webhook_attempts_total\{outcome="retry"\} 2/);
+        assert.match(metrics, /parley_webhook_attempts_total\{outcome="delivered"\} 1/);
+        assert.match(metrics, /parley_webhook_attempt_duration_seconds_count 3/);
       } finally {
         await t.close();
       }
