@@ -96,6 +96,21 @@ export class SessionManager {
     return session;
   }
 
+  /**
+   * The session of `instance` when it can reach the platform: logged in and connected (every messaging,
+   * contacts and groups operation needs this).
+   * @throws ApiError CONFLICT `instance is not logged in` before login (DESIGN D6), `instance is not connected`
+   *   when logged in but disconnected (SPEC Transitions: disconnect keeps the session).
+   */
+  ready(instance: Instance): EngineSession {
+    const session = this.#sessions.get(instance.id);
+    const state = session?.state();
+    const loggedIn = state ? state.loggedIn : instance.jid !== null;
+    if (!loggedIn) throw errors.notLoggedIn();
+    if (!session || !state?.connected) throw errors.notConnected();
+    return session;
+  }
+
   /** The open session of `instance` if one exists in this process (no creation). */
   existing(instanceId: string): EngineSession | undefined {
     return this.#sessions.get(instanceId);
@@ -239,7 +254,7 @@ export class SessionManager {
       this.#retries.delete(instanceId);
       void (async () => {
         const instance = await getInstance(this.#options.db, instanceId);
-        if (!instance || instance.desiredState !== 'connected' || instance.jid === null) return;
+        if (instance?.desiredState !== 'connected' || instance.jid === null) return;
         if (this.#sessions.get(instanceId)?.state().connected) return;
         await this.#restore(instance, failures);
       })().catch((error: unknown) =>

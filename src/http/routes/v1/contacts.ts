@@ -1,12 +1,9 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { EngineSession } from '../../../engines/engine.ts';
 import type { Contact } from '../../../engines/types.ts';
 import { phoneOfJid } from '../../../engines/types.ts';
 import { errors } from '../../../errors.ts';
-import type { SessionManager } from '../../../sessions/manager.ts';
-import type { Instance } from '../../../store/instances.ts';
 import { listChatPeers } from '../../../store/messages.ts';
 import { resolveInstance, selectorOf } from '../../instance-resolution.ts';
 import { authOf } from '../../plugins/auth.ts';
@@ -120,20 +117,6 @@ export const AvatarResult = Type.Object({
 export type AvatarResult = Static<typeof AvatarResult>;
 
 /**
- * The engine session of `instance` when it can reach the platform: logged in and connected.
- * @throws ApiError CONFLICT `instance is not logged in` before login (DESIGN D6), `instance is not connected`
- *   when logged in but disconnected (SPEC Transitions: disconnect keeps the session).
- */
-export function platformSession(sessions: SessionManager, instance: Instance): EngineSession {
-  const session = sessions.existing(instance.id);
-  const state = session?.state();
-  const loggedIn = state ? state.loggedIn : instance.jid !== null;
-  if (!loggedIn) throw errors.notLoggedIn();
-  if (!session || !state?.connected) throw errors.notConnected();
-  return session;
-}
-
-/**
  * Splits a comma-separated list of phone numbers (`GET /v1/contacts/info?phone=`), trimming blanks.
  * @throws ApiError BAD_REQUEST naming the field (`phone`, or `phone[2]` in a list) and the rule (DESIGN D6),
  *   or the limit when more than `max` numbers are given.
@@ -183,7 +166,7 @@ export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
   const instanceOf = (request: Parameters<typeof selectorOf>[0]) =>
     resolveInstance(store.db, authOf(request), selectorOf(request));
   const sessionOf = async (request: Parameters<typeof selectorOf>[0]) =>
-    platformSession(sessions, await instanceOf(request));
+    sessions.ready(await instanceOf(request));
 
   app.post(
     '/check',
@@ -199,7 +182,7 @@ export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const instance = await instanceOf(request);
-      const session = platformSession(sessions, instance);
+      const session = sessions.ready(instance);
       // Shared with the sends' registration check (DESIGN D6), so answers fetched here spare later lookups.
       const checked = await registrations.check(instance.id, request.body.phones, (missing) =>
         session.checkPhones(missing),
@@ -229,7 +212,7 @@ export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const instance = await instanceOf(request);
-      const platform = await platformSession(sessions, instance).contacts();
+      const platform = await sessions.ready(instance).contacts();
       const peers = (await listChatPeers(store.db, instance.id))
         .filter((peer) => phoneOfJid(peer.jid) !== null)
         .map((peer) => ({

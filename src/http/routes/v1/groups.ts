@@ -7,7 +7,6 @@ import { ApiError, errors } from '../../../errors.ts';
 import { resolveInstance, selectorOf } from '../../instance-resolution.ts';
 import { authOf } from '../../plugins/auth.ts';
 import { InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
-import { platformSession } from './contacts.ts';
 
 /** Longest group name, characters (SPEC Limits). */
 export const MAX_GROUP_NAME = 25;
@@ -175,7 +174,7 @@ export async function groupsRoutes(fastify: FastifyInstance): Promise<void> {
   const { store, sessions, config: appConfig } = app.services;
   const config = { scope: 'chat:groups' } as const;
   const sessionOf = async (request: Parameters<typeof selectorOf>[0]) =>
-    platformSession(sessions, await resolveInstance(store.db, authOf(request), selectorOf(request)));
+    sessions.ready(await resolveInstance(store.db, authOf(request), selectorOf(request)));
 
   app.post(
     '/create',

@@ -35,12 +35,7 @@ export function chatJidOf(address: string): Jid {
 export async function senderOf(services: Services, request: FastifyRequest, from?: string): Promise<Sender> {
   const selector = from !== undefined && from !== '' ? from : selectorOf(request);
   const instance = await resolveInstance(services.store.db, authOf(request), selector);
-  const session = services.sessions.existing(instance.id);
-  const state = session?.state();
-  const loggedIn = state ? state.loggedIn : instance.jid !== null;
-  if (!loggedIn) throw errors.notLoggedIn();
-  if (!session || !state?.connected) throw errors.notConnected();
-  return { instance, session };
+  return { instance, session: services.sessions.ready(instance) };
 }
 
 /**
