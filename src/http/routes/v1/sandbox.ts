@@ -2,12 +2,12 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { SandboxControls } from '../../../engines/engine.ts';
-import type { GroupInfo } from '../../../engines/types.ts';
 import { ApiError, errors } from '../../../errors.ts';
 import { findInstanceByPhone, type Instance } from '../../../store/instances.ts';
 import { resolveInstance, selectorOf } from '../../instance-resolution.ts';
 import { authOf } from '../../plugins/auth.ts';
 import { Details, InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
+import { GroupDetails, toGroupDetails } from './groups.ts';
 
 /** Body of `POST /v1/sandbox/scan` (DESIGN D9). */
 export const ScanBody = Type.Object({
@@ -39,8 +39,6 @@ const GroupJid = Type.String({
   'x-message': '{field} must be a group JID: <digits>@g.us',
   examples: ['120363025246125486@g.us'],
 });
-const UserJid = Type.String({ examples: ['5511999990001@s.whatsapp.net'] });
-const Timestamp = Type.String({ format: 'date-time', examples: ['2025-01-15T12:00:00.000Z'] });
 
 /** Body of `POST /v1/sandbox/inbound` (DESIGN D9). */
 export const InboundBody = Type.Object({
@@ -114,47 +112,6 @@ export const SandboxGroupBody = Type.Object({
   }),
 });
 export type SandboxGroupBody = Static<typeof SandboxGroupBody>;
-
-/** `data` of `POST /v1/sandbox/groups`: the Group info fields (SPEC Group). */
-export const SandboxGroupResult = Type.Object({
-  jid: Type.String({ examples: ['120363025246125486@g.us'] }),
-  name: Type.String({ examples: ['Book club'] }),
-  topic: Type.String({ examples: [''] }),
-  ownerJid: UserJid,
-  groupCreated: Timestamp,
-  nameSetAt: Timestamp,
-  nameSetBy: UserJid,
-  isAnnounce: Type.Boolean(),
-  isLocked: Type.Boolean(),
-  isEphemeral: Type.Boolean(),
-  disappearingTimer: Type.Integer({ minimum: 0, description: 'seconds; 0 when disabled', examples: [0] }),
-  participants: Type.Array(
-    Type.Object({ jid: UserJid, isAdmin: Type.Boolean(), isSuperAdmin: Type.Boolean() }),
-  ),
-});
-export type SandboxGroupResult = Static<typeof SandboxGroupResult>;
-
-/** The SPEC Group info fields of an engine group (times as RFC 3339 UTC). */
-export function groupDetailsOf(group: GroupInfo): SandboxGroupResult {
-  return {
-    jid: group.jid,
-    name: group.name,
-    topic: group.topic,
-    ownerJid: group.ownerJid,
-    groupCreated: new Date(group.created).toISOString(),
-    nameSetAt: new Date(group.nameSetAt).toISOString(),
-    nameSetBy: group.nameSetBy,
-    isAnnounce: group.isAnnounce,
-    isLocked: group.isLocked,
-    isEphemeral: group.isEphemeral,
-    disappearingTimer: group.disappearingTimer,
-    participants: group.participants.map((p) => ({
-      jid: p.jid,
-      isAdmin: p.isAdmin,
-      isSuperAdmin: p.isSuperAdmin,
-    })),
-  };
-}
 
 const tags = ['sandbox'];
 
@@ -305,12 +262,12 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
         summary: 'A group created by another user that includes this instance as a plain member',
         querystring: InstanceQuery,
         body: SandboxGroupBody,
-        response: responses(SandboxGroupResult, 409, 422),
+        response: responses(GroupDetails, 409, 422),
       },
     },
     async (request) => {
       const group = await controlsOf(await instanceOf(request)).createForeignGroup(request.body);
-      return ok(groupDetailsOf(group));
+      return ok(toGroupDetails(group));
     },
   );
 }
