@@ -1,4 +1,4 @@
-import { type TLSSocket, connect as tlsConnect } from 'node:tls';
+import { type SecureContext, type TLSSocket, connect as tlsConnect } from 'node:tls';
 import { OutboundError } from './outbound-errors.ts';
 import type { OutboundRequest } from './outbound-guard.ts';
 
@@ -11,8 +11,8 @@ export interface DialOptions {
   port: number;
   /** Hostname for SNI and the certificate check; undefined for an IP-literal URL (IP SANs are checked). */
   servername: string | undefined;
-  /** Trusted CAs (PEM), or undefined for Node's bundled roots. */
-  ca: string[] | undefined;
+  /** TLS context carrying the trusted CAs, or undefined for Node's bundled roots. */
+  secureContext: SecureContext | undefined;
   /** Time allowed for TCP connect and TLS handshake, ms. */
   timeoutMs: number;
   /** Aborts the attempt (the request's overall deadline). */
@@ -32,7 +32,7 @@ export function dialTls(options: DialOptions): Promise<TLSSocket> {
       port: options.port,
       // SNI and the certificate identity check use the hostname; for an IP literal Node checks IP SANs.
       servername: options.servername,
-      ca: options.ca,
+      secureContext: options.secureContext,
       ALPNProtocols: ['http/1.1'],
     });
     const fail = (error: Error) => {
