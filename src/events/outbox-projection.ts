@@ -14,8 +14,12 @@ export interface OutboxProjectionOptions {
   clock: Clock;
   /** Attempts a new delivery gets (first try + retries of the configured schedule). */
   maxAttempts: number;
-  /** Called after a webhook event committed (wakes the delivery worker). Must not throw. */
-  onCommitted: () => void;
+  /**
+   * Called after a transaction that queued a delivery committed, with the event's instance id (wakes the
+   * delivery worker). Not called for events that queued nothing (no URL, not subscribed, disabled). Must not
+   * throw.
+   */
+  onCommitted: (instanceId: string) => void;
 }
 
 /**
@@ -28,6 +32,8 @@ export interface OutboxProjectionOptions {
 export class OutboxProjection implements EventProjection {
   readonly name = 'webhook-outbox';
   readonly #options: OutboxProjectionOptions;
+  /** Events whose transaction queued a delivery row; read (and forgotten) after the commit. */
+  readonly #queued = new WeakSet<EngineEvent>();
 
   constructor(options: OutboxProjectionOptions) {
     this.#options = options;
@@ -67,9 +73,10 @@ export class OutboxProjection implements EventProjection {
       runAt: now,
       now: createdAt,
     });
+    this.#queued.add(event);
   }
 
-  afterCommit(_instanceId: string, event: EngineEvent): void {
-    if (event.type !== 'connection' && event.type !== 'contacts') this.#options.onCommitted();
+  afterCommit(instanceId: string, event: EngineEvent): void {
+    if (this.#queued.delete(event)) this.#options.onCommitted(instanceId);
   }
 }
