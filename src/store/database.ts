@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import { Kysely, Migrator, PostgresDialect, type SqliteDatabase, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { DatabaseConfig } from '../config/config.ts';
 import { migrationProvider, migrations } from './migrations/index.ts';
@@ -38,7 +38,7 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
     sqlite.pragma('synchronous = NORMAL');
     sqlite.pragma('foreign_keys = ON');
     sqlite.pragma('busy_timeout = 5000');
-    const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+    const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: cachingStatements(sqlite) }) });
     return { db, dialect: 'sqlite', schema: undefined, destroy: () => db.destroy() };
   }
   const schema = options.schema;
@@ -66,6 +66,36 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   await sql`select 1`.execute(db);
   return { db, dialect: 'postgres', schema, destroy: () => db.destroy() };
+}
+
+/** Prepared statements kept per SQLite connection (least recently used dropped first). */
+export const STATEMENT_CACHE_SIZE = 500;
+
+/**
+ * The SQLite connection as Kysely sees it, with prepared statements reused by SQL text. Kysely's driver calls
+ * `prepare` for every query; compiling the same SQL again was the largest single cost of a send request
+ * (`npm run bench` profile). A statement is safe to reuse: Kysely runs one query at a time on the connection,
+ * parameters are bound per call, and SQLite re-prepares a statement itself after a schema change.
+ */
+function cachingStatements(sqlite: SQLite.Database): SqliteDatabase {
+  const cache = new Map<string, SQLite.Statement>();
+  return {
+    close: () => sqlite.close(),
+    prepare(text: string) {
+      let statement = cache.get(text);
+      if (statement) {
+        cache.delete(text);
+      } else {
+        statement = sqlite.prepare(text);
+        if (cache.size >= STATEMENT_CACHE_SIZE) {
+          const oldest = cache.keys().next();
+          if (!oldest.done) cache.delete(oldest.value);
+        }
+      }
+      cache.set(text, statement);
+      return statement;
+    },
+  };
 }
 
 /**
