@@ -88,6 +88,29 @@ async function main(): Promise<void> {
     results.push(result);
     log(`${resultsTable([result]).split('\n').at(-1)}`);
   };
+  /** Runs one scenario; a failure is reported as a row (and in results.json) and the run goes on. */
+  const run = async (id: string, title: string, scenario: () => Promise<ScenarioResult>) => {
+    log(`running: ${title}…`);
+    try {
+      record(await scenario());
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      log(`${title} failed: ${message}`);
+      record({
+        id,
+        title,
+        unit: '',
+        value: 0,
+        baseline: null,
+        ratio: null,
+        summary: `failed: ${message.split('\n')[0]}`,
+        targets: [
+          { label: 'scenario ran', met: false, actual: 0, limit: 1, direction: '>=', miss: 'failed' },
+        ],
+        details: { error: message },
+      });
+    }
+  };
 
   let receiver: BenchChild | undefined;
   try {
@@ -97,11 +120,11 @@ async function main(): Promise<void> {
     }
     for (const dialect of dialects) {
       const databaseUrl = dialect === 'postgres' ? options.databaseUrl : undefined;
-      if (options.only.has('send') && receiver) {
-        const { url } = await receiver.call<{ url: string }>('url');
-        log(`running: send (${dialect})…`);
-        record(
-          await sendScenario({
+      const withReceiver = receiver;
+      if (options.only.has('send') && withReceiver) {
+        const { url } = await withReceiver.call<{ url: string }>('url');
+        await run(`send-${dialect}`, `1. send text (${dialect})`, () =>
+          sendScenario({
             ...settings.http,
             dialect,
             ...(databaseUrl ? { databaseUrl } : {}),
@@ -111,10 +134,9 @@ async function main(): Promise<void> {
           }),
         );
       }
-      if (options.only.has('delivery') && receiver) {
-        log(`running: webhook delivery (${dialect})…`);
-        record(
-          await deliveryScenario(
+      if (options.only.has('delivery') && withReceiver) {
+        await run(`delivery-${dialect}`, `2. webhook delivery (${dialect})`, () =>
+          deliveryScenario(
             {
               ...settings.delivery,
               instances: 16,
@@ -123,7 +145,7 @@ async function main(): Promise<void> {
               ...(databaseUrl ? { databaseUrl } : {}),
               hmacKey,
             },
-            receiver,
+            withReceiver,
           ),
         );
       }
@@ -132,13 +154,13 @@ async function main(): Promise<void> {
     await receiver?.stop();
   }
   if (options.only.has('auth')) {
-    log('running: auth and rate-limit overhead…');
-    record(await authScenario(settings.http, hmacKey));
+    await run('auth-overhead', '3. auth + rate limit (status vs healthz)', () =>
+      authScenario(settings.http, hmacKey),
+    );
   }
   if (options.only.has('scale')) {
     for (const count of settings.scale) {
-      log(`running: ${count} instances…`);
-      record(await scaleScenario(count));
+      await run(`scale-${count}`, `4. ${count} sandbox instances`, () => scaleScenario(count));
     }
   }
 

@@ -117,6 +117,8 @@ export async function startChild(role: Role, options: StartOptions = {}): Promis
  */
 export function serveCommands(handlers: Handlers): void {
   const reply = (message: ReplyMessage) => process.send?.(message);
+  // The runner is gone (crashed or killed): nothing will stop this process otherwise.
+  process.once('disconnect', () => process.exit(1));
   process.on('message', (raw) => {
     const { id, cmd, args } = raw as CommandMessage;
     void (async () => {
@@ -125,7 +127,6 @@ export function serveCommands(handlers: Handlers): void {
         if (cmd === 'exit') {
           await handlers.close?.({});
           reply({ id, ok: true, result: null });
-          process.disconnect?.();
           setImmediate(() => process.exit(0));
           return;
         }

@@ -85,7 +85,7 @@ async function setup(args: ParleySetup): Promise<ParleyReady> {
     name: 'bench',
     plan: 'enterprise',
     perMinute: 1_000_000_000,
-    perDay: 1_000_000_000_000,
+    perDay: 2_000_000_000, // below PostgreSQL's integer limit
   });
   const { key } = await adminCreateKey(db, { org: org.id, env: 'test', name: 'bench' });
   const instanceIds: string[] = [];
