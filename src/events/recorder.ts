@@ -17,16 +17,34 @@ export interface EventProjection {
   afterCommit?(instanceId: string, event: EngineEvent): void;
 }
 
+/** Most events one transaction applies (group commit); bounds transaction length and lock time. */
+export const MAX_BATCH = 256;
+
+interface Pending {
+  event: EngineEvent;
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
+
+interface InstanceQueue {
+  items: Pending[];
+  running: Promise<void>;
+}
+
 /**
- * Records engine events: one transaction per event over every projection, events of one instance applied
- * strictly in emission order (so `sequence` follows the platform's order, DESIGN D10).
+ * Records engine events over every projection, events of one instance strictly in emission order (so
+ * `sequence` follows the platform's order, DESIGN D10). Group commit: while one transaction of an instance runs,
+ * later events of that instance wait and the next transaction applies all of them (up to {@link MAX_BATCH}) in
+ * order, so a busy instance pays one commit per batch instead of one per event; each caller's promise settles
+ * only after the transaction holding its event committed (DESIGN D2). A failing batch is retried one event per
+ * transaction, so one bad event fails alone.
  */
 export class EventRecorder {
   readonly #db: Kysely<Database>;
   readonly #projections: EventProjection[];
   readonly #logger: FastifyBaseLogger;
-  /** Tail of each instance's queue; removed when the queue drains so idle instances cost nothing. */
-  readonly #tails = new Map<string, Promise<void>>();
+  /** Waiting events per instance; removed when the queue drains so idle instances cost nothing. */
+  readonly #queues = new Map<string, InstanceQueue>();
 
   constructor(db: Kysely<Database>, projections: EventProjection[], logger: FastifyBaseLogger) {
     this.#db = db;
@@ -40,35 +58,67 @@ export class EventRecorder {
   }
 
   /**
-   * Records one event after every earlier event of the same instance.
-   * @throws the projection's error when the transaction fails (nothing of the event is kept).
+   * Records one event after every earlier event of the same instance; resolves once it is committed.
+   * @throws the projection's error when the event's transaction fails (nothing of the event is kept).
    */
   record(instanceId: string, event: EngineEvent): Promise<void> {
-    const previous = this.#tails.get(instanceId) ?? Promise.resolve();
-    const run = previous.then(() => this.#apply(instanceId, event));
-    const tail = run.catch(() => undefined);
-    this.#tails.set(instanceId, tail);
-    void tail.then(() => {
-      if (this.#tails.get(instanceId) === tail) this.#tails.delete(instanceId);
+    return new Promise<void>((resolve, reject) => {
+      const queue = this.#queues.get(instanceId);
+      if (queue) {
+        queue.items.push({ event, resolve, reject });
+        return;
+      }
+      const created: InstanceQueue = { items: [{ event, resolve, reject }], running: Promise.resolve() };
+      this.#queues.set(instanceId, created);
+      created.running = this.#run(instanceId, created);
     });
-    return run;
   }
 
   /** Resolves when every event recorded so far has been applied (shutdown). */
   async drain(): Promise<void> {
-    await Promise.all([...this.#tails.values()]);
+    while (this.#queues.size > 0) await Promise.all([...this.#queues.values()].map((q) => q.running));
   }
 
-  async #apply(instanceId: string, event: EngineEvent): Promise<void> {
-    await this.#db.transaction().execute(async (trx) => {
-      for (const projection of this.#projections) await projection.apply(trx, instanceId, event);
-    });
-    for (const projection of this.#projections) {
+  async #run(instanceId: string, queue: InstanceQueue): Promise<void> {
+    // Let the callers of this tick join the first batch.
+    await Promise.resolve();
+    while (queue.items.length > 0) {
+      const batch = queue.items.splice(0, MAX_BATCH);
       try {
-        projection.afterCommit?.(instanceId, event);
+        await this.#apply(instanceId, batch);
       } catch (error) {
-        this.#logger.error({ err: error, projection: projection.name }, 'projection afterCommit failed');
+        if (batch.length === 1) {
+          batch[0]?.reject(error);
+          continue;
+        }
+        for (const item of batch) {
+          try {
+            await this.#apply(instanceId, [item]);
+          } catch (single) {
+            item.reject(single);
+          }
+        }
       }
+    }
+    this.#queues.delete(instanceId);
+  }
+
+  /** Applies `batch` in one transaction, then runs the after-commit hooks and settles each caller. */
+  async #apply(instanceId: string, batch: Pending[]): Promise<void> {
+    await this.#db.transaction().execute(async (trx) => {
+      for (const { event } of batch) {
+        for (const projection of this.#projections) await projection.apply(trx, instanceId, event);
+      }
+    });
+    for (const { event, resolve } of batch) {
+      for (const projection of this.#projections) {
+        try {
+          projection.afterCommit?.(instanceId, event);
+        } catch (error) {
+          this.#logger.error({ err: error, projection: projection.name }, 'projection afterCommit failed');
+        }
+      }
+      resolve();
     }
   }
 }
