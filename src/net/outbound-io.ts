@@ -63,6 +63,7 @@ export function dialTls(options: DialOptions): Promise<TLSSocket> {
 /** The part of a response body stream {@link readCapped} uses. */
 export interface ReadableBody extends AsyncIterable<unknown> {
   destroy(error?: Error): unknown;
+  on(event: 'error', listener: (error: Error) => void): unknown;
 }
 
 /**
@@ -83,6 +84,9 @@ export async function readCapped(
     new OutboundError('too-large', `response from ${url.host} is larger than ${cap} bytes`);
   const declared = headers['content-length'] === undefined ? Number.NaN : Number(headers['content-length']);
   if (request.onTooLarge === 'error' && declared > cap) {
+    // Destroying an unread undici body emits an 'error' (RequestAbortedError) that nothing listens to yet:
+    // without this listener it would be an uncaught exception in the process.
+    body.on('error', () => undefined);
     body.destroy();
     throw tooLarge();
   }
