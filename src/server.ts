@@ -57,7 +57,22 @@ export async function startServer(
     url,
     stop: () => {
       stopping ??= (async () => {
-        await app.close();
+        // DESIGN D14: stop accepting and drain requests while the webhook worker finishes its attempts in
+        // flight (it claims nothing new); requests still running after their share of the budget are cut so
+        // engines, the event recorder and the store always get closed before the process exits.
+        const budget = config.shutdownTimeoutMs;
+        const webhooksStopped = services.webhooks.stop(budget * 0.5);
+        let timer: NodeJS.Timeout | undefined;
+        const httpDeadline = new Promise<void>((resolve) => {
+          timer = setTimeout(() => {
+            logger.warn('requests still running at the shutdown deadline; closing their connections');
+            app.server.closeAllConnections();
+            resolve();
+          }, budget * 0.4);
+        });
+        await Promise.race([app.close(), httpDeadline]);
+        clearTimeout(timer);
+        await webhooksStopped;
         await services.close();
       })();
       return stopping;
@@ -92,4 +107,6 @@ export async function serve(config: Config): Promise<void> {
   };
   process.once('SIGTERM', () => shutdown('SIGTERM'));
   process.once('SIGINT', () => shutdown('SIGINT'));
+  // Last resort: a stray rejection is a bug to log, not a reason to drop every instance with the process.
+  process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled promise rejection'));
 }

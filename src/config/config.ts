@@ -132,6 +132,13 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       );
     }
   }
+  const stale = parsed.WEBHOOK_CLAIM_STALE_SECONDS;
+  if (stale !== undefined && stale <= 2 * parsed.WEBHOOK_TIMEOUT_SECONDS) {
+    // A claim younger than an attempt can last would let a second worker post the same event concurrently.
+    throw new ConfigError(
+      `invalid configuration: WEBHOOK_CLAIM_STALE_SECONDS must be more than twice WEBHOOK_TIMEOUT_SECONDS (${2 * parsed.WEBHOOK_TIMEOUT_SECONDS})`,
+    );
+  }
   return {
     port: parsed.PORT,
     host: parsed.HOST,

@@ -82,7 +82,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
     },
     forceCloseConnections: 'idle',
-    return503OnClosing: true,
+    // Requests arriving while closing get our own 503 envelope (hook below), not Fastify's body.
+    return503OnClosing: false,
     // Gateway paths (DESIGN D12) are served by their /v1 twin; see src/http/gateway/.
     rewriteUrl: rewriteGatewayUrl,
   });
@@ -160,8 +161,16 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       done(null, value);
     });
   });
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    if (closing) {
+      reply.header('connection', 'close');
+      throw new ApiError('NOT_READY', 'server is shutting down');
+    }
   });
   // An absent body is an empty object: optional-only bodies pass, required fields are named (DESIGN D6).
   app.addHook('preValidation', async (request) => {

@@ -48,7 +48,8 @@ export function validationMessage(issue: ValidationIssue, context: string): stri
   }
   const field = fieldPath(issue.instancePath, context);
   const template = parentSchema?.['x-message'];
-  if (typeof template === 'string') {
+  // A wrong type is named as such ("hmacKey must be a string"); the template describes the value's rule.
+  if (typeof template === 'string' && keyword !== 'type') {
     const parent = field.replace(/\[\d+\]$/, '');
     return template
       .replaceAll('{field}', field)

@@ -103,15 +103,20 @@ export async function listInstancesToRestore(db: Kysely<Database>): Promise<Inst
   return rows.map(toInstance);
 }
 
-/** Another instance of the same environment already linked to `phone`, if any. */
+/**
+ * An instance of organization `orgId` in `env` already linked to `phone`, if any (a phone selects one instance
+ * per organization, DESIGN D4; other organizations are never consulted, DESIGN D11).
+ */
 export async function findInstanceByPhone(
   db: Kysely<Database>,
+  orgId: string,
   env: Environment,
   phone: string,
 ): Promise<Instance | undefined> {
   const row = await db
     .selectFrom('instances')
     .selectAll()
+    .where('org_id', '=', orgId)
     .where('env', '=', env)
     .where('phone', '=', phone)
     .executeTakeFirst();

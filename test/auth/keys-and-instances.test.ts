@@ -144,6 +144,10 @@ for (const dialect of testDialects()) {
           error: { code: 404, message: 'instance not found' },
         });
         assert.equal((await other.call('POST', `/v1/sandbox/scan?from=${t.instance.id}`, {})).status, 404);
+        // A phone linked in another organization is neither revealed nor blocked (DESIGN D11).
+        await other.call('POST', '/v1/session/connect');
+        const scan = await other.call('POST', '/v1/sandbox/scan', { phone: '5511999990101' });
+        assert.equal(scan.status, 200);
       } finally {
         await other.close();
       }

@@ -31,6 +31,7 @@ describe('configuration (DESIGN D2)', () => {
       SECRET_KEY: 'ab'.repeat(32),
       WEBHOOK_RETRY_SCHEDULE: '0.5,2',
       WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32, 10.0.0.0/8,fd00::/8',
+      WEBHOOK_TIMEOUT_SECONDS: '1',
       WEBHOOK_CLAIM_STALE_SECONDS: '2.5',
       FFMPEG_PATH: '/opt/ffmpeg/bin/ffmpeg',
     });
@@ -54,6 +55,10 @@ describe('configuration (DESIGN D2)', () => {
       [{ SECRET_KEY: 'short' }, /SECRET_KEY/],
       [{ WEBHOOK_RETRY_SCHEDULE: '5,,10' }, /WEBHOOK_RETRY_SCHEDULE/],
       [{ WEBHOOK_ALLOWED_CIDRS: '10.0.0.0/33' }, /WEBHOOK_ALLOWED_CIDRS: "10\.0\.0\.0\/33" is not a CIDR/],
+      [
+        { WEBHOOK_CLAIM_STALE_SECONDS: '30' },
+        /WEBHOOK_CLAIM_STALE_SECONDS must be more than twice WEBHOOK_TIMEOUT_SECONDS \(30\)/,
+      ],
     ];
     for (const [env, pattern] of cases) {
       assert.throws(

@@ -239,6 +239,9 @@ for (const dialect of testDialects()) {
       assert.deepEqual(short.body, {
         error: { code: 400, message: 'hmacKey must be at least 32 characters (and at most 512)' },
       });
+      assert.deepEqual((await t.call('POST', `/v1/session/hmac/config${q}`, { hmacKey: 12345 })).body, {
+        error: { code: 400, message: 'hmacKey must be a string' },
+      });
       assert.deepEqual((await t.call('POST', `/v1/session/hmac/config${q}`, {})).body, {
         error: { code: 400, message: 'hmacKey is required' },
       });

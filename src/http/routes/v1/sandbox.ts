@@ -150,7 +150,7 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
       if (!controls) throw instance.jid !== null ? errors.alreadyLoggedIn() : errors.notConnected();
       const phone = request.body.phone;
       if (phone !== undefined) {
-        const holder = await findInstanceByPhone(store.db, instance.env, phone);
+        const holder = await findInstanceByPhone(store.db, instance.orgId, instance.env, phone);
         if (holder && holder.id !== instance.id) {
           throw new ApiError('CONFLICT', `phone ${phone} is already linked to another instance`);
         }
