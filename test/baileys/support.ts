@@ -14,6 +14,27 @@ export function silentLogger(): FastifyBaseLogger {
   return pino({ level: process.env.BAILEYS_TEST_LOG ?? 'silent' });
 }
 
+/** One JSON log line as pino writes it (`level` 30 info, 40 warn, 50 error). */
+export interface LogLine {
+  level: number;
+  msg: string;
+  [field: string]: unknown;
+}
+
+/** A logger at debug level whose lines are kept in `lines` (parsed), for asserting what was logged. */
+export function capturingLogger(): { logger: FastifyBaseLogger; lines: LogLine[] } {
+  const lines: LogLine[] = [];
+  const logger = pino(
+    { level: 'debug' },
+    {
+      write: (chunk: string) => {
+        lines.push(JSON.parse(chunk) as LogLine);
+      },
+    },
+  );
+  return { logger, lines };
+}
+
 /** A migrated store with one organization and `count` live instances. */
 export interface LiveFixture {
   test: TestStore;

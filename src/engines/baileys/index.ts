@@ -6,6 +6,7 @@ import type { Clock, Engine, EngineSession, EngineSessionContext } from '../engi
 import { CONNECT_DEADLINE_MS } from './lifecycle.ts';
 import { LOCK_HEARTBEAT_MS, LOCK_TTL_MS } from './lock.ts';
 import type { LinkPreviewFetcher } from './outgoing.ts';
+import { RECORD_RETRY } from './record.ts';
 import { BaileysSession } from './session.ts';
 import { makeBaileysSocket, type SocketFactory } from './socket.ts';
 
@@ -48,6 +49,11 @@ export interface BaileysEngineOptions {
   linkPreview?: LinkPreviewFetcher;
   /** Random source for backoff jitter, [0, 1); default `Math.random`. */
   random?: () => number;
+  /**
+   * Retry of a failed recording of an incoming event or a sent message (DESIGN D2): tries in all and the first
+   * wait in ms, doubling (default {@link RECORD_RETRY}: 5 tries, 100 ms). Tests shorten the wait.
+   */
+  recordRetry?: { attempts?: number; baseDelayMs?: number };
 }
 
 async function fetchVersionWithin(ms: number): Promise<WAVersion> {
@@ -89,6 +95,11 @@ export class BaileysEngine implements Engine {
         fullHistory: o.fullHistory ?? false,
         baileysLogLevel: o.baileysLogLevel ?? 'warn',
         random: o.random ?? Math.random,
+        recordRetry: {
+          attempts: Math.max(1, o.recordRetry?.attempts ?? RECORD_RETRY.attempts),
+          baseDelayMs: o.recordRetry?.baseDelayMs ?? RECORD_RETRY.baseDelayMs,
+          random: o.random ?? Math.random,
+        },
         ...(o.linkPreview ? { linkPreview: o.linkPreview } : {}),
       },
     );

@@ -9,7 +9,7 @@ import type {
 import { ApiError } from '../../errors.ts';
 import type { EngineSessionContext } from '../engine.ts';
 import type { ConnectionState, PairingCode } from '../types.ts';
-import { isPaired, type LoadedAuthState, loadAuthState, readPairedCreds } from './auth-state.ts';
+import { isPaired } from './auth-state.ts';
 import {
   backoffDelayMs,
   type CloseDecision,
@@ -17,11 +17,13 @@ import {
   decideClose,
   pairingEndedReason,
 } from './close-policy.ts';
+import { Credentials } from './credentials.ts';
 import { isBoom } from './errors.ts';
 import { FirstAnswer } from './first-answer.ts';
 import type { InstanceLock } from './lock.ts';
 import { connectionState, type Phase, qrLifetimeMs } from './phase.ts';
-import type { BaileysLogger, SocketFactory, SocketLike } from './socket.ts';
+import { type BaileysLogger, logoutWithin, type SocketFactory, type SocketLike } from './socket.ts';
+import { Waiters } from './waiters.ts';
 
 /** Default bound on `connect()`: the platform must answer (QR or open) within this, ms. */
 export const CONNECT_DEADLINE_MS = 8_000;
@@ -56,9 +58,7 @@ export class Lifecycle {
   #phase: Phase = 'idle';
   #sock: SocketLike | null = null;
   #detach: (() => void) | null = null;
-  #auth: LoadedAuthState | null = null;
-  #paired: boolean | undefined;
-  #creds: AuthenticationCreds | null = null;
+  readonly #credentials: Credentials;
   #generation = 0;
   #attempt = 0;
   #refreshes = 0;
@@ -69,13 +69,14 @@ export class Lifecycle {
   #version: WAVersion | undefined;
   readonly #gate = new FirstAnswer();
   #starting: Promise<void> | null = null;
-  #waiters = new Set<() => void>();
+  readonly #waiters = new Waiters();
   /** The last reach-out timelock the platform reported (`connection.update.reachoutTimeLock`). */
   reachout: ReachoutTimelockState | undefined;
 
   constructor(options: LifecycleOptions) {
     this.#o = options;
     this.#version = options.version;
+    this.#credentials = new Credentials(options.context.auth, options.baileysLogger, options.keyCache);
   }
 
   /** The current phase. */
@@ -95,12 +96,12 @@ export class Lifecycle {
 
   /** The account's credentials while loaded (own JID, LID, push name). */
   get creds(): AuthenticationCreds | null {
-    return this.#auth?.state.creds ?? this.#creds;
+    return this.#credentials.creds;
   }
 
   /** The engine state (see `connectionState`); synchronous. */
   state(): ConnectionState {
-    return connectionState(this.#phase, this.creds, this.#paired ?? false, this.#reason);
+    return connectionState(this.#phase, this.creds, this.#credentials.paired, this.#reason);
   }
 
   /** The current QR code while pairing (DESIGN D7), else null. */
@@ -110,9 +111,7 @@ export class Lifecycle {
 
   /** Reads whether paired credentials exist, once, without opening anything (so states emitted are right). */
   async loadSummary(): Promise<void> {
-    if (this.#auth || this.#paired !== undefined) return;
-    this.#creds = await readPairedCreds(this.#o.context.auth);
-    this.#paired = this.#creds !== null;
+    await this.#credentials.summarise();
   }
 
   /**
@@ -132,17 +131,7 @@ export class Lifecycle {
 
   /** Resolves true once open and logged in, false after `timeoutMs` ms or when the attempt stops. */
   waitForLogin(timeoutMs: number): Promise<boolean> {
-    const ready = () => this.#phase === 'open' && this.state().loggedIn;
-    if (ready()) return Promise.resolve(true);
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.#waiters.delete(done);
-        resolve(ready());
-      };
-      const timer = setTimeout(done, timeoutMs);
-      this.#waiters.add(done);
-    });
+    return this.#waiters.wait(() => this.#phase === 'open' && this.state().loggedIn, timeoutMs);
   }
 
   /** Ends the socket, keeps the credentials (SPEC: disconnect). */
@@ -158,12 +147,7 @@ export class Lifecycle {
     this.#generation += 1;
     if (sock) {
       try {
-        await Promise.race([
-          sock.logout('parley logout'),
-          new Promise((_, reject) =>
-            setTimeout(() => reject(new Error('no answer within 5 s')), 5_000).unref(),
-          ),
-        ]);
+        await logoutWithin(sock, 5_000);
       } catch (error) {
         this.#o.context.logger.warn(
           { err: error },
@@ -172,8 +156,11 @@ export class Lifecycle {
       }
     }
     await this.#teardown('idle', undefined);
-    await this.#wipe();
-    await this.#emitState();
+    try {
+      await this.#credentials.wipe();
+    } finally {
+      await this.#emitState();
+    }
   }
 
   /** Shutdown: ends the socket and releases the lock without changing anything stored or emitting. */
@@ -189,7 +176,7 @@ export class Lifecycle {
   }
 
   async #start(): Promise<void> {
-    const { context, lock } = this.#o;
+    const { lock } = this.#o;
     const attempt = await lock.acquire();
     if (!attempt.acquired) {
       throw new ApiError(
@@ -198,11 +185,7 @@ export class Lifecycle {
       );
     }
     try {
-      if (!this.#auth) {
-        this.#auth = await loadAuthState(context.auth, this.#o.baileysLogger, { cache: this.#o.keyCache });
-        this.#creds = null;
-        this.#paired = undefined;
-      }
+      await this.#credentials.load();
     } catch (error) {
       await lock.release();
       throw error;
@@ -217,14 +200,14 @@ export class Lifecycle {
         'PLATFORM_UNAVAILABLE',
         `cannot reach the platform: no answer within ${seconds} s`,
       );
-      void this.#failFirst(error, 'the platform did not answer in time');
+      this.#background(this.#failFirst(error, 'the platform did not answer in time'), 'connect deadline');
     });
     this.#open();
     await first;
   }
 
   #open(): void {
-    const auth = this.#auth;
+    const auth = this.#credentials.loaded;
     if (!auth) return;
     this.#endSocket();
     this.#phase = 'connecting';
@@ -238,7 +221,7 @@ export class Lifecycle {
         ...(this.#version ? { version: this.#version } : {}),
       });
     } catch (error) {
-      void this.#closed(generation, error);
+      this.#background(this.#closed(generation, error), 'socket creation failed');
       return;
     }
     this.#sock = sock;
@@ -247,8 +230,9 @@ export class Lifecycle {
       if (generation !== this.#generation) return;
       if (u.reachoutTimeLock) this.reachout = u.reachoutTimeLock;
       if (u.qr) this.#onQr(u.qr);
-      if (u.connection === 'open') void this.#onOpen();
-      if (u.connection === 'close') void this.#closed(generation, u.lastDisconnect?.error);
+      if (u.connection === 'open') this.#background(this.#onOpen(), 'connection open');
+      if (u.connection === 'close')
+        this.#background(this.#closed(generation, u.lastDisconnect?.error), 'connection close');
     };
     const onCreds = () => {
       auth.saveCreds().catch((error: unknown) => {
@@ -270,7 +254,7 @@ export class Lifecycle {
     const entering = this.#phase !== 'pairing';
     this.#phase = 'pairing';
     this.#gate.settle();
-    if (entering) void this.#emitState();
+    if (entering) this.#background(this.#emitState(), 'pairing started');
   }
 
   async #onOpen(): Promise<void> {
@@ -281,7 +265,7 @@ export class Lifecycle {
     this.#reason = undefined;
     this.#o.context.logger.info({ jid: this.state().jid }, 'connected to the platform');
     this.#gate.settle();
-    for (const wake of [...this.#waiters]) wake();
+    this.#waiters.wakeAll();
     await this.#emitState();
   }
 
@@ -359,16 +343,26 @@ export class Lifecycle {
     if (!pending) return;
     this.#o.context.logger.warn({ err: error }, `connect failed: ${reason}`);
     await this.#teardown('stopped', reason);
-    if (options.wipe) await this.#wipe();
+    if (options.wipe) await this.#wipeOrLog();
     pending.reject(error);
     await this.#emitState();
   }
 
-  /** Stops with `reason` (and deletes the credentials when `wipe`), then reports the state. */
+  /** Stops with `reason` (and deletes the credentials when `wipe`), then reports the state. Never throws for the wipe. */
   async #stop(reason: string, wipe = false): Promise<void> {
     await this.#teardown('stopped', reason);
-    if (wipe) await this.#wipe();
+    if (wipe) await this.#wipeOrLog();
     await this.#emitState();
+  }
+
+  /**
+   * Runs a platform-driven task nobody awaits (socket events, timers): a rejection is logged at error level,
+   * never left unhandled (Node would end the process, and every instance with it).
+   */
+  #background(task: Promise<void>, what: string): void {
+    task.catch((error: unknown) => {
+      this.#o.context.logger.error({ err: error, during: what }, 'handling a connection change failed');
+    });
   }
 
   /** Ends the socket (its events are ignored from now on), cancels timers and waiters, releases the lock. */
@@ -383,7 +377,7 @@ export class Lifecycle {
     this.#phase = phase;
     this.#reason = reason;
     this.#qr = null;
-    for (const wake of [...this.#waiters]) wake();
+    this.#waiters.wakeAll();
     await this.#o.lock.release();
   }
 
@@ -398,14 +392,17 @@ export class Lifecycle {
     });
   }
 
-  async #wipe(): Promise<void> {
-    const auth = this.#auth;
-    this.#auth = null;
-    this.#creds = null;
-    this.#paired = false;
-    await auth?.close();
-    await this.#o.keyCache.flushAll();
-    await this.#o.context.auth.clear();
+  /** Deletes the credentials on a platform-driven path: a failure is logged and named in the stop reason. */
+  async #wipeOrLog(): Promise<void> {
+    try {
+      await this.#credentials.wipe();
+    } catch (error) {
+      this.#o.context.logger.error(
+        { err: error },
+        'deleting the stored platform credentials failed; they are deleted before the next connect',
+      );
+      this.#reason = `${this.#reason ?? 'stopped'} (deleting the stored credentials failed: retried at the next connect)`;
+    }
   }
 
   async #emitState(): Promise<void> {

@@ -114,7 +114,7 @@ export class InstanceLock {
       this.#lose('another parley process took over this instance');
       return false;
     } catch (error) {
-      this.#options.onRenewError?.(error);
+      this.#report(error);
       if (clock() >= this.#expiresAt) {
         this.#lose('the one-socket lock could not be renewed before it expired (store unreachable)');
         return false;
@@ -136,7 +136,7 @@ export class InstanceLock {
         .where('owner', '=', owner)
         .execute();
     } catch (error) {
-      this.#options.onRenewError?.(error);
+      this.#report(error);
     }
   }
 
@@ -150,7 +150,9 @@ export class InstanceLock {
     this.#held = true;
     this.#expiresAt = now + this.#ttlMs;
     if (!this.#timer) {
-      this.#timer = setInterval(() => void this.renew(), this.#heartbeatMs);
+      this.#timer = setInterval(() => {
+        this.renew().catch((error: unknown) => this.#report(error));
+      }, this.#heartbeatMs);
       this.#timer.unref();
     }
     return { acquired: true };
@@ -161,6 +163,15 @@ export class InstanceLock {
     this.#held = false;
     this.#stopHeartbeat();
     this.#options.onLost(reason);
+  }
+
+  /** Hands a store error to `onRenewError`; a throwing callback must not become an unhandled rejection. */
+  #report(error: unknown): void {
+    try {
+      this.#options.onRenewError?.(error);
+    } catch {
+      // nothing left to tell: the callback is the logger
+    }
   }
 
   #stopHeartbeat(): void {

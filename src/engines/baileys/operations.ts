@@ -10,7 +10,7 @@ import {
 } from 'baileys';
 import { ApiError, errors } from '../../errors.ts';
 import type { EngineSessionContext } from '../engine.ts';
-import type { EngineMessage, GroupInfo, Jid, OutgoingMessage, SentMessage } from '../types.ts';
+import type { EngineEvent, EngineMessage, GroupInfo, Jid, OutgoingMessage, SentMessage } from '../types.ts';
 import type { BoundedCache } from './cache.ts';
 import { mapPlatformErrors, platformRateLimited, reachoutLocked } from './errors.ts';
 import { isAdminOf, toGroupInfo } from './groups.ts';
@@ -32,6 +32,11 @@ export interface OperationDeps {
   baileysLogger: BaileysLogger;
   /** The platform's last reach-out timelock report. */
   reachout(): ReachoutTimelockState | undefined;
+  /**
+   * Records an event of a call path with the session's bounded retry (`recordWithRetry`, DESIGN D2).
+   * @throws the recording error once retrying gave up.
+   */
+  record(event: EngineEvent): Promise<void>;
   /** Subscribes to a user's presence once in a while (chat presence needs it). */
   subscribePresence(sock: SocketLike, jid: Jid): void;
 }
@@ -95,8 +100,10 @@ async function checkAck(node: BinaryNode | undefined, sock: SocketLike, deps: Op
 
 /**
  * Relays a built message and confirms it: waits for the server's ack (bounded), turns a nack into its error,
- * remembers the message for retries, and records it as a `message` event (awaited; a recording failure is logged,
- * not raised, since the message did leave).
+ * remembers the message for retries, and records it as a `message` event with bounded retry (`deps.record`).
+ * @throws the recording error when the message could not be recorded even after retrying (DESIGN D2: the call
+ *   answers 500 rather than Sent for a message with no row and no `Message` event; it did reach the platform,
+ *   which the error log line says with the message id).
  */
 async function relayAndRecord(
   sock: SocketLike,
@@ -134,14 +141,21 @@ async function relayAndRecord(
     content: toMessageContent(content) ?? { kind: 'other' },
   };
   try {
-    await deps.context.emit({ type: 'message', message });
+    await deps.record({ type: 'message', message });
   } catch (error) {
-    deps.context.logger.error({ err: error, id }, 'recording a sent message failed');
+    deps.context.logger.error(
+      { err: error, event: 'message', id, chat: to },
+      'a message was relayed to the platform but recording it failed after retrying: the send answers an error',
+    );
+    throw error;
   }
   return { id, timestamp };
 }
 
-/** Sends one message (DESIGN D8) through `generateWAMessage` + `relayMessage`. */
+/**
+ * Sends one message (DESIGN D8) through `generateWAMessage` + `relayMessage`; resolves once it is recorded.
+ * @throws the store's error when recording still fails after the bounded retry (the message was relayed).
+ */
 export async function sendMessage(
   sock: SocketLike,
   deps: OperationDeps,

@@ -1,12 +1,5 @@
-import type {
-  BaileysEventMap,
-  BinaryNode,
-  GroupMetadata,
-  UserFacingSocketConfig,
-  WABrowserDescription,
-  WAVersion,
-} from 'baileys';
-import { isJidBroadcast, isJidGroup, isJidNewsletter, jidNormalizedUser, type proto } from 'baileys';
+import type { GroupMetadata, UserFacingSocketConfig, WABrowserDescription, WAVersion } from 'baileys';
+import { jidNormalizedUser, type proto } from 'baileys';
 import type { Kysely } from 'kysely';
 import { ApiError, errors } from '../../errors.ts';
 import type { Database } from '../../store/schema.ts';
@@ -15,7 +8,6 @@ import type {
   Avatar,
   ConnectionState,
   Contact,
-  EngineEvent,
   GroupInfo,
   Jid,
   OutgoingMessage,
@@ -28,21 +20,15 @@ import { userJid } from '../types.ts';
 import { BoundedCache } from './cache.ts';
 import { avatarOf, ContactBook, checkPhones, userInfo } from './contacts.ts';
 import { mapPlatformErrors } from './errors.ts';
-import {
-  historyFromSet,
-  type Identity,
-  type MappingContext,
-  presenceFromChatstate,
-  receiptsFromGroupUpdates,
-  receiptsFromUpdates,
-  toEngineMessage,
-} from './incoming.ts';
+import type { Identity, MappingContext } from './incoming.ts';
 import { JidResolver, toPhoneJid } from './jid.ts';
 import { Lifecycle } from './lifecycle.ts';
+import { attachListeners, IncomingQueue } from './listeners.ts';
 import { InstanceLock } from './lock.ts';
 import * as ops from './operations.ts';
 import type { LinkPreviewFetcher } from './outgoing.ts';
 import { resendableProto } from './outgoing.ts';
+import { type RecordRetryPolicy, recordWithRetry } from './record.ts';
 import type { BaileysLogger, SocketFactory, SocketLike } from './socket.ts';
 
 /** Everything a session takes from the engine (see `BaileysEngineOptions` for meanings and defaults). */
@@ -61,6 +47,8 @@ export interface BaileysSessionOptions {
   baileysLogLevel: string;
   linkPreview?: LinkPreviewFetcher;
   random: () => number;
+  /** Retry of failed recordings (DESIGN D2): incoming events and sends. */
+  recordRetry: RecordRetryPolicy;
 }
 
 const HOUR = 3_600_000;
@@ -95,10 +83,11 @@ export class BaileysSession implements EngineSession {
   readonly #caches: BoundedCache[];
   readonly #baileysLogger: BaileysLogger;
   readonly #deps: ops.OperationDeps;
-  #queue: Promise<void> = Promise.resolve();
+  readonly #queue: IncomingQueue;
 
   constructor(context: EngineSessionContext, options: BaileysSessionOptions) {
     this.#context = context;
+    this.#queue = new IncomingQueue(context, options.recordRetry);
     const now = () => context.clock();
     this.#groups = new BoundedCache(HOUR, 1_000, now);
     this.#recent = new BoundedCache(HOUR, 256, now);
@@ -132,7 +121,11 @@ export class BaileysSession implements EngineSession {
       clock: context.clock,
       ttlMs: options.lockTtlMs,
       heartbeatMs: options.lockHeartbeatMs,
-      onLost: (reason) => void this.#life.lockLost(reason),
+      onLost: (reason) => {
+        this.#life.lockLost(reason).catch((error: unknown) => {
+          context.logger.error({ err: error, reason }, 'stopping after the one-socket lock was lost failed');
+        });
+      },
       onRenewError: (error) => context.logger.warn({ err: error }, 'renewing the one-socket lock failed'),
     });
     const socketConfig = (): Omit<UserFacingSocketConfig, 'auth' | 'logger' | 'version'> => ({
@@ -161,7 +154,16 @@ export class BaileysSession implements EngineSession {
       keyCache,
       connectDeadlineMs: options.connectDeadlineMs,
       random: options.random,
-      attach: (sock) => this.#attach(sock),
+      attach: (sock) =>
+        attachListeners(sock, {
+          context,
+          mapping: this.#mapping,
+          resolver: this.#resolver,
+          contacts: this.#contacts,
+          groups: this.#groups,
+          queue: this.#queue,
+          subscribePresence: (s, jid) => this.#subscribePresence(s, jid),
+        }),
     });
     this.#deps = {
       context,
@@ -171,6 +173,7 @@ export class BaileysSession implements EngineSession {
       ackTimeoutMs: options.ackTimeoutMs,
       baileysLogger: this.#baileysLogger,
       reachout: () => this.#life.reachout,
+      record: (event) => recordWithRetry(context, event, options.recordRetry),
       subscribePresence: (sock, jid) => this.#subscribePresence(sock, jid),
       ...(options.linkPreview ? { linkPreview: options.linkPreview } : {}),
     };
@@ -197,7 +200,7 @@ export class BaileysSession implements EngineSession {
   }
   async close(): Promise<void> {
     await this.#life.close();
-    await this.#queue;
+    await this.#queue.drained();
     for (const cache of this.#caches) cache.close();
   }
 
@@ -305,92 +308,5 @@ export class BaileysSession implements EngineSession {
     sock.presenceSubscribe(jid).catch((error: unknown) => {
       this.#context.logger.debug({ err: error }, 'presence subscription failed');
     });
-  }
-
-  /** Runs `task` after every earlier event task (arrival order); failures are logged, never thrown. */
-  #enqueue(task: () => Promise<void>, what: string): void {
-    this.#queue = this.#queue.then(task).catch((error: unknown) => {
-      this.#context.logger.error({ err: error, event: what }, 'handling a platform event failed');
-    });
-  }
-
-  async #emit(event: EngineEvent): Promise<void> {
-    await this.#context.emit(event);
-  }
-
-  /** Subscribes the session to a new socket's events; returns the detach. */
-  #attach(sock: SocketLike): () => void {
-    const detachers: (() => void)[] = [];
-    const ctx = this.#mapping;
-    const now = () => this.#context.clock();
-    const on = <E extends keyof BaileysEventMap>(
-      event: E,
-      handle: (arg: BaileysEventMap[E]) => Promise<void>,
-    ) => {
-      const listener = (arg: BaileysEventMap[E]) => this.#enqueue(() => handle(arg), event);
-      sock.ev.on(event, listener);
-      detachers.push(() => sock.ev.off(event, listener));
-    };
-    const lidListener = (mapping: BaileysEventMap['lid-mapping.update']) => {
-      this.#resolver.remember(mapping.lid, mapping.pn);
-    };
-    sock.ev.on('lid-mapping.update', lidListener);
-    detachers.push(() => sock.ev.off('lid-mapping.update', lidListener));
-    on('messages.upsert', async ({ messages }) => {
-      for (const msg of messages) {
-        const remote = msg.key.remoteJid;
-        if (!remote || isJidBroadcast(remote) || isJidNewsletter(remote)) continue;
-        const message = await toEngineMessage(msg, ctx, now());
-        if (!message) continue;
-        await this.#emit({ type: 'message', message });
-        if (!message.source.isFromMe && !message.source.isGroup)
-          this.#subscribePresence(sock, message.source.chat);
-      }
-    });
-    on('messages.update', async (updates) => {
-      for (const event of await receiptsFromUpdates(updates, ctx, now())) await this.#emit(event);
-    });
-    on('message-receipt.update', async (updates) => {
-      for (const event of await receiptsFromGroupUpdates(updates, ctx, now())) await this.#emit(event);
-    });
-    on('messaging-history.set', async (data) => {
-      await this.#emit(await historyFromSet(data, ctx, now()));
-      const contacts = await this.#contacts.merge(data.contacts, ctx);
-      if (contacts.length > 0) await this.#emit({ type: 'contacts', contacts });
-    });
-    const onContacts = async (inputs: BaileysEventMap['contacts.update']) => {
-      const contacts = await this.#contacts.merge(inputs, ctx);
-      if (contacts.length > 0) await this.#emit({ type: 'contacts', contacts });
-    };
-    on('contacts.upsert', onContacts);
-    on('contacts.update', onContacts);
-    on('groups.upsert', async (metas) => {
-      for (const meta of metas) this.#groups.set(meta.id, meta);
-    });
-    on('groups.update', async (updates) => {
-      for (const update of updates) {
-        const existing = update.id ? this.#groups.get<GroupMetadata>(update.id) : undefined;
-        if (existing && update.id) this.#groups.set(update.id, { ...existing, ...update });
-      }
-    });
-    on('group-participants.update', async ({ id }) => {
-      this.#groups.del(id);
-      if (!isJidGroup(id)) return;
-      try {
-        this.#groups.set(id, await sock.groupMetadata(id));
-      } catch (error) {
-        this.#context.logger.debug({ err: error }, 'refreshing group metadata failed');
-      }
-    });
-    const onChatstate = (node: BinaryNode) =>
-      this.#enqueue(async () => {
-        const event = await presenceFromChatstate(node, ctx);
-        if (event) await this.#emit(event);
-      }, 'chatstate');
-    sock.ws.on('CB:chatstate', onChatstate);
-    detachers.push(() => sock.ws.off('CB:chatstate', onChatstate));
-    return () => {
-      for (const detach of detachers) detach();
-    };
   }
 }

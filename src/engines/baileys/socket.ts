@@ -67,3 +67,20 @@ export type SocketFactory = (config: UserFacingSocketConfig) => SocketLike;
 
 /** The production {@link SocketFactory}: Baileys' real `makeWASocket` (it connects immediately). */
 export const makeBaileysSocket: SocketFactory = (config) => makeWASocket(config);
+
+/**
+ * Unlinks the device on the platform (`sock.logout`), waiting at most `ms` milliseconds (SPEC logout: the caller
+ * is answered even when the platform is silent).
+ * @throws the platform's error, or `no answer within <s> s` after `ms`.
+ */
+export async function logoutWithin(sock: SocketLike, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms / 1000} s`)), ms);
+  });
+  try {
+    await Promise.race([sock.logout('parley logout'), deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,82 @@
+import type { AuthenticationCreds, CacheStore } from 'baileys';
+import type { AuthStateStore } from '../../store/engine-auth.ts';
+import { type LoadedAuthState, loadAuthState, readPairedCreds } from './auth-state.ts';
+import type { BaileysLogger } from './socket.ts';
+
+/**
+ * What one live session knows of its stored platform credentials (DESIGN D7, D11): whether paired credentials
+ * exist (read once, cheaply, for the status), the loaded Baileys auth state while connecting or connected, and
+ * the deletion on logout or a 401 close. A deletion the store refused is repeated before the next load, so
+ * credentials the platform already revoked are never used again by this session.
+ */
+export class Credentials {
+  readonly #store: AuthStateStore;
+  readonly #logger: BaileysLogger;
+  readonly #keyCache: CacheStore;
+  #auth: LoadedAuthState | null = null;
+  #paired: boolean | undefined;
+  #summary: AuthenticationCreds | null = null;
+  /** Deleting the stored credentials failed (store unreachable): done again before the next load. */
+  #stale = false;
+
+  /** `keyCache` is the signal-key cache handed to Baileys (kept across reconnects, flushed on deletion). */
+  constructor(store: AuthStateStore, logger: BaileysLogger, keyCache: CacheStore) {
+    this.#store = store;
+    this.#logger = logger;
+    this.#keyCache = keyCache;
+  }
+
+  /** The loaded auth state (socket config `auth`, `saveCreds`), or null before {@link load}. */
+  get loaded(): LoadedAuthState | null {
+    return this.#auth;
+  }
+
+  /** The account's credentials while loaded or summarised (own JID, LID, push name), else null. */
+  get creds(): AuthenticationCreds | null {
+    return this.#auth?.state.creds ?? this.#summary;
+  }
+
+  /** True when stored credentials are paired, as last read by {@link summarise} (false before). */
+  get paired(): boolean {
+    return this.#paired ?? false;
+  }
+
+  /** Reads whether paired credentials exist, once, without loading the key store. @throws the store's error. */
+  async summarise(): Promise<void> {
+    if (this.#auth || this.#paired !== undefined) return;
+    this.#summary = await readPairedCreds(this.#store);
+    this.#paired = this.#summary !== null;
+  }
+
+  /**
+   * Loads the Baileys auth state (kept until {@link wipe}); first finishes a deletion that failed earlier.
+   * @throws the store's error (nothing is loaded then).
+   */
+  async load(): Promise<LoadedAuthState> {
+    if (this.#auth) return this.#auth;
+    if (this.#stale) {
+      await this.#store.clear();
+      this.#stale = false;
+    }
+    this.#auth = await loadAuthState(this.#store, this.#logger, { cache: this.#keyCache });
+    this.#summary = null;
+    this.#paired = undefined;
+    return this.#auth;
+  }
+
+  /**
+   * Forgets the credentials (the state reports logged out from here on) and deletes them from the store.
+   * @throws the store's error; the deletion is then repeated by the next {@link load}.
+   */
+  async wipe(): Promise<void> {
+    const auth = this.#auth;
+    this.#auth = null;
+    this.#summary = null;
+    this.#paired = false;
+    this.#stale = true;
+    await auth?.close();
+    await this.#keyCache.flushAll();
+    await this.#store.clear();
+    this.#stale = false;
+  }
+}

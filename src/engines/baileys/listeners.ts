@@ -1,0 +1,165 @@
+import type { BaileysEventMap, BinaryNode, GroupMetadata } from 'baileys';
+import { isJidBroadcast, isJidGroup, isJidNewsletter } from 'baileys';
+import type { EngineSessionContext } from '../engine.ts';
+import type { EngineEvent, Jid } from '../types.ts';
+import type { BoundedCache } from './cache.ts';
+import type { ContactBook } from './contacts.ts';
+import {
+  historyFromSet,
+  type MappingContext,
+  presenceFromChatstate,
+  receiptsFromGroupUpdates,
+  receiptsFromUpdates,
+  toEngineMessage,
+} from './incoming.ts';
+import type { JidResolver } from './jid.ts';
+import { eventLogFields, type RecordRetryPolicy, recordWithRetry } from './record.ts';
+import type { SocketLike } from './socket.ts';
+
+/**
+ * The serial queue of one session's platform-driven work (DESIGN D10: events of an instance are recorded in
+ * arrival order). Each task runs after every earlier one; a task's failure is logged and never stops the queue.
+ * Events are recorded one at a time with bounded retry, so one event failing to record never takes the rest of
+ * its batch with it (DESIGN D2).
+ */
+export class IncomingQueue {
+  readonly #context: EngineSessionContext;
+  readonly #policy: RecordRetryPolicy;
+  #tail: Promise<void> = Promise.resolve();
+
+  constructor(context: EngineSessionContext, policy: RecordRetryPolicy) {
+    this.#context = context;
+    this.#policy = policy;
+  }
+
+  /** Runs `task` after every earlier task; a rejection is logged at error level with `what` (the event name). */
+  enqueue(task: () => Promise<void>, what: string): void {
+    this.#tail = this.#tail.then(task).catch((error: unknown) => {
+      this.#context.logger.error({ err: error, event: what }, 'handling a platform event failed');
+    });
+  }
+
+  /** Resolves once every task queued so far has finished (shutdown). */
+  drained(): Promise<void> {
+    return this.#tail;
+  }
+
+  /**
+   * Records one platform-driven event with the retry policy (`recordWithRetry`); never rejects. An event still
+   * failing after the last try is dropped and logged at error level with its type and message id(s), no body
+   * (DESIGN D14). Resolves true when recorded.
+   */
+  async record(event: EngineEvent): Promise<boolean> {
+    try {
+      await recordWithRetry(this.#context, event, this.#policy);
+      return true;
+    } catch (error) {
+      this.#context.logger.error(
+        { err: error, ...eventLogFields(event) },
+        'dropped a platform event: recording it failed after retrying',
+      );
+      return false;
+    }
+  }
+}
+
+/** What {@link attachListeners} needs from the session. */
+export interface ListenerDeps {
+  context: EngineSessionContext;
+  mapping: MappingContext;
+  resolver: JidResolver;
+  contacts: ContactBook;
+  /** Group metadata cache (Baileys' `cachedGroupMetadata`), refreshed from group events. */
+  groups: BoundedCache;
+  queue: IncomingQueue;
+  subscribePresence(sock: SocketLike, jid: Jid): void;
+}
+
+/**
+ * Subscribes to a socket's events and turns them into domain events (issue 5): messages, 1:1 and group receipts,
+ * history sync, contacts, chat presence (`CB:chatstate` frames), group-metadata cache upkeep. Every handler runs
+ * on `deps.queue` in arrival order; each event of a batch is recorded on its own. Returns the detach.
+ */
+export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => void {
+  const { context, mapping: ctx, queue } = deps;
+  const detachers: (() => void)[] = [];
+  const now = () => context.clock();
+  const on = <E extends keyof BaileysEventMap>(
+    event: E,
+    handle: (arg: BaileysEventMap[E]) => Promise<void>,
+  ) => {
+    const listener = (arg: BaileysEventMap[E]) => queue.enqueue(() => handle(arg), event);
+    sock.ev.on(event, listener);
+    detachers.push(() => sock.ev.off(event, listener));
+  };
+  const lidListener = (mapping: BaileysEventMap['lid-mapping.update']) => {
+    deps.resolver.remember(mapping.lid, mapping.pn);
+  };
+  sock.ev.on('lid-mapping.update', lidListener);
+  detachers.push(() => sock.ev.off('lid-mapping.update', lidListener));
+  on('messages.upsert', async ({ messages }) => {
+    for (const msg of messages) {
+      const remote = msg.key.remoteJid;
+      if (!remote || isJidBroadcast(remote) || isJidNewsletter(remote)) continue;
+      let message: Awaited<ReturnType<typeof toEngineMessage>>;
+      try {
+        message = await toEngineMessage(msg, ctx, now());
+      } catch (error) {
+        context.logger.error(
+          { err: error, event: 'message', id: msg.key.id },
+          'mapping a platform message failed',
+        );
+        continue;
+      }
+      if (!message) continue;
+      await queue.record({ type: 'message', message });
+      if (!message.source.isFromMe && !message.source.isGroup)
+        deps.subscribePresence(sock, message.source.chat);
+    }
+  });
+  on('messages.update', async (updates) => {
+    for (const event of await receiptsFromUpdates(updates, ctx, now())) await queue.record(event);
+  });
+  on('message-receipt.update', async (updates) => {
+    for (const event of await receiptsFromGroupUpdates(updates, ctx, now())) await queue.record(event);
+  });
+  on('messaging-history.set', async (data) => {
+    await queue.record(await historyFromSet(data, ctx, now()));
+    const contacts = await deps.contacts.merge(data.contacts, ctx);
+    if (contacts.length > 0) await queue.record({ type: 'contacts', contacts });
+  });
+  const onContacts = async (inputs: BaileysEventMap['contacts.update']) => {
+    const contacts = await deps.contacts.merge(inputs, ctx);
+    if (contacts.length > 0) await queue.record({ type: 'contacts', contacts });
+  };
+  on('contacts.upsert', onContacts);
+  on('contacts.update', onContacts);
+  on('groups.upsert', async (metas) => {
+    for (const meta of metas) deps.groups.set(meta.id, meta);
+  });
+  on('groups.update', async (updates) => {
+    for (const update of updates) {
+      const existing = update.id ? deps.groups.get<GroupMetadata>(update.id) : undefined;
+      if (existing && update.id) deps.groups.set(update.id, { ...existing, ...update });
+    }
+  });
+  on('group-participants.update', async ({ id }) => {
+    deps.groups.del(id);
+    if (!isJidGroup(id)) return;
+    try {
+      deps.groups.set(id, await sock.groupMetadata(id));
+    } catch (error) {
+      context.logger.debug({ err: error }, 'refreshing group metadata failed');
+    }
+  });
+  const onChatstate = (node: BinaryNode) =>
+    queue.enqueue(async () => {
+      const event = await presenceFromChatstate(node, ctx);
+      if (event) await queue.record(event);
+    }, 'chatstate');
+  sock.ws.on('CB:chatstate', onChatstate);
+  detachers.push(() => sock.ws.off('CB:chatstate', onChatstate));
+  return () => {
+    for (const detach of detachers) detach();
+  };
+}

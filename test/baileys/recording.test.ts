@@ -1,0 +1,369 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it, type TestContext } from 'node:test';
+import { proto, type WAMessage } from 'baileys';
+import { readPairedCreds } from '../../src/engines/baileys/auth-state.ts';
+import { BaileysEngine } from '../../src/engines/baileys/index.ts';
+import {
+  isPermanentStoreError,
+  type RecordRetryPolicy,
+  recordRetryDelayMs,
+} from '../../src/engines/baileys/record.ts';
+import type { EngineSession, EngineSessionContext } from '../../src/engines/engine.ts';
+import type { EngineEvent } from '../../src/engines/types.ts';
+import { MessageProjection } from '../../src/events/message-projection.ts';
+import { type EventProjection, EventRecorder } from '../../src/events/recorder.ts';
+import { type AuthStateStore, SqlAuthStateStore } from '../../src/store/engine-auth.ts';
+import { testDialects } from '../support/store.ts';
+import { type FakeSocket, fakeFactory, storePairedCreds } from './fake-socket.ts';
+import {
+  capturingLogger,
+  type LiveFixture,
+  type LogLine,
+  liveFixture,
+  until,
+  untilAsync,
+} from './support.ts';
+
+const PEER = '5511988887777@s.whatsapp.net';
+const OTHER = '5511977776666@s.whatsapp.net';
+
+/** What a PostgreSQL connection reset looks like to the recorder (transient: worth retrying). */
+function connectionReset(): Error {
+  return Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+}
+
+/** An AuthStateStore whose `clear()` fails while `failing` is set (store unreachable during a wipe). */
+class FlakyClearStore implements AuthStateStore {
+  failing = true;
+  readonly #inner: AuthStateStore;
+  constructor(inner: AuthStateStore) {
+    this.#inner = inner;
+  }
+  get(category: string, ids: readonly string[]) {
+    return this.#inner.get(category, ids);
+  }
+  set(entries: readonly { category: string; id: string; value: string | null }[]) {
+    return this.#inner.set(entries);
+  }
+  list(category: string) {
+    return this.#inner.list(category);
+  }
+  async clear() {
+    if (this.failing) throw new Error('store unreachable');
+    await this.#inner.clear();
+  }
+}
+
+/** Key of an event in the tries/commit logs: the message id, `receipt:<ids>`, or the type. */
+function keyOf(event: EngineEvent): string {
+  if (event.type === 'message') return event.message.id;
+  if (event.type === 'receipt') return `receipt:${event.messageIds.join(',')}`;
+  return event.type;
+}
+
+function incoming(id: string, text: string, chat = PEER): WAMessage {
+  return {
+    key: { remoteJid: chat, fromMe: false, id },
+    message: { conversation: text },
+    messageTimestamp: 1_700_000_000,
+    pushName: 'Ana',
+  };
+}
+
+for (const dialect of testDialects()) {
+  describe(`live engine: recording survives store failures (${dialect})`, () => {
+    let fixture: LiveFixture;
+    let next = 0;
+    const engines: BaileysEngine[] = [];
+    before(async () => {
+      fixture = await liveFixture(dialect, 6);
+    });
+    after(async () => {
+      await Promise.all(engines.map((e) => e.close()));
+      await fixture.test.cleanup();
+    });
+
+    /**
+     * A connected live session whose events go through a real EventRecorder (message store included) over the
+     * fixture's store, with a projection in front that fails the events `fail` picks (on try `n`, 1-based).
+     */
+    async function setup(
+      fail: (event: EngineEvent, n: number) => Error | undefined,
+      options: {
+        auth?: (inner: AuthStateStore) => AuthStateStore;
+        open?: (s: FakeSocket, i: number) => void;
+      } = {},
+    ) {
+      const instanceId = fixture.instanceIds[next++] ?? '';
+      const db = fixture.test.store.db;
+      const { logger, lines } = capturingLogger();
+      const tries = new Map<string, number>();
+      const committed: string[] = [];
+      const faulty: EventProjection = {
+        name: 'faulty',
+        async apply(_trx, _instanceId, event) {
+          const key = keyOf(event);
+          const n = (tries.get(key) ?? 0) + 1;
+          tries.set(key, n);
+          const error = fail(event, n);
+          if (error) throw error;
+        },
+        afterCommit(_instanceId, event) {
+          committed.push(keyOf(event));
+        },
+      };
+      const recorder = new EventRecorder(db, [faulty, new MessageProjection(Date.now)], logger);
+      const sql = new SqlAuthStateStore(db, fixture.box, instanceId);
+      const auth = options.auth ? options.auth(sql) : sql;
+      const events: EngineEvent[] = [];
+      const context: EngineSessionContext = {
+        instanceId,
+        env: 'live',
+        auth,
+        emit: async (event) => {
+          events.push(event);
+          await recorder.record(instanceId, event);
+        },
+        findMessage: async () => undefined,
+        logger,
+        clock: Date.now,
+      };
+      await storePairedCreds(auth);
+      const fake = fakeFactory(options.open ?? ((sock) => sock.open()));
+      const engine = new BaileysEngine({
+        db,
+        processId: `proc-${dialect}`,
+        logger,
+        socketFactory: fake.factory,
+        ackTimeoutMs: 50,
+        random: () => 0.5,
+        recordRetry: { baseDelayMs: 1 },
+      });
+      engines.push(engine);
+      const session: EngineSession = engine.createSession(context);
+      await session.connect();
+      const sock = () => {
+        const last = fake.sockets.at(-1);
+        assert.ok(last, 'a socket exists');
+        return last;
+      };
+      const rows = () =>
+        db
+          .selectFrom('messages')
+          .select(['id', 'state'])
+          .where('instance_id', '=', instanceId)
+          .orderBy('id')
+          .execute();
+      const logged = (level: number, msg: string) => lines.filter((l) => l.level === level && l.msg === msg);
+      return { session, sock, rows, lines, logged, tries, committed, events, auth };
+    }
+
+    it('a batch of A, B, C where recording B fails once: all three recorded, in order (R2)', async () => {
+      const h = await setup((event, n) =>
+        event.type === 'message' && event.message.id === '3EB0B' && n === 1 ? connectionReset() : undefined,
+      );
+      h.sock().emit('messages.upsert', {
+        type: 'notify',
+        messages: [incoming('3EB0A', 'body A'), incoming('3EB0B', 'body B'), incoming('3EB0C', 'body C')],
+      });
+      await untilAsync(async () => (await h.rows()).length === 3, 'three message rows');
+      assert.deepEqual(
+        (await h.rows()).map((r) => r.id),
+        ['3EB0A', '3EB0B', '3EB0C'],
+      );
+      assert.deepEqual(
+        h.committed.filter((k) => k !== 'connection'),
+        ['3EB0A', '3EB0B', '3EB0C'],
+        'per-instance order kept',
+      );
+      assert.equal(h.tries.get('3EB0B'), 2);
+      const retry = h.logged(40, 'recording an event failed; retrying');
+      assert.equal(retry.length, 1);
+      assert.deepEqual(
+        {
+          event: retry[0]?.event,
+          id: retry[0]?.id,
+          attempt: retry[0]?.attempt,
+          attempts: retry[0]?.attempts,
+        },
+        { event: 'message', id: '3EB0B', attempt: 1, attempts: 5 },
+      );
+      assert.deepEqual(h.logged(50, 'dropped a platform event: recording it failed after retrying'), []);
+    });
+
+    it('drops only what keeps failing, logs it at error level without bodies, and goes on (R2)', async () => {
+      const h = await setup((event) => {
+        if (event.type === 'message' && event.message.id === '3EB0B') return connectionReset();
+        if (event.type === 'receipt' && event.source.chat === OTHER) return connectionReset();
+        if (event.type === 'message' && event.message.id === '3EB0E')
+          return Object.assign(new Error('duplicate key value violates unique constraint'), {
+            code: '23505',
+          });
+        return undefined;
+      });
+      h.sock().emit('messages.upsert', {
+        type: 'notify',
+        messages: [incoming('3EB0A', 'body A'), incoming('3EB0B', 'body B'), incoming('3EB0C', 'body C')],
+      });
+      h.sock().emit('messages.update', [
+        {
+          key: { remoteJid: OTHER, fromMe: true, id: '3EB0Z' },
+          update: { status: proto.WebMessageInfo.Status.READ },
+        },
+        {
+          key: { remoteJid: PEER, fromMe: true, id: '3EB0A' },
+          update: { status: proto.WebMessageInfo.Status.READ },
+        },
+      ]);
+      h.sock().emit('messages.upsert', {
+        type: 'notify',
+        messages: [incoming('3EB0D', 'body D'), incoming('3EB0E', 'body E')],
+      });
+      await until(() => h.tries.get('3EB0E') === 1 && h.committed.includes('3EB0D'), 5_000, 'last batch');
+      await until(
+        () => h.logged(50, 'dropped a platform event: recording it failed after retrying').length === 3,
+      );
+      assert.deepEqual(await h.rows(), [
+        { id: '3EB0A', state: 'read' },
+        { id: '3EB0C', state: 'delivered' },
+        { id: '3EB0D', state: 'delivered' },
+      ]);
+      assert.deepEqual(
+        h.committed.filter((k) => k !== 'connection'),
+        ['3EB0A', '3EB0C', 'receipt:3EB0A', '3EB0D'],
+      );
+      assert.equal(h.tries.get('3EB0B'), 5, 'transient failures are tried 5 times');
+      assert.equal(h.tries.get('receipt:3EB0Z'), 5);
+      assert.equal(h.tries.get('3EB0E'), 1, 'a constraint violation is not retried');
+      const dropped = h
+        .logged(50, 'dropped a platform event: recording it failed after retrying')
+        .map((l: LogLine) => ({ event: l.event, id: l.id, ids: l.ids }));
+      assert.deepEqual(dropped, [
+        { event: 'message', id: '3EB0B', ids: undefined },
+        { event: 'receipt', id: undefined, ids: ['3EB0Z'] },
+        { event: 'message', id: '3EB0E', ids: undefined },
+      ]);
+      assert.ok(!JSON.stringify(h.lines).includes('body '), 'no message body is logged');
+    });
+
+    it('a send answers only once recorded: a transient failure is retried, a lasting one fails the call (C4)', async () => {
+      let mode: 'once' | 'always' = 'once';
+      const h = await setup((event, n) =>
+        event.type === 'message' && event.message.source.isFromMe && (mode === 'always' || n === 1)
+          ? connectionReset()
+          : undefined,
+      );
+      const sent = await h.session.send({
+        to: PEER,
+        content: { kind: 'text', text: 'hi', linkPreview: false },
+      });
+      assert.deepEqual(await h.rows(), [{ id: sent.id, state: 'sent' }]);
+      assert.equal(h.tries.get(sent.id), 2);
+      mode = 'always';
+      await assert.rejects(
+        h.session.send({ to: PEER, content: { kind: 'text', text: 'lost?', linkPreview: false } }),
+        /read ECONNRESET/,
+      );
+      assert.equal(h.sock().relayed.length, 2, 'the message was relayed');
+      const lostId = h.sock().relayed[1]?.messageId ?? '';
+      assert.equal(h.tries.get(lostId), 5);
+      assert.deepEqual(await h.rows(), [{ id: sent.id, state: 'sent' }]);
+      const line = h.logged(
+        50,
+        'a message was relayed to the platform but recording it failed after retrying: the send answers an error',
+      );
+      assert.deepEqual(
+        line.map((l) => ({ event: l.event, id: l.id, chat: l.chat })),
+        [{ event: 'message', id: lostId, chat: PEER }],
+      );
+      assert.ok(!JSON.stringify(h.lines).includes('lost?'), 'no message body is logged');
+    });
+
+    it('a 401 close while the store cannot delete the credentials: no unhandled rejection, stopped, logged (R3)', async (t: TestContext) => {
+      const rejections: unknown[] = [];
+      const onRejection = (reason: unknown) => {
+        rejections.push(reason);
+      };
+      process.on('unhandledRejection', onRejection);
+      t.after(() => {
+        process.off('unhandledRejection', onRejection);
+      });
+      let flaky: FlakyClearStore | undefined;
+      const h = await setup(() => undefined, {
+        auth: (inner) => {
+          flaky = new FlakyClearStore(inner);
+          return flaky;
+        },
+        open: (sock, i) => (i === 0 ? sock.open() : sock.qr('2@fresh,pairing')),
+      });
+      assert.ok(flaky);
+      assert.equal(h.session.state().loggedIn, true);
+      h.sock().close(401, 'Connection Failure');
+      const failed =
+        'deleting the stored platform credentials failed; they are deleted before the next connect';
+      await until(() => h.logged(50, failed).length === 1, 2_000, 'the wipe failure logged');
+      await until(
+        () => h.events.at(-1)?.type === 'connection' && !h.session.state().connected,
+        2_000,
+        'stopped',
+      );
+      for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+      assert.deepEqual(rejections, []);
+      assert.equal(
+        (h.logged(50, failed)[0]?.err as { message?: string } | undefined)?.message,
+        'store unreachable',
+      );
+      const state = h.session.state();
+      assert.deepEqual(
+        { connected: state.connected, loggedIn: state.loggedIn },
+        { connected: false, loggedIn: false },
+      );
+      assert.match(
+        state.reason ?? '',
+        /^logged out \(401\).*\(deleting the stored credentials failed: retried/,
+      );
+      assert.deepEqual(h.events.at(-1), { type: 'connection', state });
+      assert.ok(await readPairedCreds(flaky), 'credentials are still stored');
+      flaky.failing = false;
+      await h.session.connect();
+      assert.equal(await readPairedCreds(flaky), null, 'deleted before the next connect');
+      assert.deepEqual(
+        { connected: h.session.state().connected, loggedIn: h.session.state().loggedIn },
+        { connected: true, loggedIn: false },
+      );
+      assert.equal(h.session.pairingCode()?.code, '2@fresh,pairing');
+    });
+  });
+}
+
+describe('record retry policy', () => {
+  it('doubles from the base wait with ±20 % jitter', () => {
+    const policy = (r: number): RecordRetryPolicy => ({ attempts: 5, baseDelayMs: 100, random: () => r });
+    assert.deepEqual(
+      [1, 2, 3, 4].map((n) => recordRetryDelayMs(n, policy(0.5))),
+      [100, 200, 400, 800],
+    );
+    assert.equal(recordRetryDelayMs(1, policy(0)), 80);
+    assert.equal(recordRetryDelayMs(4, policy(0.999)), 960);
+  });
+
+  it('retries connection failures, serialization failures and busy stores; not data or programming errors', () => {
+    const coded = (code: string) => Object.assign(new Error(code), { code });
+    for (const transient of [
+      'ECONNRESET',
+      'ECONNREFUSED',
+      'ETIMEDOUT',
+      'EPIPE',
+      '08006',
+      '40001',
+      '40P01',
+      '57P01',
+      'SQLITE_BUSY',
+    ])
+      assert.equal(isPermanentStoreError(coded(transient)), false, transient);
+    assert.equal(isPermanentStoreError(new Error('Connection terminated unexpectedly')), false);
+    for (const permanent of ['23505', '22P02', '42P01', 'SQLITE_CONSTRAINT_UNIQUE', 'SQLITE_MISMATCH'])
+      assert.equal(isPermanentStoreError(coded(permanent)), true, permanent);
+    assert.equal(isPermanentStoreError(new TypeError('x is undefined')), true);
+  });
+});
