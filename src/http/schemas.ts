@@ -40,7 +40,7 @@ export function ok<T>(data: T): { success: true; code: 200; data: T } {
 export const Phone = (description = 'phone number, international format, digits only') =>
   Type.String({
     pattern: '^[0-9]{8,15}$',
-    'x-message': '{field} must be digits only, international format, no leading + (8 to 15 digits)',
+    'x-message': '{field} must be digits only, international format, no leading +',
     description,
     examples: ['5511999990000'],
   });

@@ -48,8 +48,8 @@ export function validationMessage(issue: ValidationIssue, context: string): stri
   }
   const field = fieldPath(issue.instancePath, context);
   const template = parentSchema?.['x-message'];
-  // A wrong type is named as such ("hmacKey must be a string"); the template describes the value's rule.
-  if (typeof template === 'string' && keyword !== 'type') {
+  // A template states the field's whole rule (type included), e.g. "latitude must be a number from -90 to 90".
+  if (typeof template === 'string') {
     const parent = field.replace(/\[\d+\]$/, '');
     return template
       .replaceAll('{field}', field)

@@ -5,7 +5,7 @@ import { testDialects } from '../support/store.ts';
 
 const OWN = '5511999990001';
 const OWN_JID = `${OWN}@s.whatsapp.net`;
-const PHONE_RULE = 'must be digits only, international format, no leading + (8 to 15 digits)';
+const PHONE_RULE = 'must be digits only, international format, no leading +';
 const GROUP_JID_RULE = 'groupJid must be a group JID: <digits>@g.us or <digits>-<digits>@g.us';
 const INVITE_BASE = 'https://invite.example.test/';
 

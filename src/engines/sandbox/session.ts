@@ -177,7 +177,7 @@ export class SandboxSession implements EngineSession {
       defineUser: async ({ phone, ...definition }) => {
         if (!isValidPhone(phone)) {
           throw errors.badRequest(
-            'phone must be digits only, international format, no leading + (8 to 15 digits)',
+            'phone must be digits only, international format, no leading +',
           );
         }
         await this.#world.defineUser(phone, definition);

@@ -128,7 +128,7 @@ export function parsePhoneList(raw: string, field: string, max: number): string[
     if (!/^[0-9]{8,15}$/.test(phone)) {
       const name = phones.length === 1 ? field : `${field}[${i}]`;
       throw errors.badRequest(
-        `${name} must be digits only, international format, no leading + (8 to 15 digits)`,
+        `${name} must be digits only, international format, no leading +`,
       );
     }
   });

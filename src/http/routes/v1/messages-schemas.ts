@@ -15,8 +15,7 @@ export const MAX_STICKER_EMOJIS = 10;
 export const ChatAddress = (description = 'recipient phone number (digits only), or a group JID') =>
   Type.String({
     pattern: '^([0-9]{8,15}|[0-9]{1,40}(-[0-9]{1,40})?@g\\.us)$',
-    'x-message':
-      '{field} must be digits only, international format, no leading + (8 to 15 digits), or a group JID (<digits>@g.us)',
+    'x-message': '{field} must be digits only, international format, no leading +',
     description,
     examples: ['5511999990000'],
   });

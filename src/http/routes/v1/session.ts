@@ -67,7 +67,6 @@ export const HmacBody = Type.Object({
   hmacKey: Type.String({
     minLength: 32,
     maxLength: 512,
-    'x-message': '{field} must be at least 32 characters (and at most 512)',
     description: 'secret used to sign webhooks (at least 32 characters)',
   }),
 });
