@@ -85,7 +85,7 @@ export class SessionManager {
       auth: new SqlAuthStateStore(db, box, instanceId),
       emit: (event: EngineEvent) =>
         recorder.record(instanceId, event).catch((error: unknown) => {
-          sessionLogger.error({ err: error, event: event.type }, 'recording an engine event failed');
+          sessionLogger.warn({ err: error, event: event.type }, 'recording an engine event failed');
           throw error;
         }),
       findMessage: (id) => findMessage(instanceId, id),
