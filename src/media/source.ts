@@ -1,9 +1,24 @@
+import type { FastifyBaseLogger } from 'fastify';
 import { ApiError, errors } from '../errors.ts';
 import { OutboundError, type OutboundGuard } from '../net/outbound-guard.ts';
 import type { MediaRule } from './kinds.ts';
 
 /** Time allowed to fetch one media URL (DNS, connect, TLS and the whole body), milliseconds. */
 export const MEDIA_FETCH_TIMEOUT_MS = 60_000;
+
+/**
+ * Where a refused or failed media fetch is logged with its details (resolved addresses, resolver codes) that
+ * the API answer must not carry (DESIGN D11): pass the request's logger so the line has the request id.
+ */
+export type MediaFetchLog = Pick<FastifyBaseLogger, 'info'>;
+
+/** Options of {@link fetchMedia}. */
+export interface FetchMediaOptions {
+  /** Time allowed for the whole fetch, milliseconds (default {@link MEDIA_FETCH_TIMEOUT_MS}). */
+  timeoutMs?: number;
+  /** Logger for the failure details; without one they are only attached as the ApiError's `cause`. */
+  log?: MediaFetchLog;
+}
 
 /** Raw bytes of a media field, and the URL they came from (for a default file name). */
 export interface MediaSource {
@@ -46,6 +61,9 @@ export function decodeDataUri(raw: string, field: string, rule: MediaRule): Buff
 /**
  * Fetches an `https://` media URL through the outbound guard (DESIGN D8, D11): private and reserved addresses
  * refused unless allowed, the address pinned, no redirects, the body cut off as soon as it passes the limit.
+ * The answer carries only the guard's caller-safe text (`OutboundError.publicMessage`): a host resolving to
+ * a refused address and a host that does not resolve get the same message, so the endpoint cannot be used to
+ * map internal names (DESIGN D11). The details go to `options.log`.
  * @throws ApiError PAYLOAD_TOO_LARGE `<field> must be at most <limit>`; BAD_REQUEST
  *   `<field> could not be fetched: <reason>` for a refused address, DNS, TLS, connection or timeout failure,
  *   a non-2xx answer (3xx included: redirects are not followed) or an empty body.
@@ -55,28 +73,31 @@ export async function fetchMedia(
   raw: string,
   field: string,
   rule: MediaRule,
-  timeoutMs = MEDIA_FETCH_TIMEOUT_MS,
+  options: FetchMediaOptions = {},
 ): Promise<MediaSource> {
   let url: URL;
   try {
     url = guard.parseUrl(raw);
   } catch (error) {
-    const reason = error instanceof Error ? error.message : 'invalid URL';
-    throw errors.badRequest(`${field} must be an https:// URL or a data: URI (${reason})`);
+    if (!(error instanceof OutboundError)) throw error;
+    throw errors.badRequest(`${field} must be an https:// URL or a data: URI (${error.publicMessage})`);
   }
   let response: Awaited<ReturnType<OutboundGuard['request']>>;
   try {
     response = await guard.request(url, {
       method: 'GET',
       headers: { accept: '*/*', 'user-agent': 'parley-media-fetch' },
-      timeoutMs,
+      timeoutMs: options.timeoutMs ?? MEDIA_FETCH_TIMEOUT_MS,
       maxResponseBytes: rule.maxBytes,
       onTooLarge: 'error',
     });
   } catch (error) {
     if (error instanceof OutboundError) {
       if (error.reason === 'too-large') throw tooLarge(field, rule);
-      throw errors.badRequest(`${field} could not be fetched: ${error.message}`);
+      options.log?.info({ err: error, reason: error.reason, field }, 'media URL fetch failed');
+      throw new ApiError('BAD_REQUEST', `${field} could not be fetched: ${error.publicMessage}`, {
+        cause: error,
+      });
     }
     throw error;
   }
@@ -92,7 +113,8 @@ export async function fetchMedia(
 
 /**
  * Reads a media field (DESIGN D8): an `https://` URL (fetched) or a `data:` URI (decoded). Anything else —
- * another scheme, a local path — is refused.
+ * another scheme, a local path — is refused. `log` receives the details of a failed fetch (see
+ * {@link fetchMedia}); pass the request's logger.
  * @throws ApiError BAD_REQUEST `<field> must be an https:// URL or a data: URI`, and the errors of
  *   {@link decodeDataUri} and {@link fetchMedia}.
  */
@@ -101,9 +123,12 @@ export async function readMediaSource(
   raw: string,
   field: string,
   rule: MediaRule,
+  log?: MediaFetchLog,
 ): Promise<MediaSource> {
   const value = raw.trim();
   if (/^data:/i.test(value)) return { data: decodeDataUri(value, field, rule), url: undefined };
-  if (/^https:\/\//i.test(value)) return fetchMedia(guard, value, field, rule);
+  if (/^https:\/\//i.test(value)) {
+    return fetchMedia(guard, value, field, rule, log === undefined ? {} : { log });
+  }
   throw errors.badRequest(`${field} must be an https:// URL or a data: URI`);
 }

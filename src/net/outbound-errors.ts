@@ -22,17 +22,63 @@ export type OutboundFailure =
   | 'protocol';
 
 /**
- * An outbound request refused or failed. `message` is user-presentable (it may be shown in an API error or
- * stored in the webhook delivery log): it names the host or address and the rule, never internals, e.g.
- * `address 127.0.0.1 is not allowed (loopback)`. The underlying error, if any, is in `cause`.
+ * The one caller-facing text for `blocked-address` and `dns` (DESIGN D11): the same words whether the host
+ * resolves to a refused address or does not resolve at all, so an API caller cannot use the webhook or media
+ * endpoints to map internal host names to private addresses.
+ */
+export const NOT_PUBLIC_HOST = 'the host does not resolve to an allowed public address';
+
+/** Caller-facing text of each reason that carries no caller-specific detail (see {@link OutboundError}). */
+const PUBLIC_TEXT: Record<OutboundFailure, string> = {
+  'invalid-url': 'the URL is not valid',
+  scheme: 'the URL must use https',
+  'blocked-address': NOT_PUBLIC_HOST,
+  dns: NOT_PUBLIC_HOST,
+  timeout: 'the request timed out',
+  'too-large': 'the response was too large',
+  connect: 'the connection failed',
+  tls: 'the TLS handshake failed',
+  protocol: 'the server sent an invalid HTTP response',
+};
+
+/**
+ * An outbound request refused or failed (DESIGN D11).
+ *
+ * - `message` is the detailed text for **server logs only**: it names the host, the addresses it resolved to,
+ *   the refused range and resolver or socket error codes, e.g.
+ *   `host localhost resolves to 127.0.0.1, which is not allowed (loopback)`. Never send it to an API caller or
+ *   store it where a tenant can read it.
+ * - {@link publicMessage} is the caller-safe text for API answers and the webhook delivery log: never an
+ *   address, an address class or a resolver code; `blocked-address` and `dns` share one wording
+ *   ({@link NOT_PUBLIC_HOST}) so "resolves to a private address" and "does not resolve" look the same.
+ *
+ * The underlying error, if any, is in `cause`.
  */
 export class OutboundError extends Error {
   override name = 'OutboundError';
   readonly reason: OutboundFailure;
+  readonly #publicDetail: string | undefined;
 
-  constructor(reason: OutboundFailure, message: string, options?: { cause?: unknown }) {
+  /**
+   * @param message detailed text for server logs.
+   * @param options.cause the underlying error; `options.publicMessage` a caller-safe text that replaces the
+   *   reason's generic one. It must be derived only from what the caller sent or from parley's own limits
+   *   (e.g. `the response exceeded 1024 bytes`); it is ignored for `blocked-address` and `dns`.
+   */
+  constructor(
+    reason: OutboundFailure,
+    message: string,
+    options?: { cause?: unknown; publicMessage?: string },
+  ) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.reason = reason;
+    this.#publicDetail = options?.publicMessage;
+  }
+
+  /** Caller-safe text (API answers, delivery log): see the class doc. */
+  get publicMessage(): string {
+    if (this.reason === 'blocked-address' || this.reason === 'dns') return NOT_PUBLIC_HOST;
+    return this.#publicDetail ?? PUBLIC_TEXT[this.reason];
   }
 }
 
@@ -68,7 +114,8 @@ function describe(error: unknown): { code: string | undefined; message: string }
 
 /**
  * Maps an error raised while talking to `host` (undici, `node:tls`, `node:net`) to an {@link OutboundError}
- * with a user-presentable message. An OutboundError is returned unchanged. Unknown errors become `connect`.
+ * whose `message` carries the details for the server log (host, error code) and whose `publicMessage` is the
+ * reason's generic caller-safe text. An OutboundError is returned unchanged. Unknown errors become `connect`.
  */
 export function toOutboundError(error: unknown, host: string): OutboundError {
   if (error instanceof OutboundError) return error;

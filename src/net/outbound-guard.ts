@@ -126,21 +126,28 @@ export class OutboundGuard {
    */
   parseUrl(raw: string): URL {
     if (raw.length > MAX_URL_LENGTH) {
-      throw new OutboundError('invalid-url', `URL is longer than ${MAX_URL_LENGTH} characters`);
+      const text = `URL is longer than ${MAX_URL_LENGTH} characters`;
+      throw new OutboundError('invalid-url', text, { publicMessage: text });
     }
     let url: URL;
     try {
       url = new URL(raw);
     } catch (cause) {
-      throw new OutboundError('invalid-url', 'URL is not valid', { cause });
+      throw new OutboundError('invalid-url', 'URL is not valid', {
+        cause,
+        publicMessage: 'URL is not valid',
+      });
     }
     if (url.protocol !== 'https:') {
       throw new OutboundError('scheme', `URL must use https (got ${url.protocol.replace(/:$/, '')})`);
     }
     if (url.username !== '' || url.password !== '') {
-      throw new OutboundError('invalid-url', 'URL must not contain a username or password');
+      const text = 'URL must not contain a username or password';
+      throw new OutboundError('invalid-url', text, { publicMessage: text });
     }
-    if (url.hostname === '') throw new OutboundError('invalid-url', 'URL has no host');
+    if (url.hostname === '') {
+      throw new OutboundError('invalid-url', 'URL has no host', { publicMessage: 'URL has no host' });
+    }
     return url;
   }
 

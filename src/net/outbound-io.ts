@@ -81,7 +81,9 @@ export async function readCapped(
 ): Promise<{ body: Buffer; truncated: boolean }> {
   const cap = request.maxResponseBytes;
   const tooLarge = () =>
-    new OutboundError('too-large', `response from ${url.host} is larger than ${cap} bytes`);
+    new OutboundError('too-large', `response from ${url.host} is larger than ${cap} bytes`, {
+      publicMessage: `the response exceeded ${cap} bytes`,
+    });
   const declared = headers['content-length'] === undefined ? Number.NaN : Number(headers['content-length']);
   if (request.onTooLarge === 'error' && declared > cap) {
     // Destroying an unread undici body emits an 'error' (RequestAbortedError) that nothing listens to yet:

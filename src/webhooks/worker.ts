@@ -212,6 +212,23 @@ export class DeliveryWorker {
     });
   }
 
+  /**
+   * The `error` of a failed attempt as the tenant reads it in the delivery log: only the guard's caller-safe
+   * text (DESIGN D11: no resolved address, address class or resolver code; a host resolving to a refused
+   * address reads the same as one that does not resolve), or `attempt failed: internal error`. The details
+   * go to the server log with the event id.
+   */
+  #attemptError(delivery: ClaimedDelivery, error: unknown): string {
+    const { logger } = this.#options;
+    const context = { err: error, eventId: delivery.eventId, instanceId: delivery.instanceId };
+    if (error instanceof OutboundError) {
+      logger.info({ ...context, reason: error.reason }, 'webhook attempt failed');
+      return error.publicMessage;
+    }
+    logger.warn(context, 'webhook attempt failed before a response');
+    return 'attempt failed: internal error';
+  }
+
   /** One attempt: sign, post through the guard, record, schedule. */
   async #attempt(delivery: ClaimedDelivery): Promise<void> {
     const { box, guard, clock, timeoutMs } = this.#options;
@@ -257,10 +274,7 @@ export class DeliveryWorker {
       retryAfterMs = parseRetryAfter(response.headers['retry-after'], startedAt);
     } catch (error) {
       record.durationMs = Math.round(performance.now() - started);
-      record.error =
-        error instanceof OutboundError
-          ? `${error.reason}: ${error.message}`
-          : `attempt failed: ${error instanceof Error ? error.message : String(error)}`;
+      record.error = this.#attemptError(delivery, error);
     }
     const attemptsMade = delivery.attempts + 1;
     let outcome: AttemptOutcome;

@@ -250,18 +250,23 @@ for (const dialect of testDialects()) {
         webhookWorker: { start: false },
       });
       try {
-        const byName = await strict.call('POST', '/v1/webhook', {
-          webhookUrl: `https://localhost:${receiver.port}/hook`,
-        });
-        assert.equal(byName.status, 400);
-        assert.match(
-          byName.body.error.message,
-          /^webhookUrl is refused: host localhost resolves to .*not allowed/,
-        );
-        const literal = await strict.call('POST', '/v1/webhook', { webhookUrl: receiver.url });
-        assert.deepEqual(literal.body, {
-          error: { code: 400, message: 'webhookUrl is refused: address 127.0.0.1 is not allowed (loopback)' },
-        });
+        // DESIGN D11: a name resolving to loopback, a loopback literal and a name that does not resolve at all
+        // (.invalid, RFC 6761) get one answer, so the endpoint cannot map internal names to addresses.
+        const refused = {
+          error: {
+            code: 400,
+            message: 'webhookUrl is refused: the host does not resolve to an allowed public address',
+          },
+        };
+        for (const webhookUrl of [
+          `https://localhost:${receiver.port}/hook`,
+          receiver.url,
+          'https://parley-test.invalid/hook',
+        ]) {
+          const response = await strict.call('POST', '/v1/webhook', { webhookUrl });
+          assert.equal(response.status, 400, webhookUrl);
+          assert.deepEqual(response.body, refused, webhookUrl);
+        }
 
         // Configured while allowed, then attempted by a worker whose guard has no allowance: refused, logged.
         await configureWebhook(allowed, receiver.url);
@@ -273,7 +278,9 @@ for (const dialect of testDialects()) {
         assert.equal(entry.status, 'pending');
         assert.equal(entry.attempts.length, 1);
         assert.equal(entry.attempts[0].statusCode, null);
-        assert.equal(entry.attempts[0].error, 'blocked-address: address 127.0.0.1 is not allowed (loopback)');
+        // The tenant reads the caller-safe text only: no address, no range (DESIGN D11).
+        assert.equal(entry.attempts[0].error, 'the host does not resolve to an allowed public address');
+        assert.equal(entry.lastError, 'the host does not resolve to an allowed public address');
       } finally {
         await strict.close();
         await allowed.close();

@@ -45,11 +45,11 @@ for (const dialect of testDialects()) {
         ],
         [
           { webhookUrl: 'https://10.1.2.3/hook' },
-          'webhookUrl is refused: address 10.1.2.3 is not allowed (private)',
+          'webhookUrl is refused: the host does not resolve to an allowed public address',
         ],
         [
           { webhookUrl: 'https://169.254.169.254/latest' },
-          'webhookUrl is refused: address 169.254.169.254 is not allowed (metadata)',
+          'webhookUrl is refused: the host does not resolve to an allowed public address',
         ],
         [{ webhookUrl: 42 }, 'webhookUrl must be a string'],
       ];

@@ -116,14 +116,22 @@ const RedeliverResult = Type.Object({ details: Type.String(), id: Type.String() 
 
 const tags = ['webhook'];
 
-/** The 400 of `POST /v1/webhook` for a URL the outbound guard refuses (DESIGN D6, D11). */
+/**
+ * The 400 of `POST /v1/webhook` for a URL the outbound guard refuses (DESIGN D6, D11). Built from the error's
+ * caller-safe `publicMessage` only: the detailed `message` (resolved addresses, address classes, resolver
+ * codes) would let a caller map internal host names, so it goes to the server log instead.
+ */
 function refusal(error: OutboundError): ApiError {
-  if (error.reason === 'scheme' || (error.reason === 'invalid-url' && error.message === 'URL is not valid')) {
+  if (
+    error.reason === 'scheme' ||
+    (error.reason === 'invalid-url' && error.publicMessage === 'URL is not valid')
+  ) {
     return errors.badRequest('webhookUrl must be an HTTPS URL');
   }
-  if (error.reason === 'invalid-url')
-    return errors.badRequest(`webhookUrl must be an HTTPS URL: ${error.message}`);
-  return errors.badRequest(`webhookUrl is refused: ${error.message}`);
+  if (error.reason === 'invalid-url') {
+    return errors.badRequest(`webhookUrl must be an HTTPS URL: ${error.publicMessage}`);
+  }
+  return errors.badRequest(`webhookUrl is refused: ${error.publicMessage}`);
 }
 
 /**
@@ -180,7 +188,13 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
         url = guard.parseUrl(request.body.webhookUrl);
         await guard.checkHost(url);
       } catch (error) {
-        if (error instanceof OutboundError) throw refusal(error);
+        if (error instanceof OutboundError) {
+          request.log.info(
+            { err: error, reason: error.reason, instanceId: instance.id },
+            'webhook URL refused by the outbound guard',
+          );
+          throw refusal(error);
+        }
         throw error;
       }
       await updateInstance(store.db, instance.id, { webhookUrl: url.href });
