@@ -184,6 +184,8 @@ export type RequeueResult = 'queued' | 'in-flight' | 'not-found';
 
 /**
  * Queues an event again (DESIGN D10 `redeliver`): a new round with `maxAttempts` attempts, due at `runAt`.
+ * The row's record of the previous round's outcome (`delivered_at`, `last_error`, `last_status`) is cleared so
+ * the log shows a plain pending delivery; the attempt rows are kept (numbering continues).
  * Creates the delivery row when the event was never queued (it was recorded without a URL or subscription).
  * @returns `not-found` when the event is not one of `instanceId`'s; `in-flight` when an attempt holds a live
  *   claim on it (not stale before `staleBefore`, epoch ms).
@@ -233,6 +235,10 @@ export async function requeueDelivery(
         run_at: input.runAt,
         locked_by: null,
         locked_at: null,
+        // The previous round's outcome: a pending row must not show it (its attempts rows stay as history).
+        last_error: null,
+        last_status: null,
+        delivered_at: null,
         updated_at: input.now,
       })
       .where('event_id', '=', input.eventId)

@@ -59,6 +59,8 @@ for (const dialect of testDialects()) {
       assert.equal(redeliver.status, 200);
       [entry] = (await deliveries(t, 'status=pending')).body.data.deliveries;
       assert.equal(entry.nextAttemptAt, new Date(t.clock()).toISOString());
+      assert.equal(entry.lastError, null, 'the previous round’s error is not shown on the pending row');
+      assert.equal(entry.attempts.length, 2, 'the attempts are kept');
       assert.equal(await t.services.webhooks.runOnce(), 1);
       [entry] = (await deliveries(t)).body.data.deliveries;
       assert.equal(entry.status, 'delivered');
@@ -69,6 +71,64 @@ for (const dialect of testDialects()) {
           [2, 500],
           [3, 204],
         ],
+      );
+    });
+
+    it('redelivery clears the previous outcome (deliveredAt, lastError) and keeps the attempts', async () => {
+      await recordMessages(t, 1);
+      assert.equal(await t.services.webhooks.runOnce(), 1);
+      const deliveredAt = new Date(t.clock()).toISOString();
+      let [entry] = (await deliveries(t)).body.data.deliveries;
+      assert.deepEqual([entry.status, entry.deliveredAt, entry.lastError], ['delivered', deliveredAt, null]);
+
+      t.clock.advance(60_000);
+      const redeliver = async () => {
+        const response = await t.call('POST', `/v1/webhook/deliveries/${entry.id}/redeliver`);
+        assert.equal(response.status, 200, JSON.stringify(response.body));
+        [entry] = (await deliveries(t)).body.data.deliveries;
+      };
+      await redeliver();
+      const pending = (e: any) => ({
+        status: e.status,
+        nextAttemptAt: e.nextAttemptAt,
+        deliveredAt: e.deliveredAt,
+        lastError: e.lastError,
+        attempts: e.attempts.map((a: any) => [a.number, a.statusCode]),
+      });
+      assert.deepEqual(pending(entry), {
+        status: 'pending',
+        nextAttemptAt: new Date(t.clock()).toISOString(),
+        deliveredAt: null,
+        lastError: null,
+        attempts: [[1, 200]],
+      });
+
+      // The new round fails (410): the failed row does not carry the old deliveredAt either.
+      receiver.enqueue({ status: 410 });
+      assert.equal(await t.services.webhooks.runOnce(), 1);
+      [entry] = (await deliveries(t)).body.data.deliveries;
+      assert.deepEqual(
+        [entry.status, entry.deliveredAt, entry.lastError],
+        ['failed', null, 'receiver answered 410 Gone: webhook disabled'],
+      );
+
+      await configureWebhook(t, receiver.url);
+      await redeliver();
+      assert.deepEqual(pending(entry), {
+        status: 'pending',
+        nextAttemptAt: new Date(t.clock()).toISOString(),
+        deliveredAt: null,
+        lastError: null,
+        attempts: [
+          [1, 200],
+          [2, 410],
+        ],
+      });
+      assert.equal(await t.services.webhooks.runOnce(), 1);
+      [entry] = (await deliveries(t)).body.data.deliveries;
+      assert.deepEqual(
+        [entry.status, entry.deliveredAt, entry.lastError],
+        ['delivered', new Date(t.clock()).toISOString(), null],
       );
     });
 
