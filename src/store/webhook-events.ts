@@ -145,13 +145,30 @@ export interface LogQuery {
 /**
  * Events of `instanceId`, newest (highest sequence) first, with their delivery and attempts (DESIGN D10
  * `GET /v1/webhook/deliveries`). Returns at most `limit` entries.
+ *
+ * The two reads (events with deliveries, then their attempts) share one transaction so they see one snapshot:
+ * an attempt that finishes meanwhile (`finishAttempt` completes the attempt row and updates the delivery row
+ * in one commit) shows either wholly or not at all, never as a finished attempt beside a delivery row that
+ * does not know of it. PostgreSQL: `REPEATABLE READ, READ ONLY` (the snapshot is taken at the first read; a
+ * read-only transaction cannot fail with a serialisation error). SQLite: the transaction holds the process's
+ * one connection, keeping this process's writers out between the reads, and in WAL mode a read transaction
+ * sees one snapshot even while other processes write.
  */
 export async function listLog(
   db: Kysely<Database>,
   instanceId: string,
   query: LogQuery,
 ): Promise<LogEntry[]> {
-  let select = db
+  return db
+    .transaction()
+    .setIsolationLevel('repeatable read')
+    .setAccessMode('read only')
+    .execute((trx) => readLog(trx, instanceId, query));
+}
+
+/** The reads of {@link listLog}, inside its transaction. */
+async function readLog(trx: Transaction<Database>, instanceId: string, query: LogQuery): Promise<LogEntry[]> {
+  let select = trx
     .selectFrom('webhook_events as e')
     .leftJoin('webhook_deliveries as d', 'd.event_id', 'e.id')
     .select([
@@ -182,7 +199,7 @@ export async function listLog(
   const attempts =
     ids.length === 0
       ? []
-      : await db
+      : await trx
           .selectFrom('webhook_attempts')
           .selectAll()
           .where('event_id', 'in', ids)

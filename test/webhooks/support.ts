@@ -91,9 +91,18 @@ export async function waitForLog(
   assert.fail(`delivery log condition not met within ${timeoutMs} ms: ${JSON.stringify(entries, null, 1)}`);
 }
 
-/** True when a log entry has exactly `count` attempts and none is still in flight. */
+/**
+ * True when a log entry has exactly `count` attempts, none still in flight, and its delivery row records the
+ * last one's outcome (`lastError` is that attempt's error): the attempt rows and the delivery row agree, so
+ * `status` and `nextAttemptAt` describe the state after attempt `count`.
+ */
 export function settled(entry: any, count: number): boolean {
-  return entry?.attempts.length === count && entry.attempts.every((a: any) => a.finishedAt !== null);
+  const last = entry?.attempts[count - 1];
+  return (
+    entry?.attempts.length === count &&
+    entry.attempts.every((a: any) => a.finishedAt !== null) &&
+    entry.lastError === last?.error
+  );
 }
 
 /** Independent check of both signatures of a received webhook (DESIGN D10), with node:crypto and standardwebhooks. */
