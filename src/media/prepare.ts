@@ -4,13 +4,15 @@ import { defaultFileName, detectFormat, documentMimeType, requireFormat } from '
 import type { StickerMetadata } from './exif.ts';
 import type { Ffmpeg } from './ffmpeg.ts';
 import { MEDIA_RULES } from './kinds.ts';
-import { readMediaSource } from './source.ts';
+import { type MediaFetchLog, readMediaSource } from './source.ts';
 import { makeSticker } from './sticker.ts';
 
 /** What media preparation needs from the app: the outbound guard (URL fetches) and ffmpeg (animated stickers). */
 export interface MediaTools {
   guard: OutboundGuard;
   ffmpeg: Ffmpeg;
+  /** Where refused or failed fetches are logged in detail (the request's logger, so with its request id). */
+  log?: MediaFetchLog;
 }
 
 /**
@@ -25,7 +27,7 @@ export async function prepareMedia(
   field: string = kind,
 ): Promise<MediaPayload> {
   const rule = MEDIA_RULES[kind];
-  const source = await readMediaSource(tools.guard, raw, field, rule);
+  const source = await readMediaSource(tools.guard, raw, field, rule, tools.log);
   const format = await requireFormat(source.data, field, rule);
   return { data: source.data, mimetype: format.mime };
 }
@@ -42,7 +44,7 @@ export async function prepareDocument(
   fileName: string | undefined,
   field = 'document',
 ): Promise<{ media: MediaPayload; fileName: string }> {
-  const source = await readMediaSource(tools.guard, raw, field, MEDIA_RULES.document);
+  const source = await readMediaSource(tools.guard, raw, field, MEDIA_RULES.document, tools.log);
   const found = await detectFormat(source.data);
   const name = fileName ?? defaultFileName(source.url, found);
   return {
@@ -63,7 +65,7 @@ export async function prepareSticker(
   field = 'sticker',
 ): Promise<{ media: MediaPayload; animated: boolean }> {
   const rule = MEDIA_RULES.sticker;
-  const source = await readMediaSource(tools.guard, raw, field, rule);
+  const source = await readMediaSource(tools.guard, raw, field, rule, tools.log);
   const format = await requireFormat(source.data, field, rule);
   const sticker = await makeSticker(source.data, format, meta, tools.ffmpeg);
   return { media: { data: sticker.data, mimetype: 'image/webp' }, animated: sticker.animated };

@@ -1,5 +1,5 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Ffmpeg } from '../../../media/ffmpeg.ts';
 import { bodyLimitFor } from '../../../media/kinds.ts';
 import { type MediaTools, prepareDocument, prepareMedia, prepareSticker } from '../../../media/prepare.ts';
@@ -25,7 +25,9 @@ const tags = ['messages'];
 export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const services = app.services;
-  const tools: MediaTools = { guard: services.guard, ffmpeg: new Ffmpeg(services.config.ffmpegPath) };
+  const shared: MediaTools = { guard: services.guard, ffmpeg: new Ffmpeg(services.config.ffmpegPath) };
+  /** The media tools of one request: fetch failures are logged with its request id. */
+  const toolsOf = (request: FastifyRequest): MediaTools => ({ ...shared, log: request.log });
   const config = { scope: 'chat:messages' } as const;
   const mediaErrors = [409, 413, 422, 502, 503];
 
@@ -46,7 +48,7 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
       return ok(
         await sendMessage(services, request, request.body, async () => ({
           kind: 'image',
-          media: await prepareMedia(tools, 'image', image),
+          media: await prepareMedia(toolsOf(request), 'image', image),
           ...(caption === undefined ? {} : { caption }),
         })),
       );
@@ -69,7 +71,7 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
       const { document, fileName, caption } = request.body;
       return ok(
         await sendMessage(services, request, request.body, async () => {
-          const prepared = await prepareDocument(tools, document, fileName);
+          const prepared = await prepareDocument(toolsOf(request), document, fileName);
           return {
             kind: 'document',
             media: prepared.media,
@@ -98,7 +100,7 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
       return ok(
         await sendMessage(services, request, request.body, async () => ({
           kind: 'audio',
-          media: await prepareMedia(tools, 'audio', audio),
+          media: await prepareMedia(toolsOf(request), 'audio', audio),
         })),
       );
     },
@@ -121,7 +123,7 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
       return ok(
         await sendMessage(services, request, request.body, async () => ({
           kind: 'video',
-          media: await prepareMedia(tools, 'video', video),
+          media: await prepareMedia(toolsOf(request), 'video', video),
           ...(caption === undefined ? {} : { caption }),
         })),
       );
@@ -144,7 +146,7 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
       const { sticker, packName, packId, packPublisher, emojis } = request.body;
       return ok(
         await sendMessage(services, request, request.body, async () => {
-          const prepared = await prepareSticker(tools, sticker, {
+          const prepared = await prepareSticker(toolsOf(request), sticker, {
             ...(packName === undefined ? {} : { packName }),
             ...(packId === undefined ? {} : { packId }),
             ...(packPublisher === undefined ? {} : { packPublisher }),
