@@ -97,6 +97,12 @@ export class OutboundGuard {
    */
   readonly #secureContext: SecureContext | undefined;
   readonly #active = new Set<Client>();
+  /**
+   * Idle keep-alive clients by origin and the exact list of checked addresses they dial. A request reuses one
+   * only when its own fresh resolution, checked again, gives the same list: every attempt is still resolved,
+   * checked and pinned (DESIGN D11), it just skips a TLS handshake when nothing changed.
+   */
+  readonly #pool = new Map<string, PooledClient>();
   #closed = false;
 
   /** @throws TypeError when an entry of `allowedCidrs` is not a CIDR. */
@@ -192,26 +198,19 @@ export class OutboundGuard {
     }
     const target = this.parseUrl(typeof url === 'string' ? url : url.href);
     const started = performance.now();
-    const deadline = started + request.timeoutMs;
     const controller = new AbortController();
     const timeoutError = new OutboundError(
       'timeout',
       `request to ${target.host} timed out after ${request.timeoutMs} ms`,
     );
     const timer = setTimeout(() => controller.abort(timeoutError), request.timeoutMs);
-    let client: Client | undefined;
+    let pooled: PooledClient | undefined;
+    let reusable = false;
     try {
       const addresses = await this.#resolveChecked(target, controller.signal);
       if (this.#closed) throw new Error('OutboundGuard is closed');
-      const pinned = { address: '' };
-      client = new Client(target.origin, {
-        connect: this.#pinnedConnector(target, addresses, deadline, controller.signal, pinned),
-        // The request's own deadline (timer above) governs every phase; undici's per-phase timers are off.
-        headersTimeout: 0,
-        bodyTimeout: 0,
-      });
-      this.#active.add(client);
-      const response = await client.request({
+      pooled = this.#checkout(target, addresses, request.timeoutMs);
+      const response = await pooled.client.request({
         path: `${target.pathname}${target.search}`,
         method: request.method,
         headers: request.headers ?? {},
@@ -223,13 +222,15 @@ export class OutboundGuard {
         if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
       }
       const { body, truncated } = await readCapped(response.body, headers, request, target);
+      // A body read to its end leaves the connection reusable; a cut-off one is closed with the client.
+      reusable = !truncated;
       return {
         status: response.statusCode,
         headers,
         body,
         truncated,
         durationMs: Math.round(performance.now() - started),
-        address: pinned.address,
+        address: pooled.pinned.address,
       };
     } catch (error) {
       if (controller.signal.aborted) throw timeoutError;
@@ -239,18 +240,70 @@ export class OutboundGuard {
       throw toOutboundError(error, target.host);
     } finally {
       clearTimeout(timer);
-      if (client !== undefined) {
-        this.#active.delete(client);
-        client.destroy().catch(() => undefined);
-      }
+      if (pooled !== undefined) this.#checkin(pooled, reusable && !this.#closed);
     }
   }
 
   /** Cancels requests in flight (they reject with OutboundError `connect`) and refuses new ones. */
   async close(): Promise<void> {
     this.#closed = true;
-    await Promise.all([...this.#active].map((client) => client.destroy().catch(() => undefined)));
+    const clients = [...this.#active, ...[...this.#pool.values()].map((entry) => entry.client)];
     this.#active.clear();
+    this.#pool.clear();
+    await Promise.all(clients.map((client) => client.destroy().catch(() => undefined)));
+  }
+
+  /** Idle pooled connections (tests). */
+  get idleConnections(): number {
+    return this.#pool.size;
+  }
+
+  /**
+   * A client for `url` dialing exactly `addresses` (all just checked): the idle pooled one with the same
+   * origin and address list, else a new one. Idle entries older than {@link POOL_IDLE_MS} are closed first.
+   */
+  #checkout(url: URL, addresses: readonly string[], connectTimeoutMs: number): PooledClient {
+    const now = performance.now();
+    for (const [key, entry] of this.#pool) {
+      if (now - entry.idleSince > POOL_IDLE_MS) {
+        this.#pool.delete(key);
+        entry.client.destroy().catch(() => undefined);
+      }
+    }
+    const key = `${url.origin}|${addresses.join(',')}`;
+    const idle = this.#pool.get(key);
+    if (idle !== undefined) {
+      this.#pool.delete(key);
+      this.#active.add(idle.client);
+      return idle;
+    }
+    const pinned = { address: '' };
+    const dialer = new AbortController();
+    const client = new Client(url.origin, {
+      connect: this.#pinnedConnector(url, addresses, connectTimeoutMs, dialer.signal, pinned),
+      // The request's own deadline governs every phase; undici's per-phase timers are off.
+      headersTimeout: 0,
+      bodyTimeout: 0,
+      keepAliveTimeout: POOL_IDLE_MS,
+      keepAliveMaxTimeout: POOL_IDLE_MS,
+      pipelining: 1,
+    });
+    const created: PooledClient = { key, client, pinned, dialer, idleSince: now };
+    this.#active.add(client);
+    return created;
+  }
+
+  /** Returns a client to the pool after a clean exchange, or closes it (errors, cut-off bodies, closing). */
+  #checkin(entry: PooledClient, reusable: boolean): void {
+    this.#active.delete(entry.client);
+    const taken = this.#pool.get(entry.key);
+    if (!reusable || taken !== undefined || this.#pool.size >= POOL_MAX) {
+      entry.dialer.abort();
+      entry.client.destroy().catch(() => undefined);
+      return;
+    }
+    entry.idleSince = performance.now();
+    this.#pool.set(entry.key, entry);
   }
 
   /** Address literal of the URL host, or every checked address its name resolves to (see class doc). */
@@ -298,13 +351,15 @@ export class OutboundGuard {
   }
 
   /**
-   * undici connector that dials only the checked addresses, in order; each gets the remaining time divided
-   * by the addresses left. A TLS failure is final (it is about the server's certificate, not reachability).
+   * undici connector that dials only the checked addresses, in order, within `timeoutMs` for all of them (each
+   * gets the remaining time divided by the addresses left). A TLS failure is final (it is about the server's
+   * certificate, not reachability). Used for every connection the client makes, so a reconnect of a pooled
+   * client reaches only addresses this guard checked for it.
    */
   #pinnedConnector(
     url: URL,
     addresses: readonly string[],
-    deadline: number,
+    timeoutMs: number,
     signal: AbortSignal,
     pinned: { address: string },
   ): buildConnector.connector {
@@ -312,6 +367,7 @@ export class OutboundGuard {
     const servername = isIP(hostname) === 0 ? hostname : undefined;
     const port = url.port === '' ? 443 : Number(url.port);
     return (_options, callback) => {
+      const deadline = performance.now() + timeoutMs;
       const attempt = async (): Promise<TLSSocket> => {
         let lastError: unknown;
         for (const [index, address] of addresses.entries()) {
@@ -341,6 +397,23 @@ export class OutboundGuard {
       );
     };
   }
+}
+
+/** How long an idle pooled connection is kept, ms. */
+const POOL_IDLE_MS = 30_000;
+/** Most idle pooled connections kept at once. */
+const POOL_MAX = 256;
+
+/** A keep-alive client of the pool and what it was created for. */
+interface PooledClient {
+  key: string;
+  client: Client;
+  /** The address its current connection reached. */
+  pinned: { address: string };
+  /** Aborts a dial in progress when the client is closed. */
+  dialer: AbortController;
+  /** `performance.now()` when it was last returned to the pool. */
+  idleSince: number;
 }
 
 function errorCode(error: unknown): string | undefined {

@@ -1,0 +1,118 @@
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { OutboundGuard, type OutboundRequest } from '../../src/net/outbound-guard.ts';
+import { TEST_CA, TEST_CERT, TEST_KEY } from '../support/https-receiver.ts';
+
+const GET: OutboundRequest = {
+  method: 'GET',
+  timeoutMs: 5_000,
+  maxResponseBytes: 1024,
+  onTooLarge: 'truncate',
+};
+
+/** An HTTPS server on 127.0.0.1 and 127.0.0.2 (same port) counting TLS handshakes per address. */
+async function handshakeCounter(): Promise<{
+  port: number;
+  handshakes: Map<string, number>;
+  close(): Promise<void>;
+}> {
+  const handshakes = new Map<string, number>();
+  const servers: Server[] = [];
+  let port = 0;
+  for (const host of ['127.0.0.1', '127.0.0.2']) {
+    const server = createServer({ key: TEST_KEY, cert: TEST_CERT }, (req, res) => {
+      const big = req.url === '/big';
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.end(big ? 'x'.repeat(10_000) : 'ok');
+    });
+    server.on('secureConnection', (socket) => {
+      const local = socket.localAddress ?? '?';
+      handshakes.set(local, (handshakes.get(local) ?? 0) + 1);
+    });
+    await new Promise<void>((resolve) => server.listen(port, host, () => resolve()));
+    port = (server.address() as AddressInfo).port;
+    servers.push(server);
+  }
+  return {
+    port,
+    handshakes,
+    close: async () => {
+      for (const server of servers) {
+        server.closeAllConnections();
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+      }
+    },
+  };
+}
+
+describe('outbound connection reuse (DESIGN D11: still resolved, checked and pinned per request)', () => {
+  let target: Awaited<ReturnType<typeof handshakeCounter>>;
+  before(async () => {
+    target = await handshakeCounter();
+  });
+  after(() => target.close());
+
+  it('reuses the connection while each request resolves to the same checked addresses', async () => {
+    let lookups = 0;
+    const guard = new OutboundGuard({
+      allowedCidrs: ['127.0.0.1/32', '127.0.0.2/32'],
+      ca: TEST_CA,
+      lookup: async () => {
+        lookups += 1;
+        return [{ address: lookups <= 3 ? '127.0.0.1' : '127.0.0.2', family: 4 }];
+      },
+    });
+    try {
+      const url = `https://localhost:${target.port}/hook`;
+      for (let i = 0; i < 3; i++) assert.equal((await guard.request(url, GET)).address, '127.0.0.1');
+      assert.equal(lookups, 3, 'every request resolves again');
+      assert.equal(target.handshakes.get('127.0.0.1'), 1, 'one TLS handshake for three requests');
+      assert.equal(guard.idleConnections, 1);
+      // The name now resolves elsewhere: the pooled connection is not used for it.
+      assert.equal((await guard.request(url, GET)).address, '127.0.0.2');
+      assert.equal(target.handshakes.get('127.0.0.2'), 1);
+      assert.equal(target.handshakes.get('127.0.0.1'), 1);
+    } finally {
+      await guard.close();
+    }
+  });
+
+  it('a refused resolution is refused even with a pooled connection to the host', async () => {
+    let lookups = 0;
+    const guard = new OutboundGuard({
+      allowedCidrs: ['127.0.0.1/32'],
+      ca: TEST_CA,
+      lookup: async () => {
+        lookups += 1;
+        return [{ address: lookups === 1 ? '127.0.0.1' : '10.0.0.1', family: 4 }];
+      },
+    });
+    try {
+      const url = `https://localhost:${target.port}/hook`;
+      await guard.request(url, GET);
+      assert.equal(guard.idleConnections, 1);
+      await assert.rejects(
+        () => guard.request(url, GET),
+        (error: Error & { reason?: string }) => error.reason === 'blocked-address',
+      );
+    } finally {
+      await guard.close();
+    }
+  });
+
+  it('a response cut off at the size cap does not return its connection to the pool', async () => {
+    const guard = new OutboundGuard({ allowedCidrs: ['127.0.0.1/32'], ca: TEST_CA });
+    try {
+      const response = await guard.request(`https://127.0.0.1:${target.port}/big`, GET);
+      assert.equal(response.truncated, true);
+      assert.equal(guard.idleConnections, 0);
+      await guard.request(`https://127.0.0.1:${target.port}/small`, GET);
+      assert.equal(guard.idleConnections, 1);
+    } finally {
+      await guard.close();
+      assert.equal(guard.idleConnections, 0);
+    }
+  });
+});
