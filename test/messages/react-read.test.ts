@@ -142,10 +142,7 @@ for (const dialect of testDialects()) {
       assert.deepEqual((await read({ id: ['X'] })).body, bad(400, 'chatPhone is required'));
       assert.deepEqual(
         (await read({ id: ['X'], chatPhone: '+1' })).body,
-        bad(
-          400,
-          'chatPhone must be digits only, international format, no leading +',
-        ),
+        bad(400, 'chatPhone must be digits only, international format, no leading +'),
       );
       assert.deepEqual(
         (await read({ id: ['X'], chatPhone: PEER, senderPhone: 'abc' })).body,

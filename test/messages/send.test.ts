@@ -4,8 +4,7 @@ import { loginSandbox, type TestApp } from '../support/app.ts';
 import { testDialects } from '../support/store.ts';
 import { appFor, bad, messageRow, OWN, OWN_ID, PEER, RFC3339, UNREGISTERED } from './support.ts';
 
-const PHONE_RULE =
-  'phone must be digits only, international format, no leading +';
+const PHONE_RULE = 'phone must be digits only, international format, no leading +';
 
 for (const dialect of testDialects()) {
   describe(`POST /v1/messages/send and the send pipeline (SPEC Messages, DESIGN D4/D6/D8) [${dialect}]`, () => {

@@ -329,10 +329,7 @@ for (const dialect of testDialects()) {
         'unregistered users are not contacts',
       );
       const res = await t.call('POST', '/v1/sandbox/users', { phone: '123', registered: true });
-      assert.deepEqual(
-        res.body,
-        bad(400, 'phone must be digits only, international format, no leading +'),
-      );
+      assert.deepEqual(res.body, bad(400, 'phone must be digits only, international format, no leading +'));
       assert.deepEqual(
         (await t.call('POST', '/v1/sandbox/users', { phone: PEER, registered: 'no' })).body,
         bad(400, 'registered must be a boolean'),

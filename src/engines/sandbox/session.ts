@@ -176,9 +176,7 @@ export class SandboxSession implements EngineSession {
       presence: (input) => messaging.presence(account, input),
       defineUser: async ({ phone, ...definition }) => {
         if (!isValidPhone(phone)) {
-          throw errors.badRequest(
-            'phone must be digits only, international format, no leading +',
-          );
+          throw errors.badRequest('phone must be digits only, international format, no leading +');
         }
         await this.#world.defineUser(phone, definition);
       },

@@ -127,9 +127,7 @@ export function parsePhoneList(raw: string, field: string, max: number): string[
   phones.forEach((phone, i) => {
     if (!/^[0-9]{8,15}$/.test(phone)) {
       const name = phones.length === 1 ? field : `${field}[${i}]`;
-      throw errors.badRequest(
-        `${name} must be digits only, international format, no leading +`,
-      );
+      throw errors.badRequest(`${name} must be digits only, international format, no leading +`);
     }
   });
   return phones;
