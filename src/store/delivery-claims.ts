@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { Kysely, Transaction } from 'kysely';
+import type { Insertable, Kysely, Transaction } from 'kysely';
 import type { DatabaseConfig } from '../config/config.ts';
-import type { Database } from './schema.ts';
+import type { Database, WebhookAttemptsTable } from './schema.ts';
 
 /**
  * Claiming due webhook deliveries (DESIGN D10): the one query several processes run concurrently. See
@@ -89,27 +89,25 @@ export async function claimDeliveries(
       .execute();
     const previous = new Map(counts.map((row) => [row.event_id, Number(row.count)]));
     const out: ClaimedDelivery[] = [];
+    const attempts: Insertable<WebhookAttemptsTable>[] = [];
     for (const row of rows) {
       // The URL is checked by the claim; a row without one here cannot happen inside the transaction.
       if (row.webhook_url === null) continue;
       const attemptId = randomUUID();
-      await trx
-        .insertInto('webhook_attempts')
-        .values({
-          id: attemptId,
-          event_id: row.event_id,
-          number: (previous.get(row.event_id) ?? 0) + 1,
-          url: row.webhook_url,
-          worker: options.workerId,
-          attempted_at: attemptedAt,
-          finished_at: null,
-          status_code: null,
-          duration_ms: null,
-          error: null,
-          response_body: null,
-          response_truncated: 0,
-        })
-        .execute();
+      attempts.push({
+        id: attemptId,
+        event_id: row.event_id,
+        number: (previous.get(row.event_id) ?? 0) + 1,
+        url: row.webhook_url,
+        worker: options.workerId,
+        attempted_at: attemptedAt,
+        finished_at: null,
+        status_code: null,
+        duration_ms: null,
+        error: null,
+        response_body: null,
+        response_truncated: 0,
+      });
       out.push({
         eventId: row.event_id,
         instanceId: row.instance_id,
@@ -122,6 +120,8 @@ export async function claimDeliveries(
         hmacKeySealed: row.hmac_key,
       });
     }
+    // One statement for every attempt row of the claim (a round trip each would dominate on PostgreSQL).
+    if (attempts.length > 0) await trx.insertInto('webhook_attempts').values(attempts).execute();
     return out;
   });
 }
@@ -162,6 +162,20 @@ async function claimIds(
               ),
             ),
           )
+          // Another delivery of this instance is in flight (claimed, not stale): seek on (instance, locked_at).
+          .where((eb) =>
+            eb.not(
+              eb.exists(
+                eb
+                  .selectFrom('webhook_deliveries as o')
+                  .select('o.event_id')
+                  .whereRef('o.instance_id', '=', 'd.instance_id')
+                  .where('o.locked_at', '>=', staleBefore)
+                  .where('o.status', '=', 'pending'),
+              ),
+            ),
+          )
+          // An earlier event of this instance is due too: it goes first (seek on (instance, status, sequence)).
           .where((eb) =>
             eb.not(
               eb.exists(
@@ -170,25 +184,14 @@ async function claimIds(
                   .select('o.event_id')
                   .whereRef('o.instance_id', '=', 'd.instance_id')
                   .where('o.status', '=', 'pending')
-                  .where((inner) =>
-                    inner.or([
-                      // another delivery of this instance is in flight (claimed, not stale)
-                      inner.and([
-                        inner('o.locked_at', 'is not', null),
-                        inner('o.locked_at', '>=', staleBefore),
-                      ]),
-                      // an earlier event of this instance is due too: it goes first
-                      inner.and([
-                        inner('o.run_at', '<=', now),
-                        inner('o.sequence', '<', inner.ref('d.sequence')),
-                      ]),
-                    ]),
-                  ),
+                  .whereRef('o.sequence', '<', 'd.sequence')
+                  .where('o.run_at', '<=', now),
               ),
             ),
           )
+          // `run_at` alone, so the (status, run_at) index yields rows in order and LIMIT stops the scan early;
+          // order within an instance is already enforced above (only its lowest due sequence is eligible).
           .orderBy('d.run_at')
-          .orderBy('d.sequence')
           .limit(limit);
         if (dialect === 'postgres') query = query.forUpdate('d').skipLocked();
         return query;

@@ -4,6 +4,7 @@ import * as messages from './0002_messages.ts';
 import * as webhooks from './0003_webhooks.ts';
 import * as instanceLocks from './0004_instance_locks.ts';
 import * as gatewayReplay from './0005_gateway_replay.ts';
+import * as deliveryClaimIndex from './0006_delivery_claim_index.ts';
 
 /**
  * Every migration, in order. Names are numbered; add a new file and list it here (never edit one that shipped).
@@ -15,6 +16,7 @@ export const migrations: Record<string, Migration> = {
   '0003_webhooks': webhooks,
   '0004_instance_locks': instanceLocks,
   '0005_gateway_replay': gatewayReplay,
+  '0006_delivery_claim_index': deliveryClaimIndex,
 };
 
 /** Hands Kysely's `Migrator` the in-code list above (no file-system scanning, so it works from any cwd). */
