@@ -16,7 +16,7 @@ import {
 import { decodeCursor, encodeCursor, toDeliveryView } from '../../../webhooks/log.ts';
 import { resolveInstance, selectorOf } from '../../instance-resolution.ts';
 import { authOf } from '../../plugins/auth.ts';
-import { EventTypeName, InstanceQuery, InstanceSelector, ok, responses } from '../../schemas.ts';
+import { Details, EventTypeName, InstanceQuery, InstanceSelector, ok, responses } from '../../schemas.ts';
 
 /** Webhook configuration (SPEC Webhook configuration, DESIGN D10), plus whether a 410 Gone disabled it. */
 export const WebhookConfig = Type.Object({
@@ -201,6 +201,25 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
       await enableWebhook(store.db, instance.id);
       webhooks.wake();
       return ok({ webhook: url.href });
+    },
+  );
+
+  app.delete(
+    '/',
+    {
+      config,
+      schema: {
+        tags,
+        summary:
+          'Remove the webhook URL: later events are logged as unsent (redeliverable); queued deliveries wait for a new URL',
+        querystring: InstanceQuery,
+        response: responses(Details),
+      },
+    },
+    async (request) => {
+      const instance = await instanceOf(request);
+      await updateInstance(store.db, instance.id, { webhookUrl: null });
+      return ok({ details: 'Webhook removed' });
     },
   );
 
