@@ -21,6 +21,7 @@ import { loadMasterKey, SecretBox } from './security/secrets.ts';
 import { SessionManager } from './sessions/manager.ts';
 import { migrateToLatest, openStore, type Store } from './store/database.ts';
 import { findStoredMessage } from './store/messages.ts';
+import { LogRetention } from './webhooks/retention.ts';
 import { DeliveryWorker, type WebhookWorkerTuning } from './webhooks/worker.ts';
 
 /**
@@ -45,6 +46,8 @@ export interface Services {
   registrations: RegistrationCache;
   /** The webhook delivery worker (DESIGN D10); started here, stopped first by `close`. */
   webhooks: DeliveryWorker;
+  /** Prunes finished events older than `WEBHOOK_RETENTION_DAYS` from the delivery log, hourly. */
+  retention: LogRetention;
   /**
    * Stops everything in reverse order of creation. `keepStore` leaves the store open (a test restarting the
    * service on the same database closes the old services this way).
@@ -155,6 +158,13 @@ export async function createServices(config: Config, options: ServiceOptions): P
     }),
   );
   if (startWebhooks) webhooks.start();
+  const retention = new LogRetention({
+    db: store.db,
+    clock,
+    logger,
+    retentionMs: config.webhook.retentionMs,
+  });
+  if (startWebhooks) retention.start();
   return {
     config,
     store,
@@ -169,9 +179,10 @@ export async function createServices(config: Config, options: ServiceOptions): P
     redis,
     guard,
     webhooks,
+    retention,
     registrations: new RegistrationCache({ clock }),
     async close(closeOptions) {
-      await webhooks.stop(config.shutdownTimeoutMs / 2);
+      await Promise.all([webhooks.stop(config.shutdownTimeoutMs / 2), retention.stop()]);
       keys.stop();
       await sessions.closeAll();
       await live.close?.();

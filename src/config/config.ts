@@ -41,6 +41,7 @@ export const EnvSchema = Type.Object({
   }),
   WEBHOOK_ALLOWED_CIDRS: Type.String({ default: '' }),
   WEBHOOK_CLAIM_STALE_SECONDS: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 86400 })),
+  WEBHOOK_RETENTION_DAYS: Type.Integer({ minimum: 1, maximum: 3650, default: 30 }),
   OUTBOUND_CA_FILE: Type.Optional(
     Type.String({ minLength: 1, description: 'PEM file of extra CAs trusted for webhook and media HTTPS' }),
   ),
@@ -86,6 +87,8 @@ export interface Config {
      * undefined: twice the attempt timeout plus 30 s.
      */
     claimStaleMs: number | undefined;
+    /** How long finished events stay in the delivery log, milliseconds (`WEBHOOK_RETENTION_DAYS`). */
+    retentionMs: number;
   };
   /** PEM file of extra certificate authorities trusted for outbound HTTPS (webhooks, media), if any. */
   outboundCaFile: string | undefined;
@@ -156,6 +159,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       retryScheduleMs,
       allowedCidrs,
       timeoutMs: Math.round(parsed.WEBHOOK_TIMEOUT_SECONDS * 1000),
+      retentionMs: parsed.WEBHOOK_RETENTION_DAYS * 86_400_000,
       claimStaleMs:
         parsed.WEBHOOK_CLAIM_STALE_SECONDS === undefined
           ? undefined

@@ -236,3 +236,33 @@ async function readLog(trx: Transaction<Database>, instanceId: string, query: Lo
     attempts: byEvent.get(row.id) ?? [],
   }));
 }
+
+/**
+ * Deletes up to `limit` events of the delivery log created before `before` (RFC 3339) whose delivery is over:
+ * delivered, failed or never queued. Their delivery rows and attempts go with them (foreign keys cascade). An
+ * event with a pending delivery is kept whatever its age.
+ * @returns how many events were deleted.
+ */
+export async function pruneWebhookLog(db: Kysely<Database>, before: string, limit: number): Promise<number> {
+  const old = await db
+    .selectFrom('webhook_events as e')
+    .select('e.id')
+    .where('e.created_at', '<', before)
+    .where((eb) =>
+      eb.not(
+        eb.exists(
+          eb
+            .selectFrom('webhook_deliveries as d')
+            .select('d.event_id')
+            .whereRef('d.event_id', '=', 'e.id')
+            .where('d.status', '=', 'pending'),
+        ),
+      ),
+    )
+    .limit(limit)
+    .execute();
+  if (old.length === 0) return 0;
+  const ids = old.map((row) => row.id);
+  await db.deleteFrom('webhook_events').where('id', 'in', ids).execute();
+  return ids.length;
+}

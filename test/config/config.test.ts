@@ -20,6 +20,7 @@ describe('configuration (DESIGN D2)', () => {
     assert.equal(config.webhook.timeoutMs, 15000);
     assert.equal(config.shutdownTimeoutMs, 10000);
     assert.equal(config.webhook.claimStaleMs, undefined);
+    assert.equal(config.webhook.retentionMs, 30 * 86_400_000);
     assert.equal(config.ffmpegPath, undefined);
   });
 

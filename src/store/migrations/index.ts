@@ -5,6 +5,7 @@ import * as webhooks from './0003_webhooks.ts';
 import * as instanceLocks from './0004_instance_locks.ts';
 import * as gatewayReplay from './0005_gateway_replay.ts';
 import * as deliveryClaimIndex from './0006_delivery_claim_index.ts';
+import * as webhookEventsCreated from './0007_webhook_events_created.ts';
 
 /**
  * Every migration, in order. Names are numbered; add a new file and list it here (never edit one that shipped).
@@ -17,6 +18,7 @@ export const migrations: Record<string, Migration> = {
   '0004_instance_locks': instanceLocks,
   '0005_gateway_replay': gatewayReplay,
   '0006_delivery_claim_index': deliveryClaimIndex,
+  '0007_webhook_events_created': webhookEventsCreated,
 };
 
 /** Hands Kysely's `Migrator` the in-code list above (no file-system scanning, so it works from any cwd). */

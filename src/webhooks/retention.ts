@@ -1,0 +1,76 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Kysely } from 'kysely';
+import type { Clock } from '../engines/engine.ts';
+import type { Database } from '../store/schema.ts';
+import { pruneWebhookLog } from '../store/webhook-events.ts';
+
+/** Options of the {@link LogRetention} job; times in milliseconds. */
+export interface LogRetentionOptions {
+  db: Kysely<Database>;
+  clock: Clock;
+  logger: FastifyBaseLogger;
+  /** Age after which a finished event leaves the delivery log (`WEBHOOK_RETENTION_DAYS`). */
+  retentionMs: number;
+  /** How often the job runs (default one hour; the first run is at start). */
+  intervalMs?: number;
+  /** Events deleted per statement (default 1,000), so a large backlog never holds a long lock. */
+  batch?: number;
+}
+
+/**
+ * Keeps the webhook delivery log bounded: finished events (delivered, failed, never queued) older than the
+ * retention leave the store with their attempts; pending deliveries are never touched (DESIGN D10 keeps failed
+ * deliveries redeliverable for as long as they are retained). Runs in every process; deletions are idempotent.
+ */
+export class LogRetention {
+  readonly #options: LogRetentionOptions;
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<number> | undefined;
+
+  constructor(options: LogRetentionOptions) {
+    this.#options = options;
+  }
+
+  /** Runs once now and then every interval (timers do not keep the process alive). */
+  start(): void {
+    if (this.#timer) return;
+    const tick = () => {
+      this.#running ??= this.runOnce()
+        .catch((error: unknown) => {
+          this.#options.logger.warn({ err: error }, 'pruning the webhook delivery log failed');
+          return 0;
+        })
+        .finally(() => {
+          this.#running = undefined;
+        });
+    };
+    this.#timer = setInterval(tick, this.#options.intervalMs ?? 3_600_000);
+    this.#timer.unref();
+    tick();
+  }
+
+  /** Stops the schedule and waits for a run in progress. */
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    await this.#running;
+  }
+
+  /**
+   * Deletes every finished event older than the retention, batch by batch.
+   * @returns how many events were deleted.
+   */
+  async runOnce(): Promise<number> {
+    const { db, clock, retentionMs, logger } = this.#options;
+    const batch = this.#options.batch ?? 1000;
+    const before = new Date(clock() - retentionMs).toISOString();
+    let total = 0;
+    for (;;) {
+      const deleted = await pruneWebhookLog(db, before, batch);
+      total += deleted;
+      if (deleted < batch) break;
+    }
+    if (total > 0) logger.info({ deleted: total, before }, 'pruned the webhook delivery log');
+    return total;
+  }
+}
