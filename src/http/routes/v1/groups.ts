@@ -128,32 +128,40 @@ export function toGroupDetails(group: GroupInfo): GroupDetails {
   };
 }
 
+/** Fields of the list and create views (SPEC Group, "Present in" column). */
+const LISTED_FIELDS = [
+  'jid',
+  'name',
+  'ownerJid',
+  'groupCreated',
+  'isAnnounce',
+  'isLocked',
+  'isEphemeral',
+  'disappearingTimer',
+  'participants',
+] as const satisfies readonly (keyof GroupListed)[];
+const CREATED_FIELDS = [
+  'jid',
+  'name',
+  'ownerJid',
+  'groupCreated',
+  'participants',
+] as const satisfies readonly (keyof GroupCreated)[];
+
+function pick<T extends object, K extends keyof T>(value: T, keys: readonly K[]): Pick<T, K> {
+  const out = {} as Pick<T, K>;
+  for (const key of keys) out[key] = value[key];
+  return out;
+}
+
 /** The list fields of `group` (SPEC Group "Present in: list"). */
 export function toGroupListed(group: GroupInfo): GroupListed {
-  const d = toGroupDetails(group);
-  return {
-    jid: d.jid,
-    name: d.name,
-    ownerJid: d.ownerJid,
-    groupCreated: d.groupCreated,
-    isAnnounce: d.isAnnounce,
-    isLocked: d.isLocked,
-    isEphemeral: d.isEphemeral,
-    disappearingTimer: d.disappearingTimer,
-    participants: d.participants,
-  };
+  return pick(toGroupDetails(group), LISTED_FIELDS);
 }
 
 /** The create fields of `group` (SPEC Group "Present in: create"). */
 export function toGroupCreated(group: GroupInfo): GroupCreated {
-  const d = toGroupDetails(group);
-  return {
-    jid: d.jid,
-    name: d.name,
-    ownerJid: d.ownerJid,
-    groupCreated: d.groupCreated,
-    participants: d.participants,
-  };
+  return pick(toGroupDetails(group), CREATED_FIELDS);
 }
 
 /** Rewrites the engine's group errors into the API's messages: 404 unknown group, 403 not an admin (SPEC Errors). */
