@@ -27,6 +27,25 @@ if (files.length === 0) {
   process.exit(1);
 }
 
+/** Drops the `t_<hex>` schemas test stores create in TEST_DATABASE_URL (none of the tests runs meanwhile). */
+async function dropTestSchemas() {
+  const url = process.env.TEST_DATABASE_URL;
+  if (!url) return;
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query(
+      "select nspname from pg_namespace where nspname ~ '^t_[0-9a-f]{12}$'",
+    );
+    for (const { nspname } of rows) await client.query(`drop schema if exists ${nspname} cascade`);
+  } finally {
+    await client.end();
+  }
+}
+
+await dropTestSchemas();
+
 const notRun = [];
 if (!process.env.TEST_DATABASE_URL)
   notRun.push('PostgreSQL store suites (set TEST_DATABASE_URL=postgres://…)');
@@ -47,4 +66,5 @@ const result = spawnSync(
   { cwd: root, stdio: 'inherit', env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent' } },
 );
 for (const line of notRun) console.log(`not run: ${line}`);
+await dropTestSchemas();
 process.exit(result.status ?? 1);

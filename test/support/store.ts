@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
 import type { DatabaseConfig } from '../../src/config/config.ts';
 import { migrateToLatest, openStore, type Store } from '../../src/store/database.ts';
 
@@ -56,12 +55,11 @@ export async function createTestStore(dialect: TestDialect): Promise<TestStore> 
     database,
     schema,
     dataDir,
+    // The schema is not dropped here: a DROP SCHEMA while another test process's migrator introspects every
+    // schema fails that process ("schema … does not exist"). The runner (scripts/test.js) drops every `t_`
+    // schema before and after the run, when no test process is running.
     cleanup: async () => {
       await store.destroy();
-      const client = new pg.Client({ connectionString: url });
-      await client.connect();
-      await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-      await client.end();
       rmSync(dataDir, { recursive: true, force: true });
     },
   };

@@ -14,8 +14,8 @@ for (const dialect of testDialects()) {
       t = await createWebhookApp({ dialect });
     });
     after(async () => {
-      await t.close();
-      await receiver.close();
+      await t?.close();
+      await receiver?.close();
     });
 
     it('removes the URL: events are logged as unsent, nothing is sent, and they can be redelivered to a new URL', async () => {

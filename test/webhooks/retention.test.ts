@@ -18,8 +18,8 @@ for (const dialect of testDialects()) {
       });
     });
     after(async () => {
-      await t.close();
-      await receiver.close();
+      await t?.close();
+      await receiver?.close();
     });
 
     it('prunes finished events older than the retention with their attempts; pending and recent ones stay', async () => {
