@@ -33,7 +33,7 @@ export function limitsOf(org: Organization): PlanLimits {
 
 /** One window's standing after a request: its quota, what remains and seconds until it resets. */
 export interface WindowState {
-  name: 'minute' | 'day';
+  name: WindowName;
   quota: number;
   /** Window length, seconds. */
   window: number;
@@ -50,10 +50,9 @@ export interface RateLimitDecision {
   windows: [WindowState, WindowState];
 }
 
-const WINDOWS = [
-  { name: 'minute', seconds: 60 },
-  { name: 'day', seconds: 86_400 },
-] as const;
+/** Length of each window, seconds (DESIGN D13). */
+const WINDOW_SECONDS = { minute: 60, day: 86_400 } as const;
+type WindowName = keyof typeof WINDOW_SECONDS;
 
 /**
  * Counts requests per organization and environment in two fixed windows, per minute and per day
@@ -75,8 +74,8 @@ export class PlanRateLimiter {
   /** Consumes one request of `orgId` in `env` under `limits`. @throws only when the store fails without insurance. */
   async consume(orgId: string, env: Environment, limits: PlanLimits): Promise<RateLimitDecision> {
     const key = `${orgId}:${env}`;
-    const minute = this.#limiter('minute', limits.perMinute, 60);
-    const day = this.#limiter('day', limits.perDay, 86_400);
+    const minute = this.#limiter('minute', limits.perMinute);
+    const day = this.#limiter('day', limits.perDay);
     const minuteRes = await consumeOne(minute, key);
     if (!minuteRes.allowed) {
       const dayRes = (await day.get(key)) ?? undefined;
@@ -85,7 +84,7 @@ export class PlanRateLimiter {
         retryAfter: Math.max(1, Math.ceil(minuteRes.res.msBeforeNext / 1000)),
         windows: [
           windowState('minute', limits.perMinute, minuteRes.res),
-          windowState('day', limits.perDay, dayRes, limits.perDay),
+          windowState('day', limits.perDay, dayRes),
         ],
       };
     }
@@ -96,7 +95,7 @@ export class PlanRateLimiter {
         allowed: false,
         retryAfter: Math.max(1, Math.ceil(dayRes.res.msBeforeNext / 1000)),
         windows: [
-          windowState('minute', limits.perMinute, minuteRes.res, undefined, 1),
+          windowState('minute', limits.perMinute, minuteRes.res, 1),
           windowState('day', limits.perDay, dayRes.res),
         ],
       };
@@ -110,8 +109,9 @@ export class PlanRateLimiter {
     };
   }
 
-  #limiter(name: (typeof WINDOWS)[number]['name'], points: number, duration: number): RateLimiterAbstract {
+  #limiter(name: WindowName, points: number): RateLimiterAbstract {
     const id = `${name}:${points}`;
+    const duration = WINDOW_SECONDS[name];
     let limiter = this.#limiters.get(id);
     if (!limiter) {
       const keyPrefix = `${this.#prefix}:${name}:${points}`;
@@ -142,15 +142,15 @@ async function consumeOne(
   }
 }
 
+/** A window's standing from the limiter's answer (`res` undefined: nothing counted yet in this window). */
 function windowState(
-  name: 'minute' | 'day',
+  name: WindowName,
   quota: number,
   res: RateLimiterRes | undefined,
-  fallbackRemaining?: number,
   refunded = 0,
 ): WindowState {
-  const seconds = name === 'minute' ? 60 : 86_400;
-  if (!res) return { name, quota, window: seconds, remaining: fallbackRemaining ?? quota, reset: seconds };
+  const seconds = WINDOW_SECONDS[name];
+  if (!res) return { name, quota, window: seconds, remaining: quota, reset: seconds };
   const used = Math.max(0, res.consumedPoints - refunded);
   return {
     name,
@@ -163,7 +163,7 @@ function windowState(
 
 /** `RateLimit-Policy` header value (IETF httpapi ratelimit-headers draft, DESIGN D13). */
 export function policyHeader(limits: PlanLimits): string {
-  return `"minute";q=${limits.perMinute};w=60, "day";q=${limits.perDay};w=86400`;
+  return `"minute";q=${limits.perMinute};w=${WINDOW_SECONDS.minute}, "day";q=${limits.perDay};w=${WINDOW_SECONDS.day}`;
 }
 
 /** `RateLimit` header value: each window's remaining requests and seconds to reset (DESIGN D13). */
