@@ -52,7 +52,7 @@ export function hasScope(context: AuthContext, scope: Scope): boolean {
  * Verifies `Authorization: Bearer <key>` headers (SPEC Authentication, DESIGN D3, D11): format and CRC32 checked
  * before any lookup, SHA-256 lookup with a short cache, constant-time digest comparison, expiry and revocation.
  * Every failure raises the same 401 `invalid API key`. Revocations made by any process evict cached entries
- * within one poll interval; {@link invalidate} evicts at once in this process.
+ * within one poll interval (revocation happens in the admin CLI, another process).
  */
 export class KeyAuthenticator {
   readonly #db: Kysely<Database>;
@@ -97,11 +97,6 @@ export class KeyAuthenticator {
     if (key.expiresAt !== null && Date.parse(key.expiresAt) <= now) throw errors.invalidKey();
     this.#touch(key.id, now);
     return { keyId: key.id, org, env: key.env, scopes: new Set(key.scopes), instanceIds: key.instanceIds };
-  }
-
-  /** Evicts a key from this process's cache at once (after a revocation made in this process). */
-  invalidate(keyHash: string): void {
-    this.#cache.delete(keyHash);
   }
 
   /** Starts polling for revocations made by other processes. */
