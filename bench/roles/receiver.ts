@@ -42,22 +42,9 @@ let hmacKey = Buffer.alloc(0);
 let ids = new Set<string>();
 let latencies: number[] = [];
 let lastSequence = new Map<string, number>();
-let stats = {
-  received: 0,
-  duplicates: 0,
-  badSignatures: 0,
-  outOfOrder: 0,
-  firstAt: 0,
-  lastAt: 0,
-  firstEventAt: 0,
-};
-let waiters: { count: number; resolve: () => void }[] = [];
-
-function reset(): void {
-  ids = new Set();
-  latencies = [];
-  lastSequence = new Map();
-  stats = {
+/** Counters of one measured phase, all zero. */
+function freshStats() {
+  return {
     received: 0,
     duplicates: 0,
     badSignatures: 0,
@@ -66,6 +53,15 @@ function reset(): void {
     lastAt: 0,
     firstEventAt: 0,
   };
+}
+let stats = freshStats();
+let waiters: { count: number; resolve: () => void }[] = [];
+
+function reset(): void {
+  ids = new Set();
+  latencies = [];
+  lastSequence = new Map();
+  stats = freshStats();
 }
 
 function verified(headers: IncomingMessage['headers'], body: Buffer): boolean {
