@@ -72,6 +72,14 @@ describe('shared auth suite: every authenticated route', () => {
     assert.deepEqual(open, [], 'routes without a scope must be operations endpoints only');
   });
 
+  it('every authenticated route is described in /openapi.json under its exact path', async () => {
+    const doc = (await t.app.inject({ url: '/openapi.json' })).json();
+    const undocumented = authenticated()
+      .filter((r) => !doc.paths[r.url.replace(/:(\w+)/g, '{$1}')]?.[r.method.toLowerCase()])
+      .map((r) => `${r.method} ${r.url}`);
+    assert.deepEqual(undocumented, []);
+  });
+
   const cases: [string, (k: Record<string, string>) => string | undefined][] = [
     ['missing Authorization header', () => undefined],
     ['not a Bearer header', (k) => `Basic ${k.unknown}`],

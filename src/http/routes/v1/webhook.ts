@@ -146,7 +146,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
     resolveInstance(store.db, authOf(request), selectorOf(request));
 
   app.get(
-    '/',
+    '',
     {
       config,
       schema: {
@@ -170,7 +170,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
   );
 
   app.post(
-    '/',
+    '',
     {
       config,
       schema: {
@@ -205,7 +205,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
   );
 
   app.delete(
-    '/',
+    '',
     {
       config,
       schema: {
