@@ -7,6 +7,7 @@ import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { ApiError } from '../errors.ts';
 import type { Services } from '../services.ts';
+import { clientErrorHandler, frameworkErrorHandler } from './client-errors.ts';
 import { withGatewayPaths } from './gateway/openapi.ts';
 import { rewriteGatewayUrl } from './gateway/paths.ts';
 import { authPlugin } from './plugins/auth.ts';
@@ -55,17 +56,41 @@ function makeAjv(coerceTypes: boolean | 'array'): Ajv {
   return ajv;
 }
 
-function jsonDepthExceeds(value: unknown, limit: number): boolean {
-  const stack: [unknown, number][] = [[value, 1]];
+/** `a.b[0].c` path of a key under `parent` (the style of validation messages, DESIGN D6). */
+function childPath(parent: string, key: string, inArray: boolean): string {
+  if (inArray) return `${parent}[${key}]`;
+  return parent === '' ? key : `${parent}.${key}`;
+}
+
+/**
+ * What is wrong with a parsed JSON body, if anything: nesting deeper than `MAX_JSON_DEPTH`, or a key that
+ * would poison an object prototype once merged (`__proto__`, or `constructor` holding `prototype`: the keys
+ * Fastify's own JSON parser refuses). `JSON.parse` keeps such keys as plain data, so they are found by walking
+ * the value. The message names the key and where it is.
+ */
+export function jsonBodyProblem(value: unknown): string | undefined {
+  const stack: [unknown, number, string][] = [[value, 1, '']];
   while (stack.length > 0) {
     const next = stack.pop();
     if (!next) break;
-    const [node, depth] = next;
+    const [node, depth, path] = next;
     if (node === null || typeof node !== 'object') continue;
-    if (depth > limit) return true;
-    for (const child of Object.values(node)) stack.push([child, depth + 1]);
+    if (depth > MAX_JSON_DEPTH) return `request body is nested deeper than ${MAX_JSON_DEPTH} levels`;
+    const inArray = Array.isArray(node);
+    for (const [key, child] of Object.entries(node)) {
+      const at = childPath(path, key, inArray);
+      if (!inArray && key === '__proto__') {
+        return `request body must not contain the key __proto__ (found at ${at})`;
+      }
+      if (!inArray && key === 'constructor' && child !== null && typeof child === 'object') {
+        if (Object.hasOwn(child, 'prototype')) {
+          return `request body must not contain the key constructor.prototype (found at ${at}.prototype)`;
+        }
+      }
+      stack.push([child, depth + 1, at]);
+    }
   }
-  return false;
+  return undefined;
 }
 
 /**
@@ -86,6 +111,10 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     return503OnClosing: false,
     // Gateway paths (DESIGN D12) are served by their /v1 twin; see src/http/gateway/.
     rewriteUrl: rewriteGatewayUrl,
+    // Errors raised before any route runs get the envelope too: the router's (414, bad percent-encoding)
+    // and Node's HTTP parser's (400 bad request line or header byte, 431 headers too large, 408).
+    frameworkErrors: frameworkErrorHandler,
+    clientErrorHandler: clientErrorHandler(services.logger),
   });
 
   const bodyAjv = makeAjv(false);
@@ -146,20 +175,20 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   );
 
   // Layer 3: cross-cutting hooks: JSON parsing limits, request id, metrics, auth + limits.
-  const parseJson = app.getDefaultJsonParser('error', 'error');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+  // Only JSON bodies: without Fastify's text/plain parser, text/plain is a 415 like any other wrong type.
+  app.removeContentTypeParser('text/plain');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
     const text = typeof body === 'string' ? body : body.toString('utf8');
     if (text.trim() === '') return done(null, undefined);
-    parseJson(request, text, (error: Error | null, value?: unknown) => {
-      if (error) return done(error, undefined);
-      if (jsonDepthExceeds(value, MAX_JSON_DEPTH)) {
-        return done(
-          new ApiError('BAD_REQUEST', `request body is nested deeper than ${MAX_JSON_DEPTH} levels`),
-          undefined,
-        );
-      }
-      done(null, value);
-    });
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      return done(new ApiError('BAD_REQUEST', 'request body is not valid JSON'), undefined);
+    }
+    const problem = jsonBodyProblem(value);
+    if (problem !== undefined) return done(new ApiError('BAD_REQUEST', problem), undefined);
+    done(null, value);
   });
   let closing = false;
   app.addHook('preClose', async () => {
