@@ -10,6 +10,7 @@ import type { Services } from '../services.ts';
 import { clientErrorHandler, frameworkErrorHandler } from './client-errors.ts';
 import { withGatewayPaths } from './gateway/openapi.ts';
 import { rewriteGatewayUrl } from './gateway/paths.ts';
+import { requestSerializer } from './log-redaction.ts';
 import { authPlugin } from './plugins/auth.ts';
 import { errorsPlugin } from './plugins/errors.ts';
 import { routes } from './routes/index.ts';
@@ -99,7 +100,8 @@ export function jsonBodyProblem(value: unknown): string | undefined {
  */
 export async function buildApp(services: Services): Promise<FastifyInstance> {
   const app = Fastify({
-    loggerInstance: services.logger,
+    // Request logs carry the URL with secret query values redacted (DESIGN D11: keys are never logged).
+    loggerInstance: services.logger.child({}, { serializers: { req: requestSerializer } }),
     bodyLimit: DEFAULT_BODY_LIMIT,
     requestIdHeader: false,
     genReqId: (req) => {
