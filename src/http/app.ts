@@ -8,9 +8,9 @@ import fp from 'fastify-plugin';
 import { ApiError } from '../errors.ts';
 import type { Services } from '../services.ts';
 import { clientErrorHandler, frameworkErrorHandler } from './client-errors.ts';
-import { withGatewayPaths } from './gateway/openapi.ts';
 import { rewriteGatewayUrl } from './gateway/paths.ts';
 import { requestSerializer } from './log-redaction.ts';
+import { finishOpenapiDocument } from './openapi.ts';
 import { authPlugin } from './plugins/auth.ts';
 import { errorsPlugin } from './plugins/errors.ts';
 import { routes } from './routes/index.ts';
@@ -38,6 +38,19 @@ export const DEFAULT_BODY_LIMIT = 1024 * 1024;
 /** Deepest JSON nesting accepted in a request body (DESIGN D11). */
 export const MAX_JSON_DEPTH = 32;
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
+
+/** The introduction of the API reference (the OpenAPI `info.description`, Markdown). */
+const API_DESCRIPTION = [
+  'Self-hostable messaging session API: link accounts, send and receive messages over JSON/HTTP, and get events by signed webhooks.',
+  '',
+  '**Keys.** Every `/v1` operation needs an API key as `Authorization: Bearer <key>`. A `svc_test_` key drives sandbox instances (a simulated platform, see the sandbox operations); a `svc_live_` key drives linked accounts.',
+  '',
+  '**Instances.** `from` (query, or body field of a send) names the instance by UUID or linked phone number; without it, the most recently connected instance is used.',
+  '',
+  '**Answers.** Success is `{"success": true, "code": 200, "data": …}`. Errors are `{"error": {"code": <status>, "message": "…"}}`, the message naming the field and the rule; 429 adds `retryAfter` (seconds). Every response carries `x-request-id`.',
+  '',
+  '**Bodies** are JSON (`Content-Type: application/json`), at most 1 MB (media sends allow more).',
+].join('\n');
 
 /**
  * A validator for one HTTP part. Bodies are validated without type coercion (a string is not an array, "true"
@@ -148,12 +161,18 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       info: {
         title: 'parley',
         version: '1',
-        description:
-          'Self-hostable messaging session API. Every response uses the envelope `{success, code, data}`; errors are `{error: {code, message}}`.',
+        license: { name: 'MIT', identifier: 'MIT' },
+        description: API_DESCRIPTION,
       },
+      servers: [{ url: services.config.publicUrl, description: 'this parley server' }],
       components: {
         securitySchemes: {
-          bearer: { type: 'http', scheme: 'bearer', description: 'svc_live_… or svc_test_… key' },
+          bearer: {
+            type: 'http',
+            scheme: 'bearer',
+            description:
+              'An API key: `svc_test_…` (sandbox instances) or `svc_live_…` (linked accounts), sent as `Authorization: Bearer <key>`.',
+          },
         },
       },
       security: [{ bearer: [] }],
@@ -162,7 +181,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       buildLocalReference: (json, _baseUri, _fragment, i) =>
         typeof json.$id === 'string' ? json.$id : `def-${i}`,
     },
-    transformObject: withGatewayPaths,
+    transformObject: finishOpenapiDocument,
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
 
