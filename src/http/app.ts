@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import swagger from '@fastify/swagger';
-import swaggerUi from '@fastify/swagger-ui';
+import scalarApiReference from '@scalar/fastify-api-reference';
 import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { ApiError } from '../errors.ts';
+import { ApiError, errors } from '../errors.ts';
 import type { Services } from '../services.ts';
 import { clientErrorHandler, frameworkErrorHandler } from './client-errors.ts';
 import { rewriteGatewayUrl } from './gateway/paths.ts';
@@ -51,6 +51,23 @@ const API_DESCRIPTION = [
   '',
   '**Bodies** are JSON (`Content-Type: application/json`), at most 1 MB (media sends allow more).',
 ].join('\n');
+
+/**
+ * The API reference page at `/docs`: Scalar, reading `/openapi.json`, served entirely by this process (its
+ * script at /docs/js/scalar.js; no web fonts, telemetry, AI agent or request proxy from Scalar's hosts), so it
+ * works offline and sends nothing elsewhere.
+ */
+const DOCS_PAGE = {
+  url: '/openapi.json',
+  pageTitle: 'parley',
+  title: 'parley',
+  withDefaultFonts: false,
+  telemetry: false,
+  agent: { disabled: true },
+  showDeveloperTools: 'never',
+  hideClientButton: false,
+  operationTitleSource: 'summary',
+} as const;
 
 /**
  * A validator for one HTTP part. Bodies are validated without type coercion (a string is not an array, "true"
@@ -183,7 +200,19 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     },
     transformObject: finishOpenapiDocument,
   });
-  await app.register(swaggerUi, { routePrefix: '/docs' });
+  await app.register(scalarApiReference, {
+    routePrefix: '/docs',
+    configuration: DOCS_PAGE,
+    // The plugin also registers /docs/openapi.json and /docs/openapi.yaml, which cannot serve a document given
+    // by URL: the JSON one points at the real document, the YAML one does not exist.
+    hooks: {
+      onRequest: async (request, reply) => {
+        const path = request.url.split('?')[0];
+        if (path === '/docs/openapi.json') return reply.redirect('/openapi.json', 301);
+        if (path === '/docs/openapi.yaml') throw errors.notFound('route GET /docs/openapi.yaml not found');
+      },
+    },
+  });
 
   // Layer 2: app services.
   await app.register(
