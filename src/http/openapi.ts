@@ -269,9 +269,22 @@ function hoistTitled(node: unknown, schemas: Json): unknown {
   return ref('schemas', title);
 }
 
+/**
+ * Shares the schemas of one operation. A request body stays inline (its properties' shared schemas are
+ * referenced): client generators read a property with a `default` as optional only inside a request body
+ * (openapi-typescript makes it required in a shared schema), and every body belongs to one operation anyway.
+ */
 function hoistOperationSchemas(operation: Json, schemas: Json): void {
   const body = operation.requestBody;
-  if (isRecord(body) && isRecord(body.content)) body.content = hoistTitled(body.content, schemas);
+  if (isRecord(body) && isRecord(body.content)) {
+    for (const media of Object.values(body.content)) {
+      if (!isRecord(media) || !isRecord(media.schema)) continue;
+      const { title: _title, ...schema } = media.schema;
+      const inner: Json = {};
+      for (const [key, value] of Object.entries(schema)) inner[key] = hoistTitled(value, schemas);
+      media.schema = inner;
+    }
+  }
   if (!isRecord(operation.responses)) return;
   for (const response of Object.values(operation.responses)) {
     if (isRecord(response) && isRecord(response.content)) {
@@ -292,7 +305,7 @@ function sortedKeys(value: Json): Json {
  * - 413 and 415 on every operation with a body (the JSON body parser answers them for any route);
  * - error statuses reference shared responses under `components.responses`, each with the error envelope,
  *   an example and `x-request-id` (429: `Retry-After` and the rate-limit headers);
- * - titled schemas move to `components.schemas` and are referenced;
+ * - titled schemas move to `components.schemas` and are referenced (request bodies themselves stay inline);
  * - validator templates (`x-message`) are removed; the tag list is set.
  */
 export const finishOpenapiDocument: SwaggerTransformObject = (documentObject) => {

@@ -47,9 +47,6 @@ function gatewayBody(requestBody: unknown, route: GatewayRoute): unknown {
     else properties[name] = value;
   }
   schema.properties = properties;
-  // A different shape from the /v1 body gets its own name among the document's shared schemas.
-  const changed = route.textBody || 'from' in json.schema.properties;
-  if (changed && typeof schema.title === 'string') schema.title = `Gateway${schema.title}`;
   if (Array.isArray(schema.required)) {
     schema.required = schema.required
       .filter((name) => name !== 'from')
