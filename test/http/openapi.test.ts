@@ -190,4 +190,20 @@ describe('OpenAPI document fit for readers and client generators', () => {
     }
     for (const tag of doc.tags as Json[]) assert.ok(tag.description, `tag ${tag.name} described`);
   });
+
+  it("building the document leaves the validators' message templates in place", async () => {
+    await t.app.inject({ url: '/openapi.json' });
+    const send = await t.call('POST', '/v1/messages/send', { phone: '+5511', body: 'x' });
+    assert.deepEqual(send.body, {
+      error: { code: 400, message: 'phone must be digits only, international format, no leading +' },
+    });
+    const connect = await t.call('POST', '/v1/session/connect', { subscribe: ['Nope'] });
+    assert.deepEqual(connect.body, {
+      error: {
+        code: 400,
+        message:
+          'subscribe contains unknown event type Nope (allowed: Message, ReadReceipt, HistorySync, ChatPresence)',
+      },
+    });
+  });
 });
