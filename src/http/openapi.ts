@@ -78,6 +78,11 @@ const ERROR_RESPONSES: Record<string, { name: string; description: string; examp
     description: "The request body is larger than this operation's limit; the message gives the limit.",
     example: 'request body must be at most 1 MB',
   },
+  '414': {
+    name: 'UriTooLong',
+    description: 'A path parameter is longer than 100 characters.',
+    example: 'a path parameter is longer than 100 characters',
+  },
   '415': {
     name: 'UnsupportedMediaType',
     description: 'The request body is not `application/json`.',
@@ -194,16 +199,18 @@ function markOptionalBody(operation: Json): void {
 }
 
 /**
- * The responses of one operation: the route's own, plus 413 and 415 for a method with a body; every error
+ * The responses of one operation: the route's own, plus 413 and 415 for a method with a body and 414 for a
+ * path with parameters (the router's limit, src/http/client-errors.ts); every error
  * status as a reference to its shared response; `x-request-id` (and the rate-limit headers on authenticated
  * operations) on the success response; sorted by status.
  */
-function finishResponses(method: string, operation: Json, authenticated: boolean): void {
+function finishResponses(path: string, method: string, operation: Json, authenticated: boolean): void {
   const responses: Json = isRecord(operation.responses) ? operation.responses : {};
   if (BODY_METHODS.has(method)) {
     responses['413'] ??= {};
     responses['415'] ??= {};
   }
+  if (path.includes('{')) responses['414'] ??= {};
   const out: Json = {};
   for (const status of Object.keys(responses).sort()) {
     const response = responses[status];
@@ -302,7 +309,8 @@ function sortedKeys(value: Json): Json {
  * `transformObject` of @fastify/swagger: finishes the generated OpenAPI 3.1 document.
  * - the gateway paths (copies of their `/v1` twins, src/http/gateway/openapi.ts);
  * - a body that requires no field is `required: false` (connect's optional body);
- * - 413 and 415 on every operation with a body (the JSON body parser answers them for any route);
+ * - 413 and 415 on every operation with a body (the JSON body parser answers them for any route), 414 on
+ *   every path with parameters;
  * - error statuses reference shared responses under `components.responses`, each with the error envelope,
  *   an example and `x-request-id` (429: `Retry-After` and the rate-limit headers);
  * - titled schemas move to `components.schemas` and are referenced (request bodies themselves stay inline);
@@ -316,10 +324,10 @@ export const finishOpenapiDocument: SwaggerTransformObject = (documentObject) =>
   const globalSecurity = Array.isArray(document.security) && document.security.length > 0;
   const components: Json = isRecord(document.components) ? document.components : {};
   const schemas: Json = isRecord(components.schemas) ? components.schemas : {};
-  for (const [, method, operation] of operationsOf(paths)) {
+  for (const [path, method, operation] of operationsOf(paths)) {
     const security = Array.isArray(operation.security) ? operation.security.length > 0 : globalSecurity;
     markOptionalBody(operation);
-    finishResponses(method, operation, security);
+    finishResponses(path, method, operation, security);
     hoistOperationSchemas(operation, schemas);
   }
   stripInternal(paths);

@@ -128,7 +128,7 @@ describe('OpenAPI document fit for readers and client generators', () => {
     has('/chat/send/text', 'post', '409', '422', '502');
     has('/v1/session/connect', 'post', '409', '502', '504');
     has('/v1/contacts/check', 'post', '409', '502');
-    has('/v1/webhook/deliveries/{id}/redeliver', 'post', '404', '409');
+    has('/v1/webhook/deliveries/{id}/redeliver', 'post', '404', '409', '414');
     has('/readyz', 'get', '503');
     assert.deepEqual(doc.components.responses.TooManyRequests.headers['retry-after'], {
       $ref: '#/components/headers/RetryAfter',
