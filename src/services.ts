@@ -16,6 +16,7 @@ import { OutboundGuard } from './net/outbound-guard.ts';
 import { NodeRegistry } from './nodes/registry.ts';
 import { Metrics } from './ops/metrics.ts';
 import { PlanRateLimiter } from './ratelimit/limiter.ts';
+import { PersistedWindows } from './ratelimit/persisted-window.ts';
 import { loadMasterKey, SecretBox } from './security/secrets.ts';
 import { SessionManager } from './sessions/manager.ts';
 import { migrateToLatest, openStore, type Store } from './store/database.ts';
@@ -103,7 +104,10 @@ export async function createServices(config: Config, options: ServiceOptions): P
     logger,
   });
   keys.start();
-  const limiter = new PlanRateLimiter(redis);
+  // Without Redis the day window is kept in the store across restarts (DESIGN D13).
+  const limiter = new PlanRateLimiter(redis, undefined, {
+    ...(redis ? {} : { persisted: new PersistedWindows({ db: store.db, logger }) }),
+  });
   const recorder = new EventRecorder(
     store.db,
     [new InstanceStateProjection(clock), new MessageProjection(clock)],
@@ -206,6 +210,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
       await Promise.all([webhooks.stop(config.shutdownTimeoutMs / 2), retention.stop()]);
       await nodes.stop();
       keys.stop();
+      await limiter.close();
       await sessions.closeAll();
       await live.close?.();
       await guard.close();

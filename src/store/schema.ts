@@ -197,6 +197,16 @@ export interface NodesTable {
   heartbeat_at: number;
 }
 
+/** A rate-limit window kept across restarts (`src/store/rate-limit-windows.ts`). */
+export interface RateLimitWindowsTable {
+  /** Window name, quota and counted key, e.g. `day:1000:<orgId>:<env>`. */
+  key: string;
+  /** Requests consumed in the window. */
+  consumed: number;
+  /** When the window resets, epoch ms. */
+  reset_at: number;
+}
+
 export interface Database {
   organizations: OrganizationsTable;
   instances: InstancesTable;
@@ -211,4 +221,5 @@ export interface Database {
   webhook_attempts: WebhookAttemptsTable;
   gateway_replay: GatewayReplayTable;
   nodes: NodesTable;
+  rate_limit_windows: RateLimitWindowsTable;
 }
