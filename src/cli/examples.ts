@@ -70,7 +70,7 @@ export const examples = {
   key: block([
     'npx parley key create --org default --env test',
     'npx parley key list --org default',
-    'npx parley key revoke 6f1c…',
+    'npx parley key revoke <key id>',
   ]),
   keyCreate: block(
     [

@@ -49,7 +49,9 @@ function pointer(config: Config): string {
   const setting =
     config.database.dialect === 'postgres'
       ? 'DATABASE_URL is set'
-      : `DATA_DIR is ${config.dataDir}${config.database.path.startsWith(config.dataDir) ? '' : ' and DATABASE_URL names a SQLite file'}`;
+      : config.database.path.startsWith(config.dataDir)
+        ? `DATA_DIR resolves to ${config.dataDir}; unset, it is ./data in the current folder`
+        : 'DATABASE_URL names a SQLite file';
   return (
     `The CLI uses the server's configuration (${setting}): run it with the same DATA_DIR (the folder holding ` +
     "the server's parley.db, e.g. DATA_DIR=/srv/parley/data npx parley org list) or the same DATABASE_URL " +

@@ -115,7 +115,7 @@ for (const dialect of testDialects()) {
         assert.deepEqual(Object.keys(refused.json), ['error']);
         if (dialect === 'sqlite') {
           assert.match(message, new RegExp(`^no parley store at ${join(dataDir, 'parley.db')}\\. `));
-          assert.ok(message.includes(`DATA_DIR is ${dataDir}`), message);
+          assert.ok(message.includes(`DATA_DIR resolves to ${dataDir};`), message);
         } else {
           assert.match(
             message,
