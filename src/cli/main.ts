@@ -11,7 +11,6 @@ import {
   adminUpdateOrg,
 } from '../admin/admin.ts';
 import { ConfigError, loadConfig } from '../config/config.ts';
-import { serve } from '../server.ts';
 import type { ApiKeyRecord } from '../store/api-keys.ts';
 import type { Store } from '../store/database.ts';
 import type { Instance } from '../store/instances.ts';
@@ -119,6 +118,8 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
     .description('start the HTTP service (what npm start runs; configuration from the environment)')
     .addHelpText('after', examples.serve)
     .action(async () => {
+      // Loaded here: the server (HTTP, engines, media) is not needed by the admin commands, which start faster.
+      const { serve } = await import('../server.ts');
       await serve(loadConfig(io.env));
     });
 

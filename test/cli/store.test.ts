@@ -1,87 +1,26 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { bootstrapIfEmpty } from '../../src/admin/admin.ts';
 import { main } from '../../src/cli/main.ts';
-import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
+import { createTestStore, testDialects } from '../support/store.ts';
+import { cli, postgresUrl, storeEnv } from './support.ts';
 
 /**
  * The `parley` CLI as a user runs it (DESIGN D3): a child process of `bin/parley.js`, configured only through the
  * environment the server reads (DATA_DIR, DATABASE_URL). It works on the server's store, refuses to create one
- * that does not exist unless `--init` is given, and manages organizations' plans. `--json` answers are exactly
- * one JSON object on stdout.
+ * that does not exist unless `--init` is given. `--json` answers are exactly one JSON object on stdout. Plans:
+ * plans.test.ts.
  */
 
-const BIN = fileURLToPath(new URL('../../bin/parley.js', import.meta.url));
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-
-interface CliResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  /** The one JSON object stdout holds (asserted to be exactly one line). */
-  json: any;
-}
-
-/** Runs `parley …args` in a child process with exactly `env` on top of PATH and HOME. */
-function cli(env: Record<string, string>, ...args: string[]): Promise<CliResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'silent', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-    });
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
-    child.once('error', reject);
-    child.once('close', (code) => {
-      let json: unknown;
-      if (args.includes('--json')) {
-        const lines = stdout.split('\n').filter((line) => line !== '');
-        assert.equal(lines.length, 1, `exactly one JSON line on stdout for ${args.join(' ')}: ${stdout}`);
-        json = JSON.parse(lines[0] ?? '');
-      }
-      resolve({ code, stdout, stderr, json });
-    });
-  });
-}
-
-/** The environment that points the CLI at `testStore`, as a server's environment would. */
-function storeEnv(testStore: TestStore): Record<string, string> {
-  if (testStore.database.dialect === 'sqlite') return { DATA_DIR: testStore.dataDir };
-  return { DATA_DIR: testStore.dataDir, DATABASE_URL: postgresUrl(testStore.schema ?? 'public') };
-}
-
-/** TEST_DATABASE_URL with `search_path` set to `schema` (how an operator puts parley in its own schema). */
-function postgresUrl(schema: string): string {
-  const url = new URL(process.env.TEST_DATABASE_URL ?? '');
-  url.searchParams.set('options', `-c search_path=${schema}`);
-  return url.toString();
-}
-
-async function organizationRow(testStore: TestStore, name: string) {
-  return testStore.store.db
-    .selectFrom('organizations')
-    .select(['name', 'plan', 'per_minute', 'per_day'])
-    .where('name', '=', name)
-    .executeTakeFirst();
-}
-
-for (const dialect of testDialects()) {
-  describe(`parley CLI and its store (${dialect})`, () => {
-    it('refuses a store that does not exist, saying which it looked for; --init creates it', async () => {
+// Each run starts a process: the dialects' tests run concurrently.
+describe('parley CLI and its store', { concurrency: true }, () => {
+  for (const dialect of testDialects()) {
+    it(`refuses a store that does not exist, saying which it looked for; --init creates it (${dialect})`, async () => {
       let env: Record<string, string>;
       let created: () => Promise<boolean>;
       const dataDir = mkdtempSync(join(tmpdir(), 'parley-cli-'));
@@ -109,7 +48,11 @@ for (const dialect of testDialects()) {
           created = async () => existsSync(join(dataDir, 'parley.db'));
         }
 
-        const refused = await cli(env, 'org', 'list', '--json');
+        // Both refused, so they run side by side.
+        const [refused, human] = await Promise.all([
+          cli(env, 'org', 'list', '--json'),
+          cli(env, 'instance', 'list', '--org', 'default'),
+        ]);
         assert.equal(refused.code, 1, refused.stderr);
         const message: string = refused.json.error;
         assert.deepEqual(Object.keys(refused.json), ['error']);
@@ -128,7 +71,6 @@ for (const dialect of testDialects()) {
         assert.match(message, /pass --init/);
         assert.equal(await created(), false, 'nothing was created');
 
-        const human = await cli(env, 'instance', 'list', '--org', 'default');
         assert.equal(human.code, 1);
         assert.equal(human.stdout, '', 'errors go to stderr without --json');
         assert.match(human.stderr, /^parley: (no parley store at|the PostgreSQL database)/);
@@ -139,9 +81,11 @@ for (const dialect of testDialects()) {
         assert.deepEqual(init.json, { organizations: [] });
         assert.equal(await created(), true, '--init created the store');
 
-        const again = await cli(env, 'org', 'list', '--json');
+        const [again, missingOrg] = await Promise.all([
+          cli(env, 'org', 'list', '--json'),
+          cli(env, 'key', 'list', '--org', 'default', '--json'),
+        ]);
         assert.equal(again.code, 0, 'an existing store needs no --init');
-        const missingOrg = await cli(env, 'key', 'list', '--org', 'default', '--json');
         assert.equal(missingOrg.code, 1);
         assert.match(
           missingOrg.json.error,
@@ -153,175 +97,33 @@ for (const dialect of testDialects()) {
       }
     });
 
-    it("reads the server's store through the server's settings (DATA_DIR / DATABASE_URL)", async () => {
+    it(`reads the server's store through the server's settings, DATA_DIR / DATABASE_URL (${dialect})`, async () => {
       const testStore = await createTestStore(dialect);
       try {
         const boot = await bootstrapIfEmpty(testStore.store.db);
         assert.ok(boot);
         const env = storeEnv(testStore);
-        const orgs = await cli(env, 'org', 'list', '--json');
+        // Read-only commands, run side by side.
+        const [orgs, instances, human] = await Promise.all([
+          cli(env, 'org', 'list', '--json'),
+          cli(env, 'instance', 'list', '--org', 'default', '--json'),
+          cli(env, 'org', 'list'),
+        ]);
         assert.equal(orgs.code, 0, orgs.stderr);
         assert.deepEqual(orgs.json, {
           organizations: [{ id: boot.org.id, name: 'default', plan: 'free', perMinute: null, perDay: null }],
         });
-        const instances = await cli(env, 'instance', 'list', '--org', 'default', '--json');
         assert.deepEqual(
           instances.json.instances.map((i: { id: string; name: string }) => [i.id, i.name]),
           [[boot.instance.id, 'sandbox']],
         );
-        const human = await cli(env, 'org', 'list');
         assert.equal(human.stdout, `${boot.org.id}  default  free\n`);
       } finally {
         await testStore.cleanup();
       }
     });
-
-    it('creates, updates and lists plans; enterprise needs both limits, free and pro refuse them', async () => {
-      const testStore = await createTestStore(dialect);
-      try {
-        const env = storeEnv(testStore);
-        const refusals: [string[], RegExp][] = [
-          [
-            ['org', 'create', '--name', 'big', '--plan', 'enterprise'],
-            /^--plan enterprise needs its own limits: add --per-minute and --per-day/,
-          ],
-          [
-            ['org', 'create', '--name', 'big', '--plan', 'enterprise', '--per-minute', '100'],
-            /^--plan enterprise needs its own limits: add --per-day \(/,
-          ],
-          [
-            ['org', 'create', '--name', 'big', '--plan', 'pro', '--per-day', '100'],
-            /^--per-day applies to the enterprise plan only \(pro has fixed limits\)$/,
-          ],
-        ];
-        // Refusals change nothing, so they run side by side.
-        const refused = await Promise.all(refusals.map(([args]) => cli(env, ...args, '--json')));
-        for (const [index, [args, pattern]] of refusals.entries()) {
-          assert.equal(refused[index]?.code, 1, args.join(' '));
-          assert.match(refused[index]?.json.error, pattern);
-        }
-        assert.equal(await organizationRow(testStore, 'big'), undefined, 'no refused org was stored');
-
-        const created = await cli(
-          env,
-          'org',
-          'create',
-          '--name',
-          'big',
-          '--plan',
-          'enterprise',
-          '--per-minute',
-          '100',
-          '--per-day',
-          '5000',
-          '--json',
-        );
-        assert.equal(created.code, 0, created.stderr);
-        assert.deepEqual(
-          { ...created.json, id: typeof created.json.id },
-          { id: 'string', name: 'big', plan: 'enterprise', perMinute: 100, perDay: 5000 },
-        );
-        assert.deepEqual(await organizationRow(testStore, 'big'), {
-          name: 'big',
-          plan: 'enterprise',
-          per_minute: 100,
-          per_day: 5000,
-        });
-
-        const oneLimit = await cli(env, 'org', 'update', 'big', '--per-day', '6000', '--json');
-        assert.equal(oneLimit.code, 0, oneLimit.stderr);
-        assert.deepEqual(oneLimit.json, {
-          id: created.json.id,
-          name: 'big',
-          plan: 'enterprise',
-          perMinute: 100,
-          perDay: 6000,
-        });
-
-        const badUpdates: [string[], RegExp][] = [
-          [
-            ['org', 'update', 'big', '--plan', 'pro', '--per-minute', '5'],
-            /--per-minute applies to the enterprise plan only/,
-          ],
-          [['org', 'update', 'big', '--plan', 'gold'], /^--plan must be one of free, pro, enterprise$/],
-          [['org', 'update', 'big'], /^nothing to change: give --plan, --per-minute or --per-day$/],
-          [['org', 'update', 'nobody', '--plan', 'pro'], /^organization "nobody" not found$/],
-          [['org', 'update', 'big', '--per-day', '0'], /^--per-day must be a positive integer$/],
-        ];
-        const rejected = await Promise.all(badUpdates.map(([args]) => cli(env, ...args, '--json')));
-        for (const [index, [args, pattern]] of badUpdates.entries()) {
-          assert.equal(rejected[index]?.code, 1, args.join(' '));
-          assert.match(rejected[index]?.json.error, pattern);
-        }
-        assert.deepEqual(await organizationRow(testStore, 'big'), {
-          name: 'big',
-          plan: 'enterprise',
-          per_minute: 100,
-          per_day: 6000,
-        });
-
-        const toPro = await cli(env, 'org', 'update', created.json.id, '--plan', 'pro', '--json');
-        assert.deepEqual(toPro.json, {
-          id: created.json.id,
-          name: 'big',
-          plan: 'pro',
-          perMinute: null,
-          perDay: null,
-        });
-        assert.deepEqual(await organizationRow(testStore, 'big'), {
-          name: 'big',
-          plan: 'pro',
-          per_minute: null,
-          per_day: null,
-        });
-
-        const noLimits = await cli(
-          env,
-          'org',
-          'update',
-          'big',
-          '--plan',
-          'enterprise',
-          '--per-minute',
-          '7',
-          '--json',
-        );
-        assert.equal(noLimits.code, 1);
-        assert.match(noLimits.json.error, /^--plan enterprise needs its own limits: add --per-day/);
-
-        const back = await cli(
-          env,
-          'org',
-          'update',
-          'big',
-          '--plan',
-          'enterprise',
-          '--per-minute',
-          '7',
-          '--per-day',
-          '70',
-        );
-        assert.equal(back.code, 0, back.stderr);
-        assert.equal(
-          back.stdout,
-          `organization big updated: ${created.json.id}  big  enterprise 7/min 70/day\n`,
-        );
-
-        await cli(env, 'org', 'create', '--name', 'small', '--json');
-        const list = await cli(env, 'org', 'list', '--json');
-        assert.deepEqual(
-          list.json.organizations.map((o: Record<string, unknown>) => ({ ...o, id: typeof o.id })),
-          [
-            { id: 'string', name: 'big', plan: 'enterprise', perMinute: 7, perDay: 70 },
-            { id: 'string', name: 'small', plan: 'free', perMinute: null, perDay: null },
-          ],
-        );
-      } finally {
-        await testStore.cleanup();
-      }
-    });
-  });
-}
+  }
+});
 
 describe('parley --help', () => {
   // In-process: the same commander program the binary runs, without a process start per page.
