@@ -42,7 +42,9 @@ export type DeathReason = 'heartbeat expired' | 'process gone' | null;
  *   own while it was not registered by this process (a restarted container, where the new process has the same
  *   id, typically 1). This is how a restarted process recognises its own dead predecessor at boot, at once,
  *   while a live peer on the same host (a different, running process) is left alone.
- * Host names must therefore differ between nodes sharing one store (DESIGN D17: node ids are unique).
+ * Host names must therefore differ between nodes sharing one store (DESIGN D17: node ids are unique). Should
+ * the dead process's id have been reused by an unrelated process meanwhile, the node is found dead by its lapsed
+ * heartbeat instead (within `deadAfterMs` plus one heartbeat).
  */
 export function deathOf(
   node: NodeRecord,
