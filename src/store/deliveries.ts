@@ -5,8 +5,9 @@ import type { Database } from './schema.ts';
  * The webhook delivery queue (DESIGN D10), Graphile-Worker shape: a delivery row is due when `status` is
  * `pending` and `run_at` (epoch ms) has passed; a worker claims it by setting `locked_by`/`locked_at` (with an
  * attempt row, `delivery-claims.ts`), posts, then completes the attempt and applies the outcome in one
- * transaction, conditioned on still holding the claim. A claim older than the stale timeout belongs to a dead
- * worker and may be taken over. No retry state lives in memory.
+ * transaction, conditioned on still holding the claim. The claims of a process known dead are released by the
+ * node registry (`nodes.ts`); a claim older than the stale timeout belongs to a dead worker and may be taken over
+ * in any case. No retry state lives in memory.
  */
 
 /** Delivery statuses: `pending` (queued or in flight), `delivered`, `failed` (after the last retry or a 410). */

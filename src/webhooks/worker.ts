@@ -37,7 +37,10 @@ export interface DeliveryWorkerOptions {
   staleAfterMs?: number;
   /** Attempts in flight at once in this process (default 8; one per instance at a time). */
   concurrency?: number;
-  /** This worker's id in `locked_by` and the attempts log (default `<host>:<pid>:<random>`). */
+  /**
+   * This worker's id in `locked_by` and the attempts log: the services pass the node registry's id, so the
+   * registry can release the claims of a dead process (default `<host>:<pid>:<random>`).
+   */
   workerId?: string;
   /** Random numbers in [0, 1) for the jitter (default Math.random). */
   random?: () => number;
@@ -55,7 +58,9 @@ export type WebhookWorkerTuning = Pick<
  * Delivers queued webhook events (DESIGN D10). Claims due rows from the store (several processes can share the
  * queue on PostgreSQL), posts each through the outbound guard with the D10 headers and signatures, records the
  * attempt and schedules the next one in the row. It keeps no retry state in memory: a process killed at any
- * instant loses nothing, and its claims are taken over once stale. A poll timer plus {@link wake} (called when
+ * instant loses nothing: its claims are released by the node registry as soon as the process is known dead
+ * (`src/nodes/registry.ts`: at the next boot on the same host, or once its heartbeat lapses), and taken over once
+ * stale in any case. A poll timer plus {@link wake} (called when
  * an event was queued or an attempt finished) drive it.
  */
 export class DeliveryWorker {
