@@ -11,6 +11,14 @@ export {
   type SimDeviceOptions,
 } from './device.ts';
 export {
+  answerRetry,
+  encryptToDevices,
+  type FanoutCiphertext,
+  type FanoutTarget,
+  parseRetryReceipt,
+  type RetryReceipt,
+} from './fanout.ts';
+export {
   bigEndian,
   type DeviceKeys,
   type KeyBundle,
