@@ -44,6 +44,7 @@ export {
   pad,
   unpad,
 } from './payload.ts';
+export { parseDistribution, type SenderKeyDistribution, SenderKeys } from './sender-keys.ts';
 export {
   asCiphertext,
   type EncInput,
