@@ -180,7 +180,8 @@ export class SimDevice {
       throw new SignalError(`bundle of ${peer} rejected: signed pre-key not signed by its identity key`);
     }
     this.store.saveIdentity(address.toString(), identityKey);
-    const session = {
+    type OutgoingSession = Parameters<SessionBuilder['initOutgoing']>[0];
+    const session: Omit<OutgoingSession, 'preKey'> & { preKey?: OutgoingSession['preKey'] } = {
       registrationId: bundle.registrationId,
       identityKey,
       signedPreKey: {
@@ -188,12 +189,13 @@ export class SimDevice {
         publicKey: signalKey(bundle.signedPreKey.public),
         signature: bundle.signedPreKey.signature,
       },
-      preKey: bundle.preKey
-        ? { keyId: bundle.preKey.id, publicKey: signalKey(bundle.preKey.public) }
-        : (undefined as unknown as { keyId: number; publicKey: Uint8Array }),
     };
+    if (bundle.preKey)
+      session.preKey = { keyId: bundle.preKey.id, publicKey: signalKey(bundle.preKey.public) };
     try {
-      await new SessionBuilder(this.store, address).initOutgoing(session);
+      // libsignal's typings mark preKey required; initOutgoing runs X3DH without it when absent
+      // (session_builder.js `device.preKey && …`), as the platform allows once one-time pre-keys run out.
+      await new SessionBuilder(this.store, address).initOutgoing(session as OutgoingSession);
     } catch (error) {
       throw new SignalError(`bundle of ${peer} rejected: ${(error as Error).message}`, { cause: error });
     }
