@@ -18,6 +18,7 @@ export {
   parseRetryReceipt,
   type RetryReceipt,
 } from './fanout.ts';
+export { type DeviceIdentity, verifyDeviceIdentity } from './identity.ts';
 export {
   bigEndian,
   type DeviceKeys,
