@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Runs every test/**/*.test.ts with Node's test runner (TypeScript through tsx).
 // Store suites run on SQLite always and on PostgreSQL when TEST_DATABASE_URL is set; rate-limit suites run
-// in-process always and on Redis when TEST_REDIS_URL is set. What is not run is said, never hidden.
+// in-process always and on Redis when TEST_REDIS_URL is set; video conversion runs when ffmpeg is found (packaged
+// binary or PATH). What is not run is said, never hidden, and never fails the run.
 import { spawnSync } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -50,6 +51,30 @@ const notRun = [];
 if (!process.env.TEST_DATABASE_URL)
   notRun.push('PostgreSQL store suites (set TEST_DATABASE_URL=postgres://…)');
 if (!process.env.TEST_REDIS_URL) notRun.push('Redis rate-limit suites (set TEST_REDIS_URL=redis://…)');
+// Animated-sticker conversion needs ffmpeg: the packaged binary (optional dependency), else `ffmpeg` on PATH.
+// Asked of src/media/ffmpeg.ts itself, so the report and the tests agree on what the server would find.
+const ffmpegProbe = spawnSync(
+  process.execPath,
+  [
+    '--import',
+    'tsx',
+    '--input-type=module',
+    '-e',
+    "const { Ffmpeg } = await import('./src/media/ffmpeg.ts'); const f = new Ffmpeg(); process.stdout.write(JSON.stringify({ path: (await f.resolve()) ?? null, tried: f.candidates }));",
+  ],
+  { cwd: root, encoding: 'utf8' },
+);
+let ffmpeg = { path: null, tried: [] };
+try {
+  ffmpeg = JSON.parse(ffmpegProbe.stdout);
+} catch {
+  // the probe itself failed: report ffmpeg as not found
+}
+if (ffmpeg.path === null) {
+  notRun.push(
+    `animated sticker conversion tests (no ffmpeg runs here: tried ${ffmpeg.tried.join(', ') || 'nothing'}; put ffmpeg on PATH)`,
+  );
+}
 for (const line of notRun) console.log(`not run: ${line}`);
 
 const result = spawnSync(
