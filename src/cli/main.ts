@@ -13,6 +13,7 @@ import { serve } from '../server.ts';
 import type { ApiKeyRecord } from '../store/api-keys.ts';
 import { migrateToLatest, openStore, type Store } from '../store/database.ts';
 import type { Instance } from '../store/instances.ts';
+import { registerListen } from './listen.ts';
 
 /** Where the CLI writes; tests capture both streams. */
 export interface CliIo {
@@ -98,6 +99,8 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
     .action(async () => {
       await serve(loadConfig(io.env));
     });
+
+  registerListen(program, io);
 
   const org = program.command('org').description('organizations');
   org
