@@ -124,10 +124,15 @@ describe('parley listen: a local HTTPS receiver against a running parley', () =>
       'every delivery verified',
     );
 
-    // parley's delivery log agrees: delivered, answered 204 by the listener
-    const log = await api(parley, 'GET', '/v1/webhook/deliveries?limit=100');
-    const entry = log.data.deliveries.find((d: any) => d.id === line.webhookId);
-    assert.equal(entry?.status, 'delivered', JSON.stringify(log.data));
+    // parley's delivery log agrees: delivered, answered 204 by the listener (recorded just after the answer)
+    let entry: any;
+    const deadline = Date.now() + 10_000;
+    while (entry?.status !== 'delivered' && Date.now() < deadline) {
+      const log = await api(parley, 'GET', '/v1/webhook/deliveries?limit=100');
+      entry = log.data.deliveries.find((d: any) => d.id === line.webhookId);
+      if (entry?.status !== 'delivered') await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    assert.equal(entry?.status, 'delivered', JSON.stringify(entry));
     assert.equal(entry.attempts.at(-1).statusCode, 204);
   });
 
