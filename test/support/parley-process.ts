@@ -82,7 +82,7 @@ export function cleanEnv(): Record<string, string> {
     if (value === undefined) continue;
     if (/^(DATABASE_URL|REDIS_URL|SECRET_KEY|PUBLIC_URL|PORT|HOST|DATA_DIR|FFMPEG_PATH)$/.test(name))
       continue;
-    if (/^(WEBHOOK_|OUTBOUND_|CHILD_)/.test(name)) continue;
+    if (/^(WEBHOOK_|OUTBOUND_|CHILD_|NODE_TEST)/.test(name)) continue;
     env[name] = value;
   }
   return env;
