@@ -33,7 +33,7 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
 import { cleanEnv, type ParleyProcess, ROOT, startParley } from '../support/parley-process.ts';
 
@@ -141,6 +141,12 @@ function pages(): string[] {
     .sort()
     .map((name) => `docs/${name}`);
   return ['README.md', ...docs];
+}
+
+/** The pages to run: all, or those whose path contains DOCS_TEST_PAGE (while editing one page). */
+function pagesToRun(): string[] {
+  const only = process.env.DOCS_TEST_PAGE;
+  return pages().filter((page) => only === undefined || only === '' || page.includes(only));
 }
 
 /** A bash that runs steps one at a time and reports each step's output and status. */
@@ -288,7 +294,7 @@ async function runPage(page: string, parley: ParleyProcess): Promise<void> {
 }
 
 describe('the docs run as written (README.md, docs/*.md)', () => {
-  for (const page of pages()) {
+  for (const page of pagesToRun()) {
     const runnable = fencedBlocks(readFileSync(join(ROOT, page), 'utf8')).filter((b) => b.lang === 'sh');
     if (runnable.length === 0) continue;
     it(`${page}: every sh block runs against a fresh server and shows what the page says`, async () => {
@@ -319,8 +325,12 @@ describe('the docs run as written (README.md, docs/*.md)', () => {
     for (const page of pages()) {
       const text = readFileSync(join(ROOT, page), 'utf8');
       const quote = (pattern: RegExp) => text.split('\n').find((line) => pattern.test(line));
+      for (const [, target = ''] of text.matchAll(/\]\(([^)#\s]+)[^)]*\)/g)) {
+        if (/^[a-z]+:/i.test(target)) continue;
+        const resolved = resolve(ROOT, dirname(page), target);
+        assert.ok(resolved.startsWith(`${ROOT}/`), `${page} links outside the repository: ${target}`);
+      }
       for (const [pattern, what] of [
-        [/\]\(\.\.\//, 'links outside the repository'],
         [/\b(SPEC|DESIGN)(\.md)?\b/, 'cites internal notes (SPEC/DESIGN)'],
         [/\bD(1[0-7]|[1-9])\b/, 'cites a design note (Dn)'],
       ] as const) {
