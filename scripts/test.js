@@ -75,6 +75,14 @@ if (ffmpeg.path === null) {
     `animated sticker conversion tests (no ffmpeg runs here: tried ${ffmpeg.tried.join(', ') || 'nothing'}; put ffmpeg on PATH)`,
   );
 }
+// The executable docs (test/docs) run the pages' shell examples: they need these commands (test/docs checks the same).
+const docsTools = ['bash', 'curl', 'openssl', 'base64'];
+const missingTools = docsTools.filter(
+  (tool) => spawnSync('sh', ['-c', `command -v ${tool}`], { stdio: 'ignore' }).status !== 0,
+);
+if (missingTools.length > 0 && files.some((f) => f.startsWith('test/docs/'))) {
+  notRun.push(`the docs examples (test/docs needs ${missingTools.join(', ')} on PATH)`);
+}
 for (const line of notRun) console.log(`not run: ${line}`);
 
 const result = spawnSync(

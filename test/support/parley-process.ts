@@ -124,7 +124,10 @@ export async function startParley(
     output,
     async stop() {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      // graceful shutdown takes at most SHUTDOWN_TIMEOUT_SECONDS (10 s); past 20 s it is stuck: kill it
+      const stuck = setTimeout(() => child.kill('SIGKILL'), 20_000);
       const code = await exited;
+      clearTimeout(stuck);
       rmSync(dataDir, { recursive: true, force: true });
       return code;
     },
