@@ -1,13 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import { isIP } from 'node:net';
-import { join } from 'node:path';
 import type { Command } from 'commander';
-import { generate } from 'selfsigned';
 import { AdminError } from '../admin/admin.ts';
 import { loadConfig } from '../config/config.ts';
 import { verifyHmacSignature, verifyStandardSignature } from '../webhooks/verify.ts';
+import { ensureLocalCa, issueServerCertificate } from './listen-certificates.ts';
 import type { CliIo } from './main.ts';
 
 /**
@@ -19,94 +17,11 @@ import type { CliIo } from './main.ts';
  * the local CA (`OUTBOUND_CA_FILE=<DATA_DIR>/listen-ca.pem`).
  */
 
-/** File names of the local CA in its directory (the certificate is what parley's OUTBOUND_CA_FILE names). */
-export const CA_CERT_FILE = 'listen-ca.pem';
-export const CA_KEY_FILE = 'listen-ca-key.pem';
-
 /** Largest webhook body accepted, bytes (a history sync can be large). */
 export const MAX_BODY_BYTES = 32 * 1024 * 1024;
 
 /** The path the receiver serves webhooks on. */
 export const WEBHOOK_PATH = '/parley-webhook';
-
-const DAY_MS = 86_400_000;
-
-/** A CA certificate and its private key, PEM. */
-export interface PemPair {
-  cert: string;
-  key: string;
-}
-
-/** The local CA: its PEM pair and where its certificate is stored. */
-export interface LocalCa extends PemPair {
-  certPath: string;
-  /** True when this call created it (parley must be restarted with OUTBOUND_CA_FILE to trust it). */
-  created: boolean;
-}
-
-/**
- * The local CA in `dir`: read when `listen-ca.pem` and `listen-ca-key.pem` exist, else created (EC P-256,
- * SHA-256, valid 10 years; the key file mode 0600). Creation uses exclusive writes, so two concurrent first runs
- * cannot leave a certificate beside another run's key.
- * @throws Error from the file system (unreadable directory, partial files).
- */
-export async function ensureLocalCa(dir: string): Promise<LocalCa> {
-  const certPath = join(dir, CA_CERT_FILE);
-  const keyPath = join(dir, CA_KEY_FILE);
-  try {
-    return {
-      cert: readFileSync(certPath, 'utf8'),
-      key: readFileSync(keyPath, 'utf8'),
-      certPath,
-      created: false,
-    };
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-  }
-  mkdirSync(dir, { recursive: true });
-  const now = Date.now();
-  const pems = await generate([{ name: 'commonName', value: 'parley listen local CA' }], {
-    keyType: 'ec',
-    curve: 'P-256',
-    algorithm: 'sha256',
-    notBeforeDate: new Date(now - DAY_MS),
-    notAfterDate: new Date(now + 3650 * DAY_MS),
-    extensions: [
-      { name: 'basicConstraints', cA: true, pathLenConstraint: 0, critical: true },
-      { name: 'keyUsage', keyCertSign: true, cRLSign: true, digitalSignature: true, critical: true },
-    ],
-  });
-  writeFileSync(keyPath, pems.private, { mode: 0o600, flag: 'wx' });
-  writeFileSync(certPath, pems.cert, { flag: 'wx' });
-  return { cert: pems.cert, key: pems.private, certPath, created: true };
-}
-
-/**
- * A server certificate for `host` (plus `localhost`, 127.0.0.1 and ::1), issued by `ca`, valid 30 days,
- * with a key pair generated for this run.
- */
-export async function issueServerCertificate(ca: PemPair, host: string): Promise<PemPair> {
-  const names = new Set(['localhost', '127.0.0.1', '::1', host]);
-  const altNames = [...names].map((name) =>
-    isIP(name) === 0 ? { type: 2 as const, value: name } : { type: 7 as const, ip: name },
-  );
-  const now = Date.now();
-  const pems = await generate([{ name: 'commonName', value: host }], {
-    keyType: 'ec',
-    curve: 'P-256',
-    algorithm: 'sha256',
-    notBeforeDate: new Date(now - DAY_MS),
-    notAfterDate: new Date(now + 30 * DAY_MS),
-    extensions: [
-      { name: 'basicConstraints', cA: false, critical: true },
-      { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
-      { name: 'extKeyUsage', serverAuth: true },
-      { name: 'subjectAltName', altNames },
-    ],
-    ca,
-  });
-  return { cert: pems.cert, key: pems.private };
-}
 
 /** One request received by the listener, as printed (`--json`: one such object per line). */
 export interface ReceivedEvent {
@@ -373,7 +288,8 @@ export function registerListen(program: Command, io: CliIo): void {
 parley must allow a receiver on loopback and trust the local CA that signs the listener's certificate:
   npx parley listen --print-ca          # creates DATA_DIR/listen-ca.pem once, prints its path
   WEBHOOK_ALLOWED_CIDRS=127.0.0.1/32 OUTBOUND_CA_FILE=./data/listen-ca.pem npm start
-  npx parley listen --url http://localhost:8080 --key svc_test_… --json`,
+  npx parley listen --url http://localhost:8080 --key svc_test_… --json
+Those server settings are for development: the local CA can vouch for any host name.`,
     )
     .action(
       async (opts: {
