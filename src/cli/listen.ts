@@ -5,7 +5,6 @@ import type { Command } from 'commander';
 import { AdminError } from '../admin/admin.ts';
 import { loadConfig } from '../config/config.ts';
 import { verifyHmacSignature, verifyStandardSignature } from '../webhooks/verify.ts';
-import { ensureLocalCa, issueServerCertificate } from './listen-certificates.ts';
 import type { CliIo } from './main.ts';
 
 /**
@@ -173,6 +172,8 @@ export async function listen(options: ListenOptions, io: CliIo, stop: Promise<vo
   const hmacKey = options.hmacKey ?? randomBytes(32).toString('base64url');
   if (hmacKey.length < 32) throw new AdminError('--hmac-key must be at least 32 characters');
 
+  // loaded on use: certificate generation pulls in an X.509 library every other CLI command can do without
+  const { ensureLocalCa, issueServerCertificate } = await import('./listen-certificates.ts');
   const ca = await ensureLocalCa(options.caDir);
   const tls = await issueServerCertificate(ca, options.host);
   const server = createServer({ cert: tls.cert, key: tls.key }, (request, response) => {
@@ -305,6 +306,7 @@ Those server settings are for development: the local CA can vouch for any host n
       }) => {
         const caDir = opts.caDir ?? loadConfig(io.env).dataDir;
         if (opts.printCa) {
+          const { ensureLocalCa } = await import('./listen-certificates.ts');
           io.out((await ensureLocalCa(caDir)).certPath);
           return;
         }
