@@ -16,6 +16,7 @@ import type { Store } from '../store/database.ts';
 import type { Instance } from '../store/instances.ts';
 import type { Organization } from '../store/organizations.ts';
 import { examples } from './examples.ts';
+import { registerListen } from './listen.ts';
 import { openAdminStore } from './store.ts';
 
 /** Where the CLI writes; tests capture both streams. */
@@ -122,6 +123,8 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
       const { serve } = await import('../server.ts');
       await serve(loadConfig(io.env));
     });
+
+  registerListen(program, io);
 
   const org = program
     .command('org')
