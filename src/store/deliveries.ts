@@ -6,7 +6,9 @@ import type { Database } from './schema.ts';
  * `pending` and `run_at` (epoch ms) has passed; a worker claims it by setting `locked_by`/`locked_at` and counts
  * the attempt in `attempts` as it claims (with an attempt row, `delivery-claims.ts`), so a delivery whose
  * attempts never finish is bounded by `max_attempts` too; it posts, then completes the attempt and applies the
- * outcome in one transaction, conditioned on still holding the claim. The claims of a process known dead are released by the
+ * outcome in one transaction, conditioned on still holding the claim. A lock (`locked_by` and `locked_at`, always
+ * set and cleared together) is only ever held by a `pending` row: every change out of `pending` clears it (the
+ * claim's in-flight test relies on this). The claims of a process known dead are released by the
  * node registry (`nodes.ts`); a claim older than the stale timeout belongs to a dead worker and may be taken over
  * in any case. No retry state lives in memory.
  */

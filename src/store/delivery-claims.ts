@@ -157,8 +157,9 @@ async function lockDue(
                 selectFrom('webhook_deliveries as o')
                   .select('o.event_id')
                   .whereRef('o.instance_id', '=', 'i.id')
-                  .where('o.locked_at', '>=', staleBefore)
-                  .where('o.status', '=', 'pending'),
+                  // No `status` test: only pending rows hold a lock, and leaving it out keeps the plan on the
+                  // (instance_id, locked_at) index rather than scanning the instance's backlog.
+                  .where('o.locked_at', '>=', staleBefore),
               ),
             ),
           ),
