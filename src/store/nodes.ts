@@ -48,8 +48,9 @@ export async function listOtherNodes(db: Kysely<Database>, exceptId: string): Pr
 /**
  * Forgets dead nodes and releases their webhook claims, in one transaction (Graphile Worker's
  * `forceUnlockWorkers`): their pending deliveries lose `locked_by`/`locked_at` and are claimable again at once,
- * in `sequence` order; the attempt rows they left open are marked abandoned by the next claim. Rows that are no
- * longer pending are not touched.
+ * in `sequence` order; the attempts they had claimed stay counted (a delivery that keeps killing its worker is
+ * bounded by `max_attempts`), and the attempt rows they left open are marked abandoned by the next claim. Rows
+ * that are no longer pending are not touched.
  * @returns how many claims were released.
  */
 export async function removeDeadNodes(db: Kysely<Database>, ids: readonly string[]): Promise<number> {
