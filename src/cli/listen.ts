@@ -5,6 +5,7 @@ import type { Command } from 'commander';
 import { AdminError } from '../admin/admin.ts';
 import { loadConfig } from '../config/config.ts';
 import { verifyHmacSignature, verifyStandardSignature } from '../webhooks/verify.ts';
+import { examples } from './examples.ts';
 import type { CliIo } from './main.ts';
 
 /**
@@ -283,15 +284,7 @@ export function registerListen(program: Command, io: CliIo): void {
     .option('--ca-dir <dir>', 'directory of the local CA (default: DATA_DIR)')
     .option('--print-ca', 'create the local CA if needed, print the path of its certificate and exit')
     .option('--json', 'one JSON object per event on stdout')
-    .addHelpText(
-      'after',
-      `
-parley must allow a receiver on loopback and trust the local CA that signs the listener's certificate:
-  npx parley listen --print-ca          # creates DATA_DIR/listen-ca.pem once, prints its path
-  WEBHOOK_ALLOWED_CIDRS=127.0.0.1/32 OUTBOUND_CA_FILE=./data/listen-ca.pem npm start
-  npx parley listen --url http://localhost:8080 --key svc_test_… --json
-Those server settings are for development: the local CA can vouch for any host name.`,
-    )
+    .addHelpText('after', examples.listen)
     .action(
       async (opts: {
         url: string;
