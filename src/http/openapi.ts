@@ -1,5 +1,6 @@
 import type { SwaggerTransformObject } from '@fastify/swagger';
 import { addGatewayPaths } from './gateway/openapi.ts';
+import { REQUEST_EXAMPLES } from './openapi-examples.ts';
 
 /**
  * The OpenAPI document served at `/openapi.json`, finished for readers and client generators. @fastify/swagger
@@ -187,6 +188,16 @@ function* operationsOf(paths: Json): Generator<[string, string, Json]> {
   }
 }
 
+/** Sets the ready example body of the operation (src/http/openapi-examples.ts), when it has one. */
+function addRequestExample(operation: Json): void {
+  const body = operation.requestBody;
+  const id = operation.operationId;
+  if (!isRecord(body) || !isRecord(body.content) || typeof id !== 'string') return;
+  const json = body.content['application/json'];
+  const example = REQUEST_EXAMPLES[id];
+  if (isRecord(json) && example !== undefined) json.example = structuredClone(example);
+}
+
 /** A body whose schema requires nothing may be left out (Fastify's plugin marks every body required). */
 function markOptionalBody(operation: Json): void {
   const body = operation.requestBody;
@@ -307,7 +318,8 @@ function sortedKeys(value: Json): Json {
 
 /**
  * `transformObject` of @fastify/swagger: finishes the generated OpenAPI 3.1 document.
- * - the gateway paths (copies of their `/v1` twins, src/http/gateway/openapi.ts);
+ * - a ready example on every request body (src/http/openapi-examples.ts), then the gateway paths (copies of
+ *   their `/v1` twins, src/http/gateway/openapi.ts);
  * - a body that requires no field is `required: false` (connect's optional body);
  * - 413 and 415 on every operation with a body (the JSON body parser answers them for any route), 414 on
  *   every path with parameters;
@@ -320,6 +332,7 @@ export const finishOpenapiDocument: SwaggerTransformObject = (documentObject) =>
   if (!('openapiObject' in documentObject)) return documentObject.swaggerObject;
   const document: Json = documentObject.openapiObject as Json;
   const paths: Json = isRecord(document.paths) ? document.paths : {};
+  for (const [, , operation] of operationsOf(paths)) addRequestExample(operation);
   addGatewayPaths(paths);
   const globalSecurity = Array.isArray(document.security) && document.security.length > 0;
   const components: Json = isRecord(document.components) ? document.components : {};
