@@ -93,7 +93,7 @@ const ERROR_RESPONSES: Record<string, { name: string; description: string; examp
     name: 'UnprocessableEntity',
     description:
       'The request is valid but cannot be carried out, e.g. the recipient is not registered on the platform.',
-    example: 'recipient 5511999990002 is not registered on the platform',
+    example: 'recipient 5511977770000 is not registered on the platform',
   },
   '429': {
     name: 'TooManyRequests',
