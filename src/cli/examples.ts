@@ -26,6 +26,19 @@ export const examples = {
     [STORE_NOTE, "Run 'parley help <command>' (or '<command> --help') for a command's options and examples."],
   ),
   serve: block(['npx parley serve', 'PORT=3000 DATA_DIR=/srv/parley/data npx parley serve']),
+  listen: block(
+    [
+      'npx parley listen --print-ca          # creates DATA_DIR/listen-ca.pem once, prints its path',
+      'WEBHOOK_ALLOWED_CIDRS=127.0.0.1/32 OUTBOUND_CA_FILE=./data/listen-ca.pem npm start',
+      'npx parley listen --url http://localhost:8080 --key svc_test_…',
+      'npx parley listen --url http://localhost:8080 --key svc_test_… --from 5511999990001 --json',
+    ],
+    [
+      "parley must allow a receiver on loopback and trust the local CA that signs the listener's certificate: the\n" +
+        'first two lines above. Those server settings are for development: the local CA can vouch for any host name.\n' +
+        "Test keys only: the listener replaces the instance's webhook URL and HMAC key, and puts the URL back on Ctrl-C.",
+    ],
+  ),
   org: block([
     'npx parley org list',
     'npx parley org create --name acme --plan pro',

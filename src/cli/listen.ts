@@ -5,6 +5,7 @@ import type { Command } from 'commander';
 import { AdminError } from '../admin/admin.ts';
 import { loadConfig } from '../config/config.ts';
 import { verifyHmacSignature, verifyStandardSignature } from '../webhooks/verify.ts';
+import { examples } from './examples.ts';
 import type { CliIo } from './main.ts';
 
 /**
@@ -219,29 +220,55 @@ export async function listen(options: ListenOptions, io: CliIo, stop: Promise<vo
 
     const status = await api.call('GET', '/v1/session/status');
     const before = await api.call('GET', '/v1/webhook');
-    await api.call('POST', '/v1/session/hmac/config', { hmacKey });
-    await api.call('POST', '/v1/webhook', { webhookUrl });
+    const previous = typeof before.webhook === 'string' ? before.webhook : '';
+    const allowed = `WEBHOOK_ALLOWED_CIDRS=${options.host}/${isIP(options.host) === 6 ? 128 : 32} OUTBOUND_CA_FILE=${ca.certPath}`;
+    // The URL first: it is what a server without the development settings refuses, and then nothing has
+    // changed yet (the instance keeps its HMAC key, which parley never shows and so could not be put back).
+    try {
+      await api.call('POST', '/v1/webhook', { webhookUrl });
+    } catch (error) {
+      if (error instanceof AdminError && error.message.includes('answered 400: webhookUrl')) {
+        throw new AdminError(
+          `${error.message}. parley delivers to this receiver only when started with ${allowed} (settings for a development server; see npx parley listen --help)`,
+        );
+      }
+      throw error;
+    }
+    try {
+      await api.call('POST', '/v1/session/hmac/config', { hmacKey });
+    } catch (error) {
+      await restoreWebhook(api, webhookUrl, previous).catch(() => undefined);
+      throw error;
+    }
 
     io.err(`parley listen: ${webhookUrl} is the webhook of instance ${String(status.instanceId)}`);
     io.err('  every request is checked against a new HMAC key (x-hmac-signature and webhook-signature)');
-    io.err(
-      `  parley delivers here when started with WEBHOOK_ALLOWED_CIDRS=${options.host}/${isIP(options.host) === 6 ? 128 : 32} OUTBOUND_CA_FILE=${ca.certPath}`,
-    );
+    io.err(`  parley delivers here when started with ${allowed}`);
     if (ca.created) io.err('  (the local CA was just created: restart parley with those settings)');
     io.err('Ready: waiting for events (Ctrl-C to stop)');
 
     await stop;
 
-    const previous = typeof before.webhook === 'string' ? before.webhook : '';
-    const current = await api.call('GET', '/v1/webhook').catch(() => undefined);
-    if (current?.webhook === webhookUrl) {
-      if (previous === '') await api.call('DELETE', '/v1/webhook');
-      else await api.call('POST', '/v1/webhook', { webhookUrl: previous });
+    if (await restoreWebhook(api, webhookUrl, previous)) {
       io.err(previous === '' ? 'webhook removed' : `webhook set back to ${previous}`);
     }
   } finally {
     await closeServer(server);
   }
+}
+
+/**
+ * Puts back the webhook URL `previous` (empty: removes the webhook) if the instance's URL is still the
+ * listener's `webhookUrl` (someone may have set another meanwhile).
+ * @returns whether it changed the webhook.
+ * @throws AdminError when parley refuses the change.
+ */
+async function restoreWebhook(api: ParleyApi, webhookUrl: string, previous: string): Promise<boolean> {
+  const current = await api.call('GET', '/v1/webhook').catch(() => undefined);
+  if (current?.webhook !== webhookUrl) return false;
+  if (previous === '') await api.call('DELETE', '/v1/webhook');
+  else await api.call('POST', '/v1/webhook', { webhookUrl: previous });
+  return true;
 }
 
 function closeServer(server: Server): Promise<void> {
@@ -283,15 +310,7 @@ export function registerListen(program: Command, io: CliIo): void {
     .option('--ca-dir <dir>', 'directory of the local CA (default: DATA_DIR)')
     .option('--print-ca', 'create the local CA if needed, print the path of its certificate and exit')
     .option('--json', 'one JSON object per event on stdout')
-    .addHelpText(
-      'after',
-      `
-parley must allow a receiver on loopback and trust the local CA that signs the listener's certificate:
-  npx parley listen --print-ca          # creates DATA_DIR/listen-ca.pem once, prints its path
-  WEBHOOK_ALLOWED_CIDRS=127.0.0.1/32 OUTBOUND_CA_FILE=./data/listen-ca.pem npm start
-  npx parley listen --url http://localhost:8080 --key svc_test_… --json
-Those server settings are for development: the local CA can vouch for any host name.`,
-    )
+    .addHelpText('after', examples.listen)
     .action(
       async (opts: {
         url: string;

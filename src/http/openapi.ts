@@ -1,5 +1,6 @@
 import type { SwaggerTransformObject } from '@fastify/swagger';
 import { addGatewayPaths } from './gateway/openapi.ts';
+import { REQUEST_EXAMPLES } from './openapi-examples.ts';
 
 /**
  * The OpenAPI document served at `/openapi.json`, finished for readers and client generators. @fastify/swagger
@@ -92,7 +93,7 @@ const ERROR_RESPONSES: Record<string, { name: string; description: string; examp
     name: 'UnprocessableEntity',
     description:
       'The request is valid but cannot be carried out, e.g. the recipient is not registered on the platform.',
-    example: 'recipient 5511999990002 is not registered on the platform',
+    example: 'recipient 5511977770000 is not registered on the platform',
   },
   '429': {
     name: 'TooManyRequests',
@@ -185,6 +186,16 @@ function* operationsOf(paths: Json): Generator<[string, string, Json]> {
       if (isRecord(operation)) yield [path, method, operation];
     }
   }
+}
+
+/** Sets the ready example body of the operation (src/http/openapi-examples.ts), when it has one. */
+function addRequestExample(operation: Json): void {
+  const body = operation.requestBody;
+  const id = operation.operationId;
+  if (!isRecord(body) || !isRecord(body.content) || typeof id !== 'string') return;
+  const json = body.content['application/json'];
+  const example = REQUEST_EXAMPLES[id];
+  if (isRecord(json) && example !== undefined) json.example = structuredClone(example);
 }
 
 /** A body whose schema requires nothing may be left out (Fastify's plugin marks every body required). */
@@ -307,7 +318,8 @@ function sortedKeys(value: Json): Json {
 
 /**
  * `transformObject` of @fastify/swagger: finishes the generated OpenAPI 3.1 document.
- * - the gateway paths (copies of their `/v1` twins, src/http/gateway/openapi.ts);
+ * - a ready example on every request body (src/http/openapi-examples.ts), then the gateway paths (copies of
+ *   their `/v1` twins, src/http/gateway/openapi.ts);
  * - a body that requires no field is `required: false` (connect's optional body);
  * - 413 and 415 on every operation with a body (the JSON body parser answers them for any route), 414 on
  *   every path with parameters;
@@ -320,6 +332,7 @@ export const finishOpenapiDocument: SwaggerTransformObject = (documentObject) =>
   if (!('openapiObject' in documentObject)) return documentObject.swaggerObject;
   const document: Json = documentObject.openapiObject as Json;
   const paths: Json = isRecord(document.paths) ? document.paths : {};
+  for (const [, , operation] of operationsOf(paths)) addRequestExample(operation);
   addGatewayPaths(paths);
   const globalSecurity = Array.isArray(document.security) && document.security.length > 0;
   const components: Json = isRecord(document.components) ? document.components : {};

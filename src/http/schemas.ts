@@ -55,13 +55,19 @@ export function ok<T>(data: T): { success: true; code: 200; data: T } {
   return { success: true, code: 200, data };
 }
 
-/** A phone number: digits only, international format, no leading `+`, 8 to 15 digits (SPEC Identifiers, D6). */
-export const Phone = (description = 'phone number, international format, digits only') =>
+/**
+ * A phone number: digits only, international format, no leading `+`, 8 to 15 digits (SPEC Identifiers, D6).
+ * `example` is the number the OpenAPI document shows (default: a registered sandbox user, not the linked number).
+ */
+export const Phone = (
+  description = 'phone number, international format, digits only',
+  example = '5511988887777',
+) =>
   Type.String({
     pattern: '^[0-9]{8,15}$',
     'x-message': '{field} must be digits only, international format, no leading +',
     description,
-    examples: ['5511999990000'],
+    examples: [example],
   });
 
 /** An instance selector: the instance UUID or its linked phone number (SPEC `from`, DESIGN D4). */

@@ -179,3 +179,35 @@ describe('parley listen: a local HTTPS receiver against a running parley', () =>
     assert.match(run.stderr, /parley listen takes a test key \(svc_test_…\)/);
   });
 });
+
+describe('parley listen against a parley without the development settings', () => {
+  let parley: ParleyProcess;
+  before(async () => {
+    parley = await startParley({}, mkdtempSync(join(tmpdir(), 'parley-listen-plain-')));
+  });
+  after(() => parley.stop());
+
+  it('exits 1 naming the settings parley needs, and leaves the webhook and the HMAC key as they were', async () => {
+    const run = spawnSync(
+      process.execPath,
+      ['bin/parley.js', 'listen', '--url', parley.url, '--key', parley.key],
+      {
+        cwd: ROOT,
+        env: parley.env,
+        encoding: 'utf8',
+        timeout: 60_000,
+      },
+    );
+    assert.equal(run.status, 1, run.stderr);
+    assert.match(
+      run.stderr,
+      /^parley: POST \/v1\/webhook answered 400: webhookUrl is refused: .*\. parley delivers to this receiver only when started with WEBHOOK_ALLOWED_CIDRS=127\.0\.0\.1\/32 OUTBOUND_CA_FILE=\S+listen-ca\.pem \(settings for a development server/m,
+    );
+    const [webhook, hmac] = await Promise.all([
+      api(parley, 'GET', '/v1/webhook'),
+      api(parley, 'GET', '/v1/session/hmac/config'),
+    ]);
+    assert.equal(webhook.data.webhook, '');
+    assert.equal(hmac.data.configured, false, 'the instance HMAC key was not replaced');
+  });
+});

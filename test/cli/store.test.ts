@@ -140,6 +140,7 @@ describe('parley --help', () => {
   it('gives every command a description and examples that use it', async () => {
     const commands = [
       ['serve'],
+      ['listen'],
       ['org'],
       ['org', 'create'],
       ['org', 'list'],

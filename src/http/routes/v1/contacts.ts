@@ -21,7 +21,7 @@ export const CheckBody = Type.Object(
       minItems: 1,
       maxItems: MAX_CHECK_PHONES,
       description: `numbers to check, 1 to ${MAX_CHECK_PHONES}; one result per number, in order`,
-      examples: [['5511999990000', '5511999990000']],
+      examples: [['5511988887777', '5511977770000']],
     }),
   },
   { title: 'CheckBody' },
@@ -87,7 +87,7 @@ export const InfoQuery = Type.Object({
     minLength: 1,
     maxLength: MAX_INFO_PHONES * 16,
     description: `one number, or up to ${MAX_INFO_PHONES} separated by commas`,
-    examples: ['5511999990000,5511999990001'],
+    examples: ['5511988887777,5511977776666'],
   }),
   from: InstanceQuery.properties.from,
 });
@@ -118,7 +118,7 @@ export type InfoResult = Static<typeof InfoResult>;
 
 /** Query of `GET /v1/contacts/avatar` (DESIGN D12). */
 export const AvatarQuery = Type.Object({
-  phone: Phone('the user whose profile picture to fetch'),
+  phone: Phone('the user whose profile picture to fetch', '5511977776666'),
   from: InstanceQuery.properties.from,
 });
 export type AvatarQuery = Static<typeof AvatarQuery>;

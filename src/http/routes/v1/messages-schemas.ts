@@ -17,7 +17,7 @@ export const ChatAddress = (description = 'recipient phone number (digits only),
     pattern: '^([0-9]{8,15}|[0-9]{1,40}(-[0-9]{1,40})?@g\\.us)$',
     'x-message': '{field} must be digits only, international format, no leading +',
     description,
-    examples: ['5511999990000'],
+    examples: ['5511988887777'],
   });
 
 const ReplyId = Type.Optional(
