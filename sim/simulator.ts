@@ -53,7 +53,12 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   const wss = new WebSocketServer({ noServer: true });
   const connections = new Set<Connection>();
   wss.on('connection', (ws) => {
-    const connection = new Connection(ws, chain, (c, payload, key) => createSession(context, c, payload, key), log);
+    const connection = new Connection(
+      ws,
+      chain,
+      (c, payload, key) => createSession(context, c, payload, key),
+      log,
+    );
     connections.add(connection);
     ws.on('close', () => connections.delete(connection));
   });

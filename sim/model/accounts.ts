@@ -5,6 +5,7 @@
  * WABinary/jid-utils.js encodes it: `<phone>[:<device>]@s.whatsapp.net`, `<lid>[:<device>]@lid`.
  */
 import { randomInt } from 'node:crypto';
+import type { BinaryNode } from 'baileys';
 import { generateKeyPair, type KeyPair } from '../noise/certificates.ts';
 
 /** The platform's server JID, the `to`/`from` of stanzas addressed to the server itself. */
@@ -37,6 +38,10 @@ export interface DeviceSocket {
   drop(): void;
   /** Stops answering keep-alive pings while true (the client then declares the connection lost). */
   silenced: boolean;
+  /** Sends one stanza (a no-op once closed). */
+  send(node: BinaryNode): void;
+  /** A fresh id for a server-initiated stanza. */
+  stanzaId(): string;
 }
 
 /** One device of an account. Device 0 is the phone; companions get 1, 2, … in link order. */
@@ -110,7 +115,8 @@ export class Accounts {
     }
     if (this.byPhone.has(input.phone)) throw new ModelError(409, `user ${input.phone} exists already`);
     let lid: string;
-    do lid = `${randomInt(1, 10)}${String(randomInt(0, 1e9)).padStart(9, '0')}${String(randomInt(0, 1e5)).padStart(5, '0')}`;
+    do
+      lid = `${randomInt(1, 10)}${String(randomInt(0, 1e9)).padStart(9, '0')}${String(randomInt(0, 1e5)).padStart(5, '0')}`;
     while (this.byLid.has(lid));
     const user: User = {
       phone: input.phone,

@@ -54,7 +54,9 @@ export class FrameReader {
     if (this.buffer.length < offset + NOISE_WA_HEADER.length) return false;
     const header = this.buffer.subarray(offset, offset + NOISE_WA_HEADER.length);
     if (!header.equals(NOISE_WA_HEADER)) {
-      throw new Error(`framing: expected intro header ${NOISE_WA_HEADER.toString('hex')}, got ${header.toString('hex')}`);
+      throw new Error(
+        `framing: expected intro header ${NOISE_WA_HEADER.toString('hex')}, got ${header.toString('hex')}`,
+      );
     }
     this.buffer = this.buffer.subarray(offset + NOISE_WA_HEADER.length);
     this.introRead = true;

@@ -131,7 +131,7 @@ export class NoiseResponder {
   serverHello(clientHelloBytes: Uint8Array): Buffer {
     const hello = proto.HandshakeMessage.decode(clientHelloBytes).clientHello;
     const clientEphemeral = hello?.ephemeral;
-    if (!clientEphemeral || clientEphemeral.length !== 32) throw new Error('noise: client hello without a 32-byte ephemeral');
+    if (clientEphemeral?.length !== 32) throw new Error('noise: client hello without a 32-byte ephemeral');
     this.clientEphemeral = Buffer.from(clientEphemeral);
     this.authenticate(this.clientEphemeral);
     this.authenticate(this.ephemeral.public);

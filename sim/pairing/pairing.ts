@@ -14,8 +14,24 @@
  *    and the companion logs in with its new credentials.
  */
 import { createHmac, randomBytes } from 'node:crypto';
-import { type BinaryNode, Curve, getBinaryNodeChild, proto, WA_ADV_ACCOUNT_SIG_PREFIX, WA_ADV_DEVICE_SIG_PREFIX } from 'baileys';
-import { type Accounts, type Device, type DeviceKeys, lidJid, ModelError, phoneJid, SERVER_JID, type User } from '../model/accounts.ts';
+import {
+  type BinaryNode,
+  Curve,
+  getBinaryNodeChild,
+  proto,
+  WA_ADV_ACCOUNT_SIG_PREFIX,
+  WA_ADV_DEVICE_SIG_PREFIX,
+} from 'baileys';
+import {
+  type Accounts,
+  type Device,
+  type DeviceKeys,
+  lidJid,
+  ModelError,
+  phoneJid,
+  SERVER_JID,
+  type User,
+} from '../model/accounts.ts';
 import type { Connection } from '../server/connection.ts';
 
 /** How many refs one pair-device iq carries (Baileys shows the first for 60 s, the others 20 s each). */
@@ -41,11 +57,19 @@ export interface LinkResult {
 }
 
 /** The parts of a QR string. Throws ModelError 400 naming the rule when the string is not a pairing QR. */
-export function parsePairingCode(code: string): { ref: string; noiseKey: Buffer; identityKey: Buffer; advSecret: Buffer } {
+export function parsePairingCode(code: string): {
+  ref: string;
+  noiseKey: Buffer;
+  identityKey: Buffer;
+  advSecret: Buffer;
+} {
   const body = code.includes('#') ? code.slice(code.indexOf('#') + 1) : code;
   const [ref, noise, identity, adv] = body.split(',');
   if (!ref || !noise || !identity || !adv) {
-    throw new ModelError(400, 'code must be the QR string: "<ref>,<noise key>,<identity key>,<adv secret>,<platform>"');
+    throw new ModelError(
+      400,
+      'code must be the QR string: "<ref>,<noise key>,<identity key>,<adv secret>,<platform>"',
+    );
   }
   return {
     ref,
@@ -94,10 +118,15 @@ export class Pairing {
   async scan(code: string, phone: string): Promise<LinkResult> {
     const parsed = parsePairingCode(code);
     const user = this.accounts.require(phone, 'phone');
-    if (!user.registered) throw new ModelError(409, `phone: ${phone} is not registered, it cannot link devices`);
+    if (!user.registered)
+      throw new ModelError(409, `phone: ${phone} is not registered, it cannot link devices`);
     const registration = this.byRef.get(parsed.ref);
-    if (!registration) throw new ModelError(404, 'code: no socket is waiting for this QR code (expired or closed)');
-    if (!registration.noiseKey.equals(parsed.noiseKey) || !registration.keys.identity.equals(parsed.identityKey)) {
+    if (!registration)
+      throw new ModelError(404, 'code: no socket is waiting for this QR code (expired or closed)');
+    if (
+      !registration.noiseKey.equals(parsed.noiseKey) ||
+      !registration.keys.identity.equals(parsed.identityKey)
+    ) {
       throw new ModelError(409, 'code: the keys in the QR code are not those of the socket that shows it');
     }
     this.end(registration);
@@ -112,7 +141,12 @@ export class Pairing {
     return { jid: phoneJid(user.phone, device.id), lid: lidJid(user.lid, device.id), device: device.id };
   }
 
-  private async sendPairSuccess(connection: Connection, user: User, device: Device, advSecret: Buffer): Promise<void> {
+  private async sendPairSuccess(
+    connection: Connection,
+    user: User,
+    device: Device,
+    advSecret: Buffer,
+  ): Promise<void> {
     const identityKey = device.keys?.identity;
     if (!identityKey) throw new Error('companion has no identity key');
     const details = Buffer.from(
@@ -124,12 +158,21 @@ export class Pairing {
         deviceType: proto.ADVEncryptionType.E2EE,
       }).finish(),
     );
-    const accountSignature = Curve.sign(user.accountKey.private, Buffer.concat([WA_ADV_ACCOUNT_SIG_PREFIX, details, identityKey]));
+    const accountSignature = Curve.sign(
+      user.accountKey.private,
+      Buffer.concat([WA_ADV_ACCOUNT_SIG_PREFIX, details, identityKey]),
+    );
     const signed = Buffer.from(
-      proto.ADVSignedDeviceIdentity.encode({ details, accountSignatureKey: user.accountKey.public, accountSignature }).finish(),
+      proto.ADVSignedDeviceIdentity.encode({
+        details,
+        accountSignatureKey: user.accountKey.public,
+        accountSignature,
+      }).finish(),
     );
     const hmac = createHmac('sha256', advSecret).update(signed).digest();
-    const identityHmac = Buffer.from(proto.ADVSignedDeviceIdentityHMAC.encode({ details: signed, hmac }).finish());
+    const identityHmac = Buffer.from(
+      proto.ADVSignedDeviceIdentityHMAC.encode({ details: signed, hmac }).finish(),
+    );
     const pairSuccess: BinaryNode[] = [
       { tag: 'device-identity', attrs: {}, content: identityHmac },
       { tag: 'platform', attrs: { name: 'android' } },
@@ -138,7 +181,12 @@ export class Pairing {
     if (user.verifiedName) pairSuccess.push({ tag: 'biz', attrs: { name: user.verifiedName } });
     const reply = await connection.request({
       tag: 'iq',
-      attrs: { from: SERVER_JID, type: 'set', id: connection.stanzaId(), t: String(Math.floor(Date.now() / 1000)) },
+      attrs: {
+        from: SERVER_JID,
+        type: 'set',
+        id: connection.stanzaId(),
+        t: String(Math.floor(Date.now() / 1000)),
+      },
       content: [{ tag: 'pair-success', attrs: {}, content: pairSuccess }],
     });
     verifyDeviceSign(reply, details, identityKey, user.accountKey.public);
@@ -152,9 +200,11 @@ export class Pairing {
 function verifyDeviceSign(reply: BinaryNode, details: Buffer, identityKey: Buffer, accountKey: Buffer): void {
   if (reply.attrs.type !== 'result') throw new Error(`pair-success answered with type ${reply.attrs.type}`);
   const identityNode = getBinaryNodeChild(getBinaryNodeChild(reply, 'pair-device-sign'), 'device-identity');
-  if (!(identityNode?.content instanceof Uint8Array)) throw new Error('pair-device-sign without device-identity');
+  if (!(identityNode?.content instanceof Uint8Array))
+    throw new Error('pair-device-sign without device-identity');
   const signed = proto.ADVSignedDeviceIdentity.decode(identityNode.content);
-  if (!signed.details || !Buffer.from(signed.details).equals(details)) throw new Error('countersigned details differ');
+  if (!signed.details || !Buffer.from(signed.details).equals(details))
+    throw new Error('countersigned details differ');
   const message = Buffer.concat([WA_ADV_DEVICE_SIG_PREFIX, details, identityKey, accountKey]);
   if (!signed.deviceSignature || !Curve.verify(identityKey, message, signed.deviceSignature)) {
     throw new Error('device signature invalid');

@@ -8,9 +8,9 @@ import { type BinaryNode, decodeBinaryNode, encodeBinaryNode, type proto } from 
 import type { Logger } from 'pino';
 import type { WebSocket } from 'ws';
 import type { DeviceSocket } from '../model/accounts.ts';
+import type { CertificateChain } from '../noise/certificates.ts';
 import { encodeFrame, FrameReader } from '../noise/framing.ts';
 import { NoiseResponder, type TransportCipher } from '../noise/handshake.ts';
-import type { CertificateChain } from '../noise/certificates.ts';
 
 /** What a connection hands its stanzas to once the handshake is done. */
 export interface StanzaHandler {
@@ -21,7 +21,11 @@ export interface StanzaHandler {
 }
 
 /** Builds the stanza handler for a connection whose client finish carried `payload`. */
-export type SessionFactory = (connection: Connection, payload: proto.ClientPayload, clientStatic: Buffer) => StanzaHandler;
+export type SessionFactory = (
+  connection: Connection,
+  payload: proto.ClientPayload,
+  clientStatic: Buffer,
+) => StanzaHandler;
 
 let nextConnectionId = 1;
 
@@ -38,7 +42,10 @@ export class Connection implements DeviceSocket {
   private handler: StanzaHandler | undefined;
   private closed = false;
   private nextStanzaId = 1;
-  private readonly pending = new Map<string, { resolve: (node: BinaryNode) => void; reject: (e: Error) => void }>();
+  private readonly pending = new Map<
+    string,
+    { resolve: (node: BinaryNode) => void; reject: (e: Error) => void }
+  >();
   /** Stanzas are processed one at a time, in arrival order, as the platform's server does per socket. */
   private queue: Promise<void> = Promise.resolve();
 
@@ -63,10 +70,12 @@ export class Connection implements DeviceSocket {
       return;
     }
     for (const frame of frames) {
-      this.queue = this.queue.then(() => this.onFrame(frame)).catch((err: unknown) => {
-        this.log.warn({ err, connection: this.id }, 'frame handling failed, closing');
-        this.drop();
-      });
+      this.queue = this.queue
+        .then(() => this.onFrame(frame))
+        .catch((err: unknown) => {
+          this.log.warn({ err, connection: this.id }, 'frame handling failed, closing');
+          this.drop();
+        });
     }
   }
 
@@ -75,7 +84,10 @@ export class Connection implements DeviceSocket {
     if (this.transport && this.handler) {
       const node = await decodeBinaryNode(this.transport.decrypt(frame));
       const id = node.attrs.id;
-      const waiter = id !== undefined && (node.tag === 'iq' && (node.attrs.type === 'result' || node.attrs.type === 'error')) ? this.pending.get(id) : undefined;
+      const waiter =
+        id !== undefined && node.tag === 'iq' && (node.attrs.type === 'result' || node.attrs.type === 'error')
+          ? this.pending.get(id)
+          : undefined;
       if (waiter && id !== undefined) {
         this.pending.delete(id);
         waiter.resolve(node);

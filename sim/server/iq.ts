@@ -80,7 +80,9 @@ function encryptIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
       return keys ? { content: [keysDigestNode(keys)] } : { error: { code: 404, text: 'item-not-found' } };
     }
     case 'key': {
-      const users = getBinaryNodeChildren(first, 'user').map((u) => keyBundleNode(ctx.accounts, u.attrs.jid ?? ''));
+      const users = getBinaryNodeChildren(first, 'user').map((u) =>
+        keyBundleNode(ctx.accounts, u.attrs.jid ?? ''),
+      );
       return { content: [{ tag: 'list', attrs: {}, content: users }] };
     }
     default:
@@ -108,7 +110,9 @@ export function answerIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
     case 'encrypt':
       return encryptIq(iq, ctx);
     case 'usync':
-      return first?.tag === 'usync' ? { content: [usyncResult(first, ctx.accounts)] } : badRequest('usync child missing');
+      return first?.tag === 'usync'
+        ? { content: [usyncResult(first, ctx.accounts)] }
+        : badRequest('usync child missing');
     case 'passive':
     case 'urn:xmpp:whatsapp:dirty':
     case 'w:stats':
@@ -127,7 +131,10 @@ export function answerIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
           {
             tag: 'sync',
             attrs: {},
-            content: collections.map((c) => ({ tag: 'collection', attrs: { name: c.attrs.name ?? '', version: c.attrs.version ?? '0' } })),
+            content: collections.map((c) => ({
+              tag: 'collection',
+              attrs: { name: c.attrs.name ?? '', version: c.attrs.version ?? '0' },
+            })),
           },
         ],
       };

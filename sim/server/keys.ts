@@ -4,7 +4,14 @@
  * 3-byte big-endian, public keys as 32 bytes without the 0x05 type byte, `type` = KEY_BUNDLE_TYPE (5).
  */
 import { createHash } from 'node:crypto';
-import { type BinaryNode, getBinaryNodeChild, getBinaryNodeChildBuffer, getBinaryNodeChildren, KEY_BUNDLE_TYPE, type proto } from 'baileys';
+import {
+  type BinaryNode,
+  getBinaryNodeChild,
+  getBinaryNodeChildBuffer,
+  getBinaryNodeChildren,
+  KEY_BUNDLE_TYPE,
+  type proto,
+} from 'baileys';
 import type { Accounts, DeviceKeys, SignedPreKey } from '../model/accounts.ts';
 
 function bigEndian(value: number, bytes: number): Buffer {
@@ -58,7 +65,13 @@ export function deviceKeysFromUpload(iq: BinaryNode): DeviceKeys | undefined {
 export function deviceKeysFromPairing(data: proto.ClientPayload.IDevicePairingRegistrationData): DeviceKeys {
   const registrationId = readUInt(data.eRegid ?? undefined);
   const skeyId = readUInt(data.eSkeyId ?? undefined);
-  if (registrationId === undefined || skeyId === undefined || !data.eIdent || !data.eSkeyVal || !data.eSkeySig) {
+  if (
+    registrationId === undefined ||
+    skeyId === undefined ||
+    !data.eIdent ||
+    !data.eSkeyVal ||
+    !data.eSkeySig
+  ) {
     throw new Error('devicePairingData needs eRegid, eIdent, eSkeyId, eSkeyVal and eSkeySig');
   }
   return {
@@ -100,7 +113,11 @@ export function keysDigestNode(keys: DeviceKeys): BinaryNode {
       { tag: 'type', attrs: {}, content: KEY_BUNDLE_TYPE },
       { tag: 'identity', attrs: {}, content: keys.identity },
       skeyNode(keys.signedPreKey),
-      { tag: 'list', attrs: {}, content: ids.map((id) => ({ tag: 'id', attrs: {}, content: bigEndian(id, 3) })) },
+      {
+        tag: 'list',
+        attrs: {},
+        content: ids.map((id) => ({ tag: 'id', attrs: {}, content: bigEndian(id, 3) })),
+      },
       { tag: 'hash', attrs: {}, content: hash.digest() },
     ],
   };
@@ -115,7 +132,11 @@ export function keyBundleNode(accounts: Accounts, jid: string): BinaryNode {
   const device = target?.user.devices.get(target.device);
   const keys = device?.linked ? device.keys : undefined;
   if (!keys) {
-    return { tag: 'user', attrs: { jid }, content: [{ tag: 'error', attrs: { code: '404', text: 'item-not-found' } }] };
+    return {
+      tag: 'user',
+      attrs: { jid },
+      content: [{ tag: 'error', attrs: { code: '404', text: 'item-not-found' } }],
+    };
   }
   const content: BinaryNode[] = [
     { tag: 'registration', attrs: {}, content: bigEndian(keys.registrationId, 4) },

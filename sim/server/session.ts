@@ -49,7 +49,12 @@ export function unlinkDevice(ctx: SimContext, user: User, device: Device): void 
 }
 
 /** A socket waiting to be paired; it answers only the pair-device result and keep-alive pings. */
-function registrationSession(ctx: SimContext, connection: Connection, payload: proto.ClientPayload, noiseKey: Buffer): StanzaHandler {
+function registrationSession(
+  ctx: SimContext,
+  connection: Connection,
+  payload: proto.ClientPayload,
+  noiseKey: Buffer,
+): StanzaHandler {
   const data = payload.devicePairingData;
   if (!data) throw new Error('registration without devicePairingData');
   const registration = ctx.pairing.start({ connection, noiseKey, keys: deviceKeysFromPairing(data) });
@@ -73,12 +78,20 @@ function ack(connection: Connection, node: BinaryNode): void {
   connection.send({ tag: 'ack', attrs });
 }
 
-function loginSession(ctx: SimContext, connection: Connection, payload: proto.ClientPayload, noiseKey: Buffer): StanzaHandler | undefined {
+function loginSession(
+  ctx: SimContext,
+  connection: Connection,
+  payload: proto.ClientPayload,
+  noiseKey: Buffer,
+): StanzaHandler | undefined {
   const phone = String(payload.username ?? '');
   const user = ctx.accounts.get(phone);
   const device = user?.devices.get(payload.device ?? 0);
   if (!user || !device || device.id === 0 || !device.linked || !device.noiseKey?.equals(noiseKey)) {
-    ctx.log.info({ connection: connection.id, phone, device: payload.device }, 'login refused: device not linked');
+    ctx.log.info(
+      { connection: connection.id, phone, device: payload.device },
+      'login refused: device not linked',
+    );
     connection.failure(401);
     return undefined;
   }
@@ -89,9 +102,20 @@ function loginSession(ctx: SimContext, connection: Connection, payload: proto.Cl
   device.sockets.add(connection);
   connection.send({
     tag: 'success',
-    attrs: { t: now(), props: '1', abprops: '1', location: 'sim', lid: lidJid(user.lid, device.id), creation: now() },
+    attrs: {
+      t: now(),
+      props: '1',
+      abprops: '1',
+      location: 'sim',
+      lid: lidJid(user.lid, device.id),
+      creation: now(),
+    },
   });
-  connection.send({ tag: 'ib', attrs: { from: SERVER_JID }, content: [{ tag: 'offline', attrs: { count: '0' } }] });
+  connection.send({
+    tag: 'ib',
+    attrs: { from: SERVER_JID },
+    content: [{ tag: 'offline', attrs: { count: '0' } }],
+  });
   ctx.log.info({ connection: connection.id, phone, device: device.id }, 'device logged in');
   ctx.events.emit('login', { user, device, connection });
   const iqContext = {
@@ -128,7 +152,12 @@ function loginSession(ctx: SimContext, connection: Connection, payload: proto.Cl
 }
 
 /** Builds the session of a connection from its client payload (the connection's SessionFactory). */
-export function createSession(ctx: SimContext, connection: Connection, payload: proto.ClientPayload, noiseKey: Buffer): StanzaHandler {
+export function createSession(
+  ctx: SimContext,
+  connection: Connection,
+  payload: proto.ClientPayload,
+  noiseKey: Buffer,
+): StanzaHandler {
   if (payload.devicePairingData) return registrationSession(ctx, connection, payload, noiseKey);
   return loginSession(ctx, connection, payload, noiseKey) ?? { async onStanza() {}, onClose() {} };
 }

@@ -10,11 +10,21 @@ import { type Accounts, lidJid, phoneJid, type User } from '../model/accounts.ts
 function contactPhone(userNode: BinaryNode): string | undefined {
   const contact = getBinaryNodeChild(userNode, 'contact');
   const content = contact?.content;
-  const text = typeof content === 'string' ? content : content instanceof Uint8Array ? Buffer.from(content).toString() : undefined;
+  const text =
+    typeof content === 'string'
+      ? content
+      : content instanceof Uint8Array
+        ? Buffer.from(content).toString()
+        : undefined;
   return text?.replace(/^\+/, '');
 }
 
-function protocolNode(protocol: string, user: User | undefined, phone: string | undefined, accounts: Accounts): BinaryNode | undefined {
+function protocolNode(
+  protocol: string,
+  user: User | undefined,
+  phone: string | undefined,
+  accounts: Accounts,
+): BinaryNode | undefined {
   switch (protocol) {
     case 'devices': {
       const devices = user ? accounts.linkedDevices(user) : [];
@@ -36,7 +46,11 @@ function protocolNode(protocol: string, user: User | undefined, phone: string | 
     }
     case 'contact': {
       const known = user?.registered === true;
-      return { tag: 'contact', attrs: { type: known ? 'in' : 'out' }, content: phone ? `+${phone}` : undefined };
+      return {
+        tag: 'contact',
+        attrs: { type: known ? 'in' : 'out' },
+        content: phone ? `+${phone}` : undefined,
+      };
     }
     case 'lid':
       return user ? { tag: 'lid', attrs: { val: lidJid(user.lid) } } : { tag: 'lid', attrs: {} };
@@ -53,24 +67,32 @@ function protocolNode(protocol: string, user: User | undefined, phone: string | 
 export function usyncResult(usync: BinaryNode, accounts: Accounts): BinaryNode {
   const query = getBinaryNodeChild(usync, 'query');
   const protocols = Array.isArray(query?.content) ? query.content.map((p) => p.tag) : [];
-  const users = getBinaryNodeChildren(getBinaryNodeChild(usync, 'list'), 'user').map((userNode): BinaryNode => {
-    const phone = contactPhone(userNode);
-    let jid = userNode.attrs.jid;
-    let user: User | undefined;
-    if (jid) {
-      user = accounts.resolve(jid)?.user;
-    } else if (phone) {
-      user = accounts.get(phone);
-      jid = phoneJid(phone);
-    }
-    const content = protocols
-      .map((p) => protocolNode(p, user, phone ?? user?.phone, accounts))
-      .filter((n): n is BinaryNode => n !== undefined);
-    return { tag: 'user', attrs: { jid: jid ?? '' }, content };
-  });
+  const users = getBinaryNodeChildren(getBinaryNodeChild(usync, 'list'), 'user').map(
+    (userNode): BinaryNode => {
+      const phone = contactPhone(userNode);
+      let jid = userNode.attrs.jid;
+      let user: User | undefined;
+      if (jid) {
+        user = accounts.resolve(jid)?.user;
+      } else if (phone) {
+        user = accounts.get(phone);
+        jid = phoneJid(phone);
+      }
+      const content = protocols
+        .map((p) => protocolNode(p, user, phone ?? user?.phone, accounts))
+        .filter((n): n is BinaryNode => n !== undefined);
+      return { tag: 'user', attrs: { jid: jid ?? '' }, content };
+    },
+  );
   return {
     tag: 'usync',
-    attrs: { sid: usync.attrs.sid ?? '', mode: usync.attrs.mode ?? 'query', context: usync.attrs.context ?? '', index: '0', last: 'true' },
+    attrs: {
+      sid: usync.attrs.sid ?? '',
+      mode: usync.attrs.mode ?? 'query',
+      context: usync.attrs.context ?? '',
+      index: '0',
+      last: 'true',
+    },
     content: [
       { tag: 'result', attrs: {}, content: protocols.map((p) => ({ tag: p, attrs: {} })) },
       { tag: 'list', attrs: {}, content: users },

@@ -1,7 +1,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Simulator } from '../../sim/simulator.ts';
-import { closeCode, connectClient, endClient, memoryAuth, pairClient, startTrustedSimulator, waitForUpdate } from './support.ts';
+import {
+  closeCode,
+  connectClient,
+  endClient,
+  memoryAuth,
+  pairClient,
+  startTrustedSimulator,
+  waitForUpdate,
+} from './support.ts';
 
 describe('simulator: Baileys pairs and logs in (real makeWASocket)', () => {
   let sim: Simulator;
@@ -36,7 +44,11 @@ describe('simulator: Baileys pairs and logs in (real makeWASocket)', () => {
 
     const again = connectClient(sim, client.auth);
     await waitForUpdate(again, (u) => u.connection === 'open', 'open without a scan');
-    assert.equal(again.updates.some((u) => typeof u.qr === 'string'), false, 'no QR on reconnect');
+    assert.equal(
+      again.updates.some((u) => typeof u.qr === 'string'),
+      false,
+      'no QR on reconnect',
+    );
     await endClient(again);
   });
 

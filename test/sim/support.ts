@@ -55,7 +55,7 @@ export function memoryAuth(): ClientAuth {
 /** Starts a simulator and makes this process's Baileys trust its root key. */
 export async function startTrustedSimulator(): Promise<Simulator> {
   const sim = await startSimulator();
-  WA_CERT_DETAILS.PUBLIC_KEY = sim.rootKey;
+  WA_CERT_DETAILS.PUBLIC_KEY = Buffer.from(sim.rootKey.toString('hex'), 'hex');
   return sim;
 }
 
@@ -67,7 +67,11 @@ export interface Client {
 }
 
 /** Opens a Baileys socket to the simulator with `auth`; credential updates are applied to `auth.creds`. */
-export function connectClient(sim: Simulator, auth: ClientAuth, options: { qrTimeout?: number } = {}): Client {
+export function connectClient(
+  sim: Simulator,
+  auth: ClientAuth,
+  options: { qrTimeout?: number; keepAliveIntervalMs?: number } = {},
+): Client {
   const sock = makeWASocket({
     auth: { creds: auth.creds, keys: auth.keys },
     waWebSocketUrl: sim.url,
@@ -76,6 +80,7 @@ export function connectClient(sim: Simulator, auth: ClientAuth, options: { qrTim
     syncFullHistory: false,
     connectTimeoutMs: 10_000,
     ...(options.qrTimeout ? { qrTimeout: options.qrTimeout } : {}),
+    ...(options.keepAliveIntervalMs ? { keepAliveIntervalMs: options.keepAliveIntervalMs } : {}),
   });
   const updates: Partial<ConnectionState>[] = [];
   sock.ev.on('connection.update', (u) => updates.push(u));
@@ -140,14 +145,34 @@ export async function endClient(client: Client): Promise<void> {
  * simulator's pairing (as POST /control/scan does), waits for the 515 close, reconnects with the new
  * credentials and waits for `open`. Returns the open client.
  */
-export async function pairClient(sim: Simulator, phone: string, auth = memoryAuth()): Promise<Client> {
+export async function pairClient(
+  sim: Simulator,
+  phone: string,
+  auth = memoryAuth(),
+  options: { keepAliveIntervalMs?: number } = {},
+): Promise<Client> {
   const first = connectClient(sim, auth);
   const { qr } = await waitForUpdate(first, (u) => typeof u.qr === 'string', 'a QR code');
   const restarted = waitForUpdate(first, (u) => u.connection === 'close', 'the 515 close');
   await sim.context.pairing.scan(qr ?? '', phone);
   const closed = await restarted;
   if (closeCode(closed) !== 515) throw new Error(`pairing ended with ${closeCode(closed)}, not 515`);
-  const second = connectClient(sim, auth);
+  const second = connectClient(sim, auth, options);
   await waitForUpdate(second, (u) => u.connection === 'open', 'open after the restart');
   return second;
+}
+
+/** JSON request to the simulator's control API; resolves with status and parsed body. */
+export async function control(
+  sim: Simulator,
+  method: 'GET' | 'POST',
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; body: unknown }> {
+  const response = await fetch(`${sim.control}${path}`, {
+    method,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? null : JSON.stringify(body),
+  });
+  return { status: response.status, body: await response.json() };
 }
