@@ -68,7 +68,7 @@ export interface Client {
 
 /** Opens a Baileys socket to the simulator with `auth`; credential updates are applied to `auth.creds`. */
 export function connectClient(
-  sim: Simulator,
+  sim: Pick<Simulator, 'url'>,
   auth: ClientAuth,
   options: { qrTimeout?: number; keepAliveIntervalMs?: number } = {},
 ): Client {
