@@ -1,0 +1,249 @@
+/**
+ * A simulated device's Signal side: its registration id, identity key pair, signed pre-key and one-time
+ * pre-keys, its libsignal store, and encryption to / decryption from the devices it talks to — the Signal
+ * protocol (X3DH + Double Ratchet) as libsignal-node runs it, the library Baileys 7 uses
+ * (lib/Signal/libsignal.js). Used for simulated users' phones (device 0) and any simulated companion.
+ *
+ * Sessions are keyed by the peer's Signal address, LID-preferred like Baileys (see address.ts).
+ */
+import { randomBytes } from 'node:crypto';
+import { createRequire } from 'node:module';
+import type { proto } from 'baileys';
+import { SessionBuilder, SessionCipher } from 'libsignal';
+import * as curve from 'libsignal/src/curve.js';
+import { type LidLookup, sessionAddress } from './address.ts';
+import { type DeviceKeys, KEY_TYPE_DJB, type KeyBundle } from './keys.ts';
+import { type DecodedMessage, decodeMessage, encodeMessage } from './payload.ts';
+import { MemorySignalStore, type SignalKeyPair } from './store.ts';
+
+const require = createRequire(import.meta.url);
+/** libsignal's PreKeyWhisperMessage protobuf, read for the sender's identity key as Baileys does. */
+const { PreKeyWhisperMessage } = require('libsignal/src/protobufs.js') as {
+  PreKeyWhisperMessage: { decode(bytes: Uint8Array): { identityKey?: Uint8Array | null } };
+};
+
+/**
+ * A Signal message on the wire: `pkmsg` (PreKeyWhisperMessage, libsignal type 3: opens a session with a
+ * fetched bundle) or `msg` (WhisperMessage, type 1: within an established session) — the `type` attribute
+ * of `<enc v="2">`.
+ */
+export interface Ciphertext {
+  type: 'pkmsg' | 'msg';
+  ciphertext: Buffer;
+}
+
+/** A Signal operation that failed: no session to encrypt with, or a message that does not decrypt. */
+export class SignalError extends Error {
+  override readonly name = 'SignalError';
+}
+
+/** How to create a {@link SimDevice}. */
+export interface SimDeviceOptions {
+  /** The device's JID by phone number: `<phone>@s.whatsapp.net` for the phone, `<phone>:<n>@…` for others. */
+  jid: string;
+  /** The device's JID by LID (`<lid>[:<n>]@lid`), when the account has one. */
+  lid?: string;
+  /** One-time pre-keys to generate now (default 100; the platform keeps a stock per device). */
+  preKeys?: number;
+  /** Maps a peer's phone number to its LID user, so sessions are stored under LID addresses (address.ts). */
+  lidOf?: LidLookup;
+}
+
+/** libsignal's key pair as Buffers (its curve returns Buffers; its typings say Uint8Array). */
+function keyPair(): SignalKeyPair {
+  const pair = curve.generateKeyPair();
+  return { pubKey: Buffer.from(pair.pubKey), privKey: Buffer.from(pair.privKey) };
+}
+
+/** A 14-bit non-zero registration id (libsignal keyhelper.generateRegistrationId, which may yield 0). */
+function registrationId(): number {
+  return randomBytes(2).readUInt16BE(0) & 0x3fff || 1;
+}
+
+/** Drops libsignal's 0x05 type byte: the 32-byte form the platform publishes. */
+function wireKey(pubKey: Buffer): Buffer {
+  return pubKey.subarray(1);
+}
+
+/** Adds libsignal's 0x05 type byte to a 32-byte wire key. */
+function signalKey(key: Buffer): Buffer {
+  return key.length === 33 ? key : Buffer.concat([Buffer.from([KEY_TYPE_DJB]), key]);
+}
+
+/** One simulated device with real Signal keys and sessions. */
+export class SimDevice {
+  readonly jid: string;
+  readonly lid: string | undefined;
+  readonly registrationId: number;
+  /** Identity key pair, libsignal form (pubKey 33 bytes). */
+  readonly identity: SignalKeyPair;
+  /**
+   * The public keys this device publishes, in the platform's wire form: what a key fetch hands out. The
+   * server consumes one-time pre-keys from `keys.preKeys` (keys.ts takeBundle); the private halves stay here
+   * until a pkmsg uses them.
+   */
+  readonly keys: DeviceKeys;
+  private readonly store: MemorySignalStore;
+  private readonly lidOf: LidLookup | undefined;
+  private nextPreKeyId = 1;
+
+  constructor(options: SimDeviceOptions) {
+    this.jid = options.jid;
+    this.lid = options.lid;
+    this.lidOf = options.lidOf;
+    this.registrationId = registrationId();
+    this.identity = keyPair();
+    this.store = new MemorySignalStore({ registrationId: this.registrationId, identity: this.identity });
+    const signed = keyPair();
+    const signedId = 1;
+    this.store.addSignedPreKey(signedId, signed);
+    // XEdDSA signature over the 33-byte public key, as libsignal keyhelper.generateSignedPreKey and Baileys
+    // signedKeyPair compute it; libsignal's SessionBuilder.initOutgoing verifies exactly this.
+    const signature = Buffer.from(curve.calculateSignature(this.identity.privKey, signed.pubKey));
+    this.keys = {
+      registrationId: this.registrationId,
+      identity: wireKey(this.identity.pubKey),
+      signedPreKey: { id: signedId, public: wireKey(signed.pubKey), signature },
+      preKeys: new Map(),
+    };
+    this.addPreKeys(options.preKeys ?? 100);
+  }
+
+  /**
+   * Generates `count` more one-time pre-keys, adds their public halves to {@link keys}.preKeys and returns
+   * them (id → 32-byte public key). Ids increase from 1 and wrap below 2^24 as libsignal's key ids do.
+   */
+  addPreKeys(count: number): Map<number, Buffer> {
+    const added = new Map<number, Buffer>();
+    for (let i = 0; i < count; i++) {
+      const id = this.nextPreKeyId;
+      this.nextPreKeyId = (this.nextPreKeyId % 0xffffff) + 1;
+      const pair = keyPair();
+      this.store.addPreKey(id, pair);
+      added.set(id, wireKey(pair.pubKey));
+      this.keys.preKeys.set(id, wireKey(pair.pubKey));
+    }
+    return added;
+  }
+
+  /** Unused one-time pre-keys held privately (handed out or not). */
+  preKeyCount(): number {
+    return this.store.preKeyCount();
+  }
+
+  /** The Signal address (`user[_domain].device`) the session with `peer` (a device JID) is stored under. */
+  addressOf(peer: string): string {
+    return sessionAddress(peer, this.lidOf).toString();
+  }
+
+  /** True when a session able to encrypt to `peer` exists. */
+  hasSession(peer: string): Promise<boolean> {
+    return this.store.hasOpenSession(this.addressOf(peer));
+  }
+
+  /** The identity key (32 bytes, wire form) recorded for `peer`, if any. */
+  identityOf(peer: string): Buffer | undefined {
+    const key = this.store.identityOf(this.addressOf(peer));
+    return key ? wireKey(key) : undefined;
+  }
+
+  /** Forgets the session with `peer` (the platform's "identity changed / re-register" path). */
+  deleteSession(peer: string): void {
+    this.store.deleteSession(this.addressOf(peer));
+  }
+
+  /**
+   * Opens a session to `peer` from its fetched bundle (X3DH initiator, libsignal SessionBuilder.initOutgoing,
+   * as Baileys' injectE2ESession): the next {@link encrypt} to it is a `pkmsg`.
+   * Stricter than libsignal-node, whose initOutgoing skips the check (curve.verifySignature with isInit):
+   * the signed pre-key's XEdDSA signature must verify against the bundle's identity key, as the Signal
+   * specification (X3DH section 3.3) requires.
+   * @throws SignalError when the signature does not verify.
+   */
+  async startSession(peer: string, bundle: KeyBundle): Promise<void> {
+    const address = sessionAddress(peer, this.lidOf);
+    const identityKey = signalKey(bundle.identity);
+    if (
+      !curve.verifySignature(
+        identityKey,
+        signalKey(bundle.signedPreKey.public),
+        bundle.signedPreKey.signature,
+      )
+    ) {
+      throw new SignalError(`bundle of ${peer} rejected: signed pre-key not signed by its identity key`);
+    }
+    this.store.saveIdentity(address.toString(), identityKey);
+    const session = {
+      registrationId: bundle.registrationId,
+      identityKey,
+      signedPreKey: {
+        keyId: bundle.signedPreKey.id,
+        publicKey: signalKey(bundle.signedPreKey.public),
+        signature: bundle.signedPreKey.signature,
+      },
+      preKey: bundle.preKey
+        ? { keyId: bundle.preKey.id, publicKey: signalKey(bundle.preKey.public) }
+        : (undefined as unknown as { keyId: number; publicKey: Uint8Array }),
+    };
+    try {
+      await new SessionBuilder(this.store, address).initOutgoing(session);
+    } catch (error) {
+      throw new SignalError(`bundle of ${peer} rejected: ${(error as Error).message}`, { cause: error });
+    }
+  }
+
+  /**
+   * Encrypts `plaintext` (already padded) to `peer`: `pkmsg` until the peer has answered on this session,
+   * `msg` after (libsignal SessionCipher.encrypt; Baileys' repository.encryptMessage).
+   * @throws SignalError when there is no session with `peer` ({@link startSession} first).
+   */
+  async encrypt(peer: string, plaintext: Uint8Array): Promise<Ciphertext> {
+    const address = sessionAddress(peer, this.lidOf);
+    if (!(await this.store.hasOpenSession(address.toString()))) {
+      throw new SignalError(`no session with ${peer} (${address.toString()}): fetch its bundle first`);
+    }
+    const { type, body } = await new SessionCipher(this.store, address).encrypt(Buffer.from(plaintext));
+    return { type: type === 3 ? 'pkmsg' : 'msg', ciphertext: Buffer.from(body, 'binary') };
+  }
+
+  /**
+   * Decrypts a `pkmsg` or `msg` from `peer` (libsignal SessionCipher; Baileys' repository.decryptMessage):
+   * a pkmsg records the sender's identity (a changed identity drops the old session first) and consumes the
+   * one-time pre-key it names. Returns the plaintext, still padded, and whether the identity was new or changed.
+   * @throws SignalError when the message does not decrypt (wrong identity or keys, no session, replay).
+   */
+  async decrypt(peer: string, input: Ciphertext): Promise<{ plaintext: Buffer; identityChanged: boolean }> {
+    const address = sessionAddress(peer, this.lidOf);
+    const cipher = new SessionCipher(this.store, address);
+    let identityChanged = false;
+    try {
+      if (input.type === 'pkmsg') {
+        const identity = PreKeyWhisperMessage.decode(input.ciphertext.subarray(1)).identityKey;
+        if (identity?.length === 33) identityChanged = this.store.saveIdentity(address.toString(), identity);
+        return { plaintext: await cipher.decryptPreKeyWhisperMessage(input.ciphertext), identityChanged };
+      }
+      return { plaintext: await cipher.decryptWhisperMessage(input.ciphertext), identityChanged };
+    } catch (error) {
+      throw new SignalError(`cannot decrypt ${input.type} from ${peer}: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+  }
+
+  /** Encodes `message` as the platform does (protobuf + padding, payload.ts) and encrypts it to `peer`. */
+  encryptMessage(peer: string, message: proto.IMessage): Promise<Ciphertext> {
+    return this.encrypt(peer, encodeMessage(message));
+  }
+
+  /**
+   * Decrypts and decodes a `Message` from `peer`, unwrapping `deviceSentMessage` (payload.ts).
+   * @throws SignalError as {@link decrypt}; PayloadError for bad padding or protobuf.
+   */
+  async decryptMessage(
+    peer: string,
+    input: Ciphertext,
+  ): Promise<DecodedMessage & { identityChanged: boolean }> {
+    const { plaintext, identityChanged } = await this.decrypt(peer, input);
+    return { ...decodeMessage(plaintext), identityChanged };
+  }
+}
