@@ -4,8 +4,9 @@
  * `<chatstate>` stanzas as Baileys' messages-recv.js handleReceipt and chats.js handlePresenceUpdate read them).
  */
 import { type Static, Type } from '@sinclair/typebox';
-import type { BinaryNode } from 'baileys';
+import type { BinaryNode, proto } from 'baileys';
 import type { FastifyInstance } from 'fastify';
+import { sendMessage } from '../messaging/send.ts';
 import { phoneJid, type User } from '../model/accounts.ts';
 import type { SimContext } from '../server/session.ts';
 import { ControlError } from './errors.ts';
@@ -20,6 +21,19 @@ const Receipts = Type.Object(
   },
   { additionalProperties: false },
 );
+
+const Message = Type.Object(
+  {
+    from: Phone,
+    to: Phone,
+    text: Type.String({ minLength: 1, maxLength: 65536 }),
+    quotedId: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
+    groupJid: Type.Optional(Type.String({ minLength: 1 })),
+  },
+  { additionalProperties: false },
+);
+
+const PhoneParams = Type.Object({ phone: Phone });
 
 const Presence = Type.Object(
   {
@@ -49,6 +63,36 @@ function now(): string {
 
 /** Registers the messaging routes. */
 export function registerMessagingRoutes(app: FastifyInstance, ctx: SimContext): void {
+  app.post<{ Body: Static<typeof Message> }>(
+    '/control/messages',
+    { schema: { body: Message } },
+    async (request, reply) => {
+      const { from, to, text, quotedId, groupJid } = request.body;
+      if (groupJid !== undefined) throw new ControlError(501, 'groupJid: groups are not simulated yet');
+      const sender = ctx.accounts.require(from, 'from');
+      const account = ctx.accounts.require(to, 'to');
+      if (sender === account) throw new ControlError(400, 'to: must differ from from');
+      if (!account.registered) throw new ControlError(409, `to: ${to} is not registered`);
+      const message: proto.IMessage = quotedId
+        ? {
+            extendedTextMessage: {
+              text,
+              contextInfo: { stanzaId: quotedId, participant: phoneJid(account.phone) },
+            },
+          }
+        : { conversation: text };
+      const result = await sendMessage(ctx.signalQueue, sender, account, message);
+      if (result.devices === 0) throw new ControlError(409, `to: account ${to} has no linked device`);
+      return reply.status(201).send(result);
+    },
+  );
+
+  app.get<{ Params: Static<typeof PhoneParams> }>(
+    '/control/users/:phone/inbox',
+    { schema: { params: PhoneParams } },
+    async (request) => ctx.accounts.require(request.params.phone, 'phone').inbox,
+  );
+
   app.post<{ Body: Static<typeof Receipts> }>(
     '/control/receipts',
     { schema: { body: Receipts } },

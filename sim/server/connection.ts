@@ -112,6 +112,28 @@ export class Connection implements DeviceSocket {
     this.ws.send(encodeFrame(this.transport.encrypt(encodeBinaryNode(node))));
   }
 
+  /** Messages sent and not yet acked by the client, by id. */
+  private readonly unacked = new Map<string, BinaryNode>();
+
+  /** Sends a message stanza and remembers it until {@link acknowledge} (see DeviceSocket.sendMessage). */
+  sendMessage(node: BinaryNode): void {
+    if (this.closed) return;
+    this.unacked.set(node.attrs.id ?? '', node);
+    this.send(node);
+  }
+
+  /** The client acked (or sent a receipt for) message `id`. */
+  acknowledge(id: string): void {
+    this.unacked.delete(id);
+  }
+
+  /** Removes and returns the messages never acked, oldest first. */
+  takeUnacked(): BinaryNode[] {
+    const nodes = [...this.unacked.values()];
+    this.unacked.clear();
+    return nodes;
+  }
+
   /** A fresh stanza id for server-initiated stanzas. */
   stanzaId(): string {
     return `sim-${this.id}-${this.nextStanzaId++}`;

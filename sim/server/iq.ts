@@ -7,7 +7,14 @@
 import { type BinaryNode, getBinaryNodeChild, getBinaryNodeChildren } from 'baileys';
 import type { Accounts, Device, User } from '../model/accounts.ts';
 import { SERVER_JID } from '../model/accounts.ts';
-import { deviceKeysFromUpload, keyBundleNode, keysDigestNode, signedPreKeyFromNode } from './keys.ts';
+import {
+  type DeviceKeys,
+  KeyNodeError,
+  mergePreKeyUpload,
+  parsePreKeyUpload,
+  parseSignedPreKey,
+} from '../signal/index.ts';
+import { keyBundleNode, keysDigestNode } from './keys.ts';
 import { usyncResult } from './usync.ts';
 
 /** Who is asking, and what the iq handlers may touch. */
@@ -58,18 +65,23 @@ function encryptIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
       const skey = getBinaryNodeChild(first, 'skey');
       const keys = ctx.device.keys;
       if (!skey || !keys) return badRequest('rotate needs an skey and uploaded keys');
-      keys.signedPreKey = signedPreKeyFromNode(skey);
+      try {
+        keys.signedPreKey = parseSignedPreKey(skey);
+      } catch (error) {
+        return badRequest((error as Error).message);
+      }
       return {};
     }
-    const uploaded = deviceKeysFromUpload(iq);
-    if (!uploaded) return badRequest('pre-key upload needs registration, identity, list and skey');
+    let uploaded: DeviceKeys;
+    try {
+      uploaded = parsePreKeyUpload(iq);
+    } catch (error) {
+      if (error instanceof KeyNodeError) return badRequest(error.message);
+      throw error;
+    }
     const keys = ctx.device.keys;
     if (keys && !keys.identity.equals(uploaded.identity)) return { error: { code: 409, text: 'conflict' } };
-    if (keys) {
-      keys.registrationId = uploaded.registrationId;
-      keys.signedPreKey = uploaded.signedPreKey;
-      for (const [id, key] of uploaded.preKeys) keys.preKeys.set(id, key);
-    } else ctx.device.keys = uploaded;
+    ctx.device.keys = keys ? mergePreKeyUpload(keys, uploaded) : uploaded;
     return {};
   }
   switch (first?.tag) {

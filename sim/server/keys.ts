@@ -12,13 +12,14 @@ import {
   KEY_BUNDLE_TYPE,
   type proto,
 } from 'baileys';
-import type { Accounts, DeviceKeys, SignedPreKey } from '../model/accounts.ts';
-
-function bigEndian(value: number, bytes: number): Buffer {
-  const out = Buffer.alloc(bytes);
-  out.writeUIntBE(value, 0, bytes);
-  return out;
-}
+import type { Accounts, DeviceKeys } from '../model/accounts.ts';
+import {
+  bigEndian,
+  keyBundleUserNode,
+  keyErrorUserNode,
+  signedPreKeyNode,
+  takeBundle,
+} from '../signal/index.ts';
 
 function readUInt(data: Uint8Array | undefined): number | undefined {
   if (!data || data.length === 0 || data.length > 6) return undefined;
@@ -27,35 +28,6 @@ function readUInt(data: Uint8Array | undefined): number | undefined {
 
 function strip(key: Uint8Array): Buffer {
   return Buffer.from(key.length === 33 ? key.subarray(1) : key);
-}
-
-/** Reads an `<skey><id/><value/><signature/></skey>` node. Throws Error when a part is missing. */
-export function signedPreKeyFromNode(skey: BinaryNode): SignedPreKey {
-  const id = readUInt(getBinaryNodeChildBuffer(skey, 'id'));
-  const value = getBinaryNodeChildBuffer(skey, 'value');
-  const signature = getBinaryNodeChildBuffer(skey, 'signature');
-  if (id === undefined || !value || !signature) throw new Error('skey needs id, value and signature');
-  return { id, public: strip(value), signature: Buffer.from(signature) };
-}
-
-/** Reads an `encrypt` set iq (pre-key upload); undefined when it lacks a part. */
-export function deviceKeysFromUpload(iq: BinaryNode): DeviceKeys | undefined {
-  const registrationId = readUInt(getBinaryNodeChildBuffer(iq, 'registration'));
-  const identity = getBinaryNodeChildBuffer(iq, 'identity');
-  const skey = getBinaryNodeChild(iq, 'skey');
-  const list = getBinaryNodeChild(iq, 'list');
-  if (registrationId === undefined || !identity || !skey || !list) return undefined;
-  const preKeys = new Map<number, Buffer>();
-  for (const key of getBinaryNodeChildren(list, 'key')) {
-    const id = readUInt(getBinaryNodeChildBuffer(key, 'id'));
-    const value = getBinaryNodeChildBuffer(key, 'value');
-    if (id !== undefined && value) preKeys.set(id, strip(value));
-  }
-  try {
-    return { registrationId, identity: strip(identity), signedPreKey: signedPreKeyFromNode(skey), preKeys };
-  } catch {
-    return undefined;
-  }
 }
 
 /**
@@ -82,18 +54,6 @@ export function deviceKeysFromPairing(data: proto.ClientPayload.IDevicePairingRe
   };
 }
 
-function skeyNode(skey: SignedPreKey): BinaryNode {
-  return {
-    tag: 'skey',
-    attrs: {},
-    content: [
-      { tag: 'id', attrs: {}, content: bigEndian(skey.id, 3) },
-      { tag: 'value', attrs: {}, content: skey.public },
-      { tag: 'signature', attrs: {}, content: skey.signature },
-    ],
-  };
-}
-
 /**
  * The `<digest>` answer to `encrypt` get digest: the registered keys plus the ids of the one-time pre-keys
  * and a SHA-1 over identity, signed pre-key, signature and pre-keys (the platform's digest shape).
@@ -112,7 +72,7 @@ export function keysDigestNode(keys: DeviceKeys): BinaryNode {
       { tag: 'registration', attrs: {}, content: bigEndian(keys.registrationId, 4) },
       { tag: 'type', attrs: {}, content: KEY_BUNDLE_TYPE },
       { tag: 'identity', attrs: {}, content: keys.identity },
-      skeyNode(keys.signedPreKey),
+      signedPreKeyNode(keys.signedPreKey),
       {
         tag: 'list',
         attrs: {},
@@ -124,38 +84,12 @@ export function keysDigestNode(keys: DeviceKeys): BinaryNode {
 }
 
 /**
- * One `<user jid>` of a key fetch answer: the device's pre-key bundle, consuming one one-time pre-key (the
- * lowest id) when any is left. Unknown devices get `<error code=404 text=item-not-found/>`.
+ * One `<user jid>` of a key fetch answer: the device's pre-key bundle, consuming its lowest one-time pre-key
+ * when any is left (signal/keys.ts takeBundle). Unknown or unlinked devices get `<error code=404/>`.
  */
 export function keyBundleNode(accounts: Accounts, jid: string): BinaryNode {
   const target = accounts.resolve(jid);
   const device = target?.user.devices.get(target.device);
   const keys = device?.linked ? device.keys : undefined;
-  if (!keys) {
-    return {
-      tag: 'user',
-      attrs: { jid },
-      content: [{ tag: 'error', attrs: { code: '404', text: 'item-not-found' } }],
-    };
-  }
-  const content: BinaryNode[] = [
-    { tag: 'registration', attrs: {}, content: bigEndian(keys.registrationId, 4) },
-    { tag: 'type', attrs: {}, content: KEY_BUNDLE_TYPE },
-    { tag: 'identity', attrs: {}, content: keys.identity },
-    skeyNode(keys.signedPreKey),
-  ];
-  const preKeyId = [...keys.preKeys.keys()].sort((a, b) => a - b)[0];
-  const preKey = preKeyId === undefined ? undefined : keys.preKeys.get(preKeyId);
-  if (preKeyId !== undefined && preKey) {
-    keys.preKeys.delete(preKeyId);
-    content.push({
-      tag: 'key',
-      attrs: {},
-      content: [
-        { tag: 'id', attrs: {}, content: bigEndian(preKeyId, 3) },
-        { tag: 'value', attrs: {}, content: preKey },
-      ],
-    });
-  }
-  return { tag: 'user', attrs: { jid }, content };
+  return keys ? keyBundleUserNode(jid, takeBundle(keys)) : keyErrorUserNode(jid);
 }

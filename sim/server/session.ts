@@ -6,8 +6,9 @@
  * it registered, refused with `<failure reason=401>` otherwise.
  */
 import { EventEmitter } from 'node:events';
-import type { BinaryNode, proto } from 'baileys';
+import { type BinaryNode, getBinaryNodeChild, getBinaryNodeChildren, type proto } from 'baileys';
 import type { Logger } from 'pino';
+import { KeyedQueue, takeOffline } from '../messaging/delivery.ts';
 import { type Accounts, type Device, lidJid, SERVER_JID, type User } from '../model/accounts.ts';
 import type { CertificateChain } from '../noise/certificates.ts';
 import type { Pairing } from '../pairing/pairing.ts';
@@ -29,6 +30,8 @@ export interface SimContext {
   pairing: Pairing;
   chain: CertificateChain;
   log: Logger;
+  /** Serializes Signal operations per user phone (sessions are read-modify-write). */
+  signalQueue: KeyedQueue;
   /**
    * `stanza` (DeviceStanza) for every message, receipt, presence and chatstate a device sends;
    * `login` ({ user, device, connection }) when a device logs in; `unlink` ({ user, device }).
@@ -78,6 +81,14 @@ function ack(connection: Connection, node: BinaryNode): void {
   connection.send({ tag: 'ack', attrs });
 }
 
+/** Clears the messages a client ack or receipt names (`id` and any `<list><item id/>`). */
+function acknowledged(connection: Connection, node: BinaryNode): void {
+  if (node.attrs.id) connection.acknowledge(node.attrs.id);
+  for (const item of getBinaryNodeChildren(getBinaryNodeChild(node, 'list'), 'item')) {
+    if (item.attrs.id) connection.acknowledge(item.attrs.id);
+  }
+}
+
 function loginSession(
   ctx: SimContext,
   connection: Connection,
@@ -111,10 +122,12 @@ function loginSession(
       creation: now(),
     },
   });
+  const queued = takeOffline(device);
+  for (const node of queued) connection.sendMessage(node);
   connection.send({
     tag: 'ib',
     attrs: { from: SERVER_JID },
-    content: [{ tag: 'offline', attrs: { count: '0' } }],
+    content: [{ tag: 'offline', attrs: { count: String(queued.length) } }],
   });
   ctx.log.info({ connection: connection.id, phone, device: device.id }, 'device logged in');
   ctx.events.emit('login', { user, device, connection });
@@ -133,6 +146,7 @@ function loginSession(
           return;
         case 'message':
         case 'receipt':
+          if (node.tag === 'receipt') acknowledged(connection, node);
           ack(connection, node);
           ctx.events.emit('stanza', { user, device, connection, node } satisfies DeviceStanza);
           return;
@@ -140,13 +154,17 @@ function loginSession(
         case 'chatstate':
           ctx.events.emit('stanza', { user, device, connection, node } satisfies DeviceStanza);
           return;
+        case 'ack':
+          acknowledged(connection, node);
+          return;
         default:
-          // ib (unified_session, offline_batch), acks of server stanzas: nothing to answer.
+          // ib (unified_session, offline_batch): nothing to answer.
           return;
       }
     },
     onClose() {
       device.sockets.delete(connection);
+      device.offline.unshift(...connection.takeUnacked());
     },
   };
 }
@@ -163,6 +181,6 @@ export function createSession(
 }
 
 /** A fresh context. */
-export function createContext(parts: Omit<SimContext, 'events'>): SimContext {
-  return { ...parts, events: new EventEmitter() };
+export function createContext(parts: Omit<SimContext, 'events' | 'signalQueue'>): SimContext {
+  return { ...parts, events: new EventEmitter(), signalQueue: new KeyedQueue() };
 }

@@ -1,0 +1,112 @@
+/**
+ * What linked Baileys devices send, as the platform's server relays it (Baileys' Socket/messages-send.js
+ * relayMessage and sendReceipt shapes):
+ * - `<message>`: one ciphertext per recipient device (`<participants><to jid><enc/></to>…`). Ciphertexts for a
+ *   simulated phone (device :0) are decrypted with that user's Signal identity and land in its inbox — the
+ *   sender's own phone gets a deviceSentMessage copy (DSM), decrypted too but not an inbox entry. Ciphertexts
+ *   for another companion device are forwarded to it as an incoming `<message>`.
+ * - `<receipt>`: recorded in the inbox of the user the receipt is addressed to.
+ * A ciphertext that does not decrypt is logged and published as `decrypt-error` on the context's events.
+ */
+import { type BinaryNode, getBinaryNodeChild, getBinaryNodeChildren } from 'baileys';
+import { lidJid, phoneJid } from '../model/accounts.ts';
+import { entryFromMessage } from '../model/inbox.ts';
+import type { DeviceStanza, SimContext } from '../server/session.ts';
+import { asCiphertext, incomingMessageNode, parseOutgoingMessage } from '../signal/index.ts';
+import { deliver, type KeyedQueue } from './delivery.ts';
+
+async function relayMessage(
+  ctx: SimContext,
+  queue: KeyedQueue,
+  { user, device, node }: DeviceStanza,
+): Promise<void> {
+  const outgoing = parseOutgoingMessage(node);
+  const senderJid = phoneJid(user.phone, device.id);
+  const timestamp = new Date().toISOString();
+  for (const enc of outgoing.encs) {
+    const target = ctx.accounts.resolve(enc.jid);
+    if (!target) {
+      ctx.log.warn({ jid: enc.jid, id: outgoing.id }, 'message for an unknown device dropped');
+      continue;
+    }
+    const { user: recipient, device: deviceId } = target;
+    if (deviceId !== 0) {
+      const targetDevice = recipient.devices.get(deviceId);
+      if (!targetDevice?.linked || targetDevice === device) continue;
+      const forwarded = incomingMessageNode({
+        id: outgoing.id,
+        from: recipient === user ? phoneJid(user.phone) : senderJid,
+        type: outgoing.type,
+        pushName: user.pushName,
+        senderAlt: lidJid(user.lid),
+        enc: [{ type: enc.type, ciphertext: enc.ciphertext, attrs: enc.attrs }],
+        ...(recipient === user ? { recipient: outgoing.to } : {}),
+        ...(outgoing.deviceIdentity ? { deviceIdentity: outgoing.deviceIdentity } : {}),
+      });
+      deliver(targetDevice, forwarded);
+      continue;
+    }
+    try {
+      const decoded = await queue.run(recipient.phone, () =>
+        recipient.handset.decryptMessage(senderJid, asCiphertext(enc)),
+      );
+      if (recipient === user) {
+        ctx.events.emit('sent', {
+          user,
+          id: outgoing.id,
+          to: decoded.destinationJid,
+          message: decoded.message,
+        });
+        continue;
+      }
+      const entry = entryFromMessage(
+        { id: outgoing.id, from: user.phone, fromDevice: device.id, timestamp },
+        decoded.message,
+      );
+      recipient.inbox.push(entry);
+      ctx.events.emit('inbox', { user: recipient, entry });
+    } catch (error) {
+      ctx.log.warn(
+        { err: error, id: outgoing.id, to: enc.jid, from: senderJid },
+        'could not decrypt a message',
+      );
+      ctx.events.emit('decrypt-error', { user: recipient, id: outgoing.id, from: senderJid, error });
+    }
+  }
+}
+
+function recordReceipt(ctx: SimContext, { user, device, node }: DeviceStanza): void {
+  const to = node.attrs.to;
+  const target = to ? ctx.accounts.resolve(to) : undefined;
+  if (!target || target.user === user) return;
+  const first = node.attrs.id;
+  if (!first) return;
+  const list = getBinaryNodeChild(node, 'list');
+  const ids = [first, ...getBinaryNodeChildren(list, 'item').map((i) => i.attrs.id ?? '')].filter(
+    (id) => id !== '',
+  );
+  const entry = {
+    id: first,
+    from: user.phone,
+    fromDevice: device.id,
+    type: 'receipt',
+    timestamp: new Date().toISOString(),
+    receipt: node.attrs.type ?? 'delivery',
+    ids,
+  };
+  target.user.inbox.push(entry);
+  ctx.events.emit('inbox', { user: target.user, entry });
+}
+
+/** Subscribes the relay to the context's device stanzas. */
+export function startRelay(ctx: SimContext, queue: KeyedQueue): void {
+  ctx.events.on('stanza', (stanza: DeviceStanza) => {
+    const node: BinaryNode = stanza.node;
+    if (node.tag === 'receipt') recordReceipt(ctx, stanza);
+    else if (node.tag === 'message') {
+      relayMessage(ctx, queue, stanza).catch((error: unknown) =>
+        ctx.log.warn({ err: error, id: node.attrs.id }, 'message stanza not relayed'),
+      );
+    }
+  });
+}
