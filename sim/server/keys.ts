@@ -4,14 +4,7 @@
  * 3-byte big-endian, public keys as 32 bytes without the 0x05 type byte, `type` = KEY_BUNDLE_TYPE (5).
  */
 import { createHash } from 'node:crypto';
-import {
-  type BinaryNode,
-  getBinaryNodeChild,
-  getBinaryNodeChildBuffer,
-  getBinaryNodeChildren,
-  KEY_BUNDLE_TYPE,
-  type proto,
-} from 'baileys';
+import { type BinaryNode, KEY_BUNDLE_TYPE, type proto } from 'baileys';
 import type { Accounts, DeviceKeys } from '../model/accounts.ts';
 import {
   bigEndian,
