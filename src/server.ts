@@ -32,6 +32,22 @@ export function bootstrapBanner(bootstrap: Bootstrap, publicUrl: string): string
 }
 
 /**
+ * The boot warning while `PLATFORM_URL` or `PLATFORM_ROOT_KEY` is set (DESIGN D15): live instances then talk to a
+ * platform simulator, not WhatsApp. Undefined when neither is set.
+ */
+export function platformWarning(config: Config): string | undefined {
+  const { url, rootKey } = config.platform;
+  if (url === undefined && rootKey === undefined) return undefined;
+  const set = [
+    url === undefined ? undefined : 'PLATFORM_URL',
+    rootKey === undefined ? undefined : 'PLATFORM_ROOT_KEY',
+  ]
+    .filter((name) => name !== undefined)
+    .join(' and ');
+  return `${set} set: live instances connect to the platform simulator at ${url}, not to WhatsApp`;
+}
+
+/**
  * Boots the service: store (migrated), first-boot bootstrap, sessions restored, HTTP listening.
  * @param print where the first-boot banner goes (stdout by default).
  * @throws when the store cannot be opened or the port cannot be bound.
@@ -41,6 +57,8 @@ export async function startServer(
   options: { logger?: Logger; print?: (text: string) => void } = {},
 ): Promise<RunningServer> {
   const logger = options.logger ?? pino({ level: config.logLevel });
+  const warning = platformWarning(config);
+  if (warning) logger.warn({ platformUrl: config.platform.url }, warning);
   const services = await createServices(config, { logger });
   const bootstrap = await bootstrapIfEmpty(services.store.db);
   if (bootstrap)

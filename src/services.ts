@@ -111,6 +111,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
       processId: `${hostname()}:${process.pid}:${randomUUID()}`,
       logger,
       clock,
+      platform: config.platform,
     });
   const findMessage = async (instanceId: string, id: string): Promise<EngineMessage | undefined> => {
     const stored = await findStoredMessage(store.db, instanceId, id);

@@ -32,6 +32,12 @@ export interface Ciphertext {
   ciphertext: Buffer;
 }
 
+/** A {@link Ciphertext} to decrypt; the bytes may be any Uint8Array (the binary decoder gives Buffers). */
+export interface CiphertextInput {
+  type: Ciphertext['type'];
+  ciphertext: Uint8Array;
+}
+
 /** A Signal operation that failed: no session to encrypt with, or a message that does not decrypt. */
 export class SignalError extends Error {
   override readonly name = 'SignalError';
@@ -212,17 +218,21 @@ export class SimDevice {
    * one-time pre-key it names. Returns the plaintext, still padded, and whether the identity was new or changed.
    * @throws SignalError when the message does not decrypt (wrong identity or keys, no session, replay).
    */
-  async decrypt(peer: string, input: Ciphertext): Promise<{ plaintext: Buffer; identityChanged: boolean }> {
+  async decrypt(
+    peer: string,
+    input: CiphertextInput,
+  ): Promise<{ plaintext: Buffer; identityChanged: boolean }> {
+    const ciphertext = Buffer.from(input.ciphertext);
     const address = sessionAddress(peer, this.lidOf);
     const cipher = new SessionCipher(this.store, address);
     let identityChanged = false;
     try {
       if (input.type === 'pkmsg') {
-        const identity = PreKeyWhisperMessage.decode(input.ciphertext.subarray(1)).identityKey;
+        const identity = PreKeyWhisperMessage.decode(ciphertext.subarray(1)).identityKey;
         if (identity?.length === 33) identityChanged = this.store.saveIdentity(address.toString(), identity);
-        return { plaintext: await cipher.decryptPreKeyWhisperMessage(input.ciphertext), identityChanged };
+        return { plaintext: await cipher.decryptPreKeyWhisperMessage(ciphertext), identityChanged };
       }
-      return { plaintext: await cipher.decryptWhisperMessage(input.ciphertext), identityChanged };
+      return { plaintext: await cipher.decryptWhisperMessage(ciphertext), identityChanged };
     } catch (error) {
       throw new SignalError(`cannot decrypt ${input.type} from ${peer}: ${(error as Error).message}`, {
         cause: error,
@@ -241,7 +251,7 @@ export class SimDevice {
    */
   async decryptMessage(
     peer: string,
-    input: Ciphertext,
+    input: CiphertextInput,
   ): Promise<DecodedMessage & { identityChanged: boolean }> {
     const { plaintext, identityChanged } = await this.decrypt(peer, input);
     return { ...decodeMessage(plaintext), identityChanged };

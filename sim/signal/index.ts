@@ -3,7 +3,21 @@
  * key wire format (keys.ts), message payloads (payload.ts) and message stanzas (stanza.ts). See README.md.
  */
 export { AddressError, type LidLookup, sessionAddress, signalAddress } from './address.ts';
-export { type Ciphertext, SignalError, SimDevice, type SimDeviceOptions } from './device.ts';
+export {
+  type Ciphertext,
+  type CiphertextInput,
+  SignalError,
+  SimDevice,
+  type SimDeviceOptions,
+} from './device.ts';
+export {
+  answerRetry,
+  encryptToDevices,
+  type FanoutCiphertext,
+  type FanoutTarget,
+  parseRetryReceipt,
+  type RetryReceipt,
+} from './fanout.ts';
 export {
   bigEndian,
   type DeviceKeys,

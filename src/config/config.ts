@@ -50,6 +50,18 @@ export const EnvSchema = Type.Object({
     Type.String({ minLength: 1, description: 'ffmpeg binary for animated stickers' }),
   ),
   SHUTDOWN_TIMEOUT_SECONDS: Type.Number({ exclusiveMinimum: 0, maximum: 300, default: 10 }),
+  PLATFORM_URL: Type.Optional(
+    Type.String({
+      pattern: '^wss?://',
+      description: 'WebSocket URL of a platform simulator (ws:// or wss://)',
+    }),
+  ),
+  PLATFORM_ROOT_KEY: Type.Optional(
+    Type.String({
+      pattern: '^[0-9a-fA-F]{64}$',
+      description: "simulator's Noise certificate root: 32-byte curve25519 public key, 64 hex characters",
+    }),
+  ),
 });
 
 /** Raw, validated environment (strings converted to numbers where the schema says so). */
@@ -96,6 +108,12 @@ export interface Config {
   ffmpegPath: string | undefined;
   /** Time allowed for graceful shutdown, milliseconds (DESIGN D14: 10 s). */
   shutdownTimeoutMs: number;
+  /**
+   * Where the live engine connects instead of the real platform (DESIGN D15, a platform simulator): `url` is
+   * the WebSocket URL (`PLATFORM_URL`), `rootKey` the 32-byte curve25519 public key trusted as the Noise
+   * certificate root instead of the platform's (`PLATFORM_ROOT_KEY`). Both undefined in production.
+   */
+  platform: { url: string | undefined; rootKey: Buffer | undefined };
 }
 
 /** Raised when the environment holds a bad value; the message names the variable and the rule. */
@@ -135,6 +153,18 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       );
     }
   }
+  const platformUrl = parsed.PLATFORM_URL;
+  if (platformUrl !== undefined && !URL.canParse(platformUrl)) {
+    throw new ConfigError(
+      `invalid configuration: PLATFORM_URL: "${platformUrl}" is not a ws:// or wss:// URL`,
+    );
+  }
+  if (parsed.PLATFORM_ROOT_KEY !== undefined && platformUrl === undefined) {
+    // The real platform's certificates are signed by its own root: another root only makes sense elsewhere.
+    throw new ConfigError(
+      'invalid configuration: PLATFORM_ROOT_KEY needs PLATFORM_URL (the simulator the key belongs to)',
+    );
+  }
   const stale = parsed.WEBHOOK_CLAIM_STALE_SECONDS;
   if (stale !== undefined && stale <= 2 * parsed.WEBHOOK_TIMEOUT_SECONDS) {
     // A claim younger than an attempt can last would let a second worker post the same event concurrently.
@@ -168,6 +198,11 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     shutdownTimeoutMs: Math.round(parsed.SHUTDOWN_TIMEOUT_SECONDS * 1000),
     outboundCaFile: parsed.OUTBOUND_CA_FILE === undefined ? undefined : resolve(parsed.OUTBOUND_CA_FILE),
     ffmpegPath: parsed.FFMPEG_PATH,
+    platform: {
+      url: platformUrl,
+      rootKey:
+        parsed.PLATFORM_ROOT_KEY === undefined ? undefined : Buffer.from(parsed.PLATFORM_ROOT_KEY, 'hex'),
+    },
   };
 }
 

@@ -22,6 +22,22 @@ describe('configuration (DESIGN D2)', () => {
     assert.equal(config.webhook.claimStaleMs, undefined);
     assert.equal(config.webhook.retentionMs, 30 * 86_400_000);
     assert.equal(config.ffmpegPath, undefined);
+    assert.deepEqual(config.platform, { url: undefined, rootKey: undefined });
+  });
+
+  it('reads a platform simulator URL and root key', () => {
+    const config = loadConfig({
+      PLATFORM_URL: 'ws://127.0.0.1:7070/ws/chat',
+      PLATFORM_ROOT_KEY: '0F'.repeat(32),
+    });
+    assert.deepEqual(config.platform, {
+      url: 'ws://127.0.0.1:7070/ws/chat',
+      rootKey: Buffer.alloc(32, 0x0f),
+    });
+    assert.deepEqual(loadConfig({ PLATFORM_URL: 'wss://sim.example:443/ws/chat' }).platform, {
+      url: 'wss://sim.example:443/ws/chat',
+      rootKey: undefined,
+    });
   });
 
   it('reads PostgreSQL, Redis, a hex master key, the retry schedule and allowed CIDRs', () => {
@@ -56,6 +72,14 @@ describe('configuration (DESIGN D2)', () => {
       [{ SECRET_KEY: 'short' }, /SECRET_KEY/],
       [{ WEBHOOK_RETRY_SCHEDULE: '5,,10' }, /WEBHOOK_RETRY_SCHEDULE/],
       [{ WEBHOOK_ALLOWED_CIDRS: '10.0.0.0/33' }, /WEBHOOK_ALLOWED_CIDRS: "10\.0\.0\.0\/33" is not a CIDR/],
+      [{ PLATFORM_URL: 'http://127.0.0.1:7070/ws/chat' }, /PLATFORM_URL/],
+      [
+        { PLATFORM_URL: 'ws://bad host/ws' },
+        /PLATFORM_URL: "ws:\/\/bad host\/ws" is not a ws:\/\/ or wss:\/\/ URL/,
+      ],
+      [{ PLATFORM_URL: 'ws://127.0.0.1:1/ws', PLATFORM_ROOT_KEY: 'ab'.repeat(31) }, /PLATFORM_ROOT_KEY/],
+      [{ PLATFORM_URL: 'ws://127.0.0.1:1/ws', PLATFORM_ROOT_KEY: 'zz'.repeat(32) }, /PLATFORM_ROOT_KEY/],
+      [{ PLATFORM_ROOT_KEY: 'ab'.repeat(32) }, /PLATFORM_ROOT_KEY needs PLATFORM_URL/],
       [
         { WEBHOOK_CLAIM_STALE_SECONDS: '30' },
         /WEBHOOK_CLAIM_STALE_SECONDS must be more than twice WEBHOOK_TIMEOUT_SECONDS \(30\)/,

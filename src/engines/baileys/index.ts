@@ -6,11 +6,13 @@ import type { Clock, Engine, EngineSession, EngineSessionContext } from '../engi
 import { CONNECT_DEADLINE_MS } from './lifecycle.ts';
 import { LOCK_HEARTBEAT_MS, LOCK_TTL_MS } from './lock.ts';
 import type { LinkPreviewFetcher } from './outgoing.ts';
+import { type PlatformEndpoint, trustPlatformRoot } from './platform.ts';
 import { RECORD_RETRY } from './record.ts';
 import { BaileysSession } from './session.ts';
 import { makeBaileysSocket, type SocketFactory } from './socket.ts';
 
 export type { LinkPreview, LinkPreviewFetcher } from './outgoing.ts';
+export type { PlatformEndpoint } from './platform.ts';
 export type { SocketFactory, SocketLike } from './socket.ts';
 
 /** How the linked device shows in the phone's "Linked devices" list: `Chrome (parley)`. */
@@ -54,6 +56,11 @@ export interface BaileysEngineOptions {
    * wait in ms, doubling (default {@link RECORD_RETRY}: 5 tries, 100 ms). Tests shorten the wait.
    */
   recordRetry?: { attempts?: number; baseDelayMs?: number };
+  /**
+   * A platform simulator instead of the real platform (DESIGN D15): its WebSocket URL for every socket, and its
+   * Noise certificate root, trusted process-wide when the engine is built (`trustPlatformRoot`). Default: none.
+   */
+  platform?: PlatformEndpoint;
 }
 
 async function fetchVersionWithin(ms: number): Promise<WAVersion> {
@@ -73,8 +80,10 @@ export class BaileysEngine implements Engine {
   readonly #options: BaileysEngineOptions;
   readonly #sessions = new Set<BaileysSession>();
 
+  /** @throws RangeError when `options.platform.rootKey` is not 32 bytes. */
   constructor(options: BaileysEngineOptions) {
     this.#options = options;
+    if (options.platform?.rootKey) trustPlatformRoot(options.platform.rootKey);
   }
 
   createSession(context: EngineSessionContext): EngineSession {
@@ -101,6 +110,7 @@ export class BaileysEngine implements Engine {
           random: o.random ?? Math.random,
         },
         ...(o.linkPreview ? { linkPreview: o.linkPreview } : {}),
+        ...(o.platform?.url ? { platformUrl: o.platform.url } : {}),
       },
     );
     this.#sessions.add(session);

@@ -49,6 +49,8 @@ export interface BaileysSessionOptions {
   random: () => number;
   /** Retry of failed recordings (DESIGN D2): incoming events and sends. */
   recordRetry: RecordRetryPolicy;
+  /** WebSocket URL of a platform simulator (Baileys' `waWebSocketUrl`); undefined: the real platform. */
+  platformUrl?: string;
 }
 
 const HOUR = 3_600_000;
@@ -142,6 +144,7 @@ export class BaileysSession implements EngineSession {
       userDevicesCache: devices,
       callOfferCache: calls,
       placeholderResendCache: placeholders,
+      ...(options.platformUrl ? { waWebSocketUrl: options.platformUrl } : {}),
     });
     this.#life = new Lifecycle({
       context,
