@@ -12,7 +12,13 @@ import { type BinaryNode, getBinaryNodeChild, getBinaryNodeChildren } from 'bail
 import { lidJid, phoneJid } from '../model/accounts.ts';
 import { entryFromMessage } from '../model/inbox.ts';
 import type { DeviceStanza, SimContext } from '../server/session.ts';
-import { asCiphertext, incomingMessageNode, parseOutgoingMessage } from '../signal/index.ts';
+import {
+  answerRetry,
+  asCiphertext,
+  incomingMessageNode,
+  parseOutgoingMessage,
+  parseRetryReceipt,
+} from '../signal/index.ts';
 import { deliver, type KeyedQueue } from './delivery.ts';
 
 async function relayMessage(
@@ -75,6 +81,46 @@ async function relayMessage(
   }
 }
 
+/**
+ * A device could not decrypt a message a simulated user sent (Baileys' sendRetryRequest): the user's phone
+ * opens a fresh session (the bundle in the receipt, else a fetched one) and sends the same message again
+ * with the retry count on the `<enc>`.
+ */
+async function answerRetryReceipt(
+  ctx: SimContext,
+  queue: KeyedQueue,
+  { user, device, node }: DeviceStanza,
+): Promise<void> {
+  const deviceJid = phoneJid(user.phone, device.id);
+  const retry = parseRetryReceipt(node, deviceJid);
+  const sender = retry ? ctx.accounts.resolve(retry.to)?.user : undefined;
+  const original = retry && sender ? sender.sent.get(retry.id) : undefined;
+  if (!retry || !sender || !original) {
+    ctx.log.info(
+      { id: node.attrs.id, to: node.attrs.to },
+      'retry receipt for a message the simulator did not send',
+    );
+    return;
+  }
+  const own = sender === user;
+  const message = own
+    ? { deviceSentMessage: { destinationJid: original.to, message: original.message } }
+    : original.message;
+  const enc = await queue.run(sender.phone, () => answerRetry(sender.handset, retry, message, device.keys));
+  deliver(
+    device,
+    incomingMessageNode({
+      id: retry.id,
+      from: phoneJid(sender.phone),
+      pushName: sender.pushName,
+      senderAlt: lidJid(sender.lid),
+      enc: [{ ...enc, attrs: { count: String(retry.count) } }],
+      ...(own ? { recipient: original.to } : {}),
+    }),
+  );
+  ctx.events.emit('retry', { user: sender, id: retry.id, device: deviceJid, count: retry.count });
+}
+
 function recordReceipt(ctx: SimContext, { user, device, node }: DeviceStanza): void {
   const to = node.attrs.to;
   const target = to ? ctx.accounts.resolve(to) : undefined;
@@ -102,7 +148,11 @@ function recordReceipt(ctx: SimContext, { user, device, node }: DeviceStanza): v
 export function startRelay(ctx: SimContext, queue: KeyedQueue): void {
   ctx.events.on('stanza', (stanza: DeviceStanza) => {
     const node: BinaryNode = stanza.node;
-    if (node.tag === 'receipt') recordReceipt(ctx, stanza);
+    if (node.tag === 'receipt' && node.attrs.type === 'retry') {
+      answerRetryReceipt(ctx, queue, stanza).catch((error: unknown) =>
+        ctx.log.warn({ err: error, id: node.attrs.id }, 'retry receipt not answered'),
+      );
+    } else if (node.tag === 'receipt') recordReceipt(ctx, stanza);
     else if (node.tag === 'message') {
       relayMessage(ctx, queue, stanza).catch((error: unknown) =>
         ctx.log.warn({ err: error, id: node.attrs.id }, 'message stanza not relayed'),

@@ -5,7 +5,7 @@
  * WABinary/jid-utils.js encodes it: `<phone>[:<device>]@s.whatsapp.net`, `<lid>[:<device>]@lid`.
  */
 import { randomInt } from 'node:crypto';
-import type { BinaryNode } from 'baileys';
+import type { BinaryNode, proto } from 'baileys';
 import { generateKeyPair, type KeyPair } from '../noise/certificates.ts';
 import { type DeviceKeys, SimDevice } from '../signal/index.ts';
 import type { InboxEntry } from './inbox.ts';
@@ -76,6 +76,8 @@ export interface User {
   handset: SimDevice;
   /** What the user received, oldest first (GET /control/users/{phone}/inbox). */
   inbox: InboxEntry[];
+  /** What the user sent, by message id (answers retry receipts with the same content). */
+  sent: Map<string, { message: proto.IMessage; to: string }>;
 }
 
 /** Phone numbers as E.164 digits: 7 to 15 digits, no leading zero. */
@@ -133,6 +135,7 @@ export class Accounts {
         lidOf: (phone) => this.byPhone.get(phone)?.lid,
       }),
       inbox: [],
+      sent: new Map(),
     };
     user.devices.set(0, {
       id: 0,

@@ -145,6 +145,16 @@ describe('simulator: Signal-encrypted 1:1 messages with a real Baileys client', 
     await arrived;
   });
 
+  it('a device that lost its session asks for a retry; the user resends in a fresh session', async () => {
+    for (const key of [...client.auth.data.keys()])
+      if (key.startsWith('session:')) client.auth.data.delete(key);
+    const retried = new Promise<{ count: number }>((resolve) => sim.context.events.once('retry', resolve));
+    const arrived = received(client, 'after a lost session');
+    await control(sim, 'POST', '/messages', { from: friend, to: account, text: 'after a lost session' });
+    assert.equal((await retried).count, 1);
+    await arrived;
+  });
+
   it('errors: unknown sender 404, group 501, account without devices 409', async () => {
     assert.deepEqual(
       await control(sim, 'POST', '/messages', { from: '4930999999999', to: account, text: 'x' }),
