@@ -7,6 +7,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { WebSocketServer } from 'ws';
 import { registerControlRoutes } from './control/routes.ts';
+import { startHistorySync } from './messaging/history.ts';
 import { startRelay } from './messaging/relay.ts';
 import { Accounts } from './model/accounts.ts';
 import { createCertificateChain, type KeyPair } from './noise/certificates.ts';
@@ -72,6 +73,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     wss.handleUpgrade(request, socket, head, (ws) => wss.emit('connection', ws, request));
   });
   startRelay(context, context.signalQueue);
+  startHistorySync(context);
   registerControlRoutes(app, context);
   const host = options.host ?? '127.0.0.1';
   await app.listen({ port: options.port ?? 0, host });

@@ -50,6 +50,8 @@ export interface Device {
    * `<ib><offline/>` marker, as the platform keeps offline messages.
    */
   offline: BinaryNode[];
+  /** True once the phone sent this companion its history sync bootstrap (messaging/history.ts). */
+  historySent?: boolean;
   /** Platform name the companion announced (`Chrome`, `Firefox`, …), if any. */
   platform?: string;
   /** Key index of this companion in the account's ADV key index list (0 for the phone). */
