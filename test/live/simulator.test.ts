@@ -77,6 +77,8 @@ for (const dialect of testDialects()) {
       receiver = await startReceiver();
       t = await createWebhookApp({
         dialect,
+        // Status is polled while the engine works: a plan whose limits polling never reaches.
+        plan: { plan: 'enterprise', perMinute: 1_000_000, perDay: 1_000_000_000 },
         env: { PLATFORM_URL: sim.url, PLATFORM_ROOT_KEY: sim.rootKey.toString('hex') },
       });
       instanceId = (await t.newInstance('live', 'sim')).id;
