@@ -62,6 +62,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       log,
     );
     connections.add(connection);
+    log.debug({ connection: connection.id }, 'websocket opened');
     ws.on('close', () => connections.delete(connection));
   });
   app.server.on('upgrade', (request, socket, head) => {

@@ -102,6 +102,10 @@ export class Connection implements DeviceSocket {
       return;
     }
     const finish = this.responder.finish(frame);
+    this.log.debug(
+      { connection: this.id, login: !finish.payload.devicePairingData },
+      'noise handshake finished',
+    );
     this.transport = finish.transport;
     this.handler = this.createSession(this, finish.payload, finish.clientStatic);
   }

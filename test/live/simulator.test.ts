@@ -6,62 +6,23 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import pino from 'pino';
 import type { InboxEntry } from '../../sim/model/inbox.ts';
-import { type Simulator, startSimulator } from '../../sim/simulator.ts';
-import type { ApiResponse, TestApp } from '../support/app.ts';
+import type { Simulator } from '../../sim/simulator.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
 import { testDialects } from '../support/store.ts';
-import { assertSigned, bodies, createWebhookApp, HMAC_KEY } from '../webhooks/support.ts';
-
-const WAIT_MS = 20_000;
-
-/** Re-checks `check` every 25 ms until it returns a value other than undefined; fails after `ms` naming `what`. */
-async function until<T>(
-  what: string,
-  check: () => Promise<T | undefined> | T | undefined,
-  ms = WAIT_MS,
-): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) assert.fail(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
-
-async function control(
-  sim: Simulator,
-  method: 'GET' | 'POST',
-  path: string,
-  body?: unknown,
-): Promise<{ status: number; body: any }> {
-  const response = await fetch(`${sim.control}${path}`, {
-    method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
-    body: body === undefined ? null : JSON.stringify(body),
-  });
-  return { status: response.status, body: await response.json() };
-}
+import { assertSigned, bodies, HMAC_KEY } from '../webhooks/support.ts';
+import { control, type LiveApp, liveApp, startTestSimulator, until } from './support.ts';
 
 for (const dialect of testDialects()) {
   describe(`live engine through parley's API against the simulator (${dialect})`, () => {
     let sim: Simulator;
     let receiver: Receiver;
-    let t: TestApp;
-    let liveKey: string;
-    let instanceId: string;
+    let app: LiveApp;
     const shop = '5511999990000';
     const ana = '5511988887777';
 
-    const live = async (method: 'GET' | 'POST', url: string, body?: unknown): Promise<ApiResponse> => {
-      const separator = url.includes('?') ? '&' : '?';
-      return t.call(method, `${url}${separator}from=${instanceId}`, body, {
-        authorization: `Bearer ${liveKey}`,
-      });
-    };
-    const status = async () => (await live('GET', '/v1/session/status')).body.data;
+    const live = (method: 'GET' | 'POST', url: string, body?: unknown) => app.live(method, url, body);
+    const status = () => app.status();
     const inbox = (predicate: (e: InboxEntry) => boolean, what: string) =>
       until(what, () => sim.context.accounts.get(ana)?.inbox.find(predicate));
     const webhook = (predicate: (b: any) => boolean, what: string) =>
@@ -73,21 +34,14 @@ for (const dialect of testDialects()) {
       });
 
     before(async () => {
-      sim = await startSimulator({ log: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }) });
+      sim = await startTestSimulator();
       receiver = await startReceiver();
-      t = await createWebhookApp({
-        dialect,
-        // Status is polled while the engine works: a plan whose limits polling never reaches.
-        plan: { plan: 'enterprise', perMinute: 1_000_000, perDay: 1_000_000_000 },
-        env: { PLATFORM_URL: sim.url, PLATFORM_ROOT_KEY: sim.rootKey.toString('hex') },
-      });
-      instanceId = (await t.newInstance('live', 'sim')).id;
-      liveKey = await t.newKey({ env: 'live' });
+      app = await liveApp(sim, { dialect });
       await control(sim, 'POST', '/users', { phone: shop, pushName: 'Shop' });
       await control(sim, 'POST', '/users', { phone: ana, pushName: 'Ana' });
     });
     after(async () => {
-      await t.close();
+      await app.t.close();
       await receiver.close();
       await sim.close();
     });
