@@ -7,6 +7,7 @@
  * XEdDSA as libsignal's curve computes them.
  */
 import { Curve, proto, WA_CERT_DETAILS } from 'baileys';
+import * as curve from 'libsignal/src/curve.js';
 
 /** A curve25519 key pair: `public` is 32 bytes (no 0x05 prefix), `private` 32 bytes. */
 export interface KeyPair {
@@ -28,6 +29,21 @@ export interface CertificateChain {
 export function generateKeyPair(): KeyPair {
   const pair = Curve.generateKeyPair();
   return { public: Buffer.from(pair.public), private: Buffer.from(pair.private) };
+}
+
+/**
+ * Verifies an XEdDSA signature by a 32-byte curve25519 public key with libsignal's curve; false for a wrong
+ * signature or a malformed key or signature. (Baileys 7's `Curve.verify` ignores libsignal's boolean result and
+ * accepts any well-formed signature, so the simulator never relies on it.)
+ */
+export function verifySignature(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): boolean {
+  try {
+    const key =
+      publicKey.length === 33 ? Buffer.from(publicKey) : Buffer.concat([Buffer.from([5]), publicKey]);
+    return curve.verifySignature(key, Buffer.from(message), Buffer.from(signature)) === true;
+  } catch {
+    return false;
+  }
 }
 
 /** Serial of the simulator's intermediate certificate (any value; Baileys only checks the issuer serial). */

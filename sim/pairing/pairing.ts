@@ -32,6 +32,7 @@ import {
   SERVER_JID,
   type User,
 } from '../model/accounts.ts';
+import { verifySignature } from '../noise/certificates.ts';
 import type { Connection } from '../server/connection.ts';
 
 /** How many refs one pair-device iq carries (Baileys shows the first for 60 s, the others 20 s each). */
@@ -206,7 +207,7 @@ function verifyDeviceSign(reply: BinaryNode, details: Buffer, identityKey: Buffe
   if (!signed.details || !Buffer.from(signed.details).equals(details))
     throw new Error('countersigned details differ');
   const message = Buffer.concat([WA_ADV_DEVICE_SIG_PREFIX, details, identityKey, accountKey]);
-  if (!signed.deviceSignature || !Curve.verify(identityKey, message, signed.deviceSignature)) {
+  if (!signed.deviceSignature || !verifySignature(identityKey, message, signed.deviceSignature)) {
     throw new Error('device signature invalid');
   }
 }

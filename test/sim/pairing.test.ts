@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { verifySignature } from '../../sim/noise/certificates.ts';
 import type { Simulator } from '../../sim/simulator.ts';
 import {
   closeCode,
@@ -8,6 +9,7 @@ import {
   memoryAuth,
   pairClient,
   startTrustedSimulator,
+  waitForEvent,
   waitForUpdate,
 } from './support.ts';
 
@@ -31,6 +33,33 @@ describe('simulator: Baileys pairs and logs in (real makeWASocket)', () => {
     await endClient(client);
   });
 
+  it('QR codes rotate on the client timer, one per ref; a later code links; after the last ref Baileys gives up (408)', async () => {
+    const user = sim.context.accounts.create({ phone: '4915112345670' });
+    const rotating = connectClient(sim, memoryAuth(), { qrTimeout: 150 });
+    const qrs = new Set<string>();
+    rotating.sock.ev.on('connection.update', (u) => {
+      if (typeof u.qr === 'string') qrs.add(u.qr);
+    });
+    await waitForEvent(rotating, 'connection.update', () => qrs.size >= 3, 'three QR codes');
+    const refs = [...qrs].map((qr) => qr.split('#')[1]?.split(',')[0]);
+    assert.equal(new Set(refs).size, 3, 'each code carries its own ref');
+    const closed = await waitForUpdate(rotating, (u) => u.connection === 'close', 'the end of the refs');
+    assert.equal(closeCode(closed), 408);
+    assert.equal(qrs.size, 6, 'one code per ref of the pair-device iq');
+
+    const auth = memoryAuth();
+    const client = connectClient(sim, auth, { qrTimeout: 150 });
+    const second = await waitForEvent(
+      client,
+      'connection.update',
+      (u) => typeof u.qr === 'string' && client.updates.filter((x) => typeof x.qr === 'string').length >= 2,
+      'a second QR',
+    );
+    const restarted = waitForUpdate(client, (u) => u.connection === 'close', 'the 515 close');
+    await sim.context.pairing.scan(second.qr ?? '', user.phone);
+    assert.equal(closeCode(await restarted), 515);
+  });
+
   it('scan → pair-success verified by Baileys → 515 → login with the stored credentials → open', async () => {
     const user = sim.context.accounts.create({ phone: '4915112345678', pushName: 'Ana' });
     const client = await pairClient(sim, user.phone);
@@ -39,7 +68,26 @@ describe('simulator: Baileys pairs and logs in (real makeWASocket)', () => {
     assert.equal(me?.lid, `${user.lid}:1@lid`);
     assert.equal(user.devices.get(1)?.linked, true);
     assert.equal(user.devices.get(1)?.sockets.size, 1);
-    assert.ok(client.auth.creds.account?.deviceSignature, 'Baileys countersigned the device identity');
+    // Signatures recomputed independently (libsignal's curve): the account key signed the companion identity,
+    // and the companion countersigned it with its identity key.
+    const account = client.auth.creds.account;
+    const details = Buffer.from(account?.details ?? []);
+    const identity = Buffer.from(client.auth.creds.signedIdentityKey.public);
+    assert.deepEqual(Buffer.from(account?.accountSignatureKey ?? []), user.accountKey.public);
+    assert.ok(
+      verifySignature(
+        user.accountKey.public,
+        Buffer.concat([Buffer.from([6, 0]), details, identity]),
+        account?.accountSignature ?? new Uint8Array(),
+      ),
+    );
+    assert.ok(
+      verifySignature(
+        identity,
+        Buffer.concat([Buffer.from([6, 1]), details, identity, user.accountKey.public]),
+        account?.deviceSignature ?? new Uint8Array(),
+      ),
+    );
     await endClient(client);
 
     const again = connectClient(sim, client.auth);
