@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { WAMessage } from 'baileys';
+import { USyncQuery, USyncUser, type WAMessage } from 'baileys';
 import type { InboxEntry } from '../../sim/model/inbox.ts';
 import type { Simulator } from '../../sim/simulator.ts';
 import {
@@ -153,6 +153,26 @@ describe('simulator: Signal-encrypted 1:1 messages with a real Baileys client', 
     await control(sim, 'POST', '/messages', { from: friend, to: account, text: 'after a lost session' });
     assert.equal((await retried).count, 1);
     await arrived;
+  });
+
+  it('usync: contact lookups find registered numbers only; devices and LID of an account', async () => {
+    await control(sim, 'POST', '/users', { phone: '4930333333333', registered: false });
+    const found = await client.sock.onWhatsApp(friend, '4930333333333', '4930444444444');
+    // Baileys keeps only the numbers the platform answers `in` for: the unregistered and the unknown are absent.
+    assert.deepEqual(found, [{ jid: `${friend}@s.whatsapp.net`, exists: true }]);
+    const devices = await client.sock.executeUSyncQuery(
+      new USyncQuery()
+        .withDeviceProtocol()
+        .withLIDProtocol()
+        .withUser(new USyncUser().withId(`${account}@s.whatsapp.net`)),
+    );
+    const [row] = devices?.list ?? [];
+    assert.deepEqual(
+      (row?.devices as { deviceList: { id: number }[] } | undefined)?.deviceList.map((d) => d.id),
+      [0, 1],
+      'the phone and the linked companion',
+    );
+    assert.equal(row?.lid, `${sim.context.accounts.get(account)?.lid}@lid`);
   });
 
   it('errors: unknown sender 404, group 501, account without devices 409', async () => {
