@@ -12,9 +12,13 @@ import type { proto } from 'baileys';
 import { SessionBuilder, SessionCipher } from 'libsignal';
 import * as curve from 'libsignal/src/curve.js';
 import { type LidLookup, sessionAddress } from './address.ts';
+import { SignalError } from './errors.ts';
 import { type DeviceKeys, KEY_TYPE_DJB, type KeyBundle } from './keys.ts';
 import { type DecodedMessage, decodeMessage, encodeMessage } from './payload.ts';
+import { SenderKeys } from './sender-keys.ts';
 import { MemorySignalStore, type SignalKeyPair } from './store.ts';
+
+export { SignalError };
 
 const require = createRequire(import.meta.url);
 /** libsignal's PreKeyWhisperMessage protobuf, read for the sender's identity key as Baileys does. */
@@ -36,11 +40,6 @@ export interface Ciphertext {
 export interface CiphertextInput {
   type: Ciphertext['type'];
   ciphertext: Uint8Array;
-}
-
-/** A Signal operation that failed: no session to encrypt with, or a message that does not decrypt. */
-export class SignalError extends Error {
-  override readonly name = 'SignalError';
 }
 
 /** How to create a {@link SimDevice}. */
@@ -90,6 +89,7 @@ export class SimDevice {
    */
   readonly keys: DeviceKeys;
   private readonly store: MemorySignalStore;
+  private readonly senderKeys: SenderKeys;
   private readonly lidOf: LidLookup | undefined;
   private nextPreKeyId = 1;
 
@@ -100,6 +100,7 @@ export class SimDevice {
     this.registrationId = registrationId();
     this.identity = keyPair();
     this.store = new MemorySignalStore({ registrationId: this.registrationId, identity: this.identity });
+    this.senderKeys = new SenderKeys(this.addressOf(this.lid ?? this.jid));
     const signed = keyPair();
     const signedId = 1;
     this.store.addSignedPreKey(signedId, signed);
@@ -179,7 +180,8 @@ export class SimDevice {
       throw new SignalError(`bundle of ${peer} rejected: signed pre-key not signed by its identity key`);
     }
     this.store.saveIdentity(address.toString(), identityKey);
-    const session = {
+    type OutgoingSession = Parameters<SessionBuilder['initOutgoing']>[0];
+    const session: Omit<OutgoingSession, 'preKey'> & { preKey?: OutgoingSession['preKey'] } = {
       registrationId: bundle.registrationId,
       identityKey,
       signedPreKey: {
@@ -187,12 +189,13 @@ export class SimDevice {
         publicKey: signalKey(bundle.signedPreKey.public),
         signature: bundle.signedPreKey.signature,
       },
-      preKey: bundle.preKey
-        ? { keyId: bundle.preKey.id, publicKey: signalKey(bundle.preKey.public) }
-        : (undefined as unknown as { keyId: number; publicKey: Uint8Array }),
     };
+    if (bundle.preKey)
+      session.preKey = { keyId: bundle.preKey.id, publicKey: signalKey(bundle.preKey.public) };
     try {
-      await new SessionBuilder(this.store, address).initOutgoing(session);
+      // libsignal's typings mark preKey required; initOutgoing runs X3DH without it when absent
+      // (session_builder.js `device.preKey && …`), as the platform allows once one-time pre-keys run out.
+      await new SessionBuilder(this.store, address).initOutgoing(session as OutgoingSession);
     } catch (error) {
       throw new SignalError(`bundle of ${peer} rejected: ${(error as Error).message}`, { cause: error });
     }
@@ -246,14 +249,56 @@ export class SimDevice {
   }
 
   /**
-   * Decrypts and decodes a `Message` from `peer`, unwrapping `deviceSentMessage` (payload.ts).
-   * @throws SignalError as {@link decrypt}; PayloadError for bad padding or protobuf.
+   * Decrypts and decodes a `Message` from `peer`, unwrapping `deviceSentMessage` (payload.ts). A message
+   * carrying a `senderKeyDistributionMessage` stores `peer`'s sender key for that group (`senderKeyGroup`),
+   * as Baileys' decryptMessageNode does.
+   * @throws SignalError as {@link decrypt} or for a malformed distribution; PayloadError for bad padding or
+   *   protobuf.
    */
   async decryptMessage(
     peer: string,
     input: CiphertextInput,
-  ): Promise<DecodedMessage & { identityChanged: boolean }> {
+  ): Promise<DecodedMessage & { identityChanged: boolean; senderKeyGroup?: string }> {
     const { plaintext, identityChanged } = await this.decrypt(peer, input);
-    return { ...decodeMessage(plaintext), identityChanged };
+    const decoded = decodeMessage(plaintext);
+    const skdm = decoded.message.senderKeyDistributionMessage;
+    if (skdm?.groupId && skdm.axolotlSenderKeyDistributionMessage) {
+      this.senderKeys.process(skdm.groupId, this.addressOf(peer), skdm.axolotlSenderKeyDistributionMessage);
+      return { ...decoded, identityChanged, senderKeyGroup: skdm.groupId };
+    }
+    return { ...decoded, identityChanged };
+  }
+
+  /**
+   * This device's SenderKeyDistributionMessage for `group` (created on first use): send it to every member
+   * device inside a 1:1 message, `{ senderKeyDistributionMessage: { groupId, axolotlSenderKeyDistributionMessage } }`.
+   */
+  senderKeyDistribution(group: string): Buffer {
+    return this.senderKeys.distribution(group);
+  }
+
+  /**
+   * Encrypts `message` for `group` with this device's sender key (sender-keys.ts): `skmsg` is the
+   * `<enc type="skmsg">` payload; `distribution` the SKDM as of this message (members that lack the key need
+   * it first, in a pkmsg/msg of the same stanza, as Baileys' relayMessage sends it).
+   */
+  encryptGroupMessage(group: string, message: proto.IMessage): { skmsg: Buffer; distribution: Buffer } {
+    const distribution = this.senderKeys.distribution(group);
+    return { skmsg: this.senderKeys.encrypt(group, encodeMessage(message)), distribution };
+  }
+
+  /**
+   * Decrypts and decodes an `skmsg` that `author` (a device JID) sent to `group`, with the sender key its
+   * distribution gave us.
+   * @throws SignalError when the sender key is missing or the message does not verify or decrypt;
+   *   PayloadError for bad padding or protobuf.
+   */
+  decryptGroupMessage(group: string, author: string, skmsg: Uint8Array): DecodedMessage {
+    return decodeMessage(this.senderKeys.decrypt(group, this.addressOf(author), skmsg));
+  }
+
+  /** True when this device holds `author`'s sender key for `group`. */
+  hasSenderKey(group: string, author: string): boolean {
+    return this.senderKeys.has(group, this.addressOf(author));
   }
 }

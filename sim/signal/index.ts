@@ -18,6 +18,7 @@ export {
   parseRetryReceipt,
   type RetryReceipt,
 } from './fanout.ts';
+export { type DeviceIdentity, verifyDeviceIdentity } from './identity.ts';
 export {
   bigEndian,
   type DeviceKeys,
@@ -44,6 +45,7 @@ export {
   pad,
   unpad,
 } from './payload.ts';
+export { parseDistribution, type SenderKeyDistribution, SenderKeys } from './sender-keys.ts';
 export {
   asCiphertext,
   type EncInput,

@@ -276,4 +276,30 @@ describe('Signal: Baileys → simulated user, on the bundle the simulator serves
     assert.equal(msg.type, 'msg');
     await assert.rejects(carol.decryptMessage(bob.jid, asCiphertext(msg)), /no session|No session/i);
   });
+
+  it('a device that re-registered with a new identity opens a new session; the change is reported', async () => {
+    const before = await baileysDevice(BOB.phone, BOB.lid, 1);
+    const alice = simUser(ALICE);
+    alice.addPreKeys(2);
+    await serveKeyFetch(before, ALICE, alice);
+    const [first] = parseOutgoingMessage(
+      await baileysSends(before, alice.jid, [[alice.jid, { conversation: 'old' }]]),
+    ).encs;
+    assert.ok(first);
+    assert.equal((await alice.decryptMessage(before.jid, asCiphertext(first))).identityChanged, true);
+
+    const after = await baileysDevice(BOB.phone, BOB.lid, 1); // same device JID, new keys
+    await serveKeyFetch(after, ALICE, alice);
+    const [second] = parseOutgoingMessage(
+      await baileysSends(after, alice.jid, [[alice.jid, { conversation: 'new' }]]),
+    ).encs;
+    assert.ok(second);
+    const got = await alice.decryptMessage(after.jid, asCiphertext(second));
+    assert.equal(got.message.conversation, 'new');
+    assert.equal(got.identityChanged, true);
+    assert.deepEqual(alice.identityOf(after.jid), Buffer.from(after.creds.signedIdentityKey.public));
+    // and Alice's answer goes to the new identity
+    const answer = await simSends(alice, after, 'welcome back');
+    assert.equal((await baileysReceives(after, answer.stanza)).message?.conversation, 'welcome back');
+  });
 });
