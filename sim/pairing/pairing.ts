@@ -14,14 +14,7 @@
  *    and the companion logs in with its new credentials.
  */
 import { createHmac, randomBytes } from 'node:crypto';
-import {
-  type BinaryNode,
-  Curve,
-  getBinaryNodeChild,
-  proto,
-  WA_ADV_ACCOUNT_SIG_PREFIX,
-  WA_ADV_DEVICE_SIG_PREFIX,
-} from 'baileys';
+import { type BinaryNode, Curve, getBinaryNodeChild, proto, WA_ADV_ACCOUNT_SIG_PREFIX } from 'baileys';
 import {
   type Accounts,
   type Device,
@@ -32,8 +25,8 @@ import {
   SERVER_JID,
   type User,
 } from '../model/accounts.ts';
-import { verifySignature } from '../noise/certificates.ts';
 import type { Connection } from '../server/connection.ts';
+import { verifyDeviceIdentity } from '../signal/index.ts';
 
 /** How many refs one pair-device iq carries (Baileys shows the first for 60 s, the others 20 s each). */
 export const REFS_PER_PAIRING = 6;
@@ -195,8 +188,9 @@ export class Pairing {
 }
 
 /**
- * Checks the companion's `pair-device-sign`: its ADVSignedDeviceIdentity must carry our details and a device
- * signature by the companion's identity key over `6,1 ‖ details ‖ identity ‖ account key`. Throws Error.
+ * Checks the companion's `pair-device-sign`: its ADVSignedDeviceIdentity must carry our details, our account
+ * signature and a device signature by the companion's identity key over `6,1 ‖ details ‖ identity ‖ account key`
+ * (signal/identity.ts verifyDeviceIdentity, with libsignal's curve). Throws Error naming the failed check.
  */
 function verifyDeviceSign(reply: BinaryNode, details: Buffer, identityKey: Buffer, accountKey: Buffer): void {
   if (reply.attrs.type !== 'result') throw new Error(`pair-success answered with type ${reply.attrs.type}`);
@@ -206,8 +200,5 @@ function verifyDeviceSign(reply: BinaryNode, details: Buffer, identityKey: Buffe
   const signed = proto.ADVSignedDeviceIdentity.decode(identityNode.content);
   if (!signed.details || !Buffer.from(signed.details).equals(details))
     throw new Error('countersigned details differ');
-  const message = Buffer.concat([WA_ADV_DEVICE_SIG_PREFIX, details, identityKey, accountKey]);
-  if (!signed.deviceSignature || !verifySignature(identityKey, message, signed.deviceSignature)) {
-    throw new Error('device signature invalid');
-  }
+  verifyDeviceIdentity(identityNode.content, accountKey, identityKey);
 }
