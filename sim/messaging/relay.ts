@@ -6,7 +6,8 @@
  *   sender's own phone gets a deviceSentMessage copy (DSM), decrypted too but not an inbox entry. Ciphertexts
  *   for another companion device are forwarded to it as an incoming `<message>`.
  * - `<receipt>`: recorded in the inbox of the user the receipt is addressed to.
- * A ciphertext that does not decrypt is logged and published as `decrypt-error` on the context's events.
+ * A ciphertext that does not decrypt, or a pkmsg whose attached device identity the account did not sign, is
+ * logged and published as `decrypt-error` on the context's events.
  */
 import { type BinaryNode, getBinaryNodeChild, getBinaryNodeChildren } from 'baileys';
 import { lidJid, phoneJid } from '../model/accounts.ts';
@@ -18,6 +19,7 @@ import {
   incomingMessageNode,
   parseOutgoingMessage,
   parseRetryReceipt,
+  verifyDeviceIdentity,
 } from '../signal/index.ts';
 import { deliver, type KeyedQueue } from './delivery.ts';
 
@@ -29,6 +31,20 @@ async function relayMessage(
   const outgoing = parseOutgoingMessage(node);
   const senderJid = phoneJid(user.phone, device.id);
   const timestamp = new Date().toISOString();
+  // A companion's pkmsg carries its ADV identity; phones check it against the account before trusting the
+  // new session (signal/identity.ts). A bad identity is refused like an undecryptable message.
+  if (outgoing.deviceIdentity && device.keys && outgoing.encs.some((e) => e.type === 'pkmsg')) {
+    try {
+      verifyDeviceIdentity(outgoing.deviceIdentity, user.accountKey.public, device.keys.identity);
+    } catch (error) {
+      ctx.log.warn(
+        { err: error, id: outgoing.id, from: senderJid },
+        'message with an invalid device identity refused',
+      );
+      ctx.events.emit('decrypt-error', { user, id: outgoing.id, from: senderJid, error });
+      return;
+    }
+  }
   for (const enc of outgoing.encs) {
     const target = ctx.accounts.resolve(enc.jid);
     if (!target) {

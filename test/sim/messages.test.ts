@@ -93,6 +93,8 @@ describe('simulator: Signal-encrypted 1:1 messages with a real Baileys client', 
   });
 
   it('Baileys sends a text: the user decrypts it; the DSM copy to the own phone decrypts too', async () => {
+    const errors: unknown[] = [];
+    sim.context.events.on('decrypt-error', (e) => errors.push(e));
     const sentCopy = new Promise<{ id: string }>((resolve) => sim.context.events.once('sent', resolve));
     const inbox = inboxEntry(sim, friend, (e) => e.text === 'hi back', 'the text');
     const sent = await client.sock.sendMessage(`${friend}@s.whatsapp.net`, { text: 'hi back' });
@@ -102,6 +104,7 @@ describe('simulator: Signal-encrypted 1:1 messages with a real Baileys client', 
     assert.equal(entry.fromDevice, 1);
     assert.equal(entry.type, 'text');
     assert.equal((await sentCopy).id, sent?.key.id);
+    assert.deepEqual(errors, [], 'the pkmsg carried a device identity the account signed');
   });
 
   it('a reply carries the quoted id; a reaction names the message; read marks arrive as receipts', async () => {
