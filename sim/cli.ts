@@ -1,0 +1,60 @@
+/**
+ * `parley sim [--port N] [--json] [--log-level L]`: starts the platform simulator on 127.0.0.1 and runs until
+ * SIGINT/SIGTERM. With `--json` the first stdout line is
+ * `{"url":"ws://127.0.0.1:N/ws/chat","rootKey":"<hex>","control":"http://127.0.0.1:N/control"}`; otherwise
+ * the same facts are printed for a person. Logs (pino, JSON lines) go to stderr so stdout stays parseable.
+ * bin/parley.js dispatches `sim` here; nothing in src/ imports the simulator.
+ */
+import { Command, InvalidArgumentError } from 'commander';
+import pino from 'pino';
+import { startSimulator } from './simulator.ts';
+
+function parsePort(value: string): number {
+  const port = Number(value);
+  if (!/^[0-9]+$/.test(value) || port > 65535)
+    throw new InvalidArgumentError('must be an integer from 0 to 65535');
+  return port;
+}
+
+const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/** Runs the command; resolves with the exit code once the simulator stopped (or failed to start). */
+export async function main(argv: string[]): Promise<number> {
+  const program = new Command('parley sim')
+    .description('Start the platform simulator: an offline server the live engine pairs with and logs into')
+    .option('--port <n>', 'TCP port on 127.0.0.1 (0 picks a free one)', parsePort, 0)
+    .option('--json', 'print the connection facts as one JSON line first')
+    .option('--log-level <level>', `log level on stderr (${LEVELS.join(', ')})`, 'info')
+    .exitOverride();
+  try {
+    program.parse(argv, { from: 'user' });
+  } catch (error) {
+    return (error as { exitCode?: number }).exitCode ?? 2;
+  }
+  const options = program.opts<{ port: number; json?: boolean; logLevel: string }>();
+  if (!LEVELS.includes(options.logLevel)) {
+    process.stderr.write(`error: option '--log-level <level>' must be one of ${LEVELS.join(', ')}\n`);
+    return 2;
+  }
+  const log = pino({ level: options.logLevel, base: { service: 'parley-sim' } }, pino.destination(2));
+  let sim: Awaited<ReturnType<typeof startSimulator>>;
+  try {
+    sim = await startSimulator({ port: options.port, log });
+  } catch (error) {
+    process.stderr.write(`error: cannot start the simulator: ${(error as Error).message}\n`);
+    return 1;
+  }
+  const facts = { url: sim.url, rootKey: sim.rootKey.toString('hex'), control: sim.control };
+  if (options.json) process.stdout.write(`${JSON.stringify(facts)}\n`);
+  else {
+    process.stdout.write(
+      `platform simulator listening\n  PLATFORM_URL=${facts.url}\n  PLATFORM_ROOT_KEY=${facts.rootKey}\n  control API: ${facts.control}\n`,
+    );
+  }
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+  await sim.close();
+  return 0;
+}

@@ -1,0 +1,114 @@
+/**
+ * Control API, part 1: users, scan, accounts and faults. JSON over HTTP under /control on the simulator's
+ * port; errors in parley's envelope (control/errors.ts). Messaging endpoints live in control/messaging.ts.
+ */
+import { type Static, Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { lidJid, phoneJid, type User } from '../model/accounts.ts';
+import { type SimContext, unlinkDevice } from '../server/session.ts';
+import { ControlError, installErrorEnvelope } from './errors.ts';
+import { registerMessagingRoutes } from './messaging.ts';
+import { Phone } from './schemas.ts';
+
+const CreateUser = Type.Object(
+  {
+    phone: Phone,
+    pushName: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    registered: Type.Optional(Type.Boolean()),
+    verifiedName: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+  },
+  { additionalProperties: false },
+);
+
+const Scan = Type.Object(
+  { code: Type.String({ minLength: 1 }), phone: Phone },
+  { additionalProperties: false },
+);
+
+const Fault = Type.Object(
+  {
+    phone: Phone,
+    kind: Type.Union([Type.Literal('drop'), Type.Literal('stream-error'), Type.Literal('silence')]),
+    code: Type.Optional(Type.Integer({ minimum: 100, maximum: 999 })),
+  },
+  { additionalProperties: false },
+);
+
+const PhoneParams = Type.Object({ phone: Phone });
+
+/** The JSON view of a user. */
+export function userView(user: User) {
+  return {
+    phone: user.phone,
+    lid: user.lid,
+    jid: phoneJid(user.phone),
+    lidJid: lidJid(user.lid),
+    pushName: user.pushName,
+    registered: user.registered,
+    ...(user.verifiedName ? { verifiedName: user.verifiedName } : {}),
+  };
+}
+
+/** The JSON view of an account: its devices with their open socket counts. */
+export function accountView(user: User) {
+  return {
+    phone: user.phone,
+    lid: user.lid,
+    devices: [...user.devices.values()].map((d) => ({ id: d.id, linked: d.linked, sockets: d.sockets.size })),
+  };
+}
+
+/** Registers every /control route on `app`. */
+export function registerControlRoutes(app: FastifyInstance, ctx: SimContext): void {
+  installErrorEnvelope(app);
+
+  app.post<{ Body: Static<typeof CreateUser> }>(
+    '/control/users',
+    { schema: { body: CreateUser } },
+    async (request, reply) => {
+      const user = ctx.accounts.create(request.body);
+      return reply.status(201).send(userView(user));
+    },
+  );
+
+  app.post<{ Body: Static<typeof Scan> }>('/control/scan', { schema: { body: Scan } }, async (request) => {
+    return ctx.pairing.scan(request.body.code, request.body.phone);
+  });
+
+  app.get<{ Params: Static<typeof PhoneParams> }>(
+    '/control/accounts/:phone',
+    { schema: { params: PhoneParams } },
+    async (request) => accountView(ctx.accounts.require(request.params.phone, 'phone')),
+  );
+
+  app.post<{ Body: Static<typeof Fault> }>(
+    '/control/faults',
+    { schema: { body: Fault } },
+    async (request) => {
+      const { phone, kind, code } = request.body;
+      const user = ctx.accounts.require(phone, 'phone');
+      if (kind === 'stream-error' && code === undefined)
+        throw new ControlError(400, 'code: is required for kind "stream-error"');
+      if (kind !== 'stream-error' && code !== undefined)
+        throw new ControlError(400, `code: only allowed with kind "stream-error"`);
+      const companions = [...user.devices.values()].filter((d) => d.id !== 0);
+      const sockets = companions.reduce((n, d) => n + d.sockets.size, 0);
+      if (sockets === 0) throw new ControlError(409, `phone: account ${phone} has no open socket`);
+      for (const device of companions) {
+        if (kind === 'stream-error' && code === 401) {
+          // The phone removed the device: the platform ends its streams with 401 and refuses later logins.
+          if (device.linked) unlinkDevice(ctx, user, device);
+          continue;
+        }
+        for (const socket of [...device.sockets]) {
+          if (kind === 'drop') socket.drop();
+          else if (kind === 'silence') socket.silenced = true;
+          else socket.streamError(code ?? 515);
+        }
+      }
+      return { phone, kind, ...(code !== undefined ? { code } : {}), sockets };
+    },
+  );
+
+  registerMessagingRoutes(app, ctx);
+}

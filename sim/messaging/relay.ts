@@ -1,0 +1,178 @@
+/**
+ * What linked Baileys devices send, as the platform's server relays it (Baileys' Socket/messages-send.js
+ * relayMessage and sendReceipt shapes):
+ * - `<message>`: one ciphertext per recipient device (`<participants><to jid><enc/></to>…`). Ciphertexts for a
+ *   simulated phone (device :0) are decrypted with that user's Signal identity and land in its inbox — the
+ *   sender's own phone gets a deviceSentMessage copy (DSM), decrypted too but not an inbox entry. Ciphertexts
+ *   for another companion device are forwarded to it as an incoming `<message>`.
+ * - `<receipt>`: recorded in the inbox of the user the receipt is addressed to.
+ * A ciphertext that does not decrypt, or a pkmsg whose attached device identity the account did not sign, is
+ * logged and published as `decrypt-error` on the context's events.
+ */
+import { type BinaryNode, getBinaryNodeChild, getBinaryNodeChildren } from 'baileys';
+import { lidJid, phoneJid } from '../model/accounts.ts';
+import { entryFromMessage } from '../model/inbox.ts';
+import type { DeviceStanza, SimContext } from '../server/session.ts';
+import {
+  answerRetry,
+  asCiphertext,
+  incomingMessageNode,
+  parseOutgoingMessage,
+  parseRetryReceipt,
+  verifyDeviceIdentity,
+} from '../signal/index.ts';
+import { deliver, type KeyedQueue } from './delivery.ts';
+
+async function relayMessage(
+  ctx: SimContext,
+  queue: KeyedQueue,
+  { user, device, node }: DeviceStanza,
+): Promise<void> {
+  const outgoing = parseOutgoingMessage(node);
+  const senderJid = phoneJid(user.phone, device.id);
+  const timestamp = new Date().toISOString();
+  // A companion's pkmsg carries its ADV identity; phones check it against the account before trusting the
+  // new session (signal/identity.ts). A bad identity is refused like an undecryptable message.
+  if (outgoing.deviceIdentity && device.keys && outgoing.encs.some((e) => e.type === 'pkmsg')) {
+    try {
+      verifyDeviceIdentity(outgoing.deviceIdentity, user.accountKey.public, device.keys.identity);
+    } catch (error) {
+      ctx.log.warn(
+        { err: error, id: outgoing.id, from: senderJid },
+        'message with an invalid device identity refused',
+      );
+      ctx.events.emit('decrypt-error', { user, id: outgoing.id, from: senderJid, error });
+      return;
+    }
+  }
+  for (const enc of outgoing.encs) {
+    const target = ctx.accounts.resolve(enc.jid);
+    if (!target) {
+      ctx.log.warn({ jid: enc.jid, id: outgoing.id }, 'message for an unknown device dropped');
+      continue;
+    }
+    const { user: recipient, device: deviceId } = target;
+    if (deviceId !== 0) {
+      const targetDevice = recipient.devices.get(deviceId);
+      if (!targetDevice?.linked || targetDevice === device) continue;
+      const forwarded = incomingMessageNode({
+        id: outgoing.id,
+        from: recipient === user ? phoneJid(user.phone) : senderJid,
+        type: outgoing.type,
+        pushName: user.pushName,
+        senderAlt: lidJid(user.lid),
+        enc: [{ type: enc.type, ciphertext: enc.ciphertext, attrs: enc.attrs }],
+        ...(recipient === user ? { recipient: outgoing.to } : {}),
+        ...(outgoing.deviceIdentity ? { deviceIdentity: outgoing.deviceIdentity } : {}),
+      });
+      deliver(targetDevice, forwarded);
+      continue;
+    }
+    try {
+      const decoded = await queue.run(recipient.phone, () =>
+        recipient.handset.decryptMessage(senderJid, asCiphertext(enc)),
+      );
+      if (recipient === user) {
+        ctx.events.emit('sent', {
+          user,
+          id: outgoing.id,
+          to: decoded.destinationJid,
+          message: decoded.message,
+        });
+        continue;
+      }
+      const entry = entryFromMessage(
+        { id: outgoing.id, from: user.phone, fromDevice: device.id, timestamp },
+        decoded.message,
+      );
+      recipient.inbox.push(entry);
+      ctx.events.emit('inbox', { user: recipient, entry });
+    } catch (error) {
+      ctx.log.warn(
+        { err: error, id: outgoing.id, to: enc.jid, from: senderJid },
+        'could not decrypt a message',
+      );
+      ctx.events.emit('decrypt-error', { user: recipient, id: outgoing.id, from: senderJid, error });
+    }
+  }
+}
+
+/**
+ * A device could not decrypt a message a simulated user sent (Baileys' sendRetryRequest): the user's phone
+ * opens a fresh session (the bundle in the receipt, else a fetched one) and sends the same message again
+ * with the retry count on the `<enc>`.
+ */
+async function answerRetryReceipt(
+  ctx: SimContext,
+  queue: KeyedQueue,
+  { user, device, node }: DeviceStanza,
+): Promise<void> {
+  const deviceJid = phoneJid(user.phone, device.id);
+  const retry = parseRetryReceipt(node, deviceJid);
+  const sender = retry ? ctx.accounts.resolve(retry.to)?.user : undefined;
+  const original = retry && sender ? sender.sent.get(retry.id) : undefined;
+  if (!retry || !sender || !original) {
+    ctx.log.info(
+      { id: node.attrs.id, to: node.attrs.to },
+      'retry receipt for a message the simulator did not send',
+    );
+    return;
+  }
+  const own = sender === user;
+  const message = own
+    ? { deviceSentMessage: { destinationJid: original.to, message: original.message } }
+    : original.message;
+  const enc = await queue.run(sender.phone, () => answerRetry(sender.handset, retry, message, device.keys));
+  deliver(
+    device,
+    incomingMessageNode({
+      id: retry.id,
+      from: phoneJid(sender.phone),
+      pushName: sender.pushName,
+      senderAlt: lidJid(sender.lid),
+      enc: [{ ...enc, attrs: { count: String(retry.count) } }],
+      ...(own ? { recipient: original.to } : {}),
+    }),
+  );
+  ctx.events.emit('retry', { user: sender, id: retry.id, device: deviceJid, count: retry.count });
+}
+
+function recordReceipt(ctx: SimContext, { user, device, node }: DeviceStanza): void {
+  const to = node.attrs.to;
+  const target = to ? ctx.accounts.resolve(to) : undefined;
+  if (!target || target.user === user) return;
+  const first = node.attrs.id;
+  if (!first) return;
+  const list = getBinaryNodeChild(node, 'list');
+  const ids = [first, ...getBinaryNodeChildren(list, 'item').map((i) => i.attrs.id ?? '')].filter(
+    (id) => id !== '',
+  );
+  const entry = {
+    id: first,
+    from: user.phone,
+    fromDevice: device.id,
+    type: 'receipt',
+    timestamp: new Date().toISOString(),
+    receipt: node.attrs.type ?? 'delivery',
+    ids,
+  };
+  target.user.inbox.push(entry);
+  ctx.events.emit('inbox', { user: target.user, entry });
+}
+
+/** Subscribes the relay to the context's device stanzas. */
+export function startRelay(ctx: SimContext, queue: KeyedQueue): void {
+  ctx.events.on('stanza', (stanza: DeviceStanza) => {
+    const node: BinaryNode = stanza.node;
+    if (node.tag === 'receipt' && node.attrs.type === 'retry') {
+      answerRetryReceipt(ctx, queue, stanza).catch((error: unknown) =>
+        ctx.log.warn({ err: error, id: node.attrs.id }, 'retry receipt not answered'),
+      );
+    } else if (node.tag === 'receipt') recordReceipt(ctx, stanza);
+    else if (node.tag === 'message') {
+      relayMessage(ctx, queue, stanza).catch((error: unknown) =>
+        ctx.log.warn({ err: error, id: node.attrs.id }, 'message stanza not relayed'),
+      );
+    }
+  });
+}

@@ -1,0 +1,73 @@
+/**
+ * A simulated user sends a message to a linked account, as a phone does: it encrypts the Message to every
+ * linked companion device of the account and — wrapped as a deviceSentMessage — to its own linked companions
+ * (signal/fanout.ts encryptToDevices: a pre-key bundle is fetched, and a pkmsg sent, for devices it has no
+ * session with yet). The server delivers one `<message>` per device with the sender's LID as `sender_lid`
+ * (signal/stanza.ts incomingMessageNode), now or at the device's next login. Sent messages are kept so a
+ * device that could not decrypt can get them again in a fresh session (`<receipt type="retry">`, relay.ts).
+ */
+import { randomBytes } from 'node:crypto';
+import type { proto } from 'baileys';
+import { type Device, lidJid, phoneJid, type User } from '../model/accounts.ts';
+import { encryptToDevices, type FanoutTarget, incomingMessageNode } from '../signal/index.ts';
+import { deliver, type KeyedQueue } from './delivery.ts';
+
+/** A message id as phones make them: 32 upper-case hex characters. */
+export function newMessageId(): string {
+  return randomBytes(16).toString('hex').toUpperCase();
+}
+
+/** Result of a send: the id, how many of the account's devices it was encrypted to, how many got it now. */
+export interface SendResult {
+  id: string;
+  devices: number;
+  online: number;
+}
+
+function companions(user: User): Device[] {
+  return [...user.devices.values()].filter((d) => d.id !== 0 && d.linked && d.keys);
+}
+
+/** Encrypts `message` from `from`'s phone to the companions of `to` (and copies to `from`'s) and delivers it. */
+export async function sendMessage(
+  queue: KeyedQueue,
+  from: User,
+  to: User,
+  message: proto.IMessage,
+): Promise<SendResult> {
+  const id = newMessageId();
+  const chat = phoneJid(to.phone);
+  const recipients = companions(to);
+  const own = companions(from);
+  const byJid = new Map<string, { device: Device; own: boolean }>();
+  const targets: FanoutTarget[] = [];
+  for (const device of recipients) {
+    const jid = phoneJid(to.phone, device.id);
+    byJid.set(jid, { device, own: false });
+    targets.push({ jid, ...(device.keys ? { keys: device.keys } : {}) });
+  }
+  for (const device of own) {
+    const jid = phoneJid(from.phone, device.id);
+    byJid.set(jid, { device, own: true });
+    targets.push({ jid, own: true, ...(device.keys ? { keys: device.keys } : {}) });
+  }
+  let online = 0;
+  await queue.run(from.phone, async () => {
+    const ciphertexts = await encryptToDevices(from.handset, targets, message, chat);
+    from.sent.set(id, { message, to: chat });
+    for (const { jid, enc } of ciphertexts) {
+      const target = byJid.get(jid);
+      if (!target) continue;
+      const node = incomingMessageNode({
+        id,
+        from: phoneJid(from.phone),
+        pushName: from.pushName,
+        senderAlt: lidJid(from.lid),
+        enc: [enc],
+        ...(target.own ? { recipient: chat } : {}),
+      });
+      if (deliver(target.device, node) > 0 && !target.own) online++;
+    }
+  });
+  return { id, devices: recipients.length, online };
+}

@@ -1,0 +1,95 @@
+/**
+ * A simulated user's inbox: what its phone received from linked accounts, decrypted, oldest first. Messages
+ * are read from the decrypted proto.Message as Baileys builds them (Utils/messages.js generateWAMessageContent):
+ * text as `conversation` or `extendedTextMessage` (a reply's quoted id in `contextInfo.stanzaId`), reactions as
+ * `reactionMessage`, media as `imageMessage`/`videoMessage`/… with `caption` and `mimetype`. Receipts the
+ * account sends for the user's messages are entries too (`type: "receipt"`).
+ */
+import type { proto } from 'baileys';
+
+/** One inbox entry. `from` is the sending account's phone (digits), `fromDevice` its device id. */
+export interface InboxEntry {
+  /** Message id (receipts: the first acknowledged id). */
+  id: string;
+  from: string;
+  fromDevice: number;
+  /** `text`, `reaction`, `image`, `video`, `audio`, `document`, `sticker`, `location`, `contact`, `poll`, `revoke`, `edit`, `receipt`, `other`. */
+  type: string;
+  /** ISO 8601 time the simulator took the stanza. */
+  timestamp: string;
+  text?: string;
+  caption?: string;
+  mimetype?: string;
+  /** Id of the message this one replies to. */
+  quotedId?: string;
+  /** Reactions: the message reacted to and the emoji ('' removes the reaction). */
+  reaction?: { id: string; text: string };
+  /** Revokes and edits: the id of the message revoked or edited. */
+  targetId?: string;
+  /** Receipts: `delivery`, `read`, `played`, … and every id acknowledged. */
+  receipt?: string;
+  ids?: string[];
+}
+
+type MediaKey = 'imageMessage' | 'videoMessage' | 'audioMessage' | 'documentMessage' | 'stickerMessage';
+const MEDIA: [MediaKey, string][] = [
+  ['imageMessage', 'image'],
+  ['videoMessage', 'video'],
+  ['audioMessage', 'audio'],
+  ['documentMessage', 'document'],
+  ['stickerMessage', 'sticker'],
+];
+
+/** Unwraps the envelopes a message may come in (ephemeral, view-once, document-with-caption). */
+function unwrap(message: proto.IMessage): proto.IMessage {
+  const inner =
+    message.ephemeralMessage?.message ??
+    message.viewOnceMessage?.message ??
+    message.viewOnceMessageV2?.message ??
+    message.documentWithCaptionMessage?.message;
+  return inner ? unwrap(inner) : message;
+}
+
+/** The inbox view of a decrypted message. */
+export function entryFromMessage(
+  base: Pick<InboxEntry, 'id' | 'from' | 'fromDevice' | 'timestamp'>,
+  received: proto.IMessage,
+): InboxEntry {
+  const message = unwrap(received);
+  if (message.conversation) return { ...base, type: 'text', text: message.conversation };
+  if (message.extendedTextMessage) {
+    const entry: InboxEntry = { ...base, type: 'text', text: message.extendedTextMessage.text ?? '' };
+    const quoted = message.extendedTextMessage.contextInfo?.stanzaId;
+    if (quoted) entry.quotedId = quoted;
+    return entry;
+  }
+  if (message.reactionMessage) {
+    return {
+      ...base,
+      type: 'reaction',
+      reaction: { id: message.reactionMessage.key?.id ?? '', text: message.reactionMessage.text ?? '' },
+    };
+  }
+  const protocol = message.protocolMessage;
+  if (protocol?.type === 0) return { ...base, type: 'revoke', targetId: protocol.key?.id ?? '' };
+  if (protocol?.editedMessage) {
+    const text = protocol.editedMessage.conversation ?? protocol.editedMessage.extendedTextMessage?.text;
+    return { ...base, type: 'edit', targetId: protocol.key?.id ?? '', ...(text ? { text } : {}) };
+  }
+  for (const [key, type] of MEDIA) {
+    const media = message[key];
+    if (!media) continue;
+    const entry: InboxEntry = { ...base, type };
+    if ('caption' in media && media.caption) entry.caption = media.caption;
+    if (media.mimetype) entry.mimetype = media.mimetype;
+    const quoted = media.contextInfo?.stanzaId;
+    if (quoted) entry.quotedId = quoted;
+    return entry;
+  }
+  if (message.locationMessage) return { ...base, type: 'location' };
+  if (message.contactMessage || message.contactsArrayMessage) return { ...base, type: 'contact' };
+  if (message.pollCreationMessage || message.pollCreationMessageV2 || message.pollCreationMessageV3) {
+    return { ...base, type: 'poll' };
+  }
+  return { ...base, type: 'other' };
+}

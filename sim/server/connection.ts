@@ -1,0 +1,205 @@
+/**
+ * One client WebSocket at /ws/chat: the Noise handshake (noise/handshake.ts), then encrypted frames carrying
+ * binary nodes encoded with Baileys' own WABinary encoder/decoder, as Baileys' Socket/socket.js exchanges
+ * them (sendNode / onMessageReceived). Stanzas go to the session handler chosen by the client payload:
+ * registration (pairing) or login (see server/session.ts).
+ */
+import { type BinaryNode, decodeBinaryNode, encodeBinaryNode, type proto } from 'baileys';
+import type { Logger } from 'pino';
+import type { WebSocket } from 'ws';
+import type { DeviceSocket } from '../model/accounts.ts';
+import type { CertificateChain } from '../noise/certificates.ts';
+import { encodeFrame, FrameReader } from '../noise/framing.ts';
+import { NoiseResponder, type TransportCipher } from '../noise/handshake.ts';
+
+/** What a connection hands its stanzas to once the handshake is done. */
+export interface StanzaHandler {
+  /** Handles one decoded stanza from the client (errors are logged, the connection stays). */
+  onStanza(node: BinaryNode): Promise<void>;
+  /** Called once when the WebSocket closes, for whatever reason. */
+  onClose(): void;
+}
+
+/** Builds the stanza handler for a connection whose client finish carried `payload`. */
+export type SessionFactory = (
+  connection: Connection,
+  payload: proto.ClientPayload,
+  clientStatic: Buffer,
+) => StanzaHandler;
+
+let nextConnectionId = 1;
+
+/** Time Baileys gives the server to answer a query before giving up; used for server-initiated iqs (ms). */
+const REQUEST_TIMEOUT_MS = 20_000;
+
+/** A client connection; implements the fault operations of {@link DeviceSocket}. */
+export class Connection implements DeviceSocket {
+  readonly id = nextConnectionId++;
+  silenced = false;
+  private readonly reader = new FrameReader();
+  private responder: NoiseResponder | undefined;
+  private transport: TransportCipher | undefined;
+  private handler: StanzaHandler | undefined;
+  private closed = false;
+  private nextStanzaId = 1;
+  private readonly pending = new Map<
+    string,
+    { resolve: (node: BinaryNode) => void; reject: (e: Error) => void }
+  >();
+  /** Stanzas are processed one at a time, in arrival order, as the platform's server does per socket. */
+  private queue: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly ws: WebSocket,
+    private readonly chain: CertificateChain,
+    private readonly createSession: SessionFactory,
+    readonly log: Logger,
+  ) {
+    ws.on('message', (data: Buffer) => this.onData(data));
+    ws.on('close', () => this.onClosed());
+    ws.on('error', (err) => this.log.debug({ err, connection: this.id }, 'websocket error'));
+  }
+
+  private onData(data: Buffer): void {
+    let frames: Buffer[];
+    try {
+      frames = this.reader.push(data);
+    } catch (err) {
+      this.log.warn({ err, connection: this.id }, 'bad framing, closing');
+      this.drop();
+      return;
+    }
+    for (const frame of frames) {
+      this.queue = this.queue
+        .then(() => this.onFrame(frame))
+        .catch((err: unknown) => {
+          this.log.warn({ err, connection: this.id }, 'frame handling failed, closing');
+          this.drop();
+        });
+    }
+  }
+
+  private async onFrame(frame: Buffer): Promise<void> {
+    if (this.closed) return;
+    if (this.transport && this.handler) {
+      const node = await decodeBinaryNode(this.transport.decrypt(frame));
+      const id = node.attrs.id;
+      const waiter =
+        id !== undefined && node.tag === 'iq' && (node.attrs.type === 'result' || node.attrs.type === 'error')
+          ? this.pending.get(id)
+          : undefined;
+      if (waiter && id !== undefined) {
+        this.pending.delete(id);
+        waiter.resolve(node);
+        return;
+      }
+      await this.handler.onStanza(node);
+      return;
+    }
+    if (!this.responder) {
+      this.responder = new NoiseResponder(this.chain.serverStatic, this.chain.encoded);
+      this.ws.send(encodeFrame(this.responder.serverHello(frame)));
+      return;
+    }
+    const finish = this.responder.finish(frame);
+    this.log.debug(
+      { connection: this.id, login: !finish.payload.devicePairingData },
+      'noise handshake finished',
+    );
+    this.transport = finish.transport;
+    this.handler = this.createSession(this, finish.payload, finish.clientStatic);
+  }
+
+  /** Encodes, encrypts and sends one stanza; a no-op once closed. */
+  send(node: BinaryNode): void {
+    if (this.closed || !this.transport) return;
+    this.ws.send(encodeFrame(this.transport.encrypt(encodeBinaryNode(node))));
+  }
+
+  /** Messages sent and not yet acked by the client, by id. */
+  private readonly unacked = new Map<string, BinaryNode>();
+
+  /** Sends a message stanza and remembers it until {@link acknowledge} (see DeviceSocket.sendMessage). */
+  sendMessage(node: BinaryNode): void {
+    if (this.closed) return;
+    this.unacked.set(node.attrs.id ?? '', node);
+    this.send(node);
+  }
+
+  /** The client acked (or sent a receipt for) message `id`. */
+  acknowledge(id: string): void {
+    this.unacked.delete(id);
+  }
+
+  /** Removes and returns the messages never acked, oldest first. */
+  takeUnacked(): BinaryNode[] {
+    const nodes = [...this.unacked.values()];
+    this.unacked.clear();
+    return nodes;
+  }
+
+  /** A fresh stanza id for server-initiated stanzas. */
+  stanzaId(): string {
+    return `sim-${this.id}-${this.nextStanzaId++}`;
+  }
+
+  /**
+   * Sends an iq and resolves with the client's `result`/`error` iq of the same id. Rejects when the socket
+   * closes first or after 20 s.
+   */
+  request(node: BinaryNode): Promise<BinaryNode> {
+    const id = node.attrs.id ?? this.stanzaId();
+    node.attrs.id = id;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(new Error(`no answer to iq ${id} within ${REQUEST_TIMEOUT_MS} ms`));
+      }, REQUEST_TIMEOUT_MS);
+      this.pending.set(id, {
+        resolve: (n) => {
+          clearTimeout(timer);
+          resolve(n);
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      });
+      this.send(node);
+    });
+  }
+
+  /** `<stream:error code=N/>` then close, as the platform ends a stream (Baileys maps N to DisconnectReason). */
+  streamError(code: number): void {
+    const content: BinaryNode[] = code === 440 ? [{ tag: 'conflict', attrs: { type: 'replaced' } }] : [];
+    this.send({ tag: 'stream:error', attrs: { code: String(code) }, content });
+    this.close();
+  }
+
+  /** `<failure reason=N/>` then close, the platform's answer to a login it refuses (401: device unlinked). */
+  failure(reason: number): void {
+    this.send({ tag: 'failure', attrs: { reason: String(reason), location: 'sim' } });
+    this.close();
+  }
+
+  /** Closes the WebSocket with a normal close frame. */
+  close(): void {
+    if (this.closed) return;
+    this.ws.close();
+    this.onClosed();
+  }
+
+  /** Terminates the TCP connection without a close frame, as a network drop. */
+  drop(): void {
+    this.ws.terminate();
+    this.onClosed();
+  }
+
+  private onClosed(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const waiter of this.pending.values()) waiter.reject(new Error('connection closed'));
+    this.pending.clear();
+    this.handler?.onClose();
+  }
+}

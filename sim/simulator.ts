@@ -1,0 +1,96 @@
+/**
+ * The platform simulator: one HTTP server that accepts the platform's web protocol over WebSocket at
+ * /ws/chat (Noise, binary nodes, pairing, login — see server/) and serves the control API under /control
+ * (control/routes.ts). Started by `parley sim` (sim/cli.ts) or in-process by tests.
+ */
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import pino, { type Logger } from 'pino';
+import { WebSocketServer } from 'ws';
+import { registerControlRoutes } from './control/routes.ts';
+import { startHistorySync } from './messaging/history.ts';
+import { startRelay } from './messaging/relay.ts';
+import { Accounts } from './model/accounts.ts';
+import { createCertificateChain, type KeyPair } from './noise/certificates.ts';
+import { Pairing } from './pairing/pairing.ts';
+import { Connection } from './server/connection.ts';
+import { createContext, createSession, type SimContext } from './server/session.ts';
+
+/** Options of {@link startSimulator}. */
+export interface SimulatorOptions {
+  /** TCP port on 127.0.0.1; 0 (default) picks a free one. */
+  port?: number;
+  /** Host to bind; default 127.0.0.1. */
+  host?: string;
+  /** Root key pair to sign the certificate chain with; default a fresh one. */
+  root?: KeyPair;
+  /** Logger; default a silent pino logger. */
+  log?: Logger;
+}
+
+/** A running simulator. */
+export interface Simulator {
+  /** WebSocket URL for Baileys' `waWebSocketUrl`, e.g. `ws://127.0.0.1:PORT/ws/chat`. */
+  url: string;
+  /** Base URL of the control API, e.g. `http://127.0.0.1:PORT/control`. */
+  control: string;
+  /** The root public key (32 bytes) clients must trust as `WA_CERT_DETAILS.PUBLIC_KEY`. */
+  rootKey: Buffer;
+  port: number;
+  context: SimContext;
+  app: FastifyInstance;
+  /** Closes every socket and the server. */
+  close(): Promise<void>;
+}
+
+/** The path Baileys connects to (the platform serves its web protocol there). */
+export const CHAT_PATH = '/ws/chat';
+
+/** Starts a simulator and resolves once it listens. Rejects when the port cannot be bound. */
+export async function startSimulator(options: SimulatorOptions = {}): Promise<Simulator> {
+  const log = options.log ?? pino({ level: 'silent' });
+  const accounts = new Accounts();
+  const chain = createCertificateChain(options.root);
+  const context = createContext({ accounts, pairing: new Pairing(accounts), chain, log });
+  const app: FastifyInstance = Fastify({ loggerInstance: log as FastifyBaseLogger });
+  const wss = new WebSocketServer({ noServer: true });
+  const connections = new Set<Connection>();
+  wss.on('connection', (ws) => {
+    const connection = new Connection(
+      ws,
+      chain,
+      (c, payload, key) => createSession(context, c, payload, key),
+      log,
+    );
+    connections.add(connection);
+    log.debug({ connection: connection.id }, 'websocket opened');
+    ws.on('close', () => connections.delete(connection));
+  });
+  app.server.on('upgrade', (request, socket, head) => {
+    const path = new URL(request.url ?? '/', 'http://sim').pathname;
+    if (path !== CHAT_PATH) {
+      socket.end('HTTP/1.1 404 Not Found\r\n\r\n');
+      return;
+    }
+    wss.handleUpgrade(request, socket, head, (ws) => wss.emit('connection', ws, request));
+  });
+  startRelay(context, context.signalQueue);
+  startHistorySync(context);
+  registerControlRoutes(app, context);
+  const host = options.host ?? '127.0.0.1';
+  await app.listen({ port: options.port ?? 0, host });
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : (options.port ?? 0);
+  return {
+    url: `ws://${host}:${port}${CHAT_PATH}`,
+    control: `http://${host}:${port}/control`,
+    rootKey: chain.root.public,
+    port,
+    context,
+    app,
+    async close() {
+      for (const connection of connections) connection.drop();
+      wss.close();
+      await app.close();
+    },
+  };
+}

@@ -1,0 +1,129 @@
+/**
+ * parley with a live key against an in-process platform simulator: the app (real services, real Baileys live
+ * engine) is pointed at the simulator with PLATFORM_URL / PLATFORM_ROOT_KEY, a live instance and a live key are
+ * created, and the simulator's control API is called over HTTP.
+ */
+import assert from 'node:assert/strict';
+import pino from 'pino';
+import { type Simulator, startSimulator } from '../../sim/simulator.ts';
+import type { ApiResponse, TestApp } from '../support/app.ts';
+import type { TestDialect, TestStore } from '../support/store.ts';
+import { createWebhookApp } from '../webhooks/support.ts';
+
+/** Default wait for a condition, ms. */
+export const WAIT_MS = 20_000;
+
+/** Re-checks `check` every 25 ms until it returns a value other than undefined; fails after `ms` naming `what`. */
+export async function until<T>(
+  what: string,
+  check: () => Promise<T | undefined> | T | undefined,
+  ms = WAIT_MS,
+): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) assert.fail(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+/** A simulator started with the test log level. */
+export function startTestSimulator(): Promise<Simulator> {
+  return startSimulator({ log: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }) });
+}
+
+/** Calls the simulator's control API; resolves with status and parsed JSON body. */
+export async function control(
+  sim: Simulator,
+  method: 'GET' | 'POST',
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; body: any }> {
+  const response = await fetch(`${sim.control}${path}`, {
+    method,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? null : JSON.stringify(body),
+  });
+  return { status: response.status, body: await response.json() };
+}
+
+/** A parley app pointed at `sim`, with a way to call it as one live instance. */
+export interface LiveApp {
+  t: TestApp;
+  instanceId: string;
+  liveKey: string;
+  /** Calls the API with the live key for the live instance (`from` added to the query). */
+  live(method: 'GET' | 'POST', url: string, body?: unknown): Promise<ApiResponse>;
+  /** GET /v1/session/status's `data`. */
+  status(): Promise<{ connected: boolean; loggedIn: boolean; jid?: string; reason?: string }>;
+}
+
+/**
+ * Builds a parley app on `dialect` (or on `testStore`, for restarts and second processes) pointed at `sim`.
+ * Reuses `existing` instance and key when given, else creates a live instance and a live key.
+ */
+export async function liveApp(
+  sim: Simulator,
+  options: {
+    dialect?: TestDialect;
+    testStore?: TestStore;
+    existing?: { instanceId: string; liveKey: string };
+  } = {},
+): Promise<LiveApp> {
+  const t = await createWebhookApp({
+    ...(options.dialect ? { dialect: options.dialect } : {}),
+    ...(options.testStore ? { testStore: options.testStore } : {}),
+    // Status is polled while the engine works: a plan whose limits polling never reaches.
+    plan: { plan: 'enterprise', perMinute: 1_000_000, perDay: 1_000_000_000 },
+    env: { PLATFORM_URL: sim.url, PLATFORM_ROOT_KEY: sim.rootKey.toString('hex') },
+  });
+  const instanceId = options.existing?.instanceId ?? (await t.newInstance('live', 'sim')).id;
+  const liveKey = options.existing?.liveKey ?? (await t.newKey({ env: 'live' }));
+  const live: LiveApp['live'] = (method, url, body) => {
+    const separator = url.includes('?') ? '&' : '?';
+    return t.call(method, `${url}${separator}from=${instanceId}`, body, {
+      authorization: `Bearer ${liveKey}`,
+    });
+  };
+  return {
+    t,
+    instanceId,
+    liveKey,
+    live,
+    status: async () => (await live('GET', '/v1/session/status')).body.data,
+  };
+}
+
+/** Connects the live instance, scans its QR as account `phone` and waits for connected + logged in. */
+export async function pairLive(sim: Simulator, app: LiveApp, phone: string): Promise<void> {
+  const connect = await app.live('POST', '/v1/session/connect');
+  assert.equal(connect.status, 200, JSON.stringify(connect.body));
+  const qr = await app.live('GET', '/v1/session/qr');
+  assert.equal(qr.status, 200, JSON.stringify(qr.body));
+  const scan = await control(sim, 'POST', '/scan', { code: qr.body.data.code, phone });
+  assert.equal(scan.status, 200, JSON.stringify(scan.body));
+  await waitForStatus(app, true, true);
+}
+
+/** Waits until the status shows `connected` and `loggedIn`. */
+export async function waitForStatus(app: LiveApp, connected: boolean, loggedIn: boolean) {
+  let last: unknown;
+  try {
+    return await until(`status ${connected},${loggedIn}`, async () => {
+      const s = await app.status();
+      last = s;
+      return s.connected === connected && s.loggedIn === loggedIn ? s : undefined;
+    });
+  } catch (error) {
+    throw new Error(`${(error as Error).message}; last status ${JSON.stringify(last)}`);
+  }
+}
+
+/** The simulator's view of `phone`'s companion device 1. */
+export async function companion(
+  sim: Simulator,
+  phone: string,
+): Promise<{ id: number; linked: boolean; sockets: number }> {
+  return (await control(sim, 'GET', `/accounts/${phone}`)).body.devices[1];
+}
