@@ -13,7 +13,12 @@
  *   Any other fence (```text, ```json, ```js, ```http) is shown only, never run: use one for what cannot run here
  *   (installing, starting the server, a real phone, long benchmarks).
  * - The only edits: a line assigning a page variable, `PARLEY=…` (the base URL) or `KEY=…` (the key), with or
- *   without `export`, gets the test server's value; the rest of the line (a comment) stays.
+ *   without `export`, gets the test server's value; the rest of the line (a comment) stays. A value computed by a
+ *   command (`KEY=$(npx parley key create …)`) is the page's own and runs as written.
+ * - A page that needs the platform simulator says so in an HTML comment, `<!-- docs-test: simulator -->`. The test
+ *   then starts `parley sim --json` first and the server with PLATFORM_URL / PLATFORM_ROOT_KEY from its first line
+ *   (as such a page tells the reader to, in ```text blocks), and `SIM=…` (the control API's base URL),
+ *   `PLATFORM_URL=…` and `PLATFORM_ROOT_KEY=…` assignments get the simulator's values.
  *
  * What is asserted (the convention for `# →` lines):
  * - Every command exits 0 (a failing command stops the page and fails the test, naming block and command).
@@ -35,7 +40,14 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
-import { cleanEnv, type ParleyProcess, ROOT, startParley } from '../support/parley-process.ts';
+import {
+  cleanEnv,
+  type ParleyProcess,
+  ROOT,
+  type SimulatorProcess,
+  startParley,
+  startSimulatorProcess,
+} from '../support/parley-process.ts';
 
 /** One fenced block of a page. */
 interface Block {
@@ -123,15 +135,39 @@ function hasLine(output: string, pattern: RegExp): boolean {
   return output.split('\n').some((line) => pattern.test(line));
 }
 
-/** Replaces the value of `PARLEY=` / `KEY=` assignments (the page's variables) with the test server's. */
+/**
+ * Replaces the value of the page's variable assignments (`PARLEY=`, `KEY=`, …: the names in `values`) with the
+ * test's. An assignment computed by a command (`KEY=$(…)`, `KEY="$(…)"`) stays as written.
+ */
 export function withServerVariables(code: string, values: Record<string, string>): string {
   return code.replace(
     /^(\s*(?:export\s+)?)([A-Z_]+)=("[^"]*"|'[^']*'|\S*)/gm,
-    (whole, prefix: string, name: string) => {
+    (whole, prefix: string, name: string, assigned: string) => {
       const value = values[name];
-      return value === undefined ? whole : `${prefix}${name}='${value}'`;
+      if (value === undefined || /^"?\$\(/.test(assigned)) return whole;
+      return `${prefix}${name}='${value}'`;
     },
   );
+}
+
+/** What a page may ask of the test in `<!-- docs-test: … -->` comments. */
+const PAGE_OPTIONS = ['simulator'] as const;
+type PageOption = (typeof PAGE_OPTIONS)[number];
+
+/**
+ * The options of a page's `<!-- docs-test: a b -->` comments (words separated by spaces or commas).
+ * @throws AssertionError naming an option the test does not know.
+ */
+export function pageOptions(markdown: string): Set<PageOption> {
+  const options = new Set<PageOption>();
+  for (const [, words = ''] of markdown.matchAll(/^<!--\s*docs-test:([^>]*?)-->\s*$/gm)) {
+    for (const word of words.split(/[\s,]+/).filter(Boolean)) {
+      const option = PAGE_OPTIONS.find((known) => known === word);
+      assert.ok(option, `unknown docs-test option ${word} (known: ${PAGE_OPTIONS.join(', ')})`);
+      options.add(option);
+    }
+  }
+  return options;
 }
 
 /** The pages: README.md, then docs/*.md in name order. */
@@ -219,8 +255,11 @@ async function eventually(
  */
 const NOT_HERE = /\bnpm\s+(ci|install|i|start|test|run\s+bench)\b|\bparley(\.js)?\s+serve\b|\.ci\/run\b/;
 
-/** Runs every ```sh block of `page` against `parley`. */
-async function runPage(page: string, parley: ParleyProcess): Promise<void> {
+/**
+ * Runs every ```sh block of `page` against `parley` (and `sim`, the simulator it is pointed at, for a page that
+ * asks for one).
+ */
+async function runPage(page: string, parley: ParleyProcess, sim?: SimulatorProcess): Promise<void> {
   const blocks = fencedBlocks(readFileSync(join(ROOT, page), 'utf8')).filter((b) => b.lang === 'sh');
   for (const block of blocks) {
     const uncommented = block.code.replace(/(^|\s)#.*$/gm, '');
@@ -233,7 +272,11 @@ async function runPage(page: string, parley: ParleyProcess): Promise<void> {
   const workDir = mkdtempSync(join(tmpdir(), 'parley-docs-bg-'));
   const shell = new Shell({ ...cleanEnv(), DATA_DIR: parley.dataDir, LOG_LEVEL: 'silent' });
   const background: { file: string; pid: number; pending: RegExp[]; line: number }[] = [];
-  const variables = { PARLEY: parley.url, KEY: parley.key };
+  const variables: Record<string, string> = {
+    PARLEY: parley.url,
+    KEY: parley.key,
+    ...(sim ? { SIM: sim.control, PLATFORM_URL: sim.url, PLATFORM_ROOT_KEY: sim.rootKey } : {}),
+  };
   try {
     for (const [index, block] of blocks.entries()) {
       const where = `${page}:${block.line} (block ${index + 1})`;
@@ -301,8 +344,10 @@ const toolsPresent = TOOLS.every(
 
 describe('the docs run as written (README.md, docs/*.md)', () => {
   for (const page of toolsPresent ? pagesToRun() : []) {
-    const runnable = fencedBlocks(readFileSync(join(ROOT, page), 'utf8')).filter((b) => b.lang === 'sh');
+    const markdown = readFileSync(join(ROOT, page), 'utf8');
+    const runnable = fencedBlocks(markdown).filter((b) => b.lang === 'sh');
     if (runnable.length === 0) continue;
+    const options = pageOptions(markdown);
     // a page runs tens of commands, each `npx parley …` a process of its own: more than the default per-test time
     it(`${page}: every sh block runs against a fresh server and shows what the page says`, {
       timeout: 300_000,
@@ -314,18 +359,24 @@ describe('the docs run as written (README.md, docs/*.md)', () => {
         encoding: 'utf8',
       });
       assert.equal(ca.status, 0, ca.stderr);
-      const parley = await startParley(
-        {
-          WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32',
-          OUTBOUND_CA_FILE: ca.stdout.trim(),
-          NODE_OPTIONS: `--import=${join(ROOT, 'test/docs/example-dns.mjs')}`,
-        },
-        dataDir,
-      );
+      const sim = options.has('simulator') ? await startSimulatorProcess() : undefined;
       try {
-        await runPage(page, parley);
+        const parley = await startParley(
+          {
+            WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32',
+            OUTBOUND_CA_FILE: ca.stdout.trim(),
+            NODE_OPTIONS: `--import=${join(ROOT, 'test/docs/example-dns.mjs')}`,
+            ...(sim ? { PLATFORM_URL: sim.url, PLATFORM_ROOT_KEY: sim.rootKey } : {}),
+          },
+          dataDir,
+        );
+        try {
+          await runPage(page, parley, sim);
+        } finally {
+          await parley.stop();
+        }
       } finally {
-        await parley.stop();
+        await sim?.stop();
       }
     });
   }
@@ -379,6 +430,19 @@ describe('the docs run as written (README.md, docs/*.md)', () => {
         PARLEY: 'u',
       }),
       "export KEY='k'   # the key\nPARLEY='u'\nX=1",
+    );
+    assert.equal(
+      withServerVariables('KEY=$(npx parley key create)\nKEY="$(cat key)"\nSIM=http://x # the control', {
+        KEY: 'k',
+        SIM: 's',
+      }),
+      'KEY=$(npx parley key create)\nKEY="$(cat key)"\nSIM=\'s\' # the control',
+    );
+    assert.deepEqual([...pageOptions('<!-- docs-test: simulator -->\n# Title\n')], ['simulator']);
+    assert.deepEqual([...pageOptions('# Title\n')], []);
+    assert.throws(
+      () => pageOptions('<!-- docs-test: simulator, phone -->\n'),
+      /unknown docs-test option phone/,
     );
   });
 });

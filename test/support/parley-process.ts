@@ -133,3 +133,44 @@ export async function startParley(
     },
   };
 }
+
+/** A platform simulator started as `parley sim --json` starts it (`node bin/parley.js sim`). */
+export interface SimulatorProcess {
+  /** The WebSocket URL, `ws://127.0.0.1:<port>/ws/chat` (parley's PLATFORM_URL). */
+  url: string;
+  /** The root key, 64 hex characters (parley's PLATFORM_ROOT_KEY). */
+  rootKey: string;
+  /** The control API's base URL, `http://127.0.0.1:<port>/control`. */
+  control: string;
+  output: Output;
+  /** SIGTERM, wait for exit (code returned; SIGKILL after 10 s). */
+  stop(): Promise<number | null>;
+}
+
+/**
+ * Starts `parley sim --json` in a child process on a free port and reads the facts from its first stdout line,
+ * as a reader copies them.
+ * @throws Error when the simulator exits or prints nothing within 30 s.
+ */
+export async function startSimulatorProcess(): Promise<SimulatorProcess> {
+  const child = spawn(process.execPath, ['bin/parley.js', 'sim', '--json', '--log-level', 'silent'], {
+    cwd: ROOT,
+    env: cleanEnv(),
+    stdio: 'pipe',
+  });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const output = new Output(child);
+  const [line = ''] = await output.waitFor(/^\{"url".*\}$/m, 'the simulator facts line', exited);
+  const facts = JSON.parse(line) as { url: string; rootKey: string; control: string };
+  return {
+    ...facts,
+    output,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      const stuck = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      const code = await exited;
+      clearTimeout(stuck);
+      return code;
+    },
+  };
+}
