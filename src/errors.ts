@@ -1,17 +1,21 @@
 /**
- * The closed set of error codes parley answers with, one HTTP status each (DESIGN D6).
+ * The closed set of error codes parley answers with, one HTTP status each (DESIGN D6). `REQUEST_TIMEOUT`,
+ * `URI_TOO_LONG` and `HEADERS_TOO_LARGE` come from the HTTP layer (Node's parser, Fastify's router), not routes.
  * Every error response is `{ error: { code: <status>, message, retryAfter? } }` (SPEC Errors).
  */
 export type ErrorCode =
   | 'BAD_REQUEST'
+  | 'REQUEST_TIMEOUT'
   | 'UNAUTHORIZED'
   | 'FORBIDDEN'
   | 'NOT_FOUND'
   | 'CONFLICT'
   | 'PAYLOAD_TOO_LARGE'
+  | 'URI_TOO_LONG'
   | 'UNSUPPORTED_MEDIA_TYPE'
   | 'UNPROCESSABLE'
   | 'RATE_LIMITED'
+  | 'HEADERS_TOO_LARGE'
   | 'INTERNAL'
   | 'PLATFORM_ERROR'
   | 'PLATFORM_UNAVAILABLE'
@@ -23,6 +27,8 @@ export function statusOf(code: ErrorCode): number {
   switch (code) {
     case 'BAD_REQUEST':
       return 400;
+    case 'REQUEST_TIMEOUT':
+      return 408;
     case 'UNAUTHORIZED':
       return 401;
     case 'FORBIDDEN':
@@ -33,12 +39,16 @@ export function statusOf(code: ErrorCode): number {
       return 409;
     case 'PAYLOAD_TOO_LARGE':
       return 413;
+    case 'URI_TOO_LONG':
+      return 414;
     case 'UNSUPPORTED_MEDIA_TYPE':
       return 415;
     case 'UNPROCESSABLE':
       return 422;
     case 'RATE_LIMITED':
       return 429;
+    case 'HEADERS_TOO_LARGE':
+      return 431;
     case 'INTERNAL':
       return 500;
     case 'PLATFORM_ERROR':

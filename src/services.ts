@@ -1,6 +1,4 @@
-import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { hostname } from 'node:os';
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
 import { KeyAuthenticator } from './auth/authenticator.ts';
@@ -15,8 +13,10 @@ import { MessageProjection } from './events/message-projection.ts';
 import { OutboxProjection } from './events/outbox-projection.ts';
 import { EventRecorder } from './events/recorder.ts';
 import { OutboundGuard } from './net/outbound-guard.ts';
+import { NodeRegistry } from './nodes/registry.ts';
 import { Metrics } from './ops/metrics.ts';
 import { PlanRateLimiter } from './ratelimit/limiter.ts';
+import { PersistedWindows } from './ratelimit/persisted-window.ts';
 import { loadMasterKey, SecretBox } from './security/secrets.ts';
 import { SessionManager } from './sessions/manager.ts';
 import { migrateToLatest, openStore, type Store } from './store/database.ts';
@@ -44,6 +44,11 @@ export interface Services {
   guard: OutboundGuard;
   /** Recipients' registration answers, cached per instance (DESIGN D6: sends check registration first). */
   registrations: RegistrationCache;
+  /**
+   * This process in the node registry: its id (also the webhook claims' `locked_by`) and heartbeat; at boot it
+   * releases the claims of dead nodes, a killed predecessor's included.
+   */
+  nodes: NodeRegistry;
   /** The webhook delivery worker (DESIGN D10); started here, stopped first by `close`. */
   webhooks: DeliveryWorker;
   /** Prunes finished events older than `WEBHOOK_RETENTION_DAYS` from the delivery log, hourly. */
@@ -73,6 +78,8 @@ export interface ServiceOptions {
    * (tests then drive it with `runOnce`).
    */
   webhookWorker?: WebhookWorkerTuning & { start?: boolean };
+  /** Node registry timing, ms (tests shorten it): heartbeat interval and the age at which a node is dead. */
+  nodeRegistry?: { heartbeatMs?: number; deadAfterMs?: number };
 }
 
 /**
@@ -97,18 +104,32 @@ export async function createServices(config: Config, options: ServiceOptions): P
     logger,
   });
   keys.start();
-  const limiter = new PlanRateLimiter(redis);
+  // Without Redis the day window is kept in the store across restarts (DESIGN D13).
+  const limiter = new PlanRateLimiter(redis, undefined, {
+    ...(redis ? {} : { persisted: new PersistedWindows({ db: store.db, logger }) }),
+  });
   const recorder = new EventRecorder(
     store.db,
     [new InstanceStateProjection(clock), new MessageProjection(clock)],
     logger,
   );
   const sandbox = new SandboxEngine();
+  const { start: startWebhooks = true, workerId, ...workerTuning } = options.webhookWorker ?? {};
+  // The webhook worker is woken once the registry released dead nodes' claims; it exists by then (the
+  // registry starts below, after the worker is built).
+  let wakeWebhooks: () => void = () => undefined;
+  const nodes = new NodeRegistry({
+    db: store.db,
+    logger,
+    ...(workerId === undefined ? {} : { id: workerId }),
+    ...options.nodeRegistry,
+    onReleased: () => wakeWebhooks(),
+  });
   const live: Engine =
     options.liveEngine ??
     new BaileysEngine({
       db: store.db,
-      processId: `${hostname()}:${process.pid}:${randomUUID()}`,
+      processId: nodes.id,
       logger,
       clock,
       platform: config.platform,
@@ -135,7 +156,6 @@ export async function createServices(config: Config, options: ServiceOptions): P
     allowedCidrs: config.webhook.allowedCidrs,
     ...(ca === undefined ? {} : { ca }),
   });
-  const { start: startWebhooks = true, ...workerTuning } = options.webhookWorker ?? {};
   const webhooks = new DeliveryWorker({
     store,
     box,
@@ -150,7 +170,9 @@ export async function createServices(config: Config, options: ServiceOptions): P
       metrics.webhookAttemptDuration.observe(durationMs / 1000);
     },
     ...workerTuning,
+    workerId: nodes.id,
   });
+  wakeWebhooks = () => webhooks.wake();
   recorder.use(
     new OutboxProjection({
       clock,
@@ -158,6 +180,8 @@ export async function createServices(config: Config, options: ServiceOptions): P
       onCommitted: (instanceId) => webhooks.wake(instanceId),
     }),
   );
+  // Registered (and dead nodes' claims released) before the worker claims anything.
+  await nodes.start();
   if (startWebhooks) webhooks.start();
   const retention = new LogRetention({
     db: store.db,
@@ -179,12 +203,15 @@ export async function createServices(config: Config, options: ServiceOptions): P
     metrics,
     redis,
     guard,
+    nodes,
     webhooks,
     retention,
     registrations: new RegistrationCache({ clock }),
     async close(closeOptions) {
       await Promise.all([webhooks.stop(config.shutdownTimeoutMs / 2), retention.stop()]);
+      await nodes.stop();
       keys.stop();
+      await limiter.close();
       await sessions.closeAll();
       await live.close?.();
       await guard.close();

@@ -13,9 +13,11 @@ import {
   countOrganizations,
   createOrganization,
   findOrganization,
+  listOrganizations,
   type Organization,
   PLANS,
   type Plan,
+  updateOrganizationPlan,
 } from '../store/organizations.ts';
 import type { Database } from '../store/schema.ts';
 
@@ -51,36 +53,99 @@ function parseEnv(env: string): Environment {
   return env;
 }
 
-/** Creates an organization (`parley org create`). Enterprise plans take their own limits (DESIGN D3). */
+/** An organization's plan with the limits stored for it: requests per minute and per day, null unless enterprise. */
+export interface PlanChoice {
+  plan: Plan;
+  perMinute: number | null;
+  perDay: number | null;
+}
+
+/**
+ * Checks a plan and its limits (DESIGN D3): `enterprise` carries its own per-minute and per-day limits, both
+ * required, positive whole numbers; `free` and `pro` have fixed limits, so limits given with them are refused.
+ * @throws AdminError naming the option and the rule.
+ */
+export function parsePlanChoice(input: { plan: string; perMinute?: number; perDay?: number }): PlanChoice {
+  const plan = parsePlan(input.plan);
+  const limits = [
+    ['--per-minute', input.perMinute],
+    ['--per-day', input.perDay],
+  ] as const;
+  for (const [option, value] of limits) {
+    if (value === undefined) continue;
+    if (plan !== 'enterprise')
+      throw new AdminError(`${option} applies to the enterprise plan only (${plan} has fixed limits)`);
+    if (!Number.isSafeInteger(value) || value <= 0)
+      throw new AdminError(`${option} must be a positive integer`);
+  }
+  if (plan === 'enterprise' && (input.perMinute === undefined || input.perDay === undefined)) {
+    const missing = limits.filter(([, value]) => value === undefined).map(([option]) => option);
+    throw new AdminError(
+      `--plan enterprise needs its own limits: add ${missing.join(' and ')} (requests per minute and per day)`,
+    );
+  }
+  return { plan, perMinute: input.perMinute ?? null, perDay: input.perDay ?? null };
+}
+
+/**
+ * Creates an organization (`parley org create`). Enterprise plans take their own limits, both required
+ * (DESIGN D3). @throws AdminError on a bad plan or limits, or when the name is taken.
+ */
 export async function adminCreateOrg(
   db: Kysely<Database>,
   input: { name: string; plan?: string; perMinute?: number; perDay?: number },
 ): Promise<Organization> {
   const name = input.name.trim();
   if (name === '') throw new AdminError('--name is required');
-  const plan = parsePlan(input.plan ?? 'free');
-  for (const [option, value] of [
-    ['--per-minute', input.perMinute],
-    ['--per-day', input.perDay],
-  ] as const) {
-    if (value === undefined) continue;
-    if (plan !== 'enterprise') throw new AdminError(`${option} applies to the enterprise plan only`);
-    if (!Number.isSafeInteger(value) || value <= 0)
-      throw new AdminError(`${option} must be a positive integer`);
-  }
+  const choice = parsePlanChoice({ ...input, plan: input.plan ?? 'free' });
   if (await findOrganization(db, name)) throw new AdminError(`organization "${name}" already exists`);
-  return createOrganization(db, {
-    name,
+  return createOrganization(db, { name, ...choice });
+}
+
+/** Every organization, oldest first (`parley org list`). */
+export async function adminListOrgs(db: Kysely<Database>): Promise<Organization[]> {
+  return listOrganizations(db);
+}
+
+/**
+ * Changes an organization's plan or limits (`parley org update`). Without `plan` the current plan is kept, so an
+ * enterprise organization's limits can be changed alone; a limit not given keeps its current enterprise value.
+ * Moving to free or pro clears the stored limits. Takes effect for API requests once cached keys expire
+ * (`AUTH_CACHE_TTL_SECONDS`).
+ * @throws AdminError when the organization does not exist, nothing is to change, or the plan rules of
+ *   {@link parsePlanChoice} are broken.
+ */
+export async function adminUpdateOrg(
+  db: Kysely<Database>,
+  input: { org: string; plan?: string; perMinute?: number; perDay?: number },
+): Promise<Organization> {
+  if (input.plan === undefined && input.perMinute === undefined && input.perDay === undefined)
+    throw new AdminError('nothing to change: give --plan, --per-minute or --per-day');
+  const org = await requireOrg(db, input.org);
+  const plan = input.plan ?? org.plan;
+  const keep = plan === 'enterprise' && org.plan === 'enterprise';
+  const perMinute = input.perMinute ?? (keep ? (org.perMinute ?? undefined) : undefined);
+  const perDay = input.perDay ?? (keep ? (org.perDay ?? undefined) : undefined);
+  const choice = parsePlanChoice({
     plan,
-    perMinute: input.perMinute ?? null,
-    perDay: input.perDay ?? null,
+    ...(perMinute === undefined ? {} : { perMinute }),
+    ...(perDay === undefined ? {} : { perDay }),
   });
+  const updated = await updateOrganizationPlan(db, org.id, choice);
+  if (!updated) throw new AdminError(`organization "${input.org}" not found`);
+  return updated;
 }
 
 async function requireOrg(db: Kysely<Database>, idOrName: string): Promise<Organization> {
   const org = await findOrganization(db, idOrName);
-  if (!org) throw new AdminError(`organization "${idOrName}" not found`);
-  return org;
+  if (org) return org;
+  if ((await countOrganizations(db)) === 0) {
+    throw new AdminError(
+      `organization "${idOrName}" not found: this store has no organizations yet (the server creates "default" ` +
+        "on its first boot; point DATA_DIR or DATABASE_URL at the server's store)",
+    );
+  }
+  throw new AdminError(`organization "${idOrName}" not found`);
 }
 
 /** Creates an instance (`parley instance create`). */

@@ -6,13 +6,18 @@ import {
   adminCreateOrg,
   adminListInstances,
   adminListKeys,
+  adminListOrgs,
   adminRevokeKey,
+  adminUpdateOrg,
 } from '../admin/admin.ts';
 import { ConfigError, loadConfig } from '../config/config.ts';
-import { serve } from '../server.ts';
 import type { ApiKeyRecord } from '../store/api-keys.ts';
-import { migrateToLatest, openStore, type Store } from '../store/database.ts';
+import type { Store } from '../store/database.ts';
 import type { Instance } from '../store/instances.ts';
+import type { Organization } from '../store/organizations.ts';
+import { examples } from './examples.ts';
+import { registerListen } from './listen.ts';
+import { openAdminStore } from './store.ts';
 
 /** Where the CLI writes; tests capture both streams. */
 export interface CliIo {
@@ -42,6 +47,15 @@ function keyView(record: ApiKeyRecord) {
   };
 }
 
+function orgView(org: Organization) {
+  return { id: org.id, name: org.name, plan: org.plan, perMinute: org.perMinute, perDay: org.perDay };
+}
+
+function orgLine(org: Organization): string {
+  const limits = org.plan === 'enterprise' ? ` ${org.perMinute ?? '?'}/min ${org.perDay ?? '?'}/day` : '';
+  return `${org.id}  ${org.name}  ${org.plan}${limits}`;
+}
+
 function instanceView(instance: Instance) {
   return {
     id: instance.id,
@@ -68,65 +82,105 @@ function integer(option: string) {
 }
 
 /**
- * The `parley` command line (DESIGN D3): `serve`, `org create`, `instance create|list`, `key create|list|revoke`.
- * With `--json` every admin command prints exactly one JSON object on stdout (errors: `{"error": "…"}`).
+ * The `parley` command line (DESIGN D3): `serve`, `org create|list|update`, `instance create|list`,
+ * `key create|list|revoke`. Admin commands use the server's configuration (`DATA_DIR`, `DATABASE_URL`, read by
+ * `loadConfig`) and refuse to create a store that does not exist unless `--init` is given. With `--json` every
+ * admin command prints exactly one JSON object on stdout (errors: `{"error": "…"}`).
  * @returns the process exit code (0 ok, 1 failure, 2 usage error).
  */
 export async function main(argv: string[], io: CliIo = defaultIo): Promise<number> {
   let json = false;
   const emit = (value: object, human: string) => io.out(json ? JSON.stringify(value) : human);
+
+  const program = new Command('parley')
+    .description('parley: self-hostable messaging session API')
+    .option(
+      '--init',
+      'create the store (SQLite file) or apply the migrations (PostgreSQL) when it does not exist yet',
+    )
+    .exitOverride()
+    .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) })
+    .configureHelp({ showGlobalOptions: true })
+    .showHelpAfterError()
+    .addHelpText('after', examples.program);
+
   const withStore = async <T>(run: (store: Store) => Promise<T>): Promise<T> => {
     const config = loadConfig(io.env);
-    const store = await openStore(config.database);
+    const store = await openAdminStore(config, program.opts<{ init?: boolean }>().init === true);
     try {
-      await migrateToLatest(store);
       return await run(store);
     } finally {
       await store.destroy();
     }
   };
 
-  const program = new Command('parley')
-    .description('parley: self-hostable messaging session API')
-    .exitOverride()
-    .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) })
-    .showHelpAfterError();
-
   program
     .command('serve')
-    .description('start the HTTP service (configuration from the environment; see README)')
+    .description('start the HTTP service (what npm start runs; configuration from the environment)')
+    .addHelpText('after', examples.serve)
     .action(async () => {
+      // Loaded here: the server (HTTP, engines, media) is not needed by the admin commands, which start faster.
+      const { serve } = await import('../server.ts');
       await serve(loadConfig(io.env));
     });
 
-  const org = program.command('org').description('organizations');
+  registerListen(program, io);
+
+  const org = program
+    .command('org')
+    .description('organizations: the accounts that own instances and keys, each on a plan')
+    .addHelpText('after', examples.org);
   org
     .command('create')
+    .description('create an organization on a plan (enterprise: with its own limits)')
     .requiredOption('--name <name>', 'unique organization name')
     .option('--plan <plan>', 'free | pro | enterprise', 'free')
-    .option('--per-minute <n>', 'enterprise: requests per minute', integer('--per-minute'))
-    .option('--per-day <n>', 'enterprise: requests per day', integer('--per-day'))
+    .option('--per-minute <n>', 'enterprise only (required): requests per minute', integer('--per-minute'))
+    .option('--per-day <n>', 'enterprise only (required): requests per day', integer('--per-day'))
     .option('--json', 'print one JSON object')
+    .addHelpText('after', examples.orgCreate)
     .action(
       async (opts: { name: string; plan: string; perMinute?: number; perDay?: number; json?: boolean }) => {
         json = Boolean(opts.json);
         const created = await withStore((s) => adminCreateOrg(s.db, opts));
-        emit(
-          {
-            id: created.id,
-            name: created.name,
-            plan: created.plan,
-            perMinute: created.perMinute,
-            perDay: created.perDay,
-          },
-          `organization ${created.name} (${created.plan}) created: ${created.id}`,
-        );
+        emit(orgView(created), `organization ${created.name} (${created.plan}) created: ${created.id}`);
+      },
+    );
+  org
+    .command('list')
+    .description('list every organization with its plan and limits')
+    .option('--json', 'print one JSON object')
+    .addHelpText('after', examples.orgList)
+    .action(async (opts: { json?: boolean }) => {
+      json = Boolean(opts.json);
+      const organizations = await withStore((s) => adminListOrgs(s.db));
+      emit({ organizations: organizations.map(orgView) }, organizations.map(orgLine).join('\n') || '(none)');
+    });
+  org
+    .command('update')
+    .description("change an organization's plan or its enterprise limits")
+    .argument('<org>', 'organization id or name')
+    .option('--plan <plan>', 'free | pro | enterprise (default: keep the current plan)')
+    .option('--per-minute <n>', 'enterprise only: requests per minute', integer('--per-minute'))
+    .option('--per-day <n>', 'enterprise only: requests per day', integer('--per-day'))
+    .option('--json', 'print one JSON object')
+    .addHelpText('after', examples.orgUpdate)
+    .action(
+      async (name: string, opts: { plan?: string; perMinute?: number; perDay?: number; json?: boolean }) => {
+        json = Boolean(opts.json);
+        const updated = await withStore((s) => adminUpdateOrg(s.db, { org: name, ...opts }));
+        emit(orgView(updated), `organization ${updated.name} updated: ${orgLine(updated)}`);
       },
     );
 
-  const instance = program.command('instance').description('instances (linked numbers)');
+  const instance = program
+    .command('instance')
+    .description('instances: one linked WhatsApp number each, test (sandbox) or live')
+    .addHelpText('after', examples.instance);
   instance
     .command('create')
+    .description('create an instance of an organization in the test or live environment')
+    .addHelpText('after', examples.instanceCreate)
     .requiredOption('--org <org>', 'organization id or name')
     .requiredOption('--env <env>', 'test | live')
     .option('--name <name>', 'display name')
@@ -141,6 +195,8 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
     });
   instance
     .command('list')
+    .description("list an organization's instances with their linked numbers")
+    .addHelpText('after', examples.instanceList)
     .requiredOption('--org <org>', 'organization id or name')
     .option('--json', 'print one JSON object')
     .action(async (opts: { org: string; json?: boolean }) => {
@@ -153,9 +209,14 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
       );
     });
 
-  const key = program.command('key').description('API keys');
+  const key = program
+    .command('key')
+    .description('API keys: svc_test_… or svc_live_…, shown once at creation')
+    .addHelpText('after', examples.key);
   key
     .command('create')
+    .description('create an API key (printed once; only its hash is stored)')
+    .addHelpText('after', examples.keyCreate)
     .requiredOption('--org <org>', 'organization id or name')
     .requiredOption('--env <env>', 'test | live')
     .option('--name <name>', 'display name')
@@ -200,6 +261,8 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
     );
   key
     .command('list')
+    .description("list an organization's keys (never their values)")
+    .addHelpText('after', examples.keyList)
     .requiredOption('--org <org>', 'organization id or name')
     .option('--json', 'print one JSON object')
     .action(async (opts: { org: string; json?: boolean }) => {
@@ -216,6 +279,8 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
     });
   key
     .command('revoke')
+    .description('revoke a key: it is refused from then on')
+    .addHelpText('after', examples.keyRevoke)
     .argument('<id>', 'key id')
     .option('--json', 'print one JSON object')
     .action(async (id: string, opts: { json?: boolean }) => {

@@ -104,7 +104,10 @@ export interface Config {
   };
   /** PEM file of extra certificate authorities trusted for outbound HTTPS (webhooks, media), if any. */
   outboundCaFile: string | undefined;
-  /** The ffmpeg binary converting animated MP4 stickers (DESIGN D8); undefined: `ffmpeg` on the PATH. */
+  /**
+   * The ffmpeg binary converting animated MP4 stickers (DESIGN D8); undefined: the binary of the optional
+   * `@ffmpeg-installer/ffmpeg` package, else `ffmpeg` on the PATH.
+   */
   ffmpegPath: string | undefined;
   /** Time allowed for graceful shutdown, milliseconds (DESIGN D14: 10 s). */
   shutdownTimeoutMs: number;

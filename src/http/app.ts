@@ -1,14 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import swagger from '@fastify/swagger';
-import swaggerUi from '@fastify/swagger-ui';
 import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { ApiError } from '../errors.ts';
 import type { Services } from '../services.ts';
-import { withGatewayPaths } from './gateway/openapi.ts';
+import { clientErrorHandler, frameworkErrorHandler } from './client-errors.ts';
 import { rewriteGatewayUrl } from './gateway/paths.ts';
+import { parseJsonBody } from './json-body.ts';
+import { requestSerializer } from './log-redaction.ts';
+import { apiReferencePlugin } from './plugins/api-reference.ts';
 import { authPlugin } from './plugins/auth.ts';
 import { errorsPlugin } from './plugins/errors.ts';
 import { routes } from './routes/index.ts';
@@ -33,8 +34,6 @@ declare module 'fastify' {
 
 /** Default cap on request bodies, bytes; media routes raise their own (DESIGN D11). */
 export const DEFAULT_BODY_LIMIT = 1024 * 1024;
-/** Deepest JSON nesting accepted in a request body (DESIGN D11). */
-export const MAX_JSON_DEPTH = 32;
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
 /**
@@ -55,26 +54,14 @@ function makeAjv(coerceTypes: boolean | 'array'): Ajv {
   return ajv;
 }
 
-function jsonDepthExceeds(value: unknown, limit: number): boolean {
-  const stack: [unknown, number][] = [[value, 1]];
-  while (stack.length > 0) {
-    const next = stack.pop();
-    if (!next) break;
-    const [node, depth] = next;
-    if (node === null || typeof node !== 'object') continue;
-    if (depth > limit) return true;
-    for (const child of Object.values(node)) stack.push([child, depth + 1]);
-  }
-  return false;
-}
-
 /**
  * Builds the HTTP app in layers (fastify/demo): external plugins (OpenAPI), app services, cross-cutting hooks
  * (request id, metrics, auth and limits), then routes. Does not listen; tests call `app.inject`.
  */
 export async function buildApp(services: Services): Promise<FastifyInstance> {
   const app = Fastify({
-    loggerInstance: services.logger,
+    // Request logs carry the URL with secret query values redacted (DESIGN D11: keys are never logged).
+    loggerInstance: services.logger.child({}, { serializers: { req: requestSerializer } }),
     bodyLimit: DEFAULT_BODY_LIMIT,
     requestIdHeader: false,
     genReqId: (req) => {
@@ -86,6 +73,10 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     return503OnClosing: false,
     // Gateway paths (DESIGN D12) are served by their /v1 twin; see src/http/gateway/.
     rewriteUrl: rewriteGatewayUrl,
+    // Errors raised before any route runs get the envelope too: the router's (414, bad percent-encoding)
+    // and Node's HTTP parser's (400 bad request line or header byte, 431 headers too large, 408).
+    frameworkErrors: frameworkErrorHandler,
+    clientErrorHandler: clientErrorHandler(services.logger),
   });
 
   const bodyAjv = makeAjv(false);
@@ -111,29 +102,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   // Layer 1: external plugins and the error envelope.
   await app.register(errorsPlugin);
   app.addSchema(ErrorEnvelope);
-  await app.register(swagger, {
-    openapi: {
-      openapi: '3.1.0',
-      info: {
-        title: 'parley',
-        version: '1',
-        description:
-          'Self-hostable messaging session API. Every response uses the envelope `{success, code, data}`; errors are `{error: {code, message}}`.',
-      },
-      components: {
-        securitySchemes: {
-          bearer: { type: 'http', scheme: 'bearer', description: 'svc_live_… or svc_test_… key' },
-        },
-      },
-      security: [{ bearer: [] }],
-    },
-    refResolver: {
-      buildLocalReference: (json, _baseUri, _fragment, i) =>
-        typeof json.$id === 'string' ? json.$id : `def-${i}`,
-    },
-    transformObject: withGatewayPaths,
-  });
-  await app.register(swaggerUi, { routePrefix: '/docs' });
+  await app.register(apiReferencePlugin, { config: services.config });
 
   // Layer 2: app services.
   await app.register(
@@ -146,21 +115,9 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   );
 
   // Layer 3: cross-cutting hooks: JSON parsing limits, request id, metrics, auth + limits.
-  const parseJson = app.getDefaultJsonParser('error', 'error');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    const text = typeof body === 'string' ? body : body.toString('utf8');
-    if (text.trim() === '') return done(null, undefined);
-    parseJson(request, text, (error: Error | null, value?: unknown) => {
-      if (error) return done(error, undefined);
-      if (jsonDepthExceeds(value, MAX_JSON_DEPTH)) {
-        return done(
-          new ApiError('BAD_REQUEST', `request body is nested deeper than ${MAX_JSON_DEPTH} levels`),
-          undefined,
-        );
-      }
-      done(null, value);
-    });
-  });
+  // Only JSON bodies: without Fastify's text/plain parser, text/plain is a 415 like any other wrong type.
+  app.removeContentTypeParser('text/plain');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody);
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;

@@ -7,6 +7,7 @@ import {
 } from 'rate-limiter-flexible';
 import type { Environment } from '../security/api-keys.ts';
 import type { Organization } from '../store/organizations.ts';
+import type { PersistedWindows } from './persisted-window.ts';
 
 /** Requests allowed per window (SPEC Limits; DESIGN D13). */
 export interface PlanLimits {
@@ -56,19 +57,40 @@ type WindowName = keyof typeof WINDOW_SECONDS;
 
 /**
  * Counts requests per organization and environment in two fixed windows, per minute and per day
- * (DESIGN D13), with `rate-limiter-flexible`: in-process by default, in Redis when a client is given (shared by
- * every process, with an in-process insurance limiter should Redis fail). A request the minute window rejects
- * does not consume the day window; one the day window rejects is given back to the minute window.
+ * (DESIGN D13), with `rate-limiter-flexible`: in Redis when a client is given (shared by every process, with an
+ * in-process insurance limiter should Redis fail), else in-process. A request the minute window rejects does not
+ * consume the day window; one the day window rejects is given back to the minute window.
+ *
+ * In-process, the day window survives restarts through {@link PersistedWindows} (seeded from the store once per
+ * key, written back every second and at a graceful stop; see its docstring for the crash margin). The minute
+ * window stays in memory only: a restart takes seconds, so forgetting it lets a client send at most one more
+ * minute's quota once per restart, far less than the day window's stake, and persisting it would cost the same
+ * writes for a window that is over before most restarts complete.
  */
 export class PlanRateLimiter {
   readonly #redis: Redis | undefined;
   readonly #prefix: string;
+  readonly #persisted: PersistedWindows | undefined;
   readonly #limiters = new Map<string, RateLimiterAbstract>();
 
-  /** @param redis a connected ioredis client, or undefined for in-process counters. */
-  constructor(redis: Redis | undefined, prefix = 'parley:rl') {
+  /**
+   * @param redis a connected ioredis client, or undefined for in-process counters.
+   * @param options `persisted`: where in-process day windows are kept across restarts (ignored with Redis).
+   */
+  constructor(
+    redis: Redis | undefined,
+    prefix = 'parley:rl',
+    options: { persisted?: PersistedWindows } = {},
+  ) {
     this.#redis = redis;
     this.#prefix = prefix;
+    this.#persisted = redis ? undefined : options.persisted;
+    this.#persisted?.start();
+  }
+
+  /** Writes the day windows counted in-process to the store and stops doing so (graceful stop). */
+  async close(): Promise<void> {
+    await this.#persisted?.stop();
   }
 
   /** Consumes one request of `orgId` in `env` under `limits`. @throws only when the store fails without insurance. */
@@ -76,6 +98,12 @@ export class PlanRateLimiter {
     const key = `${orgId}:${env}`;
     const minute = this.#limiter('minute', limits.perMinute);
     const day = this.#limiter('day', limits.perDay);
+    const persisted = this.#persisted;
+    const kept = persisted && day instanceof RateLimiterMemory ? day : undefined;
+    if (kept) {
+      const seeding = persisted?.prepare('day', kept, key);
+      if (seeding) await seeding;
+    }
     const minuteRes = await consumeOne(minute, key);
     if (!minuteRes.allowed) {
       const dayRes = (await day.get(key)) ?? undefined;
@@ -89,6 +117,7 @@ export class PlanRateLimiter {
       };
     }
     const dayRes = await consumeOne(day, key);
+    if (kept) persisted?.counted('day', kept, key);
     if (!dayRes.allowed) {
       await minute.reward(key, 1);
       return {

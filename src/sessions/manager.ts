@@ -121,6 +121,8 @@ export class SessionManager {
    * canonical order of SPEC Events, duplicates dropped); omitted on
    * the first connect it becomes all four event types, omitted later the stored list is kept. With
    * `immediate:false` and a stored login, waits until login is verified, at most {@link LOGIN_VERIFY_MS}.
+   * A successful connect stamps `lastConnectedAt` (epoch ms of the clock as RFC 3339), so requests that name no
+   * instance address this one from now on (DESIGN D4 as amended: pairing started or a session resumed).
    * @throws ApiError LOGIN_TIMEOUT (504) when the login is not verified in time; engine errors (502/503) as raised.
    */
   async connect(
@@ -138,6 +140,11 @@ export class SessionManager {
       const ok = await session.waitForLogin(LOGIN_VERIFY_MS);
       if (!ok) throw new ApiError('LOGIN_TIMEOUT', 'login could not be verified within 10 seconds');
     }
+    // The instance this connect addressed becomes the default one (DESIGN D4: the latest successful connect,
+    // whether it starts pairing or resumes a stored session, makes its instance the most recently connected).
+    await updateInstance(this.#options.db, instance.id, {
+      lastConnectedAt: new Date(this.#options.clock()).toISOString(),
+    });
     const state = session.state();
     return {
       details: 'Connected!',

@@ -11,7 +11,7 @@ import type { Database } from './schema.ts';
 export interface Store {
   db: Kysely<Database>;
   dialect: DatabaseConfig['dialect'];
-  /** PostgreSQL schema the store lives in, when one was named at open. */
+  /** PostgreSQL schema the store lives in: the one named at open, else the connection's current schema. */
   schema: string | undefined;
   /** Closes every connection; the store cannot be used afterwards. */
   destroy(): Promise<void>;
@@ -64,8 +64,16 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
     ...(schema === undefined ? {} : { options: `-c search_path=${schema}` }),
   });
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-  await sql`select 1`.execute(db);
-  return { db, dialect: 'postgres', schema, destroy: () => db.destroy() };
+  // The schema the tables live in: the one named, else the connection's own (`search_path`, which a
+  // DATABASE_URL may set with `?options=-c search_path=…`). The migrator is told it, so it never mistakes the
+  // migration table of another schema in the same database for this store's.
+  const current = await sql<{ schema: string | null }>`select current_schema() as schema`.execute(db);
+  return {
+    db,
+    dialect: 'postgres',
+    schema: schema ?? current.rows[0]?.schema ?? undefined,
+    destroy: () => db.destroy(),
+  };
 }
 
 /** Prepared statements kept per SQLite connection (least recently used dropped first). */
@@ -126,4 +134,28 @@ function migratorFor(store: Store): Migrator {
 /** The current time as stored: RFC 3339 UTC with milliseconds and `Z` (DESIGN D6). */
 export function nowIso(clock: () => number = Date.now): string {
   return new Date(clock()).toISOString();
+}
+
+/** Where a store lives, for messages: the SQLite file, or the PostgreSQL URL with its password masked. */
+export function describeStore(config: DatabaseConfig): string {
+  if (config.dialect === 'sqlite') return `SQLite file ${config.path}`;
+  let shown = config.url;
+  try {
+    const url = new URL(config.url);
+    if (url.password !== '') url.password = '***';
+    shown = url.toString();
+  } catch {
+    shown = config.url.replace(/:[^:@/]*@/, ':***@');
+  }
+  return `PostgreSQL database ${shown}`;
+}
+
+/**
+ * True when the store holds parley's tables: at least one migration was applied (Kysely's `kysely_migration`
+ * table, looked up in the store's own schema on PostgreSQL). False on a new SQLite file or a PostgreSQL
+ * database whose migrations were never run.
+ */
+export async function isInitialised(store: Store): Promise<boolean> {
+  const applied = await migratorFor(store).getMigrations();
+  return applied.some((migration) => migration.executedAt !== undefined);
 }

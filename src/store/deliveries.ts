@@ -3,10 +3,14 @@ import type { Database } from './schema.ts';
 
 /**
  * The webhook delivery queue (DESIGN D10), Graphile-Worker shape: a delivery row is due when `status` is
- * `pending` and `run_at` (epoch ms) has passed; a worker claims it by setting `locked_by`/`locked_at` (with an
- * attempt row, `delivery-claims.ts`), posts, then completes the attempt and applies the outcome in one
- * transaction, conditioned on still holding the claim. A claim older than the stale timeout belongs to a dead
- * worker and may be taken over. No retry state lives in memory.
+ * `pending` and `run_at` (epoch ms) has passed; a worker claims it by setting `locked_by`/`locked_at` and counts
+ * the attempt in `attempts` as it claims (with an attempt row, `delivery-claims.ts`), so a delivery whose
+ * attempts never finish is bounded by `max_attempts` too; it posts, then completes the attempt and applies the
+ * outcome in one transaction, conditioned on still holding the claim. A lock (`locked_by` and `locked_at`, always
+ * set and cleared together) is only ever held by a `pending` row: every change out of `pending` clears it (the
+ * claim's in-flight test relies on this). The claims of a process known dead are released by the
+ * node registry (`nodes.ts`); a claim older than the stale timeout belongs to a dead worker and may be taken over
+ * in any case. No retry state lives in memory.
  */
 
 /** Delivery statuses: `pending` (queued or in flight), `delivered`, `failed` (after the last retry or a 410). */
@@ -70,9 +74,12 @@ export type AttemptOutcome =
   | { kind: 'gone'; reason: string };
 
 /**
- * Completes an attempt row and applies the outcome to its delivery, in one transaction. The attempt row is
- * always completed (the attempt happened); the delivery row changes only while `workerId` still holds the
- * claim, so a worker whose claim was taken over as stale cannot overwrite the new owner's state.
+ * Completes an attempt row and applies the outcome to its delivery, in one transaction (Graphile Worker's
+ * `complete_job`/`fail_job`). `attempts` is not changed: the attempt was counted when it was claimed. The
+ * attempt row (this worker's own) is always completed: the attempt happened. The delivery row changes only while
+ * it still holds this claim (`locked_by` = `workerId` and `locked_at` = `lockedAt`): a worker releases only its
+ * own locks, so one whose claim was taken over as stale (or released at shutdown and claimed again) cannot
+ * overwrite the new owner's state.
  * @returns true when the claim was still held and the outcome applied.
  */
 export async function finishAttempt(
@@ -82,6 +89,8 @@ export async function finishAttempt(
     instanceId: string;
     attemptId: string;
     workerId: string;
+    /** `locked_at` of the claim, epoch ms (`ClaimedDelivery.lockedAt`). */
+    lockedAt: number;
     attempt: AttemptRecord;
     outcome: AttemptOutcome;
     /** RFC 3339. */
@@ -101,6 +110,7 @@ export async function finishAttempt(
         response_truncated: attempt.responseTruncated ? 1 : 0,
       })
       .where('id', '=', input.attemptId)
+      .where('worker', '=', workerId)
       .execute();
     const base = {
       locked_by: null,
@@ -113,33 +123,21 @@ export async function finishAttempt(
       .updateTable('webhook_deliveries')
       .where('event_id', '=', eventId)
       .where('locked_by', '=', workerId)
+      .where('locked_at', '=', input.lockedAt)
       .where('status', '=', 'pending');
     let result: { numUpdatedRows: bigint };
     switch (outcome.kind) {
       case 'delivered':
-        result = await update
-          .set((eb) => ({
-            ...base,
-            status: 'delivered',
-            delivered_at: now,
-            attempts: eb('attempts', '+', 1),
-          }))
-          .executeTakeFirst();
+        result = await update.set({ ...base, status: 'delivered', delivered_at: now }).executeTakeFirst();
         break;
       case 'retry':
-        result = await update
-          .set((eb) => ({ ...base, run_at: outcome.runAt, attempts: eb('attempts', '+', 1) }))
-          .executeTakeFirst();
+        result = await update.set({ ...base, run_at: outcome.runAt }).executeTakeFirst();
         break;
       case 'failed':
-        result = await update
-          .set((eb) => ({ ...base, status: 'failed', attempts: eb('attempts', '+', 1) }))
-          .executeTakeFirst();
+        result = await update.set({ ...base, status: 'failed' }).executeTakeFirst();
         break;
       case 'gone':
-        result = await update
-          .set((eb) => ({ ...base, status: 'failed', attempts: eb('attempts', '+', 1) }))
-          .executeTakeFirst();
+        result = await update.set({ ...base, status: 'failed' }).executeTakeFirst();
         if (result.numUpdatedRows > 0n) {
           await trx
             .updateTable('webhook_state')
@@ -161,8 +159,11 @@ export async function finishAttempt(
 }
 
 /**
- * Gives claims of `workerId` back without an attempt (shutdown, or a claim that cannot be used): only rows this
- * worker holds are touched. `eventIds` narrows it; omitted: every claim of the worker.
+ * Gives claims of `workerId` back (shutdown: attempts still in flight after the grace period), so another process
+ * retries them at once instead of after the stale timeout. Only rows this worker holds are touched. The attempts
+ * stay counted: each was started, and its attempt row is marked abandoned by the next claim. `eventIds` narrows
+ * it; omitted: every claim of the worker.
+ * @returns how many claims were released.
  */
 export async function releaseClaims(
   db: Kysely<Database>,

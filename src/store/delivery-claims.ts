@@ -1,11 +1,14 @@
 import { randomUUID } from 'node:crypto';
-import { type Insertable, type Kysely, sql, type Transaction } from 'kysely';
+import type { Insertable, Kysely, Transaction } from 'kysely';
 import type { DatabaseConfig } from '../config/config.ts';
 import type { Database, WebhookAttemptsTable } from './schema.ts';
 
 /**
- * Claiming due webhook deliveries (DESIGN D10): the one query several processes run concurrently. See
- * `deliveries.ts` for the queue's shape and the rest of its life cycle.
+ * Claiming due webhook deliveries (DESIGN D10), on Graphile Worker's model (`get_job`): one statement, run
+ * concurrently by several processes, picks the eligible rows, locks them for the worker (`locked_by`,
+ * `locked_at`) and counts the attempt (`attempts + 1`) as it claims, so an attempt that never finishes (its
+ * process keeps dying) still uses up one of the `max_attempts`. See `deliveries.ts` for the rest of the queue's
+ * life cycle.
  */
 
 /** A claimed delivery with what an attempt needs. `hmacKeySealed` is opened with the SecretBox. */
@@ -13,9 +16,14 @@ export interface ClaimedDelivery {
   eventId: string;
   instanceId: string;
   sequence: number;
-  /** Attempts already made in this round (the claimed attempt is number `attempts + 1` of the round). */
+  /** Attempts made in this round, the claimed one included (it is attempt `attempts` of `maxAttempts`). */
   attempts: number;
   maxAttempts: number;
+  /**
+   * `locked_at` of this claim, epoch ms. With the worker id it identifies the claim: the attempt's result is
+   * applied only while the row still holds both (`finishAttempt`).
+   */
+  lockedAt: number;
   /** Id of the attempt row written with the claim; the attempt's result completes it. */
   attemptId: string;
   /** Exact body text. */
@@ -38,16 +46,24 @@ export interface ClaimOptions {
 export const ABANDONED = 'abandoned: the worker stopped before the attempt finished';
 
 /**
- * Claims due deliveries for `workerId` (DESIGN D10) and, in the same transaction, writes one attempt row per
- * claim (so an attempt a crash cuts short stays visible in the log) and marks attempts a dead worker left open
- * as abandoned.
+ * The `last_error` of a delivery failed because its last allowed attempt was abandoned too (Graphile Worker's
+ * `max_attempts` bound on a job whose runs keep dying): a delivery that crashes its worker cannot retry forever.
+ */
+export const ATTEMPTS_ABANDONED =
+  'attempts abandoned: the worker stopped before the last allowed attempt finished';
+
+/**
+ * Claims up to `limit` due deliveries for `workerId` (DESIGN D10) in one transaction, and with them:
+ * - writes one attempt row per claim (so an attempt a crash cuts short stays visible in the log) and marks the
+ *   attempt rows a dead worker left open on those deliveries as {@link ABANDONED};
+ * - fails a delivery whose claim would exceed its `max_attempts` (every allowed attempt was started and the last
+ *   one abandoned) with `last_error` {@link ATTEMPTS_ABANDONED}, and claims again in its place, so the instance's
+ *   next delivery is not held up;
+ * - gives back at once a claim whose instance no longer has a webhook URL when its row is read (on PostgreSQL's
+ *   READ COMMITTED the URL can be removed between the claiming statement and that read), without counting it.
  *
- * Per instance (one webhook URL) only the due delivery with the lowest `sequence` is eligible, and only while no
- * other delivery of that instance is in flight, so deliveries to one URL start in `sequence` order; a failed
- * attempt moves its row's `run_at` into the future, so later events are not blocked. Instances without a URL,
- * or disabled by a 410, are skipped. PostgreSQL: `FOR UPDATE OF d SKIP LOCKED` in a materialised CTE, so
- * several processes share the queue without waiting on each other; SQLite: the same single
- * `UPDATE … WHERE … IN (SELECT … LIMIT n) RETURNING` (one writer at a time).
+ * The eligibility rules are {@link lockDue}'s.
+ * @returns the claimed deliveries in `sequence` order.
  */
 export async function claimDeliveries(
   db: Kysely<Database>,
@@ -55,203 +71,260 @@ export async function claimDeliveries(
   options: ClaimOptions,
 ): Promise<ClaimedDelivery[]> {
   return db.transaction().execute(async (trx) => {
-    const ids = await claimIds(trx, dialect, options);
-    if (ids.length === 0) return [];
-    const rows = await trx
-      .selectFrom('webhook_deliveries as d')
-      .innerJoin('webhook_events as e', 'e.id', 'd.event_id')
-      .innerJoin('instances as i', 'i.id', 'd.instance_id')
-      .select([
-        'd.event_id',
-        'd.instance_id',
-        'd.sequence',
-        'd.attempts',
-        'd.max_attempts',
-        'e.payload',
-        'i.webhook_url',
-        'i.hmac_key',
-      ])
-      .where('d.event_id', 'in', ids)
-      .orderBy('d.sequence')
-      .execute();
-    const attemptedAt = new Date(options.now).toISOString();
-    await trx
-      .updateTable('webhook_attempts')
-      .set({ error: ABANDONED, finished_at: attemptedAt })
-      .where('event_id', 'in', ids)
-      .where('finished_at', 'is', null)
-      .execute();
-    const counts = await trx
-      .selectFrom('webhook_attempts')
-      .select(['event_id', (eb) => eb.fn.countAll<number>().as('count')])
-      .where('event_id', 'in', ids)
-      .groupBy('event_id')
-      .execute();
-    const previous = new Map(counts.map((row) => [row.event_id, Number(row.count)]));
-    const out: ClaimedDelivery[] = [];
-    const attempts: Insertable<WebhookAttemptsTable>[] = [];
-    for (const row of rows) {
-      // The URL is checked by the claim; a row without one here cannot happen inside the transaction.
-      if (row.webhook_url === null) continue;
-      const attemptId = randomUUID();
-      attempts.push({
-        id: attemptId,
-        event_id: row.event_id,
-        number: (previous.get(row.event_id) ?? 0) + 1,
-        url: row.webhook_url,
-        worker: options.workerId,
-        attempted_at: attemptedAt,
-        finished_at: null,
-        status_code: null,
-        duration_ms: null,
-        error: null,
-        response_body: null,
-        response_truncated: 0,
-      });
-      out.push({
-        eventId: row.event_id,
-        instanceId: row.instance_id,
-        sequence: Number(row.sequence),
-        attempts: row.attempts,
-        maxAttempts: row.max_attempts,
-        attemptId,
-        payload: row.payload,
-        url: row.webhook_url,
-        hmacKeySealed: row.hmac_key,
-      });
+    const claimed: ClaimedDelivery[] = [];
+    // A round that failed exhausted deliveries is followed by another for the capacity left: each such round
+    // fails at least one pending row, so the loop ends.
+    for (;;) {
+      const locked = await lockDue(trx, dialect, { ...options, limit: options.limit - claimed.length });
+      if (locked.length === 0) break;
+      const exhausted = locked.filter((row) => row.attempts > row.max_attempts).map((row) => row.event_id);
+      const usable = locked.filter((row) => row.attempts <= row.max_attempts);
+      await abandonOpenAttempts(
+        trx,
+        locked.map((row) => row.event_id),
+        options.now,
+      );
+      if (exhausted.length > 0) await failExhausted(trx, options, exhausted);
+      claimed.push(...(await startAttempts(trx, options, usable)));
+      if (exhausted.length === 0 || claimed.length >= options.limit) break;
     }
-    // One statement for every attempt row of the claim (a round trip each would dominate on PostgreSQL).
-    if (attempts.length > 0) await trx.insertInto('webhook_attempts').values(attempts).execute();
-    return out;
+    return claimed.sort((a, b) => a.sequence - b.sequence);
   });
 }
 
-/** The claiming statement itself; returns the claimed event ids. */
-async function claimIds(
+/** A row locked by {@link lockDue}: `attempts` already counts the claimed attempt. */
+interface LockedRow {
+  event_id: string;
+  attempts: number;
+  max_attempts: number;
+}
+
+/**
+ * The claiming statement, the same on SQLite and PostgreSQL but for how the chosen rows are locked. Eligible:
+ * - the **head** of an instance's queue: its pending delivery with the lowest `sequence` among those due
+ *   (`run_at` ≤ now), so deliveries to one URL start in `sequence` order, while a failed one whose retry is not
+ *   due yet does not hold up later events (DESIGN D10);
+ * - of an instance that has a webhook URL and whose webhook was not disabled by a 410;
+ * - while no delivery of that instance is in flight (claimed and not stale): one attempt per URL at a time;
+ * - not claimed, or claimed before `staleBefore` (its worker died: the claim is taken over).
+ * The oldest `run_at` first, at most `limit`. Every row claimed gets `locked_by`/`locked_at` and `attempts + 1`.
+ *
+ * Plan: it walks the instances with a URL and takes each one's head with `ORDER BY sequence LIMIT 1`, which can
+ * only be answered from the (instance_id, status, sequence) index, and tests "in flight" by a seek on
+ * (instance_id, locked_at): a plan that does not depend on table statistics (a row-driven form degenerated to
+ * seconds per claim on PostgreSQL before autovacuum had analysed a freshly filled queue) and costs
+ * O(instances with a URL), not O(backlog). The dialect difference is the lock: PostgreSQL locks the chosen rows
+ * with `FOR UPDATE OF d SKIP LOCKED`, so several processes share the queue without waiting on each other, and
+ * its re-check of the row's own conditions skips a row another process claimed (or finished) meanwhile; SQLite
+ * has one writer at a time, so the statement's rows cannot change under it.
+ */
+async function lockDue(
   trx: Transaction<Database>,
   dialect: DatabaseConfig['dialect'],
-  options: ClaimOptions,
-): Promise<string[]> {
-  if (dialect === 'postgres') return claimIdsPostgres(trx, options);
-  const { workerId, now, staleBefore, limit } = options;
-  const claimed = await trx
+  { workerId, now, staleBefore, limit }: ClaimOptions,
+): Promise<LockedRow[]> {
+  return trx
     .with(
-      (cte) => cte('due').materialized(),
-      (qb) => {
-        const query = qb
-          .selectFrom('webhook_deliveries as d')
-          .select('d.event_id')
-          .where('d.status', '=', 'pending')
-          .where('d.run_at', '<=', now)
-          .where((eb) => eb.or([eb('d.locked_at', 'is', null), eb('d.locked_at', '<', staleBefore)]))
-          .where((eb) =>
-            eb.exists(
-              eb
-                .selectFrom('instances as i')
-                .select('i.id')
-                .whereRef('i.id', '=', 'd.instance_id')
-                .where('i.webhook_url', 'is not', null),
-            ),
+      (cte) => cte('heads').materialized(),
+      (qb) =>
+        qb
+          .selectFrom('instances as i')
+          .select((eb) =>
+            eb
+              .selectFrom('webhook_deliveries as h')
+              .select('h.event_id')
+              .whereRef('h.instance_id', '=', 'i.id')
+              .where('h.status', '=', 'pending')
+              .where('h.run_at', '<=', now)
+              .orderBy('h.sequence')
+              .limit(1)
+              .as('event_id'),
           )
-          .where((eb) =>
-            eb.not(
-              eb.exists(
-                eb
-                  .selectFrom('webhook_state as s')
+          .where('i.webhook_url', 'is not', null)
+          .where(({ not, exists, selectFrom }) =>
+            not(
+              exists(
+                selectFrom('webhook_state as s')
                   .select('s.instance_id')
-                  .whereRef('s.instance_id', '=', 'd.instance_id')
+                  .whereRef('s.instance_id', '=', 'i.id')
                   .where('s.disabled_at', 'is not', null),
               ),
             ),
           )
-          // Another delivery of this instance is in flight (claimed, not stale): seek on (instance, locked_at).
-          .where((eb) =>
-            eb.not(
-              eb.exists(
-                eb
-                  .selectFrom('webhook_deliveries as o')
+          .where(({ not, exists, selectFrom }) =>
+            not(
+              exists(
+                selectFrom('webhook_deliveries as o')
                   .select('o.event_id')
-                  .whereRef('o.instance_id', '=', 'd.instance_id')
-                  .where('o.locked_at', '>=', staleBefore)
-                  .where('o.status', '=', 'pending'),
+                  .whereRef('o.instance_id', '=', 'i.id')
+                  // No `status` test: only pending rows hold a lock, and leaving it out keeps the plan on the
+                  // (instance_id, locked_at) index rather than scanning the instance's backlog.
+                  .where('o.locked_at', '>=', staleBefore),
               ),
             ),
-          )
-          // An earlier event of this instance is due too: it goes first (seek on (instance, status, sequence)).
-          .where((eb) =>
-            eb.not(
-              eb.exists(
-                eb
-                  .selectFrom('webhook_deliveries as o')
-                  .select('o.event_id')
-                  .whereRef('o.instance_id', '=', 'd.instance_id')
-                  .where('o.status', '=', 'pending')
-                  .whereRef('o.sequence', '<', 'd.sequence')
-                  .where('o.run_at', '<=', now),
-              ),
-            ),
-          )
-          // `run_at` alone, so the (status, run_at) index yields rows in order and LIMIT stops the scan early;
-          // order within an instance is already enforced above (only its lowest due sequence is eligible).
+          ),
+    )
+    .with(
+      (cte) => cte('due').materialized(),
+      (qb) =>
+        qb
+          .selectFrom('webhook_deliveries as d')
+          .select('d.event_id')
+          .where('d.event_id', 'in', (eb) => eb.selectFrom('heads').select('heads.event_id'))
+          // Re-checked on the locked row (PostgreSQL): another process may have claimed or finished it.
+          .where('d.status', '=', 'pending')
+          .where('d.run_at', '<=', now)
+          .where((eb) => eb.or([eb('d.locked_at', 'is', null), eb('d.locked_at', '<', staleBefore)]))
           .orderBy('d.run_at')
-          .limit(limit);
-        return query;
-      },
+          .limit(limit)
+          .$if(dialect === 'postgres', (q) => q.forUpdate('d').skipLocked()),
     )
     .updateTable('webhook_deliveries')
-    .set({ locked_by: workerId, locked_at: now })
+    .set((eb) => ({ locked_by: workerId, locked_at: now, attempts: eb('attempts', '+', 1) }))
     .where('event_id', 'in', (eb) => eb.selectFrom('due').select('due.event_id'))
-    .returning(['event_id'])
+    .returning(['event_id', 'attempts', 'max_attempts'])
     .execute();
-  return claimed.map((row) => row.event_id);
+}
+
+/** Marks the attempt rows still open on `eventIds` (their worker died or gave up the claim) as abandoned. */
+async function abandonOpenAttempts(
+  trx: Transaction<Database>,
+  eventIds: readonly string[],
+  now: number,
+): Promise<void> {
+  await trx
+    .updateTable('webhook_attempts')
+    .set({ error: ABANDONED, finished_at: new Date(now).toISOString() })
+    .where('event_id', 'in', [...eventIds])
+    .where('finished_at', 'is', null)
+    .execute();
 }
 
 /**
- * The PostgreSQL claim. It walks instances with a webhook URL and takes each one's head (its lowest-sequence due
- * pending delivery) with `ORDER BY sequence LIMIT 1`, which can only be answered from the
- * (instance_id, status, sequence) index: the plan does not depend on table statistics. (The row-driven form used
- * on SQLite degenerated to seconds per claim on PostgreSQL before autovacuum had analysed a freshly filled queue.)
- * The locking step re-checks `status` and `locked_at` on the row itself, so a claim committed concurrently by
- * another process is re-evaluated and skipped rather than claimed twice.
+ * Fails claimed deliveries that have no attempt left (Graphile Worker: `attempts` reached `max_attempts`): the
+ * claim is not counted (`attempts` back to what was made) and the row is unlocked.
  */
-async function claimIdsPostgres(
+async function failExhausted(
   trx: Transaction<Database>,
-  { workerId, now, staleBefore, limit }: ClaimOptions,
-): Promise<string[]> {
-  const result = await sql<{ event_id: string }>`
-    with heads as materialized (
-      select h.event_id, h.run_at
-      from instances i
-      cross join lateral (
-        select d.event_id, d.run_at, d.locked_at
-        from webhook_deliveries d
-        where d.instance_id = i.id and d.status = 'pending' and d.run_at <= ${now}
-        order by d.sequence
-        limit 1
-      ) h
-      where i.webhook_url is not null
-        and (h.locked_at is null or h.locked_at < ${staleBefore})
-        and not exists (
-          select 1 from webhook_state s where s.instance_id = i.id and s.disabled_at is not null
-        )
-        and not exists (
-          select 1 from webhook_deliveries o
-          where o.instance_id = i.id and o.locked_at >= ${staleBefore} and o.status = 'pending'
-        )
-      order by h.run_at
-      limit ${limit}
-    ),
-    due as materialized (
-      select d.event_id
-      from webhook_deliveries d
-      where d.event_id in (select event_id from heads)
-        and d.status = 'pending'
-        and (d.locked_at is null or d.locked_at < ${staleBefore})
-      for update of d skip locked
+  { workerId, now }: ClaimOptions,
+  eventIds: readonly string[],
+): Promise<void> {
+  await trx
+    .updateTable('webhook_deliveries')
+    .set((eb) => ({
+      status: 'failed',
+      attempts: eb('attempts', '-', 1),
+      locked_by: null,
+      locked_at: null,
+      last_error: ATTEMPTS_ABANDONED,
+      last_status: null,
+      updated_at: new Date(now).toISOString(),
+    }))
+    .where('event_id', 'in', [...eventIds])
+    .where('locked_by', '=', workerId)
+    .where('locked_at', '=', now)
+    .execute();
+}
+
+/**
+ * Reads what the attempts on `rows` need and writes their attempt rows; a row whose instance lost its webhook URL
+ * meanwhile is given back at once (unlocked, the claim not counted: Graphile Worker's `returnJobs`).
+ */
+async function startAttempts(
+  trx: Transaction<Database>,
+  { workerId, now }: ClaimOptions,
+  rows: readonly LockedRow[],
+): Promise<ClaimedDelivery[]> {
+  if (rows.length === 0) return [];
+  const details = await trx
+    .selectFrom('webhook_deliveries as d')
+    .innerJoin('webhook_events as e', 'e.id', 'd.event_id')
+    .innerJoin('instances as i', 'i.id', 'd.instance_id')
+    .select([
+      'd.event_id',
+      'd.instance_id',
+      'd.sequence',
+      'd.attempts',
+      'd.max_attempts',
+      'e.payload',
+      'i.webhook_url',
+      'i.hmac_key',
+    ])
+    .where(
+      'd.event_id',
+      'in',
+      rows.map((row) => row.event_id),
     )
-    update webhook_deliveries
-    set locked_by = ${workerId}, locked_at = ${now}
-    where event_id in (select event_id from due)
-    returning event_id`.execute(trx);
-  return result.rows.map((row) => row.event_id);
+    .execute();
+  const attemptedAt = new Date(now).toISOString();
+  const out: ClaimedDelivery[] = [];
+  const attempts: Insertable<WebhookAttemptsTable>[] = [];
+  const urlGone: string[] = [];
+  for (const row of details) {
+    if (row.webhook_url === null) {
+      urlGone.push(row.event_id);
+      continue;
+    }
+    const attemptId = randomUUID();
+    attempts.push({
+      id: attemptId,
+      event_id: row.event_id,
+      number: 0, // set below from the attempts already logged
+      url: row.webhook_url,
+      worker: workerId,
+      attempted_at: attemptedAt,
+      finished_at: null,
+      status_code: null,
+      duration_ms: null,
+      error: null,
+      response_body: null,
+      response_truncated: 0,
+    });
+    out.push({
+      eventId: row.event_id,
+      instanceId: row.instance_id,
+      sequence: Number(row.sequence),
+      attempts: row.attempts,
+      maxAttempts: row.max_attempts,
+      lockedAt: now,
+      attemptId,
+      payload: row.payload,
+      url: row.webhook_url,
+      hmacKeySealed: row.hmac_key,
+    });
+  }
+  if (urlGone.length > 0) await returnClaims(trx, workerId, now, urlGone);
+  if (attempts.length === 0) return out;
+  // Attempt numbers continue over every round of the event (a redelivery keeps the earlier rows).
+  const counts = await trx
+    .selectFrom('webhook_attempts')
+    .select(['event_id', (eb) => eb.fn.countAll<number>().as('count')])
+    .where(
+      'event_id',
+      'in',
+      attempts.map((attempt) => attempt.event_id),
+    )
+    .groupBy('event_id')
+    .execute();
+  const previous = new Map(counts.map((row) => [row.event_id, Number(row.count)]));
+  for (const attempt of attempts) attempt.number = (previous.get(attempt.event_id) ?? 0) + 1;
+  // One statement for every attempt row of the claim (a round trip each would dominate on PostgreSQL).
+  await trx.insertInto('webhook_attempts').values(attempts).execute();
+  return out;
+}
+
+/** Gives back claims made in this transaction without an attempt: unlocked and not counted. */
+async function returnClaims(
+  trx: Transaction<Database>,
+  workerId: string,
+  lockedAt: number,
+  eventIds: readonly string[],
+): Promise<void> {
+  await trx
+    .updateTable('webhook_deliveries')
+    .set((eb) => ({ locked_by: null, locked_at: null, attempts: eb('attempts', '-', 1) }))
+    .where('event_id', 'in', [...eventIds])
+    .where('locked_by', '=', workerId)
+    .where('locked_at', '=', lockedAt)
+    .execute();
 }

@@ -80,3 +80,32 @@ export async function countOrganizations(db: Kysely<Database>): Promise<number> 
     .executeTakeFirstOrThrow();
   return Number(row.n);
 }
+
+/** Every organization, oldest first (`parley org list`). */
+export async function listOrganizations(db: Kysely<Database>): Promise<Organization[]> {
+  const rows = await db
+    .selectFrom('organizations')
+    .selectAll()
+    .orderBy('created_at')
+    .orderBy('name')
+    .execute();
+  return rows.map(toOrganization);
+}
+
+/**
+ * Sets an organization's plan and limits (`perMinute`/`perDay`: requests, null unless `enterprise`).
+ * @returns the updated organization, or undefined when no organization has that id.
+ */
+export async function updateOrganizationPlan(
+  db: Kysely<Database>,
+  id: string,
+  input: { plan: Plan; perMinute: number | null; perDay: number | null },
+): Promise<Organization | undefined> {
+  const result = await db
+    .updateTable('organizations')
+    .set({ plan: input.plan, per_minute: input.perMinute, per_day: input.perDay })
+    .where('id', '=', id)
+    .executeTakeFirst();
+  if (result.numUpdatedRows === 0n) return undefined;
+  return getOrganization(db, id);
+}

@@ -183,6 +183,30 @@ export interface ChatPeersTable {
 }
 
 /** The whole database as Kysely sees it; later migrations add their tables here. */
+/** One running parley process (the node registry, `src/nodes/registry.ts`). */
+export interface NodesTable {
+  /** Random per boot; the `locked_by` of the node's webhook claims. */
+  id: string;
+  /** `os.hostname()` of the node. */
+  host: string;
+  /** Operating-system process id on `host`. */
+  pid: number;
+  /** RFC 3339. */
+  started_at: string;
+  /** Last heartbeat, epoch ms. */
+  heartbeat_at: number;
+}
+
+/** A rate-limit window kept across restarts (`src/store/rate-limit-windows.ts`). */
+export interface RateLimitWindowsTable {
+  /** Window name, quota and counted key, e.g. `day:1000:<orgId>:<env>`. */
+  key: string;
+  /** Requests consumed in the window. */
+  consumed: number;
+  /** When the window resets, epoch ms. */
+  reset_at: number;
+}
+
 export interface Database {
   organizations: OrganizationsTable;
   instances: InstancesTable;
@@ -196,4 +220,6 @@ export interface Database {
   webhook_deliveries: WebhookDeliveriesTable;
   webhook_attempts: WebhookAttemptsTable;
   gateway_replay: GatewayReplayTable;
+  nodes: NodesTable;
+  rate_limit_windows: RateLimitWindowsTable;
 }

@@ -2,7 +2,8 @@
  * Retry timing of webhook deliveries (DESIGN D10): the delays after each failed attempt come from the
  * configured schedule (`WEBHOOK_RETRY_SCHEDULE`, default 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h), each with
  * ±20 % jitter; a `Retry-After` answer replaces the jittered delay, clamped to 1×–2× the scheduled delay.
- * Pure functions: the delivery row holds all retry state, the worker holds none.
+ * {@link RetryPolicy} is the one place a worker asks when to try again; the pure functions below are its parts.
+ * The delivery row holds all retry state (`attempts`, counted at claim, and `max_attempts`), the worker none.
  */
 
 /** Jitter applied to each scheduled delay: ±20 % (DESIGN D10). */
@@ -56,4 +57,56 @@ export function retryDelayMs(input: RetryInput): number | null {
   if (input.retryAfterMs !== undefined) return Math.min(Math.max(input.retryAfterMs, base), 2 * base);
   const factor = 1 - JITTER + 2 * JITTER * Math.min(Math.max(input.random, 0), 1);
   return Math.round(base * factor);
+}
+
+/** Input of {@link RetryPolicy.nextRunAt}. */
+export interface NextAttemptInput {
+  /** Attempts made in this round, the one that just failed included (the delivery row's `attempts`, ≥ 1). */
+  attemptsMade: number;
+  /** Attempts allowed in this round (the delivery row's `max_attempts`). */
+  maxAttempts: number;
+  /** When the failed attempt ended, epoch ms. */
+  now: number;
+  /** The receiver's `Retry-After` header as sent (RFC 9110 §10.2.3), when it sent one. */
+  retryAfter?: string | undefined;
+}
+
+/**
+ * The retry policy of webhook deliveries (DESIGN D10) in one object: the configured schedule
+ * (`WEBHOOK_RETRY_SCHEDULE`), how many attempts a round gets, the ±20 % jitter, and `Retry-After` clamped to
+ * 1×–2× the scheduled delay.
+ */
+export class RetryPolicy {
+  readonly #scheduleMs: readonly number[];
+  readonly #random: () => number;
+
+  /**
+   * @param scheduleMs the delays before each retry, milliseconds.
+   * @param random uniform random numbers in [0, 1) choosing the jitter (default Math.random).
+   */
+  constructor(scheduleMs: readonly number[], random: () => number = Math.random) {
+    this.#scheduleMs = scheduleMs;
+    this.#random = random;
+  }
+
+  /** Attempts a delivery queued now gets in one round (its `max_attempts`). */
+  get maxAttempts(): number {
+    return maxAttemptsOf(this.#scheduleMs);
+  }
+
+  /**
+   * When the next attempt is due after a failed one, epoch ms, or null when the round has no attempt left (the
+   * delivery becomes `failed`).
+   */
+  nextRunAt(input: NextAttemptInput): number | null {
+    const retryAfterMs = parseRetryAfter(input.retryAfter, input.now);
+    const delay = retryDelayMs({
+      attemptsMade: input.attemptsMade,
+      maxAttempts: input.maxAttempts,
+      scheduleMs: this.#scheduleMs,
+      random: this.#random(),
+      ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+    });
+    return delay === null ? null : input.now + delay;
+  }
 }

@@ -13,7 +13,7 @@ import {
   releaseClaims,
 } from '../store/deliveries.ts';
 import { type ClaimedDelivery, claimDeliveries } from '../store/delivery-claims.ts';
-import { maxAttemptsOf, parseRetryAfter, retryDelayMs } from './backoff.ts';
+import { RetryPolicy } from './backoff.ts';
 import { webhookHeaders } from './signing.ts';
 
 /** Bytes of a receiver's response body kept in the attempts log (DESIGN D10: first 2 KB). */
@@ -37,7 +37,10 @@ export interface DeliveryWorkerOptions {
   staleAfterMs?: number;
   /** Attempts in flight at once in this process (default 8; one per instance at a time). */
   concurrency?: number;
-  /** This worker's id in `locked_by` and the attempts log (default `<host>:<pid>:<random>`). */
+  /**
+   * This worker's id in `locked_by` and the attempts log: the services pass the node registry's id, so the
+   * registry can release the claims of a dead process (default `<host>:<pid>:<random>`).
+   */
   workerId?: string;
   /** Random numbers in [0, 1) for the jitter (default Math.random). */
   random?: () => number;
@@ -55,7 +58,9 @@ export type WebhookWorkerTuning = Pick<
  * Delivers queued webhook events (DESIGN D10). Claims due rows from the store (several processes can share the
  * queue on PostgreSQL), posts each through the outbound guard with the D10 headers and signatures, records the
  * attempt and schedules the next one in the row. It keeps no retry state in memory: a process killed at any
- * instant loses nothing, and its claims are taken over once stale. A poll timer plus {@link wake} (called when
+ * instant loses nothing: its claims are released by the node registry as soon as the process is known dead
+ * (`src/nodes/registry.ts`: at the next boot on the same host, or once its heartbeat lapses), and taken over once
+ * stale in any case. A poll timer plus {@link wake} (called when
  * an event was queued or an attempt finished) drive it.
  */
 export class DeliveryWorker {
@@ -65,7 +70,7 @@ export class DeliveryWorker {
   readonly #pollMs: number;
   readonly #staleMs: number;
   readonly #concurrency: number;
-  readonly #random: () => number;
+  readonly #retry: RetryPolicy;
   readonly #inFlight = new Map<string, Promise<void>>();
   /** Attempts in flight per instance in this process (at most one by the claim rule; counted to be safe). */
   readonly #busyInstances = new Map<string, number>();
@@ -80,12 +85,12 @@ export class DeliveryWorker {
     this.#pollMs = options.pollIntervalMs ?? 1000;
     this.#staleMs = options.staleAfterMs ?? 2 * options.timeoutMs + 30_000;
     this.#concurrency = Math.max(1, options.concurrency ?? 8);
-    this.#random = options.random ?? Math.random;
+    this.#retry = new RetryPolicy(options.scheduleMs, options.random);
   }
 
   /** Attempts a delivery gets per round with the configured schedule. */
   get maxAttempts(): number {
-    return maxAttemptsOf(this.#options.scheduleMs);
+    return this.#retry.maxAttempts;
   }
 
   /** Epoch ms before which a claim counts as stale at time `now`. */
@@ -241,7 +246,7 @@ export class DeliveryWorker {
       responseBody: null,
       responseTruncated: false,
     };
-    let retryAfterMs: number | undefined;
+    let retryAfter: string | undefined;
     let gone = false;
     try {
       const hmacKey = delivery.hmacKeySealed === null ? null : box.open(delivery.hmacKeySealed);
@@ -271,30 +276,30 @@ export class DeliveryWorker {
       } else if (response.status < 200 || response.status >= 300) {
         record.error = `receiver answered ${response.status}`;
       }
-      retryAfterMs = parseRetryAfter(response.headers['retry-after'], startedAt);
+      retryAfter = response.headers['retry-after'];
     } catch (error) {
       record.durationMs = Math.round(performance.now() - started);
       record.error = this.#attemptError(delivery, error);
     }
-    const attemptsMade = delivery.attempts + 1;
     let outcome: AttemptOutcome;
     if (record.error === null) outcome = { kind: 'delivered' };
     else if (gone) outcome = { kind: 'gone', reason: 'receiver answered 410 Gone' };
     else {
-      const delay = retryDelayMs({
-        attemptsMade,
+      // `attempts` was counted when this attempt was claimed: it is this attempt's number in the round.
+      const runAt = this.#retry.nextRunAt({
+        attemptsMade: delivery.attempts,
         maxAttempts: delivery.maxAttempts,
-        scheduleMs: this.#options.scheduleMs,
-        random: this.#random(),
-        ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+        now: clock(),
+        retryAfter,
       });
-      outcome = delay === null ? { kind: 'failed' } : { kind: 'retry', runAt: clock() + delay };
+      outcome = runAt === null ? { kind: 'failed' } : { kind: 'retry', runAt };
     }
     const applied = await finishAttempt(this.#options.store.db, {
       eventId: delivery.eventId,
       instanceId: delivery.instanceId,
       attemptId: delivery.attemptId,
       workerId: this.id,
+      lockedAt: delivery.lockedAt,
       attempt: record,
       outcome,
       now: nowIso(clock),

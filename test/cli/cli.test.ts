@@ -28,6 +28,7 @@ describe('admin CLI (DESIGN D3)', () => {
 
   it('creates an org, an instance and a key, each printing exactly one JSON object with --json', async () => {
     const org = await run(
+      '--init',
       'org',
       'create',
       '--name',

@@ -4,11 +4,12 @@ import sharp from 'sharp';
 import { ApiError } from '../../src/errors.ts';
 import { defaultFileName, detectFormat, documentMimeType, requireFormat } from '../../src/media/detect.ts';
 import { readStickerExif, stickerExif, withExif } from '../../src/media/exif.ts';
-import { Ffmpeg } from '../../src/media/ffmpeg.ts';
+import { Ffmpeg, ffmpegCandidates, packagedFfmpegPath } from '../../src/media/ffmpeg.ts';
 import { bodyLimitFor, MEDIA_RULES } from '../../src/media/kinds.ts';
 import { decodeDataUri } from '../../src/media/source.ts';
 import { makeSticker } from '../../src/media/sticker.ts';
 import { fixture } from '../messages/support.ts';
+import { ffmpegAvailable } from '../support/ffmpeg.ts';
 
 describe('media input rules (DESIGN D8)', () => {
   it('decodes base64 data URIs whatever the declared type, and refuses malformed ones naming the field', () => {
@@ -147,16 +148,37 @@ describe('stickers (DESIGN D8)', () => {
         return true;
       },
     );
-    assert.equal(await new Ffmpeg().available(), true, 'this machine has ffmpeg (CI installs it)');
+    assert.match(
+      await missing.require().catch((e: Error) => e.message),
+      /tried "\/nonexistent\/ffmpeg"\)$/,
+      'a configured FFMPEG_PATH is the only binary tried',
+    );
   });
 
-  it('refuses an MP4 ffmpeg cannot decode as 400', async () => {
-    const broken = Buffer.concat([fixture('sticker.mp4').subarray(0, 64), Buffer.alloc(512)]);
-    await assert.rejects(makeSticker(broken, { ext: 'mp4', mime: 'video/mp4' }, {}, new Ffmpeg()), (e) => {
-      assert.ok(e instanceof ApiError);
-      assert.equal(e.status, 400);
-      assert.match(e.message, /^sticker could not be converted/);
-      return true;
-    });
+  it('finds ffmpeg in order: FFMPEG_PATH alone, else the packaged binary, then ffmpeg on PATH', () => {
+    assert.deepEqual(ffmpegCandidates('/opt/ffmpeg/bin/ffmpeg'), ['/opt/ffmpeg/bin/ffmpeg']);
+    const packaged = packagedFfmpegPath();
+    assert.deepEqual(ffmpegCandidates(undefined), packaged === undefined ? ['ffmpeg'] : [packaged, 'ffmpeg']);
+    assert.deepEqual(ffmpegCandidates(''), ffmpegCandidates(undefined), 'empty means unset');
   });
+
+  if (packagedFfmpegPath() !== undefined) {
+    it('uses the packaged binary when FFMPEG_PATH is unset (no system ffmpeg needed)', async () => {
+      const packaged = packagedFfmpegPath();
+      assert.match(packaged ?? '', /node_modules\/@ffmpeg-installer\/[a-z0-9-]+\/ffmpeg(\.exe)?$/);
+      assert.equal(await new Ffmpeg().resolve(), packaged);
+    });
+  }
+
+  if (ffmpegAvailable) {
+    it('refuses an MP4 ffmpeg cannot decode as 400', async () => {
+      const broken = Buffer.concat([fixture('sticker.mp4').subarray(0, 64), Buffer.alloc(512)]);
+      await assert.rejects(makeSticker(broken, { ext: 'mp4', mime: 'video/mp4' }, {}, new Ffmpeg()), (e) => {
+        assert.ok(e instanceof ApiError);
+        assert.equal(e.status, 400);
+        assert.match(e.message, /^sticker could not be converted/);
+        return true;
+      });
+    });
+  }
 });

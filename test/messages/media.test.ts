@@ -4,6 +4,7 @@ import sharp from 'sharp';
 import type { OutgoingMessage } from '../../src/engines/types.ts';
 import { readStickerExif } from '../../src/media/exif.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
+import { ffmpegAvailable } from '../support/ffmpeg.ts';
 import { type Receiver, startMediaServer, startReceiver, TEST_CA } from '../support/https-receiver.ts';
 import { testDialects } from '../support/store.ts';
 import { appFor, bad, dataUri, fixture, messageRow, OWN, PEER } from './support.ts';
@@ -255,27 +256,29 @@ for (const dialect of testDialects()) {
       });
     });
 
-    it('sticker: MP4 becomes an animated 512×512 WEBP ≤ 500 KB (ffmpeg); animated WEBP stays animated', async () => {
-      for (const name of ['sticker.mp4', 'animated.webp']) {
-        const res = await t.call('POST', '/v1/messages/send/sticker', {
-          phone: PEER,
-          sticker: dataUri(fixture(name)),
-          packName: 'Moving',
-        });
-        assert.equal(res.status, 200, `${name}: ${JSON.stringify(res.body)}`);
-        const message = sent.at(-1);
-        assert.ok(message?.content.kind === 'sticker');
-        assert.equal(message.content.animated, true, name);
-        const data = message.content.media.data;
-        assert.ok(data.length <= 500 * 1024);
-        const meta = await sharp(data, { animated: true }).metadata();
-        assert.equal(meta.format, 'webp');
-        assert.equal(meta.width, 512);
-        assert.equal(meta.pageHeight, 512);
-        assert.ok((meta.pages ?? 1) > 1, `${name} is animated`);
-        assert.equal((await readStickerExif(data))?.['sticker-pack-name'], 'Moving');
-      }
-    });
+    if (ffmpegAvailable) {
+      it('sticker: MP4 becomes an animated 512×512 WEBP ≤ 500 KB (ffmpeg); animated WEBP stays animated', async () => {
+        for (const name of ['sticker.mp4', 'animated.webp']) {
+          const res = await t.call('POST', '/v1/messages/send/sticker', {
+            phone: PEER,
+            sticker: dataUri(fixture(name)),
+            packName: 'Moving',
+          });
+          assert.equal(res.status, 200, `${name}: ${JSON.stringify(res.body)}`);
+          const message = sent.at(-1);
+          assert.ok(message?.content.kind === 'sticker');
+          assert.equal(message.content.animated, true, name);
+          const data = message.content.media.data;
+          assert.ok(data.length <= 500 * 1024);
+          const meta = await sharp(data, { animated: true }).metadata();
+          assert.equal(meta.format, 'webp');
+          assert.equal(meta.width, 512);
+          assert.equal(meta.pageHeight, 512);
+          assert.ok((meta.pages ?? 1) > 1, `${name} is animated`);
+          assert.equal((await readStickerExif(data))?.['sticker-pack-name'], 'Moving');
+        }
+      });
+    }
 
     it('sticker: refuses other formats and inputs over 500 KB', async () => {
       const pdf = await t.call('POST', '/v1/messages/send/sticker', {
@@ -302,6 +305,34 @@ for (const dialect of testDialects()) {
         image: 'https://192.0.2.1/never-fetched.jpg',
       });
       assert.deepEqual(res.body, bad(422, 'recipient 5511999990000 is not registered on the platform'));
+    });
+  });
+
+  describe(`animated stickers with FFMPEG_PATH pointing at a missing binary (DESIGN D8) [${dialect}]`, () => {
+    let t: TestApp;
+    before(async () => {
+      t = await appFor(dialect, { env: { FFMPEG_PATH: '/nonexistent/ffmpeg' } });
+      await loginSandbox(t, OWN);
+    });
+    after(() => t.close());
+
+    it('answers 503 naming ffmpeg and the binary tried; static stickers still work', async () => {
+      const res = await t.call('POST', '/v1/messages/send/sticker', {
+        phone: PEER,
+        sticker: dataUri(fixture('sticker.mp4')),
+      });
+      assert.deepEqual(
+        res.body,
+        bad(
+          503,
+          'animated stickers need ffmpeg, which is not installed on this server (install ffmpeg or set FFMPEG_PATH; tried "/nonexistent/ffmpeg")',
+        ),
+      );
+      const png = await t.call('POST', '/v1/messages/send/sticker', {
+        phone: PEER,
+        sticker: dataUri(fixture('tiny.png')),
+      });
+      assert.equal(png.status, 200, JSON.stringify(png.body));
     });
   });
 

@@ -4,6 +4,7 @@
  * test needs and the production config cannot say:
  *
  * - env `CHILD_WORKER_ID`, `CHILD_POLL_MS`, `CHILD_STALE_MS`: webhook worker id, poll interval, stale timeout;
+ * - env `CHILD_HEARTBEAT_MS`: the node registry's heartbeat (and sweep) interval;
  * - env `CHILD_PG_SCHEMA`: the PostgreSQL schema of the test store (openStore's `schema` option).
  *
  * Every other setting comes from the ordinary environment (DATABASE_URL, DATA_DIR, SECRET_KEY, WEBHOOK_*,
@@ -26,6 +27,7 @@ const schema = env.CHILD_PG_SCHEMA;
 const store = await openStore(config.database, schema ? { schema } : {});
 const pollIntervalMs = number('CHILD_POLL_MS');
 const staleAfterMs = number('CHILD_STALE_MS');
+const heartbeatMs = number('CHILD_HEARTBEAT_MS');
 const services = await createServices(config, {
   logger,
   store,
@@ -34,6 +36,7 @@ const services = await createServices(config, {
     ...(pollIntervalMs === undefined ? {} : { pollIntervalMs }),
     ...(staleAfterMs === undefined ? {} : { staleAfterMs }),
   },
+  ...(heartbeatMs === undefined ? {} : { nodeRegistry: { heartbeatMs } }),
 });
 const app = await buildApp(services);
 await services.sessions.restoreAll();

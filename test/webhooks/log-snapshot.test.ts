@@ -62,6 +62,7 @@ for (const dialect of testDialects()) {
             instanceId: claim.instanceId,
             attemptId: claim.attemptId,
             workerId: 'w1',
+            lockedAt: claim.lockedAt,
             attempt: {
               statusCode: 500,
               durationMs: 7,

@@ -177,6 +177,7 @@ for (const dialect of testDialects()) {
         instanceId: late.instanceId,
         attemptId: late.attemptId,
         workerId: 'dead-worker',
+        lockedAt: late.lockedAt,
         attempt: {
           statusCode: 500,
           durationMs: 1,

@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import type { EngineMessage, MessageSource } from '../../src/engines/types.ts';
 import { messageBody, normaliseEvent, webhookBody } from '../../src/events/normalise.ts';
-import { maxAttemptsOf, parseRetryAfter, retryDelayMs } from '../../src/webhooks/backoff.ts';
+import { maxAttemptsOf, parseRetryAfter, RetryPolicy, retryDelayMs } from '../../src/webhooks/backoff.ts';
 import { hmacHex, standardSignature, webhookHeaders } from '../../src/webhooks/signing.ts';
 
 const source: MessageSource = {
@@ -233,5 +233,32 @@ describe('retry schedule (DESIGN D10)', () => {
       2_000,
     );
     assert.equal(retryDelayMs({ attemptsMade: 1, maxAttempts: 8, scheduleMs: [], random: 0.5 }), null);
+  });
+
+  it('RetryPolicy answers when to try again: schedule with jitter, Retry-After clamped, none after the last attempt', () => {
+    const randoms = [0, 1, 0.5];
+    const policy = new RetryPolicy(schedule, () => randoms.shift() ?? 0.5);
+    const now = Date.UTC(2025, 0, 1, 0, 0, 0);
+    assert.equal(policy.maxAttempts, 8);
+    assert.equal(policy.nextRunAt({ attemptsMade: 1, maxAttempts: 8, now }), now + 4_000);
+    assert.equal(policy.nextRunAt({ attemptsMade: 1, maxAttempts: 8, now }), now + 6_000);
+    assert.equal(policy.nextRunAt({ attemptsMade: 3, maxAttempts: 8, now }), now + 1_800_000);
+    // Retry-After (seconds or an HTTP date) replaces the jitter, clamped to 1×–2× the scheduled 5 minutes.
+    assert.equal(policy.nextRunAt({ attemptsMade: 2, maxAttempts: 8, now, retryAfter: '10' }), now + 300_000);
+    assert.equal(
+      policy.nextRunAt({ attemptsMade: 2, maxAttempts: 8, now, retryAfter: '420' }),
+      now + 420_000,
+    );
+    assert.equal(
+      policy.nextRunAt({ attemptsMade: 2, maxAttempts: 8, now, retryAfter: 'Wed, 01 Jan 2025 01:00:00 GMT' }),
+      now + 600_000,
+    );
+    assert.equal(
+      policy.nextRunAt({ attemptsMade: 2, maxAttempts: 8, now, retryAfter: 'later' }),
+      now + 300_000,
+    );
+    // The row's own max_attempts bounds the round, whatever the schedule's length.
+    assert.equal(policy.nextRunAt({ attemptsMade: 8, maxAttempts: 8, now }), null);
+    assert.equal(policy.nextRunAt({ attemptsMade: 2, maxAttempts: 2, now }), null);
   });
 });

@@ -1,4 +1,3 @@
-import type { SwaggerTransformObject } from '@fastify/swagger';
 import { GATEWAY_ROUTES, type GatewayRoute } from './paths.ts';
 import { SIGNATURE_WINDOW_SECONDS } from './signature.ts';
 
@@ -60,6 +59,10 @@ function gatewayBody(requestBody: unknown, route: GatewayRoute): unknown {
   return { ...requestBody, content: { ...requestBody.content, 'application/json': { ...json, schema } } };
 }
 
+function capitalized(name: string): string {
+  return `${name.charAt(0).toUpperCase()}${name.slice(1)}`;
+}
+
 /** The gateway twin of one `/v1` operation object: tag `gateway`, header parameters instead of `from`. */
 function gatewayOperation(operation: Json, route: GatewayRoute): Json {
   const parameters = Array.isArray(operation.parameters)
@@ -70,7 +73,7 @@ function gatewayOperation(operation: Json, route: GatewayRoute): Json {
     ...structuredClone(operation),
     tags: ['gateway'],
     summary: `${twinSummary} (gateway form of ${route.method} ${route.twin})`,
-    operationId: `gateway${route.method}${route.path.replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ?? '').toUpperCase())}`,
+    operationId: `gateway${capitalized(typeof operation.operationId === 'string' ? operation.operationId : route.twin)}`,
     parameters: [...structuredClone(parameters), ...structuredClone(headerParameters)],
   };
   if (operation.requestBody !== undefined) {
@@ -80,18 +83,12 @@ function gatewayOperation(operation: Json, route: GatewayRoute): Json {
 }
 
 /**
- * `transformObject` of @fastify/swagger: documents every gateway path (DESIGN D12) as a copy of its `/v1`
- * twin's operation under tag `gateway`, with `x-instance-id` (required), `x-timestamp` and `x-signature` header
- * parameters and the gateway body (`message` for text, no `from`). Twins not registered are left out.
+ * Documents every gateway path (DESIGN D12) in `paths` as a copy of its `/v1` twin's operation under tag
+ * `gateway`: operationId `gateway` + the twin's (`gatewaySendText`), `x-instance-id` (required), `x-timestamp`
+ * and `x-signature` header parameters, and the gateway body (`message` for text, no `from`). Twins not
+ * registered are left out. Called by the document builder (src/http/openapi.ts) before schemas are shared.
  */
-export const withGatewayPaths: SwaggerTransformObject = (documentObject) => {
-  if (!('openapiObject' in documentObject)) return documentObject.swaggerObject;
-  const document: unknown = documentObject.openapiObject;
-  if (isRecord(document) && isRecord(document.paths)) addGatewayPaths(document, document.paths);
-  return documentObject.openapiObject;
-};
-
-function addGatewayPaths(document: Json, paths: Json): void {
+export function addGatewayPaths(paths: Json): void {
   for (const route of GATEWAY_ROUTES) {
     const twin = paths[route.twin];
     const operation = isRecord(twin) ? twin[route.method.toLowerCase()] : undefined;
@@ -101,16 +98,5 @@ function addGatewayPaths(document: Json, paths: Json): void {
       ...(isRecord(existing) ? existing : {}),
       [route.method.toLowerCase()]: gatewayOperation(operation, route),
     };
-  }
-  const tags = Array.isArray(document.tags) ? document.tags : [];
-  if (!tags.some((t) => isRecord(t) && t.name === 'gateway')) {
-    document.tags = [
-      ...tags,
-      {
-        name: 'gateway',
-        description:
-          'Alternate gateway form (DESIGN D12): paths without /v1, header x-instance-id required, request signatures when the instance has an HMAC key. See docs/gateway.md.',
-      },
-    ];
   }
 }

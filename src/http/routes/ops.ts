@@ -3,9 +3,10 @@ import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import { ApiError } from '../../errors.ts';
 import { isMigrated } from '../../store/database.ts';
-import { ok, responses } from '../schemas.ts';
+import { Envelope, ok } from '../schemas.ts';
 
-const Health = Type.Object({ status: Type.String({ examples: ['ok'] }) });
+const Health = Type.Object({ status: Type.String({ examples: ['ok'] }) }, { title: 'Health' });
+const error = Type.Ref('ErrorEnvelope');
 
 /** Operations endpoints (DESIGN D14): health, readiness, Prometheus metrics and the OpenAPI document. No auth. */
 export async function opsRoutes(app: FastifyInstance): Promise<void> {
@@ -15,7 +16,13 @@ export async function opsRoutes(app: FastifyInstance): Promise<void> {
     '/healthz',
     {
       config: { scope: 'public' },
-      schema: { tags: ['operations'], summary: 'Process is up', security: [], response: responses(Health) },
+      schema: {
+        tags: ['operations'],
+        operationId: 'getHealth',
+        summary: 'Process is up',
+        security: [],
+        response: { 200: Envelope(Health, 'The process is up: `ok`'), 500: error },
+      },
     },
     async () => ok({ status: 'ok' }),
   );
@@ -26,9 +33,14 @@ export async function opsRoutes(app: FastifyInstance): Promise<void> {
       config: { scope: 'public' },
       schema: {
         tags: ['operations'],
+        operationId: 'getReadiness',
         summary: 'Store reachable and migrated',
         security: [],
-        response: responses(Health, 503),
+        response: {
+          200: Envelope(Health, 'The store is reachable and migrated: `ready`'),
+          500: error,
+          503: error,
+        },
       },
     },
     async () => {
@@ -46,7 +58,18 @@ export async function opsRoutes(app: FastifyInstance): Promise<void> {
     '/metrics',
     {
       config: { scope: 'public' },
-      schema: { tags: ['operations'], summary: 'Prometheus metrics', security: [] },
+      schema: {
+        tags: ['operations'],
+        operationId: 'getMetrics',
+        summary: 'Prometheus metrics',
+        security: [],
+        response: {
+          200: {
+            description: 'Metrics in the Prometheus text exposition format',
+            content: { 'text/plain': { schema: Type.String() } },
+          },
+        },
+      },
     },
     async (_request, reply) => {
       metrics.sessions.set(sessions.size);

@@ -6,6 +6,8 @@ import * as instanceLocks from './0004_instance_locks.ts';
 import * as gatewayReplay from './0005_gateway_replay.ts';
 import * as deliveryClaimIndex from './0006_delivery_claim_index.ts';
 import * as webhookEventsCreated from './0007_webhook_events_created.ts';
+import * as nodes from './0008_nodes.ts';
+import * as rateLimitWindows from './0009_rate_limit_windows.ts';
 
 /**
  * Every migration, in order. Names are numbered; add a new file and list it here (never edit one that shipped).
@@ -19,6 +21,8 @@ export const migrations: Record<string, Migration> = {
   '0005_gateway_replay': gatewayReplay,
   '0006_delivery_claim_index': deliveryClaimIndex,
   '0007_webhook_events_created': webhookEventsCreated,
+  '0008_nodes': nodes,
+  '0009_rate_limit_windows': rateLimitWindows,
 };
 
 /** Hands Kysely's `Migrator` the in-code list above (no file-system scanning, so it works from any cwd). */

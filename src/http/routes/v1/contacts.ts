@@ -15,46 +15,57 @@ export const MAX_CHECK_PHONES = 500;
 export const MAX_INFO_PHONES = 100;
 
 /** Body of `POST /v1/contacts/check` (SPEC Contacts; DESIGN D11: at most 500 numbers). */
-export const CheckBody = Type.Object({
-  phones: Type.Array(Phone('a number to check'), {
-    minItems: 1,
-    maxItems: MAX_CHECK_PHONES,
-    description: `numbers to check, 1 to ${MAX_CHECK_PHONES}; one result per number, in order`,
-    examples: [['5511999990000', '5511999990000']],
-  }),
-});
+export const CheckBody = Type.Object(
+  {
+    phones: Type.Array(Phone('a number to check'), {
+      minItems: 1,
+      maxItems: MAX_CHECK_PHONES,
+      description: `numbers to check, 1 to ${MAX_CHECK_PHONES}; one result per number, in order`,
+      examples: [['5511988887777', '5511977770000']],
+    }),
+  },
+  { title: 'CheckBody' },
+);
 export type CheckBody = Static<typeof CheckBody>;
 
 /** One entry of a registration check (SPEC Contact check entry). */
-export const CheckEntry = Type.Object({
-  query: Type.String({ description: 'the number that was checked', examples: ['5511999990000'] }),
-  isInPlatform: Type.Boolean({ description: 'whether the number is registered on the platform' }),
-  jid: Type.Union([Type.String(), Type.Null()], {
-    description: 'user JID; null when not registered',
-    examples: ['5511999990000@s.whatsapp.net'],
-  }),
-  verifiedName: Type.String({ description: 'verified business name; empty when none', examples: [''] }),
-});
+export const CheckEntry = Type.Object(
+  {
+    query: Type.String({ description: 'the number that was checked', examples: ['5511999990000'] }),
+    isInPlatform: Type.Boolean({ description: 'whether the number is registered on the platform' }),
+    jid: Type.Union([Type.String(), Type.Null()], {
+      description: 'user JID; null when not registered',
+      examples: ['5511999990000@s.whatsapp.net'],
+    }),
+    verifiedName: Type.String({ description: 'verified business name; empty when none', examples: [''] }),
+  },
+  { title: 'CheckEntry' },
+);
 export type CheckEntry = Static<typeof CheckEntry>;
 
 /** `data` of `POST /v1/contacts/check`. */
-export const CheckResult = Type.Object({ users: Type.Array(CheckEntry) });
+export const CheckResult = Type.Object({ users: Type.Array(CheckEntry) }, { title: 'CheckResult' });
 export type CheckResult = Static<typeof CheckResult>;
 
 /** One value of the contact list (SPEC Contact list entry); strings are empty when unknown. */
-export const ContactEntry = Type.Object({
-  businessName: Type.String({ examples: [''] }),
-  firstName: Type.String({ examples: ['Ana'] }),
-  fullName: Type.String({ examples: ['Ana Souza'] }),
-  pushName: Type.String({ examples: ['Ana'] }),
-  found: Type.Boolean({
-    description: "true when the platform's contact list holds the user; false when known only from messages",
-  }),
-});
+export const ContactEntry = Type.Object(
+  {
+    businessName: Type.String({ examples: [''] }),
+    firstName: Type.String({ examples: ['Ana'] }),
+    fullName: Type.String({ examples: ['Ana Souza'] }),
+    pushName: Type.String({ examples: ['Ana'] }),
+    found: Type.Boolean({
+      description:
+        "true when the platform's contact list holds the user; false when known only from messages",
+    }),
+  },
+  { title: 'ContactEntry' },
+);
 export type ContactEntry = Static<typeof ContactEntry>;
 
 /** `data` of `GET /v1/contacts/list`: an object keyed by user JID (SPEC Contact list entry). */
 export const ContactList = Type.Record(Type.String(), ContactEntry, {
+  title: 'ContactList',
   description: 'keys are user JIDs',
   examples: [
     {
@@ -76,44 +87,50 @@ export const InfoQuery = Type.Object({
     minLength: 1,
     maxLength: MAX_INFO_PHONES * 16,
     description: `one number, or up to ${MAX_INFO_PHONES} separated by commas`,
-    examples: ['5511999990000,5511999990001'],
+    examples: ['5511988887777,5511977776666'],
   }),
   from: InstanceQuery.properties.from,
 });
 export type InfoQuery = Static<typeof InfoQuery>;
 
 /** One entry of `GET /v1/contacts/info` (DESIGN D12). */
-export const InfoEntry = Type.Object({
-  query: Type.String({ examples: ['5511999990000'] }),
-  jid: Type.Union([Type.String(), Type.Null()], {
-    description: 'user JID; null when not registered',
-    examples: ['5511999990000@s.whatsapp.net'],
-  }),
-  status: Type.String({ description: "the user's about text; empty when none", examples: ['Available'] }),
-  pictureId: Type.String({
-    description: 'id of the profile picture; empty when none',
-    examples: ['1690000000'],
-  }),
-  verifiedName: Type.String({ description: 'verified business name; empty when none', examples: [''] }),
-});
+export const InfoEntry = Type.Object(
+  {
+    query: Type.String({ examples: ['5511999990000'] }),
+    jid: Type.Union([Type.String(), Type.Null()], {
+      description: 'user JID; null when not registered',
+      examples: ['5511999990000@s.whatsapp.net'],
+    }),
+    status: Type.String({ description: "the user's about text; empty when none", examples: ['Available'] }),
+    pictureId: Type.String({
+      description: 'id of the profile picture; empty when none',
+      examples: ['1690000000'],
+    }),
+    verifiedName: Type.String({ description: 'verified business name; empty when none', examples: [''] }),
+  },
+  { title: 'InfoEntry' },
+);
 export type InfoEntry = Static<typeof InfoEntry>;
 
 /** `data` of `GET /v1/contacts/info`. */
-export const InfoResult = Type.Object({ users: Type.Array(InfoEntry) });
+export const InfoResult = Type.Object({ users: Type.Array(InfoEntry) }, { title: 'InfoResult' });
 export type InfoResult = Static<typeof InfoResult>;
 
 /** Query of `GET /v1/contacts/avatar` (DESIGN D12). */
 export const AvatarQuery = Type.Object({
-  phone: Phone('the user whose profile picture to fetch'),
+  phone: Phone('the user whose profile picture to fetch', '5511977776666'),
   from: InstanceQuery.properties.from,
 });
 export type AvatarQuery = Static<typeof AvatarQuery>;
 
 /** `data` of `GET /v1/contacts/avatar` (DESIGN D12). */
-export const AvatarResult = Type.Object({
-  url: Type.String({ description: 'URL of the picture', examples: ['https://pps.whatsapp.net/v/t61/…'] }),
-  id: Type.String({ description: 'id of the picture', examples: ['1690000000'] }),
-});
+export const AvatarResult = Type.Object(
+  {
+    url: Type.String({ description: 'URL of the picture', examples: ['https://pps.whatsapp.net/v/t61/…'] }),
+    id: Type.String({ description: 'id of the picture', examples: ['1690000000'] }),
+  },
+  { title: 'AvatarResult' },
+);
 export type AvatarResult = Static<typeof AvatarResult>;
 
 /**
@@ -172,10 +189,11 @@ export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'checkContacts',
         summary: 'Check which numbers are registered on the platform (one entry per number, in order)',
         querystring: InstanceQuery,
         body: CheckBody,
-        response: responses(CheckResult, 409, 502, 503),
+        response: responses('One entry per number, in the order given', CheckResult, 409, 502, 503),
       },
     },
     async (request) => {
@@ -203,9 +221,10 @@ export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'listContacts',
         summary: 'Contacts of the account, keyed by user JID',
         querystring: InstanceQuery,
-        response: responses(ContactList, 409, 502, 503),
+        response: responses('The contacts, keyed by user JID', ContactList, 409, 502, 503),
       },
     },
     async (request) => {
@@ -230,9 +249,10 @@ export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'getContactInfo',
         summary: 'Profile details (about text, picture id, verified name) of one or more users',
         querystring: InfoQuery,
-        response: responses(InfoResult, 409, 502, 503),
+        response: responses('Profile details, keyed by user JID', InfoResult, 409, 502, 503),
       },
     },
     async (request) => {
@@ -260,9 +280,10 @@ export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'getContactAvatar',
         summary: "A user's profile picture (404 when the user has none)",
         querystring: AvatarQuery,
-        response: responses(AvatarResult, 409, 502, 503),
+        response: responses("The URL and id of the user's profile picture", AvatarResult, 409, 502, 503),
       },
     },
     async (request) => {

@@ -25,11 +25,14 @@ const UserJid = Type.String({ description: 'user JID', examples: ['5511999990001
 const Timestamp = Type.String({ format: 'date-time', examples: ['2025-01-15T12:00:00.000Z'] });
 
 /** A group participant (SPEC Group: Participant). */
-export const Participant = Type.Object({
-  jid: UserJid,
-  isAdmin: Type.Boolean(),
-  isSuperAdmin: Type.Boolean(),
-});
+export const Participant = Type.Object(
+  {
+    jid: UserJid,
+    isAdmin: Type.Boolean(),
+    isSuperAdmin: Type.Boolean(),
+  },
+  { title: 'Participant' },
+);
 
 const groupFields = {
   jid: Type.String({ examples: ['120363025246125486@g.us'] }),
@@ -53,42 +56,51 @@ const { jid, name, ownerJid, groupCreated } = groupFields;
 const { isAnnounce, isLocked, isEphemeral, disappearingTimer, participants } = groupFields;
 
 /** Group, create fields (SPEC Group "Present in: create"). */
-export const GroupCreated = Type.Object({ jid, name, ownerJid, groupCreated, participants });
+export const GroupCreated = Type.Object(
+  { jid, name, ownerJid, groupCreated, participants },
+  { title: 'GroupCreated' },
+);
 export type GroupCreated = Static<typeof GroupCreated>;
 
 /** Group, list fields (SPEC Group "Present in: list"). */
-export const GroupListed = Type.Object({
-  jid,
-  name,
-  ownerJid,
-  groupCreated,
-  isAnnounce,
-  isLocked,
-  isEphemeral,
-  disappearingTimer,
-  participants,
-});
+export const GroupListed = Type.Object(
+  {
+    jid,
+    name,
+    ownerJid,
+    groupCreated,
+    isAnnounce,
+    isLocked,
+    isEphemeral,
+    disappearingTimer,
+    participants,
+  },
+  { title: 'GroupListed' },
+);
 export type GroupListed = Static<typeof GroupListed>;
 
 /** Group, info fields: every SPEC Group field. */
-export const GroupDetails = Type.Object(groupFields);
+export const GroupDetails = Type.Object(groupFields, { title: 'GroupDetails' });
 export type GroupDetails = Static<typeof GroupDetails>;
 
 /** Body of `POST /v1/groups/create` (SPEC Groups; SPEC Limits; DESIGN D11). */
-export const CreateGroupBody = Type.Object({
-  name: Type.String({
-    minLength: 1,
-    maxLength: MAX_GROUP_NAME,
-    description: `group name, at most ${MAX_GROUP_NAME} characters`,
-    examples: ['Team'],
-  }),
-  participants: Type.Array(Phone('a participant'), {
-    minItems: 1,
-    maxItems: MAX_PARTICIPANTS,
-    description: `numbers to add, 1 to ${MAX_PARTICIPANTS}; the caller becomes owner and admin`,
-    examples: [['5511999990002', '5511999990003']],
-  }),
-});
+export const CreateGroupBody = Type.Object(
+  {
+    name: Type.String({
+      minLength: 1,
+      maxLength: MAX_GROUP_NAME,
+      description: `group name, at most ${MAX_GROUP_NAME} characters`,
+      examples: ['Team'],
+    }),
+    participants: Type.Array(Phone('a participant'), {
+      minItems: 1,
+      maxItems: MAX_PARTICIPANTS,
+      description: `numbers to add, 1 to ${MAX_PARTICIPANTS}; the caller becomes owner and admin`,
+      examples: [['5511999990002', '5511999990003']],
+    }),
+  },
+  { title: 'CreateGroupBody' },
+);
 export type CreateGroupBody = Static<typeof CreateGroupBody>;
 
 /** Query of the single-group operations: `groupJid` names the group. */
@@ -96,9 +108,12 @@ export const GroupQuery = Type.Object({ groupJid: GroupJid, from: InstanceQuery.
 export type GroupQuery = Static<typeof GroupQuery>;
 
 /** `data` of `GET /v1/groups/invite-link`. */
-export const InviteLink = Type.Object({
-  inviteLink: Type.String({ examples: ['https://chat.whatsapp.com/AbCdEfGhIjK1234567890'] }),
-});
+export const InviteLink = Type.Object(
+  {
+    inviteLink: Type.String({ examples: ['https://chat.whatsapp.com/AbCdEfGhIjK1234567890'] }),
+  },
+  { title: 'InviteLink' },
+);
 
 const iso = (ms: number): string => new Date(ms).toISOString();
 
@@ -190,10 +205,11 @@ export async function groupsRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'createGroup',
         summary: 'Create a group; the caller becomes owner, admin and super admin',
         querystring: InstanceQuery,
         body: CreateGroupBody,
-        response: responses(GroupCreated, 409, 502, 503),
+        response: responses('The group created', GroupCreated, 409, 502, 503),
       },
     },
     async (request) => {
@@ -212,9 +228,16 @@ export async function groupsRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'listGroups',
         summary: 'Every group the account belongs to',
         querystring: InstanceQuery,
-        response: responses(Type.Object({ groups: Type.Array(GroupListed) }), 409, 502, 503),
+        response: responses(
+          'The groups the account belongs to',
+          Type.Object({ groups: Type.Array(GroupListed) }),
+          409,
+          502,
+          503,
+        ),
       },
     },
     async (request) => {
@@ -229,9 +252,10 @@ export async function groupsRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'getGroupInfo',
         summary: 'One group with every field (404 when the account is not in it)',
         querystring: GroupQuery,
-        response: responses(GroupDetails, 409, 502, 503),
+        response: responses('The group with every field', GroupDetails, 409, 502, 503),
       },
     },
     async (request) => {
@@ -250,9 +274,10 @@ export async function groupsRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'getGroupInviteLink',
         summary: 'The invite link of a group (the caller must be a group admin)',
         querystring: GroupQuery,
-        response: responses(InviteLink, 409, 502, 503),
+        response: responses('The invite link', InviteLink, 409, 502, 503),
       },
     },
     async (request) => {

@@ -38,9 +38,10 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
       bodyLimit: bodyLimitFor('image'),
       schema: {
         tags,
+        operationId: 'sendImage',
         summary: 'Send an image (JPEG, PNG, GIF or WEBP, at most 16 MB) by https URL or data URI',
         body: SendImageBody,
-        response: responses(SendResult, ...mediaErrors),
+        response: responses('Message sent: its id and timestamp', SendResult, ...mediaErrors),
       },
     },
     async (request) => {
@@ -62,9 +63,10 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
       bodyLimit: bodyLimitFor('document'),
       schema: {
         tags,
+        operationId: 'sendDocument',
         summary: 'Send a document (any format, at most 100 MB) by https URL or data URI',
         body: SendDocumentBody,
-        response: responses(SendResult, ...mediaErrors),
+        response: responses('Message sent: its id and timestamp', SendResult, ...mediaErrors),
       },
     },
     async (request) => {
@@ -90,9 +92,10 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
       bodyLimit: bodyLimitFor('audio'),
       schema: {
         tags,
+        operationId: 'sendAudio',
         summary: 'Send a voice message (OGG/Opus, MP3, M4A or WAV, at most 16 MB)',
         body: SendAudioBody,
-        response: responses(SendResult, ...mediaErrors),
+        response: responses('Message sent: its id and timestamp', SendResult, ...mediaErrors),
       },
     },
     async (request) => {
@@ -113,9 +116,10 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
       bodyLimit: bodyLimitFor('video'),
       schema: {
         tags,
+        operationId: 'sendVideo',
         summary: 'Send a video (MP4 or 3GP, at most 16 MB)',
         body: SendVideoBody,
-        response: responses(SendResult, ...mediaErrors),
+        response: responses('Message sent: its id and timestamp', SendResult, ...mediaErrors),
       },
     },
     async (request) => {
@@ -137,9 +141,10 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
       bodyLimit: bodyLimitFor('sticker'),
       schema: {
         tags,
+        operationId: 'sendSticker',
         summary: 'Send a sticker: static image or MP4, converted to a 512×512 WEBP with pack metadata',
         body: SendStickerBody,
-        response: responses(SendResult, ...mediaErrors),
+        response: responses('Message sent: its id and timestamp', SendResult, ...mediaErrors),
       },
     },
     async (request) => {

@@ -17,20 +17,20 @@ export const ChatAddress = (description = 'recipient phone number (digits only),
     pattern: '^([0-9]{8,15}|[0-9]{1,40}(-[0-9]{1,40})?@g\\.us)$',
     'x-message': '{field} must be digits only, international format, no leading +',
     description,
-    examples: ['5511999990000'],
+    examples: ['5511988887777'],
   });
 
 const ReplyId = Type.Optional(
   Type.String({
     minLength: 1,
     maxLength: 128,
-    description: 'id of a message in the same chat to quote as a reply (DESIGN D8)',
+    description: 'id of a message in the same chat to quote as a reply',
     examples: ['3EB0C767D26A1D2E5B3A61'],
   }),
 );
 const From = Type.Optional({
   ...InstanceSelector,
-  description: 'sending instance: its UUID or linked phone number; omitted: the most recently connected (D4)',
+  description: 'sending instance: its UUID or linked phone number; omitted: the most recently connected',
   examples: ['5511999990001'],
 });
 const Caption = Type.Optional(
@@ -49,173 +49,206 @@ const Media = (example: string, description: string) =>
   });
 
 /** Body of `POST /v1/messages/send` (SPEC Messages; DESIGN D6: body at most 65,536 characters). */
-export const SendTextBody = Type.Object({
-  phone: ChatAddress(),
-  body: Type.String({
-    minLength: 1,
-    maxLength: MAX_TEXT,
-    description: 'text; *bold*, _italic_, ~strikethrough~, ```monospace```',
-    examples: ['Hello *world*'],
-  }),
-  id: ReplyId,
-  linkPreview: Type.Optional(
-    Type.Boolean({ default: false, description: 'show a preview of the first link in the text' }),
-  ),
-  from: From,
-});
+export const SendTextBody = Type.Object(
+  {
+    phone: ChatAddress(),
+    body: Type.String({
+      minLength: 1,
+      maxLength: MAX_TEXT,
+      description: 'text; *bold*, _italic_, ~strikethrough~, ```monospace```',
+      examples: ['Hello *world*'],
+    }),
+    id: ReplyId,
+    linkPreview: Type.Optional(
+      Type.Boolean({ default: false, description: 'show a preview of the first link in the text' }),
+    ),
+    from: From,
+  },
+  { title: 'SendTextBody' },
+);
 export type SendTextBody = Static<typeof SendTextBody>;
 
 /** Body of `POST /v1/messages/send/image` (SPEC Messages; DESIGN D8: JPEG, PNG, GIF, WEBP; 16 MB). */
-export const SendImageBody = Type.Object({
-  phone: ChatAddress(),
-  image: Media('https://example.com/photo.jpg', 'JPEG, PNG, GIF or WEBP, at most 16 MB'),
-  caption: Caption,
-  id: ReplyId,
-  from: From,
-});
+export const SendImageBody = Type.Object(
+  {
+    phone: ChatAddress(),
+    image: Media('https://example.com/photo.jpg', 'JPEG, PNG, GIF or WEBP, at most 16 MB'),
+    caption: Caption,
+    id: ReplyId,
+    from: From,
+  },
+  { title: 'SendImageBody' },
+);
 export type SendImageBody = Static<typeof SendImageBody>;
 
 /** Body of `POST /v1/messages/send/document` (SPEC Messages; DESIGN D8: any format, 100 MB). */
-export const SendDocumentBody = Type.Object({
-  phone: ChatAddress(),
-  document: Media('data:application/pdf;base64,JVBERi0xLjQK…', 'any format, at most 100 MB'),
-  fileName: Type.Optional(
-    Type.String({
-      minLength: 1,
-      maxLength: 255,
-      description: 'display name; defaults to the last segment of the URL, else `file.<ext>`',
-      examples: ['invoice-2025-01.pdf'],
-    }),
-  ),
-  caption: Caption,
-  id: ReplyId,
-  from: From,
-});
+export const SendDocumentBody = Type.Object(
+  {
+    phone: ChatAddress(),
+    document: Media('data:application/pdf;base64,JVBERi0xLjQK…', 'any format, at most 100 MB'),
+    fileName: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 255,
+        description: 'display name; defaults to the last segment of the URL, else `file.<ext>`',
+        examples: ['invoice-2025-01.pdf'],
+      }),
+    ),
+    caption: Caption,
+    id: ReplyId,
+    from: From,
+  },
+  { title: 'SendDocumentBody' },
+);
 export type SendDocumentBody = Static<typeof SendDocumentBody>;
 
 /** Body of `POST /v1/messages/send/audio` (SPEC Messages; DESIGN D8: OGG/Opus, MP3, M4A, WAV; voice note). */
-export const SendAudioBody = Type.Object({
-  phone: ChatAddress(),
-  audio: Media('data:audio/ogg;base64,T2dnUwACAAAAAAAA…', 'OGG (Opus), MP3, M4A or WAV, at most 16 MB'),
-  id: ReplyId,
-  from: From,
-});
+export const SendAudioBody = Type.Object(
+  {
+    phone: ChatAddress(),
+    audio: Media('data:audio/ogg;base64,T2dnUwACAAAAAAAA…', 'OGG (Opus), MP3, M4A or WAV, at most 16 MB'),
+    id: ReplyId,
+    from: From,
+  },
+  { title: 'SendAudioBody' },
+);
 export type SendAudioBody = Static<typeof SendAudioBody>;
 
 /** Body of `POST /v1/messages/send/video` (DESIGN D8: MP4, 3GP; 16 MB). */
-export const SendVideoBody = Type.Object({
-  phone: ChatAddress(),
-  video: Media('https://example.com/clip.mp4', 'MP4 or 3GP, at most 16 MB'),
-  caption: Caption,
-  id: ReplyId,
-  from: From,
-});
+export const SendVideoBody = Type.Object(
+  {
+    phone: ChatAddress(),
+    video: Media('https://example.com/clip.mp4', 'MP4 or 3GP, at most 16 MB'),
+    caption: Caption,
+    id: ReplyId,
+    from: From,
+  },
+  { title: 'SendVideoBody' },
+);
 export type SendVideoBody = Static<typeof SendVideoBody>;
 
 /** Body of `POST /v1/messages/send/location` (DESIGN D8: latitude −90..90, longitude −180..180). */
-export const SendLocationBody = Type.Object({
-  phone: ChatAddress(),
-  latitude: Type.Number({
-    minimum: -90,
-    maximum: 90,
-    'x-message': '{field} must be a number from -90 to 90',
-    examples: [-23.5613],
-  }),
-  longitude: Type.Number({
-    minimum: -180,
-    maximum: 180,
-    'x-message': '{field} must be a number from -180 to 180',
-    examples: [-46.6565],
-  }),
-  name: Type.Optional(Type.String({ maxLength: 256, examples: ['Avenida Paulista'] })),
-  address: Type.Optional(
-    Type.String({ maxLength: 1024, examples: ['Av. Paulista, 1578 - Bela Vista, São Paulo'] }),
-  ),
-  id: ReplyId,
-  from: From,
-});
+export const SendLocationBody = Type.Object(
+  {
+    phone: ChatAddress(),
+    latitude: Type.Number({
+      minimum: -90,
+      maximum: 90,
+      'x-message': '{field} must be a number from -90 to 90',
+      examples: [-23.5613],
+    }),
+    longitude: Type.Number({
+      minimum: -180,
+      maximum: 180,
+      'x-message': '{field} must be a number from -180 to 180',
+      examples: [-46.6565],
+    }),
+    name: Type.Optional(Type.String({ maxLength: 256, examples: ['Avenida Paulista'] })),
+    address: Type.Optional(
+      Type.String({ maxLength: 1024, examples: ['Av. Paulista, 1578 - Bela Vista, São Paulo'] }),
+    ),
+    id: ReplyId,
+    from: From,
+  },
+  { title: 'SendLocationBody' },
+);
 export type SendLocationBody = Static<typeof SendLocationBody>;
 
 /** Body of `POST /v1/messages/send/sticker` (SPEC Messages; DESIGN D8: pack metadata in the WEBP EXIF). */
-export const SendStickerBody = Type.Object({
-  phone: ChatAddress(),
-  sticker: Media(
-    'data:image/webp;base64,UklGRlYAAABXRUJQ…',
-    'static WEBP/PNG/JPEG/GIF or animated MP4/WEBP/GIF, at most 500 KB; converted to a 512×512 WEBP',
-  ),
-  packName: Type.Optional(Type.String({ maxLength: 128, examples: ['parley stickers'] })),
-  packId: Type.Optional(Type.String({ maxLength: 128, examples: ['com.example.stickers'] })),
-  packPublisher: Type.Optional(Type.String({ maxLength: 128, examples: ['Example Inc.'] })),
-  emojis: Type.Optional(
-    Type.Array(Type.String({ minLength: 1, maxLength: 16 }), {
-      maxItems: MAX_STICKER_EMOJIS,
-      examples: [['😀', '🎉']],
-    }),
-  ),
-  id: ReplyId,
-  from: From,
-});
+export const SendStickerBody = Type.Object(
+  {
+    phone: ChatAddress(),
+    sticker: Media(
+      'data:image/webp;base64,UklGRlYAAABXRUJQ…',
+      'static WEBP/PNG/JPEG/GIF or animated MP4/WEBP/GIF, at most 500 KB; converted to a 512×512 WEBP',
+    ),
+    packName: Type.Optional(Type.String({ maxLength: 128, examples: ['parley stickers'] })),
+    packId: Type.Optional(Type.String({ maxLength: 128, examples: ['com.example.stickers'] })),
+    packPublisher: Type.Optional(Type.String({ maxLength: 128, examples: ['Example Inc.'] })),
+    emojis: Type.Optional(
+      Type.Array(Type.String({ minLength: 1, maxLength: 16 }), {
+        maxItems: MAX_STICKER_EMOJIS,
+        examples: [['😀', '🎉']],
+      }),
+    ),
+    id: ReplyId,
+    from: From,
+  },
+  { title: 'SendStickerBody' },
+);
 export type SendStickerBody = Static<typeof SendStickerBody>;
 
 /** Body of `POST /v1/messages/send/contact` (SPEC Messages; DESIGN D8: vCard lines). */
-export const SendContactBody = Type.Object({
-  phone: ChatAddress(),
-  name: Type.String({ minLength: 1, maxLength: 256, description: 'display name', examples: ['Ana Souza'] }),
-  vcard: Type.String({
-    minLength: 1,
-    maxLength: 16_384,
-    description: 'vCard 3.0 text with BEGIN:VCARD, N, FN, TEL and END:VCARD lines, separated by newlines',
-    examples: [
-      'BEGIN:VCARD\nVERSION:3.0\nN:Souza;Ana;;;\nFN:Ana Souza\nTEL;type=CELL;waid=5511999990000:+55 11 99999-0000\nEND:VCARD',
-    ],
-  }),
-  id: ReplyId,
-  from: From,
-});
+export const SendContactBody = Type.Object(
+  {
+    phone: ChatAddress(),
+    name: Type.String({ minLength: 1, maxLength: 256, description: 'display name', examples: ['Ana Souza'] }),
+    vcard: Type.String({
+      minLength: 1,
+      maxLength: 16_384,
+      description: 'vCard 3.0 text with BEGIN:VCARD, N, FN, TEL and END:VCARD lines, separated by newlines',
+      examples: [
+        'BEGIN:VCARD\nVERSION:3.0\nN:Souza;Ana;;;\nFN:Ana Souza\nTEL;type=CELL;waid=5511999990000:+55 11 99999-0000\nEND:VCARD',
+      ],
+    }),
+    id: ReplyId,
+    from: From,
+  },
+  { title: 'SendContactBody' },
+);
 export type SendContactBody = Static<typeof SendContactBody>;
 
 /** Body of `POST /v1/messages/react` (SPEC Messages): `id` prefixed `me:` for the account's own messages. */
-export const ReactBody = Type.Object({
-  phone: ChatAddress('the chat of the message: phone number or group JID'),
-  id: Type.String({
-    minLength: 1,
-    maxLength: 131,
-    description: 'id of the message; prefix `me:` for a message the account sent',
-    examples: ['me:3EB0C767D26A1D2E5B3A61'],
-  }),
-  body: Type.String({
-    maxLength: 32,
-    description: 'one emoji; an empty string removes the reaction',
-    examples: ['👍'],
-  }),
-  senderPhone: Type.Optional(
-    Phone('group chats: who sent the message (looked up in the message store when omitted)'),
-  ),
-  from: From,
-});
+export const ReactBody = Type.Object(
+  {
+    phone: ChatAddress('the chat of the message: phone number or group JID'),
+    id: Type.String({
+      minLength: 1,
+      maxLength: 131,
+      description: 'id of the message; prefix `me:` for a message the account sent',
+      examples: ['me:3EB0C767D26A1D2E5B3A61'],
+    }),
+    body: Type.String({
+      maxLength: 32,
+      description: 'one emoji; an empty string removes the reaction',
+      examples: ['👍'],
+    }),
+    senderPhone: Type.Optional(
+      Phone('group chats: who sent the message (looked up in the message store when omitted)'),
+    ),
+    from: From,
+  },
+  { title: 'ReactBody' },
+);
 export type ReactBody = Static<typeof ReactBody>;
 
 /** Body of `POST /v1/messages/read` (SPEC Messages; DESIGN D11: at most 1,000 ids). */
-export const ReadBody = Type.Object({
-  id: Type.Array(Type.String({ minLength: 1, maxLength: 128 }), {
-    minItems: 1,
-    maxItems: MAX_READ_IDS,
-    description: 'ids of received messages to mark as read',
-    examples: [['3A6D5E0F9C1B2A3D4E5F']],
-  }),
-  chatPhone: ChatAddress('the chat: the sender’s phone number, or the group JID for a group chat'),
-  senderPhone: Type.Optional(Phone('who sent the messages; required when chatPhone is a group JID')),
-  from: From,
-});
+export const ReadBody = Type.Object(
+  {
+    id: Type.Array(Type.String({ minLength: 1, maxLength: 128 }), {
+      minItems: 1,
+      maxItems: MAX_READ_IDS,
+      description: 'ids of received messages to mark as read',
+      examples: [['3A6D5E0F9C1B2A3D4E5F']],
+    }),
+    chatPhone: ChatAddress('the chat: the sender’s phone number, or the group JID for a group chat'),
+    senderPhone: Type.Optional(Phone('who sent the messages; required when chatPhone is a group JID')),
+    from: From,
+  },
+  { title: 'ReadBody' },
+);
 export type ReadBody = Static<typeof ReadBody>;
 
 /** Send result (SPEC Send result; DESIGN D8): `timestamp` RFC 3339 UTC. */
-export const SendResult = Type.Object({
-  details: Type.String({ examples: ['Sent'] }),
-  id: Type.String({
-    description: 'id of the new message (reactions: the target)',
-    examples: ['3EB0C767D26A1D2E5B3A61'],
-  }),
-  timestamp: Type.String({ format: 'date-time', examples: ['2025-01-15T12:00:00.000Z'] }),
-});
+export const SendResult = Type.Object(
+  {
+    details: Type.String({ examples: ['Sent'] }),
+    id: Type.String({
+      description: 'id of the new message (reactions: the target)',
+      examples: ['3EB0C767D26A1D2E5B3A61'],
+    }),
+    timestamp: Type.String({ format: 'date-time', examples: ['2025-01-15T12:00:00.000Z'] }),
+  },
+  { title: 'SendResult' },
+);
 export type SendResult = Static<typeof SendResult>;

@@ -45,9 +45,10 @@ export async function messagesRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'sendText',
         summary: 'Send a text message (at most 65,536 characters)',
         body: SendTextBody,
-        response: responses(SendResult, ...sendErrors),
+        response: responses('Message sent: its id and timestamp', SendResult, ...sendErrors),
       },
     },
     async (request) => {
@@ -68,9 +69,10 @@ export async function messagesRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'sendLocation',
         summary: 'Send a location pin',
         body: SendLocationBody,
-        response: responses(SendResult, ...sendErrors),
+        response: responses('Message sent: its id and timestamp', SendResult, ...sendErrors),
       },
     },
     async (request) => {
@@ -93,9 +95,10 @@ export async function messagesRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'sendContact',
         summary: 'Send a contact card (vCard with BEGIN:VCARD, N, FN, TEL, END:VCARD)',
         body: SendContactBody,
-        response: responses(SendResult, ...sendErrors),
+        response: responses('Message sent: its id and timestamp', SendResult, ...sendErrors),
       },
     },
     async (request) => {
@@ -117,9 +120,14 @@ export async function messagesRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'sendReaction',
         summary: 'React to a message with an emoji ("" removes the reaction); `me:` prefixes own messages',
         body: ReactBody,
-        response: responses(SendResult, ...sendErrors),
+        response: responses(
+          'Reaction sent: the id of the message reacted to, and the timestamp',
+          SendResult,
+          ...sendErrors,
+        ),
       },
     },
     async (request) => {
@@ -148,9 +156,10 @@ export async function messagesRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'markRead',
         summary: 'Mark received messages as read (sends read receipts to their sender)',
         body: ReadBody,
-        response: responses(Details, 409, 502, 503),
+        response: responses('Read receipts sent', Details, 409, 502, 503),
       },
     },
     async (request) => {

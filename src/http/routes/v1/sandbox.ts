@@ -10,17 +10,20 @@ import { Details, InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 import { GroupDetails, toGroupDetails } from './groups.ts';
 
 /** Body of `POST /v1/sandbox/scan` (DESIGN D9). */
-export const ScanBody = Type.Object({
-  code: Type.Optional(
-    Type.String({
-      minLength: 1,
-      maxLength: 1024,
-      description: 'must equal the current QR code when given (GET /v1/session/qr → code)',
-      examples: ['2@Yl3x…,K7f…,Qm9…,c2Vj…'],
-    }),
-  ),
-  phone: Type.Optional(Phone('the number the simulated owner logs in as; generated when omitted')),
-});
+export const ScanBody = Type.Object(
+  {
+    code: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 1024,
+        description: 'must equal the current QR code when given (GET /v1/session/qr → code)',
+        examples: ['2@Yl3x…,K7f…,Qm9…,c2Vj…'],
+      }),
+    ),
+    phone: Type.Optional(Phone('the number the simulated owner logs in as; generated when omitted')),
+  },
+  { title: 'ScanBody' },
+);
 export type ScanBody = Static<typeof ScanBody>;
 
 /** A string from a closed list; the 400 names the field and every allowed value (DESIGN D6). */
@@ -41,76 +44,94 @@ const GroupJid = Type.String({
 });
 
 /** Body of `POST /v1/sandbox/inbound` (DESIGN D9). */
-export const InboundBody = Type.Object({
-  phone: Phone('the simulated user the message comes from'),
-  body: Type.String({ minLength: 1, maxLength: 65_536, examples: ['Hi! Is the shop open today?'] }),
-  groupJid: Type.Optional({
-    ...GroupJid,
-    description: 'the group the message is sent in (instance must be a member)',
-  }),
-  pushName: Type.Optional(
-    Type.String({
-      maxLength: 200,
-      description: "the sender's display name on this message",
-      examples: ['Ana'],
+export const InboundBody = Type.Object(
+  {
+    phone: Phone('the simulated user the message comes from'),
+    body: Type.String({ minLength: 1, maxLength: 65_536, examples: ['Hi! Is the shop open today?'] }),
+    groupJid: Type.Optional({
+      ...GroupJid,
+      description: 'the group the message is sent in (instance must be a member)',
     }),
-  ),
-});
+    pushName: Type.Optional(
+      Type.String({
+        maxLength: 200,
+        description: "the sender's display name on this message",
+        examples: ['Ana'],
+      }),
+    ),
+  },
+  { title: 'InboundBody' },
+);
 export type InboundBody = Static<typeof InboundBody>;
 
 /** `data` of `POST /v1/sandbox/inbound`: the new message's id. */
-export const InboundResult = Type.Object({
-  id: Type.String({ examples: ['3A6D5E0F9C1B2A3D4E5F60718293A4B5'] }),
-});
+export const InboundResult = Type.Object(
+  {
+    id: Type.String({ examples: ['3A6D5E0F9C1B2A3D4E5F60718293A4B5'] }),
+  },
+  { title: 'InboundResult' },
+);
 export type InboundResult = Static<typeof InboundResult>;
 
 /** Body of `POST /v1/sandbox/receipt` (DESIGN D9); `phone` picks the acknowledging member of a group chat. */
-export const ReceiptBody = Type.Object({
-  id: Type.String({
-    minLength: 1,
-    maxLength: 128,
-    description: 'id of a message this instance sent',
-    examples: ['3EB0C767D26A1D2E5B3A61'],
-  }),
-  state: StringEnum(['delivered', 'read', 'played'] as const, 'read'),
-  phone: Type.Optional(Phone('group chats: the member acknowledging (default: the first other member)')),
-});
+export const ReceiptBody = Type.Object(
+  {
+    id: Type.String({
+      minLength: 1,
+      maxLength: 128,
+      description: 'id of a message this instance sent',
+      examples: ['3EB0C767D26A1D2E5B3A61'],
+    }),
+    state: StringEnum(['delivered', 'read', 'played'] as const, 'read'),
+    phone: Type.Optional(Phone('group chats: the member acknowledging (default: the first other member)')),
+  },
+  { title: 'ReceiptBody' },
+);
 export type ReceiptBody = Static<typeof ReceiptBody>;
 
 /** Body of `POST /v1/sandbox/presence` (DESIGN D9): `recording` is composing with media `audio` (D10). */
-export const PresenceBody = Type.Object({
-  phone: Phone('the simulated user'),
-  state: StringEnum(['composing', 'recording', 'paused'] as const, 'composing'),
-  groupJid: Type.Optional({ ...GroupJid, description: 'the group the user is typing in' }),
-});
+export const PresenceBody = Type.Object(
+  {
+    phone: Phone('the simulated user'),
+    state: StringEnum(['composing', 'recording', 'paused'] as const, 'composing'),
+    groupJid: Type.Optional({ ...GroupJid, description: 'the group the user is typing in' }),
+  },
+  { title: 'PresenceBody' },
+);
 export type PresenceBody = Static<typeof PresenceBody>;
 
 const Name = (example: string) => Type.Optional(Type.String({ maxLength: 200, examples: [example] }));
 
 /** Body of `POST /v1/sandbox/users` (DESIGN D9): omitted fields take the default world's values. */
-export const UserBody = Type.Object({
-  phone: Phone('the user to define'),
-  registered: Type.Optional(
-    Type.Boolean({ description: 'default: true unless the number ends in 0000', examples: [true] }),
-  ),
-  pushName: Name('Ana'),
-  firstName: Name('Ana'),
-  fullName: Name('Ana Souza'),
-  businessName: Name('Ana Bakery'),
-  verifiedName: Name('Ana Bakery Ltd.'),
-});
+export const UserBody = Type.Object(
+  {
+    phone: Phone('the user to define'),
+    registered: Type.Optional(
+      Type.Boolean({ description: 'default: true unless the number ends in 0000', examples: [true] }),
+    ),
+    pushName: Name('Ana'),
+    firstName: Name('Ana'),
+    fullName: Name('Ana Souza'),
+    businessName: Name('Ana Bakery'),
+    verifiedName: Name('Ana Bakery Ltd.'),
+  },
+  { title: 'UserBody' },
+);
 export type UserBody = Static<typeof UserBody>;
 
 /** Body of `POST /v1/sandbox/groups` (DESIGN D9; DESIGN D11: at most 256 participants). */
-export const SandboxGroupBody = Type.Object({
-  name: Type.String({ minLength: 1, maxLength: 25, examples: ['Book club'] }),
-  ownerPhone: Phone('the simulated user who creates the group (owner, admin, super admin)'),
-  participants: Type.Array(Phone('a member'), {
-    maxItems: 256,
-    description: 'other members; this instance is added as a plain member',
-    examples: [['5511999990002']],
-  }),
-});
+export const SandboxGroupBody = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 25, examples: ['Book club'] }),
+    ownerPhone: Phone('the simulated user who creates the group (owner, admin, super admin)'),
+    participants: Type.Array(Phone('a member'), {
+      maxItems: 256,
+      description: 'other members; this instance is added as a plain member',
+      examples: [['5511999990002']],
+    }),
+  },
+  { title: 'SandboxGroupBody' },
+);
 export type SandboxGroupBody = Static<typeof SandboxGroupBody>;
 
 const tags = ['sandbox'];
@@ -138,10 +159,11 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'sandboxScan',
         summary: 'The simulated account owner scans the current QR code; a HistorySync event follows',
         querystring: InstanceQuery,
         body: ScanBody,
-        response: responses(Details, 409),
+        response: responses('Logged in as the simulated account', Details, 409),
       },
     },
     async (request) => {
@@ -169,10 +191,11 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'sandboxInbound',
         summary: 'A message arrives from a simulated user (in a group when groupJid is given): Message event',
         querystring: InstanceQuery,
         body: InboundBody,
-        response: responses(InboundResult, 409, 422),
+        response: responses('The message was delivered to the instance; its id', InboundResult, 409, 422),
       },
     },
     async (request) => {
@@ -193,10 +216,11 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'sandboxReceipt',
         summary: 'The recipient of a sent message acknowledges it: ReadReceipt event',
         querystring: InstanceQuery,
         body: ReceiptBody,
-        response: responses(Details, 409, 422),
+        response: responses('Receipt sent', Details, 409, 422),
       },
     },
     async (request) => {
@@ -216,10 +240,11 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'sandboxPresence',
         summary: 'A simulated user is typing, recording audio or paused: ChatPresence event',
         querystring: InstanceQuery,
         body: PresenceBody,
-        response: responses(Details, 409, 422),
+        response: responses('Presence sent', Details, 409, 422),
       },
     },
     async (request) => {
@@ -239,10 +264,11 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'sandboxDefineUser',
         summary: 'Define (replace) a user of the simulated platform: registration and names',
         querystring: InstanceQuery,
         body: UserBody,
-        response: responses(Details),
+        response: responses('User defined', Details),
       },
     },
     async (request) => {
@@ -259,10 +285,11 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'sandboxCreateGroup',
         summary: 'A group created by another user that includes this instance as a plain member',
         querystring: InstanceQuery,
         body: SandboxGroupBody,
-        response: responses(GroupDetails, 409, 422),
+        response: responses('The group as the instance sees it', GroupDetails, 409, 422),
       },
     },
     async (request) => {

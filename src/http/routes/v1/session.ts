@@ -8,68 +8,86 @@ import { authOf } from '../../plugins/auth.ts';
 import { Details, EventTypeName, InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 
 /** Body of `POST /v1/session/connect` (SPEC Session; DESIGN D7). */
-export const ConnectBody = Type.Object({
-  subscribe: Type.Optional(
-    Type.Array(EventTypeName, {
-      maxItems: 4,
-      description: 'event types to receive; omitted on the first connect: all four; later: the stored list',
-      examples: [['Message', 'ReadReceipt']],
-    }),
-  ),
-  immediate: Type.Optional(
-    Type.Boolean({
-      default: true,
-      description: 'false: with a stored session, wait up to 10 s for login to be verified',
-    }),
-  ),
-});
+export const ConnectBody = Type.Object(
+  {
+    subscribe: Type.Optional(
+      Type.Array(EventTypeName, {
+        maxItems: 4,
+        description: 'event types to receive; omitted on the first connect: all four; later: the stored list',
+        examples: [['Message', 'ReadReceipt']],
+      }),
+    ),
+    immediate: Type.Optional(
+      Type.Boolean({
+        default: true,
+        description: 'false: with a stored session, wait up to 10 s for login to be verified',
+      }),
+    ),
+  },
+  { title: 'ConnectBody' },
+);
 export type ConnectBody = Static<typeof ConnectBody>;
 
 /** Connect result (SPEC Connect result). */
-export const ConnectResult = Type.Object({
-  details: Type.String({ examples: ['Connected!'] }),
-  events: Type.String({ examples: ['Message,ReadReceipt,HistorySync,ChatPresence'] }),
-  jid: Type.String({
-    description: 'the account JID when logged in, else empty',
-    examples: ['5511999990000.0:1@s.whatsapp.net'],
-  }),
-  webhook: Type.String({ description: 'configured webhook URL, else empty' }),
-});
+export const ConnectResult = Type.Object(
+  {
+    details: Type.String({ examples: ['Connected!'] }),
+    events: Type.String({ examples: ['Message,ReadReceipt,HistorySync,ChatPresence'] }),
+    jid: Type.String({
+      description: 'the account JID when logged in, else empty',
+      examples: ['5511999990000.0:1@s.whatsapp.net'],
+    }),
+    webhook: Type.String({ description: 'configured webhook URL, else empty' }),
+  },
+  { title: 'ConnectResult' },
+);
 export type ConnectResult = Static<typeof ConnectResult>;
 
 /** Session status (SPEC Session status, DESIGN D7). */
-export const SessionStatus = Type.Object({
-  connected: Type.Boolean(),
-  loggedIn: Type.Boolean(),
-  jid: Type.Optional(Type.String()),
-  instanceId: Type.String({ format: 'uuid' }),
-  env: Type.Union([Type.Literal('test'), Type.Literal('live')]),
-  reason: Type.Optional(Type.String({ description: 'why the connection last stopped, when known' })),
-});
+export const SessionStatus = Type.Object(
+  {
+    connected: Type.Boolean(),
+    loggedIn: Type.Boolean(),
+    jid: Type.Optional(Type.String()),
+    instanceId: Type.String({ format: 'uuid' }),
+    env: Type.Union([Type.Literal('test'), Type.Literal('live')]),
+    reason: Type.Optional(Type.String({ description: 'why the connection last stopped, when known' })),
+  },
+  { title: 'SessionStatus' },
+);
 export type SessionStatus = Static<typeof SessionStatus>;
 
 /** QR code (DESIGN D7): a PNG data URI encoding `code`, the raw pairing string, and its expiry (RFC 3339). */
-export const QrResult = Type.Object({
-  qrCode: Type.String({ description: 'data:image/png;base64,…' }),
-  code: Type.String({ description: 'raw pairing string encoded by the PNG' }),
-  expiresAt: Type.String({ format: 'date-time' }),
-});
+export const QrResult = Type.Object(
+  {
+    qrCode: Type.String({ description: 'data:image/png;base64,…' }),
+    code: Type.String({ description: 'raw pairing string encoded by the PNG' }),
+    expiresAt: Type.String({ format: 'date-time' }),
+  },
+  { title: 'QrResult' },
+);
 export type QrResult = Static<typeof QrResult>;
 
 /** Body of `POST /v1/session/pairing-code`: the phone number of the account being linked. */
-export const PairingCodeBody = Type.Object({
-  phone: Phone('the number of the phone that will type the code'),
-});
+export const PairingCodeBody = Type.Object(
+  {
+    phone: Phone('the number of the phone that will type the code'),
+  },
+  { title: 'PairingCodeBody' },
+);
 export type PairingCodeBody = Static<typeof PairingCodeBody>;
 
 /** Body of `POST /v1/session/hmac/config` (SPEC Session; DESIGN D7, D11). */
-export const HmacBody = Type.Object({
-  hmacKey: Type.String({
-    minLength: 32,
-    maxLength: 512,
-    description: 'secret used to sign webhooks (at least 32 characters)',
-  }),
-});
+export const HmacBody = Type.Object(
+  {
+    hmacKey: Type.String({
+      minLength: 32,
+      maxLength: 512,
+      description: 'secret used to sign webhooks (at least 32 characters)',
+    }),
+  },
+  { title: 'HmacBody' },
+);
 export type HmacBody = Static<typeof HmacBody>;
 
 const tags = ['session'];
@@ -88,10 +106,18 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'connectSession',
         summary: 'Connect the instance (starts pairing when no session is stored)',
         querystring: InstanceQuery,
         body: ConnectBody,
-        response: responses(ConnectResult, 409, 502, 503, 504),
+        response: responses(
+          'Connected, or pairing started: the connection state, subscribed events, account JID and webhook',
+          ConnectResult,
+          409,
+          502,
+          503,
+          504,
+        ),
       },
     },
     async (request) => {
@@ -111,9 +137,10 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'getSessionStatus',
         summary: 'Session status',
         querystring: InstanceQuery,
-        response: responses(SessionStatus),
+        response: responses('Connection and login state of the instance', SessionStatus),
       },
     },
     async (request) => ok(sessions.status(await instanceOf(request))),
@@ -125,9 +152,14 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'getSessionQr',
         summary: 'Current pairing QR code (rotates: 60 s, then 20 s each, six codes)',
         querystring: InstanceQuery,
-        response: responses(QrResult, 409),
+        response: responses(
+          'The current QR code as a PNG data URI, its raw pairing string and its expiry',
+          QrResult,
+          409,
+        ),
       },
     },
     async (request) => {
@@ -143,10 +175,17 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'requestPairingCode',
         summary: 'Link by an 8-character code typed on the phone instead of scanning the QR (live instances)',
         querystring: InstanceQuery,
         body: PairingCodeBody,
-        response: responses(Type.Object({ code: Type.String({ examples: ['ABCD1234'] }) }), 409, 502, 503),
+        response: responses(
+          'The pairing code to type on the phone',
+          Type.Object({ code: Type.String({ examples: ['ABCD1234'] }) }),
+          409,
+          502,
+          503,
+        ),
       },
     },
     async (request) =>
@@ -159,9 +198,10 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'disconnectSession',
         summary: 'Disconnect, keeping the session',
         querystring: InstanceQuery,
-        response: responses(Details),
+        response: responses('Disconnected; the stored session is kept', Details),
       },
     },
     async (request) => {
@@ -176,9 +216,10 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'logoutSession',
         summary: 'Log out and unlink the device',
         querystring: InstanceQuery,
-        response: responses(Details),
+        response: responses('Logged out; the device is unlinked', Details),
       },
     },
     async (request) => {
@@ -193,10 +234,11 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'setHmacKey',
         summary: 'Set the HMAC key that signs webhooks (never returned again)',
         querystring: InstanceQuery,
         body: HmacBody,
-        response: responses(Details),
+        response: responses('HMAC key stored', Details),
       },
     },
     async (request) => {
@@ -212,9 +254,10 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'getHmacKeyStatus',
         summary: 'Whether an HMAC key is configured',
         querystring: InstanceQuery,
-        response: responses(Type.Object({ configured: Type.Boolean() })),
+        response: responses('Whether an HMAC key is configured', Type.Object({ configured: Type.Boolean() })),
       },
     },
     async (request) => ok({ configured: (await instanceOf(request)).hmacKeySealed !== null }),
@@ -226,9 +269,10 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'deleteHmacKey',
         summary: 'Remove the HMAC key',
         querystring: InstanceQuery,
-        response: responses(Details),
+        response: responses('HMAC key removed', Details),
       },
     },
     async (request) => {

@@ -19,65 +19,77 @@ import { authOf } from '../../plugins/auth.ts';
 import { Details, EventTypeName, InstanceQuery, InstanceSelector, ok, responses } from '../../schemas.ts';
 
 /** Webhook configuration (SPEC Webhook configuration, DESIGN D10), plus whether a 410 Gone disabled it. */
-export const WebhookConfig = Type.Object({
-  webhook: Type.String({ description: 'URL receiving events; empty when none is configured' }),
-  subscribe: Type.Array(EventTypeName, { description: 'subscribed event types (SPEC Events rule 1)' }),
-  disabled: Type.Boolean({
-    description: 'true after the receiver answered 410 Gone: nothing is sent until POST /v1/webhook again',
-  }),
-  disabledAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-  disabledReason: Type.Union([Type.String(), Type.Null()]),
-});
+export const WebhookConfig = Type.Object(
+  {
+    webhook: Type.String({ description: 'URL receiving events; empty when none is configured' }),
+    subscribe: Type.Array(EventTypeName, { description: 'subscribed event types' }),
+    disabled: Type.Boolean({
+      description: 'true after the receiver answered 410 Gone: nothing is sent until POST /v1/webhook again',
+    }),
+    disabledAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+    disabledReason: Type.Union([Type.String(), Type.Null()]),
+  },
+  { title: 'WebhookConfig' },
+);
 export type WebhookConfig = Static<typeof WebhookConfig>;
 
 /** Body of `POST /v1/webhook` (SPEC Webhook; DESIGN D6, D11). */
-export const SetWebhookBody = Type.Object({
-  webhookUrl: Type.String({
-    minLength: 1,
-    maxLength: 4096,
-    description: 'HTTPS URL receiving events; its address must not be private (DESIGN D11)',
-    examples: ['https://example.com/parley-webhook'],
-  }),
-});
+export const SetWebhookBody = Type.Object(
+  {
+    webhookUrl: Type.String({
+      minLength: 1,
+      maxLength: 4096,
+      description: 'HTTPS URL receiving events; its host must resolve to a public address',
+      examples: ['https://example.com/parley-webhook'],
+    }),
+  },
+  { title: 'SetWebhookBody' },
+);
 export type SetWebhookBody = Static<typeof SetWebhookBody>;
 
 /** One HTTP attempt of a delivery (DESIGN D10 delivery log). */
-export const AttemptEntry = Type.Object({
-  number: Type.Integer({ minimum: 1 }),
-  at: Type.String({ format: 'date-time', description: 'when the attempt started' }),
-  finishedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
-    description: 'null while the attempt is in flight',
-  }),
-  url: Type.String(),
-  statusCode: Type.Union([Type.Integer(), Type.Null()], { description: 'null when no response arrived' }),
-  durationMs: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], {
-    description: 'null while in flight',
-  }),
-  error: Type.Union([Type.String(), Type.Null()]),
-  responseBody: Type.Union([Type.String(), Type.Null()], { description: 'first 2 KB of the response' }),
-  responseTruncated: Type.Boolean(),
-});
+export const AttemptEntry = Type.Object(
+  {
+    number: Type.Integer({ minimum: 1 }),
+    at: Type.String({ format: 'date-time', description: 'when the attempt started' }),
+    finishedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+      description: 'null while the attempt is in flight',
+    }),
+    url: Type.String(),
+    statusCode: Type.Union([Type.Integer(), Type.Null()], { description: 'null when no response arrived' }),
+    durationMs: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], {
+      description: 'null while in flight',
+    }),
+    error: Type.Union([Type.String(), Type.Null()]),
+    responseBody: Type.Union([Type.String(), Type.Null()], { description: 'first 2 KB of the response' }),
+    responseTruncated: Type.Boolean(),
+  },
+  { title: 'AttemptEntry' },
+);
 export type AttemptEntry = Static<typeof AttemptEntry>;
 
 /** One event of the delivery log with its delivery state and attempts (DESIGN D10). */
-export const DeliveryEntry = Type.Object({
-  id: Type.String({ description: 'event id, sent as webhook-id; use it to redeliver' }),
-  type: EventTypeName,
-  sequence: Type.Integer({ minimum: 1 }),
-  status: Type.Union(
-    LOG_STATUSES.map((s) => Type.Literal(s)),
-    {
-      description: 'pending (queued or in flight), delivered, failed, or unsent (never queued: see reason)',
-    },
-  ),
-  reason: Type.Union([Type.String(), Type.Null()], { description: 'why an unsent event was not queued' }),
-  createdAt: Type.String({ format: 'date-time' }),
-  nextAttemptAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-  deliveredAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-  lastError: Type.Union([Type.String(), Type.Null()]),
-  payload: Type.Unknown({ description: 'the exact webhook body' }),
-  attempts: Type.Array(AttemptEntry),
-});
+export const DeliveryEntry = Type.Object(
+  {
+    id: Type.String({ description: 'event id, sent as webhook-id; use it to redeliver' }),
+    type: EventTypeName,
+    sequence: Type.Integer({ minimum: 1 }),
+    status: Type.Union(
+      LOG_STATUSES.map((s) => Type.Literal(s)),
+      {
+        description: 'pending (queued or in flight), delivered, failed, or unsent (never queued: see reason)',
+      },
+    ),
+    reason: Type.Union([Type.String(), Type.Null()], { description: 'why an unsent event was not queued' }),
+    createdAt: Type.String({ format: 'date-time' }),
+    nextAttemptAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+    deliveredAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+    lastError: Type.Union([Type.String(), Type.Null()]),
+    payload: Type.Unknown({ description: 'the exact webhook body' }),
+    attempts: Type.Array(AttemptEntry),
+  },
+  { title: 'DeliveryEntry' },
+);
 export type DeliveryEntry = Static<typeof DeliveryEntry>;
 
 /** Query of `GET /v1/webhook/deliveries` (DESIGN D10). */
@@ -105,10 +117,13 @@ export const DeliveriesQuery = Type.Object({
 export type DeliveriesQuery = Static<typeof DeliveriesQuery>;
 
 /** A page of the delivery log, newest first. */
-export const DeliveriesPage = Type.Object({
-  deliveries: Type.Array(DeliveryEntry),
-  nextCursor: Type.Union([Type.String(), Type.Null()], { description: 'null on the last page' }),
-});
+export const DeliveriesPage = Type.Object(
+  {
+    deliveries: Type.Array(DeliveryEntry),
+    nextCursor: Type.Union([Type.String(), Type.Null()], { description: 'null on the last page' }),
+  },
+  { title: 'DeliveriesPage' },
+);
 export type DeliveriesPage = Static<typeof DeliveriesPage>;
 
 const RedeliverParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
@@ -151,9 +166,10 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'getWebhook',
         summary: 'Webhook URL, subscribed event types and whether a 410 Gone disabled it',
         querystring: InstanceQuery,
-        response: responses(WebhookConfig),
+        response: responses('The webhook configuration', WebhookConfig),
       },
     },
     async (request) => {
@@ -175,10 +191,11 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'setWebhook',
         summary: 'Set the webhook URL (HTTPS; checked by the outbound guard); re-enables a disabled webhook',
         querystring: InstanceQuery,
         body: SetWebhookBody,
-        response: responses(Type.Object({ webhook: Type.String() })),
+        response: responses('Webhook URL stored', Type.Object({ webhook: Type.String() })),
       },
     },
     async (request) => {
@@ -210,10 +227,11 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'deleteWebhook',
         summary:
           'Remove the webhook URL: later events are logged as unsent (redeliverable); queued deliveries wait for a new URL',
         querystring: InstanceQuery,
-        response: responses(Details),
+        response: responses('Webhook URL removed', Details),
       },
     },
     async (request) => {
@@ -229,9 +247,10 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'listDeliveries',
         summary: 'Delivery log: events newest first, with delivery status and every attempt',
         querystring: DeliveriesQuery,
-        response: responses(DeliveriesPage),
+        response: responses('One page of the delivery log, newest first', DeliveriesPage),
       },
     },
     async (request) => {
@@ -259,10 +278,11 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
+        operationId: 'redeliverEvent',
         summary: 'Queue an event again (a new round of attempts, due now)',
         querystring: InstanceQuery,
         params: RedeliverParams,
-        response: responses(RedeliverResult, 409),
+        response: responses('The event is queued for delivery again', RedeliverResult, 409),
       },
     },
     async (request) => {

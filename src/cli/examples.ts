@@ -1,0 +1,104 @@
+/**
+ * The examples each `parley` command shows at the end of its `--help` (commander's `addHelpText('after')`).
+ * They name only options that exist and values the command accepts; docs/cli.md shows the same commands with
+ * their output.
+ */
+
+function block(lines: string[], notes: string[] = []): string {
+  return ['', 'Examples:', ...lines.map((line) => `  $ ${line}`), ...notes.map((n) => `\n${n}`)].join('\n');
+}
+
+const STORE_NOTE =
+  "The CLI works on the server's store, found through the same settings: DATA_DIR (default ./data, holding\n" +
+  'parley.db) or DATABASE_URL (postgres://… or sqlite:PATH). It refuses to create a store that does not exist\n' +
+  'unless --init is given.';
+
+/** Help examples by command. */
+export const examples = {
+  program: block(
+    [
+      'npx parley serve',
+      'npx parley org list',
+      'npx parley org create --name acme --plan pro',
+      'DATA_DIR=/srv/parley/data npx parley key list --org default',
+      'DATABASE_URL=postgres://parley@db/parley npx parley org list --json',
+    ],
+    [STORE_NOTE, "Run 'parley help <command>' (or '<command> --help') for a command's options and examples."],
+  ),
+  serve: block(['npx parley serve', 'PORT=3000 DATA_DIR=/srv/parley/data npx parley serve']),
+  listen: block(
+    [
+      'npx parley listen --print-ca          # creates DATA_DIR/listen-ca.pem once, prints its path',
+      'WEBHOOK_ALLOWED_CIDRS=127.0.0.1/32 OUTBOUND_CA_FILE=./data/listen-ca.pem npm start',
+      'npx parley listen --url http://localhost:8080 --key svc_test_…',
+      'npx parley listen --url http://localhost:8080 --key svc_test_… --from 5511999990001 --json',
+    ],
+    [
+      "parley must allow a receiver on loopback and trust the local CA that signs the listener's certificate: the\n" +
+        'first two lines above. Those server settings are for development: the local CA can vouch for any host name.\n' +
+        "Test keys only: the listener replaces the instance's webhook URL and HMAC key, and puts the URL back on Ctrl-C.",
+    ],
+  ),
+  org: block([
+    'npx parley org list',
+    'npx parley org create --name acme --plan pro',
+    'npx parley org update acme --plan enterprise --per-minute 1000 --per-day 100000',
+  ]),
+  orgCreate: block(
+    [
+      'npx parley org create --name acme',
+      'npx parley org create --name acme-pro --plan pro --json',
+      'npx parley org create --name bigco --plan enterprise --per-minute 1000 --per-day 100000',
+    ],
+    [
+      'Plans: free (60 requests/minute, 1,000/day), pro (300/minute, 10,000/day), enterprise (its own limits:\n' +
+        '--per-minute and --per-day are both required, and refused on the other plans).',
+    ],
+  ),
+  orgList: block(['npx parley org list', 'npx parley org list --json']),
+  orgUpdate: block(
+    [
+      'npx parley org update acme --plan pro',
+      'npx parley org update acme --plan enterprise --per-minute 1000 --per-day 100000',
+      'npx parley org update acme --per-day 200000      # enterprise: change one limit, keep the other',
+      'npx parley org update acme --plan free --json',
+    ],
+    [
+      'Enterprise needs both limits (given now or kept from the current enterprise plan); free and pro refuse them.\n' +
+        'A running server applies the change once its cached keys expire (AUTH_CACHE_TTL_SECONDS, 30 s by default).',
+    ],
+  ),
+  instance: block([
+    'npx parley instance list --org default',
+    'npx parley instance create --org acme --env live --name sales',
+  ]),
+  instanceCreate: block([
+    'npx parley instance create --org acme --env test',
+    'npx parley instance create --org acme --env live --name sales --json',
+  ]),
+  instanceList: block([
+    'npx parley instance list --org default',
+    'npx parley instance list --org acme --json',
+  ]),
+  key: block([
+    'npx parley key create --org default --env test',
+    'npx parley key list --org default',
+    'npx parley key revoke <key id>',
+  ]),
+  keyCreate: block(
+    [
+      'npx parley key create --org default --env test',
+      'npx parley key create --org acme --env live --name backend --scopes chat:messages,chat:contacts --expires-in 30d',
+      'npx parley key create --org acme --env live --instances <instance id> --json',
+    ],
+    [
+      'Scopes default to chat:* (every operation). Durations: 90s, 10m, 12h, 30d. --instances limits the key to\n' +
+        'those instances of the organization (default: all of them in that environment).',
+    ],
+  ),
+  keyList: block(['npx parley key list --org default', 'npx parley key list --org acme --json']),
+  keyRevoke: block(
+    ['npx parley key revoke <key id>', 'npx parley key revoke <key id> --json'],
+    ['Key ids are listed by `parley key list`. A running server refuses the key within about a second.'],
+  ),
+} as const;

@@ -1,0 +1,349 @@
+import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:https';
+import { isIP } from 'node:net';
+import type { Command } from 'commander';
+import { AdminError } from '../admin/admin.ts';
+import { loadConfig } from '../config/config.ts';
+import { verifyHmacSignature, verifyStandardSignature } from '../webhooks/verify.ts';
+import { examples } from './examples.ts';
+import type { CliIo } from './main.ts';
+
+/**
+ * `parley listen` (like `stripe listen`): a local HTTPS webhook receiver for developers. It serves HTTPS with a
+ * certificate issued at start by a local CA kept in the data directory, sets itself as the webhook of an instance
+ * of a running parley (through its HTTP API, with a test key), sets a fresh HMAC key, verifies both signatures
+ * of every request (`x-hmac-signature` and Standard Webhooks' `webhook-signature`) and prints each event.
+ * parley delivers to it only when the operator allows loopback (`WEBHOOK_ALLOWED_CIDRS=127.0.0.1/32`) and trusts
+ * the local CA (`OUTBOUND_CA_FILE=<DATA_DIR>/listen-ca.pem`).
+ */
+
+/** Largest webhook body accepted, bytes (a history sync can be large). */
+export const MAX_BODY_BYTES = 32 * 1024 * 1024;
+
+/** The path the receiver serves webhooks on. */
+export const WEBHOOK_PATH = '/parley-webhook';
+
+/** One request received by the listener, as printed (`--json`: one such object per line). */
+export interface ReceivedEvent {
+  /** True when both signatures matched. */
+  verified: boolean;
+  /** Why the request was refused (401), when it was. */
+  error?: string;
+  webhookId: string | null;
+  /** `webhook-timestamp`, Unix seconds, or null when absent or malformed. */
+  webhookTimestamp: number | null;
+  /** The parsed body (`{ type, event, instanceId, sequence }`), or the raw text when it is not JSON. */
+  payload: unknown;
+}
+
+/**
+ * Checks one request's signatures under `hmacKey` at `nowSeconds` and describes it.
+ * @returns the event with `verified` true only when `x-hmac-signature` and `webhook-signature` both match.
+ */
+export function inspectDelivery(
+  hmacKey: string,
+  body: Buffer,
+  header: (name: string) => string | undefined,
+  nowSeconds: number,
+): ReceivedEvent {
+  const hmac = verifyHmacSignature(hmacKey, body, header('x-hmac-signature'));
+  const standard = verifyStandardSignature(
+    hmacKey,
+    body,
+    {
+      'webhook-id': header('webhook-id'),
+      'webhook-timestamp': header('webhook-timestamp'),
+      'webhook-signature': header('webhook-signature'),
+    },
+    nowSeconds,
+  );
+  const failures = [hmac, standard].flatMap((check) => (check.valid ? [] : [check.reason]));
+  const text = body.toString('utf8');
+  let payload: unknown = text;
+  try {
+    payload = JSON.parse(text);
+  } catch {
+    // printed as text
+  }
+  const timestamp = header('webhook-timestamp');
+  return {
+    verified: failures.length === 0,
+    ...(failures.length === 0 ? {} : { error: failures.join('; ') }),
+    webhookId: header('webhook-id') ?? null,
+    webhookTimestamp: timestamp !== undefined && /^\d{1,12}$/.test(timestamp) ? Number(timestamp) : null,
+    payload,
+  };
+}
+
+/** One line for a person: time, type, sequence, verdict and the compact payload. */
+function humanLine(event: ReceivedEvent): string {
+  const payload = event.payload as { type?: unknown; sequence?: unknown; state?: unknown } | null;
+  const type = typeof payload?.type === 'string' ? payload.type : 'unknown';
+  const state = typeof payload?.state === 'string' ? ` ${payload.state}` : '';
+  const sequence = typeof payload?.sequence === 'number' ? ` #${payload.sequence}` : '';
+  const verdict = event.verified ? 'signatures verified' : `REFUSED (401): ${event.error ?? ''}`;
+  const time = new Date().toISOString().slice(11, 19);
+  return `${time}  ${type}${state}${sequence}  ${event.webhookId ?? '-'}  ${verdict}\n  ${JSON.stringify(event.payload)}`;
+}
+
+/** A minimal client of parley's HTTP API for the listener's setup calls. */
+class ParleyApi {
+  readonly #base: string;
+  readonly #key: string;
+  readonly #from: string | undefined;
+
+  constructor(base: string, key: string, from: string | undefined) {
+    this.#base = base.replace(/\/$/, '');
+    this.#key = key;
+    this.#from = from;
+  }
+
+  /**
+   * Calls `path` (with `?from=` when an instance was named) and returns `data` of the envelope.
+   * @throws AdminError naming the call and parley's error message (or the network failure).
+   */
+  async call(
+    method: 'GET' | 'POST' | 'DELETE',
+    path: string,
+    body?: object,
+  ): Promise<Record<string, unknown>> {
+    const url = `${this.#base}${path}${this.#from === undefined ? '' : `?from=${encodeURIComponent(this.#from)}`}`;
+    let response: Response;
+    try {
+      response = await fetch(url, {
+        method,
+        headers: {
+          authorization: `Bearer ${this.#key}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+    } catch (error) {
+      const cause = (error as { cause?: { message?: string } }).cause?.message ?? String(error);
+      throw new AdminError(`cannot reach parley at ${this.#base} (${cause}); is it running? (--url)`);
+    }
+    const text = await response.text();
+    let parsed: { data?: Record<string, unknown>; error?: { message?: string } } = {};
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      // reported below
+    }
+    if (!response.ok || parsed.data === undefined) {
+      const message = parsed.error?.message ?? text.slice(0, 200);
+      throw new AdminError(`${method} ${path} answered ${response.status}: ${message}`);
+    }
+    return parsed.data;
+  }
+}
+
+/** Options of {@link listen}. */
+export interface ListenOptions {
+  /** Base URL of the running parley, e.g. `http://localhost:8080`. */
+  url: string;
+  /** A test key (`svc_test_…`) with the scopes `chat:webhook` and `chat:session`. */
+  key: string;
+  /** The instance (UUID or linked phone); omitted: the one parley picks for the key. */
+  from?: string;
+  /** Address the receiver listens on and the webhook URL names (default 127.0.0.1). */
+  host: string;
+  /** TCP port; 0 picks a free one. */
+  port: number;
+  /** One JSON object per line on stdout instead of the human format. */
+  json: boolean;
+  /** The HMAC key to set (at least 32 characters); omitted: 32 random bytes, base64url. */
+  hmacKey?: string;
+  /** Directory of the local CA (default: the configured DATA_DIR). */
+  caDir: string;
+}
+
+/**
+ * Runs the listener until `stop` resolves: issues the certificate, starts the HTTPS receiver, sets the webhook
+ * URL and a new HMAC key on the instance, prints every request, and at stop puts back the URL that was
+ * configured before (or removes the webhook when there was none) if the URL is still the listener's.
+ * Status lines go to `io.err`; events to `io.out`.
+ * @throws AdminError for a live key, a short HMAC key, or a setup call parley refused.
+ */
+export async function listen(options: ListenOptions, io: CliIo, stop: Promise<void>): Promise<void> {
+  if (!options.key.startsWith('svc_test_')) {
+    throw new AdminError(
+      'parley listen takes a test key (svc_test_…): it replaces the instance webhook and HMAC key',
+    );
+  }
+  const hmacKey = options.hmacKey ?? randomBytes(32).toString('base64url');
+  if (hmacKey.length < 32) throw new AdminError('--hmac-key must be at least 32 characters');
+
+  // loaded on use: certificate generation pulls in an X.509 library every other CLI command can do without
+  const { ensureLocalCa, issueServerCertificate } = await import('./listen-certificates.ts');
+  const ca = await ensureLocalCa(options.caDir);
+  const tls = await issueServerCertificate(ca, options.host);
+  const server = createServer({ cert: tls.cert, key: tls.key }, (request, response) => {
+    if (request.method !== 'POST') {
+      response.writeHead(405, { allow: 'POST' }).end();
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    request.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES) {
+        response.writeHead(413).end();
+        request.destroy();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    request.on('end', () => {
+      const event = inspectDelivery(
+        hmacKey,
+        Buffer.concat(chunks),
+        (name) => {
+          const value = request.headers[name];
+          return Array.isArray(value) ? value.join(', ') : value;
+        },
+        Math.floor(Date.now() / 1000),
+      );
+      io.out(options.json ? JSON.stringify(event) : humanLine(event));
+      response.writeHead(event.verified ? 204 : 401).end();
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => resolve());
+  });
+  try {
+    const address = server.address();
+    const port = typeof address === 'object' && address !== null ? address.port : options.port;
+    const hostInUrl = isIP(options.host) === 6 ? `[${options.host}]` : options.host;
+    const webhookUrl = `https://${hostInUrl}:${port}${WEBHOOK_PATH}`;
+    const api = new ParleyApi(options.url, options.key, options.from);
+
+    const status = await api.call('GET', '/v1/session/status');
+    const before = await api.call('GET', '/v1/webhook');
+    const previous = typeof before.webhook === 'string' ? before.webhook : '';
+    const allowed = `WEBHOOK_ALLOWED_CIDRS=${options.host}/${isIP(options.host) === 6 ? 128 : 32} OUTBOUND_CA_FILE=${ca.certPath}`;
+    // The URL first: it is what a server without the development settings refuses, and then nothing has
+    // changed yet (the instance keeps its HMAC key, which parley never shows and so could not be put back).
+    try {
+      await api.call('POST', '/v1/webhook', { webhookUrl });
+    } catch (error) {
+      if (error instanceof AdminError && error.message.includes('answered 400: webhookUrl')) {
+        throw new AdminError(
+          `${error.message}. parley delivers to this receiver only when started with ${allowed} (settings for a development server; see npx parley listen --help)`,
+        );
+      }
+      throw error;
+    }
+    try {
+      await api.call('POST', '/v1/session/hmac/config', { hmacKey });
+    } catch (error) {
+      await restoreWebhook(api, webhookUrl, previous).catch(() => undefined);
+      throw error;
+    }
+
+    io.err(`parley listen: ${webhookUrl} is the webhook of instance ${String(status.instanceId)}`);
+    io.err('  every request is checked against a new HMAC key (x-hmac-signature and webhook-signature)');
+    io.err(`  parley delivers here when started with ${allowed}`);
+    if (ca.created) io.err('  (the local CA was just created: restart parley with those settings)');
+    io.err('Ready: waiting for events (Ctrl-C to stop)');
+
+    await stop;
+
+    if (await restoreWebhook(api, webhookUrl, previous)) {
+      io.err(previous === '' ? 'webhook removed' : `webhook set back to ${previous}`);
+    }
+  } finally {
+    await closeServer(server);
+  }
+}
+
+/**
+ * Puts back the webhook URL `previous` (empty: removes the webhook) if the instance's URL is still the
+ * listener's `webhookUrl` (someone may have set another meanwhile).
+ * @returns whether it changed the webhook.
+ * @throws AdminError when parley refuses the change.
+ */
+async function restoreWebhook(api: ParleyApi, webhookUrl: string, previous: string): Promise<boolean> {
+  const current = await api.call('GET', '/v1/webhook').catch(() => undefined);
+  if (current?.webhook !== webhookUrl) return false;
+  if (previous === '') await api.call('DELETE', '/v1/webhook');
+  else await api.call('POST', '/v1/webhook', { webhookUrl: previous });
+  return true;
+}
+
+function closeServer(server: Server): Promise<void> {
+  server.closeAllConnections();
+  return new Promise((resolve) => server.close(() => resolve()));
+}
+
+function portNumber(value: string): number {
+  if (!/^\d{1,5}$/.test(value) || Number(value) > 65535) throw new AdminError('--port must be 0 to 65535');
+  return Number(value);
+}
+
+/** Resolves on the first SIGINT or SIGTERM. */
+function untilSignal(): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      process.off('SIGINT', done);
+      process.off('SIGTERM', done);
+      resolve();
+    };
+    process.once('SIGINT', done);
+    process.once('SIGTERM', done);
+  });
+}
+
+/** Adds `parley listen` to the command line. */
+export function registerListen(program: Command, io: CliIo): void {
+  program
+    .command('listen')
+    .description(
+      'local HTTPS webhook receiver: sets itself as the webhook of a test instance, verifies both signatures and prints each event',
+    )
+    .option('--url <url>', 'base URL of the running parley', 'http://localhost:8080')
+    .option('--key <key>', 'a test key (svc_test_…) with chat:webhook and chat:session')
+    .option('--from <instance>', 'instance UUID or linked phone (default: the one parley picks for the key)')
+    .option('--host <address>', 'address to listen on, named in the webhook URL', '127.0.0.1')
+    .option('--port <port>', 'port to listen on (0: any free port)', portNumber, 0)
+    .option('--hmac-key <key>', 'HMAC key to set (default: 32 random bytes)')
+    .option('--ca-dir <dir>', 'directory of the local CA (default: DATA_DIR)')
+    .option('--print-ca', 'create the local CA if needed, print the path of its certificate and exit')
+    .option('--json', 'one JSON object per event on stdout')
+    .addHelpText('after', examples.listen)
+    .action(
+      async (opts: {
+        url: string;
+        key?: string;
+        from?: string;
+        host: string;
+        port: number;
+        hmacKey?: string;
+        caDir?: string;
+        printCa?: boolean;
+        json?: boolean;
+      }) => {
+        const caDir = opts.caDir ?? loadConfig(io.env).dataDir;
+        if (opts.printCa) {
+          const { ensureLocalCa } = await import('./listen-certificates.ts');
+          io.out((await ensureLocalCa(caDir)).certPath);
+          return;
+        }
+        if (opts.key === undefined) throw new AdminError('--key is required (a test key, svc_test_…)');
+        await listen(
+          {
+            url: opts.url,
+            key: opts.key,
+            ...(opts.from === undefined ? {} : { from: opts.from }),
+            host: opts.host,
+            port: opts.port,
+            json: opts.json === true,
+            ...(opts.hmacKey === undefined ? {} : { hmacKey: opts.hmacKey }),
+            caDir,
+          },
+          io,
+          untilSignal(),
+        );
+      },
+    );
+}

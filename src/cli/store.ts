@@ -1,0 +1,60 @@
+import { existsSync } from 'node:fs';
+import { AdminError } from '../admin/admin.ts';
+import type { Config } from '../config/config.ts';
+import { describeStore, isInitialised, migrateToLatest, openStore, type Store } from '../store/database.ts';
+
+/**
+ * Opens the store an admin command works on: the server's store, found through the same configuration
+ * (`DATA_DIR`, `DATABASE_URL`), migrated to the latest version like the server does at boot.
+ *
+ * A store that does not exist is created only when `init` is true (`--init`): without it, a CLI run from the
+ * wrong folder would silently create an empty `./data/parley.db` and then report the server's organizations as
+ * missing. "Does not exist" means: no SQLite file at the configured path (or a file without parley's tables),
+ * or a PostgreSQL database whose migrations were never applied.
+ * @throws AdminError naming the store it looked for and how to point at the right one; or when PostgreSQL
+ *   cannot be reached.
+ */
+export async function openAdminStore(config: Config, init: boolean): Promise<Store> {
+  const database = config.database;
+  const where = describeStore(database);
+  if (database.dialect === 'sqlite' && database.path !== ':memory:' && !existsSync(database.path) && !init) {
+    throw new AdminError(
+      `no parley store at ${database.path}. ${pointer(config)} Or pass --init to create a new, empty store there.`,
+    );
+  }
+  let store: Store;
+  try {
+    store = await openStore(database);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new AdminError(`cannot open the ${where}: ${reason}`);
+  }
+  try {
+    if (!init && !(await isInitialised(store))) {
+      throw new AdminError(
+        `the ${where} has no parley tables (its migrations were never applied). ${pointer(config)} ` +
+          'Or start the server once against it (npm start applies the migrations), or pass --init to apply them now.',
+      );
+    }
+    await migrateToLatest(store);
+    return store;
+  } catch (error) {
+    await store.destroy();
+    throw error;
+  }
+}
+
+/** How to point the CLI at the server's store, naming the setting in use. */
+function pointer(config: Config): string {
+  const setting =
+    config.database.dialect === 'postgres'
+      ? 'DATABASE_URL is set'
+      : config.database.path.startsWith(config.dataDir)
+        ? `DATA_DIR resolves to ${config.dataDir}; unset, it is ./data in the current folder`
+        : 'DATABASE_URL names a SQLite file';
+  return (
+    `The CLI uses the server's configuration (${setting}): run it with the same DATA_DIR (the folder holding ` +
+    "the server's parley.db, e.g. DATA_DIR=/srv/parley/data npx parley org list) or the same DATABASE_URL " +
+    '(postgres://… or sqlite:PATH) as the server.'
+  );
+}

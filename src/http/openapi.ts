@@ -1,0 +1,355 @@
+import type { SwaggerTransformObject } from '@fastify/swagger';
+import { addGatewayPaths } from './gateway/openapi.ts';
+import { REQUEST_EXAMPLES } from './openapi-examples.ts';
+
+/**
+ * The OpenAPI document served at `/openapi.json`, finished for readers and client generators. @fastify/swagger
+ * builds it from the routes' TypeBox schemas; {@link finishOpenapiDocument} then adds what the routes do not
+ * say themselves: the gateway paths, the errors raised by the layers every request passes through, shared
+ * responses, headers and schemas under `components` (referenced, not copied), and the tag list.
+ */
+
+type Json = Record<string, unknown>;
+
+function isRecord(value: unknown): value is Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options', 'trace'] as const;
+/** Methods whose requests Fastify parses a body for: they can answer 413 and 415 (src/http/app.ts). */
+const BODY_METHODS = new Set(['post', 'put', 'patch', 'delete']);
+
+const ref = (kind: 'schemas' | 'responses' | 'headers', name: string) => ({
+  $ref: `#/components/${kind}/${name}`,
+});
+
+/** Shared response headers (components.headers). */
+const HEADERS: Json = {
+  RequestId: {
+    description:
+      'Id of this request: the `x-request-id` the client sent (1 to 64 of `A-Z a-z 0-9 . _ -`) or a generated UUID. The server log lines of the request carry it.',
+    schema: { type: 'string', maxLength: 64 },
+  },
+  RateLimit: {
+    description:
+      'Requests left in the tightest window and seconds until it resets, e.g. `"minute";r=57;t=42`',
+    schema: { type: 'string' },
+  },
+  RateLimitPolicy: {
+    description: 'The organization\'s windows, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`',
+    schema: { type: 'string' },
+  },
+  RetryAfter: {
+    description: 'Whole seconds to wait before retrying',
+    schema: { type: 'integer', minimum: 1 },
+  },
+};
+
+/** One shared error response per status: its component name, description and an example message. */
+const ERROR_RESPONSES: Record<string, { name: string; description: string; example: string }> = {
+  '400': {
+    name: 'BadRequest',
+    description: 'The request is invalid; the message names the field and the rule it breaks.',
+    example: 'phone is required',
+  },
+  '401': {
+    name: 'Unauthorized',
+    description: 'The API key is missing, malformed, unknown, revoked or expired.',
+    example: 'invalid API key',
+  },
+  '403': {
+    name: 'Forbidden',
+    description: 'The API key lacks the scope this operation requires; the message names the scope.',
+    example: 'API key lacks required scope chat:messages',
+  },
+  '404': {
+    name: 'NotFound',
+    description:
+      'The instance does not exist or this key may not use it, or the group, delivery or picture the operation names does not exist (sandbox operations: the key is not a test key).',
+    example: 'instance not found',
+  },
+  '409': {
+    name: 'Conflict',
+    description:
+      'The instance is not in the state this operation needs (not logged in, not connected, already logged in, no pairing in progress).',
+    example: 'instance is not logged in',
+  },
+  '413': {
+    name: 'PayloadTooLarge',
+    description: "The request body is larger than this operation's limit; the message gives the limit.",
+    example: 'request body must be at most 1 MB',
+  },
+  '414': {
+    name: 'UriTooLong',
+    description: 'A path parameter is longer than 100 characters.',
+    example: 'a path parameter is longer than 100 characters',
+  },
+  '415': {
+    name: 'UnsupportedMediaType',
+    description: 'The request body is not `application/json`.',
+    example: 'Content-Type must be application/json',
+  },
+  '422': {
+    name: 'UnprocessableEntity',
+    description:
+      'The request is valid but cannot be carried out, e.g. the recipient is not registered on the platform.',
+    example: 'recipient 5511977770000 is not registered on the platform',
+  },
+  '429': {
+    name: 'TooManyRequests',
+    description:
+      "The organization's rate limit is used up; `Retry-After` (and `error.retryAfter`) says when to retry.",
+    example: 'rate limit exceeded',
+  },
+  '500': {
+    name: 'InternalError',
+    description: 'An unexpected server error; the `x-request-id` header locates it in the server log.',
+    example: 'internal error',
+  },
+  '502': {
+    name: 'PlatformError',
+    description: 'The messaging platform refused or failed the operation.',
+    example: 'the platform refused the request',
+  },
+  '503': {
+    name: 'ServiceUnavailable',
+    description:
+      'Temporarily unavailable: the platform connection or a media tool is unavailable, the store is not ready, or the server is shutting down. Retry later.',
+    example: 'server is shutting down',
+  },
+  '504': {
+    name: 'LoginTimeout',
+    description: 'Login was not verified in time.',
+    example: 'login was not verified within 10 s',
+  },
+};
+
+/** The tags, in the order the reference lists them. */
+const TAGS = [
+  {
+    name: 'session',
+    description: 'Connect an instance, link it by QR code or pairing code, and read its state.',
+  },
+  {
+    name: 'messages',
+    description: 'Send text, media, locations, contacts and reactions; mark messages read.',
+  },
+  { name: 'contacts', description: 'Registration checks, contacts and profiles.' },
+  { name: 'groups', description: 'Create groups and read them.' },
+  { name: 'webhook', description: 'Where events are delivered, the delivery log and redelivery.' },
+  {
+    name: 'sandbox',
+    description:
+      'Test keys only: drive the simulated platform (scan the QR code, receive messages, receipts and presence).',
+  },
+  {
+    name: 'gateway',
+    description:
+      'The same operations under gateway paths (without /v1): the instance is named by the `x-instance-id` header, and requests are signed when the instance has an HMAC key.',
+  },
+  { name: 'operations', description: 'Health, readiness and metrics; no API key needed.' },
+];
+
+function errorResponse(status: string, error: { description: string; example: string }): Json {
+  return {
+    description: error.description,
+    headers: {
+      'x-request-id': ref('headers', 'RequestId'),
+      ...(status === '429'
+        ? {
+            'retry-after': ref('headers', 'RetryAfter'),
+            ratelimit: ref('headers', 'RateLimit'),
+            'ratelimit-policy': ref('headers', 'RateLimitPolicy'),
+          }
+        : {}),
+    },
+    content: {
+      'application/json': {
+        schema: ref('schemas', 'ErrorEnvelope'),
+        example: {
+          error: {
+            code: Number(status),
+            message: error.example,
+            ...(status === '429' ? { retryAfter: 12 } : {}),
+          },
+        },
+      },
+    },
+  };
+}
+
+function* operationsOf(paths: Json): Generator<[string, string, Json]> {
+  for (const [path, item] of Object.entries(paths)) {
+    if (!isRecord(item)) continue;
+    for (const method of HTTP_METHODS) {
+      const operation = item[method];
+      if (isRecord(operation)) yield [path, method, operation];
+    }
+  }
+}
+
+/** Sets the ready example body of the operation (src/http/openapi-examples.ts), when it has one. */
+function addRequestExample(operation: Json): void {
+  const body = operation.requestBody;
+  const id = operation.operationId;
+  if (!isRecord(body) || !isRecord(body.content) || typeof id !== 'string') return;
+  const json = body.content['application/json'];
+  const example = REQUEST_EXAMPLES[id];
+  if (isRecord(json) && example !== undefined) json.example = structuredClone(example);
+}
+
+/** A body whose schema requires nothing may be left out (Fastify's plugin marks every body required). */
+function markOptionalBody(operation: Json): void {
+  const body = operation.requestBody;
+  if (!isRecord(body) || !isRecord(body.content)) return;
+  const json = body.content['application/json'];
+  const schema = isRecord(json) ? json.schema : undefined;
+  if (isRecord(schema) && (!Array.isArray(schema.required) || schema.required.length === 0)) {
+    body.required = false;
+  }
+}
+
+/**
+ * The responses of one operation: the route's own, plus 413 and 415 for a method with a body and 414 for a
+ * path with parameters (the router's limit, src/http/client-errors.ts); every error
+ * status as a reference to its shared response; `x-request-id` (and the rate-limit headers on authenticated
+ * operations) on the success response; sorted by status.
+ */
+function finishResponses(path: string, method: string, operation: Json, authenticated: boolean): void {
+  const responses: Json = isRecord(operation.responses) ? operation.responses : {};
+  if (BODY_METHODS.has(method)) {
+    responses['413'] ??= {};
+    responses['415'] ??= {};
+  }
+  if (path.includes('{')) responses['414'] ??= {};
+  const out: Json = {};
+  for (const status of Object.keys(responses).sort()) {
+    const response = responses[status];
+    const shared = ERROR_RESPONSES[status];
+    if (shared) {
+      out[status] = ref('responses', shared.name);
+      continue;
+    }
+    if (isRecord(response)) {
+      dropRepeatedDescription(response);
+      const headers = isRecord(response.headers) ? response.headers : {};
+      response.headers = {
+        ...headers,
+        'x-request-id': ref('headers', 'RequestId'),
+        ...(authenticated
+          ? { ratelimit: ref('headers', 'RateLimit'), 'ratelimit-policy': ref('headers', 'RateLimitPolicy') }
+          : {}),
+      };
+    }
+    out[status] = response;
+  }
+  operation.responses = out;
+}
+
+/** The success envelope's description is the response's (src/http/schemas.ts): said once, on the response. */
+function dropRepeatedDescription(response: Json): void {
+  if (!isRecord(response.content)) return;
+  for (const media of Object.values(response.content)) {
+    if (isRecord(media) && isRecord(media.schema) && media.schema.description === response.description) {
+      delete media.schema.description;
+    }
+  }
+}
+
+/** Removes `x-message` (the validator's message templates, src/http/schemas.ts): not part of the contract. */
+function stripInternal(node: unknown): void {
+  if (Array.isArray(node)) {
+    for (const item of node) stripInternal(item);
+    return;
+  }
+  if (!isRecord(node)) return;
+  delete node['x-message'];
+  for (const value of Object.values(node)) stripInternal(value);
+}
+
+/**
+ * Moves every titled schema found under `node` into `schemas` (keyed by its title) and replaces it with a
+ * `$ref`, innermost first, so a schema used by several operations is written once.
+ * @throws Error when two different schemas carry the same title (a naming bug in the routes).
+ */
+function hoistTitled(node: unknown, schemas: Json): unknown {
+  if (Array.isArray(node)) return node.map((item) => hoistTitled(item, schemas));
+  if (!isRecord(node)) return node;
+  const out: Json = {};
+  for (const [key, value] of Object.entries(node)) out[key] = hoistTitled(value, schemas);
+  const title = out.title;
+  if (typeof title !== 'string' || !/^[A-Z][A-Za-z0-9]*$/.test(title) || '$ref' in out) return out;
+  const existing = schemas[title];
+  if (existing !== undefined && JSON.stringify(existing) !== JSON.stringify(out)) {
+    throw new Error(`OpenAPI: two different schemas are named ${title}`);
+  }
+  schemas[title] = out;
+  return ref('schemas', title);
+}
+
+/**
+ * Shares the schemas of one operation. A request body stays inline (its properties' shared schemas are
+ * referenced): client generators read a property with a `default` as optional only inside a request body
+ * (openapi-typescript makes it required in a shared schema), and every body belongs to one operation anyway.
+ */
+function hoistOperationSchemas(operation: Json, schemas: Json): void {
+  const body = operation.requestBody;
+  if (isRecord(body) && isRecord(body.content)) {
+    for (const media of Object.values(body.content)) {
+      if (!isRecord(media) || !isRecord(media.schema)) continue;
+      const { title: _title, ...schema } = media.schema;
+      const inner: Json = {};
+      for (const [key, value] of Object.entries(schema)) inner[key] = hoistTitled(value, schemas);
+      media.schema = inner;
+    }
+  }
+  if (!isRecord(operation.responses)) return;
+  for (const response of Object.values(operation.responses)) {
+    if (isRecord(response) && isRecord(response.content)) {
+      response.content = hoistTitled(response.content, schemas);
+    }
+  }
+}
+
+/** Sorts an object's keys (stable component order in the document). */
+function sortedKeys(value: Json): Json {
+  return Object.fromEntries(Object.entries(value).sort(([a], [b]) => a.localeCompare(b)));
+}
+
+/**
+ * `transformObject` of @fastify/swagger: finishes the generated OpenAPI 3.1 document.
+ * - a ready example on every request body (src/http/openapi-examples.ts), then the gateway paths (copies of
+ *   their `/v1` twins, src/http/gateway/openapi.ts);
+ * - a body that requires no field is `required: false` (connect's optional body);
+ * - 413 and 415 on every operation with a body (the JSON body parser answers them for any route), 414 on
+ *   every path with parameters;
+ * - error statuses reference shared responses under `components.responses`, each with the error envelope,
+ *   an example and `x-request-id` (429: `Retry-After` and the rate-limit headers);
+ * - titled schemas move to `components.schemas` and are referenced (request bodies themselves stay inline);
+ * - validator templates (`x-message`) are removed; the tag list is set.
+ */
+export const finishOpenapiDocument: SwaggerTransformObject = (documentObject) => {
+  if (!('openapiObject' in documentObject)) return documentObject.swaggerObject;
+  const document: Json = documentObject.openapiObject as Json;
+  const paths: Json = isRecord(document.paths) ? document.paths : {};
+  for (const [, , operation] of operationsOf(paths)) addRequestExample(operation);
+  addGatewayPaths(paths);
+  const globalSecurity = Array.isArray(document.security) && document.security.length > 0;
+  const components: Json = isRecord(document.components) ? document.components : {};
+  const schemas: Json = isRecord(components.schemas) ? components.schemas : {};
+  for (const [path, method, operation] of operationsOf(paths)) {
+    const security = Array.isArray(operation.security) ? operation.security.length > 0 : globalSecurity;
+    markOptionalBody(operation);
+    finishResponses(path, method, operation, security);
+    hoistOperationSchemas(operation, schemas);
+  }
+  stripInternal(paths);
+  stripInternal(schemas);
+  const responses: Json = {};
+  for (const [status, error] of Object.entries(ERROR_RESPONSES)) {
+    responses[error.name] = errorResponse(status, error);
+  }
+  document.components = { ...components, schemas: sortedKeys(schemas), responses, headers: HEADERS };
+  document.tags = TAGS;
+  return documentObject.openapiObject;
+};

@@ -1,0 +1,176 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Kysely } from 'kysely';
+import { listOtherNodes, type NodeRecord, removeDeadNodes, removeNode, upsertNode } from '../store/nodes.ts';
+import type { Database } from '../store/schema.ts';
+
+/** Default time between heartbeats, milliseconds. */
+export const HEARTBEAT_MS = 5000;
+/** Default age of the last heartbeat after which a node counts as dead, milliseconds (DESIGN D17: within 15 s). */
+export const DEAD_AFTER_MS = 15_000;
+
+/** Ids registered by this operating-system process (several services in one process, as tests build them). */
+const registeredHere = new Set<string>();
+
+/** Options of a {@link NodeRegistry}. Durations in milliseconds. */
+export interface NodeRegistryOptions {
+  db: Kysely<Database>;
+  logger: FastifyBaseLogger;
+  /** This node's id (default `<host>:<pid>:<random>`, new on every boot); at most 100 characters. */
+  id?: string;
+  /** Time between heartbeats and sweeps (default {@link HEARTBEAT_MS}). */
+  heartbeatMs?: number;
+  /** A node whose last heartbeat is older than this is dead (default {@link DEAD_AFTER_MS}). */
+  deadAfterMs?: number;
+  /** Called after claims of dead nodes were released (the webhook worker wakes to take them). Must not throw. */
+  onReleased?: (claims: number) => void;
+  /** Wall clock, epoch ms (default Date.now). Liveness is real time, never a test's business clock. */
+  now?: () => number;
+  /** Whether process `pid` exists on this host (default: `process.kill(pid, 0)` does not fail with ESRCH). */
+  processAlive?: (pid: number) => boolean;
+}
+
+/** Why a registered node counts as dead, or null while it is alive. */
+export type DeathReason = 'heartbeat expired' | 'process gone' | null;
+
+/**
+ * Whether `node` is dead as seen from this process at `now` (epoch ms), and why:
+ * - `heartbeat expired`: its last heartbeat is older than `deadAfterMs` (any host; how a node on another host
+ *   is found dead, within `deadAfterMs` plus one heartbeat);
+ * - `process gone`: it ran on this host and its process no longer exists, or its process id is this process's
+ *   own while it was not registered by this process (a restarted container, where the new process has the same
+ *   id, typically 1). This is how a restarted process recognises its own dead predecessor at boot, at once,
+ *   while a live peer on the same host (a different, running process) is left alone.
+ * Host names must therefore differ between nodes sharing one store (DESIGN D17: node ids are unique). Should
+ * the dead process's id have been reused by an unrelated process meanwhile, the node is found dead by its lapsed
+ * heartbeat instead (within `deadAfterMs` plus one heartbeat).
+ */
+export function deathOf(
+  node: NodeRecord,
+  self: {
+    host: string;
+    pid: number;
+    now: number;
+    deadAfterMs: number;
+    processAlive: (pid: number) => boolean;
+  },
+): DeathReason {
+  if (node.heartbeatAt < self.now - self.deadAfterMs) return 'heartbeat expired';
+  if (node.host !== self.host || registeredHere.has(node.id)) return null;
+  if (node.pid === self.pid || !self.processAlive(node.pid)) return 'process gone';
+  return null;
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: the process exists but belongs to another user.
+    return (error as NodeJS.ErrnoException).code !== 'ESRCH';
+  }
+}
+
+/**
+ * The node registry (Graphile Worker's model: worker ids, heartbeats, `forceUnlockWorkers` for the dead). Each
+ * parley process registers under an id random per boot, which is also the `locked_by` of its webhook claims,
+ * and renews a heartbeat row every `heartbeatMs`. At boot and on every heartbeat it looks at the other
+ * registered nodes, judges each with {@link deathOf}, and releases the claims of the dead in one transaction
+ * with their rows, so a restart after kill -9 resumes delivery within seconds (instead of after the stale-claim
+ * timeout) and in `sequence` order, while a live peer sharing the store keeps its claims. Claims whose owner is
+ * not registered at all (a process of an older version) are still taken over only once stale. Several nodes
+ * (DESIGN D17) build on the same registry.
+ */
+export class NodeRegistry {
+  readonly id: string;
+  readonly #options: NodeRegistryOptions;
+  readonly #host = hostname();
+  readonly #heartbeatMs: number;
+  readonly #deadAfterMs: number;
+  readonly #now: () => number;
+  readonly #startedAt: string;
+  #timer: NodeJS.Timeout | undefined;
+  #tick: Promise<void> = Promise.resolve();
+
+  constructor(options: NodeRegistryOptions) {
+    this.#options = options;
+    this.id = options.id ?? `${this.#host.slice(0, 60)}:${process.pid}:${randomUUID().slice(0, 8)}`;
+    this.#heartbeatMs = options.heartbeatMs ?? HEARTBEAT_MS;
+    this.#deadAfterMs = options.deadAfterMs ?? DEAD_AFTER_MS;
+    this.#now = options.now ?? Date.now;
+    this.#startedAt = new Date(this.#now()).toISOString();
+  }
+
+  /**
+   * Registers this node, releases the claims of dead nodes (a predecessor killed on this host included), then
+   * heartbeats and sweeps every `heartbeatMs`. Call before the webhook worker starts claiming.
+   * @throws when the store refuses the registration (the service cannot run without its store).
+   */
+  async start(): Promise<void> {
+    registeredHere.add(this.id);
+    await this.#beat();
+    await this.sweep();
+    this.#timer = setInterval(() => {
+      this.#tick = this.#tick.then(async () => {
+        try {
+          await this.#beat();
+          await this.sweep();
+        } catch (error) {
+          this.#options.logger.warn({ err: error }, 'node heartbeat failed');
+        }
+      });
+    }, this.#heartbeatMs);
+    this.#timer.unref();
+  }
+
+  /**
+   * Releases the claims of every registered node that is dead (see {@link deathOf}) and forgets those nodes.
+   * @returns how many claims were released.
+   */
+  async sweep(): Promise<number> {
+    const { db, logger } = this.#options;
+    const self = {
+      host: this.#host,
+      pid: process.pid,
+      now: this.#now(),
+      deadAfterMs: this.#deadAfterMs,
+      processAlive: this.#options.processAlive ?? processAlive,
+    };
+    const dead = (await listOtherNodes(db, this.id))
+      .map((node) => ({ node, reason: deathOf(node, self) }))
+      .filter((entry) => entry.reason !== null);
+    if (dead.length === 0) return 0;
+    const released = await removeDeadNodes(
+      db,
+      dead.map((entry) => entry.node.id),
+    );
+    logger.info(
+      { nodes: dead.map((entry) => ({ id: entry.node.id, reason: entry.reason })), released },
+      'released the webhook claims of dead nodes',
+    );
+    if (released > 0) this.#options.onReleased?.(released);
+    return released;
+  }
+
+  /** Stops heartbeating and removes this node's row (after its claims were finished or released). Never throws. */
+  async stop(): Promise<void> {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
+    await this.#tick;
+    registeredHere.delete(this.id);
+    await removeNode(this.#options.db, this.id).catch((error: unknown) =>
+      this.#options.logger.warn({ err: error }, 'removing the node row at shutdown failed'),
+    );
+  }
+
+  async #beat(): Promise<void> {
+    await upsertNode(this.#options.db, {
+      id: this.id,
+      host: this.#host,
+      pid: process.pid,
+      startedAt: this.#startedAt,
+      heartbeatAt: this.#now(),
+    });
+  }
+}

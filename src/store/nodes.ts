@@ -1,0 +1,76 @@
+import type { Kysely } from 'kysely';
+import type { Database } from './schema.ts';
+
+/**
+ * The node registry's rows (migration 0008): one per running parley process, renewed by its heartbeat. See
+ * `src/nodes/registry.ts` for how liveness is judged.
+ */
+
+/** A registered node. `heartbeatAt` is epoch ms. */
+export interface NodeRecord {
+  id: string;
+  host: string;
+  pid: number;
+  startedAt: string;
+  heartbeatAt: number;
+}
+
+/**
+ * Registers `node` or renews its heartbeat (an upsert, so a node whose row was removed while it was stalled
+ * reappears with its next heartbeat).
+ */
+export async function upsertNode(db: Kysely<Database>, node: NodeRecord): Promise<void> {
+  await db
+    .insertInto('nodes')
+    .values({
+      id: node.id,
+      host: node.host,
+      pid: node.pid,
+      started_at: node.startedAt,
+      heartbeat_at: node.heartbeatAt,
+    })
+    .onConflict((oc) => oc.column('id').doUpdateSet({ heartbeat_at: node.heartbeatAt }))
+    .execute();
+}
+
+/** Every registered node other than `exceptId`. */
+export async function listOtherNodes(db: Kysely<Database>, exceptId: string): Promise<NodeRecord[]> {
+  const rows = await db.selectFrom('nodes').selectAll().where('id', '!=', exceptId).execute();
+  return rows.map((row) => ({
+    id: row.id,
+    host: row.host,
+    pid: Number(row.pid),
+    startedAt: row.started_at,
+    heartbeatAt: Number(row.heartbeat_at),
+  }));
+}
+
+/**
+ * Forgets dead nodes and releases their webhook claims, in one transaction (Graphile Worker's
+ * `forceUnlockWorkers`): their pending deliveries lose `locked_by`/`locked_at` and are claimable again at once,
+ * in `sequence` order; the attempts they had claimed stay counted (a delivery that keeps killing its worker is
+ * bounded by `max_attempts`), and the attempt rows they left open are marked abandoned by the next claim. Rows
+ * that are no longer pending are not touched.
+ * @returns how many claims were released.
+ */
+export async function removeDeadNodes(db: Kysely<Database>, ids: readonly string[]): Promise<number> {
+  if (ids.length === 0) return 0;
+  return db.transaction().execute(async (trx) => {
+    const released = await trx
+      .updateTable('webhook_deliveries')
+      .set({ locked_by: null, locked_at: null })
+      .where('locked_by', 'in', [...ids])
+      .where('status', '=', 'pending')
+      .executeTakeFirst();
+    await trx
+      .deleteFrom('nodes')
+      .where('id', 'in', [...ids])
+      .execute();
+    return Number(released.numUpdatedRows);
+  });
+}
+
+/** Removes a node's row (graceful stop, after its claims were finished or released). */
+export async function removeNode(db: Kysely<Database>, id: string): Promise<void> {
+  await db.deleteFrom('nodes').where('id', '=', id).execute();
+}

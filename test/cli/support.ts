@@ -1,0 +1,69 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { TestStore } from '../support/store.ts';
+
+/** Running the `parley` binary as a user does, for the CLI suites. */
+
+const BIN = fileURLToPath(new URL('../../bin/parley.js', import.meta.url));
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+/** What a CLI run printed and how it exited. */
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  /** The one JSON object stdout holds (asserted to be exactly one line). */
+  json: any;
+}
+
+/** Runs `parley …args` in a child process with exactly `env` on top of PATH and HOME. */
+export function cli(env: Record<string, string>, ...args: string[]): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'silent', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    child.once('error', reject);
+    child.once('close', (code) => {
+      let json: unknown;
+      if (args.includes('--json')) {
+        const lines = stdout.split('\n').filter((line) => line !== '');
+        assert.equal(lines.length, 1, `exactly one JSON line on stdout for ${args.join(' ')}: ${stdout}`);
+        json = JSON.parse(lines[0] ?? '');
+      }
+      resolve({ code, stdout, stderr, json });
+    });
+  });
+}
+
+/** The environment that points the CLI at `testStore`, as a server's environment would. */
+export function storeEnv(testStore: TestStore): Record<string, string> {
+  if (testStore.database.dialect === 'sqlite') return { DATA_DIR: testStore.dataDir };
+  return { DATA_DIR: testStore.dataDir, DATABASE_URL: postgresUrl(testStore.schema ?? 'public') };
+}
+
+/** TEST_DATABASE_URL with `search_path` set to `schema` (how an operator puts parley in its own schema). */
+export function postgresUrl(schema: string): string {
+  const url = new URL(process.env.TEST_DATABASE_URL ?? '');
+  url.searchParams.set('options', `-c search_path=${schema}`);
+  return url.toString();
+}
+
+/** The stored plan columns of organization `name`, or undefined when there is none. */
+export async function organizationRow(testStore: TestStore, name: string) {
+  return testStore.store.db
+    .selectFrom('organizations')
+    .select(['name', 'plan', 'per_minute', 'per_day'])
+    .where('name', '=', name)
+    .executeTakeFirst();
+}

@@ -1,0 +1,384 @@
+/**
+ * Executable docs: every ```sh block of README.md and docs/*.md runs verbatim against a real parley, so a page
+ * that drifts from the code fails the suite.
+ *
+ * How a page runs:
+ * - Each page gets a fresh server started as `npm start` starts it (`node bin/parley.js serve`, a child process)
+ *   on 127.0.0.1, a free port and a fresh DATA_DIR, with the settings the README gives for `parley listen`
+ *   (WEBHOOK_ALLOWED_CIDRS=127.0.0.1/32, OUTBOUND_CA_FILE=DATA_DIR/listen-ca.pem). The first-boot key is read from
+ *   its banner. This machine has no DNS: example.com names resolve to example.com's address (./example-dns.mjs),
+ *   which cannot be reached from here, as a reader's endpoint that is down.
+ * - The page's ```sh blocks run in order in one bash (`set -euo pipefail`) in the project root, with DATA_DIR set
+ *   to the server's (what a reader in the project folder has by default), so variables carry from block to block.
+ *   Any other fence (```text, ```json, ```js, ```http) is shown only, never run: use one for what cannot run here
+ *   (installing, starting the server, a real phone, long benchmarks).
+ * - The only edits: a line assigning a page variable, `PARLEY=…` (the base URL) or `KEY=…` (the key), with or
+ *   without `export`, gets the test server's value; the rest of the line (a comment) stays.
+ *
+ * What is asserted (the convention for `# →` lines):
+ * - Every command exits 0 (a failing command stops the page and fails the test, naming block and command).
+ * - A block is cut into steps after each run of `# → …` lines (a `# →` may also end a command line). The output of
+ *   a step must contain, for each of its `# →` lines, a line that matches it: `…` (or `...`) stands for any text,
+ *   everything else is compared literally (runs of spaces compare equal). So a page shows the stable fields
+ *   exactly — `"success":true,"code":200`, `"details":"Sent"`, an error's code and message — and elides ids,
+ *   times and keys with `…`.
+ * - A step whose output holds parley's error envelope (`{"error":{`) fails unless one of its `# →` lines shows an
+ *   error: an example that silently answers 4xx is a broken example.
+ * - ```sh background: the block starts in the background (e.g. `parley listen`); the page goes on once its first
+ *   `# →` line appears in the block's output. Its other `# →` lines must appear once the next block has run (the
+ *   one that makes them happen), before the page goes on. The block is stopped (SIGTERM to its process group) at
+ *   the end of the page.
+ */
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { describe, it } from 'node:test';
+import { cleanEnv, type ParleyProcess, ROOT, startParley } from '../support/parley-process.ts';
+
+/** One fenced block of a page. */
+interface Block {
+  lang: string;
+  attributes: string[];
+  code: string;
+  /** 1-based line of the opening fence. */
+  line: number;
+}
+
+/** A step of a block: some commands and the lines their output must contain. */
+interface Step {
+  code: string;
+  expected: string[];
+  /** 1-based line of the step's first line in the page. */
+  line: number;
+}
+
+/** The fenced code blocks of a Markdown page (CommonMark backtick fences; an info string has no backtick). */
+export function fencedBlocks(markdown: string): Block[] {
+  const blocks: Block[] = [];
+  const lines = markdown.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const open = /^(`{3,})([^`]*)$/.exec(lines[i] ?? '');
+    if (!open) continue;
+    const fence = open[1] ?? '```';
+    const [lang = '', ...attributes] = (open[2] ?? '').trim().split(/\s+/);
+    const body: string[] = [];
+    let j = i + 1;
+    while (j < lines.length && !new RegExp(`^${fence}\`*\\s*$`).test(lines[j] ?? ''))
+      body.push(lines[j++] ?? '');
+    blocks.push({ lang, attributes, code: body.join('\n'), line: i + 1 });
+    i = j;
+  }
+  return blocks;
+}
+
+const EXPECT_LINE = /^\s*# → ?(.*)$/;
+const EXPECT_TRAILING = /\s# → ?(.*)$/;
+
+/** Cuts a block into steps after each run of `# →` lines (or a command line ending in `# → …`). */
+export function stepsOf(block: Block): Step[] {
+  const steps: Step[] = [];
+  let code: string[] = [];
+  let expected: string[] = [];
+  let start = block.line + 1;
+  const flush = (next: number) => {
+    if (code.some((l) => l.trim() !== '' && !l.trim().startsWith('#')) || expected.length > 0) {
+      steps.push({ code: code.join('\n'), expected, line: start });
+    }
+    code = [];
+    expected = [];
+    start = next;
+  };
+  block.code.split('\n').forEach((text, index) => {
+    const line = block.line + 1 + index;
+    const own = EXPECT_LINE.exec(text);
+    if (own) {
+      expected.push(own[1] ?? '');
+      return;
+    }
+    if (expected.length > 0) flush(line);
+    const trailing = EXPECT_TRAILING.exec(text);
+    code.push(text);
+    if (trailing && !text.trimStart().startsWith('#')) expected.push(trailing[1] ?? '');
+  });
+  flush(0);
+  return steps;
+}
+
+/** The regular expression of a `# →` line: `…`/`...` match any text, the rest literally, spaces loosely. */
+export function expectation(text: string): RegExp {
+  const parts = text.trim().split(/…|\.\.\./);
+  const literal = parts.map((part) =>
+    part
+      .split(/\s+/)
+      .map((word) => word.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+      .join('\\s+'),
+  );
+  return new RegExp(`^\\s*${literal.join('.*')}\\s*$`);
+}
+
+/** Whether some line of `output` matches `pattern`. */
+function hasLine(output: string, pattern: RegExp): boolean {
+  return output.split('\n').some((line) => pattern.test(line));
+}
+
+/** Replaces the value of `PARLEY=` / `KEY=` assignments (the page's variables) with the test server's. */
+export function withServerVariables(code: string, values: Record<string, string>): string {
+  return code.replace(
+    /^(\s*(?:export\s+)?)([A-Z_]+)=("[^"]*"|'[^']*'|\S*)/gm,
+    (whole, prefix: string, name: string) => {
+      const value = values[name];
+      return value === undefined ? whole : `${prefix}${name}='${value}'`;
+    },
+  );
+}
+
+/** The pages: README.md, then docs/*.md in name order. */
+function pages(): string[] {
+  const docs = readdirSync(join(ROOT, 'docs'))
+    .filter((name) => name.endsWith('.md'))
+    .sort()
+    .map((name) => `docs/${name}`);
+  return ['README.md', ...docs];
+}
+
+/** The pages to run: all, or those whose path contains DOCS_TEST_PAGE (while editing one page). */
+function pagesToRun(): string[] {
+  const only = process.env.DOCS_TEST_PAGE;
+  return pages().filter((page) => only === undefined || only === '' || page.includes(only));
+}
+
+/** A bash that runs steps one at a time and reports each step's output and status. */
+class Shell {
+  readonly #child: ChildProcess;
+  #buffer = '';
+  #wake: (() => void) | undefined;
+  readonly exited: Promise<number | null>;
+
+  constructor(env: Record<string, string>) {
+    this.#child = spawn('bash', ['--noprofile', '--norc'], { cwd: ROOT, env, stdio: 'pipe' });
+    const add = (chunk: Buffer) => {
+      this.#buffer += chunk.toString('utf8');
+      this.#wake?.();
+    };
+    this.#child.stdout?.on('data', add);
+    this.#child.stderr?.on('data', add);
+    this.exited = new Promise((resolve) => this.#child.once('exit', (code) => resolve(code)));
+    void this.exited.then(() => this.#wake?.());
+    this.#child.stdin?.write('set -euo pipefail -m\n');
+  }
+
+  /**
+   * Runs `code` in the shell (stdin closed for the commands) and returns its output.
+   * @throws Error when the shell exits (a command failed) or the step passes `timeoutMs`.
+   */
+  async run(code: string, timeoutMs = 60_000): Promise<string> {
+    const marker = `@@docs-step-${Math.random().toString(36).slice(2)}@@`;
+    this.#buffer = '';
+    this.#child.stdin?.write(`{\n${code}\n} </dev/null\nprintf '\\n%s\\n' '${marker}'\n`);
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const at = this.#buffer.indexOf(marker);
+      if (at >= 0) return this.#buffer.slice(0, at);
+      if (this.#child.exitCode !== null) {
+        throw new Error(`exited with status ${this.#child.exitCode}; output:\n${this.#buffer}`);
+      }
+      if (Date.now() > deadline)
+        throw new Error(`still running after ${timeoutMs} ms; output:\n${this.#buffer}`);
+      await new Promise<void>((resolve) => {
+        this.#wake = resolve;
+        setTimeout(resolve, 200);
+      });
+    }
+  }
+
+  async close(): Promise<void> {
+    this.#child.stdin?.end();
+    await this.exited;
+  }
+}
+
+/** Waits until `read()` has a line matching `pattern`. */
+async function eventually(
+  read: () => string,
+  pattern: RegExp,
+  what: string,
+  timeoutMs = 30_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!hasLine(read(), pattern)) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; output:\n${read()}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/**
+ * Commands a docs block must never run here: they install (npm ci replaces node_modules), start a second server,
+ * or run this very suite. A page shows them in a ```text block.
+ */
+const NOT_HERE = /\bnpm\s+(ci|install|i|start|test|run\s+bench)\b|\bparley(\.js)?\s+serve\b|\.ci\/run\b/;
+
+/** Runs every ```sh block of `page` against `parley`. */
+async function runPage(page: string, parley: ParleyProcess): Promise<void> {
+  const blocks = fencedBlocks(readFileSync(join(ROOT, page), 'utf8')).filter((b) => b.lang === 'sh');
+  for (const block of blocks) {
+    const uncommented = block.code.replace(/(^|\s)#.*$/gm, '');
+    assert.doesNotMatch(
+      uncommented,
+      NOT_HERE,
+      `${page}:${block.line}: this block cannot run here; fence it as text`,
+    );
+  }
+  const workDir = mkdtempSync(join(tmpdir(), 'parley-docs-bg-'));
+  const shell = new Shell({ ...cleanEnv(), DATA_DIR: parley.dataDir, LOG_LEVEL: 'silent' });
+  const background: { file: string; pid: number; pending: RegExp[]; line: number }[] = [];
+  const variables = { PARLEY: parley.url, KEY: parley.key };
+  try {
+    for (const [index, block] of blocks.entries()) {
+      const where = `${page}:${block.line} (block ${index + 1})`;
+      if (block.attributes.includes('background')) {
+        const steps = stepsOf(block);
+        const [first, ...rest] = steps.flatMap((s) => s.expected.map(expectation));
+        assert.ok(first, `${where}: a background block needs a # → line to wait for`);
+        const file = join(workDir, `block-${index}.out`);
+        const code = withServerVariables(block.code, variables);
+        const out = await shell.run(`{\n${code}\n} >'${file}' 2>&1 &\necho "@@pid $!"`);
+        const pid = Number(/@@pid (\d+)/.exec(out)?.[1]);
+        const read = () => {
+          try {
+            return readFileSync(file, 'utf8');
+          } catch {
+            return '';
+          }
+        };
+        await eventually(read, first, `${where}: ${first}`);
+        background.push({ file, pid, pending: rest, line: block.line });
+        continue;
+      }
+      for (const step of stepsOf(block)) {
+        const code = withServerVariables(step.code, variables);
+        let output: string;
+        try {
+          output = await shell.run(code);
+        } catch (error) {
+          assert.fail(`${page}:${step.line}: the command failed:\n${step.code}\n${(error as Error).message}`);
+        }
+        for (const text of step.expected) {
+          assert.ok(
+            hasLine(output, expectation(text)),
+            `${page}:${step.line}: the output does not show\n  # → ${text}\ncommands:\n${step.code}\noutput:\n${output}`,
+          );
+        }
+        if (output.includes('{"error":{') && !step.expected.some((text) => text.includes('"error"'))) {
+          assert.fail(`${page}:${step.line}: parley answered an error:\n${step.code}\noutput:\n${output}`);
+        }
+      }
+      for (const job of background) {
+        for (const pattern of job.pending.splice(0)) {
+          await eventually(() => readFileSync(job.file, 'utf8'), pattern, `${page}:${job.line}: ${pattern}`);
+        }
+      }
+    }
+  } finally {
+    for (const job of background) {
+      try {
+        process.kill(-job.pid, 'SIGTERM');
+      } catch {
+        // already gone
+      }
+    }
+    await shell.close();
+    rmSync(workDir, { recursive: true, force: true });
+  }
+}
+
+/** Commands the examples use; without one of them the pages are not run (scripts/test.js says so). */
+const TOOLS = ['bash', 'curl', 'openssl', 'base64'];
+const toolsPresent = TOOLS.every(
+  (tool) => spawnSync('sh', ['-c', `command -v ${tool}`], { stdio: 'ignore' }).status === 0,
+);
+
+describe('the docs run as written (README.md, docs/*.md)', () => {
+  for (const page of toolsPresent ? pagesToRun() : []) {
+    const runnable = fencedBlocks(readFileSync(join(ROOT, page), 'utf8')).filter((b) => b.lang === 'sh');
+    if (runnable.length === 0) continue;
+    // a page runs tens of commands, each `npx parley …` a process of its own: more than the default per-test time
+    it(`${page}: every sh block runs against a fresh server and shows what the page says`, {
+      timeout: 300_000,
+    }, async () => {
+      const dataDir = mkdtempSync(join(tmpdir(), 'parley-docs-'));
+      const ca = spawnSync(process.execPath, ['bin/parley.js', 'listen', '--print-ca'], {
+        cwd: ROOT,
+        env: { ...cleanEnv(), DATA_DIR: dataDir },
+        encoding: 'utf8',
+      });
+      assert.equal(ca.status, 0, ca.stderr);
+      const parley = await startParley(
+        {
+          WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32',
+          OUTBOUND_CA_FILE: ca.stdout.trim(),
+          NODE_OPTIONS: `--import=${join(ROOT, 'test/docs/example-dns.mjs')}`,
+        },
+        dataDir,
+      );
+      try {
+        await runPage(page, parley);
+      } finally {
+        await parley.stop();
+      }
+    });
+  }
+
+  it('link nothing outside the repository and cite no internal notes', () => {
+    for (const page of pages()) {
+      const text = readFileSync(join(ROOT, page), 'utf8');
+      const quote = (pattern: RegExp) => text.split('\n').find((line) => pattern.test(line));
+      for (const [, target = ''] of text.matchAll(/\]\(([^)#\s]+)[^)]*\)/g)) {
+        if (/^[a-z]+:/i.test(target)) continue;
+        const resolved = resolve(ROOT, dirname(page), target);
+        assert.ok(resolved.startsWith(`${ROOT}/`), `${page} links outside the repository: ${target}`);
+      }
+      for (const [pattern, what] of [
+        [/\b(SPEC|DESIGN)(\.md)?\b/, 'cites internal notes (SPEC/DESIGN)'],
+        [/\bD(1[0-7]|[1-9])\b/, 'cites a design note (Dn)'],
+      ] as const) {
+        assert.equal(quote(pattern), undefined, `${page} ${what}`);
+      }
+    }
+  });
+
+  it('parses fences, steps and expectations as the convention says', () => {
+    const page = [
+      '```sh',
+      'A=1',
+      'curl x # → {"a":…}',
+      '# → second',
+      'echo b',
+      '```',
+      '````text',
+      '```',
+      '````',
+    ];
+    const [block, text] = fencedBlocks(page.join('\n'));
+    assert.equal(block?.lang, 'sh');
+    assert.equal(text?.lang, 'text');
+    assert.ok(block);
+    assert.deepEqual(
+      stepsOf(block).map((s) => [s.code, s.expected]),
+      [
+        ['A=1\ncurl x # → {"a":…}', ['{"a":…}', 'second']],
+        ['echo b', []],
+      ],
+    );
+    assert.ok(expectation('{"a":…,"b":2}').test('{"a":"x y","b":2}'));
+    assert.ok(!expectation('{"a":…,"b":2}').test('{"a":"x","b":3}'));
+    assert.equal(
+      withServerVariables('export KEY=svc_test_...   # the key\nPARLEY=http://localhost:8080\nX=1', {
+        KEY: 'k',
+        PARLEY: 'u',
+      }),
+      "export KEY='k'   # the key\nPARLEY='u'\nX=1",
+    );
+  });
+});

@@ -1,0 +1,209 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { createConfig, lintFromString } from '@redocly/openapi-core';
+import { createTestApp, type TestApp } from '../support/app.ts';
+
+type Json = Record<string, any>;
+
+const METHODS = ['get', 'put', 'post', 'delete', 'patch'];
+
+function operations(doc: Json): { path: string; method: string; op: Json }[] {
+  const out: { path: string; method: string; op: Json }[] = [];
+  for (const [path, item] of Object.entries(doc.paths as Json)) {
+    for (const method of METHODS) if (item[method]) out.push({ path, method, op: item[method] });
+  }
+  return out;
+}
+
+/** Every `description` and `summary` string anywhere in the document, with where it is. */
+function texts(node: unknown, at = '#'): [string, string][] {
+  if (Array.isArray(node)) return node.flatMap((item, i) => texts(item, `${at}/${i}`));
+  if (node === null || typeof node !== 'object') return [];
+  const out: [string, string][] = [];
+  for (const [key, value] of Object.entries(node)) {
+    if ((key === 'description' || key === 'summary') && typeof value === 'string')
+      out.push([`${at}/${key}`, value]);
+    else out.push(...texts(value, `${at}/${key}`));
+  }
+  return out;
+}
+
+describe('OpenAPI document fit for readers and client generators', () => {
+  let t: TestApp;
+  let doc: Json;
+  let source: string;
+
+  before(async () => {
+    t = await createTestApp({ env: { PUBLIC_URL: 'https://parley.acme.test' } });
+    const response = await t.app.inject({ url: '/openapi.json' });
+    assert.equal(response.statusCode, 200);
+    source = response.body;
+    doc = response.json();
+  });
+  after(() => t.close());
+
+  it("passes Redocly's recommended ruleset with no errors (and only the accepted warnings)", async () => {
+    const config = await createConfig({ extends: ['recommended'] });
+    const problems = await lintFromString({
+      source,
+      absoluteRef: 'http://parley.acme.test/openapi.json',
+      config,
+    });
+    const errors = problems.filter((p) => p.severity === 'error');
+    assert.deepEqual(
+      errors.map((p) => `${p.ruleId} ${p.message} at ${p.location[0]?.pointer}`),
+      [],
+      'lint errors',
+    );
+    // /healthz, /readyz and /metrics take no input and no key: they have no 4xx to document.
+    const warnings = problems
+      .filter((p) => p.severity === 'warn')
+      .map((p) => `${p.ruleId} ${p.location[0]?.pointer}`)
+      .sort();
+    assert.deepEqual(warnings, [
+      'operation-4xx-response #/paths/~1healthz/get/responses',
+      'operation-4xx-response #/paths/~1metrics/get/responses',
+      'operation-4xx-response #/paths/~1readyz/get/responses',
+    ]);
+  });
+
+  it('servers come from the configured public URL; the license is stated', () => {
+    assert.deepEqual(doc.servers, [{ url: 'https://parley.acme.test', description: 'this parley server' }]);
+    assert.equal(doc.info.title, 'parley');
+    assert.equal(doc.info.license.identifier, 'MIT');
+  });
+
+  it('every operation has a unique camelCase operationId; gateway twins have their own', () => {
+    const ids = operations(doc).map(({ op }) => op.operationId);
+    for (const id of ids) assert.match(String(id), /^[a-z][A-Za-z0-9]*$/);
+    assert.equal(new Set(ids).size, ids.length, 'operationIds are unique');
+    const byRoute = (path: string, method: string) => doc.paths[path][method].operationId;
+    assert.equal(byRoute('/v1/messages/send', 'post'), 'sendText');
+    assert.equal(byRoute('/v1/messages/send/image', 'post'), 'sendImage');
+    assert.equal(byRoute('/v1/session/status', 'get'), 'getSessionStatus');
+    assert.equal(byRoute('/v1/session/connect', 'post'), 'connectSession');
+    assert.equal(byRoute('/v1/contacts/check', 'post'), 'checkContacts');
+    assert.equal(byRoute('/v1/groups/list', 'get'), 'listGroups');
+    assert.equal(byRoute('/chat/send/text', 'post'), 'gatewaySendText');
+    assert.equal(byRoute('/session/status', 'get'), 'gatewayGetSessionStatus');
+  });
+
+  it('every response has a real description; errors reference the shared error responses', () => {
+    for (const { path, method, op } of operations(doc)) {
+      for (const [status, response] of Object.entries(op.responses as Json)) {
+        const resolved = response.$ref ? doc.components.responses[response.$ref.split('/').pop()] : response;
+        assert.ok(resolved, `${method} ${path} ${status} resolves`);
+        assert.ok(
+          resolved.description && resolved.description !== 'Default Response',
+          `${method} ${path} ${status}`,
+        );
+        if (Number(status) >= 400) {
+          assert.match(String(response.$ref), /^#\/components\/responses\//, `${method} ${path} ${status}`);
+          assert.deepEqual(resolved.content['application/json'].schema, {
+            $ref: '#/components/schemas/ErrorEnvelope',
+          });
+          assert.equal(resolved.content['application/json'].example.error.code, Number(status));
+        }
+      }
+    }
+  });
+
+  it('every status each route can return is documented', () => {
+    for (const { path, method, op } of operations(doc)) {
+      const statuses = Object.keys(op.responses);
+      const secured = (op.security ?? doc.security).length > 0;
+      if (secured) {
+        for (const s of ['400', '401', '403', '404', '429', '500', '503'])
+          assert.ok(statuses.includes(s), `${method} ${path} documents ${s}`);
+      }
+      if (method !== 'get') {
+        for (const s of ['413', '415']) assert.ok(statuses.includes(s), `${method} ${path} documents ${s}`);
+      }
+    }
+    const has = (path: string, method: string, ...statuses: string[]) => {
+      for (const s of statuses) assert.ok(doc.paths[path][method].responses[s], `${method} ${path} ${s}`);
+    };
+    has('/v1/messages/send', 'post', '409', '422', '502');
+    has('/v1/messages/send/image', 'post', '409', '413', '422', '502');
+    has('/chat/send/text', 'post', '409', '422', '502');
+    has('/v1/session/connect', 'post', '409', '502', '504');
+    has('/v1/contacts/check', 'post', '409', '502');
+    has('/v1/webhook/deliveries/{id}/redeliver', 'post', '404', '409', '414');
+    has('/readyz', 'get', '503');
+    assert.deepEqual(doc.components.responses.TooManyRequests.headers['retry-after'], {
+      $ref: '#/components/headers/RetryAfter',
+    });
+  });
+
+  it('shared schemas live under components and are referenced, not copied', () => {
+    const schemas = doc.components.schemas;
+    for (const name of [
+      'SendResult',
+      'ConnectResult',
+      'DeliveryEntry',
+      'GroupDetails',
+      'EventType',
+      'ErrorEnvelope',
+    ])
+      assert.ok(schemas[name], `components.schemas.${name}`);
+    const data = (path: string, method: string) =>
+      doc.paths[path][method].responses['200'].content['application/json'].schema.properties.data;
+    assert.deepEqual(data('/v1/messages/send', 'post'), { $ref: '#/components/schemas/SendResult' });
+    assert.deepEqual(data('/chat/send/text', 'post'), { $ref: '#/components/schemas/SendResult' });
+    assert.deepEqual(data('/v1/messages/send/image', 'post'), { $ref: '#/components/schemas/SendResult' });
+    // Request bodies stay inline (generators read a defaulted property as optional only there); the shared
+    // schemas inside them are referenced.
+    const connect = doc.paths['/v1/session/connect'].post.requestBody.content['application/json'].schema;
+    assert.equal(connect.type, 'object');
+    assert.deepEqual(connect.properties.subscribe.items, { $ref: '#/components/schemas/EventType' });
+    const counts = new Map<string, number>();
+    const walk = (node: unknown): void => {
+      if (node === null || typeof node !== 'object') return;
+      const title = (node as Json).title;
+      if (!Array.isArray(node) && typeof title === 'string') counts.set(title, (counts.get(title) ?? 0) + 1);
+      for (const child of Object.values(node)) walk(child);
+    };
+    walk(doc);
+    for (const [title, count] of counts) assert.equal(count, 1, `schema ${title} is written once`);
+    assert.ok(!source.includes('x-message'), 'validator templates are not published');
+  });
+
+  it("connect's optional body is not required; a body with required fields is", () => {
+    assert.equal(doc.paths['/v1/session/connect'].post.requestBody.required, false);
+    assert.equal(doc.paths['/session/connect'].post.requestBody.required, false);
+    assert.equal(doc.paths['/v1/messages/send'].post.requestBody.required, true);
+  });
+
+  it('descriptions and summaries cite no internal notes', () => {
+    const internal = texts(doc).filter(([, text]) =>
+      /\bDESIGN\b|\bSPEC\b|\bD\d{1,2}\b|issue #?\d/i.test(text),
+    );
+    assert.deepEqual(internal, []);
+  });
+
+  it('every operation has a summary and a declared tag', () => {
+    const declared = new Set((doc.tags as Json[]).map((tag) => tag.name));
+    for (const { path, method, op } of operations(doc)) {
+      assert.ok(op.summary, `${method} ${path} summary`);
+      assert.equal(op.tags.length, 1, `${method} ${path} has one tag`);
+      assert.ok(declared.has(op.tags[0]), `${method} ${path} tag ${op.tags[0]} declared`);
+    }
+    for (const tag of doc.tags as Json[]) assert.ok(tag.description, `tag ${tag.name} described`);
+  });
+
+  it("building the document leaves the validators' message templates in place", async () => {
+    await t.app.inject({ url: '/openapi.json' });
+    const send = await t.call('POST', '/v1/messages/send', { phone: '+5511', body: 'x' });
+    assert.deepEqual(send.body, {
+      error: { code: 400, message: 'phone must be digits only, international format, no leading +' },
+    });
+    const connect = await t.call('POST', '/v1/session/connect', { subscribe: ['Nope'] });
+    assert.deepEqual(connect.body, {
+      error: {
+        code: 400,
+        message:
+          'subscribe contains unknown event type Nope (allowed: Message, ReadReceipt, HistorySync, ChatPresence)',
+      },
+    });
+  });
+});

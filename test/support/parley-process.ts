@@ -1,0 +1,135 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/** The project root (where `npm start` runs). */
+export const ROOT = new URL('../..', import.meta.url).pathname.replace(/\/$/, '');
+
+/** A child process's output so far, and a way to wait for a line in it. */
+export class Output {
+  text = '';
+  readonly #waiters = new Set<() => void>();
+
+  constructor(child: ChildProcess) {
+    const add = (chunk: Buffer) => {
+      this.text += chunk.toString('utf8');
+      for (const waiter of this.#waiters) waiter();
+    };
+    child.stdout?.on('data', add);
+    child.stderr?.on('data', add);
+  }
+
+  /**
+   * Resolves with the first match of `pattern` in the output; rejects after `timeoutMs` or when `exited`
+   * resolves first, quoting the output.
+   */
+  waitFor(
+    pattern: RegExp,
+    what: string,
+    exited: Promise<unknown>,
+    timeoutMs = 30_000,
+  ): Promise<RegExpMatchArray> {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        const match = this.text.match(pattern);
+        if (!match) return false;
+        done();
+        resolve(match);
+        return true;
+      };
+      const timer = setTimeout(() => {
+        done();
+        reject(new Error(`timed out waiting for ${what}; output:\n${this.text}`));
+      }, timeoutMs);
+      const done = () => {
+        clearTimeout(timer);
+        this.#waiters.delete(waiter);
+      };
+      const waiter = () => void check();
+      if (check()) return;
+      this.#waiters.add(waiter);
+      void exited.then(() => {
+        if (check()) return;
+        done();
+        reject(new Error(`the process exited before ${what}; output:\n${this.text}`));
+      });
+    });
+  }
+}
+
+/** A parley started as `npm start` starts it (`node bin/parley.js serve`) on a fresh DATA_DIR. */
+export interface ParleyProcess {
+  /** Base URL, `http://127.0.0.1:<port>`. */
+  url: string;
+  host: string;
+  port: number;
+  /** The test key printed at first boot. */
+  key: string;
+  /** The fresh data directory (removed by stop). */
+  dataDir: string;
+  /** Environment the server was started with (DATA_DIR included): CLI commands use the same. */
+  env: Record<string, string>;
+  output: Output;
+  /** SIGTERM, wait for exit (code returned), remove the data directory. */
+  stop(): Promise<number | null>;
+}
+
+/** The environment of the test process without the variables that would point parley elsewhere. */
+export function cleanEnv(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [name, value] of Object.entries(process.env)) {
+    if (value === undefined) continue;
+    if (/^(DATABASE_URL|REDIS_URL|SECRET_KEY|PUBLIC_URL|PORT|HOST|DATA_DIR|FFMPEG_PATH)$/.test(name))
+      continue;
+    if (/^(WEBHOOK_|OUTBOUND_|CHILD_|NODE_TEST)/.test(name)) continue;
+    env[name] = value;
+  }
+  return env;
+}
+
+/**
+ * Starts parley in a child process on 127.0.0.1 and a free port with a fresh DATA_DIR (or `dataDir`), waits
+ * until it listens and captures the first-boot key from its banner.
+ * @param extraEnv more settings (e.g. WEBHOOK_ALLOWED_CIDRS, OUTBOUND_CA_FILE).
+ */
+export async function startParley(
+  extraEnv: Record<string, string> = {},
+  dataDir = mkdtempSync(join(tmpdir(), 'parley-proc-')),
+): Promise<ParleyProcess> {
+  const env = {
+    ...cleanEnv(),
+    DATA_DIR: dataDir,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'info',
+    ...extraEnv,
+  };
+  const child = spawn(process.execPath, ['bin/parley.js', 'serve'], { cwd: ROOT, env, stdio: 'pipe' });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const output = new Output(child);
+  const [, url = '', port = '0'] = await output.waitFor(
+    /"url":"(http:\/\/127\.0\.0\.1:(\d+))".*"msg":"parley listening"/,
+    'parley listening',
+    exited,
+  );
+  const [key = ''] = output.text.match(/svc_test_[0-9A-Za-z]{38}/) ?? [];
+  return {
+    url,
+    host: '127.0.0.1',
+    port: Number(port),
+    key,
+    dataDir,
+    env,
+    output,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      // graceful shutdown takes at most SHUTDOWN_TIMEOUT_SECONDS (10 s); past 20 s it is stuck: kill it
+      const stuck = setTimeout(() => child.kill('SIGKILL'), 20_000);
+      const code = await exited;
+      clearTimeout(stuck);
+      rmSync(dataDir, { recursive: true, force: true });
+      return code;
+    },
+  };
+}
