@@ -18,10 +18,11 @@ import { type BenchChild, startChild } from './lib/ipc.ts';
 import { machineInfo, resultsTable, type ScenarioResult } from './lib/report.ts';
 import { authScenario } from './scenarios/auth.ts';
 import { deliveryScenario } from './scenarios/delivery.ts';
+import { liveScenario } from './scenarios/live.ts';
 import { scaleScenario } from './scenarios/scale.ts';
 import { sendScenario } from './scenarios/send.ts';
 
-const SCENARIOS = ['send', 'delivery', 'auth', 'scale'] as const;
+const SCENARIOS = ['send', 'delivery', 'auth', 'scale', 'live'] as const;
 type ScenarioName = (typeof SCENARIOS)[number];
 
 interface Options {
@@ -61,11 +62,27 @@ function settingsFor(quick: boolean) {
         http: { connections: 50, durationS: 3, warmupS: 1 },
         delivery: { count: 2000, pacedRate: 200, pacedSeconds: 2, timeoutMs: 20_000 },
         scale: [1000],
+        live: {
+          sessions: 50,
+          messages: 500,
+          inFlight: 32,
+          loginConcurrency: 8,
+          settleMs: 5000,
+          timeoutMs: 120_000,
+        },
       }
     : {
         http: { connections: 50, durationS: 10, warmupS: 2 },
         delivery: { count: 20_000, pacedRate: 200, pacedSeconds: 5, timeoutMs: 150_000 },
         scale: [1000, 10_000],
+        live: {
+          sessions: 200,
+          messages: 2000,
+          inFlight: 32,
+          loginConcurrency: 8,
+          settleMs: 15_000,
+          timeoutMs: 300_000,
+        },
       };
 }
 
@@ -88,11 +105,19 @@ async function main(): Promise<void> {
     results.push(result);
     log(`${resultsTable([result]).split('\n').at(-1)}`);
   };
-  /** Runs one scenario; a failure is reported as a row (and in results.json) and the run goes on. */
-  const run = async (id: string, title: string, scenario: () => Promise<ScenarioResult>) => {
+  /**
+   * Runs one scenario, which may give several rows; a failure is reported as a row (and in results.json) and
+   * the run goes on.
+   */
+  const run = async (
+    id: string,
+    title: string,
+    scenario: () => Promise<ScenarioResult | ScenarioResult[]>,
+  ) => {
     log(`running: ${title}…`);
     try {
-      record(await scenario());
+      const rows = await scenario();
+      for (const row of Array.isArray(rows) ? rows : [rows]) record(row);
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       log(`${title} failed: ${message}`);
@@ -114,7 +139,7 @@ async function main(): Promise<void> {
 
   let receiver: BenchChild | undefined;
   try {
-    if (options.only.has('send') || options.only.has('delivery')) {
+    if (options.only.has('send') || options.only.has('delivery') || options.only.has('live')) {
       receiver = await startChild('receiver');
       await receiver.call('start', { hmacKey });
     }
@@ -149,6 +174,12 @@ async function main(): Promise<void> {
           ),
         );
       }
+    }
+    if (options.only.has('live') && receiver) {
+      const withReceiver = receiver;
+      await run('live', `6. live sessions on the simulator (${settings.live.sessions})`, () =>
+        liveScenario(settings.live, withReceiver, hmacKey, log),
+      );
     }
   } finally {
     await receiver?.stop();
