@@ -8,6 +8,8 @@ import { sleep } from './stats.ts';
 export interface MemorySample {
   rss: number;
   heapUsed: number;
+  /** V8 heap reserved (used or not). */
+  heapTotal: number;
   external: number;
   arrayBuffers: number;
 }
@@ -22,8 +24,8 @@ export async function settledMemory(settleMs: number): Promise<MemorySample> {
   for (let i = 0; i < 4; i++) gc();
   await sleep(settleMs);
   for (let i = 0; i < 4; i++) gc();
-  const { rss, heapUsed, external, arrayBuffers } = process.memoryUsage();
-  return { rss, heapUsed, external, arrayBuffers };
+  const { rss, heapUsed, heapTotal, external, arrayBuffers } = process.memoryUsage();
+  return { rss, heapUsed, heapTotal, external, arrayBuffers };
 }
 
 /** Runs `work(i)` for i in [0, count) with at most `concurrency` in flight; rejects with the first failure. */

@@ -41,7 +41,7 @@ interface SideMeasurement {
   idle: MemorySample;
   loaded: MemorySample;
   /** (loaded − idle) / sessions, bytes. */
-  perSession: { rss: number; heapUsed: number };
+  perSession: { rss: number; heapUsed: number; heapTotal: number; external: number };
   inbound: {
     sent: number;
     /** Sends the simulator delivered to an open connection right away. */
@@ -134,6 +134,8 @@ async function measureSide(
       perSession: {
         rss: round((loaded.rss - idle.rss) / settings.sessions, 0),
         heapUsed: round((loaded.heapUsed - idle.heapUsed) / settings.sessions, 0),
+        heapTotal: round((loaded.heapTotal - idle.heapTotal) / settings.sessions, 0),
+        external: round((loaded.external - idle.external) / settings.sessions, 0),
       },
       inbound: {
         sent: settings.messages,
