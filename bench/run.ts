@@ -1,12 +1,13 @@
 /**
- * `npm run bench [-- --quick] [--only send,delivery,auth,scale] [--profile]` — parley's benchmarks (issue 6).
+ * `npm run bench [-- --quick] [--only=send,delivery,auth,scale,live] [--profile]` — parley's benchmarks.
  *
  * Process model: every server under test runs in a child process of its own (parley, or the baseline's bare
  * Fastify app / undici sender), the load generator (autocannon, programmatic) in this process, and the HTTPS
  * webhook receiver in a third process; everything talks over loopback (127.0.0.1) only. Each scenario's
  * baseline is measured in the same run, on the same machine, with the same process model. Prints a table and
  * writes `bench/results.json`. `BENCH_DATABASE_URL=postgres://…` adds the send and delivery scenarios on
- * PostgreSQL (scenario 5). `--quick` keeps the whole run under a minute (shorter runs, fewer events, 1,000
+ * PostgreSQL (scenario 5). Scenario 6 (`live`) runs parley's live engine and a bare Baileys bot on the platform
+ * simulator (bench/scenarios/live.ts). `--quick` keeps the whole run under a minute (shorter runs, fewer events, 1,000
  * instances only); `--profile` adds a CPU-profiled send run whose summary goes into the results.
  */
 import { randomBytes } from 'node:crypto';
