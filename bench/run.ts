@@ -7,8 +7,8 @@
  * baseline is measured in the same run, on the same machine, with the same process model. Prints a table and
  * writes `bench/results.json`. `BENCH_DATABASE_URL=postgres://…` adds the send and delivery scenarios on
  * PostgreSQL (scenario 5). Scenario 6 (`live`) runs parley's live engine and a bare Baileys bot on the platform
- * simulator (bench/scenarios/live.ts). `--quick` keeps the whole run under a minute (shorter runs, fewer events, 1,000
- * instances only); `--profile` adds a CPU-profiled send run whose summary goes into the results.
+ * simulator (bench/scenarios/live.ts). `--quick` keeps the whole run to about 2.5 minutes (shorter runs, fewer events, 1,000
+ * instances, 50 live sessions); `--profile` adds a CPU-profiled send run whose summary goes into the results.
  */
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
