@@ -43,8 +43,9 @@ interface Bot {
   keys: SignalKeyStore;
   sock: WASocket | undefined;
   open: boolean;
-  /** The next socket is the first after linking (the 515 restart). */
+  /** The first QR code the bot's socket showed; empty until then. */
   qr: string;
+  /** Sequence of the last forwarded message (the `sequence` field of the POST body). */
   sequence: number;
   /** Epoch ms of the last close and of the last open. */
   closedAt: number;
