@@ -17,6 +17,12 @@ switch (role) {
   case 'receiver':
     handlers = (await import('./roles/receiver.ts')).receiverHandlers;
     break;
+  case 'live-parley':
+    handlers = (await import('./roles/live-parley.ts')).liveParleyHandlers;
+    break;
+  case 'live-baseline':
+    handlers = (await import('./roles/live-baseline.ts')).liveBaselineHandlers;
+    break;
   case 'scale':
     handlers = (await import('./roles/scale.ts')).scaleHandlers;
     break;

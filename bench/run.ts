@@ -1,13 +1,14 @@
 /**
- * `npm run bench [-- --quick] [--only send,delivery,auth,scale] [--profile]` — parley's benchmarks (issue 6).
+ * `npm run bench [-- --quick] [--only=send,delivery,auth,scale,live] [--profile]` — parley's benchmarks.
  *
  * Process model: every server under test runs in a child process of its own (parley, or the baseline's bare
  * Fastify app / undici sender), the load generator (autocannon, programmatic) in this process, and the HTTPS
  * webhook receiver in a third process; everything talks over loopback (127.0.0.1) only. Each scenario's
  * baseline is measured in the same run, on the same machine, with the same process model. Prints a table and
  * writes `bench/results.json`. `BENCH_DATABASE_URL=postgres://…` adds the send and delivery scenarios on
- * PostgreSQL (scenario 5). `--quick` keeps the whole run under a minute (shorter runs, fewer events, 1,000
- * instances only); `--profile` adds a CPU-profiled send run whose summary goes into the results.
+ * PostgreSQL (scenario 5). Scenario 6 (`live`) runs parley's live engine and a bare Baileys bot on the platform
+ * simulator (bench/scenarios/live.ts). `--quick` keeps the whole run to about 2.5 minutes (shorter runs, fewer events, 1,000
+ * instances, 50 live sessions); `--profile` adds a CPU-profiled send run whose summary goes into the results.
  */
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
@@ -18,10 +19,11 @@ import { type BenchChild, startChild } from './lib/ipc.ts';
 import { machineInfo, resultsTable, type ScenarioResult } from './lib/report.ts';
 import { authScenario } from './scenarios/auth.ts';
 import { deliveryScenario } from './scenarios/delivery.ts';
+import { liveScenario } from './scenarios/live.ts';
 import { scaleScenario } from './scenarios/scale.ts';
 import { sendScenario } from './scenarios/send.ts';
 
-const SCENARIOS = ['send', 'delivery', 'auth', 'scale'] as const;
+const SCENARIOS = ['send', 'delivery', 'auth', 'scale', 'live'] as const;
 type ScenarioName = (typeof SCENARIOS)[number];
 
 interface Options {
@@ -61,11 +63,27 @@ function settingsFor(quick: boolean) {
         http: { connections: 50, durationS: 3, warmupS: 1 },
         delivery: { count: 2000, pacedRate: 200, pacedSeconds: 2, timeoutMs: 20_000 },
         scale: [1000],
+        live: {
+          sessions: 50,
+          messages: 500,
+          inFlight: 32,
+          loginConcurrency: 8,
+          settleMs: 5000,
+          timeoutMs: 120_000,
+        },
       }
     : {
         http: { connections: 50, durationS: 10, warmupS: 2 },
         delivery: { count: 20_000, pacedRate: 200, pacedSeconds: 5, timeoutMs: 150_000 },
         scale: [1000, 10_000],
+        live: {
+          sessions: 200,
+          messages: 2000,
+          inFlight: 32,
+          loginConcurrency: 8,
+          settleMs: 15_000,
+          timeoutMs: 300_000,
+        },
       };
 }
 
@@ -88,11 +106,19 @@ async function main(): Promise<void> {
     results.push(result);
     log(`${resultsTable([result]).split('\n').at(-1)}`);
   };
-  /** Runs one scenario; a failure is reported as a row (and in results.json) and the run goes on. */
-  const run = async (id: string, title: string, scenario: () => Promise<ScenarioResult>) => {
+  /**
+   * Runs one scenario, which may give several rows; a failure is reported as a row (and in results.json) and
+   * the run goes on.
+   */
+  const run = async (
+    id: string,
+    title: string,
+    scenario: () => Promise<ScenarioResult | ScenarioResult[]>,
+  ) => {
     log(`running: ${title}…`);
     try {
-      record(await scenario());
+      const rows = await scenario();
+      for (const row of Array.isArray(rows) ? rows : [rows]) record(row);
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       log(`${title} failed: ${message}`);
@@ -114,7 +140,7 @@ async function main(): Promise<void> {
 
   let receiver: BenchChild | undefined;
   try {
-    if (options.only.has('send') || options.only.has('delivery')) {
+    if (options.only.has('send') || options.only.has('delivery') || options.only.has('live')) {
       receiver = await startChild('receiver');
       await receiver.call('start', { hmacKey });
     }
@@ -149,6 +175,12 @@ async function main(): Promise<void> {
           ),
         );
       }
+    }
+    if (options.only.has('live') && receiver) {
+      const withReceiver = receiver;
+      await run('live', `6. live sessions on the simulator (${settings.live.sessions})`, () =>
+        liveScenario(settings.live, withReceiver, hmacKey, log),
+      );
     }
   } finally {
     await receiver?.stop();
