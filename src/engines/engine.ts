@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { Environment } from '../security/api-keys.ts';
-import type { AuthStateStore } from '../store/engine-auth.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { Environment } from '../domain/environment.ts';
 import type {
   Avatar,
   ConnectionState,
@@ -14,10 +14,8 @@ import type {
   SentMessage,
   UserCheck,
   UserInfo,
-} from './types.ts';
-
-/** Source of the current time in epoch milliseconds; injected so tests can move time. */
-export type Clock = () => number;
+} from '../domain/messages.ts';
+import type { AuthStateStore } from '../store/engine-auth.ts';
 
 /**
  * What a session gets from parley (the Kysely `DatabaseConnection` analogue): its instance, a persistence port
@@ -58,8 +56,8 @@ export interface Engine {
 
 /**
  * One instance's connection to the platform. Lifecycle: `connect` → (pairing → logged in) → `disconnect` or
- * `logout`; `close` at process shutdown. Errors are `ApiError`s: `CONFLICT` for state conflicts (DESIGN D6),
- * `PLATFORM_ERROR` (502) when the platform refuses, `PLATFORM_UNAVAILABLE` (503) when it cannot be reached.
+ * `logout`; `close` at process shutdown. Errors are `DomainError`s: `conflict`, `not_logged_in` or `not_connected` for state conflicts (DESIGN D6),
+ * `platform_refused` when the platform refuses, `platform_unreachable` when it cannot be reached.
  */
 export interface EngineSession {
   /**
@@ -80,7 +78,7 @@ export interface EngineSession {
   /** Releases resources at process shutdown without changing what is stored. */
   close(): Promise<void>;
 
-  /** Sends a message (DESIGN D8). @throws ApiError CONFLICT `instance is not logged in`. */
+  /** Sends a message (DESIGN D8). @throws DomainError conflict `instance is not logged in`. */
   send(message: OutgoingMessage): Promise<SentMessage>;
   /** Reacts to message `targetId` in `chat`; `fromMe` marks one of the account's own messages; '' removes. */
   react(chat: Jid, targetId: string, fromMe: boolean, emoji: string, sender?: Jid): Promise<SentMessage>;
@@ -98,9 +96,9 @@ export interface EngineSession {
   createGroup(name: string, participants: readonly Jid[]): Promise<GroupInfo>;
   /** Every group the account belongs to. */
   listGroups(): Promise<GroupInfo[]>;
-  /** One group. @throws ApiError NOT_FOUND when the account is not in it. */
+  /** One group. @throws DomainError not_found when the account is not in it. */
   groupInfo(jid: Jid): Promise<GroupInfo>;
-  /** The invite code of a group. @throws ApiError FORBIDDEN when the account is not an admin (SPEC Errors). */
+  /** The invite code of a group. @throws DomainError forbidden when the account is not an admin (SPEC Errors). */
   groupInviteCode(jid: Jid): Promise<string>;
 
   /** Live engine only: links by an 8-character pairing code typed on the phone instead of a QR scan. */
@@ -115,13 +113,13 @@ export interface SandboxControls {
   scan(input: { code?: string; phone?: string }): Promise<ConnectionState>;
   /**
    * A message arrives from user `phone` (in group `groupJid` when given) → `message` event (DESIGN D9).
-   * @throws ApiError CONFLICT before login or while disconnected; NOT_FOUND `group not found` when the account
-   *   is not in the group; UNPROCESSABLE when the sender is not registered or not in the group.
+   * @throws DomainError conflict before login or while disconnected; not_found `group not found` when the account
+   *   is not in the group; not_registered when the sender is not registered or not in the group.
    */
   inbound(input: SandboxInboundInput): Promise<SentMessage>;
   /**
    * The recipient of sent message `id` acknowledges it → `receipt` event (DESIGN D9, D10).
-   * @throws ApiError NOT_FOUND `message not found` when `id` is not a stored message the account sent.
+   * @throws DomainError not_found `message not found` when `id` is not a stored message the account sent.
    */
   receipt(input: SandboxReceiptInput): Promise<void>;
   /** User `phone` starts or stops typing/recording → `presence` event (`recording` = composing + media `audio`). */
@@ -130,7 +128,7 @@ export interface SandboxControls {
   defineUser(input: SandboxUserInput): Promise<void>;
   /**
    * A group created by user `ownerPhone` that includes the account as a plain member (DESIGN D9); persisted.
-   * @throws ApiError UNPROCESSABLE when the owner or a participant is not registered.
+   * @throws DomainError not_registered when the owner or a participant is not registered.
    */
   createForeignGroup(input: SandboxForeignGroupInput): Promise<GroupInfo>;
 }

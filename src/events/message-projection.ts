@@ -1,7 +1,7 @@
 import type { Transaction } from 'kysely';
-import type { Clock } from '../engines/engine.ts';
-import type { EngineEvent, EngineMessage, Jid } from '../engines/types.ts';
-import { phoneOfJid, userJid } from '../engines/types.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { EngineEvent, EngineMessage, Jid } from '../domain/messages.ts';
+import { phoneOfJid, userJid } from '../domain/messages.ts';
 import { advanceDeliveryState, insertMessage, touchPeer } from '../store/messages.ts';
 import type { Database } from '../store/schema.ts';
 import type { EventProjection } from './recorder.ts';

@@ -1,8 +1,9 @@
 import type { FastifyRequest } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { AuthContext } from '../auth/authenticator.ts';
-import { errors } from '../errors.ts';
-import { type Instance, listInstances } from '../store/instances.ts';
+import { errors } from '../domain/errors.ts';
+import type { Instance } from '../domain/instance.ts';
+import { listInstances } from '../store/instances.ts';
 import type { Database } from '../store/schema.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -11,8 +12,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  * The instance a request addresses (DESIGN D4). Candidates are the key's organization's instances in the key's
  * environment, narrowed by the key's allow-list. `selector` is an instance UUID or a linked phone number.
  * Omitted: the candidate that connected most recently; else the only candidate.
- * @throws ApiError NOT_FOUND `instance not found` for an unknown or not addressable instance (never 403, D4);
- *   BAD_REQUEST `several instances: name one with from` when the choice is ambiguous.
+ * @throws DomainError not_found `instance not found` for an unknown or not addressable instance (never 403, D4);
+ *   invalid `several instances: name one with from` when the choice is ambiguous.
  */
 export async function resolveInstance(
   db: Kysely<Database>,

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { DisconnectReason, type WAVersion } from 'baileys';
+import type { ConnectionState } from '../../src/domain/messages.ts';
 import {
   BACKOFF_MAX_MS,
   BACKOFF_MIN_MS,
@@ -9,7 +10,6 @@ import {
   decideClose,
 } from '../../src/engines/baileys/close-policy.ts';
 import { BaileysEngine } from '../../src/engines/baileys/index.ts';
-import type { ConnectionState } from '../../src/engines/types.ts';
 import { type FakeSocket, fakeFactory, storePairedCreds } from './fake-socket.ts';
 import {
   type LiveFixture,

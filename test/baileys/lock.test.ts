@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { DomainError } from '../../src/domain/errors.ts';
 import { BaileysEngine } from '../../src/engines/baileys/index.ts';
 import { InstanceLock } from '../../src/engines/baileys/lock.ts';
-import { ApiError } from '../../src/errors.ts';
+import { statusOf } from '../../src/http/errors.ts';
 import { testDialects } from '../support/store.ts';
 import { fakeFactory, storePairedCreds } from './fake-socket.ts';
 import {
@@ -103,8 +104,8 @@ for (const dialect of testDialects()) {
       const b = engineB.createSession(rcB.context);
       await a.connect();
       await assert.rejects(b.connect(), (error: unknown) => {
-        assert.ok(error instanceof ApiError);
-        assert.equal(error.status, 409);
+        assert.ok(error instanceof DomainError);
+        assert.equal(statusOf(error.code), 409);
         assert.match(error.message, /another parley process \(host-a:1\)/);
         return true;
       });

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { proto, type WAMessage } from 'baileys';
+import type { EngineEvent } from '../../src/domain/messages.ts';
 import { readPairedCreds } from '../../src/engines/baileys/auth-state.ts';
 import { BaileysEngine } from '../../src/engines/baileys/index.ts';
 import {
@@ -9,7 +10,6 @@ import {
   recordRetryDelayMs,
 } from '../../src/engines/baileys/record.ts';
 import type { EngineSession, EngineSessionContext } from '../../src/engines/engine.ts';
-import type { EngineEvent } from '../../src/engines/types.ts';
 import { MessageProjection } from '../../src/events/message-projection.ts';
 import { type EventProjection, EventRecorder } from '../../src/events/recorder.ts';
 import { type AuthStateStore, SqlAuthStateStore } from '../../src/store/engine-auth.ts';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
-import type { OutgoingMessage } from '../../src/engines/types.ts';
+import type { OutgoingMessage } from '../../src/domain/messages.ts';
 import { readStickerExif } from '../../src/media/exif.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { ffmpegAvailable } from '../support/ffmpeg.ts';

@@ -1,8 +1,9 @@
 import { fetchLatestWaWebVersion, type WABrowserDescription, type WAVersion } from 'baileys';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
+import type { Clock } from '../../domain/clock.ts';
 import type { Database } from '../../store/schema.ts';
-import type { Clock, Engine, EngineSession, EngineSessionContext } from '../engine.ts';
+import type { Engine, EngineSession, EngineSessionContext } from '../engine.ts';
 import { CONNECT_DEADLINE_MS } from './lifecycle.ts';
 import { LOCK_HEARTBEAT_MS, LOCK_TTL_MS } from './lock.ts';
 import type { LinkPreviewFetcher } from './outgoing.ts';

@@ -7,8 +7,8 @@ import {
   jidNormalizedUser,
   type LIDMapping,
 } from 'baileys';
-import type { Jid } from '../types.ts';
-import { USER_DOMAIN } from '../types.ts';
+import type { Jid } from '../../domain/messages.ts';
+import { USER_DOMAIN } from '../../domain/messages.ts';
 
 /**
  * The part of Baileys' `signalRepository.lidMapping` (Baileys 7 `LIDMappingStore`, persisted in the

@@ -1,7 +1,7 @@
 import type { BaileysEventMap, BinaryNode, GroupMetadata } from 'baileys';
 import { isJidBroadcast, isJidGroup, isJidNewsletter } from 'baileys';
+import type { EngineEvent, Jid } from '../../domain/messages.ts';
 import type { EngineSessionContext } from '../engine.ts';
-import type { EngineEvent, Jid } from '../types.ts';
 import type { BoundedCache } from './cache.ts';
 import type { ContactBook } from './contacts.ts';
 import {

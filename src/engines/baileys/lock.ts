@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
+import type { Clock } from '../../domain/clock.ts';
 import type { Database } from '../../store/schema.ts';
-import type { Clock } from '../engine.ts';
 
 /** Defaults of {@link InstanceLock}: the lock lives 30 s and is renewed every 10 s. */
 export const LOCK_TTL_MS = 30_000;
@@ -29,7 +29,7 @@ export interface InstanceLockOptions {
 /**
  * The one-socket lock of an instance (issue 5 §2): a row in `instance_locks` (migration 0004) that a process
  * holds while it has a socket open on the instance's credentials. Acquire takes a free row, an expired row, or
- * its own row (a conditional UPDATE, then INSERT … ON CONFLICT DO NOTHING — race-free on SQLite and PostgreSQL
+ * its own row (a conditional UPDATE, then INSERT … ON conflict DO NOTHING — race-free on SQLite and PostgreSQL
  * with the same Kysely code); the holder renews `expires_at` every `heartbeatMs`; release deletes the row.
  * Timestamps are RFC 3339 UTC text, compared as text (fixed width, DESIGN D2 schema note).
  */

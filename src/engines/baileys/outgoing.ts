@@ -10,7 +10,13 @@ import {
   type WAMessage,
   type WAUrlInfo,
 } from 'baileys';
-import type { EngineMessage, Jid, MessageContent, OutgoingContent, OutgoingMessage } from '../types.ts';
+import type {
+  EngineMessage,
+  Jid,
+  MessageContent,
+  OutgoingContent,
+  OutgoingMessage,
+} from '../../domain/messages.ts';
 import type { BaileysLogger } from './socket.ts';
 
 /** A link preview a fetcher found for a URL (fetched by parley under its SSRF guard, never by Baileys). */

@@ -1,5 +1,5 @@
+import type { EngineEvent } from '../../domain/messages.ts';
 import type { EngineSessionContext } from '../engine.ts';
-import type { EngineEvent } from '../types.ts';
 
 /**
  * How a failed recording is retried (DESIGN D2, D10: an event the platform delivered once is not resent, so a

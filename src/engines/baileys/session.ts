@@ -1,9 +1,7 @@
 import type { GroupMetadata, UserFacingSocketConfig, WABrowserDescription, WAVersion } from 'baileys';
 import { jidNormalizedUser, type proto } from 'baileys';
 import type { Kysely } from 'kysely';
-import { ApiError, errors } from '../../errors.ts';
-import type { Database } from '../../store/schema.ts';
-import type { EngineSession, EngineSessionContext } from '../engine.ts';
+import { DomainError, errors } from '../../domain/errors.ts';
 import type {
   Avatar,
   ConnectionState,
@@ -15,8 +13,10 @@ import type {
   SentMessage,
   UserCheck,
   UserInfo,
-} from '../types.ts';
-import { userJid } from '../types.ts';
+} from '../../domain/messages.ts';
+import { userJid } from '../../domain/messages.ts';
+import type { Database } from '../../store/schema.ts';
+import type { EngineSession, EngineSessionContext } from '../engine.ts';
 import { BoundedCache } from './cache.ts';
 import { avatarOf, ContactBook, checkPhones, userInfo } from './contacts.ts';
 import { mapPlatformErrors } from './errors.ts';
@@ -255,7 +255,7 @@ export class BaileysSession implements EngineSession {
 
   /**
    * Links by an 8-character code typed on the phone (Baileys `requestPairingCode`) during a running pairing
-   * attempt. @throws CONFLICT `already logged in` / `instance is not connected`.
+   * attempt. @throws DomainError conflict `already logged in` / `instance is not connected`.
    */
   async requestPairingCode(phone: string): Promise<string> {
     await this.#life.loadSummary();
@@ -270,8 +270,8 @@ export class BaileysSession implements EngineSession {
   }
 
   /**
-   * The open socket for an operation. @throws CONFLICT `instance is not logged in` without paired credentials,
-   * CONFLICT `instance is not connected` when disconnected or stopped (with the stop reason), 503 while reconnecting.
+   * The open socket for an operation. @throws DomainError conflict `instance is not logged in` without paired credentials,
+   * conflict `instance is not connected` when disconnected or stopped (with the stop reason), 503 while reconnecting.
    */
   async #open(): Promise<SocketLike> {
     await this.#life.loadSummary();
@@ -282,7 +282,7 @@ export class BaileysSession implements EngineSession {
     const phase = this.#life.phase;
     const why = state.reason ? `: ${state.reason}` : '';
     if (phase === 'waiting' || phase === 'connecting') {
-      throw new ApiError('PLATFORM_UNAVAILABLE', `not connected to the platform right now${why}`);
+      throw new DomainError('platform_unreachable', `not connected to the platform right now${why}`);
     }
     throw errors.conflict(`instance is not connected${why}`);
   }

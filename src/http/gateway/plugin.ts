@@ -1,9 +1,9 @@
 import { pipeline, Transform } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { errors } from '../../errors.ts';
+import { errors } from '../../domain/errors.ts';
+import type { Instance } from '../../domain/instance.ts';
 import { RedisReplayMemory, type ReplayMemory, SqlReplayMemory } from '../../store/gateway-replay.ts';
-import type { Instance } from '../../store/instances.ts';
 import { resolveInstance } from '../instance-resolution.ts';
 import { type GatewayRoute, gatewayRouteOf } from './paths.ts';
 import { invalidSignature, SIGNATURE_WINDOW_SECONDS, verifyGatewaySignature } from './signature.ts';
@@ -44,7 +44,7 @@ function bodyPropertySchema(request: FastifyRequest, name: string): Record<strin
  * The gateway body of the text send names the text `message` (SPEC Alternate gateway form); the `/v1` twin
  * reads `body`. Checks `message` against the twin's `body` length rules first, so errors name the field the
  * caller sent (DESIGN D6).
- * @throws ApiError BAD_REQUEST `message is required`, `message must be a string`, `message must not be empty`,
+ * @throws DomainError invalid `message is required`, `message must be a string`, `message must not be empty`,
  *   `message must be at most N characters`.
  */
 function renameMessage(request: FastifyRequest, body: Record<string, unknown>): void {

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
-import { ApiError } from '../../errors.ts';
+import { DomainError } from '../../domain/errors.ts';
 import { isMigrated } from '../../store/database.ts';
 import { Envelope, ok } from '../schemas.ts';
 
@@ -48,7 +48,7 @@ export async function opsRoutes(app: FastifyInstance): Promise<void> {
         await sql`select 1`.execute(store.db);
         if (!(await isMigrated(store))) throw new Error('migrations pending');
       } catch (error) {
-        throw new ApiError('NOT_READY', 'store is not ready', { cause: error });
+        throw new DomainError('not_ready', 'store is not ready', { cause: error });
       }
       return ok({ status: 'ready' });
     },

@@ -1,9 +1,9 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { Contact } from '../../../engines/types.ts';
-import { phoneOfJid } from '../../../engines/types.ts';
-import { errors } from '../../../errors.ts';
+import { errors } from '../../../domain/errors.ts';
+import type { Contact } from '../../../domain/messages.ts';
+import { phoneOfJid } from '../../../domain/messages.ts';
 import { listChatPeers } from '../../../store/messages.ts';
 import { resolveInstance, selectorOf } from '../../instance-resolution.ts';
 import { authOf } from '../../plugins/auth.ts';
@@ -135,7 +135,7 @@ export type AvatarResult = Static<typeof AvatarResult>;
 
 /**
  * Splits a comma-separated list of phone numbers (`GET /v1/contacts/info?phone=`), trimming blanks.
- * @throws ApiError BAD_REQUEST naming the field (`phone`, or `phone[2]` in a list) and the rule (DESIGN D6),
+ * @throws DomainError invalid naming the field (`phone`, or `phone[2]` in a list) and the rule (DESIGN D6),
  *   or the limit when more than `max` numbers are given.
  */
 export function parsePhoneList(raw: string, field: string, max: number): string[] {

@@ -1,9 +1,9 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { GroupInfo } from '../../../engines/types.ts';
-import { userJid } from '../../../engines/types.ts';
-import { ApiError, errors } from '../../../errors.ts';
+import { DomainError, errors } from '../../../domain/errors.ts';
+import type { GroupInfo } from '../../../domain/messages.ts';
+import { userJid } from '../../../domain/messages.ts';
 import { resolveInstance, selectorOf } from '../../instance-resolution.ts';
 import { authOf } from '../../plugins/auth.ts';
 import { InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
@@ -181,10 +181,10 @@ export function toGroupCreated(group: GroupInfo): GroupCreated {
 
 /** Rewrites the engine's group errors into the API's messages: 404 unknown group, 403 not an admin (SPEC Errors). */
 function groupError(groupJid: string, error: unknown): unknown {
-  if (!(error instanceof ApiError)) return error;
-  if (error.code === 'NOT_FOUND') return errors.notFound(`group ${groupJid} not found`);
-  if (error.code === 'FORBIDDEN') {
-    return new ApiError('FORBIDDEN', 'you must be a group admin to get the invite link');
+  if (!(error instanceof DomainError)) return error;
+  if (error.code === 'not_found') return errors.notFound(`group ${groupJid} not found`);
+  if (error.code === 'forbidden') {
+    return new DomainError('forbidden', 'you must be a group admin to get the invite link');
   }
   return error;
 }

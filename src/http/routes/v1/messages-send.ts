@@ -1,10 +1,10 @@
 import type { FastifyRequest } from 'fastify';
+import { DomainError, errors } from '../../../domain/errors.ts';
+import type { Instance } from '../../../domain/instance.ts';
+import type { Jid, OutgoingContent, SentMessage } from '../../../domain/messages.ts';
+import { GROUP_DOMAIN, userJid } from '../../../domain/messages.ts';
 import type { EngineSession } from '../../../engines/engine.ts';
-import type { Jid, OutgoingContent, SentMessage } from '../../../engines/types.ts';
-import { GROUP_DOMAIN, userJid } from '../../../engines/types.ts';
-import { ApiError, errors } from '../../../errors.ts';
 import type { Services } from '../../../services.ts';
-import type { Instance } from '../../../store/instances.ts';
 import { resolveInstance, selectorOf } from '../../instance-resolution.ts';
 import { authOf } from '../../plugins/auth.ts';
 import type { SendResult } from './messages-schemas.ts';
@@ -28,8 +28,8 @@ export function chatJidOf(address: string): Jid {
 /**
  * The sending instance (DESIGN D4: body `from`, else query `from` / `x-instance-id`, else the most recently
  * connected) and its session, which must be logged in and connected.
- * @throws ApiError NOT_FOUND `instance not found`; BAD_REQUEST `several instances: name one with from`;
- *   CONFLICT `instance is not logged in` before login, `instance is not connected` when logged in but
+ * @throws DomainError not_found `instance not found`; invalid `several instances: name one with from`;
+ *   conflict `instance is not logged in` before login, `instance is not connected` when logged in but
  *   disconnected (DESIGN D6).
  */
 export async function senderOf(services: Services, request: FastifyRequest, from?: string): Promise<Sender> {
@@ -41,7 +41,7 @@ export async function senderOf(services: Services, request: FastifyRequest, from
 /**
  * Checks that the recipient of a one-to-one chat is registered on the platform, through the registration cache
  * (DESIGN D6); group chats are checked by the engine (membership).
- * @throws ApiError UNPROCESSABLE `recipient <phone> is not registered on the platform`.
+ * @throws DomainError not_registered `recipient <phone> is not registered on the platform`.
  */
 export async function requireRegistered(services: Services, sender: Sender, address: string): Promise<void> {
   if (isGroupAddress(address)) return;
@@ -49,7 +49,7 @@ export async function requireRegistered(services: Services, sender: Sender, addr
     sender.session.checkPhones(phones),
   );
   if (!check?.isInPlatform) {
-    throw new ApiError('UNPROCESSABLE', `recipient ${address} is not registered on the platform`);
+    throw new DomainError('not_registered', `recipient ${address} is not registered on the platform`);
   }
 }
 
@@ -83,7 +83,7 @@ export async function sendMessage(
 /**
  * Checks a vCard has the lines DESIGN D8 requires: BEGIN:VCARD, FN, N, TEL, END:VCARD (property names may carry
  * a group prefix such as `item1.TEL` and parameters such as `TEL;type=CELL`).
- * @throws ApiError BAD_REQUEST naming the first missing line, e.g. `vcard must contain a TEL line`.
+ * @throws DomainError invalid naming the first missing line, e.g. `vcard must contain a TEL line`.
  */
 export function checkVcard(vcard: string, field = 'vcard'): void {
   const lines = vcard.split(/\r\n|\r|\n/).map((line) => line.trim());

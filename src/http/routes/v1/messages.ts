@@ -1,8 +1,8 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
-import type { Jid } from '../../../engines/types.ts';
-import { userJid } from '../../../engines/types.ts';
-import { errors } from '../../../errors.ts';
+import { errors } from '../../../domain/errors.ts';
+import type { Jid } from '../../../domain/messages.ts';
+import { userJid } from '../../../domain/messages.ts';
 import { nowIso } from '../../../store/database.ts';
 import { advanceDeliveryState, findStoredMessage } from '../../../store/messages.ts';
 import { Details, ok, responses } from '../../schemas.ts';

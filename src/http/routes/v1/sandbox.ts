@@ -1,9 +1,10 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
+import { DomainError, errors } from '../../../domain/errors.ts';
+import type { Instance } from '../../../domain/instance.ts';
 import type { SandboxControls } from '../../../engines/engine.ts';
-import { ApiError, errors } from '../../../errors.ts';
-import { findInstanceByPhone, type Instance } from '../../../store/instances.ts';
+import { findInstanceByPhone } from '../../../store/instances.ts';
 import { resolveInstance, selectorOf } from '../../instance-resolution.ts';
 import { authOf } from '../../plugins/auth.ts';
 import { Details, InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
@@ -174,7 +175,7 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
       if (phone !== undefined) {
         const holder = await findInstanceByPhone(store.db, instance.orgId, instance.env, phone);
         if (holder && holder.id !== instance.id) {
-          throw new ApiError('CONFLICT', `phone ${phone} is already linked to another instance`);
+          throw new DomainError('conflict', `phone ${phone} is already linked to another instance`);
         }
       }
       const state = await controls.scan({

@@ -1,11 +1,12 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { type ApiError, errors } from '../../../errors.ts';
+import { type DomainError, errors } from '../../../domain/errors.ts';
+import { EVENT_TYPES } from '../../../domain/instance.ts';
 import { OutboundError } from '../../../net/outbound-guard.ts';
 import { nowIso } from '../../../store/database.ts';
 import { requeueDelivery } from '../../../store/deliveries.ts';
-import { EVENT_TYPES, updateInstance } from '../../../store/instances.ts';
+import { updateInstance } from '../../../store/instances.ts';
 import {
   enableWebhook,
   getWebhookState,
@@ -136,7 +137,7 @@ const tags = ['webhook'];
  * caller-safe `publicMessage` only: the detailed `message` (resolved addresses, address classes, resolver
  * codes) would let a caller map internal host names, so it goes to the server log instead.
  */
-function refusal(error: OutboundError): ApiError {
+function refusal(error: OutboundError): DomainError {
   if (
     error.reason === 'scheme' ||
     (error.reason === 'invalid-url' && error.publicMessage === 'URL is not valid')
