@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
+import { type Application, createApplication } from './app/index.ts';
 import { KeyAuthenticator } from './auth/authenticator.ts';
 import type { Config } from './config/config.ts';
 import { RegistrationCache } from './contacts/registration-cache.ts';
@@ -54,6 +55,8 @@ export interface Services {
   webhooks: DeliveryWorker;
   /** Prunes finished events older than `WEBHOOK_RETENTION_DAYS` from the delivery log, hourly. */
   retention: LogRetention;
+  /** The application services the routes call, one per family (src/app). */
+  app: Application;
   /**
    * Stops everything in reverse order of creation. `keepStore` leaves the store open (a test restarting the
    * service on the same database closes the old services this way).
@@ -191,6 +194,17 @@ export async function createServices(config: Config, options: ServiceOptions): P
     retentionMs: config.webhook.retentionMs,
   });
   if (startWebhooks) retention.start();
+  const registrations = new RegistrationCache({ clock });
+  const app = createApplication({
+    store,
+    box,
+    clock,
+    sessions,
+    recorder,
+    registrations,
+    guard,
+    webhookWorker: webhooks,
+  });
   return {
     config,
     store,
@@ -207,7 +221,8 @@ export async function createServices(config: Config, options: ServiceOptions): P
     nodes,
     webhooks,
     retention,
-    registrations: new RegistrationCache({ clock }),
+    registrations,
+    app,
     async close(closeOptions) {
       await Promise.all([webhooks.stop(config.shutdownTimeoutMs / 2), retention.stop()]);
       await nodes.stop();

@@ -203,5 +203,10 @@ export type EngineEvent =
       timestamp: number;
     }
   | { type: 'presence'; source: MessageSource; state: 'composing' | 'paused'; media: '' | 'audio' }
+  /**
+   * The account marked received messages of `chat` as read (it sent their read receipts): they move to `read`.
+   * Recorded by the messaging service after the engine's call; no webhook is sent for it (SPEC Events).
+   */
+  | { type: 'read'; chat: Jid; messageIds: string[] }
   | { type: 'history'; syncType: string; progress: number; chats: HistoryChat[] }
   | { type: 'contacts'; contacts: Contact[] };

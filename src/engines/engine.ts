@@ -15,7 +15,22 @@ import type {
   UserCheck,
   UserInfo,
 } from '../domain/messages.ts';
-import type { AuthStateStore } from '../store/engine-auth.ts';
+
+/**
+ * Per-instance persistence port handed to an engine for its credentials and platform-side state
+ * (DESIGN D2: engines never touch tables themselves). Values are JSON-serialisable text chosen by the engine;
+ * they are sealed with the master key at rest (DESIGN D11).
+ */
+export interface AuthStateStore {
+  /** Reads the values of `ids` in `category`; missing ids are absent from the result. */
+  get(category: string, ids: readonly string[]): Promise<Map<string, string>>;
+  /** Writes (value string) or deletes (null) many entries in one transaction. */
+  set(entries: readonly { category: string; id: string; value: string | null }[]): Promise<void>;
+  /** Every entry of one category (for small categories such as a sandbox's users). */
+  list(category: string): Promise<Map<string, string>>;
+  /** Deletes every entry of the instance (logout). */
+  clear(): Promise<void>;
+}
 
 /**
  * What a session gets from parley (the Kysely `DatabaseConnection` analogue): its instance, a persistence port
@@ -47,7 +62,8 @@ export interface EngineSessionContext {
  * between the platform and {@link EngineEvent}s / calls; they never write webhook rows or HTTP responses.
  */
 export interface Engine {
-  readonly name: 'sandbox' | 'baileys';
+  /** The engine's name in logs and in the registry of engines (`sandbox`, `baileys`, …). */
+  readonly name: string;
   /** Creates the (not yet connected) session object of one instance. Cheap: no I/O. */
   createSession(context: EngineSessionContext): EngineSession;
   /** Releases engine-wide resources at shutdown. */
@@ -55,11 +71,12 @@ export interface Engine {
 }
 
 /**
- * One instance's connection to the platform. Lifecycle: `connect` → (pairing → logged in) → `disconnect` or
- * `logout`; `close` at process shutdown. Errors are `DomainError`s: `conflict`, `not_logged_in` or `not_connected` for state conflicts (DESIGN D6),
- * `platform_refused` when the platform refuses, `platform_unreachable` when it cannot be reached.
+ * The lifecycle of one instance's connection to the platform: `connect` → (pairing → logged in) → `disconnect`
+ * or `logout`; `close` at process shutdown; plus the two engine-specific ways to pair. Errors of every
+ * capability are `DomainError`s: `conflict`, `not_logged_in` or `not_connected` for state conflicts
+ * (DESIGN D6), `platform_refused` when the platform refuses, `platform_unreachable` when it cannot be reached.
  */
-export interface EngineSession {
+export interface SessionLifecycle {
   /**
    * Opens the connection, restoring stored credentials when present; without credentials a pairing attempt
    * starts (QR codes per DESIGN D7). Idempotent while connected. Resolves once the attempt has started.
@@ -77,13 +94,24 @@ export interface EngineSession {
   logout(): Promise<void>;
   /** Releases resources at process shutdown without changing what is stored. */
   close(): Promise<void>;
+  /** Live engine only: links by an 8-character pairing code typed on the phone instead of a QR scan. */
+  requestPairingCode?(phone: string): Promise<string>;
+  /** Sandbox engine only: the simulated platform's test helpers (DESIGN D9). */
+  readonly sandbox?: SandboxControls;
+}
 
+/** Sending messages, reactions and read receipts; every call needs the session logged in and connected. */
+export interface MessagingCapability {
   /** Sends a message (DESIGN D8). @throws DomainError conflict `instance is not logged in`. */
   send(message: OutgoingMessage): Promise<SentMessage>;
   /** Reacts to message `targetId` in `chat`; `fromMe` marks one of the account's own messages; '' removes. */
   react(chat: Jid, targetId: string, fromMe: boolean, emoji: string, sender?: Jid): Promise<SentMessage>;
   /** Sends read receipts for `ids` in `chat`; `sender` is required for group chats (SPEC Messages). */
   markRead(chat: Jid, ids: readonly string[], sender?: Jid): Promise<void>;
+}
+
+/** Registration checks and profile lookups (SPEC Contacts, DESIGN D12). */
+export interface ContactsCapability {
   /** Checks which phone numbers are registered, one entry per number, in order (SPEC Contacts). */
   checkPhones(phones: readonly string[]): Promise<UserCheck[]>;
   /** Profile details of users (DESIGN D12). */
@@ -92,6 +120,10 @@ export interface EngineSession {
   avatar(phone: string): Promise<Avatar | null>;
   /** Contacts the platform knows for the account (merged with stored contacts by the caller). */
   contacts(): Promise<Contact[]>;
+}
+
+/** Groups the account belongs to (SPEC Groups). */
+export interface GroupsCapability {
   /** Creates a group; the account becomes owner, admin and super admin (SPEC Groups). */
   createGroup(name: string, participants: readonly Jid[]): Promise<GroupInfo>;
   /** Every group the account belongs to. */
@@ -100,12 +132,17 @@ export interface EngineSession {
   groupInfo(jid: Jid): Promise<GroupInfo>;
   /** The invite code of a group. @throws DomainError forbidden when the account is not an admin (SPEC Errors). */
   groupInviteCode(jid: Jid): Promise<string>;
-
-  /** Live engine only: links by an 8-character pairing code typed on the phone instead of a QR scan. */
-  requestPairingCode?(phone: string): Promise<string>;
-  /** Sandbox engine only: the simulated platform's test helpers (DESIGN D9). */
-  readonly sandbox?: SandboxControls;
 }
+
+/**
+ * What every engine's session offers: the lifecycle plus the messaging, contacts and groups capabilities. The
+ * application services depend on the capability they use, so an engine (or a test fake) is checked per family.
+ */
+export interface EngineSession
+  extends SessionLifecycle,
+    MessagingCapability,
+    ContactsCapability,
+    GroupsCapability {}
 
 /** The sandbox's test helpers (DESIGN D9); routes under `/v1/sandbox/*` call these. */
 export interface SandboxControls {

@@ -13,7 +13,8 @@ import type { EventProjection } from './recorder.ts';
  *   the user it was exchanged with (the chat's user, or the sender of a group message from someone else);
  * - `history`: the same for every message of the synced chats;
  * - `receipt`: moves the acknowledged messages forward (`delivered` → `read` → `played`), never backwards. In a
- *   group the first member's receipt moves the message (the platform's per-member receipts are not kept).
+ *   group the first member's receipt moves the message (the platform's per-member receipts are not kept);
+ * - `read`: moves the received messages the account read (in that chat, not its own) to `read`.
  */
 export class MessageProjection implements EventProjection {
   readonly name = 'messages';
@@ -36,6 +37,12 @@ export class MessageProjection implements EventProjection {
         return;
       case 'receipt':
         await advanceDeliveryState(trx, instanceId, event.messageIds, event.state, at);
+        return;
+      case 'read':
+        await advanceDeliveryState(trx, instanceId, event.messageIds, 'read', at, {
+          chat: event.chat,
+          fromMe: false,
+        });
         return;
       default:
         return;

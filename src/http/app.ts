@@ -12,6 +12,7 @@ import { requestSerializer } from './log-redaction.ts';
 import { apiReferencePlugin } from './plugins/api-reference.ts';
 import { authPlugin } from './plugins/auth.ts';
 import { errorsPlugin } from './plugins/errors.ts';
+import { instancePlugin } from './plugins/instance.ts';
 import { routes } from './routes/index.ts';
 import { ErrorEnvelope } from './schemas.ts';
 
@@ -140,6 +141,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     services.metrics.httpDuration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
   });
   await app.register(authPlugin);
+  await app.register(instancePlugin);
 
   // Layer 4: routes.
   await app.register(routes);

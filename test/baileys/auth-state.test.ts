@@ -23,7 +23,7 @@ import {
 } from '../../src/engines/baileys/auth-state.ts';
 import { BoundedCache } from '../../src/engines/baileys/cache.ts';
 import { BaileysEngine } from '../../src/engines/baileys/index.ts';
-import type { AuthStateStore } from '../../src/store/engine-auth.ts';
+import type { AuthStateStore } from '../../src/engines/engine.ts';
 import { SqlAuthStateStore } from '../../src/store/engine-auth.ts';
 import { testDialects } from '../support/store.ts';
 import { fakeFactory, pairedCreds } from './fake-socket.ts';

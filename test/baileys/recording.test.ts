@@ -9,10 +9,10 @@ import {
   type RecordRetryPolicy,
   recordRetryDelayMs,
 } from '../../src/engines/baileys/record.ts';
-import type { EngineSession, EngineSessionContext } from '../../src/engines/engine.ts';
+import type { AuthStateStore, EngineSession, EngineSessionContext } from '../../src/engines/engine.ts';
 import { MessageProjection } from '../../src/events/message-projection.ts';
 import { type EventProjection, EventRecorder } from '../../src/events/recorder.ts';
-import { type AuthStateStore, SqlAuthStateStore } from '../../src/store/engine-auth.ts';
+import { SqlAuthStateStore } from '../../src/store/engine-auth.ts';
 import { testDialects } from '../support/store.ts';
 import { type FakeSocket, fakeFactory, storePairedCreds } from './fake-socket.ts';
 import {

@@ -11,7 +11,7 @@ import {
   USyncUser,
 } from 'baileys';
 import type { Avatar, Contact, UserCheck, UserInfo } from '../../domain/messages.ts';
-import type { AuthStateStore } from '../../store/engine-auth.ts';
+import type { AuthStateStore } from '../engine.ts';
 import type { MappingContext } from './incoming.ts';
 import { isLidLike, isPhoneLike, toPhoneJid } from './jid.ts';
 import type { SocketLike } from './socket.ts';

@@ -66,6 +66,8 @@ export function eventLogFields(event: EngineEvent): Record<string, unknown> {
       return { event: event.type, ids: event.messageIds, chat: event.source.chat, state: event.state };
     case 'presence':
       return { event: event.type, chat: event.source.chat };
+    case 'read':
+      return { event: event.type, ids: event.messageIds, chat: event.chat };
     case 'history':
       return {
         event: event.type,

@@ -1,10 +1,10 @@
 import { pipeline, Transform } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import { resolveInstance } from '../../app/instances.ts';
 import { errors } from '../../domain/errors.ts';
 import type { Instance } from '../../domain/instance.ts';
 import { RedisReplayMemory, type ReplayMemory, SqlReplayMemory } from '../../store/gateway-replay.ts';
-import { resolveInstance } from '../instance-resolution.ts';
 import { type GatewayRoute, gatewayRouteOf } from './paths.ts';
 import { invalidSignature, SIGNATURE_WINDOW_SECONDS, verifyGatewaySignature } from './signature.ts';
 
@@ -93,8 +93,9 @@ function teeBody(payload: NodeJS.ReadableStream, into: Buffer[], limit: number):
  *   (400 `x-instance-id is required`, 400 when not a UUID, 404 `instance not found`);
  * - `preParsing`: keeps the raw body bytes when the instance has an HMAC key;
  * - `preValidation`: verifies `x-timestamp`/`x-signature` (401 `invalid request signature`, stale or replayed
- *   → 401), makes the header the instance selector (query `from`, or body `from` for sends) and renames the
- *   text send's `message` to `body`.
+ *   → 401) and renames the text send's `message` to `body`.
+ * The instance resolved here is the one the twin's handler addresses: the instance plugin (plugins/instance.ts)
+ * takes `request.gateway.instance` instead of resolving the query or body selector again.
  * Seen signatures are remembered in Redis when configured, else in the `gateway_replay` table.
  */
 export const gatewayPlugin = fp(
@@ -149,9 +150,6 @@ export const gatewayPlugin = fp(
         }
         gateway.rawBody = [];
       }
-      const id = gateway.instance.id;
-      if (isRecord(request.query)) request.query.from = id;
-      if (gateway.route.selector === 'body' && isRecord(request.body)) request.body.from = id;
       if (gateway.route.textBody && isRecord(request.body)) renameMessage(request, request.body);
     });
   },

@@ -3,10 +3,7 @@ import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { errors } from '../../../domain/errors.ts';
 import type { Contact } from '../../../domain/messages.ts';
-import { phoneOfJid } from '../../../domain/messages.ts';
-import { listChatPeers } from '../../../store/messages.ts';
-import { resolveInstance, selectorOf } from '../../instance-resolution.ts';
-import { authOf } from '../../plugins/auth.ts';
+import { instanceOf } from '../../plugins/instance.ts';
 import { InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 
 /** Most numbers one `POST /v1/contacts/check` may carry (DESIGN D11). */
@@ -176,12 +173,8 @@ const tags = ['contacts'];
 /** `/v1/contacts/*` (SPEC Contacts; DESIGN D12); scope `chat:contacts` (DESIGN D5), instance per DESIGN D4. */
 export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const { store, sessions, registrations } = app.services;
-  const config = { scope: 'chat:contacts' } as const;
-  const instanceOf = (request: Parameters<typeof selectorOf>[0]) =>
-    resolveInstance(store.db, authOf(request), selectorOf(request));
-  const sessionOf = async (request: Parameters<typeof selectorOf>[0]) =>
-    sessions.ready(await instanceOf(request));
+  const { contacts } = app.services.app;
+  const config = { scope: 'chat:contacts', instance: 'query' } as const;
 
   app.post(
     '/check',
@@ -197,12 +190,7 @@ export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const instance = await instanceOf(request);
-      const session = sessions.ready(instance);
-      // Shared with the sends' registration check (DESIGN D6), so answers fetched here spare later lookups.
-      const checked = await registrations.check(instance.id, request.body.phones, (missing) =>
-        session.checkPhones(missing),
-      );
+      const checked = await contacts.check(instanceOf(request), request.body.phones);
       const users = checked.map(
         (entry): CheckEntry => ({
           query: entry.query,
@@ -228,18 +216,7 @@ export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const instance = await instanceOf(request);
-      const platform = await sessions.ready(instance).contacts();
-      const peers = (await listChatPeers(store.db, instance.id))
-        .filter((peer) => phoneOfJid(peer.jid) !== null)
-        .map((peer) => ({
-          jid: peer.jid,
-          businessName: '',
-          firstName: '',
-          fullName: '',
-          pushName: peer.pushName,
-        }));
-      return ok(contactList([...platform, ...peers]));
+      return ok(contactList(await contacts.list(instanceOf(request))));
     },
   );
 
@@ -257,9 +234,7 @@ export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const phones = parsePhoneList(request.query.phone, 'phone', MAX_INFO_PHONES);
-      const session = await sessionOf(request);
-      const unique = [...new Set(phones)];
-      const infos = await session.userInfo(unique);
+      const infos = await contacts.info(instanceOf(request), [...new Set(phones)]);
       const byPhone = new Map(infos.map((entry) => [entry.query, entry]));
       const users = phones.map(
         (phone): InfoEntry => ({
@@ -288,7 +263,7 @@ export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const phone = request.query.phone;
-      const avatar = await (await sessionOf(request)).avatar(phone);
+      const avatar = await contacts.avatar(instanceOf(request), phone);
       if (!avatar) throw errors.notFound(`user ${phone} has no profile picture`);
       return ok({ url: avatar.url, id: avatar.id });
     },

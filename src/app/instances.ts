@@ -1,4 +1,3 @@
-import type { FastifyRequest } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { AuthContext } from '../auth/authenticator.ts';
 import { errors } from '../domain/errors.ts';
@@ -39,14 +38,4 @@ export async function resolveInstance(
   if (!only) throw errors.instanceNotFound();
   if (others.length > 0) throw errors.badRequest('several instances: name one with from');
   return only;
-}
-
-/**
- * The selector of a non-send operation: query `from`, else header `x-instance-id` (DESIGN D4).
- */
-export function selectorOf(request: FastifyRequest): string | undefined {
-  const query = request.query as { from?: unknown } | undefined;
-  if (typeof query?.from === 'string' && query.from !== '') return query.from;
-  const header = request.headers['x-instance-id'];
-  return typeof header === 'string' && header !== '' ? header : undefined;
 }
