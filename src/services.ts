@@ -20,6 +20,7 @@ import { Metrics } from './ops/metrics.ts';
 import { PlanRateLimiter } from './ratelimit/limiter.ts';
 import { PersistedWindows } from './ratelimit/persisted-window.ts';
 import { loadMasterKey, SecretBox } from './security/secrets.ts';
+import { SqlSessionLocks } from './sessions/instance-lock.ts';
 import { SessionManager } from './sessions/manager.ts';
 import { migrateToLatest, openStore, type Store } from './store/database.ts';
 import { findStoredMessage } from './store/messages.ts';
@@ -132,8 +133,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
   const live: Engine =
     options.liveEngine ??
     new BaileysEngine({
-      db: store.db,
-      processId: nodes.id,
+      locks: new SqlSessionLocks({ db: store.db, owner: nodes.id }),
       logger,
       clock,
       platform: config.platform,

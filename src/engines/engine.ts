@@ -32,6 +32,38 @@ export interface AuthStateStore {
   clear(): Promise<void>;
 }
 
+/** Result of {@link SessionLock.acquire}: taken, or held by another process until `expiresAt` (RFC 3339). */
+export type LockAttempt = { acquired: true } | { acquired: false; holder: string; expiresAt: string };
+
+/**
+ * The one-socket lock of an instance (issue 5 §2): at most one process holds an open platform connection on
+ * the instance's credentials. An engine whose platform allows one connection per credential takes it before it
+ * connects and releases it when it closes; the session side implements it (src/sessions/instance-lock.ts).
+ */
+export interface SessionLock {
+  /** True while this process holds the lock (as far as it knows). */
+  readonly held: boolean;
+  /** Takes the lock (and keeps it alive) or says who holds it. Idempotent while held. @throws on store errors. */
+  acquire(): Promise<LockAttempt>;
+  /** Gives the lock up; a no-op when not held. */
+  release(): Promise<void>;
+}
+
+/** What a {@link SessionLock} reports to its session. */
+export interface SessionLockHooks {
+  /** Called once when the lock is lost (taken over, or not renewed before it expired). */
+  onLost: (reason: string) => void;
+  /** Called when a renewal fails (the lock is kept until it would expire). */
+  onRenewError?: (error: unknown) => void;
+  /** The session's clock (epoch ms). */
+  clock: Clock;
+}
+
+/** Makes the lock of one instance for this process (a port: the engine never sees how it is stored). */
+export interface SessionLocks {
+  forInstance(instanceId: string, hooks: SessionLockHooks): SessionLock;
+}
+
 /**
  * What a session gets from parley (the Kysely `DatabaseConnection` analogue): its instance, a persistence port
  * for credentials, and the sink its events go to.

@@ -76,12 +76,7 @@ const RULES: Rule[] = [
  * Imports that still break a rule, as `importer -> imported`. Each is a known gap of the layering work still
  * to be done; the test fails when one is fixed and not removed here, so this list only shrinks.
  */
-const ALLOWED_EXCEPTIONS = new Set<string>([
-  // The Baileys one-socket lock still runs its SQL inside the engine (to move to the session side).
-  'src/engines/baileys/index.ts -> src/store/schema.ts',
-  'src/engines/baileys/lock.ts -> src/store/schema.ts',
-  'src/engines/baileys/session.ts -> src/store/schema.ts',
-]);
+const ALLOWED_EXCEPTIONS = new Set<string>([]);
 
 describe('layer boundaries (docs/architecture.md)', () => {
   const files = sourceFiles(SRC);

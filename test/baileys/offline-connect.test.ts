@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { DomainError } from '../../src/domain/errors.ts';
 import { BaileysEngine } from '../../src/engines/baileys/index.ts';
 import { statusOf } from '../../src/http/errors.ts';
+import { SqlSessionLocks } from '../../src/sessions/instance-lock.ts';
 import { type LiveFixture, liveFixture, recordingContext, silentLogger } from './support.ts';
 
 describe('live engine on a machine without the platform (real makeWASocket)', () => {
@@ -16,7 +17,10 @@ describe('live engine on a machine without the platform (real makeWASocket)', ()
 
   it('rejects connect promptly with 503 and a clear message, leaving nothing running', async () => {
     const instanceId = fixture.instanceIds[0] ?? '';
-    const engine = new BaileysEngine({ db: fixture.test.store.db, processId: 'p1', logger: silentLogger() });
+    const engine = new BaileysEngine({
+      locks: new SqlSessionLocks({ db: fixture.test.store.db, owner: 'p1' }),
+      logger: silentLogger(),
+    });
     const { context, events } = recordingContext(fixture, instanceId);
     const session = engine.createSession(context);
     const handlesBefore = process.getActiveResourcesInfo().filter((r) => r !== 'TTYWrap').length;

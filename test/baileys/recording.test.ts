@@ -12,6 +12,7 @@ import {
 import type { AuthStateStore, EngineSession, EngineSessionContext } from '../../src/engines/engine.ts';
 import { MessageProjection } from '../../src/events/message-projection.ts';
 import { type EventProjection, EventRecorder } from '../../src/events/recorder.ts';
+import { SqlSessionLocks } from '../../src/sessions/instance-lock.ts';
 import { SqlAuthStateStore } from '../../src/store/engine-auth.ts';
 import { testDialects } from '../support/store.ts';
 import { type FakeSocket, fakeFactory, storePairedCreds } from './fake-socket.ts';
@@ -131,8 +132,7 @@ for (const dialect of testDialects()) {
       await storePairedCreds(auth);
       const fake = fakeFactory(options.open ?? ((sock) => sock.open()));
       const engine = new BaileysEngine({
-        db,
-        processId: `proc-${dialect}`,
+        locks: new SqlSessionLocks({ db: db, owner: `proc-${dialect}` }),
         logger,
         socketFactory: fake.factory,
         ackTimeoutMs: 50,

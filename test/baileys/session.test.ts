@@ -8,6 +8,7 @@ import { BaileysEngine, type BaileysEngineOptions } from '../../src/engines/bail
 import { NOT_ADMIN } from '../../src/engines/baileys/operations.ts';
 import { quieterLevel } from '../../src/engines/baileys/session.ts';
 import type { EngineSession } from '../../src/engines/engine.ts';
+import { SqlSessionLocks } from '../../src/sessions/instance-lock.ts';
 import { type FakeSocket, fakeFactory, iqError, ME, pairedCreds, storePairedCreds } from './fake-socket.ts';
 import {
   type LiveFixture,
@@ -60,8 +61,7 @@ describe('live session over a fake socket', () => {
     const instanceId = fixture.instanceIds[next++] ?? '';
     const fake = fakeFactory(options.open ?? ((sock) => sock.open()));
     const engine = new BaileysEngine({
-      db: fixture.test.store.db,
-      processId: 'p',
+      locks: new SqlSessionLocks({ db: fixture.test.store.db, owner: 'p' }),
       logger: silentLogger(),
       socketFactory: fake.factory,
       ackTimeoutMs: 50,
@@ -449,7 +449,7 @@ describe('live session over a fake socket', () => {
     const { session, sock } = await setup();
     await assert.rejects(
       session.send({ to: PEER, content: { kind: 'text', text: 'x', linkPreview: false } }),
-      isDomainError('conflict', /instance is not connected/),
+      isDomainError('not_connected', /instance is not connected/),
     );
     await session.connect();
     sock().close(428);
@@ -459,7 +459,7 @@ describe('live session over a fake socket', () => {
       isDomainError('platform_unreachable', /reconnecting/),
     );
     await session.logout();
-    await assert.rejects(session.listGroups(), isDomainError('conflict', /instance is not logged in/));
+    await assert.rejects(session.listGroups(), isDomainError('not_logged_in', /instance is not logged in/));
   });
 
   it('leaves no listener on a socket it is done with', async () => {

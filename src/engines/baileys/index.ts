@@ -1,11 +1,8 @@
 import { fetchLatestWaWebVersion, type WABrowserDescription, type WAVersion } from 'baileys';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Kysely } from 'kysely';
 import type { Clock } from '../../domain/clock.ts';
-import type { Database } from '../../store/schema.ts';
-import type { Engine, EngineSession, EngineSessionContext } from '../engine.ts';
+import type { Engine, EngineSession, EngineSessionContext, SessionLocks } from '../engine.ts';
 import { CONNECT_DEADLINE_MS } from './lifecycle.ts';
-import { LOCK_HEARTBEAT_MS, LOCK_TTL_MS } from './lock.ts';
 import type { LinkPreviewFetcher } from './outgoing.ts';
 import { type PlatformEndpoint, trustPlatformRoot } from './platform.ts';
 import { RECORD_RETRY } from './record.ts';
@@ -19,12 +16,13 @@ export type { SocketFactory, SocketLike } from './socket.ts';
 /** How the linked device shows in the phone's "Linked devices" list: `Chrome (parley)`. */
 export const DEFAULT_BROWSER: WABrowserDescription = ['parley', 'Chrome', '1.0'];
 
-/** Options of {@link BaileysEngine}. Only `db`, `processId` and `logger` are required. */
+/** Options of {@link BaileysEngine}. Only `locks` and `logger` are required. */
 export interface BaileysEngineOptions {
-  /** The store; the one-socket lock lives in its `instance_locks` table (migration 0004). */
-  db: Kysely<Database>;
-  /** This process's identity in the lock table, unique per process (e.g. `${hostname}:${pid}:${randomUUID()}`). */
-  processId: string;
+  /**
+   * The one-socket lock of each instance (the platform allows one connection per credential); parley passes
+   * the store-backed one of src/sessions/instance-lock.ts.
+   */
+  locks: SessionLocks;
   /** Engine-level logger (sessions log through their context's logger). */
   logger: FastifyBaseLogger;
   /** Creates sockets; default Baileys' `makeWASocket`. Tests inject a fake. */
@@ -41,9 +39,6 @@ export interface BaileysEngineOptions {
   connectDeadlineMs?: number;
   /** How long a send waits for the server's ack before returning, ms (default 5,000). */
   ackTimeoutMs?: number;
-  /** One-socket lock lifetime and renewal period, ms (defaults 30,000 / 10,000). */
-  lockTtlMs?: number;
-  lockHeartbeatMs?: number;
   /** Ask the phone for the full history (Baileys `syncFullHistory`); default false (recent history only). */
   fullHistory?: boolean;
   /** Level of Baileys' own log lines (default `warn`: Baileys logs stanzas at info/debug). */
@@ -92,16 +87,13 @@ export class BaileysEngine implements Engine {
     const session = new BaileysSession(
       { ...context, clock: context.clock ?? o.clock ?? Date.now },
       {
-        db: o.db,
-        processId: o.processId,
+        locks: o.locks,
         socketFactory: o.socketFactory ?? makeBaileysSocket,
         browser: o.browser ?? DEFAULT_BROWSER,
         version: o.version,
         fetchVersion: o.fetchVersion ?? (() => fetchVersionWithin(5_000)),
         connectDeadlineMs: o.connectDeadlineMs ?? CONNECT_DEADLINE_MS,
         ackTimeoutMs: o.ackTimeoutMs ?? 5_000,
-        lockTtlMs: o.lockTtlMs ?? LOCK_TTL_MS,
-        lockHeartbeatMs: o.lockHeartbeatMs ?? LOCK_HEARTBEAT_MS,
         fullHistory: o.fullHistory ?? false,
         baileysLogLevel: o.baileysLogLevel ?? 'warn',
         random: o.random ?? Math.random,

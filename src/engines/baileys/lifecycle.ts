@@ -8,7 +8,7 @@ import type {
 } from 'baileys';
 import { DomainError } from '../../domain/errors.ts';
 import type { ConnectionState, PairingCode } from '../../domain/messages.ts';
-import type { EngineSessionContext } from '../engine.ts';
+import type { EngineSessionContext, SessionLock } from '../engine.ts';
 import { isPaired } from './auth-state.ts';
 import {
   backoffDelayMs,
@@ -20,7 +20,6 @@ import {
 import { Credentials } from './credentials.ts';
 import { isBoom } from './errors.ts';
 import { FirstAnswer } from './first-answer.ts';
-import type { InstanceLock } from './lock.ts';
 import { connectionState, type Phase, qrLifetimeMs } from './phase.ts';
 import { type BaileysLogger, logoutWithin, type SocketFactory, type SocketLike } from './socket.ts';
 import { Waiters } from './waiters.ts';
@@ -31,7 +30,7 @@ export const CONNECT_DEADLINE_MS = 8_000;
 /** Everything the lifecycle needs from the engine and the session. */
 export interface LifecycleOptions {
   context: EngineSessionContext;
-  lock: InstanceLock;
+  lock: SessionLock;
   socketFactory: SocketFactory;
   baileysLogger: BaileysLogger;
   /** Socket settings the session adds (getMessage, cachedGroupMetadata, caches, history, browser). */

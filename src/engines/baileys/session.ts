@@ -1,6 +1,5 @@
 import type { GroupMetadata, UserFacingSocketConfig, WABrowserDescription, WAVersion } from 'baileys';
 import { jidNormalizedUser, type proto } from 'baileys';
-import type { Kysely } from 'kysely';
 import { DomainError, errors } from '../../domain/errors.ts';
 import type {
   Avatar,
@@ -15,8 +14,7 @@ import type {
   UserInfo,
 } from '../../domain/messages.ts';
 import { userJid } from '../../domain/messages.ts';
-import type { Database } from '../../store/schema.ts';
-import type { EngineSession, EngineSessionContext } from '../engine.ts';
+import type { EngineSession, EngineSessionContext, SessionLocks } from '../engine.ts';
 import { BoundedCache } from './cache.ts';
 import { avatarOf, ContactBook, checkPhones, userInfo } from './contacts.ts';
 import { mapPlatformErrors } from './errors.ts';
@@ -24,7 +22,6 @@ import type { Identity, MappingContext } from './incoming.ts';
 import { JidResolver, toPhoneJid } from './jid.ts';
 import { Lifecycle } from './lifecycle.ts';
 import { attachListeners, IncomingQueue } from './listeners.ts';
-import { InstanceLock } from './lock.ts';
 import * as ops from './operations.ts';
 import type { LinkPreviewFetcher } from './outgoing.ts';
 import { resendableProto } from './outgoing.ts';
@@ -33,16 +30,13 @@ import type { BaileysLogger, SocketFactory, SocketLike } from './socket.ts';
 
 /** Everything a session takes from the engine (see `BaileysEngineOptions` for meanings and defaults). */
 export interface BaileysSessionOptions {
-  db: Kysely<Database>;
-  processId: string;
+  locks: SessionLocks;
   socketFactory: SocketFactory;
   browser: WABrowserDescription;
   version: WAVersion | undefined;
   fetchVersion: () => Promise<WAVersion>;
   connectDeadlineMs: number;
   ackTimeoutMs: number;
-  lockTtlMs: number;
-  lockHeartbeatMs: number;
   fullHistory: boolean;
   baileysLogLevel: string;
   linkPreview?: LinkPreviewFetcher;
@@ -116,13 +110,8 @@ export class BaileysSession implements EngineSession {
     this.#resolver = new JidResolver({ lookup: () => this.#life.socket?.signalRepository.lidMapping });
     this.#contacts = new ContactBook(context.auth);
     this.#mapping = { resolver: this.#resolver, me: () => this.#me() };
-    const lock: InstanceLock = new InstanceLock({
-      db: options.db,
-      instanceId: context.instanceId,
-      owner: options.processId,
+    const lock = options.locks.forInstance(context.instanceId, {
       clock: context.clock,
-      ttlMs: options.lockTtlMs,
-      heartbeatMs: options.lockHeartbeatMs,
       onLost: (reason) => {
         this.#life.lockLost(reason).catch((error: unknown) => {
           context.logger.error({ err: error, reason }, 'stopping after the one-socket lock was lost failed');
@@ -270,8 +259,8 @@ export class BaileysSession implements EngineSession {
   }
 
   /**
-   * The open socket for an operation. @throws DomainError conflict `instance is not logged in` without paired credentials,
-   * conflict `instance is not connected` when disconnected or stopped (with the stop reason), 503 while reconnecting.
+   * The open socket for an operation. @throws DomainError not_logged_in `instance is not logged in` without paired credentials,
+   * not_connected `instance is not connected` when disconnected or stopped (with the stop reason), 503 while reconnecting.
    */
   async #open(): Promise<SocketLike> {
     await this.#life.loadSummary();
@@ -284,7 +273,7 @@ export class BaileysSession implements EngineSession {
     if (phase === 'waiting' || phase === 'connecting') {
       throw new DomainError('platform_unreachable', `not connected to the platform right now${why}`);
     }
-    throw errors.conflict(`instance is not connected${why}`);
+    throw new DomainError('not_connected', `instance is not connected${why}`);
   }
 
   #me(): Identity {

@@ -22,7 +22,7 @@ export interface SandboxAccount {
   readonly sequence: SequenceAllocator;
   /**
    * The credentials of the logged-in, connected account.
-   * @throws DomainError conflict `instance is not logged in` before login, `instance is not connected` when
+   * @throws DomainError not_logged_in `instance is not logged in` before login, not_connected `instance is not connected` when
    *   logged in but disconnected (DESIGN D6).
    */
   ready(): Promise<SandboxCredentials>;

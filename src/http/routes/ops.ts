@@ -7,7 +7,7 @@ const error = Type.Ref('ErrorEnvelope');
 
 /** Operations endpoints (DESIGN D14): health, readiness, Prometheus metrics and the OpenAPI document. No auth. */
 export async function opsRoutes(app: FastifyInstance): Promise<void> {
-  const { store, metrics, sessions } = app.services;
+  const { metrics, sessions } = app.services;
 
   app.get(
     '/healthz',
