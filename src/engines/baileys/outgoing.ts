@@ -27,7 +27,10 @@ export interface LinkPreview {
   jpegThumbnail?: Buffer;
 }
 
-/** Fetches a preview for `url`; undefined when none could be made. Wired by the lead to the guarded fetcher. */
+/**
+ * Fetches a preview for `url`; undefined when none could be made. parley wires none today: a live text send with
+ * `linkPreview: true` gets a card whose title is the link's host name (the page is never fetched).
+ */
 export type LinkPreviewFetcher = (url: string) => Promise<LinkPreview | undefined>;
 
 /**

@@ -107,7 +107,11 @@ export class BaileysSession implements EngineSession {
       { component: 'baileys' },
       { level: quieterLevel(context.logger.level, options.baileysLogLevel) },
     );
-    this.#resolver = new JidResolver({ lookup: () => this.#life.socket?.signalRepository.lidMapping });
+    this.#resolver = new JidResolver({
+      lookup: () => this.#life.socket?.signalRepository.lidMapping,
+      onLookupError: (error, lid) =>
+        context.logger.warn({ err: error, lid }, 'LID lookup failed; passing the LID on unresolved'),
+    });
     this.#contacts = new ContactBook(context.auth);
     this.#mapping = { resolver: this.#resolver, me: () => this.#me() };
     const lock = options.locks.forInstance(context.instanceId, {
@@ -289,7 +293,9 @@ export class BaileysSession implements EngineSession {
     try {
       const found = await this.#context.findMessage(id);
       return found ? resendableProto(found.content) : undefined;
-    } catch {
+    } catch (error) {
+      // The platform asked to resend a message the store could not read: it is answered as unknown.
+      this.#context.logger.warn({ err: error, id }, 'reading a stored message for a platform retry failed');
       return undefined;
     }
   }
