@@ -11,6 +11,7 @@ import type { SecretBox } from '../security/secrets.ts';
 import { SqlAuthStateStore } from '../store/engine-auth.ts';
 import { getInstance, listInstancesToRestore, updateInstance } from '../store/instances.ts';
 import type { Database } from '../store/schema.ts';
+import { RECORD_RETRY, type RecordRetryPolicy, recordWithRetry } from './record-retry.ts';
 
 /** How long `connect` with `immediate:false` waits for login, ms (SPEC Limits, DESIGN D7). */
 export const LOGIN_VERIFY_MS = 10_000;
@@ -50,6 +51,11 @@ export interface SessionManagerOptions {
    * and cap, ms (default 1,000 and 60,000), doubled per failure with ±20 % jitter.
    */
   restoreRetry?: { baseMs: number; maxMs: number };
+  /**
+   * Retry of a failed recording of any engine's event (DESIGN D2): tries in all and the first wait, ms, doubling
+   * (default {@link RECORD_RETRY}: 5 tries, 100 ms); `random` is the jitter source (default `Math.random`).
+   */
+  recordRetry?: { attempts?: number; baseDelayMs?: number; random?: () => number };
 }
 
 /**
@@ -74,15 +80,23 @@ export class SessionManager {
     const { db, box, engines, recorder, logger, clock, findMessage } = this.#options;
     const instanceId = instance.id;
     const sessionLogger = logger.child({ instanceId });
+    const record = (event: EngineEvent) =>
+      recorder.record(instanceId, event).catch((error: unknown) => {
+        sessionLogger.warn({ err: error, event: event.type }, 'recording an engine event failed');
+        throw error;
+      });
+    const retry = this.#options.recordRetry;
+    const policy: RecordRetryPolicy = {
+      attempts: Math.max(1, retry?.attempts ?? RECORD_RETRY.attempts),
+      baseDelayMs: retry?.baseDelayMs ?? RECORD_RETRY.baseDelayMs,
+      random: retry?.random ?? Math.random,
+    };
     const session = engines[instance.env].createSession({
       instanceId,
       env: instance.env,
       auth: new SqlAuthStateStore(db, box, instanceId),
-      emit: (event: EngineEvent) =>
-        recorder.record(instanceId, event).catch((error: unknown) => {
-          sessionLogger.warn({ err: error, event: event.type }, 'recording an engine event failed');
-          throw error;
-        }),
+      // Every engine's events are recorded with the same bounded retry (DESIGN D2).
+      emit: (event: EngineEvent) => recordWithRetry({ emit: record, logger: sessionLogger }, event, policy),
       findMessage: (id) => findMessage(instanceId, id),
       logger: sessionLogger,
       clock,

@@ -4,15 +4,16 @@ import { proto, type WAMessage } from 'baileys';
 import type { EngineEvent } from '../../src/domain/messages.ts';
 import { readPairedCreds } from '../../src/engines/baileys/auth-state.ts';
 import { BaileysEngine } from '../../src/engines/baileys/index.ts';
-import {
-  isPermanentStoreError,
-  type RecordRetryPolicy,
-  recordRetryDelayMs,
-} from '../../src/engines/baileys/record.ts';
 import type { AuthStateStore, EngineSession, EngineSessionContext } from '../../src/engines/engine.ts';
 import { MessageProjection } from '../../src/events/message-projection.ts';
 import { type EventProjection, EventRecorder } from '../../src/events/recorder.ts';
 import { SqlSessionLocks } from '../../src/sessions/instance-lock.ts';
+import {
+  isPermanentStoreError,
+  type RecordRetryPolicy,
+  recordRetryDelayMs,
+  recordWithRetry,
+} from '../../src/sessions/record-retry.ts';
 import { SqlAuthStateStore } from '../../src/store/engine-auth.ts';
 import { testDialects } from '../support/store.ts';
 import { type FakeSocket, fakeFactory, storePairedCreds } from './fake-socket.ts';
@@ -121,10 +122,19 @@ for (const dialect of testDialects()) {
         instanceId,
         env: 'live',
         auth,
-        emit: async (event) => {
-          events.push(event);
-          await recorder.record(instanceId, event);
-        },
+        // As the session manager does for every engine: the recorder behind the bounded retry (waits shortened).
+        emit: (event) =>
+          recordWithRetry(
+            {
+              emit: async (tried) => {
+                events.push(tried);
+                await recorder.record(instanceId, tried);
+              },
+              logger,
+            },
+            event,
+            { attempts: 5, baseDelayMs: 1, random: () => 0.5 },
+          ),
         findMessage: async () => undefined,
         logger,
         clock: Date.now,
@@ -137,7 +147,6 @@ for (const dialect of testDialects()) {
         socketFactory: fake.factory,
         ackTimeoutMs: 50,
         random: () => 0.5,
-        recordRetry: { baseDelayMs: 1 },
       });
       engines.push(engine);
       const session: EngineSession = engine.createSession(context);

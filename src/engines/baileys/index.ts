@@ -5,7 +5,6 @@ import type { Engine, EngineSession, EngineSessionContext, SessionLocks } from '
 import { CONNECT_DEADLINE_MS } from './lifecycle.ts';
 import type { LinkPreviewFetcher } from './outgoing.ts';
 import { type PlatformEndpoint, trustPlatformRoot } from './platform.ts';
-import { RECORD_RETRY } from './record.ts';
 import { BaileysSession } from './session.ts';
 import { makeBaileysSocket, type SocketFactory } from './socket.ts';
 
@@ -47,11 +46,6 @@ export interface BaileysEngineOptions {
   linkPreview?: LinkPreviewFetcher;
   /** Random source for backoff jitter, [0, 1); default `Math.random`. */
   random?: () => number;
-  /**
-   * Retry of a failed recording of an incoming event or a sent message (DESIGN D2): tries in all and the first
-   * wait in ms, doubling (default {@link RECORD_RETRY}: 5 tries, 100 ms). Tests shorten the wait.
-   */
-  recordRetry?: { attempts?: number; baseDelayMs?: number };
   /**
    * A platform simulator instead of the real platform (DESIGN D15): its WebSocket URL for every socket, and its
    * Noise certificate root, trusted process-wide when the engine is built (`trustPlatformRoot`). Default: none.
@@ -97,11 +91,6 @@ export class BaileysEngine implements Engine {
         fullHistory: o.fullHistory ?? false,
         baileysLogLevel: o.baileysLogLevel ?? 'warn',
         random: o.random ?? Math.random,
-        recordRetry: {
-          attempts: Math.max(1, o.recordRetry?.attempts ?? RECORD_RETRY.attempts),
-          baseDelayMs: o.recordRetry?.baseDelayMs ?? RECORD_RETRY.baseDelayMs,
-          random: o.random ?? Math.random,
-        },
         ...(o.linkPreview ? { linkPreview: o.linkPreview } : {}),
         ...(o.platform?.url ? { platformUrl: o.platform.url } : {}),
       },

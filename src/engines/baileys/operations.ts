@@ -40,7 +40,7 @@ export interface OperationDeps {
   /** The platform's last reach-out timelock report. */
   reachout(): ReachoutTimelockState | undefined;
   /**
-   * Records an event of a call path with the session's bounded retry (`recordWithRetry`, DESIGN D2).
+   * Records an event of a call path through `context.emit` (bounded retry on the session side, DESIGN D2).
    * @throws the recording error once retrying gave up.
    */
   record(event: EngineEvent): Promise<void>;

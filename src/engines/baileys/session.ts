@@ -25,7 +25,6 @@ import { attachListeners, IncomingQueue } from './listeners.ts';
 import * as ops from './operations.ts';
 import type { LinkPreviewFetcher } from './outgoing.ts';
 import { resendableProto } from './outgoing.ts';
-import { type RecordRetryPolicy, recordWithRetry } from './record.ts';
 import type { BaileysLogger, SocketFactory, SocketLike } from './socket.ts';
 
 /** Everything a session takes from the engine (see `BaileysEngineOptions` for meanings and defaults). */
@@ -42,7 +41,6 @@ export interface BaileysSessionOptions {
   linkPreview?: LinkPreviewFetcher;
   random: () => number;
   /** Retry of failed recordings (DESIGN D2): incoming events and sends. */
-  recordRetry: RecordRetryPolicy;
   /** WebSocket URL of a platform simulator (Baileys' `waWebSocketUrl`); undefined: the real platform. */
   platformUrl?: string;
 }
@@ -83,7 +81,7 @@ export class BaileysSession implements EngineSession {
 
   constructor(context: EngineSessionContext, options: BaileysSessionOptions) {
     this.#context = context;
-    this.#queue = new IncomingQueue(context, options.recordRetry);
+    this.#queue = new IncomingQueue(context);
     const now = () => context.clock();
     this.#groups = new BoundedCache(HOUR, 1_000, now);
     this.#recent = new BoundedCache(HOUR, 256, now);
@@ -169,7 +167,7 @@ export class BaileysSession implements EngineSession {
       ackTimeoutMs: options.ackTimeoutMs,
       baileysLogger: this.#baileysLogger,
       reachout: () => this.#life.reachout,
-      record: (event) => recordWithRetry(context, event, options.recordRetry),
+      record: (event) => context.emit(event),
       subscribePresence: (sock, jid) => this.#subscribePresence(sock, jid),
       ...(options.linkPreview ? { linkPreview: options.linkPreview } : {}),
     };
