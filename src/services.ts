@@ -28,7 +28,8 @@ import { LogRetention } from './webhooks/retention.ts';
 import { DeliveryWorker, type WebhookWorkerTuning } from './webhooks/worker.ts';
 
 /**
- * Everything the routes use, built once at boot (fastify/demo's middle layer: app services and repositories).
+ * Everything the process runs, built once at boot: the application services routes call (`app`, src/app) and
+ * the parts below them (store, sessions, recorder, webhook worker, …) that the HTTP plugins and the CLI use.
  * `close` releases them in reverse order.
  */
 export interface Services {
