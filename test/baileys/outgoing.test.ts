@@ -12,7 +12,8 @@ import {
   type OutgoingDeps,
   resendableProto,
 } from '../../src/engines/baileys/outgoing.ts';
-import { readStickerExif, stickerExif, withExif } from '../../src/media/exif.ts';
+import { stickerExif, withExif } from '../../src/media/exif.ts';
+import { readStickerExif } from '../support/sticker-exif.ts';
 import { ME } from './fake-socket.ts';
 import { silentLogger } from './support.ts';
 

@@ -4,13 +4,14 @@ import sharp from 'sharp';
 import { DomainError } from '../../src/domain/errors.ts';
 import { statusOf } from '../../src/http/errors.ts';
 import { defaultFileName, detectFormat, documentMimeType, requireFormat } from '../../src/media/detect.ts';
-import { readStickerExif, stickerExif, withExif } from '../../src/media/exif.ts';
+import { stickerExif, withExif } from '../../src/media/exif.ts';
 import { Ffmpeg, ffmpegCandidates, packagedFfmpegPath } from '../../src/media/ffmpeg.ts';
 import { bodyLimitFor, MEDIA_RULES } from '../../src/media/kinds.ts';
 import { decodeDataUri } from '../../src/media/source.ts';
 import { makeSticker } from '../../src/media/sticker.ts';
 import { fixture } from '../messages/support.ts';
 import { ffmpegAvailable } from '../support/ffmpeg.ts';
+import { readStickerExif } from '../support/sticker-exif.ts';
 
 describe('media input rules (DESIGN D8)', () => {
   it('decodes base64 data URIs whatever the declared type, and refuses malformed ones naming the field', () => {
