@@ -1,10 +1,11 @@
 import type { RegistrationCache } from '../contacts/registration-cache.ts';
-import type { Instance } from '../domain/instance.ts';
+import type { Instance, InstanceId } from '../domain/instance.ts';
 import type { Avatar, Contact, UserCheck, UserInfo } from '../domain/messages.ts';
 import { phoneOfJid } from '../domain/messages.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
 import { listChatPeers } from '../store/messages.ts';
+import { loadInstance } from './instances.ts';
 
 /**
  * The contacts family (SPEC Contacts, DESIGN D12). Every method needs the instance logged in and connected
@@ -21,11 +22,17 @@ export class ContactService {
     this.#registrations = deps.registrations;
   }
 
+  /** The instance the call addresses, read by id. @throws DomainError not_found `instance not found`. */
+  #load(instanceId: InstanceId): Promise<Instance> {
+    return loadInstance(this.#store.db, instanceId);
+  }
+
   /**
    * Which phone numbers are registered, one entry per number in order. Answers come from the registration cache
    * shared with the sends' check (DESIGN D6), so numbers checked here spare later lookups.
    */
-  async check(instance: Instance, phones: readonly string[]): Promise<UserCheck[]> {
+  async check(instanceId: InstanceId, phones: readonly string[]): Promise<UserCheck[]> {
+    const instance = await this.#load(instanceId);
     const session = this.#sessions.ready(instance);
     return this.#registrations.check(instance.id, phones, (missing) => session.checkPhones(missing));
   }
@@ -34,7 +41,8 @@ export class ContactService {
    * The account's contacts: the platform's, then every user the instance exchanged messages with (stored chat
    * peers, with their display name), unordered and possibly repeated (the caller merges by JID).
    */
-  async list(instance: Instance): Promise<Contact[]> {
+  async list(instanceId: InstanceId): Promise<Contact[]> {
+    const instance = await this.#load(instanceId);
     const platform = await this.#sessions.ready(instance).contacts();
     const peers = (await listChatPeers(this.#store.db, instance.id))
       .filter((peer) => phoneOfJid(peer.jid) !== null)
@@ -49,12 +57,14 @@ export class ContactService {
   }
 
   /** Profile details of the users with these phone numbers (DESIGN D12), one entry per distinct number found. */
-  info(instance: Instance, phones: readonly string[]): Promise<UserInfo[]> {
+  async info(instanceId: InstanceId, phones: readonly string[]): Promise<UserInfo[]> {
+    const instance = await this.#load(instanceId);
     return this.#sessions.ready(instance).userInfo(phones);
   }
 
   /** The profile picture of a user, or null when it has none (DESIGN D12). */
-  avatar(instance: Instance, phone: string): Promise<Avatar | null> {
+  async avatar(instanceId: InstanceId, phone: string): Promise<Avatar | null> {
+    const instance = await this.#load(instanceId);
     return this.#sessions.ready(instance).avatar(phone);
   }
 }

@@ -17,7 +17,8 @@ import { WebhookService } from './webhooks.ts';
 /**
  * The application layer: one service per family, each owning its transactions and its calls into engines,
  * store and recorder. Routes (and any other caller: a dashboard action, a call forwarded from another node)
- * resolve the instance and call one method; every instance-scoped method takes the instance first.
+ * resolve the instance and call one method; every instance-scoped method takes the instance id first and reads
+ * the instance itself (404 when it is gone), so the call can be run on any node.
  */
 export interface Application {
   session: SessionService;
@@ -48,7 +49,7 @@ export function createApplication(deps: ApplicationDeps): Application {
     session: new SessionService({ store, sessions, box }),
     messaging: new MessagingService({ store, sessions, registrations, recorder }),
     contacts: new ContactService({ store, sessions, registrations }),
-    groups: new GroupService({ sessions }),
+    groups: new GroupService({ store, sessions }),
     webhooks: new WebhookService({ store, guard, worker: webhookWorker, clock }),
     sandbox: new SandboxService({ store, sessions, registrations }),
     readiness: new ReadinessService({ store }),

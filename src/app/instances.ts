@@ -1,8 +1,8 @@
 import type { Kysely } from 'kysely';
 import type { AuthContext } from '../auth/authenticator.ts';
 import { errors } from '../domain/errors.ts';
-import type { Instance } from '../domain/instance.ts';
-import { listInstances } from '../store/instances.ts';
+import type { Instance, InstanceId } from '../domain/instance.ts';
+import { getInstance, listInstances } from '../store/instances.ts';
 import type { Database } from '../store/schema.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -38,4 +38,15 @@ export async function resolveInstance(
   if (!only) throw errors.instanceNotFound();
   if (others.length > 0) throw errors.badRequest('several instances: name one with from');
   return only;
+}
+
+/**
+ * The instance with id `instanceId`, read from the store: what every instance-scoped service method starts from,
+ * so a call carries only the id (and can be run by any node).
+ * @throws DomainError not_found `instance not found`.
+ */
+export async function loadInstance(db: Kysely<Database>, instanceId: InstanceId): Promise<Instance> {
+  const instance = await getInstance(db, instanceId);
+  if (!instance) throw errors.instanceNotFound();
+  return instance;
 }

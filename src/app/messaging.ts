@@ -1,6 +1,6 @@
 import type { RegistrationCache } from '../contacts/registration-cache.ts';
 import { DomainError } from '../domain/errors.ts';
-import type { Instance } from '../domain/instance.ts';
+import type { Instance, InstanceId } from '../domain/instance.ts';
 import type { Jid, OutgoingContent, SentMessage } from '../domain/messages.ts';
 import { GROUP_DOMAIN, userJid } from '../domain/messages.ts';
 import type { EngineSession } from '../engines/engine.ts';
@@ -8,6 +8,7 @@ import type { EventRecorder } from '../events/recorder.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
 import { findStoredMessage } from '../store/messages.ts';
+import { loadInstance } from './instances.ts';
 
 /** True when a chat address (`phone` field) is a group JID rather than a phone number. */
 export function isGroupAddress(address: string): boolean {
@@ -58,6 +59,11 @@ export class MessagingService {
     this.#recorder = deps.recorder;
   }
 
+  /** The instance the call addresses, read by id. @throws DomainError not_found `instance not found`. */
+  #load(instanceId: InstanceId): Promise<Instance> {
+    return loadInstance(this.#store.db, instanceId);
+  }
+
   /**
    * The whole send pipeline of DESIGN D2 for one message: the session (409), the recipient's registration
    * (422), then the content — built only now, so media is fetched only for a send that can go out — then the
@@ -66,10 +72,11 @@ export class MessagingService {
    *   engine errors as raised.
    */
   async send(
-    instance: Instance,
+    instanceId: InstanceId,
     input: SendInput,
     content: () => Promise<OutgoingContent> | OutgoingContent,
   ): Promise<SentMessage> {
+    const instance = await this.#load(instanceId);
     const session = this.#sessions.ready(instance);
     await this.#requireRegistered(instance, session, input.phone);
     const built = await content();
@@ -85,7 +92,8 @@ export class MessagingService {
    * (the platform needs it for others' messages).
    * @throws DomainError not_registered for an unregistered one-to-one recipient; engine errors as raised.
    */
-  async react(instance: Instance, input: ReactInput): Promise<SentMessage> {
+  async react(instanceId: InstanceId, input: ReactInput): Promise<SentMessage> {
+    const instance = await this.#load(instanceId);
     const session = this.#sessions.ready(instance);
     await this.#requireRegistered(instance, session, input.phone);
     let author: Jid | undefined;
@@ -101,9 +109,10 @@ export class MessagingService {
    * in groups), then records a `read` event so the messages move to `read` through the event pipeline.
    */
   async markRead(
-    instance: Instance,
+    instanceId: InstanceId,
     input: { chatPhone: string; ids: readonly string[]; senderPhone?: string | undefined },
   ): Promise<void> {
+    const instance = await this.#load(instanceId);
     const session = this.#sessions.ready(instance);
     const chat = chatJidOf(input.chatPhone);
     const ids = [...new Set(input.ids)];

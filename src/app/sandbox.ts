@@ -1,6 +1,6 @@
 import type { RegistrationCache } from '../contacts/registration-cache.ts';
 import { DomainError, errors } from '../domain/errors.ts';
-import type { Instance } from '../domain/instance.ts';
+import type { Instance, InstanceId } from '../domain/instance.ts';
 import type { GroupInfo, SentMessage } from '../domain/messages.ts';
 import type {
   SandboxControls,
@@ -13,6 +13,7 @@ import type {
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
 import { findInstanceByPhone } from '../store/instances.ts';
+import { loadInstance } from './instances.ts';
 
 /**
  * The sandbox family (DESIGN D9): the simulated platform's test helpers of a test instance. Operations other
@@ -29,6 +30,11 @@ export class SandboxService {
     this.#registrations = deps.registrations;
   }
 
+  /** The instance the call addresses, read by id. @throws DomainError not_found `instance not found`. */
+  #load(instanceId: InstanceId): Promise<Instance> {
+    return loadInstance(this.#store.db, instanceId);
+  }
+
   /** The instance's simulated platform. @throws DomainError not_found on a live instance. */
   #controls(instance: Instance): SandboxControls {
     const controls = this.#sessions.session(instance).sandbox;
@@ -42,7 +48,8 @@ export class SandboxService {
    * @throws DomainError conflict `already logged in`, `phone <p> is already linked to another instance`;
    *   not_connected when no pairing runs.
    */
-  async scan(instance: Instance, input: { code?: string; phone?: string }): Promise<string> {
+  async scan(instanceId: InstanceId, input: { code?: string; phone?: string }): Promise<string> {
+    const instance = await this.#load(instanceId);
     const controls = this.#sessions.existing(instance.id)?.sandbox;
     if (!controls) throw instance.jid !== null ? errors.alreadyLoggedIn() : errors.notConnected();
     const phone = input.phone;
@@ -57,28 +64,33 @@ export class SandboxService {
   }
 
   /** A message arrives from a simulated user. See {@link SandboxControls.inbound}. */
-  inbound(instance: Instance, input: SandboxInboundInput): Promise<SentMessage> {
+  async inbound(instanceId: InstanceId, input: SandboxInboundInput): Promise<SentMessage> {
+    const instance = await this.#load(instanceId);
     return this.#controls(instance).inbound(input);
   }
 
   /** The recipient acknowledges a sent message. See {@link SandboxControls.receipt}. */
-  receipt(instance: Instance, input: SandboxReceiptInput): Promise<void> {
+  async receipt(instanceId: InstanceId, input: SandboxReceiptInput): Promise<void> {
+    const instance = await this.#load(instanceId);
     return this.#controls(instance).receipt(input);
   }
 
   /** A simulated user starts or stops typing. See {@link SandboxControls.presence}. */
-  presence(instance: Instance, input: SandboxPresenceInput): Promise<void> {
+  async presence(instanceId: InstanceId, input: SandboxPresenceInput): Promise<void> {
+    const instance = await this.#load(instanceId);
     return this.#controls(instance).presence(input);
   }
 
   /** Defines a simulated user and forgets the cached registration answer for its number (DESIGN D6, D9). */
-  async defineUser(instance: Instance, input: SandboxUserInput): Promise<void> {
+  async defineUser(instanceId: InstanceId, input: SandboxUserInput): Promise<void> {
+    const instance = await this.#load(instanceId);
     await this.#controls(instance).defineUser(input);
     this.#registrations.invalidate(instance.id, input.phone);
   }
 
   /** A group another user created with the account as a plain member. See {@link SandboxControls.createForeignGroup}. */
-  createForeignGroup(instance: Instance, input: SandboxForeignGroupInput): Promise<GroupInfo> {
+  async createForeignGroup(instanceId: InstanceId, input: SandboxForeignGroupInput): Promise<GroupInfo> {
+    const instance = await this.#load(instanceId);
     return this.#controls(instance).createForeignGroup(input);
   }
 }

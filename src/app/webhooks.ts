@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../domain/clock.ts';
 import { type DomainError, errors } from '../domain/errors.ts';
-import { EVENT_TYPES, type EventType, type Instance } from '../domain/instance.ts';
+import { EVENT_TYPES, type EventType, type Instance, type InstanceId } from '../domain/instance.ts';
 import { OutboundError, type OutboundGuard } from '../net/outbound-guard.ts';
 import { nowIso, type Store } from '../store/database.ts';
 import { requeueDelivery } from '../store/deliveries.ts';
@@ -15,6 +15,7 @@ import {
 } from '../store/webhook-events.ts';
 import { type DeliveryView, decodeCursor, encodeCursor, toDeliveryView } from '../webhooks/log.ts';
 import type { DeliveryWorker } from '../webhooks/worker.ts';
+import { loadInstance } from './instances.ts';
 
 /** An instance's webhook configuration (SPEC Webhook, DESIGN D10); `disabledAt` is RFC 3339 or null. */
 export interface WebhookConfig {
@@ -63,8 +64,14 @@ export class WebhookService {
     this.#clock = deps.clock;
   }
 
+  /** The instance the call addresses, read by id. @throws DomainError not_found `instance not found`. */
+  #load(instanceId: InstanceId): Promise<Instance> {
+    return loadInstance(this.#store.db, instanceId);
+  }
+
   /** The instance's URL, subscription (a null one reads as all four types, DESIGN D7) and disabled state. */
-  async config(instance: Instance): Promise<WebhookConfig> {
+  async config(instanceId: InstanceId): Promise<WebhookConfig> {
+    const instance = await this.#load(instanceId);
     const state = await getWebhookState(this.#store.db, instance.id);
     return {
       webhook: instance.webhookUrl ?? '',
@@ -82,7 +89,8 @@ export class WebhookService {
    * @throws DomainError invalid `webhookUrl must be an HTTPS URL…` / `webhookUrl is refused: …` (the detail is
    *   logged on `log`, never answered).
    */
-  async setUrl(instance: Instance, rawUrl: string, log: FastifyBaseLogger): Promise<string> {
+  async setUrl(instanceId: InstanceId, rawUrl: string, log: FastifyBaseLogger): Promise<string> {
+    const instance = await this.#load(instanceId);
     let url: URL;
     try {
       url = this.#guard.parseUrl(rawUrl);
@@ -106,7 +114,8 @@ export class WebhookService {
   }
 
   /** Removes the URL: later events are logged as unsent (redeliverable); queued deliveries wait for a new URL. */
-  async removeUrl(instance: Instance): Promise<void> {
+  async removeUrl(instanceId: InstanceId): Promise<void> {
+    const instance = await this.#load(instanceId);
     await updateInstance(this.#store.db, instance.id, { webhookUrl: null });
   }
 
@@ -115,9 +124,10 @@ export class WebhookService {
    * status. @throws DomainError invalid `cursor is invalid`.
    */
   async deliveries(
-    instance: Instance,
+    instanceId: InstanceId,
     query: { limit: number; status?: LogQuery['status']; cursor?: string | undefined },
   ): Promise<DeliveryPage> {
+    const instance = await this.#load(instanceId);
     const { limit, status, cursor } = query;
     const beforeSequence = cursor === undefined ? undefined : decodeCursor(cursor);
     const entries = await listLog(this.#store.db, instance.id, {
@@ -138,7 +148,8 @@ export class WebhookService {
    * @throws DomainError not_found `delivery not found`; conflict `no webhook URL configured`, `webhook is
    *   disabled …`, `delivery is being attempted right now`.
    */
-  async redeliver(instance: Instance, id: string): Promise<void> {
+  async redeliver(instanceId: InstanceId, id: string): Promise<void> {
+    const instance = await this.#load(instanceId);
     const db = this.#store.db;
     if (!(await webhookEventExists(db, instance.id, id))) throw errors.notFound('delivery not found');
     if (instance.webhookUrl === null) throw errors.conflict('no webhook URL configured');

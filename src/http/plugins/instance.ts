@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { resolveInstance } from '../../app/instances.ts';
 import { DomainError } from '../../domain/errors.ts';
-import type { Instance } from '../../domain/instance.ts';
+import type { Instance, InstanceId } from '../../domain/instance.ts';
 import { selectorOf } from '../instance-selector.ts';
 import { authOf } from './auth.ts';
 
@@ -62,3 +62,11 @@ export const instancePlugin = fp(
   },
   { name: 'parley-instance', dependencies: ['parley-auth', 'parley-services'] },
 );
+
+/**
+ * The id of the instance a request addresses: what a route hands to an application service.
+ * @throws DomainError internal when the route declares no `config.instance` (a wiring bug).
+ */
+export function instanceIdOf(request: FastifyRequest): InstanceId {
+  return instanceOf(request).id;
+}

@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { errors } from '../../../domain/errors.ts';
 import type { GroupInfo } from '../../../domain/messages.ts';
 import { userJid } from '../../../domain/messages.ts';
-import { instanceOf } from '../../plugins/instance.ts';
+import { instanceIdOf } from '../../plugins/instance.ts';
 import { InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 
 /** Longest group name, characters (SPEC Limits). */
@@ -205,7 +205,7 @@ export async function groupsRoutes(fastify: FastifyInstance): Promise<void> {
       if (groupName.trim() === '') throw errors.badRequest('name must not be blank');
       // A number named twice is added once; the engine leaves out the account itself (it is the creator).
       const members = [...new Set(request.body.participants)].map(userJid);
-      return ok(toGroupCreated(await groups.create(instanceOf(request), groupName, members)));
+      return ok(toGroupCreated(await groups.create(instanceIdOf(request), groupName, members)));
     },
   );
 
@@ -228,7 +228,7 @@ export async function groupsRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const listed = await groups.list(instanceOf(request));
+      const listed = await groups.list(instanceIdOf(request));
       return ok({ groups: listed.map(toGroupListed) });
     },
   );
@@ -246,7 +246,7 @@ export async function groupsRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      return ok(toGroupDetails(await groups.info(instanceOf(request), request.query.groupJid)));
+      return ok(toGroupDetails(await groups.info(instanceIdOf(request), request.query.groupJid)));
     },
   );
 
@@ -263,7 +263,7 @@ export async function groupsRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const code = await groups.inviteCode(instanceOf(request), request.query.groupJid);
+      const code = await groups.inviteCode(instanceIdOf(request), request.query.groupJid);
       return ok({ inviteLink: `${appConfig.inviteBaseUrl}${code}` });
     },
   );

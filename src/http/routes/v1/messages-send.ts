@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import { errors } from '../../../domain/errors.ts';
 import type { OutgoingContent, SentMessage } from '../../../domain/messages.ts';
 import type { Services } from '../../../services.ts';
-import { instanceOf } from '../../plugins/instance.ts';
+import { instanceIdOf } from '../../plugins/instance.ts';
 import type { SendResult } from './messages-schemas.ts';
 
 /** The send result envelope data (SPEC Send result): `Sent`, the id, and the time as RFC 3339 UTC. */
@@ -21,7 +21,7 @@ export async function sendMessage(
   content: () => Promise<OutgoingContent> | OutgoingContent,
 ): Promise<SendResult> {
   const sent = await services.app.messaging.send(
-    instanceOf(request),
+    instanceIdOf(request),
     { phone: input.phone, quotedId: input.id },
     content,
   );

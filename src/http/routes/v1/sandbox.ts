@@ -1,7 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { instanceOf } from '../../plugins/instance.ts';
+import { instanceIdOf } from '../../plugins/instance.ts';
 import { Details, InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 import { GroupDetails, toGroupDetails } from './groups.ts';
 
@@ -156,7 +156,7 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const { code, phone } = request.body;
-      const linked = await sandbox.scan(instanceOf(request), {
+      const linked = await sandbox.scan(instanceIdOf(request), {
         ...(code === undefined ? {} : { code }),
         ...(phone === undefined ? {} : { phone }),
       });
@@ -179,7 +179,7 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const { phone, body, groupJid, pushName } = request.body;
-      const sent = await sandbox.inbound(instanceOf(request), {
+      const sent = await sandbox.inbound(instanceIdOf(request), {
         phone,
         body,
         ...(groupJid === undefined ? {} : { groupJid }),
@@ -204,7 +204,7 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const { id, state, phone } = request.body;
-      await sandbox.receipt(instanceOf(request), {
+      await sandbox.receipt(instanceIdOf(request), {
         id,
         state,
         ...(phone === undefined ? {} : { phone }),
@@ -228,7 +228,7 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const { phone, state, groupJid } = request.body;
-      await sandbox.presence(instanceOf(request), {
+      await sandbox.presence(instanceIdOf(request), {
         phone,
         state,
         ...(groupJid === undefined ? {} : { groupJid }),
@@ -251,7 +251,7 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      await sandbox.defineUser(instanceOf(request), request.body);
+      await sandbox.defineUser(instanceIdOf(request), request.body);
       return ok({ details: `User ${request.body.phone} defined` });
     },
   );
@@ -270,7 +270,7 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const group = await sandbox.createForeignGroup(instanceOf(request), request.body);
+      const group = await sandbox.createForeignGroup(instanceIdOf(request), request.body);
       return ok(toGroupDetails(group));
     },
   );

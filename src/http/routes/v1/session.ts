@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { toDataURL } from 'qrcode';
-import { instanceOf } from '../../plugins/instance.ts';
+import { instanceIdOf } from '../../plugins/instance.ts';
 import { Details, EventTypeName, InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 
 /** Body of `POST /v1/session/connect` (SPEC Session; DESIGN D7). */
@@ -118,7 +118,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const body = request.body;
-      const result = await session.connect(instanceOf(request), {
+      const result = await session.connect(instanceIdOf(request), {
         ...(body.subscribe ? { subscribe: [...new Set(body.subscribe)] } : {}),
         immediate: body.immediate ?? true,
       });
@@ -138,7 +138,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
         response: responses('Connection and login state of the instance', SessionStatus),
       },
     },
-    async (request) => ok(session.status(instanceOf(request))),
+    async (request) => ok(await session.status(instanceIdOf(request))),
   );
 
   app.get(
@@ -158,7 +158,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const pairing = session.pairingCode(instanceOf(request));
+      const pairing = await session.pairingCode(instanceIdOf(request));
       const qrCode = await toDataURL(pairing.code, { errorCorrectionLevel: 'L', margin: 2, width: 264 });
       return ok({ qrCode, code: pairing.code, expiresAt: new Date(pairing.expiresAt).toISOString() });
     },
@@ -184,7 +184,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) =>
-      ok({ code: await session.requestPairingCode(instanceOf(request), request.body.phone) }),
+      ok({ code: await session.requestPairingCode(instanceIdOf(request), request.body.phone) }),
   );
 
   app.post(
@@ -200,7 +200,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      await session.disconnect(instanceOf(request));
+      await session.disconnect(instanceIdOf(request));
       return ok({ details: 'Disconnected' });
     },
   );
@@ -218,7 +218,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      await session.logout(instanceOf(request));
+      await session.logout(instanceIdOf(request));
       return ok({ details: 'Logged out' });
     },
   );
@@ -237,7 +237,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      await session.setHmacKey(instanceOf(request), request.body.hmacKey);
+      await session.setHmacKey(instanceIdOf(request), request.body.hmacKey);
       return ok({ details: 'HMAC key configured' });
     },
   );
@@ -254,7 +254,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
         response: responses('Whether an HMAC key is configured', Type.Object({ configured: Type.Boolean() })),
       },
     },
-    async (request) => ok({ configured: session.hasHmacKey(instanceOf(request)) }),
+    async (request) => ok({ configured: await session.hasHmacKey(instanceIdOf(request)) }),
   );
 
   app.delete(
@@ -270,7 +270,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      await session.removeHmacKey(instanceOf(request));
+      await session.removeHmacKey(instanceIdOf(request));
       return ok({ details: 'HMAC key removed' });
     },
   );

@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { LOG_STATUSES } from '../../../app/webhooks.ts';
-import { instanceOf } from '../../plugins/instance.ts';
+import { instanceIdOf } from '../../plugins/instance.ts';
 import { Details, EventTypeName, InstanceQuery, InstanceSelector, ok, responses } from '../../schemas.ts';
 
 /** Webhook configuration (SPEC Webhook configuration, DESIGN D10), plus whether a 410 Gone disabled it. */
@@ -140,7 +140,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      return ok(await webhooks.config(instanceOf(request)));
+      return ok(await webhooks.config(instanceIdOf(request)));
     },
   );
 
@@ -158,7 +158,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const webhook = await webhooks.setUrl(instanceOf(request), request.body.webhookUrl, request.log);
+      const webhook = await webhooks.setUrl(instanceIdOf(request), request.body.webhookUrl, request.log);
       return ok({ webhook });
     },
   );
@@ -177,7 +177,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      await webhooks.removeUrl(instanceOf(request));
+      await webhooks.removeUrl(instanceIdOf(request));
       return ok({ details: 'Webhook removed' });
     },
   );
@@ -196,7 +196,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const { status, cursor } = request.query;
-      const page = await webhooks.deliveries(instanceOf(request), {
+      const page = await webhooks.deliveries(instanceIdOf(request), {
         limit: request.query.limit ?? 20,
         ...(status === undefined ? {} : { status }),
         ...(cursor === undefined ? {} : { cursor }),
@@ -220,7 +220,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const id = request.params.id.toLowerCase();
-      await webhooks.redeliver(instanceOf(request), id);
+      await webhooks.redeliver(instanceIdOf(request), id);
       return ok({ details: 'Queued for redelivery', id });
     },
   );
