@@ -1,13 +1,15 @@
 import { readFileSync } from 'node:fs';
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
+import { type Application, createApplication } from './app/index.ts';
 import { KeyAuthenticator } from './auth/authenticator.ts';
 import type { Config } from './config/config.ts';
 import { RegistrationCache } from './contacts/registration-cache.ts';
+import type { Clock } from './domain/clock.ts';
+import type { EngineMessage } from './domain/messages.ts';
 import { BaileysEngine } from './engines/baileys/index.ts';
-import type { Clock, Engine } from './engines/engine.ts';
+import type { Engine } from './engines/engine.ts';
 import { SandboxEngine } from './engines/sandbox/index.ts';
-import type { EngineMessage } from './engines/types.ts';
 import { InstanceStateProjection } from './events/instance-state.ts';
 import { MessageProjection } from './events/message-projection.ts';
 import { OutboxProjection } from './events/outbox-projection.ts';
@@ -18,6 +20,7 @@ import { Metrics } from './ops/metrics.ts';
 import { PlanRateLimiter } from './ratelimit/limiter.ts';
 import { PersistedWindows } from './ratelimit/persisted-window.ts';
 import { loadMasterKey, SecretBox } from './security/secrets.ts';
+import { SqlSessionLocks } from './sessions/instance-lock.ts';
 import { SessionManager } from './sessions/manager.ts';
 import { migrateToLatest, openStore, type Store } from './store/database.ts';
 import { findStoredMessage } from './store/messages.ts';
@@ -25,7 +28,8 @@ import { LogRetention } from './webhooks/retention.ts';
 import { DeliveryWorker, type WebhookWorkerTuning } from './webhooks/worker.ts';
 
 /**
- * Everything the routes use, built once at boot (fastify/demo's middle layer: app services and repositories).
+ * Everything the process runs, built once at boot: the application services routes call (`app`, src/app) and
+ * the parts below them (store, sessions, recorder, webhook worker, …) that the HTTP plugins and the CLI use.
  * `close` releases them in reverse order.
  */
 export interface Services {
@@ -53,6 +57,8 @@ export interface Services {
   webhooks: DeliveryWorker;
   /** Prunes finished events older than `WEBHOOK_RETENTION_DAYS` from the delivery log, hourly. */
   retention: LogRetention;
+  /** The application services the routes call, one per family (src/app). */
+  app: Application;
   /**
    * Stops everything in reverse order of creation. `keepStore` leaves the store open (a test restarting the
    * service on the same database closes the old services this way).
@@ -128,8 +134,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
   const live: Engine =
     options.liveEngine ??
     new BaileysEngine({
-      db: store.db,
-      processId: nodes.id,
+      locks: new SqlSessionLocks({ db: store.db, owner: nodes.id }),
       logger,
       clock,
       platform: config.platform,
@@ -190,6 +195,17 @@ export async function createServices(config: Config, options: ServiceOptions): P
     retentionMs: config.webhook.retentionMs,
   });
   if (startWebhooks) retention.start();
+  const registrations = new RegistrationCache({ clock });
+  const app = createApplication({
+    store,
+    box,
+    clock,
+    sessions,
+    recorder,
+    registrations,
+    guard,
+    webhookWorker: webhooks,
+  });
   return {
     config,
     store,
@@ -206,7 +222,8 @@ export async function createServices(config: Config, options: ServiceOptions): P
     nodes,
     webhooks,
     retention,
-    registrations: new RegistrationCache({ clock }),
+    registrations,
+    app,
     async close(closeOptions) {
       await Promise.all([webhooks.stop(config.shutdownTimeoutMs / 2), retention.stop()]);
       await nodes.stop();

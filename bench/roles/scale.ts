@@ -6,7 +6,7 @@ import { buildApp } from '../../src/http/app.ts';
 import { SecretBox } from '../../src/security/secrets.ts';
 import { createServices } from '../../src/services.ts';
 import { migrateToLatest, openStore } from '../../src/store/database.ts';
-import { EVENT_TYPES } from '../../src/store/instances.ts';
+import { EVENT_TYPES } from '../../src/domain/instance.ts';
 import type { EngineAuthTable, InstancesTable } from '../../src/store/schema.ts';
 import type { Handlers } from '../lib/ipc.ts';
 import { round, sleep } from '../lib/stats.ts';

@@ -1,14 +1,10 @@
 import type { Kysely } from 'kysely';
-import { type Environment, generateApiKey } from '../security/api-keys.ts';
-import {
-  type ApiKeyRecord,
-  insertApiKey,
-  listApiKeys,
-  revokeApiKey,
-  SCOPES,
-  type Scope,
-} from '../store/api-keys.ts';
-import { createInstance, getInstance, type Instance, listInstances } from '../store/instances.ts';
+import type { Environment } from '../domain/environment.ts';
+import type { Instance } from '../domain/instance.ts';
+import { SCOPES, type Scope } from '../domain/scope.ts';
+import { generateApiKey } from '../security/api-keys.ts';
+import { type ApiKeyRecord, insertApiKey, listApiKeys, revokeApiKey } from '../store/api-keys.ts';
+import { createInstance, getInstance, listInstances } from '../store/instances.ts';
 import {
   countOrganizations,
   createOrganization,

@@ -1,15 +1,11 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
-import type { Clock } from '../engines/engine.ts';
-import { errors } from '../errors.ts';
-import { digestsEqual, type Environment, hashApiKey, parseApiKey } from '../security/api-keys.ts';
-import {
-  type ApiKeyRecord,
-  findApiKeyByHash,
-  listRevokedSince,
-  type Scope,
-  touchApiKey,
-} from '../store/api-keys.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { Environment } from '../domain/environment.ts';
+import { errors } from '../domain/errors.ts';
+import type { Scope } from '../domain/scope.ts';
+import { digestsEqual, hashApiKey, parseApiKey } from '../security/api-keys.ts';
+import { type ApiKeyRecord, findApiKeyByHash, listRevokedSince, touchApiKey } from '../store/api-keys.ts';
 import { getOrganization, type Organization } from '../store/organizations.ts';
 import type { Database } from '../store/schema.ts';
 
@@ -71,7 +67,7 @@ export class KeyAuthenticator {
   /**
    * Resolves the caller of a request.
    * @param header the raw `Authorization` header value, if any.
-   * @throws ApiError UNAUTHORIZED `invalid API key` when missing, malformed, unknown, revoked or expired.
+   * @throws DomainError unauthenticated `invalid API key` when missing, malformed, unknown, revoked or expired.
    */
   async authenticate(header: string | undefined): Promise<AuthContext> {
     const match = header === undefined ? null : BEARER.exec(header.trim());

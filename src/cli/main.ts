@@ -11,9 +11,9 @@ import {
   adminUpdateOrg,
 } from '../admin/admin.ts';
 import { ConfigError, loadConfig } from '../config/config.ts';
+import type { Instance } from '../domain/instance.ts';
 import type { ApiKeyRecord } from '../store/api-keys.ts';
 import type { Store } from '../store/database.ts';
-import type { Instance } from '../store/instances.ts';
 import type { Organization } from '../store/organizations.ts';
 import { examples } from './examples.ts';
 import { registerListen } from './listen.ts';

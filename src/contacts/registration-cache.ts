@@ -1,5 +1,5 @@
-import type { Clock } from '../engines/engine.ts';
-import type { UserCheck } from '../engines/types.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { UserCheck } from '../domain/messages.ts';
 
 /** Options of a {@link RegistrationCache}; durations in milliseconds. */
 export interface RegistrationCacheOptions {

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { Environment } from '../security/api-keys.ts';
-import type { AuthStateStore } from '../store/engine-auth.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { Environment } from '../domain/environment.ts';
 import type {
   Avatar,
   ConnectionState,
@@ -14,10 +14,55 @@ import type {
   SentMessage,
   UserCheck,
   UserInfo,
-} from './types.ts';
+} from '../domain/messages.ts';
 
-/** Source of the current time in epoch milliseconds; injected so tests can move time. */
-export type Clock = () => number;
+/**
+ * Per-instance persistence port handed to an engine for its credentials and platform-side state
+ * (DESIGN D2: engines never touch tables themselves). Values are JSON-serialisable text chosen by the engine;
+ * they are sealed with the master key at rest (DESIGN D11).
+ */
+export interface AuthStateStore {
+  /** Reads the values of `ids` in `category`; missing ids are absent from the result. */
+  get(category: string, ids: readonly string[]): Promise<Map<string, string>>;
+  /** Writes (value string) or deletes (null) many entries in one transaction. */
+  set(entries: readonly { category: string; id: string; value: string | null }[]): Promise<void>;
+  /** Every entry of one category (for small categories such as a sandbox's users). */
+  list(category: string): Promise<Map<string, string>>;
+  /** Deletes every entry of the instance (logout). */
+  clear(): Promise<void>;
+}
+
+/** Result of {@link SessionLock.acquire}: taken, or held by another process until `expiresAt` (RFC 3339). */
+export type LockAttempt = { acquired: true } | { acquired: false; holder: string; expiresAt: string };
+
+/**
+ * The one-socket lock of an instance (issue 5 §2): at most one process holds an open platform connection on
+ * the instance's credentials. An engine whose platform allows one connection per credential takes it before it
+ * connects and releases it when it closes; the session side implements it (src/sessions/instance-lock.ts).
+ */
+export interface SessionLock {
+  /** True while this process holds the lock (as far as it knows). */
+  readonly held: boolean;
+  /** Takes the lock (and keeps it alive) or says who holds it. Idempotent while held. @throws on store errors. */
+  acquire(): Promise<LockAttempt>;
+  /** Gives the lock up; a no-op when not held. */
+  release(): Promise<void>;
+}
+
+/** What a {@link SessionLock} reports to its session. */
+export interface SessionLockHooks {
+  /** Called once when the lock is lost (taken over, or not renewed before it expired). */
+  onLost: (reason: string) => void;
+  /** Called when a renewal fails (the lock is kept until it would expire). */
+  onRenewError?: (error: unknown) => void;
+  /** The session's clock (epoch ms). */
+  clock: Clock;
+}
+
+/** Makes the lock of one instance for this process (a port: the engine never sees how it is stored). */
+export interface SessionLocks {
+  forInstance(instanceId: string, hooks: SessionLockHooks): SessionLock;
+}
 
 /**
  * What a session gets from parley (the Kysely `DatabaseConnection` analogue): its instance, a persistence port
@@ -49,7 +94,8 @@ export interface EngineSessionContext {
  * between the platform and {@link EngineEvent}s / calls; they never write webhook rows or HTTP responses.
  */
 export interface Engine {
-  readonly name: 'sandbox' | 'baileys';
+  /** The engine's name in logs and in the registry of engines (`sandbox`, `baileys`, …). */
+  readonly name: string;
   /** Creates the (not yet connected) session object of one instance. Cheap: no I/O. */
   createSession(context: EngineSessionContext): EngineSession;
   /** Releases engine-wide resources at shutdown. */
@@ -57,11 +103,12 @@ export interface Engine {
 }
 
 /**
- * One instance's connection to the platform. Lifecycle: `connect` → (pairing → logged in) → `disconnect` or
- * `logout`; `close` at process shutdown. Errors are `ApiError`s: `CONFLICT` for state conflicts (DESIGN D6),
- * `PLATFORM_ERROR` (502) when the platform refuses, `PLATFORM_UNAVAILABLE` (503) when it cannot be reached.
+ * The lifecycle of one instance's connection to the platform: `connect` → (pairing → logged in) → `disconnect`
+ * or `logout`; `close` at process shutdown; plus the two engine-specific ways to pair. Errors of every
+ * capability are `DomainError`s: `conflict`, `not_logged_in` or `not_connected` for state conflicts
+ * (DESIGN D6), `platform_refused` when the platform refuses, `platform_unreachable` when it cannot be reached.
  */
-export interface EngineSession {
+export interface SessionLifecycle {
   /**
    * Opens the connection, restoring stored credentials when present; without credentials a pairing attempt
    * starts (QR codes per DESIGN D7). Idempotent while connected. Resolves once the attempt has started.
@@ -79,13 +126,24 @@ export interface EngineSession {
   logout(): Promise<void>;
   /** Releases resources at process shutdown without changing what is stored. */
   close(): Promise<void>;
+  /** Live engine only: links by an 8-character pairing code typed on the phone instead of a QR scan. */
+  requestPairingCode?(phone: string): Promise<string>;
+  /** Sandbox engine only: the simulated platform's test helpers (DESIGN D9). */
+  readonly sandbox?: SandboxControls;
+}
 
-  /** Sends a message (DESIGN D8). @throws ApiError CONFLICT `instance is not logged in`. */
+/** Sending messages, reactions and read receipts; every call needs the session logged in and connected. */
+export interface MessagingCapability {
+  /** Sends a message (DESIGN D8). @throws DomainError conflict `instance is not logged in`. */
   send(message: OutgoingMessage): Promise<SentMessage>;
   /** Reacts to message `targetId` in `chat`; `fromMe` marks one of the account's own messages; '' removes. */
   react(chat: Jid, targetId: string, fromMe: boolean, emoji: string, sender?: Jid): Promise<SentMessage>;
   /** Sends read receipts for `ids` in `chat`; `sender` is required for group chats (SPEC Messages). */
   markRead(chat: Jid, ids: readonly string[], sender?: Jid): Promise<void>;
+}
+
+/** Registration checks and profile lookups (SPEC Contacts, DESIGN D12). */
+export interface ContactsCapability {
   /** Checks which phone numbers are registered, one entry per number, in order (SPEC Contacts). */
   checkPhones(phones: readonly string[]): Promise<UserCheck[]>;
   /** Profile details of users (DESIGN D12). */
@@ -94,20 +152,29 @@ export interface EngineSession {
   avatar(phone: string): Promise<Avatar | null>;
   /** Contacts the platform knows for the account (merged with stored contacts by the caller). */
   contacts(): Promise<Contact[]>;
+}
+
+/** Groups the account belongs to (SPEC Groups). */
+export interface GroupsCapability {
   /** Creates a group; the account becomes owner, admin and super admin (SPEC Groups). */
   createGroup(name: string, participants: readonly Jid[]): Promise<GroupInfo>;
   /** Every group the account belongs to. */
   listGroups(): Promise<GroupInfo[]>;
-  /** One group. @throws ApiError NOT_FOUND when the account is not in it. */
+  /** One group. @throws DomainError not_found when the account is not in it. */
   groupInfo(jid: Jid): Promise<GroupInfo>;
-  /** The invite code of a group. @throws ApiError FORBIDDEN when the account is not an admin (SPEC Errors). */
+  /** The invite code of a group. @throws DomainError forbidden when the account is not an admin (SPEC Errors). */
   groupInviteCode(jid: Jid): Promise<string>;
-
-  /** Live engine only: links by an 8-character pairing code typed on the phone instead of a QR scan. */
-  requestPairingCode?(phone: string): Promise<string>;
-  /** Sandbox engine only: the simulated platform's test helpers (DESIGN D9). */
-  readonly sandbox?: SandboxControls;
 }
+
+/**
+ * What every engine's session offers: the lifecycle plus the messaging, contacts and groups capabilities. The
+ * application services depend on the capability they use, so an engine (or a test fake) is checked per family.
+ */
+export interface EngineSession
+  extends SessionLifecycle,
+    MessagingCapability,
+    ContactsCapability,
+    GroupsCapability {}
 
 /** The sandbox's test helpers (DESIGN D9); routes under `/v1/sandbox/*` call these. */
 export interface SandboxControls {
@@ -115,13 +182,13 @@ export interface SandboxControls {
   scan(input: { code?: string; phone?: string }): Promise<ConnectionState>;
   /**
    * A message arrives from user `phone` (in group `groupJid` when given) → `message` event (DESIGN D9).
-   * @throws ApiError CONFLICT before login or while disconnected; NOT_FOUND `group not found` when the account
-   *   is not in the group; UNPROCESSABLE when the sender is not registered or not in the group.
+   * @throws DomainError conflict before login or while disconnected; not_found `group not found` when the account
+   *   is not in the group; not_registered when the sender is not registered or not in the group.
    */
   inbound(input: SandboxInboundInput): Promise<SentMessage>;
   /**
    * The recipient of sent message `id` acknowledges it → `receipt` event (DESIGN D9, D10).
-   * @throws ApiError NOT_FOUND `message not found` when `id` is not a stored message the account sent.
+   * @throws DomainError not_found `message not found` when `id` is not a stored message the account sent.
    */
   receipt(input: SandboxReceiptInput): Promise<void>;
   /** User `phone` starts or stops typing/recording → `presence` event (`recording` = composing + media `audio`). */
@@ -130,7 +197,7 @@ export interface SandboxControls {
   defineUser(input: SandboxUserInput): Promise<void>;
   /**
    * A group created by user `ownerPhone` that includes the account as a plain member (DESIGN D9); persisted.
-   * @throws ApiError UNPROCESSABLE when the owner or a participant is not registered.
+   * @throws DomainError not_registered when the owner or a participant is not registered.
    */
   createForeignGroup(input: SandboxForeignGroupInput): Promise<GroupInfo>;
 }

@@ -1,7 +1,7 @@
 import type { Transaction } from 'kysely';
-import type { Clock } from '../engines/engine.ts';
-import type { EngineEvent } from '../engines/types.ts';
-import { phoneOfJid } from '../engines/types.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { EngineEvent } from '../domain/messages.ts';
+import { phoneOfJid } from '../domain/messages.ts';
 import type { Database } from '../store/schema.ts';
 import type { EventProjection } from './recorder.ts';
 

@@ -1,7 +1,7 @@
 import type { Transaction } from 'kysely';
-import type { Clock } from '../engines/engine.ts';
-import type { EngineEvent, EngineMessage, Jid } from '../engines/types.ts';
-import { phoneOfJid, userJid } from '../engines/types.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { EngineEvent, EngineMessage, Jid } from '../domain/messages.ts';
+import { phoneOfJid, userJid } from '../domain/messages.ts';
 import { advanceDeliveryState, insertMessage, touchPeer } from '../store/messages.ts';
 import type { Database } from '../store/schema.ts';
 import type { EventProjection } from './recorder.ts';
@@ -13,7 +13,8 @@ import type { EventProjection } from './recorder.ts';
  *   the user it was exchanged with (the chat's user, or the sender of a group message from someone else);
  * - `history`: the same for every message of the synced chats;
  * - `receipt`: moves the acknowledged messages forward (`delivered` → `read` → `played`), never backwards. In a
- *   group the first member's receipt moves the message (the platform's per-member receipts are not kept).
+ *   group the first member's receipt moves the message (the platform's per-member receipts are not kept);
+ * - `read`: moves the received messages the account read (in that chat, not its own) to `read`.
  */
 export class MessageProjection implements EventProjection {
   readonly name = 'messages';
@@ -36,6 +37,12 @@ export class MessageProjection implements EventProjection {
         return;
       case 'receipt':
         await advanceDeliveryState(trx, instanceId, event.messageIds, event.state, at);
+        return;
+      case 'read':
+        await advanceDeliveryState(trx, instanceId, event.messageIds, 'read', at, {
+          chat: event.chat,
+          fromMe: false,
+        });
         return;
       default:
         return;

@@ -1,4 +1,4 @@
-import type { EngineEvent, EngineMessage, MessageContent, MessageSource } from '../engines/types.ts';
+import type { EngineEvent, EngineMessage, MessageContent, MessageSource } from '../domain/messages.ts';
 
 /**
  * Turns domain {@link EngineEvent}s into the webhook payloads of SPEC Events and DESIGN D10. Pure: no I/O.

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Transaction } from 'kysely';
-import type { Clock } from '../engines/engine.ts';
-import type { EngineEvent } from '../engines/types.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { EngineEvent } from '../domain/messages.ts';
 import { insertDelivery } from '../store/deliveries.ts';
 import { toInstance } from '../store/instances.ts';
 import type { Database } from '../store/schema.ts';

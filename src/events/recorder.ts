@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely, Transaction } from 'kysely';
-import type { EngineEvent } from '../engines/types.ts';
+import type { EngineEvent } from '../domain/messages.ts';
 import type { Database } from '../store/schema.ts';
 
 /**

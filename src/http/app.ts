@@ -3,7 +3,7 @@ import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { ApiError } from '../errors.ts';
+import { DomainError } from '../domain/errors.ts';
 import type { Services } from '../services.ts';
 import { clientErrorHandler, frameworkErrorHandler } from './client-errors.ts';
 import { rewriteGatewayUrl } from './gateway/paths.ts';
@@ -12,6 +12,7 @@ import { requestSerializer } from './log-redaction.ts';
 import { apiReferencePlugin } from './plugins/api-reference.ts';
 import { authPlugin } from './plugins/auth.ts';
 import { errorsPlugin } from './plugins/errors.ts';
+import { instancePlugin } from './plugins/instance.ts';
 import { routes } from './routes/index.ts';
 import { ErrorEnvelope } from './schemas.ts';
 
@@ -126,7 +127,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     reply.header('x-request-id', request.id);
     if (closing) {
       reply.header('connection', 'close');
-      throw new ApiError('NOT_READY', 'server is shutting down');
+      throw new DomainError('not_ready', 'server is shutting down');
     }
   });
   // An absent body is an empty object: optional-only bodies pass, required fields are named (DESIGN D6).
@@ -140,6 +141,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     services.metrics.httpDuration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
   });
   await app.register(authPlugin);
+  await app.register(instancePlugin);
 
   // Layer 4: routes.
   await app.register(routes);

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { maxHeaderSize, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger, FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { type ErrorCode, statusOf } from '../errors.ts';
+import { type ErrorCode, statusOf } from './errors.ts';
 import { errorBody } from './plugins/errors.ts';
 
 /** What Node passes to the server's `'clientError'` event: the parser error, with llhttp's code. */
@@ -18,34 +18,34 @@ function parserErrorOf(error: ParserError): { code: ErrorCode; message: string }
   switch (error.code) {
     case 'HPE_HEADER_OVERFLOW':
       return {
-        code: 'HEADERS_TOO_LARGE',
+        code: 'headers_too_large',
         message: `request line and headers must be at most ${Math.floor(maxHeaderSize / 1024)} KB`,
       };
     case 'ERR_HTTP_REQUEST_TIMEOUT':
-      return { code: 'REQUEST_TIMEOUT', message: 'request was not received in time' };
+      return { code: 'request_timeout', message: 'request was not received in time' };
     case 'HPE_INVALID_METHOD':
-      return { code: 'BAD_REQUEST', message: 'request line has an invalid method' };
+      return { code: 'invalid', message: 'request line has an invalid method' };
     case 'HPE_INVALID_URL':
-      return { code: 'BAD_REQUEST', message: 'request line has an invalid URL' };
+      return { code: 'invalid', message: 'request line has an invalid URL' };
     case 'HPE_INVALID_VERSION':
-      return { code: 'BAD_REQUEST', message: 'request line has an invalid HTTP version' };
+      return { code: 'invalid', message: 'request line has an invalid HTTP version' };
     case 'HPE_INVALID_HEADER_TOKEN':
       return {
-        code: 'BAD_REQUEST',
+        code: 'invalid',
         message: 'a request header has an invalid character in its name or value',
       };
     case 'HPE_INVALID_CONTENT_LENGTH':
     case 'HPE_UNEXPECTED_CONTENT_LENGTH':
-      return { code: 'BAD_REQUEST', message: 'Content-Length header is invalid' };
+      return { code: 'invalid', message: 'Content-Length header is invalid' };
     case 'HPE_INVALID_TRANSFER_ENCODING':
     case 'HPE_INVALID_CHUNK_SIZE':
-      return { code: 'BAD_REQUEST', message: 'chunked request body is malformed' };
+      return { code: 'invalid', message: 'chunked request body is malformed' };
     case 'HPE_CR_EXPECTED':
     case 'HPE_LF_EXPECTED':
     case 'HPE_STRICT':
-      return { code: 'BAD_REQUEST', message: 'request is not valid HTTP/1.1: lines must end with CRLF' };
+      return { code: 'invalid', message: 'request is not valid HTTP/1.1: lines must end with CRLF' };
     default:
-      return { code: 'BAD_REQUEST', message: 'request is not valid HTTP/1.1' };
+      return { code: 'invalid', message: 'request is not valid HTTP/1.1' };
   }
 }
 
@@ -103,14 +103,14 @@ export function frameworkErrorHandler(
   let mapped: { code: ErrorCode; message: string };
   switch (error.code) {
     case 'FST_ERR_MAX_PARAM_LENGTH':
-      mapped = { code: 'URI_TOO_LONG', message: 'a path parameter is longer than 100 characters' };
+      mapped = { code: 'uri_too_long', message: 'a path parameter is longer than 100 characters' };
       break;
     case 'FST_ERR_BAD_URL':
-      mapped = { code: 'BAD_REQUEST', message: 'request path has invalid percent-encoding' };
+      mapped = { code: 'invalid', message: 'request path has invalid percent-encoding' };
       break;
     default:
       request.log.error({ err: error }, 'router error');
-      mapped = { code: 'INTERNAL', message: 'internal error' };
+      mapped = { code: 'internal', message: 'internal error' };
   }
   const status = statusOf(mapped.code);
   reply.header('x-request-id', request.id).code(status).send(errorBody(status, mapped.message));

@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import { ApiError } from '../errors.ts';
+import { DomainError } from '../domain/errors.ts';
 
 /** Deepest JSON nesting accepted in a request body (DESIGN D11). */
 export const MAX_JSON_DEPTH = 32;
@@ -44,7 +44,7 @@ export function jsonBodyProblem(value: unknown): string | undefined {
 /**
  * The app's `application/json` body parser (Fastify `addContentTypeParser`, `parseAs: 'string'`): an empty
  * body is no body; otherwise `JSON.parse`, then {@link jsonBodyProblem}.
- * @throws (through `done`) ApiError BAD_REQUEST `request body is not valid JSON`, or the problem found.
+ * @throws (through `done`) DomainError invalid `request body is not valid JSON`, or the problem found.
  */
 export function parseJsonBody(
   _request: FastifyRequest,
@@ -60,10 +60,10 @@ export function parseJsonBody(
   try {
     value = JSON.parse(text);
   } catch {
-    done(new ApiError('BAD_REQUEST', 'request body is not valid JSON'), undefined);
+    done(new DomainError('invalid', 'request body is not valid JSON'), undefined);
     return;
   }
   const problem = jsonBodyProblem(value);
   if (problem === undefined) done(null, value);
-  else done(new ApiError('BAD_REQUEST', problem), undefined);
+  else done(new DomainError('invalid', problem), undefined);
 }

@@ -1,5 +1,5 @@
 import { type TSchema, Type } from '@sinclair/typebox';
-import { EVENT_TYPES, type EventType } from '../store/instances.ts';
+import { EVENT_TYPES, type EventType } from '../domain/instance.ts';
 
 /**
  * Shared TypeBox schemas. A property may carry `x-message`, a template for its validation error with

@@ -1,5 +1,5 @@
 import { fileTypeFromBuffer } from 'file-type';
-import { errors } from '../errors.ts';
+import { errors } from '../domain/errors.ts';
 import type { MediaRule } from './kinds.ts';
 
 /** A format decided from the bytes: the `file-type` extension and the MIME type sent to the platform. */
@@ -38,7 +38,7 @@ export async function detectFormat(data: Buffer): Promise<DetectedFormat | undef
 
 /**
  * Checks that `data` is one of the rule's formats (DESIGN D8), judged from the bytes only.
- * @throws ApiError BAD_REQUEST `<field> must be <formats>` (e.g. `image must be JPEG, PNG, GIF or WEBP`).
+ * @throws DomainError invalid `<field> must be <formats>` (e.g. `image must be JPEG, PNG, GIF or WEBP`).
  */
 export async function requireFormat(data: Buffer, field: string, rule: MediaRule): Promise<DetectedFormat> {
   const found = await detectFormat(data);

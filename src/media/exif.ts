@@ -50,14 +50,3 @@ export async function withExif(webp: Buffer, exif: Buffer): Promise<Buffer> {
   image.exif = exif;
   return image.save(null);
 }
-
-/** The sticker JSON in a WEBP's EXIF chunk, or undefined when there is none (tests, diagnostics). */
-export async function readStickerExif(webp: Buffer): Promise<Record<string, unknown> | undefined> {
-  const image = new webpmux.Image();
-  await image.load(webp);
-  const exif = image.exif;
-  if (!exif || exif.length < TIFF_HEADER.length) return undefined;
-  const length = exif.readUInt32LE(14);
-  const parsed: unknown = JSON.parse(exif.subarray(22, 22 + length).toString('utf8'));
-  return parsed !== null && typeof parsed === 'object' ? (parsed as Record<string, unknown>) : undefined;
-}

@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { ApiError } from '../errors.ts';
+import { DomainError } from '../domain/errors.ts';
 
 /** Time allowed for one ffmpeg run, milliseconds. */
 export const FFMPEG_TIMEOUT_MS = 60_000;
@@ -76,8 +76,8 @@ export class Ffmpeg {
 
   /**
    * Runs ffmpeg with `args` (no shell), failing after {@link FFMPEG_TIMEOUT_MS}.
-   * @throws ApiError NOT_READY (503) naming the missing dependency when ffmpeg is not installed;
-   *   BAD_REQUEST `<field> could not be converted: …` when ffmpeg fails on the input.
+   * @throws DomainError not_ready (503) naming the missing dependency when ffmpeg is not installed;
+   *   invalid `<field> could not be converted: …` when ffmpeg fails on the input.
    */
   async run(args: readonly string[], field: string): Promise<void> {
     const path = await this.require();
@@ -90,8 +90,8 @@ export class Ffmpeg {
           if (!error) return resolve();
           const detail = String(stderr).trim().split('\n').at(-1) ?? '';
           reject(
-            new ApiError(
-              'BAD_REQUEST',
+            new DomainError(
+              'invalid',
               `${field} could not be converted${detail ? `: ${detail.slice(0, 200)}` : ''}`,
               {
                 cause: error,
@@ -105,14 +105,14 @@ export class Ffmpeg {
 
   /**
    * @returns the binary in use.
-   * @throws ApiError NOT_READY (503) naming the missing dependency and every binary tried when none runs.
+   * @throws DomainError not_ready (503) naming the missing dependency and every binary tried when none runs.
    */
   async require(): Promise<string> {
     const path = await this.resolve();
     if (path !== undefined) return path;
     const tried = this.candidates.map((c) => `"${c}"`).join(', ');
-    throw new ApiError(
-      'NOT_READY',
+    throw new DomainError(
+      'not_ready',
       `animated stickers need ffmpeg, which is not installed on this server (install ffmpeg or set FFMPEG_PATH; tried ${tried})`,
     );
   }

@@ -1,4 +1,4 @@
-import type { MediaPayload } from '../engines/types.ts';
+import type { MediaPayload } from '../domain/messages.ts';
 import type { OutboundGuard } from '../net/outbound-guard.ts';
 import { defaultFileName, detectFormat, documentMimeType, requireFormat } from './detect.ts';
 import type { StickerMetadata } from './exif.ts';
@@ -18,7 +18,7 @@ export interface MediaTools {
 /**
  * Reads and checks an image, audio or video field (DESIGN D8): source per {@link readMediaSource}, size per the
  * kind's limit, format from the bytes; the MIME type sent is the detected one.
- * @throws ApiError BAD_REQUEST (source, format) or PAYLOAD_TOO_LARGE naming the field and the rule.
+ * @throws DomainError invalid (source, format) or too_large naming the field and the rule.
  */
 export async function prepareMedia(
   tools: MediaTools,
@@ -36,7 +36,7 @@ export async function prepareMedia(
  * Reads a document field (DESIGN D8: any format, at most 100 MB). `fileName` defaults from the URL's last path
  * segment, else `file` plus the detected extension; the MIME type comes from the bytes (see
  * {@link documentMimeType}).
- * @throws ApiError BAD_REQUEST or PAYLOAD_TOO_LARGE naming the field and the rule.
+ * @throws DomainError invalid or too_large naming the field and the rule.
  */
 export async function prepareDocument(
   tools: MediaTools,
@@ -56,7 +56,7 @@ export async function prepareDocument(
 /**
  * Reads and converts a sticker field (DESIGN D8): input at most 500 KB, WEBP/PNG/JPEG/GIF/MP4 judged from the
  * bytes, converted to a 512×512 WEBP (static ≤ 100 KB, animated ≤ 500 KB) carrying the pack metadata.
- * @throws ApiError BAD_REQUEST, PAYLOAD_TOO_LARGE, or NOT_READY (503) when an MP4 needs the missing ffmpeg.
+ * @throws DomainError invalid, too_large, or not_ready (503) when an MP4 needs the missing ffmpeg.
  */
 export async function prepareSticker(
   tools: MediaTools,

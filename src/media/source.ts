@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { ApiError, errors } from '../errors.ts';
+import { DomainError, errors } from '../domain/errors.ts';
 import { OutboundError, type OutboundGuard } from '../net/outbound-guard.ts';
 import type { MediaRule } from './kinds.ts';
 
@@ -16,7 +16,7 @@ export type MediaFetchLog = Pick<FastifyBaseLogger, 'info'>;
 export interface FetchMediaOptions {
   /** Time allowed for the whole fetch, milliseconds (default {@link MEDIA_FETCH_TIMEOUT_MS}). */
   timeoutMs?: number;
-  /** Logger for the failure details; without one they are only attached as the ApiError's `cause`. */
+  /** Logger for the failure details; without one they are only attached as the DomainError's `cause`. */
   log?: MediaFetchLog;
 }
 
@@ -29,15 +29,15 @@ export interface MediaSource {
 
 const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
 
-function tooLarge(field: string, rule: MediaRule): ApiError {
-  return new ApiError('PAYLOAD_TOO_LARGE', `${field} must be at most ${rule.maxLabel}`);
+function tooLarge(field: string, rule: MediaRule): DomainError {
+  return new DomainError('too_large', `${field} must be at most ${rule.maxLabel}`);
 }
 
 /**
  * Decodes a `data:[<type>][;params];base64,<data>` URI (RFC 2397). The declared type is ignored: the format is
  * decided from the bytes later (DESIGN D8). Whitespace inside the data is skipped.
- * @throws ApiError BAD_REQUEST naming `field` when the URI is not base64 or the data is empty or malformed;
- *   PAYLOAD_TOO_LARGE `<field> must be at most <limit>` when the decoded bytes exceed the rule's limit
+ * @throws DomainError invalid naming `field` when the URI is not base64 or the data is empty or malformed;
+ *   too_large `<field> must be at most <limit>` when the decoded bytes exceed the rule's limit
  *   (checked before decoding).
  */
 export function decodeDataUri(raw: string, field: string, rule: MediaRule): Buffer {
@@ -64,7 +64,7 @@ export function decodeDataUri(raw: string, field: string, rule: MediaRule): Buff
  * The answer carries only the guard's caller-safe text (`OutboundError.publicMessage`): a host resolving to
  * a refused address and a host that does not resolve get the same message, so the endpoint cannot be used to
  * map internal names (DESIGN D11). The details go to `options.log`.
- * @throws ApiError PAYLOAD_TOO_LARGE `<field> must be at most <limit>`; BAD_REQUEST
+ * @throws DomainError too_large `<field> must be at most <limit>`; invalid
  *   `<field> could not be fetched: <reason>` for a refused address, DNS, TLS, connection or timeout failure,
  *   a non-2xx answer (3xx included: redirects are not followed) or an empty body.
  */
@@ -95,7 +95,7 @@ export async function fetchMedia(
     if (error instanceof OutboundError) {
       if (error.reason === 'too-large') throw tooLarge(field, rule);
       options.log?.info({ err: error, reason: error.reason, field }, 'media URL fetch failed');
-      throw new ApiError('BAD_REQUEST', `${field} could not be fetched: ${error.publicMessage}`, {
+      throw new DomainError('invalid', `${field} could not be fetched: ${error.publicMessage}`, {
         cause: error,
       });
     }
@@ -115,7 +115,7 @@ export async function fetchMedia(
  * Reads a media field (DESIGN D8): an `https://` URL (fetched) or a `data:` URI (decoded). Anything else —
  * another scheme, a local path — is refused. `log` receives the details of a failed fetch (see
  * {@link fetchMedia}); pass the request's logger.
- * @throws ApiError BAD_REQUEST `<field> must be an https:// URL or a data: URI`, and the errors of
+ * @throws DomainError invalid `<field> must be an https:// URL or a data: URI`, and the errors of
  *   {@link decodeDataUri} and {@link fetchMedia}.
  */
 export async function readMediaSource(

@@ -2,7 +2,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
-import { ApiError, errors } from '../errors.ts';
+import { DomainError, errors } from '../domain/errors.ts';
 import type { DetectedFormat } from './detect.ts';
 import { type StickerMetadata, stickerExif, withExif } from './exif.ts';
 import type { Ffmpeg } from './ffmpeg.ts';
@@ -25,10 +25,10 @@ const VIDEO_STEPS = [
 
 const TRANSPARENT = { r: 0, g: 0, b: 0, alpha: 0 };
 
-function overLimit(animated: boolean): ApiError {
+function overLimit(animated: boolean): DomainError {
   return animated
-    ? new ApiError('PAYLOAD_TOO_LARGE', 'sticker must be at most 500 KB after conversion to animated WEBP')
-    : new ApiError('PAYLOAD_TOO_LARGE', 'sticker must be at most 100 KB after conversion to WEBP');
+    ? new DomainError('too_large', 'sticker must be at most 500 KB after conversion to animated WEBP')
+    : new DomainError('too_large', 'sticker must be at most 100 KB after conversion to WEBP');
 }
 
 async function isAnimatedImage(data: Buffer): Promise<boolean> {
@@ -36,7 +36,7 @@ async function isAnimatedImage(data: Buffer): Promise<boolean> {
     const meta = await sharp(data, { animated: true }).metadata();
     return (meta.pages ?? 1) > 1;
   } catch (cause) {
-    throw new ApiError('BAD_REQUEST', 'sticker could not be read as an image', { cause });
+    throw new DomainError('invalid', 'sticker could not be read as an image', { cause });
   }
 }
 
@@ -51,7 +51,7 @@ async function fromImage(data: Buffer, animated: boolean): Promise<Buffer> {
         .webp({ quality, effort: 4, ...(animated ? { loop: 0 } : {}) })
         .toBuffer();
     } catch (cause) {
-      throw new ApiError('BAD_REQUEST', 'sticker could not be converted to WEBP', { cause });
+      throw new DomainError('invalid', 'sticker could not be converted to WEBP', { cause });
     }
     if (out.length <= limit) return out;
   }
@@ -107,8 +107,8 @@ async function fromVideo(data: Buffer, ffmpeg: Ffmpeg): Promise<Buffer> {
  * with sharp; animated WEBP/GIF stay animated (at most 500 KB); MP4 becomes an animated 512×512 WEBP of at most
  * 500 KB with ffmpeg (first 6 s, lower frame rate and quality tried until it fits). Pack metadata, when any is
  * given, is written into the WEBP's EXIF chunk the way the platform's stickers carry it.
- * @throws ApiError PAYLOAD_TOO_LARGE when no setting makes it fit; BAD_REQUEST when the input cannot be
- *   decoded; NOT_READY (503) when an MP4 arrives and ffmpeg is not installed.
+ * @throws DomainError too_large when no setting makes it fit; invalid when the input cannot be
+ *   decoded; not_ready (503) when an MP4 arrives and ffmpeg is not installed.
  */
 export async function makeSticker(
   data: Buffer,

@@ -5,7 +5,7 @@ import {
   RateLimiterRedis,
   RateLimiterRes,
 } from 'rate-limiter-flexible';
-import type { Environment } from '../security/api-keys.ts';
+import type { Environment } from '../domain/environment.ts';
 import type { Organization } from '../store/organizations.ts';
 import type { PersistedWindows } from './persisted-window.ts';
 

@@ -1,8 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { crc32 } from 'node:zlib';
-
-/** The two environments a key, an instance and a rate-limit counter belong to (SPEC Authentication, DESIGN D1). */
-export type Environment = 'live' | 'test';
+import type { Environment } from '../domain/environment.ts';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 const RANDOM_LENGTH = 32;

@@ -1,21 +1,17 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
-import type { Clock, Engine, EngineSession } from '../engines/engine.ts';
-import type { ConnectionState, EngineEvent, EngineMessage, PairingCode } from '../engines/types.ts';
-import { ApiError, errors } from '../errors.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { Environment } from '../domain/environment.ts';
+import { DomainError, errors } from '../domain/errors.ts';
+import { EVENT_TYPES, type EventType, type Instance } from '../domain/instance.ts';
+import type { ConnectionState, EngineEvent, EngineMessage, PairingCode } from '../domain/messages.ts';
+import type { Engine, EngineSession } from '../engines/engine.ts';
 import type { EventRecorder } from '../events/recorder.ts';
-import type { Environment } from '../security/api-keys.ts';
 import type { SecretBox } from '../security/secrets.ts';
 import { SqlAuthStateStore } from '../store/engine-auth.ts';
-import {
-  EVENT_TYPES,
-  type EventType,
-  getInstance,
-  type Instance,
-  listInstancesToRestore,
-  updateInstance,
-} from '../store/instances.ts';
+import { getInstance, listInstancesToRestore, updateInstance } from '../store/instances.ts';
 import type { Database } from '../store/schema.ts';
+import { RECORD_RETRY, type RecordRetryPolicy, recordWithRetry } from './record-retry.ts';
 
 /** How long `connect` with `immediate:false` waits for login, ms (SPEC Limits, DESIGN D7). */
 export const LOGIN_VERIFY_MS = 10_000;
@@ -55,6 +51,11 @@ export interface SessionManagerOptions {
    * and cap, ms (default 1,000 and 60,000), doubled per failure with ±20 % jitter.
    */
   restoreRetry?: { baseMs: number; maxMs: number };
+  /**
+   * Retry of a failed recording of any engine's event (DESIGN D2): tries in all and the first wait, ms, doubling
+   * (default {@link RECORD_RETRY}: 5 tries, 100 ms); `random` is the jitter source (default `Math.random`).
+   */
+  recordRetry?: { attempts?: number; baseDelayMs?: number; random?: () => number };
 }
 
 /**
@@ -79,15 +80,23 @@ export class SessionManager {
     const { db, box, engines, recorder, logger, clock, findMessage } = this.#options;
     const instanceId = instance.id;
     const sessionLogger = logger.child({ instanceId });
+    const record = (event: EngineEvent) =>
+      recorder.record(instanceId, event).catch((error: unknown) => {
+        sessionLogger.warn({ err: error, event: event.type }, 'recording an engine event failed');
+        throw error;
+      });
+    const retry = this.#options.recordRetry;
+    const policy: RecordRetryPolicy = {
+      attempts: Math.max(1, retry?.attempts ?? RECORD_RETRY.attempts),
+      baseDelayMs: retry?.baseDelayMs ?? RECORD_RETRY.baseDelayMs,
+      random: retry?.random ?? Math.random,
+    };
     const session = engines[instance.env].createSession({
       instanceId,
       env: instance.env,
       auth: new SqlAuthStateStore(db, box, instanceId),
-      emit: (event: EngineEvent) =>
-        recorder.record(instanceId, event).catch((error: unknown) => {
-          sessionLogger.warn({ err: error, event: event.type }, 'recording an engine event failed');
-          throw error;
-        }),
+      // Every engine's events are recorded with the same bounded retry (DESIGN D2).
+      emit: (event: EngineEvent) => recordWithRetry({ emit: record, logger: sessionLogger }, event, policy),
       findMessage: (id) => findMessage(instanceId, id),
       logger: sessionLogger,
       clock,
@@ -99,7 +108,7 @@ export class SessionManager {
   /**
    * The session of `instance` when it can reach the platform: logged in and connected (every messaging,
    * contacts and groups operation needs this).
-   * @throws ApiError CONFLICT `instance is not logged in` before login (DESIGN D6), `instance is not connected`
+   * @throws DomainError conflict `instance is not logged in` before login (DESIGN D6), `instance is not connected`
    *   when logged in but disconnected (SPEC Transitions: disconnect keeps the session).
    */
   ready(instance: Instance): EngineSession {
@@ -123,7 +132,7 @@ export class SessionManager {
    * `immediate:false` and a stored login, waits until login is verified, at most {@link LOGIN_VERIFY_MS}.
    * A successful connect stamps `lastConnectedAt` (epoch ms of the clock as RFC 3339), so requests that name no
    * instance address this one from now on (DESIGN D4 as amended: pairing started or a session resumed).
-   * @throws ApiError LOGIN_TIMEOUT (504) when the login is not verified in time; engine errors (502/503) as raised.
+   * @throws DomainError timeout (504) when the login is not verified in time; engine errors (502/503) as raised.
    */
   async connect(
     instance: Instance,
@@ -138,7 +147,7 @@ export class SessionManager {
     const wasLoggedIn = instance.jid !== null;
     if (!input.immediate && wasLoggedIn) {
       const ok = await session.waitForLogin(LOGIN_VERIFY_MS);
-      if (!ok) throw new ApiError('LOGIN_TIMEOUT', 'login could not be verified within 10 seconds');
+      if (!ok) throw new DomainError('timeout', 'login could not be verified within 10 seconds');
     }
     // The instance this connect addressed becomes the default one (DESIGN D4: the latest successful connect,
     // whether it starts pairing or resumes a stored session, makes its instance the most recently connected).
@@ -171,7 +180,7 @@ export class SessionManager {
 
   /**
    * The current QR code of `instance` (DESIGN D7).
-   * @throws ApiError CONFLICT `already logged in` / `instance is not connected`.
+   * @throws DomainError conflict `already logged in` / `instance is not connected`.
    */
   pairingCode(instance: Instance): PairingCode {
     const session = this.#sessions.get(instance.id);
@@ -184,8 +193,8 @@ export class SessionManager {
 
   /**
    * Starts linking by an 8-character code typed on the phone instead of a QR scan (live engine).
-   * @throws ApiError BAD_REQUEST when the engine has no pairing by code (the sandbox: scan instead);
-   *   CONFLICT `already logged in` / `instance is not connected` as for the QR.
+   * @throws DomainError invalid when the engine has no pairing by code (the sandbox: scan instead);
+   *   conflict `already logged in` / `instance is not connected` as for the QR.
    */
   async requestPairingCode(instance: Instance, phone: string): Promise<string> {
     const session = this.session(instance);
@@ -241,7 +250,7 @@ export class SessionManager {
       await this.session(instance).connect();
       return true;
     } catch (error) {
-      const unreachable = error instanceof ApiError && error.code === 'PLATFORM_UNAVAILABLE';
+      const unreachable = error instanceof DomainError && error.code === 'platform_unreachable';
       this.#options.logger.warn(
         { err: error, instanceId: instance.id, retry: unreachable },
         unreachable

@@ -1,25 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import type { Environment } from '../security/api-keys.ts';
+import type { Environment } from '../domain/environment.ts';
+import { SCOPES, type Scope } from '../domain/scope.ts';
 import { nowIso } from './database.ts';
 import type { ApiKeysTable, Database } from './schema.ts';
-
-/** Scopes a key may carry (SPEC Authentication 4, DESIGN D5). */
-export type Scope =
-  | 'chat:*'
-  | 'chat:messages'
-  | 'chat:contacts'
-  | 'chat:session'
-  | 'chat:groups'
-  | 'chat:webhook';
-export const SCOPES: readonly Scope[] = [
-  'chat:*',
-  'chat:messages',
-  'chat:contacts',
-  'chat:session',
-  'chat:groups',
-  'chat:webhook',
-];
 
 /** A stored API key: never the key itself, only its SHA-256 and display prefix (DESIGN D3, D11). */
 export interface ApiKeyRecord {

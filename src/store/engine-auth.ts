@@ -1,23 +1,8 @@
 import type { Kysely } from 'kysely';
+import type { AuthStateStore } from '../engines/engine.ts';
 import type { SecretBox } from '../security/secrets.ts';
 import { nowIso } from './database.ts';
 import type { Database } from './schema.ts';
-
-/**
- * Per-instance persistence port handed to an engine for its credentials and platform-side state
- * (DESIGN D2: engines never touch tables themselves). Values are JSON-serialisable text chosen by the engine;
- * they are sealed with the master key at rest (DESIGN D11).
- */
-export interface AuthStateStore {
-  /** Reads the values of `ids` in `category`; missing ids are absent from the result. */
-  get(category: string, ids: readonly string[]): Promise<Map<string, string>>;
-  /** Writes (value string) or deletes (null) many entries in one transaction. */
-  set(entries: readonly { category: string; id: string; value: string | null }[]): Promise<void>;
-  /** Every entry of one category (for small categories such as a sandbox's users). */
-  list(category: string): Promise<Map<string, string>>;
-  /** Deletes every entry of the instance (logout). */
-  clear(): Promise<void>;
-}
 
 /** The SQL implementation of {@link AuthStateStore} over the `engine_auth` table. */
 export class SqlAuthStateStore implements AuthStateStore {

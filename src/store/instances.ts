@@ -1,30 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Updateable } from 'kysely';
-import type { Environment } from '../security/api-keys.ts';
+import type { Environment } from '../domain/environment.ts';
+import { EVENT_TYPES, type EventType, type Instance } from '../domain/instance.ts';
 import { nowIso } from './database.ts';
 import type { Database, InstancesTable } from './schema.ts';
-
-/** Webhook event types (SPEC Events). */
-export type EventType = 'Message' | 'ReadReceipt' | 'HistorySync' | 'ChatPresence';
-export const EVENT_TYPES: readonly EventType[] = ['Message', 'ReadReceipt', 'HistorySync', 'ChatPresence'];
-
-/** One linked number (DESIGN D3). `subscribe` is null until the first connect (then DESIGN D7 defaults). */
-export interface Instance {
-  id: string;
-  orgId: string;
-  env: Environment;
-  name: string;
-  phone: string | null;
-  jid: string | null;
-  pushName: string | null;
-  webhookUrl: string | null;
-  subscribe: EventType[] | null;
-  /** Sealed HMAC key (DESIGN D11); open with the SecretBox. */
-  hmacKeySealed: string | null;
-  desiredState: 'connected' | 'disconnected';
-  lastConnectedAt: string | null;
-  createdAt: string;
-}
 
 /** Converts a stored row; unknown event names in a stored subscription are dropped. */
 export function toInstance(row: InstancesTable): Instance {

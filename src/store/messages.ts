@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { DeliveryState, EngineMessage, Jid, MessageContent, MessageKind } from '../engines/types.ts';
+import type { DeliveryState, EngineMessage, Jid, MessageContent, MessageKind } from '../domain/messages.ts';
 import type { Database, MessagesTable } from './schema.ts';
 
 /** Delivery states in order (DESIGN D8); a message only ever moves to a later one. */

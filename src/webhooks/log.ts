@@ -1,5 +1,5 @@
-import { errors } from '../errors.ts';
-import type { EventType } from '../store/instances.ts';
+import { errors } from '../domain/errors.ts';
+import type { EventType } from '../domain/instance.ts';
 import type { LogEntry, LogStatus } from '../store/webhook-events.ts';
 
 /**
@@ -80,7 +80,7 @@ export function encodeCursor(sequence: number): string {
 
 /**
  * The sequence a cursor made by {@link encodeCursor} stands for.
- * @throws ApiError BAD_REQUEST `cursor is invalid` for anything else.
+ * @throws DomainError invalid `cursor is invalid` for anything else.
  */
 export function decodeCursor(cursor: string): number {
   const text = Buffer.from(cursor, 'base64url').toString('utf8');

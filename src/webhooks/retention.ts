@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
-import type { Clock } from '../engines/engine.ts';
+import type { Clock } from '../domain/clock.ts';
 import type { Database } from '../store/schema.ts';
 import { pruneWebhookLog } from '../store/webhook-events.ts';
 

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import type { Scope } from '../../src/domain/scope.ts';
 import { generateApiKey, hashApiKey } from '../../src/security/api-keys.ts';
-import { insertApiKey, revokeApiKey, type Scope } from '../../src/store/api-keys.ts';
+import { insertApiKey, revokeApiKey } from '../../src/store/api-keys.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 
 /**

@@ -23,7 +23,8 @@ import {
 } from '../../src/engines/baileys/auth-state.ts';
 import { BoundedCache } from '../../src/engines/baileys/cache.ts';
 import { BaileysEngine } from '../../src/engines/baileys/index.ts';
-import type { AuthStateStore } from '../../src/store/engine-auth.ts';
+import type { AuthStateStore } from '../../src/engines/engine.ts';
+import { SqlSessionLocks } from '../../src/sessions/instance-lock.ts';
 import { SqlAuthStateStore } from '../../src/store/engine-auth.ts';
 import { testDialects } from '../support/store.ts';
 import { fakeFactory, pairedCreds } from './fake-socket.ts';
@@ -186,8 +187,7 @@ for (const dialect of testDialects()) {
       await makeSqlKeyStore(store).set(everyKeyType());
       const fake = fakeFactory((sock) => sock.open());
       const engine = new BaileysEngine({
-        db: fixture.test.store.db,
-        processId: 'p',
+        locks: new SqlSessionLocks({ db: fixture.test.store.db, owner: 'p' }),
         logger,
         socketFactory: fake.factory,
       });

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { DisconnectReason, type WAVersion } from 'baileys';
+import type { ConnectionState } from '../../src/domain/messages.ts';
 import {
   BACKOFF_MAX_MS,
   BACKOFF_MIN_MS,
@@ -9,7 +10,7 @@ import {
   decideClose,
 } from '../../src/engines/baileys/close-policy.ts';
 import { BaileysEngine } from '../../src/engines/baileys/index.ts';
-import type { ConnectionState } from '../../src/engines/types.ts';
+import { SqlSessionLocks } from '../../src/sessions/instance-lock.ts';
 import { type FakeSocket, fakeFactory, storePairedCreds } from './fake-socket.ts';
 import {
   type LiveFixture,
@@ -101,8 +102,7 @@ describe('close codes applied to a live session (fake socket)', () => {
     const instanceId = fixture.instanceIds[next++] ?? '';
     const fake = fakeFactory((sock) => open(sock));
     const engine = new BaileysEngine({
-      db: fixture.test.store.db,
-      processId: 'proc-a',
+      locks: new SqlSessionLocks({ db: fixture.test.store.db, owner: 'proc-a' }),
       logger: silentLogger(),
       socketFactory: fake.factory,
       random: () => 0.5,

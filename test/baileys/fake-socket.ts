@@ -14,7 +14,7 @@ import {
 } from 'baileys';
 import { CREDS_CATEGORY, CREDS_ID, encodeAuthValue } from '../../src/engines/baileys/auth-state.ts';
 import type { SocketFactory, SocketLike } from '../../src/engines/baileys/socket.ts';
-import type { AuthStateStore } from '../../src/store/engine-auth.ts';
+import type { AuthStateStore } from '../../src/engines/engine.ts';
 
 /**
  * An error shaped exactly as `@hapi/boom` makes them (Boom returns a plain `Error` decorated with `isBoom`,

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { DomainError } from '../../src/domain/errors.ts';
 import { BaileysEngine } from '../../src/engines/baileys/index.ts';
-import { InstanceLock } from '../../src/engines/baileys/lock.ts';
-import { ApiError } from '../../src/errors.ts';
+import { statusOf } from '../../src/http/errors.ts';
+import { InstanceLock, SqlSessionLocks } from '../../src/sessions/instance-lock.ts';
 import { testDialects } from '../support/store.ts';
 import { fakeFactory, storePairedCreds } from './fake-socket.ts';
 import {
@@ -85,14 +86,12 @@ for (const dialect of testDialects()) {
       const first = fakeFactory((sock) => sock.open());
       const second = fakeFactory((sock) => sock.open());
       const engineA = new BaileysEngine({
-        db: fixture.test.store.db,
-        processId: 'host-a:1',
+        locks: new SqlSessionLocks({ db: fixture.test.store.db, owner: 'host-a:1' }),
         logger: silentLogger(),
         socketFactory: first.factory,
       });
       const engineB = new BaileysEngine({
-        db: fixture.test.store.db,
-        processId: 'host-b:2',
+        locks: new SqlSessionLocks({ db: fixture.test.store.db, owner: 'host-b:2' }),
         logger: silentLogger(),
         socketFactory: second.factory,
       });
@@ -103,8 +102,8 @@ for (const dialect of testDialects()) {
       const b = engineB.createSession(rcB.context);
       await a.connect();
       await assert.rejects(b.connect(), (error: unknown) => {
-        assert.ok(error instanceof ApiError);
-        assert.equal(error.status, 409);
+        assert.ok(error instanceof DomainError);
+        assert.equal(statusOf(error.code), 409);
         assert.match(error.message, /another parley process \(host-a:1\)/);
         return true;
       });
@@ -133,11 +132,9 @@ for (const dialect of testDialects()) {
       const instanceId = fixture.instanceIds[4] ?? '';
       const fake = fakeFactory((sock) => sock.open());
       const engine = new BaileysEngine({
-        db: fixture.test.store.db,
-        processId: 'host-a:1',
+        locks: new SqlSessionLocks({ db: fixture.test.store.db, owner: 'host-a:1', heartbeatMs: 20 }),
         logger: silentLogger(),
         socketFactory: fake.factory,
-        lockHeartbeatMs: 20,
       });
       const rc = recordingContext(fixture, instanceId);
       await storePairedCreds(rc.context.auth);
@@ -158,12 +155,14 @@ for (const dialect of testDialects()) {
       const instanceId = fixture.instanceIds[5] ?? '';
       const fake = fakeFactory((sock) => sock.open());
       const engine = new BaileysEngine({
-        db: fixture.test.store.db,
-        processId: 'host-a:1',
+        locks: new SqlSessionLocks({
+          db: fixture.test.store.db,
+          owner: 'host-a:1',
+          heartbeatMs: 20,
+          ttlMs: 60_000,
+        }),
         logger: silentLogger(),
         socketFactory: fake.factory,
-        lockHeartbeatMs: 20,
-        lockTtlMs: 60_000,
       });
       const rc = recordingContext(fixture, instanceId);
       await storePairedCreds(rc.context.auth);

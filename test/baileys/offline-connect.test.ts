@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { DomainError } from '../../src/domain/errors.ts';
 import { BaileysEngine } from '../../src/engines/baileys/index.ts';
-import { ApiError } from '../../src/errors.ts';
+import { statusOf } from '../../src/http/errors.ts';
+import { SqlSessionLocks } from '../../src/sessions/instance-lock.ts';
 import { type LiveFixture, liveFixture, recordingContext, silentLogger } from './support.ts';
 
 describe('live engine on a machine without the platform (real makeWASocket)', () => {
@@ -15,15 +17,18 @@ describe('live engine on a machine without the platform (real makeWASocket)', ()
 
   it('rejects connect promptly with 503 and a clear message, leaving nothing running', async () => {
     const instanceId = fixture.instanceIds[0] ?? '';
-    const engine = new BaileysEngine({ db: fixture.test.store.db, processId: 'p1', logger: silentLogger() });
+    const engine = new BaileysEngine({
+      locks: new SqlSessionLocks({ db: fixture.test.store.db, owner: 'p1' }),
+      logger: silentLogger(),
+    });
     const { context, events } = recordingContext(fixture, instanceId);
     const session = engine.createSession(context);
     const handlesBefore = process.getActiveResourcesInfo().filter((r) => r !== 'TTYWrap').length;
     const started = Date.now();
     await assert.rejects(session.connect(), (error: unknown) => {
-      assert.ok(error instanceof ApiError);
-      assert.equal(error.code, 'PLATFORM_UNAVAILABLE');
-      assert.equal(error.status, 503);
+      assert.ok(error instanceof DomainError);
+      assert.equal(error.code, 'platform_unreachable');
+      assert.equal(statusOf(error.code), 503);
       assert.match(error.message, /^cannot reach the platform: /);
       return true;
     });

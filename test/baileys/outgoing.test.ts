@@ -4,6 +4,7 @@ import { readFile } from 'node:fs/promises';
 import { before, describe, it } from 'node:test';
 import { getMediaKeys, type MediaType, type proto, type WAMediaUploadFunction } from 'baileys';
 import sharp from 'sharp';
+import type { EngineMessage, OutgoingMessage } from '../../src/domain/messages.ts';
 import { toMessageContent } from '../../src/engines/baileys/incoming.ts';
 import {
   buildOutgoingMessage,
@@ -11,8 +12,8 @@ import {
   type OutgoingDeps,
   resendableProto,
 } from '../../src/engines/baileys/outgoing.ts';
-import type { EngineMessage, OutgoingMessage } from '../../src/engines/types.ts';
-import { readStickerExif, stickerExif, withExif } from '../../src/media/exif.ts';
+import { stickerExif, withExif } from '../../src/media/exif.ts';
+import { readStickerExif } from '../support/sticker-exif.ts';
 import { ME } from './fake-socket.ts';
 import { silentLogger } from './support.ts';
 

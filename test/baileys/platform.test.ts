@@ -4,6 +4,7 @@ import { Curve, generateSignalPubKey, WA_CERT_DETAILS } from 'baileys';
 import * as curve from 'libsignal/src/curve.js';
 import { BaileysEngine } from '../../src/engines/baileys/index.ts';
 import { trustPlatformRoot } from '../../src/engines/baileys/platform.ts';
+import { SqlSessionLocks } from '../../src/sessions/instance-lock.ts';
 import { fakeFactory, storePairedCreds } from './fake-socket.ts';
 import { liveFixture, recordingContext, silentLogger } from './support.ts';
 
@@ -20,8 +21,7 @@ describe('live engine pointed at a platform simulator (DESIGN D15)', () => {
       const root = Curve.generateKeyPair();
       const fake = fakeFactory((sock) => sock.open());
       const engine = new BaileysEngine({
-        db: fixture.test.store.db,
-        processId: 'p',
+        locks: new SqlSessionLocks({ db: fixture.test.store.db, owner: 'p' }),
         logger: silentLogger(),
         socketFactory: fake.factory,
         platform: { url: 'ws://127.0.0.1:7070/ws/chat', rootKey: Buffer.from(root.public) },
@@ -55,8 +55,7 @@ describe('live engine pointed at a platform simulator (DESIGN D15)', () => {
     try {
       const fake = fakeFactory((sock) => sock.open());
       const engine = new BaileysEngine({
-        db: fixture.test.store.db,
-        processId: 'p',
+        locks: new SqlSessionLocks({ db: fixture.test.store.db, owner: 'p' }),
         logger: silentLogger(),
         socketFactory: fake.factory,
       });

@@ -1,18 +1,20 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { proto, type WAMessage } from 'baileys';
+import type { EngineEvent } from '../../src/domain/messages.ts';
 import { readPairedCreds } from '../../src/engines/baileys/auth-state.ts';
 import { BaileysEngine } from '../../src/engines/baileys/index.ts';
+import type { AuthStateStore, EngineSession, EngineSessionContext } from '../../src/engines/engine.ts';
+import { MessageProjection } from '../../src/events/message-projection.ts';
+import { type EventProjection, EventRecorder } from '../../src/events/recorder.ts';
+import { SqlSessionLocks } from '../../src/sessions/instance-lock.ts';
 import {
   isPermanentStoreError,
   type RecordRetryPolicy,
   recordRetryDelayMs,
-} from '../../src/engines/baileys/record.ts';
-import type { EngineSession, EngineSessionContext } from '../../src/engines/engine.ts';
-import type { EngineEvent } from '../../src/engines/types.ts';
-import { MessageProjection } from '../../src/events/message-projection.ts';
-import { type EventProjection, EventRecorder } from '../../src/events/recorder.ts';
-import { type AuthStateStore, SqlAuthStateStore } from '../../src/store/engine-auth.ts';
+  recordWithRetry,
+} from '../../src/sessions/record-retry.ts';
+import { SqlAuthStateStore } from '../../src/store/engine-auth.ts';
 import { testDialects } from '../support/store.ts';
 import { type FakeSocket, fakeFactory, storePairedCreds } from './fake-socket.ts';
 import {
@@ -120,10 +122,19 @@ for (const dialect of testDialects()) {
         instanceId,
         env: 'live',
         auth,
-        emit: async (event) => {
-          events.push(event);
-          await recorder.record(instanceId, event);
-        },
+        // As the session manager does for every engine: the recorder behind the bounded retry (waits shortened).
+        emit: (event) =>
+          recordWithRetry(
+            {
+              emit: async (tried) => {
+                events.push(tried);
+                await recorder.record(instanceId, tried);
+              },
+              logger,
+            },
+            event,
+            { attempts: 5, baseDelayMs: 1, random: () => 0.5 },
+          ),
         findMessage: async () => undefined,
         logger,
         clock: Date.now,
@@ -131,13 +142,11 @@ for (const dialect of testDialects()) {
       await storePairedCreds(auth);
       const fake = fakeFactory(options.open ?? ((sock) => sock.open()));
       const engine = new BaileysEngine({
-        db,
-        processId: `proc-${dialect}`,
+        locks: new SqlSessionLocks({ db: db, owner: `proc-${dialect}` }),
         logger,
         socketFactory: fake.factory,
         ackTimeoutMs: 50,
         random: () => 0.5,
-        recordRetry: { baseDelayMs: 1 },
       });
       engines.push(engine);
       const session: EngineSession = engine.createSession(context);

@@ -1,13 +1,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { type GroupMetadata, processHistoryMessage, proto, type WAMessage } from 'baileys';
+import { DomainError } from '../../src/domain/errors.ts';
+import type { EngineEvent } from '../../src/domain/messages.ts';
 import { readPairedCreds } from '../../src/engines/baileys/auth-state.ts';
 import { BaileysEngine, type BaileysEngineOptions } from '../../src/engines/baileys/index.ts';
 import { NOT_ADMIN } from '../../src/engines/baileys/operations.ts';
 import { quieterLevel } from '../../src/engines/baileys/session.ts';
 import type { EngineSession } from '../../src/engines/engine.ts';
-import type { EngineEvent } from '../../src/engines/types.ts';
-import { ApiError } from '../../src/errors.ts';
+import { SqlSessionLocks } from '../../src/sessions/instance-lock.ts';
 import { type FakeSocket, fakeFactory, iqError, ME, pairedCreds, storePairedCreds } from './fake-socket.ts';
 import {
   type LiveFixture,
@@ -24,9 +25,9 @@ const PEER_LID = '12345678@lid';
 const GROUP = '120363000000000001@g.us';
 const ME_PHONE_JID = `${ME.phone}@s.whatsapp.net`;
 
-function isApiError(code: ApiError['code'], message?: RegExp) {
+function isDomainError(code: DomainError['code'], message?: RegExp) {
   return (error: unknown) => {
-    assert.ok(error instanceof ApiError, String(error));
+    assert.ok(error instanceof DomainError, String(error));
     assert.equal(error.code, code);
     if (message) assert.match(error.message, message);
     return true;
@@ -60,8 +61,7 @@ describe('live session over a fake socket', () => {
     const instanceId = fixture.instanceIds[next++] ?? '';
     const fake = fakeFactory(options.open ?? ((sock) => sock.open()));
     const engine = new BaileysEngine({
-      db: fixture.test.store.db,
-      processId: 'p',
+      locks: new SqlSessionLocks({ db: fixture.test.store.db, owner: 'p' }),
       logger: silentLogger(),
       socketFactory: fake.factory,
       ackTimeoutMs: 50,
@@ -130,7 +130,7 @@ describe('live session over a fake socket', () => {
 
   it('connect is bounded even when the platform never answers', async () => {
     const { session } = await setup({ open: () => undefined, engine: { connectDeadlineMs: 50 } });
-    await assert.rejects(session.connect(), isApiError('PLATFORM_UNAVAILABLE', /no answer within 0.05 s/));
+    await assert.rejects(session.connect(), isDomainError('platform_unreachable', /no answer within 0.05 s/));
     assert.equal(session.state().connected, false);
     assert.equal(session.state().loggedIn, true);
   });
@@ -195,20 +195,20 @@ describe('live session over a fake socket', () => {
         content: { kind: 'text', text: 'x', linkPreview: false },
       }),
       (error: unknown) => {
-        isApiError('RATE_LIMITED', /463 reach-out timelock\) until 20/)(error);
-        assert.ok(error instanceof ApiError && (error.retryAfter ?? 0) > 0);
+        isDomainError('rate_limited', /463 reach-out timelock\) until 20/)(error);
+        assert.ok(error instanceof DomainError && (error.retryAfter ?? 0) > 0);
         return true;
       },
     );
     sock().ackAttrs = { error: '429' };
     await assert.rejects(
       session.send({ to: PEER, content: { kind: 'text', text: 'x', linkPreview: false } }),
-      isApiError('RATE_LIMITED', /rate-overlimit/),
+      isDomainError('rate_limited', /rate-overlimit/),
     );
     sock().ackAttrs = { error: '479' };
     await assert.rejects(
       session.send({ to: PEER, content: { kind: 'text', text: 'x', linkPreview: false } }),
-      isApiError('PLATFORM_ERROR', /error 479/),
+      isDomainError('platform_refused', /error 479/),
     );
     sock().ackAttrs = undefined;
     const late = await session.send({
@@ -237,7 +237,7 @@ describe('live session over a fake socket', () => {
     ]);
     await assert.rejects(
       session.markRead(GROUP, ['G2']),
-      isApiError('BAD_REQUEST', /senderPhone is required/),
+      isDomainError('invalid', /senderPhone is required/),
     );
   });
 
@@ -294,8 +294,8 @@ describe('live session over a fake socket', () => {
     ]);
     sock().usyncError = iqError(429, 'rate-overlimit');
     await assert.rejects(session.checkPhones(['5511988887777']), (error: unknown) => {
-      isApiError('RATE_LIMITED', /429 rate-overlimit/)(error);
-      assert.equal(error instanceof ApiError && error.retryAfter, 60);
+      isDomainError('rate_limited', /429 rate-overlimit/)(error);
+      assert.equal(error instanceof DomainError && error.retryAfter, 60);
       return true;
     });
   });
@@ -316,7 +316,7 @@ describe('live session over a fake socket', () => {
         { id: ME_PHONE_JID, admin: null },
       ],
     });
-    await assert.rejects(session.groupInviteCode(GROUP), isApiError('FORBIDDEN', new RegExp(NOT_ADMIN)));
+    await assert.rejects(session.groupInviteCode(GROUP), isDomainError('forbidden', new RegExp(NOT_ADMIN)));
     sock().groups.set(GROUP, {
       id: GROUP,
       subject: 'Ours',
@@ -326,13 +326,13 @@ describe('live session over a fake socket', () => {
     sock().inviteCodes.set(GROUP, 'AbCdEf123');
     assert.equal(await session.groupInviteCode(GROUP), 'AbCdEf123');
     sock().inviteError = iqError(401, 'not-authorized');
-    await assert.rejects(session.groupInviteCode(GROUP), isApiError('FORBIDDEN', new RegExp(NOT_ADMIN)));
+    await assert.rejects(session.groupInviteCode(GROUP), isDomainError('forbidden', new RegExp(NOT_ADMIN)));
     sock().groupError = iqError(403, 'forbidden');
-    await assert.rejects(session.groupInfo(GROUP), isApiError('NOT_FOUND', /group not found/));
+    await assert.rejects(session.groupInfo(GROUP), isDomainError('not_found', /group not found/));
     sock().groupError = undefined;
     await assert.rejects(
       session.groupInfo('120363999999999999@g.us'),
-      isApiError('NOT_FOUND', /group not found/),
+      isDomainError('not_found', /group not found/),
     );
     assert.deepEqual(
       (await session.listGroups()).map((g) => g.jid),
@@ -449,17 +449,17 @@ describe('live session over a fake socket', () => {
     const { session, sock } = await setup();
     await assert.rejects(
       session.send({ to: PEER, content: { kind: 'text', text: 'x', linkPreview: false } }),
-      isApiError('CONFLICT', /instance is not connected/),
+      isDomainError('not_connected', /instance is not connected/),
     );
     await session.connect();
     sock().close(428);
     await until(() => /reconnecting/.test(session.state().reason ?? ''), 2_000, 'reconnecting');
     await assert.rejects(
       session.send({ to: PEER, content: { kind: 'text', text: 'x', linkPreview: false } }),
-      isApiError('PLATFORM_UNAVAILABLE', /reconnecting/),
+      isDomainError('platform_unreachable', /reconnecting/),
     );
     await session.logout();
-    await assert.rejects(session.listGroups(), isApiError('CONFLICT', /instance is not logged in/));
+    await assert.rejects(session.listGroups(), isDomainError('not_logged_in', /instance is not logged in/));
   });
 
   it('leaves no listener on a socket it is done with', async () => {

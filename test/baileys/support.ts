@@ -1,8 +1,9 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import pino from 'pino';
-import type { Clock, EngineSessionContext } from '../../src/engines/engine.ts';
-import type { EngineEvent, EngineMessage } from '../../src/engines/types.ts';
+import type { Clock } from '../../src/domain/clock.ts';
+import type { EngineEvent, EngineMessage } from '../../src/domain/messages.ts';
+import type { EngineSessionContext } from '../../src/engines/engine.ts';
 import { SecretBox } from '../../src/security/secrets.ts';
 import { SqlAuthStateStore } from '../../src/store/engine-auth.ts';
 import { createInstance } from '../../src/store/instances.ts';

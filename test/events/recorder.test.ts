@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Transaction } from 'kysely';
 import pino from 'pino';
-import type { EngineEvent } from '../../src/engines/types.ts';
+import type { EngineEvent } from '../../src/domain/messages.ts';
 import { type EventProjection, EventRecorder } from '../../src/events/recorder.ts';
 import type { Database } from '../../src/store/schema.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { GroupInfo } from '../../src/engines/types.ts';
+import type { GroupInfo } from '../../src/domain/messages.ts';
 import { toGroupCreated, toGroupDetails, toGroupListed } from '../../src/http/routes/v1/groups.ts';
 
 const group: GroupInfo = {

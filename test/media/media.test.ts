@@ -1,15 +1,17 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import sharp from 'sharp';
-import { ApiError } from '../../src/errors.ts';
+import { DomainError } from '../../src/domain/errors.ts';
+import { statusOf } from '../../src/http/errors.ts';
 import { defaultFileName, detectFormat, documentMimeType, requireFormat } from '../../src/media/detect.ts';
-import { readStickerExif, stickerExif, withExif } from '../../src/media/exif.ts';
+import { stickerExif, withExif } from '../../src/media/exif.ts';
 import { Ffmpeg, ffmpegCandidates, packagedFfmpegPath } from '../../src/media/ffmpeg.ts';
 import { bodyLimitFor, MEDIA_RULES } from '../../src/media/kinds.ts';
 import { decodeDataUri } from '../../src/media/source.ts';
 import { makeSticker } from '../../src/media/sticker.ts';
 import { fixture } from '../messages/support.ts';
 import { ffmpegAvailable } from '../support/ffmpeg.ts';
+import { readStickerExif } from '../support/sticker-exif.ts';
 
 describe('media input rules (DESIGN D8)', () => {
   it('decodes base64 data URIs whatever the declared type, and refuses malformed ones naming the field', () => {
@@ -30,8 +32,8 @@ describe('media input rules (DESIGN D8)', () => {
       try {
         decodeDataUri(raw, 'image', rule);
       } catch (e) {
-        assert.ok(e instanceof ApiError);
-        return [e.status, e.message];
+        assert.ok(e instanceof DomainError);
+        return [statusOf(e.code), e.message];
       }
       return undefined;
     };
@@ -50,8 +52,8 @@ describe('media input rules (DESIGN D8)', () => {
       decodeDataUri('data:;base64,AAAAAA==', 'x', tiny);
       assert.fail('over the limit');
     } catch (e) {
-      assert.ok(e instanceof ApiError);
-      assert.deepEqual([e.status, e.message], [413, 'x must be at most 3 bytes']);
+      assert.ok(e instanceof DomainError);
+      assert.deepEqual([statusOf(e.code), e.message], [413, 'x must be at most 3 bytes']);
     }
   });
 
@@ -141,8 +143,8 @@ describe('stickers (DESIGN D8)', () => {
     await assert.rejects(
       makeSticker(fixture('sticker.mp4'), { ext: 'mp4', mime: 'video/mp4' }, {}, missing),
       (e) => {
-        assert.ok(e instanceof ApiError);
-        assert.equal(e.status, 503);
+        assert.ok(e instanceof DomainError);
+        assert.equal(statusOf(e.code), 503);
         assert.match(e.message, /^animated stickers need ffmpeg, which is not installed on this server/);
         assert.match(e.message, /FFMPEG_PATH/);
         return true;
@@ -174,8 +176,8 @@ describe('stickers (DESIGN D8)', () => {
     it('refuses an MP4 ffmpeg cannot decode as 400', async () => {
       const broken = Buffer.concat([fixture('sticker.mp4').subarray(0, 64), Buffer.alloc(512)]);
       await assert.rejects(makeSticker(broken, { ext: 'mp4', mime: 'video/mp4' }, {}, new Ffmpeg()), (e) => {
-        assert.ok(e instanceof ApiError);
-        assert.equal(e.status, 400);
+        assert.ok(e instanceof DomainError);
+        assert.equal(statusOf(e.code), 400);
         assert.match(e.message, /^sticker could not be converted/);
         return true;
       });

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
-import type { OutgoingMessage } from '../../src/engines/types.ts';
-import { readStickerExif } from '../../src/media/exif.ts';
+import type { OutgoingMessage } from '../../src/domain/messages.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { ffmpegAvailable } from '../support/ffmpeg.ts';
 import { type Receiver, startMediaServer, startReceiver, TEST_CA } from '../support/https-receiver.ts';
+import { readStickerExif } from '../support/sticker-exif.ts';
 import { testDialects } from '../support/store.ts';
 import { appFor, bad, dataUri, fixture, messageRow, OWN, PEER } from './support.ts';
 

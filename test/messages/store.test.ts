@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { RegistrationCache } from '../../src/contacts/registration-cache.ts';
-import type { EngineMessage } from '../../src/engines/types.ts';
+import type { EngineMessage } from '../../src/domain/messages.ts';
 import { peerOf } from '../../src/events/message-projection.ts';
 import {
   findStoredMessage,

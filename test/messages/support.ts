@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import type { EngineEvent } from '../../src/engines/types.ts';
+import type { EngineEvent } from '../../src/domain/messages.ts';
 import type { EventProjection } from '../../src/events/recorder.ts';
 import { createTestApp, type TestApp, type TestAppOptions } from '../support/app.ts';
 

@@ -40,12 +40,12 @@ for (const dialect of testDialects()) {
 
     it('every operation needs the account logged in and connected (409)', async () => {
       for (const [name, call] of operations(session)) {
-        await assert.rejects(call(), { code: 'CONFLICT', message: 'instance is not logged in' }, name);
+        await assert.rejects(call(), { code: 'not_logged_in', message: 'instance is not logged in' }, name);
       }
       await loginSandbox(t, OWN);
       await t.call('POST', '/v1/session/disconnect');
       for (const [name, call] of operations(session)) {
-        await assert.rejects(call(), { code: 'CONFLICT', message: 'instance is not connected' }, name);
+        await assert.rejects(call(), { code: 'not_connected', message: 'instance is not connected' }, name);
       }
       await t.call('POST', '/v1/session/connect');
     });
@@ -112,11 +112,11 @@ for (const dialect of testDialects()) {
       assert.match(code, /^[A-Za-z0-9]{22}$/);
       assert.equal(await session.groupInviteCode(group.jid), code, 'stable');
       await assert.rejects(session.createGroup('x'.repeat(26), []), {
-        code: 'BAD_REQUEST',
+        code: 'invalid',
         message: 'name must be at most 25 characters',
       });
       await assert.rejects(session.createGroup('G', ['not-a-jid']), {
-        code: 'BAD_REQUEST',
+        code: 'invalid',
         message: 'participants[0] must be a user JID',
       });
     });
@@ -132,12 +132,12 @@ for (const dialect of testDialects()) {
       assert.ok(listed.some((g) => g.jid === foreign.jid));
       assert.ok(listed.every((g) => g.participants.some((p) => p.jid === jidOf(OWN))));
       await assert.rejects(session.groupInfo('120363000000000001@g.us'), {
-        code: 'NOT_FOUND',
+        code: 'not_found',
         message: 'group not found',
       });
-      await assert.rejects(session.groupInviteCode('120363000000000001@g.us'), { code: 'NOT_FOUND' });
+      await assert.rejects(session.groupInviteCode('120363000000000001@g.us'), { code: 'not_found' });
       await assert.rejects(session.groupInviteCode(foreign.jid), {
-        code: 'FORBIDDEN',
+        code: 'forbidden',
         message: 'you must be a group admin to get the invite link',
       });
     });
@@ -157,10 +157,10 @@ for (const dialect of testDialects()) {
       assert.deepEqual(row, { id: sent.id, state: 'sent' });
       await assert.rejects(
         session.send({ to: jidOf(UNREGISTERED), content: { kind: 'text', text: 'x', linkPreview: false } }),
-        { code: 'UNPROCESSABLE', message: `recipient ${UNREGISTERED} is not registered on the platform` },
+        { code: 'not_registered', message: `recipient ${UNREGISTERED} is not registered on the platform` },
       );
       await assert.rejects(session.markRead('120363000000000001@g.us', ['X'], jidOf(PEER)), {
-        code: 'NOT_FOUND',
+        code: 'not_found',
       });
     });
   });

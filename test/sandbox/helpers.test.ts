@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { EngineEvent } from '../../src/engines/types.ts';
+import type { EngineEvent } from '../../src/domain/messages.ts';
 import {
   appFor,
   bad,
@@ -125,7 +125,7 @@ for (const dialect of testDialects()) {
       });
       const session = t.services.sessions.existing(t.instance.id);
       await assert.rejects(session?.groupInviteCode(group.jid) ?? Promise.reject(new Error('no session')), {
-        code: 'FORBIDDEN',
+        code: 'forbidden',
         message: 'you must be a group admin to get the invite link',
       });
       const groups = await t.call('POST', '/v1/sandbox/groups', {

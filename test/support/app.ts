@@ -2,10 +2,10 @@ import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fas
 import pino from 'pino';
 import { adminCreateInstance, adminCreateKey, adminCreateOrg } from '../../src/admin/admin.ts';
 import { type Config, loadConfig } from '../../src/config/config.ts';
+import type { Instance } from '../../src/domain/instance.ts';
 import type { Engine } from '../../src/engines/engine.ts';
 import { buildApp } from '../../src/http/app.ts';
 import { createServices, type ServiceOptions, type Services } from '../../src/services.ts';
-import type { Instance } from '../../src/store/instances.ts';
 import type { Organization } from '../../src/store/organizations.ts';
 import { createTestStore, type TestDialect, type TestStore } from './store.ts';
 

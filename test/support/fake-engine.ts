@@ -1,6 +1,6 @@
+import { DomainError } from '../../src/domain/errors.ts';
+import type { ConnectionState, PairingCode } from '../../src/domain/messages.ts';
 import type { Engine, EngineSession, EngineSessionContext } from '../../src/engines/engine.ts';
-import type { ConnectionState, PairingCode } from '../../src/engines/types.ts';
-import { ApiError } from '../../src/errors.ts';
 
 /** How a {@link FakeEngine}'s sessions behave; counters let tests observe calls. */
 export interface FakeBehaviour {
@@ -34,13 +34,14 @@ export class FakeEngine implements Engine {
       phone: '5511999990999',
       pushName: 'Fake',
     });
-    const refuse = () => Promise.reject(new ApiError('PLATFORM_ERROR', 'not simulated by the fake engine'));
+    const refuse = () =>
+      Promise.reject(new DomainError('platform_refused', 'not simulated by the fake engine'));
     return {
       async connect() {
         behaviour.connects += 1;
         if (behaviour.unreachableTimes > 0) {
           behaviour.unreachableTimes -= 1;
-          throw new ApiError('PLATFORM_UNAVAILABLE', 'cannot reach the platform: fake outage');
+          throw new DomainError('platform_unreachable', 'cannot reach the platform: fake outage');
         }
         connected = true;
         await context.emit({ type: 'connection', state: state() });

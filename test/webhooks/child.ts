@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { adminCreateInstance, adminCreateKey, adminCreateOrg } from '../../src/admin/admin.ts';
-import type { Instance } from '../../src/store/instances.ts';
+import type { Instance } from '../../src/domain/instance.ts';
 import type { ReceivedRequest } from '../support/https-receiver.ts';
 import type { TestStore } from '../support/store.ts';
 import { HMAC_KEY } from './support.ts';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Webhook } from 'standardwebhooks';
-import type { EngineEvent, EngineMessage } from '../../src/engines/types.ts';
+import type { EngineEvent, EngineMessage } from '../../src/domain/messages.ts';
 import { type ApiResponse, createTestApp, type TestApp, type TestAppOptions } from '../support/app.ts';
 import type { ReceivedRequest } from '../support/https-receiver.ts';
 import { TEST_CA } from '../support/https-receiver.ts';

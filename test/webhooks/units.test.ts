@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { Webhook } from 'standardwebhooks';
-import type { EngineMessage, MessageSource } from '../../src/engines/types.ts';
+import type { EngineMessage, MessageSource } from '../../src/domain/messages.ts';
 import { messageBody, normaliseEvent, webhookBody } from '../../src/events/normalise.ts';
 import { maxAttemptsOf, parseRetryAfter, RetryPolicy, retryDelayMs } from '../../src/webhooks/backoff.ts';
 import { hmacHex, standardSignature, webhookHeaders } from '../../src/webhooks/signing.ts';

@@ -10,7 +10,7 @@ import {
   type SignalDataTypeMap,
   type SignalKeyStore,
 } from 'baileys';
-import type { AuthStateStore } from '../../store/engine-auth.ts';
+import type { AuthStateStore } from '../engine.ts';
 import type { BaileysLogger } from './socket.ts';
 
 /** Category and id of the credentials document in the auth store. */

@@ -1,4 +1,4 @@
-import { ApiError } from '../../errors.ts';
+import { DomainError } from '../../domain/errors.ts';
 
 /**
  * What the live engine does when the platform closes its socket (issue 5 §3): one row per close code. Codes are
@@ -103,10 +103,10 @@ export function decideClose(code: number | undefined): CloseDecision {
  * `cannot reach the platform: <cause>` for the codes the table retries (network failures, timeouts), 502 with the
  * row's reason for refusals (401, 403, 440, …). Nothing reconnects in the background after a failed connect.
  */
-export function connectFailure(decision: CloseDecision, message: string, cause: unknown): ApiError {
+export function connectFailure(decision: CloseDecision, message: string, cause: unknown): DomainError {
   return decision.action === 'reconnect'
-    ? new ApiError('PLATFORM_UNAVAILABLE', `cannot reach the platform: ${message}`, { cause })
-    : new ApiError('PLATFORM_ERROR', decision.reason, { cause });
+    ? new DomainError('platform_unreachable', `cannot reach the platform: ${message}`, { cause })
+    : new DomainError('platform_refused', decision.reason, { cause });
 }
 
 /**

@@ -10,8 +10,8 @@ import {
   USyncQuery,
   USyncUser,
 } from 'baileys';
-import type { AuthStateStore } from '../../store/engine-auth.ts';
-import type { Avatar, Contact, UserCheck, UserInfo } from '../types.ts';
+import type { Avatar, Contact, UserCheck, UserInfo } from '../../domain/messages.ts';
+import type { AuthStateStore } from '../engine.ts';
 import type { MappingContext } from './incoming.ts';
 import { isLidLike, isPhoneLike, toPhoneJid } from './jid.ts';
 import type { SocketLike } from './socket.ts';

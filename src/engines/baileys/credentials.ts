@@ -1,5 +1,5 @@
 import type { AuthenticationCreds, CacheStore } from 'baileys';
-import type { AuthStateStore } from '../../store/engine-auth.ts';
+import type { AuthStateStore } from '../engine.ts';
 import { type LoadedAuthState, loadAuthState, readPairedCreds } from './auth-state.ts';
 import type { BaileysLogger } from './socket.ts';
 

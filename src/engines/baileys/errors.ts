@@ -1,4 +1,4 @@
-import { ApiError } from '../../errors.ts';
+import { DomainError } from '../../domain/errors.ts';
 
 /** The shape of a `@hapi/boom` error as Baileys throws it (duck-typed: parley does not import Boom). */
 export interface BoomLike {
@@ -44,9 +44,9 @@ export const PLATFORM_RATE_RETRY_SECONDS = 60;
 export const REACHOUT_RETRY_SECONDS = 3_600;
 
 /** The platform's `429 rate-overlimit` on a query (issue 5 §6): its own 429 message, distinct from parley's quota. */
-export function platformRateLimited(): ApiError {
-  return new ApiError(
-    'RATE_LIMITED',
+export function platformRateLimited(): DomainError {
+  return new DomainError(
+    'rate_limited',
     'the platform rate-limited this account (429 rate-overlimit): slow down and retry later',
     { retryAfter: PLATFORM_RATE_RETRY_SECONDS },
   );
@@ -57,36 +57,36 @@ export function platformRateLimited(): ApiError {
  * account may not start new chats until `endsAt` (existing chats still work). 429 with `retryAfter` = whole seconds
  * until the end (≥ 1), or {@link REACHOUT_RETRY_SECONDS} when unknown.
  */
-export function reachoutLocked(endsAt: Date | undefined, now: number): ApiError {
+export function reachoutLocked(endsAt: Date | undefined, now: number): DomainError {
   const until = endsAt ? ` until ${endsAt.toISOString()}` : '';
   const retryAfter = endsAt
     ? Math.max(1, Math.ceil((endsAt.getTime() - now) / 1000))
     : REACHOUT_RETRY_SECONDS;
-  return new ApiError(
-    'RATE_LIMITED',
+  return new DomainError(
+    'rate_limited',
     `the platform restricts this account from messaging new contacts (463 reach-out timelock)${until}; existing chats still work`,
     { retryAfter },
   );
 }
 
-/** Context for {@link toApiError}: what a 404 or a 401/403 answer means for this operation. */
+/** Context for {@link toDomainError}: what a 404 or a 401/403 answer means for this operation. */
 export interface ErrorContext {
-  /** Message of the NOT_FOUND raised for `404 item-not-found` (and 401/403/406 when `forbidden` is not set). */
+  /** Message of the not_found raised for `404 item-not-found` (and 401/403/406 when `forbidden` is not set). */
   notFound?: string;
-  /** Message of the FORBIDDEN raised for `401 not-authorized` / `403 forbidden`. */
+  /** Message of the forbidden raised for `401 not-authorized` / `403 forbidden`. */
   forbidden?: string;
   /** Epoch ms, for retry-after computations. */
   now?: number;
 }
 
 /**
- * Maps what a Baileys call threw to parley's errors (DESIGN D6): `ApiError`s pass through; platform answers
- * become 429 (rate-overlimit, 463), 404/403 (per `context`) or 502 `PLATFORM_ERROR` carrying the platform's
- * reason; transport failures (socket closed or timed out) become 503 `PLATFORM_UNAVAILABLE`. Anything else (a bug,
+ * Maps what a Baileys call threw to parley's errors (DESIGN D6): `DomainError`s pass through; platform answers
+ * become 429 (rate-overlimit, 463), 404/403 (per `context`) or 502 `platform_refused` carrying the platform's
+ * reason; transport failures (socket closed or timed out) become 503 `platform_unreachable`. Anything else (a bug,
  * not a platform answer) is returned unchanged so the error handler answers 500.
  */
-export function toApiError(error: unknown, context: ErrorContext = {}): unknown {
-  if (error instanceof ApiError) return error;
+export function toDomainError(error: unknown, context: ErrorContext = {}): unknown {
+  if (error instanceof DomainError) return error;
   const failure = platformFailure(error);
   if (!failure) return error;
   const { code, text } = failure;
@@ -94,26 +94,26 @@ export function toApiError(error: unknown, context: ErrorContext = {}): unknown 
     if (code === 429 || /rate-overlimit/i.test(text)) return platformRateLimited();
     if (code === 463) return reachoutLocked(undefined, context.now ?? Date.now());
     if ((code === 401 || code === 403) && context.forbidden) {
-      return new ApiError('FORBIDDEN', context.forbidden, { cause: error });
+      return new DomainError('forbidden', context.forbidden, { cause: error });
     }
     if ((code === 404 || code === 401 || code === 403 || code === 406) && context.notFound) {
-      return new ApiError('NOT_FOUND', context.notFound, { cause: error });
+      return new DomainError('not_found', context.notFound, { cause: error });
     }
-    return new ApiError('PLATFORM_ERROR', `the platform refused the request (${code} ${text})`, {
+    return new DomainError('platform_refused', `the platform refused the request (${code} ${text})`, {
       cause: error,
     });
   }
   if (code === 408 || code === 428 || code === 503 || code === 515) {
-    return new ApiError('PLATFORM_UNAVAILABLE', `lost the connection to the platform (${code} ${text})`, {
+    return new DomainError('platform_unreachable', `lost the connection to the platform (${code} ${text})`, {
       cause: error,
     });
   }
-  return new ApiError('PLATFORM_ERROR', `the platform failed the request (${code} ${text})`, {
+  return new DomainError('platform_refused', `the platform failed the request (${code} ${text})`, {
     cause: error,
   });
 }
 
-/** Runs `operation` and rethrows its failure through {@link toApiError}. */
+/** Runs `operation` and rethrows its failure through {@link toDomainError}. */
 export async function mapPlatformErrors<T>(
   operation: () => Promise<T>,
   context: ErrorContext = {},
@@ -121,6 +121,6 @@ export async function mapPlatformErrors<T>(
   try {
     return await operation();
   } catch (error) {
-    throw toApiError(error, context);
+    throw toDomainError(error, context);
   }
 }

@@ -1,5 +1,5 @@
 import type { GroupMetadata } from 'baileys';
-import type { GroupInfo, GroupParticipant, Jid } from '../types.ts';
+import type { GroupInfo, GroupParticipant, Jid } from '../../domain/messages.ts';
 import type { MappingContext } from './incoming.ts';
 
 /**

@@ -17,7 +17,7 @@ import type {
   Jid,
   MessageContent,
   MessageSource,
-} from '../types.ts';
+} from '../../domain/messages.ts';
 import type { JidResolver } from './jid.ts';
 
 /** Who the account is, for deciding `isFromMe` and the sender of own messages. */

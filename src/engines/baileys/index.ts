@@ -1,13 +1,10 @@
 import { fetchLatestWaWebVersion, type WABrowserDescription, type WAVersion } from 'baileys';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Kysely } from 'kysely';
-import type { Database } from '../../store/schema.ts';
-import type { Clock, Engine, EngineSession, EngineSessionContext } from '../engine.ts';
+import type { Clock } from '../../domain/clock.ts';
+import type { Engine, EngineSession, EngineSessionContext, SessionLocks } from '../engine.ts';
 import { CONNECT_DEADLINE_MS } from './lifecycle.ts';
-import { LOCK_HEARTBEAT_MS, LOCK_TTL_MS } from './lock.ts';
 import type { LinkPreviewFetcher } from './outgoing.ts';
 import { type PlatformEndpoint, trustPlatformRoot } from './platform.ts';
-import { RECORD_RETRY } from './record.ts';
 import { BaileysSession } from './session.ts';
 import { makeBaileysSocket, type SocketFactory } from './socket.ts';
 
@@ -18,12 +15,13 @@ export type { SocketFactory, SocketLike } from './socket.ts';
 /** How the linked device shows in the phone's "Linked devices" list: `Chrome (parley)`. */
 export const DEFAULT_BROWSER: WABrowserDescription = ['parley', 'Chrome', '1.0'];
 
-/** Options of {@link BaileysEngine}. Only `db`, `processId` and `logger` are required. */
+/** Options of {@link BaileysEngine}. Only `locks` and `logger` are required. */
 export interface BaileysEngineOptions {
-  /** The store; the one-socket lock lives in its `instance_locks` table (migration 0004). */
-  db: Kysely<Database>;
-  /** This process's identity in the lock table, unique per process (e.g. `${hostname}:${pid}:${randomUUID()}`). */
-  processId: string;
+  /**
+   * The one-socket lock of each instance (the platform allows one connection per credential); parley passes
+   * the store-backed one of src/sessions/instance-lock.ts.
+   */
+  locks: SessionLocks;
   /** Engine-level logger (sessions log through their context's logger). */
   logger: FastifyBaseLogger;
   /** Creates sockets; default Baileys' `makeWASocket`. Tests inject a fake. */
@@ -40,9 +38,6 @@ export interface BaileysEngineOptions {
   connectDeadlineMs?: number;
   /** How long a send waits for the server's ack before returning, ms (default 5,000). */
   ackTimeoutMs?: number;
-  /** One-socket lock lifetime and renewal period, ms (defaults 30,000 / 10,000). */
-  lockTtlMs?: number;
-  lockHeartbeatMs?: number;
   /** Ask the phone for the full history (Baileys `syncFullHistory`); default false (recent history only). */
   fullHistory?: boolean;
   /** Level of Baileys' own log lines (default `warn`: Baileys logs stanzas at info/debug). */
@@ -51,11 +46,6 @@ export interface BaileysEngineOptions {
   linkPreview?: LinkPreviewFetcher;
   /** Random source for backoff jitter, [0, 1); default `Math.random`. */
   random?: () => number;
-  /**
-   * Retry of a failed recording of an incoming event or a sent message (DESIGN D2): tries in all and the first
-   * wait in ms, doubling (default {@link RECORD_RETRY}: 5 tries, 100 ms). Tests shorten the wait.
-   */
-  recordRetry?: { attempts?: number; baseDelayMs?: number };
   /**
    * A platform simulator instead of the real platform (DESIGN D15): its WebSocket URL for every socket, and its
    * Noise certificate root, trusted process-wide when the engine is built (`trustPlatformRoot`). Default: none.
@@ -91,24 +81,16 @@ export class BaileysEngine implements Engine {
     const session = new BaileysSession(
       { ...context, clock: context.clock ?? o.clock ?? Date.now },
       {
-        db: o.db,
-        processId: o.processId,
+        locks: o.locks,
         socketFactory: o.socketFactory ?? makeBaileysSocket,
         browser: o.browser ?? DEFAULT_BROWSER,
         version: o.version,
         fetchVersion: o.fetchVersion ?? (() => fetchVersionWithin(5_000)),
         connectDeadlineMs: o.connectDeadlineMs ?? CONNECT_DEADLINE_MS,
         ackTimeoutMs: o.ackTimeoutMs ?? 5_000,
-        lockTtlMs: o.lockTtlMs ?? LOCK_TTL_MS,
-        lockHeartbeatMs: o.lockHeartbeatMs ?? LOCK_HEARTBEAT_MS,
         fullHistory: o.fullHistory ?? false,
         baileysLogLevel: o.baileysLogLevel ?? 'warn',
         random: o.random ?? Math.random,
-        recordRetry: {
-          attempts: Math.max(1, o.recordRetry?.attempts ?? RECORD_RETRY.attempts),
-          baseDelayMs: o.recordRetry?.baseDelayMs ?? RECORD_RETRY.baseDelayMs,
-          random: o.random ?? Math.random,
-        },
         ...(o.linkPreview ? { linkPreview: o.linkPreview } : {}),
         ...(o.platform?.url ? { platformUrl: o.platform.url } : {}),
       },

@@ -7,8 +7,8 @@ import {
   jidNormalizedUser,
   type LIDMapping,
 } from 'baileys';
-import type { Jid } from '../types.ts';
-import { USER_DOMAIN } from '../types.ts';
+import type { Jid } from '../../domain/messages.ts';
+import { USER_DOMAIN } from '../../domain/messages.ts';
 
 /**
  * The part of Baileys' `signalRepository.lidMapping` (Baileys 7 `LIDMappingStore`, persisted in the
@@ -32,6 +32,8 @@ export interface JidResolverOptions {
   lookup?: () => LidLookup | undefined;
   /** How many LID→phone pairs stay in memory (least recently used dropped first); default 10,000. */
   capacity?: number;
+  /** Told when the mapping store fails a lookup (the LID is then passed on as is); default: nothing. */
+  onLookupError?: (error: unknown, lid: string) => void;
 }
 
 /**
@@ -45,10 +47,12 @@ export class JidResolver {
   readonly #pairs = new Map<string, string>();
   readonly #capacity: number;
   readonly #lookup: () => LidLookup | undefined;
+  readonly #onLookupError: (error: unknown, lid: string) => void;
 
   constructor(options: JidResolverOptions = {}) {
     this.#capacity = options.capacity ?? 10_000;
     this.#lookup = options.lookup ?? (() => undefined);
+    this.#onLookupError = options.onLookupError ?? (() => undefined);
   }
 
   /** Records that `lid` is the phone JID `pn` (either argument order is accepted; invalid pairs are ignored). */
@@ -107,8 +111,9 @@ export class JidResolver {
           this.remember(plainLid, pn);
           return { jid: toPhoneJid(pn) ?? jidNormalizedUser(pn), resolved: true };
         }
-      } catch {
-        // the store could not answer: fall through and pass the LID as is
+      } catch (error) {
+        // The store could not answer: reported, then the LID is passed on as is.
+        this.#onLookupError(error, plainLid);
       }
     }
     return { jid: plainLid, resolved: false };

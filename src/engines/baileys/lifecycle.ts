@@ -6,9 +6,9 @@ import type {
   UserFacingSocketConfig,
   WAVersion,
 } from 'baileys';
-import { ApiError } from '../../errors.ts';
-import type { EngineSessionContext } from '../engine.ts';
-import type { ConnectionState, PairingCode } from '../types.ts';
+import { DomainError } from '../../domain/errors.ts';
+import type { ConnectionState, PairingCode } from '../../domain/messages.ts';
+import type { EngineSessionContext, SessionLock } from '../engine.ts';
 import { isPaired } from './auth-state.ts';
 import {
   backoffDelayMs,
@@ -20,7 +20,6 @@ import {
 import { Credentials } from './credentials.ts';
 import { isBoom } from './errors.ts';
 import { FirstAnswer } from './first-answer.ts';
-import type { InstanceLock } from './lock.ts';
 import { connectionState, type Phase, qrLifetimeMs } from './phase.ts';
 import { type BaileysLogger, logoutWithin, type SocketFactory, type SocketLike } from './socket.ts';
 import { Waiters } from './waiters.ts';
@@ -31,7 +30,7 @@ export const CONNECT_DEADLINE_MS = 8_000;
 /** Everything the lifecycle needs from the engine and the session. */
 export interface LifecycleOptions {
   context: EngineSessionContext;
-  lock: InstanceLock;
+  lock: SessionLock;
   socketFactory: SocketFactory;
   baileysLogger: BaileysLogger;
   /** Socket settings the session adds (getMessage, cachedGroupMetadata, caches, history, browser). */
@@ -117,8 +116,8 @@ export class Lifecycle {
   /**
    * Starts a connection: takes the lock, loads the credentials, opens a socket and resolves once the platform
    * answered (QR or open). Idempotent while an attempt runs or the connection is up.
-   * @throws ApiError CONFLICT when another process holds the lock; PLATFORM_UNAVAILABLE (503) when the platform
-   * cannot be reached or did not answer within the deadline; PLATFORM_ERROR (502) for a refusal (close codes).
+   * @throws DomainError conflict when another process holds the lock; platform_unreachable (503) when the platform
+   * cannot be reached or did not answer within the deadline; platform_refused (502) for a refusal (close codes).
    */
   async connect(): Promise<void> {
     if (this.#starting) return this.#starting;
@@ -179,8 +178,8 @@ export class Lifecycle {
     const { lock } = this.#o;
     const attempt = await lock.acquire();
     if (!attempt.acquired) {
-      throw new ApiError(
-        'CONFLICT',
+      throw new DomainError(
+        'conflict',
         `instance is connected by another parley process (${attempt.holder}); its lock expires at ${attempt.expiresAt}`,
       );
     }
@@ -196,8 +195,8 @@ export class Lifecycle {
     this.#qrCount = 0;
     const seconds = this.#o.connectDeadlineMs / 1000;
     const first = this.#gate.start(this.#o.connectDeadlineMs, () => {
-      const error = new ApiError(
-        'PLATFORM_UNAVAILABLE',
+      const error = new DomainError(
+        'platform_unreachable',
         `cannot reach the platform: no answer within ${seconds} s`,
       );
       this.#background(this.#failFirst(error, 'the platform did not answer in time'), 'connect deadline');
@@ -373,7 +372,7 @@ export class Lifecycle {
     this.#endSocket();
     this.#gate
       .take()
-      ?.reject(new ApiError('CONFLICT', 'the connection attempt was cancelled by a disconnect'));
+      ?.reject(new DomainError('conflict', 'the connection attempt was cancelled by a disconnect'));
     this.#phase = phase;
     this.#reason = reason;
     this.#qr = null;

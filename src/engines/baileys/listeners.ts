@@ -1,7 +1,7 @@
 import type { BaileysEventMap, BinaryNode, GroupMetadata } from 'baileys';
 import { isJidBroadcast, isJidGroup, isJidNewsletter } from 'baileys';
+import { type EngineEvent, eventLogFields, type Jid } from '../../domain/messages.ts';
 import type { EngineSessionContext } from '../engine.ts';
-import type { EngineEvent, Jid } from '../types.ts';
 import type { BoundedCache } from './cache.ts';
 import type { ContactBook } from './contacts.ts';
 import {
@@ -13,7 +13,6 @@ import {
   toEngineMessage,
 } from './incoming.ts';
 import type { JidResolver } from './jid.ts';
-import { eventLogFields, type RecordRetryPolicy, recordWithRetry } from './record.ts';
 import type { SocketLike } from './socket.ts';
 
 /**
@@ -24,12 +23,10 @@ import type { SocketLike } from './socket.ts';
  */
 export class IncomingQueue {
   readonly #context: EngineSessionContext;
-  readonly #policy: RecordRetryPolicy;
   #tail: Promise<void> = Promise.resolve();
 
-  constructor(context: EngineSessionContext, policy: RecordRetryPolicy) {
+  constructor(context: EngineSessionContext) {
     this.#context = context;
-    this.#policy = policy;
   }
 
   /** Runs `task` after every earlier task; a rejection is logged at error level with `what` (the event name). */
@@ -45,13 +42,14 @@ export class IncomingQueue {
   }
 
   /**
-   * Records one platform-driven event with the retry policy (`recordWithRetry`); never rejects. An event still
+   * Records one platform-driven event through `context.emit` (which retries transient store failures on the
+   * session side); never rejects. An event still
    * failing after the last try is dropped and logged at error level with its type and message id(s), no body
    * (DESIGN D14). Resolves true when recorded.
    */
   async record(event: EngineEvent): Promise<boolean> {
     try {
-      await recordWithRetry(this.#context, event, this.#policy);
+      await this.#context.emit(event);
       return true;
     } catch (error) {
       this.#context.logger.error(

@@ -8,9 +8,16 @@ import {
   type WAMessage,
   type WAMessageKey,
 } from 'baileys';
-import { ApiError, errors } from '../../errors.ts';
+import { DomainError, errors } from '../../domain/errors.ts';
+import type {
+  EngineEvent,
+  EngineMessage,
+  GroupInfo,
+  Jid,
+  OutgoingMessage,
+  SentMessage,
+} from '../../domain/messages.ts';
 import type { EngineSessionContext } from '../engine.ts';
-import type { EngineEvent, EngineMessage, GroupInfo, Jid, OutgoingMessage, SentMessage } from '../types.ts';
 import type { BoundedCache } from './cache.ts';
 import { mapPlatformErrors, platformRateLimited, reachoutLocked } from './errors.ts';
 import { isAdminOf, toGroupInfo } from './groups.ts';
@@ -33,7 +40,7 @@ export interface OperationDeps {
   /** The platform's last reach-out timelock report. */
   reachout(): ReachoutTimelockState | undefined;
   /**
-   * Records an event of a call path with the session's bounded retry (`recordWithRetry`, DESIGN D2).
+   * Records an event of a call path through `context.emit` (bounded retry on the session side, DESIGN D2).
    * @throws the recording error once retrying gave up.
    */
   record(event: EngineEvent): Promise<void>;
@@ -95,7 +102,7 @@ async function checkAck(node: BinaryNode | undefined, sock: SocketLike, deps: Op
     throw reachoutLocked(lock?.timeEnforcementEnds, now);
   }
   if (code === '429') throw platformRateLimited();
-  throw new ApiError('PLATFORM_ERROR', `the platform rejected the message (error ${code})`);
+  throw new DomainError('platform_refused', `the platform rejected the message (error ${code})`);
 }
 
 /**
@@ -204,7 +211,7 @@ export async function sendReaction(
 
 /**
  * Sends read receipts (SPEC read): group receipts name the sender (`participant`); when the caller gave none, the
- * stored message's sender is used. @throws BAD_REQUEST when a group message's sender is unknown.
+ * stored message's sender is used. @throws invalid when a group message's sender is unknown.
  */
 export async function markRead(
   sock: SocketLike,
@@ -276,25 +283,25 @@ async function metadataOf(
   return meta;
 }
 
-/** One group, fetched fresh (SPEC group info). @throws NOT_FOUND when the account is not in it. */
+/** One group, fetched fresh (SPEC group info). @throws not_found when the account is not in it. */
 export async function groupInfo(sock: SocketLike, deps: OperationDeps, jid: Jid): Promise<GroupInfo> {
   return toGroupInfo(await metadataOf(sock, deps, jid, true), deps.mapping);
 }
 
 /**
- * The invite code of a group (SPEC invite-link). @throws FORBIDDEN {@link NOT_ADMIN} when the account is not an
+ * The invite code of a group (SPEC invite-link). @throws forbidden {@link NOT_ADMIN} when the account is not an
  * admin (checked on freshly fetched metadata — a cached copy may predate a promotion — and mapped from the
- * platform's 401/403), NOT_FOUND when not a member.
+ * platform's 401/403), not_found when not a member.
  */
 export async function groupInviteCode(sock: SocketLike, deps: OperationDeps, jid: Jid): Promise<string> {
   const meta = await metadataOf(sock, deps, jid, true);
-  if (!isAdminOf(meta, deps.mapping.me())) throw new ApiError('FORBIDDEN', NOT_ADMIN);
+  if (!isAdminOf(meta, deps.mapping.me())) throw new DomainError('forbidden', NOT_ADMIN);
   const code = await mapPlatformErrors(() => sock.groupInviteCode(jid), {
     forbidden: NOT_ADMIN,
     notFound: 'group not found',
     now: deps.context.clock(),
   });
-  if (!code) throw new ApiError('PLATFORM_ERROR', 'the platform returned no invite code');
+  if (!code) throw new DomainError('platform_refused', 'the platform returned no invite code');
   return code;
 }
 

@@ -10,7 +10,13 @@ import {
   type WAMessage,
   type WAUrlInfo,
 } from 'baileys';
-import type { EngineMessage, Jid, MessageContent, OutgoingContent, OutgoingMessage } from '../types.ts';
+import type {
+  EngineMessage,
+  Jid,
+  MessageContent,
+  OutgoingContent,
+  OutgoingMessage,
+} from '../../domain/messages.ts';
 import type { BaileysLogger } from './socket.ts';
 
 /** A link preview a fetcher found for a URL (fetched by parley under its SSRF guard, never by Baileys). */
@@ -21,7 +27,10 @@ export interface LinkPreview {
   jpegThumbnail?: Buffer;
 }
 
-/** Fetches a preview for `url`; undefined when none could be made. Wired by the lead to the guarded fetcher. */
+/**
+ * Fetches a preview for `url`; undefined when none could be made. parley wires none today: a live text send with
+ * `linkPreview: true` gets a card whose title is the link's host name (the page is never fetched).
+ */
 export type LinkPreviewFetcher = (url: string) => Promise<LinkPreview | undefined>;
 
 /**

@@ -1,5 +1,5 @@
 import type { AuthenticationCreds } from 'baileys';
-import type { ConnectionState } from '../types.ts';
+import type { ConnectionState } from '../../domain/messages.ts';
 import { isPaired } from './auth-state.ts';
 
 /**

@@ -1,9 +1,6 @@
 import type { GroupMetadata, UserFacingSocketConfig, WABrowserDescription, WAVersion } from 'baileys';
 import { jidNormalizedUser, type proto } from 'baileys';
-import type { Kysely } from 'kysely';
-import { ApiError, errors } from '../../errors.ts';
-import type { Database } from '../../store/schema.ts';
-import type { EngineSession, EngineSessionContext } from '../engine.ts';
+import { DomainError, errors } from '../../domain/errors.ts';
 import type {
   Avatar,
   ConnectionState,
@@ -15,8 +12,9 @@ import type {
   SentMessage,
   UserCheck,
   UserInfo,
-} from '../types.ts';
-import { userJid } from '../types.ts';
+} from '../../domain/messages.ts';
+import { userJid } from '../../domain/messages.ts';
+import type { EngineSession, EngineSessionContext, SessionLocks } from '../engine.ts';
 import { BoundedCache } from './cache.ts';
 import { avatarOf, ContactBook, checkPhones, userInfo } from './contacts.ts';
 import { mapPlatformErrors } from './errors.ts';
@@ -24,31 +22,25 @@ import type { Identity, MappingContext } from './incoming.ts';
 import { JidResolver, toPhoneJid } from './jid.ts';
 import { Lifecycle } from './lifecycle.ts';
 import { attachListeners, IncomingQueue } from './listeners.ts';
-import { InstanceLock } from './lock.ts';
 import * as ops from './operations.ts';
 import type { LinkPreviewFetcher } from './outgoing.ts';
 import { resendableProto } from './outgoing.ts';
-import { type RecordRetryPolicy, recordWithRetry } from './record.ts';
 import type { BaileysLogger, SocketFactory, SocketLike } from './socket.ts';
 
 /** Everything a session takes from the engine (see `BaileysEngineOptions` for meanings and defaults). */
 export interface BaileysSessionOptions {
-  db: Kysely<Database>;
-  processId: string;
+  locks: SessionLocks;
   socketFactory: SocketFactory;
   browser: WABrowserDescription;
   version: WAVersion | undefined;
   fetchVersion: () => Promise<WAVersion>;
   connectDeadlineMs: number;
   ackTimeoutMs: number;
-  lockTtlMs: number;
-  lockHeartbeatMs: number;
   fullHistory: boolean;
   baileysLogLevel: string;
   linkPreview?: LinkPreviewFetcher;
   random: () => number;
   /** Retry of failed recordings (DESIGN D2): incoming events and sends. */
-  recordRetry: RecordRetryPolicy;
   /** WebSocket URL of a platform simulator (Baileys' `waWebSocketUrl`); undefined: the real platform. */
   platformUrl?: string;
 }
@@ -89,7 +81,7 @@ export class BaileysSession implements EngineSession {
 
   constructor(context: EngineSessionContext, options: BaileysSessionOptions) {
     this.#context = context;
-    this.#queue = new IncomingQueue(context, options.recordRetry);
+    this.#queue = new IncomingQueue(context);
     const now = () => context.clock();
     this.#groups = new BoundedCache(HOUR, 1_000, now);
     this.#recent = new BoundedCache(HOUR, 256, now);
@@ -113,16 +105,15 @@ export class BaileysSession implements EngineSession {
       { component: 'baileys' },
       { level: quieterLevel(context.logger.level, options.baileysLogLevel) },
     );
-    this.#resolver = new JidResolver({ lookup: () => this.#life.socket?.signalRepository.lidMapping });
+    this.#resolver = new JidResolver({
+      lookup: () => this.#life.socket?.signalRepository.lidMapping,
+      onLookupError: (error, lid) =>
+        context.logger.warn({ err: error, lid }, 'LID lookup failed; passing the LID on unresolved'),
+    });
     this.#contacts = new ContactBook(context.auth);
     this.#mapping = { resolver: this.#resolver, me: () => this.#me() };
-    const lock: InstanceLock = new InstanceLock({
-      db: options.db,
-      instanceId: context.instanceId,
-      owner: options.processId,
+    const lock = options.locks.forInstance(context.instanceId, {
       clock: context.clock,
-      ttlMs: options.lockTtlMs,
-      heartbeatMs: options.lockHeartbeatMs,
       onLost: (reason) => {
         this.#life.lockLost(reason).catch((error: unknown) => {
           context.logger.error({ err: error, reason }, 'stopping after the one-socket lock was lost failed');
@@ -176,7 +167,7 @@ export class BaileysSession implements EngineSession {
       ackTimeoutMs: options.ackTimeoutMs,
       baileysLogger: this.#baileysLogger,
       reachout: () => this.#life.reachout,
-      record: (event) => recordWithRetry(context, event, options.recordRetry),
+      record: (event) => context.emit(event),
       subscribePresence: (sock, jid) => this.#subscribePresence(sock, jid),
       ...(options.linkPreview ? { linkPreview: options.linkPreview } : {}),
     };
@@ -255,7 +246,7 @@ export class BaileysSession implements EngineSession {
 
   /**
    * Links by an 8-character code typed on the phone (Baileys `requestPairingCode`) during a running pairing
-   * attempt. @throws CONFLICT `already logged in` / `instance is not connected`.
+   * attempt. @throws DomainError conflict `already logged in` / `instance is not connected`.
    */
   async requestPairingCode(phone: string): Promise<string> {
     await this.#life.loadSummary();
@@ -270,8 +261,8 @@ export class BaileysSession implements EngineSession {
   }
 
   /**
-   * The open socket for an operation. @throws CONFLICT `instance is not logged in` without paired credentials,
-   * CONFLICT `instance is not connected` when disconnected or stopped (with the stop reason), 503 while reconnecting.
+   * The open socket for an operation. @throws DomainError not_logged_in `instance is not logged in` without paired credentials,
+   * not_connected `instance is not connected` when disconnected or stopped (with the stop reason), 503 while reconnecting.
    */
   async #open(): Promise<SocketLike> {
     await this.#life.loadSummary();
@@ -282,9 +273,9 @@ export class BaileysSession implements EngineSession {
     const phase = this.#life.phase;
     const why = state.reason ? `: ${state.reason}` : '';
     if (phase === 'waiting' || phase === 'connecting') {
-      throw new ApiError('PLATFORM_UNAVAILABLE', `not connected to the platform right now${why}`);
+      throw new DomainError('platform_unreachable', `not connected to the platform right now${why}`);
     }
-    throw errors.conflict(`instance is not connected${why}`);
+    throw new DomainError('not_connected', `instance is not connected${why}`);
   }
 
   #me(): Identity {
@@ -300,7 +291,9 @@ export class BaileysSession implements EngineSession {
     try {
       const found = await this.#context.findMessage(id);
       return found ? resendableProto(found.content) : undefined;
-    } catch {
+    } catch (error) {
+      // The platform asked to resend a message the store could not read: it is answered as unknown.
+      this.#context.logger.warn({ err: error, id }, 'reading a stored message for a platform retry failed');
       return undefined;
     }
   }

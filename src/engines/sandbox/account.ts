@@ -1,6 +1,6 @@
+import type { Jid } from '../../domain/messages.ts';
+import { userJid } from '../../domain/messages.ts';
 import type { EngineSessionContext } from '../engine.ts';
-import type { Jid } from '../types.ts';
-import { userJid } from '../types.ts';
 import type { SequenceAllocator } from './ids.ts';
 import type { SandboxWorld } from './world.ts';
 
@@ -22,7 +22,7 @@ export interface SandboxAccount {
   readonly sequence: SequenceAllocator;
   /**
    * The credentials of the logged-in, connected account.
-   * @throws ApiError CONFLICT `instance is not logged in` before login, `instance is not connected` when
+   * @throws DomainError not_logged_in `instance is not logged in` before login, not_connected `instance is not connected` when
    *   logged in but disconnected (DESIGN D6).
    */
   ready(): Promise<SandboxCredentials>;

@@ -1,7 +1,7 @@
-import { ApiError, errors } from '../../errors.ts';
+import { DomainError, errors } from '../../domain/errors.ts';
+import type { GroupInfo, GroupParticipant, Jid } from '../../domain/messages.ts';
+import { phoneOfJid, userJid } from '../../domain/messages.ts';
 import type { SandboxForeignGroupInput } from '../engine.ts';
-import type { GroupInfo, GroupParticipant, Jid } from '../types.ts';
-import { phoneOfJid, userJid } from '../types.ts';
 import { ownJid, type SandboxAccount } from './account.ts';
 import { groupJidFor, inviteCodeFor } from './ids.ts';
 import type { StoredGroup } from './world.ts';
@@ -22,7 +22,7 @@ export function isMember(group: StoredGroup, jid: Jid): boolean {
 
 /**
  * Group `jid` as seen by the account: it must be a participant.
- * @throws ApiError NOT_FOUND `group not found` when the world has no such group or the account is not in it.
+ * @throws DomainError not_found `group not found` when the world has no such group or the account is not in it.
  */
 export async function memberGroup(account: SandboxAccount, me: Jid, jid: Jid): Promise<StoredGroup> {
   const group = await account.world.group(jid);
@@ -73,8 +73,8 @@ async function newGroup(
  * Creates a group owned by the account (SPEC Groups): the account is owner, admin and super admin; the other
  * participants are plain members. As on the platform, numbers that are not registered are left out rather than
  * failing the whole creation; duplicates and the account itself are ignored.
- * @throws ApiError BAD_REQUEST for an empty name, a name over 25 characters or a participant that is not a
- *   user JID; CONFLICT before login.
+ * @throws DomainError invalid for an empty name, a name over 25 characters or a participant that is not a
+ *   user JID; not_logged_in before login.
  */
 export async function createGroup(
   account: SandboxAccount,
@@ -93,14 +93,14 @@ export async function createGroup(
   return groupInfoOf(await newGroup(account, name, me, members));
 }
 
-/** Every group the account belongs to, oldest first. @throws ApiError CONFLICT before login. */
+/** Every group the account belongs to, oldest first. @throws DomainError conflict before login. */
 export async function listGroups(account: SandboxAccount): Promise<GroupInfo[]> {
   const me = ownJid(await account.ready());
   const groups = await account.world.groups();
   return groups.filter((g) => isMember(g, me)).map(groupInfoOf);
 }
 
-/** One group. @throws ApiError NOT_FOUND `group not found` when the account is not in it; CONFLICT before login. */
+/** One group. @throws DomainError not_found `group not found` when the account is not in it; not_logged_in before login. */
 export async function groupInfo(account: SandboxAccount, jid: Jid): Promise<GroupInfo> {
   const me = ownJid(await account.ready());
   return groupInfoOf(await memberGroup(account, me, jid));
@@ -108,14 +108,14 @@ export async function groupInfo(account: SandboxAccount, jid: Jid): Promise<Grou
 
 /**
  * The invite code of a group (SPEC Groups: caller must be an admin).
- * @throws ApiError NOT_FOUND `group not found`; FORBIDDEN `you must be a group admin to get the invite link`
- *   (SPEC Errors); CONFLICT before login.
+ * @throws DomainError not_found `group not found`; forbidden `you must be a group admin to get the invite link`
+ *   (SPEC Errors); not_logged_in before login.
  */
 export async function groupInviteCode(account: SandboxAccount, jid: Jid): Promise<string> {
   const me = ownJid(await account.ready());
   const group = await memberGroup(account, me, jid);
   const self = group.participants.find((p) => p.jid === me);
-  if (!self?.isAdmin) throw new ApiError('FORBIDDEN', 'you must be a group admin to get the invite link');
+  if (!self?.isAdmin) throw new DomainError('forbidden', 'you must be a group admin to get the invite link');
   return group.inviteCode;
 }
 
@@ -123,8 +123,8 @@ export async function groupInviteCode(account: SandboxAccount, jid: Jid): Promis
  * Sandbox helper (DESIGN D9): a group created by `ownerPhone` with `participants` and the account as plain
  * members. Unlike {@link createGroup} every named number must be registered, since the helper's caller asked
  * for exactly these members.
- * @throws ApiError BAD_REQUEST for a bad name or when the owner is the account itself; UNPROCESSABLE naming
- *   the first number that is not registered; CONFLICT before login.
+ * @throws DomainError invalid for a bad name or when the owner is the account itself; not_registered naming
+ *   the first number that is not registered; not_logged_in before login.
  */
 export async function createForeignGroup(
   account: SandboxAccount,
@@ -140,7 +140,7 @@ export async function createForeignGroup(
   for (const [i, user] of users.entries()) {
     if (user.phone === creds.phone || user.registered) continue;
     const field = i === 0 ? 'ownerPhone' : `participant`;
-    throw new ApiError('UNPROCESSABLE', `${field} ${user.phone} is not registered on the platform`);
+    throw new DomainError('not_registered', `${field} ${user.phone} is not registered on the platform`);
   }
   const owner = userJid(input.ownerPhone);
   const members = [

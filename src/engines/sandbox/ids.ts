@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
-import type { AuthStateStore } from '../../store/engine-auth.ts';
-import { GROUP_DOMAIN, type Jid } from '../types.ts';
+import { GROUP_DOMAIN, type Jid } from '../../domain/messages.ts';
+import type { AuthStateStore } from '../engine.ts';
 
 /** Auth-port entry holding the next unreserved sequence number of an instance's sandbox world. */
 const SEQUENCE = { category: 'sandbox-seq', id: 'next' } as const;

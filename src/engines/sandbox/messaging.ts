@@ -1,5 +1,4 @@
-import { ApiError, errors } from '../../errors.ts';
-import type { SandboxInboundInput, SandboxPresenceInput, SandboxReceiptInput } from '../engine.ts';
+import { DomainError, errors } from '../../domain/errors.ts';
 import type {
   EngineMessage,
   Jid,
@@ -7,8 +6,9 @@ import type {
   OutgoingContent,
   OutgoingMessage,
   SentMessage,
-} from '../types.ts';
-import { GROUP_DOMAIN, phoneOfJid, userJid } from '../types.ts';
+} from '../../domain/messages.ts';
+import { GROUP_DOMAIN, phoneOfJid, userJid } from '../../domain/messages.ts';
+import type { SandboxInboundInput, SandboxPresenceInput, SandboxReceiptInput } from '../engine.ts';
 import { ownJid, type SandboxAccount, type SandboxCredentials } from './account.ts';
 import { memberGroup } from './groups.ts';
 import { incomingMessageId, outgoingMessageId } from './ids.ts';
@@ -64,8 +64,8 @@ function isGroupJid(jid: Jid): boolean {
 
 /**
  * Checks that the account can write to `chat`: a group it belongs to, or a registered user.
- * @throws ApiError NOT_FOUND `group not found`; UNPROCESSABLE `recipient <phone> is not registered on the
- *   platform` (DESIGN D6); BAD_REQUEST when `chat` is neither a user nor a group JID.
+ * @throws DomainError not_found `group not found`; not_registered `recipient <phone> is not registered on the
+ *   platform` (DESIGN D6); invalid when `chat` is neither a user nor a group JID.
  */
 async function checkChat(account: SandboxAccount, creds: SandboxCredentials, chat: Jid): Promise<boolean> {
   if (isGroupJid(chat)) {
@@ -76,7 +76,7 @@ async function checkChat(account: SandboxAccount, creds: SandboxCredentials, cha
   if (phone === null) throw errors.badRequest(`${chat} is not a user or group JID`);
   const user = await account.world.user(phone);
   if (!user.registered) {
-    throw new ApiError('UNPROCESSABLE', `recipient ${phone} is not registered on the platform`);
+    throw new DomainError('not_registered', `recipient ${phone} is not registered on the platform`);
   }
   return false;
 }
@@ -100,7 +100,7 @@ async function emitOwn(
   return { id, timestamp: message.timestamp };
 }
 
-/** Sends a message (DESIGN D8). @throws see {@link checkChat}; CONFLICT before login. */
+/** Sends a message (DESIGN D8). @throws see {@link checkChat}; not_logged_in before login. */
 export async function send(account: SandboxAccount, message: OutgoingMessage): Promise<SentMessage> {
   const creds = await account.ready();
   const isGroup = await checkChat(account, creds, message.to);
@@ -125,7 +125,7 @@ export async function react(
 /**
  * Sends read receipts for `ids` to their sender (SPEC Messages). These are the account's own outgoing receipts,
  * so no event follows (DESIGN D10 `ReadReceipt` reports receipts from others).
- * @throws ApiError BAD_REQUEST when `chat` is a group and `sender` is missing; see {@link checkChat}.
+ * @throws DomainError invalid when `chat` is a group and `sender` is missing; see {@link checkChat}.
  */
 export async function markRead(
   account: SandboxAccount,
@@ -140,21 +140,21 @@ export async function markRead(
 
 /**
  * Helper (DESIGN D9): user `phone` sends text `body` to the account, in `groupJid` when given.
- * @throws ApiError BAD_REQUEST when `phone` is the account itself; UNPROCESSABLE when the sender is not
- *   registered or not in the group; NOT_FOUND `group not found`; CONFLICT before login.
+ * @throws DomainError invalid when `phone` is the account itself; not_registered when the sender is not
+ *   registered or not in the group; not_found `group not found`; not_logged_in before login.
  */
 export async function inbound(account: SandboxAccount, input: SandboxInboundInput): Promise<SentMessage> {
   const creds = await account.ready();
   if (input.phone === creds.phone) throw errors.badRequest('phone must be another user than this instance');
   const sender = await account.world.user(input.phone);
   if (!sender.registered) {
-    throw new ApiError('UNPROCESSABLE', `phone ${input.phone} is not registered on the platform`);
+    throw new DomainError('not_registered', `phone ${input.phone} is not registered on the platform`);
   }
   const senderJid = userJid(input.phone);
   if (input.groupJid !== undefined) {
     const group = await memberGroup(account, ownJid(creds), input.groupJid);
     if (!group.participants.some((p) => p.jid === senderJid)) {
-      throw new ApiError('UNPROCESSABLE', `phone ${input.phone} is not a participant of the group`);
+      throw new DomainError('not_participant', `phone ${input.phone} is not a participant of the group`);
     }
   }
   const id = incomingMessageId(account.context.instanceId, await account.sequence.next());
@@ -177,8 +177,8 @@ export async function inbound(account: SandboxAccount, input: SandboxInboundInpu
 /**
  * Helper (DESIGN D9): the recipient of sent message `id` acknowledges it. In a group chat the acknowledging
  * member is `phone`, by default the first participant other than the account.
- * @throws ApiError NOT_FOUND `message not found` when `id` is not a stored message the account sent;
- *   UNPROCESSABLE when `phone` is not a member of the group; CONFLICT before login.
+ * @throws DomainError not_found `message not found` when `id` is not a stored message the account sent;
+ *   not_registered when `phone` is not a member of the group; not_logged_in before login.
  */
 export async function receipt(account: SandboxAccount, input: SandboxReceiptInput): Promise<void> {
   const creds = await account.ready();
@@ -191,11 +191,14 @@ export async function receipt(account: SandboxAccount, input: SandboxReceiptInpu
     const others = group.participants.filter((p) => p.jid !== ownJid(creds)).map((p) => p.jid);
     const wanted = input.phone === undefined ? others[0] : userJid(input.phone);
     if (wanted === undefined || !others.includes(wanted)) {
-      throw new ApiError('UNPROCESSABLE', `phone ${input.phone ?? ''} is not a participant of the group`);
+      throw new DomainError(
+        'not_participant',
+        `phone ${input.phone ?? ''} is not a participant of the group`,
+      );
     }
     acknowledger = wanted;
   } else if (input.phone !== undefined && userJid(input.phone) !== chat) {
-    throw new ApiError('UNPROCESSABLE', `phone ${input.phone} is not the recipient of the message`);
+    throw new DomainError('not_participant', `phone ${input.phone} is not the recipient of the message`);
   }
   await account.context.emit({
     type: 'receipt',
@@ -209,20 +212,20 @@ export async function receipt(account: SandboxAccount, input: SandboxReceiptInpu
 /**
  * Helper (DESIGN D9, D10): user `phone` is typing (`composing`), recording audio (`recording` = composing with
  * media `audio`) or stopped (`paused`), in `groupJid` when given.
- * @throws ApiError UNPROCESSABLE when the user is not registered or not in the group; NOT_FOUND
- *   `group not found`; CONFLICT before login.
+ * @throws DomainError not_registered when the user is not registered or not in the group; not_found
+ *   `group not found`; not_logged_in before login.
  */
 export async function presence(account: SandboxAccount, input: SandboxPresenceInput): Promise<void> {
   const creds = await account.ready();
   const user = await account.world.user(input.phone);
   if (!user.registered) {
-    throw new ApiError('UNPROCESSABLE', `phone ${input.phone} is not registered on the platform`);
+    throw new DomainError('not_registered', `phone ${input.phone} is not registered on the platform`);
   }
   const sender = userJid(input.phone);
   if (input.groupJid !== undefined) {
     const group = await memberGroup(account, ownJid(creds), input.groupJid);
     if (!group.participants.some((p) => p.jid === sender)) {
-      throw new ApiError('UNPROCESSABLE', `phone ${input.phone} is not a participant of the group`);
+      throw new DomainError('not_participant', `phone ${input.phone} is not a participant of the group`);
     }
   }
   await account.context.emit({

@@ -1,5 +1,4 @@
-import { errors } from '../../errors.ts';
-import type { EngineSession, EngineSessionContext, SandboxControls } from '../engine.ts';
+import { errors } from '../../domain/errors.ts';
 import type {
   Avatar,
   ConnectionState,
@@ -11,8 +10,9 @@ import type {
   SentMessage,
   UserCheck,
   UserInfo,
-} from '../types.ts';
-import { USER_DOMAIN } from '../types.ts';
+} from '../../domain/messages.ts';
+import { USER_DOMAIN } from '../../domain/messages.ts';
+import type { EngineSession, EngineSessionContext, SandboxControls } from '../engine.ts';
 import type { SandboxAccount, SandboxCredentials } from './account.ts';
 import * as groups from './groups.ts';
 import { SequenceAllocator } from './ids.ts';

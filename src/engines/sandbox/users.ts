@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
-import type { Avatar, Contact, UserCheck, UserInfo } from '../types.ts';
-import { userJid } from '../types.ts';
+import type { Avatar, Contact, UserCheck, UserInfo } from '../../domain/messages.ts';
+import { userJid } from '../../domain/messages.ts';
 
 /**
  * The users of the simulated platform (DESIGN D9). Default world: every valid phone number (8 to 15 digits) is

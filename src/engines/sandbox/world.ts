@@ -1,5 +1,5 @@
-import type { AuthStateStore } from '../../store/engine-auth.ts';
-import type { GroupInfo, Jid } from '../types.ts';
+import type { GroupInfo, Jid } from '../../domain/messages.ts';
+import type { AuthStateStore } from '../engine.ts';
 import { resolveUser, type SandboxUser, type SandboxUserDefinition } from './users.ts';
 
 /** Auth-port categories of the simulated world (one entry per user phone / group JID). */

@@ -2,8 +2,8 @@ import type { IncomingMessage } from 'node:http';
 
 /**
  * One path of the alternate gateway form (SPEC Alternate gateway form; DESIGN D12) and its `/v1` twin.
- * `selector` says where the twin reads the instance from (DESIGN D4): sends read body `from`, the rest query
- * `from`; `textBody` marks the text send, whose gateway body names the text `message` instead of `body`.
+ * The instance is the one `x-instance-id` names, handed to the twin's handler as is (plugins/instance.ts);
+ * `textBody` marks the text send, whose gateway body names the text `message` instead of `body`.
  */
 export interface GatewayRoute {
   method: 'GET' | 'POST';
@@ -11,7 +11,6 @@ export interface GatewayRoute {
   path: string;
   /** The `/v1` twin the request is served by (e.g. `/v1/messages/send`). */
   twin: string;
-  selector: 'body' | 'query';
   textBody: boolean;
 }
 
@@ -21,14 +20,13 @@ const route = (
   method: GatewayRoute['method'],
   path: string,
   twin: string,
-  selector: GatewayRoute['selector'] = 'query',
   textBody = false,
-): GatewayRoute => ({ method, path, twin, selector, textBody });
+): GatewayRoute => ({ method, path, twin, textBody });
 
 /** Every gateway path (DESIGN D12 table), in the order the documentation lists them. */
 export const GATEWAY_ROUTES: readonly GatewayRoute[] = [
-  route('POST', '/chat/send/text', '/v1/messages/send', 'body', true),
-  ...sends.map((kind) => route('POST', `/chat/send/${kind}`, `/v1/messages/send/${kind}`, 'body')),
+  route('POST', '/chat/send/text', '/v1/messages/send', true),
+  ...sends.map((kind) => route('POST', `/chat/send/${kind}`, `/v1/messages/send/${kind}`)),
   route('POST', '/user/check', '/v1/contacts/check'),
   route('GET', '/user/contacts', '/v1/contacts/list'),
   route('GET', '/user/info', '/v1/contacts/info'),

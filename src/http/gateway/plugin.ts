@@ -1,10 +1,10 @@
 import { pipeline, Transform } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { errors } from '../../errors.ts';
+import { resolveInstance } from '../../app/instances.ts';
+import { errors } from '../../domain/errors.ts';
+import type { Instance } from '../../domain/instance.ts';
 import { RedisReplayMemory, type ReplayMemory, SqlReplayMemory } from '../../store/gateway-replay.ts';
-import type { Instance } from '../../store/instances.ts';
-import { resolveInstance } from '../instance-resolution.ts';
 import { type GatewayRoute, gatewayRouteOf } from './paths.ts';
 import { invalidSignature, SIGNATURE_WINDOW_SECONDS, verifyGatewaySignature } from './signature.ts';
 
@@ -44,7 +44,7 @@ function bodyPropertySchema(request: FastifyRequest, name: string): Record<strin
  * The gateway body of the text send names the text `message` (SPEC Alternate gateway form); the `/v1` twin
  * reads `body`. Checks `message` against the twin's `body` length rules first, so errors name the field the
  * caller sent (DESIGN D6).
- * @throws ApiError BAD_REQUEST `message is required`, `message must be a string`, `message must not be empty`,
+ * @throws DomainError invalid `message is required`, `message must be a string`, `message must not be empty`,
  *   `message must be at most N characters`.
  */
 function renameMessage(request: FastifyRequest, body: Record<string, unknown>): void {
@@ -93,8 +93,9 @@ function teeBody(payload: NodeJS.ReadableStream, into: Buffer[], limit: number):
  *   (400 `x-instance-id is required`, 400 when not a UUID, 404 `instance not found`);
  * - `preParsing`: keeps the raw body bytes when the instance has an HMAC key;
  * - `preValidation`: verifies `x-timestamp`/`x-signature` (401 `invalid request signature`, stale or replayed
- *   → 401), makes the header the instance selector (query `from`, or body `from` for sends) and renames the
- *   text send's `message` to `body`.
+ *   → 401) and renames the text send's `message` to `body`.
+ * The instance resolved here is the one the twin's handler addresses: the instance plugin (plugins/instance.ts)
+ * takes `request.gateway.instance` instead of resolving the query or body selector again.
  * Seen signatures are remembered in Redis when configured, else in the `gateway_replay` table.
  */
 export const gatewayPlugin = fp(
@@ -149,9 +150,6 @@ export const gatewayPlugin = fp(
         }
         gateway.rawBody = [];
       }
-      const id = gateway.instance.id;
-      if (isRecord(request.query)) request.query.from = id;
-      if (gateway.route.selector === 'body' && isRecord(request.body)) request.body.from = id;
       if (gateway.route.textBody && isRecord(request.body)) renameMessage(request, request.body);
     });
   },

@@ -1,5 +1,5 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { ApiError } from '../../errors.ts';
+import { DomainError } from '../../domain/errors.ts';
 
 /** How far `x-timestamp` may be from the server clock, seconds (DESIGN D12: ±300 s). */
 export const SIGNATURE_WINDOW_SECONDS = 300;
@@ -35,7 +35,7 @@ export function gatewaySignature(key: string, request: SignedRequest): Buffer {
  * equal in constant time, the timestamp within {@link SIGNATURE_WINDOW_SECONDS} of `nowMs` (in whole Unix seconds). Replay is the
  * caller's check (it needs the shared store).
  * @returns the timestamp in Unix seconds and the signature in lowercase hex (the replay key).
- * @throws ApiError UNAUTHORIZED `invalid request signature` when missing or wrong, with a reason suffix when
+ * @throws DomainError unauthenticated `invalid request signature` when missing or wrong, with a reason suffix when
  *   the timestamp is outside the window.
  */
 export function verifyGatewaySignature(
@@ -59,6 +59,6 @@ export function verifyGatewaySignature(
 }
 
 /** A 401 for a request signature (DESIGN D12), optionally saying why beyond the bare message. */
-export function invalidSignature(reason?: string): ApiError {
-  return new ApiError('UNAUTHORIZED', reason ? `${INVALID_SIGNATURE}: ${reason}` : INVALID_SIGNATURE);
+export function invalidSignature(reason?: string): DomainError {
+  return new DomainError('unauthenticated', reason ? `${INVALID_SIGNATURE}: ${reason}` : INVALID_SIGNATURE);
 }

@@ -2,7 +2,7 @@ import swagger from '@fastify/swagger';
 import scalarApiReference from '@scalar/fastify-api-reference';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { errors } from '../../errors.ts';
+import { errors } from '../../domain/errors.ts';
 import type { Services } from '../../services.ts';
 import { finishOpenapiDocument } from '../openapi.ts';
 

@@ -1,9 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { type AuthContext, hasScope } from '../../auth/authenticator.ts';
-import { ApiError, errors } from '../../errors.ts';
+import { DomainError, errors } from '../../domain/errors.ts';
+import type { Scope } from '../../domain/scope.ts';
 import { limitsOf, policyHeader, rateLimitHeader, type WindowState } from '../../ratelimit/limiter.ts';
-import type { Scope } from '../../store/api-keys.ts';
 
 /** What a route declares in its `config` (checked by this plugin). */
 export interface RouteAuthConfig {
@@ -21,9 +21,9 @@ declare module 'fastify' {
   }
 }
 
-/** The verified caller of a request. @throws ApiError INTERNAL when called on a public route (a wiring bug). */
+/** The verified caller of a request. @throws DomainError internal when called on a public route (a wiring bug). */
 export function authOf(request: FastifyRequest): AuthContext {
-  if (!request.auth) throw new ApiError('INTERNAL', 'route is missing its auth scope');
+  if (!request.auth) throw new DomainError('internal', 'route is missing its auth scope');
   return request.auth;
 }
 
@@ -54,7 +54,9 @@ export const authPlugin = fp(
       if (!decision.allowed) {
         const violated = decision.windows.find((w: WindowState) => w.remaining === 0)?.name ?? 'minute';
         metrics.rateLimited.inc({ window: violated });
-        throw new ApiError('RATE_LIMITED', 'rate limit exceeded', { retryAfter: decision.retryAfter ?? 1 });
+        throw new DomainError('rate_limited', 'rate limit exceeded', {
+          retryAfter: decision.retryAfter ?? 1,
+        });
       }
     });
   },

@@ -1,8 +1,5 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { sql } from 'kysely';
-import { ApiError } from '../../errors.ts';
-import { isMigrated } from '../../store/database.ts';
 import { Envelope, ok } from '../schemas.ts';
 
 const Health = Type.Object({ status: Type.String({ examples: ['ok'] }) }, { title: 'Health' });
@@ -10,7 +7,7 @@ const error = Type.Ref('ErrorEnvelope');
 
 /** Operations endpoints (DESIGN D14): health, readiness, Prometheus metrics and the OpenAPI document. No auth. */
 export async function opsRoutes(app: FastifyInstance): Promise<void> {
-  const { store, metrics, sessions } = app.services;
+  const { metrics, sessions } = app.services;
 
   app.get(
     '/healthz',
@@ -44,12 +41,7 @@ export async function opsRoutes(app: FastifyInstance): Promise<void> {
       },
     },
     async () => {
-      try {
-        await sql`select 1`.execute(store.db);
-        if (!(await isMigrated(store))) throw new Error('migrations pending');
-      } catch (error) {
-        throw new ApiError('NOT_READY', 'store is not ready', { cause: error });
-      }
+      await app.services.app.readiness.check();
       return ok({ status: 'ready' });
     },
   );

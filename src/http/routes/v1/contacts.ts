@@ -1,12 +1,9 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { Contact } from '../../../engines/types.ts';
-import { phoneOfJid } from '../../../engines/types.ts';
-import { errors } from '../../../errors.ts';
-import { listChatPeers } from '../../../store/messages.ts';
-import { resolveInstance, selectorOf } from '../../instance-resolution.ts';
-import { authOf } from '../../plugins/auth.ts';
+import { errors } from '../../../domain/errors.ts';
+import type { Contact } from '../../../domain/messages.ts';
+import { instanceIdOf } from '../../plugins/instance.ts';
 import { InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 
 /** Most numbers one `POST /v1/contacts/check` may carry (DESIGN D11). */
@@ -135,7 +132,7 @@ export type AvatarResult = Static<typeof AvatarResult>;
 
 /**
  * Splits a comma-separated list of phone numbers (`GET /v1/contacts/info?phone=`), trimming blanks.
- * @throws ApiError BAD_REQUEST naming the field (`phone`, or `phone[2]` in a list) and the rule (DESIGN D6),
+ * @throws DomainError invalid naming the field (`phone`, or `phone[2]` in a list) and the rule (DESIGN D6),
  *   or the limit when more than `max` numbers are given.
  */
 export function parsePhoneList(raw: string, field: string, max: number): string[] {
@@ -176,12 +173,8 @@ const tags = ['contacts'];
 /** `/v1/contacts/*` (SPEC Contacts; DESIGN D12); scope `chat:contacts` (DESIGN D5), instance per DESIGN D4. */
 export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const { store, sessions, registrations } = app.services;
-  const config = { scope: 'chat:contacts' } as const;
-  const instanceOf = (request: Parameters<typeof selectorOf>[0]) =>
-    resolveInstance(store.db, authOf(request), selectorOf(request));
-  const sessionOf = async (request: Parameters<typeof selectorOf>[0]) =>
-    sessions.ready(await instanceOf(request));
+  const { contacts } = app.services.app;
+  const config = { scope: 'chat:contacts', instance: 'query' } as const;
 
   app.post(
     '/check',
@@ -197,12 +190,7 @@ export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const instance = await instanceOf(request);
-      const session = sessions.ready(instance);
-      // Shared with the sends' registration check (DESIGN D6), so answers fetched here spare later lookups.
-      const checked = await registrations.check(instance.id, request.body.phones, (missing) =>
-        session.checkPhones(missing),
-      );
+      const checked = await contacts.check(instanceIdOf(request), request.body.phones);
       const users = checked.map(
         (entry): CheckEntry => ({
           query: entry.query,
@@ -228,18 +216,7 @@ export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const instance = await instanceOf(request);
-      const platform = await sessions.ready(instance).contacts();
-      const peers = (await listChatPeers(store.db, instance.id))
-        .filter((peer) => phoneOfJid(peer.jid) !== null)
-        .map((peer) => ({
-          jid: peer.jid,
-          businessName: '',
-          firstName: '',
-          fullName: '',
-          pushName: peer.pushName,
-        }));
-      return ok(contactList([...platform, ...peers]));
+      return ok(contactList(await contacts.list(instanceIdOf(request))));
     },
   );
 
@@ -257,9 +234,7 @@ export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const phones = parsePhoneList(request.query.phone, 'phone', MAX_INFO_PHONES);
-      const session = await sessionOf(request);
-      const unique = [...new Set(phones)];
-      const infos = await session.userInfo(unique);
+      const infos = await contacts.info(instanceIdOf(request), [...new Set(phones)]);
       const byPhone = new Map(infos.map((entry) => [entry.query, entry]));
       const users = phones.map(
         (phone): InfoEntry => ({
@@ -288,7 +263,7 @@ export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const phone = request.query.phone;
-      const avatar = await (await sessionOf(request)).avatar(phone);
+      const avatar = await contacts.avatar(instanceIdOf(request), phone);
       if (!avatar) throw errors.notFound(`user ${phone} has no profile picture`);
       return ok({ url: avatar.url, id: avatar.id });
     },

@@ -1,11 +1,10 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { GroupInfo } from '../../../engines/types.ts';
-import { userJid } from '../../../engines/types.ts';
-import { ApiError, errors } from '../../../errors.ts';
-import { resolveInstance, selectorOf } from '../../instance-resolution.ts';
-import { authOf } from '../../plugins/auth.ts';
+import { errors } from '../../../domain/errors.ts';
+import type { GroupInfo } from '../../../domain/messages.ts';
+import { userJid } from '../../../domain/messages.ts';
+import { instanceIdOf } from '../../plugins/instance.ts';
 import { InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 
 /** Longest group name, characters (SPEC Limits). */
@@ -179,25 +178,14 @@ export function toGroupCreated(group: GroupInfo): GroupCreated {
   return pick(toGroupDetails(group), CREATED_FIELDS);
 }
 
-/** Rewrites the engine's group errors into the API's messages: 404 unknown group, 403 not an admin (SPEC Errors). */
-function groupError(groupJid: string, error: unknown): unknown {
-  if (!(error instanceof ApiError)) return error;
-  if (error.code === 'NOT_FOUND') return errors.notFound(`group ${groupJid} not found`);
-  if (error.code === 'FORBIDDEN') {
-    return new ApiError('FORBIDDEN', 'you must be a group admin to get the invite link');
-  }
-  return error;
-}
-
 const tags = ['groups'];
 
 /** `/v1/groups/*` (SPEC Groups); scope `chat:groups` (DESIGN D5), instance per DESIGN D4. */
 export async function groupsRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const { store, sessions, config: appConfig } = app.services;
-  const config = { scope: 'chat:groups' } as const;
-  const sessionOf = async (request: Parameters<typeof selectorOf>[0]) =>
-    sessions.ready(await resolveInstance(store.db, authOf(request), selectorOf(request)));
+  const { config: appConfig } = app.services;
+  const { groups } = app.services.app;
+  const config = { scope: 'chat:groups', instance: 'query' } as const;
 
   app.post(
     '/create',
@@ -215,10 +203,9 @@ export async function groupsRoutes(fastify: FastifyInstance): Promise<void> {
     async (request) => {
       const groupName = request.body.name;
       if (groupName.trim() === '') throw errors.badRequest('name must not be blank');
-      const session = await sessionOf(request);
       // A number named twice is added once; the engine leaves out the account itself (it is the creator).
       const members = [...new Set(request.body.participants)].map(userJid);
-      return ok(toGroupCreated(await session.createGroup(groupName, members)));
+      return ok(toGroupCreated(await groups.create(instanceIdOf(request), groupName, members)));
     },
   );
 
@@ -241,8 +228,8 @@ export async function groupsRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const groups = await (await sessionOf(request)).listGroups();
-      return ok({ groups: groups.map(toGroupListed) });
+      const listed = await groups.list(instanceIdOf(request));
+      return ok({ groups: listed.map(toGroupListed) });
     },
   );
 
@@ -259,12 +246,7 @@ export async function groupsRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const session = await sessionOf(request);
-      const groupJid = request.query.groupJid;
-      const group = await session.groupInfo(groupJid).catch((error: unknown) => {
-        throw groupError(groupJid, error);
-      });
-      return ok(toGroupDetails(group));
+      return ok(toGroupDetails(await groups.info(instanceIdOf(request), request.query.groupJid)));
     },
   );
 
@@ -281,11 +263,7 @@ export async function groupsRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const session = await sessionOf(request);
-      const groupJid = request.query.groupJid;
-      const code = await session.groupInviteCode(groupJid).catch((error: unknown) => {
-        throw groupError(groupJid, error);
-      });
+      const code = await groups.inviteCode(instanceIdOf(request), request.query.groupJid);
       return ok({ inviteLink: `${appConfig.inviteBaseUrl}${code}` });
     },
   );

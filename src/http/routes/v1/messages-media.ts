@@ -28,7 +28,7 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
   const shared: MediaTools = { guard: services.guard, ffmpeg: new Ffmpeg(services.config.ffmpegPath) };
   /** The media tools of one request: fetch failures are logged with its request id. */
   const toolsOf = (request: FastifyRequest): MediaTools => ({ ...shared, log: request.log });
-  const config = { scope: 'chat:messages' } as const;
+  const config = { scope: 'chat:messages', instance: 'body' } as const;
   const mediaErrors = [409, 413, 422, 502, 503];
 
   app.post(

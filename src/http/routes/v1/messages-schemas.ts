@@ -60,7 +60,11 @@ export const SendTextBody = Type.Object(
     }),
     id: ReplyId,
     linkPreview: Type.Optional(
-      Type.Boolean({ default: false, description: 'show a preview of the first link in the text' }),
+      Type.Boolean({
+        default: false,
+        description:
+          "show a preview card for the first link in the text; on live instances its title is the link's host name (parley does not fetch the page)",
+      }),
     ),
     from: From,
   },

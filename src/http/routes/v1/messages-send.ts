@@ -1,57 +1,9 @@
 import type { FastifyRequest } from 'fastify';
-import type { EngineSession } from '../../../engines/engine.ts';
-import type { Jid, OutgoingContent, SentMessage } from '../../../engines/types.ts';
-import { GROUP_DOMAIN, userJid } from '../../../engines/types.ts';
-import { ApiError, errors } from '../../../errors.ts';
+import { errors } from '../../../domain/errors.ts';
+import type { OutgoingContent, SentMessage } from '../../../domain/messages.ts';
 import type { Services } from '../../../services.ts';
-import type { Instance } from '../../../store/instances.ts';
-import { resolveInstance, selectorOf } from '../../instance-resolution.ts';
-import { authOf } from '../../plugins/auth.ts';
+import { instanceIdOf } from '../../plugins/instance.ts';
 import type { SendResult } from './messages-schemas.ts';
-
-/** The instance a message goes out of, and its engine session (logged in and connected). */
-export interface Sender {
-  instance: Instance;
-  session: EngineSession;
-}
-
-/** True when a chat address (`phone` field) is a group JID rather than a phone number. */
-export function isGroupAddress(address: string): boolean {
-  return address.endsWith(`@${GROUP_DOMAIN}`);
-}
-
-/** The chat JID of a `phone` field: a phone number's user JID, or the group JID as given. */
-export function chatJidOf(address: string): Jid {
-  return isGroupAddress(address) ? address : userJid(address);
-}
-
-/**
- * The sending instance (DESIGN D4: body `from`, else query `from` / `x-instance-id`, else the most recently
- * connected) and its session, which must be logged in and connected.
- * @throws ApiError NOT_FOUND `instance not found`; BAD_REQUEST `several instances: name one with from`;
- *   CONFLICT `instance is not logged in` before login, `instance is not connected` when logged in but
- *   disconnected (DESIGN D6).
- */
-export async function senderOf(services: Services, request: FastifyRequest, from?: string): Promise<Sender> {
-  const selector = from !== undefined && from !== '' ? from : selectorOf(request);
-  const instance = await resolveInstance(services.store.db, authOf(request), selector);
-  return { instance, session: services.sessions.ready(instance) };
-}
-
-/**
- * Checks that the recipient of a one-to-one chat is registered on the platform, through the registration cache
- * (DESIGN D6); group chats are checked by the engine (membership).
- * @throws ApiError UNPROCESSABLE `recipient <phone> is not registered on the platform`.
- */
-export async function requireRegistered(services: Services, sender: Sender, address: string): Promise<void> {
-  if (isGroupAddress(address)) return;
-  const [check] = await services.registrations.check(sender.instance.id, [address], (phones) =>
-    sender.session.checkPhones(phones),
-  );
-  if (!check?.isInPlatform) {
-    throw new ApiError('UNPROCESSABLE', `recipient ${address} is not registered on the platform`);
-  }
-}
 
 /** The send result envelope data (SPEC Send result): `Sent`, the id, and the time as RFC 3339 UTC. */
 export function sendResult(sent: SentMessage, id: string = sent.id): SendResult {
@@ -59,31 +11,27 @@ export function sendResult(sent: SentMessage, id: string = sent.id): SendResult 
 }
 
 /**
- * The whole send pipeline of DESIGN D2 for one message: sender (409), recipient registration (422), then the
- * content (built only now, so media is fetched only for a send that can go out), then the engine's send, which
- * returns after the message row is recorded.
+ * Sends one message out of the request's instance through the messaging service (DESIGN D2: session 409,
+ * recipient registration 422, then `content` is built, then the engine's send) and answers its result.
  */
 export async function sendMessage(
   services: Services,
   request: FastifyRequest,
-  input: { phone: string; id?: string | undefined; from?: string | undefined },
+  input: { phone: string; id?: string | undefined },
   content: () => Promise<OutgoingContent> | OutgoingContent,
 ): Promise<SendResult> {
-  const sender = await senderOf(services, request, input.from);
-  await requireRegistered(services, sender, input.phone);
-  const built = await content();
-  const sent = await sender.session.send({
-    to: chatJidOf(input.phone),
-    content: built,
-    ...(input.id === undefined ? {} : { quotedId: input.id }),
-  });
+  const sent = await services.app.messaging.send(
+    instanceIdOf(request),
+    { phone: input.phone, quotedId: input.id },
+    content,
+  );
   return sendResult(sent);
 }
 
 /**
  * Checks a vCard has the lines DESIGN D8 requires: BEGIN:VCARD, FN, N, TEL, END:VCARD (property names may carry
  * a group prefix such as `item1.TEL` and parameters such as `TEL;type=CELL`).
- * @throws ApiError BAD_REQUEST naming the first missing line, e.g. `vcard must contain a TEL line`.
+ * @throws DomainError invalid naming the first missing line, e.g. `vcard must contain a TEL line`.
  */
 export function checkVcard(vcard: string, field = 'vcard'): void {
   const lines = vcard.split(/\r\n|\r|\n/).map((line) => line.trim());

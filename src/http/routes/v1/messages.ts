@@ -1,10 +1,8 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
-import type { Jid } from '../../../engines/types.ts';
-import { userJid } from '../../../engines/types.ts';
-import { errors } from '../../../errors.ts';
-import { nowIso } from '../../../store/database.ts';
-import { advanceDeliveryState, findStoredMessage } from '../../../store/messages.ts';
+import { isGroupAddress } from '../../../app/messaging.ts';
+import { errors } from '../../../domain/errors.ts';
+import { instanceIdOf } from '../../plugins/instance.ts';
 import { Details, ok, responses } from '../../schemas.ts';
 import { messageMediaRoutes } from './messages-media.ts';
 import {
@@ -15,16 +13,7 @@ import {
   SendResult,
   SendTextBody,
 } from './messages-schemas.ts';
-import {
-  chatJidOf,
-  checkVcard,
-  isGroupAddress,
-  isReactionEmoji,
-  requireRegistered,
-  senderOf,
-  sendMessage,
-  sendResult,
-} from './messages-send.ts';
+import { checkVcard, isReactionEmoji, sendMessage, sendResult } from './messages-send.ts';
 
 const tags = ['messages'];
 
@@ -36,7 +25,8 @@ const tags = ['messages'];
 export async function messagesRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const services = app.services;
-  const config = { scope: 'chat:messages' } as const;
+  const { messaging } = services.app;
+  const config = { scope: 'chat:messages', instance: 'body' } as const;
   const sendErrors = [409, 422, 502, 503];
 
   app.post(
@@ -131,21 +121,19 @@ export async function messagesRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const { phone, id, body, senderPhone, from } = request.body;
+      const { phone, id, body, senderPhone } = request.body;
       if (!isReactionEmoji(body))
         throw errors.badRequest('body must be one emoji, or empty to remove the reaction');
       const fromMe = id.startsWith('me:');
       const target = fromMe ? id.slice(3) : id;
       if (target === '') throw errors.badRequest('id must name a message after the me: prefix');
-      const sender = await senderOf(services, request, from);
-      await requireRegistered(services, sender, phone);
-      const chat = chatJidOf(phone);
-      let author: Jid | undefined;
-      if (senderPhone !== undefined) author = userJid(senderPhone);
-      else if (isGroupAddress(phone) && !fromMe) {
-        author = (await findStoredMessage(services.store.db, sender.instance.id, target))?.source.sender;
-      }
-      const sent = await sender.session.react(chat, target, fromMe, body, author);
+      const sent = await messaging.react(instanceIdOf(request), {
+        phone,
+        targetId: target,
+        fromMe,
+        emoji: body,
+        senderPhone,
+      });
       return ok(sendResult(sent, target));
     },
   );
@@ -163,18 +151,11 @@ export async function messagesRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const { id, chatPhone, senderPhone, from } = request.body;
+      const { id, chatPhone, senderPhone } = request.body;
       if (isGroupAddress(chatPhone) && senderPhone === undefined) {
         throw errors.badRequest('senderPhone is required for group chats');
       }
-      const sender = await senderOf(services, request, from);
-      const chat = chatJidOf(chatPhone);
-      const ids = [...new Set(id)];
-      await sender.session.markRead(chat, ids, senderPhone === undefined ? undefined : userJid(senderPhone));
-      await advanceDeliveryState(services.store.db, sender.instance.id, ids, 'read', nowIso(services.clock), {
-        chat,
-        fromMe: false,
-      });
+      await messaging.markRead(instanceIdOf(request), { chatPhone, ids: id, senderPhone });
       return ok({ details: 'Marked as read' });
     },
   );

@@ -1,11 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { SandboxControls } from '../../../engines/engine.ts';
-import { ApiError, errors } from '../../../errors.ts';
-import { findInstanceByPhone, type Instance } from '../../../store/instances.ts';
-import { resolveInstance, selectorOf } from '../../instance-resolution.ts';
-import { authOf } from '../../plugins/auth.ts';
+import { instanceIdOf } from '../../plugins/instance.ts';
 import { Details, InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 import { GroupDetails, toGroupDetails } from './groups.ts';
 
@@ -142,16 +138,8 @@ const tags = ['sandbox'];
  */
 export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const { store, sessions } = app.services;
-  const config = { scope: 'chat:session', testOnly: true } as const;
-  /** The instance's simulated platform; operations answer 409 themselves before login (DESIGN D6). */
-  const controlsOf = (instance: Instance): SandboxControls => {
-    const controls = sessions.session(instance).sandbox;
-    if (!controls) throw errors.notFound('sandbox helpers exist only for svc_test_ keys');
-    return controls;
-  };
-  const instanceOf = (request: Parameters<typeof selectorOf>[0]) =>
-    resolveInstance(store.db, authOf(request), selectorOf(request));
+  const { sandbox } = app.services.app;
+  const config = { scope: 'chat:session', testOnly: true, instance: 'query' } as const;
 
   app.post(
     '/scan',
@@ -167,21 +155,12 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const instance = await instanceOf(request);
-      const controls = sessions.existing(instance.id)?.sandbox;
-      if (!controls) throw instance.jid !== null ? errors.alreadyLoggedIn() : errors.notConnected();
-      const phone = request.body.phone;
-      if (phone !== undefined) {
-        const holder = await findInstanceByPhone(store.db, instance.orgId, instance.env, phone);
-        if (holder && holder.id !== instance.id) {
-          throw new ApiError('CONFLICT', `phone ${phone} is already linked to another instance`);
-        }
-      }
-      const state = await controls.scan({
-        ...(request.body.code === undefined ? {} : { code: request.body.code }),
+      const { code, phone } = request.body;
+      const linked = await sandbox.scan(instanceIdOf(request), {
+        ...(code === undefined ? {} : { code }),
         ...(phone === undefined ? {} : { phone }),
       });
-      return ok({ details: `Logged in as ${state.phone ?? ''}` });
+      return ok({ details: `Logged in as ${linked}` });
     },
   );
 
@@ -200,7 +179,7 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const { phone, body, groupJid, pushName } = request.body;
-      const sent = await controlsOf(await instanceOf(request)).inbound({
+      const sent = await sandbox.inbound(instanceIdOf(request), {
         phone,
         body,
         ...(groupJid === undefined ? {} : { groupJid }),
@@ -225,7 +204,7 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const { id, state, phone } = request.body;
-      await controlsOf(await instanceOf(request)).receipt({
+      await sandbox.receipt(instanceIdOf(request), {
         id,
         state,
         ...(phone === undefined ? {} : { phone }),
@@ -249,7 +228,7 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const { phone, state, groupJid } = request.body;
-      await controlsOf(await instanceOf(request)).presence({
+      await sandbox.presence(instanceIdOf(request), {
         phone,
         state,
         ...(groupJid === undefined ? {} : { groupJid }),
@@ -272,9 +251,7 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const instance = await instanceOf(request);
-      await controlsOf(instance).defineUser(request.body);
-      app.services.registrations.invalidate(instance.id, request.body.phone);
+      await sandbox.defineUser(instanceIdOf(request), request.body);
       return ok({ details: `User ${request.body.phone} defined` });
     },
   );
@@ -293,7 +270,7 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const group = await controlsOf(await instanceOf(request)).createForeignGroup(request.body);
+      const group = await sandbox.createForeignGroup(instanceIdOf(request), request.body);
       return ok(toGroupDetails(group));
     },
   );

@@ -2,9 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { toDataURL } from 'qrcode';
-import { updateInstance } from '../../../store/instances.ts';
-import { resolveInstance, selectorOf } from '../../instance-resolution.ts';
-import { authOf } from '../../plugins/auth.ts';
+import { instanceIdOf } from '../../plugins/instance.ts';
 import { Details, EventTypeName, InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 
 /** Body of `POST /v1/session/connect` (SPEC Session; DESIGN D7). */
@@ -95,10 +93,8 @@ const tags = ['session'];
 /** `/v1/session/*` (SPEC Session, DESIGN D7); scope `chat:session` (DESIGN D5). */
 export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const { store, sessions, box } = app.services;
-  const config = { scope: 'chat:session' } as const;
-  const instanceOf = async (request: Parameters<typeof selectorOf>[0]) =>
-    resolveInstance(store.db, authOf(request), selectorOf(request));
+  const { session } = app.services.app;
+  const config = { scope: 'chat:session', instance: 'query' } as const;
 
   app.post(
     '/connect',
@@ -121,9 +117,8 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const instance = await instanceOf(request);
       const body = request.body;
-      const result = await sessions.connect(instance, {
+      const result = await session.connect(instanceIdOf(request), {
         ...(body.subscribe ? { subscribe: [...new Set(body.subscribe)] } : {}),
         immediate: body.immediate ?? true,
       });
@@ -143,7 +138,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
         response: responses('Connection and login state of the instance', SessionStatus),
       },
     },
-    async (request) => ok(sessions.status(await instanceOf(request))),
+    async (request) => ok(await session.status(instanceIdOf(request))),
   );
 
   app.get(
@@ -163,7 +158,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const pairing = sessions.pairingCode(await instanceOf(request));
+      const pairing = await session.pairingCode(instanceIdOf(request));
       const qrCode = await toDataURL(pairing.code, { errorCorrectionLevel: 'L', margin: 2, width: 264 });
       return ok({ qrCode, code: pairing.code, expiresAt: new Date(pairing.expiresAt).toISOString() });
     },
@@ -189,7 +184,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) =>
-      ok({ code: await sessions.requestPairingCode(await instanceOf(request), request.body.phone) }),
+      ok({ code: await session.requestPairingCode(instanceIdOf(request), request.body.phone) }),
   );
 
   app.post(
@@ -205,7 +200,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      await sessions.disconnect(await instanceOf(request));
+      await session.disconnect(instanceIdOf(request));
       return ok({ details: 'Disconnected' });
     },
   );
@@ -223,7 +218,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      await sessions.logout(await instanceOf(request));
+      await session.logout(instanceIdOf(request));
       return ok({ details: 'Logged out' });
     },
   );
@@ -242,8 +237,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const instance = await instanceOf(request);
-      await updateInstance(store.db, instance.id, { hmacKeySealed: box.seal(request.body.hmacKey) });
+      await session.setHmacKey(instanceIdOf(request), request.body.hmacKey);
       return ok({ details: 'HMAC key configured' });
     },
   );
@@ -260,7 +254,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
         response: responses('Whether an HMAC key is configured', Type.Object({ configured: Type.Boolean() })),
       },
     },
-    async (request) => ok({ configured: (await instanceOf(request)).hmacKeySealed !== null }),
+    async (request) => ok({ configured: await session.hasHmacKey(instanceIdOf(request)) }),
   );
 
   app.delete(
@@ -276,8 +270,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const instance = await instanceOf(request);
-      await updateInstance(store.db, instance.id, { hmacKeySealed: null });
+      await session.removeHmacKey(instanceIdOf(request));
       return ok({ details: 'HMAC key removed' });
     },
   );

@@ -1,21 +1,8 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { type ApiError, errors } from '../../../errors.ts';
-import { OutboundError } from '../../../net/outbound-guard.ts';
-import { nowIso } from '../../../store/database.ts';
-import { requeueDelivery } from '../../../store/deliveries.ts';
-import { EVENT_TYPES, updateInstance } from '../../../store/instances.ts';
-import {
-  enableWebhook,
-  getWebhookState,
-  LOG_STATUSES,
-  listLog,
-  webhookEventExists,
-} from '../../../store/webhook-events.ts';
-import { decodeCursor, encodeCursor, toDeliveryView } from '../../../webhooks/log.ts';
-import { resolveInstance, selectorOf } from '../../instance-resolution.ts';
-import { authOf } from '../../plugins/auth.ts';
+import type { FastifyInstance } from 'fastify';
+import { LOG_STATUSES } from '../../../app/webhooks.ts';
+import { instanceIdOf } from '../../plugins/instance.ts';
 import { Details, EventTypeName, InstanceQuery, InstanceSelector, ok, responses } from '../../schemas.ts';
 
 /** Webhook configuration (SPEC Webhook configuration, DESIGN D10), plus whether a 410 Gone disabled it. */
@@ -132,33 +119,13 @@ const RedeliverResult = Type.Object({ details: Type.String(), id: Type.String() 
 const tags = ['webhook'];
 
 /**
- * The 400 of `POST /v1/webhook` for a URL the outbound guard refuses (DESIGN D6, D11). Built from the error's
- * caller-safe `publicMessage` only: the detailed `message` (resolved addresses, address classes, resolver
- * codes) would let a caller map internal host names, so it goes to the server log instead.
- */
-function refusal(error: OutboundError): ApiError {
-  if (
-    error.reason === 'scheme' ||
-    (error.reason === 'invalid-url' && error.publicMessage === 'URL is not valid')
-  ) {
-    return errors.badRequest('webhookUrl must be an HTTPS URL');
-  }
-  if (error.reason === 'invalid-url') {
-    return errors.badRequest(`webhookUrl must be an HTTPS URL: ${error.publicMessage}`);
-  }
-  return errors.badRequest(`webhookUrl is refused: ${error.publicMessage}`);
-}
-
-/**
  * `/v1/webhook*` (SPEC Webhook, DESIGN D10): configuration, the delivery log and redelivery. Scope
  * `chat:webhook` (DESIGN D5); the instance comes from `from` or `x-instance-id` (DESIGN D4).
  */
 export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const { store, guard, webhooks, clock } = app.services;
-  const config = { scope: 'chat:webhook' } as const;
-  const instanceOf = (request: FastifyRequest) =>
-    resolveInstance(store.db, authOf(request), selectorOf(request));
+  const { webhooks } = app.services.app;
+  const config = { scope: 'chat:webhook', instance: 'query' } as const;
 
   app.get(
     '',
@@ -173,15 +140,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const instance = await instanceOf(request);
-      const state = await getWebhookState(store.db, instance.id);
-      return ok({
-        webhook: instance.webhookUrl ?? '',
-        subscribe: instance.subscribe ?? [...EVENT_TYPES],
-        disabled: state.disabledAt !== null,
-        disabledAt: state.disabledAt,
-        disabledReason: state.disabledReason,
-      });
+      return ok(await webhooks.config(instanceIdOf(request)));
     },
   );
 
@@ -199,25 +158,8 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const instance = await instanceOf(request);
-      let url: URL;
-      try {
-        url = guard.parseUrl(request.body.webhookUrl);
-        await guard.checkHost(url);
-      } catch (error) {
-        if (error instanceof OutboundError) {
-          request.log.info(
-            { err: error, reason: error.reason, instanceId: instance.id },
-            'webhook URL refused by the outbound guard',
-          );
-          throw refusal(error);
-        }
-        throw error;
-      }
-      await updateInstance(store.db, instance.id, { webhookUrl: url.href });
-      await enableWebhook(store.db, instance.id);
-      webhooks.wake();
-      return ok({ webhook: url.href });
+      const webhook = await webhooks.setUrl(instanceIdOf(request), request.body.webhookUrl, request.log);
+      return ok({ webhook });
     },
   );
 
@@ -235,8 +177,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const instance = await instanceOf(request);
-      await updateInstance(store.db, instance.id, { webhookUrl: null });
+      await webhooks.removeUrl(instanceIdOf(request));
       return ok({ details: 'Webhook removed' });
     },
   );
@@ -254,21 +195,13 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const instance = await instanceOf(request);
       const { status, cursor } = request.query;
-      const limit = request.query.limit ?? 20;
-      const beforeSequence = cursor === undefined ? undefined : decodeCursor(cursor);
-      const entries = await listLog(store.db, instance.id, {
-        limit: limit + 1,
+      const page = await webhooks.deliveries(instanceIdOf(request), {
+        limit: request.query.limit ?? 20,
         ...(status === undefined ? {} : { status }),
-        ...(beforeSequence === undefined ? {} : { beforeSequence }),
+        ...(cursor === undefined ? {} : { cursor }),
       });
-      const page = entries.slice(0, limit);
-      const last = page[page.length - 1];
-      return ok({
-        deliveries: page.map(toDeliveryView),
-        nextCursor: entries.length > limit && last ? encodeCursor(last.sequence) : null,
-      });
+      return ok(page);
     },
   );
 
@@ -286,28 +219,8 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const instance = await instanceOf(request);
       const id = request.params.id.toLowerCase();
-      if (!(await webhookEventExists(store.db, instance.id, id))) throw errors.notFound('delivery not found');
-      if (instance.webhookUrl === null) throw errors.conflict('no webhook URL configured');
-      const state = await getWebhookState(store.db, instance.id);
-      if (state.disabledAt !== null) {
-        throw errors.conflict(
-          'webhook is disabled (the receiver answered 410 Gone): set the URL again with POST /v1/webhook',
-        );
-      }
-      const now = clock();
-      const result = await requeueDelivery(store.db, {
-        instanceId: instance.id,
-        eventId: id,
-        maxAttempts: webhooks.maxAttempts,
-        runAt: now,
-        staleBefore: webhooks.staleBefore(now),
-        now: nowIso(clock),
-      });
-      if (result === 'not-found') throw errors.notFound('delivery not found');
-      if (result === 'in-flight') throw errors.conflict('delivery is being attempted right now');
-      webhooks.wake();
+      await webhooks.redeliver(instanceIdOf(request), id);
       return ok({ details: 'Queued for redelivery', id });
     },
   );

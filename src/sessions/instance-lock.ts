@@ -1,13 +1,11 @@
 import type { Kysely } from 'kysely';
-import type { Database } from '../../store/schema.ts';
-import type { Clock } from '../engine.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { LockAttempt, SessionLock, SessionLockHooks, SessionLocks } from '../engines/engine.ts';
+import type { Database } from '../store/schema.ts';
 
 /** Defaults of {@link InstanceLock}: the lock lives 30 s and is renewed every 10 s. */
 export const LOCK_TTL_MS = 30_000;
 export const LOCK_HEARTBEAT_MS = 10_000;
-
-/** Result of {@link InstanceLock.acquire}. */
-export type LockAttempt = { acquired: true } | { acquired: false; holder: string; expiresAt: string };
 
 /** Options of {@link InstanceLock}. */
 export interface InstanceLockOptions {
@@ -29,11 +27,11 @@ export interface InstanceLockOptions {
 /**
  * The one-socket lock of an instance (issue 5 §2): a row in `instance_locks` (migration 0004) that a process
  * holds while it has a socket open on the instance's credentials. Acquire takes a free row, an expired row, or
- * its own row (a conditional UPDATE, then INSERT … ON CONFLICT DO NOTHING — race-free on SQLite and PostgreSQL
+ * its own row (a conditional UPDATE, then INSERT … ON conflict DO NOTHING — race-free on SQLite and PostgreSQL
  * with the same Kysely code); the holder renews `expires_at` every `heartbeatMs`; release deletes the row.
  * Timestamps are RFC 3339 UTC text, compared as text (fixed width, DESIGN D2 schema note).
  */
-export class InstanceLock {
+export class InstanceLock implements SessionLock {
   readonly #options: InstanceLockOptions;
   readonly #ttlMs: number;
   readonly #heartbeatMs: number;
@@ -182,4 +180,38 @@ export class InstanceLock {
 
 function iso(ms: number): string {
   return new Date(ms).toISOString();
+}
+
+/** Options of {@link SqlSessionLocks}: the store, this process's identity and the lock timing (ms). */
+export interface SqlSessionLocksOptions {
+  db: Kysely<Database>;
+  /** This process's identity in the lock table, unique per process (the node id). */
+  owner: string;
+  /** Lifetime of a lock without renewal, ms (default {@link LOCK_TTL_MS}). */
+  ttlMs?: number;
+  /** Renewal period, ms (default {@link LOCK_HEARTBEAT_MS}). */
+  heartbeatMs?: number;
+}
+
+/** The {@link SessionLocks} port over the `instance_locks` table: one {@link InstanceLock} per instance. */
+export class SqlSessionLocks implements SessionLocks {
+  readonly #options: SqlSessionLocksOptions;
+
+  constructor(options: SqlSessionLocksOptions) {
+    this.#options = options;
+  }
+
+  forInstance(instanceId: string, hooks: SessionLockHooks): InstanceLock {
+    const { db, owner, ttlMs, heartbeatMs } = this.#options;
+    return new InstanceLock({
+      db,
+      instanceId,
+      owner,
+      clock: hooks.clock,
+      onLost: hooks.onLost,
+      ...(hooks.onRenewError ? { onRenewError: hooks.onRenewError } : {}),
+      ...(ttlMs === undefined ? {} : { ttlMs }),
+      ...(heartbeatMs === undefined ? {} : { heartbeatMs }),
+    });
+  }
 }

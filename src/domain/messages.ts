@@ -203,5 +203,38 @@ export type EngineEvent =
       timestamp: number;
     }
   | { type: 'presence'; source: MessageSource; state: 'composing' | 'paused'; media: '' | 'audio' }
+  /**
+   * The account marked received messages of `chat` as read (it sent their read receipts): they move to `read`.
+   * Recorded by the messaging service after the engine's call; no webhook is sent for it (SPEC Events).
+   */
+  | { type: 'read'; chat: Jid; messageIds: string[] }
   | { type: 'history'; syncType: string; progress: number; chats: HistoryChat[] }
   | { type: 'contacts'; contacts: Contact[] };
+
+/**
+ * What a log line may say about an event (DESIGN D14: never a body): its type and the message id(s), the chat
+ * for receipts and presences, counts for history chunks and contact batches.
+ */
+export function eventLogFields(event: EngineEvent): Record<string, unknown> {
+  switch (event.type) {
+    case 'message':
+      return { event: event.type, id: event.message.id, chat: event.message.source.chat };
+    case 'receipt':
+      return { event: event.type, ids: event.messageIds, chat: event.source.chat, state: event.state };
+    case 'presence':
+      return { event: event.type, chat: event.source.chat };
+    case 'read':
+      return { event: event.type, ids: event.messageIds, chat: event.chat };
+    case 'history':
+      return {
+        event: event.type,
+        syncType: event.syncType,
+        chats: event.chats.length,
+        messages: event.chats.reduce((n, chat) => n + chat.messages.length, 0),
+      };
+    case 'contacts':
+      return { event: event.type, contacts: event.contacts.length };
+    case 'connection':
+      return { event: event.type };
+  }
+}

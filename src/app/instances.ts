@@ -1,8 +1,8 @@
-import type { FastifyRequest } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { AuthContext } from '../auth/authenticator.ts';
-import { errors } from '../errors.ts';
-import { type Instance, listInstances } from '../store/instances.ts';
+import { errors } from '../domain/errors.ts';
+import type { Instance, InstanceId } from '../domain/instance.ts';
+import { getInstance, listInstances } from '../store/instances.ts';
 import type { Database } from '../store/schema.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -11,8 +11,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  * The instance a request addresses (DESIGN D4). Candidates are the key's organization's instances in the key's
  * environment, narrowed by the key's allow-list. `selector` is an instance UUID or a linked phone number.
  * Omitted: the candidate that connected most recently; else the only candidate.
- * @throws ApiError NOT_FOUND `instance not found` for an unknown or not addressable instance (never 403, D4);
- *   BAD_REQUEST `several instances: name one with from` when the choice is ambiguous.
+ * @throws DomainError not_found `instance not found` for an unknown or not addressable instance (never 403, D4);
+ *   invalid `several instances: name one with from` when the choice is ambiguous.
  */
 export async function resolveInstance(
   db: Kysely<Database>,
@@ -41,11 +41,12 @@ export async function resolveInstance(
 }
 
 /**
- * The selector of a non-send operation: query `from`, else header `x-instance-id` (DESIGN D4).
+ * The instance with id `instanceId`, read from the store: what every instance-scoped service method starts from,
+ * so a call carries only the id (and can be run by any node).
+ * @throws DomainError not_found `instance not found`.
  */
-export function selectorOf(request: FastifyRequest): string | undefined {
-  const query = request.query as { from?: unknown } | undefined;
-  if (typeof query?.from === 'string' && query.from !== '') return query.from;
-  const header = request.headers['x-instance-id'];
-  return typeof header === 'string' && header !== '' ? header : undefined;
+export async function loadInstance(db: Kysely<Database>, instanceId: InstanceId): Promise<Instance> {
+  const instance = await getInstance(db, instanceId);
+  if (!instance) throw errors.instanceNotFound();
+  return instance;
 }

@@ -1,9 +1,10 @@
-import type { EngineSessionContext } from '../engine.ts';
-import type { EngineEvent } from '../types.ts';
+import type { FastifyBaseLogger } from 'fastify';
+import { type EngineEvent, eventLogFields } from '../domain/messages.ts';
 
 /**
  * How a failed recording is retried (DESIGN D2, D10: an event the platform delivered once is not resent, so a
- * transient store failure such as a PostgreSQL connection reset must not drop it). Try `n` (n ≥ 2) waits
+ * transient store failure such as a PostgreSQL connection reset must not drop it). Applied by the session
+ * manager to every engine's `emit`, so the sandbox and Baileys have the same durability. Try `n` (n ≥ 2) waits
  * `baseDelayMs × 2^(n-2)` ms ±20 % jitter; after `attempts` tries the last error is raised.
  */
 export interface RecordRetryPolicy {
@@ -55,39 +56,13 @@ export function recordRetryDelayMs(attempt: number, policy: RecordRetryPolicy): 
 }
 
 /**
- * What a log line may say about an event (DESIGN D14: never a body): its type and the message id(s), the chat
- * for receipts and presences, counts for history chunks and contact batches.
- */
-export function eventLogFields(event: EngineEvent): Record<string, unknown> {
-  switch (event.type) {
-    case 'message':
-      return { event: event.type, id: event.message.id, chat: event.message.source.chat };
-    case 'receipt':
-      return { event: event.type, ids: event.messageIds, chat: event.source.chat, state: event.state };
-    case 'presence':
-      return { event: event.type, chat: event.source.chat };
-    case 'history':
-      return {
-        event: event.type,
-        syncType: event.syncType,
-        chats: event.chats.length,
-        messages: event.chats.reduce((n, chat) => n + chat.messages.length, 0),
-      };
-    case 'contacts':
-      return { event: event.type, contacts: event.contacts.length };
-    case 'connection':
-      return { event: event.type };
-  }
-}
-
-/**
- * Records `event` through `context.emit`, retrying per `policy` (each retry logged at warn with the event's
+ * Records `event` through `context.emit` (the recorder), retrying per `policy` (each retry logged at warn with the event's
  * {@link eventLogFields}); resolves once recorded. Events of one caller stay in order because the caller awaits
  * this before emitting its next event.
  * @throws the last recording error after `policy.attempts` tries, or at once when {@link isPermanentStoreError}.
  */
 export async function recordWithRetry(
-  context: Pick<EngineSessionContext, 'emit' | 'logger'>,
+  context: { emit(event: EngineEvent): Promise<void>; logger: FastifyBaseLogger },
   event: EngineEvent,
   policy: RecordRetryPolicy,
 ): Promise<void> {

@@ -1,0 +1,70 @@
+import type { RegistrationCache } from '../contacts/registration-cache.ts';
+import type { Instance, InstanceId } from '../domain/instance.ts';
+import type { Avatar, Contact, UserCheck, UserInfo } from '../domain/messages.ts';
+import { phoneOfJid } from '../domain/messages.ts';
+import type { SessionManager } from '../sessions/manager.ts';
+import type { Store } from '../store/database.ts';
+import { listChatPeers } from '../store/messages.ts';
+import { loadInstance } from './instances.ts';
+
+/**
+ * The contacts family (SPEC Contacts, DESIGN D12). Every method needs the instance logged in and connected
+ * (@throws DomainError not_logged_in / not_connected, DESIGN D6) and passes platform errors on.
+ */
+export class ContactService {
+  readonly #store: Store;
+  readonly #sessions: SessionManager;
+  readonly #registrations: RegistrationCache;
+
+  constructor(deps: { store: Store; sessions: SessionManager; registrations: RegistrationCache }) {
+    this.#store = deps.store;
+    this.#sessions = deps.sessions;
+    this.#registrations = deps.registrations;
+  }
+
+  /** The instance the call addresses, read by id. @throws DomainError not_found `instance not found`. */
+  #load(instanceId: InstanceId): Promise<Instance> {
+    return loadInstance(this.#store.db, instanceId);
+  }
+
+  /**
+   * Which phone numbers are registered, one entry per number in order. Answers come from the registration cache
+   * shared with the sends' check (DESIGN D6), so numbers checked here spare later lookups.
+   */
+  async check(instanceId: InstanceId, phones: readonly string[]): Promise<UserCheck[]> {
+    const instance = await this.#load(instanceId);
+    const session = this.#sessions.ready(instance);
+    return this.#registrations.check(instance.id, phones, (missing) => session.checkPhones(missing));
+  }
+
+  /**
+   * The account's contacts: the platform's, then every user the instance exchanged messages with (stored chat
+   * peers, with their display name), unordered and possibly repeated (the caller merges by JID).
+   */
+  async list(instanceId: InstanceId): Promise<Contact[]> {
+    const instance = await this.#load(instanceId);
+    const platform = await this.#sessions.ready(instance).contacts();
+    const peers = (await listChatPeers(this.#store.db, instance.id))
+      .filter((peer) => phoneOfJid(peer.jid) !== null)
+      .map((peer) => ({
+        jid: peer.jid,
+        businessName: '',
+        firstName: '',
+        fullName: '',
+        pushName: peer.pushName,
+      }));
+    return [...platform, ...peers];
+  }
+
+  /** Profile details of the users with these phone numbers (DESIGN D12), one entry per distinct number found. */
+  async info(instanceId: InstanceId, phones: readonly string[]): Promise<UserInfo[]> {
+    const instance = await this.#load(instanceId);
+    return this.#sessions.ready(instance).userInfo(phones);
+  }
+
+  /** The profile picture of a user, or null when it has none (DESIGN D12). */
+  async avatar(instanceId: InstanceId, phone: string): Promise<Avatar | null> {
+    const instance = await this.#load(instanceId);
+    return this.#sessions.ready(instance).avatar(phone);
+  }
+}

@@ -1,0 +1,57 @@
+import type { RegistrationCache } from '../contacts/registration-cache.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { EventRecorder } from '../events/recorder.ts';
+import type { OutboundGuard } from '../net/outbound-guard.ts';
+import type { SecretBox } from '../security/secrets.ts';
+import type { SessionManager } from '../sessions/manager.ts';
+import type { Store } from '../store/database.ts';
+import type { DeliveryWorker } from '../webhooks/worker.ts';
+import { ContactService } from './contacts.ts';
+import { GroupService } from './groups.ts';
+import { MessagingService } from './messaging.ts';
+import { ReadinessService } from './readiness.ts';
+import { SandboxService } from './sandbox.ts';
+import { SessionService } from './sessions.ts';
+import { WebhookService } from './webhooks.ts';
+
+/**
+ * The application layer: one service per family, each owning its transactions and its calls into engines,
+ * store and recorder. Routes (and any other caller: a dashboard action, a call forwarded from another node)
+ * resolve the instance and call one method; every instance-scoped method takes the instance id first and reads
+ * the instance itself (404 when it is gone), so the call can be run on any node.
+ */
+export interface Application {
+  session: SessionService;
+  messaging: MessagingService;
+  contacts: ContactService;
+  groups: GroupService;
+  webhooks: WebhookService;
+  sandbox: SandboxService;
+  readiness: ReadinessService;
+}
+
+/** What the application services are built from (see src/services.ts). */
+export interface ApplicationDeps {
+  store: Store;
+  box: SecretBox;
+  clock: Clock;
+  sessions: SessionManager;
+  recorder: EventRecorder;
+  registrations: RegistrationCache;
+  guard: OutboundGuard;
+  webhookWorker: DeliveryWorker;
+}
+
+/** Builds the application services over the process's shared parts. */
+export function createApplication(deps: ApplicationDeps): Application {
+  const { store, box, clock, sessions, recorder, registrations, guard, webhookWorker } = deps;
+  return {
+    session: new SessionService({ store, sessions, box }),
+    messaging: new MessagingService({ store, sessions, registrations, recorder }),
+    contacts: new ContactService({ store, sessions, registrations }),
+    groups: new GroupService({ store, sessions }),
+    webhooks: new WebhookService({ store, guard, worker: webhookWorker, clock }),
+    sandbox: new SandboxService({ store, sessions, registrations }),
+    readiness: new ReadinessService({ store }),
+  };
+}

@@ -1,0 +1,176 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Clock } from '../domain/clock.ts';
+import { type DomainError, errors } from '../domain/errors.ts';
+import { EVENT_TYPES, type EventType, type Instance, type InstanceId } from '../domain/instance.ts';
+import { OutboundError, type OutboundGuard } from '../net/outbound-guard.ts';
+import { nowIso, type Store } from '../store/database.ts';
+import { requeueDelivery } from '../store/deliveries.ts';
+import { updateInstance } from '../store/instances.ts';
+import {
+  enableWebhook,
+  getWebhookState,
+  type LogQuery,
+  listLog,
+  webhookEventExists,
+} from '../store/webhook-events.ts';
+import { type DeliveryView, decodeCursor, encodeCursor, toDeliveryView } from '../webhooks/log.ts';
+import type { DeliveryWorker } from '../webhooks/worker.ts';
+import { loadInstance } from './instances.ts';
+
+/** An instance's webhook configuration (SPEC Webhook, DESIGN D10); `disabledAt` is RFC 3339 or null. */
+export interface WebhookConfig {
+  webhook: string;
+  subscribe: EventType[];
+  disabled: boolean;
+  disabledAt: string | null;
+  disabledReason: string | null;
+}
+
+/** One page of the delivery log, newest first, and the cursor of the next page (null on the last). */
+export interface DeliveryPage {
+  deliveries: DeliveryView[];
+  nextCursor: string | null;
+}
+
+/**
+ * The refusal of a webhook URL the outbound guard refuses (DESIGN D6, D11). Built from the error's caller-safe
+ * `publicMessage` only: the detailed `message` (resolved addresses, address classes, resolver codes) would let
+ * a caller map internal host names, so it goes to the server log instead.
+ */
+function refusal(error: OutboundError): DomainError {
+  if (
+    error.reason === 'scheme' ||
+    (error.reason === 'invalid-url' && error.publicMessage === 'URL is not valid')
+  ) {
+    return errors.badRequest('webhookUrl must be an HTTPS URL');
+  }
+  if (error.reason === 'invalid-url') {
+    return errors.badRequest(`webhookUrl must be an HTTPS URL: ${error.publicMessage}`);
+  }
+  return errors.badRequest(`webhookUrl is refused: ${error.publicMessage}`);
+}
+
+/** The webhook family (SPEC Webhook, DESIGN D10): configuration, the delivery log and redelivery. */
+export class WebhookService {
+  readonly #store: Store;
+  readonly #guard: OutboundGuard;
+  readonly #worker: DeliveryWorker;
+  readonly #clock: Clock;
+
+  constructor(deps: { store: Store; guard: OutboundGuard; worker: DeliveryWorker; clock: Clock }) {
+    this.#store = deps.store;
+    this.#guard = deps.guard;
+    this.#worker = deps.worker;
+    this.#clock = deps.clock;
+  }
+
+  /** The instance the call addresses, read by id. @throws DomainError not_found `instance not found`. */
+  #load(instanceId: InstanceId): Promise<Instance> {
+    return loadInstance(this.#store.db, instanceId);
+  }
+
+  /** The instance's URL, subscription (a null one reads as all four types, DESIGN D7) and disabled state. */
+  async config(instanceId: InstanceId): Promise<WebhookConfig> {
+    const instance = await this.#load(instanceId);
+    const state = await getWebhookState(this.#store.db, instance.id);
+    return {
+      webhook: instance.webhookUrl ?? '',
+      subscribe: instance.subscribe ?? [...EVENT_TYPES],
+      disabled: state.disabledAt !== null,
+      disabledAt: state.disabledAt,
+      disabledReason: state.disabledReason,
+    };
+  }
+
+  /**
+   * Sets the webhook URL after the outbound guard accepted it (HTTPS, a public address: DESIGN D11) and
+   * re-enables a webhook a 410 disabled, in one transaction; then wakes the delivery worker.
+   * @returns the normalised URL.
+   * @throws DomainError invalid `webhookUrl must be an HTTPS URL…` / `webhookUrl is refused: …` (the detail is
+   *   logged on `log`, never answered).
+   */
+  async setUrl(instanceId: InstanceId, rawUrl: string, log: FastifyBaseLogger): Promise<string> {
+    const instance = await this.#load(instanceId);
+    let url: URL;
+    try {
+      url = this.#guard.parseUrl(rawUrl);
+      await this.#guard.checkHost(url);
+    } catch (error) {
+      if (error instanceof OutboundError) {
+        log.info(
+          { err: error, reason: error.reason, instanceId: instance.id },
+          'webhook URL refused by the outbound guard',
+        );
+        throw refusal(error);
+      }
+      throw error;
+    }
+    await this.#store.db.transaction().execute(async (trx) => {
+      await updateInstance(trx, instance.id, { webhookUrl: url.href });
+      await enableWebhook(trx, instance.id);
+    });
+    this.#worker.wake();
+    return url.href;
+  }
+
+  /** Removes the URL: later events are logged as unsent (redeliverable); queued deliveries wait for a new URL. */
+  async removeUrl(instanceId: InstanceId): Promise<void> {
+    const instance = await this.#load(instanceId);
+    await updateInstance(this.#store.db, instance.id, { webhookUrl: null });
+  }
+
+  /**
+   * One page of the delivery log (DESIGN D10), newest first: `limit` entries before `cursor`, optionally of one
+   * status. @throws DomainError invalid `cursor is invalid`.
+   */
+  async deliveries(
+    instanceId: InstanceId,
+    query: { limit: number; status?: LogQuery['status']; cursor?: string | undefined },
+  ): Promise<DeliveryPage> {
+    const instance = await this.#load(instanceId);
+    const { limit, status, cursor } = query;
+    const beforeSequence = cursor === undefined ? undefined : decodeCursor(cursor);
+    const entries = await listLog(this.#store.db, instance.id, {
+      limit: limit + 1,
+      ...(status === undefined ? {} : { status }),
+      ...(beforeSequence === undefined ? {} : { beforeSequence }),
+    });
+    const page = entries.slice(0, limit);
+    const last = page[page.length - 1];
+    return {
+      deliveries: page.map(toDeliveryView),
+      nextCursor: entries.length > limit && last ? encodeCursor(last.sequence) : null,
+    };
+  }
+
+  /**
+   * Queues event `id` for another delivery now (DESIGN D10).
+   * @throws DomainError not_found `delivery not found`; conflict `no webhook URL configured`, `webhook is
+   *   disabled …`, `delivery is being attempted right now`.
+   */
+  async redeliver(instanceId: InstanceId, id: string): Promise<void> {
+    const instance = await this.#load(instanceId);
+    const db = this.#store.db;
+    if (!(await webhookEventExists(db, instance.id, id))) throw errors.notFound('delivery not found');
+    if (instance.webhookUrl === null) throw errors.conflict('no webhook URL configured');
+    const state = await getWebhookState(db, instance.id);
+    if (state.disabledAt !== null) {
+      throw errors.conflict(
+        'webhook is disabled (the receiver answered 410 Gone): set the URL again with POST /v1/webhook',
+      );
+    }
+    const now = this.#clock();
+    const result = await requeueDelivery(db, {
+      instanceId: instance.id,
+      eventId: id,
+      maxAttempts: this.#worker.maxAttempts,
+      runAt: now,
+      staleBefore: this.#worker.staleBefore(now),
+      now: nowIso(this.#clock),
+    });
+    if (result === 'not-found') throw errors.notFound('delivery not found');
+    if (result === 'in-flight') throw errors.conflict('delivery is being attempted right now');
+    this.#worker.wake();
+  }
+}
+export { LOG_STATUSES, type LogStatus } from '../store/webhook-events.ts';

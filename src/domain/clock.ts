@@ -1,0 +1,2 @@
+/** Source of the current time in epoch milliseconds; injected so tests can move time. */
+export type Clock = () => number;

@@ -1,0 +1,67 @@
+/**
+ * What went wrong, in the domain's words (DESIGN D6): every layer below HTTP raises a {@link DomainError} with one
+ * of these codes, and only `src/http` decides the HTTP status of each (one exhaustive switch in
+ * src/http/errors.ts). Adding a code fails type-checking until the HTTP layer maps it.
+ * - `invalid`: the input breaks a rule (the message names the field and the rule).
+ * - `unauthenticated`: no valid API key; `forbidden`: the key or the account may not do this.
+ * - `not_found`: the thing named does not exist or is not addressable.
+ * - `conflict`: the current state forbids the operation (e.g. `already logged in`).
+ * - `not_logged_in`: the instance has no login yet; `not_connected`: logged in but not connected.
+ * - `too_large`: a body or media file passes its size limit.
+ * - `not_registered`: a phone number the operation needs is not on the platform.
+ * - `not_participant`: a user the operation needs is not a member of the chat or group.
+ * - `rate_limited`: a plan or platform limit; `retryAfter` says when to retry.
+ * - `platform_refused`: the platform answered with an error; `platform_unreachable`: it could not be reached.
+ * - `not_ready`: a dependency of this process (store, converter) is not available, or it is shutting down.
+ * - `timeout`: an operation did not finish in its time limit (e.g. login verification).
+ * - `internal`: a bug; its text is logged, never sent.
+ */
+export type DomainErrorCode =
+  | 'invalid'
+  | 'unauthenticated'
+  | 'forbidden'
+  | 'not_found'
+  | 'conflict'
+  | 'not_logged_in'
+  | 'not_connected'
+  | 'too_large'
+  | 'not_registered'
+  | 'not_participant'
+  | 'rate_limited'
+  | 'platform_refused'
+  | 'platform_unreachable'
+  | 'not_ready'
+  | 'timeout'
+  | 'internal';
+
+/**
+ * An error parley raises on purpose. The message is user-facing (it names the field, the rule or the state) except
+ * for `internal`. `retryAfter` (whole seconds) is set only for `rate_limited` (SPEC Errors, DESIGN D13).
+ */
+export class DomainError extends Error {
+  override name = 'DomainError';
+  readonly code: DomainErrorCode;
+  readonly retryAfter: number | undefined;
+
+  constructor(code: DomainErrorCode, message: string, options?: { retryAfter?: number; cause?: unknown }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.retryAfter = options?.retryAfter;
+  }
+}
+
+/** The one message every authentication failure answers with (DESIGN D11: it does not reveal which). */
+export const INVALID_API_KEY = 'invalid API key';
+
+/** Shorthands for the errors raised in many places; messages follow DESIGN D4–D7. */
+export const errors = {
+  badRequest: (message: string) => new DomainError('invalid', message),
+  invalidKey: () => new DomainError('unauthenticated', INVALID_API_KEY),
+  missingScope: (scope: string) => new DomainError('forbidden', `API key lacks required scope ${scope}`),
+  instanceNotFound: () => new DomainError('not_found', 'instance not found'),
+  notFound: (message: string) => new DomainError('not_found', message),
+  conflict: (message: string) => new DomainError('conflict', message),
+  notLoggedIn: () => new DomainError('not_logged_in', 'instance is not logged in'),
+  notConnected: () => new DomainError('not_connected', 'instance is not connected'),
+  alreadyLoggedIn: () => new DomainError('conflict', 'already logged in'),
+};

@@ -1,0 +1,72 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { resolveInstance } from '../../app/instances.ts';
+import { DomainError } from '../../domain/errors.ts';
+import type { Instance, InstanceId } from '../../domain/instance.ts';
+import { selectorOf } from '../instance-selector.ts';
+import { authOf } from './auth.ts';
+
+/** What a route declares in its `config` about the instance it addresses (DESIGN D4). */
+export interface RouteInstanceConfig {
+  /**
+   * Where the instance selector comes from: `query` (query `from`, else header `x-instance-id`), or `body` (a
+   * send: body `from` first, then as for `query`). Omitted: the route addresses no instance.
+   */
+  instance?: 'query' | 'body';
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig extends RouteInstanceConfig {}
+  interface FastifyRequest {
+    /** The instance the request addresses, resolved once before the handler; null on routes without one. */
+    instance: Instance | null;
+  }
+}
+
+/**
+ * The instance of a request whose route declares `config.instance`.
+ * @throws DomainError internal when the route declares none (a wiring bug).
+ */
+export function instanceOf(request: FastifyRequest): Instance {
+  if (!request.instance) throw new DomainError('internal', 'route is missing its instance selector');
+  return request.instance;
+}
+
+/** Body `from` of a send, when given and not empty. */
+function bodyFrom(request: FastifyRequest): string | undefined {
+  const body: unknown = request.body;
+  if (typeof body !== 'object' || body === null || !('from' in body)) return undefined;
+  return typeof body.from === 'string' && body.from !== '' ? body.from : undefined;
+}
+
+/**
+ * Resolves the addressed instance once per request, in a `preHandler` (after auth, scope, rate limit and
+ * validation: DESIGN D2 order), and puts it on `request.instance` for the handler. A request that came through a
+ * gateway path addresses the instance its `x-instance-id` named, already resolved by the gateway (DESIGN D12).
+ * @throws DomainError not_found `instance not found`; invalid `several instances: name one with from` (DESIGN D4).
+ */
+export const instancePlugin = fp(
+  async (app: FastifyInstance) => {
+    const { store } = app.services;
+    app.decorateRequest('instance', null);
+    app.addHook('preHandler', async (request: FastifyRequest) => {
+      const where = request.routeOptions.config?.instance;
+      if (where === undefined) return;
+      if (request.gateway) {
+        request.instance = request.gateway.instance;
+        return;
+      }
+      const selector = (where === 'body' ? bodyFrom(request) : undefined) ?? selectorOf(request);
+      request.instance = await resolveInstance(store.db, authOf(request), selector);
+    });
+  },
+  { name: 'parley-instance', dependencies: ['parley-auth', 'parley-services'] },
+);
+
+/**
+ * The id of the instance a request addresses: what a route hands to an application service.
+ * @throws DomainError internal when the route declares no `config.instance` (a wiring bug).
+ */
+export function instanceIdOf(request: FastifyRequest): InstanceId {
+  return instanceOf(request).id;
+}
