@@ -22,6 +22,7 @@ import {
   verifyDeviceIdentity,
 } from '../signal/index.ts';
 import { deliver, type KeyedQueue } from './delivery.ts';
+import { senderAddressing } from './send.ts';
 
 async function relayMessage(
   ctx: SimContext,
@@ -127,9 +128,8 @@ async function answerRetryReceipt(
     device,
     incomingMessageNode({
       id: retry.id,
-      from: phoneJid(sender.phone),
+      ...senderAddressing(sender, own),
       pushName: sender.pushName,
-      senderAlt: lidJid(sender.lid),
       enc: [{ ...enc, attrs: { count: String(retry.count) } }],
       ...(own ? { recipient: original.to } : {}),
     }),
