@@ -58,10 +58,13 @@ async function relayMessage(
       if (!targetDevice?.linked || targetDevice === device) continue;
       const forwarded = incomingMessageNode({
         id: outgoing.id,
-        from: recipient === user ? phoneJid(user.phone) : senderJid,
+        // Own companions see the account's phone JID with the chat as recipient; other users' devices see
+        // the sending device by LID, the phone JID beside it (as send.ts senderAddressing).
+        ...(recipient === user
+          ? { from: phoneJid(user.phone), senderAlt: lidJid(user.lid) }
+          : { from: lidJid(user.lid, device.id), senderAlt: phoneJid(user.phone) }),
         type: outgoing.type,
         pushName: user.pushName,
-        senderAlt: lidJid(user.lid),
         enc: [{ type: enc.type, ciphertext: enc.ciphertext, attrs: enc.attrs }],
         ...(recipient === user ? { recipient: outgoing.to } : {}),
         ...(outgoing.deviceIdentity ? { deviceIdentity: outgoing.deviceIdentity } : {}),

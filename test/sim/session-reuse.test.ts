@@ -118,3 +118,104 @@ describe('simulator: a reply reuses the session a first message set up', () => {
     );
   });
 });
+
+describe('simulator: a reply reuses sessions when the user has a second device', () => {
+  let sim: Simulator;
+  let client: Client;
+  let friendClient: Client;
+  const account = '4930555555561';
+  const friend = '4930555555562';
+  const fetched: string[] = [];
+  before(async () => {
+    sim = await startTrustedSimulator();
+    await control(sim, 'POST', '/users', { phone: account, pushName: 'Account' });
+    await control(sim, 'POST', '/users', { phone: friend, pushName: 'Friend' });
+    client = await pairClient(sim, account);
+    friendClient = await pairClient(sim, friend);
+    sim.context.events.on('iq', ({ node }: DeviceStanza) => fetched.push(...keyFetches(node)));
+  });
+  after(async () => {
+    await endClient(client);
+    await endClient(friendClient);
+    await sim.close();
+  });
+
+  /** The next `<message>` a device of `phone` sends, parsed. */
+  function nextMessage(phone: string) {
+    return new Promise<ReturnType<typeof parseOutgoingMessage>>((resolve) => {
+      const listener = ({ user, node }: DeviceStanza) => {
+        if (node.tag !== 'message' || user.phone !== phone) return;
+        sim.context.events.off('stanza', listener);
+        resolve(parseOutgoingMessage(node));
+      };
+      sim.context.events.on('stanza', listener);
+    });
+  }
+
+  it("the reply reuses the phone's session and starts one only with the new companion; its answer reuses ours", async () => {
+    const accountLid = sim.context.accounts.get(account)?.lid;
+    const friendLid = sim.context.accounts.get(friend)?.lid;
+    assert.ok(accountLid && friendLid);
+    const arrived = waitForEvent(
+      client,
+      'messages.upsert',
+      (u) => u.messages.some((m) => m.message?.conversation === 'from my phone'),
+      'the first message at Baileys',
+    );
+    await control(sim, 'POST', '/messages', { from: friend, to: account, text: 'from my phone' });
+    const first = (await arrived).messages.find((m) => m.message?.conversation === 'from my phone');
+    assert.equal(first?.key.remoteJid, `${friendLid}@lid`);
+
+    fetched.length = 0;
+    const replySent = nextMessage(account);
+    // The companion acknowledges the reply with a receipt once it decrypted it.
+    const receipts = new Set<string>();
+    let receiptSeen: (() => void) | undefined;
+    const onReceipt = ({ user, device, node }: DeviceStanza) => {
+      if (node.tag !== 'receipt' || user.phone !== friend || device.id !== 1 || node.attrs.type === 'retry')
+        return;
+      receipts.add(node.attrs.id ?? '');
+      receiptSeen?.();
+    };
+    sim.context.events.on('stanza', onReceipt);
+    await client.sock.sendMessage(first?.key.remoteJid ?? '', { text: 'reply to both' });
+    const reply = await replySent;
+    const toFriend = reply.encs
+      .filter((e) => jidDecode(e.jid)?.user === friendLid)
+      .map((e) => [e.jid, e.type])
+      .sort();
+    assert.deepEqual(toFriend, [
+      [`${friendLid}:1@lid`, 'pkmsg'],
+      [`${friendLid}@lid`, 'msg'],
+    ]);
+    assert.deepEqual(
+      fetched.filter((jid) => jidDecode(jid)?.user === friendLid || jidDecode(jid)?.user === friend),
+      [`${friendLid}:1@lid`],
+      "only the companion's bundle, never the phone's",
+    );
+    await new Promise<void>((resolve) => {
+      receiptSeen = () => {
+        if (receipts.has(reply.id)) resolve();
+      };
+      receiptSeen();
+    });
+    sim.context.events.off('stanza', onReceipt);
+    assert.ok(
+      [...friendClient.auth.data.keys()].includes(`session:${accountLid}_1.1`),
+      "the companion keyed the session with the account's device by LID",
+    );
+    // The companion answers in the chat (by LID) on the session that pkmsg set up.
+    fetched.length = 0;
+    const answerSent = nextMessage(friend);
+    await friendClient.sock.sendMessage(`${accountLid}@lid`, { text: 'answer from the companion' });
+    const answer = await answerSent;
+    assert.deepEqual(
+      answer.encs.filter((e) => e.jid === `${accountLid}:1@lid`).map((e) => e.type),
+      ['msg'],
+    );
+    assert.ok(
+      !fetched.includes(`${accountLid}:1@lid`),
+      `no bundle fetched for the device that just wrote (fetched ${fetched.join()})`,
+    );
+  });
+});
