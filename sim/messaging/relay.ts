@@ -22,6 +22,7 @@ import {
   verifyDeviceIdentity,
 } from '../signal/index.ts';
 import { deliver, type KeyedQueue } from './delivery.ts';
+import { senderAddressing } from './send.ts';
 
 async function relayMessage(
   ctx: SimContext,
@@ -57,10 +58,13 @@ async function relayMessage(
       if (!targetDevice?.linked || targetDevice === device) continue;
       const forwarded = incomingMessageNode({
         id: outgoing.id,
-        from: recipient === user ? phoneJid(user.phone) : senderJid,
+        // Own companions see the account's phone JID with the chat as recipient; other users' devices see
+        // the sending device by LID, the phone JID beside it (as send.ts senderAddressing).
+        ...(recipient === user
+          ? { from: phoneJid(user.phone), senderAlt: lidJid(user.lid) }
+          : { from: lidJid(user.lid, device.id), senderAlt: phoneJid(user.phone) }),
         type: outgoing.type,
         pushName: user.pushName,
-        senderAlt: lidJid(user.lid),
         enc: [{ type: enc.type, ciphertext: enc.ciphertext, attrs: enc.attrs }],
         ...(recipient === user ? { recipient: outgoing.to } : {}),
         ...(outgoing.deviceIdentity ? { deviceIdentity: outgoing.deviceIdentity } : {}),
@@ -127,9 +131,8 @@ async function answerRetryReceipt(
     device,
     incomingMessageNode({
       id: retry.id,
-      from: phoneJid(sender.phone),
+      ...senderAddressing(sender, own),
       pushName: sender.pushName,
-      senderAlt: lidJid(sender.lid),
       enc: [{ ...enc, attrs: { count: String(retry.count) } }],
       ...(own ? { recipient: original.to } : {}),
     }),

@@ -2,8 +2,9 @@
  * A simulated user sends a message to a linked account, as a phone does: it encrypts the Message to every
  * linked companion device of the account and — wrapped as a deviceSentMessage — to its own linked companions
  * (signal/fanout.ts encryptToDevices: a pre-key bundle is fetched, and a pkmsg sent, for devices it has no
- * session with yet). The server delivers one `<message>` per device with the sender's LID as `sender_lid`
- * (signal/stanza.ts incomingMessageNode), now or at the device's next login. Sent messages are kept so a
+ * session with yet). The server delivers one `<message>` per device, addressed from the sender's LID with its
+ * phone JID as `sender_pn` ({@link senderAddressing}, signal/stanza.ts incomingMessageNode), now or at the
+ * device's next login. Sent messages are kept so a
  * device that could not decrypt can get them again in a fresh session (`<receipt type="retry">`, relay.ts).
  */
 import { randomBytes } from 'node:crypto';
@@ -26,6 +27,21 @@ export interface SendResult {
 
 function companions(user: User): Device[] {
   return [...user.devices.values()].filter((d) => d.id !== 0 && d.linked && d.keys);
+}
+
+/**
+ * How the server names the sender of a 1:1 message: by LID (`from` = `<lid>@lid`, `sender_pn` = the phone JID),
+ * as the platform addresses 1:1 messages between users who have LIDs (every simulated user has one). Baileys 7
+ * then keys the session the message sets up by LID and reports the chat as the LID (phone JID in
+ * `remoteJidAlt`), so its reply goes to the LID: a usync by LID carries no `<lid val>`, so Baileys does not
+ * force a new session (messages-send.js getUSyncDevices refreshes sessions of every LID a usync returns) and
+ * the reply is a `msg` on the session the pkmsg set up. A copy to the sender's own companions (`own`) keeps
+ * the account's phone JID as `from` with the chat as `recipient`.
+ */
+export function senderAddressing(from: User, own: boolean): { from: string; senderAlt: string } {
+  return own
+    ? { from: phoneJid(from.phone), senderAlt: lidJid(from.lid) }
+    : { from: lidJid(from.lid), senderAlt: phoneJid(from.phone) };
 }
 
 /** Encrypts `message` from `from`'s phone to the companions of `to` (and copies to `from`'s) and delivers it. */
@@ -60,9 +76,8 @@ export async function sendMessage(
       if (!target) continue;
       const node = incomingMessageNode({
         id,
-        from: phoneJid(from.phone),
+        ...senderAddressing(from, target.own),
         pushName: from.pushName,
-        senderAlt: lidJid(from.lid),
         enc: [enc],
         ...(target.own ? { recipient: chat } : {}),
       });

@@ -16,7 +16,7 @@ import type { Connection, StanzaHandler } from './connection.ts';
 import { answerIq, iqReply } from './iq.ts';
 import { deviceKeysFromPairing } from './keys.ts';
 
-/** A stanza a logged-in device sent, as published on {@link SimContext.events} under `stanza`. */
+/** A stanza a logged-in device sent, as published on {@link SimContext.events} under `stanza` (or `iq`). */
 export interface DeviceStanza {
   user: User;
   device: Device;
@@ -33,7 +33,8 @@ export interface SimContext {
   /** Serializes Signal operations per user phone (sessions are read-modify-write). */
   signalQueue: KeyedQueue;
   /**
-   * `stanza` (DeviceStanza) for every message, receipt, presence and chatstate a device sends;
+   * `stanza` (DeviceStanza) for every message, receipt, presence and chatstate a device sends; `iq`
+   * (DeviceStanza) for every iq it sends (before it is answered);
    * `login` ({ user, device, connection }) when a device logs in; `unlink` ({ user, device }).
    */
   events: EventEmitter;
@@ -142,6 +143,7 @@ function loginSession(
       switch (node.tag) {
         case 'iq':
           if (node.attrs.xmlns === 'w:p' && connection.silenced) return;
+          ctx.events.emit('iq', { user, device, connection, node } satisfies DeviceStanza);
           connection.send(iqReply(node, answerIq(node, iqContext)));
           return;
         case 'message':

@@ -24,6 +24,7 @@ function protocolNode(
   user: User | undefined,
   phone: string | undefined,
   accounts: Accounts,
+  byLid: boolean,
 ): BinaryNode | undefined {
   switch (protocol) {
     case 'devices': {
@@ -53,7 +54,8 @@ function protocolNode(
       };
     }
     case 'lid':
-      return user ? { tag: 'lid', attrs: { val: lidJid(user.lid) } } : { tag: 'lid', attrs: {} };
+      // The LID of a user asked for by phone; a user asked for by LID has no other LID to give.
+      return user && !byLid ? { tag: 'lid', attrs: { val: lidJid(user.lid) } } : { tag: 'lid', attrs: {} };
     case 'status':
       return { tag: 'status', attrs: { t: '0' } };
     case 'disappearing_mode':
@@ -72,14 +74,17 @@ export function usyncResult(usync: BinaryNode, accounts: Accounts): BinaryNode {
       const phone = contactPhone(userNode);
       let jid = userNode.attrs.jid;
       let user: User | undefined;
+      let byLid = false;
       if (jid) {
-        user = accounts.resolve(jid)?.user;
+        const resolved = accounts.resolve(jid);
+        user = resolved?.user;
+        byLid = resolved?.addressing === 'lid';
       } else if (phone) {
         user = accounts.get(phone);
         jid = phoneJid(phone);
       }
       const content = protocols
-        .map((p) => protocolNode(p, user, phone ?? user?.phone, accounts))
+        .map((p) => protocolNode(p, user, phone ?? user?.phone, accounts, byLid))
         .filter((n): n is BinaryNode => n !== undefined);
       return { tag: 'user', attrs: { jid: jid ?? '' }, content };
     },
