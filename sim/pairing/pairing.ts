@@ -31,6 +31,21 @@ import { verifyDeviceIdentity } from '../signal/index.ts';
 /** How many refs one pair-device iq carries (Baileys shows the first for 60 s, the others 20 s each). */
 export const REFS_PER_PAIRING = 6;
 
+/** How long the first ref of a pair-device iq stays scannable, ms (Baileys' default QR timer). */
+export const FIRST_REF_MS = 60_000;
+
+/** How much longer each following ref stays scannable, ms (Baileys' default QR timer after the first). */
+export const NEXT_REF_MS = 20_000;
+
+/**
+ * When ref `index` (0-based) of a pair-device iq issued at `issuedAt` stops being scannable, ms since the
+ * epoch: the end of its turn on Baileys' default QR schedule (60 s, then 20 s each). The platform refuses a
+ * code whose turn is over, so a phone scanning a code that already rotated away gets "expired".
+ */
+export function refExpiresAt(issuedAt: number, index: number): number {
+  return issuedAt + FIRST_REF_MS + index * NEXT_REF_MS;
+}
+
 /** A registration socket waiting for its QR code to be scanned. */
 export interface PendingRegistration {
   connection: Connection;
@@ -41,6 +56,8 @@ export interface PendingRegistration {
   /** The companion's OS as its DeviceProps announce (`Mac OS`, `Windows`, …), if decodable. */
   platform?: string;
   refs: string[];
+  /** When the pair-device iq was sent, ms since the epoch (refs expire per refExpiresAt). */
+  issuedAt: number;
 }
 
 /** Result of a successful scan: the new device's JIDs. */
@@ -80,9 +97,9 @@ export class Pairing {
   constructor(private readonly accounts: Accounts) {}
 
   /** Issues refs for a registration socket and sends it the pair-device iq. */
-  start(pending: Omit<PendingRegistration, 'refs'>): PendingRegistration {
+  start(pending: Omit<PendingRegistration, 'refs' | 'issuedAt'>): PendingRegistration {
     const refs = Array.from({ length: REFS_PER_PAIRING }, () => `2@${randomBytes(36).toString('base64')}`);
-    const registration: PendingRegistration = { ...pending, refs };
+    const registration: PendingRegistration = { ...pending, refs, issuedAt: Date.now() };
     for (const ref of refs) this.byRef.set(ref, registration);
     pending.connection.send({
       tag: 'iq',
@@ -105,9 +122,9 @@ export class Pairing {
 
   /**
    * The phone of `phone` scans `code`. Resolves when the companion countersigned the identity and was told to
-   * restart (515). Throws ModelError: 400 malformed code, 404 unknown user or ref (expired, or its socket
-   * closed), 409 unregistered number, keys in the code not matching the registration, or the companion
-   * refusing the identity.
+   * restart (515). Throws ModelError: 400 malformed code, 404 unknown user, unknown ref (its socket closed)
+   * or a ref whose turn on the QR schedule is over (refExpiresAt), 409 unregistered number, keys in the code
+   * not matching the registration, or the companion refusing the identity.
    */
   async scan(code: string, phone: string): Promise<LinkResult> {
     const parsed = parsePairingCode(code);
@@ -117,6 +134,8 @@ export class Pairing {
     const registration = this.byRef.get(parsed.ref);
     if (!registration)
       throw new ModelError(404, 'code: no socket is waiting for this QR code (expired or closed)');
+    if (Date.now() >= refExpiresAt(registration.issuedAt, registration.refs.indexOf(parsed.ref)))
+      throw new ModelError(404, 'code: this QR code expired, scan the one the companion shows now');
     if (
       !registration.noiseKey.equals(parsed.noiseKey) ||
       !registration.keys.identity.equals(parsed.identityKey)

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import pino from 'pino';
 import { type Simulator, startSimulator } from '../../sim/simulator.ts';
-import type { ApiResponse, TestApp } from '../support/app.ts';
+import type { ApiResponse, ManualClock, TestApp } from '../support/app.ts';
 import type { TestDialect, TestStore } from '../support/store.ts';
 import { createWebhookApp } from '../webhooks/support.ts';
 
@@ -69,11 +69,14 @@ export async function liveApp(
     dialect?: TestDialect;
     testStore?: TestStore;
     existing?: { instanceId: string; liveKey: string };
+    /** parley's clock (default: a manual clock frozen at creation; QR expiry needs one that follows real time). */
+    clock?: ManualClock;
   } = {},
 ): Promise<LiveApp> {
   const t = await createWebhookApp({
     ...(options.dialect ? { dialect: options.dialect } : {}),
     ...(options.testStore ? { testStore: options.testStore } : {}),
+    ...(options.clock ? { clock: options.clock } : {}),
     // Status is polled while the engine works: a plan whose limits polling never reaches.
     plan: { plan: 'enterprise', perMinute: 1_000_000, perDay: 1_000_000_000 },
     env: { PLATFORM_URL: sim.url, PLATFORM_ROOT_KEY: sim.rootKey.toString('hex') },

@@ -1,18 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import jsqrModule from 'jsqr';
-import { PNG } from 'pngjs';
 import { createTestApp, type TestApp } from '../support/app.ts';
+import { decodeQr } from '../support/qr.ts';
 import { testDialects } from '../support/store.ts';
-
-// jsqr is CommonJS whose module.exports is the decoder itself.
-const jsQR = jsqrModule as unknown as typeof jsqrModule.default;
-
-function decodeQr(dataUri: string): string | undefined {
-  assert.match(dataUri, /^data:image\/png;base64,/);
-  const png = PNG.sync.read(Buffer.from(dataUri.slice('data:image/png;base64,'.length), 'base64'));
-  return jsQR(new Uint8ClampedArray(png.data), png.width, png.height)?.data;
-}
 
 for (const dialect of testDialects()) {
   describe(`session lifecycle on the sandbox (SPEC States, DESIGN D7) [${dialect}]`, () => {
