@@ -3,9 +3,11 @@ import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import type { Kysely } from 'kysely';
 import { adminCreateInstance, adminCreateKey, adminCreateOrg } from '../../src/admin/admin.ts';
 import type { Instance } from '../../src/domain/instance.ts';
-import type { ReceivedRequest } from '../support/https-receiver.ts';
+import type { Database } from '../../src/store/schema.ts';
+import type { ReceivedRequest, ReceiverReply } from '../support/https-receiver.ts';
 import type { TestStore } from '../support/store.ts';
 import { HMAC_KEY } from './support.ts';
 
@@ -190,4 +192,44 @@ export async function until(check: () => Promise<boolean>, timeoutMs: number, wh
     await sleep(50);
   }
   assert.fail(`${what}: not within ${timeoutMs} ms`);
+}
+
+/** A receiver that answers 200 to the first `okBudget` requests after each `allow`, and holds the rest. */
+export function gate() {
+  let budget = 0;
+  let open = false;
+  let release: () => void = () => undefined;
+  let released = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const respond = async (): Promise<ReceiverReply> => {
+    if (!open && budget <= 0) await released;
+    else budget -= 1;
+    return { status: 200, body: 'ok' };
+  };
+  return {
+    respond,
+    /** Answer the next `n` requests at once, then hold again. */
+    allow(n: number) {
+      budget = n;
+    },
+    /** Answer every request, including those held now. */
+    openAll() {
+      open = true;
+      release();
+    },
+    /** Hold every new request again. */
+    close() {
+      open = false;
+      budget = 0;
+      released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+    },
+  };
+}
+
+/** Every delivery row, in `instance_id` then `sequence` order. */
+export async function deliveryRows(db: Kysely<Database>) {
+  return db.selectFrom('webhook_deliveries').selectAll().orderBy('instance_id').orderBy('sequence').execute();
 }

@@ -2,12 +2,14 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Kysely } from 'kysely';
 import type { Database } from '../../src/store/schema.ts';
-import { type Receiver, type ReceiverReply, startReceiver } from '../support/https-receiver.ts';
+import { type Receiver, startReceiver } from '../support/https-receiver.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 import {
   type Child,
   childEnv,
   deliveredIds,
+  deliveryRows,
+  gate,
   newSecretKey,
   prepare,
   seed,
@@ -21,45 +23,6 @@ import {
  * event reaches the receiver at least once. Runs on SQLite (restarts of one process) and PostgreSQL (also two
  * processes sharing the queue, one of them killed).
  */
-
-/** A receiver that answers 200 to the first `okBudget` requests after each `allow`, and holds the rest. */
-function gate() {
-  let budget = 0;
-  let open = false;
-  let release: () => void = () => undefined;
-  let released = new Promise<void>((resolve) => {
-    release = resolve;
-  });
-  const respond = async (): Promise<ReceiverReply> => {
-    if (!open && budget <= 0) await released;
-    else budget -= 1;
-    return { status: 200, body: 'ok' };
-  };
-  return {
-    respond,
-    /** Answer the next `n` requests at once, then hold again. */
-    allow(n: number) {
-      budget = n;
-    },
-    /** Answer every request, including those held now. */
-    openAll() {
-      open = true;
-      release();
-    },
-    /** Hold every new request again. */
-    close() {
-      open = false;
-      budget = 0;
-      released = new Promise<void>((resolve) => {
-        release = resolve;
-      });
-    },
-  };
-}
-
-async function deliveryRows(db: Kysely<Database>) {
-  return db.selectFrom('webhook_deliveries').selectAll().orderBy('instance_id').orderBy('sequence').execute();
-}
 
 /** Waits until every event in the store was answered 200 by the receiver and is `delivered` in the store. */
 async function everyEventDelivered(db: Kysely<Database>, receiver: Receiver, expected: number) {

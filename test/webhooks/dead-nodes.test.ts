@@ -3,12 +3,14 @@ import { describe, it } from 'node:test';
 import type { Kysely } from 'kysely';
 import { deathOf } from '../../src/nodes/registry.ts';
 import type { Database } from '../../src/store/schema.ts';
-import { type ReceiverReply, startReceiver } from '../support/https-receiver.ts';
+import { startReceiver } from '../support/https-receiver.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 import {
   type Child,
   childEnv,
   deliveredIds,
+  deliveryRows,
+  gate,
   newSecretKey,
   prepare,
   seed,
@@ -27,21 +29,6 @@ import {
 /** The acceptance bound: kill -9, restart, and the backlog is delivered within this, ms. */
 const RESTART_BOUND_MS = 5000;
 
-/** A receiver reply that holds every request until `open()`, then answers 200. */
-function holdUntilOpened() {
-  let open: () => void = () => undefined;
-  const opened = new Promise<void>((resolve) => {
-    open = resolve;
-  });
-  return {
-    respond: async (): Promise<ReceiverReply> => {
-      await opened;
-      return { status: 200, body: 'ok' };
-    },
-    open,
-  };
-}
-
 /**
  * Child environment with the default stale-claim timeout (no CHILD_STALE_MS) and a 30-second attempt timeout, so
  * a held request stays in flight for the whole test (stale after 2 × 30 s + 30 s = 90 s).
@@ -49,10 +36,6 @@ function holdUntilOpened() {
 function envWithDefaultStale(testStore: TestStore, extra: Record<string, string> = {}) {
   const { CHILD_STALE_MS: _stale, ...env } = childEnv(testStore, newSecretKey());
   return { ...env, WEBHOOK_TIMEOUT_SECONDS: '30', ...extra };
-}
-
-async function deliveryRows(db: Kysely<Database>) {
-  return db.selectFrom('webhook_deliveries').selectAll().orderBy('sequence').execute();
 }
 
 async function nodeIds(db: Kysely<Database>) {
@@ -119,7 +102,7 @@ for (const dialect of testDialects()) {
           key,
         } = await seed(testStore, 1);
         assert.ok(instance);
-        const replies = holdUntilOpened();
+        const replies = gate();
         const receiver = await startReceiver({ respond: replies.respond });
         const children: Child[] = [];
         try {
@@ -139,7 +122,7 @@ for (const dialect of testDialects()) {
           );
           await first.kill();
           await receiver.waitFor((requests) => requests[0]?.reply.state === 'aborted', 10_000);
-          replies.open();
+          replies.openAll();
 
           const second = await startChild(env, 'restart-2');
           children.push(second);
@@ -185,7 +168,7 @@ for (const dialect of testDialects()) {
           key,
         } = await seed(testStore, 1);
         assert.ok(instance);
-        const replies = holdUntilOpened();
+        const replies = gate();
         const receiver = await startReceiver({ respond: replies.respond });
         const children: Child[] = [];
         try {
@@ -227,7 +210,7 @@ for (const dialect of testDialects()) {
           assert.equal(receiver.requests.length, 1, 'and sent nothing of that instance meanwhile');
 
           await a.kill();
-          replies.open();
+          replies.openAll();
           await until(
             async () => (await deliveryRows(db)).every((row) => row.status === 'delivered'),
             RESTART_BOUND_MS,
