@@ -99,6 +99,9 @@ function run(batch, timeoutMs) {
       '--test',
       '--test-reporter=spec',
       '--test-concurrency=2',
+      // Baileys leaves timers running after a socket ends (a 30 s pre-key upload race): a file whose tests are done
+      // exits instead of waiting them out.
+      '--test-force-exit',
       `--test-timeout=${timeoutMs}`,
       ...batch,
     ],
