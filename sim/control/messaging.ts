@@ -7,9 +7,10 @@ import { type Static, Type } from '@sinclair/typebox';
 import type { BinaryNode, proto } from 'baileys';
 import type { FastifyInstance } from 'fastify';
 import { sendMessage } from '../messaging/send.ts';
-import { phoneJid, type User } from '../model/accounts.ts';
+import { lidJid, phoneJid, type User } from '../model/accounts.ts';
 import type { SimContext } from '../server/session.ts';
 import { ControlError } from './errors.ts';
+import { sendGroupText } from './groups.ts';
 import { Phone } from './schemas.ts';
 
 const Receipts = Type.Object(
@@ -18,6 +19,7 @@ const Receipts = Type.Object(
     to: Phone,
     ids: Type.Array(Type.String({ minLength: 1, maxLength: 128 }), { minItems: 1, maxItems: 100 }),
     type: Type.Union([Type.Literal('delivery'), Type.Literal('read'), Type.Literal('played')]),
+    groupJid: Type.Optional(Type.String({ pattern: '^[0-9]{1,40}(-[0-9]{1,40})?@g\\.us$' })),
   },
   { additionalProperties: false },
 );
@@ -28,7 +30,7 @@ const Message = Type.Object(
     to: Phone,
     text: Type.String({ minLength: 1, maxLength: 65536 }),
     quotedId: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
-    groupJid: Type.Optional(Type.String({ minLength: 1 })),
+    groupJid: Type.Optional(Type.String({ pattern: '^[0-9]{1,40}(-[0-9]{1,40})?@g\\.us$' })),
   },
   { additionalProperties: false },
 );
@@ -68,7 +70,6 @@ export function registerMessagingRoutes(app: FastifyInstance, ctx: SimContext): 
     { schema: { body: Message } },
     async (request, reply) => {
       const { from, to, text, quotedId, groupJid } = request.body;
-      if (groupJid !== undefined) throw new ControlError(501, 'groupJid: groups are not simulated yet');
       const sender = ctx.accounts.require(from, 'from');
       const account = ctx.accounts.require(to, 'to');
       if (sender === account) throw new ControlError(400, 'to: must differ from from');
@@ -81,6 +82,9 @@ export function registerMessagingRoutes(app: FastifyInstance, ctx: SimContext): 
             },
           }
         : { conversation: text };
+      if (groupJid !== undefined) {
+        return reply.status(201).send(await sendGroupText(ctx, sender, groupJid, message, account));
+      }
       const result = await sendMessage(ctx.signalQueue, sender, account, message);
       if (result.devices === 0) throw new ControlError(409, `to: account ${to} has no linked device`);
       return reply.status(201).send(result);
@@ -97,12 +101,15 @@ export function registerMessagingRoutes(app: FastifyInstance, ctx: SimContext): 
     '/control/receipts',
     { schema: { body: Receipts } },
     async (request) => {
-      const { from, to, ids, type } = request.body;
+      const { from, to, ids, type, groupJid } = request.body;
       const sender = ctx.accounts.require(from, 'from');
       const account = ctx.accounts.require(to, 'to');
       const [first, ...rest] = ids;
       const sockets = sendToAccount(account, () => {
-        const attrs: Record<string, string> = { from: phoneJid(sender.phone), id: first ?? '', t: now() };
+        // In a group the receipt comes from the group, the member who acknowledged as `participant` (its LID).
+        const attrs: Record<string, string> = groupJid
+          ? { from: groupJid, participant: lidJid(sender.lid), id: first ?? '', t: now() }
+          : { from: phoneJid(sender.phone), id: first ?? '', t: now() };
         if (type !== 'delivery') attrs.type = type;
         const node: BinaryNode = { tag: 'receipt', attrs };
         if (rest.length > 0) {

@@ -22,13 +22,11 @@ import {
   verifyDeviceIdentity,
 } from '../signal/index.ts';
 import { deliver, type KeyedQueue } from './delivery.ts';
+import { isGroupJid, relayGroupMessage } from './group-relay.ts';
 import { senderAddressing } from './send.ts';
 
-async function relayMessage(
-  ctx: SimContext,
-  queue: KeyedQueue,
-  { user, device, node }: DeviceStanza,
-): Promise<void> {
+async function relayMessage(ctx: SimContext, queue: KeyedQueue, stanza: DeviceStanza): Promise<void> {
+  const { user, device, node } = stanza;
   const outgoing = parseOutgoingMessage(node);
   const senderJid = phoneJid(user.phone, device.id);
   const timestamp = new Date().toISOString();
@@ -46,6 +44,7 @@ async function relayMessage(
       return;
     }
   }
+  if (isGroupJid(outgoing.to)) return relayGroupMessage(ctx, queue, stanza, outgoing);
   for (const enc of outgoing.encs) {
     const target = ctx.accounts.resolve(enc.jid);
     if (!target) {
@@ -141,7 +140,9 @@ async function answerRetryReceipt(
 }
 
 function recordReceipt(ctx: SimContext, { user, device, node }: DeviceStanza): void {
-  const to = node.attrs.to;
+  // A receipt for a group message names the group in `to` and the message's sender in `participant`.
+  const group = node.attrs.to && isGroupJid(node.attrs.to) ? node.attrs.to : undefined;
+  const to = group ? node.attrs.participant : node.attrs.to;
   const target = to ? ctx.accounts.resolve(to) : undefined;
   if (!target || target.user === user) return;
   const first = node.attrs.id;
@@ -158,6 +159,7 @@ function recordReceipt(ctx: SimContext, { user, device, node }: DeviceStanza): v
     timestamp: new Date().toISOString(),
     receipt: node.attrs.type ?? 'delivery',
     ids,
+    ...(group ? { group } : {}),
   };
   target.user.inbox.push(entry);
   ctx.events.emit('inbox', { user: target.user, entry });

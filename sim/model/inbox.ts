@@ -26,6 +26,8 @@ export interface InboxEntry {
   reaction?: { id: string; text: string };
   /** Revokes and edits: the id of the message revoked or edited. */
   targetId?: string;
+  /** Group messages and receipts: the group JID (`…@g.us`); absent for 1:1. */
+  group?: string;
   /** Receipts: `delivery`, `read`, `played`, … and every id acknowledged. */
   receipt?: string;
   ids?: string[];

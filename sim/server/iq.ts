@@ -14,6 +14,7 @@ import {
   parsePreKeyUpload,
   parseSignedPreKey,
 } from '../signal/index.ts';
+import { groupIq } from './groups.ts';
 import { keyBundleNode, keysDigestNode } from './keys.ts';
 import { usyncResult } from './usync.ts';
 
@@ -153,6 +154,8 @@ export function answerIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
     }
     case 'md':
       return mdIq(iq, ctx);
+    case 'w:g2':
+      return groupIq(iq, ctx);
     default:
       return notImplemented;
   }

@@ -1,0 +1,90 @@
+/**
+ * The `w:g2` group queries as Baileys 7 sends them (lib/Socket/groups.js) and the answers it parses
+ * (extractGroupMetadata, groupFetchAllParticipating, groupInviteCode):
+ * - `set` to `@g.us` `<create subject key><participant jid/>…</create>` → `<group …>` of the new group;
+ * - `get` to `@g.us` `<participating>` → `<groups><group …/>…</groups>` (every group of the account);
+ * - `get` to the group `<query request="interactive"/>` → `<group …>`;
+ * - `get` to the group `<invite/>` → `<invite code/>` (admins only: others get `401 not-authorized`, which
+ *   parley reports as "must be a group admin"); `set` `<invite/>` revokes it and answers the new code.
+ * A group the account is not in answers `401 not-authorized`, an unknown one `404 item-not-found`, as the
+ * platform does. Groups are LID-addressed: `<group addressing_mode="lid" creator=<lid> creator_pn=<phone>
+ * s_o s_o_pn …><participant jid=<lid> phone_number=<phone> type?/>…`.
+ */
+import { type BinaryNode, getBinaryNodeChildren } from 'baileys';
+import { type Accounts, lidJid, phoneJid, type User } from '../model/accounts.ts';
+import { type Group, groupsOf, isAdmin, newInviteCode } from '../model/groups.ts';
+import type { IqAnswer, IqContext } from './iq.ts';
+
+const notAuthorized: IqAnswer = { error: { code: 401, text: 'not-authorized' } };
+const notFound: IqAnswer = { error: { code: 404, text: 'item-not-found' } };
+const badRequest = (text: string): IqAnswer => ({ error: { code: 400, text } });
+
+/** The `<participant>` of one member, LID-addressed with the phone number beside it. */
+function participantNode(user: User, role: string): BinaryNode {
+  const attrs: Record<string, string> = { jid: lidJid(user.lid), phone_number: phoneJid(user.phone) };
+  if (role !== 'member') attrs.type = role;
+  return { tag: 'participant', attrs };
+}
+
+/** The `<group>` node of `group` (Baileys extractGroupMetadata reads every attribute written here). */
+export function groupNode(group: Group): BinaryNode {
+  return {
+    tag: 'group',
+    attrs: {
+      id: group.jid.split('@')[0] ?? group.jid,
+      subject: group.subject,
+      s_t: String(group.subjectTime),
+      s_o: lidJid(group.subjectOwner.lid),
+      s_o_pn: phoneJid(group.subjectOwner.phone),
+      creation: String(group.creation),
+      creator: lidJid(group.creator.lid),
+      creator_pn: phoneJid(group.creator.phone),
+      size: String(group.members.size),
+      addressing_mode: 'lid',
+    },
+    content: [...group.members.values()].map((m) => participantNode(m.user, m.role)),
+  };
+}
+
+function firstChild(iq: BinaryNode): BinaryNode | undefined {
+  return Array.isArray(iq.content) ? iq.content[0] : undefined;
+}
+
+/** The users named by `<participant jid>` (phone or LID JIDs); unknown or unregistered numbers are left out. */
+function participantsOf(create: BinaryNode, accounts: Accounts): User[] {
+  return getBinaryNodeChildren(create, 'participant')
+    .map((p) => accounts.resolve(p.attrs.jid ?? '')?.user)
+    .filter((u): u is User => u?.registered === true);
+}
+
+/** Answers one `w:g2` iq from a device of `ctx.user`. */
+export function groupIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
+  const groups = groupsOf(ctx.accounts);
+  const first = firstChild(iq);
+  const to = iq.attrs.to ?? '';
+  if (to === '@g.us') {
+    if (iq.attrs.type === 'set' && first?.tag === 'create') {
+      const subject = first.attrs.subject ?? '';
+      if (subject.trim() === '') return badRequest('subject is required');
+      const group = groups.create(ctx.user, subject, participantsOf(first, ctx.accounts));
+      return { content: [groupNode(group)] };
+    }
+    if (iq.attrs.type === 'get' && first?.tag === 'participating') {
+      return { content: [{ tag: 'groups', attrs: {}, content: groups.of(ctx.user).map(groupNode) }] };
+    }
+    return { error: { code: 501, text: 'feature-not-implemented' } };
+  }
+  const group = groups.get(to);
+  if (!group) return notFound;
+  if (!group.members.has(ctx.user.phone)) return notAuthorized;
+  switch (first?.tag) {
+    case 'query':
+      return { content: [groupNode(group)] };
+    case 'invite':
+      if (!isAdmin(group, ctx.user)) return notAuthorized;
+      if (iq.attrs.type === 'set') group.inviteCode = newInviteCode();
+      return { content: [{ tag: 'invite', attrs: { code: group.inviteCode } }] };
+    default:
+      return { error: { code: 501, text: 'feature-not-implemented' } };
+  }
+}
