@@ -40,7 +40,7 @@ async function distributeToPhones(
   for (const enc of outgoing.encs) {
     if (enc.type === 'skmsg') continue;
     const target = ctx.accounts.resolve(enc.jid);
-    if (!target || target.device !== 0 || !group.members.has(target.user.phone)) continue;
+    if (target?.device !== 0 || !group.members.has(target.user.phone)) continue;
     const phone = target.user;
     try {
       await queue.run(phone.phone, () => phone.handset.decryptMessage(senderJid, asCiphertext(enc)));
