@@ -1,10 +1,11 @@
 /**
  * Control API, groups: a simulated user creates a group (so a linked account can be a plain member of a group
- * it did not create), a group's state, and a member's text to a group (`POST /control/messages` with
+ * it did not create; its devices get the `w:gp2` create notification), a group's state, and a member's text to a group (`POST /control/messages` with
  * `groupJid`, see control/messaging.ts, which hands it to {@link sendGroupText}).
  */
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
+import { notifyGroupCreated } from '../messaging/group-notify.ts';
 import { sendGroupMessage } from '../messaging/group-send.ts';
 import type { SendResult } from '../messaging/send.ts';
 import type { User } from '../model/accounts.ts';
@@ -78,6 +79,7 @@ export function registerGroupRoutes(app: FastifyInstance, ctx: SimContext): void
       const owner = ctx.accounts.require(creator, 'creator');
       const members = participants.map((phone, i) => ctx.accounts.require(phone, `participants.${i}`));
       const group = groupsOf(ctx.accounts).create(owner, subject, members);
+      notifyGroupCreated(group);
       return reply.status(201).send(groupView(group));
     },
   );

@@ -7,10 +7,12 @@
  * - `get` to the group `<invite/>` → `<invite code/>` (admins only: others get `401 not-authorized`, which
  *   parley reports as "must be a group admin"); `set` `<invite/>` revokes it and answers the new code.
  * A group the account is not in answers `401 not-authorized`, an unknown one `404 item-not-found`, as the
- * platform does. Groups are LID-addressed: `<group addressing_mode="lid" creator=<lid> creator_pn=<phone>
+ * platform does. A new group is announced to the other member devices (messaging/group-notify.ts).
+ * Groups are LID-addressed: `<group addressing_mode="lid" creator=<lid> creator_pn=<phone>
  * s_o s_o_pn …><participant jid=<lid> phone_number=<phone> type?/>…`.
  */
 import { type BinaryNode, getBinaryNodeChildren } from 'baileys';
+import { notifyGroupCreated } from '../messaging/group-notify.ts';
 import { type Accounts, lidJid, phoneJid, type User } from '../model/accounts.ts';
 import { type Group, groupsOf, isAdmin, newInviteCode } from '../model/groups.ts';
 import type { IqAnswer, IqContext } from './iq.ts';
@@ -67,6 +69,7 @@ export function groupIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
       const subject = first.attrs.subject ?? '';
       if (subject.trim() === '') return badRequest('subject is required');
       const group = groups.create(ctx.user, subject, participantsOf(first, ctx.accounts));
+      notifyGroupCreated(group, ctx.device);
       return { content: [groupNode(group)] };
     }
     if (iq.attrs.type === 'get' && first?.tag === 'participating') {

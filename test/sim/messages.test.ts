@@ -178,7 +178,7 @@ describe('simulator: Signal-encrypted 1:1 messages with a real Baileys client', 
     assert.equal(row?.lid, `${sim.context.accounts.get(account)?.lid}@lid`);
   });
 
-  it('errors: unknown sender 404, group 501, account without devices 409', async () => {
+  it('errors: unknown sender 404, unknown group 404, account without devices 409', async () => {
     assert.deepEqual(
       await control(sim, 'POST', '/messages', { from: '4930999999999', to: account, text: 'x' }),
       {
@@ -186,10 +186,9 @@ describe('simulator: Signal-encrypted 1:1 messages with a real Baileys client', 
         body: { error: { code: 404, message: 'from: no simulated user with phone 4930999999999' } },
       },
     );
-    assert.equal(
-      (await control(sim, 'POST', '/messages', { from: friend, to: account, text: 'x', groupJid: '1@g.us' }))
-        .status,
-      501,
+    assert.deepEqual(
+      await control(sim, 'POST', '/messages', { from: friend, to: account, text: 'x', groupJid: '1@g.us' }),
+      { status: 404, body: { error: { code: 404, message: 'groupJid: no simulated group 1@g.us' } } },
     );
     assert.deepEqual(await control(sim, 'POST', '/messages', { from: account, to: friend, text: 'x' }), {
       status: 409,

@@ -1,0 +1,42 @@
+/**
+ * Group notifications the platform sends to members' devices (`<notification type="w:gp2">`, read by Baileys'
+ * lib/Socket/messages-recv.js handleGroupNotification). Modelled: `<create>` when a group is made — every
+ * linked companion of every member but the device that made it learns the group (Baileys emits `groups.upsert`
+ * and a GROUP_CREATE stub). The acting member is named by LID (`participant`) with its phone JID beside it
+ * (`participant_pn`). Devices with no open socket get it at their next login, as offline stanzas.
+ */
+import type { Device } from '../model/accounts.ts';
+import { lidJid, phoneJid } from '../model/accounts.ts';
+import type { Group } from '../model/groups.ts';
+import { groupNode } from '../server/groups.ts';
+import { deliver } from './delivery.ts';
+import { newMessageId } from './send.ts';
+
+/**
+ * Sends the `w:gp2` `<create>` notification of `group` to the member companions except `maker` (the device that
+ * made it, if a device did); returns how many devices it was sent or queued to.
+ */
+export function notifyGroupCreated(group: Group, maker?: Device): number {
+  const creator = group.creator;
+  let devices = 0;
+  for (const { user } of group.members.values()) {
+    for (const device of user.devices.values()) {
+      if (device.id === 0 || !device.linked || device === maker) continue;
+      deliver(device, {
+        tag: 'notification',
+        attrs: {
+          id: newMessageId(),
+          from: group.jid,
+          type: 'w:gp2',
+          t: String(group.creation),
+          participant: lidJid(creator.lid),
+          participant_pn: phoneJid(creator.phone),
+          notify: creator.pushName,
+        },
+        content: [{ tag: 'create', attrs: { reason: 'new' }, content: [groupNode(group)] }],
+      });
+      devices++;
+    }
+  }
+  return devices;
+}
