@@ -8,6 +8,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { GroupMetadata, WAMessage } from 'baileys';
 import type { InboxEntry } from '../../sim/model/inbox.ts';
+import type { DeviceStanza } from '../../sim/server/session.ts';
+import { type OutgoingMessage, parseOutgoingMessage } from '../../sim/signal/index.ts';
 import type { Simulator } from '../../sim/simulator.ts';
 import {
   type Client,
@@ -139,6 +141,11 @@ describe('simulator: groups with a real Baileys client', () => {
   let firstSent = '';
 
   it('Baileys sends to the group: every member phone decrypts the skmsg with the distributed sender key', async () => {
+    const stanzas: OutgoingMessage[] = [];
+    const onStanza = ({ node }: DeviceStanza) => {
+      if (node.tag === 'message' && node.attrs.to === group.id) stanzas.push(parseOutgoingMessage(node));
+    };
+    sim.context.events.on('stanza', onStanza);
     for (const text of ['hello team', 'second, sender key only']) {
       const sent = await client.sock.sendMessage(group.id, { text });
       const id = sent?.key.id ?? '';
@@ -151,6 +158,24 @@ describe('simulator: groups with a real Baileys client', () => {
         );
       }
     }
+    sim.context.events.off('stanza', onStanza);
+    // The first stanza hands the sender key to every member phone, the account's own phone, and the sending
+    // device itself (Baileys' extractDeviceJids compares the own LID JID with a user part, so it keeps its own
+    // device in a LID group; the server drops that copy); the second carries the skmsg alone.
+    assert.deepEqual(
+      stanzas.map((m) => m.encs.map((e) => [e.jid, e.type === 'skmsg' ? 'skmsg' : 'pairwise']).sort()),
+      [
+        [
+          [group.id, 'skmsg'],
+          [lid(account), 'pairwise'],
+          [lid(account).replace('@', ':1@'), 'pairwise'],
+          [lid(bruno), 'pairwise'],
+          [lid(carla), 'pairwise'],
+        ].sort(),
+        [[group.id, 'skmsg']],
+      ],
+    );
+    assert.equal(stanzas[0]?.attrs.addressing_mode, 'lid');
   });
 
   it('a member sends to the group: Baileys gets the sender key, then decrypts the skmsg', async () => {
