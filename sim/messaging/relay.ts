@@ -23,6 +23,7 @@ import {
 } from '../signal/index.ts';
 import { deliver, type KeyedQueue } from './delivery.ts';
 import { isGroupJid, relayGroupMessage } from './group-relay.ts';
+import { answerGroupRetry } from './group-retry.ts';
 import { senderAddressing } from './send.ts';
 
 async function relayMessage(ctx: SimContext, queue: KeyedQueue, stanza: DeviceStanza): Promise<void> {
@@ -170,7 +171,8 @@ export function startRelay(ctx: SimContext, queue: KeyedQueue): void {
   ctx.events.on('stanza', (stanza: DeviceStanza) => {
     const node: BinaryNode = stanza.node;
     if (node.tag === 'receipt' && node.attrs.type === 'retry') {
-      answerRetryReceipt(ctx, queue, stanza).catch((error: unknown) =>
+      const answer = isGroupJid(node.attrs.to ?? '') ? answerGroupRetry : answerRetryReceipt;
+      answer(ctx, queue, stanza).catch((error: unknown) =>
         ctx.log.warn({ err: error, id: node.attrs.id }, 'retry receipt not answered'),
       );
     } else if (node.tag === 'receipt') recordReceipt(ctx, stanza);

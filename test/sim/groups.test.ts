@@ -213,6 +213,45 @@ describe('simulator: groups with a real Baileys client', () => {
     });
   });
 
+  it('a device that lost a member’s sender key asks for a retry: the phone resends pairwise, then redistributes', async () => {
+    const lost = [...client.auth.data.keys()].filter(
+      (k) =>
+        k.startsWith('sender-key:') &&
+        k.includes(group.id) &&
+        k.includes(sim.context.accounts.get(bruno)?.lid ?? '?'),
+    );
+    assert.ok(lost.length > 0, 'Baileys stored Bruno’s sender key');
+    for (const k of lost) client.auth.data.delete(k);
+    const retries: { id: string; count: number }[] = [];
+    const onRetry = (r: { id: string; count: number }) => retries.push(r);
+    sim.context.events.on('retry', onRetry);
+    const ids: string[] = [];
+    for (const text of ['after the key was lost', 'and the key is back']) {
+      const received = waitForEvent(
+        client,
+        'messages.upsert',
+        (u) => u.messages.some((m) => m.message?.conversation === text),
+        text,
+      );
+      const sent = await control(sim, 'POST', '/messages', {
+        from: bruno,
+        to: account,
+        groupJid: group.id,
+        text,
+      });
+      const message = (await received).messages.find((m) => m.message?.conversation === text) as WAMessage;
+      ids.push((sent.body as { id: string }).id);
+      assert.equal(message.key.id, ids.at(-1));
+      assert.equal(message.key.participant, lid(bruno));
+    }
+    sim.context.events.off('retry', onRetry);
+    // One retry, for the first message only: the second carried the sender key again.
+    assert.deepEqual(
+      retries.map((r) => [r.id, r.count]),
+      [[ids[0], 1]],
+    );
+  });
+
   it('group receipts carry the participant both ways', async () => {
     // A message sent a while ago: Baileys merges a receipt that arrives while its own upsert is still buffered
     // (event-buffer.js, 100 ms) into that upsert instead of emitting message-receipt.update.
