@@ -77,7 +77,12 @@ export function registerGroupRoutes(app: FastifyInstance, ctx: SimContext): void
     async (request, reply) => {
       const { creator, subject, participants } = request.body;
       const owner = ctx.accounts.require(creator, 'creator');
-      const members = participants.map((phone, i) => ctx.accounts.require(phone, `participants.${i}`));
+      if (!owner.registered) throw new ControlError(400, `creator: ${creator} is not registered`);
+      const members = participants.map((phone, i) => {
+        const user = ctx.accounts.require(phone, `participants.${i}`);
+        if (!user.registered) throw new ControlError(400, `participants.${i}: ${phone} is not registered`);
+        return user;
+      });
       const group = groupsOf(ctx.accounts).create(owner, subject, members);
       notifyGroupCreated(group);
       return reply.status(201).send(groupView(group));

@@ -135,6 +135,35 @@ describe('simulator: groups with a real Baileys client', () => {
       participants: [bruno],
     });
     const aloneJid = (alone.body as { jid: string }).jid;
+    const error = (status: number, message: string) => ({
+      status,
+      body: { error: { code: status, message } },
+    });
+    assert.deepEqual(
+      await control(sim, 'POST', '/groups', {
+        creator: carla,
+        subject: 'x',
+        participants: ['4930100000099'],
+      }),
+      error(404, 'participants.0: no simulated user with phone 4930100000099'),
+    );
+    await control(sim, 'POST', '/users', { phone: '4930100000098', registered: false });
+    assert.deepEqual(
+      await control(sim, 'POST', '/groups', {
+        creator: carla,
+        subject: 'x',
+        participants: [bruno, '4930100000098'],
+      }),
+      error(400, 'participants.1: 4930100000098 is not registered'),
+    );
+    assert.deepEqual(
+      await control(sim, 'POST', '/groups', { creator: carla, subject: '', participants: [bruno] }),
+      error(400, 'subject: must NOT have fewer than 1 characters'),
+    );
+    assert.deepEqual(
+      await control(sim, 'GET', '/groups/120363999999999999@g.us'),
+      error(404, 'jid: no simulated group 120363999999999999@g.us'),
+    );
     await assert.rejects(client.sock.groupMetadata(aloneJid), (e) => boomStatus(e) === 401);
   });
 
