@@ -8,7 +8,7 @@
 import type { Device } from '../model/accounts.ts';
 import { lidJid, phoneJid } from '../model/accounts.ts';
 import type { Group } from '../model/groups.ts';
-import { groupNode } from '../server/groups.ts';
+import { groupNode } from '../server/group-node.ts';
 import { deliver } from './delivery.ts';
 import { newMessageId } from './send.ts';
 

@@ -6,47 +6,21 @@
  * - `get` to the group `<query request="interactive"/>` → `<group …>`;
  * - `get` to the group `<invite/>` → `<invite code/>` (admins only: others get `401 not-authorized`, which
  *   parley reports as "must be a group admin"); `set` `<invite/>` revokes it and answers the new code.
- * A group the account is not in answers `401 not-authorized`, an unknown one `404 item-not-found`, as the
- * platform does. A new group is announced to the other member devices (messaging/group-notify.ts).
+ * A group the account is not in answers `401 not-authorized`, an unknown one `404 item-not-found` (parley
+ * reports both as "group not found"). A new group is announced to the other member devices (messaging/group-notify.ts).
  * Groups are LID-addressed: `<group addressing_mode="lid" creator=<lid> creator_pn=<phone>
  * s_o s_o_pn …><participant jid=<lid> phone_number=<phone> type?/>…`.
  */
 import { type BinaryNode, getBinaryNodeChildren } from 'baileys';
 import { notifyGroupCreated } from '../messaging/group-notify.ts';
-import { type Accounts, lidJid, phoneJid, type User } from '../model/accounts.ts';
-import { type Group, groupsOf, isAdmin, newInviteCode } from '../model/groups.ts';
+import type { Accounts, User } from '../model/accounts.ts';
+import { groupsOf, isAdmin, newInviteCode } from '../model/groups.ts';
+import { groupNode } from './group-node.ts';
 import type { IqAnswer, IqContext } from './iq.ts';
 
 const notAuthorized: IqAnswer = { error: { code: 401, text: 'not-authorized' } };
 const notFound: IqAnswer = { error: { code: 404, text: 'item-not-found' } };
 const badRequest = (text: string): IqAnswer => ({ error: { code: 400, text } });
-
-/** The `<participant>` of one member, LID-addressed with the phone number beside it. */
-function participantNode(user: User, role: string): BinaryNode {
-  const attrs: Record<string, string> = { jid: lidJid(user.lid), phone_number: phoneJid(user.phone) };
-  if (role !== 'member') attrs.type = role;
-  return { tag: 'participant', attrs };
-}
-
-/** The `<group>` node of `group` (Baileys extractGroupMetadata reads every attribute written here). */
-export function groupNode(group: Group): BinaryNode {
-  return {
-    tag: 'group',
-    attrs: {
-      id: group.jid.split('@')[0] ?? group.jid,
-      subject: group.subject,
-      s_t: String(group.subjectTime),
-      s_o: lidJid(group.subjectOwner.lid),
-      s_o_pn: phoneJid(group.subjectOwner.phone),
-      creation: String(group.creation),
-      creator: lidJid(group.creator.lid),
-      creator_pn: phoneJid(group.creator.phone),
-      size: String(group.members.size),
-      addressing_mode: 'lid',
-    },
-    content: [...group.members.values()].map((m) => participantNode(m.user, m.role)),
-  };
-}
 
 function firstChild(iq: BinaryNode): BinaryNode | undefined {
   return Array.isArray(iq.content) ? iq.content[0] : undefined;

@@ -176,3 +176,17 @@ export async function control(
   });
   return { status: response.status, body: await response.json() };
 }
+
+/** Re-checks `check` every 20 ms until it returns a value other than undefined; rejects after `ms` naming `what`. */
+export function until<T>(what: string, check: () => T | undefined, ms = WAIT_MS): Promise<T> {
+  const deadline = Date.now() + ms;
+  return new Promise((resolve, reject) => {
+    const tick = () => {
+      const value = check();
+      if (value !== undefined) resolve(value);
+      else if (Date.now() > deadline) reject(new Error(`timed out after ${ms} ms waiting for ${what}`));
+      else setTimeout(tick, 20);
+    };
+    tick();
+  });
+}

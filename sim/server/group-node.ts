@@ -1,0 +1,36 @@
+/**
+ * The `<group>` node the platform sends in `w:g2` answers and `w:gp2` notifications, as Baileys 7's
+ * lib/Socket/groups.js extractGroupMetadata reads it: a LID-addressed group (`addressing_mode="lid"`), the
+ * creator and subject owner by LID with their phone JIDs beside them (`creator_pn`, `s_o_pn`), times in Unix
+ * seconds, one `<participant jid=<lid> phone_number=<phone> type?>` per member (`type` absent for a plain member).
+ */
+import type { BinaryNode } from 'baileys';
+import { lidJid, phoneJid, type User } from '../model/accounts.ts';
+import type { Group } from '../model/groups.ts';
+
+/** The `<participant>` of one member, LID-addressed with the phone number beside it. */
+function participantNode(user: User, role: string): BinaryNode {
+  const attrs: Record<string, string> = { jid: lidJid(user.lid), phone_number: phoneJid(user.phone) };
+  if (role !== 'member') attrs.type = role;
+  return { tag: 'participant', attrs };
+}
+
+/** The `<group>` node of `group` (Baileys extractGroupMetadata reads every attribute written here). */
+export function groupNode(group: Group): BinaryNode {
+  return {
+    tag: 'group',
+    attrs: {
+      id: group.jid.split('@')[0] ?? group.jid,
+      subject: group.subject,
+      s_t: String(group.subjectTime),
+      s_o: lidJid(group.subjectOwner.lid),
+      s_o_pn: phoneJid(group.subjectOwner.phone),
+      creation: String(group.creation),
+      creator: lidJid(group.creator.lid),
+      creator_pn: phoneJid(group.creator.phone),
+      size: String(group.members.size),
+      addressing_mode: 'lid',
+    },
+    content: [...group.members.values()].map((m) => participantNode(m.user, m.role)),
+  };
+}
