@@ -2,6 +2,8 @@
  * Control API, part 2: what simulated users do towards a linked account — receipts and chat state — sent to
  * every open socket of the account's companion devices as the platform relays them (`<receipt>` and
  * `<chatstate>` stanzas as Baileys' messages-recv.js handleReceipt and chats.js handlePresenceUpdate read them).
+ * With `groupJid`, a text goes to the group (control/groups.ts sendGroupText) and a receipt comes from the
+ * group with the member as `participant`.
  */
 import { type Static, Type } from '@sinclair/typebox';
 import type { BinaryNode, proto } from 'baileys';

@@ -5,7 +5,9 @@
  *   simulated phone (device :0) are decrypted with that user's Signal identity and land in its inbox — the
  *   sender's own phone gets a deviceSentMessage copy (DSM), decrypted too but not an inbox entry. Ciphertexts
  *   for another companion device are forwarded to it as an incoming `<message>`.
- * - `<receipt>`: recorded in the inbox of the user the receipt is addressed to.
+ * - `<message>` to a group (`…@g.us`): fanned out with its sender-key distribution, see group-relay.ts.
+ * - `<receipt>`: recorded in the inbox of the user the receipt is addressed to (for a group message: the
+ *   `participant` it names, with `group` set); a retry receipt is answered here (1:1) or in group-retry.ts.
  * A ciphertext that does not decrypt, or a pkmsg whose attached device identity the account did not sign, is
  * logged and published as `decrypt-error` on the context's events.
  */
