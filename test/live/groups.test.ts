@@ -160,7 +160,7 @@ for (const dialect of testDialects()) {
       assert.equal(refused.status, 403);
     });
 
-    it('a text to the group: every simulated member decrypts it with parley’s sender key', async () => {
+    it('a text to a group: every simulated member decrypts it with parley’s sender key', async () => {
       for (const body of ['Welcome to the team!', 'Second message, sender key only']) {
         const sent = await live('POST', '/v1/messages/send', { phone: team.jid, body });
         assert.equal(sent.status, 200, JSON.stringify(sent.body));
@@ -173,6 +173,16 @@ for (const dialect of testDialects()) {
             { id, from: shop, fromDevice: 1, timestamp: '', type: 'text', text: body, group: team.jid },
           );
         }
+      }
+      // A plain member writes too, to a group a user made.
+      const plain = await live('POST', '/v1/messages/send', {
+        phone: carlas.jid,
+        body: 'Thanks for adding us',
+      });
+      assert.equal(plain.status, 200, JSON.stringify(plain.body));
+      for (const phone of [carla, ana]) {
+        const entry = await inbox(phone, (e) => e.id === plain.body.data.id, `the text at ${phone}`);
+        assert.deepEqual([entry.text, entry.group], ['Thanks for adding us', carlas.jid]);
       }
     });
 
