@@ -211,7 +211,25 @@ for (const dialect of testDialects()) {
       }
     });
 
-    it('group receipts: a member’s read reaches parley with the participant; parley’s read reaches the member', async () => {
+    it('group receipts: a member’s delivery and read reach parley with the participant; parley’s read reaches the member', async () => {
+      const delivered = await control(sim, 'POST', '/receipts', {
+        from: bruno,
+        to: shop,
+        ids: [sentToTeam],
+        type: 'delivery',
+        groupJid: team.jid,
+      });
+      assert.deepEqual(delivered, { status: 200, body: { sockets: 1 } });
+      const delivery = await webhook(
+        (b) => b.type === 'ReadReceipt' && b.state === 'Delivered' && b.event.messageIds.includes(sentToTeam),
+        'the Delivered ReadReceipt webhook',
+      );
+      assert.deepEqual(delivery.event.messageSource, {
+        chat: team.jid,
+        sender: jid(bruno),
+        isFromMe: false,
+        isGroup: true,
+      });
       const receipt = await control(sim, 'POST', '/receipts', {
         from: ana,
         to: shop,
