@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { lidJid, phoneJid, type User } from '../model/accounts.ts';
 import { type SimContext, unlinkDevice } from '../server/session.ts';
 import { ControlError, installErrorEnvelope } from './errors.ts';
+import { registerHistoryRoutes } from './history.ts';
 import { registerMessagingRoutes } from './messaging.ts';
 import { Phone } from './schemas.ts';
 
@@ -16,6 +17,9 @@ const CreateUser = Type.Object(
     pushName: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
     registered: Type.Optional(Type.Boolean()),
     verifiedName: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    avatarUrl: Type.Optional(Type.String({ pattern: '^https://[^\\s]+$', maxLength: 2048 })),
+    about: Type.Optional(Type.String({ minLength: 1, maxLength: 139 })),
+    hidesPhone: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );
@@ -46,6 +50,9 @@ export function userView(user: User) {
     pushName: user.pushName,
     registered: user.registered,
     ...(user.verifiedName ? { verifiedName: user.verifiedName } : {}),
+    ...(user.avatar ? { avatar: user.avatar } : {}),
+    ...(user.about !== undefined ? { about: user.about } : {}),
+    ...(user.hidesPhone ? { hidesPhone: true } : {}),
   };
 }
 
@@ -111,4 +118,5 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext): vo
   );
 
   registerMessagingRoutes(app, ctx);
+  registerHistoryRoutes(app, ctx);
 }

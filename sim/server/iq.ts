@@ -15,6 +15,7 @@ import {
   parseSignedPreKey,
 } from '../signal/index.ts';
 import { keyBundleNode, keysDigestNode } from './keys.ts';
+import { profilePictureAnswer } from './profile.ts';
 import { usyncResult } from './usync.ts';
 
 /** Who is asking, and what the iq handlers may touch. */
@@ -153,6 +154,8 @@ export function answerIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
     }
     case 'md':
       return mdIq(iq, ctx);
+    case 'w:profile:picture':
+      return profilePictureAnswer(iq, ctx.accounts);
     default:
       return notImplemented;
   }
