@@ -179,7 +179,12 @@ for (const dialect of testDialects()) {
     });
 
     it('the contacts list holds the peers, with the names the account saved', async () => {
-      const list = await app.live('GET', '/v1/contacts/list');
+      // The contacts of a history chunk are stored right after its event is recorded: wait for them.
+      const list = await until('the contacts of the history', async () => {
+        const response = await app.live('GET', '/v1/contacts/list');
+        const data = response.body.data ?? {};
+        return data[`${ana}@s.whatsapp.net`]?.fullName && data[`${hiddenLid}@lid`] ? response : undefined;
+      });
       const entry = (names: Partial<{ firstName: string; fullName: string; pushName: string }>) => ({
         businessName: '',
         firstName: '',
