@@ -63,8 +63,8 @@ export function registerHistoryRoutes(app: FastifyInstance, ctx: SimContext): vo
       const account = ctx.accounts.require(phone, 'phone');
       const now = Math.floor(Date.now() / 1000);
       const history: HistoryChat[] = chats.map((chat, c) => {
-        const peer = ctx.accounts.require(chat.with, `chats[${c}].with`);
-        if (peer === account) throw new ControlError(400, `chats[${c}].with: must differ from phone`);
+        const peer = ctx.accounts.require(chat.with, `chats.${c}.with`);
+        if (peer === account) throw new ControlError(400, `chats.${c}.with: must differ from phone`);
         const count = chat.messages.length;
         const messages = chat.messages.map((m, i) => ({
           id: newMessageId(),

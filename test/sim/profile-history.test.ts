@@ -91,7 +91,7 @@ describe('simulator: profiles, LID-only users and seeded history, with a real Ba
       }),
       {
         status: 404,
-        body: { error: { code: 404, message: 'chats[0].with: no simulated user with phone 4930555555570' } },
+        body: { error: { code: 404, message: 'chats.0.with: no simulated user with phone 4930555555570' } },
       },
     );
     assert.deepEqual(
@@ -99,7 +99,7 @@ describe('simulator: profiles, LID-only users and seeded history, with a real Ba
         phone: account,
         chats: [{ with: account, messages: [{ fromMe: true, text: 'x' }] }],
       }),
-      { status: 400, body: { error: { code: 400, message: 'chats[0].with: must differ from phone' } } },
+      { status: 400, body: { error: { code: 400, message: 'chats.0.with: must differ from phone' } } },
     );
     const empty = await control(sim, 'POST', '/history', {
       phone: account,
