@@ -165,5 +165,29 @@ for (const dialect of testDialects()) {
         watch.stop();
       }
     });
+
+    it("after Baileys' device list cache expires (5 min of parley's clock), a send still reuses the session", async () => {
+      const watch = watchDevice(sim, shop);
+      try {
+        app.t.clock.advance(6 * 60_000);
+        const sent = await app.live('POST', '/v1/messages/send', { phone: bruno, body: 'Still there?' });
+        assert.equal(sent.status, 200, JSON.stringify(sent.body));
+        const stanza = await watch.message(sent.body.data.id);
+        assert.deepEqual(
+          stanza.encs.filter((e) => e.jid.startsWith(`${lids[bruno]}`)).map((e) => [e.jid, e.type]),
+          [[`${lids[bruno]}@lid`, 'msg']],
+        );
+        // The cache had expired: the device list was asked for again, by LID, and the session kept.
+        assert.deepEqual(
+          watch.deviceQueries().filter((jid) => jid.startsWith(`${lids[bruno]}`) || jid.startsWith(bruno)),
+          [`${lids[bruno]}@lid`],
+        );
+        assert.deepEqual(watch.fetchesFor(bruno, lids[bruno] ?? ''), [], 'no pre-key bundle fetched');
+        const entry = await inbox(bruno, (e) => e.id === sent.body.data.id, 'the text in the inbox');
+        assert.equal(entry.text, 'Still there?');
+      } finally {
+        watch.stop();
+      }
+    });
   });
 }

@@ -79,13 +79,23 @@ function userOf(jid: string): string {
 
 /**
  * Records what devices of `phone` send at the simulator from now on: the users whose pre-key bundles they fetch
- * (`<iq xmlns=encrypt type=get><key><user jid/>`, by user part) and their `<message>` stanzas, parsed.
+ * (`<iq xmlns=encrypt type=get><key><user jid/>`, by user part), the users whose device lists they ask for
+ * (usync `devices`), and their `<message>` stanzas, parsed.
  */
 export function watchDevice(sim: Simulator, phone: string) {
   const fetched: string[] = [];
   const messages: OutgoingMessage[] = [];
+  const deviceQueries: string[] = [];
   const onIq = ({ user, node }: DeviceStanza) => {
-    if (user.phone !== phone || node.attrs.xmlns !== 'encrypt' || node.attrs.type !== 'get') return;
+    if (user.phone !== phone) return;
+    if (node.attrs.xmlns === 'usync') {
+      const usync = getBinaryNodeChild(node, 'usync');
+      if (!getBinaryNodeChild(getBinaryNodeChild(usync, 'query'), 'devices')) return;
+      const users = getBinaryNodeChildren(getBinaryNodeChild(usync, 'list'), 'user');
+      deviceQueries.push(...users.map((u: BinaryNode) => u.attrs.jid ?? ''));
+      return;
+    }
+    if (node.attrs.xmlns !== 'encrypt' || node.attrs.type !== 'get') return;
     const users = getBinaryNodeChildren(getBinaryNodeChild(node, 'key'), 'user');
     fetched.push(...users.map((u: BinaryNode) => userOf(u.attrs.jid ?? '')));
   };
@@ -97,6 +107,8 @@ export function watchDevice(sim: Simulator, phone: string) {
   return {
     /** Pre-key bundle fetches for the user whose phone or LID user part is given. */
     fetchesFor: (...users: string[]) => fetched.filter((u) => users.includes(u)),
+    /** JIDs whose device lists were asked for (usync with the `devices` protocol), in order. */
+    deviceQueries: () => [...deviceQueries],
     /** The `<message>` stanza with this id, once sent. */
     message: (id: string) =>
       until(`the <message> ${id} at the simulator`, () => messages.find((m) => m.id === id)),
