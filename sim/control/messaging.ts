@@ -7,7 +7,7 @@ import { type Static, Type } from '@sinclair/typebox';
 import type { BinaryNode, proto } from 'baileys';
 import type { FastifyInstance } from 'fastify';
 import { sendMessage } from '../messaging/send.ts';
-import { phoneJid, type User } from '../model/accounts.ts';
+import { lidJid, phoneJid, type User } from '../model/accounts.ts';
 import type { SimContext } from '../server/session.ts';
 import { ControlError } from './errors.ts';
 import { Phone } from './schemas.ts';
@@ -57,6 +57,11 @@ export function sendToAccount(to: User, build: (socketStanzaId: () => string) =>
   return sent;
 }
 
+/** How receipts and chat state name a user: its phone JID, or its LID when it hides its phone. */
+function userAddress(user: User): string {
+  return user.hidesPhone ? lidJid(user.lid) : phoneJid(user.phone);
+}
+
 function now(): string {
   return String(Math.floor(Date.now() / 1000));
 }
@@ -102,7 +107,7 @@ export function registerMessagingRoutes(app: FastifyInstance, ctx: SimContext): 
       const account = ctx.accounts.require(to, 'to');
       const [first, ...rest] = ids;
       const sockets = sendToAccount(account, () => {
-        const attrs: Record<string, string> = { from: phoneJid(sender.phone), id: first ?? '', t: now() };
+        const attrs: Record<string, string> = { from: userAddress(sender), id: first ?? '', t: now() };
         if (type !== 'delivery') attrs.type = type;
         const node: BinaryNode = { tag: 'receipt', attrs };
         if (rest.length > 0) {
@@ -132,7 +137,7 @@ export function registerMessagingRoutes(app: FastifyInstance, ctx: SimContext): 
             : { tag: 'composing', attrs: {} };
       const sockets = sendToAccount(account, () => ({
         tag: 'chatstate',
-        attrs: { from: phoneJid(sender.phone) },
+        attrs: { from: userAddress(sender) },
         content: [child],
       }));
       if (sockets === 0) throw new ControlError(409, `to: account ${to} has no open socket`);

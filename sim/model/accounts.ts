@@ -74,8 +74,8 @@ export interface User {
   /** About text (usync `status` protocol); none when unset. */
   about?: string;
   /**
-   * True: the platform keeps this user's phone number private, so its messages reach others addressed by LID only
-   * (no `sender_pn`), and usync by LID reveals no phone. Receivers then know the user by LID alone.
+   * True: the platform keeps this user's phone number private, so its messages, receipts and chat state reach
+   * others addressed by LID only (no `sender_pn`). Receivers then know the user by LID alone.
    */
   hidesPhone?: boolean;
   /** Conversations the account had before a companion linked: sent in each new companion's initial history. */

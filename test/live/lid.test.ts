@@ -98,6 +98,16 @@ for (const dialect of testDialects()) {
       assert.deepEqual([row.chat, row.sender], [lid, lid]);
       // Nothing in the payload gives the phone number away.
       assert.equal(JSON.stringify(body).includes(hidden), false);
+
+      // Its typing is reported the same way.
+      const typing = await control(sim, 'POST', '/presence', { from: hidden, to: shop, state: 'composing' });
+      assert.equal(typing.status, 200, JSON.stringify(typing.body));
+      const presence = await waitForWebhook(receiver, (b) => b.type === 'ChatPresence', 'the ChatPresence');
+      assert.deepEqual(presence.body.event, {
+        messageSource: { chat: lid, sender: lid, isFromMe: false, isGroup: false, lidUnresolved: true },
+        state: 'composing',
+        media: '',
+      });
     });
 
     it("parley's reply by phone number goes to the user's LID: the session the user's pkmsg set up is reused", async () => {
