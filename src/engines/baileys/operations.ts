@@ -107,8 +107,9 @@ async function checkAck(node: BinaryNode | undefined, sock: SocketLike, deps: Op
 }
 
 /**
- * Relays a built message (1:1 messages to the user's LID when known, addressing.ts) and confirms it: waits for the server's ack (bounded), turns a nack into its error,
- * remembers the message for retries, and records it as a `message` event with bounded retry (`deps.record`).
+ * Relays a built message (a 1:1 message to the user's LID when Baileys knows it, addressing.ts) and confirms it:
+ * waits for the server's ack (bounded), turns a nack into its error, remembers the message for retries, and
+ * records it as a `message` event with bounded retry (`deps.record`); the recorded chat stays the phone JID.
  * @throws the recording error when the message could not be recorded even after retrying (DESIGN D2: the call
  *   answers 500 rather than Sent for a message with no row and no `Message` event; it did reach the platform,
  *   which the error log line says with the message id).
