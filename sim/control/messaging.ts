@@ -61,6 +61,11 @@ export function sendToAccount(to: User, build: (socketStanzaId: () => string) =>
   return sent;
 }
 
+/** How receipts and chat state name a user: its phone JID, or its LID when it hides its phone. */
+function userAddress(user: User): string {
+  return user.hidesPhone ? lidJid(user.lid) : phoneJid(user.phone);
+}
+
 function now(): string {
   return String(Math.floor(Date.now() / 1000));
 }
@@ -111,7 +116,7 @@ export function registerMessagingRoutes(app: FastifyInstance, ctx: SimContext): 
         // In a group the receipt comes from the group, the member who acknowledged as `participant` (its LID).
         const attrs: Record<string, string> = groupJid
           ? { from: groupJid, participant: lidJid(sender.lid), id: first ?? '', t: now() }
-          : { from: phoneJid(sender.phone), id: first ?? '', t: now() };
+          : { from: userAddress(sender), id: first ?? '', t: now() };
         if (type !== 'delivery') attrs.type = type;
         const node: BinaryNode = { tag: 'receipt', attrs };
         if (rest.length > 0) {
@@ -141,7 +146,7 @@ export function registerMessagingRoutes(app: FastifyInstance, ctx: SimContext): 
             : { tag: 'composing', attrs: {} };
       const sockets = sendToAccount(account, () => ({
         tag: 'chatstate',
-        attrs: { from: phoneJid(sender.phone) },
+        attrs: { from: userAddress(sender) },
         content: [child],
       }));
       if (sockets === 0) throw new ControlError(409, `to: account ${to} has no open socket`);

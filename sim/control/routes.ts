@@ -8,6 +8,7 @@ import { lidJid, phoneJid, type User } from '../model/accounts.ts';
 import { type SimContext, unlinkDevice } from '../server/session.ts';
 import { ControlError, installErrorEnvelope } from './errors.ts';
 import { registerGroupRoutes } from './groups.ts';
+import { registerHistoryRoutes } from './history.ts';
 import { registerMessagingRoutes } from './messaging.ts';
 import { Phone } from './schemas.ts';
 
@@ -17,6 +18,9 @@ const CreateUser = Type.Object(
     pushName: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
     registered: Type.Optional(Type.Boolean()),
     verifiedName: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    avatarUrl: Type.Optional(Type.String({ pattern: '^https://[^\\s]+$', maxLength: 2048 })),
+    about: Type.Optional(Type.String({ minLength: 1, maxLength: 139 })),
+    hidesPhone: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );
@@ -47,6 +51,9 @@ export function userView(user: User) {
     pushName: user.pushName,
     registered: user.registered,
     ...(user.verifiedName ? { verifiedName: user.verifiedName } : {}),
+    ...(user.avatar ? { avatar: user.avatar } : {}),
+    ...(user.about !== undefined ? { about: user.about } : {}),
+    ...(user.hidesPhone ? { hidesPhone: true } : {}),
   };
 }
 
@@ -113,4 +120,5 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext): vo
 
   registerMessagingRoutes(app, ctx);
   registerGroupRoutes(app, ctx);
+  registerHistoryRoutes(app, ctx);
 }

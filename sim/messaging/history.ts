@@ -2,23 +2,62 @@
  * The history sync a phone runs for a newly linked companion: after the companion's first login the phone
  * sends it, from the account's own JID, a protocolMessage HISTORY_SYNC_NOTIFICATION of type INITIAL_BOOTSTRAP
  * whose HistorySync travels inline (`initialHistBootstrapInlinePayload`, zlib-deflated — the companion
- * announced `inlineInitialPayloadInE2EeMsg` at registration). Baileys' chats.js waits for this notification
- * (up to 20 s, buffering every event) before it goes online; process-message.js accepts it only from its
- * own account. The simulator's history is empty: no conversations, the account's own push name.
+ * announced `inlineInitialPayloadInE2EeMsg` at registration; Baileys' Utils/history.js
+ * downloadAndProcessHistorySyncNotification inflates it, so no media download is involved). Baileys' chats.js
+ * waits for this notification (up to 20 s, buffering every event) before it goes online; process-message.js
+ * accepts it only from its own account. The history holds the account's past conversations
+ * (`User.history`, set with `POST /control/history`), each keyed by the peer's LID with its phone JID beside it
+ * (`pnJid`, and in `phoneNumberToLidMappings`) as the platform sends LID-migrated chats; a peer who hides its
+ * phone is named by LID only.
  */
 import { deflateSync } from 'node:zlib';
 import { proto } from 'baileys';
-import { type Device, phoneJid, type User } from '../model/accounts.ts';
+import { type Accounts, type Device, lidJid, phoneJid, type User } from '../model/accounts.ts';
 import type { SimContext } from '../server/session.ts';
 import { encryptToDevices, incomingMessageNode } from '../signal/index.ts';
 import { deliver } from './delivery.ts';
 import { newMessageId } from './send.ts';
 
-/** The notification message with an empty INITIAL_BOOTSTRAP history inline. */
-export function historyBootstrapMessage(user: User): proto.IMessage {
+/** The HistorySync conversations of `user`'s past chats (peers no longer defined are left out). */
+function conversations(user: User, accounts: Accounts): proto.IConversation[] {
+  const out: proto.IConversation[] = [];
+  for (const chat of user.history ?? []) {
+    const peer = accounts.get(chat.peer);
+    if (!peer) continue;
+    const id = lidJid(peer.lid);
+    const conversation: proto.IConversation = {
+      id,
+      lidJid: id,
+      messages: chat.messages.map((m, index) => ({
+        msgOrderId: chat.messages.length - index,
+        message: {
+          key: { remoteJid: id, fromMe: m.fromMe, id: m.id },
+          message: { conversation: m.text },
+          messageTimestamp: m.timestamp,
+          ...(m.fromMe ? { status: proto.WebMessageInfo.Status.DELIVERY_ACK } : { pushName: peer.pushName }),
+        },
+      })),
+    };
+    if (!peer.hidesPhone) conversation.pnJid = phoneJid(peer.phone);
+    if (chat.name) conversation.name = chat.name;
+    const newest = chat.messages[0];
+    if (newest) conversation.conversationTimestamp = newest.timestamp;
+    out.push(conversation);
+  }
+  return out;
+}
+
+/** The notification message with the account's INITIAL_BOOTSTRAP history inline. */
+export function historyBootstrapMessage(user: User, accounts: Accounts): proto.IMessage {
+  const chats = conversations(user, accounts);
+  const mappings = (user.history ?? []).flatMap((chat) => {
+    const peer = accounts.get(chat.peer);
+    return peer && !peer.hidesPhone ? [{ pnJid: phoneJid(peer.phone), lidJid: lidJid(peer.lid) }] : [];
+  });
   const history = proto.HistorySync.encode({
     syncType: proto.HistorySync.HistorySyncType.INITIAL_BOOTSTRAP,
-    conversations: [],
+    conversations: chats,
+    phoneNumberToLidMappings: mappings,
     pushnames: [{ id: phoneJid(user.phone), pushname: user.pushName }],
     progress: 100,
     chunkOrder: 0,
@@ -41,7 +80,7 @@ export async function sendHistoryBootstrap(ctx: SimContext, user: User, device: 
   if (device.historySent || !device.keys) return;
   device.historySent = true;
   const jid = phoneJid(user.phone, device.id);
-  const message = historyBootstrapMessage(user);
+  const message = historyBootstrapMessage(user, ctx.accounts);
   const [ciphertext] = await ctx.signalQueue.run(user.phone, () =>
     encryptToDevices(user.handset, [{ jid, ...(device.keys ? { keys: device.keys } : {}) }], message, jid),
   );

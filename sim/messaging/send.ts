@@ -10,6 +10,7 @@
 import { randomBytes } from 'node:crypto';
 import type { proto } from 'baileys';
 import { type Device, lidJid, phoneJid, type User } from '../model/accounts.ts';
+import { verifiedNameNode } from '../server/business.ts';
 import { encryptToDevices, type FanoutTarget, incomingMessageNode } from '../signal/index.ts';
 import { deliver, type KeyedQueue } from './delivery.ts';
 
@@ -36,11 +37,14 @@ function companions(user: User): Device[] {
  * `remoteJidAlt`), so its reply goes to the LID: a usync by LID carries no `<lid val>`, so Baileys does not
  * force a new session (messages-send.js getUSyncDevices refreshes sessions of every LID a usync returns) and
  * the reply is a `msg` on the session the pkmsg set up. A copy to the sender's own companions (`own`) keeps
- * the account's phone JID as `from` with the chat as `recipient`.
+ * the account's phone JID as `from` with the chat as `recipient`. A user who hides its phone (`hidesPhone`)
+ * gets no `sender_pn`: the receiver knows it by LID only.
  */
-export function senderAddressing(from: User, own: boolean): { from: string; senderAlt: string } {
-  return own
-    ? { from: phoneJid(from.phone), senderAlt: lidJid(from.lid) }
+export function senderAddressing(from: User, own: boolean): { from: string; senderAlt?: string } {
+  if (own) return { from: phoneJid(from.phone), senderAlt: lidJid(from.lid) };
+  // A user whose number the platform keeps private is named by LID alone.
+  return from.hidesPhone
+    ? { from: lidJid(from.lid) }
     : { from: lidJid(from.lid), senderAlt: phoneJid(from.phone) };
 }
 
@@ -81,6 +85,9 @@ export async function sendMessage(
         enc: [enc],
         ...(target.own ? { recipient: chat } : {}),
       });
+      // A business sender's messages carry its verified name (Baileys reads it as `verifiedBizName`).
+      const verified = target.own ? undefined : verifiedNameNode(from);
+      if (verified && Array.isArray(node.content)) node.content.push(verified);
       if (deliver(target.device, node) > 0 && !target.own) online++;
     }
   });

@@ -69,6 +69,17 @@ export interface User {
   /** False: usync contact queries answer `out` and the number cannot be linked. */
   registered: boolean;
   verifiedName?: string;
+  /** Profile picture (`w:profile:picture`, server/profile.ts): the URL served and the picture id; none when unset. */
+  avatar?: { url: string; id: string };
+  /** About text (usync `status` protocol); none when unset. */
+  about?: string;
+  /**
+   * True: the platform keeps this user's phone number private, so its messages, receipts and chat state reach
+   * others addressed by LID only (no `sender_pn`). Receivers then know the user by LID alone.
+   */
+  hidesPhone?: boolean;
+  /** Conversations the account had before a companion linked: sent in each new companion's initial history. */
+  history?: HistoryChat[];
   /** The account's ADV signing key: signs every companion's device identity (ADVSignedDeviceIdentity). */
   accountKey: KeyPair;
   devices: Map<number, Device>;
@@ -80,6 +91,26 @@ export interface User {
   inbox: InboxEntry[];
   /** What the user sent, by message id (answers retry receipts with the same content). */
   sent: Map<string, { message: proto.IMessage; to: string }>;
+}
+
+/** One past message of a {@link HistoryChat}. */
+export interface HistoryMessage {
+  id: string;
+  /** True when the account sent it, false when the peer did. */
+  fromMe: boolean;
+  text: string;
+  /** Unix seconds. */
+  timestamp: number;
+}
+
+/** A past 1:1 conversation of an account with another simulated user, for the initial history sync. */
+export interface HistoryChat {
+  /** The peer's phone (digits). */
+  peer: string;
+  /** The name the account saved for the peer ('' when none). */
+  name: string;
+  /** Newest first, as the platform orders a conversation's messages in a HistorySync. */
+  messages: HistoryMessage[];
 }
 
 /** Phone numbers as E.164 digits: 7 to 15 digits, no leading zero. */
@@ -109,12 +140,22 @@ export class ModelError extends Error {
 export class Accounts {
   private readonly byPhone = new Map<string, User>();
   private readonly byLid = new Map<string, User>();
+  /** Last profile picture id given out (ids look like the platform's: Unix-seconds-sized numbers). */
+  private pictureIds = 1_700_000_000;
 
   /**
    * Defines a user with a phone device :0. Throws ModelError 400 for a malformed phone, 409 when the phone
    * exists already.
    */
-  create(input: { phone: string; pushName?: string; registered?: boolean; verifiedName?: string }): User {
+  create(input: {
+    phone: string;
+    pushName?: string;
+    registered?: boolean;
+    verifiedName?: string;
+    avatarUrl?: string;
+    about?: string;
+    hidesPhone?: boolean;
+  }): User {
     if (!PHONE_PATTERN.test(input.phone)) {
       throw new ModelError(400, 'phone must be 7 to 15 digits without "+" and without a leading zero');
     }
@@ -148,6 +189,9 @@ export class Accounts {
       sockets: new Set(),
     });
     if (input.verifiedName !== undefined) user.verifiedName = input.verifiedName;
+    if (input.avatarUrl !== undefined) user.avatar = { url: input.avatarUrl, id: String(++this.pictureIds) };
+    if (input.about !== undefined) user.about = input.about;
+    if (input.hidesPhone) user.hidesPhone = true;
     this.byPhone.set(user.phone, user);
     this.byLid.set(user.lid, user);
     return user;

@@ -16,6 +16,7 @@ import {
 } from '../signal/index.ts';
 import { groupIq } from './groups.ts';
 import { keyBundleNode, keysDigestNode } from './keys.ts';
+import { profilePictureAnswer } from './profile.ts';
 import { usyncResult } from './usync.ts';
 
 /** Who is asking, and what the iq handlers may touch. */
@@ -156,6 +157,8 @@ export function answerIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
       return mdIq(iq, ctx);
     case 'w:g2':
       return groupIq(iq, ctx);
+    case 'w:profile:picture':
+      return profilePictureAnswer(iq, ctx.accounts);
     default:
       return notImplemented;
   }

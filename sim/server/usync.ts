@@ -2,10 +2,12 @@
  * The `usync` iq as Baileys 7 builds it (Socket/socket.js executeUSyncQuery) and parses it
  * (WAUSync/USyncQuery.js parseUSyncQueryResult and the protocol parsers): a `<query>` naming protocols
  * (devices, contact, lid, status, disappearing_mode, …) and a `<list>` of `<user jid>` or
- * `<user><contact>+phone</contact></user>`. The answer echoes each user with one child per protocol.
+ * `<user><contact>+phone</contact></user>`. The answer echoes each user with one child per protocol:
+ * `business` (the verified name, server/business.ts) and `status` (the about text) included.
  */
 import { type BinaryNode, getBinaryNodeChild, getBinaryNodeChildren } from 'baileys';
 import { type Accounts, lidJid, phoneJid, type User } from '../model/accounts.ts';
+import { businessNode } from './business.ts';
 
 function contactPhone(userNode: BinaryNode): string | undefined {
   const contact = getBinaryNodeChild(userNode, 'contact');
@@ -57,7 +59,12 @@ function protocolNode(
       // The LID of a user asked for by phone; a user asked for by LID has no other LID to give.
       return user && !byLid ? { tag: 'lid', attrs: { val: lidJid(user.lid) } } : { tag: 'lid', attrs: {} };
     case 'status':
-      return { tag: 'status', attrs: { t: '0' } };
+      // The about text (Baileys USyncStatusProtocol: content = the text, `t` = when it was set).
+      return user?.registered && user.about !== undefined
+        ? { tag: 'status', attrs: { t: '0' }, content: user.about }
+        : { tag: 'status', attrs: { t: '0' } };
+    case 'business':
+      return businessNode(user);
     case 'disappearing_mode':
       return { tag: 'disappearing_mode', attrs: { duration: '0', t: '0' } };
     default:

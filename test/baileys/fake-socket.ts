@@ -118,7 +118,12 @@ export class FakeSocket implements SocketLike {
   get user(): Contact | undefined {
     return this.config.auth.creds.me;
   }
-  signalRepository = { lidMapping: { getPNForLID: async (lid: string) => this.lids.get(lid) ?? null } };
+  signalRepository = {
+    lidMapping: {
+      getPNForLID: async (lid: string) => this.lids.get(lid) ?? null,
+      getLIDForPN: async (_pn: string): Promise<string | null> => null,
+    },
+  };
 
   /** Emits a Baileys event (as `sock.ev.emit`). */
   emit<E extends keyof BaileysEventMap>(event: E, arg: BaileysEventMap[E]): void {

@@ -18,6 +18,7 @@ import type {
   SentMessage,
 } from '../../domain/messages.ts';
 import type { EngineSessionContext } from '../engine.ts';
+import { relayAddress } from './addressing.ts';
 import type { BoundedCache } from './cache.ts';
 import { mapPlatformErrors, platformRateLimited, reachoutLocked } from './errors.ts';
 import { isAdminOf, toGroupInfo } from './groups.ts';
@@ -106,8 +107,9 @@ async function checkAck(node: BinaryNode | undefined, sock: SocketLike, deps: Op
 }
 
 /**
- * Relays a built message and confirms it: waits for the server's ack (bounded), turns a nack into its error,
- * remembers the message for retries, and records it as a `message` event with bounded retry (`deps.record`).
+ * Relays a built message (a 1:1 message to the user's LID when Baileys knows it, addressing.ts) and confirms it:
+ * waits for the server's ack (bounded), turns a nack into its error, remembers the message for retries, and
+ * records it as a `message` event with bounded retry (`deps.record`); the recorded chat stays the phone JID.
  * @throws the recording error when the message could not be recorded even after retrying (DESIGN D2: the call
  *   answers 500 rather than Sent for a message with no row and no `Message` event; it did reach the platform,
  *   which the error log line says with the message id).
@@ -121,9 +123,12 @@ async function relayAndRecord(
   const id = msg.key.id ?? '';
   const content = msg.message;
   if (!content) throw new Error('built message has no content');
+  const address = await relayAddress(sock, to, (error) =>
+    deps.context.logger.debug({ err: error, to }, 'LID lookup failed; relaying to the phone JID'),
+  );
   const ack = waitForAck(sock, id, deps.ackTimeoutMs);
   try {
-    await mapPlatformErrors(() => sock.relayMessage(to, content, { messageId: id }), {
+    await mapPlatformErrors(() => sock.relayMessage(address, content, { messageId: id }), {
       now: deps.context.clock(),
     });
   } catch (error) {

@@ -59,7 +59,16 @@ export interface SocketLike
   ws: SocketFrames;
   /** The logged-in account (`creds.me`), when known. */
   readonly user: BaileysContact | undefined;
-  signalRepository: { lidMapping: { getPNForLID(lid: string): Promise<string | null> } };
+  /**
+   * Baileys' LID mapping store (Signal/lid-mapping.js): LID → phone for payloads (jid.ts), phone → LID for the
+   * relay address of 1:1 sends (addressing.ts; may run a usync `lid` query when the store does not know it).
+   */
+  signalRepository: {
+    lidMapping: {
+      getPNForLID(lid: string): Promise<string | null>;
+      getLIDForPN(pn: string): Promise<string | null>;
+    };
+  };
 }
 
 /** Creates a socket from a Baileys config; the default is Baileys' `makeWASocket`. Tests inject fakes. */
