@@ -137,7 +137,11 @@ export async function createServices(config: Config, options: ServiceOptions): P
       locks: new SqlSessionLocks({ db: store.db, owner: nodes.id }),
       logger,
       clock,
-      platform: config.platform,
+      platform: {
+        url: config.platform.url,
+        rootKey: config.platform.rootKey,
+        ...(config.platform.caFile ? { ca: readFileSync(config.platform.caFile) } : {}),
+      },
     });
   const findMessage = async (instanceId: string, id: string): Promise<EngineMessage | undefined> => {
     const stored = await findStoredMessage(store.db, instanceId, id);

@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { lidJid, phoneJid, type User } from '../model/accounts.ts';
 import { type SimContext, unlinkDevice } from '../server/session.ts';
 import { ControlError, installErrorEnvelope } from './errors.ts';
+import { registerMediaRoutes } from './media.ts';
 import { registerMessagingRoutes } from './messaging.ts';
 import { Phone } from './schemas.ts';
 
@@ -111,4 +112,5 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext): vo
   );
 
   registerMessagingRoutes(app, ctx);
+  registerMediaRoutes(app, ctx);
 }

@@ -10,6 +10,7 @@
  * logged and published as `decrypt-error` on the context's events.
  */
 import { type BinaryNode, getBinaryNodeChild, getBinaryNodeChildren } from 'baileys';
+import { completeMedia } from '../media/receive.ts';
 import { lidJid, phoneJid } from '../model/accounts.ts';
 import { entryFromMessage } from '../model/inbox.ts';
 import type { DeviceStanza, SimContext } from '../server/session.ts';
@@ -89,6 +90,7 @@ async function relayMessage(
         { id: outgoing.id, from: user.phone, fromDevice: device.id, timestamp },
         decoded.message,
       );
+      await completeMedia(entry, decoded.message, ctx.media, ctx.log);
       recipient.inbox.push(entry);
       ctx.events.emit('inbox', { user: recipient, entry });
     } catch (error) {

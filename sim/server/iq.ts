@@ -5,6 +5,7 @@
  * immediate error instead of a query time-out.
  */
 import { type BinaryNode, getBinaryNodeChild, getBinaryNodeChildren } from 'baileys';
+import type { MediaConn } from '../media/server.ts';
 import type { Accounts, Device, User } from '../model/accounts.ts';
 import { SERVER_JID } from '../model/accounts.ts';
 import {
@@ -24,6 +25,8 @@ export interface IqContext {
   device: Device;
   /** Unlinks the asking device and closes its sockets (remove-companion-device). */
   unlinkDevice(user: User, device: Device): void;
+  /** The media server, when the simulator runs one: answers `media_conn` (media/server.ts). */
+  media?: { mediaConn(): MediaConn };
 }
 
 /** An iq answer: content of a `result`, or an error code and text. */
@@ -113,6 +116,32 @@ function mdIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
   return {};
 }
 
+/**
+ * `<media_conn auth ttl><host hostname maxContentLengthBytes/></media_conn>`, read by Baileys'
+ * messages-send.js refreshMediaConn (uploads go to `https://<hostname><path>?auth=…`).
+ */
+function mediaConnAnswer(conn: MediaConn): IqAnswer {
+  return {
+    content: [
+      {
+        tag: 'media_conn',
+        attrs: {
+          auth: conn.auth,
+          ttl: String(conn.ttlSeconds),
+          auth_ttl: String(conn.ttlSeconds),
+          max_buckets: '12',
+        },
+        content: [
+          {
+            tag: 'host',
+            attrs: { hostname: conn.hostname, maxContentLengthBytes: String(conn.maxContentLengthBytes) },
+          },
+        ],
+      },
+    ],
+  };
+}
+
 /** Answers one iq from a logged-in device. */
 export function answerIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
   const first = child(iq);
@@ -153,6 +182,10 @@ export function answerIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
     }
     case 'md':
       return mdIq(iq, ctx);
+    case 'w:m':
+      return first?.tag === 'media_conn' && ctx.media
+        ? mediaConnAnswer(ctx.media.mediaConn())
+        : notImplemented;
     default:
       return notImplemented;
   }

@@ -8,6 +8,7 @@
 import { EventEmitter } from 'node:events';
 import { type BinaryNode, getBinaryNodeChild, getBinaryNodeChildren, type proto } from 'baileys';
 import type { Logger } from 'pino';
+import type { MediaServer } from '../media/server.ts';
 import { KeyedQueue, takeOffline } from '../messaging/delivery.ts';
 import { type Accounts, type Device, lidJid, SERVER_JID, type User } from '../model/accounts.ts';
 import type { CertificateChain } from '../noise/certificates.ts';
@@ -38,6 +39,8 @@ export interface SimContext {
    * `login` ({ user, device, connection }) when a device logs in; `unlink` ({ user, device }).
    */
   events: EventEmitter;
+  /** The HTTPS media server (media/server.ts), when started. */
+  media?: MediaServer;
 }
 
 function now(): string {
@@ -137,6 +140,7 @@ function loginSession(
     user,
     device,
     unlinkDevice: (u: User, d: Device) => unlinkDevice(ctx, u, d),
+    ...(ctx.media ? { media: ctx.media } : {}),
   };
   return {
     async onStanza(node) {

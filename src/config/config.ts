@@ -62,6 +62,12 @@ export const EnvSchema = Type.Object({
       description: "simulator's Noise certificate root: 32-byte curve25519 public key, 64 hex characters",
     }),
   ),
+  PLATFORM_CA_FILE: Type.Optional(
+    Type.String({
+      minLength: 1,
+      description: "PEM file of the CA of a platform simulator's media server (trusted for media uploads)",
+    }),
+  ),
 });
 
 /** Raw, validated environment (strings converted to numbers where the schema says so). */
@@ -114,9 +120,11 @@ export interface Config {
   /**
    * Where the live engine connects instead of the real platform (DESIGN D15, a platform simulator): `url` is
    * the WebSocket URL (`PLATFORM_URL`), `rootKey` the 32-byte curve25519 public key trusted as the Noise
-   * certificate root instead of the platform's (`PLATFORM_ROOT_KEY`). Both undefined in production.
+   * certificate root instead of the platform's (`PLATFORM_ROOT_KEY`), `caFile` the absolute path of a PEM file
+   * of the certificate authority the simulator's media server certificate comes from, trusted (in addition to
+   * the system's) for media uploads (`PLATFORM_CA_FILE`; present only when set). All unset in production.
    */
-  platform: { url: string | undefined; rootKey: Buffer | undefined };
+  platform: { url: string | undefined; rootKey: Buffer | undefined; caFile?: string };
 }
 
 /** Raised when the environment holds a bad value; the message names the variable and the rule. */
@@ -168,6 +176,12 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       'invalid configuration: PLATFORM_ROOT_KEY needs PLATFORM_URL (the simulator the key belongs to)',
     );
   }
+  if (parsed.PLATFORM_CA_FILE !== undefined && platformUrl === undefined) {
+    // The real platform's media hosts have public certificates: an extra CA only makes sense for a simulator.
+    throw new ConfigError(
+      'invalid configuration: PLATFORM_CA_FILE needs PLATFORM_URL (the simulator whose media server it certifies)',
+    );
+  }
   const stale = parsed.WEBHOOK_CLAIM_STALE_SECONDS;
   if (stale !== undefined && stale <= 2 * parsed.WEBHOOK_TIMEOUT_SECONDS) {
     // A claim younger than an attempt can last would let a second worker post the same event concurrently.
@@ -205,6 +219,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       url: platformUrl,
       rootKey:
         parsed.PLATFORM_ROOT_KEY === undefined ? undefined : Buffer.from(parsed.PLATFORM_ROOT_KEY, 'hex'),
+      ...(parsed.PLATFORM_CA_FILE === undefined ? {} : { caFile: resolve(parsed.PLATFORM_CA_FILE) }),
     },
   };
 }
