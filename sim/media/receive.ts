@@ -6,10 +6,9 @@
  */
 import type { proto } from 'baileys';
 import webpmux from 'node-webpmux';
-import type { Logger } from 'pino';
 import type { InboxEntry } from '../model/inbox.ts';
+import type { SimContext } from '../server/session.ts';
 import { decryptMedia, type MediaType, sha256 } from './crypto.ts';
-import type { MediaServer } from './server.ts';
 
 type MediaMessage = proto.Message.IImageMessage & {
   fileName?: string | null;
@@ -66,16 +65,17 @@ export async function stickerPack(webp: Buffer): Promise<InboxEntry['sticker']> 
 }
 
 /**
- * Downloads, verifies and decrypts the media of `message` and adds `media` (and `sticker`) to `entry`. A
- * message without media leaves the entry as it is; a failure (no media server, no direct path, a refused
- * download, a failed check) is recorded as `media.error` and logged, never thrown.
+ * Downloads, verifies and decrypts the media of `message` and adds `media` (and `sticker`) to `entry`; the
+ * plaintext is published on the context's events as `media` (`{ entry, plaintext }`) for tests that inspect
+ * the bytes. A message without media leaves the entry as it is; a failure (no media server, no direct path, a
+ * refused download, a failed check) is recorded as `media.error` and logged, never thrown.
  */
 export async function completeMedia(
   entry: InboxEntry,
   message: proto.IMessage,
-  server: MediaServer | undefined,
-  log: Logger,
+  ctx: Pick<SimContext, 'media' | 'log' | 'events'>,
 ): Promise<void> {
+  const server = ctx.media;
   const found = mediaPart(message);
   if (!found) return;
   const { type, part } = found;
@@ -96,8 +96,9 @@ export async function completeMedia(
       const pack = await stickerPack(plaintext);
       if (pack) entry.sticker = pack;
     }
+    ctx.events.emit('media', { entry, plaintext });
   } catch (error) {
     entry.media = { error: (error as Error).message };
-    log.warn({ err: error, id: entry.id, type }, 'media of a received message not decrypted');
+    ctx.log.warn({ err: error, id: entry.id, type }, 'media of a received message not decrypted');
   }
 }

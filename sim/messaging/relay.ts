@@ -90,7 +90,7 @@ async function relayMessage(
         { id: outgoing.id, from: user.phone, fromDevice: device.id, timestamp },
         decoded.message,
       );
-      await completeMedia(entry, decoded.message, ctx.media, ctx.log);
+      await completeMedia(entry, decoded.message, ctx);
       recipient.inbox.push(entry);
       ctx.events.emit('inbox', { user: recipient, entry });
     } catch (error) {
