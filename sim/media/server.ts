@@ -65,6 +65,8 @@ export interface MediaServer {
   put(kind: string, file: Buffer): StoredMedia;
   /** The stored file at `directPath` (path with or without query), or undefined. */
   get(directPath: string): StoredMedia | undefined;
+  /** How many files the server holds. */
+  count(): number;
   /** Downloads `directPath` over HTTPS from this server, trusting its CA, as a phone downloads media. */
   download(directPath: string): Promise<Buffer>;
   close(): Promise<void>;
@@ -227,6 +229,7 @@ export async function startMediaServer(options: {
     },
     put,
     get: find,
+    count: () => files.size,
     download(directPath) {
       return new Promise<Buffer>((resolve, reject) => {
         const req = httpsRequest(`https://${host}${directPath}`, { ca: tls.ca, method: 'GET' }, (res) => {

@@ -332,3 +332,47 @@ for (const dialect of testDialects()) {
     });
   });
 }
+
+for (const dialect of testDialects()) {
+  describe(`media uploads verify the media server's certificate (${dialect})`, () => {
+    let sim: Simulator;
+    let app: LiveApp;
+    const shop = '5511999990000';
+    const ana = '5511988887777';
+
+    before(async () => {
+      sim = await startTestSimulator();
+      app = await liveApp(sim, { dialect, trustMediaCa: false });
+      await control(sim, 'POST', '/users', { phone: shop, pushName: 'Shop' });
+      await control(sim, 'POST', '/users', { phone: ana, pushName: 'Ana' });
+      await pairLive(sim, app, shop);
+    });
+    after(async () => {
+      await app.t.close();
+      await sim.close();
+    });
+
+    it('without PLATFORM_CA_FILE the upload is refused by TLS: the send fails and nothing reaches the user', async () => {
+      const res = await app.live('POST', '/v1/messages/send/image', {
+        phone: ana,
+        image: dataUri('tiny.jpg', 'image/jpeg'),
+      });
+      assert.deepEqual(res.body, {
+        error: {
+          code: 502,
+          message: 'the platform failed the request (500 Media upload failed on all hosts)',
+        },
+      });
+      assert.equal(sim.media.count(), 0, 'no file reached the media server');
+      const text = await app.live('POST', '/v1/messages/send', { phone: ana, body: 'text still goes' });
+      assert.equal(text.status, 200);
+      await until('the text in the inbox', () =>
+        sim.context.accounts.get(ana)?.inbox.find((e) => e.id === text.body.data.id),
+      );
+      assert.deepEqual(
+        sim.context.accounts.get(ana)?.inbox.map((e) => e.type),
+        ['text'],
+      );
+    });
+  });
+}

@@ -92,6 +92,8 @@ export async function liveApp(
     existing?: { instanceId: string; liveKey: string };
     /** parley's clock (default: a manual clock frozen at creation; QR expiry needs one that follows real time). */
     clock?: ManualClock;
+    /** Give parley the simulator's media CA as PLATFORM_CA_FILE (default true). */
+    trustMediaCa?: boolean;
   } = {},
 ): Promise<LiveApp> {
   const t = await createWebhookApp({
@@ -103,7 +105,7 @@ export async function liveApp(
     env: {
       PLATFORM_URL: sim.url,
       PLATFORM_ROOT_KEY: sim.rootKey.toString('hex'),
-      PLATFORM_CA_FILE: simCaFile(sim),
+      ...(options.trustMediaCa === false ? {} : { PLATFORM_CA_FILE: simCaFile(sim) }),
     },
   });
   const instanceId = options.existing?.instanceId ?? (await t.newInstance('live', 'sim')).id;
