@@ -32,9 +32,11 @@ const MediaBody = Type.Object(
   {
     from: Phone,
     to: Phone,
-    kind: Type.Union(
-      (['image', 'video', 'audio', 'document', 'sticker'] as const).map((k) => Type.Literal(k)),
-    ),
+    kind: Type.Unsafe<MediaType>({
+      type: 'string',
+      enum: ['image', 'video', 'audio', 'document', 'sticker'],
+      description: 'the media kind',
+    }),
     data: Type.String({ minLength: 1, pattern: '^[A-Za-z0-9+/]+={0,2}$', description: 'the bytes, base64' }),
     mimetype: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
     caption: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),

@@ -40,6 +40,23 @@ describe('configuration (DESIGN D2)', () => {
     });
   });
 
+  it('reads the CA file of a platform simulator media server (absolute path), only with PLATFORM_URL', () => {
+    const config = loadConfig({
+      PLATFORM_URL: 'ws://127.0.0.1:7070/ws/chat',
+      PLATFORM_CA_FILE: 'sim/ca.pem',
+    });
+    assert.deepEqual(config.platform, {
+      url: 'ws://127.0.0.1:7070/ws/chat',
+      rootKey: undefined,
+      caFile: resolve('sim/ca.pem'),
+    });
+    assert.throws(() => loadConfig({ PLATFORM_CA_FILE: '/tmp/ca.pem' }), {
+      name: 'ConfigError',
+      message:
+        'invalid configuration: PLATFORM_CA_FILE needs PLATFORM_URL (the simulator whose media server it certifies)',
+    });
+  });
+
   it('reads PostgreSQL, Redis, a hex master key, the retry schedule and allowed CIDRs', () => {
     const config = loadConfig({
       PORT: '9000',
