@@ -26,6 +26,11 @@ const Scan = Type.Object(
   { additionalProperties: false },
 );
 
+const EnterCode = Type.Object(
+  { code: Type.String({ minLength: 8, maxLength: 16, pattern: '^[0-9A-Za-z -]+$' }), phone: Phone },
+  { additionalProperties: false },
+);
+
 const Fault = Type.Object(
   {
     phone: Phone,
@@ -75,6 +80,12 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext): vo
   app.post<{ Body: Static<typeof Scan> }>('/control/scan', { schema: { body: Scan } }, async (request) => {
     return ctx.pairing.scan(request.body.code, request.body.phone);
   });
+
+  app.post<{ Body: Static<typeof EnterCode> }>(
+    '/control/pairing-code',
+    { schema: { body: EnterCode } },
+    async (request) => ctx.pairing.linkCodes.enter(request.body.phone, request.body.code),
+  );
 
   app.get<{ Params: Static<typeof PhoneParams> }>(
     '/control/accounts/:phone',

@@ -55,7 +55,10 @@ export function unlinkDevice(ctx: SimContext, user: User, device: Device): void 
   ctx.events.emit('unlink', { user, device });
 }
 
-/** A socket waiting to be paired; it answers only the pair-device result and keep-alive pings. */
+/**
+ * A socket waiting to be paired; it answers keep-alive pings and the iqs of pairing by code
+ * (pairing/link-code.ts); the pair-device result needs no answer.
+ */
 function registrationSession(
   ctx: SimContext,
   connection: Connection,
@@ -69,6 +72,11 @@ function registrationSession(
   return {
     async onStanza(node) {
       if (node.tag === 'iq' && node.attrs.type === 'get') connection.send(iqReply(node, {}));
+      else if (node.tag === 'iq' && node.attrs.type === 'set') {
+        // Pairing by code (pairing/link-code.ts): companion_hello and companion_finish.
+        const answer = ctx.pairing.linkCodes.onCompanionIq(registration, node);
+        if (answer) connection.send(answer);
+      }
     },
     onClose() {
       ctx.pairing.end(registration);
