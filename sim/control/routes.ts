@@ -6,8 +6,8 @@ import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { lidJid, phoneJid, type User } from '../model/accounts.ts';
 import { type SimContext, unlinkDevice } from '../server/session.ts';
+import { registerContentRoutes } from './content.ts';
 import { ControlError, installErrorEnvelope } from './errors.ts';
-import { registerMediaRoutes } from './media.ts';
 import { registerMessagingRoutes } from './messaging.ts';
 import { Phone } from './schemas.ts';
 
@@ -123,5 +123,5 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext): vo
   );
 
   registerMessagingRoutes(app, ctx);
-  registerMediaRoutes(app, ctx);
+  registerContentRoutes(app, ctx);
 }

@@ -4,7 +4,7 @@
  * (trusted through PLATFORM_CA_FILE), the simulated recipient downloads it, verifies its hashes and MAC,
  * decrypts it, and the test compares the decrypted bytes by hash and every metadata field exactly — once through
  * /v1/messages/send/{kind} and once through its gateway twin /chat/send/{kind} (signed, DESIGN D12). A simulated
- * user's media comes back to parley as a Message webhook. Runs on SQLite, and on PostgreSQL when
+ * user's media, locations and contact cards come back to parley as Message webhooks. Runs on SQLite, and on PostgreSQL when
  * TEST_DATABASE_URL is set.
  */
 import assert from 'node:assert/strict';
@@ -329,6 +329,42 @@ for (const dialect of testDialects()) {
           isGroup: false,
         });
       }
+    });
+
+    it('a user sends a location and a contact card: parley reports them as Message webhooks with their fields', async () => {
+      const location = await control(sim, 'POST', '/location', {
+        from: ana,
+        to: shop,
+        latitude: -22.9068,
+        longitude: -43.1729,
+        name: 'Home',
+        address: 'Rua A, 1, Rio',
+      });
+      assert.equal(location.status, 201, JSON.stringify(location.body));
+      const card = await control(sim, 'POST', '/contact', {
+        from: ana,
+        to: shop,
+        displayName: 'Ana Souza',
+        vcard: VCARD,
+      });
+      assert.equal(card.status, 201, JSON.stringify(card.body));
+      const message = (id: string) =>
+        until('the Message webhook', () =>
+          bodies(receiver.requests).find((b) => b.type === 'Message' && b.event.info.id === id),
+        );
+      assert.deepEqual((await message(location.body.id)).event.message, {
+        conversation: '',
+        locationMessage: {
+          degreesLatitude: -22.9068,
+          degreesLongitude: -43.1729,
+          name: 'Home',
+          address: 'Rua A, 1, Rio',
+        },
+      });
+      assert.deepEqual((await message(card.body.id)).event.message, {
+        conversation: '',
+        contactMessage: { displayName: 'Ana Souza', vcard: VCARD },
+      });
     });
   });
 }

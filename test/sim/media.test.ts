@@ -22,7 +22,8 @@ import {
 import pino from 'pino';
 import { Agent as UndiciAgent } from 'undici';
 import { decryptMedia, encryptMedia, MediaCryptoError, sha256, uploadToken } from '../../sim/media/crypto.ts';
-import { stickerPack } from '../../sim/media/receive.ts';
+import { completeMedia, stickerPack } from '../../sim/media/receive.ts';
+import type { InboxEntry } from '../../sim/model/inbox.ts';
 import { answerIq } from '../../sim/server/iq.ts';
 import { type Simulator, startSimulator } from '../../sim/simulator.ts';
 import { stickerExif, withExif } from '../../src/media/exif.ts';
@@ -226,6 +227,44 @@ describe('simulator media', () => {
     assert.deepEqual([forged.status, forged.json()], [403, { error: 'oh: URL signature does not match' }]);
     const extended = await upload(directPath.replace(/oe=[0-9A-F]+/, 'oe=FFFFFFFF'), Buffer.alloc(0), 'GET');
     assert.equal(extended.status, 403, 'the expiry is signed too');
+  });
+
+  it('a received media message that does not verify gets media.error naming the check, and no media event', async () => {
+    const plain = Buffer.from('photo bytes');
+    const good = encryptMedia(plain, 'image');
+    const stored = sim.media.put('image', good.file);
+    const events: unknown[] = [];
+    sim.context.events.on('media', (event) => events.push(event));
+    const base = { id: 'X', from: '1', fromDevice: 1, timestamp: '', type: 'image' };
+    const part = {
+      directPath: stored.directPath,
+      mediaKey: good.mediaKey,
+      fileSha256: good.fileSha256,
+      fileEncSha256: good.fileEncSha256,
+      fileLength: good.fileLength,
+    };
+    const cases: [Record<string, unknown>, InboxEntry['media']][] = [
+      [part, { sha256: sha256(plain).toString('hex'), length: plain.length }],
+      [
+        { ...part, fileEncSha256: sha256(Buffer.from('x')) },
+        { error: 'fileEncSha256 does not match the downloaded file' },
+      ],
+      [
+        { ...part, mediaKey: Buffer.alloc(32, 1), fileEncSha256: null },
+        { error: 'MAC does not match the media key' },
+      ],
+      [{ ...part, directPath: null }, { error: 'the message has neither directPath nor url' }],
+      [
+        { ...part, directPath: stored.directPath.replace(/oh=01_[\w-]+/, 'oh=01_x') },
+        { error: 'media download answered 403: {"error":"oh: URL signature does not match"}' },
+      ],
+    ];
+    for (const [imageMessage, media] of cases) {
+      const entry: InboxEntry = { ...base };
+      await completeMedia(entry, { imageMessage }, sim.context);
+      assert.deepEqual(entry.media, media);
+    }
+    assert.equal(events.length, 1, 'only the good one was published');
   });
 
   it('reads the sticker pack a WEBP carries in its EXIF; none without EXIF', async () => {
