@@ -107,7 +107,7 @@ export class LinkCodes {
       const wrapped = getBinaryNodeChildBuffer(reg, 'link_code_pairing_wrapped_companion_ephemeral_pub');
       const noiseKey = getBinaryNodeChildBuffer(reg, 'companion_server_auth_key_pub');
       const phone = /^([0-9]+)@s\.whatsapp\.net$/.exec(reg.attrs.jid ?? '')?.[1];
-      if (!wrapped || wrapped.length !== 80 || !phone)
+      if (wrapped?.length !== 80 || !phone)
         return iqError(iq, 400, 'companion_hello needs jid and an 80-byte wrapped ephemeral key');
       if (!noiseKey || !registration.noiseKey.equals(Buffer.from(noiseKey)))
         return iqError(iq, 400, 'companion_server_auth_key_pub is not the Noise key of this socket');
