@@ -14,6 +14,7 @@ import { createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, request as httpsRequest, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import type { BinaryNode } from 'baileys';
 import type { Logger } from 'pino';
 import { sha256, uploadToken } from './crypto.ts';
 import type { MediaTls } from './tls.ts';
@@ -50,6 +51,29 @@ export interface MediaConn {
   auth: string;
   ttlSeconds: number;
   maxContentLengthBytes: number;
+}
+
+/**
+ * The `<media_conn auth ttl auth_ttl max_buckets><host hostname maxContentLengthBytes/></media_conn>` answer to
+ * an iq `w:m`, as Baileys' Socket/messages-send.js refreshMediaConn reads it (uploads then go to
+ * `https://<hostname><path>?auth=…`).
+ */
+export function mediaConnNode(conn: MediaConn): BinaryNode {
+  return {
+    tag: 'media_conn',
+    attrs: {
+      auth: conn.auth,
+      ttl: String(conn.ttlSeconds),
+      auth_ttl: String(conn.ttlSeconds),
+      max_buckets: '12',
+    },
+    content: [
+      {
+        tag: 'host',
+        attrs: { hostname: conn.hostname, maxContentLengthBytes: String(conn.maxContentLengthBytes) },
+      },
+    ],
+  };
 }
 
 /** A running media server. */

@@ -12,6 +12,9 @@
  * 3. The companion verifies both, countersigns (`6,1 ‖ details ‖ identity ‖ account key`) and answers
  *    `pair-device-sign`; the server checks that signature, then ends the stream with 515 (restart required)
  *    and the companion logs in with its new credentials.
+ *
+ * Pairing by a code typed on the phone replaces steps 1–2 with the link-code exchange of link-code.ts, which
+ * ends in the same `pair-success` ({@link Pairing.link}).
  */
 import { createHmac, randomBytes } from 'node:crypto';
 import { type BinaryNode, Curve, getBinaryNodeChild, proto, WA_ADV_ACCOUNT_SIG_PREFIX } from 'baileys';

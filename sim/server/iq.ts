@@ -5,7 +5,7 @@
  * immediate error instead of a query time-out.
  */
 import { type BinaryNode, getBinaryNodeChild, getBinaryNodeChildren } from 'baileys';
-import type { MediaConn } from '../media/server.ts';
+import { type MediaConn, mediaConnNode } from '../media/server.ts';
 import type { Accounts, Device, User } from '../model/accounts.ts';
 import { SERVER_JID } from '../model/accounts.ts';
 import {
@@ -116,32 +116,6 @@ function mdIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
   return {};
 }
 
-/**
- * `<media_conn auth ttl><host hostname maxContentLengthBytes/></media_conn>`, read by Baileys'
- * messages-send.js refreshMediaConn (uploads go to `https://<hostname><path>?auth=…`).
- */
-function mediaConnAnswer(conn: MediaConn): IqAnswer {
-  return {
-    content: [
-      {
-        tag: 'media_conn',
-        attrs: {
-          auth: conn.auth,
-          ttl: String(conn.ttlSeconds),
-          auth_ttl: String(conn.ttlSeconds),
-          max_buckets: '12',
-        },
-        content: [
-          {
-            tag: 'host',
-            attrs: { hostname: conn.hostname, maxContentLengthBytes: String(conn.maxContentLengthBytes) },
-          },
-        ],
-      },
-    ],
-  };
-}
-
 /** Answers one iq from a logged-in device. */
 export function answerIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
   const first = child(iq);
@@ -184,7 +158,7 @@ export function answerIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
       return mdIq(iq, ctx);
     case 'w:m':
       return first?.tag === 'media_conn' && ctx.media
-        ? mediaConnAnswer(ctx.media.mediaConn())
+        ? { content: [mediaConnNode(ctx.media.mediaConn())] }
         : notImplemented;
     default:
       return notImplemented;
