@@ -34,7 +34,11 @@ for (const dialect of testDialects()) {
       await sim.close();
     });
 
-    it('no companion asked yet: entering a code on the phone is 404', async () => {
+    it('no companion asked yet: entering a code on the phone is 404; a malformed code is 400', async () => {
+      assert.deepEqual(await control(sim, 'POST', '/pairing-code', { phone: shop, code: 'AB12' }), {
+        status: 400,
+        body: { error: { code: 400, message: 'code: must NOT have fewer than 8 characters' } },
+      });
       assert.deepEqual(await control(sim, 'POST', '/pairing-code', { phone: shop, code: 'ABCD1234' }), {
         status: 404,
         body: {
