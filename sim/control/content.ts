@@ -7,11 +7,14 @@
  *   `fileSha256`, `fileEncSha256`, `fileLength`, `mediaKeyTimestamp`, plus mimetype, caption, file name, ptt).
  * - `POST /control/location`: a `locationMessage` (degrees, name, address).
  * - `POST /control/contact`: a `contactMessage` (display name and vCard).
+ * And what a user received: `GET /control/users/{phone}/inbox/{id}/media`, the decrypted bytes of a media
+ * message in the user's inbox (media/receive.ts).
  */
 import { type Static, Type } from '@sinclair/typebox';
 import type { proto } from 'baileys';
 import type { FastifyInstance } from 'fastify';
 import { encryptMedia, type MediaType } from '../media/crypto.ts';
+import { decryptedMedia } from '../media/receive.ts';
 import { sendMessage } from '../messaging/send.ts';
 import { phoneJid } from '../model/accounts.ts';
 import type { SimContext } from '../server/session.ts';
@@ -50,6 +53,11 @@ const MediaBody = Type.Object(
 );
 
 type MediaRequest = Static<typeof MediaBody>;
+
+const InboxMediaParams = Type.Object({
+  phone: Phone,
+  id: Type.String({ minLength: 1, maxLength: 128 }),
+});
 
 const LocationBody = Type.Object(
   {
@@ -160,6 +168,22 @@ export function registerContentRoutes(app: FastifyInstance, ctx: SimContext): vo
         mediaMessage(ctx, body, bytes, jid),
       );
       return reply.status(201).send(result);
+    },
+  );
+
+  app.get<{ Params: Static<typeof InboxMediaParams> }>(
+    '/control/users/:phone/inbox/:id/media',
+    { schema: { params: InboxMediaParams } },
+    async (request, reply) => {
+      const { phone, id } = request.params;
+      const user = ctx.accounts.require(phone, 'phone');
+      const entry = user.inbox.findLast((e) => e.id === id && e.media !== undefined);
+      if (!entry) throw new ControlError(404, `id: no media message ${id} in the inbox of ${phone}`);
+      if (entry.media && 'error' in entry.media)
+        throw new ControlError(409, `id: the media of ${id} did not decrypt (${entry.media.error})`);
+      const bytes = await decryptedMedia(entry, ctx.media);
+      if (!bytes) throw new ControlError(404, `id: no media message ${id} in the inbox of ${phone}`);
+      return reply.type(entry.mimetype ?? 'application/octet-stream').send(bytes);
     },
   );
 

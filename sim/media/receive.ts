@@ -9,6 +9,7 @@ import webpmux from 'node-webpmux';
 import type { InboxEntry } from '../model/inbox.ts';
 import type { SimContext } from '../server/session.ts';
 import { decryptMedia, type MediaType, sha256 } from './crypto.ts';
+import type { MediaServer } from './server.ts';
 
 type MediaMessage = proto.Message.IImageMessage & {
   fileName?: string | null;
@@ -64,41 +65,66 @@ export async function stickerPack(webp: Buffer): Promise<InboxEntry['sticker']> 
   return pack;
 }
 
+/** The media part of each inbox entry whose media decrypted, so the bytes can be served again on demand. */
+const received = new WeakMap<InboxEntry, { type: MediaType; part: MediaMessage }>();
+
+/** Downloads the file `part` points at from `server` and verifies and decrypts it (MediaCryptoError, Error). */
+async function fetchAndDecrypt(
+  server: MediaServer | undefined,
+  type: MediaType,
+  part: MediaMessage,
+): Promise<Buffer> {
+  if (!server) throw new Error('the simulator runs no media server');
+  if (!part.mediaKey) throw new Error('the message has no mediaKey');
+  const path = part.directPath ?? (part.url ? new URL(part.url).pathname + new URL(part.url).search : '');
+  if (!path) throw new Error('the message has neither directPath nor url');
+  const file = await server.download(path);
+  return decryptMedia(file, type, {
+    mediaKey: part.mediaKey,
+    fileSha256: part.fileSha256 ?? null,
+    fileEncSha256: part.fileEncSha256 ?? null,
+    fileLength: part.fileLength === null || part.fileLength === undefined ? null : Number(part.fileLength),
+  });
+}
+
 /**
  * Downloads, verifies and decrypts the media of `message` and adds `media` (and `sticker`) to `entry`; the
  * plaintext is published on the context's events as `media` (`{ entry, plaintext }`) for tests that inspect
- * the bytes. A message without media leaves the entry as it is; a failure (no media server, no direct path, a
- * refused download, a failed check) is recorded as `media.error` and logged, never thrown.
+ * the bytes, and can be had again with {@link decryptedMedia}. A message without media leaves the entry as it
+ * is; a failure (no media server, no direct path, a refused download, a failed check) is recorded as
+ * `media.error` and logged, never thrown.
  */
 export async function completeMedia(
   entry: InboxEntry,
   message: proto.IMessage,
   ctx: Pick<SimContext, 'media' | 'log' | 'events'>,
 ): Promise<void> {
-  const server = ctx.media;
   const found = mediaPart(message);
   if (!found) return;
   const { type, part } = found;
   try {
-    if (!server) throw new Error('the simulator runs no media server');
-    if (!part.mediaKey) throw new Error('the message has no mediaKey');
-    const path = part.directPath ?? (part.url ? new URL(part.url).pathname + new URL(part.url).search : '');
-    if (!path) throw new Error('the message has neither directPath nor url');
-    const file = await server.download(path);
-    const plaintext = decryptMedia(file, type, {
-      mediaKey: part.mediaKey,
-      fileSha256: part.fileSha256 ?? null,
-      fileEncSha256: part.fileEncSha256 ?? null,
-      fileLength: part.fileLength === null || part.fileLength === undefined ? null : Number(part.fileLength),
-    });
+    const plaintext = await fetchAndDecrypt(ctx.media, type, part);
     entry.media = { sha256: sha256(plaintext).toString('hex'), length: plaintext.length };
     if (type === 'sticker') {
       const pack = await stickerPack(plaintext);
       if (pack) entry.sticker = pack;
     }
+    received.set(entry, found);
     ctx.events.emit('media', { entry, plaintext });
   } catch (error) {
     entry.media = { error: (error as Error).message };
     ctx.log.warn({ err: error, id: entry.id, type }, 'media of a received message not decrypted');
   }
+}
+
+/**
+ * The decrypted bytes of an inbox entry's media, downloaded and verified again; undefined when the entry has
+ * no media that decrypted (`media.error`, or not a media message).
+ */
+export async function decryptedMedia(
+  entry: InboxEntry,
+  server: MediaServer | undefined,
+): Promise<Buffer | undefined> {
+  const found = received.get(entry);
+  return found ? fetchAndDecrypt(server, found.type, found.part) : undefined;
 }

@@ -197,6 +197,27 @@ for (const dialect of testDialects()) {
           `the ${kind} sent through the gateway in the inbox`,
         );
         assert.deepEqual(pick(viaGateway, want), want);
+
+        // The control API serves the decrypted bytes of media messages (downloaded and verified again).
+        const file = await fetch(`${sim.control}/users/${ana}/inbox/${v1.body.data.id}/media`);
+        if (want.media) {
+          assert.equal(file.status, 200);
+          assert.equal(file.headers.get('content-type'), want.mimetype);
+          assert.deepEqual(decrypted(Buffer.from(await file.arrayBuffer())), want.media);
+        } else {
+          assert.deepEqual(
+            [file.status, await file.json()],
+            [
+              404,
+              {
+                error: {
+                  code: 404,
+                  message: `id: no media message ${v1.body.data.id} in the inbox of ${ana}`,
+                },
+              },
+            ],
+          );
+        }
       });
     }
 
