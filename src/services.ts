@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
 import { type Application, createApplication } from './app/index.ts';
 import { KeyAuthenticator } from './auth/authenticator.ts';
-import type { Config } from './config/config.ts';
+import { type Config, readCertificateFile } from './config/config.ts';
 import { RegistrationCache } from './contacts/registration-cache.ts';
 import type { Clock } from './domain/clock.ts';
 import type { EngineMessage } from './domain/messages.ts';
@@ -140,7 +140,9 @@ export async function createServices(config: Config, options: ServiceOptions): P
       platform: {
         url: config.platform.url,
         rootKey: config.platform.rootKey,
-        ...(config.platform.caFile ? { ca: readFileSync(config.platform.caFile) } : {}),
+        ...(config.platform.caFile
+          ? { ca: readCertificateFile('PLATFORM_CA_FILE', config.platform.caFile) }
+          : {}),
       },
     });
   const findMessage = async (instanceId: string, id: string): Promise<EngineMessage | undefined> => {

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
@@ -222,6 +223,24 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       ...(parsed.PLATFORM_CA_FILE === undefined ? {} : { caFile: resolve(parsed.PLATFORM_CA_FILE) }),
     },
   };
+}
+
+/**
+ * Reads, at boot, a PEM file of certificates a setting names (`PLATFORM_CA_FILE`).
+ * @param variable the setting's name, for the message.
+ * @throws ConfigError naming the variable when the file cannot be read or holds no PEM certificate.
+ */
+export function readCertificateFile(variable: string, path: string): Buffer {
+  let pem: Buffer;
+  try {
+    pem = readFileSync(path);
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    throw new ConfigError(`invalid configuration: ${variable}: cannot read "${path}" (${reason})`);
+  }
+  if (!pem.includes('-----BEGIN CERTIFICATE-----'))
+    throw new ConfigError(`invalid configuration: ${variable}: "${path}" holds no PEM certificate`);
+  return pem;
 }
 
 function parseDatabaseUrl(url: string | undefined, dataDir: string): DatabaseConfig {
