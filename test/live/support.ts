@@ -52,6 +52,10 @@ export async function control(
 }
 
 const caFiles = new WeakMap<Simulator, string>();
+const caDirs = new Set<string>();
+process.once('exit', () => {
+  for (const dir of caDirs) rmSync(dir, { recursive: true, force: true });
+});
 
 /**
  * A PEM file holding `sim`'s media CA (what parley's PLATFORM_CA_FILE names), written once per simulator in a
@@ -61,7 +65,7 @@ export function simCaFile(sim: Simulator): string {
   let file = caFiles.get(sim);
   if (!file) {
     const dir = mkdtempSync(join(tmpdir(), 'parley-sim-ca-'));
-    process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+    caDirs.add(dir);
     file = join(dir, 'media-ca.pem');
     writeFileSync(file, sim.mediaCa);
     caFiles.set(sim, file);
