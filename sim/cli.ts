@@ -1,10 +1,15 @@
 /**
  * `parley sim [--port N] [--json] [--log-level L]`: starts the platform simulator on 127.0.0.1 and runs until
  * SIGINT/SIGTERM. With `--json` the first stdout line is
- * `{"url":"ws://127.0.0.1:N/ws/chat","rootKey":"<hex>","control":"http://127.0.0.1:N/control"}`; otherwise
- * the same facts are printed for a person. Logs (pino, JSON lines) go to stderr so stdout stays parseable.
+ * `{"url":"ws://127.0.0.1:N/ws/chat","rootKey":"<hex>","control":"http://127.0.0.1:N/control","caFile":"<path>"}`;
+ * otherwise the same facts are printed for a person. `caFile` is a PEM file, written at start in a fresh
+ * temporary folder and removed at exit, holding the CA of the simulator's HTTPS media server (what parley
+ * trusts through PLATFORM_CA_FILE). Logs (pino, JSON lines) go to stderr so stdout stays parseable.
  * bin/parley.js dispatches `sim` here; nothing in src/ imports the simulator.
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import pino from 'pino';
 import { startSimulator } from './simulator.ts';
@@ -44,11 +49,14 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`error: cannot start the simulator: ${(error as Error).message}\n`);
     return 1;
   }
-  const facts = { url: sim.url, rootKey: sim.rootKey.toString('hex'), control: sim.control };
+  const caDir = mkdtempSync(join(tmpdir(), 'parley-sim-'));
+  const caFile = join(caDir, 'media-ca.pem');
+  writeFileSync(caFile, sim.mediaCa);
+  const facts = { url: sim.url, rootKey: sim.rootKey.toString('hex'), control: sim.control, caFile };
   if (options.json) process.stdout.write(`${JSON.stringify(facts)}\n`);
   else {
     process.stdout.write(
-      `platform simulator listening\n  PLATFORM_URL=${facts.url}\n  PLATFORM_ROOT_KEY=${facts.rootKey}\n  control API: ${facts.control}\n`,
+      `platform simulator listening\n  PLATFORM_URL=${facts.url}\n  PLATFORM_ROOT_KEY=${facts.rootKey}\n  PLATFORM_CA_FILE=${facts.caFile}\n  control API: ${facts.control}\n`,
     );
   }
   await new Promise<void>((resolve) => {
@@ -56,5 +64,6 @@ export async function main(argv: string[]): Promise<number> {
     process.once('SIGTERM', resolve);
   });
   await sim.close();
+  rmSync(caDir, { recursive: true, force: true });
   return 0;
 }

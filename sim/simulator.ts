@@ -7,6 +7,8 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { WebSocketServer } from 'ws';
 import { registerControlRoutes } from './control/routes.ts';
+import { type MediaServer, startMediaServer } from './media/server.ts';
+import { createMediaTls } from './media/tls.ts';
 import { startHistorySync } from './messaging/history.ts';
 import { startRelay } from './messaging/relay.ts';
 import { Accounts } from './model/accounts.ts';
@@ -25,6 +27,8 @@ export interface SimulatorOptions {
   root?: KeyPair;
   /** Logger; default a silent pino logger. */
   log?: Logger;
+  /** TCP port of the HTTPS media server on the same host; 0 (default) picks a free one. */
+  mediaPort?: number;
 }
 
 /** A running simulator. */
@@ -36,6 +40,10 @@ export interface Simulator {
   /** The root public key (32 bytes) clients must trust as `WA_CERT_DETAILS.PUBLIC_KEY`. */
   rootKey: Buffer;
   port: number;
+  /** The HTTPS media server (uploads and downloads of encrypted media). */
+  media: MediaServer;
+  /** PEM of the CA the media server's certificate comes from: what clients trust for media (`PLATFORM_CA_FILE`). */
+  mediaCa: string;
   context: SimContext;
   app: FastifyInstance;
   /** Closes every socket and the server. */
@@ -50,7 +58,14 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   const log = options.log ?? pino({ level: 'silent' });
   const accounts = new Accounts();
   const chain = createCertificateChain(options.root);
-  const context = createContext({ accounts, pairing: new Pairing(accounts), chain, log });
+  const host = options.host ?? '127.0.0.1';
+  const media = await startMediaServer({
+    tls: await createMediaTls(),
+    log: log.child({ component: 'media' }),
+    host,
+    ...(options.mediaPort !== undefined ? { port: options.mediaPort } : {}),
+  });
+  const context = createContext({ accounts, pairing: new Pairing(accounts), chain, log, media });
   const app: FastifyInstance = Fastify({ loggerInstance: log as FastifyBaseLogger });
   const wss = new WebSocketServer({ noServer: true });
   const connections = new Set<Connection>();
@@ -76,8 +91,12 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   startRelay(context, context.signalQueue);
   startHistorySync(context);
   registerControlRoutes(app, context);
-  const host = options.host ?? '127.0.0.1';
-  await app.listen({ port: options.port ?? 0, host });
+  try {
+    await app.listen({ port: options.port ?? 0, host });
+  } catch (error) {
+    await media.close();
+    throw error;
+  }
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : (options.port ?? 0);
   return {
@@ -85,12 +104,15 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     control: `http://${host}:${port}/control`,
     rootKey: chain.root.public,
     port,
+    media,
+    mediaCa: media.ca,
     context,
     app,
     async close() {
       for (const connection of connections) connection.drop();
       wss.close();
       await app.close();
+      await media.close();
     },
   };
 }

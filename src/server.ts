@@ -33,18 +33,19 @@ export function bootstrapBanner(bootstrap: Bootstrap, publicUrl: string): string
 
 /**
  * The boot warning while `PLATFORM_URL` or `PLATFORM_ROOT_KEY` is set (DESIGN D15): live instances then talk to a
- * platform simulator, not WhatsApp. Undefined when neither is set.
+ * platform simulator, not WhatsApp; it names every PLATFORM_* variable set (`PLATFORM_CA_FILE` too). Undefined
+ * when neither is set.
  */
 export function platformWarning(config: Config): string | undefined {
-  const { url, rootKey } = config.platform;
+  const { url, rootKey, caFile } = config.platform;
   if (url === undefined && rootKey === undefined) return undefined;
   const set = [
     url === undefined ? undefined : 'PLATFORM_URL',
     rootKey === undefined ? undefined : 'PLATFORM_ROOT_KEY',
-  ]
-    .filter((name) => name !== undefined)
-    .join(' and ');
-  return `${set} set: live instances connect to the platform simulator at ${url}, not to WhatsApp`;
+    caFile === undefined ? undefined : 'PLATFORM_CA_FILE',
+  ].filter((name) => name !== undefined);
+  const names = set.length > 1 ? `${set.slice(0, -1).join(', ')} and ${set.at(-1)}` : set.join('');
+  return `${names} set: live instances connect to the platform simulator at ${url}, not to WhatsApp`;
 }
 
 /**

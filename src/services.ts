@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
 import { type Application, createApplication } from './app/index.ts';
 import { KeyAuthenticator } from './auth/authenticator.ts';
-import type { Config } from './config/config.ts';
+import { type Config, readCertificateFile } from './config/config.ts';
 import { RegistrationCache } from './contacts/registration-cache.ts';
 import type { Clock } from './domain/clock.ts';
 import type { EngineMessage } from './domain/messages.ts';
@@ -137,7 +137,13 @@ export async function createServices(config: Config, options: ServiceOptions): P
       locks: new SqlSessionLocks({ db: store.db, owner: nodes.id }),
       logger,
       clock,
-      platform: config.platform,
+      platform: {
+        url: config.platform.url,
+        rootKey: config.platform.rootKey,
+        ...(config.platform.caFile
+          ? { ca: readCertificateFile('PLATFORM_CA_FILE', config.platform.caFile) }
+          : {}),
+      },
     });
   const findMessage = async (instanceId: string, id: string): Promise<EngineMessage | undefined> => {
     const stored = await findStoredMessage(store.db, instanceId, id);

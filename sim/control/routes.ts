@@ -6,6 +6,7 @@ import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { lidJid, phoneJid, type User } from '../model/accounts.ts';
 import { type SimContext, unlinkDevice } from '../server/session.ts';
+import { registerContentRoutes } from './content.ts';
 import { ControlError, installErrorEnvelope } from './errors.ts';
 import { registerGroupRoutes } from './groups.ts';
 import { registerHistoryRoutes } from './history.ts';
@@ -27,6 +28,11 @@ const CreateUser = Type.Object(
 
 const Scan = Type.Object(
   { code: Type.String({ minLength: 1 }), phone: Phone },
+  { additionalProperties: false },
+);
+
+const EnterCode = Type.Object(
+  { code: Type.String({ minLength: 8, maxLength: 16, pattern: '^[0-9A-Za-z -]+$' }), phone: Phone },
   { additionalProperties: false },
 );
 
@@ -83,6 +89,12 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext): vo
     return ctx.pairing.scan(request.body.code, request.body.phone);
   });
 
+  app.post<{ Body: Static<typeof EnterCode> }>(
+    '/control/pairing-code',
+    { schema: { body: EnterCode } },
+    async (request) => ctx.pairing.linkCodes.enter(request.body.phone, request.body.code),
+  );
+
   app.get<{ Params: Static<typeof PhoneParams> }>(
     '/control/accounts/:phone',
     { schema: { params: PhoneParams } },
@@ -121,4 +133,5 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext): vo
   registerMessagingRoutes(app, ctx);
   registerGroupRoutes(app, ctx);
   registerHistoryRoutes(app, ctx);
+  registerContentRoutes(app, ctx);
 }

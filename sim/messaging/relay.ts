@@ -12,6 +12,7 @@
  * logged and published as `decrypt-error` on the context's events.
  */
 import { type BinaryNode, getBinaryNodeChild, getBinaryNodeChildren } from 'baileys';
+import { completeMedia } from '../media/receive.ts';
 import { lidJid, phoneJid } from '../model/accounts.ts';
 import { entryFromMessage } from '../model/inbox.ts';
 import type { DeviceStanza, SimContext } from '../server/session.ts';
@@ -91,6 +92,7 @@ async function relayMessage(ctx: SimContext, queue: KeyedQueue, stanza: DeviceSt
         { id: outgoing.id, from: user.phone, fromDevice: device.id, timestamp },
         decoded.message,
       );
+      await completeMedia(entry, decoded.message, ctx);
       recipient.inbox.push(entry);
       ctx.events.emit('inbox', { user: recipient, entry });
     } catch (error) {

@@ -2,7 +2,9 @@
  * A simulated user's inbox: what its phone received from linked accounts, decrypted, oldest first. Messages
  * are read from the decrypted proto.Message as Baileys builds them (Utils/messages.js generateWAMessageContent):
  * text as `conversation` or `extendedTextMessage` (a reply's quoted id in `contextInfo.stanzaId`), reactions as
- * `reactionMessage`, media as `imageMessage`/`videoMessage`/… with `caption` and `mimetype`. Receipts the
+ * `reactionMessage`, media as `imageMessage`/`videoMessage`/… with `caption`, `mimetype`, `fileName`, `ptt`
+ * (the decrypted bytes are added by media/receive.ts), locations with their fields, contact cards with their
+ * vCards. Receipts the
  * account sends for the user's messages are entries too (`type: "receipt"`).
  */
 import type { proto } from 'baileys';
@@ -31,6 +33,23 @@ export interface InboxEntry {
   /** Receipts: `delivery`, `read`, `played`, … and every id acknowledged. */
   receipt?: string;
   ids?: string[];
+  /** Documents: the file name the message carries. */
+  fileName?: string;
+  /** Audio: true for a voice note (push-to-talk). */
+  ptt?: boolean;
+  /** Stickers: true when the message says the sticker is animated. */
+  animated?: boolean;
+  /**
+   * Media: what the user's phone downloaded from the media server and decrypted (media/receive.ts): SHA-256
+   * (hex) and length in bytes of the plaintext, or `error` naming the check that failed (download, hash, MAC).
+   */
+  media?: { sha256: string; length: number } | { error: string };
+  /** Stickers: the pack metadata in the decrypted WEBP's EXIF (`sticker-pack-*`, `emojis`), when present. */
+  sticker?: { packId?: string; packName?: string; packPublisher?: string; emojis?: string[] };
+  /** Locations: coordinates in degrees, and the place's name and address when given. */
+  location?: { latitude: number; longitude: number; name?: string; address?: string };
+  /** Contact cards: one entry per card, as sent (a single card or a contacts array). */
+  contacts?: { displayName: string; vcard: string }[];
 }
 
 type MediaKey = 'imageMessage' | 'videoMessage' | 'audioMessage' | 'documentMessage' | 'stickerMessage';
@@ -84,12 +103,41 @@ export function entryFromMessage(
     const entry: InboxEntry = { ...base, type };
     if ('caption' in media && media.caption) entry.caption = media.caption;
     if (media.mimetype) entry.mimetype = media.mimetype;
+    if ('fileName' in media && media.fileName) entry.fileName = media.fileName;
+    if ('ptt' in media && typeof media.ptt === 'boolean') entry.ptt = media.ptt;
+    if ('isAnimated' in media && typeof media.isAnimated === 'boolean') entry.animated = media.isAnimated;
     const quoted = media.contextInfo?.stanzaId;
     if (quoted) entry.quotedId = quoted;
     return entry;
   }
-  if (message.locationMessage) return { ...base, type: 'location' };
-  if (message.contactMessage || message.contactsArrayMessage) return { ...base, type: 'contact' };
+  const location = message.locationMessage;
+  if (location) {
+    const entry: InboxEntry = {
+      ...base,
+      type: 'location',
+      location: {
+        latitude: location.degreesLatitude ?? 0,
+        longitude: location.degreesLongitude ?? 0,
+        ...(location.name ? { name: location.name } : {}),
+        ...(location.address ? { address: location.address } : {}),
+      },
+    };
+    const quoted = location.contextInfo?.stanzaId;
+    if (quoted) entry.quotedId = quoted;
+    return entry;
+  }
+  const cards = message.contactMessage ? [message.contactMessage] : message.contactsArrayMessage?.contacts;
+  if (cards) {
+    const entry: InboxEntry = {
+      ...base,
+      type: 'contact',
+      contacts: cards.map((c) => ({ displayName: c.displayName ?? '', vcard: c.vcard ?? '' })),
+    };
+    const quoted =
+      message.contactMessage?.contextInfo?.stanzaId ?? message.contactsArrayMessage?.contextInfo?.stanzaId;
+    if (quoted) entry.quotedId = quoted;
+    return entry;
+  }
   if (message.pollCreationMessage || message.pollCreationMessageV2 || message.pollCreationMessageV3) {
     return { ...base, type: 'poll' };
   }

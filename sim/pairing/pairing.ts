@@ -12,6 +12,9 @@
  * 3. The companion verifies both, countersigns (`6,1 ‖ details ‖ identity ‖ account key`) and answers
  *    `pair-device-sign`; the server checks that signature, then ends the stream with 515 (restart required)
  *    and the companion logs in with its new credentials.
+ *
+ * Pairing by a code typed on the phone replaces steps 1–2 with the link-code exchange of link-code.ts, which
+ * ends in the same `pair-success` ({@link Pairing.link}).
  */
 import { createHmac, randomBytes } from 'node:crypto';
 import { type BinaryNode, Curve, getBinaryNodeChild, proto, WA_ADV_ACCOUNT_SIG_PREFIX } from 'baileys';
@@ -27,6 +30,7 @@ import {
 } from '../model/accounts.ts';
 import type { Connection } from '../server/connection.ts';
 import { verifyDeviceIdentity } from '../signal/index.ts';
+import { LinkCodes } from './link-code.ts';
 
 /** How many refs one pair-device iq carries (Baileys shows the first for 60 s, the others 20 s each). */
 export const REFS_PER_PAIRING = 6;
@@ -93,8 +97,12 @@ export function parsePairingCode(code: string): {
 /** Registration sockets by ref, and the scan that links them. */
 export class Pairing {
   private readonly byRef = new Map<string, PendingRegistration>();
+  /** Pairing by a code typed on the phone instead of a QR scan (link-code.ts). */
+  readonly linkCodes: LinkCodes;
 
-  constructor(private readonly accounts: Accounts) {}
+  constructor(private readonly accounts: Accounts) {
+    this.linkCodes = new LinkCodes(this, accounts);
+  }
 
   /** Issues refs for a registration socket and sends it the pair-device iq. */
   start(pending: Omit<PendingRegistration, 'refs' | 'issuedAt'>): PendingRegistration {
@@ -115,9 +123,10 @@ export class Pairing {
     return registration;
   }
 
-  /** Forgets a registration (its socket closed or it was linked). */
+  /** Forgets a registration (its socket closed or it was linked), and any link-code request it made. */
   end(registration: PendingRegistration): void {
     for (const ref of registration.refs) this.byRef.delete(ref);
+    this.linkCodes.end(registration);
   }
 
   /**
@@ -142,10 +151,20 @@ export class Pairing {
     ) {
       throw new ModelError(409, 'code: the keys in the QR code are not those of the socket that shows it');
     }
+    return this.link(registration, user, parsed.advSecret);
+  }
+
+  /**
+   * Links the companion of `registration` to `user` once the phone knows the ADV secret it shares with the
+   * companion (from the QR code, or derived in a link-code exchange): sends `pair-success`, checks the
+   * countersignature, restarts the companion's stream (515). Throws ModelError 409 (field `code`) when the
+   * companion refuses the pairing.
+   */
+  async link(registration: PendingRegistration, user: User, advSecret: Buffer): Promise<LinkResult> {
     this.end(registration);
     const device = this.accounts.linkCompanion(user, registration);
     try {
-      await this.sendPairSuccess(registration.connection, user, device, parsed.advSecret);
+      await this.sendPairSuccess(registration.connection, user, device, advSecret);
     } catch (err) {
       device.linked = false;
       throw new ModelError(409, `code: the companion refused the pairing (${(err as Error).message})`);

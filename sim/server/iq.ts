@@ -5,6 +5,7 @@
  * immediate error instead of a query time-out.
  */
 import { type BinaryNode, getBinaryNodeChild, getBinaryNodeChildren } from 'baileys';
+import { type MediaConn, mediaConnNode } from '../media/server.ts';
 import type { Accounts, Device, User } from '../model/accounts.ts';
 import { SERVER_JID } from '../model/accounts.ts';
 import {
@@ -26,6 +27,8 @@ export interface IqContext {
   device: Device;
   /** Unlinks the asking device and closes its sockets (remove-companion-device). */
   unlinkDevice(user: User, device: Device): void;
+  /** The media server, when the simulator runs one: answers `media_conn` (media/server.ts). */
+  media?: { mediaConn(): MediaConn };
 }
 
 /** An iq answer: content of a `result`, or an error code and text. */
@@ -159,6 +162,10 @@ export function answerIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
       return groupIq(iq, ctx);
     case 'w:profile:picture':
       return profilePictureAnswer(iq, ctx.accounts);
+    case 'w:m':
+      return first?.tag === 'media_conn' && ctx.media
+        ? { content: [mediaConnNode(ctx.media.mediaConn())] }
+        : notImplemented;
     default:
       return notImplemented;
   }

@@ -8,6 +8,7 @@
 import { EventEmitter } from 'node:events';
 import { type BinaryNode, getBinaryNodeChild, getBinaryNodeChildren, type proto } from 'baileys';
 import type { Logger } from 'pino';
+import type { MediaServer } from '../media/server.ts';
 import { KeyedQueue, takeOffline } from '../messaging/delivery.ts';
 import { type Accounts, type Device, lidJid, SERVER_JID, type User } from '../model/accounts.ts';
 import type { CertificateChain } from '../noise/certificates.ts';
@@ -38,6 +39,8 @@ export interface SimContext {
    * `login` ({ user, device, connection }) when a device logs in; `unlink` ({ user, device }).
    */
   events: EventEmitter;
+  /** The HTTPS media server (media/server.ts), when started. */
+  media?: MediaServer;
 }
 
 function now(): string {
@@ -52,7 +55,10 @@ export function unlinkDevice(ctx: SimContext, user: User, device: Device): void 
   ctx.events.emit('unlink', { user, device });
 }
 
-/** A socket waiting to be paired; it answers only the pair-device result and keep-alive pings. */
+/**
+ * A socket waiting to be paired; it answers keep-alive pings and the iqs of pairing by code
+ * (pairing/link-code.ts); the pair-device result needs no answer.
+ */
 function registrationSession(
   ctx: SimContext,
   connection: Connection,
@@ -66,6 +72,11 @@ function registrationSession(
   return {
     async onStanza(node) {
       if (node.tag === 'iq' && node.attrs.type === 'get') connection.send(iqReply(node, {}));
+      else if (node.tag === 'iq' && node.attrs.type === 'set') {
+        // Pairing by code (pairing/link-code.ts): companion_hello and companion_finish.
+        const answer = ctx.pairing.linkCodes.onCompanionIq(registration, node);
+        if (answer) connection.send(answer);
+      }
     },
     onClose() {
       ctx.pairing.end(registration);
@@ -137,6 +148,7 @@ function loginSession(
     user,
     device,
     unlinkDevice: (u: User, d: Device) => unlinkDevice(ctx, u, d),
+    ...(ctx.media ? { media: ctx.media } : {}),
   };
   return {
     async onStanza(node) {

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
@@ -62,6 +63,12 @@ export const EnvSchema = Type.Object({
       description: "simulator's Noise certificate root: 32-byte curve25519 public key, 64 hex characters",
     }),
   ),
+  PLATFORM_CA_FILE: Type.Optional(
+    Type.String({
+      minLength: 1,
+      description: "PEM file of the CA of a platform simulator's media server (trusted for media uploads)",
+    }),
+  ),
 });
 
 /** Raw, validated environment (strings converted to numbers where the schema says so). */
@@ -114,9 +121,11 @@ export interface Config {
   /**
    * Where the live engine connects instead of the real platform (DESIGN D15, a platform simulator): `url` is
    * the WebSocket URL (`PLATFORM_URL`), `rootKey` the 32-byte curve25519 public key trusted as the Noise
-   * certificate root instead of the platform's (`PLATFORM_ROOT_KEY`). Both undefined in production.
+   * certificate root instead of the platform's (`PLATFORM_ROOT_KEY`), `caFile` the absolute path of a PEM file
+   * of the certificate authority the simulator's media server certificate comes from, trusted (in addition to
+   * the system's) for media uploads (`PLATFORM_CA_FILE`; present only when set). All unset in production.
    */
-  platform: { url: string | undefined; rootKey: Buffer | undefined };
+  platform: { url: string | undefined; rootKey: Buffer | undefined; caFile?: string };
 }
 
 /** Raised when the environment holds a bad value; the message names the variable and the rule. */
@@ -168,6 +177,12 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       'invalid configuration: PLATFORM_ROOT_KEY needs PLATFORM_URL (the simulator the key belongs to)',
     );
   }
+  if (parsed.PLATFORM_CA_FILE !== undefined && platformUrl === undefined) {
+    // The real platform's media hosts have public certificates: an extra CA only makes sense for a simulator.
+    throw new ConfigError(
+      'invalid configuration: PLATFORM_CA_FILE needs PLATFORM_URL (the simulator whose media server it certifies)',
+    );
+  }
   const stale = parsed.WEBHOOK_CLAIM_STALE_SECONDS;
   if (stale !== undefined && stale <= 2 * parsed.WEBHOOK_TIMEOUT_SECONDS) {
     // A claim younger than an attempt can last would let a second worker post the same event concurrently.
@@ -205,8 +220,27 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       url: platformUrl,
       rootKey:
         parsed.PLATFORM_ROOT_KEY === undefined ? undefined : Buffer.from(parsed.PLATFORM_ROOT_KEY, 'hex'),
+      ...(parsed.PLATFORM_CA_FILE === undefined ? {} : { caFile: resolve(parsed.PLATFORM_CA_FILE) }),
     },
   };
+}
+
+/**
+ * Reads, at boot, a PEM file of certificates a setting names (`PLATFORM_CA_FILE`).
+ * @param variable the setting's name, for the message.
+ * @throws ConfigError naming the variable when the file cannot be read or holds no PEM certificate.
+ */
+export function readCertificateFile(variable: string, path: string): Buffer {
+  let pem: Buffer;
+  try {
+    pem = readFileSync(path);
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    throw new ConfigError(`invalid configuration: ${variable}: cannot read "${path}" (${reason})`);
+  }
+  if (!pem.includes('-----BEGIN CERTIFICATE-----'))
+    throw new ConfigError(`invalid configuration: ${variable}: "${path}" holds no PEM certificate`);
+  return pem;
 }
 
 function parseDatabaseUrl(url: string | undefined, dataDir: string): DatabaseConfig {

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
-import { resolve } from 'node:path';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
-import { ConfigError, loadConfig } from '../../src/config/config.ts';
+import { ConfigError, loadConfig, readCertificateFile } from '../../src/config/config.ts';
 
 describe('configuration (DESIGN D2)', () => {
   it('applies the defaults', () => {
@@ -38,6 +40,45 @@ describe('configuration (DESIGN D2)', () => {
       url: 'wss://sim.example:443/ws/chat',
       rootKey: undefined,
     });
+  });
+
+  it('reads the CA file of a platform simulator media server (absolute path), only with PLATFORM_URL', () => {
+    const config = loadConfig({
+      PLATFORM_URL: 'ws://127.0.0.1:7070/ws/chat',
+      PLATFORM_CA_FILE: 'sim/ca.pem',
+    });
+    assert.deepEqual(config.platform, {
+      url: 'ws://127.0.0.1:7070/ws/chat',
+      rootKey: undefined,
+      caFile: resolve('sim/ca.pem'),
+    });
+    assert.throws(() => loadConfig({ PLATFORM_CA_FILE: '/tmp/ca.pem' }), {
+      name: 'ConfigError',
+      message:
+        'invalid configuration: PLATFORM_CA_FILE needs PLATFORM_URL (the simulator whose media server it certifies)',
+    });
+  });
+
+  it('reads the platform CA file at boot, naming the variable when it is missing or not PEM', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'parley-config-'));
+    try {
+      const good = join(dir, 'ca.pem');
+      writeFileSync(good, '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
+      assert.match(readCertificateFile('PLATFORM_CA_FILE', good).toString(), /^-----BEGIN CERTIFICATE-----/);
+      const missing = join(dir, 'none.pem');
+      assert.throws(() => readCertificateFile('PLATFORM_CA_FILE', missing), {
+        name: 'ConfigError',
+        message: `invalid configuration: PLATFORM_CA_FILE: cannot read "${missing}" (ENOENT)`,
+      });
+      const text = join(dir, 'notes.txt');
+      writeFileSync(text, 'not a certificate');
+      assert.throws(() => readCertificateFile('PLATFORM_CA_FILE', text), {
+        name: 'ConfigError',
+        message: `invalid configuration: PLATFORM_CA_FILE: "${text}" holds no PEM certificate`,
+      });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('reads PostgreSQL, Redis, a hex master key, the retry schedule and allowed CIDRs', () => {

@@ -16,9 +16,10 @@
  *   without `export`, gets the test server's value; the rest of the line (a comment) stays. A value computed by a
  *   command (`KEY=$(npx parley key create …)`) is the page's own and runs as written.
  * - A page that needs the platform simulator says so in an HTML comment, `<!-- docs-test: simulator -->`. The test
- *   then starts `parley sim --json` first and the server with PLATFORM_URL / PLATFORM_ROOT_KEY from its first line
- *   (as such a page tells the reader to, in ```text blocks), and `SIM=…` (the control API's base URL),
- *   `PLATFORM_URL=…` and `PLATFORM_ROOT_KEY=…` assignments get the simulator's values.
+ *   then starts `parley sim --json` first and the server with PLATFORM_URL / PLATFORM_ROOT_KEY / PLATFORM_CA_FILE
+ *   from its first line (as such a page tells the reader to, in ```text blocks), and `SIM=…` (the control API's
+ *   base URL), `PLATFORM_URL=…`, `PLATFORM_ROOT_KEY=…` and `PLATFORM_CA_FILE=…` assignments get the simulator's
+ *   values.
  *
  * What is asserted (the convention for `# →` lines):
  * - Every command exits 0 (a failing command stops the page and fails the test, naming block and command).
@@ -275,7 +276,14 @@ async function runPage(page: string, parley: ParleyProcess, sim?: SimulatorProce
   const variables: Record<string, string> = {
     PARLEY: parley.url,
     KEY: parley.key,
-    ...(sim ? { SIM: sim.control, PLATFORM_URL: sim.url, PLATFORM_ROOT_KEY: sim.rootKey } : {}),
+    ...(sim
+      ? {
+          SIM: sim.control,
+          PLATFORM_URL: sim.url,
+          PLATFORM_ROOT_KEY: sim.rootKey,
+          PLATFORM_CA_FILE: sim.caFile,
+        }
+      : {}),
   };
   try {
     for (const [index, block] of blocks.entries()) {
@@ -366,7 +374,9 @@ describe('the docs run as written (README.md, docs/*.md)', () => {
             WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32',
             OUTBOUND_CA_FILE: ca.stdout.trim(),
             NODE_OPTIONS: `--import=${join(ROOT, 'test/docs/example-dns.mjs')}`,
-            ...(sim ? { PLATFORM_URL: sim.url, PLATFORM_ROOT_KEY: sim.rootKey } : {}),
+            ...(sim
+              ? { PLATFORM_URL: sim.url, PLATFORM_ROOT_KEY: sim.rootKey, PLATFORM_CA_FILE: sim.caFile }
+              : {}),
           },
           dataDir,
         );

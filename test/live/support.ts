@@ -4,6 +4,9 @@
  * created, and the simulator's control API is called over HTTP.
  */
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pino from 'pino';
 import { type Simulator, startSimulator } from '../../sim/simulator.ts';
 import type { ApiResponse, ManualClock, TestApp } from '../support/app.ts';
@@ -48,6 +51,28 @@ export async function control(
   return { status: response.status, body: await response.json() };
 }
 
+const caFiles = new WeakMap<Simulator, string>();
+const caDirs = new Set<string>();
+process.once('exit', () => {
+  for (const dir of caDirs) rmSync(dir, { recursive: true, force: true });
+});
+
+/**
+ * A PEM file holding `sim`'s media CA (what parley's PLATFORM_CA_FILE names), written once per simulator in a
+ * temporary folder removed when the test process exits.
+ */
+export function simCaFile(sim: Simulator): string {
+  let file = caFiles.get(sim);
+  if (!file) {
+    const dir = mkdtempSync(join(tmpdir(), 'parley-sim-ca-'));
+    caDirs.add(dir);
+    file = join(dir, 'media-ca.pem');
+    writeFileSync(file, sim.mediaCa);
+    caFiles.set(sim, file);
+  }
+  return file;
+}
+
 /** A parley app pointed at `sim`, with a way to call it as one live instance. */
 export interface LiveApp {
   t: TestApp;
@@ -71,6 +96,8 @@ export async function liveApp(
     existing?: { instanceId: string; liveKey: string };
     /** parley's clock (default: a manual clock frozen at creation; QR expiry needs one that follows real time). */
     clock?: ManualClock;
+    /** Give parley the simulator's media CA as PLATFORM_CA_FILE (default true). */
+    trustMediaCa?: boolean;
   } = {},
 ): Promise<LiveApp> {
   const t = await createWebhookApp({
@@ -79,7 +106,11 @@ export async function liveApp(
     ...(options.clock ? { clock: options.clock } : {}),
     // Status is polled while the engine works: a plan whose limits polling never reaches.
     plan: { plan: 'enterprise', perMinute: 1_000_000, perDay: 1_000_000_000 },
-    env: { PLATFORM_URL: sim.url, PLATFORM_ROOT_KEY: sim.rootKey.toString('hex') },
+    env: {
+      PLATFORM_URL: sim.url,
+      PLATFORM_ROOT_KEY: sim.rootKey.toString('hex'),
+      ...(options.trustMediaCa === false ? {} : { PLATFORM_CA_FILE: simCaFile(sim) }),
+    },
   });
   const instanceId = options.existing?.instanceId ?? (await t.newInstance('live', 'sim')).id;
   const liveKey = options.existing?.liveKey ?? (await t.newKey({ env: 'live' }));

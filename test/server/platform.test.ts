@@ -25,6 +25,12 @@ describe('boot pointed at a platform simulator (DESIGN D15)', () => {
       platformWarning(loadConfig({ PLATFORM_URL: url })),
       `PLATFORM_URL set: live instances connect to the platform simulator at ${url}, not to WhatsApp`,
     );
+    assert.equal(
+      platformWarning(
+        loadConfig({ PLATFORM_URL: url, PLATFORM_ROOT_KEY: 'ab'.repeat(32), PLATFORM_CA_FILE: 'ca.pem' }),
+      ),
+      `PLATFORM_URL, PLATFORM_ROOT_KEY and PLATFORM_CA_FILE set: live instances connect to the platform simulator at ${url}, not to WhatsApp`,
+    );
     assert.equal(platformWarning(loadConfig({})), undefined);
   });
 

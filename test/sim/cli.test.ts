@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { existsSync, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { after, describe, it } from 'node:test';
 import { WA_CERT_DETAILS } from 'baileys';
@@ -27,8 +28,9 @@ describe('parley sim (the command)', () => {
     assert.ok(stdout);
     const lines = createInterface({ input: stdout });
     const [first] = (await once(lines, 'line')) as [string];
-    const facts = JSON.parse(first) as { url: string; rootKey: string; control: string };
-    assert.deepEqual(Object.keys(facts), ['url', 'rootKey', 'control']);
+    const facts = JSON.parse(first) as { url: string; rootKey: string; control: string; caFile: string };
+    assert.deepEqual(Object.keys(facts), ['url', 'rootKey', 'control', 'caFile']);
+    assert.match(readFileSync(facts.caFile, 'utf8'), /^-----BEGIN CERTIFICATE-----/);
     assert.match(facts.url, /^ws:\/\/127\.0\.0\.1:[0-9]+\/ws\/chat$/);
     assert.match(facts.rootKey, /^[0-9a-f]{64}$/);
     assert.equal(facts.control, facts.url.replace('ws://', 'http://').replace('/ws/chat', '/control'));
@@ -48,5 +50,6 @@ describe('parley sim (the command)', () => {
     child.kill('SIGTERM');
     const [code] = (await once(child, 'exit')) as [number | null];
     assert.equal(code, 0);
+    assert.equal(existsSync(facts.caFile), false, 'the CA file is removed at exit');
   });
 });

@@ -142,6 +142,8 @@ export interface SimulatorProcess {
   rootKey: string;
   /** The control API's base URL, `http://127.0.0.1:<port>/control`. */
   control: string;
+  /** PEM file of the media server's CA (parley's PLATFORM_CA_FILE), removed when the simulator exits. */
+  caFile: string;
   output: Output;
   /** SIGTERM, wait for exit (code returned; SIGKILL after 10 s). */
   stop(): Promise<number | null>;
@@ -161,7 +163,7 @@ export async function startSimulatorProcess(): Promise<SimulatorProcess> {
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const output = new Output(child);
   const [line = ''] = await output.waitFor(/^\{"url".*\}$/m, 'the simulator facts line', exited);
-  const facts = JSON.parse(line) as { url: string; rootKey: string; control: string };
+  const facts = JSON.parse(line) as { url: string; rootKey: string; control: string; caFile: string };
   return {
     ...facts,
     output,

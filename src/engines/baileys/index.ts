@@ -1,10 +1,11 @@
+import type { Agent } from 'node:https';
 import { fetchLatestWaWebVersion, type WABrowserDescription, type WAVersion } from 'baileys';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../../domain/clock.ts';
 import type { Engine, EngineSession, EngineSessionContext, SessionLocks } from '../engine.ts';
 import { CONNECT_DEADLINE_MS } from './lifecycle.ts';
 import type { LinkPreviewFetcher } from './outgoing.ts';
-import { type PlatformEndpoint, trustPlatformRoot } from './platform.ts';
+import { mediaUploadAgent, type PlatformEndpoint, trustPlatformRoot } from './platform.ts';
 import { BaileysSession } from './session.ts';
 import { makeBaileysSocket, type SocketFactory } from './socket.ts';
 
@@ -48,7 +49,8 @@ export interface BaileysEngineOptions {
   random?: () => number;
   /**
    * A platform simulator instead of the real platform (DESIGN D15): its WebSocket URL for every socket, and its
-   * Noise certificate root, trusted process-wide when the engine is built (`trustPlatformRoot`). Default: none.
+   * Noise certificate root, trusted process-wide when the engine is built (`trustPlatformRoot`), and the CA of
+   * its media server, trusted by the sessions' media upload agent only (`mediaUploadAgent`). Default: none.
    */
   platform?: PlatformEndpoint;
 }
@@ -69,11 +71,13 @@ export class BaileysEngine implements Engine {
   readonly name = 'baileys' as const;
   readonly #options: BaileysEngineOptions;
   readonly #sessions = new Set<BaileysSession>();
+  readonly #mediaAgent: Agent | undefined;
 
   /** @throws RangeError when `options.platform.rootKey` is not 32 bytes. */
   constructor(options: BaileysEngineOptions) {
     this.#options = options;
     if (options.platform?.rootKey) trustPlatformRoot(options.platform.rootKey);
+    this.#mediaAgent = options.platform?.ca ? mediaUploadAgent(options.platform.ca) : undefined;
   }
 
   createSession(context: EngineSessionContext): EngineSession {
@@ -93,6 +97,7 @@ export class BaileysEngine implements Engine {
         random: o.random ?? Math.random,
         ...(o.linkPreview ? { linkPreview: o.linkPreview } : {}),
         ...(o.platform?.url ? { platformUrl: o.platform.url } : {}),
+        ...(this.#mediaAgent ? { mediaAgent: this.#mediaAgent } : {}),
       },
     );
     this.#sessions.add(session);

@@ -1,3 +1,5 @@
+import { Agent } from 'node:https';
+import { rootCertificates } from 'node:tls';
 import { WA_CERT_DETAILS } from 'baileys';
 
 /**
@@ -9,6 +11,20 @@ export interface PlatformEndpoint {
   url: string | undefined;
   /** 32-byte curve25519 public key trusted as the Noise certificate root instead of the platform's. */
   rootKey: Buffer | undefined;
+  /**
+   * PEM of the certificate authority of the simulator's media server (`PLATFORM_CA_FILE`), trusted in addition
+   * to the system's CAs for media uploads only ({@link mediaUploadAgent}). Undefined: the system's CAs alone.
+   */
+  ca?: string | Buffer;
+}
+
+/**
+ * The HTTPS agent Baileys uploads media with (its `fetchAgent` option, passed to Node's https.request in
+ * Utils/messages-media.js `uploadWithNodeHttp`), trusting `ca` besides Node's bundled root certificates.
+ * Certificate verification stays on; only this agent, not the process, learns the extra CA.
+ */
+export function mediaUploadAgent(ca: string | Buffer): Agent {
+  return new Agent({ ca: [...rootCertificates, ca.toString()], keepAlive: false });
 }
 
 /**

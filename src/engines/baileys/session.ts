@@ -1,3 +1,4 @@
+import type { Agent } from 'node:https';
 import type { GroupMetadata, UserFacingSocketConfig, WABrowserDescription, WAVersion } from 'baileys';
 import { jidNormalizedUser, type proto } from 'baileys';
 import { DomainError, errors } from '../../domain/errors.ts';
@@ -43,6 +44,8 @@ export interface BaileysSessionOptions {
   /** Retry of failed recordings (DESIGN D2): incoming events and sends. */
   /** WebSocket URL of a platform simulator (Baileys' `waWebSocketUrl`); undefined: the real platform. */
   platformUrl?: string;
+  /** HTTPS agent for media uploads (Baileys' `fetchAgent`): trusts a simulator's media CA; undefined: Node's default. */
+  mediaAgent?: Agent;
 }
 
 const HOUR = 3_600_000;
@@ -136,6 +139,7 @@ export class BaileysSession implements EngineSession {
       callOfferCache: calls,
       placeholderResendCache: placeholders,
       ...(options.platformUrl ? { waWebSocketUrl: options.platformUrl } : {}),
+      ...(options.mediaAgent ? { fetchAgent: options.mediaAgent } : {}),
     });
     this.#life = new Lifecycle({
       context,
