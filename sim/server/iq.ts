@@ -15,6 +15,7 @@ import {
   parseSignedPreKey,
 } from '../signal/index.ts';
 import { keyBundleNode, keysDigestNode } from './keys.ts';
+import { answerMex } from './mex.ts';
 import { usyncResult } from './usync.ts';
 
 /** Who is asking, and what the iq handlers may touch. */
@@ -153,6 +154,10 @@ export function answerIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
     }
     case 'md':
       return mdIq(iq, ctx);
+    case 'w:mex': {
+      const content = answerMex(iq, ctx.user, Date.now());
+      return content ? { content } : notImplemented;
+    }
     default:
       return notImplemented;
   }
