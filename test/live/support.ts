@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import pino from 'pino';
 import { type Simulator, startSimulator } from '../../sim/simulator.ts';
-import type { ApiResponse, ManualClock, TestApp } from '../support/app.ts';
+import type { ApiResponse, ManualClock, TestApp, TestAppOptions } from '../support/app.ts';
 import type { TestDialect, TestStore } from '../support/store.ts';
 import { createWebhookApp } from '../webhooks/support.ts';
 
@@ -71,12 +71,15 @@ export async function liveApp(
     existing?: { instanceId: string; liveKey: string };
     /** parley's clock (default: a manual clock frozen at creation; QR expiry needs one that follows real time). */
     clock?: ManualClock;
+    /** Timing of the live engine (keep-alive interval, refusal bound). */
+    tuning?: TestAppOptions['liveEngineTuning'];
   } = {},
 ): Promise<LiveApp> {
   const t = await createWebhookApp({
     ...(options.dialect ? { dialect: options.dialect } : {}),
     ...(options.testStore ? { testStore: options.testStore } : {}),
     ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.tuning ? { liveEngineTuning: options.tuning } : {}),
     // Status is polled while the engine works: a plan whose limits polling never reaches.
     plan: { plan: 'enterprise', perMinute: 1_000_000, perDay: 1_000_000_000 },
     env: { PLATFORM_URL: sim.url, PLATFORM_ROOT_KEY: sim.rootKey.toString('hex') },
