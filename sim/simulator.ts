@@ -101,7 +101,13 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     log.debug({ connection: connection.id }, 'websocket opened');
     ws.on('close', () => connections.delete(connection));
   });
+  let closing = false;
   app.server.on('upgrade', (request, socket, head) => {
+    if (closing) {
+      // Shutting down: a client that reconnects at once must not keep the server open.
+      socket.destroy();
+      return;
+    }
     const path = new URL(request.url ?? '/', 'http://sim').pathname;
     if (path !== CHAT_PATH) {
       socket.end('HTTP/1.1 404 Not Found\r\n\r\n');
@@ -124,6 +130,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     context,
     app,
     async close() {
+      closing = true;
       for (const connection of connections) connection.drop();
       wss.close();
       await app.close();

@@ -55,7 +55,14 @@ interface SideMeasurement {
     perSecond: number;
     receiver: ReceiverStats;
   };
-  reconnect: ReconnectTiming & { back: number; p50Ms: number; p90Ms: number; restartMs: number };
+  /** `closeMs`: the old simulator's close (state written); `restartMs`: until the new one listened. */
+  reconnect: ReconnectTiming & {
+    back: number;
+    p50Ms: number;
+    p90Ms: number;
+    closeMs: number;
+    restartMs: number;
+  };
   /** The logins the restarted simulator saw (its connection log). */
   attempts: AttemptWave;
 }
@@ -175,12 +182,13 @@ async function measureSide(
     const waiting = child.call<ReconnectTiming>('waitBack', { since, timeoutMs: settings.timeoutMs });
     const port = sim.port;
     await sim.close();
+    const closeMs = Date.now() - since;
     sim = await startSimulator({ log: simLog, stateDir, port });
     const restartMs = Date.now() - since;
     const back = await waiting;
     const attempts = await attemptWave(sim, since);
     log(
-      `  ${role}: simulator restarted in ${fmt(restartMs / 1000, 1)} s; every session back ` +
+      `  ${role}: simulator restarted in ${fmt(restartMs / 1000, 1)} s (close ${fmt(closeMs / 1000, 1)} s); every session back ` +
         `${fmt(back.allBackMs / 1000, 1)} s after the restart began; first logins ${fmt(attempts.firstMs, 0)}–` +
         `${fmt(attempts.lastMs, 0)} ms, at most ${attempts.peakPer100Ms} in 100 ms`,
     );
@@ -203,7 +211,14 @@ async function measureSide(
         perSecond: round((received.unique * 1000) / totalMs, 1),
         receiver: received,
       },
-      reconnect: { ...back, back: back.backMs.length, p50Ms: spread.p50, p90Ms: spread.p90, restartMs },
+      reconnect: {
+        ...back,
+        back: back.backMs.length,
+        p50Ms: spread.p50,
+        p90Ms: spread.p90,
+        closeMs,
+        restartMs,
+      },
       attempts,
     };
   } finally {
