@@ -66,7 +66,8 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     );
   }
   const chain = createCertificateChain(saved?.root ?? options.root);
-  if (saved) restoreUsers(saved, accounts);
+  if (saved && options.stateDir !== undefined)
+    restoreUsers(saved, accounts, StateFile.pathIn(options.stateDir));
   const context = createContext({ accounts, pairing: new Pairing(accounts), chain, log });
   const state =
     options.stateDir === undefined

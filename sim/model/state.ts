@@ -130,17 +130,28 @@ function saveUser(user: User): SavedUser {
   };
 }
 
-/** Puts every user of `state` into `accounts` (which must be empty), decoding the messages they sent. */
-export function restoreUsers(state: SimState, accounts: Accounts): void {
+/**
+ * Puts every user of `state` into `accounts` (which must be empty), decoding the messages they sent.
+ * @throws StateError naming `path` when a user cannot be restored (a duplicate, a message that does not decode).
+ */
+export function restoreUsers(state: SimState, accounts: Accounts, path: string): void {
   for (const saved of state.users) {
-    const sent = new Map(
-      [...saved.sent].map(([id, entry]) => [
-        id,
-        { to: entry.to, message: proto.Message.decode(entry.message as unknown as Uint8Array) },
-      ]),
-    );
-    accounts.restore({ ...saved, sent });
+    try {
+      restoreUser(saved, accounts);
+    } catch (error) {
+      fail(path, `has a user that cannot be restored (${saved.phone}: ${(error as Error).message})`);
+    }
   }
+}
+
+function restoreUser(saved: SavedUser, accounts: Accounts): void {
+  const sent = new Map(
+    [...saved.sent].map(([id, entry]) => [
+      id,
+      { to: entry.to, message: proto.Message.decode(entry.message as unknown as Uint8Array) },
+    ]),
+  );
+  accounts.restore({ ...saved, sent });
 }
 
 /**
@@ -165,12 +176,17 @@ export class StateFile {
     this.temp = `${this.path}.tmp`;
   }
 
+  /** The state file's path in `dir`. */
+  static pathIn(dir: string): string {
+    return join(dir, STATE_FILE);
+  }
+
   /**
    * The saved state, or undefined when there is no file yet (a fresh start).
    * @throws StateError when the file exists but cannot be used.
    */
   static read(dir: string): SimState | undefined {
-    const path = join(dir, STATE_FILE);
+    const path = StateFile.pathIn(dir);
     let text: string;
     try {
       text = readFileSync(path, 'utf8');
