@@ -4,7 +4,8 @@
  * Signal keys, offline queues, inbox, restrictions), so a simulator restarted on the same port lets every linked
  * device log in again without a scan.
  *
- * One file, `DIR/state.json`, JSON with byte strings as `{"$bytes":"<base64>"}` and Maps as `{"$map":[[k,v]…]}`.
+ * One file, `DIR/state.json`, JSON with byte strings as `{"$bytes":"<base64>"}`, Maps as `{"$map":[[k,v]…]}` and
+ * Sets as `{"$set":[…]}` (so model state added later needs no codec of its own while it is plain data).
  * Written after changes (coalesced: at most one write per {@link WRITE_DELAY_MS}) and once more at close,
  * atomically: to `state.json.tmp`, then renamed over `state.json`, so a crash leaves the previous or the new file,
  * never half of one. A missing file is a fresh start; a file that cannot be read back raises {@link StateError}
@@ -38,26 +39,28 @@ export interface SimState {
   users: SavedUser[];
 }
 
-/** JSON.stringify replacer: Uint8Array/Buffer → `{ $bytes }`, Map → `{ $map }` (reads the raw value). */
+/** JSON.stringify replacer: Uint8Array/Buffer → `{ $bytes }`, Map → `{ $map }`, Set → `{ $set }` (reads the raw value). */
 function replacer(this: Record<string, unknown>, key: string, value: unknown): unknown {
   const raw = this[key];
   if (raw instanceof Uint8Array) {
     return { $bytes: Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength).toString('base64') };
   }
   if (raw instanceof Map) return { $map: [...raw.entries()] };
+  if (raw instanceof Set) return { $set: [...raw.values()] };
   return value;
 }
 
 /** JSON.parse reviver, the inverse of {@link replacer}. */
 function reviver(_key: string, value: unknown): unknown {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return value;
-  const record = value as { $bytes?: unknown; $map?: unknown };
+  const record = value as { $bytes?: unknown; $map?: unknown; $set?: unknown };
   if (typeof record.$bytes === 'string' && Object.keys(record).length === 1) {
     return Buffer.from(record.$bytes, 'base64');
   }
   if (Array.isArray(record.$map) && Object.keys(record).length === 1) {
     return new Map(record.$map as [unknown, unknown][]);
   }
+  if (Array.isArray(record.$set) && Object.keys(record).length === 1) return new Set(record.$set);
   return value;
 }
 

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, describe, it } from 'node:test';
 import { WA_CERT_DETAILS } from 'baileys';
-import { StateError } from '../../sim/model/state.ts';
+import { decodeState, encodeState, StateError } from '../../sim/model/state.ts';
 import { type Simulator, startSimulator } from '../../sim/simulator.ts';
 import {
   closeCode,
@@ -215,5 +215,24 @@ describe('simulator state directory', () => {
       assert.equal(again.status, 409);
       await stop();
     });
+  });
+});
+
+describe('state file codec', () => {
+  it('bytes, Maps and Sets come back as they were, nested', () => {
+    const root = { public: Buffer.alloc(32, 1), private: Buffer.alloc(32, 2) };
+    const text = encodeState({ root, users: [] });
+    const extra = JSON.parse(
+      JSON.stringify({ m: { $map: [[1, { $bytes: 'AQI=' }]] }, s: { $set: ['a', 'b'] } }),
+    );
+    const back = decodeState(text, 'state.json');
+    assert.ok(back.root.public.equals(root.public));
+    assert.ok(back.root.private.equals(root.private));
+    const nested = decodeState(
+      JSON.stringify({ version: 1, root: JSON.parse(text).root, users: [], extra }),
+      'state.json',
+    ) as unknown as { extra: { m: Map<number, Buffer>; s: Set<string> } };
+    assert.deepEqual(nested.extra.m.get(1), Buffer.from([1, 2]));
+    assert.deepEqual([...nested.extra.s], ['a', 'b']);
   });
 });
