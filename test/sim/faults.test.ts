@@ -66,12 +66,16 @@ describe('simulator account faults and connection log', () => {
     const refused = await client.sock.sendMessage(`${friend}@s.whatsapp.net`, { text: 'refused' });
     const accepted = await client.sock.sendMessage(`${friend}@s.whatsapp.net`, { text: 'accepted' });
     const deadline = Date.now() + 15_000;
-    while (!sim.context.accounts.get(friend)?.inbox.some((e) => e.text === 'accepted')) {
-      assert.ok(Date.now() < deadline, 'the second text reached the friend');
+    const ids = [refused?.key.id, accepted?.key.id];
+    while (
+      !sim.context.accounts.get(friend)?.inbox.some((e) => e.text === 'accepted') ||
+      !ids.every((id) => acks.some((a) => a.attrs.id === id))
+    ) {
+      assert.ok(Date.now() < deadline, 'the second text reached the friend, both acks the client');
       await new Promise((resolve) => setTimeout(resolve, 25));
     }
     const byId = new Map(acks.map((a) => [a.attrs.id, a.attrs.error]));
-    assert.equal(byId.get(refused?.key.id ?? ''), '479');
+    assert.equal(byId.get(refused?.key.id ?? ''), '479', JSON.stringify(acks.map((a) => a.attrs)));
     assert.equal(byId.get(accepted?.key.id ?? ''), undefined);
     assert.equal(
       sim.context.accounts.get(friend)?.inbox.some((e) => e.text === 'refused'),
