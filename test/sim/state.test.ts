@@ -118,6 +118,40 @@ describe('simulator state directory', () => {
     }
   });
 
+  it('a message queued for an offline device survives the restart and arrives at its next login', async () => {
+    const dir = stateDir();
+    const first = await startTrusted({ stateDir: dir });
+    const account = '5511930000004';
+    const friend = '5511930000005';
+    await control(first, 'POST', '/users', { phone: account });
+    await control(first, 'POST', '/users', { phone: friend });
+    const client = await pairClient(first, account);
+    await endClient(client);
+    const queued = await control(first, 'POST', '/messages', {
+      from: friend,
+      to: account,
+      text: 'while away',
+    });
+    assert.deepEqual(
+      [(queued.body as { devices: number }).devices, (queued.body as { online: number }).online],
+      [1, 0],
+    );
+    await first.close();
+    const second = await startTrusted({ stateDir: dir, port: first.port });
+    try {
+      const again = connectClient(second, client.auth);
+      await waitForEvent(
+        again,
+        'messages.upsert',
+        (u) => u.messages.some((m) => m.message?.conversation === 'while away'),
+        'the queued text after the restart',
+      );
+      await endClient(again);
+    } finally {
+      await second.close();
+    }
+  });
+
   it('an unlinked device stays unlinked after a restart (401)', async () => {
     const dir = stateDir();
     const first = await startTrusted({ stateDir: dir });
