@@ -1,10 +1,13 @@
 /**
- * `parley sim [--port N] [--json] [--log-level L]`: starts the platform simulator on 127.0.0.1 and runs until
+ * `parley sim [--port N] [--json] [--log-level L] [--state-dir DIR]`: starts the platform simulator on 127.0.0.1 and runs until
  * SIGINT/SIGTERM. With `--json` the first stdout line is
  * `{"url":"ws://127.0.0.1:N/ws/chat","rootKey":"<hex>","control":"http://127.0.0.1:N/control","caFile":"<path>"}`;
  * otherwise the same facts are printed for a person. `caFile` is a PEM file, written at start in a fresh
  * temporary folder and removed at exit, holding the CA of the simulator's HTTPS media server (what parley
- * trusts through PLATFORM_CA_FILE). Logs (pino, JSON lines) go to stderr so stdout stays parseable.
+ * trusts through PLATFORM_CA_FILE).
+ * With `--state-dir` the root key, accounts, devices and their keys are kept in DIR/state.json
+ * (sim/model/state.ts), so a restart lets linked devices log in again. Logs (pino, JSON lines) go to stderr so
+ * stdout stays parseable.
  * bin/parley.js dispatches `sim` here; nothing in src/ imports the simulator.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -30,13 +33,14 @@ export async function main(argv: string[]): Promise<number> {
     .option('--port <n>', 'TCP port on 127.0.0.1 (0 picks a free one)', parsePort, 0)
     .option('--json', 'print the connection facts as one JSON line first')
     .option('--log-level <level>', `log level on stderr (${LEVELS.join(', ')})`, 'info')
+    .option('--state-dir <dir>', 'keep the root key, accounts and devices in this directory across restarts')
     .exitOverride();
   try {
     program.parse(argv, { from: 'user' });
   } catch (error) {
     return (error as { exitCode?: number }).exitCode ?? 2;
   }
-  const options = program.opts<{ port: number; json?: boolean; logLevel: string }>();
+  const options = program.opts<{ port: number; json?: boolean; logLevel: string; stateDir?: string }>();
   if (!LEVELS.includes(options.logLevel)) {
     process.stderr.write(`error: option '--log-level <level>' must be one of ${LEVELS.join(', ')}\n`);
     return 2;
@@ -44,7 +48,11 @@ export async function main(argv: string[]): Promise<number> {
   const log = pino({ level: options.logLevel, base: { service: 'parley-sim' } }, pino.destination(2));
   let sim: Awaited<ReturnType<typeof startSimulator>>;
   try {
-    sim = await startSimulator({ port: options.port, log });
+    sim = await startSimulator({
+      port: options.port,
+      log,
+      ...(options.stateDir === undefined ? {} : { stateDir: options.stateDir }),
+    });
   } catch (error) {
     process.stderr.write(`error: cannot start the simulator: ${(error as Error).message}\n`);
     return 1;

@@ -12,6 +12,7 @@ import { createMediaTls } from './media/tls.ts';
 import { startHistorySync } from './messaging/history.ts';
 import { startRelay } from './messaging/relay.ts';
 import { Accounts } from './model/accounts.ts';
+import { restoreUsers, StateError, StateFile, snapshot } from './model/state.ts';
 import { createCertificateChain, type KeyPair } from './noise/certificates.ts';
 import { Pairing } from './pairing/pairing.ts';
 import { Connection } from './server/connection.ts';
@@ -29,6 +30,12 @@ export interface SimulatorOptions {
   log?: Logger;
   /** TCP port of the HTTPS media server on the same host; 0 (default) picks a free one. */
   mediaPort?: number;
+  /**
+   * Directory of the state file (model/state.ts): the root key and every account, device and uploaded key are
+   * read from it at start and written to it after changes, so a simulator restarted with the same directory (and
+   * port) lets linked devices log in again without a scan. Created when missing. Default: memory only.
+   */
+  stateDir?: string;
 }
 
 /** A running simulator. */
@@ -46,18 +53,29 @@ export interface Simulator {
   mediaCa: string;
   context: SimContext;
   app: FastifyInstance;
-  /** Closes every socket and the server. */
+  /** Closes every socket and the server; with a state directory, writes the state a last time. */
   close(): Promise<void>;
 }
 
 /** The path Baileys connects to (the platform serves its web protocol there). */
 export const CHAT_PATH = '/ws/chat';
 
-/** Starts a simulator and resolves once it listens. Rejects when the port cannot be bound. */
+/**
+ * Starts a simulator and resolves once it listens. Rejects when the port cannot be bound; with `stateDir`, rejects
+ * with StateError when the state file exists but cannot be read back, or names another root key than `root`.
+ */
 export async function startSimulator(options: SimulatorOptions = {}): Promise<Simulator> {
   const log = options.log ?? pino({ level: 'silent' });
   const accounts = new Accounts();
-  const chain = createCertificateChain(options.root);
+  const saved = options.stateDir === undefined ? undefined : StateFile.read(options.stateDir);
+  if (saved && options.root && !saved.root.public.equals(options.root.public)) {
+    throw new StateError(
+      `simulator state in ${options.stateDir} was saved with another root key than the one given`,
+    );
+  }
+  const chain = createCertificateChain(saved?.root ?? options.root);
+  if (saved && options.stateDir !== undefined)
+    restoreUsers(saved, accounts, StateFile.pathIn(options.stateDir));
   const host = options.host ?? '127.0.0.1';
   const media = await startMediaServer({
     tls: await createMediaTls(),
@@ -66,21 +84,46 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     ...(options.mediaPort !== undefined ? { port: options.mediaPort } : {}),
   });
   const context = createContext({ accounts, pairing: new Pairing(accounts), chain, log, media });
+  const state =
+    options.stateDir === undefined
+      ? undefined
+      : new StateFile(options.stateDir, () => snapshot(chain.root, accounts), log);
+  if (state) {
+    const changed = () => state.changed();
+    for (const event of ['stanza', 'iq', 'login', 'unlink']) context.events.on(event, changed);
+    if (saved) log.info({ path: state.path, users: saved.users.length }, 'simulator state restored');
+    else state.changed();
+  }
   const app: FastifyInstance = Fastify({ loggerInstance: log as FastifyBaseLogger });
+  if (state) {
+    app.addHook('onResponse', async (request) => {
+      if (request.method !== 'GET') state.changed();
+    });
+  }
   const wss = new WebSocketServer({ noServer: true });
   const connections = new Set<Connection>();
   wss.on('connection', (ws) => {
     const connection = new Connection(
       ws,
       chain,
-      (c, payload, key) => createSession(context, c, payload, key),
+      (c, payload, key) => {
+        context.connections.identified(c.id, payload);
+        return createSession(context, c, payload, key);
+      },
       log,
     );
+    context.connections.opened(connection.id, Date.now());
     connections.add(connection);
     log.debug({ connection: connection.id }, 'websocket opened');
     ws.on('close', () => connections.delete(connection));
   });
+  let closing = false;
   app.server.on('upgrade', (request, socket, head) => {
+    if (closing) {
+      // Shutting down: a client that reconnects at once must not keep the server open.
+      socket.destroy();
+      return;
+    }
     const path = new URL(request.url ?? '/', 'http://sim').pathname;
     if (path !== CHAT_PATH) {
       socket.end('HTTP/1.1 404 Not Found\r\n\r\n');
@@ -109,10 +152,12 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     context,
     app,
     async close() {
+      closing = true;
       for (const connection of connections) connection.drop();
       wss.close();
       await app.close();
       await media.close();
+      await state?.close();
     },
   };
 }

@@ -7,7 +7,7 @@ import { type Config, readCertificateFile } from './config/config.ts';
 import { RegistrationCache } from './contacts/registration-cache.ts';
 import type { Clock } from './domain/clock.ts';
 import type { EngineMessage } from './domain/messages.ts';
-import { BaileysEngine } from './engines/baileys/index.ts';
+import { BaileysEngine, type BaileysEngineOptions } from './engines/baileys/index.ts';
 import type { Engine } from './engines/engine.ts';
 import { SandboxEngine } from './engines/sandbox/index.ts';
 import { InstanceStateProjection } from './events/instance-state.ts';
@@ -73,6 +73,8 @@ export interface ServiceOptions {
   clock?: Clock;
   /** The live engine; defaults to Baileys (DESIGN D1). Tests pass fakes. */
   liveEngine?: Engine;
+  /** Timing of the default live engine (tests shorten the keep-alive and the refusal bound). */
+  liveEngineTuning?: Pick<BaileysEngineOptions, 'keepAliveIntervalMs' | 'loginRefusalLimit' | 'random'>;
   /** How often to look for revocations from other processes, ms (default 1000). */
   revocationPollMs?: number;
   /** Extra CA (PEM) the outbound guard trusts; tests pass the HTTPS receiver's self-signed certificate. */
@@ -144,6 +146,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
           ? { ca: readCertificateFile('PLATFORM_CA_FILE', config.platform.caFile) }
           : {}),
       },
+      ...options.liveEngineTuning,
     });
   const findMessage = async (instanceId: string, id: string): Promise<EngineMessage | undefined> => {
     const stored = await findStoredMessage(store.db, instanceId, id);

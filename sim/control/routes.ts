@@ -1,13 +1,14 @@
 /**
- * Control API, part 1: users, scan, accounts and faults. JSON over HTTP under /control on the simulator's
+ * Control API, part 1: users, scan and accounts (faults: control/faults.ts). JSON over HTTP under /control on the simulator's
  * port; errors in parley's envelope (control/errors.ts). Messaging endpoints live in control/messaging.ts.
  */
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { lidJid, phoneJid, type User } from '../model/accounts.ts';
-import { type SimContext, unlinkDevice } from '../server/session.ts';
+import type { SimContext } from '../server/session.ts';
 import { registerContentRoutes } from './content.ts';
-import { ControlError, installErrorEnvelope } from './errors.ts';
+import { installErrorEnvelope } from './errors.ts';
+import { registerFaultRoutes } from './faults.ts';
 import { registerGroupRoutes } from './groups.ts';
 import { registerHistoryRoutes } from './history.ts';
 import { registerMessagingRoutes } from './messaging.ts';
@@ -33,15 +34,6 @@ const Scan = Type.Object(
 
 const EnterCode = Type.Object(
   { code: Type.String({ minLength: 8, maxLength: 16, pattern: '^[0-9A-Za-z -]+$' }), phone: Phone },
-  { additionalProperties: false },
-);
-
-const Fault = Type.Object(
-  {
-    phone: Phone,
-    kind: Type.Union([Type.Literal('drop'), Type.Literal('stream-error'), Type.Literal('silence')]),
-    code: Type.Optional(Type.Integer({ minimum: 100, maximum: 999 })),
-  },
   { additionalProperties: false },
 );
 
@@ -101,35 +93,7 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext): vo
     async (request) => accountView(ctx.accounts.require(request.params.phone, 'phone')),
   );
 
-  app.post<{ Body: Static<typeof Fault> }>(
-    '/control/faults',
-    { schema: { body: Fault } },
-    async (request) => {
-      const { phone, kind, code } = request.body;
-      const user = ctx.accounts.require(phone, 'phone');
-      if (kind === 'stream-error' && code === undefined)
-        throw new ControlError(400, 'code: is required for kind "stream-error"');
-      if (kind !== 'stream-error' && code !== undefined)
-        throw new ControlError(400, `code: only allowed with kind "stream-error"`);
-      const companions = [...user.devices.values()].filter((d) => d.id !== 0);
-      const sockets = companions.reduce((n, d) => n + d.sockets.size, 0);
-      if (sockets === 0) throw new ControlError(409, `phone: account ${phone} has no open socket`);
-      for (const device of companions) {
-        if (kind === 'stream-error' && code === 401) {
-          // The phone removed the device: the platform ends its streams with 401 and refuses later logins.
-          if (device.linked) unlinkDevice(ctx, user, device);
-          continue;
-        }
-        for (const socket of [...device.sockets]) {
-          if (kind === 'drop') socket.drop();
-          else if (kind === 'silence') socket.silenced = true;
-          else socket.streamError(code ?? 515);
-        }
-      }
-      return { phone, kind, ...(code !== undefined ? { code } : {}), sockets };
-    },
-  );
-
+  registerFaultRoutes(app, ctx);
   registerMessagingRoutes(app, ctx);
   registerGroupRoutes(app, ctx);
   registerHistoryRoutes(app, ctx);

@@ -7,8 +7,9 @@
 import { randomInt } from 'node:crypto';
 import type { BinaryNode, proto } from 'baileys';
 import { generateKeyPair, type KeyPair } from '../noise/certificates.ts';
-import { type DeviceKeys, SimDevice } from '../signal/index.ts';
+import { type DeviceKeys, SimDevice, type SimDeviceState } from '../signal/index.ts';
 import type { InboxEntry } from './inbox.ts';
+import type { AccountRestrictions } from './restrictions.ts';
 
 /** The platform's server JID, the `to`/`from` of stanzas addressed to the server itself. */
 export const SERVER_JID = 's.whatsapp.net';
@@ -91,6 +92,8 @@ export interface User {
   inbox: InboxEntry[];
   /** What the user sent, by message id (answers retry receipts with the same content). */
   sent: Map<string, { message: proto.IMessage; to: string }>;
+  /** Faults that outlive a connection (blocked logins, nacked messages, reach-out timelock); model/restrictions.ts. */
+  restrictions?: AccountRestrictions;
 }
 
 /** One past message of a {@link HistoryChat}. */
@@ -112,6 +115,12 @@ export interface HistoryChat {
   /** Newest first, as the platform orders a conversation's messages in a HistorySync. */
   messages: HistoryMessage[];
 }
+
+/** A user as the state file keeps it (model/state.ts): the handset as its Signal state, no open sockets. */
+export type SavedUser = Omit<User, 'handset' | 'devices'> & {
+  handset: SimDeviceState;
+  devices: Omit<Device, 'sockets'>[];
+};
 
 /** Phone numbers as E.164 digits: 7 to 15 digits, no leading zero. */
 export const PHONE_PATTERN = /^[1-9][0-9]{6,14}$/;
@@ -192,6 +201,33 @@ export class Accounts {
     if (input.avatarUrl !== undefined) user.avatar = { url: input.avatarUrl, id: String(++this.pictureIds) };
     if (input.about !== undefined) user.about = input.about;
     if (input.hidesPhone) user.hidesPhone = true;
+    this.byPhone.set(user.phone, user);
+    this.byLid.set(user.lid, user);
+    return user;
+  }
+
+  /**
+   * Re-creates a user read back from the state file (model/state.ts) with its LID, keys, devices, inbox and
+   * the handset's Signal state; device 0 publishes the handset's keys. Throws ModelError 409 when the phone or
+   * the LID exists already.
+   */
+  restore(saved: SavedUser): User {
+    if (this.byPhone.has(saved.phone) || this.byLid.has(saved.lid)) {
+      throw new ModelError(409, `user ${saved.phone} (LID ${saved.lid}) exists already`);
+    }
+    const handset = new SimDevice({
+      jid: phoneJid(saved.phone),
+      lid: lidJid(saved.lid),
+      lidOf: (phone) => this.byPhone.get(phone)?.lid,
+      state: saved.handset,
+    });
+    const devices = new Map<number, Device>();
+    for (const device of saved.devices) {
+      const restored: Device = { ...device, sockets: new Set() };
+      if (device.id === 0) restored.keys = handset.keys;
+      devices.set(device.id, restored);
+    }
+    const user: User = { ...saved, handset, devices };
     this.byPhone.set(user.phone, user);
     this.byLid.set(user.lid, user);
     return user;

@@ -17,6 +17,7 @@ import {
 } from '../signal/index.ts';
 import { groupIq } from './groups.ts';
 import { keyBundleNode, keysDigestNode } from './keys.ts';
+import { answerMex } from './mex.ts';
 import { profilePictureAnswer } from './profile.ts';
 import { usyncResult } from './usync.ts';
 
@@ -166,6 +167,10 @@ export function answerIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
       return first?.tag === 'media_conn' && ctx.media
         ? { content: [mediaConnNode(ctx.media.mediaConn())] }
         : notImplemented;
+    case 'w:mex': {
+      const content = answerMex(iq, ctx.user, Date.now());
+      return content ? { content } : notImplemented;
+    }
     default:
       return notImplemented;
   }

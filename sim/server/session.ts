@@ -11,8 +11,10 @@ import type { Logger } from 'pino';
 import type { MediaServer } from '../media/server.ts';
 import { KeyedQueue, takeOffline } from '../messaging/delivery.ts';
 import { type Accounts, type Device, lidJid, SERVER_JID, type User } from '../model/accounts.ts';
+import { loginRefusal, nackFor } from '../model/restrictions.ts';
 import type { CertificateChain } from '../noise/certificates.ts';
 import type { Pairing } from '../pairing/pairing.ts';
+import { ConnectionLog } from './attempts.ts';
 import type { Connection, StanzaHandler } from './connection.ts';
 import { answerIq, iqReply } from './iq.ts';
 import { deviceKeysFromPairing } from './keys.ts';
@@ -41,6 +43,8 @@ export interface SimContext {
   events: EventEmitter;
   /** The HTTPS media server (media/server.ts), when started. */
   media?: MediaServer;
+  /** Connection attempts since start (GET /control/connections). */
+  connections: ConnectionLog;
 }
 
 function now(): string {
@@ -84,9 +88,13 @@ function registrationSession(
   };
 }
 
-/** Acks a message, receipt or notification as the platform's server does once it took the stanza over. */
-function ack(connection: Connection, node: BinaryNode): void {
+/**
+ * Acks a message, receipt or notification as the platform's server does once it took the stanza over; with
+ * `error`, a nack (`<ack error=N>`): the server refused the stanza (Baileys' handleBadAck reads `error`).
+ */
+function ack(connection: Connection, node: BinaryNode, error?: number): void {
   const attrs: Record<string, string> = { id: node.attrs.id ?? '', class: node.tag, t: now() };
+  if (error !== undefined) attrs.error = String(error);
   if (node.attrs.to) attrs.from = node.attrs.to;
   if (node.tag === 'receipt' && node.attrs.type) attrs.type = node.attrs.type;
   if (node.attrs.participant) attrs.participant = node.attrs.participant;
@@ -118,6 +126,12 @@ function loginSession(
     connection.failure(401);
     return undefined;
   }
+  const refusal = loginRefusal(user);
+  if (refusal !== undefined) {
+    ctx.log.info({ connection: connection.id, phone, code: refusal }, 'login refused: account blocked');
+    connection.failure(refusal);
+    return undefined;
+  }
   for (const other of [...device.sockets]) {
     ctx.log.info({ connection: other.id, replacedBy: connection.id }, 'socket replaced by a newer login');
     other.streamError(440);
@@ -141,6 +155,7 @@ function loginSession(
     attrs: { from: SERVER_JID },
     content: [{ tag: 'offline', attrs: { count: String(queued.length) } }],
   });
+  ctx.connections.loggedIn(connection.id);
   ctx.log.info({ connection: connection.id, phone, device: device.id }, 'device logged in');
   ctx.events.emit('login', { user, device, connection });
   const iqContext = {
@@ -158,7 +173,17 @@ function loginSession(
           ctx.events.emit('iq', { user, device, connection, node } satisfies DeviceStanza);
           connection.send(iqReply(node, answerIq(node, iqContext)));
           return;
-        case 'message':
+        case 'message': {
+          const nack = nackFor(ctx.accounts, user, node.attrs.to ?? '', Date.now());
+          if (nack !== undefined) {
+            ctx.log.info({ connection: connection.id, id: node.attrs.id, error: nack }, 'message nacked');
+            ack(connection, node, nack);
+            return;
+          }
+          ack(connection, node);
+          ctx.events.emit('stanza', { user, device, connection, node } satisfies DeviceStanza);
+          return;
+        }
         case 'receipt':
           if (node.tag === 'receipt') acknowledged(connection, node);
           ack(connection, node);
@@ -195,6 +220,11 @@ export function createSession(
 }
 
 /** A fresh context. */
-export function createContext(parts: Omit<SimContext, 'events' | 'signalQueue'>): SimContext {
-  return { ...parts, events: new EventEmitter(), signalQueue: new KeyedQueue() };
+export function createContext(parts: Omit<SimContext, 'events' | 'signalQueue' | 'connections'>): SimContext {
+  return {
+    ...parts,
+    events: new EventEmitter(),
+    signalQueue: new KeyedQueue(),
+    connections: new ConnectionLog(),
+  };
 }

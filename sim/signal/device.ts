@@ -15,8 +15,8 @@ import { type LidLookup, sessionAddress } from './address.ts';
 import { SignalError } from './errors.ts';
 import { type DeviceKeys, KEY_TYPE_DJB, type KeyBundle } from './keys.ts';
 import { type DecodedMessage, decodeMessage, encodeMessage } from './payload.ts';
-import { SenderKeys } from './sender-keys.ts';
-import { MemorySignalStore, type SignalKeyPair } from './store.ts';
+import { type SenderKeyState, SenderKeys } from './sender-keys.ts';
+import { MemorySignalStore, type SignalKeyPair, type SignalStoreState } from './store.ts';
 
 export { SignalError };
 
@@ -52,6 +52,24 @@ export interface SimDeviceOptions {
   preKeys?: number;
   /** Maps a peer's phone number to its LID user, so sessions are stored under LID addresses (address.ts). */
   lidOf?: LidLookup;
+  /**
+   * A state {@link SimDevice.exportState} gave before (read back from the simulator's state file): the device
+   * keeps its keys, sessions and sender keys instead of generating new ones (`preKeys` is then ignored).
+   */
+  state?: SimDeviceState;
+}
+
+/**
+ * Everything a {@link SimDevice} holds, as plain data (Maps, Buffers, numbers): its registration id, identity,
+ * published keys, the next pre-key id, its libsignal store and its sender keys. Not a copy.
+ */
+export interface SimDeviceState {
+  registrationId: number;
+  identity: SignalKeyPair;
+  keys: DeviceKeys;
+  nextPreKeyId: number;
+  store: SignalStoreState;
+  senderKeys: Map<string, SenderKeyState>;
 }
 
 /** libsignal's key pair as Buffers (its curve returns Buffers; its typings say Uint8Array). */
@@ -97,10 +115,18 @@ export class SimDevice {
     this.jid = options.jid;
     this.lid = options.lid;
     this.lidOf = options.lidOf;
-    this.registrationId = registrationId();
-    this.identity = keyPair();
+    const state = options.state;
+    this.registrationId = state?.registrationId ?? registrationId();
+    this.identity = state?.identity ?? keyPair();
     this.store = new MemorySignalStore({ registrationId: this.registrationId, identity: this.identity });
     this.senderKeys = new SenderKeys(this.addressOf(this.lid ?? this.jid));
+    if (state) {
+      this.store.restoreState(state.store);
+      this.senderKeys.restoreState(state.senderKeys);
+      this.keys = state.keys;
+      this.nextPreKeyId = state.nextPreKeyId;
+      return;
+    }
     const signed = keyPair();
     const signedId = 1;
     this.store.addSignedPreKey(signedId, signed);
@@ -114,6 +140,18 @@ export class SimDevice {
       preKeys: new Map(),
     };
     this.addPreKeys(options.preKeys ?? 100);
+  }
+
+  /** The device's whole state as plain data, for the simulator's state file (see {@link SimDeviceState}). */
+  exportState(): SimDeviceState {
+    return {
+      registrationId: this.registrationId,
+      identity: this.identity,
+      keys: this.keys,
+      nextPreKeyId: this.nextPreKeyId,
+      store: this.store.exportState(),
+      senderKeys: this.senderKeys.exportState(),
+    };
   }
 
   /**

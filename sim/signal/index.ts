@@ -9,6 +9,7 @@ export {
   SignalError,
   SimDevice,
   type SimDeviceOptions,
+  type SimDeviceState,
 } from './device.ts';
 export {
   answerRetry,

@@ -25,13 +25,13 @@ const MAX_SKIP = 2000;
 /** Skipped message keys kept per sender (libsignal SenderKeyState MAX_MESSAGE_KEYS). */
 const MAX_SKIPPED_KEYS = 2000;
 
-interface ChainKey {
+export interface ChainKey {
   iteration: number;
   key: Buffer;
 }
 
 /** One sender's key state in one group. `signingPrivate` only for our own. */
-interface SenderKeyState {
+export interface SenderKeyState {
   keyId: number;
   chain: ChainKey;
   signingPublic: Buffer;
@@ -93,6 +93,17 @@ export class SenderKeys {
 
   /** `own`: our own address (any stable string); other senders are keyed by the caller's address for them. */
   constructor(private readonly own: string) {}
+
+  /** Every sender key held, by `group::sender` (plain data; not a copy): what a state file keeps. */
+  exportState(): Map<string, SenderKeyState> {
+    return this.states;
+  }
+
+  /** Replaces every sender key held with `states` (as {@link exportState} gave them). */
+  restoreState(states: Map<string, SenderKeyState>): void {
+    this.states.clear();
+    for (const [name, state] of states) this.states.set(name, state);
+  }
 
   private name(group: string, sender: string): string {
     return `${group}::${sender}`;

@@ -28,6 +28,19 @@ export interface OwnKeys {
 /** The serialized form of a libsignal SessionRecord (plain data: base64 strings, numbers). */
 type SerializedSession = ReturnType<SessionRecord['serialize']>;
 
+/**
+ * Everything a {@link MemorySignalStore} holds, as plain data (Maps, Buffers, numbers, strings): what the
+ * simulator's state file keeps across restarts (sim/model/state.ts). Not a copy: serialize it before the store
+ * changes again.
+ */
+export interface SignalStoreState {
+  sessions: Map<string, SerializedSession>;
+  identities: Map<string, Buffer>;
+  preKeys: Map<number, SignalKeyPair>;
+  signedPreKeys: Map<number, SignalKeyPair>;
+  currentSignedPreKey: number | undefined;
+}
+
 /** One device's libsignal storage, in memory. */
 export class MemorySignalStore implements SignalStorage {
   private readonly sessions = new Map<string, SerializedSession>();
@@ -37,6 +50,31 @@ export class MemorySignalStore implements SignalStorage {
   private currentSignedPreKey: number | undefined;
 
   constructor(private readonly own: OwnKeys) {}
+
+  /** The store's content as plain data (see {@link SignalStoreState}). */
+  exportState(): SignalStoreState {
+    return {
+      sessions: this.sessions,
+      identities: this.identities,
+      preKeys: this.preKeys,
+      signedPreKeys: this.signedPreKeys,
+      currentSignedPreKey: this.currentSignedPreKey,
+    };
+  }
+
+  /** Replaces the store's content with `state` (as {@link exportState} gave it, read back from a file). */
+  restoreState(state: SignalStoreState): void {
+    for (const [target, source] of [
+      [this.sessions, state.sessions],
+      [this.identities, state.identities],
+      [this.preKeys, state.preKeys],
+      [this.signedPreKeys, state.signedPreKeys],
+    ] as const) {
+      target.clear();
+      for (const [key, value] of source as Map<never, never>) (target as Map<never, never>).set(key, value);
+    }
+    this.currentSignedPreKey = state.currentSignedPreKey;
+  }
 
   /** Keeps a one-time pre-key pair (private part) until a pkmsg uses it. */
   addPreKey(id: number, pair: SignalKeyPair): void {

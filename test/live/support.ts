@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { type Simulator, startSimulator } from '../../sim/simulator.ts';
-import type { ApiResponse, ManualClock, TestApp } from '../support/app.ts';
+import type { ApiResponse, ManualClock, TestApp, TestAppOptions } from '../support/app.ts';
 import type { TestDialect, TestStore } from '../support/store.ts';
 import { createWebhookApp } from '../webhooks/support.ts';
 
@@ -98,12 +98,15 @@ export async function liveApp(
     clock?: ManualClock;
     /** Give parley the simulator's media CA as PLATFORM_CA_FILE (default true). */
     trustMediaCa?: boolean;
+    /** Timing of the live engine (keep-alive interval, refusal bound). */
+    tuning?: TestAppOptions['liveEngineTuning'];
   } = {},
 ): Promise<LiveApp> {
   const t = await createWebhookApp({
     ...(options.dialect ? { dialect: options.dialect } : {}),
     ...(options.testStore ? { testStore: options.testStore } : {}),
     ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.tuning ? { liveEngineTuning: options.tuning } : {}),
     // Status is polled while the engine works: a plan whose limits polling never reaches.
     plan: { plan: 'enterprise', perMinute: 1_000_000, perDay: 1_000_000_000 },
     env: {

@@ -74,6 +74,8 @@ export interface TestAppOptions {
   env?: Record<string, string>;
   plan?: { plan: 'free' | 'pro' | 'enterprise'; perMinute?: number; perDay?: number };
   liveEngine?: Engine;
+  /** Timing of the default live engine (keep-alive, refusal bound, jitter source). */
+  liveEngineTuning?: ServiceOptions['liveEngineTuning'];
   /** Reuse a store (restart tests): the app opens its own connection to it. */
   testStore?: TestStore;
   clock?: ManualClock;
@@ -104,6 +106,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     store: testStore.store,
     clock,
     ...(options.liveEngine ? { liveEngine: options.liveEngine } : {}),
+    ...(options.liveEngineTuning ? { liveEngineTuning: options.liveEngineTuning } : {}),
     revocationPollMs: 50,
     ...(options.outboundCa === undefined ? {} : { outboundCa: options.outboundCa }),
     ...(options.restoreRetry === undefined ? {} : { restoreRetry: options.restoreRetry }),

@@ -1,4 +1,5 @@
 import { DomainError } from '../../domain/errors.ts';
+import { isBoom } from './errors.ts';
 
 /**
  * What the live engine does when the platform closes its socket (issue 5 §3): one row per close code. Codes are
@@ -131,4 +132,24 @@ export function backoffDelayMs(attempt: number, random: () => number = Math.rand
   const base = Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** Math.max(0, Math.min(attempt, 16)));
   const jittered = base * (0.8 + 0.4 * random());
   return Math.round(Math.min(BACKOFF_MAX_MS, Math.max(BACKOFF_MIN_MS, jittered)));
+}
+
+/**
+ * True when the platform itself ended the connection: Baileys' `Boom` for a `<failure reason>` (its `data` is the
+ * node's attributes) or a `<stream:error>` (its `data` is the error node), as Socket/socket.js builds them. A
+ * network failure (WebSocket error: `data` is an Error; closed or lost: no `data`) is not a refusal.
+ */
+export function isPlatformRefusal(error: unknown): boolean {
+  if (!isBoom(error)) return false;
+  const { data } = error;
+  return typeof data === 'object' && data !== null && !(data instanceof Error);
+}
+
+/**
+ * The stop reason after `count` refusals in a row of a reconnecting login (the last one decided as `last`): the
+ * status endpoint's `reason` for a blocked or banned account that would otherwise retry forever.
+ */
+export function refusalLoopReason(count: number, last: CloseDecision): string {
+  const why = last.reason.replace(/; reconnecting$/, '');
+  return `the platform refused the login ${count} times in a row (last: ${why}); not reconnecting: the account may be blocked or banned, check it on the phone, then call connect to try again`;
 }

@@ -3,7 +3,7 @@ import { fetchLatestWaWebVersion, type WABrowserDescription, type WAVersion } fr
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../../domain/clock.ts';
 import type { Engine, EngineSession, EngineSessionContext, SessionLocks } from '../engine.ts';
-import { CONNECT_DEADLINE_MS } from './lifecycle.ts';
+import { CONNECT_DEADLINE_MS, LOGIN_REFUSAL_LIMIT } from './lifecycle.ts';
 import type { LinkPreviewFetcher } from './outgoing.ts';
 import { mediaUploadAgent, type PlatformEndpoint, trustPlatformRoot } from './platform.ts';
 import { BaileysSession } from './session.ts';
@@ -15,6 +15,9 @@ export type { SocketFactory, SocketLike } from './socket.ts';
 
 /** How the linked device shows in the phone's "Linked devices" list: `Chrome (parley)`. */
 export const DEFAULT_BROWSER: WABrowserDescription = ['parley', 'Chrome', '1.0'];
+
+/** Default keep-alive ping interval, ms: Baileys' own default (lib/Defaults `keepAliveIntervalMs`), set explicitly. */
+export const KEEP_ALIVE_INTERVAL_MS = 30_000;
 
 /** Options of {@link BaileysEngine}. Only `locks` and `logger` are required. */
 export interface BaileysEngineOptions {
@@ -47,6 +50,18 @@ export interface BaileysEngineOptions {
   linkPreview?: LinkPreviewFetcher;
   /** Random source for backoff jitter, [0, 1); default `Math.random`. */
   random?: () => number;
+  /**
+   * How often the socket pings the platform, ms (Baileys' `keepAliveIntervalMs`); default
+   * {@link KEEP_ALIVE_INTERVAL_MS}. Baileys checks at every interval and declares the connection lost (408, then
+   * parley reconnects) once nothing arrived for the interval plus 5 s: a silent platform is noticed within two
+   * intervals plus 5 s.
+   */
+  keepAliveIntervalMs?: number;
+  /**
+   * How many times in a row the platform may refuse a reconnecting login (a `<failure>` or a stream error before
+   * the connection opened) before the session stops instead of retrying; default {@link LOGIN_REFUSAL_LIMIT}.
+   */
+  loginRefusalLimit?: number;
   /**
    * A platform simulator instead of the real platform (DESIGN D15): its WebSocket URL for every socket, and its
    * Noise certificate root, trusted process-wide when the engine is built (`trustPlatformRoot`), and the CA of
@@ -95,6 +110,8 @@ export class BaileysEngine implements Engine {
         fullHistory: o.fullHistory ?? false,
         baileysLogLevel: o.baileysLogLevel ?? 'warn',
         random: o.random ?? Math.random,
+        keepAliveIntervalMs: o.keepAliveIntervalMs ?? KEEP_ALIVE_INTERVAL_MS,
+        loginRefusalLimit: o.loginRefusalLimit ?? LOGIN_REFUSAL_LIMIT,
         ...(o.linkPreview ? { linkPreview: o.linkPreview } : {}),
         ...(o.platform?.url ? { platformUrl: o.platform.url } : {}),
         ...(this.#mediaAgent ? { mediaAgent: this.#mediaAgent } : {}),

@@ -15,7 +15,9 @@ import {
   type CloseDecision,
   connectFailure,
   decideClose,
+  isPlatformRefusal,
   pairingEndedReason,
+  refusalLoopReason,
 } from './close-policy.ts';
 import { Credentials } from './credentials.ts';
 import { isBoom } from './errors.ts';
@@ -26,6 +28,14 @@ import { Waiters } from './waiters.ts';
 
 /** Default bound on `connect()`: the platform must answer (QR or open) within this, ms. */
 export const CONNECT_DEADLINE_MS = 8_000;
+
+/**
+ * Default number of platform refusals in a row (a `<failure>` or `<stream:error>` closing the socket before it
+ * opened again) after which a reconnecting session stops: a blocked or banned account is refused at every
+ * login, and would otherwise retry forever (with backoff 1, 2, 4, 8 s the fifth refusal comes ~15 s after the
+ * first). Network failures do not count: an outage is retried until the platform is back.
+ */
+export const LOGIN_REFUSAL_LIMIT = 5;
 
 /** Everything the lifecycle needs from the engine and the session. */
 export interface LifecycleOptions {
@@ -41,6 +51,8 @@ export interface LifecycleOptions {
   keyCache: CacheStore;
   connectDeadlineMs: number;
   random: () => number;
+  /** Refusals in a row before a reconnecting session stops ({@link LOGIN_REFUSAL_LIMIT}). */
+  loginRefusalLimit: number;
   /** Attaches the session's listeners to a new socket; returns their detach. */
   attach: (sock: SocketLike) => () => void;
 }
@@ -61,6 +73,8 @@ export class Lifecycle {
   #generation = 0;
   #attempt = 0;
   #refreshes = 0;
+  /** Platform refusals since the connection was last open. */
+  #refusals = 0;
   #retryTimer: NodeJS.Timeout | undefined;
   #reason: string | undefined;
   #qr: PairingCode | null = null;
@@ -192,6 +206,7 @@ export class Lifecycle {
     this.#reason = undefined;
     this.#attempt = 0;
     this.#refreshes = 0;
+    this.#refusals = 0;
     this.#qrCount = 0;
     const seconds = this.#o.connectDeadlineMs / 1000;
     const first = this.#gate.start(this.#o.connectDeadlineMs, () => {
@@ -260,6 +275,7 @@ export class Lifecycle {
     this.#phase = 'open';
     this.#attempt = 0;
     this.#refreshes = 0;
+    this.#refusals = 0;
     this.#qr = null;
     this.#reason = undefined;
     this.#o.context.logger.info({ jid: this.state().jid }, 'connected to the platform');
@@ -292,6 +308,15 @@ export class Lifecycle {
       logger.warn({ code: decision.code }, reason);
       await this.#stop(reason, true);
       return;
+    }
+    if (decision.action === 'reconnect' && isPlatformRefusal(error)) {
+      this.#refusals += 1;
+      if (this.#refusals >= this.#o.loginRefusalLimit) {
+        const reason = refusalLoopReason(this.#refusals, decision);
+        logger.warn({ code: decision.code, refusals: this.#refusals, action: 'stop' }, reason);
+        await this.#stop(reason);
+        return;
+      }
     }
     await this.#apply(decision);
   }

@@ -103,8 +103,17 @@ async function checkAck(node: BinaryNode | undefined, sock: SocketLike, deps: Op
     throw reachoutLocked(lock?.timeEnforcementEnds, now);
   }
   if (code === '429') throw platformRateLimited();
-  throw new DomainError('platform_refused', `the platform rejected the message (error ${code})`);
+  const known = NACK_TEXT[code];
+  throw new DomainError(
+    'platform_refused',
+    `the platform rejected the message (error ${code}${known ? `: ${known}` : ''})`,
+  );
 }
+
+/** What the platform's nack codes mean, where Baileys names them (Utils/decode-wa-message.js SERVER_ERROR_CODES). */
+const NACK_TEXT: Record<string, string> = {
+  '479': 'invalid stanza, smax-invalid',
+};
 
 /**
  * Relays a built message (a 1:1 message to the user's LID when Baileys knows it, addressing.ts) and confirms it:

@@ -41,6 +41,10 @@ export interface BaileysSessionOptions {
   baileysLogLevel: string;
   linkPreview?: LinkPreviewFetcher;
   random: () => number;
+  /** Keep-alive ping interval, ms (Baileys' `keepAliveIntervalMs`; a silent platform is declared lost after it + 5 s). */
+  keepAliveIntervalMs: number;
+  /** Platform refusals of a reconnecting login in a row after which the session stops (lifecycle.ts). */
+  loginRefusalLimit: number;
   /** Retry of failed recordings (DESIGN D2): incoming events and sends. */
   /** WebSocket URL of a platform simulator (Baileys' `waWebSocketUrl`); undefined: the real platform. */
   platformUrl?: string;
@@ -132,6 +136,7 @@ export class BaileysSession implements EngineSession {
       emitOwnEvents: false,
       generateHighQualityLinkPreview: false,
       defaultQueryTimeoutMs: 20_000,
+      keepAliveIntervalMs: options.keepAliveIntervalMs,
       getMessage: async (key) => this.#getMessage(key.id),
       cachedGroupMetadata: async (jid) => this.#groups.get<GroupMetadata>(jid),
       msgRetryCounterCache: retries,
@@ -152,6 +157,7 @@ export class BaileysSession implements EngineSession {
       keyCache,
       connectDeadlineMs: options.connectDeadlineMs,
       random: options.random,
+      loginRefusalLimit: options.loginRefusalLimit,
       attach: (sock) =>
         attachListeners(sock, {
           context,
