@@ -11,6 +11,7 @@ import { BaileysEngine } from './engines/baileys/index.ts';
 import type { Engine } from './engines/engine.ts';
 import { SandboxEngine } from './engines/sandbox/index.ts';
 import { InstanceStateProjection } from './events/instance-state.ts';
+import { LiveFeed } from './events/live-feed.ts';
 import { MessageProjection } from './events/message-projection.ts';
 import { OutboxProjection } from './events/outbox-projection.ts';
 import { EventRecorder } from './events/recorder.ts';
@@ -19,6 +20,7 @@ import { NodeRegistry } from './nodes/registry.ts';
 import { Metrics } from './ops/metrics.ts';
 import { PlanRateLimiter } from './ratelimit/limiter.ts';
 import { PersistedWindows } from './ratelimit/persisted-window.ts';
+import { SignInLimiter } from './ratelimit/sign-in.ts';
 import { loadMasterKey, SecretBox } from './security/secrets.ts';
 import { SqlSessionLocks } from './sessions/instance-lock.ts';
 import { SessionManager } from './sessions/manager.ts';
@@ -156,6 +158,9 @@ export async function createServices(config: Config, options: ServiceOptions): P
     ...(options.restoreRetry ? { restoreRetry: options.restoreRetry } : {}),
   });
   const metrics = new Metrics();
+  // Committed instance changes for the dashboard's live views (DESIGN D16).
+  const feed = new LiveFeed();
+  recorder.use(feed);
   const ca = options.outboundCa ?? (config.outboundCaFile ? readFileSync(config.outboundCaFile) : undefined);
   const guard = new OutboundGuard({
     allowedCidrs: config.webhook.allowedCidrs,
@@ -170,9 +175,10 @@ export async function createServices(config: Config, options: ServiceOptions): P
     scheduleMs: config.webhook.retryScheduleMs,
     timeoutMs: config.webhook.timeoutMs,
     ...(config.webhook.claimStaleMs === undefined ? {} : { staleAfterMs: config.webhook.claimStaleMs }),
-    onAttempt: (outcome, durationMs) => {
+    onAttempt: (outcome, durationMs, instanceId) => {
       metrics.webhookAttempts.inc({ outcome });
       metrics.webhookAttemptDuration.observe(durationMs / 1000);
+      feed.attempted(instanceId);
     },
     ...workerTuning,
     workerId: nodes.id,
@@ -205,6 +211,10 @@ export async function createServices(config: Config, options: ServiceOptions): P
     registrations,
     guard,
     webhookWorker: webhooks,
+    keys,
+    limiter,
+    signInLimiter: new SignInLimiter(redis),
+    feed,
   });
   return {
     config,
