@@ -215,6 +215,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     limiter,
     signInLimiter: new SignInLimiter(redis),
     feed,
+    webhookTimeoutMs: config.webhook.timeoutMs,
   });
   return {
     config,

@@ -18,6 +18,7 @@ import { MessagingService } from './messaging.ts';
 import { ReadinessService } from './readiness.ts';
 import { SandboxService } from './sandbox.ts';
 import { SessionService } from './sessions.ts';
+import { WebhookTestService } from './webhook-test.ts';
 import { WebhookService } from './webhooks.ts';
 
 /**
@@ -38,6 +39,8 @@ export interface Application {
   dashboardAuth: DashboardAuthService;
   /** The dashboard's organization-scoped admin operations: instances, keys, usage, live changes (DESIGN D16). */
   dashboard: DashboardAdminService;
+  /** "Send a test event" to an instance's webhook URL (DESIGN D16). */
+  webhookTest: WebhookTestService;
 }
 
 /** What the application services are built from (see src/services.ts). */
@@ -54,12 +57,14 @@ export interface ApplicationDeps {
   limiter: PlanRateLimiter;
   signInLimiter: SignInLimiter;
   feed: LiveFeed;
+  /** Time allowed for one webhook POST, ms (DESIGN D10: 15 s). */
+  webhookTimeoutMs: number;
 }
 
 /** Builds the application services over the process's shared parts. */
 export function createApplication(deps: ApplicationDeps): Application {
   const { store, box, clock, sessions, recorder, registrations, guard, webhookWorker } = deps;
-  const { keys, limiter, signInLimiter, feed } = deps;
+  const { keys, limiter, signInLimiter, feed, webhookTimeoutMs } = deps;
   return {
     session: new SessionService({ store, sessions, box }),
     messaging: new MessagingService({ store, sessions, registrations, recorder }),
@@ -70,5 +75,6 @@ export function createApplication(deps: ApplicationDeps): Application {
     readiness: new ReadinessService({ store }),
     dashboardAuth: new DashboardAuthService({ store, clock, limiter: signInLimiter }),
     dashboard: new DashboardAdminService({ store, sessions, limiter, keys, feed, clock }),
+    webhookTest: new WebhookTestService({ store, box, guard, clock, timeoutMs: webhookTimeoutMs }),
   };
 }
