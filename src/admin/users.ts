@@ -48,7 +48,8 @@ const EMAIL = /^[^\s@]{1,64}@[^\s@]{1,255}$/;
  */
 export function parseEmail(email: string): string {
   const normalised = email.trim().toLowerCase();
-  if (!EMAIL.test(normalised)) throw new AdminError('email must be an e-mail address such as ana@example.com');
+  if (!EMAIL.test(normalised))
+    throw new AdminError('email must be an e-mail address such as ana@example.com');
   return normalised;
 }
 

@@ -1,11 +1,11 @@
 import {
   AdminError,
-  type CreatedKey,
   adminCreateInstance,
   adminCreateKey,
   adminListInstances,
   adminListKeys,
   adminRevokeKey,
+  type CreatedKey,
 } from '../admin/admin.ts';
 import type { KeyAuthenticator } from '../auth/authenticator.ts';
 import type { Clock } from '../domain/clock.ts';
@@ -83,7 +83,10 @@ function keySummary(record: ApiKeyRecord): KeySummary {
 /** An AdminError (a bad option) as the domain's `invalid`, naming the field without the CLI's `--`. */
 function invalid(error: unknown): unknown {
   if (!(error instanceof AdminError)) return error;
-  return new DomainError('invalid', error.message.replace(/--([a-z-]+)/g, (_m, name: string) => camel(name)));
+  return new DomainError(
+    'invalid',
+    error.message.replace(/--([a-z-]+)/g, (_m, name: string) => camel(name)),
+  );
 }
 
 const camel = (name: string) => name.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());

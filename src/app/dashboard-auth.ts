@@ -14,7 +14,6 @@ import type { Clock } from '../domain/clock.ts';
 import { DomainError } from '../domain/errors.ts';
 import type { SignInLimiter } from '../ratelimit/sign-in.ts';
 import { decoyHash, verifyPassword } from '../security/passwords.ts';
-import type { Store } from '../store/database.ts';
 import {
   deleteDashboardSession,
   findDashboardSession,
@@ -24,6 +23,7 @@ import {
   pruneDashboardSessions,
   touchDashboardUser,
 } from '../store/dashboard-users.ts';
+import type { Store } from '../store/database.ts';
 import { getOrganization, type Organization } from '../store/organizations.ts';
 
 /** How long a dashboard session lasts after sign-in, ms (DESIGN D16: sessions expire): 12 hours. */
@@ -96,7 +96,9 @@ export class DashboardAuthService {
     const email = input.email.trim().toLowerCase();
     const wait = await this.#limiter.blockedFor(email, address);
     if (wait !== undefined)
-      throw new DomainError('rate_limited', 'too many failed sign-ins: try again later', { retryAfter: wait });
+      throw new DomainError('rate_limited', 'too many failed sign-ins: try again later', {
+        retryAfter: wait,
+      });
     const db = this.#store.db;
     const user = await findDashboardUserByEmail(db, email);
     // An unknown user costs the same Argon2id verification as a known one.
@@ -169,7 +171,11 @@ export class DashboardAuthService {
    */
   createUser(orgId: string, input: { email: string; role: string; password?: string }): Promise<CreatedUser> {
     return mapped(() =>
-      adminCreateUser(this.#store.db, { org: orgId, ...input, email: parseEmail(input.email) }, this.#clock()),
+      adminCreateUser(
+        this.#store.db,
+        { org: orgId, ...input, email: parseEmail(input.email) },
+        this.#clock(),
+      ),
     );
   }
 

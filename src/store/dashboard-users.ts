@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import type { Database, DashboardUsersTable } from './schema.ts';
+import type { DashboardUsersTable, Database } from './schema.ts';
 
 /** A dashboard user's role (DESIGN D16): owner (everything, users too), member (instances, keys, webhooks), viewer. */
 export type DashboardRole = 'owner' | 'member' | 'viewer';
@@ -60,7 +60,11 @@ export async function findDashboardUserByEmail(
   db: Kysely<Database>,
   email: string,
 ): Promise<DashboardUser | undefined> {
-  const row = await db.selectFrom('dashboard_users').selectAll().where('email', '=', email).executeTakeFirst();
+  const row = await db
+    .selectFrom('dashboard_users')
+    .selectAll()
+    .where('email', '=', email)
+    .executeTakeFirst();
   return row ? toUser(row) : undefined;
 }
 
@@ -95,7 +99,11 @@ export async function updateDashboardRole(
   id: string,
   role: DashboardRole,
 ): Promise<boolean> {
-  const result = await db.updateTable('dashboard_users').set({ role }).where('id', '=', id).executeTakeFirst();
+  const result = await db
+    .updateTable('dashboard_users')
+    .set({ role })
+    .where('id', '=', id)
+    .executeTakeFirst();
   return Number(result.numUpdatedRows) > 0;
 }
 
@@ -140,7 +148,9 @@ export async function findDashboardSession(
     .select(['user_id', 'csrf_token', 'expires_at'])
     .where('id_hash', '=', idHash)
     .executeTakeFirst();
-  return row ? { userId: row.user_id, csrfToken: row.csrf_token, expiresAt: Number(row.expires_at) } : undefined;
+  return row
+    ? { userId: row.user_id, csrfToken: row.csrf_token, expiresAt: Number(row.expires_at) }
+    : undefined;
 }
 
 /** Deletes one session (sign-out, or an expired one found on use). */

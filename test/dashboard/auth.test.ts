@@ -99,7 +99,12 @@ for (const dialect of testDialects()) {
     it('refuses a state change without the CSRF token, or with another session’s', async () => {
       const owner = await signIn(t, ownerEmail);
       const other = await signIn(t, ownerEmail);
-      const missing = await owner.call('POST', '/instances', { env: 'test', name: 'no-csrf' }, { csrf: false });
+      const missing = await owner.call(
+        'POST',
+        '/instances',
+        { env: 'test', name: 'no-csrf' },
+        { csrf: false },
+      );
       assert.equal(missing.status, 403);
       assert.deepEqual(missing.body, error(403, 'missing or invalid CSRF token'));
       const foreign = await owner.call('POST', '/instances', { env: 'test' }, { csrf: other.csrf });

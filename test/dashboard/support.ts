@@ -42,7 +42,8 @@ export async function signIn(t: TestApp, email: string, password = PASSWORD): Pr
     cookie,
     csrf,
     async call(method, path, body, options = {}) {
-      const token = options.csrf === false ? undefined : typeof options.csrf === 'string' ? options.csrf : csrf;
+      const token =
+        options.csrf === false ? undefined : typeof options.csrf === 'string' ? options.csrf : csrf;
       const raw = await t.app.inject({
         method,
         url: `/dashboard/api${path}`,

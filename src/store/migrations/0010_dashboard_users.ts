@@ -26,11 +26,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('created_at', 'varchar(30)', (c) => c.notNull())
     .addColumn('expires_at', 'bigint', (c) => c.notNull())
     .execute();
-  await db.schema
-    .createIndex('dashboard_sessions_user')
-    .on('dashboard_sessions')
-    .column('user_id')
-    .execute();
+  await db.schema.createIndex('dashboard_sessions_user').on('dashboard_sessions').column('user_id').execute();
 }
 
 export async function down(db: Kysely<unknown>): Promise<void> {

@@ -52,7 +52,10 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
           const pairing = await session.pairingCode(id);
           send('qr', await qrOf(pairing));
           // The next code is due when this one expires: re-read it then (a little after, to be past the edge).
-          qrTimer = setTimeout(() => void sendQr(), Math.max(0, pairing.expiresAt - app.services.clock()) + 250);
+          qrTimer = setTimeout(
+            () => void sendQr(),
+            Math.max(0, pairing.expiresAt - app.services.clock()) + 250,
+          );
         } catch (error) {
           if (!(error instanceof DomainError)) request.log.warn({ err: error }, 'reading the QR code failed');
           send('qr', null);

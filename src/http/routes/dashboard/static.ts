@@ -43,7 +43,10 @@ export async function staticRoutes(app: FastifyInstance, options: { root?: strin
     decorateReply: false,
     // Built file names carry a content hash: cache them; the page itself is revalidated every time.
     setHeaders: (res, path) => {
-      res.setHeader('cache-control', path.endsWith('.html') ? 'no-cache' : 'public, max-age=31536000, immutable');
+      res.setHeader(
+        'cache-control',
+        path.endsWith('.html') ? 'no-cache' : 'public, max-age=31536000, immutable',
+      );
     },
   });
 }

@@ -8,7 +8,11 @@ import { principalOf } from './guard.ts';
 import { InstanceParams, instanceIdFor } from './instances.ts';
 
 const SubscribeBody = Type.Object({
-  subscribe: Type.Array(EventTypeName, { minItems: 1, maxItems: 4, 'x-message': '{field} must list 1 to 4 types' }),
+  subscribe: Type.Array(EventTypeName, {
+    minItems: 1,
+    maxItems: 4,
+    'x-message': '{field} must list 1 to 4 types',
+  }),
 });
 const DeliveryParams = Type.Object({
   id: Type.String({ minLength: 1, maxLength: 64 }),
@@ -58,10 +62,14 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
     },
   );
 
-  app.put('/instances/:id/hmac', { config: member, schema: { ...hidden, body: HmacBody } }, async (request) => {
-    await session.setHmacKey(await instanceIdFor(app, request), request.body.hmacKey);
-    return ok({ details: 'HMAC key set' });
-  });
+  app.put(
+    '/instances/:id/hmac',
+    { config: member, schema: { ...hidden, body: HmacBody } },
+    async (request) => {
+      await session.setHmacKey(await instanceIdFor(app, request), request.body.hmacKey);
+      return ok({ details: 'HMAC key set' });
+    },
+  );
 
   app.delete('/instances/:id/hmac', { config: member, schema: hidden }, async (request) => {
     await session.removeHmacKey(await instanceIdFor(app, request));
