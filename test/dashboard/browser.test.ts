@@ -63,7 +63,7 @@ if (chromiumAvailable) {
       for (let i = 0; i < 5; i += 1) {
         await signIn('locked@example.com', `wrong password ${i}`);
         await page.getByRole('alert').filter({ hasText: 'invalid email or password' }).waitFor();
-        await page.evaluate(() => document.querySelector('[role=alert]')?.remove());
+        await page.evaluate(() => (globalThis as any).document.querySelector('[role=alert]')?.remove());
       }
       await signIn('locked@example.com', PASSWORD);
       await page
@@ -89,7 +89,7 @@ if (chromiumAvailable) {
       instanceId = new URL(page.url()).hash.split('/')[2] ?? '';
       assert.match(instanceId, /^[0-9a-f-]{36}$/);
       await page.evaluate(() => {
-        (window as unknown as { marker: string }).marker = 'same page';
+        (globalThis as any).marker = 'same page';
       });
       await page.getByRole('button', { name: 'Connect', exact: true }).click();
       const qr = page.getByRole('img', { name: /QR code/ });
@@ -103,7 +103,7 @@ if (chromiumAvailable) {
       await page.getByRole('button', { name: 'Scan the QR code' }).click();
       await page.locator('#instance-status', { hasText: /^Logged in$/ }).waitFor();
       await qr.waitFor({ state: 'detached' });
-      assert.equal(await page.evaluate(() => (window as unknown as { marker?: string }).marker), 'same page');
+      assert.equal(await page.evaluate(() => (globalThis as any).marker), 'same page');
       const row = await t.testStore.store.db
         .selectFrom('instances')
         .select('phone')
@@ -161,7 +161,7 @@ if (chromiumAvailable) {
       assert.match(apiKey, /^svc_test_[0-9A-Za-z]{38}$/);
       await page.getByRole('button', { name: 'Copy key' }).click();
       await notice('Copied to the clipboard');
-      assert.equal(await page.evaluate(() => navigator.clipboard.readText()), apiKey);
+      assert.equal(await page.evaluate(() => (globalThis as any).navigator.clipboard.readText()), apiKey);
       await screenshot(page, 'keys');
 
       const headers = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' };
@@ -226,7 +226,7 @@ if (chromiumAvailable) {
       assert.equal(await page.getByRole('button', { name: 'Create key' }).count(), 0);
       assert.equal(await page.getByRole('link', { name: 'Users' }).count(), 0);
       const attempt = await page.evaluate(async () => {
-        const me = await (await fetch('/dashboard/api/me')).json();
+        const me: any = await (await fetch('/dashboard/api/me')).json();
         const res = await fetch('/dashboard/api/keys', {
           method: 'POST',
           headers: { 'content-type': 'application/json', 'x-csrf-token': me.data.csrfToken },
