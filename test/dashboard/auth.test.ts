@@ -48,6 +48,22 @@ for (const dialect of testDialects()) {
       assert.match(stored.password_hash, /^\$argon2id\$v=19\$m=19456,t=2,p=1\$/);
     });
 
+    it('marks the cookie Secure when the public URL is HTTPS (a TLS proxy in front)', async () => {
+      const behindTls = await createTestApp({ dialect, env: { PUBLIC_URL: 'https://parley.example.com' } });
+      try {
+        const email = await createUser(behindTls, 'viewer');
+        const res = await behindTls.app.inject({
+          method: 'POST',
+          url: '/dashboard/api/sign-in',
+          payload: { email, password: PASSWORD },
+        });
+        assert.equal(res.statusCode, 200);
+        assert.match([res.headers['set-cookie']].flat()[0] ?? '', /; Secure/);
+      } finally {
+        await behindTls.close();
+      }
+    });
+
     it('answers an unknown e-mail and a wrong password with the same 401 body', async () => {
       const unknown = await t.app.inject({
         method: 'POST',

@@ -33,13 +33,16 @@ export function principalOf(request: FastifyRequest): DashboardPrincipal {
   return request.principal;
 }
 
-/** Options of the session cookie: HttpOnly, SameSite=Strict, path /dashboard, Secure when served over HTTPS. */
+/**
+ * Options of the session cookie: HttpOnly, SameSite=Strict, path /dashboard, and Secure when the request came over
+ * HTTPS or the server's public URL (`PUBLIC_URL`) is HTTPS (a TLS proxy in front).
+ */
 export function cookieOptions(request: FastifyRequest, expiresAt?: number) {
   return {
     path: '/dashboard',
     httpOnly: true,
     sameSite: 'strict' as const,
-    secure: request.protocol === 'https',
+    secure: request.protocol === 'https' || request.server.services.config.publicUrl.startsWith('https:'),
     ...(expiresAt === undefined ? {} : { expires: new Date(expiresAt) }),
   };
 }

@@ -41,6 +41,7 @@ export async function staticRoutes(app: FastifyInstance, options: { root?: strin
     index: 'index.html',
     schemaHide: true,
     decorateReply: false,
+    cacheControl: false,
     // Built file names carry a content hash: cache them; the page itself is revalidated every time.
     setHeaders: (res, path) => {
       res.setHeader(
