@@ -12,7 +12,7 @@ describe('dashboard page serving', () => {
     await app.register(staticRoutes, { root: mkdtempSync(join(tmpdir(), 'parley-nobundle-')) });
     const page = await app.inject({ url: '/dashboard/' });
     assert.equal(page.statusCode, 503);
-    assert.match(page.headers['content-type'] ?? '', /^text\/html/);
+    assert.match(String(page.headers['content-type']), /^text\/html/);
     assert.match(page.body, /The dashboard is not built/);
     assert.match(page.body, /npm run build:dashboard/);
     for (const url of ['/', '/dashboard']) {
