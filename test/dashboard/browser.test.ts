@@ -72,8 +72,21 @@ if (chromiumAvailable) {
         .waitFor();
     });
 
-    it('signs in and creates a test instance', async () => {
-      await signIn(owner, PASSWORD);
+    it('signs in with the keyboard alone, with a visible focus ring, and creates a test instance', async () => {
+      await page.reload();
+      await page.getByRole('heading', { name: 'Sign in to parley' }).waitFor();
+      await page.keyboard.press('Tab');
+      assert.equal(await page.evaluate(() => (globalThis as any).document.activeElement.id), 'email');
+      const ring = await page.evaluate(() => {
+        const g = globalThis as any;
+        const style = g.getComputedStyle(g.document.activeElement);
+        return `${style.outlineStyle} ${style.outlineWidth}`;
+      });
+      assert.equal(ring, 'solid 3px', 'the focused field shows its focus ring');
+      await page.keyboard.type(owner);
+      await page.keyboard.press('Tab');
+      await page.keyboard.type(PASSWORD);
+      await page.keyboard.press('Enter');
       await page.getByRole('heading', { name: 'Instances' }).waitFor();
       await page.getByLabel('Name').fill('browser-test');
       await page.getByLabel('Environment').selectOption('test');
