@@ -65,6 +65,8 @@ export interface Usage {
   usage: EnvUsage[];
 }
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 function keySummary(record: ApiKeyRecord): KeySummary {
   return {
     id: record.id,
@@ -123,8 +125,9 @@ export class DashboardAdminService {
 
   /** Instance `id` when it belongs to `orgId`. @throws DomainError not_found `instance not found`. */
   async instanceOf(orgId: string, id: InstanceId): Promise<Instance> {
-    const instance = await loadInstance(this.#store.db, id).catch(() => undefined);
-    if (!instance || instance.orgId !== orgId) throw errors.instanceNotFound();
+    if (!UUID.test(id)) throw errors.instanceNotFound();
+    const instance = await loadInstance(this.#store.db, id.toLowerCase());
+    if (instance.orgId !== orgId) throw errors.instanceNotFound();
     return instance;
   }
 
