@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import type { TestApp } from '../support/app.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
+import { HMAC_KEY } from '../webhooks/support.ts';
 import {
   chromiumAvailable,
   ensureBundle,
@@ -133,6 +135,21 @@ if (chromiumAvailable) {
       await notice('Test event delivered: receiver answered 200');
       const [test] = await receiver.waitForCount(1, 10_000);
       assert.equal(JSON.parse(test?.body.toString() ?? '{}').type, 'Test');
+      assert.equal(test?.headers['x-hmac-signature'], undefined, 'no HMAC key yet: unsigned');
+
+      await page.getByLabel(/HMAC signing key/).fill(HMAC_KEY);
+      await page.getByRole('button', { name: 'Set HMAC key' }).click();
+      await notice('HMAC key set: deliveries are signed');
+      await page.getByText(/a key is set/).waitFor();
+      await page.getByRole('button', { name: 'Send test event' }).click();
+      await notice('Test event delivered: receiver answered 200');
+      const [, signed] = await receiver.waitForCount(2, 10_000);
+      assert.equal(
+        signed?.headers['x-hmac-signature'],
+        createHmac('sha256', HMAC_KEY)
+          .update(signed?.body ?? '')
+          .digest('hex'),
+      );
 
       await page.getByLabel('From phone').fill('5511988887777');
       await page.getByLabel('Message text').fill('hello from the browser test');
@@ -157,6 +174,23 @@ if (chromiumAvailable) {
         10_000,
       );
       await row.getByText('Attempt 2: 200').waitFor();
+
+      await page.getByLabel('Typing phone').fill('5511988887777');
+      await page.getByLabel('Presence', { exact: true }).selectOption('composing');
+      await page.getByRole('button', { name: 'Send presence' }).click();
+      await notice('Presence composing sent');
+      await receiver.waitFor(
+        (requests) => requests.some((r) => JSON.parse(r.body.toString()).type === 'ChatPresence'),
+        10_000,
+      );
+      await page
+        .locator('tr[data-delivery]', { hasText: 'ChatPresence' })
+        .locator('td', { hasText: 'delivered' })
+        .waitFor();
+
+      await page.getByRole('button', { name: 'Remove HMAC key' }).click();
+      await notice('HMAC key removed');
+      await page.getByText(/none set/).waitFor();
     });
 
     it('creates a key with one scope, copies it, uses it over HTTP (403 on another scope), revokes it (401)', async () => {
