@@ -85,6 +85,8 @@ export class DashboardAuthService {
     this.#clock = deps.clock;
     this.#limiter = deps.limiter;
     this.#ttlMs = deps.ttlMs ?? DASHBOARD_SESSION_TTL_MS;
+    // Ready before the first sign-in, so the first unknown e-mail costs one verification like the others.
+    void decoyHash();
   }
 
   /**

@@ -30,6 +30,7 @@ if (chromiumAvailable) {
     let viewer: string;
     let instanceId = '';
     let apiKey = '';
+    const pageErrors: string[] = [];
 
     before(async () => {
       await ensureBundle();
@@ -42,6 +43,12 @@ if (chromiumAvailable) {
       await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: url });
       page = await context.newPage();
       page.setDefaultTimeout(15_000);
+      // Script errors and Content-Security-Policy violations; refused requests (401, 403, 429) are expected.
+      page.on('console', (message) => {
+        if (message.type() === 'error' && !/Failed to load resource/.test(message.text()))
+          pageErrors.push(message.text());
+      });
+      page.on('pageerror', (error) => pageErrors.push(error.message));
     });
     after(async () => {
       await browser?.close();
@@ -285,6 +292,10 @@ if (chromiumAvailable) {
         status: 403,
         body: { error: { code: 403, message: 'this needs the member role (you are viewer)' } },
       });
+    });
+
+    it('raised no script error and no Content-Security-Policy violation on any page', () => {
+      assert.deepEqual(pageErrors, []);
     });
   });
 }

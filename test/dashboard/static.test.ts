@@ -33,6 +33,11 @@ describe('dashboard page serving', () => {
     assert.equal(page.statusCode, 200);
     assert.equal(page.body, '<!doctype html><title>parley dashboard</title>');
     assert.equal(page.headers['cache-control'], 'no-cache');
+    assert.equal(
+      page.headers['content-security-policy'],
+      "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    );
+    assert.equal(page.headers['x-frame-options'], 'DENY');
     const asset = await app.inject({ url: '/dashboard/app-abc123.js' });
     assert.equal(asset.statusCode, 200);
     assert.equal(asset.headers['cache-control'], 'public, max-age=31536000, immutable');

@@ -16,6 +16,19 @@ const NOT_BUILT = `<!doctype html>
 `;
 
 /**
+ * The page's Content Security Policy: its own scripts, styles and API only, QR codes as `data:` images, never
+ * framed (clickjacking), forms posting nowhere else.
+ */
+const CSP = [
+  "default-src 'self'",
+  "img-src 'self' data:",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+/**
  * Serves the dashboard's single page and its assets from `root` under `/dashboard/` with @fastify/static
  * (DESIGN D16), `/dashboard` and `/` redirecting there. Without a bundle, `/dashboard/` answers 503 with a page
  * saying how to build it instead of failing at boot.
@@ -44,10 +57,14 @@ export async function staticRoutes(app: FastifyInstance, options: { root?: strin
     cacheControl: false,
     // Built file names carry a content hash: cache them; the page itself is revalidated every time.
     setHeaders: (res, path) => {
-      res.setHeader(
-        'cache-control',
-        path.endsWith('.html') ? 'no-cache' : 'public, max-age=31536000, immutable',
-      );
+      const page = path.endsWith('.html');
+      res.setHeader('cache-control', page ? 'no-cache' : 'public, max-age=31536000, immutable');
+      res.setHeader('x-content-type-options', 'nosniff');
+      if (page) {
+        res.setHeader('content-security-policy', CSP);
+        res.setHeader('x-frame-options', 'DENY');
+        res.setHeader('referrer-policy', 'same-origin');
+      }
     },
   });
 }
