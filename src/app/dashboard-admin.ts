@@ -136,7 +136,7 @@ export class DashboardAdminService {
     return this.#summary(await this.instanceOf(orgId, id));
   }
 
-  /** Every instance of the organization, test ones first, oldest first. */
+  /** Every instance of the organization, oldest first. */
   async instances(orgId: string): Promise<InstanceSummary[]> {
     const all = await adminListInstances(this.#store.db, orgId);
     return all.map((instance) => this.#summary(instance));

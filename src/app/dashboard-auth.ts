@@ -6,7 +6,6 @@ import {
   adminRemoveUser,
   adminSetRole,
   type CreatedUser,
-  parseEmail,
   type UserView,
   userView,
 } from '../admin/users.ts';
@@ -172,13 +171,7 @@ export class DashboardAuthService {
    * @throws DomainError invalid (e-mail, role, password), conflict (e-mail taken).
    */
   createUser(orgId: string, input: { email: string; role: string; password?: string }): Promise<CreatedUser> {
-    return mapped(() =>
-      adminCreateUser(
-        this.#store.db,
-        { org: orgId, ...input, email: parseEmail(input.email) },
-        this.#clock(),
-      ),
-    );
+    return mapped(() => adminCreateUser(this.#store.db, { org: orgId, ...input }, this.#clock()));
   }
 
   /** Removes a user of the organization. @throws DomainError not_found; conflict for the last owner. */
