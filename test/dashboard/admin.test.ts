@@ -92,6 +92,19 @@ for (const dialect of testDialects()) {
         body: 'hi',
       });
       assert.equal(scan.status, 404);
+      const code = await member.call('POST', `/instances/${live.body.data.id}/pairing-code`, {
+        phone: '5511999990001',
+      });
+      assert.deepEqual(
+        code.body,
+        error(409, 'instance is not connected'),
+        'pairing by code starts after connect',
+      );
+      const sandboxCode = await member.call('POST', `/instances/${t.instance.id}/pairing-code`, {
+        phone: '5511999990001',
+      });
+      assert.equal(sandboxCode.status, 400);
+      assert.match(sandboxCode.body.error.message, /^pairing by code is available on live instances only/);
       const long = await member.call('POST', '/instances', { env: 'test', name: 'x'.repeat(61) });
       assert.deepEqual(long.body, error(400, 'name must be at most 60 characters'));
       const malformed = await member.call('GET', '/instances/not-a-uuid');
