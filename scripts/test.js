@@ -4,7 +4,7 @@
 // in-process always and on Redis when TEST_REDIS_URL is set; video conversion runs when ffmpeg is found (packaged
 // binary or PATH). What is not run is said, never hidden, and never fails the run.
 import { spawnSync } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 
 const root = new URL('..', import.meta.url).pathname;
@@ -75,6 +75,12 @@ if (ffmpeg.path === null) {
     `animated sticker conversion tests (no ffmpeg runs here: tried ${ffmpeg.tried.join(', ') || 'nothing'}; put ffmpeg on PATH)`,
   );
 }
+// The dashboard's browser tests drive Debian's Chromium (installed by .ci/run); never a downloaded browser.
+const chromium = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+if (!existsSync(chromium))
+  notRun.push(
+    `dashboard browser tests (no Chromium at ${chromium}: apt-get install chromium, or set CHROMIUM_PATH)`,
+  );
 // The executable docs (test/docs) run the pages' shell examples: they need these commands (test/docs checks the same).
 const docsTools = ['bash', 'curl', 'openssl', 'base64'];
 const missingTools = docsTools.filter(

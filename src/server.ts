@@ -12,7 +12,7 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
-/** The banner printed once when the first boot created a test key (DESIGN D3). */
+/** The banner printed once when the first boot created a test key and the dashboard owner (DESIGN D3, D16). */
 export function bootstrapBanner(bootstrap: Bootstrap, publicUrl: string): string {
   const key = bootstrap.key.key;
   return [
@@ -27,6 +27,10 @@ export function bootstrapBanner(bootstrap: Bootstrap, publicUrl: string): string
     `    curl -s -X POST ${publicUrl}/v1/session/connect -H "Authorization: Bearer ${key}"`,
     '',
     `  Docs: ${publicUrl}/docs`,
+    '',
+    `  Dashboard: ${publicUrl}/dashboard — sign in as ${bootstrap.owner.user.email} with the password`,
+    `    ${bootstrap.owner.password}`,
+    '  (shown only this once; add users with npx parley user create).',
     '',
   ].join('\n');
 }

@@ -11,6 +11,7 @@ import { BaileysEngine, type BaileysEngineOptions } from './engines/baileys/inde
 import type { Engine } from './engines/engine.ts';
 import { SandboxEngine } from './engines/sandbox/index.ts';
 import { InstanceStateProjection } from './events/instance-state.ts';
+import { LiveFeed } from './events/live-feed.ts';
 import { MessageProjection } from './events/message-projection.ts';
 import { OutboxProjection } from './events/outbox-projection.ts';
 import { EventRecorder } from './events/recorder.ts';
@@ -19,6 +20,7 @@ import { NodeRegistry } from './nodes/registry.ts';
 import { Metrics } from './ops/metrics.ts';
 import { PlanRateLimiter } from './ratelimit/limiter.ts';
 import { PersistedWindows } from './ratelimit/persisted-window.ts';
+import { SignInLimiter } from './ratelimit/sign-in.ts';
 import { loadMasterKey, SecretBox } from './security/secrets.ts';
 import { SqlSessionLocks } from './sessions/instance-lock.ts';
 import { SessionManager } from './sessions/manager.ts';
@@ -165,6 +167,9 @@ export async function createServices(config: Config, options: ServiceOptions): P
     ...(options.restoreRetry ? { restoreRetry: options.restoreRetry } : {}),
   });
   const metrics = new Metrics();
+  // Committed instance changes for the dashboard's live views (DESIGN D16).
+  const feed = new LiveFeed();
+  recorder.use(feed);
   const ca = options.outboundCa ?? (config.outboundCaFile ? readFileSync(config.outboundCaFile) : undefined);
   const guard = new OutboundGuard({
     allowedCidrs: config.webhook.allowedCidrs,
@@ -179,9 +184,10 @@ export async function createServices(config: Config, options: ServiceOptions): P
     scheduleMs: config.webhook.retryScheduleMs,
     timeoutMs: config.webhook.timeoutMs,
     ...(config.webhook.claimStaleMs === undefined ? {} : { staleAfterMs: config.webhook.claimStaleMs }),
-    onAttempt: (outcome, durationMs) => {
+    onAttempt: (outcome, durationMs, instanceId) => {
       metrics.webhookAttempts.inc({ outcome });
       metrics.webhookAttemptDuration.observe(durationMs / 1000);
+      feed.attempted(instanceId);
     },
     ...workerTuning,
     workerId: nodes.id,
@@ -214,6 +220,11 @@ export async function createServices(config: Config, options: ServiceOptions): P
     registrations,
     guard,
     webhookWorker: webhooks,
+    keys,
+    limiter,
+    signInLimiter: new SignInLimiter(redis),
+    feed,
+    webhookTimeoutMs: config.webhook.timeoutMs,
   });
   return {
     config,

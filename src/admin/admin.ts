@@ -16,11 +16,10 @@ import {
   updateOrganizationPlan,
 } from '../store/organizations.ts';
 import type { Database } from '../store/schema.ts';
+import { AdminError } from './errors.ts';
+import { adminCreateUser, type CreatedUser } from './users.ts';
 
-/** An admin operation's input was wrong; the message names the option and the rule. */
-export class AdminError extends Error {
-  override name = 'AdminError';
-}
+export { AdminError } from './errors.ts';
 
 const DURATION = /^(\d+)(s|m|h|d)$/;
 const UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
@@ -225,21 +224,28 @@ export async function adminListInstances(db: Kysely<Database>, org: string): Pro
   return listInstances(db, (await requireOrg(db, org)).id);
 }
 
-/** What the first boot created (DESIGN D3), or null when the store already had organizations. */
+/** The e-mail of the dashboard owner the first boot creates (DESIGN D16). */
+export const BOOTSTRAP_OWNER_EMAIL = 'owner@parley.local';
+
+/** What the first boot created (DESIGN D3, D16), or null when the store already had organizations. */
 export interface Bootstrap {
   org: Organization;
   instance: Instance;
   key: CreatedKey;
+  /** The dashboard owner of `default` and its generated password (printed once). */
+  owner: CreatedUser;
 }
 
 /**
- * First boot on an empty store: org `default` (plan free), one test instance and one `svc_test_` key with
- * `chat:*` (DESIGN D3). Does nothing when any organization exists.
+ * First boot on an empty store: org `default` (plan free), one test instance, one `svc_test_` key with
+ * `chat:*` (DESIGN D3) and a dashboard owner with a generated password (DESIGN D16). Does nothing when any
+ * organization exists.
  */
 export async function bootstrapIfEmpty(db: Kysely<Database>): Promise<Bootstrap | null> {
   if ((await countOrganizations(db)) > 0) return null;
   const org = await adminCreateOrg(db, { name: 'default', plan: 'free' });
   const instance = await adminCreateInstance(db, { org: org.id, env: 'test', name: 'sandbox' });
   const key = await adminCreateKey(db, { org: org.id, env: 'test', name: 'bootstrap key' });
-  return { org, instance, key };
+  const owner = await adminCreateUser(db, { org: org.id, email: BOOTSTRAP_OWNER_EMAIL, role: 'owner' });
+  return { org, instance, key, owner };
 }

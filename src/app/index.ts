@@ -1,17 +1,24 @@
+import type { KeyAuthenticator } from '../auth/authenticator.ts';
 import type { RegistrationCache } from '../contacts/registration-cache.ts';
 import type { Clock } from '../domain/clock.ts';
+import type { LiveFeed } from '../events/live-feed.ts';
 import type { EventRecorder } from '../events/recorder.ts';
 import type { OutboundGuard } from '../net/outbound-guard.ts';
+import type { PlanRateLimiter } from '../ratelimit/limiter.ts';
+import type { SignInLimiter } from '../ratelimit/sign-in.ts';
 import type { SecretBox } from '../security/secrets.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
 import type { DeliveryWorker } from '../webhooks/worker.ts';
 import { ContactService } from './contacts.ts';
+import { DashboardAdminService } from './dashboard-admin.ts';
+import { DashboardAuthService } from './dashboard-auth.ts';
 import { GroupService } from './groups.ts';
 import { MessagingService } from './messaging.ts';
 import { ReadinessService } from './readiness.ts';
 import { SandboxService } from './sandbox.ts';
 import { SessionService } from './sessions.ts';
+import { WebhookTestService } from './webhook-test.ts';
 import { WebhookService } from './webhooks.ts';
 
 /**
@@ -28,6 +35,12 @@ export interface Application {
   webhooks: WebhookService;
   sandbox: SandboxService;
   readiness: ReadinessService;
+  /** Dashboard users, sign-in and sessions (DESIGN D16). */
+  dashboardAuth: DashboardAuthService;
+  /** The dashboard's organization-scoped admin operations: instances, keys, usage, live changes (DESIGN D16). */
+  dashboard: DashboardAdminService;
+  /** "Send a test event" to an instance's webhook URL (DESIGN D16). */
+  webhookTest: WebhookTestService;
 }
 
 /** What the application services are built from (see src/services.ts). */
@@ -40,11 +53,18 @@ export interface ApplicationDeps {
   registrations: RegistrationCache;
   guard: OutboundGuard;
   webhookWorker: DeliveryWorker;
+  keys: KeyAuthenticator;
+  limiter: PlanRateLimiter;
+  signInLimiter: SignInLimiter;
+  feed: LiveFeed;
+  /** Time allowed for one webhook POST, ms (DESIGN D10: 15 s). */
+  webhookTimeoutMs: number;
 }
 
 /** Builds the application services over the process's shared parts. */
 export function createApplication(deps: ApplicationDeps): Application {
   const { store, box, clock, sessions, recorder, registrations, guard, webhookWorker } = deps;
+  const { keys, limiter, signInLimiter, feed, webhookTimeoutMs } = deps;
   return {
     session: new SessionService({ store, sessions, box }),
     messaging: new MessagingService({ store, sessions, registrations, recorder }),
@@ -53,5 +73,8 @@ export function createApplication(deps: ApplicationDeps): Application {
     webhooks: new WebhookService({ store, guard, worker: webhookWorker, clock }),
     sandbox: new SandboxService({ store, sessions, registrations }),
     readiness: new ReadinessService({ store }),
+    dashboardAuth: new DashboardAuthService({ store, clock, limiter: signInLimiter }),
+    dashboard: new DashboardAdminService({ store, sessions, limiter, keys, feed, clock }),
+    webhookTest: new WebhookTestService({ store, box, guard, clock, timeoutMs: webhookTimeoutMs }),
   };
 }

@@ -101,4 +101,24 @@ export const examples = {
     ['npx parley key revoke <key id>', 'npx parley key revoke <key id> --json'],
     ['Key ids are listed by `parley key list`. A running server refuses the key within about a second.'],
   ),
+  user: block([
+    'npx parley user create --org default --email ana@example.com --role member',
+    'npx parley user list --org default',
+    'npx parley user remove ana@example.com',
+  ]),
+  userCreate: block(
+    [
+      'npx parley user create --org default --email ana@example.com --role member',
+      'npx parley user create --org acme --email ops@acme.example --role owner --json',
+    ],
+    [
+      'Roles: owner (everything, users too), member (instances, keys, webhooks, sandbox), viewer (reads).\n' +
+        'The password is generated and printed once; only its Argon2id hash is stored.',
+    ],
+  ),
+  userList: block(['npx parley user list --org default', 'npx parley user list --json']),
+  userRemove: block(
+    ['npx parley user remove ana@example.com', 'npx parley user remove <user id> --json'],
+    ["Removing a user signs out its browsers at once. An organization's last owner cannot be removed."],
+  ),
 } as const;

@@ -18,6 +18,7 @@ import type { Organization } from '../store/organizations.ts';
 import { examples } from './examples.ts';
 import { registerListen } from './listen.ts';
 import { openAdminStore } from './store.ts';
+import { registerUsers } from './users.ts';
 
 /** Where the CLI writes; tests capture both streams. */
 export interface CliIo {
@@ -82,8 +83,8 @@ function integer(option: string) {
 }
 
 /**
- * The `parley` command line (DESIGN D3): `serve`, `org create|list|update`, `instance create|list`,
- * `key create|list|revoke`. Admin commands use the server's configuration (`DATA_DIR`, `DATABASE_URL`, read by
+ * The `parley` command line (DESIGN D3, D16): `serve`, `org create|list|update`, `instance create|list`,
+ * `key create|list|revoke`, `user create|list|remove`. Admin commands use the server's configuration (`DATA_DIR`, `DATABASE_URL`, read by
  * `loadConfig`) and refuse to create a store that does not exist unless `--init` is given. With `--json` every
  * admin command prints exactly one JSON object on stdout (errors: `{"error": "…"}`).
  * @returns the process exit code (0 ok, 1 failure, 2 usage error).
@@ -291,6 +292,14 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
         `key ${record.id} revoked at ${record.revokedAt ?? ''}`,
       );
     });
+
+  registerUsers(program, {
+    withStore,
+    setJson: (value) => {
+      json = value;
+    },
+    emit,
+  });
 
   try {
     await program.parseAsync(argv);

@@ -138,6 +138,25 @@ export class PlanRateLimiter {
     };
   }
 
+  /**
+   * Both windows' standing for `orgId` in `env` without consuming a request (the dashboard's usage page).
+   * @throws only when the store fails without insurance.
+   */
+  async usage(orgId: string, env: Environment, limits: PlanLimits): Promise<[WindowState, WindowState]> {
+    const key = `${orgId}:${env}`;
+    const minute = this.#limiter('minute', limits.perMinute);
+    const day = this.#limiter('day', limits.perDay);
+    const persisted = this.#persisted;
+    if (persisted && day instanceof RateLimiterMemory) {
+      const seeding = persisted.prepare('day', day, key);
+      if (seeding) await seeding;
+    }
+    return [
+      windowState('minute', limits.perMinute, (await minute.get(key)) ?? undefined),
+      windowState('day', limits.perDay, (await day.get(key)) ?? undefined),
+    ];
+  }
+
   #limiter(name: WindowName, points: number): RateLimiterAbstract {
     const id = `${name}:${points}`;
     const duration = WINDOW_SECONDS[name];

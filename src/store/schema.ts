@@ -207,6 +207,32 @@ export interface RateLimitWindowsTable {
   reset_at: number;
 }
 
+/** A person who signs in to the dashboard (migration 0010, DESIGN D16). */
+export interface DashboardUsersTable {
+  id: string;
+  org_id: string;
+  /** Lowercased e-mail address, unique across the store. */
+  email: string;
+  /** Argon2id PHC string (`$argon2id$v=19$m=…`). */
+  password_hash: string;
+  /** `owner` | `member` | `viewer`. */
+  role: string;
+  created_at: string;
+  last_sign_in_at: string | null;
+}
+
+/** A signed-in dashboard browser (migration 0010): only the SHA-256 of the cookie's session id is stored. */
+export interface DashboardSessionsTable {
+  /** Lowercase hex SHA-256 of the session id. */
+  id_hash: string;
+  user_id: string;
+  /** The token every state-changing request must carry in `x-csrf-token`. */
+  csrf_token: string;
+  created_at: string;
+  /** Epoch ms after which the session is refused. */
+  expires_at: number;
+}
+
 export interface Database {
   organizations: OrganizationsTable;
   instances: InstancesTable;
@@ -222,4 +248,6 @@ export interface Database {
   gateway_replay: GatewayReplayTable;
   nodes: NodesTable;
   rate_limit_windows: RateLimitWindowsTable;
+  dashboard_users: DashboardUsersTable;
+  dashboard_sessions: DashboardSessionsTable;
 }

@@ -44,8 +44,11 @@ export interface DeliveryWorkerOptions {
   workerId?: string;
   /** Random numbers in [0, 1) for the jitter (default Math.random). */
   random?: () => number;
-  /** Called after each attempt is recorded with its outcome and duration in ms (metrics). Must not throw. */
-  onAttempt?: (outcome: AttemptOutcome['kind'], durationMs: number) => void;
+  /**
+   * Called after each attempt is recorded with its outcome, duration in ms and instance id (metrics, the
+   * dashboard's live delivery log). Must not throw.
+   */
+  onAttempt?: (outcome: AttemptOutcome['kind'], durationMs: number, instanceId: string) => void;
 }
 
 /** The worker options a caller of `createServices` may tune (tests: fast poll, short stale timeout, fixed id). */
@@ -304,7 +307,7 @@ export class DeliveryWorker {
       outcome,
       now: nowIso(clock),
     });
-    this.#options.onAttempt?.(outcome.kind, record.durationMs);
+    this.#options.onAttempt?.(outcome.kind, record.durationMs, delivery.instanceId);
     if (!applied) {
       this.#options.logger.info(
         { eventId: delivery.eventId },

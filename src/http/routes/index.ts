@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { gatewayPlugin } from '../gateway/plugin.ts';
+import { dashboardRoutes } from './dashboard/index.ts';
 import { opsRoutes } from './ops.ts';
 import { contactsRoutes } from './v1/contacts.ts';
 import { groupsRoutes } from './v1/groups.ts';
@@ -18,4 +19,5 @@ export async function routes(app: FastifyInstance): Promise<void> {
   await app.register(contactsRoutes, { prefix: '/v1/contacts' });
   await app.register(groupsRoutes, { prefix: '/v1/groups' });
   await app.register(webhookRoutes, { prefix: '/v1/webhook' });
+  await app.register(dashboardRoutes, {});
 }

@@ -1,0 +1,138 @@
+import type { Kysely } from 'kysely';
+import { generatePassword, hashPassword, MIN_PASSWORD_LENGTH } from '../security/passwords.ts';
+import {
+  countOwners,
+  DASHBOARD_ROLES,
+  type DashboardRole,
+  type DashboardUser,
+  deleteDashboardUser,
+  findDashboardUserByEmail,
+  getDashboardUser,
+  insertDashboardUser,
+  listDashboardUsers,
+  updateDashboardRole,
+} from '../store/dashboard-users.ts';
+import { findOrganization } from '../store/organizations.ts';
+import type { Database } from '../store/schema.ts';
+import { AdminError } from './errors.ts';
+
+/** A dashboard user as shown to admins (CLI, dashboard users page): never its password hash. */
+export interface UserView {
+  id: string;
+  orgId: string;
+  email: string;
+  role: DashboardRole;
+  createdAt: string;
+  lastSignInAt: string | null;
+}
+
+/** The public fields of a user. */
+export function userView(user: DashboardUser): UserView {
+  const { passwordHash: _hash, ...view } = user;
+  return view;
+}
+
+/** A created user and its password: generated ones are shown this once and never stored (only the hash is). */
+export interface CreatedUser {
+  user: UserView;
+  password: string;
+  /** Whether the password was generated (then it must be shown to the operator). */
+  generated: boolean;
+}
+
+const EMAIL = /^[^\s@]{1,64}@[^\s@]{1,255}$/;
+
+/**
+ * Checks and normalises an e-mail address (trimmed, lowercased). @throws AdminError `email must be an e-mail
+ * address such as ana@example.com`.
+ */
+export function parseEmail(email: string): string {
+  const normalised = email.trim().toLowerCase();
+  if (!EMAIL.test(normalised))
+    throw new AdminError('email must be an e-mail address such as ana@example.com');
+  return normalised;
+}
+
+/** Checks a role name. @throws AdminError `role must be one of owner, member, viewer`. */
+export function parseRole(role: string): DashboardRole {
+  if (!DASHBOARD_ROLES.includes(role as DashboardRole))
+    throw new AdminError(`role must be one of ${DASHBOARD_ROLES.join(', ')}`);
+  return role as DashboardRole;
+}
+
+/**
+ * Creates a dashboard user of organization `org` (id or name) with an Argon2id password hash (DESIGN D16): the
+ * given password (at least {@link MIN_PASSWORD_LENGTH} characters) or a generated one.
+ * @throws AdminError on an unknown organization, a bad e-mail, role or password, or an e-mail already in use.
+ */
+export async function adminCreateUser(
+  db: Kysely<Database>,
+  input: { org: string; email: string; role: string; password?: string },
+  now: number = Date.now(),
+): Promise<CreatedUser> {
+  const org = await findOrganization(db, input.org);
+  if (!org) throw new AdminError(`organization "${input.org}" not found`);
+  const email = parseEmail(input.email);
+  const role = parseRole(input.role);
+  if (input.password !== undefined && input.password.length < MIN_PASSWORD_LENGTH)
+    throw new AdminError(`password must be at least ${MIN_PASSWORD_LENGTH} characters`);
+  if (await findDashboardUserByEmail(db, email)) throw new AdminError(`user ${email} already exists`);
+  const password = input.password ?? generatePassword();
+  const user = await insertDashboardUser(db, {
+    orgId: org.id,
+    email,
+    role,
+    passwordHash: await hashPassword(password),
+    createdAt: new Date(now).toISOString(),
+  });
+  return { user: userView(user), password, generated: input.password === undefined };
+}
+
+/** Users of an organization (id or name), or of every organization. @throws AdminError on an unknown organization. */
+export async function adminListUsers(db: Kysely<Database>, org?: string): Promise<UserView[]> {
+  if (org === undefined) return (await listDashboardUsers(db)).map(userView);
+  const found = await findOrganization(db, org);
+  if (!found) throw new AdminError(`organization "${org}" not found`);
+  return (await listDashboardUsers(db, found.id)).map(userView);
+}
+
+/**
+ * Removes a user (by id or e-mail) and signs out its sessions. `orgId` restricts it to one organization (the
+ * dashboard); the last owner of an organization cannot be removed.
+ * @throws AdminError `user X not found` / `cannot remove the last owner of the organization`.
+ */
+export async function adminRemoveUser(
+  db: Kysely<Database>,
+  idOrEmail: string,
+  orgId?: string,
+): Promise<UserView> {
+  const user = await findUser(db, idOrEmail);
+  if (!user || (orgId !== undefined && user.orgId !== orgId))
+    throw new AdminError(`user ${idOrEmail} not found`);
+  if (user.role === 'owner' && (await countOwners(db, user.orgId)) <= 1)
+    throw new AdminError('cannot remove the last owner of the organization');
+  await deleteDashboardUser(db, user.id);
+  return userView(user);
+}
+
+/**
+ * Changes a user's role within organization `orgId`; the last owner cannot be demoted.
+ * @throws AdminError `user X not found` / `cannot demote the last owner of the organization` / a bad role.
+ */
+export async function adminSetRole(
+  db: Kysely<Database>,
+  input: { id: string; role: string; orgId: string },
+): Promise<UserView> {
+  const role = parseRole(input.role);
+  const user = await getDashboardUser(db, input.id);
+  if (!user || user.orgId !== input.orgId) throw new AdminError(`user ${input.id} not found`);
+  if (user.role === 'owner' && role !== 'owner' && (await countOwners(db, user.orgId)) <= 1)
+    throw new AdminError('cannot demote the last owner of the organization');
+  await updateDashboardRole(db, user.id, role);
+  return userView({ ...user, role });
+}
+
+async function findUser(db: Kysely<Database>, idOrEmail: string): Promise<DashboardUser | undefined> {
+  if (idOrEmail.includes('@')) return findDashboardUserByEmail(db, idOrEmail.trim().toLowerCase());
+  return getDashboardUser(db, idOrEmail);
+}

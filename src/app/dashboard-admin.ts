@@ -1,0 +1,234 @@
+import {
+  AdminError,
+  adminCreateInstance,
+  adminCreateKey,
+  adminListInstances,
+  adminListKeys,
+  adminRevokeKey,
+  type CreatedKey,
+} from '../admin/admin.ts';
+import type { KeyAuthenticator } from '../auth/authenticator.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { Environment } from '../domain/environment.ts';
+import { DomainError, errors } from '../domain/errors.ts';
+import { EVENT_TYPES, type EventType, type Instance, type InstanceId } from '../domain/instance.ts';
+import type { LiveFeed, LiveListener } from '../events/live-feed.ts';
+import { limitsOf, type PlanRateLimiter, type WindowState } from '../ratelimit/limiter.ts';
+import type { SessionManager } from '../sessions/manager.ts';
+import type { ApiKeyRecord } from '../store/api-keys.ts';
+import type { Store } from '../store/database.ts';
+import { updateInstance } from '../store/instances.ts';
+import type { Organization } from '../store/organizations.ts';
+import { loadInstance } from './instances.ts';
+
+/** An instance as the dashboard lists it: identity, linked number, connection state and webhook URL. */
+export interface InstanceSummary {
+  id: InstanceId;
+  name: string;
+  env: Environment;
+  phone: string | null;
+  connected: boolean;
+  loggedIn: boolean;
+  /** Why the connection last stopped, when the engine says. */
+  reason: string | null;
+  lastConnectedAt: string | null;
+  webhook: string | null;
+  subscribe: EventType[];
+  hasHmacKey: boolean;
+}
+
+/** An API key as the dashboard lists it: never its value or hash (DESIGN D3, D16). */
+export interface KeySummary {
+  id: string;
+  name: string;
+  prefix: string;
+  env: Environment;
+  scopes: string[];
+  instances: string[];
+  expiresAt: string | null;
+  revokedAt: string | null;
+  lastUsedAt: string | null;
+  createdAt: string;
+}
+
+/** One environment's usage against the organization's plan (DESIGN D13): the minute and day windows. */
+export interface EnvUsage {
+  env: Environment;
+  windows: [WindowState, WindowState];
+}
+
+/** The organization's plan and its usage in both environments. */
+export interface Usage {
+  plan: Organization['plan'];
+  perMinute: number;
+  perDay: number;
+  usage: EnvUsage[];
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+function keySummary(record: ApiKeyRecord): KeySummary {
+  return {
+    id: record.id,
+    name: record.name,
+    prefix: record.prefix,
+    env: record.env,
+    scopes: record.scopes,
+    instances: record.instanceIds,
+    expiresAt: record.expiresAt,
+    revokedAt: record.revokedAt,
+    lastUsedAt: record.lastUsedAt,
+    createdAt: record.createdAt,
+  };
+}
+
+/** An AdminError (a bad option) as the domain's `invalid`, naming the field without the CLI's `--`. */
+function invalid(error: unknown): unknown {
+  if (!(error instanceof AdminError)) return error;
+  return new DomainError(
+    'invalid',
+    error.message.replace(/--([a-z-]+)/g, (_m, name: string) => camel(name)),
+  );
+}
+
+const camel = (name: string) => name.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
+
+/**
+ * The organization-scoped admin operations of the dashboard (DESIGN D3, D13, D16): instances, API keys, webhook
+ * subscription and usage. Every method takes the signed-in user's organization id and refuses anything of
+ * another organization as `not found` (DESIGN D11: existence is not revealed). Session, webhook and sandbox
+ * operations on an instance go through the API's own services once {@link instanceOf} checked the organization.
+ */
+export class DashboardAdminService {
+  readonly #store: Store;
+  readonly #sessions: SessionManager;
+  readonly #limiter: PlanRateLimiter;
+  readonly #keys: KeyAuthenticator;
+  readonly #feed: LiveFeed;
+  readonly #clock: Clock;
+
+  constructor(deps: {
+    store: Store;
+    sessions: SessionManager;
+    limiter: PlanRateLimiter;
+    keys: KeyAuthenticator;
+    feed: LiveFeed;
+    clock: Clock;
+  }) {
+    this.#store = deps.store;
+    this.#sessions = deps.sessions;
+    this.#limiter = deps.limiter;
+    this.#keys = deps.keys;
+    this.#feed = deps.feed;
+    this.#clock = deps.clock;
+  }
+
+  /** Instance `id` when it belongs to `orgId`. @throws DomainError not_found `instance not found`. */
+  async instanceOf(orgId: string, id: InstanceId): Promise<Instance> {
+    if (!UUID.test(id)) throw errors.instanceNotFound();
+    const instance = await loadInstance(this.#store.db, id.toLowerCase());
+    if (instance.orgId !== orgId) throw errors.instanceNotFound();
+    return instance;
+  }
+
+  /** The summary of one instance of the organization. @throws DomainError not_found. */
+  async instance(orgId: string, id: InstanceId): Promise<InstanceSummary> {
+    return this.#summary(await this.instanceOf(orgId, id));
+  }
+
+  /** Every instance of the organization, oldest first. */
+  async instances(orgId: string): Promise<InstanceSummary[]> {
+    const all = await adminListInstances(this.#store.db, orgId);
+    return all.map((instance) => this.#summary(instance));
+  }
+
+  /** Creates an instance. @throws DomainError invalid on a bad env or name. */
+  async createInstance(orgId: string, input: { env: string; name?: string }): Promise<InstanceSummary> {
+    if (input.name !== undefined && input.name.trim().length > 60)
+      throw errors.badRequest('name must be at most 60 characters');
+    try {
+      return this.#summary(await adminCreateInstance(this.#store.db, { org: orgId, ...input }));
+    } catch (error) {
+      throw invalid(error);
+    }
+  }
+
+  /**
+   * Sets the webhook subscription of an instance (the same field `connect` sets, SPEC Webhook).
+   * @throws DomainError not_found; invalid when empty.
+   */
+  async setSubscription(orgId: string, id: InstanceId, subscribe: EventType[]): Promise<EventType[]> {
+    const instance = await this.instanceOf(orgId, id);
+    const wanted = EVENT_TYPES.filter((type) => subscribe.includes(type));
+    if (wanted.length === 0) throw errors.badRequest('subscribe must name at least one event type');
+    await updateInstance(this.#store.db, instance.id, { subscribe: wanted });
+    return wanted;
+  }
+
+  /** Calls `listener` on every committed change of an instance of the organization. @throws DomainError not_found. */
+  async watch(orgId: string, id: InstanceId, listener: LiveListener): Promise<() => void> {
+    const instance = await this.instanceOf(orgId, id);
+    return this.#feed.subscribe(instance.id, listener);
+  }
+
+  /** The organization's keys, newest first, without values. */
+  async keys(orgId: string): Promise<KeySummary[]> {
+    return (await adminListKeys(this.#store.db, orgId)).map(keySummary);
+  }
+
+  /**
+   * Creates a key; the full value is in the result once (DESIGN D3).
+   * @throws DomainError invalid naming the field (env, scopes, instances, expiresIn).
+   */
+  async createKey(
+    orgId: string,
+    input: { env: string; name?: string; scopes?: string[]; instances?: string[]; expiresIn?: string },
+  ): Promise<{ key: string; record: KeySummary }> {
+    let created: CreatedKey;
+    try {
+      created = await adminCreateKey(this.#store.db, { org: orgId, ...input }, this.#clock());
+    } catch (error) {
+      throw invalid(error);
+    }
+    return { key: created.key, record: keySummary(created.record) };
+  }
+
+  /**
+   * Revokes a key of the organization; this process stops accepting it at once (others within their poll).
+   * @throws DomainError not_found `key not found`.
+   */
+  async revokeKey(orgId: string, id: string): Promise<KeySummary> {
+    const owned = (await adminListKeys(this.#store.db, orgId)).some((key) => key.id === id);
+    if (!owned) throw errors.notFound('key not found');
+    const record = await adminRevokeKey(this.#store.db, id);
+    await this.#keys.pollRevocations();
+    return keySummary(record);
+  }
+
+  /** The plan's limits and both environments' windows, without consuming a request (DESIGN D13). */
+  async usage(org: Organization): Promise<Usage> {
+    const limits = limitsOf(org);
+    const usage: EnvUsage[] = [];
+    for (const env of ['test', 'live'] as const) {
+      usage.push({ env, windows: await this.#limiter.usage(org.id, env, limits) });
+    }
+    return { plan: org.plan, ...limits, usage };
+  }
+
+  #summary(instance: Instance): InstanceSummary {
+    const status = this.#sessions.status(instance);
+    return {
+      id: instance.id,
+      name: instance.name,
+      env: instance.env,
+      phone: instance.phone,
+      connected: status.connected,
+      loggedIn: status.loggedIn,
+      reason: status.reason ?? null,
+      lastConnectedAt: instance.lastConnectedAt,
+      webhook: instance.webhookUrl,
+      subscribe: instance.subscribe ?? [...EVENT_TYPES],
+      hasHmacKey: instance.hmacKeySealed !== null,
+    };
+  }
+}

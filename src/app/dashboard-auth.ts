@@ -1,0 +1,186 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { AdminError } from '../admin/errors.ts';
+import {
+  adminCreateUser,
+  adminListUsers,
+  adminRemoveUser,
+  adminSetRole,
+  type CreatedUser,
+  type UserView,
+  userView,
+} from '../admin/users.ts';
+import type { Clock } from '../domain/clock.ts';
+import { DomainError } from '../domain/errors.ts';
+import type { SignInLimiter } from '../ratelimit/sign-in.ts';
+import { decoyHash, verifyPassword } from '../security/passwords.ts';
+import {
+  deleteDashboardSession,
+  findDashboardSession,
+  findDashboardUserByEmail,
+  getDashboardUser,
+  insertDashboardSession,
+  pruneDashboardSessions,
+  touchDashboardUser,
+} from '../store/dashboard-users.ts';
+import type { Store } from '../store/database.ts';
+import { getOrganization, type Organization } from '../store/organizations.ts';
+
+/** How long a dashboard session lasts after sign-in, ms (DESIGN D16: sessions expire): 12 hours. */
+export const DASHBOARD_SESSION_TTL_MS = 12 * 3_600_000;
+
+/** The one answer to a failed sign-in, whether the e-mail is unknown or the password wrong (DESIGN D16). */
+export const INVALID_SIGN_IN = 'invalid email or password';
+/** The answer to a request without a valid session. */
+export const SIGN_IN_REQUIRED = 'sign in to continue';
+
+/** A signed-in browser: the session id for the cookie (shown once), its CSRF token and expiry (epoch ms). */
+export interface SignedIn {
+  sessionId: string;
+  csrfToken: string;
+  expiresAt: number;
+  user: UserView;
+}
+
+/** Who a dashboard request comes from: the user, its organization and the session's CSRF token. */
+export interface DashboardPrincipal {
+  user: UserView;
+  org: Organization;
+  csrfToken: string;
+  expiresAt: number;
+}
+
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+
+/** An AdminError as the domain's error: `not found` → not_found, clashes and last-owner rules → conflict. */
+function domainOf(error: unknown): unknown {
+  if (!(error instanceof AdminError)) return error;
+  if (/not found/.test(error.message)) return new DomainError('not_found', error.message);
+  if (/already exists|last owner/.test(error.message)) return new DomainError('conflict', error.message);
+  return new DomainError('invalid', error.message);
+}
+
+async function mapped<T>(run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    throw domainOf(error);
+  }
+}
+
+/**
+ * Dashboard users and their sessions (DESIGN D16): sign-in with an Argon2id-hashed password, rate-limited per
+ * account and per client address and answered the same for an unknown e-mail and a wrong password; sessions
+ * stored by the SHA-256 of their random id, each with its CSRF token, expiring after
+ * {@link DASHBOARD_SESSION_TTL_MS}; users of an organization managed by its owners.
+ */
+export class DashboardAuthService {
+  readonly #store: Store;
+  readonly #clock: Clock;
+  readonly #limiter: SignInLimiter;
+  readonly #ttlMs: number;
+
+  constructor(deps: { store: Store; clock: Clock; limiter: SignInLimiter; ttlMs?: number }) {
+    this.#store = deps.store;
+    this.#clock = deps.clock;
+    this.#limiter = deps.limiter;
+    this.#ttlMs = deps.ttlMs ?? DASHBOARD_SESSION_TTL_MS;
+    // Ready before the first sign-in, so the first unknown e-mail costs one verification like the others.
+    void decoyHash();
+  }
+
+  /**
+   * Signs a user in from client address `address`.
+   * @throws DomainError rate_limited (retryAfter set) while the account or the address has too many recent
+   *   failures; unauthenticated {@link INVALID_SIGN_IN} for an unknown e-mail or a wrong password alike.
+   */
+  async signIn(input: { email: string; password: string }, address: string): Promise<SignedIn> {
+    const email = input.email.trim().toLowerCase();
+    const wait = await this.#limiter.blockedFor(email, address);
+    if (wait !== undefined)
+      throw new DomainError('rate_limited', 'too many failed sign-ins: try again later', {
+        retryAfter: wait,
+      });
+    const db = this.#store.db;
+    const user = await findDashboardUserByEmail(db, email);
+    // An unknown user costs the same Argon2id verification as a known one.
+    const matches = await verifyPassword(user?.passwordHash ?? (await decoyHash()), input.password);
+    if (!user || !matches) {
+      await this.#limiter.failed(email, address);
+      throw new DomainError('unauthenticated', INVALID_SIGN_IN);
+    }
+    await this.#limiter.succeeded(email);
+    const now = this.#clock();
+    await pruneDashboardSessions(db, now);
+    const sessionId = randomBytes(32).toString('base64url');
+    const csrfToken = randomBytes(32).toString('base64url');
+    const expiresAt = now + this.#ttlMs;
+    const at = new Date(now).toISOString();
+    await insertDashboardSession(db, {
+      idHash: sha256(sessionId),
+      userId: user.id,
+      csrfToken,
+      createdAt: at,
+      expiresAt,
+    });
+    await touchDashboardUser(db, user.id, at);
+    return { sessionId, csrfToken, expiresAt, user: userView({ ...user, lastSignInAt: at }) };
+  }
+
+  /**
+   * The principal of session id `sessionId` (the cookie's value).
+   * @throws DomainError unauthenticated {@link SIGN_IN_REQUIRED} when it is missing, unknown or expired (an
+   *   expired session is deleted), or its user or organization is gone.
+   */
+  async authenticate(sessionId: string | undefined): Promise<DashboardPrincipal> {
+    const refused = new DomainError('unauthenticated', SIGN_IN_REQUIRED);
+    if (!sessionId || sessionId.length > 100) throw refused;
+    const db = this.#store.db;
+    const idHash = sha256(sessionId);
+    const session = await findDashboardSession(db, idHash);
+    if (!session) throw refused;
+    if (session.expiresAt <= this.#clock()) {
+      await deleteDashboardSession(db, idHash);
+      throw refused;
+    }
+    const user = await getDashboardUser(db, session.userId);
+    const org = user ? await getOrganization(db, user.orgId) : undefined;
+    if (!user || !org) throw refused;
+    return { user: userView(user), org, csrfToken: session.csrfToken, expiresAt: session.expiresAt };
+  }
+
+  /** Whether `given` equals the session's CSRF token (constant-time). */
+  csrfMatches(principal: DashboardPrincipal, given: string | undefined): boolean {
+    if (given === undefined) return false;
+    const a = Buffer.from(principal.csrfToken);
+    const b = Buffer.from(given);
+    return a.length === b.length && timingSafeEqual(a, b);
+  }
+
+  /** Ends a session (sign-out); an unknown id is ignored. */
+  async signOut(sessionId: string | undefined): Promise<void> {
+    if (sessionId) await deleteDashboardSession(this.#store.db, sha256(sessionId));
+  }
+
+  /** Users of the organization. */
+  listUsers(orgId: string): Promise<UserView[]> {
+    return mapped(() => adminListUsers(this.#store.db, orgId));
+  }
+
+  /**
+   * Adds a user to the organization; the password is generated (and returned once) when not given.
+   * @throws DomainError invalid (e-mail, role, password), conflict (e-mail taken).
+   */
+  createUser(orgId: string, input: { email: string; role: string; password?: string }): Promise<CreatedUser> {
+    return mapped(() => adminCreateUser(this.#store.db, { org: orgId, ...input }, this.#clock()));
+  }
+
+  /** Removes a user of the organization. @throws DomainError not_found; conflict for the last owner. */
+  removeUser(orgId: string, id: string): Promise<UserView> {
+    return mapped(() => adminRemoveUser(this.#store.db, id, orgId));
+  }
+
+  /** Changes a user's role. @throws DomainError not_found; invalid role; conflict for the last owner. */
+  setRole(orgId: string, id: string, role: string): Promise<UserView> {
+    return mapped(() => adminSetRole(this.#store.db, { id, role, orgId }));
+  }
+}

@@ -1,0 +1,68 @@
+import type { Command } from 'commander';
+import { adminCreateUser, adminListUsers, adminRemoveUser, type UserView } from '../admin/users.ts';
+import type { Store } from '../store/database.ts';
+import { examples } from './examples.ts';
+
+/** What the user commands need from the CLI's main: the store opener and the output switch. */
+export interface UserCommandContext {
+  withStore: <T>(run: (store: Store) => Promise<T>) => Promise<T>;
+  /** Sets whether this command prints JSON (its `--json`). */
+  setJson: (json: boolean) => void;
+  /** Prints `value` as JSON or `human` as text, as the command's `--json` says. */
+  emit: (value: object, human: string) => void;
+}
+
+function userLine(user: UserView): string {
+  return `${user.id}  ${user.email}  ${user.role}  last sign-in ${user.lastSignInAt ?? 'never'}`;
+}
+
+/**
+ * `parley user create|list|remove` (DESIGN D16): the dashboard's users. `create` generates the password and
+ * prints it once (only its Argon2id hash is stored); `remove` signs the user's browsers out.
+ */
+export function registerUsers(program: Command, context: UserCommandContext): void {
+  const { withStore, setJson, emit } = context;
+  const user = program
+    .command('user')
+    .description('dashboard users: e-mail and password, one organization and a role each')
+    .addHelpText('after', examples.user);
+  user
+    .command('create')
+    .description('add a dashboard user (its password is generated and printed once)')
+    .addHelpText('after', examples.userCreate)
+    .requiredOption('--org <org>', 'organization id or name')
+    .requiredOption('--email <email>', 'the e-mail address the user signs in with')
+    .requiredOption('--role <role>', 'owner | member | viewer')
+    .option('--json', 'print one JSON object')
+    .action(async (opts: { org: string; email: string; role: string; json?: boolean }) => {
+      setJson(Boolean(opts.json));
+      const created = await withStore((s) => adminCreateUser(s.db, opts));
+      emit(
+        { ...created.user, password: created.password },
+        `user ${created.user.email} (${created.user.role}) created: ${created.user.id}\n` +
+          `password (shown once, store it now):\n${created.password}`,
+      );
+    });
+  user
+    .command('list')
+    .description("list an organization's dashboard users (every organization's without --org)")
+    .addHelpText('after', examples.userList)
+    .option('--org <org>', 'organization id or name')
+    .option('--json', 'print one JSON object')
+    .action(async (opts: { org?: string; json?: boolean }) => {
+      setJson(Boolean(opts.json));
+      const users = await withStore((s) => adminListUsers(s.db, opts.org));
+      emit({ users }, users.map(userLine).join('\n') || '(none)');
+    });
+  user
+    .command('remove')
+    .description('remove a dashboard user and sign out its browsers')
+    .addHelpText('after', examples.userRemove)
+    .argument('<user>', 'user id or e-mail address')
+    .option('--json', 'print one JSON object')
+    .action(async (idOrEmail: string, opts: { json?: boolean }) => {
+      setJson(Boolean(opts.json));
+      const removed = await withStore((s) => adminRemoveUser(s.db, idOrEmail));
+      emit({ id: removed.id, email: removed.email, removed: true }, `user ${removed.email} removed`);
+    });
+}

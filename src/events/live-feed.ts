@@ -1,0 +1,63 @@
+import type { Transaction } from 'kysely';
+import type { EngineEvent } from '../domain/messages.ts';
+import type { Database } from '../store/schema.ts';
+import type { EventProjection } from './recorder.ts';
+
+/**
+ * What changed on an instance, as the dashboard's live view needs it: `status` after a connection event (login,
+ * logout, close, a pairing attempt started or ended), `deliveries` after an event entered the webhook log or a
+ * delivery attempt finished.
+ */
+export type LiveChange = 'status' | 'deliveries';
+
+/** A subscriber to one instance's changes. Must not throw. */
+export type LiveListener = (change: LiveChange) => void;
+
+/**
+ * In-process fan-out of committed instance changes to live views (the dashboard's server-sent events). It is a
+ * projection of the {@link EventRecorder} that writes nothing and speaks only after the commit, so a listener that
+ * reads the store sees the change; the webhook worker reports finished attempts through {@link attempted}.
+ * Changes recorded by another node are not seen here (each node feeds its own browsers).
+ */
+export class LiveFeed implements EventProjection {
+  readonly name = 'live-feed';
+  readonly #listeners = new Map<string, Set<LiveListener>>();
+
+  /** Nothing to write: the feed speaks after the commit. */
+  async apply(_trx: Transaction<Database>, _instanceId: string, _event: EngineEvent): Promise<void> {}
+
+  /** Tells the instance's listeners what kind of change committed. */
+  afterCommit(instanceId: string, event: EngineEvent): void {
+    if (event.type === 'connection') this.#publish(instanceId, 'status');
+    else if (event.type !== 'read' && event.type !== 'contacts') this.#publish(instanceId, 'deliveries');
+  }
+
+  /** A delivery attempt of the instance finished (called by the webhook worker's attempt hook). */
+  attempted(instanceId: string): void {
+    this.#publish(instanceId, 'deliveries');
+  }
+
+  /** Calls `listener` on every change of `instanceId` until the returned function is called. */
+  subscribe(instanceId: string, listener: LiveListener): () => void {
+    let set = this.#listeners.get(instanceId);
+    if (!set) {
+      set = new Set();
+      this.#listeners.set(instanceId, set);
+    }
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0 && this.#listeners.get(instanceId) === set) this.#listeners.delete(instanceId);
+    };
+  }
+
+  #publish(instanceId: string, change: LiveChange): void {
+    for (const listener of this.#listeners.get(instanceId) ?? []) {
+      try {
+        listener(change);
+      } catch {
+        // A listener's failure (a closed stream) must not affect the recorder or other listeners.
+      }
+    }
+  }
+}

@@ -1,0 +1,90 @@
+import type { ServerResponse } from 'node:http';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyInstance } from 'fastify';
+import { DomainError } from '../../../domain/errors.ts';
+import type { LiveChange } from '../../../events/live-feed.ts';
+import { principalOf } from './guard.ts';
+import { InstanceParams, instanceIdFor, qrOf } from './instances.ts';
+
+/** Comment line sent this often on an idle stream so proxies keep it open, ms. */
+const KEEPALIVE_MS = 25_000;
+
+/**
+ * `GET /dashboard/api/instances/:id/events`: the live view of one instance as server-sent events (DESIGN D16,
+ * WHATWG HTML "Server-sent events"). Events: `status` (the instance summary) at once and after every connection
+ * change the recorder commits; `qr` (the current QR code, or null when none) at once, after every status change
+ * and when the shown code expires (the next one replaces it); `deliveries` (no data) when an event entered the
+ * webhook log or a delivery attempt finished, for the page to reload the log. Nothing is polled: changes come
+ * from the recorder's live feed and the webhook worker, and QR rotation from the code's own expiry time.
+ */
+export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const { dashboard, session } = app.services.app;
+  const open = new Set<ServerResponse>();
+  app.addHook('preClose', async () => {
+    for (const stream of open) stream.end();
+  });
+
+  app.get(
+    '/instances/:id/events',
+    { config: { dashboard: 'viewer' }, schema: { hide: true, params: InstanceParams } },
+    async (request, reply) => {
+      const orgId = principalOf(request).org.id;
+      const id = await instanceIdFor(app, request);
+      reply.hijack();
+      const raw = reply.raw;
+      raw.writeHead(200, {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-store',
+        connection: 'keep-alive',
+        'x-request-id': request.id,
+        'x-accel-buffering': 'no',
+      });
+      open.add(raw);
+      let closed = false;
+      let qrTimer: NodeJS.Timeout | undefined;
+      const send = (event: string, data: unknown) => {
+        if (!closed) raw.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+      };
+      const sendQr = async () => {
+        clearTimeout(qrTimer);
+        try {
+          const pairing = await session.pairingCode(id);
+          send('qr', await qrOf(pairing));
+          // The next code is due when this one expires: re-read it then (a little after, to be past the edge).
+          qrTimer = setTimeout(
+            () => void sendQr(),
+            Math.max(0, pairing.expiresAt - app.services.clock()) + 250,
+          );
+        } catch (error) {
+          if (!(error instanceof DomainError)) request.log.warn({ err: error }, 'reading the QR code failed');
+          send('qr', null);
+        }
+      };
+      const sendStatus = async () => {
+        try {
+          send('status', await dashboard.instance(orgId, id));
+        } catch (error) {
+          request.log.warn({ err: error }, 'reading the instance status failed');
+        }
+      };
+      const unsubscribe = await dashboard.watch(orgId, id, (change: LiveChange) => {
+        if (change === 'deliveries') send('deliveries', {});
+        else void sendStatus().then(sendQr);
+      });
+      const keepalive = setInterval(() => {
+        if (!closed) raw.write(': keepalive\n\n');
+      }, KEEPALIVE_MS);
+      raw.on('close', () => {
+        closed = true;
+        open.delete(raw);
+        unsubscribe();
+        clearTimeout(qrTimer);
+        clearInterval(keepalive);
+      });
+      raw.write('retry: 2000\n\n');
+      await sendStatus();
+      await sendQr();
+    },
+  );
+}

@@ -1,0 +1,34 @@
+import fastifyCookie from '@fastify/cookie';
+import type { FastifyInstance } from 'fastify';
+import { accountRoutes } from './account.ts';
+import { eventRoutes } from './events.ts';
+import { addDashboardGuard } from './guard.ts';
+import { instanceRoutes } from './instances.ts';
+import { keyRoutes } from './keys.ts';
+import { sandboxRoutes } from './sandbox.ts';
+import { staticRoutes } from './static.ts';
+import { userRoutes } from './users.ts';
+import { webhookRoutes } from './webhooks.ts';
+
+/**
+ * The dashboard (DESIGN D16): its JSON API under `/dashboard/api` (session cookie and CSRF token, never an API
+ * key; see guard.ts) and its single page under `/dashboard/`. Registered in its own context, so the cookie
+ * parser and the session guard apply to these routes only.
+ */
+export async function dashboardRoutes(app: FastifyInstance, options: { root?: string }): Promise<void> {
+  await app.register(fastifyCookie);
+  await app.register(
+    async (api) => {
+      addDashboardGuard(api);
+      await api.register(accountRoutes);
+      await api.register(instanceRoutes);
+      await api.register(webhookRoutes);
+      await api.register(sandboxRoutes);
+      await api.register(keyRoutes);
+      await api.register(userRoutes);
+      await api.register(eventRoutes);
+    },
+    { prefix: '/dashboard/api' },
+  );
+  await app.register(staticRoutes, options);
+}

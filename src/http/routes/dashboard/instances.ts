@@ -1,0 +1,92 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { toDataURL } from 'qrcode';
+import { ok } from '../../schemas.ts';
+import { PairingCodeBody } from '../v1/session.ts';
+import { principalOf } from './guard.ts';
+
+const CreateInstanceBody = Type.Object({
+  env: Type.Unsafe<'test' | 'live'>({
+    type: 'string',
+    enum: ['test', 'live'],
+    'x-message': '{field} must be one of test, live',
+  }),
+  name: Type.Optional(Type.String({ maxLength: 60, 'x-message': '{field} must be at most 60 characters' })),
+});
+/** `:id` of an instance route. */
+export const InstanceParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
+
+/**
+ * The instance of the route's `:id` when it belongs to the signed-in user's organization.
+ * @throws DomainError not_found `instance not found` (also for another organization's instance).
+ */
+export async function instanceIdFor(app: FastifyInstance, request: FastifyRequest): Promise<string> {
+  const { id } = request.params as { id: string };
+  return (await app.services.app.dashboard.instanceOf(principalOf(request).org.id, id)).id;
+}
+
+/**
+ * Instances of the signed-in user's organization (DESIGN D16): list with status and linked number, create,
+ * connect, the QR code (also pushed live by the events stream), the pairing-code alternative, disconnect and
+ * logout, through the same session service as `/v1/session/*`.
+ */
+export async function instanceRoutes(fastify: FastifyInstance): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const { dashboard, session } = app.services.app;
+  const viewer = { dashboard: 'viewer' } as const;
+  const member = { dashboard: 'member' } as const;
+  const hidden = { hide: true, params: InstanceParams } as const;
+
+  app.get('/instances', { config: viewer, schema: { hide: true } }, async (request) =>
+    ok({ instances: await dashboard.instances(principalOf(request).org.id) }),
+  );
+
+  app.post(
+    '/instances',
+    { config: member, schema: { hide: true, body: CreateInstanceBody } },
+    async (request) => ok(await dashboard.createInstance(principalOf(request).org.id, request.body)),
+  );
+
+  app.get('/instances/:id', { config: viewer, schema: hidden }, async (request) =>
+    ok(await dashboard.instance(principalOf(request).org.id, request.params.id)),
+  );
+
+  app.post('/instances/:id/connect', { config: member, schema: hidden }, async (request) => {
+    const id = await instanceIdFor(app, request);
+    await session.connect(id, { immediate: true });
+    return ok(await dashboard.instance(principalOf(request).org.id, id));
+  });
+
+  app.post('/instances/:id/disconnect', { config: member, schema: hidden }, async (request) => {
+    const id = await instanceIdFor(app, request);
+    await session.disconnect(id);
+    return ok(await dashboard.instance(principalOf(request).org.id, id));
+  });
+
+  app.post('/instances/:id/logout', { config: member, schema: hidden }, async (request) => {
+    const id = await instanceIdFor(app, request);
+    await session.logout(id);
+    return ok(await dashboard.instance(principalOf(request).org.id, id));
+  });
+
+  app.get('/instances/:id/qr', { config: viewer, schema: hidden }, async (request) => {
+    const id = await instanceIdFor(app, request);
+    return ok(await qrOf(await session.pairingCode(id)));
+  });
+
+  app.post(
+    '/instances/:id/pairing-code',
+    { config: member, schema: { ...hidden, body: PairingCodeBody } },
+    async (request) => {
+      const id = await instanceIdFor(app, request);
+      return ok({ pairingCode: await session.requestPairingCode(id, request.body.phone) });
+    },
+  );
+}
+
+/** A pairing code as the page shows it: the PNG data URI, the raw string and its expiry (RFC 3339). */
+export async function qrOf(pairing: { code: string; expiresAt: number }) {
+  const qrCode = await toDataURL(pairing.code, { errorCorrectionLevel: 'L', margin: 2, width: 264 });
+  return { qrCode, code: pairing.code, expiresAt: new Date(pairing.expiresAt).toISOString() };
+}

@@ -1,0 +1,47 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { ok } from '../../schemas.ts';
+import { principalOf } from './guard.ts';
+
+const CreateKeyBody = Type.Object({
+  env: Type.Unsafe<'test' | 'live'>({
+    type: 'string',
+    enum: ['test', 'live'],
+    'x-message': '{field} must be one of test, live',
+  }),
+  name: Type.Optional(Type.String({ maxLength: 60 })),
+  scopes: Type.Array(Type.String({ maxLength: 40 }), {
+    minItems: 1,
+    maxItems: 10,
+    'x-message': '{field} must list 1 to 10 scopes',
+  }),
+  instances: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 100 })),
+  expiresIn: Type.Optional(Type.String({ minLength: 2, maxLength: 12 })),
+});
+const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
+
+/**
+ * API keys of the signed-in user's organization (DESIGN D3, D16): list (prefix, scopes, last use), create (the
+ * full key is in this one answer only) and revoke. Members and owners manage keys; viewers read the list.
+ */
+export async function keyRoutes(fastify: FastifyInstance): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const dashboard = app.services.app.dashboard;
+
+  app.get('/keys', { config: { dashboard: 'viewer' }, schema: { hide: true } }, async (request) =>
+    ok({ keys: await dashboard.keys(principalOf(request).org.id) }),
+  );
+
+  app.post(
+    '/keys',
+    { config: { dashboard: 'member' }, schema: { hide: true, body: CreateKeyBody } },
+    async (request) => ok(await dashboard.createKey(principalOf(request).org.id, request.body)),
+  );
+
+  app.post(
+    '/keys/:id/revoke',
+    { config: { dashboard: 'member' }, schema: { hide: true, params: IdParams } },
+    async (request) => ok({ key: await dashboard.revokeKey(principalOf(request).org.id, request.params.id) }),
+  );
+}

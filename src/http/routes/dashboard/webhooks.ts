@@ -1,0 +1,105 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { EventTypeName, ok } from '../../schemas.ts';
+import { HmacBody } from '../v1/session.ts';
+import { DeliveriesQuery, SetWebhookBody } from '../v1/webhook.ts';
+import { principalOf } from './guard.ts';
+import { InstanceParams, instanceIdFor } from './instances.ts';
+
+const SubscribeBody = Type.Object({
+  subscribe: Type.Array(EventTypeName, {
+    minItems: 1,
+    maxItems: 4,
+    'x-message': '{field} must list 1 to 4 types',
+  }),
+});
+const DeliveryParams = Type.Object({
+  id: Type.String({ minLength: 1, maxLength: 64 }),
+  eventId: Type.String({ minLength: 1, maxLength: 64 }),
+});
+
+/**
+ * The webhook of an instance (DESIGN D10, D16): URL, subscription, HMAC key, a test event, the delivery log and
+ * redelivery, through the same webhook and session services as `/v1/webhook*` and `/v1/session/hmac/config`.
+ */
+export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const { webhooks, session, dashboard, webhookTest } = app.services.app;
+  const viewer = { dashboard: 'viewer' } as const;
+  const member = { dashboard: 'member' } as const;
+  const hidden = { hide: true, params: InstanceParams } as const;
+
+  app.get('/instances/:id/webhook', { config: viewer, schema: hidden }, async (request) => {
+    const id = await instanceIdFor(app, request);
+    return ok({ ...(await webhooks.config(id)), hasHmacKey: await session.hasHmacKey(id) });
+  });
+
+  app.put(
+    '/instances/:id/webhook',
+    { config: member, schema: { ...hidden, body: SetWebhookBody } },
+    async (request) => {
+      const id = await instanceIdFor(app, request);
+      return ok({ webhook: await webhooks.setUrl(id, request.body.webhookUrl, request.log) });
+    },
+  );
+
+  app.delete('/instances/:id/webhook', { config: member, schema: hidden }, async (request) => {
+    await webhooks.removeUrl(await instanceIdFor(app, request));
+    return ok({ details: 'Webhook removed' });
+  });
+
+  app.put(
+    '/instances/:id/subscribe',
+    { config: member, schema: { ...hidden, body: SubscribeBody } },
+    async (request) => {
+      const subscribe = await dashboard.setSubscription(
+        principalOf(request).org.id,
+        request.params.id,
+        request.body.subscribe,
+      );
+      return ok({ subscribe });
+    },
+  );
+
+  app.put(
+    '/instances/:id/hmac',
+    { config: member, schema: { ...hidden, body: HmacBody } },
+    async (request) => {
+      await session.setHmacKey(await instanceIdFor(app, request), request.body.hmacKey);
+      return ok({ details: 'HMAC key set' });
+    },
+  );
+
+  app.delete('/instances/:id/hmac', { config: member, schema: hidden }, async (request) => {
+    await session.removeHmacKey(await instanceIdFor(app, request));
+    return ok({ details: 'HMAC key removed' });
+  });
+
+  app.post('/instances/:id/webhook/test', { config: member, schema: hidden }, async (request) =>
+    ok(await webhookTest.send(await instanceIdFor(app, request))),
+  );
+
+  app.get(
+    '/instances/:id/deliveries',
+    { config: viewer, schema: { ...hidden, querystring: DeliveriesQuery } },
+    async (request) => {
+      const { status, cursor, limit } = request.query;
+      const page = await webhooks.deliveries(await instanceIdFor(app, request), {
+        limit: limit ?? 20,
+        ...(status === undefined ? {} : { status }),
+        cursor,
+      });
+      return ok(page);
+    },
+  );
+
+  app.post(
+    '/instances/:id/deliveries/:eventId/redeliver',
+    { config: member, schema: { hide: true, params: DeliveryParams } },
+    async (request) => {
+      await webhooks.redeliver(await instanceIdFor(app, request), request.params.eventId);
+      return ok({ details: 'Redelivery queued', id: request.params.eventId });
+    },
+  );
+}

@@ -1,0 +1,301 @@
+import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { TestApp } from '../support/app.ts';
+import { type Receiver, startReceiver } from '../support/https-receiver.ts';
+import { HMAC_KEY } from '../webhooks/support.ts';
+import {
+  chromiumAvailable,
+  ensureBundle,
+  launchChromium,
+  listeningApp,
+  screenshot,
+} from './browser-support.ts';
+import { createUser, PASSWORD } from './support.ts';
+
+/**
+ * The dashboard in a real browser (Debian's Chromium through playwright-core): the issue's whole flow, from
+ * sign-in to a redelivered webhook, with the state changes arriving by server-sent events (no reload).
+ */
+if (chromiumAvailable) {
+  describe('dashboard in Chromium', () => {
+    let t: TestApp;
+    let url: string;
+    let receiver: Receiver;
+    let browser: Browser;
+    let context: BrowserContext;
+    let page: Page;
+    let owner: string;
+    let viewer: string;
+    let instanceId = '';
+    let apiKey = '';
+    const pageErrors: string[] = [];
+
+    before(async () => {
+      await ensureBundle();
+      ({ t, url } = await listeningApp());
+      receiver = await startReceiver();
+      owner = await createUser(t, 'owner', 'owner@example.com');
+      viewer = await createUser(t, 'viewer', 'viewer@example.com');
+      browser = await launchChromium();
+      context = await browser.newContext({ viewport: { width: 1200, height: 860 }, baseURL: url });
+      await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: url });
+      page = await context.newPage();
+      page.setDefaultTimeout(15_000);
+      // Script errors and Content-Security-Policy violations; refused requests (401, 403, 429) are expected.
+      page.on('console', (message) => {
+        if (message.type() === 'error' && !/Failed to load resource/.test(message.text()))
+          pageErrors.push(message.text());
+      });
+      page.on('pageerror', (error) => pageErrors.push(error.message));
+    });
+    after(async () => {
+      await browser?.close();
+      await receiver?.close();
+      await t?.close();
+    });
+
+    const signIn = async (email: string, password: string) => {
+      await page.getByLabel('E-mail').fill(email);
+      await page.getByLabel('Password').fill(password);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+    };
+    const notice = (text: string | RegExp) => page.locator('.notice', { hasText: text }).first().waitFor();
+
+    it('refuses a wrong password, then rate-limits the account', async () => {
+      await createUser(t, 'member', 'locked@example.com');
+      await page.goto('/');
+      assert.equal(new URL(page.url()).pathname, '/dashboard/', '/ redirects to the dashboard');
+      await page.getByRole('heading', { name: 'Sign in to parley' }).waitFor();
+      await screenshot(page, 'sign-in');
+      for (let i = 0; i < 5; i += 1) {
+        await signIn('locked@example.com', `wrong password ${i}`);
+        await page.getByRole('alert').filter({ hasText: 'invalid email or password' }).waitFor();
+        await page.evaluate(() => (globalThis as any).document.querySelector('[role=alert]')?.remove());
+      }
+      await signIn('locked@example.com', PASSWORD);
+      await page
+        .getByRole('alert')
+        .filter({ hasText: /too many failed sign-ins: try again later \(retry in \d+ s\)/ })
+        .waitFor();
+    });
+
+    it('signs in with the keyboard alone, with a visible focus ring, and creates a test instance', async () => {
+      await page.reload();
+      await page.getByRole('heading', { name: 'Sign in to parley' }).waitFor();
+      await page.keyboard.press('Tab');
+      assert.equal(await page.evaluate(() => (globalThis as any).document.activeElement.id), 'email');
+      const ring = await page.evaluate(() => {
+        const g = globalThis as any;
+        const style = g.getComputedStyle(g.document.activeElement);
+        return `${style.outlineStyle} ${style.outlineWidth}`;
+      });
+      assert.equal(ring, 'solid 3px', 'the focused field shows its focus ring');
+      await page.keyboard.type(owner);
+      await page.keyboard.press('Tab');
+      await page.keyboard.type(PASSWORD);
+      await page.keyboard.press('Enter');
+      await page.getByRole('heading', { name: 'Instances' }).waitFor();
+      await page.getByLabel('Name').fill('browser-test');
+      await page.getByLabel('Environment').selectOption('test');
+      await page.getByRole('button', { name: 'Create instance' }).click();
+      await notice('Instance browser-test created');
+      await page.getByRole('link', { name: 'browser-test' }).waitFor();
+      await screenshot(page, 'instances');
+    });
+
+    it('connects, shows the QR, and turns logged in after a sandbox scan without reloading', async () => {
+      await page.getByRole('link', { name: 'browser-test' }).click();
+      await page.getByRole('heading', { name: /browser-test/ }).waitFor();
+      instanceId = new URL(page.url()).hash.split('/')[2] ?? '';
+      assert.match(instanceId, /^[0-9a-f-]{36}$/);
+      await page.evaluate(() => {
+        (globalThis as any).marker = 'same page';
+      });
+      await page.getByRole('button', { name: 'Connect', exact: true }).click();
+      const qr = page.getByRole('img', { name: /QR code/ });
+      await qr.waitFor();
+      const code = await qr.getAttribute('data-code');
+      assert.match(code ?? '', /^2@/);
+      assert.match((await qr.getAttribute('src')) ?? '', /^data:image\/png;base64,/);
+      await page.locator('#instance-status', { hasText: 'Waiting for QR scan' }).waitFor();
+      await screenshot(page, 'qr');
+      await page.getByLabel('Phone that scans (optional)').fill('5511999990042');
+      await page.getByRole('button', { name: 'Scan the QR code' }).click();
+      await page.locator('#instance-status', { hasText: /^Logged in$/ }).waitFor();
+      await qr.waitFor({ state: 'detached' });
+      assert.equal(await page.evaluate(() => (globalThis as any).marker), 'same page');
+      const row = await t.testStore.store.db
+        .selectFrom('instances')
+        .select('phone')
+        .where('id', '=', instanceId)
+        .executeTakeFirstOrThrow();
+      assert.equal(row.phone, '5511999990042');
+    });
+
+    it('configures a webhook to a local HTTPS receiver, sends a test event, logs and redelivers an inbound message', async () => {
+      await page.getByLabel('Webhook URL (HTTPS)').fill(receiver.url);
+      await page.getByRole('button', { name: 'Save URL' }).click();
+      await notice('Webhook URL saved');
+      await page.getByRole('button', { name: 'Send test event' }).click();
+      await notice('Test event delivered: receiver answered 200');
+      const [test] = await receiver.waitForCount(1, 10_000);
+      assert.equal(JSON.parse(test?.body.toString() ?? '{}').type, 'Test');
+      assert.equal(test?.headers['x-hmac-signature'], undefined, 'no HMAC key yet: unsigned');
+
+      await page.getByLabel(/HMAC signing key/).fill(HMAC_KEY);
+      await page.getByRole('button', { name: 'Set HMAC key' }).click();
+      await notice('HMAC key set: deliveries are signed');
+      await page.getByText(/a key is set/).waitFor();
+      await page.getByRole('button', { name: 'Send test event' }).click();
+      await notice('Test event delivered: receiver answered 200');
+      const [, signed] = await receiver.waitForCount(2, 10_000);
+      assert.equal(
+        signed?.headers['x-hmac-signature'],
+        createHmac('sha256', HMAC_KEY)
+          .update(signed?.body ?? '')
+          .digest('hex'),
+      );
+
+      await page.getByLabel('From phone').fill('5511988887777');
+      await page.getByLabel('Message text').fill('hello from the browser test');
+      await page.getByRole('button', { name: 'Send inbound message' }).click();
+      await notice(/Message [0-9A-F]{32} received/);
+      const received = await receiver.waitFor(
+        (requests) => requests.some((r) => JSON.parse(r.body.toString()).type === 'Message'),
+        10_000,
+      );
+      const message = received.find((r) => JSON.parse(r.body.toString()).type === 'Message');
+      const eventId = message?.headers['webhook-id'];
+      assert.ok(typeof eventId === 'string');
+      const row = page.locator(`tr[data-delivery="${eventId}"]`);
+      await row.locator('td', { hasText: 'delivered' }).waitFor();
+      await row.getByText('Attempt 1: 200').waitFor();
+      await screenshot(page, 'webhook', 'section[aria-labelledby="section-webhook"]');
+
+      await row.getByRole('button', { name: /Redeliver/ }).click();
+      await notice('Redelivery queued');
+      await receiver.waitFor(
+        (requests) => requests.filter((r) => r.headers['webhook-id'] === eventId).length === 2,
+        10_000,
+      );
+      await row.getByText('Attempt 2: 200').waitFor();
+
+      await page.getByLabel('Typing phone').fill('5511988887777');
+      await page.getByLabel('Presence', { exact: true }).selectOption('composing');
+      await page.getByRole('button', { name: 'Send presence' }).click();
+      await notice('Presence composing sent');
+      await receiver.waitFor(
+        (requests) => requests.some((r) => JSON.parse(r.body.toString()).type === 'ChatPresence'),
+        10_000,
+      );
+      await page
+        .locator('tr[data-delivery]', { hasText: 'ChatPresence' })
+        .locator('td', { hasText: 'delivered' })
+        .waitFor();
+
+      await page.getByRole('button', { name: 'Remove HMAC key' }).click();
+      await notice('HMAC key removed');
+      await page.getByText(/none set/).waitFor();
+    });
+
+    it('creates a key with one scope, copies it, uses it over HTTP (403 on another scope), revokes it (401)', async () => {
+      await page.getByRole('link', { name: 'API keys' }).click();
+      await page.getByRole('heading', { name: 'API keys' }).waitFor();
+      await page.getByLabel('Name').fill('browser key');
+      await page.getByRole('checkbox', { name: 'chat:*' }).uncheck();
+      await page.getByRole('checkbox', { name: 'chat:messages' }).check();
+      await page.getByRole('checkbox', { name: 'browser-test' }).check();
+      await page.getByLabel('Expires').selectOption('30d');
+      await page.getByRole('button', { name: 'Create key' }).click();
+      const shown = page.getByLabel('Your new key: shown only this once, store it now');
+      await shown.waitFor();
+      apiKey = await shown.inputValue();
+      assert.match(apiKey, /^svc_test_[0-9A-Za-z]{38}$/);
+      await page.getByRole('button', { name: 'Copy key' }).click();
+      await notice('Copied to the clipboard');
+      assert.equal(await page.evaluate(() => (globalThis as any).navigator.clipboard.readText()), apiKey);
+      await screenshot(page, 'keys');
+
+      const headers = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' };
+      const send = await fetch(`${url}/v1/messages/send`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ from: instanceId, phone: '5511988887777', body: 'sent with the new key' }),
+      });
+      assert.equal(send.status, 200);
+      const other = await fetch(`${url}/v1/session/status?from=${instanceId}`, { headers });
+      assert.equal(other.status, 403);
+      assert.deepEqual(await other.json(), {
+        error: { code: 403, message: 'API key lacks required scope chat:session' },
+      });
+
+      await page.getByRole('button', { name: `Revoke key ${apiKey.slice(0, 12)}` }).click();
+      await notice(/revoked/);
+      const revoked = await fetch(`${url}/v1/messages/send`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ from: instanceId, phone: '5511988887777', body: 'after revocation' }),
+      });
+      assert.equal(revoked.status, 401);
+      assert.deepEqual(await revoked.json(), { error: { code: 401, message: 'invalid API key' } });
+    });
+
+    it('shows usage and users; refuses a state change without the CSRF token', async () => {
+      await page.getByRole('link', { name: 'Usage' }).click();
+      await page.getByRole('heading', { name: 'Usage' }).waitFor();
+      await page
+        .getByText(/This minute: [1-9]\d* of 60 used/)
+        .first()
+        .waitFor();
+      await screenshot(page, 'usage');
+      await page.getByRole('link', { name: 'Users' }).click();
+      await page.getByRole('heading', { name: 'Users' }).waitFor();
+      await page.getByRole('cell', { name: viewer, exact: true }).waitFor();
+      await screenshot(page, 'users');
+      const status = await page.evaluate(async () => {
+        const res = await fetch('/dashboard/api/keys', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ env: 'test', scopes: ['chat:*'] }),
+        });
+        return { status: res.status, body: await res.json() };
+      });
+      assert.deepEqual(status, {
+        status: 403,
+        body: { error: { code: 403, message: 'missing or invalid CSRF token' } },
+      });
+    });
+
+    it('a viewer sees keys but cannot create one', async () => {
+      await page.getByRole('button', { name: 'Sign out' }).click();
+      await page.getByRole('heading', { name: 'Sign in to parley' }).waitFor();
+      await signIn(viewer, PASSWORD);
+      await page.getByRole('heading', { name: 'Instances' }).waitFor();
+      assert.equal(await page.getByRole('button', { name: 'Create instance' }).count(), 0);
+      await page.getByRole('link', { name: 'API keys' }).click();
+      await page.getByRole('heading', { name: 'API keys' }).waitFor();
+      await page.getByRole('cell', { name: 'browser key', exact: true }).waitFor();
+      assert.equal(await page.getByRole('button', { name: 'Create key' }).count(), 0);
+      assert.equal(await page.getByRole('link', { name: 'Users' }).count(), 0);
+      const attempt = await page.evaluate(async () => {
+        const me: any = await (await fetch('/dashboard/api/me')).json();
+        const res = await fetch('/dashboard/api/keys', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-csrf-token': me.data.csrfToken },
+          body: JSON.stringify({ env: 'test', scopes: ['chat:*'] }),
+        });
+        return { status: res.status, body: await res.json() };
+      });
+      assert.deepEqual(attempt, {
+        status: 403,
+        body: { error: { code: 403, message: 'this needs the member role (you are viewer)' } },
+      });
+    });
+
+    it('raised no script error and no Content-Security-Policy violation on any page', () => {
+      assert.deepEqual(pageErrors, []);
+    });
+  });
+}

@@ -1,0 +1,128 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { FIRST_CODE_MS, NEXT_CODE_MS } from '../../src/engines/sandbox/pairing.ts';
+import { createTestApp, type TestApp } from '../support/app.ts';
+import { testDialects } from '../support/store.ts';
+import { createUser, type DashboardClient, signIn } from './support.ts';
+
+/** One server-sent event: its name and parsed data. */
+interface Sse {
+  event: string;
+  data: any;
+}
+
+/**
+ * Reads a text/event-stream body (WHATWG HTML: `event:` and `data:` lines, a blank line ends one). `next(name)`
+ * takes the first event of that name not taken yet; events of other names stay for their own `next`.
+ */
+function sseReader(body: ReadableStream<Uint8Array>) {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  const events: Sse[] = [];
+  let buffer = '';
+  return {
+    async next(name: string): Promise<Sse> {
+      for (;;) {
+        const index = events.findIndex((e) => e.event === name);
+        if (index >= 0) return events.splice(index, 1)[0] as Sse;
+        const { value, done } = await reader.read();
+        if (done) throw new Error(`stream ended before a ${name} event`);
+        buffer += decoder.decode(value, { stream: true });
+        for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
+          const block = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          const event = /^event: (.*)$/m.exec(block)?.[1];
+          const data = /^data: (.*)$/m.exec(block)?.[1];
+          if (event !== undefined)
+            events.push({ event, data: data === undefined ? undefined : JSON.parse(data) });
+        }
+      }
+    },
+    cancel: () => reader.cancel(),
+  };
+}
+
+for (const dialect of testDialects()) {
+  describe(`dashboard live events: QR rotation, status, deliveries [${dialect}]`, () => {
+    let t: TestApp;
+    let url: string;
+    let member: DashboardClient;
+    before(async () => {
+      t = await createTestApp({ dialect });
+      url = await t.app.listen({ host: '127.0.0.1', port: 0 });
+      member = await signIn(t, await createUser(t, 'member'));
+    });
+    after(() => t.close());
+
+    it('pushes the QR code, the next one when it expires, then logged in after a scan, and log changes', async () => {
+      const started = t.clock();
+      const connect = await member.call('POST', `/instances/${t.instance.id}/connect`);
+      assert.equal(connect.status, 200);
+      assert.equal(connect.body.data.connected, true);
+      assert.equal(connect.body.data.loggedIn, false);
+      // The first code has 100 ms left when the stream opens.
+      t.clock.advance(FIRST_CODE_MS - 100);
+      const response = await fetch(`${url}/dashboard/api/instances/${t.instance.id}/events`, {
+        headers: { cookie: member.cookie },
+      });
+      assert.equal(response.status, 200);
+      assert.equal(response.headers.get('content-type'), 'text/event-stream; charset=utf-8');
+      assert.ok(response.body);
+      const stream = sseReader(response.body);
+      try {
+        const status = await stream.next('status');
+        assert.equal(status.data.id, t.instance.id);
+        assert.equal(status.data.connected, true);
+        const first = await stream.next('qr');
+        assert.match(first.data.code, /^2@/);
+        assert.match(first.data.qrCode, /^data:image\/png;base64,/);
+        assert.equal(first.data.expiresAt, new Date(started + FIRST_CODE_MS).toISOString());
+
+        t.clock.advance(200);
+        const second = await stream.next('qr');
+        assert.notEqual(second.data.code, first.data.code);
+        assert.equal(second.data.expiresAt, new Date(started + FIRST_CODE_MS + NEXT_CODE_MS).toISOString());
+
+        const scan = await member.call('POST', `/instances/${t.instance.id}/sandbox/scan`, {
+          code: second.data.code,
+          phone: '5511999990077',
+        });
+        assert.equal(scan.status, 200, JSON.stringify(scan.body));
+        const loggedIn = await stream.next('status');
+        assert.equal(loggedIn.data.loggedIn, true);
+        assert.equal(loggedIn.data.phone, '5511999990077');
+        assert.equal((await stream.next('qr')).data, null, 'no QR once logged in');
+        await stream.next('deliveries');
+        const inbound = await member.call('POST', `/instances/${t.instance.id}/sandbox/inbound`, {
+          phone: '5511988887777',
+          body: 'hello',
+        });
+        assert.equal(inbound.status, 200);
+        await stream.next('deliveries');
+        const log = await member.call('GET', `/instances/${t.instance.id}/deliveries`);
+        assert.deepEqual(
+          log.body.data.deliveries.map((d: any) => [d.type, d.status]),
+          [
+            ['Message', 'unsent'],
+            ['HistorySync', 'unsent'],
+          ],
+        );
+      } finally {
+        await stream.cancel();
+      }
+    });
+
+    it('refuses the stream without a session, and for another organization’s instance', async () => {
+      const anonymous = await fetch(`${url}/dashboard/api/instances/${t.instance.id}/events`);
+      assert.equal(anonymous.status, 401);
+      const foreign = await fetch(
+        `${url}/dashboard/api/instances/00000000-0000-4000-8000-000000000000/events`,
+        {
+          headers: { cookie: member.cookie },
+        },
+      );
+      assert.equal(foreign.status, 404);
+      assert.deepEqual(await foreign.json(), { error: { code: 404, message: 'instance not found' } });
+    });
+  });
+}

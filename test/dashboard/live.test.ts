@@ -1,0 +1,94 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Browser, Page } from 'playwright-core';
+import type { Simulator } from '../../sim/simulator.ts';
+import { control, type LiveApp, liveApp, startTestSimulator } from '../live/support.ts';
+import { type Receiver, startReceiver } from '../support/https-receiver.ts';
+import { chromiumAvailable, ensureBundle, launchChromium, realClock } from './browser-support.ts';
+import { createUser, PASSWORD } from './support.ts';
+
+/**
+ * The dashboard on a live instance (Baileys against the platform simulator), in Chromium: the QR code on screen is
+ * scanned through the simulator's control API and the page turns logged in by itself; a message from a simulated
+ * user reaches the webhook and shows in the delivery log.
+ */
+if (chromiumAvailable) {
+  describe('dashboard in Chromium on a live instance against the simulator', () => {
+    let sim: Simulator;
+    let receiver: Receiver;
+    let app: LiveApp;
+    let browser: Browser;
+    let page: Page;
+    const shop = '5511999990300';
+    const ana = '5511988887300';
+
+    before(async () => {
+      await ensureBundle();
+      sim = await startTestSimulator();
+      receiver = await startReceiver();
+      app = await liveApp(sim, { clock: realClock() });
+      await control(sim, 'POST', '/users', { phone: shop, pushName: 'Shop' });
+      await control(sim, 'POST', '/users', { phone: ana, pushName: 'Ana' });
+      const url = await app.t.app.listen({ host: '127.0.0.1', port: 0 });
+      const email = await createUser(app.t, 'member', 'live@example.com');
+      browser = await launchChromium();
+      page = await (await browser.newContext({ baseURL: url })).newPage();
+      page.setDefaultTimeout(20_000);
+      await page.goto('/dashboard/');
+      await page.getByLabel('E-mail').fill(email);
+      await page.getByLabel('Password').fill(PASSWORD);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.getByRole('heading', { name: 'Instances' }).waitFor();
+    });
+    after(async () => {
+      await browser?.close();
+      await app?.t.close();
+      await receiver?.close();
+      await sim?.close();
+    });
+
+    it('links by scanning the QR on screen through the simulator, without reloading', async () => {
+      await page.getByRole('link', { name: 'sim' }).click();
+      await page.getByRole('heading', { name: /sim/ }).waitFor();
+      await page.getByRole('button', { name: 'Connect', exact: true }).click();
+      const qr = page.getByRole('img', { name: /QR code/ });
+      await qr.waitFor();
+      const code = (await qr.getAttribute('data-code')) ?? '';
+      assert.ok(code.split(',').length >= 4, `a pairing string: ${code}`);
+      assert.equal(
+        await page.getByRole('button', { name: 'Scan the QR code' }).count(),
+        0,
+        'no sandbox on live',
+      );
+      const scan = await control(sim, 'POST', '/scan', { code, phone: shop });
+      assert.equal(scan.status, 200, JSON.stringify(scan.body));
+      await page.locator('#instance-status', { hasText: /^Logged in$/ }).waitFor();
+      await page.getByText(shop, { exact: true }).waitFor();
+      await qr.waitFor({ state: 'detached' });
+    });
+
+    it('delivers a simulated user’s message to the webhook and shows it in the log', async () => {
+      await page.getByLabel('Webhook URL (HTTPS)').fill(receiver.url);
+      await page.getByRole('button', { name: 'Save URL' }).click();
+      await page.locator('.notice', { hasText: 'Webhook URL saved' }).waitFor();
+      const sent = await control(sim, 'POST', '/messages', {
+        from: ana,
+        to: shop,
+        text: 'hello, live dashboard',
+      });
+      assert.equal(sent.status, 201, JSON.stringify(sent.body));
+      const [request] = await receiver.waitFor(
+        (requests) => requests.some((r) => JSON.parse(r.body.toString()).type === 'Message'),
+        20_000,
+      );
+      assert.ok(request);
+      const message = receiver.requests.find((r) => JSON.parse(r.body.toString()).type === 'Message');
+      const body = JSON.parse(message?.body.toString() ?? '{}');
+      assert.equal(body.event.message.conversation, 'hello, live dashboard');
+      const row = page.locator(`tr[data-delivery="${message?.headers['webhook-id']}"]`);
+      await row.locator('td', { hasText: 'delivered' }).waitFor();
+      await page.getByRole('button', { name: 'Disconnect' }).click();
+      await page.locator('#instance-status', { hasText: 'Logged in, disconnected' }).waitFor();
+    });
+  });
+}

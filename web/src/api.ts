@@ -1,0 +1,92 @@
+/** An error answer of the dashboard API: its HTTP status, message and (on 429) seconds to wait. */
+export class ApiError extends Error {
+  readonly status: number;
+  readonly retryAfter: number | undefined;
+  constructor(status: number, message: string, retryAfter?: number) {
+    super(message);
+    this.status = status;
+    this.retryAfter = retryAfter;
+  }
+}
+
+let csrfToken = '';
+let onSignedOut: () => void = () => undefined;
+
+/** Sets the CSRF token sent with every state-changing request (from sign-in or `/me`). */
+export function setCsrfToken(token: string): void {
+  csrfToken = token;
+}
+
+/** What to do when the session is gone (a 401 from any call): show the sign-in page. */
+export function whenSignedOut(handler: () => void): void {
+  onSignedOut = handler;
+}
+
+/**
+ * Calls the dashboard API (`/dashboard/api` + `path`) with the session cookie and, unless GET, the CSRF token.
+ * @returns the envelope's `data`. @throws ApiError with the server's message.
+ */
+export async function api<T>(
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE',
+  path: string,
+  body?: unknown,
+): Promise<T> {
+  const headers: Record<string, string> = {};
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (method !== 'GET') headers['x-csrf-token'] = csrfToken;
+  const response = await fetch(`/dashboard/api${path}`, {
+    method,
+    headers,
+    credentials: 'same-origin',
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const json = (await response.json().catch(() => undefined)) as
+    | { data?: T; error?: { message?: string; retryAfter?: number } }
+    | undefined;
+  if (!response.ok) {
+    const error = new ApiError(
+      response.status,
+      json?.error?.message ?? `request failed (HTTP ${response.status})`,
+      json?.error?.retryAfter,
+    );
+    if (response.status === 401 && path !== '/sign-in') onSignedOut();
+    throw error;
+  }
+  return json?.data as T;
+}
+
+/** The signed-in user, as `/me` and sign-in answer it. */
+export interface Me {
+  user: { id: string; email: string; role: 'owner' | 'member' | 'viewer' };
+  org: { id: string; name: string; plan: string };
+  csrfToken: string;
+  expiresAt: string;
+}
+
+/** An instance as the API lists it. */
+export interface InstanceSummary {
+  id: string;
+  name: string;
+  env: 'test' | 'live';
+  phone: string | null;
+  connected: boolean;
+  loggedIn: boolean;
+  reason: string | null;
+  lastConnectedAt: string | null;
+  webhook: string | null;
+  subscribe: string[];
+  hasHmacKey: boolean;
+}
+
+/** The words for an instance's state. */
+export function statusText(instance: InstanceSummary): string {
+  if (instance.loggedIn && instance.connected) return 'Logged in';
+  if (instance.loggedIn) return 'Logged in, disconnected';
+  if (instance.connected) return 'Waiting for QR scan';
+  return 'Not connected';
+}
+
+/** A date-time for people: local, to the second; a dash for null. */
+export function when(iso: string | null | undefined): string {
+  return iso ? new Date(iso).toLocaleString() : '—';
+}

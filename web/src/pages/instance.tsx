@@ -1,0 +1,140 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, type InstanceSummary, type Me, statusText, when } from '../api.ts';
+import { messageOf, Notice, Section, useAction } from '../ui.tsx';
+import { SandboxPanel } from './sandbox.tsx';
+import { WebhookPanel } from './webhook.tsx';
+
+interface Qr {
+  qrCode: string;
+  code: string;
+  expiresAt: string;
+}
+
+/**
+ * One instance: its state, connect / disconnect / logout, the QR code pushed live by the server (replaced as it
+ * rotates), the pairing-code alternative, the webhook and, for test instances, the sandbox helpers.
+ */
+export function InstancePage(props: { me: Me; id: string }) {
+  const { id } = props;
+  const [instance, setInstance] = useState<InstanceSummary | null>(null);
+  const [qr, setQr] = useState<Qr | null>(null);
+  const [deliveriesVersion, setDeliveriesVersion] = useState(0);
+  const [loadError, setLoadError] = useState<string | null>(null);
+  const [live, setLive] = useState(false);
+  const action = useAction();
+  const canManage = props.me.user.role !== 'viewer';
+
+  useEffect(() => {
+    api<InstanceSummary>('GET', `/instances/${id}`)
+      .then(setInstance)
+      .catch((e) => setLoadError(messageOf(e)));
+    const source = new EventSource(`/dashboard/api/instances/${id}/events`);
+    source.onopen = () => setLive(true);
+    source.onerror = () => setLive(false);
+    source.addEventListener('status', (e) => setInstance(JSON.parse((e as MessageEvent<string>).data)));
+    source.addEventListener('qr', (e) => setQr(JSON.parse((e as MessageEvent<string>).data)));
+    source.addEventListener('deliveries', () => setDeliveriesVersion((v) => v + 1));
+    return () => source.close();
+  }, [id]);
+
+  if (loadError) return <Notice error={loadError} />;
+  if (!instance) return <p class="loading">Loading…</p>;
+  const call = (path: string, done: string) =>
+    action.run(async () => setInstance(await api<InstanceSummary>('POST', `/instances/${id}/${path}`)), done);
+
+  return (
+    <>
+      <p>
+        <a href="#/instances">← All instances</a>
+      </p>
+      <h1 tabIndex={-1}>
+        {instance.name} <span class="badge">{instance.env}</span>
+      </h1>
+      <Section title="Session">
+        <dl class="facts">
+          <dt>Status</dt>
+          <dd>
+            <output id="instance-status" aria-live="polite">
+              {statusText(instance)}
+            </output>
+          </dd>
+          <dt>Linked number</dt>
+          <dd>{instance.phone ?? 'not linked'}</dd>
+          <dt>Last close reason</dt>
+          <dd>{instance.reason ?? '—'}</dd>
+          <dt>Last connected</dt>
+          <dd>{when(instance.lastConnectedAt)}</dd>
+          <dt>Live updates</dt>
+          <dd>{live ? 'on' : 'reconnecting…'}</dd>
+          <dt>Instance id</dt>
+          <dd>
+            <code>{instance.id}</code>
+          </dd>
+        </dl>
+        {canManage && (
+          <div class="row">
+            <button type="button" disabled={action.busy} onClick={() => call('connect', 'Connect requested')}>
+              Connect
+            </button>
+            <button type="button" disabled={action.busy} onClick={() => call('disconnect', 'Disconnected')}>
+              Disconnect
+            </button>
+            <button type="button" disabled={action.busy} onClick={() => call('logout', 'Logged out')}>
+              Log out
+            </button>
+          </div>
+        )}
+        <Notice error={action.error} ok={action.ok} />
+        {qr && !instance.loggedIn && <QrPanel qr={qr} />}
+        {canManage && instance.env === 'live' && !instance.loggedIn && <PairingCode id={id} />}
+      </Section>
+      {instance.env === 'test' && canManage && <SandboxPanel id={id} code={qr?.code} />}
+      <WebhookPanel id={id} canManage={canManage} version={deliveriesVersion} />
+    </>
+  );
+}
+
+function QrPanel(props: { qr: Qr }) {
+  return (
+    <figure class="qr">
+      <img
+        src={props.qr.qrCode}
+        alt="QR code: scan it with WhatsApp, Linked devices"
+        data-code={props.qr.code}
+      />
+      <figcaption>
+        Open WhatsApp on the phone → Linked devices → Link a device, and scan. This code is replaced at{' '}
+        {new Date(props.qr.expiresAt).toLocaleTimeString()}.
+      </figcaption>
+    </figure>
+  );
+}
+
+function PairingCode(props: { id: string }) {
+  const [phone, setPhone] = useState('');
+  const { busy, error, ok, run } = useAction();
+  const submit = (event: Event) => {
+    event.preventDefault();
+    void run(
+      () => api<{ pairingCode: string }>('POST', `/instances/${props.id}/pairing-code`, { phone }),
+      (value) => `Type this code on the phone: ${value.pairingCode}`,
+    );
+  };
+  return (
+    <form onSubmit={submit} class="row">
+      <div>
+        <label for="pairing-phone">Or link by code: phone number (digits, international format)</label>
+        <input
+          id="pairing-phone"
+          inputMode="numeric"
+          value={phone}
+          onInput={(e) => setPhone(e.currentTarget.value)}
+        />
+      </div>
+      <button type="submit" disabled={busy}>
+        Get pairing code
+      </button>
+      <Notice error={error} ok={ok} />
+    </form>
+  );
+}

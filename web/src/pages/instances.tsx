@@ -1,0 +1,101 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, type InstanceSummary, type Me, statusText, when } from '../api.ts';
+import { messageOf, Notice, Section, useAction } from '../ui.tsx';
+
+/** Every instance of the organization with its state and linked number; members create new ones. */
+export function InstancesPage(props: { me: Me }) {
+  const [instances, setInstances] = useState<InstanceSummary[] | null>(null);
+  const [loadError, setLoadError] = useState<string | null>(null);
+  const [name, setName] = useState('');
+  const [env, setEnv] = useState<'test' | 'live'>('test');
+  const create = useAction();
+  const canManage = props.me.user.role !== 'viewer';
+  const load = () =>
+    api<{ instances: InstanceSummary[] }>('GET', '/instances')
+      .then((data) => setInstances(data.instances))
+      .catch((e) => setLoadError(messageOf(e)));
+  useEffect(() => {
+    void load();
+  }, []);
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    const made = await create.run(
+      () =>
+        api<InstanceSummary>('POST', '/instances', { env, ...(name.trim() ? { name: name.trim() } : {}) }),
+      (value) => `Instance ${value.name} created`,
+    );
+    if (made) {
+      setName('');
+      await load();
+    }
+  };
+  return (
+    <>
+      <h1 tabIndex={-1}>Instances</h1>
+      <Notice error={loadError} />
+      <table>
+        <caption>One linked WhatsApp number per instance</caption>
+        <thead>
+          <tr>
+            <th scope="col">Name</th>
+            <th scope="col">Environment</th>
+            <th scope="col">Linked number</th>
+            <th scope="col">Status</th>
+            <th scope="col">Last connected</th>
+          </tr>
+        </thead>
+        <tbody>
+          {(instances ?? []).map((instance) => (
+            <tr key={instance.id}>
+              <td>
+                <a href={`#/instances/${instance.id}`}>{instance.name}</a>
+              </td>
+              <td>{instance.env}</td>
+              <td>{instance.phone ?? 'not linked'}</td>
+              <td>
+                {statusText(instance)}
+                {instance.reason ? ` (${instance.reason})` : ''}
+              </td>
+              <td>{when(instance.lastConnectedAt)}</td>
+            </tr>
+          ))}
+          {instances?.length === 0 && (
+            <tr>
+              <td colSpan={5}>No instances yet.</td>
+            </tr>
+          )}
+        </tbody>
+      </table>
+      {canManage && (
+        <Section title="Create an instance">
+          <form onSubmit={submit} class="row">
+            <div>
+              <label for="instance-name">Name</label>
+              <input
+                id="instance-name"
+                maxLength={60}
+                value={name}
+                onInput={(e) => setName(e.currentTarget.value)}
+              />
+            </div>
+            <div>
+              <label for="instance-env">Environment</label>
+              <select
+                id="instance-env"
+                value={env}
+                onChange={(e) => setEnv(e.currentTarget.value === 'live' ? 'live' : 'test')}
+              >
+                <option value="test">test (sandbox)</option>
+                <option value="live">live (WhatsApp)</option>
+              </select>
+            </div>
+            <button type="submit" disabled={create.busy}>
+              Create instance
+            </button>
+          </form>
+          <Notice error={create.error} ok={create.ok} />
+        </Section>
+      )}
+    </>
+  );
+}

@@ -1,0 +1,222 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, type InstanceSummary, type Me, when } from '../api.ts';
+import { messageOf, Notice, Section, useAction } from '../ui.tsx';
+
+const SCOPES = ['chat:*', 'chat:session', 'chat:messages', 'chat:contacts', 'chat:groups', 'chat:webhook'];
+const EXPIRY = [
+  { value: '', label: 'never' },
+  { value: '1h', label: 'in 1 hour' },
+  { value: '1d', label: 'in 1 day' },
+  { value: '30d', label: 'in 30 days' },
+  { value: '90d', label: 'in 90 days' },
+];
+
+interface Key {
+  id: string;
+  name: string;
+  prefix: string;
+  env: 'test' | 'live';
+  scopes: string[];
+  instances: string[];
+  expiresAt: string | null;
+  revokedAt: string | null;
+  lastUsedAt: string | null;
+}
+
+/** API keys: create (the full key shown once, with a copy button), list with prefix, scopes and last use, revoke. */
+export function KeysPage(props: { me: Me }) {
+  const [keys, setKeys] = useState<Key[]>([]);
+  const [instances, setInstances] = useState<InstanceSummary[]>([]);
+  const [error, setError] = useState<string | null>(null);
+  const [name, setName] = useState('');
+  const [env, setEnv] = useState<'test' | 'live'>('test');
+  const [scopes, setScopes] = useState<string[]>(['chat:*']);
+  const [allowed, setAllowed] = useState<string[]>([]);
+  const [expiresIn, setExpiresIn] = useState('');
+  const [created, setCreated] = useState<string | null>(null);
+  const [copied, setCopied] = useState<string | null>(null);
+  const action = useAction();
+  const canManage = props.me.user.role !== 'viewer';
+  const load = () =>
+    Promise.all([
+      api<{ keys: Key[] }>('GET', '/keys').then((d) => setKeys(d.keys)),
+      api<{ instances: InstanceSummary[] }>('GET', '/instances').then((d) => setInstances(d.instances)),
+    ]).catch((e) => setError(messageOf(e)));
+  useEffect(() => {
+    void load();
+  }, []);
+
+  const toggle = (list: string[], value: string, on: boolean) =>
+    on ? [...list, value] : list.filter((item) => item !== value);
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setCopied(null);
+    const made = await action.run(
+      () =>
+        api<{ key: string }>('POST', '/keys', {
+          env,
+          scopes,
+          ...(name.trim() ? { name: name.trim() } : {}),
+          instances: allowed.filter((id) => instances.some((i) => i.id === id && i.env === env)),
+          ...(expiresIn ? { expiresIn } : {}),
+        }),
+      'Key created',
+    );
+    if (made) {
+      setCreated(made.key);
+      await load();
+    }
+  };
+  const copy = async () => {
+    if (!created) return;
+    try {
+      await navigator.clipboard.writeText(created);
+      setCopied('Copied to the clipboard');
+    } catch {
+      setCopied('Copying failed: select the key and copy it by hand');
+    }
+  };
+  const revoke = (key: Key) =>
+    action.run(() => api('POST', `/keys/${key.id}/revoke`).then(load), `Key ${key.prefix}… revoked`);
+
+  return (
+    <>
+      <h1 tabIndex={-1}>API keys</h1>
+      <Notice error={error} />
+      {canManage && (
+        <Section title="Create a key">
+          <form onSubmit={submit}>
+            <div class="row">
+              <div>
+                <label for="key-name">Name</label>
+                <input
+                  id="key-name"
+                  maxLength={60}
+                  value={name}
+                  onInput={(e) => setName(e.currentTarget.value)}
+                />
+              </div>
+              <div>
+                <label for="key-env">Environment</label>
+                <select
+                  id="key-env"
+                  value={env}
+                  onChange={(e) => setEnv(e.currentTarget.value === 'live' ? 'live' : 'test')}
+                >
+                  <option value="test">test</option>
+                  <option value="live">live</option>
+                </select>
+              </div>
+              <div>
+                <label for="key-expiry">Expires</label>
+                <select
+                  id="key-expiry"
+                  value={expiresIn}
+                  onChange={(e) => setExpiresIn(e.currentTarget.value)}
+                >
+                  {EXPIRY.map((option) => (
+                    <option key={option.value} value={option.value}>
+                      {option.label}
+                    </option>
+                  ))}
+                </select>
+              </div>
+            </div>
+            <fieldset>
+              <legend>Scopes</legend>
+              {SCOPES.map((scope) => (
+                <label key={scope} class="check">
+                  <input
+                    type="checkbox"
+                    checked={scopes.includes(scope)}
+                    onChange={(e) => setScopes(toggle(scopes, scope, e.currentTarget.checked))}
+                  />
+                  {scope}
+                </label>
+              ))}
+            </fieldset>
+            <fieldset>
+              <legend>Instances it may address (none ticked: every {env} instance)</legend>
+              {instances
+                .filter((i) => i.env === env)
+                .map((i) => (
+                  <label key={i.id} class="check">
+                    <input
+                      type="checkbox"
+                      checked={allowed.includes(i.id)}
+                      onChange={(e) => setAllowed(toggle(allowed, i.id, e.currentTarget.checked))}
+                    />
+                    {i.name}
+                  </label>
+                ))}
+            </fieldset>
+            <button type="submit" disabled={action.busy}>
+              Create key
+            </button>
+          </form>
+          <Notice error={action.error} ok={action.ok} />
+          {created && (
+            <section class="secret" aria-label="New API key">
+              <label for="new-key">Your new key: shown only this once, store it now</label>
+              <div class="row">
+                <input
+                  id="new-key"
+                  class="grow mono"
+                  readOnly
+                  value={created}
+                  onFocus={(e) => e.currentTarget.select()}
+                />
+                <button type="button" onClick={copy}>
+                  Copy key
+                </button>
+                <button type="button" onClick={() => setCreated(null)}>
+                  Done
+                </button>
+              </div>
+              <Notice ok={copied} />
+            </section>
+          )}
+        </Section>
+      )}
+      <table>
+        <caption>Keys of this organization (values are never shown again)</caption>
+        <thead>
+          <tr>
+            <th scope="col">Name</th>
+            <th scope="col">Prefix</th>
+            <th scope="col">Env</th>
+            <th scope="col">Scopes</th>
+            <th scope="col">Instances</th>
+            <th scope="col">Expires</th>
+            <th scope="col">Last used</th>
+            <th scope="col">State</th>
+          </tr>
+        </thead>
+        <tbody>
+          {keys.map((key) => (
+            <tr key={key.id}>
+              <td>{key.name}</td>
+              <td class="mono">{key.prefix}…</td>
+              <td>{key.env}</td>
+              <td>{key.scopes.join(', ')}</td>
+              <td>{key.instances.length === 0 ? 'all' : key.instances.length}</td>
+              <td>{when(key.expiresAt)}</td>
+              <td>{when(key.lastUsedAt)}</td>
+              <td>
+                {key.revokedAt ? (
+                  `revoked ${when(key.revokedAt)}`
+                ) : canManage ? (
+                  <button type="button" onClick={() => revoke(key)} aria-label={`Revoke key ${key.prefix}`}>
+                    Revoke
+                  </button>
+                ) : (
+                  'active'
+                )}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </>
+  );
+}

@@ -1,0 +1,64 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api } from '../api.ts';
+import { messageOf, Notice } from '../ui.tsx';
+
+interface Window {
+  name: 'minute' | 'day';
+  quota: number;
+  remaining: number;
+  reset: number;
+}
+interface Usage {
+  plan: string;
+  perMinute: number;
+  perDay: number;
+  usage: { env: 'test' | 'live'; windows: Window[] }[];
+}
+
+/** Requests used in the plan's minute and day windows, per environment (test traffic never eats live quota). */
+export function UsagePage() {
+  const [usage, setUsage] = useState<Usage | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const load = () =>
+    api<Usage>('GET', '/usage')
+      .then(setUsage)
+      .catch((e) => setError(messageOf(e)));
+  useEffect(() => {
+    void load();
+  }, []);
+  return (
+    <>
+      <h1 tabIndex={-1}>Usage</h1>
+      <Notice error={error} />
+      {usage && (
+        <>
+          <p>
+            Plan <strong>{usage.plan}</strong>: {usage.perMinute} requests a minute, {usage.perDay} a day,
+            counted separately for test and live keys.
+          </p>
+          {usage.usage.map((env) => (
+            <section class="card" key={env.env} aria-label={`${env.env} usage`}>
+              <h2>{env.env === 'test' ? 'Test keys' : 'Live keys'}</h2>
+              {env.windows.map((w) => {
+                const used = w.quota - w.remaining;
+                const id = `usage-${env.env}-${w.name}`;
+                return (
+                  <div class="meter" key={w.name}>
+                    <label for={id}>
+                      This {w.name}: {used} of {w.quota} used
+                      {used > 0 ? `, resets in ${w.reset} s` : ''}
+                    </label>
+                    <progress id={id} max={w.quota} value={used} />
+                  </div>
+                );
+              })}
+            </section>
+          ))}
+          <button type="button" onClick={load}>
+            Refresh
+          </button>
+        </>
+      )}
+    </>
+  );
+}
