@@ -11,7 +11,13 @@ import type { KeyAuthenticator } from '../auth/authenticator.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Environment } from '../domain/environment.ts';
 import { DomainError, errors } from '../domain/errors.ts';
-import { EVENT_TYPES, type EventType, type Instance, type InstanceId } from '../domain/instance.ts';
+import {
+  DEFAULT_SUBSCRIPTION,
+  EVENT_TYPES,
+  type EventType,
+  type Instance,
+  type InstanceId,
+} from '../domain/instance.ts';
 import type { LiveFeed, LiveListener } from '../events/live-feed.ts';
 import { limitsOf, type PlanRateLimiter, type WindowState } from '../ratelimit/limiter.ts';
 import type { SessionManager } from '../sessions/manager.ts';
@@ -227,7 +233,7 @@ export class DashboardAdminService {
       reason: status.reason ?? null,
       lastConnectedAt: instance.lastConnectedAt,
       webhook: instance.webhookUrl,
-      subscribe: instance.subscribe ?? [...EVENT_TYPES],
+      subscribe: instance.subscribe ?? [...DEFAULT_SUBSCRIPTION],
       hasHmacKey: instance.hmacKeySealed !== null,
     };
   }

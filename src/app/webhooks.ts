@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../domain/clock.ts';
 import { type DomainError, errors } from '../domain/errors.ts';
-import { EVENT_TYPES, type EventType, type Instance, type InstanceId } from '../domain/instance.ts';
+import { DEFAULT_SUBSCRIPTION, type EventType, type Instance, type InstanceId } from '../domain/instance.ts';
 import { OutboundError, type OutboundGuard } from '../net/outbound-guard.ts';
 import { nowIso, type Store } from '../store/database.ts';
 import { requeueDelivery } from '../store/deliveries.ts';
@@ -75,7 +75,7 @@ export class WebhookService {
     const state = await getWebhookState(this.#store.db, instance.id);
     return {
       webhook: instance.webhookUrl ?? '',
-      subscribe: instance.subscribe ?? [...EVENT_TYPES],
+      subscribe: instance.subscribe ?? [...DEFAULT_SUBSCRIPTION],
       disabled: state.disabledAt !== null,
       disabledAt: state.disabledAt,
       disabledReason: state.disabledReason,

@@ -3,11 +3,43 @@ import type { Environment } from './environment.ts';
 /** An instance's id: a lowercase UUID (SPEC Identifiers). */
 export type InstanceId = string;
 
-/** Webhook event types (SPEC Events). */
-export type EventType = 'Message' | 'ReadReceipt' | 'HistorySync' | 'ChatPresence';
+/**
+ * Webhook event types: the four of SPEC Events, then the ones parley adds beyond the contract (message edits and
+ * deletions, group changes, calls, poll votes).
+ */
+export type EventType =
+  | 'Message'
+  | 'ReadReceipt'
+  | 'HistorySync'
+  | 'ChatPresence'
+  | 'MessageUpdate'
+  | 'GroupUpdate'
+  | 'Call'
+  | 'PollVote';
 
-/** Every {@link EventType} in the canonical order of SPEC Events (subscriptions are kept in this order). */
-export const EVENT_TYPES: readonly EventType[] = ['Message', 'ReadReceipt', 'HistorySync', 'ChatPresence'];
+/** Every {@link EventType} in canonical order (subscriptions are kept in this order): SPEC Events' four first. */
+export const EVENT_TYPES: readonly EventType[] = [
+  'Message',
+  'ReadReceipt',
+  'HistorySync',
+  'ChatPresence',
+  'MessageUpdate',
+  'GroupUpdate',
+  'Call',
+  'PollVote',
+];
+
+/**
+ * The subscription an instance gets when `subscribe` was never given (DESIGN D7): the four event types of SPEC
+ * Events. The types added beyond the contract are delivered only to subscriptions that name them, so an existing
+ * subscription keeps its meaning.
+ */
+export const DEFAULT_SUBSCRIPTION: readonly EventType[] = [
+  'Message',
+  'ReadReceipt',
+  'HistorySync',
+  'ChatPresence',
+];
 
 /** One linked number (DESIGN D3). `subscribe` is null until the first connect (then DESIGN D7 defaults). */
 export interface Instance {

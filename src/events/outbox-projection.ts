@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Transaction } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
+import { DEFAULT_SUBSCRIPTION } from '../domain/instance.ts';
 import type { EngineEvent } from '../domain/messages.ts';
 import { insertDelivery } from '../store/deliveries.ts';
 import { toInstance } from '../store/instances.ts';
@@ -26,7 +27,7 @@ export interface OutboxProjectionOptions {
  * The webhook outbox (DESIGN D2, D10): inside the recorder's transaction, normalises each webhook-worthy engine
  * event (SPEC Events, D10 payloads), gives it the instance's next `sequence`, and writes the event row always
  * ("events are still recorded for the delivery log") plus a delivery row when a webhook URL is configured, the
- * event type is subscribed (SPEC Events rules 1–2; a null subscription means D7's default, all four) and no 410
+ * event type is subscribed (SPEC Events rules 1–2; a null subscription means D7's default, SPEC's four) and no 410
  * disabled the webhook. `connection` and `contacts` events are not webhook events.
  */
 export class OutboxProjection implements EventProjection {
@@ -46,7 +47,7 @@ export class OutboxProjection implements EventProjection {
     if (!row) return;
     const instance = toInstance(row);
     const { sequence, disabledAt, disabledReason } = await nextSequence(trx, instanceId);
-    const subscribed = instance.subscribe === null || instance.subscribe.includes(normalised.type);
+    const subscribed = (instance.subscribe ?? DEFAULT_SUBSCRIPTION).includes(normalised.type);
     let skipReason: string | null = null;
     if (instance.webhookUrl === null) skipReason = 'no webhook URL configured';
     else if (!subscribed) skipReason = `event type ${normalised.type} is not subscribed`;

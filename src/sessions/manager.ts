@@ -3,7 +3,7 @@ import type { Kysely } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
 import type { Environment } from '../domain/environment.ts';
 import { DomainError, errors } from '../domain/errors.ts';
-import { EVENT_TYPES, type EventType, type Instance } from '../domain/instance.ts';
+import { DEFAULT_SUBSCRIPTION, EVENT_TYPES, type EventType, type Instance } from '../domain/instance.ts';
 import type { ConnectionState, EngineEvent, EngineMessage, PairingCode } from '../domain/messages.ts';
 import type { Engine, EngineSession } from '../engines/engine.ts';
 import type { EventRecorder } from '../events/recorder.ts';
@@ -139,7 +139,7 @@ export class SessionManager {
     input: { subscribe?: EventType[]; immediate: boolean },
   ): Promise<ConnectResult> {
     this.#cancelRetry(instance.id);
-    const wanted = input.subscribe ?? instance.subscribe ?? EVENT_TYPES;
+    const wanted = input.subscribe ?? instance.subscribe ?? DEFAULT_SUBSCRIPTION;
     const subscribe = EVENT_TYPES.filter((type) => wanted.includes(type));
     await updateInstance(this.#options.db, instance.id, { subscribe, desiredState: 'connected' });
     const session = this.session(instance);
