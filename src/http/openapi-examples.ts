@@ -56,4 +56,5 @@ export const REQUEST_EXAMPLES: Readonly<Record<string, Record<string, unknown>>>
   checkContacts: { phones: [ANA, '5511977770000'] },
   createGroup: { name: 'Shop team', participants: [ANA, '5511977776666'] },
   setWebhook: { webhookUrl: 'https://hooks.example.com/parley' },
+  setCallSettings: { autoReject: true, message: "Sorry, we can't take calls. Please send a message." },
 };
