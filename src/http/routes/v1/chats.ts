@@ -24,7 +24,7 @@ export async function chatsRoutes(fastify: FastifyInstance): Promise<void> {
   const tags = ['chats'];
 
   app.get(
-    '/',
+    '',
     {
       config,
       schema: {
