@@ -24,6 +24,7 @@ import { SignInLimiter } from './ratelimit/sign-in.ts';
 import { loadMasterKey, SecretBox } from './security/secrets.ts';
 import { SqlSessionLocks } from './sessions/instance-lock.ts';
 import { SessionManager } from './sessions/manager.ts';
+import { readCallSettings } from './store/call-settings.ts';
 import { migrateToLatest, openStore, type Store } from './store/database.ts';
 import { findStoredMessage } from './store/messages.ts';
 import { LogRetention } from './webhooks/retention.ts';
@@ -162,6 +163,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     engines: { test: sandbox, live },
     recorder,
     findMessage,
+    callSettings: (instanceId) => readCallSettings(store.db, instanceId),
     logger,
     clock,
     ...(options.restoreRetry ? { restoreRetry: options.restoreRetry } : {}),

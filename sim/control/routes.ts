@@ -6,6 +6,7 @@ import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { lidJid, phoneJid, type User } from '../model/accounts.ts';
 import type { SimContext } from '../server/session.ts';
+import { registerCallRoutes } from './calls.ts';
 import { registerContentRoutes } from './content.ts';
 import { installErrorEnvelope } from './errors.ts';
 import { registerFaultRoutes } from './faults.ts';
@@ -96,6 +97,7 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext): vo
   registerFaultRoutes(app, ctx);
   registerMessagingRoutes(app, ctx);
   registerGroupRoutes(app, ctx);
+  registerCallRoutes(app, ctx);
   registerHistoryRoutes(app, ctx);
   registerContentRoutes(app, ctx);
 }

@@ -15,7 +15,7 @@ export interface InboxEntry {
   id: string;
   from: string;
   fromDevice: number;
-  /** `text`, `reaction`, `image`, `video`, `audio`, `document`, `sticker`, `location`, `contact`, `poll`, `revoke`, `edit`, `receipt`, `other`. */
+  /** `text`, `reaction`, `image`, `video`, `audio`, `document`, `sticker`, `location`, `contact`, `poll`, `revoke`, `edit`, `receipt`, `call-reject` (the account declined the user's call; `id` is the call id), `other`. */
   type: string;
   /** ISO 8601 time the simulator took the stanza. */
   timestamp: string;

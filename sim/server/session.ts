@@ -189,6 +189,12 @@ function loginSession(
           ack(connection, node);
           ctx.events.emit('stanza', { user, device, connection, node } satisfies DeviceStanza);
           return;
+        case 'call':
+          // A device's call signalling (a reject, control/calls.ts): the server acks it (Baileys' rejectCall
+          // waits for the ack of its query).
+          ack(connection, node);
+          ctx.events.emit('stanza', { user, device, connection, node } satisfies DeviceStanza);
+          return;
         case 'presence':
         case 'chatstate':
           ctx.events.emit('stanza', { user, device, connection, node } satisfies DeviceStanza);

@@ -10,6 +10,8 @@ import type { SecretBox } from '../security/secrets.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
 import type { DeliveryWorker } from '../webhooks/worker.ts';
+import { CallService } from './calls.ts';
+import { ChatService } from './chats.ts';
 import { ContactService } from './contacts.ts';
 import { DashboardAdminService } from './dashboard-admin.ts';
 import { DashboardAuthService } from './dashboard-auth.ts';
@@ -35,6 +37,10 @@ export interface Application {
   webhooks: WebhookService;
   sandbox: SandboxService;
   readiness: ReadinessService;
+  /** Chats and stored history (issue 14). */
+  chats: ChatService;
+  /** Per-instance call handling (issue 14). */
+  calls: CallService;
   /** Dashboard users, sign-in and sessions (DESIGN D16). */
   dashboardAuth: DashboardAuthService;
   /** The dashboard's organization-scoped admin operations: instances, keys, usage, live changes (DESIGN D16). */
@@ -73,6 +79,8 @@ export function createApplication(deps: ApplicationDeps): Application {
     webhooks: new WebhookService({ store, guard, worker: webhookWorker, clock }),
     sandbox: new SandboxService({ store, sessions, registrations }),
     readiness: new ReadinessService({ store }),
+    chats: new ChatService({ store }),
+    calls: new CallService({ store, clock }),
     dashboardAuth: new DashboardAuthService({ store, clock, limiter: signInLimiter }),
     dashboard: new DashboardAdminService({ store, sessions, limiter, keys, feed, clock }),
     webhookTest: new WebhookTestService({ store, box, guard, clock, timeoutMs: webhookTimeoutMs }),

@@ -3,6 +3,7 @@ import { DomainError, errors } from '../domain/errors.ts';
 import type { Instance, InstanceId } from '../domain/instance.ts';
 import type { GroupInfo, SentMessage } from '../domain/messages.ts';
 import type {
+  SandboxCallInput,
   SandboxControls,
   SandboxForeignGroupInput,
   SandboxInboundInput,
@@ -92,5 +93,14 @@ export class SandboxService {
   async createForeignGroup(instanceId: InstanceId, input: SandboxForeignGroupInput): Promise<GroupInfo> {
     const instance = await this.#load(instanceId);
     return this.#controls(instance).createForeignGroup(input);
+  }
+
+  /** A simulated user calls the account. See {@link SandboxControls.call}. */
+  async call(
+    instanceId: InstanceId,
+    input: SandboxCallInput,
+  ): Promise<{ id: string; status: 'missed' | 'rejected' }> {
+    const instance = await this.#load(instanceId);
+    return this.#controls(instance).call(input);
   }
 }

@@ -1,3 +1,5 @@
+import type { EngineCall } from './calls.ts';
+
 /**
  * Domain types shared by the engines (sandbox, Baileys) and the parts that subscribe to them
  * (sessions, message store, webhook outbox). Times are Unix epoch milliseconds unless named otherwise.
@@ -209,7 +211,9 @@ export type EngineEvent =
    */
   | { type: 'read'; chat: Jid; messageIds: string[] }
   | { type: 'history'; syncType: string; progress: number; chats: HistoryChat[] }
-  | { type: 'contacts'; contacts: Contact[] };
+  | { type: 'contacts'; contacts: Contact[] }
+  /** A voice or video call to the account rang, was missed, rejected or answered elsewhere (issue 14). */
+  | { type: 'call'; call: EngineCall };
 
 /**
  * What a log line may say about an event (DESIGN D14: never a body): its type and the message id(s), the chat
@@ -234,6 +238,8 @@ export function eventLogFields(event: EngineEvent): Record<string, unknown> {
       };
     case 'contacts':
       return { event: event.type, contacts: event.contacts.length };
+    case 'call':
+      return { event: event.type, id: event.call.id, status: event.call.status };
     case 'connection':
       return { event: event.type };
   }

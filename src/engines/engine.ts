@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
+import type { CallSettings } from '../domain/calls.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Environment } from '../domain/environment.ts';
 import type {
@@ -85,6 +86,11 @@ export interface EngineSessionContext {
    * platform's retry requests; undefined when parley never stored it.
    */
   findMessage(id: string): Promise<EngineMessage | undefined>;
+  /**
+   * The instance's call handling, read when a call offer arrives (issue 14): with `reject` the engine rejects the
+   * call and sends `message` (when set) to the caller. Absent: calls are never rejected.
+   */
+  callSettings?(): Promise<CallSettings>;
   logger: FastifyBaseLogger;
   clock: Clock;
 }
@@ -200,6 +206,19 @@ export interface SandboxControls {
    * @throws DomainError not_registered when the owner or a participant is not registered.
    */
   createForeignGroup(input: SandboxForeignGroupInput): Promise<GroupInfo>;
+  /**
+   * User `phone` calls the account → `call` event `offer`; then, with the instance's automatic reject on, a
+   * `rejected` event and the reject message sent to the caller, else a `missed` event (nobody answers a
+   * simulated call). Resolves once every event is recorded, with the call id and the final status.
+   * @throws DomainError invalid when `phone` is the account; not_registered when the caller is not registered.
+   */
+  call(input: SandboxCallInput): Promise<{ id: string; status: 'missed' | 'rejected' }>;
+}
+
+/** Input of {@link SandboxControls.call}: the caller and whether it is a video call (default voice). */
+export interface SandboxCallInput {
+  phone: string;
+  video?: boolean;
 }
 
 /** Input of {@link SandboxControls.inbound}: sender phone, text, optional group JID and display name. */

@@ -1,4 +1,5 @@
 import type { EngineEvent, EngineMessage, MessageContent, MessageSource } from '../domain/messages.ts';
+import { type CallEvent, callEvent } from './call-event.ts';
 
 /**
  * Turns domain {@link EngineEvent}s into the webhook payloads of SPEC Events and DESIGN D10. Pure: no I/O.
@@ -66,7 +67,8 @@ export type NormalisedEvent =
         progress: number;
         chats: { jid: string; name: string; messages: MessageEvent[] }[];
       };
-    };
+    }
+  | { type: 'Call'; event: CallEvent };
 
 const iso = (ms: number): string => new Date(ms).toISOString();
 
@@ -171,6 +173,8 @@ export function normaliseEvent(event: EngineEvent): NormalisedEvent | null {
           })),
         },
       };
+    case 'call':
+      return { type: 'Call', event: callEvent(event.call) };
     default:
       return null;
   }

@@ -25,6 +25,7 @@ export const REQUEST_EXAMPLES: Readonly<Record<string, Record<string, unknown>>>
   sandboxInbound: { phone: ANA, body: 'Hi! Is the shop open today?', pushName: 'Ana' },
   sandboxReceipt: { id: '3EB0C767D26A1D2E5B3A61', state: 'read' },
   sandboxPresence: { phone: ANA, state: 'composing' },
+  sandboxCall: { phone: ANA, video: false },
   sandboxDefineUser: { phone: '5511966665555', registered: true, pushName: 'Bia', fullName: 'Bia Santos' },
   sandboxCreateGroup: { name: 'Book club', ownerPhone: ANA, participants: ['5511977776666'] },
   sendText: { phone: ANA, body: 'Hello *world*! Your order has shipped.' },
@@ -56,4 +57,5 @@ export const REQUEST_EXAMPLES: Readonly<Record<string, Record<string, unknown>>>
   checkContacts: { phones: [ANA, '5511977770000'] },
   createGroup: { name: 'Shop team', participants: [ANA, '5511977776666'] },
   setWebhook: { webhookUrl: 'https://hooks.example.com/parley' },
+  setCallSettings: { autoReject: true, message: "Sorry, we can't take calls. Please send a message." },
 };

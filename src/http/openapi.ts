@@ -134,6 +134,8 @@ const TAGS = [
     name: 'messages',
     description: 'Send text, media, locations, contacts and reactions; mark messages read.',
   },
+  { name: 'chats', description: 'Chats with their latest message and unread count, and stored history.' },
+  { name: 'calls', description: 'Reject incoming calls automatically, with an optional message.' },
   { name: 'contacts', description: 'Registration checks, contacts and profiles.' },
   { name: 'groups', description: 'Create groups and read them.' },
   { name: 'webhook', description: 'Where events are delivered, the delivery log and redelivery.' },

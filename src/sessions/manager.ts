@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
+import type { CallSettings } from '../domain/calls.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Environment } from '../domain/environment.ts';
 import { DomainError, errors } from '../domain/errors.ts';
@@ -44,6 +45,8 @@ export interface SessionManagerOptions {
   recorder: EventRecorder;
   /** Finds a stored message for quoting and platform retries; undefined on a miss. */
   findMessage: (instanceId: string, id: string) => Promise<EngineMessage | undefined>;
+  /** Reads an instance's call handling (issue 14); absent: engines never reject calls. */
+  callSettings?: (instanceId: string) => Promise<CallSettings>;
   logger: FastifyBaseLogger;
   clock: Clock;
   /**
@@ -77,7 +80,7 @@ export class SessionManager {
   session(instance: Instance): EngineSession {
     const existing = this.#sessions.get(instance.id);
     if (existing) return existing;
-    const { db, box, engines, recorder, logger, clock, findMessage } = this.#options;
+    const { db, box, engines, recorder, logger, clock, findMessage, callSettings } = this.#options;
     const instanceId = instance.id;
     const sessionLogger = logger.child({ instanceId });
     const record = (event: EngineEvent) =>
@@ -98,6 +101,7 @@ export class SessionManager {
       // Every engine's events are recorded with the same bounded retry (DESIGN D2).
       emit: (event: EngineEvent) => recordWithRetry({ emit: record, logger: sessionLogger }, event, policy),
       findMessage: (id) => findMessage(instanceId, id),
+      ...(callSettings ? { callSettings: () => callSettings(instanceId) } : {}),
       logger: sessionLogger,
       clock,
     });

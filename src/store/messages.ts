@@ -42,7 +42,8 @@ function iso(ms: number): string {
   return new Date(ms).toISOString();
 }
 
-function toStored(row: MessagesTable): StoredMessage {
+/** A `messages` row as a {@link StoredMessage} (content parsed, flags as booleans, state checked). */
+export function toStoredMessage(row: MessagesTable): StoredMessage {
   const content = JSON.parse(row.content) as MessageContent;
   const state = DELIVERY_STATES.find((s) => s === row.state) ?? 'sent';
   return {
@@ -149,7 +150,7 @@ export async function findStoredMessage(
     .where('instance_id', '=', instanceId)
     .where('id', '=', id)
     .executeTakeFirst();
-  return row ? toStored(row) : undefined;
+  return row ? toStoredMessage(row) : undefined;
 }
 
 /** Messages of an instance in `chat`, oldest first, ties by id (at most `limit`, default 100). */
@@ -169,7 +170,7 @@ export async function listChatMessages(
     .orderBy('id')
     .limit(limit)
     .execute();
-  return rows.map(toStored);
+  return rows.map(toStoredMessage);
 }
 
 /** Every user the instance exchanged messages with, ordered by JID (DESIGN D9 contacts list). */

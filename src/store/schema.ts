@@ -233,6 +233,16 @@ export interface DashboardSessionsTable {
   expires_at: number;
 }
 
+/** An instance's call handling (migration 0013): reject incoming calls automatically, with an optional message. */
+export interface CallSettingsTable {
+  instance_id: string;
+  /** 1: every incoming call offer is rejected as it arrives; 0: calls ring as usual. */
+  reject: number;
+  /** Text sent to the caller after an automatic reject; null sends nothing. */
+  message: string | null;
+  updated_at: string;
+}
+
 export interface Database {
   organizations: OrganizationsTable;
   instances: InstancesTable;
@@ -250,4 +260,5 @@ export interface Database {
   rate_limit_windows: RateLimitWindowsTable;
   dashboard_users: DashboardUsersTable;
   dashboard_sessions: DashboardSessionsTable;
+  call_settings: CallSettingsTable;
 }

@@ -204,6 +204,11 @@ export class FakeSocket implements SocketLike {
   end = async () => {
     this.ended += 1;
   };
+  /** Calls rejected through `rejectCall` (call id, caller). */
+  rejectedCalls: { id: string; from: string }[] = [];
+  rejectCall = async (id: string, from: string) => {
+    this.rejectedCalls.push({ id, from });
+  };
   fetchAccountReachoutTimelock = async () => ({
     isActive: true,
     timeEnforcementEnds: new Date(Date.now() + 3_600_000),

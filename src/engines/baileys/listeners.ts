@@ -71,6 +71,8 @@ export interface ListenerDeps {
   groups: BoundedCache;
   queue: IncomingQueue;
   subscribePresence(sock: SocketLike, jid: Jid): void;
+  /** Handles the socket's call events (calls.ts); absent: calls are ignored. */
+  calls?(sock: SocketLike, calls: BaileysEventMap['call']): Promise<void>;
 }
 
 /**
@@ -149,6 +151,9 @@ export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => voi
     } catch (error) {
       context.logger.debug({ err: error }, 'refreshing group metadata failed');
     }
+  });
+  on('call', async (calls) => {
+    await deps.calls?.(sock, calls);
   });
   const onChatstate = (node: BinaryNode) =>
     queue.enqueue(async () => {

@@ -17,6 +17,7 @@ import type {
 import { userJid } from '../../domain/messages.ts';
 import type { EngineSession, EngineSessionContext, SessionLocks } from '../engine.ts';
 import { BoundedCache } from './cache.ts';
+import { CallHandler } from './calls.ts';
 import { avatarOf, ContactBook, checkPhones, userInfo } from './contacts.ts';
 import { mapPlatformErrors } from './errors.ts';
 import type { Identity, MappingContext } from './incoming.ts';
@@ -84,6 +85,7 @@ export class BaileysSession implements EngineSession {
   readonly #caches: BoundedCache[];
   readonly #baileysLogger: BaileysLogger;
   readonly #deps: ops.OperationDeps;
+  readonly #calls: CallHandler;
   readonly #queue: IncomingQueue;
 
   constructor(context: EngineSessionContext, options: BaileysSessionOptions) {
@@ -167,6 +169,7 @@ export class BaileysSession implements EngineSession {
           groups: this.#groups,
           queue: this.#queue,
           subscribePresence: (s, jid) => this.#subscribePresence(s, jid),
+          calls: (s, calls) => this.#calls.handle(s, calls),
         }),
     });
     this.#deps = {
@@ -181,6 +184,12 @@ export class BaileysSession implements EngineSession {
       subscribePresence: (sock, jid) => this.#subscribePresence(sock, jid),
       ...(options.linkPreview ? { linkPreview: options.linkPreview } : {}),
     };
+    this.#calls = new CallHandler({
+      context,
+      resolver: this.#resolver,
+      record: (event) => this.#queue.record(event),
+      send: (sock, message) => ops.sendMessage(sock, this.#deps, message),
+    });
   }
 
   connect(): Promise<void> {

@@ -54,6 +54,7 @@ export interface SocketLike
     | 'logout'
     | 'end'
     | 'fetchAccountReachoutTimelock'
+    | 'rejectCall'
   > {
   ev: SocketEvents;
   ws: SocketFrames;

@@ -14,6 +14,7 @@ import type {
 import { USER_DOMAIN } from '../../domain/messages.ts';
 import type { EngineSession, EngineSessionContext, SandboxControls } from '../engine.ts';
 import type { SandboxAccount, SandboxCredentials } from './account.ts';
+import { incomingCall } from './calls.ts';
 import * as groups from './groups.ts';
 import { SequenceAllocator } from './ids.ts';
 import * as messaging from './messaging.ts';
@@ -181,6 +182,7 @@ export class SandboxSession implements EngineSession {
         await this.#world.defineUser(phone, definition);
       },
       createForeignGroup: (input) => groups.createForeignGroup(account, input),
+      call: (input) => incomingCall(account, input),
     };
   }
 

@@ -2,10 +2,13 @@ import type { FastifyInstance } from 'fastify';
 import { gatewayPlugin } from '../gateway/plugin.ts';
 import { dashboardRoutes } from './dashboard/index.ts';
 import { opsRoutes } from './ops.ts';
+import { callsRoutes } from './v1/calls.ts';
+import { chatsRoutes, messageReadRoutes } from './v1/chats.ts';
 import { contactsRoutes } from './v1/contacts.ts';
 import { groupsRoutes } from './v1/groups.ts';
 import { messagesRoutes } from './v1/messages.ts';
 import { sandboxRoutes } from './v1/sandbox.ts';
+import { sandboxCallRoutes } from './v1/sandbox-calls.ts';
 import { sessionRoutes } from './v1/session.ts';
 import { webhookRoutes } from './v1/webhook.ts';
 
@@ -15,7 +18,11 @@ export async function routes(app: FastifyInstance): Promise<void> {
   await app.register(opsRoutes);
   await app.register(sessionRoutes, { prefix: '/v1/session' });
   await app.register(sandboxRoutes, { prefix: '/v1/sandbox' });
+  await app.register(sandboxCallRoutes, { prefix: '/v1/sandbox' });
   await app.register(messagesRoutes, { prefix: '/v1/messages' });
+  await app.register(messageReadRoutes, { prefix: '/v1/messages' });
+  await app.register(chatsRoutes, { prefix: '/v1/chats' });
+  await app.register(callsRoutes, { prefix: '/v1/calls' });
   await app.register(contactsRoutes, { prefix: '/v1/contacts' });
   await app.register(groupsRoutes, { prefix: '/v1/groups' });
   await app.register(webhookRoutes, { prefix: '/v1/webhook' });

@@ -1,0 +1,48 @@
+import type { CallSettings } from '../domain/calls.ts';
+import { MAX_CALL_MESSAGE } from '../domain/calls.ts';
+import type { Clock } from '../domain/clock.ts';
+import { errors } from '../domain/errors.ts';
+import type { InstanceId } from '../domain/instance.ts';
+import { readCallSettings, writeCallSettings } from '../store/call-settings.ts';
+import type { Store } from '../store/database.ts';
+import { loadInstance } from './instances.ts';
+
+/**
+ * Call handling of an instance (issue 14): whether incoming calls are rejected automatically and the message
+ * then sent to the caller. Stored per instance (migration 0013); the engines read it through their session
+ * context when a call offer arrives, so a change applies to the next call without reconnecting.
+ */
+export class CallService {
+  readonly #store: Store;
+  readonly #clock: Clock;
+
+  constructor(deps: { store: Store; clock: Clock }) {
+    this.#store = deps.store;
+    this.#clock = deps.clock;
+  }
+
+  /** The instance's call handling (default: calls ring, no message). @throws DomainError not_found. */
+  async settings(instanceId: InstanceId): Promise<CallSettings> {
+    const instance = await loadInstance(this.#store.db, instanceId);
+    return readCallSettings(this.#store.db, instance.id);
+  }
+
+  /**
+   * Replaces the instance's call handling. An empty or blank `message` means none.
+   * @throws DomainError not_found `instance not found`; invalid when `message` is longer than
+   *   {@link MAX_CALL_MESSAGE} characters or given while `reject` is false.
+   */
+  async update(instanceId: InstanceId, input: CallSettings): Promise<CallSettings> {
+    const instance = await loadInstance(this.#store.db, instanceId);
+    const message = input.message === null || input.message.trim() === '' ? null : input.message;
+    if (message !== null && message.length > MAX_CALL_MESSAGE) {
+      throw errors.badRequest(`message must be at most ${MAX_CALL_MESSAGE} characters`);
+    }
+    if (message !== null && !input.reject) {
+      throw errors.badRequest('message needs autoReject: true (it is sent only after an automatic reject)');
+    }
+    const settings = { reject: input.reject, message };
+    await writeCallSettings(this.#store.db, instance.id, settings, new Date(this.#clock()).toISOString());
+    return settings;
+  }
+}

@@ -1,0 +1,163 @@
+import { errors } from '../domain/errors.ts';
+import type { InstanceId } from '../domain/instance.ts';
+import { GROUP_DOMAIN, type Jid, phoneOfJid, userJid } from '../domain/messages.ts';
+import { type ChatSummary, listChats, listHistory } from '../store/chats.ts';
+import type { Store } from '../store/database.ts';
+import { findStoredMessage, type StoredMessage } from '../store/messages.ts';
+import { loadInstance } from './instances.ts';
+
+export type { ChatSummary } from '../store/chats.ts';
+export type { StoredMessage } from '../store/messages.ts';
+
+/** Default and largest page size of the chat list and a chat's history. */
+export const DEFAULT_PAGE = 50;
+export const MAX_PAGE = 100;
+
+/** A page of results and the opaque cursor of the next page (null when this page is the last). */
+export interface Page<T> {
+  items: T[];
+  nextCursor: string | null;
+}
+
+/** Paging input: page size (1 to {@link MAX_PAGE}) and the cursor a previous page returned. */
+export interface PageInput {
+  limit?: number | undefined;
+  cursor?: string | undefined;
+}
+
+const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+const GROUP_JID = new RegExp(`^\\d+(?:-\\d+)?@${GROUP_DOMAIN.replace('.', '\\.')}$`);
+const PHONE = /^[0-9]{8,15}$/;
+
+/**
+ * The chat JID named by a `{jid}` path parameter: a bare phone number (8 to 15 digits) or a user JID (a device
+ * part is dropped) becomes `<phone>@s.whatsapp.net`; a group JID (`<digits>[-<digits>]@g.us`) is kept.
+ * @throws DomainError invalid naming `jid` and the accepted forms.
+ */
+export function chatJidFromParam(raw: string): Jid {
+  const value = raw.trim();
+  if (PHONE.test(value)) return userJid(value);
+  if (GROUP_JID.test(value)) return value;
+  const phone = phoneOfJid(value);
+  if (phone !== null && PHONE.test(phone)) return userJid(phone);
+  throw errors.badRequest(
+    'jid must be a phone number (digits only, international format), a user JID (<phone>@s.whatsapp.net) or a group JID (<id>@g.us)',
+  );
+}
+
+/** The opaque cursor of a position: base64url of `[timestamp, key]`. */
+export function encodeCursor(timestamp: string, key: string): string {
+  return Buffer.from(JSON.stringify([timestamp, key])).toString('base64url');
+}
+
+/**
+ * The position a cursor encodes.
+ * @throws DomainError invalid `cursor is not valid: pass the nextCursor of a previous page` when it was not made
+ *   by {@link encodeCursor}.
+ */
+export function decodeCursor(cursor: string): { timestamp: string; key: string } {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    parsed = null;
+  }
+  if (
+    Array.isArray(parsed) &&
+    parsed.length === 2 &&
+    typeof parsed[0] === 'string' &&
+    RFC3339.test(parsed[0]) &&
+    typeof parsed[1] === 'string' &&
+    parsed[1] !== ''
+  ) {
+    return { timestamp: parsed[0], key: parsed[1] };
+  }
+  throw errors.badRequest('cursor is not valid: pass the nextCursor of a previous page');
+}
+
+/** Page size from input, default {@link DEFAULT_PAGE}. @throws DomainError invalid outside 1..{@link MAX_PAGE}. */
+function pageSize(limit: number | undefined): number {
+  if (limit === undefined) return DEFAULT_PAGE;
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE) {
+    throw errors.badRequest(`limit must be an integer from 1 to ${MAX_PAGE}`);
+  }
+  return limit;
+}
+
+/**
+ * Chats and history (issue 14), read from the message store (DESIGN D8) only: no platform call, so they answer
+ * for any instance state, logged in or not, sandbox or live alike (both engines record through the same
+ * recorder). Pages run newest first with an opaque cursor; a page is fetched with one extra row to know whether
+ * another page follows.
+ */
+export class ChatService {
+  readonly #store: Store;
+
+  constructor(deps: { store: Store }) {
+    this.#store = deps.store;
+  }
+
+  /**
+   * The instance's chats, most recent activity (latest stored message) first, each with its latest message and
+   * unread count (see `unreadCounts` in src/store/chats.ts). The cursor is the (timestamp, JID) of the last chat
+   * of the page, so a chat whose activity moves it before the cursor meanwhile is not repeated.
+   * @throws DomainError not_found `instance not found`; invalid for a bad `limit` or `cursor`.
+   */
+  async list(instanceId: InstanceId, input: PageInput): Promise<Page<ChatSummary>> {
+    const instance = await loadInstance(this.#store.db, instanceId);
+    const limit = pageSize(input.limit);
+    const at = input.cursor === undefined ? undefined : decodeCursor(input.cursor);
+    const rows = await listChats(
+      this.#store.db,
+      instance.id,
+      limit + 1,
+      at && { timestamp: at.timestamp, chat: at.key },
+    );
+    const items = rows.slice(0, limit);
+    const last = items.at(-1);
+    return {
+      items,
+      nextCursor:
+        rows.length > limit && last
+          ? encodeCursor(new Date(last.last.timestamp).toISOString(), last.jid)
+          : null,
+    };
+  }
+
+  /**
+   * Stored messages of chat `jid` (see {@link chatJidFromParam}), newest first (ties by id). An unknown chat is an
+   * empty page, not an error: a chat exists once a message was exchanged in it.
+   * @throws DomainError not_found `instance not found`; invalid for a bad `jid`, `limit` or `cursor`.
+   */
+  async history(instanceId: InstanceId, jid: string, input: PageInput): Promise<Page<StoredMessage>> {
+    const chat = chatJidFromParam(jid);
+    const instance = await loadInstance(this.#store.db, instanceId);
+    const limit = pageSize(input.limit);
+    const at = input.cursor === undefined ? undefined : decodeCursor(input.cursor);
+    const rows = await listHistory(
+      this.#store.db,
+      instance.id,
+      chat,
+      limit + 1,
+      at && { timestamp: at.timestamp, id: at.key },
+    );
+    const items = rows.slice(0, limit);
+    const last = items.at(-1);
+    return {
+      items,
+      nextCursor:
+        rows.length > limit && last ? encodeCursor(new Date(last.timestamp).toISOString(), last.id) : null,
+    };
+  }
+
+  /**
+   * One stored message with its delivery state.
+   * @throws DomainError not_found `instance not found`, `message not found` when the instance never stored `id`.
+   */
+  async message(instanceId: InstanceId, id: string): Promise<StoredMessage> {
+    const instance = await loadInstance(this.#store.db, instanceId);
+    const found = await findStoredMessage(this.#store.db, instance.id, id);
+    if (!found) throw errors.notFound('message not found');
+    return found;
+  }
+}

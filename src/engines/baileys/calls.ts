@@ -1,0 +1,118 @@
+import type { WACallEvent, WACallUpdateType } from 'baileys';
+import type { CallSettings, CallStatus, EngineCall } from '../../domain/calls.ts';
+import type { EngineEvent, OutgoingMessage, SentMessage } from '../../domain/messages.ts';
+import type { EngineSessionContext } from '../engine.ts';
+import type { JidResolver } from './jid.ts';
+import type { SocketLike } from './socket.ts';
+
+/**
+ * Calls on a live instance (issue 14): Baileys parses the platform's `call` stanzas (messages-recv.js
+ * `handleCall`) into `'call'` events; parley reports them as `call` events and, with the instance's automatic
+ * reject on, declines an incoming offer with Baileys' `rejectCall` (a `call` stanza holding `reject`) and sends
+ * the reject message to the caller.
+ */
+
+/**
+ * Parley's status of a Baileys call status: `offer` rings; `timeout` (it rang out) and `terminate` (the caller hung
+ * up) before an answer are `missed`; `reject` is `rejected`, `accept` `accepted`. Transport steps (`ringing`,
+ * `preaccept`, `transport`, `relaylatency`) are not reported (null).
+ */
+export function callStatusOf(status: WACallUpdateType): CallStatus | null {
+  switch (status) {
+    case 'offer':
+      return 'offer';
+    case 'timeout':
+    case 'terminate':
+      return 'missed';
+    case 'reject':
+      return 'rejected';
+    case 'accept':
+      return 'accepted';
+    default:
+      return null;
+  }
+}
+
+/** What {@link CallHandler} needs from the session. */
+export interface CallHandlerDeps {
+  context: EngineSessionContext;
+  resolver: JidResolver;
+  /** Records an event (the listener queue's `record`: logged, never throws). */
+  record(event: EngineEvent): Promise<boolean>;
+  /** Sends a message through the session's send path (recorded like any send). */
+  send(sock: SocketLike, message: OutgoingMessage): Promise<SentMessage>;
+}
+
+/** Calls remembered to tell a hang-up after an answer or a reject (not a missed call) from one before it. */
+const REMEMBERED_CALLS = 1_000;
+
+/**
+ * Turns one session's Baileys call events into `call` events in arrival order, and applies the automatic reject.
+ * Remembers the last status of recent calls (at most {@link REMEMBERED_CALLS}) so that the `terminate` ending an
+ * answered or rejected call is not reported as missed.
+ */
+export class CallHandler {
+  readonly #deps: CallHandlerDeps;
+  readonly #last = new Map<string, CallStatus>();
+
+  constructor(deps: CallHandlerDeps) {
+    this.#deps = deps;
+  }
+
+  /** Handles one batch of Baileys `'call'` events from socket `sock`. Never throws: failures are logged. */
+  async handle(sock: SocketLike, calls: readonly WACallEvent[]): Promise<void> {
+    for (const call of calls) {
+      try {
+        await this.#one(sock, call);
+      } catch (error) {
+        this.#deps.context.logger.error({ err: error, event: 'call', id: call.id }, 'handling a call failed');
+      }
+    }
+  }
+
+  async #one(sock: SocketLike, call: WACallEvent): Promise<void> {
+    const status = callStatusOf(call.status);
+    if (status === null) return;
+    const previous = this.#last.get(call.id);
+    if (status === 'missed' && (previous === 'accepted' || previous === 'rejected')) return;
+    if (previous === status) return;
+    this.#remember(call.id, status);
+    const { context, resolver } = this.#deps;
+    const from = (await resolver.resolve(call.from, call.callerPn)).jid;
+    const base: Omit<EngineCall, 'status'> = {
+      id: call.id,
+      from,
+      isVideo: call.isVideo === true,
+      isGroup: call.isGroup === true,
+      timestamp:
+        call.date instanceof Date && !Number.isNaN(call.date.getTime())
+          ? call.date.getTime()
+          : context.clock(),
+    };
+    await this.#deps.record({ type: 'call', call: { ...base, status } });
+    if (status !== 'offer' || call.isGroup || call.offline) return;
+    const settings: CallSettings = (await context.callSettings?.()) ?? { reject: false, message: null };
+    if (!settings.reject) return;
+    await sock.rejectCall(call.id, call.from);
+    this.#remember(call.id, 'rejected');
+    await this.#deps.record({
+      type: 'call',
+      call: { ...base, status: 'rejected', autoRejected: true, timestamp: context.clock() },
+    });
+    if (settings.message !== null) {
+      await this.#deps.send(sock, {
+        to: from,
+        content: { kind: 'text', text: settings.message, linkPreview: false },
+      });
+    }
+  }
+
+  #remember(id: string, status: CallStatus): void {
+    this.#last.delete(id);
+    this.#last.set(id, status);
+    if (this.#last.size > REMEMBERED_CALLS) {
+      const oldest = this.#last.keys().next().value;
+      if (oldest !== undefined) this.#last.delete(oldest);
+    }
+  }
+}

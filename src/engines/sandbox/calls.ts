@@ -1,0 +1,66 @@
+import { createHmac } from 'node:crypto';
+import type { CallStatus, EngineCall } from '../../domain/calls.ts';
+import { DomainError, errors } from '../../domain/errors.ts';
+import { userJid } from '../../domain/messages.ts';
+import type { SandboxCallInput } from '../engine.ts';
+import type { SandboxAccount } from './account.ts';
+import { send } from './messaging.ts';
+
+/**
+ * Calls on the simulated platform (issue 14): a simulated user calls the account. Nobody answers a sandbox call,
+ * so it ends as `missed` unless the instance rejects calls automatically; then it ends as `rejected` and the
+ * reject message (if any) is sent to the caller as an ordinary text message of the account.
+ */
+
+/** Id of the `n`-th call of an instance: 32 uppercase hex characters, like the platform's call ids. */
+export function callIdFor(instanceId: string, n: number): string {
+  return createHmac('sha256', 'parley-sandbox-ids')
+    .update(`${instanceId}:call:${n}`)
+    .digest('hex')
+    .slice(0, 32)
+    .toUpperCase();
+}
+
+/**
+ * Helper: user `phone` calls the account (see `SandboxControls.call` in src/engines/engine.ts).
+ * @throws DomainError invalid when `phone` is the account; not_registered when the caller is not registered;
+ *   not_logged_in / not_connected before login.
+ */
+export async function incomingCall(
+  account: SandboxAccount,
+  input: SandboxCallInput,
+): Promise<{ id: string; status: 'missed' | 'rejected' }> {
+  const creds = await account.ready();
+  if (input.phone === creds.phone) throw errors.badRequest('phone must be another user than this instance');
+  const caller = await account.world.user(input.phone);
+  if (!caller.registered) {
+    throw new DomainError('not_registered', `phone ${input.phone} is not registered on the platform`);
+  }
+  const { context } = account;
+  const id = callIdFor(context.instanceId, await account.sequence.next());
+  const from = userJid(input.phone);
+  const event = (status: CallStatus, extra: Partial<EngineCall> = {}) =>
+    context.emit({
+      type: 'call',
+      call: {
+        id,
+        from,
+        status,
+        isVideo: input.video === true,
+        isGroup: false,
+        timestamp: context.clock(),
+        ...extra,
+      },
+    });
+  await event('offer');
+  const settings = (await context.callSettings?.()) ?? { reject: false, message: null };
+  if (!settings.reject) {
+    await event('missed');
+    return { id, status: 'missed' };
+  }
+  await event('rejected', { autoRejected: true });
+  if (settings.message !== null) {
+    await send(account, { to: from, content: { kind: 'text', text: settings.message, linkPreview: false } });
+  }
+  return { id, status: 'rejected' };
+}

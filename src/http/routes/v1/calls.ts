@@ -1,0 +1,92 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { type Static, Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { MAX_CALL_MESSAGE } from '../../../domain/calls.ts';
+import { instanceIdOf } from '../../plugins/instance.ts';
+import { InstanceQuery, ok, responses } from '../../schemas.ts';
+
+/** Body of `POST /v1/calls/settings`. */
+export const CallSettingsBody = Type.Object(
+  {
+    autoReject: Type.Boolean({
+      description: 'true: every incoming voice or video call is rejected as it rings',
+      examples: [true],
+    }),
+    message: Type.Optional(
+      Type.String({
+        maxLength: MAX_CALL_MESSAGE,
+        description:
+          'text sent to the caller after an automatic reject; omitted or empty: none. Only with autoReject: true',
+        examples: ["Sorry, we can't take calls. Please send a message."],
+      }),
+    ),
+  },
+  { title: 'CallSettingsBody' },
+);
+export type CallSettingsBody = Static<typeof CallSettingsBody>;
+
+/** `data` of both call settings operations. */
+export const CallSettingsView = Type.Object(
+  {
+    autoReject: Type.Boolean({ examples: [true] }),
+    message: Type.Union([Type.String(), Type.Null()], {
+      description: 'text sent after an automatic reject; null for none',
+      examples: ["Sorry, we can't take calls. Please send a message."],
+    }),
+  },
+  { title: 'CallSettings' },
+);
+
+const view = (settings: { reject: boolean; message: string | null }) => ({
+  autoReject: settings.reject,
+  message: settings.message,
+});
+
+/**
+ * `/v1/calls/settings` (issue 14): the instance's call handling, stored per instance. Scope `chat:session`
+ * (DESIGN D5: per-instance configuration, like the HMAC key), instance from query `from` (DESIGN D4).
+ */
+export async function callsRoutes(fastify: FastifyInstance): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const { calls } = app.services.app;
+  const config = { scope: 'chat:session', instance: 'query' } as const;
+  const tags = ['calls'];
+
+  app.get(
+    '/settings',
+    {
+      config,
+      schema: {
+        tags,
+        operationId: 'getCallSettings',
+        summary: 'Whether incoming calls are rejected automatically, and the message then sent',
+        querystring: InstanceQuery,
+        response: responses('The call settings', CallSettingsView),
+      },
+    },
+    async (request) => ok(view(await calls.settings(instanceIdOf(request)))),
+  );
+
+  app.post(
+    '/settings',
+    {
+      config,
+      schema: {
+        tags,
+        operationId: 'setCallSettings',
+        summary: 'Reject incoming calls automatically (or stop), with an optional message to the caller',
+        querystring: InstanceQuery,
+        body: CallSettingsBody,
+        response: responses('The call settings now in force', CallSettingsView),
+      },
+    },
+    async (request) => {
+      const { autoReject, message } = request.body;
+      const saved = await calls.update(instanceIdOf(request), {
+        reject: autoReject,
+        message: message ?? null,
+      });
+      return ok(view(saved));
+    },
+  );
+}

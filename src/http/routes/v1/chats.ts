@@ -1,0 +1,88 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyInstance } from 'fastify';
+import { instanceIdOf } from '../../plugins/instance.ts';
+import { InstanceQuery, ok, responses } from '../../schemas.ts';
+import {
+  ChatPage,
+  ChatParams,
+  chatView,
+  HistoryPage,
+  MessageParams,
+  PageQuery,
+  StoredMessageView,
+  storedMessageView,
+} from './chats-schemas.ts';
+
+/**
+ * `/v1/chats` (issue 14): the chat list and a chat's stored history, read from the message store. Scope
+ * `chat:messages` (DESIGN D5: the message family's reads), instance from query `from` (DESIGN D4).
+ */
+export async function chatsRoutes(fastify: FastifyInstance): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const { chats } = app.services.app;
+  const config = { scope: 'chat:messages', instance: 'query' } as const;
+  const tags = ['chats'];
+
+  app.get(
+    '',
+    {
+      config,
+      schema: {
+        tags,
+        operationId: 'listChats',
+        summary: 'Chats with their latest message and unread count, most recent activity first (paged)',
+        querystring: PageQuery,
+        response: responses('A page of chats and the cursor of the next page', ChatPage),
+      },
+    },
+    async (request) => {
+      const { limit, cursor } = request.query;
+      const page = await chats.list(instanceIdOf(request), { limit, cursor });
+      return ok({ chats: page.items.map(chatView), nextCursor: page.nextCursor });
+    },
+  );
+
+  app.get(
+    '/:jid/messages',
+    {
+      config,
+      schema: {
+        tags,
+        operationId: 'listChatMessages',
+        summary: "A chat's stored messages, newest first (paged)",
+        params: ChatParams,
+        querystring: PageQuery,
+        response: responses('A page of messages and the cursor of the next page', HistoryPage),
+      },
+    },
+    async (request) => {
+      const { limit, cursor } = request.query;
+      const page = await chats.history(instanceIdOf(request), request.params.jid, { limit, cursor });
+      return ok({ messages: page.items.map(storedMessageView), nextCursor: page.nextCursor });
+    },
+  );
+}
+
+/**
+ * `GET /v1/messages/{id}` (issue 14): one stored message with its delivery state. Scope `chat:messages`
+ * (DESIGN D5), instance from query `from` (DESIGN D4). Registered under the `/v1/messages` prefix.
+ */
+export async function messageReadRoutes(fastify: FastifyInstance): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const { chats } = app.services.app;
+  app.get(
+    '/:id',
+    {
+      config: { scope: 'chat:messages', instance: 'query' },
+      schema: {
+        tags: ['messages'],
+        operationId: 'getMessage',
+        summary: 'One stored message with its delivery state (404 when the instance never stored it)',
+        params: MessageParams,
+        querystring: InstanceQuery,
+        response: responses('The message and its delivery state', StoredMessageView),
+      },
+    },
+    async (request) => ok(storedMessageView(await chats.message(instanceIdOf(request), request.params.id))),
+  );
+}
