@@ -1,4 +1,5 @@
 import type { EngineEvent, EngineMessage, MessageContent, MessageSource } from '../domain/messages.ts';
+import { type GroupUpdateEvent, groupUpdateEvent } from './group-update.ts';
 
 /**
  * Turns domain {@link EngineEvent}s into the webhook payloads of SPEC Events and DESIGN D10. Pure: no I/O.
@@ -66,7 +67,8 @@ export type NormalisedEvent =
         progress: number;
         chats: { jid: string; name: string; messages: MessageEvent[] }[];
       };
-    };
+    }
+  | { type: 'GroupUpdate'; event: GroupUpdateEvent };
 
 const iso = (ms: number): string => new Date(ms).toISOString();
 
@@ -171,6 +173,8 @@ export function normaliseEvent(event: EngineEvent): NormalisedEvent | null {
           })),
         },
       };
+    case 'group':
+      return { type: 'GroupUpdate', event: groupUpdateEvent(event.update) };
     default:
       return null;
   }
