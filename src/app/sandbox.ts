@@ -5,6 +5,7 @@ import type { GroupInfo, SentMessage } from '../domain/messages.ts';
 import type {
   SandboxControls,
   SandboxForeignGroupInput,
+  SandboxGroupChangeInput,
   SandboxInboundInput,
   SandboxPresenceInput,
   SandboxReceiptInput,
@@ -92,5 +93,11 @@ export class SandboxService {
   async createForeignGroup(instanceId: InstanceId, input: SandboxForeignGroupInput): Promise<GroupInfo> {
     const instance = await this.#load(instanceId);
     return this.#controls(instance).createForeignGroup(input);
+  }
+
+  /** A simulated member changes a group. See {@link SandboxControls.groupChange}. */
+  async groupChange(instanceId: InstanceId, input: SandboxGroupChangeInput): Promise<GroupInfo> {
+    const instance = await this.#load(instanceId);
+    return this.#controls(instance).groupChange(input);
   }
 }

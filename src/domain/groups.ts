@@ -4,6 +4,7 @@
  * of each `<participant>` in the platform's answer to a `w:g2` add/remove/promote/demote (Baileys
  * Socket/groups.js groupParticipantsUpdate: no attribute means 200).
  */
+import { errors } from './errors.ts';
 import type { Jid } from './messages.ts';
 
 /** What a participants call does (the `w:g2` child tag). */
@@ -101,4 +102,28 @@ export function adminNeededFor(change: GroupChange, isLocked: boolean, who: stri
   }
   if (isLocked) return `${need} a group admin to edit the info of this group: only admins may edit it`;
   return null;
+}
+
+/** Longest group name the platform accepts, characters (SPEC Limits). */
+export const MAX_GROUP_NAME_LENGTH = 25;
+
+/**
+ * Checks `change` against the platform's limits.
+ * @throws DomainError invalid naming the field: empty or over 25-character name, topic over 2048 characters,
+ *   a timer other than 0, 86400, 604800 or 7776000 seconds.
+ */
+export function checkGroupChange(change: GroupChange): void {
+  if (change.name !== undefined) {
+    if (change.name.trim() === '') throw errors.badRequest('name must not be blank');
+    if ([...change.name].length > MAX_GROUP_NAME_LENGTH) {
+      throw errors.badRequest(`name must be at most ${MAX_GROUP_NAME_LENGTH} characters`);
+    }
+  }
+  if (change.topic !== undefined && [...change.topic].length > MAX_GROUP_TOPIC) {
+    throw errors.badRequest(`topic must be at most ${MAX_GROUP_TOPIC} characters`);
+  }
+  const timer = change.disappearingTimer;
+  if (timer !== undefined && !(DISAPPEARING_TIMERS as readonly number[]).includes(timer)) {
+    throw errors.badRequest(`disappearingTimer must be one of ${DISAPPEARING_TIMERS.join(', ')} (seconds)`);
+  }
 }

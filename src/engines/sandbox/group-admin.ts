@@ -1,9 +1,8 @@
 import { DomainError, errors } from '../../domain/errors.ts';
 import {
   adminNeededFor,
-  DISAPPEARING_TIMERS,
+  checkGroupChange,
   type GroupChange,
-  MAX_GROUP_TOPIC,
   type ParticipantAction,
   type ParticipantOutcome,
 } from '../../domain/groups.ts';
@@ -11,7 +10,7 @@ import type { GroupInfo, GroupUpdate, Jid } from '../../domain/messages.ts';
 import { phoneOfJid, userJid } from '../../domain/messages.ts';
 import type { SandboxGroupChangeInput } from '../engine.ts';
 import { ownJid, type SandboxAccount } from './account.ts';
-import { groupInfoOf, isMember, MAX_GROUP_NAME, memberGroup } from './groups.ts';
+import { groupInfoOf, isMember, memberGroup } from './groups.ts';
 import { inviteCodeFor } from './ids.ts';
 import type { StoredGroup } from './world.ts';
 
@@ -55,27 +54,6 @@ async function applyParticipants(
     else member.isAdmin = action === 'promote';
     return { jid, code: 200 };
   });
-}
-
-/**
- * Checks `change` against the platform's limits.
- * @throws DomainError invalid naming the field: empty or over 25-character name, topic over 2048 characters,
- *   a timer other than 0, 86400, 604800 or 7776000 seconds.
- */
-export function checkGroupChange(change: GroupChange): void {
-  if (change.name !== undefined) {
-    if (change.name.trim() === '') throw errors.badRequest('name must not be blank');
-    if ([...change.name].length > MAX_GROUP_NAME) {
-      throw errors.badRequest(`name must be at most ${MAX_GROUP_NAME} characters`);
-    }
-  }
-  if (change.topic !== undefined && [...change.topic].length > MAX_GROUP_TOPIC) {
-    throw errors.badRequest(`topic must be at most ${MAX_GROUP_TOPIC} characters`);
-  }
-  const timer = change.disappearingTimer;
-  if (timer !== undefined && !(DISAPPEARING_TIMERS as readonly number[]).includes(timer)) {
-    throw errors.badRequest(`disappearingTimer must be one of ${DISAPPEARING_TIMERS.join(', ')} (seconds)`);
-  }
 }
 
 /** @throws DomainError forbidden when `actor` is not an admin and `change` needs one ({@link adminNeededFor}). */

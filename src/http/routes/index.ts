@@ -3,9 +3,11 @@ import { gatewayPlugin } from '../gateway/plugin.ts';
 import { dashboardRoutes } from './dashboard/index.ts';
 import { opsRoutes } from './ops.ts';
 import { contactsRoutes } from './v1/contacts.ts';
+import { groupAdminRoutes } from './v1/group-admin.ts';
 import { groupsRoutes } from './v1/groups.ts';
 import { messagesRoutes } from './v1/messages.ts';
 import { sandboxRoutes } from './v1/sandbox.ts';
+import { sandboxGroupRoutes } from './v1/sandbox-groups.ts';
 import { sessionRoutes } from './v1/session.ts';
 import { webhookRoutes } from './v1/webhook.ts';
 
@@ -15,9 +17,11 @@ export async function routes(app: FastifyInstance): Promise<void> {
   await app.register(opsRoutes);
   await app.register(sessionRoutes, { prefix: '/v1/session' });
   await app.register(sandboxRoutes, { prefix: '/v1/sandbox' });
+  await app.register(sandboxGroupRoutes, { prefix: '/v1/sandbox' });
   await app.register(messagesRoutes, { prefix: '/v1/messages' });
   await app.register(contactsRoutes, { prefix: '/v1/contacts' });
   await app.register(groupsRoutes, { prefix: '/v1/groups' });
+  await app.register(groupAdminRoutes, { prefix: '/v1/groups' });
   await app.register(webhookRoutes, { prefix: '/v1/webhook' });
   await app.register(dashboardRoutes, {});
 }
