@@ -9,6 +9,7 @@ import type { SimContext } from '../server/session.ts';
 import { registerContentRoutes } from './content.ts';
 import { installErrorEnvelope } from './errors.ts';
 import { registerFaultRoutes } from './faults.ts';
+import { registerGroupAdminRoutes } from './group-admin.ts';
 import { registerGroupRoutes } from './groups.ts';
 import { registerHistoryRoutes } from './history.ts';
 import { registerMessagingRoutes } from './messaging.ts';
@@ -96,6 +97,7 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext): vo
   registerFaultRoutes(app, ctx);
   registerMessagingRoutes(app, ctx);
   registerGroupRoutes(app, ctx);
+  registerGroupAdminRoutes(app, ctx);
   registerHistoryRoutes(app, ctx);
   registerContentRoutes(app, ctx);
 }
