@@ -27,7 +27,10 @@ const GroupParams = Type.Object({
   jid: Type.String({ pattern: '^[0-9]{1,40}(-[0-9]{1,40})?@g\\.us$' }),
 });
 
-/** The JSON view of a group: members with their role (`superadmin`, `admin`, `member`), times ISO 8601. */
+/**
+ * The JSON view of a group: members with their role (`superadmin`, `admin`, `member`), times ISO 8601, the
+ * description ('' when none), `announce`, `locked` and `ephemeral` (seconds, 0 off).
+ */
 export function groupView(group: Group) {
   return {
     jid: group.jid,
@@ -35,6 +38,10 @@ export function groupView(group: Group) {
     creator: group.creator.phone,
     creation: new Date(group.creation * 1000).toISOString(),
     inviteCode: group.inviteCode,
+    description: group.description,
+    announce: group.announce,
+    locked: group.locked,
+    ephemeral: group.ephemeral,
     participants: [...group.members.values()].map((m) => ({
       phone: m.user.phone,
       lid: m.user.lid,

@@ -10,6 +10,7 @@ import { registerCallRoutes } from './calls.ts';
 import { registerContentRoutes } from './content.ts';
 import { installErrorEnvelope } from './errors.ts';
 import { registerFaultRoutes } from './faults.ts';
+import { registerGroupAdminRoutes } from './group-admin.ts';
 import { registerGroupRoutes } from './groups.ts';
 import { registerHistoryRoutes } from './history.ts';
 import { registerMessagingRoutes } from './messaging.ts';
@@ -98,6 +99,7 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext): vo
   registerMessagingRoutes(app, ctx);
   registerGroupRoutes(app, ctx);
   registerCallRoutes(app, ctx);
+  registerGroupAdminRoutes(app, ctx);
   registerHistoryRoutes(app, ctx);
   registerContentRoutes(app, ctx);
 }

@@ -3,9 +3,11 @@
  * lib/Socket/messages-recv.js handleGroupNotification). Modelled: `<create>` when a group is made — every
  * linked companion of every member but the device that made it learns the group (Baileys emits `groups.upsert`
  * and a GROUP_CREATE stub). The acting member is named by LID (`participant`) with its phone JID beside it
- * (`participant_pn`). Devices with no open socket get it at their next login, as offline stanzas.
+ * (`participant_pn`). Devices with no open socket get it at their next login, as offline stanzas. Changes to a
+ * group (participants, subject, settings) go to every member companion with {@link notifyGroupChange}.
  */
-import type { Device } from '../model/accounts.ts';
+import type { BinaryNode } from 'baileys';
+import type { Device, User } from '../model/accounts.ts';
 import { lidJid, phoneJid } from '../model/accounts.ts';
 import type { Group } from '../model/groups.ts';
 import { groupNode } from '../server/group-node.ts';
@@ -34,6 +36,46 @@ export function notifyGroupCreated(group: Group, maker?: Device): number {
           notify: creator.pushName,
         },
         content: [{ tag: 'create', attrs: { reason: 'new' }, content: [groupNode(group)] }],
+      });
+      devices++;
+    }
+  }
+  return devices;
+}
+
+/**
+ * Sends one `w:gp2` notification of a change made by `actor` (`participant` = its LID, `participant_pn` = its
+ * phone JID) with `children` (`<add>`, `<remove>`, `<promote>`, `<demote>`, `<subject>`, `<description>`,
+ * `<announcement>`, `<locked>`, `<ephemeral>`, … as model/group-admin.ts builds them) to every linked companion
+ * of every member, the actor's own included, and of `alsoTo` (users just removed). Returns how many devices it
+ * was sent or queued to.
+ */
+export function notifyGroupChange(
+  group: Group,
+  actor: User,
+  children: BinaryNode[],
+  alsoTo: readonly User[] = [],
+  now = Date.now(),
+): number {
+  if (children.length === 0) return 0;
+  const users = new Set([...[...group.members.values()].map((m) => m.user), ...alsoTo]);
+  let devices = 0;
+  for (const user of users) {
+    for (const device of user.devices.values()) {
+      if (device.id === 0 || !device.linked) continue;
+      deliver(device, {
+        tag: 'notification',
+        attrs: {
+          id: newMessageId(),
+          from: group.jid,
+          type: 'w:gp2',
+          t: String(Math.floor(now / 1000)),
+          participant: lidJid(actor.lid),
+          participant_pn: phoneJid(actor.phone),
+          notify: actor.pushName,
+          addressing_mode: 'lid',
+        },
+        content: children,
       });
       devices++;
     }

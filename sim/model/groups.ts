@@ -36,6 +36,17 @@ export interface Group {
   members: Map<string, GroupMember>;
   /** The current invite code (22 characters of [A-Za-z0-9]); the link is `https://chat.whatsapp.com/<code>`. */
   inviteCode: string;
+  /** The description ('' when none), its id and who set it when (s); model/group-admin.ts changes these. */
+  description: string;
+  descriptionId?: string;
+  descriptionOwner?: User;
+  descriptionTime?: number;
+  /** Only admins send messages (`<announcement/>`). */
+  announce: boolean;
+  /** Only admins edit the group info (`<locked/>`). */
+  locked: boolean;
+  /** Disappearing-message timer in seconds, 0 when off (`<ephemeral expiration/>`). */
+  ephemeral: number;
   /**
    * Sender-key memory of simulated members: for each sending phone, the device JIDs its sender key was
    * already distributed to (they get only the `skmsg` afterwards).
@@ -79,6 +90,10 @@ export class Groups {
       creation: seconds,
       members: new Map([[creator.phone, { user: creator, role: 'superadmin' }]]),
       inviteCode: newInviteCode(),
+      description: '',
+      announce: false,
+      locked: false,
+      ephemeral: 0,
       senderKeySent: new Map(),
     };
     for (const user of members) {
@@ -99,6 +114,11 @@ export class Groups {
     const group = this.byJid.get(jid);
     if (!group) throw new ModelError(404, `${field}: no simulated group ${jid}`);
     return group;
+  }
+
+  /** The group whose current invite code is `code`, or undefined (never issued, or revoked). */
+  byInviteCode(code: string): Group | undefined {
+    return [...this.byJid.values()].find((g) => g.inviteCode === code);
   }
 
   /** The groups `user` belongs to, in creation order. */

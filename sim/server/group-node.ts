@@ -2,7 +2,8 @@
  * The `<group>` node the platform sends in `w:g2` answers and `w:gp2` notifications, as Baileys 7's
  * lib/Socket/groups.js extractGroupMetadata reads it: a LID-addressed group (`addressing_mode="lid"`), the
  * creator and subject owner by LID with their phone JIDs beside them (`creator_pn`, `s_o_pn`), times in Unix
- * seconds, one `<participant jid=<lid> phone_number=<phone> type?>` per member (`type` absent for a plain member).
+ * seconds, one `<participant jid=<lid> phone_number=<phone> type?>` per member (`type` absent for a plain member),
+ * then the settings that are on (description, announcement, locked, ephemeral).
  */
 import type { BinaryNode } from 'baileys';
 import { lidJid, phoneJid, type User } from '../model/accounts.ts';
@@ -31,6 +32,34 @@ export function groupNode(group: Group): BinaryNode {
       size: String(group.members.size),
       addressing_mode: 'lid',
     },
-    content: [...group.members.values()].map((m) => participantNode(m.user, m.role)),
+    content: [...group.members.values()]
+      .map((m) => participantNode(m.user, m.role))
+      .concat(settingNodes(group)),
   };
+}
+
+/**
+ * The setting children of a `<group>`: `<description id t participant participant_pn><body>…</body>`,
+ * `<announcement/>`, `<locked/>`, `<ephemeral expiration/>`, each only when set (extractGroupMetadata reads
+ * `desc`, `announce`, `restrict` and `ephemeralDuration` from them).
+ */
+function settingNodes(group: Group): BinaryNode[] {
+  const nodes: BinaryNode[] = [];
+  if (group.description !== '') {
+    const owner = group.descriptionOwner ?? group.creator;
+    nodes.push({
+      tag: 'description',
+      attrs: {
+        id: group.descriptionId ?? '',
+        t: String(group.descriptionTime ?? group.creation),
+        participant: lidJid(owner.lid),
+        participant_pn: phoneJid(owner.phone),
+      },
+      content: [{ tag: 'body', attrs: {}, content: Buffer.from(group.description, 'utf8') }],
+    });
+  }
+  if (group.announce) nodes.push({ tag: 'announcement', attrs: {} });
+  if (group.locked) nodes.push({ tag: 'locked', attrs: {} });
+  if (group.ephemeral > 0) nodes.push({ tag: 'ephemeral', attrs: { expiration: String(group.ephemeral) } });
+  return nodes;
 }

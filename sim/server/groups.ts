@@ -6,6 +6,8 @@
  * - `get` to the group `<query request="interactive"/>` → `<group …>`;
  * - `get` to the group `<invite/>` → `<invite code/>` (admins only: others get `401 not-authorized`, which
  *   parley reports as "must be a group admin"); `set` `<invite/>` revokes it and answers the new code.
+ * - `set` to the group `<add|remove|promote|demote>`, `<subject>`, `<description>`, `<announcement>` …, and to
+ *   `@g.us` `<leave>` and `<invite code>` (join): server/group-admin-iq.ts.
  * A group the account is not in answers `401 not-authorized`, an unknown one `404 item-not-found` (parley
  * reports both as "group not found"). A new group is announced to the other member devices (messaging/group-notify.ts).
  * Groups are LID-addressed: `<group addressing_mode="lid" creator=<lid> creator_pn=<phone>
@@ -15,6 +17,7 @@ import { type BinaryNode, getBinaryNodeChildren } from 'baileys';
 import { notifyGroupCreated } from '../messaging/group-notify.ts';
 import type { Accounts, User } from '../model/accounts.ts';
 import { groupsOf, isAdmin, newInviteCode } from '../model/groups.ts';
+import { adminIq, joinByInvite, leaveIq } from './group-admin-iq.ts';
 import { groupNode } from './group-node.ts';
 import type { IqAnswer, IqContext } from './iq.ts';
 
@@ -49,6 +52,9 @@ export function groupIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
     if (iq.attrs.type === 'get' && first?.tag === 'participating') {
       return { content: [{ tag: 'groups', attrs: {}, content: groups.of(ctx.user).map(groupNode) }] };
     }
+    if (iq.attrs.type === 'set' && first?.tag === 'leave') return leaveIq(first, ctx);
+    if (iq.attrs.type === 'set' && first?.tag === 'invite' && first.attrs.code)
+      return joinByInvite(first, ctx);
     return { error: { code: 501, text: 'feature-not-implemented' } };
   }
   const group = groups.get(to);
@@ -62,6 +68,7 @@ export function groupIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
       if (iq.attrs.type === 'set') group.inviteCode = newInviteCode();
       return { content: [{ tag: 'invite', attrs: { code: group.inviteCode } }] };
     default:
+      if (iq.attrs.type === 'set' && first) return adminIq(group, first, ctx);
       return { error: { code: 501, text: 'feature-not-implemented' } };
   }
 }

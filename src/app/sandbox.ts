@@ -6,6 +6,7 @@ import type {
   SandboxCallInput,
   SandboxControls,
   SandboxForeignGroupInput,
+  SandboxGroupChangeInput,
   SandboxInboundInput,
   SandboxPresenceInput,
   SandboxReceiptInput,
@@ -102,5 +103,11 @@ export class SandboxService {
   ): Promise<{ id: string; status: 'missed' | 'rejected' }> {
     const instance = await this.#load(instanceId);
     return this.#controls(instance).call(input);
+  }
+
+  /** A simulated member changes a group. See {@link SandboxControls.groupChange}. */
+  async groupChange(instanceId: InstanceId, input: SandboxGroupChangeInput): Promise<GroupInfo> {
+    const instance = await this.#load(instanceId);
+    return this.#controls(instance).groupChange(input);
   }
 }

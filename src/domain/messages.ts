@@ -213,7 +213,46 @@ export type EngineEvent =
   | { type: 'history'; syncType: string; progress: number; chats: HistoryChat[] }
   | { type: 'contacts'; contacts: Contact[] }
   /** A voice or video call to the account rang, was missed, rejected or answered elsewhere (issue 14). */
-  | { type: 'call'; call: EngineCall };
+  | { type: 'call'; call: EngineCall }
+  | { type: 'group'; update: GroupUpdate };
+
+/**
+ * What changed in a group (the platform's `w:gp2` notifications; Baileys' `group-participants.update` and
+ * `groups.update`): `join` / `leave` are an add / remove whose only participant is the actor.
+ */
+export type GroupUpdateAction =
+  | 'add'
+  | 'remove'
+  | 'join'
+  | 'leave'
+  | 'promote'
+  | 'demote'
+  | 'subject'
+  | 'description'
+  | 'announce'
+  | 'locked'
+  | 'ephemeral';
+
+/**
+ * One change of a group made by anyone (the account included). JIDs are phone JIDs when they can be resolved
+ * (issue 5). Exactly the field of the action is set: `name` for `subject`, `topic` for `description`,
+ * `isAnnounce`, `isLocked`, `disappearingTimer` (seconds, 0 = off) for the settings; `participants` is empty
+ * for setting changes.
+ */
+export interface GroupUpdate {
+  groupJid: Jid;
+  action: GroupUpdateAction;
+  /** Who made the change; null when the platform does not say. */
+  actor: Jid | null;
+  participants: Jid[];
+  /** Epoch milliseconds. */
+  timestamp: number;
+  name?: string;
+  topic?: string;
+  isAnnounce?: boolean;
+  isLocked?: boolean;
+  disappearingTimer?: number;
+}
 
 /**
  * What a log line may say about an event (DESIGN D14: never a body): its type and the message id(s), the chat
@@ -242,5 +281,7 @@ export function eventLogFields(event: EngineEvent): Record<string, unknown> {
       return { event: event.type, id: event.call.id, status: event.call.status };
     case 'connection':
       return { event: event.type };
+    case 'group':
+      return { event: event.type, chat: event.update.groupJid, action: event.update.action };
   }
 }

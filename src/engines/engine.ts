@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { CallSettings } from '../domain/calls.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Environment } from '../domain/environment.ts';
+import type { GroupChange, ParticipantAction, ParticipantOutcome } from '../domain/groups.ts';
 import type {
   Avatar,
   ConnectionState,
@@ -170,6 +171,28 @@ export interface GroupsCapability {
   groupInfo(jid: Jid): Promise<GroupInfo>;
   /** The invite code of a group. @throws DomainError forbidden when the account is not an admin (SPEC Errors). */
   groupInviteCode(jid: Jid): Promise<string>;
+  /**
+   * Adds, removes, promotes or demotes `participants` (user JIDs); one outcome per participant, in order, with
+   * the platform's code (Baileys groupParticipantsUpdate). @throws DomainError not_found when the account is not
+   * in the group; forbidden when it is not an admin.
+   */
+  updateParticipants(
+    jid: Jid,
+    action: ParticipantAction,
+    participants: readonly Jid[],
+  ): Promise<ParticipantOutcome[]>;
+  /**
+   * Changes the group's name, topic and settings, in the order of {@link GroupChange} (Baileys
+   * groupUpdateSubject, groupUpdateDescription, groupSettingUpdate, groupToggleEphemeral).
+   * @throws DomainError not_found; forbidden when the account may not make the change.
+   */
+  updateGroup(jid: Jid, change: GroupChange): Promise<void>;
+  /** The account leaves the group (Baileys groupLeave). @throws DomainError not_found. */
+  leaveGroup(jid: Jid): Promise<void>;
+  /** Joins a group by invite code; returns its JID (Baileys groupAcceptInvite). @throws DomainError not_found. */
+  joinGroup(code: string): Promise<Jid>;
+  /** Revokes the invite code and returns the new one (Baileys groupRevokeInvite). @throws DomainError forbidden. */
+  revokeGroupInvite(jid: Jid): Promise<string>;
 }
 
 /**
@@ -213,12 +236,31 @@ export interface SandboxControls {
    * @throws DomainError invalid when `phone` is the account; not_registered when the caller is not registered.
    */
   call(input: SandboxCallInput): Promise<{ id: string; status: 'missed' | 'rejected' }>;
+  /**
+   * A simulated member `phone` changes a group the account is in (participants or settings) → `group` events,
+   * as the platform's notifications would (DESIGN D9). @throws DomainError not_found when the account is not in
+   *   the group; not_participant when `phone` is not a member (except for `join`); forbidden when `phone` may not
+   *   make the change.
+   */
+  groupChange(input: SandboxGroupChangeInput): Promise<GroupInfo>;
 }
 
 /** Input of {@link SandboxControls.call}: the caller and whether it is a video call (default voice). */
 export interface SandboxCallInput {
   phone: string;
   video?: boolean;
+}
+
+/**
+ * Input of {@link SandboxControls.groupChange}: `phone` is the acting member. With `action`, `participants`
+ * (phones) are added, removed, promoted or demoted; `leave` and `join` act on `phone` itself. Otherwise the
+ * {@link GroupChange} fields are applied.
+ */
+export interface SandboxGroupChangeInput extends GroupChange {
+  groupJid: Jid;
+  phone: string;
+  action?: ParticipantAction | 'leave' | 'join';
+  participants?: readonly string[];
 }
 
 /** Input of {@link SandboxControls.inbound}: sender phone, text, optional group JID and display name. */

@@ -1,5 +1,6 @@
 import type { EngineEvent, EngineMessage, MessageContent, MessageSource } from '../domain/messages.ts';
 import { type CallEvent, callEvent } from './call-event.ts';
+import { type GroupUpdateEvent, groupUpdateEvent } from './group-update.ts';
 
 /**
  * Turns domain {@link EngineEvent}s into the webhook payloads of SPEC Events and DESIGN D10. Pure: no I/O.
@@ -68,7 +69,8 @@ export type NormalisedEvent =
         chats: { jid: string; name: string; messages: MessageEvent[] }[];
       };
     }
-  | { type: 'Call'; event: CallEvent };
+  | { type: 'Call'; event: CallEvent }
+  | { type: 'GroupUpdate'; event: GroupUpdateEvent };
 
 const iso = (ms: number): string => new Date(ms).toISOString();
 
@@ -175,6 +177,8 @@ export function normaliseEvent(event: EngineEvent): NormalisedEvent | null {
       };
     case 'call':
       return { type: 'Call', event: callEvent(event.call) };
+    case 'group':
+      return { type: 'GroupUpdate', event: groupUpdateEvent(event.update) };
     default:
       return null;
   }

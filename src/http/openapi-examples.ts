@@ -28,6 +28,13 @@ export const REQUEST_EXAMPLES: Readonly<Record<string, Record<string, unknown>>>
   sandboxCall: { phone: ANA, video: false },
   sandboxDefineUser: { phone: '5511966665555', registered: true, pushName: 'Bia', fullName: 'Bia Santos' },
   sandboxCreateGroup: { name: 'Book club', ownerPhone: ANA, participants: ['5511977776666'] },
+  sandboxGroupParticipants: {
+    groupJid: '120363025246125486@g.us',
+    phone: ANA,
+    action: 'add',
+    participants: ['5511966665555'],
+  },
+  sandboxGroupUpdate: { groupJid: '120363025246125486@g.us', phone: ANA, name: 'Book club 2026' },
   sendText: { phone: ANA, body: 'Hello *world*! Your order has shipped.' },
   sendImage: { phone: ANA, image: TINY_PNG, caption: 'Our new menu' },
   sendDocument: {
@@ -56,6 +63,15 @@ export const REQUEST_EXAMPLES: Readonly<Record<string, Record<string, unknown>>>
   markRead: { id: ['3EB0C767D26A1D2E5B3A61'], chatPhone: ANA },
   checkContacts: { phones: [ANA, '5511977770000'] },
   createGroup: { name: 'Shop team', participants: [ANA, '5511977776666'] },
+  updateGroupParticipants: {
+    groupJid: '120363025246125486@g.us',
+    action: 'add',
+    participants: ['5511966665555'],
+  },
+  updateGroup: { groupJid: '120363025246125486@g.us', topic: 'Orders and shifts', disappearingTimer: 604800 },
+  leaveGroup: { groupJid: '120363025246125486@g.us' },
+  joinGroup: { inviteLink: 'https://chat.whatsapp.com/AbCdEfGhIjK1234567890' },
+  revokeGroupInviteLink: { groupJid: '120363025246125486@g.us' },
   setWebhook: { webhookUrl: 'https://hooks.example.com/parley' },
   setCallSettings: { autoReject: true, message: "Sorry, we can't take calls. Please send a message." },
 };

@@ -192,6 +192,36 @@ export class FakeSocket implements SocketLike {
     if (this.inviteError) throw this.inviteError;
     return this.inviteCodes.get(jid);
   };
+  /** Group administration calls, recorded as `[method, ...args]`; answers are set per test. */
+  groupCalls: unknown[][] = [];
+  participantAnswers: { status: string; jid: string | undefined; content: BinaryNode }[] = [];
+  groupParticipantsUpdate = async (jid: string, participants: string[], action: string) => {
+    this.groupCalls.push(['groupParticipantsUpdate', jid, participants, action]);
+    return this.participantAnswers;
+  };
+  groupUpdateSubject = async (jid: string, subject: string) => {
+    this.groupCalls.push(['groupUpdateSubject', jid, subject]);
+  };
+  groupUpdateDescription = async (jid: string, description?: string) => {
+    this.groupCalls.push(['groupUpdateDescription', jid, description]);
+  };
+  groupSettingUpdate = async (jid: string, setting: string) => {
+    this.groupCalls.push(['groupSettingUpdate', jid, setting]);
+  };
+  groupToggleEphemeral = async (jid: string, expiration: number) => {
+    this.groupCalls.push(['groupToggleEphemeral', jid, expiration]);
+  };
+  groupLeave = async (jid: string) => {
+    this.groupCalls.push(['groupLeave', jid]);
+  };
+  groupAcceptInvite = async (code: string) => {
+    this.groupCalls.push(['groupAcceptInvite', code]);
+    return undefined as string | undefined;
+  };
+  groupRevokeInvite = async (jid: string) => {
+    this.groupCalls.push(['groupRevokeInvite', jid]);
+    return this.inviteCodes.get(jid);
+  };
   presenceSubscribe = async (jid: string) => {
     this.presence.push(jid);
   };

@@ -70,6 +70,11 @@ export class FakeEngine implements Engine {
       listGroups: refuse,
       groupInfo: refuse,
       groupInviteCode: refuse,
+      updateParticipants: refuse,
+      updateGroup: refuse,
+      leaveGroup: refuse,
+      joinGroup: refuse,
+      revokeGroupInvite: refuse,
     };
   }
 }

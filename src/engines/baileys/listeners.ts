@@ -4,6 +4,7 @@ import { type EngineEvent, eventLogFields, type Jid } from '../../domain/message
 import type { EngineSessionContext } from '../engine.ts';
 import type { BoundedCache } from './cache.ts';
 import type { ContactBook } from './contacts.ts';
+import { groupUpdatesFromNotification } from './group-events.ts';
 import {
   historyFromSet,
   type MappingContext,
@@ -61,6 +62,9 @@ export class IncomingQueue {
   }
 }
 
+/** The frame event Baileys emits for every `<notification type="w:gp2">` (group changes, by anyone). */
+const GROUP_NOTIFICATION = 'CB:notification,type:w:gp2';
+
 /** What {@link attachListeners} needs from the session. */
 export interface ListenerDeps {
   context: EngineSessionContext;
@@ -77,7 +81,8 @@ export interface ListenerDeps {
 
 /**
  * Subscribes to a socket's events and turns them into domain events (issue 5): messages, 1:1 and group receipts,
- * history sync, contacts, chat presence (`CB:chatstate` frames), group-metadata cache upkeep. Every handler runs
+ * history sync, contacts, chat presence (`CB:chatstate` frames), group changes (`w:gp2` notifications → `group`
+ * events), group-metadata cache upkeep. Every handler runs
  * on `deps.queue` in arrival order; each event of a batch is recorded on its own. Returns the detach.
  */
 export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => void {
@@ -162,6 +167,14 @@ export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => voi
     }, 'chatstate');
   sock.ws.on('CB:chatstate', onChatstate);
   detachers.push(() => sock.ws.off('CB:chatstate', onChatstate));
+  const onGroupNotification = (node: BinaryNode) =>
+    queue.enqueue(async () => {
+      const updates = await groupUpdatesFromNotification(node, ctx, now());
+      if (updates[0]) deps.groups.del(updates[0].groupJid);
+      for (const update of updates) await queue.record({ type: 'group', update });
+    }, 'w:gp2');
+  sock.ws.on(GROUP_NOTIFICATION, onGroupNotification);
+  detachers.push(() => sock.ws.off(GROUP_NOTIFICATION, onGroupNotification));
   return () => {
     for (const detach of detachers) detach();
   };

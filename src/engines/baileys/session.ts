@@ -2,6 +2,7 @@ import type { Agent } from 'node:https';
 import type { GroupMetadata, UserFacingSocketConfig, WABrowserDescription, WAVersion } from 'baileys';
 import { jidNormalizedUser, type proto } from 'baileys';
 import { DomainError, errors } from '../../domain/errors.ts';
+import type { GroupChange, ParticipantAction, ParticipantOutcome } from '../../domain/groups.ts';
 import type {
   Avatar,
   ConnectionState,
@@ -20,6 +21,7 @@ import { BoundedCache } from './cache.ts';
 import { CallHandler } from './calls.ts';
 import { avatarOf, ContactBook, checkPhones, userInfo } from './contacts.ts';
 import { mapPlatformErrors } from './errors.ts';
+import * as admin from './group-admin.ts';
 import type { Identity, MappingContext } from './incoming.ts';
 import { JidResolver, toPhoneJid } from './jid.ts';
 import { Lifecycle } from './lifecycle.ts';
@@ -261,6 +263,25 @@ export class BaileysSession implements EngineSession {
   }
   async groupInviteCode(jid: Jid): Promise<string> {
     return ops.groupInviteCode(await this.#open(), this.#deps, jid);
+  }
+  async updateParticipants(
+    jid: Jid,
+    action: ParticipantAction,
+    participants: readonly Jid[],
+  ): Promise<ParticipantOutcome[]> {
+    return admin.updateParticipants(await this.#open(), this.#deps, jid, action, participants);
+  }
+  async updateGroup(jid: Jid, change: GroupChange): Promise<void> {
+    return admin.updateGroup(await this.#open(), this.#deps, jid, change);
+  }
+  async leaveGroup(jid: Jid): Promise<void> {
+    return admin.leaveGroup(await this.#open(), this.#deps, jid);
+  }
+  async joinGroup(code: string): Promise<Jid> {
+    return admin.joinGroup(await this.#open(), this.#deps, code);
+  }
+  async revokeGroupInvite(jid: Jid): Promise<string> {
+    return admin.revokeGroupInvite(await this.#open(), this.#deps, jid);
   }
 
   /**

@@ -1,4 +1,5 @@
 import { errors } from '../../domain/errors.ts';
+import type { GroupChange, ParticipantAction, ParticipantOutcome } from '../../domain/groups.ts';
 import type {
   Avatar,
   ConnectionState,
@@ -15,6 +16,7 @@ import { USER_DOMAIN } from '../../domain/messages.ts';
 import type { EngineSession, EngineSessionContext, SandboxControls } from '../engine.ts';
 import type { SandboxAccount, SandboxCredentials } from './account.ts';
 import { incomingCall } from './calls.ts';
+import * as admin from './group-admin.ts';
 import * as groups from './groups.ts';
 import { SequenceAllocator } from './ids.ts';
 import * as messaging from './messaging.ts';
@@ -166,6 +168,25 @@ export class SandboxSession implements EngineSession {
   groupInviteCode(jid: Jid): Promise<string> {
     return groups.groupInviteCode(this.#account, jid);
   }
+  updateParticipants(
+    jid: Jid,
+    action: ParticipantAction,
+    participants: readonly Jid[],
+  ): Promise<ParticipantOutcome[]> {
+    return admin.updateParticipants(this.#account, jid, action, participants);
+  }
+  updateGroup(jid: Jid, change: GroupChange): Promise<void> {
+    return admin.updateGroup(this.#account, jid, change);
+  }
+  leaveGroup(jid: Jid): Promise<void> {
+    return admin.leaveGroup(this.#account, jid);
+  }
+  joinGroup(code: string): Promise<Jid> {
+    return admin.joinGroup(this.#account, code);
+  }
+  revokeGroupInvite(jid: Jid): Promise<string> {
+    return admin.revokeGroupInvite(this.#account, jid);
+  }
 
   /** The simulated platform's test helpers (DESIGN D9); a light object made on each read. */
   get sandbox(): SandboxControls {
@@ -183,6 +204,7 @@ export class SandboxSession implements EngineSession {
       },
       createForeignGroup: (input) => groups.createForeignGroup(account, input),
       call: (input) => incomingCall(account, input),
+      groupChange: (input) => admin.sandboxGroupChange(account, input),
     };
   }
 

@@ -5,10 +5,12 @@ import { opsRoutes } from './ops.ts';
 import { callsRoutes } from './v1/calls.ts';
 import { chatsRoutes, messageReadRoutes } from './v1/chats.ts';
 import { contactsRoutes } from './v1/contacts.ts';
+import { groupAdminRoutes } from './v1/group-admin.ts';
 import { groupsRoutes } from './v1/groups.ts';
 import { messagesRoutes } from './v1/messages.ts';
 import { sandboxRoutes } from './v1/sandbox.ts';
 import { sandboxCallRoutes } from './v1/sandbox-calls.ts';
+import { sandboxGroupRoutes } from './v1/sandbox-groups.ts';
 import { sessionRoutes } from './v1/session.ts';
 import { webhookRoutes } from './v1/webhook.ts';
 
@@ -19,12 +21,14 @@ export async function routes(app: FastifyInstance): Promise<void> {
   await app.register(sessionRoutes, { prefix: '/v1/session' });
   await app.register(sandboxRoutes, { prefix: '/v1/sandbox' });
   await app.register(sandboxCallRoutes, { prefix: '/v1/sandbox' });
+  await app.register(sandboxGroupRoutes, { prefix: '/v1/sandbox' });
   await app.register(messagesRoutes, { prefix: '/v1/messages' });
   await app.register(messageReadRoutes, { prefix: '/v1/messages' });
   await app.register(chatsRoutes, { prefix: '/v1/chats' });
   await app.register(callsRoutes, { prefix: '/v1/calls' });
   await app.register(contactsRoutes, { prefix: '/v1/contacts' });
   await app.register(groupsRoutes, { prefix: '/v1/groups' });
+  await app.register(groupAdminRoutes, { prefix: '/v1/groups' });
   await app.register(webhookRoutes, { prefix: '/v1/webhook' });
   await app.register(dashboardRoutes, {});
 }

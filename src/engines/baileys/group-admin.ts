@@ -1,0 +1,145 @@
+import type { GroupMetadata } from 'baileys';
+import { DomainError } from '../../domain/errors.ts';
+import {
+  adminNeededFor,
+  type GroupChange,
+  type ParticipantAction,
+  type ParticipantOutcome,
+} from '../../domain/groups.ts';
+import type { Jid } from '../../domain/messages.ts';
+import { mapPlatformErrors } from './errors.ts';
+import { isAdminOf } from './groups.ts';
+import type { OperationDeps } from './operations.ts';
+import type { SocketLike } from './socket.ts';
+
+/**
+ * Group administration on the live platform, through Baileys (lib/Socket/groups.js): groupParticipantsUpdate,
+ * groupUpdateSubject, groupUpdateDescription, groupSettingUpdate, groupToggleEphemeral, groupLeave,
+ * groupAcceptInvite, groupRevokeInvite. Admin rights are checked first on freshly fetched metadata (a cached copy
+ * may predate a promotion) so a non-admin gets a clear 403; the platform's own 401/403 maps to the same message.
+ * The metadata cache entry is dropped after every change (the `w:gp2` notification refreshes it too).
+ */
+
+const NOT_FOUND = 'group not found';
+
+async function freshMetadata(sock: SocketLike, deps: OperationDeps, jid: Jid): Promise<GroupMetadata> {
+  const meta = await mapPlatformErrors(() => sock.groupMetadata(jid), {
+    notFound: NOT_FOUND,
+    now: deps.context.clock(),
+  });
+  deps.groups.set(meta.id, meta);
+  return meta;
+}
+
+async function requireAdmin(sock: SocketLike, deps: OperationDeps, jid: Jid, refusal: string): Promise<void> {
+  const meta = await freshMetadata(sock, deps, jid);
+  if (!isAdminOf(meta, deps.mapping.me())) throw new DomainError('forbidden', refusal);
+}
+
+/** The user part of a JID (`5511…@s.whatsapp.net`, `…:3@…` → `5511…`). */
+const userOf = (jid: string): string => jid.split('@')[0]?.split(':')[0] ?? '';
+
+/**
+ * Adds, removes, promotes or demotes `participants` (phone JIDs): one outcome per participant in input order,
+ * with the platform's code (the `error` attribute of its `<participant>`, 200 when absent). A participant the
+ * platform's answer leaves out gets code 0 (`refused`). Answers naming a LID are matched through its
+ * `phone_number` attribute or the LID mapping.
+ * @throws DomainError not_found; forbidden `you must be a group admin to <action> participants`.
+ */
+export async function updateParticipants(
+  sock: SocketLike,
+  deps: OperationDeps,
+  jid: Jid,
+  action: ParticipantAction,
+  participants: readonly Jid[],
+): Promise<ParticipantOutcome[]> {
+  const refusal = `you must be a group admin to ${action} participants`;
+  await requireAdmin(sock, deps, jid, refusal);
+  const answers = await mapPlatformErrors(
+    () => sock.groupParticipantsUpdate(jid, [...participants], action),
+    { forbidden: refusal, notFound: NOT_FOUND, now: deps.context.clock() },
+  );
+  deps.groups.del(jid);
+  const codes = new Map<string, number>();
+  for (const answer of answers) {
+    if (!answer.jid) continue;
+    const phone = answer.content?.attrs.phone_number;
+    const resolved = await deps.mapping.resolver.resolve(answer.jid, phone);
+    codes.set(userOf(resolved.jid), Number(answer.status) || 0);
+  }
+  return participants.map((p) => ({ jid: p, code: codes.get(userOf(p)) ?? 0 }));
+}
+
+/**
+ * Changes the name, topic, announce, locked and disappearing-timer settings, in that order, one platform query
+ * each. @throws DomainError not_found; forbidden per {@link adminNeededFor}.
+ */
+export async function updateGroup(
+  sock: SocketLike,
+  deps: OperationDeps,
+  jid: Jid,
+  change: GroupChange,
+): Promise<void> {
+  const meta = await freshMetadata(sock, deps, jid);
+  const refusal = adminNeededFor(change, Boolean(meta.restrict), 'you');
+  if (refusal && !isAdminOf(meta, deps.mapping.me())) throw new DomainError('forbidden', refusal);
+  const context = {
+    forbidden: refusal ?? 'you must be a group admin to make this change',
+    notFound: NOT_FOUND,
+    now: deps.context.clock(),
+  };
+  const run = (operation: () => Promise<unknown>) => mapPlatformErrors(operation, context);
+  try {
+    if (change.name !== undefined) await run(() => sock.groupUpdateSubject(jid, change.name ?? ''));
+    if (change.topic !== undefined) {
+      await run(() => sock.groupUpdateDescription(jid, change.topic === '' ? undefined : change.topic));
+    }
+    if (change.announce !== undefined) {
+      await run(() => sock.groupSettingUpdate(jid, change.announce ? 'announcement' : 'not_announcement'));
+    }
+    if (change.locked !== undefined) {
+      await run(() => sock.groupSettingUpdate(jid, change.locked ? 'locked' : 'unlocked'));
+    }
+    if (change.disappearingTimer !== undefined) {
+      await run(() => sock.groupToggleEphemeral(jid, change.disappearingTimer ?? 0));
+    }
+  } finally {
+    deps.groups.del(jid);
+  }
+}
+
+/** The account leaves the group. @throws DomainError not_found when it is not in it. */
+export async function leaveGroup(sock: SocketLike, deps: OperationDeps, jid: Jid): Promise<void> {
+  await freshMetadata(sock, deps, jid);
+  await mapPlatformErrors(() => sock.groupLeave(jid), { notFound: NOT_FOUND, now: deps.context.clock() });
+  deps.groups.del(jid);
+}
+
+/**
+ * Joins a group by invite code; returns its JID.
+ * @throws DomainError not_found `invite link not found: it may have been revoked` for an unknown or revoked code.
+ */
+export async function joinGroup(sock: SocketLike, deps: OperationDeps, code: string): Promise<Jid> {
+  const jid = await mapPlatformErrors(() => sock.groupAcceptInvite(code), {
+    notFound: 'invite link not found: it may have been revoked',
+    now: deps.context.clock(),
+  });
+  if (!jid) throw new DomainError('platform_refused', 'the platform returned no group for the invite link');
+  return jid;
+}
+
+/**
+ * Revokes the group's invite code and returns the new one.
+ * @throws DomainError not_found; forbidden `you must be a group admin to revoke the invite link`.
+ */
+export async function revokeGroupInvite(sock: SocketLike, deps: OperationDeps, jid: Jid): Promise<string> {
+  const refusal = 'you must be a group admin to revoke the invite link';
+  await requireAdmin(sock, deps, jid, refusal);
+  const code = await mapPlatformErrors(() => sock.groupRevokeInvite(jid), {
+    forbidden: refusal,
+    notFound: NOT_FOUND,
+    now: deps.context.clock(),
+  });
+  if (!code) throw new DomainError('platform_refused', 'the platform returned no invite code');
+  return code;
+}

@@ -1,0 +1,243 @@
+import { DomainError, errors } from '../../domain/errors.ts';
+import {
+  adminNeededFor,
+  checkGroupChange,
+  type GroupChange,
+  type ParticipantAction,
+  type ParticipantOutcome,
+} from '../../domain/groups.ts';
+import type { GroupInfo, GroupUpdate, Jid } from '../../domain/messages.ts';
+import { phoneOfJid, userJid } from '../../domain/messages.ts';
+import type { SandboxGroupChangeInput } from '../engine.ts';
+import { ownJid, type SandboxAccount } from './account.ts';
+import { groupInfoOf, isMember, memberGroup } from './groups.ts';
+import { inviteCodeFor } from './ids.ts';
+import type { StoredGroup } from './world.ts';
+
+/**
+ * Group administration on the simulated platform (DESIGN D9), with the platform's rules: only admins add,
+ * remove, promote and demote, and change the announce and locked settings; the name, topic and disappearing
+ * timer may be changed by any member unless the group is locked. Every change is saved and then reported as a
+ * `group` event, as the platform's `w:gp2` notification reaches every member (the account included, whoever
+ * made the change). Per-participant codes follow the platform's (src/domain/groups.ts).
+ */
+
+const isAdminIn = (group: StoredGroup, jid: Jid): boolean =>
+  group.participants.some((p) => p.jid === jid && p.isAdmin);
+
+async function emit(account: SandboxAccount, update: Omit<GroupUpdate, 'timestamp'>): Promise<void> {
+  await account.context.emit({ type: 'group', update: { ...update, timestamp: account.context.clock() } });
+}
+
+/** Applies one participant action by `actor` to `group` (in place); returns the code per participant. */
+async function applyParticipants(
+  account: SandboxAccount,
+  group: StoredGroup,
+  action: ParticipantAction,
+  jids: readonly Jid[],
+): Promise<ParticipantOutcome[]> {
+  const phones = jids.map((jid) => phoneOfJid(jid) ?? '');
+  const users = await account.world.users(phones.filter((p) => p !== ''));
+  const registered = new Set(users.filter((u) => u.registered).map((u) => u.phone));
+  return jids.map((jid) => {
+    const member = group.participants.find((p) => p.jid === jid);
+    const phone = phoneOfJid(jid);
+    if (action === 'add') {
+      if (phone === null || !registered.has(phone)) return { jid, code: 404 };
+      if (member) return { jid, code: 409 };
+      group.participants.push({ jid, isAdmin: false, isSuperAdmin: false });
+      return { jid, code: 200 };
+    }
+    if (!member) return { jid, code: 404 };
+    if (member.isSuperAdmin && action !== 'promote') return { jid, code: 406 };
+    if (action === 'remove') group.participants = group.participants.filter((p) => p.jid !== jid);
+    else member.isAdmin = action === 'promote';
+    return { jid, code: 200 };
+  });
+}
+
+/** @throws DomainError forbidden when `actor` is not an admin and `change` needs one ({@link adminNeededFor}). */
+function checkMayChange(group: StoredGroup, actor: Jid, change: GroupChange, who: string): void {
+  if (isAdminIn(group, actor)) return;
+  const refusal = adminNeededFor(change, group.isLocked, who);
+  if (refusal) throw new DomainError('forbidden', refusal);
+}
+
+/** Applies `change` by `actor` to `group`, saves it and emits one event per field, in {@link GroupChange} order. */
+async function applyChange(
+  account: SandboxAccount,
+  group: StoredGroup,
+  actor: Jid,
+  change: GroupChange,
+): Promise<void> {
+  const now = account.context.clock();
+  const updates: Omit<GroupUpdate, 'timestamp'>[] = [];
+  const base = { groupJid: group.jid, actor, participants: [] };
+  if (change.name !== undefined) {
+    Object.assign(group, { name: change.name, nameSetAt: now, nameSetBy: actor });
+    updates.push({ ...base, action: 'subject', name: change.name });
+  }
+  if (change.topic !== undefined) {
+    group.topic = change.topic;
+    updates.push({ ...base, action: 'description', topic: change.topic });
+  }
+  if (change.announce !== undefined) {
+    group.isAnnounce = change.announce;
+    updates.push({ ...base, action: 'announce', isAnnounce: change.announce });
+  }
+  if (change.locked !== undefined) {
+    group.isLocked = change.locked;
+    updates.push({ ...base, action: 'locked', isLocked: change.locked });
+  }
+  if (change.disappearingTimer !== undefined) {
+    group.disappearingTimer = change.disappearingTimer;
+    group.isEphemeral = change.disappearingTimer > 0;
+    updates.push({ ...base, action: 'ephemeral', disappearingTimer: change.disappearingTimer });
+  }
+  await account.world.saveGroup(group);
+  for (const update of updates) await emit(account, update);
+}
+
+/** Saves `group` and reports the participants whose code is 200 as one `action` event by `actor`. */
+async function reportParticipants(
+  account: SandboxAccount,
+  group: StoredGroup,
+  actor: Jid,
+  action: ParticipantAction,
+  outcomes: readonly ParticipantOutcome[],
+): Promise<void> {
+  const done = outcomes.filter((o) => o.code === 200).map((o) => o.jid);
+  if (done.length === 0) return;
+  await account.world.saveGroup(group);
+  await emit(account, { groupJid: group.jid, action, actor, participants: done });
+}
+
+/**
+ * The account adds, removes, promotes or demotes `participants` (user JIDs) of group `jid`.
+ * @throws DomainError not_found when the account is not in the group; forbidden `you must be a group admin to
+ *   <action> participants`; not_logged_in / not_connected.
+ */
+export async function updateParticipants(
+  account: SandboxAccount,
+  jid: Jid,
+  action: ParticipantAction,
+  participants: readonly Jid[],
+): Promise<ParticipantOutcome[]> {
+  const me = ownJid(await account.ready());
+  const group = await memberGroup(account, me, jid);
+  if (!isAdminIn(group, me)) {
+    throw new DomainError('forbidden', `you must be a group admin to ${action} participants`);
+  }
+  const outcomes = await applyParticipants(account, group, action, participants);
+  await reportParticipants(account, group, me, action, outcomes);
+  return outcomes;
+}
+
+/**
+ * The account changes the name, topic or settings of group `jid`.
+ * @throws DomainError invalid (see {@link checkGroupChange}); not_found; forbidden (see the module rules).
+ */
+export async function updateGroup(account: SandboxAccount, jid: Jid, change: GroupChange): Promise<void> {
+  const me = ownJid(await account.ready());
+  checkGroupChange(change);
+  const group = await memberGroup(account, me, jid);
+  checkMayChange(group, me, change, 'you');
+  await applyChange(account, group, me, change);
+}
+
+/** The account leaves group `jid` (a `leave` event follows). @throws DomainError not_found. */
+export async function leaveGroup(account: SandboxAccount, jid: Jid): Promise<void> {
+  const me = ownJid(await account.ready());
+  const group = await memberGroup(account, me, jid);
+  group.participants = group.participants.filter((p) => p.jid !== me);
+  await account.world.saveGroup(group);
+  await emit(account, { groupJid: jid, action: 'leave', actor: me, participants: [me] });
+}
+
+/**
+ * The account joins the group whose current invite code is `code`; a `join` event follows (none when it is
+ * already a member). @returns the group's JID. @throws DomainError not_found when no group has this code (never
+ * existed, or revoked).
+ */
+export async function joinGroup(account: SandboxAccount, code: string): Promise<Jid> {
+  const me = ownJid(await account.ready());
+  const group = (await account.world.groups()).find((g) => g.inviteCode === code);
+  if (!group) throw errors.notFound('invite link not found: it may have been revoked');
+  if (isMember(group, me)) return group.jid;
+  group.participants.push({ jid: me, isAdmin: false, isSuperAdmin: false });
+  await account.world.saveGroup(group);
+  await emit(account, { groupJid: group.jid, action: 'join', actor: me, participants: [me] });
+  return group.jid;
+}
+
+/**
+ * Revokes the invite code of group `jid` and returns the new one (the old link stops working).
+ * @throws DomainError not_found; forbidden `you must be a group admin to revoke the invite link`.
+ */
+export async function revokeGroupInvite(account: SandboxAccount, jid: Jid): Promise<string> {
+  const me = ownJid(await account.ready());
+  const group = await memberGroup(account, me, jid);
+  if (!isAdminIn(group, me)) {
+    throw new DomainError('forbidden', 'you must be a group admin to revoke the invite link');
+  }
+  group.inviteCode = inviteCodeFor(account.context.instanceId, `${jid}#${await account.sequence.next()}`);
+  await account.world.saveGroup(group);
+  return group.inviteCode;
+}
+
+/**
+ * Sandbox helper (DESIGN D9): simulated member `phone` changes a group the account is in; the `group` events
+ * follow as for any change. See {@link SandboxGroupChangeInput}.
+ * @throws DomainError invalid when neither an action nor a change is given, or for a bad participant; not_found
+ *   when the account is not in the group; not_participant when `phone` is not a member; conflict when `phone`
+ *   joins a group it is in; forbidden when `phone` may not make the change.
+ */
+export async function sandboxGroupChange(
+  account: SandboxAccount,
+  input: SandboxGroupChangeInput,
+): Promise<GroupInfo> {
+  const me = ownJid(await account.ready());
+  const group = await memberGroup(account, me, input.groupJid);
+  const actor = userJid(input.phone);
+  const who = `phone ${input.phone}`;
+  const { groupJid: _g, phone: _p, action, participants, ...change } = input;
+  if (action === 'join') {
+    if (isMember(group, actor)) throw errors.conflict(`${who} is already a participant of the group`);
+    if (!(await account.world.user(input.phone)).registered) {
+      throw new DomainError('not_registered', `${who} is not registered on the platform`);
+    }
+    group.participants.push({ jid: actor, isAdmin: false, isSuperAdmin: false });
+    await account.world.saveGroup(group);
+    await emit(account, { groupJid: group.jid, action: 'join', actor, participants: [actor] });
+    return groupInfoOf(group);
+  }
+  if (!isMember(group, actor)) {
+    throw new DomainError('not_participant', `${who} is not a participant of the group`);
+  }
+  if (action === 'leave') {
+    group.participants = group.participants.filter((p) => p.jid !== actor);
+    await account.world.saveGroup(group);
+    await emit(account, { groupJid: group.jid, action: 'leave', actor, participants: [actor] });
+    return groupInfoOf(group);
+  }
+  if (action !== undefined) {
+    if (!participants || participants.length === 0) {
+      throw errors.badRequest(`participants is required with action ${action}`);
+    }
+    if (!isAdminIn(group, actor)) {
+      throw new DomainError('forbidden', `${who} must be a group admin to ${action} participants`);
+    }
+    const outcomes = await applyParticipants(account, group, action, participants.map(userJid));
+    await reportParticipants(account, group, actor, action, outcomes);
+    return groupInfoOf(group);
+  }
+  if (Object.values(change).every((v) => v === undefined)) {
+    throw errors.badRequest(
+      'give an action or at least one of name, topic, announce, locked, disappearingTimer',
+    );
+  }
+  checkGroupChange(change);
+  checkMayChange(group, actor, change, who);
+  await applyChange(account, group, actor, change);
+  return groupInfoOf(group);
+}
