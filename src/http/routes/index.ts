@@ -6,6 +6,7 @@ import { contactsRoutes } from './v1/contacts.ts';
 import { groupsRoutes } from './v1/groups.ts';
 import { messagesRoutes } from './v1/messages.ts';
 import { sandboxRoutes } from './v1/sandbox.ts';
+import { sandboxMediaRoutes } from './v1/sandbox-media.ts';
 import { sessionRoutes } from './v1/session.ts';
 import { webhookRoutes } from './v1/webhook.ts';
 
@@ -15,6 +16,7 @@ export async function routes(app: FastifyInstance): Promise<void> {
   await app.register(opsRoutes);
   await app.register(sessionRoutes, { prefix: '/v1/session' });
   await app.register(sandboxRoutes, { prefix: '/v1/sandbox' });
+  await app.register(sandboxMediaRoutes, { prefix: '/v1/sandbox' });
   await app.register(messagesRoutes, { prefix: '/v1/messages' });
   await app.register(contactsRoutes, { prefix: '/v1/contacts' });
   await app.register(groupsRoutes, { prefix: '/v1/groups' });
