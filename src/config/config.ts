@@ -68,7 +68,8 @@ export const EnvSchema = Type.Object({
   PLATFORM_CA_FILE: Type.Optional(
     Type.String({
       minLength: 1,
-      description: "PEM file of the CA of a platform simulator's media server (trusted for media uploads)",
+      description:
+        "PEM file of the CA of a platform simulator's media server (trusted for media uploads and downloads)",
     }),
   ),
 });
@@ -131,7 +132,7 @@ export interface Config {
    * the WebSocket URL (`PLATFORM_URL`), `rootKey` the 32-byte curve25519 public key trusted as the Noise
    * certificate root instead of the platform's (`PLATFORM_ROOT_KEY`), `caFile` the absolute path of a PEM file
    * of the certificate authority the simulator's media server certificate comes from, trusted (in addition to
-   * the system's) for media uploads (`PLATFORM_CA_FILE`; present only when set). All unset in production.
+   * the system's) for media uploads and downloads (`PLATFORM_CA_FILE`; present only when set). All unset in production.
    */
   platform: { url: string | undefined; rootKey: Buffer | undefined; caFile?: string };
 }
