@@ -208,6 +208,16 @@ for (const dialect of testDialects()) {
       assert.equal(doc.headers['content-disposition'], `attachment; filename="file"; filename*=UTF-8''file`);
     });
 
+    it('concurrent first requests share one download and get the same bytes', async () => {
+      const id = await inbound({ kind: 'video', media: dataUri(fixture('clip.3gp'), 'video/3gpp') });
+      const results = await Promise.all([download(t, id), download(t, id), download(t, id)]);
+      for (const res of results) {
+        assert.equal(res.status, 200);
+        assert.ok(res.bytes.equals(fixture('clip.3gp')));
+        assert.equal(res.headers['content-type'], 'video/3gpp');
+      }
+    });
+
     it('in a group: the member sends a file, and it downloads the same', async () => {
       const group = await t.call('POST', '/v1/sandbox/groups', {
         name: 'Shop team',
