@@ -11,6 +11,7 @@ import { installErrorEnvelope } from './errors.ts';
 import { registerFaultRoutes } from './faults.ts';
 import { registerGroupRoutes } from './groups.ts';
 import { registerHistoryRoutes } from './history.ts';
+import { registerMediaExpiryRoutes } from './media-expiry.ts';
 import { registerMessagingRoutes } from './messaging.ts';
 import { Phone } from './schemas.ts';
 
@@ -98,4 +99,5 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext): vo
   registerGroupRoutes(app, ctx);
   registerHistoryRoutes(app, ctx);
   registerContentRoutes(app, ctx);
+  registerMediaExpiryRoutes(app, ctx);
 }

@@ -128,6 +128,39 @@ for (const dialect of testDialects()) {
         assert.ok(again.bytes.equals(send.bytes));
       });
     }
+
+    it('once the platform no longer has a file: 410 for one parley never fetched, the kept copy for the other', async () => {
+      const send = async (name: string) => {
+        const sent = await control(sim, 'POST', '/media', {
+          from: ana,
+          to: shop,
+          kind: 'image',
+          data: fixture(name).toString('base64'),
+        });
+        assert.equal(sent.status, 201, JSON.stringify(sent.body));
+        await until('the Message webhook', () =>
+          bodies(receiver.requests).find((b) => b.type === 'Message' && b.event.info.id === sent.body.id),
+        );
+        return sent.body.id as string;
+      };
+      const kept = await send('tiny.png');
+      const never = await send('tiny.gif');
+      assert.equal((await download(app, kept)).status, 200);
+      const expired = await fetch(`${sim.control}/media`, { method: 'DELETE' });
+      assert.equal(expired.status, 200);
+      assert.ok(((await expired.json()) as { removed: number }).removed >= 2);
+      const gone = await download(app, never);
+      assert.equal(gone.status, 410, gone.body);
+      assert.deepEqual(JSON.parse(gone.body), {
+        error: {
+          code: 410,
+          message: `the platform no longer has the media of message ${never}: its media links expire after a while (the host answered HTTP 404), and parley had not kept a copy`,
+        },
+      });
+      const served = await download(app, kept);
+      assert.equal(served.status, 200);
+      assert.ok(served.bytes.equals(fixture('tiny.png')));
+    });
   });
 }
 
