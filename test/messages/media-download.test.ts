@@ -344,5 +344,20 @@ for (const dialect of testDialects()) {
       assert.ok((await t.services.mediaRetention.runOnce()) >= 1, 'the kept file is pruned');
       assert.equal((await download(t, keptId)).status, 410);
     });
+
+    it('works without a session in this process, and leaves the reported state as it was', async () => {
+      const id = await inbound({ kind: 'image', media: dataUri(fixture('tiny.jpg')) });
+      await t.services.sessions.closeAll();
+      assert.equal(t.services.sessions.existing(t.instance.id), undefined);
+      const res = await download(t, id);
+      assert.equal(res.status, 200, res.bytes.toString());
+      assert.ok(res.bytes.equals(fixture('tiny.jpg')));
+      assert.equal(t.services.sessions.existing(t.instance.id), undefined, 'no session kept for a download');
+      const status = await t.call('GET', `/v1/session/status?from=${t.instance.id}`);
+      assert.deepEqual(
+        [status.body.data.connected, status.body.data.loggedIn, status.body.data.jid],
+        [false, true, `${OWN}.0:1@s.whatsapp.net`],
+      );
+    });
   });
 }
