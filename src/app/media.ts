@@ -90,16 +90,18 @@ export class MediaService {
     let pending = this.#inflight.get(key);
     if (!pending) {
       const download = session.downloadMedia.bind(session);
+      const limit = `the ${this.#limitLabel} limit (MEDIA_MAX_MB)`;
       pending = (async () => {
-        const source = await download(message, maxBytes);
-        const stored = await files.put(
-          instance.id,
-          messageId,
-          source,
-          maxBytes,
-          `the ${this.#limitLabel} limit (MEDIA_MAX_MB)`,
-        );
-        return this.#file(instance.id, messageId, content.kind, fileName, stored);
+        try {
+          const source = await download(message, maxBytes);
+          const stored = await files.put(instance.id, messageId, source, maxBytes, limit);
+          return this.#file(instance.id, messageId, content.kind, fileName, stored);
+        } catch (error) {
+          // The engine may notice first (a declared length, the bytes so far): one message either way.
+          if (error instanceof DomainError && error.code === 'too_large')
+            throw new DomainError('too_large', `media of message ${messageId} is larger than ${limit}`);
+          throw error;
+        }
       })().finally(() => this.#inflight.delete(key));
       this.#inflight.set(key, pending);
     }

@@ -71,6 +71,7 @@ export class MediaStore {
   /**
    * Writes the bytes `source` yields as the file of message `messageId`, replacing any earlier one.
    * @param maxBytes the largest file accepted; the write stops as soon as the bytes pass it.
+   * @param limitLabel the limit as the 413 message names it (`the 100 MB limit (MEDIA_MAX_MB)`).
    * @throws DomainError too_large `media of message <id> is larger than <limit>` (nothing is kept); the
    *   source's own errors (nothing is kept either).
    */

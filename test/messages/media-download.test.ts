@@ -286,6 +286,23 @@ for (const dialect of testDialects()) {
         (await download(t, id)).json(),
         bad(413, `media of message ${id} is ${big.length} bytes, larger than the 1 MB limit (MEDIA_MAX_MB)`),
       );
+      // A size the sender understated: the bytes are counted as they arrive, and the file is refused the same.
+      const row = await t.services.store.db
+        .selectFrom('messages')
+        .select('content')
+        .where('instance_id', '=', t.instance.id)
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow();
+      await t.services.store.db
+        .updateTable('messages')
+        .set({ content: JSON.stringify({ ...JSON.parse(row.content), fileLength: 10 }) })
+        .where('instance_id', '=', t.instance.id)
+        .where('id', '=', id)
+        .execute();
+      assert.deepEqual(
+        (await download(t, id)).json(),
+        bad(413, `media of message ${id} is larger than the 1 MB limit (MEDIA_MAX_MB)`),
+      );
     });
 
     it('the sandbox helper: field rules and its 16 MB limit', async () => {
