@@ -121,7 +121,7 @@ export class MediaStore {
 
   /**
    * Deletes every file fetched before `before` (epoch ms), with its description; leftovers of interrupted
-   * writes go too.
+   * writes (a partial file, a file whose description was never written) go too once they are an hour old.
    * @returns how many files were deleted.
    */
   async prune(before: number): Promise<number> {
@@ -141,10 +141,12 @@ export class MediaStore {
       } catch {
         continue;
       }
+      const described = new Set(names.filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -5)));
+      // A write in progress is never this old: older leftovers are from a process that stopped mid-write.
+      const stale = Math.min(before, Date.now() - 3_600_000);
       for (const name of names) {
-        if (name.endsWith('.part')) {
-          // A write in progress is never this old: the leftover of a process that stopped mid-download.
-          const stale = Math.min(before, Date.now() - 3_600_000);
+        const leftover = name.endsWith('.part') || (!name.endsWith('.json') && !described.has(name));
+        if (leftover) {
           if (await olderThan(join(folder, name), stale)) await rm(join(folder, name), { force: true });
           continue;
         }
