@@ -15,6 +15,8 @@ import { LiveFeed } from './events/live-feed.ts';
 import { MessageProjection } from './events/message-projection.ts';
 import { OutboxProjection } from './events/outbox-projection.ts';
 import { EventRecorder } from './events/recorder.ts';
+import { MediaRetention } from './media/retention.ts';
+import { MediaStore } from './media/store.ts';
 import { OutboundGuard } from './net/outbound-guard.ts';
 import { NodeRegistry } from './nodes/registry.ts';
 import { Metrics } from './ops/metrics.ts';
@@ -60,6 +62,8 @@ export interface Services {
   webhooks: DeliveryWorker;
   /** Prunes finished events older than `WEBHOOK_RETENTION_DAYS` from the delivery log, hourly. */
   retention: LogRetention;
+  /** Prunes downloaded media files older than `MEDIA_RETENTION_DAYS` from the local media store, hourly. */
+  mediaRetention: MediaRetention;
   /** The application services the routes call, one per family (src/app). */
   app: Application;
   /**
@@ -200,6 +204,8 @@ export async function createServices(config: Config, options: ServiceOptions): P
       clock,
       maxAttempts: webhooks.maxAttempts,
       onCommitted: (instanceId) => webhooks.wake(instanceId),
+      mediaUrl: (instanceId, messageId) =>
+        `${config.publicUrl}/v1/messages/${encodeURIComponent(messageId)}/media?from=${instanceId}`,
     }),
   );
   // Registered (and dead nodes' claims released) before the worker claims anything.
@@ -212,6 +218,14 @@ export async function createServices(config: Config, options: ServiceOptions): P
     retentionMs: config.webhook.retentionMs,
   });
   if (startWebhooks) retention.start();
+  const mediaFiles = new MediaStore({ dir: config.media.dir, clock });
+  const mediaRetention = new MediaRetention({
+    files: mediaFiles,
+    clock,
+    logger,
+    retentionMs: config.media.retentionMs,
+  });
+  if (startWebhooks) mediaRetention.start();
   const registrations = new RegistrationCache({ clock });
   const app = createApplication({
     store,
@@ -227,6 +241,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     signInLimiter: new SignInLimiter(redis),
     feed,
     webhookTimeoutMs: config.webhook.timeoutMs,
+    media: { files: mediaFiles, maxBytes: config.media.maxBytes },
   });
   return {
     config,
@@ -244,10 +259,15 @@ export async function createServices(config: Config, options: ServiceOptions): P
     nodes,
     webhooks,
     retention,
+    mediaRetention,
     registrations,
     app,
     async close(closeOptions) {
-      await Promise.all([webhooks.stop(config.shutdownTimeoutMs / 2), retention.stop()]);
+      await Promise.all([
+        webhooks.stop(config.shutdownTimeoutMs / 2),
+        retention.stop(),
+        mediaRetention.stop(),
+      ]);
       await nodes.stop();
       keys.stop();
       await limiter.close();

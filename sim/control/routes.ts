@@ -13,6 +13,7 @@ import { registerFaultRoutes } from './faults.ts';
 import { registerGroupAdminRoutes } from './group-admin.ts';
 import { registerGroupRoutes } from './groups.ts';
 import { registerHistoryRoutes } from './history.ts';
+import { registerMediaExpiryRoutes } from './media-expiry.ts';
 import { registerMessagingRoutes } from './messaging.ts';
 import { Phone } from './schemas.ts';
 
@@ -102,4 +103,5 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext): vo
   registerGroupAdminRoutes(app, ctx);
   registerHistoryRoutes(app, ctx);
   registerContentRoutes(app, ctx);
+  registerMediaExpiryRoutes(app, ctx);
 }

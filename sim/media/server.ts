@@ -91,6 +91,8 @@ export interface MediaServer {
   get(directPath: string): StoredMedia | undefined;
   /** How many files the server holds. */
   count(): number;
+  /** Forgets every stored file (their links answer 404 from now on, as expired media does); returns how many. */
+  clear(): number;
   /** Downloads `directPath` over HTTPS from this server, trusting its CA, as a phone downloads media. */
   download(directPath: string): Promise<Buffer>;
   close(): Promise<void>;
@@ -264,6 +266,11 @@ export async function startMediaServer(options: {
     put,
     get: find,
     count: () => files.size,
+    clear() {
+      const removed = files.size;
+      files.clear();
+      return removed;
+    },
     download(directPath) {
       return new Promise<Buffer>((resolve, reject) => {
         const req = httpsRequest(

@@ -3,6 +3,7 @@ import type { RegistrationCache } from '../contacts/registration-cache.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { LiveFeed } from '../events/live-feed.ts';
 import type { EventRecorder } from '../events/recorder.ts';
+import type { MediaStore } from '../media/store.ts';
 import type { OutboundGuard } from '../net/outbound-guard.ts';
 import type { PlanRateLimiter } from '../ratelimit/limiter.ts';
 import type { SignInLimiter } from '../ratelimit/sign-in.ts';
@@ -16,6 +17,7 @@ import { ContactService } from './contacts.ts';
 import { DashboardAdminService } from './dashboard-admin.ts';
 import { DashboardAuthService } from './dashboard-auth.ts';
 import { GroupService } from './groups.ts';
+import { MediaService } from './media.ts';
 import { MessagingService } from './messaging.ts';
 import { ReadinessService } from './readiness.ts';
 import { SandboxService } from './sandbox.ts';
@@ -32,6 +34,8 @@ import { WebhookService } from './webhooks.ts';
 export interface Application {
   session: SessionService;
   messaging: MessagingService;
+  /** Received media files: downloaded from the platform on demand, kept in the local media store. */
+  media: MediaService;
   contacts: ContactService;
   groups: GroupService;
   webhooks: WebhookService;
@@ -65,15 +69,18 @@ export interface ApplicationDeps {
   feed: LiveFeed;
   /** Time allowed for one webhook POST, ms (DESIGN D10: 15 s). */
   webhookTimeoutMs: number;
+  /** The local store of downloaded media files, and the largest file downloaded (bytes, `MEDIA_MAX_MB`). */
+  media: { files: MediaStore; maxBytes: number };
 }
 
 /** Builds the application services over the process's shared parts. */
 export function createApplication(deps: ApplicationDeps): Application {
   const { store, box, clock, sessions, recorder, registrations, guard, webhookWorker } = deps;
-  const { keys, limiter, signInLimiter, feed, webhookTimeoutMs } = deps;
+  const { keys, limiter, signInLimiter, feed, webhookTimeoutMs, media } = deps;
   return {
     session: new SessionService({ store, sessions, box }),
     messaging: new MessagingService({ store, sessions, registrations, recorder }),
+    media: new MediaService({ store, sessions, files: media.files, maxBytes: media.maxBytes }),
     contacts: new ContactService({ store, sessions, registrations }),
     groups: new GroupService({ store, sessions }),
     webhooks: new WebhookService({ store, guard, worker: webhookWorker, clock }),

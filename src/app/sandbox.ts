@@ -8,14 +8,63 @@ import type {
   SandboxForeignGroupInput,
   SandboxGroupChangeInput,
   SandboxInboundInput,
+  SandboxInboundMediaInput,
+  SandboxMediaKind,
   SandboxPresenceInput,
   SandboxReceiptInput,
   SandboxUserInput,
 } from '../engines/engine.ts';
+import { MB, type MediaRule } from '../media/kinds.ts';
+import { decodeDataUri } from '../media/source.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
 import { findInstanceByPhone } from '../store/instances.ts';
 import { loadInstance } from './instances.ts';
+
+/** A media file a simulated user sends (`POST /v1/sandbox/inbound/media`): the file as a base64 data URI. */
+export type SandboxMediaRequest = Omit<SandboxInboundMediaInput, 'data' | 'mimetype'> & { media: string };
+
+/** The sandbox's limit for a file a simulated user sends, as the platform simulator's (16 MB, any format). */
+const SANDBOX_MEDIA_RULE: MediaRule = {
+  maxBytes: 16 * MB,
+  maxLabel: '16 MB',
+  formats: null,
+  formatsLabel: 'any format',
+};
+
+/** The MIME type a phone declares by kind when the file names none (as the platform simulator does). */
+const DEFAULT_TYPES: Record<SandboxMediaKind, string> = {
+  image: 'image/jpeg',
+  video: 'video/mp4',
+  audio: 'audio/ogg; codecs=opus',
+  document: 'application/pdf',
+  sticker: 'image/webp',
+};
+
+/** The type a `data:<type>[;params];base64,…` URI declares (with its parameters), or undefined. */
+function declaredType(uri: string): string | undefined {
+  const header = uri.trim().slice(5, Math.max(5, uri.trim().indexOf(',')));
+  const parts = header
+    .split(';')
+    .map((p) => p.trim())
+    .filter((p) => p !== '' && p.toLowerCase() !== 'base64');
+  const [type, ...params] = parts;
+  if (type === undefined || !/^[\w.+-]+\/[\w.+-]+$/.test(type)) return undefined;
+  return [type.toLowerCase(), ...params].join('; ');
+}
+
+/**
+ * Checks that only the fields of `input.kind` are given: `caption` not for audio and stickers, `fileName` for
+ * documents only, `ptt` for audio only.
+ * @throws DomainError invalid naming the field and the kinds it belongs to.
+ */
+function checkKindFields(input: SandboxMediaRequest): void {
+  if (input.caption !== undefined && (input.kind === 'audio' || input.kind === 'sticker'))
+    throw errors.badRequest('caption is only for image, video and document');
+  if (input.fileName !== undefined && input.kind !== 'document')
+    throw errors.badRequest('fileName is only for document');
+  if (input.ptt !== undefined && input.kind !== 'audio') throw errors.badRequest('ptt is only for audio');
+}
 
 /**
  * The sandbox family (DESIGN D9): the simulated platform's test helpers of a test instance. Operations other
@@ -69,6 +118,24 @@ export class SandboxService {
   async inbound(instanceId: InstanceId, input: SandboxInboundInput): Promise<SentMessage> {
     const instance = await this.#load(instanceId);
     return this.#controls(instance).inbound(input);
+  }
+
+  /**
+   * A media file arrives from a simulated user: `media` is a base64 data URI of at most 16 MB whose declared
+   * type becomes the message's MIME type (the kind's usual type when it declares none). See
+   * {@link SandboxControls.inboundMedia}.
+   * @throws DomainError invalid for a malformed data URI or a field the kind does not take; too_large over 16 MB.
+   */
+  async inboundMedia(instanceId: InstanceId, input: SandboxMediaRequest): Promise<SentMessage> {
+    const { media, ...rest } = input;
+    checkKindFields(input);
+    const data = decodeDataUri(media.trim(), 'media', SANDBOX_MEDIA_RULE);
+    const instance = await this.#load(instanceId);
+    return this.#controls(instance).inboundMedia({
+      ...rest,
+      data,
+      mimetype: declaredType(media) ?? DEFAULT_TYPES[input.kind],
+    });
   }
 
   /** The recipient acknowledges a sent message. See {@link SandboxControls.receipt}. */

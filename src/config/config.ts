@@ -43,6 +43,8 @@ export const EnvSchema = Type.Object({
   WEBHOOK_ALLOWED_CIDRS: Type.String({ default: '' }),
   WEBHOOK_CLAIM_STALE_SECONDS: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 86400 })),
   WEBHOOK_RETENTION_DAYS: Type.Integer({ minimum: 1, maximum: 3650, default: 30 }),
+  MEDIA_RETENTION_DAYS: Type.Integer({ minimum: 1, maximum: 3650, default: 30 }),
+  MEDIA_MAX_MB: Type.Integer({ minimum: 1, maximum: 2048, default: 100 }),
   OUTBOUND_CA_FILE: Type.Optional(
     Type.String({ minLength: 1, description: 'PEM file of extra CAs trusted for webhook and media HTTPS' }),
   ),
@@ -66,7 +68,8 @@ export const EnvSchema = Type.Object({
   PLATFORM_CA_FILE: Type.Optional(
     Type.String({
       minLength: 1,
-      description: "PEM file of the CA of a platform simulator's media server (trusted for media uploads)",
+      description:
+        "PEM file of the CA of a platform simulator's media server (trusted for media uploads and downloads)",
     }),
   ),
 });
@@ -109,6 +112,12 @@ export interface Config {
     /** How long finished events stay in the delivery log, milliseconds (`WEBHOOK_RETENTION_DAYS`). */
     retentionMs: number;
   };
+  /**
+   * The local store of received media files (`GET /v1/messages/{id}/media`): `dir` is `<dataDir>/media`,
+   * `retentionMs` how long a downloaded file is kept after it was fetched (`MEDIA_RETENTION_DAYS`), `maxBytes`
+   * the largest file parley downloads (`MEDIA_MAX_MB`, MB of 2^20 bytes).
+   */
+  media: { dir: string; retentionMs: number; maxBytes: number };
   /** PEM file of extra certificate authorities trusted for outbound HTTPS (webhooks, media), if any. */
   outboundCaFile: string | undefined;
   /**
@@ -123,7 +132,7 @@ export interface Config {
    * the WebSocket URL (`PLATFORM_URL`), `rootKey` the 32-byte curve25519 public key trusted as the Noise
    * certificate root instead of the platform's (`PLATFORM_ROOT_KEY`), `caFile` the absolute path of a PEM file
    * of the certificate authority the simulator's media server certificate comes from, trusted (in addition to
-   * the system's) for media uploads (`PLATFORM_CA_FILE`; present only when set). All unset in production.
+   * the system's) for media uploads and downloads (`PLATFORM_CA_FILE`; present only when set). All unset in production.
    */
   platform: { url: string | undefined; rootKey: Buffer | undefined; caFile?: string };
 }
@@ -212,6 +221,11 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
         parsed.WEBHOOK_CLAIM_STALE_SECONDS === undefined
           ? undefined
           : Math.round(parsed.WEBHOOK_CLAIM_STALE_SECONDS * 1000),
+    },
+    media: {
+      dir: resolve(dataDir, 'media'),
+      retentionMs: parsed.MEDIA_RETENTION_DAYS * 86_400_000,
+      maxBytes: parsed.MEDIA_MAX_MB * 1024 * 1024,
     },
     shutdownTimeoutMs: Math.round(parsed.SHUTDOWN_TIMEOUT_SECONDS * 1000),
     outboundCaFile: parsed.OUTBOUND_CA_FILE === undefined ? undefined : resolve(parsed.OUTBOUND_CA_FILE),

@@ -5,6 +5,7 @@
  * - `invalid`: the input breaks a rule (the message names the field and the rule).
  * - `unauthenticated`: no valid API key; `forbidden`: the key or the account may not do this.
  * - `not_found`: the thing named does not exist or is not addressable.
+ * - `gone`: the thing named existed but is no longer available (a platform media file past its expiry).
  * - `conflict`: the current state forbids the operation (e.g. `already logged in`).
  * - `not_logged_in`: the instance has no login yet; `not_connected`: logged in but not connected.
  * - `too_large`: a body or media file passes its size limit.
@@ -21,6 +22,7 @@ export type DomainErrorCode =
   | 'unauthenticated'
   | 'forbidden'
   | 'not_found'
+  | 'gone'
   | 'conflict'
   | 'not_logged_in'
   | 'not_connected'

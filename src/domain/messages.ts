@@ -91,6 +91,14 @@ export interface MessageContent {
   fileName?: string;
   /** Size in bytes of a media message. */
   fileLength?: number;
+  /** Audio only: true for a voice note (push-to-talk), false for an audio file; absent means a voice note. */
+  ptt?: boolean;
+  /**
+   * Where the engine that reported the message can fetch its media file again: an opaque text only that engine
+   * reads (Baileys: the direct path, media key and hashes; the sandbox: its own file id). Absent when parley
+   * cannot download the file (media parley sent itself, or a message without media).
+   */
+  download?: string;
   latitude?: number;
   longitude?: number;
   name?: string;

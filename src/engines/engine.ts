@@ -195,15 +195,31 @@ export interface GroupsCapability {
   revokeGroupInvite(jid: Jid): Promise<string>;
 }
 
+/** Fetching the files of media messages again from the platform (`GET /v1/messages/{id}/media`). */
+export interface MediaCapability {
+  /**
+   * The decrypted bytes of media message `message`, fetched from the platform by its content's `download`
+   * reference (which this engine wrote). Works whether or not the session is connected. The iterable checks
+   * the file's integrity as it goes and throws at the end when a check fails.
+   * @param maxBytes the largest file the caller accepts; a larger one is refused before or while reading.
+   * @throws DomainError gone when the platform no longer has the file (its media links expire); too_large over
+   *   `maxBytes`; platform_unreachable when the media host cannot be reached; platform_refused when it answers
+   *   an error or the file fails its integrity checks; not_found when the message has no reference.
+   */
+  downloadMedia(message: EngineMessage, maxBytes: number): Promise<AsyncIterable<Buffer>>;
+}
+
 /**
- * What every engine's session offers: the lifecycle plus the messaging, contacts and groups capabilities. The
- * application services depend on the capability they use, so an engine (or a test fake) is checked per family.
+ * What every engine's session offers: the lifecycle plus the messaging, contacts and groups capabilities, and
+ * media downloads where the engine has them. The application services depend on the capability they use, so
+ * an engine (or a test fake) is checked per family.
  */
 export interface EngineSession
   extends SessionLifecycle,
     MessagingCapability,
     ContactsCapability,
-    GroupsCapability {}
+    GroupsCapability,
+    Partial<MediaCapability> {}
 
 /** The sandbox's test helpers (DESIGN D9); routes under `/v1/sandbox/*` call these. */
 export interface SandboxControls {
@@ -215,6 +231,12 @@ export interface SandboxControls {
    *   is not in the group; not_registered when the sender is not registered or not in the group.
    */
   inbound(input: SandboxInboundInput): Promise<SentMessage>;
+  /**
+   * User `phone` sends a media file to the account (in group `groupJid` when given) → `message` event whose
+   * content can be downloaded again (`download`) while the simulated platform keeps the file.
+   * @throws as {@link SandboxControls.inbound}.
+   */
+  inboundMedia(input: SandboxInboundMediaInput): Promise<SentMessage>;
   /**
    * The recipient of sent message `id` acknowledges it → `receipt` event (DESIGN D9, D10).
    * @throws DomainError not_found `message not found` when `id` is not a stored message the account sent.
@@ -267,6 +289,25 @@ export interface SandboxGroupChangeInput extends GroupChange {
 export interface SandboxInboundInput {
   phone: string;
   body: string;
+  groupJid?: Jid;
+  pushName?: string;
+}
+
+/** The kinds of media file a simulated user can send. */
+export type SandboxMediaKind = 'image' | 'video' | 'audio' | 'document' | 'sticker';
+
+/**
+ * Input of {@link SandboxControls.inboundMedia}: sender phone, the file and its declared MIME type, and the
+ * fields of its kind (`caption` not for audio and stickers, `fileName` for documents, `ptt` for audio).
+ */
+export interface SandboxInboundMediaInput {
+  phone: string;
+  kind: SandboxMediaKind;
+  data: Buffer;
+  mimetype: string;
+  caption?: string;
+  fileName?: string;
+  ptt?: boolean;
   groupJid?: Jid;
   pushName?: string;
 }

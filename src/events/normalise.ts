@@ -25,7 +25,8 @@ export interface MessageBody {
   conversation: string;
   imageMessage?: MediaInfo;
   videoMessage?: MediaInfo;
-  audioMessage?: MediaInfo & { ptt: true };
+  /** `ptt`: true for a voice note, false for an audio file. */
+  audioMessage?: MediaInfo & { ptt: boolean };
   documentMessage?: MediaInfo & { fileName: string };
   stickerMessage?: MediaInfo;
   locationMessage?: { degreesLatitude: number; degreesLongitude: number; name: string; address: string };
@@ -43,11 +44,31 @@ export interface MediaInfo {
   caption?: string;
 }
 
-/** `event` of a `Message` webhook (SPEC Events rule 3). */
+/**
+ * `event.media` of a media message parley can download: what the file is, and where parley serves its bytes
+ * (`GET /v1/messages/{id}/media?from=<instance>` under the public URL).
+ */
+export interface MediaLink {
+  kind: 'image' | 'video' | 'audio' | 'document' | 'sticker';
+  /** The MIME type the sender declared. */
+  mimetype: string;
+  /** Bytes, as the sender declared (0 when unknown). */
+  size: number;
+  caption?: string;
+  /** Documents: the file name the sender gave. */
+  fileName?: string;
+  url: string;
+}
+
+/** `event` of a `Message` webhook (SPEC Events rule 3); `media` only on media messages parley can download. */
 export interface MessageEvent {
   info: MessageInfo;
   message: MessageBody;
+  media?: MediaLink;
 }
+
+/** Where parley serves the file of message `messageId`: an absolute URL. */
+export type MediaUrlOf = (messageId: string) => string;
 
 /** A normalised event without the delivery fields: `type`, the `event` object, and `state` for receipts. */
 export type NormalisedEvent =
@@ -93,7 +114,7 @@ export function messageBody(content: MessageContent): MessageBody {
       body.videoMessage = media(content);
       break;
     case 'audio':
-      body.audioMessage = { ...media(content), ptt: true };
+      body.audioMessage = { ...media(content), ptt: content.ptt ?? true };
       break;
     case 'document':
       body.documentMessage = { ...media(content), fileName: content.fileName ?? 'file' };
@@ -124,8 +145,29 @@ export function messageBody(content: MessageContent): MessageBody {
   return body;
 }
 
-/** The `event` of a `Message` webhook for `message` (SPEC Events rule 3). */
-export function messageEvent(message: EngineMessage): MessageEvent {
+/** The `event.media` of a message: present for a media kind with a download reference and a URL maker. */
+export function mediaLink(message: EngineMessage, mediaUrl: MediaUrlOf | undefined): MediaLink | undefined {
+  const { content } = message;
+  if (mediaUrl === undefined || content.download === undefined) return undefined;
+  const kind = content.kind;
+  if (kind !== 'image' && kind !== 'video' && kind !== 'audio' && kind !== 'document' && kind !== 'sticker')
+    return undefined;
+  return {
+    kind,
+    mimetype: content.mimetype ?? 'application/octet-stream',
+    size: content.fileLength ?? 0,
+    ...(content.text === undefined ? {} : { caption: content.text }),
+    ...(content.fileName === undefined ? {} : { fileName: content.fileName }),
+    url: mediaUrl(message.id),
+  };
+}
+
+/**
+ * The `event` of a `Message` webhook for `message` (SPEC Events rule 3), with `media` when `mediaUrl` is given
+ * and parley can download the message's file.
+ */
+export function messageEvent(message: EngineMessage, mediaUrl?: MediaUrlOf): MessageEvent {
+  const link = mediaLink(message, mediaUrl);
   return {
     info: {
       id: message.id,
@@ -134,6 +176,7 @@ export function messageEvent(message: EngineMessage): MessageEvent {
       timestamp: iso(message.timestamp),
     },
     message: messageBody(message.content),
+    ...(link === undefined ? {} : { media: link }),
   };
 }
 
@@ -141,12 +184,13 @@ const RECEIPT_STATES = { delivered: 'Delivered', read: 'Read', played: 'Played' 
 
 /**
  * Normalises one engine event into its webhook type and payload (SPEC Events, DESIGN D10); null for events
- * that are not webhook events (`connection`, `contacts`).
+ * that are not webhook events (`connection`, `contacts`). `mediaUrl` gives downloadable media messages their
+ * `event.media` link.
  */
-export function normaliseEvent(event: EngineEvent): NormalisedEvent | null {
+export function normaliseEvent(event: EngineEvent, mediaUrl?: MediaUrlOf): NormalisedEvent | null {
   switch (event.type) {
     case 'message':
-      return { type: 'Message', event: messageEvent(event.message) };
+      return { type: 'Message', event: messageEvent(event.message, mediaUrl) };
     case 'receipt':
       return {
         type: 'ReadReceipt',
@@ -171,7 +215,7 @@ export function normaliseEvent(event: EngineEvent): NormalisedEvent | null {
           chats: event.chats.map((chat) => ({
             jid: chat.jid,
             name: chat.name,
-            messages: chat.messages.map(messageEvent),
+            messages: chat.messages.map((message) => messageEvent(message, mediaUrl)),
           })),
         },
       };

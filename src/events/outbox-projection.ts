@@ -21,6 +21,11 @@ export interface OutboxProjectionOptions {
    * throw.
    */
   onCommitted: (instanceId: string) => void;
+  /**
+   * The absolute URL where parley serves the file of media message `messageId` of an instance (the webhook's
+   * `event.media.url`); without it payloads carry no `media` link.
+   */
+  mediaUrl?: (instanceId: string, messageId: string) => string;
 }
 
 /**
@@ -41,7 +46,11 @@ export class OutboxProjection implements EventProjection {
   }
 
   async apply(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<void> {
-    const normalised = normaliseEvent(event);
+    const { mediaUrl } = this.#options;
+    const normalised = normaliseEvent(
+      event,
+      mediaUrl === undefined ? undefined : (messageId) => mediaUrl(instanceId, messageId),
+    );
     if (!normalised) return;
     const row = await trx.selectFrom('instances').selectAll().where('id', '=', instanceId).executeTakeFirst();
     if (!row) return;

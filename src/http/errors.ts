@@ -29,6 +29,8 @@ export function statusOf(code: ErrorCode): number {
       return 404;
     case 'request_timeout':
       return 408;
+    case 'gone':
+      return 410;
     case 'conflict':
     case 'not_logged_in':
     case 'not_connected':

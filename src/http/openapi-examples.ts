@@ -23,6 +23,7 @@ export const REQUEST_EXAMPLES: Readonly<Record<string, Record<string, unknown>>>
   setHmacKey: { hmacKey: '6c1f0e3a9b7d4c2e8f5a1b3c7d9e0f2a4b6c8d0e1f3a5b7c9d2e4f6a8b0c1d3e' },
   sandboxScan: { phone: '5511999990001' },
   sandboxInbound: { phone: ANA, body: 'Hi! Is the shop open today?', pushName: 'Ana' },
+  sandboxInboundMedia: { phone: ANA, kind: 'image', media: TINY_PNG, caption: 'Is this the right part?' },
   sandboxReceipt: { id: '3EB0C767D26A1D2E5B3A61', state: 'read' },
   sandboxPresence: { phone: ANA, state: 'composing' },
   sandboxCall: { phone: ANA, video: false },

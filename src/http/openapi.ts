@@ -65,7 +65,7 @@ const ERROR_RESPONSES: Record<string, { name: string; description: string; examp
   '404': {
     name: 'NotFound',
     description:
-      'The instance does not exist or this key may not use it, or the group, delivery or picture the operation names does not exist (sandbox operations: the key is not a test key).',
+      'The instance does not exist or this key may not use it, or the group, message, media, delivery or picture the operation names does not exist (sandbox operations: the key is not a test key).',
     example: 'instance not found',
   },
   '409': {
@@ -74,9 +74,16 @@ const ERROR_RESPONSES: Record<string, { name: string; description: string; examp
       'The instance is not in the state this operation needs (not logged in, not connected, already logged in, no pairing in progress).',
     example: 'instance is not logged in',
   },
+  '410': {
+    name: 'Gone',
+    description:
+      "The platform no longer has the media file (the platform's media links expire) and parley kept no copy.",
+    example: 'the platform no longer has the media of message 3A6D5E0F9C1B2A3D4E5F60718293A4B5',
+  },
   '413': {
     name: 'PayloadTooLarge',
-    description: "The request body is larger than this operation's limit; the message gives the limit.",
+    description:
+      "The request body (or the media file) is larger than this operation's limit; the message gives the limit.",
     example: 'request body must be at most 1 MB',
   },
   '414': {
@@ -132,7 +139,8 @@ const TAGS = [
   },
   {
     name: 'messages',
-    description: 'Send text, media, locations, contacts and reactions; mark messages read.',
+    description:
+      'Send text, media, locations, contacts and reactions; mark messages read; download received media.',
   },
   { name: 'chats', description: 'Chats with their latest message and unread count, and stored history.' },
   { name: 'calls', description: 'Reject incoming calls automatically, with an optional message.' },

@@ -80,6 +80,22 @@ export class SessionManager {
   session(instance: Instance): EngineSession {
     const existing = this.#sessions.get(instance.id);
     if (existing) return existing;
+    const session = this.#create(instance);
+    this.#sessions.set(instance.id, session);
+    return session;
+  }
+
+  /**
+   * The session of `instance` for an operation that needs no connection (a media download): the session in
+   * this process if there is one, else a new session object that is not kept, so the instance's state as this
+   * process reports it does not change (a kept, never-connected session would read as not logged in).
+   */
+  detached(instance: Instance): EngineSession {
+    return this.#sessions.get(instance.id) ?? this.#create(instance);
+  }
+
+  /** A new, unregistered engine session of `instance` with its context (auth port, emit with retry). */
+  #create(instance: Instance): EngineSession {
     const { db, box, engines, recorder, logger, clock, findMessage, callSettings } = this.#options;
     const instanceId = instance.id;
     const sessionLogger = logger.child({ instanceId });
@@ -94,7 +110,7 @@ export class SessionManager {
       baseDelayMs: retry?.baseDelayMs ?? RECORD_RETRY.baseDelayMs,
       random: retry?.random ?? Math.random,
     };
-    const session = engines[instance.env].createSession({
+    return engines[instance.env].createSession({
       instanceId,
       env: instance.env,
       auth: new SqlAuthStateStore(db, box, instanceId),
@@ -105,8 +121,6 @@ export class SessionManager {
       logger: sessionLogger,
       clock,
     });
-    this.#sessions.set(instanceId, session);
-    return session;
   }
 
   /**

@@ -74,6 +74,7 @@ describe('OpenAPI request examples', () => {
       'checkContacts',
       'createGroup',
       'sandboxInbound',
+      'sandboxInboundMedia',
       'sandboxPresence',
       'sandboxDefineUser',
       'sandboxCreateGroup',

@@ -19,6 +19,7 @@ import type {
   MessageSource,
 } from '../../domain/messages.ts';
 import type { JidResolver } from './jid.ts';
+import { mediaReferenceOf } from './media-download.ts';
 
 /** Who the account is, for deciding `isFromMe` and the sender of own messages. */
 export interface Identity {
@@ -99,7 +100,8 @@ export function toMessageContent(message: proto.IMessage | null | undefined): Me
   if (content.imageMessage) return media('image', content.imageMessage);
   if (content.videoMessage) return media('video', content.videoMessage);
   if (content.ptvMessage) return media('video', content.ptvMessage);
-  if (content.audioMessage) return media('audio', content.audioMessage);
+  if (content.audioMessage)
+    return { ...media('audio', content.audioMessage), ptt: Boolean(content.audioMessage.ptt) };
   if (content.documentMessage) return media('document', content.documentMessage);
   if (content.stickerMessage) return media('sticker', content.stickerMessage);
   const location = content.locationMessage ?? content.liveLocationMessage;
@@ -159,7 +161,10 @@ function sameUser(a: string, b: string): boolean {
   return a.split('@')[0]?.split(':')[0] === b.split('@')[0]?.split(':')[0];
 }
 
-/** A received (or own, from another device) platform message as an {@link EngineMessage}; null when not a message. */
+/**
+ * A received (or own, from another device) platform message as an {@link EngineMessage}, its media's download
+ * reference included; null when not a message.
+ */
 export async function toEngineMessage(
   msg: WAMessage,
   ctx: MappingContext,
@@ -169,6 +174,8 @@ export async function toEngineMessage(
   if (!id || !msg.key.remoteJid) return null;
   const content = toMessageContent(msg.message);
   if (!content) return null;
+  const download = mediaReferenceOf(msg.message);
+  if (download !== undefined) content.download = download;
   const source = await sourceOfKey(msg.key, ctx);
   const pushName = msg.pushName ?? (source.isFromMe ? ctx.me().pushName : '');
   return { id, source, pushName, timestamp: timestampMs(msg.messageTimestamp, now), content };

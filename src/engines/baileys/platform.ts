@@ -20,8 +20,9 @@ export interface PlatformEndpoint {
 
 /**
  * The HTTPS agent Baileys uploads media with (its `fetchAgent` option, passed to Node's https.request in
- * Utils/messages-media.js `uploadWithNodeHttp`), trusting `ca` besides Node's bundled root certificates.
- * Certificate verification stays on; only this agent, not the process, learns the extra CA.
+ * Utils/messages-media.js `uploadWithNodeHttp`), trusting `ca` besides Node's bundled root certificates; parley's
+ * media downloads (media-download.ts) use the same agent. Certificate verification stays on; only this agent,
+ * not the process, learns the extra CA.
  */
 export function mediaUploadAgent(ca: string | Buffer): Agent {
   return new Agent({ ca: [...rootCertificates, ca.toString()], keepAlive: false });

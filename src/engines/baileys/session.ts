@@ -7,6 +7,7 @@ import type {
   Avatar,
   ConnectionState,
   Contact,
+  EngineMessage,
   GroupInfo,
   Jid,
   OutgoingMessage,
@@ -26,6 +27,7 @@ import type { Identity, MappingContext } from './incoming.ts';
 import { JidResolver, toPhoneJid } from './jid.ts';
 import { Lifecycle } from './lifecycle.ts';
 import { attachListeners, IncomingQueue } from './listeners.ts';
+import { downloadPlatformMedia } from './media-download.ts';
 import * as ops from './operations.ts';
 import type { LinkPreviewFetcher } from './outgoing.ts';
 import { resendableProto } from './outgoing.ts';
@@ -89,9 +91,11 @@ export class BaileysSession implements EngineSession {
   readonly #deps: ops.OperationDeps;
   readonly #calls: CallHandler;
   readonly #queue: IncomingQueue;
+  readonly #mediaAgent: Agent | undefined;
 
   constructor(context: EngineSessionContext, options: BaileysSessionOptions) {
     this.#context = context;
+    this.#mediaAgent = options.mediaAgent;
     this.#queue = new IncomingQueue(context);
     const now = () => context.clock();
     this.#groups = new BoundedCache(HOUR, 1_000, now);
@@ -196,6 +200,12 @@ export class BaileysSession implements EngineSession {
 
   connect(): Promise<void> {
     return this.#life.connect();
+  }
+  /** The file of a media message, from the platform's media host (no connection needed; media-download.ts). */
+  downloadMedia(message: EngineMessage, maxBytes: number): Promise<AsyncIterable<Buffer>> {
+    const reference = message.content.download;
+    if (reference === undefined) throw errors.notFound(`message ${message.id} has no downloadable media`);
+    return downloadPlatformMedia(reference, message.id, maxBytes, this.#mediaAgent);
   }
   waitForLogin(timeoutMs: number): Promise<boolean> {
     return this.#life.waitForLogin(timeoutMs);

@@ -144,6 +144,18 @@ export async function markRead(
  *   registered or not in the group; not_found `group not found`; not_logged_in before login.
  */
 export async function inbound(account: SandboxAccount, input: SandboxInboundInput): Promise<SentMessage> {
+  return arrive(account, input, () => ({ kind: 'text', text: input.body }));
+}
+
+/**
+ * A message from user `input.phone` arrives (in `input.groupJid` when given) with the content `content` builds
+ * for the new message id, once the sender checks passed. Errors as {@link inbound}.
+ */
+export async function arrive(
+  account: SandboxAccount,
+  input: Pick<SandboxInboundInput, 'phone' | 'groupJid' | 'pushName'>,
+  content: (id: string) => Promise<MessageContent> | MessageContent,
+): Promise<SentMessage> {
   const creds = await account.ready();
   if (input.phone === creds.phone) throw errors.badRequest('phone must be another user than this instance');
   const sender = await account.world.user(input.phone);
@@ -168,7 +180,7 @@ export async function inbound(account: SandboxAccount, input: SandboxInboundInpu
     },
     pushName: input.pushName ?? sender.pushName,
     timestamp: account.context.clock(),
-    content: { kind: 'text', text: input.body },
+    content: await content(id),
   };
   await account.context.emit({ type: 'message', message });
   return { id, timestamp: message.timestamp };

@@ -4,6 +4,7 @@ import type {
   Avatar,
   ConnectionState,
   Contact,
+  EngineMessage,
   GroupInfo,
   Jid,
   OutgoingMessage,
@@ -19,6 +20,7 @@ import { incomingCall } from './calls.ts';
 import * as admin from './group-admin.ts';
 import * as groups from './groups.ts';
 import { SequenceAllocator } from './ids.ts';
+import * as media from './media.ts';
 import * as messaging from './messaging.ts';
 import { defaultSandboxPhone, pairingSlot, sandboxPairingCode } from './pairing.ts';
 import { avatarOf, checkOf, contactOf, infoOf, isValidPhone } from './users.ts';
@@ -187,6 +189,9 @@ export class SandboxSession implements EngineSession {
   revokeGroupInvite(jid: Jid): Promise<string> {
     return admin.revokeGroupInvite(this.#account, jid);
   }
+  downloadMedia(message: EngineMessage, maxBytes: number): Promise<AsyncIterable<Buffer>> {
+    return media.downloadMedia(this.#context, message, maxBytes);
+  }
 
   /** The simulated platform's test helpers (DESIGN D9); a light object made on each read. */
   get sandbox(): SandboxControls {
@@ -194,6 +199,7 @@ export class SandboxSession implements EngineSession {
     return {
       scan: (input) => this.#scan(input),
       inbound: (input) => messaging.inbound(account, input),
+      inboundMedia: (input) => media.inboundMedia(account, input),
       receipt: (input) => messaging.receipt(account, input),
       presence: (input) => messaging.presence(account, input),
       defineUser: async ({ phone, ...definition }) => {

@@ -11,6 +11,7 @@ import { messagesRoutes } from './v1/messages.ts';
 import { sandboxRoutes } from './v1/sandbox.ts';
 import { sandboxCallRoutes } from './v1/sandbox-calls.ts';
 import { sandboxGroupRoutes } from './v1/sandbox-groups.ts';
+import { sandboxMediaRoutes } from './v1/sandbox-media.ts';
 import { sessionRoutes } from './v1/session.ts';
 import { webhookRoutes } from './v1/webhook.ts';
 
@@ -22,6 +23,7 @@ export async function routes(app: FastifyInstance): Promise<void> {
   await app.register(sandboxRoutes, { prefix: '/v1/sandbox' });
   await app.register(sandboxCallRoutes, { prefix: '/v1/sandbox' });
   await app.register(sandboxGroupRoutes, { prefix: '/v1/sandbox' });
+  await app.register(sandboxMediaRoutes, { prefix: '/v1/sandbox' });
   await app.register(messagesRoutes, { prefix: '/v1/messages' });
   await app.register(messageReadRoutes, { prefix: '/v1/messages' });
   await app.register(chatsRoutes, { prefix: '/v1/chats' });

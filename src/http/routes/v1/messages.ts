@@ -4,6 +4,7 @@ import { isGroupAddress } from '../../../app/messaging.ts';
 import { errors } from '../../../domain/errors.ts';
 import { instanceIdOf } from '../../plugins/instance.ts';
 import { Details, ok, responses } from '../../schemas.ts';
+import { messageDownloadRoutes } from './messages-download.ts';
 import { messageMediaRoutes } from './messages-media.ts';
 import {
   ReactBody,
@@ -161,4 +162,5 @@ export async function messagesRoutes(fastify: FastifyInstance): Promise<void> {
   );
 
   await app.register(messageMediaRoutes);
+  await app.register(messageDownloadRoutes);
 }

@@ -23,7 +23,7 @@ export const ScanBody = Type.Object(
 export type ScanBody = Static<typeof ScanBody>;
 
 /** A string from a closed list; the 400 names the field and every allowed value (DESIGN D6). */
-function StringEnum<T extends string>(values: readonly T[], example: T) {
+export function StringEnum<T extends string>(values: readonly T[], example: T) {
   return Type.Unsafe<T>({
     type: 'string',
     enum: [...values],
@@ -33,7 +33,7 @@ function StringEnum<T extends string>(values: readonly T[], example: T) {
 }
 
 /** A group JID (SPEC Identifiers): `<digits>@g.us`, or `<digits>-<digits>@g.us` for old groups. */
-const GroupJid = Type.String({
+export const GroupJid = Type.String({
   pattern: '^[0-9]{1,40}(-[0-9]{1,40})?@g\\.us$',
   'x-message': '{field} must be a group JID: <digits>@g.us',
   examples: ['120363025246125486@g.us'],

@@ -1,0 +1,220 @@
+import { createDecipheriv, createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import { type Agent, request } from 'node:https';
+import {
+  DEFAULT_ORIGIN,
+  getMediaKeys,
+  getUrlFromDirectPath,
+  type MediaType,
+  normalizeMessageContent,
+  type proto,
+} from 'baileys';
+import { DomainError, errors } from '../../domain/errors.ts';
+
+/**
+ * Downloading a platform media file again, later, from what the message said about it — what Baileys'
+ * `downloadContentFromMessage` (Utils/messages-media.js) does, with two differences: the request goes through
+ * Node's https with the same agent media uploads use (Baileys' `fetchAgent`, which trusts a simulator's
+ * PLATFORM_CA_FILE besides the system's CAs: certificate checks stay on), and the file is verified as the
+ * platform's clients verify it (the encrypted file's SHA-256, the truncated HMAC-SHA256 over IV + ciphertext,
+ * the plaintext's SHA-256), which Baileys' download leaves to the caller.
+ */
+
+/** What parley keeps of a media message to fetch its file later (the message content's `download`, as JSON). */
+export interface MediaReference {
+  /** HKDF type of the media key (Baileys' `MediaType`: `image`, `video`, `ptv`, `audio`, `document`, `sticker`). */
+  type: MediaType;
+  directPath?: string;
+  url?: string;
+  /** Base64. */
+  mediaKey: string;
+  /** Base64 SHA-256 of the plaintext, when the message gave it. */
+  fileSha256?: string;
+  /** Base64 SHA-256 of the encrypted file (with its MAC), when the message gave it. */
+  fileEncSha256?: string;
+}
+
+/** Time allowed to fetch one file (connect, TLS, whole body), ms. */
+export const MEDIA_DOWNLOAD_TIMEOUT_MS = 120_000;
+
+const MAC_BYTES = 10;
+
+type MediaPart = proto.Message.IImageMessage & { fileEncSha256?: Uint8Array | null };
+
+const b64 = (value: Uint8Array | null | undefined) =>
+  value && value.length > 0 ? Buffer.from(value).toString('base64') : undefined;
+
+/**
+ * The download reference of a platform message's media (wrappers unwrapped as Baileys does), as the JSON text
+ * stored in the message content's `download`; undefined when the message has no media or lacks the media key or
+ * a direct path / URL.
+ */
+export function mediaReferenceOf(message: proto.IMessage | null | undefined): string | undefined {
+  const content = normalizeMessageContent(message);
+  if (!content) return undefined;
+  const parts: [MediaType, MediaPart | null | undefined][] = [
+    ['image', content.imageMessage],
+    ['video', content.videoMessage],
+    ['ptv', content.ptvMessage],
+    ['audio', content.audioMessage],
+    ['document', content.documentMessage],
+    ['sticker', content.stickerMessage],
+  ];
+  const found = parts.find(([, part]) => part);
+  if (!found) return undefined;
+  const [type, part] = found;
+  const mediaKey = b64(part?.mediaKey);
+  if (!part || !mediaKey || (!part.directPath && !part.url)) return undefined;
+  const reference: MediaReference = {
+    type,
+    mediaKey,
+    ...(part.directPath ? { directPath: part.directPath } : {}),
+    ...(part.url ? { url: part.url } : {}),
+  };
+  const fileSha256 = b64(part.fileSha256);
+  const fileEncSha256 = b64(part.fileEncSha256);
+  if (fileSha256) reference.fileSha256 = fileSha256;
+  if (fileEncSha256) reference.fileEncSha256 = fileEncSha256;
+  return JSON.stringify(reference);
+}
+
+/** The URL Baileys downloads from: the direct path on the host of the message's URL (else its default host). */
+function downloadUrl(reference: MediaReference): URL {
+  let host: string | undefined;
+  try {
+    host = reference.url ? new URL(reference.url).host : undefined;
+  } catch {
+    host = undefined;
+  }
+  const raw = reference.directPath ? getUrlFromDirectPath(reference.directPath, host) : (reference.url ?? '');
+  const url = new URL(raw);
+  if (url.protocol !== 'https:') throw new Error(`media URL is not https: ${url.protocol}`);
+  return url;
+}
+
+function gone(messageId: string, detail: string): DomainError {
+  return new DomainError(
+    'gone',
+    `the platform no longer has the media of message ${messageId}: its media links expire after a while (${detail}), and parley had not kept a copy`,
+  );
+}
+
+/** Opens the HTTPS response of `url` (status checked by the caller). */
+function get(url: URL, agent: Agent | undefined, timeoutMs: number): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, {
+      method: 'GET',
+      headers: { Origin: DEFAULT_ORIGIN },
+      ...(agent ? { agent } : {}),
+      timeout: timeoutMs,
+    });
+    req.on('response', resolve);
+    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/**
+ * Fetches and decrypts the file `reference` (a `download` text written by {@link mediaReferenceOf}) names.
+ * The returned iterable yields plaintext as it arrives and throws at the end when a check fails; a consumer
+ * keeps nothing until it completes.
+ * @param maxBytes the largest plaintext accepted.
+ * @throws DomainError gone when the media host answers 403, 404 or 410 (expired or deleted links);
+ *   platform_refused for another answer or a file failing its checks; platform_unreachable when the host cannot
+ *   be reached (DNS, TLS, connection, timeout); too_large over `maxBytes`.
+ */
+export async function downloadPlatformMedia(
+  reference: string,
+  messageId: string,
+  maxBytes: number,
+  agent: Agent | undefined,
+  timeoutMs = MEDIA_DOWNLOAD_TIMEOUT_MS,
+): Promise<AsyncIterable<Buffer>> {
+  let parsed: MediaReference;
+  let url: URL;
+  try {
+    parsed = JSON.parse(reference) as MediaReference;
+    url = downloadUrl(parsed);
+  } catch {
+    throw errors.notFound(`message ${messageId} has no downloadable media`);
+  }
+  const keys = await getMediaKeys(Buffer.from(parsed.mediaKey, 'base64'), parsed.type);
+  const iv = Buffer.from(keys.iv);
+  const cipherKey = Buffer.from(keys.cipherKey);
+  const macKey = Buffer.from(keys.macKey ?? []);
+  let response: IncomingMessage;
+  try {
+    response = await get(url, agent, timeoutMs);
+  } catch (error) {
+    throw new DomainError(
+      'platform_unreachable',
+      `the platform's media host could not be reached: ${(error as Error).message}`,
+      { cause: error },
+    );
+  }
+  const status = response.statusCode ?? 0;
+  if (status !== 200) {
+    response.resume();
+    if (status === 403 || status === 404 || status === 410)
+      throw gone(messageId, `the host answered HTTP ${status}`);
+    throw new DomainError('platform_refused', `the platform's media host answered HTTP ${status}`);
+  }
+  const tooLarge = () =>
+    new DomainError('too_large', `media of message ${messageId} is larger than ${maxBytes} bytes`);
+  const declared = Number(response.headers['content-length'] ?? Number.NaN);
+  if (declared > maxBytes + MAC_BYTES + 16) {
+    response.destroy();
+    throw tooLarge();
+  }
+  return decrypt(response, { iv, cipherKey, macKey }, parsed, messageId, maxBytes, tooLarge);
+}
+
+/** Decrypts the encrypted file as it streams in, checking the MAC and both hashes at the end. */
+async function* decrypt(
+  body: AsyncIterable<Buffer>,
+  keys: { iv: Buffer; cipherKey: Buffer; macKey: Buffer },
+  reference: MediaReference,
+  messageId: string,
+  maxBytes: number,
+  tooLarge: () => DomainError,
+): AsyncGenerator<Buffer> {
+  const refused = (what: string) =>
+    new DomainError('platform_refused', `the media of message ${messageId} failed its check: ${what}`);
+  const encHash = createHash('sha256');
+  const plainHash = createHash('sha256');
+  const mac = createHmac('sha256', keys.macKey).update(keys.iv);
+  const decipher = createDecipheriv('aes-256-cbc', keys.cipherKey, keys.iv);
+  let tail: Buffer = Buffer.alloc(0);
+  let plain = 0;
+  const emit = (chunk: Buffer): Buffer => {
+    plain += chunk.length;
+    if (plain > maxBytes) throw tooLarge();
+    plainHash.update(chunk);
+    return chunk;
+  };
+  for await (const chunk of body) {
+    encHash.update(chunk);
+    const data = tail.length === 0 ? chunk : Buffer.concat([tail, chunk]);
+    const cut = Math.max(0, data.length - MAC_BYTES);
+    tail = data.subarray(cut);
+    const cipher = data.subarray(0, cut);
+    if (cipher.length === 0) continue;
+    mac.update(cipher);
+    const out = decipher.update(cipher);
+    if (out.length > 0) yield emit(out);
+  }
+  if (tail.length !== MAC_BYTES) throw refused('the file is shorter than its MAC');
+  if (!timingSafeEqual(mac.digest().subarray(0, MAC_BYTES), tail)) throw refused('MAC mismatch');
+  if (reference.fileEncSha256 && encHash.digest('base64') !== reference.fileEncSha256)
+    throw refused('SHA-256 of the encrypted file mismatch');
+  let last: Buffer;
+  try {
+    last = decipher.final();
+  } catch {
+    throw refused('bad padding');
+  }
+  if (last.length > 0) yield emit(last);
+  if (reference.fileSha256 && plainHash.digest('base64') !== reference.fileSha256)
+    throw refused('SHA-256 of the file mismatch');
+}
