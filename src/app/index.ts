@@ -14,6 +14,7 @@ import { ContactService } from './contacts.ts';
 import { DashboardAdminService } from './dashboard-admin.ts';
 import { DashboardAuthService } from './dashboard-auth.ts';
 import { GroupService } from './groups.ts';
+import { MessageUpdateService } from './message-updates.ts';
 import { MessagingService } from './messaging.ts';
 import { ReadinessService } from './readiness.ts';
 import { SandboxService } from './sandbox.ts';
@@ -30,6 +31,8 @@ import { WebhookService } from './webhooks.ts';
 export interface Application {
   session: SessionService;
   messaging: MessagingService;
+  /** Edits, deletions for everyone and chat presence (issue 14). */
+  messageUpdates: MessageUpdateService;
   contacts: ContactService;
   groups: GroupService;
   webhooks: WebhookService;
@@ -68,6 +71,7 @@ export function createApplication(deps: ApplicationDeps): Application {
   return {
     session: new SessionService({ store, sessions, box }),
     messaging: new MessagingService({ store, sessions, registrations, recorder }),
+    messageUpdates: new MessageUpdateService({ store, sessions, clock }),
     contacts: new ContactService({ store, sessions, registrations }),
     groups: new GroupService({ store, sessions }),
     webhooks: new WebhookService({ store, guard, worker: webhookWorker, clock }),

@@ -8,7 +8,9 @@ import type {
   SandboxInboundInput,
   SandboxPresenceInput,
   SandboxReceiptInput,
+  SandboxUpdateInput,
   SandboxUserInput,
+  SandboxVoteInput,
 } from '../engines/engine.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
@@ -92,5 +94,17 @@ export class SandboxService {
   async createForeignGroup(instanceId: InstanceId, input: SandboxForeignGroupInput): Promise<GroupInfo> {
     const instance = await this.#load(instanceId);
     return this.#controls(instance).createForeignGroup(input);
+  }
+
+  /** A simulated user edits or deletes their message. See {@link SandboxControls.updateMessage}. */
+  async updateMessage(instanceId: InstanceId, input: SandboxUpdateInput): Promise<void> {
+    const instance = await this.#load(instanceId);
+    return this.#controls(instance).updateMessage(input);
+  }
+
+  /** A simulated user votes on a poll the instance sent. See {@link SandboxControls.vote}. */
+  async vote(instanceId: InstanceId, input: SandboxVoteInput): Promise<void> {
+    const instance = await this.#load(instanceId);
+    return this.#controls(instance).vote(input);
   }
 }

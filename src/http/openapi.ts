@@ -132,8 +132,10 @@ const TAGS = [
   },
   {
     name: 'messages',
-    description: 'Send text, media, locations, contacts and reactions; mark messages read.',
+    description:
+      'Send text, media, locations, contacts, polls and reactions; edit and delete sent messages; mark messages read.',
   },
+  { name: 'chats', description: 'What the instance shows in a chat: typing, recording, online status.' },
   { name: 'contacts', description: 'Registration checks, contacts and profiles.' },
   { name: 'groups', description: 'Create groups and read them.' },
   { name: 'webhook', description: 'Where events are delivered, the delivery log and redelivery.' },

@@ -59,8 +59,11 @@ function num(value: number | Long | null | undefined): number | undefined {
   return Number.isFinite(n) ? n : undefined;
 }
 
-function quotedOf(info: proto.IContextInfo | null | undefined): { quotedId?: string } {
-  return info?.stanzaId ? { quotedId: info.stanzaId } : {};
+function quotedOf(info: proto.IContextInfo | null | undefined): { quotedId?: string; mentions?: string[] } {
+  return {
+    ...(info?.stanzaId ? { quotedId: info.stanzaId } : {}),
+    ...(info?.mentionedJid?.length ? { mentions: [...info.mentionedJid] } : {}),
+  };
 }
 
 /**
@@ -118,6 +121,18 @@ export function toMessageContent(message: proto.IMessage | null | undefined): Me
     if (contact.vcard) out.vcard = contact.vcard;
     return out;
   }
+  const poll = content.pollCreationMessage ?? content.pollCreationMessageV2 ?? content.pollCreationMessageV3;
+  if (poll) {
+    return {
+      kind: 'poll',
+      text: poll.name ?? '',
+      poll: {
+        options: (poll.options ?? []).map((option) => option.optionName ?? ''),
+        selectableCount: poll.selectableOptionsCount ?? 0,
+      },
+      ...quotedOf(poll.contextInfo),
+    };
+  }
   const reaction = content.reactionMessage;
   if (reaction)
     return { kind: 'reaction', reaction: { emoji: reaction.text ?? '', targetId: reaction.key?.id ?? '' } };
@@ -169,6 +184,11 @@ export async function toEngineMessage(
   if (!id || !msg.key.remoteJid) return null;
   const content = toMessageContent(msg.message);
   if (!content) return null;
+  if (content.mentions) {
+    content.mentions = await Promise.all(
+      content.mentions.map(async (jid) => (await ctx.resolver.resolve(jid)).jid),
+    );
+  }
   const source = await sourceOfKey(msg.key, ctx);
   const pushName = msg.pushName ?? (source.isFromMe ? ctx.me().pushName : '');
   return { id, source, pushName, timestamp: timestampMs(msg.messageTimestamp, now), content };

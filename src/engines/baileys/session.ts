@@ -4,6 +4,7 @@ import { jidNormalizedUser, type proto } from 'baileys';
 import { DomainError, errors } from '../../domain/errors.ts';
 import type {
   Avatar,
+  ChatPresenceState,
   ConnectionState,
   Contact,
   GroupInfo,
@@ -27,6 +28,7 @@ import * as ops from './operations.ts';
 import type { LinkPreviewFetcher } from './outgoing.ts';
 import { resendableProto } from './outgoing.ts';
 import type { BaileysLogger, SocketFactory, SocketLike } from './socket.ts';
+import * as updates from './updates.ts';
 
 /** Everything a session takes from the engine (see `BaileysEngineOptions` for meanings and defaults). */
 export interface BaileysSessionOptions {
@@ -223,6 +225,15 @@ export class BaileysSession implements EngineSession {
   }
   async markRead(chat: Jid, ids: readonly string[], sender?: Jid): Promise<void> {
     await ops.markRead(await this.#open(), this.#deps, chat, ids, sender);
+  }
+  async edit(chat: Jid, id: string, text: string): Promise<SentMessage> {
+    return updates.editMessage(await this.#open(), this.#deps, chat, id, text);
+  }
+  async revoke(chat: Jid, id: string): Promise<SentMessage> {
+    return updates.revokeMessage(await this.#open(), this.#deps, chat, id);
+  }
+  async sendPresence(chat: Jid, state: ChatPresenceState): Promise<void> {
+    await updates.sendChatPresence(await this.#open(), this.#deps, chat, state);
   }
   async checkPhones(phones: readonly string[]): Promise<UserCheck[]> {
     const sock = await this.#open();

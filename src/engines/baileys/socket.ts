@@ -48,6 +48,7 @@ export interface SocketLike
     | 'groupMetadata'
     | 'groupInviteCode'
     | 'presenceSubscribe'
+    | 'sendPresenceUpdate'
     | 'query'
     | 'requestPairingCode'
     | 'waitForSocketOpen'

@@ -1,6 +1,7 @@
 import { errors } from '../../domain/errors.ts';
 import type {
   Avatar,
+  ChatPresenceState,
   ConnectionState,
   Contact,
   GroupInfo,
@@ -18,6 +19,7 @@ import * as groups from './groups.ts';
 import { SequenceAllocator } from './ids.ts';
 import * as messaging from './messaging.ts';
 import { defaultSandboxPhone, pairingSlot, sandboxPairingCode } from './pairing.ts';
+import * as updates from './updates.ts';
 import { avatarOf, checkOf, contactOf, infoOf, isValidPhone } from './users.ts';
 import { SandboxWorld } from './world.ts';
 
@@ -134,6 +136,15 @@ export class SandboxSession implements EngineSession {
   markRead(chat: Jid, ids: readonly string[], sender?: Jid): Promise<void> {
     return messaging.markRead(this.#account, chat, ids, sender);
   }
+  edit(chat: Jid, id: string, text: string): Promise<SentMessage> {
+    return updates.edit(this.#account, chat, id, text);
+  }
+  revoke(chat: Jid, id: string): Promise<SentMessage> {
+    return updates.revoke(this.#account, chat, id);
+  }
+  sendPresence(chat: Jid, state: ChatPresenceState): Promise<void> {
+    return updates.sendPresence(this.#account, chat, state);
+  }
   async checkPhones(phones: readonly string[]): Promise<UserCheck[]> {
     await this.#ready();
     const users = await this.#world.users(phones);
@@ -181,6 +192,8 @@ export class SandboxSession implements EngineSession {
         await this.#world.defineUser(phone, definition);
       },
       createForeignGroup: (input) => groups.createForeignGroup(account, input),
+      updateMessage: (input) => updates.updateMessage(account, input),
+      vote: (input) => updates.vote(account, input),
     };
   }
 

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { gatewayPlugin } from '../gateway/plugin.ts';
 import { dashboardRoutes } from './dashboard/index.ts';
 import { opsRoutes } from './ops.ts';
+import { chatPresenceRoutes } from './v1/chat-presence.ts';
 import { contactsRoutes } from './v1/contacts.ts';
 import { groupsRoutes } from './v1/groups.ts';
 import { messagesRoutes } from './v1/messages.ts';
@@ -18,6 +19,7 @@ export async function routes(app: FastifyInstance): Promise<void> {
   await app.register(messagesRoutes, { prefix: '/v1/messages' });
   await app.register(contactsRoutes, { prefix: '/v1/contacts' });
   await app.register(groupsRoutes, { prefix: '/v1/groups' });
+  await app.register(chatPresenceRoutes, { prefix: '/v1/chats' });
   await app.register(webhookRoutes, { prefix: '/v1/webhook' });
   await app.register(dashboardRoutes, {});
 }
