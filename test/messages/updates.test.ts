@@ -188,7 +188,7 @@ for (const dialect of testDialects()) {
       });
       assert.equal((await messageRow(t, id))?.type, 'poll');
       const [message] = (await payloads(t, 'Message')).slice(-1);
-      assert.deepEqual((message?.event as { message: unknown }).message, {
+      assert.deepEqual((message?.event as { message: unknown } | undefined)?.message, {
         conversation: 'Which day?',
         pollCreationMessage: {
           name: 'Which day?',
@@ -265,9 +265,12 @@ for (const dialect of testDialects()) {
         mentions: [`${THIRD}@s.whatsapp.net`],
       });
       const [message] = (await payloads(t, 'Message')).slice(-1);
-      assert.deepEqual((message?.event as { message: { contextInfo: unknown } }).message.contextInfo, {
-        mentionedJid: [`${THIRD}@s.whatsapp.net`],
-      });
+      assert.deepEqual(
+        (message?.event as { message: { contextInfo: unknown } } | undefined)?.message.contextInfo,
+        {
+          mentionedJid: [`${THIRD}@s.whatsapp.net`],
+        },
+      );
       assert.deepEqual(
         (await t.call('POST', '/v1/messages/send', { phone: PEER, body: 'hi all', mentions: [THIRD] })).body,
         bad(400, `mentions: ${THIRD} must appear in body as @${THIRD}`),
