@@ -324,6 +324,26 @@ for (const dialect of testDialects()) {
       );
     });
 
+    it('gateway twins: /chat/send/poll, /chat/send/edit, /chat/delete, /chat/presence', async () => {
+      const gw = (path: string, body: unknown) =>
+        t.call('POST', path, body, { 'x-instance-id': t.instance.id });
+      const poll = await gw('/chat/send/poll', { phone: PEER, name: 'Q', options: ['a', 'b'] });
+      assert.equal(poll.body.data.details, 'Sent');
+      assert.equal((await messageRow(t, poll.body.data.id))?.type, 'poll');
+      const sent = await gw('/chat/send/text', { phone: PEER, message: 'typo' });
+      const id = sent.body.data.id as string;
+      const edit = await gw('/chat/send/edit', { phone: PEER, id, body: 'fixed' });
+      assert.deepEqual(edit.body.data, { details: 'Edited', id, timestamp: iso(t) });
+      const del = await gw('/chat/delete', { phone: PEER, id });
+      assert.equal(del.body.data.details, 'Deleted');
+      const presence = await gw('/chat/presence', { phone: PEER, state: 'paused' });
+      assert.deepEqual(presence.body, {
+        success: true,
+        code: 200,
+        data: { details: 'Presence paused sent' },
+      });
+    });
+
     it('takes the chat:messages scope', async () => {
       const key = await t.newKey({ scopes: ['chat:contacts'] });
       const res = await t.call(
