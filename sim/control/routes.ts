@@ -13,6 +13,7 @@ import { registerGroupRoutes } from './groups.ts';
 import { registerHistoryRoutes } from './history.ts';
 import { registerMessagingRoutes } from './messaging.ts';
 import { Phone } from './schemas.ts';
+import { registerUpdateRoutes } from './updates.ts';
 
 const CreateUser = Type.Object(
   {
@@ -98,4 +99,5 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext): vo
   registerGroupRoutes(app, ctx);
   registerHistoryRoutes(app, ctx);
   registerContentRoutes(app, ctx);
+  registerUpdateRoutes(app, ctx);
 }

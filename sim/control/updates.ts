@@ -1,0 +1,136 @@
+/**
+ * Control API: a simulated user edits or deletes for everyone a message it sent to a linked account, or votes on
+ * a poll the account sent it — each sent as the platform relays it, a Signal-encrypted message to the account's
+ * companion devices (messaging/send.ts):
+ * - edit: `protocolMessage` type MESSAGE_EDIT with the message's key (`fromMe` from the user's side) and the new
+ *   `editedMessage` (Baileys Utils/messages.js builds the same for `{ edit }`);
+ * - delete: `protocolMessage` type REVOKE with the message's key;
+ * - vote: `pollUpdateMessage` with the poll's key and the vote encrypted with the poll's secret
+ *   (messaging/polls.ts encryptVote), the chosen options as SHA-256 digests of their names.
+ * One-to-one chats only.
+ */
+import { type Static, Type } from '@sinclair/typebox';
+import { proto } from 'baileys';
+import type { FastifyInstance } from 'fastify';
+import { encryptVote, receivedPoll } from '../messaging/polls.ts';
+import { sendMessage } from '../messaging/send.ts';
+import { phoneJid, type User } from '../model/accounts.ts';
+import type { SimContext } from '../server/session.ts';
+import { ControlError } from './errors.ts';
+import { Phone } from './schemas.ts';
+
+const MessageId = Type.String({ minLength: 1, maxLength: 128 });
+
+const Edit = Type.Object(
+  { from: Phone, to: Phone, id: MessageId, text: Type.String({ minLength: 1, maxLength: 65536 }) },
+  { additionalProperties: false },
+);
+
+const Delete = Type.Object({ from: Phone, to: Phone, id: MessageId }, { additionalProperties: false });
+
+const Vote = Type.Object(
+  {
+    from: Phone,
+    to: Phone,
+    pollId: MessageId,
+    options: Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { maxItems: 12 }),
+  },
+  { additionalProperties: false },
+);
+
+/** The sender and the account of a request; the sender must have sent message `id` to the account. */
+function parties(ctx: SimContext, from: string, to: string): { sender: User; account: User } {
+  const sender = ctx.accounts.require(from, 'from');
+  const account = ctx.accounts.require(to, 'to');
+  if (sender === account) throw new ControlError(400, 'to: must differ from from');
+  if (!account.registered) throw new ControlError(409, `to: ${to} is not registered`);
+  return { sender, account };
+}
+
+function ownSent(sender: User, account: User, id: string): void {
+  const sent = sender.sent.get(id);
+  if (!sent || sent.to !== phoneJid(account.phone)) {
+    throw new ControlError(404, `id: ${id} is not a message ${sender.phone} sent to ${account.phone}`);
+  }
+}
+
+/** Registers the edit, delete and vote routes. */
+export function registerUpdateRoutes(app: FastifyInstance, ctx: SimContext): void {
+  const send = async (sender: User, account: User, message: proto.IMessage) => {
+    const result = await sendMessage(ctx.signalQueue, sender, account, message);
+    if (result.devices === 0)
+      throw new ControlError(409, `to: account ${account.phone} has no linked device`);
+    return result;
+  };
+  const Types = proto.Message.ProtocolMessage.Type;
+
+  app.post<{ Body: Static<typeof Edit> }>(
+    '/control/messages/edit',
+    { schema: { body: Edit } },
+    async (request, reply) => {
+      const { from, to, id, text } = request.body;
+      const { sender, account } = parties(ctx, from, to);
+      ownSent(sender, account, id);
+      const message: proto.IMessage = {
+        protocolMessage: {
+          key: { remoteJid: phoneJid(account.phone), fromMe: true, id },
+          type: Types.MESSAGE_EDIT,
+          editedMessage: { conversation: text },
+          timestampMs: Date.now(),
+        },
+      };
+      return reply.status(201).send(await send(sender, account, message));
+    },
+  );
+
+  app.post<{ Body: Static<typeof Delete> }>(
+    '/control/messages/delete',
+    { schema: { body: Delete } },
+    async (request, reply) => {
+      const { from, to, id } = request.body;
+      const { sender, account } = parties(ctx, from, to);
+      ownSent(sender, account, id);
+      const message: proto.IMessage = {
+        protocolMessage: {
+          key: { remoteJid: phoneJid(account.phone), fromMe: true, id },
+          type: Types.REVOKE,
+        },
+      };
+      return reply.status(201).send(await send(sender, account, message));
+    },
+  );
+
+  app.post<{ Body: Static<typeof Vote> }>(
+    '/control/polls/vote',
+    { schema: { body: Vote } },
+    async (request, reply) => {
+      const { from, to, pollId, options } = request.body;
+      const { sender, account } = parties(ctx, from, to);
+      const poll = receivedPoll(sender, pollId);
+      if (!poll || poll.creator !== account.phone) {
+        throw new ControlError(404, `pollId: ${from} received no poll ${pollId} from ${to}`);
+      }
+      for (const option of options) {
+        if (!poll.options.includes(option)) {
+          throw new ControlError(400, `options: ${JSON.stringify(option)} is not an option of the poll`);
+        }
+      }
+      if (poll.selectableCount > 0 && options.length > poll.selectableCount) {
+        throw new ControlError(400, `options: the poll allows at most ${poll.selectableCount}`);
+      }
+      const vote = encryptVote(
+        poll,
+        { pollId, creatorJid: phoneJid(account.phone), voterJid: phoneJid(sender.phone) },
+        options,
+      );
+      const message: proto.IMessage = {
+        pollUpdateMessage: {
+          pollCreationMessageKey: { remoteJid: phoneJid(account.phone), fromMe: false, id: pollId },
+          vote,
+          senderTimestampMs: Date.now(),
+        },
+      };
+      return reply.status(201).send(await send(sender, account, message));
+    },
+  );
+}
