@@ -105,7 +105,8 @@ function editedText(message: proto.IMessage | null | undefined): string {
  * The `messageUpdate` or `pollVote` event a received platform message stands for, if any: a `protocolMessage`
  * REVOKE or MESSAGE_EDIT (an edit or deletion by its sender — someone else, or the account on another device),
  * or a `pollUpdateMessage` on one of the account's polls, decrypted with the poll's stored secret. Null for every
- * other message (and for a vote on a poll whose secret is unknown, which is logged by the caller).
+ * other message; `'undecryptable'` for a vote on a poll whose secret is unknown (sent before a logout, or by another
+ * client) or that no candidate JID pair decrypts (the caller logs and drops it).
  */
 export async function updateEventOf(
   msg: WAMessage,
