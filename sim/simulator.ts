@@ -3,10 +3,12 @@
  * /ws/chat (Noise, binary nodes, pairing, login — see server/) and serves the control API under /control
  * (control/routes.ts). Started by `parley sim` (sim/cli.ts) or in-process by tests.
  */
+import { randomBytes } from 'node:crypto';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { WebSocketServer } from 'ws';
 import { registerControlRoutes } from './control/routes.ts';
+import { loadMediaIdentity, MediaFiles, saveMediaIdentity } from './media/persist.ts';
 import { type MediaServer, startMediaServer } from './media/server.ts';
 import { createMediaTls } from './media/tls.ts';
 import { startChatstateRelay } from './messaging/chatstate.ts';
@@ -63,7 +65,8 @@ export const CHAT_PATH = '/ws/chat';
 
 /**
  * Starts a simulator and resolves once it listens. Rejects when the port cannot be bound; with `stateDir`, rejects
- * with StateError when the state file exists but cannot be read back, or names another root key than `root`.
+ * with StateError when the state file exists but cannot be read back, or names another root key than `root`, and
+ * with MediaStateError (media/persist.ts) when the media identity or a stored media record cannot be read back.
  */
 export async function startSimulator(options: SimulatorOptions = {}): Promise<Simulator> {
   const log = options.log ?? pino({ level: 'silent' });
@@ -78,12 +81,23 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   if (saved && options.stateDir !== undefined)
     restoreUsers(saved, accounts, StateFile.pathIn(options.stateDir));
   const host = options.host ?? '127.0.0.1';
-  const media = await startMediaServer({
+  // With a state directory the media server keeps its CA, signing key, port and files across restarts, so the
+  // media URLs messages carry stay valid and clients keep trusting it.
+  const identity = (options.stateDir !== undefined ? loadMediaIdentity(options.stateDir) : undefined) ?? {
     tls: await createMediaTls(),
+    signing: randomBytes(32),
+  };
+  const mediaFiles = options.stateDir !== undefined ? new MediaFiles(options.stateDir) : undefined;
+  const mediaPort = options.mediaPort ?? identity.port;
+  const media = await startMediaServer({
+    tls: identity.tls,
+    signing: identity.signing,
     log: log.child({ component: 'media' }),
     host,
-    ...(options.mediaPort !== undefined ? { port: options.mediaPort } : {}),
+    ...(mediaPort !== undefined ? { port: mediaPort } : {}),
+    ...(mediaFiles ? { initial: mediaFiles.load(), onStore: (stored) => mediaFiles.save(stored) } : {}),
   });
+  if (options.stateDir !== undefined) saveMediaIdentity(options.stateDir, { ...identity, port: media.port });
   const context = createContext({ accounts, pairing: new Pairing(accounts), chain, log, media });
   const state =
     options.stateDir === undefined

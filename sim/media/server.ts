@@ -127,18 +127,27 @@ async function readBody(request: IncomingMessage, max: number): Promise<Buffer> 
   return Buffer.concat(chunks);
 }
 
-/** Starts the media server on `host` (default 127.0.0.1), a free port unless `port` is given. */
+/**
+ * Starts the media server on `host` (default 127.0.0.1), a free port unless `port` is given. Rejects when the
+ * port cannot be bound.
+ */
 export async function startMediaServer(options: {
   tls: MediaTls;
   log: Logger;
   host?: string;
   port?: number;
+  /** Key of the direct paths' `oh` signatures (32 bytes); default a fresh one (media/persist.ts keeps it). */
+  signing?: Buffer;
+  /** Files stored before a restart (media/persist.ts), served again. */
+  initial?: StoredMedia[];
+  /** Called with every newly stored file (media/persist.ts writes it to the state directory). */
+  onStore?: (stored: StoredMedia) => void;
 }): Promise<MediaServer> {
   const { tls, log } = options;
   const bind = options.host ?? '127.0.0.1';
   const tokens = new Map<string, number>();
-  const files = new Map<string, StoredMedia>();
-  const signing = randomBytes(32);
+  const files = new Map<string, StoredMedia>((options.initial ?? []).map((f) => [f.path, f]));
+  const signing = options.signing ?? randomBytes(32);
   let host = '';
 
   const sign = (path: string, oe: string) =>
@@ -161,6 +170,7 @@ export async function startMediaServer(options: {
       url: `https://${host}${directPath}&mms3=true`,
     };
     files.set(path, stored);
+    options.onStore?.(stored);
     return stored;
   };
 
@@ -256,16 +266,21 @@ export async function startMediaServer(options: {
     count: () => files.size,
     download(directPath) {
       return new Promise<Buffer>((resolve, reject) => {
-        const req = httpsRequest(`https://${host}${directPath}`, { ca: tls.ca, method: 'GET' }, (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (chunk: Buffer) => chunks.push(chunk));
-          res.on('end', () => {
-            const body = Buffer.concat(chunks);
-            if (res.statusCode === 200) resolve(body);
-            else reject(new Error(`media download answered ${res.statusCode}: ${body.toString('utf8')}`));
-          });
-          res.on('error', reject);
-        });
+        const req = httpsRequest(
+          `https://${host}${directPath}`,
+          // A fresh connection each time (no pooled socket from before a restart on the same port).
+          { ca: tls.ca, method: 'GET', agent: false },
+          (res) => {
+            const chunks: Buffer[] = [];
+            res.on('data', (chunk: Buffer) => chunks.push(chunk));
+            res.on('end', () => {
+              const body = Buffer.concat(chunks);
+              if (res.statusCode === 200) resolve(body);
+              else reject(new Error(`media download answered ${res.statusCode}: ${body.toString('utf8')}`));
+            });
+            res.on('error', reject);
+          },
+        );
         req.on('error', reject);
         req.end();
       });

@@ -39,11 +39,16 @@ export function reachoutTimelock(user: User, now: number): { active: boolean; en
   return until !== undefined && until > now ? { active: true, endsAt: until } : { active: false };
 }
 
-/** True when `to` and `user` have exchanged messages (either wrote to the other). */
+/**
+ * True when `to` and `user` have a 1:1 chat: either wrote to the other directly (messages in a group they share
+ * do not make a chat, as on the platform).
+ */
 function chatExists(user: User, to: User): boolean {
   const account = phoneJid(user.phone);
   if ([...to.sent.values()].some((entry) => entry.to === account)) return true;
-  return to.inbox.some((entry) => entry.from === user.phone && entry.type !== 'receipt');
+  return to.inbox.some(
+    (entry) => entry.from === user.phone && entry.type !== 'receipt' && entry.group === undefined,
+  );
 }
 
 /**

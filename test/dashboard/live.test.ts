@@ -10,7 +10,8 @@ import { createUser, PASSWORD } from './support.ts';
 /**
  * The dashboard on a live instance (Baileys against the platform simulator), in Chromium: the QR code on screen is
  * scanned through the simulator's control API and the page turns logged in by itself; a message from a simulated
- * user reaches the webhook and shows in the delivery log.
+ * user reaches the webhook and shows in the delivery log; a second instance links by pairing code typed on the
+ * simulated phone.
  */
 if (chromiumAvailable) {
   describe('dashboard in Chromium on a live instance against the simulator', () => {
@@ -21,6 +22,7 @@ if (chromiumAvailable) {
     let page: Page;
     const shop = '5511999990300';
     const ana = '5511988887300';
+    const shop2 = '5511966665300';
 
     before(async () => {
       await ensureBundle();
@@ -29,6 +31,8 @@ if (chromiumAvailable) {
       app = await liveApp(sim, { clock: realClock() });
       await control(sim, 'POST', '/users', { phone: shop, pushName: 'Shop' });
       await control(sim, 'POST', '/users', { phone: ana, pushName: 'Ana' });
+      await control(sim, 'POST', '/users', { phone: shop2, pushName: 'Shop 2' });
+      await app.t.newInstance('live', 'sim2');
       const url = await app.t.app.listen({ host: '127.0.0.1', port: 0 });
       const email = await createUser(app.t, 'member', 'live@example.com');
       browser = await launchChromium();
@@ -48,7 +52,7 @@ if (chromiumAvailable) {
     });
 
     it('links by scanning the QR on screen through the simulator, without reloading', async () => {
-      await page.getByRole('link', { name: 'sim' }).click();
+      await page.getByRole('link', { name: 'sim', exact: true }).click();
       await page.getByRole('heading', { name: /sim/ }).waitFor();
       await page.getByRole('button', { name: 'Connect', exact: true }).click();
       const qr = page.getByRole('img', { name: /QR code/ });
@@ -89,6 +93,24 @@ if (chromiumAvailable) {
       await row.locator('td', { hasText: 'delivered' }).waitFor();
       await page.getByRole('button', { name: 'Disconnect' }).click();
       await page.locator('#instance-status', { hasText: 'Logged in, disconnected' }).waitFor();
+    });
+
+    it('links a second live instance by pairing code: the code shown on screen, typed on the phone', async () => {
+      await page.goto('/dashboard/');
+      await page.getByRole('link', { name: 'sim2', exact: true }).click();
+      await page.getByRole('heading', { name: /sim2/ }).waitFor();
+      await page.getByRole('button', { name: 'Connect', exact: true }).click();
+      await page.getByRole('img', { name: /QR code/ }).waitFor();
+      await page.getByLabel(/Or link by code/).fill(shop2);
+      await page.getByRole('button', { name: 'Get pairing code' }).click();
+      const notice = page.getByText(/^Type this code on the phone: /);
+      await notice.waitFor();
+      const code = ((await notice.textContent()) ?? '').replace('Type this code on the phone: ', '').trim();
+      assert.match(code, /^[0-9A-Z]{4}-?[0-9A-Z]{4}$/);
+      const typed = await control(sim, 'POST', '/pairing-code', { code, phone: shop2 });
+      assert.equal(typed.status, 200, JSON.stringify(typed.body));
+      await page.locator('#instance-status', { hasText: /^Logged in$/ }).waitFor();
+      await page.getByText(shop2, { exact: true }).waitFor();
     });
   });
 }
