@@ -7,7 +7,7 @@
  * - delete: `protocolMessage` type REVOKE with the message's key;
  * - vote: `pollUpdateMessage` with the poll's key and the vote encrypted with the poll's secret
  *   (messaging/polls.ts encryptVote), the chosen options as SHA-256 digests of their names.
- * One-to-one chats only.
+ * Edits and deletions in one-to-one chats; votes also in groups (`groupJid`: the poll was sent to that group).
  */
 import { type Static, Type } from '@sinclair/typebox';
 import { proto } from 'baileys';
@@ -17,6 +17,7 @@ import { sendMessage } from '../messaging/send.ts';
 import { phoneJid, type User } from '../model/accounts.ts';
 import type { SimContext } from '../server/session.ts';
 import { ControlError } from './errors.ts';
+import { sendGroupText } from './groups.ts';
 import { Phone } from './schemas.ts';
 
 const MessageId = Type.String({ minLength: 1, maxLength: 128 });
@@ -34,6 +35,7 @@ const Vote = Type.Object(
     to: Phone,
     pollId: MessageId,
     options: Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { maxItems: 12 }),
+    groupJid: Type.Optional(Type.String({ pattern: '^[0-9]{1,40}(-[0-9]{1,40})?@g\\.us$' })),
   },
   { additionalProperties: false },
 );
@@ -104,11 +106,12 @@ export function registerUpdateRoutes(app: FastifyInstance, ctx: SimContext): voi
     '/control/polls/vote',
     { schema: { body: Vote } },
     async (request, reply) => {
-      const { from, to, pollId, options } = request.body;
+      const { from, to, pollId, options, groupJid } = request.body;
       const { sender, account } = parties(ctx, from, to);
       const poll = receivedPoll(sender, pollId);
-      if (!poll || poll.creator !== account.phone) {
-        throw new ControlError(404, `pollId: ${from} received no poll ${pollId} from ${to}`);
+      if (!poll || poll.creator !== account.phone || poll.group !== groupJid) {
+        const where = groupJid ? ` in ${groupJid}` : '';
+        throw new ControlError(404, `pollId: ${from} received no poll ${pollId} from ${to}${where}`);
       }
       for (const option of options) {
         if (!poll.options.includes(option)) {
@@ -123,13 +126,14 @@ export function registerUpdateRoutes(app: FastifyInstance, ctx: SimContext): voi
         { pollId, creatorJid: phoneJid(account.phone), voterJid: phoneJid(sender.phone) },
         options,
       );
+      const pollKey: proto.IMessageKey = groupJid
+        ? { remoteJid: groupJid, fromMe: false, id: pollId, participant: phoneJid(account.phone) }
+        : { remoteJid: phoneJid(account.phone), fromMe: false, id: pollId };
       const message: proto.IMessage = {
-        pollUpdateMessage: {
-          pollCreationMessageKey: { remoteJid: phoneJid(account.phone), fromMe: false, id: pollId },
-          vote,
-          senderTimestampMs: Date.now(),
-        },
+        pollUpdateMessage: { pollCreationMessageKey: pollKey, vote, senderTimestampMs: Date.now() },
       };
+      if (groupJid)
+        return reply.status(201).send(await sendGroupText(ctx, sender, groupJid, message, account));
       return reply.status(201).send(await send(sender, account, message));
     },
   );

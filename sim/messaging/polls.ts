@@ -14,12 +14,14 @@ import { proto } from 'baileys';
 import type { User } from '../model/accounts.ts';
 import type { InboxEntry } from '../model/inbox.ts';
 
-/** A poll a simulated user received: its secret, options, and who created it (phone digits). */
+/** A poll a simulated user received: its secret, options, who created it (phone digits), and its group if any. */
 export interface ReceivedPoll {
   secret: Buffer;
   options: string[];
   selectableCount: number;
   creator: string;
+  /** The group JID when the poll was sent to a group. */
+  group?: string;
 }
 
 const received = new WeakMap<User, Map<string, ReceivedPoll>>();
@@ -38,6 +40,7 @@ export function rememberPoll(user: User, entry: InboxEntry, message: proto.IMess
     options: entry.poll.options,
     selectableCount: entry.poll.selectableCount,
     creator: entry.from,
+    ...(entry.group ? { group: entry.group } : {}),
   });
 }
 

@@ -146,6 +146,48 @@ for (const dialect of testDialects()) {
       assert.equal(unknown.status, 404);
     });
 
+    it('group poll: a member votes; the webhook names the group and the voter', async () => {
+      const created = await app.live('POST', '/v1/groups/create', {
+        name: 'Lunch',
+        participants: [ana, bia],
+      });
+      assert.equal(created.status, 200, JSON.stringify(created.body));
+      const group = created.body.data.jid as string;
+      const sent = await app.live('POST', '/v1/messages/send/poll', {
+        phone: group,
+        name: 'Where?',
+        options: ['Pizza', 'Sushi'],
+      });
+      assert.equal(sent.status, 200, JSON.stringify(sent.body));
+      const pollId = sent.body.data.id as string;
+      const entry = await until('the group poll in Bia’s inbox', () =>
+        inbox(bia).find((e) => e.id === pollId),
+      );
+      assert.equal(entry.group, group);
+      const vote = await control(sim, 'POST', '/polls/vote', {
+        from: bia,
+        to: shop,
+        pollId,
+        options: ['Sushi', 'Pizza'],
+        groupJid: group,
+      });
+      assert.equal(vote.status, 201, JSON.stringify(vote.body));
+      const hook = await waitForWebhook(
+        receiver,
+        (b) => b.type === 'PollVote' && b.event.pollId === pollId,
+        'the group PollVote webhook',
+      );
+      assert.deepEqual(hook.body.event.messageSource, {
+        chat: group,
+        sender: `${bia}@s.whatsapp.net`,
+        isFromMe: false,
+        isGroup: true,
+      });
+      assert.deepEqual(hook.body.event.selectedOptions, ['Pizza', 'Sushi']);
+      const outside = await control(sim, 'POST', '/polls/vote', { from: bia, to: shop, pollId, options: [] });
+      assert.equal(outside.status, 404, 'a group poll is voted on in its group');
+    });
+
     it('the user edits and deletes their message: MessageUpdate webhooks with the sender', async () => {
       const message = await control(sim, 'POST', '/messages', { from: ana, to: shop, text: 'at 5?' });
       assert.equal(message.status, 201, JSON.stringify(message.body));
