@@ -1,13 +1,13 @@
 /**
  * Control API: a simulated user edits or deletes for everyone a message it sent to a linked account, or votes on
  * a poll the account sent it — each sent as the platform relays it, a Signal-encrypted message to the account's
- * companion devices (messaging/send.ts):
+ * companion devices (messaging/send.ts; in a group, messaging/group-send.ts):
  * - edit: `protocolMessage` type MESSAGE_EDIT with the message's key (`fromMe` from the user's side) and the new
  *   `editedMessage` (Baileys Utils/messages.js builds the same for `{ edit }`);
  * - delete: `protocolMessage` type REVOKE with the message's key;
  * - vote: `pollUpdateMessage` with the poll's key and the vote encrypted with the poll's secret
  *   (messaging/polls.ts encryptVote), the chosen options as SHA-256 digests of their names.
- * Edits and deletions in one-to-one chats; votes also in groups (`groupJid`: the poll was sent to that group).
+ * With `groupJid` the message, or the poll, is in that group, and the edit, deletion or vote goes to the group.
  */
 import { type Static, Type } from '@sinclair/typebox';
 import { proto } from 'baileys';
@@ -21,13 +21,23 @@ import { sendGroupText } from './groups.ts';
 import { Phone } from './schemas.ts';
 
 const MessageId = Type.String({ minLength: 1, maxLength: 128 });
+const GroupJid = Type.Optional(Type.String({ pattern: '^[0-9]{1,40}(-[0-9]{1,40})?@g\\.us$' }));
 
 const Edit = Type.Object(
-  { from: Phone, to: Phone, id: MessageId, text: Type.String({ minLength: 1, maxLength: 65536 }) },
+  {
+    from: Phone,
+    to: Phone,
+    id: MessageId,
+    text: Type.String({ minLength: 1, maxLength: 65536 }),
+    groupJid: GroupJid,
+  },
   { additionalProperties: false },
 );
 
-const Delete = Type.Object({ from: Phone, to: Phone, id: MessageId }, { additionalProperties: false });
+const Delete = Type.Object(
+  { from: Phone, to: Phone, id: MessageId, groupJid: GroupJid },
+  { additionalProperties: false },
+);
 
 const Vote = Type.Object(
   {
@@ -35,12 +45,12 @@ const Vote = Type.Object(
     to: Phone,
     pollId: MessageId,
     options: Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { maxItems: 12 }),
-    groupJid: Type.Optional(Type.String({ pattern: '^[0-9]{1,40}(-[0-9]{1,40})?@g\\.us$' })),
+    groupJid: GroupJid,
   },
   { additionalProperties: false },
 );
 
-/** The sender and the account of a request; the sender must have sent message `id` to the account. */
+/** The sender and the account of a request. @throws ControlError 400 when they are the same, 409 unregistered. */
 function parties(ctx: SimContext, from: string, to: string): { sender: User; account: User } {
   const sender = ctx.accounts.require(from, 'from');
   const account = ctx.accounts.require(to, 'to');
@@ -49,39 +59,53 @@ function parties(ctx: SimContext, from: string, to: string): { sender: User; acc
   return { sender, account };
 }
 
-function ownSent(sender: User, account: User, id: string): void {
+/**
+ * Checks that `sender` sent message `id` to the chat: `account`'s 1:1 chat, or group `groupJid`.
+ * @throws ControlError 404 otherwise.
+ */
+function ownSent(sender: User, account: User, id: string, groupJid: string | undefined): void {
   const sent = sender.sent.get(id);
-  if (!sent || sent.to !== phoneJid(account.phone)) {
-    throw new ControlError(404, `id: ${id} is not a message ${sender.phone} sent to ${account.phone}`);
+  const chat = groupJid ?? phoneJid(account.phone);
+  if (!sent || sent.to !== chat) {
+    throw new ControlError(
+      404,
+      `id: ${id} is not a message ${sender.phone} sent to ${groupJid ?? account.phone}`,
+    );
   }
 }
 
 /** Registers the edit, delete and vote routes. */
 export function registerUpdateRoutes(app: FastifyInstance, ctx: SimContext): void {
-  const send = async (sender: User, account: User, message: proto.IMessage) => {
+  const deliverTo = async (sender: User, account: User, message: proto.IMessage, groupJid?: string) => {
+    if (groupJid) return sendGroupText(ctx, sender, groupJid, message, account);
     const result = await sendMessage(ctx.signalQueue, sender, account, message);
     if (result.devices === 0)
       throw new ControlError(409, `to: account ${account.phone} has no linked device`);
     return result;
   };
   const Types = proto.Message.ProtocolMessage.Type;
+  const keyOf = (account: User, id: string, groupJid: string | undefined): proto.IMessageKey => ({
+    remoteJid: groupJid ?? phoneJid(account.phone),
+    fromMe: true,
+    id,
+  });
 
   app.post<{ Body: Static<typeof Edit> }>(
     '/control/messages/edit',
     { schema: { body: Edit } },
     async (request, reply) => {
-      const { from, to, id, text } = request.body;
+      const { from, to, id, text, groupJid } = request.body;
       const { sender, account } = parties(ctx, from, to);
-      ownSent(sender, account, id);
+      ownSent(sender, account, id, groupJid);
       const message: proto.IMessage = {
         protocolMessage: {
-          key: { remoteJid: phoneJid(account.phone), fromMe: true, id },
+          key: keyOf(account, id, groupJid),
           type: Types.MESSAGE_EDIT,
           editedMessage: { conversation: text },
           timestampMs: Date.now(),
         },
       };
-      return reply.status(201).send(await send(sender, account, message));
+      return reply.status(201).send(await deliverTo(sender, account, message, groupJid));
     },
   );
 
@@ -89,16 +113,13 @@ export function registerUpdateRoutes(app: FastifyInstance, ctx: SimContext): voi
     '/control/messages/delete',
     { schema: { body: Delete } },
     async (request, reply) => {
-      const { from, to, id } = request.body;
+      const { from, to, id, groupJid } = request.body;
       const { sender, account } = parties(ctx, from, to);
-      ownSent(sender, account, id);
+      ownSent(sender, account, id, groupJid);
       const message: proto.IMessage = {
-        protocolMessage: {
-          key: { remoteJid: phoneJid(account.phone), fromMe: true, id },
-          type: Types.REVOKE,
-        },
+        protocolMessage: { key: keyOf(account, id, groupJid), type: Types.REVOKE },
       };
-      return reply.status(201).send(await send(sender, account, message));
+      return reply.status(201).send(await deliverTo(sender, account, message, groupJid));
     },
   );
 
@@ -132,9 +153,7 @@ export function registerUpdateRoutes(app: FastifyInstance, ctx: SimContext): voi
       const message: proto.IMessage = {
         pollUpdateMessage: { pollCreationMessageKey: pollKey, vote, senderTimestampMs: Date.now() },
       };
-      if (groupJid)
-        return reply.status(201).send(await sendGroupText(ctx, sender, groupJid, message, account));
-      return reply.status(201).send(await send(sender, account, message));
+      return reply.status(201).send(await deliverTo(sender, account, message, groupJid));
     },
   );
 }

@@ -146,7 +146,7 @@ for (const dialect of testDialects()) {
       assert.equal(unknown.status, 404);
     });
 
-    it('group poll: a member votes; the webhook names the group and the voter', async () => {
+    it('group: a member votes on a poll and edits a message; the webhooks name the group and the member', async () => {
       const created = await app.live('POST', '/v1/groups/create', {
         name: 'Lunch',
         participants: [ana, bia],
@@ -186,6 +186,40 @@ for (const dialect of testDialects()) {
       assert.deepEqual(hook.body.event.selectedOptions, ['Pizza', 'Sushi']);
       const outside = await control(sim, 'POST', '/polls/vote', { from: bia, to: shop, pollId, options: [] });
       assert.equal(outside.status, 404, 'a group poll is voted on in its group');
+
+      const said = await control(sim, 'POST', '/messages', {
+        from: bia,
+        to: shop,
+        text: 'Pizza!',
+        groupJid: group,
+      });
+      assert.equal(said.status, 201, JSON.stringify(said.body));
+      const id = said.body.id as string;
+      await waitForWebhook(
+        receiver,
+        (b) => b.type === 'Message' && b.event.info.id === id,
+        'the group message',
+      );
+      const edit = await control(sim, 'POST', '/messages/edit', {
+        from: bia,
+        to: shop,
+        id,
+        text: 'Sushi!',
+        groupJid: group,
+      });
+      assert.equal(edit.status, 201, JSON.stringify(edit.body));
+      const edited = await waitForWebhook(
+        receiver,
+        (b) => b.type === 'MessageUpdate' && b.event.messageId === id,
+        'the group edit webhook',
+      );
+      assert.deepEqual(edited.body.event.messageSource, {
+        chat: group,
+        sender: `${bia}@s.whatsapp.net`,
+        isFromMe: false,
+        isGroup: true,
+      });
+      assert.equal(edited.body.event.text, 'Sushi!');
     });
 
     it('the user edits and deletes their message: MessageUpdate webhooks with the sender', async () => {
