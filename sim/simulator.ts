@@ -11,6 +11,7 @@ import { registerControlRoutes } from './control/routes.ts';
 import { loadMediaIdentity, MediaFiles, saveMediaIdentity } from './media/persist.ts';
 import { type MediaServer, startMediaServer } from './media/server.ts';
 import { createMediaTls } from './media/tls.ts';
+import { startChatstateRelay } from './messaging/chatstate.ts';
 import { startHistorySync } from './messaging/history.ts';
 import { startRelay } from './messaging/relay.ts';
 import { Accounts } from './model/accounts.ts';
@@ -146,6 +147,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     wss.handleUpgrade(request, socket, head, (ws) => wss.emit('connection', ws, request));
   });
   startRelay(context, context.signalQueue);
+  startChatstateRelay(context);
   startHistorySync(context);
   registerControlRoutes(app, context);
   try {

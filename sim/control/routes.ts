@@ -16,6 +16,7 @@ import { registerHistoryRoutes } from './history.ts';
 import { registerMediaExpiryRoutes } from './media-expiry.ts';
 import { registerMessagingRoutes } from './messaging.ts';
 import { Phone } from './schemas.ts';
+import { registerUpdateRoutes } from './updates.ts';
 
 const CreateUser = Type.Object(
   {
@@ -104,4 +105,5 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext): vo
   registerHistoryRoutes(app, ctx);
   registerContentRoutes(app, ctx);
   registerMediaExpiryRoutes(app, ctx);
+  registerUpdateRoutes(app, ctx);
 }

@@ -23,6 +23,7 @@ import {
   type OutgoingMessage,
 } from '../signal/index.ts';
 import { deliver, type KeyedQueue } from './delivery.ts';
+import { rememberPoll } from './polls.ts';
 
 /** True when `jid` names a group (`…@g.us`). */
 export function isGroupJid(jid: string): boolean {
@@ -78,6 +79,7 @@ async function decryptOnPhones(
         ),
         group: group.jid,
       };
+      rememberPoll(user, entry, decoded.message);
       user.inbox.push(entry);
       ctx.events.emit('inbox', { user, entry });
     } catch (error) {

@@ -27,6 +27,7 @@ import {
 import { deliver, type KeyedQueue } from './delivery.ts';
 import { isGroupJid, relayGroupMessage } from './group-relay.ts';
 import { answerGroupRetry } from './group-retry.ts';
+import { rememberPoll } from './polls.ts';
 import { senderAddressing } from './send.ts';
 
 async function relayMessage(ctx: SimContext, queue: KeyedQueue, stanza: DeviceStanza): Promise<void> {
@@ -93,6 +94,7 @@ async function relayMessage(ctx: SimContext, queue: KeyedQueue, stanza: DeviceSt
         decoded.message,
       );
       await completeMedia(entry, decoded.message, ctx);
+      rememberPoll(recipient, entry, decoded.message);
       recipient.inbox.push(entry);
       ctx.events.emit('inbox', { user: recipient, entry });
     } catch (error) {

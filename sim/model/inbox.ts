@@ -15,7 +15,11 @@ export interface InboxEntry {
   id: string;
   from: string;
   fromDevice: number;
-  /** `text`, `reaction`, `image`, `video`, `audio`, `document`, `sticker`, `location`, `contact`, `poll`, `revoke`, `edit`, `receipt`, `call-reject` (the account declined the user's call; `id` is the call id), `other`. */
+  /**
+   * `text`, `reaction`, `image`, `video`, `audio`, `document`, `sticker`, `location`, `contact`, `poll`, `revoke`,
+   * `edit`, `receipt`, `chatstate` (the account is typing, recording or paused in the user's chat), `call-reject`
+   * (the account declined the user's call; `id` is the call id), `other`.
+   */
   type: string;
   /** ISO 8601 time the simulator took the stanza. */
   timestamp: string;
@@ -50,6 +54,17 @@ export interface InboxEntry {
   location?: { latitude: number; longitude: number; name?: string; address?: string };
   /** Contact cards: one entry per card, as sent (a single card or a contacts array). */
   contacts?: { displayName: string; vcard: string }[];
+  /** Texts and captions: the JIDs in `contextInfo.mentionedJid`, as sent. */
+  mentions?: string[];
+  /** Polls: the question, the option names in order, and how many a voter may pick (0 = any). */
+  poll?: { name: string; options: string[]; selectableCount: number };
+  /** Chat states: `composing`, `recording` (composing with media audio) or `paused`. */
+  state?: string;
+}
+
+/** The `mentionedJid` of a context info, when it has any. */
+function mentionsOf(info: proto.IContextInfo | null | undefined): { mentions?: string[] } {
+  return info?.mentionedJid?.length ? { mentions: [...info.mentionedJid] } : {};
 }
 
 type MediaKey = 'imageMessage' | 'videoMessage' | 'audioMessage' | 'documentMessage' | 'stickerMessage';
@@ -79,7 +94,12 @@ export function entryFromMessage(
   const message = unwrap(received);
   if (message.conversation) return { ...base, type: 'text', text: message.conversation };
   if (message.extendedTextMessage) {
-    const entry: InboxEntry = { ...base, type: 'text', text: message.extendedTextMessage.text ?? '' };
+    const entry: InboxEntry = {
+      ...base,
+      type: 'text',
+      text: message.extendedTextMessage.text ?? '',
+      ...mentionsOf(message.extendedTextMessage.contextInfo),
+    };
     const quoted = message.extendedTextMessage.contextInfo?.stanzaId;
     if (quoted) entry.quotedId = quoted;
     return entry;
@@ -100,7 +120,7 @@ export function entryFromMessage(
   for (const [key, type] of MEDIA) {
     const media = message[key];
     if (!media) continue;
-    const entry: InboxEntry = { ...base, type };
+    const entry: InboxEntry = { ...base, type, ...mentionsOf(media.contextInfo) };
     if ('caption' in media && media.caption) entry.caption = media.caption;
     if (media.mimetype) entry.mimetype = media.mimetype;
     if ('fileName' in media && media.fileName) entry.fileName = media.fileName;
@@ -138,8 +158,17 @@ export function entryFromMessage(
     if (quoted) entry.quotedId = quoted;
     return entry;
   }
-  if (message.pollCreationMessage || message.pollCreationMessageV2 || message.pollCreationMessageV3) {
-    return { ...base, type: 'poll' };
+  const poll = message.pollCreationMessage ?? message.pollCreationMessageV2 ?? message.pollCreationMessageV3;
+  if (poll) {
+    return {
+      ...base,
+      type: 'poll',
+      poll: {
+        name: poll.name ?? '',
+        options: (poll.options ?? []).map((o) => o.optionName ?? ''),
+        selectableCount: poll.selectableOptionsCount ?? 0,
+      },
+    };
   }
   return { ...base, type: 'other' };
 }

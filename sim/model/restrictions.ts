@@ -40,14 +40,18 @@ export function reachoutTimelock(user: User, now: number): { active: boolean; en
 }
 
 /**
- * True when `to` and `user` have a 1:1 chat: either wrote to the other directly (messages in a group they share
- * do not make a chat, as on the platform).
+ * True when `to` and `user` have a 1:1 chat: either wrote to the other directly (messages in a group they share,
+ * receipts and typing indicators do not make a chat, as on the platform).
  */
 function chatExists(user: User, to: User): boolean {
   const account = phoneJid(user.phone);
   if ([...to.sent.values()].some((entry) => entry.to === account)) return true;
   return to.inbox.some(
-    (entry) => entry.from === user.phone && entry.type !== 'receipt' && entry.group === undefined,
+    (entry) =>
+      entry.from === user.phone &&
+      entry.type !== 'receipt' &&
+      entry.type !== 'chatstate' &&
+      entry.group === undefined,
   );
 }
 

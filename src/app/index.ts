@@ -18,6 +18,7 @@ import { DashboardAdminService } from './dashboard-admin.ts';
 import { DashboardAuthService } from './dashboard-auth.ts';
 import { GroupService } from './groups.ts';
 import { MediaService } from './media.ts';
+import { MessageUpdateService } from './message-updates.ts';
 import { MessagingService } from './messaging.ts';
 import { ReadinessService } from './readiness.ts';
 import { SandboxService } from './sandbox.ts';
@@ -36,6 +37,8 @@ export interface Application {
   messaging: MessagingService;
   /** Received media files: downloaded from the platform on demand, kept in the local media store. */
   media: MediaService;
+  /** Edits, deletions for everyone and chat presence (issue 14). */
+  messageUpdates: MessageUpdateService;
   contacts: ContactService;
   groups: GroupService;
   webhooks: WebhookService;
@@ -81,6 +84,7 @@ export function createApplication(deps: ApplicationDeps): Application {
     session: new SessionService({ store, sessions, box }),
     messaging: new MessagingService({ store, sessions, registrations, recorder }),
     media: new MediaService({ store, sessions, files: media.files, maxBytes: media.maxBytes }),
+    messageUpdates: new MessageUpdateService({ store, sessions, clock }),
     contacts: new ContactService({ store, sessions, registrations }),
     groups: new GroupService({ store, sessions }),
     webhooks: new WebhookService({ store, guard, worker: webhookWorker, clock }),

@@ -24,6 +24,8 @@ export function chatJidOf(address: string): Jid {
 export interface SendInput {
   phone: string;
   quotedId?: string | undefined;
+  /** Phone numbers the text or caption mentions (each written `@<phone>` in it; checked by the caller). */
+  mentions?: readonly string[] | undefined;
 }
 
 /** A reaction: the chat address, the target message id (`me:` stripped, `fromMe` set), the emoji ('' removes). */
@@ -84,6 +86,7 @@ export class MessagingService {
       to: chatJidOf(input.phone),
       content: built,
       ...(input.quotedId === undefined ? {} : { quotedId: input.quotedId }),
+      ...(input.mentions?.length ? { mentions: input.mentions.map(userJid) } : {}),
     });
   }
 

@@ -12,7 +12,9 @@ import type {
   SandboxMediaKind,
   SandboxPresenceInput,
   SandboxReceiptInput,
+  SandboxUpdateInput,
   SandboxUserInput,
+  SandboxVoteInput,
 } from '../engines/engine.ts';
 import { MB, type MediaRule } from '../media/kinds.ts';
 import { decodeDataUri } from '../media/source.ts';
@@ -176,5 +178,17 @@ export class SandboxService {
   async groupChange(instanceId: InstanceId, input: SandboxGroupChangeInput): Promise<GroupInfo> {
     const instance = await this.#load(instanceId);
     return this.#controls(instance).groupChange(input);
+  }
+
+  /** A simulated user edits or deletes their message. See {@link SandboxControls.updateMessage}. */
+  async updateMessage(instanceId: InstanceId, input: SandboxUpdateInput): Promise<void> {
+    const instance = await this.#load(instanceId);
+    return this.#controls(instance).updateMessage(input);
+  }
+
+  /** A simulated user votes on a poll the instance sent. See {@link SandboxControls.vote}. */
+  async vote(instanceId: InstanceId, input: SandboxVoteInput): Promise<void> {
+    const instance = await this.#load(instanceId);
+    return this.#controls(instance).vote(input);
   }
 }

@@ -77,7 +77,12 @@ export type OutgoingContent =
   | { kind: 'video'; media: MediaPayload; caption?: string }
   | { kind: 'sticker'; media: MediaPayload; animated: boolean }
   | { kind: 'location'; latitude: number; longitude: number; name?: string; address?: string }
-  | { kind: 'contact'; displayName: string; vcard: string };
+  | { kind: 'contact'; displayName: string; vcard: string }
+  /**
+   * A poll (issue 14): `options` are 2–12 unique non-empty names; `selectableCount` 0 lets a voter pick any
+   * number of options, 1..options.length at most that many (WhatsApp's pollCreationMessage).
+   */
+  | { kind: 'poll'; name: string; options: string[]; selectableCount: number };
 
 /** The kinds of message parley knows; `other` for anything else the platform sends. */
 export type MessageKind = OutgoingContent['kind'] | 'reaction' | 'other';
@@ -108,6 +113,14 @@ export interface MessageContent {
   reaction?: { emoji: string; targetId: string };
   /** Id of the message this one replies to. */
   quotedId?: string;
+  /** Phone JIDs the text or caption mentions (`@<phone>` in the text; WhatsApp's contextInfo.mentionedJid). */
+  mentions?: Jid[];
+  /** A poll's options and how many a voter may pick (0 = any). The poll's question is `text`. */
+  poll?: { options: string[]; selectableCount: number };
+  /** Set when the sender edited the message: the time of the edit, epoch ms (`text` is the new text). */
+  editedAt?: number;
+  /** Set when the sender deleted the message for everyone: the time of the deletion, epoch ms. */
+  deletedAt?: number;
 }
 
 /** A message as engines report it (sent or received). */
@@ -126,6 +139,38 @@ export interface OutgoingMessage {
   content: OutgoingContent;
   /** Message id to quote as a reply (DESIGN D8: field `id` on every send). */
   quotedId?: string;
+  /** Phone JIDs mentioned in a text or caption; each appears as `@<phone>` in the text (issue 14). */
+  mentions?: Jid[];
+}
+
+/** A chat presence the account can show in a chat (WhatsApp's `chatstate` and `presence` stanzas). */
+export type ChatPresenceState = 'composing' | 'recording' | 'paused' | 'available' | 'unavailable';
+
+/**
+ * Someone edited or deleted a message for everyone (issue 14 `MessageUpdate`): `messageId` is the changed
+ * message, `source.sender` who changed it (phone JID), `text` the new text of an edit.
+ */
+export interface MessageUpdate {
+  kind: 'edit' | 'delete';
+  messageId: string;
+  source: MessageSource;
+  text?: string;
+  /** Epoch milliseconds of the change. */
+  timestamp: number;
+}
+
+/**
+ * A vote on a poll (issue 14 `PollVote`), decrypted: `source.sender` is the voter, `selectedOptions` the option
+ * names now chosen (empty: the voter withdrew their vote; each vote replaces the voter's previous one).
+ */
+export interface PollVote {
+  pollId: string;
+  /** The poll's question, when the poll is stored. */
+  pollName: string;
+  source: MessageSource;
+  selectedOptions: string[];
+  /** Epoch milliseconds of the vote. */
+  timestamp: number;
 }
 
 /** What a send returns: the platform's message id (uppercase hex, `3EB0…` style) and its time. */
@@ -222,7 +267,11 @@ export type EngineEvent =
   | { type: 'contacts'; contacts: Contact[] }
   /** A voice or video call to the account rang, was missed, rejected or answered elsewhere (issue 14). */
   | { type: 'call'; call: EngineCall }
-  | { type: 'group'; update: GroupUpdate };
+  | { type: 'group'; update: GroupUpdate }
+  /** A message was edited or deleted for everyone (by the account through the API, or by someone else). */
+  | { type: 'messageUpdate'; update: MessageUpdate }
+  /** A vote on one of the account's polls, decrypted. */
+  | { type: 'pollVote'; vote: PollVote };
 
 /**
  * What changed in a group (the platform's `w:gp2` notifications; Baileys' `group-participants.update` and
@@ -287,6 +336,10 @@ export function eventLogFields(event: EngineEvent): Record<string, unknown> {
       return { event: event.type, contacts: event.contacts.length };
     case 'call':
       return { event: event.type, id: event.call.id, status: event.call.status };
+    case 'messageUpdate':
+      return { event: event.type, id: event.update.messageId, chat: event.update.source.chat };
+    case 'pollVote':
+      return { event: event.type, id: event.vote.pollId, chat: event.vote.source.chat };
     case 'connection':
       return { event: event.type };
     case 'group':

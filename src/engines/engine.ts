@@ -5,6 +5,7 @@ import type { Environment } from '../domain/environment.ts';
 import type { GroupChange, ParticipantAction, ParticipantOutcome } from '../domain/groups.ts';
 import type {
   Avatar,
+  ChatPresenceState,
   ConnectionState,
   Contact,
   EngineEvent,
@@ -147,6 +148,15 @@ export interface MessagingCapability {
   react(chat: Jid, targetId: string, fromMe: boolean, emoji: string, sender?: Jid): Promise<SentMessage>;
   /** Sends read receipts for `ids` in `chat`; `sender` is required for group chats (SPEC Messages). */
   markRead(chat: Jid, ids: readonly string[], sender?: Jid): Promise<void>;
+  /**
+   * Replaces the text of the account's own text message `id` in `chat` (the caller checked ownership and the
+   * edit window) and records a `messageUpdate` event of kind `edit`; resolves with the edit's time.
+   */
+  edit(chat: Jid, id: string, text: string): Promise<SentMessage>;
+  /** Deletes the account's own message `id` in `chat` for everyone; records a `messageUpdate` of kind `delete`. */
+  revoke(chat: Jid, id: string): Promise<SentMessage>;
+  /** Shows `state` in `chat` (typing, recording, paused) or the account's availability (available, unavailable). */
+  sendPresence(chat: Jid, state: ChatPresenceState): Promise<void>;
 }
 
 /** Registration checks and profile lookups (SPEC Contacts, DESIGN D12). */
@@ -265,6 +275,17 @@ export interface SandboxControls {
    *   make the change.
    */
   groupChange(input: SandboxGroupChangeInput): Promise<GroupInfo>;
+  /**
+   * User `phone` edits (`body` given) or deletes for everyone (`body` omitted) message `id` they sent to the
+   * account → `messageUpdate` event. @throws DomainError not_found `message not found` when `id` is not a stored
+   * message from that user; invalid when an edit targets a non-text message.
+   */
+  updateMessage(input: SandboxUpdateInput): Promise<void>;
+  /**
+   * User `phone` votes `options` (names; [] withdraws) on poll `id` the account sent → `pollVote` event.
+   * @throws DomainError not_found `poll not found`; invalid for an unknown option or more than the poll allows.
+   */
+  vote(input: SandboxVoteInput): Promise<void>;
 }
 
 /** Input of {@link SandboxControls.call}: the caller and whether it is a video call (default voice). */
@@ -283,6 +304,20 @@ export interface SandboxGroupChangeInput extends GroupChange {
   phone: string;
   action?: ParticipantAction | 'leave' | 'join';
   participants?: readonly string[];
+}
+
+/** Input of {@link SandboxControls.updateMessage}: an edit when `body` is given, else a deletion. */
+export interface SandboxUpdateInput {
+  phone: string;
+  id: string;
+  body?: string;
+}
+
+/** Input of {@link SandboxControls.vote}: option names of the poll. */
+export interface SandboxVoteInput {
+  phone: string;
+  id: string;
+  options: readonly string[];
 }
 
 /** Input of {@link SandboxControls.inbound}: sender phone, text, optional group JID and display name. */

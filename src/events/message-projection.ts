@@ -2,7 +2,7 @@ import type { Transaction } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
 import type { EngineEvent, EngineMessage, Jid } from '../domain/messages.ts';
 import { phoneOfJid, userJid } from '../domain/messages.ts';
-import { advanceDeliveryState, insertMessage, touchPeer } from '../store/messages.ts';
+import { advanceDeliveryState, applyMessageUpdate, insertMessage, touchPeer } from '../store/messages.ts';
 import type { Database } from '../store/schema.ts';
 import type { EventProjection } from './recorder.ts';
 
@@ -14,7 +14,8 @@ import type { EventProjection } from './recorder.ts';
  * - `history`: the same for every message of the synced chats;
  * - `receipt`: moves the acknowledged messages forward (`delivered` → `read` → `played`), never backwards. In a
  *   group the first member's receipt moves the message (the platform's per-member receipts are not kept);
- * - `read`: moves the received messages the account read (in that chat, not its own) to `read`.
+ * - `read`: moves the received messages the account read (in that chat, not its own) to `read`;
+ * - `messageUpdate`: an edit replaces the stored text, a deletion for everyone drops it (issue 14).
  */
 export class MessageProjection implements EventProjection {
   readonly name = 'messages';
@@ -43,6 +44,9 @@ export class MessageProjection implements EventProjection {
           chat: event.chat,
           fromMe: false,
         });
+        return;
+      case 'messageUpdate':
+        await applyMessageUpdate(trx, instanceId, event.update);
         return;
       default:
         return;

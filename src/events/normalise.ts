@@ -1,4 +1,11 @@
-import type { EngineEvent, EngineMessage, MessageContent, MessageSource } from '../domain/messages.ts';
+import type {
+  EngineEvent,
+  EngineMessage,
+  MessageContent,
+  MessageSource,
+  MessageUpdate,
+  PollVote,
+} from '../domain/messages.ts';
 import { type CallEvent, callEvent } from './call-event.ts';
 import { type GroupUpdateEvent, groupUpdateEvent } from './group-update.ts';
 
@@ -33,8 +40,13 @@ export interface MessageBody {
   contactMessage?: { displayName: string; vcard: string };
   /** `text` is the emoji (`''` removes the reaction); `key.id` the message reacted to. */
   reactionMessage?: { text: string; key: { id: string } };
-  /** Present when the message replies to another one: `stanzaId` is the quoted message's id. */
-  contextInfo?: { stanzaId: string };
+  /** A poll: its question, option names and how many a voter may pick (0 = any). */
+  pollCreationMessage?: { name: string; options: { optionName: string }[]; selectableOptionsCount: number };
+  /**
+   * Present when the message replies to another one (`stanzaId`: the quoted message's id) or mentions users
+   * (`mentionedJid`: their phone JIDs, each written `@<phone>` in the text).
+   */
+  contextInfo?: { stanzaId?: string; mentionedJid?: string[] };
 }
 
 /** What a media message says about its file: MIME type and size in bytes (0 when unknown). */
@@ -82,6 +94,8 @@ export type NormalisedEvent =
       type: 'ChatPresence';
       event: { messageSource: MessageSource; state: 'composing' | 'paused'; media: '' | 'audio' };
     }
+  | { type: 'MessageUpdate'; event: MessageUpdateEvent }
+  | { type: 'PollVote'; event: PollVoteEvent }
   | {
       type: 'HistorySync';
       event: {
@@ -93,7 +107,54 @@ export type NormalisedEvent =
   | { type: 'Call'; event: CallEvent }
   | { type: 'GroupUpdate'; event: GroupUpdateEvent };
 
+/**
+ * `event` of a `MessageUpdate` webhook (issue 14): `kind` edit or delete, the changed message's id, where it is
+ * and who changed it (phone JIDs), the new text for an edit, and when.
+ */
+export interface MessageUpdateEvent {
+  kind: 'edit' | 'delete';
+  messageId: string;
+  messageSource: MessageSource;
+  /** Edits only: the new text. */
+  text?: string;
+  /** RFC 3339 UTC. */
+  timestamp: string;
+}
+
+/**
+ * `event` of a `PollVote` webhook (issue 14): the poll's id and question, the voter (`messageSource.sender`) and
+ * the option names the voter now selects (decrypted; `[]` withdraws the vote).
+ */
+export interface PollVoteEvent {
+  pollId: string;
+  pollName: string;
+  messageSource: MessageSource;
+  selectedOptions: string[];
+  /** RFC 3339 UTC. */
+  timestamp: string;
+}
+
 const iso = (ms: number): string => new Date(ms).toISOString();
+
+function updateEvent(update: MessageUpdate): MessageUpdateEvent {
+  return {
+    kind: update.kind,
+    messageId: update.messageId,
+    messageSource: { ...update.source },
+    ...(update.kind === 'edit' ? { text: update.text ?? '' } : {}),
+    timestamp: iso(update.timestamp),
+  };
+}
+
+function voteEvent(vote: PollVote): PollVoteEvent {
+  return {
+    pollId: vote.pollId,
+    pollName: vote.pollName,
+    messageSource: { ...vote.source },
+    selectedOptions: [...vote.selectedOptions],
+    timestamp: iso(vote.timestamp),
+  };
+}
 
 function media(content: MessageContent): MediaInfo {
   return {
@@ -138,10 +199,22 @@ export function messageBody(content: MessageContent): MessageBody {
         body.reactionMessage = { text: content.reaction.emoji, key: { id: content.reaction.targetId } };
       }
       break;
+    case 'poll':
+      body.pollCreationMessage = {
+        name: content.text ?? '',
+        options: (content.poll?.options ?? []).map((optionName) => ({ optionName })),
+        selectableOptionsCount: content.poll?.selectableCount ?? 0,
+      };
+      break;
     default:
       break;
   }
-  if (content.quotedId !== undefined) body.contextInfo = { stanzaId: content.quotedId };
+  if (content.quotedId !== undefined || (content.mentions?.length ?? 0) > 0) {
+    body.contextInfo = {
+      ...(content.quotedId === undefined ? {} : { stanzaId: content.quotedId }),
+      ...(content.mentions?.length ? { mentionedJid: [...content.mentions] } : {}),
+    };
+  }
   return body;
 }
 
@@ -223,6 +296,10 @@ export function normaliseEvent(event: EngineEvent, mediaUrl?: MediaUrlOf): Norma
       return { type: 'Call', event: callEvent(event.call) };
     case 'group':
       return { type: 'GroupUpdate', event: groupUpdateEvent(event.update) };
+    case 'messageUpdate':
+      return { type: 'MessageUpdate', event: updateEvent(event.update) };
+    case 'pollVote':
+      return { type: 'PollVote', event: voteEvent(event.vote) };
     default:
       return null;
   }

@@ -28,6 +28,9 @@ export const REQUEST_EXAMPLES: Readonly<Record<string, Record<string, unknown>>>
   sandboxPresence: { phone: ANA, state: 'composing' },
   sandboxCall: { phone: ANA, video: false },
   sandboxDefineUser: { phone: '5511966665555', registered: true, pushName: 'Bia', fullName: 'Bia Santos' },
+  sandboxEdit: { phone: ANA, id: '3A6D5E0F9C1B2A3D4E5F60718293A4B5', body: 'Is the shop open tomorrow?' },
+  sandboxDelete: { phone: ANA, id: '3A6D5E0F9C1B2A3D4E5F60718293A4B5' },
+  sandboxVote: { phone: ANA, id: '3EB0C767D26A1D2E5B3A61', options: ['Monday'] },
   sandboxCreateGroup: { name: 'Book club', ownerPhone: ANA, participants: ['5511977776666'] },
   sandboxGroupParticipants: {
     groupJid: '120363025246125486@g.us',
@@ -37,6 +40,19 @@ export const REQUEST_EXAMPLES: Readonly<Record<string, Record<string, unknown>>>
   },
   sandboxGroupUpdate: { groupJid: '120363025246125486@g.us', phone: ANA, name: 'Book club 2026' },
   sendText: { phone: ANA, body: 'Hello *world*! Your order has shipped.' },
+  sendPoll: {
+    phone: ANA,
+    name: 'Which day suits you?',
+    options: ['Monday', 'Tuesday', 'Friday'],
+    selectableCount: 1,
+  },
+  editMessage: {
+    phone: ANA,
+    id: '3EB0C767D26A1D2E5B3A61',
+    body: 'Hello *world*! Your order ships tomorrow.',
+  },
+  deleteMessage: { phone: ANA, id: '3EB0C767D26A1D2E5B3A61' },
+  sendChatPresence: { phone: ANA, state: 'composing' },
   sendImage: { phone: ANA, image: TINY_PNG, caption: 'Our new menu' },
   sendDocument: {
     phone: ANA,

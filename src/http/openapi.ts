@@ -140,9 +140,13 @@ const TAGS = [
   {
     name: 'messages',
     description:
-      'Send text, media, locations, contacts and reactions; mark messages read; download received media.',
+      'Send text, media, locations, contacts, polls and reactions; edit and delete sent messages; mark messages read; download received media.',
   },
-  { name: 'chats', description: 'Chats with their latest message and unread count, and stored history.' },
+  {
+    name: 'chats',
+    description:
+      'Chats with their latest message and unread count, stored history, and what the instance shows in a chat (typing, recording, online status).',
+  },
   { name: 'calls', description: 'Reject incoming calls automatically, with an optional message.' },
   { name: 'contacts', description: 'Registration checks, contacts and profiles.' },
   { name: 'groups', description: 'Create groups and read them.' },

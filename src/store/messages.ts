@@ -1,5 +1,12 @@
 import type { Kysely } from 'kysely';
-import type { DeliveryState, EngineMessage, Jid, MessageContent, MessageKind } from '../domain/messages.ts';
+import type {
+  DeliveryState,
+  EngineMessage,
+  Jid,
+  MessageContent,
+  MessageKind,
+  MessageUpdate,
+} from '../domain/messages.ts';
 import type { Database, MessagesTable } from './schema.ts';
 
 /** Delivery states in order (DESIGN D8); a message only ever moves to a later one. */
@@ -15,6 +22,7 @@ const KINDS: readonly MessageKind[] = [
   'location',
   'contact',
   'reaction',
+  'poll',
   'other',
 ];
 
@@ -187,4 +195,38 @@ export async function listChatPeers(db: Kysely<Database>, instanceId: string): P
     firstAt: row.first_at,
     lastAt: row.last_at,
   }));
+}
+
+/**
+ * Applies an edit or a deletion for everyone to stored message `update.messageId` (issue 14): an edit replaces
+ * the text and sets `editedAt`; a deletion drops the text, caption, mentions and poll and sets `deletedAt`. The
+ * row keeps its id, chat and delivery state. A message parley never stored is left alone (returns false).
+ */
+export async function applyMessageUpdate(
+  db: Kysely<Database>,
+  instanceId: string,
+  update: MessageUpdate,
+): Promise<boolean> {
+  const row = await db
+    .selectFrom('messages')
+    .select('content')
+    .where('instance_id', '=', instanceId)
+    .where('id', '=', update.messageId)
+    .executeTakeFirst();
+  if (!row) return false;
+  const content = JSON.parse(row.content) as MessageContent;
+  let next: MessageContent;
+  if (update.kind === 'edit') {
+    next = { ...content, text: update.text ?? '', editedAt: update.timestamp };
+  } else {
+    const { text: _text, mentions: _mentions, poll: _poll, ...rest } = content;
+    next = { ...rest, deletedAt: update.timestamp };
+  }
+  await db
+    .updateTable('messages')
+    .set({ content: JSON.stringify(next) })
+    .where('instance_id', '=', instanceId)
+    .where('id', '=', update.messageId)
+    .execute();
+  return true;
 }

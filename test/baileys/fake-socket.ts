@@ -225,6 +225,11 @@ export class FakeSocket implements SocketLike {
   presenceSubscribe = async (jid: string) => {
     this.presence.push(jid);
   };
+  /** Presence updates the engine sent: `[state, chat]`. */
+  readonly presenceUpdates: [string, string | undefined][] = [];
+  sendPresenceUpdate = async (type: string, toJid?: string) => {
+    this.presenceUpdates.push([type, toJid]);
+  };
   query = async (node: BinaryNode) => this.queryAnswer(node);
   requestPairingCode = async (_phone: string) => 'PARL3YOK';
   waitForSocketOpen = async () => undefined;

@@ -60,8 +60,11 @@ function num(value: number | Long | null | undefined): number | undefined {
   return Number.isFinite(n) ? n : undefined;
 }
 
-function quotedOf(info: proto.IContextInfo | null | undefined): { quotedId?: string } {
-  return info?.stanzaId ? { quotedId: info.stanzaId } : {};
+function quotedOf(info: proto.IContextInfo | null | undefined): { quotedId?: string; mentions?: string[] } {
+  return {
+    ...(info?.stanzaId ? { quotedId: info.stanzaId } : {}),
+    ...(info?.mentionedJid?.length ? { mentions: [...info.mentionedJid] } : {}),
+  };
 }
 
 /**
@@ -120,6 +123,18 @@ export function toMessageContent(message: proto.IMessage | null | undefined): Me
     if (contact.vcard) out.vcard = contact.vcard;
     return out;
   }
+  const poll = content.pollCreationMessage ?? content.pollCreationMessageV2 ?? content.pollCreationMessageV3;
+  if (poll) {
+    return {
+      kind: 'poll',
+      text: poll.name ?? '',
+      poll: {
+        options: (poll.options ?? []).map((option) => option.optionName ?? ''),
+        selectableCount: poll.selectableOptionsCount ?? 0,
+      },
+      ...quotedOf(poll.contextInfo),
+    };
+  }
   const reaction = content.reactionMessage;
   if (reaction)
     return { kind: 'reaction', reaction: { emoji: reaction.text ?? '', targetId: reaction.key?.id ?? '' } };
@@ -176,6 +191,11 @@ export async function toEngineMessage(
   if (!content) return null;
   const download = mediaReferenceOf(msg.message);
   if (download !== undefined) content.download = download;
+  if (content.mentions) {
+    content.mentions = await Promise.all(
+      content.mentions.map(async (jid) => (await ctx.resolver.resolve(jid)).jid),
+    );
+  }
   const source = await sourceOfKey(msg.key, ctx);
   const pushName = msg.pushName ?? (source.isFromMe ? ctx.me().pushName : '');
   return { id, source, pushName, timestamp: timestampMs(msg.messageTimestamp, now), content };

@@ -1,4 +1,4 @@
-import type { BaileysEventMap, BinaryNode, GroupMetadata } from 'baileys';
+import type { BaileysEventMap, BinaryNode, GroupMetadata, WAMessage } from 'baileys';
 import { isJidBroadcast, isJidGroup, isJidNewsletter } from 'baileys';
 import { type EngineEvent, eventLogFields, type Jid } from '../../domain/messages.ts';
 import type { EngineSessionContext } from '../engine.ts';
@@ -15,6 +15,7 @@ import {
 } from './incoming.ts';
 import type { JidResolver } from './jid.ts';
 import type { SocketLike } from './socket.ts';
+import { updateEventOf } from './updates.ts';
 
 /**
  * The serial queue of one session's platform-driven work (DESIGN D10: events of an instance are recorded in
@@ -102,10 +103,34 @@ export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => voi
   };
   sock.ev.on('lid-mapping.update', lidListener);
   detachers.push(() => sock.ev.off('lid-mapping.update', lidListener));
+  /** Edits, revokes and poll votes (issue 14): recorded as their own events; true when `msg` was one. */
+  const recordUpdate = async (msg: WAMessage): Promise<boolean> => {
+    let event: Awaited<ReturnType<typeof updateEventOf>>;
+    try {
+      event = await updateEventOf(msg, ctx, { auth: context.auth, now: now() });
+    } catch (error) {
+      context.logger.error(
+        { err: error, event: 'messageUpdate', id: msg.key.id },
+        'mapping an update failed',
+      );
+      return true;
+    }
+    if (event === null) return false;
+    if (event === 'undecryptable') {
+      context.logger.warn(
+        { event: 'pollVote', id: msg.key.id },
+        'a poll vote could not be decrypted; dropped',
+      );
+      return true;
+    }
+    await queue.record(event);
+    return true;
+  };
   on('messages.upsert', async ({ messages }) => {
     for (const msg of messages) {
       const remote = msg.key.remoteJid;
       if (!remote || isJidBroadcast(remote) || isJidNewsletter(remote)) continue;
+      if (await recordUpdate(msg)) continue;
       let message: Awaited<ReturnType<typeof toEngineMessage>>;
       try {
         message = await toEngineMessage(msg, ctx, now());

@@ -24,6 +24,7 @@ import { mapPlatformErrors, platformRateLimited, reachoutLocked } from './errors
 import { isAdminOf, toGroupInfo } from './groups.ts';
 import { type FlaggedSource, type MappingContext, timestampMs, toMessageContent } from './incoming.ts';
 import { buildOutgoingMessage, buildReaction, type LinkPreviewFetcher } from './outgoing.ts';
+import { POLL_CREATION_META, savePollSecret } from './polls.ts';
 import type { BaileysLogger, SocketLike } from './socket.ts';
 
 /** What the operations share with the session. */
@@ -116,6 +117,17 @@ const NACK_TEXT: Record<string, string> = {
 };
 
 /**
+ * Options of {@link relayAndRecord}: stanza attributes and child nodes Baileys' `sendMessage` adds for some
+ * contents (`edit="1"` for an edit, `edit="7"` for a revoke, `<meta polltype="creation"/>` for a poll), and the
+ * event to record instead of the `message` event (edits and revokes record a `messageUpdate`).
+ */
+export interface RelayOptions {
+  additionalAttributes?: Record<string, string>;
+  additionalNodes?: BinaryNode[];
+  recordAs?: (source: FlaggedSource, timestamp: number) => EngineEvent;
+}
+
+/**
  * Relays a built message (a 1:1 message to the user's LID when Baileys knows it, addressing.ts) and confirms it:
  * waits for the server's ack (bounded), turns a nack into its error, remembers the message for retries, and
  * records it as a `message` event with bounded retry (`deps.record`); the recorded chat stays the phone JID.
@@ -123,11 +135,12 @@ const NACK_TEXT: Record<string, string> = {
  *   answers 500 rather than Sent for a message with no row and no `Message` event; it did reach the platform,
  *   which the error log line says with the message id).
  */
-async function relayAndRecord(
+export async function relayAndRecord(
   sock: SocketLike,
   to: Jid,
   msg: WAMessage,
   deps: OperationDeps,
+  options: RelayOptions = {},
 ): Promise<SentMessage> {
   const id = msg.key.id ?? '';
   const content = msg.message;
@@ -137,7 +150,11 @@ async function relayAndRecord(
   );
   const ack = waitForAck(sock, id, deps.ackTimeoutMs);
   try {
-    await mapPlatformErrors(() => sock.relayMessage(address, content, { messageId: id }), {
+    const extra = {
+      ...(options.additionalAttributes ? { additionalAttributes: options.additionalAttributes } : {}),
+      ...(options.additionalNodes ? { additionalNodes: options.additionalNodes } : {}),
+    };
+    await mapPlatformErrors(() => sock.relayMessage(address, content, { messageId: id, ...extra }), {
       now: deps.context.clock(),
     });
   } catch (error) {
@@ -162,7 +179,7 @@ async function relayAndRecord(
     content: toMessageContent(content) ?? { kind: 'other' },
   };
   try {
-    await deps.record({ type: 'message', message });
+    await deps.record(options.recordAs ? options.recordAs(source, timestamp) : { type: 'message', message });
   } catch (error) {
     deps.context.logger.error(
       { err: error, event: 'message', id, chat: to },
@@ -194,6 +211,16 @@ export async function sendMessage(
     }),
   );
   if (!isJidGroup(message.to)) deps.subscribePresence(sock, message.to);
+  if (message.content.kind === 'poll') {
+    const secret = msg.message?.messageContextInfo?.messageSecret;
+    if (!secret) throw new Error('built poll has no messageSecret');
+    await savePollSecret(deps.context.auth, msg.key.id ?? '', {
+      secret: Buffer.from(secret),
+      name: message.content.name,
+      options: message.content.options,
+    });
+    return relayAndRecord(sock, message.to, msg, deps, { additionalNodes: [POLL_CREATION_META] });
+  }
   return relayAndRecord(sock, message.to, msg, deps);
 }
 

@@ -83,6 +83,10 @@ export function toBaileysContent(content: OutgoingContent, preview?: WAUrlInfo):
           contacts: [{ displayName: content.displayName, vcard: content.vcard }],
         },
       };
+    case 'poll':
+      return {
+        poll: { name: content.name, values: [...content.options], selectableCount: content.selectableCount },
+      };
     default: {
       const unreachable: never = content;
       throw new Error(`unknown content ${JSON.stringify(unreachable)}`);
@@ -201,7 +205,9 @@ export async function buildOutgoingMessage(
   let preview: WAUrlInfo | undefined;
   if (content.kind === 'text' && content.linkPreview) preview = await previewFor(content.text, deps);
   const found = message.quotedId ? await deps.findMessage(message.quotedId) : undefined;
-  const msg = await generateWAMessage(to, toBaileysContent(content, preview), {
+  const base = toBaileysContent(content, preview);
+  const withMentions = message.mentions?.length ? { ...base, mentions: [...message.mentions] } : base;
+  const msg = await generateWAMessage(to, withMentions as AnyMessageContent, {
     upload: deps.upload,
     userJid: deps.userJid,
     messageId: deps.messageId,

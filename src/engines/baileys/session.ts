@@ -5,6 +5,7 @@ import { DomainError, errors } from '../../domain/errors.ts';
 import type { GroupChange, ParticipantAction, ParticipantOutcome } from '../../domain/groups.ts';
 import type {
   Avatar,
+  ChatPresenceState,
   ConnectionState,
   Contact,
   EngineMessage,
@@ -32,6 +33,7 @@ import * as ops from './operations.ts';
 import type { LinkPreviewFetcher } from './outgoing.ts';
 import { resendableProto } from './outgoing.ts';
 import type { BaileysLogger, SocketFactory, SocketLike } from './socket.ts';
+import * as updates from './updates.ts';
 
 /** Everything a session takes from the engine (see `BaileysEngineOptions` for meanings and defaults). */
 export interface BaileysSessionOptions {
@@ -244,6 +246,15 @@ export class BaileysSession implements EngineSession {
   }
   async markRead(chat: Jid, ids: readonly string[], sender?: Jid): Promise<void> {
     await ops.markRead(await this.#open(), this.#deps, chat, ids, sender);
+  }
+  async edit(chat: Jid, id: string, text: string): Promise<SentMessage> {
+    return updates.editMessage(await this.#open(), this.#deps, chat, id, text);
+  }
+  async revoke(chat: Jid, id: string): Promise<SentMessage> {
+    return updates.revokeMessage(await this.#open(), this.#deps, chat, id);
+  }
+  async sendPresence(chat: Jid, state: ChatPresenceState): Promise<void> {
+    await updates.sendChatPresence(await this.#open(), this.#deps, chat, state);
   }
   async checkPhones(phones: readonly string[]): Promise<UserCheck[]> {
     const sock = await this.#open();

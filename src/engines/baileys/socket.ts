@@ -56,6 +56,7 @@ export interface SocketLike
     | 'groupAcceptInvite'
     | 'groupRevokeInvite'
     | 'presenceSubscribe'
+    | 'sendPresenceUpdate'
     | 'query'
     | 'requestPairingCode'
     | 'waitForSocketOpen'

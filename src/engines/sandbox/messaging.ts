@@ -20,8 +20,15 @@ import { incomingMessageId, outgoingMessageId } from './ids.ts';
  */
 
 /** The stored/normalised content of an outgoing message: no media bytes, sizes in bytes (DESIGN D8). */
-export function contentOf(content: OutgoingContent, quotedId?: string): MessageContent {
-  const quoted = quotedId === undefined ? {} : { quotedId };
+export function contentOf(
+  content: OutgoingContent,
+  quotedId?: string,
+  mentions?: readonly Jid[],
+): MessageContent {
+  const quoted = {
+    ...(quotedId === undefined ? {} : { quotedId }),
+    ...(mentions === undefined || mentions.length === 0 ? {} : { mentions: [...mentions] }),
+  };
   const caption = (text: string | undefined) => (text === undefined ? {} : { text });
   switch (content.kind) {
     case 'text':
@@ -51,6 +58,13 @@ export function contentOf(content: OutgoingContent, quotedId?: string): MessageC
       };
     case 'contact':
       return { kind: 'contact', name: content.displayName, vcard: content.vcard, ...quoted };
+    case 'poll':
+      return {
+        kind: 'poll',
+        text: content.name,
+        poll: { options: [...content.options], selectableCount: content.selectableCount },
+        ...quoted,
+      };
   }
 }
 
@@ -67,7 +81,11 @@ function isGroupJid(jid: Jid): boolean {
  * @throws DomainError not_found `group not found`; not_registered `recipient <phone> is not registered on the
  *   platform` (DESIGN D6); invalid when `chat` is neither a user nor a group JID.
  */
-async function checkChat(account: SandboxAccount, creds: SandboxCredentials, chat: Jid): Promise<boolean> {
+export async function checkChat(
+  account: SandboxAccount,
+  creds: SandboxCredentials,
+  chat: Jid,
+): Promise<boolean> {
   if (isGroupJid(chat)) {
     await memberGroup(account, ownJid(creds), chat);
     return true;
@@ -104,7 +122,13 @@ async function emitOwn(
 export async function send(account: SandboxAccount, message: OutgoingMessage): Promise<SentMessage> {
   const creds = await account.ready();
   const isGroup = await checkChat(account, creds, message.to);
-  return emitOwn(account, creds, message.to, isGroup, contentOf(message.content, message.quotedId));
+  return emitOwn(
+    account,
+    creds,
+    message.to,
+    isGroup,
+    contentOf(message.content, message.quotedId, message.mentions),
+  );
 }
 
 /**

@@ -2,6 +2,7 @@ import { errors } from '../../domain/errors.ts';
 import type { GroupChange, ParticipantAction, ParticipantOutcome } from '../../domain/groups.ts';
 import type {
   Avatar,
+  ChatPresenceState,
   ConnectionState,
   Contact,
   EngineMessage,
@@ -23,6 +24,7 @@ import { SequenceAllocator } from './ids.ts';
 import * as media from './media.ts';
 import * as messaging from './messaging.ts';
 import { defaultSandboxPhone, pairingSlot, sandboxPairingCode } from './pairing.ts';
+import * as updates from './updates.ts';
 import { avatarOf, checkOf, contactOf, infoOf, isValidPhone } from './users.ts';
 import { SandboxWorld } from './world.ts';
 
@@ -139,6 +141,15 @@ export class SandboxSession implements EngineSession {
   markRead(chat: Jid, ids: readonly string[], sender?: Jid): Promise<void> {
     return messaging.markRead(this.#account, chat, ids, sender);
   }
+  edit(chat: Jid, id: string, text: string): Promise<SentMessage> {
+    return updates.edit(this.#account, chat, id, text);
+  }
+  revoke(chat: Jid, id: string): Promise<SentMessage> {
+    return updates.revoke(this.#account, chat, id);
+  }
+  sendPresence(chat: Jid, state: ChatPresenceState): Promise<void> {
+    return updates.sendPresence(this.#account, chat, state);
+  }
   async checkPhones(phones: readonly string[]): Promise<UserCheck[]> {
     await this.#ready();
     const users = await this.#world.users(phones);
@@ -211,6 +222,8 @@ export class SandboxSession implements EngineSession {
       createForeignGroup: (input) => groups.createForeignGroup(account, input),
       call: (input) => incomingCall(account, input),
       groupChange: (input) => admin.sandboxGroupChange(account, input),
+      updateMessage: (input) => updates.updateMessage(account, input),
+      vote: (input) => updates.vote(account, input),
     };
   }
 

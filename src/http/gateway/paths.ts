@@ -23,10 +23,17 @@ const route = (
   textBody = false,
 ): GatewayRoute => ({ method, path, twin, textBody });
 
-/** Every gateway path (DESIGN D12 table), in the order the documentation lists them. */
+/**
+ * Every gateway path (DESIGN D12 table, plus the poll, edit, delete and presence paths of the same family), in
+ * the order the documentation lists them.
+ */
 export const GATEWAY_ROUTES: readonly GatewayRoute[] = [
   route('POST', '/chat/send/text', '/v1/messages/send', true),
   ...sends.map((kind) => route('POST', `/chat/send/${kind}`, `/v1/messages/send/${kind}`)),
+  route('POST', '/chat/send/poll', '/v1/messages/send/poll'),
+  route('POST', '/chat/send/edit', '/v1/messages/edit'),
+  route('POST', '/chat/delete', '/v1/messages/delete'),
+  route('POST', '/chat/presence', '/v1/chats/presence'),
   route('POST', '/user/check', '/v1/contacts/check'),
   route('GET', '/user/contacts', '/v1/contacts/list'),
   route('GET', '/user/info', '/v1/contacts/info'),

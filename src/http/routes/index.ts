@@ -3,6 +3,7 @@ import { gatewayPlugin } from '../gateway/plugin.ts';
 import { dashboardRoutes } from './dashboard/index.ts';
 import { opsRoutes } from './ops.ts';
 import { callsRoutes } from './v1/calls.ts';
+import { chatPresenceRoutes } from './v1/chat-presence.ts';
 import { chatsRoutes, messageReadRoutes } from './v1/chats.ts';
 import { contactsRoutes } from './v1/contacts.ts';
 import { groupAdminRoutes } from './v1/group-admin.ts';
@@ -31,6 +32,7 @@ export async function routes(app: FastifyInstance): Promise<void> {
   await app.register(contactsRoutes, { prefix: '/v1/contacts' });
   await app.register(groupsRoutes, { prefix: '/v1/groups' });
   await app.register(groupAdminRoutes, { prefix: '/v1/groups' });
+  await app.register(chatPresenceRoutes, { prefix: '/v1/chats' });
   await app.register(webhookRoutes, { prefix: '/v1/webhook' });
   await app.register(dashboardRoutes, {});
 }

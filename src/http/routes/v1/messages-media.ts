@@ -12,7 +12,7 @@ import {
   SendStickerBody,
   SendVideoBody,
 } from './messages-schemas.ts';
-import { sendMessage } from './messages-send.ts';
+import { checkMentions, sendMessage } from './messages-send.ts';
 
 const tags = ['messages'];
 
@@ -46,6 +46,7 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
     },
     async (request) => {
       const { image, caption } = request.body;
+      checkMentions(request.body.mentions, request.body.caption, 'caption');
       return ok(
         await sendMessage(services, request, request.body, async () => ({
           kind: 'image',
@@ -71,6 +72,7 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
     },
     async (request) => {
       const { document, fileName, caption } = request.body;
+      checkMentions(request.body.mentions, request.body.caption, 'caption');
       return ok(
         await sendMessage(services, request, request.body, async () => {
           const prepared = await prepareDocument(toolsOf(request), document, fileName);
@@ -124,6 +126,7 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
     },
     async (request) => {
       const { video, caption } = request.body;
+      checkMentions(request.body.mentions, request.body.caption, 'caption');
       return ok(
         await sendMessage(services, request, request.body, async () => ({
           kind: 'video',

@@ -40,6 +40,21 @@ const Caption = Type.Optional(
     examples: ['Our new menu'],
   }),
 );
+/** Most users one text or caption may mention. */
+export const MAX_MENTIONS = 256;
+
+/**
+ * `mentions` of a text or caption (WhatsApp's contextInfo.mentionedJid): phone numbers, each of which must be
+ * written `@<phone>` in the text so the recipient's app can highlight it.
+ */
+export const Mentions = Type.Optional(
+  Type.Array(Phone('a mentioned user: phone number, digits only', '5511977776666'), {
+    maxItems: MAX_MENTIONS,
+    description: 'phone numbers mentioned; each must appear in the text as @<phone>',
+    examples: [['5511977776666']],
+  }),
+);
+
 const Media = (example: string, description: string) =>
   Type.String({
     minLength: 1,
@@ -59,6 +74,7 @@ export const SendTextBody = Type.Object(
       examples: ['Hello *world*'],
     }),
     id: ReplyId,
+    mentions: Mentions,
     linkPreview: Type.Optional(
       Type.Boolean({
         default: false,
@@ -78,6 +94,7 @@ export const SendImageBody = Type.Object(
     phone: ChatAddress(),
     image: Media('https://example.com/photo.jpg', 'JPEG, PNG, GIF or WEBP, at most 16 MB'),
     caption: Caption,
+    mentions: Mentions,
     id: ReplyId,
     from: From,
   },
@@ -99,6 +116,7 @@ export const SendDocumentBody = Type.Object(
       }),
     ),
     caption: Caption,
+    mentions: Mentions,
     id: ReplyId,
     from: From,
   },
@@ -124,6 +142,7 @@ export const SendVideoBody = Type.Object(
     phone: ChatAddress(),
     video: Media('https://example.com/clip.mp4', 'MP4 or 3GP, at most 16 MB'),
     caption: Caption,
+    mentions: Mentions,
     id: ReplyId,
     from: From,
   },

@@ -17,15 +17,35 @@ export function sendResult(sent: SentMessage, id: string = sent.id): SendResult 
 export async function sendMessage(
   services: Services,
   request: FastifyRequest,
-  input: { phone: string; id?: string | undefined },
+  input: { phone: string; id?: string | undefined; mentions?: readonly string[] | undefined },
   content: () => Promise<OutgoingContent> | OutgoingContent,
 ): Promise<SendResult> {
   const sent = await services.app.messaging.send(
     instanceIdOf(request),
-    { phone: input.phone, quotedId: input.id },
+    { phone: input.phone, quotedId: input.id, mentions: input.mentions },
     content,
   );
   return sendResult(sent);
+}
+
+/**
+ * Checks `mentions` of a text or caption (WhatsApp renders a mention from contextInfo.mentionedJid plus the
+ * `@<phone>` written in the text): unique numbers, each written `@<phone>` in `text` (the field named `field`).
+ * @throws DomainError invalid `mentions must be unique`, `mentions: 5511977776666 must appear in body as
+ *   @5511977776666`.
+ */
+export function checkMentions(
+  mentions: readonly string[] | undefined,
+  text: string | undefined,
+  field: string,
+): void {
+  if (mentions === undefined) return;
+  if (new Set(mentions).size !== mentions.length) throw errors.badRequest('mentions must be unique');
+  for (const phone of mentions) {
+    if (!new RegExp(`@${phone}(?![0-9])`).test(text ?? '')) {
+      throw errors.badRequest(`mentions: ${phone} must appear in ${field} as @${phone}`);
+    }
+  }
 }
 
 /**

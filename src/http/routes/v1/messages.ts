@@ -14,7 +14,8 @@ import {
   SendResult,
   SendTextBody,
 } from './messages-schemas.ts';
-import { checkVcard, isReactionEmoji, sendMessage, sendResult } from './messages-send.ts';
+import { checkMentions, checkVcard, isReactionEmoji, sendMessage, sendResult } from './messages-send.ts';
+import { messageUpdateRoutes } from './messages-updates.ts';
 
 const tags = ['messages'];
 
@@ -44,6 +45,7 @@ export async function messagesRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const body = request.body;
+      checkMentions(body.mentions, body.body, 'body');
       return ok(
         await sendMessage(services, request, body, () => ({
           kind: 'text',
@@ -163,4 +165,5 @@ export async function messagesRoutes(fastify: FastifyInstance): Promise<void> {
 
   await app.register(messageMediaRoutes);
   await app.register(messageDownloadRoutes);
+  await app.register(messageUpdateRoutes);
 }

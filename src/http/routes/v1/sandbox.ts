@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { instanceIdOf } from '../../plugins/instance.ts';
 import { Details, InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 import { GroupDetails, toGroupDetails } from './groups.ts';
+import { sandboxUpdateRoutes } from './sandbox-updates.ts';
 
 /** Body of `POST /v1/sandbox/scan` (DESIGN D9). */
 export const ScanBody = Type.Object(
@@ -274,4 +275,6 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
       return ok(toGroupDetails(group));
     },
   );
+
+  await app.register(sandboxUpdateRoutes);
 }
