@@ -62,6 +62,13 @@ for (const dialect of testDialects()) {
         text: 'see you at 6',
         timestamp: iso(t),
       });
+      // The stored message as GET /v1/messages/{id} shows it: the new text and when it was edited.
+      const read = await t.call('GET', `/v1/messages/${id}`);
+      assert.equal(read.status, 200);
+      assert.deepEqual(
+        [read.body.data.message, read.body.data.editedAt, read.body.data.deletedAt],
+        [{ conversation: 'see you at 6' }, iso(t), undefined],
+      );
     });
 
     it('refuses edits past 15 minutes, of non-text messages, of others’ messages, of unknown ids', async () => {
@@ -111,6 +118,8 @@ for (const dialect of testDialects()) {
         kind: 'text',
         deletedAt: t.clock(),
       });
+      const read = await t.call('GET', `/v1/messages/${id}`);
+      assert.deepEqual([read.body.data.message, read.body.data.deletedAt], [{ conversation: '' }, iso(t)]);
       const [event] = (await payloads(t, 'MessageUpdate')).slice(-1);
       assert.deepEqual(event?.event, {
         kind: 'delete',

@@ -89,6 +89,18 @@ export const StoredMessageView = Type.Object(
       description: 'when the state last changed',
       examples: ['2026-01-15T12:00:03.000Z'],
     }),
+    editedAt: Type.Optional(
+      Type.String({
+        description: 'when the text was last edited (absent when never)',
+        examples: ['2026-01-15T12:03:00.000Z'],
+      }),
+    ),
+    deletedAt: Type.Optional(
+      Type.String({
+        description: 'when it was deleted for everyone (absent when not); its content is then empty',
+        examples: ['2026-01-15T12:05:00.000Z'],
+      }),
+    ),
   },
   { title: 'StoredMessage' },
 );
@@ -166,6 +178,8 @@ export function storedMessageView(message: StoredMessage): StoredMessageView {
     message: messageBody(message.content),
     state: message.state,
     stateAt: message.stateAt,
+    ...(message.content.editedAt === undefined ? {} : { editedAt: iso(message.content.editedAt) }),
+    ...(message.content.deletedAt === undefined ? {} : { deletedAt: iso(message.content.deletedAt) }),
   };
 }
 
