@@ -121,6 +121,17 @@ export class Groups {
     return [...this.byJid.values()].find((g) => g.inviteCode === code);
   }
 
+  /** Every group, in creation order. */
+  all(): Group[] {
+    return [...this.byJid.values()];
+  }
+
+  /** Puts back a group read from the state file (model/group-state.ts). Throws ModelError 409 when its JID exists. */
+  restore(group: Group): void {
+    if (this.byJid.has(group.jid)) throw new ModelError(409, `group ${group.jid} exists already`);
+    this.byJid.set(group.jid, group);
+  }
+
   /** The groups `user` belongs to, in creation order. */
   of(user: User): Group[] {
     return [...this.byJid.values()].filter((g) => g.members.has(user.phone));

@@ -2,7 +2,7 @@
  * The simulator's state on disk (`parley sim --state-dir DIR`, `startSimulator({ stateDir })`): the root key and
  * every account (LID, account key, the phone's Signal state, linked devices with their Noise keys and uploaded
  * Signal keys, offline queues, inbox, restrictions), so a simulator restarted on the same port lets every linked
- * device log in again without a scan.
+ * device log in again without a scan; and the groups with their members, roles, invite codes and settings.
  *
  * One file, `DIR/state.json`, JSON with byte strings as `{"$bytes":"<base64>"}`, Maps as `{"$map":[[k,v]…]}` and
  * Sets as `{"$set":[…]}` (so model state added later needs no codec of its own while it is plain data).
@@ -18,6 +18,7 @@ import { proto } from 'baileys';
 import type { Logger } from 'pino';
 import type { KeyPair } from '../noise/certificates.ts';
 import type { Accounts, SavedUser, User } from './accounts.ts';
+import { restoreGroups, type SavedGroup, saveGroups } from './group-state.ts';
 
 /** Version of the file layout; a file of another version is refused. */
 export const STATE_VERSION = 1;
@@ -37,6 +38,8 @@ export class StateError extends Error {
 export interface SimState {
   root: KeyPair;
   users: SavedUser[];
+  /** Groups (model/group-state.ts); absent in files written before groups were kept. */
+  groups?: SavedGroup[];
 }
 
 /** JSON.stringify replacer: Uint8Array/Buffer → `{ $bytes }`, Map → `{ $map }`, Set → `{ $set }` (reads the raw value). */
@@ -114,7 +117,7 @@ export function decodeState(text: string, path: string): SimState {
 
 /** The state of `accounts` and `root`, ready for {@link encodeState} (no copy: encode it at once). */
 export function snapshot(root: KeyPair, accounts: Accounts): SimState {
-  return { root, users: accounts.all().map(saveUser) };
+  return { root, users: accounts.all().map(saveUser), groups: saveGroups(accounts) };
 }
 
 function saveUser(user: User): SavedUser {
@@ -134,8 +137,10 @@ function saveUser(user: User): SavedUser {
 }
 
 /**
- * Puts every user of `state` into `accounts` (which must be empty), decoding the messages they sent.
- * @throws StateError naming `path` when a user cannot be restored (a duplicate, a message that does not decode).
+ * Puts every user of `state` into `accounts` (which must be empty), decoding the messages they sent, then its
+ * groups (model/group-state.ts).
+ * @throws StateError naming `path` when a user cannot be restored (a duplicate, a message that does not decode) or
+ *   a group names someone who is no user.
  */
 export function restoreUsers(state: SimState, accounts: Accounts, path: string): void {
   for (const saved of state.users) {
@@ -144,6 +149,11 @@ export function restoreUsers(state: SimState, accounts: Accounts, path: string):
     } catch (error) {
       fail(path, `has a user that cannot be restored (${saved.phone}: ${(error as Error).message})`);
     }
+  }
+  try {
+    restoreGroups(state.groups ?? [], accounts);
+  } catch (error) {
+    fail(path, `has a group that cannot be restored (${(error as Error).message})`);
   }
 }
 
