@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
+import { PeriodicJob } from '../ops/periodic-job.ts';
 import type { Database } from '../store/schema.ts';
 import { pruneWebhookLog } from '../store/webhook-events.ts';
 
@@ -22,45 +23,23 @@ export interface LogRetentionOptions {
  * retention leave the store with their attempts; pending deliveries are never touched (DESIGN D10 keeps failed
  * deliveries redeliverable for as long as they are retained). Runs in every process; deletions are idempotent.
  */
-export class LogRetention {
+export class LogRetention extends PeriodicJob {
   readonly #options: LogRetentionOptions;
-  #timer: NodeJS.Timeout | undefined;
-  #running: Promise<number> | undefined;
 
   constructor(options: LogRetentionOptions) {
+    super({
+      logger: options.logger,
+      ...(options.intervalMs === undefined ? {} : { intervalMs: options.intervalMs }),
+      failure: 'pruning the webhook delivery log failed',
+    });
     this.#options = options;
-  }
-
-  /** Runs once now and then every interval (timers do not keep the process alive). */
-  start(): void {
-    if (this.#timer) return;
-    const tick = () => {
-      this.#running ??= this.runOnce()
-        .catch((error: unknown) => {
-          this.#options.logger.warn({ err: error }, 'pruning the webhook delivery log failed');
-          return 0;
-        })
-        .finally(() => {
-          this.#running = undefined;
-        });
-    };
-    this.#timer = setInterval(tick, this.#options.intervalMs ?? 3_600_000);
-    this.#timer.unref();
-    tick();
-  }
-
-  /** Stops the schedule and waits for a run in progress. */
-  async stop(): Promise<void> {
-    clearInterval(this.#timer);
-    this.#timer = undefined;
-    await this.#running;
   }
 
   /**
    * Deletes every finished event older than the retention, batch by batch.
    * @returns how many events were deleted.
    */
-  async runOnce(): Promise<number> {
+  override async runOnce(): Promise<number> {
     const { db, clock, retentionMs, logger } = this.#options;
     const batch = this.#options.batch ?? 1000;
     const before = new Date(clock() - retentionMs).toISOString();

@@ -33,22 +33,26 @@ describe('simulator groups across a restart with --state-dir', () => {
       participants: ['5511940000202', '5511940000203'],
     });
     assert.equal(created.status, 201, JSON.stringify(created.body));
-    const promoted = await control(first, 'POST', `/groups/${created.body.jid}/participants`, {
+    const jid = (created.body as { jid: string }).jid;
+    const promoted = await control(first, 'POST', `/groups/${jid}/participants`, {
       actor: '5511940000201',
       action: 'promote',
       participants: ['5511940000202'],
     });
     assert.ok(promoted.status < 300, JSON.stringify(promoted.body));
-    const before = (await control(first, 'GET', `/groups/${created.body.jid}`)).body;
+    const before = (await control(first, 'GET', `/groups/${jid}`)).body;
     await first.close();
 
     const second = await startSimulator({ stateDir: dir });
     try {
-      const after = await control(second, 'GET', `/groups/${created.body.jid}`);
+      const after = await control(second, 'GET', `/groups/${jid}`);
       assert.equal(after.status, 200);
       assert.deepEqual(after.body, before);
       assert.deepEqual(
-        after.body.participants.map((p: { phone: string; role: string }) => [p.phone, p.role]),
+        (after.body as { participants: { phone: string; role: string }[] }).participants.map((p) => [
+          p.phone,
+          p.role,
+        ]),
         [
           ['5511940000201', 'superadmin'],
           ['5511940000202', 'admin'],
