@@ -16,6 +16,7 @@ import { MessageProjection } from './events/message-projection.ts';
 import { OutboxProjection } from './events/outbox-projection.ts';
 import { EventRecorder } from './events/recorder.ts';
 import { OutboundGuard } from './net/outbound-guard.ts';
+import { LEASE_HEARTBEAT_MS, LEASE_TTL_MS, LeaseKeeper } from './nodes/leases.ts';
 import { NodeRegistry } from './nodes/registry.ts';
 import { Metrics } from './ops/metrics.ts';
 import { PlanRateLimiter } from './ratelimit/limiter.ts';
@@ -55,6 +56,12 @@ export interface Services {
    * releases the claims of dead nodes, a killed predecessor's included.
    */
   nodes: NodeRegistry;
+  /**
+   * Several nodes (DESIGN D17), when `CLUSTER_SECRET` is set: this node's instance leases and the secret of
+   * node-to-node calls. The entry point starts the keeper once listening (`keeper.start(url)`) and drains it first
+   * on a graceful stop.
+   */
+  cluster: { keeper: LeaseKeeper; secret: string } | undefined;
   /** The webhook delivery worker (DESIGN D10); started here, stopped first by `close`. */
   webhooks: DeliveryWorker;
   /** Prunes finished events older than `WEBHOOK_RETENTION_DAYS` from the delivery log, hourly. */
@@ -90,6 +97,8 @@ export interface ServiceOptions {
   webhookWorker?: WebhookWorkerTuning & { start?: boolean };
   /** Node registry timing, ms (tests shorten it): heartbeat interval and the age at which a node is dead. */
   nodeRegistry?: { heartbeatMs?: number; deadAfterMs?: number };
+  /** Lease timing of a cluster node, ms (tests shorten it): renewal period and lease lifetime. */
+  cluster?: { heartbeatMs?: number; ttlMs?: number };
 }
 
 /**
@@ -128,10 +137,18 @@ export async function createServices(config: Config, options: ServiceOptions): P
   // The webhook worker is woken once the registry released dead nodes' claims; it exists by then (the
   // registry starts below, after the worker is built).
   let wakeWebhooks: () => void = () => undefined;
+  const nodeId = config.cluster?.nodeId ?? workerId;
   const nodes = new NodeRegistry({
     db: store.db,
     logger,
-    ...(workerId === undefined ? {} : { id: workerId }),
+    ...(nodeId === undefined ? {} : { id: nodeId }),
+    // A cluster node's liveness follows its lease timing: a dead node's webhook claims go with its leases.
+    ...(config.cluster
+      ? {
+          heartbeatMs: options.cluster?.heartbeatMs ?? LEASE_HEARTBEAT_MS,
+          deadAfterMs: options.cluster?.ttlMs ?? LEASE_TTL_MS,
+        }
+      : {}),
     ...options.nodeRegistry,
     onReleased: () => wakeWebhooks(),
   });
@@ -166,6 +183,12 @@ export async function createServices(config: Config, options: ServiceOptions): P
     clock,
     ...(options.restoreRetry ? { restoreRetry: options.restoreRetry } : {}),
   });
+  const cluster = config.cluster
+    ? {
+        secret: config.cluster.secret,
+        keeper: new LeaseKeeper({ db: store.db, nodeId: nodes.id, sessions, logger, ...options.cluster }),
+      }
+    : undefined;
   const metrics = new Metrics();
   // Committed instance changes for the dashboard's live views (DESIGN D16).
   const feed = new LiveFeed();
@@ -225,6 +248,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     signInLimiter: new SignInLimiter(redis),
     feed,
     webhookTimeoutMs: config.webhook.timeoutMs,
+    registered: () => nodes.registered,
   });
   return {
     config,
@@ -240,12 +264,14 @@ export async function createServices(config: Config, options: ServiceOptions): P
     redis,
     guard,
     nodes,
+    cluster,
     webhooks,
     retention,
     registrations,
     app,
     async close(closeOptions) {
       await Promise.all([webhooks.stop(config.shutdownTimeoutMs / 2), retention.stop()]);
+      await cluster?.keeper.stop();
       await nodes.stop();
       keys.stop();
       await limiter.close();

@@ -59,6 +59,8 @@ export interface ApplicationDeps {
   feed: LiveFeed;
   /** Time allowed for one webhook POST, ms (DESIGN D10: 15 s). */
   webhookTimeoutMs: number;
+  /** Whether this node is registered with a recent heartbeat (readiness, DESIGN D17); omitted: always. */
+  registered?: () => boolean;
 }
 
 /** Builds the application services over the process's shared parts. */
@@ -72,7 +74,7 @@ export function createApplication(deps: ApplicationDeps): Application {
     groups: new GroupService({ store, sessions }),
     webhooks: new WebhookService({ store, guard, worker: webhookWorker, clock }),
     sandbox: new SandboxService({ store, sessions, registrations }),
-    readiness: new ReadinessService({ store }),
+    readiness: new ReadinessService({ store, ...(deps.registered ? { registered: deps.registered } : {}) }),
     dashboardAuth: new DashboardAuthService({ store, clock, limiter: signInLimiter }),
     dashboard: new DashboardAdminService({ store, sessions, limiter, keys, feed, clock }),
     webhookTest: new WebhookTestService({ store, box, guard, clock, timeoutMs: webhookTimeoutMs }),
