@@ -139,16 +139,20 @@ async function assertDelivered(cluster: Cluster, sentIds: readonly string[]) {
     );
     return [...wanted].every((id) => got.has(id));
   }, 30_000);
-  const bySequence = new Map<string, string>();
+  // A duplicate delivery carries the same webhook-id and body; one event never goes out under two ids.
+  const bodyOf = new Map<string, string>();
+  const idOf = new Map<string, string>();
   const bodies: string[] = [];
   for (const request of cluster.receiver.requests) {
     const body = request.body.toString();
     bodies.push(body);
-    const parsed = JSON.parse(body) as { sequence: number; instanceId?: string };
-    const slot = `${request.headers['webhook-id']}`;
-    const seen = bySequence.get(slot);
-    if (seen !== undefined) assert.equal(seen, body, 'a duplicate carries the same event');
-    bySequence.set(slot, body);
+    const parsed = JSON.parse(body) as { sequence: number; instanceId: string };
+    const webhookId = String(request.headers['webhook-id']);
+    const event = `${parsed.instanceId}/${parsed.sequence}`;
+    assert.equal(bodyOf.get(webhookId) ?? body, body, 'a duplicate carries the same event');
+    assert.equal(idOf.get(event) ?? webhookId, webhookId, `event ${event} under one webhook-id`);
+    bodyOf.set(webhookId, body);
+    idOf.set(event, webhookId);
   }
   // Distinct webhook ids are distinct events: no event was recorded twice.
   const keys = events.map((event) => `${event.instance_id}/${event.sequence}`);
