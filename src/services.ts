@@ -248,7 +248,8 @@ export async function createServices(config: Config, options: ServiceOptions): P
     signInLimiter: new SignInLimiter(redis),
     feed,
     webhookTimeoutMs: config.webhook.timeoutMs,
-    registered: () => nodes.registered,
+    // Not ready while draining: a load balancer stops sending before the node stops listening (DESIGN D17).
+    registered: () => nodes.registered && !cluster?.keeper.draining,
   });
   return {
     config,

@@ -83,6 +83,11 @@ export class LeaseKeeper {
     return this.#options.nodeId;
   }
 
+  /** True once `drain` started: the node hands its instances over and reports itself not ready. */
+  get draining(): boolean {
+    return this.#draining;
+  }
+
   /** Ids of the instances whose lease this node holds (as of its last renewal). */
   held(): string[] {
     return [...this.#held.keys()];
