@@ -84,7 +84,9 @@ if (!existsSync(chromium))
 // The three-node test puts HAProxy in front of the nodes where it is installed (Debian's haproxy, as .ci/run does).
 const haproxy = process.env.HAPROXY_PATH ?? '/usr/sbin/haproxy';
 if (!existsSync(haproxy) && files.some((f) => f.startsWith('test/nodes/')))
-  notRun.push(`the HAProxy part of the three-node test (no HAProxy at ${haproxy}: apt-get install haproxy, or set HAPROXY_PATH)`);
+  notRun.push(
+    `the HAProxy part of the three-node test (no HAProxy at ${haproxy}: apt-get install haproxy, or set HAPROXY_PATH)`,
+  );
 // The executable docs (test/docs) run the pages' shell examples: they need these commands (test/docs checks the same).
 const docsTools = ['bash', 'curl', 'openssl', 'base64'];
 const missingTools = docsTools.filter(
