@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, describe, it } from 'node:test';
+import { afterEach, describe, it } from 'node:test';
 import { testDialects } from '../support/store.ts';
 import { type Child, until } from '../webhooks/child.ts';
 import {
@@ -25,17 +25,43 @@ const FAILOVER_BOUND_MS = 15_000;
 for (const dialect of testDialects().filter((d) => d === 'postgres')) {
   describe(`three nodes on ${dialect}`, () => {
     const clusters: Cluster[] = [];
-    after(async () => {
-      for (const cluster of clusters) await stopAll(cluster);
+    // Each test's nodes are stopped before the next test starts three more (two cores in CI).
+    afterEach(async () => {
+      for (const cluster of clusters.splice(0)) await stopAll(cluster);
     });
 
-    it('spreads instances, answers for every instance on every node, and survives SIGKILL of a node', async () => {
+    it('spreads instances, answers for every instance on every node, and survives SIGKILL of a node', async (t) => {
       const cluster = await startCluster();
       clusters.push(cluster);
       const placed = await owners(cluster);
       const perNode = new Map<string, number>();
       for (const owner of placed.values()) perNode.set(owner, (perNode.get(owner) ?? 0) + 1);
       assert.deepEqual([...perNode.values()].sort(), [2, 2, 2], 'two instances per node');
+
+      // A node that does not own an instance answers for it as its owner does: same envelope and request id.
+      const [n1, n2] = cluster.nodes;
+      assert.ok(n1 && n2);
+      const remote = [...placed].find(([, owner]) => owner === n2.workerId)?.[0] ?? '';
+      const status = await fetch(`http://127.0.0.1:${n1.port}/v1/session/status?from=${remote}`, {
+        headers: { authorization: `Bearer ${cluster.key}`, 'x-request-id': 'forward-check-1' },
+      });
+      assert.equal(status.status, 200);
+      assert.equal(status.headers.get('x-request-id'), 'forward-check-1');
+      const statusBody = (await status.json()) as { data: { connected: boolean; instanceId: string } };
+      assert.equal(statusBody.data.instanceId, remote);
+      assert.equal(statusBody.data.connected, true, 'the owner, which has the session, answered');
+      // A request pretending to come from another node without the cluster secret is refused.
+      const forged = await fetch(`http://127.0.0.1:${n1.port}/v1/session/status?from=${remote}`, {
+        headers: {
+          authorization: `Bearer ${cluster.key}`,
+          'x-parley-forwarded-by': 'n2',
+          'x-parley-cluster-secret': 'not-the-secret',
+        },
+      });
+      assert.equal(forged.status, 401);
+      assert.deepEqual(await forged.json(), {
+        error: { code: 401, message: 'node-to-node call without a valid cluster secret' },
+      });
 
       const outcomes: Outcome[] = [];
       const dead = new Set<Child>();
@@ -66,6 +92,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       for (const id of victimInstances) {
         const first = outcomes.find((o) => o.instanceId === id && o.startedAt > killedAt && o.status === 200);
         assert.ok(first && first.answeredAt - killedAt < FAILOVER_BOUND_MS, `failover of ${id} within 15 s`);
+        t.diagnostic(`failover of ${id}: ${first.answeredAt - killedAt} ms`);
       }
       // Some more traffic on the new owners, then stop.
       const count = outcomes.length;
@@ -90,7 +117,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       );
     });
 
-    it('on SIGTERM hands its instances over with no failed request at all', async () => {
+    it('on SIGTERM hands its instances over with no failed request at all', async (t) => {
       const cluster = await startCluster();
       clusters.push(cluster);
       const outcomes: Outcome[] = [];
@@ -106,7 +133,9 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       const leaving = cluster.nodes[1];
       assert.ok(leaving);
       gone.add(leaving);
+      const terminating = Date.now();
       const code = await leaving.terminate();
+      t.diagnostic(`SIGTERM to exit: ${Date.now() - terminating} ms`);
       assert.equal(code, 0);
       const count = outcomes.length;
       await until(async () => outcomes.length >= count + 24, 15_000, 'traffic after the hand-over');
