@@ -17,10 +17,11 @@ export class ReadinessService {
 
   /**
    * @throws DomainError not_ready `store is not ready` (the cause is logged by the HTTP layer), or
-   *   `node is not registered`.
+   *   `node is not registered or is handing its instances over` (a cluster node that is not serving).
    */
   async check(): Promise<void> {
-    if (!this.#registered()) throw new DomainError('not_ready', 'node is not registered');
+    if (!this.#registered())
+      throw new DomainError('not_ready', 'node is not registered or is handing its instances over');
     try {
       await sql`select 1`.execute(this.#store.db);
       if (!(await isMigrated(this.#store))) throw new Error('migrations pending');

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import pino from 'pino';
 import { adminCreateInstance, adminCreateOrg } from '../../src/admin/admin.ts';
+import { ReadinessService } from '../../src/app/readiness.ts';
 import type { Instance } from '../../src/domain/instance.ts';
 import { LeaseKeeper } from '../../src/nodes/leases.ts';
 import { leastLoaded, shareToTake } from '../../src/nodes/placement.ts';
@@ -242,6 +243,22 @@ for (const dialect of testDialects()) {
             ?.draining,
           1,
         );
+      } finally {
+        await testStore.cleanup();
+      }
+    });
+
+    it('readiness is false while the node is not registered or draining, with the store up', async () => {
+      const testStore = await createTestStore(dialect);
+      try {
+        let serving = false;
+        const readiness = new ReadinessService({ store: testStore.store, registered: () => serving });
+        await assert.rejects(readiness.check(), {
+          code: 'not_ready',
+          message: 'node is not registered or is handing its instances over',
+        });
+        serving = true;
+        await readiness.check();
       } finally {
         await testStore.cleanup();
       }
