@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
+import { gatewaySignature } from '../../src/http/gateway/signature.ts';
 import { testDialects } from '../support/store.ts';
 import { type Child, until } from '../webhooks/child.ts';
+import { HMAC_KEY } from '../webhooks/support.ts';
 import {
   assertDelivered,
   type Cluster,
@@ -50,6 +52,26 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       const statusBody = (await status.json()) as { data: { connected: boolean; instanceId: string } };
       assert.equal(statusBody.data.instanceId, remote);
       assert.equal(statusBody.data.connected, true, 'the owner, which has the session, answered');
+      // A signed gateway request is verified where it arrives and answered by the owner.
+      const timestamp = String(Math.floor(Date.now() / 1000));
+      const signature = gatewaySignature(HMAC_KEY, {
+        timestamp,
+        method: 'GET',
+        pathWithQuery: '/session/status',
+        body: Buffer.alloc(0),
+      }).toString('hex');
+      const gateway = await fetch(`http://127.0.0.1:${n1.port}/session/status`, {
+        headers: {
+          authorization: `Bearer ${cluster.key}`,
+          'x-instance-id': remote,
+          'x-timestamp': timestamp,
+          'x-signature': signature,
+        },
+      });
+      assert.equal(gateway.status, 200);
+      const gatewayBody = (await gateway.json()) as { data: { connected: boolean; instanceId: string } };
+      assert.equal(gatewayBody.data.instanceId, remote);
+      assert.equal(gatewayBody.data.connected, true, 'the owner answered the gateway request');
       // A request pretending to come from another node without the cluster secret is refused.
       const forged = await fetch(`http://127.0.0.1:${n1.port}/v1/session/status?from=${remote}`, {
         headers: {
@@ -80,6 +102,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       dead.add(victim);
       const killedAt = Date.now();
       await victim.kill();
+      const goneAt = Date.now();
       // Every instance of the dead node answers 200 again, through the surviving nodes.
       await until(
         async () =>
@@ -104,9 +127,9 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
         (o) => o.status !== 200 && o.node !== victim.workerId && !victimInstances.includes(o.instanceId),
       );
       assert.deepEqual(failedElsewhere, []);
-      // A request started after the kill waits for the failover instead of failing.
+      // A request started once the process is gone waits for the failover instead of failing.
       assert.deepEqual(
-        outcomes.filter((o) => o.status !== 200 && o.startedAt > killedAt),
+        outcomes.filter((o) => o.status !== 200 && o.startedAt > goneAt),
         [],
       );
       const after = await owners(cluster);

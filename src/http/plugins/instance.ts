@@ -55,11 +55,12 @@ export const instancePlugin = fp(
       if (where === undefined) return;
       if (request.gateway) {
         request.instance = request.gateway.instance;
-        return;
+      } else {
+        const selector = (where === 'body' ? bodyFrom(request) : undefined) ?? selectorOf(request);
+        request.instance = await resolveInstance(store.db, authOf(request), selector);
       }
-      const selector = (where === 'body' ? bodyFrom(request) : undefined) ?? selectorOf(request);
-      request.instance = await resolveInstance(store.db, authOf(request), selector);
-      // Several nodes (DESIGN D17): the node owning the instance's session answers; routes never know.
+      // Several nodes (DESIGN D17): the node owning the instance's session answers; routes never know. A gateway
+      // request, verified here, goes to the owner as its /v1 twin (its x-instance-id names the instance there).
       if (cluster && (await routeInstanceRequest(cluster, request, reply, request.instance))) return reply;
     });
   },
