@@ -6,6 +6,7 @@ import { ReadinessService } from '../../src/app/readiness.ts';
 import type { Instance } from '../../src/domain/instance.ts';
 import { LeaseKeeper } from '../../src/nodes/leases.ts';
 import { leastLoaded, shareToTake } from '../../src/nodes/placement.ts';
+import { openStore } from '../../src/store/database.ts';
 import { claimLease, getLease, listLeases, renewLeases, setNodeEndpoint } from '../../src/store/leases.ts';
 import { upsertNode } from '../../src/store/nodes.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
@@ -22,9 +23,11 @@ function fakeSessions() {
   const open = new Map<string, { connected: boolean }>();
   const connected: string[] = [];
   const released: string[] = [];
+  const releasedAt: number[] = [];
   return {
     connected,
     released,
+    releasedAt,
     session(instance: Instance) {
       const entry = open.get(instance.id) ?? { connected: false };
       open.set(instance.id, entry);
@@ -41,7 +44,10 @@ function fakeSessions() {
       return entry ? ({ state: () => ({ connected: entry.connected, loggedIn: true }) } as never) : undefined;
     },
     async release(id: string) {
-      if (open.delete(id)) released.push(id);
+      if (open.delete(id)) {
+        released.push(id);
+        releasedAt.push(Date.now());
+      }
     },
     ids: () => [...open.keys()],
   };
@@ -243,6 +249,36 @@ for (const dialect of testDialects()) {
             ?.draining,
           1,
         );
+      } finally {
+        await testStore.cleanup();
+      }
+    });
+
+    it('a node that cannot renew closes its sessions before its leases expire (fencing)', async () => {
+      const testStore = await createTestStore(dialect);
+      try {
+        const { db, instances } = await setup(testStore, 2);
+        // The keeper's own connection to the store, cut after the first round.
+        const own = await openStore(testStore.database, testStore.schema ? { schema: testStore.schema } : {});
+        const sessions = fakeSessions();
+        const a = new LeaseKeeper({
+          db: own.db,
+          nodeId: 'node-a',
+          sessions,
+          logger,
+          heartbeatMs: 100,
+          ttlMs: 600,
+        });
+        await a.start('http://a.invalid');
+        await until(() => sessions.connected.length === 1);
+        const [lease] = (await listLeases(db)).filter((row) => row.owner === 'node-a');
+        assert.ok(lease);
+        await own.destroy();
+        await until(() => sessions.released.length === 1);
+        const expiresAt = (await getLease(db, lease.instanceId))?.expiresAt ?? 0;
+        assert.ok((sessions.releasedAt[0] ?? Infinity) < expiresAt, 'closed before the lease expired');
+        await a.stop();
+        assert.equal(instances.length, 2);
       } finally {
         await testStore.cleanup();
       }
