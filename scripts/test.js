@@ -83,7 +83,7 @@ if (!existsSync(chromium))
   );
 // The three-node test puts HAProxy in front of the nodes where it is installed (Debian's haproxy, as .ci/run does).
 const haproxy = process.env.HAPROXY_PATH ?? '/usr/sbin/haproxy';
-if (!existsSync(haproxy) && files.some((f) => f.startsWith('test/nodes/')))
+if (!existsSync(haproxy) && files.some((f) => f.startsWith('test/nodes/cluster')))
   notRun.push(
     `the HAProxy part of the three-node test (no HAProxy at ${haproxy}: apt-get install haproxy, or set HAPROXY_PATH)`,
   );

@@ -123,6 +123,12 @@ export class LeaseKeeper {
     for (const lease of mine) this.#held.set(lease.instanceId, lease);
     for (const id of sessions.ids()) {
       if (this.#held.has(id) || this.#moving.has(id)) continue;
+      // Placed here by a request since the renewal read the rows: keep it.
+      const lease = await getLease(db, id);
+      if (lease?.owner === nodeId) {
+        this.#held.set(id, lease);
+        continue;
+      }
       logger.warn({ instanceId: id }, 'closing a session whose lease another node holds');
       await sessions.release(id);
     }

@@ -4,6 +4,7 @@ import { gatewaySignature } from '../../src/http/gateway/signature.ts';
 import { testDialects } from '../support/store.ts';
 import { type Child, until } from '../webhooks/child.ts';
 import { HMAC_KEY } from '../webhooks/support.ts';
+import { haproxySuite } from './haproxy.ts';
 import {
   assertDelivered,
   type Cluster,
@@ -178,3 +179,5 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
     });
   });
 }
+
+haproxySuite();

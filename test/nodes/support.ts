@@ -55,7 +55,9 @@ export async function startCluster(): Promise<Cluster> {
     CHILD_LEASE_TTL_MS: '3000',
     ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL } : {}),
   };
-  const nodes = await Promise.all(['n1', 'n2', 'n3'].map((id) => startChild(env, id)));
+  // One after the other: three processes compiling at once can starve a loaded two-core machine.
+  const nodes: Child[] = [];
+  for (const id of ['n1', 'n2', 'n3']) nodes.push(await startChild(env, id));
   const { instances, key } = await seed(testStore, INSTANCES);
   // Each instance is set up through a different node than the one that ends up owning it, often.
   for (const [i, instance] of instances.entries()) {

@@ -11,8 +11,9 @@ import { assertDelivered, type Cluster, type Outcome, startCluster, stopAll, str
 
 /**
  * Three nodes behind HAProxy (the deployment docs/deploy.md describes): HAProxy checks `/readyz`, the client only
- * talks to HAProxy, one node is stopped with SIGTERM under traffic, and no request fails. Runs where HAProxy is
- * installed (scripts/test.js reports this part as not run otherwise).
+ * talks to HAProxy, one node is stopped with SIGTERM under traffic, and no request fails. Defined where HAProxy is
+ * installed (scripts/test.js reports this part as not run otherwise); cluster.test.ts runs it after its own tests,
+ * in the same file so the clusters never start at the same time.
  */
 
 const HAPROXY = process.env.HAPROXY_PATH ?? '/usr/sbin/haproxy';
@@ -52,7 +53,9 @@ function config(port: number, nodes: readonly Child[]): string {
   ].join('\n');
 }
 
-if (existsSync(HAPROXY)) {
+/** Defines the HAProxy suite when HAProxy is installed. */
+export function haproxySuite(): void {
+  if (!existsSync(HAPROXY)) return;
   for (const dialect of testDialects().filter((d) => d === 'postgres')) {
     describe(`three nodes behind HAProxy on ${dialect}`, () => {
       let cluster: Cluster | undefined;
