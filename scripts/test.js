@@ -81,9 +81,9 @@ if (!existsSync(chromium))
   notRun.push(
     `dashboard browser tests (no Chromium at ${chromium}: apt-get install chromium, or set CHROMIUM_PATH)`,
   );
-// The three-node test puts HAProxy in front of the nodes where it is installed (Debian's haproxy, as .ci/run does).
+// The three-node SIGTERM test puts HAProxy in front of the nodes where it is installed (Debian's haproxy, as .ci/run does).
 const haproxy = process.env.HAPROXY_PATH ?? '/usr/sbin/haproxy';
-if (!existsSync(haproxy) && files.some((f) => f.startsWith('test/nodes/cluster')))
+if (!existsSync(haproxy) && files.some((f) => f.startsWith('test/nodes/cluster-term')))
   notRun.push(
     `the HAProxy part of the three-node test (no HAProxy at ${haproxy}: apt-get install haproxy, or set HAPROXY_PATH)`,
   );

@@ -12,7 +12,7 @@ import { assertDelivered, type Cluster, type Outcome, startCluster, stopAll, str
 /**
  * Three nodes behind HAProxy (the deployment docs/deploy.md describes): HAProxy checks `/readyz`, the client only
  * talks to HAProxy, one node is stopped with SIGTERM under traffic, and no request fails. Defined where HAProxy is
- * installed (scripts/test.js reports this part as not run otherwise); cluster.test.ts runs it after its own tests,
+ * installed (scripts/test.js reports this part as not run otherwise); cluster-term.test.ts runs it after its own test,
  * in the same file so the clusters never start at the same time.
  */
 
