@@ -6,6 +6,7 @@ import { listInstancesToRestore } from '../store/instances.ts';
 import {
   type ClusterNode,
   claimLease,
+  dropStaleSocketLock,
   getLease,
   type Lease,
   listLeases,
@@ -47,7 +48,8 @@ export interface LeaseKeeperOptions {
  *   lease it no longer holds; when renewals keep failing it closes every session one heartbeat BEFORE its leases
  *   expire, so no other node can open a socket while this one still has one (fencing by time);
  * - a lease changes owner only by a statement conditional on its token (see `src/store/leases.ts`), once it has
- *   expired or its owner is no longer registered (dead, or stopped);
+ *   expired or its owner is no longer registered (dead, or stopped); the taker then drops the old owner's
+ *   one-socket lock (`instance_locks`), whose socket was closed before the lease could expire;
  * - orphaned instances (to be connected, without a valid lease) are claimed by the nodes below their fair share
  *   (least-loaded first); new instances go to the least-loaded node when first addressed. Running sessions are
  *   never moved to rebalance: a joining node fills up with new and orphaned instances only;
@@ -160,6 +162,8 @@ export class LeaseKeeper {
         expiresAt: now + this.#ttlMs,
       });
       if (!lease) continue;
+      const previous = byInstance.get(instance.id)?.owner;
+      if (previous !== undefined && previous !== nodeId) await dropStaleSocketLock(db, instance.id, previous);
       take -= 1;
       this.#held.set(instance.id, lease);
       logger.info({ instanceId: instance.id, token: lease.token }, 'took over an orphaned instance');
@@ -196,12 +200,14 @@ export class LeaseKeeper {
       }
       const target = leastLoaded(nodes, loadOf(nodes, await listLeases(db), now));
       if (!target) break;
-      await claimLease(db, {
+      const claimed = await claimLease(db, {
         instanceId: instance.id,
         owner: target.id,
         previousToken: lease?.token ?? null,
         expiresAt: now + this.#ttlMs,
       });
+      if (claimed && lease && lease.owner !== target.id)
+        await dropStaleSocketLock(db, instance.id, lease.owner);
     }
     // No serving node is known (this node not yet registered, or alone and draining): serve here.
     return { local: true };

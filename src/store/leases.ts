@@ -44,6 +44,23 @@ export async function getLease(db: Kysely<Database>, instanceId: string): Promis
   return row ? toLease(row) : undefined;
 }
 
+/**
+ * Deletes the one-socket lock (`instance_locks`, migration 0004) `owner` left on `instanceId`: called by the node
+ * that took the instance's lease from `owner`, which had to close its socket before the lease could be taken
+ * (fencing), so the new owner's engine need not wait for the old lock to expire.
+ */
+export async function dropStaleSocketLock(
+  db: Kysely<Database>,
+  instanceId: string,
+  owner: string,
+): Promise<void> {
+  await db
+    .deleteFrom('instance_locks')
+    .where('instance_id', '=', instanceId)
+    .where('owner', '=', owner)
+    .execute();
+}
+
 /** Every lease row. */
 export async function listLeases(db: Kysely<Database>): Promise<Lease[]> {
   return (await db.selectFrom('instance_leases').selectAll().execute()).map(toLease);

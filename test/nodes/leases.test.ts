@@ -313,6 +313,16 @@ for (const dialect of testDialects()) {
           expiresAt: Date.now() + 60_000,
         });
         await db.deleteFrom('nodes').where('id', '=', 'node-b').execute();
+        // The dead owner's one-socket lock, still unexpired.
+        await db
+          .insertInto('instance_locks')
+          .values({
+            instance_id: instance.id,
+            owner: 'node-gone',
+            acquired_at: new Date().toISOString(),
+            expires_at: new Date(Date.now() + 30_000).toISOString(),
+          })
+          .execute();
         const sessions = fakeSessions();
         const a = new LeaseKeeper({ db, nodeId: 'node-a', sessions, logger, heartbeatMs: 60_000 });
         await a.start('http://a.invalid');
@@ -323,6 +333,11 @@ for (const dialect of testDialects()) {
           2,
         ]);
         await until(() => sessions.connected.length === 1);
+        assert.deepEqual(
+          await db.selectFrom('instance_locks').selectAll().execute(),
+          [],
+          'stale lock dropped',
+        );
       } finally {
         await testStore.cleanup();
       }
