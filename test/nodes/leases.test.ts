@@ -5,7 +5,7 @@ import { adminCreateInstance, adminCreateOrg } from '../../src/admin/admin.ts';
 import { ReadinessService } from '../../src/app/readiness.ts';
 import type { Instance } from '../../src/domain/instance.ts';
 import { LeaseKeeper } from '../../src/nodes/leases.ts';
-import { leastLoaded, shareToTake } from '../../src/nodes/placement.ts';
+import { leaseValid, leastLoaded, shareToTake } from '../../src/nodes/placement.ts';
 import { openStore } from '../../src/store/database.ts';
 import { claimLease, getLease, listLeases, renewLeases, setNodeEndpoint } from '../../src/store/leases.ts';
 import { upsertNode } from '../../src/store/nodes.ts';
@@ -107,6 +107,13 @@ describe('placement (pure)', () => {
     );
     assert.equal(leastLoaded([node('a', true)], new Map()), undefined);
   });
+  it('a lease binds only while unexpired and held by a live node (a silent node elsewhere loses it by expiry)', () => {
+    const lease = { instanceId: 'i', owner: 'a', token: 3, expiresAt: 1000 };
+    assert.equal(leaseValid(lease, 999, new Set(['a'])), true);
+    assert.equal(leaseValid(lease, 1000, new Set(['a'])), false, 'expired');
+    assert.equal(leaseValid(lease, 999, new Set(['b'])), false, 'owner not alive');
+  });
+
   it('a node takes its fair share of orphans and nothing from running sessions', () => {
     const nodes = [node('a'), node('b'), node('c')];
     assert.equal(
