@@ -57,7 +57,14 @@ export async function startCluster(): Promise<Cluster> {
   };
   // One after the other: three processes compiling at once can starve a loaded two-core machine.
   const nodes: Child[] = [];
-  for (const id of ['n1', 'n2', 'n3']) nodes.push(await startChild(env, id));
+  try {
+    for (const id of ['n1', 'n2', 'n3']) nodes.push(await startChild(env, id));
+  } catch (error) {
+    await Promise.all(nodes.map((node) => node.kill()));
+    await receiver.close();
+    await testStore.cleanup();
+    throw error;
+  }
   const { instances, key } = await seed(testStore, INSTANCES);
   // Each instance is set up through a different node than the one that ends up owning it, often.
   for (const [i, instance] of instances.entries()) {
