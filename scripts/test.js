@@ -81,6 +81,12 @@ if (!existsSync(chromium))
   notRun.push(
     `dashboard browser tests (no Chromium at ${chromium}: apt-get install chromium, or set CHROMIUM_PATH)`,
   );
+// The three-node SIGTERM test puts HAProxy in front of the nodes where it is installed (Debian's haproxy, as .ci/run does).
+const haproxy = process.env.HAPROXY_PATH ?? '/usr/sbin/haproxy';
+if (!existsSync(haproxy) && files.some((f) => f.startsWith('test/nodes/cluster-term')))
+  notRun.push(
+    `the HAProxy part of the three-node test (no HAProxy at ${haproxy}: apt-get install haproxy, or set HAPROXY_PATH)`,
+  );
 // The executable docs (test/docs) run the pages' shell examples: they need these commands (test/docs checks the same).
 const docsTools = ['bash', 'curl', 'openssl', 'base64'];
 const missingTools = docsTools.filter(

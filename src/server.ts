@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import pino, { type Logger } from 'pino';
 import { type Bootstrap, bootstrapIfEmpty } from './admin/admin.ts';
 import type { Config } from './config/config.ts';
@@ -71,9 +72,15 @@ export async function startServer(
       bootstrapBanner(bootstrap, config.publicUrl),
     );
   const app = await buildApp(services);
-  const restored = await services.sessions.restoreAll();
+  // Alone, this node restores every session; in a cluster each node restores the instances it leases.
+  const restored = services.cluster ? 0 : await services.sessions.restoreAll();
   if (restored > 0) logger.info({ restored }, 'sessions restored');
   const url = await app.listen({ port: config.port, host: config.host });
+  if (services.cluster) {
+    const address = app.server.address();
+    const port = typeof address === 'object' && address ? address.port : config.port;
+    await services.cluster.keeper.start(nodeUrl(config, port));
+  }
   logger.info({ url, store: config.database.dialect, redis: Boolean(config.redisUrl) }, 'parley listening');
   let stopping: Promise<void> | undefined;
   return {
@@ -84,6 +91,10 @@ export async function startServer(
         // flight (it claims nothing new); requests still running after their share of the budget are cut so
         // engines, the event recorder and the store always get closed before the process exits.
         const budget = config.shutdownTimeoutMs;
+        // DESIGN D17: a cluster node hands its instances to the other nodes before it stops serving.
+        await services.cluster?.keeper
+          .drain(budget * 0.3)
+          .catch((error: unknown) => logger.warn({ err: error }, 'handing instances over failed'));
         const webhooksStopped = services.webhooks.stop(budget * 0.5);
         let timer: NodeJS.Timeout | undefined;
         const httpDeadline = new Promise<void>((resolve) => {
@@ -101,6 +112,16 @@ export async function startServer(
       return stopping;
     },
   };
+}
+
+/**
+ * The base URL other nodes reach this node at (DESIGN D17): `NODE_URL`, else `http://HOST:PORT` with the port
+ * actually bound, using the host name when HOST is a wildcard address.
+ */
+export function nodeUrl(config: Config, port: number): string {
+  if (config.cluster?.nodeUrl) return config.cluster.nodeUrl;
+  const host = config.host === '0.0.0.0' || config.host === '::' ? hostname() : config.host;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
 
 /**

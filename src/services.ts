@@ -18,6 +18,7 @@ import { EventRecorder } from './events/recorder.ts';
 import { MediaRetention } from './media/retention.ts';
 import { MediaStore } from './media/store.ts';
 import { OutboundGuard } from './net/outbound-guard.ts';
+import { LEASE_HEARTBEAT_MS, LEASE_TTL_MS, LeaseKeeper } from './nodes/leases.ts';
 import { NodeRegistry } from './nodes/registry.ts';
 import { Metrics } from './ops/metrics.ts';
 import { PlanRateLimiter } from './ratelimit/limiter.ts';
@@ -58,6 +59,12 @@ export interface Services {
    * releases the claims of dead nodes, a killed predecessor's included.
    */
   nodes: NodeRegistry;
+  /**
+   * Several nodes (DESIGN D17), when `CLUSTER_SECRET` is set: this node's instance leases and the secret of
+   * node-to-node calls. The entry point starts the keeper once listening (`keeper.start(url)`) and drains it first
+   * on a graceful stop.
+   */
+  cluster: { keeper: LeaseKeeper; secret: string } | undefined;
   /** The webhook delivery worker (DESIGN D10); started here, stopped first by `close`. */
   webhooks: DeliveryWorker;
   /** Prunes finished events older than `WEBHOOK_RETENTION_DAYS` from the delivery log, hourly. */
@@ -95,6 +102,8 @@ export interface ServiceOptions {
   webhookWorker?: WebhookWorkerTuning & { start?: boolean };
   /** Node registry timing, ms (tests shorten it): heartbeat interval and the age at which a node is dead. */
   nodeRegistry?: { heartbeatMs?: number; deadAfterMs?: number };
+  /** Lease timing of a cluster node, ms (tests shorten it): renewal period and lease lifetime. */
+  cluster?: { heartbeatMs?: number; ttlMs?: number };
 }
 
 /**
@@ -133,10 +142,18 @@ export async function createServices(config: Config, options: ServiceOptions): P
   // The webhook worker is woken once the registry released dead nodes' claims; it exists by then (the
   // registry starts below, after the worker is built).
   let wakeWebhooks: () => void = () => undefined;
+  const nodeId = config.cluster?.nodeId ?? workerId;
   const nodes = new NodeRegistry({
     db: store.db,
     logger,
-    ...(workerId === undefined ? {} : { id: workerId }),
+    ...(nodeId === undefined ? {} : { id: nodeId }),
+    // A cluster node's liveness follows its lease timing: a dead node's webhook claims go with its leases.
+    ...(config.cluster
+      ? {
+          heartbeatMs: options.cluster?.heartbeatMs ?? LEASE_HEARTBEAT_MS,
+          deadAfterMs: options.cluster?.ttlMs ?? LEASE_TTL_MS,
+        }
+      : {}),
     ...options.nodeRegistry,
     onReleased: () => wakeWebhooks(),
   });
@@ -172,6 +189,12 @@ export async function createServices(config: Config, options: ServiceOptions): P
     clock,
     ...(options.restoreRetry ? { restoreRetry: options.restoreRetry } : {}),
   });
+  const cluster = config.cluster
+    ? {
+        secret: config.cluster.secret,
+        keeper: new LeaseKeeper({ db: store.db, nodeId: nodes.id, sessions, logger, ...options.cluster }),
+      }
+    : undefined;
   const metrics = new Metrics();
   // Committed instance changes for the dashboard's live views (DESIGN D16).
   const feed = new LiveFeed();
@@ -242,6 +265,8 @@ export async function createServices(config: Config, options: ServiceOptions): P
     feed,
     webhookTimeoutMs: config.webhook.timeoutMs,
     media: { files: mediaFiles, maxBytes: config.media.maxBytes },
+    // Not ready while draining: a load balancer stops sending before the node stops listening (DESIGN D17).
+    registered: () => nodes.registered && !cluster?.keeper.draining,
   });
   return {
     config,
@@ -257,6 +282,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     redis,
     guard,
     nodes,
+    cluster,
     webhooks,
     retention,
     mediaRetention,
@@ -268,6 +294,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
         retention.stop(),
         mediaRetention.stop(),
       ]);
+      await cluster?.keeper.stop();
       await nodes.stop();
       keys.stop();
       await limiter.close();

@@ -9,7 +9,7 @@ import { loadInstance } from './instances.ts';
 
 /**
  * Call handling of an instance (issue 14): whether incoming calls are rejected automatically and the message
- * then sent to the caller. Stored per instance (migration 0013); the engines read it through their session
+ * then sent to the caller. Stored per instance (migration 0011); the engines read it through their session
  * context when a call offer arrives, so a change applies to the next call without reconnecting.
  */
 export class CallService {

@@ -74,6 +74,8 @@ export interface ApplicationDeps {
   webhookTimeoutMs: number;
   /** The local store of downloaded media files, and the largest file downloaded (bytes, `MEDIA_MAX_MB`). */
   media: { files: MediaStore; maxBytes: number };
+  /** Whether this node is registered with a recent heartbeat (readiness, DESIGN D17); omitted: always. */
+  registered?: () => boolean;
 }
 
 /** Builds the application services over the process's shared parts. */
@@ -89,7 +91,7 @@ export function createApplication(deps: ApplicationDeps): Application {
     groups: new GroupService({ store, sessions }),
     webhooks: new WebhookService({ store, guard, worker: webhookWorker, clock }),
     sandbox: new SandboxService({ store, sessions, registrations }),
-    readiness: new ReadinessService({ store }),
+    readiness: new ReadinessService({ store, ...(deps.registered ? { registered: deps.registered } : {}) }),
     chats: new ChatService({ store }),
     calls: new CallService({ store, clock }),
     dashboardAuth: new DashboardAuthService({ store, clock, limiter: signInLimiter }),

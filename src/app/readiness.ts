@@ -2,16 +2,26 @@ import { sql } from 'kysely';
 import { DomainError } from '../domain/errors.ts';
 import { isMigrated, type Store } from '../store/database.ts';
 
-/** Readiness of this process (DESIGN D14): the store answers and carries every migration. */
+/**
+ * Readiness of this process (DESIGN D14, D17): the store answers and carries every migration, and the node is
+ * registered with a recent heartbeat (a node whose heartbeats fail is about to lose its leases).
+ */
 export class ReadinessService {
   readonly #store: Store;
+  readonly #registered: () => boolean;
 
-  constructor(deps: { store: Store }) {
+  constructor(deps: { store: Store; registered?: () => boolean }) {
     this.#store = deps.store;
+    this.#registered = deps.registered ?? (() => true);
   }
 
-  /** @throws DomainError not_ready `store is not ready` (the cause is logged by the HTTP layer). */
+  /**
+   * @throws DomainError not_ready `store is not ready` (the cause is logged by the HTTP layer), or
+   *   `node is not registered or is handing its instances over` (a cluster node that is not serving).
+   */
   async check(): Promise<void> {
+    if (!this.#registered())
+      throw new DomainError('not_ready', 'node is not registered or is handing its instances over');
     try {
       await sql`select 1`.execute(this.#store.db);
       if (!(await isMigrated(this.#store))) throw new Error('migrations pending');

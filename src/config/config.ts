@@ -53,6 +53,15 @@ export const EnvSchema = Type.Object({
     Type.String({ minLength: 1, description: 'ffmpeg binary for animated stickers' }),
   ),
   SHUTDOWN_TIMEOUT_SECONDS: Type.Number({ exclusiveMinimum: 0, maximum: 300, default: 10 }),
+  CLUSTER_SECRET: Type.Optional(
+    Type.String({ minLength: 32, description: 'shared secret authenticating node-to-node calls' }),
+  ),
+  NODE_ID: Type.Optional(
+    Type.String({ pattern: '^[A-Za-z0-9._:-]{1,100}$', description: 'this node id, unique in the cluster' }),
+  ),
+  NODE_URL: Type.Optional(
+    Type.String({ pattern: '^https?://', description: 'base URL other nodes reach this node at' }),
+  ),
   PLATFORM_URL: Type.Optional(
     Type.String({
       pattern: '^wss?://',
@@ -135,6 +144,14 @@ export interface Config {
    * the system's) for media uploads and downloads (`PLATFORM_CA_FILE`; present only when set). All unset in production.
    */
   platform: { url: string | undefined; rootKey: Buffer | undefined; caFile?: string };
+  /**
+   * Several nodes sharing one store and Redis (DESIGN D17), present when `CLUSTER_SECRET` is set: `secret`
+   * authenticates node-to-node calls (at least 32 characters), `nodeId` names this node (default: host name, port
+   * and a random suffix), `nodeUrl` is the base URL other nodes forward requests to (default: `http://HOST:PORT`,
+   * the host name when HOST is a wildcard address, with the port actually bound). Absent: one node, no leases and
+   * no forwarding.
+   */
+  cluster?: { secret: string; nodeId?: string; nodeUrl?: string };
 }
 
 /** Raised when the environment holds a bad value; the message names the variable and the rule. */
@@ -199,7 +216,26 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       `invalid configuration: WEBHOOK_CLAIM_STALE_SECONDS must be more than twice WEBHOOK_TIMEOUT_SECONDS (${2 * parsed.WEBHOOK_TIMEOUT_SECONDS})`,
     );
   }
+  if (parsed.CLUSTER_SECRET === undefined && (parsed.NODE_URL ?? parsed.NODE_ID) !== undefined) {
+    throw new ConfigError(
+      `invalid configuration: ${parsed.NODE_URL === undefined ? 'NODE_ID' : 'NODE_URL'} needs CLUSTER_SECRET (at least 32 characters, the same on every node)`,
+    );
+  }
+  if (parsed.NODE_URL !== undefined && !URL.canParse(parsed.NODE_URL)) {
+    throw new ConfigError(
+      `invalid configuration: NODE_URL: "${parsed.NODE_URL}" is not an http:// or https:// URL`,
+    );
+  }
   return {
+    ...(parsed.CLUSTER_SECRET === undefined
+      ? {}
+      : {
+          cluster: {
+            secret: parsed.CLUSTER_SECRET,
+            ...(parsed.NODE_ID === undefined ? {} : { nodeId: parsed.NODE_ID }),
+            ...(parsed.NODE_URL === undefined ? {} : { nodeUrl: parsed.NODE_URL.replace(/\/$/, '') }),
+          },
+        }),
     port: parsed.PORT,
     host: parsed.HOST,
     dataDir,

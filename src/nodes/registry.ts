@@ -92,6 +92,8 @@ export class NodeRegistry {
   readonly #startedAt: string;
   #timer: NodeJS.Timeout | undefined;
   #tick: Promise<void> = Promise.resolve();
+  /** Epoch ms of the last heartbeat the store accepted (0: none yet, or stopped). */
+  #beatAt = 0;
 
   constructor(options: NodeRegistryOptions) {
     this.#options = options;
@@ -153,11 +155,17 @@ export class NodeRegistry {
     return released;
   }
 
+  /** Whether this node is registered: its last heartbeat was stored less than `deadAfterMs` ago. */
+  get registered(): boolean {
+    return this.#beatAt !== 0 && this.#now() - this.#beatAt < this.#deadAfterMs;
+  }
+
   /** Stops heartbeating and removes this node's row (after its claims were finished or released). Never throws. */
   async stop(): Promise<void> {
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = undefined;
     await this.#tick;
+    this.#beatAt = 0;
     registeredHere.delete(this.id);
     await removeNode(this.#options.db, this.id).catch((error: unknown) =>
       this.#options.logger.warn({ err: error }, 'removing the node row at shutdown failed'),
@@ -165,12 +173,14 @@ export class NodeRegistry {
   }
 
   async #beat(): Promise<void> {
+    const at = this.#now();
     await upsertNode(this.#options.db, {
       id: this.id,
       host: this.#host,
       pid: process.pid,
       startedAt: this.#startedAt,
-      heartbeatAt: this.#now(),
+      heartbeatAt: at,
     });
+    this.#beatAt = at;
   }
 }

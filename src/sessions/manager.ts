@@ -326,6 +326,27 @@ export class SessionManager {
     await this.#options.recorder.drain();
   }
 
+  /**
+   * Closes and forgets the session of one instance, stored state untouched (several nodes, DESIGN D17: the node
+   * lost or handed over the instance's lease). Never throws; a close failure is logged.
+   */
+  async release(instanceId: string): Promise<void> {
+    this.#cancelRetry(instanceId);
+    const session = this.#sessions.get(instanceId);
+    if (!session) return;
+    this.#sessions.delete(instanceId);
+    await session
+      .close()
+      .catch((error: unknown) =>
+        this.#options.logger.warn({ err: error, instanceId }, 'closing a session failed'),
+      );
+  }
+
+  /** Ids of the instances with a session in this process. */
+  ids(): string[] {
+    return [...this.#sessions.keys()];
+  }
+
   /** Number of sessions held in this process (metrics). */
   get size(): number {
     return this.#sessions.size;

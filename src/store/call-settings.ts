@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { CallSettings } from '../domain/calls.ts';
 import type { Database } from './schema.ts';
 
-/** The call handling of an instance (migration 0013); the default (calls ring, no message) when never set. */
+/** The call handling of an instance (migration 0011); the default (calls ring, no message) when never set. */
 export async function readCallSettings(db: Kysely<Database>, instanceId: string): Promise<CallSettings> {
   const row = await db
     .selectFrom('call_settings')

@@ -32,7 +32,7 @@ export interface ChatSummary {
 
 /**
  * Messages of `chat`, newest first, ties by id descending, at most `limit`, starting strictly after `before`
- * (the last message of the previous page). Uses the index `messages_chat_order` (migration 0013).
+ * (the last message of the previous page). Uses the index `messages_chat_order` (migration 0011).
  */
 export async function listHistory(
   db: Kysely<Database>,

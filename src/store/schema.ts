@@ -1,3 +1,5 @@
+import type { ColumnType } from 'kysely';
+
 /**
  * Table shapes shared by SQLite and PostgreSQL. Timestamps are RFC 3339 UTC text of fixed width
  * (`Date#toISOString`), so they sort correctly as text on both dialects; lists are JSON text.
@@ -195,6 +197,21 @@ export interface NodesTable {
   started_at: string;
   /** Last heartbeat, epoch ms. */
   heartbeat_at: number;
+  /** Base URL other nodes forward requests to (migration 0012); null until the node listens. */
+  url: ColumnType<string | null, string | null | undefined, string | null>;
+  /** 1 while the node hands its instances over before exiting (migration 0012). */
+  draining: ColumnType<number, number | undefined, number>;
+}
+
+/** The lease of an instance's engine session (migration 0012, `src/nodes/leases.ts`). */
+export interface InstanceLeasesTable {
+  instance_id: string;
+  /** The node id holding the session. */
+  owner: string;
+  /** Fencing token: incremented on every change of owner. */
+  token: number;
+  /** Epoch ms after which the lease is free unless renewed. */
+  expires_at: number;
 }
 
 /** A rate-limit window kept across restarts (`src/store/rate-limit-windows.ts`). */
@@ -233,7 +250,7 @@ export interface DashboardSessionsTable {
   expires_at: number;
 }
 
-/** An instance's call handling (migration 0013): reject incoming calls automatically, with an optional message. */
+/** An instance's call handling (migration 0011): reject incoming calls automatically, with an optional message. */
 export interface CallSettingsTable {
   instance_id: string;
   /** 1: every incoming call offer is rejected as it arrives; 0: calls ring as usual. */
@@ -257,6 +274,7 @@ export interface Database {
   webhook_attempts: WebhookAttemptsTable;
   gateway_replay: GatewayReplayTable;
   nodes: NodesTable;
+  instance_leases: InstanceLeasesTable;
   rate_limit_windows: RateLimitWindowsTable;
   dashboard_users: DashboardUsersTable;
   dashboard_sessions: DashboardSessionsTable;

@@ -25,6 +25,16 @@ describe('configuration (DESIGN D2)', () => {
     assert.equal(config.webhook.retentionMs, 30 * 86_400_000);
     assert.equal(config.ffmpegPath, undefined);
     assert.deepEqual(config.platform, { url: undefined, rootKey: undefined });
+    assert.equal(config.cluster, undefined);
+  });
+
+  it('reads the cluster settings: a secret of at least 32 characters, a node id and a node URL', () => {
+    const secret = 's'.repeat(32);
+    assert.deepEqual(loadConfig({ CLUSTER_SECRET: secret }).cluster, { secret });
+    assert.deepEqual(
+      loadConfig({ CLUSTER_SECRET: secret, NODE_ID: 'node-1', NODE_URL: 'http://10.0.0.1:8080/' }).cluster,
+      { secret, nodeId: 'node-1', nodeUrl: 'http://10.0.0.1:8080' },
+    );
   });
 
   it('reads a platform simulator URL and root key', () => {
@@ -121,6 +131,11 @@ describe('configuration (DESIGN D2)', () => {
       [{ PLATFORM_URL: 'ws://127.0.0.1:1/ws', PLATFORM_ROOT_KEY: 'ab'.repeat(31) }, /PLATFORM_ROOT_KEY/],
       [{ PLATFORM_URL: 'ws://127.0.0.1:1/ws', PLATFORM_ROOT_KEY: 'zz'.repeat(32) }, /PLATFORM_ROOT_KEY/],
       [{ PLATFORM_ROOT_KEY: 'ab'.repeat(32) }, /PLATFORM_ROOT_KEY needs PLATFORM_URL/],
+      [{ CLUSTER_SECRET: 'short' }, /CLUSTER_SECRET/],
+      [{ NODE_URL: 'http://10.0.0.1:8080' }, /NODE_URL needs CLUSTER_SECRET/],
+      [{ NODE_ID: 'n1' }, /NODE_ID needs CLUSTER_SECRET/],
+      [{ CLUSTER_SECRET: 's'.repeat(32), NODE_URL: 'ftp://x' }, /NODE_URL/],
+      [{ CLUSTER_SECRET: 's'.repeat(32), NODE_ID: 'has space' }, /NODE_ID/],
       [
         { WEBHOOK_CLAIM_STALE_SECONDS: '30' },
         /WEBHOOK_CLAIM_STALE_SECONDS must be more than twice WEBHOOK_TIMEOUT_SECONDS \(30\)/,

@@ -5,7 +5,9 @@
  *
  * - env `CHILD_WORKER_ID`, `CHILD_POLL_MS`, `CHILD_STALE_MS`: webhook worker id, poll interval, stale timeout;
  * - env `CHILD_HEARTBEAT_MS`: the node registry's heartbeat (and sweep) interval;
- * - env `CHILD_PG_SCHEMA`: the PostgreSQL schema of the test store (openStore's `schema` option).
+ * - env `CHILD_PG_SCHEMA`: the PostgreSQL schema of the test store (openStore's `schema` option);
+ * - env `CHILD_LEASE_HEARTBEAT_MS`, `CHILD_LEASE_TTL_MS`: lease timing of a cluster node (with CLUSTER_SECRET set,
+ *   the node starts its leases once listening, at `http://127.0.0.1:<port>`, and drains them first on SIGTERM).
  *
  * Every other setting comes from the ordinary environment (DATABASE_URL, DATA_DIR, SECRET_KEY, WEBHOOK_*,
  * OUTBOUND_CA_FILE). stdout carries one JSON line, `{"ready":true,"port":…,"workerId":…}`, once listening.
@@ -37,15 +39,23 @@ const services = await createServices(config, {
     ...(staleAfterMs === undefined ? {} : { staleAfterMs }),
   },
   ...(heartbeatMs === undefined ? {} : { nodeRegistry: { heartbeatMs } }),
+  cluster: {
+    ...(number('CHILD_LEASE_HEARTBEAT_MS') === undefined
+      ? {}
+      : { heartbeatMs: number('CHILD_LEASE_HEARTBEAT_MS') }),
+    ...(number('CHILD_LEASE_TTL_MS') === undefined ? {} : { ttlMs: number('CHILD_LEASE_TTL_MS') }),
+  },
 });
 const app = await buildApp(services);
-await services.sessions.restoreAll();
+if (!services.cluster) await services.sessions.restoreAll();
 await app.listen({ port: 0, host: '127.0.0.1' });
 const address = app.server.address();
 const port = typeof address === 'object' && address ? address.port : 0;
+await services.cluster?.keeper.start(`http://127.0.0.1:${port}`);
 
 process.once('SIGTERM', () => {
   void (async () => {
+    await services.cluster?.keeper.drain();
     await app.close();
     await services.close();
     process.exit(0);

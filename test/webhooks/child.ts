@@ -104,12 +104,17 @@ export async function startChild(env: Record<string, string>, workerId: string):
     }
   });
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  // A test process that ends early (a failure, a timeout) takes its children with it.
+  const reap = () => proc.kill('SIGKILL');
+  process.once('exit', reap);
+  void exited.then(() => process.off('exit', reap));
   const next = (predicate: (line: any) => boolean, what: string) =>
     new Promise<any>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new Error(`child: no ${what} within 30 s; stderr: ${stderr}`)),
-        30_000,
-      );
+      const timer = setTimeout(() => {
+        // A child that never got ready must not outlive the test.
+        proc.kill('SIGKILL');
+        reject(new Error(`child: no ${what} within 30 s; stderr: ${stderr}`));
+      }, 30_000);
       void exited.then(() => reject(new Error(`child exited before ${what}; stderr: ${stderr}`)));
       waiters.push((line) => {
         if (!predicate(line)) return false;

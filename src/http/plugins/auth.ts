@@ -4,6 +4,7 @@ import { type AuthContext, hasScope } from '../../auth/authenticator.ts';
 import { DomainError, errors } from '../../domain/errors.ts';
 import type { Scope } from '../../domain/scope.ts';
 import { limitsOf, policyHeader, rateLimitHeader, type WindowState } from '../../ratelimit/limiter.ts';
+import { isForwarded } from './forward.ts';
 
 /** What a route declares in its `config` (checked by this plugin). */
 export interface RouteAuthConfig {
@@ -47,6 +48,8 @@ export const authPlugin = fp(
       }
       if (!hasScope(auth, scope)) throw errors.missingScope(scope);
       request.auth = auth;
+      // A request another node forwarded was counted there (DESIGN D17: limits are shared through Redis).
+      if (isForwarded(request, app.services.cluster)) return;
       const limits = limitsOf(auth.org);
       const decision = await limiter.consume(auth.org.id, auth.env, limits);
       reply.header('ratelimit-policy', policyHeader(limits));

@@ -1,10 +1,11 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { resolveInstance } from '../../app/instances.ts';
 import { DomainError } from '../../domain/errors.ts';
 import type { Instance, InstanceId } from '../../domain/instance.ts';
 import { selectorOf } from '../instance-selector.ts';
 import { authOf } from './auth.ts';
+import { routeInstanceRequest } from './forward.ts';
 
 /** What a route declares in its `config` about the instance it addresses (DESIGN D4). */
 export interface RouteInstanceConfig {
@@ -47,17 +48,20 @@ function bodyFrom(request: FastifyRequest): string | undefined {
  */
 export const instancePlugin = fp(
   async (app: FastifyInstance) => {
-    const { store } = app.services;
+    const { store, cluster } = app.services;
     app.decorateRequest('instance', null);
-    app.addHook('preHandler', async (request: FastifyRequest) => {
+    app.addHook('preHandler', async (request: FastifyRequest, reply: FastifyReply) => {
       const where = request.routeOptions.config?.instance;
       if (where === undefined) return;
       if (request.gateway) {
         request.instance = request.gateway.instance;
-        return;
+      } else {
+        const selector = (where === 'body' ? bodyFrom(request) : undefined) ?? selectorOf(request);
+        request.instance = await resolveInstance(store.db, authOf(request), selector);
       }
-      const selector = (where === 'body' ? bodyFrom(request) : undefined) ?? selectorOf(request);
-      request.instance = await resolveInstance(store.db, authOf(request), selector);
+      // Several nodes (DESIGN D17): the node owning the instance's session answers; routes never know. A gateway
+      // request, verified here, goes to the owner as its /v1 twin (its x-instance-id names the instance there).
+      if (cluster && (await routeInstanceRequest(cluster, request, reply, request.instance))) return reply;
     });
   },
   { name: 'parley-instance', dependencies: ['parley-auth', 'parley-services'] },

@@ -9,7 +9,8 @@ import * as webhookEventsCreated from './0007_webhook_events_created.ts';
 import * as nodes from './0008_nodes.ts';
 import * as rateLimitWindows from './0009_rate_limit_windows.ts';
 import * as dashboardUsers from './0010_dashboard_users.ts';
-import * as chatsCalls from './0013_chats_calls.ts';
+import * as chatsCalls from './0011_chats_calls.ts';
+import * as instanceLeases from './0012_instance_leases.ts';
 
 /**
  * Every migration, in order. Names are numbered; add a new file and list it here (never edit one that shipped).
@@ -26,7 +27,8 @@ export const migrations: Record<string, Migration> = {
   '0008_nodes': nodes,
   '0009_rate_limit_windows': rateLimitWindows,
   '0010_dashboard_users': dashboardUsers,
-  '0013_chats_calls': chatsCalls,
+  '0011_chats_calls': chatsCalls,
+  '0012_instance_leases': instanceLeases,
 };
 
 /** Hands Kysely's `Migrator` the in-code list above (no file-system scanning, so it works from any cwd). */

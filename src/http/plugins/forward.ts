@@ -1,0 +1,139 @@
+import { timingSafeEqual } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { Agent, request as send } from 'undici';
+import { DomainError } from '../../domain/errors.ts';
+import type { Instance } from '../../domain/instance.ts';
+import type { LeaseKeeper } from '../../nodes/leases.ts';
+
+/**
+ * Forwarding of instance requests between nodes (DESIGN D17): a request for an instance whose lease another node
+ * holds is sent, whole, to that node's base URL and its answer (status, headers, body) returned unchanged, so the
+ * caller sees the same envelope and request id as if this node had served it. Routes know nothing of it: the
+ * instance plugin calls {@link routeInstanceRequest} once the instance is resolved.
+ */
+
+/** Header carrying the cluster secret on node-to-node calls. */
+export const CLUSTER_SECRET_HEADER = 'x-parley-cluster-secret';
+/** Header naming the node that forwarded a request (one hop at most: a forwarded request is never forwarded). */
+export const FORWARDED_BY_HEADER = 'x-parley-forwarded-by';
+/** Header on a 503 from a node that no longer owns the instance: the forwarder routes again and retries. */
+export const NOT_OWNER_HEADER = 'x-parley-not-owner';
+
+/** How long a forwarder keeps retrying while the instance changes owner (a dead or draining node), ms. */
+export const FORWARD_RETRY_MS = 20_000;
+
+/** Headers not copied between the hops (RFC 9110 §7.6.1 hop-by-hop fields, and the length Fastify sets). */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'content-length',
+  'host',
+]);
+
+const agent = new Agent({ keepAliveTimeout: 10_000, connections: 64 });
+
+/** The cluster as the HTTP layer sees it: this node's leases and the shared secret. */
+export interface HttpCluster {
+  keeper: LeaseKeeper;
+  secret: string;
+}
+
+/**
+ * Whether `request` came from another node of the cluster: it names a forwarding node and carries the cluster
+ * secret (compared in constant time).
+ * @throws DomainError unauthenticated when it names a forwarding node with a wrong or missing secret.
+ */
+export function isForwarded(request: FastifyRequest, cluster: HttpCluster | undefined): boolean {
+  if (request.headers[FORWARDED_BY_HEADER] === undefined) return false;
+  const given = request.headers[CLUSTER_SECRET_HEADER];
+  if (cluster && typeof given === 'string') {
+    const a = Buffer.from(given);
+    const b = Buffer.from(cluster.secret);
+    if (a.length === b.length && timingSafeEqual(a, b)) return true;
+  }
+  throw new DomainError('unauthenticated', 'node-to-node call without a valid cluster secret');
+}
+
+/**
+ * Serves `request` here when this node owns `instance` (counting it as running on the instance until answered),
+ * or forwards it to the owner and sends the owner's answer. A request forwarded to a node that is not (or no
+ * longer) the owner gets 503 with {@link NOT_OWNER_HEADER}; its forwarder routes again and retries for up to
+ * {@link FORWARD_RETRY_MS}, as it does when the owner refuses connections (it died or is stopping): such a
+ * request never reached a handler, so retrying it cannot run it twice.
+ * @returns true when the reply was sent (forwarded), false when the handler should run here.
+ */
+export async function routeInstanceRequest(
+  cluster: HttpCluster,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  instance: Instance,
+): Promise<boolean> {
+  const forwarded = isForwarded(request, cluster);
+  const deadline = Date.now() + FORWARD_RETRY_MS;
+  for (;;) {
+    const route = await cluster.keeper.route(instance);
+    if (route.local) {
+      const leave = cluster.keeper.enter(instance.id);
+      reply.raw.once('close', leave);
+      return false;
+    }
+    if (forwarded) {
+      reply.header(NOT_OWNER_HEADER, route.owner);
+      throw new DomainError('not_ready', 'the instance is moving between nodes; retry');
+    }
+    const answer = await relay(cluster, request, route.url).catch((error: unknown) => {
+      if (refused(error) && Date.now() < deadline) return undefined;
+      throw new DomainError('platform_unreachable', 'the node serving this instance did not answer', {
+        cause: error,
+      });
+    });
+    if (answer && !(answer.headers[NOT_OWNER_HEADER] !== undefined && Date.now() < deadline)) {
+      reply.code(answer.status);
+      for (const [name, value] of Object.entries(answer.headers)) {
+        if (value === undefined || HOP_BY_HOP.has(name) || name === NOT_OWNER_HEADER) continue;
+        reply.header(name, value);
+      }
+      await reply.send(answer.body);
+      return true;
+    }
+    await sleep(250);
+  }
+}
+
+/** Sends `request` to `base` with the cluster headers and returns the answer in full. */
+async function relay(
+  cluster: HttpCluster,
+  request: FastifyRequest,
+  base: string,
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }> {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(request.headers)) {
+    if (value === undefined || HOP_BY_HOP.has(name)) continue;
+    headers[name] = Array.isArray(value) ? value.join(', ') : value;
+  }
+  headers['x-request-id'] = request.id;
+  headers[FORWARDED_BY_HEADER] = cluster.keeper.nodeId;
+  headers[CLUSTER_SECRET_HEADER] = cluster.secret;
+  const hasBody =
+    request.method !== 'GET' && request.method !== 'HEAD' && headers['content-type'] !== undefined;
+  const response = await send(`${base}${request.url}`, {
+    method: request.method as 'POST',
+    headers,
+    dispatcher: agent,
+    ...(hasBody ? { body: JSON.stringify(request.body ?? {}) } : {}),
+  });
+  const body = Buffer.from(await response.body.arrayBuffer());
+  return { status: response.statusCode, headers: response.headers, body };
+}
+
+/** Whether `error` means the request never reached the other node (connection refused or not yet made). */
+function refused(error: unknown): boolean {
+  const code = (error as { code?: string } | undefined)?.code;
+  return code === 'ECONNREFUSED' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'EHOSTUNREACH';
+}

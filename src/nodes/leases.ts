@@ -1,0 +1,349 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Kysely } from 'kysely';
+import type { Instance } from '../domain/instance.ts';
+import type { SessionManager } from '../sessions/manager.ts';
+import { listInstancesToRestore } from '../store/instances.ts';
+import {
+  type ClusterNode,
+  claimLease,
+  dropStaleSocketLock,
+  getLease,
+  type Lease,
+  listLeases,
+  listReachableNodes,
+  releaseLease,
+  renewLeases,
+  setNodeEndpoint,
+} from '../store/leases.ts';
+import type { Database } from '../store/schema.ts';
+import { leaseValid, leastLoaded, loadOf, shareToTake } from './placement.ts';
+
+/** Default time between lease renewals, ms. */
+export const LEASE_HEARTBEAT_MS = 2000;
+/** Default lease lifetime without renewal, ms: a dead node's instances move within this plus one heartbeat. */
+export const LEASE_TTL_MS = 8000;
+
+/** Where a request for an instance runs: here, or on the owner node at `url`. */
+export type Route = { local: true } | { local: false; owner: string; url: string };
+
+/** Options of a {@link LeaseKeeper}. Durations in ms. */
+export interface LeaseKeeperOptions {
+  db: Kysely<Database>;
+  /** This node's id (the registry's). */
+  nodeId: string;
+  sessions: Pick<SessionManager, 'session' | 'existing' | 'release' | 'ids'>;
+  logger: FastifyBaseLogger;
+  /** Renewal and placement period (default {@link LEASE_HEARTBEAT_MS}). */
+  heartbeatMs?: number;
+  /** Lease lifetime (default {@link LEASE_TTL_MS}); at least three heartbeats. */
+  ttlMs?: number;
+  /** Wall clock, epoch ms (default Date.now). */
+  now?: () => number;
+}
+
+/**
+ * The leases of one node (DESIGN D17). Each instance that has a session anywhere has a row in `instance_leases`
+ * naming its owner node, a fencing token and an expiry:
+ * - every heartbeat the owner pushes the expiry of all its leases forward and closes any local session whose
+ *   lease it no longer holds; when renewals keep failing it closes every session one heartbeat BEFORE its leases
+ *   expire, so no other node can open a socket while this one still has one (fencing by time);
+ * - a lease changes owner only by a statement conditional on its token (see `src/store/leases.ts`), once it has
+ *   expired or its owner is no longer registered (dead, or stopped); the taker then drops the old owner's
+ *   one-socket lock (`instance_locks`), whose socket was closed before the lease could expire;
+ * - orphaned instances (to be connected, without a valid lease) are claimed by the nodes below their fair share
+ *   (least-loaded first); new instances go to the least-loaded node when first addressed. Running sessions are
+ *   never moved to rebalance: a joining node fills up with new and orphaned instances only;
+ * - `drain` (SIGTERM) hands every lease to the least-loaded other node after the local session is closed and the
+ *   requests running on it have finished.
+ */
+export class LeaseKeeper {
+  readonly #options: LeaseKeeperOptions;
+  readonly #heartbeatMs: number;
+  readonly #ttlMs: number;
+  readonly #now: () => number;
+  readonly #held = new Map<string, Lease>();
+  readonly #restoring = new Map<string, Promise<void>>();
+  readonly #moving = new Map<string, Promise<void>>();
+  readonly #inflight = new Map<string, number>();
+  readonly #idle = new Map<string, () => void>();
+  #url = '';
+  #draining = false;
+  #timer: NodeJS.Timeout | undefined;
+  #ticking: Promise<void> | undefined;
+  /** Epoch ms of the last successful renewal; leases written then expire at this plus ttl. */
+  #renewedAt = 0;
+
+  constructor(options: LeaseKeeperOptions) {
+    this.#options = options;
+    this.#heartbeatMs = options.heartbeatMs ?? LEASE_HEARTBEAT_MS;
+    this.#ttlMs = Math.max(options.ttlMs ?? LEASE_TTL_MS, 3 * this.#heartbeatMs);
+    this.#now = options.now ?? Date.now;
+  }
+
+  /** This node's id. */
+  get nodeId(): string {
+    return this.#options.nodeId;
+  }
+
+  /** True once `drain` started: the node hands its instances over and reports itself not ready. */
+  get draining(): boolean {
+    return this.#draining;
+  }
+
+  /** Ids of the instances whose lease this node holds (as of its last renewal). */
+  held(): string[] {
+    return [...this.#held.keys()];
+  }
+
+  /**
+   * Publishes this node's base URL, renews, claims its share of orphaned instances and restores them, then does
+   * so every heartbeat.
+   * @throws the store's error when the first round fails.
+   */
+  async start(url: string): Promise<void> {
+    this.#url = url;
+    await this.tick();
+    this.#timer = setInterval(() => {
+      this.#fenceIfStale();
+      this.#ticking ??= this.tick()
+        .catch((error: unknown) => this.#options.logger.warn({ err: error }, 'lease renewal failed'))
+        .finally(() => {
+          this.#ticking = undefined;
+        });
+    }, this.#heartbeatMs);
+    this.#timer.unref();
+  }
+
+  /** One round: endpoint, renewal, fencing of lost instances, placement of orphans, restores. */
+  async tick(): Promise<void> {
+    const { db, nodeId, sessions, logger } = this.#options;
+    const now = this.#now();
+    await setNodeEndpoint(db, nodeId, { url: this.#url, draining: this.#draining });
+    const mine = await renewLeases(db, nodeId, now + this.#ttlMs);
+    this.#renewedAt = now;
+    this.#held.clear();
+    for (const lease of mine) this.#held.set(lease.instanceId, lease);
+    for (const id of sessions.ids()) {
+      if (this.#held.has(id) || this.#moving.has(id)) continue;
+      // Placed here by a request since the renewal read the rows: keep it.
+      const lease = await getLease(db, id);
+      if (lease?.owner === nodeId) {
+        this.#held.set(id, lease);
+        continue;
+      }
+      logger.warn({ instanceId: id }, 'closing a session whose lease another node holds');
+      await sessions.release(id);
+    }
+    if (this.#draining) return;
+    const wanted = await listInstancesToRestore(db);
+    const nodes = await this.#nodes(now);
+    const alive = new Set(nodes.map((node) => node.id));
+    const leases = await listLeases(db);
+    const byInstance = new Map(leases.map((lease) => [lease.instanceId, lease]));
+    const orphans = wanted.filter((instance) => {
+      const lease = byInstance.get(instance.id);
+      return !lease || !leaseValid(lease, now, alive);
+    });
+    let take = shareToTake({
+      self: nodeId,
+      nodes,
+      load: loadOf(nodes, leases, now),
+      orphans: orphans.length,
+    });
+    // Start at a different place per node so nodes claiming together rarely race for the same rows.
+    const start = orphans.length === 0 ? 0 : hash(nodeId) % orphans.length;
+    for (let i = 0; i < orphans.length && take > 0; i++) {
+      const instance = orphans[(start + i) % orphans.length];
+      if (!instance) continue;
+      const lease = await claimLease(db, {
+        instanceId: instance.id,
+        owner: nodeId,
+        previousToken: byInstance.get(instance.id)?.token ?? null,
+        expiresAt: now + this.#ttlMs,
+      });
+      if (!lease) continue;
+      const previous = byInstance.get(instance.id)?.owner;
+      if (previous !== undefined && previous !== nodeId) await dropStaleSocketLock(db, instance.id, previous);
+      take -= 1;
+      this.#held.set(instance.id, lease);
+      logger.info({ instanceId: instance.id, token: lease.token }, 'took over an orphaned instance');
+    }
+    for (const instance of wanted) {
+      if (this.#held.has(instance.id)) void this.ensureRestored(instance);
+    }
+  }
+
+  /**
+   * Where a request for `instance` runs. A valid lease decides; without one the instance is placed on the
+   * least-loaded node first (a new instance, or one whose owner died). On this node, a session the instance should
+   * have is restored from stored credentials before the request runs, and a request arriving while the instance is
+   * being handed over waits for the hand-over and then goes to the new owner.
+   */
+  async route(instance: Instance): Promise<Route> {
+    const { db, nodeId } = this.#options;
+    for (let round = 0; round < 5; round++) {
+      const moving = this.#moving.get(instance.id);
+      if (moving) await moving;
+      const now = this.#now();
+      const nodes = await this.#nodes(now);
+      const alive = new Set(nodes.map((node) => node.id));
+      const lease = await getLease(db, instance.id);
+      if (lease && leaseValid(lease, now, alive)) {
+        if (lease.owner === nodeId) {
+          if (this.#moving.has(instance.id)) continue;
+          this.#held.set(instance.id, lease);
+          await this.ensureRestored(instance);
+          return { local: true };
+        }
+        const owner = nodes.find((node) => node.id === lease.owner);
+        if (owner) return { local: false, owner: owner.id, url: owner.url };
+      }
+      const target = leastLoaded(nodes, loadOf(nodes, await listLeases(db), now));
+      if (!target) break;
+      const claimed = await claimLease(db, {
+        instanceId: instance.id,
+        owner: target.id,
+        previousToken: lease?.token ?? null,
+        expiresAt: now + this.#ttlMs,
+      });
+      if (claimed && lease && lease.owner !== target.id)
+        await dropStaleSocketLock(db, instance.id, lease.owner);
+    }
+    // No serving node is known (this node not yet registered, or alone and draining): serve here.
+    return { local: true };
+  }
+
+  /** Restores `instance`'s session here when it should be connected and is not (stored credentials, no QR). */
+  ensureRestored(instance: Instance): Promise<void> {
+    const { sessions, logger } = this.#options;
+    if (instance.desiredState !== 'connected' || instance.jid === null) return Promise.resolve();
+    if (sessions.existing(instance.id)?.state().connected) return Promise.resolve();
+    const running = this.#restoring.get(instance.id);
+    if (running) return running;
+    const restore = sessions
+      .session(instance)
+      .connect()
+      .then(
+        () => logger.info({ instanceId: instance.id }, 'session restored on this node'),
+        (error: unknown) =>
+          logger.warn({ err: error, instanceId: instance.id }, 'restoring a session failed'),
+      )
+      .finally(() => this.#restoring.delete(instance.id));
+    this.#restoring.set(instance.id, restore);
+    return restore;
+  }
+
+  /** Counts a request running locally on `instanceId`; call the returned function when it has answered. */
+  enter(instanceId: string): () => void {
+    this.#inflight.set(instanceId, (this.#inflight.get(instanceId) ?? 0) + 1);
+    let left = false;
+    return () => {
+      if (left) return;
+      left = true;
+      const count = (this.#inflight.get(instanceId) ?? 1) - 1;
+      if (count > 0) {
+        this.#inflight.set(instanceId, count);
+        return;
+      }
+      this.#inflight.delete(instanceId);
+      this.#idle.get(instanceId)?.();
+    };
+  }
+
+  /**
+   * Hands every lease of this node over (SIGTERM, DESIGN D17): marks the node draining (no new instances), then
+   * per instance waits for its local requests (at most `waitMs`), closes the session and gives the lease to the
+   * least-loaded other node, which restores the session on its first request or heartbeat. Alone, the leases are
+   * simply released.
+   */
+  async drain(waitMs = 5000): Promise<void> {
+    const { db, nodeId, sessions, logger } = this.#options;
+    this.#draining = true;
+    await setNodeEndpoint(db, nodeId, { url: this.#url, draining: true }).catch(() => undefined);
+    const leases = await renewLeases(db, nodeId, this.#now() + this.#ttlMs);
+    await Promise.all(
+      leases.map(async (lease) => {
+        let done: () => void = () => undefined;
+        this.#moving.set(
+          lease.instanceId,
+          new Promise<void>((resolve) => {
+            done = resolve;
+          }),
+        );
+        try {
+          await this.#idleOf(lease.instanceId, waitMs);
+          await sessions.release(lease.instanceId);
+          const now = this.#now();
+          const nodes = (await this.#nodes(now)).filter((node) => node.id !== nodeId);
+          const target = leastLoaded(nodes, loadOf(nodes, await listLeases(db), now));
+          if (target) {
+            await claimLease(db, {
+              instanceId: lease.instanceId,
+              owner: target.id,
+              previousToken: lease.token,
+              expiresAt: now + this.#ttlMs,
+            });
+          } else {
+            await releaseLease(db, lease.instanceId, nodeId, lease.token);
+          }
+          this.#held.delete(lease.instanceId);
+          logger.info({ instanceId: lease.instanceId, to: target?.id ?? null }, 'handed an instance over');
+        } catch (error) {
+          logger.warn({ err: error, instanceId: lease.instanceId }, 'handing an instance over failed');
+        } finally {
+          this.#moving.delete(lease.instanceId);
+          done();
+        }
+      }),
+    );
+  }
+
+  /** Stops renewing. The leases left expire by themselves (after `drain`, none are left). */
+  async stop(): Promise<void> {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
+    await this.#ticking;
+  }
+
+  /** Closes every local session when the leases were last renewed so long ago they expire within a heartbeat. */
+  #fenceIfStale(): void {
+    if (this.#renewedAt === 0) return;
+    if (this.#now() < this.#renewedAt + this.#ttlMs - this.#heartbeatMs) return;
+    const { sessions, logger } = this.#options;
+    const ids = sessions.ids();
+    if (ids.length === 0) return;
+    logger.error({ instances: ids.length }, 'leases could not be renewed in time; closing every session');
+    this.#held.clear();
+    for (const id of ids) void sessions.release(id);
+  }
+
+  #idleOf(instanceId: string, waitMs: number): Promise<void> {
+    if (!this.#inflight.has(instanceId)) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(finish, waitMs);
+      function finish() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.#idle.set(instanceId, () => {
+        this.#idle.delete(instanceId);
+        finish();
+      });
+    });
+  }
+
+  /** Nodes that can serve: registered, reachable, heartbeat within the lease lifetime (this node always). */
+  async #nodes(now: number): Promise<ClusterNode[]> {
+    const nodes = await listReachableNodes(this.#options.db, now - this.#ttlMs);
+    if (!nodes.some((node) => node.id === this.#options.nodeId) && this.#url !== '') {
+      nodes.push({ id: this.#options.nodeId, url: this.#url, draining: this.#draining, heartbeatAt: now });
+    }
+    return nodes;
+  }
+}
+
+function hash(text: string): number {
+  let value = 0;
+  for (const char of text) value = (value * 31 + char.charCodeAt(0)) >>> 0;
+  return value;
+}

@@ -1,0 +1,150 @@
+import type { Kysely } from 'kysely';
+import type { Database } from './schema.ts';
+
+/**
+ * Queries of the cluster (DESIGN D17, migration 0012): instance leases (owner node, fencing token, expiry in epoch
+ * ms) and the nodes' internal URLs. Every change of owner is a conditional statement on the previous token (or an
+ * insert that does nothing on conflict), so two nodes racing for one instance never both win, on SQLite and
+ * PostgreSQL alike.
+ */
+
+/** A lease row. `expiresAt` is epoch ms. */
+export interface Lease {
+  instanceId: string;
+  owner: string;
+  token: number;
+  expiresAt: number;
+}
+
+/** A node other nodes can reach: its id, internal base URL and whether it is handing its instances over. */
+export interface ClusterNode {
+  id: string;
+  url: string;
+  draining: boolean;
+  /** Last heartbeat, epoch ms. */
+  heartbeatAt: number;
+}
+
+function toLease(row: { instance_id: string; owner: string; token: number; expires_at: number }): Lease {
+  return {
+    instanceId: row.instance_id,
+    owner: row.owner,
+    token: Number(row.token),
+    expiresAt: Number(row.expires_at),
+  };
+}
+
+/** The lease of `instanceId`, if any row exists (valid or not). */
+export async function getLease(db: Kysely<Database>, instanceId: string): Promise<Lease | undefined> {
+  const row = await db
+    .selectFrom('instance_leases')
+    .selectAll()
+    .where('instance_id', '=', instanceId)
+    .executeTakeFirst();
+  return row ? toLease(row) : undefined;
+}
+
+/**
+ * Deletes the one-socket lock (`instance_locks`, migration 0004) `owner` left on `instanceId`: called by the node
+ * that took the instance's lease from `owner`, which had to close its socket before the lease could be taken
+ * (fencing), so the new owner's engine need not wait for the old lock to expire.
+ */
+export async function dropStaleSocketLock(
+  db: Kysely<Database>,
+  instanceId: string,
+  owner: string,
+): Promise<void> {
+  await db
+    .deleteFrom('instance_locks')
+    .where('instance_id', '=', instanceId)
+    .where('owner', '=', owner)
+    .execute();
+}
+
+/** Every lease row. */
+export async function listLeases(db: Kysely<Database>): Promise<Lease[]> {
+  return (await db.selectFrom('instance_leases').selectAll().execute()).map(toLease);
+}
+
+/**
+ * Gives `instanceId` to `owner` until `expiresAt` (epoch ms), provided the row still carries `previousToken`
+ * (null: no row exists yet). The token becomes `previousToken + 1` (1 for a new row).
+ * @returns the new lease, or undefined when another node changed the row first.
+ */
+export async function claimLease(
+  db: Kysely<Database>,
+  input: { instanceId: string; owner: string; previousToken: number | null; expiresAt: number },
+): Promise<Lease | undefined> {
+  const { instanceId, owner, previousToken, expiresAt } = input;
+  if (previousToken === null) {
+    const inserted = await db
+      .insertInto('instance_leases')
+      .values({ instance_id: instanceId, owner, token: 1, expires_at: expiresAt })
+      .onConflict((oc) => oc.column('instance_id').doNothing())
+      .executeTakeFirst();
+    if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) === 0) return undefined;
+    return { instanceId, owner, token: 1, expiresAt };
+  }
+  const updated = await db
+    .updateTable('instance_leases')
+    .set({ owner, token: previousToken + 1, expires_at: expiresAt })
+    .where('instance_id', '=', instanceId)
+    .where('token', '=', previousToken)
+    .executeTakeFirst();
+  if (Number(updated.numUpdatedRows) === 0) return undefined;
+  return { instanceId, owner, token: previousToken + 1, expiresAt };
+}
+
+/**
+ * Pushes the expiry of every lease `owner` holds to `expiresAt` (the owner's heartbeat).
+ * @returns the leases `owner` holds after the renewal.
+ */
+export async function renewLeases(db: Kysely<Database>, owner: string, expiresAt: number): Promise<Lease[]> {
+  await db.updateTable('instance_leases').set({ expires_at: expiresAt }).where('owner', '=', owner).execute();
+  const rows = await db.selectFrom('instance_leases').selectAll().where('owner', '=', owner).execute();
+  return rows.map(toLease);
+}
+
+/** Deletes `owner`'s lease of `instanceId` if it still carries `token` (a clean release). */
+export async function releaseLease(
+  db: Kysely<Database>,
+  instanceId: string,
+  owner: string,
+  token: number,
+): Promise<void> {
+  await db
+    .deleteFrom('instance_leases')
+    .where('instance_id', '=', instanceId)
+    .where('owner', '=', owner)
+    .where('token', '=', token)
+    .execute();
+}
+
+/** Records this node's internal base URL and draining flag in its registry row. */
+export async function setNodeEndpoint(
+  db: Kysely<Database>,
+  id: string,
+  endpoint: { url: string; draining: boolean },
+): Promise<void> {
+  await db
+    .updateTable('nodes')
+    .set({ url: endpoint.url, draining: endpoint.draining ? 1 : 0 })
+    .where('id', '=', id)
+    .execute();
+}
+
+/** Registered nodes with a URL whose heartbeat is not older than `since` (epoch ms). */
+export async function listReachableNodes(db: Kysely<Database>, since: number): Promise<ClusterNode[]> {
+  const rows = await db
+    .selectFrom('nodes')
+    .select(['id', 'url', 'draining', 'heartbeat_at'])
+    .where('url', 'is not', null)
+    .where('heartbeat_at', '>=', since)
+    .execute();
+  return rows.map((row) => ({
+    id: row.id,
+    url: row.url ?? '',
+    draining: Number(row.draining) === 1,
+    heartbeatAt: Number(row.heartbeat_at),
+  }));
+}

@@ -1,0 +1,361 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import pino from 'pino';
+import { adminCreateInstance, adminCreateOrg } from '../../src/admin/admin.ts';
+import { ReadinessService } from '../../src/app/readiness.ts';
+import type { Instance } from '../../src/domain/instance.ts';
+import { LeaseKeeper } from '../../src/nodes/leases.ts';
+import { leaseValid, leastLoaded, shareToTake } from '../../src/nodes/placement.ts';
+import { openStore } from '../../src/store/database.ts';
+import { claimLease, getLease, listLeases, renewLeases, setNodeEndpoint } from '../../src/store/leases.ts';
+import { upsertNode } from '../../src/store/nodes.ts';
+import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
+
+/**
+ * Instance leases of several nodes (DESIGN D17) on the real store: race-free claims with a fencing token, renewal,
+ * placement of orphans by fair share, fencing of a session whose lease moved, hand-over on drain, and routing.
+ */
+
+const logger = pino({ level: 'silent' });
+
+/** A stand-in for the SessionManager: records connects and closes. */
+function fakeSessions() {
+  const open = new Map<string, { connected: boolean }>();
+  const connected: string[] = [];
+  const released: string[] = [];
+  const releasedAt: number[] = [];
+  return {
+    connected,
+    released,
+    releasedAt,
+    session(instance: Instance) {
+      const entry = open.get(instance.id) ?? { connected: false };
+      open.set(instance.id, entry);
+      return {
+        connect: async () => {
+          entry.connected = true;
+          connected.push(instance.id);
+        },
+        state: () => ({ connected: entry.connected, loggedIn: true }),
+      } as never;
+    },
+    existing(id: string) {
+      const entry = open.get(id);
+      return entry ? ({ state: () => ({ connected: entry.connected, loggedIn: true }) } as never) : undefined;
+    },
+    async release(id: string) {
+      if (open.delete(id)) {
+        released.push(id);
+        releasedAt.push(Date.now());
+      }
+    },
+    ids: () => [...open.keys()],
+  };
+}
+
+async function setup(testStore: TestStore, count: number) {
+  const db = testStore.store.db;
+  const org = await adminCreateOrg(db, { name: `n-${Math.random()}`, plan: 'pro' });
+  const instances: Instance[] = [];
+  for (let i = 0; i < count; i++) {
+    const instance = await adminCreateInstance(db, { org: org.id, env: 'test', name: `i${i}` });
+    await db
+      .updateTable('instances')
+      .set({ jid: `55119000000${i}@s.whatsapp.net`, desired_state: 'connected' })
+      .where('id', '=', instance.id)
+      .execute();
+    instances.push({ ...instance, jid: `55119000000${i}@s.whatsapp.net`, desiredState: 'connected' });
+  }
+  for (const id of ['node-a', 'node-b']) {
+    await upsertNode(db, {
+      id,
+      host: 'h',
+      pid: 1,
+      startedAt: new Date().toISOString(),
+      heartbeatAt: Date.now(),
+    });
+  }
+  await setNodeEndpoint(db, 'node-b', { url: 'http://b.invalid', draining: false });
+  return { db, instances };
+}
+
+describe('placement (pure)', () => {
+  const node = (id: string, draining = false) => ({ id, url: `http://${id}`, draining, heartbeatAt: 0 });
+  it('picks the least-loaded serving node, ties by id, never a draining one', () => {
+    const nodes = [node('c'), node('a', true), node('b')];
+    assert.equal(
+      leastLoaded(
+        nodes,
+        new Map([
+          ['c', 1],
+          ['a', 0],
+          ['b', 1],
+        ]),
+      )?.id,
+      'b',
+    );
+    assert.equal(
+      leastLoaded(
+        nodes,
+        new Map([
+          ['c', 0],
+          ['a', 0],
+          ['b', 2],
+        ]),
+      )?.id,
+      'c',
+    );
+    assert.equal(leastLoaded([node('a', true)], new Map()), undefined);
+  });
+  it('a lease binds only while unexpired and held by a live node (a silent node elsewhere loses it by expiry)', () => {
+    const lease = { instanceId: 'i', owner: 'a', token: 3, expiresAt: 1000 };
+    assert.equal(leaseValid(lease, 999, new Set(['a'])), true);
+    assert.equal(leaseValid(lease, 1000, new Set(['a'])), false, 'expired');
+    assert.equal(leaseValid(lease, 999, new Set(['b'])), false, 'owner not alive');
+  });
+
+  it('a node takes its fair share of orphans and nothing from running sessions', () => {
+    const nodes = [node('a'), node('b'), node('c')];
+    assert.equal(
+      shareToTake({
+        self: 'c',
+        nodes,
+        load: new Map([
+          ['a', 3],
+          ['b', 3],
+        ]),
+        orphans: 0,
+      }),
+      2,
+    );
+    assert.equal(
+      shareToTake({
+        self: 'a',
+        nodes,
+        load: new Map([
+          ['a', 3],
+          ['b', 3],
+        ]),
+        orphans: 3,
+      }),
+      0,
+    );
+    assert.equal(
+      shareToTake({
+        self: 'c',
+        nodes,
+        load: new Map([
+          ['a', 3],
+          ['b', 3],
+        ]),
+        orphans: 3,
+      }),
+      3,
+    );
+    assert.equal(shareToTake({ self: 'a', nodes: [node('a', true)], load: new Map(), orphans: 2 }), 0);
+  });
+});
+
+for (const dialect of testDialects()) {
+  describe(`instance leases (${dialect})`, () => {
+    it('claims are conditional on the fencing token, which grows on every change of owner', async () => {
+      const testStore = await createTestStore(dialect);
+      try {
+        const { db, instances } = await setup(testStore, 1);
+        const id = instances[0]?.id ?? '';
+        const first = await claimLease(db, {
+          instanceId: id,
+          owner: 'node-a',
+          previousToken: null,
+          expiresAt: 10,
+        });
+        assert.deepEqual(first, { instanceId: id, owner: 'node-a', token: 1, expiresAt: 10 });
+        assert.equal(
+          await claimLease(db, { instanceId: id, owner: 'node-b', previousToken: null, expiresAt: 10 }),
+          undefined,
+        );
+        const second = await claimLease(db, {
+          instanceId: id,
+          owner: 'node-b',
+          previousToken: 1,
+          expiresAt: 20,
+        });
+        assert.equal(second?.token, 2);
+        assert.equal(
+          await claimLease(db, { instanceId: id, owner: 'node-a', previousToken: 1, expiresAt: 30 }),
+          undefined,
+          'a stale token loses',
+        );
+        assert.deepEqual(await renewLeases(db, 'node-a', 99), []);
+        assert.deepEqual(await renewLeases(db, 'node-b', 99), [
+          { instanceId: id, owner: 'node-b', token: 2, expiresAt: 99 },
+        ]);
+      } finally {
+        await testStore.cleanup();
+      }
+    });
+
+    it('two nodes share orphans evenly, fence a lost instance, hand over on drain, and route by lease', async () => {
+      const testStore = await createTestStore(dialect);
+      try {
+        const { db, instances } = await setup(testStore, 4);
+        const sessionsA = fakeSessions();
+        const a = new LeaseKeeper({ db, nodeId: 'node-a', sessions: sessionsA, logger, heartbeatMs: 60_000 });
+        await a.start('http://a.invalid');
+        await a.stop();
+        // node-b is registered with a URL but runs no keeper: node-a takes its half and leaves the rest.
+        assert.equal(a.held().length, 2);
+        await until(() => sessionsA.connected.length === 2);
+        assert.deepEqual(new Set(sessionsA.connected), new Set(a.held()));
+        const rows = await listLeases(db);
+        assert.deepEqual(
+          rows.map((row) => [row.owner, row.token]),
+          [
+            ['node-a', 1],
+            ['node-a', 1],
+          ],
+        );
+
+        // A request for an orphan is placed on the least-loaded node (node-b) and routed there.
+        const orphan = instances.find((instance) => !a.held().includes(instance.id));
+        assert.ok(orphan);
+        assert.deepEqual(await a.route(orphan), { local: false, owner: 'node-b', url: 'http://b.invalid' });
+        assert.equal((await getLease(db, orphan.id))?.owner, 'node-b');
+        const mine = instances.find((instance) => a.held().includes(instance.id));
+        assert.ok(mine);
+        assert.deepEqual(await a.route(mine), { local: true });
+
+        // node-b takes one of node-a's instances: node-a's next heartbeat closes that session (fencing).
+        const [lostId, keptId] = a.held();
+        const lost = await getLease(db, lostId ?? '');
+        assert.ok(lost);
+        await claimLease(db, {
+          instanceId: lost.instanceId,
+          owner: 'node-b',
+          previousToken: lost.token,
+          expiresAt: Date.now() + 60_000,
+        });
+        await a.tick();
+        assert.deepEqual(sessionsA.released, [lostId]);
+        assert.ok(a.held().includes(keptId ?? ''));
+        assert.ok(!a.held().includes(lostId ?? ''));
+        // Its share is two again: it took the last orphan in the same round.
+        assert.equal(a.held().length, 2);
+
+        // Drain: node-a's instances go to node-b with the next token; each session is closed first.
+        const before = await getLease(db, keptId ?? '');
+        const held = a.held();
+        await a.drain();
+        const after = await getLease(db, keptId ?? '');
+        assert.equal(after?.owner, 'node-b');
+        assert.equal(after?.token, (before?.token ?? 0) + 1);
+        assert.deepEqual(new Set(sessionsA.released), new Set([lostId, ...held]));
+        assert.deepEqual(a.held(), []);
+        assert.equal(
+          (await db.selectFrom('nodes').select('draining').where('id', '=', 'node-a').executeTakeFirst())
+            ?.draining,
+          1,
+        );
+      } finally {
+        await testStore.cleanup();
+      }
+    });
+
+    it('a node that cannot renew closes its sessions before its leases expire (fencing)', async () => {
+      const testStore = await createTestStore(dialect);
+      try {
+        const { db, instances } = await setup(testStore, 2);
+        // The keeper's own connection to the store, cut after the first round.
+        const own = await openStore(testStore.database, testStore.schema ? { schema: testStore.schema } : {});
+        const sessions = fakeSessions();
+        const a = new LeaseKeeper({
+          db: own.db,
+          nodeId: 'node-a',
+          sessions,
+          logger,
+          heartbeatMs: 100,
+          ttlMs: 600,
+        });
+        await a.start('http://a.invalid');
+        await until(() => sessions.connected.length === 1);
+        const [lease] = (await listLeases(db)).filter((row) => row.owner === 'node-a');
+        assert.ok(lease);
+        await own.destroy();
+        await until(() => sessions.released.length === 1);
+        const expiresAt = (await getLease(db, lease.instanceId))?.expiresAt ?? 0;
+        assert.ok((sessions.releasedAt[0] ?? Infinity) < expiresAt, 'closed before the lease expired');
+        await a.stop();
+        assert.equal(instances.length, 2);
+      } finally {
+        await testStore.cleanup();
+      }
+    });
+
+    it('readiness is false while the node is not registered or draining, with the store up', async () => {
+      const testStore = await createTestStore(dialect);
+      try {
+        let serving = false;
+        const readiness = new ReadinessService({ store: testStore.store, registered: () => serving });
+        await assert.rejects(readiness.check(), {
+          code: 'not_ready',
+          message: 'node is not registered or is handing its instances over',
+        });
+        serving = true;
+        await readiness.check();
+      } finally {
+        await testStore.cleanup();
+      }
+    });
+
+    it('a lease whose owner is no longer registered is taken over at once', async () => {
+      const testStore = await createTestStore(dialect);
+      try {
+        const { db, instances } = await setup(testStore, 1);
+        const instance = instances[0];
+        assert.ok(instance);
+        await claimLease(db, {
+          instanceId: instance.id,
+          owner: 'node-gone',
+          previousToken: null,
+          expiresAt: Date.now() + 60_000,
+        });
+        await db.deleteFrom('nodes').where('id', '=', 'node-b').execute();
+        // The dead owner's one-socket lock, still unexpired.
+        await db
+          .insertInto('instance_locks')
+          .values({
+            instance_id: instance.id,
+            owner: 'node-gone',
+            acquired_at: new Date().toISOString(),
+            expires_at: new Date(Date.now() + 30_000).toISOString(),
+          })
+          .execute();
+        const sessions = fakeSessions();
+        const a = new LeaseKeeper({ db, nodeId: 'node-a', sessions, logger, heartbeatMs: 60_000 });
+        await a.start('http://a.invalid');
+        await a.stop();
+        assert.deepEqual(a.held(), [instance.id]);
+        assert.deepEqual(await getLease(db, instance.id).then((lease) => [lease?.owner, lease?.token]), [
+          'node-a',
+          2,
+        ]);
+        await until(() => sessions.connected.length === 1);
+        assert.deepEqual(
+          await db.selectFrom('instance_locks').selectAll().execute(),
+          [],
+          'stale lock dropped',
+        );
+      } finally {
+        await testStore.cleanup();
+      }
+    });
+  });
+}
+
+async function until(check: () => boolean): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while (!check()) {
+    if (Date.now() > deadline) assert.fail('condition not met within 5 s');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
