@@ -95,6 +95,9 @@ export async function startServer(
         await services.cluster?.keeper
           .drain(budget * 0.3)
           .catch((error: unknown) => logger.warn({ err: error }, 'handing instances over failed'));
+        // Keep serving (forwarding to the new owners) until the load balancer has seen /readyz turn false, so no
+        // request reaches a closed listener or an idle connection being closed.
+        if (config.cluster) await new Promise((resolve) => setTimeout(resolve, config.cluster?.drainGraceMs));
         const webhooksStopped = services.webhooks.stop(budget * 0.5);
         let timer: NodeJS.Timeout | undefined;
         const httpDeadline = new Promise<void>((resolve) => {

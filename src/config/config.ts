@@ -62,6 +62,12 @@ export const EnvSchema = Type.Object({
   NODE_URL: Type.Optional(
     Type.String({ pattern: '^https?://', description: 'base URL other nodes reach this node at' }),
   ),
+  DRAIN_GRACE_SECONDS: Type.Number({
+    minimum: 0,
+    maximum: 60,
+    default: 3,
+    description: 'with several nodes: how long a stopping node keeps serving after /readyz turns false',
+  }),
   PLATFORM_URL: Type.Optional(
     Type.String({
       pattern: '^wss?://',
@@ -148,10 +154,12 @@ export interface Config {
    * Several nodes sharing one store and Redis (DESIGN D17), present when `CLUSTER_SECRET` is set: `secret`
    * authenticates node-to-node calls (at least 32 characters), `nodeId` names this node (default: host name, port
    * and a random suffix), `nodeUrl` is the base URL other nodes forward requests to (default: `http://HOST:PORT`,
-   * the host name when HOST is a wildcard address, with the port actually bound). Absent: one node, no leases and
-   * no forwarding.
+   * the host name when HOST is a wildcard address, with the port actually bound), `drainGraceMs` how long a node
+   * stopping on SIGTERM keeps serving after it reported itself not ready, so the load balancer's health check sees
+   * it before the listener closes (`DRAIN_GRACE_SECONDS`, default 3, in ms here; set it above the balancer's check
+   * interval times its fall count). Absent: one node, no leases and no forwarding.
    */
-  cluster?: { secret: string; nodeId?: string; nodeUrl?: string };
+  cluster?: { secret: string; nodeId?: string; nodeUrl?: string; drainGraceMs: number };
 }
 
 /** Raised when the environment holds a bad value; the message names the variable and the rule. */
@@ -234,6 +242,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
             secret: parsed.CLUSTER_SECRET,
             ...(parsed.NODE_ID === undefined ? {} : { nodeId: parsed.NODE_ID }),
             ...(parsed.NODE_URL === undefined ? {} : { nodeUrl: parsed.NODE_URL.replace(/\/$/, '') }),
+            drainGraceMs: parsed.DRAIN_GRACE_SECONDS * 1000,
           },
         }),
     port: parsed.PORT,

@@ -28,12 +28,21 @@ describe('configuration (DESIGN D2)', () => {
     assert.equal(config.cluster, undefined);
   });
 
-  it('reads the cluster settings: a secret of at least 32 characters, a node id and a node URL', () => {
+  it('reads the cluster settings: a secret of at least 32 characters, a node id, a node URL, the drain grace', () => {
     const secret = 's'.repeat(32);
-    assert.deepEqual(loadConfig({ CLUSTER_SECRET: secret }).cluster, { secret });
+    assert.deepEqual(loadConfig({ CLUSTER_SECRET: secret }).cluster, { secret, drainGraceMs: 3000 });
     assert.deepEqual(
-      loadConfig({ CLUSTER_SECRET: secret, NODE_ID: 'node-1', NODE_URL: 'http://10.0.0.1:8080/' }).cluster,
-      { secret, nodeId: 'node-1', nodeUrl: 'http://10.0.0.1:8080' },
+      loadConfig({
+        CLUSTER_SECRET: secret,
+        NODE_ID: 'node-1',
+        NODE_URL: 'http://10.0.0.1:8080/',
+        DRAIN_GRACE_SECONDS: '0.5',
+      }).cluster,
+      { secret, nodeId: 'node-1', nodeUrl: 'http://10.0.0.1:8080', drainGraceMs: 500 },
+    );
+    assert.throws(
+      () => loadConfig({ CLUSTER_SECRET: secret, DRAIN_GRACE_SECONDS: '61' }),
+      /DRAIN_GRACE_SECONDS/,
     );
   });
 

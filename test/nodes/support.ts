@@ -53,6 +53,8 @@ export async function startCluster(): Promise<Cluster> {
     CLUSTER_SECRET: 'test-cluster-secret-0123456789abcdef',
     CHILD_LEASE_HEARTBEAT_MS: '500',
     CHILD_LEASE_TTL_MS: '3000',
+    // Longer than HAProxy's detection in ./haproxy.ts (checks every 300 ms, down after one failure).
+    DRAIN_GRACE_SECONDS: '1',
     ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL } : {}),
   };
   // One after the other: three processes compiling at once can starve a loaded two-core machine.
@@ -65,7 +67,7 @@ export async function startCluster(): Promise<Cluster> {
     await testStore.cleanup();
     throw error;
   }
-  const { instances, key } = await seed(testStore, INSTANCES);
+  const { instances, key } = await seed(testStore, INSTANCES, { unlimited: true });
   // Each instance is set up through a different node than the one that ends up owning it, often.
   for (const [i, instance] of instances.entries()) {
     const node = nodes[i % nodes.length];

@@ -163,13 +163,24 @@ export async function startChild(env: Record<string, string>, workerId: string):
   return child;
 }
 
-/** An org, `count` test instances and a `chat:*` key, created directly in the store. */
+/**
+ * An org, `count` test instances and a `chat:*` key, created directly in the store. The org is on the pro plan,
+ * or with `unlimited` on an enterprise plan whose limits traffic tests never reach (several nodes share one
+ * Redis window: a steady stream through three nodes passes pro's minute).
+ */
 export async function seed(
   testStore: TestStore,
   count: number,
+  options: { unlimited?: boolean } = {},
 ): Promise<{ instances: Instance[]; key: string }> {
   const db = testStore.store.db;
-  const org = await adminCreateOrg(db, { name: `crash-${randomBytes(4).toString('hex')}`, plan: 'pro' });
+  const name = `crash-${randomBytes(4).toString('hex')}`;
+  const org = await adminCreateOrg(
+    db,
+    options.unlimited
+      ? { name, plan: 'enterprise', perMinute: 1_000_000, perDay: 1_000_000_000 }
+      : { name, plan: 'pro' },
+  );
   const instances: Instance[] = [];
   for (let i = 0; i < count; i++) {
     instances.push(await adminCreateInstance(db, { org: org.id, env: 'test', name: `i${i}` }));
