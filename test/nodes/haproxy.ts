@@ -36,6 +36,8 @@ function config(port: number, nodes: readonly Child[]): string {
     '  timeout connect 1s',
     '  timeout client 30s',
     '  timeout server 30s',
+    // A loaded CI machine can take a few hundred ms to answer /readyz: a check is not failed for that.
+    '  timeout check 2s',
     '  retries 3',
     '  option redispatch',
     '  retry-on conn-failure',
@@ -47,7 +49,7 @@ function config(port: number, nodes: readonly Child[]): string {
     '  option http-server-close',
     '  option httpchk GET /readyz',
     '  http-check expect status 200',
-    '  default-server inter 300ms fall 1 rise 2',
+    '  default-server inter 500ms fall 2 rise 2',
     ...nodes.map((node) => `  server ${node.workerId} 127.0.0.1:${node.port} check`),
     '',
   ].join('\n');

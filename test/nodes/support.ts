@@ -34,7 +34,15 @@ export async function call(port: number, method: string, path: string, key: stri
     },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
-  return { status: response.status, body: (await response.json()) as any, headers: response.headers };
+  // A balancer's own error page is not JSON: keep its status (a 503 from HAProxy is not a lost connection).
+  const text = await response.text();
+  let parsed: any;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = { nonJson: text.slice(0, 200) };
+  }
+  return { status: response.status, body: parsed, headers: response.headers };
 }
 
 export interface Cluster {
@@ -53,8 +61,9 @@ export async function startCluster(): Promise<Cluster> {
     CLUSTER_SECRET: 'test-cluster-secret-0123456789abcdef',
     CHILD_LEASE_HEARTBEAT_MS: '500',
     CHILD_LEASE_TTL_MS: '3000',
-    // Longer than HAProxy's detection in ./haproxy.ts (checks every 300 ms, down after one failure).
-    DRAIN_GRACE_SECONDS: '1',
+    // Longer than HAProxy's detection in ./haproxy.ts (checks every 500 ms, down after two failures, each check
+    // allowed up to 2 s on a loaded machine).
+    DRAIN_GRACE_SECONDS: '3',
     ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL } : {}),
   };
   // One after the other: three processes compiling at once can starve a loaded two-core machine.
