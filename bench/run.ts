@@ -179,7 +179,15 @@ async function main(): Promise<void> {
     if (options.only.has('live') && receiver) {
       const withReceiver = receiver;
       await run('live', `6. live sessions on the simulator (${settings.live.sessions})`, () =>
-        liveScenario(settings.live, withReceiver, hmacKey, log),
+        liveScenario(
+          {
+            ...settings.live,
+            ...(options.profile ? { profileFile: join(tmpdir(), 'parley-live-inbound.cpuprofile') } : {}),
+          },
+          withReceiver,
+          hmacKey,
+          log,
+        ),
       );
     }
   } finally {

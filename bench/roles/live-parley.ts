@@ -8,6 +8,7 @@ import { adminCreateInstance, adminCreateKey, adminCreateOrg } from '../../src/a
 import { loadConfig } from '../../src/config/config.ts';
 import { buildApp } from '../../src/http/app.ts';
 import { createServices, type Services } from '../../src/services.ts';
+import { startProfiling, stopProfiling } from '../lib/inspector.ts';
 import type { Handlers } from '../lib/ipc.ts';
 import {
   controlPost,
@@ -176,6 +177,15 @@ export const liveParleyHandlers: Handlers = {
     return settledMemory(args.settleMs);
   },
   waitBack,
+  /** Starts the CPU profiler (the inbound phase only, `--profile`). */
+  async profileStart() {
+    await startProfiling();
+    return null;
+  },
+  /** Stops it and writes the `.cpuprofile` to `file`; → the file. */
+  async profileStop(args: { file: string }) {
+    return stopProfiling(args.file);
+  },
   async close() {
     const done = running;
     running = undefined;

@@ -11,6 +11,7 @@ import {
   type MemorySample,
   type ReconnectTiming,
 } from '../lib/live.ts';
+import { type ProfileSummary, summariseProfile } from '../lib/profile.ts';
 import { ratioOf, type ScenarioResult, target } from '../lib/report.ts';
 import { fmt, percentiles, round } from '../lib/stats.ts';
 import type { ReceiverStats } from '../roles/receiver.ts';
@@ -33,6 +34,8 @@ export interface LiveSettings {
   settleMs: number;
   /** Time-out of the inbound and reconnection phases, ms. */
   timeoutMs: number;
+  /** Where to write a CPU profile of parley's process over the inbound phase (`--profile`); none when absent. */
+  profileFile?: string;
 }
 
 /** Distinct simulated users sending the inbound messages. */
@@ -41,6 +44,8 @@ const CUSTOMERS = 20;
 /** What one side (parley or the baseline) measured. */
 interface SideMeasurement {
   loginMs: number;
+  /** CPU profile of the inbound phase (parley's side, `--profile` only). */
+  profile?: ProfileSummary;
   idle: MemorySample;
   loaded: MemorySample;
   /** (loaded − idle) / sessions, bytes. */
@@ -127,6 +132,7 @@ async function measureSide(
   const simLog = pino({ level: 'silent' });
   let sim = await startSimulator({ log: simLog, stateDir });
   let child: BenchChild | undefined;
+  let profile: ProfileSummary | undefined;
   try {
     const phones = Array.from({ length: settings.sessions }, (_, i) => `55219${String(i).padStart(8, '0')}`);
     const customers = Array.from({ length: CUSTOMERS }, (_, i) => `55319${String(i).padStart(8, '0')}`);
@@ -157,6 +163,8 @@ async function measureSide(
     const loaded = await child.call<MemorySample>('memory', { settleMs: settings.settleMs });
 
     await receiver.call('reset');
+    const profiling = role === 'live-parley' && settings.profileFile !== undefined;
+    if (profiling) await child.call('profileStart');
     let online = 0;
     const startedAt = Date.now();
     await eachLimited(settings.messages, settings.inFlight, async (k) => {
@@ -173,6 +181,10 @@ async function measureSide(
       timeoutMs: settings.timeoutMs,
     });
     const totalMs = Math.max(1, received.lastAt - startedAt);
+    if (profiling && settings.profileFile !== undefined) {
+      const file = await child.call<string>('profileStop', { file: settings.profileFile });
+      profile = summariseProfile(file);
+    }
     log(
       `  ${role}: ${received.unique}/${settings.messages} messages received in ${fmt(totalMs / 1000, 1)} s`,
     );
@@ -195,6 +207,7 @@ async function measureSide(
     const spread = percentiles(back.backMs);
     return {
       loginMs,
+      ...(profile ? { profile } : {}),
       idle,
       loaded,
       perSession: {
@@ -298,6 +311,7 @@ export async function liveScenario(
         inFlight: settings.inFlight,
         parley: parley.inbound,
         baseline: baseline.inbound,
+        ...(parley.profile ? { profile: parley.profile } : {}),
       },
     },
     {
