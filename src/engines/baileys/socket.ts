@@ -5,6 +5,7 @@ import makeWASocket, {
   type UserFacingSocketConfig,
   type WASocket,
 } from 'baileys';
+import { withKeyedStorages } from './keyed-storage.ts';
 
 /** The logger Baileys takes (`ILogger`): pino-compatible; parley passes a child of the session's logger. */
 export interface BaileysLogger {
@@ -84,8 +85,12 @@ export interface SocketLike
 /** Creates a socket from a Baileys config; the default is Baileys' `makeWASocket`. Tests inject fakes. */
 export type SocketFactory = (config: UserFacingSocketConfig) => SocketLike;
 
-/** The production {@link SocketFactory}: Baileys' real `makeWASocket` (it connects immediately). */
-export const makeBaileysSocket: SocketFactory = (config) => makeWASocket(config);
+/**
+ * The production {@link SocketFactory}: Baileys' real `makeWASocket` (it connects immediately), its per-socket
+ * key-transaction storage made a keyed view of one process-wide storage ({@link withKeyedStorages}), so a
+ * process that opens many sockets does not slow every promise by the number of sockets it ever opened.
+ */
+export const makeBaileysSocket: SocketFactory = (config) => withKeyedStorages(() => makeWASocket(config));
 
 /**
  * Unlinks the device on the platform (`sock.logout`), waiting at most `ms` milliseconds (SPEC logout: the caller
