@@ -1,5 +1,6 @@
 /**
- * `npm run bench [-- --quick] [--only=send,delivery,auth,scale,live] [--profile]` — parley's benchmarks.
+ * `npm run bench [-- --quick] [--only=send,delivery,auth,scale,live] [--profile] [--keyed-baseline]` — parley's
+ * benchmarks.
  *
  * Process model: every server under test runs in a child process of its own (parley, or the baseline's bare
  * Fastify app / undici sender), the load generator (autocannon, programmatic) in this process, and the HTTPS
@@ -8,7 +9,8 @@
  * writes `bench/results.json`. `BENCH_DATABASE_URL=postgres://…` adds the send and delivery scenarios on
  * PostgreSQL (scenario 5). Scenario 6 (`live`) runs parley's live engine and a bare Baileys bot on the platform
  * simulator (bench/scenarios/live.ts). `--quick` keeps the whole run to about 2.5 minutes (shorter runs, fewer events, 1,000
- * instances, 50 live sessions); `--profile` adds a CPU-profiled send run whose summary goes into the results.
+ * instances, 50 live sessions); `--profile` adds a CPU-profiled send run and profiles parley over the live inbound phase, summaries in the results;
+ * `--keyed-baseline` gives the live baseline bot parley's one shared key-transaction storage.
  */
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
@@ -29,6 +31,7 @@ type ScenarioName = (typeof SCENARIOS)[number];
 interface Options {
   quick: boolean;
   profile: boolean;
+  keyedBaseline: boolean;
   only: Set<ScenarioName>;
   databaseUrl: string | undefined;
 }
@@ -37,12 +40,14 @@ function parseArgs(argv: string[]): Options {
   const options: Options = {
     quick: false,
     profile: false,
+    keyedBaseline: false,
     only: new Set(SCENARIOS),
     databaseUrl: process.env.BENCH_DATABASE_URL || undefined,
   };
   for (const arg of argv) {
     if (arg === '--quick') options.quick = true;
     else if (arg === '--profile') options.profile = true;
+    else if (arg === '--keyed-baseline') options.keyedBaseline = true;
     else if (arg.startsWith('--only=')) {
       const names = arg.slice('--only='.length).split(',');
       for (const name of names) {
@@ -51,7 +56,8 @@ function parseArgs(argv: string[]): Options {
         }
       }
       options.only = new Set(names as ScenarioName[]);
-    } else throw new Error(`unknown option ${arg} (allowed: --quick, --only=a,b, --profile)`);
+    } else
+      throw new Error(`unknown option ${arg} (allowed: --quick, --only=a,b, --profile, --keyed-baseline)`);
   }
   return options;
 }
@@ -183,6 +189,7 @@ async function main(): Promise<void> {
           {
             ...settings.live,
             ...(options.profile ? { profileFile: join(tmpdir(), 'parley-live-inbound.cpuprofile') } : {}),
+            keyedBaseline: options.keyedBaseline,
           },
           withReceiver,
           hmacKey,

@@ -14,6 +14,7 @@ import {
 } from 'baileys';
 import pino from 'pino';
 import { Pool } from 'undici';
+import { withKeyedStorages } from '../../src/engines/baileys/keyed-storage.ts';
 import { webhookHeaders } from '../../src/webhooks/signing.ts';
 import type { Handlers } from '../lib/ipc.ts';
 import {
@@ -58,6 +59,8 @@ let webhookPath = '/';
 let hmacKey = '';
 let simUrl = '';
 let stopping = false;
+/** Whether sockets get parley's keyed key-transaction storage (`--keyed-baseline`). */
+let keyed = false;
 const logger = pino({ level: 'silent' });
 
 function memoryKeys(): SignalKeyStore {
@@ -114,13 +117,15 @@ async function forward(bot: Bot, message: WAMessage): Promise<void> {
 
 /** Opens a socket for `bot`; on a close other than logged-out, opens the next one at once. */
 function start(bot: Bot): void {
-  const sock = makeWASocket({
-    auth: { creds: bot.creds, keys: bot.keys },
-    waWebSocketUrl: simUrl,
-    logger,
-    markOnlineOnConnect: false,
-    syncFullHistory: false,
-  });
+  const create = () =>
+    makeWASocket({
+      auth: { creds: bot.creds, keys: bot.keys },
+      waWebSocketUrl: simUrl,
+      logger,
+      markOnlineOnConnect: false,
+      syncFullHistory: false,
+    });
+  const sock = keyed ? withKeyedStorages(create) : create();
   bot.sock = sock;
   sock.ev.on('creds.update', (update) => Object.assign(bot.creds, update));
   sock.ev.on('connection.update', (update) => {
@@ -142,15 +147,21 @@ function start(bot: Bot): void {
   });
 }
 
-/** Trusts the simulator's root key and opens the receiver pool; → the idle process's memory. */
+/**
+ * Trusts the simulator's root key and opens the receiver pool; → the idle process's memory. `keyedStorages`
+ * (`--keyed-baseline`) gives the bot parley's one shared key-transaction storage instead of Baileys' one per
+ * socket, to show parley's own cost apart from that fix.
+ */
 async function boot(args: {
   simUrl: string;
   rootKey: string;
   webhookUrl: string;
   hmacKey: string;
   settleMs: number;
+  keyedStorages?: boolean;
 }): Promise<MemorySample> {
   WA_CERT_DETAILS.PUBLIC_KEY = Buffer.from(args.rootKey, 'hex');
+  keyed = args.keyedStorages === true;
   simUrl = args.simUrl;
   hmacKey = args.hmacKey;
   const target = new URL(args.webhookUrl);

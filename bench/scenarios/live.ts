@@ -36,6 +36,8 @@ export interface LiveSettings {
   timeoutMs: number;
   /** Where to write a CPU profile of parley's process over the inbound phase (`--profile`); none when absent. */
   profileFile?: string;
+  /** The baseline bot with parley's shared key-transaction storage (`--keyed-baseline`), not bare Baileys'. */
+  keyedBaseline?: boolean;
 }
 
 /** Distinct simulated users sending the inbound messages. */
@@ -148,6 +150,7 @@ async function measureSide(
       webhookUrl,
       hmacKey,
       settleMs: settings.settleMs,
+      keyedStorages: role === 'live-baseline' && settings.keyedBaseline === true,
     });
     const liveTarget: LiveTarget = {
       simUrl: sim.url,
