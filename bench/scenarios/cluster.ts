@@ -62,6 +62,11 @@ interface Measurement {
   send: LoadResult;
   /** Time the send phase's deliveries took to go out once the load stopped, ms. */
   drainMs: number;
+  /**
+   * With several nodes, the same sends again with every request sent to its instance's owner (a balancer with
+   * instance affinity: nothing forwarded): req/s summed over the nodes, and the worst p99, ms.
+   */
+  direct?: { requestsPerSecond: number; p99: number; errors: number };
   delivery: {
     sent: number;
     received: number;
@@ -279,6 +284,32 @@ export async function clusterScenario(
         warmupS: settings.warmupS,
       });
       const drainMs = await drained(`after the ${serving.length}-node send phase`);
+      let direct: Measurement['direct'];
+      if (serving.length > 1) {
+        const placed = await owners();
+        const runs = await Promise.all(
+          serving.map((node) =>
+            runLoad({
+              url: `${node.url}/v1/messages/send`,
+              method: 'POST',
+              headers: { authorization: `Bearer ${key}` },
+              body: sendBody,
+              paths: instanceIds
+                .filter((id) => placed.get(id) === node.id)
+                .map((id) => `/v1/messages/send?from=${id}`),
+              connections: Math.round(settings.connections / serving.length),
+              durationS: settings.durationS,
+              warmupS: 0,
+            }),
+          ),
+        );
+        direct = {
+          requestsPerSecond: runs.reduce((sum, run) => sum + run.requestsPerSecond, 0),
+          p99: Math.max(...runs.map((run) => run.latencyMs.p99)),
+          errors: runs.reduce((sum, run) => sum + run.errors + run.non2xx, 0),
+        };
+        await drained(`after the ${serving.length}-node owner-direct sends`);
+      }
       const before = await lastSequences();
       await receiver.call('reset');
       const startedAt = Date.now();
@@ -305,6 +336,7 @@ export async function clusterScenario(
         placement,
         send,
         drainMs,
+        ...(direct ? { direct } : {}),
         delivery: {
           sent,
           received: sent - missing.length,
@@ -319,7 +351,9 @@ export async function clusterScenario(
       };
       log(
         `  ${serving.length} node(s): send ${fmt(send.requestsPerSecond, 0)} req/s (p99 ${send.latencyMs.p99} ms, ` +
-          `${send.errors + send.non2xx} errors), delivery ${fmt(measurement.delivery.eventsPerSecond, 0)} events/s ` +
+          `${send.errors + send.non2xx} errors${
+            direct ? `; to the owners: ${fmt(direct.requestsPerSecond, 0)} req/s` : ''
+          }), delivery ${fmt(measurement.delivery.eventsPerSecond, 0)} events/s ` +
           `(${sent - missing.length}/${sent}), inbound ${fmt(inbound.requestsPerSecond, 0)} req/s; load average ${loadAtStart} → ${measurement.load[1]}`,
       );
       return measurement;
@@ -455,7 +489,10 @@ export async function clusterScenario(
     const sendRates = runs.map((m) => m.send.requestsPerSecond);
     const deliveryRates = runs.map((m) => m.delivery.eventsPerSecond);
     const perNodeAdded = (rates: number[]) => round(((rates[2] ?? 0) / Math.max(1, rates[0] ?? 0)) ** 0.5, 3);
-    const sendErrors = runs.reduce((sum, m) => sum + m.send.errors + m.send.non2xx, 0);
+    const sendErrors = runs.reduce(
+      (sum, m) => sum + m.send.errors + m.send.non2xx + (m.direct?.errors ?? 0),
+      0,
+    );
     const lost = runs.reduce((sum, m) => sum + m.delivery.sent - m.delivery.received, 0);
     const badSignatures = runs.reduce((sum, m) => sum + m.delivery.badSignatures, 0);
     const loads = runs.map((m) => `${m.load[0]}–${m.load[1]}`).join(' / ');
@@ -480,13 +517,15 @@ export async function clusterScenario(
             ratioOf(two.send.requestsPerSecond, one.send.requestsPerSecond),
             2,
           )} at 2, ×${fmt(sendRatio, 2)} at 3; ×${fmt(perNodeAdded(sendRates), 2)} per node added); p99 ` +
-          `${runs.map((m) => m.send.latencyMs.p99).join(' / ')} ms; ${sendErrors} errors; load avg ${loads}`,
+          `${runs.map((m) => m.send.latencyMs.p99).join(' / ')} ms; each request to its instance's owner (2/3 ` +
+          `nodes): ${[two, three].map((m) => fmt(m.direct?.requestsPerSecond ?? 0, 0)).join(' / ')} req/s; ` +
+          `${sendErrors} errors; load avg ${loads}`,
         targets: [target('no errors', sendErrors, '<=', 0)],
         details: {
           ...common,
           connections: settings.connections,
           perNodeAdded: perNodeAdded(sendRates),
-          runs: runs.map((m) => ({ nodes: m.nodes, load: m.send, drainMs: m.drainMs })),
+          runs: runs.map((m) => ({ nodes: m.nodes, load: m.send, drainMs: m.drainMs, direct: m.direct })),
         },
       },
       {
