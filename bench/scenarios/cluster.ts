@@ -118,6 +118,7 @@ async function waitUntil(check: () => Promise<boolean>, timeoutMs: number): Prom
   }
 }
 
+/** `POST base+path` with the key and a JSON body; a non-JSON answer gives an empty body with its status. */
 async function api(
   base: string,
   key: string,
@@ -384,6 +385,7 @@ export async function clusterScenario(
     await drained('before the failover');
     const placed = await owners();
     const victimInstances = instanceIds.filter((id) => placed.get(id) === n3.id);
+    if (victimInstances.length === 0) throw new Error(`${n3.id} holds no instance: nothing to fail over`);
     const sequences = await lastSequences();
     await receiver.call('reset');
     const failoverLoadAtStart = load1();
