@@ -1,6 +1,6 @@
 /**
- * `npm run bench [-- --quick] [--only=send,delivery,auth,scale,live] [--profile] [--keyed-baseline]` — parley's
- * benchmarks.
+ * `npm run bench [-- --quick] [--only=send,delivery,auth,scale,live,cluster] [--profile] [--keyed-baseline]` —
+ * parley's benchmarks.
  *
  * Process model: every server under test runs in a child process of its own (parley, or the baseline's bare
  * Fastify app / undici sender), the load generator (autocannon, programmatic) in this process, and the HTTPS
@@ -8,8 +8,10 @@
  * baseline is measured in the same run, on the same machine, with the same process model. Prints a table and
  * writes `bench/results.json`. `BENCH_DATABASE_URL=postgres://…` adds the send and delivery scenarios on
  * PostgreSQL (scenario 5). Scenario 6 (`live`) runs parley's live engine and a bare Baileys bot on the platform
- * simulator (bench/scenarios/live.ts). `--quick` keeps the whole run to about 2.5 minutes (shorter runs, fewer events, 1,000
- * instances, 50 live sessions); `--profile` adds a CPU-profiled send run and profiles parley over the live inbound phase, summaries in the results;
+ * simulator (bench/scenarios/live.ts). Scenario 7 (`cluster`) runs three `parley serve` nodes on PostgreSQL and the
+ * Redis of `BENCH_REDIS_URL` (bench/scenarios/cluster.ts); it needs both variables. `--quick` keeps the whole run
+ * to about 2.5 minutes (shorter runs, fewer events, 1,000 instances, 50 live sessions); `--profile` adds a
+ * CPU-profiled send run and profiles parley over the live inbound phase, summaries in the results;
  * `--keyed-baseline` gives the live baseline bot parley's one shared key-transaction storage.
  */
 import { randomBytes } from 'node:crypto';
@@ -20,12 +22,13 @@ import { fileURLToPath } from 'node:url';
 import { type BenchChild, startChild } from './lib/ipc.ts';
 import { machineInfo, resultsTable, type ScenarioResult } from './lib/report.ts';
 import { authScenario } from './scenarios/auth.ts';
+import { clusterScenario } from './scenarios/cluster.ts';
 import { deliveryScenario } from './scenarios/delivery.ts';
 import { liveScenario } from './scenarios/live.ts';
 import { scaleScenario } from './scenarios/scale.ts';
 import { sendScenario } from './scenarios/send.ts';
 
-const SCENARIOS = ['send', 'delivery', 'auth', 'scale', 'live'] as const;
+const SCENARIOS = ['send', 'delivery', 'auth', 'scale', 'live', 'cluster'] as const;
 type ScenarioName = (typeof SCENARIOS)[number];
 
 interface Options {
@@ -34,6 +37,8 @@ interface Options {
   keyedBaseline: boolean;
   only: Set<ScenarioName>;
   databaseUrl: string | undefined;
+  /** Redis of the cluster scenario (`BENCH_REDIS_URL`). */
+  redisUrl: string | undefined;
 }
 
 function parseArgs(argv: string[]): Options {
@@ -43,6 +48,7 @@ function parseArgs(argv: string[]): Options {
     keyedBaseline: false,
     only: new Set(SCENARIOS),
     databaseUrl: process.env.BENCH_DATABASE_URL || undefined,
+    redisUrl: process.env.BENCH_REDIS_URL || undefined,
   };
   for (const arg of argv) {
     if (arg === '--quick') options.quick = true;
@@ -69,6 +75,16 @@ function settingsFor(quick: boolean) {
         http: { connections: 50, durationS: 3, warmupS: 1 },
         delivery: { count: 2000, pacedRate: 200, pacedSeconds: 2, timeoutMs: 20_000 },
         scale: [1000],
+        cluster: {
+          instances: 12,
+          connections: 48,
+          durationS: 3,
+          warmupS: 1,
+          inboundS: 3,
+          inboundConnections: 12,
+          failover: { beforeMs: 1500, afterMs: 1500, pauseMs: 20 },
+          timeoutMs: 60_000,
+        },
         live: {
           sessions: 50,
           messages: 500,
@@ -82,6 +98,16 @@ function settingsFor(quick: boolean) {
         http: { connections: 50, durationS: 10, warmupS: 2 },
         delivery: { count: 20_000, pacedRate: 200, pacedSeconds: 5, timeoutMs: 150_000 },
         scale: [1000, 10_000],
+        cluster: {
+          instances: 12,
+          connections: 48,
+          durationS: 10,
+          warmupS: 2,
+          inboundS: 8,
+          inboundConnections: 12,
+          failover: { beforeMs: 3000, afterMs: 3000, pauseMs: 20 },
+          timeoutMs: 90_000,
+        },
         live: {
           sessions: 200,
           messages: 2000,
@@ -107,6 +133,12 @@ async function main(): Promise<void> {
   const dialects: ('sqlite' | 'postgres')[] = options.databaseUrl ? ['sqlite', 'postgres'] : ['sqlite'];
   if (!options.databaseUrl)
     log('PostgreSQL scenarios not run: set BENCH_DATABASE_URL=postgres://… to add them');
+  const clusterStores =
+    options.databaseUrl && options.redisUrl
+      ? { databaseUrl: options.databaseUrl, redisUrl: options.redisUrl }
+      : undefined;
+  if (options.only.has('cluster') && !clusterStores)
+    log('cluster scenario not run: it needs BENCH_DATABASE_URL=postgres://… and BENCH_REDIS_URL=redis://…');
   const results: ScenarioResult[] = [];
   const record = (result: ScenarioResult) => {
     results.push(result);
@@ -146,7 +178,12 @@ async function main(): Promise<void> {
 
   let receiver: BenchChild | undefined;
   try {
-    if (options.only.has('send') || options.only.has('delivery') || options.only.has('live')) {
+    if (
+      options.only.has('send') ||
+      options.only.has('delivery') ||
+      options.only.has('live') ||
+      (options.only.has('cluster') && clusterStores)
+    ) {
       receiver = await startChild('receiver');
       await receiver.call('start', { hmacKey });
     }
@@ -195,6 +232,13 @@ async function main(): Promise<void> {
           hmacKey,
           log,
         ),
+      );
+    }
+    if (options.only.has('cluster') && clusterStores && receiver) {
+      const withReceiver = receiver;
+      const stores = clusterStores;
+      await run('cluster', '7. three nodes (PostgreSQL + Redis)', () =>
+        clusterScenario({ ...settings.cluster, ...stores, hmacKey }, withReceiver, log),
       );
     }
   } finally {

@@ -3,14 +3,25 @@ import { round } from './stats.ts';
 
 /** One HTTP load run against a server over loopback (autocannon, in the runner process). */
 export interface LoadOptions {
-  url: string;
+  /**
+   * Target URL, or several (e.g. one per cluster node): connection i then goes to `url[i % url.length]`, so the
+   * load is spread round-robin when `connections` is a multiple of their number.
+   */
+  url: string | string[];
   method: 'GET' | 'POST';
   headers?: Record<string, string>;
   /** JSON body (POST). */
   body?: unknown;
+  /**
+   * Paths every connection requests in turn (same method, headers and body), e.g. one per instance; the URL's
+   * own path when absent.
+   */
+  paths?: string[];
   connections: number;
-  /** Measured seconds. */
+  /** Measured seconds (ignored when `amount` is set). */
   durationS: number;
+  /** When set, the run ends after this many requests instead of after `durationS`. */
+  amount?: number;
   /** Unmeasured seconds before, same connections (JIT, caches, SQLite pages). */
   warmupS: number;
 }
@@ -39,6 +50,8 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
       ...options.headers,
     },
     ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
+    ...(options.paths === undefined ? {} : { requests: options.paths.map((path) => ({ path })) }),
+    ...(options.amount === undefined ? {} : { amount: options.amount }),
     connections: options.connections,
     duration: options.durationS,
     timeout: 10,

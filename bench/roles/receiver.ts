@@ -152,6 +152,10 @@ export const receiverHandlers: Handlers = {
   async stats() {
     return snapshot();
   },
+  /** Which of `ids` (`webhook-id`s) have not arrived, with a valid signature, since the last reset. → string[]. */
+  async missing(args: { ids: string[] }) {
+    return args.ids.filter((id) => !ids.has(id));
+  },
   /** Resolves with the stats once `count` distinct events arrived, or after `timeoutMs` with what arrived. */
   async waitFor(args: { count: number; timeoutMs: number }) {
     if (ids.size < args.count) {
