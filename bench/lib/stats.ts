@@ -1,5 +1,7 @@
 /** Small statistics and formatting helpers for the benchmark report. */
 
+import { loadavg } from 'node:os';
+
 /** Percentiles of a set of samples (ms), nearest-rank method. */
 export interface Percentiles {
   count: number;
@@ -55,4 +57,9 @@ export function table(header: string[], rows: string[][]): string {
 /** Sleeps `ms` milliseconds. */
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** The machine's 1-minute load average, rounded to 2 decimals (0 where the platform has none). */
+export function load1(): number {
+  return round(loadavg()[0] ?? 0, 2);
 }
