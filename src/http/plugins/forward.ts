@@ -1,4 +1,5 @@
 import { timingSafeEqual } from 'node:crypto';
+import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Agent, request as send } from 'undici';
@@ -10,7 +11,8 @@ import type { LeaseKeeper } from '../../nodes/leases.ts';
  * Forwarding of instance requests between nodes (DESIGN D17): a request for an instance whose lease another node
  * holds is sent, whole, to that node's base URL and its answer (status, headers, body) returned unchanged, so the
  * caller sees the same envelope and request id as if this node had served it. Routes know nothing of it: the
- * instance plugin calls {@link routeInstanceRequest} once the instance is resolved.
+ * instance plugin (the API) and the dashboard's instance routing (`routes/dashboard/routing.ts`) call
+ * {@link routeInstanceRequest} once the instance is resolved.
  */
 
 /** Header carrying the cluster secret on node-to-node calls. */
@@ -44,6 +46,20 @@ export interface HttpCluster {
   secret: string;
 }
 
+/** Options of {@link routeInstanceRequest}. */
+export interface RouteInstanceOptions {
+  /**
+   * Aborts the forwarded requests still running when it fires (the node is closing): a streamed answer being
+   * relayed ends, so the caller reconnects through a node that serves.
+   */
+  signal?: AbortSignal;
+  /**
+   * Served here, the request is not counted as running on the instance: for a long-lived answer (server-sent
+   * events), which a hand-over must not wait for.
+   */
+  untracked?: boolean;
+}
+
 /**
  * Whether `request` came from another node of the cluster: it names a forwarding node and carries the cluster
  * secret (compared in constant time).
@@ -65,29 +81,35 @@ export function isForwarded(request: FastifyRequest, cluster: HttpCluster | unde
  * or forwards it to the owner and sends the owner's answer. A request forwarded to a node that is not (or no
  * longer) the owner gets 503 with {@link NOT_OWNER_HEADER}; its forwarder routes again and retries for up to
  * {@link FORWARD_RETRY_MS}, as it does when the owner refuses connections (it died or is stopping): such a
- * request never reached a handler, so retrying it cannot run it twice.
+ * request never reached a handler, so retrying it cannot run it twice. An answer of type `text/event-stream` is
+ * relayed as it comes (until either side closes); any other is read whole first.
  * @returns true when the reply was sent (forwarded), false when the handler should run here.
+ * @throws DomainError unauthenticated (see {@link isForwarded}); not_ready when forwarded here and this node is not
+ *   the owner; platform_unreachable when the owner did not answer.
  */
 export async function routeInstanceRequest(
   cluster: HttpCluster,
   request: FastifyRequest,
   reply: FastifyReply,
   instance: Instance,
+  options: RouteInstanceOptions = {},
 ): Promise<boolean> {
   const forwarded = isForwarded(request, cluster);
   const deadline = Date.now() + FORWARD_RETRY_MS;
   for (;;) {
     const route = await cluster.keeper.route(instance);
     if (route.local) {
-      const leave = cluster.keeper.enter(instance.id);
-      reply.raw.once('close', leave);
+      if (!options.untracked) {
+        const leave = cluster.keeper.enter(instance.id);
+        reply.raw.once('close', leave);
+      }
       return false;
     }
     if (forwarded) {
       reply.header(NOT_OWNER_HEADER, route.owner);
       throw new DomainError('not_ready', 'the instance is moving between nodes; retry');
     }
-    const answer = await relay(cluster, request, route.url).catch((error: unknown) => {
+    const answer = await relay(cluster, request, route.url, options.signal).catch((error: unknown) => {
       if (refused(error) && Date.now() < deadline) return undefined;
       throw new DomainError('platform_unreachable', 'the node serving this instance did not answer', {
         cause: error,
@@ -99,19 +121,30 @@ export async function routeInstanceRequest(
         if (value === undefined || HOP_BY_HOP.has(name) || name === NOT_OWNER_HEADER) continue;
         reply.header(name, value);
       }
-      await reply.send(answer.body);
+      if (Buffer.isBuffer(answer.body)) await reply.send(answer.body);
+      // A stream is sent as it comes: awaiting the reply would wait for the stream's end.
+      else void reply.send(answer.body);
       return true;
     }
+    if (answer && !Buffer.isBuffer(answer.body)) answer.body.destroy();
     await sleep(250);
   }
 }
 
-/** Sends `request` to `base` with the cluster headers and returns the answer in full. */
+/**
+ * Sends `request` to `base` with the cluster headers and returns the answer: in full, or its body as a stream when
+ * it is `text/event-stream`.
+ */
 async function relay(
   cluster: HttpCluster,
   request: FastifyRequest,
   base: string,
-): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }> {
+  signal: AbortSignal | undefined,
+): Promise<{
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Buffer | Readable;
+}> {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(request.headers)) {
     if (value === undefined || HOP_BY_HOP.has(name)) continue;
@@ -127,7 +160,12 @@ async function relay(
     headers,
     dispatcher: agent,
     ...(hasBody ? { body: JSON.stringify(request.body ?? {}) } : {}),
+    ...(signal ? { signal } : {}),
   });
+  const type = response.headers['content-type'];
+  if (typeof type === 'string' && type.startsWith('text/event-stream')) {
+    return { status: response.statusCode, headers: response.headers, body: response.body };
+  }
   const body = Buffer.from(await response.body.arrayBuffer());
   return { status: response.statusCode, headers: response.headers, body };
 }
