@@ -109,7 +109,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       assert.equal(created.status, 200, JSON.stringify(created.body));
       const id: string = created.body.data.id;
       // The first request addressing the instance places it on a node; the others do not hold its session.
-      const first = await dashboard(n1, browser, 'GET', `/instances/${id}`);
+      const first = await call(n1.port, 'GET', `/v1/session/status?from=${id}`, cluster.key);
       assert.equal(first.status, 200);
       const owner = (await owners(cluster)).get(id);
       const others = cluster.nodes.filter((node) => node.workerId !== owner);
@@ -178,6 +178,19 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
           const api = await call(node.port, 'GET', `/v1/session/status?from=${id}`, cluster.key);
           assert.equal(api.body.data.connected, true, `API status through ${node.workerId}`);
           assert.equal(api.body.data.loggedIn, true, `API status through ${node.workerId}`);
+        }
+
+        // The list, through any node, shows every instance as the node holding its session sees it: all seven,
+        // spread over the three nodes, connected and logged in.
+        for (const node of cluster.nodes) {
+          const list = await dashboard(node, browser, 'GET', '/instances');
+          assert.equal(list.status, 200);
+          const summaries: { id: string; connected: boolean; loggedIn: boolean }[] = list.body.data.instances;
+          assert.deepEqual(
+            summaries.map((s) => [s.id, s.connected, s.loggedIn]).sort(),
+            [...cluster.instanceIds, id].map((i) => [i, true, true]).sort(),
+            `the list through ${node.workerId}`,
+          );
         }
 
         // A sandbox inbound message through another node is recorded by the owner's session.

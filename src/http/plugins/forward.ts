@@ -132,6 +132,25 @@ export async function routeInstanceRequest(
 }
 
 /**
+ * Sends `request` unchanged (with the cluster headers) to the node at `base` and returns its answer read whole, for
+ * a request that needs a part of its answer from each of several nodes (the dashboard's instance list). The node
+ * receiving it sees a forwarded request (see {@link isForwarded}) and answers for itself only.
+ * @throws the transport's error when the node does not answer; Error when it answers with a stream.
+ */
+export async function askNode(
+  cluster: HttpCluster,
+  request: FastifyRequest,
+  base: string,
+): Promise<{ status: number; body: Buffer }> {
+  const answer = await relay(cluster, request, base, undefined);
+  if (!Buffer.isBuffer(answer.body)) {
+    answer.body.destroy();
+    throw new Error(`${base} answered with a stream`);
+  }
+  return { status: answer.status, body: answer.body };
+}
+
+/**
  * Sends `request` to `base` with the cluster headers and returns the answer: in full, or its body as a stream when
  * it is `text/event-stream`.
  */

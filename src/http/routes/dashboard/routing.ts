@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { isForwarded, routeInstanceRequest } from '../../plugins/forward.ts';
+import type { InstanceSummary } from '../../../app/dashboard-admin.ts';
+import { askNode, isForwarded, routeInstanceRequest } from '../../plugins/forward.ts';
 import { principalOf } from './guard.ts';
 
 declare module 'fastify' {
@@ -48,4 +49,38 @@ export function addInstanceRouting(app: FastifyInstance): void {
     const options = { signal: closing.signal, untracked: config.stream === true };
     if (await routeInstanceRequest(cluster, request, reply, instance, options)) return reply;
   });
+}
+
+/**
+ * The organization's instance list as each instance's owner sees it (DESIGN D17): `local` was computed here, where
+ * only this node's sessions are known, so the summary (connected, logged in, reason) of an instance whose session
+ * another live node holds is replaced by that node's. The request is asked of each such node once, as it came
+ * (cookie included, authenticated again there); a node that asked this one answers for itself only. A node that
+ * does not answer leaves its instances' summaries as seen here (logged with a warning).
+ * @throws DomainError unauthenticated on a node-to-node call without the cluster secret.
+ */
+export async function summariesFromOwners(
+  app: FastifyInstance,
+  request: FastifyRequest,
+  local: InstanceSummary[],
+): Promise<InstanceSummary[]> {
+  const { cluster } = app.services;
+  if (!cluster || isForwarded(request, cluster) || local.length === 0) return local;
+  const remote = await cluster.keeper.remoteOwners(local.map((summary) => summary.id));
+  const fromOwner = new Map<string, InstanceSummary>();
+  await Promise.all(
+    [...remote].map(async ([url, ids]) => {
+      try {
+        const answer = await askNode(cluster, request, url);
+        if (answer.status !== 200) throw new Error(`${url} answered ${answer.status}`);
+        const body = JSON.parse(answer.body.toString()) as { data?: { instances?: InstanceSummary[] } };
+        for (const summary of body.data?.instances ?? []) {
+          if (ids.includes(summary.id)) fromOwner.set(summary.id, summary);
+        }
+      } catch (error) {
+        request.log.warn({ err: error, node: url }, 'reading instance statuses from their node failed');
+      }
+    }),
+  );
+  return local.map((summary) => fromOwner.get(summary.id) ?? summary);
 }
