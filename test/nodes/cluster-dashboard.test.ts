@@ -78,8 +78,44 @@ function sseReader(body: ReadableStream<Uint8Array>) {
         }
       }
     },
+    /**
+     * Resolves when the stream ends, cleanly or cut (a browser's EventSource reconnects either way); events still
+     * arriving are dropped.
+     */
+    async ended(): Promise<void> {
+      try {
+        for (;;) {
+          const { done } = await reader.read();
+          if (done) return;
+        }
+      } catch {
+        // Cut: the connection closed mid-stream.
+      }
+    },
     cancel: () => reader.cancel(),
   };
+}
+
+/** `promise`, or a failure naming `what` when it has not settled within `ms`. */
+async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function openEvents(node: Child, browser: Browser, id: string) {
+  const response = await fetch(`http://127.0.0.1:${node.port}/dashboard/api/instances/${id}/events`, {
+    headers: { cookie: browser.cookie },
+  });
+  assert.equal(response.status, 200);
+  assert.ok(response.body);
+  return sseReader(response.body);
 }
 
 for (const dialect of testDialects().filter((d) => d === 'postgres')) {
@@ -259,6 +295,43 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       const status = await call(other.port, 'GET', `/v1/session/status?from=${instanceId}`, cluster.key);
       assert.equal(status.body.data.connected, true);
       assert.equal(status.body.data.loggedIn, true);
+    });
+
+    // Last: it stops two of the three nodes.
+    it('ends a relayed events stream when either node stops; reopened, it comes from the new owner', async () => {
+      const instanceId = cluster.instanceIds[1] ?? '';
+      const ownerId = (await owners(cluster)).get(instanceId);
+      const ownerNode = cluster.nodes.find((node) => node.workerId === ownerId);
+      const relaying = cluster.nodes.find((node) => node.workerId !== ownerId);
+      assert.ok(ownerNode && relaying);
+      const db = cluster.testStore.store.db;
+      const row = await db
+        .selectFrom('instances')
+        .select('org_id')
+        .where('id', '=', instanceId)
+        .executeTakeFirstOrThrow();
+      const email = `stream-${Date.now()}@example.com`;
+      await adminCreateUser(db, { org: row.org_id, email, role: 'viewer', password: PASSWORD });
+      const browser = await signIn(relaying, email);
+
+      // The owner stops (SIGTERM): it hands the instance over, then ends its streams; the relayed one ends too.
+      const first = await openEvents(relaying, browser, instanceId);
+      assert.equal((await first.next('status')).connected, true);
+      const stopping = ownerNode.terminate();
+      await within(first.ended(), 20_000, 'the relayed stream ends when the owner stops');
+      assert.equal(await within(stopping, 20_000, 'the owner exits'), 0);
+      // Reopened through a node without the session, the stream comes from the new owner, which restored it.
+      const newOwner = (await owners(cluster)).get(instanceId);
+      assert.ok(newOwner && newOwner !== ownerId, `moved to ${newOwner}`);
+      const other = cluster.nodes.find((node) => node !== ownerNode && node.workerId !== newOwner);
+      assert.ok(other);
+      const second = await openEvents(other, browser, instanceId);
+      const restored = await second.next('status', (data) => data.connected === true);
+      assert.equal(restored.loggedIn, true);
+      // That node stops: the streams it relays end, so it exits instead of waiting for the browser to leave.
+      const exiting = other.terminate();
+      await within(second.ended(), 20_000, 'the relayed stream ends when the relaying node stops');
+      assert.equal(await within(exiting, 20_000, 'the relaying node exits'), 0);
     });
   });
 }

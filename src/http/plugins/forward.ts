@@ -49,8 +49,8 @@ export interface HttpCluster {
 /** Options of {@link routeInstanceRequest}. */
 export interface RouteInstanceOptions {
   /**
-   * Aborts the forwarded requests still running when it fires (the node is closing): a streamed answer being
-   * relayed ends, so the caller reconnects through a node that serves.
+   * Ends a streamed answer still being relayed when it fires (the node is closing), so the caller reconnects
+   * through a node that serves. An answer read whole is not affected: it finishes as any request in flight.
    */
   signal?: AbortSignal;
   /**
@@ -109,7 +109,7 @@ export async function routeInstanceRequest(
       reply.header(NOT_OWNER_HEADER, route.owner);
       throw new DomainError('not_ready', 'the instance is moving between nodes; retry');
     }
-    const answer = await relay(cluster, request, route.url, options.signal).catch((error: unknown) => {
+    const answer = await relay(cluster, request, route.url).catch((error: unknown) => {
       if (refused(error) && Date.now() < deadline) return undefined;
       throw new DomainError('platform_unreachable', 'the node serving this instance did not answer', {
         cause: error,
@@ -121,9 +121,20 @@ export async function routeInstanceRequest(
         if (value === undefined || HOP_BY_HOP.has(name) || name === NOT_OWNER_HEADER) continue;
         reply.header(name, value);
       }
-      if (Buffer.isBuffer(answer.body)) await reply.send(answer.body);
+      if (Buffer.isBuffer(answer.body)) {
+        await reply.send(answer.body);
+        return true;
+      }
+      const body = answer.body;
+      const signal = options.signal;
+      if (signal) {
+        const end = () => body.destroy();
+        if (signal.aborted) end();
+        signal.addEventListener('abort', end, { once: true });
+        body.once('close', () => signal.removeEventListener('abort', end));
+      }
       // A stream is sent as it comes: awaiting the reply would wait for the stream's end.
-      else void reply.send(answer.body);
+      void reply.send(body);
       return true;
     }
     if (answer && !Buffer.isBuffer(answer.body)) answer.body.destroy();
@@ -142,7 +153,7 @@ export async function askNode(
   request: FastifyRequest,
   base: string,
 ): Promise<{ status: number; body: Buffer }> {
-  const answer = await relay(cluster, request, base, undefined);
+  const answer = await relay(cluster, request, base);
   if (!Buffer.isBuffer(answer.body)) {
     answer.body.destroy();
     throw new Error(`${base} answered with a stream`);
@@ -158,7 +169,6 @@ async function relay(
   cluster: HttpCluster,
   request: FastifyRequest,
   base: string,
-  signal: AbortSignal | undefined,
 ): Promise<{
   status: number;
   headers: Record<string, string | string[] | undefined>;
@@ -179,7 +189,6 @@ async function relay(
     headers,
     dispatcher: agent,
     ...(hasBody ? { body: JSON.stringify(request.body ?? {}) } : {}),
-    ...(signal ? { signal } : {}),
   });
   const type = response.headers['content-type'];
   if (typeof type === 'string' && type.startsWith('text/event-stream')) {

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { InstanceSummary } from '../../../app/dashboard-admin.ts';
 import { askNode, isForwarded, routeInstanceRequest } from '../../plugins/forward.ts';
@@ -35,6 +36,8 @@ export function addInstanceRouting(app: FastifyInstance): void {
   const { dashboard } = app.services.app;
   // Forwarded streams still open end when this node closes: the browser reconnects through a node that serves.
   const closing = new AbortController();
+  // One listener per relayed stream: as many as there are open instance pages, so no listener-leak warning.
+  setMaxListeners(0, closing.signal);
   app.addHook('preClose', async () => closing.abort());
   app.addHook('preHandler', async (request: FastifyRequest, reply: FastifyReply) => {
     const config = request.routeOptions.config;
