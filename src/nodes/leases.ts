@@ -213,6 +213,27 @@ export class LeaseKeeper {
     return { local: true };
   }
 
+  /**
+   * Which other live nodes hold a valid lease of some of `ids`, as node base URL → those instance ids. Places
+   * nothing: an instance without a valid lease, or held here, is not listed. For a view spanning instances on
+   * several nodes (the dashboard's instance list asks each owner for the status of its own).
+   */
+  async remoteOwners(ids: readonly string[]): Promise<Map<string, string[]>> {
+    const { db, nodeId } = this.#options;
+    const now = this.#now();
+    const nodes = await this.#nodes(now);
+    const alive = new Set(nodes.map((node) => node.id));
+    const wanted = new Set(ids);
+    const byUrl = new Map<string, string[]>();
+    for (const lease of await listLeases(db)) {
+      if (!wanted.has(lease.instanceId) || lease.owner === nodeId || !leaseValid(lease, now, alive)) continue;
+      const owner = nodes.find((node) => node.id === lease.owner);
+      if (!owner) continue;
+      byUrl.set(owner.url, [...(byUrl.get(owner.url) ?? []), lease.instanceId]);
+    }
+    return byUrl;
+  }
+
   /** Restores `instance`'s session here when it should be connected and is not (stored credentials, no QR). */
   ensureRestored(instance: Instance): Promise<void> {
     const { sessions, logger } = this.#options;

@@ -162,6 +162,24 @@ for (const dialect of testDialects()) {
       assert.equal(removed.status, 200);
     });
 
+    it('refuses an instance request claiming to come from another node when this process runs alone', async () => {
+      const owner = await signIn(t, ownerEmail);
+      const res = await t.app.inject({
+        method: 'POST',
+        url: `/dashboard/api/instances/${t.instance.id}/connect`,
+        headers: {
+          cookie: owner.cookie,
+          'x-csrf-token': owner.csrf,
+          'x-parley-forwarded-by': 'node-b',
+          'x-parley-cluster-secret': 'a-guess-0123456789abcdef0123456789',
+        },
+      });
+      assert.equal(res.statusCode, 401);
+      assert.deepEqual(res.json(), error(401, 'node-to-node call without a valid cluster secret'));
+      const summary = await owner.call('GET', `/instances/${t.instance.id}`);
+      assert.equal(summary.body.data.connected, false, 'nothing ran');
+    });
+
     it('another organization’s instance is not found', async () => {
       const owner = await signIn(t, ownerEmail);
       const otherOrg = await t.newKey({ org: (await createOtherOrg(t)).id });

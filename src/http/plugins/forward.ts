@@ -1,4 +1,5 @@
 import { timingSafeEqual } from 'node:crypto';
+import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Agent, request as send } from 'undici';
@@ -10,7 +11,8 @@ import type { LeaseKeeper } from '../../nodes/leases.ts';
  * Forwarding of instance requests between nodes (DESIGN D17): a request for an instance whose lease another node
  * holds is sent, whole, to that node's base URL and its answer (status, headers, body) returned unchanged, so the
  * caller sees the same envelope and request id as if this node had served it. Routes know nothing of it: the
- * instance plugin calls {@link routeInstanceRequest} once the instance is resolved.
+ * instance plugin (the API) and the dashboard's instance routing (`routes/dashboard/routing.ts`) call
+ * {@link routeInstanceRequest} once the instance is resolved.
  */
 
 /** Header carrying the cluster secret on node-to-node calls. */
@@ -44,6 +46,20 @@ export interface HttpCluster {
   secret: string;
 }
 
+/** Options of {@link routeInstanceRequest}. */
+export interface RouteInstanceOptions {
+  /**
+   * Ends a streamed answer still being relayed when it fires (the node is closing), so the caller reconnects
+   * through a node that serves. An answer read whole is not affected: it finishes as any request in flight.
+   */
+  signal?: AbortSignal;
+  /**
+   * Served here, the request is not counted as running on the instance: for a long-lived answer (server-sent
+   * events), which a hand-over must not wait for.
+   */
+  untracked?: boolean;
+}
+
 /**
  * Whether `request` came from another node of the cluster: it names a forwarding node and carries the cluster
  * secret (compared in constant time).
@@ -65,22 +81,28 @@ export function isForwarded(request: FastifyRequest, cluster: HttpCluster | unde
  * or forwards it to the owner and sends the owner's answer. A request forwarded to a node that is not (or no
  * longer) the owner gets 503 with {@link NOT_OWNER_HEADER}; its forwarder routes again and retries for up to
  * {@link FORWARD_RETRY_MS}, as it does when the owner refuses connections (it died or is stopping): such a
- * request never reached a handler, so retrying it cannot run it twice.
+ * request never reached a handler, so retrying it cannot run it twice. An answer of type `text/event-stream` is
+ * relayed as it comes (until either side closes); any other is read whole first.
  * @returns true when the reply was sent (forwarded), false when the handler should run here.
+ * @throws DomainError unauthenticated (see {@link isForwarded}); not_ready when forwarded here and this node is not
+ *   the owner; platform_unreachable when the owner did not answer.
  */
 export async function routeInstanceRequest(
   cluster: HttpCluster,
   request: FastifyRequest,
   reply: FastifyReply,
   instance: Instance,
+  options: RouteInstanceOptions = {},
 ): Promise<boolean> {
   const forwarded = isForwarded(request, cluster);
   const deadline = Date.now() + FORWARD_RETRY_MS;
   for (;;) {
     const route = await cluster.keeper.route(instance);
     if (route.local) {
-      const leave = cluster.keeper.enter(instance.id);
-      reply.raw.once('close', leave);
+      if (!options.untracked) {
+        const leave = cluster.keeper.enter(instance.id);
+        reply.raw.once('close', leave);
+      }
       return false;
     }
     if (forwarded) {
@@ -99,19 +121,59 @@ export async function routeInstanceRequest(
         if (value === undefined || HOP_BY_HOP.has(name) || name === NOT_OWNER_HEADER) continue;
         reply.header(name, value);
       }
-      await reply.send(answer.body);
+      if (Buffer.isBuffer(answer.body)) {
+        await reply.send(answer.body);
+        return true;
+      }
+      const body = answer.body;
+      const signal = options.signal;
+      if (signal) {
+        const end = () => body.destroy();
+        if (signal.aborted) end();
+        signal.addEventListener('abort', end, { once: true });
+        body.once('close', () => signal.removeEventListener('abort', end));
+      }
+      // A stream is sent as it comes: awaiting the reply would wait for the stream's end.
+      void reply.send(body);
       return true;
     }
+    if (answer && !Buffer.isBuffer(answer.body)) answer.body.destroy();
     await sleep(250);
   }
 }
 
-/** Sends `request` to `base` with the cluster headers and returns the answer in full. */
+/**
+ * Sends `request` unchanged (with the cluster headers) to the node at `base` and returns its answer read whole, for
+ * a request that needs a part of its answer from each of several nodes (the dashboard's instance list). The node
+ * receiving it sees a forwarded request (see {@link isForwarded}) and answers for itself only.
+ * @throws the transport's error when the node does not answer; Error when it answers with a stream.
+ */
+export async function askNode(
+  cluster: HttpCluster,
+  request: FastifyRequest,
+  base: string,
+): Promise<{ status: number; body: Buffer }> {
+  const answer = await relay(cluster, request, base);
+  if (!Buffer.isBuffer(answer.body)) {
+    answer.body.destroy();
+    throw new Error(`${base} answered with a stream`);
+  }
+  return { status: answer.status, body: answer.body };
+}
+
+/**
+ * Sends `request` to `base` with the cluster headers and returns the answer: in full, or its body as a stream when
+ * it is `text/event-stream`.
+ */
 async function relay(
   cluster: HttpCluster,
   request: FastifyRequest,
   base: string,
-): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }> {
+): Promise<{
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Buffer | Readable;
+}> {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(request.headers)) {
     if (value === undefined || HOP_BY_HOP.has(name)) continue;
@@ -128,6 +190,10 @@ async function relay(
     dispatcher: agent,
     ...(hasBody ? { body: JSON.stringify(request.body ?? {}) } : {}),
   });
+  const type = response.headers['content-type'];
+  if (typeof type === 'string' && type.startsWith('text/event-stream')) {
+    return { status: response.statusCode, headers: response.headers, body: response.body };
+  }
   const body = Buffer.from(await response.body.arrayBuffer());
   return { status: response.statusCode, headers: response.headers, body };
 }

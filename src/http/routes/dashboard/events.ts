@@ -15,7 +15,10 @@ const KEEPALIVE_MS = 25_000;
  * change the recorder commits; `qr` (the current QR code, or null when none) at once, after every status change
  * and when the shown code expires (the next one replaces it); `deliveries` (no data) when an event entered the
  * webhook log or a delivery attempt finished, for the page to reload the log. Nothing is polled: changes come
- * from the recorder's live feed and the webhook worker, and QR rotation from the code's own expiry time.
+ * from the recorder's live feed and the webhook worker, and QR rotation from the code's own expiry time. Both are
+ * this process's: on several nodes the stream is served by the node holding the instance's session (routing.ts),
+ * where its connection changes and new events are recorded; a delivery attempt finished by another node's worker
+ * is not announced.
  */
 export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
@@ -27,7 +30,7 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
 
   app.get(
     '/instances/:id/events',
-    { config: { dashboard: 'viewer' }, schema: { hide: true, params: InstanceParams } },
+    { config: { dashboard: 'viewer', stream: true }, schema: { hide: true, params: InstanceParams } },
     async (request, reply) => {
       const orgId = principalOf(request).org.id;
       const id = await instanceIdFor(app, request);

@@ -5,6 +5,7 @@ import { eventRoutes } from './events.ts';
 import { addDashboardGuard } from './guard.ts';
 import { instanceRoutes } from './instances.ts';
 import { keyRoutes } from './keys.ts';
+import { addInstanceRouting } from './routing.ts';
 import { sandboxRoutes } from './sandbox.ts';
 import { staticRoutes } from './static.ts';
 import { userRoutes } from './users.ts';
@@ -13,13 +14,15 @@ import { webhookRoutes } from './webhooks.ts';
 /**
  * The dashboard (DESIGN D16): its JSON API under `/dashboard/api` (session cookie and CSRF token, never an API
  * key; see guard.ts) and its single page under `/dashboard/`. Registered in its own context, so the cookie
- * parser and the session guard apply to these routes only.
+ * parser and the session guard apply to these routes only. On several nodes, a route under `/instances/:id` runs
+ * on the node holding that instance's session (see routing.ts).
  */
 export async function dashboardRoutes(app: FastifyInstance, options: { root?: string }): Promise<void> {
   await app.register(fastifyCookie);
   await app.register(
     async (api) => {
       addDashboardGuard(api);
+      addInstanceRouting(api);
       await api.register(accountRoutes);
       await api.register(instanceRoutes);
       await api.register(webhookRoutes);

@@ -5,6 +5,7 @@ import { toDataURL } from 'qrcode';
 import { ok } from '../../schemas.ts';
 import { PairingCodeBody } from '../v1/session.ts';
 import { principalOf } from './guard.ts';
+import { summariesFromOwners } from './routing.ts';
 
 const CreateInstanceBody = Type.Object({
   env: Type.Unsafe<'test' | 'live'>({
@@ -29,7 +30,8 @@ export async function instanceIdFor(app: FastifyInstance, request: FastifyReques
 /**
  * Instances of the signed-in user's organization (DESIGN D16): list with status and linked number, create,
  * connect, the QR code (also pushed live by the events stream), the pairing-code alternative, disconnect and
- * logout, through the same session service as `/v1/session/*`.
+ * logout, through the same session service as `/v1/session/*`. On several nodes the list shows each instance's
+ * status as its owner sees it, and every route under `/instances/:id` runs on the owner (routing.ts).
  */
 export async function instanceRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
@@ -38,9 +40,10 @@ export async function instanceRoutes(fastify: FastifyInstance): Promise<void> {
   const member = { dashboard: 'member' } as const;
   const hidden = { hide: true, params: InstanceParams } as const;
 
-  app.get('/instances', { config: viewer, schema: { hide: true } }, async (request) =>
-    ok({ instances: await dashboard.instances(principalOf(request).org.id) }),
-  );
+  app.get('/instances', { config: viewer, schema: { hide: true } }, async (request) => {
+    const local = await dashboard.instances(principalOf(request).org.id);
+    return ok({ instances: await summariesFromOwners(app, request, local) });
+  });
 
   app.post(
     '/instances',
