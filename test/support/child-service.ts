@@ -7,7 +7,8 @@
  * - env `CHILD_HEARTBEAT_MS`: the node registry's heartbeat (and sweep) interval;
  * - env `CHILD_PG_SCHEMA`: the PostgreSQL schema of the test store (openStore's `schema` option);
  * - env `CHILD_LEASE_HEARTBEAT_MS`, `CHILD_LEASE_TTL_MS`: lease timing of a cluster node (with CLUSTER_SECRET set,
- *   the node starts its leases once listening, at `http://127.0.0.1:<port>`, and drains them first on SIGTERM).
+ *   the node starts its leases once listening, at `http://127.0.0.1:<port>`, and drains them first on SIGTERM, then
+ *   keeps serving DRAIN_GRACE_SECONDS as startServer does).
  *
  * Every other setting comes from the ordinary environment (DATABASE_URL, DATA_DIR, SECRET_KEY, WEBHOOK_*,
  * OUTBOUND_CA_FILE). stdout carries one JSON line, `{"ready":true,"port":…,"workerId":…}`, once listening.
@@ -56,6 +57,9 @@ await services.cluster?.keeper.start(`http://127.0.0.1:${port}`);
 process.once('SIGTERM', () => {
   void (async () => {
     await services.cluster?.keeper.drain();
+    // As startServer's stop: keep serving (forwarding to the new owners) for DRAIN_GRACE_SECONDS, so no request
+    // another node forwarded here meets a closing listener or an idle connection being closed.
+    if (config.cluster) await new Promise((resolve) => setTimeout(resolve, config.cluster?.drainGraceMs));
     await app.close();
     await services.close();
     process.exit(0);

@@ -59,22 +59,29 @@ export function newSecretKey(): string {
   return randomBytes(32).toString('hex');
 }
 
-/**
- * Connects `instanceId`, sets its HMAC key and webhook URL, then logs it in through the sandbox scan (whose
- * HistorySync is the instance's first event, `sequence` 1).
- */
-export async function prepare(child: Child, key: string, instanceId: string, url: string, phone: string) {
+/** Connects `instanceId` and sets its HMAC key ({@link HMAC_KEY}) and webhook URL `url`, asserting each 200. */
+export async function configure(child: Child, key: string, instanceId: string, url: string) {
   const from = `?from=${instanceId}`;
   const steps: [string, unknown][] = [
     [`/v1/session/connect${from}`, {}],
     [`/v1/session/hmac/config${from}`, { hmacKey: HMAC_KEY }],
     [`/v1/webhook${from}`, { webhookUrl: url }],
-    [`/v1/sandbox/scan${from}`, { phone }],
   ];
   for (const [path, body] of steps) {
     const response = await child.call('POST', path, key, body);
     assert.equal(response.status, 200, `${path}: ${JSON.stringify(response.body)}`);
   }
+}
+
+/**
+ * Connects `instanceId`, sets its HMAC key and webhook URL, then logs it in through the sandbox scan (whose
+ * HistorySync is the instance's first event, `sequence` 1).
+ */
+export async function prepare(child: Child, key: string, instanceId: string, url: string, phone: string) {
+  await configure(child, key, instanceId, url);
+  const path = `/v1/sandbox/scan?from=${instanceId}`;
+  const response = await child.call('POST', path, key, { phone });
+  assert.equal(response.status, 200, `${path}: ${JSON.stringify(response.body)}`);
 }
 
 /** Starts a child service with `env` and worker id `workerId`; resolves once it listens. */
@@ -97,8 +104,15 @@ export async function startChild(env: Record<string, string>, workerId: string):
       const line = buffer.slice(0, newline);
       buffer = buffer.slice(newline + 1);
       newline = buffer.indexOf('\n');
-      if (line.trim() === '') continue;
-      const parsed = JSON.parse(line);
+      // The service's own lines are JSON objects; a dependency may print to stdout too (libsignal logs
+      // "Closing session: …" with console.info when a live session's Signal session is replaced).
+      if (!line.startsWith('{')) continue;
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(line);
+      } catch {
+        continue;
+      }
       const index = waiters.findIndex((waiter) => waiter(parsed));
       if (index >= 0) waiters.splice(index, 1);
     }
@@ -164,15 +178,17 @@ export async function startChild(env: Record<string, string>, workerId: string):
 }
 
 /**
- * An org, `count` test instances and a `chat:*` key, created directly in the store. The org is on the pro plan,
- * or with `unlimited` on an enterprise plan whose limits traffic tests never reach (several nodes share one
- * Redis window: a steady stream through three nodes passes pro's minute).
+ * An org, `count` instances and a `chat:*` key, created directly in the store, in `options.env` (default `test`:
+ * sandbox instances and a test key; `live` for the platform). The org is on the pro plan, or with `unlimited` on
+ * an enterprise plan whose limits traffic tests never reach (several nodes share one Redis window: a steady stream
+ * through three nodes passes pro's minute).
  */
 export async function seed(
   testStore: TestStore,
   count: number,
-  options: { unlimited?: boolean } = {},
+  options: { unlimited?: boolean; env?: 'test' | 'live' } = {},
 ): Promise<{ instances: Instance[]; key: string }> {
+  const env = options.env ?? 'test';
   const db = testStore.store.db;
   const name = `crash-${randomBytes(4).toString('hex')}`;
   const org = await adminCreateOrg(
@@ -183,9 +199,9 @@ export async function seed(
   );
   const instances: Instance[] = [];
   for (let i = 0; i < count; i++) {
-    instances.push(await adminCreateInstance(db, { org: org.id, env: 'test', name: `i${i}` }));
+    instances.push(await adminCreateInstance(db, { org: org.id, env, name: `i${i}` }));
   }
-  const { key } = await adminCreateKey(db, { org: org.id, env: 'test' }, Date.now());
+  const { key } = await adminCreateKey(db, { org: org.id, env }, Date.now());
   return { instances, key };
 }
 
