@@ -23,6 +23,7 @@ import { Credentials } from './credentials.ts';
 import { isBoom } from './errors.ts';
 import { FirstAnswer } from './first-answer.ts';
 import { connectionState, type Phase, qrLifetimeMs } from './phase.ts';
+import { quiesce } from './quiesce.ts';
 import { type BaileysLogger, logoutWithin, type SocketFactory, type SocketLike } from './socket.ts';
 import { Waiters } from './waiters.ts';
 
@@ -36,6 +37,12 @@ export const CONNECT_DEADLINE_MS = 8_000;
  * first). Network failures do not count: an outage is retried until the platform is back.
  */
 export const LOGIN_REFUSAL_LIMIT = 5;
+
+/**
+ * Longest a graceful close waits for the incoming stanzas being handled, ms: a handler waiting on the platform
+ * must not hold a node's stop up (its stanza is then cut as before, and the platform hands it to the next owner).
+ */
+export const QUIESCE_MS = 3_000;
 
 /** Everything the lifecycle needs from the engine and the session. */
 export interface LifecycleOptions {
@@ -176,8 +183,21 @@ export class Lifecycle {
     }
   }
 
-  /** Shutdown: ends the socket and releases the lock without changing anything stored or emitting. */
+  /**
+   * Shutdown or hand-over to another node: lets the incoming stanzas being handled finish, with the listeners
+   * still attached so their events are recorded, and starts no other ({@link quiesce}, at most
+   * {@link QUIESCE_MS}); then ends the socket and releases the lock without changing anything stored or emitting.
+   */
   async close(): Promise<void> {
+    const sock = this.#sock;
+    if (sock && this.#phase === 'open') {
+      const quiet = await quiesce(sock, QUIESCE_MS);
+      if (!quiet)
+        this.#o.context.logger.warn(
+          { waitedMs: QUIESCE_MS },
+          'incoming messages were still being handled when the socket was closed',
+        );
+    }
     await this.#teardown('idle', this.#reason);
   }
 
