@@ -118,6 +118,27 @@ async function openEvents(node: Child, browser: Browser, id: string) {
   return sseReader(response.body);
 }
 
+/**
+ * The owner of `cluster.instanceIds[index]`, another node, and a browser signed in on that other node as a new
+ * user of the instance's organization with `role`.
+ */
+async function ownerAndOther(cluster: Cluster, index: number, role: 'member' | 'viewer', label: string) {
+  const instanceId = cluster.instanceIds[index] ?? '';
+  const ownerId = (await owners(cluster)).get(instanceId);
+  const owner = cluster.nodes.find((node) => node.workerId === ownerId);
+  const other = cluster.nodes.find((node) => node.workerId !== ownerId);
+  assert.ok(owner && other && ownerId);
+  const db = cluster.testStore.store.db;
+  const row = await db
+    .selectFrom('instances')
+    .select('org_id')
+    .where('id', '=', instanceId)
+    .executeTakeFirstOrThrow();
+  const email = `${label}-${Date.now()}@example.com`;
+  await adminCreateUser(db, { org: row.org_id, email, role, password: PASSWORD });
+  return { instanceId, ownerId, owner, other, browser: await signIn(other, email) };
+}
+
 for (const dialect of testDialects().filter((d) => d === 'postgres')) {
   describe(`three nodes on ${dialect}: the dashboard`, () => {
     let cluster: Cluster;
@@ -250,20 +271,8 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
     });
 
     it('lets the owner check the session of a forwarded request, and refuses a forged one', async () => {
-      const instanceId = cluster.instanceIds[0] ?? '';
-      const owner = (await owners(cluster)).get(instanceId);
-      const ownerNode = cluster.nodes.find((node) => node.workerId === owner);
-      const other = cluster.nodes.find((node) => node.workerId !== owner);
-      assert.ok(ownerNode && other);
-      const db = cluster.testStore.store.db;
-      const row = await db
-        .selectFrom('instances')
-        .select('org_id')
-        .where('id', '=', instanceId)
-        .executeTakeFirstOrThrow();
-      const email = `forged-${Date.now()}@example.com`;
-      await adminCreateUser(db, { org: row.org_id, email, role: 'member', password: PASSWORD });
-      const browser = await signIn(other, email);
+      const picked = await ownerAndOther(cluster, 0, 'member', 'forged');
+      const { instanceId, ownerId: owner, owner: ownerNode, other, browser } = picked;
 
       // The wrong cluster secret: refused before anything runs, on the node it reached.
       const forged = await dashboard(other, browser, 'POST', `/instances/${instanceId}/disconnect`, {
@@ -299,20 +308,8 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
 
     // Last: it stops two of the three nodes.
     it('ends a relayed events stream when either node stops; reopened, it comes from the new owner', async () => {
-      const instanceId = cluster.instanceIds[1] ?? '';
-      const ownerId = (await owners(cluster)).get(instanceId);
-      const ownerNode = cluster.nodes.find((node) => node.workerId === ownerId);
-      const relaying = cluster.nodes.find((node) => node.workerId !== ownerId);
-      assert.ok(ownerNode && relaying);
-      const db = cluster.testStore.store.db;
-      const row = await db
-        .selectFrom('instances')
-        .select('org_id')
-        .where('id', '=', instanceId)
-        .executeTakeFirstOrThrow();
-      const email = `stream-${Date.now()}@example.com`;
-      await adminCreateUser(db, { org: row.org_id, email, role: 'viewer', password: PASSWORD });
-      const browser = await signIn(relaying, email);
+      const picked = await ownerAndOther(cluster, 1, 'viewer', 'stream');
+      const { instanceId, ownerId, owner: ownerNode, other: relaying, browser } = picked;
 
       // The owner stops (SIGTERM): it hands the instance over, then ends its streams; the relayed one ends too.
       const first = await openEvents(relaying, browser, instanceId);

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { afterEach, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { gatewaySignature } from '../../src/http/gateway/signature.ts';
 import { testDialects } from '../support/store.ts';
 import { type Child, until } from '../webhooks/child.ts';
@@ -10,8 +10,9 @@ import {
   type Cluster,
   type Outcome,
   owners,
+  perNodeCounts,
   startCluster,
-  stopAll,
+  stoppedAfterEach,
   stream,
 } from './support.ts';
 
@@ -24,19 +25,13 @@ import {
 
 for (const dialect of testDialects().filter((d) => d === 'postgres')) {
   describe(`three nodes on ${dialect}: a node killed`, () => {
-    const clusters: Cluster[] = [];
-    // Each test's nodes are stopped before the next test starts three more (two cores in CI).
-    afterEach(async () => {
-      for (const cluster of clusters.splice(0)) await stopAll(cluster);
-    });
+    const clusters = stoppedAfterEach<Cluster>();
 
     it('spreads instances, answers for every instance on every node, and survives SIGKILL of a node', async (t) => {
       const cluster = await startCluster();
       clusters.push(cluster);
       const placed = await owners(cluster);
-      const perNode = new Map<string, number>();
-      for (const owner of placed.values()) perNode.set(owner, (perNode.get(owner) ?? 0) + 1);
-      assert.deepEqual([...perNode.values()].sort(), [2, 2, 2], 'two instances per node');
+      assert.deepEqual(perNodeCounts(placed), [2, 2, 2], 'two instances per node');
 
       // A node that does not own an instance answers for it as its owner does: same envelope and request id.
       const [n1, n2] = cluster.nodes;

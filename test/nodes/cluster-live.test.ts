@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { afterEach, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { control } from '../live/support.ts';
 import { testDialects } from '../support/store.ts';
 import { type Child, until } from '../webhooks/child.ts';
@@ -11,8 +11,9 @@ import {
   liveRequest,
   type Outcome,
   owners,
+  perNodeCounts,
   startLiveCluster,
-  stopAll,
+  stoppedAfterEach,
   stream,
   watchSockets,
 } from './support.ts';
@@ -56,19 +57,13 @@ async function assertNoNewScan(cluster: LiveCluster): Promise<void> {
 
 for (const dialect of testDialects().filter((d) => d === 'postgres')) {
   describe(`live instances on three nodes (${dialect})`, () => {
-    const clusters: LiveCluster[] = [];
-    // Each test's nodes are stopped before the next test starts three more (two cores in CI).
-    afterEach(async () => {
-      for (const cluster of clusters.splice(0)) await stopAll(cluster);
-    });
+    const clusters = stoppedAfterEach<LiveCluster>();
 
     it('under traffic, a node killed with SIGKILL: its instances answer again within 15 s, nothing lost, never two sockets', async (t) => {
       const cluster = await startLiveCluster();
       clusters.push(cluster);
       const placed = await owners(cluster);
-      const perNode = new Map<string, number>();
-      for (const owner of placed.values()) perNode.set(owner, (perNode.get(owner) ?? 0) + 1);
-      assert.deepEqual([...perNode.values()], [1, 1, 1], 'one live instance per node');
+      assert.deepEqual(perNodeCounts(placed), [1, 1, 1], 'one live instance per node');
       assert.equal(placed.size, LIVE_INSTANCES);
 
       const sockets = watchSockets(cluster);

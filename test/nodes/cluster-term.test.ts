@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { afterEach, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { testDialects } from '../support/store.ts';
 import { type Child, until } from '../webhooks/child.ts';
 import { haproxySuite } from './haproxy.ts';
@@ -9,7 +9,7 @@ import {
   type Outcome,
   owners,
   startCluster,
-  stopAll,
+  stoppedAfterEach,
   stream,
 } from './support.ts';
 
@@ -23,11 +23,7 @@ import {
 
 for (const dialect of testDialects().filter((d) => d === 'postgres')) {
   describe(`three nodes on ${dialect}: graceful stop`, () => {
-    const clusters: Cluster[] = [];
-    // Each test's nodes are stopped before the next test starts three more (two cores in CI).
-    afterEach(async () => {
-      for (const cluster of clusters.splice(0)) await stopAll(cluster);
-    });
+    const clusters = stoppedAfterEach<Cluster>();
 
     it('on SIGTERM hands its instances over with no failed request at all', async (t) => {
       const cluster = await startCluster();

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { afterEach } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { InboxEntry } from '../../sim/model/inbox.ts';
 import type { Simulator } from '../../sim/simulator.ts';
@@ -268,6 +269,25 @@ export async function assertDelivered(cluster: Cluster, sentIds: readonly string
   assert.equal(stored.length, new Set(sentIds).size, 'every 200 send is stored');
   const all = bodies.join('\n');
   for (const id of sentIds) assert.ok(all.includes(id), `webhook of sent message ${id} delivered`);
+}
+
+/**
+ * The clusters of a describe block, stopped after each test (one test's nodes stop before the next test starts three
+ * more: two cores in CI); tests push the cluster they start onto the returned list. Call inside `describe`.
+ */
+export function stoppedAfterEach<C extends Cluster & { sim?: Simulator }>(): C[] {
+  const clusters: C[] = [];
+  afterEach(async () => {
+    for (const cluster of clusters.splice(0)) await stopAll(cluster);
+  });
+  return clusters;
+}
+
+/** Instances per node, ascending, from instance id → owner node id (as {@link owners} answers). */
+export function perNodeCounts(placed: Map<string, string>): number[] {
+  const counts = new Map<string, number>();
+  for (const owner of placed.values()) counts.set(owner, (counts.get(owner) ?? 0) + 1);
+  return [...counts.values()].sort((a, b) => a - b);
 }
 
 /** Stops the nodes (SIGTERM), the receiver, the store and, for a live cluster, the simulator. */
