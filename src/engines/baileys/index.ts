@@ -3,7 +3,7 @@ import { fetchLatestWaWebVersion, type WABrowserDescription, type WAVersion } fr
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../../domain/clock.ts';
 import type { Engine, EngineSession, EngineSessionContext, SessionLocks } from '../engine.ts';
-import { CONNECT_DEADLINE_MS, LOGIN_REFUSAL_LIMIT } from './lifecycle.ts';
+import { CONNECT_DEADLINE_MS, LOGIN_REFUSAL_LIMIT } from './lifecycle-options.ts';
 import type { LinkPreviewFetcher } from './outgoing.ts';
 import { mediaUploadAgent, type PlatformEndpoint, trustPlatformRoot } from './platform.ts';
 import { BaileysSession } from './session.ts';

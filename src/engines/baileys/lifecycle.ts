@@ -1,14 +1,6 @@
-import type {
-  AuthenticationCreds,
-  BaileysEventMap,
-  CacheStore,
-  ReachoutTimelockState,
-  UserFacingSocketConfig,
-  WAVersion,
-} from 'baileys';
+import type { AuthenticationCreds, BaileysEventMap, ReachoutTimelockState, WAVersion } from 'baileys';
 import { DomainError } from '../../domain/errors.ts';
 import type { ConnectionState, PairingCode } from '../../domain/messages.ts';
-import type { EngineSessionContext, SessionLock } from '../engine.ts';
 import { isPaired } from './auth-state.ts';
 import {
   backoffDelayMs,
@@ -22,47 +14,11 @@ import {
 import { Credentials } from './credentials.ts';
 import { isBoom } from './errors.ts';
 import { FirstAnswer } from './first-answer.ts';
+import { type LifecycleOptions, QUIESCE_MS } from './lifecycle-options.ts';
 import { connectionState, type Phase, qrLifetimeMs } from './phase.ts';
 import { quiesce } from './quiesce.ts';
-import { type BaileysLogger, logoutWithin, type SocketFactory, type SocketLike } from './socket.ts';
+import { logoutWithin, type SocketLike } from './socket.ts';
 import { Waiters } from './waiters.ts';
-
-/** Default bound on `connect()`: the platform must answer (QR or open) within this, ms. */
-export const CONNECT_DEADLINE_MS = 8_000;
-
-/**
- * Default number of platform refusals in a row (a `<failure>` or `<stream:error>` closing the socket before it
- * opened again) after which a reconnecting session stops: a blocked or banned account is refused at every
- * login, and would otherwise retry forever (with backoff 1, 2, 4, 8 s the fifth refusal comes ~15 s after the
- * first). Network failures do not count: an outage is retried until the platform is back.
- */
-export const LOGIN_REFUSAL_LIMIT = 5;
-
-/**
- * Longest a graceful close waits for the incoming stanzas being handled, ms: a handler waiting on the platform
- * must not hold a node's stop up (its stanza is then cut as before, and the platform hands it to the next owner).
- */
-export const QUIESCE_MS = 3_000;
-
-/** Everything the lifecycle needs from the engine and the session. */
-export interface LifecycleOptions {
-  context: EngineSessionContext;
-  lock: SessionLock;
-  socketFactory: SocketFactory;
-  baileysLogger: BaileysLogger;
-  /** Socket settings the session adds (getMessage, cachedGroupMetadata, caches, history, browser). */
-  socketConfig: () => Omit<UserFacingSocketConfig, 'auth' | 'logger' | 'version'>;
-  version: WAVersion | undefined;
-  fetchVersion: () => Promise<WAVersion>;
-  /** Key cache handed to `makeCacheableSignalKeyStore` (kept across reconnects, flushed at the end). */
-  keyCache: CacheStore;
-  connectDeadlineMs: number;
-  random: () => number;
-  /** Refusals in a row before a reconnecting session stops ({@link LOGIN_REFUSAL_LIMIT}). */
-  loginRefusalLimit: number;
-  /** Attaches the session's listeners to a new socket; returns their detach. */
-  attach: (sock: SocketLike) => () => void;
-}
 
 /**
  * One instance's socket lifecycle (issue 5 §2–3): one socket at a time under the store lock, QR rotation per
