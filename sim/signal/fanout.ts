@@ -144,7 +144,9 @@ export function parseRetryReceipt(node: BinaryNode, from: string): RetryReceipt 
  * Re-encrypts `message` for the device that sent `retry`, in a fresh session: from the bundle in the receipt,
  * otherwise from `keys` (the device's published keys, one one-time pre-key consumed). The result is a pkmsg,
  * which the device can decrypt whatever state its old session was in; send it with `<enc count="N">`
- * (attrs `{ count: String(retry.count) }`, as Baileys' relayMessage does for resends).
+ * (attrs `{ count: String(retry.count) }`, as Baileys' relayMessage does for resends). The old session is closed,
+ * not deleted (libsignal SessionBuilder.initOutgoing keeps it in the record): a message the device had already
+ * encrypted in it, still on its way, decrypts.
  * @throws SignalError when neither the receipt nor `keys` holds a bundle, or the bundle's signature is bad.
  */
 export async function answerRetry(
@@ -155,7 +157,6 @@ export async function answerRetry(
 ): Promise<Ciphertext> {
   const bundle = retry.bundle ?? (keys ? takeBundle(keys) : undefined);
   if (!bundle) throw new SignalError(`retry from ${retry.from}: no bundle to open a new session with`);
-  sender.deleteSession(retry.from);
   await sender.startSession(retry.from, bundle);
   return sender.encryptMessage(retry.from, message);
 }

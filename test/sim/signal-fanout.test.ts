@@ -9,6 +9,7 @@ import {
   type BinaryNode,
   decryptMessageNode,
   encodeBigEndian,
+  encodeWAMessage,
   extractE2ESessionFromRetryReceipt,
   getNextPreKeys,
   getNextPreKeysNode,
@@ -192,6 +193,36 @@ describe('Signal retry receipts', () => {
     const got = await receive(bob, resent);
     assert.equal(got.message?.conversation, 'two');
     assert.equal(got.retryCount, 2);
+  });
+
+  it('a message the device sent in the old session still decrypts after a retry opened a new one', async () => {
+    const bob = await baileysDevice(BOB.phone, BOB.lid, 1);
+    const carol = phoneOf(CAROL);
+    const uploaded = parsePreKeyUpload(
+      await wire((await getNextPreKeysNode({ creds: bob.creds, keys: bob.keys }, 2)).node),
+    );
+    const [first] = await encryptToDevices(
+      carol,
+      [{ jid: bob.jid, keys: uploaded }],
+      { conversation: 'one' },
+      bob.jid,
+    );
+    assert.ok(first);
+    const one = incomingMessageNode({ id: 'M1', from: carol.jid, senderAlt: carol.lid, enc: [first.enc] });
+    assert.equal((await receive(bob, one)).message?.conversation, 'one');
+    // Bob answers in that session; the reply is still on its way when a retry from Bob (another of its messages
+    // could not be decrypted, as on a node taking the instance over) makes Carol open a new session.
+    const reply = await bob.repository.encryptMessage({
+      jid: carol.lid ?? '',
+      data: encodeWAMessage({ conversation: 'reply in the old session' }),
+    });
+    assert.equal(reply.type, 'msg');
+    const failed = incomingMessageNode({ id: 'M2', from: carol.jid, senderAlt: carol.lid, enc: [first.enc] });
+    const retry = parseRetryReceipt(await retryReceipt(bob, failed, 2, true), bob.jid);
+    assert.ok(retry?.bundle);
+    assert.equal((await answerRetry(carol, retry, { conversation: 'two' })).type, 'pkmsg');
+    const got = await carol.decryptMessage(bob.jid, { type: 'msg', ciphertext: reply.ciphertext });
+    assert.equal(got.message.conversation, 'reply in the old session');
   });
 
   it('a first retry without keys is answered from the published keys; other receipts are not retries', async () => {
