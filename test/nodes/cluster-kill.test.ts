@@ -2,18 +2,16 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { gatewaySignature } from '../../src/http/gateway/signature.ts';
 import { testDialects } from '../support/store.ts';
-import { type Child, until } from '../webhooks/child.ts';
 import { HMAC_KEY } from '../webhooks/support.ts';
 import {
   assertDelivered,
   assertFailover,
   type Cluster,
-  type Outcome,
   owners,
   perNodeCounts,
   startCluster,
+  startTraffic,
   stoppedAfterEach,
-  stream,
 } from './support.ts';
 
 /**
@@ -78,21 +76,13 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
         error: { code: 401, message: 'node-to-node call without a valid cluster secret' },
       });
 
-      const outcomes: Outcome[] = [];
-      const dead = new Set<Child>();
-      let stopped = false;
-      const running = stream(
-        cluster,
-        () => cluster.nodes.filter((node) => !dead.has(node)),
-        () => stopped,
-        outcomes,
-      );
-      await until(async () => outcomes.filter((o) => o.status === 200).length >= 24, 20_000, 'traffic');
+      const traffic = await startTraffic(cluster, { atLeast: 24 });
+      const { outcomes } = traffic;
       const victim = cluster.nodes[0];
       assert.ok(victim);
       const victimInstances = [...placed].filter(([, owner]) => owner === victim.workerId).map(([id]) => id);
       assert.equal(victimInstances.length, 2);
-      dead.add(victim);
+      traffic.without(victim);
       const killedAt = Date.now();
       await victim.kill();
       const goneAt = Date.now();
@@ -101,10 +91,8 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
         t.diagnostic(`failover of ${id}: ${ms} ms`);
       }
       // Some more traffic on the new owners, then stop.
-      const count = outcomes.length;
-      await until(async () => outcomes.length >= count + 12, 10_000, 'traffic after failover');
-      stopped = true;
-      await running;
+      await traffic.more(12, 10_000, 'traffic after failover');
+      await traffic.stop();
       // Only requests in flight on the dead node (received by it, or forwarded to it) may have failed.
       const failedElsewhere = outcomes.filter(
         (o) => o.status !== 200 && o.node !== victim.workerId && !victimInstances.includes(o.instanceId),

@@ -2,19 +2,18 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { control } from '../live/support.ts';
 import { testDialects } from '../support/store.ts';
-import { type Child, until } from '../webhooks/child.ts';
+import type { Child } from '../webhooks/child.ts';
 import {
   assertFailover,
   assertLiveDelivered,
   LIVE_INSTANCES,
   type LiveCluster,
   liveRequest,
-  type Outcome,
   owners,
   perNodeCounts,
   startLiveCluster,
+  startTraffic,
   stoppedAfterEach,
-  stream,
   watchSockets,
 } from './support.ts';
 
@@ -67,23 +66,14 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       assert.equal(placed.size, LIVE_INSTANCES);
 
       const sockets = watchSockets(cluster);
-      const outcomes: Outcome[] = [];
-      const dead = new Set<Child>();
-      let stopped = false;
-      const running = stream(
-        cluster,
-        () => cluster.nodes.filter((node) => !dead.has(node)),
-        () => stopped,
-        outcomes,
-        liveRequest(cluster),
-      );
-      await until(async () => outcomes.filter((o) => o.status === 200).length >= TRAFFIC, 20_000, 'traffic');
+      const traffic = await startTraffic(cluster, { atLeast: TRAFFIC, request: liveRequest(cluster) });
+      const { outcomes } = traffic;
       const victim = cluster.nodes[0];
       assert.ok(victim);
       const before = await leasesOf(cluster, victim);
       const victimInstances = [...before.keys()];
       assert.equal(victimInstances.length, 1);
-      dead.add(victim);
+      traffic.without(victim);
       const killedAt = Date.now();
       await victim.kill();
       const goneAt = Date.now();
@@ -92,10 +82,8 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       for (const [id, ms] of await assertFailover(outcomes, victimInstances, killedAt, ['send'])) {
         t.diagnostic(`live failover of ${id}: ${ms} ms`);
       }
-      const count = outcomes.length;
-      await until(async () => outcomes.length >= count + TRAFFIC, 15_000, 'traffic after failover');
-      stopped = true;
-      await running;
+      await traffic.more(TRAFFIC, 15_000, 'traffic after failover');
+      await traffic.stop();
       const most = await sockets.stop();
       assert.deepEqual([...most.values()], [1, 1, 1], 'never two sockets for one account');
 
@@ -135,28 +123,17 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       const cluster = await startLiveCluster();
       clusters.push(cluster);
       const sockets = watchSockets(cluster);
-      const outcomes: Outcome[] = [];
-      const gone = new Set<Child>();
-      let stopped = false;
-      const running = stream(
-        cluster,
-        () => cluster.nodes.filter((node) => !gone.has(node)),
-        () => stopped,
-        outcomes,
-        liveRequest(cluster),
-      );
-      await until(async () => outcomes.filter((o) => o.status === 200).length >= TRAFFIC, 20_000, 'traffic');
+      const traffic = await startTraffic(cluster, { atLeast: TRAFFIC, request: liveRequest(cluster) });
+      const { outcomes } = traffic;
       const leaving = cluster.nodes[1];
       assert.ok(leaving);
       assert.equal((await leasesOf(cluster, leaving)).size, 1);
-      gone.add(leaving);
+      traffic.without(leaving);
       const terminating = Date.now();
       assert.equal(await leaving.terminate(), 0);
       t.diagnostic(`SIGTERM to exit: ${Date.now() - terminating} ms`);
-      const count = outcomes.length;
-      await until(async () => outcomes.length >= count + TRAFFIC, 15_000, 'traffic after the hand-over');
-      stopped = true;
-      await running;
+      await traffic.more(TRAFFIC, 15_000, 'traffic after the hand-over');
+      await traffic.stop();
       const most = await sockets.stop();
       assert.deepEqual([...most.values()], [1, 1, 1], 'never two sockets for one account');
       assert.deepEqual(

@@ -1,16 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { testDialects } from '../support/store.ts';
-import { type Child, until } from '../webhooks/child.ts';
 import { haproxySuite } from './haproxy.ts';
 import {
   assertDelivered,
   type Cluster,
-  type Outcome,
   owners,
   startCluster,
+  startTraffic,
   stoppedAfterEach,
-  stream,
 } from './support.ts';
 
 /**
@@ -28,27 +26,17 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
     it('on SIGTERM hands its instances over with no failed request at all', async (t) => {
       const cluster = await startCluster();
       clusters.push(cluster);
-      const outcomes: Outcome[] = [];
-      const gone = new Set<Child>();
-      let stopped = false;
-      const running = stream(
-        cluster,
-        () => cluster.nodes.filter((node) => !gone.has(node)),
-        () => stopped,
-        outcomes,
-      );
-      await until(async () => outcomes.filter((o) => o.status === 200).length >= 24, 20_000, 'traffic');
+      const traffic = await startTraffic(cluster, { atLeast: 24 });
+      const { outcomes } = traffic;
       const leaving = cluster.nodes[1];
       assert.ok(leaving);
-      gone.add(leaving);
+      traffic.without(leaving);
       const terminating = Date.now();
       const code = await leaving.terminate();
       t.diagnostic(`SIGTERM to exit: ${Date.now() - terminating} ms`);
       assert.equal(code, 0);
-      const count = outcomes.length;
-      await until(async () => outcomes.length >= count + 24, 15_000, 'traffic after the hand-over');
-      stopped = true;
-      await running;
+      await traffic.more(24, 15_000, 'traffic after the hand-over');
+      await traffic.stop();
       assert.deepEqual(
         outcomes.filter((o) => o.status !== 200),
         [],

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { testDialects } from '../support/store.ts';
 import { type Child, until } from '../webhooks/child.ts';
-import { assertDelivered, type Cluster, type Outcome, startCluster, stopAll, stream } from './support.ts';
+import { assertDelivered, type Cluster, startCluster, startTraffic, stopAll } from './support.ts';
 
 /**
  * Three nodes behind HAProxy (the deployment docs/deploy.md describes): HAProxy checks `/readyz`, the client only
@@ -81,22 +81,13 @@ export function haproxySuite(): void {
           10_000,
           'HAProxy answers',
         );
-        const outcomes: Outcome[] = [];
-        let stopped = false;
-        const running = stream(
-          cluster,
-          () => [front],
-          () => stopped,
-          outcomes,
-        );
-        await until(async () => outcomes.filter((o) => o.status === 200).length >= 24, 20_000, 'traffic');
+        const traffic = await startTraffic(cluster, { atLeast: 24, through: [front] });
+        const { outcomes } = traffic;
         const leaving = cluster.nodes[2];
         assert.ok(leaving);
         assert.equal(await leaving.terminate(), 0);
-        const count = outcomes.length;
-        await until(async () => outcomes.length >= count + 24, 15_000, 'traffic after the hand-over');
-        stopped = true;
-        await running;
+        await traffic.more(24, 15_000, 'traffic after the hand-over');
+        await traffic.stop();
         assert.deepEqual(
           outcomes.filter((o) => o.status !== 200),
           [],

@@ -193,6 +193,51 @@ export async function stream(
   );
 }
 
+/** A running {@link stream}: its outcomes so far, nodes taken out of it, and its end. */
+export interface Traffic {
+  /** Every request answered so far, in answer order. */
+  outcomes: Outcome[];
+  /** Sends nothing more to `node`, as a balancer takes out a node whose check failed (before it is stopped). */
+  without(node: Usable): void;
+  /** Waits until `count` more requests were answered, at most `ms` milliseconds. @throws on time-out. */
+  more(count: number, ms: number, what: string): Promise<void>;
+  /** Ends the stream once the requests in flight are answered. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a {@link stream} through `through` (default: the cluster's nodes still in it) and waits until `atLeast`
+ * requests were answered 200 (at most 20 s). `request` makes each request (default: the sandbox's).
+ * @throws when the traffic does not reach `atLeast` in time.
+ */
+export async function startTraffic(
+  cluster: Cluster,
+  options: { atLeast: number; through?: Usable[]; request?: StreamRequest },
+): Promise<Traffic> {
+  const outcomes: Outcome[] = [];
+  const out = new Set<Usable>();
+  let stopped = false;
+  const usable = () => (options.through ?? cluster.nodes).filter((node) => !out.has(node));
+  const running = stream(cluster, usable, () => stopped, outcomes, options.request);
+  await until(
+    async () => outcomes.filter((o) => o.status === 200).length >= options.atLeast,
+    20_000,
+    'traffic',
+  );
+  return {
+    outcomes,
+    without: (node) => out.add(node),
+    async more(count, ms, what) {
+      const from = outcomes.length;
+      await until(async () => outcomes.length >= from + count, ms, what);
+    },
+    async stop() {
+      stopped = true;
+      await running;
+    },
+  };
+}
+
 /**
  * Waits until every instance of `instanceIds` answered a request of a kind in `kinds` started after `killedAt`
  * (epoch ms) with 200, and asserts the first such answer came within {@link FAILOVER_BOUND_MS} of it (DESIGN D17:
