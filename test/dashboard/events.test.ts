@@ -2,45 +2,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { FIRST_CODE_MS, NEXT_CODE_MS } from '../../src/engines/sandbox/pairing.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
+import { sseReader } from '../support/sse.ts';
 import { testDialects } from '../support/store.ts';
 import { createUser, type DashboardClient, signIn } from './support.ts';
-
-/** One server-sent event: its name and parsed data. */
-interface Sse {
-  event: string;
-  data: any;
-}
-
-/**
- * Reads a text/event-stream body (WHATWG HTML: `event:` and `data:` lines, a blank line ends one). `next(name)`
- * takes the first event of that name not taken yet; events of other names stay for their own `next`.
- */
-function sseReader(body: ReadableStream<Uint8Array>) {
-  const reader = body.getReader();
-  const decoder = new TextDecoder();
-  const events: Sse[] = [];
-  let buffer = '';
-  return {
-    async next(name: string): Promise<Sse> {
-      for (;;) {
-        const index = events.findIndex((e) => e.event === name);
-        if (index >= 0) return events.splice(index, 1)[0] as Sse;
-        const { value, done } = await reader.read();
-        if (done) throw new Error(`stream ended before a ${name} event`);
-        buffer += decoder.decode(value, { stream: true });
-        for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
-          const block = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          const event = /^event: (.*)$/m.exec(block)?.[1];
-          const data = /^data: (.*)$/m.exec(block)?.[1];
-          if (event !== undefined)
-            events.push({ event, data: data === undefined ? undefined : JSON.parse(data) });
-        }
-      }
-    },
-    cancel: () => reader.cancel(),
-  };
-}
 
 for (const dialect of testDialects()) {
   describe(`dashboard live events: QR rotation, status, deliveries [${dialect}]`, () => {

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { adminCreateUser } from '../../src/admin/users.ts';
+import { sseReader } from '../support/sse.ts';
 import { testDialects } from '../support/store.ts';
 import { type Child, until } from '../webhooks/child.ts';
 import { type Cluster, call, owners, startCluster, stopAll } from './support.ts';
@@ -52,48 +53,6 @@ async function dashboard(
     ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
   });
   return { status: response.status, headers: response.headers, body: (await response.json()) as any };
-}
-
-/** Reads server-sent events from a fetch body: `next(name)` takes the next event of that name. */
-function sseReader(body: ReadableStream<Uint8Array>) {
-  const reader = body.getReader();
-  const decoder = new TextDecoder();
-  const events: { event: string; data: any }[] = [];
-  let buffer = '';
-  return {
-    async next(name: string, accept: (data: any) => boolean = () => true): Promise<any> {
-      for (;;) {
-        const index = events.findIndex((e) => e.event === name && accept(e.data));
-        if (index >= 0) return events.splice(index, 1)[0]?.data;
-        const { value, done } = await reader.read();
-        if (done) throw new Error(`stream ended before a ${name} event`);
-        buffer += decoder.decode(value, { stream: true });
-        for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
-          const block = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          const event = /^event: (.*)$/m.exec(block)?.[1];
-          const data = /^data: (.*)$/m.exec(block)?.[1];
-          if (event !== undefined)
-            events.push({ event, data: data === undefined ? undefined : JSON.parse(data) });
-        }
-      }
-    },
-    /**
-     * Resolves when the stream ends, cleanly or cut (a browser's EventSource reconnects either way); events still
-     * arriving are dropped.
-     */
-    async ended(): Promise<void> {
-      try {
-        for (;;) {
-          const { done } = await reader.read();
-          if (done) return;
-        }
-      } catch {
-        // Cut: the connection closed mid-stream.
-      }
-    },
-    cancel: () => reader.cancel(),
-  };
 }
 
 /** `promise`, or a failure naming `what` when it has not settled within `ms`. */
@@ -201,7 +160,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       assert.ok(events.body);
       const stream = sseReader(events.body);
       try {
-        const initial = await stream.next('status');
+        const initial = (await stream.next('status')).data;
         assert.equal(initial.connected, true, 'the status comes from the node holding the session');
 
         // The QR code exists only on the owner: read through another node, it is the owner's.
@@ -215,7 +174,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
           `the QR code through ${via.workerId}`,
         );
         assert.match(qr.body.data.qrCode, /^data:image\/png;base64,/);
-        const streamed = await stream.next('qr', (data) => data !== null);
+        const streamed = (await stream.next('qr', (data) => data !== null)).data;
         assert.ok(typeof streamed.code === 'string' && streamed.code.length > 0);
 
         // The sandbox scan through a node without the session logs the owner's session in.
@@ -224,7 +183,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
         });
         assert.equal(scan.status, 200, JSON.stringify(scan.body));
         assert.equal(scan.body.data.details, 'Scanned: logged in as 5511977770001');
-        const loggedIn = await stream.next('status', (data) => data.loggedIn === true);
+        const loggedIn = (await stream.next('status', (data) => data.loggedIn === true)).data;
         assert.equal(loggedIn.connected, true);
         assert.equal(loggedIn.phone, '5511977770001');
         for (const node of cluster.nodes) {
@@ -261,7 +220,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
         const disconnect = await dashboard(third, browser, 'POST', `/instances/${id}/disconnect`);
         assert.equal(disconnect.status, 200, JSON.stringify(disconnect.body));
         assert.equal(disconnect.body.data.connected, false);
-        const closed = await stream.next('status', (data) => data.connected === false);
+        const closed = (await stream.next('status', (data) => data.connected === false)).data;
         assert.equal(closed.loggedIn, true);
       } finally {
         controller.abort();
@@ -313,7 +272,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
 
       // The owner stops (SIGTERM): it hands the instance over, then ends its streams; the relayed one ends too.
       const first = await openEvents(relaying, browser, instanceId);
-      assert.equal((await first.next('status')).connected, true);
+      assert.equal((await first.next('status')).data.connected, true);
       const stopping = ownerNode.terminate();
       await within(first.ended(), 20_000, 'the relayed stream ends when the owner stops');
       assert.equal(await within(stopping, 20_000, 'the owner exits'), 0);
@@ -323,7 +282,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       const other = cluster.nodes.find((node) => node !== ownerNode && node.workerId !== newOwner);
       assert.ok(other);
       const second = await openEvents(other, browser, instanceId);
-      const restored = await second.next('status', (data) => data.connected === true);
+      const restored = (await second.next('status', (data) => data.connected === true)).data;
       assert.equal(restored.loggedIn, true);
       // That node stops: the streams it relays end, so it exits instead of waiting for the browser to leave.
       const exiting = other.terminate();
