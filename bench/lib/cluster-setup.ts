@@ -5,11 +5,12 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Kysely } from 'kysely';
 import pg from 'pg';
-import { adminCreateInstance, adminCreateKey, adminCreateOrg } from '../../src/admin/admin.ts';
+import { adminCreateInstance } from '../../src/admin/admin.ts';
 import { migrateToLatest, openStore, type Store } from '../../src/store/database.ts';
 import type { Database } from '../../src/store/schema.ts';
 import { pollUntil } from './cluster-probe.ts';
 import { type ClusterNodeProcess, hostNamePrefix, startNode } from './nodes.ts';
+import { createBenchOrg } from './org.ts';
 
 /**
  * Setup of the cluster benchmark (bench/scenarios/cluster.ts): a fresh schema on PostgreSQL, an org, a key, three
@@ -111,13 +112,7 @@ export async function startCluster(
     await migrateToLatest(store);
     const db = store.db;
     // The org exists before the first node boots, so no node runs the first-boot bootstrap.
-    const org = await adminCreateOrg(db, {
-      name: 'bench-cluster',
-      plan: 'enterprise',
-      perMinute: 1_000_000_000,
-      perDay: 2_000_000_000, // below PostgreSQL's integer limit
-    });
-    const { key } = await adminCreateKey(db, { org: org.id, env: 'test', name: 'bench' });
+    const { orgId, key } = await createBenchOrg(db, 'bench-cluster', 'test');
     const env = {
       DATABASE_URL: withSchema(settings.databaseUrl, schema),
       REDIS_URL: settings.redisUrl,
@@ -145,7 +140,7 @@ export async function startCluster(
     // Instances, each set up through a different node (the first request places it on the least-loaded node).
     const instanceIds: string[] = [];
     for (let i = 0; i < settings.instances; i++) {
-      const instance = await adminCreateInstance(db, { org: org.id, env: 'test', name: `bench-${i}` });
+      const instance = await adminCreateInstance(db, { org: orgId, env: 'test', name: `bench-${i}` });
       const node = nodes[i % nodes.length];
       if (!node) throw new Error('no node');
       const from = `?from=${instance.id}`;

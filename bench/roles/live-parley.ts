@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
-import { adminCreateInstance, adminCreateKey, adminCreateOrg } from '../../src/admin/admin.ts';
+import { adminCreateInstance } from '../../src/admin/admin.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { buildApp } from '../../src/http/app.ts';
 import { createServices, type Services } from '../../src/services.ts';
@@ -19,6 +19,7 @@ import {
   settledMemory,
   waitUntil,
 } from '../lib/live.ts';
+import { createBenchOrg } from '../lib/org.ts';
 import { sleep } from '../lib/stats.ts';
 
 /**
@@ -67,14 +68,8 @@ async function boot(args: { simUrl: string; rootKey: string; settleMs: number })
   });
   const app = await buildApp(services);
   await app.listen({ port: 0, host: '127.0.0.1' });
-  const org = await adminCreateOrg(services.store.db, {
-    name: 'livebench',
-    plan: 'enterprise',
-    perMinute: 1_000_000_000,
-    perDay: 2_000_000_000,
-  });
-  const { key } = await adminCreateKey(services.store.db, { org: org.id, env: 'live', name: 'livebench' });
-  running = { app, services, key, orgId: org.id, instanceIds: [], dataDir };
+  const { orgId, key } = await createBenchOrg(services.store.db, 'livebench', 'live');
+  running = { app, services, key, orgId, instanceIds: [], dataDir };
   return settledMemory(args.settleMs);
 }
 

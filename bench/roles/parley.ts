@@ -6,13 +6,14 @@ import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import pg from 'pg';
 import pino from 'pino';
-import { adminCreateInstance, adminCreateKey, adminCreateOrg } from '../../src/admin/admin.ts';
+import { adminCreateInstance } from '../../src/admin/admin.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { buildApp } from '../../src/http/app.ts';
 import { createServices, type Services } from '../../src/services.ts';
 import { openStore } from '../../src/store/database.ts';
 import { startProfiling, stopProfiling } from '../lib/inspector.ts';
 import type { Handlers } from '../lib/ipc.ts';
+import { createBenchOrg } from '../lib/org.ts';
 import { sleep } from '../lib/stats.ts';
 
 /**
@@ -81,13 +82,7 @@ async function setup(args: ParleySetup): Promise<ParleyReady> {
   const app = await buildApp(services);
   const url = await app.listen({ port: 0, host: '127.0.0.1' });
   const db = store.db;
-  const org = await adminCreateOrg(db, {
-    name: 'bench',
-    plan: 'enterprise',
-    perMinute: 1_000_000_000,
-    perDay: 2_000_000_000, // below PostgreSQL's integer limit
-  });
-  const { key } = await adminCreateKey(db, { org: org.id, env: 'test', name: 'bench' });
+  const { orgId, key } = await createBenchOrg(db, 'bench', 'test');
   const instanceIds: string[] = [];
   const call = async (method: 'POST' | 'GET', path: string, payload: object) => {
     const response = await app.inject({
@@ -99,7 +94,7 @@ async function setup(args: ParleySetup): Promise<ParleyReady> {
     if (response.statusCode !== 200) throw new Error(`${path}: ${response.statusCode} ${response.body}`);
   };
   for (let i = 0; i < args.instances; i++) {
-    const instance = await adminCreateInstance(db, { org: org.id, env: 'test', name: `bench-${i}` });
+    const instance = await adminCreateInstance(db, { org: orgId, env: 'test', name: `bench-${i}` });
     const from = `from=${instance.id}`;
     await call('POST', `/v1/session/connect?${from}`, {});
     await call('POST', `/v1/sandbox/scan?${from}`, { phone: `55119${String(i).padStart(8, '0')}` });
