@@ -25,6 +25,8 @@ import { PlanRateLimiter } from './ratelimit/limiter.ts';
 import { PersistedWindows } from './ratelimit/persisted-window.ts';
 import { SignInLimiter } from './ratelimit/sign-in.ts';
 import { loadMasterKey, SecretBox } from './security/secrets.ts';
+import { SendQueue } from './sends/queue.ts';
+import { recordSendStatus } from './sends/status-events.ts';
 import { SqlSessionLocks } from './sessions/instance-lock.ts';
 import { SessionManager } from './sessions/manager.ts';
 import { readCallSettings } from './store/call-settings.ts';
@@ -67,6 +69,8 @@ export interface Services {
   cluster: { keeper: LeaseKeeper; secret: string } | undefined;
   /** The webhook delivery worker (DESIGN D10); started here, stopped first by `close`. */
   webhooks: DeliveryWorker;
+  /** The send queue of the instances this process holds (sends as jobs, pacing). */
+  sendQueue: SendQueue;
   /** Prunes finished events older than `WEBHOOK_RETENTION_DAYS` from the delivery log, hourly. */
   retention: LogRetention;
   /** Prunes downloaded media files older than `MEDIA_RETENTION_DAYS` from the local media store, hourly. */
@@ -250,7 +254,18 @@ export async function createServices(config: Config, options: ServiceOptions): P
   });
   if (startWebhooks) mediaRetention.start();
   const registrations = new RegistrationCache({ clock });
+  const sendQueue = new SendQueue({
+    db: store.db,
+    session: (instanceId) => sessions.existing(instanceId),
+    nodeId: nodes.id,
+    clock,
+    logger,
+    report: (instanceId, report) => recordSendStatus(recorder, instanceId, report),
+  });
+  recorder.use(sendQueue);
+  if (startWebhooks) sendQueue.start();
   const app = createApplication({
+    sendQueue,
     store,
     box,
     clock,
@@ -288,7 +303,9 @@ export async function createServices(config: Config, options: ServiceOptions): P
     mediaRetention,
     registrations,
     app,
+    sendQueue,
     async close(closeOptions) {
+      await sendQueue.stop(config.shutdownTimeoutMs / 2);
       await Promise.all([
         webhooks.stop(config.shutdownTimeoutMs / 2),
         retention.stop(),

@@ -1,9 +1,12 @@
 import { errors } from '../domain/errors.ts';
 import type { InstanceId } from '../domain/instance.ts';
 import { GROUP_DOMAIN, type Jid, phoneOfJid, userJid } from '../domain/messages.ts';
+import { contentOf } from '../domain/sends.ts';
+import { decodeSendPayload } from '../sends/payload.ts';
 import { type ChatSummary, listChats, listHistory } from '../store/chats.ts';
 import type { Store } from '../store/database.ts';
 import { findStoredMessage, type StoredMessage } from '../store/messages.ts';
+import { findSendJob } from '../store/send-jobs.ts';
 import { loadInstance } from './instances.ts';
 
 export type { ChatSummary } from '../store/chats.ts';
@@ -151,13 +154,46 @@ export class ChatService {
   }
 
   /**
-   * One stored message with its delivery state.
-   * @throws DomainError not_found `instance not found`, `message not found` when the instance never stored `id`.
+   * One message with its status (docs/decisions/0009-sends-as-jobs.md): a stored message's delivery state
+   * (`sent`, `delivered`, `read`, `played`), or a send not yet relayed: `pending` (queued, scheduled or being
+   * relayed), `failed` (with the platform's reason in `error`) or `canceled`.
+   * @throws DomainError not_found `instance not found`, `message not found` when the instance has no such message.
    */
-  async message(instanceId: InstanceId, id: string): Promise<StoredMessage> {
+  async message(instanceId: InstanceId, id: string): Promise<MessageWithStatus> {
     const instance = await loadInstance(this.#store.db, instanceId);
-    const found = await findStoredMessage(this.#store.db, instance.id, id);
-    if (!found) throw errors.notFound('message not found');
-    return found;
+    const [found, job] = await Promise.all([
+      findStoredMessage(this.#store.db, instance.id, id),
+      findSendJob(this.#store.db, instance.id, id),
+    ]);
+    if (found) return { ...found, status: found.state };
+    if (!job) throw errors.notFound('message not found');
+    const outgoing = decodeSendPayload(job.payload, job.id);
+    return {
+      id: job.id,
+      source: {
+        chat: job.chat,
+        sender: instance.jid ?? '',
+        isFromMe: true,
+        isGroup: job.chat.endsWith(`@${GROUP_DOMAIN}`),
+      },
+      pushName: instance.pushName ?? '',
+      timestamp: job.sendAt ?? job.createdAt,
+      content: contentOf(outgoing.content, outgoing.quotedId, outgoing.mentions),
+      status: job.status === 'sending' || job.status === 'sent' ? 'pending' : job.status,
+      ...(job.lastError !== null && job.status === 'failed' ? { error: job.lastError } : {}),
+      ...(job.sendAt === null ? {} : { sendAt: job.sendAt }),
+    };
   }
 }
+
+/**
+ * A message and its status: a stored one carries its delivery `state` (and `status` equal to it); a send not yet
+ * relayed carries no `state`, its `status` (`pending`, `failed`, `canceled`), the `error` of a failed one, and the
+ * `sendAt` (epoch ms) of a scheduled one.
+ */
+export type MessageWithStatus = Omit<StoredMessage, 'state' | 'stateAt'> &
+  Partial<Pick<StoredMessage, 'state' | 'stateAt'>> & {
+    status: StoredMessage['state'] | 'pending' | 'failed' | 'canceled';
+    error?: string;
+    sendAt?: number;
+  };

@@ -8,6 +8,7 @@ import type { OutboundGuard } from '../net/outbound-guard.ts';
 import type { PlanRateLimiter } from '../ratelimit/limiter.ts';
 import type { SignInLimiter } from '../ratelimit/sign-in.ts';
 import type { SecretBox } from '../security/secrets.ts';
+import type { SendQueue } from '../sends/queue.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
 import type { DeliveryWorker } from '../webhooks/worker.ts';
@@ -20,6 +21,7 @@ import { GroupService } from './groups.ts';
 import { MediaService } from './media.ts';
 import { MessageUpdateService } from './message-updates.ts';
 import { MessagingService } from './messaging.ts';
+import { PacingService } from './pacing.ts';
 import { ReadinessService } from './readiness.ts';
 import { SandboxService } from './sandbox.ts';
 import { SessionService } from './sessions.ts';
@@ -48,6 +50,8 @@ export interface Application {
   chats: ChatService;
   /** Per-instance call handling (issue 14). */
   calls: CallService;
+  /** Per-instance send pace and the queue's restriction pause. */
+  pacing: PacingService;
   /** Dashboard users, sign-in and sessions (DESIGN D16). */
   dashboardAuth: DashboardAuthService;
   /** The dashboard's organization-scoped admin operations: instances, keys, usage, live changes (DESIGN D16). */
@@ -66,6 +70,8 @@ export interface ApplicationDeps {
   registrations: RegistrationCache;
   guard: OutboundGuard;
   webhookWorker: DeliveryWorker;
+  /** The send queue of the instances this process holds (sends as jobs, pacing). */
+  sendQueue: SendQueue;
   keys: KeyAuthenticator;
   limiter: PlanRateLimiter;
   signInLimiter: SignInLimiter;
@@ -84,7 +90,14 @@ export function createApplication(deps: ApplicationDeps): Application {
   const { keys, limiter, signInLimiter, feed, webhookTimeoutMs, media } = deps;
   return {
     session: new SessionService({ store, sessions, box }),
-    messaging: new MessagingService({ store, sessions, registrations, recorder }),
+    messaging: new MessagingService({
+      store,
+      sessions,
+      registrations,
+      recorder,
+      queue: deps.sendQueue,
+      clock,
+    }),
     media: new MediaService({ store, sessions, files: media.files, maxBytes: media.maxBytes }),
     messageUpdates: new MessageUpdateService({ store, sessions, clock }),
     contacts: new ContactService({ store, sessions, registrations }),
@@ -93,6 +106,7 @@ export function createApplication(deps: ApplicationDeps): Application {
     sandbox: new SandboxService({ store, sessions, registrations }),
     readiness: new ReadinessService({ store, ...(deps.registered ? { registered: deps.registered } : {}) }),
     chats: new ChatService({ store }),
+    pacing: new PacingService({ store, queue: deps.sendQueue }),
     calls: new CallService({ store, clock }),
     dashboardAuth: new DashboardAuthService({ store, clock, limiter: signInLimiter }),
     dashboard: new DashboardAdminService({ store, sessions, limiter, keys, feed, clock }),

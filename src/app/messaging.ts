@@ -1,13 +1,18 @@
+import { randomBytes } from 'node:crypto';
 import type { RegistrationCache } from '../contacts/registration-cache.ts';
-import { DomainError } from '../domain/errors.ts';
+import type { Clock } from '../domain/clock.ts';
+import { DomainError, errors } from '../domain/errors.ts';
 import type { Instance, InstanceId } from '../domain/instance.ts';
 import type { Jid, OutgoingContent, SentMessage } from '../domain/messages.ts';
 import { GROUP_DOMAIN, userJid } from '../domain/messages.ts';
 import type { EngineSession } from '../engines/engine.ts';
 import type { EventRecorder } from '../events/recorder.ts';
+import { encodeSendPayload } from '../sends/payload.ts';
+import type { SendQueue } from '../sends/queue.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
 import { findStoredMessage } from '../store/messages.ts';
+import { cancelSendJob, insertSendJob, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
 import { loadInstance } from './instances.ts';
 
 /** True when a chat address (`phone` field) is a group JID rather than a phone number. */
@@ -38,6 +43,38 @@ export interface ReactInput {
   senderPhone?: string | undefined;
 }
 
+/** How far ahead a send may be scheduled, ms: 30 days (docs/decisions/0009-sends-as-jobs.md). */
+export const MAX_SCHEDULE_AHEAD_MS = 30 * 86_400_000;
+
+/** How often an async job is tried for transient failures (the session away, the platform unreachable). */
+export const ASYNC_MAX_ATTEMPTS = 25;
+
+/** What an accepted asynchronous send answers: its id, `pending`, and when it is due (epoch ms; null: now). */
+export interface QueuedSend {
+  id: string;
+  status: 'pending';
+  sendAt: number | null;
+}
+
+/** What {@link MessagingService.cancel} answers. */
+export interface CanceledSend {
+  id: string;
+  status: 'canceled';
+}
+
+let lastSeq = 0;
+
+/** Acceptance order of a send in this process: epoch µs, strictly increasing. */
+function nextSeq(now: number): number {
+  lastSeq = Math.max(lastSeq + 1, now * 1000);
+  return lastSeq;
+}
+
+/** A platform-shaped id (`3EB0` + 18 hex) for a send accepted while no engine session is here to make one. */
+function fallbackMessageId(): string {
+  return `3EB0${randomBytes(9).toString('hex').toUpperCase()}`;
+}
+
 /**
  * The messaging family (SPEC Messages, DESIGN D2, D8): sends, reactions and read receipts. Every method needs the
  * instance logged in and connected (@throws DomainError not_logged_in / not_connected, DESIGN D6), and returns
@@ -48,17 +85,23 @@ export class MessagingService {
   readonly #sessions: SessionManager;
   readonly #registrations: RegistrationCache;
   readonly #recorder: EventRecorder;
+  readonly #queue: SendQueue;
+  readonly #clock: Clock;
 
   constructor(deps: {
     store: Store;
     sessions: SessionManager;
     registrations: RegistrationCache;
     recorder: EventRecorder;
+    queue: SendQueue;
+    clock: Clock;
   }) {
     this.#store = deps.store;
     this.#sessions = deps.sessions;
     this.#registrations = deps.registrations;
     this.#recorder = deps.recorder;
+    this.#queue = deps.queue;
+    this.#clock = deps.clock;
   }
 
   /** The instance the call addresses, read by id. @throws DomainError not_found `instance not found`. */
@@ -67,11 +110,13 @@ export class MessagingService {
   }
 
   /**
-   * The whole send pipeline of DESIGN D2 for one message: the session (409), the recipient's registration
-   * (422), then the content — built only now, so media is fetched only for a send that can go out — then the
-   * engine's send, which returns after the message row is recorded.
-   * @throws DomainError not_registered `recipient <phone> is not registered on the platform`; content and
-   *   engine errors as raised.
+   * A synchronous send (the default answer): the session (409 not logged in or disconnected, 503 while it
+   * reconnects), the queue's pause (429), the recipient's registration (422), then the content — built only now,
+   * so media is fetched only for a send that can go out. The message is stored as a `pending` job under a new
+   * platform id before its relay, then relayed at once when the queue is idle and unpaced, else in its turn;
+   * resolves after the platform's ack and the message's recording (docs/decisions/0009-sends-as-jobs.md).
+   * @throws DomainError not_registered `recipient <phone> is not registered on the platform`; rate_limited while
+   *   the queue is paused; the relay's error (the job is then `failed`).
    */
   async send(
     instanceId: InstanceId,
@@ -80,14 +125,111 @@ export class MessagingService {
   ): Promise<SentMessage> {
     const instance = await this.#load(instanceId);
     const session = this.#sessions.ready(instance);
+    const pause = await this.#queue.pause(instance.id);
+    if (pause) {
+      throw new DomainError(
+        'rate_limited',
+        `sending is paused until ${new Date(pause.until).toISOString()}: ${pause.reason}`,
+        { retryAfter: Math.max(1, Math.ceil((pause.until - this.#clock()) / 1000)) },
+      );
+    }
     await this.#requireRegistered(instance, session, input.phone);
-    const built = await content();
-    return session.send({
-      to: chatJidOf(input.phone),
+    const job = await this.#job(instance, session, input, await content(), 'sync', null);
+    if (await this.#queue.canRelayNow(instance.id)) {
+      const claimed = { ...job, claimedBy: this.#queue.nodeId };
+      await insertSendJob(this.#store.db, claimed);
+      return this.#queue.relayNow(session, toClaimed(claimed));
+    }
+    await insertSendJob(this.#store.db, job);
+    return this.#queue.waitFor(job);
+  }
+
+  /**
+   * An asynchronous send (`Prefer: respond-async` or `sendAt`): stored as a `pending` job under a new platform id
+   * and answered at once; the queue relays it when due (`sendAt`, epoch ms, at most 30 days ahead), when the pace
+   * allows and once the session is connected, and records a `MessageStatus` event with the outcome. Needs the
+   * account linked (409 otherwise); a one-to-one recipient is checked now when the session is connected (422).
+   * @throws DomainError invalid when `sendAt` is not in the future or more than 30 days ahead.
+   */
+  async enqueue(
+    instanceId: InstanceId,
+    input: SendInput,
+    content: () => Promise<OutgoingContent> | OutgoingContent,
+    sendAt: number | null,
+  ): Promise<QueuedSend> {
+    const now = this.#clock();
+    if (sendAt !== null && sendAt <= now) throw errors.badRequest('sendAt must be in the future');
+    if (sendAt !== null && sendAt > now + MAX_SCHEDULE_AHEAD_MS) {
+      throw errors.badRequest('sendAt must be at most 30 days ahead');
+    }
+    const instance = await this.#load(instanceId);
+    const session = this.#sessions.existing(instance.id);
+    const state = session?.state();
+    if (!(state ? state.loggedIn : instance.jid !== null)) throw errors.notLoggedIn();
+    if (session && state?.connected) await this.#requireRegistered(instance, session, input.phone);
+    const job = await this.#job(instance, session, input, await content(), 'async', sendAt);
+    await insertSendJob(this.#store.db, job);
+    this.#queue.wake(instance.id);
+    return { id: job.id, status: 'pending', sendAt };
+  }
+
+  /**
+   * Cancels a `pending` (queued or scheduled) send: it becomes `canceled` and is never relayed; a `MessageStatus`
+   * event records it. Canceling a canceled send answers the same again.
+   * @throws DomainError not_found `message not found`; conflict `message already sent` once relayed (or being
+   *   relayed), `message already failed` for a failed one.
+   */
+  async cancel(instanceId: InstanceId, id: string): Promise<CanceledSend> {
+    const instance = await this.#load(instanceId);
+    const result = await cancelSendJob(this.#store.db, instance.id, id, this.#clock());
+    if (!result) {
+      const stored = await findStoredMessage(this.#store.db, instance.id, id);
+      if (stored?.source.isFromMe) throw errors.conflict('message already sent');
+      throw errors.notFound('message not found');
+    }
+    const { job, canceled } = result;
+    if (canceled) {
+      await this.#queue.report(instance.id, { kind: 'message', id, status: 'canceled', at: this.#clock() });
+      this.#queue.canceled(job, errors.conflict('the message was canceled before its relay'));
+    } else if (job.status === 'sending' || job.status === 'sent') {
+      throw errors.conflict('message already sent');
+    } else if (job.status === 'failed') {
+      throw errors.conflict('message already failed');
+    }
+    return { id, status: 'canceled' };
+  }
+
+  /** The job of one send, not yet stored. */
+  async #job(
+    instance: Instance,
+    session: EngineSession | undefined,
+    input: SendInput,
+    built: OutgoingContent,
+    mode: 'sync' | 'async',
+    sendAt: number | null,
+  ): Promise<NewSendJob> {
+    const now = this.#clock();
+    const id = session ? await session.messageId() : fallbackMessageId();
+    const to = chatJidOf(input.phone);
+    const message = {
+      to,
       content: built,
       ...(input.quotedId === undefined ? {} : { quotedId: input.quotedId }),
       ...(input.mentions?.length ? { mentions: input.mentions.map(userJid) } : {}),
-    });
+    };
+    return {
+      instanceId: instance.id,
+      id,
+      seq: nextSeq(now),
+      chat: to,
+      kind: built.kind,
+      payload: encodeSendPayload(message),
+      mode,
+      runAt: sendAt ?? now,
+      sendAt,
+      maxAttempts: mode === 'sync' ? 1 : ASYNC_MAX_ATTEMPTS,
+      now,
+    };
   }
 
   /**
@@ -140,4 +282,26 @@ export class MessagingService {
       throw new DomainError('not_registered', `recipient ${address} is not registered on the platform`);
     }
   }
+}
+
+/** The stored form of a job inserted already claimed (`sending`, attempt 1). */
+function toClaimed(job: NewSendJob & { claimedBy: string }): SendJob {
+  return {
+    instanceId: job.instanceId,
+    id: job.id,
+    seq: job.seq,
+    chat: job.chat,
+    kind: job.kind,
+    payload: job.payload,
+    mode: job.mode,
+    status: 'sending',
+    runAt: job.runAt,
+    sendAt: job.sendAt,
+    attempts: 1,
+    maxAttempts: job.maxAttempts,
+    lastError: null,
+    lockedBy: job.claimedBy,
+    createdAt: job.now,
+    sentAt: null,
+  };
 }

@@ -136,6 +136,11 @@ export interface EngineMessage {
 /** A request to send one message. */
 export interface OutgoingMessage {
   to: Jid;
+  /**
+   * The platform message id to relay under: a send job's id, the same on every attempt, so the platform and the
+   * recipient's devices see one message (docs/decisions/0009-sends-as-jobs.md). A new id when absent.
+   */
+  id?: string;
   content: OutgoingContent;
   /** Message id to quote as a reply (DESIGN D8: field `id` on every send). */
   quotedId?: string;

@@ -142,7 +142,17 @@ export interface SessionLifecycle {
 
 /** Sending messages, reactions and read receipts; every call needs the session logged in and connected. */
 export interface MessagingCapability {
-  /** Sends a message (DESIGN D8). @throws DomainError conflict `instance is not logged in`. */
+  /**
+   * A new platform message id for a send of this account (the platform's `3EB0…` shape), made before the relay so
+   * the send job is stored under it (docs/decisions/0009-sends-as-jobs.md). Works while the socket is down.
+   * @throws DomainError not_logged_in before the account is linked.
+   */
+  messageId(): Promise<string>;
+  /**
+   * Relays a message under `message.id` (a new id when absent) and resolves once its `message` event is recorded.
+   * Relaying the same id again sends the same message again, which the platform's clients show once.
+   * @throws DomainError conflict `instance is not logged in`.
+   */
   send(message: OutgoingMessage): Promise<SentMessage>;
   /** Reacts to message `targetId` in `chat`; `fromMe` marks one of the account's own messages; '' removes. */
   react(chat: Jid, targetId: string, fromMe: boolean, emoji: string, sender?: Jid): Promise<SentMessage>;

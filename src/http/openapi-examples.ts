@@ -40,6 +40,7 @@ export const REQUEST_EXAMPLES: Readonly<Record<string, Record<string, unknown>>>
   },
   sandboxGroupUpdate: { groupJid: '120363025246125486@g.us', phone: ANA, name: 'Book club 2026' },
   sendText: { phone: ANA, body: 'Hello *world*! Your order has shipped.' },
+  setSessionPacing: { minIntervalMs: 3000, jitterMs: 2000, newChatsPerDay: 20 },
   sendPoll: {
     phone: ANA,
     name: 'Which day suits you?',

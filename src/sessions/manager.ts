@@ -14,6 +14,9 @@ import { getInstance, listInstancesToRestore, updateInstance } from '../store/in
 import type { Database } from '../store/schema.ts';
 import { RECORD_RETRY, type RecordRetryPolicy, recordWithRetry } from './record-retry.ts';
 
+/** `Retry-After` of the 503 a call gets while its instance reconnects by itself, seconds. */
+export const RECONNECT_RETRY_AFTER_S = 2;
+
 /** How long `connect` with `immediate:false` waits for login, ms (SPEC Limits, DESIGN D7). */
 export const LOGIN_VERIFY_MS = 10_000;
 
@@ -127,14 +130,25 @@ export class SessionManager {
    * The session of `instance` when it can reach the platform: logged in and connected (every messaging,
    * contacts and groups operation needs this).
    * @throws DomainError conflict `instance is not logged in` before login (DESIGN D6), `instance is not connected`
-   *   when logged in but disconnected (SPEC Transitions: disconnect keeps the session).
+   *   when logged in but disconnected (SPEC Transitions: disconnect keeps the session); platform_unreachable (503)
+   *   `not connected to the platform right now` with `retryAfter` while a connection that should be up is down and
+   *   coming back by itself.
    */
   ready(instance: Instance): EngineSession {
     const session = this.#sessions.get(instance.id);
     const state = session?.state();
     const loggedIn = state ? state.loggedIn : instance.jid !== null;
     if (!loggedIn) throw errors.notLoggedIn();
-    if (!session || !state?.connected) throw errors.notConnected();
+    if (!session || !state?.connected) {
+      // Asked to be connected but the connection is down: it comes back by itself (a dropped socket, a restart
+      // stream error, a restore at boot), so the caller may retry shortly (docs/decisions/0001-envelope-and-error-codes.md).
+      if (instance.desiredState === 'connected') {
+        throw new DomainError('platform_unreachable', 'not connected to the platform right now', {
+          retryAfter: RECONNECT_RETRY_AFTER_S,
+        });
+      }
+      throw errors.notConnected();
+    }
     return session;
   }
 

@@ -184,7 +184,6 @@ export interface ChatPeersTable {
   last_at: string;
 }
 
-/** The whole database as Kysely sees it; later migrations add their tables here. */
 /** One running parley process (the node registry, `src/nodes/registry.ts`). */
 export interface NodesTable {
   /** Random per boot; the `locked_by` of the node's webhook claims. */
@@ -260,6 +259,51 @@ export interface CallSettingsTable {
   updated_at: string;
 }
 
+/**
+ * One message-creating send, recorded before its relay (migration 0013, `src/store/send-jobs.ts`). Times are
+ * epoch ms. `status`: pending, sending, sent, failed, canceled; `mode`: sync or async.
+ */
+export interface SendJobsTable {
+  instance_id: string;
+  /** The platform message id every relay attempt uses. */
+  id: string;
+  /** Acceptance order within the instance. */
+  seq: number;
+  /** Chat JID the message goes to. */
+  chat: string;
+  /** `OutgoingContent['kind']`. */
+  kind: string;
+  /** The `OutgoingMessage` as JSON, media bytes base64 (`src/sends/payload.ts`). */
+  payload: string;
+  mode: string;
+  status: string;
+  run_at: number;
+  /** The `sendAt` asked for, when the send was scheduled. */
+  send_at: number | null;
+  attempts: ColumnType<number, number | undefined, number>;
+  max_attempts: number;
+  last_error: string | null;
+  locked_by: string | null;
+  locked_at: number | null;
+  /** 1 when the relay opened a chat the account had no messages in. */
+  new_chat: ColumnType<number, number | undefined, number>;
+  created_at: number;
+  updated_at: number;
+  sent_at: number | null;
+}
+
+/** An instance's send pace and restriction pause (migration 0013). Times epoch ms. */
+export interface SendPacingTable {
+  instance_id: string;
+  min_interval_ms: number;
+  jitter_ms: number;
+  new_chats_per_day: number | null;
+  paused_reason: string | null;
+  paused_until: number | null;
+  updated_at: number;
+}
+
+/** The whole database as Kysely sees it; later migrations add their tables here. */
 export interface Database {
   organizations: OrganizationsTable;
   instances: InstancesTable;
@@ -279,4 +323,6 @@ export interface Database {
   dashboard_users: DashboardUsersTable;
   dashboard_sessions: DashboardSessionsTable;
   call_settings: CallSettingsTable;
+  send_jobs: SendJobsTable;
+  send_pacing: SendPacingTable;
 }

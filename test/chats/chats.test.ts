@@ -241,6 +241,7 @@ for (const dialect of testDialects()) {
           message: { conversation: 'hello Ana' },
           state: 'sent',
           stateAt: at(1),
+          status: 'sent',
         }),
       );
       for (const state of ['delivered', 'read', 'played'] as const) {
@@ -249,6 +250,7 @@ for (const dialect of testDialects()) {
         assert.equal(receipt.status, 200);
         const now = await get();
         assert.equal(now.body.data.state, state);
+        assert.equal(now.body.data.status, state);
         assert.equal(now.body.data.stateAt, new Date(t.clock()).toISOString());
       }
       const missing = await t.call('GET', '/v1/messages/NEVER-STORED');

@@ -31,7 +31,9 @@ export async function sendHello(baseUrl: string, key: string, instanceId: string
   const sent = await client.POST('/v1/messages/send', {
     body: { phone: '5511999990002', body: 'hello from a generated client', from: instanceId },
   });
-  const result: SendResult | undefined = sent.data?.data;
+  // 200 Sent by default; 202 Queued only when asked (Prefer: respond-async or sendAt), so narrow on the shape.
+  const data = sent.data?.data;
+  const result: SendResult | undefined = data && 'timestamp' in data ? data : undefined;
   const status = await client.GET('/v1/session/status', { params: { query: { from: instanceId } } });
   return { status: sent.response.status, body: sent.data, error: sent.error, result, loggedIn: status.data?.data.loggedIn };
 }

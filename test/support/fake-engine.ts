@@ -49,6 +49,7 @@ export class FakeEngine implements Engine {
       waitForLogin: async () => behaviour.loginVerifies && connected,
       state,
       pairingCode: (): PairingCode | null => null,
+      messageId: () => refuse(),
       async disconnect() {
         connected = false;
       },

@@ -191,6 +191,17 @@ export async function relayAndRecord(
 }
 
 /**
+ * A new platform message id for a send (Baileys' `generateMessageIDV2` over the account's phone JID), made before
+ * the relay (docs/decisions/0009-sends-as-jobs.md); works while the socket is down.
+ * @throws DomainError not_logged_in when the account was never linked.
+ */
+export function newMessageId(deps: OperationDeps): string {
+  const me = deps.mapping.me().phoneJid;
+  if (!me) throw errors.notLoggedIn();
+  return generateMessageIDV2(me);
+}
+
+/**
  * Sends one message (DESIGN D8) through `generateWAMessage` + `relayMessage`; resolves once it is recorded.
  * @throws the store's error when recording still fails after the bounded retry (the message was relayed).
  */
@@ -204,7 +215,7 @@ export async function sendMessage(
     buildOutgoingMessage(message.to, message, {
       upload: sock.waUploadToServer,
       userJid,
-      messageId: generateMessageIDV2(userJid),
+      messageId: message.id ?? generateMessageIDV2(userJid),
       findMessage: (id) => deps.context.findMessage(id),
       logger: deps.baileysLogger,
       ...(deps.linkPreview ? { linkPreview: deps.linkPreview } : {}),

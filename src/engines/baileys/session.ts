@@ -231,6 +231,9 @@ export class BaileysSession implements EngineSession {
     for (const cache of this.#caches) cache.close();
   }
 
+  async messageId(): Promise<string> {
+    return ops.newMessageId(this.#deps);
+  }
   async send(message: OutgoingMessage): Promise<SentMessage> {
     return ops.sendMessage(await this.#open(), this.#deps, message);
   }

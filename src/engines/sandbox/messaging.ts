@@ -3,11 +3,11 @@ import type {
   EngineMessage,
   Jid,
   MessageContent,
-  OutgoingContent,
   OutgoingMessage,
   SentMessage,
 } from '../../domain/messages.ts';
 import { GROUP_DOMAIN, phoneOfJid, userJid } from '../../domain/messages.ts';
+import { contentOf } from '../../domain/sends.ts';
 import type { SandboxInboundInput, SandboxPresenceInput, SandboxReceiptInput } from '../engine.ts';
 import { ownJid, type SandboxAccount, type SandboxCredentials } from './account.ts';
 import { memberGroup } from './groups.ts';
@@ -18,59 +18,6 @@ import { incomingMessageId, outgoingMessageId } from './ids.ts';
  * `isFromMe: true`, awaited so the message row commits before the call returns (DESIGN D2); the helpers make
  * other users' messages, receipts and presence arrive.
  */
-
-/** The stored/normalised content of an outgoing message: no media bytes, sizes in bytes (DESIGN D8). */
-export function contentOf(
-  content: OutgoingContent,
-  quotedId?: string,
-  mentions?: readonly Jid[],
-): MessageContent {
-  const quoted = {
-    ...(quotedId === undefined ? {} : { quotedId }),
-    ...(mentions === undefined || mentions.length === 0 ? {} : { mentions: [...mentions] }),
-  };
-  const caption = (text: string | undefined) => (text === undefined ? {} : { text });
-  switch (content.kind) {
-    case 'text':
-      return { kind: 'text', text: content.text, ...quoted };
-    case 'image':
-    case 'video':
-      return { kind: content.kind, ...media(content.media), ...caption(content.caption), ...quoted };
-    case 'document':
-      return {
-        kind: 'document',
-        ...media(content.media),
-        fileName: content.fileName,
-        ...caption(content.caption),
-        ...quoted,
-      };
-    case 'audio':
-    case 'sticker':
-      return { kind: content.kind, ...media(content.media), ...quoted };
-    case 'location':
-      return {
-        kind: 'location',
-        latitude: content.latitude,
-        longitude: content.longitude,
-        ...(content.name === undefined ? {} : { name: content.name }),
-        ...(content.address === undefined ? {} : { address: content.address }),
-        ...quoted,
-      };
-    case 'contact':
-      return { kind: 'contact', name: content.displayName, vcard: content.vcard, ...quoted };
-    case 'poll':
-      return {
-        kind: 'poll',
-        text: content.name,
-        poll: { options: [...content.options], selectableCount: content.selectableCount },
-        ...quoted,
-      };
-  }
-}
-
-function media(payload: { data: Buffer; mimetype: string }): Pick<MessageContent, 'mimetype' | 'fileLength'> {
-  return { mimetype: payload.mimetype, fileLength: payload.data.length };
-}
 
 function isGroupJid(jid: Jid): boolean {
   return jid.endsWith(`@${GROUP_DOMAIN}`);
@@ -105,17 +52,23 @@ async function emitOwn(
   chat: Jid,
   isGroup: boolean,
   content: MessageContent,
+  id?: string,
 ): Promise<SentMessage> {
-  const id = outgoingMessageId(account.context.instanceId, await account.sequence.next());
+  const messageId = id ?? (await newMessageId(account));
   const message: EngineMessage = {
-    id,
+    id: messageId,
     source: { chat, sender: ownJid(creds), isFromMe: true, isGroup },
     pushName: creds.pushName,
     timestamp: account.context.clock(),
     content,
   };
   await account.context.emit({ type: 'message', message });
-  return { id, timestamp: message.timestamp };
+  return { id: messageId, timestamp: message.timestamp };
+}
+
+/** A new id for a message the account sends (`3EB0…`, ids.ts); no I/O beyond the sequence's block. */
+export async function newMessageId(account: SandboxAccount): Promise<string> {
+  return outgoingMessageId(account.context.instanceId, await account.sequence.next());
 }
 
 /** Sends a message (DESIGN D8). @throws see {@link checkChat}; not_logged_in before login. */
@@ -128,6 +81,7 @@ export async function send(account: SandboxAccount, message: OutgoingMessage): P
     message.to,
     isGroup,
     contentOf(message.content, message.quotedId, message.mentions),
+    message.id,
   );
 }
 

@@ -132,6 +132,10 @@ export class SandboxSession implements EngineSession {
     this.#wakeLoginWaiters();
   }
 
+  async messageId(): Promise<string> {
+    await this.#account.ready();
+    return messaging.newMessageId(this.#account);
+  }
   send(message: OutgoingMessage): Promise<SentMessage> {
     return messaging.send(this.#account, message);
   }

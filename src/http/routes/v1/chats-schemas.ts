@@ -1,5 +1,11 @@
 import { type Static, Type } from '@sinclair/typebox';
-import { type ChatSummary, DEFAULT_PAGE, MAX_PAGE, type StoredMessage } from '../../../app/chats.ts';
+import {
+  type ChatSummary,
+  DEFAULT_PAGE,
+  MAX_PAGE,
+  type MessageWithStatus,
+  type StoredMessage,
+} from '../../../app/chats.ts';
 import { messageBody } from '../../../events/normalise.ts';
 import { InstanceQuery } from '../../schemas.ts';
 
@@ -84,11 +90,32 @@ export const StoredMessageView = Type.Object(
         description: 'the content, in the same shape as event.message of a Message webhook',
       },
     ),
-    state: DeliveryStateName,
-    stateAt: Type.String({
-      description: 'when the state last changed',
-      examples: ['2026-01-15T12:00:03.000Z'],
-    }),
+    state: Type.Optional(DeliveryStateName),
+    stateAt: Type.Optional(
+      Type.String({
+        description: 'when the state last changed (absent until the platform acknowledged the message)',
+        examples: ['2026-01-15T12:00:03.000Z'],
+      }),
+    ),
+    status: Type.Optional(
+      Type.Union(
+        [
+          Type.Literal('pending'),
+          Type.Literal('sent'),
+          Type.Literal('delivered'),
+          Type.Literal('read'),
+          Type.Literal('played'),
+          Type.Literal('failed'),
+          Type.Literal('canceled'),
+        ],
+        {
+          description:
+            'GET /v1/messages/{id} only: the delivery state once relayed; before, pending (queued, scheduled or being relayed), failed or canceled',
+        },
+      ),
+    ),
+    error: Type.Optional(Type.String({ description: "why a failed send failed (the platform's reason)" })),
+    sendAt: Type.Optional(Type.String({ description: 'when a scheduled send is due', format: 'date-time' })),
     editedAt: Type.Optional(
       Type.String({
         description: 'when the text was last edited (absent when never)',
@@ -165,7 +192,7 @@ export const ChatPage = Type.Object(
 );
 
 /** The view of a stored message. */
-export function storedMessageView(message: StoredMessage): StoredMessageView {
+export function storedMessageView(message: StoredMessage | MessageWithStatus): StoredMessageView {
   return {
     id: message.id,
     chat: message.source.chat,
@@ -176,8 +203,11 @@ export function storedMessageView(message: StoredMessage): StoredMessageView {
     timestamp: iso(message.timestamp),
     kind: message.content.kind,
     message: messageBody(message.content),
-    state: message.state,
-    stateAt: message.stateAt,
+    ...(message.state === undefined ? {} : { state: message.state }),
+    ...(message.stateAt === undefined ? {} : { stateAt: message.stateAt }),
+    ...('status' in message ? { status: message.status } : {}),
+    ...('error' in message && message.error !== undefined ? { error: message.error } : {}),
+    ...('sendAt' in message && message.sendAt !== undefined ? { sendAt: iso(message.sendAt) } : {}),
     ...(message.content.editedAt === undefined ? {} : { editedAt: iso(message.content.editedAt) }),
     ...(message.content.deletedAt === undefined ? {} : { deletedAt: iso(message.content.deletedAt) }),
   };

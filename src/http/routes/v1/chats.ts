@@ -1,4 +1,5 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { instanceIdOf } from '../../plugins/instance.ts';
 import { InstanceQuery, ok, responses } from '../../schemas.ts';
@@ -69,7 +70,7 @@ export async function chatsRoutes(fastify: FastifyInstance): Promise<void> {
  */
 export async function messageReadRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const { chats } = app.services.app;
+  const { chats, messaging } = app.services.app;
   app.get(
     '/:id',
     {
@@ -84,5 +85,35 @@ export async function messageReadRoutes(fastify: FastifyInstance): Promise<void>
       },
     },
     async (request) => ok(storedMessageView(await chats.message(instanceIdOf(request), request.params.id))),
+  );
+
+  app.post(
+    '/:id/cancel',
+    {
+      config: { scope: 'chat:messages', instance: 'query' },
+      schema: {
+        tags: ['messages'],
+        operationId: 'cancelMessage',
+        summary: 'Cancel a queued or scheduled send before its relay (409 once it was sent)',
+        params: MessageParams,
+        querystring: InstanceQuery,
+        response: responses(
+          'The send is canceled and will never be relayed',
+          Type.Object(
+            {
+              details: Type.Literal('Canceled'),
+              id: Type.String({ examples: ['3EB0C767D26A1D2E5B3A61'] }),
+              status: Type.Literal('canceled'),
+            },
+            { title: 'CancelResult' },
+          ),
+          409,
+        ),
+      },
+    },
+    async (request) => {
+      const canceled = await messaging.cancel(instanceIdOf(request), request.params.id);
+      return ok({ details: 'Canceled' as const, id: canceled.id, status: canceled.status });
+    },
   );
 }

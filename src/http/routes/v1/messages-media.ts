@@ -3,14 +3,13 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Ffmpeg } from '../../../media/ffmpeg.ts';
 import { bodyLimitFor } from '../../../media/kinds.ts';
 import { type MediaTools, prepareDocument, prepareMedia, prepareSticker } from '../../../media/prepare.ts';
-import { ok, responses } from '../../schemas.ts';
 import {
   SendAudioBody,
   SendDocumentBody,
   SendImageBody,
-  SendResult,
   SendStickerBody,
   SendVideoBody,
+  sendResponses,
 } from './messages-schemas.ts';
 import { checkMentions, sendMessage } from './messages-send.ts';
 
@@ -41,19 +40,17 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
         operationId: 'sendImage',
         summary: 'Send an image (JPEG, PNG, GIF or WEBP, at most 16 MB) by https URL or data URI',
         body: SendImageBody,
-        response: responses('Message sent: its id and timestamp', SendResult, ...mediaErrors),
+        response: sendResponses('Message sent: its id and timestamp', ...mediaErrors),
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const { image, caption } = request.body;
       checkMentions(request.body.mentions, request.body.caption, 'caption');
-      return ok(
-        await sendMessage(services, request, request.body, async () => ({
-          kind: 'image',
-          media: await prepareMedia(toolsOf(request), 'image', image),
-          ...(caption === undefined ? {} : { caption }),
-        })),
-      );
+      return sendMessage(services, request, reply, request.body, async () => ({
+        kind: 'image',
+        media: await prepareMedia(toolsOf(request), 'image', image),
+        ...(caption === undefined ? {} : { caption }),
+      }));
     },
   );
 
@@ -67,23 +64,21 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
         operationId: 'sendDocument',
         summary: 'Send a document (any format, at most 100 MB) by https URL or data URI',
         body: SendDocumentBody,
-        response: responses('Message sent: its id and timestamp', SendResult, ...mediaErrors),
+        response: sendResponses('Message sent: its id and timestamp', ...mediaErrors),
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const { document, fileName, caption } = request.body;
       checkMentions(request.body.mentions, request.body.caption, 'caption');
-      return ok(
-        await sendMessage(services, request, request.body, async () => {
-          const prepared = await prepareDocument(toolsOf(request), document, fileName);
-          return {
-            kind: 'document',
-            media: prepared.media,
-            fileName: prepared.fileName,
-            ...(caption === undefined ? {} : { caption }),
-          };
-        }),
-      );
+      return sendMessage(services, request, reply, request.body, async () => {
+        const prepared = await prepareDocument(toolsOf(request), document, fileName);
+        return {
+          kind: 'document',
+          media: prepared.media,
+          fileName: prepared.fileName,
+          ...(caption === undefined ? {} : { caption }),
+        };
+      });
     },
   );
 
@@ -97,17 +92,15 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
         operationId: 'sendAudio',
         summary: 'Send a voice message (OGG/Opus, MP3, M4A or WAV, at most 16 MB)',
         body: SendAudioBody,
-        response: responses('Message sent: its id and timestamp', SendResult, ...mediaErrors),
+        response: sendResponses('Message sent: its id and timestamp', ...mediaErrors),
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const { audio } = request.body;
-      return ok(
-        await sendMessage(services, request, request.body, async () => ({
-          kind: 'audio',
-          media: await prepareMedia(toolsOf(request), 'audio', audio),
-        })),
-      );
+      return sendMessage(services, request, reply, request.body, async () => ({
+        kind: 'audio',
+        media: await prepareMedia(toolsOf(request), 'audio', audio),
+      }));
     },
   );
 
@@ -121,19 +114,17 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
         operationId: 'sendVideo',
         summary: 'Send a video (MP4 or 3GP, at most 16 MB)',
         body: SendVideoBody,
-        response: responses('Message sent: its id and timestamp', SendResult, ...mediaErrors),
+        response: sendResponses('Message sent: its id and timestamp', ...mediaErrors),
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const { video, caption } = request.body;
       checkMentions(request.body.mentions, request.body.caption, 'caption');
-      return ok(
-        await sendMessage(services, request, request.body, async () => ({
-          kind: 'video',
-          media: await prepareMedia(toolsOf(request), 'video', video),
-          ...(caption === undefined ? {} : { caption }),
-        })),
-      );
+      return sendMessage(services, request, reply, request.body, async () => ({
+        kind: 'video',
+        media: await prepareMedia(toolsOf(request), 'video', video),
+        ...(caption === undefined ? {} : { caption }),
+      }));
     },
   );
 
@@ -147,22 +138,20 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
         operationId: 'sendSticker',
         summary: 'Send a sticker: static image or MP4, converted to a 512×512 WEBP with pack metadata',
         body: SendStickerBody,
-        response: responses('Message sent: its id and timestamp', SendResult, ...mediaErrors),
+        response: sendResponses('Message sent: its id and timestamp', ...mediaErrors),
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const { sticker, packName, packId, packPublisher, emojis } = request.body;
-      return ok(
-        await sendMessage(services, request, request.body, async () => {
-          const prepared = await prepareSticker(toolsOf(request), sticker, {
-            ...(packName === undefined ? {} : { packName }),
-            ...(packId === undefined ? {} : { packId }),
-            ...(packPublisher === undefined ? {} : { packPublisher }),
-            ...(emojis === undefined ? {} : { emojis }),
-          });
-          return { kind: 'sticker', media: prepared.media, animated: prepared.animated };
-        }),
-      );
+      return sendMessage(services, request, reply, request.body, async () => {
+        const prepared = await prepareSticker(toolsOf(request), sticker, {
+          ...(packName === undefined ? {} : { packName }),
+          ...(packId === undefined ? {} : { packId }),
+          ...(packPublisher === undefined ? {} : { packPublisher }),
+          ...(emojis === undefined ? {} : { emojis }),
+        });
+        return { kind: 'sticker', media: prepared.media, animated: prepared.animated };
+      });
     },
   );
 }

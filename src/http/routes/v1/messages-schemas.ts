@@ -1,5 +1,5 @@
-import { type Static, Type } from '@sinclair/typebox';
-import { InstanceSelector, Phone } from '../../schemas.ts';
+import { type Static, type TSchema, Type } from '@sinclair/typebox';
+import { InstanceSelector, Phone, responses } from '../../schemas.ts';
 
 /** Longest text `body` and caption, characters (DESIGN D6). */
 export const MAX_TEXT = 65_536;
@@ -40,6 +40,20 @@ const Caption = Type.Optional(
     examples: ['Our new menu'],
   }),
 );
+/**
+ * `sendAt` of a send: when to relay it (RFC 3339, in the future, at most 30 days ahead). Given, the send is
+ * queued and answered 202 (docs/decisions/0009-sends-as-jobs.md).
+ */
+export const SendAt = Type.Optional(
+  Type.String({
+    format: 'date-time',
+    'x-message': '{field} must be a date-time in RFC 3339 format',
+    description:
+      'relay the message at this time (RFC 3339, future, at most 30 days ahead); the answer is then 202 Queued',
+    examples: ['2026-12-01T09:00:00Z'],
+  }),
+);
+
 /** Most users one text or caption may mention. */
 export const MAX_MENTIONS = 256;
 
@@ -83,6 +97,7 @@ export const SendTextBody = Type.Object(
       }),
     ),
     from: From,
+    sendAt: SendAt,
   },
   { title: 'SendTextBody' },
 );
@@ -97,6 +112,7 @@ export const SendImageBody = Type.Object(
     mentions: Mentions,
     id: ReplyId,
     from: From,
+    sendAt: SendAt,
   },
   { title: 'SendImageBody' },
 );
@@ -119,6 +135,7 @@ export const SendDocumentBody = Type.Object(
     mentions: Mentions,
     id: ReplyId,
     from: From,
+    sendAt: SendAt,
   },
   { title: 'SendDocumentBody' },
 );
@@ -131,6 +148,7 @@ export const SendAudioBody = Type.Object(
     audio: Media('data:audio/ogg;base64,T2dnUwACAAAAAAAA…', 'OGG (Opus), MP3, M4A or WAV, at most 16 MB'),
     id: ReplyId,
     from: From,
+    sendAt: SendAt,
   },
   { title: 'SendAudioBody' },
 );
@@ -145,6 +163,7 @@ export const SendVideoBody = Type.Object(
     mentions: Mentions,
     id: ReplyId,
     from: From,
+    sendAt: SendAt,
   },
   { title: 'SendVideoBody' },
 );
@@ -172,6 +191,7 @@ export const SendLocationBody = Type.Object(
     ),
     id: ReplyId,
     from: From,
+    sendAt: SendAt,
   },
   { title: 'SendLocationBody' },
 );
@@ -196,6 +216,7 @@ export const SendStickerBody = Type.Object(
     ),
     id: ReplyId,
     from: From,
+    sendAt: SendAt,
   },
   { title: 'SendStickerBody' },
 );
@@ -216,6 +237,7 @@ export const SendContactBody = Type.Object(
     }),
     id: ReplyId,
     from: From,
+    sendAt: SendAt,
   },
   { title: 'SendContactBody' },
 );
@@ -262,6 +284,23 @@ export const ReadBody = Type.Object(
 );
 export type ReadBody = Static<typeof ReadBody>;
 
+/** `data` of a 202 answer to a queued or scheduled send (docs/decisions/0009-sends-as-jobs.md). */
+export const QueuedResult = Type.Object(
+  {
+    details: Type.Literal('Queued'),
+    id: Type.String({
+      description: 'id the message will have on the platform',
+      examples: ['3EB0C767D26A1D2E5B3A61'],
+    }),
+    status: Type.Literal('pending'),
+    sendAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+      description: 'when it is due; null: as soon as the queue allows',
+    }),
+  },
+  { title: 'QueuedResult' },
+);
+export type QueuedResult = Static<typeof QueuedResult>;
+
 /** Send result (SPEC Send result; DESIGN D8): `timestamp` RFC 3339 UTC. */
 export const SendResult = Type.Object(
   {
@@ -275,3 +314,20 @@ export const SendResult = Type.Object(
   { title: 'SendResult' },
 );
 export type SendResult = Static<typeof SendResult>;
+
+/**
+ * Response schemas of a message-creating send: 200 `Sent` (the default, after the relay), 202 `Queued` (with
+ * `Prefer: respond-async` or `sendAt`), the common errors and the route's own `statuses`.
+ */
+export function sendResponses(description: string, ...statuses: number[]): Record<number, TSchema> {
+  return {
+    ...responses(description, SendResult, 409, ...statuses),
+    202: Type.Object(
+      { success: Type.Literal(true), code: Type.Literal(202), data: QueuedResult },
+      {
+        description:
+          'Queued (Prefer: respond-async, or sendAt): stored as pending; the outcome arrives as a MessageStatus event',
+      },
+    ),
+  };
+}

@@ -1,31 +1,75 @@
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { errors } from '../../../domain/errors.ts';
 import type { OutgoingContent, SentMessage } from '../../../domain/messages.ts';
 import type { Services } from '../../../services.ts';
 import { instanceIdOf } from '../../plugins/instance.ts';
-import type { SendResult } from './messages-schemas.ts';
+import { ok } from '../../schemas.ts';
+import type { QueuedResult, SendResult } from './messages-schemas.ts';
 
 /** The send result envelope data (SPEC Send result): `Sent`, the id, and the time as RFC 3339 UTC. */
 export function sendResult(sent: SentMessage, id: string = sent.id): SendResult {
   return { details: 'Sent', id, timestamp: new Date(sent.timestamp).toISOString() };
 }
 
+/** The 202 envelope of an accepted asynchronous send. */
+export interface QueuedEnvelope {
+  success: true;
+  code: 202;
+  data: QueuedResult;
+}
+
 /**
- * Sends one message out of the request's instance through the messaging service (DESIGN D2: session 409,
- * recipient registration 422, then `content` is built, then the engine's send) and answers its result.
+ * True when the request asks to be answered before the work is done: `Prefer: respond-async` (RFC 7240 §4.1),
+ * alone or among other preferences.
+ */
+export function prefersAsync(request: FastifyRequest): boolean {
+  const header = request.headers.prefer;
+  const values = Array.isArray(header) ? header : header === undefined ? [] : [header];
+  return values.some((value) =>
+    value.split(',').some((pref) => pref.split(';')[0]?.trim().toLowerCase() === 'respond-async'),
+  );
+}
+
+/**
+ * Sends one message out of the request's instance through the messaging service, as a job stored before its
+ * relay (docs/decisions/0009-sends-as-jobs.md). By default the answer waits for the relay: 200 `Sent`. With
+ * `Prefer: respond-async` or a `sendAt` (RFC 3339) the job is queued: 202 `Queued` with its id, `pending` and
+ * `sendAt`, and its outcome arrives as a `MessageStatus` event.
+ * @throws DomainError invalid `sendAt must be a date-time…`, `sendAt must be in the future`, `sendAt must be at
+ *   most 30 days ahead`; the service's errors.
  */
 export async function sendMessage(
   services: Services,
   request: FastifyRequest,
-  input: { phone: string; id?: string | undefined; mentions?: readonly string[] | undefined },
+  reply: FastifyReply,
+  input: {
+    phone: string;
+    id?: string | undefined;
+    mentions?: readonly string[] | undefined;
+    sendAt?: string | undefined;
+  },
   content: () => Promise<OutgoingContent> | OutgoingContent,
-): Promise<SendResult> {
-  const sent = await services.app.messaging.send(
-    instanceIdOf(request),
-    { phone: input.phone, quotedId: input.id, mentions: input.mentions },
-    content,
-  );
-  return sendResult(sent);
+): Promise<{ success: true; code: 200; data: SendResult } | QueuedEnvelope> {
+  const send = { phone: input.phone, quotedId: input.id, mentions: input.mentions };
+  if (input.sendAt === undefined && !prefersAsync(request)) {
+    return ok(sendResult(await services.app.messaging.send(instanceIdOf(request), send, content)));
+  }
+  const sendAt = input.sendAt === undefined ? null : Date.parse(input.sendAt);
+  if (sendAt !== null && Number.isNaN(sendAt)) {
+    throw errors.badRequest('sendAt must be a date-time in RFC 3339 format');
+  }
+  const queued = await services.app.messaging.enqueue(instanceIdOf(request), send, content, sendAt);
+  reply.code(202).header('preference-applied', 'respond-async');
+  return {
+    success: true,
+    code: 202,
+    data: {
+      details: 'Queued',
+      id: queued.id,
+      status: queued.status,
+      sendAt: queued.sendAt === null ? null : new Date(queued.sendAt).toISOString(),
+    },
+  };
 }
 
 /**

@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { errors } from '../../../domain/errors.ts';
 import { instanceIdOf } from '../../plugins/instance.ts';
 import { InstanceSelector, ok, responses } from '../../schemas.ts';
-import { ChatAddress, MAX_TEXT, SendResult } from './messages-schemas.ts';
+import { ChatAddress, MAX_TEXT, SendAt, sendResponses } from './messages-schemas.ts';
 import { sendMessage, sendResult } from './messages-send.ts';
 
 /** Most options a WhatsApp poll may have. */
@@ -82,6 +82,7 @@ export const SendPollBody = Type.Object(
       }),
     ),
     from: From,
+    sendAt: SendAt,
   },
   { title: 'SendPollBody' },
 );
@@ -180,20 +181,24 @@ export async function messageUpdateRoutes(fastify: FastifyInstance): Promise<voi
         operationId: 'sendPoll',
         summary: 'Send a poll (2 to 12 options); votes arrive as PollVote events',
         body: SendPollBody,
-        response: responses('Poll sent: its id and timestamp', SendResult, 409, 422, 502, 503),
+        response: sendResponses('Poll sent: its id and timestamp', 409, 422, 502, 503),
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const { name, options } = request.body;
       const selectableCount = request.body.selectableCount ?? 0;
       checkPoll(options, selectableCount);
-      return ok(
-        await sendMessage(services, request, { phone: request.body.phone }, () => ({
+      return sendMessage(
+        services,
+        request,
+        reply,
+        { phone: request.body.phone, sendAt: request.body.sendAt },
+        () => ({
           kind: 'poll',
           name,
           options: [...options],
           selectableCount,
-        })),
+        }),
       );
     },
   );

@@ -13,6 +13,7 @@ import {
   SendLocationBody,
   SendResult,
   SendTextBody,
+  sendResponses,
 } from './messages-schemas.ts';
 import { checkMentions, checkVcard, isReactionEmoji, sendMessage, sendResult } from './messages-send.ts';
 import { messageUpdateRoutes } from './messages-updates.ts';
@@ -40,19 +41,17 @@ export async function messagesRoutes(fastify: FastifyInstance): Promise<void> {
         operationId: 'sendText',
         summary: 'Send a text message (at most 65,536 characters)',
         body: SendTextBody,
-        response: responses('Message sent: its id and timestamp', SendResult, ...sendErrors),
+        response: sendResponses('Message sent: its id and timestamp', ...sendErrors),
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const body = request.body;
       checkMentions(body.mentions, body.body, 'body');
-      return ok(
-        await sendMessage(services, request, body, () => ({
-          kind: 'text',
-          text: body.body,
-          linkPreview: body.linkPreview ?? false,
-        })),
-      );
+      return sendMessage(services, request, reply, body, () => ({
+        kind: 'text',
+        text: body.body,
+        linkPreview: body.linkPreview ?? false,
+      }));
     },
   );
 
@@ -65,20 +64,18 @@ export async function messagesRoutes(fastify: FastifyInstance): Promise<void> {
         operationId: 'sendLocation',
         summary: 'Send a location pin',
         body: SendLocationBody,
-        response: responses('Message sent: its id and timestamp', SendResult, ...sendErrors),
+        response: sendResponses('Message sent: its id and timestamp', ...sendErrors),
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const { latitude, longitude, name, address } = request.body;
-      return ok(
-        await sendMessage(services, request, request.body, () => ({
-          kind: 'location',
-          latitude,
-          longitude,
-          ...(name === undefined ? {} : { name }),
-          ...(address === undefined ? {} : { address }),
-        })),
-      );
+      return sendMessage(services, request, reply, request.body, () => ({
+        kind: 'location',
+        latitude,
+        longitude,
+        ...(name === undefined ? {} : { name }),
+        ...(address === undefined ? {} : { address }),
+      }));
     },
   );
 
@@ -91,19 +88,17 @@ export async function messagesRoutes(fastify: FastifyInstance): Promise<void> {
         operationId: 'sendContact',
         summary: 'Send a contact card (vCard with BEGIN:VCARD, N, FN, TEL, END:VCARD)',
         body: SendContactBody,
-        response: responses('Message sent: its id and timestamp', SendResult, ...sendErrors),
+        response: sendResponses('Message sent: its id and timestamp', ...sendErrors),
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const { name, vcard } = request.body;
       checkVcard(vcard);
-      return ok(
-        await sendMessage(services, request, request.body, () => ({
-          kind: 'contact',
-          displayName: name,
-          vcard,
-        })),
-      );
+      return sendMessage(services, request, reply, request.body, () => ({
+        kind: 'contact',
+        displayName: name,
+        vcard,
+      }));
     },
   );
 

@@ -1,0 +1,49 @@
+import type { OutgoingContent, OutgoingMessage } from '../domain/messages.ts';
+
+/**
+ * How a send job stores the message it relays (docs/decisions/0009-sends-as-jobs.md): the `OutgoingMessage` as
+ * JSON, with each media file's bytes as base64 under `media.data`, so any node can relay it after a restart or a
+ * failover. The stored form carries no id: the job's key is the id.
+ */
+
+type StoredMedia = { data: string; mimetype: string };
+
+/** Serialises `message` (its `id`, if any, is left out: the job row holds it). */
+export function encodeSendPayload(message: OutgoingMessage): string {
+  const { id: _id, ...rest } = message;
+  return JSON.stringify(rest, (key, value: unknown) => {
+    if (key === 'media' && isMedia(value)) {
+      return { data: value.data.toString('base64'), mimetype: value.mimetype } satisfies StoredMedia;
+    }
+    return value;
+  });
+}
+
+function isMedia(value: unknown): value is { data: Buffer; mimetype: string } {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    'data' in value &&
+    Buffer.isBuffer((value as { data: unknown }).data) &&
+    'mimetype' in value
+  );
+}
+
+/**
+ * Reads a stored payload back as the message to relay under `id`.
+ * @throws SyntaxError when `payload` is not JSON (a corrupt row).
+ */
+export function decodeSendPayload(payload: string, id: string): OutgoingMessage {
+  const parsed = JSON.parse(payload) as Omit<OutgoingMessage, 'id' | 'content'> & {
+    content: OutgoingContent & { media?: StoredMedia };
+  };
+  const content = parsed.content;
+  const restored =
+    'media' in content && content.media !== undefined && typeof content.media.data === 'string'
+      ? {
+          ...content,
+          media: { data: Buffer.from(content.media.data, 'base64'), mimetype: content.media.mimetype },
+        }
+      : content;
+  return { ...parsed, content: restored as OutgoingContent, id };
+}

@@ -1,0 +1,470 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Kysely, Transaction } from 'kysely';
+import type { Clock } from '../domain/clock.ts';
+import { DomainError } from '../domain/errors.ts';
+import { type EngineEvent, GROUP_DOMAIN, type SentMessage } from '../domain/messages.ts';
+import type { PacingSettings, SendPause } from '../domain/sends.ts';
+import type { EngineSession } from '../engines/engine.ts';
+import type { EventProjection } from '../events/recorder.ts';
+import type { Database } from '../store/schema.ts';
+import {
+  chatHasHistory,
+  claimNextSendJob,
+  countNewChatsSince,
+  finishSendJob,
+  nextPendingRunAt,
+  oldestNewChatSince,
+  readPacing,
+  reclaimSendingJobs,
+  type SendJob,
+  type StoredPacing,
+  writePacing,
+  writePause,
+} from '../store/send-jobs.ts';
+import { decodeSendPayload } from './payload.ts';
+
+/** One rolling day, ms: the window of the new-chats-per-day pace. */
+export const DAY_MS = 86_400_000;
+
+/** Longest wait between two tries of a job held back by a transient failure, ms. */
+export const MAX_RETRY_DELAY_MS = 60_000;
+
+/** What the queue reports as it goes (recorded as `MessageStatus` and `SessionStatus` events by the caller). */
+export type SendStatusReport =
+  | { kind: 'message'; id: string; status: 'sent' | 'failed' | 'canceled'; error?: string; at: number }
+  | { kind: 'session'; status: 'paused' | 'resumed'; reason?: string; until?: number; at: number };
+
+/** What a {@link SendQueue} needs. */
+export interface SendQueueDeps {
+  db: Kysely<Database>;
+  /** The engine session of an instance held by this process, if any (the queue relays only there). */
+  session(instanceId: string): EngineSession | undefined;
+  /** This node's id: the `locked_by` of the jobs it claims. */
+  nodeId: string;
+  clock: Clock;
+  logger: FastifyBaseLogger;
+  /** Records a status report; a failure is logged, never thrown into the queue. */
+  report(instanceId: string, report: SendStatusReport): Promise<void>;
+  /** Random source in [0, 1) for the pace's jitter (tests fix it). */
+  random?: () => number;
+  /** How often instances with due jobs are looked for, ms (default 5 000). */
+  sweepMs?: number;
+}
+
+interface Waiter {
+  resolve(sent: SentMessage): void;
+  reject(error: unknown): void;
+}
+
+/** The queue state of one instance in this process. */
+interface Runner {
+  draining: boolean;
+  again: boolean;
+  /** Every `sending` job was handed back once since this process took the instance. */
+  reclaimed: boolean;
+  /** A drain ended with nothing due and nothing was submitted since: a sync send may relay at once. */
+  idle: boolean;
+  timer: NodeJS.Timeout | undefined;
+  timerAt: number;
+  /** Earliest time the pace allows the next relay (epoch ms). */
+  nextAllowedAt: number;
+}
+
+/**
+ * The send queue of every instance whose engine session this process holds (docs/decisions/0009-sends-as-jobs.md,
+ * 0013-pacing.md). Jobs are rows (`send_jobs`); the queue claims an instance's due jobs one at a time in
+ * acceptance order, waits for the pace and for the session to be connected, relays each under its own id and
+ * records the outcome. A restriction signal from the platform (429 rate-overlimit, 463 reach-out timelock) pauses
+ * the instance's queue until its end. A synchronous send whose queue is idle, unpaced and unpaused relays at once
+ * (stored already claimed); otherwise it waits its turn. It is also a projection of the event recorder: a committed
+ * login wakes the instance's queue.
+ */
+export class SendQueue implements EventProjection {
+  readonly name = 'send-queue';
+  readonly #deps: SendQueueDeps;
+  readonly #random: () => number;
+  readonly #runners = new Map<string, Runner>();
+  readonly #waiters = new Map<string, Waiter>();
+  readonly #pacing = new Map<string, StoredPacing>();
+  #sweep: NodeJS.Timeout | undefined;
+  #stopped = false;
+  readonly #inFlight = new Set<Promise<void>>();
+
+  /** This node's id, the `locked_by` of the jobs it holds. */
+  readonly nodeId: string;
+
+  constructor(deps: SendQueueDeps) {
+    this.#deps = deps;
+    this.nodeId = deps.nodeId;
+    this.#random = deps.random ?? Math.random;
+  }
+
+  /** Nothing to write: a login wakes the queue after its commit. */
+  async apply(_trx: Transaction<Database>, _instanceId: string, _event: EngineEvent): Promise<void> {}
+
+  /** A committed login (connected and logged in) wakes the instance's queue. */
+  afterCommit(instanceId: string, event: EngineEvent): void {
+    if (event.type !== 'connection' || !event.state.connected || !event.state.loggedIn) return;
+    // A login is a new hold on the instance (after a restart, a failover or a reconnect): `sending` jobs no relay
+    // of this process is running are handed back before the next claim.
+    const runner = this.#runners.get(instanceId);
+    if (runner && !runner.draining) runner.reclaimed = false;
+    this.wake(instanceId);
+  }
+
+  /** Starts the periodic look for instances with due jobs (scheduled sends, jobs of restored sessions). */
+  start(): void {
+    const every = this.#deps.sweepMs ?? 5_000;
+    this.#sweep = setInterval(() => void this.#sweepDue(), every);
+    this.#sweep.unref();
+  }
+
+  /** Stops claiming; waits for the relays in flight (at most `timeoutMs`). Jobs left pending stay stored. */
+  async stop(timeoutMs = 5_000): Promise<void> {
+    this.#stopped = true;
+    if (this.#sweep) clearInterval(this.#sweep);
+    for (const runner of this.#runners.values()) if (runner.timer) clearTimeout(runner.timer);
+    await Promise.race([
+      Promise.allSettled([...this.#inFlight]),
+      new Promise((resolve) => setTimeout(resolve, timeoutMs).unref()),
+    ]);
+  }
+
+  /** The instance's pace and pause (cached in this process; the instance's holder is the only writer). */
+  async pacing(instanceId: string): Promise<StoredPacing> {
+    const cached = this.#pacing.get(instanceId);
+    if (cached) return cached;
+    const stored = await readPacing(this.#deps.db, instanceId);
+    this.#pacing.set(instanceId, stored);
+    return stored;
+  }
+
+  /** Stores the instance's pace and wakes its queue (a shorter interval may let a job go now). */
+  async setPacing(instanceId: string, pacing: PacingSettings): Promise<StoredPacing> {
+    await writePacing(this.#deps.db, instanceId, pacing, this.#deps.clock());
+    this.#pacing.delete(instanceId);
+    const runner = this.#runners.get(instanceId);
+    if (runner) runner.nextAllowedAt = 0;
+    this.wake(instanceId);
+    return this.pacing(instanceId);
+  }
+
+  /**
+   * True when a synchronous send of the instance may relay at once, without waiting behind other jobs: its queue
+   * drained with nothing due, no pace is set and no pause holds.
+   */
+  async canRelayNow(instanceId: string): Promise<boolean> {
+    const runner = this.#runners.get(instanceId);
+    if (!runner?.idle || runner.draining) return false;
+    const { pacing, pause } = await this.pacing(instanceId);
+    return (
+      pause === null && pacing.minIntervalMs === 0 && pacing.jitterMs === 0 && pacing.newChatsPerDay === null
+    );
+  }
+
+  /** The instance's pause in force at `now`, or null. */
+  async pause(instanceId: string): Promise<SendPause | null> {
+    const { pause } = await this.pacing(instanceId);
+    return pause !== null && pause.until > this.#deps.clock() ? pause : null;
+  }
+
+  /**
+   * Relays `job` (stored already claimed by this node) at once through `session` and resolves with the result.
+   * @throws the relay's error after the job was marked failed.
+   */
+  async relayNow(session: EngineSession, job: SendJob): Promise<SentMessage> {
+    const done = this.#await(job);
+    await this.#relay(session, job, (await this.pacing(job.instanceId)).pacing);
+    return done;
+  }
+
+  /** Resolves with the result of job `job` (a sync job submitted for the queue), or rejects with its error. */
+  waitFor(job: Pick<SendJob, 'instanceId' | 'id'>): Promise<SentMessage> {
+    const done = this.#await(job);
+    this.wake(job.instanceId);
+    return done;
+  }
+
+  /** Tells the queue of `instanceId` that it may have work (a new job, a login, a pace change). */
+  wake(instanceId: string): void {
+    if (this.#stopped) return;
+    const runner = this.#runner(instanceId);
+    runner.idle = false;
+    if (runner.draining) {
+      runner.again = true;
+      return;
+    }
+    const work = this.#drain(instanceId, runner).finally(() => this.#inFlight.delete(work));
+    this.#inFlight.add(work);
+  }
+
+  /** A job canceled through the API: a sync request waiting for it is answered with `error`. */
+  canceled(job: Pick<SendJob, 'instanceId' | 'id'>, error: DomainError): void {
+    this.#settle(job, undefined, error);
+  }
+
+  #await(job: Pick<SendJob, 'instanceId' | 'id'>): Promise<SentMessage> {
+    return new Promise<SentMessage>((resolve, reject) => {
+      this.#waiters.set(`${job.instanceId}/${job.id}`, { resolve, reject });
+    });
+  }
+
+  #settle(job: Pick<SendJob, 'instanceId' | 'id'>, sent: SentMessage | undefined, error?: unknown): void {
+    const key = `${job.instanceId}/${job.id}`;
+    const waiter = this.#waiters.get(key);
+    if (!waiter) return;
+    this.#waiters.delete(key);
+    if (sent) waiter.resolve(sent);
+    else waiter.reject(error);
+  }
+
+  #runner(instanceId: string): Runner {
+    let runner = this.#runners.get(instanceId);
+    if (!runner) {
+      runner = {
+        draining: false,
+        again: false,
+        reclaimed: false,
+        idle: false,
+        timer: undefined,
+        timerAt: 0,
+        nextAllowedAt: 0,
+      };
+      this.#runners.set(instanceId, runner);
+    }
+    return runner;
+  }
+
+  /** Runs the instance's due jobs one at a time until none is due or something must be waited for. */
+  async #drain(instanceId: string, runner: Runner): Promise<void> {
+    runner.draining = true;
+    try {
+      do {
+        runner.again = false;
+        await this.#drainOnce(instanceId, runner);
+      } while (runner.again && !this.#stopped);
+    } catch (error) {
+      this.#deps.logger.warn(
+        { err: error, instanceId },
+        'the send queue stopped on an error; retrying in 1 s',
+      );
+      runner.reclaimed = false;
+      this.#schedule(instanceId, runner, 1_000);
+    } finally {
+      runner.draining = false;
+    }
+  }
+
+  async #drainOnce(instanceId: string, runner: Runner): Promise<void> {
+    const { db, clock } = this.#deps;
+    if (!runner.reclaimed) {
+      const handed = await reclaimSendingJobs(db, instanceId, clock());
+      if (handed > 0)
+        this.#deps.logger.info(
+          { instanceId, jobs: handed },
+          'relaying sends whose relay was never confirmed',
+        );
+      runner.reclaimed = true;
+    }
+    for (;;) {
+      if (this.#stopped) return;
+      const session = this.#deps.session(instanceId);
+      const state = session?.state();
+      if (!session || !state?.loggedIn || !state.connected) return;
+      const now = clock();
+      const { pacing, pause } = await this.pacing(instanceId);
+      if (pause !== null) {
+        if (pause.until > now) return this.#schedule(instanceId, runner, pause.until - now);
+        await this.#resume(instanceId);
+      }
+      if (runner.nextAllowedAt > now) return this.#schedule(instanceId, runner, runner.nextAllowedAt - now);
+      const job = await claimNextSendJob(db, instanceId, this.#deps.nodeId, now);
+      if (!job) {
+        const next = await nextPendingRunAt(db, instanceId);
+        if (next !== undefined) this.#schedule(instanceId, runner, Math.max(0, next - now));
+        runner.idle = !runner.again;
+        return;
+      }
+      await this.#relay(session, job, pacing);
+    }
+  }
+
+  /** Wakes the instance's queue in `delayMs` (keeps an earlier wake already set). */
+  #schedule(instanceId: string, runner: Runner, delayMs: number): void {
+    const at = this.#deps.clock() + delayMs;
+    if (runner.timer && runner.timerAt <= at) return;
+    if (runner.timer) clearTimeout(runner.timer);
+    runner.timerAt = at;
+    runner.timer = setTimeout(
+      () => {
+        runner.timer = undefined;
+        this.wake(instanceId);
+      },
+      Math.max(0, Math.min(delayMs, 2_147_000_000)),
+    );
+    runner.timer.unref();
+  }
+
+  /** Relays one claimed job and stores its outcome; never throws for the job's own failure. */
+  async #relay(session: EngineSession, job: SendJob, pacing: PacingSettings): Promise<void> {
+    const { db, clock, nodeId } = this.#deps;
+    const runner = this.#runner(job.instanceId);
+    const isGroup = job.chat.endsWith(`@${GROUP_DOMAIN}`);
+    const opensChat =
+      pacing.newChatsPerDay !== null &&
+      !isGroup &&
+      !(await chatHasHistory(db, job.instanceId, job.chat, job.id));
+    if (opensChat && pacing.newChatsPerDay !== null) {
+      const since = clock() - DAY_MS;
+      if ((await countNewChatsSince(db, job.instanceId, since)) >= pacing.newChatsPerDay) {
+        const oldest = (await oldestNewChatSince(db, job.instanceId, since)) ?? clock();
+        const error = new DomainError(
+          'rate_limited',
+          `the instance's pace allows ${pacing.newChatsPerDay} new chats per day; the next may open at ${new Date(oldest + DAY_MS).toISOString()}`,
+          { retryAfter: Math.max(1, Math.ceil((oldest + DAY_MS - clock()) / 1000)) },
+        );
+        await this.#holdBack(job, error, oldest + DAY_MS);
+        return;
+      }
+    }
+    let sent: SentMessage;
+    try {
+      sent = await session.send(decodeSendPayload(job.payload, job.id));
+    } catch (error) {
+      await this.#failed(job, error);
+      return;
+    }
+    const at = clock();
+    const interval = pacing.minIntervalMs + Math.round(this.#random() * pacing.jitterMs);
+    runner.nextAllowedAt = interval > 0 ? at + interval : 0;
+    await finishSendJob(db, job.instanceId, job.id, nodeId, { status: 'sent', at, newChat: opensChat });
+    await this.report(job.instanceId, { kind: 'message', id: job.id, status: 'sent', at });
+    this.#settle(job, sent);
+  }
+
+  /**
+   * A relay failed: a platform restriction pauses the queue; a sync job fails with the error (its request answers
+   * it); an async job is tried again later for a transient failure (the session went away, the platform could not
+   * be reached, the store failed) until `maxAttempts`, and fails for anything else.
+   */
+  async #failed(job: SendJob, error: unknown): Promise<void> {
+    const now = this.#deps.clock();
+    const code = error instanceof DomainError ? error.code : undefined;
+    if (code === 'rate_limited') {
+      const until =
+        now + (error instanceof DomainError && error.retryAfter ? error.retryAfter * 1000 : 60_000);
+      await this.#pause(job.instanceId, { reason: (error as Error).message, until });
+      if (job.mode === 'async') return this.#holdBack(job, error, until);
+    }
+    const transient =
+      code === undefined ||
+      code === 'not_connected' ||
+      code === 'not_logged_in' ||
+      code === 'platform_unreachable' ||
+      code === 'timeout' ||
+      code === 'not_ready';
+    if (job.mode === 'async' && transient && job.attempts < job.maxAttempts) {
+      const delay = Math.min(MAX_RETRY_DELAY_MS, 1_000 * 2 ** Math.max(0, job.attempts - 1));
+      return this.#holdBack(job, error, now + delay);
+    }
+    const message = error instanceof Error ? error.message : String(error);
+    const mine = await finishSendJob(this.#deps.db, job.instanceId, job.id, this.#deps.nodeId, {
+      status: 'failed',
+      at: now,
+      error: message,
+    });
+    if (mine)
+      await this.report(job.instanceId, {
+        kind: 'message',
+        id: job.id,
+        status: 'failed',
+        error: message,
+        at: now,
+      });
+    this.#settle(job, undefined, error);
+  }
+
+  /** Puts a claimed job back to `pending` until `runAt` (a sync job's request is answered with `error`). */
+  async #holdBack(job: SendJob, error: unknown, runAt: number): Promise<void> {
+    const message = error instanceof Error ? error.message : String(error);
+    if (job.mode === 'sync') {
+      await finishSendJob(this.#deps.db, job.instanceId, job.id, this.#deps.nodeId, {
+        status: 'failed',
+        at: this.#deps.clock(),
+        error: message,
+      });
+      await this.report(job.instanceId, {
+        kind: 'message',
+        id: job.id,
+        status: 'failed',
+        error: message,
+        at: this.#deps.clock(),
+      });
+      this.#settle(job, undefined, error);
+      return;
+    }
+    await finishSendJob(this.#deps.db, job.instanceId, job.id, this.#deps.nodeId, {
+      status: 'pending',
+      at: this.#deps.clock(),
+      runAt,
+      error: message,
+    });
+    this.#schedule(job.instanceId, this.#runner(job.instanceId), Math.max(0, runAt - this.#deps.clock()));
+  }
+
+  async #pause(instanceId: string, pause: SendPause): Promise<void> {
+    const now = this.#deps.clock();
+    await writePause(this.#deps.db, instanceId, pause, now);
+    this.#pacing.delete(instanceId);
+    this.#deps.logger.warn(
+      { instanceId, reason: pause.reason, until: new Date(pause.until).toISOString() },
+      'the platform restricted sending: the send queue is paused',
+    );
+    await this.report(instanceId, {
+      kind: 'session',
+      status: 'paused',
+      reason: pause.reason,
+      until: pause.until,
+      at: now,
+    });
+  }
+
+  async #resume(instanceId: string): Promise<void> {
+    const now = this.#deps.clock();
+    await writePause(this.#deps.db, instanceId, null, now);
+    this.#pacing.delete(instanceId);
+    this.#deps.logger.info({ instanceId }, 'the send queue resumes');
+    await this.report(instanceId, { kind: 'session', status: 'resumed', at: now });
+  }
+
+  /** Records a status report (logged, never thrown, when recording fails). */
+  async report(instanceId: string, report: SendStatusReport): Promise<void> {
+    try {
+      await this.#deps.report(instanceId, report);
+    } catch (error) {
+      this.#deps.logger.error(
+        { err: error, instanceId, report: report.status },
+        'recording a send status failed',
+      );
+    }
+  }
+
+  /** Wakes the queues of instances held here that have due jobs (scheduled sends; jobs left by a dead node). */
+  async #sweepDue(): Promise<void> {
+    try {
+      const rows = await this.#deps.db
+        .selectFrom('send_jobs')
+        .select('instance_id')
+        .distinct()
+        .where('status', 'in', ['pending', 'sending'])
+        .where('run_at', '<=', this.#deps.clock())
+        .execute();
+      for (const { instance_id } of rows) {
+        const runner = this.#runners.get(instance_id);
+        if (this.#deps.session(instance_id) && !runner?.draining && !runner?.timer) this.wake(instance_id);
+      }
+    } catch (error) {
+      this.#deps.logger.warn({ err: error }, 'looking for due sends failed; trying again at the next sweep');
+    }
+  }
+}

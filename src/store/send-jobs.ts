@@ -1,0 +1,379 @@
+import type { Selectable } from 'kysely';
+import { type Kysely, sql } from 'kysely';
+import type { PacingSettings, SendJobStatus, SendMode, SendPause } from '../domain/sends.ts';
+import type { Database, SendJobsTable } from './schema.ts';
+
+/**
+ * Send jobs and send pacing (migration 0013; docs/decisions/0009-sends-as-jobs.md, 0013-pacing.md). One claim
+ * function takes an instance's next due job for a node; a node changes only the jobs it holds. Times are epoch ms.
+ */
+
+/** A stored send job. */
+export interface SendJob {
+  instanceId: string;
+  /** The platform message id of every relay attempt. */
+  id: string;
+  seq: number;
+  chat: string;
+  kind: string;
+  /** The serialised `OutgoingMessage` (`src/sends/payload.ts`). */
+  payload: string;
+  mode: SendMode;
+  status: SendJobStatus;
+  runAt: number;
+  sendAt: number | null;
+  attempts: number;
+  maxAttempts: number;
+  lastError: string | null;
+  lockedBy: string | null;
+  createdAt: number;
+  sentAt: number | null;
+}
+
+const STATUSES: readonly SendJobStatus[] = ['pending', 'sending', 'sent', 'failed', 'canceled'];
+
+function toJob(row: Selectable<SendJobsTable>): SendJob {
+  return {
+    instanceId: row.instance_id,
+    id: row.id,
+    seq: Number(row.seq),
+    chat: row.chat,
+    kind: row.kind,
+    payload: row.payload,
+    mode: row.mode === 'async' ? 'async' : 'sync',
+    status: STATUSES.find((s) => s === row.status) ?? 'failed',
+    runAt: Number(row.run_at),
+    sendAt: row.send_at === null ? null : Number(row.send_at),
+    attempts: row.attempts,
+    maxAttempts: row.max_attempts,
+    lastError: row.last_error,
+    lockedBy: row.locked_by,
+    createdAt: Number(row.created_at),
+    sentAt: row.sent_at === null ? null : Number(row.sent_at),
+  };
+}
+
+/** What {@link insertSendJob} stores. `claimedBy` set: the job is stored already claimed (`sending`, attempt 1). */
+export interface NewSendJob {
+  instanceId: string;
+  id: string;
+  seq: number;
+  chat: string;
+  kind: string;
+  payload: string;
+  mode: SendMode;
+  runAt: number;
+  sendAt: number | null;
+  maxAttempts: number;
+  now: number;
+  claimedBy?: string;
+}
+
+/** Stores a new job (`pending`, or `sending` held by `claimedBy`). @throws on a duplicate id (a bug). */
+export async function insertSendJob(db: Kysely<Database>, job: NewSendJob): Promise<void> {
+  await db
+    .insertInto('send_jobs')
+    .values({
+      instance_id: job.instanceId,
+      id: job.id,
+      seq: job.seq,
+      chat: job.chat,
+      kind: job.kind,
+      payload: job.payload,
+      mode: job.mode,
+      status: job.claimedBy === undefined ? 'pending' : 'sending',
+      run_at: job.runAt,
+      send_at: job.sendAt,
+      attempts: job.claimedBy === undefined ? 0 : 1,
+      max_attempts: job.maxAttempts,
+      last_error: null,
+      locked_by: job.claimedBy ?? null,
+      locked_at: job.claimedBy === undefined ? null : job.now,
+      created_at: job.now,
+      updated_at: job.now,
+      sent_at: null,
+    })
+    .execute();
+}
+
+/** Job `id` of an instance, or undefined. */
+export async function findSendJob(
+  db: Kysely<Database>,
+  instanceId: string,
+  id: string,
+): Promise<SendJob | undefined> {
+  const row = await db
+    .selectFrom('send_jobs')
+    .selectAll()
+    .where('instance_id', '=', instanceId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+  return row ? toJob(row) : undefined;
+}
+
+/**
+ * Claims the instance's next due job for node `nodeId`: the oldest `pending` job (by `run_at`, then `seq`) whose
+ * `run_at` ≤ `now`, moved to `sending` with its attempt counted. Safe under concurrency: the update checks the row
+ * is still pending, and a lost race tries the next candidate. Returns undefined when none is due.
+ */
+export async function claimNextSendJob(
+  db: Kysely<Database>,
+  instanceId: string,
+  nodeId: string,
+  now: number,
+): Promise<SendJob | undefined> {
+  for (let tries = 0; tries < 5; tries++) {
+    const candidate = await db
+      .selectFrom('send_jobs')
+      .select('id')
+      .where('instance_id', '=', instanceId)
+      .where('status', '=', 'pending')
+      .where('run_at', '<=', now)
+      .orderBy('run_at')
+      .orderBy('seq')
+      .limit(1)
+      .executeTakeFirst();
+    if (!candidate) return undefined;
+    const claimed = await db
+      .updateTable('send_jobs')
+      .set({
+        status: 'sending',
+        attempts: sql<number>`attempts + 1`,
+        locked_by: nodeId,
+        locked_at: now,
+        updated_at: now,
+      })
+      .where('instance_id', '=', instanceId)
+      .where('id', '=', candidate.id)
+      .where('status', '=', 'pending')
+      .returningAll()
+      .executeTakeFirst();
+    if (claimed) return toJob(claimed);
+  }
+  return undefined;
+}
+
+/** The earliest `run_at` of the instance's pending jobs (epoch ms), or undefined when none is pending. */
+export async function nextPendingRunAt(
+  db: Kysely<Database>,
+  instanceId: string,
+): Promise<number | undefined> {
+  const row = await db
+    .selectFrom('send_jobs')
+    .select((eb) => eb.fn.min('run_at').as('next'))
+    .where('instance_id', '=', instanceId)
+    .where('status', '=', 'pending')
+    .executeTakeFirst();
+  return row?.next === null || row?.next === undefined ? undefined : Number(row.next);
+}
+
+/** True when the instance has a pending job due at `now` or a job being sent, so a new sync send would wait. */
+export async function hasQueuedSendJobs(
+  db: Kysely<Database>,
+  instanceId: string,
+  now: number,
+): Promise<boolean> {
+  const row = await db
+    .selectFrom('send_jobs')
+    .select('id')
+    .where('instance_id', '=', instanceId)
+    .where((eb) =>
+      eb.or([eb.and([eb('status', '=', 'pending'), eb('run_at', '<=', now)]), eb('status', '=', 'sending')]),
+    )
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/**
+ * Hands every `sending` job of the instance back to `pending`: their relay was never confirmed (the node that
+ * held them died or lost the instance). Called by the instance's new holder before it claims; the next relay
+ * reuses each job's id, so the recipient sees the message once. Returns how many were handed back.
+ */
+export async function reclaimSendingJobs(
+  db: Kysely<Database>,
+  instanceId: string,
+  now: number,
+): Promise<number> {
+  const result = await db
+    .updateTable('send_jobs')
+    .set({ status: 'pending', locked_by: null, locked_at: null, updated_at: now })
+    .where('instance_id', '=', instanceId)
+    .where('status', '=', 'sending')
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}
+
+/**
+ * Ends job `id` held by `nodeId`: `sent` (with `sentAt` and whether it opened a chat), `failed` (with the error),
+ * or back to `pending` at `runAt` (with the error that held it back). Returns false when the node no longer holds
+ * the job (it was reclaimed or canceled meanwhile): a worker only changes its own locks.
+ */
+export async function finishSendJob(
+  db: Kysely<Database>,
+  instanceId: string,
+  id: string,
+  nodeId: string,
+  outcome:
+    | { status: 'sent'; at: number; newChat: boolean }
+    | { status: 'failed'; at: number; error: string }
+    | { status: 'pending'; at: number; runAt: number; error: string },
+): Promise<boolean> {
+  const base = { locked_by: null, locked_at: null, updated_at: outcome.at };
+  const set =
+    outcome.status === 'sent'
+      ? { ...base, status: 'sent', sent_at: outcome.at, new_chat: outcome.newChat ? 1 : 0 }
+      : outcome.status === 'failed'
+        ? { ...base, status: 'failed', last_error: outcome.error }
+        : { ...base, status: 'pending', run_at: outcome.runAt, last_error: outcome.error };
+  const result = await db
+    .updateTable('send_jobs')
+    .set(set)
+    .where('instance_id', '=', instanceId)
+    .where('id', '=', id)
+    .where('status', '=', 'sending')
+    .where('locked_by', '=', nodeId)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) > 0;
+}
+
+/**
+ * Cancels job `id` when it is still `pending` (accepted or scheduled, not relayed). Returns the job as it is
+ * afterwards (status `canceled` when this call canceled it), or undefined when there is no such job.
+ */
+export async function cancelSendJob(
+  db: Kysely<Database>,
+  instanceId: string,
+  id: string,
+  now: number,
+): Promise<{ job: SendJob; canceled: boolean } | undefined> {
+  const updated = await db
+    .updateTable('send_jobs')
+    .set({ status: 'canceled', updated_at: now })
+    .where('instance_id', '=', instanceId)
+    .where('id', '=', id)
+    .where('status', '=', 'pending')
+    .returningAll()
+    .executeTakeFirst();
+  if (updated) return { job: toJob(updated), canceled: true };
+  const job = await findSendJob(db, instanceId, id);
+  return job ? { job, canceled: false } : undefined;
+}
+
+/** How many relays of the instance opened a chat since `since` (epoch ms): the new-chats-per-day count. */
+export async function countNewChatsSince(
+  db: Kysely<Database>,
+  instanceId: string,
+  since: number,
+): Promise<number> {
+  const row = await db
+    .selectFrom('send_jobs')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('instance_id', '=', instanceId)
+    .where('status', '=', 'sent')
+    .where('new_chat', '=', 1)
+    .where('sent_at', '>=', since)
+    .executeTakeFirst();
+  return Number(row?.n ?? 0);
+}
+
+/** The `sent_at` of the oldest chat-opening relay since `since`, i.e. when the 24 h window frees a slot. */
+export async function oldestNewChatSince(
+  db: Kysely<Database>,
+  instanceId: string,
+  since: number,
+): Promise<number | undefined> {
+  const row = await db
+    .selectFrom('send_jobs')
+    .select((eb) => eb.fn.min('sent_at').as('oldest'))
+    .where('instance_id', '=', instanceId)
+    .where('status', '=', 'sent')
+    .where('new_chat', '=', 1)
+    .where('sent_at', '>=', since)
+    .executeTakeFirst();
+  return row?.oldest === null || row?.oldest === undefined ? undefined : Number(row.oldest);
+}
+
+/** An instance's stored pace and pause (pacing off and no pause when it never set one). */
+export interface StoredPacing {
+  pacing: PacingSettings;
+  pause: SendPause | null;
+}
+
+/** Reads the instance's pace and pause. */
+export async function readPacing(db: Kysely<Database>, instanceId: string): Promise<StoredPacing> {
+  const row = await db
+    .selectFrom('send_pacing')
+    .selectAll()
+    .where('instance_id', '=', instanceId)
+    .executeTakeFirst();
+  if (!row) return { pacing: { minIntervalMs: 0, jitterMs: 0, newChatsPerDay: null }, pause: null };
+  return {
+    pacing: {
+      minIntervalMs: row.min_interval_ms,
+      jitterMs: row.jitter_ms,
+      newChatsPerDay: row.new_chats_per_day,
+    },
+    pause:
+      row.paused_reason !== null && row.paused_until !== null
+        ? { reason: row.paused_reason, until: Number(row.paused_until) }
+        : null,
+  };
+}
+
+/** Stores the instance's pace (the pause is kept). */
+export async function writePacing(
+  db: Kysely<Database>,
+  instanceId: string,
+  pacing: PacingSettings,
+  now: number,
+): Promise<void> {
+  const values = {
+    min_interval_ms: pacing.minIntervalMs,
+    jitter_ms: pacing.jitterMs,
+    new_chats_per_day: pacing.newChatsPerDay,
+    updated_at: now,
+  };
+  await db
+    .insertInto('send_pacing')
+    .values({ instance_id: instanceId, ...values, paused_reason: null, paused_until: null })
+    .onConflict((oc) => oc.column('instance_id').doUpdateSet(values))
+    .execute();
+}
+
+/** Sets (a pause) or clears (null) the instance's restriction pause. */
+export async function writePause(
+  db: Kysely<Database>,
+  instanceId: string,
+  pause: SendPause | null,
+  now: number,
+): Promise<void> {
+  const values = {
+    paused_reason: pause?.reason ?? null,
+    paused_until: pause?.until ?? null,
+    updated_at: now,
+  };
+  await db
+    .insertInto('send_pacing')
+    .values({ instance_id: instanceId, min_interval_ms: 0, jitter_ms: 0, new_chats_per_day: null, ...values })
+    .onConflict((oc) => oc.column('instance_id').doUpdateSet(values))
+    .execute();
+}
+
+/** True when the instance has any message in `chat` other than `exceptId` (stored sent or received messages). */
+export async function chatHasHistory(
+  db: Kysely<Database>,
+  instanceId: string,
+  chat: string,
+  exceptId: string,
+): Promise<boolean> {
+  const row = await db
+    .selectFrom('messages')
+    .select('id')
+    .where('instance_id', '=', instanceId)
+    .where('chat', '=', chat)
+    .where('id', '<>', exceptId)
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}
