@@ -11,6 +11,7 @@ import * as rateLimitWindows from './0009_rate_limit_windows.ts';
 import * as dashboardUsers from './0010_dashboard_users.ts';
 import * as chatsCalls from './0011_chats_calls.ts';
 import * as instanceLeases from './0012_instance_leases.ts';
+import * as idempotencyKeys from './0014_idempotency_keys.ts';
 
 /**
  * Every migration, in order. Names are numbered; add a new file and list it here (never edit one that shipped).
@@ -29,6 +30,7 @@ export const migrations: Record<string, Migration> = {
   '0010_dashboard_users': dashboardUsers,
   '0011_chats_calls': chatsCalls,
   '0012_instance_leases': instanceLeases,
+  '0014_idempotency_keys': idempotencyKeys,
 };
 
 /** Hands Kysely's `Migrator` the in-code list above (no file-system scanning, so it works from any cwd). */
