@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
+import { IdempotencyPurge } from './app/idempotency.ts';
 import { type Application, createApplication } from './app/index.ts';
 import { KeyAuthenticator } from './auth/authenticator.ts';
 import { type Config, readCertificateFile } from './config/config.ts';
@@ -75,6 +76,8 @@ export interface Services {
   retention: LogRetention;
   /** Prunes downloaded media files older than `MEDIA_RETENTION_DAYS` from the local media store, hourly. */
   mediaRetention: MediaRetention;
+  /** Deletes `Idempotency-Key` rows past their 24 h, hourly (docs/decisions/0010-idempotency.md). */
+  idempotencyPurge: IdempotencyPurge;
   /** The application services the routes call, one per family (src/app). */
   app: Application;
   /**
@@ -253,6 +256,8 @@ export async function createServices(config: Config, options: ServiceOptions): P
     retentionMs: config.media.retentionMs,
   });
   if (startWebhooks) mediaRetention.start();
+  const idempotencyPurge = new IdempotencyPurge({ store, clock, logger });
+  if (startWebhooks) idempotencyPurge.start();
   const registrations = new RegistrationCache({ clock });
   const sendQueue = new SendQueue({
     db: store.db,
@@ -269,6 +274,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     store,
     box,
     clock,
+    logger,
     sessions,
     recorder,
     registrations,
@@ -301,6 +307,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     webhooks,
     retention,
     mediaRetention,
+    idempotencyPurge,
     registrations,
     app,
     sendQueue,
@@ -310,7 +317,9 @@ export async function createServices(config: Config, options: ServiceOptions): P
         webhooks.stop(config.shutdownTimeoutMs / 2),
         retention.stop(),
         mediaRetention.stop(),
+        idempotencyPurge.stop(),
       ]);
+      app.idempotency.close();
       await cluster?.keeper.stop();
       await nodes.stop();
       keys.stop();

@@ -1,3 +1,4 @@
+import type { FastifyBaseLogger } from 'fastify';
 import type { KeyAuthenticator } from '../auth/authenticator.ts';
 import type { RegistrationCache } from '../contacts/registration-cache.ts';
 import type { Clock } from '../domain/clock.ts';
@@ -18,6 +19,7 @@ import { ContactService } from './contacts.ts';
 import { DashboardAdminService } from './dashboard-admin.ts';
 import { DashboardAuthService } from './dashboard-auth.ts';
 import { GroupService } from './groups.ts';
+import { IdempotencyService } from './idempotency.ts';
 import { MediaService } from './media.ts';
 import { MessageUpdateService } from './message-updates.ts';
 import { MessagingService } from './messaging.ts';
@@ -58,6 +60,8 @@ export interface Application {
   dashboard: DashboardAdminService;
   /** "Send a test event" to an instance's webhook URL (DESIGN D16). */
   webhookTest: WebhookTestService;
+  /** `Idempotency-Key` claims and kept answers (docs/decisions/0010-idempotency.md). */
+  idempotency: IdempotencyService;
 }
 
 /** What the application services are built from (see src/services.ts). */
@@ -65,6 +69,7 @@ export interface ApplicationDeps {
   store: Store;
   box: SecretBox;
   clock: Clock;
+  logger: FastifyBaseLogger;
   sessions: SessionManager;
   recorder: EventRecorder;
   registrations: RegistrationCache;
@@ -87,7 +92,7 @@ export interface ApplicationDeps {
 /** Builds the application services over the process's shared parts. */
 export function createApplication(deps: ApplicationDeps): Application {
   const { store, box, clock, sessions, recorder, registrations, guard, webhookWorker } = deps;
-  const { keys, limiter, signInLimiter, feed, webhookTimeoutMs, media } = deps;
+  const { keys, limiter, signInLimiter, feed, webhookTimeoutMs, media, logger } = deps;
   return {
     session: new SessionService({ store, sessions, box }),
     messaging: new MessagingService({
@@ -111,5 +116,6 @@ export function createApplication(deps: ApplicationDeps): Application {
     dashboardAuth: new DashboardAuthService({ store, clock, limiter: signInLimiter }),
     dashboard: new DashboardAdminService({ store, sessions, limiter, keys, feed, clock }),
     webhookTest: new WebhookTestService({ store, box, guard, clock, timeoutMs: webhookTimeoutMs }),
+    idempotency: new IdempotencyService({ store, clock, logger }),
   };
 }

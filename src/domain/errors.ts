@@ -7,6 +7,8 @@
  * - `not_found`: the thing named does not exist or is not addressable.
  * - `gone`: the thing named existed but is no longer available (a platform media file past its expiry).
  * - `conflict`: the current state forbids the operation (e.g. `already logged in`).
+ * - `mismatch`: the request claims to repeat an earlier one but differs from it (an `Idempotency-Key` reused with
+ *   another method, path or body, docs/decisions/0010-idempotency.md).
  * - `not_logged_in`: the instance has no login yet; `not_connected`: logged in but not connected.
  * - `too_large`: a body or media file passes its size limit.
  * - `not_registered`: a phone number the operation needs is not on the platform.
@@ -24,6 +26,7 @@ export type DomainErrorCode =
   | 'not_found'
   | 'gone'
   | 'conflict'
+  | 'mismatch'
   | 'not_logged_in'
   | 'not_connected'
   | 'too_large'

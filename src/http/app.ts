@@ -12,6 +12,7 @@ import { requestSerializer } from './log-redaction.ts';
 import { apiReferencePlugin } from './plugins/api-reference.ts';
 import { authPlugin } from './plugins/auth.ts';
 import { errorsPlugin } from './plugins/errors.ts';
+import { idempotencyPlugin } from './plugins/idempotency.ts';
 import { instancePlugin } from './plugins/instance.ts';
 import { routes } from './routes/index.ts';
 import { ErrorEnvelope } from './schemas.ts';
@@ -141,6 +142,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     services.metrics.httpDuration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
   });
   await app.register(authPlugin);
+  // Before the instance plugin: a key is claimed once, on the node that received the request, before any forwarding.
+  await app.register(idempotencyPlugin);
   await app.register(instancePlugin);
 
   // Layer 4: routes.

@@ -43,6 +43,7 @@ export function statusOf(code: ErrorCode): number {
       return 415;
     case 'not_registered':
     case 'not_participant':
+    case 'mismatch':
       return 422;
     case 'rate_limited':
       return 429;

@@ -19,7 +19,7 @@ const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options'
 /** Methods whose requests Fastify parses a body for: they can answer 413 and 415 (src/http/app.ts). */
 const BODY_METHODS = new Set(['post', 'put', 'patch', 'delete']);
 
-const ref = (kind: 'schemas' | 'responses' | 'headers', name: string) => ({
+const ref = (kind: 'schemas' | 'responses' | 'headers' | 'parameters', name: string) => ({
   $ref: `#/components/${kind}/${name}`,
 });
 
@@ -42,6 +42,24 @@ const HEADERS: Json = {
   RetryAfter: {
     description: 'Whole seconds to wait before retrying',
     schema: { type: 'integer', minimum: 1 },
+  },
+  IdempotentReplayed: {
+    description:
+      "`true` when this answer is the one kept for the request's `Idempotency-Key`, answered again: nothing was done this time.",
+    schema: { type: 'string', enum: ['true'] },
+  },
+};
+
+/** Shared request parameters (components.parameters). */
+const PARAMETERS: Json = {
+  IdempotencyKey: {
+    name: 'Idempotency-Key',
+    in: 'header',
+    required: false,
+    description:
+      'Makes a retry safe: the first answer below 500 is kept 24 h per organization and key, and the same request with the same key gets it again (with `Idempotent-Replayed: true`) without being carried out twice. 1 to 255 printable ASCII characters, e.g. a UUID. The same key with another method, path or body is 422; while the first request runs, 409.',
+    schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x20-\\x7E]+$' },
+    example: '5f0c2a1e-8d4b-4d7e-9c1a-2b3c4d5e6f70',
   },
 };
 
@@ -71,7 +89,7 @@ const ERROR_RESPONSES: Record<string, { name: string; description: string; examp
   '409': {
     name: 'Conflict',
     description:
-      'The instance is not in the state this operation needs (not logged in, not connected, already logged in, no pairing in progress).',
+      'The instance is not in the state this operation needs (not logged in, not connected, already logged in, no pairing in progress), or a request with the same `Idempotency-Key` is still running.',
     example: 'instance is not logged in',
   },
   '410': {
@@ -99,7 +117,7 @@ const ERROR_RESPONSES: Record<string, { name: string; description: string; examp
   '422': {
     name: 'UnprocessableEntity',
     description:
-      'The request is valid but cannot be carried out, e.g. the recipient is not registered on the platform.',
+      'The request is valid but cannot be carried out, e.g. the recipient is not registered on the platform, or its `Idempotency-Key` was used with a different request.',
     example: 'recipient 5511977770000 is not registered on the platform',
   },
   '429': {
@@ -212,6 +230,20 @@ function addRequestExample(operation: Json): void {
   if (isRecord(json) && example !== undefined) json.example = structuredClone(example);
 }
 
+/**
+ * An authenticated `POST` takes `Idempotency-Key` (src/http/plugins/idempotency.ts): the header parameter, 409 (the
+ * first request with the key still runs) and 422 (the key was used with another request).
+ */
+function addIdempotency(method: string, operation: Json, authenticated: boolean): void {
+  if (method !== 'post' || !authenticated) return;
+  const parameters = Array.isArray(operation.parameters) ? operation.parameters : [];
+  operation.parameters = [...parameters, ref('parameters', 'IdempotencyKey')];
+  const responses: Json = isRecord(operation.responses) ? operation.responses : {};
+  responses['409'] ??= {};
+  responses['422'] ??= {};
+  operation.responses = responses;
+}
+
 /** A body whose schema requires nothing may be left out (Fastify's plugin marks every body required). */
 function markOptionalBody(operation: Json): void {
   const body = operation.requestBody;
@@ -252,6 +284,9 @@ function finishResponses(path: string, method: string, operation: Json, authenti
         'x-request-id': ref('headers', 'RequestId'),
         ...(authenticated
           ? { ratelimit: ref('headers', 'RateLimit'), 'ratelimit-policy': ref('headers', 'RateLimitPolicy') }
+          : {}),
+        ...(authenticated && method === 'post'
+          ? { 'idempotent-replayed': ref('headers', 'IdempotentReplayed') }
           : {}),
       };
     }
@@ -337,6 +372,8 @@ function sortedKeys(value: Json): Json {
  * - a body that requires no field is `required: false` (connect's optional body);
  * - 413 and 415 on every operation with a body (the JSON body parser answers them for any route), 414 on
  *   every path with parameters;
+ * - every authenticated `POST` takes the `Idempotency-Key` header and lists 409 and 422; its success answer may
+ *   carry `Idempotent-Replayed`;
  * - error statuses reference shared responses under `components.responses`, each with the error envelope,
  *   an example and `x-request-id` (429: `Retry-After` and the rate-limit headers);
  * - titled schemas move to `components.schemas` and are referenced (request bodies themselves stay inline);
@@ -354,6 +391,7 @@ export const finishOpenapiDocument: SwaggerTransformObject = (documentObject) =>
   for (const [path, method, operation] of operationsOf(paths)) {
     const security = Array.isArray(operation.security) ? operation.security.length > 0 : globalSecurity;
     markOptionalBody(operation);
+    addIdempotency(method, operation, security);
     finishResponses(path, method, operation, security);
     hoistOperationSchemas(operation, schemas);
   }
@@ -363,7 +401,13 @@ export const finishOpenapiDocument: SwaggerTransformObject = (documentObject) =>
   for (const [status, error] of Object.entries(ERROR_RESPONSES)) {
     responses[error.name] = errorResponse(status, error);
   }
-  document.components = { ...components, schemas: sortedKeys(schemas), responses, headers: HEADERS };
+  document.components = {
+    ...components,
+    schemas: sortedKeys(schemas),
+    responses,
+    headers: HEADERS,
+    parameters: PARAMETERS,
+  };
   document.tags = TAGS;
   return documentObject.openapiObject;
 };

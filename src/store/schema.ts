@@ -303,6 +303,32 @@ export interface SendPacingTable {
   updated_at: number;
 }
 
+/**
+ * An `Idempotency-Key` of an organization's environment (migration 0014, docs/decisions/0010-idempotency.md):
+ * the claim of the request running under it, then its kept answer.
+ */
+export interface IdempotencyKeysTable {
+  org_id: string;
+  /** `test` | `live`: the environment of the key that sent the request. */
+  env: string;
+  /** The header's value, 1 to 255 printable ASCII characters. */
+  key: string;
+  /** Lowercase hex SHA-256 over the method, the path with query and the raw body bytes. */
+  fingerprint: string;
+  /** UUID of the claim held by the request running (or that ran) under the key. */
+  token: string;
+  /** Epoch ms after which an unfinished claim may be taken over (its process died). */
+  locked_until: number;
+  /** The kept answer's HTTP status (below 500); null while the first request runs. */
+  status: number | null;
+  content_type: string | null;
+  /** The kept answer's body, exactly as sent. */
+  body: string | null;
+  created_at: string;
+  /** Epoch ms when the key is forgotten (24 h after the claim); the periodic purge deletes the row. */
+  expires_at: number;
+}
+
 /** The whole database as Kysely sees it; later migrations add their tables here. */
 export interface Database {
   organizations: OrganizationsTable;
@@ -325,4 +351,5 @@ export interface Database {
   call_settings: CallSettingsTable;
   send_jobs: SendJobsTable;
   send_pacing: SendPacingTable;
+  idempotency_keys: IdempotencyKeysTable;
 }

@@ -135,6 +135,28 @@ describe('OpenAPI document fit for readers and client generators', () => {
     });
   });
 
+  it('every authenticated POST, gateway paths included, takes Idempotency-Key and lists 409 and 422', () => {
+    const posts = operations(doc).filter(
+      ({ method, op }) => method === 'post' && (op.security ?? doc.security).length > 0,
+    );
+    assert.ok(posts.some(({ path }) => path === '/chat/send/text'));
+    for (const { path, op } of posts) {
+      assert.ok(
+        op.parameters.some((p: Json) => p.$ref === '#/components/parameters/IdempotencyKey'),
+        `POST ${path} takes Idempotency-Key`,
+      );
+      for (const s of ['409', '422']) assert.ok(op.responses[s], `POST ${path} documents ${s}`);
+      assert.deepEqual(op.responses['200'].headers['idempotent-replayed'], {
+        $ref: '#/components/headers/IdempotentReplayed',
+      });
+    }
+    for (const { method, op } of operations(doc).filter(({ method }) => method !== 'post')) {
+      assert.ok(!JSON.stringify(op.parameters ?? []).includes('IdempotencyKey'), `${method} takes no key`);
+    }
+    assert.equal(doc.components.parameters.IdempotencyKey.name, 'Idempotency-Key');
+    assert.equal(doc.components.parameters.IdempotencyKey.schema.maxLength, 255);
+  });
+
   it('shared schemas live under components and are referenced, not copied', () => {
     const schemas = doc.components.schemas;
     for (const name of [

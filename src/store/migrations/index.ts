@@ -12,6 +12,7 @@ import * as dashboardUsers from './0010_dashboard_users.ts';
 import * as chatsCalls from './0011_chats_calls.ts';
 import * as instanceLeases from './0012_instance_leases.ts';
 import * as sendJobs from './0013_send_jobs.ts';
+import * as idempotencyKeys from './0014_idempotency_keys.ts';
 
 /**
  * Every migration, in order. Names are numbered; add a new file and list it here (never edit one that shipped).
@@ -31,6 +32,7 @@ export const migrations: Record<string, Migration> = {
   '0011_chats_calls': chatsCalls,
   '0012_instance_leases': instanceLeases,
   '0013_send_jobs': sendJobs,
+  '0014_idempotency_keys': idempotencyKeys,
 };
 
 /** Hands Kysely's `Migrator` the in-code list above (no file-system scanning, so it works from any cwd). */

@@ -1,0 +1,235 @@
+import { createHash, type Hash, randomUUID } from 'node:crypto';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Clock } from '../domain/clock.ts';
+import { DomainError, errors } from '../domain/errors.ts';
+import { PeriodicJob } from '../ops/periodic-job.ts';
+import type { Store } from '../store/database.ts';
+import {
+  claimIdempotencyKey,
+  type IdempotencyKeyId,
+  type KeptAnswer,
+  keepIdempotentAnswer,
+  purgeExpiredIdempotencyKeys,
+  releaseIdempotencyClaim,
+  renewIdempotencyClaim,
+} from '../store/idempotency.ts';
+
+export type { KeptAnswer } from '../store/idempotency.ts';
+
+/**
+ * Idempotent `POST`s, Stripe's model (docs/decisions/0010-idempotency.md, docs/api.md "Idempotency"): a request
+ * carrying `Idempotency-Key` claims the key in the store before it runs; its first answer below 500 is kept 24 h
+ * and answered again to a retry of the same request; an answer of 500 or more releases the key.
+ */
+
+/** How long a kept answer (and the key) is remembered, ms: 24 h. */
+export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
+/**
+ * How long a claim blocks the key without a renewal, ms: 60 s. The node running the request renews it every third
+ * of that, so only a claim whose process died (or lost the store for a minute) can be taken over.
+ */
+export const IDEMPOTENCY_LOCK_MS = 60_000;
+/** Longest key, characters. */
+export const IDEMPOTENCY_KEY_MAX = 255;
+
+const PRINTABLE_ASCII = /^[\x20-\x7e]+$/;
+
+/** Message of the 400 for a malformed header. */
+export const BAD_KEY_MESSAGE = `Idempotency-Key must be 1 to ${IDEMPOTENCY_KEY_MAX} printable ASCII characters`;
+/** Message of the 409 while the first request with the key runs. */
+export const IN_PROGRESS_MESSAGE = 'a request with this Idempotency-Key is in progress';
+/** Message of the 422 for a key reused with another request. */
+export const REUSED_MESSAGE = 'Idempotency-Key reused with a different request';
+
+/**
+ * The key of a request's `Idempotency-Key` header value(s).
+ * @returns the key: 1 to {@link IDEMPOTENCY_KEY_MAX} characters from space (0x20) to `~` (0x7E).
+ * @throws DomainError invalid {@link BAD_KEY_MESSAGE} for anything else (empty, too long, control or non-ASCII
+ *   characters, the header given twice).
+ */
+export function parseIdempotencyKey(value: string | string[]): string {
+  if (typeof value !== 'string' || value.length > IDEMPOTENCY_KEY_MAX || !PRINTABLE_ASCII.test(value)) {
+    throw errors.badRequest(BAD_KEY_MESSAGE);
+  }
+  return value;
+}
+
+/**
+ * The fingerprint a retry must match: SHA-256 over the method, the path with its query (as the client sent it)
+ * and the raw body bytes, fed as they arrive. Two requests match when all three are byte-identical.
+ */
+export class RequestFingerprint {
+  readonly #hash: Hash;
+  #digest: string | undefined;
+
+  /** @param method uppercase HTTP method; @param pathWithQuery the request target as received, e.g. `/v1/x?a=1`. */
+  constructor(method: string, pathWithQuery: string) {
+    this.#hash = createHash('sha256');
+    this.#hash.update(`${method}\n${pathWithQuery}\n`);
+  }
+
+  /** Adds body bytes, in order. Ignored once {@link digest} was read. */
+  update(bytes: Buffer): void {
+    if (this.#digest === undefined) this.#hash.update(bytes);
+  }
+
+  /** Lowercase hex SHA-256 of everything fed so far; the fingerprint is fixed from the first call on. */
+  digest(): string {
+    this.#digest ??= this.#hash.digest('hex');
+    return this.#digest;
+  }
+}
+
+/** A claim held by the request running under a key; renewed until it is kept or released. */
+export interface IdempotencyClaim {
+  readonly id: IdempotencyKeyId;
+  readonly token: string;
+}
+
+/** How a request with a key goes on: run (holding the claim), or answer the kept answer again. */
+export type IdempotencyStart =
+  | { kind: 'run'; claim: IdempotencyClaim }
+  | { kind: 'replay'; answer: KeptAnswer };
+
+/** Options of {@link IdempotencyService}; times in ms. */
+export interface IdempotencyServiceOptions {
+  store: Store;
+  clock: Clock;
+  logger: FastifyBaseLogger;
+  /** How long a kept answer is replayed (default {@link IDEMPOTENCY_TTL_MS}). */
+  ttlMs?: number;
+  /** How long an unrenewed claim blocks the key (default {@link IDEMPOTENCY_LOCK_MS}). */
+  lockMs?: number;
+}
+
+/**
+ * Claims, keeps and releases idempotency keys (see the module comment). The claim is a store row unique on
+ * (organization, environment, key), so one request runs per key across every node; a claim is renewed on a timer
+ * while its request runs.
+ */
+export class IdempotencyService {
+  readonly #store: Store;
+  readonly #clock: Clock;
+  readonly #logger: FastifyBaseLogger;
+  readonly #ttlMs: number;
+  readonly #lockMs: number;
+  readonly #renewals = new Map<string, NodeJS.Timeout>();
+
+  constructor(options: IdempotencyServiceOptions) {
+    this.#store = options.store;
+    this.#clock = options.clock;
+    this.#logger = options.logger;
+    this.#ttlMs = options.ttlMs ?? IDEMPOTENCY_TTL_MS;
+    this.#lockMs = options.lockMs ?? IDEMPOTENCY_LOCK_MS;
+  }
+
+  /**
+   * Claims `id` for a request with `fingerprint` (see {@link RequestFingerprint}), or finds the answer to replay.
+   * A row that expired, or an unfinished claim past its lock, is taken over.
+   * @throws DomainError mismatch {@link REUSED_MESSAGE} (422) when the key's request had another fingerprint;
+   *   conflict {@link IN_PROGRESS_MESSAGE} (409) while the first request still runs; the store's error.
+   */
+  async begin(id: IdempotencyKeyId, fingerprint: string): Promise<IdempotencyStart> {
+    const now = this.#clock();
+    const token = randomUUID();
+    const outcome = await claimIdempotencyKey(this.#store.db, {
+      ...id,
+      fingerprint,
+      token,
+      now,
+      lockedUntil: now + this.#lockMs,
+      expiresAt: now + this.#ttlMs,
+    });
+    if (!outcome.claimed) {
+      const { existing } = outcome;
+      if (existing.fingerprint !== fingerprint) throw new DomainError('mismatch', REUSED_MESSAGE);
+      if (existing.answer) return { kind: 'replay', answer: existing.answer };
+      throw errors.conflict(IN_PROGRESS_MESSAGE);
+    }
+    const claim: IdempotencyClaim = { id: { ...id }, token };
+    const timer = setInterval(() => this.#renew(claim), Math.max(1, Math.floor(this.#lockMs / 3)));
+    timer.unref();
+    this.#renewals.set(token, timer);
+    return { kind: 'run', claim };
+  }
+
+  /**
+   * Ends the claim with the request's answer: below 500 it is kept for replay, otherwise the key is released so a
+   * retry runs again.
+   * @throws the store's error (the renewal has stopped either way; the claim then ends at its lock).
+   */
+  async finish(claim: IdempotencyClaim, answer: KeptAnswer): Promise<void> {
+    if (answer.status >= 500) return this.release(claim);
+    this.#stopRenewal(claim);
+    const kept = await keepIdempotentAnswer(this.#store.db, claim.id, claim.token, answer);
+    if (!kept) this.#logger.warn({ key: claim.id.key }, 'idempotency claim was taken over before its answer');
+  }
+
+  /** Releases the claim without keeping an answer (a 5xx, an answer that cannot be kept, a crash on the way). */
+  async release(claim: IdempotencyClaim): Promise<void> {
+    this.#stopRenewal(claim);
+    await releaseIdempotencyClaim(this.#store.db, claim.id, claim.token);
+  }
+
+  /** Stops every renewal timer (process shutdown: unfinished claims then end at their lock). */
+  close(): void {
+    for (const timer of this.#renewals.values()) clearInterval(timer);
+    this.#renewals.clear();
+  }
+
+  #stopRenewal(claim: IdempotencyClaim): void {
+    clearInterval(this.#renewals.get(claim.token));
+    this.#renewals.delete(claim.token);
+  }
+
+  #renew(claim: IdempotencyClaim): void {
+    renewIdempotencyClaim(this.#store.db, claim.id, claim.token, this.#clock() + this.#lockMs)
+      .then((held) => {
+        if (!held) this.#stopRenewal(claim);
+      })
+      .catch((error: unknown) => this.#logger.warn({ err: error }, 'renewing an idempotency claim failed'));
+  }
+}
+
+/** Options of the {@link IdempotencyPurge} job; times in ms. */
+export interface IdempotencyPurgeOptions {
+  store: Store;
+  clock: Clock;
+  logger: FastifyBaseLogger;
+  /** How often the job runs (default one hour; the first run is at start). */
+  intervalMs?: number;
+  /** Rows deleted per statement, about (default 1,000), so a large backlog never holds a long lock. */
+  batch?: number;
+}
+
+/**
+ * Deletes idempotency keys past their 24 h (expired rows are already ignored by claims; this keeps the table
+ * small). Runs in every process; deletions are idempotent.
+ */
+export class IdempotencyPurge extends PeriodicJob {
+  readonly #options: IdempotencyPurgeOptions;
+
+  constructor(options: IdempotencyPurgeOptions) {
+    super({
+      logger: options.logger,
+      ...(options.intervalMs === undefined ? {} : { intervalMs: options.intervalMs }),
+      failure: 'purging expired idempotency keys failed',
+    });
+    this.#options = options;
+  }
+
+  /** Deletes every expired key, batch by batch. @returns how many rows were deleted. */
+  override async runOnce(): Promise<number> {
+    const { store, clock, logger } = this.#options;
+    const batch = this.#options.batch ?? 1000;
+    const now = clock();
+    let total = 0;
+    for (;;) {
+      const deleted = await purgeExpiredIdempotencyKeys(store.db, now, batch);
+      total += deleted;
+      if (deleted < batch) break;
+    }
+    if (total > 0) logger.info({ deleted: total }, 'purged expired idempotency keys');
+    return total;
+  }
+}

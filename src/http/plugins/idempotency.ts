@@ -1,0 +1,140 @@
+import { pipeline, Transform } from 'node:stream';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { type IdempotencyClaim, parseIdempotencyKey, RequestFingerprint } from '../../app/idempotency.ts';
+import { isForwarded } from './forward.ts';
+
+/** Request header naming the key (docs/api.md "Idempotency"). */
+export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
+/** Response header on an answer replayed from a key. */
+export const REPLAYED_HEADER = 'idempotent-replayed';
+
+/** What the hooks know about a request that carries a key. */
+interface IdempotentRequest {
+  key: string;
+  fingerprint: RequestFingerprint;
+  /** Held from the preHandler until the answer is kept or the key released. */
+  claim: IdempotencyClaim | undefined;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set when an authenticated `POST` under `/v1` (or a gateway path) carries `Idempotency-Key`. */
+    idempotency: IdempotentRequest | null;
+  }
+}
+
+/** The answer body as sent, when it is whole text or bytes (a stream cannot be kept). */
+function keptBody(payload: unknown): string | undefined {
+  if (payload === undefined || payload === null) return '';
+  if (typeof payload === 'string') return payload;
+  if (Buffer.isBuffer(payload)) return payload.toString('utf8');
+  return undefined;
+}
+
+/** A pass-through stream that feeds every body byte to `fingerprint`. */
+function fingerprintBody(payload: NodeJS.ReadableStream, fingerprint: RequestFingerprint): Transform {
+  const tee = new Transform({
+    transform(chunk: Buffer | string, _encoding, callback) {
+      const bytes = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+      fingerprint.update(bytes);
+      callback(null, bytes);
+    },
+  });
+  pipeline(payload, tee, () => undefined);
+  return tee;
+}
+
+/**
+ * `Idempotency-Key` on every authenticated `POST` whose route is under `/v1` (gateway paths are served by their
+ * `/v1` twin, so they are covered), Stripe's model (docs/decisions/0010-idempotency.md):
+ * - `onRequest` (after auth and rate limit, so replays count against the limit): checks the header (400
+ *   `Idempotency-Key must be 1 to 255 printable ASCII characters`). A request another node forwarded is left
+ *   alone: the forwarding node claimed the key and keeps the answer it relays;
+ * - `preParsing`: feeds the raw body bytes to the request's fingerprint (SHA-256 over method, path with query as
+ *   sent, body);
+ * - `preHandler` (after validation, before the instance is resolved and the request forwarded): claims the key,
+ *   or replays the kept answer with `Idempotent-Replayed: true`, or refuses (409 in progress, 422 reused with a
+ *   different request);
+ * - `onSend`: keeps an answer below 500 (status, `Content-Type`, the exact body) or releases the key;
+ * - `onResponse`: releases a claim still held (an answer that never reached `onSend`).
+ * Requests without the header, other methods and unauthenticated routes are untouched.
+ */
+export const idempotencyPlugin = fp(
+  async (app: FastifyInstance) => {
+    const { cluster } = app.services;
+    const service = app.services.app.idempotency;
+    app.decorateRequest('idempotency', null);
+
+    app.addHook('onRequest', async (request: FastifyRequest) => {
+      const header = request.headers[IDEMPOTENCY_KEY_HEADER];
+      if (header === undefined || request.method !== 'POST' || !request.auth) return;
+      if (!request.routeOptions.url?.startsWith('/v1/')) return;
+      if (isForwarded(request, cluster)) return;
+      const key = parseIdempotencyKey(header);
+      request.idempotency = {
+        key,
+        fingerprint: new RequestFingerprint(request.method, request.originalUrl),
+        claim: undefined,
+      };
+    });
+
+    app.addHook('preParsing', async (request, _reply, payload) => {
+      const idempotent = request.idempotency;
+      if (!idempotent) return payload;
+      return fingerprintBody(payload, idempotent.fingerprint);
+    });
+
+    app.addHook('preHandler', async (request: FastifyRequest, reply: FastifyReply) => {
+      const idempotent = request.idempotency;
+      const auth = request.auth;
+      if (!idempotent || !auth) return;
+      const start = await service.begin(
+        { orgId: auth.org.id, env: auth.env, key: idempotent.key },
+        idempotent.fingerprint.digest(),
+      );
+      if (start.kind === 'run') {
+        idempotent.claim = start.claim;
+        return;
+      }
+      const { answer } = start;
+      reply.code(answer.status);
+      reply.header('content-type', answer.contentType ?? 'application/json; charset=utf-8');
+      reply.header(REPLAYED_HEADER, 'true');
+      return reply.send(answer.body);
+    });
+
+    app.addHook('onSend', async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
+      const claim = request.idempotency?.claim;
+      if (!claim || !request.idempotency) return payload;
+      request.idempotency.claim = undefined;
+      const body = keptBody(payload);
+      const type = reply.getHeader('content-type');
+      try {
+        if (body === undefined) await service.release(claim);
+        else {
+          await service.finish(claim, {
+            status: reply.statusCode,
+            contentType: typeof type === 'string' ? type : undefined,
+            body,
+          });
+        }
+      } catch (error) {
+        // The answer still goes out; the key is released (or ends at its lock) so a retry runs again.
+        request.log.warn({ err: error }, 'keeping the answer of an idempotency key failed');
+        await service.release(claim).catch(() => undefined);
+      }
+      return payload;
+    });
+
+    app.addHook('onResponse', async (request: FastifyRequest) => {
+      const claim = request.idempotency?.claim;
+      if (!claim || !request.idempotency) return;
+      request.idempotency.claim = undefined;
+      await service.release(claim).catch((error: unknown) => {
+        request.log.warn({ err: error }, 'releasing an idempotency key failed');
+      });
+    });
+  },
+  { name: 'parley-idempotency', dependencies: ['parley-auth', 'parley-services'] },
+);

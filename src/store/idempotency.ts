@@ -1,0 +1,202 @@
+import type { Kysely } from 'kysely';
+import type { Database } from './schema.ts';
+
+/**
+ * Queries of the `idempotency_keys` table (migration 0014, docs/decisions/0010-idempotency.md). A claim is one
+ * insert that does nothing on conflict with the primary key (organization, environment, key), followed, when a row
+ * was there, by one conditional update that takes over only an expired row or an unfinished claim past its lock:
+ * two requests racing for one key on any number of nodes never both win, on SQLite and PostgreSQL alike. Every
+ * later change names the claim's token, so a request whose claim was taken over changes nothing.
+ */
+
+/** Which key a query is about: the organization and environment of the API key, and the header's value. */
+export interface IdempotencyKeyId {
+  orgId: string;
+  env: string;
+  key: string;
+}
+
+/** A row another request holds or finished under the key. Times are epoch ms. */
+export interface IdempotencyRecord {
+  fingerprint: string;
+  /** The kept answer, once the first request finished below 500; undefined while it runs. */
+  answer: KeptAnswer | undefined;
+  lockedUntil: number;
+  expiresAt: number;
+}
+
+/** An answer kept for replay: HTTP status, `Content-Type` (when it had one) and the body exactly as sent. */
+export interface KeptAnswer {
+  status: number;
+  contentType: string | undefined;
+  body: string;
+}
+
+/** Input of {@link claimIdempotencyKey}. Times are epoch ms. */
+export interface ClaimInput extends IdempotencyKeyId {
+  /** Lowercase hex SHA-256 of the request (method, path with query, body bytes). */
+  fingerprint: string;
+  /** UUID naming this claim in later updates. */
+  token: string;
+  now: number;
+  /** Until when the claim blocks other requests unless renewed. */
+  lockedUntil: number;
+  /** When the key (and the answer it will keep) is forgotten. */
+  expiresAt: number;
+}
+
+/** What {@link claimIdempotencyKey} found: the claim is ours, or another request's row. */
+export type ClaimOutcome = { claimed: true } | { claimed: false; existing: IdempotencyRecord };
+
+const where = (id: IdempotencyKeyId) => ({ org_id: id.orgId, env: id.env, key: id.key });
+
+/**
+ * Claims the key for the request `input.token`: inserts the row, or takes over a row that expired or whose
+ * unfinished claim passed its lock (its process died). Otherwise returns the row found, for the caller to replay
+ * its answer or refuse.
+ * @throws the driver's error when the store fails.
+ */
+export async function claimIdempotencyKey(db: Kysely<Database>, input: ClaimInput): Promise<ClaimOutcome> {
+  const row = {
+    ...where(input),
+    fingerprint: input.fingerprint,
+    token: input.token,
+    locked_until: input.lockedUntil,
+    status: null,
+    content_type: null,
+    body: null,
+    created_at: new Date(input.now).toISOString(),
+    expires_at: input.expiresAt,
+  };
+  // A row deleted between the statements (its claim released) is tried again; three rounds settle any race.
+  for (let round = 0; round < 3; round++) {
+    const inserted = await db
+      .insertInto('idempotency_keys')
+      .values(row)
+      .onConflict((oc) => oc.columns(['org_id', 'env', 'key']).doNothing())
+      .executeTakeFirst();
+    if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) > 0) return { claimed: true };
+    const { org_id: _org, env: _env, key: _key, ...fields } = row;
+    const taken = await db
+      .updateTable('idempotency_keys')
+      .set(fields)
+      .where('org_id', '=', input.orgId)
+      .where('env', '=', input.env)
+      .where('key', '=', input.key)
+      .where((eb) =>
+        eb.or([
+          eb('expires_at', '<=', input.now),
+          eb.and([eb('status', 'is', null), eb('locked_until', '<=', input.now)]),
+        ]),
+      )
+      .executeTakeFirst();
+    if (Number(taken.numUpdatedRows) > 0) return { claimed: true };
+    const existing = await findIdempotencyKey(db, input);
+    if (existing) return { claimed: false, existing };
+  }
+  throw new Error(`idempotency key ${input.key} changed hands three times during one claim`);
+}
+
+/** The row of the key, if any (expired or not). */
+export async function findIdempotencyKey(
+  db: Kysely<Database>,
+  id: IdempotencyKeyId,
+): Promise<IdempotencyRecord | undefined> {
+  const row = await db
+    .selectFrom('idempotency_keys')
+    .select(['fingerprint', 'status', 'content_type', 'body', 'locked_until', 'expires_at'])
+    .where('org_id', '=', id.orgId)
+    .where('env', '=', id.env)
+    .where('key', '=', id.key)
+    .executeTakeFirst();
+  if (!row) return undefined;
+  return {
+    fingerprint: row.fingerprint,
+    answer:
+      row.status === null
+        ? undefined
+        : { status: row.status, contentType: row.content_type ?? undefined, body: row.body ?? '' },
+    lockedUntil: Number(row.locked_until),
+    expiresAt: Number(row.expires_at),
+  };
+}
+
+/**
+ * Keeps `answer` under the key claimed by `token`.
+ * @returns false when the claim is no longer this token's (taken over after its lock passed).
+ */
+export async function keepIdempotentAnswer(
+  db: Kysely<Database>,
+  id: IdempotencyKeyId,
+  token: string,
+  answer: KeptAnswer,
+): Promise<boolean> {
+  const updated = await db
+    .updateTable('idempotency_keys')
+    .set({ status: answer.status, content_type: answer.contentType ?? null, body: answer.body })
+    .where('org_id', '=', id.orgId)
+    .where('env', '=', id.env)
+    .where('key', '=', id.key)
+    .where('token', '=', token)
+    .where('status', 'is', null)
+    .executeTakeFirst();
+  return Number(updated.numUpdatedRows) > 0;
+}
+
+/** Pushes the lock of the unfinished claim `token` to `lockedUntil` (epoch ms). @returns false when not ours. */
+export async function renewIdempotencyClaim(
+  db: Kysely<Database>,
+  id: IdempotencyKeyId,
+  token: string,
+  lockedUntil: number,
+): Promise<boolean> {
+  const updated = await db
+    .updateTable('idempotency_keys')
+    .set({ locked_until: lockedUntil })
+    .where('org_id', '=', id.orgId)
+    .where('env', '=', id.env)
+    .where('key', '=', id.key)
+    .where('token', '=', token)
+    .where('status', 'is', null)
+    .executeTakeFirst();
+  return Number(updated.numUpdatedRows) > 0;
+}
+
+/** Deletes the unfinished claim `token`, so the next request with the key runs. A kept answer is never deleted. */
+export async function releaseIdempotencyClaim(
+  db: Kysely<Database>,
+  id: IdempotencyKeyId,
+  token: string,
+): Promise<void> {
+  await db
+    .deleteFrom('idempotency_keys')
+    .where('org_id', '=', id.orgId)
+    .where('env', '=', id.env)
+    .where('key', '=', id.key)
+    .where('token', '=', token)
+    .where('status', 'is', null)
+    .execute();
+}
+
+/**
+ * Deletes up to about `limit` rows whose `expires_at` (epoch ms) is at or before `now`, oldest first (rows sharing
+ * the boundary time go together).
+ * @returns how many rows were deleted.
+ */
+export async function purgeExpiredIdempotencyKeys(
+  db: Kysely<Database>,
+  now: number,
+  limit: number,
+): Promise<number> {
+  const boundary = await db
+    .selectFrom('idempotency_keys')
+    .select('expires_at')
+    .where('expires_at', '<=', now)
+    .orderBy('expires_at')
+    .offset(Math.max(0, limit - 1))
+    .limit(1)
+    .executeTakeFirst();
+  const upTo = boundary ? Math.min(Number(boundary.expires_at), now) : now;
+  const deleted = await db.deleteFrom('idempotency_keys').where('expires_at', '<=', upTo).executeTakeFirst();
+  return Number(deleted.numDeletedRows);
+}
