@@ -1,0 +1,205 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { loginSandbox, type TestApp } from '../support/app.ts';
+import { eventually } from '../support/eventually.ts';
+import { testDialects } from '../support/store.ts';
+import { appFor, bad, messageRow, OWN, PEER } from './support.ts';
+
+const T0 = Date.parse('2026-03-02T10:00:00.000Z');
+const ASYNC = { prefer: 'respond-async' };
+
+for (const dialect of testDialects()) {
+  describe(`sends as jobs: async, scheduled, status, cancel, pacing [${dialect}]`, () => {
+    let t: TestApp;
+    const job = (id: string) =>
+      t.services.store.db
+        .selectFrom('send_jobs')
+        .selectAll()
+        .where('instance_id', '=', t.instance.id)
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow();
+
+    before(async () => {
+      t = await appFor(dialect);
+      t.clock.set(T0);
+      await loginSandbox(t, OWN);
+    });
+    after(() => t.close());
+
+    it('a synchronous send is stored as a job under its id before the relay, and answers 200 Sent', async () => {
+      const res = await t.call('POST', '/v1/messages/send', { phone: PEER, body: 'sync' });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      assert.equal(res.body.data.details, 'Sent');
+      const row = await job(res.body.data.id);
+      assert.equal(row.status, 'sent');
+      assert.equal(row.mode, 'sync');
+      assert.equal(row.attempts, 1);
+      assert.equal(Number(row.sent_at), T0);
+      assert.ok(await messageRow(t, res.body.data.id), 'the message row exists');
+    });
+
+    it('Prefer: respond-async answers 202 Queued with a pending id that is then relayed under that id', async () => {
+      const res = await t.call('POST', '/v1/messages/send', { phone: PEER, body: 'queued' }, ASYNC);
+      assert.equal(res.status, 202, JSON.stringify(res.body));
+      assert.equal(res.headers['preference-applied'], 'respond-async');
+      assert.deepEqual(res.body, {
+        success: true,
+        code: 202,
+        data: { details: 'Queued', id: res.body.data.id, status: 'pending', sendAt: null },
+      });
+      assert.match(res.body.data.id, /^3EB0[0-9A-F]{18}$/);
+      const id = res.body.data.id;
+      await eventually('the queued send relayed', async () => (await job(id)).status === 'sent');
+      const got = await t.call('GET', `/v1/messages/${id}`);
+      assert.equal(got.body.data.status, 'sent');
+      assert.equal(got.body.data.state, 'sent');
+      assert.equal(got.body.data.message.conversation, 'queued');
+    });
+
+    it('sendAt schedules: pending until due, shown by GET with its sendAt, relayed once the time comes', async () => {
+      const sendAt = new Date(T0 + 3_600_000).toISOString();
+      const res = await t.call('POST', '/v1/messages/send', { phone: PEER, body: 'later', sendAt });
+      assert.equal(res.status, 202, JSON.stringify(res.body));
+      assert.equal(res.body.data.sendAt, sendAt);
+      const id = res.body.data.id;
+      const pending = await t.call('GET', `/v1/messages/${id}`);
+      assert.equal(pending.status, 200);
+      assert.equal(pending.body.data.status, 'pending');
+      assert.equal(pending.body.data.sendAt, sendAt);
+      assert.equal(pending.body.data.state, undefined);
+      assert.equal(pending.body.data.message.conversation, 'later');
+      t.services.sendQueue.wake(t.instance.id);
+      assert.equal((await job(id)).status, 'pending', 'not relayed before it is due');
+      t.clock.advance(3_600_000);
+      t.services.sendQueue.wake(t.instance.id);
+      await eventually('the scheduled send relayed', async () => (await job(id)).status === 'sent');
+      t.clock.set(T0);
+    });
+
+    it('sendAt must be a future RFC 3339 time at most 30 days ahead', async () => {
+      const send = (sendAt: string) =>
+        t.call('POST', '/v1/messages/send', { phone: PEER, body: 'x', sendAt });
+      assert.deepEqual(
+        (await send('tomorrow')).body,
+        bad(400, 'sendAt must be a date-time in RFC 3339 format'),
+      );
+      assert.deepEqual(
+        (await send(new Date(T0 - 1000).toISOString())).body,
+        bad(400, 'sendAt must be in the future'),
+      );
+      assert.deepEqual(
+        (await send(new Date(T0 + 31 * 86_400_000).toISOString())).body,
+        bad(400, 'sendAt must be at most 30 days ahead'),
+      );
+      const jobs = await t.services.store.db
+        .selectFrom('send_jobs')
+        .select('id')
+        .where('payload', 'like', '%"x"%')
+        .execute();
+      assert.equal(jobs.length, 0, 'a refused send stores nothing');
+    });
+
+    it('cancel: a scheduled send becomes canceled and is never relayed; a sent one is 409; unknown ids 404', async () => {
+      const sendAt = new Date(T0 + 600_000).toISOString();
+      const res = await t.call('POST', '/v1/messages/send', { phone: PEER, body: 'cancel me', sendAt });
+      const id = res.body.data.id;
+      const canceled = await t.call('POST', `/v1/messages/${id}/cancel`);
+      assert.deepEqual(canceled.body, {
+        success: true,
+        code: 200,
+        data: { details: 'Canceled', id, status: 'canceled' },
+      });
+      assert.equal(
+        (await t.call('POST', `/v1/messages/${id}/cancel`)).status,
+        200,
+        'canceling again answers the same',
+      );
+      assert.equal((await t.call('GET', `/v1/messages/${id}`)).body.data.status, 'canceled');
+      t.clock.advance(600_000);
+      t.services.sendQueue.wake(t.instance.id);
+      const after = await t.call('POST', '/v1/messages/send', { phone: PEER, body: 'after' });
+      assert.equal(after.status, 200);
+      assert.equal((await job(id)).status, 'canceled');
+      assert.equal(await messageRow(t, id), undefined, 'never relayed');
+      t.clock.set(T0);
+
+      const sent = await t.call('POST', '/v1/messages/send', { phone: PEER, body: 'done' });
+      assert.deepEqual(
+        (await t.call('POST', `/v1/messages/${sent.body.data.id}/cancel`)).body,
+        bad(409, 'message already sent'),
+      );
+      assert.deepEqual(
+        (await t.call('POST', '/v1/messages/3EB0NOPE/cancel')).body,
+        bad(404, 'message not found'),
+      );
+    });
+
+    it('pacing: defaults off, validated, and spaces relays by minIntervalMs (times from the stored jobs)', async () => {
+      const get = await t.call('GET', '/v1/session/pacing');
+      assert.deepEqual(get.body.data, { minIntervalMs: 0, jitterMs: 0, newChatsPerDay: null, paused: null });
+      const badPut = await t.call('PUT', '/v1/session/pacing', { minIntervalMs: -1 });
+      assert.equal(badPut.status, 400);
+      assert.match(badPut.body.error.message, /minIntervalMs/);
+      const put = await t.call('PUT', '/v1/session/pacing', { minIntervalMs: 5000, jitterMs: 0 });
+      assert.deepEqual(put.body.data, {
+        minIntervalMs: 5000,
+        jitterMs: 0,
+        newChatsPerDay: null,
+        paused: null,
+      });
+
+      const ids: string[] = [];
+      for (const body of ['p1', 'p2', 'p3']) {
+        const res = await t.call('POST', '/v1/messages/send', { phone: PEER, body }, ASYNC);
+        assert.equal(res.status, 202);
+        ids.push(res.body.data.id);
+      }
+      const [first, second, third] = ids as [string, string, string];
+      await eventually('the first paced send', async () => (await job(first)).status === 'sent');
+      t.services.sendQueue.wake(t.instance.id);
+      assert.equal((await job(second)).status, 'pending', 'held back by the interval');
+      for (const id of [second, third]) {
+        t.clock.advance(5000);
+        t.services.sendQueue.wake(t.instance.id);
+        await eventually(`paced send ${id}`, async () => (await job(id)).status === 'sent');
+      }
+      const times = await Promise.all(ids.map(async (id) => Number((await job(id)).sent_at)));
+      assert.deepEqual(
+        times.map((time) => time - (times[0] ?? 0)),
+        [0, 5000, 10000],
+        'relayed 5 s apart, in acceptance order',
+      );
+      await t.call('PUT', '/v1/session/pacing', {});
+      t.clock.set(T0);
+    });
+
+    it('newChatsPerDay: a send opening a chat past the cap waits; sends to known chats go on', async () => {
+      await t.call('PUT', '/v1/session/pacing', { newChatsPerDay: 1 });
+      const first = await t.call(
+        'POST',
+        '/v1/messages/send',
+        { phone: '5511977770001', body: 'new 1' },
+        ASYNC,
+      );
+      await eventually('first new chat', async () => (await job(first.body.data.id)).status === 'sent');
+      const second = await t.call(
+        'POST',
+        '/v1/messages/send',
+        { phone: '5511977770002', body: 'new 2' },
+        ASYNC,
+      );
+      const known = await t.call('POST', '/v1/messages/send', { phone: PEER, body: 'known chat' }, ASYNC);
+      await eventually(
+        'the send to a known chat',
+        async () => (await job(known.body.data.id)).status === 'sent',
+      );
+      const held = await job(second.body.data.id);
+      assert.equal(held.status, 'pending');
+      assert.equal(Number(held.run_at), T0 + 86_400_000, 'due when the day window frees a slot');
+      assert.match(held.last_error ?? '', /1 new chats per day/);
+      const sync = await t.call('POST', '/v1/messages/send', { phone: '5511977770003', body: 'new 3' });
+      assert.equal(sync.status, 429, 'a synchronous send past the cap answers 429');
+      await t.call('PUT', '/v1/session/pacing', {});
+    });
+  });
+}

@@ -1,0 +1,162 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import pino from 'pino';
+import { DomainError } from '../../src/domain/errors.ts';
+import type { OutgoingMessage, SentMessage } from '../../src/domain/messages.ts';
+import type { EngineSession } from '../../src/engines/engine.ts';
+import { encodeSendPayload } from '../../src/sends/payload.ts';
+import { SendQueue, type SendStatusReport } from '../../src/sends/queue.ts';
+import { insertSendJob } from '../../src/store/send-jobs.ts';
+import { createTestApp, type TestApp } from '../support/app.ts';
+import { eventually } from '../support/eventually.ts';
+import { testDialects } from '../support/store.ts';
+
+const T0 = Date.parse('2026-04-01T08:00:00.000Z');
+const CHAT = '5511977776666@s.whatsapp.net';
+
+/** A session that is always connected and hands each send to `relay` (which may throw). */
+function fakeSession(relay: (message: OutgoingMessage) => Promise<SentMessage>): EngineSession {
+  const state = () => ({ connected: true, loggedIn: true, jid: null, phone: null, pushName: null });
+  return { state, send: relay } as unknown as EngineSession;
+}
+
+for (const dialect of testDialects()) {
+  describe(`send queue: restriction pause, reclaim after a dead node [${dialect}]`, () => {
+    let t: TestApp;
+    let seq = 0;
+    const reports: SendStatusReport[] = [];
+    const relayed: string[] = [];
+    let refuse: DomainError | undefined;
+    let queue: SendQueue;
+
+    const addJob = async (id: string, status?: 'sending') => {
+      const now = t.clock();
+      seq += 1;
+      await insertSendJob(t.services.store.db, {
+        instanceId: t.instance.id,
+        id,
+        seq,
+        chat: CHAT,
+        kind: 'text',
+        payload: encodeSendPayload({ to: CHAT, content: { kind: 'text', text: id, linkPreview: false } }),
+        mode: 'async',
+        runAt: now,
+        sendAt: null,
+        maxAttempts: 25,
+        now,
+        ...(status ? { claimedBy: 'a-dead-node' } : {}),
+      });
+    };
+    const status = async (id: string) =>
+      await t.services.store.db
+        .selectFrom('send_jobs')
+        .select(['status', 'run_at', 'attempts', 'locked_by'])
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow();
+
+    before(async () => {
+      t = await createTestApp({ dialect });
+      t.clock.set(T0);
+      const session = fakeSession(async (message) => {
+        if (refuse) {
+          const error = refuse;
+          refuse = undefined;
+          throw error;
+        }
+        relayed.push(message.id ?? '');
+        return { id: message.id ?? '', timestamp: t.clock() };
+      });
+      queue = new SendQueue({
+        db: t.services.store.db,
+        session: (instanceId) => (instanceId === t.instance.id ? session : undefined),
+        nodeId: 'this-node',
+        clock: t.clock,
+        logger: pino({ level: 'silent' }),
+        report: async (_instanceId, report) => {
+          reports.push(report);
+        },
+      });
+    });
+    after(async () => {
+      await queue.stop();
+      await t.close();
+    });
+
+    it('a job left sending by a dead node is handed back and relayed once, under its id', async () => {
+      await addJob('3EB0AAAAAAAAAAAAAAAAAA', 'sending');
+      queue.wake(t.instance.id);
+      await eventually(
+        'the reclaimed job relayed',
+        async () => (await status('3EB0AAAAAAAAAAAAAAAAAA')).status === 'sent',
+      );
+      assert.deepEqual(relayed, ['3EB0AAAAAAAAAAAAAAAAAA']);
+      assert.equal(
+        (await status('3EB0AAAAAAAAAAAAAAAAAA')).attempts,
+        1,
+        'attempts count claims, not reclaims',
+      );
+      assert.deepEqual(reports.at(-1), {
+        kind: 'message',
+        id: '3EB0AAAAAAAAAAAAAAAAAA',
+        status: 'sent',
+        at: T0,
+      });
+    });
+
+    it('a platform rate-overlimit pauses the queue until its end, keeps the job pending, then resumes', async () => {
+      reports.length = 0;
+      refuse = new DomainError('rate_limited', 'the platform rate-limited this account', { retryAfter: 30 });
+      await addJob('3EB0BBBBBBBBBBBBBBBBBB');
+      queue.wake(t.instance.id);
+      await eventually('the pause', () => reports.find((r) => r.status === 'paused'));
+      assert.deepEqual(reports[0], {
+        kind: 'session',
+        status: 'paused',
+        reason: 'the platform rate-limited this account',
+        until: T0 + 30_000,
+        at: T0,
+      });
+      const held = await status('3EB0BBBBBBBBBBBBBBBBBB');
+      assert.equal(held.status, 'pending');
+      assert.equal(Number(held.run_at), T0 + 30_000);
+      assert.deepEqual(await queue.pause(t.instance.id), {
+        reason: 'the platform rate-limited this account',
+        until: T0 + 30_000,
+      });
+      t.clock.advance(29_000);
+      queue.wake(t.instance.id);
+      assert.equal((await status('3EB0BBBBBBBBBBBBBBBBBB')).status, 'pending', 'still paused');
+      t.clock.advance(1_000);
+      queue.wake(t.instance.id);
+      await eventually(
+        'the job after the pause',
+        async () => (await status('3EB0BBBBBBBBBBBBBBBBBB')).status === 'sent',
+      );
+      assert.deepEqual(
+        reports.map((r) => r.status),
+        ['paused', 'resumed', 'sent'],
+      );
+      assert.equal(await queue.pause(t.instance.id), null);
+    });
+
+    it('a refusal fails an async job with the platform reason', async () => {
+      reports.length = 0;
+      refuse = new DomainError('platform_refused', 'the platform rejected the message (error 479)');
+      await addJob('3EB0CCCCCCCCCCCCCCCCCC');
+      queue.wake(t.instance.id);
+      await eventually(
+        'the failure',
+        async () => (await status('3EB0CCCCCCCCCCCCCCCCCC')).status === 'failed',
+      );
+      assert.deepEqual(reports, [
+        {
+          kind: 'message',
+          id: '3EB0CCCCCCCCCCCCCCCCCC',
+          status: 'failed',
+          error: 'the platform rejected the message (error 479)',
+          at: t.clock(),
+        },
+      ]);
+    });
+  });
+}
