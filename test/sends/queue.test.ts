@@ -92,8 +92,8 @@ for (const dialect of testDialects()) {
       assert.deepEqual(relayed, ['3EB0AAAAAAAAAAAAAAAAAA']);
       assert.equal(
         (await status('3EB0AAAAAAAAAAAAAAAAAA')).attempts,
-        1,
-        'attempts count claims, not reclaims',
+        2,
+        "attempts count claims: the dead node's and this node's",
       );
       assert.deepEqual(reports.at(-1), {
         kind: 'message',
