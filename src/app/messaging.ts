@@ -39,9 +39,11 @@ export interface ReactInput {
 }
 
 /**
- * The messaging family (SPEC Messages, DESIGN D2, D8): sends, reactions and read receipts. Every method needs the
- * instance logged in and connected (@throws DomainError not_logged_in / not_connected, DESIGN D6), and returns
- * only once the resulting event is recorded (the engine awaits the recorder for sends; `markRead` records its own).
+ * The messaging family (docs/api.md#messages, docs/decisions/0024-engines-and-data-flow.md,
+ * docs/decisions/0017-messages-and-media.md): sends, reactions and read receipts. Every method needs the instance
+ * logged in and connected (@throws DomainError not_logged_in / not_connected,
+ * docs/decisions/0001-envelope-and-error-codes.md), and returns only once the resulting event is recorded (the engine
+ * awaits the recorder for sends; `markRead` records its own).
  */
 export class MessagingService {
   readonly #store: Store;
@@ -67,9 +69,9 @@ export class MessagingService {
   }
 
   /**
-   * The whole send pipeline of DESIGN D2 for one message: the session (409), the recipient's registration
-   * (422), then the content — built only now, so media is fetched only for a send that can go out — then the
-   * engine's send, which returns after the message row is recorded.
+   * The whole send pipeline of docs/decisions/0024-engines-and-data-flow.md for one message: the session (409), the
+   * recipient's registration (422), then the content — built only now, so media is fetched only for a send that can
+   * go out — then the engine's send, which returns after the message row is recorded.
    * @throws DomainError not_registered `recipient <phone> is not registered on the platform`; content and
    *   engine errors as raised.
    */
@@ -129,7 +131,7 @@ export class MessagingService {
 
   /**
    * Checks that the recipient of a one-to-one chat is registered on the platform, through the registration cache
-   * (DESIGN D6); group chats are checked by the engine (membership).
+   * (docs/decisions/0001-envelope-and-error-codes.md); group chats are checked by the engine (membership).
    */
   async #requireRegistered(instance: Instance, session: EngineSession, address: string): Promise<void> {
     if (isGroupAddress(address)) return;

@@ -14,7 +14,7 @@ import * as instanceLeases from './0012_instance_leases.ts';
 
 /**
  * Every migration, in order. Names are numbered; add a new file and list it here (never edit one that shipped).
- * One set serves both SQLite and PostgreSQL (DESIGN D2).
+ * One set serves both SQLite and PostgreSQL (docs/decisions/0024-engines-and-data-flow.md).
  */
 export const migrations: Record<string, Migration> = {
   '0001_core': core,

@@ -5,14 +5,15 @@ import type { Services } from '../../../services.ts';
 import { instanceIdOf } from '../../plugins/instance.ts';
 import type { SendResult } from './messages-schemas.ts';
 
-/** The send result envelope data (SPEC Send result): `Sent`, the id, and the time as RFC 3339 UTC. */
+/** The send result envelope data (docs/api.md#messages): `Sent`, the id, and the time as RFC 3339 UTC. */
 export function sendResult(sent: SentMessage, id: string = sent.id): SendResult {
   return { details: 'Sent', id, timestamp: new Date(sent.timestamp).toISOString() };
 }
 
 /**
- * Sends one message out of the request's instance through the messaging service (DESIGN D2: session 409,
- * recipient registration 422, then `content` is built, then the engine's send) and answers its result.
+ * Sends one message out of the request's instance through the messaging service
+ * (docs/decisions/0024-engines-and-data-flow.md: session 409, recipient registration 422, then `content` is built,
+ * then the engine's send) and answers its result.
  */
 export async function sendMessage(
   services: Services,
@@ -49,8 +50,8 @@ export function checkMentions(
 }
 
 /**
- * Checks a vCard has the lines DESIGN D8 requires: BEGIN:VCARD, FN, N, TEL, END:VCARD (property names may carry
- * a group prefix such as `item1.TEL` and parameters such as `TEL;type=CELL`).
+ * Checks a vCard has the lines docs/decisions/0017-messages-and-media.md requires: BEGIN:VCARD, FN, N, TEL, END:VCARD
+ * (property names may carry a group prefix such as `item1.TEL` and parameters such as `TEL;type=CELL`).
  * @throws DomainError invalid naming the first missing line, e.g. `vcard must contain a TEL line`.
  */
 export function checkVcard(vcard: string, field = 'vcard'): void {
