@@ -8,9 +8,9 @@ import { listChatPeers } from '../store/messages.ts';
 import { loadInstance } from './instances.ts';
 
 /**
- * The contacts family (docs/api.md#contacts, docs/decisions/0021-gateway-form.md). Every method needs the instance
- * logged in and connected (@throws DomainError not_logged_in / not_connected,
- * docs/decisions/0001-envelope-and-error-codes.md) and passes platform errors on.
+ * The contacts family (docs/api.md#contacts). Every method needs the instance logged in and connected
+ * (@throws DomainError not_logged_in / not_connected, docs/decisions/0001-envelope-and-error-codes.md) and passes
+ * platform errors on.
  */
 export class ContactService {
   readonly #store: Store;

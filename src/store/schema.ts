@@ -90,8 +90,8 @@ export interface WebhookStateTable {
 }
 
 /**
- * A normalised webhook event (docs/decisions/0006-signatures.md); `payload` is the exact body text that is signed and
- * sent.
+ * A normalised webhook event (docs/decisions/0018-webhook-events-and-payloads.md); `payload` is the exact body text
+ * that is signed and sent.
  */
 export interface WebhookEventsTable {
   /** UUID; sent as `webhook-id`, the same on every retry. */

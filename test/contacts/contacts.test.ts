@@ -10,7 +10,7 @@ const bad = (status: number, message: string) => ({ error: { code: status, messa
 const okBody = (data: unknown) => ({ success: true, code: 200, data });
 
 for (const dialect of testDialects()) {
-  describe(`contacts routes (docs/api.md#contacts, docs/decisions/0020-security-promises.md, docs/decisions/0021-gateway-form.md) [${dialect}]`, () => {
+  describe(`contacts routes (docs/api.md#contacts, docs/decisions/0020-security-promises.md) [${dialect}]`, () => {
     let t: TestApp;
     before(async () => {
       t = await createTestApp({ dialect });

@@ -254,7 +254,7 @@ export async function receipt(account: SandboxAccount, input: SandboxReceiptInpu
 }
 
 /**
- * Helper (docs/decisions/0004-sandbox.md, docs/decisions/0005-outbox-and-delivery.md): user `phone` is typing
+ * Helper (docs/decisions/0004-sandbox.md, docs/decisions/0018-webhook-events-and-payloads.md): user `phone` is typing
  * (`composing`), recording audio (`recording` = composing with media `audio`) or stopped (`paused`), in `groupJid`
  * when given.
  * @throws DomainError not_registered when the user is not registered or not in the group; not_found

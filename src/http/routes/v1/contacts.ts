@@ -174,8 +174,8 @@ export function contactList(contacts: readonly Contact[]): ContactList {
 const tags = ['contacts'];
 
 /**
- * `/v1/contacts/*` (docs/api.md#contacts; docs/decisions/0021-gateway-form.md); scope `chat:contacts`
- * (docs/decisions/0003-scopes-and-keys.md), instance per docs/decisions/0002-instance-resolution.md.
+ * `/v1/contacts/*` (docs/api.md#contacts); scope `chat:contacts` (docs/decisions/0003-scopes-and-keys.md), instance
+ * per docs/decisions/0002-instance-resolution.md.
  */
 export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();

@@ -82,10 +82,7 @@ export type GroupListed = Static<typeof GroupListed>;
 export const GroupDetails = Type.Object(groupFields, { title: 'GroupDetails' });
 export type GroupDetails = Static<typeof GroupDetails>;
 
-/**
- * Body of `POST /v1/groups/create` (docs/api.md#groups; docs/api.md#rate-limits;
- * docs/decisions/0020-security-promises.md).
- */
+/** Body of `POST /v1/groups/create` (docs/api.md#groups; docs/decisions/0020-security-promises.md). */
 export const CreateGroupBody = Type.Object(
   {
     name: Type.String({
