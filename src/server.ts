@@ -9,11 +9,17 @@ import { createServices } from './services.ts';
 export interface RunningServer {
   /** The address it listens on, e.g. `http://127.0.0.1:8080`. */
   url: string;
-  /** Graceful stop (DESIGN D14): stop accepting, finish in-flight requests, close engines and the store. */
+  /**
+   * Graceful stop (docs/decisions/0023-operations.md): stop accepting, finish in-flight requests, close engines and
+   * the store.
+   */
   stop(): Promise<void>;
 }
 
-/** The banner printed once when the first boot created a test key and the dashboard owner (DESIGN D3, D16). */
+/**
+ * The banner printed once when the first boot created a test key and the dashboard owner
+ * (docs/decisions/0003-scopes-and-keys.md, docs/decisions/0022-dashboard.md).
+ */
 export function bootstrapBanner(bootstrap: Bootstrap, publicUrl: string): string {
   const key = bootstrap.key.key;
   return [
@@ -37,9 +43,9 @@ export function bootstrapBanner(bootstrap: Bootstrap, publicUrl: string): string
 }
 
 /**
- * The boot warning while `PLATFORM_URL` or `PLATFORM_ROOT_KEY` is set (DESIGN D15): live instances then talk to a
- * platform simulator, not WhatsApp; it names every PLATFORM_* variable set (`PLATFORM_CA_FILE` too). Undefined
- * when neither is set.
+ * The boot warning while `PLATFORM_URL` or `PLATFORM_ROOT_KEY` is set (docs/decisions/0007-simulator.md): live
+ * instances then talk to a platform simulator, not WhatsApp; it names every PLATFORM_* variable set
+ * (`PLATFORM_CA_FILE` too). Undefined when neither is set.
  */
 export function platformWarning(config: Config): string | undefined {
   const { url, rootKey, caFile } = config.platform;
@@ -87,11 +93,12 @@ export async function startServer(
     url,
     stop: () => {
       stopping ??= (async () => {
-        // DESIGN D14: stop accepting and drain requests while the webhook worker finishes its attempts in
-        // flight (it claims nothing new); requests still running after their share of the budget are cut so
-        // engines, the event recorder and the store always get closed before the process exits.
+        // docs/decisions/0023-operations.md: stop accepting and drain requests while the webhook worker finishes its
+        // attempts in flight (it claims nothing new); requests still running after their share of the budget are cut
+        // so engines, the event recorder and the store always get closed before the process exits.
         const budget = config.shutdownTimeoutMs;
-        // DESIGN D17: a cluster node hands its instances to the other nodes before it stops serving.
+        // docs/decisions/0008-leases-and-fencing.md: a cluster node hands its instances to the other nodes before it
+        // stops serving.
         await services.cluster?.keeper
           .drain(budget * 0.3)
           .catch((error: unknown) => logger.warn({ err: error }, 'handing instances over failed'));
@@ -118,8 +125,8 @@ export async function startServer(
 }
 
 /**
- * The base URL other nodes reach this node at (DESIGN D17): `NODE_URL`, else `http://HOST:PORT` with the port
- * actually bound, using the host name when HOST is a wildcard address.
+ * The base URL other nodes reach this node at (docs/decisions/0008-leases-and-fencing.md): `NODE_URL`, else
+ * `http://HOST:PORT` with the port actually bound, using the host name when HOST is a wildcard address.
  */
 export function nodeUrl(config: Config, port: number): string {
   if (config.cluster?.nodeUrl) return config.cluster.nodeUrl;
@@ -129,7 +136,7 @@ export function nodeUrl(config: Config, port: number): string {
 
 /**
  * Runs the server until SIGTERM or SIGINT, then stops gracefully within `config.shutdownTimeoutMs`
- * (DESIGN D14: exit 0 within 10 s; exit 1 when the budget is exceeded).
+ * (docs/decisions/0023-operations.md: exit 0 within 10 s; exit 1 when the budget is exceeded).
  */
 export async function serve(config: Config): Promise<void> {
   const logger = pino({ level: config.logLevel });

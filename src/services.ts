@@ -53,9 +53,12 @@ export interface Services {
   sessions: SessionManager;
   metrics: Metrics;
   redis: Redis | undefined;
-  /** Every outbound HTTPS request (webhooks, media) goes through this (DESIGN D11). */
+  /** Every outbound HTTPS request (webhooks, media) goes through this (docs/decisions/0020-security-promises.md). */
   guard: OutboundGuard;
-  /** Recipients' registration answers, cached per instance (DESIGN D6: sends check registration first). */
+  /**
+   * Recipients' registration answers, cached per instance (docs/decisions/0001-envelope-and-error-codes.md: sends
+   * check registration first).
+   */
   registrations: RegistrationCache;
   /**
    * This process in the node registry: its id (also the webhook claims' `locked_by`) and heartbeat; at boot it
@@ -63,12 +66,14 @@ export interface Services {
    */
   nodes: NodeRegistry;
   /**
-   * Several nodes (DESIGN D17), when `CLUSTER_SECRET` is set: this node's instance leases and the secret of
-   * node-to-node calls. The entry point starts the keeper once listening (`keeper.start(url)`) and drains it first
-   * on a graceful stop.
+   * Several nodes (docs/decisions/0008-leases-and-fencing.md), when `CLUSTER_SECRET` is set: this node's instance
+   * leases and the secret of node-to-node calls. The entry point starts the keeper once listening
+   * (`keeper.start(url)`) and drains it first on a graceful stop.
    */
   cluster: { keeper: LeaseKeeper; secret: string } | undefined;
-  /** The webhook delivery worker (DESIGN D10); started here, stopped first by `close`. */
+  /**
+   * The webhook delivery worker (docs/decisions/0005-outbox-and-delivery.md); started here, stopped first by `close`.
+   */
   webhooks: DeliveryWorker;
   /** The send queue of the instances this process holds (sends as jobs, pacing). */
   sendQueue: SendQueue;
@@ -92,7 +97,7 @@ export interface ServiceOptions {
   logger: FastifyBaseLogger;
   store?: Store;
   clock?: Clock;
-  /** The live engine; defaults to Baileys (DESIGN D1). Tests pass fakes. */
+  /** The live engine; defaults to Baileys (docs/decisions/0024-engines-and-data-flow.md). Tests pass fakes. */
   liveEngine?: Engine;
   /** Timing of the default live engine (tests shorten the keep-alive and the refusal bound). */
   liveEngineTuning?: Pick<BaileysEngineOptions, 'keepAliveIntervalMs' | 'loginRefusalLimit' | 'random'>;
@@ -135,7 +140,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     logger,
   });
   keys.start();
-  // Without Redis the day window is kept in the store across restarts (DESIGN D13).
+  // Without Redis the day window is kept in the store across restarts (docs/decisions/0019-rate-limits-and-plans.md).
   const limiter = new PlanRateLimiter(redis, undefined, {
     ...(redis ? {} : { persisted: new PersistedWindows({ db: store.db, logger }) }),
   });
@@ -203,7 +208,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
       }
     : undefined;
   const metrics = new Metrics();
-  // Committed instance changes for the dashboard's live views (DESIGN D16).
+  // Committed instance changes for the dashboard's live views (docs/decisions/0022-dashboard.md).
   const feed = new LiveFeed();
   recorder.use(feed);
   const ca = options.outboundCa ?? (config.outboundCaFile ? readFileSync(config.outboundCaFile) : undefined);
@@ -286,7 +291,8 @@ export async function createServices(config: Config, options: ServiceOptions): P
     feed,
     webhookTimeoutMs: config.webhook.timeoutMs,
     media: { files: mediaFiles, maxBytes: config.media.maxBytes },
-    // Not ready while draining: a load balancer stops sending before the node stops listening (DESIGN D17).
+    // Not ready while draining: a load balancer stops sending before the node stops listening
+    // (docs/decisions/0008-leases-and-fencing.md).
     registered: () => nodes.registered && !cluster?.keeper.draining,
   });
   return {

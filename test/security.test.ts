@@ -13,7 +13,7 @@ function decode62(s: string): number {
   return [...s].reduce((n, c) => n * 62 + BASE62.indexOf(c), 0);
 }
 
-describe('API key format (DESIGN D3)', () => {
+describe('API key format (docs/decisions/0003-scopes-and-keys.md)', () => {
   it('is svc_<env>_ + 32 base62 + 6 base62 of CRC32 over the random part', () => {
     const { key, hash, prefix } = generateApiKey('test');
     assert.match(key, /^svc_test_[0-9A-Za-z]{38}$/);
@@ -37,7 +37,7 @@ describe('API key format (DESIGN D3)', () => {
   });
 });
 
-describe('secrets at rest (DESIGN D11)', () => {
+describe('secrets at rest (docs/decisions/0020-security-promises.md)', () => {
   it('round-trips, uses a fresh IV, and refuses tampering or another key', () => {
     const box = new SecretBox(Buffer.alloc(32, 7));
     const a = box.seal('hmac-key-0123456789abcdef0123456789');

@@ -34,7 +34,10 @@ async function serve(args: { logLevel?: string }): Promise<{ url: string }> {
   return { url };
 }
 
-/** A webhook body shaped like parley's `Message` event (DESIGN D10), stamped with `at` (epoch ms). */
+/**
+ * A webhook body shaped like parley's `Message` event (docs/decisions/0018-webhook-events-and-payloads.md), stamped
+ * with `at` (epoch ms).
+ */
 function eventBody(instanceId: string, sequence: number, at: number): string {
   const jid = '5511988887777@s.whatsapp.net';
   return JSON.stringify({

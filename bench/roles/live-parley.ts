@@ -23,7 +23,7 @@ import { createBenchOrg } from '../lib/org.ts';
 import { sleep } from '../lib/stats.ts';
 
 /**
- * parley's live engine under test (issue 11 live benchmarks), in a process of its own started with
+ * parley's live engine under test (docs/benchmarks.md, live sessions), in a process of its own started with
  * `--expose-gc`: built as `startServer` builds it (createServices + buildApp, SQLite in a temp folder) and
  * pointed at the platform simulator with PLATFORM_URL / PLATFORM_ROOT_KEY. `boot` measures the idle process;
  * `login` links one live instance per simulated account through the public API (connect subscribed to

@@ -8,10 +8,10 @@ import { type Percentiles, percentiles } from '../lib/stats.ts';
 
 /**
  * The webhook receiver of the delivery benchmarks, in a process of its own: an HTTPS server with the test
- * certificate (`test/fixtures/tls/`, CN=localhost, SAN 127.0.0.1) that checks both signatures of DESIGN D10 on
- * every POST, answers 200 and records what a receiver cares about: every event id once (duplicates and bad
- * signatures counted), per-instance order, and the event-to-receipt latency (receipt time minus the event's
- * own `event.info.timestamp`, both from this machine's clock).
+ * certificate (`test/fixtures/tls/`, CN=localhost, SAN 127.0.0.1) that checks both signatures of
+ * docs/decisions/0006-signatures.md on every POST, answers 200 and records what a receiver cares about: every event
+ * id once (duplicates and bad signatures counted), per-instance order, and the event-to-receipt latency (receipt time
+ * minus the event's own `event.info.timestamp`, both from this machine's clock).
  */
 
 const tls = (name: string) => readFileSync(new URL(`../../test/fixtures/tls/${name}`, import.meta.url));

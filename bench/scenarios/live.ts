@@ -245,7 +245,7 @@ async function measureSide(
 }
 
 /**
- * The live rows (issue 11, item 4): `live-memory`, `live-inbound` and `live-reconnect`, parley's live engine
+ * The live rows (docs/benchmarks.md): `live-memory`, `live-inbound` and `live-reconnect`, parley's live engine
  * against a hand-written Baileys bot measured in the same run on the same simulator build. `receiver` is the
  * running HTTPS receiver child.
  */

@@ -25,7 +25,7 @@ const DURATION = /^(\d+)(s|m|h|d)$/;
 const UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
 /**
- * Parses a duration such as `90s`, `10m`, `12h`, `30d` (DESIGN D3) into milliseconds.
+ * Parses a duration such as `90s`, `10m`, `12h`, `30d` (docs/cli.md) into milliseconds.
  * @throws AdminError when the text is not a positive whole number followed by s, m, h or d.
  */
 export function parseDuration(text: string): number {
@@ -56,8 +56,9 @@ export interface PlanChoice {
 }
 
 /**
- * Checks a plan and its limits (DESIGN D3): `enterprise` carries its own per-minute and per-day limits, both
- * required, positive whole numbers; `free` and `pro` have fixed limits, so limits given with them are refused.
+ * Checks a plan and its limits (docs/decisions/0019-rate-limits-and-plans.md): `enterprise` carries its own
+ * per-minute and per-day limits, both required, positive whole numbers; `free` and `pro` have fixed limits, so limits
+ * given with them are refused.
  * @throws AdminError naming the option and the rule.
  */
 export function parsePlanChoice(input: { plan: string; perMinute?: number; perDay?: number }): PlanChoice {
@@ -84,7 +85,8 @@ export function parsePlanChoice(input: { plan: string; perMinute?: number; perDa
 
 /**
  * Creates an organization (`parley org create`). Enterprise plans take their own limits, both required
- * (DESIGN D3). @throws AdminError on a bad plan or limits, or when the name is taken.
+ * (docs/decisions/0019-rate-limits-and-plans.md). @throws AdminError on a bad plan or limits, or when the name is
+ * taken.
  */
 export async function adminCreateOrg(
   db: Kysely<Database>,
@@ -154,7 +156,10 @@ export async function adminCreateInstance(
   return createInstance(db, { orgId: org.id, env, name: input.name?.trim() || `${env}-${count + 1}` });
 }
 
-/** A created key: the record plus the full key, which is shown once and never stored (DESIGN D3). */
+/**
+ * A created key: the record plus the full key, which is shown once and never stored
+ * (docs/decisions/0003-scopes-and-keys.md).
+ */
 export interface CreatedKey {
   record: ApiKeyRecord;
   key: string;
@@ -224,10 +229,13 @@ export async function adminListInstances(db: Kysely<Database>, org: string): Pro
   return listInstances(db, (await requireOrg(db, org)).id);
 }
 
-/** The e-mail of the dashboard owner the first boot creates (DESIGN D16). */
+/** The e-mail of the dashboard owner the first boot creates (docs/decisions/0022-dashboard.md). */
 export const BOOTSTRAP_OWNER_EMAIL = 'owner@parley.local';
 
-/** What the first boot created (DESIGN D3, D16), or null when the store already had organizations. */
+/**
+ * What the first boot created (docs/decisions/0003-scopes-and-keys.md, docs/decisions/0022-dashboard.md), or null
+ * when the store already had organizations.
+ */
 export interface Bootstrap {
   org: Organization;
   instance: Instance;
@@ -238,8 +246,8 @@ export interface Bootstrap {
 
 /**
  * First boot on an empty store: org `default` (plan free), one test instance, one `svc_test_` key with
- * `chat:*` (DESIGN D3) and a dashboard owner with a generated password (DESIGN D16). Does nothing when any
- * organization exists.
+ * `chat:*` (docs/decisions/0003-scopes-and-keys.md) and a dashboard owner with a generated password
+ * (docs/decisions/0022-dashboard.md). Does nothing when any organization exists.
  */
 export async function bootstrapIfEmpty(db: Kysely<Database>): Promise<Bootstrap | null> {
   if ((await countOrganizations(db)) > 0) return null;

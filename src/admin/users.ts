@@ -61,8 +61,9 @@ export function parseRole(role: string): DashboardRole {
 }
 
 /**
- * Creates a dashboard user of organization `org` (id or name) with an Argon2id password hash (DESIGN D16): the
- * given password (at least {@link MIN_PASSWORD_LENGTH} characters) or a generated one.
+ * Creates a dashboard user of organization `org` (id or name) with an Argon2id password hash
+ * (docs/decisions/0022-dashboard.md): the given password (at least {@link MIN_PASSWORD_LENGTH} characters) or a
+ * generated one.
  * @throws AdminError on an unknown organization, a bad e-mail, role or password, or an e-mail already in use.
  */
 export async function adminCreateUser(

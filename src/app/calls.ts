@@ -8,9 +8,10 @@ import type { Store } from '../store/database.ts';
 import { loadInstance } from './instances.ts';
 
 /**
- * Call handling of an instance (issue 14): whether incoming calls are rejected automatically and the message
- * then sent to the caller. Stored per instance (migration 0011); the engines read it through their session
- * context when a call offer arrives, so a change applies to the next call without reconnecting.
+ * Call handling of an instance (docs/decisions/0026-chats-edits-polls-and-calls.md): whether incoming calls are
+ * rejected automatically and the message then sent to the caller. Stored per instance (migration 0011); the engines
+ * read it through their session context when a call offer arrives, so a change applies to the next call without
+ * reconnecting.
  */
 export class CallService {
   readonly #store: Store;

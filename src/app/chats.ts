@@ -88,10 +88,10 @@ function pageSize(limit: number | undefined): number {
 }
 
 /**
- * Chats and history (issue 14), read from the message store (DESIGN D8) only: no platform call, so they answer
- * for any instance state, logged in or not, sandbox or live alike (both engines record through the same
- * recorder). Pages run newest first with an opaque cursor; a page is fetched with one extra row to know whether
- * another page follows.
+ * Chats and history (docs/decisions/0026-chats-edits-polls-and-calls.md), read from the message store
+ * (docs/decisions/0017-messages-and-media.md) only: no platform call, so they answer for any instance state, logged
+ * in or not, sandbox or live alike (both engines record through the same recorder). Pages run newest first with an
+ * opaque cursor; a page is fetched with one extra row to know whether another page follows.
  */
 export class ChatService {
   readonly #store: Store;

@@ -8,8 +8,9 @@ import { listChatPeers } from '../store/messages.ts';
 import { loadInstance } from './instances.ts';
 
 /**
- * The contacts family (SPEC Contacts, DESIGN D12). Every method needs the instance logged in and connected
- * (@throws DomainError not_logged_in / not_connected, DESIGN D6) and passes platform errors on.
+ * The contacts family (docs/api.md#contacts). Every method needs the instance logged in and connected
+ * (@throws DomainError not_logged_in / not_connected, docs/decisions/0001-envelope-and-error-codes.md) and passes
+ * platform errors on.
  */
 export class ContactService {
   readonly #store: Store;
@@ -29,7 +30,8 @@ export class ContactService {
 
   /**
    * Which phone numbers are registered, one entry per number in order. Answers come from the registration cache
-   * shared with the sends' check (DESIGN D6), so numbers checked here spare later lookups.
+   * shared with the sends' check (docs/decisions/0001-envelope-and-error-codes.md), so numbers checked here spare
+   * later lookups.
    */
   async check(instanceId: InstanceId, phones: readonly string[]): Promise<UserCheck[]> {
     const instance = await this.#load(instanceId);
@@ -56,13 +58,16 @@ export class ContactService {
     return [...platform, ...peers];
   }
 
-  /** Profile details of the users with these phone numbers (DESIGN D12), one entry per distinct number found. */
+  /**
+   * Profile details of the users with these phone numbers (docs/api.md#contacts), one entry per distinct number
+   * found.
+   */
   async info(instanceId: InstanceId, phones: readonly string[]): Promise<UserInfo[]> {
     const instance = await this.#load(instanceId);
     return this.#sessions.ready(instance).userInfo(phones);
   }
 
-  /** The profile picture of a user, or null when it has none (DESIGN D12). */
+  /** The profile picture of a user, or null when it has none (docs/api.md#contacts). */
   async avatar(instanceId: InstanceId, phone: string): Promise<Avatar | null> {
     const instance = await this.#load(instanceId);
     return this.#sessions.ready(instance).avatar(phone);

@@ -43,7 +43,10 @@ export interface InstanceSummary {
   hasHmacKey: boolean;
 }
 
-/** An API key as the dashboard lists it: never its value or hash (DESIGN D3, D16). */
+/**
+ * An API key as the dashboard lists it: never its value or hash (docs/decisions/0003-scopes-and-keys.md,
+ * docs/decisions/0022-dashboard.md).
+ */
 export interface KeySummary {
   id: string;
   name: string;
@@ -57,7 +60,10 @@ export interface KeySummary {
   createdAt: string;
 }
 
-/** One environment's usage against the organization's plan (DESIGN D13): the minute and day windows. */
+/**
+ * One environment's usage against the organization's plan (docs/decisions/0019-rate-limits-and-plans.md): the minute
+ * and day windows.
+ */
 export interface EnvUsage {
   env: Environment;
   windows: [WindowState, WindowState];
@@ -100,10 +106,12 @@ function invalid(error: unknown): unknown {
 const camel = (name: string) => name.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
 
 /**
- * The organization-scoped admin operations of the dashboard (DESIGN D3, D13, D16): instances, API keys, webhook
- * subscription and usage. Every method takes the signed-in user's organization id and refuses anything of
- * another organization as `not found` (DESIGN D11: existence is not revealed). Session, webhook and sandbox
- * operations on an instance go through the API's own services once {@link instanceOf} checked the organization.
+ * The organization-scoped admin operations of the dashboard (docs/decisions/0003-scopes-and-keys.md,
+ * docs/decisions/0019-rate-limits-and-plans.md, docs/decisions/0022-dashboard.md): instances, API keys, webhook
+ * subscription and usage. Every method takes the signed-in user's organization id and refuses anything of another
+ * organization as `not found` (docs/decisions/0020-security-promises.md: existence is not revealed). Session, webhook
+ * and sandbox operations on an instance go through the API's own services once {@link instanceOf} checked the
+ * organization.
  */
 export class DashboardAdminService {
   readonly #store: Store;
@@ -160,7 +168,7 @@ export class DashboardAdminService {
   }
 
   /**
-   * Sets the webhook subscription of an instance (the same field `connect` sets, SPEC Webhook).
+   * Sets the webhook subscription of an instance (the same field `connect` sets, docs/api.md#webhook).
    * @throws DomainError not_found; invalid when empty.
    */
   async setSubscription(orgId: string, id: InstanceId, subscribe: EventType[]): Promise<EventType[]> {
@@ -183,7 +191,7 @@ export class DashboardAdminService {
   }
 
   /**
-   * Creates a key; the full value is in the result once (DESIGN D3).
+   * Creates a key; the full value is in the result once (docs/decisions/0003-scopes-and-keys.md).
    * @throws DomainError invalid naming the field (env, scopes, instances, expiresIn).
    */
   async createKey(
@@ -211,7 +219,10 @@ export class DashboardAdminService {
     return keySummary(record);
   }
 
-  /** The plan's limits and both environments' windows, without consuming a request (DESIGN D13). */
+  /**
+   * The plan's limits and both environments' windows, without consuming a request
+   * (docs/decisions/0019-rate-limits-and-plans.md).
+   */
   async usage(org: Organization): Promise<Usage> {
     const limits = limitsOf(org);
     const usage: EnvUsage[] = [];

@@ -25,10 +25,15 @@ import {
 import type { Store } from '../store/database.ts';
 import { getOrganization, type Organization } from '../store/organizations.ts';
 
-/** How long a dashboard session lasts after sign-in, ms (DESIGN D16: sessions expire): 12 hours. */
+/**
+ * How long a dashboard session lasts after sign-in, ms (docs/decisions/0022-dashboard.md: sessions expire): 12 hours.
+ */
 export const DASHBOARD_SESSION_TTL_MS = 12 * 3_600_000;
 
-/** The one answer to a failed sign-in, whether the e-mail is unknown or the password wrong (DESIGN D16). */
+/**
+ * The one answer to a failed sign-in, whether the e-mail is unknown or the password wrong
+ * (docs/decisions/0022-dashboard.md).
+ */
 export const INVALID_SIGN_IN = 'invalid email or password';
 /** The answer to a request without a valid session. */
 export const SIGN_IN_REQUIRED = 'sign in to continue';
@@ -68,9 +73,9 @@ async function mapped<T>(run: () => Promise<T>): Promise<T> {
 }
 
 /**
- * Dashboard users and their sessions (DESIGN D16): sign-in with an Argon2id-hashed password, rate-limited per
- * account and per client address and answered the same for an unknown e-mail and a wrong password; sessions
- * stored by the SHA-256 of their random id, each with its CSRF token, expiring after
+ * Dashboard users and their sessions (docs/decisions/0022-dashboard.md): sign-in with an Argon2id-hashed password,
+ * rate-limited per account and per client address and answered the same for an unknown e-mail and a wrong password;
+ * sessions stored by the SHA-256 of their random id, each with its CSRF token, expiring after
  * {@link DASHBOARD_SESSION_TTL_MS}; users of an organization managed by its owners.
  */
 export class DashboardAuthService {

@@ -11,7 +11,7 @@ import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
 import { loadInstance } from './instances.ts';
 
-/** Rewrites the engine's group errors into the API's messages: unknown group, not an admin (SPEC Errors). */
+/** Rewrites the engine's group errors into the API's messages: unknown group, not an admin (docs/api.md#errors). */
 function groupError(groupJid: string, error: unknown): unknown {
   if (!(error instanceof DomainError)) return error;
   if (error.code === 'not_found') return errors.notFound(`group ${groupJid} not found`);
@@ -30,8 +30,9 @@ function adminError(groupJid: string, error: unknown): unknown {
 }
 
 /**
- * The groups family (SPEC Groups). Every method needs the instance logged in and connected
- * (@throws DomainError not_logged_in / not_connected, DESIGN D6) and passes platform errors on.
+ * The groups family (docs/api.md#groups). Every method needs the instance logged in and connected
+ * (@throws DomainError not_logged_in / not_connected, docs/decisions/0001-envelope-and-error-codes.md) and passes
+ * platform errors on.
  */
 export class GroupService {
   readonly #store: Store;

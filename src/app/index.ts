@@ -41,24 +41,27 @@ export interface Application {
   messaging: MessagingService;
   /** Received media files: downloaded from the platform on demand, kept in the local media store. */
   media: MediaService;
-  /** Edits, deletions for everyone and chat presence (issue 14). */
+  /** Edits, deletions for everyone and chat presence (docs/decisions/0026-chats-edits-polls-and-calls.md). */
   messageUpdates: MessageUpdateService;
   contacts: ContactService;
   groups: GroupService;
   webhooks: WebhookService;
   sandbox: SandboxService;
   readiness: ReadinessService;
-  /** Chats and stored history (issue 14). */
+  /** Chats and stored history (docs/decisions/0026-chats-edits-polls-and-calls.md). */
   chats: ChatService;
-  /** Per-instance call handling (issue 14). */
+  /** Per-instance call handling (docs/decisions/0026-chats-edits-polls-and-calls.md). */
   calls: CallService;
   /** Per-instance send pace and the queue's restriction pause. */
   pacing: PacingService;
-  /** Dashboard users, sign-in and sessions (DESIGN D16). */
+  /** Dashboard users, sign-in and sessions (docs/decisions/0022-dashboard.md). */
   dashboardAuth: DashboardAuthService;
-  /** The dashboard's organization-scoped admin operations: instances, keys, usage, live changes (DESIGN D16). */
+  /**
+   * The dashboard's organization-scoped admin operations: instances, keys, usage, live changes
+   * (docs/decisions/0022-dashboard.md).
+   */
   dashboard: DashboardAdminService;
-  /** "Send a test event" to an instance's webhook URL (DESIGN D16). */
+  /** "Send a test event" to an instance's webhook URL (docs/decisions/0022-dashboard.md). */
   webhookTest: WebhookTestService;
   /** `Idempotency-Key` claims and kept answers (docs/decisions/0010-idempotency.md). */
   idempotency: IdempotencyService;
@@ -81,11 +84,14 @@ export interface ApplicationDeps {
   limiter: PlanRateLimiter;
   signInLimiter: SignInLimiter;
   feed: LiveFeed;
-  /** Time allowed for one webhook POST, ms (DESIGN D10: 15 s). */
+  /** Time allowed for one webhook POST, ms (docs/decisions/0005-outbox-and-delivery.md: 15 s). */
   webhookTimeoutMs: number;
   /** The local store of downloaded media files, and the largest file downloaded (bytes, `MEDIA_MAX_MB`). */
   media: { files: MediaStore; maxBytes: number };
-  /** Whether this node is registered with a recent heartbeat (readiness, DESIGN D17); omitted: always. */
+  /**
+   * Whether this node is registered with a recent heartbeat (readiness, docs/decisions/0008-leases-and-fencing.md);
+   * omitted: always.
+   */
   registered?: () => boolean;
 }
 

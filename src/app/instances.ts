@@ -8,11 +8,12 @@ import type { Database } from '../store/schema.ts';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
- * The instance a request addresses (DESIGN D4). Candidates are the key's organization's instances in the key's
- * environment, narrowed by the key's allow-list. `selector` is an instance UUID or a linked phone number.
- * Omitted: the candidate that connected most recently; else the only candidate.
- * @throws DomainError not_found `instance not found` for an unknown or not addressable instance (never 403, D4);
- *   invalid `several instances: name one with from` when the choice is ambiguous.
+ * The instance a request addresses (docs/decisions/0002-instance-resolution.md). Candidates are the key's
+ * organization's instances in the key's environment, narrowed by the key's allow-list. `selector` is an instance UUID
+ * or a linked phone number. Omitted: the candidate that connected most recently; else the only candidate.
+ * @throws DomainError not_found `instance not found` for an unknown or not addressable instance (never 403,
+ *   docs/decisions/0002-instance-resolution.md); invalid `several instances: name one with from` when the choice is
+ *   ambiguous.
  */
 export async function resolveInstance(
   db: Kysely<Database>,

@@ -22,10 +22,10 @@ export const EDIT_WINDOW_MS = 15 * 60 * 1000;
 export const DELETE_WINDOW_MS = 48 * 60 * 60 * 1000;
 
 /**
- * Edits, deletions for everyone and chat presence (issue 14). Edits and deletions apply to messages parley
- * stored as sent by the instance, in the named chat; both need the instance logged in and connected
- * (@throws DomainError not_logged_in / not_connected, DESIGN D6) and return once the `messageUpdate` event is
- * recorded.
+ * Edits, deletions for everyone and chat presence (docs/decisions/0026-chats-edits-polls-and-calls.md). Edits and
+ * deletions apply to messages parley stored as sent by the instance, in the named chat; both need the instance logged
+ * in and connected (@throws DomainError not_logged_in / not_connected,
+ * docs/decisions/0001-envelope-and-error-codes.md) and return once the `messageUpdate` event is recorded.
  */
 export class MessageUpdateService {
   readonly #store: Store;

@@ -76,9 +76,11 @@ function fallbackMessageId(): string {
 }
 
 /**
- * The messaging family (SPEC Messages, DESIGN D2, D8): sends, reactions and read receipts. Every method needs the
- * instance logged in and connected (@throws DomainError not_logged_in / not_connected, DESIGN D6), and returns
- * only once the resulting event is recorded (the engine awaits the recorder for sends; `markRead` records its own).
+ * The messaging family (docs/api.md#messages, docs/decisions/0024-engines-and-data-flow.md,
+ * docs/decisions/0017-messages-and-media.md): sends, reactions and read receipts. Every method needs the instance
+ * logged in and connected (@throws DomainError not_logged_in / not_connected,
+ * docs/decisions/0001-envelope-and-error-codes.md), and returns only once the resulting event is recorded (the engine
+ * awaits the recorder for sends; `markRead` records its own).
  */
 export class MessagingService {
   readonly #store: Store;
@@ -271,7 +273,7 @@ export class MessagingService {
 
   /**
    * Checks that the recipient of a one-to-one chat is registered on the platform, through the registration cache
-   * (DESIGN D6); group chats are checked by the engine (membership).
+   * (docs/decisions/0001-envelope-and-error-codes.md); group chats are checked by the engine (membership).
    */
   async #requireRegistered(instance: Instance, session: EngineSession, address: string): Promise<void> {
     if (isGroupAddress(address)) return;

@@ -3,8 +3,9 @@ import { DomainError } from '../domain/errors.ts';
 import { isMigrated, type Store } from '../store/database.ts';
 
 /**
- * Readiness of this process (DESIGN D14, D17): the store answers and carries every migration, and the node is
- * registered with a recent heartbeat (a node whose heartbeats fail is about to lose its leases).
+ * Readiness of this process (docs/decisions/0023-operations.md, docs/decisions/0008-leases-and-fencing.md): the store
+ * answers and carries every migration, and the node is registered with a recent heartbeat (a node whose heartbeats
+ * fail is about to lose its leases).
  */
 export class ReadinessService {
   readonly #store: Store;

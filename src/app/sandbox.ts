@@ -69,8 +69,9 @@ function checkKindFields(input: SandboxMediaRequest): void {
 }
 
 /**
- * The sandbox family (DESIGN D9): the simulated platform's test helpers of a test instance. Operations other
- * than `scan` answer not_logged_in / not_connected themselves before login (DESIGN D6).
+ * The sandbox family (docs/decisions/0004-sandbox.md): the simulated platform's test helpers of a test instance.
+ * Operations other than `scan` answer not_logged_in / not_connected themselves before login
+ * (docs/decisions/0001-envelope-and-error-codes.md).
  */
 export class SandboxService {
   readonly #store: Store;
@@ -152,7 +153,10 @@ export class SandboxService {
     return this.#controls(instance).presence(input);
   }
 
-  /** Defines a simulated user and forgets the cached registration answer for its number (DESIGN D6, D9). */
+  /**
+   * Defines a simulated user and forgets the cached registration answer for its number
+   * (docs/decisions/0001-envelope-and-error-codes.md, docs/decisions/0004-sandbox.md).
+   */
   async defineUser(instanceId: InstanceId, input: SandboxUserInput): Promise<void> {
     const instance = await this.#load(instanceId);
     await this.#controls(instance).defineUser(input);

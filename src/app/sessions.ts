@@ -7,9 +7,9 @@ import { updateInstance } from '../store/instances.ts';
 import { loadInstance } from './instances.ts';
 
 /**
- * The session family (SPEC Session, DESIGN D7): connect, status, pairing, disconnect, logout and the instance's
- * HMAC key. Every method takes the instance id and reads the instance itself, so another layer can run it for
- * a request that arrived elsewhere.
+ * The session family (docs/api.md#session, docs/decisions/0016-session-lifecycle.md): connect, status, pairing,
+ * disconnect, logout and the instance's HMAC key. Every method takes the instance id and reads the instance itself,
+ * so another layer can run it for a request that arrived elsewhere.
  */
 export class SessionService {
   readonly #store: Store;
@@ -36,13 +36,16 @@ export class SessionService {
     return this.#sessions.connect(instance, input);
   }
 
-  /** The connection state of the instance (SPEC Session status). */
+  /** The connection state of the instance (docs/api.md#session). */
   async status(instanceId: InstanceId): Promise<SessionStatus> {
     const instance = await this.#load(instanceId);
     return this.#sessions.status(instance);
   }
 
-  /** The current QR pairing code. @throws DomainError conflict / not_connected (DESIGN D7). */
+  /**
+   * The current QR pairing code. @throws DomainError conflict / not_connected
+   * (docs/decisions/0016-session-lifecycle.md).
+   */
   async pairingCode(instanceId: InstanceId): Promise<PairingCode> {
     const instance = await this.#load(instanceId);
     return this.#sessions.pairingCode(instance);
@@ -54,19 +57,22 @@ export class SessionService {
     return this.#sessions.requestPairingCode(instance, phone);
   }
 
-  /** Disconnects and keeps the login (SPEC Transitions). */
+  /** Disconnects and keeps the login (docs/api.md#session). */
   async disconnect(instanceId: InstanceId): Promise<void> {
     const instance = await this.#load(instanceId);
     return this.#sessions.disconnect(instance);
   }
 
-  /** Unlinks the device and deletes the credentials (SPEC Transitions). */
+  /** Unlinks the device and deletes the credentials (docs/api.md#session). */
   async logout(instanceId: InstanceId): Promise<void> {
     const instance = await this.#load(instanceId);
     return this.#sessions.logout(instance);
   }
 
-  /** Stores the instance's HMAC key for signed gateway requests, sealed at rest (DESIGN D11, D12). */
+  /**
+   * Stores the instance's HMAC key for signed gateway requests, sealed at rest
+   * (docs/decisions/0020-security-promises.md, docs/decisions/0021-gateway-form.md).
+   */
   async setHmacKey(instanceId: InstanceId, hmacKey: string): Promise<void> {
     const instance = await this.#load(instanceId);
     await updateInstance(this.#store.db, instance.id, { hmacKeySealed: this.#box.seal(hmacKey) });

@@ -20,10 +20,10 @@ export interface TestDelivery {
 const RESPONSE_BYTES = 2048;
 
 /**
- * "Send a test event" (DESIGN D16): one POST to the instance's webhook URL, built, signed (when an HMAC key is
- * set) and sent exactly like a delivery (DESIGN D10 headers, the outbound guard, 15 s), with the body
- * `{"type":"Test","event":{"message":…},"instanceId":…,"sequence":0}`. It is not recorded in the delivery log and
- * not retried: the answer is returned to the caller.
+ * "Send a test event" (docs/decisions/0022-dashboard.md): one POST to the instance's webhook URL, built, signed (when
+ * an HMAC key is set) and sent exactly like a delivery (the headers of docs/decisions/0006-signatures.md, the
+ * outbound guard, 15 s), with the body `{"type":"Test","event":{"message":…},"instanceId":…,"sequence":0}`. It is not
+ * recorded in the delivery log and not retried: the answer is returned to the caller.
  */
 export class WebhookTestService {
   readonly #store: Store;

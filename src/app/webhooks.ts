@@ -17,7 +17,10 @@ import { type DeliveryView, decodeCursor, encodeCursor, toDeliveryView } from '.
 import type { DeliveryWorker } from '../webhooks/worker.ts';
 import { loadInstance } from './instances.ts';
 
-/** An instance's webhook configuration (SPEC Webhook, DESIGN D10); `disabledAt` is RFC 3339 or null. */
+/**
+ * An instance's webhook configuration (docs/api.md#webhook, docs/decisions/0005-outbox-and-delivery.md); `disabledAt`
+ * is RFC 3339 or null.
+ */
 export interface WebhookConfig {
   webhook: string;
   subscribe: EventType[];
@@ -33,9 +36,10 @@ export interface DeliveryPage {
 }
 
 /**
- * The refusal of a webhook URL the outbound guard refuses (DESIGN D6, D11). Built from the error's caller-safe
- * `publicMessage` only: the detailed `message` (resolved addresses, address classes, resolver codes) would let
- * a caller map internal host names, so it goes to the server log instead.
+ * The refusal of a webhook URL the outbound guard refuses (docs/decisions/0001-envelope-and-error-codes.md,
+ * docs/decisions/0020-security-promises.md). Built from the error's caller-safe `publicMessage` only: the detailed
+ * `message` (resolved addresses, address classes, resolver codes) would let a caller map internal host names, so it
+ * goes to the server log instead.
  */
 function refusal(error: OutboundError): DomainError {
   if (
@@ -50,7 +54,10 @@ function refusal(error: OutboundError): DomainError {
   return errors.badRequest(`webhookUrl is refused: ${error.publicMessage}`);
 }
 
-/** The webhook family (SPEC Webhook, DESIGN D10): configuration, the delivery log and redelivery. */
+/**
+ * The webhook family (docs/api.md#webhook, docs/decisions/0005-outbox-and-delivery.md): configuration, the delivery
+ * log and redelivery.
+ */
 export class WebhookService {
   readonly #store: Store;
   readonly #guard: OutboundGuard;
@@ -69,7 +76,10 @@ export class WebhookService {
     return loadInstance(this.#store.db, instanceId);
   }
 
-  /** The instance's URL, subscription (a null one reads as all four types, DESIGN D7) and disabled state. */
+  /**
+   * The instance's URL, subscription (a null one reads as all four types, docs/decisions/0016-session-lifecycle.md)
+   * and disabled state.
+   */
   async config(instanceId: InstanceId): Promise<WebhookConfig> {
     const instance = await this.#load(instanceId);
     const state = await getWebhookState(this.#store.db, instance.id);
@@ -83,8 +93,9 @@ export class WebhookService {
   }
 
   /**
-   * Sets the webhook URL after the outbound guard accepted it (HTTPS, a public address: DESIGN D11) and
-   * re-enables a webhook a 410 disabled, in one transaction; then wakes the delivery worker.
+   * Sets the webhook URL after the outbound guard accepted it (HTTPS, a public address:
+   * docs/decisions/0020-security-promises.md) and re-enables a webhook a 410 disabled, in one transaction; then wakes
+   * the delivery worker.
    * @returns the normalised URL.
    * @throws DomainError invalid `webhookUrl must be an HTTPS URL…` / `webhookUrl is refused: …` (the detail is
    *   logged on `log`, never answered).
@@ -120,8 +131,8 @@ export class WebhookService {
   }
 
   /**
-   * One page of the delivery log (DESIGN D10), newest first: `limit` entries before `cursor`, optionally of one
-   * status. @throws DomainError invalid `cursor is invalid`.
+   * One page of the delivery log (docs/decisions/0005-outbox-and-delivery.md), newest first: `limit` entries before
+   * `cursor`, optionally of one status. @throws DomainError invalid `cursor is invalid`.
    */
   async deliveries(
     instanceId: InstanceId,
@@ -144,7 +155,7 @@ export class WebhookService {
   }
 
   /**
-   * Queues event `id` for another delivery now (DESIGN D10).
+   * Queues event `id` for another delivery now (docs/decisions/0005-outbox-and-delivery.md).
    * @throws DomainError not_found `delivery not found`; conflict `no webhook URL configured`, `webhook is
    *   disabled …`, `delivery is being attempted right now`.
    */

@@ -9,7 +9,7 @@ import { type ApiKeyRecord, findApiKeyByHash, listRevokedSince, touchApiKey } fr
 import { getOrganization, type Organization } from '../store/organizations.ts';
 import type { Database } from '../store/schema.ts';
 
-/** Who a request acts as, once its key is verified (DESIGN D3). */
+/** Who a request acts as, once its key is verified (docs/decisions/0003-scopes-and-keys.md). */
 export interface AuthContext {
   keyId: string;
   org: Organization;
@@ -39,16 +39,17 @@ interface CacheEntry {
 
 const BEARER = /^Bearer ([^\s]+)$/i;
 
-/** True when `context` carries `scope` or `chat:*` (DESIGN D5). */
+/** True when `context` carries `scope` or `chat:*` (docs/decisions/0003-scopes-and-keys.md). */
 export function hasScope(context: AuthContext, scope: Scope): boolean {
   return context.scopes.has('chat:*') || context.scopes.has(scope);
 }
 
 /**
- * Verifies `Authorization: Bearer <key>` headers (SPEC Authentication, DESIGN D3, D11): format and CRC32 checked
- * before any lookup, SHA-256 lookup with a short cache, constant-time digest comparison, expiry and revocation.
- * Every failure raises the same 401 `invalid API key`. Revocations made by any process evict cached entries
- * within one poll interval (revocation happens in the admin CLI, another process).
+ * Verifies `Authorization: Bearer <key>` headers (docs/api.md#conventions, docs/decisions/0003-scopes-and-keys.md,
+ * docs/decisions/0020-security-promises.md): format and CRC32 checked before any lookup, SHA-256 lookup with a short
+ * cache, constant-time digest comparison, expiry and revocation. Every failure raises the same 401 `invalid API key`.
+ * Revocations made by any process evict cached entries within one poll interval (revocation happens in the admin CLI,
+ * another process).
  */
 export class KeyAuthenticator {
   readonly #db: Kysely<Database>;

@@ -83,10 +83,11 @@ function integer(option: string) {
 }
 
 /**
- * The `parley` command line (DESIGN D3, D16): `serve`, `org create|list|update`, `instance create|list`,
- * `key create|list|revoke`, `user create|list|remove`. Admin commands use the server's configuration (`DATA_DIR`, `DATABASE_URL`, read by
- * `loadConfig`) and refuse to create a store that does not exist unless `--init` is given. With `--json` every
- * admin command prints exactly one JSON object on stdout (errors: `{"error": "…"}`).
+ * The `parley` command line (docs/cli.md, docs/decisions/0022-dashboard.md): `serve`, `org create|list|update`,
+ * `instance create|list`, `key create|list|revoke`, `user create|list|remove`. Admin commands use the server's
+ * configuration (`DATA_DIR`, `DATABASE_URL`, read by `loadConfig`) and refuse to create a store that does not exist
+ * unless `--init` is given. With `--json` every admin command prints exactly one JSON object on stdout (errors:
+ * `{"error": "…"}`).
  * @returns the process exit code (0 ok, 1 failure, 2 usage error).
  */
 export async function main(argv: string[], io: CliIo = defaultIo): Promise<number> {

@@ -17,8 +17,8 @@ function userLine(user: UserView): string {
 }
 
 /**
- * `parley user create|list|remove` (DESIGN D16): the dashboard's users. `create` generates the password and
- * prints it once (only its Argon2id hash is stored); `remove` signs the user's browsers out.
+ * `parley user create|list|remove` (docs/decisions/0022-dashboard.md): the dashboard's users. `create` generates the
+ * password and prints it once (only its Argon2id hash is stored); `remove` signs the user's browsers out.
  */
 export function registerUsers(program: Command, context: UserCommandContext): void {
   const { withStore, setJson, emit } = context;

@@ -6,7 +6,7 @@ import { parseCidr } from '../net/addresses.ts';
 
 /**
  * The environment variables parley reads, with their defaults. This is the only place that reads
- * `process.env` (DESIGN D2): everything else receives a parsed {@link Config}.
+ * `process.env` (docs/decisions/0024-engines-and-data-flow.md): everything else receives a parsed {@link Config}.
  */
 export const EnvSchema = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 8080, description: 'HTTP port' }),
@@ -92,7 +92,10 @@ export const EnvSchema = Type.Object({
 /** Raw, validated environment (strings converted to numbers where the schema says so). */
 export type Env = Static<typeof EnvSchema>;
 
-/** Which store backs parley: the embedded SQLite file or a PostgreSQL server (DESIGN D2). */
+/**
+ * Which store backs parley: the embedded SQLite file or a PostgreSQL server
+ * (docs/decisions/0024-engines-and-data-flow.md).
+ */
 export type DatabaseConfig = { dialect: 'sqlite'; path: string } | { dialect: 'postgres'; url: string };
 
 /** Parsed configuration handed to every part of the service. Durations are in milliseconds. */
@@ -103,21 +106,24 @@ export interface Config {
   dataDir: string;
   database: DatabaseConfig;
   redisUrl: string | undefined;
-  /** 32-byte master key from `SECRET_KEY`, or undefined to use the key file in `dataDir` (DESIGN D11). */
+  /**
+   * 32-byte master key from `SECRET_KEY`, or undefined to use the key file in `dataDir`
+   * (docs/decisions/0020-security-promises.md).
+   */
   secretKey: Buffer | undefined;
   logLevel: Env['LOG_LEVEL'];
   /** Base URL used in printed examples (`curl` lines); defaults to `http://localhost:PORT`. */
   publicUrl: string;
-  /** Prefix of group invite links (SPEC Identifiers). */
+  /** Prefix of group invite links (docs/api.md#conventions). */
   inviteBaseUrl: string;
   /** How long a verified API key stays cached, milliseconds (revocation evicts earlier). */
   authCacheTtlMs: number;
   webhook: {
-    /** Delay before each retry, milliseconds (DESIGN D10). */
+    /** Delay before each retry, milliseconds (docs/decisions/0005-outbox-and-delivery.md). */
     retryScheduleMs: number[];
-    /** CIDRs operators allow for receivers on their own network (DESIGN D11). */
+    /** CIDRs operators allow for receivers on their own network (docs/decisions/0020-security-promises.md). */
     allowedCidrs: string[];
-    /** Time allowed for one delivery attempt, milliseconds (DESIGN D10: 15 s). */
+    /** Time allowed for one delivery attempt, milliseconds (docs/decisions/0005-outbox-and-delivery.md: 15 s). */
     timeoutMs: number;
     /**
      * Age after which another worker takes over a claimed delivery, milliseconds (a crashed worker's claim);
@@ -136,28 +142,28 @@ export interface Config {
   /** PEM file of extra certificate authorities trusted for outbound HTTPS (webhooks, media), if any. */
   outboundCaFile: string | undefined;
   /**
-   * The ffmpeg binary converting animated MP4 stickers (DESIGN D8); undefined: the binary of the optional
-   * `@ffmpeg-installer/ffmpeg` package, else `ffmpeg` on the PATH.
+   * The ffmpeg binary converting animated MP4 stickers (docs/decisions/0017-messages-and-media.md); undefined: the
+   * binary of the optional `@ffmpeg-installer/ffmpeg` package, else `ffmpeg` on the PATH.
    */
   ffmpegPath: string | undefined;
-  /** Time allowed for graceful shutdown, milliseconds (DESIGN D14: 10 s). */
+  /** Time allowed for graceful shutdown, milliseconds (docs/decisions/0023-operations.md: 10 s). */
   shutdownTimeoutMs: number;
   /**
-   * Where the live engine connects instead of the real platform (DESIGN D15, a platform simulator): `url` is
-   * the WebSocket URL (`PLATFORM_URL`), `rootKey` the 32-byte curve25519 public key trusted as the Noise
-   * certificate root instead of the platform's (`PLATFORM_ROOT_KEY`), `caFile` the absolute path of a PEM file
-   * of the certificate authority the simulator's media server certificate comes from, trusted (in addition to
+   * Where the live engine connects instead of the real platform (docs/decisions/0007-simulator.md, a platform
+   * simulator): `url` is the WebSocket URL (`PLATFORM_URL`), `rootKey` the 32-byte curve25519 public key trusted as
+   * the Noise certificate root instead of the platform's (`PLATFORM_ROOT_KEY`), `caFile` the absolute path of a PEM
+   * file of the certificate authority the simulator's media server certificate comes from, trusted (in addition to
    * the system's) for media uploads and downloads (`PLATFORM_CA_FILE`; present only when set). All unset in production.
    */
   platform: { url: string | undefined; rootKey: Buffer | undefined; caFile?: string };
   /**
-   * Several nodes sharing one store and Redis (DESIGN D17), present when `CLUSTER_SECRET` is set: `secret`
-   * authenticates node-to-node calls (at least 32 characters), `nodeId` names this node (default: host name, port
-   * and a random suffix), `nodeUrl` is the base URL other nodes forward requests to (default: `http://HOST:PORT`,
-   * the host name when HOST is a wildcard address, with the port actually bound), `drainGraceMs` how long a node
-   * stopping on SIGTERM keeps serving after it reported itself not ready, so the load balancer's health check sees
-   * it before the listener closes (`DRAIN_GRACE_SECONDS`, default 3, in ms here; set it above the balancer's check
-   * interval times its fall count). Absent: one node, no leases and no forwarding.
+   * Several nodes sharing one store and Redis (docs/decisions/0008-leases-and-fencing.md), present when
+   * `CLUSTER_SECRET` is set: `secret` authenticates node-to-node calls (at least 32 characters), `nodeId` names this
+   * node (default: host name, port and a random suffix), `nodeUrl` is the base URL other nodes forward requests to
+   * (default: `http://HOST:PORT`, the host name when HOST is a wildcard address, with the port actually bound),
+   * `drainGraceMs` how long a node stopping on SIGTERM keeps serving after it reported itself not ready, so the load
+   * balancer's health check sees it before the listener closes (`DRAIN_GRACE_SECONDS`, default 3, in ms here; set it
+   * above the balancer's check interval times its fall count). Absent: one node, no leases and no forwarding.
    */
   cluster?: { secret: string; nodeId?: string; nodeUrl?: string; drainGraceMs: number };
 }

@@ -18,10 +18,11 @@ interface Entry {
 }
 
 /**
- * Caches the platform's registration answers per instance and phone number (DESIGN D6: sends check the
- * recipient's registration first, cached), so a burst of sends to one number costs one platform lookup.
- * Bounded: a least-recently-used map of at most `maxEntries` entries. Per instance because each sandbox instance
- * has its own simulated world (DESIGN D9); the sandbox helper that redefines a user invalidates its entry.
+ * Caches the platform's registration answers per instance and phone number
+ * (docs/decisions/0001-envelope-and-error-codes.md: sends check the recipient's registration first, cached), so a
+ * burst of sends to one number costs one platform lookup. Bounded: a least-recently-used map of at most `maxEntries`
+ * entries. Per instance because each sandbox instance has its own simulated world (docs/decisions/0004-sandbox.md);
+ * the sandbox helper that redefines a user invalidates its entry.
  */
 export class RegistrationCache {
   readonly #entries = new Map<string, Entry>();
@@ -38,7 +39,7 @@ export class RegistrationCache {
   }
 
   /**
-   * Registration of `phones` for `instanceId`, one entry per number in order (SPEC Contact check entry). Numbers
+   * Registration of `phones` for `instanceId`, one entry per number in order (docs/api.md#contacts). Numbers
    * not cached (or expired) are looked up with one call of `lookup`, whose answers are cached.
    * @throws whatever `lookup` throws (nothing is cached then).
    */

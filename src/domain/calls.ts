@@ -1,6 +1,6 @@
 /**
- * Calls (issue 14): what an engine reports about a voice or video call to the account, and the per-instance call
- * handling. Times are epoch milliseconds.
+ * Calls (docs/decisions/0026-chats-edits-polls-and-calls.md): what an engine reports about a voice or video call to
+ * the account, and the per-instance call handling. Times are epoch milliseconds.
  */
 import type { Jid } from './messages.ts';
 
@@ -32,5 +32,8 @@ export interface CallSettings {
   message: string | null;
 }
 
-/** Longest auto-reject message, in characters (the text message limit, DESIGN D6). */
+/**
+ * Longest auto-reject message, in characters (the text message limit,
+ * docs/decisions/0001-envelope-and-error-codes.md).
+ */
 export const MAX_CALL_MESSAGE = 65_536;

@@ -1,7 +1,7 @@
 /**
- * What went wrong, in the domain's words (DESIGN D6): every layer below HTTP raises a {@link DomainError} with one
- * of these codes, and only `src/http` decides the HTTP status of each (one exhaustive switch in
- * src/http/errors.ts). Adding a code fails type-checking until the HTTP layer maps it.
+ * What went wrong, in the domain's words (docs/decisions/0001-envelope-and-error-codes.md): every layer below HTTP
+ * raises a {@link DomainError} with one of these codes, and only `src/http` decides the HTTP status of each (one
+ * exhaustive switch in src/http/errors.ts). Adding a code fails type-checking until the HTTP layer maps it.
  * - `invalid`: the input breaks a rule (the message names the field and the rule).
  * - `unauthenticated`: no valid API key; `forbidden`: the key or the account may not do this.
  * - `not_found`: the thing named does not exist or is not addressable.
@@ -41,7 +41,8 @@ export type DomainErrorCode =
 
 /**
  * An error parley raises on purpose. The message is user-facing (it names the field, the rule or the state) except
- * for `internal`. `retryAfter` (whole seconds) is set only for `rate_limited` (SPEC Errors, DESIGN D13).
+ * for `internal`. `retryAfter` (whole seconds) is set only for `rate_limited` (docs/api.md#errors,
+ * docs/decisions/0019-rate-limits-and-plans.md).
  */
 export class DomainError extends Error {
   override name = 'DomainError';
@@ -55,10 +56,15 @@ export class DomainError extends Error {
   }
 }
 
-/** The one message every authentication failure answers with (DESIGN D11: it does not reveal which). */
+/**
+ * The one message every authentication failure answers with (docs/decisions/0020-security-promises.md: it does not
+ * reveal which).
+ */
 export const INVALID_API_KEY = 'invalid API key';
 
-/** Shorthands for the errors raised in many places; messages follow DESIGN D4–D7. */
+/**
+ * Shorthands for the errors raised in many places; messages follow docs/decisions/0001-envelope-and-error-codes.md.
+ */
 export const errors = {
   badRequest: (message: string) => new DomainError('invalid', message),
   invalidKey: () => new DomainError('unauthenticated', INVALID_API_KEY),

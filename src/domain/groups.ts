@@ -104,7 +104,7 @@ export function adminNeededFor(change: GroupChange, isLocked: boolean, who: stri
   return null;
 }
 
-/** Longest group name the platform accepts, characters (SPEC Limits). */
+/** Longest group name the platform accepts, characters (docs/api.md#groups). */
 export const MAX_GROUP_NAME_LENGTH = 25;
 
 /**

@@ -1,10 +1,10 @@
 import type { Environment } from './environment.ts';
 
-/** An instance's id: a lowercase UUID (SPEC Identifiers). */
+/** An instance's id: a lowercase UUID (docs/api.md#conventions). */
 export type InstanceId = string;
 
 /**
- * Webhook event types: the four of SPEC Events, then the ones parley adds beyond the contract (message edits and
+ * Webhook event types: the four original types, then the ones parley adds beyond the contract (message edits and
  * deletions, group changes, calls, poll votes).
  */
 export type EventType =
@@ -17,7 +17,9 @@ export type EventType =
   | 'Call'
   | 'PollVote';
 
-/** Every {@link EventType} in canonical order (subscriptions are kept in this order): SPEC Events' four first. */
+/**
+ * Every {@link EventType} in canonical order (subscriptions are kept in this order): the four original types first.
+ */
 export const EVENT_TYPES: readonly EventType[] = [
   'Message',
   'ReadReceipt',
@@ -30,9 +32,9 @@ export const EVENT_TYPES: readonly EventType[] = [
 ];
 
 /**
- * The subscription an instance gets when `subscribe` was never given (DESIGN D7): the four event types of SPEC
- * Events. The types added beyond the contract are delivered only to subscriptions that name them, so an existing
- * subscription keeps its meaning.
+ * The subscription an instance gets when `subscribe` was never given (docs/decisions/0016-session-lifecycle.md): the
+ * four event types of docs/api.md#webhook-events. The types added beyond the contract are delivered only to
+ * subscriptions that name them, so an existing subscription keeps its meaning.
  */
 export const DEFAULT_SUBSCRIPTION: readonly EventType[] = [
   'Message',
@@ -41,7 +43,10 @@ export const DEFAULT_SUBSCRIPTION: readonly EventType[] = [
   'ChatPresence',
 ];
 
-/** One linked number (DESIGN D3). `subscribe` is null until the first connect (then DESIGN D7 defaults). */
+/**
+ * One linked number (docs/decisions/0003-scopes-and-keys.md). `subscribe` is null until the first connect (then
+ * docs/decisions/0016-session-lifecycle.md defaults).
+ */
 export interface Instance {
   id: InstanceId;
   orgId: string;
@@ -52,10 +57,10 @@ export interface Instance {
   pushName: string | null;
   webhookUrl: string | null;
   subscribe: EventType[] | null;
-  /** Sealed HMAC key (DESIGN D11); open with the SecretBox. */
+  /** Sealed HMAC key (docs/decisions/0020-security-promises.md); open with the SecretBox. */
   hmacKeySealed: string | null;
   desiredState: 'connected' | 'disconnected';
-  /** RFC 3339 time of the latest successful connect, or null (DESIGN D4). */
+  /** RFC 3339 time of the latest successful connect, or null (docs/decisions/0002-instance-resolution.md). */
   lastConnectedAt: string | null;
   /** RFC 3339. */
   createdAt: string;

@@ -5,10 +5,10 @@ import type { EngineCall } from './calls.ts';
  * (sessions, message store, webhook outbox). Times are Unix epoch milliseconds unless named otherwise.
  */
 
-/** A JID: `<phone>@s.whatsapp.net` for users, `<id>@g.us` for groups (SPEC Identifiers). */
+/** A JID: `<phone>@s.whatsapp.net` for users, `<id>@g.us` for groups (docs/api.md#conventions). */
 export type Jid = string;
 
-/** The user and group JID domains (SPEC Identifiers). */
+/** The user and group JID domains (docs/api.md#conventions). */
 export const USER_DOMAIN = 's.whatsapp.net';
 export const GROUP_DOMAIN = 'g.us';
 
@@ -23,7 +23,7 @@ export function phoneOfJid(jid: Jid): string | null {
   return match?.[1] ?? null;
 }
 
-/** Connection state as an engine reports it (SPEC States; DESIGN D7). */
+/** Connection state as an engine reports it (docs/api.md#session; docs/decisions/0016-session-lifecycle.md). */
 export interface ConnectionState {
   /** The live connection to the platform is open (or, while pairing, the QR attempt is running). */
   connected: boolean;
@@ -39,14 +39,17 @@ export interface ConnectionState {
   reason?: string;
 }
 
-/** The current pairing code (DESIGN D7): the raw string a QR encodes, and when it stops being valid. */
+/**
+ * The current pairing code (docs/decisions/0016-session-lifecycle.md): the raw string a QR encodes, and when it stops
+ * being valid.
+ */
 export interface PairingCode {
   code: string;
   /** Epoch milliseconds. */
   expiresAt: number;
 }
 
-/** Where a message lives and who sent it (SPEC Events: `event.info.messageSource`). */
+/** Where a message lives and who sent it (docs/api.md#webhook-events: `event.info.messageSource`). */
 export interface MessageSource {
   chat: Jid;
   sender: Jid;
@@ -54,21 +57,24 @@ export interface MessageSource {
   isGroup: boolean;
   /**
    * Set when a JID here is a LID (`…@lid`) that no mapping could turn into a phone JID; it is passed on as is
-   * (issue 5: every JID in a payload is a phone JID when it can be resolved).
+   * (docs/decisions/0025-live-engine.md: every JID in a payload is a phone JID when it can be resolved).
    */
   lidUnresolved?: true;
 }
 
-/** Delivery states of a message, in order (DESIGN D8). */
+/** Delivery states of a message, in order (docs/decisions/0017-messages-and-media.md). */
 export type DeliveryState = 'sent' | 'delivered' | 'read' | 'played';
 
-/** Bytes of a media message with the MIME type decided from the bytes (DESIGN D8). */
+/** Bytes of a media message with the MIME type decided from the bytes (docs/decisions/0017-messages-and-media.md). */
 export interface MediaPayload {
   data: Buffer;
   mimetype: string;
 }
 
-/** What a send carries (DESIGN D8). Media arrives already fetched, checked and converted. */
+/**
+ * What a send carries (docs/decisions/0017-messages-and-media.md). Media arrives already fetched, checked and
+ * converted.
+ */
 export type OutgoingContent =
   | { kind: 'text'; text: string; linkPreview: boolean }
   | { kind: 'image'; media: MediaPayload; caption?: string }
@@ -79,8 +85,9 @@ export type OutgoingContent =
   | { kind: 'location'; latitude: number; longitude: number; name?: string; address?: string }
   | { kind: 'contact'; displayName: string; vcard: string }
   /**
-   * A poll (issue 14): `options` are 2–12 unique non-empty names; `selectableCount` 0 lets a voter pick any
-   * number of options, 1..options.length at most that many (WhatsApp's pollCreationMessage).
+   * A poll (docs/decisions/0026-chats-edits-polls-and-calls.md): `options` are 2–12 unique non-empty names;
+   * `selectableCount` 0 lets a voter pick any number of options, 1..options.length at most that many (WhatsApp's
+   * pollCreationMessage).
    */
   | { kind: 'poll'; name: string; options: string[]; selectableCount: number };
 
@@ -142,9 +149,12 @@ export interface OutgoingMessage {
    */
   id?: string;
   content: OutgoingContent;
-  /** Message id to quote as a reply (DESIGN D8: field `id` on every send). */
+  /** Message id to quote as a reply (docs/decisions/0017-messages-and-media.md: field `id` on every send). */
   quotedId?: string;
-  /** Phone JIDs mentioned in a text or caption; each appears as `@<phone>` in the text (issue 14). */
+  /**
+   * Phone JIDs mentioned in a text or caption; each appears as `@<phone>` in the text
+   * (docs/decisions/0026-chats-edits-polls-and-calls.md).
+   */
   mentions?: Jid[];
 }
 
@@ -152,8 +162,9 @@ export interface OutgoingMessage {
 export type ChatPresenceState = 'composing' | 'recording' | 'paused' | 'available' | 'unavailable';
 
 /**
- * Someone edited or deleted a message for everyone (issue 14 `MessageUpdate`): `messageId` is the changed
- * message, `source.sender` who changed it (phone JID), `text` the new text of an edit.
+ * Someone edited or deleted a message for everyone (docs/decisions/0026-chats-edits-polls-and-calls.md
+ * `MessageUpdate`): `messageId` is the changed message, `source.sender` who changed it (phone JID), `text` the new
+ * text of an edit.
  */
 export interface MessageUpdate {
   kind: 'edit' | 'delete';
@@ -165,8 +176,9 @@ export interface MessageUpdate {
 }
 
 /**
- * A vote on a poll (issue 14 `PollVote`), decrypted: `source.sender` is the voter, `selectedOptions` the option
- * names now chosen (empty: the voter withdrew their vote; each vote replaces the voter's previous one).
+ * A vote on a poll (docs/decisions/0026-chats-edits-polls-and-calls.md `PollVote`), decrypted: `source.sender` is the
+ * voter, `selectedOptions` the option names now chosen (empty: the voter withdrew their vote; each vote replaces the
+ * voter's previous one).
  */
 export interface PollVote {
   pollId: string;
@@ -185,7 +197,7 @@ export interface SentMessage {
   timestamp: number;
 }
 
-/** One entry of a registration check (SPEC Contact check entry). */
+/** One entry of a registration check (docs/api.md#contacts). */
 export interface UserCheck {
   query: string;
   isInPlatform: boolean;
@@ -193,7 +205,7 @@ export interface UserCheck {
   verifiedName: string;
 }
 
-/** Profile details of a user (DESIGN D12 `/v1/contacts/info`). */
+/** Profile details of a user (docs/api.md#contacts `/v1/contacts/info`). */
 export interface UserInfo {
   query: string;
   jid: Jid | null;
@@ -202,13 +214,13 @@ export interface UserInfo {
   verifiedName: string;
 }
 
-/** A group's picture reference (DESIGN D12 `/v1/contacts/avatar`). */
+/** A group's picture reference (docs/api.md#contacts `/v1/contacts/avatar`). */
 export interface Avatar {
   url: string;
   id: string;
 }
 
-/** A contact as known to the account (SPEC Contact list entry). */
+/** A contact as known to the account (docs/api.md#contacts). */
 export interface Contact {
   jid: Jid;
   businessName: string;
@@ -217,14 +229,17 @@ export interface Contact {
   pushName: string;
 }
 
-/** A group participant (SPEC Group). */
+/** A group participant (docs/api.md#groups). */
 export interface GroupParticipant {
   jid: Jid;
   isAdmin: boolean;
   isSuperAdmin: boolean;
 }
 
-/** A group with every SPEC field; times are epoch milliseconds, `disappearingTimer` in seconds (0 = off). */
+/**
+ * A group with every field of docs/api.md#groups; times are epoch milliseconds, `disappearingTimer` in seconds (0 =
+ * off).
+ */
 export interface GroupInfo {
   jid: Jid;
   name: string;
@@ -240,7 +255,7 @@ export interface GroupInfo {
   participants: GroupParticipant[];
 }
 
-/** One chat of a history sync (DESIGN D10 `HistorySync`). */
+/** One chat of a history sync (docs/decisions/0018-webhook-events-and-payloads.md `HistorySync`). */
 export interface HistoryChat {
   jid: Jid;
   name: string;
@@ -249,7 +264,7 @@ export interface HistoryChat {
 
 /**
  * Events an engine emits. Engines only translate: the session manager, the message store and the webhook
- * outbox subscribe to these (DESIGN D2).
+ * outbox subscribe to these (docs/decisions/0024-engines-and-data-flow.md).
  */
 export type EngineEvent =
   | { type: 'connection'; state: ConnectionState }
@@ -265,12 +280,16 @@ export type EngineEvent =
   | { type: 'presence'; source: MessageSource; state: 'composing' | 'paused'; media: '' | 'audio' }
   /**
    * The account marked received messages of `chat` as read (it sent their read receipts): they move to `read`.
-   * Recorded by the messaging service after the engine's call; no webhook is sent for it (SPEC Events).
+   * Recorded by the messaging service after the engine's call; no webhook is sent for it
+   * (docs/api.md#webhook-events).
    */
   | { type: 'read'; chat: Jid; messageIds: string[] }
   | { type: 'history'; syncType: string; progress: number; chats: HistoryChat[] }
   | { type: 'contacts'; contacts: Contact[] }
-  /** A voice or video call to the account rang, was missed, rejected or answered elsewhere (issue 14). */
+  /**
+   * A voice or video call to the account rang, was missed, rejected or answered elsewhere
+   * (docs/decisions/0026-chats-edits-polls-and-calls.md).
+   */
   | { type: 'call'; call: EngineCall }
   | { type: 'group'; update: GroupUpdate }
   /** A message was edited or deleted for everyone (by the account through the API, or by someone else). */
@@ -297,9 +316,9 @@ export type GroupUpdateAction =
 
 /**
  * One change of a group made by anyone (the account included). JIDs are phone JIDs when they can be resolved
- * (issue 5). Exactly the field of the action is set: `name` for `subject`, `topic` for `description`,
- * `isAnnounce`, `isLocked`, `disappearingTimer` (seconds, 0 = off) for the settings; `participants` is empty
- * for setting changes.
+ * (docs/decisions/0025-live-engine.md). Exactly the field of the action is set: `name` for `subject`, `topic` for
+ * `description`, `isAnnounce`, `isLocked`, `disappearingTimer` (seconds, 0 = off) for the settings; `participants` is
+ * empty for setting changes.
  */
 export interface GroupUpdate {
   groupJid: Jid;
@@ -317,8 +336,8 @@ export interface GroupUpdate {
 }
 
 /**
- * What a log line may say about an event (DESIGN D14: never a body): its type and the message id(s), the chat
- * for receipts and presences, counts for history chunks and contact batches.
+ * What a log line may say about an event (docs/decisions/0023-operations.md: never a body): its type and the message
+ * id(s), the chat for receipts and presences, counts for history chunks and contact batches.
  */
 export function eventLogFields(event: EngineEvent): Record<string, unknown> {
   switch (event.type) {

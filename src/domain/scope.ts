@@ -1,4 +1,4 @@
-/** Scopes a key may carry (SPEC Authentication 4, DESIGN D5). */
+/** Scopes a key may carry (docs/api.md#conventions, docs/decisions/0003-scopes-and-keys.md). */
 export type Scope =
   | 'chat:*'
   | 'chat:messages'

@@ -35,7 +35,10 @@ export interface SendPause {
 /** Pacing off: no interval, no jitter, no cap on new chats. */
 export const PACING_OFF: PacingSettings = { minIntervalMs: 0, jitterMs: 0, newChatsPerDay: null };
 
-/** The stored/normalised content of an outgoing message: no media bytes, sizes in bytes (DESIGN D8). */
+/**
+ * The stored/normalised content of an outgoing message: no media bytes, sizes in bytes
+ * (docs/decisions/0017-messages-and-media.md).
+ */
 export function contentOf(
   content: OutgoingContent,
   quotedId?: string,

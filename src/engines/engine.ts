@@ -21,8 +21,8 @@ import type {
 
 /**
  * Per-instance persistence port handed to an engine for its credentials and platform-side state
- * (DESIGN D2: engines never touch tables themselves). Values are JSON-serialisable text chosen by the engine;
- * they are sealed with the master key at rest (DESIGN D11).
+ * (docs/decisions/0024-engines-and-data-flow.md: engines never touch tables themselves). Values are JSON-serialisable
+ * text chosen by the engine; they are sealed with the master key at rest (docs/decisions/0020-security-promises.md).
  */
 export interface AuthStateStore {
   /** Reads the values of `ids` in `category`; missing ids are absent from the result. */
@@ -39,9 +39,9 @@ export interface AuthStateStore {
 export type LockAttempt = { acquired: true } | { acquired: false; holder: string; expiresAt: string };
 
 /**
- * The one-socket lock of an instance (issue 5 §2): at most one process holds an open platform connection on
- * the instance's credentials. An engine whose platform allows one connection per credential takes it before it
- * connects and releases it when it closes; the session side implements it (src/sessions/instance-lock.ts).
+ * The one-socket lock of an instance (docs/decisions/0025-live-engine.md): at most one process holds an open platform
+ * connection on the instance's credentials. An engine whose platform allows one connection per credential takes it
+ * before it connects and releases it when it closes; the session side implements it (src/sessions/instance-lock.ts).
  */
 export interface SessionLock {
   /** True while this process holds the lock (as far as it knows). */
@@ -74,13 +74,14 @@ export interface SessionLocks {
 export interface EngineSessionContext {
   instanceId: string;
   env: Environment;
-  /** Credentials and platform state of this instance, sealed at rest (DESIGN D11). */
+  /** Credentials and platform state of this instance, sealed at rest (docs/decisions/0020-security-promises.md). */
   auth: AuthStateStore;
   /**
    * Delivers an event to the subscribers (store, outbox) and resolves once it is recorded. Engines await it
    * where the event is the result of a call (a send), so the call returns only after the event is recorded
-   * (DESIGN D2); it rejects when recording failed (already logged): a call path lets that propagate (the request
-   * fails rather than answering for an unrecorded event), a platform-driven path catches it.
+   * (docs/decisions/0024-engines-and-data-flow.md); it rejects when recording failed (already logged): a call path
+   * lets that propagate (the request fails rather than answering for an unrecorded event), a platform-driven path
+   * catches it.
    */
   emit(event: EngineEvent): Promise<void>;
   /**
@@ -89,8 +90,9 @@ export interface EngineSessionContext {
    */
   findMessage(id: string): Promise<EngineMessage | undefined>;
   /**
-   * The instance's call handling, read when a call offer arrives (issue 14): with `reject` the engine rejects the
-   * call and sends `message` (when set) to the caller. Absent: calls are never rejected.
+   * The instance's call handling, read when a call offer arrives
+   * (docs/decisions/0026-chats-edits-polls-and-calls.md): with `reject` the engine rejects the call and sends
+   * `message` (when set) to the caller. Absent: calls are never rejected.
    */
   callSettings?(): Promise<CallSettings>;
   logger: FastifyBaseLogger;
@@ -98,8 +100,9 @@ export interface EngineSessionContext {
 }
 
 /**
- * A platform adapter (DESIGN D1): the sandbox for test keys, Baileys for live keys. Engines only translate
- * between the platform and {@link EngineEvent}s / calls; they never write webhook rows or HTTP responses.
+ * A platform adapter (docs/decisions/0024-engines-and-data-flow.md): the sandbox for test keys, Baileys for live
+ * keys. Engines only translate between the platform and {@link EngineEvent}s / calls; they never write webhook rows
+ * or HTTP responses.
  */
 export interface Engine {
   /** The engine's name in logs and in the registry of engines (`sandbox`, `baileys`, …). */
@@ -114,29 +117,34 @@ export interface Engine {
  * The lifecycle of one instance's connection to the platform: `connect` → (pairing → logged in) → `disconnect`
  * or `logout`; `close` at process shutdown; plus the two engine-specific ways to pair. Errors of every
  * capability are `DomainError`s: `conflict`, `not_logged_in` or `not_connected` for state conflicts
- * (DESIGN D6), `platform_refused` when the platform refuses, `platform_unreachable` when it cannot be reached.
+ * (docs/decisions/0001-envelope-and-error-codes.md), `platform_refused` when the platform refuses,
+ * `platform_unreachable` when it cannot be reached.
  */
 export interface SessionLifecycle {
   /**
    * Opens the connection, restoring stored credentials when present; without credentials a pairing attempt
-   * starts (QR codes per DESIGN D7). Idempotent while connected. Resolves once the attempt has started.
+   * starts (QR codes per docs/decisions/0016-session-lifecycle.md). Idempotent while connected. Resolves once the
+   * attempt has started.
    */
   connect(): Promise<void>;
-  /** Resolves true once logged in and connected, or false after `timeoutMs` milliseconds (DESIGN D7). */
+  /**
+   * Resolves true once logged in and connected, or false after `timeoutMs` milliseconds
+   * (docs/decisions/0016-session-lifecycle.md).
+   */
   waitForLogin(timeoutMs: number): Promise<boolean>;
   /** The current state; cheap and synchronous. */
   state(): ConnectionState;
   /** The current QR pairing code, or null when no pairing attempt is running. */
   pairingCode(): PairingCode | null;
-  /** Closes the connection and keeps credentials: a later `connect` needs no scan (SPEC Transitions). */
+  /** Closes the connection and keeps credentials: a later `connect` needs no scan (docs/api.md#session). */
   disconnect(): Promise<void>;
-  /** Unlinks the device and deletes the credentials (SPEC Transitions). */
+  /** Unlinks the device and deletes the credentials (docs/api.md#session). */
   logout(): Promise<void>;
   /** Releases resources at process shutdown without changing what is stored. */
   close(): Promise<void>;
   /** Live engine only: links by an 8-character pairing code typed on the phone instead of a QR scan. */
   requestPairingCode?(phone: string): Promise<string>;
-  /** Sandbox engine only: the simulated platform's test helpers (DESIGN D9). */
+  /** Sandbox engine only: the simulated platform's test helpers (docs/decisions/0004-sandbox.md). */
   readonly sandbox?: SandboxControls;
 }
 
@@ -156,7 +164,7 @@ export interface MessagingCapability {
   send(message: OutgoingMessage): Promise<SentMessage>;
   /** Reacts to message `targetId` in `chat`; `fromMe` marks one of the account's own messages; '' removes. */
   react(chat: Jid, targetId: string, fromMe: boolean, emoji: string, sender?: Jid): Promise<SentMessage>;
-  /** Sends read receipts for `ids` in `chat`; `sender` is required for group chats (SPEC Messages). */
+  /** Sends read receipts for `ids` in `chat`; `sender` is required for group chats (docs/api.md#messages). */
   markRead(chat: Jid, ids: readonly string[], sender?: Jid): Promise<void>;
   /**
    * Replaces the text of the account's own text message `id` in `chat` (the caller checked ownership and the
@@ -169,27 +177,29 @@ export interface MessagingCapability {
   sendPresence(chat: Jid, state: ChatPresenceState): Promise<void>;
 }
 
-/** Registration checks and profile lookups (SPEC Contacts, DESIGN D12). */
+/** Registration checks and profile lookups (docs/api.md#contacts). */
 export interface ContactsCapability {
-  /** Checks which phone numbers are registered, one entry per number, in order (SPEC Contacts). */
+  /** Checks which phone numbers are registered, one entry per number, in order (docs/api.md#contacts). */
   checkPhones(phones: readonly string[]): Promise<UserCheck[]>;
-  /** Profile details of users (DESIGN D12). */
+  /** Profile details of users (docs/api.md#contacts). */
   userInfo(phones: readonly string[]): Promise<UserInfo[]>;
-  /** Profile picture of a user, or null when none (DESIGN D12: 404). */
+  /** Profile picture of a user, or null when none (docs/api.md#contacts: 404). */
   avatar(phone: string): Promise<Avatar | null>;
   /** Contacts the platform knows for the account (merged with stored contacts by the caller). */
   contacts(): Promise<Contact[]>;
 }
 
-/** Groups the account belongs to (SPEC Groups). */
+/** Groups the account belongs to (docs/api.md#groups). */
 export interface GroupsCapability {
-  /** Creates a group; the account becomes owner, admin and super admin (SPEC Groups). */
+  /** Creates a group; the account becomes owner, admin and super admin (docs/api.md#groups). */
   createGroup(name: string, participants: readonly Jid[]): Promise<GroupInfo>;
   /** Every group the account belongs to. */
   listGroups(): Promise<GroupInfo[]>;
   /** One group. @throws DomainError not_found when the account is not in it. */
   groupInfo(jid: Jid): Promise<GroupInfo>;
-  /** The invite code of a group. @throws DomainError forbidden when the account is not an admin (SPEC Errors). */
+  /**
+   * The invite code of a group. @throws DomainError forbidden when the account is not an admin (docs/api.md#errors).
+   */
   groupInviteCode(jid: Jid): Promise<string>;
   /**
    * Adds, removes, promotes or demotes `participants` (user JIDs); one outcome per participant, in order, with
@@ -241,12 +251,13 @@ export interface EngineSession
     GroupsCapability,
     Partial<MediaCapability> {}
 
-/** The sandbox's test helpers (DESIGN D9); routes under `/v1/sandbox/*` call these. */
+/** The sandbox's test helpers (docs/decisions/0004-sandbox.md); routes under `/v1/sandbox/*` call these. */
 export interface SandboxControls {
   /** The owner scans the current QR: logs in as `phone` (generated when omitted). */
   scan(input: { code?: string; phone?: string }): Promise<ConnectionState>;
   /**
-   * A message arrives from user `phone` (in group `groupJid` when given) → `message` event (DESIGN D9).
+   * A message arrives from user `phone` (in group `groupJid` when given) → `message` event
+   * (docs/decisions/0004-sandbox.md).
    * @throws DomainError conflict before login or while disconnected; not_found `group not found` when the account
    *   is not in the group; not_registered when the sender is not registered or not in the group.
    */
@@ -258,16 +269,21 @@ export interface SandboxControls {
    */
   inboundMedia(input: SandboxInboundMediaInput): Promise<SentMessage>;
   /**
-   * The recipient of sent message `id` acknowledges it → `receipt` event (DESIGN D9, D10).
+   * The recipient of sent message `id` acknowledges it → `receipt` event (docs/decisions/0004-sandbox.md,
+   * docs/decisions/0018-webhook-events-and-payloads.md).
    * @throws DomainError not_found `message not found` when `id` is not a stored message the account sent.
    */
   receipt(input: SandboxReceiptInput): Promise<void>;
   /** User `phone` starts or stops typing/recording → `presence` event (`recording` = composing + media `audio`). */
   presence(input: SandboxPresenceInput): Promise<void>;
-  /** Defines (replaces) a platform user of this instance's simulated world (DESIGN D9); persisted. */
+  /**
+   * Defines (replaces) a platform user of this instance's simulated world (docs/decisions/0004-sandbox.md);
+   * persisted.
+   */
   defineUser(input: SandboxUserInput): Promise<void>;
   /**
-   * A group created by user `ownerPhone` that includes the account as a plain member (DESIGN D9); persisted.
+   * A group created by user `ownerPhone` that includes the account as a plain member
+   * (docs/decisions/0004-sandbox.md); persisted.
    * @throws DomainError not_registered when the owner or a participant is not registered.
    */
   createForeignGroup(input: SandboxForeignGroupInput): Promise<GroupInfo>;
@@ -280,9 +296,9 @@ export interface SandboxControls {
   call(input: SandboxCallInput): Promise<{ id: string; status: 'missed' | 'rejected' }>;
   /**
    * A simulated member `phone` changes a group the account is in (participants or settings) → `group` events,
-   * as the platform's notifications would (DESIGN D9). @throws DomainError not_found when the account is not in
-   *   the group; not_participant when `phone` is not a member (except for `join`); forbidden when `phone` may not
-   *   make the change.
+   * as the platform's notifications would (docs/decisions/0004-sandbox.md). @throws DomainError not_found when the
+   *   account is not in the group; not_participant when `phone` is not a member (except for `join`); forbidden when
+   *   `phone` may not make the change.
    */
   groupChange(input: SandboxGroupChangeInput): Promise<GroupInfo>;
   /**
@@ -364,14 +380,17 @@ export interface SandboxReceiptInput {
   phone?: string;
 }
 
-/** Input of {@link SandboxControls.presence} (DESIGN D9). */
+/** Input of {@link SandboxControls.presence} (docs/decisions/0004-sandbox.md). */
 export interface SandboxPresenceInput {
   phone: string;
   state: 'composing' | 'recording' | 'paused';
   groupJid?: Jid;
 }
 
-/** Input of {@link SandboxControls.defineUser}: omitted fields take the default world's values (DESIGN D9). */
+/**
+ * Input of {@link SandboxControls.defineUser}: omitted fields take the default world's values
+ * (docs/decisions/0004-sandbox.md).
+ */
 export interface SandboxUserInput {
   phone: string;
   registered?: boolean;

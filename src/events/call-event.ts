@@ -1,9 +1,9 @@
 import type { CallStatus, EngineCall } from '../domain/calls.ts';
 
 /**
- * `event` of a `Call` webhook (issue 14): one per call status change. `callId` is the same on every event of one
- * call; `from` is the caller's phone JID; `timestamp` RFC 3339 UTC; `autoRejected` is true on the `rejected`
- * event of a call the instance's call settings rejected, false otherwise.
+ * `event` of a `Call` webhook (docs/decisions/0026-chats-edits-polls-and-calls.md): one per call status change.
+ * `callId` is the same on every event of one call; `from` is the caller's phone JID; `timestamp` RFC 3339 UTC;
+ * `autoRejected` is true on the `rejected` event of a call the instance's call settings rejected, false otherwise.
  */
 export interface CallEvent {
   callId: string;

@@ -2,9 +2,9 @@ import type { GroupUpdate, GroupUpdateAction } from '../domain/messages.ts';
 
 /**
  * `event` of a `GroupUpdate` webhook: one change of a group made by anyone (the account included). `actor` and
- * `participants` are phone JIDs when they can be resolved; `timestamp` is RFC 3339 UTC (DESIGN D6). Only the
- * field of the action is present: `name` (subject), `topic` (description), `isAnnounce` (announce), `isLocked`
- * (locked), `disappearingTimer` in seconds (ephemeral).
+ * `participants` are phone JIDs when they can be resolved; `timestamp` is RFC 3339 UTC
+ * (docs/decisions/0001-envelope-and-error-codes.md). Only the field of the action is present: `name` (subject),
+ * `topic` (description), `isAnnounce` (announce), `isLocked` (locked), `disappearingTimer` in seconds (ephemeral).
  */
 export interface GroupUpdateEvent {
   groupJid: string;

@@ -7,8 +7,8 @@ import type { EventProjection } from './recorder.ts';
 
 /**
  * Mirrors connection events into the instance row: the linked phone and JID while logged in (cleared on
- * logout), and `last_connected_at` each time the session opens logged in (DESIGN D4: the default instance is
- * the one that connected most recently).
+ * logout), and `last_connected_at` each time the session opens logged in (docs/decisions/0002-instance-resolution.md:
+ * the default instance is the one that connected most recently).
  */
 export class InstanceStateProjection implements EventProjection {
   readonly name = 'instance-state';

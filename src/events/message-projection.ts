@@ -7,15 +7,17 @@ import type { Database } from '../store/schema.ts';
 import type { EventProjection } from './recorder.ts';
 
 /**
- * The message store as a projection of engine events (DESIGN D2, D8), applied in the recorder's transaction so
- * a message row commits together with its outbox row:
+ * The message store as a projection of engine events (docs/decisions/0024-engines-and-data-flow.md,
+ * docs/decisions/0017-messages-and-media.md), applied in the recorder's transaction so a message row commits together
+ * with its outbox row:
  * - `message`: stores the message — `sent` when the account sent it, `delivered` when it arrived — and records
  *   the user it was exchanged with (the chat's user, or the sender of a group message from someone else);
  * - `history`: the same for every message of the synced chats;
  * - `receipt`: moves the acknowledged messages forward (`delivered` → `read` → `played`), never backwards. In a
  *   group the first member's receipt moves the message (the platform's per-member receipts are not kept);
  * - `read`: moves the received messages the account read (in that chat, not its own) to `read`;
- * - `messageUpdate`: an edit replaces the stored text, a deletion for everyone drops it (issue 14).
+ * - `messageUpdate`: an edit replaces the stored text, a deletion for everyone drops it
+ * (docs/decisions/0026-chats-edits-polls-and-calls.md).
  */
 export class MessageProjection implements EventProjection {
   readonly name = 'messages';

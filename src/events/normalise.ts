@@ -10,11 +10,12 @@ import { type CallEvent, callEvent } from './call-event.ts';
 import { type GroupUpdateEvent, groupUpdateEvent } from './group-update.ts';
 
 /**
- * Turns domain {@link EngineEvent}s into the webhook payloads of SPEC Events and DESIGN D10. Pure: no I/O.
- * Timestamps are RFC 3339 UTC with `Z` (DESIGN D6).
+ * Turns domain {@link EngineEvent}s into the webhook payloads of docs/api.md#webhook-events and
+ * docs/decisions/0018-webhook-events-and-payloads.md. Pure: no I/O. Timestamps are RFC 3339 UTC with `Z`
+ * (docs/decisions/0001-envelope-and-error-codes.md).
  */
 
-/** `event.info` of a message (SPEC Events rule 3). */
+/** `event.info` of a message (docs/api.md#webhook-events). */
 export interface MessageInfo {
   id: string;
   messageSource: MessageSource;
@@ -24,7 +25,7 @@ export interface MessageInfo {
 }
 
 /**
- * `event.message` of a message. `conversation` (SPEC Events rule 3) is the text, or the caption of a media
+ * `event.message` of a message. `conversation` (docs/api.md#webhook-events) is the text, or the caption of a media
  * message, `''` when there is none; the other members follow the platform's message names and appear only for
  * their kind. Media bytes are never included.
  */
@@ -72,7 +73,9 @@ export interface MediaLink {
   url: string;
 }
 
-/** `event` of a `Message` webhook (SPEC Events rule 3); `media` only on media messages parley can download. */
+/**
+ * `event` of a `Message` webhook (docs/api.md#webhook-events); `media` only on media messages parley can download.
+ */
 export interface MessageEvent {
   info: MessageInfo;
   message: MessageBody;
@@ -108,8 +111,8 @@ export type NormalisedEvent =
   | { type: 'GroupUpdate'; event: GroupUpdateEvent };
 
 /**
- * `event` of a `MessageUpdate` webhook (issue 14): `kind` edit or delete, the changed message's id, where it is
- * and who changed it (phone JIDs), the new text for an edit, and when.
+ * `event` of a `MessageUpdate` webhook (docs/decisions/0026-chats-edits-polls-and-calls.md): `kind` edit or delete,
+ * the changed message's id, where it is and who changed it (phone JIDs), the new text for an edit, and when.
  */
 export interface MessageUpdateEvent {
   kind: 'edit' | 'delete';
@@ -122,8 +125,8 @@ export interface MessageUpdateEvent {
 }
 
 /**
- * `event` of a `PollVote` webhook (issue 14): the poll's id and question, the voter (`messageSource.sender`) and
- * the option names the voter now selects (decrypted; `[]` withdraws the vote).
+ * `event` of a `PollVote` webhook (docs/decisions/0026-chats-edits-polls-and-calls.md): the poll's id and question,
+ * the voter (`messageSource.sender`) and the option names the voter now selects (decrypted; `[]` withdraws the vote).
  */
 export interface PollVoteEvent {
   pollId: string;
@@ -236,8 +239,8 @@ export function mediaLink(message: EngineMessage, mediaUrl: MediaUrlOf | undefin
 }
 
 /**
- * The `event` of a `Message` webhook for `message` (SPEC Events rule 3), with `media` when `mediaUrl` is given
- * and parley can download the message's file.
+ * The `event` of a `Message` webhook for `message` (docs/api.md#webhook-events), with `media` when `mediaUrl` is
+ * given and parley can download the message's file.
  */
 export function messageEvent(message: EngineMessage, mediaUrl?: MediaUrlOf): MessageEvent {
   const link = mediaLink(message, mediaUrl);
@@ -256,9 +259,9 @@ export function messageEvent(message: EngineMessage, mediaUrl?: MediaUrlOf): Mes
 const RECEIPT_STATES = { delivered: 'Delivered', read: 'Read', played: 'Played' } as const;
 
 /**
- * Normalises one engine event into its webhook type and payload (SPEC Events, DESIGN D10); null for events
- * that are not webhook events (`connection`, `contacts`). `mediaUrl` gives downloadable media messages their
- * `event.media` link.
+ * Normalises one engine event into its webhook type and payload (docs/api.md#webhook-events,
+ * docs/decisions/0018-webhook-events-and-payloads.md); null for events that are not webhook events (`connection`,
+ * `contacts`). `mediaUrl` gives downloadable media messages their `event.media` link.
  */
 export function normaliseEvent(event: EngineEvent, mediaUrl?: MediaUrlOf): NormalisedEvent | null {
   switch (event.type) {
@@ -306,8 +309,9 @@ export function normaliseEvent(event: EngineEvent, mediaUrl?: MediaUrlOf): Norma
 }
 
 /**
- * The exact body text of a webhook POST (DESIGN D10): `{ type, [state], event, instanceId, sequence }` in that
- * key order. This text is stored once and sent byte for byte on every attempt, so signatures stay verifiable.
+ * The exact body text of a webhook POST (docs/decisions/0018-webhook-events-and-payloads.md):
+ * `{ type, [state], event, instanceId, sequence }` in that key order. This text is stored once and sent byte for byte
+ * on every attempt, so signatures stay verifiable.
  * @param sequence the per-instance event number (≥ 1).
  */
 export function webhookBody(normalised: NormalisedEvent, instanceId: string, sequence: number): string {

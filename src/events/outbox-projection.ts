@@ -29,11 +29,13 @@ export interface OutboxProjectionOptions {
 }
 
 /**
- * The webhook outbox (DESIGN D2, D10): inside the recorder's transaction, normalises each webhook-worthy engine
- * event (SPEC Events, D10 payloads), gives it the instance's next `sequence`, and writes the event row always
- * ("events are still recorded for the delivery log") plus a delivery row when a webhook URL is configured, the
- * event type is subscribed (SPEC Events rules 1–2; a null subscription means D7's default, SPEC's four) and no 410
- * disabled the webhook. `connection` and `contacts` events are not webhook events.
+ * The webhook outbox (docs/decisions/0024-engines-and-data-flow.md,
+ * docs/decisions/0018-webhook-events-and-payloads.md): inside the recorder's transaction, normalises each
+ * webhook-worthy engine event (docs/decisions/0018-webhook-events-and-payloads.md), gives it the instance's next
+ * `sequence`, and writes the event row always ("events are still recorded for the delivery log") plus a delivery row
+ * when a webhook URL is configured, the event type is subscribed (docs/api.md#webhook-events; a null subscription
+ * means the default four types) and no 410 disabled the webhook. `connection` and `contacts` events are not webhook
+ * events.
  */
 export class OutboxProjection implements EventProjection {
   readonly name = 'webhook-outbox';

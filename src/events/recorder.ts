@@ -5,8 +5,8 @@ import type { Database } from '../store/schema.ts';
 
 /**
  * A subscriber to engine events that writes inside the recorder's transaction: the instance state, the message
- * store and the webhook outbox are projections, so a message row and its outbox row commit together (DESIGN D2,
- * D10).
+ * store and the webhook outbox are projections, so a message row and its outbox row commit together
+ * (docs/decisions/0024-engines-and-data-flow.md, docs/decisions/0005-outbox-and-delivery.md).
  */
 export interface EventProjection {
   /** A short name for logs. */
@@ -33,11 +33,12 @@ interface InstanceQueue {
 
 /**
  * Records engine events over every projection, events of one instance strictly in emission order (so
- * `sequence` follows the platform's order, DESIGN D10). Group commit: while one transaction of an instance runs,
- * later events of that instance wait and the next transaction applies all of them (up to {@link MAX_BATCH}) in
- * order, so a busy instance pays one commit per batch instead of one per event; each caller's promise settles
- * only after the transaction holding its event committed (DESIGN D2). A failing batch is retried one event per
- * transaction, so one bad event fails alone.
+ * `sequence` follows the platform's order, docs/decisions/0005-outbox-and-delivery.md). Group commit: while one
+ * transaction of an instance runs, later events of that instance wait and the next transaction applies all of them
+ * (up to {@link MAX_BATCH}) in order, so a busy instance pays one commit per batch instead of one per event; each
+ * caller's promise settles only after the transaction holding its event committed
+ * (docs/decisions/0024-engines-and-data-flow.md). A failing batch is retried one event per transaction, so one bad
+ * event fails alone.
  */
 export class EventRecorder {
   readonly #db: Kysely<Database>;

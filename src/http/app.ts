@@ -29,19 +29,20 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** The app's services (store, sessions, auth, limits…), built once at boot. */
     services: Services;
-    /** Every route registered, with its scope (DESIGN D5). */
+    /** Every route registered, with its scope (docs/decisions/0003-scopes-and-keys.md). */
     routeTable: RouteEntry[];
   }
 }
 
-/** Default cap on request bodies, bytes; media routes raise their own (DESIGN D11). */
+/** Default cap on request bodies, bytes; media routes raise their own (docs/decisions/0020-security-promises.md). */
 export const DEFAULT_BODY_LIMIT = 1024 * 1024;
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
 /**
  * A validator for one HTTP part. Bodies are validated without type coercion (a string is not an array, "true"
- * is not a boolean: DESIGN D6 wants the field named, not guessed); query strings and params coerce, since
- * they only carry text. Unknown body fields are dropped; `x-message` carries D6 messages (see schemas.ts).
+ * is not a boolean: docs/decisions/0001-envelope-and-error-codes.md wants the field named, not guessed); query
+ * strings and params coerce, since they only carry text. Unknown body fields are dropped; `x-message` carries the
+ * messages of docs/decisions/0001-envelope-and-error-codes.md (see schemas.ts).
  */
 function makeAjv(coerceTypes: boolean | 'array'): Ajv {
   const ajv = new Ajv({
@@ -62,7 +63,8 @@ function makeAjv(coerceTypes: boolean | 'array'): Ajv {
  */
 export async function buildApp(services: Services): Promise<FastifyInstance> {
   const app = Fastify({
-    // Request logs carry the URL with secret query values redacted (DESIGN D11: keys are never logged).
+    // Request logs carry the URL with secret query values redacted (docs/decisions/0020-security-promises.md: keys
+    // are never logged).
     loggerInstance: services.logger.child({}, { serializers: { req: requestSerializer } }),
     bodyLimit: DEFAULT_BODY_LIMIT,
     requestIdHeader: false,
@@ -73,7 +75,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     forceCloseConnections: 'idle',
     // Requests arriving while closing get our own 503 envelope (hook below), not Fastify's body.
     return503OnClosing: false,
-    // Gateway paths (DESIGN D12) are served by their /v1 twin; see src/http/gateway/.
+    // Gateway paths (docs/decisions/0021-gateway-form.md) are served by their /v1 twin; see src/http/gateway/.
     rewriteUrl: rewriteGatewayUrl,
     // Errors raised before any route runs get the envelope too: the router's (414, bad percent-encoding)
     // and Node's HTTP parser's (400 bad request line or header byte, 431 headers too large, 408).
@@ -131,7 +133,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       throw new DomainError('not_ready', 'server is shutting down');
     }
   });
-  // An absent body is an empty object: optional-only bodies pass, required fields are named (DESIGN D6).
+  // An absent body is an empty object: optional-only bodies pass, required fields are named
+  // (docs/decisions/0001-envelope-and-error-codes.md).
   app.addHook('preValidation', async (request) => {
     if (request.body === undefined && request.method !== 'GET' && request.method !== 'HEAD')
       request.body = {};

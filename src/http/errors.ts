@@ -14,8 +14,8 @@ export type HttpOnlyErrorCode =
 export type ErrorCode = DomainErrorCode | HttpOnlyErrorCode;
 
 /**
- * The HTTP status of each error code (DESIGN D6, SPEC Errors); exhaustive, so a new code cannot be added without
- * its status. The only place a domain error meets an HTTP status.
+ * The HTTP status of each error code (docs/decisions/0001-envelope-and-error-codes.md, docs/api.md#errors);
+ * exhaustive, so a new code cannot be added without its status. The only place a domain error meets an HTTP status.
  */
 export function statusOf(code: ErrorCode): number {
   switch (code) {

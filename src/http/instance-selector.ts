@@ -1,7 +1,8 @@
 import type { FastifyRequest } from 'fastify';
 
 /**
- * The selector of a non-send operation: query `from`, else header `x-instance-id` (DESIGN D4).
+ * The selector of a non-send operation: query `from`, else header `x-instance-id`
+ * (docs/decisions/0002-instance-resolution.md).
  */
 export function selectorOf(request: FastifyRequest): string | undefined {
   const query = request.query as { from?: unknown } | undefined;

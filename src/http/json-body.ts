@@ -1,10 +1,13 @@
 import type { FastifyRequest } from 'fastify';
 import { DomainError } from '../domain/errors.ts';
 
-/** Deepest JSON nesting accepted in a request body (DESIGN D11). */
+/** Deepest JSON nesting accepted in a request body (docs/decisions/0020-security-promises.md). */
 export const MAX_JSON_DEPTH = 32;
 
-/** `a.b[0].c` path of a key under `parent` (the style of validation messages, DESIGN D6). */
+/**
+ * `a.b[0].c` path of a key under `parent` (the style of validation messages,
+ * docs/decisions/0001-envelope-and-error-codes.md).
+ */
 function childPath(parent: string, key: string, inArray: boolean): string {
   if (inArray) return `${parent}[${key}]`;
   return parent === '' ? key : `${parent}.${key}`;

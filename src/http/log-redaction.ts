@@ -6,7 +6,8 @@ export const REDACTED = '[REDACTED]';
 /**
  * Query parameter names whose values are secrets: API keys, tokens, passwords, signatures, HMAC keys, session
  * ids, in any spelling (`api_key`, `apiKey`, `X-Api-Key`, `access_token`, `client_secret`, `sig`…). Matched on
- * the decoded name, case-insensitively, anywhere in it (DESIGN D11: keys are never logged).
+ * the decoded name, case-insensitively, anywhere in it (docs/decisions/0020-security-promises.md: keys are never
+ * logged).
  */
 const SECRET_NAME =
   /key|token|secret|signature|(^|[_.-])sig($|[_.-])|passw|pwd|auth|credential|session|cookie|hmac|bearer/i;

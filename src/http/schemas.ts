@@ -4,11 +4,11 @@ import { EVENT_TYPES, type EventType } from '../domain/instance.ts';
 /**
  * Shared TypeBox schemas. A property may carry `x-message`, a template for its validation error with
  * `{field}` (the failing field's path), `{parent}` (the array holding an item) and `{value}` (the value given);
- * the error handler uses it instead of the validator's wording (DESIGN D6).
+ * the error handler uses it instead of the validator's wording (docs/decisions/0001-envelope-and-error-codes.md).
  */
 
 /**
- * The success envelope `{ success: true, code: 200, data }` (SPEC Response envelope). `description` says what
+ * The success envelope `{ success: true, code: 200, data }` (docs/api.md#conventions). `description` says what
  * the 200 answer means; the OpenAPI document shows it as the response's description.
  */
 export function Envelope<T extends TSchema>(data: T, description?: string) {
@@ -18,7 +18,7 @@ export function Envelope<T extends TSchema>(data: T, description?: string) {
   );
 }
 
-/** The error envelope (SPEC Errors): `retryAfter` (whole seconds) on 429 only. */
+/** The error envelope (docs/api.md#errors): `retryAfter` (whole seconds) on 429 only. */
 export const ErrorEnvelope = Type.Object(
   {
     error: Type.Object({
@@ -31,9 +31,11 @@ export const ErrorEnvelope = Type.Object(
 );
 
 /**
- * The error statuses every authenticated `/v1` operation can answer: 400 (validation, DESIGN D6), 401 and 403
- * (authentication and scope, D3, D5), 404 (instance not found, D4), 429 (rate limit, D13), 500, and 503 (the
- * server is shutting down, D14). 413 and 415 (body parsing) are added to every operation taking a body by the
+ * The error statuses every authenticated `/v1` operation can answer: 400 (validation,
+ * docs/decisions/0001-envelope-and-error-codes.md), 401 and 403 (authentication and scope,
+ * docs/decisions/0003-scopes-and-keys.md), 404 (instance not found, docs/decisions/0002-instance-resolution.md), 429
+ * (rate limit, docs/decisions/0019-rate-limits-and-plans.md), 500, and 503 (the server is shutting down,
+ * docs/decisions/0023-operations.md). 413 and 415 (body parsing) are added to every operation taking a body by the
  * OpenAPI document builder (src/http/openapi.ts).
  */
 export const COMMON_ERROR_STATUSES = [400, 401, 403, 404, 429, 500, 503] as const;
@@ -50,14 +52,15 @@ export function responses<T extends TSchema>(description: string, data: T, ...st
   return out;
 }
 
-/** Wraps `data` in the success envelope (SPEC Response envelope). */
+/** Wraps `data` in the success envelope (docs/api.md#conventions). */
 export function ok<T>(data: T): { success: true; code: 200; data: T } {
   return { success: true, code: 200, data };
 }
 
 /**
- * A phone number: digits only, international format, no leading `+`, 8 to 15 digits (SPEC Identifiers, D6).
- * `example` is the number the OpenAPI document shows (default: a registered sandbox user, not the linked number).
+ * A phone number: digits only, international format, no leading `+`, 8 to 15 digits (docs/api.md#conventions,
+ * docs/decisions/0001-envelope-and-error-codes.md). `example` is the number the OpenAPI document shows (default: a
+ * registered sandbox user, not the linked number).
  */
 export const Phone = (
   description = 'phone number, international format, digits only',
@@ -70,17 +73,25 @@ export const Phone = (
     examples: [example],
   });
 
-/** An instance selector: the instance UUID or its linked phone number (SPEC `from`, DESIGN D4). */
+/**
+ * An instance selector: the instance UUID or its linked phone number (docs/decisions/0002-instance-resolution.md).
+ */
 export const InstanceSelector = Type.String({
   minLength: 1,
   maxLength: 64,
   description: 'instance UUID or the linked phone number; omitted: the most recently connected instance',
 });
 
-/** Query string of every non-send `/v1` operation: `from` selects the instance (DESIGN D4). */
+/**
+ * Query string of every non-send `/v1` operation: `from` selects the instance
+ * (docs/decisions/0002-instance-resolution.md).
+ */
 export const InstanceQuery = Type.Object({ from: Type.Optional(InstanceSelector) });
 
-/** An event type name (SPEC Events), rejected with DESIGN D6's message when unknown. */
+/**
+ * An event type name (docs/api.md#webhook-events), rejected with the message of
+ * docs/decisions/0001-envelope-and-error-codes.md when unknown.
+ */
 export const EventTypeName = Type.Unsafe<EventType>({
   title: 'EventType',
   type: 'string',
@@ -88,5 +99,5 @@ export const EventTypeName = Type.Unsafe<EventType>({
   'x-message': `{parent} contains unknown event type {value} (allowed: ${EVENT_TYPES.join(', ')})`,
 });
 
-/** `{ details }` results such as `Disconnected` (SPEC Endpoints). */
+/** `{ details }` results such as `Disconnected` (docs/api.md). */
 export const Details = Type.Object({ details: Type.String() }, { title: 'Details' });

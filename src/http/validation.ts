@@ -34,8 +34,9 @@ function show(value: unknown): string {
 }
 
 /**
- * Turns the first validator error into a message naming the field and the rule (DESIGN D6), e.g.
- * `phone is required`, `name must be at most 25 characters`. A schema's `x-message` template wins.
+ * Turns the first validator error into a message naming the field and the rule
+ * (docs/decisions/0001-envelope-and-error-codes.md), e.g. `phone is required`, `name must be at most 25 characters`.
+ * A schema's `x-message` template wins.
  * @param context where the error is: `body`, `querystring`, `params` or `headers`.
  */
 export function validationMessage(issue: ValidationIssue, context: string): string {

@@ -37,7 +37,8 @@ export async function detectFormat(data: Buffer): Promise<DetectedFormat | undef
 }
 
 /**
- * Checks that `data` is one of the rule's formats (DESIGN D8), judged from the bytes only.
+ * Checks that `data` is one of the rule's formats (docs/decisions/0017-messages-and-media.md), judged from the bytes
+ * only.
  * @throws DomainError invalid `<field> must be <formats>` (e.g. `image must be JPEG, PNG, GIF or WEBP`).
  */
 export async function requireFormat(data: Buffer, field: string, rule: MediaRule): Promise<DetectedFormat> {
@@ -77,10 +78,10 @@ function sampleEnd(sample: Buffer): number {
 }
 
 /**
- * The MIME type of a document (DESIGN D8: any format). The bytes decide when `file-type` recognises them; text
- * (which has no magic number) is told apart from binary by decoding it, and only then does the file name's
- * extension pick among text types; legacy Office files (one shared container) are told apart by extension too.
- * Anything else is `application/octet-stream`.
+ * The MIME type of a document (docs/decisions/0017-messages-and-media.md: any format). The bytes decide when
+ * `file-type` recognises them; text (which has no magic number) is told apart from binary by decoding it, and only
+ * then does the file name's extension pick among text types; legacy Office files (one shared container) are told
+ * apart by extension too. Anything else is `application/octet-stream`.
  */
 export function documentMimeType(found: DetectedFormat | undefined, data: Buffer, fileName: string): string {
   const ext = extensionOf(fileName);
@@ -90,8 +91,8 @@ export function documentMimeType(found: DetectedFormat | undefined, data: Buffer
 }
 
 /**
- * A document's display name when none is given (DESIGN D8): the last segment of the URL path, else `file`
- * plus the extension of the detected format (`file.pdf`).
+ * A document's display name when none is given (docs/decisions/0017-messages-and-media.md): the last segment of the
+ * URL path, else `file` plus the extension of the detected format (`file.pdf`).
  */
 export function defaultFileName(url: URL | undefined, found: DetectedFormat | undefined): string {
   if (url) {

@@ -1,7 +1,9 @@
 import { createHash } from 'node:crypto';
 import webpmux from 'node-webpmux';
 
-/** Sticker pack metadata (DESIGN D8: `packName`, `packId`, `packPublisher`, `emojis`). */
+/**
+ * Sticker pack metadata (docs/decisions/0017-messages-and-media.md: `packName`, `packId`, `packPublisher`, `emojis`).
+ */
 export interface StickerMetadata {
   packName?: string;
   packId?: string;

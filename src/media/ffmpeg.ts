@@ -46,9 +46,9 @@ function runs(path: string): Promise<boolean> {
 }
 
 /**
- * The `ffmpeg` dependency (animated stickers, DESIGN D8). The binary is the first of {@link ffmpegCandidates}
- * that runs: `FFMPEG_PATH` when configured, else the packaged binary, else `ffmpeg` on `PATH`. Which one runs is
- * checked once, on first use, and remembered.
+ * The `ffmpeg` dependency (animated stickers, docs/decisions/0017-messages-and-media.md). The binary is the first of
+ * {@link ffmpegCandidates} that runs: `FFMPEG_PATH` when configured, else the packaged binary, else `ffmpeg` on
+ * `PATH`. Which one runs is checked once, on first use, and remembered.
  */
 export class Ffmpeg {
   /** The binaries tried, in order. */

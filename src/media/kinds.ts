@@ -1,6 +1,6 @@
 /**
- * Media kinds, their size limits and accepted formats (DESIGN D8 table). Formats are decided from the bytes
- * (magic numbers, npm `file-type`), never from a declared type or a file name.
+ * Media kinds, their size limits and accepted formats (docs/decisions/0017-messages-and-media.md table). Formats are
+ * decided from the bytes (magic numbers, npm `file-type`), never from a declared type or a file name.
  */
 
 /** A kind of media a send accepts. */
@@ -13,7 +13,7 @@ export const KB = 1024;
 
 /** What a kind accepts: the largest input in bytes, and the formats (`file-type` extensions) it allows. */
 export interface MediaRule {
-  /** Largest accepted input, bytes (DESIGN D8). */
+  /** Largest accepted input, bytes (docs/decisions/0017-messages-and-media.md). */
   maxBytes: number;
   /** The limit as people read it, used in 413 messages (`image must be at most 16 MB`). */
   maxLabel: string;
@@ -24,8 +24,8 @@ export interface MediaRule {
 }
 
 /**
- * The DESIGN D8 table. Sticker inputs are capped at 500 KB (the animated limit); after conversion a static
- * sticker must fit in 100 KB and an animated one in 500 KB ({@link STICKER_STATIC_MAX},
+ * The docs/decisions/0017-messages-and-media.md table. Sticker inputs are capped at 500 KB (the animated limit);
+ * after conversion a static sticker must fit in 100 KB and an animated one in 500 KB ({@link STICKER_STATIC_MAX},
  * {@link STICKER_ANIMATED_MAX}). Static image inputs other than WEBP are accepted and converted.
  */
 export const MEDIA_RULES: Record<MediaKind, MediaRule> = {
@@ -56,16 +56,16 @@ export const MEDIA_RULES: Record<MediaKind, MediaRule> = {
   },
 };
 
-/** Largest static sticker after conversion to WEBP, bytes (DESIGN D8: 100 KB). */
+/** Largest static sticker after conversion to WEBP, bytes (docs/decisions/0017-messages-and-media.md: 100 KB). */
 export const STICKER_STATIC_MAX = 100 * KB;
-/** Largest animated sticker after conversion to WEBP, bytes (DESIGN D8: 500 KB). */
+/** Largest animated sticker after conversion to WEBP, bytes (docs/decisions/0017-messages-and-media.md: 500 KB). */
 export const STICKER_ANIMATED_MAX = 500 * KB;
-/** Side of a sticker, pixels (SPEC Limits: 512×512 recommended). */
+/** Side of a sticker, pixels (docs/api.md#messages: 512×512 recommended). */
 export const STICKER_SIZE = 512;
 
 /**
- * Request body cap for a route carrying one media field of `kind`, bytes (DESIGN D11): the largest allowed
- * media as base64 in a data URI, plus 1 MB for the other fields (captions, JSON escaping).
+ * Request body cap for a route carrying one media field of `kind`, bytes (docs/decisions/0020-security-promises.md):
+ * the largest allowed media as base64 in a data URI, plus 1 MB for the other fields (captions, JSON escaping).
  */
 export function bodyLimitFor(kind: MediaKind): number {
   return Math.ceil(MEDIA_RULES[kind].maxBytes / 3) * 4 + MB;

@@ -16,8 +16,8 @@ export interface MediaTools {
 }
 
 /**
- * Reads and checks an image, audio or video field (DESIGN D8): source per {@link readMediaSource}, size per the
- * kind's limit, format from the bytes; the MIME type sent is the detected one.
+ * Reads and checks an image, audio or video field (docs/decisions/0017-messages-and-media.md): source per {@link
+ * readMediaSource}, size per the kind's limit, format from the bytes; the MIME type sent is the detected one.
  * @throws DomainError invalid (source, format) or too_large naming the field and the rule.
  */
 export async function prepareMedia(
@@ -33,8 +33,8 @@ export async function prepareMedia(
 }
 
 /**
- * Reads a document field (DESIGN D8: any format, at most 100 MB). `fileName` defaults from the URL's last path
- * segment, else `file` plus the detected extension; the MIME type comes from the bytes (see
+ * Reads a document field (docs/decisions/0017-messages-and-media.md: any format, at most 100 MB). `fileName` defaults
+ * from the URL's last path segment, else `file` plus the detected extension; the MIME type comes from the bytes (see
  * {@link documentMimeType}).
  * @throws DomainError invalid or too_large naming the field and the rule.
  */
@@ -54,8 +54,9 @@ export async function prepareDocument(
 }
 
 /**
- * Reads and converts a sticker field (DESIGN D8): input at most 500 KB, WEBP/PNG/JPEG/GIF/MP4 judged from the
- * bytes, converted to a 512×512 WEBP (static ≤ 100 KB, animated ≤ 500 KB) carrying the pack metadata.
+ * Reads and converts a sticker field (docs/decisions/0017-messages-and-media.md): input at most 500 KB,
+ * WEBP/PNG/JPEG/GIF/MP4 judged from the bytes, converted to a 512×512 WEBP (static ≤ 100 KB, animated ≤ 500 KB)
+ * carrying the pack metadata.
  * @throws DomainError invalid, too_large, or not_ready (503) when an MP4 needs the missing ffmpeg.
  */
 export async function prepareSticker(

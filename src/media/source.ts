@@ -8,7 +8,8 @@ export const MEDIA_FETCH_TIMEOUT_MS = 60_000;
 
 /**
  * Where a refused or failed media fetch is logged with its details (resolved addresses, resolver codes) that
- * the API answer must not carry (DESIGN D11): pass the request's logger so the line has the request id.
+ * the API answer must not carry (docs/decisions/0020-security-promises.md): pass the request's logger so the line has
+ * the request id.
  */
 export type MediaFetchLog = Pick<FastifyBaseLogger, 'info'>;
 
@@ -35,7 +36,7 @@ function tooLarge(field: string, rule: MediaRule): DomainError {
 
 /**
  * Decodes a `data:[<type>][;params];base64,<data>` URI (RFC 2397). The declared type is ignored: the format is
- * decided from the bytes later (DESIGN D8). Whitespace inside the data is skipped.
+ * decided from the bytes later (docs/decisions/0017-messages-and-media.md). Whitespace inside the data is skipped.
  * @throws DomainError invalid naming `field` when the URI is not base64 or the data is empty or malformed;
  *   too_large `<field> must be at most <limit>` when the decoded bytes exceed the rule's limit
  *   (checked before decoding).
@@ -59,11 +60,12 @@ export function decodeDataUri(raw: string, field: string, rule: MediaRule): Buff
 }
 
 /**
- * Fetches an `https://` media URL through the outbound guard (DESIGN D8, D11): private and reserved addresses
- * refused unless allowed, the address pinned, no redirects, the body cut off as soon as it passes the limit.
- * The answer carries only the guard's caller-safe text (`OutboundError.publicMessage`): a host resolving to
- * a refused address and a host that does not resolve get the same message, so the endpoint cannot be used to
- * map internal names (DESIGN D11). The details go to `options.log`.
+ * Fetches an `https://` media URL through the outbound guard (docs/decisions/0017-messages-and-media.md,
+ * docs/decisions/0020-security-promises.md): private and reserved addresses refused unless allowed, the address
+ * pinned, no redirects, the body cut off as soon as it passes the limit. The answer carries only the guard's
+ * caller-safe text (`OutboundError.publicMessage`): a host resolving to a refused address and a host that does not
+ * resolve get the same message, so the endpoint cannot be used to map internal names
+ * (docs/decisions/0020-security-promises.md). The details go to `options.log`.
  * @throws DomainError too_large `<field> must be at most <limit>`; invalid
  *   `<field> could not be fetched: <reason>` for a refused address, DNS, TLS, connection or timeout failure,
  *   a non-2xx answer (3xx included: redirects are not followed) or an empty body.
@@ -112,9 +114,9 @@ export async function fetchMedia(
 }
 
 /**
- * Reads a media field (DESIGN D8): an `https://` URL (fetched) or a `data:` URI (decoded). Anything else —
- * another scheme, a local path — is refused. `log` receives the details of a failed fetch (see
- * {@link fetchMedia}); pass the request's logger.
+ * Reads a media field (docs/decisions/0017-messages-and-media.md): an `https://` URL (fetched) or a `data:` URI
+ * (decoded). Anything else — another scheme, a local path — is refused. `log` receives the details of a failed fetch
+ * (see {@link fetchMedia}); pass the request's logger.
  * @throws DomainError invalid `<field> must be an https:// URL or a data: URI`, and the errors of
  *   {@link decodeDataUri} and {@link fetchMedia}.
  */

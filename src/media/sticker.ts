@@ -103,10 +103,10 @@ async function fromVideo(data: Buffer, ffmpeg: Ffmpeg): Promise<Buffer> {
 }
 
 /**
- * Makes a sticker (DESIGN D8): static images (WEBP, PNG, JPEG, GIF) become a 512×512 WEBP of at most 100 KB
- * with sharp; animated WEBP/GIF stay animated (at most 500 KB); MP4 becomes an animated 512×512 WEBP of at most
- * 500 KB with ffmpeg (first 6 s, lower frame rate and quality tried until it fits). Pack metadata, when any is
- * given, is written into the WEBP's EXIF chunk the way the platform's stickers carry it.
+ * Makes a sticker (docs/decisions/0017-messages-and-media.md): static images (WEBP, PNG, JPEG, GIF) become a 512×512
+ * WEBP of at most 100 KB with sharp; animated WEBP/GIF stay animated (at most 500 KB); MP4 becomes an animated
+ * 512×512 WEBP of at most 500 KB with ffmpeg (first 6 s, lower frame rate and quality tried until it fits). Pack
+ * metadata, when any is given, is written into the WEBP's EXIF chunk the way the platform's stickers carry it.
  * @throws DomainError too_large when no setting makes it fit; invalid when the input cannot be
  *   decoded; not_ready (503) when an MP4 arrives and ffmpeg is not installed.
  */

@@ -2,7 +2,7 @@ import { isIPv4, isIPv6 } from 'node:net';
 
 /**
  * IP address parsing, CIDR matching and the blocked-range classifier behind the outbound guard
- * (DESIGN D11). Pure functions: no DNS, no sockets.
+ * (docs/decisions/0020-security-promises.md). Pure functions: no DNS, no sockets.
  *
  * Range sources: IANA IPv4/IPv6 Special-Purpose Address Registries (RFC 6890 and updates), RFC 1918
  * (private), RFC 6598 (CGNAT), RFC 3927 / RFC 4291 (link-local), RFC 4193 (unique-local), RFC 5737 /
@@ -121,8 +121,9 @@ function ranges(entries: [string, string][]): Range[] {
 
 /**
  * Cloud instance metadata and platform endpoints: always refused, even when an operator's allowed CIDR
- * covers them (DESIGN D11). AWS IMDS, DNS, NTP (IPv4 and IPv6), AWS ECS task metadata, Azure WireServer,
- * Alibaba Cloud, Oracle Cloud legacy, OpenStack IPv6 metadata. GCP and Azure IMDS use 169.254.169.254.
+ * covers them (docs/decisions/0020-security-promises.md). AWS IMDS, DNS, NTP (IPv4 and IPv6), AWS ECS task metadata,
+ * Azure WireServer, Alibaba Cloud, Oracle Cloud legacy, OpenStack IPv6 metadata. GCP and Azure IMDS use
+ * 169.254.169.254.
  */
 const METADATA = ranges([
   ['169.254.169.254/32', 'metadata'],
@@ -256,8 +257,8 @@ export function classifyParsed(ip: ParsedIp): Classification | null {
 }
 
 /**
- * Pure address classifier (DESIGN D11): returns null when `ip` is a public address parley may connect to,
- * or the name of the blocked range it falls in:
+ * Pure address classifier (docs/decisions/0020-security-promises.md): returns null when `ip` is a public address
+ * parley may connect to, or the name of the blocked range it falls in:
  * `loopback`, `private`, `link-local`, `cgnat`, `multicast`, `broadcast`, `reserved`, `unspecified`,
  * `documentation`, `benchmarking`, `metadata` (cloud metadata endpoints, checked first), `ipv4-mapped`
  * (every `::ffff:0:0/96` address, whatever it embeds), `ipv4-compatible`, `unique-local`, `site-local`,

@@ -1,8 +1,10 @@
 /**
- * Why an outbound request (webhook delivery, media fetch) failed (DESIGN D10, D11):
+ * Why an outbound request (webhook delivery, media fetch) failed (docs/decisions/0005-outbox-and-delivery.md,
+ * docs/decisions/0020-security-promises.md):
  * - `invalid-url`: not a parseable URL, has userinfo, no host, too long
  * - `scheme`: not `https:`
- * - `blocked-address`: the URL's address, or one its host resolves to, is in a refused range (D11)
+ * - `blocked-address`: the URL's address, or one its host resolves to, is in a refused range
+ * (docs/decisions/0020-security-promises.md)
  * - `dns`: the host does not resolve
  * - `timeout`: the total time allowed passed (lookup, connect, TLS, headers or body)
  * - `too-large`: the response body passed the cap (error mode)
@@ -22,9 +24,9 @@ export type OutboundFailure =
   | 'protocol';
 
 /**
- * The one caller-facing text for `blocked-address` and `dns` (DESIGN D11): the same words whether the host
- * resolves to a refused address or does not resolve at all, so an API caller cannot use the webhook or media
- * endpoints to map internal host names to private addresses.
+ * The one caller-facing text for `blocked-address` and `dns` (docs/decisions/0020-security-promises.md): the same
+ * words whether the host resolves to a refused address or does not resolve at all, so an API caller cannot use the
+ * webhook or media endpoints to map internal host names to private addresses.
  */
 export const NOT_PUBLIC_HOST = 'the host does not resolve to an allowed public address';
 
@@ -42,7 +44,7 @@ const PUBLIC_TEXT: Record<OutboundFailure, string> = {
 };
 
 /**
- * An outbound request refused or failed (DESIGN D11).
+ * An outbound request refused or failed (docs/decisions/0020-security-promises.md).
  *
  * - `message` is the detailed text for **server logs only**: it names the host, the addresses it resolved to,
  *   the refused range and resolver or socket error codes, e.g.

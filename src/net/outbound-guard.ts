@@ -20,8 +20,8 @@ export interface ResolvedAddress {
 export interface OutboundGuardOptions {
   /**
    * CIDRs (`a.b.c.d/n`, `x:y::/n`) whose addresses are exempt from the block: receivers on the operator's
-   * own network (`WEBHOOK_ALLOWED_CIDRS`, DESIGN D11). Cloud metadata addresses stay refused even inside
-   * an allowed CIDR. An IPv4 block does not cover the IPv4-mapped IPv6 form of its addresses.
+   * own network (`WEBHOOK_ALLOWED_CIDRS`, docs/decisions/0020-security-promises.md). Cloud metadata addresses stay
+   * refused even inside an allowed CIDR. An IPv4 block does not cover the IPv4-mapped IPv6 form of its addresses.
    */
   allowedCidrs: readonly string[];
   /** Extra trusted CA certificate(s), PEM, added to Node's bundled roots (tests trust a self-signed cert). */
@@ -33,7 +33,10 @@ export interface OutboundGuardOptions {
   lookup?: (hostname: string) => Promise<ResolvedAddress[]>;
 }
 
-/** One outbound HTTP request (DESIGN D8 media fetch, D10 webhook delivery). */
+/**
+ * One outbound HTTP request (media fetch: docs/decisions/0017-messages-and-media.md; webhook delivery:
+ * docs/decisions/0005-outbox-and-delivery.md).
+ */
 export interface OutboundRequest {
   method: 'GET' | 'POST';
   /** Request headers; `host` and `content-length` are set by the client. */
@@ -45,8 +48,9 @@ export interface OutboundRequest {
   maxResponseBytes: number;
   /**
    * `truncate`: keep the first `maxResponseBytes` bytes, set `truncated`, stop reading (webhook attempt log,
-   * DESIGN D10). `error`: abort the stream and throw `OutboundError('too-large')` as soon as the cap is passed,
-   * or at once when `content-length` announces more (media fetch, DESIGN D8).
+   * docs/decisions/0005-outbox-and-delivery.md). `error`: abort the stream and throw `OutboundError('too-large')` as
+   * soon as the cap is passed, or at once when `content-length` announces more (media fetch,
+   * docs/decisions/0017-messages-and-media.md).
    */
   onTooLarge: 'truncate' | 'error';
 }
@@ -75,7 +79,8 @@ async function systemLookup(hostname: string): Promise<ResolvedAddress[]> {
 }
 
 /**
- * The one way parley makes outbound HTTPS requests (webhooks, media fetches): DESIGN D11.
+ * The one way parley makes outbound HTTPS requests (webhooks, media fetches):
+ * docs/decisions/0020-security-promises.md.
  *
  * - `https:` only, no userinfo; the URL parser's normalisation of odd IPv4 forms (`https://2130706433/`,
  *   `0x7f.1`) happens first, so literals are checked as the address they really are.
@@ -100,7 +105,8 @@ export class OutboundGuard {
   /**
    * Idle keep-alive clients by origin and the exact list of checked addresses they dial. A request reuses one
    * only when its own fresh resolution, checked again, gives the same list: every attempt is still resolved,
-   * checked and pinned (DESIGN D11), it just skips a TLS handshake when nothing changed.
+   * checked and pinned (docs/decisions/0020-security-promises.md), it just skips a TLS handshake when nothing
+   * changed.
    */
   readonly #pool = new Map<string, PooledClient>();
   #closed = false;
@@ -126,8 +132,8 @@ export class OutboundGuard {
 
   /**
    * URL shape check only (synchronous, no DNS): parses `raw` with the WHATWG URL parser and requires
-   * `https:`, a host, no username/password, at most 4,096 characters (DESIGN D11, D6
-   * `webhookUrl must be an HTTPS URL`).
+   * `https:`, a host, no username/password, at most 4,096 characters (docs/decisions/0020-security-promises.md,
+   * docs/decisions/0001-envelope-and-error-codes.md `webhookUrl must be an HTTPS URL`).
    * @throws OutboundError `invalid-url` (unparseable, userinfo, too long) or `scheme` (not https).
    */
   parseUrl(raw: string): URL {
@@ -158,8 +164,8 @@ export class OutboundGuard {
   }
 
   /**
-   * Resolves the URL's host and checks every address it resolves to (DESIGN D11, at configuration time:
-   * `POST /v1/webhook`). Returns the address a request would connect to first.
+   * Resolves the URL's host and checks every address it resolves to (docs/decisions/0020-security-promises.md, at
+   * configuration time: `POST /v1/webhook`). Returns the address a request would connect to first.
    * @param timeoutMs time allowed for the lookup, milliseconds (default 10,000).
    * @throws OutboundError `scheme`/`invalid-url` (URL shape), `dns` (no address), `blocked-address`,
    *   `timeout` (lookup too slow).
@@ -181,9 +187,10 @@ export class OutboundGuard {
   }
 
   /**
-   * One request through the guard (DESIGN D8, D10, D11): resolves, checks and pins the address for this
-   * connection (TLS servername stays the hostname), never follows redirects (a 3xx is returned as-is),
-   * enforces `timeoutMs` over the whole exchange and `maxResponseBytes` while streaming.
+   * One request through the guard (docs/decisions/0017-messages-and-media.md,
+   * docs/decisions/0005-outbox-and-delivery.md, docs/decisions/0020-security-promises.md): resolves, checks and pins
+   * the address for this connection (TLS servername stays the hostname), never follows redirects (a 3xx is returned
+   * as-is), enforces `timeoutMs` over the whole exchange and `maxResponseBytes` while streaming.
    * @throws OutboundError with the failure's reason: `invalid-url`, `scheme`, `blocked-address`, `dns`,
    *   `timeout`, `too-large` (error mode), `connect`, `tls`, `protocol`.
    * @throws TypeError for a bad `timeoutMs`/`maxResponseBytes`; Error when the guard is closed.

@@ -2,7 +2,10 @@ import { type SecureContext, type TLSSocket, connect as tlsConnect } from 'node:
 import { OutboundError } from './outbound-errors.ts';
 import type { OutboundRequest } from './outbound-guard.ts';
 
-/** Socket and stream helpers of the outbound guard (DESIGN D11), kept apart from its policy. */
+/**
+ * Socket and stream helpers of the outbound guard (docs/decisions/0020-security-promises.md), kept apart from its
+ * policy.
+ */
 
 /** Where and how {@link dialTls} connects. */
 export interface DialOptions {
@@ -20,8 +23,8 @@ export interface DialOptions {
 }
 
 /**
- * Opens a TLS connection to one IP (DESIGN D11 pinning: no name resolution happens here); resolves once
- * the handshake and certificate checks succeed.
+ * Opens a TLS connection to one IP (docs/decisions/0020-security-promises.md pinning: no name resolution happens
+ * here); resolves once the handshake and certificate checks succeed.
  * @throws OutboundError `timeout` (too slow or aborted); the socket's own error (TLS, ECONNREFUSED, …)
  *   otherwise, for {@link toOutboundError} to classify.
  */
@@ -67,9 +70,9 @@ export interface ReadableBody extends AsyncIterable<unknown> {
 }
 
 /**
- * Reads a response body up to `request.maxResponseBytes` bytes (DESIGN D8 media cap, D10 first 2 KB of a
- * webhook answer). Truncate mode returns the first bytes and `truncated: true` once more arrive; error
- * mode refuses an announced `content-length` over the cap before reading, or stops at the first byte over.
+ * Reads a response body up to `request.maxResponseBytes` bytes (media cap: docs/decisions/0017-messages-and-media.md;
+ * first 2 KB of a webhook answer). Truncate mode returns the first bytes and `truncated: true` once more arrive;
+ * error mode refuses an announced `content-length` over the cap before reading, or stops at the first byte over.
  * Leaving early destroys the stream.
  * @throws OutboundError `too-large` (error mode).
  */

@@ -42,8 +42,8 @@ export interface LeaseKeeperOptions {
 }
 
 /**
- * The leases of one node (DESIGN D17). Each instance that has a session anywhere has a row in `instance_leases`
- * naming its owner node, a fencing token and an expiry:
+ * The leases of one node (docs/decisions/0008-leases-and-fencing.md). Each instance that has a session anywhere has a
+ * row in `instance_leases` naming its owner node, a fencing token and an expiry:
  * - every heartbeat the owner pushes the expiry of all its leases forward and closes any local session whose
  *   lease it no longer holds; when renewals keep failing it closes every session one heartbeat BEFORE its leases
  *   expire, so no other node can open a socket while this one still has one (fencing by time);
@@ -272,10 +272,10 @@ export class LeaseKeeper {
   }
 
   /**
-   * Hands every lease of this node over (SIGTERM, DESIGN D17): marks the node draining (no new instances), then
-   * per instance waits for its local requests (at most `waitMs`), closes the session and gives the lease to the
-   * least-loaded other node, which restores the session on its first request or heartbeat. Alone, the leases are
-   * simply released.
+   * Hands every lease of this node over (SIGTERM, docs/decisions/0008-leases-and-fencing.md): marks the node draining
+   * (no new instances), then per instance waits for its local requests (at most `waitMs`), closes the session and
+   * gives the lease to the least-loaded other node, which restores the session on its first request or heartbeat.
+   * Alone, the leases are simply released.
    */
   async drain(waitMs = 5000): Promise<void> {
     const { db, nodeId, sessions, logger } = this.#options;

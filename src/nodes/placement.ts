@@ -1,8 +1,9 @@
 import type { ClusterNode, Lease } from '../store/leases.ts';
 
 /**
- * Placement of instances on nodes (DESIGN D17: new and orphaned instances spread evenly across live nodes). Pure
- * functions over the lease table and the reachable nodes, so every node reaches the same answer from the same rows.
+ * Placement of instances on nodes (docs/decisions/0008-leases-and-fencing.md: new and orphaned instances spread
+ * evenly across live nodes). Pure functions over the lease table and the reachable nodes, so every node reaches the
+ * same answer from the same rows.
  */
 
 /** Whether `lease` still binds its instance at `now` (epoch ms): unexpired, and its owner is among `alive`. */

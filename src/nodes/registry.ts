@@ -7,7 +7,10 @@ import type { Database } from '../store/schema.ts';
 
 /** Default time between heartbeats, milliseconds. */
 export const HEARTBEAT_MS = 5000;
-/** Default age of the last heartbeat after which a node counts as dead, milliseconds (DESIGN D17: within 15 s). */
+/**
+ * Default age of the last heartbeat after which a node counts as dead, milliseconds
+ * (docs/decisions/0008-leases-and-fencing.md: within 15 s).
+ */
 export const DEAD_AFTER_MS = 15_000;
 
 /** Ids registered by this operating-system process (several services in one process, as tests build them). */
@@ -42,9 +45,9 @@ export type DeathReason = 'heartbeat expired' | 'process gone' | null;
  *   own while it was not registered by this process (a restarted container, where the new process has the same
  *   id, typically 1). This is how a restarted process recognises its own dead predecessor at boot, at once,
  *   while a live peer on the same host (a different, running process) is left alone.
- * Host names must therefore differ between nodes sharing one store (DESIGN D17: node ids are unique). Should
- * the dead process's id have been reused by an unrelated process meanwhile, the node is found dead by its lapsed
- * heartbeat instead (within `deadAfterMs` plus one heartbeat).
+ * Host names must therefore differ between nodes sharing one store (docs/decisions/0008-leases-and-fencing.md: node
+ * ids are unique). Should the dead process's id have been reused by an unrelated process meanwhile, the node is found
+ * dead by its lapsed heartbeat instead (within `deadAfterMs` plus one heartbeat).
  */
 export function deathOf(
   node: NodeRecord,
@@ -80,7 +83,7 @@ function processAlive(pid: number): boolean {
  * with their rows, so a restart after kill -9 resumes delivery within seconds (instead of after the stale-claim
  * timeout) and in `sequence` order, while a live peer sharing the store keeps its claims. Claims whose owner is
  * not registered at all (a process of an older version) are still taken over only once stale. Several nodes
- * (DESIGN D17) build on the same registry.
+ * (docs/decisions/0008-leases-and-fencing.md) build on the same registry.
  */
 export class NodeRegistry {
   readonly id: string;

@@ -1,8 +1,8 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 
 /**
- * Prometheus metrics of one service (DESIGN D14), on a registry of its own so several apps in one process
- * (tests) do not collide. Served at `GET /metrics`.
+ * Prometheus metrics of one service (docs/decisions/0023-operations.md), on a registry of its own so several apps in
+ * one process (tests) do not collide. Served at `GET /metrics`.
  */
 export class Metrics {
   readonly registry = new Registry();

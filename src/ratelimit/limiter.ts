@@ -9,13 +9,13 @@ import type { Environment } from '../domain/environment.ts';
 import type { Organization } from '../store/organizations.ts';
 import type { PersistedWindows } from './persisted-window.ts';
 
-/** Requests allowed per window (SPEC Limits; DESIGN D13). */
+/** Requests allowed per window (docs/api.md#rate-limits; docs/decisions/0019-rate-limits-and-plans.md). */
 export interface PlanLimits {
   perMinute: number;
   perDay: number;
 }
 
-/** Limits of each plan; enterprise organizations carry their own (DESIGN D3, D13). */
+/** Limits of each plan; enterprise organizations carry their own (docs/decisions/0019-rate-limits-and-plans.md). */
 export const PLAN_LIMITS = {
   free: { perMinute: 60, perDay: 1000 },
   pro: { perMinute: 300, perDay: 10_000 },
@@ -46,20 +46,24 @@ export interface WindowState {
 /** The outcome of {@link PlanRateLimiter.consume}: allowed or not, and both windows' state. */
 export interface RateLimitDecision {
   allowed: boolean;
-  /** Whole seconds (≥ 1) until the violated window frees a request; set when not allowed (DESIGN D13). */
+  /**
+   * Whole seconds (≥ 1) until the violated window frees a request; set when not allowed
+   * (docs/decisions/0019-rate-limits-and-plans.md).
+   */
   retryAfter?: number;
   windows: [WindowState, WindowState];
 }
 
-/** Length of each window, seconds (DESIGN D13). */
+/** Length of each window, seconds (docs/decisions/0019-rate-limits-and-plans.md). */
 const WINDOW_SECONDS = { minute: 60, day: 86_400 } as const;
 type WindowName = keyof typeof WINDOW_SECONDS;
 
 /**
  * Counts requests per organization and environment in two fixed windows, per minute and per day
- * (DESIGN D13), with `rate-limiter-flexible`: in Redis when a client is given (shared by every process, with an
- * in-process insurance limiter should Redis fail), else in-process. A request the minute window rejects does not
- * consume the day window; one the day window rejects is given back to the minute window.
+ * (docs/decisions/0019-rate-limits-and-plans.md), with `rate-limiter-flexible`: in Redis when a client is given
+ * (shared by every process, with an in-process insurance limiter should Redis fail), else in-process. A request the
+ * minute window rejects does not consume the day window; one the day window rejects is given back to the minute
+ * window.
  *
  * In-process, the day window survives restarts through {@link PersistedWindows} (seeded from the store once per
  * key, written back every second and at a graceful stop; see its docstring for the crash margin). The minute
@@ -209,12 +213,18 @@ function windowState(
   };
 }
 
-/** `RateLimit-Policy` header value (IETF httpapi ratelimit-headers draft, DESIGN D13). */
+/**
+ * `RateLimit-Policy` header value (IETF httpapi ratelimit-headers draft,
+ * docs/decisions/0019-rate-limits-and-plans.md).
+ */
 export function policyHeader(limits: PlanLimits): string {
   return `"minute";q=${limits.perMinute};w=${WINDOW_SECONDS.minute}, "day";q=${limits.perDay};w=${WINDOW_SECONDS.day}`;
 }
 
-/** `RateLimit` header value: each window's remaining requests and seconds to reset (DESIGN D13). */
+/**
+ * `RateLimit` header value: each window's remaining requests and seconds to reset
+ * (docs/decisions/0019-rate-limits-and-plans.md).
+ */
 export function rateLimitHeader(decision: RateLimitDecision): string {
   return decision.windows.map((w) => `"${w.name}";r=${w.remaining};t=${w.reset}`).join(', ');
 }

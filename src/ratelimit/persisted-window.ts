@@ -31,9 +31,10 @@ export interface PersistedWindowsOptions {
 }
 
 /**
- * Keeps in-process rate-limit windows across restarts (DESIGN D13, the embedded default without Redis): the
- * counting stays in `rate-limiter-flexible`'s memory limiter, and this class writes each counted window's
- * consumed requests and reset time to the store (`rate_limit_windows`) and seeds the limiter from it after a boot.
+ * Keeps in-process rate-limit windows across restarts (docs/decisions/0019-rate-limits-and-plans.md, the embedded
+ * default without Redis): the counting stays in `rate-limiter-flexible`'s memory limiter, and this class writes each
+ * counted window's consumed requests and reset time to the store (`rate_limit_windows`) and seeds the limiter from it
+ * after a boot.
  *
  * Why not a store round trip per request (a `RateLimiterStoreAbstract` adapter over the store): every
  * authenticated request would then wait for one more write, on PostgreSQL a network round trip and a hot row
@@ -47,7 +48,7 @@ export interface PersistedWindowsOptions {
  * through in that second; a client can exceed its day quota by that much per crash, not more.
  *
  * Counts are per process: several processes sharing PostgreSQL without Redis each count on their own (the last
- * writer's count is stored). Set `REDIS_URL` to share limits (DESIGN D13).
+ * writer's count is stored). Set `REDIS_URL` to share limits (docs/decisions/0019-rate-limits-and-plans.md).
  */
 export class PersistedWindows {
   readonly #options: PersistedWindowsOptions;

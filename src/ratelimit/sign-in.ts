@@ -6,7 +6,7 @@ import {
   RateLimiterRes,
 } from 'rate-limiter-flexible';
 
-/** Failed sign-ins allowed per account and per client address in one window (DESIGN D16). */
+/** Failed sign-ins allowed per account and per client address in one window (docs/decisions/0022-dashboard.md). */
 export interface SignInLimits {
   /** Failures per e-mail address per window (default 5). */
   perAccount: number;

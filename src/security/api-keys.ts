@@ -6,7 +6,7 @@ const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 const RANDOM_LENGTH = 32;
 const CHECKSUM_LENGTH = 6;
 const KEY_PATTERN = /^svc_(live|test)_([0-9A-Za-z]{32})([0-9A-Za-z]{6})$/;
-/** Characters of the key kept in clear for display (DESIGN D3). */
+/** Characters of the key kept in clear for display (docs/decisions/0003-scopes-and-keys.md). */
 export const DISPLAY_PREFIX_LENGTH = 12;
 
 function toBase62(value: number, width: number): string {
@@ -43,7 +43,8 @@ export interface GeneratedKey {
 
 /**
  * Generates an API key `svc_<env>_` + 32 base62 random characters + 6 base62 characters of CRC32 over the
- * random part (DESIGN D3). Only {@link GeneratedKey.hash} and {@link GeneratedKey.prefix} may be stored.
+ * random part (docs/decisions/0003-scopes-and-keys.md). Only {@link GeneratedKey.hash} and {@link
+ * GeneratedKey.prefix} may be stored.
  */
 export function generateApiKey(env: Environment): GeneratedKey {
   const random = randomBase62(RANDOM_LENGTH);
@@ -52,7 +53,7 @@ export function generateApiKey(env: Environment): GeneratedKey {
 }
 
 /**
- * Checks a presented key's shape and checksum without any store lookup (DESIGN D3).
+ * Checks a presented key's shape and checksum without any store lookup (docs/decisions/0003-scopes-and-keys.md).
  * @returns the key's environment, or `null` when the key is malformed or its checksum is wrong.
  */
 export function parseApiKey(key: string): { env: Environment } | null {
@@ -65,12 +66,12 @@ export function parseApiKey(key: string): { env: Environment } | null {
   return { env };
 }
 
-/** SHA-256 of a key as lowercase hex: the only form keys are stored in (DESIGN D11). */
+/** SHA-256 of a key as lowercase hex: the only form keys are stored in (docs/decisions/0020-security-promises.md). */
 export function hashApiKey(key: string): string {
   return createHash('sha256').update(key, 'utf8').digest('hex');
 }
 
-/** Constant-time equality of two hex digests of equal length (DESIGN D11). */
+/** Constant-time equality of two hex digests of equal length (docs/decisions/0020-security-promises.md). */
 export function digestsEqual(a: string, b: string): boolean {
   const left = Buffer.from(a, 'hex');
   const right = Buffer.from(b, 'hex');

@@ -13,7 +13,8 @@ export class SecretError extends Error {
 
 /**
  * Encrypts secrets at rest (HMAC keys, platform credentials) with AES-256-GCM under the master key
- * (DESIGN D11). A sealed value is the text `v1.<iv>.<tag>.<ciphertext>`, each part base64url.
+ * (docs/decisions/0020-security-promises.md). A sealed value is the text `v1.<iv>.<tag>.<ciphertext>`, each part
+ * base64url.
  */
 export class SecretBox {
   readonly #key: Buffer;
@@ -55,7 +56,10 @@ export class SecretBox {
   }
 }
 
-/** Name of the master key file created in `DATA_DIR` when `SECRET_KEY` is not set (DESIGN D11). */
+/**
+ * Name of the master key file created in `DATA_DIR` when `SECRET_KEY` is not set
+ * (docs/decisions/0020-security-promises.md).
+ */
 export const KEY_FILE_NAME = 'secret.key';
 
 /**

@@ -25,11 +25,11 @@ export interface InstanceLockOptions {
 }
 
 /**
- * The one-socket lock of an instance (issue 5 §2): a row in `instance_locks` (migration 0004) that a process
- * holds while it has a socket open on the instance's credentials. Acquire takes a free row, an expired row, or
- * its own row (a conditional UPDATE, then INSERT … ON conflict DO NOTHING — race-free on SQLite and PostgreSQL
- * with the same Kysely code); the holder renews `expires_at` every `heartbeatMs`; release deletes the row.
- * Timestamps are RFC 3339 UTC text, compared as text (fixed width, DESIGN D2 schema note).
+ * The one-socket lock of an instance (docs/decisions/0025-live-engine.md): a row in `instance_locks` (migration 0004)
+ * that a process holds while it has a socket open on the instance's credentials. Acquire takes a free row, an expired
+ * row, or its own row (a conditional UPDATE, then INSERT … ON conflict DO NOTHING — race-free on SQLite and
+ * PostgreSQL with the same Kysely code); the holder renews `expires_at` every `heartbeatMs`; release deletes the row.
+ * Timestamps are RFC 3339 UTC text, compared as text (fixed width, docs/decisions/0024-engines-and-data-flow.md).
  */
 export class InstanceLock implements SessionLock {
   readonly #options: InstanceLockOptions;

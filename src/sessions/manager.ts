@@ -17,10 +17,13 @@ import { RECORD_RETRY, type RecordRetryPolicy, recordWithRetry } from './record-
 /** `Retry-After` of the 503 a call gets while its instance reconnects by itself, seconds. */
 export const RECONNECT_RETRY_AFTER_S = 2;
 
-/** How long `connect` with `immediate:false` waits for login, ms (SPEC Limits, DESIGN D7). */
+/**
+ * How long `connect` with `immediate:false` waits for login, ms (docs/api.md#session,
+ * docs/decisions/0016-session-lifecycle.md).
+ */
 export const LOGIN_VERIFY_MS = 10_000;
 
-/** Data of a connect result (SPEC Connect result). */
+/** Data of a connect result (docs/api.md#session). */
 export interface ConnectResult {
   details: 'Connected!';
   events: string;
@@ -28,7 +31,10 @@ export interface ConnectResult {
   webhook: string;
 }
 
-/** Data of a status result (SPEC Session status, with DESIGN D7's optional fields). */
+/**
+ * Data of a status result (docs/api.md#session, with the optional fields of
+ * docs/decisions/0016-session-lifecycle.md).
+ */
 export interface SessionStatus {
   connected: boolean;
   loggedIn: boolean;
@@ -43,12 +49,18 @@ export interface SessionStatus {
 export interface SessionManagerOptions {
   db: Kysely<Database>;
   box: SecretBox;
-  /** The engine for each environment (DESIGN D1): sandbox for test, Baileys for live. */
+  /**
+   * The engine for each environment (docs/decisions/0024-engines-and-data-flow.md): sandbox for test, Baileys for
+   * live.
+   */
   engines: Record<Environment, Engine>;
   recorder: EventRecorder;
   /** Finds a stored message for quoting and platform retries; undefined on a miss. */
   findMessage: (instanceId: string, id: string) => Promise<EngineMessage | undefined>;
-  /** Reads an instance's call handling (issue 14); absent: engines never reject calls. */
+  /**
+   * Reads an instance's call handling (docs/decisions/0026-chats-edits-polls-and-calls.md); absent: engines never
+   * reject calls.
+   */
   callSettings?: (instanceId: string) => Promise<CallSettings>;
   logger: FastifyBaseLogger;
   clock: Clock;
@@ -58,16 +70,17 @@ export interface SessionManagerOptions {
    */
   restoreRetry?: { baseMs: number; maxMs: number };
   /**
-   * Retry of a failed recording of any engine's event (DESIGN D2): tries in all and the first wait, ms, doubling
-   * (default {@link RECORD_RETRY}: 5 tries, 100 ms); `random` is the jitter source (default `Math.random`).
+   * Retry of a failed recording of any engine's event (docs/decisions/0024-engines-and-data-flow.md): tries in all
+   * and the first wait, ms, doubling (default {@link RECORD_RETRY}: 5 tries, 100 ms); `random` is the jitter source
+   * (default `Math.random`).
    */
   recordRetry?: { attempts?: number; baseDelayMs?: number; random?: () => number };
 }
 
 /**
- * Owns the engine session of every instance in this process and the session lifecycle of SPEC States and
- * DESIGN D7: connect (subscription, `immediate`), status, QR, disconnect, logout, and restoring sessions at boot.
- * Sessions are created lazily; engine events flow to the {@link EventRecorder}.
+ * Owns the engine session of every instance in this process and the session lifecycle of docs/api.md#session and
+ * docs/decisions/0016-session-lifecycle.md: connect (subscription, `immediate`), status, QR, disconnect, logout, and
+ * restoring sessions at boot. Sessions are created lazily; engine events flow to the {@link EventRecorder}.
  */
 export class SessionManager {
   readonly #options: SessionManagerOptions;
@@ -117,7 +130,8 @@ export class SessionManager {
       instanceId,
       env: instance.env,
       auth: new SqlAuthStateStore(db, box, instanceId),
-      // Every engine's events are recorded with the same bounded retry (DESIGN D2).
+      // Every engine's events are recorded with the same bounded retry
+      // (docs/decisions/0024-engines-and-data-flow.md).
       emit: (event: EngineEvent) => recordWithRetry({ emit: record, logger: sessionLogger }, event, policy),
       findMessage: (id) => findMessage(instanceId, id),
       ...(callSettings ? { callSettings: () => callSettings(instanceId) } : {}),
@@ -129,8 +143,9 @@ export class SessionManager {
   /**
    * The session of `instance` when it can reach the platform: logged in and connected (every messaging,
    * contacts and groups operation needs this).
-   * @throws DomainError conflict `instance is not logged in` before login (DESIGN D6), `instance is not connected`
-   *   when logged in but disconnected (SPEC Transitions: disconnect keeps the session); platform_unreachable (503)
+   * @throws DomainError conflict `instance is not logged in` before login
+   *   (docs/decisions/0001-envelope-and-error-codes.md), `instance is not connected` when logged in but disconnected
+   *   (disconnect keeps the session, docs/api.md#session); platform_unreachable (503)
    *   `not connected to the platform right now` with `retryAfter` while a connection that should be up is down and
    *   coming back by itself.
    */
@@ -158,12 +173,13 @@ export class SessionManager {
   }
 
   /**
-   * Connects `instance` (SPEC Transitions, DESIGN D7). `subscribe` replaces the stored subscription (kept in the
-   * canonical order of SPEC Events, duplicates dropped); omitted on
+   * Connects `instance` (docs/api.md#session, docs/decisions/0016-session-lifecycle.md). `subscribe` replaces the
+   * stored subscription (kept in the canonical order of {@link EVENT_TYPES}, duplicates dropped); omitted on
    * the first connect it becomes all four event types, omitted later the stored list is kept. With
    * `immediate:false` and a stored login, waits until login is verified, at most {@link LOGIN_VERIFY_MS}.
    * A successful connect stamps `lastConnectedAt` (epoch ms of the clock as RFC 3339), so requests that name no
-   * instance address this one from now on (DESIGN D4 as amended: pairing started or a session resumed).
+   * instance address this one from now on (docs/decisions/0002-instance-resolution.md: pairing started or a session
+   * resumed).
    * @throws DomainError timeout (504) when the login is not verified in time; engine errors (502/503) as raised.
    */
   async connect(
@@ -181,8 +197,9 @@ export class SessionManager {
       const ok = await session.waitForLogin(LOGIN_VERIFY_MS);
       if (!ok) throw new DomainError('timeout', 'login could not be verified within 10 seconds');
     }
-    // The instance this connect addressed becomes the default one (DESIGN D4: the latest successful connect,
-    // whether it starts pairing or resumes a stored session, makes its instance the most recently connected).
+    // The instance this connect addressed becomes the default one (docs/decisions/0002-instance-resolution.md: the
+    // latest successful connect, whether it starts pairing or resumes a stored session, makes its instance the most
+    // recently connected).
     await updateInstance(this.#options.db, instance.id, {
       lastConnectedAt: new Date(this.#options.clock()).toISOString(),
     });
@@ -195,7 +212,10 @@ export class SessionManager {
     };
   }
 
-  /** The status of `instance` (SPEC Session status, DESIGN D7). Without a session in this process: not connected. */
+  /**
+   * The status of `instance` (docs/api.md#session, docs/decisions/0016-session-lifecycle.md). Without a session in
+   * this process: not connected.
+   */
   status(instance: Instance): SessionStatus {
     const state: ConnectionState | undefined = this.#sessions.get(instance.id)?.state();
     const loggedIn = state ? state.loggedIn : instance.jid !== null;
@@ -211,7 +231,7 @@ export class SessionManager {
   }
 
   /**
-   * The current QR code of `instance` (DESIGN D7).
+   * The current QR code of `instance` (docs/decisions/0016-session-lifecycle.md).
    * @throws DomainError conflict `already logged in` / `instance is not connected`.
    */
   pairingCode(instance: Instance): PairingCode {
@@ -241,14 +261,14 @@ export class SessionManager {
     return session.requestPairingCode(phone);
   }
 
-  /** Disconnects and keeps the login (SPEC Transitions): status becomes connected:false, loggedIn:true. */
+  /** Disconnects and keeps the login (docs/api.md#session): status becomes connected:false, loggedIn:true. */
   async disconnect(instance: Instance): Promise<void> {
     this.#cancelRetry(instance.id);
     await updateInstance(this.#options.db, instance.id, { desiredState: 'disconnected' });
     await this.session(instance).disconnect();
   }
 
-  /** Logs out: unlinks the device and deletes the stored credentials (SPEC Transitions). */
+  /** Logs out: unlinks the device and deletes the stored credentials (docs/api.md#session). */
   async logout(instance: Instance): Promise<void> {
     this.#cancelRetry(instance.id);
     await updateInstance(this.#options.db, instance.id, { desiredState: 'disconnected' });
@@ -256,9 +276,10 @@ export class SessionManager {
   }
 
   /**
-   * Reconnects every instance the user left connected and logged in (DESIGN D7: a restart needs no new scan).
-   * Failures are logged per instance and do not stop the others; an instance whose platform was unreachable
-   * (503) is retried in the background with backoff until it connects or the user acts on it.
+   * Reconnects every instance the user left connected and logged in (docs/decisions/0016-session-lifecycle.md: a
+   * restart needs no new scan). Failures are logged per instance and do not stop the others; an instance whose
+   * platform was unreachable (503) is retried in the background with backoff until it connects or the user acts on
+   * it.
    * @returns how many instances were restored on the first try.
    */
   async restoreAll(concurrency = 16): Promise<number> {
@@ -341,8 +362,9 @@ export class SessionManager {
   }
 
   /**
-   * Closes and forgets the session of one instance, stored state untouched (several nodes, DESIGN D17: the node
-   * lost or handed over the instance's lease). Never throws; a close failure is logged.
+   * Closes and forgets the session of one instance, stored state untouched (several nodes,
+   * docs/decisions/0008-leases-and-fencing.md: the node lost or handed over the instance's lease). Never throws; a
+   * close failure is logged.
    */
   async release(instanceId: string): Promise<void> {
     this.#cancelRetry(instanceId);

@@ -2,10 +2,11 @@ import type { FastifyBaseLogger } from 'fastify';
 import { type EngineEvent, eventLogFields } from '../domain/messages.ts';
 
 /**
- * How a failed recording is retried (DESIGN D2, D10: an event the platform delivered once is not resent, so a
- * transient store failure such as a PostgreSQL connection reset must not drop it). Applied by the session
- * manager to every engine's `emit`, so the sandbox and Baileys have the same durability. Try `n` (n ≥ 2) waits
- * `baseDelayMs × 2^(n-2)` ms ±20 % jitter; after `attempts` tries the last error is raised.
+ * How a failed recording is retried (docs/decisions/0024-engines-and-data-flow.md,
+ * docs/decisions/0005-outbox-and-delivery.md: an event the platform delivered once is not resent, so a transient
+ * store failure such as a PostgreSQL connection reset must not drop it). Applied by the session manager to every
+ * engine's `emit`, so the sandbox and Baileys have the same durability. Try `n` (n ≥ 2) waits `baseDelayMs × 2^(n-2)`
+ * ms ±20 % jitter; after `attempts` tries the last error is raised.
  */
 export interface RecordRetryPolicy {
   /** Tries in all, the first included (≥ 1). */

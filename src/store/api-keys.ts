@@ -5,7 +5,10 @@ import { SCOPES, type Scope } from '../domain/scope.ts';
 import { nowIso } from './database.ts';
 import type { ApiKeysTable, Database } from './schema.ts';
 
-/** A stored API key: never the key itself, only its SHA-256 and display prefix (DESIGN D3, D11). */
+/**
+ * A stored API key: never the key itself, only its SHA-256 and display prefix
+ * (docs/decisions/0003-scopes-and-keys.md, docs/decisions/0020-security-promises.md).
+ */
 export interface ApiKeyRecord {
   id: string;
   orgId: string;

@@ -4,9 +4,10 @@ import { type StoredMessage, toStoredMessage } from './messages.ts';
 import type { Database } from './schema.ts';
 
 /**
- * Chats and history read from the message store (DESIGN D8): a chat is every chat JID the instance has a stored
- * message in. Order keys are the message's `timestamp` (RFC 3339 text of fixed width, so text order is time
- * order on both dialects) with a tie-breaker: the message id in a chat's history, the chat JID in the chat list.
+ * Chats and history read from the message store (docs/decisions/0017-messages-and-media.md): a chat is every chat JID
+ * the instance has a stored message in. Order keys are the message's `timestamp` (RFC 3339 text of fixed width, so
+ * text order is time order on both dialects) with a tie-breaker: the message id in a chat's history, the chat JID in
+ * the chat list.
  */
 
 /** Where a page of a chat's history starts: strictly older than this message's (timestamp, id). */

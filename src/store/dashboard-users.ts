@@ -2,7 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { DashboardUsersTable, Database } from './schema.ts';
 
-/** A dashboard user's role (DESIGN D16): owner (everything, users too), member (instances, keys, webhooks), viewer. */
+/**
+ * A dashboard user's role (docs/decisions/0022-dashboard.md): owner (everything, users too), member (instances, keys,
+ * webhooks), viewer.
+ */
 export type DashboardRole = 'owner' | 'member' | 'viewer';
 /** Every role, most privileged first. */
 export const DASHBOARD_ROLES: readonly DashboardRole[] = ['owner', 'member', 'viewer'];

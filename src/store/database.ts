@@ -26,8 +26,9 @@ export interface OpenStoreOptions {
 }
 
 /**
- * Opens the store described by `config` (DESIGN D2): better-sqlite3 in WAL mode for SQLite, a `pg` pool for
- * PostgreSQL (int8 read as JavaScript numbers). Does not migrate; call {@link migrateToLatest}.
+ * Opens the store described by `config` (docs/decisions/0024-engines-and-data-flow.md): better-sqlite3 in WAL mode
+ * for SQLite, a `pg` pool for PostgreSQL (int8 read as JavaScript numbers). Does not migrate; call {@link
+ * migrateToLatest}.
  * @throws when the SQLite file cannot be created or PostgreSQL refuses the first connection.
  */
 export async function openStore(config: DatabaseConfig, options: OpenStoreOptions = {}): Promise<Store> {
@@ -115,7 +116,7 @@ export async function migrateToLatest(store: Store): Promise<void> {
   if (error) throw error instanceof Error ? error : new Error(String(error));
 }
 
-/** True when every known migration has been applied (readiness check, DESIGN D14). */
+/** True when every known migration has been applied (readiness check, docs/decisions/0023-operations.md). */
 export async function isMigrated(store: Store): Promise<boolean> {
   const applied = await migratorFor(store).getMigrations();
   return (
@@ -131,7 +132,10 @@ function migratorFor(store: Store): Migrator {
   });
 }
 
-/** The current time as stored: RFC 3339 UTC with milliseconds and `Z` (DESIGN D6). */
+/**
+ * The current time as stored: RFC 3339 UTC with milliseconds and `Z`
+ * (docs/decisions/0001-envelope-and-error-codes.md).
+ */
 export function nowIso(clock: () => number = Date.now): string {
   return new Date(clock()).toISOString();
 }

@@ -2,21 +2,21 @@ import type { Kysely, Transaction } from 'kysely';
 import type { Database } from './schema.ts';
 
 /**
- * The webhook delivery queue (DESIGN D10), Graphile-Worker shape: a delivery row is due when `status` is
- * `pending` and `run_at` (epoch ms) has passed; a worker claims it by setting `locked_by`/`locked_at` and counts
- * the attempt in `attempts` as it claims (with an attempt row, `delivery-claims.ts`), so a delivery whose
- * attempts never finish is bounded by `max_attempts` too; it posts, then completes the attempt and applies the
- * outcome in one transaction, conditioned on still holding the claim. A lock (`locked_by` and `locked_at`, always
- * set and cleared together) is only ever held by a `pending` row: every change out of `pending` clears it (the
- * claim's in-flight test relies on this). The claims of a process known dead are released by the
- * node registry (`nodes.ts`); a claim older than the stale timeout belongs to a dead worker and may be taken over
- * in any case. No retry state lives in memory.
+ * The webhook delivery queue (docs/decisions/0005-outbox-and-delivery.md), Graphile-Worker shape: a delivery row is
+ * due when `status` is `pending` and `run_at` (epoch ms) has passed; a worker claims it by setting
+ * `locked_by`/`locked_at` and counts the attempt in `attempts` as it claims (with an attempt row,
+ * `delivery-claims.ts`), so a delivery whose attempts never finish is bounded by `max_attempts` too; it posts, then
+ * completes the attempt and applies the outcome in one transaction, conditioned on still holding the claim. A lock
+ * (`locked_by` and `locked_at`, always set and cleared together) is only ever held by a `pending` row: every change
+ * out of `pending` clears it (the claim's in-flight test relies on this). The claims of a process known dead are
+ * released by the node registry (`nodes.ts`); a claim older than the stale timeout belongs to a dead worker and may
+ * be taken over in any case. No retry state lives in memory.
  */
 
 /** Delivery statuses: `pending` (queued or in flight), `delivered`, `failed` (after the last retry or a 410). */
 export type DeliveryStatus = 'pending' | 'delivered' | 'failed';
 
-/** A new delivery row, written in the recording transaction (DESIGN D10 outbox). */
+/** A new delivery row, written in the recording transaction (docs/decisions/0005-outbox-and-delivery.md outbox). */
 export interface NewDelivery {
   eventId: string;
   instanceId: string;
@@ -184,10 +184,11 @@ export async function releaseClaims(
 export type RequeueResult = 'queued' | 'in-flight' | 'not-found';
 
 /**
- * Queues an event again (DESIGN D10 `redeliver`): a new round with `maxAttempts` attempts, due at `runAt`.
- * The row's record of the previous round's outcome (`delivered_at`, `last_error`, `last_status`) is cleared so
- * the log shows a plain pending delivery; the attempt rows are kept (numbering continues).
- * Creates the delivery row when the event was never queued (it was recorded without a URL or subscription).
+ * Queues an event again (docs/decisions/0005-outbox-and-delivery.md `redeliver`): a new round with `maxAttempts`
+ * attempts, due at `runAt`. The row's record of the previous round's outcome (`delivered_at`, `last_error`,
+ * `last_status`) is cleared so the log shows a plain pending delivery; the attempt rows are kept (numbering
+ * continues). Creates the delivery row when the event was never queued (it was recorded without a URL or
+ * subscription).
  * @returns `not-found` when the event is not one of `instanceId`'s; `in-flight` when an attempt holds a live
  *   claim on it (not stale before `staleBefore`, epoch ms).
  */

@@ -4,11 +4,11 @@ import type { DatabaseConfig } from '../config/config.ts';
 import type { Database, WebhookAttemptsTable } from './schema.ts';
 
 /**
- * Claiming due webhook deliveries (DESIGN D10), on Graphile Worker's model (`get_job`): one statement, run
- * concurrently by several processes, picks the eligible rows, locks them for the worker (`locked_by`,
- * `locked_at`) and counts the attempt (`attempts + 1`) as it claims, so an attempt that never finishes (its
- * process keeps dying) still uses up one of the `max_attempts`. See `deliveries.ts` for the rest of the queue's
- * life cycle.
+ * Claiming due webhook deliveries (docs/decisions/0005-outbox-and-delivery.md), on Graphile Worker's model
+ * (`get_job`): one statement, run concurrently by several processes, picks the eligible rows, locks them for the
+ * worker (`locked_by`, `locked_at`) and counts the attempt (`attempts + 1`) as it claims, so an attempt that never
+ * finishes (its process keeps dying) still uses up one of the `max_attempts`. See `deliveries.ts` for the rest of the
+ * queue's life cycle.
  */
 
 /** A claimed delivery with what an attempt needs. `hmacKeySealed` is opened with the SecretBox. */
@@ -53,7 +53,8 @@ export const ATTEMPTS_ABANDONED =
   'attempts abandoned: the worker stopped before the last allowed attempt finished';
 
 /**
- * Claims up to `limit` due deliveries for `workerId` (DESIGN D10) in one transaction, and with them:
+ * Claims up to `limit` due deliveries for `workerId` (docs/decisions/0005-outbox-and-delivery.md) in one transaction,
+ * and with them:
  * - writes one attempt row per claim (so an attempt a crash cuts short stays visible in the log) and marks the
  *   attempt rows a dead worker left open on those deliveries as {@link ABANDONED};
  * - fails a delivery whose claim would exceed its `max_attempts` (every allowed attempt was started and the last
@@ -103,7 +104,7 @@ interface LockedRow {
  * The claiming statement, the same on SQLite and PostgreSQL but for how the chosen rows are locked. Eligible:
  * - the **head** of an instance's queue: its pending delivery with the lowest `sequence` among those due
  *   (`run_at` ≤ now), so deliveries to one URL start in `sequence` order, while a failed one whose retry is not
- *   due yet does not hold up later events (DESIGN D10);
+ *   due yet does not hold up later events (docs/decisions/0005-outbox-and-delivery.md);
  * - of an instance that has a webhook URL and whose webhook was not disabled by a 410;
  * - while no delivery of that instance is in flight (claimed and not stale): one attempt per URL at a time;
  * - not claimed, or claimed before `staleBefore` (its worker died: the claim is taken over).

@@ -3,8 +3,8 @@ import type { Kysely } from 'kysely';
 import type { Database } from './schema.ts';
 
 /**
- * Memory of gateway request signatures already used (DESIGN D12 replay protection), shared by every process
- * using the same store (SQL) or Redis.
+ * Memory of gateway request signatures already used (docs/decisions/0021-gateway-form.md replay protection), shared
+ * by every process using the same store (SQL) or Redis.
  */
 export interface ReplayMemory {
   /**
@@ -52,8 +52,8 @@ export class SqlReplayMemory implements ReplayMemory {
 }
 
 /**
- * {@link ReplayMemory} in Redis (used when `REDIS_URL` is set, DESIGN D13's shared store): `SET key 1 PX ttl NX`
- * is the atomic claim; Redis expires the key when the signature leaves its window.
+ * {@link ReplayMemory} in Redis (used when `REDIS_URL` is set, docs/decisions/0019-rate-limits-and-plans.md's shared
+ * store): `SET key 1 PX ttl NX` is the atomic claim; Redis expires the key when the signature leaves its window.
  */
 export class RedisReplayMemory implements ReplayMemory {
   readonly #redis: Redis;

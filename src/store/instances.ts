@@ -71,7 +71,10 @@ export async function listInstances(
   return rows.map(toInstance);
 }
 
-/** Instances the user left connected and that hold a login: reconnected at boot (DESIGN D7). */
+/**
+ * Instances the user left connected and that hold a login: reconnected at boot
+ * (docs/decisions/0016-session-lifecycle.md).
+ */
 export async function listInstancesToRestore(db: Kysely<Database>): Promise<Instance[]> {
   const rows = await db
     .selectFrom('instances')
@@ -84,7 +87,8 @@ export async function listInstancesToRestore(db: Kysely<Database>): Promise<Inst
 
 /**
  * An instance of organization `orgId` in `env` already linked to `phone`, if any (a phone selects one instance
- * per organization, DESIGN D4; other organizations are never consulted, DESIGN D11).
+ * per organization, docs/decisions/0002-instance-resolution.md; other organizations are never consulted,
+ * docs/decisions/0020-security-promises.md).
  */
 export async function findInstanceByPhone(
   db: Kysely<Database>,

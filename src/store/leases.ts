@@ -2,10 +2,10 @@ import type { Kysely } from 'kysely';
 import type { Database } from './schema.ts';
 
 /**
- * Queries of the cluster (DESIGN D17, migration 0012): instance leases (owner node, fencing token, expiry in epoch
- * ms) and the nodes' internal URLs. Every change of owner is a conditional statement on the previous token (or an
- * insert that does nothing on conflict), so two nodes racing for one instance never both win, on SQLite and
- * PostgreSQL alike.
+ * Queries of the cluster (docs/decisions/0008-leases-and-fencing.md, migration 0012): instance leases (owner node,
+ * fencing token, expiry in epoch ms) and the nodes' internal URLs. Every change of owner is a conditional statement
+ * on the previous token (or an insert that does nothing on conflict), so two nodes racing for one instance never both
+ * win, on SQLite and PostgreSQL alike.
  */
 
 /** A lease row. `expiresAt` is epoch ms. */

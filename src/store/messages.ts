@@ -9,7 +9,7 @@ import type {
 } from '../domain/messages.ts';
 import type { Database, MessagesTable } from './schema.ts';
 
-/** Delivery states in order (DESIGN D8); a message only ever moves to a later one. */
+/** Delivery states in order (docs/decisions/0017-messages-and-media.md); a message only ever moves to a later one. */
 export const DELIVERY_STATES: readonly DeliveryState[] = ['sent', 'delivered', 'read', 'played'];
 
 const KINDS: readonly MessageKind[] = [
@@ -32,7 +32,7 @@ export interface StoredMessage extends EngineMessage {
   stateAt: string;
 }
 
-/** A user the instance exchanged messages with (DESIGN D9 contacts list). Times are RFC 3339. */
+/** A user the instance exchanged messages with (docs/decisions/0004-sandbox.md contacts list). Times are RFC 3339. */
 export interface ChatPeer {
   jid: Jid;
   /** Latest display name the user's messages carried; empty when none arrived yet. */
@@ -100,7 +100,8 @@ export async function insertMessage(
 
 /**
  * Moves messages `ids` of an instance to `state` when they are in an earlier state (never backwards,
- * DESIGN D8); `chat` limits the change to one chat when given. Returns how many rows moved.
+ * docs/decisions/0017-messages-and-media.md); `chat` limits the change to one chat when given. Returns how many rows
+ * moved.
  */
 export async function advanceDeliveryState(
   db: Kysely<Database>,
@@ -181,7 +182,7 @@ export async function listChatMessages(
   return rows.map(toStoredMessage);
 }
 
-/** Every user the instance exchanged messages with, ordered by JID (DESIGN D9 contacts list). */
+/** Every user the instance exchanged messages with, ordered by JID (docs/decisions/0004-sandbox.md contacts list). */
 export async function listChatPeers(db: Kysely<Database>, instanceId: string): Promise<ChatPeer[]> {
   const rows = await db
     .selectFrom('chat_peers')
@@ -198,9 +199,10 @@ export async function listChatPeers(db: Kysely<Database>, instanceId: string): P
 }
 
 /**
- * Applies an edit or a deletion for everyone to stored message `update.messageId` (issue 14): an edit replaces
- * the text and sets `editedAt`; a deletion drops the text, caption, mentions and poll and sets `deletedAt`. The
- * row keeps its id, chat and delivery state. A message parley never stored is left alone (returns false).
+ * Applies an edit or a deletion for everyone to stored message `update.messageId`
+ * (docs/decisions/0026-chats-edits-polls-and-calls.md): an edit replaces the text and sets `editedAt`; a deletion
+ * drops the text, caption, mentions and poll and sets `deletedAt`. The row keeps its id, chat and delivery state. A
+ * message parley never stored is left alone (returns false).
  */
 export async function applyMessageUpdate(
   db: Kysely<Database>,

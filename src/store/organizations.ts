@@ -3,11 +3,14 @@ import type { Kysely } from 'kysely';
 import { nowIso } from './database.ts';
 import type { Database, OrganizationsTable } from './schema.ts';
 
-/** Billing plans (SPEC Limits, DESIGN D3). */
+/** Billing plans (docs/api.md#rate-limits, docs/decisions/0019-rate-limits-and-plans.md). */
 export type Plan = 'free' | 'pro' | 'enterprise';
 export const PLANS: readonly Plan[] = ['free', 'pro', 'enterprise'];
 
-/** An organization; `perMinute`/`perDay` are set only for `enterprise` (its own limits, DESIGN D3). */
+/**
+ * An organization; `perMinute`/`perDay` are set only for `enterprise` (its own limits,
+ * docs/decisions/0019-rate-limits-and-plans.md).
+ */
 export interface Organization {
   id: string;
   name: string;
@@ -72,7 +75,7 @@ export async function getOrganization(db: Kysely<Database>, id: string): Promise
   return row ? toOrganization(row) : undefined;
 }
 
-/** Number of organizations (0 on a fresh store: the bootstrap runs, DESIGN D3). */
+/** Number of organizations (0 on a fresh store: the bootstrap runs, docs/decisions/0003-scopes-and-keys.md). */
 export async function countOrganizations(db: Kysely<Database>): Promise<number> {
   const row = await db
     .selectFrom('organizations')

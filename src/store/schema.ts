@@ -24,11 +24,15 @@ export interface InstancesTable {
   jid: string | null;
   push_name: string | null;
   webhook_url: string | null;
-  /** JSON array of subscribed event types; null until the first connect (DESIGN D7). */
+  /**
+   * JSON array of subscribed event types; null until the first connect (docs/decisions/0016-session-lifecycle.md).
+   */
   subscribe: string | null;
-  /** HMAC key sealed with the master key (DESIGN D11). */
+  /** HMAC key sealed with the master key (docs/decisions/0020-security-promises.md). */
   hmac_key: string | null;
-  /** `connected` when the user asked for a live session; restored at boot (DESIGN D7). */
+  /**
+   * `connected` when the user asked for a live session; restored at boot (docs/decisions/0016-session-lifecycle.md).
+   */
   desired_state: string;
   last_connected_at: string | null;
   created_at: string;
@@ -43,7 +47,10 @@ export interface ApiKeysTable {
   key_hash: string;
   /** JSON array of scopes. */
   scopes: string;
-  /** JSON array of instance ids the key may address; empty = all of the org in its env (DESIGN D3). */
+  /**
+   * JSON array of instance ids the key may address; empty = all of the org in its env
+   * (docs/decisions/0003-scopes-and-keys.md).
+   */
   instance_ids: string;
   expires_at: string | null;
   revoked_at: string | null;
@@ -69,7 +76,10 @@ export interface InstanceLocksTable {
   expires_at: string;
 }
 
-/** Per-instance webhook state (migration 0003, DESIGN D10): last event `sequence`, and a 410 Gone disabling. */
+/**
+ * Per-instance webhook state (migration 0003, docs/decisions/0005-outbox-and-delivery.md): last event `sequence`, and
+ * a 410 Gone disabling.
+ */
 export interface WebhookStateTable {
   instance_id: string;
   /** The last `sequence` handed out to an event of this instance (0 before the first). */
@@ -79,7 +89,10 @@ export interface WebhookStateTable {
   disabled_reason: string | null;
 }
 
-/** A normalised webhook event (DESIGN D10); `payload` is the exact body text that is signed and sent. */
+/**
+ * A normalised webhook event (docs/decisions/0018-webhook-events-and-payloads.md); `payload` is the exact body text
+ * that is signed and sent.
+ */
 export interface WebhookEventsTable {
   /** UUID; sent as `webhook-id`, the same on every retry. */
   id: string;
@@ -116,7 +129,10 @@ export interface WebhookDeliveriesTable {
   updated_at: string;
 }
 
-/** One HTTP attempt of a delivery (DESIGN D10 delivery log), written at claim time and completed after. */
+/**
+ * One HTTP attempt of a delivery (docs/decisions/0005-outbox-and-delivery.md delivery log), written at claim time and
+ * completed after.
+ */
 export interface WebhookAttemptsTable {
   id: string;
   event_id: string;
@@ -138,7 +154,10 @@ export interface WebhookAttemptsTable {
   response_truncated: number;
 }
 
-/** A gateway request signature already used (migration 0005, DESIGN D12): kept until it leaves the window. */
+/**
+ * A gateway request signature already used (migration 0005, docs/decisions/0021-gateway-form.md): kept until it
+ * leaves the window.
+ */
 export interface GatewayReplayTable {
   instance_id: string;
   /** Lowercase hex HMAC-SHA256 of the request. */
@@ -148,8 +167,9 @@ export interface GatewayReplayTable {
 }
 
 /**
- * A sent or received message (migration 0002, DESIGN D8). `from_me`/`is_group` are 0/1; `content` is the JSON of
- * `MessageContent`; `state` is `sent` → `delivered` → `read` → `played`, never moving backwards.
+ * A sent or received message (migration 0002, docs/decisions/0017-messages-and-media.md). `from_me`/`is_group` are
+ * 0/1; `content` is the JSON of `MessageContent`; `state` is `sent` → `delivered` → `read` → `played`, never moving
+ * backwards.
  */
 export interface MessagesTable {
   instance_id: string;
@@ -173,7 +193,9 @@ export interface MessagesTable {
   created_at: string;
 }
 
-/** A user the instance exchanged messages with (migration 0002; the contacts list, DESIGN D9). */
+/**
+ * A user the instance exchanged messages with (migration 0002; the contacts list, docs/decisions/0004-sandbox.md).
+ */
 export interface ChatPeersTable {
   instance_id: string;
   /** Plain user JID `<phone>@s.whatsapp.net`. */
@@ -223,7 +245,7 @@ export interface RateLimitWindowsTable {
   reset_at: number;
 }
 
-/** A person who signs in to the dashboard (migration 0010, DESIGN D16). */
+/** A person who signs in to the dashboard (migration 0010, docs/decisions/0022-dashboard.md). */
 export interface DashboardUsersTable {
   id: string;
   org_id: string;

@@ -2,8 +2,8 @@ import { type Kysely, sql, type Transaction } from 'kysely';
 import type { Database, WebhookAttemptsTable, WebhookDeliveriesTable } from './schema.ts';
 
 /**
- * Webhook event rows and per-instance webhook state (DESIGN D10): sequence numbers, the 410 disabling, and the
- * delivery log's reads. The delivery queue itself is in `deliveries.ts`.
+ * Webhook event rows and per-instance webhook state (docs/decisions/0005-outbox-and-delivery.md): sequence numbers,
+ * the 410 disabling, and the delivery log's reads. The delivery queue itself is in `deliveries.ts`.
  */
 
 /** Per-instance webhook state; `disabledAt` (RFC 3339) is set when a 410 Gone disabled the webhook. */
@@ -14,10 +14,10 @@ export interface WebhookState {
 }
 
 /**
- * Hands out the next `sequence` of `instanceId` (1, 2, 3, … per instance, DESIGN D10) and returns it with the
- * webhook's disabled state. Upserts the state row; on PostgreSQL its row lock serialises concurrent writers of
- * the same instance until their transactions end, so numbers are unique and gap-free even across processes.
- * Must run inside the transaction that writes the event.
+ * Hands out the next `sequence` of `instanceId` (1, 2, 3, … per instance, docs/decisions/0005-outbox-and-delivery.md)
+ * and returns it with the webhook's disabled state. Upserts the state row; on PostgreSQL its row lock serialises
+ * concurrent writers of the same instance until their transactions end, so numbers are unique and gap-free even
+ * across processes. Must run inside the transaction that writes the event.
  */
 export async function nextSequence(
   trx: Transaction<Database>,
@@ -52,7 +52,7 @@ export async function getWebhookState(db: Kysely<Database>, instanceId: string):
   };
 }
 
-/** Clears a 410 disabling (`POST /v1/webhook` sets the URL again, DESIGN D10). */
+/** Clears a 410 disabling (`POST /v1/webhook` sets the URL again, docs/decisions/0005-outbox-and-delivery.md). */
 export async function enableWebhook(db: Kysely<Database>, instanceId: string): Promise<void> {
   await db
     .updateTable('webhook_state')
@@ -73,7 +73,7 @@ export interface NewWebhookEvent {
   createdAt: string;
 }
 
-/** Inserts an event row inside the recording transaction (DESIGN D10 outbox). */
+/** Inserts an event row inside the recording transaction (docs/decisions/0005-outbox-and-delivery.md outbox). */
 export async function insertWebhookEvent(trx: Transaction<Database>, event: NewWebhookEvent): Promise<void> {
   await trx
     .insertInto('webhook_events')
@@ -143,8 +143,8 @@ export interface LogQuery {
 }
 
 /**
- * Events of `instanceId`, newest (highest sequence) first, with their delivery and attempts (DESIGN D10
- * `GET /v1/webhook/deliveries`). Returns at most `limit` entries.
+ * Events of `instanceId`, newest (highest sequence) first, with their delivery and attempts
+ * (docs/decisions/0005-outbox-and-delivery.md `GET /v1/webhook/deliveries`). Returns at most `limit` entries.
  *
  * The two reads (events with deliveries, then their attempts) share one transaction so they see one snapshot:
  * an attempt that finishes meanwhile (`finishAttempt` completes the attempt row and updates the delivery row

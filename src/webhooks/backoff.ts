@@ -1,12 +1,12 @@
 /**
- * Retry timing of webhook deliveries (DESIGN D10): the delays after each failed attempt come from the
- * configured schedule (`WEBHOOK_RETRY_SCHEDULE`, default 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h), each with
- * ±20 % jitter; a `Retry-After` answer replaces the jittered delay, clamped to 1×–2× the scheduled delay.
- * {@link RetryPolicy} is the one place a worker asks when to try again; the pure functions below are its parts.
- * The delivery row holds all retry state (`attempts`, counted at claim, and `max_attempts`), the worker none.
+ * Retry timing of webhook deliveries (docs/decisions/0005-outbox-and-delivery.md): the delays after each failed
+ * attempt come from the configured schedule (`WEBHOOK_RETRY_SCHEDULE`, default 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10
+ * h), each with ±20 % jitter; a `Retry-After` answer replaces the jittered delay, clamped to 1×–2× the scheduled
+ * delay. {@link RetryPolicy} is the one place a worker asks when to try again; the pure functions below are its
+ * parts. The delivery row holds all retry state (`attempts`, counted at claim, and `max_attempts`), the worker none.
  */
 
-/** Jitter applied to each scheduled delay: ±20 % (DESIGN D10). */
+/** Jitter applied to each scheduled delay: ±20 % (docs/decisions/0005-outbox-and-delivery.md). */
 export const JITTER = 0.2;
 
 /**
@@ -72,8 +72,8 @@ export interface NextAttemptInput {
 }
 
 /**
- * The retry policy of webhook deliveries (DESIGN D10) in one object: the configured schedule
- * (`WEBHOOK_RETRY_SCHEDULE`), how many attempts a round gets, the ±20 % jitter, and `Retry-After` clamped to
+ * The retry policy of webhook deliveries (docs/decisions/0005-outbox-and-delivery.md) in one object: the configured
+ * schedule (`WEBHOOK_RETRY_SCHEDULE`), how many attempts a round gets, the ±20 % jitter, and `Retry-After` clamped to
  * 1×–2× the scheduled delay.
  */
 export class RetryPolicy {

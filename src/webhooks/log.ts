@@ -3,8 +3,8 @@ import type { EventType } from '../domain/instance.ts';
 import type { LogEntry, LogStatus } from '../store/webhook-events.ts';
 
 /**
- * The delivery log as the API shows it (DESIGN D10 `GET /v1/webhook/deliveries`): one entry per event with its
- * delivery state and every attempt. Times are RFC 3339 UTC.
+ * The delivery log as the API shows it (docs/decisions/0005-outbox-and-delivery.md `GET /v1/webhook/deliveries`): one
+ * entry per event with its delivery state and every attempt. Times are RFC 3339 UTC.
  */
 
 /** One attempt as listed. */

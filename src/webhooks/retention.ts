@@ -20,8 +20,9 @@ export interface LogRetentionOptions {
 
 /**
  * Keeps the webhook delivery log bounded: finished events (delivered, failed, never queued) older than the
- * retention leave the store with their attempts; pending deliveries are never touched (DESIGN D10 keeps failed
- * deliveries redeliverable for as long as they are retained). Runs in every process; deletions are idempotent.
+ * retention leave the store with their attempts; pending deliveries are never touched
+ * (docs/decisions/0005-outbox-and-delivery.md keeps failed deliveries redeliverable for as long as they are
+ * retained). Runs in every process; deletions are idempotent.
  */
 export class LogRetention extends PeriodicJob {
   readonly #options: LogRetentionOptions;

@@ -1,20 +1,21 @@
 import { createHmac } from 'node:crypto';
 
 /**
- * Webhook signatures (DESIGN D10). Both use HMAC-SHA256 with the instance's HMAC key as UTF-8 bytes:
- * - `x-hmac-signature`: lowercase hex over the exact body bytes (SPEC Events rule 4);
+ * Webhook signatures (docs/decisions/0006-signatures.md). Both use HMAC-SHA256 with the instance's HMAC key as UTF-8
+ * bytes:
+ * - `x-hmac-signature`: lowercase hex over the exact body bytes (docs/api.md#headers-and-signatures);
  * - `webhook-signature`: `v1,` + base64 over `${webhook-id}.${webhook-timestamp}.${body}` (Standard Webhooks,
  *   https://www.standardwebhooks.com; verifiable with npm `standardwebhooks`, secret in raw format), which adds
  *   replay protection because the timestamp is signed.
  */
 
-/** Lowercase hex HMAC-SHA256 of `body` under `key` (`x-hmac-signature`, DESIGN D10). */
+/** Lowercase hex HMAC-SHA256 of `body` under `key` (`x-hmac-signature`, docs/decisions/0006-signatures.md). */
 export function hmacHex(key: string, body: string | Buffer): string {
   return createHmac('sha256', Buffer.from(key, 'utf8')).update(body).digest('hex');
 }
 
 /**
- * Standard Webhooks signature (`webhook-signature`, DESIGN D10): `v1,` + base64 HMAC-SHA256 of
+ * Standard Webhooks signature (`webhook-signature`, docs/decisions/0006-signatures.md): `v1,` + base64 HMAC-SHA256 of
  * `${id}.${timestampSeconds}.${body}` under `key`.
  * @param timestampSeconds Unix time in whole seconds, as sent in `webhook-timestamp`.
  */
@@ -44,8 +45,8 @@ export interface SignInput {
 }
 
 /**
- * Headers of one webhook POST (DESIGN D10): `content-type`, `user-agent`, `webhook-id`, `webhook-timestamp`,
- * and, when an HMAC key is configured, `x-hmac-signature` and `webhook-signature`.
+ * Headers of one webhook POST (docs/decisions/0006-signatures.md): `content-type`, `user-agent`, `webhook-id`,
+ * `webhook-timestamp`, and, when an HMAC key is configured, `x-hmac-signature` and `webhook-signature`.
  */
 export function webhookHeaders(input: SignInput): Record<string, string> {
   const headers: Record<string, string> = {

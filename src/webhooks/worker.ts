@@ -16,20 +16,23 @@ import { type ClaimedDelivery, claimDeliveries } from '../store/delivery-claims.
 import { RetryPolicy } from './backoff.ts';
 import { webhookHeaders } from './signing.ts';
 
-/** Bytes of a receiver's response body kept in the attempts log (DESIGN D10: first 2 KB). */
+/**
+ * Bytes of a receiver's response body kept in the attempts log (docs/decisions/0005-outbox-and-delivery.md: first 2
+ * KB).
+ */
 export const RESPONSE_LOG_BYTES = 2048;
 
 /** Options of a {@link DeliveryWorker}. Durations in milliseconds. */
 export interface DeliveryWorkerOptions {
   store: Store;
   box: SecretBox;
-  /** Every attempt goes through the outbound guard (DESIGN D11). */
+  /** Every attempt goes through the outbound guard (docs/decisions/0020-security-promises.md). */
   guard: Pick<OutboundGuard, 'request'>;
   clock: Clock;
   logger: FastifyBaseLogger;
-  /** Retry delays (DESIGN D10, `WEBHOOK_RETRY_SCHEDULE`). */
+  /** Retry delays (docs/decisions/0005-outbox-and-delivery.md, `WEBHOOK_RETRY_SCHEDULE`). */
   scheduleMs: readonly number[];
-  /** Time allowed for one attempt (DESIGN D10: 15 s). */
+  /** Time allowed for one attempt (docs/decisions/0005-outbox-and-delivery.md: 15 s). */
   timeoutMs: number;
   /** How often to look for due rows when nothing woke the worker (default 1,000). */
   pollIntervalMs?: number;
@@ -58,12 +61,12 @@ export type WebhookWorkerTuning = Pick<
 >;
 
 /**
- * Delivers queued webhook events (DESIGN D10). Claims due rows from the store (several processes can share the
- * queue on PostgreSQL), posts each through the outbound guard with the D10 headers and signatures, records the
- * attempt and schedules the next one in the row. It keeps no retry state in memory: a process killed at any
- * instant loses nothing: its claims are released by the node registry as soon as the process is known dead
- * (`src/nodes/registry.ts`: at the next boot on the same host, or once its heartbeat lapses), and taken over once
- * stale in any case. A poll timer plus {@link wake} (called when
+ * Delivers queued webhook events (docs/decisions/0005-outbox-and-delivery.md). Claims due rows from the store
+ * (several processes can share the queue on PostgreSQL), posts each through the outbound guard with the headers and
+ * signatures of docs/decisions/0006-signatures.md, records the attempt and schedules the next one in the row. It
+ * keeps no retry state in memory: a process killed at any instant loses nothing: its claims are released by the node
+ * registry as soon as the process is known dead (`src/nodes/registry.ts`: at the next boot on the same host, or once
+ * its heartbeat lapses), and taken over once stale in any case. A poll timer plus {@link wake} (called when
  * an event was queued or an attempt finished) drive it.
  */
 export class DeliveryWorker {
@@ -116,8 +119,9 @@ export class DeliveryWorker {
   /**
    * Asks the worker to look for due rows now instead of at the next poll. Never throws. With `instanceId` (an
    * event of that instance was queued), nothing happens while this process has a delivery of that instance in
-   * flight: the new event cannot be claimed before that attempt ends (DESIGN D10 order), and its end wakes the
-   * worker anyway. This keeps a busy instance's every commit from running a claim query that cannot succeed.
+   * flight: the new event cannot be claimed before that attempt ends (docs/decisions/0005-outbox-and-delivery.md
+   * order), and its end wakes the worker anyway. This keeps a busy instance's every commit from running a claim query
+   * that cannot succeed.
    */
   wake(instanceId?: string): void {
     if (instanceId !== undefined && this.#busyInstances.has(instanceId)) return;
@@ -130,7 +134,8 @@ export class DeliveryWorker {
   /**
    * Stops claiming, then lets attempts in flight finish for up to `graceMs`; claims still held after that are
    * released so another process (or the next start) retries them at once instead of after the stale timeout
-   * (DESIGN D14: shutdown within its budget). An attempt that finishes later does not change its row.
+   * (docs/decisions/0023-operations.md: shutdown within its budget). An attempt that finishes later does not change
+   * its row.
    */
   async stop(graceMs = 5000): Promise<void> {
     if (!this.#running) return;
@@ -222,9 +227,9 @@ export class DeliveryWorker {
 
   /**
    * The `error` of a failed attempt as the tenant reads it in the delivery log: only the guard's caller-safe
-   * text (DESIGN D11: no resolved address, address class or resolver code; a host resolving to a refused
-   * address reads the same as one that does not resolve), or `attempt failed: internal error`. The details
-   * go to the server log with the event id.
+   * text (docs/decisions/0020-security-promises.md: no resolved address, address class or resolver code; a host
+   * resolving to a refused address reads the same as one that does not resolve), or `attempt failed: internal error`.
+   * The details go to the server log with the event id.
    */
   #attemptError(delivery: ClaimedDelivery, error: unknown): string {
     const { logger } = this.#options;

@@ -6,10 +6,10 @@ import { insertApiKey, revokeApiKey } from '../../src/store/api-keys.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 
 /**
- * The shared auth suite (DESIGN D3, D5, D11): every route that declares a scope is called with each kind of bad
- * credential and must answer exactly 401 `invalid API key`; with a key lacking its scope, 403 naming it; with a
- * live key aimed at a test instance, never a success. Routes are read from the app's own route table, so a new
- * route is covered the moment it is registered.
+ * The shared auth suite (docs/decisions/0003-scopes-and-keys.md, docs/decisions/0020-security-promises.md): every
+ * route that declares a scope is called with each kind of bad credential and must answer exactly 401
+ * `invalid API key`; with a key lacking its scope, 403 naming it; with a live key aimed at a test instance, never a
+ * success. Routes are read from the app's own route table, so a new route is covered the moment it is registered.
  */
 describe('shared auth suite: every authenticated route', () => {
   let t: TestApp;
@@ -125,7 +125,8 @@ describe('shared auth suite: every authenticated route', () => {
   it('a key of the other environment never reaches a test instance', async () => {
     for (const route of authenticated()) {
       const { status, body } = await call(route.method, route.url, `Bearer ${keys.live}`);
-      // Validation (400) precedes instance resolution (DESIGN D2); past it, the answer is 404, never success.
+      // Validation (400) precedes instance resolution (docs/decisions/0024-engines-and-data-flow.md); past it, the
+      // answer is 404, never success.
       assert.ok(status === 404 || status === 400, `${route.method} ${route.url} answered ${status}`);
       if (status === 404 && route.testOnly) {
         assert.equal(body.error.message, 'sandbox helpers exist only for svc_test_ keys');

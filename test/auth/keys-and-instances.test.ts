@@ -14,7 +14,7 @@ async function until(condition: () => Promise<boolean>, what: string, timeoutMs 
 }
 
 for (const dialect of testDialects()) {
-  describe(`API keys (DESIGN D3, D11) [${dialect}]`, () => {
+  describe(`API keys (docs/decisions/0003-scopes-and-keys.md, docs/decisions/0020-security-promises.md) [${dialect}]`, () => {
     let t: TestApp;
     before(async () => {
       t = await createTestApp({ dialect });
@@ -75,7 +75,7 @@ for (const dialect of testDialects()) {
     });
   });
 
-  describe(`instance resolution (DESIGN D4) [${dialect}]`, () => {
+  describe(`instance resolution (docs/decisions/0002-instance-resolution.md) [${dialect}]`, () => {
     let t: TestApp;
     before(async () => {
       t = await createTestApp({ dialect });
@@ -144,7 +144,8 @@ for (const dialect of testDialects()) {
           error: { code: 404, message: 'instance not found' },
         });
         assert.equal((await other.call('POST', `/v1/sandbox/scan?from=${t.instance.id}`, {})).status, 404);
-        // A phone linked in another organization is neither revealed nor blocked (DESIGN D11).
+        // A phone linked in another organization is neither revealed nor blocked
+        // (docs/decisions/0020-security-promises.md).
         await other.call('POST', '/v1/session/connect');
         const scan = await other.call('POST', '/v1/sandbox/scan', { phone: '5511999990101' });
         assert.equal(scan.status, 200);

@@ -113,7 +113,7 @@ for (const dialect of testDialects()) {
         .where('instance_id', '=', fixture.instanceIds[0] ?? '')
         .where('category', '=', CREDS_CATEGORY)
         .executeTakeFirstOrThrow();
-      assert.match(raw.value, /^v1\./, 'AES-256-GCM sealed (DESIGN D11)');
+      assert.match(raw.value, /^v1\./, 'AES-256-GCM sealed (docs/decisions/0020-security-promises.md)');
       assert.ok(!raw.value.includes(Buffer.from(creds.noiseKey.private).toString('base64')));
     });
 

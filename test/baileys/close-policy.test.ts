@@ -21,7 +21,7 @@ import {
   until,
 } from './support.ts';
 
-describe('close-code table (issue 5 §3)', () => {
+describe('close-code table (docs/decisions/0025-live-engine.md)', () => {
   it('has one row per code of the issue, with the action it names', () => {
     const actions = Object.fromEntries(CLOSE_POLICY.map((r) => [r.code, r.action]));
     assert.deepEqual(actions, {

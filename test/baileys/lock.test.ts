@@ -185,7 +185,7 @@ for (const dialect of testDialects()) {
       assert.deepEqual(
         { connected: session.state().connected, loggedIn: session.state().loggedIn },
         { connected: false, loggedIn: true },
-        'DESIGN D7: after disconnect',
+        'docs/decisions/0016-session-lifecycle.md: after disconnect',
       );
       await engine.close();
     });

@@ -10,7 +10,7 @@ import { liveFixture, recordingContext, silentLogger } from './support.ts';
 
 const platformRoot = WA_CERT_DETAILS.PUBLIC_KEY;
 
-describe('live engine pointed at a platform simulator (DESIGN D15)', () => {
+describe('live engine pointed at a platform simulator (docs/decisions/0007-simulator.md)', () => {
   after(() => {
     WA_CERT_DETAILS.PUBLIC_KEY = platformRoot;
   });

@@ -82,7 +82,7 @@ describe('live session over a fake socket', () => {
   const ofType = <T extends EngineEvent['type']>(events: EngineEvent[], type: T) =>
     events.filter((e): e is Extract<EngineEvent, { type: T }> => e.type === type);
 
-  it('links by QR (DESIGN D7): rotation 60 s then 20 s, the 515 restart after pairing is a new socket', async (t: TestContext) => {
+  it('links by QR (docs/decisions/0016-session-lifecycle.md): rotation 60 s then 20 s, the 515 restart after pairing is a new socket', async (t: TestContext) => {
     const { session, fake, rc, sock } = await setup({
       paired: false,
       open: (s, i) => (i === 0 ? s.qr('2@ref1,noise,identity,adv') : s.open()),
@@ -135,7 +135,7 @@ describe('live session over a fake socket', () => {
     assert.equal(session.state().loggedIn, true);
   });
 
-  it('configures Baileys as issue 5 asks: offline presence, no full history, store-backed getMessage, group cache', async () => {
+  it('configures Baileys as docs/decisions/0025-live-engine.md says: offline presence, no full history, store-backed getMessage, group cache', async () => {
     const { session, sock } = await setup();
     await session.connect();
     const config = sock().config;

@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { main } from '../../src/cli/main.ts';
 import { parseApiKey } from '../../src/security/api-keys.ts';
 
-describe('admin CLI (DESIGN D3)', () => {
+describe('admin CLI (docs/cli.md)', () => {
   let dataDir: string;
   const env = () => ({ DATA_DIR: dataDir, LOG_LEVEL: 'silent' });
   async function run(...args: string[]) {

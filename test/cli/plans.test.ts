@@ -4,10 +4,10 @@ import { createTestStore, type TestDialect, testDialects } from '../support/stor
 import { type CliResult, cli, organizationRow, storeEnv } from './support.ts';
 
 /**
- * `parley org create|update|list` as a user runs them (DESIGN D3), in a child process against a store reached
- * through the server's settings: enterprise needs both its limits, free and pro refuse limits, and the rows in
- * the store are what the command said. Commands that do not depend on each other run side by side (each run
- * starts a process), and the dialects run concurrently.
+ * `parley org create|update|list` as a user runs them (docs/decisions/0019-rate-limits-and-plans.md), in a child
+ * process against a store reached through the server's settings: enterprise needs both its limits, free and pro
+ * refuse limits, and the rows in the store are what the command said. Commands that do not depend on each other run
+ * side by side (each run starts a process), and the dialects run concurrently.
  */
 
 /** Asserts each result was refused (exit 1) with an `{"error"}` matching its pattern. */

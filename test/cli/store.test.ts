@@ -11,7 +11,7 @@ import { createTestStore, testDialects } from '../support/store.ts';
 import { cli, postgresUrl, storeEnv } from './support.ts';
 
 /**
- * The `parley` CLI as a user runs it (DESIGN D3): a child process of `bin/parley.js`, configured only through the
+ * The `parley` CLI as a user runs it (docs/cli.md): a child process of `bin/parley.js`, configured only through the
  * environment the server reads (DATA_DIR, DATABASE_URL). It works on the server's store, refuses to create one
  * that does not exist unless `--init` is given. `--json` answers are exactly one JSON object on stdout. Plans:
  * plans.test.ts.

@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
 import { ConfigError, loadConfig, readCertificateFile } from '../../src/config/config.ts';
 
-describe('configuration (DESIGN D2)', () => {
+describe('configuration (docs/decisions/0024-engines-and-data-flow.md)', () => {
   it('applies the defaults', () => {
     const config = loadConfig({});
     assert.equal(config.port, 8080);

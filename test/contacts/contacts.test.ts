@@ -10,7 +10,7 @@ const bad = (status: number, message: string) => ({ error: { code: status, messa
 const okBody = (data: unknown) => ({ success: true, code: 200, data });
 
 for (const dialect of testDialects()) {
-  describe(`contacts routes (SPEC Contacts, DESIGN D11/D12) [${dialect}]`, () => {
+  describe(`contacts routes (docs/api.md#contacts, docs/decisions/0020-security-promises.md) [${dialect}]`, () => {
     let t: TestApp;
     before(async () => {
       t = await createTestApp({ dialect });
@@ -32,11 +32,11 @@ for (const dialect of testDialects()) {
       await t.call('POST', `/v1/session/disconnect?from=${other.id}`);
       const res = await t.call('GET', `/v1/contacts/list?from=${other.id}`);
       assert.deepEqual(res.body, bad(409, 'instance is not connected'));
-      t.clock.advance(1000); // the main instance becomes the most recently connected one (DESIGN D4)
+      t.clock.advance(1000); // now the most recently connected one (docs/decisions/0002-instance-resolution.md)
       await loginSandbox(t, OWN);
     });
 
-    it('check: one entry per queried number, in order, with every SPEC field', async () => {
+    it('check: one entry per queried number, in order, with every field of docs/api.md#contacts', async () => {
       const defined = await t.call('POST', '/v1/sandbox/users', {
         phone: '5511999990003',
         verifiedName: 'Acme Ltd',
@@ -96,7 +96,7 @@ for (const dialect of testDialects()) {
       assert.equal(limit.body.data.users[499].query, many[499]);
     });
 
-    it('list: an object keyed by user JID with the SPEC Contact list entry fields', async () => {
+    it('list: an object keyed by user JID with the fields of docs/api.md#contacts', async () => {
       await t.call('POST', '/v1/sandbox/users', {
         phone: '5511999990005',
         pushName: 'Bia',

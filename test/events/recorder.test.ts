@@ -47,7 +47,7 @@ class Probe implements EventProjection {
 }
 
 for (const dialect of testDialects()) {
-  describe(`event recorder group commit (DESIGN D2, D10) [${dialect}]`, () => {
+  describe(`event recorder group commit (docs/decisions/0024-engines-and-data-flow.md, docs/decisions/0005-outbox-and-delivery.md) [${dialect}]`, () => {
     let ts: TestStore;
     before(async () => {
       ts = await createTestStore(dialect);

@@ -16,7 +16,7 @@ const VCARD =
   'BEGIN:VCARD\nVERSION:3.0\nN:Souza;Ana;;;\nFN:Ana Souza\nTEL;type=CELL:+5511999990002\nEND:VCARD';
 
 for (const dialect of testDialects()) {
-  describe(`gateway form: paths without /v1, x-instance-id (SPEC Alternate gateway form, DESIGN D12) [${dialect}]`, () => {
+  describe(`gateway form: paths without /v1, x-instance-id (docs/gateway.md, docs/decisions/0021-gateway-form.md) [${dialect}]`, () => {
     let t: TestApp;
     const gw = (method: 'GET' | 'POST', url: string, body?: unknown, headers: Record<string, string> = {}) =>
       t.call(method, url, body, { 'x-instance-id': t.instance.id, ...headers });

@@ -17,7 +17,10 @@ const REPLAYED = {
   error: { code: 401, message: 'invalid request signature: this signature was already used' },
 };
 
-/** DESIGN D12, computed independently of the server: hex HMAC-SHA256 over `ts.METHOD.path?query.body`. */
+/**
+ * docs/decisions/0021-gateway-form.md, computed independently of the server: hex HMAC-SHA256 over
+ * `ts.METHOD.path?query.body`.
+ */
 function sign(key: string, timestamp: string, method: string, pathWithQuery: string, body: string): string {
   return createHmac('sha256', key).update(`${timestamp}.${method}.${pathWithQuery}.${body}`).digest('hex');
 }
@@ -37,7 +40,7 @@ if (process.env.TEST_REDIS_URL)
 
 for (const dialect of testDialects()) {
   for (const variant of variants) {
-    describe(`gateway request signatures and replay (DESIGN D12) [${dialect}, replay memory: ${variant.name}]`, () => {
+    describe(`gateway request signatures and replay (docs/decisions/0021-gateway-form.md) [${dialect}, replay memory: ${variant.name}]`, () => {
       let t: TestApp;
       const options: TestAppOptions = {
         dialect,

@@ -18,7 +18,7 @@ const group: GroupInfo = {
   participants: [{ jid: '5511999990001@s.whatsapp.net', isAdmin: true, isSuperAdmin: true }],
 };
 
-describe('group field sets (SPEC Group "Present in")', () => {
+describe('group field sets (docs/api.md#groups: fields per operation)', () => {
   it('maps engine groups to the info, list and create fields with RFC 3339 times', () => {
     const info = toGroupDetails(group);
     assert.deepEqual(info, {

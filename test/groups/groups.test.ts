@@ -26,7 +26,7 @@ function assertParticipants(participants: any[]): void {
 }
 
 for (const dialect of testDialects()) {
-  describe(`groups routes (SPEC Groups, DESIGN D6/D11) [${dialect}]`, () => {
+  describe(`groups routes (docs/api.md#groups, docs/decisions/0001-envelope-and-error-codes.md, docs/decisions/0020-security-promises.md) [${dialect}]`, () => {
     let t: TestApp;
     let created: any;
     before(async () => {

@@ -10,7 +10,7 @@ import { REDACTED, redactUrl } from '../../src/http/log-redaction.ts';
 import { createServices, type Services } from '../../src/services.ts';
 import { createTestStore, type TestStore } from '../support/store.ts';
 
-describe('query strings are redacted in logs (DESIGN D11: keys are never logged)', () => {
+describe('query strings are redacted in logs (docs/decisions/0020-security-promises.md: keys are never logged)', () => {
   it('redacts the values of secret-looking parameters, keeps names, path and the rest', () => {
     assert.equal(redactUrl('/v1/session/status'), '/v1/session/status');
     assert.equal(

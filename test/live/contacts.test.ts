@@ -1,8 +1,8 @@
 /**
  * Contacts and the session through parley's HTTP API with a live key, against the platform simulator, in both
- * forms: `/v1` and the signed gateway form (docs/gateway.md). Contact checks answer SPEC's Contact check entry for
- * registered, unregistered and verified business users (the simulator's usync `contact` and `business`
- * answers); info carries the about text, picture id and verified name; the avatar is the simulator's
+ * forms: `/v1` and the signed gateway form (docs/gateway.md). Contact checks answer the check entry of
+ * docs/api.md#contacts for registered, unregistered and verified business users (the simulator's usync `contact` and
+ * `business` answers); info carries the about text, picture id and verified name; the avatar is the simulator's
  * `w:profile:picture` answer; the list holds the users who wrote, with the business name their messages carry.
  * Session status, QR code, connect, disconnect and logout, and a text send, go through the gateway. Runs on
  * SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.

@@ -1,6 +1,6 @@
 /**
  * parley's groups with a live key, end to end against the platform simulator: create, list, info and
- * invite-link through the HTTP API (each field as SPEC's Group resource states it, every user JID a phone JID),
+ * invite-link through the HTTP API (each field as docs/api.md#groups states it, every user JID a phone JID),
  * the platform's "not an admin" refusal as 403, a text parley sends to a group decrypted by every simulated
  * member (sender keys), a member's group message as a Message webhook, group receipts with the participant
  * both ways, and each groups operation through its gateway twin. Runs on SQLite, and on PostgreSQL when
@@ -53,7 +53,9 @@ for (const dialect of testDialects()) {
       until(what, () => sim.context.accounts.get(phone)?.inbox.find(predicate));
     const webhook = (predicate: (b: any) => boolean, what: string) =>
       until(what, () => bodies(receiver.requests).find(predicate));
-    /** The Group fields SPEC lists for list (`info: false`) or info (`info: true`) of a simulator group. */
+    /**
+     * The group fields docs/api.md#groups lists for list (`info: false`) or info (`info: true`) of a simulator group.
+     */
     const expected = (group: SimGroup, owner: string, participants: unknown[], info: boolean) => ({
       jid: group.jid,
       name: group.subject,

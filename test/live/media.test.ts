@@ -3,9 +3,9 @@
  * simulator: Baileys (the live engine) encrypts and uploads each file to the simulator's HTTPS media server
  * (trusted through PLATFORM_CA_FILE), the simulated recipient downloads it, verifies its hashes and MAC,
  * decrypts it, and the test compares the decrypted bytes by hash and every metadata field exactly — once through
- * /v1/messages/send/{kind} and once through its gateway twin /chat/send/{kind} (signed, DESIGN D12). A simulated
- * user's media, locations and contact cards come back to parley as Message webhooks. Runs on SQLite, and on PostgreSQL when
- * TEST_DATABASE_URL is set.
+ * /v1/messages/send/{kind} and once through its gateway twin /chat/send/{kind} (signed,
+ * docs/decisions/0021-gateway-form.md). A simulated user's media, locations and contact cards come back to parley as
+ * Message webhooks. Runs on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
  */
 import assert from 'node:assert/strict';
 import { createHash, createHmac } from 'node:crypto';
@@ -144,7 +144,7 @@ for (const dialect of testDialects()) {
 
     const received = (id: string, what: string) =>
       until(what, () => sim.context.accounts.get(ana)?.inbox.find((e) => e.id === id));
-    /** POST through the gateway form (DESIGN D12), signed with the instance's HMAC key. */
+    /** POST through the gateway form (docs/decisions/0021-gateway-form.md), signed with the instance's HMAC key. */
     const gateway = (path: string, body: unknown) => {
       const raw = JSON.stringify(body);
       const timestamp = String(Math.floor(app.t.clock() / 1000));

@@ -13,7 +13,7 @@ import { fixture } from '../messages/support.ts';
 import { ffmpegAvailable } from '../support/ffmpeg.ts';
 import { readStickerExif } from '../support/sticker-exif.ts';
 
-describe('media input rules (DESIGN D8)', () => {
+describe('media input rules (docs/decisions/0017-messages-and-media.md)', () => {
   it('decodes base64 data URIs whatever the declared type, and refuses malformed ones naming the field', () => {
     const bytes = fixture('tiny.png');
     const rule = MEDIA_RULES.image;
@@ -95,14 +95,14 @@ describe('media input rules (DESIGN D8)', () => {
     assert.equal(documentMimeType({ ext: 'pdf', mime: 'application/pdf' }, text, 'x.txt'), 'application/pdf');
   });
 
-  it('sizes route body limits for the largest media as base64 plus 1 MB (DESIGN D11)', () => {
+  it('sizes route body limits for the largest media as base64 plus 1 MB (docs/decisions/0020-security-promises.md)', () => {
     assert.equal(bodyLimitFor('image'), Math.ceil((16 * 1024 * 1024) / 3) * 4 + 1024 * 1024);
     assert.equal(bodyLimitFor('document'), Math.ceil((100 * 1024 * 1024) / 3) * 4 + 1024 * 1024);
     assert.ok(bodyLimitFor('sticker') > 500 * 1024 * (4 / 3));
   });
 });
 
-describe('stickers (DESIGN D8)', () => {
+describe('stickers (docs/decisions/0017-messages-and-media.md)', () => {
   it('writes the platform sticker EXIF: TIFF header, tag 0x5741, JSON length at offset 14', async () => {
     const exif = stickerExif({ packName: 'P', packPublisher: 'Q', emojis: ['😀'] });
     assert.deepEqual([...exif.subarray(0, 14)], [0x49, 0x49, 0x2a, 0, 8, 0, 0, 0, 1, 0, 0x41, 0x57, 7, 0]);

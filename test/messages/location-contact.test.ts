@@ -14,7 +14,7 @@ const VCARD = [
 ].join('\n');
 
 for (const dialect of testDialects()) {
-  describe(`location and contact sends (SPEC Messages, DESIGN D8) [${dialect}]`, () => {
+  describe(`location and contact sends (docs/api.md#messages, docs/decisions/0017-messages-and-media.md) [${dialect}]`, () => {
     let t: TestApp;
     before(async () => {
       t = await appFor(dialect);

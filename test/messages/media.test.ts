@@ -32,7 +32,7 @@ async function content(t: TestApp, id: string) {
 }
 
 for (const dialect of testDialects()) {
-  describe(`media sends by data URI (SPEC Messages, DESIGN D8) [${dialect}]`, () => {
+  describe(`media sends by data URI (docs/api.md#messages, docs/decisions/0017-messages-and-media.md) [${dialect}]`, () => {
     let t: TestApp;
     let sent: OutgoingMessage[];
     before(async () => {
@@ -308,7 +308,7 @@ for (const dialect of testDialects()) {
     });
   });
 
-  describe(`animated stickers with FFMPEG_PATH pointing at a missing binary (DESIGN D8) [${dialect}]`, () => {
+  describe(`animated stickers with FFMPEG_PATH pointing at a missing binary (docs/decisions/0017-messages-and-media.md) [${dialect}]`, () => {
     let t: TestApp;
     before(async () => {
       t = await appFor(dialect, { env: { FFMPEG_PATH: '/nonexistent/ffmpeg' } });
@@ -336,7 +336,7 @@ for (const dialect of testDialects()) {
     });
   });
 
-  describe(`media sends by https URL through the outbound guard (DESIGN D8, D11) [${dialect}]`, () => {
+  describe(`media sends by https URL through the outbound guard (docs/decisions/0017-messages-and-media.md, docs/decisions/0020-security-promises.md) [${dialect}]`, () => {
     let t: TestApp;
     let receiver: Receiver;
     before(async () => {
@@ -411,7 +411,7 @@ for (const dialect of testDialects()) {
     });
   });
 
-  describe(`media URLs to private addresses without an allowance (DESIGN D11) [${dialect}]`, () => {
+  describe(`media URLs to private addresses without an allowance (docs/decisions/0020-security-promises.md) [${dialect}]`, () => {
     let t: TestApp;
     let receiver: Receiver;
     before(async () => {

@@ -5,7 +5,7 @@ import { testDialects } from '../support/store.ts';
 import { appFor, bad, messageRow, OWN, OWN_ID, PEER, RFC3339, UNREGISTERED } from './support.ts';
 
 for (const dialect of testDialects()) {
-  describe(`reactions and read receipts (SPEC Messages) [${dialect}]`, () => {
+  describe(`reactions and read receipts (docs/api.md#messages) [${dialect}]`, () => {
     let t: TestApp;
     before(async () => {
       t = await appFor(dialect);
@@ -61,7 +61,11 @@ for (const dialect of testDialects()) {
         id: 'ABCDEF0123',
         body: '😀',
       });
-      assert.equal(unknown.status, 200, 'the platform accepts any id (DESIGN D6)');
+      assert.equal(
+        unknown.status,
+        200,
+        'the platform accepts any id (docs/decisions/0001-envelope-and-error-codes.md)',
+      );
     });
 
     it('validates reactions: one emoji, id required, me: needs an id, recipient registered', async () => {

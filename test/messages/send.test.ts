@@ -7,7 +7,7 @@ import { appFor, bad, messageRow, OWN, OWN_ID, PEER, RFC3339, UNREGISTERED } fro
 const PHONE_RULE = 'phone must be digits only, international format, no leading +';
 
 for (const dialect of testDialects()) {
-  describe(`POST /v1/messages/send and the send pipeline (SPEC Messages, DESIGN D4/D6/D8) [${dialect}]`, () => {
+  describe(`POST /v1/messages/send and the send pipeline (docs/api.md#messages, docs/decisions/0002-instance-resolution.md, docs/decisions/0001-envelope-and-error-codes.md, docs/decisions/0017-messages-and-media.md) [${dialect}]`, () => {
     let t: TestApp;
     before(async () => {
       t = await appFor(dialect);
@@ -88,7 +88,7 @@ for (const dialect of testDialects()) {
       });
     });
 
-    it('answers 422 for an unregistered recipient (numbers ending in 0000, DESIGN D9)', async () => {
+    it('answers 422 for an unregistered recipient (numbers ending in 0000, docs/decisions/0004-sandbox.md)', async () => {
       const res = await t.call('POST', '/v1/messages/send', { phone: UNREGISTERED, body: 'hi' });
       assert.deepEqual(res.body, bad(422, `recipient ${UNREGISTERED} is not registered on the platform`));
     });
@@ -160,7 +160,7 @@ for (const dialect of testDialects()) {
       assert.deepEqual(missing.body, bad(404, 'group not found'));
     });
 
-    it('needs chat:messages (DESIGN D5)', async () => {
+    it('needs chat:messages (docs/decisions/0003-scopes-and-keys.md)', async () => {
       const key = await t.newKey({ scopes: ['chat:session'] });
       const res = await t.call(
         'POST',
@@ -174,7 +174,7 @@ for (const dialect of testDialects()) {
     });
   });
 
-  describe(`from and the default instance (DESIGN D4) [${dialect}]`, () => {
+  describe(`from and the default instance (docs/decisions/0002-instance-resolution.md) [${dialect}]`, () => {
     let t: TestApp;
     before(async () => {
       t = await appFor(dialect);

@@ -27,7 +27,7 @@ function message(id: string, over: Partial<EngineMessage['source']> = {}, pushNa
 }
 
 for (const dialect of testDialects()) {
-  describe(`message store projection (DESIGN D8, D9) [${dialect}]`, () => {
+  describe(`message store projection (docs/decisions/0017-messages-and-media.md, docs/decisions/0004-sandbox.md) [${dialect}]`, () => {
     let t: TestApp;
     before(async () => {
       t = await appFor(dialect);
@@ -154,7 +154,7 @@ for (const dialect of testDialects()) {
   });
 }
 
-describe('registration cache (DESIGN D6)', () => {
+describe('registration cache (docs/decisions/0001-envelope-and-error-codes.md)', () => {
   const answer = (phones: string[], registered = true) =>
     phones.map((query) => ({
       query,

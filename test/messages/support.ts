@@ -9,10 +9,10 @@ import { createTestApp, type TestApp, type TestAppOptions } from '../support/app
 export const OWN = '5511999990001';
 /** A registered peer (default world: every number not ending in 0000). */
 export const PEER = '5511999990002';
-/** An unregistered number (ends in 0000, DESIGN D9). */
+/** An unregistered number (ends in 0000, docs/decisions/0004-sandbox.md). */
 export const UNREGISTERED = '5511999990000';
 
-/** An error envelope (SPEC Errors). */
+/** An error envelope (docs/api.md#errors). */
 export const bad = (status: number, message: string) => ({ error: { code: status, message } });
 
 /** Bytes of a committed media fixture. */
@@ -57,7 +57,7 @@ export async function messageRow(t: TestApp, id: string, instanceId = t.instance
     .executeTakeFirst();
 }
 
-/** RFC 3339 UTC with milliseconds and `Z` (DESIGN D6). */
+/** RFC 3339 UTC with milliseconds and `Z` (docs/decisions/0001-envelope-and-error-codes.md). */
 export const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-/** The platform's id shape for the account's own messages (DESIGN D8). */
+/** The platform's id shape for the account's own messages (docs/decisions/0017-messages-and-media.md). */
 export const OWN_ID = /^3EB0[0-9A-F]{18}$/;

@@ -22,7 +22,7 @@ async function rejectsWith(run: () => unknown, reason: OutboundFailure, message?
   );
 }
 
-describe('classifyAddress: IPv4 (DESIGN D11, IANA special-purpose registry)', () => {
+describe('classifyAddress: IPv4 (docs/decisions/0020-security-promises.md, IANA special-purpose registry)', () => {
   const cases: [string, string | null][] = [
     ['0.0.0.0', 'unspecified'],
     ['0.1.2.3', 'reserved'],
@@ -82,7 +82,7 @@ describe('classifyAddress: IPv6', () => {
     ['::', 'unspecified'],
     ['::1', 'loopback'],
     ['0:0:0:0:0:0:0:1', 'loopback'],
-    // Every IPv4-mapped form is refused, whatever it embeds (DESIGN D11).
+    // Every IPv4-mapped form is refused, whatever it embeds (docs/decisions/0020-security-promises.md).
     ['::ffff:127.0.0.1', 'ipv4-mapped'],
     ['::ffff:7f00:1', 'ipv4-mapped'],
     ['::ffff:10.0.0.1', 'ipv4-mapped'],
@@ -176,7 +176,7 @@ describe('address parsing and CIDR matching', () => {
   });
 });
 
-describe('OutboundGuard.parseUrl (DESIGN D11: HTTPS only)', () => {
+describe('OutboundGuard.parseUrl (docs/decisions/0020-security-promises.md: HTTPS only)', () => {
   const guard = new OutboundGuard({ allowedCidrs: [] });
 
   it('refuses every other scheme with reason "scheme"', () => {

@@ -47,7 +47,7 @@ function scriptedLookup(answer: (call: number, hostname: string) => string[]) {
   return { lookup, calls };
 }
 
-describe('OutboundGuard.request against a real HTTPS receiver (DESIGN D11)', () => {
+describe('OutboundGuard.request against a real HTTPS receiver (docs/decisions/0020-security-promises.md)', () => {
   let receiver: Receiver;
   before(async () => {
     receiver = await startReceiver();
@@ -254,7 +254,7 @@ describe('OutboundGuard.request against a real HTTPS receiver (DESIGN D11)', () 
   });
 });
 
-describe('DNS rebinding (DESIGN D11: the resolved address is checked and pinned)', () => {
+describe('DNS rebinding (docs/decisions/0020-security-promises.md: the resolved address is checked and pinned)', () => {
   // "public" stands in as 127.0.0.1 (allowed); "private" is 127.0.0.2 (not allowed) on the same port, with
   // a certificate valid for the name: if the guard ever resolved twice, the request would reach it.
   let publicSide: Receiver;
@@ -351,7 +351,7 @@ describe('connection failures', () => {
   });
 });
 
-describe('media fetch: size cap while streaming (DESIGN D8)', () => {
+describe('media fetch: size cap while streaming (docs/decisions/0017-messages-and-media.md)', () => {
   it('error mode cuts an oversize chunked stream off: the server sees the connection closed early', async () => {
     const total = 8 * 1024 * 1024;
     const media = await startMediaServer({

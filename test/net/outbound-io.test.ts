@@ -4,7 +4,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { OutboundError, OutboundGuard } from '../../src/net/outbound-guard.ts';
 import { type Receiver, startReceiver, TEST_CA } from '../support/https-receiver.ts';
 
-describe('error-mode body cap (DESIGN D8 media limits)', () => {
+describe('error-mode body cap (docs/decisions/0017-messages-and-media.md media limits)', () => {
   let receiver: Receiver;
   before(async () => {
     receiver = await startReceiver();

@@ -47,7 +47,7 @@ async function handshakeCounter(): Promise<{
   };
 }
 
-describe('outbound connection reuse (DESIGN D11: still resolved, checked and pinned per request)', () => {
+describe('outbound connection reuse (docs/decisions/0020-security-promises.md: still resolved, checked and pinned per request)', () => {
   let target: Awaited<ReturnType<typeof handshakeCounter>>;
   before(async () => {
     target = await handshakeCounter();

@@ -40,13 +40,16 @@ async function failure(run: () => Promise<unknown>, reason: OutboundFailure): Pr
   assert.fail('expected a rejection');
 }
 
-/** Nothing a caller must not learn (DESIGN D11): no address, address class or resolver code. */
+/**
+ * Nothing a caller must not learn (docs/decisions/0020-security-promises.md): no address, address class or resolver
+ * code.
+ */
 function assertNoInternals(text: string): void {
   assert.doesNotMatch(text, /\d+\.\d+\.\d+\.\d+|::|localhost|\.example/, text);
   assert.doesNotMatch(text, /loopback|private|metadata|link-local|reserved|ENOTFOUND|EAI_|ECONN/i, text);
 }
 
-describe('OutboundError.publicMessage: caller-safe text (DESIGN D11)', () => {
+describe('OutboundError.publicMessage: caller-safe text (docs/decisions/0020-security-promises.md)', () => {
   const guard = new OutboundGuard({ allowedCidrs: [], lookup });
 
   it('a host resolving to a private address and one that does not resolve read the same', async () => {

@@ -7,11 +7,12 @@ import { type Child, until } from '../webhooks/child.ts';
 import { type Cluster, call, owners, startCluster, stopAll } from './support.ts';
 
 /**
- * The dashboard on several nodes (DESIGN D16, D17), end to end: three real parley processes sharing one PostgreSQL
- * schema. A dashboard user signed in through one node connects a new instance, reads its QR code, scans it in the
- * sandbox and watches its events stream, each through a node that does not hold the instance's session: every
- * operation acts on the owner, and the instance's status read through any node says so. The owner authenticates a
- * forwarded request's session itself, and a forged node-to-node call is refused.
+ * The dashboard on several nodes (docs/decisions/0022-dashboard.md, docs/decisions/0008-leases-and-fencing.md), end
+ * to end: three real parley processes sharing one PostgreSQL schema. A dashboard user signed in through one node
+ * connects a new instance, reads its QR code, scans it in the sandbox and watches its events stream, each through a
+ * node that does not hold the instance's session: every operation acts on the owner, and the instance's status read
+ * through any node says so. The owner authenticates a forwarded request's session itself, and a forged node-to-node
+ * call is refused.
  */
 
 const SECRET = 'test-cluster-secret-0123456789abcdef';

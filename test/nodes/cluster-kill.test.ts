@@ -15,10 +15,11 @@ import {
 } from './support.ts';
 
 /**
- * Several nodes (DESIGN D17), end to end: three real parley processes sharing one PostgreSQL schema (and Redis when
- * TEST_REDIS_URL is set), sandbox instances spread across them, a steady stream of sends and inbound messages
- * through every node, then one node is killed with SIGKILL. The client stops using the node the moment it is killed,
- * as a load balancer does once its health check fails (the graceful stop is in cluster-term.test.ts).
+ * Several nodes (docs/decisions/0008-leases-and-fencing.md), end to end: three real parley processes sharing one
+ * PostgreSQL schema (and Redis when TEST_REDIS_URL is set), sandbox instances spread across them, a steady stream of
+ * sends and inbound messages through every node, then one node is killed with SIGKILL. The client stops using the
+ * node the moment it is killed, as a load balancer does once its health check fails (the graceful stop is in
+ * cluster-term.test.ts).
  */
 
 for (const dialect of testDialects().filter((d) => d === 'postgres')) {

@@ -18,12 +18,12 @@ import {
 } from './support.ts';
 
 /**
- * Live instances (the real Baileys engine) on three nodes against the platform simulator (DESIGN D17), end to end:
- * one live instance per node, each linked to its own simulator account, under a steady stream of sends through
- * parley (to a simulated user) and messages from that user (through the simulator), while one node is killed with
- * SIGKILL or stopped with SIGTERM. The simulator's account view is polled throughout: no account ever has two
- * sockets open. The client stops using the node the moment it is stopped, as a load balancer does once its health
- * check fails.
+ * Live instances (the real Baileys engine) on three nodes against the platform simulator
+ * (docs/decisions/0008-leases-and-fencing.md), end to end: one live instance per node, each linked to its own
+ * simulator account, under a steady stream of sends through parley (to a simulated user) and messages from that user
+ * (through the simulator), while one node is killed with SIGKILL or stopped with SIGTERM. The simulator's account
+ * view is polled throughout: no account ever has two sockets open. The client stops using the node the moment it is
+ * stopped, as a load balancer does once its health check fails.
  */
 
 /** Successful requests of the stream before the node is stopped, and after the failover. */

@@ -12,11 +12,11 @@ import {
 } from './support.ts';
 
 /**
- * Several nodes (DESIGN D17), end to end: three real parley processes sharing one PostgreSQL schema (and Redis when
- * TEST_REDIS_URL is set), sandbox instances spread across them, a steady stream of sends and inbound messages
- * through every node, then one node is stopped with SIGTERM: it hands its instances over and no request fails. The
- * client stops using the node the moment it is stopped, as a load balancer does once its health check fails; the
- * HAProxy suite (./haproxy.ts) runs the same with HAProxy in front.
+ * Several nodes (docs/decisions/0008-leases-and-fencing.md), end to end: three real parley processes sharing one
+ * PostgreSQL schema (and Redis when TEST_REDIS_URL is set), sandbox instances spread across them, a steady stream of
+ * sends and inbound messages through every node, then one node is stopped with SIGTERM: it hands its instances over
+ * and no request fails. The client stops using the node the moment it is stopped, as a load balancer does once its
+ * health check fails; the HAProxy suite (./haproxy.ts) runs the same with HAProxy in front.
  */
 
 for (const dialect of testDialects().filter((d) => d === 'postgres')) {

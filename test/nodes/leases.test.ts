@@ -12,8 +12,9 @@ import { upsertNode } from '../../src/store/nodes.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 
 /**
- * Instance leases of several nodes (DESIGN D17) on the real store: race-free claims with a fencing token, renewal,
- * placement of orphans by fair share, fencing of a session whose lease moved, hand-over on drain, and routing.
+ * Instance leases of several nodes (docs/decisions/0008-leases-and-fencing.md) on the real store: race-free claims
+ * with a fencing token, renewal, placement of orphans by fair share, fencing of a session whose lease moved,
+ * hand-over on drain, and routing.
  */
 
 const logger = pino({ level: 'silent' });

@@ -240,8 +240,9 @@ export async function startTraffic(
 
 /**
  * Waits until every instance of `instanceIds` answered a request of a kind in `kinds` started after `killedAt`
- * (epoch ms) with 200, and asserts the first such answer came within {@link FAILOVER_BOUND_MS} of it (DESIGN D17:
- * a dead node's instances answer again through any node). Returns each instance's time to that answer, ms.
+ * (epoch ms) with 200, and asserts the first such answer came within {@link FAILOVER_BOUND_MS} of it
+ * (docs/decisions/0008-leases-and-fencing.md: a dead node's instances answer again through any node). Returns each
+ * instance's time to that answer, ms.
  */
 export async function assertFailover(
   outcomes: readonly Outcome[],

@@ -5,9 +5,9 @@ import { createTestStore, type TestStore, testDialects } from '../support/store.
 import { until } from '../webhooks/child.ts';
 
 /**
- * The day window survives restarts on the embedded default (DESIGN D13, no Redis): a new app over the same store
- * continues the day count where the previous one left it, exactly after a graceful stop and up to the last
- * one-second write after a crash. The minute window starts afresh (kept in memory only).
+ * The day window survives restarts on the embedded default (docs/decisions/0019-rate-limits-and-plans.md, no Redis):
+ * a new app over the same store continues the day count where the previous one left it, exactly after a graceful stop
+ * and up to the last one-second write after a crash. The minute window starts afresh (kept in memory only).
  */
 
 const PLAN = { plan: 'enterprise', perMinute: 100, perDay: 5 } as const;

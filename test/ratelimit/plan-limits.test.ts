@@ -10,7 +10,7 @@ if (process.env.TEST_REDIS_URL)
   stores.push({ name: 'redis', env: { REDIS_URL: process.env.TEST_REDIS_URL } });
 
 for (const store of stores) {
-  describe(`plan rate limits (SPEC Limits, DESIGN D13) [${store.name}]`, () => {
+  describe(`plan rate limits (docs/api.md#rate-limits, docs/decisions/0019-rate-limits-and-plans.md) [${store.name}]`, () => {
     let t: TestApp;
     before(async () => {
       t = await createTestApp({ env: store.env, plan: { plan: 'enterprise', perMinute: 3, perDay: 5 } });

@@ -28,7 +28,7 @@ function operations(session: EngineSession): [string, () => Promise<unknown>][] 
 }
 
 for (const dialect of testDialects()) {
-  describe(`sandbox engine operations (DESIGN D9; SPEC Contacts, Groups) [${dialect}]`, () => {
+  describe(`sandbox engine operations (docs/decisions/0004-sandbox.md; docs/api.md#contacts, docs/api.md#groups) [${dialect}]`, () => {
     let t: TestApp;
     let session: EngineSession;
     before(async () => {

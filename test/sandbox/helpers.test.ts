@@ -18,7 +18,7 @@ const THIRD = '5511999990003';
 const jidOf = (phone: string) => `${phone}@s.whatsapp.net`;
 
 for (const dialect of testDialects()) {
-  describe(`sandbox helpers: inbound, receipt, presence, users, groups (DESIGN D9) [${dialect}]`, () => {
+  describe(`sandbox helpers: inbound, receipt, presence, users, groups (docs/decisions/0004-sandbox.md) [${dialect}]`, () => {
     let t: TestApp;
     let captured: { events: { instanceId: string; event: EngineEvent }[] };
     const lastEvent = () => captured.events.at(-1)?.event;

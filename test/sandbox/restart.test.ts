@@ -7,7 +7,7 @@ import { testDialects } from '../support/store.ts';
 const jidOf = (phone: string) => `${phone}@s.whatsapp.net`;
 
 for (const dialect of testDialects()) {
-  describe(`sandbox world persistence (DESIGN D9) [${dialect}]`, () => {
+  describe(`sandbox world persistence (docs/decisions/0004-sandbox.md) [${dialect}]`, () => {
     it('keeps defined users, groups and the id sequence across a restart and a logout', async () => {
       const first = await appFor(dialect);
       const { testStore, clock, key, instance } = first;

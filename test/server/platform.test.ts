@@ -10,7 +10,7 @@ import { platformWarning, startServer } from '../../src/server.ts';
 
 const platformRoot = WA_CERT_DETAILS.PUBLIC_KEY;
 
-describe('boot pointed at a platform simulator (DESIGN D15)', () => {
+describe('boot pointed at a platform simulator (docs/decisions/0007-simulator.md)', () => {
   after(() => {
     WA_CERT_DETAILS.PUBLIC_KEY = platformRoot;
   });

@@ -10,7 +10,7 @@ import { loadConfig } from '../../src/config/config.ts';
 import { startServer } from '../../src/server.ts';
 import { startReceiver, TEST_CA } from '../support/https-receiver.ts';
 
-describe('server (DESIGN D3, D14)', () => {
+describe('server (docs/decisions/0003-scopes-and-keys.md, docs/decisions/0023-operations.md)', () => {
   it('first boot prints a working test key and curl line once; ops endpoints answer', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'parley-server-'));
     const config = loadConfig({ DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent' });

@@ -3,10 +3,10 @@ import { after, before, describe, it } from 'node:test';
 import { createTestApp, loginSandbox, type TestApp } from '../support/app.ts';
 import { testDialects } from '../support/store.ts';
 
-// DESIGN D4 as amended: the latest successful connect — one that starts pairing as well as one that resumes a
-// stored session — makes its instance the one that requests without `from` address.
+// docs/decisions/0002-instance-resolution.md: the latest successful connect — one that starts pairing as well as one
+// that resumes a stored session — makes its instance the one that requests without `from` address.
 for (const dialect of testDialects()) {
-  describe(`a connect makes its instance the default one (DESIGN D4) [${dialect}]`, () => {
+  describe(`a connect makes its instance the default one (docs/decisions/0002-instance-resolution.md) [${dialect}]`, () => {
     let t: TestApp;
     before(async () => {
       t = await createTestApp({ dialect });

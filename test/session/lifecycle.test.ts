@@ -5,14 +5,14 @@ import { decodeQr } from '../support/qr.ts';
 import { testDialects } from '../support/store.ts';
 
 for (const dialect of testDialects()) {
-  describe(`session lifecycle on the sandbox (SPEC States, DESIGN D7) [${dialect}]`, () => {
+  describe(`session lifecycle on the sandbox (docs/api.md#session, docs/decisions/0016-session-lifecycle.md) [${dialect}]`, () => {
     let t: TestApp;
     before(async () => {
       t = await createTestApp({ dialect });
     });
     after(() => t.close());
 
-    it('walks connect → QR → scan → disconnect → reconnect → logout with the status of D7 at each step', async () => {
+    it('walks connect → QR → scan → disconnect → reconnect → logout with the status of docs/decisions/0016-session-lifecycle.md at each step', async () => {
       const status = async () => (await t.call('GET', '/v1/session/status')).body.data;
       assert.deepEqual(await status(), {
         connected: false,

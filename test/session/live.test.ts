@@ -16,7 +16,7 @@ async function until(
   }
 }
 
-describe('live instances (issue 5, DESIGN D7)', () => {
+describe('live instances (docs/decisions/0025-live-engine.md, docs/decisions/0016-session-lifecycle.md)', () => {
   it('connecting with no platform reachable answers 503 promptly and the process stays healthy', async () => {
     const t = await createTestApp();
     try {

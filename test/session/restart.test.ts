@@ -4,7 +4,7 @@ import { createTestApp, loginSandbox } from '../support/app.ts';
 import { createTestStore, testDialects } from '../support/store.ts';
 
 for (const dialect of testDialects()) {
-  describe(`restart (DESIGN D3, D7) [${dialect}]`, () => {
+  describe(`restart (docs/decisions/0003-scopes-and-keys.md, docs/decisions/0016-session-lifecycle.md) [${dialect}]`, () => {
     it('keeps orgs, keys, instances, subscriptions, HMAC keys and the sandbox login; reconnects without a scan', async () => {
       const testStore = await createTestStore(dialect);
       const first = await createTestApp({ testStore });

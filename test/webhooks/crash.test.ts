@@ -18,10 +18,10 @@ import {
 } from './child.ts';
 
 /**
- * Crash safety (DESIGN D10): the real service runs in child processes that are SIGKILLed while events are
- * queued and while a delivery is in flight (the receiver holds its answer); after a restart every recorded
- * event reaches the receiver at least once. Runs on SQLite (restarts of one process) and PostgreSQL (also two
- * processes sharing the queue, one of them killed).
+ * Crash safety (docs/decisions/0005-outbox-and-delivery.md): the real service runs in child processes that are
+ * SIGKILLed while events are queued and while a delivery is in flight (the receiver holds its answer); after a
+ * restart every recorded event reaches the receiver at least once. Runs on SQLite (restarts of one process) and
+ * PostgreSQL (also two processes sharing the queue, one of them killed).
  */
 
 /** Waits until every event in the store was answered 200 by the receiver and is `delivered` in the store. */

@@ -30,7 +30,7 @@ for (const dialect of testDialects()) {
       return { t, seen: receiver.requests.length };
     }
 
-    it('posts a signed Message event: every D10 header, both signatures recomputed independently', async () => {
+    it('posts a signed Message event: every header of docs/decisions/0006-signatures.md, both signatures recomputed independently', async () => {
       const t = await createWebhookApp({ dialect });
       try {
         await loginSandbox(t);
@@ -79,7 +79,8 @@ for (const dialect of testDialects()) {
         assert.equal(message.attempts[0].error, null);
         assert.equal(message.attempts[0].url, receiver.url);
         assert.deepEqual(message.payload, body);
-        // The scan's HistorySync came before the URL was set: recorded for the log, not sent (DESIGN D10).
+        // The scan's HistorySync came before the URL was set: recorded for the log, not sent
+        // (docs/decisions/0018-webhook-events-and-payloads.md).
         assert.equal(history.type, 'HistorySync');
         assert.equal(history.sequence, 1);
         assert.equal(history.status, 'unsent');
@@ -250,8 +251,9 @@ for (const dialect of testDialects()) {
         webhookWorker: { start: false },
       });
       try {
-        // DESIGN D11: a name resolving to loopback, a loopback literal and a name that does not resolve at all
-        // (.invalid, RFC 6761) get one answer, so the endpoint cannot map internal names to addresses.
+        // docs/decisions/0020-security-promises.md: a name resolving to loopback, a loopback literal and a name that
+        // does not resolve at all (.invalid, RFC 6761) get one answer, so the endpoint cannot map internal names to
+        // addresses.
         const refused = {
           error: {
             code: 400,
@@ -278,7 +280,8 @@ for (const dialect of testDialects()) {
         assert.equal(entry.status, 'pending');
         assert.equal(entry.attempts.length, 1);
         assert.equal(entry.attempts[0].statusCode, null);
-        // The tenant reads the caller-safe text only: no address, no range (DESIGN D11).
+        // The tenant reads the caller-safe text only: no address, no range
+        // (docs/decisions/0020-security-promises.md).
         assert.equal(entry.attempts[0].error, 'the host does not resolve to an allowed public address');
         assert.equal(entry.lastError, 'the host does not resolve to an allowed public address');
       } finally {

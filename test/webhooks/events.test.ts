@@ -10,7 +10,10 @@ const PEER = '5511988880002';
 const ownJid = `${OWN}@s.whatsapp.net`;
 const peerJid = `${PEER}@s.whatsapp.net`;
 
-/** Connects with `subscribe` (omitted: D7 default), sets the webhook, then scans (a HistorySync follows). */
+/**
+ * Connects with `subscribe` (omitted: the default of docs/decisions/0016-session-lifecycle.md), sets the webhook,
+ * then scans (a HistorySync follows).
+ */
 async function connectAndScan(t: TestApp, url: string, subscribe?: string[]) {
   const connect = await t.call('POST', '/v1/session/connect', subscribe ? { subscribe } : {});
   assert.equal(connect.status, 200, JSON.stringify(connect.body));
@@ -39,7 +42,7 @@ for (const dialect of testDialects()) {
       await receiver.close();
     });
 
-    it('sends all four event types from the sandbox, signed, in sequence order, with the SPEC/D10 payloads', async () => {
+    it('sends all four event types from the sandbox, signed, in sequence order, with the payloads of docs/decisions/0018-webhook-events-and-payloads.md', async () => {
       const connected = await connectAndScan(t, receiver.url);
       assert.equal(connected.events, 'Message,ReadReceipt,HistorySync,ChatPresence');
       const sent = await ok(t, '/v1/messages/send', { phone: PEER, body: 'hello from parley' });
@@ -159,7 +162,7 @@ for (const dialect of testDialects()) {
           [4, 'ReadReceipt', 'Delivered'],
         ],
       );
-      // A later connect without subscribe keeps the stored list (DESIGN D7).
+      // A later connect without subscribe keeps the stored list (docs/decisions/0016-session-lifecycle.md).
       const again = await t.call('POST', '/v1/session/connect', {});
       assert.equal(again.body.data.events, 'Message,ReadReceipt');
     });

@@ -18,7 +18,7 @@ for (const dialect of testDialects()) {
       await receiver.close();
     });
 
-    it('GET /v1/webhook before any configuration: empty URL, D7 default subscription, enabled', async () => {
+    it('GET /v1/webhook before any configuration: empty URL, default subscription (docs/decisions/0016-session-lifecycle.md), enabled', async () => {
       const response = await t.call('GET', '/v1/webhook');
       assert.deepEqual(response.body, {
         success: true,
@@ -33,7 +33,7 @@ for (const dialect of testDialects()) {
       });
     });
 
-    it('POST /v1/webhook validates the URL (DESIGN D6, D11) and needs chat:webhook', async () => {
+    it('POST /v1/webhook validates the URL (docs/decisions/0001-envelope-and-error-codes.md, docs/decisions/0020-security-promises.md) and needs chat:webhook', async () => {
       const cases: [unknown, string][] = [
         [{}, 'webhookUrl is required'],
         [{ webhookUrl: 'http://example.com/hook' }, 'webhookUrl must be an HTTPS URL'],

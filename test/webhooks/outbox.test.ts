@@ -18,10 +18,10 @@ import {
 } from './support.ts';
 
 /**
- * The outbox on Graphile Worker's model (DESIGN D10 delivery, issue 12): `attempts` counted when a delivery is
- * claimed, a delivery whose attempts keep dying bounded by `max_attempts`, a claim whose URL is gone given back
- * at once, a worker that applies results only to its own claims, and `sequence` order per instance throughout.
- * With `WEBHOOK_RETRY_SCHEDULE=1` a round has 2 attempts.
+ * The outbox on Graphile Worker's model (docs/decisions/0005-outbox-and-delivery.md): `attempts` counted when a
+ * delivery is claimed, a delivery whose attempts keep dying bounded by `max_attempts`, a claim whose URL is gone
+ * given back at once, a worker that applies results only to its own claims, and `sequence` order per instance
+ * throughout. With `WEBHOOK_RETRY_SCHEDULE=1` a round has 2 attempts.
  */
 
 /**

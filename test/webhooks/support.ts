@@ -105,7 +105,10 @@ export function settled(entry: any, count: number): boolean {
   );
 }
 
-/** Independent check of both signatures of a received webhook (DESIGN D10), with node:crypto and standardwebhooks. */
+/**
+ * Independent check of both signatures of a received webhook (docs/decisions/0006-signatures.md), with node:crypto
+ * and standardwebhooks.
+ */
 export function assertSigned(request: ReceivedRequest, key = HMAC_KEY): void {
   const body = request.body;
   const id = String(request.headers['webhook-id']);

@@ -14,7 +14,7 @@ const source: MessageSource = {
   isGroup: true,
 };
 
-describe('event normalisation (SPEC Events, DESIGN D10)', () => {
+describe('event normalisation (docs/api.md#webhook-events, docs/decisions/0018-webhook-events-and-payloads.md)', () => {
   it('maps every message kind to event.message with conversation always present', () => {
     assert.deepEqual(messageBody({ kind: 'text', text: 'hi', quotedId: '3EB0AA' }), {
       conversation: 'hi',
@@ -138,7 +138,7 @@ describe('event normalisation (SPEC Events, DESIGN D10)', () => {
   });
 });
 
-describe('signatures (DESIGN D10)', () => {
+describe('signatures (docs/decisions/0006-signatures.md)', () => {
   const key = 'k'.repeat(32);
   const body = '{"type":"Message","sequence":1}';
 
@@ -178,7 +178,7 @@ describe('signatures (DESIGN D10)', () => {
   });
 });
 
-describe('retry schedule (DESIGN D10)', () => {
+describe('retry schedule (docs/decisions/0005-outbox-and-delivery.md)', () => {
   const schedule = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000];
 
   it('gives eight attempts with the default schedule and ±20 % jitter per delay', () => {

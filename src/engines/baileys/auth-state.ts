@@ -48,10 +48,11 @@ export function decodeAuthValue(text: string): unknown {
 }
 
 /**
- * A Baileys `SignalKeyStore` over parley's sealed auth store (issue 5 §1; DESIGN D11 encrypts each value): one
- * category per key type, the key id as id. One `set()` call is one store transaction (Baileys' transaction layer
- * batches a whole signal operation into one `set()`); a null value deletes. `app-state-sync-key` values are
- * turned back into `proto.Message.AppStateSyncKeyData`, as Baileys' own file store does.
+ * A Baileys `SignalKeyStore` over parley's sealed auth store (docs/decisions/0025-live-engine.md;
+ * docs/decisions/0020-security-promises.md encrypts each value): one category per key type, the key id as id. One
+ * `set()` call is one store transaction (Baileys' transaction layer batches a whole signal operation into one
+ * `set()`); a null value deletes. `app-state-sync-key` values are turned back into
+ * `proto.Message.AppStateSyncKeyData`, as Baileys' own file store does.
  */
 export function makeSqlKeyStore(store: AuthStateStore): SignalKeyStore {
   return {
@@ -120,9 +121,9 @@ export interface LoadAuthStateOptions {
 }
 
 /**
- * Loads an instance's credentials and keys from the auth store (issue 5 §1). Stored credentials that never
- * completed pairing (an abandoned QR or pairing-code attempt) are discarded with every key, so the next attempt
- * starts from fresh `initAuthCreds()` rather than logging in as a half-registered device.
+ * Loads an instance's credentials and keys from the auth store (docs/decisions/0025-live-engine.md). Stored
+ * credentials that never completed pairing (an abandoned QR or pairing-code attempt) are discarded with every key, so
+ * the next attempt starts from fresh `initAuthCreds()` rather than logging in as a half-registered device.
  * @throws the store's error (or SecretError when the master key changed).
  */
 export async function loadAuthState(

@@ -4,7 +4,8 @@ import type { CacheStore } from 'baileys';
  * A Baileys `CacheStore` with a TTL and a size cap and no timers: entries expire when read after `ttlMs`, and the
  * least recently written entry goes when `max` is exceeded. Used for every cache the live engine hands Baileys
  * (signal key cache, message-retry counters, device lists, call offers, placeholder resends) so a session's
- * memory is bounded and nothing keeps the process alive or leaks across reconnects (issue 5: memory growth).
+ * memory is bounded and nothing keeps the process alive or leaks across reconnects
+ * (docs/decisions/0025-live-engine.md: bounded memory).
  */
 export class BoundedCache implements CacheStore {
   readonly #entries = new Map<string, { value: unknown; expires: number }>();

@@ -6,10 +6,10 @@ import type { JidResolver } from './jid.ts';
 import type { SocketLike } from './socket.ts';
 
 /**
- * Calls on a live instance (issue 14): Baileys parses the platform's `call` stanzas (messages-recv.js
- * `handleCall`) into `'call'` events; parley reports them as `call` events and, with the instance's automatic
- * reject on, declines an incoming offer with Baileys' `rejectCall` (a `call` stanza holding `reject`) and sends
- * the reject message to the caller.
+ * Calls on a live instance (docs/decisions/0026-chats-edits-polls-and-calls.md): Baileys parses the platform's `call`
+ * stanzas (messages-recv.js `handleCall`) into `'call'` events; parley reports them as `call` events and, with the
+ * instance's automatic reject on, declines an incoming offer with Baileys' `rejectCall` (a `call` stanza holding
+ * `reject`) and sends the reject message to the caller.
  */
 
 /**

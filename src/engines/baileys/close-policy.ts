@@ -2,8 +2,9 @@ import { DomainError } from '../../domain/errors.ts';
 import { isBoom } from './errors.ts';
 
 /**
- * What the live engine does when the platform closes its socket (issue 5 §3): one row per close code. Codes are
- * Baileys' `DisconnectReason` values and the platform's `<failure reason>` / `<stream:error code>` numbers.
+ * What the live engine does when the platform closes its socket (docs/decisions/0025-live-engine.md): one row per
+ * close code. Codes are Baileys' `DisconnectReason` values and the platform's `<failure reason>` /
+ * `<stream:error code>` numbers.
  */
 export type CloseActionKind =
   /** Delete the stored credentials and stop (the device was unlinked). */
@@ -31,9 +32,10 @@ export interface CloseDecision {
 }
 
 /**
- * The close-code table (issue 5 §3). 401 wipe and stop; 402/403/406/411 stop and report; 440 (replaced) stop, so
- * two processes never ping-pong one credential; 405 refresh the version and retry; 408/428/500/503/515 reconnect
- * with exponential backoff. Names follow Baileys' `DisconnectReason` and whatsmeow's `ConnectFailureReason`.
+ * The close-code table (docs/decisions/0025-live-engine.md). 401 wipe and stop; 402/403/406/411 stop and report; 440
+ * (replaced) stop, so two processes never ping-pong one credential; 405 refresh the version and retry;
+ * 408/428/500/503/515 reconnect with exponential backoff. Names follow Baileys' `DisconnectReason` and whatsmeow's
+ * `ConnectFailureReason`.
  */
 export const CLOSE_POLICY: readonly ClosePolicyRow[] = [
   {
@@ -112,7 +114,8 @@ export function connectFailure(decision: CloseDecision, message: string, cause: 
 
 /**
  * Why a pairing attempt (no paired credentials yet) ended: a 408 is Baileys' "QR refs attempts ended" after the
- * last code (DESIGN D7: connected:false, connect again); other codes keep their row's reason. No retry either way.
+ * last code (docs/decisions/0016-session-lifecycle.md: connected:false, connect again); other codes keep their row's
+ * reason. No retry either way.
  */
 export function pairingEndedReason(decision: CloseDecision): string {
   return decision.code === 408
@@ -120,7 +123,7 @@ export function pairingEndedReason(decision: CloseDecision): string {
     : `pairing ended: ${decision.reason}`;
 }
 
-/** Smallest and largest reconnect delays, milliseconds (issue 5 §3: 1–60 s). */
+/** Smallest and largest reconnect delays, milliseconds (docs/decisions/0025-live-engine.md: 1–60 s). */
 export const BACKOFF_MIN_MS = 1_000;
 export const BACKOFF_MAX_MS = 60_000;
 

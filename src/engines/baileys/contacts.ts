@@ -16,14 +16,18 @@ import type { MappingContext } from './incoming.ts';
 import { isLidLike, isPhoneLike, toPhoneJid } from './jid.ts';
 import type { SocketLike } from './socket.ts';
 
-/** Auth-store category holding the account's contacts (issue 5 §4: contacts list from history/contacts events). */
+/**
+ * Auth-store category holding the account's contacts (docs/decisions/0025-live-engine.md: contacts list from
+ * history/contacts events).
+ */
 export const CONTACTS_CATEGORY = 'contacts';
 
 /**
- * A platform contact (Baileys `Contact`, from `contacts.upsert`/`contacts.update` and history syncs) as SPEC's
- * Contact list entry: `fullName` = the name saved on the phone, `firstName` its first word (Baileys only carries
- * the full name), `pushName` = the name the user set, `businessName` = the verified business name. Null for
- * groups, broadcasts and newsletters. The JID is a phone JID when any mapping knows it (issue 5 §5).
+ * A platform contact (Baileys `Contact`, from `contacts.upsert`/`contacts.update` and history syncs) as the
+ * contact list entry of docs/api.md#contacts: `fullName` = the name saved on the phone, `firstName` its first word
+ * (Baileys only carries the full name), `pushName` = the name the user set, `businessName` = the verified business
+ * name. Null for groups, broadcasts and newsletters. The JID is a phone JID when any mapping knows it
+ * (docs/decisions/0025-live-engine.md).
  */
 export async function toContact(
   input: Partial<BaileysContact>,
@@ -178,9 +182,9 @@ async function queryPhones(
 }
 
 /**
- * Which phone numbers are registered (SPEC Contact check entry), one entry per number in input order, with the
+ * Which phone numbers are registered (docs/api.md#contacts), one entry per number in input order, with the
  * verified business name ('' when none). One USync query (`contact` + `business` protocols).
- * @throws Baileys' Boom on platform errors (the caller maps them, DESIGN D6).
+ * @throws Baileys' Boom on platform errors (the caller maps them, docs/decisions/0001-envelope-and-error-codes.md).
  */
 export async function checkPhones(sock: SocketLike, phones: readonly string[]): Promise<UserCheck[]> {
   if (phones.length === 0) return [];
@@ -198,8 +202,8 @@ export async function checkPhones(sock: SocketLike, phones: readonly string[]): 
 }
 
 /**
- * Profile details (DESIGN D12 `/v1/contacts/info`): registration, about text (USync `status`), verified name and
- * the profile picture id, per number in input order.
+ * Profile details (docs/api.md#contacts `/v1/contacts/info`): registration, about text (USync `status`), verified
+ * name and the profile picture id, per number in input order.
  */
 export async function userInfo(sock: SocketLike, phones: readonly string[]): Promise<UserInfo[]> {
   if (phones.length === 0) return [];

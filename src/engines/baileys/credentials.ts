@@ -4,10 +4,11 @@ import { type LoadedAuthState, loadAuthState, readPairedCreds } from './auth-sta
 import type { BaileysLogger } from './socket.ts';
 
 /**
- * What one live session knows of its stored platform credentials (DESIGN D7, D11): whether paired credentials
- * exist (read once, cheaply, for the status), the loaded Baileys auth state while connecting or connected, and
- * the deletion on logout or a 401 close. A deletion the store refused is repeated before the next load, so
- * credentials the platform already revoked are never used again by this session.
+ * What one live session knows of its stored platform credentials (docs/decisions/0016-session-lifecycle.md,
+ * docs/decisions/0020-security-promises.md): whether paired credentials exist (read once, cheaply, for the status),
+ * the loaded Baileys auth state while connecting or connected, and the deletion on logout or a 401 close. A deletion
+ * the store refused is repeated before the next load, so credentials the platform already revoked are never used
+ * again by this session.
  */
 export class Credentials {
   readonly #store: AuthStateStore;

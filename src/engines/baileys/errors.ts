@@ -43,7 +43,10 @@ export const PLATFORM_RATE_RETRY_SECONDS = 60;
 /** Seconds to wait after a 463 reach-out timelock whose end the platform did not state. */
 export const REACHOUT_RETRY_SECONDS = 3_600;
 
-/** The platform's `429 rate-overlimit` on a query (issue 5 §6): its own 429 message, distinct from parley's quota. */
+/**
+ * The platform's `429 rate-overlimit` on a query (docs/decisions/0025-live-engine.md): its own 429 message, distinct
+ * from parley's quota.
+ */
 export function platformRateLimited(): DomainError {
   return new DomainError(
     'rate_limited',
@@ -53,9 +56,9 @@ export function platformRateLimited(): DomainError {
 }
 
 /**
- * The platform's 463 reach-out timelock (issue 5 §6; Baileys `NACK_REASONS.SenderReachoutTimelocked`): the
- * account may not start new chats until `endsAt` (existing chats still work). 429 with `retryAfter` = whole seconds
- * until the end (≥ 1), or {@link REACHOUT_RETRY_SECONDS} when unknown.
+ * The platform's 463 reach-out timelock (docs/decisions/0025-live-engine.md; Baileys
+ * `NACK_REASONS.SenderReachoutTimelocked`): the account may not start new chats until `endsAt` (existing chats still
+ * work). 429 with `retryAfter` = whole seconds until the end (≥ 1), or {@link REACHOUT_RETRY_SECONDS} when unknown.
  */
 export function reachoutLocked(endsAt: Date | undefined, now: number): DomainError {
   const until = endsAt ? ` until ${endsAt.toISOString()}` : '';
@@ -80,10 +83,10 @@ export interface ErrorContext {
 }
 
 /**
- * Maps what a Baileys call threw to parley's errors (DESIGN D6): `DomainError`s pass through; platform answers
- * become 429 (rate-overlimit, 463), 404/403 (per `context`) or 502 `platform_refused` carrying the platform's
- * reason; transport failures (socket closed or timed out) become 503 `platform_unreachable`. Anything else (a bug,
- * not a platform answer) is returned unchanged so the error handler answers 500.
+ * Maps what a Baileys call threw to parley's errors (docs/decisions/0001-envelope-and-error-codes.md): `DomainError`s
+ * pass through; platform answers become 429 (rate-overlimit, 463), 404/403 (per `context`) or 502 `platform_refused`
+ * carrying the platform's reason; transport failures (socket closed or timed out) become 503 `platform_unreachable`.
+ * Anything else (a bug, not a platform answer) is returned unchanged so the error handler answers 500.
  */
 export function toDomainError(error: unknown, context: ErrorContext = {}): unknown {
   if (error instanceof DomainError) return error;

@@ -1,7 +1,7 @@
 /**
- * The gate of one `connect()` call (issue 5: connect must answer promptly): open from the start of the attempt
- * until the platform answers once (a QR code or an open connection), a close rejects it, or `deadlineMs` passes.
- * The lifecycle settles it; the deadline timer never outlives the gate.
+ * The gate of one `connect()` call (docs/decisions/0025-live-engine.md: connect answers promptly): open from the
+ * start of the attempt until the platform answers once (a QR code or an open connection), a close rejects it, or
+ * `deadlineMs` passes. The lifecycle settles it; the deadline timer never outlives the gate.
  */
 export class FirstAnswer {
   #pending: { resolve: () => void; reject: (error: unknown) => void; timer: NodeJS.Timeout } | null = null;

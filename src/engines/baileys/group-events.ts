@@ -14,7 +14,7 @@ import type { MappingContext } from './incoming.ts';
  * - `<announcement/>` / `<not_announcement/>`, `<locked/>` / `<unlocked/>`;
  * - `<ephemeral expiration=<s>/>` / `<not_ephemeral/>`.
  * Other children (invite, picture, membership requests, …) are not reported. LIDs are resolved to phone JIDs
- * through the `*_pn` / `phone_number` attributes or the LID mapping (issue 5).
+ * through the `*_pn` / `phone_number` attributes or the LID mapping (docs/decisions/0025-live-engine.md).
  */
 export async function groupUpdatesFromNotification(
   node: BinaryNode,

@@ -3,11 +3,11 @@ import type { GroupInfo, GroupParticipant, Jid } from '../../domain/messages.ts'
 import type { MappingContext } from './incoming.ts';
 
 /**
- * A group as SPEC's Group resource (times epoch ms, `disappearingTimer` seconds) from Baileys' `GroupMetadata`
+ * A group as docs/api.md#groups shows it (times epoch ms, `disappearingTimer` seconds) from Baileys' `GroupMetadata`
  * (what `extractGroupMetadata` parses from the `w:g2` answer). Every participant and owner JID is a phone JID:
  * LID-addressed groups carry the phone number per participant (`phoneNumber`, from the `phone_number`
- * attribute) and the owner's in `ownerPn`; the rest goes through the resolver (issue 5 §5). `isLocked` is the
- * group's `locked` flag (only admins edit the info), `isAnnounce` its `announcement` flag.
+ * attribute) and the owner's in `ownerPn`; the rest goes through the resolver (docs/decisions/0025-live-engine.md).
+ * `isLocked` is the group's `locked` flag (only admins edit the info), `isAnnounce` its `announcement` flag.
  */
 export async function toGroupInfo(meta: GroupMetadata, ctx: MappingContext): Promise<GroupInfo> {
   const resolve = async (jid: string | undefined, alt?: string | null): Promise<Jid> =>

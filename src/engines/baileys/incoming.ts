@@ -38,8 +38,8 @@ export interface MappingContext {
 }
 
 /**
- * A {@link MessageSource} with the issue 5 flag: `lidUnresolved: true` when a JID in it is a LID no mapping could
- * turn into a phone JID (it is then passed as is, `…@lid`). Absent otherwise.
+ * A {@link MessageSource} with the flag of docs/decisions/0025-live-engine.md: `lidUnresolved: true` when a JID in it
+ * is a LID no mapping could turn into a phone JID (it is then passed as is, `…@lid`). Absent otherwise.
  */
 export interface FlaggedSource extends MessageSource {
   lidUnresolved?: true;
@@ -68,11 +68,11 @@ function quotedOf(info: proto.IContextInfo | null | undefined): { quotedId?: str
 }
 
 /**
- * The domain content of a platform message (DESIGN D10 `Message` payload, no media bytes): text/extended text,
- * image, video, audio (voice notes included), document (also `documentWithCaption`), sticker, location (and live
- * location), contact card (first of an array), reaction; wrappers (ephemeral, view-once, …) are unwrapped with
- * Baileys' `normalizeMessageContent`. Null for protocol-only stanzas (history notifications, revokes, key shares,
- * edits) that are not messages a user sent.
+ * The domain content of a platform message (docs/decisions/0018-webhook-events-and-payloads.md `Message` payload, no
+ * media bytes): text/extended text, image, video, audio (voice notes included), document (also
+ * `documentWithCaption`), sticker, location (and live location), contact card (first of an array), reaction; wrappers
+ * (ephemeral, view-once, …) are unwrapped with Baileys' `normalizeMessageContent`. Null for protocol-only stanzas
+ * (history notifications, revokes, key shares, edits) that are not messages a user sent.
  */
 export function toMessageContent(message: proto.IMessage | null | undefined): MessageContent | null {
   const content = normalizeMessageContent(message);
@@ -142,10 +142,10 @@ export function toMessageContent(message: proto.IMessage | null | undefined): Me
 }
 
 /**
- * The source of a message key with every user JID a phone JID (issue 5 §5): the chat from `remoteJid` /
- * `remoteJidAlt` (1:1), the sender from `participant` / `participantAlt` (groups) or the chat (1:1), the account's
- * own phone JID for own messages. An own JID in `remoteJidAlt` (Baileys fills it from `sender_pn` on own
- * stanzas) is ignored for the chat.
+ * The source of a message key with every user JID a phone JID (docs/decisions/0025-live-engine.md): the chat from
+ * `remoteJid` / `remoteJidAlt` (1:1), the sender from `participant` / `participantAlt` (groups) or the chat (1:1),
+ * the account's own phone JID for own messages. An own JID in `remoteJidAlt` (Baileys fills it from `sender_pn` on
+ * own stanzas) is ignored for the chat.
  */
 export async function sourceOfKey(
   key: WAMessage['key'],
@@ -211,9 +211,9 @@ type ReceiptEvent = Extract<EngineEvent, { type: 'receipt' }>;
 
 /**
  * 1:1 receipts (Baileys `messages.update` with `update.status` 3/4/5) as `receipt` events, one per chat, state and
- * direction (DESIGN D10 `ReadReceipt`). `key.fromMe` true means the ids are the account's messages and the peer
- * acknowledged them (`isFromMe: false`, sender = the peer); false means another device of the account read the
- * peer's messages (`isFromMe: true`). Other updates (errors, edits) are ignored.
+ * direction (docs/decisions/0018-webhook-events-and-payloads.md `ReadReceipt`). `key.fromMe` true means the ids are
+ * the account's messages and the peer acknowledged them (`isFromMe: false`, sender = the peer); false means another
+ * device of the account read the peer's messages (`isFromMe: true`). Other updates (errors, edits) are ignored.
  */
 export async function receiptsFromUpdates(
   updates: readonly WAMessageUpdate[],
@@ -276,8 +276,9 @@ function addReceipt(
 
 /**
  * A `<chatstate>` stanza (read from the socket's `CB:chatstate` frames, because Baileys' `presence.update` turns
- * `paused` into `available`) as a `presence` event (DESIGN D10 `ChatPresence`): `<composing/>` → composing,
- * `<composing media="audio"/>` → composing with media `audio` (recording), `<paused/>` → paused. Null otherwise.
+ * `paused` into `available`) as a `presence` event (docs/decisions/0018-webhook-events-and-payloads.md
+ * `ChatPresence`): `<composing/>` → composing, `<composing media="audio"/>` → composing with media `audio`
+ * (recording), `<paused/>` → paused. Null otherwise.
  */
 export async function presenceFromChatstate(
   node: BinaryNode,
@@ -309,8 +310,8 @@ export function historySyncTypeName(type: proto.HistorySync.HistorySyncType | nu
 
 /**
  * A history sync chunk (Baileys `messaging-history.set`, produced by `processHistoryMessage`) as a `history`
- * event (DESIGN D10 `HistorySync`): the chunk's LID↔phone pairs are remembered first, then every chat and its
- * messages are mapped with phone JIDs.
+ * event (docs/decisions/0018-webhook-events-and-payloads.md `HistorySync`): the chunk's LID↔phone pairs are
+ * remembered first, then every chat and its messages are mapped with phone JIDs.
  */
 export async function historyFromSet(
   data: BaileysEventMap['messaging-history.set'],

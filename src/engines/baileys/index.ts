@@ -63,9 +63,9 @@ export interface BaileysEngineOptions {
    */
   loginRefusalLimit?: number;
   /**
-   * A platform simulator instead of the real platform (DESIGN D15): its WebSocket URL for every socket, and its
-   * Noise certificate root, trusted process-wide when the engine is built (`trustPlatformRoot`), and the CA of
-   * its media server, trusted by the sessions' media upload agent only (`mediaUploadAgent`). Default: none.
+   * A platform simulator instead of the real platform (docs/decisions/0007-simulator.md): its WebSocket URL for every
+   * socket, and its Noise certificate root, trusted process-wide when the engine is built (`trustPlatformRoot`), and
+   * the CA of its media server, trusted by the sessions' media upload agent only (`mediaUploadAgent`). Default: none.
    */
   platform?: PlatformEndpoint;
 }
@@ -78,9 +78,10 @@ async function fetchVersionWithin(ms: number): Promise<WAVersion> {
 }
 
 /**
- * The live engine (DESIGN D1, issue 5): drives real WhatsApp accounts through Baileys 7 behind the same
- * `Engine` interface as the sandbox. Credentials live in the instance's sealed auth store; one socket per instance
- * across processes (store lock); close codes per `close-policy.ts`; events mapped to domain events with phone JIDs.
+ * The live engine (docs/decisions/0024-engines-and-data-flow.md, docs/decisions/0025-live-engine.md): drives real
+ * WhatsApp accounts through Baileys 7 behind the same `Engine` interface as the sandbox. Credentials live in the
+ * instance's sealed auth store; one socket per instance across processes (store lock); close codes per
+ * `close-policy.ts`; events mapped to domain events with phone JIDs.
  */
 export class BaileysEngine implements Engine {
   readonly name = 'baileys' as const;

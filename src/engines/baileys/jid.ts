@@ -19,7 +19,10 @@ export interface LidLookup {
   getPNForLID(lid: string): Promise<string | null>;
 }
 
-/** A JID as it goes into a payload: a phone JID, or the LID passed as is with `resolved: false` (issue 5). */
+/**
+ * A JID as it goes into a payload: a phone JID, or the LID passed as is with `resolved: false`
+ * (docs/decisions/0025-live-engine.md).
+ */
 export interface ResolvedJid {
   jid: Jid;
   /** False only for a LID (`…@lid`) that no mapping could turn into a phone JID. */
@@ -38,8 +41,8 @@ export interface JidResolverOptions {
 
 /**
  * Turns whatever addressing the platform used into phone JIDs (`<digits>@s.whatsapp.net`, no device part), the
- * only user JID form parley's payloads carry (SPEC Identifiers, DESIGN D10, issue 5). Baileys 7 delivers
- * LID-addressed stanzas (`…@lid`) with the phone JID in the key's alternate fields (`remoteJidAlt`,
+ * only user JID form parley's payloads carry (docs/api.md#conventions, docs/decisions/0025-live-engine.md). Baileys 7
+ * delivers LID-addressed stanzas (`…@lid`) with the phone JID in the key's alternate fields (`remoteJidAlt`,
  * `participantAlt`); history syncs and contact sync carry LID↔phone pairs; the rest is in the socket's
  * `lid-mapping` store. The in-memory map is bounded (LRU), so a long-running session does not grow without limit.
  */

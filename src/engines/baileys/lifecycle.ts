@@ -21,11 +21,11 @@ import { logoutWithin, type SocketLike } from './socket.ts';
 import { Waiters } from './waiters.ts';
 
 /**
- * One instance's socket lifecycle (issue 5 §2–3): one socket at a time under the store lock, QR rotation per
- * DESIGN D7, the 515 restart after pairing as a new socket, and the close-code policy of `close-policy.ts`
- * (backoff 1–60 s, reset on open). Events of a socket that was replaced or ended on purpose are ignored by
- * generation number. `connect()` is bounded: before the platform answered once (QR or open), any close or the
- * deadline rejects it (503 when unreachable) and leaves nothing running.
+ * One instance's socket lifecycle (docs/decisions/0025-live-engine.md): one socket at a time under the store lock, QR
+ * rotation per docs/decisions/0016-session-lifecycle.md, the 515 restart after pairing as a new socket, and the
+ * close-code policy of `close-policy.ts` (backoff 1–60 s, reset on open). Events of a socket that was replaced or
+ * ended on purpose are ignored by generation number. `connect()` is bounded: before the platform answered once (QR or
+ * open), any close or the deadline rejects it (503 when unreachable) and leaves nothing running.
  */
 export class Lifecycle {
   readonly #o: LifecycleOptions;
@@ -80,7 +80,7 @@ export class Lifecycle {
     return connectionState(this.#phase, this.creds, this.#credentials.paired, this.#reason);
   }
 
-  /** The current QR code while pairing (DESIGN D7), else null. */
+  /** The current QR code while pairing (docs/decisions/0016-session-lifecycle.md), else null. */
   pairingCode(): PairingCode | null {
     return this.#phase === 'pairing' ? this.#qr : null;
   }
@@ -110,14 +110,14 @@ export class Lifecycle {
     return this.#waiters.wait(() => this.#phase === 'open' && this.state().loggedIn, timeoutMs);
   }
 
-  /** Ends the socket, keeps the credentials (SPEC: disconnect). */
+  /** Ends the socket, keeps the credentials (docs/api.md#session: disconnect). */
   async disconnect(): Promise<void> {
     await this.loadSummary();
     await this.#teardown('idle', undefined);
     await this.#emitState();
   }
 
-  /** Unlinks the device when connected, then deletes every stored credential (SPEC: logout). */
+  /** Unlinks the device when connected, then deletes every stored credential (docs/api.md#session: logout). */
   async logout(): Promise<void> {
     const sock = this.openSocket;
     this.#generation += 1;

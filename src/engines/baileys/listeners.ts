@@ -18,10 +18,10 @@ import type { SocketLike } from './socket.ts';
 import { updateEventOf } from './updates.ts';
 
 /**
- * The serial queue of one session's platform-driven work (DESIGN D10: events of an instance are recorded in
- * arrival order). Each task runs after every earlier one; a task's failure is logged and never stops the queue.
- * Events are recorded one at a time with bounded retry, so one event failing to record never takes the rest of
- * its batch with it (DESIGN D2).
+ * The serial queue of one session's platform-driven work (docs/decisions/0005-outbox-and-delivery.md: events of an
+ * instance are recorded in arrival order). Each task runs after every earlier one; a task's failure is logged and
+ * never stops the queue. Events are recorded one at a time with bounded retry, so one event failing to record never
+ * takes the rest of its batch with it (docs/decisions/0024-engines-and-data-flow.md).
  */
 export class IncomingQueue {
   readonly #context: EngineSessionContext;
@@ -47,7 +47,7 @@ export class IncomingQueue {
    * Records one platform-driven event through `context.emit` (which retries transient store failures on the
    * session side); never rejects. An event still
    * failing after the last try is dropped and logged at error level with its type and message id(s), no body
-   * (DESIGN D14). Resolves true when recorded.
+   * (docs/decisions/0023-operations.md). Resolves true when recorded.
    */
   async record(event: EngineEvent): Promise<boolean> {
     try {
@@ -81,9 +81,9 @@ export interface ListenerDeps {
 }
 
 /**
- * Subscribes to a socket's events and turns them into domain events (issue 5): messages, 1:1 and group receipts,
- * history sync, contacts, chat presence (`CB:chatstate` frames), group changes (`w:gp2` notifications → `group`
- * events), group-metadata cache upkeep. Every handler runs
+ * Subscribes to a socket's events and turns them into domain events (docs/decisions/0025-live-engine.md): messages,
+ * 1:1 and group receipts, history sync, contacts, chat presence (`CB:chatstate` frames), group changes (`w:gp2`
+ * notifications → `group` events), group-metadata cache upkeep. Every handler runs
  * on `deps.queue` in arrival order; each event of a batch is recorded on its own. Returns the detach.
  */
 export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => void {
@@ -103,7 +103,10 @@ export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => voi
   };
   sock.ev.on('lid-mapping.update', lidListener);
   detachers.push(() => sock.ev.off('lid-mapping.update', lidListener));
-  /** Edits, revokes and poll votes (issue 14): recorded as their own events; true when `msg` was one. */
+  /**
+   * Edits, revokes and poll votes (docs/decisions/0026-chats-edits-polls-and-calls.md): recorded as their own events;
+   * true when `msg` was one.
+   */
   const recordUpdate = async (msg: WAMessage): Promise<boolean> => {
     let event: Awaited<ReturnType<typeof updateEventOf>>;
     try {

@@ -42,7 +42,8 @@ export interface OperationDeps {
   /** The platform's last reach-out timelock report. */
   reachout(): ReachoutTimelockState | undefined;
   /**
-   * Records an event of a call path through `context.emit` (bounded retry on the session side, DESIGN D2).
+   * Records an event of a call path through `context.emit` (bounded retry on the session side,
+   * docs/decisions/0024-engines-and-data-flow.md).
    * @throws the recording error once retrying gave up.
    */
   record(event: EngineEvent): Promise<void>;
@@ -50,7 +51,7 @@ export interface OperationDeps {
   subscribePresence(sock: SocketLike, jid: Jid): void;
 }
 
-/** Message of the 403 for an invite link asked by a non-admin (SPEC Errors). */
+/** Message of the 403 for an invite link asked by a non-admin (docs/api.md#errors). */
 export const NOT_ADMIN = 'caller must be a group admin to get the invite link';
 
 function ownJid(sock: SocketLike): string {
@@ -86,8 +87,9 @@ function waitForAck(
 }
 
 /**
- * Maps a nack (`<ack error="…">`, Baileys' `handleBadAck`) to its own error (issue 5 §6): 463 reach-out timelock
- * (with the platform's end time when it reports one), 429 rate-overlimit, anything else 502 with the code.
+ * Maps a nack (`<ack error="…">`, Baileys' `handleBadAck`) to its own error (docs/decisions/0025-live-engine.md): 463
+ * reach-out timelock (with the platform's end time when it reports one), 429 rate-overlimit, anything else 502 with
+ * the code.
  */
 async function checkAck(node: BinaryNode | undefined, sock: SocketLike, deps: OperationDeps): Promise<void> {
   const code = node?.attrs.error;
@@ -131,9 +133,9 @@ export interface RelayOptions {
  * Relays a built message (a 1:1 message to the user's LID when Baileys knows it, addressing.ts) and confirms it:
  * waits for the server's ack (bounded), turns a nack into its error, remembers the message for retries, and
  * records it as a `message` event with bounded retry (`deps.record`); the recorded chat stays the phone JID.
- * @throws the recording error when the message could not be recorded even after retrying (DESIGN D2: the call
- *   answers 500 rather than Sent for a message with no row and no `Message` event; it did reach the platform,
- *   which the error log line says with the message id).
+ * @throws the recording error when the message could not be recorded even after retrying
+ *   (docs/decisions/0024-engines-and-data-flow.md: the call answers 500 rather than Sent for a message with no row
+ *   and no `Message` event; it did reach the platform, which the error log line says with the message id).
  */
 export async function relayAndRecord(
   sock: SocketLike,
@@ -202,7 +204,8 @@ export function newMessageId(deps: OperationDeps): string {
 }
 
 /**
- * Sends one message (DESIGN D8) through `generateWAMessage` + `relayMessage`; resolves once it is recorded.
+ * Sends one message (docs/decisions/0017-messages-and-media.md) through `generateWAMessage` + `relayMessage`;
+ * resolves once it is recorded.
  * @throws the store's error when recording still fails after the bounded retry (the message was relayed).
  */
 export async function sendMessage(
@@ -235,7 +238,9 @@ export async function sendMessage(
   return relayAndRecord(sock, message.to, msg, deps);
 }
 
-/** Reacts to a message (SPEC react); returns the target's id (DESIGN D8). */
+/**
+ * Reacts to a message (docs/api.md#messages); returns the target's id (docs/decisions/0017-messages-and-media.md).
+ */
 export async function sendReaction(
   sock: SocketLike,
   deps: OperationDeps,
@@ -262,8 +267,8 @@ export async function sendReaction(
 }
 
 /**
- * Sends read receipts (SPEC read): group receipts name the sender (`participant`); when the caller gave none, the
- * stored message's sender is used. @throws invalid when a group message's sender is unknown.
+ * Sends read receipts (docs/api.md#messages): group receipts name the sender (`participant`); when the caller gave
+ * none, the stored message's sender is used. @throws invalid when a group message's sender is unknown.
  */
 export async function markRead(
   sock: SocketLike,
@@ -288,7 +293,7 @@ async function remember(meta: GroupMetadata, deps: OperationDeps): Promise<Group
   return toGroupInfo(meta, deps.mapping);
 }
 
-/** Creates a group (SPEC Groups); the account is listed as admin and super admin. */
+/** Creates a group (docs/api.md#groups); the account is listed as admin and super admin. */
 export async function createGroup(
   sock: SocketLike,
   deps: OperationDeps,
@@ -335,13 +340,13 @@ async function metadataOf(
   return meta;
 }
 
-/** One group, fetched fresh (SPEC group info). @throws not_found when the account is not in it. */
+/** One group, fetched fresh (docs/api.md#groups). @throws not_found when the account is not in it. */
 export async function groupInfo(sock: SocketLike, deps: OperationDeps, jid: Jid): Promise<GroupInfo> {
   return toGroupInfo(await metadataOf(sock, deps, jid, true), deps.mapping);
 }
 
 /**
- * The invite code of a group (SPEC invite-link). @throws forbidden {@link NOT_ADMIN} when the account is not an
+ * The invite code of a group (docs/api.md#groups). @throws forbidden {@link NOT_ADMIN} when the account is not an
  * admin (checked on freshly fetched metadata — a cached copy may predate a promotion — and mapped from the
  * platform's 401/403), not_found when not a member.
  */

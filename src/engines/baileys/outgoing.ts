@@ -42,10 +42,10 @@ export function voiceNoteMimetype(mimetype: string): string {
 }
 
 /**
- * The Baileys `AnyMessageContent` for one of parley's sends (DESIGN D8): text with link preview off unless
- * asked (`linkPreview: null` stops Baileys from fetching; a preview, when asked, is passed in `preview`); image,
- * video, document (file name, caption), audio as a voice note (`ptt`), sticker (animated flag; its WEBP already
- * carries the pack metadata), location, contact
+ * The Baileys `AnyMessageContent` for one of parley's sends (docs/decisions/0017-messages-and-media.md): text with
+ * link preview off unless asked (`linkPreview: null` stops Baileys from fetching; a preview, when asked, is passed in
+ * `preview`); image, video, document (file name, caption), audio as a voice note (`ptt`), sticker (animated flag; its
+ * WEBP already carries the pack metadata), location, contact
  * card (one vCard). Media bytes go as Buffers; Baileys encrypts and uploads them.
  */
 export function toBaileysContent(content: OutgoingContent, preview?: WAUrlInfo): AnyMessageContent {
@@ -191,10 +191,11 @@ export interface OutgoingDeps {
 
 /**
  * Builds the complete platform message for a send with Baileys' own `generateWAMessage` (the same call
- * `sock.sendMessage` makes), ready for `sock.relayMessage` (issue 5 §4). A reply quotes the stored message via
- * `contextInfo`; when parley never stored it, the reply still carries `contextInfo.stanzaId` (and the peer as
- * participant in 1:1 chats) so phones that have the message show the quote. Media bytes are uploaded unchanged,
- * so a sticker keeps the pack metadata the media layer wrote into its WEBP EXIF (DESIGN D8).
+ * `sock.sendMessage` makes), ready for `sock.relayMessage` (docs/decisions/0025-live-engine.md). A reply quotes the
+ * stored message via `contextInfo`; when parley never stored it, the reply still carries `contextInfo.stanzaId` (and
+ * the peer as participant in 1:1 chats) so phones that have the message show the quote. Media bytes are uploaded
+ * unchanged, so a sticker keeps the pack metadata the media layer wrote into its WEBP EXIF
+ * (docs/decisions/0017-messages-and-media.md).
  */
 export async function buildOutgoingMessage(
   to: Jid,
@@ -260,9 +261,9 @@ function attachStanzaId(msg: WAMessage, to: Jid, quotedId: string): void {
 }
 
 /**
- * A reaction (SPEC react) as a platform message built by `generateWAMessage`: `reactionMessage.key` points at the
- * target (`fromMe` for the account's own messages, the `me:` ids of SPEC; `participant` = the target's sender in
- * groups when known); `emoji` '' removes the reaction.
+ * A reaction (docs/api.md#messages) as a platform message built by `generateWAMessage`: `reactionMessage.key` points
+ * at the target (`fromMe` for the account's own messages, the `me:` ids of docs/api.md#messages; `participant` = the
+ * target's sender in groups when known); `emoji` '' removes the reaction.
  */
 export async function buildReaction(
   chat: Jid,

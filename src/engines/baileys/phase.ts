@@ -9,7 +9,10 @@ import { isPaired } from './auth-state.ts';
  */
 export type Phase = 'idle' | 'connecting' | 'pairing' | 'open' | 'waiting' | 'stopped';
 
-/** How long the first QR code lives, then each following one, ms (Baileys' defaults; DESIGN D7: 60 s then 20 s). */
+/**
+ * How long the first QR code lives, then each following one, ms (Baileys' defaults;
+ * docs/decisions/0016-session-lifecycle.md: 60 s then 20 s).
+ */
 export const FIRST_QR_MS = 60_000;
 export const NEXT_QR_MS = 20_000;
 
@@ -19,9 +22,9 @@ export function qrLifetimeMs(index: number): number {
 }
 
 /**
- * The engine state (SPEC Session status, DESIGN D7): `connected` while open or while the QR attempt runs,
- * `loggedIn` when paired credentials exist (`creds.account` signed by the phone), the device-qualified JID and
- * phone number from `creds.me`, and the reason of the last stop or the pending reconnect.
+ * The engine state (docs/api.md#session, docs/decisions/0016-session-lifecycle.md): `connected` while open or while
+ * the QR attempt runs, `loggedIn` when paired credentials exist (`creds.account` signed by the phone), the
+ * device-qualified JID and phone number from `creds.me`, and the reason of the last stop or the pending reconnect.
  * @param paired what the store said when no credentials are loaded.
  */
 export function connectionState(

@@ -3,8 +3,9 @@ import { rootCertificates } from 'node:tls';
 import { WA_CERT_DETAILS } from 'baileys';
 
 /**
- * Where the live engine connects when the operator points parley at a platform simulator (DESIGN D15:
- * `PLATFORM_URL`, `PLATFORM_ROOT_KEY`). Both undefined in production: Baileys' own defaults then apply.
+ * Where the live engine connects when the operator points parley at a platform simulator
+ * (docs/decisions/0007-simulator.md: `PLATFORM_URL`, `PLATFORM_ROOT_KEY`). Both undefined in production: Baileys' own
+ * defaults then apply.
  */
 export interface PlatformEndpoint {
   /** WebSocket URL (`ws://` or `wss://`) passed to every socket as Baileys' `waWebSocketUrl`. */

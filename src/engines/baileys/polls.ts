@@ -3,12 +3,12 @@ import { type BinaryNode, decryptPollVote, type proto } from 'baileys';
 import type { AuthStateStore } from '../engine.ts';
 
 /**
- * Polls on the live engine (issue 14). WhatsApp encrypts each vote with a key derived from the poll's
- * `messageContextInfo.messageSecret` (32 random bytes Baileys' `generateWAMessageContent` puts on the poll), so
- * the secret of every poll the account sends is kept — sealed, in the engine's auth store (DESIGN D11) — with the
- * poll's question and option names, to decrypt incoming `pollUpdateMessage`s and map the chosen options'
- * SHA-256 digests back to their names (Baileys Utils/process-message.js `decryptPollVote`,
- * Utils/messages.js `getAggregateVotesInPollMessage`).
+ * Polls on the live engine (docs/decisions/0026-chats-edits-polls-and-calls.md). WhatsApp encrypts each vote with a
+ * key derived from the poll's `messageContextInfo.messageSecret` (32 random bytes Baileys' `generateWAMessageContent`
+ * puts on the poll), so the secret of every poll the account sends is kept — sealed, in the engine's auth store
+ * (docs/decisions/0020-security-promises.md) — with the poll's question and option names, to decrypt incoming
+ * `pollUpdateMessage`s and map the chosen options' SHA-256 digests back to their names (Baileys
+ * Utils/process-message.js `decryptPollVote`, Utils/messages.js `getAggregateVotesInPollMessage`).
  */
 
 /** Auth-store category of poll secrets; the id is the poll's message id. */

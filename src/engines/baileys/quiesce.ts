@@ -1,5 +1,6 @@
 /**
- * Quiescing a Baileys socket before a graceful close (a node stopping or handing an instance over, DESIGN D17).
+ * Quiescing a Baileys socket before a graceful close (a node stopping or handing an instance over,
+ * docs/decisions/0008-leases-and-fencing.md).
  *
  * Baileys handles each incoming message stanza inside a per-socket mutex: it decrypts (advancing and storing the
  * Signal session), sends the receipt, then emits `messages.upsert`. Ending the socket in the middle of that leaves

@@ -52,7 +52,7 @@ export interface BaileysSessionOptions {
   keepAliveIntervalMs: number;
   /** Platform refusals of a reconnecting login in a row after which the session stops (lifecycle.ts). */
   loginRefusalLimit: number;
-  /** Retry of failed recordings (DESIGN D2): incoming events and sends. */
+  /** Retry of failed recordings (docs/decisions/0024-engines-and-data-flow.md): incoming events and sends. */
   /** WebSocket URL of a platform simulator (Baileys' `waWebSocketUrl`); undefined: the real platform. */
   platformUrl?: string;
   /** HTTPS agent for media uploads (Baileys' `fetchAgent`): trusts a simulator's media CA; undefined: Node's default. */
@@ -65,7 +65,8 @@ const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 
 /**
  * The less verbose of two pino levels: Baileys logs at `wanted` but never more than parley's own logger, so a
- * silent or error-only deployment stays that way (DESIGN D14: Baileys logs stanzas at info/debug).
+ * silent or error-only deployment stays that way (docs/decisions/0023-operations.md: Baileys logs stanzas at
+ * info/debug).
  */
 export function quieterLevel(parent: string, wanted: string): string {
   const p = LEVELS.indexOf(parent);
@@ -75,9 +76,10 @@ export function quieterLevel(parent: string, wanted: string): string {
 }
 
 /**
- * One live instance (issue 5): the socket lifecycle (`Lifecycle`), the translation of Baileys events into domain
- * events, and the operations of SPEC. Incoming events are mapped and emitted one at a time in arrival order.
- * Every cache is bounded (`BoundedCache`, `JidResolver`) and the socket's listeners are removed when it ends.
+ * One live instance (docs/decisions/0025-live-engine.md): the socket lifecycle (`Lifecycle`), the translation of
+ * Baileys events into domain events, and the operations of docs/api.md. Incoming events are mapped and emitted one at
+ * a time in arrival order. Every cache is bounded (`BoundedCache`, `JidResolver`) and the socket's listeners are
+ * removed when it ends.
  */
 export class BaileysSession implements EngineSession {
   readonly #context: EngineSessionContext;

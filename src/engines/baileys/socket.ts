@@ -35,7 +35,8 @@ export interface SocketFrames {
 
 /**
  * Everything the live engine uses of a Baileys 7 socket (`ReturnType<typeof makeWASocket>`). Narrow on purpose:
- * tests implement it with a fake (issue 5: close codes and the lock are tested with a fake socket).
+ * tests implement it with a fake (docs/decisions/0025-live-engine.md: close codes and the lock are tested with a fake
+ * socket).
  */
 export interface SocketLike
   extends Pick<
@@ -93,8 +94,8 @@ export type SocketFactory = (config: UserFacingSocketConfig) => SocketLike;
 export const makeBaileysSocket: SocketFactory = (config) => withKeyedStorages(() => makeWASocket(config));
 
 /**
- * Unlinks the device on the platform (`sock.logout`), waiting at most `ms` milliseconds (SPEC logout: the caller
- * is answered even when the platform is silent).
+ * Unlinks the device on the platform (`sock.logout`), waiting at most `ms` milliseconds (docs/api.md#session: the
+ * caller is answered even when the platform is silent).
  * @throws the platform's error, or `no answer within <s> s` after `ms`.
  */
 export async function logoutWithin(sock: SocketLike, ms: number): Promise<void> {

@@ -17,8 +17,9 @@ import type { SocketLike } from './socket.ts';
 
 /**
  * Edits, deletions for everyone, chat presence and incoming edits, revokes and poll votes on the live engine
- * (issue 14), the way Baileys' `sendMessage` builds them (Socket/messages-send.js: `edit` → a `protocolMessage`
- * MESSAGE_EDIT relayed with `edit="1"`, `delete` → REVOKE with `edit="7"`) and `sendPresenceUpdate` sends them.
+ * (docs/decisions/0026-chats-edits-polls-and-calls.md), the way Baileys' `sendMessage` builds them
+ * (Socket/messages-send.js: `edit` → a `protocolMessage` MESSAGE_EDIT relayed with `edit="1"`, `delete` → REVOKE with
+ * `edit="7"`) and `sendPresenceUpdate` sends them.
  */
 
 function ownJid(sock: SocketLike): string {

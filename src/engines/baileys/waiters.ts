@@ -1,7 +1,8 @@
 /**
- * Callers waiting for a lifecycle condition (DESIGN D7: connect with `immediate:false` waits for login at most
- * 10 s). Each waiter is bounded by its own timeout and resolves with the condition's value when woken or when it
- * times out; the lifecycle wakes them on every change that may settle them (open, stop, disconnect).
+ * Callers waiting for a lifecycle condition (docs/decisions/0016-session-lifecycle.md: connect with `immediate:false`
+ * waits for login at most 10 s). Each waiter is bounded by its own timeout and resolves with the condition's value
+ * when woken or when it times out; the lifecycle wakes them on every change that may settle them (open, stop,
+ * disconnect).
  */
 export class Waiters {
   readonly #waiting = new Set<() => void>();

@@ -7,7 +7,7 @@ import type { SandboxWorld } from './world.ts';
 /** What the sandbox stores as an instance's credentials (auth category `creds`, id `self`). */
 export interface SandboxCredentials {
   phone: string;
-  /** Device-qualified JID, `<phone>.0:1@s.whatsapp.net` (SPEC Identifiers). */
+  /** Device-qualified JID, `<phone>.0:1@s.whatsapp.net` (docs/api.md#conventions). */
   jid: Jid;
   pushName: string;
 }
@@ -23,7 +23,7 @@ export interface SandboxAccount {
   /**
    * The credentials of the logged-in, connected account.
    * @throws DomainError not_logged_in `instance is not logged in` before login, not_connected `instance is not connected` when
-   *   logged in but disconnected (DESIGN D6).
+   *   logged in but disconnected (docs/decisions/0001-envelope-and-error-codes.md).
    */
   ready(): Promise<SandboxCredentials>;
 }

@@ -7,9 +7,10 @@ import type { SandboxAccount } from './account.ts';
 import { send } from './messaging.ts';
 
 /**
- * Calls on the simulated platform (issue 14): a simulated user calls the account. Nobody answers a sandbox call,
- * so it ends as `missed` unless the instance rejects calls automatically; then it ends as `rejected` and the
- * reject message (if any) is sent to the caller as an ordinary text message of the account.
+ * Calls on the simulated platform (docs/decisions/0026-chats-edits-polls-and-calls.md): a simulated user calls the
+ * account. Nobody answers a sandbox call, so it ends as `missed` unless the instance rejects calls automatically;
+ * then it ends as `rejected` and the reject message (if any) is sent to the caller as an ordinary text message of the
+ * account.
  */
 
 /** Id of the `n`-th call of an instance: 32 uppercase hex characters, like the platform's call ids. */

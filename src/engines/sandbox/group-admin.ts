@@ -15,10 +15,10 @@ import { inviteCodeFor } from './ids.ts';
 import type { StoredGroup } from './world.ts';
 
 /**
- * Group administration on the simulated platform (DESIGN D9), with the platform's rules: only admins add,
- * remove, promote and demote, and change the announce and locked settings; the name, topic and disappearing
- * timer may be changed by any member unless the group is locked. Every change is saved and then reported as a
- * `group` event, as the platform's `w:gp2` notification reaches every member (the account included, whoever
+ * Group administration on the simulated platform (docs/decisions/0004-sandbox.md), with the platform's rules: only
+ * admins add, remove, promote and demote, and change the announce and locked settings; the name, topic and
+ * disappearing timer may be changed by any member unless the group is locked. Every change is saved and then reported
+ * as a `group` event, as the platform's `w:gp2` notification reaches every member (the account included, whoever
  * made the change). Per-participant codes follow the platform's (src/domain/groups.ts).
  */
 
@@ -186,8 +186,8 @@ export async function revokeGroupInvite(account: SandboxAccount, jid: Jid): Prom
 }
 
 /**
- * Sandbox helper (DESIGN D9): simulated member `phone` changes a group the account is in; the `group` events
- * follow as for any change. See {@link SandboxGroupChangeInput}.
+ * Sandbox helper (docs/decisions/0004-sandbox.md): simulated member `phone` changes a group the account is in; the
+ * `group` events follow as for any change. See {@link SandboxGroupChangeInput}.
  * @throws DomainError invalid when neither an action nor a change is given, or for a bad participant; not_found
  *   when the account is not in the group; not_participant when `phone` is not a member; conflict when `phone`
  *   joins a group it is in; forbidden when `phone` may not make the change.

@@ -6,10 +6,12 @@ import { ownJid, type SandboxAccount } from './account.ts';
 import { groupJidFor, inviteCodeFor } from './ids.ts';
 import type { StoredGroup } from './world.ts';
 
-/** Longest group name the platform accepts, characters (SPEC Limits). */
+/** Longest group name the platform accepts, characters (docs/api.md#groups). */
 export const MAX_GROUP_NAME = 25;
 
-/** The SPEC Group fields of a stored group (the invite code stays inside the simulated platform). */
+/**
+ * The group fields of docs/api.md#groups for a stored group (the invite code stays inside the simulated platform).
+ */
 export function groupInfoOf(group: StoredGroup): GroupInfo {
   const { inviteCode: _inviteCode, ...info } = group;
   return { ...info, participants: info.participants.map((p) => ({ ...p })) };
@@ -70,7 +72,7 @@ async function newGroup(
 }
 
 /**
- * Creates a group owned by the account (SPEC Groups): the account is owner, admin and super admin; the other
+ * Creates a group owned by the account (docs/api.md#groups): the account is owner, admin and super admin; the other
  * participants are plain members. As on the platform, numbers that are not registered are left out rather than
  * failing the whole creation; duplicates and the account itself are ignored.
  * @throws DomainError invalid for an empty name, a name over 25 characters or a participant that is not a
@@ -107,9 +109,9 @@ export async function groupInfo(account: SandboxAccount, jid: Jid): Promise<Grou
 }
 
 /**
- * The invite code of a group (SPEC Groups: caller must be an admin).
+ * The invite code of a group (docs/api.md#groups: caller must be an admin).
  * @throws DomainError not_found `group not found`; forbidden `you must be a group admin to get the invite link`
- *   (SPEC Errors); not_logged_in before login.
+ *   (docs/api.md#errors); not_logged_in before login.
  */
 export async function groupInviteCode(account: SandboxAccount, jid: Jid): Promise<string> {
   const me = ownJid(await account.ready());
@@ -120,9 +122,9 @@ export async function groupInviteCode(account: SandboxAccount, jid: Jid): Promis
 }
 
 /**
- * Sandbox helper (DESIGN D9): a group created by `ownerPhone` with `participants` and the account as plain
- * members. Unlike {@link createGroup} every named number must be registered, since the helper's caller asked
- * for exactly these members.
+ * Sandbox helper (docs/decisions/0004-sandbox.md): a group created by `ownerPhone` with `participants` and the
+ * account as plain members. Unlike {@link createGroup} every named number must be registered, since the helper's
+ * caller asked for exactly these members.
  * @throws DomainError invalid for a bad name or when the owner is the account itself; not_registered naming
  *   the first number that is not registered; not_logged_in before login.
  */

@@ -13,7 +13,8 @@ function digest(instanceId: string, label: string, n: number): Buffer {
 
 /**
  * Id of a message the account sends: `3EB0` + 18 uppercase hex characters (22 in all), the shape the
- * platform's web and multi-device clients use (DESIGN D8). Deterministic for `(instanceId, n)`.
+ * platform's web and multi-device clients use (docs/decisions/0017-messages-and-media.md). Deterministic for
+ * `(instanceId, n)`.
  */
 export function outgoingMessageId(instanceId: string, n: number): string {
   return `3EB0${digest(instanceId, 'out', n).toString('hex').slice(0, 18).toUpperCase()}`;
@@ -27,7 +28,9 @@ export function incomingMessageId(instanceId: string, n: number): string {
   return digest(instanceId, 'in', n).toString('hex').slice(0, 32).toUpperCase();
 }
 
-/** JID of a new group: `120363` + 12 digits `@g.us`, the shape of the platform's group ids (SPEC Identifiers). */
+/**
+ * JID of a new group: `120363` + 12 digits `@g.us`, the shape of the platform's group ids (docs/api.md#conventions).
+ */
 export function groupJidFor(instanceId: string, n: number): Jid {
   const value = digest(instanceId, 'group', n).readBigUInt64BE(0) % 1_000_000_000_000n;
   return `120363${value.toString().padStart(12, '0')}@${GROUP_DOMAIN}`;

@@ -14,9 +14,10 @@ import { memberGroup } from './groups.ts';
 import { incomingMessageId, outgoingMessageId } from './ids.ts';
 
 /**
- * Messages on the simulated platform (DESIGN D8, D9): sends and reactions become `message` events with
- * `isFromMe: true`, awaited so the message row commits before the call returns (DESIGN D2); the helpers make
- * other users' messages, receipts and presence arrive.
+ * Messages on the simulated platform (docs/decisions/0017-messages-and-media.md, docs/decisions/0004-sandbox.md):
+ * sends and reactions become `message` events with `isFromMe: true`, awaited so the message row commits before the
+ * call returns (docs/decisions/0024-engines-and-data-flow.md); the helpers make other users' messages, receipts and
+ * presence arrive.
  */
 
 function isGroupJid(jid: Jid): boolean {
@@ -26,7 +27,7 @@ function isGroupJid(jid: Jid): boolean {
 /**
  * Checks that the account can write to `chat`: a group it belongs to, or a registered user.
  * @throws DomainError not_found `group not found`; not_registered `recipient <phone> is not registered on the
- *   platform` (DESIGN D6); invalid when `chat` is neither a user nor a group JID.
+ *   platform` (docs/decisions/0001-envelope-and-error-codes.md); invalid when `chat` is neither a user nor a group JID.
  */
 export async function checkChat(
   account: SandboxAccount,
@@ -71,7 +72,10 @@ export async function newMessageId(account: SandboxAccount): Promise<string> {
   return outgoingMessageId(account.context.instanceId, await account.sequence.next());
 }
 
-/** Sends a message (DESIGN D8). @throws see {@link checkChat}; not_logged_in before login. */
+/**
+ * Sends a message (docs/decisions/0017-messages-and-media.md). @throws see {@link checkChat}; not_logged_in before
+ * login.
+ */
 export async function send(account: SandboxAccount, message: OutgoingMessage): Promise<SentMessage> {
   const creds = await account.ready();
   const isGroup = await checkChat(account, creds, message.to);
@@ -87,7 +91,7 @@ export async function send(account: SandboxAccount, message: OutgoingMessage): P
 
 /**
  * Reacts to `targetId` in `chat` ('' removes the reaction): a `reaction` message of its own, whose id is new;
- * as on the platform, any target id is accepted (DESIGN D6).
+ * as on the platform, any target id is accepted (docs/decisions/0001-envelope-and-error-codes.md).
  */
 export async function react(
   account: SandboxAccount,
@@ -101,8 +105,9 @@ export async function react(
 }
 
 /**
- * Sends read receipts for `ids` to their sender (SPEC Messages). These are the account's own outgoing receipts,
- * so no event follows (DESIGN D10 `ReadReceipt` reports receipts from others).
+ * Sends read receipts for `ids` to their sender (docs/api.md#messages). These are the account's own outgoing
+ * receipts, so no event follows (docs/decisions/0018-webhook-events-and-payloads.md `ReadReceipt` reports receipts
+ * from others).
  * @throws DomainError invalid when `chat` is a group and `sender` is missing; see {@link checkChat}.
  */
 export async function markRead(
@@ -117,7 +122,7 @@ export async function markRead(
 }
 
 /**
- * Helper (DESIGN D9): user `phone` sends text `body` to the account, in `groupJid` when given.
+ * Helper (docs/decisions/0004-sandbox.md): user `phone` sends text `body` to the account, in `groupJid` when given.
  * @throws DomainError invalid when `phone` is the account itself; not_registered when the sender is not
  *   registered or not in the group; not_found `group not found`; not_logged_in before login.
  */
@@ -165,8 +170,8 @@ export async function arrive(
 }
 
 /**
- * Helper (DESIGN D9): the recipient of sent message `id` acknowledges it. In a group chat the acknowledging
- * member is `phone`, by default the first participant other than the account.
+ * Helper (docs/decisions/0004-sandbox.md): the recipient of sent message `id` acknowledges it. In a group chat the
+ * acknowledging member is `phone`, by default the first participant other than the account.
  * @throws DomainError not_found `message not found` when `id` is not a stored message the account sent;
  *   not_registered when `phone` is not a member of the group; not_logged_in before login.
  */
@@ -200,8 +205,9 @@ export async function receipt(account: SandboxAccount, input: SandboxReceiptInpu
 }
 
 /**
- * Helper (DESIGN D9, D10): user `phone` is typing (`composing`), recording audio (`recording` = composing with
- * media `audio`) or stopped (`paused`), in `groupJid` when given.
+ * Helper (docs/decisions/0004-sandbox.md, docs/decisions/0018-webhook-events-and-payloads.md): user `phone` is typing
+ * (`composing`), recording audio (`recording` = composing with media `audio`) or stopped (`paused`), in `groupJid`
+ * when given.
  * @throws DomainError not_registered when the user is not registered or not in the group; not_found
  *   `group not found`; not_logged_in before login.
  */

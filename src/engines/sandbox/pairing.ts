@@ -1,10 +1,10 @@
 import { createHmac } from 'node:crypto';
 
-/** Lifetime of the first QR code of an attempt, ms (DESIGN D7). */
+/** Lifetime of the first QR code of an attempt, ms (docs/decisions/0016-session-lifecycle.md). */
 export const FIRST_CODE_MS = 60_000;
-/** Lifetime of each later code, ms (DESIGN D7). */
+/** Lifetime of each later code, ms (docs/decisions/0016-session-lifecycle.md). */
 export const NEXT_CODE_MS = 20_000;
-/** Codes per attempt; after the last one expires the attempt ends (DESIGN D7). */
+/** Codes per attempt; after the last one expires the attempt ends (docs/decisions/0016-session-lifecycle.md). */
 export const CODES_PER_ATTEMPT = 6;
 /** Total length of a pairing attempt, ms: 60 s + 5 × 20 s = 160 s. */
 export const ATTEMPT_MS = FIRST_CODE_MS + (CODES_PER_ATTEMPT - 1) * NEXT_CODE_MS;
@@ -19,7 +19,7 @@ export interface PairingSlot {
 
 /**
  * The code slot of an attempt started at `startedAt` as seen at `now` (both epoch ms), or null once the attempt
- * is over (DESIGN D7: first code 60 s, then 20 s each, six codes).
+ * is over (docs/decisions/0016-session-lifecycle.md: first code 60 s, then 20 s each, six codes).
  */
 export function pairingSlot(startedAt: number, now: number): PairingSlot | null {
   const elapsed = Math.max(0, now - startedAt);

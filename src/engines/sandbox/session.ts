@@ -35,11 +35,12 @@ const CREDS = { category: 'creds', id: 'self' } as const;
 type Phase = { kind: 'idle' } | { kind: 'pairing'; startedAt: number; attempt: number } | { kind: 'open' };
 
 /**
- * One instance on the simulated platform (DESIGN D9). Session lifecycle per SPEC States and DESIGN D7; the
- * pairing attempt's expiry is computed from the clock when read, so an idle sandbox instance holds no timer.
- * Every platform operation requires the account logged in and connected (409 otherwise, DESIGN D6). The
- * simulated world (defined users, groups, the id sequence) lives in the auth port and is read on demand, so an
- * idle instance keeps only its credentials in memory; logout deletes the credentials but not the world.
+ * One instance on the simulated platform (docs/decisions/0004-sandbox.md). Session lifecycle per docs/api.md#session
+ * and docs/decisions/0016-session-lifecycle.md; the pairing attempt's expiry is computed from the clock when read, so
+ * an idle sandbox instance holds no timer. Every platform operation requires the account logged in and connected (409
+ * otherwise, docs/decisions/0001-envelope-and-error-codes.md). The simulated world (defined users, groups, the id
+ * sequence) lives in the auth port and is read on demand, so an idle instance keeps only its credentials in memory;
+ * logout deletes the credentials but not the world.
  */
 export class SandboxSession implements EngineSession {
   readonly #context: EngineSessionContext;
@@ -208,7 +209,7 @@ export class SandboxSession implements EngineSession {
     return media.downloadMedia(this.#context, message, maxBytes);
   }
 
-  /** The simulated platform's test helpers (DESIGN D9); a light object made on each read. */
+  /** The simulated platform's test helpers (docs/decisions/0004-sandbox.md); a light object made on each read. */
   get sandbox(): SandboxControls {
     const account = this.#account;
     return {

@@ -7,9 +7,10 @@ import { memberGroup } from './groups.ts';
 import { checkChat } from './messaging.ts';
 
 /**
- * Edits, deletions for everyone, chat presence and poll votes on the simulated platform (issue 14). The account's
- * own edits and deletions become `messageUpdate` events with `isFromMe: true`, awaited so the stored message
- * changes before the call returns (DESIGN D2); the helpers let a simulated user edit, delete and vote.
+ * Edits, deletions for everyone, chat presence and poll votes on the simulated platform
+ * (docs/decisions/0026-chats-edits-polls-and-calls.md). The account's own edits and deletions become `messageUpdate`
+ * events with `isFromMe: true`, awaited so the stored message changes before the call returns
+ * (docs/decisions/0024-engines-and-data-flow.md); the helpers let a simulated user edit, delete and vote.
  */
 
 /**

@@ -3,9 +3,9 @@ import type { Avatar, Contact, UserCheck, UserInfo } from '../../domain/messages
 import { userJid } from '../../domain/messages.ts';
 
 /**
- * The users of the simulated platform (DESIGN D9). Default world: every valid phone number (8 to 15 digits) is
- * a registered user, except numbers ending in `0000`; a user defined with `/v1/sandbox/users` overrides that.
- * Profile rules of the default world, documented here because tests and integrators rely on them:
+ * The users of the simulated platform (docs/decisions/0004-sandbox.md). Default world: every valid phone number (8 to
+ * 15 digits) is a registered user, except numbers ending in `0000`; a user defined with `/v1/sandbox/users` overrides
+ * that. Profile rules of the default world, documented here because tests and integrators rely on them:
  * - push name `User <last 4 digits>`, no first/full/business/verified name;
  * - about text `Hey there! I am using WhatsApp.`;
  * - a profile picture exactly when the number's last digit is even (see {@link hasPicture}).
@@ -37,12 +37,17 @@ export const SANDBOX_STATUS = 'Hey there! I am using WhatsApp.';
 /** Base of sandbox profile picture URLs (`.invalid` is reserved: nothing is ever served there, RFC 2606). */
 export const AVATAR_BASE_URL = 'https://sandbox.parley.invalid/avatars/';
 
-/** True when `phone` is shaped like a phone number: 8 to 15 digits (DESIGN D6). */
+/**
+ * True when `phone` is shaped like a phone number: 8 to 15 digits (docs/decisions/0001-envelope-and-error-codes.md).
+ */
 export function isValidPhone(phone: string): boolean {
   return /^[0-9]{8,15}$/.test(phone);
 }
 
-/** The default world's registration rule (DESIGN D9): valid numbers are registered unless they end in `0000`. */
+/**
+ * The default world's registration rule (docs/decisions/0004-sandbox.md): valid numbers are registered unless they
+ * end in `0000`.
+ */
 export function registeredByDefault(phone: string): boolean {
   return isValidPhone(phone) && !phone.endsWith('0000');
 }
@@ -79,7 +84,7 @@ export function avatarOf(user: SandboxUser): Avatar | null {
   return { url: `${AVATAR_BASE_URL}${user.phone}.jpg?id=${id}`, id };
 }
 
-/** A registration check entry (SPEC Contact check entry). */
+/** A registration check entry (docs/api.md#contacts). */
 export function checkOf(query: string, user: SandboxUser): UserCheck {
   return {
     query,
@@ -89,7 +94,9 @@ export function checkOf(query: string, user: SandboxUser): UserCheck {
   };
 }
 
-/** Profile details (DESIGN D12 `/v1/contacts/info`); an unregistered number has a null JID and empty fields. */
+/**
+ * Profile details (docs/api.md#contacts `/v1/contacts/info`); an unregistered number has a null JID and empty fields.
+ */
 export function infoOf(query: string, user: SandboxUser): UserInfo {
   if (!user.registered) return { query, jid: null, status: '', pictureId: '', verifiedName: '' };
   return {
@@ -101,7 +108,7 @@ export function infoOf(query: string, user: SandboxUser): UserInfo {
   };
 }
 
-/** A contact entry (SPEC Contact list entry, without `found`). */
+/** A contact entry (docs/api.md#contacts, without `found`). */
 export function contactOf(user: SandboxUser): Contact {
   return {
     jid: userJid(user.phone),

@@ -6,13 +6,13 @@ import { resolveUser, type SandboxUser, type SandboxUserDefinition } from './use
 const USERS = 'sandbox-user';
 const GROUPS = 'sandbox-group';
 
-/** A group as the simulated platform keeps it: the SPEC Group fields plus its invite code. */
+/** A group as the simulated platform keeps it: the group fields of docs/api.md#groups plus its invite code. */
 export interface StoredGroup extends GroupInfo {
   inviteCode: string;
 }
 
 /**
- * The persistent part of an instance's simulated platform (DESIGN D9): users defined through
+ * The persistent part of an instance's simulated platform (docs/decisions/0004-sandbox.md): users defined through
  * `/v1/sandbox/users` and every group the world knows. Stored through the session's auth port (sealed like
  * credentials, survives restarts and logout) and read on demand, never cached: an idle instance holds nothing.
  */
@@ -23,7 +23,7 @@ export class SandboxWorld {
     this.#auth = auth;
   }
 
-  /** User `phone` with its definition applied (DESIGN D9 rules otherwise). */
+  /** User `phone` with its definition applied (docs/decisions/0004-sandbox.md rules otherwise). */
   async user(phone: string): Promise<SandboxUser> {
     const [user] = await this.users([phone]);
     return user ?? resolveUser(phone, undefined);

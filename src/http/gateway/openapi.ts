@@ -83,9 +83,9 @@ function gatewayOperation(operation: Json, route: GatewayRoute): Json {
 }
 
 /**
- * Documents every gateway path (DESIGN D12) in `paths` as a copy of its `/v1` twin's operation under tag
- * `gateway`: operationId `gateway` + the twin's (`gatewaySendText`), `x-instance-id` (required), `x-timestamp`
- * and `x-signature` header parameters, and the gateway body (`message` for text, no `from`). Twins not
+ * Documents every gateway path (docs/decisions/0021-gateway-form.md) in `paths` as a copy of its `/v1` twin's
+ * operation under tag `gateway`: operationId `gateway` + the twin's (`gatewaySendText`), `x-instance-id` (required),
+ * `x-timestamp` and `x-signature` header parameters, and the gateway body (`message` for text, no `from`). Twins not
  * registered are left out. Called by the document builder (src/http/openapi.ts) before schemas are shared.
  */
 export function addGatewayPaths(paths: Json): void {

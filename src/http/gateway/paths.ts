@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 
 /**
- * One path of the alternate gateway form (SPEC Alternate gateway form; DESIGN D12) and its `/v1` twin.
+ * One path of the alternate gateway form (docs/gateway.md; docs/decisions/0021-gateway-form.md) and its `/v1` twin.
  * The instance is the one `x-instance-id` names, handed to the twin's handler as is (plugins/instance.ts);
  * `textBody` marks the text send, whose gateway body names the text `message` instead of `body`.
  */
@@ -24,8 +24,8 @@ const route = (
 ): GatewayRoute => ({ method, path, twin, textBody });
 
 /**
- * Every gateway path (DESIGN D12 table, plus the poll, edit, delete and presence paths of the same family), in
- * the order the documentation lists them.
+ * Every gateway path (docs/decisions/0021-gateway-form.md table, plus the poll, edit, delete and presence paths of
+ * the same family), in the order the documentation lists them.
  */
 export const GATEWAY_ROUTES: readonly GatewayRoute[] = [
   route('POST', '/chat/send/text', '/v1/messages/send', true),

@@ -11,9 +11,14 @@ import { invalidSignature, SIGNATURE_WINDOW_SECONDS, verifyGatewaySignature } fr
 /** What the gateway hooks know about a request that came through a gateway path. */
 export interface GatewayRequest {
   route: GatewayRoute;
-  /** The instance named by `x-instance-id`, after the key's access check (DESIGN D4). */
+  /**
+   * The instance named by `x-instance-id`, after the key's access check (docs/decisions/0002-instance-resolution.md).
+   */
   instance: Instance;
-  /** The instance's HMAC key in clear when it has one: the request must then be signed (DESIGN D12). */
+  /**
+   * The instance's HMAC key in clear when it has one: the request must then be signed
+   * (docs/decisions/0021-gateway-form.md).
+   */
   hmacKey: string | null;
   /** The exact body bytes, kept only while a signature has to be checked. */
   rawBody: Buffer[];
@@ -21,7 +26,7 @@ export interface GatewayRequest {
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** Set when the request came through a gateway path (DESIGN D12); null otherwise. */
+    /** Set when the request came through a gateway path (docs/decisions/0021-gateway-form.md); null otherwise. */
     gateway: GatewayRequest | null;
   }
 }
@@ -41,9 +46,9 @@ function bodyPropertySchema(request: FastifyRequest, name: string): Record<strin
 }
 
 /**
- * The gateway body of the text send names the text `message` (SPEC Alternate gateway form); the `/v1` twin
+ * The gateway body of the text send names the text `message` (docs/gateway.md); the `/v1` twin
  * reads `body`. Checks `message` against the twin's `body` length rules first, so errors name the field the
- * caller sent (DESIGN D6).
+ * caller sent (docs/decisions/0001-envelope-and-error-codes.md).
  * @throws DomainError invalid `message is required`, `message must be a string`, `message must not be empty`,
  *   `message must be at most N characters`.
  */
@@ -86,9 +91,10 @@ function teeBody(payload: NodeJS.ReadableStream, into: Buffer[], limit: number):
 }
 
 /**
- * The alternate gateway form's request side (SPEC Alternate gateway form; DESIGN D12). The server's
- * `rewriteUrl` (see `paths.ts`) already routed a gateway path to its `/v1` twin, so auth, scope (DESIGN D5),
- * rate limits, validation and the handler are the twin's; these hooks add what differs:
+ * The alternate gateway form's request side (docs/gateway.md; docs/decisions/0021-gateway-form.md). The server's
+ * `rewriteUrl` (see `paths.ts`) already routed a gateway path to its `/v1` twin, so auth, scope
+ * (docs/decisions/0003-scopes-and-keys.md), rate limits, validation and the handler are the twin's; these hooks add
+ * what differs:
  * - `onRequest` (after auth): `x-instance-id` is required and must name an instance the key may address
  *   (400 `x-instance-id is required`, 400 when not a UUID, 404 `instance not found`);
  * - `preParsing`: keeps the raw body bytes when the instance has an HMAC key;

@@ -1,13 +1,13 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { DomainError } from '../../domain/errors.ts';
 
-/** How far `x-timestamp` may be from the server clock, seconds (DESIGN D12: ±300 s). */
+/** How far `x-timestamp` may be from the server clock, seconds (docs/decisions/0021-gateway-form.md: ±300 s). */
 export const SIGNATURE_WINDOW_SECONDS = 300;
 
-/** The one message of a missing or wrong request signature (DESIGN D12). */
+/** The one message of a missing or wrong request signature (docs/decisions/0021-gateway-form.md). */
 export const INVALID_SIGNATURE = 'invalid request signature';
 
-/** What a signature covers (DESIGN D12). */
+/** What a signature covers (docs/decisions/0021-gateway-form.md). */
 export interface SignedRequest {
   /** `x-timestamp`: Unix seconds, as sent. */
   timestamp: string;
@@ -20,8 +20,9 @@ export interface SignedRequest {
 }
 
 /**
- * The request signature of DESIGN D12: HMAC-SHA256 keyed with the UTF-8 bytes of the instance's HMAC key over
- * `${timestamp}.${METHOD}.${path with query}.${raw body}`, as 32 raw bytes (lowercase hex on the wire).
+ * The request signature of docs/decisions/0021-gateway-form.md: HMAC-SHA256 keyed with the UTF-8 bytes of the
+ * instance's HMAC key over `${timestamp}.${METHOD}.${path with query}.${raw body}`, as 32 raw bytes (lowercase hex on
+ * the wire).
  */
 export function gatewaySignature(key: string, request: SignedRequest): Buffer {
   return createHmac('sha256', Buffer.from(key, 'utf8'))
@@ -31,9 +32,9 @@ export function gatewaySignature(key: string, request: SignedRequest): Buffer {
 }
 
 /**
- * Checks `x-timestamp` and `x-signature` of a gateway request (DESIGN D12): present and well formed, the HMAC
- * equal in constant time, the timestamp within {@link SIGNATURE_WINDOW_SECONDS} of `nowMs` (in whole Unix seconds). Replay is the
- * caller's check (it needs the shared store).
+ * Checks `x-timestamp` and `x-signature` of a gateway request (docs/decisions/0021-gateway-form.md): present and well
+ * formed, the HMAC equal in constant time, the timestamp within {@link SIGNATURE_WINDOW_SECONDS} of `nowMs` (in whole
+ * Unix seconds). Replay is the caller's check (it needs the shared store).
  * @returns the timestamp in Unix seconds and the signature in lowercase hex (the replay key).
  * @throws DomainError unauthenticated `invalid request signature` when missing or wrong, with a reason suffix when
  *   the timestamp is outside the window.
@@ -58,7 +59,9 @@ export function verifyGatewaySignature(
   return { timestamp: seconds, signature: signature.toLowerCase() };
 }
 
-/** A 401 for a request signature (DESIGN D12), optionally saying why beyond the bare message. */
+/**
+ * A 401 for a request signature (docs/decisions/0021-gateway-form.md), optionally saying why beyond the bare message.
+ */
 export function invalidSignature(reason?: string): DomainError {
   return new DomainError('unauthenticated', reason ? `${INVALID_SIGNATURE}: ${reason}` : INVALID_SIGNATURE);
 }

@@ -8,9 +8,11 @@ import { isForwarded } from './forward.ts';
 
 /** What a route declares in its `config` (checked by this plugin). */
 export interface RouteAuthConfig {
-  /** The scope the route needs (DESIGN D5), or `public` for /healthz, /docs and the like. */
+  /**
+   * The scope the route needs (docs/decisions/0003-scopes-and-keys.md), or `public` for /healthz, /docs and the like.
+   */
   scope?: Scope | 'public';
-  /** Test-environment only (sandbox helpers, DESIGN D9): a live key gets 404. */
+  /** Test-environment only (sandbox helpers, docs/decisions/0004-sandbox.md): a live key gets 404. */
   testOnly?: boolean;
 }
 
@@ -29,9 +31,10 @@ export function authOf(request: FastifyRequest): AuthContext {
 }
 
 /**
- * Authentication, scope check and rate limiting for every route that declares a scope (DESIGN D2 order:
- * auth → scope → rate limit → validation). Sets `RateLimit-Policy` and `RateLimit` on every authenticated
- * response, and `Retry-After` with a 429 (DESIGN D13).
+ * Authentication, scope check and rate limiting for every route that declares a scope
+ * (docs/decisions/0024-engines-and-data-flow.md order: auth → scope → rate limit → validation). Sets
+ * `RateLimit-Policy` and `RateLimit` on every authenticated response, and `Retry-After` with a 429
+ * (docs/decisions/0019-rate-limits-and-plans.md).
  */
 export const authPlugin = fp(
   async (app: FastifyInstance) => {
@@ -48,7 +51,8 @@ export const authPlugin = fp(
       }
       if (!hasScope(auth, scope)) throw errors.missingScope(scope);
       request.auth = auth;
-      // A request another node forwarded was counted there (DESIGN D17: limits are shared through Redis).
+      // A request another node forwarded was counted there (docs/decisions/0008-leases-and-fencing.md: limits are
+      // shared through Redis).
       if (isForwarded(request, app.services.cluster)) return;
       const limits = limitsOf(auth.org);
       const decision = await limiter.consume(auth.org.id, auth.env, limits);

@@ -4,12 +4,15 @@ import { DomainError } from '../../domain/errors.ts';
 import { type ErrorCode, statusOf } from '../errors.ts';
 import { type ValidationIssue, validationMessage } from '../validation.ts';
 
-/** The error envelope body (SPEC Errors). */
+/** The error envelope body (docs/api.md#errors). */
 export function errorBody(status: number, message: string, retryAfter?: number) {
   return { error: { code: status, message, ...(retryAfter === undefined ? {} : { retryAfter }) } };
 }
 
-/** The route's body limit in words (`1 MB`, `22 MB`), naming the limit as DESIGN D6 asks for 413s. */
+/**
+ * The route's body limit in words (`1 MB`, `22 MB`), naming the limit as
+ * docs/decisions/0001-envelope-and-error-codes.md asks for 413s.
+ */
 function bodyLimitText(request: FastifyRequest): string {
   const bytes = request.routeOptions.bodyLimit ?? 0;
   if (bytes >= 1024 * 1024) return `${Math.round((bytes / (1024 * 1024)) * 10) / 10} MB`;
@@ -43,8 +46,9 @@ function fastifyClientError(
 /**
  * The one error handler (Unkey's three tiers): our `DomainError`s with the status {@link statusOf} maps their code
  * to (a 5xx is logged with the request id; an `internal` one is answered `internal error`, its text never sent);
- * validation errors rewritten into field-and-rule messages (DESIGN D6); anything else is a 500 `internal error`
- * whose stack is logged with the request id and never sent. Also answers unknown routes with a 404 envelope.
+ * validation errors rewritten into field-and-rule messages (docs/decisions/0001-envelope-and-error-codes.md);
+ * anything else is a 500 `internal error` whose stack is logged with the request id and never sent. Also answers
+ * unknown routes with a 404 envelope.
  */
 export const errorsPlugin = fp(
   async (app: FastifyInstance) => {

@@ -8,11 +8,11 @@ import type { Instance } from '../../domain/instance.ts';
 import type { LeaseKeeper } from '../../nodes/leases.ts';
 
 /**
- * Forwarding of instance requests between nodes (DESIGN D17): a request for an instance whose lease another node
- * holds is sent, whole, to that node's base URL and its answer (status, headers, body) returned unchanged, so the
- * caller sees the same envelope and request id as if this node had served it. Routes know nothing of it: the
- * instance plugin (the API) and the dashboard's instance routing (`routes/dashboard/routing.ts`) call
- * {@link routeInstanceRequest} once the instance is resolved.
+ * Forwarding of instance requests between nodes (docs/decisions/0008-leases-and-fencing.md): a request for an
+ * instance whose lease another node holds is sent, whole, to that node's base URL and its answer (status, headers,
+ * body) returned unchanged, so the caller sees the same envelope and request id as if this node had served it. Routes
+ * know nothing of it: the instance plugin (the API) and the dashboard's instance routing
+ * (`routes/dashboard/routing.ts`) call {@link routeInstanceRequest} once the instance is resolved.
  */
 
 /** Header carrying the cluster secret on node-to-node calls. */

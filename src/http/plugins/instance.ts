@@ -7,7 +7,9 @@ import { selectorOf } from '../instance-selector.ts';
 import { authOf } from './auth.ts';
 import { routeInstanceRequest } from './forward.ts';
 
-/** What a route declares in its `config` about the instance it addresses (DESIGN D4). */
+/**
+ * What a route declares in its `config` about the instance it addresses (docs/decisions/0002-instance-resolution.md).
+ */
 export interface RouteInstanceConfig {
   /**
    * Where the instance selector comes from: `query` (query `from`, else header `x-instance-id`), or `body` (a
@@ -42,9 +44,11 @@ function bodyFrom(request: FastifyRequest): string | undefined {
 
 /**
  * Resolves the addressed instance once per request, in a `preHandler` (after auth, scope, rate limit and
- * validation: DESIGN D2 order), and puts it on `request.instance` for the handler. A request that came through a
- * gateway path addresses the instance its `x-instance-id` named, already resolved by the gateway (DESIGN D12).
- * @throws DomainError not_found `instance not found`; invalid `several instances: name one with from` (DESIGN D4).
+ * validation: docs/decisions/0024-engines-and-data-flow.md order), and puts it on `request.instance` for the handler.
+ * A request that came through a gateway path addresses the instance its `x-instance-id` named, already resolved by
+ * the gateway (docs/decisions/0021-gateway-form.md).
+ * @throws DomainError not_found `instance not found`; invalid `several instances: name one with from`
+ * (docs/decisions/0002-instance-resolution.md).
  */
 export const instancePlugin = fp(
   async (app: FastifyInstance) => {
@@ -59,8 +63,9 @@ export const instancePlugin = fp(
         const selector = (where === 'body' ? bodyFrom(request) : undefined) ?? selectorOf(request);
         request.instance = await resolveInstance(store.db, authOf(request), selector);
       }
-      // Several nodes (DESIGN D17): the node owning the instance's session answers; routes never know. A gateway
-      // request, verified here, goes to the owner as its /v1 twin (its x-instance-id names the instance there).
+      // Several nodes (docs/decisions/0008-leases-and-fencing.md): the node owning the instance's session answers;
+      // routes never know. A gateway request, verified here, goes to the owner as its /v1 twin (its x-instance-id
+      // names the instance there).
       if (cluster && (await routeInstanceRequest(cluster, request, reply, request.instance))) return reply;
     });
   },

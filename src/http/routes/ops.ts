@@ -5,7 +5,10 @@ import { Envelope, ok } from '../schemas.ts';
 const Health = Type.Object({ status: Type.String({ examples: ['ok'] }) }, { title: 'Health' });
 const error = Type.Ref('ErrorEnvelope');
 
-/** Operations endpoints (DESIGN D14): health, readiness, Prometheus metrics and the OpenAPI document. No auth. */
+/**
+ * Operations endpoints (docs/decisions/0023-operations.md): health, readiness, Prometheus metrics and the OpenAPI
+ * document. No auth.
+ */
 export async function opsRoutes(app: FastifyInstance): Promise<void> {
   const { metrics, sessions } = app.services;
 

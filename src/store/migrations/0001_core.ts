@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 
-/** Organizations, instances, API keys and engine credentials (DESIGN D3). */
+/** Organizations, instances, API keys and engine credentials (docs/decisions/0003-scopes-and-keys.md). */
 export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
     .createTable('organizations')

@@ -1,9 +1,10 @@
 import type { Kysely } from 'kysely';
 
 /**
- * The message store (DESIGN D8): every sent and received message of an instance with its delivery state, and
- * the people the instance exchanged messages with (the contacts list's "known from messages" part, DESIGN D9).
- * Booleans are integers 0/1 and times RFC 3339 text on both SQLite and PostgreSQL (DESIGN D2).
+ * The message store (docs/decisions/0017-messages-and-media.md): every sent and received message of an instance with
+ * its delivery state, and the people the instance exchanged messages with (the contacts list's "known from messages"
+ * part, docs/decisions/0004-sandbox.md). Booleans are integers 0/1 and times RFC 3339 text on both SQLite and
+ * PostgreSQL (docs/decisions/0024-engines-and-data-flow.md).
  */
 export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema

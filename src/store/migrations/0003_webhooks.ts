@@ -1,7 +1,8 @@
 import type { Kysely } from 'kysely';
 
 /**
- * Webhook outbox, delivery queue and delivery log (issue 4, DESIGN D10). Same DDL on SQLite and PostgreSQL.
+ * Webhook outbox, delivery queue and delivery log (docs/decisions/0005-outbox-and-delivery.md). Same DDL on SQLite
+ * and PostgreSQL.
  *
  * - `webhook_state`: one row per instance that ever produced an event: the last `sequence` handed out (the row
  *   lock of the upsert serialises concurrent writers on PostgreSQL) and whether a 410 Gone disabled the webhook.

@@ -1,9 +1,9 @@
 import type { Kysely } from 'kysely';
 
 /**
- * One-socket lock per instance (issue 5, DESIGN D2): the live engine holds a row here while it has a socket open
- * on the instance's credentials, renews `expires_at` on a heartbeat and releases it on disconnect; a second
- * process sees the live row and refuses to open a second socket (two sockets on one credential corrupt the
+ * One-socket lock per instance (docs/decisions/0025-live-engine.md): the live engine holds a row here while it has a
+ * socket open on the instance's credentials, renews `expires_at` on a heartbeat and releases it on disconnect; a
+ * second process sees the live row and refuses to open a second socket (two sockets on one credential corrupt the
  * signal sessions). An expired row may be taken over. Same DDL on SQLite and PostgreSQL.
  */
 export async function up(db: Kysely<unknown>): Promise<void> {

@@ -1,10 +1,10 @@
 import type { Kysely } from 'kysely';
 
 /**
- * Seen gateway request signatures (DESIGN D12 replay protection): one row per (instance, signature) until the
- * signature's timestamp leaves the ±300 s window (`expires_at`, RFC 3339 text). The primary key makes the
- * "first time seen?" check one atomic insert shared by every process on the same store. Same DDL on SQLite and
- * PostgreSQL.
+ * Seen gateway request signatures (docs/decisions/0021-gateway-form.md replay protection): one row per (instance,
+ * signature) until the signature's timestamp leaves the ±300 s window (`expires_at`, RFC 3339 text). The primary key
+ * makes the "first time seen?" check one atomic insert shared by every process on the same store. Same DDL on SQLite
+ * and PostgreSQL.
  */
 export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema

@@ -5,7 +5,8 @@ import type { Kysely } from 'kysely';
  * under an id random per boot (the value it writes into `webhook_deliveries.locked_by`), with its host name and
  * process id, and renews `heartbeat_at` (epoch ms) periodically. A process whose row stops being renewed, or a
  * predecessor on the same host whose process id is gone, is dead: its claims are released at once instead of
- * after the stale-claim timeout. Several nodes sharing PostgreSQL (DESIGN D17) build on the same table.
+ * after the stale-claim timeout. Several nodes sharing PostgreSQL (docs/decisions/0008-leases-and-fencing.md) build
+ * on the same table.
  */
 export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema

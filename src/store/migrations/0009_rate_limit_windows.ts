@@ -1,9 +1,9 @@
 import type { Kysely } from 'kysely';
 
 /**
- * Rate-limit windows kept across restarts (DESIGN D13, embedded default without Redis): one row per counted
- * window and key (`day:<quota>:<orgId>:<env>`), with the requests consumed in it and when it resets (epoch ms). Written
- * in batches by `src/ratelimit/persisted-window.ts`, read once per key after a boot.
+ * Rate-limit windows kept across restarts (docs/decisions/0019-rate-limits-and-plans.md, embedded default without
+ * Redis): one row per counted window and key (`day:<quota>:<orgId>:<env>`), with the requests consumed in it and when
+ * it resets (epoch ms). Written in batches by `src/ratelimit/persisted-window.ts`, read once per key after a boot.
  */
 export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema

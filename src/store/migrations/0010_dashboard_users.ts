@@ -1,10 +1,10 @@
 import type { Kysely } from 'kysely';
 
 /**
- * Dashboard sign-in (DESIGN D16): `dashboard_users` holds one row per person who signs in to the web UI, each in
- * one organization with a role (`owner` | `member` | `viewer`) and an Argon2id password hash (PHC string);
- * `dashboard_sessions` one row per signed-in browser, keyed by the SHA-256 of the session id the cookie carries
- * (the id itself is never stored), with its CSRF token and its expiry (epoch ms). Removing a user removes its
+ * Dashboard sign-in (docs/decisions/0022-dashboard.md): `dashboard_users` holds one row per person who signs in to
+ * the web UI, each in one organization with a role (`owner` | `member` | `viewer`) and an Argon2id password hash (PHC
+ * string); `dashboard_sessions` one row per signed-in browser, keyed by the SHA-256 of the session id the cookie
+ * carries (the id itself is never stored), with its CSRF token and its expiry (epoch ms). Removing a user removes its
  * sessions (the service deletes them in the same transaction).
  */
 export async function up(db: Kysely<unknown>): Promise<void> {

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 
 /**
- * Chats, history and calls (issue 14):
+ * Chats, history and calls (docs/decisions/0026-chats-edits-polls-and-calls.md):
  * - `messages_chat_order` on (instance_id, chat, timestamp, id): a chat's history newest first with its
  *   (timestamp, id) cursor is an index range scan in that order on PostgreSQL and SQLite, and the per-chat
  *   "latest message" and unread-count subqueries of the chat list seek on it. It covers `messages_chat`

@@ -1,10 +1,10 @@
 import type { Kysely } from 'kysely';
 
 /**
- * Several nodes (DESIGN D17): one lease per instance naming the node that holds its engine session, with a fencing
- * token incremented on every change of owner and an expiry (epoch ms) the owner's heartbeat pushes forward. The
- * node registry gains each node's internal base URL (where other nodes forward requests) and a draining flag (a
- * node handing its instances over before it exits receives no new ones).
+ * Several nodes (docs/decisions/0008-leases-and-fencing.md): one lease per instance naming the node that holds its
+ * engine session, with a fencing token incremented on every change of owner and an expiry (epoch ms) the owner's
+ * heartbeat pushes forward. The node registry gains each node's internal base URL (where other nodes forward
+ * requests) and a draining flag (a node handing its instances over before it exits receives no new ones).
  */
 export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema

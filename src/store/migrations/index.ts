@@ -16,7 +16,7 @@ import * as idempotencyKeys from './0014_idempotency_keys.ts';
 
 /**
  * Every migration, in order. Names are numbered; add a new file and list it here (never edit one that shipped).
- * One set serves both SQLite and PostgreSQL (DESIGN D2).
+ * One set serves both SQLite and PostgreSQL (docs/decisions/0024-engines-and-data-flow.md).
  */
 export const migrations: Record<string, Migration> = {
   '0001_core': core,

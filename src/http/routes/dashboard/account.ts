@@ -10,9 +10,9 @@ const SignInBody = Type.Object({
 });
 
 /**
- * Sign-in, sign-out and the signed-in user (DESIGN D16). Sign-in answers a wrong password and an unknown e-mail
- * with the same 401 body, and 429 with `retryAfter` while the account or the client address has too many recent
- * failures; on success it sets the session cookie and returns the CSRF token the page sends back.
+ * Sign-in, sign-out and the signed-in user (docs/decisions/0022-dashboard.md). Sign-in answers a wrong password and
+ * an unknown e-mail with the same 401 body, and 429 with `retryAfter` while the account or the client address has too
+ * many recent failures; on success it sets the session cookie and returns the CSRF token the page sends back.
  */
 export async function accountRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();

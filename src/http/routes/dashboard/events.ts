@@ -10,15 +10,15 @@ import { InstanceParams, instanceIdFor, qrOf } from './instances.ts';
 const KEEPALIVE_MS = 25_000;
 
 /**
- * `GET /dashboard/api/instances/:id/events`: the live view of one instance as server-sent events (DESIGN D16,
- * WHATWG HTML "Server-sent events"). Events: `status` (the instance summary) at once and after every connection
- * change the recorder commits; `qr` (the current QR code, or null when none) at once, after every status change
- * and when the shown code expires (the next one replaces it); `deliveries` (no data) when an event entered the
- * webhook log or a delivery attempt finished, for the page to reload the log. Nothing is polled: changes come
- * from the recorder's live feed and the webhook worker, and QR rotation from the code's own expiry time. Both are
- * this process's: on several nodes the stream is served by the node holding the instance's session (routing.ts),
- * where its connection changes and new events are recorded; a delivery attempt finished by another node's worker
- * is not announced.
+ * `GET /dashboard/api/instances/:id/events`: the live view of one instance as server-sent events
+ * (docs/decisions/0022-dashboard.md, WHATWG HTML "Server-sent events"). Events: `status` (the instance summary) at
+ * once and after every connection change the recorder commits; `qr` (the current QR code, or null when none) at once,
+ * after every status change and when the shown code expires (the next one replaces it); `deliveries` (no data) when
+ * an event entered the webhook log or a delivery attempt finished, for the page to reload the log. Nothing is polled:
+ * changes come from the recorder's live feed and the webhook worker, and QR rotation from the code's own expiry time.
+ * Both are this process's: on several nodes the stream is served by the node holding the instance's session
+ * (routing.ts), where its connection changes and new events are recorded; a delivery attempt finished by another
+ * node's worker is not announced.
  */
 export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();

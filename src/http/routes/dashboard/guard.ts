@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { DashboardPrincipal } from '../../../app/dashboard-auth.ts';
 import { DomainError } from '../../../domain/errors.ts';
 
-/** A dashboard role (DESIGN D16), least privileged last. */
+/** A dashboard role (docs/decisions/0022-dashboard.md), least privileged last. */
 export type Role = 'owner' | 'member' | 'viewer';
 
 /** The session cookie's name; its path is `/dashboard`, so the API under `/v1` never sees it. */
@@ -16,8 +16,9 @@ const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 declare module 'fastify' {
   interface FastifyContextConfig {
     /**
-     * The least role a dashboard route needs (DESIGN D16), or `public` for sign-in and the static page. Routes of
-     * the dashboard declare it instead of an API scope: the session cookie is their credential.
+     * The least role a dashboard route needs (docs/decisions/0022-dashboard.md), or `public` for sign-in and the
+     * static page. Routes of the dashboard declare it instead of an API scope: the session cookie is their
+     * credential.
      */
     dashboard?: Role | 'public';
   }
@@ -48,10 +49,10 @@ export function cookieOptions(request: FastifyRequest, expiresAt?: number) {
 }
 
 /**
- * The dashboard's own authentication, added to the dashboard's encapsulated context (DESIGN D16): every route
- * declaring a role needs a valid session cookie (401 `sign in to continue`), a state-changing request also the
- * session's CSRF token in `x-csrf-token` (403 `missing or invalid CSRF token`), and the user a role at least the
- * route's (403 naming the role).
+ * The dashboard's own authentication, added to the dashboard's encapsulated context
+ * (docs/decisions/0022-dashboard.md): every route declaring a role needs a valid session cookie (401
+ * `sign in to continue`), a state-changing request also the session's CSRF token in `x-csrf-token` (403
+ * `missing or invalid CSRF token`), and the user a role at least the route's (403 naming the role).
  */
 export function addDashboardGuard(app: FastifyInstance): void {
   const auth = app.services.app.dashboardAuth;

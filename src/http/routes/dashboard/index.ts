@@ -12,10 +12,10 @@ import { userRoutes } from './users.ts';
 import { webhookRoutes } from './webhooks.ts';
 
 /**
- * The dashboard (DESIGN D16): its JSON API under `/dashboard/api` (session cookie and CSRF token, never an API
- * key; see guard.ts) and its single page under `/dashboard/`. Registered in its own context, so the cookie
- * parser and the session guard apply to these routes only. On several nodes, a route under `/instances/:id` runs
- * on the node holding that instance's session (see routing.ts).
+ * The dashboard (docs/decisions/0022-dashboard.md): its JSON API under `/dashboard/api` (session cookie and CSRF
+ * token, never an API key; see guard.ts) and its single page under `/dashboard/`. Registered in its own context, so
+ * the cookie parser and the session guard apply to these routes only. On several nodes, a route under
+ * `/instances/:id` runs on the node holding that instance's session (see routing.ts).
  */
 export async function dashboardRoutes(app: FastifyInstance, options: { root?: string }): Promise<void> {
   await app.register(fastifyCookie);

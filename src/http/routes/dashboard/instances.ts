@@ -28,10 +28,10 @@ export async function instanceIdFor(app: FastifyInstance, request: FastifyReques
 }
 
 /**
- * Instances of the signed-in user's organization (DESIGN D16): list with status and linked number, create,
- * connect, the QR code (also pushed live by the events stream), the pairing-code alternative, disconnect and
- * logout, through the same session service as `/v1/session/*`. On several nodes the list shows each instance's
- * status as its owner sees it, and every route under `/instances/:id` runs on the owner (routing.ts).
+ * Instances of the signed-in user's organization (docs/decisions/0022-dashboard.md): list with status and linked
+ * number, create, connect, the QR code (also pushed live by the events stream), the pairing-code alternative,
+ * disconnect and logout, through the same session service as `/v1/session/*`. On several nodes the list shows each
+ * instance's status as its owner sees it, and every route under `/instances/:id` runs on the owner (routing.ts).
  */
 export async function instanceRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();

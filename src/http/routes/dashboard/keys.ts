@@ -22,8 +22,9 @@ const CreateKeyBody = Type.Object({
 const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
 
 /**
- * API keys of the signed-in user's organization (DESIGN D3, D16): list (prefix, scopes, last use), create (the
- * full key is in this one answer only) and revoke. Members and owners manage keys; viewers read the list.
+ * API keys of the signed-in user's organization (docs/decisions/0003-scopes-and-keys.md,
+ * docs/decisions/0022-dashboard.md): list (prefix, scopes, last use), create (the full key is in this one answer
+ * only) and revoke. Members and owners manage keys; viewers read the list.
  */
 export async function keyRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();

@@ -5,8 +5,9 @@ import { InboundBody, PresenceBody, ReceiptBody, ScanBody } from '../v1/sandbox.
 import { InstanceParams, instanceIdFor } from './instances.ts';
 
 /**
- * The sandbox helpers of a test instance (DESIGN D9, D16): scan the QR, an inbound message, a receipt, a
- * presence, through the same sandbox service as `/v1/sandbox/*` (a live instance answers 404). Members and owners.
+ * The sandbox helpers of a test instance (docs/decisions/0004-sandbox.md, docs/decisions/0022-dashboard.md): scan the
+ * QR, an inbound message, a receipt, a presence, through the same sandbox service as `/v1/sandbox/*` (a live instance
+ * answers 404). Members and owners.
  */
 export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();

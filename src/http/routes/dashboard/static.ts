@@ -30,8 +30,8 @@ const CSP = [
 
 /**
  * Serves the dashboard's single page and its assets from `root` under `/dashboard/` with @fastify/static
- * (DESIGN D16), `/dashboard` and `/` redirecting there. Without a bundle, `/dashboard/` answers 503 with a page
- * saying how to build it instead of failing at boot.
+ * (docs/decisions/0022-dashboard.md), `/dashboard` and `/` redirecting there. Without a bundle, `/dashboard/` answers
+ * 503 with a page saying how to build it instead of failing at boot.
  */
 export async function staticRoutes(app: FastifyInstance, options: { root?: string }): Promise<void> {
   const root = options.root ?? DASHBOARD_DIST;

@@ -16,7 +16,7 @@ const CreateUserBody = Type.Object({
 });
 const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
 
-/** Users and roles of the signed-in user's organization (DESIGN D16): owners only. */
+/** Users and roles of the signed-in user's organization (docs/decisions/0022-dashboard.md): owners only. */
 export async function userRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const auth = app.services.app.dashboardAuth;

@@ -20,8 +20,9 @@ const DeliveryParams = Type.Object({
 });
 
 /**
- * The webhook of an instance (DESIGN D10, D16): URL, subscription, HMAC key, a test event, the delivery log and
- * redelivery, through the same webhook and session services as `/v1/webhook*` and `/v1/session/hmac/config`.
+ * The webhook of an instance (docs/decisions/0005-outbox-and-delivery.md, docs/decisions/0022-dashboard.md): URL,
+ * subscription, HMAC key, a test event, the delivery log and redelivery, through the same webhook and session
+ * services as `/v1/webhook*` and `/v1/session/hmac/config`.
  */
 export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();

@@ -43,8 +43,9 @@ const view = (settings: { reject: boolean; message: string | null }) => ({
 });
 
 /**
- * `/v1/calls/settings` (issue 14): the instance's call handling, stored per instance. Scope `chat:session`
- * (DESIGN D5: per-instance configuration, like the HMAC key), instance from query `from` (DESIGN D4).
+ * `/v1/calls/settings` (docs/decisions/0026-chats-edits-polls-and-calls.md): the instance's call handling, stored per
+ * instance. Scope `chat:session` (docs/decisions/0003-scopes-and-keys.md: per-instance configuration, like the HMAC
+ * key), instance from query `from` (docs/decisions/0002-instance-resolution.md).
  */
 export async function callsRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();

@@ -38,8 +38,9 @@ export const ChatPresenceBody = Type.Object(
 export type ChatPresenceBody = Static<typeof ChatPresenceBody>;
 
 /**
- * `POST /v1/chats/presence` (issue 14): shows typing, recording or paused in a chat, or the account's
- * availability. Scope `chat:messages`, the scope of what the instance says in chats (DESIGN D5).
+ * `POST /v1/chats/presence` (docs/decisions/0026-chats-edits-polls-and-calls.md): shows typing, recording or paused
+ * in a chat, or the account's availability. Scope `chat:messages`, the scope of what the instance says in chats
+ * (docs/decisions/0003-scopes-and-keys.md).
  */
 export async function chatPresenceRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();

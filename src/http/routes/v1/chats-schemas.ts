@@ -9,11 +9,17 @@ import {
 import { messageBody } from '../../../events/normalise.ts';
 import { InstanceQuery } from '../../schemas.ts';
 
-/** Schemas and views of the chats and history operations (issue 14). Times are RFC 3339 UTC. */
+/**
+ * Schemas and views of the chats and history operations (docs/decisions/0026-chats-edits-polls-and-calls.md). Times
+ * are RFC 3339 UTC.
+ */
 
 const iso = (ms: number): string => new Date(ms).toISOString();
 
-/** Query of the paged reads: `limit`, `cursor`, and the instance selector `from` (DESIGN D4). */
+/**
+ * Query of the paged reads: `limit`, `cursor`, and the instance selector `from`
+ * (docs/decisions/0002-instance-resolution.md).
+ */
 export const PageQuery = Type.Object({
   limit: Type.Optional(
     Type.Integer({

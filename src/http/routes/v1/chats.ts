@@ -15,8 +15,9 @@ import {
 } from './chats-schemas.ts';
 
 /**
- * `/v1/chats` (issue 14): the chat list and a chat's stored history, read from the message store. Scope
- * `chat:messages` (DESIGN D5: the message family's reads), instance from query `from` (DESIGN D4).
+ * `/v1/chats` (docs/decisions/0026-chats-edits-polls-and-calls.md): the chat list and a chat's stored history, read
+ * from the message store. Scope `chat:messages` (docs/decisions/0003-scopes-and-keys.md: the message family's reads),
+ * instance from query `from` (docs/decisions/0002-instance-resolution.md).
  */
 export async function chatsRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
@@ -65,8 +66,9 @@ export async function chatsRoutes(fastify: FastifyInstance): Promise<void> {
 }
 
 /**
- * `GET /v1/messages/{id}` (issue 14): one stored message with its delivery state. Scope `chat:messages`
- * (DESIGN D5), instance from query `from` (DESIGN D4). Registered under the `/v1/messages` prefix.
+ * `GET /v1/messages/{id}` (docs/decisions/0026-chats-edits-polls-and-calls.md): one stored message with its delivery
+ * state. Scope `chat:messages` (docs/decisions/0003-scopes-and-keys.md), instance from query `from`
+ * (docs/decisions/0002-instance-resolution.md). Registered under the `/v1/messages` prefix.
  */
 export async function messageReadRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();

@@ -6,12 +6,15 @@ import type { Contact } from '../../../domain/messages.ts';
 import { instanceIdOf } from '../../plugins/instance.ts';
 import { InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 
-/** Most numbers one `POST /v1/contacts/check` may carry (DESIGN D11). */
+/** Most numbers one `POST /v1/contacts/check` may carry (docs/decisions/0020-security-promises.md). */
 export const MAX_CHECK_PHONES = 500;
 /** Most numbers one `GET /v1/contacts/info` may carry (comma-separated `phone`). */
 export const MAX_INFO_PHONES = 100;
 
-/** Body of `POST /v1/contacts/check` (SPEC Contacts; DESIGN D11: at most 500 numbers). */
+/**
+ * Body of `POST /v1/contacts/check` (docs/api.md#contacts; docs/decisions/0020-security-promises.md: at most 500
+ * numbers).
+ */
 export const CheckBody = Type.Object(
   {
     phones: Type.Array(Phone('a number to check'), {
@@ -25,7 +28,7 @@ export const CheckBody = Type.Object(
 );
 export type CheckBody = Static<typeof CheckBody>;
 
-/** One entry of a registration check (SPEC Contact check entry). */
+/** One entry of a registration check (docs/api.md#contacts). */
 export const CheckEntry = Type.Object(
   {
     query: Type.String({ description: 'the number that was checked', examples: ['5511999990000'] }),
@@ -44,7 +47,7 @@ export type CheckEntry = Static<typeof CheckEntry>;
 export const CheckResult = Type.Object({ users: Type.Array(CheckEntry) }, { title: 'CheckResult' });
 export type CheckResult = Static<typeof CheckResult>;
 
-/** One value of the contact list (SPEC Contact list entry); strings are empty when unknown. */
+/** One value of the contact list (docs/api.md#contacts); strings are empty when unknown. */
 export const ContactEntry = Type.Object(
   {
     businessName: Type.String({ examples: [''] }),
@@ -60,7 +63,7 @@ export const ContactEntry = Type.Object(
 );
 export type ContactEntry = Static<typeof ContactEntry>;
 
-/** `data` of `GET /v1/contacts/list`: an object keyed by user JID (SPEC Contact list entry). */
+/** `data` of `GET /v1/contacts/list`: an object keyed by user JID (docs/api.md#contacts). */
 export const ContactList = Type.Record(Type.String(), ContactEntry, {
   title: 'ContactList',
   description: 'keys are user JIDs',
@@ -78,7 +81,7 @@ export const ContactList = Type.Record(Type.String(), ContactEntry, {
 });
 export type ContactList = Static<typeof ContactList>;
 
-/** Query of `GET /v1/contacts/info` (DESIGN D12): one number or several separated by commas. */
+/** Query of `GET /v1/contacts/info` (docs/api.md#contacts): one number or several separated by commas. */
 export const InfoQuery = Type.Object({
   phone: Type.String({
     minLength: 1,
@@ -90,7 +93,7 @@ export const InfoQuery = Type.Object({
 });
 export type InfoQuery = Static<typeof InfoQuery>;
 
-/** One entry of `GET /v1/contacts/info` (DESIGN D12). */
+/** One entry of `GET /v1/contacts/info` (docs/api.md#contacts). */
 export const InfoEntry = Type.Object(
   {
     query: Type.String({ examples: ['5511999990000'] }),
@@ -113,14 +116,14 @@ export type InfoEntry = Static<typeof InfoEntry>;
 export const InfoResult = Type.Object({ users: Type.Array(InfoEntry) }, { title: 'InfoResult' });
 export type InfoResult = Static<typeof InfoResult>;
 
-/** Query of `GET /v1/contacts/avatar` (DESIGN D12). */
+/** Query of `GET /v1/contacts/avatar` (docs/api.md#contacts). */
 export const AvatarQuery = Type.Object({
   phone: Phone('the user whose profile picture to fetch', '5511977776666'),
   from: InstanceQuery.properties.from,
 });
 export type AvatarQuery = Static<typeof AvatarQuery>;
 
-/** `data` of `GET /v1/contacts/avatar` (DESIGN D12). */
+/** `data` of `GET /v1/contacts/avatar` (docs/api.md#contacts). */
 export const AvatarResult = Type.Object(
   {
     url: Type.String({ description: 'URL of the picture', examples: ['https://pps.whatsapp.net/v/t61/…'] }),
@@ -132,8 +135,8 @@ export type AvatarResult = Static<typeof AvatarResult>;
 
 /**
  * Splits a comma-separated list of phone numbers (`GET /v1/contacts/info?phone=`), trimming blanks.
- * @throws DomainError invalid naming the field (`phone`, or `phone[2]` in a list) and the rule (DESIGN D6),
- *   or the limit when more than `max` numbers are given.
+ * @throws DomainError invalid naming the field (`phone`, or `phone[2]` in a list) and the rule
+ *   (docs/decisions/0001-envelope-and-error-codes.md), or the limit when more than `max` numbers are given.
  */
 export function parsePhoneList(raw: string, field: string, max: number): string[] {
   const phones = raw.split(',').map((p) => p.trim());
@@ -148,10 +151,10 @@ export function parsePhoneList(raw: string, field: string, max: number): string[
 }
 
 /**
- * The contact list object of SPEC "Contact list entry", keyed by user JID: the platform's contacts merged with
- * the users the instance exchanged messages with (DESIGN D9). A JID listed twice keeps the first non-empty value
- * of each name. `found` is true for every listed user (the platform knows them: a contact, or a user whose
- * messages carried a push name), as on the reference API.
+ * The contact list object of docs/api.md#contacts, keyed by user JID: the platform's contacts merged with
+ * the users the instance exchanged messages with (docs/decisions/0004-sandbox.md). A JID listed twice keeps the first
+ * non-empty value of each name. `found` is true for every listed user (the platform knows them: a contact, or a user
+ * whose messages carried a push name), as on the reference API.
  */
 export function contactList(contacts: readonly Contact[]): ContactList {
   const out: ContactList = {};
@@ -170,7 +173,10 @@ export function contactList(contacts: readonly Contact[]): ContactList {
 
 const tags = ['contacts'];
 
-/** `/v1/contacts/*` (SPEC Contacts; DESIGN D12); scope `chat:contacts` (DESIGN D5), instance per DESIGN D4. */
+/**
+ * `/v1/contacts/*` (docs/api.md#contacts); scope `chat:contacts` (docs/decisions/0003-scopes-and-keys.md), instance
+ * per docs/decisions/0002-instance-resolution.md.
+ */
 export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const { contacts } = app.services.app;

@@ -21,7 +21,10 @@ import {
   toGroupDetails,
 } from './groups.ts';
 
-/** A string from a closed list; the 400 names the field and every allowed value (DESIGN D6). */
+/**
+ * A string from a closed list; the 400 names the field and every allowed value
+ * (docs/decisions/0001-envelope-and-error-codes.md).
+ */
 function StringEnum<T extends string>(values: readonly T[], example: T, description: string) {
   return Type.Unsafe<T>({
     type: 'string',
@@ -121,8 +124,9 @@ const tags = ['groups'];
 
 /**
  * Group administration under `/v1/groups` (participants, settings, leave, join, revoke): scope `chat:groups`,
- * the instance by query `from` or `x-instance-id` (DESIGN D4, D5). Changes need the account to be a group
- * admin where the platform says so (403 with the reason otherwise).
+ * the instance by query `from` or `x-instance-id` (docs/decisions/0002-instance-resolution.md,
+ * docs/decisions/0003-scopes-and-keys.md). Changes need the account to be a group admin where the platform says so
+ * (403 with the reason otherwise).
  */
 export async function groupAdminRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();

@@ -7,12 +7,12 @@ import { userJid } from '../../../domain/messages.ts';
 import { instanceIdOf } from '../../plugins/instance.ts';
 import { InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 
-/** Longest group name, characters (SPEC Limits). */
+/** Longest group name, characters (docs/api.md#groups). */
 export const MAX_GROUP_NAME = 25;
-/** Most participants one create may name (DESIGN D11). */
+/** Most participants one create may name (docs/decisions/0020-security-promises.md). */
 export const MAX_PARTICIPANTS = 256;
 
-/** A group JID: `<digits>@g.us`, or the older `<creator digits>-<digits>@g.us` (SPEC Identifiers). */
+/** A group JID: `<digits>@g.us`, or the older `<creator digits>-<digits>@g.us` (docs/api.md#conventions). */
 export const GroupJid = Type.String({
   pattern: '^[0-9]{1,40}(-[0-9]{1,40})?@g\\.us$',
   'x-message': '{field} must be a group JID: <digits>@g.us or <digits>-<digits>@g.us',
@@ -23,7 +23,7 @@ export const GroupJid = Type.String({
 const UserJid = Type.String({ description: 'user JID', examples: ['5511999990001@s.whatsapp.net'] });
 const Timestamp = Type.String({ format: 'date-time', examples: ['2025-01-15T12:00:00.000Z'] });
 
-/** A group participant (SPEC Group: Participant). */
+/** A group participant (docs/api.md#groups). */
 export const Participant = Type.Object(
   {
     jid: UserJid,
@@ -54,14 +54,14 @@ const groupFields = {
 const { jid, name, ownerJid, groupCreated } = groupFields;
 const { isAnnounce, isLocked, isEphemeral, disappearingTimer, participants } = groupFields;
 
-/** Group, create fields (SPEC Group "Present in: create"). */
+/** Group, create fields (docs/api.md#groups, create fields). */
 export const GroupCreated = Type.Object(
   { jid, name, ownerJid, groupCreated, participants },
   { title: 'GroupCreated' },
 );
 export type GroupCreated = Static<typeof GroupCreated>;
 
-/** Group, list fields (SPEC Group "Present in: list"). */
+/** Group, list fields (docs/api.md#groups, list fields). */
 export const GroupListed = Type.Object(
   {
     jid,
@@ -78,11 +78,11 @@ export const GroupListed = Type.Object(
 );
 export type GroupListed = Static<typeof GroupListed>;
 
-/** Group, info fields: every SPEC Group field. */
+/** Group, info fields: every field of docs/api.md#groups. */
 export const GroupDetails = Type.Object(groupFields, { title: 'GroupDetails' });
 export type GroupDetails = Static<typeof GroupDetails>;
 
-/** Body of `POST /v1/groups/create` (SPEC Groups; SPEC Limits; DESIGN D11). */
+/** Body of `POST /v1/groups/create` (docs/api.md#groups; docs/decisions/0020-security-promises.md). */
 export const CreateGroupBody = Type.Object(
   {
     name: Type.String({
@@ -117,7 +117,7 @@ export const InviteLink = Type.Object(
 const iso = (ms: number): string => new Date(ms).toISOString();
 
 /**
- * The info fields of `group` (SPEC Group): times as RFC 3339 UTC, `disappearingTimer` in seconds. When the
+ * The info fields of `group` (docs/api.md#groups): times as RFC 3339 UTC, `disappearingTimer` in seconds. When the
  * platform reports no name change (`nameSetAt` 0, `nameSetBy` empty), the name dates from the creation by the
  * owner.
  */
@@ -142,7 +142,7 @@ export function toGroupDetails(group: GroupInfo): GroupDetails {
   };
 }
 
-/** Fields of the list and create views (SPEC Group, "Present in" column). */
+/** Fields of the list and create views (docs/api.md#groups: fields per operation). */
 const LISTED_FIELDS = [
   'jid',
   'name',
@@ -168,19 +168,22 @@ function pick<T extends object, K extends keyof T>(value: T, keys: readonly K[])
   return out;
 }
 
-/** The list fields of `group` (SPEC Group "Present in: list"). */
+/** The list fields of `group` (docs/api.md#groups, list fields). */
 export function toGroupListed(group: GroupInfo): GroupListed {
   return pick(toGroupDetails(group), LISTED_FIELDS);
 }
 
-/** The create fields of `group` (SPEC Group "Present in: create"). */
+/** The create fields of `group` (docs/api.md#groups, create fields). */
 export function toGroupCreated(group: GroupInfo): GroupCreated {
   return pick(toGroupDetails(group), CREATED_FIELDS);
 }
 
 const tags = ['groups'];
 
-/** `/v1/groups/*` (SPEC Groups); scope `chat:groups` (DESIGN D5), instance per DESIGN D4. */
+/**
+ * `/v1/groups/*` (docs/api.md#groups); scope `chat:groups` (docs/decisions/0003-scopes-and-keys.md), instance per
+ * docs/decisions/0002-instance-resolution.md.
+ */
 export async function groupsRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const { config: appConfig } = app.services;

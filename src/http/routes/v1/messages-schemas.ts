@@ -1,16 +1,17 @@
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import { InstanceSelector, Phone, responses } from '../../schemas.ts';
 
-/** Longest text `body` and caption, characters (DESIGN D6). */
+/** Longest text `body` and caption, characters (docs/decisions/0001-envelope-and-error-codes.md). */
 export const MAX_TEXT = 65_536;
-/** Most message ids one `POST /v1/messages/read` may carry (DESIGN D11). */
+/** Most message ids one `POST /v1/messages/read` may carry (docs/decisions/0020-security-promises.md). */
 export const MAX_READ_IDS = 1000;
 /** Most emojis a sticker may carry in its pack metadata. */
 export const MAX_STICKER_EMOJIS = 10;
 
 /**
- * The chat a message goes to: a phone number (8 to 15 digits, DESIGN D6) or a group JID `<digits>@g.us`
- * (`<digits>-<digits>@g.us` for old groups), so groups the account belongs to can be written to as well.
+ * The chat a message goes to: a phone number (8 to 15 digits, docs/decisions/0001-envelope-and-error-codes.md) or a
+ * group JID `<digits>@g.us` (`<digits>-<digits>@g.us` for old groups), so groups the account belongs to can be
+ * written to as well.
  */
 export const ChatAddress = (description = 'recipient phone number (digits only), or a group JID') =>
   Type.String({
@@ -77,7 +78,10 @@ const Media = (example: string, description: string) =>
     'x-message': '{field} must be an https:// URL or a data: URI',
   });
 
-/** Body of `POST /v1/messages/send` (SPEC Messages; DESIGN D6: body at most 65,536 characters). */
+/**
+ * Body of `POST /v1/messages/send` (docs/api.md#messages; docs/decisions/0001-envelope-and-error-codes.md: body at
+ * most 65,536 characters).
+ */
 export const SendTextBody = Type.Object(
   {
     phone: ChatAddress(),
@@ -103,7 +107,10 @@ export const SendTextBody = Type.Object(
 );
 export type SendTextBody = Static<typeof SendTextBody>;
 
-/** Body of `POST /v1/messages/send/image` (SPEC Messages; DESIGN D8: JPEG, PNG, GIF, WEBP; 16 MB). */
+/**
+ * Body of `POST /v1/messages/send/image` (docs/api.md#messages; docs/decisions/0017-messages-and-media.md: JPEG, PNG,
+ * GIF, WEBP; 16 MB).
+ */
 export const SendImageBody = Type.Object(
   {
     phone: ChatAddress(),
@@ -118,7 +125,10 @@ export const SendImageBody = Type.Object(
 );
 export type SendImageBody = Static<typeof SendImageBody>;
 
-/** Body of `POST /v1/messages/send/document` (SPEC Messages; DESIGN D8: any format, 100 MB). */
+/**
+ * Body of `POST /v1/messages/send/document` (docs/api.md#messages; docs/decisions/0017-messages-and-media.md: any
+ * format, 100 MB).
+ */
 export const SendDocumentBody = Type.Object(
   {
     phone: ChatAddress(),
@@ -141,7 +151,10 @@ export const SendDocumentBody = Type.Object(
 );
 export type SendDocumentBody = Static<typeof SendDocumentBody>;
 
-/** Body of `POST /v1/messages/send/audio` (SPEC Messages; DESIGN D8: OGG/Opus, MP3, M4A, WAV; voice note). */
+/**
+ * Body of `POST /v1/messages/send/audio` (docs/api.md#messages; docs/decisions/0017-messages-and-media.md: OGG/Opus,
+ * MP3, M4A, WAV; voice note).
+ */
 export const SendAudioBody = Type.Object(
   {
     phone: ChatAddress(),
@@ -154,7 +167,7 @@ export const SendAudioBody = Type.Object(
 );
 export type SendAudioBody = Static<typeof SendAudioBody>;
 
-/** Body of `POST /v1/messages/send/video` (DESIGN D8: MP4, 3GP; 16 MB). */
+/** Body of `POST /v1/messages/send/video` (docs/decisions/0017-messages-and-media.md: MP4, 3GP; 16 MB). */
 export const SendVideoBody = Type.Object(
   {
     phone: ChatAddress(),
@@ -169,7 +182,10 @@ export const SendVideoBody = Type.Object(
 );
 export type SendVideoBody = Static<typeof SendVideoBody>;
 
-/** Body of `POST /v1/messages/send/location` (DESIGN D8: latitude −90..90, longitude −180..180). */
+/**
+ * Body of `POST /v1/messages/send/location` (docs/decisions/0017-messages-and-media.md: latitude −90..90, longitude
+ * −180..180).
+ */
 export const SendLocationBody = Type.Object(
   {
     phone: ChatAddress(),
@@ -197,7 +213,10 @@ export const SendLocationBody = Type.Object(
 );
 export type SendLocationBody = Static<typeof SendLocationBody>;
 
-/** Body of `POST /v1/messages/send/sticker` (SPEC Messages; DESIGN D8: pack metadata in the WEBP EXIF). */
+/**
+ * Body of `POST /v1/messages/send/sticker` (docs/api.md#messages; docs/decisions/0017-messages-and-media.md: pack
+ * metadata in the WEBP EXIF).
+ */
 export const SendStickerBody = Type.Object(
   {
     phone: ChatAddress(),
@@ -222,7 +241,10 @@ export const SendStickerBody = Type.Object(
 );
 export type SendStickerBody = Static<typeof SendStickerBody>;
 
-/** Body of `POST /v1/messages/send/contact` (SPEC Messages; DESIGN D8: vCard lines). */
+/**
+ * Body of `POST /v1/messages/send/contact` (docs/api.md#messages; docs/decisions/0017-messages-and-media.md: vCard
+ * lines).
+ */
 export const SendContactBody = Type.Object(
   {
     phone: ChatAddress(),
@@ -243,7 +265,7 @@ export const SendContactBody = Type.Object(
 );
 export type SendContactBody = Static<typeof SendContactBody>;
 
-/** Body of `POST /v1/messages/react` (SPEC Messages): `id` prefixed `me:` for the account's own messages. */
+/** Body of `POST /v1/messages/react` (docs/api.md#messages): `id` prefixed `me:` for the account's own messages. */
 export const ReactBody = Type.Object(
   {
     phone: ChatAddress('the chat of the message: phone number or group JID'),
@@ -267,7 +289,10 @@ export const ReactBody = Type.Object(
 );
 export type ReactBody = Static<typeof ReactBody>;
 
-/** Body of `POST /v1/messages/read` (SPEC Messages; DESIGN D11: at most 1,000 ids). */
+/**
+ * Body of `POST /v1/messages/read` (docs/api.md#messages; docs/decisions/0020-security-promises.md: at most 1,000
+ * ids).
+ */
 export const ReadBody = Type.Object(
   {
     id: Type.Array(Type.String({ minLength: 1, maxLength: 128 }), {
@@ -301,7 +326,7 @@ export const QueuedResult = Type.Object(
 );
 export type QueuedResult = Static<typeof QueuedResult>;
 
-/** Send result (SPEC Send result; DESIGN D8): `timestamp` RFC 3339 UTC. */
+/** Send result (docs/api.md#messages; docs/decisions/0017-messages-and-media.md): `timestamp` RFC 3339 UTC. */
 export const SendResult = Type.Object(
   {
     details: Type.String({ examples: ['Sent'] }),

@@ -6,7 +6,7 @@ import { instanceIdOf } from '../../plugins/instance.ts';
 import { ok } from '../../schemas.ts';
 import type { QueuedResult, SendResult } from './messages-schemas.ts';
 
-/** The send result envelope data (SPEC Send result): `Sent`, the id, and the time as RFC 3339 UTC. */
+/** The send result envelope data (docs/api.md#messages): `Sent`, the id, and the time as RFC 3339 UTC. */
 export function sendResult(sent: SentMessage, id: string = sent.id): SendResult {
   return { details: 'Sent', id, timestamp: new Date(sent.timestamp).toISOString() };
 }
@@ -93,8 +93,8 @@ export function checkMentions(
 }
 
 /**
- * Checks a vCard has the lines DESIGN D8 requires: BEGIN:VCARD, FN, N, TEL, END:VCARD (property names may carry
- * a group prefix such as `item1.TEL` and parameters such as `TEL;type=CELL`).
+ * Checks a vCard has the lines docs/decisions/0017-messages-and-media.md requires: BEGIN:VCARD, FN, N, TEL, END:VCARD
+ * (property names may carry a group prefix such as `item1.TEL` and parameters such as `TEL;type=CELL`).
  * @throws DomainError invalid naming the first missing line, e.g. `vcard must contain a TEL line`.
  */
 export function checkVcard(vcard: string, field = 'vcard'): void {

@@ -119,8 +119,9 @@ export function checkPoll(options: readonly string[], selectableCount: number): 
 }
 
 /**
- * `POST /v1/messages/edit`, `/v1/messages/delete` and `/v1/messages/send/poll` (issue 14). Scope
- * `chat:messages` like every `/v1/messages/*` operation (DESIGN D5); the instance is the body field `from`.
+ * `POST /v1/messages/edit`, `/v1/messages/delete` and `/v1/messages/send/poll`
+ * (docs/decisions/0026-chats-edits-polls-and-calls.md). Scope `chat:messages` like every `/v1/messages/*` operation
+ * (docs/decisions/0003-scopes-and-keys.md); the instance is the body field `from`.
  */
 export async function messageUpdateRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();

@@ -21,9 +21,11 @@ import { messageUpdateRoutes } from './messages-updates.ts';
 const tags = ['messages'];
 
 /**
- * `/v1/messages/*` (SPEC Messages; DESIGN D8): text, location and contact sends, reactions and read receipts
- * here; media sends in `messages-media.ts`. Scope `chat:messages` (DESIGN D5); the sending instance is the body
- * field `from` (DESIGN D4). Every send answers `{ details: 'Sent', id, timestamp }` once the message is stored.
+ * `/v1/messages/*` (docs/api.md#messages; docs/decisions/0017-messages-and-media.md): text, location and contact
+ * sends, reactions and read receipts here; media sends in `messages-media.ts`. Scope `chat:messages`
+ * (docs/decisions/0003-scopes-and-keys.md); the sending instance is the body field `from`
+ * (docs/decisions/0002-instance-resolution.md). Every send answers `{ details: 'Sent', id, timestamp }` once the
+ * message is stored.
  */
 export async function messagesRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();

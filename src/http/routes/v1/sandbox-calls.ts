@@ -26,8 +26,9 @@ export const SandboxCallResult = Type.Object(
 );
 
 /**
- * `POST /v1/sandbox/call` (issue 14): a simulated user calls the account. Test keys only, scope `chat:session`
- * like every sandbox helper (DESIGN D5, D9).
+ * `POST /v1/sandbox/call` (docs/decisions/0026-chats-edits-polls-and-calls.md): a simulated user calls the account.
+ * Test keys only, scope `chat:session` like every sandbox helper (docs/decisions/0003-scopes-and-keys.md,
+ * docs/decisions/0004-sandbox.md).
  */
 export async function sandboxCallRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();

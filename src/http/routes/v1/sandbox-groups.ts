@@ -10,7 +10,7 @@ import { GroupDetails, MAX_PARTICIPANTS, toGroupDetails } from './groups.ts';
 
 const MEMBER_ACTIONS = ['add', 'remove', 'promote', 'demote', 'join', 'leave'] as const;
 
-/** Body of `POST /v1/sandbox/groups/participants` (DESIGN D9). */
+/** Body of `POST /v1/sandbox/groups/participants` (docs/decisions/0004-sandbox.md). */
 export const SandboxParticipantsBody = Type.Object(
   {
     groupJid: GroupUpdateBody.properties.groupJid,
@@ -35,7 +35,10 @@ export const SandboxParticipantsBody = Type.Object(
   { title: 'SandboxParticipantsBody' },
 );
 
-/** Body of `POST /v1/sandbox/groups/update` (DESIGN D9): the fields of `POST /v1/groups/update` plus the actor. */
+/**
+ * Body of `POST /v1/sandbox/groups/update` (docs/decisions/0004-sandbox.md): the fields of `POST /v1/groups/update`
+ * plus the actor.
+ */
 export const SandboxGroupUpdateBody = Type.Object(
   { ...GroupUpdateBody.properties, phone: Phone('the simulated member who makes the change') },
   { title: 'SandboxGroupUpdateBody' },
@@ -44,8 +47,9 @@ export const SandboxGroupUpdateBody = Type.Object(
 const tags = ['sandbox'];
 
 /**
- * `/v1/sandbox/groups/*` helpers (DESIGN D9): a simulated member changes a group the instance is in, and the
- * GroupUpdate events follow as on the platform. Test keys only, scope `chat:session` (DESIGN D5).
+ * `/v1/sandbox/groups/*` helpers (docs/decisions/0004-sandbox.md): a simulated member changes a group the instance is
+ * in, and the GroupUpdate events follow as on the platform. Test keys only, scope `chat:session`
+ * (docs/decisions/0003-scopes-and-keys.md).
  */
 export async function sandboxGroupRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();

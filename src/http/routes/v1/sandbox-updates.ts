@@ -44,8 +44,9 @@ export const SandboxVoteBody = Type.Object(
 export type SandboxVoteBody = Static<typeof SandboxVoteBody>;
 
 /**
- * Sandbox helpers of issue 14 under `/v1/sandbox`: a simulated user edits or deletes their message
- * (`MessageUpdate` event) or votes on a poll (`PollVote` event). Same scope as the other helpers (DESIGN D5).
+ * Sandbox helpers for edits, deletions and polls under `/v1/sandbox`: a simulated user edits or deletes their message
+ * (`MessageUpdate` event) or votes on a poll (`PollVote` event). Same scope as the other helpers
+ * (docs/decisions/0003-scopes-and-keys.md).
  */
 export async function sandboxUpdateRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();

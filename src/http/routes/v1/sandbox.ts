@@ -6,7 +6,7 @@ import { Details, InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 import { GroupDetails, toGroupDetails } from './groups.ts';
 import { sandboxUpdateRoutes } from './sandbox-updates.ts';
 
-/** Body of `POST /v1/sandbox/scan` (DESIGN D9). */
+/** Body of `POST /v1/sandbox/scan` (docs/decisions/0004-sandbox.md). */
 export const ScanBody = Type.Object(
   {
     code: Type.Optional(
@@ -23,7 +23,10 @@ export const ScanBody = Type.Object(
 );
 export type ScanBody = Static<typeof ScanBody>;
 
-/** A string from a closed list; the 400 names the field and every allowed value (DESIGN D6). */
+/**
+ * A string from a closed list; the 400 names the field and every allowed value
+ * (docs/decisions/0001-envelope-and-error-codes.md).
+ */
 export function StringEnum<T extends string>(values: readonly T[], example: T) {
   return Type.Unsafe<T>({
     type: 'string',
@@ -33,14 +36,14 @@ export function StringEnum<T extends string>(values: readonly T[], example: T) {
   });
 }
 
-/** A group JID (SPEC Identifiers): `<digits>@g.us`, or `<digits>-<digits>@g.us` for old groups. */
+/** A group JID (docs/api.md#conventions): `<digits>@g.us`, or `<digits>-<digits>@g.us` for old groups. */
 export const GroupJid = Type.String({
   pattern: '^[0-9]{1,40}(-[0-9]{1,40})?@g\\.us$',
   'x-message': '{field} must be a group JID: <digits>@g.us',
   examples: ['120363025246125486@g.us'],
 });
 
-/** Body of `POST /v1/sandbox/inbound` (DESIGN D9). */
+/** Body of `POST /v1/sandbox/inbound` (docs/decisions/0004-sandbox.md). */
 export const InboundBody = Type.Object(
   {
     phone: Phone('the simulated user the message comes from'),
@@ -70,7 +73,10 @@ export const InboundResult = Type.Object(
 );
 export type InboundResult = Static<typeof InboundResult>;
 
-/** Body of `POST /v1/sandbox/receipt` (DESIGN D9); `phone` picks the acknowledging member of a group chat. */
+/**
+ * Body of `POST /v1/sandbox/receipt` (docs/decisions/0004-sandbox.md); `phone` picks the acknowledging member of a
+ * group chat.
+ */
 export const ReceiptBody = Type.Object(
   {
     id: Type.String({
@@ -86,7 +92,10 @@ export const ReceiptBody = Type.Object(
 );
 export type ReceiptBody = Static<typeof ReceiptBody>;
 
-/** Body of `POST /v1/sandbox/presence` (DESIGN D9): `recording` is composing with media `audio` (D10). */
+/**
+ * Body of `POST /v1/sandbox/presence` (docs/decisions/0004-sandbox.md): `recording` is composing with media `audio`
+ * (docs/decisions/0018-webhook-events-and-payloads.md).
+ */
 export const PresenceBody = Type.Object(
   {
     phone: Phone('the simulated user'),
@@ -99,7 +108,9 @@ export type PresenceBody = Static<typeof PresenceBody>;
 
 const Name = (example: string) => Type.Optional(Type.String({ maxLength: 200, examples: [example] }));
 
-/** Body of `POST /v1/sandbox/users` (DESIGN D9): omitted fields take the default world's values. */
+/**
+ * Body of `POST /v1/sandbox/users` (docs/decisions/0004-sandbox.md): omitted fields take the default world's values.
+ */
 export const UserBody = Type.Object(
   {
     phone: Phone('the user to define'),
@@ -116,7 +127,10 @@ export const UserBody = Type.Object(
 );
 export type UserBody = Static<typeof UserBody>;
 
-/** Body of `POST /v1/sandbox/groups` (DESIGN D9; DESIGN D11: at most 256 participants). */
+/**
+ * Body of `POST /v1/sandbox/groups` (docs/decisions/0004-sandbox.md; docs/decisions/0020-security-promises.md: at
+ * most 256 participants).
+ */
 export const SandboxGroupBody = Type.Object(
   {
     name: Type.String({ minLength: 1, maxLength: 25, examples: ['Book club'] }),
@@ -134,8 +148,8 @@ export type SandboxGroupBody = Static<typeof SandboxGroupBody>;
 const tags = ['sandbox'];
 
 /**
- * `/v1/sandbox/*` test helpers (DESIGN D9): only for `svc_test_` keys (a live key gets 404), scope
- * `chat:session` (DESIGN D5).
+ * `/v1/sandbox/*` test helpers (docs/decisions/0004-sandbox.md): only for `svc_test_` keys (a live key gets 404),
+ * scope `chat:session` (docs/decisions/0003-scopes-and-keys.md).
  */
 export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();

@@ -5,7 +5,7 @@ import { toDataURL } from 'qrcode';
 import { instanceIdOf } from '../../plugins/instance.ts';
 import { Details, EventTypeName, InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 
-/** Body of `POST /v1/session/connect` (SPEC Session; DESIGN D7). */
+/** Body of `POST /v1/session/connect` (docs/api.md#session; docs/decisions/0016-session-lifecycle.md). */
 export const ConnectBody = Type.Object(
   {
     subscribe: Type.Optional(
@@ -26,7 +26,7 @@ export const ConnectBody = Type.Object(
 );
 export type ConnectBody = Static<typeof ConnectBody>;
 
-/** Connect result (SPEC Connect result). */
+/** Connect result (docs/api.md#session). */
 export const ConnectResult = Type.Object(
   {
     details: Type.String({ examples: ['Connected!'] }),
@@ -41,7 +41,7 @@ export const ConnectResult = Type.Object(
 );
 export type ConnectResult = Static<typeof ConnectResult>;
 
-/** Session status (SPEC Session status, DESIGN D7). */
+/** Session status (docs/api.md#session, docs/decisions/0016-session-lifecycle.md). */
 export const SessionStatus = Type.Object(
   {
     connected: Type.Boolean(),
@@ -128,7 +128,10 @@ function pacingView(view: {
   };
 }
 
-/** QR code (DESIGN D7): a PNG data URI encoding `code`, the raw pairing string, and its expiry (RFC 3339). */
+/**
+ * QR code (docs/decisions/0016-session-lifecycle.md): a PNG data URI encoding `code`, the raw pairing string, and its
+ * expiry (RFC 3339).
+ */
 export const QrResult = Type.Object(
   {
     qrCode: Type.String({ description: 'data:image/png;base64,…' }),
@@ -148,7 +151,10 @@ export const PairingCodeBody = Type.Object(
 );
 export type PairingCodeBody = Static<typeof PairingCodeBody>;
 
-/** Body of `POST /v1/session/hmac/config` (SPEC Session; DESIGN D7, D11). */
+/**
+ * Body of `POST /v1/session/hmac/config` (docs/api.md#session; docs/decisions/0016-session-lifecycle.md,
+ * docs/decisions/0020-security-promises.md).
+ */
 export const HmacBody = Type.Object(
   {
     hmacKey: Type.String({
@@ -163,7 +169,10 @@ export type HmacBody = Static<typeof HmacBody>;
 
 const tags = ['session'];
 
-/** `/v1/session/*` (SPEC Session, DESIGN D7); scope `chat:session` (DESIGN D5). */
+/**
+ * `/v1/session/*` (docs/api.md#session, docs/decisions/0016-session-lifecycle.md); scope `chat:session`
+ * (docs/decisions/0003-scopes-and-keys.md).
+ */
 export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const { session, pacing } = app.services.app;

@@ -5,7 +5,10 @@ import { LOG_STATUSES } from '../../../app/webhooks.ts';
 import { instanceIdOf } from '../../plugins/instance.ts';
 import { Details, EventTypeName, InstanceQuery, InstanceSelector, ok, responses } from '../../schemas.ts';
 
-/** Webhook configuration (SPEC Webhook configuration, DESIGN D10), plus whether a 410 Gone disabled it. */
+/**
+ * Webhook configuration (docs/api.md#webhook, docs/decisions/0005-outbox-and-delivery.md), plus whether a 410 Gone
+ * disabled it.
+ */
 export const WebhookConfig = Type.Object(
   {
     webhook: Type.String({ description: 'URL receiving events; empty when none is configured' }),
@@ -20,7 +23,10 @@ export const WebhookConfig = Type.Object(
 );
 export type WebhookConfig = Static<typeof WebhookConfig>;
 
-/** Body of `POST /v1/webhook` (SPEC Webhook; DESIGN D6, D11). */
+/**
+ * Body of `POST /v1/webhook` (docs/api.md#webhook; docs/decisions/0001-envelope-and-error-codes.md,
+ * docs/decisions/0020-security-promises.md).
+ */
 export const SetWebhookBody = Type.Object(
   {
     webhookUrl: Type.String({
@@ -34,7 +40,7 @@ export const SetWebhookBody = Type.Object(
 );
 export type SetWebhookBody = Static<typeof SetWebhookBody>;
 
-/** One HTTP attempt of a delivery (DESIGN D10 delivery log). */
+/** One HTTP attempt of a delivery (docs/decisions/0005-outbox-and-delivery.md delivery log). */
 export const AttemptEntry = Type.Object(
   {
     number: Type.Integer({ minimum: 1 }),
@@ -55,7 +61,9 @@ export const AttemptEntry = Type.Object(
 );
 export type AttemptEntry = Static<typeof AttemptEntry>;
 
-/** One event of the delivery log with its delivery state and attempts (DESIGN D10). */
+/**
+ * One event of the delivery log with its delivery state and attempts (docs/decisions/0005-outbox-and-delivery.md).
+ */
 export const DeliveryEntry = Type.Object(
   {
     id: Type.String({ description: 'event id, sent as webhook-id; use it to redeliver' }),
@@ -79,7 +87,7 @@ export const DeliveryEntry = Type.Object(
 );
 export type DeliveryEntry = Static<typeof DeliveryEntry>;
 
-/** Query of `GET /v1/webhook/deliveries` (DESIGN D10). */
+/** Query of `GET /v1/webhook/deliveries` (docs/decisions/0005-outbox-and-delivery.md). */
 export const DeliveriesQuery = Type.Object({
   from: Type.Optional(InstanceSelector),
   status: Type.Optional(
@@ -119,8 +127,9 @@ const RedeliverResult = Type.Object({ details: Type.String(), id: Type.String() 
 const tags = ['webhook'];
 
 /**
- * `/v1/webhook*` (SPEC Webhook, DESIGN D10): configuration, the delivery log and redelivery. Scope
- * `chat:webhook` (DESIGN D5); the instance comes from `from` or `x-instance-id` (DESIGN D4).
+ * `/v1/webhook*` (docs/api.md#webhook, docs/decisions/0005-outbox-and-delivery.md): configuration, the delivery log
+ * and redelivery. Scope `chat:webhook` (docs/decisions/0003-scopes-and-keys.md); the instance comes from `from` or
+ * `x-instance-id` (docs/decisions/0002-instance-resolution.md).
  */
 export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
