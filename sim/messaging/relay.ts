@@ -93,6 +93,15 @@ async function relayMessage(ctx: SimContext, queue: KeyedQueue, stanza: DeviceSt
         { id: outgoing.id, from: user.phone, fromDevice: device.id, timestamp },
         decoded.message,
       );
+      // A phone shows one message per id and sender: a second copy (a sender relaying again after a crash) is
+      // counted on the first entry, not shown again.
+      const seen = recipient.inbox.find(
+        (e) => e.id === entry.id && e.from === entry.from && e.type === entry.type,
+      );
+      if (seen) {
+        seen.copies = (seen.copies ?? 0) + 1;
+        continue;
+      }
       await completeMedia(entry, decoded.message, ctx);
       rememberPoll(recipient, entry, decoded.message);
       recipient.inbox.push(entry);

@@ -13,6 +13,11 @@ import type { proto } from 'baileys';
 export interface InboxEntry {
   /** Message id (receipts: the first acknowledged id). */
   id: string;
+  /**
+   * How many more copies of this message (same id, same sender) arrived after the first: a phone shows a message
+   * once per id, so a copy is counted here instead of becoming another entry. Absent when none did.
+   */
+  copies?: number;
   from: string;
   fromDevice: number;
   /**
