@@ -3,8 +3,10 @@ import type {
   EngineMessage,
   MessageContent,
   MessageSource,
+  MessageStatusKind,
   MessageUpdate,
   PollVote,
+  SessionStatusKind,
 } from '../domain/messages.ts';
 import { type CallEvent, callEvent } from './call-event.ts';
 import { type GroupUpdateEvent, groupUpdateEvent } from './group-update.ts';
@@ -105,7 +107,34 @@ export type NormalisedEvent =
       };
     }
   | { type: 'Call'; event: CallEvent }
-  | { type: 'GroupUpdate'; event: GroupUpdateEvent };
+  | { type: 'GroupUpdate'; event: GroupUpdateEvent }
+  | { type: 'SessionStatus'; event: SessionStatusEvent }
+  | { type: 'MessageStatus'; event: MessageStatusEvent };
+
+/**
+ * `event` of a `SessionStatus` webhook (docs/api.md "Events"): the new status, why in words when known, when a
+ * pause or restriction ends (`until`), and when the change happened (`at`); times RFC 3339 UTC.
+ */
+export interface SessionStatusEvent {
+  status: SessionStatusKind;
+  reason?: string;
+  /** RFC 3339 UTC. */
+  until?: string;
+  /** RFC 3339 UTC. */
+  at: string;
+}
+
+/**
+ * `event` of a `MessageStatus` webhook (docs/api.md "Events"): the message id a send answered, its final outcome,
+ * the error for `failed`, and when (`at`, RFC 3339 UTC).
+ */
+export interface MessageStatusEvent {
+  id: string;
+  status: MessageStatusKind;
+  error?: string;
+  /** RFC 3339 UTC. */
+  at: string;
+}
 
 /**
  * `event` of a `MessageUpdate` webhook (issue 14): `kind` edit or delete, the changed message's id, where it is
@@ -257,7 +286,8 @@ const RECEIPT_STATES = { delivered: 'Delivered', read: 'Read', played: 'Played' 
 
 /**
  * Normalises one engine event into its webhook type and payload (SPEC Events, DESIGN D10); null for events
- * that are not webhook events (`connection`, `contacts`). `mediaUrl` gives downloadable media messages their
+ * that are not webhook events (`connection`, `contacts`, `read`: a connection change reaches webhooks as the
+ * `sessionStatus` event derived from it, src/events/session-status.ts). `mediaUrl` gives downloadable media messages their
  * `event.media` link.
  */
 export function normaliseEvent(event: EngineEvent, mediaUrl?: MediaUrlOf): NormalisedEvent | null {
@@ -300,6 +330,26 @@ export function normaliseEvent(event: EngineEvent, mediaUrl?: MediaUrlOf): Norma
       return { type: 'MessageUpdate', event: updateEvent(event.update) };
     case 'pollVote':
       return { type: 'PollVote', event: voteEvent(event.vote) };
+    case 'sessionStatus':
+      return {
+        type: 'SessionStatus',
+        event: {
+          status: event.status,
+          ...(event.reason === undefined ? {} : { reason: event.reason }),
+          ...(event.until === undefined ? {} : { until: iso(event.until) }),
+          at: iso(event.at),
+        },
+      };
+    case 'messageStatus':
+      return {
+        type: 'MessageStatus',
+        event: {
+          id: event.id,
+          status: event.status,
+          ...(event.error === undefined ? {} : { error: event.error }),
+          at: iso(event.at),
+        },
+      };
     default:
       return null;
   }

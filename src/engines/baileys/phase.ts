@@ -21,7 +21,8 @@ export function qrLifetimeMs(index: number): number {
 /**
  * The engine state (SPEC Session status, DESIGN D7): `connected` while open or while the QR attempt runs,
  * `loggedIn` when paired credentials exist (`creds.account` signed by the phone), the device-qualified JID and
- * phone number from `creds.me`, and the reason of the last stop or the pending reconnect.
+ * phone number from `creds.me`, and the reason of the last stop or the pending reconnect with its `cause` when the
+ * platform replaced or refused the session (docs/decisions/0012-session-and-message-status-events.md).
  * @param paired what the store said when no credentials are loaded.
  */
 export function connectionState(
@@ -29,6 +30,7 @@ export function connectionState(
   creds: AuthenticationCreds | null,
   paired: boolean,
   reason: string | undefined,
+  cause?: ConnectionState['cause'],
 ): ConnectionState {
   const loggedIn = creds ? isPaired(creds) : paired;
   const jid = loggedIn ? (creds?.me?.id ?? null) : null;
@@ -40,5 +42,6 @@ export function connectionState(
     pushName: loggedIn ? (creds?.me?.name ?? null) : null,
   };
   if (reason) state.reason = reason;
+  if (reason && cause) state.cause = cause;
   return state;
 }

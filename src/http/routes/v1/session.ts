@@ -2,6 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { toDataURL } from 'qrcode';
+import { EVENT_TYPES } from '../../../domain/instance.ts';
 import { instanceIdOf } from '../../plugins/instance.ts';
 import { Details, EventTypeName, InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 
@@ -10,8 +11,9 @@ export const ConnectBody = Type.Object(
   {
     subscribe: Type.Optional(
       Type.Array(EventTypeName, {
-        maxItems: 4,
-        description: 'event types to receive; omitted on the first connect: all four; later: the stored list',
+        maxItems: EVENT_TYPES.length,
+        description:
+          'event types to receive (any of the types parley emits); omitted on the first connect: Message, ReadReceipt, HistorySync and ChatPresence; later: the stored list',
         examples: [['Message', 'ReadReceipt']],
       }),
     ),
