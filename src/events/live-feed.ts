@@ -30,9 +30,10 @@ export class LiveFeed implements EventProjection {
   afterCommit(instanceId: string, event: EngineEvent): void {
     if (event.type === 'connection') this.#publish(instanceId, 'status');
     else if (event.type !== 'read' && event.type !== 'contacts') {
-      // A session status (pacing's pause or resume among them) changes what the status view shows, and enters
-      // the webhook log like every other webhook event.
-      if (event.type === 'sessionStatus') this.#publish(instanceId, 'status');
+      // Pacing's pause and resume change what the status view shows; the other session statuses come with the
+      // connection event they were derived from, which already said so.
+      if (event.type === 'sessionStatus' && (event.status === 'paused' || event.status === 'resumed'))
+        this.#publish(instanceId, 'status');
       this.#publish(instanceId, 'deliveries');
     }
   }

@@ -2,7 +2,6 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { toDataURL } from 'qrcode';
-import { EVENT_TYPES } from '../../../domain/instance.ts';
 import { instanceIdOf } from '../../plugins/instance.ts';
 import { Details, EventTypeName, InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 
@@ -10,8 +9,9 @@ import { Details, EventTypeName, InstanceQuery, ok, Phone, responses } from '../
 export const ConnectBody = Type.Object(
   {
     subscribe: Type.Optional(
+      // No cap on the count: any of the types may be named (duplicates are dropped), and an unknown one is
+      // answered by name, whatever its position.
       Type.Array(EventTypeName, {
-        maxItems: EVENT_TYPES.length,
         description:
           'event types to receive (any of the types parley emits); omitted on the first connect: Message, ReadReceipt, HistorySync and ChatPresence; later: the stored list',
         examples: [['Message', 'ReadReceipt']],
