@@ -2,7 +2,8 @@
  * SessionStatus webhooks of a live instance against the platform simulator (docs/api.md "Events",
  * docs/decisions/0012-session-and-message-status-events.md), delivered to a real HTTPS receiver: a QR pairing
  * (qr, pairing, connected), a dropped socket (disconnected, reconnecting, then connected), another client taking
- * over (replaced, stream error 440), a blocked account (restricted, 403) and the phone unlinking the device
+ * over (replaced, stream error 440), a blocked account (restricted: 403 at once, or a login refused again and
+ * again) and the phone unlinking the device
  * (logged_out, 401). Runs on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
  */
 import assert from 'node:assert/strict';
@@ -13,6 +14,9 @@ import { testDialects } from '../support/store.ts';
 import { assertSigned, bodies, HMAC_KEY } from '../webhooks/support.ts';
 import { control, type LiveApp, liveApp, startTestSimulator, until, waitForStatus } from './support.ts';
 
+/** Refusals in a row after which a reconnecting session stops, as configured here. */
+const REFUSAL_LIMIT = 2;
+
 for (const dialect of testDialects()) {
   describe(`SessionStatus webhooks of a live instance (${dialect})`, () => {
     let sim: Simulator;
@@ -22,7 +26,7 @@ for (const dialect of testDialects()) {
 
     before(async () => {
       sim = await startTestSimulator();
-      app = await liveApp(sim, { dialect });
+      app = await liveApp(sim, { dialect, tuning: { loginRefusalLimit: REFUSAL_LIMIT } });
       receiver = await startReceiver();
       assert.equal((await control(sim, 'POST', '/users', { phone: account })).status, 201);
       for (const [path, body] of [
@@ -121,10 +125,26 @@ for (const dialect of testDialects()) {
       assert.deepEqual(await received(9, 8), [{ status: 'connected', at: at() }]);
     });
 
+    it('a login refused again and again (blocked, 503): disconnected while retrying, then restricted', async () => {
+      await fault({ kind: 'block', code: 503 });
+      const [retrying, stopped] = await received(11, 9);
+      assert.match(retrying?.reason ?? '', /^platform unavailable \(503\); reconnecting in \d+(\.\d)? s$/);
+      assert.deepEqual(retrying, { status: 'disconnected', reason: retrying?.reason, at: at() });
+      assert.deepEqual(stopped, {
+        status: 'restricted',
+        reason: `the platform refused the login ${REFUSAL_LIMIT} times in a row (last: platform unavailable (503)); not reconnecting: the account may be blocked or banned, check it on the phone, then call connect to try again`,
+        at: at(),
+      });
+      await fault({ kind: 'unblock' });
+      assert.equal((await app.live('POST', '/v1/session/connect')).status, 200);
+      await waitForStatus(app, true, true);
+      assert.deepEqual(await received(12, 11), [{ status: 'connected', at: at() }]);
+    });
+
     it('the phone unlinks the device (401): logged_out with the reason', async () => {
       await fault({ kind: 'stream-error', code: 401 });
       await waitForStatus(app, false, false);
-      assert.deepEqual(await received(10, 9), [
+      assert.deepEqual(await received(13, 12), [
         {
           status: 'logged_out',
           reason:
@@ -138,7 +158,7 @@ for (const dialect of testDialects()) {
         [...sequences].sort((a, b) => a - b),
         'delivered in sequence order',
       );
-      assert.equal(receiver.requests.length, 10, 'no other webhook');
+      assert.equal(receiver.requests.length, 13, 'no other webhook');
     });
   });
 }
