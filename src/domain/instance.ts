@@ -5,7 +5,8 @@ export type InstanceId = string;
 
 /**
  * Webhook event types: the four original types, then the ones parley adds beyond the contract (message edits and
- * deletions, group changes, calls, poll votes).
+ * deletions, group changes, calls, poll votes, session and send status: docs/api.md "Events",
+ * docs/decisions/0012-session-and-message-status-events.md).
  */
 export type EventType =
   | 'Message'
@@ -15,7 +16,9 @@ export type EventType =
   | 'MessageUpdate'
   | 'GroupUpdate'
   | 'Call'
-  | 'PollVote';
+  | 'PollVote'
+  | 'SessionStatus'
+  | 'MessageStatus';
 
 /**
  * Every {@link EventType} in canonical order (subscriptions are kept in this order): the four original types first.
@@ -29,6 +32,8 @@ export const EVENT_TYPES: readonly EventType[] = [
   'GroupUpdate',
   'Call',
   'PollVote',
+  'SessionStatus',
+  'MessageStatus',
 ];
 
 /**

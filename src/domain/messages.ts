@@ -37,7 +37,48 @@ export interface ConnectionState {
   pushName: string | null;
   /** Why the connection last closed or stopped, for the status endpoint and logs (e.g. `replaced by another session`). */
   reason?: string;
+  /**
+   * Set with `reason` when the platform ended the connection for one of these causes and the engine stopped:
+   * `replaced` another client took over the same credentials (stream conflict, close code 440); `restricted` the
+   * platform refuses the account (402, 403, or a login refused again and again: blocked or banned). Absent for
+   * every other close (docs/decisions/0012-session-and-message-status-events.md).
+   */
+  cause?: 'replaced' | 'restricted';
 }
+
+/**
+ * The `status` of a `SessionStatus` event (docs/api.md "Events"): `qr` a pairing attempt shows a QR code;
+ * `pairing` the phone accepted the link and the device is completing it; `connected`; `disconnected` (also a
+ * drop the engine reconnects from, `reason` says so); `logged_out` (unlinked from the phone or through the API);
+ * `replaced` (another session took over); `restricted` (the account is blocked or banned); `paused` / `resumed`
+ * (parley's send pacing stopped or restarted sends). Derived in docs/decisions/0012-session-and-message-status-events.md.
+ */
+export type SessionStatusKind =
+  | 'qr'
+  | 'pairing'
+  | 'connected'
+  | 'disconnected'
+  | 'logged_out'
+  | 'replaced'
+  | 'restricted'
+  | 'paused'
+  | 'resumed';
+
+/** Every {@link SessionStatusKind}, in the order of their documentation (docs/api.md "Events"). */
+export const SESSION_STATUS_KINDS: readonly SessionStatusKind[] = [
+  'qr',
+  'pairing',
+  'connected',
+  'disconnected',
+  'logged_out',
+  'replaced',
+  'restricted',
+  'paused',
+  'resumed',
+];
+
+/** The final outcome of a send that a `MessageStatus` event reports (docs/api.md "Events"). */
+export type MessageStatusKind = 'sent' | 'failed' | 'canceled';
 
 /**
  * The current pairing code (docs/decisions/0016-session-lifecycle.md): the raw string a QR encodes, and when it stops
@@ -295,7 +336,30 @@ export type EngineEvent =
   /** A message was edited or deleted for everyone (by the account through the API, or by someone else). */
   | { type: 'messageUpdate'; update: MessageUpdate }
   /** A vote on one of the account's polls, decrypted. */
-  | { type: 'pollVote'; vote: PollVote };
+  | { type: 'pollVote'; vote: PollVote }
+  /**
+   * The session's status changed (webhook `SessionStatus`): derived from `connection` events by the session
+   * manager (src/events/session-status.ts), `paused` / `resumed` recorded by send pacing. `reason` in words;
+   * `until` when a pause or restriction ends, epoch ms; `at` when it happened, epoch ms.
+   */
+  | {
+      type: 'sessionStatus';
+      status: SessionStatusKind;
+      reason?: string;
+      until?: number /* epoch ms */;
+      at: number /* epoch ms */;
+    }
+  /**
+   * A send reached its final outcome (webhook `MessageStatus`): `sent` (the platform took it), `failed` (with
+   * `error`), `canceled`. `id` is the message id the send answered; `at` epoch ms.
+   */
+  | {
+      type: 'messageStatus';
+      id: string;
+      status: 'sent' | 'failed' | 'canceled';
+      error?: string;
+      at: number /* epoch ms */;
+    };
 
 /**
  * What changed in a group (the platform's `w:gp2` notifications; Baileys' `group-participants.update` and
@@ -366,6 +430,10 @@ export function eventLogFields(event: EngineEvent): Record<string, unknown> {
       return { event: event.type, id: event.vote.pollId, chat: event.vote.source.chat };
     case 'connection':
       return { event: event.type };
+    case 'sessionStatus':
+      return { event: event.type, status: event.status };
+    case 'messageStatus':
+      return { event: event.type, id: event.id, status: event.status };
     case 'group':
       return { event: event.type, chat: event.update.groupJid, action: event.update.action };
   }

@@ -5,8 +5,8 @@ import type { EventProjection } from './recorder.ts';
 
 /**
  * What changed on an instance, as the dashboard's live view needs it: `status` after a connection event (login,
- * logout, close, a pairing attempt started or ended), `deliveries` after an event entered the webhook log or a
- * delivery attempt finished.
+ * logout, close, a pairing attempt started or ended) or a session status event (pacing paused or resumed sends),
+ * `deliveries` after an event entered the webhook log or a delivery attempt finished.
  */
 export type LiveChange = 'status' | 'deliveries';
 
@@ -29,7 +29,13 @@ export class LiveFeed implements EventProjection {
   /** Tells the instance's listeners what kind of change committed. */
   afterCommit(instanceId: string, event: EngineEvent): void {
     if (event.type === 'connection') this.#publish(instanceId, 'status');
-    else if (event.type !== 'read' && event.type !== 'contacts') this.#publish(instanceId, 'deliveries');
+    else if (event.type !== 'read' && event.type !== 'contacts') {
+      // Pacing's pause and resume change what the status view shows; the other session statuses come with the
+      // connection event they were derived from, which already said so.
+      if (event.type === 'sessionStatus' && (event.status === 'paused' || event.status === 'resumed'))
+        this.#publish(instanceId, 'status');
+      this.#publish(instanceId, 'deliveries');
+    }
   }
 
   /** A delivery attempt of the instance finished (called by the webhook worker's attempt hook). */

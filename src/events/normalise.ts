@@ -3,8 +3,10 @@ import type {
   EngineMessage,
   MessageContent,
   MessageSource,
+  MessageStatusKind,
   MessageUpdate,
   PollVote,
+  SessionStatusKind,
 } from '../domain/messages.ts';
 import { type CallEvent, callEvent } from './call-event.ts';
 import { type GroupUpdateEvent, groupUpdateEvent } from './group-update.ts';
@@ -108,7 +110,34 @@ export type NormalisedEvent =
       };
     }
   | { type: 'Call'; event: CallEvent }
-  | { type: 'GroupUpdate'; event: GroupUpdateEvent };
+  | { type: 'GroupUpdate'; event: GroupUpdateEvent }
+  | { type: 'SessionStatus'; event: SessionStatusEvent }
+  | { type: 'MessageStatus'; event: MessageStatusEvent };
+
+/**
+ * `event` of a `SessionStatus` webhook (docs/api.md "Events"): the new status, why in words when known, when a
+ * pause or restriction ends (`until`), and when the change happened (`at`); times RFC 3339 UTC.
+ */
+export interface SessionStatusEvent {
+  status: SessionStatusKind;
+  reason?: string;
+  /** RFC 3339 UTC. */
+  until?: string;
+  /** RFC 3339 UTC. */
+  at: string;
+}
+
+/**
+ * `event` of a `MessageStatus` webhook (docs/api.md "Events"): the message id a send answered, its final outcome,
+ * the error for `failed`, and when (`at`, RFC 3339 UTC).
+ */
+export interface MessageStatusEvent {
+  id: string;
+  status: MessageStatusKind;
+  error?: string;
+  /** RFC 3339 UTC. */
+  at: string;
+}
 
 /**
  * `event` of a `MessageUpdate` webhook (docs/decisions/0026-chats-edits-polls-and-calls.md): `kind` edit or delete,
@@ -261,7 +290,8 @@ const RECEIPT_STATES = { delivered: 'Delivered', read: 'Read', played: 'Played' 
 /**
  * Normalises one engine event into its webhook type and payload (docs/api.md#webhook-events,
  * docs/decisions/0018-webhook-events-and-payloads.md); null for events that are not webhook events (`connection`,
- * `contacts`). `mediaUrl` gives downloadable media messages their `event.media` link.
+ * `contacts`, `read`: a connection change reaches webhooks as the `sessionStatus` event derived from it,
+ * src/events/session-status.ts). `mediaUrl` gives downloadable media messages their `event.media` link.
  */
 export function normaliseEvent(event: EngineEvent, mediaUrl?: MediaUrlOf): NormalisedEvent | null {
   switch (event.type) {
@@ -303,6 +333,26 @@ export function normaliseEvent(event: EngineEvent, mediaUrl?: MediaUrlOf): Norma
       return { type: 'MessageUpdate', event: updateEvent(event.update) };
     case 'pollVote':
       return { type: 'PollVote', event: voteEvent(event.vote) };
+    case 'sessionStatus':
+      return {
+        type: 'SessionStatus',
+        event: {
+          status: event.status,
+          ...(event.reason === undefined ? {} : { reason: event.reason }),
+          ...(event.until === undefined ? {} : { until: iso(event.until) }),
+          at: iso(event.at),
+        },
+      };
+    case 'messageStatus':
+      return {
+        type: 'MessageStatus',
+        event: {
+          id: event.id,
+          status: event.status,
+          ...(event.error === undefined ? {} : { error: event.error }),
+          at: iso(event.at),
+        },
+      };
     default:
       return null;
   }

@@ -2,8 +2,9 @@ import type { EventRecorder } from '../events/recorder.ts';
 import type { SendStatusReport } from './queue.ts';
 
 /**
- * Records what the send queue reports as events of the instance (docs/decisions/0012-session-and-message-status-events.md):
- * a send's outcome as `MessageStatus`, a pause or resume of the queue as `SessionStatus`.
+ * Records what the send queue reports as events of the instance
+ * (docs/decisions/0012-session-and-message-status-events.md): a send's outcome as `MessageStatus`, a pause or resume
+ * of the queue as `SessionStatus`.
  * @throws the recorder's error (the queue logs it).
  */
 export async function recordSendStatus(
@@ -11,7 +12,21 @@ export async function recordSendStatus(
   instanceId: string,
   report: SendStatusReport,
 ): Promise<void> {
-  void recorder;
-  void instanceId;
-  void report;
+  if (report.kind === 'message') {
+    await recorder.record(instanceId, {
+      type: 'messageStatus',
+      id: report.id,
+      status: report.status,
+      ...(report.error === undefined ? {} : { error: report.error }),
+      at: report.at,
+    });
+    return;
+  }
+  await recorder.record(instanceId, {
+    type: 'sessionStatus',
+    status: report.status,
+    ...(report.reason === undefined ? {} : { reason: report.reason }),
+    ...(report.until === undefined ? {} : { until: report.until }),
+    at: report.at,
+  });
 }

@@ -8,6 +8,7 @@ import { DEFAULT_SUBSCRIPTION, EVENT_TYPES, type EventType, type Instance } from
 import type { ConnectionState, EngineEvent, EngineMessage, PairingCode } from '../domain/messages.ts';
 import type { Engine, EngineSession } from '../engines/engine.ts';
 import type { EventRecorder } from '../events/recorder.ts';
+import { SessionStatusTracker } from '../events/session-status.ts';
 import type { SecretBox } from '../security/secrets.ts';
 import { SqlAuthStateStore } from '../store/engine-auth.ts';
 import { getInstance, listInstancesToRestore, updateInstance } from '../store/instances.ts';
@@ -126,13 +127,25 @@ export class SessionManager {
       baseDelayMs: retry?.baseDelayMs ?? RECORD_RETRY.baseDelayMs,
       random: retry?.random ?? Math.random,
     };
+    const retrying = (event: EngineEvent) =>
+      recordWithRetry({ emit: record, logger: sessionLogger }, event, policy);
+    // Session status events are derived here, in one place for every engine, from the connection states the
+    // engine reports (docs/decisions/0012-session-and-message-status-events.md).
+    const statuses = new SessionStatusTracker({ connected: false, loggedIn: instance.jid !== null });
+    const emit = async (event: EngineEvent): Promise<void> => {
+      const status = event.type === 'connection' ? statuses.next(event.state, clock()) : null;
+      // Both recordings start in this tick, so the status is queued right after its connection event and
+      // normally commits in the same transaction.
+      const recorded = [retrying(event), ...(status ? [retrying(status)] : [])];
+      await Promise.all(recorded);
+    };
     return engines[instance.env].createSession({
       instanceId,
       env: instance.env,
       auth: new SqlAuthStateStore(db, box, instanceId),
       // Every engine's events are recorded with the same bounded retry
       // (docs/decisions/0024-engines-and-data-flow.md).
-      emit: (event: EngineEvent) => recordWithRetry({ emit: record, logger: sessionLogger }, event, policy),
+      emit,
       findMessage: (id) => findMessage(instanceId, id),
       ...(callSettings ? { callSettings: () => callSettings(instanceId) } : {}),
       logger: sessionLogger,

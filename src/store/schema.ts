@@ -98,7 +98,7 @@ export interface WebhookEventsTable {
   id: string;
   instance_id: string;
   sequence: number;
-  /** `Message` | `ReadReceipt` | `HistorySync` | `ChatPresence`. */
+  /** An `EventType` (src/domain/instance.ts), e.g. `Message` or `SessionStatus`. */
   type: string;
   payload: string;
   /** Why no delivery was queued (no URL, not subscribed, disabled); null when one was. */

@@ -7,6 +7,20 @@ import { createUser, type DashboardClient, signIn } from './support.ts';
 
 const error = (code: number, message: string) => ({ error: { code, message } });
 
+/** Every event type, in canonical order (written out: the test pins the list). */
+const ALL_TYPES = [
+  'Message',
+  'ReadReceipt',
+  'HistorySync',
+  'ChatPresence',
+  'MessageUpdate',
+  'GroupUpdate',
+  'Call',
+  'PollVote',
+  'SessionStatus',
+  'MessageStatus',
+];
+
 for (const dialect of testDialects()) {
   describe(`dashboard API: keys, instances, webhook, sandbox and usage through the API's services [${dialect}]`, () => {
     let t: TestApp;
@@ -72,8 +86,19 @@ for (const dialect of testDialects()) {
       const config = await member.call('GET', `${base}/webhook`);
       assert.deepEqual(config.body.data.subscribe, ['Message', 'ChatPresence']);
       assert.equal(config.body.data.hasHmacKey, false);
+      assert.deepEqual(config.body.data.eventTypes, ALL_TYPES);
+      // Every type parley emits can be subscribed at once, the two status events included; kept canonical.
+      const all = await member.call('PUT', `${base}/subscribe`, { subscribe: [...ALL_TYPES].reverse() });
+      assert.equal(all.status, 200, JSON.stringify(all.body));
+      assert.deepEqual(all.body.data, { subscribe: ALL_TYPES });
+      assert.deepEqual((await member.call('GET', `${base}/webhook`)).body.data.subscribe, ALL_TYPES);
       const unknownType = await member.call('PUT', `${base}/subscribe`, { subscribe: ['Typing'] });
-      assert.equal(unknownType.status, 400);
+      assert.deepEqual(
+        unknownType.body,
+        error(400, `subscribe contains unknown event type Typing (allowed: ${ALL_TYPES.join(', ')})`),
+      );
+      const none = await member.call('PUT', `${base}/subscribe`, { subscribe: [] });
+      assert.deepEqual(none.body, error(400, 'subscribe must list at least one event type'));
       const redeliver = await member.call('POST', `${base}/deliveries/nope/redeliver`);
       assert.deepEqual(redeliver.body, error(404, 'delivery not found'));
       const test = await member.call('POST', `${base}/webhook/test`);

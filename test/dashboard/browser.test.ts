@@ -195,6 +195,38 @@ if (chromiumAvailable) {
         .locator('td', { hasText: 'delivered' })
         .waitFor();
 
+      // Every event type the server lists can be ticked and saved, the two status events included.
+      const boxes = page.getByRole('group', { name: 'Events sent' }).getByRole('checkbox');
+      assert.equal(await boxes.count(), 10);
+      for (const type of [
+        'MessageUpdate',
+        'GroupUpdate',
+        'Call',
+        'PollVote',
+        'SessionStatus',
+        'MessageStatus',
+      ])
+        await page.getByRole('checkbox', { name: type, exact: true }).check();
+      await page.getByRole('button', { name: 'Save subscription' }).click();
+      await notice('Subscription saved');
+      const stored = await t.testStore.store.db
+        .selectFrom('instances')
+        .select('subscribe')
+        .where('id', '=', instanceId)
+        .executeTakeFirstOrThrow();
+      assert.deepEqual(JSON.parse(stored.subscribe ?? 'null'), [
+        'Message',
+        'ReadReceipt',
+        'HistorySync',
+        'ChatPresence',
+        'MessageUpdate',
+        'GroupUpdate',
+        'Call',
+        'PollVote',
+        'SessionStatus',
+        'MessageStatus',
+      ]);
+
       await page.getByRole('button', { name: 'Remove HMAC key' }).click();
       await notice('HMAC key removed');
       await page.getByText(/none set/).waitFor();

@@ -69,6 +69,8 @@ for (const dialect of testDialects()) {
           [
             ['Message', 'unsent'],
             ['HistorySync', 'unsent'],
+            ['SessionStatus', 'unsent'],
+            ['SessionStatus', 'unsent'],
           ],
         );
       } finally {

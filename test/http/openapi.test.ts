@@ -224,7 +224,7 @@ describe('OpenAPI document fit for readers and client generators', () => {
       error: {
         code: 400,
         message:
-          'subscribe contains unknown event type Nope (allowed: Message, ReadReceipt, HistorySync, ChatPresence, MessageUpdate, GroupUpdate, Call, PollVote)',
+          'subscribe contains unknown event type Nope (allowed: Message, ReadReceipt, HistorySync, ChatPresence, MessageUpdate, GroupUpdate, Call, PollVote, SessionStatus, MessageStatus)',
       },
     });
   });

@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
-import { appFor, bad, messageRow, OWN, PEER } from './support.ts';
+import { appFor, bad, captureEvents, messageRow, OWN, PEER } from './support.ts';
 
 const T0 = Date.parse('2026-03-02T10:00:00.000Z');
 const ASYNC = { prefer: 'respond-async' };
@@ -134,7 +134,8 @@ for (const dialect of testDialects()) {
       );
     });
 
-    it('pacing: defaults off, validated, and spaces relays by minIntervalMs (times from the stored jobs)', async () => {
+    it('pacing: defaults off, validated, and spaces relays by minIntervalMs (times from MessageStatus events)', async () => {
+      const captured = captureEvents(t);
       const get = await t.call('GET', '/v1/session/pacing');
       assert.deepEqual(get.body.data, { minIntervalMs: 0, jitterMs: 0, newChatsPerDay: null, paused: null });
       const badPut = await t.call('PUT', '/v1/session/pacing', { minIntervalMs: -1 });
@@ -163,11 +164,16 @@ for (const dialect of testDialects()) {
         t.services.sendQueue.wake(t.instance.id);
         await eventually(`paced send ${id}`, async () => (await job(id)).status === 'sent');
       }
-      const times = await Promise.all(ids.map(async (id) => Number((await job(id)).sent_at)));
+      const times = ids.map((id) => {
+        const status = captured.events.find(
+          ({ event }) => event.type === 'messageStatus' && event.id === id && event.status === 'sent',
+        )?.event;
+        return status?.type === 'messageStatus' ? status.at : Number.NaN;
+      });
       assert.deepEqual(
         times.map((time) => time - (times[0] ?? 0)),
         [0, 5000, 10000],
-        'relayed 5 s apart, in acceptance order',
+        'MessageStatus sent 5 s apart, in acceptance order',
       );
       await t.call('PUT', '/v1/session/pacing', {});
       t.clock.set(T0);

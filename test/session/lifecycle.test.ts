@@ -213,7 +213,7 @@ for (const dialect of testDialects()) {
         error: {
           code: 400,
           message:
-            'subscribe contains unknown event type Typing (allowed: Message, ReadReceipt, HistorySync, ChatPresence, MessageUpdate, GroupUpdate, Call, PollVote)',
+            'subscribe contains unknown event type Typing (allowed: Message, ReadReceipt, HistorySync, ChatPresence, MessageUpdate, GroupUpdate, Call, PollVote, SessionStatus, MessageStatus)',
         },
       });
       const notArray = await t.call('POST', `/v1/session/connect${q}`, { subscribe: 'Message' });

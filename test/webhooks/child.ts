@@ -75,7 +75,8 @@ export async function configure(child: Child, key: string, instanceId: string, u
 
 /**
  * Connects `instanceId`, sets its HMAC key and webhook URL, then logs it in through the sandbox scan (whose
- * HistorySync is the instance's first event, `sequence` 1).
+ * HistorySync is the instance's first event sent, `sequence` 3 after the SessionStatus qr and connected, which
+ * are recorded but not subscribed).
  */
 export async function prepare(child: Child, key: string, instanceId: string, url: string, phone: string) {
   await configure(child, key, instanceId, url);

@@ -117,8 +117,8 @@ for (const dialect of testDialects()) {
             before
               .filter((row) => row.locked_by !== null)
               .map((row) => [Number(row.sequence), row.locked_by]),
-            [[1, 'restart-1']],
-            'the first event is in flight, held by the receiver',
+            [[3, 'restart-1']],
+            'the first event sent is in flight, held by the receiver (1 and 2: SessionStatus, not subscribed)',
           );
           await first.kill();
           await receiver.waitFor((requests) => requests[0]?.reply.state === 'aborted', 10_000);
@@ -137,7 +137,7 @@ for (const dialect of testDialects()) {
           );
           assert.deepEqual(
             sequencesFrom(receiver.requests, 1),
-            Array.from({ length: 11 }, (_, i) => i + 1),
+            Array.from({ length: 11 }, (_, i) => i + 3),
             'after the restart the events were sent once each, in sequence order',
           );
           assert.deepEqual(await nodeIds(db), ['restart-2'], 'the dead node was forgotten');
@@ -204,7 +204,7 @@ for (const dialect of testDialects()) {
           const held = (await deliveryRows(db)).filter((row) => row.locked_by !== null);
           assert.deepEqual(
             held.map((row) => [Number(row.sequence), row.locked_by]),
-            [[1, 'peer-a']],
+            [[3, 'peer-a']],
             "peer-b left the live peer's claim alone",
           );
           assert.equal(receiver.requests.length, 1, 'and sent nothing of that instance meanwhile');
@@ -216,7 +216,7 @@ for (const dialect of testDialects()) {
             RESTART_BOUND_MS,
             'peer-b took over once peer-a was gone',
           );
-          assert.deepEqual(sequencesFrom(receiver.requests, 1), [1, 2, 3, 4]);
+          assert.deepEqual(sequencesFrom(receiver.requests, 1), [3, 4, 5, 6]);
           const delivered = await db
             .selectFrom('webhook_attempts')
             .select('worker')

@@ -67,12 +67,13 @@ for (const dialect of testDialects()) {
             message: { conversation: 'hello *world*' },
           },
           instanceId: t.instance.id,
-          sequence: 2,
+          // 1 and 2: the login's SessionStatus events (qr, connected); 3: the scan's HistorySync.
+          sequence: 4,
         });
         const entries = await waitForLog(t, (e) => e[0]?.status === 'delivered');
         const [message, history] = entries;
         assert.equal(message.id, request.headers['webhook-id']);
-        assert.equal(message.sequence, 2);
+        assert.equal(message.sequence, 4);
         assert.equal(message.attempts.length, 1);
         assert.equal(message.attempts[0].statusCode, 200);
         assert.equal(message.attempts[0].responseBody, 'ok');
@@ -82,7 +83,7 @@ for (const dialect of testDialects()) {
         // The scan's HistorySync came before the URL was set: recorded for the log, not sent
         // (docs/decisions/0018-webhook-events-and-payloads.md).
         assert.equal(history.type, 'HistorySync');
-        assert.equal(history.sequence, 1);
+        assert.equal(history.sequence, 3);
         assert.equal(history.status, 'unsent');
         assert.equal(history.reason, 'no webhook URL configured');
         assert.deepEqual(history.attempts, []);

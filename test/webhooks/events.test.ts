@@ -55,13 +55,14 @@ for (const dialect of testDialects()) {
       const events = bodies(got);
       assert.deepEqual(
         events.map((e) => [e.sequence, e.type]),
+        // 1 and 2 are the session's SessionStatus events (qr, connected), not subscribed by default.
         [
-          [1, 'HistorySync'],
-          [2, 'Message'],
-          [3, 'Message'],
-          [4, 'ReadReceipt'],
-          [5, 'ChatPresence'],
-          [6, 'ChatPresence'],
+          [3, 'HistorySync'],
+          [4, 'Message'],
+          [5, 'Message'],
+          [6, 'ReadReceipt'],
+          [7, 'ChatPresence'],
+          [8, 'ChatPresence'],
         ],
       );
       const [history, own, incoming, receipt, recording, paused] = events;
@@ -70,7 +71,7 @@ for (const dialect of testDialects()) {
         type: 'HistorySync',
         event: { syncType: 'INITIAL_BOOTSTRAP', progress: 100, chats: [] },
         ...base,
-        sequence: 1,
+        sequence: 3,
       });
       assert.deepEqual(own, {
         type: 'Message',
@@ -84,7 +85,7 @@ for (const dialect of testDialects()) {
           message: { conversation: 'hello from parley' },
         },
         ...base,
-        sequence: 2,
+        sequence: 4,
       });
       assert.deepEqual(incoming, {
         type: 'Message',
@@ -98,7 +99,7 @@ for (const dialect of testDialects()) {
           message: { conversation: 'hi back' },
         },
         ...base,
-        sequence: 3,
+        sequence: 5,
       });
       assert.deepEqual(receipt, {
         type: 'ReadReceipt',
@@ -109,28 +110,38 @@ for (const dialect of testDialects()) {
           timestamp: new Date(t.clock()).toISOString(),
         },
         ...base,
-        sequence: 4,
+        sequence: 6,
       });
       const presenceSource = { chat: peerJid, sender: peerJid, isFromMe: false, isGroup: false };
       assert.deepEqual(recording, {
         type: 'ChatPresence',
         event: { messageSource: presenceSource, state: 'composing', media: 'audio' },
         ...base,
-        sequence: 5,
+        sequence: 7,
       });
       assert.deepEqual(paused, {
         type: 'ChatPresence',
         event: { messageSource: presenceSource, state: 'paused', media: '' },
         ...base,
-        sequence: 6,
+        sequence: 8,
       });
       // Every event has its own id, reused by the log.
       const ids = got.map((r) => r.headers['webhook-id']);
       assert.equal(new Set(ids).size, 6);
-      const log = await waitForLog(t, (e) => e.length === 6 && e.every((x) => x.status === 'delivered'));
+      const log = await waitForLog(
+        t,
+        (e) => e.length === 8 && e.filter((x) => x.status === 'delivered').length === 6,
+      );
       assert.deepEqual(
-        log.map((e) => e.id),
+        log.slice(0, 6).map((e) => e.id),
         [...ids].reverse(),
+      );
+      assert.deepEqual(
+        log.slice(6).map((e) => [e.sequence, e.type, e.status, e.reason]),
+        [
+          [2, 'SessionStatus', 'unsent', 'event type SessionStatus is not subscribed'],
+          [1, 'SessionStatus', 'unsent', 'no webhook URL configured'],
+        ],
       );
     });
 
@@ -144,22 +155,24 @@ for (const dialect of testDialects()) {
       await ok(t, '/v1/sandbox/receipt', { id: sent.id, state: 'delivered' });
       const log = await waitForLog(
         t,
-        (e) => e.length === 4 && e.filter((x) => x.status === 'delivered').length === 2,
+        (e) => e.length === 6 && e.filter((x) => x.status === 'delivered').length === 2,
       );
       assert.deepEqual(
         log.map((e) => [e.sequence, e.type, e.status, e.reason]),
         [
-          [4, 'ReadReceipt', 'delivered', null],
-          [3, 'Message', 'delivered', null],
-          [2, 'ChatPresence', 'unsent', 'event type ChatPresence is not subscribed'],
-          [1, 'HistorySync', 'unsent', 'event type HistorySync is not subscribed'],
+          [6, 'ReadReceipt', 'delivered', null],
+          [5, 'Message', 'delivered', null],
+          [4, 'ChatPresence', 'unsent', 'event type ChatPresence is not subscribed'],
+          [3, 'HistorySync', 'unsent', 'event type HistorySync is not subscribed'],
+          [2, 'SessionStatus', 'unsent', 'event type SessionStatus is not subscribed'],
+          [1, 'SessionStatus', 'unsent', 'no webhook URL configured'],
         ],
       );
       assert.deepEqual(
         bodies(receiver.requests).map((e) => [e.sequence, e.type, e.state]),
         [
-          [3, 'Message', undefined],
-          [4, 'ReadReceipt', 'Delivered'],
+          [5, 'Message', undefined],
+          [6, 'ReadReceipt', 'Delivered'],
         ],
       );
       // A later connect without subscribe keeps the stored list (docs/decisions/0016-session-lifecycle.md).
@@ -173,7 +186,7 @@ for (const dialect of testDialects()) {
       const got = await receiver.waitForCount(13, 15_000);
       assert.deepEqual(
         bodies(got).map((e) => e.sequence),
-        Array.from({ length: 13 }, (_, i) => i + 1),
+        Array.from({ length: 13 }, (_, i) => i + 3),
       );
       assert.deepEqual(
         bodies(got)

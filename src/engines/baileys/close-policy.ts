@@ -1,4 +1,5 @@
 import { DomainError } from '../../domain/errors.ts';
+import type { ConnectionState } from '../../domain/messages.ts';
 import { isBoom } from './errors.ts';
 
 /**
@@ -22,6 +23,8 @@ export interface ClosePolicyRow {
   action: CloseActionKind;
   /** What the status endpoint (`reason`) and the log line say. */
   reason: string;
+  /** The connection state's `cause` after this stop: another client took over, or the account is refused. */
+  cause?: ConnectionState['cause'];
 }
 
 /** The decision for one close. */
@@ -29,13 +32,14 @@ export interface CloseDecision {
   code: number;
   action: CloseActionKind;
   reason: string;
+  cause?: ConnectionState['cause'];
 }
 
 /**
- * The close-code table (docs/decisions/0025-live-engine.md). 401 wipe and stop; 402/403/406/411 stop and report; 440
- * (replaced) stop, so two processes never ping-pong one credential; 405 refresh the version and retry;
- * 408/428/500/503/515 reconnect with exponential backoff. Names follow Baileys' `DisconnectReason` and whatsmeow's
- * `ConnectFailureReason`.
+ * The close-code table (docs/decisions/0025-live-engine.md). 401 wipe and stop; 402/403/406/411 stop and report
+ * (402/403 with the cause `restricted`); 440 (replaced, cause `replaced`) stop, so two processes never ping-pong one
+ * credential; 405 refresh the version and retry; 408/428/500/503/515 reconnect with exponential backoff. Names follow
+ * Baileys' `DisconnectReason` and whatsmeow's `ConnectFailureReason`.
  */
 export const CLOSE_POLICY: readonly ClosePolicyRow[] = [
   {
@@ -44,12 +48,18 @@ export const CLOSE_POLICY: readonly ClosePolicyRow[] = [
     reason:
       'logged out (401): the device was unlinked from the phone; credentials deleted, connect and scan a new QR',
   },
-  { code: 402, action: 'stop', reason: 'temporarily banned by the platform (402); not reconnecting' },
+  {
+    code: 402,
+    action: 'stop',
+    reason: 'temporarily banned by the platform (402); not reconnecting',
+    cause: 'restricted',
+  },
   {
     code: 403,
     action: 'stop',
     reason:
       'forbidden by the platform (403): the account may be banned or the phone unlinked; not reconnecting',
+    cause: 'restricted',
   },
   {
     code: 406,
@@ -66,6 +76,7 @@ export const CLOSE_POLICY: readonly ClosePolicyRow[] = [
     action: 'stop',
     reason:
       'replaced (440): another client connected with these credentials; not reconnecting (call connect to take over)',
+    cause: 'replaced',
   },
   {
     code: 405,

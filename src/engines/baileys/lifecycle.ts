@@ -40,6 +40,8 @@ export class Lifecycle {
   #refusals = 0;
   #retryTimer: NodeJS.Timeout | undefined;
   #reason: string | undefined;
+  /** The state's `cause` with {@link #reason}: set by a stop the platform caused by a takeover or a refusal. */
+  #cause: ConnectionState['cause'];
   #qr: PairingCode | null = null;
   #qrCount = 0;
   #version: WAVersion | undefined;
@@ -77,7 +79,7 @@ export class Lifecycle {
 
   /** The engine state (see `connectionState`); synchronous. */
   state(): ConnectionState {
-    return connectionState(this.#phase, this.creds, this.#credentials.paired, this.#reason);
+    return connectionState(this.#phase, this.creds, this.#credentials.paired, this.#reason, this.#cause);
   }
 
   /** The current QR code while pairing (docs/decisions/0016-session-lifecycle.md), else null. */
@@ -154,7 +156,7 @@ export class Lifecycle {
           'incoming messages were still being handled when the socket was closed',
         );
     }
-    await this.#teardown('idle', this.#reason);
+    await this.#teardown('idle', this.#reason, this.#cause);
   }
 
   /** Stops because the store lock was lost (another process took over, or it expired). */
@@ -180,6 +182,7 @@ export class Lifecycle {
       throw error;
     }
     this.#reason = undefined;
+    this.#cause = undefined;
     this.#attempt = 0;
     this.#refreshes = 0;
     this.#refusals = 0;
@@ -254,6 +257,7 @@ export class Lifecycle {
     this.#refusals = 0;
     this.#qr = null;
     this.#reason = undefined;
+    this.#cause = undefined;
     this.#o.context.logger.info({ jid: this.state().jid }, 'connected to the platform');
     this.#gate.settle();
     this.#waiters.wakeAll();
@@ -275,7 +279,10 @@ export class Lifecycle {
         return;
       }
       const failure = connectFailure(decision, message, error);
-      await this.#failFirst(failure, failure.message, { wipe: decision.action === 'wipe' });
+      await this.#failFirst(failure, failure.message, {
+        wipe: decision.action === 'wipe',
+        ...(decision.cause ? { cause: decision.cause } : {}),
+      });
       return;
     }
     const paired = this.creds ? isPaired(this.creds) : false;
@@ -290,7 +297,7 @@ export class Lifecycle {
       if (this.#refusals >= this.#o.loginRefusalLimit) {
         const reason = refusalLoopReason(this.#refusals, decision);
         logger.warn({ code: decision.code, refusals: this.#refusals, action: 'stop' }, reason);
-        await this.#stop(reason);
+        await this.#stop(reason, false, 'restricted');
         return;
       }
     }
@@ -306,7 +313,7 @@ export class Lifecycle {
     }
     if (decision.action === 'stop' || (decision.action === 'refresh-version' && this.#refreshes >= 3)) {
       logger.warn({ code: decision.code, action: 'stop' }, decision.reason);
-      await this.#stop(decision.reason);
+      await this.#stop(decision.reason, false, decision.cause);
       return;
     }
     let delay = backoffDelayMs(this.#attempt, this.#o.random);
@@ -316,6 +323,7 @@ export class Lifecycle {
     }
     this.#attempt += 1;
     this.#phase = 'waiting';
+    this.#cause = undefined;
     this.#reason = delay > 0 ? `${decision.reason} in ${Math.round(delay / 100) / 10} s` : decision.reason;
     logger.warn({ code: decision.code, action: decision.action, delayMs: delay }, this.#reason);
     this.#retryTimer = setTimeout(() => {
@@ -338,19 +346,26 @@ export class Lifecycle {
     }
   }
 
-  async #failFirst(error: unknown, reason: string, options: { wipe?: boolean } = {}): Promise<void> {
+  async #failFirst(
+    error: unknown,
+    reason: string,
+    options: { wipe?: boolean; cause?: ConnectionState['cause'] } = {},
+  ): Promise<void> {
     const pending = this.#gate.take();
     if (!pending) return;
     this.#o.context.logger.warn({ err: error }, `connect failed: ${reason}`);
-    await this.#teardown('stopped', reason);
+    await this.#teardown('stopped', reason, options.cause);
     if (options.wipe) await this.#wipeOrLog();
     pending.reject(error);
     await this.#emitState();
   }
 
-  /** Stops with `reason` (and deletes the credentials when `wipe`), then reports the state. Never throws for the wipe. */
-  async #stop(reason: string, wipe = false): Promise<void> {
-    await this.#teardown('stopped', reason);
+  /**
+   * Stops with `reason` and `cause` (and deletes the credentials when `wipe`), then reports the state. Never throws
+   * for the wipe.
+   */
+  async #stop(reason: string, wipe = false, cause?: ConnectionState['cause']): Promise<void> {
+    await this.#teardown('stopped', reason, cause);
     if (wipe) await this.#wipeOrLog();
     await this.#emitState();
   }
@@ -366,7 +381,7 @@ export class Lifecycle {
   }
 
   /** Ends the socket (its events are ignored from now on), cancels timers and waiters, releases the lock. */
-  async #teardown(phase: Phase, reason: string | undefined): Promise<void> {
+  async #teardown(phase: Phase, reason: string | undefined, cause?: ConnectionState['cause']): Promise<void> {
     this.#generation += 1;
     if (this.#retryTimer) clearTimeout(this.#retryTimer);
     this.#retryTimer = undefined;
@@ -376,6 +391,7 @@ export class Lifecycle {
       ?.reject(new DomainError('conflict', 'the connection attempt was cancelled by a disconnect'));
     this.#phase = phase;
     this.#reason = reason;
+    this.#cause = cause;
     this.#qr = null;
     this.#waiters.wakeAll();
     await this.#o.lock.release();

@@ -24,7 +24,9 @@ export function qrLifetimeMs(index: number): number {
 /**
  * The engine state (docs/api.md#session, docs/decisions/0016-session-lifecycle.md): `connected` while open or while
  * the QR attempt runs, `loggedIn` when paired credentials exist (`creds.account` signed by the phone), the
- * device-qualified JID and phone number from `creds.me`, and the reason of the last stop or the pending reconnect.
+ * device-qualified JID and phone number from `creds.me`, and the reason of the last stop or the pending reconnect
+ * with its `cause` when the platform replaced or refused the session
+ * (docs/decisions/0012-session-and-message-status-events.md).
  * @param paired what the store said when no credentials are loaded.
  */
 export function connectionState(
@@ -32,6 +34,7 @@ export function connectionState(
   creds: AuthenticationCreds | null,
   paired: boolean,
   reason: string | undefined,
+  cause?: ConnectionState['cause'],
 ): ConnectionState {
   const loggedIn = creds ? isPaired(creds) : paired;
   const jid = loggedIn ? (creds?.me?.id ?? null) : null;
@@ -43,5 +46,6 @@ export function connectionState(
     pushName: loggedIn ? (creds?.me?.name ?? null) : null,
   };
   if (reason) state.reason = reason;
+  if (reason && cause) state.cause = cause;
   return state;
 }

@@ -2,11 +2,14 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, when } from '../api.ts';
 import { messageOf, Notice, Section, useAction } from '../ui.tsx';
 
-const TYPES = ['Message', 'ReadReceipt', 'HistorySync', 'ChatPresence'];
+/** The types offered when the server does not list them (an older server): the four of the default subscription. */
+const DEFAULT_TYPES = ['Message', 'ReadReceipt', 'HistorySync', 'ChatPresence'];
 
 interface Config {
   webhook: string;
   subscribe: string[];
+  /** Every event type a subscription may name, in the server's canonical order. */
+  eventTypes?: string[];
   disabled: boolean;
   disabledReason: string | null;
   hasHmacKey: boolean;
@@ -117,7 +120,7 @@ export function WebhookPanel(props: { id: string; canManage: boolean; version: n
           <form onSubmit={submit(saveSubscription)}>
             <fieldset>
               <legend>Events sent</legend>
-              {TYPES.map((type) => (
+              {(config?.eventTypes ?? DEFAULT_TYPES).map((type) => (
                 <label key={type} class="check">
                   <input
                     type="checkbox"

@@ -9,9 +9,11 @@ import { Details, EventTypeName, InstanceQuery, ok, Phone, responses } from '../
 export const ConnectBody = Type.Object(
   {
     subscribe: Type.Optional(
+      // No cap on the count: any of the types may be named (duplicates are dropped), and an unknown one is
+      // answered by name, whatever its position.
       Type.Array(EventTypeName, {
-        maxItems: 4,
-        description: 'event types to receive; omitted on the first connect: all four; later: the stored list',
+        description:
+          'event types to receive (any of the types parley emits); omitted on the first connect: Message, ReadReceipt, HistorySync and ChatPresence; later: the stored list',
         examples: [['Message', 'ReadReceipt']],
       }),
     ),
