@@ -13,7 +13,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startReceiver } from '../support/https-receiver.ts';
 import { createOutageDatabase } from '../support/outage-database.ts';
-import { childEnv, configure, newSecretKey, seed, startChild } from '../webhooks/child.ts';
+import { type Child, childEnv, configure, newSecretKey, seed, startChild } from '../webhooks/child.ts';
 import { control, simCaFile, startTestSimulator } from './support.ts';
 
 const OUTAGE_MS = Number(process.env.OUTAGE_MS ?? 20_000);
@@ -30,8 +30,9 @@ const env = {
   PLATFORM_ROOT_KEY: sim.rootKey.toString('hex'),
   PLATFORM_CA_FILE: simCaFile(sim),
 };
-let node = await startChild(env, 'sigkill-a');
+let node: Child | undefined;
 try {
+  node = await startChild(env, 'sigkill-a');
   const { instances, key } = await seed(testStore, 1, { unlimited: true, env: 'live' });
   const instanceId = instances[0]?.id ?? '';
   const from = `?from=${instanceId}`;
@@ -40,7 +41,7 @@ try {
   await configure(node, key, instanceId, receiver.url);
   const qr = await node.call('GET', `/v1/session/qr${from}`, key);
   await control(sim, 'POST', '/scan', { code: qr.body.data.code, phone: ACCOUNT });
-  const linked = async (child: typeof node) => {
+  const linked = async (child: Child) => {
     for (;;) {
       const status = (await child.call('GET', `/v1/session/status${from}`, key).catch(() => undefined))?.body
         ?.data;
@@ -105,7 +106,7 @@ try {
     `${JSON.stringify({ outageMs: OUTAGE_MS, written: written.length, writtenAtKill, backlogAtKill: backlog, lost: missing.length, catchUpMs, downAtIndex, missingAt: missing.map((id) => written.indexOf(id)) })}\n`,
   );
 } finally {
-  await node.terminate();
+  await node?.terminate();
   await receiver.close();
   await sim.close();
   await database.drop();
