@@ -125,7 +125,11 @@ export interface ServiceOptions {
 export async function createServices(config: Config, options: ServiceOptions): Promise<Services> {
   const clock = options.clock ?? Date.now;
   const logger = options.logger;
-  const store = options.store ?? (await openStore(config.database));
+  const store =
+    options.store ??
+    (await openStore(config.database, {
+      onConnectionError: (error) => logger.warn({ err: error }, 'a store connection failed'),
+    }));
   await migrateToLatest(store);
   const box = new SecretBox(loadMasterKey(config.dataDir, config.secretKey));
   const redis = config.redisUrl
@@ -208,6 +212,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
       }
     : undefined;
   const metrics = new Metrics();
+  metrics.trackBacklog(sessions.backlog);
   // Committed instance changes for the dashboard's live views (docs/decisions/0022-dashboard.md).
   const feed = new LiveFeed();
   recorder.use(feed);

@@ -16,6 +16,9 @@
  * - `rate_limited`: a plan or platform limit; `retryAfter` says when to retry.
  * - `platform_refused`: the platform answered with an error; `platform_unreachable`: it could not be reached.
  * - `not_ready`: a dependency of this process (store, converter) is not available, or it is shutting down.
+ * - `store_unavailable`: the store (PostgreSQL or SQLite) cannot be reached or cannot work right now (connection
+ *   refused or cut, database restarting, SQLite busy or failing I/O); the same request may succeed shortly
+ *   (docs/decisions/0011-store-faults.md). `retryAfter` says when to try again.
  * - `timeout`: an operation did not finish in its time limit (e.g. login verification).
  * - `internal`: a bug; its text is logged, never sent.
  */
@@ -36,13 +39,14 @@ export type DomainErrorCode =
   | 'platform_refused'
   | 'platform_unreachable'
   | 'not_ready'
+  | 'store_unavailable'
   | 'timeout'
   | 'internal';
 
 /**
  * An error parley raises on purpose. The message is user-facing (it names the field, the rule or the state) except
- * for `internal`. `retryAfter` (whole seconds) is set only for `rate_limited` (docs/api.md#errors,
- * docs/decisions/0019-rate-limits-and-plans.md).
+ * for `internal`. `retryAfter` (whole seconds) is set for `rate_limited` (answered in the body and the
+ * `Retry-After` header, docs/api.md Errors) and `store_unavailable` (the header only).
  */
 export class DomainError extends Error {
   override name = 'DomainError';
@@ -62,6 +66,15 @@ export class DomainError extends Error {
  */
 export const INVALID_API_KEY = 'invalid API key';
 
+/** What a request that needs an unreachable store is answered (docs/api.md, Errors). */
+export const STORE_UNAVAILABLE = 'the store is unavailable right now; retry shortly';
+
+/**
+ * `Retry-After` of a `store_unavailable` answer, seconds: about how long a PostgreSQL restart or failover keeps
+ * connections refused (docs/deploy.md, What a database restart does).
+ */
+export const STORE_RETRY_AFTER_S = 5;
+
 /**
  * Shorthands for the errors raised in many places; messages follow docs/decisions/0001-envelope-and-error-codes.md.
  */
@@ -75,4 +88,10 @@ export const errors = {
   notLoggedIn: () => new DomainError('not_logged_in', 'instance is not logged in'),
   notConnected: () => new DomainError('not_connected', 'instance is not connected'),
   alreadyLoggedIn: () => new DomainError('conflict', 'already logged in'),
+  /** The store cannot be reached now; `cause` is the driver's error (logged, never sent). */
+  storeUnavailable: (cause?: unknown) =>
+    new DomainError('store_unavailable', STORE_UNAVAILABLE, {
+      retryAfter: STORE_RETRY_AFTER_S,
+      ...(cause === undefined ? {} : { cause }),
+    }),
 };

@@ -79,11 +79,17 @@ export interface EngineSessionContext {
   /**
    * Delivers an event to the subscribers (store, outbox) and resolves once it is recorded. Engines await it
    * where the event is the result of a call (a send), so the call returns only after the event is recorded
-   * (docs/decisions/0024-engines-and-data-flow.md); it rejects when recording failed (already logged): a call path
-   * lets that propagate (the request fails rather than answering for an unrecorded event), a platform-driven path
-   * catches it.
+   * (docs/decisions/0024-engines-and-data-flow.md). A store that cannot be reached is retried without limit
+   * (docs/decisions/0011-store-faults.md), so it rejects only on a permanent error (a bug, already logged) or at
+   * shutdown: a call path lets that propagate, a platform-driven path catches it.
    */
   emit(event: EngineEvent): Promise<void>;
+  /**
+   * Counts one platform event the engine has queued and not yet handed to {@link emit} in the process's backlog
+   * of events waiting to be recorded (docs/deploy.md, What a database restart does); call the returned function
+   * once, when the event's turn comes. Absent: nothing is counted.
+   */
+  waiting?(): () => void;
   /**
    * Looks up a stored message of this instance by id (sent or received), for quoting replies and answering the
    * platform's retry requests; undefined when parley never stored it.

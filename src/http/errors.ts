@@ -55,6 +55,7 @@ export function statusOf(code: ErrorCode): number {
       return 502;
     case 'platform_unreachable':
     case 'not_ready':
+    case 'store_unavailable':
       return 503;
     case 'timeout':
       return 504;

@@ -43,7 +43,34 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /** What the backlog gauges read at scrape time (see {@link trackBacklog}). */
+  #backlog: { readonly count: number; readonly oldestAgeMs: number } | undefined;
+  readonly inboundBacklog: Gauge = new Gauge({
+    name: 'parley_inbound_backlog',
+    help: 'Events of this process waiting to be recorded (queued behind a store that cannot be reached)',
+    registers: [this.registry],
+    collect: () => {
+      this.inboundBacklog.set(this.#backlog?.count ?? 0);
+    },
+  });
+  readonly inboundBacklogOldest: Gauge = new Gauge({
+    name: 'parley_inbound_backlog_oldest_seconds',
+    help: 'Age of the oldest event of this process waiting to be recorded, seconds (0 when none waits)',
+    registers: [this.registry],
+    collect: () => {
+      this.inboundBacklogOldest.set((this.#backlog?.oldestAgeMs ?? 0) / 1000);
+    },
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'parley_' });
+  }
+
+  /**
+   * Reads the backlog gauges from `source` at every scrape (docs/deploy.md, What a database restart does):
+   * `count` events, the oldest waiting `oldestAgeMs` ms (served in seconds).
+   */
+  trackBacklog(source: { readonly count: number; readonly oldestAgeMs: number }): void {
+    this.#backlog = source;
   }
 }

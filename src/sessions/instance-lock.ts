@@ -37,7 +37,6 @@ export class InstanceLock implements SessionLock {
   readonly #heartbeatMs: number;
   #timer: NodeJS.Timeout | undefined;
   #held = false;
-  #expiresAt = 0;
 
   constructor(options: InstanceLockOptions) {
     this.#options = options;
@@ -67,13 +66,13 @@ export class InstanceLock implements SessionLock {
         .where('instance_id', '=', instanceId)
         .where((eb) => eb.or([eb('owner', '=', owner), eb('expires_at', '<', nowText)]))
         .executeTakeFirst();
-      if (Number(updated.numUpdatedRows) > 0) return this.#took(now);
+      if (Number(updated.numUpdatedRows) > 0) return this.#took();
       const inserted = await db
         .insertInto('instance_locks')
         .values({ instance_id: instanceId, owner, acquired_at: nowText, expires_at: expires })
         .onConflict((oc) => oc.column('instance_id').doNothing())
         .executeTakeFirst();
-      if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) > 0) return this.#took(now);
+      if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) > 0) return this.#took();
       const row = await db
         .selectFrom('instance_locks')
         .select(['owner', 'expires_at'])
@@ -92,7 +91,8 @@ export class InstanceLock implements SessionLock {
 
   /**
    * Extends the lock by `ttlMs` (the heartbeat calls this). Calls `onLost` and returns false when another process
-   * took the row, or when renewal kept failing until the lock expired.
+   * took the row. A store error is reported through `onRenewError` and keeps the lock (returns true): the store
+   * being unreachable does not mean another process holds the instance.
    */
   async renew(): Promise<boolean> {
     if (!this.#held) return false;
@@ -106,17 +106,15 @@ export class InstanceLock implements SessionLock {
         .where('owner', '=', owner)
         .executeTakeFirst();
       if (Number(updated.numUpdatedRows) > 0) {
-        this.#expiresAt = now + this.#ttlMs;
         return true;
       }
       this.#lose('another parley process took over this instance');
       return false;
     } catch (error) {
+      // A store outage is not a takeover (docs/decisions/0011-store-faults.md): the socket stays open and the
+      // heartbeat goes on; the first renewal that reaches the store again finds the row still ours, or taken by
+      // another process (then the lock is lost above). Several nodes are fenced by their leases instead.
       this.#report(error);
-      if (clock() >= this.#expiresAt) {
-        this.#lose('the one-socket lock could not be renewed before it expired (store unreachable)');
-        return false;
-      }
       return true;
     }
   }
@@ -144,9 +142,8 @@ export class InstanceLock implements SessionLock {
     this.#held = false;
   }
 
-  #took(now: number): LockAttempt {
+  #took(): LockAttempt {
     this.#held = true;
-    this.#expiresAt = now + this.#ttlMs;
     if (!this.#timer) {
       this.#timer = setInterval(() => {
         this.renew().catch((error: unknown) => this.#report(error));

@@ -13,6 +13,8 @@ import type { SecretBox } from '../security/secrets.ts';
 import { SqlAuthStateStore } from '../store/engine-auth.ts';
 import { getInstance, listInstancesToRestore, updateInstance } from '../store/instances.ts';
 import type { Database } from '../store/schema.ts';
+import { RetryingAuthStateStore } from './auth-retry.ts';
+import { RecordBacklog } from './backlog.ts';
 import { RECORD_RETRY, type RecordRetryPolicy, recordWithRetry } from './record-retry.ts';
 
 /** `Retry-After` of the 503 a call gets while its instance reconnects by itself, seconds. */
@@ -71,11 +73,19 @@ export interface SessionManagerOptions {
    */
   restoreRetry?: { baseMs: number; maxMs: number };
   /**
-   * Retry of a failed recording of any engine's event (docs/decisions/0024-engines-and-data-flow.md): tries in all
-   * and the first wait, ms, doubling (default {@link RECORD_RETRY}: 5 tries, 100 ms); `random` is the jitter source
-   * (default `Math.random`).
+   * Retry of a failed recording of any engine's event and of the engine's credential store
+   * (docs/decisions/0011-store-faults.md): first wait and longest wait, ms, and the tries for an unknown error
+   * (default {@link RECORD_RETRY}: 100 ms doubling to 5,000 ms, 5 tries); `random` is the jitter source (default
+   * `Math.random`). A store that cannot be reached is retried without limit.
    */
-  recordRetry?: { attempts?: number; baseDelayMs?: number; random?: () => number };
+  recordRetry?: {
+    baseDelayMs?: number;
+    maxDelayMs?: number;
+    unknownAttempts?: number;
+    random?: () => number;
+  };
+  /** The process's backlog of events waiting to be recorded (default: one of its own). */
+  backlog?: RecordBacklog;
 }
 
 /**
@@ -88,9 +98,22 @@ export class SessionManager {
   readonly #sessions = new Map<string, EngineSession>();
   /** Pending boot-restore retries by instance id (cancelled by any user action on the instance). */
   readonly #retries = new Map<string, NodeJS.Timeout>();
+  /** Aborted at shutdown: recordings and credential reads waiting for the store give up. */
+  readonly #closing = new AbortController();
+  readonly #policy: RecordRetryPolicy;
+  /** Events of this process waiting to be recorded (metrics, the backlog warning). */
+  readonly backlog: RecordBacklog;
 
   constructor(options: SessionManagerOptions) {
     this.#options = options;
+    const retry = options.recordRetry;
+    this.#policy = {
+      baseDelayMs: retry?.baseDelayMs ?? RECORD_RETRY.baseDelayMs,
+      maxDelayMs: retry?.maxDelayMs ?? RECORD_RETRY.maxDelayMs,
+      unknownAttempts: Math.max(1, retry?.unknownAttempts ?? RECORD_RETRY.unknownAttempts),
+      random: retry?.random ?? Math.random,
+    };
+    this.backlog = options.backlog ?? new RecordBacklog({ logger: options.logger, clock: options.clock });
   }
 
   /** The session of `instance`, created on first use. */
@@ -116,36 +139,36 @@ export class SessionManager {
     const { db, box, engines, recorder, logger, clock, findMessage, callSettings } = this.#options;
     const instanceId = instance.id;
     const sessionLogger = logger.child({ instanceId });
-    const record = (event: EngineEvent) =>
-      recorder.record(instanceId, event).catch((error: unknown) => {
-        sessionLogger.warn({ err: error, event: event.type }, 'recording an engine event failed');
-        throw error;
-      });
-    const retry = this.#options.recordRetry;
-    const policy: RecordRetryPolicy = {
-      attempts: Math.max(1, retry?.attempts ?? RECORD_RETRY.attempts),
-      baseDelayMs: retry?.baseDelayMs ?? RECORD_RETRY.baseDelayMs,
-      random: retry?.random ?? Math.random,
+    // Failures are logged by recordWithRetry (the first, every tenth, and the one given up on).
+    const record = (event: EngineEvent) => recorder.record(instanceId, event);
+    const policy = this.#policy;
+    const signal = this.#closing.signal;
+    const backlog = this.backlog;
+    const auth = new SqlAuthStateStore(db, box, instanceId);
+    const retrying = async (event: EngineEvent): Promise<void> => {
+      const left = backlog.enter();
+      try {
+        await recordWithRetry({ emit: record, logger: sessionLogger }, event, policy, { signal });
+      } finally {
+        left();
+      }
     };
-    const retrying = (event: EngineEvent) =>
-      recordWithRetry({ emit: record, logger: sessionLogger }, event, policy);
     // Session status events are derived here, in one place for every engine, from the connection states the
     // engine reports (docs/decisions/0012-session-and-message-status-events.md).
     const statuses = new SessionStatusTracker({ connected: false, loggedIn: instance.jid !== null });
-    const emit = async (event: EngineEvent): Promise<void> => {
-      const status = event.type === 'connection' ? statuses.next(event.state, clock()) : null;
-      // Both recordings start in this tick, so the status is queued right after its connection event and
-      // normally commits in the same transaction.
-      const recorded = [retrying(event), ...(status ? [retrying(status)] : [])];
-      await Promise.all(recorded);
-    };
     return engines[instance.env].createSession({
       instanceId,
       env: instance.env,
-      auth: new SqlAuthStateStore(db, box, instanceId),
-      // Every engine's events are recorded with the same bounded retry
-      // (docs/decisions/0024-engines-and-data-flow.md).
-      emit,
+      auth: new RetryingAuthStateStore(auth, policy, sessionLogger, signal),
+      // Every engine's events are recorded with the same retry: without limit while the store cannot be reached
+      // (docs/decisions/0011-store-faults.md); each counts in the backlog while it waits.
+      emit: async (event: EngineEvent) => {
+        const status = event.type === 'connection' ? statuses.next(event.state, clock()) : null;
+        // Both recordings start in this tick, so the status is queued right after its connection event and
+        // normally commits in the same transaction.
+        await Promise.all([retrying(event), ...(status ? [retrying(status)] : [])]);
+      },
+      waiting: () => backlog.enter(),
       findMessage: (id) => findMessage(instanceId, id),
       ...(callSettings ? { callSettings: () => callSettings(instanceId) } : {}),
       logger: sessionLogger,
@@ -366,6 +389,10 @@ export class SessionManager {
 
   /** Closes every session of this process (shutdown); stored state is untouched. */
   async closeAll(): Promise<void> {
+    // Recordings still waiting for the store make one last try and give up (logged with their event fields):
+    // shutdown keeps its time budget (docs/deploy.md, What a database restart does).
+    this.#closing.abort();
+    this.backlog.stop();
     for (const timer of this.#retries.values()) clearTimeout(timer);
     this.#retries.clear();
     const sessions = [...this.#sessions.values()];

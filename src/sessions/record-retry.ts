@@ -1,24 +1,39 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type EngineEvent, eventLogFields } from '../domain/messages.ts';
+import { isStoreUnavailableError } from '../store/faults.ts';
 
 /**
- * How a failed recording is retried (docs/decisions/0024-engines-and-data-flow.md,
- * docs/decisions/0005-outbox-and-delivery.md: an event the platform delivered once is not resent, so a transient
- * store failure such as a PostgreSQL connection reset must not drop it). Applied by the session manager to every
- * engine's `emit`, so the sandbox and Baileys have the same durability. Try `n` (n ≥ 2) waits `baseDelayMs × 2^(n-2)`
- * ms ±20 % jitter; after `attempts` tries the last error is raised.
+ * How a failed recording is retried (docs/decisions/0011-store-faults.md): an event the platform delivered was
+ * already acknowledged and is never sent again, so a store that cannot be reached must not drop it. Applied by
+ * the session manager to every engine's `emit`, so the sandbox and Baileys have the same durability.
+ *
+ * - A permanent error ({@link isPermanentStoreError}: constraint, data or programming error) is raised at once:
+ *   retrying repeats it.
+ * - A transient one ({@link isTransientStoreError}: the store unreachable, busy, a serialization failure or a
+ *   deadlock) is retried without limit unless the caller passes a bound (`attempts` or `deadline`).
+ * - Any other error is retried `unknownAttempts` times in all, then raised (an unforeseen bug must not hold the
+ *   instance's later events back for ever).
+ *
+ * Try `n` (n ≥ 2) waits `min(maxDelayMs, baseDelayMs × 2^(n-2))` ms ±20 % jitter.
  */
 export interface RecordRetryPolicy {
-  /** Tries in all, the first included (≥ 1). */
-  attempts: number;
-  /** Wait before the second try, ms; doubles for every later try. */
+  /** Wait before the second try, ms; doubles for every later try up to `maxDelayMs`. */
   baseDelayMs: number;
+  /** Longest wait between two tries, ms (the wait stops doubling here). */
+  maxDelayMs: number;
+  /** Tries in all (the first included, ≥ 1) for an error neither permanent nor known to be transient. */
+  unknownAttempts: number;
+  /** Tries in all for any error, the first included; undefined: without limit (inbound events). */
+  attempts?: number;
   /** Random source in [0, 1) for the jitter. */
   random: () => number;
 }
 
-/** Default tries and first wait (ms): 5 tries over about 1.5 s (100, 200, 400, 800 ms waits). */
-export const RECORD_RETRY = { attempts: 5, baseDelayMs: 100 } as const;
+/**
+ * Defaults: first wait 100 ms, doubling to at most 5 s (a store that comes back is used within about 5 s), an
+ * unknown error tried 5 times (about 1.5 s).
+ */
+export const RECORD_RETRY = { baseDelayMs: 100, maxDelayMs: 5_000, unknownAttempts: 5 } as const;
 
 /** SQLSTATE classes of PostgreSQL errors that repeat on retry: data exception, integrity, syntax or access. */
 const PERMANENT_SQLSTATE_CLASSES = new Set(['22', '23', '42']);
@@ -26,12 +41,19 @@ const PERMANENT_SQLSTATE_CLASSES = new Set(['22', '23', '42']);
 /** SQLite result codes (better-sqlite3 `SqliteError.code`) that repeat on retry. */
 const PERMANENT_SQLITE = /^SQLITE_(CONSTRAINT|MISMATCH|TOOBIG|RANGE)/;
 
+function codeOf(error: unknown): string | undefined {
+  const code =
+    typeof error === 'object' && error !== null && 'code' in error
+      ? (error as { code: unknown }).code
+      : undefined;
+  return typeof code === 'string' ? code : undefined;
+}
+
 /**
  * True when retrying the recording cannot help: a programming error (`TypeError`, `RangeError`,
  * `ReferenceError`, `SyntaxError`), a PostgreSQL error of SQLSTATE class 22/23/42, or a SQLite constraint,
- * mismatch, too-big or range error. Everything else (connection resets and refusals, timeouts, SQLSTATE 08xxx,
- * 40001 serialization failures, 40P01 deadlocks, 57P0x shutdowns, SQLITE_BUSY/LOCKED, unknown errors) counts as
- * transient, since dropping an event that a retry would have kept is data loss.
+ * mismatch, too-big or range error. Everything else counts as worth retrying (see {@link isTransientStoreError}
+ * for which errors are retried without limit).
  */
 export function isPermanentStoreError(error: unknown): boolean {
   if (
@@ -41,44 +63,95 @@ export function isPermanentStoreError(error: unknown): boolean {
     error instanceof SyntaxError
   )
     return true;
-  const code =
-    typeof error === 'object' && error !== null && 'code' in error
-      ? (error as { code: unknown }).code
-      : undefined;
-  if (typeof code !== 'string') return false;
+  const code = codeOf(error);
+  if (code === undefined) return false;
   if (/^[0-9A-Z]{5}$/.test(code)) return PERMANENT_SQLSTATE_CLASSES.has(code.slice(0, 2));
   return PERMANENT_SQLITE.test(code);
 }
 
-/** Wait before try `attempt + 1` after try `attempt` failed (attempt ≥ 1), ms: doubling from the base, ±20 %. */
-export function recordRetryDelayMs(attempt: number, policy: RecordRetryPolicy): number {
-  const base = policy.baseDelayMs * 2 ** (attempt - 1);
-  return Math.round(base * (0.8 + 0.4 * policy.random()));
+/**
+ * True when the store is known to fail only for now: unreachable or not working ({@link isStoreUnavailableError}:
+ * connection refused or cut, SQLSTATE 08xxx/53xxx/57P01–57P03, SQLITE_BUSY/LOCKED/IOERR, …), a PostgreSQL
+ * serialization failure (40001), deadlock (40P01) or lock wait refused (55P03). Retried without limit.
+ */
+export function isTransientStoreError(error: unknown): boolean {
+  if (isStoreUnavailableError(error)) return true;
+  const code = codeOf(error);
+  return code === '40001' || code === '40P01' || code === '55P03';
 }
 
 /**
- * Records `event` through `context.emit` (the recorder), retrying per `policy` (each retry logged at warn with the event's
- * {@link eventLogFields}); resolves once recorded. Events of one caller stay in order because the caller awaits
- * this before emitting its next event.
- * @throws the last recording error after `policy.attempts` tries, or at once when {@link isPermanentStoreError}.
+ * Wait before try `attempt + 1` after try `attempt` failed (attempt ≥ 1), ms: doubling from the base, capped at
+ * `maxDelayMs`, ±20 % jitter.
+ */
+export function recordRetryDelayMs(attempt: number, policy: RecordRetryPolicy): number {
+  const base = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** Math.min(attempt - 1, 30));
+  return Math.round(base * (0.8 + 0.4 * policy.random()));
+}
+
+/** Options of one {@link recordWithRetry} call. */
+export interface RecordRetryOptions {
+  /** Stops the retries (shutdown): the pending wait ends, one last try is made, then its error is raised. */
+  signal?: AbortSignal;
+}
+
+/** Sleeps `ms`, ending early when `signal` aborts. */
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
+/**
+ * Records `event` through `context.emit` (the recorder), retrying per `policy` and the rules of
+ * {@link RecordRetryPolicy}; resolves once recorded. The first failure of an event and then every tenth is
+ * logged at warn with the event's {@link eventLogFields} (never a body). Events of one caller stay in order
+ * because the caller awaits this before emitting its next event.
+ * @throws at once a {@link isPermanentStoreError} error; an unknown error after `policy.unknownAttempts` tries; any
+ *   error after `policy.attempts` tries when set; the last error once `options.signal` aborted.
  */
 export async function recordWithRetry(
   context: { emit(event: EngineEvent): Promise<void>; logger: FastifyBaseLogger },
   event: EngineEvent,
   policy: RecordRetryPolicy,
+  options: RecordRetryOptions = {},
 ): Promise<void> {
+  const { signal } = options;
   for (let attempt = 1; ; attempt++) {
     try {
       await context.emit(event);
+      if (attempt > 1)
+        context.logger.info(
+          { ...eventLogFields(event), attempts: attempt },
+          'recorded an event after retrying',
+        );
       return;
     } catch (error) {
-      if (attempt >= policy.attempts || isPermanentStoreError(error)) throw error;
+      if (isPermanentStoreError(error)) throw error;
+      const transient = isTransientStoreError(error);
+      const limit = policy.attempts ?? (transient ? undefined : policy.unknownAttempts);
+      if ((limit !== undefined && attempt >= limit) || signal?.aborted) throw error;
       const delayMs = recordRetryDelayMs(attempt, policy);
-      context.logger.warn(
-        { err: error, ...eventLogFields(event), attempt, attempts: policy.attempts, delayMs },
-        'recording an event failed; retrying',
-      );
-      await new Promise((resolve) => setTimeout(resolve, delayMs));
+      if (attempt === 1 || attempt % 10 === 0) {
+        context.logger.warn(
+          {
+            err: error,
+            ...eventLogFields(event),
+            attempt,
+            ...(limit === undefined ? {} : { attempts: limit }),
+            delayMs,
+          },
+          'recording an event failed; retrying',
+        );
+      }
+      await pause(delayMs, signal);
     }
   }
 }

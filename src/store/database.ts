@@ -4,6 +4,7 @@ import SQLite from 'better-sqlite3';
 import { Kysely, Migrator, PostgresDialect, type SqliteDatabase, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { DatabaseConfig } from '../config/config.ts';
+import { faultAwareDialect, type StoreFaultHook } from './faults.ts';
 import { migrationProvider, migrations } from './migrations/index.ts';
 import type { Database } from './schema.ts';
 
@@ -23,7 +24,17 @@ export interface OpenStoreOptions {
   schema?: string;
   /** PostgreSQL pool size (default 10). */
   poolSize?: number;
+  /** Where pool and connection errors are reported (default: ignored; `createServices` passes its logger). */
+  onConnectionError?: (error: Error) => void;
+  /** Test-only fault hook (src/store/faults.ts); never set from configuration. */
+  faults?: StoreFaultHook;
 }
+
+/**
+ * How long taking a new PostgreSQL connection may take before the query fails as `store_unavailable`, ms: a
+ * server that does not answer (a network partition) must not hold requests indefinitely.
+ */
+export const CONNECT_TIMEOUT_MS = 5_000;
 
 /**
  * Opens the store described by `config` (docs/decisions/0024-engines-and-data-flow.md): better-sqlite3 in WAL mode
@@ -39,9 +50,11 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
     sqlite.pragma('synchronous = NORMAL');
     sqlite.pragma('foreign_keys = ON');
     sqlite.pragma('busy_timeout = 5000');
-    const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: cachingStatements(sqlite) }) });
+    const dialect = new SqliteDialect({ database: cachingStatements(sqlite) });
+    const db = new Kysely<Database>({ dialect: faultAwareDialect(dialect, options.faults) });
     return { db, dialect: 'sqlite', schema: undefined, destroy: () => db.destroy() };
   }
+  const onConnectionError = options.onConnectionError ?? (() => undefined);
   const schema = options.schema;
   if (schema !== undefined && !/^[a-z_][a-z0-9_]*$/.test(schema))
     throw new Error(`bad schema name ${schema}`);
@@ -50,7 +63,12 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
       oid === 20 ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format ?? 'text'),
   };
   if (schema !== undefined) {
-    const client = new pg.Client({ connectionString: config.url });
+    const client = new pg.Client({
+      connectionString: config.url,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    });
+    // An error event with no listener would end the process (Node's EventEmitter rule).
+    client.on('error', (error: Error) => onConnectionError(error));
     await client.connect();
     try {
       await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
@@ -62,9 +80,20 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
     connectionString: config.url,
     max: options.poolSize ?? 10,
     types,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     ...(schema === undefined ? {} : { options: `-c search_path=${schema}` }),
   });
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  // Store faults never end the process (docs/decisions/0011-store-faults.md). The pool emits 'error' for an idle
+  // client the server closed (a terminated backend, a restart) and drops that client; a client checked out
+  // between two queries of a transaction emits 'error' itself: each gets a listener, and its next query fails
+  // as `store_unavailable`. A lost connection is replaced by the pool on the next query.
+  pool.on('error', (error: Error) => onConnectionError(error));
+  pool.on('connect', (client: pg.PoolClient) => {
+    client.on('error', (error: Error) => onConnectionError(error));
+  });
+  const db = new Kysely<Database>({
+    dialect: faultAwareDialect(new PostgresDialect({ pool }), options.faults),
+  });
   // The schema the tables live in: the one named, else the connection's own (`search_path`, which a
   // DATABASE_URL may set with `?options=-c search_path=…`). The migrator is told it, so it never mistakes the
   // migration table of another schema in the same database for this store's.

@@ -13,6 +13,7 @@ import {
   releaseClaims,
 } from '../store/deliveries.ts';
 import { type ClaimedDelivery, claimDeliveries } from '../store/delivery-claims.ts';
+import { isStoreUnavailableError } from '../store/faults.ts';
 import { RetryPolicy } from './backoff.ts';
 import { webhookHeaders } from './signing.ts';
 
@@ -242,6 +243,26 @@ export class DeliveryWorker {
     return 'attempt failed: internal error';
   }
 
+  /**
+   * Records an attempt's outcome, waiting out a store that cannot be reached (docs/decisions/0011-store-faults.md)
+   * for up to half the stale timeout: an attempt the receiver took is recorded as soon as the store answers,
+   * instead of its claim holding the instance's later deliveries until it goes stale and the event is sent again.
+   * Waits double from 100 ms to at most 5 s.
+   * @throws the store's error when it is not an unreachable store, or once half the stale timeout has passed.
+   */
+  async #finish(work: () => Promise<boolean>): Promise<boolean> {
+    const { clock } = this.#options;
+    const giveUpAt = clock() + this.#staleMs / 2;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await work();
+      } catch (error) {
+        if (!isStoreUnavailableError(error) || clock() >= giveUpAt) throw error;
+        await new Promise((resolve) => setTimeout(resolve, Math.min(5_000, 100 * 2 ** (attempt - 1))));
+      }
+    }
+  }
+
   /** One attempt: sign, post through the guard, record, schedule. */
   async #attempt(delivery: ClaimedDelivery): Promise<void> {
     const { box, guard, clock, timeoutMs } = this.#options;
@@ -302,16 +323,18 @@ export class DeliveryWorker {
       });
       outcome = runAt === null ? { kind: 'failed' } : { kind: 'retry', runAt };
     }
-    const applied = await finishAttempt(this.#options.store.db, {
-      eventId: delivery.eventId,
-      instanceId: delivery.instanceId,
-      attemptId: delivery.attemptId,
-      workerId: this.id,
-      lockedAt: delivery.lockedAt,
-      attempt: record,
-      outcome,
-      now: nowIso(clock),
-    });
+    const applied = await this.#finish(() =>
+      finishAttempt(this.#options.store.db, {
+        eventId: delivery.eventId,
+        instanceId: delivery.instanceId,
+        attemptId: delivery.attemptId,
+        workerId: this.id,
+        lockedAt: delivery.lockedAt,
+        attempt: record,
+        outcome,
+        now: nowIso(clock),
+      }),
+    );
     this.#options.onAttempt?.(outcome.kind, record.durationMs, delivery.instanceId);
     if (!applied) {
       this.#options.logger.info(

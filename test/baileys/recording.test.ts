@@ -27,6 +27,8 @@ import {
 } from './support.ts';
 
 const PEER = '5511988887777@s.whatsapp.net';
+/** What the listener logs when an event could not be recorded (permanent store error or shutdown). */
+const NOT_RECORDED = 'a platform event was not recorded: permanent store error or shutdown';
 const OTHER = '5511977776666@s.whatsapp.net';
 
 /** What a PostgreSQL connection reset looks like to the recorder (transient: worth retrying). */
@@ -94,6 +96,8 @@ for (const dialect of testDialects()) {
       options: {
         auth?: (inner: AuthStateStore) => AuthStateStore;
         open?: (s: FakeSocket, i: number) => void;
+        /** Tries in all for any error (a caller that needs a bounded wait); default: as the manager, no bound. */
+        attempts?: number;
       } = {},
     ) {
       const instanceId = fixture.instanceIds[next++] ?? '';
@@ -122,7 +126,7 @@ for (const dialect of testDialects()) {
         instanceId,
         env: 'live',
         auth,
-        // As the session manager does for every engine: the recorder behind the bounded retry (waits shortened).
+        // As the session manager does for every engine: the recorder behind the retry (waits shortened).
         emit: (event) =>
           recordWithRetry(
             {
@@ -133,7 +137,13 @@ for (const dialect of testDialects()) {
               logger,
             },
             event,
-            { attempts: 5, baseDelayMs: 1, random: () => 0.5 },
+            {
+              baseDelayMs: 1,
+              maxDelayMs: 4,
+              unknownAttempts: 5,
+              random: () => 0.5,
+              ...(options.attempts === undefined ? {} : { attempts: options.attempts }),
+            },
           ),
         findMessage: async () => undefined,
         logger,
@@ -195,15 +205,16 @@ for (const dialect of testDialects()) {
           attempt: retry[0]?.attempt,
           attempts: retry[0]?.attempts,
         },
-        { event: 'message', id: '3EB0B', attempt: 1, attempts: 5 },
+        { event: 'message', id: '3EB0B', attempt: 1, attempts: undefined },
       );
-      assert.deepEqual(h.logged(50, 'dropped a platform event: recording it failed after retrying'), []);
+      assert.deepEqual(h.logged(50, NOT_RECORDED), []);
     });
 
-    it('drops only what keeps failing, logs it at error level without bodies, and goes on (R2)', async () => {
-      const h = await setup((event) => {
-        if (event.type === 'message' && event.message.id === '3EB0B') return connectionReset();
-        if (event.type === 'receipt' && event.source.chat === OTHER) return connectionReset();
+    it('retries a store that cannot be reached until it answers, in order; a permanent error is logged, not retried', async () => {
+      // B and the receipt of 3EB0Z fail 12 times (beyond the old bound of 5 tries), then the store answers.
+      const h = await setup((event, n) => {
+        if (event.type === 'message' && event.message.id === '3EB0B' && n <= 12) return connectionReset();
+        if (event.type === 'receipt' && event.source.chat === OTHER && n <= 12) return connectionReset();
         if (event.type === 'message' && event.message.id === '3EB0E')
           return Object.assign(new Error('duplicate key value violates unique constraint'), {
             code: '23505',
@@ -228,39 +239,43 @@ for (const dialect of testDialects()) {
         type: 'notify',
         messages: [incoming('3EB0D', 'body D'), incoming('3EB0E', 'body E')],
       });
-      await until(() => h.tries.get('3EB0E') === 1 && h.committed.includes('3EB0D'), 5_000, 'last batch');
-      await until(
-        () => h.logged(50, 'dropped a platform event: recording it failed after retrying').length === 3,
-      );
+      await until(() => h.logged(50, NOT_RECORDED).length === 1, 10_000, 'the permanent failure logged');
       assert.deepEqual(await h.rows(), [
         { id: '3EB0A', state: 'read' },
+        { id: '3EB0B', state: 'delivered' },
         { id: '3EB0C', state: 'delivered' },
         { id: '3EB0D', state: 'delivered' },
       ]);
       assert.deepEqual(
         h.committed.filter((k) => k !== 'connection'),
-        ['3EB0A', '3EB0C', 'receipt:3EB0A', '3EB0D'],
+        ['3EB0A', '3EB0B', '3EB0C', 'receipt:3EB0Z', 'receipt:3EB0A', '3EB0D'],
+        'arrival order kept across the retries',
       );
-      assert.equal(h.tries.get('3EB0B'), 5, 'transient failures are tried 5 times');
-      assert.equal(h.tries.get('receipt:3EB0Z'), 5);
+      assert.equal(h.tries.get('3EB0B'), 13, 'tried until the store answered');
+      assert.equal(h.tries.get('receipt:3EB0Z'), 13);
       assert.equal(h.tries.get('3EB0E'), 1, 'a constraint violation is not retried');
-      const dropped = h
-        .logged(50, 'dropped a platform event: recording it failed after retrying')
-        .map((l: LogLine) => ({ event: l.event, id: l.id, ids: l.ids }));
-      assert.deepEqual(dropped, [
-        { event: 'message', id: '3EB0B', ids: undefined },
-        { event: 'receipt', id: undefined, ids: ['3EB0Z'] },
-        { event: 'message', id: '3EB0E', ids: undefined },
-      ]);
+      const lost = h.logged(50, NOT_RECORDED).map((l: LogLine) => ({ event: l.event, id: l.id }));
+      assert.deepEqual(lost, [{ event: 'message', id: '3EB0E' }]);
+      // The first failure and the tenth are logged, not every try.
+      assert.deepEqual(
+        h
+          .logged(40, 'recording an event failed; retrying')
+          .filter((l) => l.id === '3EB0B')
+          .map((l) => l.attempt),
+        [1, 10],
+      );
       assert.ok(!JSON.stringify(h.lines).includes('body '), 'no message body is logged');
     });
 
     it('a send answers only once recorded: a transient failure is retried, a lasting one fails the call (C4)', async () => {
       let mode: 'once' | 'always' = 'once';
-      const h = await setup((event, n) =>
-        event.type === 'message' && event.message.source.isFromMe && (mode === 'always' || n === 1)
-          ? connectionReset()
-          : undefined,
+      // A caller that needs a bounded wait passes one (5 tries in all).
+      const h = await setup(
+        (event, n) =>
+          event.type === 'message' && event.message.source.isFromMe && (mode === 'always' || n === 1)
+            ? connectionReset()
+            : undefined,
+        { attempts: 5 },
       );
       const sent = await h.session.send({
         to: PEER,
@@ -347,7 +362,12 @@ for (const dialect of testDialects()) {
 
 describe('record retry policy', () => {
   it('doubles from the base wait with ±20 % jitter', () => {
-    const policy = (r: number): RecordRetryPolicy => ({ attempts: 5, baseDelayMs: 100, random: () => r });
+    const policy = (r: number): RecordRetryPolicy => ({
+      baseDelayMs: 100,
+      maxDelayMs: 5_000,
+      unknownAttempts: 5,
+      random: () => r,
+    });
     assert.deepEqual(
       [1, 2, 3, 4].map((n) => recordRetryDelayMs(n, policy(0.5))),
       [100, 200, 400, 800],

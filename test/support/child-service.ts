@@ -27,7 +27,10 @@ const say = (value: unknown) => process.stdout.write(`${JSON.stringify(value)}\n
 const config = loadConfig(env);
 const logger = pino({ level: env.CHILD_LOG_LEVEL ?? 'silent' }, pino.destination(2));
 const schema = env.CHILD_PG_SCHEMA;
-const store = await openStore(config.database, schema ? { schema } : {});
+const store = await openStore(config.database, {
+  ...(schema ? { schema } : {}),
+  onConnectionError: (error) => logger.warn({ err: error }, 'a store connection failed'),
+});
 const pollIntervalMs = number('CHILD_POLL_MS');
 const staleAfterMs = number('CHILD_STALE_MS');
 const heartbeatMs = number('CHILD_HEARTBEAT_MS');

@@ -29,6 +29,10 @@ export interface Child {
   inbound(key: string, instanceId: string, count: number, prefix: string): Promise<void>;
   /** Calls the child's API with `key`. */
   call(method: string, path: string, key: string, body?: unknown): Promise<{ status: number; body: any }>;
+  /** True while the process has not exited. */
+  alive(): boolean;
+  /** The last 4,000 characters the process wrote to stderr (its log at CHILD_LOG_LEVEL). */
+  stderr(): string;
   /** SIGKILL, resolving when the process is gone. */
   kill(): Promise<void>;
   /** SIGTERM (graceful stop), resolving with the exit code. */
@@ -166,6 +170,8 @@ export async function startChild(env: Record<string, string>, workerId: string):
       });
       return { status: response.status, body: await response.json() };
     },
+    alive: () => !exitedAlready,
+    stderr: () => stderr,
     async kill() {
       if (!exitedAlready) proc.kill('SIGKILL');
       await exited;

@@ -20,8 +20,9 @@ import { updateEventOf } from './updates.ts';
 /**
  * The serial queue of one session's platform-driven work (docs/decisions/0005-outbox-and-delivery.md: events of an
  * instance are recorded in arrival order). Each task runs after every earlier one; a task's failure is logged and
- * never stops the queue. Events are recorded one at a time with bounded retry, so one event failing to record never
- * takes the rest of its batch with it (docs/decisions/0024-engines-and-data-flow.md).
+ * never stops the queue. Events are recorded one at a time; the session side retries a store that cannot be reached
+ * without limit (docs/decisions/0011-store-faults.md), so a task waits there and the tasks behind it wait in order.
+ * Queued tasks count in the process's backlog of events waiting to be recorded (`context.waiting`).
  */
 export class IncomingQueue {
   readonly #context: EngineSessionContext;
@@ -33,9 +34,16 @@ export class IncomingQueue {
 
   /** Runs `task` after every earlier task; a rejection is logged at error level with `what` (the event name). */
   enqueue(task: () => Promise<void>, what: string): void {
-    this.#tail = this.#tail.then(task).catch((error: unknown) => {
-      this.#context.logger.error({ err: error, event: what }, 'handling a platform event failed');
-    });
+    const left = this.#context.waiting?.();
+    this.#tail = this.#tail
+      .then(() => {
+        left?.();
+        return task();
+      })
+      .catch((error: unknown) => {
+        left?.();
+        this.#context.logger.error({ err: error, event: what }, 'handling a platform event failed');
+      });
   }
 
   /** Resolves once every task queued so far has finished (shutdown). */
@@ -44,10 +52,10 @@ export class IncomingQueue {
   }
 
   /**
-   * Records one platform-driven event through `context.emit` (which retries transient store failures on the
-   * session side); never rejects. An event still
-   * failing after the last try is dropped and logged at error level with its type and message id(s), no body
-   * (docs/decisions/0023-operations.md). Resolves true when recorded.
+   * Records one platform-driven event through `context.emit`; never rejects. `emit` retries a store that cannot
+   * be reached without limit, so it fails only on a permanent store error (a constraint or data error: a bug)
+   * or at shutdown; the event is then not recorded and is logged at error level with its type and message id(s),
+   * no body (docs/decisions/0023-operations.md). Resolves true when recorded.
    */
   async record(event: EngineEvent): Promise<boolean> {
     try {
@@ -56,7 +64,7 @@ export class IncomingQueue {
     } catch (error) {
       this.#context.logger.error(
         { err: error, ...eventLogFields(event) },
-        'dropped a platform event: recording it failed after retrying',
+        'a platform event was not recorded: permanent store error or shutdown',
       );
       return false;
     }

@@ -64,7 +64,9 @@ export const errorsPlugin = fp(
         // which tells the client what to do, and are logged with the request id for the operator.
         if (status >= 500) request.log.warn({ err: error, status }, 'request failed on the server side');
         if (error.retryAfter !== undefined) reply.header('retry-after', String(error.retryAfter));
-        return reply.code(status).send(errorBody(status, error.message, error.retryAfter));
+        // The envelope carries `retryAfter` on 429 only (docs/api.md, Errors); a 503 says it in the header.
+        const retryAfter = status === 429 ? error.retryAfter : undefined;
+        return reply.code(status).send(errorBody(status, error.message, retryAfter));
       }
       if (error.validation && error.validation.length > 0) {
         const issue = error.validation[0] as ValidationIssue;

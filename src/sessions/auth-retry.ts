@@ -1,0 +1,71 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { AuthStateStore } from '../engines/engine.ts';
+import { isTransientStoreError, type RecordRetryPolicy, recordRetryDelayMs } from './record-retry.ts';
+
+/**
+ * An {@link AuthStateStore} whose reads and writes wait out a store that cannot be reached (docs/decisions/
+ * 0011-store-faults.md): an engine decrypting an inbound message reads and writes its Signal keys here before it
+ * acknowledges the message to the platform, so while the store is down the message stays unacknowledged (the
+ * platform keeps it) instead of failing to decrypt. Transient errors ({@link isTransientStoreError}) are retried
+ * with the delays of {@link recordRetryDelayMs}, without limit until `signal` aborts (shutdown); any other error
+ * is raised at once. The first failure of an operation is logged at warn.
+ */
+export class RetryingAuthStateStore implements AuthStateStore {
+  readonly #inner: AuthStateStore;
+  readonly #policy: RecordRetryPolicy;
+  readonly #logger: FastifyBaseLogger;
+  readonly #signal: AbortSignal;
+
+  constructor(
+    inner: AuthStateStore,
+    policy: RecordRetryPolicy,
+    logger: FastifyBaseLogger,
+    signal: AbortSignal,
+  ) {
+    this.#inner = inner;
+    this.#policy = policy;
+    this.#logger = logger;
+    this.#signal = signal;
+  }
+
+  get(category: string, ids: readonly string[]): Promise<Map<string, string>> {
+    return this.#retry('get', () => this.#inner.get(category, ids));
+  }
+
+  set(entries: readonly { category: string; id: string; value: string | null }[]): Promise<void> {
+    return this.#retry('set', () => this.#inner.set(entries));
+  }
+
+  list(category: string): Promise<Map<string, string>> {
+    return this.#retry('list', () => this.#inner.list(category));
+  }
+
+  clear(): Promise<void> {
+    return this.#retry('clear', () => this.#inner.clear());
+  }
+
+  async #retry<T>(operation: string, work: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await work();
+      } catch (error) {
+        if (!isTransientStoreError(error) || this.#signal.aborted) throw error;
+        const delayMs = recordRetryDelayMs(attempt, this.#policy);
+        if (attempt === 1 || attempt % 10 === 0)
+          this.#logger.warn(
+            { err: error, operation, attempt, delayMs },
+            'the platform credentials store failed; retrying',
+          );
+        await new Promise<void>((resolve) => {
+          const done = () => {
+            clearTimeout(timer);
+            this.#signal.removeEventListener('abort', done);
+            resolve();
+          };
+          const timer = setTimeout(done, delayMs);
+          this.#signal.addEventListener('abort', done, { once: true });
+        });
+      }
+    }
+  }
+}

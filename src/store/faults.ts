@@ -1,0 +1,229 @@
+import type {
+  DatabaseConnection,
+  Dialect,
+  Driver,
+  Kysely,
+  QueryCompiler,
+  QueryResult,
+  TransactionSettings,
+} from 'kysely';
+import { DomainError, errors } from '../domain/errors.ts';
+
+/**
+ * Store faults (docs/decisions/0011-store-faults.md): which errors mean "the store cannot be reached right now"
+ * (a request answers 503 with `Retry-After`, inbound recording retries without limit), and the Kysely dialect
+ * wrapper that turns them into a `DomainError` `store_unavailable` at the one place every query passes.
+ */
+
+/** Socket and resolver error codes of a connection that failed or was cut (Node's `errno` names). */
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+]);
+
+/**
+ * PostgreSQL SQLSTATEs of an unreachable server (PostgreSQL manual, Appendix A): class 08 connection exception,
+ * class 53 insufficient resources (too many connections, disk full, out of memory), 57P01 admin shutdown (a
+ * terminated backend), 57P02 crash shutdown, 57P03 cannot connect now (starting up or shutting down).
+ */
+function isUnavailableSqlState(code: string): boolean {
+  return code.startsWith('08') || code.startsWith('53') || /^57P0[1-3]$/.test(code);
+}
+
+/** SQLite result codes (better-sqlite3 `SqliteError.code`, extended codes included) of a store that cannot work now. */
+const UNAVAILABLE_SQLITE = /^SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN|PROTOCOL)(_|$)/;
+
+/** Messages of node-postgres (`pg`, `pg-pool`) for a connection that ended or could not be made in time. */
+const UNAVAILABLE_MESSAGES = [
+  /connection terminated/i,
+  /timeout exceeded when trying to connect/i,
+  /client has encountered a connection error and is not queryable/i,
+  /connection (?:was )?closed/i,
+];
+
+function codeOf(error: unknown): string | undefined {
+  if (typeof error !== 'object' || error === null || !('code' in error)) return undefined;
+  const code = (error as { code: unknown }).code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+/**
+ * True when `error` says the store cannot be reached or cannot work right now, so the same operation may succeed
+ * later: a `DomainError` `store_unavailable`; a socket error (ECONNREFUSED, ECONNRESET, ETIMEDOUT, …); a
+ * PostgreSQL SQLSTATE of class 08 or 53, or 57P01–57P03; a SQLite BUSY, LOCKED, IOERR, FULL, CANTOPEN or
+ * PROTOCOL result; node-postgres's "Connection terminated …" and connect-timeout messages.
+ * Constraint, data and programming errors are not (they repeat on retry).
+ */
+export function isStoreUnavailableError(error: unknown): boolean {
+  if (error instanceof DomainError) return error.code === 'store_unavailable';
+  const code = codeOf(error);
+  if (code !== undefined) {
+    if (NETWORK_CODES.has(code) || UNAVAILABLE_SQLITE.test(code)) return true;
+    if (/^[0-9A-Z]{5}$/.test(code)) return isUnavailableSqlState(code);
+  }
+  const message = error instanceof Error ? error.message : undefined;
+  return message !== undefined && UNAVAILABLE_MESSAGES.some((pattern) => pattern.test(message));
+}
+
+/** `error` as the store raises it: a `store_unavailable` DomainError (cause kept) when unreachable, else itself. */
+function classified(error: unknown, connecting: boolean): unknown {
+  if (error instanceof DomainError) return error;
+  if (connecting || isStoreUnavailableError(error)) return errors.storeUnavailable(error);
+  return error;
+}
+
+/**
+ * A test-only fault hook: called with the SQL text before every query; when it throws, the query fails with that
+ * error as the driver's would (tests make SQLite answer SQLITE_BUSY or SQLITE_IOERR for a while). Never set from
+ * configuration.
+ */
+export type StoreFaultHook = (sql: string) => void;
+
+/**
+ * Wraps `dialect` so that every error meaning the store is unreachable leaves Kysely as a `DomainError`
+ * `store_unavailable` (its `cause` the driver's error), which the HTTP layer answers with 503 and `Retry-After`
+ * (docs/api.md, Errors). Any error while acquiring a connection counts as unreachable (a refused or timed-out
+ * connect, a database not accepting connections). Other errors pass unchanged. `faults` is the test-only
+ * {@link StoreFaultHook}.
+ */
+export function faultAwareDialect(dialect: Dialect, faults?: StoreFaultHook): Dialect {
+  return {
+    createDriver: () => new FaultAwareDriver(dialect.createDriver(), faults),
+    createQueryCompiler: (): QueryCompiler => dialect.createQueryCompiler(),
+    createAdapter: () => dialect.createAdapter(),
+    // biome-ignore lint/suspicious/noExplicitAny: Kysely's own Dialect signature takes Kysely<any>
+    createIntrospector: (db: Kysely<any>) => dialect.createIntrospector(db),
+  };
+}
+
+/** A connection whose query errors are classified; the inner connection is what the inner driver gets back. */
+class FaultAwareConnection implements DatabaseConnection {
+  readonly inner: DatabaseConnection;
+  readonly #faults: StoreFaultHook | undefined;
+
+  constructor(inner: DatabaseConnection, faults: StoreFaultHook | undefined) {
+    this.inner = inner;
+    this.#faults = faults;
+  }
+
+  async executeQuery<R>(
+    compiledQuery: Parameters<DatabaseConnection['executeQuery']>[0],
+  ): Promise<QueryResult<R>> {
+    try {
+      this.#faults?.(compiledQuery.sql);
+      return await this.inner.executeQuery<R>(compiledQuery);
+    } catch (error) {
+      throw classified(error, false);
+    }
+  }
+
+  async *streamQuery<R>(
+    compiledQuery: Parameters<DatabaseConnection['streamQuery']>[0],
+    chunkSize?: number,
+  ): AsyncIterableIterator<QueryResult<R>> {
+    try {
+      this.#faults?.(compiledQuery.sql);
+      yield* this.inner.streamQuery<R>(compiledQuery, chunkSize);
+    } catch (error) {
+      throw classified(error, false);
+    }
+  }
+}
+
+class FaultAwareDriver implements Driver {
+  readonly #inner: Driver;
+  readonly #faults: StoreFaultHook | undefined;
+
+  constructor(inner: Driver, faults: StoreFaultHook | undefined) {
+    this.#inner = inner;
+    this.#faults = faults;
+  }
+
+  async #run<T>(work: () => Promise<T>, connecting = false): Promise<T> {
+    try {
+      return await work();
+    } catch (error) {
+      throw classified(error, connecting);
+    }
+  }
+
+  /** The wrapped connection's inner one (the inner driver's own methods need its own object). */
+  #unwrap(connection: DatabaseConnection): DatabaseConnection {
+    return connection instanceof FaultAwareConnection ? connection.inner : connection;
+  }
+
+  init(): Promise<void> {
+    return this.#run(() => this.#inner.init(), true);
+  }
+
+  async acquireConnection(): Promise<DatabaseConnection> {
+    const inner = await this.#run(() => this.#inner.acquireConnection(), true);
+    return new FaultAwareConnection(inner, this.#faults);
+  }
+
+  beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
+    return this.#run(() => {
+      this.#faults?.('begin');
+      return this.#inner.beginTransaction(this.#unwrap(connection), settings);
+    });
+  }
+
+  commitTransaction(connection: DatabaseConnection): Promise<void> {
+    return this.#run(() => {
+      this.#faults?.('commit');
+      return this.#inner.commitTransaction(this.#unwrap(connection));
+    });
+  }
+
+  rollbackTransaction(connection: DatabaseConnection): Promise<void> {
+    return this.#run(() => this.#inner.rollbackTransaction(this.#unwrap(connection)));
+  }
+
+  async savepoint(
+    connection: DatabaseConnection,
+    name: string,
+    compileQuery: QueryCompiler['compileQuery'],
+  ): Promise<void> {
+    const inner = this.#inner;
+    if (!inner.savepoint) throw new Error('the driver has no savepoints');
+    const save = inner.savepoint.bind(inner);
+    await this.#run(() => save(this.#unwrap(connection), name, compileQuery));
+  }
+
+  async rollbackToSavepoint(
+    connection: DatabaseConnection,
+    name: string,
+    compileQuery: QueryCompiler['compileQuery'],
+  ): Promise<void> {
+    const inner = this.#inner;
+    if (!inner.rollbackToSavepoint) throw new Error('the driver has no savepoints');
+    const rollback = inner.rollbackToSavepoint.bind(inner);
+    await this.#run(() => rollback(this.#unwrap(connection), name, compileQuery));
+  }
+
+  async releaseSavepoint(
+    connection: DatabaseConnection,
+    name: string,
+    compileQuery: QueryCompiler['compileQuery'],
+  ): Promise<void> {
+    const inner = this.#inner;
+    if (!inner.releaseSavepoint) throw new Error('the driver has no savepoints');
+    const release = inner.releaseSavepoint.bind(inner);
+    await this.#run(() => release(this.#unwrap(connection), name, compileQuery));
+  }
+
+  releaseConnection(connection: DatabaseConnection): Promise<void> {
+    return this.#inner.releaseConnection(this.#unwrap(connection));
+  }
+
+  destroy(): Promise<void> {
+    return this.#inner.destroy();
+  }
+}
