@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Runs every test/**/*.test.ts with Node's test runner (TypeScript through tsx).
+// Runs every test/**/*.test.ts with Node's test runner (TypeScript through tsx), after building what is stale in dist/.
 // Store suites run on SQLite always and on PostgreSQL when TEST_DATABASE_URL is set; rate-limit suites run
 // in-process always and on Redis when TEST_REDIS_URL is set; video conversion runs when ffmpeg is found (packaged
 // binary or PATH). What is not run is said, never hidden, and never fails the run.
@@ -46,6 +46,17 @@ async function dropTestSchemas() {
 }
 
 await dropTestSchemas();
+
+// Tests start parley as a user does (bin/parley.js runs the compiled dist/): build what is stale once, up front,
+// instead of in the first test that starts a process.
+const build = spawnSync(process.execPath, ['scripts/build.js', '--if-stale'], {
+  cwd: root,
+  stdio: 'inherit',
+});
+if (build.status !== 0) {
+  console.error('the build failed (npm run build): the tests that start parley would fail');
+  process.exit(1);
+}
 
 const notRun = [];
 if (!process.env.TEST_DATABASE_URL)
