@@ -110,7 +110,8 @@ for (const line of notRun) console.log(`not run: ${line}`);
 
 /**
  * Runs `batch` with Node's test runner. `timeoutMs` bounds each test file and each test: 2 minutes catches a hang;
- * the executable docs (test/docs, a server and tens of CLI processes per page) get 10 and run after the rest, alone.
+ * the executable docs (test/docs, a server and tens of CLI processes per page) get 10 and run after the rest, alone;
+ * the package test (test/build: npm pack, then an install of the tarball that compiles better-sqlite3) gets 20, last.
  */
 function run(batch, timeoutMs) {
   if (batch.length === 0) return 0;
@@ -134,12 +135,14 @@ function run(batch, timeoutMs) {
 }
 
 const isDocs = (f) => f.startsWith('test/docs/');
+const isPack = (f) => f.startsWith('test/build/');
 const statuses = [
   run(
-    files.filter((f) => !isDocs(f)),
+    files.filter((f) => !isDocs(f) && !isPack(f)),
     120_000,
   ),
   run(files.filter(isDocs), 600_000),
+  run(files.filter(isPack), 1_200_000),
 ];
 for (const line of notRun) console.log(`not run: ${line}`);
 await dropTestSchemas();
