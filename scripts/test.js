@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Runs every test/**/*.test.ts with Node's test runner (TypeScript through tsx).
+// Runs every test/**/*.test.ts with Node's test runner (TypeScript through tsx), after building what is stale in dist/.
 // Store suites run on SQLite always and on PostgreSQL when TEST_DATABASE_URL is set; rate-limit suites run
 // in-process always and on Redis when TEST_REDIS_URL is set; video conversion runs when ffmpeg is found (packaged
 // binary or PATH). What is not run is said, never hidden, and never fails the run.
@@ -46,6 +46,17 @@ async function dropTestSchemas() {
 }
 
 await dropTestSchemas();
+
+// Tests start parley as a user does (bin/parley.js runs the compiled dist/): build what is stale once, up front,
+// instead of in the first test that starts a process.
+const build = spawnSync(process.execPath, ['scripts/build.js', '--if-stale'], {
+  cwd: root,
+  stdio: 'inherit',
+});
+if (build.status !== 0) {
+  console.error('the build failed (npm run build): the tests that start parley would fail');
+  process.exit(1);
+}
 
 const notRun = [];
 if (!process.env.TEST_DATABASE_URL)
@@ -99,7 +110,8 @@ for (const line of notRun) console.log(`not run: ${line}`);
 
 /**
  * Runs `batch` with Node's test runner. `timeoutMs` bounds each test file and each test: 2 minutes catches a hang;
- * the executable docs (test/docs, a server and tens of CLI processes per page) get 10 and run after the rest, alone.
+ * the executable docs (test/docs, a server and tens of CLI processes per page) get 10 and run after the rest, alone;
+ * the package test (test/build: npm pack, then an install of the tarball that compiles better-sqlite3) gets 20, last.
  */
 function run(batch, timeoutMs) {
   if (batch.length === 0) return 0;
@@ -123,12 +135,14 @@ function run(batch, timeoutMs) {
 }
 
 const isDocs = (f) => f.startsWith('test/docs/');
+const isPack = (f) => f.startsWith('test/build/');
 const statuses = [
   run(
-    files.filter((f) => !isDocs(f)),
+    files.filter((f) => !isDocs(f) && !isPack(f)),
     120_000,
   ),
   run(files.filter(isDocs), 600_000),
+  run(files.filter(isPack), 1_200_000),
 ];
 for (const line of notRun) console.log(`not run: ${line}`);
 await dropTestSchemas();

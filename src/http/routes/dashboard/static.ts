@@ -3,8 +3,18 @@ import { fileURLToPath } from 'node:url';
 import fastifyStatic from '@fastify/static';
 import type { FastifyInstance } from 'fastify';
 
-/** Where `npm run build:dashboard` (run by `npm start` and `npm ci`) writes the dashboard bundle. */
-export const DASHBOARD_DIST = fileURLToPath(new URL('../../../../dist/dashboard/', import.meta.url));
+/**
+ * Where `npm run build` (run by `npm start` when stale) writes the dashboard bundle: `dist/dashboard` of the
+ * checkout. Run from the sources (src/…/static.ts, four levels below the checkout) that is `../../../../dist/dashboard`;
+ * compiled (dist/src/…/static.js, four levels below dist/) the bundle is beside the compiled server, `../../../../dashboard`
+ * (docs/decisions/0014-compiled-build-and-licences.md).
+ */
+export const DASHBOARD_DIST = fileURLToPath(
+  new URL(
+    import.meta.url.endsWith('.ts') ? '../../../../dist/dashboard/' : '../../../../dashboard/',
+    import.meta.url,
+  ),
+);
 
 /** The page answered while the bundle does not exist, with how to build it. */
 const NOT_BUILT = `<!doctype html>
