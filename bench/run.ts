@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [--only=send,delivery,auth,scale,live,cluster] [--profile] [--keyed-baseline]` —
+ * `npm run bench [-- --quick] [--only=send,delivery,auth,scale,live,cluster,sendpath] [--profile] [--keyed-baseline]` —
  * parley's benchmarks.
  *
  * Process model: every server under test runs in a child process of its own (parley, or the baseline's bare
@@ -27,8 +27,9 @@ import { deliveryScenario } from './scenarios/delivery.ts';
 import { liveScenario } from './scenarios/live.ts';
 import { scaleScenario } from './scenarios/scale.ts';
 import { sendScenario } from './scenarios/send.ts';
+import { sendPathScenario } from './scenarios/send-path.ts';
 
-const SCENARIOS = ['send', 'delivery', 'auth', 'scale', 'live', 'cluster'] as const;
+const SCENARIOS = ['send', 'delivery', 'auth', 'scale', 'live', 'cluster', 'sendpath'] as const;
 type ScenarioName = (typeof SCENARIOS)[number];
 
 interface Options {
@@ -180,6 +181,7 @@ async function main(): Promise<void> {
   try {
     if (
       options.only.has('send') ||
+      options.only.has('sendpath') ||
       options.only.has('delivery') ||
       options.only.has('live') ||
       (options.only.has('cluster') && clusterStores)
@@ -200,6 +202,18 @@ async function main(): Promise<void> {
             hmacKey,
             webhookUrl: url,
             ...(options.profile ? { profileFile: join(tmpdir(), `parley-send-${dialect}.cpuprofile`) } : {}),
+          }),
+        );
+      }
+      if (options.only.has('sendpath') && withReceiver) {
+        const { url } = await withReceiver.call<{ url: string }>('url');
+        await run(`send-path-${dialect}`, `8. send path before/after jobs (${dialect})`, () =>
+          sendPathScenario({
+            ...settings.http,
+            dialect,
+            ...(databaseUrl ? { databaseUrl } : {}),
+            hmacKey,
+            webhookUrl: url,
           }),
         );
       }

@@ -44,12 +44,20 @@ export interface StartOptions {
   execArgv?: string[];
   /** Extra environment variables. */
   env?: Record<string, string>;
+  /**
+   * Another checkout of parley to run the role from (its own `bench/child.ts` and sources), e.g. an earlier
+   * commit measured beside the current code in the same run. Default: this checkout.
+   */
+  root?: string;
 }
 
 /** Forks `bench/child.ts` in role `role` (TypeScript through tsx); resolves once the child is ready. */
 export async function startChild(role: Role, options: StartOptions = {}): Promise<BenchChild> {
-  const proc: ChildProcess = fork(CHILD_ENTRY, [role], {
-    cwd: ROOT,
+  const root = options.root ?? ROOT;
+  const entry =
+    options.root === undefined ? CHILD_ENTRY : `${options.root.replace(/\/$/, '')}/bench/child.ts`;
+  const proc: ChildProcess = fork(entry, [role], {
+    cwd: root,
     execArgv: ['--import', 'tsx', ...(options.execArgv ?? [])],
     env: { ...process.env, ...options.env },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
