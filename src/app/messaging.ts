@@ -113,12 +113,12 @@ export class MessagingService {
 
   /**
    * A synchronous send (the default answer): the session (409 not logged in or disconnected, 503 while it
-   * reconnects), the queue's pause (429), the recipient's registration (422), then the content — built only now,
+   * reconnects), the recipient's registration (422), then the content — built only now,
    * so media is fetched only for a send that can go out. The message is stored as a `pending` job under a new
    * platform id before its relay, then relayed at once when the queue is idle and unpaced, else in its turn;
    * resolves after the platform's ack and the message's recording (docs/decisions/0009-sends-as-jobs.md).
-   * @throws DomainError not_registered `recipient <phone> is not registered on the platform`; rate_limited while
-   *   the queue is paused; the relay's error (the job is then `failed`).
+   * @throws DomainError not_registered `recipient <phone> is not registered on the platform`; the relay's error
+   *   (the job is then `failed`).
    */
   async send(
     instanceId: InstanceId,
@@ -127,14 +127,6 @@ export class MessagingService {
   ): Promise<SentMessage> {
     const instance = await this.#load(instanceId);
     const session = this.#sessions.ready(instance);
-    const pause = await this.#queue.pause(instance.id);
-    if (pause) {
-      throw new DomainError(
-        'rate_limited',
-        `sending is paused until ${new Date(pause.until).toISOString()}: ${pause.reason}`,
-        { retryAfter: Math.max(1, Math.ceil((pause.until - this.#clock()) / 1000)) },
-      );
-    }
     await this.#requireRegistered(instance, session, input.phone);
     const job = await this.#job(instance, session, input, await content(), 'sync', null);
     if (await this.#queue.canRelayNow(instance.id)) {

@@ -43,6 +43,9 @@ export type DomainErrorCode =
   | 'timeout'
   | 'internal';
 
+/** A restriction signal of the platform (its nacks 429 rate-overlimit and 463 reach-out timelock). */
+export type PlatformRestriction = 'rate-overlimit' | 'reach-out-timelock';
+
 /**
  * An error parley raises on purpose. The message is user-facing (it names the field, the rule or the state) except
  * for `internal`. `retryAfter` (whole seconds) is set for `rate_limited` (answered in the body and the
@@ -52,11 +55,22 @@ export class DomainError extends Error {
   override name = 'DomainError';
   readonly code: DomainErrorCode;
   readonly retryAfter: number | undefined;
+  /**
+   * The platform's restriction signal behind a `rate_limited` error, when it was one: `rate-overlimit` (the
+   * account sends too fast: every send waits) or `reach-out-timelock` (no new chats until the end; existing chats
+   * still work). Read by the send queue (docs/decisions/0013-pacing.md).
+   */
+  readonly restriction: PlatformRestriction | undefined;
 
-  constructor(code: DomainErrorCode, message: string, options?: { retryAfter?: number; cause?: unknown }) {
+  constructor(
+    code: DomainErrorCode,
+    message: string,
+    options?: { retryAfter?: number; cause?: unknown; restriction?: PlatformRestriction },
+  ) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.retryAfter = options?.retryAfter;
+    this.restriction = options?.restriction;
   }
 }
 

@@ -86,6 +86,8 @@ export class SendQueue implements EventProjection {
   readonly #runners = new Map<string, Runner>();
   readonly #waiters = new Map<string, Waiter>();
   readonly #pacing = new Map<string, StoredPacing>();
+  /** Per instance: until when (epoch ms) the platform's reach-out timelock holds sends that open a chat. */
+  readonly #newChatLocks = new Map<string, { until: number; reason: string }>();
   #sweep: NodeJS.Timeout | undefined;
   #stopped = false;
   readonly #inFlight = new Set<Promise<void>>();
@@ -155,11 +157,12 @@ export class SendQueue implements EventProjection {
    */
   async canRelayNow(instanceId: string): Promise<boolean> {
     const runner = this.#runners.get(instanceId);
-    if (!runner?.idle || runner.draining) return false;
-    const { pacing, pause } = await this.pacing(instanceId);
-    return (
-      pause === null && pacing.minIntervalMs === 0 && pacing.jitterMs === 0 && pacing.newChatsPerDay === null
-    );
+    if (!runner || runner.draining) return false;
+    const { pacing } = await this.pacing(instanceId);
+    const paced = pacing.minIntervalMs !== 0 || pacing.jitterMs !== 0 || pacing.newChatsPerDay !== null;
+    // While a restriction pauses the queue, queued sends wait; a synchronous one is relayed and gets the
+    // platform's own answer (docs/decisions/0013-pacing.md).
+    return !paced && (runner.idle || (await this.pause(instanceId)) !== null);
   }
 
   /** The instance's pause in force at `now`, or null. */
@@ -273,10 +276,17 @@ export class SendQueue implements EventProjection {
       if (!session || !state?.loggedIn || !state.connected) return;
       const now = clock();
       const { pacing, pause } = await this.pacing(instanceId);
-      if (pause !== null) {
-        if (pause.until > now) return this.#schedule(instanceId, runner, pause.until - now);
-        await this.#resume(instanceId);
+      if (pause !== null && pause.until > now) {
+        // Queued sends wait for the pause's end; a synchronous request waiting here is relayed and gets the
+        // platform's own answer.
+        const sync = await claimNextSendJob(db, instanceId, this.#deps.nodeId, now, { mode: 'sync' });
+        if (sync) {
+          await this.#relay(session, sync, pacing);
+          continue;
+        }
+        return this.#schedule(instanceId, runner, pause.until - now);
       }
+      if (pause !== null) await this.#resume(instanceId);
       if (runner.nextAllowedAt > now) return this.#schedule(instanceId, runner, runner.nextAllowedAt - now);
       const job = await claimNextSendJob(db, instanceId, this.#deps.nodeId, now);
       if (!job) {
@@ -310,10 +320,19 @@ export class SendQueue implements EventProjection {
     const { db, clock, nodeId } = this.#deps;
     const runner = this.#runner(job.instanceId);
     const isGroup = job.chat.endsWith(`@${GROUP_DOMAIN}`);
+    const lock = await this.#newChatLock(job.instanceId);
     const opensChat =
-      pacing.newChatsPerDay !== null &&
+      (pacing.newChatsPerDay !== null || (lock !== undefined && job.mode === 'async')) &&
       !isGroup &&
       !(await chatHasHistory(db, job.instanceId, job.chat, job.id));
+    if (opensChat && lock !== undefined && job.mode === 'async') {
+      const error = new DomainError('rate_limited', lock.reason, {
+        retryAfter: Math.max(1, Math.ceil((lock.until - clock()) / 1000)),
+        restriction: 'reach-out-timelock',
+      });
+      await this.#holdBack(job, error, lock.until);
+      return;
+    }
     if (opensChat && pacing.newChatsPerDay !== null) {
       const since = clock() - DAY_MS;
       if ((await countNewChatsSince(db, job.instanceId, since)) >= pacing.newChatsPerDay) {
@@ -350,10 +369,21 @@ export class SendQueue implements EventProjection {
   async #failed(job: SendJob, error: unknown): Promise<void> {
     const now = this.#deps.clock();
     const code = error instanceof DomainError ? error.code : undefined;
-    if (code === 'rate_limited') {
-      const until =
-        now + (error instanceof DomainError && error.retryAfter ? error.retryAfter * 1000 : 60_000);
-      await this.#pause(job.instanceId, { reason: (error as Error).message, until });
+    if (code === 'rate_limited' && error instanceof DomainError) {
+      const until = now + (error.retryAfter ? error.retryAfter * 1000 : 60_000);
+      if (error.restriction === 'reach-out-timelock') {
+        // Only sends that open a chat wait: existing chats still work (docs/decisions/0013-pacing.md).
+        this.#newChatLocks.set(job.instanceId, { until, reason: error.message });
+        await this.report(job.instanceId, {
+          kind: 'session',
+          status: 'paused',
+          reason: error.message,
+          until,
+          at: now,
+        });
+      } else {
+        await this.#pause(job.instanceId, { reason: error.message, until });
+      }
       if (job.mode === 'async') return this.#holdBack(job, error, until);
     }
     const transient =
@@ -410,6 +440,17 @@ export class SendQueue implements EventProjection {
       error: message,
     });
     this.#schedule(job.instanceId, this.#runner(job.instanceId), Math.max(0, runAt - this.#deps.clock()));
+  }
+
+  /** The reach-out timelock in force for the instance, if any; one that ended is dropped and reported resumed. */
+  async #newChatLock(instanceId: string): Promise<{ until: number; reason: string } | undefined> {
+    const lock = this.#newChatLocks.get(instanceId);
+    if (!lock) return undefined;
+    const now = this.#deps.clock();
+    if (lock.until > now) return lock;
+    this.#newChatLocks.delete(instanceId);
+    await this.report(instanceId, { kind: 'session', status: 'resumed', at: now });
+    return undefined;
   }
 
   async #pause(instanceId: string, pause: SendPause): Promise<void> {

@@ -114,25 +114,25 @@ export async function findSendJob(
 /**
  * Claims the instance's next due job for node `nodeId`: the oldest `pending` job (by `run_at`, then `seq`) whose
  * `run_at` ≤ `now`, moved to `sending` with its attempt counted. Safe under concurrency: the update checks the row
- * is still pending, and a lost race tries the next candidate. Returns undefined when none is due.
+ * is still pending, and a lost race tries the next candidate. `only` limits the claim to jobs of one mode (while
+ * the queue is paused, synchronous requests still go). Returns undefined when none is due.
  */
 export async function claimNextSendJob(
   db: Kysely<Database>,
   instanceId: string,
   nodeId: string,
   now: number,
+  only?: { mode: SendMode },
 ): Promise<SendJob | undefined> {
   for (let tries = 0; tries < 5; tries++) {
-    const candidate = await db
+    let query = db
       .selectFrom('send_jobs')
       .select('id')
       .where('instance_id', '=', instanceId)
       .where('status', '=', 'pending')
-      .where('run_at', '<=', now)
-      .orderBy('run_at')
-      .orderBy('seq')
-      .limit(1)
-      .executeTakeFirst();
+      .where('run_at', '<=', now);
+    if (only) query = query.where('mode', '=', only.mode);
+    const candidate = await query.orderBy('run_at').orderBy('seq').limit(1).executeTakeFirst();
     if (!candidate) return undefined;
     const claimed = await db
       .updateTable('send_jobs')

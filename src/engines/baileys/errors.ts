@@ -51,7 +51,7 @@ export function platformRateLimited(): DomainError {
   return new DomainError(
     'rate_limited',
     'the platform rate-limited this account (429 rate-overlimit): slow down and retry later',
-    { retryAfter: PLATFORM_RATE_RETRY_SECONDS },
+    { retryAfter: PLATFORM_RATE_RETRY_SECONDS, restriction: 'rate-overlimit' },
   );
 }
 
@@ -68,7 +68,7 @@ export function reachoutLocked(endsAt: Date | undefined, now: number): DomainErr
   return new DomainError(
     'rate_limited',
     `the platform restricts this account from messaging new contacts (463 reach-out timelock)${until}; existing chats still work`,
-    { retryAfter },
+    { retryAfter, restriction: 'reach-out-timelock' },
   );
 }
 
