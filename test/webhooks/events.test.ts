@@ -56,13 +56,14 @@ for (const dialect of testDialects()) {
       assert.deepEqual(
         events.map((e) => [e.sequence, e.type]),
         // 1 and 2 are the session's SessionStatus events (qr, connected), not subscribed by default.
+        // 5 is the send's MessageStatus event, not subscribed by default either.
         [
           [3, 'HistorySync'],
           [4, 'Message'],
-          [5, 'Message'],
-          [6, 'ReadReceipt'],
-          [7, 'ChatPresence'],
+          [6, 'Message'],
+          [7, 'ReadReceipt'],
           [8, 'ChatPresence'],
+          [9, 'ChatPresence'],
         ],
       );
       const [history, own, incoming, receipt, recording, paused] = events;
@@ -99,7 +100,7 @@ for (const dialect of testDialects()) {
           message: { conversation: 'hi back' },
         },
         ...base,
-        sequence: 5,
+        sequence: 6,
       });
       assert.deepEqual(receipt, {
         type: 'ReadReceipt',
@@ -110,35 +111,36 @@ for (const dialect of testDialects()) {
           timestamp: new Date(t.clock()).toISOString(),
         },
         ...base,
-        sequence: 6,
+        sequence: 7,
       });
       const presenceSource = { chat: peerJid, sender: peerJid, isFromMe: false, isGroup: false };
       assert.deepEqual(recording, {
         type: 'ChatPresence',
         event: { messageSource: presenceSource, state: 'composing', media: 'audio' },
         ...base,
-        sequence: 7,
+        sequence: 8,
       });
       assert.deepEqual(paused, {
         type: 'ChatPresence',
         event: { messageSource: presenceSource, state: 'paused', media: '' },
         ...base,
-        sequence: 8,
+        sequence: 9,
       });
       // Every event has its own id, reused by the log.
       const ids = got.map((r) => r.headers['webhook-id']);
       assert.equal(new Set(ids).size, 6);
       const log = await waitForLog(
         t,
-        (e) => e.length === 8 && e.filter((x) => x.status === 'delivered').length === 6,
+        (e) => e.length === 9 && e.filter((x) => x.status === 'delivered').length === 6,
       );
       assert.deepEqual(
-        log.slice(0, 6).map((e) => e.id),
+        log.filter((e) => e.status === 'delivered').map((e) => e.id),
         [...ids].reverse(),
       );
       assert.deepEqual(
-        log.slice(6).map((e) => [e.sequence, e.type, e.status, e.reason]),
+        log.filter((e) => e.status !== 'delivered').map((e) => [e.sequence, e.type, e.status, e.reason]),
         [
+          [5, 'MessageStatus', 'unsent', 'event type MessageStatus is not subscribed'],
           [2, 'SessionStatus', 'unsent', 'event type SessionStatus is not subscribed'],
           [1, 'SessionStatus', 'unsent', 'no webhook URL configured'],
         ],
@@ -155,12 +157,13 @@ for (const dialect of testDialects()) {
       await ok(t, '/v1/sandbox/receipt', { id: sent.id, state: 'delivered' });
       const log = await waitForLog(
         t,
-        (e) => e.length === 6 && e.filter((x) => x.status === 'delivered').length === 2,
+        (e) => e.length === 7 && e.filter((x) => x.status === 'delivered').length === 2,
       );
       assert.deepEqual(
         log.map((e) => [e.sequence, e.type, e.status, e.reason]),
         [
-          [6, 'ReadReceipt', 'delivered', null],
+          [7, 'ReadReceipt', 'delivered', null],
+          [6, 'MessageStatus', 'unsent', 'event type MessageStatus is not subscribed'],
           [5, 'Message', 'delivered', null],
           [4, 'ChatPresence', 'unsent', 'event type ChatPresence is not subscribed'],
           [3, 'HistorySync', 'unsent', 'event type HistorySync is not subscribed'],
@@ -172,7 +175,7 @@ for (const dialect of testDialects()) {
         bodies(receiver.requests).map((e) => [e.sequence, e.type, e.state]),
         [
           [5, 'Message', undefined],
-          [6, 'ReadReceipt', 'Delivered'],
+          [7, 'ReadReceipt', 'Delivered'],
         ],
       );
       // A later connect without subscribe keeps the stored list (docs/decisions/0016-session-lifecycle.md).
