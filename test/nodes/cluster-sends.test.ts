@@ -32,7 +32,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
         .executeTakeFirstOrThrow();
       const from = `?from=${lease.instance_id}`;
       const paced = await victim.call('PUT', `/v1/session/pacing${from}`, cluster.key, {
-        minIntervalMs: 300,
+        minIntervalMs: 150,
       });
       assert.equal(paced.status, 200, JSON.stringify(paced.body));
 
