@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
+import type { PasswordVerifier } from './app/dashboard-auth.ts';
 import { type Application, createApplication } from './app/index.ts';
 import { KeyAuthenticator } from './auth/authenticator.ts';
 import { type Config, readCertificateFile } from './config/config.ts';
@@ -102,6 +103,8 @@ export interface ServiceOptions {
   webhookWorker?: WebhookWorkerTuning & { start?: boolean };
   /** Node registry timing, ms (tests shorten it): heartbeat interval and the age at which a node is dead. */
   nodeRegistry?: { heartbeatMs?: number; deadAfterMs?: number };
+  /** How dashboard passwords are checked (tests count the Argon2id checks); default Argon2id. */
+  verifyPassword?: PasswordVerifier;
   /** Lease timing of a cluster node, ms (tests shorten it): renewal period and lease lifetime. */
   cluster?: { heartbeatMs?: number; ttlMs?: number };
 }
@@ -261,7 +264,8 @@ export async function createServices(config: Config, options: ServiceOptions): P
     webhookWorker: webhooks,
     keys,
     limiter,
-    signInLimiter: new SignInLimiter(redis),
+    signInLimiter: new SignInLimiter(redis, { clock }),
+    ...(options.verifyPassword ? { verifyPassword: options.verifyPassword } : {}),
     feed,
     webhookTimeoutMs: config.webhook.timeoutMs,
     media: { files: mediaFiles, maxBytes: config.media.maxBytes },

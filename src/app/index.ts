@@ -15,6 +15,7 @@ import { CallService } from './calls.ts';
 import { ChatService } from './chats.ts';
 import { ContactService } from './contacts.ts';
 import { DashboardAdminService } from './dashboard-admin.ts';
+import type { PasswordVerifier } from './dashboard-auth.ts';
 import { DashboardAuthService } from './dashboard-auth.ts';
 import { GroupService } from './groups.ts';
 import { MediaService } from './media.ts';
@@ -69,6 +70,8 @@ export interface ApplicationDeps {
   keys: KeyAuthenticator;
   limiter: PlanRateLimiter;
   signInLimiter: SignInLimiter;
+  /** How dashboard passwords are checked (Argon2id unless a test counts the checks). */
+  verifyPassword?: PasswordVerifier;
   feed: LiveFeed;
   /** Time allowed for one webhook POST, ms (DESIGN D10: 15 s). */
   webhookTimeoutMs: number;
@@ -94,7 +97,12 @@ export function createApplication(deps: ApplicationDeps): Application {
     readiness: new ReadinessService({ store, ...(deps.registered ? { registered: deps.registered } : {}) }),
     chats: new ChatService({ store }),
     calls: new CallService({ store, clock }),
-    dashboardAuth: new DashboardAuthService({ store, clock, limiter: signInLimiter }),
+    dashboardAuth: new DashboardAuthService({
+      store,
+      clock,
+      limiter: signInLimiter,
+      ...(deps.verifyPassword ? { verifyPassword: deps.verifyPassword } : {}),
+    }),
     dashboard: new DashboardAdminService({ store, sessions, limiter, keys, feed, clock }),
     webhookTest: new WebhookTestService({ store, box, guard, clock, timeoutMs: webhookTimeoutMs }),
   };
