@@ -1,10 +1,9 @@
-import { readFileSync } from 'node:fs';
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
 import type { PasswordVerifier } from './app/dashboard-auth.ts';
 import { type Application, createApplication } from './app/index.ts';
 import { KeyAuthenticator } from './auth/authenticator.ts';
-import { type Config, readCertificateFile } from './config/config.ts';
+import { type Config, ConfigError, readCertificateFile } from './config/config.ts';
 import { RegistrationCache } from './contacts/registration-cache.ts';
 import type { Clock } from './domain/clock.ts';
 import type { EngineMessage } from './domain/messages.ts';
@@ -29,7 +28,7 @@ import { loadMasterKey, SecretBox } from './security/secrets.ts';
 import { SqlSessionLocks } from './sessions/instance-lock.ts';
 import { SessionManager } from './sessions/manager.ts';
 import { readCallSettings } from './store/call-settings.ts';
-import { migrateToLatest, openStore, type Store } from './store/database.ts';
+import { migrateToLatest, openStore, type Store, storeFailure } from './store/database.ts';
 import { findStoredMessage } from './store/messages.ts';
 import { LogRetention } from './webhooks/retention.ts';
 import { DeliveryWorker, type WebhookWorkerTuning } from './webhooks/worker.ts';
@@ -110,14 +109,37 @@ export interface ServiceOptions {
 }
 
 /**
+ * Opens and migrates the store the configuration names.
+ * @throws ConfigError with one line naming the store (password masked) and the setting that fixes it.
+ */
+async function openOwnStore(config: Config): Promise<Store> {
+  let store: Store | undefined;
+  try {
+    store = await openStore(config.database);
+    await migrateToLatest(store);
+    return store;
+  } catch (error) {
+    await store?.destroy().catch(() => undefined);
+    throw new ConfigError(storeFailure(config.database, error));
+  }
+}
+
+/**
  * Opens the store (migrating it), the master key, Redis when configured, and builds the services.
  * @throws when the store cannot be opened or migrated, or the master key file is unreadable.
  */
 export async function createServices(config: Config, options: ServiceOptions): Promise<Services> {
   const clock = options.clock ?? Date.now;
   const logger = options.logger;
-  const store = options.store ?? (await openStore(config.database));
-  await migrateToLatest(store);
+  // Files the settings name are read before anything starts, so a bad path fails the start cleanly.
+  const ca =
+    options.outboundCa ??
+    (config.outboundCaFile ? readCertificateFile('OUTBOUND_CA_FILE', config.outboundCaFile) : undefined);
+  const platformCa = config.platform.caFile
+    ? readCertificateFile('PLATFORM_CA_FILE', config.platform.caFile)
+    : undefined;
+  const store = options.store ?? (await openOwnStore(config));
+  if (options.store) await migrateToLatest(options.store);
   const box = new SecretBox(loadMasterKey(config.dataDir, config.secretKey));
   const redis = config.redisUrl
     ? new Redis(config.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 2 })
@@ -169,9 +191,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
       platform: {
         url: config.platform.url,
         rootKey: config.platform.rootKey,
-        ...(config.platform.caFile
-          ? { ca: readCertificateFile('PLATFORM_CA_FILE', config.platform.caFile) }
-          : {}),
+        ...(platformCa ? { ca: platformCa } : {}),
       },
       ...options.liveEngineTuning,
     });
@@ -202,7 +222,6 @@ export async function createServices(config: Config, options: ServiceOptions): P
   // Committed instance changes for the dashboard's live views (DESIGN D16).
   const feed = new LiveFeed();
   recorder.use(feed);
-  const ca = options.outboundCa ?? (config.outboundCaFile ? readFileSync(config.outboundCaFile) : undefined);
   const guard = new OutboundGuard({
     allowedCidrs: config.webhook.allowedCidrs,
     ...(ca === undefined ? {} : { ca }),
