@@ -119,6 +119,8 @@ export async function startServer(
     { url, store: config.database.dialect, redis: Boolean(config.redisUrl), firstBoot: bootstrap !== null },
     'parley listening',
   );
+  // pino writes in the background: let the listening line out before the block.
+  if (bootstrap) await new Promise<void>((resolve) => logger.flush(() => resolve()));
   if (bootstrap)
     (options.print ?? ((text) => process.stdout.write(`${text}\n`)))(
       bootstrapBanner(bootstrap, config.publicUrl),

@@ -65,12 +65,12 @@ describe('server (DESIGN D3, D14)', () => {
       DATA_DIR: dataDir,
       PORT: '0',
       HOST: '127.0.0.1',
-      LOG_LEVEL: 'info',
+      LOG_LEVEL: 'debug',
       SHUTDOWN_TIMEOUT_SECONDS: '1',
     });
-    // The server's own log says when it has started on the request (a condition to wait for, not a sleep).
+    // The server's own log (at debug) says when it has started on the request (a condition, not a sleep).
     let onLog: (line: string) => void = () => undefined;
-    const logger = pino({ level: 'info' }, { write: (line: string) => onLog(line) });
+    const logger = pino({ level: 'debug' }, { write: (line: string) => onLog(line) });
     let banner = '';
     const server = await startServer(config, {
       logger,

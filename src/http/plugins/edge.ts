@@ -32,13 +32,15 @@ function headerOf(reply: FastifyReply, name: string): unknown {
  *   `X-Frame-Options: DENY` and a CSP `frame-ancestors 'none'` (unless the page set a fuller CSP); with an https
  *   `publicUrl`, `Strict-Transport-Security: max-age=31536000` (docs/deploy.md "HTTPS");
  * - one log line per request at `info`, when the response is sent: method, URL (secrets redacted,
- *   src/http/log-redaction.ts), status, duration in ms, request id (Fastify's own two lines are switched off).
+ *   src/http/log-redaction.ts), status, duration in ms, request id (Fastify's own two lines are switched off);
+ *   at `debug` also an `incoming request` line when it arrives (a request that never finishes shows there).
  */
 export const edgePlugin = fp(
   async (app: FastifyInstance, options: { publicUrl: string }) => {
     const hsts = options.publicUrl.startsWith('https:');
     app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
       const raw = request.raw;
+      request.log.debug({ method: request.method, url: logged(request.url) }, 'incoming request');
       if (raw.httpVersion === '1.1' && raw.headers.host === undefined)
         throw new DomainError('invalid', 'Host header is required');
       if (Buffer.byteLength(raw.url ?? '') > MAX_URL_BYTES)
