@@ -1,8 +1,9 @@
 import { hostname } from 'node:os';
 import pino, { type Logger } from 'pino';
 import { type Bootstrap, bootstrapIfEmpty } from './admin/admin.ts';
-import type { Config } from './config/config.ts';
+import { type Config, ConfigError } from './config/config.ts';
 import { buildApp } from './http/app.ts';
+import { REDACTING_LOGGER_OPTIONS } from './http/log-redaction.ts';
 import { createServices } from './services.ts';
 
 /** A running server and how to stop it. */
@@ -17,29 +18,51 @@ export interface RunningServer {
 }
 
 /**
- * The banner printed once when the first boot created a test key and the dashboard owner
- * (docs/decisions/0003-scopes-and-keys.md, docs/decisions/0022-dashboard.md).
+ * The block printed once, after the server listens, when the first boot created a test key and the dashboard
+ * owner (docs/deploy.md "First boot"): framed by rules so it stands out among the log lines, each secret shown
+ * exactly once (the curl line reads the key from `$PARLEY_KEY`), and written nowhere else.
  */
 export function bootstrapBanner(bootstrap: Bootstrap, publicUrl: string): string {
-  const key = bootstrap.key.key;
+  const rule = '='.repeat(78);
   return [
     '',
-    '  parley: first boot — created organization "default", a sandbox instance and a test API key.',
-    '  The key is shown only this once; store it now:',
+    rule,
+    '  parley: first boot — shown only this once, store these now',
+    rule,
+    '  Created organization "default", a sandbox instance and a test API key:',
     '',
-    `    ${key}`,
+    `    ${bootstrap.key.key}`,
     '',
-    '  Try it:',
+    '  Try it (with the key above in PARLEY_KEY):',
     '',
-    `    curl -s -X POST ${publicUrl}/v1/session/connect -H "Authorization: Bearer ${key}"`,
+    `    curl -s -X POST ${publicUrl}/v1/session/connect -H "Authorization: Bearer $PARLEY_KEY"`,
     '',
     `  Docs: ${publicUrl}/docs`,
-    '',
     `  Dashboard: ${publicUrl}/dashboard — sign in as ${bootstrap.owner.user.email} with the password`,
+    '',
     `    ${bootstrap.owner.password}`,
-    '  (shown only this once; add users with npx parley user create).',
+    '',
+    '  Add users with npx parley user create; reset a password with npx parley user reset-password.',
+    rule,
     '',
   ].join('\n');
+}
+
+/**
+ * One line naming the setting that fixes a failure to listen (docs/deploy.md "Start-up errors"), or undefined
+ * when the error is not one of those.
+ */
+export function listenFailure(error: unknown, config: Config): string | undefined {
+  switch ((error as { code?: unknown } | null)?.code) {
+    case 'EADDRINUSE':
+      return `port ${config.port} is in use: set PORT to a free port or stop the other process`;
+    case 'EACCES':
+      return `port ${config.port} needs privileges this process lacks: set PORT to 1024 or above`;
+    case 'EADDRNOTAVAIL':
+      return `HOST ${config.host} is not an address of this machine: set HOST to one of its addresses or 0.0.0.0`;
+    default:
+      return undefined;
+  }
 }
 
 /**
@@ -60,34 +83,51 @@ export function platformWarning(config: Config): string | undefined {
 }
 
 /**
- * Boots the service: store (migrated), first-boot bootstrap, sessions restored, HTTP listening.
+ * Boots the service: store (migrated), sessions restored, HTTP listening, then the first-boot bootstrap and its
+ * banner.
  * @param print where the first-boot banner goes (stdout by default).
- * @throws when the store cannot be opened or the port cannot be bound.
+ * @throws ConfigError with one line naming the setting when a file a setting names is unreadable, the store
+ *   cannot be opened or the port cannot be bound (everything started so far is closed first).
  */
 export async function startServer(
   config: Config,
   options: { logger?: Logger; print?: (text: string) => void } = {},
 ): Promise<RunningServer> {
-  const logger = options.logger ?? pino({ level: config.logLevel });
+  const logger = options.logger ?? pino({ level: config.logLevel, ...REDACTING_LOGGER_OPTIONS });
   const warning = platformWarning(config);
   if (warning) logger.warn({ platformUrl: config.platform.url }, warning);
   const services = await createServices(config, { logger });
-  const bootstrap = await bootstrapIfEmpty(services.store.db);
-  if (bootstrap)
-    (options.print ?? ((text) => process.stdout.write(`${text}\n`)))(
-      bootstrapBanner(bootstrap, config.publicUrl),
-    );
   const app = await buildApp(services);
-  // Alone, this node restores every session; in a cluster each node restores the instances it leases.
-  const restored = services.cluster ? 0 : await services.sessions.restoreAll();
-  if (restored > 0) logger.info({ restored }, 'sessions restored');
-  const url = await app.listen({ port: config.port, host: config.host });
+  let url: string;
+  try {
+    // Alone, this node restores every session; in a cluster each node restores the instances it leases.
+    const restored = services.cluster ? 0 : await services.sessions.restoreAll();
+    if (restored > 0) logger.info({ restored }, 'sessions restored');
+    url = await app.listen({ port: config.port, host: config.host });
+  } catch (error) {
+    await app.close().catch(() => undefined);
+    await services.close().catch(() => undefined);
+    const line = listenFailure(error, config);
+    throw line === undefined ? error : new ConfigError(line);
+  }
   if (services.cluster) {
     const address = app.server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
     await services.cluster.keeper.start(nodeUrl(config, port));
   }
-  logger.info({ url, store: config.database.dialect, redis: Boolean(config.redisUrl) }, 'parley listening');
+  // Created only once the server listens, so a start that fails never creates a key nobody saw; printed after
+  // the listening line, so it is the last thing a person starting parley reads.
+  const bootstrap = await bootstrapIfEmpty(services.store.db);
+  logger.info(
+    { url, store: config.database.dialect, redis: Boolean(config.redisUrl), firstBoot: bootstrap !== null },
+    'parley listening',
+  );
+  // pino writes in the background: let the listening line out before the block.
+  if (bootstrap) await new Promise<void>((resolve) => logger.flush(() => resolve()));
+  if (bootstrap)
+    (options.print ?? ((text) => process.stdout.write(`${text}\n`)))(
+      bootstrapBanner(bootstrap, config.publicUrl),
+    );
   let stopping: Promise<void> | undefined;
   return {
     url,
@@ -139,7 +179,7 @@ export function nodeUrl(config: Config, port: number): string {
  * (docs/decisions/0023-operations.md: exit 0 within 10 s; exit 1 when the budget is exceeded).
  */
 export async function serve(config: Config): Promise<void> {
-  const logger = pino({ level: config.logLevel });
+  const logger = pino({ level: config.logLevel, ...REDACTING_LOGGER_OPTIONS });
   const server = await startServer(config, { logger });
   const shutdown = (signal: string) => {
     logger.info({ signal }, 'shutting down');

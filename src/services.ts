@@ -1,10 +1,10 @@
-import { readFileSync } from 'node:fs';
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
+import type { PasswordVerifier } from './app/dashboard-auth.ts';
 import { IdempotencyPurge } from './app/idempotency.ts';
 import { type Application, createApplication } from './app/index.ts';
 import { KeyAuthenticator } from './auth/authenticator.ts';
-import { type Config, readCertificateFile } from './config/config.ts';
+import { type Config, ConfigError, readCertificateFile } from './config/config.ts';
 import { RegistrationCache } from './contacts/registration-cache.ts';
 import type { Clock } from './domain/clock.ts';
 import type { EngineMessage } from './domain/messages.ts';
@@ -31,7 +31,7 @@ import { recordSendStatus } from './sends/status-events.ts';
 import { SqlSessionLocks } from './sessions/instance-lock.ts';
 import { SessionManager } from './sessions/manager.ts';
 import { readCallSettings } from './store/call-settings.ts';
-import { migrateToLatest, openStore, type Store } from './store/database.ts';
+import { migrateToLatest, openStore, type Store, storeFailure } from './store/database.ts';
 import { findStoredMessage } from './store/messages.ts';
 import { LogRetention } from './webhooks/retention.ts';
 import { DeliveryWorker, type WebhookWorkerTuning } from './webhooks/worker.ts';
@@ -114,8 +114,28 @@ export interface ServiceOptions {
   webhookWorker?: WebhookWorkerTuning & { start?: boolean };
   /** Node registry timing, ms (tests shorten it): heartbeat interval and the age at which a node is dead. */
   nodeRegistry?: { heartbeatMs?: number; deadAfterMs?: number };
+  /** How dashboard passwords are checked (tests count the Argon2id checks); default Argon2id. */
+  verifyPassword?: PasswordVerifier;
   /** Lease timing of a cluster node, ms (tests shorten it): renewal period and lease lifetime. */
   cluster?: { heartbeatMs?: number; ttlMs?: number };
+}
+
+/**
+ * Opens and migrates the store the configuration names.
+ * @throws ConfigError with one line naming the store (password masked) and the setting that fixes it.
+ */
+async function openOwnStore(config: Config, logger: FastifyBaseLogger): Promise<Store> {
+  let store: Store | undefined;
+  try {
+    store = await openStore(config.database, {
+      onConnectionError: (error) => logger.warn({ err: error }, 'a store connection failed'),
+    });
+    await migrateToLatest(store);
+    return store;
+  } catch (error) {
+    await store?.destroy().catch(() => undefined);
+    throw new ConfigError(storeFailure(config.database, error));
+  }
 }
 
 /**
@@ -125,12 +145,15 @@ export interface ServiceOptions {
 export async function createServices(config: Config, options: ServiceOptions): Promise<Services> {
   const clock = options.clock ?? Date.now;
   const logger = options.logger;
-  const store =
-    options.store ??
-    (await openStore(config.database, {
-      onConnectionError: (error) => logger.warn({ err: error }, 'a store connection failed'),
-    }));
-  await migrateToLatest(store);
+  // Files the settings name are read before anything starts, so a bad path fails the start cleanly.
+  const ca =
+    options.outboundCa ??
+    (config.outboundCaFile ? readCertificateFile('OUTBOUND_CA_FILE', config.outboundCaFile) : undefined);
+  const platformCa = config.platform.caFile
+    ? readCertificateFile('PLATFORM_CA_FILE', config.platform.caFile)
+    : undefined;
+  const store = options.store ?? (await openOwnStore(config, logger));
+  if (options.store) await migrateToLatest(options.store);
   const box = new SecretBox(loadMasterKey(config.dataDir, config.secretKey));
   const redis = config.redisUrl
     ? new Redis(config.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 2 })
@@ -182,9 +205,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
       platform: {
         url: config.platform.url,
         rootKey: config.platform.rootKey,
-        ...(config.platform.caFile
-          ? { ca: readCertificateFile('PLATFORM_CA_FILE', config.platform.caFile) }
-          : {}),
+        ...(platformCa ? { ca: platformCa } : {}),
       },
       ...options.liveEngineTuning,
     });
@@ -216,7 +237,6 @@ export async function createServices(config: Config, options: ServiceOptions): P
   // Committed instance changes for the dashboard's live views (docs/decisions/0022-dashboard.md).
   const feed = new LiveFeed();
   recorder.use(feed);
-  const ca = options.outboundCa ?? (config.outboundCaFile ? readFileSync(config.outboundCaFile) : undefined);
   const guard = new OutboundGuard({
     allowedCidrs: config.webhook.allowedCidrs,
     ...(ca === undefined ? {} : { ca }),
@@ -292,7 +312,8 @@ export async function createServices(config: Config, options: ServiceOptions): P
     webhookWorker: webhooks,
     keys,
     limiter,
-    signInLimiter: new SignInLimiter(redis),
+    signInLimiter: new SignInLimiter(redis, { clock }),
+    ...(options.verifyPassword ? { verifyPassword: options.verifyPassword } : {}),
     feed,
     webhookTimeoutMs: config.webhook.timeoutMs,
     media: { files: mediaFiles, maxBytes: config.media.maxBytes },

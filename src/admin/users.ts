@@ -10,6 +10,7 @@ import {
   getDashboardUser,
   insertDashboardUser,
   listDashboardUsers,
+  setDashboardPassword,
   updateDashboardRole,
 } from '../store/dashboard-users.ts';
 import { findOrganization } from '../store/organizations.ts';
@@ -131,6 +132,25 @@ export async function adminSetRole(
     throw new AdminError('cannot demote the last owner of the organization');
   await updateDashboardRole(db, user.id, role);
   return userView({ ...user, role });
+}
+
+/**
+ * Gives a user (by id or e-mail) a new password and signs out all its sessions (`parley user reset-password`,
+ * docs/cli.md): the given password (at least {@link MIN_PASSWORD_LENGTH} characters) or a generated one, returned
+ * once; only its Argon2id hash is stored.
+ * @throws AdminError `user X not found` / a password too short.
+ */
+export async function adminResetPassword(
+  db: Kysely<Database>,
+  input: { user: string; password?: string },
+): Promise<CreatedUser> {
+  if (input.password !== undefined && input.password.length < MIN_PASSWORD_LENGTH)
+    throw new AdminError(`password must be at least ${MIN_PASSWORD_LENGTH} characters`);
+  const user = await findUser(db, input.user);
+  if (!user) throw new AdminError(`user ${input.user} not found`);
+  const password = input.password ?? generatePassword();
+  await setDashboardPassword(db, { id: user.id, passwordHash: await hashPassword(password) });
+  return { user: userView(user), password, generated: input.password === undefined };
 }
 
 async function findUser(db: Kysely<Database>, idOrEmail: string): Promise<DashboardUser | undefined> {

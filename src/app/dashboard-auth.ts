@@ -12,7 +12,7 @@ import {
 import type { Clock } from '../domain/clock.ts';
 import { DomainError } from '../domain/errors.ts';
 import type { SignInLimiter } from '../ratelimit/sign-in.ts';
-import { decoyHash, verifyPassword } from '../security/passwords.ts';
+import { decoyHash, hashPassword, MIN_PASSWORD_LENGTH, verifyPassword } from '../security/passwords.ts';
 import {
   deleteDashboardSession,
   findDashboardSession,
@@ -20,6 +20,7 @@ import {
   getDashboardUser,
   insertDashboardSession,
   pruneDashboardSessions,
+  setDashboardPassword,
   touchDashboardUser,
 } from '../store/dashboard-users.ts';
 import type { Store } from '../store/database.ts';
@@ -37,6 +38,12 @@ export const DASHBOARD_SESSION_TTL_MS = 12 * 3_600_000;
 export const INVALID_SIGN_IN = 'invalid email or password';
 /** The answer to a request without a valid session. */
 export const SIGN_IN_REQUIRED = 'sign in to continue';
+
+/** The answer to a password change whose current password is wrong. */
+export const WRONG_CURRENT_PASSWORD = 'current password is wrong';
+
+/** Checks a password against a stored PHC hash (Argon2id); injectable so tests can count the checks. */
+export type PasswordVerifier = (stored: string, password: string) => Promise<boolean>;
 
 /** A signed-in browser: the session id for the cookie (shown once), its CSRF token and expiry (epoch ms). */
 export interface SignedIn {
@@ -83,37 +90,43 @@ export class DashboardAuthService {
   readonly #clock: Clock;
   readonly #limiter: SignInLimiter;
   readonly #ttlMs: number;
+  readonly #verify: PasswordVerifier;
 
-  constructor(deps: { store: Store; clock: Clock; limiter: SignInLimiter; ttlMs?: number }) {
+  constructor(deps: {
+    store: Store;
+    clock: Clock;
+    limiter: SignInLimiter;
+    ttlMs?: number;
+    verifyPassword?: PasswordVerifier;
+  }) {
     this.#store = deps.store;
     this.#clock = deps.clock;
     this.#limiter = deps.limiter;
     this.#ttlMs = deps.ttlMs ?? DASHBOARD_SESSION_TTL_MS;
+    this.#verify = deps.verifyPassword ?? verifyPassword;
     // Ready before the first sign-in, so the first unknown e-mail costs one verification like the others.
     void decoyHash();
   }
 
   /**
-   * Signs a user in from client address `address`.
-   * @throws DomainError rate_limited (retryAfter set) while the account or the address has too many recent
-   *   failures; unauthenticated {@link INVALID_SIGN_IN} for an unknown e-mail or a wrong password alike.
+   * Signs a user in from client address `address`. The attempt is counted before the password is checked and
+   * given back on success ({@link SignInLimiter}: a growing wait per account, a window per address, no lockout).
+   * @throws DomainError rate_limited (retryAfter set) while the account's wait or the address's window is not
+   *   over; unauthenticated {@link INVALID_SIGN_IN} for an unknown e-mail or a wrong password alike.
    */
   async signIn(input: { email: string; password: string }, address: string): Promise<SignedIn> {
     const email = input.email.trim().toLowerCase();
-    const wait = await this.#limiter.blockedFor(email, address);
-    if (wait !== undefined)
-      throw new DomainError('rate_limited', 'too many failed sign-ins: try again later', {
-        retryAfter: wait,
+    const claim = await this.#limiter.claim(email, address);
+    if (!claim.allowed)
+      throw new DomainError('rate_limited', 'too many sign-in attempts: try again later', {
+        retryAfter: claim.retryAfter,
       });
     const db = this.#store.db;
     const user = await findDashboardUserByEmail(db, email);
     // An unknown user costs the same Argon2id verification as a known one.
-    const matches = await verifyPassword(user?.passwordHash ?? (await decoyHash()), input.password);
-    if (!user || !matches) {
-      await this.#limiter.failed(email, address);
-      throw new DomainError('unauthenticated', INVALID_SIGN_IN);
-    }
-    await this.#limiter.succeeded(email);
+    const matches = await this.#verify(user?.passwordHash ?? (await decoyHash()), input.password);
+    if (!user || !matches) throw new DomainError('unauthenticated', INVALID_SIGN_IN);
+    await this.#limiter.succeeded(email, address);
     const now = this.#clock();
     await pruneDashboardSessions(db, now);
     const sessionId = randomBytes(32).toString('base64url');
@@ -164,6 +177,40 @@ export class DashboardAuthService {
   /** Ends a session (sign-out); an unknown id is ignored. */
   async signOut(sessionId: string | undefined): Promise<void> {
     if (sessionId) await deleteDashboardSession(this.#store.db, sha256(sessionId));
+  }
+
+  /**
+   * Changes the signed-in user's password (docs/dashboard.md "Your password"): the current one must match, the
+   * new one is at least {@link MIN_PASSWORD_LENGTH} characters; every other session of the user is signed out,
+   * the one that asked (`sessionId`, the cookie's value) stays. Checks of the current password go through the
+   * sign-in limiter like sign-ins (keyed by the user's e-mail and `address`).
+   * @throws DomainError invalid {@link WRONG_CURRENT_PASSWORD} or a too short new password; rate_limited while
+   *   the account's wait is not over.
+   */
+  async changePassword(
+    principal: DashboardPrincipal,
+    sessionId: string,
+    input: { currentPassword: string; newPassword: string },
+    address: string,
+  ): Promise<void> {
+    if (input.newPassword.length < MIN_PASSWORD_LENGTH)
+      throw new DomainError('invalid', `newPassword must be at least ${MIN_PASSWORD_LENGTH} characters`);
+    const email = principal.user.email;
+    const claim = await this.#limiter.claim(email, address);
+    if (!claim.allowed)
+      throw new DomainError('rate_limited', 'too many password attempts: try again later', {
+        retryAfter: claim.retryAfter,
+      });
+    const db = this.#store.db;
+    const user = await getDashboardUser(db, principal.user.id);
+    if (!user || !(await this.#verify(user.passwordHash, input.currentPassword)))
+      throw new DomainError('invalid', WRONG_CURRENT_PASSWORD);
+    await this.#limiter.succeeded(email, address);
+    await setDashboardPassword(db, {
+      id: user.id,
+      passwordHash: await hashPassword(input.newPassword),
+      keepIdHash: sha256(sessionId),
+    });
   }
 
   /** Users of the organization. */

@@ -17,6 +17,7 @@ import { CallService } from './calls.ts';
 import { ChatService } from './chats.ts';
 import { ContactService } from './contacts.ts';
 import { DashboardAdminService } from './dashboard-admin.ts';
+import type { PasswordVerifier } from './dashboard-auth.ts';
 import { DashboardAuthService } from './dashboard-auth.ts';
 import { GroupService } from './groups.ts';
 import { IdempotencyService } from './idempotency.ts';
@@ -83,6 +84,8 @@ export interface ApplicationDeps {
   keys: KeyAuthenticator;
   limiter: PlanRateLimiter;
   signInLimiter: SignInLimiter;
+  /** How dashboard passwords are checked (Argon2id unless a test counts the checks). */
+  verifyPassword?: PasswordVerifier;
   feed: LiveFeed;
   /** Time allowed for one webhook POST, ms (docs/decisions/0005-outbox-and-delivery.md: 15 s). */
   webhookTimeoutMs: number;
@@ -119,7 +122,12 @@ export function createApplication(deps: ApplicationDeps): Application {
     chats: new ChatService({ store }),
     pacing: new PacingService({ store, queue: deps.sendQueue }),
     calls: new CallService({ store, clock }),
-    dashboardAuth: new DashboardAuthService({ store, clock, limiter: signInLimiter }),
+    dashboardAuth: new DashboardAuthService({
+      store,
+      clock,
+      limiter: signInLimiter,
+      ...(deps.verifyPassword ? { verifyPassword: deps.verifyPassword } : {}),
+    }),
     dashboard: new DashboardAdminService({ store, sessions, limiter, keys, feed, clock }),
     webhookTest: new WebhookTestService({ store, box, guard, clock, timeoutMs: webhookTimeoutMs }),
     idempotency: new IdempotencyService({ store, clock, logger }),

@@ -121,4 +121,14 @@ export const examples = {
     ['npx parley user remove ana@example.com', 'npx parley user remove <user id> --json'],
     ["Removing a user signs out its browsers at once. An organization's last owner cannot be removed."],
   ),
+  userResetPassword: block(
+    [
+      'npx parley user reset-password --email ana@example.com',
+      "printf '%s' 'a long new passphrase' | npx parley user reset-password --email ana@example.com --password-stdin",
+    ],
+    [
+      'Without --password-stdin a random password is generated and printed once. Either way every browser the\n' +
+        'user is signed in on is signed out, and only the Argon2id hash of the new password is stored.',
+    ],
+  ),
 } as const;

@@ -19,12 +19,21 @@ import { examples } from './examples.ts';
 import { registerListen } from './listen.ts';
 import { openAdminStore } from './store.ts';
 import { registerUsers } from './users.ts';
+import { packageVersion } from './version.ts';
 
 /** Where the CLI writes; tests capture both streams. */
 export interface CliIo {
   out: (text: string) => void;
   err: (text: string) => void;
   env: Record<string, string | undefined>;
+  /** All of standard input, read when a command asks for it (`--password-stdin`). */
+  stdin?: () => Promise<string>;
+}
+
+async function readProcessStdin(): Promise<string> {
+  let text = '';
+  for await (const chunk of process.stdin) text += String(chunk);
+  return text;
 }
 
 const defaultIo: CliIo = {
@@ -83,11 +92,11 @@ function integer(option: string) {
 }
 
 /**
- * The `parley` command line (docs/cli.md, docs/decisions/0022-dashboard.md): `serve`, `org create|list|update`,
- * `instance create|list`, `key create|list|revoke`, `user create|list|remove`. Admin commands use the server's
- * configuration (`DATA_DIR`, `DATABASE_URL`, read by `loadConfig`) and refuse to create a store that does not exist
- * unless `--init` is given. With `--json` every admin command prints exactly one JSON object on stdout (errors:
- * `{"error": "…"}`).
+ * The `parley` command line (docs/cli.md, docs/decisions/0022-dashboard.md): `serve`, `listen`, `sim` (listed here,
+ * started by the parley command itself), `org create|list|update`, `instance create|list`, `key create|list|revoke`,
+ * `user create|list|remove|reset-password`, `--version`. Admin commands use the server's configuration (`DATA_DIR`, `DATABASE_URL`, read by
+ * `loadConfig`) and refuse to create a store that does not exist unless `--init` is given. With `--json` every
+ * admin command prints exactly one JSON object on stdout (errors: `{"error": "…"}`).
  * @returns the process exit code (0 ok, 1 failure, 2 usage error).
  */
 export async function main(argv: string[], io: CliIo = defaultIo): Promise<number> {
@@ -100,6 +109,7 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
       '--init',
       'create the store (SQLite file) or apply the migrations (PostgreSQL) when it does not exist yet',
     )
+    .version(packageVersion(), '-V, --version', 'print the version of parley and exit')
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) })
     .configureHelp({ showGlobalOptions: true })
@@ -127,6 +137,19 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
     });
 
   registerListen(program, io);
+
+  program
+    .command('sim')
+    .description(
+      'start the platform simulator: an offline stand-in for WhatsApp that live instances pair with (docs/simulator.md; npx parley sim --help)',
+    )
+    .helpOption(false)
+    .allowUnknownOption()
+    .allowExcessArguments()
+    .action(() => {
+      // The parley command starts the simulator before this parser runs (it lives outside src/).
+      throw new AdminError('the simulator starts through the parley command: npx parley sim --help');
+    });
 
   const org = program
     .command('org')
@@ -300,6 +323,7 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
       json = value;
     },
     emit,
+    readStdin: io.stdin ?? readProcessStdin,
   });
 
   try {

@@ -1,5 +1,12 @@
 import type { Command } from 'commander';
-import { adminCreateUser, adminListUsers, adminRemoveUser, type UserView } from '../admin/users.ts';
+import { AdminError } from '../admin/errors.ts';
+import {
+  adminCreateUser,
+  adminListUsers,
+  adminRemoveUser,
+  adminResetPassword,
+  type UserView,
+} from '../admin/users.ts';
 import type { Store } from '../store/database.ts';
 import { examples } from './examples.ts';
 
@@ -10,6 +17,8 @@ export interface UserCommandContext {
   setJson: (json: boolean) => void;
   /** Prints `value` as JSON or `human` as text, as the command's `--json` says. */
   emit: (value: object, human: string) => void;
+  /** Reads all of standard input (`--password-stdin`). */
+  readStdin: () => Promise<string>;
 }
 
 function userLine(user: UserView): string {
@@ -17,11 +26,13 @@ function userLine(user: UserView): string {
 }
 
 /**
- * `parley user create|list|remove` (docs/decisions/0022-dashboard.md): the dashboard's users. `create` generates the
- * password and prints it once (only its Argon2id hash is stored); `remove` signs the user's browsers out.
+ * `parley user create|list|remove|reset-password` (docs/decisions/0022-dashboard.md, docs/cli.md): the dashboard's
+ * users. `create` generates the password and prints it once (only its Argon2id hash is stored); `remove` signs the
+ * user's browsers out; `reset-password` gives a new password (generated and printed once, or read from standard input
+ * with `--password-stdin`) and signs the user's browsers out.
  */
 export function registerUsers(program: Command, context: UserCommandContext): void {
-  const { withStore, setJson, emit } = context;
+  const { withStore, setJson, emit, readStdin } = context;
   const user = program
     .command('user')
     .description('dashboard users: e-mail and password, one organization and a role each')
@@ -64,5 +75,30 @@ export function registerUsers(program: Command, context: UserCommandContext): vo
       setJson(Boolean(opts.json));
       const removed = await withStore((s) => adminRemoveUser(s.db, idOrEmail));
       emit({ id: removed.id, email: removed.email, removed: true }, `user ${removed.email} removed`);
+    });
+  user
+    .command('reset-password')
+    .description("give a user a new password (printed once) and sign out all of the user's browsers")
+    .addHelpText('after', examples.userResetPassword)
+    .requiredOption('--email <email>', 'the e-mail address the user signs in with')
+    .option('--password-stdin', 'read the new password from standard input instead of generating one')
+    .option('--json', 'print one JSON object')
+    .action(async (opts: { email: string; passwordStdin?: boolean; json?: boolean }) => {
+      setJson(Boolean(opts.json));
+      let password: string | undefined;
+      if (opts.passwordStdin) {
+        password = (await readStdin()).replace(/\r?\n$/, '');
+        if (password === '') throw new AdminError('--password-stdin: standard input holds no password');
+      }
+      const reset = await withStore((s) =>
+        adminResetPassword(s.db, { user: opts.email, ...(password === undefined ? {} : { password }) }),
+      );
+      const { email, id } = reset.user;
+      emit(
+        { id, email, ...(reset.generated ? { password: reset.password } : {}), sessionsEnded: true },
+        reset.generated
+          ? `password of ${email} reset; its browsers are signed out\npassword (shown once, store it now):\n${reset.password}`
+          : `password of ${email} set; its browsers are signed out`,
+      );
     });
 }

@@ -291,7 +291,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
 }
 
 /**
- * Reads, at boot, a PEM file of certificates a setting names (`PLATFORM_CA_FILE`).
+ * Reads, at boot, a PEM file of certificates a setting names (`OUTBOUND_CA_FILE`, `PLATFORM_CA_FILE`).
  * @param variable the setting's name, for the message.
  * @throws ConfigError naming the variable when the file cannot be read or holds no PEM certificate.
  */
@@ -300,11 +300,16 @@ export function readCertificateFile(variable: string, path: string): Buffer {
   try {
     pem = readFileSync(path);
   } catch (error) {
-    const reason = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
-    throw new ConfigError(`invalid configuration: ${variable}: cannot read "${path}" (${reason})`);
+    const code = (error as NodeJS.ErrnoException).code;
+    const reason = code === 'ENOENT' ? 'no such file' : (code ?? (error as Error).message);
+    throw new ConfigError(
+      `invalid configuration: ${variable}: cannot read "${path}" (${reason}): set ${variable} to a readable PEM file or unset it`,
+    );
   }
   if (!pem.includes('-----BEGIN CERTIFICATE-----'))
-    throw new ConfigError(`invalid configuration: ${variable}: "${path}" holds no PEM certificate`);
+    throw new ConfigError(
+      `invalid configuration: ${variable}: "${path}" holds no PEM certificate: set ${variable} to a PEM file of CA certificates`,
+    );
   return pem;
 }
 

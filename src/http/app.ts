@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
-import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyRequest, LogController } from 'fastify';
 import fp from 'fastify-plugin';
 import { DomainError } from '../domain/errors.ts';
 import type { Services } from '../services.ts';
@@ -11,6 +11,7 @@ import { parseJsonBody } from './json-body.ts';
 import { requestSerializer } from './log-redaction.ts';
 import { apiReferencePlugin } from './plugins/api-reference.ts';
 import { authPlugin } from './plugins/auth.ts';
+import { edgePlugin } from './plugins/edge.ts';
 import { errorsPlugin } from './plugins/errors.ts';
 import { idempotencyPlugin } from './plugins/idempotency.ts';
 import { instancePlugin } from './plugins/instance.ts';
@@ -66,6 +67,10 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     // Request logs carry the URL with secret query values redacted (docs/decisions/0020-security-promises.md: keys
     // are never logged).
     loggerInstance: services.logger.child({}, { serializers: { req: requestSerializer } }),
+    // One line per request, written by the edge plugin when the response is sent.
+    logController: new LogController({ disableRequestLogging: true }),
+    // A request without Host gets the envelope from the edge plugin, not Node's bare 400.
+    http: { requireHostHeader: false },
     bodyLimit: DEFAULT_BODY_LIMIT,
     requestIdHeader: false,
     genReqId: (req) => {
@@ -133,6 +138,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       throw new DomainError('not_ready', 'server is shutting down');
     }
   });
+  await app.register(edgePlugin, { publicUrl: services.config.publicUrl });
   // An absent body is an empty object: optional-only bodies pass, required fields are named
   // (docs/decisions/0001-envelope-and-error-codes.md).
   app.addHook('preValidation', async (request) => {

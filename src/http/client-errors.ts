@@ -3,11 +3,26 @@ import { maxHeaderSize, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger, FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { type ErrorCode, statusOf } from './errors.ts';
+import { MAX_URL_BYTES, URI_TOO_LONG } from './plugins/edge.ts';
 import { errorBody } from './plugins/errors.ts';
 
-/** What Node passes to the server's `'clientError'` event: the parser error, with llhttp's code. */
+/** What Node passes to the server's `'clientError'` event: the parser error, with llhttp's code and the chunk. */
 interface ParserError extends Error {
   code?: string;
+  /** The bytes the parser was reading when it refused them. */
+  rawPacket?: unknown;
+}
+
+/**
+ * Whether a header overflow happened inside the request line: the chunk being parsed starts a request
+ * (`METHOD SP`) and its first line is longer than {@link MAX_URL_BYTES}, or does not end in it. A URL sent in many
+ * small pieces overflows in a chunk that does not start the request: that stays a 431.
+ */
+function requestLineOverflow(error: ParserError): boolean {
+  const packet = error.rawPacket;
+  if (!Buffer.isBuffer(packet) || !/^[A-Z]+ /.test(packet.subarray(0, 16).toString('latin1'))) return false;
+  const lineEnd = packet.indexOf('\r\n');
+  return lineEnd === -1 || lineEnd > MAX_URL_BYTES;
 }
 
 /**
@@ -17,6 +32,7 @@ interface ParserError extends Error {
 function parserErrorOf(error: ParserError): { code: ErrorCode; message: string } {
   switch (error.code) {
     case 'HPE_HEADER_OVERFLOW':
+      if (requestLineOverflow(error)) return { code: 'uri_too_long', message: URI_TOO_LONG };
       return {
         code: 'headers_too_large',
         message: `request line and headers must be at most ${Math.floor(maxHeaderSize / 1024)} KB`,
@@ -57,7 +73,8 @@ function responseInProgress(socket: Socket): boolean {
 
 /**
  * Fastify's `clientErrorHandler` (Node's `'clientError'` event): a request the HTTP parser refused (bad request
- * line, bad header byte, headers over Node's `maxHeaderSize`, request timeout) gets parley's envelope with a
+ * line, bad header byte, a request line over {@link MAX_URL_BYTES} (414), headers over Node's `maxHeaderSize`
+ * (431), request timeout) gets parley's envelope with a
  * fresh `x-request-id` (the request's own header could not be read), then the connection is closed, as HTTP/1.1
  * requires after a framing error (RFC 9112 §2.2). Nothing is written when a response is already under way on the
  * socket (that would corrupt it) or when the peer is gone (ECONNRESET). Logged at debug with the request id: a
@@ -79,6 +96,7 @@ export function clientErrorHandler(logger: FastifyBaseLogger) {
       [
         `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}`,
         'content-type: application/json; charset=utf-8',
+        'x-content-type-options: nosniff',
         `content-length: ${Buffer.byteLength(body)}`,
         `x-request-id: ${requestId}`,
         'connection: close',

@@ -12,6 +12,40 @@ export const REDACTED = '[REDACTED]';
 const SECRET_NAME =
   /key|token|secret|signature|(^|[_.-])sig($|[_.-])|passw|pwd|auth|credential|session|cookie|hmac|bearer/i;
 
+/**
+ * Secrets recognised by their shape wherever they appear (docs/decisions/0015-edge-hardening.md): parley API keys
+ * (`svc_live_…`, `svc_test_…`, docs/api.md "Keys"), webhook signing secrets (`whsec_…`), the credential of an
+ * `Authorization: Bearer …` / `Basic …` value, and the value given to an `hmacKey` / `hmac_key` field or parameter
+ * (JSON with or without escaped quotes, or `name=value`).
+ */
+const SECRET_SHAPES: [RegExp, string][] = [
+  [/svc_(?:live|test)_[A-Za-z0-9_-]+/g, REDACTED],
+  [/whsec_[A-Za-z0-9+/=_%-]+/g, REDACTED],
+  [/\b(Bearer|Basic)(\s+|%20|\+)[A-Za-z0-9._~+/=%-]{8,}/gi, `$1$2${REDACTED}`],
+  [/(hmac_?key"\s*:\s*")[^"]*/gi, `$1${REDACTED}`],
+  [/(hmac_?key\\"\s*:\s*\\")(?:(?!\\").)*/gi, `$1${REDACTED}`],
+  [/(hmac_?key=)[^&\s"]+/gi, `$1${REDACTED}`],
+];
+
+/**
+ * `text` with every secret recognised by its shape ({@link SECRET_SHAPES}) replaced by `[REDACTED]`, whatever the
+ * name it was given under; the rest unchanged. Used on URLs and on every log line the server writes.
+ */
+export function redactSecrets(text: string): string {
+  let out = text;
+  for (const [shape, replacement] of SECRET_SHAPES) out = out.replace(shape, replacement);
+  return out;
+}
+
+/**
+ * pino options that pass every serialized log line through {@link redactSecrets} before it is written, so a
+ * secret reaching a log line by any path (an error message, a header, a URL) is not written (the rule
+ * in docs/decisions/0015-edge-hardening.md: keys and secrets are never logged).
+ */
+export const REDACTING_LOGGER_OPTIONS = {
+  hooks: { streamWrite: redactSecrets },
+} as const;
+
 function decodedName(raw: string): string {
   try {
     return decodeURIComponent(raw.replace(/\+/g, ' '));
@@ -22,10 +56,14 @@ function decodedName(raw: string): string {
 
 /**
  * `url` with the value of every secret-looking query parameter replaced by `[REDACTED]` (the name is kept, so
- * the log still says what was sent); the path and the other parameters are unchanged. A URL without a query is
- * returned as is.
+ * the log still says what was sent) and every secret recognised by its shape ({@link redactSecrets}) replaced,
+ * in the path or under any parameter name; the rest is unchanged.
  */
 export function redactUrl(url: string): string {
+  return redactSecrets(redactQueryNames(url));
+}
+
+function redactQueryNames(url: string): string {
   const queryAt = url.indexOf('?');
   if (queryAt === -1) return url;
   const hashAt = url.indexOf('#', queryAt);

@@ -106,8 +106,9 @@ const ERROR_RESPONSES: Record<string, { name: string; description: string; examp
   },
   '414': {
     name: 'UriTooLong',
-    description: 'A path parameter is longer than 100 characters.',
-    example: 'a path parameter is longer than 100 characters',
+    description:
+      'The URL (path and query) is longer than 8 KB, or a path parameter is longer than 100 characters.',
+    example: 'URI too long: the URL must be at most 8 KB',
   },
   '415': {
     name: 'UnsupportedMediaType',
@@ -125,6 +126,11 @@ const ERROR_RESPONSES: Record<string, { name: string; description: string; examp
     description:
       "The organization's rate limit is used up; `Retry-After` (and `error.retryAfter`) says when to retry.",
     example: 'rate limit exceeded',
+  },
+  '431': {
+    name: 'RequestHeaderFieldsTooLarge',
+    description: 'The request line and headers together are larger than 16 KB.',
+    example: 'request line and headers must be at most 16 KB',
   },
   '500': {
     name: 'InternalError',
@@ -256,18 +262,20 @@ function markOptionalBody(operation: Json): void {
 }
 
 /**
- * The responses of one operation: the route's own, plus 413 and 415 for a method with a body and 414 for a
- * path with parameters (the router's limit, src/http/client-errors.ts); every error
+ * The responses of one operation: the route's own, plus 413 and 415 for a method with a body, and 414 and 431
+ * on every operation (the URL and header limits apply to any request: src/http/plugins/edge.ts,
+ * src/http/client-errors.ts); every error
  * status as a reference to its shared response; `x-request-id` (and the rate-limit headers on authenticated
  * operations) on the success response; sorted by status.
  */
-function finishResponses(path: string, method: string, operation: Json, authenticated: boolean): void {
+function finishResponses(method: string, operation: Json, authenticated: boolean): void {
   const responses: Json = isRecord(operation.responses) ? operation.responses : {};
   if (BODY_METHODS.has(method)) {
     responses['413'] ??= {};
     responses['415'] ??= {};
   }
-  if (path.includes('{')) responses['414'] ??= {};
+  responses['414'] ??= {};
+  responses['431'] ??= {};
   const out: Json = {};
   for (const status of Object.keys(responses).sort()) {
     const response = responses[status];
@@ -370,8 +378,8 @@ function sortedKeys(value: Json): Json {
  * - a ready example on every request body (src/http/openapi-examples.ts), then the gateway paths (copies of
  *   their `/v1` twins, src/http/gateway/openapi.ts);
  * - a body that requires no field is `required: false` (connect's optional body);
- * - 413 and 415 on every operation with a body (the JSON body parser answers them for any route), 414 on
- *   every path with parameters;
+ * - 413 and 415 on every operation with a body (the JSON body parser answers them for any route), 414 and 431
+ *   on every operation (URL and header limits);
  * - every authenticated `POST` takes the `Idempotency-Key` header and lists 409 and 422; its success answer may
  *   carry `Idempotent-Replayed`;
  * - error statuses reference shared responses under `components.responses`, each with the error envelope,
@@ -388,11 +396,11 @@ export const finishOpenapiDocument: SwaggerTransformObject = (documentObject) =>
   const globalSecurity = Array.isArray(document.security) && document.security.length > 0;
   const components: Json = isRecord(document.components) ? document.components : {};
   const schemas: Json = isRecord(components.schemas) ? components.schemas : {};
-  for (const [path, method, operation] of operationsOf(paths)) {
+  for (const [, method, operation] of operationsOf(paths)) {
     const security = Array.isArray(operation.security) ? operation.security.length > 0 : globalSecurity;
     markOptionalBody(operation);
     addIdempotency(method, operation, security);
-    finishResponses(path, method, operation, security);
+    finishResponses(method, operation, security);
     hoistOperationSchemas(operation, schemas);
   }
   stripInternal(paths);

@@ -166,3 +166,25 @@ export async function pruneDashboardSessions(db: Kysely<Database>, now: number):
   const result = await db.deleteFrom('dashboard_sessions').where('expires_at', '<', now).executeTakeFirst();
   return Number(result.numDeletedRows);
 }
+
+/**
+ * Replaces a user's password hash and deletes its sessions, in one transaction; the session stored under
+ * `keepIdHash` (the browser that changed the password) is kept when given.
+ * @returns whether the user existed.
+ */
+export async function setDashboardPassword(
+  db: Kysely<Database>,
+  input: { id: string; passwordHash: string; keepIdHash?: string },
+): Promise<boolean> {
+  return db.transaction().execute(async (trx) => {
+    const result = await trx
+      .updateTable('dashboard_users')
+      .set({ password_hash: input.passwordHash })
+      .where('id', '=', input.id)
+      .executeTakeFirst();
+    let sessions = trx.deleteFrom('dashboard_sessions').where('user_id', '=', input.id);
+    if (input.keepIdHash !== undefined) sessions = sessions.where('id_hash', '!=', input.keepIdHash);
+    await sessions.execute();
+    return Number(result.numUpdatedRows) > 0;
+  });
+}

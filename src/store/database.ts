@@ -184,6 +184,41 @@ export function describeStore(config: DatabaseConfig): string {
 }
 
 /**
+ * One line saying why the store could not be opened and which setting fixes it, for a start failure
+ * (docs/deploy.md "Start-up errors"): the store as {@link describeStore} shows it (password masked), what went
+ * wrong, and `DATABASE_URL` / `DATA_DIR` to change. Recognises PostgreSQL's SQLSTATEs 3D000 (no such database),
+ * 28P01/28000 (sign-in refused), 3F000 (no such schema) and unreachable servers; SQLite's CANTOPEN/READONLY.
+ */
+export function storeFailure(config: DatabaseConfig, error: unknown): string {
+  const store = describeStore(config);
+  const code = (error as { code?: unknown } | null)?.code;
+  const message = error instanceof Error ? error.message : String(error);
+  if (config.dialect === 'sqlite') {
+    if (code === 'SQLITE_CANTOPEN' || code === 'SQLITE_READONLY' || code === 'EACCES' || code === 'EROFS')
+      return `cannot open ${store} (${String(code)}): set DATA_DIR (or DATABASE_URL=sqlite:PATH) to a writable place`;
+    return `cannot open ${store}: ${message}: check DATA_DIR and DATABASE_URL`;
+  }
+  switch (code) {
+    case '3D000':
+      return `${store} does not exist: create it (createdb) or set DATABASE_URL to an existing database`;
+    case '28P01':
+    case '28000':
+      return `${store} refused the sign-in (${message}): fix the user or password in DATABASE_URL`;
+    case '3F000':
+      return `${store}: ${message}: create the schema or fix search_path in DATABASE_URL`;
+    case 'ECONNREFUSED':
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+    case 'ETIMEDOUT':
+    case 'EHOSTUNREACH':
+    case 'ECONNRESET':
+      return `cannot reach ${store} (${code}): start PostgreSQL or set DATABASE_URL to a reachable server`;
+    default:
+      return `cannot open ${store}: ${message}: check DATABASE_URL`;
+  }
+}
+
+/**
  * True when the store holds parley's tables: at least one migration was applied (Kysely's `kysely_migration`
  * table, looked up in the store's own schema on PostgreSQL). False on a new SQLite file or a PostgreSQL
  * database whose migrations were never run.

@@ -87,13 +87,13 @@ describe('configuration (docs/decisions/0024-engines-and-data-flow.md)', () => {
       const missing = join(dir, 'none.pem');
       assert.throws(() => readCertificateFile('PLATFORM_CA_FILE', missing), {
         name: 'ConfigError',
-        message: `invalid configuration: PLATFORM_CA_FILE: cannot read "${missing}" (ENOENT)`,
+        message: `invalid configuration: PLATFORM_CA_FILE: cannot read "${missing}" (no such file): set PLATFORM_CA_FILE to a readable PEM file or unset it`,
       });
       const text = join(dir, 'notes.txt');
       writeFileSync(text, 'not a certificate');
       assert.throws(() => readCertificateFile('PLATFORM_CA_FILE', text), {
         name: 'ConfigError',
-        message: `invalid configuration: PLATFORM_CA_FILE: "${text}" holds no PEM certificate`,
+        message: `invalid configuration: PLATFORM_CA_FILE: "${text}" holds no PEM certificate: set PLATFORM_CA_FILE to a PEM file of CA certificates`,
       });
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
+import { SIGN_IN_LIMITS } from '../../src/ratelimit/sign-in.ts';
+import { verifyPassword } from '../../src/security/passwords.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { createUser, PASSWORD } from './support.ts';
 
@@ -18,10 +20,18 @@ const ip = (host: number): string =>
   `2001:db8:${runNet.slice(0, 4)}:${runNet.slice(4)}::${host.toString(16)}`;
 
 for (const store of stores) {
-  describe(`dashboard sign-in limits per account and per address [${store.name}]`, () => {
+  describe(`dashboard sign-in slowing per account and per address [${store.name}]`, () => {
     let t: TestApp;
+    /** Argon2id checks so far: every check goes through the real verifier, counted here. */
+    let checks = 0;
     before(async () => {
-      t = await createTestApp({ env: store.env });
+      t = await createTestApp({
+        env: store.env,
+        verifyPassword: (stored, password) => {
+          checks += 1;
+          return verifyPassword(stored, password);
+        },
+      });
     });
     after(() => t.close());
 
@@ -33,33 +43,73 @@ for (const store of stores) {
         remoteAddress,
       });
 
-    it('locks an account after 5 failures, from any address; other accounts still sign in', async () => {
-      const locked = await createUser(t, 'member');
-      const other = await createUser(t, 'member');
-      for (let i = 0; i < 5; i += 1)
-        assert.equal((await signIn(locked, 'wrong password', ip(i))).statusCode, 401);
-      const refused = await signIn(locked, PASSWORD, ip(99));
-      assert.equal(refused.statusCode, 429);
-      assert.equal(refused.json().error.message, 'too many failed sign-ins: try again later');
-      assert.equal((await signIn(other, PASSWORD, ip(99))).statusCode, 200);
+    it('60 concurrent wrong sign-ins for one account: all but the free ones refused before any password check', async () => {
+      const email = await createUser(t, 'owner');
+      const before = checks;
+      const answers = await Promise.all(
+        Array.from({ length: 60 }, (_, i) => signIn(email, `wrong password ${i}`, ip(0x100 + i))),
+      );
+      const statuses = answers.map((res) => res.statusCode);
+      const checked = checks - before;
+      const refused = statuses.filter((status) => status === 429).length;
+      assert.equal(statuses.filter((status) => status === 401).length, checked, 'each check answered 401');
+      assert.equal(checked + refused, 60);
+      // The free attempts, plus the one that closes the gate.
+      assert.ok(checked <= SIGN_IN_LIMITS.freeAttempts + 1, `${checked} passwords checked`);
+      const tooMany = answers.find((res) => res.statusCode === 429);
+      assert.deepEqual(tooMany?.json().error.message, 'too many sign-in attempts: try again later');
+      assert.equal(tooMany?.headers['retry-after'], String(tooMany?.json().error.retryAfter));
+
+      // The owner, from a fresh address, right after the burst: refused for at most the longest wait...
+      const owner = ip(0xaaa);
+      const early = await signIn(email, PASSWORD, owner);
+      assert.equal(early.statusCode, 429);
+      assert.ok(early.json().error.retryAfter <= SIGN_IN_LIMITS.maxDelayMs / 1000);
+      // ...then signs in: no lockout.
+      t.clock.advance(SIGN_IN_LIMITS.maxDelayMs);
+      assert.equal((await signIn(email, PASSWORD, owner)).statusCode, 200);
     });
 
-    it('a success clears the account’s failures', async () => {
-      const email = await createUser(t, 'viewer');
-      for (let i = 0; i < 4; i += 1)
-        assert.equal((await signIn(email, 'wrong password', ip(50))).statusCode, 401);
-      assert.equal((await signIn(email, PASSWORD, ip(50))).statusCode, 200);
-      for (let i = 0; i < 4; i += 1)
-        assert.equal((await signIn(email, 'wrong password', ip(50))).statusCode, 401);
-      assert.equal(
-        (await signIn(email, PASSWORD, ip(50))).statusCode,
-        200,
-        'four fresh failures do not lock',
+    it('40 concurrent sign-ins with the right password check it at most the free attempts plus one', async () => {
+      const email = await createUser(t, 'member');
+      const before = checks;
+      const answers = await Promise.all(
+        Array.from({ length: 40 }, (_, i) => signIn(email, PASSWORD, ip(0x200 + i))),
+      );
+      const statuses = answers.map((res) => res.statusCode);
+      assert.ok(checks - before <= SIGN_IN_LIMITS.freeAttempts + 1, `${checks - before} checks`);
+      assert.ok(statuses.includes(200));
+      assert.deepEqual(
+        statuses.filter((status) => status !== 200 && status !== 429),
+        [],
+        'every other answer is a 429',
       );
     });
 
-    it('blocks an address after 30 failures across accounts, even for a right password', async () => {
+    it('the wait between attempts doubles after the free ones, up to the cap; a success clears it', async () => {
+      const email = await createUser(t, 'viewer');
+      const from = ip(0x300);
+      for (let i = 0; i < SIGN_IN_LIMITS.freeAttempts; i += 1)
+        assert.equal((await signIn(email, 'wrong password', from)).statusCode, 401);
+      const waits: number[] = [];
+      for (let i = 0; i < 7; i += 1) {
+        assert.equal((await signIn(email, 'wrong password', from)).statusCode, 401);
+        const refused = await signIn(email, 'wrong password', from);
+        assert.equal(refused.statusCode, 429);
+        waits.push(refused.json().error.retryAfter);
+        t.clock.advance(refused.json().error.retryAfter * 1000);
+      }
+      assert.deepEqual(waits, [1, 2, 4, 8, 16, 30, 30]);
+      assert.equal((await signIn(email, PASSWORD, from)).statusCode, 200);
+      for (let i = 0; i < SIGN_IN_LIMITS.freeAttempts; i += 1)
+        assert.equal((await signIn(email, 'wrong password', from)).statusCode, 401, 'free attempts again');
+    });
+
+    it('refuses an address after 30 password checks across accounts, even for a right password; successes give theirs back', async () => {
       const address = ip(store.name === 'redis' ? 0xbad2 : 0xbad1);
+      const email = await createUser(t, 'owner');
+      // Successes do not use up the address's checks.
+      for (let i = 0; i < 40; i += 1) assert.equal((await signIn(email, PASSWORD, address)).statusCode, 200);
       for (let i = 0; i < 30; i += 1) {
         const res = await signIn(
           `nobody-${i}-${runNet}-${store.name}@example.com`,
@@ -68,9 +118,10 @@ for (const store of stores) {
         );
         assert.equal(res.statusCode, 401);
       }
-      const email = await createUser(t, 'owner');
+      const before = checks;
       const blocked = await signIn(email, PASSWORD, address);
       assert.equal(blocked.statusCode, 429);
+      assert.equal(checks, before, 'refused before the password is checked');
       assert.ok(blocked.json().error.retryAfter >= 1);
       assert.equal((await signIn(email, PASSWORD, ip(9))).statusCode, 200, 'another address signs in');
     });

@@ -85,6 +85,8 @@ export interface TestAppOptions {
   webhookWorker?: ServiceOptions['webhookWorker'];
   /** Backoff of boot-restore retries, ms. */
   restoreRetry?: { baseMs: number; maxMs: number };
+  /** How dashboard passwords are checked (a test counting the Argon2id checks wraps the real one). */
+  verifyPassword?: ServiceOptions['verifyPassword'];
 }
 
 /**
@@ -111,6 +113,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     ...(options.outboundCa === undefined ? {} : { outboundCa: options.outboundCa }),
     ...(options.restoreRetry === undefined ? {} : { restoreRetry: options.restoreRetry }),
     ...(options.webhookWorker === undefined ? {} : { webhookWorker: options.webhookWorker }),
+    ...(options.verifyPassword === undefined ? {} : { verifyPassword: options.verifyPassword }),
   });
   const app = await buildApp(services);
   await app.ready();

@@ -108,12 +108,15 @@ export async function startParley(
   const child = spawn(process.execPath, ['bin/parley.js', 'serve'], { cwd: ROOT, env, stdio: 'pipe' });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const output = new Output(child);
-  const [, url = '', port = '0'] = await output.waitFor(
+  const [listening = '', url = '', port = '0'] = await output.waitFor(
     /"url":"(http:\/\/127\.0\.0\.1:(\d+))".*"msg":"parley listening"/,
     'parley listening',
     exited,
   );
-  const [key = ''] = output.text.match(/svc_test_[0-9A-Za-z]{38}/) ?? [];
+  // The first boot's banner follows the listening line.
+  const [key = ''] = listening.includes('"firstBoot":true')
+    ? await output.waitFor(/svc_test_[0-9A-Za-z]{38}/, 'the first-boot key', exited)
+    : [];
   return {
     url,
     host: '127.0.0.1',

@@ -4,12 +4,13 @@ import { api, type Me, setCsrfToken, whenSignedOut } from './api.ts';
 import { InstancePage } from './pages/instance.tsx';
 import { InstancesPage } from './pages/instances.tsx';
 import { KeysPage } from './pages/keys.tsx';
+import { PasswordPage } from './pages/password.tsx';
 import { SignInPage } from './pages/sign-in.tsx';
 import { UsagePage } from './pages/usage.tsx';
 import { UsersPage } from './pages/users.tsx';
 import './styles.css';
 
-/** The page the hash names: `#/instances`, `#/instances/<id>`, `#/keys`, `#/usage`, `#/users`. */
+/** The page the hash names: `#/instances`, `#/instances/<id>`, `#/keys`, `#/usage`, `#/users`, `#/password`. */
 function useHashRoute(): string[] {
   const read = () => (location.hash.replace(/^#\/?/, '') || 'instances').split('/');
   const [route, setRoute] = useState(read);
@@ -65,6 +66,7 @@ function App() {
   else if (page === 'keys') content = <KeysPage me={me} />;
   else if (page === 'usage') content = <UsagePage />;
   else if (page === 'users' && me.user.role === 'owner') content = <UsersPage me={me} />;
+  else if (page === 'password') content = <PasswordPage />;
   return (
     <>
       <a class="skip" href="#content">
@@ -84,7 +86,10 @@ function App() {
           </ul>
         </nav>
         <span class="who">
-          {me.user.email} ({me.user.role}) · {me.org.name}
+          {me.user.email} ({me.user.role}) · {me.org.name} ·{' '}
+          <a href="#/password" aria-current={page === 'password' ? 'page' : undefined}>
+            Change password
+          </a>
         </span>
         <button type="button" onClick={signOut}>
           Sign out

@@ -20,6 +20,11 @@ function bodyLimitText(request: FastifyRequest): string {
   return `${bytes} bytes`;
 }
 
+/** The 404 message: the method and path (never the query, which may carry secrets). */
+function notFoundMessage(request: FastifyRequest): string {
+  return `route ${request.method} ${request.url.split('?')[0]} not found`;
+}
+
 /** Fastify's own client errors, mapped to our codes and messages. */
 function fastifyClientError(
   error: FastifyError,
@@ -78,12 +83,23 @@ export const errorsPlugin = fp(
         const status = statusOf(mapped.code);
         return reply.code(status).send(errorBody(status, mapped.message));
       }
+      if (request.raw.aborted || request.raw.socket?.destroyed || error.code === 'ECONNRESET') {
+        // The client went away mid-request (e.g. closed the connection halfway through the body): its doing,
+        // not a server fault, and nobody reads the answer.
+        request.log.info({ code: error.code, message: error.message }, 'client closed the connection');
+        return reply.code(400).send(errorBody(400, 'request was aborted by the client'));
+      }
+      if (error.statusCode === 403 || error.statusCode === 404) {
+        // The dashboard's static files (@fastify/static) refuse a path leaving their root (`%2e%2e`) with a 403
+        // and a missing file with a 404: both are simply not found, and say nothing about the file system.
+        return reply.code(404).send(errorBody(404, notFoundMessage(request)));
+      }
       request.log.error({ err: error }, 'unhandled error');
       return reply.code(500).send(errorBody(500, 'internal error'));
     });
 
     app.setNotFoundHandler((request, reply) => {
-      reply.code(404).send(errorBody(404, `route ${request.method} ${request.url.split('?')[0]} not found`));
+      reply.code(404).send(errorBody(404, notFoundMessage(request)));
     });
   },
   { name: 'parley-errors' },

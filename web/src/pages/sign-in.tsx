@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { api, type Me, setCsrfToken } from '../api.ts';
 import { Notice, useAction } from '../ui.tsx';
 
-/** The sign-in form: e-mail and password; the server answers wrong credentials and lockouts in words. */
+/** The sign-in form: e-mail and password; the server answers wrong credentials and slowed attempts (429 with the seconds to wait) in words. */
 export function SignInPage(props: { onSignedIn: (me: Me) => void }) {
   const [email, setEmail] = useState('');
   const [password, setPassword] = useState('');

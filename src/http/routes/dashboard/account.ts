@@ -9,10 +9,17 @@ const SignInBody = Type.Object({
   password: Type.String({ minLength: 1, maxLength: 1024 }),
 });
 
+const PasswordBody = Type.Object({
+  currentPassword: Type.String({ minLength: 1, maxLength: 1024 }),
+  newPassword: Type.String({ minLength: 1, maxLength: 1024 }),
+});
+
 /**
  * Sign-in, sign-out and the signed-in user (docs/decisions/0022-dashboard.md). Sign-in answers a wrong password and
- * an unknown e-mail with the same 401 body, and 429 with `retryAfter` while the account or the client address has too
- * many recent failures; on success it sets the session cookie and returns the CSRF token the page sends back.
+ * an unknown e-mail with the same 401 body, and 429 with `retryAfter` while the account's growing wait or the client
+ * address's window is not over (docs/dashboard.md "Signing in"); on success it sets the session cookie and returns
+ * the CSRF token the page sends back. `POST /password` changes the signed-in user's password (400 on a wrong current
+ * password) and signs out the user's other sessions.
  */
 export async function accountRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
@@ -40,6 +47,20 @@ export async function accountRoutes(fastify: FastifyInstance): Promise<void> {
       await auth.signOut(request.cookies[SESSION_COOKIE]);
       reply.clearCookie(SESSION_COOKIE, cookieOptions(request));
       return ok({ details: 'Signed out' });
+    },
+  );
+
+  app.post(
+    '/password',
+    { config: { dashboard: 'viewer' }, schema: { hide: true, body: PasswordBody } },
+    async (request) => {
+      await auth.changePassword(
+        principalOf(request),
+        request.cookies[SESSION_COOKIE] ?? '',
+        request.body,
+        request.ip,
+      );
+      return ok({ details: 'Password changed; your other sessions were signed out' });
     },
   );
 

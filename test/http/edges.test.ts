@@ -1,0 +1,271 @@
+import assert from 'node:assert/strict';
+import { connect } from 'node:net';
+import { Writable } from 'node:stream';
+import { after, before, describe, it } from 'node:test';
+import type { FastifyInstance } from 'fastify';
+import pino from 'pino';
+import { adminCreateInstance, adminCreateKey, adminCreateOrg } from '../../src/admin/admin.ts';
+import { loadConfig } from '../../src/config/config.ts';
+import { buildApp } from '../../src/http/app.ts';
+import { REDACTED, REDACTING_LOGGER_OPTIONS, redactUrl } from '../../src/http/log-redaction.ts';
+import { createServices, type Services } from '../../src/services.ts';
+import { until } from '../baileys/support.ts';
+import { createTestApp, type TestApp } from '../support/app.ts';
+import { createTestStore, type TestStore } from '../support/store.ts';
+
+/** One raw HTTP exchange: what the server wrote before closing. */
+interface RawAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** Writes `request` as raw bytes to `port` and reads the answer until the server closes the connection. */
+function rawRequest(port: number, request: string): Promise<RawAnswer> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ port, host: '127.0.0.1' });
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk) => chunks.push(chunk));
+    socket.on('error', reject);
+    socket.on('close', () => {
+      const text = Buffer.concat(chunks).toString('latin1');
+      const split = text.indexOf('\r\n\r\n');
+      if (split === -1) return reject(new Error(`no HTTP answer: ${JSON.stringify(text)}`));
+      const [statusLine = '', ...lines] = text.slice(0, split).split('\r\n');
+      const headers: Record<string, string> = {};
+      for (const line of lines) {
+        const colon = line.indexOf(':');
+        headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+      }
+      resolve({ status: Number(statusLine.split(' ')[1]), headers, body: text.slice(split + 4) });
+    });
+    socket.write(request);
+  });
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+/** The answer's body and headers are parley's envelope with a request id and nosniff. */
+function assertEnvelope(answer: RawAnswer, status: number, message: string): void {
+  assert.equal(answer.status, status, answer.body);
+  assert.deepEqual(JSON.parse(answer.body), { error: { code: status, message } });
+  assert.match(answer.headers['content-type'] ?? '', /^application\/json/);
+  assert.match(answer.headers['x-request-id'] ?? '', UUID);
+  assert.equal(answer.headers['x-content-type-options'], 'nosniff');
+}
+
+describe('edge answers over a real socket', () => {
+  let t: TestApp;
+  let port: number;
+
+  before(async () => {
+    t = await createTestApp();
+    await t.app.listen({ port: 0, host: '127.0.0.1' });
+    const address = t.app.server.address();
+    assert.ok(address && typeof address === 'object');
+    port = address.port;
+  });
+  after(() => t.close());
+
+  it('an HTTP/1.1 request without Host: 400 in the envelope (it was Node’s bare 400)', async () => {
+    const answer = await rawRequest(port, 'GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n');
+    assertEnvelope(answer, 400, 'Host header is required');
+  });
+
+  it('HTTP/1.0 needs no Host', async () => {
+    const answer = await rawRequest(port, 'GET /healthz HTTP/1.0\r\n\r\n');
+    assert.equal(answer.status, 200, answer.body);
+  });
+
+  it('a 70 KB query string: 414 URI too long (it was 431)', async () => {
+    const answer = await rawRequest(
+      port,
+      `GET /v1/session/status?q=${'a'.repeat(70 * 1024)} HTTP/1.1\r\nHost: x\r\n\r\n`,
+    );
+    assertEnvelope(answer, 414, 'URI too long: the URL must be at most 8 KB');
+  });
+
+  it('a 9 KB URL within Node’s header limit: 414 with the request id given', async () => {
+    const answer = await rawRequest(
+      port,
+      `GET /healthz?q=${'a'.repeat(9 * 1024)} HTTP/1.1\r\nHost: x\r\nX-Request-Id: probe-url\r\nConnection: close\r\n\r\n`,
+    );
+    assert.equal(answer.status, 414);
+    assert.deepEqual(JSON.parse(answer.body), {
+      error: { code: 414, message: 'URI too long: the URL must be at most 8 KB' },
+    });
+    assert.equal(answer.headers['x-request-id'], 'probe-url');
+  });
+
+  it('20 KB of headers with a short URL stays 431', async () => {
+    const answer = await rawRequest(
+      port,
+      `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20 * 1024)}\r\n\r\n`,
+    );
+    assertEnvelope(answer, 431, 'request line and headers must be at most 16 KB');
+  });
+});
+
+describe('edge answers through the app', () => {
+  let t: TestApp;
+  before(async () => {
+    t = await createTestApp();
+  });
+  after(() => t.close());
+
+  it('GET /dashboard/%2e%2e/%2e%2e/etc/passwd: 404 in the envelope (it was 500)', async () => {
+    for (const url of ['/dashboard/%2e%2e/%2e%2e/etc/passwd', '/dashboard/..%2f..%2fetc%2fpasswd']) {
+      const res = await t.app.inject({ url });
+      assert.equal(res.statusCode, 404, `${url}: ${res.body}`);
+      assert.equal(res.json().error.code, 404);
+      assert.doesNotMatch(res.body, /root:/);
+    }
+  });
+
+  it('X-Content-Type-Options: nosniff on JSON answers, successes and errors', async () => {
+    for (const url of ['/healthz', '/openapi.json', '/v1/session/status', '/nowhere']) {
+      const res = await t.app.inject({ url });
+      assert.equal(res.headers['x-content-type-options'], 'nosniff', url);
+    }
+    const ok = await t.call('GET', `/v1/session/status?from=${t.instance.id}`);
+    assert.equal(ok.status, 200);
+    assert.equal(ok.headers['x-content-type-options'], 'nosniff');
+  });
+
+  it('/docs and the dashboard cannot be framed; the dashboard page keeps its own CSP', async () => {
+    const docs = await t.app.inject({ url: '/docs/' });
+    assert.equal(docs.statusCode, 200);
+    assert.equal(docs.headers['x-frame-options'], 'DENY');
+    assert.match(String(docs.headers['content-security-policy']), /frame-ancestors 'none'/);
+    const api = await t.app.inject({ url: '/dashboard/api/me' });
+    assert.equal(api.headers['x-frame-options'], 'DENY');
+    const page = await t.app.inject({ url: '/dashboard/' });
+    assert.equal(page.headers['x-frame-options'], 'DENY');
+    assert.match(
+      String(page.headers['content-security-policy']),
+      /^default-src 'self'.*frame-ancestors 'none'/,
+    );
+    const health = await t.app.inject({ url: '/healthz' });
+    assert.equal(health.headers['x-frame-options'], undefined);
+  });
+
+  it('no HSTS while PUBLIC_URL is http', async () => {
+    const res = await t.app.inject({ url: '/healthz' });
+    assert.equal(res.headers['strict-transport-security'], undefined);
+  });
+
+  it('HSTS on every answer when PUBLIC_URL is https', async () => {
+    const secure = await createTestApp({ env: { PUBLIC_URL: 'https://parley.example.com' } });
+    try {
+      for (const url of ['/healthz', '/nowhere', '/docs/']) {
+        const res = await secure.app.inject({ url });
+        assert.equal(res.headers['strict-transport-security'], 'max-age=31536000', url);
+      }
+    } finally {
+      await secure.close();
+    }
+  });
+});
+
+describe('secrets by their shape and one log line per request', () => {
+  it('redacts keys, webhook secrets and bearer credentials under any name, and hmac keys', () => {
+    assert.equal(
+      redactUrl('/v1/session/status?k=svc_test_AbC123_xyz-9&from=5511'),
+      `/v1/session/status?k=${REDACTED}&from=5511`,
+    );
+    assert.equal(redactUrl('/x?q=svc_live_Q1w2e3r4'), `/x?q=${REDACTED}`);
+    assert.equal(redactUrl('/x?s=whsec_abc%2Bdef'), `/x?s=${REDACTED}`);
+    assert.equal(redactUrl('/x?h=Bearer%20abcdefgh12'), `/x?h=Bearer%20${REDACTED}`);
+    assert.equal(redactUrl('/x?hmac_key=deadbeef'), `/x?hmac_key=${REDACTED}`);
+  });
+
+  describe('the log of a running app', () => {
+    let testStore: TestStore;
+    let services: Services;
+    let app: FastifyInstance;
+    let key: string;
+    let instanceId: string;
+    const lines: Record<string, unknown>[] = [];
+
+    before(async () => {
+      testStore = await createTestStore('sqlite');
+      const config = loadConfig({ DATA_DIR: testStore.dataDir, LOG_LEVEL: 'info' });
+      const stream = new Writable({
+        write(chunk: Buffer, _encoding, done) {
+          for (const line of chunk.toString('utf8').split('\n'))
+            if (line !== '') lines.push(JSON.parse(line));
+          done();
+        },
+      });
+      services = await createServices(config, {
+        logger: pino({ level: 'info', ...REDACTING_LOGGER_OPTIONS }, stream),
+        store: testStore.store,
+      });
+      app = await buildApp(services);
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      const db = testStore.store.db;
+      const org = await adminCreateOrg(db, { name: 'edge-log-org', plan: 'free' });
+      instanceId = (await adminCreateInstance(db, { org: org.id, env: 'test', name: 'main' })).id;
+      key = (await adminCreateKey(db, { org: org.id, env: 'test' }, Date.now())).key;
+    });
+    after(async () => {
+      await app.close();
+      await services.close({ keepStore: true });
+      await testStore.cleanup();
+    });
+
+    it('one info line per request: method, redacted URL, status, ms, request id; `?k=<key>` never written', async () => {
+      const res = await app.inject({
+        method: 'GET',
+        url: `/v1/session/status?k=${key}&from=${instanceId}`,
+        headers: { authorization: `Bearer ${key}`, 'x-request-id': 'edge-one-line' },
+      });
+      assert.equal(res.statusCode, 200, res.body);
+      const mine = lines.filter((line) => line.reqId === 'edge-one-line');
+      assert.equal(mine.length, 1, JSON.stringify(mine));
+      const [line] = mine;
+      assert.equal(line?.level, 30);
+      assert.equal(line?.msg, 'request');
+      assert.equal(line?.method, 'GET');
+      assert.equal(line?.url, `/v1/session/status?k=${REDACTED}&from=${instanceId}`);
+      assert.equal(line?.status, 200);
+      assert.equal(typeof line?.ms, 'number');
+      assert.ok(!JSON.stringify(lines).includes(key), 'no line carries the key');
+    });
+
+    it('a secret reaching any log line by another path is redacted when written', () => {
+      services.logger.warn({ header: `Bearer ${key}`, body: '{"hmacKey":"hunter2-hmac"}' }, `saw ${key}`);
+      const text = JSON.stringify(lines);
+      assert.ok(!text.includes(key));
+      assert.ok(!text.includes('hunter2-hmac'));
+    });
+
+    it('a client aborting mid-body is logged at info, not as an error', async () => {
+      const address = app.server.address();
+      assert.ok(address && typeof address === 'object');
+      const socket = connect({ port: address.port, host: '127.0.0.1' });
+      await new Promise<void>((resolve) => socket.once('connect', resolve));
+      await new Promise<void>((resolve) =>
+        socket.write(
+          `POST /v1/messages/send HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n` +
+            'Content-Type: application/json\r\nContent-Length: 1000\r\nX-Request-Id: edge-abort\r\n\r\n{"phone":',
+          () => resolve(),
+        ),
+      );
+      socket.destroy();
+      await until(
+        () =>
+          lines.some((line) => line.reqId === 'edge-abort' && line.msg === 'client closed the connection'),
+        5_000,
+        'the line of the aborted request',
+      );
+      const mine = lines.filter((line) => line.reqId === 'edge-abort');
+      assert.deepEqual(
+        mine.filter((line) => Number(line.level) >= 50),
+        [],
+        `no error lines: ${JSON.stringify(mine)}`,
+      );
+      assert.ok(mine.some((line) => line.msg === 'client closed the connection' && line.level === 30));
+    });
+  });
+});
