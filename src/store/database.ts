@@ -4,6 +4,7 @@ import SQLite from 'better-sqlite3';
 import { Kysely, Migrator, PostgresDialect, type SqliteDatabase, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { DatabaseConfig } from '../config/config.ts';
+import { DomainError } from '../domain/errors.ts';
 import { faultAwareDialect, type StoreFaultHook } from './faults.ts';
 import { migrationProvider, migrations } from './migrations/index.ts';
 import type { Database } from './schema.ts';
@@ -189,8 +190,13 @@ export function describeStore(config: DatabaseConfig): string {
  * wrong, and `DATABASE_URL` / `DATA_DIR` to change. Recognises PostgreSQL's SQLSTATEs 3D000 (no such database),
  * 28P01/28000 (sign-in refused), 3F000 (no such schema) and unreachable servers; SQLite's CANTOPEN/READONLY.
  */
-export function storeFailure(config: DatabaseConfig, error: unknown): string {
+export function storeFailure(config: DatabaseConfig, failure: unknown): string {
   const store = describeStore(config);
+  // A connection failure arrives wrapped as `store_unavailable` (store/faults.ts): name the driver's own error.
+  const error =
+    failure instanceof DomainError && failure.code === 'store_unavailable' && failure.cause !== undefined
+      ? failure.cause
+      : failure;
   const code = (error as { code?: unknown } | null)?.code;
   const message = error instanceof Error ? error.message : String(error);
   if (config.dialect === 'sqlite') {
