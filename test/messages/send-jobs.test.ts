@@ -164,11 +164,15 @@ for (const dialect of testDialects()) {
         t.services.sendQueue.wake(t.instance.id);
         await eventually(`paced send ${id}`, async () => (await job(id)).status === 'sent');
       }
-      const times = ids.map((id) => {
-        const status = captured.events.find(
-          ({ event }) => event.type === 'messageStatus' && event.id === id && event.status === 'sent',
-        )?.event;
-        return status?.type === 'messageStatus' ? status.at : Number.NaN;
+      // The job is marked sent just before its MessageStatus event is recorded: wait for the three events.
+      const times = await eventually('three MessageStatus sent events', () => {
+        const at = ids.map((id) => {
+          const status = captured.events.find(
+            ({ event }) => event.type === 'messageStatus' && event.id === id && event.status === 'sent',
+          )?.event;
+          return status?.type === 'messageStatus' ? status.at : Number.NaN;
+        });
+        return at.every(Number.isFinite) ? at : undefined;
       });
       assert.deepEqual(
         times.map((time) => time - (times[0] ?? 0)),
