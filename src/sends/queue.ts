@@ -12,6 +12,7 @@ import {
   claimNextSendJob,
   countNewChatsSince,
   finishSendJob,
+  markSendJobSent,
   nextPendingRunAt,
   oldestNewChatSince,
   readPacing,
@@ -101,8 +102,15 @@ export class SendQueue implements EventProjection {
     this.#random = deps.random ?? Math.random;
   }
 
-  /** Nothing to write: a login wakes the queue after its commit. */
-  async apply(_trx: Transaction<Database>, _instanceId: string, _event: EngineEvent): Promise<void> {}
+  /**
+   * A send's `MessageStatus` `sent` event marks its job sent in the same transaction, so the job's outcome and its
+   * event commit together (one write fewer per send).
+   */
+  async apply(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<void> {
+    if (event.type === 'messageStatus' && event.status === 'sent') {
+      await markSendJobSent(trx, instanceId, event.id, event.at);
+    }
+  }
 
   /** A committed login (connected and logged in) wakes the instance's queue. */
   afterCommit(instanceId: string, event: EngineEvent): void {
@@ -356,7 +364,10 @@ export class SendQueue implements EventProjection {
     const at = clock();
     const interval = pacing.minIntervalMs + Math.round(this.#random() * pacing.jitterMs);
     runner.nextAllowedAt = interval > 0 ? at + interval : 0;
-    await finishSendJob(db, job.instanceId, job.id, nodeId, { status: 'sent', at, newChat: opensChat });
+    // A relay that opened a chat is stored with its flag (the new-chats pace counts it); any other is marked
+    // sent by this queue's projection, in the transaction of its MessageStatus event.
+    if (opensChat)
+      await finishSendJob(db, job.instanceId, job.id, nodeId, { status: 'sent', at, newChat: true });
     await this.report(job.instanceId, { kind: 'message', id: job.id, status: 'sent', at });
     this.#settle(job, sent);
   }

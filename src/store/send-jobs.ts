@@ -113,8 +113,7 @@ export async function findSendJob(
 
 /**
  * Claims the instance's next due job for node `nodeId`: the oldest `pending` job (by `run_at`, then `seq`) whose
- * `run_at` ≤ `now`, moved to `sending` with its attempt counted. Safe under concurrency: the update checks the row
- * is still pending, and a lost race tries the next candidate. `only` limits the claim to jobs of one mode (while
+ * `run_at` ≤ `now`, moved to `sending` with its attempt counted, in one statement. `only` limits the claim to jobs of one mode (while
  * the queue is paused, synchronous requests still go). Returns undefined when none is due.
  */
 export async function claimNextSendJob(
@@ -124,33 +123,30 @@ export async function claimNextSendJob(
   now: number,
   only?: { mode: SendMode },
 ): Promise<SendJob | undefined> {
-  for (let tries = 0; tries < 5; tries++) {
-    let query = db
-      .selectFrom('send_jobs')
-      .select('id')
-      .where('instance_id', '=', instanceId)
-      .where('status', '=', 'pending')
-      .where('run_at', '<=', now);
-    if (only) query = query.where('mode', '=', only.mode);
-    const candidate = await query.orderBy('run_at').orderBy('seq').limit(1).executeTakeFirst();
-    if (!candidate) return undefined;
-    const claimed = await db
-      .updateTable('send_jobs')
-      .set({
-        status: 'sending',
-        attempts: sql<number>`attempts + 1`,
-        locked_by: nodeId,
-        locked_at: now,
-        updated_at: now,
-      })
-      .where('instance_id', '=', instanceId)
-      .where('id', '=', candidate.id)
-      .where('status', '=', 'pending')
-      .returningAll()
-      .executeTakeFirst();
-    if (claimed) return toJob(claimed);
-  }
-  return undefined;
+  let next = db
+    .selectFrom('send_jobs')
+    .select('id')
+    .where('instance_id', '=', instanceId)
+    .where('status', '=', 'pending')
+    .where('run_at', '<=', now);
+  if (only) next = next.where('mode', '=', only.mode);
+  // One statement: the oldest due job is picked and claimed together (the instance's holder is its only claimer;
+  // the status check keeps a concurrent cancel from being overwritten).
+  const claimed = await db
+    .updateTable('send_jobs')
+    .set({
+      status: 'sending',
+      attempts: sql<number>`attempts + 1`,
+      locked_by: nodeId,
+      locked_at: now,
+      updated_at: now,
+    })
+    .where('instance_id', '=', instanceId)
+    .where('status', '=', 'pending')
+    .where('id', '=', next.orderBy('run_at').orderBy('seq').limit(1))
+    .returningAll()
+    .executeTakeFirst();
+  return claimed ? toJob(claimed) : undefined;
 }
 
 /** The earliest `run_at` of the instance's pending jobs (epoch ms), or undefined when none is pending. */
@@ -376,4 +372,23 @@ export async function chatHasHistory(
     .limit(1)
     .executeTakeFirst();
   return row !== undefined;
+}
+
+/**
+ * Marks job `id` `sent` at `at` (epoch ms) when it is being relayed: the send queue's projection applies it in the
+ * transaction that records the job's `MessageStatus` event, so the outcome and its event commit together.
+ */
+export async function markSendJobSent(
+  db: Kysely<Database>,
+  instanceId: string,
+  id: string,
+  at: number,
+): Promise<void> {
+  await db
+    .updateTable('send_jobs')
+    .set({ status: 'sent', sent_at: at, locked_by: null, locked_at: null, updated_at: at })
+    .where('instance_id', '=', instanceId)
+    .where('id', '=', id)
+    .where('status', '=', 'sending')
+    .execute();
 }

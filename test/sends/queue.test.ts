@@ -6,7 +6,7 @@ import type { OutgoingMessage, SentMessage } from '../../src/domain/messages.ts'
 import type { EngineSession } from '../../src/engines/engine.ts';
 import { encodeSendPayload } from '../../src/sends/payload.ts';
 import { SendQueue, type SendStatusReport } from '../../src/sends/queue.ts';
-import { insertSendJob } from '../../src/store/send-jobs.ts';
+import { insertSendJob, markSendJobSent } from '../../src/store/send-jobs.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
@@ -72,8 +72,12 @@ for (const dialect of testDialects()) {
         nodeId: 'this-node',
         clock: t.clock,
         logger: pino({ level: 'silent' }),
-        report: async (_instanceId, report) => {
+        // As the recorder does with the queue's projection: a sent MessageStatus marks its job sent.
+        report: async (instanceId, report) => {
           reports.push(report);
+          if (report.kind === 'message' && report.status === 'sent') {
+            await markSendJobSent(t.services.store.db, instanceId, report.id, report.at);
+          }
         },
       });
     });
