@@ -15,6 +15,12 @@ export interface EventProjection {
   apply(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<void>;
   /** Called after the transaction committed (e.g. to wake the delivery worker). Must not throw. */
   afterCommit?(instanceId: string, event: EngineEvent): void;
+  /**
+   * Optional: events that follow from `event`, found in the same transaction after every projection applied it
+   * (a send's `MessageStatus` once its `message` is recorded). Each is applied by every projection in the same
+   * transaction, right after `event`, and gets the after-commit hooks too.
+   */
+  derive?(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<EngineEvent[]>;
 }
 
 /** Most events one transaction applies (group commit); bounds transaction length and lock time. */
@@ -106,17 +112,29 @@ export class EventRecorder {
 
   /** Applies `batch` in one transaction, then runs the after-commit hooks and settles each caller. */
   async #apply(instanceId: string, batch: Pending[]): Promise<void> {
+    const applied: EngineEvent[][] = [];
     await this.#db.transaction().execute(async (trx) => {
+      applied.length = 0;
       for (const { event } of batch) {
-        for (const projection of this.#projections) await projection.apply(trx, instanceId, event);
+        const events = [event];
+        for (let i = 0; i < events.length; i++) {
+          const current = events[i] as EngineEvent;
+          for (const projection of this.#projections) await projection.apply(trx, instanceId, current);
+          for (const projection of this.#projections) {
+            if (projection.derive) events.push(...(await projection.derive(trx, instanceId, current)));
+          }
+        }
+        applied.push(events);
       }
     });
-    for (const { event, resolve } of batch) {
-      for (const projection of this.#projections) {
-        try {
-          projection.afterCommit?.(instanceId, event);
-        } catch (error) {
-          this.#logger.error({ err: error, projection: projection.name }, 'projection afterCommit failed');
+    for (const [index, { resolve }] of batch.entries()) {
+      for (const event of applied[index] ?? []) {
+        for (const projection of this.#projections) {
+          try {
+            projection.afterCommit?.(instanceId, event);
+          } catch (error) {
+            this.#logger.error({ err: error, projection: projection.name }, 'projection afterCommit failed');
+          }
         }
       }
       resolve();

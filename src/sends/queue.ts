@@ -12,6 +12,7 @@ import {
   claimNextSendJob,
   countNewChatsSince,
   finishSendJob,
+  markSendJobNewChat,
   markSendJobSent,
   nextPendingRunAt,
   oldestNewChatSince,
@@ -102,14 +103,18 @@ export class SendQueue implements EventProjection {
     this.#random = deps.random ?? Math.random;
   }
 
+  /** Nothing to write for an event itself: see {@link derive}. */
+  async apply(_trx: Transaction<Database>, _instanceId: string, _event: EngineEvent): Promise<void> {}
+
   /**
-   * A send's `MessageStatus` `sent` event marks its job sent in the same transaction, so the job's outcome and its
-   * event commit together (one write fewer per send).
+   * A recorded own `message` whose send job is being relayed marks the job `sent` and yields its `MessageStatus`
+   * `sent` event, in the same transaction: the message row, the job's outcome and the event commit together.
    */
-  async apply(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<void> {
-    if (event.type === 'messageStatus' && event.status === 'sent') {
-      await markSendJobSent(trx, instanceId, event.id, event.at);
-    }
+  async derive(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<EngineEvent[]> {
+    if (event.type !== 'message' || !event.message.source.isFromMe) return [];
+    const at = this.#deps.clock();
+    if (!(await markSendJobSent(trx, instanceId, event.message.id, at))) return [];
+    return [{ type: 'messageStatus', id: event.message.id, status: 'sent', at }];
   }
 
   /** A committed login (connected and logged in) wakes the instance's queue. */
@@ -354,6 +359,7 @@ export class SendQueue implements EventProjection {
         return;
       }
     }
+    if (opensChat) await markSendJobNewChat(db, job.instanceId, job.id);
     let sent: SentMessage;
     try {
       sent = await session.send(decodeSendPayload(job.payload, job.id));
@@ -364,11 +370,9 @@ export class SendQueue implements EventProjection {
     const at = clock();
     const interval = pacing.minIntervalMs + Math.round(this.#random() * pacing.jitterMs);
     runner.nextAllowedAt = interval > 0 ? at + interval : 0;
-    // A relay that opened a chat is stored with its flag (the new-chats pace counts it); any other is marked
-    // sent by this queue's projection, in the transaction of its MessageStatus event.
-    if (opensChat)
-      await finishSendJob(db, job.instanceId, job.id, nodeId, { status: 'sent', at, newChat: true });
-    await this.report(job.instanceId, { kind: 'message', id: job.id, status: 'sent', at });
+    // The job was marked sent, with its MessageStatus event, in the transaction that recorded the message
+    // (derive); a relay whose engine recorded no message of its own is finished here.
+    await finishSendJob(db, job.instanceId, job.id, nodeId, { status: 'sent', at, newChat: opensChat });
     this.#settle(job, sent);
   }
 

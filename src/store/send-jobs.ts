@@ -375,20 +375,36 @@ export async function chatHasHistory(
 }
 
 /**
- * Marks job `id` `sent` at `at` (epoch ms) when it is being relayed: the send queue's projection applies it in the
- * transaction that records the job's `MessageStatus` event, so the outcome and its event commit together.
+ * Marks job `id` `sent` at `at` (epoch ms) when it is being relayed; true when it was (false: no such job in
+ * `sending`, e.g. a message the account sent from elsewhere). The send queue's projection calls it in the
+ * transaction that records the job's `message` event, so the outcome and its `MessageStatus` event commit with it.
  */
 export async function markSendJobSent(
   db: Kysely<Database>,
   instanceId: string,
   id: string,
   at: number,
-): Promise<void> {
-  await db
+): Promise<boolean> {
+  const result = await db
     .updateTable('send_jobs')
     .set({ status: 'sent', sent_at: at, locked_by: null, locked_at: null, updated_at: at })
     .where('instance_id', '=', instanceId)
     .where('id', '=', id)
     .where('status', '=', 'sending')
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) > 0;
+}
+
+/** Flags job `id` as opening a chat (counted by the new-chats-per-day pace once sent). */
+export async function markSendJobNewChat(
+  db: Kysely<Database>,
+  instanceId: string,
+  id: string,
+): Promise<void> {
+  await db
+    .updateTable('send_jobs')
+    .set({ new_chat: 1 })
+    .where('instance_id', '=', instanceId)
+    .where('id', '=', id)
     .execute();
 }
