@@ -163,7 +163,8 @@ export class MessagingService {
     if (session && state?.connected) await this.#requireRegistered(instance, session, input.phone);
     const job = await this.#job(instance, session, input, await content(), 'async', sendAt);
     await insertSendJob(this.#store.db, job);
-    this.#queue.wake(instance.id);
+    if (sendAt === null) this.#queue.submitted(instance.id);
+    else this.#queue.wake(instance.id);
     return { id: job.id, status: 'pending', sendAt };
   }
 

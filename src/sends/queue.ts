@@ -64,8 +64,10 @@ interface Runner {
   again: boolean;
   /** Every `sending` job was handed back once since this process took the instance. */
   reclaimed: boolean;
-  /** A drain ended with nothing due and nothing was submitted since: a sync send may relay at once. */
+  /** A drain ended with nothing due since this process took the instance: {@link Runner.queued} is known. */
   idle: boolean;
+  /** Jobs submitted for the queue (due now) and not yet claimed, as this process knows them. */
+  queued: number;
   timer: NodeJS.Timeout | undefined;
   timerAt: number;
   /** Earliest time the pace allows the next relay (epoch ms). */
@@ -165,17 +167,18 @@ export class SendQueue implements EventProjection {
   }
 
   /**
-   * True when a synchronous send of the instance may relay at once, without waiting behind other jobs: its queue
-   * drained with nothing due, no pace is set and no pause holds.
+   * True when a synchronous send of the instance may relay at once, without waiting behind other jobs: the queue
+   * drained once since this process took the instance and no job submitted since is waiting to be claimed, and no
+   * pace is set (a pause does not hold synchronous sends).
    */
   async canRelayNow(instanceId: string): Promise<boolean> {
     const runner = this.#runners.get(instanceId);
-    if (!runner || runner.draining) return false;
+    if (!runner) return false;
     const { pacing } = await this.pacing(instanceId);
     const paced = pacing.minIntervalMs !== 0 || pacing.jitterMs !== 0 || pacing.newChatsPerDay !== null;
     // While a restriction pauses the queue, queued sends wait; a synchronous one is relayed and gets the
     // platform's own answer (docs/decisions/0013-pacing.md).
-    return !paced && (runner.idle || (await this.pause(instanceId)) !== null);
+    return !paced && ((runner.idle && runner.queued === 0) || (await this.pause(instanceId)) !== null);
   }
 
   /** The instance's pause in force at `now`, or null. */
@@ -197,15 +200,20 @@ export class SendQueue implements EventProjection {
   /** Resolves with the result of job `job` (a sync job submitted for the queue), or rejects with its error. */
   waitFor(job: Pick<SendJob, 'instanceId' | 'id'>): Promise<SentMessage> {
     const done = this.#await(job);
-    this.wake(job.instanceId);
+    this.submitted(job.instanceId);
     return done;
+  }
+
+  /** A job due now was stored for the queue of `instanceId` (synchronous sends wait behind it): wakes the queue. */
+  submitted(instanceId: string): void {
+    this.#runner(instanceId).queued += 1;
+    this.wake(instanceId);
   }
 
   /** Tells the queue of `instanceId` that it may have work (a new job, a login, a pace change). */
   wake(instanceId: string): void {
     if (this.#stopped) return;
     const runner = this.#runner(instanceId);
-    runner.idle = false;
     if (runner.draining) {
       runner.again = true;
       return;
@@ -242,6 +250,7 @@ export class SendQueue implements EventProjection {
         again: false,
         reclaimed: false,
         idle: false,
+        queued: 0,
         timer: undefined,
         timerAt: 0,
         nextAllowedAt: 0,
@@ -305,9 +314,13 @@ export class SendQueue implements EventProjection {
       if (!job) {
         const next = await nextPendingRunAt(db, instanceId);
         if (next !== undefined) this.#schedule(instanceId, runner, Math.max(0, next - now));
-        runner.idle = !runner.again;
+        if (!runner.again) {
+          runner.idle = true;
+          runner.queued = 0;
+        }
         return;
       }
+      runner.queued = Math.max(0, runner.queued - 1);
       await this.#relay(session, job, pacing);
     }
   }
