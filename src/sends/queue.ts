@@ -95,6 +95,8 @@ export class SendQueue implements EventProjection {
   #sweep: NodeJS.Timeout | undefined;
   #stopped = false;
   readonly #inFlight = new Set<Promise<void>>();
+  /** Jobs (`instanceId/id`) that {@link derive} marked sent, so the relay does not finish them again. */
+  readonly #markedSent = new Set<string>();
 
   /** This node's id, the `locked_by` of the jobs it holds. */
   readonly nodeId: string;
@@ -116,6 +118,7 @@ export class SendQueue implements EventProjection {
     if (event.type !== 'message' || !event.message.source.isFromMe) return [];
     const at = this.#deps.clock();
     if (!(await markSendJobSent(trx, instanceId, event.message.id, at))) return [];
+    this.#markedSent.add(`${instanceId}/${event.message.id}`);
     return [{ type: 'messageStatus', id: event.message.id, status: 'sent', at }];
   }
 
@@ -385,7 +388,9 @@ export class SendQueue implements EventProjection {
     runner.nextAllowedAt = interval > 0 ? at + interval : 0;
     // The job was marked sent, with its MessageStatus event, in the transaction that recorded the message
     // (derive); a relay whose engine recorded no message of its own is finished here.
-    await finishSendJob(db, job.instanceId, job.id, nodeId, { status: 'sent', at, newChat: opensChat });
+    if (!this.#markedSent.delete(`${job.instanceId}/${job.id}`)) {
+      await finishSendJob(db, job.instanceId, job.id, nodeId, { status: 'sent', at, newChat: opensChat });
+    }
     this.#settle(job, sent);
   }
 
