@@ -19,9 +19,21 @@ function find(dir) {
   return out;
 }
 
-const filters = process.argv.slice(2);
+// `--quick` (npm run test:quick): the inner loop. It leaves out what starts real processes, browsers, the platform
+// simulator with live sessions, several nodes, the executable docs and the package build; `npm test` runs all.
+const quick = process.argv.includes('--quick');
+const QUICK_SKIPS = [
+  'test/live/',
+  'test/nodes/',
+  'test/docs/',
+  'test/build/',
+  'test/dashboard/browser',
+  'test/webhooks/crash',
+];
+const filters = process.argv.slice(2).filter((arg) => arg !== '--quick');
 const files = find(join(root, 'test'))
   .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
+  .filter((f) => !quick || !QUICK_SKIPS.some((skip) => f.startsWith(skip)))
   .sort();
 if (files.length === 0) {
   console.error('no test files match');
