@@ -1,5 +1,5 @@
-import type { Kysely } from 'kysely';
-import type { Database } from './schema.ts';
+import type { Kysely, Updateable } from 'kysely';
+import type { Database, IdempotencyKeysTable } from './schema.ts';
 
 /**
  * Queries of the `idempotency_keys` table (migration 0014, docs/decisions/0010-idempotency.md). A claim is one
@@ -131,16 +131,11 @@ export async function keepIdempotentAnswer(
   token: string,
   answer: KeptAnswer,
 ): Promise<boolean> {
-  const updated = await db
-    .updateTable('idempotency_keys')
-    .set({ status: answer.status, content_type: answer.contentType ?? null, body: answer.body })
-    .where('org_id', '=', id.orgId)
-    .where('env', '=', id.env)
-    .where('key', '=', id.key)
-    .where('token', '=', token)
-    .where('status', 'is', null)
-    .executeTakeFirst();
-  return Number(updated.numUpdatedRows) > 0;
+  return updateOwnClaim(db, id, token, {
+    status: answer.status,
+    content_type: answer.contentType ?? null,
+    body: answer.body,
+  });
 }
 
 /** Pushes the lock of the unfinished claim `token` to `lockedUntil` (epoch ms). @returns false when not ours. */
@@ -150,9 +145,19 @@ export async function renewIdempotencyClaim(
   token: string,
   lockedUntil: number,
 ): Promise<boolean> {
+  return updateOwnClaim(db, id, token, { locked_until: lockedUntil });
+}
+
+/** Applies `set` to the unfinished claim `token` of key `id`; false when the claim is not (or no longer) this one. */
+async function updateOwnClaim(
+  db: Kysely<Database>,
+  id: IdempotencyKeyId,
+  token: string,
+  set: Updateable<IdempotencyKeysTable>,
+): Promise<boolean> {
   const updated = await db
     .updateTable('idempotency_keys')
-    .set({ locked_until: lockedUntil })
+    .set(set)
     .where('org_id', '=', id.orgId)
     .where('env', '=', id.env)
     .where('key', '=', id.key)
