@@ -16,7 +16,7 @@ import type { Simulator } from '../../sim/simulator.ts';
 import type { DatabaseConfig } from '../../src/config/config.ts';
 import { STORE_UNAVAILABLE } from '../../src/domain/errors.ts';
 import { migrateToLatest, openStore } from '../../src/store/database.ts';
-import { type Receiver, startReceiver } from '../support/https-receiver.ts';
+import { type Receiver, startReceiver, webhookIdsByMessage } from '../support/https-receiver.ts';
 import type { TestStore } from '../support/store.ts';
 import { control, type LiveApp, liveApp, pairLive, startTestSimulator, until } from './support.ts';
 
@@ -142,22 +142,7 @@ describe('a failing SQLite store under live inbound traffic (sqlite, injected fa
       const stored = await storedIds();
       return ids.every((id) => stored.has(id)) ? true : undefined;
     });
-    const delivered = () => {
-      const byMessage = new Map<string, Set<string>>();
-      for (const request of receiver?.requests ?? []) {
-        if (request.reply.state !== 'completed' || request.reply.status !== 200) continue;
-        const body = JSON.parse(request.body.toString()) as {
-          type: string;
-          event?: { info?: { id?: string } };
-        };
-        const id = body.type === 'Message' ? body.event?.info?.id : undefined;
-        if (id === undefined) continue;
-        const set = byMessage.get(id) ?? new Set<string>();
-        set.add(String(request.headers['webhook-id']));
-        byMessage.set(id, set);
-      }
-      return byMessage;
-    };
+    const delivered = () => webhookIdsByMessage(receiver?.requests ?? []);
     await until('every written message delivered', () =>
       ids.every((id) => delivered().has(id)) ? true : undefined,
     );

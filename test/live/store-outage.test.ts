@@ -13,7 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Simulator } from '../../sim/simulator.ts';
 import { STORE_UNAVAILABLE } from '../../src/domain/errors.ts';
 import { call } from '../nodes/support.ts';
-import { type Receiver, startReceiver } from '../support/https-receiver.ts';
+import { type Receiver, startReceiver, webhookIdsByMessage } from '../support/https-receiver.ts';
 import { createOutageDatabase, type OutageDatabase } from '../support/outage-database.ts';
 import { testDialects } from '../support/store.ts';
 import { type Child, childEnv, configure, newSecretKey, seed, startChild } from '../webhooks/child.ts';
@@ -169,22 +169,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
           `${(error as Error).message}; missing ${JSON.stringify(ids.filter((id) => !stored.has(id)))}; ${currentNode.stderr()}`,
         );
       });
-      const webhookIds = () => {
-        const byMessage = new Map<string, Set<string>>();
-        for (const request of receiver?.requests ?? []) {
-          if (request.reply.state !== 'completed' || request.reply.status !== 200) continue;
-          const body = JSON.parse(request.body.toString()) as {
-            type: string;
-            event?: { info?: { id?: string } };
-          };
-          const id = body.type === 'Message' ? body.event?.info?.id : undefined;
-          if (id === undefined) continue;
-          const set = byMessage.get(id) ?? new Set<string>();
-          set.add(String(request.headers['webhook-id']));
-          byMessage.set(id, set);
-        }
-        return byMessage;
-      };
+      const webhookIds = () => webhookIdsByMessage(receiver?.requests ?? []);
       await until(
         'every written message delivered',
         () => {

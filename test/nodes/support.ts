@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { InboxEntry } from '../../sim/model/inbox.ts';
 import type { Simulator } from '../../sim/simulator.ts';
 import { control, simCaFile, startTestSimulator } from '../live/support.ts';
-import { type Receiver, startReceiver } from '../support/https-receiver.ts';
+import { type Receiver, startReceiver, webhookIdsByMessage } from '../support/https-receiver.ts';
 import { createTestStore, type TestStore } from '../support/store.ts';
 import {
   type Child,
@@ -549,22 +549,7 @@ export async function assertLiveDelivered(
   ).catch((error: unknown) => {
     throw new Error(`${(error as Error).message}: ${JSON.stringify(missing())}`);
   });
-  const webhookIds = () => {
-    const ids = new Map<string, Set<string>>();
-    for (const request of cluster.receiver.requests) {
-      if (request.reply.state !== 'completed' || request.reply.status !== 200) continue;
-      const body = JSON.parse(request.body.toString()) as {
-        type: string;
-        event?: { info?: { id?: string } };
-      };
-      const id = body.type === 'Message' ? body.event?.info?.id : undefined;
-      if (id === undefined) continue;
-      const set = ids.get(id) ?? new Set<string>();
-      set.add(String(request.headers['webhook-id']));
-      ids.set(id, set);
-    }
-    return ids;
-  };
+  const webhookIds = () => webhookIdsByMessage(cluster.receiver.requests);
   // Acknowledged by the killed node shortly before it died (its delivery receipt reached the simulator).
   const ackedBeforeKill = (o: Outcome) => {
     if (!killed?.instanceIds.includes(o.instanceId)) return false;

@@ -321,3 +321,21 @@ export function startMediaServer(options: MediaServerOptions): Promise<Receiver>
     },
   });
 }
+
+/**
+ * The `webhook-id`s under which each `Message` event was delivered (answered 200), by message id: a message
+ * delivered once under one event id maps to a set of one.
+ */
+export function webhookIdsByMessage(requests: readonly ReceivedRequest[]): Map<string, Set<string>> {
+  const byMessage = new Map<string, Set<string>>();
+  for (const request of requests) {
+    if (request.reply.state !== 'completed' || request.reply.status !== 200) continue;
+    const body = JSON.parse(request.body.toString()) as { type: string; event?: { info?: { id?: string } } };
+    const id = body.type === 'Message' ? body.event?.info?.id : undefined;
+    if (id === undefined) continue;
+    const set = byMessage.get(id) ?? new Set<string>();
+    set.add(String(request.headers['webhook-id']));
+    byMessage.set(id, set);
+  }
+  return byMessage;
+}
