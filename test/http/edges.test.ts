@@ -11,37 +11,8 @@ import { REDACTED, REDACTING_LOGGER_OPTIONS, redactUrl } from '../../src/http/lo
 import { createServices, type Services } from '../../src/services.ts';
 import { until } from '../baileys/support.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
+import { type RawAnswer, rawRequest } from '../support/raw-http.ts';
 import { createTestStore, type TestStore } from '../support/store.ts';
-
-/** One raw HTTP exchange: what the server wrote before closing. */
-interface RawAnswer {
-  status: number;
-  headers: Record<string, string>;
-  body: string;
-}
-
-/** Writes `request` as raw bytes to `port` and reads the answer until the server closes the connection. */
-function rawRequest(port: number, request: string): Promise<RawAnswer> {
-  return new Promise((resolve, reject) => {
-    const socket = connect({ port, host: '127.0.0.1' });
-    const chunks: Buffer[] = [];
-    socket.on('data', (chunk) => chunks.push(chunk));
-    socket.on('error', reject);
-    socket.on('close', () => {
-      const text = Buffer.concat(chunks).toString('latin1');
-      const split = text.indexOf('\r\n\r\n');
-      if (split === -1) return reject(new Error(`no HTTP answer: ${JSON.stringify(text)}`));
-      const [statusLine = '', ...lines] = text.slice(0, split).split('\r\n');
-      const headers: Record<string, string> = {};
-      for (const line of lines) {
-        const colon = line.indexOf(':');
-        headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
-      }
-      resolve({ status: Number(statusLine.split(' ')[1]), headers, body: text.slice(split + 4) });
-    });
-    socket.write(request);
-  });
-}
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
