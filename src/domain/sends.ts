@@ -32,9 +32,6 @@ export interface SendPause {
   until: number;
 }
 
-/** Pacing off: no interval, no jitter, no cap on new chats. */
-export const PACING_OFF: PacingSettings = { minIntervalMs: 0, jitterMs: 0, newChatsPerDay: null };
-
 /**
  * The stored/normalised content of an outgoing message: no media bytes, sizes in bytes
  * (docs/decisions/0017-messages-and-media.md).

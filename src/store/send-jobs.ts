@@ -163,24 +163,6 @@ export async function nextPendingRunAt(
   return row?.next === null || row?.next === undefined ? undefined : Number(row.next);
 }
 
-/** True when the instance has a pending job due at `now` or a job being sent, so a new sync send would wait. */
-export async function hasQueuedSendJobs(
-  db: Kysely<Database>,
-  instanceId: string,
-  now: number,
-): Promise<boolean> {
-  const row = await db
-    .selectFrom('send_jobs')
-    .select('id')
-    .where('instance_id', '=', instanceId)
-    .where((eb) =>
-      eb.or([eb.and([eb('status', '=', 'pending'), eb('run_at', '<=', now)]), eb('status', '=', 'sending')]),
-    )
-    .limit(1)
-    .executeTakeFirst();
-  return row !== undefined;
-}
-
 /**
  * Hands every `sending` job of the instance back to `pending`: their relay was never confirmed (the node that
  * held them died or lost the instance). Called by the instance's new holder before it claims; the next relay
