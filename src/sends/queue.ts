@@ -404,6 +404,9 @@ export class SendQueue implements EventProjection {
     const code = error instanceof DomainError ? error.code : undefined;
     if (code === 'rate_limited' && error instanceof DomainError) {
       const until = now + (error.retryAfter ? error.retryAfter * 1000 : 60_000);
+      // The job is put back (or failed, for a sync send) before the pause is written and reported: whoever sees
+      // the pause sees the job already pending until its end.
+      await this.#holdBack(job, error, until);
       if (error.restriction === 'reach-out-timelock') {
         // Only sends that open a chat wait: existing chats still work (docs/decisions/0013-pacing.md).
         this.#newChatLocks.set(job.instanceId, { until, reason: error.message });
@@ -417,7 +420,7 @@ export class SendQueue implements EventProjection {
       } else {
         await this.#pause(job.instanceId, { reason: error.message, until });
       }
-      if (job.mode === 'async') return this.#holdBack(job, error, until);
+      return;
     }
     const transient =
       code === undefined ||

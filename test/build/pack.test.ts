@@ -32,7 +32,9 @@ function npm(args: string[], cwd: string): string {
 /** A command started with `npx` in its own process group, so SIGTERM reaches the node process behind npx. */
 function npx(args: string[], cwd: string, env: Record<string, string>) {
   const child = spawn('npx', ['--no', ...args], { cwd, env, detached: true, stdio: 'pipe' });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  // 'close', not 'exit': npx may exit on the group's SIGTERM before the node process behind it has written its last
+  // line; the pipes close only when every process holding them (npx and parley) is gone.
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
   return { child, exited, output: new Output(child) };
 }
 
