@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Transaction } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
-import { DEFAULT_SUBSCRIPTION } from '../domain/instance.ts';
+import { DEFAULT_SUBSCRIPTION, type Instance } from '../domain/instance.ts';
 import type { EngineEvent } from '../domain/messages.ts';
 import { insertDelivery } from '../store/deliveries.ts';
 import { toInstance } from '../store/instances.ts';
@@ -42,6 +42,8 @@ export class OutboxProjection implements EventProjection {
   readonly #options: OutboxProjectionOptions;
   /** Events whose transaction queued a delivery row; read (and forgotten) after the commit. */
   readonly #queued = new WeakSet<EngineEvent>();
+  /** Instances read in a transaction, by transaction (forgotten with it). */
+  readonly #read = new WeakMap<Transaction<Database>, Map<string, Instance | undefined>>();
 
   constructor(options: OutboxProjectionOptions) {
     this.#options = options;
@@ -54,9 +56,8 @@ export class OutboxProjection implements EventProjection {
       mediaUrl === undefined ? undefined : (messageId) => mediaUrl(instanceId, messageId),
     );
     if (!normalised) return;
-    const row = await trx.selectFrom('instances').selectAll().where('id', '=', instanceId).executeTakeFirst();
-    if (!row) return;
-    const instance = toInstance(row);
+    const instance = await this.#instance(trx, instanceId);
+    if (!instance) return;
     const { sequence, disabledAt, disabledReason } = await nextSequence(trx, instanceId);
     const subscribed = (instance.subscribe ?? DEFAULT_SUBSCRIPTION).includes(normalised.type);
     let skipReason: string | null = null;
@@ -86,6 +87,23 @@ export class OutboxProjection implements EventProjection {
       now: createdAt,
     });
     this.#queued.add(event);
+  }
+
+  /**
+   * The instance's row, read once per transaction: the recorder applies a batch of an instance's events in one
+   * transaction, and only the API changes the webhook URL and subscription an event is routed by.
+   */
+  async #instance(trx: Transaction<Database>, instanceId: string): Promise<Instance | undefined> {
+    let read = this.#read.get(trx);
+    if (!read) {
+      read = new Map();
+      this.#read.set(trx, read);
+    }
+    if (read.has(instanceId)) return read.get(instanceId);
+    const row = await trx.selectFrom('instances').selectAll().where('id', '=', instanceId).executeTakeFirst();
+    const instance = row ? toInstance(row) : undefined;
+    read.set(instanceId, instance);
+    return instance;
   }
 
   afterCommit(instanceId: string, event: EngineEvent): void {

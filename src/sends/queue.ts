@@ -111,15 +111,27 @@ export class SendQueue implements EventProjection {
   async apply(_trx: Transaction<Database>, _instanceId: string, _event: EngineEvent): Promise<void> {}
 
   /**
-   * A recorded own `message` whose send job is being relayed marks the job `sent` and yields its `MessageStatus`
-   * `sent` event, in the same transaction: the message row, the job's outcome and the event commit together.
+   * A recorded own `message` whose send job is being relayed marks the job `sent` in the same transaction, so the
+   * message row and the job's outcome commit together. A queued send also yields its `MessageStatus` `sent` event
+   * there; a synchronous send's answer is its outcome, so it yields none (docs/decisions/0012-session-and-message-status-events.md).
    */
   async derive(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<EngineEvent[]> {
     if (event.type !== 'message' || !event.message.source.isFromMe) return [];
     const at = this.#deps.clock();
-    if (!(await markSendJobSent(trx, instanceId, event.message.id, at))) return [];
+    const mode = await markSendJobSent(trx, instanceId, event.message.id, at);
+    if (mode === null) return [];
     this.#markedSent.add(`${instanceId}/${event.message.id}`);
+    if (this.#answeredByRequest({ instanceId, id: event.message.id })) return [];
     return [{ type: 'messageStatus', id: event.message.id, status: 'sent', at }];
+  }
+
+  /**
+   * True when a request of this process waits for the job's outcome (a synchronous send): its answer carries the
+   * outcome, so no `MessageStatus` event repeats it. A synchronous job relayed after its node died has no waiter,
+   * and its outcome is recorded as an event like a queued one's (docs/decisions/0012-session-and-message-status-events.md).
+   */
+  #answeredByRequest(job: Pick<SendJob, 'instanceId' | 'id'>): boolean {
+    return this.#waiters.has(`${job.instanceId}/${job.id}`);
   }
 
   /** A committed login (connected and logged in) wakes the instance's queue. */
@@ -439,7 +451,7 @@ export class SendQueue implements EventProjection {
       at: now,
       error: message,
     });
-    if (mine)
+    if (mine && !this.#answeredByRequest(job))
       await this.report(job.instanceId, {
         kind: 'message',
         id: job.id,
@@ -459,13 +471,14 @@ export class SendQueue implements EventProjection {
         at: this.#deps.clock(),
         error: message,
       });
-      await this.report(job.instanceId, {
-        kind: 'message',
-        id: job.id,
-        status: 'failed',
-        error: message,
-        at: this.#deps.clock(),
-      });
+      if (!this.#answeredByRequest(job))
+        await this.report(job.instanceId, {
+          kind: 'message',
+          id: job.id,
+          status: 'failed',
+          error: message,
+          at: this.#deps.clock(),
+        });
       this.#settle(job, undefined, error);
       return;
     }

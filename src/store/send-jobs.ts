@@ -357,24 +357,27 @@ export async function chatHasHistory(
 }
 
 /**
- * Marks job `id` `sent` at `at` (epoch ms) when it is being relayed; true when it was (false: no such job in
- * `sending`, e.g. a message the account sent from elsewhere). The send queue's projection calls it in the
- * transaction that records the job's `message` event, so the outcome and its `MessageStatus` event commit with it.
+ * Marks job `id` `sent` at `at` (epoch ms) when it is being relayed. → the job's mode (`sync` or `async`) when it was
+ * marked; null when there is no such job in `sending` (e.g. a message the account sent from elsewhere). The send
+ * queue's projection calls it in the transaction that records the job's `message` event, so the outcome (and, for
+ * a queued send, its `MessageStatus` event) commits with it.
  */
 export async function markSendJobSent(
   db: Kysely<Database>,
   instanceId: string,
   id: string,
   at: number,
-): Promise<boolean> {
-  const result = await db
+): Promise<SendMode | null> {
+  const row = await db
     .updateTable('send_jobs')
     .set({ status: 'sent', sent_at: at, locked_by: null, locked_at: null, updated_at: at })
     .where('instance_id', '=', instanceId)
     .where('id', '=', id)
     .where('status', '=', 'sending')
+    .returning('mode')
     .executeTakeFirst();
-  return Number(result.numUpdatedRows) > 0;
+  if (row === undefined) return null;
+  return row.mode === 'async' ? 'async' : 'sync';
 }
 
 /** Flags job `id` as opening a chat (counted by the new-chats-per-day pace once sent). */

@@ -56,6 +56,32 @@ for (const dialect of testDialects()) {
       assert.equal(got.body.data.message.conversation, 'queued');
     });
 
+    it('records a MessageStatus event for a queued send and none for a synchronous one (its answer is the outcome)', async () => {
+      const statusEvents = async (id: string) =>
+        (
+          await t.services.store.db
+            .selectFrom('webhook_events')
+            .select(['type', 'payload'])
+            .where('instance_id', '=', t.instance.id)
+            .where('type', '=', 'MessageStatus')
+            .execute()
+        ).filter((row) => JSON.parse(row.payload).event.id === id);
+      const sync = await t.call('POST', '/v1/messages/send', { phone: PEER, body: 'answered' });
+      assert.equal(sync.status, 200);
+      assert.deepEqual(await statusEvents(sync.body.data.id), []);
+      const queued = await t.call('POST', '/v1/messages/send', { phone: PEER, body: 'told' }, ASYNC);
+      assert.equal(queued.status, 202);
+      const id = queued.body.data.id;
+      const rows = await eventually('the queued send’s MessageStatus', async () => {
+        const found = await statusEvents(id);
+        return found.length > 0 ? found : undefined;
+      });
+      assert.deepEqual(
+        rows.map((row) => JSON.parse(row.payload).event),
+        [{ id, status: 'sent', at: new Date(T0).toISOString() }],
+      );
+    });
+
     it('sendAt schedules: pending until due, shown by GET with its sendAt, relayed once the time comes', async () => {
       const sendAt = new Date(T0 + 3_600_000).toISOString();
       const res = await t.call('POST', '/v1/messages/send', { phone: PEER, body: 'later', sendAt });
