@@ -3,7 +3,7 @@
 // Store suites run on SQLite always and on PostgreSQL when TEST_DATABASE_URL is set; rate-limit suites run
 // in-process always and on Redis when TEST_REDIS_URL is set; video conversion runs when ffmpeg is found (packaged
 // binary or PATH). What is not run is said, never hidden, and never fails the run.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 
@@ -121,40 +121,45 @@ if (missingTools.length > 0 && files.some((f) => f.startsWith('test/docs/'))) {
 for (const line of notRun) console.log(`not run: ${line}`);
 
 /**
- * Runs `batch` with Node's test runner. `timeoutMs` bounds each test file and each test: 2 minutes catches a hang;
- * the executable docs (test/docs, a server and tens of CLI processes per page) get 10 and run after the rest, alone;
- * the package test (test/build: npm pack, then an install of the tarball that compiles better-sqlite3) gets 20, last.
+ * Runs `batch` with Node's test runner; resolves with its exit status. `timeoutMs` bounds each test file and each
+ * test: 2 minutes catches a hang; the executable docs (test/docs, a server and tens of CLI processes per page) get
+ * 10; the package test (test/build: npm pack, then an install of the tarball that compiles better-sqlite3) gets 20.
+ * `concurrency` is how many files run at once.
  */
-function run(batch, timeoutMs) {
-  if (batch.length === 0) return 0;
-  const result = spawnSync(
-    process.execPath,
-    [
-      '--import',
-      'tsx',
-      '--test',
-      '--test-reporter=spec',
-      '--test-concurrency=2',
-      // Baileys leaves timers running after a socket ends (a 30 s pre-key upload race): a file whose tests are done
-      // exits instead of waiting them out.
-      '--test-force-exit',
-      `--test-timeout=${timeoutMs}`,
-      ...batch,
-    ],
-    { cwd: root, stdio: 'inherit', env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent' } },
-  );
-  return result.status ?? 1;
+function run(batch, timeoutMs, concurrency = 2) {
+  if (batch.length === 0) return Promise.resolve(0);
+  return new Promise((resolve) => {
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        '--test',
+        '--test-reporter=spec',
+        `--test-concurrency=${concurrency}`,
+        // Baileys leaves timers running after a socket ends (a 30 s pre-key upload race): a file whose tests are
+        // done exits instead of waiting them out.
+        '--test-force-exit',
+        `--test-timeout=${timeoutMs}`,
+        ...batch,
+      ],
+      { cwd: root, stdio: 'inherit', env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent' } },
+    );
+    child.once('exit', (code) => resolve(code ?? 1));
+    child.once('error', () => resolve(1));
+  });
 }
 
 const isDocs = (f) => f.startsWith('test/docs/');
 const isPack = (f) => f.startsWith('test/build/');
+// The rest first, two files at a time; then the executable docs and the package test side by side: both mostly
+// wait on the processes they start (servers, CLIs, npm), so together they take about as long as the longer one.
 const statuses = [
-  run(
+  await run(
     files.filter((f) => !isDocs(f) && !isPack(f)),
     120_000,
   ),
-  run(files.filter(isDocs), 600_000),
-  run(files.filter(isPack), 1_200_000),
+  ...(await Promise.all([run(files.filter(isDocs), 600_000, 1), run(files.filter(isPack), 1_200_000, 1)])),
 ];
 for (const line of notRun) console.log(`not run: ${line}`);
 await dropTestSchemas();

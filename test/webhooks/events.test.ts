@@ -56,14 +56,14 @@ for (const dialect of testDialects()) {
       assert.deepEqual(
         events.map((e) => [e.sequence, e.type]),
         // 1 and 2 are the session's SessionStatus events (qr, connected), not subscribed by default.
-        // 5 is the send's MessageStatus event, not subscribed by default either.
+        // A synchronous send records no MessageStatus (its answer is the outcome): the sequence has no gap.
         [
           [3, 'HistorySync'],
           [4, 'Message'],
-          [6, 'Message'],
-          [7, 'ReadReceipt'],
+          [5, 'Message'],
+          [6, 'ReadReceipt'],
+          [7, 'ChatPresence'],
           [8, 'ChatPresence'],
-          [9, 'ChatPresence'],
         ],
       );
       const [history, own, incoming, receipt, recording, paused] = events;
@@ -100,7 +100,7 @@ for (const dialect of testDialects()) {
           message: { conversation: 'hi back' },
         },
         ...base,
-        sequence: 6,
+        sequence: 5,
       });
       assert.deepEqual(receipt, {
         type: 'ReadReceipt',
@@ -111,27 +111,27 @@ for (const dialect of testDialects()) {
           timestamp: new Date(t.clock()).toISOString(),
         },
         ...base,
-        sequence: 7,
+        sequence: 6,
       });
       const presenceSource = { chat: peerJid, sender: peerJid, isFromMe: false, isGroup: false };
       assert.deepEqual(recording, {
         type: 'ChatPresence',
         event: { messageSource: presenceSource, state: 'composing', media: 'audio' },
         ...base,
-        sequence: 8,
+        sequence: 7,
       });
       assert.deepEqual(paused, {
         type: 'ChatPresence',
         event: { messageSource: presenceSource, state: 'paused', media: '' },
         ...base,
-        sequence: 9,
+        sequence: 8,
       });
       // Every event has its own id, reused by the log.
       const ids = got.map((r) => r.headers['webhook-id']);
       assert.equal(new Set(ids).size, 6);
       const log = await waitForLog(
         t,
-        (e) => e.length === 9 && e.filter((x) => x.status === 'delivered').length === 6,
+        (e) => e.length === 8 && e.filter((x) => x.status === 'delivered').length === 6,
       );
       assert.deepEqual(
         log.filter((e) => e.status === 'delivered').map((e) => e.id),
@@ -140,7 +140,6 @@ for (const dialect of testDialects()) {
       assert.deepEqual(
         log.filter((e) => e.status !== 'delivered').map((e) => [e.sequence, e.type, e.status, e.reason]),
         [
-          [5, 'MessageStatus', 'unsent', 'event type MessageStatus is not subscribed'],
           [2, 'SessionStatus', 'unsent', 'event type SessionStatus is not subscribed'],
           [1, 'SessionStatus', 'unsent', 'no webhook URL configured'],
         ],
@@ -157,13 +156,12 @@ for (const dialect of testDialects()) {
       await ok(t, '/v1/sandbox/receipt', { id: sent.id, state: 'delivered' });
       const log = await waitForLog(
         t,
-        (e) => e.length === 7 && e.filter((x) => x.status === 'delivered').length === 2,
+        (e) => e.length === 6 && e.filter((x) => x.status === 'delivered').length === 2,
       );
       assert.deepEqual(
         log.map((e) => [e.sequence, e.type, e.status, e.reason]),
         [
-          [7, 'ReadReceipt', 'delivered', null],
-          [6, 'MessageStatus', 'unsent', 'event type MessageStatus is not subscribed'],
+          [6, 'ReadReceipt', 'delivered', null],
           [5, 'Message', 'delivered', null],
           [4, 'ChatPresence', 'unsent', 'event type ChatPresence is not subscribed'],
           [3, 'HistorySync', 'unsent', 'event type HistorySync is not subscribed'],
@@ -175,7 +173,7 @@ for (const dialect of testDialects()) {
         bodies(receiver.requests).map((e) => [e.sequence, e.type, e.state]),
         [
           [5, 'Message', undefined],
-          [7, 'ReadReceipt', 'Delivered'],
+          [6, 'ReadReceipt', 'Delivered'],
         ],
       );
       // A later connect without subscribe keeps the stored list (docs/decisions/0016-session-lifecycle.md).
