@@ -4,7 +4,7 @@ import type { Clock } from '../domain/clock.ts';
 import { DEFAULT_SUBSCRIPTION, type Instance } from '../domain/instance.ts';
 import type { EngineEvent } from '../domain/messages.ts';
 import { insertDelivery } from '../store/deliveries.ts';
-import { toInstance } from '../store/instances.ts';
+import { getInstance } from '../store/instances.ts';
 import type { Database } from '../store/schema.ts';
 import { insertWebhookEvent, nextSequence } from '../store/webhook-events.ts';
 import { normaliseEvent, webhookBody } from './normalise.ts';
@@ -100,8 +100,7 @@ export class OutboxProjection implements EventProjection {
       this.#read.set(trx, read);
     }
     if (read.has(instanceId)) return read.get(instanceId);
-    const row = await trx.selectFrom('instances').selectAll().where('id', '=', instanceId).executeTakeFirst();
-    const instance = row ? toInstance(row) : undefined;
+    const instance = await getInstance(trx, instanceId);
     read.set(instanceId, instance);
     return instance;
   }

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Kysely, Updateable } from 'kysely';
 import type { Environment } from '../domain/environment.ts';
 import { EVENT_TYPES, type EventType, type Instance } from '../domain/instance.ts';
+import { compiledStatement } from './compiled.ts';
 import { nowIso } from './database.ts';
 import type { Database, InstancesTable } from './schema.ts';
 
@@ -55,9 +56,13 @@ export async function createInstance(
 
 /** Loads one instance by id. */
 export async function getInstance(db: Kysely<Database>, id: string): Promise<Instance | undefined> {
-  const row = await db.selectFrom('instances').selectAll().where('id', '=', id).executeTakeFirst();
+  const row = (await GET_INSTANCE.run(db, { id })).rows[0];
   return row ? toInstance(row) : undefined;
 }
+
+const GET_INSTANCE = compiledStatement<{ id: string }, InstancesTable>((db, arg) =>
+  db.selectFrom('instances').selectAll().where('id', '=', arg('id')),
+);
 
 /** The instances of an organization, optionally of one environment, oldest first. */
 export async function listInstances(
@@ -65,11 +70,22 @@ export async function listInstances(
   orgId: string,
   env?: Environment,
 ): Promise<Instance[]> {
-  let query = db.selectFrom('instances').selectAll().where('org_id', '=', orgId);
-  if (env) query = query.where('env', '=', env);
-  const rows = await query.orderBy('created_at').orderBy('id').execute();
+  const { rows } = env
+    ? await LIST_INSTANCES_OF_ENV.run(db, { orgId, env })
+    : await LIST_INSTANCES.run(db, { orgId });
   return rows.map(toInstance);
 }
+
+function listStatement(ofEnv: boolean) {
+  return compiledStatement<{ orgId: string; env?: Environment }, InstancesTable>((db, arg) => {
+    let query = db.selectFrom('instances').selectAll().where('org_id', '=', arg('orgId'));
+    if (ofEnv) query = query.where('env', '=', arg('env') ?? 'test');
+    return query.orderBy('created_at').orderBy('id');
+  });
+}
+
+const LIST_INSTANCES = listStatement(false);
+const LIST_INSTANCES_OF_ENV = listStatement(true);
 
 /**
  * Instances the user left connected and that hold a login: reconnected at boot

@@ -1,6 +1,7 @@
 import type { Selectable } from 'kysely';
 import { type Kysely, sql } from 'kysely';
 import type { PacingSettings, SendJobStatus, SendMode, SendPause } from '../domain/sends.ts';
+import { compiledStatement } from './compiled.ts';
 import type { Database, SendJobsTable } from './schema.ts';
 
 /**
@@ -71,30 +72,64 @@ export interface NewSendJob {
 
 /** Stores a new job (`pending`, or `sending` held by `claimedBy`). @throws on a duplicate id (a bug). */
 export async function insertSendJob(db: Kysely<Database>, job: NewSendJob): Promise<void> {
-  await db
-    .insertInto('send_jobs')
-    .values({
-      instance_id: job.instanceId,
-      id: job.id,
-      seq: job.seq,
-      chat: job.chat,
-      kind: job.kind,
-      payload: job.payload,
-      mode: job.mode,
-      status: job.claimedBy === undefined ? 'pending' : 'sending',
-      run_at: job.runAt,
-      send_at: job.sendAt,
-      attempts: job.claimedBy === undefined ? 0 : 1,
-      max_attempts: job.maxAttempts,
-      last_error: null,
-      locked_by: job.claimedBy ?? null,
-      locked_at: job.claimedBy === undefined ? null : job.now,
-      created_at: job.now,
-      updated_at: job.now,
-      sent_at: null,
-    })
-    .execute();
+  const claimed = job.claimedBy !== undefined;
+  await INSERT_SEND_JOB.run(db, {
+    instanceId: job.instanceId,
+    id: job.id,
+    seq: job.seq,
+    chat: job.chat,
+    kind: job.kind,
+    payload: job.payload,
+    mode: job.mode,
+    status: claimed ? 'sending' : 'pending',
+    runAt: job.runAt,
+    sendAt: job.sendAt,
+    attempts: claimed ? 1 : 0,
+    maxAttempts: job.maxAttempts,
+    lockedBy: job.claimedBy ?? null,
+    lockedAt: claimed ? job.now : null,
+    now: job.now,
+  });
 }
+
+const INSERT_SEND_JOB = compiledStatement<{
+  instanceId: string;
+  id: string;
+  seq: number;
+  chat: string;
+  kind: string;
+  payload: string;
+  mode: SendMode;
+  status: 'pending' | 'sending';
+  runAt: number;
+  sendAt: number | null;
+  attempts: number;
+  maxAttempts: number;
+  lockedBy: string | null;
+  lockedAt: number | null;
+  now: number;
+}>((db, arg) =>
+  db.insertInto('send_jobs').values({
+    instance_id: arg('instanceId'),
+    id: arg('id'),
+    seq: arg('seq'),
+    chat: arg('chat'),
+    kind: arg('kind'),
+    payload: arg('payload'),
+    mode: arg('mode'),
+    status: arg('status'),
+    run_at: arg('runAt'),
+    send_at: arg('sendAt'),
+    attempts: arg('attempts'),
+    max_attempts: arg('maxAttempts'),
+    last_error: null,
+    locked_by: arg('lockedBy'),
+    locked_at: arg('lockedAt'),
+    created_at: arg('now'),
+    updated_at: arg('now'),
+    sent_at: null,
+  }),
+);
 
 /** Job `id` of an instance, or undefined. */
 export async function findSendJob(
@@ -123,31 +158,46 @@ export async function claimNextSendJob(
   now: number,
   only?: { mode: SendMode },
 ): Promise<SendJob | undefined> {
-  let next = db
-    .selectFrom('send_jobs')
-    .select('id')
-    .where('instance_id', '=', instanceId)
-    .where('status', '=', 'pending')
-    .where('run_at', '<=', now);
-  if (only) next = next.where('mode', '=', only.mode);
-  // One statement: the oldest due job is picked and claimed together (the instance's holder is its only claimer;
-  // the status check keeps a concurrent cancel from being overwritten).
-  const claimed = await db
-    .updateTable('send_jobs')
-    .set({
-      status: 'sending',
-      attempts: sql<number>`attempts + 1`,
-      locked_by: nodeId,
-      locked_at: now,
-      updated_at: now,
-    })
-    .where('instance_id', '=', instanceId)
-    .where('status', '=', 'pending')
-    .where('id', '=', next.orderBy('run_at').orderBy('seq').limit(1))
-    .returningAll()
-    .executeTakeFirst();
+  const { rows } = only
+    ? await CLAIM_NEXT_OF_MODE.run(db, { instanceId, nodeId, now, mode: only.mode })
+    : await CLAIM_NEXT.run(db, { instanceId, nodeId, now });
+  const claimed = rows[0];
   return claimed ? toJob(claimed) : undefined;
 }
+
+type ClaimArguments = { instanceId: string; nodeId: string; now: number; mode?: SendMode };
+
+/**
+ * The claim: one statement, the oldest due job picked and claimed together (the instance's holder is its only
+ * claimer; the status check keeps a concurrent cancel from being overwritten).
+ */
+function claimStatement(ofMode: boolean) {
+  return compiledStatement<ClaimArguments, Selectable<SendJobsTable>>((db, arg) => {
+    let next = db
+      .selectFrom('send_jobs')
+      .select('id')
+      .where('instance_id', '=', arg('instanceId'))
+      .where('status', '=', 'pending')
+      .where('run_at', '<=', arg('now'));
+    if (ofMode) next = next.where('mode', '=', arg('mode') ?? 'sync');
+    return db
+      .updateTable('send_jobs')
+      .set({
+        status: 'sending',
+        attempts: sql<number>`attempts + 1`,
+        locked_by: arg('nodeId'),
+        locked_at: arg('now'),
+        updated_at: arg('now'),
+      })
+      .where('instance_id', '=', arg('instanceId'))
+      .where('status', '=', 'pending')
+      .where('id', '=', next.orderBy('run_at').orderBy('seq').limit(1))
+      .returningAll();
+  });
+}
+
+const CLAIM_NEXT = claimStatement(false);
+const CLAIM_NEXT_OF_MODE = claimStatement(true);
 
 /** The earliest `run_at` of the instance's pending jobs (epoch ms), or undefined when none is pending. */
 export async function nextPendingRunAt(
@@ -368,17 +418,24 @@ export async function markSendJobSent(
   id: string,
   at: number,
 ): Promise<SendMode | null> {
-  const row = await db
-    .updateTable('send_jobs')
-    .set({ status: 'sent', sent_at: at, locked_by: null, locked_at: null, updated_at: at })
-    .where('instance_id', '=', instanceId)
-    .where('id', '=', id)
-    .where('status', '=', 'sending')
-    .returning('mode')
-    .executeTakeFirst();
+  const { rows } = await MARK_SEND_JOB_SENT.run(db, { instanceId, id, at });
+  const row = rows[0];
   if (row === undefined) return null;
   return row.mode === 'async' ? 'async' : 'sync';
 }
+
+const MARK_SEND_JOB_SENT = compiledStatement<
+  { instanceId: string; id: string; at: number },
+  { mode: string }
+>((db, arg) =>
+  db
+    .updateTable('send_jobs')
+    .set({ status: 'sent', sent_at: arg('at'), locked_by: null, locked_at: null, updated_at: arg('at') })
+    .where('instance_id', '=', arg('instanceId'))
+    .where('id', '=', arg('id'))
+    .where('status', '=', 'sending')
+    .returning('mode'),
+);
 
 /** Flags job `id` as opening a chat (counted by the new-chats-per-day pace once sent). */
 export async function markSendJobNewChat(

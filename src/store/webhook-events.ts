@@ -1,4 +1,5 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
+import { compiledStatement } from './compiled.ts';
 import type { Database, WebhookAttemptsTable, WebhookDeliveriesTable } from './schema.ts';
 
 /**
@@ -23,20 +24,28 @@ export async function nextSequence(
   trx: Transaction<Database>,
   instanceId: string,
 ): Promise<{ sequence: number; disabledAt: string | null; disabledReason: string | null }> {
-  const row = await trx
-    .insertInto('webhook_state')
-    .values({ instance_id: instanceId, last_sequence: 1, disabled_at: null, disabled_reason: null })
-    .onConflict((oc) =>
-      oc.column('instance_id').doUpdateSet({ last_sequence: sql<number>`webhook_state.last_sequence + 1` }),
-    )
-    .returning(['last_sequence', 'disabled_at', 'disabled_reason'])
-    .executeTakeFirstOrThrow();
+  const { rows } = await NEXT_SEQUENCE.run(trx, { instanceId });
+  const row = rows[0];
+  if (!row) throw new Error('the sequence upsert returned no row');
   return {
     sequence: Number(row.last_sequence),
     disabledAt: row.disabled_at,
     disabledReason: row.disabled_reason,
   };
 }
+
+const NEXT_SEQUENCE = compiledStatement<
+  { instanceId: string },
+  { last_sequence: number; disabled_at: string | null; disabled_reason: string | null }
+>((db, arg) =>
+  db
+    .insertInto('webhook_state')
+    .values({ instance_id: arg('instanceId'), last_sequence: 1, disabled_at: null, disabled_reason: null })
+    .onConflict((oc) =>
+      oc.column('instance_id').doUpdateSet({ last_sequence: sql<number>`webhook_state.last_sequence + 1` }),
+    )
+    .returning(['last_sequence', 'disabled_at', 'disabled_reason']),
+);
 
 /** The webhook state of an instance; defaults (nothing sent yet, enabled) when it has no row. */
 export async function getWebhookState(db: Kysely<Database>, instanceId: string): Promise<WebhookState> {
