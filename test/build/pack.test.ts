@@ -4,11 +4,12 @@
  * preferred), then `npx parley serve` must answer /healthz and `npx parley sim --json` must print its facts line,
  * with no TypeScript tooling installed (docs/decisions/0014-compiled-build-and-licences.md, docs/deploy.md).
  *
- * Slow by nature: the install compiles better-sqlite3 when no prebuilt binary can be downloaded.
+ * The install takes better-sqlite3's native addon as a prebuilt binary served by the test (see servePrebuiltSqlite).
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -27,6 +28,64 @@ function npm(args: string[], cwd: string): string {
   const result = spawnSync('npm', args, { cwd, env: npmFreeEnv(), encoding: 'utf8' });
   assert.equal(result.status, 0, `npm ${args.join(' ')} failed:\n${result.stdout}\n${result.stderr}`);
   return result.stdout;
+}
+
+/** Runs npm in `cwd` without blocking this process (a server of this process may be answering it). */
+async function npmAsync(args: string[], cwd: string, extraEnv: Record<string, string>): Promise<void> {
+  const child = spawn('npm', args, { cwd, env: { ...npmFreeEnv(), ...extraEnv }, stdio: 'pipe' });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  child.stderr.on('data', (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+  assert.equal(code, 0, `npm ${args.join(' ')} failed:\n${output}`);
+}
+
+/**
+ * Serves better-sqlite3's native addon as built in this checkout, packed the way its prebuilt binaries are
+ * published (prebuild-install fetches `<host>/v<version>/better-sqlite3-v<version>-node-v<abi>-<platform>-<arch>.tar.gz`,
+ * a tarball of `build/Release/better_sqlite3.node`; its host is set by `npm_config_better_sqlite3_binary_host`).
+ * The install then takes a prebuilt binary, as it does from the package's release page on a machine with the
+ * internet, instead of compiling SQLite: this machine's network reaches only the registries, and the compile costs
+ * a minute of a core. → the URL to set as the host, how many downloads were served, and `close`.
+ */
+async function servePrebuiltSqlite(
+  dir: string,
+): Promise<{ url: string; served: () => number; close: () => Promise<void> }> {
+  const tarball = join(dir, 'better-sqlite3-prebuilt.tar.gz');
+  const packed = spawnSync(
+    'tar',
+    [
+      '-czf',
+      tarball,
+      '-C',
+      join(ROOT, 'node_modules', 'better-sqlite3'),
+      'build/Release/better_sqlite3.node',
+    ],
+    { encoding: 'utf8' },
+  );
+  assert.equal(packed.status, 0, `tar failed: ${packed.stderr}`);
+  const body = readFileSync(tarball);
+  let served = 0;
+  const server = createServer((request, response) => {
+    if (!request.url?.endsWith('.tar.gz')) {
+      response.writeHead(404).end();
+      return;
+    }
+    served += 1;
+    response.writeHead(200, { 'content-type': 'application/gzip', 'content-length': body.length }).end(body);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  assert.ok(address !== null && typeof address === 'object');
+  return {
+    url: `http://127.0.0.1:${address.port}`,
+    served: () => served,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }
 
 /** A command started with `npx` in its own process group, so SIGTERM reaches the node process behind npx. */
@@ -56,7 +115,7 @@ describe('npm pack: the package serves and simulates with nothing else installed
   let tarball = '';
   let files: string[] = [];
 
-  before(() => {
+  before(async () => {
     // prepack builds what is stale in dist/ and ships package-lock.json as npm-shrinkwrap.json
     const [packed] = JSON.parse(npm(['pack', '--json', '--pack-destination', dir], ROOT)) as {
       filename: string;
@@ -68,7 +127,12 @@ describe('npm pack: the package serves and simulates with nothing else installed
     const app = join(dir, 'app');
     mkdirSync(app);
     writeFileSync(join(app, 'package.json'), '{ "private": true }\n');
-    npm(['install', tarball, '--omit=dev', '--prefer-offline', '--no-audit', '--no-fund'], app);
+    const prebuilt = await servePrebuiltSqlite(dir);
+    stops.push(prebuilt.close);
+    await npmAsync(['install', tarball, '--omit=dev', '--prefer-offline', '--no-audit', '--no-fund'], app, {
+      npm_config_better_sqlite3_binary_host: prebuilt.url,
+    });
+    assert.ok(prebuilt.served() > 0, 'the install took the prebuilt better-sqlite3 binary');
   });
 
   after(async () => {
