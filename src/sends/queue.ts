@@ -74,6 +74,11 @@ interface Runner {
   nextAllowedAt: number;
 }
 
+/** Resolves after the I/O callbacks already due (setImmediate runs after the event loop's poll phase). */
+function yieldToIo(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
 /**
  * The send queue of every instance whose engine session this process holds (docs/decisions/0009-sends-as-jobs.md,
  * 0013-pacing.md). Jobs are rows (`send_jobs`); the queue claims an instance's due jobs one at a time in
@@ -306,7 +311,10 @@ export class SendQueue implements EventProjection {
         );
       runner.reclaimed = true;
     }
-    for (;;) {
+    for (let first = true; ; first = false) {
+      // One job per turn of the event loop: the requests that arrived meanwhile are read first, so a burst of
+      // queued sends is accepted at full speed and relayed in the gaps, never starved (each turn relays one).
+      if (!first) await yieldToIo();
       if (this.#stopped) return;
       const session = this.#deps.session(instanceId);
       const state = session?.state();
