@@ -12,7 +12,7 @@ import type { SendQueue } from '../sends/queue.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
 import { findStoredMessage } from '../store/messages.ts';
-import { cancelSendJob, insertSendJob, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
+import { cancelSendJob, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
 import { loadInstance } from './instances.ts';
 
 /** True when a chat address (`phone` field) is a group JID rather than a phone number. */
@@ -131,10 +131,10 @@ export class MessagingService {
     const job = await this.#job(instance, session, input, await content(), 'sync', null);
     if (await this.#queue.canRelayNow(instance.id)) {
       const claimed = { ...job, claimedBy: this.#queue.nodeId };
-      await insertSendJob(this.#store.db, claimed);
+      await this.#queue.store(claimed);
       return this.#queue.relayNow(session, toClaimed(claimed));
     }
-    await insertSendJob(this.#store.db, job);
+    await this.#queue.store(job);
     return this.#queue.waitFor(job);
   }
 
@@ -162,7 +162,7 @@ export class MessagingService {
     if (!(state ? state.loggedIn : instance.jid !== null)) throw errors.notLoggedIn();
     if (session && state?.connected) await this.#requireRegistered(instance, session, input.phone);
     const job = await this.#job(instance, session, input, await content(), 'async', sendAt);
-    await insertSendJob(this.#store.db, job);
+    await this.#queue.store(job);
     if (sendAt === null) this.#queue.submitted(instance.id);
     else this.#queue.wake(instance.id);
     return { id: job.id, status: 'pending', sendAt };

@@ -12,8 +12,11 @@ import {
   claimNextSendJob,
   countNewChatsSince,
   finishSendJob,
+  insertSendJob,
+  insertSendJobs,
   markSendJobNewChat,
   markSendJobSent,
+  type NewSendJob,
   nextPendingRunAt,
   oldestNewChatSince,
   readPacing,
@@ -24,6 +27,12 @@ import {
   writePause,
 } from '../store/send-jobs.ts';
 import { decodeSendPayload } from './payload.ts';
+
+/**
+ * Most jobs one group insert writes (16 bound values a row: far below SQLite's and PostgreSQL's limits on the
+ * parameters of one statement).
+ */
+export const MAX_GROUP_INSERT = 200;
 
 /** One rolling day, ms: the window of the new-chats-per-day pace. */
 export const DAY_MS = 86_400_000;
@@ -105,6 +114,9 @@ export class SendQueue implements EventProjection {
 
   /** This node's id, the `locked_by` of the jobs it holds. */
   readonly nodeId: string;
+
+  /** Jobs accepted in this turn of the event loop, waiting for their group insert, with their callers. */
+  #inserts: { job: NewSendJob; resolve: () => void; reject: (error: unknown) => void }[] = [];
 
   constructor(deps: SendQueueDeps) {
     this.#deps = deps;
@@ -205,6 +217,45 @@ export class SendQueue implements EventProjection {
   async pause(instanceId: string): Promise<SendPause | null> {
     const { pause } = await this.pacing(instanceId);
     return pause !== null && pause.until > this.#deps.clock() ? pause : null;
+  }
+
+  /**
+   * Stores a new job (docs/decisions/0009-sends-as-jobs.md: a send is stored before its relay). The jobs accepted in
+   * one turn of the event loop are written together, in one statement and one transaction (group commit), and
+   * each caller resolves once that commit holds its row. A failed group is written again one job at a time, so
+   * one bad row fails only its own send.
+   * @throws the store's error for this job (store faults as `store_unavailable`, docs/decisions/0011-store-faults.md).
+   */
+  store(job: NewSendJob): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.#inserts.push({ job, resolve, reject });
+      if (this.#inserts.length === 1) setImmediate(() => void this.#flushInserts());
+    });
+  }
+
+  async #flushInserts(): Promise<void> {
+    const group = this.#inserts.splice(0, MAX_GROUP_INSERT);
+    if (this.#inserts.length > 0) setImmediate(() => void this.#flushInserts());
+    try {
+      await insertSendJobs(
+        this.#deps.db,
+        group.map((item) => item.job),
+      );
+      for (const item of group) item.resolve();
+    } catch (error) {
+      if (group.length === 1) {
+        group[0]?.reject(error);
+        return;
+      }
+      for (const item of group) {
+        try {
+          await insertSendJob(this.#deps.db, item.job);
+          item.resolve();
+        } catch (single) {
+          item.reject(single);
+        }
+      }
+    }
   }
 
   /**

@@ -131,6 +131,42 @@ const INSERT_SEND_JOB = compiledStatement<{
   }),
 );
 
+/**
+ * Stores several new jobs in one statement (one transaction): the send queue's group insert of the jobs accepted
+ * in the same turn of the event loop. @throws when any row fails (none is stored then).
+ */
+export async function insertSendJobs(db: Kysely<Database>, jobs: readonly NewSendJob[]): Promise<void> {
+  if (jobs.length === 0) return;
+  await db
+    .insertInto('send_jobs')
+    .values(
+      jobs.map((job) => {
+        const claimed = job.claimedBy !== undefined;
+        return {
+          instance_id: job.instanceId,
+          id: job.id,
+          seq: job.seq,
+          chat: job.chat,
+          kind: job.kind,
+          payload: job.payload,
+          mode: job.mode,
+          status: claimed ? 'sending' : 'pending',
+          run_at: job.runAt,
+          send_at: job.sendAt,
+          attempts: claimed ? 1 : 0,
+          max_attempts: job.maxAttempts,
+          last_error: null,
+          locked_by: job.claimedBy ?? null,
+          locked_at: claimed ? job.now : null,
+          created_at: job.now,
+          updated_at: job.now,
+          sent_at: null,
+        };
+      }),
+    )
+    .execute();
+}
+
 /** Job `id` of an instance, or undefined. */
 export async function findSendJob(
   db: Kysely<Database>,
