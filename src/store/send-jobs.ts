@@ -466,7 +466,15 @@ const MARK_SEND_JOB_SENT = compiledStatement<
 >((db, arg) =>
   db
     .updateTable('send_jobs')
-    .set({ status: 'sent', sent_at: arg('at'), locked_by: null, locked_at: null, updated_at: arg('at') })
+    // The payload is dropped: the message row written in the same transaction holds the content now.
+    .set({
+      status: 'sent',
+      sent_at: arg('at'),
+      locked_by: null,
+      locked_at: null,
+      updated_at: arg('at'),
+      payload: '',
+    })
     .where('instance_id', '=', arg('instanceId'))
     .where('id', '=', arg('id'))
     .where('status', '=', 'sending')
@@ -485,4 +493,35 @@ export async function markSendJobNewChat(
     .where('instance_id', '=', instanceId)
     .where('id', '=', id)
     .execute();
+}
+
+/**
+ * Deletes up to `limit` finished jobs (`sent`, `failed`, `canceled`) last changed before `before` (epoch ms); pending
+ * and in-flight jobs are never touched. → how many were deleted. Called by the log retention job
+ * (src/webhooks/retention.ts) with the delivery log's retention, and never with less than a day, so the
+ * new-chats-per-day pace (docs/decisions/0013-pacing.md) still counts the last day's sends.
+ */
+export async function pruneSendJobs(db: Kysely<Database>, before: number, limit: number): Promise<number> {
+  const old = await db
+    .selectFrom('send_jobs')
+    .select(['instance_id', 'id'])
+    .where('status', 'in', ['sent', 'failed', 'canceled'])
+    .where('updated_at', '<', before)
+    .limit(limit)
+    .execute();
+  const byInstance = new Map<string, string[]>();
+  for (const row of old) {
+    const ids = byInstance.get(row.instance_id) ?? [];
+    ids.push(row.id);
+    byInstance.set(row.instance_id, ids);
+  }
+  for (const [instanceId, ids] of byInstance) {
+    await db
+      .deleteFrom('send_jobs')
+      .where('instance_id', '=', instanceId)
+      .where('id', 'in', ids)
+      .where('status', 'in', ['sent', 'failed', 'canceled'])
+      .execute();
+  }
+  return old.length;
 }

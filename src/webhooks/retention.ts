@@ -3,7 +3,11 @@ import type { Kysely } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
 import { PeriodicJob } from '../ops/periodic-job.ts';
 import type { Database } from '../store/schema.ts';
+import { pruneSendJobs } from '../store/send-jobs.ts';
 import { pruneWebhookLog } from '../store/webhook-events.ts';
+
+/** One day, ms: the least time a finished send job is kept. */
+const DAY_MS = 86_400_000;
 
 /** Options of the {@link LogRetention} job; times in milliseconds. */
 export interface LogRetentionOptions {
@@ -19,8 +23,9 @@ export interface LogRetentionOptions {
 }
 
 /**
- * Keeps the webhook delivery log bounded: finished events (delivered, failed, never queued) older than the
- * retention leave the store with their attempts; pending deliveries are never touched
+ * Keeps the webhook delivery log and the send jobs bounded: finished events (delivered, failed, never queued) older
+ * than the retention leave the store with their attempts, and so do finished send jobs (sent, failed, canceled;
+ * docs/decisions/0009-sends-as-jobs.md); pending deliveries and pending jobs are never touched
  * (docs/decisions/0005-outbox-and-delivery.md keeps failed deliveries redeliverable for as long as they are
  * retained). Runs in every process; deletions are idempotent.
  */
@@ -37,8 +42,9 @@ export class LogRetention extends PeriodicJob {
   }
 
   /**
-   * Deletes every finished event older than the retention, batch by batch.
-   * @returns how many events were deleted.
+   * Deletes every finished event older than the retention, then every finished send job older than the
+   * retention (at least a day), batch by batch.
+   * @returns how many events and send jobs were deleted.
    */
   override async runOnce(): Promise<number> {
     const { db, clock, retentionMs, logger } = this.#options;
@@ -51,6 +57,15 @@ export class LogRetention extends PeriodicJob {
       if (deleted < batch) break;
     }
     if (total > 0) logger.info({ deleted: total, before }, 'pruned the webhook delivery log');
-    return total;
+    // Finished send jobs follow the same retention, never less than a day (the new-chats-per-day pace counts it).
+    const jobsBefore = clock() - Math.max(retentionMs, DAY_MS);
+    let jobs = 0;
+    for (;;) {
+      const deleted = await pruneSendJobs(db, jobsBefore, batch);
+      jobs += deleted;
+      if (deleted < batch) break;
+    }
+    if (jobs > 0) logger.info({ deleted: jobs }, 'pruned finished send jobs');
+    return total + jobs;
   }
 }
