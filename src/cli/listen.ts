@@ -2,9 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:https';
 import { isIP } from 'node:net';
 import type { Command } from 'commander';
-import { AdminError } from '../admin/admin.ts';
 import { loadConfig } from '../config/config.ts';
 import { verifyHmacSignature, verifyStandardSignature } from '../webhooks/verify.ts';
+import { CliError } from './errors.ts';
 import { examples } from './examples.ts';
 import type { CliIo } from './main.ts';
 
@@ -100,7 +100,7 @@ class ParleyApi {
 
   /**
    * Calls `path` (with `?from=` when an instance was named) and returns `data` of the envelope.
-   * @throws AdminError naming the call and parley's error message (or the network failure).
+   * @throws CliError naming the call and parley's error message (or the network failure).
    */
   async call(
     method: 'GET' | 'POST' | 'DELETE',
@@ -120,7 +120,7 @@ class ParleyApi {
       });
     } catch (error) {
       const cause = (error as { cause?: { message?: string } }).cause?.message ?? String(error);
-      throw new AdminError(`cannot reach parley at ${this.#base} (${cause}); is it running? (--url)`);
+      throw new CliError(`cannot reach parley at ${this.#base} (${cause}); is it running? (--url)`);
     }
     const text = await response.text();
     let parsed: { data?: Record<string, unknown>; error?: { message?: string } } = {};
@@ -131,7 +131,7 @@ class ParleyApi {
     }
     if (!response.ok || parsed.data === undefined) {
       const message = parsed.error?.message ?? text.slice(0, 200);
-      throw new AdminError(`${method} ${path} answered ${response.status}: ${message}`);
+      throw new CliError(`${method} ${path} answered ${response.status}: ${message}`);
     }
     return parsed.data;
   }
@@ -162,16 +162,16 @@ export interface ListenOptions {
  * URL and a new HMAC key on the instance, prints every request, and at stop puts back the URL that was
  * configured before (or removes the webhook when there was none) if the URL is still the listener's.
  * Status lines go to `io.err`; events to `io.out`.
- * @throws AdminError for a live key, a short HMAC key, or a setup call parley refused.
+ * @throws CliError for a live key, a short HMAC key, or a setup call parley refused.
  */
 export async function listen(options: ListenOptions, io: CliIo, stop: Promise<void>): Promise<void> {
   if (!options.key.startsWith('svc_test_')) {
-    throw new AdminError(
+    throw new CliError(
       'parley listen takes a test key (svc_test_…): it replaces the instance webhook and HMAC key',
     );
   }
   const hmacKey = options.hmacKey ?? randomBytes(32).toString('base64url');
-  if (hmacKey.length < 32) throw new AdminError('--hmac-key must be at least 32 characters');
+  if (hmacKey.length < 32) throw new CliError('--hmac-key must be at least 32 characters');
 
   // loaded on use: certificate generation pulls in an X.509 library every other CLI command can do without
   const { ensureLocalCa, issueServerCertificate } = await import('./listen-certificates.ts');
@@ -227,8 +227,8 @@ export async function listen(options: ListenOptions, io: CliIo, stop: Promise<vo
     try {
       await api.call('POST', '/v1/webhook', { webhookUrl });
     } catch (error) {
-      if (error instanceof AdminError && error.message.includes('answered 400: webhookUrl')) {
-        throw new AdminError(
+      if (error instanceof CliError && error.message.includes('answered 400: webhookUrl')) {
+        throw new CliError(
           `${error.message}. parley delivers to this receiver only when started with ${allowed} (settings for a development server; see npx parley listen --help)`,
         );
       }
@@ -261,7 +261,7 @@ export async function listen(options: ListenOptions, io: CliIo, stop: Promise<vo
  * Puts back the webhook URL `previous` (empty: removes the webhook) if the instance's URL is still the
  * listener's `webhookUrl` (someone may have set another meanwhile).
  * @returns whether it changed the webhook.
- * @throws AdminError when parley refuses the change.
+ * @throws CliError when parley refuses the change.
  */
 async function restoreWebhook(api: ParleyApi, webhookUrl: string, previous: string): Promise<boolean> {
   const current = await api.call('GET', '/v1/webhook').catch(() => undefined);
@@ -277,7 +277,7 @@ function closeServer(server: Server): Promise<void> {
 }
 
 function portNumber(value: string): number {
-  if (!/^\d{1,5}$/.test(value) || Number(value) > 65535) throw new AdminError('--port must be 0 to 65535');
+  if (!/^\d{1,5}$/.test(value) || Number(value) > 65535) throw new CliError('--port must be 0 to 65535');
   return Number(value);
 }
 
@@ -329,7 +329,7 @@ export function registerListen(program: Command, io: CliIo): void {
           io.out((await ensureLocalCa(caDir)).certPath);
           return;
         }
-        if (opts.key === undefined) throw new AdminError('--key is required (a test key, svc_test_…)');
+        if (opts.key === undefined) throw new CliError('--key is required (a test key, svc_test_…)');
         await listen(
           {
             url: opts.url,

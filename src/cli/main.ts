@@ -1,20 +1,14 @@
 import { Command, CommanderError } from 'commander';
-import {
-  AdminError,
-  adminCreateInstance,
-  adminCreateKey,
-  adminCreateOrg,
-  adminListInstances,
-  adminListKeys,
-  adminListOrgs,
-  adminRevokeKey,
-  adminUpdateOrg,
-} from '../admin/admin.ts';
+import { adminCreateKey, adminListKeys, adminRevokeKey } from '../app/api-keys.ts';
+import { adminCreateInstance, adminListInstances } from '../app/instances.ts';
+import { adminCreateOrg, adminListOrgs, adminUpdateOrg } from '../app/organizations.ts';
 import { ConfigError, loadConfig } from '../config/config.ts';
+import { DomainError } from '../domain/errors.ts';
 import type { Instance } from '../domain/instance.ts';
 import type { ApiKeyRecord } from '../store/api-keys.ts';
 import type { Store } from '../store/database.ts';
 import type { Organization } from '../store/organizations.ts';
+import { CliError } from './errors.ts';
 import { examples } from './examples.ts';
 import { registerListen } from './listen.ts';
 import { openAdminStore } from './store.ts';
@@ -86,9 +80,14 @@ function list(value: string | undefined): string[] | undefined {
 
 function integer(option: string) {
   return (value: string): number => {
-    if (!/^\d+$/.test(value)) throw new AdminError(`${option} must be a positive integer`);
+    if (!/^\d+$/.test(value)) throw new CliError(`${option} must be a positive integer`);
     return Number(value);
   };
+}
+
+/** Whether `error` is an operation's failure whose message is meant for the user (every domain code but `internal`). */
+function isUserFacing(error: unknown): error is DomainError {
+  return error instanceof DomainError && error.code !== 'internal';
 }
 
 /**
@@ -148,7 +147,7 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
     .allowExcessArguments()
     .action(() => {
       // The parley command starts the simulator before this parser runs (it lives outside src/).
-      throw new AdminError('the simulator starts through the parley command: npx parley sim --help');
+      throw new CliError('the simulator starts through the parley command: npx parley sim --help');
     });
 
   const org = program
@@ -336,7 +335,7 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
         io.out(JSON.stringify({ error: error.message.replace(/^error: /, '') }));
       return 2;
     }
-    if (error instanceof AdminError || error instanceof ConfigError) {
+    if (error instanceof CliError || error instanceof ConfigError || isUserFacing(error)) {
       if (json || argv.includes('--json')) io.out(JSON.stringify({ error: error.message }));
       else io.err(`parley: ${error.message}`);
       return 1;

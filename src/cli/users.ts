@@ -1,13 +1,13 @@
 import type { Command } from 'commander';
-import { AdminError } from '../admin/errors.ts';
 import {
   adminCreateUser,
   adminListUsers,
   adminRemoveUser,
   adminResetPassword,
   type UserView,
-} from '../admin/users.ts';
+} from '../app/users.ts';
 import type { Store } from '../store/database.ts';
+import { CliError } from './errors.ts';
 import { examples } from './examples.ts';
 
 /** What the user commands need from the CLI's main: the store opener and the output switch. */
@@ -88,7 +88,7 @@ export function registerUsers(program: Command, context: UserCommandContext): vo
       let password: string | undefined;
       if (opts.passwordStdin) {
         password = (await readStdin()).replace(/\r?\n$/, '');
-        if (password === '') throw new AdminError('--password-stdin: standard input holds no password');
+        if (password === '') throw new CliError('--password-stdin: standard input holds no password');
       }
       const reset = await withStore((s) =>
         adminResetPassword(s.db, { user: opts.email, ...(password === undefined ? {} : { password }) }),
