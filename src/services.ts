@@ -32,6 +32,7 @@ import { SqlSessionLocks } from './sessions/instance-lock.ts';
 import { SessionManager } from './sessions/manager.ts';
 import { readCallSettings } from './store/call-settings.ts';
 import { migrateToLatest, openStore, type Store, storeFailure } from './store/database.ts';
+import { RedisReplayMemory, SqlReplayMemory } from './store/gateway-replay.ts';
 import { findStoredMessage } from './store/messages.ts';
 import { LogRetention } from './webhooks/retention.ts';
 import { DeliveryWorker, type WebhookWorkerTuning } from './webhooks/worker.ts';
@@ -234,6 +235,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     : undefined;
   const metrics = new Metrics();
   metrics.trackBacklog(sessions.backlog);
+  metrics.trackSessions(sessions);
   // Committed instance changes for the dashboard's live views (docs/decisions/0022-dashboard.md).
   const feed = new LiveFeed();
   recorder.use(feed);
@@ -312,6 +314,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     webhookWorker: webhooks,
     keys,
     limiter,
+    replay: redis ? new RedisReplayMemory(redis, clock) : new SqlReplayMemory(store.db, clock),
     signInLimiter: new SignInLimiter(redis, { clock }),
     ...(options.verifyPassword ? { verifyPassword: options.verifyPassword } : {}),
     feed,

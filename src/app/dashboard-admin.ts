@@ -10,6 +10,9 @@ import {
   type InstanceId,
 } from '../domain/instance.ts';
 import type { LiveFeed, LiveListener } from '../events/live-feed.ts';
+
+export type { LiveChange, LiveListener } from '../events/live-feed.ts';
+
 import { limitsOf, type PlanRateLimiter, type WindowState } from '../ratelimit/limiter.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { ApiKeyRecord } from '../store/api-keys.ts';

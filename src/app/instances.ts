@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import type { AuthContext } from '../auth/authenticator.ts';
 import { errors } from '../domain/errors.ts';
 import type { Instance, InstanceId } from '../domain/instance.ts';
+import type { Store } from '../store/database.ts';
 import { createInstance, getInstance, listInstances } from '../store/instances.ts';
 import type { Database } from '../store/schema.ts';
 import { type FieldStyle, parseEnv } from './admin-input.ts';
@@ -75,4 +76,26 @@ export async function adminCreateInstance(
  */
 export async function adminListInstances(db: Kysely<Database>, org: string): Promise<Instance[]> {
   return listInstances(db, (await requireOrg(db, org)).id);
+}
+
+/**
+ * The instances requests address (docs/decisions/0002-instance-resolution.md): resolved once per request by the HTTP
+ * layer, then handed to the instance-scoped services, which take the {@link Instance} itself.
+ */
+export class InstanceService {
+  readonly #store: Store;
+
+  constructor(deps: { store: Store }) {
+    this.#store = deps.store;
+  }
+
+  /** See {@link resolveInstance}. */
+  resolve(auth: AuthContext, selector: string | undefined): Promise<Instance> {
+    return resolveInstance(this.#store.db, auth, selector);
+  }
+
+  /** See {@link loadInstance}: for a caller that has only the id (the CLI, a test). */
+  load(instanceId: InstanceId): Promise<Instance> {
+    return loadInstance(this.#store.db, instanceId);
+  }
 }

@@ -1,12 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../domain/clock.ts';
 import { errors } from '../domain/errors.ts';
-import type { InstanceId } from '../domain/instance.ts';
+import type { Instance } from '../domain/instance.ts';
 import { OutboundError, type OutboundGuard } from '../net/outbound-guard.ts';
 import type { SecretBox } from '../security/secrets.ts';
 import type { Store } from '../store/database.ts';
 import { webhookHeaders } from '../webhooks/signing.ts';
-import { loadInstance } from './instances.ts';
 
 /** What the receiver made of a test event: its status code, duration (ms), the error and the first 2 KB answered. */
 export interface TestDelivery {
@@ -41,8 +40,7 @@ export class WebhookTestService {
   }
 
   /** Sends one test event. @throws DomainError not_found; conflict `no webhook URL configured`. */
-  async send(instanceId: InstanceId): Promise<TestDelivery> {
-    const instance = await loadInstance(this.#store.db, instanceId);
+  async send(instance: Instance): Promise<TestDelivery> {
     if (instance.webhookUrl === null) throw errors.conflict('no webhook URL configured');
     const id = randomUUID();
     const body = JSON.stringify({
