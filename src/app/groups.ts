@@ -8,7 +8,6 @@ import {
 import type { Instance } from '../domain/instance.ts';
 import type { GroupInfo, Jid } from '../domain/messages.ts';
 import type { SessionManager } from '../sessions/manager.ts';
-import type { Store } from '../store/database.ts';
 
 /** Rewrites the engine's group errors into the API's messages: unknown group, not an admin (docs/api.md#errors). */
 function groupError(groupJid: string, error: unknown): unknown {
@@ -34,11 +33,9 @@ function adminError(groupJid: string, error: unknown): unknown {
  * platform errors on.
  */
 export class GroupService {
-  readonly #store: Store;
   readonly #sessions: SessionManager;
 
-  constructor(deps: { store: Store; sessions: SessionManager }) {
-    this.#store = deps.store;
+  constructor(deps: { sessions: SessionManager }) {
     this.#sessions = deps.sessions;
   }
 

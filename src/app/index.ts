@@ -132,12 +132,12 @@ export function createApplication(deps: ApplicationDeps): Application {
     media: new MediaService({ store, sessions, files: media.files, maxBytes: media.maxBytes }),
     messageUpdates: new MessageUpdateService({ store, sessions, clock }),
     contacts: new ContactService({ store, sessions, registrations }),
-    groups: new GroupService({ store, sessions }),
+    groups: new GroupService({ sessions }),
     webhooks: new WebhookService({ store, guard, worker: webhookWorker, clock }),
     sandbox: new SandboxService({ store, sessions, registrations }),
     readiness: new ReadinessService({ store, ...(deps.registered ? { registered: deps.registered } : {}) }),
     chats: new ChatService({ store }),
-    pacing: new PacingService({ store, queue: deps.sendQueue }),
+    pacing: new PacingService({ queue: deps.sendQueue }),
     calls: new CallService({ store, clock }),
     dashboardAuth: new DashboardAuthService({
       store,
@@ -146,7 +146,7 @@ export function createApplication(deps: ApplicationDeps): Application {
       ...(deps.verifyPassword ? { verifyPassword: deps.verifyPassword } : {}),
     }),
     dashboard: new DashboardAdminService({ store, sessions, limiter, keys, feed, clock }),
-    webhookTest: new WebhookTestService({ store, box, guard, clock, timeoutMs: webhookTimeoutMs }),
+    webhookTest: new WebhookTestService({ box, guard, clock, timeoutMs: webhookTimeoutMs }),
     idempotency: new IdempotencyService({ store, clock, logger }),
   };
 }

@@ -2,7 +2,6 @@ import { errors } from '../domain/errors.ts';
 import type { Instance } from '../domain/instance.ts';
 import type { PacingSettings, SendPause } from '../domain/sends.ts';
 import type { SendQueue } from '../sends/queue.ts';
-import type { Store } from '../store/database.ts';
 
 /** Longest interval or jitter a pace may set, ms: one hour. */
 export const MAX_PACE_MS = 3_600_000;
@@ -18,11 +17,9 @@ export interface PacingView extends PacingSettings {
  * `0..jitterMs`, and at most `newChatsPerDay` relays that open a chat per rolling 24 h. Off (0, 0, null) until set.
  */
 export class PacingService {
-  readonly #store: Store;
   readonly #queue: SendQueue;
 
-  constructor(deps: { store: Store; queue: SendQueue }) {
-    this.#store = deps.store;
+  constructor(deps: { queue: SendQueue }) {
     this.#queue = deps.queue;
   }
 
