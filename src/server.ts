@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import pino, { type Logger } from 'pino';
-import { type Bootstrap, bootstrapIfEmpty } from './admin/admin.ts';
+import { type Bootstrap, bootstrapIfEmpty } from './app/bootstrap.ts';
 import { type Config, ConfigError } from './config/config.ts';
 import { buildApp } from './http/app.ts';
 import { REDACTING_LOGGER_OPTIONS } from './http/log-redaction.ts';

@@ -1,45 +1,42 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { PasswordVerifier } from './app/dashboard-auth.ts';
-import { IdempotencyPurge } from './app/idempotency.ts';
-import { type Application, createApplication } from './app/index.ts';
-import { KeyAuthenticator } from './auth/authenticator.ts';
-import { type Config, ConfigError, readCertificateFile } from './config/config.ts';
-import { RegistrationCache } from './contacts/registration-cache.ts';
+import type { IdempotencyPurge } from './app/idempotency.ts';
+import type { Application } from './app/index.ts';
+import type { KeyAuthenticator } from './auth/authenticator.ts';
+import { type Config, readCertificateFile } from './config/config.ts';
+import type { RegistrationCache } from './contacts/registration-cache.ts';
 import type { Clock } from './domain/clock.ts';
-import type { EngineMessage } from './domain/messages.ts';
-import { BaileysEngine, type BaileysEngineOptions } from './engines/baileys/index.ts';
+import type { BaileysEngineOptions } from './engines/baileys/index.ts';
 import type { Engine } from './engines/engine.ts';
-import { SandboxEngine } from './engines/sandbox/index.ts';
-import { InstanceStateProjection } from './events/instance-state.ts';
 import { LiveFeed } from './events/live-feed.ts';
-import { MessageProjection } from './events/message-projection.ts';
-import { OutboxProjection } from './events/outbox-projection.ts';
-import { EventRecorder } from './events/recorder.ts';
-import { MediaRetention } from './media/retention.ts';
-import { MediaStore } from './media/store.ts';
-import { OutboundGuard } from './net/outbound-guard.ts';
-import { LEASE_HEARTBEAT_MS, LEASE_TTL_MS, LeaseKeeper } from './nodes/leases.ts';
-import { NodeRegistry } from './nodes/registry.ts';
+import type { EventRecorder } from './events/recorder.ts';
+import type { MediaRetention } from './media/retention.ts';
+import type { OutboundGuard } from './net/outbound-guard.ts';
+import type { LeaseKeeper } from './nodes/leases.ts';
+import type { NodeRegistry } from './nodes/registry.ts';
 import { Metrics } from './ops/metrics.ts';
-import { PlanRateLimiter } from './ratelimit/limiter.ts';
-import { PersistedWindows } from './ratelimit/persisted-window.ts';
-import { SignInLimiter } from './ratelimit/sign-in.ts';
-import { loadMasterKey, SecretBox } from './security/secrets.ts';
-import { SendQueue } from './sends/queue.ts';
-import { recordSendStatus } from './sends/status-events.ts';
-import { SqlSessionLocks } from './sessions/instance-lock.ts';
-import { SessionManager } from './sessions/manager.ts';
-import { readCallSettings } from './store/call-settings.ts';
-import { migrateToLatest, openStore, type Store, storeFailure } from './store/database.ts';
-import { findStoredMessage } from './store/messages.ts';
-import { LogRetention } from './webhooks/retention.ts';
-import { DeliveryWorker, type WebhookWorkerTuning } from './webhooks/worker.ts';
+import type { PlanRateLimiter } from './ratelimit/limiter.ts';
+import type { SecretBox } from './security/secrets.ts';
+import type { SendQueue } from './sends/queue.ts';
+import type { SessionManager } from './sessions/manager.ts';
+import type { Store } from './store/database.ts';
+import type { LogRetention } from './webhooks/retention.ts';
+import type { DeliveryWorker, WebhookWorkerTuning } from './webhooks/worker.ts';
+import { wireAccess } from './wiring/access.ts';
+import { wireApplication } from './wiring/app.ts';
+import { wireMaintenance } from './wiring/maintenance.ts';
+import { wireCluster, wireNodeRegistry } from './wiring/nodes.ts';
+import { wireSendQueue } from './wiring/sends.ts';
+import { wireSessions } from './wiring/sessions.ts';
+import { wireStore } from './wiring/store.ts';
+import { wireWebhooks } from './wiring/webhooks.ts';
 
 /**
- * Everything the process runs, built once at boot: the application services routes call (`app`, src/app) and
- * the parts below them (store, sessions, recorder, webhook worker, …) that the HTTP plugins and the CLI use.
- * `close` releases them in reverse order.
+ * Everything the process runs, built once at boot by the factories of src/wiring: the application services
+ * (`app`, src/app) and the parts below them (store, sessions, recorder, webhook worker, …) that the entry points and
+ * tests use. It is also the `HttpServices` (src/app/http-services.ts) the HTTP layer is built with, which sees only
+ * `app` and a few process-wide things. `close` releases them in reverse order.
  */
 export interface Services {
   config: Config;
@@ -121,202 +118,94 @@ export interface ServiceOptions {
 }
 
 /**
- * Opens and migrates the store the configuration names.
- * @throws ConfigError with one line naming the store (password masked) and the setting that fixes it.
- */
-async function openOwnStore(config: Config, logger: FastifyBaseLogger): Promise<Store> {
-  let store: Store | undefined;
-  try {
-    store = await openStore(config.database, {
-      onConnectionError: (error) => logger.warn({ err: error }, 'a store connection failed'),
-    });
-    await migrateToLatest(store);
-    return store;
-  } catch (error) {
-    await store?.destroy().catch(() => undefined);
-    throw new ConfigError(storeFailure(config.database, error));
-  }
-}
-
-/**
- * Opens the store (migrating it), the master key, Redis when configured, and builds the services.
- * @throws when the store cannot be opened or migrated, or the master key file is unreadable.
+ * Builds the services from the per-subsystem factories of src/wiring, in dependency order: files the settings name
+ * (read first, so a bad path fails the start before anything opens), the store, secrets and Redis; keys and limits;
+ * the node registry; engines, sessions and the recorder; the cluster's leases; webhooks; the registry started (dead
+ * nodes' claims released) before the worker claims anything; the clean-ups; the send queue; the application services.
+ * @throws ConfigError when a configured file is unreadable or the store cannot be opened or migrated; when the
+ *   master key file is unreadable.
  */
 export async function createServices(config: Config, options: ServiceOptions): Promise<Services> {
   const clock = options.clock ?? Date.now;
   const logger = options.logger;
-  // Files the settings name are read before anything starts, so a bad path fails the start cleanly.
   const ca =
     options.outboundCa ??
     (config.outboundCaFile ? readCertificateFile('OUTBOUND_CA_FILE', config.outboundCaFile) : undefined);
   const platformCa = config.platform.caFile
     ? readCertificateFile('PLATFORM_CA_FILE', config.platform.caFile)
     : undefined;
-  const store = options.store ?? (await openOwnStore(config, logger));
-  if (options.store) await migrateToLatest(options.store);
-  const box = new SecretBox(loadMasterKey(config.dataDir, config.secretKey));
-  const redis = config.redisUrl
-    ? new Redis(config.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 2 })
-    : undefined;
-  redis?.on('error', (error: Error) => logger.warn({ err: error }, 'redis error'));
-  const keys = new KeyAuthenticator(store.db, {
-    ttlMs: config.authCacheTtlMs,
-    revocationPollMs: options.revocationPollMs ?? 1000,
-    touchEveryMs: 60_000,
+  const storage = await wireStore(config, { logger, store: options.store });
+  const { store, box, redis } = storage;
+  const access = wireAccess(config, {
+    store,
+    redis,
     clock,
     logger,
+    revocationPollMs: options.revocationPollMs,
   });
-  keys.start();
-  // Without Redis the day window is kept in the store across restarts (docs/decisions/0019-rate-limits-and-plans.md).
-  const limiter = new PlanRateLimiter(redis, undefined, {
-    ...(redis ? {} : { persisted: new PersistedWindows({ db: store.db, logger }) }),
-  });
-  const recorder = new EventRecorder(
-    store.db,
-    [new InstanceStateProjection(clock), new MessageProjection(clock)],
-    logger,
-  );
-  const sandbox = new SandboxEngine();
-  const { start: startWebhooks = true, workerId, ...workerTuning } = options.webhookWorker ?? {};
-  // The webhook worker is woken once the registry released dead nodes' claims; it exists by then (the
-  // registry starts below, after the worker is built).
+  const { keys, limiter } = access;
+  const { start = true, workerId, ...workerTuning } = options.webhookWorker ?? {};
+  // The webhook worker is woken once the registry released dead nodes' claims; it exists by then (the registry
+  // starts below, after the worker is built).
   let wakeWebhooks: () => void = () => undefined;
-  const nodeId = config.cluster?.nodeId ?? workerId;
-  const nodes = new NodeRegistry({
-    db: store.db,
+  const nodes = wireNodeRegistry(config, {
+    store,
     logger,
-    ...(nodeId === undefined ? {} : { id: nodeId }),
-    // A cluster node's liveness follows its lease timing: a dead node's webhook claims go with its leases.
-    ...(config.cluster
-      ? {
-          heartbeatMs: options.cluster?.heartbeatMs ?? LEASE_HEARTBEAT_MS,
-          deadAfterMs: options.cluster?.ttlMs ?? LEASE_TTL_MS,
-        }
-      : {}),
-    ...options.nodeRegistry,
+    workerId,
+    cluster: options.cluster,
+    nodeRegistry: options.nodeRegistry,
     onReleased: () => wakeWebhooks(),
   });
-  const live: Engine =
-    options.liveEngine ??
-    new BaileysEngine({
-      locks: new SqlSessionLocks({ db: store.db, owner: nodes.id }),
-      logger,
-      clock,
-      platform: {
-        url: config.platform.url,
-        rootKey: config.platform.rootKey,
-        ...(platformCa ? { ca: platformCa } : {}),
-      },
-      ...options.liveEngineTuning,
-    });
-  const findMessage = async (instanceId: string, id: string): Promise<EngineMessage | undefined> => {
-    const stored = await findStoredMessage(store.db, instanceId, id);
-    if (!stored) return undefined;
-    const { state: _state, stateAt: _stateAt, ...message } = stored;
-    return message;
-  };
-  const sessions = new SessionManager({
-    db: store.db,
+  const engines = wireSessions(config, {
+    store,
     box,
-    engines: { test: sandbox, live },
-    recorder,
-    findMessage,
-    callSettings: (instanceId) => readCallSettings(store.db, instanceId),
-    logger,
     clock,
-    ...(options.restoreRetry ? { restoreRetry: options.restoreRetry } : {}),
+    logger,
+    nodeId: nodes.id,
+    platformCa,
+    liveEngine: options.liveEngine,
+    liveEngineTuning: options.liveEngineTuning,
+    restoreRetry: options.restoreRetry,
   });
-  const cluster = config.cluster
-    ? {
-        secret: config.cluster.secret,
-        keeper: new LeaseKeeper({ db: store.db, nodeId: nodes.id, sessions, logger, ...options.cluster }),
-      }
-    : undefined;
+  const { recorder, sessions, live } = engines;
+  const cluster = wireCluster(config, { store, nodes, sessions, logger, timing: options.cluster });
   const metrics = new Metrics();
   metrics.trackBacklog(sessions.backlog);
+  metrics.trackSessions(sessions);
   // Committed instance changes for the dashboard's live views (docs/decisions/0022-dashboard.md).
   const feed = new LiveFeed();
   recorder.use(feed);
-  const guard = new OutboundGuard({
-    allowedCidrs: config.webhook.allowedCidrs,
-    ...(ca === undefined ? {} : { ca }),
-  });
-  const webhooks = new DeliveryWorker({
+  const delivery = wireWebhooks(config, {
     store,
     box,
-    guard,
     clock,
     logger,
-    scheduleMs: config.webhook.retryScheduleMs,
-    timeoutMs: config.webhook.timeoutMs,
-    ...(config.webhook.claimStaleMs === undefined ? {} : { staleAfterMs: config.webhook.claimStaleMs }),
-    onAttempt: (outcome, durationMs, instanceId) => {
-      metrics.webhookAttempts.inc({ outcome });
-      metrics.webhookAttemptDuration.observe(durationMs / 1000);
-      feed.attempted(instanceId);
-    },
-    ...workerTuning,
-    workerId: nodes.id,
+    recorder,
+    metrics,
+    feed,
+    nodeId: nodes.id,
+    ca,
+    tuning: workerTuning,
   });
+  const { guard, webhooks } = delivery;
   wakeWebhooks = () => webhooks.wake();
-  recorder.use(
-    new OutboxProjection({
-      clock,
-      maxAttempts: webhooks.maxAttempts,
-      onCommitted: (instanceId) => webhooks.wake(instanceId),
-      mediaUrl: (instanceId, messageId) =>
-        `${config.publicUrl}/v1/messages/${encodeURIComponent(messageId)}/media?from=${instanceId}`,
-    }),
-  );
   // Registered (and dead nodes' claims released) before the worker claims anything.
   await nodes.start();
-  if (startWebhooks) webhooks.start();
-  const retention = new LogRetention({
-    db: store.db,
-    clock,
-    logger,
-    retentionMs: config.webhook.retentionMs,
-  });
-  if (startWebhooks) retention.start();
-  const mediaFiles = new MediaStore({ dir: config.media.dir, clock });
-  const mediaRetention = new MediaRetention({
-    files: mediaFiles,
-    clock,
-    logger,
-    retentionMs: config.media.retentionMs,
-  });
-  if (startWebhooks) mediaRetention.start();
-  const idempotencyPurge = new IdempotencyPurge({ store, clock, logger });
-  if (startWebhooks) idempotencyPurge.start();
-  const registrations = new RegistrationCache({ clock });
-  const sendQueue = new SendQueue({
-    db: store.db,
-    session: (instanceId) => sessions.existing(instanceId),
-    nodeId: nodes.id,
-    clock,
-    logger,
-    report: (instanceId, report) => recordSendStatus(recorder, instanceId, report),
-  });
-  recorder.use(sendQueue);
-  if (startWebhooks) sendQueue.start();
-  const app = createApplication({
+  if (start) webhooks.start();
+  const maintenance = wireMaintenance(config, { store, clock, logger, start });
+  const { retention, mediaRetention, idempotencyPurge } = maintenance;
+  const sendQueue = wireSendQueue({ store, sessions, recorder, nodeId: nodes.id, clock, logger, start });
+  const { app, registrations } = wireApplication(config, {
+    storage,
+    access,
+    sessions: engines,
+    webhooks: delivery,
+    maintenance,
     sendQueue,
-    store,
-    box,
+    feed,
     clock,
     logger,
-    sessions,
-    recorder,
-    registrations,
-    guard,
-    webhookWorker: webhooks,
-    keys,
-    limiter,
-    signInLimiter: new SignInLimiter(redis, { clock }),
-    ...(options.verifyPassword ? { verifyPassword: options.verifyPassword } : {}),
-    feed,
-    webhookTimeoutMs: config.webhook.timeoutMs,
-    media: { files: mediaFiles, maxBytes: config.media.maxBytes },
+    verifyPassword: options.verifyPassword,
     // Not ready while draining: a load balancer stops sending before the node stops listening
     // (docs/decisions/0008-leases-and-fencing.md).
     registered: () => nodes.registered && !cluster?.keeper.draining,

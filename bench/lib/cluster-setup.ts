@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Kysely } from 'kysely';
 import pg from 'pg';
-import { adminCreateInstance } from '../../src/admin/admin.ts';
+import { adminCreateInstance } from '../../src/app/instances.ts';
 import { migrateToLatest, openStore, type Store } from '../../src/store/database.ts';
 import type { Database } from '../../src/store/schema.ts';
 import { pollUntil } from './cluster-probe.ts';

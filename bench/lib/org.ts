@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
-import { adminCreateKey, adminCreateOrg } from '../../src/admin/admin.ts';
+import { adminCreateKey } from '../../src/app/api-keys.ts';
+import { adminCreateOrg } from '../../src/app/organizations.ts';
 import type { Database } from '../../src/store/schema.ts';
 
 /**

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
-import { adminCreateInstance } from '../../src/admin/admin.ts';
+import { adminCreateInstance } from '../../src/app/instances.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { buildApp } from '../../src/http/app.ts';
 import { createServices, type Services } from '../../src/services.ts';

@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import pg from 'pg';
 import pino from 'pino';
-import { adminCreateInstance } from '../../src/admin/admin.ts';
+import { adminCreateInstance } from '../../src/app/instances.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { buildApp } from '../../src/http/app.ts';
 import { createServices, type Services } from '../../src/services.ts';

@@ -2,10 +2,9 @@ import type { CallSettings } from '../domain/calls.ts';
 import { MAX_CALL_MESSAGE } from '../domain/calls.ts';
 import type { Clock } from '../domain/clock.ts';
 import { errors } from '../domain/errors.ts';
-import type { InstanceId } from '../domain/instance.ts';
+import type { Instance } from '../domain/instance.ts';
 import { readCallSettings, writeCallSettings } from '../store/call-settings.ts';
 import type { Store } from '../store/database.ts';
-import { loadInstance } from './instances.ts';
 
 /**
  * Call handling of an instance (docs/decisions/0026-chats-edits-polls-and-calls.md): whether incoming calls are
@@ -23,8 +22,7 @@ export class CallService {
   }
 
   /** The instance's call handling (default: calls ring, no message). @throws DomainError not_found. */
-  async settings(instanceId: InstanceId): Promise<CallSettings> {
-    const instance = await loadInstance(this.#store.db, instanceId);
+  async settings(instance: Instance): Promise<CallSettings> {
     return readCallSettings(this.#store.db, instance.id);
   }
 
@@ -33,8 +31,7 @@ export class CallService {
    * @throws DomainError not_found `instance not found`; invalid when `message` is longer than
    *   {@link MAX_CALL_MESSAGE} characters or given while `reject` is false.
    */
-  async update(instanceId: InstanceId, input: CallSettings): Promise<CallSettings> {
-    const instance = await loadInstance(this.#store.db, instanceId);
+  async update(instance: Instance, input: CallSettings): Promise<CallSettings> {
     const message = input.message === null || input.message.trim() === '' ? null : input.message;
     if (message !== null && message.length > MAX_CALL_MESSAGE) {
       throw errors.badRequest(`message must be at most ${MAX_CALL_MESSAGE} characters`);

@@ -1,5 +1,5 @@
 import { errors } from '../domain/errors.ts';
-import type { InstanceId } from '../domain/instance.ts';
+import type { Instance } from '../domain/instance.ts';
 import { GROUP_DOMAIN, type Jid, phoneOfJid, userJid } from '../domain/messages.ts';
 import { contentOf } from '../domain/sends.ts';
 import { decodeSendPayload } from '../sends/payload.ts';
@@ -7,7 +7,6 @@ import { type ChatSummary, listChats, listHistory } from '../store/chats.ts';
 import type { Store } from '../store/database.ts';
 import { findStoredMessage, type StoredMessage } from '../store/messages.ts';
 import { findSendJob } from '../store/send-jobs.ts';
-import { loadInstance } from './instances.ts';
 
 export type { ChatSummary } from '../store/chats.ts';
 export type { StoredMessage } from '../store/messages.ts';
@@ -106,8 +105,7 @@ export class ChatService {
    * of the page, so a chat whose activity moves it before the cursor meanwhile is not repeated.
    * @throws DomainError not_found `instance not found`; invalid for a bad `limit` or `cursor`.
    */
-  async list(instanceId: InstanceId, input: PageInput): Promise<Page<ChatSummary>> {
-    const instance = await loadInstance(this.#store.db, instanceId);
+  async list(instance: Instance, input: PageInput): Promise<Page<ChatSummary>> {
     const limit = pageSize(input.limit);
     const at = input.cursor === undefined ? undefined : decodeCursor(input.cursor);
     const rows = await listChats(
@@ -132,9 +130,8 @@ export class ChatService {
    * empty page, not an error: a chat exists once a message was exchanged in it.
    * @throws DomainError not_found `instance not found`; invalid for a bad `jid`, `limit` or `cursor`.
    */
-  async history(instanceId: InstanceId, jid: string, input: PageInput): Promise<Page<StoredMessage>> {
+  async history(instance: Instance, jid: string, input: PageInput): Promise<Page<StoredMessage>> {
     const chat = chatJidFromParam(jid);
-    const instance = await loadInstance(this.#store.db, instanceId);
     const limit = pageSize(input.limit);
     const at = input.cursor === undefined ? undefined : decodeCursor(input.cursor);
     const rows = await listHistory(
@@ -159,8 +156,7 @@ export class ChatService {
    * relayed), `failed` (with the platform's reason in `error`) or `canceled`.
    * @throws DomainError not_found `instance not found`, `message not found` when the instance has no such message.
    */
-  async message(instanceId: InstanceId, id: string): Promise<MessageWithStatus> {
-    const instance = await loadInstance(this.#store.db, instanceId);
+  async message(instance: Instance, id: string): Promise<MessageWithStatus> {
     const [found, job] = await Promise.all([
       findStoredMessage(this.#store.db, instance.id, id),
       findSendJob(this.#store.db, instance.id, id),

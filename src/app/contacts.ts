@@ -1,11 +1,10 @@
 import type { RegistrationCache } from '../contacts/registration-cache.ts';
-import type { Instance, InstanceId } from '../domain/instance.ts';
+import type { Instance } from '../domain/instance.ts';
 import type { Avatar, Contact, UserCheck, UserInfo } from '../domain/messages.ts';
 import { phoneOfJid } from '../domain/messages.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
 import { listChatPeers } from '../store/messages.ts';
-import { loadInstance } from './instances.ts';
 
 /**
  * The contacts family (docs/api.md#contacts). Every method needs the instance logged in and connected
@@ -23,18 +22,12 @@ export class ContactService {
     this.#registrations = deps.registrations;
   }
 
-  /** The instance the call addresses, read by id. @throws DomainError not_found `instance not found`. */
-  #load(instanceId: InstanceId): Promise<Instance> {
-    return loadInstance(this.#store.db, instanceId);
-  }
-
   /**
    * Which phone numbers are registered, one entry per number in order. Answers come from the registration cache
    * shared with the sends' check (docs/decisions/0001-envelope-and-error-codes.md), so numbers checked here spare
    * later lookups.
    */
-  async check(instanceId: InstanceId, phones: readonly string[]): Promise<UserCheck[]> {
-    const instance = await this.#load(instanceId);
+  async check(instance: Instance, phones: readonly string[]): Promise<UserCheck[]> {
     const session = this.#sessions.ready(instance);
     return this.#registrations.check(instance.id, phones, (missing) => session.checkPhones(missing));
   }
@@ -43,8 +36,7 @@ export class ContactService {
    * The account's contacts: the platform's, then every user the instance exchanged messages with (stored chat
    * peers, with their display name), unordered and possibly repeated (the caller merges by JID).
    */
-  async list(instanceId: InstanceId): Promise<Contact[]> {
-    const instance = await this.#load(instanceId);
+  async list(instance: Instance): Promise<Contact[]> {
     const platform = await this.#sessions.ready(instance).contacts();
     const peers = (await listChatPeers(this.#store.db, instance.id))
       .filter((peer) => phoneOfJid(peer.jid) !== null)
@@ -62,14 +54,12 @@ export class ContactService {
    * Profile details of the users with these phone numbers (docs/api.md#contacts), one entry per distinct number
    * found.
    */
-  async info(instanceId: InstanceId, phones: readonly string[]): Promise<UserInfo[]> {
-    const instance = await this.#load(instanceId);
+  async info(instance: Instance, phones: readonly string[]): Promise<UserInfo[]> {
     return this.#sessions.ready(instance).userInfo(phones);
   }
 
   /** The profile picture of a user, or null when it has none (docs/api.md#contacts). */
-  async avatar(instanceId: InstanceId, phone: string): Promise<Avatar | null> {
-    const instance = await this.#load(instanceId);
+  async avatar(instance: Instance, phone: string): Promise<Avatar | null> {
     return this.#sessions.ready(instance).avatar(phone);
   }
 }

@@ -1,16 +1,7 @@
-import {
-  AdminError,
-  adminCreateInstance,
-  adminCreateKey,
-  adminListInstances,
-  adminListKeys,
-  adminRevokeKey,
-  type CreatedKey,
-} from '../admin/admin.ts';
 import type { KeyAuthenticator } from '../auth/authenticator.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Environment } from '../domain/environment.ts';
-import { DomainError, errors } from '../domain/errors.ts';
+import { errors } from '../domain/errors.ts';
 import {
   DEFAULT_SUBSCRIPTION,
   EVENT_TYPES,
@@ -19,13 +10,17 @@ import {
   type InstanceId,
 } from '../domain/instance.ts';
 import type { LiveFeed, LiveListener } from '../events/live-feed.ts';
+
+export type { LiveChange, LiveListener } from '../events/live-feed.ts';
+
 import { limitsOf, type PlanRateLimiter, type WindowState } from '../ratelimit/limiter.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { ApiKeyRecord } from '../store/api-keys.ts';
 import type { Store } from '../store/database.ts';
 import { updateInstance } from '../store/instances.ts';
 import type { Organization } from '../store/organizations.ts';
-import { loadInstance } from './instances.ts';
+import { adminCreateKey, adminListKeys, adminRevokeKey } from './api-keys.ts';
+import { adminCreateInstance, adminListInstances, loadInstance } from './instances.ts';
 
 /** An instance as the dashboard lists it: identity, linked number, connection state and webhook URL. */
 export interface InstanceSummary {
@@ -94,17 +89,6 @@ function keySummary(record: ApiKeyRecord): KeySummary {
   };
 }
 
-/** An AdminError (a bad option) as the domain's `invalid`, naming the field without the CLI's `--`. */
-function invalid(error: unknown): unknown {
-  if (!(error instanceof AdminError)) return error;
-  return new DomainError(
-    'invalid',
-    error.message.replace(/--([a-z-]+)/g, (_m, name: string) => camel(name)),
-  );
-}
-
-const camel = (name: string) => name.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
-
 /**
  * The organization-scoped admin operations of the dashboard (docs/decisions/0003-scopes-and-keys.md,
  * docs/decisions/0019-rate-limits-and-plans.md, docs/decisions/0022-dashboard.md): instances, API keys, webhook
@@ -160,11 +144,7 @@ export class DashboardAdminService {
   async createInstance(orgId: string, input: { env: string; name?: string }): Promise<InstanceSummary> {
     if (input.name !== undefined && input.name.trim().length > 60)
       throw errors.badRequest('name must be at most 60 characters');
-    try {
-      return this.#summary(await adminCreateInstance(this.#store.db, { org: orgId, ...input }));
-    } catch (error) {
-      throw invalid(error);
-    }
+    return this.#summary(await adminCreateInstance(this.#store.db, { org: orgId, ...input, style: 'api' }));
   }
 
   /**
@@ -198,12 +178,11 @@ export class DashboardAdminService {
     orgId: string,
     input: { env: string; name?: string; scopes?: string[]; instances?: string[]; expiresIn?: string },
   ): Promise<{ key: string; record: KeySummary }> {
-    let created: CreatedKey;
-    try {
-      created = await adminCreateKey(this.#store.db, { org: orgId, ...input }, this.#clock());
-    } catch (error) {
-      throw invalid(error);
-    }
+    const created = await adminCreateKey(
+      this.#store.db,
+      { org: orgId, ...input, style: 'api' },
+      this.#clock(),
+    );
     return { key: created.key, record: keySummary(created.record) };
   }
 

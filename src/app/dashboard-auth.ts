@@ -1,14 +1,4 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { AdminError } from '../admin/errors.ts';
-import {
-  adminCreateUser,
-  adminListUsers,
-  adminRemoveUser,
-  adminSetRole,
-  type CreatedUser,
-  type UserView,
-  userView,
-} from '../admin/users.ts';
 import type { Clock } from '../domain/clock.ts';
 import { DomainError } from '../domain/errors.ts';
 import type { SignInLimiter } from '../ratelimit/sign-in.ts';
@@ -25,6 +15,15 @@ import {
 } from '../store/dashboard-users.ts';
 import type { Store } from '../store/database.ts';
 import { getOrganization, type Organization } from '../store/organizations.ts';
+import {
+  adminCreateUser,
+  adminListUsers,
+  adminRemoveUser,
+  adminSetRole,
+  type CreatedUser,
+  type UserView,
+  userView,
+} from './users.ts';
 
 /**
  * How long a dashboard session lasts after sign-in, ms (docs/decisions/0022-dashboard.md: sessions expire): 12 hours.
@@ -62,22 +61,6 @@ export interface DashboardPrincipal {
 }
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
-
-/** An AdminError as the domain's error: `not found` → not_found, clashes and last-owner rules → conflict. */
-function domainOf(error: unknown): unknown {
-  if (!(error instanceof AdminError)) return error;
-  if (/not found/.test(error.message)) return new DomainError('not_found', error.message);
-  if (/already exists|last owner/.test(error.message)) return new DomainError('conflict', error.message);
-  return new DomainError('invalid', error.message);
-}
-
-async function mapped<T>(run: () => Promise<T>): Promise<T> {
-  try {
-    return await run();
-  } catch (error) {
-    throw domainOf(error);
-  }
-}
 
 /**
  * Dashboard users and their sessions (docs/decisions/0022-dashboard.md): sign-in with an Argon2id-hashed password,
@@ -215,7 +198,7 @@ export class DashboardAuthService {
 
   /** Users of the organization. */
   listUsers(orgId: string): Promise<UserView[]> {
-    return mapped(() => adminListUsers(this.#store.db, orgId));
+    return adminListUsers(this.#store.db, orgId);
   }
 
   /**
@@ -223,16 +206,16 @@ export class DashboardAuthService {
    * @throws DomainError invalid (e-mail, role, password), conflict (e-mail taken).
    */
   createUser(orgId: string, input: { email: string; role: string; password?: string }): Promise<CreatedUser> {
-    return mapped(() => adminCreateUser(this.#store.db, { org: orgId, ...input }, this.#clock()));
+    return adminCreateUser(this.#store.db, { org: orgId, ...input }, this.#clock());
   }
 
   /** Removes a user of the organization. @throws DomainError not_found; conflict for the last owner. */
   removeUser(orgId: string, id: string): Promise<UserView> {
-    return mapped(() => adminRemoveUser(this.#store.db, id, orgId));
+    return adminRemoveUser(this.#store.db, id, orgId);
   }
 
   /** Changes a user's role. @throws DomainError not_found; invalid role; conflict for the last owner. */
   setRole(orgId: string, id: string, role: string): Promise<UserView> {
-    return mapped(() => adminSetRole(this.#store.db, { id, role, orgId }));
+    return adminSetRole(this.#store.db, { id, role, orgId });
   }
 }

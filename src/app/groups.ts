@@ -5,11 +5,9 @@ import {
   type ParticipantAction,
   type ParticipantOutcome,
 } from '../domain/groups.ts';
-import type { Instance, InstanceId } from '../domain/instance.ts';
+import type { Instance } from '../domain/instance.ts';
 import type { GroupInfo, Jid } from '../domain/messages.ts';
 import type { SessionManager } from '../sessions/manager.ts';
-import type { Store } from '../store/database.ts';
-import { loadInstance } from './instances.ts';
 
 /** Rewrites the engine's group errors into the API's messages: unknown group, not an admin (docs/api.md#errors). */
 function groupError(groupJid: string, error: unknown): unknown {
@@ -35,34 +33,24 @@ function adminError(groupJid: string, error: unknown): unknown {
  * platform errors on.
  */
 export class GroupService {
-  readonly #store: Store;
   readonly #sessions: SessionManager;
 
-  constructor(deps: { store: Store; sessions: SessionManager }) {
-    this.#store = deps.store;
+  constructor(deps: { sessions: SessionManager }) {
     this.#sessions = deps.sessions;
   }
 
-  /** The instance the call addresses, read by id. @throws DomainError not_found `instance not found`. */
-  #load(instanceId: InstanceId): Promise<Instance> {
-    return loadInstance(this.#store.db, instanceId);
-  }
-
   /** Creates a group with `participants` (user JIDs, the account left out by the engine). */
-  async create(instanceId: InstanceId, name: string, participants: readonly Jid[]): Promise<GroupInfo> {
-    const instance = await this.#load(instanceId);
+  async create(instance: Instance, name: string, participants: readonly Jid[]): Promise<GroupInfo> {
     return this.#sessions.ready(instance).createGroup(name, participants);
   }
 
   /** Every group the account belongs to. */
-  async list(instanceId: InstanceId): Promise<GroupInfo[]> {
-    const instance = await this.#load(instanceId);
+  async list(instance: Instance): Promise<GroupInfo[]> {
     return this.#sessions.ready(instance).listGroups();
   }
 
   /** One group. @throws DomainError not_found `group <jid> not found`. */
-  async info(instanceId: InstanceId, groupJid: Jid): Promise<GroupInfo> {
-    const instance = await this.#load(instanceId);
+  async info(instance: Instance, groupJid: Jid): Promise<GroupInfo> {
     const session = this.#sessions.ready(instance);
     return session.groupInfo(groupJid).catch((error: unknown) => {
       throw groupError(groupJid, error);
@@ -73,8 +61,7 @@ export class GroupService {
    * The invite code of a group.
    * @throws DomainError not_found `group <jid> not found`; forbidden when the account is not an admin.
    */
-  async inviteCode(instanceId: InstanceId, groupJid: Jid): Promise<string> {
-    const instance = await this.#load(instanceId);
+  async inviteCode(instance: Instance, groupJid: Jid): Promise<string> {
     const session = this.#sessions.ready(instance);
     return session.groupInviteCode(groupJid).catch((error: unknown) => {
       throw groupError(groupJid, error);
@@ -87,12 +74,12 @@ export class GroupService {
    * @throws DomainError not_found `group <jid> not found`; forbidden when the account is not an admin.
    */
   async updateParticipants(
-    instanceId: InstanceId,
+    instance: Instance,
     groupJid: Jid,
     action: ParticipantAction,
     participants: readonly Jid[],
   ): Promise<ParticipantOutcome[]> {
-    const session = this.#sessions.ready(await this.#load(instanceId));
+    const session = this.#sessions.ready(instance);
     return session.updateParticipants(groupJid, action, participants).catch((error: unknown) => {
       throw adminError(groupJid, error);
     });
@@ -103,9 +90,9 @@ export class GroupService {
    * @throws DomainError invalid for a value the platform refuses; not_found; forbidden when the account may not
    *   make the change.
    */
-  async update(instanceId: InstanceId, groupJid: Jid, change: GroupChange): Promise<GroupInfo> {
+  async update(instance: Instance, groupJid: Jid, change: GroupChange): Promise<GroupInfo> {
     checkGroupChange(change);
-    const session = this.#sessions.ready(await this.#load(instanceId));
+    const session = this.#sessions.ready(instance);
     try {
       await session.updateGroup(groupJid, change);
       return await session.groupInfo(groupJid);
@@ -115,8 +102,8 @@ export class GroupService {
   }
 
   /** The account leaves a group. @throws DomainError not_found `group <jid> not found`. */
-  async leave(instanceId: InstanceId, groupJid: Jid): Promise<void> {
-    const session = this.#sessions.ready(await this.#load(instanceId));
+  async leave(instance: Instance, groupJid: Jid): Promise<void> {
+    const session = this.#sessions.ready(instance);
     await session.leaveGroup(groupJid).catch((error: unknown) => {
       throw adminError(groupJid, error);
     });
@@ -126,8 +113,8 @@ export class GroupService {
    * Joins a group by invite code and answers the group's JID.
    * @throws DomainError not_found when no group has this code (unknown or revoked).
    */
-  async join(instanceId: InstanceId, code: string): Promise<Jid> {
-    const session = this.#sessions.ready(await this.#load(instanceId));
+  async join(instance: Instance, code: string): Promise<Jid> {
+    const session = this.#sessions.ready(instance);
     return session.joinGroup(code);
   }
 
@@ -135,8 +122,8 @@ export class GroupService {
    * Revokes a group's invite code and answers the new one.
    * @throws DomainError not_found `group <jid> not found`; forbidden when the account is not an admin.
    */
-  async revokeInvite(instanceId: InstanceId, groupJid: Jid): Promise<string> {
-    const session = this.#sessions.ready(await this.#load(instanceId));
+  async revokeInvite(instance: Instance, groupJid: Jid): Promise<string> {
+    const session = this.#sessions.ready(instance);
     return session.revokeGroupInvite(groupJid).catch((error: unknown) => {
       throw adminError(groupJid, error);
     });

@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { KeyAuthenticator } from '../auth/authenticator.ts';
 import type { RegistrationCache } from '../contacts/registration-cache.ts';
 import type { Clock } from '../domain/clock.ts';
+import type { Instance } from '../domain/instance.ts';
 import type { LiveFeed } from '../events/live-feed.ts';
 import type { EventRecorder } from '../events/recorder.ts';
 import type { MediaStore } from '../media/store.ts';
@@ -12,15 +13,19 @@ import type { SecretBox } from '../security/secrets.ts';
 import type { SendQueue } from '../sends/queue.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
+import type { ReplayMemory } from '../store/gateway-replay.ts';
 import type { DeliveryWorker } from '../webhooks/worker.ts';
+import { AccessService } from './access.ts';
 import { CallService } from './calls.ts';
 import { ChatService } from './chats.ts';
 import { ContactService } from './contacts.ts';
 import { DashboardAdminService } from './dashboard-admin.ts';
 import type { PasswordVerifier } from './dashboard-auth.ts';
 import { DashboardAuthService } from './dashboard-auth.ts';
+import { GatewayService } from './gateway.ts';
 import { GroupService } from './groups.ts';
 import { IdempotencyService } from './idempotency.ts';
+import { InstanceService } from './instances.ts';
 import { MediaService } from './media.ts';
 import { MessageUpdateService } from './message-updates.ts';
 import { MessagingService } from './messaging.ts';
@@ -33,11 +38,18 @@ import { WebhookService } from './webhooks.ts';
 
 /**
  * The application layer: one service per family, each owning its transactions and its calls into engines,
- * store and recorder. Routes (and any other caller: a dashboard action, a call forwarded from another node)
- * resolve the instance and call one method; every instance-scoped method takes the instance id first and reads
- * the instance itself (404 when it is gone), so the call can be run on any node.
+ * store and recorder. Routes (and any other caller: a dashboard action, the CLI, a test) resolve the instance once
+ * (`instances.resolve` for a request, `instances.load` by id) and call one method: every instance-scoped method takes
+ * that {@link Instance} first, so one request reads its instance once. A request for an instance another node holds
+ * is forwarded whole and resolved again there (docs/decisions/0008-leases-and-fencing.md).
  */
 export interface Application {
+  /** API keys and plan limits of each request (docs/decisions/0003-scopes-and-keys.md). */
+  access: AccessService;
+  /** Which instance a request addresses (docs/decisions/0002-instance-resolution.md). */
+  instances: InstanceService;
+  /** The gateway form's instance and signature memory (docs/decisions/0021-gateway-form.md). */
+  gateway: GatewayService;
   session: SessionService;
   messaging: MessagingService;
   /** Received media files: downloaded from the platform on demand, kept in the local media store. */
@@ -83,6 +95,8 @@ export interface ApplicationDeps {
   sendQueue: SendQueue;
   keys: KeyAuthenticator;
   limiter: PlanRateLimiter;
+  /** Gateway signatures already used (Redis when configured, else the store). */
+  replay: ReplayMemory;
   signInLimiter: SignInLimiter;
   /** How dashboard passwords are checked (Argon2id unless a test counts the checks). */
   verifyPassword?: PasswordVerifier;
@@ -103,6 +117,9 @@ export function createApplication(deps: ApplicationDeps): Application {
   const { store, box, clock, sessions, recorder, registrations, guard, webhookWorker } = deps;
   const { keys, limiter, signInLimiter, feed, webhookTimeoutMs, media, logger } = deps;
   return {
+    access: new AccessService({ keys, limiter }),
+    instances: new InstanceService({ store }),
+    gateway: new GatewayService({ store, box, replay: deps.replay }),
     session: new SessionService({ store, sessions, box }),
     messaging: new MessagingService({
       store,
@@ -115,12 +132,12 @@ export function createApplication(deps: ApplicationDeps): Application {
     media: new MediaService({ store, sessions, files: media.files, maxBytes: media.maxBytes }),
     messageUpdates: new MessageUpdateService({ store, sessions, clock }),
     contacts: new ContactService({ store, sessions, registrations }),
-    groups: new GroupService({ store, sessions }),
+    groups: new GroupService({ sessions }),
     webhooks: new WebhookService({ store, guard, worker: webhookWorker, clock }),
     sandbox: new SandboxService({ store, sessions, registrations }),
     readiness: new ReadinessService({ store, ...(deps.registered ? { registered: deps.registered } : {}) }),
     chats: new ChatService({ store }),
-    pacing: new PacingService({ store, queue: deps.sendQueue }),
+    pacing: new PacingService({ queue: deps.sendQueue }),
     calls: new CallService({ store, clock }),
     dashboardAuth: new DashboardAuthService({
       store,
@@ -129,7 +146,7 @@ export function createApplication(deps: ApplicationDeps): Application {
       ...(deps.verifyPassword ? { verifyPassword: deps.verifyPassword } : {}),
     }),
     dashboard: new DashboardAdminService({ store, sessions, limiter, keys, feed, clock }),
-    webhookTest: new WebhookTestService({ store, box, guard, clock, timeoutMs: webhookTimeoutMs }),
+    webhookTest: new WebhookTestService({ box, guard, clock, timeoutMs: webhookTimeoutMs }),
     idempotency: new IdempotencyService({ store, clock, logger }),
   };
 }

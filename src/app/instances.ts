@@ -2,8 +2,11 @@ import type { Kysely } from 'kysely';
 import type { AuthContext } from '../auth/authenticator.ts';
 import { errors } from '../domain/errors.ts';
 import type { Instance, InstanceId } from '../domain/instance.ts';
-import { getInstance, listInstances } from '../store/instances.ts';
+import type { Store } from '../store/database.ts';
+import { createInstance, getInstance, listInstances } from '../store/instances.ts';
 import type { Database } from '../store/schema.ts';
+import { type FieldStyle, parseEnv } from './admin-input.ts';
+import { requireOrg } from './organizations.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -50,4 +53,49 @@ export async function loadInstance(db: Kysely<Database>, instanceId: InstanceId)
   const instance = await getInstance(db, instanceId);
   if (!instance) throw errors.instanceNotFound();
   return instance;
+}
+
+/**
+ * Creates an instance of organization `org` (id or name) in `env` (`parley instance create`, the dashboard); the name
+ * defaults to `<env>-<n>`. `style` says how errors name the fields (CLI options by default).
+ * @throws DomainError not_found for an unknown organization; invalid for an environment other than test or live.
+ */
+export async function adminCreateInstance(
+  db: Kysely<Database>,
+  input: { org: string; env: string; name?: string; style?: FieldStyle },
+): Promise<Instance> {
+  const org = await requireOrg(db, input.org);
+  const env = parseEnv(input.env, input.style ?? 'cli');
+  const count = (await listInstances(db, org.id, env)).length;
+  return createInstance(db, { orgId: org.id, env, name: input.name?.trim() || `${env}-${count + 1}` });
+}
+
+/**
+ * Instances of an organization (id or name) (`parley instance list`, the dashboard), oldest first.
+ * @throws DomainError not_found for an unknown organization.
+ */
+export async function adminListInstances(db: Kysely<Database>, org: string): Promise<Instance[]> {
+  return listInstances(db, (await requireOrg(db, org)).id);
+}
+
+/**
+ * The instances requests address (docs/decisions/0002-instance-resolution.md): resolved once per request by the HTTP
+ * layer, then handed to the instance-scoped services, which take the {@link Instance} itself.
+ */
+export class InstanceService {
+  readonly #store: Store;
+
+  constructor(deps: { store: Store }) {
+    this.#store = deps.store;
+  }
+
+  /** See {@link resolveInstance}. */
+  resolve(auth: AuthContext, selector: string | undefined): Promise<Instance> {
+    return resolveInstance(this.#store.db, auth, selector);
+  }
+
+  /** See {@link loadInstance}: for a caller that has only the id (the CLI, a test). */
+  load(instanceId: InstanceId): Promise<Instance> {
+    return loadInstance(this.#store.db, instanceId);
+  }
 }

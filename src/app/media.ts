@@ -1,12 +1,11 @@
 import type { Readable } from 'node:stream';
 import { DomainError, errors } from '../domain/errors.ts';
-import type { InstanceId } from '../domain/instance.ts';
+import type { Instance } from '../domain/instance.ts';
 import type { MessageKind } from '../domain/messages.ts';
 import type { MediaStore } from '../media/store.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
 import { findStoredMessage } from '../store/messages.ts';
-import { loadInstance } from './instances.ts';
 
 /** The message kinds that carry a file. */
 const MEDIA_KINDS: ReadonlySet<MessageKind> = new Set(['image', 'video', 'audio', 'document', 'sticker']);
@@ -62,9 +61,8 @@ export class MediaService {
    *   are not kept); too_large when the file is larger than the limit (nothing is fetched or kept); gone when
    *   the platform no longer has the file; platform errors of the download as raised.
    */
-  async open(instanceId: InstanceId, messageId: string): Promise<MediaFile> {
+  async open(instance: Instance, messageId: string): Promise<MediaFile> {
     const { store, sessions, files, maxBytes } = this.#deps;
-    const instance = await loadInstance(store.db, instanceId);
     const message = await findStoredMessage(store.db, instance.id, messageId);
     if (!message) throw errors.notFound(`message ${messageId} not found`);
     const { content } = message;

@@ -1,11 +1,10 @@
 import type { Clock } from '../domain/clock.ts';
 import { DomainError, errors } from '../domain/errors.ts';
-import type { Instance, InstanceId } from '../domain/instance.ts';
+import type { Instance } from '../domain/instance.ts';
 import type { ChatPresenceState, SentMessage } from '../domain/messages.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
 import { findStoredMessage, type StoredMessage } from '../store/messages.ts';
-import { loadInstance } from './instances.ts';
 import { chatJidOf } from './messaging.ts';
 
 /**
@@ -38,10 +37,6 @@ export class MessageUpdateService {
     this.#clock = deps.clock;
   }
 
-  #load(instanceId: InstanceId): Promise<Instance> {
-    return loadInstance(this.#store.db, instanceId);
-  }
-
   /**
    * The stored message `id` of chat `phone`, sent by the instance.
    * @throws DomainError not_found `message <id> not found in this chat`; forbidden `only messages this instance
@@ -63,11 +58,7 @@ export class MessageUpdateService {
    * @throws see {@link #own}; invalid `only text messages can be edited` (media, polls, …) and `message <id> was
    *   deleted`; conflict `messages can be edited only within 15 minutes of sending` past {@link EDIT_WINDOW_MS}.
    */
-  async edit(
-    instanceId: InstanceId,
-    input: { phone: string; id: string; body: string },
-  ): Promise<SentMessage> {
-    const instance = await this.#load(instanceId);
+  async edit(instance: Instance, input: { phone: string; id: string; body: string }): Promise<SentMessage> {
     const session = this.#sessions.ready(instance);
     const message = await this.#own(instance, input.phone, input.id, 'edited');
     if (message.content.deletedAt !== undefined) throw errors.badRequest(`message ${input.id} was deleted`);
@@ -83,8 +74,7 @@ export class MessageUpdateService {
    * @throws see {@link #own}; conflict `message <id> was already deleted`, `messages can be deleted for everyone
    *   only within 48 hours of sending` past {@link DELETE_WINDOW_MS}.
    */
-  async revoke(instanceId: InstanceId, input: { phone: string; id: string }): Promise<SentMessage> {
-    const instance = await this.#load(instanceId);
+  async revoke(instance: Instance, input: { phone: string; id: string }): Promise<SentMessage> {
     const session = this.#sessions.ready(instance);
     const message = await this.#own(instance, input.phone, input.id, 'deleted for everyone');
     if (message.content.deletedAt !== undefined)
@@ -99,8 +89,7 @@ export class MessageUpdateService {
    * Shows `state` in chat `phone`: composing (typing), recording (a voice note), paused, or the account's
    * availability (available, unavailable). Nothing is recorded. @throws engine errors as raised.
    */
-  async presence(instanceId: InstanceId, input: { phone: string; state: ChatPresenceState }): Promise<void> {
-    const instance = await this.#load(instanceId);
+  async presence(instance: Instance, input: { phone: string; state: ChatPresenceState }): Promise<void> {
     const session = this.#sessions.ready(instance);
     await session.sendPresence(chatJidOf(input.phone), input.state);
   }

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { RegistrationCache } from '../contacts/registration-cache.ts';
 import type { Clock } from '../domain/clock.ts';
 import { DomainError, errors } from '../domain/errors.ts';
-import type { Instance, InstanceId } from '../domain/instance.ts';
+import type { Instance } from '../domain/instance.ts';
 import type { Jid, OutgoingContent, SentMessage } from '../domain/messages.ts';
 import { GROUP_DOMAIN, userJid } from '../domain/messages.ts';
 import type { EngineSession } from '../engines/engine.ts';
@@ -13,7 +13,6 @@ import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
 import { findStoredMessage } from '../store/messages.ts';
 import { cancelSendJob, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
-import { loadInstance } from './instances.ts';
 
 /** True when a chat address (`phone` field) is a group JID rather than a phone number. */
 export function isGroupAddress(address: string): boolean {
@@ -106,11 +105,6 @@ export class MessagingService {
     this.#clock = deps.clock;
   }
 
-  /** The instance the call addresses, read by id. @throws DomainError not_found `instance not found`. */
-  #load(instanceId: InstanceId): Promise<Instance> {
-    return loadInstance(this.#store.db, instanceId);
-  }
-
   /**
    * A synchronous send (the default answer): the session (409 not logged in or disconnected, 503 while it
    * reconnects), the recipient's registration (422), then the content — built only now,
@@ -121,11 +115,10 @@ export class MessagingService {
    *   (the job is then `failed`).
    */
   async send(
-    instanceId: InstanceId,
+    instance: Instance,
     input: SendInput,
     content: () => Promise<OutgoingContent> | OutgoingContent,
   ): Promise<SentMessage> {
-    const instance = await this.#load(instanceId);
     const session = this.#sessions.ready(instance);
     await this.#requireRegistered(instance, session, input.phone);
     const job = await this.#job(instance, session, input, await content(), 'sync', null);
@@ -146,7 +139,7 @@ export class MessagingService {
    * @throws DomainError invalid when `sendAt` is not in the future or more than 30 days ahead.
    */
   async enqueue(
-    instanceId: InstanceId,
+    instance: Instance,
     input: SendInput,
     content: () => Promise<OutgoingContent> | OutgoingContent,
     sendAt: number | null,
@@ -156,7 +149,6 @@ export class MessagingService {
     if (sendAt !== null && sendAt > now + MAX_SCHEDULE_AHEAD_MS) {
       throw errors.badRequest('sendAt must be at most 30 days ahead');
     }
-    const instance = await this.#load(instanceId);
     const session = this.#sessions.existing(instance.id);
     const state = session?.state();
     if (!(state ? state.loggedIn : instance.jid !== null)) throw errors.notLoggedIn();
@@ -174,8 +166,7 @@ export class MessagingService {
    * @throws DomainError not_found `message not found`; conflict `message already sent` once relayed (or being
    *   relayed), `message already failed` for a failed one.
    */
-  async cancel(instanceId: InstanceId, id: string): Promise<CanceledSend> {
-    const instance = await this.#load(instanceId);
+  async cancel(instance: Instance, id: string): Promise<CanceledSend> {
     const result = await cancelSendJob(this.#store.db, instance.id, id, this.#clock());
     if (!result) {
       const stored = await findStoredMessage(this.#store.db, instance.id, id);
@@ -232,8 +223,7 @@ export class MessagingService {
    * (the platform needs it for others' messages).
    * @throws DomainError not_registered for an unregistered one-to-one recipient; engine errors as raised.
    */
-  async react(instanceId: InstanceId, input: ReactInput): Promise<SentMessage> {
-    const instance = await this.#load(instanceId);
+  async react(instance: Instance, input: ReactInput): Promise<SentMessage> {
     const session = this.#sessions.ready(instance);
     await this.#requireRegistered(instance, session, input.phone);
     let author: Jid | undefined;
@@ -249,10 +239,9 @@ export class MessagingService {
    * in groups), then records a `read` event so the messages move to `read` through the event pipeline.
    */
   async markRead(
-    instanceId: InstanceId,
+    instance: Instance,
     input: { chatPhone: string; ids: readonly string[]; senderPhone?: string | undefined },
   ): Promise<void> {
-    const instance = await this.#load(instanceId);
     const session = this.#sessions.ready(instance);
     const chat = chatJidOf(input.chatPhone);
     const ids = [...new Set(input.ids)];

@@ -1,9 +1,7 @@
 import { errors } from '../domain/errors.ts';
-import type { InstanceId } from '../domain/instance.ts';
+import type { Instance } from '../domain/instance.ts';
 import type { PacingSettings, SendPause } from '../domain/sends.ts';
 import type { SendQueue } from '../sends/queue.ts';
-import type { Store } from '../store/database.ts';
-import { loadInstance } from './instances.ts';
 
 /** Longest interval or jitter a pace may set, ms: one hour. */
 export const MAX_PACE_MS = 3_600_000;
@@ -19,17 +17,14 @@ export interface PacingView extends PacingSettings {
  * `0..jitterMs`, and at most `newChatsPerDay` relays that open a chat per rolling 24 h. Off (0, 0, null) until set.
  */
 export class PacingService {
-  readonly #store: Store;
   readonly #queue: SendQueue;
 
-  constructor(deps: { store: Store; queue: SendQueue }) {
-    this.#store = deps.store;
+  constructor(deps: { queue: SendQueue }) {
     this.#queue = deps.queue;
   }
 
   /** The instance's pace and pause. @throws DomainError not_found `instance not found`. */
-  async get(instanceId: InstanceId): Promise<PacingView> {
-    const instance = await loadInstance(this.#store.db, instanceId);
+  async get(instance: Instance): Promise<PacingView> {
     const { pacing } = await this.#queue.pacing(instance.id);
     return { ...pacing, paused: await this.#queue.pause(instance.id) };
   }
@@ -39,7 +34,7 @@ export class PacingService {
    * @throws DomainError invalid naming the field when a value is negative, not whole, or over an hour;
    *   not_found `instance not found`.
    */
-  async set(instanceId: InstanceId, pacing: PacingSettings): Promise<PacingView> {
+  async set(instance: Instance, pacing: PacingSettings): Promise<PacingView> {
     for (const field of ['minIntervalMs', 'jitterMs'] as const) {
       const value = pacing[field];
       if (!Number.isInteger(value) || value < 0 || value > MAX_PACE_MS) {
@@ -52,7 +47,6 @@ export class PacingService {
     ) {
       throw errors.badRequest('newChatsPerDay must be a whole number ≥ 0, or null for no cap');
     }
-    const instance = await loadInstance(this.#store.db, instanceId);
     const stored = await this.#queue.setPacing(instance.id, pacing);
     return { ...stored.pacing, paused: await this.#queue.pause(instance.id) };
   }

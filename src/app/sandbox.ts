@@ -1,6 +1,6 @@
 import type { RegistrationCache } from '../contacts/registration-cache.ts';
 import { DomainError, errors } from '../domain/errors.ts';
-import type { Instance, InstanceId } from '../domain/instance.ts';
+import type { Instance } from '../domain/instance.ts';
 import type { GroupInfo, SentMessage } from '../domain/messages.ts';
 import type {
   SandboxCallInput,
@@ -21,7 +21,6 @@ import { decodeDataUri } from '../media/source.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
 import { findInstanceByPhone } from '../store/instances.ts';
-import { loadInstance } from './instances.ts';
 
 /** A media file a simulated user sends (`POST /v1/sandbox/inbound/media`): the file as a base64 data URI. */
 export type SandboxMediaRequest = Omit<SandboxInboundMediaInput, 'data' | 'mimetype'> & { media: string };
@@ -84,11 +83,6 @@ export class SandboxService {
     this.#registrations = deps.registrations;
   }
 
-  /** The instance the call addresses, read by id. @throws DomainError not_found `instance not found`. */
-  #load(instanceId: InstanceId): Promise<Instance> {
-    return loadInstance(this.#store.db, instanceId);
-  }
-
   /** The instance's simulated platform. @throws DomainError not_found on a live instance. */
   #controls(instance: Instance): SandboxControls {
     const controls = this.#sessions.session(instance).sandbox;
@@ -102,8 +96,7 @@ export class SandboxService {
    * @throws DomainError conflict `already logged in`, `phone <p> is already linked to another instance`;
    *   not_connected when no pairing runs.
    */
-  async scan(instanceId: InstanceId, input: { code?: string; phone?: string }): Promise<string> {
-    const instance = await this.#load(instanceId);
+  async scan(instance: Instance, input: { code?: string; phone?: string }): Promise<string> {
     const controls = this.#sessions.existing(instance.id)?.sandbox;
     if (!controls) throw instance.jid !== null ? errors.alreadyLoggedIn() : errors.notConnected();
     const phone = input.phone;
@@ -118,8 +111,7 @@ export class SandboxService {
   }
 
   /** A message arrives from a simulated user. See {@link SandboxControls.inbound}. */
-  async inbound(instanceId: InstanceId, input: SandboxInboundInput): Promise<SentMessage> {
-    const instance = await this.#load(instanceId);
+  async inbound(instance: Instance, input: SandboxInboundInput): Promise<SentMessage> {
     return this.#controls(instance).inbound(input);
   }
 
@@ -129,11 +121,10 @@ export class SandboxService {
    * {@link SandboxControls.inboundMedia}.
    * @throws DomainError invalid for a malformed data URI or a field the kind does not take; too_large over 16 MB.
    */
-  async inboundMedia(instanceId: InstanceId, input: SandboxMediaRequest): Promise<SentMessage> {
+  async inboundMedia(instance: Instance, input: SandboxMediaRequest): Promise<SentMessage> {
     const { media, ...rest } = input;
     checkKindFields(input);
     const data = decodeDataUri(media.trim(), 'media', SANDBOX_MEDIA_RULE);
-    const instance = await this.#load(instanceId);
     return this.#controls(instance).inboundMedia({
       ...rest,
       data,
@@ -142,14 +133,12 @@ export class SandboxService {
   }
 
   /** The recipient acknowledges a sent message. See {@link SandboxControls.receipt}. */
-  async receipt(instanceId: InstanceId, input: SandboxReceiptInput): Promise<void> {
-    const instance = await this.#load(instanceId);
+  async receipt(instance: Instance, input: SandboxReceiptInput): Promise<void> {
     return this.#controls(instance).receipt(input);
   }
 
   /** A simulated user starts or stops typing. See {@link SandboxControls.presence}. */
-  async presence(instanceId: InstanceId, input: SandboxPresenceInput): Promise<void> {
-    const instance = await this.#load(instanceId);
+  async presence(instance: Instance, input: SandboxPresenceInput): Promise<void> {
     return this.#controls(instance).presence(input);
   }
 
@@ -157,42 +146,36 @@ export class SandboxService {
    * Defines a simulated user and forgets the cached registration answer for its number
    * (docs/decisions/0001-envelope-and-error-codes.md, docs/decisions/0004-sandbox.md).
    */
-  async defineUser(instanceId: InstanceId, input: SandboxUserInput): Promise<void> {
-    const instance = await this.#load(instanceId);
+  async defineUser(instance: Instance, input: SandboxUserInput): Promise<void> {
     await this.#controls(instance).defineUser(input);
     this.#registrations.invalidate(instance.id, input.phone);
   }
 
   /** A group another user created with the account as a plain member. See {@link SandboxControls.createForeignGroup}. */
-  async createForeignGroup(instanceId: InstanceId, input: SandboxForeignGroupInput): Promise<GroupInfo> {
-    const instance = await this.#load(instanceId);
+  async createForeignGroup(instance: Instance, input: SandboxForeignGroupInput): Promise<GroupInfo> {
     return this.#controls(instance).createForeignGroup(input);
   }
 
   /** A simulated user calls the account. See {@link SandboxControls.call}. */
   async call(
-    instanceId: InstanceId,
+    instance: Instance,
     input: SandboxCallInput,
   ): Promise<{ id: string; status: 'missed' | 'rejected' }> {
-    const instance = await this.#load(instanceId);
     return this.#controls(instance).call(input);
   }
 
   /** A simulated member changes a group. See {@link SandboxControls.groupChange}. */
-  async groupChange(instanceId: InstanceId, input: SandboxGroupChangeInput): Promise<GroupInfo> {
-    const instance = await this.#load(instanceId);
+  async groupChange(instance: Instance, input: SandboxGroupChangeInput): Promise<GroupInfo> {
     return this.#controls(instance).groupChange(input);
   }
 
   /** A simulated user edits or deletes their message. See {@link SandboxControls.updateMessage}. */
-  async updateMessage(instanceId: InstanceId, input: SandboxUpdateInput): Promise<void> {
-    const instance = await this.#load(instanceId);
+  async updateMessage(instance: Instance, input: SandboxUpdateInput): Promise<void> {
     return this.#controls(instance).updateMessage(input);
   }
 
   /** A simulated user votes on a poll the instance sent. See {@link SandboxControls.vote}. */
-  async vote(instanceId: InstanceId, input: SandboxVoteInput): Promise<void> {
-    const instance = await this.#load(instanceId);
+  async vote(instance: Instance, input: SandboxVoteInput): Promise<void> {
     return this.#controls(instance).vote(input);
   }
 }

@@ -1,12 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../domain/clock.ts';
 import { errors } from '../domain/errors.ts';
-import type { InstanceId } from '../domain/instance.ts';
+import type { Instance } from '../domain/instance.ts';
 import { OutboundError, type OutboundGuard } from '../net/outbound-guard.ts';
 import type { SecretBox } from '../security/secrets.ts';
-import type { Store } from '../store/database.ts';
 import { webhookHeaders } from '../webhooks/signing.ts';
-import { loadInstance } from './instances.ts';
 
 /** What the receiver made of a test event: its status code, duration (ms), the error and the first 2 KB answered. */
 export interface TestDelivery {
@@ -26,14 +24,12 @@ const RESPONSE_BYTES = 2048;
  * recorded in the delivery log and not retried: the answer is returned to the caller.
  */
 export class WebhookTestService {
-  readonly #store: Store;
   readonly #box: SecretBox;
   readonly #guard: OutboundGuard;
   readonly #clock: Clock;
   readonly #timeoutMs: number;
 
-  constructor(deps: { store: Store; box: SecretBox; guard: OutboundGuard; clock: Clock; timeoutMs: number }) {
-    this.#store = deps.store;
+  constructor(deps: { box: SecretBox; guard: OutboundGuard; clock: Clock; timeoutMs: number }) {
     this.#box = deps.box;
     this.#guard = deps.guard;
     this.#clock = deps.clock;
@@ -41,8 +37,7 @@ export class WebhookTestService {
   }
 
   /** Sends one test event. @throws DomainError not_found; conflict `no webhook URL configured`. */
-  async send(instanceId: InstanceId): Promise<TestDelivery> {
-    const instance = await loadInstance(this.#store.db, instanceId);
+  async send(instance: Instance): Promise<TestDelivery> {
     if (instance.webhookUrl === null) throw errors.conflict('no webhook URL configured');
     const id = randomUUID();
     const body = JSON.stringify({

@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../domain/clock.ts';
 import { type DomainError, errors } from '../domain/errors.ts';
-import { DEFAULT_SUBSCRIPTION, type EventType, type Instance, type InstanceId } from '../domain/instance.ts';
+import { DEFAULT_SUBSCRIPTION, type EventType, type Instance } from '../domain/instance.ts';
 import { OutboundError, type OutboundGuard } from '../net/outbound-guard.ts';
 import { nowIso, type Store } from '../store/database.ts';
 import { requeueDelivery } from '../store/deliveries.ts';
@@ -15,7 +15,6 @@ import {
 } from '../store/webhook-events.ts';
 import { type DeliveryView, decodeCursor, encodeCursor, toDeliveryView } from '../webhooks/log.ts';
 import type { DeliveryWorker } from '../webhooks/worker.ts';
-import { loadInstance } from './instances.ts';
 
 /**
  * An instance's webhook configuration (docs/api.md#webhook, docs/decisions/0005-outbox-and-delivery.md); `disabledAt`
@@ -71,17 +70,11 @@ export class WebhookService {
     this.#clock = deps.clock;
   }
 
-  /** The instance the call addresses, read by id. @throws DomainError not_found `instance not found`. */
-  #load(instanceId: InstanceId): Promise<Instance> {
-    return loadInstance(this.#store.db, instanceId);
-  }
-
   /**
    * The instance's URL, subscription (a null one reads as all four types, docs/decisions/0016-session-lifecycle.md)
    * and disabled state.
    */
-  async config(instanceId: InstanceId): Promise<WebhookConfig> {
-    const instance = await this.#load(instanceId);
+  async config(instance: Instance): Promise<WebhookConfig> {
     const state = await getWebhookState(this.#store.db, instance.id);
     return {
       webhook: instance.webhookUrl ?? '',
@@ -100,8 +93,7 @@ export class WebhookService {
    * @throws DomainError invalid `webhookUrl must be an HTTPS URL…` / `webhookUrl is refused: …` (the detail is
    *   logged on `log`, never answered).
    */
-  async setUrl(instanceId: InstanceId, rawUrl: string, log: FastifyBaseLogger): Promise<string> {
-    const instance = await this.#load(instanceId);
+  async setUrl(instance: Instance, rawUrl: string, log: FastifyBaseLogger): Promise<string> {
     let url: URL;
     try {
       url = this.#guard.parseUrl(rawUrl);
@@ -125,8 +117,7 @@ export class WebhookService {
   }
 
   /** Removes the URL: later events are logged as unsent (redeliverable); queued deliveries wait for a new URL. */
-  async removeUrl(instanceId: InstanceId): Promise<void> {
-    const instance = await this.#load(instanceId);
+  async removeUrl(instance: Instance): Promise<void> {
     await updateInstance(this.#store.db, instance.id, { webhookUrl: null });
   }
 
@@ -135,10 +126,9 @@ export class WebhookService {
    * `cursor`, optionally of one status. @throws DomainError invalid `cursor is invalid`.
    */
   async deliveries(
-    instanceId: InstanceId,
+    instance: Instance,
     query: { limit: number; status?: LogQuery['status']; cursor?: string | undefined },
   ): Promise<DeliveryPage> {
-    const instance = await this.#load(instanceId);
     const { limit, status, cursor } = query;
     const beforeSequence = cursor === undefined ? undefined : decodeCursor(cursor);
     const entries = await listLog(this.#store.db, instance.id, {
@@ -159,8 +149,7 @@ export class WebhookService {
    * @throws DomainError not_found `delivery not found`; conflict `no webhook URL configured`, `webhook is
    *   disabled …`, `delivery is being attempted right now`.
    */
-  async redeliver(instanceId: InstanceId, id: string): Promise<void> {
-    const instance = await this.#load(instanceId);
+  async redeliver(instance: Instance, id: string): Promise<void> {
     const db = this.#store.db;
     if (!(await webhookEventExists(db, instance.id, id))) throw errors.notFound('delivery not found');
     if (instance.webhookUrl === null) throw errors.conflict('no webhook URL configured');

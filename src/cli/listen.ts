@@ -1,12 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:https';
 import { isIP } from 'node:net';
-import type { Command } from 'commander';
-import { AdminError } from '../admin/admin.ts';
-import { loadConfig } from '../config/config.ts';
 import { verifyHmacSignature, verifyStandardSignature } from '../webhooks/verify.ts';
-import { examples } from './examples.ts';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './commands/context.ts';
+import { CliError } from './errors.ts';
 
 /**
  * `parley listen` (like `stripe listen`): a local HTTPS webhook receiver for developers. It serves HTTPS with a
@@ -100,7 +97,7 @@ class ParleyApi {
 
   /**
    * Calls `path` (with `?from=` when an instance was named) and returns `data` of the envelope.
-   * @throws AdminError naming the call and parley's error message (or the network failure).
+   * @throws CliError naming the call and parley's error message (or the network failure).
    */
   async call(
     method: 'GET' | 'POST' | 'DELETE',
@@ -120,7 +117,7 @@ class ParleyApi {
       });
     } catch (error) {
       const cause = (error as { cause?: { message?: string } }).cause?.message ?? String(error);
-      throw new AdminError(`cannot reach parley at ${this.#base} (${cause}); is it running? (--url)`);
+      throw new CliError(`cannot reach parley at ${this.#base} (${cause}); is it running? (--url)`);
     }
     const text = await response.text();
     let parsed: { data?: Record<string, unknown>; error?: { message?: string } } = {};
@@ -131,7 +128,7 @@ class ParleyApi {
     }
     if (!response.ok || parsed.data === undefined) {
       const message = parsed.error?.message ?? text.slice(0, 200);
-      throw new AdminError(`${method} ${path} answered ${response.status}: ${message}`);
+      throw new CliError(`${method} ${path} answered ${response.status}: ${message}`);
     }
     return parsed.data;
   }
@@ -162,16 +159,16 @@ export interface ListenOptions {
  * URL and a new HMAC key on the instance, prints every request, and at stop puts back the URL that was
  * configured before (or removes the webhook when there was none) if the URL is still the listener's.
  * Status lines go to `io.err`; events to `io.out`.
- * @throws AdminError for a live key, a short HMAC key, or a setup call parley refused.
+ * @throws CliError for a live key, a short HMAC key, or a setup call parley refused.
  */
 export async function listen(options: ListenOptions, io: CliIo, stop: Promise<void>): Promise<void> {
   if (!options.key.startsWith('svc_test_')) {
-    throw new AdminError(
+    throw new CliError(
       'parley listen takes a test key (svc_test_…): it replaces the instance webhook and HMAC key',
     );
   }
   const hmacKey = options.hmacKey ?? randomBytes(32).toString('base64url');
-  if (hmacKey.length < 32) throw new AdminError('--hmac-key must be at least 32 characters');
+  if (hmacKey.length < 32) throw new CliError('--hmac-key must be at least 32 characters');
 
   // loaded on use: certificate generation pulls in an X.509 library every other CLI command can do without
   const { ensureLocalCa, issueServerCertificate } = await import('./listen-certificates.ts');
@@ -227,8 +224,8 @@ export async function listen(options: ListenOptions, io: CliIo, stop: Promise<vo
     try {
       await api.call('POST', '/v1/webhook', { webhookUrl });
     } catch (error) {
-      if (error instanceof AdminError && error.message.includes('answered 400: webhookUrl')) {
-        throw new AdminError(
+      if (error instanceof CliError && error.message.includes('answered 400: webhookUrl')) {
+        throw new CliError(
           `${error.message}. parley delivers to this receiver only when started with ${allowed} (settings for a development server; see npx parley listen --help)`,
         );
       }
@@ -261,7 +258,7 @@ export async function listen(options: ListenOptions, io: CliIo, stop: Promise<vo
  * Puts back the webhook URL `previous` (empty: removes the webhook) if the instance's URL is still the
  * listener's `webhookUrl` (someone may have set another meanwhile).
  * @returns whether it changed the webhook.
- * @throws AdminError when parley refuses the change.
+ * @throws CliError when parley refuses the change.
  */
 async function restoreWebhook(api: ParleyApi, webhookUrl: string, previous: string): Promise<boolean> {
   const current = await api.call('GET', '/v1/webhook').catch(() => undefined);
@@ -274,76 +271,4 @@ async function restoreWebhook(api: ParleyApi, webhookUrl: string, previous: stri
 function closeServer(server: Server): Promise<void> {
   server.closeAllConnections();
   return new Promise((resolve) => server.close(() => resolve()));
-}
-
-function portNumber(value: string): number {
-  if (!/^\d{1,5}$/.test(value) || Number(value) > 65535) throw new AdminError('--port must be 0 to 65535');
-  return Number(value);
-}
-
-/** Resolves on the first SIGINT or SIGTERM. */
-function untilSignal(): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      process.off('SIGINT', done);
-      process.off('SIGTERM', done);
-      resolve();
-    };
-    process.once('SIGINT', done);
-    process.once('SIGTERM', done);
-  });
-}
-
-/** Adds `parley listen` to the command line. */
-export function registerListen(program: Command, io: CliIo): void {
-  program
-    .command('listen')
-    .description(
-      'local HTTPS webhook receiver: sets itself as the webhook of a test instance, verifies both signatures and prints each event',
-    )
-    .option('--url <url>', 'base URL of the running parley', 'http://localhost:8080')
-    .option('--key <key>', 'a test key (svc_test_…) with chat:webhook and chat:session')
-    .option('--from <instance>', 'instance UUID or linked phone (default: the one parley picks for the key)')
-    .option('--host <address>', 'address to listen on, named in the webhook URL', '127.0.0.1')
-    .option('--port <port>', 'port to listen on (0: any free port)', portNumber, 0)
-    .option('--hmac-key <key>', 'HMAC key to set (default: 32 random bytes)')
-    .option('--ca-dir <dir>', 'directory of the local CA (default: DATA_DIR)')
-    .option('--print-ca', 'create the local CA if needed, print the path of its certificate and exit')
-    .option('--json', 'one JSON object per event on stdout')
-    .addHelpText('after', examples.listen)
-    .action(
-      async (opts: {
-        url: string;
-        key?: string;
-        from?: string;
-        host: string;
-        port: number;
-        hmacKey?: string;
-        caDir?: string;
-        printCa?: boolean;
-        json?: boolean;
-      }) => {
-        const caDir = opts.caDir ?? loadConfig(io.env).dataDir;
-        if (opts.printCa) {
-          const { ensureLocalCa } = await import('./listen-certificates.ts');
-          io.out((await ensureLocalCa(caDir)).certPath);
-          return;
-        }
-        if (opts.key === undefined) throw new AdminError('--key is required (a test key, svc_test_…)');
-        await listen(
-          {
-            url: opts.url,
-            key: opts.key,
-            ...(opts.from === undefined ? {} : { from: opts.from }),
-            host: opts.host,
-            port: opts.port,
-            json: opts.json === true,
-            ...(opts.hmacKey === undefined ? {} : { hmacKey: opts.hmacKey }),
-            caDir,
-          },
-          io,
-          untilSignal(),
-        );
-      },
-    );
 }

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
-import { AdminError } from '../admin/admin.ts';
 import type { Config } from '../config/config.ts';
 import { describeStore, isInitialised, migrateToLatest, openStore, type Store } from '../store/database.ts';
+import { CliError } from './errors.ts';
 
 /**
  * Opens the store an admin command works on: the server's store, found through the same configuration
@@ -11,14 +11,14 @@ import { describeStore, isInitialised, migrateToLatest, openStore, type Store } 
  * wrong folder would silently create an empty `./data/parley.db` and then report the server's organizations as
  * missing. "Does not exist" means: no SQLite file at the configured path (or a file without parley's tables),
  * or a PostgreSQL database whose migrations were never applied.
- * @throws AdminError naming the store it looked for and how to point at the right one; or when PostgreSQL
+ * @throws CliError naming the store it looked for and how to point at the right one; or when PostgreSQL
  *   cannot be reached.
  */
 export async function openAdminStore(config: Config, init: boolean): Promise<Store> {
   const database = config.database;
   const where = describeStore(database);
   if (database.dialect === 'sqlite' && database.path !== ':memory:' && !existsSync(database.path) && !init) {
-    throw new AdminError(
+    throw new CliError(
       `no parley store at ${database.path}. ${pointer(config)} Or pass --init to create a new, empty store there.`,
     );
   }
@@ -27,11 +27,11 @@ export async function openAdminStore(config: Config, init: boolean): Promise<Sto
     store = await openStore(database);
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
-    throw new AdminError(`cannot open the ${where}: ${reason}`);
+    throw new CliError(`cannot open the ${where}: ${reason}`);
   }
   try {
     if (!init && !(await isInitialised(store))) {
-      throw new AdminError(
+      throw new CliError(
         `the ${where} has no parley tables (its migrations were never applied). ${pointer(config)} ` +
           'Or start the server once against it (npm start applies the migrations), or pass --init to apply them now.',
       );

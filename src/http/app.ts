@@ -3,8 +3,8 @@ import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
 import Fastify, { type FastifyInstance, type FastifyRequest, LogController } from 'fastify';
 import fp from 'fastify-plugin';
+import type { HttpServices } from '../app/http-services.ts';
 import { DomainError } from '../domain/errors.ts';
-import type { Services } from '../services.ts';
 import { clientErrorHandler, frameworkErrorHandler } from './client-errors.ts';
 import { rewriteGatewayUrl } from './gateway/paths.ts';
 import { parseJsonBody } from './json-body.ts';
@@ -28,8 +28,8 @@ export interface RouteEntry {
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** The app's services (store, sessions, auth, limits…), built once at boot. */
-    services: Services;
+    /** The application services and the few process-wide things HTTP uses (src/app/http-services.ts). */
+    services: HttpServices;
     /** Every route registered, with its scope (docs/decisions/0003-scopes-and-keys.md). */
     routeTable: RouteEntry[];
   }
@@ -62,7 +62,7 @@ function makeAjv(coerceTypes: boolean | 'array'): Ajv {
  * Builds the HTTP app in layers (fastify/demo): external plugins (OpenAPI), app services, cross-cutting hooks
  * (request id, metrics, auth and limits), then routes. Does not listen; tests call `app.inject`.
  */
-export async function buildApp(services: Services): Promise<FastifyInstance> {
+export async function buildApp(services: HttpServices): Promise<FastifyInstance> {
   const app = Fastify({
     // Request logs carry the URL with secret query values redacted (docs/decisions/0020-security-promises.md: keys
     // are never logged).

@@ -37,10 +37,15 @@ export class Metrics {
     buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15],
     registers: [this.registry],
   });
-  readonly sessions = new Gauge({
+  /** What the sessions gauge reads at scrape time (see {@link trackSessions}). */
+  #sessions: { readonly size: number } | undefined;
+  readonly sessions: Gauge = new Gauge({
     name: 'parley_sessions',
     help: 'Engine sessions held by this process',
     registers: [this.registry],
+    collect: () => {
+      if (this.#sessions) this.sessions.set(this.#sessions.size);
+    },
   });
 
   /** What the backlog gauges read at scrape time (see {@link trackBacklog}). */
@@ -72,5 +77,10 @@ export class Metrics {
    */
   trackBacklog(source: { readonly count: number; readonly oldestAgeMs: number }): void {
     this.#backlog = source;
+  }
+
+  /** Reads the sessions gauge from `source.size` (the engine sessions this process holds) at every scrape. */
+  trackSessions(source: { readonly size: number }): void {
+    this.#sessions = source;
   }
 }

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import pg from 'pg';
-import { bootstrapIfEmpty } from '../../src/admin/admin.ts';
+import { bootstrapIfEmpty } from '../../src/app/bootstrap.ts';
 import { main } from '../../src/cli/main.ts';
 import { createTestStore, testDialects } from '../support/store.ts';
 import { cli, postgresUrl, storeEnv } from './support.ts';

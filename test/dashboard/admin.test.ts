@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { adminCreateKey, adminCreateOrg } from '../../src/admin/admin.ts';
+import { adminCreateKey } from '../../src/app/api-keys.ts';
+import { adminCreateOrg } from '../../src/app/organizations.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { testDialects } from '../support/store.ts';
 import { createUser, type DashboardClient, signIn } from './support.ts';

@@ -209,13 +209,13 @@ for (const dialect of testDialects()) {
 
 let orgCounter = 0;
 async function createOtherOrg(t: TestApp) {
-  const { adminCreateOrg } = await import('../../src/admin/admin.ts');
+  const { adminCreateOrg } = await import('../../src/app/organizations.ts');
   orgCounter += 1;
   return adminCreateOrg(t.testStore.store.db, { name: `other-${orgCounter}-${Date.now()}` });
 }
 
 async function otherInstance(t: TestApp): Promise<string> {
-  const { adminCreateInstance } = await import('../../src/admin/admin.ts');
+  const { adminCreateInstance } = await import('../../src/app/instances.ts');
   const org = await createOtherOrg(t);
   return (await adminCreateInstance(t.testStore.store.db, { org: org.id, env: 'test' })).id;
 }

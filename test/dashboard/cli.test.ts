@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { adminCreateOrg } from '../../src/admin/admin.ts';
+import { adminCreateOrg } from '../../src/app/organizations.ts';
 import { cli, storeEnv } from '../cli/support.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { testDialects } from '../support/store.ts';

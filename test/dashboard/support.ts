@@ -1,5 +1,5 @@
 import type { LightMyRequestResponse } from 'fastify';
-import { adminCreateUser } from '../../src/admin/users.ts';
+import { adminCreateUser } from '../../src/app/users.ts';
 import type { TestApp } from '../support/app.ts';
 
 /** A password long enough for the dashboard's rule. */

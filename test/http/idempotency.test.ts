@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { InjectOptions } from 'fastify';
-import { adminCreateInstance, adminCreateKey, adminCreateOrg } from '../../src/admin/admin.ts';
+import { adminCreateKey } from '../../src/app/api-keys.ts';
 import { IDEMPOTENCY_LOCK_MS, IDEMPOTENCY_TTL_MS, RequestFingerprint } from '../../src/app/idempotency.ts';
+import { adminCreateInstance } from '../../src/app/instances.ts';
+import { adminCreateOrg } from '../../src/app/organizations.ts';
 import { DomainError } from '../../src/domain/errors.ts';
 import { appFor, bad, fixture, OWN, PEER } from '../messages/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';

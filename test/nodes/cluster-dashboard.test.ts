@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { adminCreateUser } from '../../src/admin/users.ts';
+import { adminCreateUser } from '../../src/app/users.ts';
 import { sseReader } from '../support/sse.ts';
 import { testDialects } from '../support/store.ts';
 import { type Child, until } from '../webhooks/child.ts';

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import pino from 'pino';
-import { adminCreateInstance, adminCreateOrg } from '../../src/admin/admin.ts';
+import { adminCreateInstance } from '../../src/app/instances.ts';
+import { adminCreateOrg } from '../../src/app/organizations.ts';
 import { ReadinessService } from '../../src/app/readiness.ts';
 import type { Instance } from '../../src/domain/instance.ts';
 import { LeaseKeeper } from '../../src/nodes/leases.ts';

@@ -1,6 +1,8 @@
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import pino from 'pino';
-import { adminCreateInstance, adminCreateKey, adminCreateOrg } from '../../src/admin/admin.ts';
+import { adminCreateKey } from '../../src/app/api-keys.ts';
+import { adminCreateInstance } from '../../src/app/instances.ts';
+import { adminCreateOrg } from '../../src/app/organizations.ts';
 import { type Config, loadConfig } from '../../src/config/config.ts';
 import type { Instance } from '../../src/domain/instance.ts';
 import type { Engine } from '../../src/engines/engine.ts';

@@ -1,10 +1,8 @@
 import { pipeline, Transform } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { resolveInstance } from '../../app/instances.ts';
 import { errors } from '../../domain/errors.ts';
 import type { Instance } from '../../domain/instance.ts';
-import { RedisReplayMemory, type ReplayMemory, SqlReplayMemory } from '../../store/gateway-replay.ts';
 import { type GatewayRoute, gatewayRouteOf } from './paths.ts';
 import { invalidSignature, SIGNATURE_WINDOW_SECONDS, verifyGatewaySignature } from './signature.ts';
 
@@ -106,10 +104,8 @@ function teeBody(payload: NodeJS.ReadableStream, into: Buffer[], limit: number):
  */
 export const gatewayPlugin = fp(
   async (app: FastifyInstance) => {
-    const { store, box, clock, redis } = app.services;
-    const replay: ReplayMemory = redis
-      ? new RedisReplayMemory(redis, clock)
-      : new SqlReplayMemory(store.db, clock);
+    const { clock } = app.services;
+    const { gateway: service } = app.services.app;
     app.decorateRequest('gateway', null);
 
     app.addHook('onRequest', async (request) => {
@@ -120,8 +116,7 @@ export const gatewayPlugin = fp(
       if (typeof header !== 'string' || !UUID.test(header.trim())) {
         throw errors.badRequest('x-instance-id must be an instance UUID');
       }
-      const instance = await resolveInstance(store.db, request.auth, header.trim());
-      const hmacKey = instance.hmacKeySealed === null ? null : box.open(instance.hmacKeySealed);
+      const { instance, hmacKey } = await service.instance(request.auth, header.trim());
       // Unsigned requests are refused before their body is read; the signature itself is checked once it is.
       if (hmacKey !== null && (!request.headers['x-timestamp'] || !request.headers['x-signature'])) {
         throw invalidSignature();
@@ -151,7 +146,7 @@ export const gatewayPlugin = fp(
         );
         // Remembered until the timestamp can no longer pass the window check (compared in whole seconds).
         const expiresAtMs = (verified.timestamp + SIGNATURE_WINDOW_SECONDS + 1) * 1000;
-        if (!(await replay.remember(gateway.instance.id, verified.signature, expiresAtMs))) {
+        if (!(await service.remember(gateway.instance.id, verified.signature, expiresAtMs))) {
           throw invalidSignature('this signature was already used');
         }
         gateway.rawBody = [];

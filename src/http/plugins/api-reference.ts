@@ -2,8 +2,8 @@ import swagger from '@fastify/swagger';
 import scalarApiReference from '@scalar/fastify-api-reference';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
+import type { HttpServices } from '../../app/http-services.ts';
 import { errors } from '../../domain/errors.ts';
-import type { Services } from '../../services.ts';
 import { finishOpenapiDocument } from '../openapi.ts';
 
 /** The introduction of the API reference (the OpenAPI `info.description`, Markdown). */
@@ -42,7 +42,7 @@ const DOCS_PAGE = {
  * Registered before the routes, so every route is collected.
  */
 export const apiReferencePlugin = fp(
-  async (app: FastifyInstance, options: { config: Services['config'] }) => {
+  async (app: FastifyInstance, options: { config: HttpServices['config'] }) => {
     await app.register(swagger, {
       openapi: {
         openapi: '3.1.0',

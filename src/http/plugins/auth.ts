@@ -1,9 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { type AuthContext, hasScope } from '../../auth/authenticator.ts';
+import { type AuthContext, hasScope } from '../../app/access.ts';
 import { DomainError, errors } from '../../domain/errors.ts';
 import type { Scope } from '../../domain/scope.ts';
-import { limitsOf, policyHeader, rateLimitHeader, type WindowState } from '../../ratelimit/limiter.ts';
+import { policyHeader, rateLimitHeader, type WindowState } from '../../ratelimit/limiter.ts';
 import { isForwarded } from './forward.ts';
 
 /** What a route declares in its `config` (checked by this plugin). */
@@ -38,14 +38,15 @@ export function authOf(request: FastifyRequest): AuthContext {
  */
 export const authPlugin = fp(
   async (app: FastifyInstance) => {
-    const { keys, limiter, metrics } = app.services;
+    const { metrics } = app.services;
+    const { access } = app.services.app;
     app.decorateRequest('auth', null);
 
     app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
       const config = request.routeOptions.config;
       const scope = config?.scope;
       if (scope === undefined || scope === 'public') return;
-      const auth = await keys.authenticate(request.headers.authorization);
+      const auth = await access.authenticate(request.headers.authorization);
       if (config.testOnly && auth.env !== 'test') {
         throw errors.notFound('sandbox helpers exist only for svc_test_ keys');
       }
@@ -54,8 +55,7 @@ export const authPlugin = fp(
       // A request another node forwarded was counted there (docs/decisions/0008-leases-and-fencing.md: limits are
       // shared through Redis).
       if (isForwarded(request, app.services.cluster)) return;
-      const limits = limitsOf(auth.org);
-      const decision = await limiter.consume(auth.org.id, auth.env, limits);
+      const { limits, decision } = await access.charge(auth);
       reply.header('ratelimit-policy', policyHeader(limits));
       reply.header('ratelimit', rateLimitHeader(decision));
       if (!decision.allowed) {

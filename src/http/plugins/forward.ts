@@ -3,9 +3,9 @@ import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Agent, request as send } from 'undici';
+import type { HttpCluster } from '../../app/http-services.ts';
 import { DomainError } from '../../domain/errors.ts';
 import type { Instance } from '../../domain/instance.ts';
-import type { LeaseKeeper } from '../../nodes/leases.ts';
 
 /**
  * Forwarding of instance requests between nodes (docs/decisions/0008-leases-and-fencing.md): a request for an
@@ -40,11 +40,7 @@ const HOP_BY_HOP = new Set([
 
 const agent = new Agent({ keepAliveTimeout: 10_000, connections: 64 });
 
-/** The cluster as the HTTP layer sees it: this node's leases and the shared secret. */
-export interface HttpCluster {
-  keeper: LeaseKeeper;
-  secret: string;
-}
+export type { HttpCluster } from '../../app/http-services.ts';
 
 /** Options of {@link routeInstanceRequest}. */
 export interface RouteInstanceOptions {

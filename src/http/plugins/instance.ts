@@ -1,8 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { resolveInstance } from '../../app/instances.ts';
 import { DomainError } from '../../domain/errors.ts';
-import type { Instance, InstanceId } from '../../domain/instance.ts';
+import type { Instance } from '../../domain/instance.ts';
 import { selectorOf } from '../instance-selector.ts';
 import { authOf } from './auth.ts';
 import { routeInstanceRequest } from './forward.ts';
@@ -27,7 +26,8 @@ declare module 'fastify' {
 }
 
 /**
- * The instance of a request whose route declares `config.instance`.
+ * The instance of a request whose route declares `config.instance`, resolved once by this plugin: what a route hands
+ * to an application service, so a request reads its instance once.
  * @throws DomainError internal when the route declares none (a wiring bug).
  */
 export function instanceOf(request: FastifyRequest): Instance {
@@ -52,7 +52,8 @@ function bodyFrom(request: FastifyRequest): string | undefined {
  */
 export const instancePlugin = fp(
   async (app: FastifyInstance) => {
-    const { store, cluster } = app.services;
+    const { cluster } = app.services;
+    const { instances } = app.services.app;
     app.decorateRequest('instance', null);
     app.addHook('preHandler', async (request: FastifyRequest, reply: FastifyReply) => {
       const where = request.routeOptions.config?.instance;
@@ -61,7 +62,7 @@ export const instancePlugin = fp(
         request.instance = request.gateway.instance;
       } else {
         const selector = (where === 'body' ? bodyFrom(request) : undefined) ?? selectorOf(request);
-        request.instance = await resolveInstance(store.db, authOf(request), selector);
+        request.instance = await instances.resolve(authOf(request), selector);
       }
       // Several nodes (docs/decisions/0008-leases-and-fencing.md): the node owning the instance's session answers;
       // routes never know. A gateway request, verified here, goes to the owner as its /v1 twin (its x-instance-id
@@ -71,11 +72,3 @@ export const instancePlugin = fp(
   },
   { name: 'parley-instance', dependencies: ['parley-auth', 'parley-services'] },
 );
-
-/**
- * The id of the instance a request addresses: what a route hands to an application service.
- * @throws DomainError internal when the route declares no `config.instance` (a wiring bug).
- */
-export function instanceIdOf(request: FastifyRequest): InstanceId {
-  return instanceOf(request).id;
-}

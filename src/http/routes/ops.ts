@@ -10,7 +10,7 @@ const error = Type.Ref('ErrorEnvelope');
  * document. No auth.
  */
 export async function opsRoutes(app: FastifyInstance): Promise<void> {
-  const { metrics, sessions } = app.services;
+  const { metrics } = app.services;
 
   app.get(
     '/healthz',
@@ -67,7 +67,6 @@ export async function opsRoutes(app: FastifyInstance): Promise<void> {
       },
     },
     async (_request, reply) => {
-      metrics.sessions.set(sessions.size);
       reply.header('content-type', metrics.registry.contentType);
       return metrics.registry.metrics();
     },

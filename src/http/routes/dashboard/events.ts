@@ -1,10 +1,10 @@
 import type { ServerResponse } from 'node:http';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
+import type { LiveChange } from '../../../app/dashboard-admin.ts';
 import { DomainError } from '../../../domain/errors.ts';
-import type { LiveChange } from '../../../events/live-feed.ts';
 import { principalOf } from './guard.ts';
-import { InstanceParams, instanceIdFor, qrOf } from './instances.ts';
+import { InstanceParams, instanceFor, qrOf } from './instances.ts';
 
 /** Comment line sent this often on an idle stream so proxies keep it open, ms. */
 const KEEPALIVE_MS = 25_000;
@@ -33,7 +33,7 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
     { config: { dashboard: 'viewer', stream: true }, schema: { hide: true, params: InstanceParams } },
     async (request, reply) => {
       const orgId = principalOf(request).org.id;
-      const id = await instanceIdFor(app, request);
+      const instance = await instanceFor(app, request);
       reply.hijack();
       const raw = reply.raw;
       raw.writeHead(200, {
@@ -52,7 +52,7 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
       const sendQr = async () => {
         clearTimeout(qrTimer);
         try {
-          const pairing = await session.pairingCode(id);
+          const pairing = await session.pairingCode(instance);
           send('qr', await qrOf(pairing));
           // The next code is due when this one expires: re-read it then (a little after, to be past the edge).
           qrTimer = setTimeout(
@@ -66,12 +66,12 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
       };
       const sendStatus = async () => {
         try {
-          send('status', await dashboard.instance(orgId, id));
+          send('status', await dashboard.instance(orgId, instance.id));
         } catch (error) {
           request.log.warn({ err: error }, 'reading the instance status failed');
         }
       };
-      const unsubscribe = await dashboard.watch(orgId, id, (change: LiveChange) => {
+      const unsubscribe = await dashboard.watch(orgId, instance.id, (change: LiveChange) => {
         if (change === 'deliveries') send('deliveries', {});
         else void sendStatus().then(sendQr);
       });

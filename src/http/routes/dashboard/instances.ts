@@ -2,6 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { toDataURL } from 'qrcode';
+import type { Instance } from '../../../domain/instance.ts';
 import { ok } from '../../schemas.ts';
 import { PairingCodeBody } from '../v1/session.ts';
 import { principalOf } from './guard.ts';
@@ -22,9 +23,9 @@ export const InstanceParams = Type.Object({ id: Type.String({ minLength: 1, maxL
  * The instance of the route's `:id` when it belongs to the signed-in user's organization.
  * @throws DomainError not_found `instance not found` (also for another organization's instance).
  */
-export async function instanceIdFor(app: FastifyInstance, request: FastifyRequest): Promise<string> {
+export async function instanceFor(app: FastifyInstance, request: FastifyRequest): Promise<Instance> {
   const { id } = request.params as { id: string };
-  return (await app.services.app.dashboard.instanceOf(principalOf(request).org.id, id)).id;
+  return app.services.app.dashboard.instanceOf(principalOf(request).org.id, id);
 }
 
 /**
@@ -56,34 +57,34 @@ export async function instanceRoutes(fastify: FastifyInstance): Promise<void> {
   );
 
   app.post('/instances/:id/connect', { config: member, schema: hidden }, async (request) => {
-    const id = await instanceIdFor(app, request);
-    await session.connect(id, { immediate: true });
-    return ok(await dashboard.instance(principalOf(request).org.id, id));
+    const instance = await instanceFor(app, request);
+    await session.connect(instance, { immediate: true });
+    return ok(await dashboard.instance(principalOf(request).org.id, instance.id));
   });
 
   app.post('/instances/:id/disconnect', { config: member, schema: hidden }, async (request) => {
-    const id = await instanceIdFor(app, request);
-    await session.disconnect(id);
-    return ok(await dashboard.instance(principalOf(request).org.id, id));
+    const instance = await instanceFor(app, request);
+    await session.disconnect(instance);
+    return ok(await dashboard.instance(principalOf(request).org.id, instance.id));
   });
 
   app.post('/instances/:id/logout', { config: member, schema: hidden }, async (request) => {
-    const id = await instanceIdFor(app, request);
-    await session.logout(id);
-    return ok(await dashboard.instance(principalOf(request).org.id, id));
+    const instance = await instanceFor(app, request);
+    await session.logout(instance);
+    return ok(await dashboard.instance(principalOf(request).org.id, instance.id));
   });
 
   app.get('/instances/:id/qr', { config: viewer, schema: hidden }, async (request) => {
-    const id = await instanceIdFor(app, request);
-    return ok(await qrOf(await session.pairingCode(id)));
+    const instance = await instanceFor(app, request);
+    return ok(await qrOf(await session.pairingCode(instance)));
   });
 
   app.post(
     '/instances/:id/pairing-code',
     { config: member, schema: { ...hidden, body: PairingCodeBody } },
     async (request) => {
-      const id = await instanceIdFor(app, request);
-      return ok({ pairingCode: await session.requestPairingCode(id, request.body.phone) });
+      const instance = await instanceFor(app, request);
+      return ok({ pairingCode: await session.requestPairingCode(instance, request.body.phone) });
     },
   );
 }

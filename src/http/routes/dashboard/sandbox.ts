@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { ok } from '../../schemas.ts';
 import { InboundBody, PresenceBody, ReceiptBody, ScanBody } from '../v1/sandbox.ts';
-import { InstanceParams, instanceIdFor } from './instances.ts';
+import { InstanceParams, instanceFor } from './instances.ts';
 
 /**
  * The sandbox helpers of a test instance (docs/decisions/0004-sandbox.md, docs/decisions/0022-dashboard.md): scan the
@@ -19,7 +19,7 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
     '/instances/:id/sandbox/scan',
     { config, schema: { hide: true, params, body: ScanBody } },
     async (request) => {
-      const phone = await sandbox.scan(await instanceIdFor(app, request), request.body);
+      const phone = await sandbox.scan(await instanceFor(app, request), request.body);
       return ok({ details: `Scanned: logged in as ${phone}` });
     },
   );
@@ -28,7 +28,7 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
     '/instances/:id/sandbox/inbound',
     { config, schema: { hide: true, params, body: InboundBody } },
     async (request) => {
-      const message = await sandbox.inbound(await instanceIdFor(app, request), request.body);
+      const message = await sandbox.inbound(await instanceFor(app, request), request.body);
       return ok({ id: message.id });
     },
   );
@@ -37,7 +37,7 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
     '/instances/:id/sandbox/receipt',
     { config, schema: { hide: true, params, body: ReceiptBody } },
     async (request) => {
-      await sandbox.receipt(await instanceIdFor(app, request), request.body);
+      await sandbox.receipt(await instanceFor(app, request), request.body);
       return ok({ details: `Receipt ${request.body.state} sent` });
     },
   );
@@ -46,7 +46,7 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
     '/instances/:id/sandbox/presence',
     { config, schema: { hide: true, params, body: PresenceBody } },
     async (request) => {
-      await sandbox.presence(await instanceIdFor(app, request), request.body);
+      await sandbox.presence(await instanceFor(app, request), request.body);
       return ok({ details: `Presence ${request.body.state} sent` });
     },
   );

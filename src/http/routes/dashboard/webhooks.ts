@@ -6,7 +6,7 @@ import { EventTypeName, ok } from '../../schemas.ts';
 import { HmacBody } from '../v1/session.ts';
 import { DeliveriesQuery, SetWebhookBody } from '../v1/webhook.ts';
 import { principalOf } from './guard.ts';
-import { InstanceParams, instanceIdFor } from './instances.ts';
+import { InstanceParams, instanceFor } from './instances.ts';
 
 const SubscribeBody = Type.Object({
   subscribe: Type.Array(EventTypeName, {
@@ -32,10 +32,10 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
   const hidden = { hide: true, params: InstanceParams } as const;
 
   app.get('/instances/:id/webhook', { config: viewer, schema: hidden }, async (request) => {
-    const id = await instanceIdFor(app, request);
+    const instance = await instanceFor(app, request);
     return ok({
-      ...(await webhooks.config(id)),
-      hasHmacKey: await session.hasHmacKey(id),
+      ...(await webhooks.config(instance)),
+      hasHmacKey: await session.hasHmacKey(instance),
       // Every type a subscription may name, in canonical order: the page offers one checkbox each.
       eventTypes: EVENT_TYPES,
     });
@@ -45,13 +45,13 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
     '/instances/:id/webhook',
     { config: member, schema: { ...hidden, body: SetWebhookBody } },
     async (request) => {
-      const id = await instanceIdFor(app, request);
-      return ok({ webhook: await webhooks.setUrl(id, request.body.webhookUrl, request.log) });
+      const instance = await instanceFor(app, request);
+      return ok({ webhook: await webhooks.setUrl(instance, request.body.webhookUrl, request.log) });
     },
   );
 
   app.delete('/instances/:id/webhook', { config: member, schema: hidden }, async (request) => {
-    await webhooks.removeUrl(await instanceIdFor(app, request));
+    await webhooks.removeUrl(await instanceFor(app, request));
     return ok({ details: 'Webhook removed' });
   });
 
@@ -72,18 +72,18 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
     '/instances/:id/hmac',
     { config: member, schema: { ...hidden, body: HmacBody } },
     async (request) => {
-      await session.setHmacKey(await instanceIdFor(app, request), request.body.hmacKey);
+      await session.setHmacKey(await instanceFor(app, request), request.body.hmacKey);
       return ok({ details: 'HMAC key set' });
     },
   );
 
   app.delete('/instances/:id/hmac', { config: member, schema: hidden }, async (request) => {
-    await session.removeHmacKey(await instanceIdFor(app, request));
+    await session.removeHmacKey(await instanceFor(app, request));
     return ok({ details: 'HMAC key removed' });
   });
 
   app.post('/instances/:id/webhook/test', { config: member, schema: hidden }, async (request) =>
-    ok(await webhookTest.send(await instanceIdFor(app, request))),
+    ok(await webhookTest.send(await instanceFor(app, request))),
   );
 
   app.get(
@@ -91,7 +91,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
     { config: viewer, schema: { ...hidden, querystring: DeliveriesQuery } },
     async (request) => {
       const { status, cursor, limit } = request.query;
-      const page = await webhooks.deliveries(await instanceIdFor(app, request), {
+      const page = await webhooks.deliveries(await instanceFor(app, request), {
         limit: limit ?? 20,
         ...(status === undefined ? {} : { status }),
         cursor,
@@ -104,7 +104,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
     '/instances/:id/deliveries/:eventId/redeliver',
     { config: member, schema: { hide: true, params: DeliveryParams } },
     async (request) => {
-      await webhooks.redeliver(await instanceIdFor(app, request), request.params.eventId);
+      await webhooks.redeliver(await instanceFor(app, request), request.params.eventId);
       return ok({ details: 'Redelivery queued', id: request.params.eventId });
     },
   );

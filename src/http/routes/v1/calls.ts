@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { MAX_CALL_MESSAGE } from '../../../domain/calls.ts';
-import { instanceIdOf } from '../../plugins/instance.ts';
+import { instanceOf } from '../../plugins/instance.ts';
 import { InstanceQuery, ok, responses } from '../../schemas.ts';
 
 /** Body of `POST /v1/calls/settings`. */
@@ -65,7 +65,7 @@ export async function callsRoutes(fastify: FastifyInstance): Promise<void> {
         response: responses('The call settings', CallSettingsView),
       },
     },
-    async (request) => ok(view(await calls.settings(instanceIdOf(request)))),
+    async (request) => ok(view(await calls.settings(instanceOf(request)))),
   );
 
   app.post(
@@ -83,7 +83,7 @@ export async function callsRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const { autoReject, message } = request.body;
-      const saved = await calls.update(instanceIdOf(request), {
+      const saved = await calls.update(instanceOf(request), {
         reject: autoReject,
         message: message ?? null,
       });

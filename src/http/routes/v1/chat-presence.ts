@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { ChatPresenceState } from '../../../domain/messages.ts';
-import { instanceIdOf } from '../../plugins/instance.ts';
+import { instanceOf } from '../../plugins/instance.ts';
 import { Details, InstanceSelector, ok, responses } from '../../schemas.ts';
 import { ChatAddress } from './messages-schemas.ts';
 
@@ -60,7 +60,7 @@ export async function chatPresenceRoutes(fastify: FastifyInstance): Promise<void
     },
     async (request) => {
       const { phone, state } = request.body;
-      await messageUpdates.presence(instanceIdOf(request), { phone, state });
+      await messageUpdates.presence(instanceOf(request), { phone, state });
       return ok({ details: `Presence ${state} sent` });
     },
   );

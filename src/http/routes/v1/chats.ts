@@ -1,7 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { instanceIdOf } from '../../plugins/instance.ts';
+import { instanceOf } from '../../plugins/instance.ts';
 import { InstanceQuery, ok, responses } from '../../schemas.ts';
 import {
   ChatPage,
@@ -39,7 +39,7 @@ export async function chatsRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const { limit, cursor } = request.query;
-      const page = await chats.list(instanceIdOf(request), { limit, cursor });
+      const page = await chats.list(instanceOf(request), { limit, cursor });
       return ok({ chats: page.items.map(chatView), nextCursor: page.nextCursor });
     },
   );
@@ -59,7 +59,7 @@ export async function chatsRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const { limit, cursor } = request.query;
-      const page = await chats.history(instanceIdOf(request), request.params.jid, { limit, cursor });
+      const page = await chats.history(instanceOf(request), request.params.jid, { limit, cursor });
       return ok({ messages: page.items.map(storedMessageView), nextCursor: page.nextCursor });
     },
   );
@@ -86,7 +86,7 @@ export async function messageReadRoutes(fastify: FastifyInstance): Promise<void>
         response: responses('The message and its delivery state', StoredMessageView),
       },
     },
-    async (request) => ok(storedMessageView(await chats.message(instanceIdOf(request), request.params.id))),
+    async (request) => ok(storedMessageView(await chats.message(instanceOf(request), request.params.id))),
   );
 
   app.post(
@@ -114,7 +114,7 @@ export async function messageReadRoutes(fastify: FastifyInstance): Promise<void>
       },
     },
     async (request) => {
-      const canceled = await messaging.cancel(instanceIdOf(request), request.params.id);
+      const canceled = await messaging.cancel(instanceOf(request), request.params.id);
       return ok({ details: 'Canceled' as const, id: canceled.id, status: canceled.status });
     },
   );

@@ -3,7 +3,7 @@ import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { errors } from '../../../domain/errors.ts';
 import type { Contact } from '../../../domain/messages.ts';
-import { instanceIdOf } from '../../plugins/instance.ts';
+import { instanceOf } from '../../plugins/instance.ts';
 import { InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 
 /** Most numbers one `POST /v1/contacts/check` may carry (docs/decisions/0020-security-promises.md). */
@@ -196,7 +196,7 @@ export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const checked = await contacts.check(instanceIdOf(request), request.body.phones);
+      const checked = await contacts.check(instanceOf(request), request.body.phones);
       const users = checked.map(
         (entry): CheckEntry => ({
           query: entry.query,
@@ -222,7 +222,7 @@ export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      return ok(contactList(await contacts.list(instanceIdOf(request))));
+      return ok(contactList(await contacts.list(instanceOf(request))));
     },
   );
 
@@ -240,7 +240,7 @@ export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const phones = parsePhoneList(request.query.phone, 'phone', MAX_INFO_PHONES);
-      const infos = await contacts.info(instanceIdOf(request), [...new Set(phones)]);
+      const infos = await contacts.info(instanceOf(request), [...new Set(phones)]);
       const byPhone = new Map(infos.map((entry) => [entry.query, entry]));
       const users = phones.map(
         (phone): InfoEntry => ({
@@ -269,7 +269,7 @@ export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const phone = request.query.phone;
-      const avatar = await contacts.avatar(instanceIdOf(request), phone);
+      const avatar = await contacts.avatar(instanceOf(request), phone);
       if (!avatar) throw errors.notFound(`user ${phone} has no profile picture`);
       return ok({ url: avatar.url, id: avatar.id });
     },

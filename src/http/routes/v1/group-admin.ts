@@ -10,7 +10,7 @@ import {
   participantStatus,
 } from '../../../domain/groups.ts';
 import { userJid } from '../../../domain/messages.ts';
-import { instanceIdOf } from '../../plugins/instance.ts';
+import { instanceOf } from '../../plugins/instance.ts';
 import { Details, InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 import {
   GroupDetails,
@@ -158,7 +158,7 @@ export async function groupAdminRoutes(fastify: FastifyInstance): Promise<void> 
       const { groupJid, action } = request.body;
       const phones = [...new Set(request.body.participants)];
       const outcomes = await groups.updateParticipants(
-        instanceIdOf(request),
+        instanceOf(request),
         groupJid,
         action,
         phones.map(userJid),
@@ -193,7 +193,7 @@ export async function groupAdminRoutes(fastify: FastifyInstance): Promise<void> 
       if (Object.values(change).every((v) => v === undefined)) {
         throw errors.badRequest('give at least one of name, topic, announce, locked, disappearingTimer');
       }
-      return ok(toGroupDetails(await groups.update(instanceIdOf(request), groupJid, change)));
+      return ok(toGroupDetails(await groups.update(instanceOf(request), groupJid, change)));
     },
   );
 
@@ -211,7 +211,7 @@ export async function groupAdminRoutes(fastify: FastifyInstance): Promise<void> 
       },
     },
     async (request) => {
-      await groups.leave(instanceIdOf(request), request.body.groupJid);
+      await groups.leave(instanceOf(request), request.body.groupJid);
       return ok({ details: 'Left the group' });
     },
   );
@@ -242,7 +242,7 @@ export async function groupAdminRoutes(fastify: FastifyInstance): Promise<void> 
           'inviteLink must be an invite link (https://chat.whatsapp.com/CODE) or its code',
         );
       }
-      return ok({ groupJid: await groups.join(instanceIdOf(request), code) });
+      return ok({ groupJid: await groups.join(instanceOf(request), code) });
     },
   );
 
@@ -260,7 +260,7 @@ export async function groupAdminRoutes(fastify: FastifyInstance): Promise<void> 
       },
     },
     async (request) => {
-      const code = await groups.revokeInvite(instanceIdOf(request), request.body.groupJid);
+      const code = await groups.revokeInvite(instanceOf(request), request.body.groupJid);
       return ok({ inviteLink: `${appConfig.inviteBaseUrl}${code}` });
     },
   );

@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { errors } from '../../../domain/errors.ts';
 import type { GroupInfo } from '../../../domain/messages.ts';
 import { userJid } from '../../../domain/messages.ts';
-import { instanceIdOf } from '../../plugins/instance.ts';
+import { instanceOf } from '../../plugins/instance.ts';
 import { InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 
 /** Longest group name, characters (docs/api.md#groups). */
@@ -208,7 +208,7 @@ export async function groupsRoutes(fastify: FastifyInstance): Promise<void> {
       if (groupName.trim() === '') throw errors.badRequest('name must not be blank');
       // A number named twice is added once; the engine leaves out the account itself (it is the creator).
       const members = [...new Set(request.body.participants)].map(userJid);
-      return ok(toGroupCreated(await groups.create(instanceIdOf(request), groupName, members)));
+      return ok(toGroupCreated(await groups.create(instanceOf(request), groupName, members)));
     },
   );
 
@@ -231,7 +231,7 @@ export async function groupsRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const listed = await groups.list(instanceIdOf(request));
+      const listed = await groups.list(instanceOf(request));
       return ok({ groups: listed.map(toGroupListed) });
     },
   );
@@ -249,7 +249,7 @@ export async function groupsRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      return ok(toGroupDetails(await groups.info(instanceIdOf(request), request.query.groupJid)));
+      return ok(toGroupDetails(await groups.info(instanceOf(request), request.query.groupJid)));
     },
   );
 
@@ -266,7 +266,7 @@ export async function groupsRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const code = await groups.inviteCode(instanceIdOf(request), request.query.groupJid);
+      const code = await groups.inviteCode(instanceOf(request), request.query.groupJid);
       return ok({ inviteLink: `${appConfig.inviteBaseUrl}${code}` });
     },
   );

@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { MediaFile } from '../../../app/media.ts';
-import { instanceIdOf } from '../../plugins/instance.ts';
+import { instanceOf } from '../../plugins/instance.ts';
 import { InstanceQuery } from '../../schemas.ts';
 
 /** Path of `GET /v1/messages/{id}/media`: the message id as the platform gave it. */
@@ -76,7 +76,7 @@ export async function messageDownloadRoutes(fastify: FastifyInstance): Promise<v
       },
     },
     async (request, reply) => {
-      const file = await media.open(instanceIdOf(request), request.params.id);
+      const file = await media.open(instanceOf(request), request.params.id);
       reply
         .header('content-type', file.mimetype)
         .header('content-length', String(file.size))

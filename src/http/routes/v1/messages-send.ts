@@ -1,8 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { HttpServices } from '../../../app/http-services.ts';
 import { errors } from '../../../domain/errors.ts';
 import type { OutgoingContent, SentMessage } from '../../../domain/messages.ts';
-import type { Services } from '../../../services.ts';
-import { instanceIdOf } from '../../plugins/instance.ts';
+import { instanceOf } from '../../plugins/instance.ts';
 import { ok } from '../../schemas.ts';
 import type { QueuedResult, SendResult } from './messages-schemas.ts';
 
@@ -39,7 +39,7 @@ export function prefersAsync(request: FastifyRequest): boolean {
  *   most 30 days ahead`; the service's errors.
  */
 export async function sendMessage(
-  services: Services,
+  services: HttpServices,
   request: FastifyRequest,
   reply: FastifyReply,
   input: {
@@ -52,13 +52,13 @@ export async function sendMessage(
 ): Promise<{ success: true; code: 200; data: SendResult } | QueuedEnvelope> {
   const send = { phone: input.phone, quotedId: input.id, mentions: input.mentions };
   if (input.sendAt === undefined && !prefersAsync(request)) {
-    return ok(sendResult(await services.app.messaging.send(instanceIdOf(request), send, content)));
+    return ok(sendResult(await services.app.messaging.send(instanceOf(request), send, content)));
   }
   const sendAt = input.sendAt === undefined ? null : Date.parse(input.sendAt);
   if (sendAt !== null && Number.isNaN(sendAt)) {
     throw errors.badRequest('sendAt must be a date-time in RFC 3339 format');
   }
-  const queued = await services.app.messaging.enqueue(instanceIdOf(request), send, content, sendAt);
+  const queued = await services.app.messaging.enqueue(instanceOf(request), send, content, sendAt);
   reply.code(202).header('preference-applied', 'respond-async');
   return {
     success: true,

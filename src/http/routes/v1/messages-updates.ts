@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { errors } from '../../../domain/errors.ts';
-import { instanceIdOf } from '../../plugins/instance.ts';
+import { instanceOf } from '../../plugins/instance.ts';
 import { InstanceSelector, ok, responses } from '../../schemas.ts';
 import { ChatAddress, MAX_TEXT, SendAt, sendResponses } from './messages-schemas.ts';
 import { sendMessage, sendResult } from './messages-send.ts';
@@ -143,7 +143,7 @@ export async function messageUpdateRoutes(fastify: FastifyInstance): Promise<voi
     },
     async (request) => {
       const { phone, id, body } = request.body;
-      const edited = await messageUpdates.edit(instanceIdOf(request), { phone, id, body });
+      const edited = await messageUpdates.edit(instanceOf(request), { phone, id, body });
       return ok({ ...sendResult(edited), details: 'Edited' });
     },
   );
@@ -168,7 +168,7 @@ export async function messageUpdateRoutes(fastify: FastifyInstance): Promise<voi
     },
     async (request) => {
       const { phone, id } = request.body;
-      const deleted = await messageUpdates.revoke(instanceIdOf(request), { phone, id });
+      const deleted = await messageUpdates.revoke(instanceOf(request), { phone, id });
       return ok({ ...sendResult(deleted), details: 'Deleted' });
     },
   );

@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { isGroupAddress } from '../../../app/messaging.ts';
 import { errors } from '../../../domain/errors.ts';
-import { instanceIdOf } from '../../plugins/instance.ts';
+import { instanceOf } from '../../plugins/instance.ts';
 import { Details, ok, responses } from '../../schemas.ts';
 import { messageDownloadRoutes } from './messages-download.ts';
 import { messageMediaRoutes } from './messages-media.ts';
@@ -127,7 +127,7 @@ export async function messagesRoutes(fastify: FastifyInstance): Promise<void> {
       const fromMe = id.startsWith('me:');
       const target = fromMe ? id.slice(3) : id;
       if (target === '') throw errors.badRequest('id must name a message after the me: prefix');
-      const sent = await messaging.react(instanceIdOf(request), {
+      const sent = await messaging.react(instanceOf(request), {
         phone,
         targetId: target,
         fromMe,
@@ -155,7 +155,7 @@ export async function messagesRoutes(fastify: FastifyInstance): Promise<void> {
       if (isGroupAddress(chatPhone) && senderPhone === undefined) {
         throw errors.badRequest('senderPhone is required for group chats');
       }
-      await messaging.markRead(instanceIdOf(request), { chatPhone, ids: id, senderPhone });
+      await messaging.markRead(instanceOf(request), { chatPhone, ids: id, senderPhone });
       return ok({ details: 'Marked as read' });
     },
   );

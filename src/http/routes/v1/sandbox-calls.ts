@@ -1,7 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { instanceIdOf } from '../../plugins/instance.ts';
+import { instanceOf } from '../../plugins/instance.ts';
 import { InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 
 /** Body of `POST /v1/sandbox/call`. */
@@ -50,7 +50,7 @@ export async function sandboxCallRoutes(fastify: FastifyInstance): Promise<void>
     async (request) => {
       const { phone, video } = request.body;
       return ok(
-        await sandbox.call(instanceIdOf(request), { phone, ...(video === undefined ? {} : { video }) }),
+        await sandbox.call(instanceOf(request), { phone, ...(video === undefined ? {} : { video }) }),
       );
     },
   );

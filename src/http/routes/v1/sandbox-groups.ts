@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { errors } from '../../../domain/errors.ts';
 import { checkGroupChange } from '../../../domain/groups.ts';
-import { instanceIdOf } from '../../plugins/instance.ts';
+import { instanceOf } from '../../plugins/instance.ts';
 import { InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 import { GroupUpdateBody } from './group-admin.ts';
 import { GroupDetails, MAX_PARTICIPANTS, toGroupDetails } from './groups.ts';
@@ -75,7 +75,7 @@ export async function sandboxGroupRoutes(fastify: FastifyInstance): Promise<void
       if (needsList && participants === undefined) {
         throw errors.badRequest(`participants is required with action ${action}`);
       }
-      const group = await sandbox.groupChange(instanceIdOf(request), {
+      const group = await sandbox.groupChange(instanceOf(request), {
         groupJid,
         phone,
         action,
@@ -105,7 +105,7 @@ export async function sandboxGroupRoutes(fastify: FastifyInstance): Promise<void
       }
       checkGroupChange(change);
       return ok(
-        toGroupDetails(await sandbox.groupChange(instanceIdOf(request), { groupJid, phone, ...change })),
+        toGroupDetails(await sandbox.groupChange(instanceOf(request), { groupJid, phone, ...change })),
       );
     },
   );

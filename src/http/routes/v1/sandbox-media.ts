@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { bodyLimitFor } from '../../../media/kinds.ts';
-import { instanceIdOf } from '../../plugins/instance.ts';
+import { instanceOf } from '../../plugins/instance.ts';
 import { InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 import { GroupJid, InboundResult, StringEnum } from './sandbox.ts';
 
@@ -85,7 +85,7 @@ export async function sandboxMediaRoutes(fastify: FastifyInstance): Promise<void
     },
     async (request) => {
       const { phone, kind, media, caption, fileName, ptt, groupJid, pushName } = request.body;
-      const sent = await sandbox.inboundMedia(instanceIdOf(request), {
+      const sent = await sandbox.inboundMedia(instanceOf(request), {
         phone,
         kind,
         media,

@@ -1,7 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { instanceIdOf } from '../../plugins/instance.ts';
+import { instanceOf } from '../../plugins/instance.ts';
 import { Details, InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 
 const MessageId = (description: string) =>
@@ -69,7 +69,7 @@ export async function sandboxUpdateRoutes(fastify: FastifyInstance): Promise<voi
     },
     async (request) => {
       const { phone, id, body } = request.body;
-      await sandbox.updateMessage(instanceIdOf(request), { phone, id, body });
+      await sandbox.updateMessage(instanceOf(request), { phone, id, body });
       return ok({ details: `Message ${id} edited` });
     },
   );
@@ -90,7 +90,7 @@ export async function sandboxUpdateRoutes(fastify: FastifyInstance): Promise<voi
     },
     async (request) => {
       const { phone, id } = request.body;
-      await sandbox.updateMessage(instanceIdOf(request), { phone, id });
+      await sandbox.updateMessage(instanceOf(request), { phone, id });
       return ok({ details: `Message ${id} deleted` });
     },
   );
@@ -110,7 +110,7 @@ export async function sandboxUpdateRoutes(fastify: FastifyInstance): Promise<voi
     },
     async (request) => {
       const { phone, id, options } = request.body;
-      await sandbox.vote(instanceIdOf(request), { phone, id, options });
+      await sandbox.vote(instanceOf(request), { phone, id, options });
       return ok({ details: `Vote on ${id} delivered` });
     },
   );

@@ -1,7 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { instanceIdOf } from '../../plugins/instance.ts';
+import { instanceOf } from '../../plugins/instance.ts';
 import { Details, InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 import { GroupDetails, toGroupDetails } from './groups.ts';
 import { sandboxUpdateRoutes } from './sandbox-updates.ts';
@@ -171,7 +171,7 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const { code, phone } = request.body;
-      const linked = await sandbox.scan(instanceIdOf(request), {
+      const linked = await sandbox.scan(instanceOf(request), {
         ...(code === undefined ? {} : { code }),
         ...(phone === undefined ? {} : { phone }),
       });
@@ -194,7 +194,7 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const { phone, body, groupJid, pushName } = request.body;
-      const sent = await sandbox.inbound(instanceIdOf(request), {
+      const sent = await sandbox.inbound(instanceOf(request), {
         phone,
         body,
         ...(groupJid === undefined ? {} : { groupJid }),
@@ -219,7 +219,7 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const { id, state, phone } = request.body;
-      await sandbox.receipt(instanceIdOf(request), {
+      await sandbox.receipt(instanceOf(request), {
         id,
         state,
         ...(phone === undefined ? {} : { phone }),
@@ -243,7 +243,7 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const { phone, state, groupJid } = request.body;
-      await sandbox.presence(instanceIdOf(request), {
+      await sandbox.presence(instanceOf(request), {
         phone,
         state,
         ...(groupJid === undefined ? {} : { groupJid }),
@@ -266,7 +266,7 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      await sandbox.defineUser(instanceIdOf(request), request.body);
+      await sandbox.defineUser(instanceOf(request), request.body);
       return ok({ details: `User ${request.body.phone} defined` });
     },
   );
@@ -285,7 +285,7 @@ export async function sandboxRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const group = await sandbox.createForeignGroup(instanceIdOf(request), request.body);
+      const group = await sandbox.createForeignGroup(instanceOf(request), request.body);
       return ok(toGroupDetails(group));
     },
   );

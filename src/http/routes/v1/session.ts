@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { toDataURL } from 'qrcode';
-import { instanceIdOf } from '../../plugins/instance.ts';
+import { instanceOf } from '../../plugins/instance.ts';
 import { Details, EventTypeName, InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 
 /** Body of `POST /v1/session/connect` (docs/api.md#session; docs/decisions/0016-session-lifecycle.md). */
@@ -202,7 +202,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const body = request.body;
-      const result = await session.connect(instanceIdOf(request), {
+      const result = await session.connect(instanceOf(request), {
         ...(body.subscribe ? { subscribe: [...new Set(body.subscribe)] } : {}),
         immediate: body.immediate ?? true,
       });
@@ -223,8 +223,8 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const id = instanceIdOf(request);
-      const [status, pace] = await Promise.all([session.status(id), pacing.get(id)]);
+      const instance = instanceOf(request);
+      const [status, pace] = await Promise.all([session.status(instance), pacing.get(instance)]);
       return ok({
         ...status,
         ...(pace.paused
@@ -246,7 +246,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
         response: responses('The pace (0, 0, null: off) and the pause, if any', PacingView),
       },
     },
-    async (request) => ok(pacingView(await pacing.get(instanceIdOf(request)))),
+    async (request) => ok(pacingView(await pacing.get(instanceOf(request)))),
   );
 
   app.put(
@@ -266,7 +266,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       const { minIntervalMs, jitterMs, newChatsPerDay } = request.body;
       return ok(
         pacingView(
-          await pacing.set(instanceIdOf(request), {
+          await pacing.set(instanceOf(request), {
             minIntervalMs: minIntervalMs ?? 0,
             jitterMs: jitterMs ?? 0,
             newChatsPerDay: newChatsPerDay ?? null,
@@ -293,7 +293,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const pairing = await session.pairingCode(instanceIdOf(request));
+      const pairing = await session.pairingCode(instanceOf(request));
       const qrCode = await toDataURL(pairing.code, { errorCorrectionLevel: 'L', margin: 2, width: 264 });
       return ok({ qrCode, code: pairing.code, expiresAt: new Date(pairing.expiresAt).toISOString() });
     },
@@ -319,7 +319,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) =>
-      ok({ code: await session.requestPairingCode(instanceIdOf(request), request.body.phone) }),
+      ok({ code: await session.requestPairingCode(instanceOf(request), request.body.phone) }),
   );
 
   app.post(
@@ -335,7 +335,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      await session.disconnect(instanceIdOf(request));
+      await session.disconnect(instanceOf(request));
       return ok({ details: 'Disconnected' });
     },
   );
@@ -353,7 +353,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      await session.logout(instanceIdOf(request));
+      await session.logout(instanceOf(request));
       return ok({ details: 'Logged out' });
     },
   );
@@ -372,7 +372,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      await session.setHmacKey(instanceIdOf(request), request.body.hmacKey);
+      await session.setHmacKey(instanceOf(request), request.body.hmacKey);
       return ok({ details: 'HMAC key configured' });
     },
   );
@@ -389,7 +389,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
         response: responses('Whether an HMAC key is configured', Type.Object({ configured: Type.Boolean() })),
       },
     },
-    async (request) => ok({ configured: await session.hasHmacKey(instanceIdOf(request)) }),
+    async (request) => ok({ configured: await session.hasHmacKey(instanceOf(request)) }),
   );
 
   app.delete(
@@ -405,7 +405,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      await session.removeHmacKey(instanceIdOf(request));
+      await session.removeHmacKey(instanceOf(request));
       return ok({ details: 'HMAC key removed' });
     },
   );

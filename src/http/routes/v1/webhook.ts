@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { LOG_STATUSES } from '../../../app/webhooks.ts';
-import { instanceIdOf } from '../../plugins/instance.ts';
+import { instanceOf } from '../../plugins/instance.ts';
 import { Details, EventTypeName, InstanceQuery, InstanceSelector, ok, responses } from '../../schemas.ts';
 
 /**
@@ -149,7 +149,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      return ok(await webhooks.config(instanceIdOf(request)));
+      return ok(await webhooks.config(instanceOf(request)));
     },
   );
 
@@ -167,7 +167,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const webhook = await webhooks.setUrl(instanceIdOf(request), request.body.webhookUrl, request.log);
+      const webhook = await webhooks.setUrl(instanceOf(request), request.body.webhookUrl, request.log);
       return ok({ webhook });
     },
   );
@@ -186,7 +186,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      await webhooks.removeUrl(instanceIdOf(request));
+      await webhooks.removeUrl(instanceOf(request));
       return ok({ details: 'Webhook removed' });
     },
   );
@@ -205,7 +205,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const { status, cursor } = request.query;
-      const page = await webhooks.deliveries(instanceIdOf(request), {
+      const page = await webhooks.deliveries(instanceOf(request), {
         limit: request.query.limit ?? 20,
         ...(status === undefined ? {} : { status }),
         ...(cursor === undefined ? {} : { cursor }),
@@ -229,7 +229,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const id = request.params.id.toLowerCase();
-      await webhooks.redeliver(instanceIdOf(request), id);
+      await webhooks.redeliver(instanceOf(request), id);
       return ok({ details: 'Queued for redelivery', id });
     },
   );

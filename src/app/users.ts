@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { errors } from '../domain/errors.ts';
 import { generatePassword, hashPassword, MIN_PASSWORD_LENGTH } from '../security/passwords.ts';
 import {
   countOwners,
@@ -15,7 +16,6 @@ import {
 } from '../store/dashboard-users.ts';
 import { findOrganization } from '../store/organizations.ts';
 import type { Database } from '../store/schema.ts';
-import { AdminError } from './errors.ts';
 
 /** A dashboard user as shown to admins (CLI, dashboard users page): never its password hash. */
 export interface UserView {
@@ -44,20 +44,20 @@ export interface CreatedUser {
 const EMAIL = /^[^\s@]{1,64}@[^\s@]{1,255}$/;
 
 /**
- * Checks and normalises an e-mail address (trimmed, lowercased). @throws AdminError `email must be an e-mail
+ * Checks and normalises an e-mail address (trimmed, lowercased). @throws DomainError invalid `email must be an e-mail
  * address such as ana@example.com`.
  */
 export function parseEmail(email: string): string {
   const normalised = email.trim().toLowerCase();
   if (!EMAIL.test(normalised))
-    throw new AdminError('email must be an e-mail address such as ana@example.com');
+    throw errors.badRequest('email must be an e-mail address such as ana@example.com');
   return normalised;
 }
 
-/** Checks a role name. @throws AdminError `role must be one of owner, member, viewer`. */
+/** Checks a role name. @throws DomainError invalid `role must be one of owner, member, viewer`. */
 export function parseRole(role: string): DashboardRole {
   if (!DASHBOARD_ROLES.includes(role as DashboardRole))
-    throw new AdminError(`role must be one of ${DASHBOARD_ROLES.join(', ')}`);
+    throw errors.badRequest(`role must be one of ${DASHBOARD_ROLES.join(', ')}`);
   return role as DashboardRole;
 }
 
@@ -65,7 +65,8 @@ export function parseRole(role: string): DashboardRole {
  * Creates a dashboard user of organization `org` (id or name) with an Argon2id password hash
  * (docs/decisions/0022-dashboard.md): the given password (at least {@link MIN_PASSWORD_LENGTH} characters) or a
  * generated one.
- * @throws AdminError on an unknown organization, a bad e-mail, role or password, or an e-mail already in use.
+ * @throws DomainError not_found for an unknown organization; invalid for a bad e-mail, role or password; conflict
+ *   for an e-mail already in use.
  */
 export async function adminCreateUser(
   db: Kysely<Database>,
@@ -73,12 +74,12 @@ export async function adminCreateUser(
   now: number = Date.now(),
 ): Promise<CreatedUser> {
   const org = await findOrganization(db, input.org);
-  if (!org) throw new AdminError(`organization "${input.org}" not found`);
+  if (!org) throw errors.notFound(`organization "${input.org}" not found`);
   const email = parseEmail(input.email);
   const role = parseRole(input.role);
   if (input.password !== undefined && input.password.length < MIN_PASSWORD_LENGTH)
-    throw new AdminError(`password must be at least ${MIN_PASSWORD_LENGTH} characters`);
-  if (await findDashboardUserByEmail(db, email)) throw new AdminError(`user ${email} already exists`);
+    throw errors.badRequest(`password must be at least ${MIN_PASSWORD_LENGTH} characters`);
+  if (await findDashboardUserByEmail(db, email)) throw errors.conflict(`user ${email} already exists`);
   const password = input.password ?? generatePassword();
   const user = await insertDashboardUser(db, {
     orgId: org.id,
@@ -90,18 +91,18 @@ export async function adminCreateUser(
   return { user: userView(user), password, generated: input.password === undefined };
 }
 
-/** Users of an organization (id or name), or of every organization. @throws AdminError on an unknown organization. */
+/** Users of an organization (id or name), or of every organization. @throws DomainError not_found for an unknown organization. */
 export async function adminListUsers(db: Kysely<Database>, org?: string): Promise<UserView[]> {
   if (org === undefined) return (await listDashboardUsers(db)).map(userView);
   const found = await findOrganization(db, org);
-  if (!found) throw new AdminError(`organization "${org}" not found`);
+  if (!found) throw errors.notFound(`organization "${org}" not found`);
   return (await listDashboardUsers(db, found.id)).map(userView);
 }
 
 /**
  * Removes a user (by id or e-mail) and signs out its sessions. `orgId` restricts it to one organization (the
  * dashboard); the last owner of an organization cannot be removed.
- * @throws AdminError `user X not found` / `cannot remove the last owner of the organization`.
+ * @throws DomainError not_found `user X not found`; conflict `cannot remove the last owner of the organization`.
  */
 export async function adminRemoveUser(
   db: Kysely<Database>,
@@ -110,16 +111,17 @@ export async function adminRemoveUser(
 ): Promise<UserView> {
   const user = await findUser(db, idOrEmail);
   if (!user || (orgId !== undefined && user.orgId !== orgId))
-    throw new AdminError(`user ${idOrEmail} not found`);
+    throw errors.notFound(`user ${idOrEmail} not found`);
   if (user.role === 'owner' && (await countOwners(db, user.orgId)) <= 1)
-    throw new AdminError('cannot remove the last owner of the organization');
+    throw errors.conflict('cannot remove the last owner of the organization');
   await deleteDashboardUser(db, user.id);
   return userView(user);
 }
 
 /**
  * Changes a user's role within organization `orgId`; the last owner cannot be demoted.
- * @throws AdminError `user X not found` / `cannot demote the last owner of the organization` / a bad role.
+ * @throws DomainError not_found `user X not found`; conflict `cannot demote the last owner of the organization`;
+ *   invalid for a bad role.
  */
 export async function adminSetRole(
   db: Kysely<Database>,
@@ -127,9 +129,9 @@ export async function adminSetRole(
 ): Promise<UserView> {
   const role = parseRole(input.role);
   const user = await getDashboardUser(db, input.id);
-  if (!user || user.orgId !== input.orgId) throw new AdminError(`user ${input.id} not found`);
+  if (!user || user.orgId !== input.orgId) throw errors.notFound(`user ${input.id} not found`);
   if (user.role === 'owner' && role !== 'owner' && (await countOwners(db, user.orgId)) <= 1)
-    throw new AdminError('cannot demote the last owner of the organization');
+    throw errors.conflict('cannot demote the last owner of the organization');
   await updateDashboardRole(db, user.id, role);
   return userView({ ...user, role });
 }
@@ -138,16 +140,16 @@ export async function adminSetRole(
  * Gives a user (by id or e-mail) a new password and signs out all its sessions (`parley user reset-password`,
  * docs/cli.md): the given password (at least {@link MIN_PASSWORD_LENGTH} characters) or a generated one, returned
  * once; only its Argon2id hash is stored.
- * @throws AdminError `user X not found` / a password too short.
+ * @throws DomainError not_found `user X not found`; invalid for a password too short.
  */
 export async function adminResetPassword(
   db: Kysely<Database>,
   input: { user: string; password?: string },
 ): Promise<CreatedUser> {
   if (input.password !== undefined && input.password.length < MIN_PASSWORD_LENGTH)
-    throw new AdminError(`password must be at least ${MIN_PASSWORD_LENGTH} characters`);
+    throw errors.badRequest(`password must be at least ${MIN_PASSWORD_LENGTH} characters`);
   const user = await findUser(db, input.user);
-  if (!user) throw new AdminError(`user ${input.user} not found`);
+  if (!user) throw errors.notFound(`user ${input.user} not found`);
   const password = input.password ?? generatePassword();
   await setDashboardPassword(db, { id: user.id, passwordHash: await hashPassword(password) });
   return { user: userView(user), password, generated: input.password === undefined };

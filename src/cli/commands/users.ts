@@ -1,25 +1,14 @@
 import type { Command } from 'commander';
-import { AdminError } from '../admin/errors.ts';
 import {
   adminCreateUser,
   adminListUsers,
   adminRemoveUser,
   adminResetPassword,
   type UserView,
-} from '../admin/users.ts';
-import type { Store } from '../store/database.ts';
-import { examples } from './examples.ts';
-
-/** What the user commands need from the CLI's main: the store opener and the output switch. */
-export interface UserCommandContext {
-  withStore: <T>(run: (store: Store) => Promise<T>) => Promise<T>;
-  /** Sets whether this command prints JSON (its `--json`). */
-  setJson: (json: boolean) => void;
-  /** Prints `value` as JSON or `human` as text, as the command's `--json` says. */
-  emit: (value: object, human: string) => void;
-  /** Reads all of standard input (`--password-stdin`). */
-  readStdin: () => Promise<string>;
-}
+} from '../../app/users.ts';
+import { CliError } from '../errors.ts';
+import { examples } from '../examples.ts';
+import type { CommandContext } from './context.ts';
 
 function userLine(user: UserView): string {
   return `${user.id}  ${user.email}  ${user.role}  last sign-in ${user.lastSignInAt ?? 'never'}`;
@@ -31,7 +20,7 @@ function userLine(user: UserView): string {
  * user's browsers out; `reset-password` gives a new password (generated and printed once, or read from standard input
  * with `--password-stdin`) and signs the user's browsers out.
  */
-export function registerUsers(program: Command, context: UserCommandContext): void {
+export function registerUsers(program: Command, context: CommandContext): void {
   const { withStore, setJson, emit, readStdin } = context;
   const user = program
     .command('user')
@@ -88,7 +77,7 @@ export function registerUsers(program: Command, context: UserCommandContext): vo
       let password: string | undefined;
       if (opts.passwordStdin) {
         password = (await readStdin()).replace(/\r?\n$/, '');
-        if (password === '') throw new AdminError('--password-stdin: standard input holds no password');
+        if (password === '') throw new CliError('--password-stdin: standard input holds no password');
       }
       const reset = await withStore((s) =>
         adminResetPassword(s.db, { user: opts.email, ...(password === undefined ? {} : { password }) }),

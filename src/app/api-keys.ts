@@ -1,0 +1,110 @@
+import type { Kysely } from 'kysely';
+import { errors } from '../domain/errors.ts';
+import { SCOPES, type Scope } from '../domain/scope.ts';
+import { generateApiKey } from '../security/api-keys.ts';
+import { type ApiKeyRecord, insertApiKey, listApiKeys, revokeApiKey } from '../store/api-keys.ts';
+import { getInstance } from '../store/instances.ts';
+import type { Database } from '../store/schema.ts';
+import { type FieldStyle, invalidField, parseEnv } from './admin-input.ts';
+import { requireOrg } from './organizations.ts';
+
+export type { ApiKeyRecord } from '../store/api-keys.ts';
+
+const DURATION = /^(\d+)(s|m|h|d)$/;
+const UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/**
+ * Parses a duration such as `90s`, `10m`, `12h`, `30d` (docs/cli.md) into milliseconds.
+ * @throws DomainError invalid when the text is not a positive whole number followed by s, m, h or d (the message
+ *   names the field `--expires-in`, or `expiresIn` in the `api` style).
+ */
+export function parseDuration(text: string, style: FieldStyle = 'cli'): number {
+  const match = DURATION.exec(text.trim());
+  const amount = Number(match?.[1]);
+  const unit = match?.[2] as keyof typeof UNIT_MS | undefined;
+  if (!match || unit === undefined || !Number.isSafeInteger(amount) || amount <= 0) {
+    throw invalidField(
+      style,
+      'expires-in',
+      ` must be a duration such as 90s, 10m, 12h or 30d (got "${text}")`,
+    );
+  }
+  return amount * UNIT_MS[unit];
+}
+
+/**
+ * A created key: the record plus the full key, which is shown once and never stored
+ * (docs/decisions/0003-scopes-and-keys.md).
+ */
+export interface CreatedKey {
+  record: ApiKeyRecord;
+  key: string;
+}
+
+/**
+ * Creates an API key (`parley key create`, the dashboard's keys page): scopes default to `chat:*`; `instances` must
+ * be instances of the same organization and environment; `expiresIn` is a duration such as `30d`. `style` says how
+ * errors name the fields (CLI options by default).
+ * @throws DomainError not_found for an unknown organization; invalid naming the field that is wrong (env, scopes,
+ *   instances, expires-in).
+ */
+export async function adminCreateKey(
+  db: Kysely<Database>,
+  input: {
+    org: string;
+    env: string;
+    name?: string;
+    scopes?: string[];
+    instances?: string[];
+    expiresIn?: string;
+    style?: FieldStyle;
+  },
+  now: number = Date.now(),
+): Promise<CreatedKey> {
+  const style = input.style ?? 'cli';
+  const org = await requireOrg(db, input.org);
+  const env = parseEnv(input.env, style);
+  const scopes = input.scopes && input.scopes.length > 0 ? input.scopes : ['chat:*'];
+  for (const scope of scopes) {
+    if (!SCOPES.includes(scope as Scope))
+      throw invalidField(style, 'scopes', `: unknown scope ${scope} (allowed: ${SCOPES.join(', ')})`);
+  }
+  const instanceIds = input.instances ?? [];
+  for (const id of instanceIds) {
+    const instance = await getInstance(db, id);
+    if (!instance || instance.orgId !== org.id || instance.env !== env) {
+      throw invalidField(style, 'instances', `: ${id} is not a ${env} instance of organization ${org.name}`);
+    }
+  }
+  const expiresAt =
+    input.expiresIn === undefined
+      ? null
+      : new Date(now + parseDuration(input.expiresIn, style)).toISOString();
+  const generated = generateApiKey(env);
+  const record = await insertApiKey(db, {
+    orgId: org.id,
+    env,
+    name: input.name?.trim() || `${env} key`,
+    prefix: generated.prefix,
+    keyHash: generated.hash,
+    scopes: [...new Set(scopes)] as Scope[],
+    instanceIds,
+    expiresAt,
+  });
+  return { record, key: generated.key };
+}
+
+/** Revokes a key (`parley key revoke`). @throws DomainError not_found `key X not found`. */
+export async function adminRevokeKey(db: Kysely<Database>, id: string): Promise<ApiKeyRecord> {
+  const record = await revokeApiKey(db, id);
+  if (!record) throw errors.notFound(`key ${id} not found`);
+  return record;
+}
+
+/**
+ * Keys of an organization (`parley key list`), without any secret.
+ * @throws DomainError not_found for an unknown organization.
+ */
+export async function adminListKeys(db: Kysely<Database>, org: string): Promise<ApiKeyRecord[]> {
+  return listApiKeys(db, (await requireOrg(db, org)).id);
+}

@@ -1,0 +1,130 @@
+import type { Kysely } from 'kysely';
+import { errors } from '../domain/errors.ts';
+import {
+  countOrganizations,
+  createOrganization,
+  findOrganization,
+  listOrganizations,
+  type Organization,
+  PLANS,
+  type Plan,
+  updateOrganizationPlan,
+} from '../store/organizations.ts';
+import type { Database } from '../store/schema.ts';
+import { type FieldStyle, invalidField } from './admin-input.ts';
+
+export type { Organization, Plan } from '../store/organizations.ts';
+
+/** An organization's plan with the limits stored for it: requests per minute and per day, null unless enterprise. */
+export interface PlanChoice {
+  plan: Plan;
+  perMinute: number | null;
+  perDay: number | null;
+}
+
+function parsePlan(plan: string, style: FieldStyle): Plan {
+  if (!PLANS.includes(plan as Plan)) throw invalidField(style, 'plan', ` must be one of ${PLANS.join(', ')}`);
+  return plan as Plan;
+}
+
+/**
+ * Checks a plan and its limits (docs/decisions/0019-rate-limits-and-plans.md): `enterprise` carries its own
+ * per-minute and per-day limits, both required, positive whole numbers; `free` and `pro` have fixed limits, so limits
+ * given with them are refused.
+ * @throws DomainError invalid naming the option and the rule.
+ */
+export function parsePlanChoice(
+  input: { plan: string; perMinute?: number; perDay?: number },
+  style: FieldStyle = 'cli',
+): PlanChoice {
+  const plan = parsePlan(input.plan, style);
+  const limits = [
+    ['per-minute', input.perMinute],
+    ['per-day', input.perDay],
+  ] as const;
+  for (const [option, value] of limits) {
+    if (value === undefined) continue;
+    if (plan !== 'enterprise')
+      throw invalidField(style, option, ` applies to the enterprise plan only (${plan} has fixed limits)`);
+    if (!Number.isSafeInteger(value) || value <= 0)
+      throw invalidField(style, option, ' must be a positive integer');
+  }
+  if (plan === 'enterprise' && (input.perMinute === undefined || input.perDay === undefined)) {
+    const missing = limits
+      .filter(([, value]) => value === undefined)
+      .map(([option]) => invalidField(style, option, '').message);
+    throw invalidField(
+      style,
+      'plan',
+      ` enterprise needs its own limits: add ${missing.join(' and ')} (requests per minute and per day)`,
+    );
+  }
+  return { plan, perMinute: input.perMinute ?? null, perDay: input.perDay ?? null };
+}
+
+/**
+ * Creates an organization (`parley org create`). Enterprise plans take their own limits, both required
+ * (docs/decisions/0019-rate-limits-and-plans.md).
+ * @throws DomainError invalid on a missing name, a bad plan or limits; conflict when the name is taken.
+ */
+export async function adminCreateOrg(
+  db: Kysely<Database>,
+  input: { name: string; plan?: string; perMinute?: number; perDay?: number },
+): Promise<Organization> {
+  const name = input.name.trim();
+  if (name === '') throw invalidField('cli', 'name', ' is required');
+  const choice = parsePlanChoice({ ...input, plan: input.plan ?? 'free' });
+  if (await findOrganization(db, name)) throw errors.conflict(`organization "${name}" already exists`);
+  return createOrganization(db, { name, ...choice });
+}
+
+/** Every organization, oldest first (`parley org list`). */
+export async function adminListOrgs(db: Kysely<Database>): Promise<Organization[]> {
+  return listOrganizations(db);
+}
+
+/**
+ * Changes an organization's plan or limits (`parley org update`). Without `plan` the current plan is kept, so an
+ * enterprise organization's limits can be changed alone; a limit not given keeps its current enterprise value.
+ * Moving to free or pro clears the stored limits. Takes effect for API requests once cached keys expire
+ * (`AUTH_CACHE_TTL_SECONDS`).
+ * @throws DomainError invalid when nothing is to change or the plan rules of {@link parsePlanChoice} are broken;
+ *   not_found when the organization does not exist.
+ */
+export async function adminUpdateOrg(
+  db: Kysely<Database>,
+  input: { org: string; plan?: string; perMinute?: number; perDay?: number },
+): Promise<Organization> {
+  if (input.plan === undefined && input.perMinute === undefined && input.perDay === undefined)
+    throw errors.badRequest('nothing to change: give --plan, --per-minute or --per-day');
+  const org = await requireOrg(db, input.org);
+  const plan = input.plan ?? org.plan;
+  const keep = plan === 'enterprise' && org.plan === 'enterprise';
+  const perMinute = input.perMinute ?? (keep ? (org.perMinute ?? undefined) : undefined);
+  const perDay = input.perDay ?? (keep ? (org.perDay ?? undefined) : undefined);
+  const choice = parsePlanChoice({
+    plan,
+    ...(perMinute === undefined ? {} : { perMinute }),
+    ...(perDay === undefined ? {} : { perDay }),
+  });
+  const updated = await updateOrganizationPlan(db, org.id, choice);
+  if (!updated) throw errors.notFound(`organization "${input.org}" not found`);
+  return updated;
+}
+
+/**
+ * The organization with id or name `idOrName`.
+ * @throws DomainError not_found `organization "X" not found`, explaining where the CLI looked when the store has no
+ *   organization at all (the server creates `default` on its first boot, docs/cli.md).
+ */
+export async function requireOrg(db: Kysely<Database>, idOrName: string): Promise<Organization> {
+  const org = await findOrganization(db, idOrName);
+  if (org) return org;
+  if ((await countOrganizations(db)) === 0) {
+    throw errors.notFound(
+      `organization "${idOrName}" not found: this store has no organizations yet (the server creates "default" ` +
+        "on its first boot; point DATA_DIR or DATABASE_URL at the server's store)",
+    );
+  }
+  throw errors.notFound(`organization "${idOrName}" not found`);
+}

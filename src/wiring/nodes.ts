@@ -1,0 +1,72 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Config } from '../config/config.ts';
+import { LEASE_HEARTBEAT_MS, LEASE_TTL_MS, LeaseKeeper } from '../nodes/leases.ts';
+import { NodeRegistry } from '../nodes/registry.ts';
+import type { SessionManager } from '../sessions/manager.ts';
+import type { Store } from '../store/database.ts';
+
+/** Lease timing of a cluster node, ms: renewal period and lease lifetime (tests shorten them). */
+export interface ClusterTiming {
+  heartbeatMs?: number;
+  ttlMs?: number;
+}
+
+/**
+ * This process in the node registry (not started: the caller starts it once the webhook worker exists). Its id is
+ * `CLUSTER_NODE_ID`, else the webhook worker id a test fixes, else generated. A cluster node's liveness follows its
+ * lease timing, so a dead node's webhook claims go with its leases (docs/decisions/0008-leases-and-fencing.md).
+ * `onReleased` runs after dead nodes' claims were released.
+ */
+export function wireNodeRegistry(
+  config: Config,
+  deps: {
+    store: Store;
+    logger: FastifyBaseLogger;
+    workerId?: string | undefined;
+    cluster?: ClusterTiming | undefined;
+    nodeRegistry?: { heartbeatMs?: number; deadAfterMs?: number } | undefined;
+    onReleased: () => void;
+  },
+): NodeRegistry {
+  const nodeId = config.cluster?.nodeId ?? deps.workerId;
+  return new NodeRegistry({
+    db: deps.store.db,
+    logger: deps.logger,
+    ...(nodeId === undefined ? {} : { id: nodeId }),
+    ...(config.cluster
+      ? {
+          heartbeatMs: deps.cluster?.heartbeatMs ?? LEASE_HEARTBEAT_MS,
+          deadAfterMs: deps.cluster?.ttlMs ?? LEASE_TTL_MS,
+        }
+      : {}),
+    ...deps.nodeRegistry,
+    onReleased: deps.onReleased,
+  });
+}
+
+/**
+ * Several nodes (docs/decisions/0008-leases-and-fencing.md), when `CLUSTER_SECRET` is set: this node's lease keeper
+ * (not started: the entry point starts it once listening) and the secret of node-to-node calls; undefined otherwise.
+ */
+export function wireCluster(
+  config: Config,
+  deps: {
+    store: Store;
+    nodes: NodeRegistry;
+    sessions: SessionManager;
+    logger: FastifyBaseLogger;
+    timing?: ClusterTiming | undefined;
+  },
+): { keeper: LeaseKeeper; secret: string } | undefined {
+  if (!config.cluster) return undefined;
+  return {
+    secret: config.cluster.secret,
+    keeper: new LeaseKeeper({
+      db: deps.store.db,
+      nodeId: deps.nodes.id,
+      sessions: deps.sessions,
+      logger: deps.logger,
+      ...deps.timing,
+    }),
+  };
+}

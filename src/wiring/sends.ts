@@ -1,0 +1,35 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Clock } from '../domain/clock.ts';
+import type { EventRecorder } from '../events/recorder.ts';
+import { SendQueue } from '../sends/queue.ts';
+import { recordSendStatus } from '../sends/status-events.ts';
+import type { SessionManager } from '../sessions/manager.ts';
+import type { Store } from '../store/database.ts';
+
+/**
+ * The send queue of the instances this node holds (docs/decisions/0009-sends-as-jobs.md): relays through the
+ * sessions, records each outcome as a `MessageStatus` event, and follows the recorder (a login wakes it). Started
+ * when `start` is true.
+ */
+export function wireSendQueue(deps: {
+  store: Store;
+  sessions: SessionManager;
+  recorder: EventRecorder;
+  nodeId: string;
+  clock: Clock;
+  logger: FastifyBaseLogger;
+  start: boolean;
+}): SendQueue {
+  const { sessions, recorder } = deps;
+  const sendQueue = new SendQueue({
+    db: deps.store.db,
+    session: (instanceId) => sessions.existing(instanceId),
+    nodeId: deps.nodeId,
+    clock: deps.clock,
+    logger: deps.logger,
+    report: (instanceId, report) => recordSendStatus(recorder, instanceId, report),
+  });
+  recorder.use(sendQueue);
+  if (deps.start) sendQueue.start();
+  return sendQueue;
+}

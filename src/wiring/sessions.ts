@@ -1,0 +1,86 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Config } from '../config/config.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { EngineMessage } from '../domain/messages.ts';
+import { BaileysEngine, type BaileysEngineOptions } from '../engines/baileys/index.ts';
+import type { Engine } from '../engines/engine.ts';
+import { SandboxEngine } from '../engines/sandbox/index.ts';
+import { InstanceStateProjection } from '../events/instance-state.ts';
+import { MessageProjection } from '../events/message-projection.ts';
+import { EventRecorder } from '../events/recorder.ts';
+import type { SecretBox } from '../security/secrets.ts';
+import { SqlSessionLocks } from '../sessions/instance-lock.ts';
+import { SessionManager } from '../sessions/manager.ts';
+import { readCallSettings } from '../store/call-settings.ts';
+import type { Store } from '../store/database.ts';
+import { findStoredMessage } from '../store/messages.ts';
+
+/** The engines and the sessions over them, with the recorder every engine event goes through. */
+export interface SessionParts {
+  /** Applies engine events to the projections (more are added by the webhook and send wiring). */
+  recorder: EventRecorder;
+  sessions: SessionManager;
+  /** The live engine, closed last by `Services.close`. */
+  live: Engine;
+}
+
+/**
+ * Builds the recorder (instance state and message projections), the sandbox engine for `test` instances, the live
+ * engine for `live` ones (Baileys unless a test passes its own, docs/decisions/0024-engines-and-data-flow.md; its
+ * one-socket locks owned by node `nodeId`) and the session manager over both.
+ */
+export function wireSessions(
+  config: Config,
+  deps: {
+    store: Store;
+    box: SecretBox;
+    clock: Clock;
+    logger: FastifyBaseLogger;
+    nodeId: string;
+    /** The platform's CA (PEM) from `PLATFORM_CA_FILE`, already read. */
+    platformCa?: Buffer | undefined;
+    liveEngine?: Engine | undefined;
+    liveEngineTuning?:
+      | Pick<BaileysEngineOptions, 'keepAliveIntervalMs' | 'loginRefusalLimit' | 'random'>
+      | undefined;
+    restoreRetry?: { baseMs: number; maxMs: number } | undefined;
+  },
+): SessionParts {
+  const { store, box, clock, logger } = deps;
+  const recorder = new EventRecorder(
+    store.db,
+    [new InstanceStateProjection(clock), new MessageProjection(clock)],
+    logger,
+  );
+  const live: Engine =
+    deps.liveEngine ??
+    new BaileysEngine({
+      locks: new SqlSessionLocks({ db: store.db, owner: deps.nodeId }),
+      logger,
+      clock,
+      platform: {
+        url: config.platform.url,
+        rootKey: config.platform.rootKey,
+        ...(deps.platformCa ? { ca: deps.platformCa } : {}),
+      },
+      ...deps.liveEngineTuning,
+    });
+  const findMessage = async (instanceId: string, id: string): Promise<EngineMessage | undefined> => {
+    const stored = await findStoredMessage(store.db, instanceId, id);
+    if (!stored) return undefined;
+    const { state: _state, stateAt: _stateAt, ...message } = stored;
+    return message;
+  };
+  const sessions = new SessionManager({
+    db: store.db,
+    box,
+    engines: { test: new SandboxEngine(), live },
+    recorder,
+    findMessage,
+    callSettings: (instanceId) => readCallSettings(store.db, instanceId),
+    logger,
+    clock,
+    ...(deps.restoreRetry ? { restoreRetry: deps.restoreRetry } : {}),
+  });
+  return { recorder, sessions, live };
+}

@@ -1,0 +1,75 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Config } from '../config/config.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { LiveFeed } from '../events/live-feed.ts';
+import { OutboxProjection } from '../events/outbox-projection.ts';
+import type { EventRecorder } from '../events/recorder.ts';
+import { OutboundGuard } from '../net/outbound-guard.ts';
+import type { Metrics } from '../ops/metrics.ts';
+import type { SecretBox } from '../security/secrets.ts';
+import type { Store } from '../store/database.ts';
+import { DeliveryWorker, type WebhookWorkerTuning } from '../webhooks/worker.ts';
+
+/** Outbound HTTPS and webhook delivery. */
+export interface WebhookParts {
+  /** Every outbound HTTPS request (webhooks, media) goes through this (docs/decisions/0020-security-promises.md). */
+  guard: OutboundGuard;
+  /** The delivery worker (docs/decisions/0005-outbox-and-delivery.md), not started. */
+  webhooks: DeliveryWorker;
+}
+
+/**
+ * Builds the outbound guard (`WEBHOOK_ALLOWED_CIDRS`, plus the extra CA `ca` when given) and the delivery worker
+ * (claims under node id `nodeId`, each attempt counted in `metrics` and told to the dashboard's `feed`), and adds
+ * the outbox projection to `recorder`: every recorded event gets its webhook row and, when subscribed, a delivery
+ * that wakes the worker after the commit (docs/decisions/0005-outbox-and-delivery.md). Received media are linked at
+ * `PUBLIC_URL/v1/messages/:id/media` (docs/api.md#messages).
+ */
+export function wireWebhooks(
+  config: Config,
+  deps: {
+    store: Store;
+    box: SecretBox;
+    clock: Clock;
+    logger: FastifyBaseLogger;
+    recorder: EventRecorder;
+    metrics: Metrics;
+    feed: LiveFeed;
+    nodeId: string;
+    ca?: string | Buffer | undefined;
+    tuning?: Omit<WebhookWorkerTuning, 'workerId'> | undefined;
+  },
+): WebhookParts {
+  const { store, box, clock, logger, recorder, metrics, feed } = deps;
+  const guard = new OutboundGuard({
+    allowedCidrs: config.webhook.allowedCidrs,
+    ...(deps.ca === undefined ? {} : { ca: deps.ca }),
+  });
+  const webhooks = new DeliveryWorker({
+    store,
+    box,
+    guard,
+    clock,
+    logger,
+    scheduleMs: config.webhook.retryScheduleMs,
+    timeoutMs: config.webhook.timeoutMs,
+    ...(config.webhook.claimStaleMs === undefined ? {} : { staleAfterMs: config.webhook.claimStaleMs }),
+    onAttempt: (outcome, durationMs, instanceId) => {
+      metrics.webhookAttempts.inc({ outcome });
+      metrics.webhookAttemptDuration.observe(durationMs / 1000);
+      feed.attempted(instanceId);
+    },
+    ...deps.tuning,
+    workerId: deps.nodeId,
+  });
+  recorder.use(
+    new OutboxProjection({
+      clock,
+      maxAttempts: webhooks.maxAttempts,
+      onCommitted: (instanceId) => webhooks.wake(instanceId),
+      mediaUrl: (instanceId, messageId) =>
+        `${config.publicUrl}/v1/messages/${encodeURIComponent(messageId)}/media?from=${instanceId}`,
+    }),
+  );
+  return { guard, webhooks };
+}
