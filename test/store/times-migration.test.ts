@@ -389,3 +389,39 @@ for (const dialect of testDialects()) {
     }
   });
 }
+
+for (const dialect of testDialects()) {
+  describe(`migration 0015 refuses a value that is not a time (${dialect})`, () => {
+    it('fails, names the column on SQLite, and leaves the store as it was', async () => {
+      const { store, cleanup } = await storeAt0014(dialect);
+      try {
+        const db = store.db as unknown as Kysely<Record<string, Record<string, unknown>>>;
+        await db
+          .insertInto('organizations')
+          .values(ROWS.organizations ?? [])
+          .execute();
+        const [key] = ROWS.api_keys ?? [];
+        await db
+          .insertInto('api_keys')
+          .values({ ...key, revoked_at: 'not a time' })
+          .execute();
+        await assert.rejects(
+          migrateToLatest(store),
+          dialect === 'sqlite' ? /api_keys\.revoked_at: 1 values are not times/ : /invalid input syntax/,
+        );
+        const [org] = await rowsOf(store.db, 'organizations');
+        assert.equal(org?.created_at, T1, 'nothing converted');
+        const [stored] = await rowsOf(store.db, 'api_keys');
+        assert.equal(stored?.revoked_at, 'not a time');
+        const applied = await migrator(store).getMigrations();
+        assert.equal(applied.find((m) => m.name === '0015_times_as_epoch_ms')?.executedAt, undefined);
+        if (dialect === 'sqlite') {
+          const pragma = await sql<{ foreign_keys: number }>`pragma foreign_keys`.execute(store.db);
+          assert.equal(pragma.rows[0]?.foreign_keys, 1, 'foreign keys enforced again');
+        }
+      } finally {
+        await cleanup();
+      }
+    });
+  });
+}

@@ -37,7 +37,10 @@ export const TIME_COLUMNS: Readonly<Record<string, readonly string[]>> = {
   idempotency_keys: ['created_at'],
 };
 
-/** Converts every column of {@link TIME_COLUMNS} from RFC 3339 text to epoch ms. */
+/**
+ * Converts every column of {@link TIME_COLUMNS} from RFC 3339 text to epoch ms.
+ * @throws when a stored value is not a time (the driver's error on PostgreSQL); nothing is changed then.
+ */
 export async function up(db: Kysely<unknown>): Promise<void> {
   if (isPostgres(db)) {
     await alterPostgres(
@@ -54,7 +57,10 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   });
 }
 
-/** Converts the columns back to RFC 3339 UTC text with milliseconds (`Date#toISOString` form). */
+/**
+ * Converts the columns back to RFC 3339 UTC text with milliseconds (`Date#toISOString` form).
+ * @throws the driver's error when the store cannot be changed; nothing is changed then.
+ */
 export async function down(db: Kysely<unknown>): Promise<void> {
   if (isPostgres(db)) {
     await alterPostgres(
@@ -159,6 +165,16 @@ async function rebuildTable(
   await sql`insert into ${sql.table(rebuilt)} (${sql.join(names.map((name) => sql.ref(name)))}) select ${sql.join(values)} from ${sql.table(table)}`.execute(
     db,
   );
+  // A value the conversion could not read became NULL: refuse rather than lose it.
+  for (const column of timeColumns) {
+    const ref = sql.ref(column);
+    const counts = await sql<{ before: number; after: number }>`select (select count(${ref}) from ${sql.table(
+      table,
+    )}) as before, (select count(${ref}) from ${sql.table(rebuilt)}) as after`.execute(db);
+    const row = counts.rows[0];
+    if (row && row.before !== row.after)
+      throw new Error(`${table}.${column}: ${row.before - row.after} values are not times`);
+  }
   await sql`drop table ${sql.table(table)}`.execute(db);
   await sql`alter table ${sql.table(rebuilt)} rename to ${sql.table(table)}`.execute(db);
   // Indexes went with the old table; the automatic ones (primary key, unique) came with the definition.
