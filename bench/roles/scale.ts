@@ -32,7 +32,7 @@ async function prepare(args: { dataDir: string; secretKey: string; count: number
   const store = await openStore(config.database);
   try {
     await migrateToLatest(store);
-    const now = new Date().toISOString();
+    const now = Date.now();
     const orgId = randomUUID();
     await store.db
       .insertInto('organizations')

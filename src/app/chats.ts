@@ -47,17 +47,17 @@ export function chatJidFromParam(raw: string): Jid {
   );
 }
 
-/** The opaque cursor of a position: base64url of `[timestamp, key]`. */
-export function encodeCursor(timestamp: string, key: string): string {
-  return Buffer.from(JSON.stringify([timestamp, key])).toString('base64url');
+/** The opaque cursor of a position (`timestamp` epoch ms): base64url of `[RFC 3339 timestamp, key]`. */
+export function encodeCursor(timestamp: number, key: string): string {
+  return Buffer.from(JSON.stringify([new Date(timestamp).toISOString(), key])).toString('base64url');
 }
 
 /**
- * The position a cursor encodes.
+ * The position a cursor encodes, its timestamp as epoch ms.
  * @throws DomainError invalid `cursor is not valid: pass the nextCursor of a previous page` when it was not made
  *   by {@link encodeCursor}.
  */
-export function decodeCursor(cursor: string): { timestamp: string; key: string } {
+export function decodeCursor(cursor: string): { timestamp: number; key: string } {
   let parsed: unknown;
   try {
     parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
@@ -69,10 +69,11 @@ export function decodeCursor(cursor: string): { timestamp: string; key: string }
     parsed.length === 2 &&
     typeof parsed[0] === 'string' &&
     RFC3339.test(parsed[0]) &&
+    !Number.isNaN(Date.parse(parsed[0])) &&
     typeof parsed[1] === 'string' &&
     parsed[1] !== ''
   ) {
-    return { timestamp: parsed[0], key: parsed[1] };
+    return { timestamp: Date.parse(parsed[0]), key: parsed[1] };
   }
   throw errors.badRequest('cursor is not valid: pass the nextCursor of a previous page');
 }
@@ -118,10 +119,7 @@ export class ChatService {
     const last = items.at(-1);
     return {
       items,
-      nextCursor:
-        rows.length > limit && last
-          ? encodeCursor(new Date(last.last.timestamp).toISOString(), last.jid)
-          : null,
+      nextCursor: rows.length > limit && last ? encodeCursor(last.last.timestamp, last.jid) : null,
     };
   }
 
@@ -145,8 +143,7 @@ export class ChatService {
     const last = items.at(-1);
     return {
       items,
-      nextCursor:
-        rows.length > limit && last ? encodeCursor(new Date(last.timestamp).toISOString(), last.id) : null,
+      nextCursor: rows.length > limit && last ? encodeCursor(last.timestamp, last.id) : null,
     };
   }
 

@@ -28,7 +28,7 @@ export class InstanceStateProjection implements EventProjection {
           jid: state.jid,
           phone: state.phone ?? phoneOfJid(state.jid),
           push_name: state.pushName,
-          ...(state.connected ? { last_connected_at: new Date(this.#clock()).toISOString() } : {}),
+          ...(state.connected ? { last_connected_at: Math.trunc(this.#clock()) } : {}),
         })
         .where('id', '=', instanceId)
         .execute();

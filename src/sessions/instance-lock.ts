@@ -29,7 +29,7 @@ export interface InstanceLockOptions {
  * that a process holds while it has a socket open on the instance's credentials. Acquire takes a free row, an expired
  * row, or its own row (a conditional UPDATE, then INSERT … ON conflict DO NOTHING — race-free on SQLite and
  * PostgreSQL with the same Kysely code); the holder renews `expires_at` every `heartbeatMs`; release deletes the row.
- * Timestamps are RFC 3339 UTC text, compared as text (fixed width, docs/decisions/0024-engines-and-data-flow.md).
+ * The row's times are epoch ms (docs/decisions/0027-times-as-epoch-ms.md); the `expiresAt` of a refusal is RFC 3339.
  */
 export class InstanceLock implements SessionLock {
   readonly #options: InstanceLockOptions;
@@ -57,19 +57,18 @@ export class InstanceLock implements SessionLock {
   async acquire(): Promise<LockAttempt> {
     const { db, instanceId, owner, clock } = this.#options;
     for (let round = 0; round < 2; round++) {
-      const now = clock();
-      const nowText = iso(now);
-      const expires = iso(now + this.#ttlMs);
+      const now = Math.trunc(clock());
+      const expires = now + this.#ttlMs;
       const updated = await db
         .updateTable('instance_locks')
-        .set({ owner, acquired_at: nowText, expires_at: expires })
+        .set({ owner, acquired_at: now, expires_at: expires })
         .where('instance_id', '=', instanceId)
-        .where((eb) => eb.or([eb('owner', '=', owner), eb('expires_at', '<', nowText)]))
+        .where((eb) => eb.or([eb('owner', '=', owner), eb('expires_at', '<', now)]))
         .executeTakeFirst();
       if (Number(updated.numUpdatedRows) > 0) return this.#took();
       const inserted = await db
         .insertInto('instance_locks')
-        .values({ instance_id: instanceId, owner, acquired_at: nowText, expires_at: expires })
+        .values({ instance_id: instanceId, owner, acquired_at: now, expires_at: expires })
         .onConflict((oc) => oc.column('instance_id').doNothing())
         .executeTakeFirst();
       if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) > 0) return this.#took();
@@ -78,7 +77,7 @@ export class InstanceLock implements SessionLock {
         .select(['owner', 'expires_at'])
         .where('instance_id', '=', instanceId)
         .executeTakeFirst();
-      if (row) return { acquired: false, holder: row.owner, expiresAt: row.expires_at };
+      if (row) return { acquired: false, holder: row.owner, expiresAt: iso(row.expires_at) };
       // the holder released between our statements: try once more
     }
     const row = await db
@@ -86,7 +85,7 @@ export class InstanceLock implements SessionLock {
       .select(['owner', 'expires_at'])
       .where('instance_id', '=', instanceId)
       .executeTakeFirst();
-    return { acquired: false, holder: row?.owner ?? 'unknown', expiresAt: row?.expires_at ?? iso(clock()) };
+    return { acquired: false, holder: row?.owner ?? 'unknown', expiresAt: iso(row?.expires_at ?? clock()) };
   }
 
   /**
@@ -101,7 +100,7 @@ export class InstanceLock implements SessionLock {
     try {
       const updated = await db
         .updateTable('instance_locks')
-        .set({ expires_at: iso(now + this.#ttlMs) })
+        .set({ expires_at: Math.trunc(now) + this.#ttlMs })
         .where('instance_id', '=', instanceId)
         .where('owner', '=', owner)
         .executeTakeFirst();
@@ -175,8 +174,9 @@ export class InstanceLock implements SessionLock {
   }
 }
 
+/** A stored time (epoch ms; PostgreSQL's `bigint` arrives as a number) as RFC 3339. */
 function iso(ms: number): string {
-  return new Date(ms).toISOString();
+  return new Date(Number(ms)).toISOString();
 }
 
 /** Options of {@link SqlSessionLocks}: the store, this process's identity and the lock timing (ms). */

@@ -4,10 +4,12 @@ import type { Environment } from '../domain/environment.ts';
 import { SCOPES, type Scope } from '../domain/scope.ts';
 import { nowIso } from './database.ts';
 import type { ApiKeysTable, Database } from './schema.ts';
+import { toIso, toMs } from './times.ts';
 
 /**
  * A stored API key: never the key itself, only its SHA-256 and display prefix
- * (docs/decisions/0003-scopes-and-keys.md, docs/decisions/0020-security-promises.md).
+ * (docs/decisions/0003-scopes-and-keys.md, docs/decisions/0020-security-promises.md). Times are RFC 3339 UTC (the
+ * columns hold epoch ms, docs/decisions/0027-times-as-epoch-ms.md).
  */
 export interface ApiKeyRecord {
   id: string;
@@ -40,10 +42,10 @@ function toApiKey(row: ApiKeysTable): ApiKeyRecord {
     keyHash: row.key_hash,
     scopes: parseList(row.scopes).filter((s): s is Scope => SCOPES.includes(s as Scope)),
     instanceIds: parseList(row.instance_ids),
-    expiresAt: row.expires_at,
-    revokedAt: row.revoked_at,
-    lastUsedAt: row.last_used_at,
-    createdAt: row.created_at,
+    expiresAt: toIso(row.expires_at),
+    revokedAt: toIso(row.revoked_at),
+    lastUsedAt: toIso(row.last_used_at),
+    createdAt: toIso(row.created_at),
   };
 }
 
@@ -56,10 +58,11 @@ export interface NewApiKey {
   keyHash: string;
   scopes: Scope[];
   instanceIds: string[];
+  /** RFC 3339; null: the key never expires. */
   expiresAt: string | null;
 }
 
-/** Stores a key record. */
+/** Stores a key record. @throws RangeError when `expiresAt` is not a time. */
 export async function insertApiKey(db: Kysely<Database>, input: NewApiKey): Promise<ApiKeyRecord> {
   const row: ApiKeysTable = {
     id: randomUUID(),
@@ -70,10 +73,10 @@ export async function insertApiKey(db: Kysely<Database>, input: NewApiKey): Prom
     key_hash: input.keyHash,
     scopes: JSON.stringify(input.scopes),
     instance_ids: JSON.stringify(input.instanceIds),
-    expires_at: input.expiresAt,
+    expires_at: toMs(input.expiresAt),
     revoked_at: null,
     last_used_at: null,
-    created_at: nowIso(),
+    created_at: Date.now(),
   };
   await db.insertInto('api_keys').values(row).execute();
   return toApiKey(row);
@@ -106,7 +109,7 @@ export async function listApiKeys(db: Kysely<Database>, orgId: string): Promise<
 }
 
 /**
- * Marks a key revoked (idempotent: a second call keeps the first time).
+ * Marks a key revoked at `at` (RFC 3339; idempotent: a second call keeps the first time).
  * @returns the updated record, or undefined when no key has that id.
  */
 export async function revokeApiKey(
@@ -116,7 +119,7 @@ export async function revokeApiKey(
 ): Promise<ApiKeyRecord | undefined> {
   await db
     .updateTable('api_keys')
-    .set({ revoked_at: at })
+    .set({ revoked_at: toMs(at) })
     .where('id', '=', id)
     .where('revoked_at', 'is', null)
     .execute();
@@ -131,14 +134,18 @@ export async function listRevokedSince(
   const rows = await db
     .selectFrom('api_keys')
     .select(['key_hash', 'revoked_at'])
-    .where('revoked_at', '>=', since)
+    .where('revoked_at', '>=', toMs(since))
     .execute();
   return rows.flatMap((r) =>
-    r.revoked_at === null ? [] : [{ keyHash: r.key_hash, revokedAt: r.revoked_at }],
+    r.revoked_at === null ? [] : [{ keyHash: r.key_hash, revokedAt: toIso(r.revoked_at) }],
   );
 }
 
-/** Records that the key was used at `at`. */
+/** Records that the key was used at `at` (RFC 3339). */
 export async function touchApiKey(db: Kysely<Database>, id: string, at: string): Promise<void> {
-  await db.updateTable('api_keys').set({ last_used_at: at }).where('id', '=', id).execute();
+  await db
+    .updateTable('api_keys')
+    .set({ last_used_at: toMs(at) })
+    .where('id', '=', id)
+    .execute();
 }

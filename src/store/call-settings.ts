@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { CallSettings } from '../domain/calls.ts';
 import type { Database } from './schema.ts';
+import { toMs } from './times.ts';
 
 /** The call handling of an instance (migration 0011); the default (calls ring, no message) when never set. */
 export async function readCallSettings(db: Kysely<Database>, instanceId: string): Promise<CallSettings> {
@@ -12,14 +13,17 @@ export async function readCallSettings(db: Kysely<Database>, instanceId: string)
   return { reject: row?.reject === 1, message: row?.message ?? null };
 }
 
-/** Stores the call handling of an instance (replacing the previous one); `at` is RFC 3339. */
+/**
+ * Stores the call handling of an instance (replacing the previous one); `at` is RFC 3339.
+ * @throws RangeError when `at` is not a time.
+ */
 export async function writeCallSettings(
   db: Kysely<Database>,
   instanceId: string,
   settings: CallSettings,
   at: string,
 ): Promise<void> {
-  const values = { reject: settings.reject ? 1 : 0, message: settings.message, updated_at: at };
+  const values = { reject: settings.reject ? 1 : 0, message: settings.message, updated_at: toMs(at) };
   await db
     .insertInto('call_settings')
     .values({ instance_id: instanceId, ...values })

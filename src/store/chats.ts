@@ -5,20 +5,20 @@ import type { Database } from './schema.ts';
 
 /**
  * Chats and history read from the message store (docs/decisions/0017-messages-and-media.md): a chat is every chat JID
- * the instance has a stored message in. Order keys are the message's `timestamp` (RFC 3339 text of fixed width, so
- * text order is time order on both dialects) with a tie-breaker: the message id in a chat's history, the chat JID in
+ * the instance has a stored message in. Order keys are the message's `timestamp` (epoch ms,
+ * docs/decisions/0027-times-as-epoch-ms.md) with a tie-breaker: the message id in a chat's history, the chat JID in
  * the chat list.
  */
 
-/** Where a page of a chat's history starts: strictly older than this message's (timestamp, id). */
+/** Where a page of a chat's history starts: strictly older than this message's (timestamp epoch ms, id). */
 export interface HistoryPosition {
-  timestamp: string;
+  timestamp: number;
   id: string;
 }
 
-/** Where a page of the chat list starts: chats whose latest message is strictly before (timestamp, chat). */
+/** Where a page of the chat list starts: chats whose latest message is strictly before (timestamp epoch ms, chat). */
 export interface ChatPosition {
-  timestamp: string;
+  timestamp: number;
   chat: Jid;
 }
 
@@ -147,7 +147,8 @@ export async function unreadCounts(
             .whereRef('r.chat', '=', 'm.chat')
             .where('r.from_me', '=', 0)
             .where('r.state', 'in', ['read', 'played']),
-          sql.lit(''),
+          // No message marked read: every message is later than this.
+          sql.lit(Number.MIN_SAFE_INTEGER),
         ),
       ),
     )

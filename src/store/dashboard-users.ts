@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { DashboardUsersTable, Database } from './schema.ts';
+import { toIso, toMs } from './times.ts';
 
 /**
  * A dashboard user's role (docs/decisions/0022-dashboard.md): owner (everything, users too), member (instances, keys,
@@ -10,7 +11,7 @@ export type DashboardRole = 'owner' | 'member' | 'viewer';
 /** Every role, most privileged first. */
 export const DASHBOARD_ROLES: readonly DashboardRole[] = ['owner', 'member', 'viewer'];
 
-/** A stored dashboard user; `passwordHash` is an Argon2id PHC string, never a password. */
+/** A stored dashboard user; `passwordHash` is an Argon2id PHC string, never a password. Times are RFC 3339. */
 export interface DashboardUser {
   id: string;
   orgId: string;
@@ -35,12 +36,15 @@ function toUser(row: DashboardUsersTable): DashboardUser {
     email: row.email,
     passwordHash: row.password_hash,
     role: DASHBOARD_ROLES.includes(row.role as DashboardRole) ? (row.role as DashboardRole) : 'viewer',
-    createdAt: row.created_at,
-    lastSignInAt: row.last_sign_in_at,
+    createdAt: toIso(row.created_at),
+    lastSignInAt: toIso(row.last_sign_in_at),
   };
 }
 
-/** Inserts a user. @throws the driver's unique-violation error when the e-mail is taken. */
+/**
+ * Inserts a user; `createdAt` is RFC 3339.
+ * @throws the driver's unique-violation error when the e-mail is taken; RangeError when `createdAt` is not a time.
+ */
 export async function insertDashboardUser(
   db: Kysely<Database>,
   input: { orgId: string; email: string; passwordHash: string; role: DashboardRole; createdAt: string },
@@ -51,7 +55,7 @@ export async function insertDashboardUser(
     email: input.email,
     password_hash: input.passwordHash,
     role: input.role,
-    created_at: input.createdAt,
+    created_at: toMs(input.createdAt),
     last_sign_in_at: null,
   };
   await db.insertInto('dashboard_users').values(row).execute();
@@ -110,9 +114,13 @@ export async function updateDashboardRole(
   return Number(result.numUpdatedRows) > 0;
 }
 
-/** Records a successful sign-in (RFC 3339). */
+/** Records a successful sign-in at `at` (RFC 3339). */
 export async function touchDashboardUser(db: Kysely<Database>, id: string, at: string): Promise<void> {
-  await db.updateTable('dashboard_users').set({ last_sign_in_at: at }).where('id', '=', id).execute();
+  await db
+    .updateTable('dashboard_users')
+    .set({ last_sign_in_at: toMs(at) })
+    .where('id', '=', id)
+    .execute();
 }
 
 /** Deletes a user and its sessions in one transaction. @returns whether the user existed. */
@@ -124,7 +132,7 @@ export async function deleteDashboardUser(db: Kysely<Database>, id: string): Pro
   });
 }
 
-/** Stores a session under the SHA-256 of its id. */
+/** Stores a session under the SHA-256 of its id; `createdAt` is RFC 3339, `expiresAt` epoch ms. */
 export async function insertDashboardSession(
   db: Kysely<Database>,
   input: { idHash: string; userId: string; csrfToken: string; createdAt: string; expiresAt: number },
@@ -135,7 +143,7 @@ export async function insertDashboardSession(
       id_hash: input.idHash,
       user_id: input.userId,
       csrf_token: input.csrfToken,
-      created_at: input.createdAt,
+      created_at: toMs(input.createdAt),
       expires_at: input.expiresAt,
     })
     .execute();

@@ -163,8 +163,9 @@ function migratorFor(store: Store): Migrator {
 }
 
 /**
- * The current time as stored: RFC 3339 UTC with milliseconds and `Z`
- * (docs/decisions/0001-envelope-and-error-codes.md).
+ * The current time as RFC 3339 UTC with milliseconds and `Z`, the form the API shows
+ * (docs/decisions/0001-envelope-and-error-codes.md); the store's columns hold epoch ms
+ * (docs/decisions/0027-times-as-epoch-ms.md).
  */
 export function nowIso(clock: () => number = Date.now): string {
   return new Date(clock()).toISOString();

@@ -1,5 +1,6 @@
 import type { Kysely, Transaction } from 'kysely';
 import type { Database } from './schema.ts';
+import { toMs } from './times.ts';
 
 /**
  * The webhook delivery queue (docs/decisions/0005-outbox-and-delivery.md), Graphile-Worker shape: a delivery row is
@@ -29,8 +30,12 @@ export interface NewDelivery {
   now: string;
 }
 
-/** Queues the delivery of an event (inside the transaction that records it). */
+/**
+ * Queues the delivery of an event (inside the transaction that records it).
+ * @throws RangeError when `delivery.now` is not a time.
+ */
 export async function insertDelivery(trx: Transaction<Database>, delivery: NewDelivery): Promise<void> {
+  const now = toMs(delivery.now);
   await trx
     .insertInto('webhook_deliveries')
     .values({
@@ -46,8 +51,8 @@ export async function insertDelivery(trx: Transaction<Database>, delivery: NewDe
       last_error: null,
       last_status: null,
       delivered_at: null,
-      created_at: delivery.now,
-      updated_at: delivery.now,
+      created_at: now,
+      updated_at: now,
     })
     .execute();
 }
@@ -81,6 +86,7 @@ export type AttemptOutcome =
  * own locks, so one whose claim was taken over as stale (or released at shutdown and claimed again) cannot
  * overwrite the new owner's state.
  * @returns true when the claim was still held and the outcome applied.
+ * @throws RangeError when `input.now` is not a time.
  */
 export async function finishAttempt(
   db: Kysely<Database>,
@@ -97,7 +103,8 @@ export async function finishAttempt(
     now: string;
   },
 ): Promise<boolean> {
-  const { eventId, workerId, attempt, outcome, now } = input;
+  const { eventId, workerId, attempt, outcome } = input;
+  const now = toMs(input.now);
   return db.transaction().execute(async (trx) => {
     await trx
       .updateTable('webhook_attempts')
@@ -191,6 +198,7 @@ export type RequeueResult = 'queued' | 'in-flight' | 'not-found';
  * subscription).
  * @returns `not-found` when the event is not one of `instanceId`'s; `in-flight` when an attempt holds a live
  *   claim on it (not stale before `staleBefore`, epoch ms).
+ * @throws RangeError when `input.now` is not a time.
  */
 export async function requeueDelivery(
   db: Kysely<Database>,
@@ -241,7 +249,7 @@ export async function requeueDelivery(
         last_error: null,
         last_status: null,
         delivered_at: null,
-        updated_at: input.now,
+        updated_at: toMs(input.now),
       })
       .where('event_id', '=', input.eventId)
       .where((eb) => eb.or([eb('locked_at', 'is', null), eb('locked_at', '<', input.staleBefore)]))

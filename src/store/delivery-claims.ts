@@ -195,7 +195,7 @@ async function abandonOpenAttempts(
 ): Promise<void> {
   await trx
     .updateTable('webhook_attempts')
-    .set({ error: ABANDONED, finished_at: new Date(now).toISOString() })
+    .set({ error: ABANDONED, finished_at: now })
     .where('event_id', 'in', [...eventIds])
     .where('finished_at', 'is', null)
     .execute();
@@ -219,7 +219,7 @@ async function failExhausted(
       locked_at: null,
       last_error: ATTEMPTS_ABANDONED,
       last_status: null,
-      updated_at: new Date(now).toISOString(),
+      updated_at: now,
     }))
     .where('event_id', 'in', [...eventIds])
     .where('locked_by', '=', workerId)
@@ -257,7 +257,6 @@ async function startAttempts(
       rows.map((row) => row.event_id),
     )
     .execute();
-  const attemptedAt = new Date(now).toISOString();
   const out: ClaimedDelivery[] = [];
   const attempts: Insertable<WebhookAttemptsTable>[] = [];
   const urlGone: string[] = [];
@@ -273,7 +272,7 @@ async function startAttempts(
       number: 0, // set below from the attempts already logged
       url: row.webhook_url,
       worker: workerId,
-      attempted_at: attemptedAt,
+      attempted_at: now,
       finished_at: null,
       status_code: null,
       duration_ms: null,

@@ -1,7 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { AuthStateStore } from '../engines/engine.ts';
 import type { SecretBox } from '../security/secrets.ts';
-import { nowIso } from './database.ts';
 import type { Database } from './schema.ts';
 
 /** The SQL implementation of {@link AuthStateStore} over the `engine_auth` table. */
@@ -42,7 +41,7 @@ export class SqlAuthStateStore implements AuthStateStore {
 
   async set(entries: readonly { category: string; id: string; value: string | null }[]): Promise<void> {
     if (entries.length === 0) return;
-    const at = nowIso();
+    const at = Date.now();
     await this.#db.transaction().execute(async (trx) => {
       for (const entry of entries) {
         if (entry.value === null) {

@@ -34,15 +34,13 @@ export class SqlReplayMemory implements ReplayMemory {
 
   async remember(instanceId: string, signature: string, expiresAtMs: number): Promise<boolean> {
     const now = this.#clock();
-    const nowIso = new Date(now).toISOString();
     if (now - this.#prunedAt >= REPLAY_PRUNE_EVERY_MS) {
       this.#prunedAt = now;
-      await this.#db.deleteFrom('gateway_replay').where('expires_at', '<', nowIso).execute();
+      await this.#db.deleteFrom('gateway_replay').where('expires_at', '<', now).execute();
     }
-    const expiresAt = new Date(expiresAtMs).toISOString();
     const inserted = await this.#db
       .insertInto('gateway_replay')
-      .values({ instance_id: instanceId, signature, expires_at: expiresAt })
+      .values({ instance_id: instanceId, signature, expires_at: Math.ceil(expiresAtMs) })
       .onConflict((oc) => oc.columns(['instance_id', 'signature']).doNothing())
       .executeTakeFirst();
     // An existing row means the signature was used. (A row past `expires_at` cannot be hit again: its

@@ -65,7 +65,7 @@ export async function claimIdempotencyKey(db: Kysely<Database>, input: ClaimInpu
     status: null,
     content_type: null,
     body: null,
-    created_at: new Date(input.now).toISOString(),
+    created_at: input.now,
     expires_at: input.expiresAt,
   };
   // A row deleted between the statements (its claim released) is tried again; three rounds settle any race.

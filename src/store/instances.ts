@@ -3,10 +3,10 @@ import type { Kysely, Updateable } from 'kysely';
 import type { Environment } from '../domain/environment.ts';
 import { EVENT_TYPES, type EventType, type Instance } from '../domain/instance.ts';
 import { compiledStatement } from './compiled.ts';
-import { nowIso } from './database.ts';
 import type { Database, InstancesTable } from './schema.ts';
+import { toIso, toMs } from './times.ts';
 
-/** Converts a stored row; unknown event names in a stored subscription are dropped. */
+/** Converts a stored row (times to RFC 3339); unknown event names in a stored subscription are dropped. */
 export function toInstance(row: InstancesTable): Instance {
   let subscribe: EventType[] | null = null;
   if (row.subscribe !== null) {
@@ -25,8 +25,8 @@ export function toInstance(row: InstancesTable): Instance {
     subscribe,
     hmacKeySealed: row.hmac_key,
     desiredState: row.desired_state === 'connected' ? 'connected' : 'disconnected',
-    lastConnectedAt: row.last_connected_at,
-    createdAt: row.created_at,
+    lastConnectedAt: toIso(row.last_connected_at),
+    createdAt: toIso(row.created_at),
   };
 }
 
@@ -48,7 +48,7 @@ export async function createInstance(
     hmac_key: null,
     desired_state: 'disconnected',
     last_connected_at: null,
-    created_at: nowIso(),
+    created_at: Date.now(),
   };
   await db.insertInto('instances').values(row).execute();
   return toInstance(row);
@@ -131,10 +131,11 @@ export interface InstancePatch {
   subscribe?: EventType[];
   hmacKeySealed?: string | null;
   desiredState?: 'connected' | 'disconnected';
+  /** RFC 3339. */
   lastConnectedAt?: string | null;
 }
 
-/** Applies `patch` to instance `id`; fields left undefined are untouched. */
+/** Applies `patch` to instance `id`; fields left undefined are untouched. @throws RangeError on a bad time. */
 export async function updateInstance(db: Kysely<Database>, id: string, patch: InstancePatch): Promise<void> {
   const values: Updateable<InstancesTable> = {};
   if (patch.phone !== undefined) values.phone = patch.phone;
@@ -144,7 +145,7 @@ export async function updateInstance(db: Kysely<Database>, id: string, patch: In
   if (patch.subscribe !== undefined) values.subscribe = JSON.stringify(patch.subscribe);
   if (patch.hmacKeySealed !== undefined) values.hmac_key = patch.hmacKeySealed;
   if (patch.desiredState !== undefined) values.desired_state = patch.desiredState;
-  if (patch.lastConnectedAt !== undefined) values.last_connected_at = patch.lastConnectedAt;
+  if (patch.lastConnectedAt !== undefined) values.last_connected_at = toMs(patch.lastConnectedAt);
   if (Object.keys(values).length === 0) return;
   await db.updateTable('instances').set(values).where('id', '=', id).execute();
 }

@@ -8,6 +8,7 @@ import type {
   MessageUpdate,
 } from '../domain/messages.ts';
 import type { Database, MessagesTable } from './schema.ts';
+import { toIso, toMs } from './times.ts';
 
 /** Delivery states in order (docs/decisions/0017-messages-and-media.md); a message only ever moves to a later one. */
 export const DELIVERY_STATES: readonly DeliveryState[] = ['sent', 'delivered', 'read', 'played'];
@@ -46,10 +47,6 @@ export function statesBefore(state: DeliveryState): DeliveryState[] {
   return DELIVERY_STATES.slice(0, DELIVERY_STATES.indexOf(state));
 }
 
-function iso(ms: number): string {
-  return new Date(ms).toISOString();
-}
-
 /** A `messages` row as a {@link StoredMessage} (content parsed, flags as booleans, state checked). */
 export function toStoredMessage(row: MessagesTable): StoredMessage {
   const content = JSON.parse(row.content) as MessageContent;
@@ -58,16 +55,17 @@ export function toStoredMessage(row: MessagesTable): StoredMessage {
     id: row.id,
     source: { chat: row.chat, sender: row.sender, isFromMe: row.from_me === 1, isGroup: row.is_group === 1 },
     pushName: row.push_name,
-    timestamp: Date.parse(row.timestamp),
+    timestamp: Number(row.timestamp),
     content,
     state,
-    stateAt: row.state_at,
+    stateAt: toIso(row.state_at),
   };
 }
 
 /**
  * Stores `message` of instance `instanceId` in state `state` (`at` RFC 3339 is the state's time). A message
  * already stored under the same id is kept as it is (the platform echoes sends, history repeats messages).
+ * @throws RangeError when `at` or the message's timestamp is not a time.
  */
 export async function insertMessage(
   db: Kysely<Database>,
@@ -77,6 +75,10 @@ export async function insertMessage(
   at: string,
 ): Promise<void> {
   const kind = KINDS.includes(message.content.kind) ? message.content.kind : 'other';
+  const atMs = toMs(at);
+  const timestamp = Math.trunc(message.timestamp);
+  if (!Number.isFinite(timestamp))
+    throw new RangeError(`message ${message.id}: not a time: ${message.timestamp}`);
   await db
     .insertInto('messages')
     .values({
@@ -89,10 +91,10 @@ export async function insertMessage(
       type: kind,
       content: JSON.stringify(message.content),
       push_name: message.pushName,
-      timestamp: iso(message.timestamp),
+      timestamp,
       state,
-      state_at: at,
-      created_at: at,
+      state_at: atMs,
+      created_at: atMs,
     })
     .onConflict((oc) => oc.columns(['instance_id', 'id']).doNothing())
     .execute();
@@ -115,7 +117,7 @@ export async function advanceDeliveryState(
   if (ids.length === 0 || before.length === 0) return 0;
   let query = db
     .updateTable('messages')
-    .set({ state, state_at: at })
+    .set({ state, state_at: toMs(at) })
     .where('instance_id', '=', instanceId)
     .where('id', 'in', [...ids])
     .where('state', 'in', before);
@@ -136,13 +138,14 @@ export async function touchPeer(
   pushName: string,
   at: string,
 ): Promise<void> {
+  const atMs = toMs(at);
   await db
     .insertInto('chat_peers')
-    .values({ instance_id: instanceId, jid, push_name: pushName, first_at: at, last_at: at })
+    .values({ instance_id: instanceId, jid, push_name: pushName, first_at: atMs, last_at: atMs })
     .onConflict((oc) =>
       oc
         .columns(['instance_id', 'jid'])
-        .doUpdateSet(pushName === '' ? { last_at: at } : { last_at: at, push_name: pushName }),
+        .doUpdateSet(pushName === '' ? { last_at: atMs } : { last_at: atMs, push_name: pushName }),
     )
     .execute();
 }
@@ -193,8 +196,8 @@ export async function listChatPeers(db: Kysely<Database>, instanceId: string): P
   return rows.map((row) => ({
     jid: row.jid,
     pushName: row.push_name,
-    firstAt: row.first_at,
-    lastAt: row.last_at,
+    firstAt: toIso(row.first_at),
+    lastAt: toIso(row.last_at),
   }));
 }
 

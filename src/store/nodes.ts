@@ -1,12 +1,13 @@
 import type { Kysely } from 'kysely';
 import type { Database } from './schema.ts';
+import { toIso, toMs } from './times.ts';
 
 /**
  * The node registry's rows (migration 0008): one per running parley process, renewed by its heartbeat. See
  * `src/nodes/registry.ts` for how liveness is judged.
  */
 
-/** A registered node. `heartbeatAt` is epoch ms. */
+/** A registered node. `startedAt` is RFC 3339, `heartbeatAt` epoch ms. */
 export interface NodeRecord {
   id: string;
   host: string;
@@ -18,6 +19,7 @@ export interface NodeRecord {
 /**
  * Registers `node` or renews its heartbeat (an upsert, so a node whose row was removed while it was stalled
  * reappears with its next heartbeat).
+ * @throws RangeError when `node.startedAt` is not a time.
  */
 export async function upsertNode(db: Kysely<Database>, node: NodeRecord): Promise<void> {
   await db
@@ -26,7 +28,7 @@ export async function upsertNode(db: Kysely<Database>, node: NodeRecord): Promis
       id: node.id,
       host: node.host,
       pid: node.pid,
-      started_at: node.startedAt,
+      started_at: toMs(node.startedAt),
       heartbeat_at: node.heartbeatAt,
     })
     .onConflict((oc) => oc.column('id').doUpdateSet({ heartbeat_at: node.heartbeatAt }))
@@ -40,7 +42,7 @@ export async function listOtherNodes(db: Kysely<Database>, exceptId: string): Pr
     id: row.id,
     host: row.host,
     pid: Number(row.pid),
-    startedAt: row.started_at,
+    startedAt: toIso(row.started_at),
     heartbeatAt: Number(row.heartbeat_at),
   }));
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import { nowIso } from './database.ts';
 import type { Database, OrganizationsTable } from './schema.ts';
+import { toIso } from './times.ts';
 
 /** Billing plans (docs/api.md#rate-limits, docs/decisions/0019-rate-limits-and-plans.md). */
 export type Plan = 'free' | 'pro' | 'enterprise';
@@ -9,7 +9,7 @@ export const PLANS: readonly Plan[] = ['free', 'pro', 'enterprise'];
 
 /**
  * An organization; `perMinute`/`perDay` are set only for `enterprise` (its own limits,
- * docs/decisions/0019-rate-limits-and-plans.md).
+ * docs/decisions/0019-rate-limits-and-plans.md). `createdAt` is RFC 3339.
  */
 export interface Organization {
   id: string;
@@ -27,7 +27,7 @@ function toOrganization(row: OrganizationsTable): Organization {
     plan: PLANS.includes(row.plan as Plan) ? (row.plan as Plan) : 'free',
     perMinute: row.per_minute,
     perDay: row.per_day,
-    createdAt: row.created_at,
+    createdAt: toIso(row.created_at),
   };
 }
 
@@ -50,7 +50,7 @@ export async function createOrganization(
     plan: input.plan,
     per_minute: input.perMinute ?? null,
     per_day: input.perDay ?? null,
-    created_at: nowIso(),
+    created_at: Date.now(),
   };
   await db.insertInto('organizations').values(row).execute();
   return toOrganization(row);

@@ -1,8 +1,8 @@
 import type { ColumnType } from 'kysely';
 
 /**
- * Table shapes shared by SQLite and PostgreSQL. Timestamps are RFC 3339 UTC text of fixed width
- * (`Date#toISOString`), so they sort correctly as text on both dialects; lists are JSON text.
+ * Table shapes shared by SQLite and PostgreSQL. Every time column (`*_at`, `timestamp`, `expires_at`, …) holds epoch
+ * milliseconds, an integer (`bigint`; migration 0015, docs/decisions/0027-times-as-epoch-ms.md); lists are JSON text.
  */
 export interface OrganizationsTable {
   id: string;
@@ -10,7 +10,7 @@ export interface OrganizationsTable {
   plan: string;
   per_minute: number | null;
   per_day: number | null;
-  created_at: string;
+  created_at: number;
 }
 
 export interface InstancesTable {
@@ -34,8 +34,8 @@ export interface InstancesTable {
    * `connected` when the user asked for a live session; restored at boot (docs/decisions/0016-session-lifecycle.md).
    */
   desired_state: string;
-  last_connected_at: string | null;
-  created_at: string;
+  last_connected_at: number | null;
+  created_at: number;
 }
 
 export interface ApiKeysTable {
@@ -52,10 +52,10 @@ export interface ApiKeysTable {
    * (docs/decisions/0003-scopes-and-keys.md).
    */
   instance_ids: string;
-  expires_at: string | null;
-  revoked_at: string | null;
-  last_used_at: string | null;
-  created_at: string;
+  expires_at: number | null;
+  revoked_at: number | null;
+  last_used_at: number | null;
+  created_at: number;
 }
 
 /** Engine credentials and platform state, one sealed JSON value per (instance, category, key id). */
@@ -64,7 +64,7 @@ export interface EngineAuthTable {
   category: string;
   key_id: string;
   value: string;
-  updated_at: string;
+  updated_at: number;
 }
 
 /** One-socket lock of a live instance (migration 0004): the process holding it renews `expires_at` on a heartbeat. */
@@ -72,8 +72,8 @@ export interface InstanceLocksTable {
   instance_id: string;
   /** Which process holds the lock (the engine's `processId`). */
   owner: string;
-  acquired_at: string;
-  expires_at: string;
+  acquired_at: number;
+  expires_at: number;
 }
 
 /**
@@ -84,8 +84,8 @@ export interface WebhookStateTable {
   instance_id: string;
   /** The last `sequence` handed out to an event of this instance (0 before the first). */
   last_sequence: number;
-  /** When a 410 Gone disabled the webhook (RFC 3339); null while enabled. `POST /v1/webhook` re-enables. */
-  disabled_at: string | null;
+  /** When a 410 Gone disabled the webhook (epoch ms); null while enabled. `POST /v1/webhook` re-enables. */
+  disabled_at: number | null;
   disabled_reason: string | null;
 }
 
@@ -103,7 +103,7 @@ export interface WebhookEventsTable {
   payload: string;
   /** Why no delivery was queued (no URL, not subscribed, disabled); null when one was. */
   skip_reason: string | null;
-  created_at: string;
+  created_at: number;
 }
 
 /** The delivery queue, one row per event to send (Graphile-Worker shape; times in epoch milliseconds). */
@@ -124,9 +124,9 @@ export interface WebhookDeliveriesTable {
   locked_at: number | null;
   last_error: string | null;
   last_status: number | null;
-  delivered_at: string | null;
-  created_at: string;
-  updated_at: string;
+  delivered_at: number | null;
+  created_at: number;
+  updated_at: number;
 }
 
 /**
@@ -140,9 +140,9 @@ export interface WebhookAttemptsTable {
   number: number;
   url: string;
   worker: string;
-  attempted_at: string;
+  attempted_at: number;
   /** When the attempt ended; null while in flight (or if its worker died: then `error` says it was abandoned). */
-  finished_at: string | null;
+  finished_at: number | null;
   /** HTTP status; null when no response arrived. */
   status_code: number | null;
   /** Milliseconds from the start of the request to the end of the response; null until finished. */
@@ -162,8 +162,8 @@ export interface GatewayReplayTable {
   instance_id: string;
   /** Lowercase hex HMAC-SHA256 of the request. */
   signature: string;
-  /** RFC 3339: the signature's timestamp plus the window (and 1 s); the row may be pruned after it. */
-  expires_at: string;
+  /** Epoch ms: the signature's timestamp plus the window (and 1 s); the row may be pruned after it. */
+  expires_at: number;
 }
 
 /**
@@ -185,12 +185,12 @@ export interface MessagesTable {
   type: string;
   content: string;
   push_name: string;
-  /** When the message was sent (RFC 3339). */
-  timestamp: string;
+  /** When the message was sent (epoch ms). */
+  timestamp: number;
   state: string;
-  /** When `state` last changed (RFC 3339). */
-  state_at: string;
-  created_at: string;
+  /** When `state` last changed (epoch ms). */
+  state_at: number;
+  created_at: number;
 }
 
 /**
@@ -202,8 +202,8 @@ export interface ChatPeersTable {
   jid: string;
   /** The latest non-empty display name the user's own messages carried; empty until one arrives. */
   push_name: string;
-  first_at: string;
-  last_at: string;
+  first_at: number;
+  last_at: number;
 }
 
 /** One running parley process (the node registry, `src/nodes/registry.ts`). */
@@ -214,8 +214,8 @@ export interface NodesTable {
   host: string;
   /** Operating-system process id on `host`. */
   pid: number;
-  /** RFC 3339. */
-  started_at: string;
+  /** When the process started, epoch ms. */
+  started_at: number;
   /** Last heartbeat, epoch ms. */
   heartbeat_at: number;
   /** Base URL other nodes forward requests to (migration 0012); null until the node listens. */
@@ -255,8 +255,8 @@ export interface DashboardUsersTable {
   password_hash: string;
   /** `owner` | `member` | `viewer`. */
   role: string;
-  created_at: string;
-  last_sign_in_at: string | null;
+  created_at: number;
+  last_sign_in_at: number | null;
 }
 
 /** A signed-in dashboard browser (migration 0010): only the SHA-256 of the cookie's session id is stored. */
@@ -266,7 +266,7 @@ export interface DashboardSessionsTable {
   user_id: string;
   /** The token every state-changing request must carry in `x-csrf-token`. */
   csrf_token: string;
-  created_at: string;
+  created_at: number;
   /** Epoch ms after which the session is refused. */
   expires_at: number;
 }
@@ -278,7 +278,7 @@ export interface CallSettingsTable {
   reject: number;
   /** Text sent to the caller after an automatic reject; null sends nothing. */
   message: string | null;
-  updated_at: string;
+  updated_at: number;
 }
 
 /**
@@ -346,7 +346,7 @@ export interface IdempotencyKeysTable {
   content_type: string | null;
   /** The kept answer's body, exactly as sent. */
   body: string | null;
-  created_at: string;
+  created_at: number;
   /** Epoch ms when the key is forgotten (24 h after the claim); the periodic purge deletes the row. */
   expires_at: number;
 }

@@ -1,6 +1,7 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
 import { compiledStatement } from './compiled.ts';
 import type { Database, WebhookAttemptsTable, WebhookDeliveriesTable } from './schema.ts';
+import { toIso, toMs } from './times.ts';
 
 /**
  * Webhook event rows and per-instance webhook state (docs/decisions/0005-outbox-and-delivery.md): sequence numbers,
@@ -29,14 +30,14 @@ export async function nextSequence(
   if (!row) throw new Error('the sequence upsert returned no row');
   return {
     sequence: Number(row.last_sequence),
-    disabledAt: row.disabled_at,
+    disabledAt: toIso(row.disabled_at),
     disabledReason: row.disabled_reason,
   };
 }
 
 const NEXT_SEQUENCE = compiledStatement<
   { instanceId: string },
-  { last_sequence: number; disabled_at: string | null; disabled_reason: string | null }
+  { last_sequence: number; disabled_at: number | null; disabled_reason: string | null }
 >((db, arg) =>
   db
     .insertInto('webhook_state')
@@ -56,7 +57,7 @@ export async function getWebhookState(db: Kysely<Database>, instanceId: string):
     .executeTakeFirst();
   return {
     lastSequence: row ? Number(row.last_sequence) : 0,
-    disabledAt: row?.disabled_at ?? null,
+    disabledAt: toIso(row?.disabled_at ?? null),
     disabledReason: row?.disabled_reason ?? null,
   };
 }
@@ -70,7 +71,7 @@ export async function enableWebhook(db: Kysely<Database>, instanceId: string): P
     .execute();
 }
 
-/** A new event row (see `WebhookEventsTable`). */
+/** A new event row (see `WebhookEventsTable`); `createdAt` is RFC 3339. */
 export interface NewWebhookEvent {
   id: string;
   instanceId: string;
@@ -82,7 +83,10 @@ export interface NewWebhookEvent {
   createdAt: string;
 }
 
-/** Inserts an event row inside the recording transaction (docs/decisions/0005-outbox-and-delivery.md outbox). */
+/**
+ * Inserts an event row inside the recording transaction (docs/decisions/0005-outbox-and-delivery.md outbox).
+ * @throws RangeError when `event.createdAt` is not a time.
+ */
 export async function insertWebhookEvent(trx: Transaction<Database>, event: NewWebhookEvent): Promise<void> {
   await trx
     .insertInto('webhook_events')
@@ -93,7 +97,7 @@ export async function insertWebhookEvent(trx: Transaction<Database>, event: NewW
       type: event.type,
       payload: event.payload,
       skip_reason: event.skipReason,
-      created_at: event.createdAt,
+      created_at: toMs(event.createdAt),
     })
     .execute();
 }
@@ -117,7 +121,10 @@ export async function webhookEventExists(
 export type LogStatus = 'pending' | 'delivered' | 'failed' | 'unsent';
 export const LOG_STATUSES: readonly LogStatus[] = ['pending', 'delivered', 'failed', 'unsent'];
 
-/** One event of the delivery log with its delivery row (absent when unsent) and its attempts, oldest first. */
+/**
+ * One event of the delivery log with its delivery row (absent when unsent) and its attempts, oldest first.
+ * `createdAt` is RFC 3339; the delivery's and the attempts' times are their columns' epoch ms.
+ */
 export interface LogEntry {
   id: string;
   instanceId: string;
@@ -228,7 +235,7 @@ async function readLog(trx: Transaction<Database>, instanceId: string, query: Lo
     type: row.type,
     payload: row.payload,
     skipReason: row.skip_reason,
-    createdAt: row.created_at,
+    createdAt: toIso(row.created_at),
     delivery:
       row.d_event_id === null || row.status === null
         ? null
@@ -240,7 +247,7 @@ async function readLog(trx: Transaction<Database>, instanceId: string, query: Lo
             locked_at: row.locked_at === null ? null : Number(row.locked_at),
             last_error: row.last_error,
             last_status: row.last_status,
-            delivered_at: row.delivered_at,
+            delivered_at: row.delivered_at === null ? null : Number(row.delivered_at),
           },
     attempts: byEvent.get(row.id) ?? [],
   }));
@@ -251,12 +258,13 @@ async function readLog(trx: Transaction<Database>, instanceId: string, query: Lo
  * delivered, failed or never queued. Their delivery rows and attempts go with them (foreign keys cascade). An
  * event with a pending delivery is kept whatever its age.
  * @returns how many events were deleted.
+ * @throws RangeError when `before` is not a time.
  */
 export async function pruneWebhookLog(db: Kysely<Database>, before: string, limit: number): Promise<number> {
   const old = await db
     .selectFrom('webhook_events as e')
     .select('e.id')
-    .where('e.created_at', '<', before)
+    .where('e.created_at', '<', toMs(before))
     .where((eb) =>
       eb.not(
         eb.exists(

@@ -53,14 +53,14 @@ export function toDeliveryView(entry: LogEntry): DeliveryView {
     status,
     reason: entry.skipReason,
     createdAt: entry.createdAt,
-    nextAttemptAt: status === 'pending' && delivery !== null ? new Date(delivery.run_at).toISOString() : null,
-    deliveredAt: delivery?.delivered_at ?? null,
+    nextAttemptAt: status === 'pending' && delivery !== null ? iso(delivery.run_at) : null,
+    deliveredAt: delivery === null || delivery.delivered_at === null ? null : iso(delivery.delivered_at),
     lastError: delivery?.last_error ?? null,
     payload: JSON.parse(entry.payload) as unknown,
     attempts: entry.attempts.map((attempt) => ({
       number: attempt.number,
-      at: attempt.attempted_at,
-      finishedAt: attempt.finished_at,
+      at: iso(attempt.attempted_at),
+      finishedAt: attempt.finished_at === null ? null : iso(attempt.finished_at),
       url: attempt.url,
       statusCode: attempt.status_code,
       durationMs: attempt.duration_ms,
@@ -69,6 +69,11 @@ export function toDeliveryView(entry: LogEntry): DeliveryView {
       responseTruncated: attempt.response_truncated === 1,
     })),
   };
+}
+
+/** A stored time (epoch ms) as the API shows it. */
+function iso(ms: number): string {
+  return new Date(Number(ms)).toISOString();
 }
 
 const CURSOR_PREFIX = 'seq.';

@@ -35,7 +35,7 @@ class Probe implements EventProjection {
         plan: 'free',
         per_minute: null,
         per_day: null,
-        created_at: String(n),
+        created_at: n,
       })
       .execute();
     if (this.failOn.has(n)) throw new Error(`event ${n} refused`);

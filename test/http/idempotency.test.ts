@@ -212,7 +212,7 @@ for (const dialect of testDialects()) {
         status: null,
         content_type: null,
         body: null,
-        created_at: new Date(now).toISOString(),
+        created_at: now,
         expires_at: now + IDEMPOTENCY_TTL_MS,
       };
       await t.services.store.db.insertInto('idempotency_keys').values(row).execute();

@@ -55,10 +55,10 @@ for (const dialect of testDialects()) {
           type: 'text',
           content: { kind: 'text', text: 'Hello *world* 👋' },
           push_name: `Sandbox ${OWN.slice(-4)}`,
-          timestamp: '2025-03-01T10:00:00.000Z',
+          timestamp: Date.parse('2025-03-01T10:00:00.000Z'),
           state: 'sent',
-          state_at: '2025-03-01T10:00:00.000Z',
-          created_at: '2025-03-01T10:00:00.000Z',
+          state_at: Date.parse('2025-03-01T10:00:00.000Z'),
+          created_at: Date.parse('2025-03-01T10:00:00.000Z'),
         },
       );
     });

@@ -64,7 +64,7 @@ for (const dialect of testDialects()) {
       at(0);
       await record({ type: 'receipt', state: 'read', messageIds: ['OUT1'], source, timestamp: t.clock() });
       const read = await messageRow(t, 'OUT1');
-      assert.deepEqual([read?.state, read?.state_at], ['read', '2025-06-01T13:00:00.000Z']);
+      assert.deepEqual([read?.state, read?.state_at], ['read', Date.parse('2025-06-01T13:00:00.000Z')]);
       at(1000);
       await record({
         type: 'receipt',
@@ -76,7 +76,7 @@ for (const dialect of testDialects()) {
       const still = await messageRow(t, 'OUT1');
       assert.deepEqual(
         [still?.state, still?.state_at],
-        ['read', '2025-06-01T13:00:00.000Z'],
+        ['read', Date.parse('2025-06-01T13:00:00.000Z')],
         'never backwards',
       );
       await record({

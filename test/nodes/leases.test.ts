@@ -332,8 +332,8 @@ for (const dialect of testDialects()) {
           .values({
             instance_id: instance.id,
             owner: 'node-gone',
-            acquired_at: new Date().toISOString(),
-            expires_at: new Date(Date.now() + 30_000).toISOString(),
+            acquired_at: Date.now(),
+            expires_at: Date.now() + 30_000,
           })
           .execute();
         const sessions = fakeSessions();

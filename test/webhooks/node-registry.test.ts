@@ -26,7 +26,7 @@ async function delivery(
   status = 'pending',
 ) {
   const id = randomUUID();
-  const now = new Date().toISOString();
+  const now = Date.now();
   await store.db
     .insertInto('webhook_events')
     .values({

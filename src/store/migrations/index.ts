@@ -13,6 +13,7 @@ import * as chatsCalls from './0011_chats_calls.ts';
 import * as instanceLeases from './0012_instance_leases.ts';
 import * as sendJobs from './0013_send_jobs.ts';
 import * as idempotencyKeys from './0014_idempotency_keys.ts';
+import * as timesAsEpochMs from './0015_times_as_epoch_ms.ts';
 
 /**
  * Every migration, in order. Names are numbered; add a new file and list it here (never edit one that shipped).
@@ -33,6 +34,7 @@ export const migrations: Record<string, Migration> = {
   '0012_instance_leases': instanceLeases,
   '0013_send_jobs': sendJobs,
   '0014_idempotency_keys': idempotencyKeys,
+  '0015_times_as_epoch_ms': timesAsEpochMs,
 };
 
 /** Hands Kysely's `Migrator` the in-code list above (no file-system scanning, so it works from any cwd). */
