@@ -250,10 +250,7 @@ for (const dialect of testDialects()) {
           assert.equal((await send({ method: 'GET', url: '/session/status' })).status, 200);
           const left = await db.selectFrom('gateway_replay').selectAll().execute();
           assert.equal(left.length, 1, 'only the signature just used is left');
-          assert.equal(
-            left[0]?.expires_at,
-            new Date((Math.floor(t.clock() / 1000) + 301) * 1000).toISOString(),
-          );
+          assert.equal(left[0]?.expires_at, (Math.floor(t.clock() / 1000) + 301) * 1000);
         });
 
       it('only gateway requests of an instance with an HMAC key are checked', async () => {
