@@ -264,6 +264,9 @@ export class SendQueue implements EventProjection {
    */
   async relayNow(session: EngineSession, job: SendJob): Promise<SentMessage> {
     const done = this.#await(job);
+    // The relay may settle `done` before it returns (a refusal, then the pause's writes): mark it handled now, the
+    // caller still gets its result or error below.
+    done.catch(() => undefined);
     await this.#relay(session, job, (await this.pacing(job.instanceId)).pacing);
     return done;
   }
