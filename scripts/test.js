@@ -1,11 +1,14 @@
 #!/usr/bin/env node
-// Runs every test/**/*.test.ts with Node's test runner (TypeScript through tsx), after building what is stale in dist/.
+// Runs every test/**/*.test.ts with Node's test runner (TypeScript through tsx), after building what is stale in dist/;
+// test files share processes, a few per folder, except those that need one of their own (see entries()).
 // Store suites run on SQLite always and on PostgreSQL when TEST_DATABASE_URL is set; rate-limit suites run
 // in-process always and on Redis when TEST_REDIS_URL is set; video conversion runs when ffmpeg is found (packaged
 // binary or PATH). What is not run is said, never hidden, and never fails the run.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
+import { pathToFileURL } from 'node:url';
 
 const root = new URL('..', import.meta.url).pathname;
 
@@ -152,13 +155,61 @@ function run(batch, timeoutMs, concurrency = 2) {
 
 const isDocs = (f) => f.startsWith('test/docs/');
 const isPack = (f) => f.startsWith('test/build/');
-// The rest first, two files at a time; then the executable docs and the package test side by side: both mostly
+
+/**
+ * Files that run in a process of their own: they start services, simulators, browsers or several nodes, kill
+ * processes, or watch process-wide resources, and they are long, so they gain nothing from sharing a process.
+ */
+const ISOLATED = [
+  'test/live/',
+  'test/nodes/',
+  'test/dashboard/browser',
+  'test/webhooks/crash',
+  'test/baileys/offline-connect',
+];
+/** Most test files one shared process runs. */
+const BUNDLE_SIZE = 8;
+
+/**
+ * The entries Node's runner gets for `batch`: every isolated file as itself, the others bundled by folder, at most
+ * {@link BUNDLE_SIZE} files a bundle. Each test file started as a process of its own paid about 3 s of start-up
+ * (tsx and the module graph) on the 2-core machine, more than many files' tests take; a bundle is a generated
+ * module that imports its files, so they share one process and register their tests in it. The isolated files
+ * come first, so the long ones start early.
+ */
+function entries(batch) {
+  const isolated = batch.filter((f) => ISOLATED.some((prefix) => f.startsWith(prefix)));
+  const byFolder = new Map();
+  for (const file of batch) {
+    if (isolated.includes(file)) continue;
+    const folder = file.split('/').slice(0, 2).join('/');
+    byFolder.set(folder, [...(byFolder.get(folder) ?? []), file]);
+  }
+  const bundles = [];
+  for (const [folder, group] of byFolder) {
+    const count = Math.ceil(group.length / BUNDLE_SIZE);
+    for (let i = 0; i < count; i++) {
+      const part = group.filter((_, index) => index % count === i);
+      const name = `${folder.replace(/[^a-z0-9]+/gi, '-')}-${i + 1}.test.mjs`;
+      const path = join(bundleDir, name);
+      writeFileSync(
+        path,
+        part.map((file) => `import ${JSON.stringify(pathToFileURL(join(root, file)).href)};`).join('\n') +
+          '\n',
+      );
+      bundles.push(path);
+    }
+  }
+  return [...isolated, ...bundles];
+}
+
+const bundleDir = mkdtempSync(join(tmpdir(), 'parley-test-bundles-'));
+process.on('exit', () => rmSync(bundleDir, { recursive: true, force: true }));
+
+// The rest first, two at a time; then the executable docs and the package test side by side: both mostly
 // wait on the processes they start (servers, CLIs, npm), so together they take about as long as the longer one.
 const statuses = [
-  await run(
-    files.filter((f) => !isDocs(f) && !isPack(f)),
-    120_000,
-  ),
+  await run(entries(files.filter((f) => !isDocs(f) && !isPack(f))), 120_000),
   ...(await Promise.all([run(files.filter(isDocs), 600_000, 1), run(files.filter(isPack), 1_200_000, 1)])),
 ];
 for (const line of notRun) console.log(`not run: ${line}`);
