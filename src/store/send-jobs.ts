@@ -72,64 +72,8 @@ export interface NewSendJob {
 
 /** Stores a new job (`pending`, or `sending` held by `claimedBy`). @throws on a duplicate id (a bug). */
 export async function insertSendJob(db: Kysely<Database>, job: NewSendJob): Promise<void> {
-  const claimed = job.claimedBy !== undefined;
-  await INSERT_SEND_JOB.run(db, {
-    instanceId: job.instanceId,
-    id: job.id,
-    seq: job.seq,
-    chat: job.chat,
-    kind: job.kind,
-    payload: job.payload,
-    mode: job.mode,
-    status: claimed ? 'sending' : 'pending',
-    runAt: job.runAt,
-    sendAt: job.sendAt,
-    attempts: claimed ? 1 : 0,
-    maxAttempts: job.maxAttempts,
-    lockedBy: job.claimedBy ?? null,
-    lockedAt: claimed ? job.now : null,
-    now: job.now,
-  });
+  await insertSendJobs(db, [job]);
 }
-
-const INSERT_SEND_JOB = compiledStatement<{
-  instanceId: string;
-  id: string;
-  seq: number;
-  chat: string;
-  kind: string;
-  payload: string;
-  mode: SendMode;
-  status: 'pending' | 'sending';
-  runAt: number;
-  sendAt: number | null;
-  attempts: number;
-  maxAttempts: number;
-  lockedBy: string | null;
-  lockedAt: number | null;
-  now: number;
-}>((db, arg) =>
-  db.insertInto('send_jobs').values({
-    instance_id: arg('instanceId'),
-    id: arg('id'),
-    seq: arg('seq'),
-    chat: arg('chat'),
-    kind: arg('kind'),
-    payload: arg('payload'),
-    mode: arg('mode'),
-    status: arg('status'),
-    run_at: arg('runAt'),
-    send_at: arg('sendAt'),
-    attempts: arg('attempts'),
-    max_attempts: arg('maxAttempts'),
-    last_error: null,
-    locked_by: arg('lockedBy'),
-    locked_at: arg('lockedAt'),
-    created_at: arg('now'),
-    updated_at: arg('now'),
-    sent_at: null,
-  }),
-);
 
 /**
  * Stores several new jobs in one statement (one transaction): the send queue's group insert of the jobs accepted
