@@ -6,8 +6,8 @@ import { fileURLToPath } from 'node:url';
 import { startChild } from '../lib/ipc.ts';
 import { type LoadResult, runLoad } from '../lib/load.ts';
 import { ratioOf, type ScenarioResult, target } from '../lib/report.ts';
-import { type ParleyReady, PEER_PHONE } from '../roles/parley.ts';
-import type { HttpSettings } from './send.ts';
+import { PEER_PHONE } from '../roles/parley.ts';
+import { type HttpSettings, setupOneInstance } from './send.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -25,13 +25,7 @@ async function measure(
 ): Promise<LoadResult[]> {
   const parley = await startChild('parley', root === undefined ? {} : { root });
   try {
-    const ready = await parley.call<ParleyReady>('setup', {
-      dialect: settings.dialect,
-      databaseUrl: settings.databaseUrl,
-      instances: 1,
-      webhookUrl: settings.webhookUrl,
-      hmacKey: settings.hmacKey,
-    });
+    const ready = await setupOneInstance(parley, settings);
     const runs: LoadResult[] = [];
     for (const extra of headers) {
       runs.push(

@@ -1,4 +1,4 @@
-import { startChild } from '../lib/ipc.ts';
+import { type BenchChild, startChild } from '../lib/ipc.ts';
 import { type LoadResult, runLoad } from '../lib/load.ts';
 import { type ProfileSummary, summariseProfile } from '../lib/profile.ts';
 import { ratioOf, type ScenarioResult, target } from '../lib/report.ts';
@@ -26,6 +26,20 @@ export interface HttpSettings {
 
 /** How long after a send run its webhooks may still be in flight to count as keeping pace, ms. */
 const DELIVERY_GRACE_MS = 2_000;
+
+/**
+ * Sets up the parley child for a send run: one logged-in sandbox instance on the settings' store, its webhook
+ * subscribed to the benchmark receiver with the settings' HMAC key. → the URL and key to load.
+ */
+export function setupOneInstance(parley: BenchChild, settings: HttpSettings): Promise<ParleyReady> {
+  return parley.call<ParleyReady>('setup', {
+    dialect: settings.dialect,
+    databaseUrl: settings.databaseUrl,
+    instances: 1,
+    webhookUrl: settings.webhookUrl,
+    hmacKey: settings.hmacKey,
+  });
+}
 
 function describeErrors(run: LoadResult): string {
   return run.errors + run.non2xx === 0 ? '' : `, ${run.errors} errors, ${run.non2xx} non-2xx`;
@@ -57,13 +71,7 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
   let deliveries: Record<string, number>;
   let profile: ProfileSummary | undefined;
   try {
-    const ready = await parley.call<ParleyReady>('setup', {
-      dialect: settings.dialect,
-      databaseUrl: settings.databaseUrl,
-      instances: 1,
-      webhookUrl: settings.webhookUrl,
-      hmacKey: settings.hmacKey,
-    });
+    const ready = await setupOneInstance(parley, settings);
     const load = (warmupS: number) =>
       runLoad({
         url: `${ready.url}/v1/messages/send`,
