@@ -54,21 +54,14 @@ function toJob(row: Selectable<SendJobsTable>): SendJob {
   };
 }
 
-/** What {@link insertSendJob} stores. `claimedBy` set: the job is stored already claimed (`sending`, attempt 1). */
-export interface NewSendJob {
-  instanceId: string;
-  id: string;
-  seq: number;
-  chat: string;
-  kind: string;
-  payload: string;
-  mode: SendMode;
-  runAt: number;
-  sendAt: number | null;
-  maxAttempts: number;
-  now: number;
-  claimedBy?: string;
-}
+/**
+ * What {@link insertSendJob} stores: the job's fields of {@link SendJob} that exist before its first relay, `now`
+ * (epoch ms) for its timestamps and, when set, `claimedBy`: the job is stored already claimed (`sending`, attempt 1).
+ */
+export type NewSendJob = Pick<
+  SendJob,
+  'instanceId' | 'id' | 'seq' | 'chat' | 'kind' | 'payload' | 'mode' | 'runAt' | 'sendAt' | 'maxAttempts'
+> & { now: number; claimedBy?: string };
 
 /** Stores a new job (`pending`, or `sending` held by `claimedBy`). @throws on a duplicate id (a bug). */
 export async function insertSendJob(db: Kysely<Database>, job: NewSendJob): Promise<void> {
