@@ -11,7 +11,7 @@
  * simulator (bench/scenarios/live.ts). Scenario 7 (`cluster`) runs three `parley serve` nodes on PostgreSQL and the
  * Redis of `BENCH_REDIS_URL` (bench/scenarios/cluster.ts); it needs both variables. `--quick` keeps the whole run
  * to about 2.5 minutes (shorter runs, fewer events, 1,000 instances, 50 live sessions); `--profile` adds a
- * CPU-profiled send run and profiles parley over the live inbound phase, summaries in the results;
+ * CPU-profiled send run and delivery burst and profiles parley over the live inbound phase, summaries in the results;
  * `--keyed-baseline` gives the live baseline bot parley's one shared key-transaction storage.
  */
 import { randomBytes } from 'node:crypto';
@@ -227,6 +227,9 @@ async function main(): Promise<void> {
               dialect,
               ...(databaseUrl ? { databaseUrl } : {}),
               hmacKey,
+              ...(options.profile
+                ? { profileFile: join(tmpdir(), `parley-delivery-${dialect}.cpuprofile`) }
+                : {}),
             },
             withReceiver,
           ),

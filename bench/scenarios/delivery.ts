@@ -1,5 +1,6 @@
 import type { BenchChild } from '../lib/ipc.ts';
 import { startChild } from '../lib/ipc.ts';
+import { type ProfileSummary, summariseProfile } from '../lib/profile.ts';
 import { ratioOf, type ScenarioResult, target } from '../lib/report.ts';
 import { round } from '../lib/stats.ts';
 import type { ParleyReady } from '../roles/parley.ts';
@@ -21,6 +22,11 @@ export interface DeliverySettings {
   dialect: 'sqlite' | 'postgres';
   databaseUrl?: string;
   hmacKey: string;
+  /**
+   * When set, a further burst of `count` events is CPU-profiled inside the parley child (after the measured
+   * phases, so profiling does not slow the figures) and written to this `.cpuprofile` file.
+   */
+  profileFile?: string;
 }
 
 /** One phase's figures: events per second from the first event to the last receipt, and latencies. */
@@ -91,6 +97,7 @@ export async function deliveryScenario(
   let burst: DeliveryPhase;
   let paced: DeliveryPhase;
   let statuses: Record<string, number>;
+  let profile: ProfileSummary | undefined;
   try {
     await parley.call<ParleyReady>('setup', {
       dialect: settings.dialect,
@@ -109,6 +116,12 @@ export async function deliveryScenario(
     burst = await generate(settings.count, 0);
     paced = await generate(pacedCount, settings.pacedRate);
     statuses = await parley.call<Record<string, number>>('deliveries');
+    if (settings.profileFile !== undefined) {
+      await parley.call('profileStart');
+      await generate(settings.count, 0);
+      const file = await parley.call<string>('profileStop', { file: settings.profileFile });
+      profile = summariseProfile(file);
+    }
   } finally {
     await parley.stop();
   }
@@ -145,6 +158,7 @@ export async function deliveryScenario(
       concurrency: settings.concurrency,
       parley: { burst, paced, deliveries: statuses },
       baseline: { burst: baselineBurst, paced: baselinePaced },
+      ...(profile ? { profile } : {}),
     },
   };
 }

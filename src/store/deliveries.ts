@@ -1,4 +1,5 @@
 import type { Kysely, Transaction } from 'kysely';
+import { compiledStatement } from './compiled.ts';
 import type { Database } from './schema.ts';
 import { toMs } from './times.ts';
 
@@ -78,6 +79,56 @@ export type AttemptOutcome =
   | { kind: 'failed' }
   | { kind: 'gone'; reason: string };
 
+/** Completes this worker's attempt row (hot path: compiled once per store, src/store/compiled.ts). */
+const COMPLETE_ATTEMPT = compiledStatement<{
+  now: number;
+  statusCode: number | null;
+  durationMs: number;
+  error: string | null;
+  responseBody: string | null;
+  responseTruncated: number;
+  attemptId: string;
+  workerId: string;
+}>((db, arg) =>
+  db
+    .updateTable('webhook_attempts')
+    .set({
+      finished_at: arg('now'),
+      status_code: arg('statusCode'),
+      duration_ms: arg('durationMs'),
+      error: arg('error'),
+      response_body: arg('responseBody'),
+      response_truncated: arg('responseTruncated'),
+    })
+    .where('id', '=', arg('attemptId'))
+    .where('worker', '=', arg('workerId')),
+);
+
+/** Marks a claimed delivery delivered while the claim is still this worker's (hot path, compiled). */
+const MARK_DELIVERED = compiledStatement<{
+  now: number;
+  statusCode: number | null;
+  eventId: string;
+  workerId: string;
+  lockedAt: number;
+}>((db, arg) =>
+  db
+    .updateTable('webhook_deliveries')
+    .set({
+      status: 'delivered',
+      delivered_at: arg('now'),
+      locked_by: null,
+      locked_at: null,
+      last_status: arg('statusCode'),
+      last_error: null,
+      updated_at: arg('now'),
+    })
+    .where('event_id', '=', arg('eventId'))
+    .where('locked_by', '=', arg('workerId'))
+    .where('locked_at', '=', arg('lockedAt'))
+    .where('status', '=', 'pending'),
+);
+
 /**
  * Completes an attempt row and applies the outcome to its delivery, in one transaction (Graphile Worker's
  * `complete_job`/`fail_job`). `attempts` is not changed: the attempt was counted when it was claimed. The
@@ -88,81 +139,93 @@ export type AttemptOutcome =
  * @returns true when the claim was still held and the outcome applied.
  * @throws RangeError when `input.now` is not a time.
  */
-export async function finishAttempt(
-  db: Kysely<Database>,
-  input: {
-    eventId: string;
-    instanceId: string;
-    attemptId: string;
-    workerId: string;
-    /** `locked_at` of the claim, epoch ms (`ClaimedDelivery.lockedAt`). */
-    lockedAt: number;
-    attempt: AttemptRecord;
-    outcome: AttemptOutcome;
-    /** RFC 3339. */
-    now: string;
-  },
-): Promise<boolean> {
+export function finishAttempt(db: Kysely<Database>, input: FinishInput): Promise<boolean> {
+  return db.transaction().execute((trx) => finishAttemptIn(trx, input));
+}
+
+/** What {@link finishAttempt} applies: the claim it ends, what the attempt saw and the outcome. */
+export interface FinishInput {
+  eventId: string;
+  instanceId: string;
+  attemptId: string;
+  workerId: string;
+  /** `locked_at` of the claim, epoch ms (`ClaimedDelivery.lockedAt`). */
+  lockedAt: number;
+  attempt: AttemptRecord;
+  outcome: AttemptOutcome;
+  /** RFC 3339. */
+  now: string;
+}
+
+/**
+ * {@link finishAttempt} inside the caller's transaction `trx` (the delivery worker writes the attempts that
+ * finished together, and its next claim, in one transaction). Same rules and result.
+ * @throws RangeError when `input.now` is not a time.
+ */
+export async function finishAttemptIn(trx: Transaction<Database>, input: FinishInput): Promise<boolean> {
   const { eventId, workerId, attempt, outcome } = input;
   const now = toMs(input.now);
-  return db.transaction().execute(async (trx) => {
-    await trx
-      .updateTable('webhook_attempts')
-      .set({
-        finished_at: now,
-        status_code: attempt.statusCode,
-        duration_ms: attempt.durationMs,
-        error: attempt.error,
-        response_body: attempt.responseBody,
-        response_truncated: attempt.responseTruncated ? 1 : 0,
-      })
-      .where('id', '=', input.attemptId)
-      .where('worker', '=', workerId)
-      .execute();
-    const base = {
-      locked_by: null,
-      locked_at: null,
-      last_status: attempt.statusCode,
-      last_error: attempt.error,
-      updated_at: now,
-    };
-    const update = trx
-      .updateTable('webhook_deliveries')
-      .where('event_id', '=', eventId)
-      .where('locked_by', '=', workerId)
-      .where('locked_at', '=', input.lockedAt)
-      .where('status', '=', 'pending');
-    let result: { numUpdatedRows: bigint };
-    switch (outcome.kind) {
-      case 'delivered':
-        result = await update.set({ ...base, status: 'delivered', delivered_at: now }).executeTakeFirst();
-        break;
-      case 'retry':
-        result = await update.set({ ...base, run_at: outcome.runAt }).executeTakeFirst();
-        break;
-      case 'failed':
-        result = await update.set({ ...base, status: 'failed' }).executeTakeFirst();
-        break;
-      case 'gone':
-        result = await update.set({ ...base, status: 'failed' }).executeTakeFirst();
-        if (result.numUpdatedRows > 0n) {
-          await trx
-            .updateTable('webhook_state')
-            .set({ disabled_at: now, disabled_reason: outcome.reason })
-            .where('instance_id', '=', input.instanceId)
-            .execute();
-          await trx
-            .updateTable('webhook_deliveries')
-            .set({ status: 'failed', last_error: `webhook disabled: ${outcome.reason}`, updated_at: now })
-            .where('instance_id', '=', input.instanceId)
-            .where('status', '=', 'pending')
-            .where('locked_by', 'is', null)
-            .execute();
-        }
-        break;
-    }
-    return result.numUpdatedRows > 0n;
+  await COMPLETE_ATTEMPT.run(trx, {
+    now,
+    statusCode: attempt.statusCode,
+    durationMs: attempt.durationMs,
+    error: attempt.error,
+    responseBody: attempt.responseBody,
+    responseTruncated: attempt.responseTruncated ? 1 : 0,
+    attemptId: input.attemptId,
+    workerId,
   });
+  const base = {
+    locked_by: null,
+    locked_at: null,
+    last_status: attempt.statusCode,
+    last_error: attempt.error,
+    updated_at: now,
+  };
+  const update = trx
+    .updateTable('webhook_deliveries')
+    .where('event_id', '=', eventId)
+    .where('locked_by', '=', workerId)
+    .where('locked_at', '=', input.lockedAt)
+    .where('status', '=', 'pending');
+  let result: { numUpdatedRows: bigint };
+  switch (outcome.kind) {
+    case 'delivered': {
+      const delivered = await MARK_DELIVERED.run(trx, {
+        now,
+        statusCode: attempt.statusCode,
+        eventId,
+        workerId,
+        lockedAt: input.lockedAt,
+      });
+      result = { numUpdatedRows: delivered.numAffectedRows ?? 0n };
+      break;
+    }
+    case 'retry':
+      result = await update.set({ ...base, run_at: outcome.runAt }).executeTakeFirst();
+      break;
+    case 'failed':
+      result = await update.set({ ...base, status: 'failed' }).executeTakeFirst();
+      break;
+    case 'gone':
+      result = await update.set({ ...base, status: 'failed' }).executeTakeFirst();
+      if (result.numUpdatedRows > 0n) {
+        await trx
+          .updateTable('webhook_state')
+          .set({ disabled_at: now, disabled_reason: outcome.reason })
+          .where('instance_id', '=', input.instanceId)
+          .execute();
+        await trx
+          .updateTable('webhook_deliveries')
+          .set({ status: 'failed', last_error: `webhook disabled: ${outcome.reason}`, updated_at: now })
+          .where('instance_id', '=', input.instanceId)
+          .where('status', '=', 'pending')
+          .where('locked_by', 'is', null)
+          .execute();
+      }
+      break;
+  }
+  return result.numUpdatedRows > 0n;
 }
 
 /**

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Insertable, Kysely, Transaction } from 'kysely';
 import type { DatabaseConfig } from '../config/config.ts';
+import { compiledStatement } from './compiled.ts';
 import type { Database, WebhookAttemptsTable } from './schema.ts';
 
 /**
@@ -66,31 +67,41 @@ export const ATTEMPTS_ABANDONED =
  * The eligibility rules are {@link lockDue}'s.
  * @returns the claimed deliveries in `sequence` order.
  */
-export async function claimDeliveries(
+export function claimDeliveries(
   db: Kysely<Database>,
   dialect: DatabaseConfig['dialect'],
   options: ClaimOptions,
 ): Promise<ClaimedDelivery[]> {
-  return db.transaction().execute(async (trx) => {
-    const claimed: ClaimedDelivery[] = [];
-    // A round that failed exhausted deliveries is followed by another for the capacity left: each such round
-    // fails at least one pending row, so the loop ends.
-    for (;;) {
-      const locked = await lockDue(trx, dialect, { ...options, limit: options.limit - claimed.length });
-      if (locked.length === 0) break;
-      const exhausted = locked.filter((row) => row.attempts > row.max_attempts).map((row) => row.event_id);
-      const usable = locked.filter((row) => row.attempts <= row.max_attempts);
-      await abandonOpenAttempts(
-        trx,
-        locked.map((row) => row.event_id),
-        options.now,
-      );
-      if (exhausted.length > 0) await failExhausted(trx, options, exhausted);
-      claimed.push(...(await startAttempts(trx, options, usable)));
-      if (exhausted.length === 0 || claimed.length >= options.limit) break;
-    }
-    return claimed.sort((a, b) => a.sequence - b.sequence);
-  });
+  return db.transaction().execute((trx) => claimDeliveriesIn(trx, dialect, options));
+}
+
+/**
+ * {@link claimDeliveries} inside the caller's transaction `trx` (the delivery worker claims in the transaction
+ * that records the attempts which just finished). Same rules and result.
+ */
+export async function claimDeliveriesIn(
+  trx: Transaction<Database>,
+  dialect: DatabaseConfig['dialect'],
+  options: ClaimOptions,
+): Promise<ClaimedDelivery[]> {
+  const claimed: ClaimedDelivery[] = [];
+  // A round that failed exhausted deliveries is followed by another for the capacity left: each such round
+  // fails at least one pending row, so the loop ends.
+  for (;;) {
+    const locked = await lockDue(trx, dialect, { ...options, limit: options.limit - claimed.length });
+    if (locked.length === 0) break;
+    const exhausted = locked.filter((row) => row.attempts > row.max_attempts).map((row) => row.event_id);
+    const usable = locked.filter((row) => row.attempts <= row.max_attempts);
+    await abandonOpenAttempts(
+      trx,
+      locked.map((row) => row.event_id),
+      options.now,
+    );
+    if (exhausted.length > 0) await failExhausted(trx, options, exhausted);
+    claimed.push(...(await startAttempts(trx, options, usable)));
+    if (exhausted.length === 0 || claimed.length >= options.limit) break;
+  }
+  return claimed.sort((a, b) => a.sequence - b.sequence);
 }
 
 /** A row locked by {@link lockDue}: `attempts` already counts the claimed attempt. */
@@ -119,73 +130,86 @@ interface LockedRow {
  * its re-check of the row's own conditions skips a row another process claimed (or finished) meanwhile; SQLite
  * has one writer at a time, so the statement's rows cannot change under it.
  */
-async function lockDue(
+function lockDue(
   trx: Transaction<Database>,
   dialect: DatabaseConfig['dialect'],
-  { workerId, now, staleBefore, limit }: ClaimOptions,
+  options: ClaimOptions,
 ): Promise<LockedRow[]> {
-  return trx
-    .with(
-      (cte) => cte('heads').materialized(),
-      (qb) =>
-        qb
-          .selectFrom('instances as i')
-          .select((eb) =>
-            eb
-              .selectFrom('webhook_deliveries as h')
-              .select('h.event_id')
-              .whereRef('h.instance_id', '=', 'i.id')
-              .where('h.status', '=', 'pending')
-              .where('h.run_at', '<=', now)
-              .orderBy('h.sequence')
-              .limit(1)
-              .as('event_id'),
-          )
-          .where('i.webhook_url', 'is not', null)
-          .where(({ not, exists, selectFrom }) =>
-            not(
-              exists(
-                selectFrom('webhook_state as s')
-                  .select('s.instance_id')
-                  .whereRef('s.instance_id', '=', 'i.id')
-                  .where('s.disabled_at', 'is not', null),
-              ),
-            ),
-          )
-          .where(({ not, exists, selectFrom }) =>
-            not(
-              exists(
-                selectFrom('webhook_deliveries as o')
-                  .select('o.event_id')
-                  .whereRef('o.instance_id', '=', 'i.id')
-                  // No `status` test: only pending rows hold a lock, and leaving it out keeps the plan on the
-                  // (instance_id, locked_at) index rather than scanning the instance's backlog.
-                  .where('o.locked_at', '>=', staleBefore),
-              ),
-            ),
-          ),
-    )
-    .with(
-      (cte) => cte('due').materialized(),
-      (qb) =>
-        qb
-          .selectFrom('webhook_deliveries as d')
-          .select('d.event_id')
-          .where('d.event_id', 'in', (eb) => eb.selectFrom('heads').select('heads.event_id'))
-          // Re-checked on the locked row (PostgreSQL): another process may have claimed or finished it.
-          .where('d.status', '=', 'pending')
-          .where('d.run_at', '<=', now)
-          .where((eb) => eb.or([eb('d.locked_at', 'is', null), eb('d.locked_at', '<', staleBefore)]))
-          .orderBy('d.run_at')
-          .limit(limit)
-          .$if(dialect === 'postgres', (q) => q.forUpdate('d').skipLocked()),
-    )
-    .updateTable('webhook_deliveries')
-    .set((eb) => ({ locked_by: workerId, locked_at: now, attempts: eb('attempts', '+', 1) }))
-    .where('event_id', 'in', (eb) => eb.selectFrom('due').select('due.event_id'))
-    .returning(['event_id', 'attempts', 'max_attempts'])
-    .execute();
+  const { workerId, now, staleBefore, limit } = options;
+  return LOCK_DUE[dialect].run(trx, { workerId, now, staleBefore, limit }).then((result) => result.rows);
 }
+
+/** The values {@link lockDue}'s statement takes. */
+type LockArguments = Pick<ClaimOptions, 'workerId' | 'now' | 'staleBefore' | 'limit'>;
+
+/** {@link lockDue}'s statement for `dialect`, compiled once per store (src/store/compiled.ts). */
+function lockDueStatement(dialect: DatabaseConfig['dialect']) {
+  return compiledStatement<LockArguments, LockedRow>((db, arg) =>
+    db
+      .with(
+        (cte) => cte('heads').materialized(),
+        (qb) =>
+          qb
+            .selectFrom('instances as i')
+            .select((eb) =>
+              eb
+                .selectFrom('webhook_deliveries as h')
+                .select('h.event_id')
+                .whereRef('h.instance_id', '=', 'i.id')
+                .where('h.status', '=', 'pending')
+                .where('h.run_at', '<=', arg('now'))
+                .orderBy('h.sequence')
+                .limit(1)
+                .as('event_id'),
+            )
+            .where('i.webhook_url', 'is not', null)
+            .where(({ not, exists, selectFrom }) =>
+              not(
+                exists(
+                  selectFrom('webhook_state as s')
+                    .select('s.instance_id')
+                    .whereRef('s.instance_id', '=', 'i.id')
+                    .where('s.disabled_at', 'is not', null),
+                ),
+              ),
+            )
+            .where(({ not, exists, selectFrom }) =>
+              not(
+                exists(
+                  selectFrom('webhook_deliveries as o')
+                    .select('o.event_id')
+                    .whereRef('o.instance_id', '=', 'i.id')
+                    // No `status` test: only pending rows hold a lock, and leaving it out keeps the plan on the
+                    // (instance_id, locked_at) index rather than scanning the instance's backlog.
+                    .where('o.locked_at', '>=', arg('staleBefore')),
+                ),
+              ),
+            ),
+      )
+      .with(
+        (cte) => cte('due').materialized(),
+        (qb) =>
+          qb
+            .selectFrom('webhook_deliveries as d')
+            .select('d.event_id')
+            .where('d.event_id', 'in', (eb) => eb.selectFrom('heads').select('heads.event_id'))
+            // Re-checked on the locked row (PostgreSQL): another process may have claimed or finished it.
+            .where('d.status', '=', 'pending')
+            .where('d.run_at', '<=', arg('now'))
+            .where((eb) => eb.or([eb('d.locked_at', 'is', null), eb('d.locked_at', '<', arg('staleBefore'))]))
+            .orderBy('d.run_at')
+            .limit(arg('limit'))
+            .$if(dialect === 'postgres', (q) => q.forUpdate('d').skipLocked()),
+      )
+      .updateTable('webhook_deliveries')
+      .set((eb) => ({ locked_by: arg('workerId'), locked_at: arg('now'), attempts: eb('attempts', '+', 1) }))
+      .where('event_id', 'in', (eb) => eb.selectFrom('due').select('due.event_id'))
+      .returning(['event_id', 'attempts', 'max_attempts']),
+  );
+}
+
+/** The claiming statement per dialect. */
+const LOCK_DUE = { sqlite: lockDueStatement('sqlite'), postgres: lockDueStatement('postgres') } as const;
 
 /** Marks the attempt rows still open on `eventIds` (their worker died or gave up the claim) as abandoned. */
 async function abandonOpenAttempts(

@@ -109,6 +109,47 @@ for (const dialect of testDialects()) {
       }
     });
 
+    it('with no poll to fall back on, a backlog is delivered in order: each turn that finishes attempts claims the next', async () => {
+      // A 10-minute poll: only the worker's own turns (finish, then claim in the same transaction) move the queue.
+      const t = await createWebhookApp({ dialect, webhookWorker: { pollIntervalMs: 600_000 } });
+      try {
+        await configureWebhook(t, receiver.url);
+        const seen = receiver.requests.length;
+        await Promise.all(
+          Array.from({ length: 20 }, (_, i) =>
+            t.services.recorder.record(t.instance.id, textMessage(`b${i}`)),
+          ),
+        );
+        const requests = (await receiver.waitForCount(seen + 20, 20_000)).slice(seen);
+        const sequences = requests.map(
+          (request) => JSON.parse(request.body.toString('utf8')).sequence as number,
+        );
+        assert.equal(new Set(sequences).size, 20);
+        assert.deepEqual(
+          sequences,
+          [...sequences].sort((a, b) => a - b),
+        );
+        // Every delivery row ends delivered and unlocked, still without a poll.
+        const deadline = Date.now() + 10_000;
+        let rows: { status: string; locked_by: string | null }[] = [];
+        while (Date.now() < deadline) {
+          rows = await t.services.store.db
+            .selectFrom('webhook_deliveries')
+            .select(['status', 'locked_by'])
+            .where('instance_id', '=', t.instance.id)
+            .execute();
+          if (rows.every((row) => row.status === 'delivered')) break;
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        assert.deepEqual(
+          new Set(rows.map((row) => `${row.status}/${row.locked_by}`)),
+          new Set(['delivered/null']),
+        );
+      } finally {
+        await t.close();
+      }
+    });
+
     it('a receiver failing twice gets the event on the third attempt; three attempts are logged', async () => {
       const { t, seen } = await fresh();
       try {
