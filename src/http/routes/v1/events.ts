@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { errors } from '../../../domain/errors.ts';
 import { EVENT_TYPES, type EventType } from '../../../domain/instance.ts';
 import { instanceOf } from '../../plugins/instance.ts';
-import { EventTypeName, InstanceSelector, ok, responses } from '../../schemas.ts';
+import { InstanceSelector, ok, responses } from '../../schemas.ts';
 
 /** Most events one page of `GET /v1/events` returns (docs/decisions/0030-event-log.md). */
 export const MAX_EVENTS_LIMIT = 1000;
