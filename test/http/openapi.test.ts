@@ -193,9 +193,9 @@ describe('OpenAPI document fit for readers and client generators', () => {
   it('the event log (docs/decisions/0030-event-log.md): its query, its entries in webhook-body shape, no gateway twin', () => {
     const op = doc.paths['/v1/events'].get;
     assert.deepEqual(op.tags, ['events']);
-    const params = Object.fromEntries((op.parameters as Json[]).map((p) => [p.name, p]));
+    const params: Json = Object.fromEntries((op.parameters as Json[]).map((p) => [p.name, p]));
     assert.deepEqual(Object.keys(params).sort(), ['after', 'from', 'limit', 'types']);
-    for (const param of Object.values(params)) assert.equal(param.in, 'query');
+    for (const param of Object.values(params) as Json[]) assert.equal(param.in, 'query');
     assert.deepEqual(params.after.schema, {
       minimum: 0,
       maximum: Number.MAX_SAFE_INTEGER,
