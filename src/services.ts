@@ -74,7 +74,10 @@ export interface Services {
   webhooks: DeliveryWorker;
   /** The send queue of the instances this process holds (sends as jobs, pacing). */
   sendQueue: SendQueue;
-  /** Prunes finished events older than `WEBHOOK_RETENTION_DAYS` from the delivery log, hourly. */
+  /**
+   * Prunes finished events older than both `WEBHOOK_RETENTION_DAYS` and `EVENT_RETENTION_DAYS` (delivery log and
+   * event log, docs/decisions/0030-event-log.md) and finished send jobs, hourly.
+   */
   retention: LogRetention;
   /** Prunes downloaded media files older than `MEDIA_RETENTION_DAYS` from the local media store, hourly. */
   mediaRetention: MediaRetention;

@@ -22,6 +22,7 @@ import { ContactService } from './contacts.ts';
 import { DashboardAdminService } from './dashboard-admin.ts';
 import type { PasswordVerifier } from './dashboard-auth.ts';
 import { DashboardAuthService } from './dashboard-auth.ts';
+import { EventLogService } from './events.ts';
 import { GatewayService } from './gateway.ts';
 import { GroupService } from './groups.ts';
 import { IdempotencyService } from './idempotency.ts';
@@ -59,6 +60,8 @@ export interface Application {
   contacts: ContactService;
   groups: GroupService;
   webhooks: WebhookService;
+  /** Every recorded event of an instance, read in sequence order (docs/decisions/0030-event-log.md). */
+  eventLog: EventLogService;
   sandbox: SandboxService;
   readiness: ReadinessService;
   /** Chats and stored history (docs/decisions/0026-chats-edits-polls-and-calls.md). */
@@ -134,6 +137,7 @@ export function createApplication(deps: ApplicationDeps): Application {
     contacts: new ContactService({ store, sessions, registrations }),
     groups: new GroupService({ sessions }),
     webhooks: new WebhookService({ store, guard, worker: webhookWorker, clock }),
+    eventLog: new EventLogService({ store }),
     sandbox: new SandboxService({ store, sessions, registrations }),
     readiness: new ReadinessService({ store, ...(deps.registered ? { registered: deps.registered } : {}) }),
     chats: new ChatService({ store }),

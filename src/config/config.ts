@@ -43,6 +43,12 @@ export const EnvSchema = Type.Object({
   WEBHOOK_ALLOWED_CIDRS: Type.String({ default: '' }),
   WEBHOOK_CLAIM_STALE_SECONDS: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 86400 })),
   WEBHOOK_RETENTION_DAYS: Type.Integer({ minimum: 1, maximum: 3650, default: 30 }),
+  EVENT_RETENTION_DAYS: Type.Integer({
+    minimum: 1,
+    maximum: 3650,
+    default: 7,
+    description: 'least age, days, at which an event leaves the event log (docs/decisions/0030-event-log.md)',
+  }),
   MEDIA_RETENTION_DAYS: Type.Integer({ minimum: 1, maximum: 3650, default: 30 }),
   MEDIA_MAX_MB: Type.Integer({ minimum: 1, maximum: 2048, default: 100 }),
   OUTBOUND_CA_FILE: Type.Optional(
@@ -133,6 +139,12 @@ export interface Config {
     /** How long finished events stay in the delivery log, milliseconds (`WEBHOOK_RETENTION_DAYS`). */
     retentionMs: number;
   };
+  /**
+   * The event log (`GET /v1/events`, docs/decisions/0030-event-log.md): `retentionMs` is how long every event is
+   * kept at least, milliseconds (`EVENT_RETENTION_DAYS`, default 7 days). An event leaves the store only once it is
+   * older than both this and the delivery log's `webhook.retentionMs`, and never while its delivery is pending.
+   */
+  events: { retentionMs: number };
   /**
    * The local store of received media files (`GET /v1/messages/{id}/media`): `dir` is `<dataDir>/media`,
    * `retentionMs` how long a downloaded file is kept after it was fetched (`MEDIA_RETENTION_DAYS`), `maxBytes`
@@ -273,6 +285,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
           ? undefined
           : Math.round(parsed.WEBHOOK_CLAIM_STALE_SECONDS * 1000),
     },
+    events: { retentionMs: parsed.EVENT_RETENTION_DAYS * 86_400_000 },
     media: {
       dir: resolve(dataDir, 'media'),
       retentionMs: parsed.MEDIA_RETENTION_DAYS * 86_400_000,

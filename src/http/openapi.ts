@@ -176,6 +176,11 @@ const TAGS = [
   { name: 'groups', description: 'Create groups and read them.' },
   { name: 'webhook', description: 'Where events are delivered, the delivery log and redelivery.' },
   {
+    name: 'events',
+    description:
+      'The event log: every event recorded for an instance, read in sequence order from any point still kept, with or without a webhook.',
+  },
+  {
     name: 'sandbox',
     description:
       'Test keys only: drive the simulated platform (scan the QR code, receive messages, receipts and presence).',

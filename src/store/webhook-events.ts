@@ -254,9 +254,10 @@ async function readLog(trx: Transaction<Database>, instanceId: string, query: Lo
 }
 
 /**
- * Deletes up to `limit` events of the delivery log created before `before` (RFC 3339) whose delivery is over:
- * delivered, failed or never queued. Their delivery rows and attempts go with them (foreign keys cascade). An
- * event with a pending delivery is kept whatever its age.
+ * Deletes up to `limit` events created before `before` (RFC 3339) whose delivery is over: delivered, failed or
+ * never queued. They leave both the delivery log and the event log (docs/decisions/0030-event-log.md: the caller
+ * passes a time older than both retentions). Their delivery rows and attempts go with them (foreign keys cascade).
+ * An event with a pending delivery is kept whatever its age.
  * @returns how many events were deleted.
  * @throws RangeError when `before` is not a time.
  */
@@ -282,4 +283,82 @@ export async function pruneWebhookLog(db: Kysely<Database>, before: string, limi
   const ids = old.map((row) => row.id);
   await db.deleteFrom('webhook_events').where('id', 'in', ids).execute();
   return ids.length;
+}
+
+/** A page of the event log query (docs/decisions/0030-event-log.md `GET /v1/events`). */
+export interface EventLogQuery {
+  /** Only events with a greater sequence (≥ 0). */
+  after: number;
+  /** Page size (≥ 1). */
+  limit: number;
+  /** Only events of these types; omitted or empty: every type. */
+  types?: readonly string[];
+}
+
+/** One event of the event log: its sequence, its type, the exact webhook body text, and `createdAt` (RFC 3339). */
+export interface EventLogRow {
+  sequence: number;
+  type: string;
+  payload: string;
+  createdAt: string;
+}
+
+/**
+ * What one read of the event log saw: the matching `rows` in sequence order, and `head`, the instance's last
+ * handed-out sequence in the same snapshot (0 before its first event). Every event up to `head` that will ever be
+ * visible is visible in that snapshot: a sequence is handed out in the transaction that writes its event, under
+ * the instance's `webhook_state` row lock ({@link nextSequence}), so events commit in sequence order.
+ */
+export interface EventLogRead {
+  rows: EventLogRow[];
+  head: number;
+}
+
+/**
+ * The event log's select (no transaction): events of `instanceId` with a sequence above `query.after`, oldest first,
+ * at most `query.limit`, of `query.types` only when it names some. Served by the unique index on
+ * `(instance_id, sequence)` (`webhook_events_instance_sequence`, migration 0003), which gives the rows in order, so
+ * a page costs the rows it reads and never a sort (test/events/event-log.test.ts checks the plan on both dialects).
+ */
+export function eventLogSelect(db: Kysely<Database>, instanceId: string, query: EventLogQuery) {
+  let select = db
+    .selectFrom('webhook_events')
+    .select(['sequence', 'type', 'payload', 'created_at'])
+    .where('instance_id', '=', instanceId)
+    .where('sequence', '>', query.after);
+  if (query.types !== undefined && query.types.length > 0) select = select.where('type', 'in', query.types);
+  return select.orderBy('sequence').limit(query.limit);
+}
+
+/**
+ * Events of `instanceId` with a sequence above `query.after`, oldest first, at most `query.limit`, optionally of
+ * some types only (docs/decisions/0030-event-log.md; the select is {@link eventLogSelect}). The rows and the head
+ * are read in one read-only transaction, so they describe one snapshot (the isolation of {@link listLog}).
+ */
+export async function readEventLog(
+  db: Kysely<Database>,
+  instanceId: string,
+  query: EventLogQuery,
+): Promise<EventLogRead> {
+  return db
+    .transaction()
+    .setIsolationLevel('repeatable read')
+    .setAccessMode('read only')
+    .execute(async (trx) => {
+      const rows = await eventLogSelect(trx, instanceId, query).execute();
+      const state = await trx
+        .selectFrom('webhook_state')
+        .select('last_sequence')
+        .where('instance_id', '=', instanceId)
+        .executeTakeFirst();
+      return {
+        rows: rows.map((row) => ({
+          sequence: Number(row.sequence),
+          type: row.type,
+          payload: row.payload,
+          createdAt: toIso(row.created_at),
+        })),
+        head: state ? Number(state.last_sequence) : 0,
+      };
+    });
 }

@@ -14,8 +14,16 @@ export interface LogRetentionOptions {
   db: Kysely<Database>;
   clock: Clock;
   logger: FastifyBaseLogger;
-  /** Age after which a finished event leaves the delivery log (`WEBHOOK_RETENTION_DAYS`). */
+  /**
+   * Age after which a finished event may leave the delivery log (`WEBHOOK_RETENTION_DAYS`); also the retention of
+   * finished send jobs.
+   */
   retentionMs: number;
+  /**
+   * Age before which no event leaves the event log, whatever its delivery (`EVENT_RETENTION_DAYS`,
+   * docs/decisions/0030-event-log.md); omitted: only `retentionMs` counts.
+   */
+  eventRetentionMs?: number;
   /** How often the job runs (default one hour; the first run is at start). */
   intervalMs?: number;
   /** Events deleted per statement (default 1,000), so a large backlog never holds a long lock. */
@@ -23,11 +31,13 @@ export interface LogRetentionOptions {
 }
 
 /**
- * Keeps the webhook delivery log and the send jobs bounded: finished events (delivered, failed, never queued) older
- * than the retention leave the store with their attempts, and so do finished send jobs (sent, failed, canceled;
- * docs/decisions/0009-sends-as-jobs.md); pending deliveries and pending jobs are never touched
- * (docs/decisions/0005-outbox-and-delivery.md keeps failed deliveries redeliverable for as long as they are
- * retained). Runs in every process; deletions are idempotent.
+ * Keeps the stored events and the send jobs bounded. One event row serves both the delivery log
+ * (docs/decisions/0005-outbox-and-delivery.md) and the event log (docs/decisions/0030-event-log.md), so an event
+ * leaves the store, with its delivery and attempts, only when it is older than both retentions
+ * (`WEBHOOK_RETENTION_DAYS` and `EVENT_RETENTION_DAYS`, the longer one wins) and its delivery is over (delivered,
+ * failed, never queued); an event whose delivery is pending is never touched, whatever its age. Finished send jobs
+ * (sent, failed, canceled; docs/decisions/0009-sends-as-jobs.md) follow the delivery log's retention, never less than
+ * a day; pending jobs are never touched. Runs in every process; deletions are idempotent.
  */
 export class LogRetention extends PeriodicJob {
   readonly #options: LogRetentionOptions;
@@ -42,21 +52,22 @@ export class LogRetention extends PeriodicJob {
   }
 
   /**
-   * Deletes every finished event older than the retention, then every finished send job older than the
-   * retention (at least a day), batch by batch.
+   * Deletes every finished event older than both retentions, then every finished send job older than the delivery
+   * log's retention (at least a day), batch by batch.
    * @returns how many events and send jobs were deleted.
    */
   override async runOnce(): Promise<number> {
     const { db, clock, retentionMs, logger } = this.#options;
     const batch = this.#options.batch ?? 1000;
-    const before = new Date(clock() - retentionMs).toISOString();
+    const eventsKeptMs = Math.max(retentionMs, this.#options.eventRetentionMs ?? 0);
+    const before = new Date(clock() - eventsKeptMs).toISOString();
     let total = 0;
     for (;;) {
       const deleted = await pruneWebhookLog(db, before, batch);
       total += deleted;
       if (deleted < batch) break;
     }
-    if (total > 0) logger.info({ deleted: total, before }, 'pruned the webhook delivery log');
+    if (total > 0) logger.info({ deleted: total, before }, 'pruned old events (delivery log and event log)');
     // Finished send jobs follow the same retention, never less than a day (the new-chats-per-day pace counts it).
     const jobsBefore = clock() - Math.max(retentionMs, DAY_MS);
     let jobs = 0;

@@ -9,7 +9,10 @@ import { LogRetention } from '../webhooks/retention.ts';
 
 /** The hourly clean-ups and the local media store they prune. */
 export interface MaintenanceParts {
-  /** Prunes finished events older than `WEBHOOK_RETENTION_DAYS` from the delivery log. */
+  /**
+   * Prunes finished events older than both `WEBHOOK_RETENTION_DAYS` and `EVENT_RETENTION_DAYS` (the delivery log and
+   * the event log, docs/decisions/0030-event-log.md), and finished send jobs.
+   */
   retention: LogRetention;
   /** The local store of downloaded media files. */
   mediaFiles: MediaStore;
@@ -30,6 +33,7 @@ export function wireMaintenance(
     clock,
     logger,
     retentionMs: config.webhook.retentionMs,
+    eventRetentionMs: config.events.retentionMs,
   });
   const mediaFiles = new MediaStore({ dir: config.media.dir, clock });
   const mediaRetention = new MediaRetention({

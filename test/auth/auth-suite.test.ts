@@ -75,6 +75,14 @@ describe('shared auth suite: every authenticated route', () => {
     assert.deepEqual(open, [], 'routes without a scope must be operations or dashboard endpoints only');
   });
 
+  it('the event log is an authenticated route of scope chat:webhook, with no gateway path', () => {
+    const events = authenticated().filter((r) => /^\/(v1\/)?events/.test(r.url));
+    assert.deepEqual(
+      events.map((r) => [r.method, r.url, r.scope]),
+      [['GET', '/v1/events', 'chat:webhook']],
+    );
+  });
+
   it('every authenticated route is described in /openapi.json under its exact path', async () => {
     const doc = (await t.app.inject({ url: '/openapi.json' })).json();
     const undocumented = authenticated()

@@ -23,6 +23,7 @@ describe('configuration (docs/decisions/0024-engines-and-data-flow.md)', () => {
     assert.equal(config.shutdownTimeoutMs, 10000);
     assert.equal(config.webhook.claimStaleMs, undefined);
     assert.equal(config.webhook.retentionMs, 30 * 86_400_000);
+    assert.deepEqual(config.events, { retentionMs: 7 * 86_400_000 });
     assert.equal(config.ffmpegPath, undefined);
     assert.deepEqual(config.platform, { url: undefined, rootKey: undefined });
     assert.equal(config.cluster, undefined);
@@ -120,6 +121,17 @@ describe('configuration (docs/decisions/0024-engines-and-data-flow.md)', () => {
     assert.deepEqual(config.secretKey, Buffer.alloc(32, 0xab));
     assert.deepEqual(config.webhook.retryScheduleMs, [500, 2000]);
     assert.deepEqual(config.webhook.allowedCidrs, ['127.0.0.1/32', '10.0.0.0/8', 'fd00::/8']);
+  });
+
+  it('reads EVENT_RETENTION_DAYS, whole days from 1 to 3650 (docs/decisions/0030-event-log.md)', () => {
+    assert.deepEqual(loadConfig({ EVENT_RETENTION_DAYS: '1' }).events, { retentionMs: 86_400_000 });
+    assert.deepEqual(loadConfig({ EVENT_RETENTION_DAYS: '3650' }).events, { retentionMs: 3650 * 86_400_000 });
+    for (const value of ['0', '3651', 'week', '-7']) {
+      assert.throws(() => loadConfig({ EVENT_RETENTION_DAYS: value }), {
+        name: 'ConfigError',
+        message: /^invalid configuration: EVENT_RETENTION_DAYS: /,
+      });
+    }
   });
 
   it('stops with a message naming the variable and the rule', () => {

@@ -80,6 +80,7 @@ describe('OpenAPI document fit for readers and client generators', () => {
     assert.equal(byRoute('/v1/session/connect', 'post'), 'connectSession');
     assert.equal(byRoute('/v1/contacts/check', 'post'), 'checkContacts');
     assert.equal(byRoute('/v1/groups/list', 'get'), 'listGroups');
+    assert.equal(byRoute('/v1/events', 'get'), 'listEvents');
     assert.equal(byRoute('/chat/send/text', 'post'), 'gatewaySendText');
     assert.equal(byRoute('/session/status', 'get'), 'gatewayGetSessionStatus');
   });
@@ -160,6 +161,8 @@ describe('OpenAPI document fit for readers and client generators', () => {
       'SendResult',
       'ConnectResult',
       'DeliveryEntry',
+      'EventsPage',
+      'LoggedEvent',
       'GroupDetails',
       'EventType',
       'ErrorEnvelope',
@@ -185,6 +188,51 @@ describe('OpenAPI document fit for readers and client generators', () => {
     walk(doc);
     for (const [title, count] of counts) assert.equal(count, 1, `schema ${title} is written once`);
     assert.ok(!source.includes('x-message'), 'validator templates are not published');
+  });
+
+  it('the event log (docs/decisions/0030-event-log.md): its query, its entries in webhook-body shape, no gateway twin', () => {
+    const op = doc.paths['/v1/events'].get;
+    assert.deepEqual(op.tags, ['events']);
+    const params: Json = Object.fromEntries((op.parameters as Json[]).map((p) => [p.name, p]));
+    assert.deepEqual(Object.keys(params).sort(), ['after', 'from', 'limit', 'types']);
+    for (const param of Object.values(params) as Json[]) assert.equal(param.in, 'query');
+    assert.deepEqual(params.after.schema, {
+      minimum: 0,
+      maximum: Number.MAX_SAFE_INTEGER,
+      default: 0,
+      type: 'integer',
+    });
+    assert.deepEqual(params.limit.schema, { minimum: 1, maximum: 1000, default: 100, type: 'integer' });
+    assert.equal(params.types.schema.type, 'string');
+    assert.deepEqual(op.responses['200'].content['application/json'].schema.properties.data, {
+      $ref: '#/components/schemas/EventsPage',
+    });
+    const schemas = doc.components.schemas;
+    assert.deepEqual(schemas.EventsPage.properties.events.items, {
+      $ref: '#/components/schemas/LoggedEvent',
+    });
+    assert.deepEqual(schemas.EventsPage.required, ['events', 'next']);
+    assert.deepEqual(schemas.LoggedEvent.anyOf, [
+      { $ref: '#/components/schemas/LoggedReceipt' },
+      { $ref: '#/components/schemas/LoggedOther' },
+    ]);
+    // Key order of the webhook body (docs/decisions/0018-webhook-events-and-payloads.md), every key required.
+    assert.deepEqual(schemas.LoggedReceipt.required, [
+      'type',
+      'state',
+      'event',
+      'instanceId',
+      'sequence',
+      'createdAt',
+    ]);
+    assert.deepEqual(schemas.LoggedOther.required, ['type', 'event', 'instanceId', 'sequence', 'createdAt']);
+    assert.deepEqual(
+      [...schemas.LoggedReceipt.properties.type.enum, ...schemas.LoggedOther.properties.type.enum].sort(),
+      [...schemas.EventType.enum].sort(),
+      'the two entry shapes cover every event type once',
+    );
+    // The gateway form serves the contract's paths only (docs/decisions/0021-gateway-form.md).
+    assert.equal(doc.paths['/events'], undefined);
   });
 
   it("connect's optional body is not required; a body with required fields is", () => {

@@ -1,0 +1,66 @@
+import type { EventType, Instance } from '../domain/instance.ts';
+import type { NormalisedEvent } from '../events/normalise.ts';
+import type { Store } from '../store/database.ts';
+import { readEventLog } from '../store/webhook-events.ts';
+
+/**
+ * One event of the event log (docs/decisions/0030-event-log.md): exactly the webhook body of the event
+ * (docs/decisions/0018-webhook-events-and-payloads.md: `type`, `state` on receipts, `event`, `instanceId`,
+ * `sequence`, parsed from the stored body text), plus `createdAt`, when parley recorded it (RFC 3339 UTC).
+ */
+export type LoggedEvent = NormalisedEvent & { instanceId: string; sequence: number; createdAt: string };
+
+/**
+ * One page of the event log: events in sequence order, and `next`, the `after` of the next request. `next` is the
+ * last event's sequence when the page is full (`limit` events: more may follow at once); otherwise the log was read
+ * to its end, and `next` is the instance's last sequence at the time of the read (events of other types, or pruned
+ * ones, are skipped for good), never less than the `after` asked for. It is never null, so a poller always passes
+ * `next` back as `after`.
+ */
+export interface EventLogPage {
+  events: LoggedEvent[];
+  next: number;
+}
+
+/** A request for a page of the event log; `after` ≥ 0, `limit` ≥ 1, `types` empty or omitted: every type. */
+export interface EventLogRequest {
+  after: number;
+  limit: number;
+  types?: readonly EventType[];
+}
+
+/**
+ * The event log (docs/decisions/0030-event-log.md): every event recorded for an instance, webhook or not, readable
+ * in `sequence` order from any point still kept, so a consumer that was down catches up in pages instead of one
+ * redelivery at a time.
+ */
+export class EventLogService {
+  readonly #store: Store;
+
+  constructor(deps: { store: Store }) {
+    this.#store = deps.store;
+  }
+
+  /**
+   * The events of `instance` after sequence `request.after`, oldest first, at most `request.limit` of them, of the
+   * given types only when `request.types` names some.
+   */
+  async page(instance: Instance, request: EventLogRequest): Promise<EventLogPage> {
+    const { after, limit, types } = request;
+    const read = await readEventLog(this.#store.db, instance.id, {
+      after,
+      limit,
+      ...(types === undefined ? {} : { types }),
+    });
+    const events = read.rows.map(
+      (row): LoggedEvent => ({
+        // The stored text is the body webhookBody (src/events/normalise.ts) wrote for this event.
+        ...(JSON.parse(row.payload) as NormalisedEvent & { instanceId: string; sequence: number }),
+        createdAt: row.createdAt,
+      }),
+    );
+    const last = events.at(-1);
+    const next = events.length === limit && last ? last.sequence : Math.max(after, read.head);
+    return { events, next };
+  }
+}
