@@ -11,7 +11,7 @@
  * simulator (bench/scenarios/live.ts). Scenario 7 (`cluster`) runs three `parley serve` nodes on PostgreSQL and the
  * Redis of `BENCH_REDIS_URL` (bench/scenarios/cluster.ts); it needs both variables. `--quick` keeps the whole run
  * to about 2.5 minutes (shorter runs, fewer events, 1,000 instances, 50 live sessions); `--profile` adds a
- * CPU-profiled send run and delivery burst and profiles parley over the live inbound phase, summaries in the results;
+ * CPU-profiled send run, delivery burst and status run, and profiles parley over the live inbound phase, summaries in the results;
  * `--keyed-baseline` gives the live baseline bot parley's one shared key-transaction storage.
  */
 import { randomBytes } from 'node:crypto';
@@ -263,7 +263,13 @@ async function main(): Promise<void> {
   }
   if (options.only.has('auth')) {
     await run('auth-overhead', '3. auth + rate limit (status vs healthz)', () =>
-      authScenario(settings.http, hmacKey),
+      authScenario(
+        {
+          ...settings.http,
+          ...(options.profile ? { profileFile: join(tmpdir(), 'parley-auth.cpuprofile') } : {}),
+        },
+        hmacKey,
+      ),
     );
   }
   if (options.only.has('scale')) {

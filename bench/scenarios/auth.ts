@@ -1,5 +1,6 @@
 import { startChild } from '../lib/ipc.ts';
 import { type LoadResult, runLoad } from '../lib/load.ts';
+import { type ProfileSummary, summariseProfile } from '../lib/profile.ts';
 import { ratioOf, type ScenarioResult, target } from '../lib/report.ts';
 import type { ParleyReady } from '../roles/parley.ts';
 
@@ -8,6 +9,11 @@ export interface AuthSettings {
   connections: number;
   durationS: number;
   warmupS: number;
+  /**
+   * When set, a further status run of the same length is CPU-profiled inside the parley child (after the measured
+   * ones) and written to this `.cpuprofile` file.
+   */
+  profileFile?: string;
 }
 
 /**
@@ -19,6 +25,7 @@ export async function authScenario(settings: AuthSettings, hmacKey: string): Pro
   const parley = await startChild('parley');
   let health: LoadResult;
   let status: LoadResult;
+  let profile: ProfileSummary | undefined;
   try {
     const ready = await parley.call<ParleyReady>('setup', {
       dialect: 'sqlite',
@@ -33,11 +40,19 @@ export async function authScenario(settings: AuthSettings, hmacKey: string): Pro
       warmupS: settings.warmupS,
     };
     health = await runLoad({ ...common, url: `${ready.url}/healthz` });
-    status = await runLoad({
-      ...common,
-      url: `${ready.url}/v1/session/status`,
-      headers: { authorization: `Bearer ${ready.key}` },
-    });
+    const statusLoad = () =>
+      runLoad({
+        ...common,
+        url: `${ready.url}/v1/session/status`,
+        headers: { authorization: `Bearer ${ready.key}` },
+      });
+    status = await statusLoad();
+    if (settings.profileFile !== undefined) {
+      await parley.call('profileStart');
+      await statusLoad();
+      const file = await parley.call<string>('profileStop', { file: settings.profileFile });
+      profile = summariseProfile(file);
+    }
   } finally {
     await parley.stop();
   }
@@ -54,6 +69,6 @@ export async function authScenario(settings: AuthSettings, hmacKey: string): Pro
       `p50/p99 ${status.latencyMs.p50}/${status.latencyMs.p99} ms (healthz ` +
       `${health.latencyMs.p50}/${health.latencyMs.p99} ms)${failures > 0 ? `, ${failures} failures` : ''}`,
     targets: [target('ratio ≥ 0.7', ratio, '>=', 0.7), target('no errors', failures, '<=', 0)],
-    details: { status, healthz: health, connections: settings.connections },
+    details: { status, healthz: health, connections: settings.connections, ...(profile ? { profile } : {}) },
   };
 }
