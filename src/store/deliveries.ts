@@ -37,26 +37,42 @@ export interface NewDelivery {
  */
 export async function insertDelivery(trx: Transaction<Database>, delivery: NewDelivery): Promise<void> {
   const now = toMs(delivery.now);
-  await trx
-    .insertInto('webhook_deliveries')
-    .values({
-      event_id: delivery.eventId,
-      instance_id: delivery.instanceId,
-      sequence: delivery.sequence,
-      status: 'pending',
-      attempts: 0,
-      max_attempts: delivery.maxAttempts,
-      run_at: delivery.runAt,
-      locked_by: null,
-      locked_at: null,
-      last_error: null,
-      last_status: null,
-      delivered_at: null,
-      created_at: now,
-      updated_at: now,
-    })
-    .execute();
+  await INSERT_DELIVERY.run(trx, {
+    eventId: delivery.eventId,
+    instanceId: delivery.instanceId,
+    sequence: delivery.sequence,
+    maxAttempts: delivery.maxAttempts,
+    runAt: delivery.runAt,
+    now,
+  });
 }
+
+/** {@link insertDelivery}'s statement (hot path: every recorded event; compiled once per store). */
+const INSERT_DELIVERY = compiledStatement<{
+  eventId: string;
+  instanceId: string;
+  sequence: number;
+  maxAttempts: number;
+  runAt: number;
+  now: number;
+}>((db, arg) =>
+  db.insertInto('webhook_deliveries').values({
+    event_id: arg('eventId'),
+    instance_id: arg('instanceId'),
+    sequence: arg('sequence'),
+    status: 'pending',
+    attempts: 0,
+    max_attempts: arg('maxAttempts'),
+    run_at: arg('runAt'),
+    locked_by: null,
+    locked_at: null,
+    last_error: null,
+    last_status: null,
+    delivered_at: null,
+    created_at: arg('now'),
+    updated_at: arg('now'),
+  }),
+);
 
 /** What happened on one attempt (completes the attempt row written with the claim). */
 export interface AttemptRecord {

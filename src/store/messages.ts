@@ -7,6 +7,7 @@ import type {
   MessageKind,
   MessageUpdate,
 } from '../domain/messages.ts';
+import { compiledStatement } from './compiled.ts';
 import type { Database, MessagesTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
 
@@ -79,26 +80,56 @@ export async function insertMessage(
   const timestamp = Math.trunc(message.timestamp);
   if (!Number.isFinite(timestamp))
     throw new RangeError(`message ${message.id}: not a time: ${message.timestamp}`);
-  await db
+  await INSERT_MESSAGE.run(db, {
+    instanceId,
+    id: message.id,
+    chat: message.source.chat,
+    sender: message.source.sender,
+    fromMe: message.source.isFromMe ? 1 : 0,
+    isGroup: message.source.isGroup ? 1 : 0,
+    type: kind,
+    content: JSON.stringify(message.content),
+    pushName: message.pushName,
+    timestamp,
+    state,
+    at: atMs,
+  });
+}
+
+/** {@link insertMessage}'s statement (hot path: every sent and received message; compiled once per store). */
+const INSERT_MESSAGE = compiledStatement<{
+  instanceId: string;
+  id: string;
+  chat: string;
+  sender: string;
+  fromMe: number;
+  isGroup: number;
+  type: string;
+  content: string;
+  pushName: string;
+  timestamp: number;
+  state: string;
+  at: number;
+}>((db, arg) =>
+  db
     .insertInto('messages')
     .values({
-      instance_id: instanceId,
-      id: message.id,
-      chat: message.source.chat,
-      sender: message.source.sender,
-      from_me: message.source.isFromMe ? 1 : 0,
-      is_group: message.source.isGroup ? 1 : 0,
-      type: kind,
-      content: JSON.stringify(message.content),
-      push_name: message.pushName,
-      timestamp,
-      state,
-      state_at: atMs,
-      created_at: atMs,
+      instance_id: arg('instanceId'),
+      id: arg('id'),
+      chat: arg('chat'),
+      sender: arg('sender'),
+      from_me: arg('fromMe'),
+      is_group: arg('isGroup'),
+      type: arg('type'),
+      content: arg('content'),
+      push_name: arg('pushName'),
+      timestamp: arg('timestamp'),
+      state: arg('state'),
+      state_at: arg('at'),
+      created_at: arg('at'),
     })
-    .onConflict((oc) => oc.columns(['instance_id', 'id']).doNothing())
-    .execute();
-}
+    .onConflict((oc) => oc.columns(['instance_id', 'id']).doNothing()),
+);
 
 /**
  * Moves messages `ids` of an instance to `state` when they are in an earlier state (never backwards,
@@ -139,16 +170,34 @@ export async function touchPeer(
   at: string,
 ): Promise<void> {
   const atMs = toMs(at);
-  await db
-    .insertInto('chat_peers')
-    .values({ instance_id: instanceId, jid, push_name: pushName, first_at: atMs, last_at: atMs })
-    .onConflict((oc) =>
-      oc
-        .columns(['instance_id', 'jid'])
-        .doUpdateSet(pushName === '' ? { last_at: atMs } : { last_at: atMs, push_name: pushName }),
-    )
-    .execute();
+  await (pushName === '' ? TOUCH_PEER : TOUCH_PEER_NAMED).run(db, { instanceId, jid, at: atMs, pushName });
 }
+
+/**
+ * {@link touchPeer}'s statement (hot path; compiled once per store): `named` replaces the stored name on conflict,
+ * otherwise an empty name keeps it.
+ */
+function touchPeerStatement(named: boolean) {
+  return compiledStatement<{ instanceId: string; jid: string; at: number; pushName: string }>((db, arg) =>
+    db
+      .insertInto('chat_peers')
+      .values({
+        instance_id: arg('instanceId'),
+        jid: arg('jid'),
+        push_name: arg('pushName'),
+        first_at: arg('at'),
+        last_at: arg('at'),
+      })
+      .onConflict((oc) =>
+        oc
+          .columns(['instance_id', 'jid'])
+          .doUpdateSet(named ? { last_at: arg('at'), push_name: arg('pushName') } : { last_at: arg('at') }),
+      ),
+  );
+}
+
+const TOUCH_PEER = touchPeerStatement(false);
+const TOUCH_PEER_NAMED = touchPeerStatement(true);
 
 /** Message `id` of an instance, or undefined when it was never stored. */
 export async function findStoredMessage(

@@ -88,19 +88,37 @@ export interface NewWebhookEvent {
  * @throws RangeError when `event.createdAt` is not a time.
  */
 export async function insertWebhookEvent(trx: Transaction<Database>, event: NewWebhookEvent): Promise<void> {
-  await trx
-    .insertInto('webhook_events')
-    .values({
-      id: event.id,
-      instance_id: event.instanceId,
-      sequence: event.sequence,
-      type: event.type,
-      payload: event.payload,
-      skip_reason: event.skipReason,
-      created_at: toMs(event.createdAt),
-    })
-    .execute();
+  await INSERT_WEBHOOK_EVENT.run(trx, {
+    id: event.id,
+    instanceId: event.instanceId,
+    sequence: event.sequence,
+    type: event.type,
+    payload: event.payload,
+    skipReason: event.skipReason,
+    createdAt: toMs(event.createdAt),
+  });
 }
+
+/** {@link insertWebhookEvent}'s statement (hot path: every recorded event; compiled once per store). */
+const INSERT_WEBHOOK_EVENT = compiledStatement<{
+  id: string;
+  instanceId: string;
+  sequence: number;
+  type: string;
+  payload: string;
+  skipReason: string | null;
+  createdAt: number;
+}>((db, arg) =>
+  db.insertInto('webhook_events').values({
+    id: arg('id'),
+    instance_id: arg('instanceId'),
+    sequence: arg('sequence'),
+    type: arg('type'),
+    payload: arg('payload'),
+    skip_reason: arg('skipReason'),
+    created_at: arg('createdAt'),
+  }),
+);
 
 /** True when `eventId` is an event of `instanceId`. */
 export async function webhookEventExists(
