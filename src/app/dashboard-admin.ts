@@ -140,10 +140,12 @@ export class DashboardAdminService {
     return all.map((instance) => this.#summary(instance));
   }
 
-  /** Creates an instance. @throws DomainError invalid on a bad env or name. */
+  /**
+   * Creates an instance, within the plan's cap (the same path as the API and the CLI,
+   * docs/decisions/0029-instances-over-the-api.md).
+   * @throws DomainError invalid on a bad env or name; forbidden at the plan's cap.
+   */
   async createInstance(orgId: string, input: { env: string; name?: string }): Promise<InstanceSummary> {
-    if (input.name !== undefined && input.name.trim().length > 60)
-      throw errors.badRequest('name must be at most 60 characters');
     return this.#summary(await adminCreateInstance(this.#store.db, { org: orgId, ...input, style: 'api' }));
   }
 

@@ -158,6 +158,11 @@ const ERROR_RESPONSES: Record<string, { name: string; description: string; examp
 /** The tags, in the order the reference lists them. */
 const TAGS = [
   {
+    name: 'instances',
+    description:
+      "Create, list, rename and delete the organization's instances (one linked number each) in the key's environment; scope instances:manage.",
+  },
+  {
     name: 'session',
     description: 'Connect an instance, link it by QR code or pairing code, and read its state.',
   },

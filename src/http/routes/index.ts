@@ -8,6 +8,7 @@ import { chatsRoutes, messageReadRoutes } from './v1/chats.ts';
 import { contactsRoutes } from './v1/contacts.ts';
 import { groupAdminRoutes } from './v1/group-admin.ts';
 import { groupsRoutes } from './v1/groups.ts';
+import { instancesRoutes } from './v1/instances.ts';
 import { messagesRoutes } from './v1/messages.ts';
 import { sandboxRoutes } from './v1/sandbox.ts';
 import { sandboxCallRoutes } from './v1/sandbox-calls.ts';
@@ -20,6 +21,7 @@ import { webhookRoutes } from './v1/webhook.ts';
 export async function routes(app: FastifyInstance): Promise<void> {
   await app.register(gatewayPlugin);
   await app.register(opsRoutes);
+  await app.register(instancesRoutes, { prefix: '/v1/instances' });
   await app.register(sessionRoutes, { prefix: '/v1/session' });
   await app.register(sandboxRoutes, { prefix: '/v1/sandbox' });
   await app.register(sandboxCallRoutes, { prefix: '/v1/sandbox' });
