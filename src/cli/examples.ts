@@ -62,6 +62,7 @@ export const examples = {
       'npx parley org update acme --plan pro',
       'npx parley org update acme --plan enterprise --per-minute 1000 --per-day 100000',
       'npx parley org update acme --per-day 200000      # enterprise: change one limit, keep the other',
+      'npx parley org update acme --max-instances 50    # enterprise: its own cap on instances per environment',
       'npx parley org update acme --plan free --json',
     ],
     [
