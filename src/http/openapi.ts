@@ -77,7 +77,8 @@ const ERROR_RESPONSES: Record<string, { name: string; description: string; examp
   },
   '403': {
     name: 'Forbidden',
-    description: 'The API key lacks the scope this operation requires; the message names the scope.',
+    description:
+      "The API key lacks the scope this operation requires (the message names the scope), or the operation is refused: a group operation by a non-admin, an instance past the plan's cap (the message names the limit).",
     example: 'API key lacks required scope chat:messages',
   },
   '404': {
