@@ -17,10 +17,11 @@ import { limitsOf, type PlanRateLimiter, type WindowState } from '../ratelimit/l
 import type { SessionManager } from '../sessions/manager.ts';
 import type { ApiKeyRecord } from '../store/api-keys.ts';
 import type { Store } from '../store/database.ts';
-import { updateInstance } from '../store/instances.ts';
+import { countInstances, updateInstance } from '../store/instances.ts';
 import type { Organization } from '../store/organizations.ts';
 import { adminCreateKey, adminListKeys, adminRevokeKey } from './api-keys.ts';
 import { adminCreateInstance, adminListInstances, loadInstance } from './instances.ts';
+import { instanceCapOf } from './organizations.ts';
 
 /** An instance as the dashboard lists it: identity, linked number, connection state and webhook URL. */
 export interface InstanceSummary {
@@ -57,18 +58,21 @@ export interface KeySummary {
 
 /**
  * One environment's usage against the organization's plan (docs/decisions/0019-rate-limits-and-plans.md): the minute
- * and day windows.
+ * and day windows, and how many instances it has (docs/decisions/0029-instances-over-the-api.md).
  */
 export interface EnvUsage {
   env: Environment;
   windows: [WindowState, WindowState];
+  instances: number;
 }
 
-/** The organization's plan and its usage in both environments. */
+/** The organization's plan, its limits (requests, instances per environment) and its usage in both environments. */
 export interface Usage {
   plan: Organization['plan'];
   perMinute: number;
   perDay: number;
+  /** Instances allowed per environment (docs/decisions/0029-instances-over-the-api.md). */
+  maxInstances: number;
   usage: EnvUsage[];
 }
 
@@ -140,10 +144,12 @@ export class DashboardAdminService {
     return all.map((instance) => this.#summary(instance));
   }
 
-  /** Creates an instance. @throws DomainError invalid on a bad env or name. */
+  /**
+   * Creates an instance, within the plan's cap (the same path as the API and the CLI,
+   * docs/decisions/0029-instances-over-the-api.md).
+   * @throws DomainError invalid on a bad env or name; forbidden at the plan's cap.
+   */
   async createInstance(orgId: string, input: { env: string; name?: string }): Promise<InstanceSummary> {
-    if (input.name !== undefined && input.name.trim().length > 60)
-      throw errors.badRequest('name must be at most 60 characters');
     return this.#summary(await adminCreateInstance(this.#store.db, { org: orgId, ...input, style: 'api' }));
   }
 
@@ -199,16 +205,20 @@ export class DashboardAdminService {
   }
 
   /**
-   * The plan's limits and both environments' windows, without consuming a request
-   * (docs/decisions/0019-rate-limits-and-plans.md).
+   * The plan's limits and both environments' windows and instance counts, without consuming a request
+   * (docs/decisions/0019-rate-limits-and-plans.md, docs/decisions/0029-instances-over-the-api.md).
    */
   async usage(org: Organization): Promise<Usage> {
     const limits = limitsOf(org);
     const usage: EnvUsage[] = [];
     for (const env of ['test', 'live'] as const) {
-      usage.push({ env, windows: await this.#limiter.usage(org.id, env, limits) });
+      usage.push({
+        env,
+        windows: await this.#limiter.usage(org.id, env, limits),
+        instances: await countInstances(this.#store.db, org.id, env),
+      });
     }
-    return { plan: org.plan, ...limits, usage };
+    return { plan: org.plan, ...limits, maxInstances: instanceCapOf(org), usage };
   }
 
   #summary(instance: Instance): InstanceSummary {

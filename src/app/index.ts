@@ -47,7 +47,10 @@ import { WebhookService } from './webhooks.ts';
 export interface Application {
   /** API keys and plan limits of each request (docs/decisions/0003-scopes-and-keys.md). */
   access: AccessService;
-  /** Which instance a request addresses (docs/decisions/0002-instance-resolution.md). */
+  /**
+   * Which instance a request addresses (docs/decisions/0002-instance-resolution.md), and the instances family
+   * (`/v1/instances`, docs/decisions/0029-instances-over-the-api.md).
+   */
   instances: InstanceService;
   /** The gateway form's instance and signature memory (docs/decisions/0021-gateway-form.md). */
   gateway: GatewayService;
@@ -121,7 +124,7 @@ export function createApplication(deps: ApplicationDeps): Application {
   const { keys, limiter, signInLimiter, feed, webhookTimeoutMs, media, logger } = deps;
   return {
     access: new AccessService({ keys, limiter }),
-    instances: new InstanceService({ store }),
+    instances: new InstanceService({ store, sessions, files: media.files }),
     gateway: new GatewayService({ store, box, replay: deps.replay }),
     session: new SessionService({ store, sessions, box }),
     messaging: new MessagingService({

@@ -1,14 +1,35 @@
 import type { Kysely } from 'kysely';
 import type { AuthContext } from '../auth/authenticator.ts';
-import { errors } from '../domain/errors.ts';
+import type { Environment } from '../domain/environment.ts';
+import { DomainError, errors } from '../domain/errors.ts';
 import type { Instance, InstanceId } from '../domain/instance.ts';
+import type { MediaStore } from '../media/store.ts';
+import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
-import { createInstance, getInstance, listInstances } from '../store/instances.ts';
+import {
+  createInstanceWithinCap,
+  deleteInstance,
+  getInstance,
+  listInstances,
+  updateInstance,
+} from '../store/instances.ts';
 import type { Database } from '../store/schema.ts';
-import { type FieldStyle, parseEnv } from './admin-input.ts';
-import { requireOrg } from './organizations.ts';
+import { type FieldStyle, invalidField, parseEnv } from './admin-input.ts';
+import { instanceCapOf, type Organization, requireOrg } from './organizations.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Longest instance name, characters (after trimming), in the API, the dashboard and the CLI alike. */
+export const MAX_INSTANCE_NAME = 60;
+
+/**
+ * The instances `auth` may address (docs/decisions/0002-instance-resolution.md): its organization's instances in its
+ * environment, narrowed by its allow-list; oldest first.
+ */
+async function addressableInstances(db: Kysely<Database>, auth: AuthContext): Promise<Instance[]> {
+  const all = await listInstances(db, auth.org.id, auth.env);
+  return auth.instanceIds.length === 0 ? all : all.filter((i) => auth.instanceIds.includes(i.id));
+}
 
 /**
  * The instance a request addresses (docs/decisions/0002-instance-resolution.md). Candidates are the key's
@@ -23,8 +44,7 @@ export async function resolveInstance(
   auth: AuthContext,
   selector: string | undefined,
 ): Promise<Instance> {
-  const all = await listInstances(db, auth.org.id, auth.env);
-  const candidates = auth.instanceIds.length === 0 ? all : all.filter((i) => auth.instanceIds.includes(i.id));
+  const candidates = await addressableInstances(db, auth);
   if (selector !== undefined && selector !== '') {
     const wanted = selector.trim();
     const match = UUID.test(wanted)
@@ -56,18 +76,71 @@ export async function loadInstance(db: Kysely<Database>, instanceId: InstanceId)
 }
 
 /**
- * Creates an instance of organization `org` (id or name) in `env` (`parley instance create`, the dashboard); the name
- * defaults to `<env>-<n>`. `style` says how errors name the fields (CLI options by default).
- * @throws DomainError not_found for an unknown organization; invalid for an environment other than test or live.
+ * Checks an instance name (docs/decisions/0029-instances-over-the-api.md): trimmed, not empty, at most
+ * {@link MAX_INSTANCE_NAME} characters. `style` says how the error names the field (`--name` or `name`).
+ * @returns the trimmed name.
+ * @throws DomainError invalid `name must not be empty`, `name must be at most 60 characters`.
+ */
+export function parseInstanceName(name: string, style: FieldStyle): string {
+  const trimmed = name.trim();
+  if (trimmed === '') throw invalidField(style, 'name', ' must not be empty');
+  if ([...trimmed].length > MAX_INSTANCE_NAME)
+    throw invalidField(style, 'name', ` must be at most ${MAX_INSTANCE_NAME} characters`);
+  return trimmed;
+}
+
+/**
+ * The error of a creation past the plan's cap (docs/decisions/0029-instances-over-the-api.md), e.g. 403 `the free
+ * plan allows 2 test instances; this organization has 2`.
+ */
+function capReached(org: Organization, env: Environment, cap: number, count: number): DomainError {
+  const noun = cap === 1 ? 'instance' : 'instances';
+  return new DomainError(
+    'forbidden',
+    `the ${org.plan} plan allows ${cap} ${env} ${noun}; this organization has ${count}`,
+  );
+}
+
+/**
+ * Creates an instance of `org` in `env` within its plan's cap on instances per environment
+ * (docs/decisions/0029-instances-over-the-api.md): the one path of the API, the dashboard and the CLI. The name
+ * defaults to `<env>-<n>`, n the count of the environment's instances plus one.
+ * @throws DomainError forbidden `the <plan> plan allows N <env> instances; this organization has M` at the cap.
+ */
+async function createWithinPlan(
+  db: Kysely<Database>,
+  org: Organization,
+  env: Environment,
+  name: string | undefined,
+): Promise<Instance> {
+  const cap = instanceCapOf(org);
+  const result = await createInstanceWithinCap(db, {
+    orgId: org.id,
+    env,
+    cap,
+    name: (count) => name ?? `${env}-${count + 1}`,
+  });
+  if ('refused' in result) throw capReached(org, env, cap, result.count);
+  return result.created;
+}
+
+/**
+ * Creates an instance of organization `org` (id or name) in `env` (`parley instance create`, the dashboard), within
+ * the plan's cap (docs/decisions/0029-instances-over-the-api.md); the name defaults to `<env>-<n>` when omitted or
+ * blank. `style` says how errors name the fields (CLI options by default).
+ * @throws DomainError not_found for an unknown organization; invalid for an environment other than test or live, or
+ *   a name longer than 60 characters; forbidden at the plan's cap.
  */
 export async function adminCreateInstance(
   db: Kysely<Database>,
   input: { org: string; env: string; name?: string; style?: FieldStyle },
 ): Promise<Instance> {
+  const style = input.style ?? 'cli';
   const org = await requireOrg(db, input.org);
-  const env = parseEnv(input.env, input.style ?? 'cli');
-  const count = (await listInstances(db, org.id, env)).length;
-  return createInstance(db, { orgId: org.id, env, name: input.name?.trim() || `${env}-${count + 1}` });
+  const env = parseEnv(input.env, style);
+  const blank = input.name === undefined || input.name.trim() === '';
+  const name = blank ? undefined : parseInstanceName(input.name ?? '', style);
+  return createWithinPlan(db, org, env, name);
 }
 
 /**
@@ -78,15 +151,30 @@ export async function adminListInstances(db: Kysely<Database>, org: string): Pro
   return listInstances(db, (await requireOrg(db, org)).id);
 }
 
+/** What the {@link InstanceService} is built from. */
+export interface InstanceServiceDeps {
+  store: Store;
+  /** Logs a deleted instance's session out and forgets it. */
+  sessions: Pick<SessionManager, 'status' | 'logout' | 'release'>;
+  /** The local media store: a deleted instance's files go with it. */
+  files: Pick<MediaStore, 'removeInstance'>;
+}
+
 /**
  * The instances requests address (docs/decisions/0002-instance-resolution.md): resolved once per request by the HTTP
- * layer, then handed to the instance-scoped services, which take the {@link Instance} itself.
+ * layer, then handed to the instance-scoped services, which take the {@link Instance} itself. Also the instances
+ * family of the API (`/v1/instances`, docs/decisions/0029-instances-over-the-api.md): list, create, rename and
+ * delete, in the key's organization and environment.
  */
 export class InstanceService {
   readonly #store: Store;
+  readonly #sessions: InstanceServiceDeps['sessions'];
+  readonly #files: InstanceServiceDeps['files'];
 
-  constructor(deps: { store: Store }) {
+  constructor(deps: InstanceServiceDeps) {
     this.#store = deps.store;
+    this.#sessions = deps.sessions;
+    this.#files = deps.files;
   }
 
   /** See {@link resolveInstance}. */
@@ -94,8 +182,71 @@ export class InstanceService {
     return resolveInstance(this.#store.db, auth, selector);
   }
 
+  /**
+   * The instance `id` names when `auth` may address it (a path parameter, `/v1/instances/{id}`): a UUID only, never a
+   * phone number, and no default.
+   * @throws DomainError not_found `instance not found` for anything else (never 403,
+   *   docs/decisions/0002-instance-resolution.md).
+   */
+  async resolveById(auth: AuthContext, id: string): Promise<Instance> {
+    if (!UUID.test(id)) throw errors.instanceNotFound();
+    const wanted = id.toLowerCase();
+    const found = (await addressableInstances(this.#store.db, auth)).find((i) => i.id === wanted);
+    if (!found) throw errors.instanceNotFound();
+    return found;
+  }
+
   /** See {@link loadInstance}: for a caller that has only the id (the CLI, a test). */
   load(instanceId: InstanceId): Promise<Instance> {
     return loadInstance(this.#store.db, instanceId);
+  }
+
+  /** The instances `auth` may address, oldest first (`GET /v1/instances`). */
+  list(auth: AuthContext): Promise<Instance[]> {
+    return addressableInstances(this.#store.db, auth);
+  }
+
+  /**
+   * Creates an instance named `name` in the key's organization and environment (`POST /v1/instances`), within the
+   * plan's cap, read from the store at this moment (docs/decisions/0029-instances-over-the-api.md).
+   * @throws DomainError forbidden for a key limited to some instances (it could not address the new one) and at the
+   *   plan's cap; invalid `name must not be empty` / `name must be at most 60 characters`.
+   */
+  async create(auth: AuthContext, name: string): Promise<Instance> {
+    if (auth.instanceIds.length > 0) {
+      throw new DomainError(
+        'forbidden',
+        'a key limited to some instances cannot create instances (the new one would be outside its list)',
+      );
+    }
+    const checked = parseInstanceName(name, 'api');
+    return createWithinPlan(this.#store.db, await requireOrg(this.#store.db, auth.org.id), auth.env, checked);
+  }
+
+  /**
+   * Renames `instance` (`PATCH /v1/instances/{id}`).
+   * @returns the instance as stored now.
+   * @throws DomainError invalid on a bad name (see {@link parseInstanceName}); not_found when it was deleted meanwhile.
+   */
+  async rename(instance: Instance, name: string): Promise<Instance> {
+    await updateInstance(this.#store.db, instance.id, { name: parseInstanceName(name, 'api') });
+    return loadInstance(this.#store.db, instance.id);
+  }
+
+  /**
+   * Deletes `instance` (`DELETE /v1/instances/{id}`, docs/decisions/0029-instances-over-the-api.md): when it is
+   * logged in or its session runs, logs it out first (as `POST /v1/session/logout`: the device is unlinked when
+   * connected, the credentials deleted); closes its session in this process; deletes its row, and with it, by the
+   * store's cascading foreign keys, every row of the instance (see src/store/instances.ts `deleteInstance`); then
+   * removes its downloaded media files from this process's media store.
+   * @throws DomainError not_found when it was deleted meanwhile; the store's and the engine's errors as raised
+   *   (the instance then stays, possibly logged out already: deleting again finishes the job).
+   */
+  async remove(instance: Instance): Promise<void> {
+    const status = this.#sessions.status(instance);
+    if (status.loggedIn || status.connected) await this.#sessions.logout(instance);
+    await this.#sessions.release(instance.id);
+    if (!(await deleteInstance(this.#store.db, instance.id))) throw errors.instanceNotFound();
+    await this.#files.removeInstance(instance.id);
   }
 }

@@ -15,11 +15,30 @@ import { type FieldStyle, invalidField } from './admin-input.ts';
 
 export type { Organization, Plan } from '../store/organizations.ts';
 
-/** An organization's plan with the limits stored for it: requests per minute and per day, null unless enterprise. */
+/**
+ * An organization's plan with the limits stored for it: requests per minute and per day, and instances per
+ * environment; each null unless enterprise.
+ */
 export interface PlanChoice {
   plan: Plan;
   perMinute: number | null;
   perDay: number | null;
+  maxInstances: number | null;
+}
+
+/**
+ * Instances an organization may have per environment, by plan (docs/decisions/0029-instances-over-the-api.md):
+ * free 2, pro 20; enterprise carries its own (`--max-instances`), pro's when unset.
+ */
+export const PLAN_INSTANCE_CAPS = { free: 2, pro: 20 } as const satisfies Record<string, number>;
+
+/**
+ * How many instances `org` may have in each environment (docs/decisions/0029-instances-over-the-api.md): its plan's
+ * cap, or its own for enterprise (pro's when it has none).
+ */
+export function instanceCapOf(org: Pick<Organization, 'plan' | 'maxInstances'>): number {
+  if (org.plan === 'enterprise') return org.maxInstances ?? PLAN_INSTANCE_CAPS.pro;
+  return PLAN_INSTANCE_CAPS[org.plan];
 }
 
 function parsePlan(plan: string, style: FieldStyle): Plan {
@@ -29,12 +48,13 @@ function parsePlan(plan: string, style: FieldStyle): Plan {
 
 /**
  * Checks a plan and its limits (docs/decisions/0019-rate-limits-and-plans.md): `enterprise` carries its own
- * per-minute and per-day limits, both required, positive whole numbers; `free` and `pro` have fixed limits, so limits
- * given with them are refused.
+ * per-minute and per-day limits, both required, and may carry its own cap on instances per environment
+ * (`max-instances`, docs/decisions/0029-instances-over-the-api.md), all positive whole numbers; `free` and `pro` have
+ * fixed limits, so limits given with them are refused.
  * @throws DomainError invalid naming the option and the rule.
  */
 export function parsePlanChoice(
-  input: { plan: string; perMinute?: number; perDay?: number },
+  input: { plan: string; perMinute?: number; perDay?: number; maxInstances?: number },
   style: FieldStyle = 'cli',
 ): PlanChoice {
   const plan = parsePlan(input.plan, style);
@@ -42,7 +62,7 @@ export function parsePlanChoice(
     ['per-minute', input.perMinute],
     ['per-day', input.perDay],
   ] as const;
-  for (const [option, value] of limits) {
+  for (const [option, value] of [...limits, ['max-instances', input.maxInstances] as const]) {
     if (value === undefined) continue;
     if (plan !== 'enterprise')
       throw invalidField(style, option, ` applies to the enterprise plan only (${plan} has fixed limits)`);
@@ -59,17 +79,23 @@ export function parsePlanChoice(
       ` enterprise needs its own limits: add ${missing.join(' and ')} (requests per minute and per day)`,
     );
   }
-  return { plan, perMinute: input.perMinute ?? null, perDay: input.perDay ?? null };
+  return {
+    plan,
+    perMinute: input.perMinute ?? null,
+    perDay: input.perDay ?? null,
+    maxInstances: input.maxInstances ?? null,
+  };
 }
 
 /**
  * Creates an organization (`parley org create`). Enterprise plans take their own limits, both required
- * (docs/decisions/0019-rate-limits-and-plans.md).
+ * (docs/decisions/0019-rate-limits-and-plans.md), and optionally their own instance cap
+ * (docs/decisions/0029-instances-over-the-api.md).
  * @throws DomainError invalid on a missing name, a bad plan or limits; conflict when the name is taken.
  */
 export async function adminCreateOrg(
   db: Kysely<Database>,
-  input: { name: string; plan?: string; perMinute?: number; perDay?: number },
+  input: { name: string; plan?: string; perMinute?: number; perDay?: number; maxInstances?: number },
 ): Promise<Organization> {
   const name = input.name.trim();
   if (name === '') throw invalidField('cli', 'name', ' is required');
@@ -87,25 +113,33 @@ export async function adminListOrgs(db: Kysely<Database>): Promise<Organization[
  * Changes an organization's plan or limits (`parley org update`). Without `plan` the current plan is kept, so an
  * enterprise organization's limits can be changed alone; a limit not given keeps its current enterprise value.
  * Moving to free or pro clears the stored limits. Takes effect for API requests once cached keys expire
- * (`AUTH_CACHE_TTL_SECONDS`).
+ * (`AUTH_CACHE_TTL_SECONDS`); a lower instance cap removes no instance, it refuses new ones until the organization is
+ * under it (docs/decisions/0029-instances-over-the-api.md).
  * @throws DomainError invalid when nothing is to change or the plan rules of {@link parsePlanChoice} are broken;
  *   not_found when the organization does not exist.
  */
 export async function adminUpdateOrg(
   db: Kysely<Database>,
-  input: { org: string; plan?: string; perMinute?: number; perDay?: number },
+  input: { org: string; plan?: string; perMinute?: number; perDay?: number; maxInstances?: number },
 ): Promise<Organization> {
-  if (input.plan === undefined && input.perMinute === undefined && input.perDay === undefined)
-    throw errors.badRequest('nothing to change: give --plan, --per-minute or --per-day');
+  if (
+    input.plan === undefined &&
+    input.perMinute === undefined &&
+    input.perDay === undefined &&
+    input.maxInstances === undefined
+  )
+    throw errors.badRequest('nothing to change: give --plan, --per-minute, --per-day or --max-instances');
   const org = await requireOrg(db, input.org);
   const plan = input.plan ?? org.plan;
   const keep = plan === 'enterprise' && org.plan === 'enterprise';
   const perMinute = input.perMinute ?? (keep ? (org.perMinute ?? undefined) : undefined);
   const perDay = input.perDay ?? (keep ? (org.perDay ?? undefined) : undefined);
+  const maxInstances = input.maxInstances ?? (keep ? (org.maxInstances ?? undefined) : undefined);
   const choice = parsePlanChoice({
     plan,
     ...(perMinute === undefined ? {} : { perMinute }),
     ...(perDay === undefined ? {} : { perDay }),
+    ...(maxInstances === undefined ? {} : { maxInstances }),
   });
   const updated = await updateOrganizationPlan(db, org.id, choice);
   if (!updated) throw errors.notFound(`organization "${input.org}" not found`);

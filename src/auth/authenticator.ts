@@ -3,7 +3,7 @@ import type { Kysely } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
 import type { Environment } from '../domain/environment.ts';
 import { errors } from '../domain/errors.ts';
-import type { Scope } from '../domain/scope.ts';
+import { grants, type Scope } from '../domain/scope.ts';
 import { digestsEqual, hashApiKey, parseApiKey } from '../security/api-keys.ts';
 import { type ApiKeyRecord, findApiKeyByHash, listRevokedSince, touchApiKey } from '../store/api-keys.ts';
 import { getOrganization, type Organization } from '../store/organizations.ts';
@@ -39,9 +39,12 @@ interface CacheEntry {
 
 const BEARER = /^Bearer ([^\s]+)$/i;
 
-/** True when `context` carries `scope` or `chat:*` (docs/decisions/0003-scopes-and-keys.md). */
+/**
+ * True when `context` carries `scope`, or `chat:*` and `scope` is a `chat:` scope (docs/decisions/0003-scopes-and-keys.md;
+ * `instances:manage` is never implied, docs/decisions/0029-instances-over-the-api.md).
+ */
 export function hasScope(context: AuthContext, scope: Scope): boolean {
-  return context.scopes.has('chat:*') || context.scopes.has(scope);
+  return grants(context.scopes, scope);
 }
 
 /**

@@ -51,8 +51,9 @@ export const examples = {
       'npx parley org create --name bigco --plan enterprise --per-minute 1000 --per-day 100000',
     ],
     [
-      'Plans: free (60 requests/minute, 1,000/day), pro (300/minute, 10,000/day), enterprise (its own limits:\n' +
-        '--per-minute and --per-day are both required, and refused on the other plans).',
+      'Plans: free (60 requests/minute, 1,000/day, 2 instances per environment), pro (300/minute, 10,000/day,\n' +
+        '20 instances), enterprise (its own limits: --per-minute and --per-day are both required, --max-instances\n' +
+        'is optional (default 20); all three are refused on the other plans).',
     ],
   ),
   orgList: block(['npx parley org list', 'npx parley org list --json']),
@@ -61,6 +62,7 @@ export const examples = {
       'npx parley org update acme --plan pro',
       'npx parley org update acme --plan enterprise --per-minute 1000 --per-day 100000',
       'npx parley org update acme --per-day 200000      # enterprise: change one limit, keep the other',
+      'npx parley org update acme --max-instances 50    # enterprise: its own cap on instances per environment',
       'npx parley org update acme --plan free --json',
     ],
     [
@@ -72,10 +74,16 @@ export const examples = {
     'npx parley instance list --org default',
     'npx parley instance create --org acme --env live --name sales',
   ]),
-  instanceCreate: block([
-    'npx parley instance create --org acme --env test',
-    'npx parley instance create --org acme --env live --name sales --json',
-  ]),
+  instanceCreate: block(
+    [
+      'npx parley instance create --org acme --env test',
+      'npx parley instance create --org acme --env live --name sales --json',
+    ],
+    [
+      'The plan caps instances per environment: free 2, pro 20, enterprise its own (--max-instances on org\n' +
+        'create/update). Past the cap the command is refused, as the API and the dashboard are.',
+    ],
+  ),
   instanceList: block([
     'npx parley instance list --org default',
     'npx parley instance list --org acme --json',
@@ -92,7 +100,8 @@ export const examples = {
       'npx parley key create --org acme --env live --instances <instance id> --json',
     ],
     [
-      'Scopes default to chat:* (every operation). Durations: 90s, 10m, 12h, 30d. --instances limits the key to\n' +
+      'Scopes default to chat:* (every chat operation). instances:manage (create, rename and delete instances over\n' +
+        '/v1/instances) is granted only by name. Durations: 90s, 10m, 12h, 30d. --instances limits the key to\n' +
         'those instances of the organization (default: all of them in that environment).',
     ],
   ),

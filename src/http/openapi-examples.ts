@@ -18,6 +18,8 @@ const ANA = '5511988887777';
 
 /** Example request bodies by operationId (the `/v1` operations; gateway twins derive theirs). */
 export const REQUEST_EXAMPLES: Readonly<Record<string, Record<string, unknown>>> = {
+  createInstance: { name: 'sales' },
+  updateInstance: { name: 'sales (Brazil)' },
   connectSession: { subscribe: ['Message', 'ReadReceipt', 'HistorySync', 'ChatPresence'] },
   requestPairingCode: { phone: '5511987654321' },
   setHmacKey: { hmacKey: '6c1f0e3a9b7d4c2e8f5a1b3c7d9e0f2a4b6c8d0e1f3a5b7c9d2e4f6a8b0c1d3e' },

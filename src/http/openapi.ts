@@ -77,7 +77,8 @@ const ERROR_RESPONSES: Record<string, { name: string; description: string; examp
   },
   '403': {
     name: 'Forbidden',
-    description: 'The API key lacks the scope this operation requires; the message names the scope.',
+    description:
+      "The API key lacks the scope this operation requires (the message names the scope), or the operation is refused: a group operation by a non-admin, an instance past the plan's cap (the message names the limit).",
     example: 'API key lacks required scope chat:messages',
   },
   '404': {
@@ -157,6 +158,11 @@ const ERROR_RESPONSES: Record<string, { name: string; description: string; examp
 
 /** The tags, in the order the reference lists them. */
 const TAGS = [
+  {
+    name: 'instances',
+    description:
+      "Create, list, rename and delete the organization's instances (one linked number each) in the key's environment; scope instances:manage.",
+  },
   {
     name: 'session',
     description: 'Connect an instance, link it by QR code or pairing code, and read its state.',

@@ -52,6 +52,25 @@ export function responses<T extends TSchema>(description: string, data: T, ...st
   return out;
 }
 
+/**
+ * Response schemas of an authenticated route that creates something: its 201 body
+ * (`{ success: true, code: 201, data }`, described by `description`; `code` equals the HTTP status,
+ * docs/decisions/0001-envelope-and-error-codes.md) plus the common error statuses and the route's own.
+ */
+export function createdResponses<T extends TSchema>(description: string, data: T, ...statuses: number[]) {
+  const out: Record<number, TSchema> = {
+    201: Type.Object({ success: Type.Literal(true), code: Type.Literal(201), data }, { description }),
+  };
+  for (const status of new Set([...COMMON_ERROR_STATUSES, ...statuses]))
+    out[status] = Type.Ref('ErrorEnvelope');
+  return out;
+}
+
+/** Wraps `data` in the 201 envelope of a creation (docs/api.md#conventions); the route sets the status. */
+export function created<T>(data: T): { success: true; code: 201; data: T } {
+  return { success: true, code: 201, data };
+}
+
 /** Wraps `data` in the success envelope (docs/api.md#conventions). */
 export function ok<T>(data: T): { success: true; code: 200; data: T } {
   return { success: true, code: 200, data };

@@ -120,6 +120,14 @@ export class MediaStore {
   }
 
   /**
+   * Deletes every file of instance `instanceId` (the instance was deleted, docs/decisions/0029-instances-over-the-api.md).
+   * Only this process's store: another node's copies go with its retention.
+   */
+  async removeInstance(instanceId: string): Promise<void> {
+    await rm(join(this.#dir, safeSegment(instanceId)), { recursive: true, force: true });
+  }
+
+  /**
    * Deletes every file fetched before `before` (epoch ms), with its description; leftovers of interrupted
    * writes (a partial file, a file whose description was never written) go too once they are an hour old.
    * @returns how many files were deleted.

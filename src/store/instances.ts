@@ -54,6 +54,59 @@ export async function createInstance(
   return toInstance(row);
 }
 
+/** How many instances organization `orgId` has in `env`. */
+export async function countInstances(db: Kysely<Database>, orgId: string, env: Environment): Promise<number> {
+  const row = await db
+    .selectFrom('instances')
+    .select((eb) => eb.fn.countAll<number | string>().as('n'))
+    .where('org_id', '=', orgId)
+    .where('env', '=', env)
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+/**
+ * What {@link createInstanceWithinCap} did: created the instance, or refused because organization already had `count`
+ * instances of the environment (at or above the cap).
+ */
+export type CappedCreation = { created: Instance } | { refused: true; count: number };
+
+/**
+ * Inserts an instance of `env` for organization `orgId` unless the organization already has `cap` instances of
+ * `env` (docs/decisions/0029-instances-over-the-api.md). `name` gets the count before the insert (for a default
+ * name). One transaction that first writes the organization's row (a no-op update): PostgreSQL locks that row and
+ * SQLite takes its write lock, so concurrent creations for one organization are counted one after the other and
+ * never pass the cap together.
+ */
+export async function createInstanceWithinCap(
+  db: Kysely<Database>,
+  input: { orgId: string; env: Environment; cap: number; name: (count: number) => string },
+): Promise<CappedCreation> {
+  return db.transaction().execute(async (trx) => {
+    await trx
+      .updateTable('organizations')
+      .set((eb) => ({ name: eb.ref('name') }))
+      .where('id', '=', input.orgId)
+      .execute();
+    const count = await countInstances(trx, input.orgId, input.env);
+    if (count >= input.cap) return { refused: true, count };
+    return {
+      created: await createInstance(trx, { orgId: input.orgId, env: input.env, name: input.name(count) }),
+    };
+  });
+}
+
+/**
+ * Deletes instance `id` and, by the store's `on delete cascade` foreign keys (migrations 0001–0013, on SQLite and
+ * PostgreSQL alike), every row of it: engine credentials, messages, chat peers, webhook state, events (with their
+ * deliveries and attempts), socket lock, lease, gateway replay memory, call settings, send jobs and send pace.
+ * @returns whether an instance was deleted.
+ */
+export async function deleteInstance(db: Kysely<Database>, id: string): Promise<boolean> {
+  const result = await db.deleteFrom('instances').where('id', '=', id).executeTakeFirst();
+  return result.numDeletedRows > 0n;
+}
+
 /** Loads one instance by id. */
 export async function getInstance(db: Kysely<Database>, id: string): Promise<Instance | undefined> {
   const row = (await GET_INSTANCE.run(db, { id })).rows[0];
@@ -124,6 +177,7 @@ export async function findInstanceByPhone(
 
 /** Fields of an instance that change after creation. */
 export interface InstancePatch {
+  name?: string;
   phone?: string | null;
   jid?: string | null;
   pushName?: string | null;
@@ -138,6 +192,7 @@ export interface InstancePatch {
 /** Applies `patch` to instance `id`; fields left undefined are untouched. @throws RangeError on a bad time. */
 export async function updateInstance(db: Kysely<Database>, id: string, patch: InstancePatch): Promise<void> {
   const values: Updateable<InstancesTable> = {};
+  if (patch.name !== undefined) values.name = patch.name;
   if (patch.phone !== undefined) values.phone = patch.phone;
   if (patch.jid !== undefined) values.jid = patch.jid;
   if (patch.pushName !== undefined) values.push_name = patch.pushName;

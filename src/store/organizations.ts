@@ -9,7 +9,8 @@ export const PLANS: readonly Plan[] = ['free', 'pro', 'enterprise'];
 
 /**
  * An organization; `perMinute`/`perDay` are set only for `enterprise` (its own limits,
- * docs/decisions/0019-rate-limits-and-plans.md). `createdAt` is RFC 3339.
+ * docs/decisions/0019-rate-limits-and-plans.md), and so is `maxInstances` (its own cap on instances per environment,
+ * docs/decisions/0029-instances-over-the-api.md). `createdAt` is RFC 3339.
  */
 export interface Organization {
   id: string;
@@ -17,6 +18,7 @@ export interface Organization {
   plan: Plan;
   perMinute: number | null;
   perDay: number | null;
+  maxInstances: number | null;
   createdAt: string;
 }
 
@@ -27,6 +29,7 @@ function toOrganization(row: OrganizationsTable): Organization {
     plan: PLANS.includes(row.plan as Plan) ? (row.plan as Plan) : 'free',
     perMinute: row.per_minute,
     perDay: row.per_day,
+    maxInstances: row.max_instances,
     createdAt: toIso(row.created_at),
   };
 }
@@ -37,6 +40,7 @@ export interface NewOrganization {
   plan: Plan;
   perMinute?: number | null;
   perDay?: number | null;
+  maxInstances?: number | null;
 }
 
 /** Inserts an organization. @throws the driver's unique-violation error when the name is taken. */
@@ -51,6 +55,7 @@ export async function createOrganization(
     per_minute: input.perMinute ?? null,
     per_day: input.perDay ?? null,
     created_at: Date.now(),
+    max_instances: input.maxInstances ?? null,
   };
   await db.insertInto('organizations').values(row).execute();
   return toOrganization(row);
@@ -96,17 +101,23 @@ export async function listOrganizations(db: Kysely<Database>): Promise<Organizat
 }
 
 /**
- * Sets an organization's plan and limits (`perMinute`/`perDay`: requests, null unless `enterprise`).
+ * Sets an organization's plan and limits (`perMinute`/`perDay`: requests; `maxInstances`: instances per environment;
+ * each null unless `enterprise`).
  * @returns the updated organization, or undefined when no organization has that id.
  */
 export async function updateOrganizationPlan(
   db: Kysely<Database>,
   id: string,
-  input: { plan: Plan; perMinute: number | null; perDay: number | null },
+  input: { plan: Plan; perMinute: number | null; perDay: number | null; maxInstances: number | null },
 ): Promise<Organization | undefined> {
   const result = await db
     .updateTable('organizations')
-    .set({ plan: input.plan, per_minute: input.perMinute, per_day: input.perDay })
+    .set({
+      plan: input.plan,
+      per_minute: input.perMinute,
+      per_day: input.perDay,
+      max_instances: input.maxInstances,
+    })
     .where('id', '=', id)
     .executeTakeFirst();
   if (result.numUpdatedRows === 0n) return undefined;

@@ -11,6 +11,11 @@ export interface OrganizationsTable {
   per_minute: number | null;
   per_day: number | null;
   created_at: number;
+  /**
+   * Enterprise only: the organization's own cap on instances per environment (migration 0016,
+   * docs/decisions/0029-instances-over-the-api.md); null: the plan's.
+   */
+  max_instances: number | null;
 }
 
 export interface InstancesTable {

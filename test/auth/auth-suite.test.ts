@@ -37,7 +37,8 @@ describe('shared auth suite: every authenticated route', () => {
       expiresAt: new Date(t.clock() - 1000).toISOString(),
     });
     keys.expired = expired.key;
-    keys.live = await t.newKey({ env: 'live' });
+    // Every scope, so the environment alone decides.
+    keys.live = await t.newKey({ env: 'live', scopes: ['chat:*', 'instances:manage'] });
     keys.unknown = generateApiKey('test').key;
     const good = generateApiKey('test').key;
     const last = good.at(-1) === 'A' ? 'B' : 'A';
@@ -115,8 +116,29 @@ describe('shared auth suite: every authenticated route', () => {
     });
   }
 
+  it('chat:* grants every chat: scope and not instances:manage (docs/decisions/0029-instances-over-the-api.md)', async () => {
+    const chatAll = await t.newKey({ scopes: ['chat:*'] });
+    for (const route of authenticated()) {
+      const { status, body } = await call(route.method, route.url, `Bearer ${chatAll}`);
+      if (route.scope === 'instances:manage') {
+        assert.deepEqual(body, {
+          error: { code: 403, message: 'API key lacks required scope instances:manage' },
+        });
+      } else {
+        assert.ok(status !== 401 && status !== 403, `${route.method} ${route.url} answered ${status}`);
+      }
+    }
+  });
+
   it('403 naming the scope when the key lacks it', async () => {
-    const scopes: Scope[] = ['chat:messages', 'chat:contacts', 'chat:session', 'chat:groups', 'chat:webhook'];
+    const scopes: Scope[] = [
+      'chat:messages',
+      'chat:contacts',
+      'chat:session',
+      'chat:groups',
+      'chat:webhook',
+      'instances:manage',
+    ];
     const keyFor = new Map<Scope, string>();
     for (const scope of scopes)
       keyFor.set(scope, await t.newKey({ scopes: [scopes.find((s) => s !== scope) ?? scope] }));
@@ -132,7 +154,14 @@ describe('shared auth suite: every authenticated route', () => {
 
   it('a key of the other environment never reaches a test instance', async () => {
     for (const route of authenticated()) {
-      const { status, body } = await call(route.method, route.url, `Bearer ${keys.live}`);
+      // A route naming the instance in its path is aimed at the test instance itself.
+      const url = route.url.replace('/v1/instances/:id', `/v1/instances/${t.instance.id}`);
+      const { status, body } = await call(route.method, url, `Bearer ${keys.live}`);
+      if (route.method === 'GET' && route.url === '/v1/instances') {
+        // The one listing of instances (docs/decisions/0029-instances-over-the-api.md): the live key's own, empty.
+        assert.deepEqual(body, { success: true, code: 200, data: { instances: [] } }, route.url);
+        continue;
+      }
       // Validation (400) precedes instance resolution (docs/decisions/0024-engines-and-data-flow.md); past it, the
       // answer is 404, never success.
       assert.ok(status === 404 || status === 400, `${route.method} ${route.url} answered ${status}`);

@@ -43,10 +43,17 @@ describe('admin CLI (docs/cli.md)', () => {
     );
     assert.equal(org.code, 0);
     assert.equal(org.out.length, 1);
-    assert.deepEqual(Object.keys(org.json).sort(), ['id', 'name', 'perDay', 'perMinute', 'plan']);
+    assert.deepEqual(Object.keys(org.json).sort(), [
+      'id',
+      'maxInstances',
+      'name',
+      'perDay',
+      'perMinute',
+      'plan',
+    ]);
     assert.deepEqual(
       { ...org.json, id: 'x' },
-      { id: 'x', name: 'acme', plan: 'enterprise', perMinute: 120, perDay: 5000 },
+      { id: 'x', name: 'acme', plan: 'enterprise', perMinute: 120, perDay: 5000, maxInstances: null },
     );
 
     const instance = await run(

@@ -38,6 +38,10 @@ async function plans(dialect: TestDialect) {
         ['org', 'create', '--name', 'big', '--plan', 'pro', '--per-day', '100'],
         /^--per-day applies to the enterprise plan only \(pro has fixed limits\)$/,
       ],
+      [
+        ['org', 'create', '--name', 'big', '--max-instances', '5'],
+        /^--max-instances applies to the enterprise plan only \(free has fixed limits\)$/,
+      ],
     ];
     const [small, ...refused] = await Promise.all([
       cli(env, 'org', 'create', '--name', 'small', '--json'),
@@ -47,7 +51,7 @@ async function plans(dialect: TestDialect) {
     assert.equal(await row('big'), undefined, 'no refused org was stored');
     assert.deepEqual(
       { ...small?.json, id: typeof small?.json.id },
-      { id: 'string', name: 'small', plan: 'free', perMinute: null, perDay: null },
+      { id: 'string', name: 'small', plan: 'free', perMinute: null, perDay: null, maxInstances: null },
     );
 
     const created = await cli(
@@ -63,13 +67,28 @@ async function plans(dialect: TestDialect) {
         '100',
         '--per-day',
         '5000',
+        '--max-instances',
+        '5',
       ],
       '--json',
     );
     assert.equal(created.code, 0, created.stderr);
     const id: string = created.json.id;
-    assert.deepEqual(created.json, { id, name: 'big', plan: 'enterprise', perMinute: 100, perDay: 5000 });
-    assert.deepEqual(await row('big'), { name: 'big', plan: 'enterprise', per_minute: 100, per_day: 5000 });
+    assert.deepEqual(created.json, {
+      id,
+      name: 'big',
+      plan: 'enterprise',
+      perMinute: 100,
+      perDay: 5000,
+      maxInstances: 5,
+    });
+    assert.deepEqual(await row('big'), {
+      name: 'big',
+      plan: 'enterprise',
+      per_minute: 100,
+      per_day: 5000,
+      max_instances: 5,
+    });
 
     // One limit changed alone (the other kept), next to updates that are refused and change nothing.
     const badUpdates: [string[], RegExp][] = [
@@ -78,7 +97,11 @@ async function plans(dialect: TestDialect) {
         /^--per-minute applies to the enterprise plan only \(pro has fixed limits\)$/,
       ],
       [['org', 'update', 'big', '--plan', 'gold'], /^--plan must be one of free, pro, enterprise$/],
-      [['org', 'update', 'big'], /^nothing to change: give --plan, --per-minute or --per-day$/],
+      [
+        ['org', 'update', 'big'],
+        /^nothing to change: give --plan, --per-minute, --per-day or --max-instances$/,
+      ],
+      [['org', 'update', 'big', '--max-instances', '0'], /^--max-instances must be a positive integer$/],
       [['org', 'update', 'nobody', '--plan', 'pro'], /^organization "nobody" not found$/],
       [['org', 'update', 'big', '--per-day', '0'], /^--per-day must be a positive integer$/],
     ];
@@ -88,12 +111,44 @@ async function plans(dialect: TestDialect) {
     ]);
     assertRefused(rejected, badUpdates);
     assert.equal(oneLimit?.code, 0, oneLimit?.stderr);
-    assert.deepEqual(oneLimit?.json, { id, name: 'big', plan: 'enterprise', perMinute: 100, perDay: 6000 });
-    assert.deepEqual(await row('big'), { name: 'big', plan: 'enterprise', per_minute: 100, per_day: 6000 });
+    assert.deepEqual(oneLimit?.json, {
+      id,
+      name: 'big',
+      plan: 'enterprise',
+      perMinute: 100,
+      perDay: 6000,
+      maxInstances: 5,
+    });
+    const cap = await cli(env, 'org', 'update', 'big', '--max-instances', '8');
+    assert.equal(cap.code, 0, cap.stderr);
+    assert.equal(
+      cap.stdout,
+      `organization big updated: ${id}  big  enterprise 100/min 6000/day 8 instances\n`,
+    );
+    assert.deepEqual(await row('big'), {
+      name: 'big',
+      plan: 'enterprise',
+      per_minute: 100,
+      per_day: 6000,
+      max_instances: 8,
+    });
 
     const toPro = await cli(env, 'org', 'update', id, '--plan', 'pro', '--json');
-    assert.deepEqual(toPro.json, { id, name: 'big', plan: 'pro', perMinute: null, perDay: null });
-    assert.deepEqual(await row('big'), { name: 'big', plan: 'pro', per_minute: null, per_day: null });
+    assert.deepEqual(toPro.json, {
+      id,
+      name: 'big',
+      plan: 'pro',
+      perMinute: null,
+      perDay: null,
+      maxInstances: null,
+    });
+    assert.deepEqual(await row('big'), {
+      name: 'big',
+      plan: 'pro',
+      per_minute: null,
+      per_day: null,
+      max_instances: null,
+    });
 
     // From pro no limits are kept: enterprise needs both again.
     const noLimits = await cli(
@@ -111,7 +166,13 @@ async function plans(dialect: TestDialect) {
       [noLimits],
       [[['org', 'update'], /^--plan enterprise needs its own limits: add --per-day/]],
     );
-    assert.deepEqual(await row('big'), { name: 'big', plan: 'pro', per_minute: null, per_day: null });
+    assert.deepEqual(await row('big'), {
+      name: 'big',
+      plan: 'pro',
+      per_minute: null,
+      per_day: null,
+      max_instances: null,
+    });
 
     const back = await cli(
       env,
@@ -124,8 +185,8 @@ async function plans(dialect: TestDialect) {
     assert.deepEqual(
       list.json.organizations.map((o: Record<string, unknown>) => ({ ...o, id: typeof o.id })),
       [
-        { id: 'string', name: 'small', plan: 'free', perMinute: null, perDay: null },
-        { id: 'string', name: 'big', plan: 'enterprise', perMinute: 7, perDay: 70 },
+        { id: 'string', name: 'small', plan: 'free', perMinute: null, perDay: null, maxInstances: null },
+        { id: 'string', name: 'big', plan: 'enterprise', perMinute: 7, perDay: 70, maxInstances: null },
       ],
     );
   } finally {

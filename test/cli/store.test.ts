@@ -111,7 +111,16 @@ describe('parley CLI and its store', { concurrency: true }, () => {
         ]);
         assert.equal(orgs.code, 0, orgs.stderr);
         assert.deepEqual(orgs.json, {
-          organizations: [{ id: boot.org.id, name: 'default', plan: 'free', perMinute: null, perDay: null }],
+          organizations: [
+            {
+              id: boot.org.id,
+              name: 'default',
+              plan: 'free',
+              perMinute: null,
+              perDay: null,
+              maxInstances: null,
+            },
+          ],
         });
         assert.deepEqual(
           instances.json.instances.map((i: { id: string; name: string }) => [i.id, i.name]),

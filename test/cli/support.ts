@@ -63,7 +63,7 @@ export function postgresUrl(schema: string): string {
 export async function organizationRow(testStore: TestStore, name: string) {
   return testStore.store.db
     .selectFrom('organizations')
-    .select(['name', 'plan', 'per_minute', 'per_day'])
+    .select(['name', 'plan', 'per_minute', 'per_day', 'max_instances'])
     .where('name', '=', name)
     .executeTakeFirst();
 }

@@ -151,6 +151,10 @@ for (const dialect of testDialects()) {
       assert.ok(used(test.windows[0]) >= 2, JSON.stringify(test));
       assert.equal(used(test.windows[0]), used(test.windows[1]));
       assert.deepEqual(live.windows.map(used), [0, 0]);
+      // The plan's cap on instances per environment (docs/decisions/0029-instances-over-the-api.md), and the counts:
+      // the app's test instance, and the live one an earlier test created.
+      assert.equal(first.maxInstances, 2);
+      assert.deepEqual([test.instances, live.instances], [1, 1]);
     });
   });
 }

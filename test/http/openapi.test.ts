@@ -144,9 +144,16 @@ describe('OpenAPI document fit for readers and client generators', () => {
         `POST ${path} takes Idempotency-Key`,
       );
       for (const s of ['409', '422']) assert.ok(op.responses[s], `POST ${path} documents ${s}`);
-      assert.deepEqual(op.responses['200'].headers['idempotent-replayed'], {
-        $ref: '#/components/headers/IdempotentReplayed',
-      });
+      // Every success answer may be a kept one: 200, and 201 for a creation, 202 for a queued send.
+      const successes = Object.keys(op.responses).filter((status) => /^2\d\d$/.test(status));
+      assert.ok(successes.length > 0, `POST ${path} documents a success`);
+      for (const status of successes) {
+        assert.deepEqual(
+          op.responses[status].headers['idempotent-replayed'],
+          { $ref: '#/components/headers/IdempotentReplayed' },
+          `POST ${path} ${status}`,
+        );
+      }
     }
     for (const { method, op } of operations(doc).filter(({ method }) => method !== 'post')) {
       assert.ok(!JSON.stringify(op.parameters ?? []).includes('IdempotencyKey'), `${method} takes no key`);
@@ -233,6 +240,50 @@ describe('OpenAPI document fit for readers and client generators', () => {
     );
     // The gateway form serves the contract's paths only (docs/decisions/0021-gateway-form.md).
     assert.equal(doc.paths['/events'], undefined);
+  });
+
+  it('the instances routes (docs/decisions/0029-instances-over-the-api.md): tag, operations, 201 on create', () => {
+    const ops = operations(doc).filter(({ path }) => path.startsWith('/v1/instances'));
+    assert.deepEqual(
+      ops.map(({ path, method, op }) => `${method} ${path} ${op.operationId} ${op.tags.join()}`).sort(),
+      [
+        'delete /v1/instances/{id} deleteInstance instances',
+        'get /v1/instances listInstances instances',
+        'get /v1/instances/{id} getInstance instances',
+        'patch /v1/instances/{id} updateInstance instances',
+        'post /v1/instances createInstance instances',
+      ],
+    );
+    const create = doc.paths['/v1/instances'].post;
+    assert.equal(create.responses['200'], undefined, 'a creation answers 201, not 200');
+    const body = create.responses['201'].content['application/json'].schema;
+    assert.deepEqual(body.properties.code, { type: 'number', enum: [201] });
+    assert.deepEqual(body.properties.data, { $ref: '#/components/schemas/InstanceView' });
+    assert.deepEqual(create.requestBody.content['application/json'].example, { name: 'sales' });
+    assert.deepEqual(doc.components.schemas.InstanceView.required.sort(), [
+      'createdAt',
+      'env',
+      'id',
+      'lastConnectedAt',
+      'name',
+      'phone',
+      'webhook',
+    ]);
+    for (const method of ['get', 'patch', 'delete']) {
+      const op = doc.paths['/v1/instances/{id}'][method];
+      assert.deepEqual(
+        op.parameters.find((p: Json) => p.in === 'path'),
+        {
+          schema: { type: 'string', maxLength: 100 },
+          in: 'path',
+          name: 'id',
+          required: true,
+          description: 'the instance UUID',
+        },
+      );
+      assert.deepEqual(op.responses['404'], { $ref: '#/components/responses/NotFound' });
+    }
+    assert.ok(!Object.keys(doc.paths).some((path) => path.startsWith('/instances')), 'no gateway twin');
   });
 
   it("connect's optional body is not required; a body with required fields is", () => {

@@ -9,7 +9,8 @@ for (const dialect of testDialects()) {
   describe(`a connect makes its instance the default one (docs/decisions/0002-instance-resolution.md) [${dialect}]`, () => {
     let t: TestApp;
     before(async () => {
-      t = await createTestApp({ dialect });
+      // Three or more test instances: the pro plan (free allows 2, docs/decisions/0029-instances-over-the-api.md).
+      t = await createTestApp({ dialect, plan: { plan: 'pro' } });
     });
     after(() => t.close());
 

@@ -8,7 +8,8 @@ for (const dialect of testDialects()) {
   describe(`session lifecycle on the sandbox (docs/api.md#session, docs/decisions/0016-session-lifecycle.md) [${dialect}]`, () => {
     let t: TestApp;
     before(async () => {
-      t = await createTestApp({ dialect });
+      // Three or more test instances: the pro plan (free allows 2, docs/decisions/0029-instances-over-the-api.md).
+      t = await createTestApp({ dialect, plan: { plan: 'pro' } });
     });
     after(() => t.close());
 

@@ -11,7 +11,8 @@ for (const dialect of testDialects()) {
     let t: TestApp;
     before(async () => {
       receiver = await startReceiver();
-      t = await createWebhookApp({ dialect });
+      // Three or more test instances: the pro plan (free allows 2, docs/decisions/0029-instances-over-the-api.md).
+      t = await createWebhookApp({ dialect, plan: { plan: 'pro' } });
     });
     after(async () => {
       await t.close();

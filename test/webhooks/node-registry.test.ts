@@ -67,7 +67,8 @@ for (const dialect of testDialects()) {
       const testStore = await createTestStore(dialect);
       const { store } = testStore;
       try {
-        const org = await adminCreateOrg(store.db, { name: 'registry' });
+        // Three or more test instances: the pro plan (free allows 2, docs/decisions/0029-instances-over-the-api.md).
+        const org = await adminCreateOrg(store.db, { name: 'registry', plan: 'pro' });
         const instances = await Promise.all(
           ['a', 'b', 'c'].map((name) => adminCreateInstance(store.db, { org: org.id, env: 'test', name })),
         );

@@ -28,6 +28,8 @@ for (const dialect of testDialects()) {
       receiver = await startReceiver();
       t = await createWebhookApp({
         dialect,
+        // Three or more test instances: the pro plan (free allows 2, docs/decisions/0029-instances-over-the-api.md).
+        plan: { plan: 'pro' },
         env: { WEBHOOK_RETRY_SCHEDULE: '1' },
         webhookWorker: { start: false },
       });

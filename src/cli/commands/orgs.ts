@@ -5,18 +5,27 @@ import { type CommandContext, integer } from './context.ts';
 
 /** An organization as `--json` prints it. */
 function orgView(org: Organization) {
-  return { id: org.id, name: org.name, plan: org.plan, perMinute: org.perMinute, perDay: org.perDay };
+  return {
+    id: org.id,
+    name: org.name,
+    plan: org.plan,
+    perMinute: org.perMinute,
+    perDay: org.perDay,
+    maxInstances: org.maxInstances,
+  };
 }
 
-/** One line per organization: id, name, plan and, for enterprise, its limits. */
+/** One line per organization: id, name, plan and, for enterprise, its limits (and its own instance cap if set). */
 function orgLine(org: Organization): string {
-  const limits = org.plan === 'enterprise' ? ` ${org.perMinute ?? '?'}/min ${org.perDay ?? '?'}/day` : '';
+  const cap = org.maxInstances === null ? '' : ` ${org.maxInstances} instances`;
+  const limits =
+    org.plan === 'enterprise' ? ` ${org.perMinute ?? '?'}/min ${org.perDay ?? '?'}/day${cap}` : '';
   return `${org.id}  ${org.name}  ${org.plan}${limits}`;
 }
 
 /**
- * `parley org create|list|update` (docs/cli.md, docs/decisions/0019-rate-limits-and-plans.md): organizations and
- * their plans.
+ * `parley org create|list|update` (docs/cli.md, docs/decisions/0019-rate-limits-and-plans.md,
+ * docs/decisions/0029-instances-over-the-api.md): organizations and their plans.
  */
 export function registerOrgs(program: Command, context: CommandContext): void {
   const { withStore, setJson, emit } = context;
@@ -31,10 +40,22 @@ export function registerOrgs(program: Command, context: CommandContext): void {
     .option('--plan <plan>', 'free | pro | enterprise', 'free')
     .option('--per-minute <n>', 'enterprise only (required): requests per minute', integer('--per-minute'))
     .option('--per-day <n>', 'enterprise only (required): requests per day', integer('--per-day'))
+    .option(
+      '--max-instances <n>',
+      'enterprise only: instances per environment (default 20)',
+      integer('--max-instances'),
+    )
     .option('--json', 'print one JSON object')
     .addHelpText('after', examples.orgCreate)
     .action(
-      async (opts: { name: string; plan: string; perMinute?: number; perDay?: number; json?: boolean }) => {
+      async (opts: {
+        name: string;
+        plan: string;
+        perMinute?: number;
+        perDay?: number;
+        maxInstances?: number;
+        json?: boolean;
+      }) => {
         setJson(Boolean(opts.json));
         const created = await withStore((s) => adminCreateOrg(s.db, opts));
         emit(orgView(created), `organization ${created.name} (${created.plan}) created: ${created.id}`);
@@ -57,10 +78,14 @@ export function registerOrgs(program: Command, context: CommandContext): void {
     .option('--plan <plan>', 'free | pro | enterprise (default: keep the current plan)')
     .option('--per-minute <n>', 'enterprise only: requests per minute', integer('--per-minute'))
     .option('--per-day <n>', 'enterprise only: requests per day', integer('--per-day'))
+    .option('--max-instances <n>', 'enterprise only: instances per environment', integer('--max-instances'))
     .option('--json', 'print one JSON object')
     .addHelpText('after', examples.orgUpdate)
     .action(
-      async (name: string, opts: { plan?: string; perMinute?: number; perDay?: number; json?: boolean }) => {
+      async (
+        name: string,
+        opts: { plan?: string; perMinute?: number; perDay?: number; maxInstances?: number; json?: boolean },
+      ) => {
         setJson(Boolean(opts.json));
         const updated = await withStore((s) => adminUpdateOrg(s.db, { org: name, ...opts }));
         emit(orgView(updated), `organization ${updated.name} updated: ${orgLine(updated)}`);

@@ -11,10 +11,11 @@ import { routeInstanceRequest } from './forward.ts';
  */
 export interface RouteInstanceConfig {
   /**
-   * Where the instance selector comes from: `query` (query `from`, else header `x-instance-id`), or `body` (a
-   * send: body `from` first, then as for `query`). Omitted: the route addresses no instance.
+   * Where the instance selector comes from: `query` (query `from`, else header `x-instance-id`), `body` (a
+   * send: body `from` first, then as for `query`), or `path` (the path parameter `id`, an instance UUID only:
+   * `/v1/instances/{id}`, docs/decisions/0029-instances-over-the-api.md). Omitted: the route addresses no instance.
    */
-  instance?: 'query' | 'body';
+  instance?: 'query' | 'body' | 'path';
 }
 
 declare module 'fastify' {
@@ -35,6 +36,13 @@ export function instanceOf(request: FastifyRequest): Instance {
   return request.instance;
 }
 
+/** Path parameter `id` of an instance route (`/v1/instances/:id`); `''` when absent. */
+function pathId(request: FastifyRequest): string {
+  const params: unknown = request.params;
+  if (typeof params !== 'object' || params === null || !('id' in params)) return '';
+  return typeof params.id === 'string' ? params.id : '';
+}
+
 /** Body `from` of a send, when given and not empty. */
 function bodyFrom(request: FastifyRequest): string | undefined {
   const body: unknown = request.body;
@@ -48,7 +56,7 @@ function bodyFrom(request: FastifyRequest): string | undefined {
  * A request that came through a gateway path addresses the instance its `x-instance-id` named, already resolved by
  * the gateway (docs/decisions/0021-gateway-form.md).
  * @throws DomainError not_found `instance not found`; invalid `several instances: name one with from`
- * (docs/decisions/0002-instance-resolution.md).
+ * (docs/decisions/0002-instance-resolution.md; a path `id` never falls back to a default).
  */
 export const instancePlugin = fp(
   async (app: FastifyInstance) => {
@@ -60,6 +68,8 @@ export const instancePlugin = fp(
       if (where === undefined) return;
       if (request.gateway) {
         request.instance = request.gateway.instance;
+      } else if (where === 'path') {
+        request.instance = await instances.resolveById(authOf(request), pathId(request));
       } else {
         const selector = (where === 'body' ? bodyFrom(request) : undefined) ?? selectorOf(request);
         request.instance = await instances.resolve(authOf(request), selector);

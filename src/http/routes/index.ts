@@ -9,6 +9,7 @@ import { contactsRoutes } from './v1/contacts.ts';
 import { eventRoutes } from './v1/events.ts';
 import { groupAdminRoutes } from './v1/group-admin.ts';
 import { groupsRoutes } from './v1/groups.ts';
+import { instancesRoutes } from './v1/instances.ts';
 import { messagesRoutes } from './v1/messages.ts';
 import { sandboxRoutes } from './v1/sandbox.ts';
 import { sandboxCallRoutes } from './v1/sandbox-calls.ts';
@@ -21,6 +22,7 @@ import { webhookRoutes } from './v1/webhook.ts';
 export async function routes(app: FastifyInstance): Promise<void> {
   await app.register(gatewayPlugin);
   await app.register(opsRoutes);
+  await app.register(instancesRoutes, { prefix: '/v1/instances' });
   await app.register(sessionRoutes, { prefix: '/v1/session' });
   await app.register(sandboxRoutes, { prefix: '/v1/sandbox' });
   await app.register(sandboxCallRoutes, { prefix: '/v1/sandbox' });

@@ -14,6 +14,7 @@ import * as instanceLeases from './0012_instance_leases.ts';
 import * as sendJobs from './0013_send_jobs.ts';
 import * as idempotencyKeys from './0014_idempotency_keys.ts';
 import * as timesAsEpochMs from './0015_times_as_epoch_ms.ts';
+import * as instanceCap from './0016_instance_cap.ts';
 
 /**
  * Every migration, in order. Names are numbered; add a new file and list it here (never edit one that shipped).
@@ -35,6 +36,7 @@ export const migrations: Record<string, Migration> = {
   '0013_send_jobs': sendJobs,
   '0014_idempotency_keys': idempotencyKeys,
   '0015_times_as_epoch_ms': timesAsEpochMs,
+  '0016_instance_cap': instanceCap,
 };
 
 /** Hands Kysely's `Migrator` the in-code list above (no file-system scanning, so it works from any cwd). */

@@ -2,7 +2,16 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, type InstanceSummary, type Me, when } from '../api.ts';
 import { messageOf, Notice, Section, useAction } from '../ui.tsx';
 
-const SCOPES = ['chat:*', 'chat:session', 'chat:messages', 'chat:contacts', 'chat:groups', 'chat:webhook'];
+/** The scopes a key may carry (src/domain/scope.ts); `chat:*` does not include `instances:manage`. */
+const SCOPES = [
+  'chat:*',
+  'chat:session',
+  'chat:messages',
+  'chat:contacts',
+  'chat:groups',
+  'chat:webhook',
+  'instances:manage',
+];
 const EXPIRY = [
   { value: '', label: 'never' },
   { value: '1h', label: 'in 1 hour' },

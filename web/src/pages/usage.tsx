@@ -12,7 +12,8 @@ interface Usage {
   plan: string;
   perMinute: number;
   perDay: number;
-  usage: { env: 'test' | 'live'; windows: Window[] }[];
+  maxInstances: number;
+  usage: { env: 'test' | 'live'; windows: Window[]; instances: number }[];
 }
 
 /** Requests used in the plan's minute and day windows, per environment (test traffic never eats live quota). */
@@ -34,11 +35,15 @@ export function UsagePage() {
         <>
           <p>
             Plan <strong>{usage.plan}</strong>: {usage.perMinute} requests a minute, {usage.perDay} a day,
-            counted separately for test and live keys.
+            counted separately for test and live keys, and up to {usage.maxInstances} instances in each
+            environment.
           </p>
           {usage.usage.map((env) => (
             <section class="card" key={env.env} aria-label={`${env.env} usage`}>
               <h2>{env.env === 'test' ? 'Test keys' : 'Live keys'}</h2>
+              <p>
+                Instances: {env.instances} of {usage.maxInstances}
+              </p>
               {env.windows.map((w) => {
                 const used = w.quota - w.remaining;
                 const id = `usage-${env.env}-${w.name}`;

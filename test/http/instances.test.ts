@@ -1,0 +1,632 @@
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { sql } from 'kysely';
+import { adminCreateInstance } from '../../src/app/instances.ts';
+import { adminCreateOrg } from '../../src/app/organizations.ts';
+import type { Instance } from '../../src/domain/instance.ts';
+import type { Store } from '../../src/store/database.ts';
+import { cli, storeEnv } from '../cli/support.ts';
+import { createUser, signIn } from '../dashboard/support.ts';
+import { type ApiResponse, createTestApp, type TestApp } from '../support/app.ts';
+import { testDialects } from '../support/store.ts';
+
+/**
+ * `/v1/instances` (docs/api.md#instances, docs/decisions/0029-instances-over-the-api.md): create, list, read, rename
+ * and delete instances in the key's organization and environment, scope `instances:manage`, the plan's cap on the
+ * API, the dashboard and the CLI alike, and a delete that removes every row of the instance.
+ */
+
+const bad = (code: number, message: string) => ({ error: { code, message } });
+const NOT_FOUND = bad(404, 'instance not found');
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+const ANA = '5511988887777';
+
+/** The tables with an `instance_id` column, read from the store's own catalogue. */
+async function instanceTables(store: Store): Promise<string[]> {
+  const { rows } =
+    store.dialect === 'sqlite'
+      ? await sql<{
+          name: string;
+        }>`select m.name as name from sqlite_master m join pragma_table_info(m.name) p
+          where m.type = 'table' and p.name = 'instance_id' order by m.name`.execute(store.db)
+      : await sql<{ name: string }>`select table_name as name from information_schema.columns
+          where column_name = 'instance_id' and table_schema = current_schema() order by table_name`.execute(
+          store.db,
+        );
+  return rows.map((row) => row.name);
+}
+
+/** Rows of instance `id` in each of `tables`. */
+async function rowsOf(store: Store, tables: string[], id: string): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const table of tables) {
+    const { rows } = await sql<{ n: number | string }>`select count(*) as n from ${sql.table(table)}
+      where instance_id = ${id}`.execute(store.db);
+    out[table] = Number(rows[0]?.n ?? 0);
+  }
+  return out;
+}
+
+/** Webhook attempts of the events of instance `id` (the one table keyed by event, not instance). */
+async function attemptsOf(store: Store, id: string): Promise<number> {
+  const row = await store.db
+    .selectFrom('webhook_attempts')
+    .innerJoin('webhook_events', 'webhook_events.id', 'webhook_attempts.event_id')
+    .select((eb) => eb.fn.countAll<number | string>().as('n'))
+    .where('webhook_events.instance_id', '=', id)
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+/**
+ * Rows the API flows of the test do not make (a webhook delivery needs a reachable HTTPS receiver, a socket lock a
+ * live session, a lease several nodes, a replay a signed gateway request): written as those parts write them.
+ */
+async function seedUnreachedRows(store: Store, instanceId: string, now: number): Promise<void> {
+  const db = store.db;
+  const event = await db
+    .selectFrom('webhook_events')
+    .select(['id', 'sequence'])
+    .where('instance_id', '=', instanceId)
+    .orderBy('sequence')
+    .executeTakeFirstOrThrow();
+  await db
+    .insertInto('webhook_deliveries')
+    .values({
+      event_id: event.id,
+      instance_id: instanceId,
+      sequence: event.sequence,
+      status: 'failed',
+      attempts: 1,
+      max_attempts: 1,
+      run_at: now,
+      locked_by: null,
+      locked_at: null,
+      last_error: 'connection refused',
+      last_status: null,
+      delivered_at: null,
+      created_at: now,
+      updated_at: now,
+    })
+    .execute();
+  await db
+    .insertInto('webhook_attempts')
+    .values({
+      id: crypto.randomUUID(),
+      event_id: event.id,
+      number: 1,
+      url: 'https://hooks.example.com/parley',
+      worker: 'w1',
+      attempted_at: now,
+      finished_at: now,
+      status_code: null,
+      duration_ms: 3,
+      error: 'connection refused',
+      response_body: null,
+      response_truncated: 0,
+    })
+    .execute();
+  await db
+    .insertInto('instance_locks')
+    .values({ instance_id: instanceId, owner: 'p1', acquired_at: now, expires_at: now + 30_000 })
+    .execute();
+  await db
+    .insertInto('instance_leases')
+    .values({ instance_id: instanceId, owner: 'n1', token: 1, expires_at: now + 8000 })
+    .execute();
+  await db
+    .insertInto('gateway_replay')
+    .values({ instance_id: instanceId, signature: 'ab'.repeat(32), expires_at: now + 301_000 })
+    .execute();
+}
+
+for (const dialect of testDialects()) {
+  describe(`instances over the API (docs/decisions/0029-instances-over-the-api.md) [${dialect}]`, () => {
+    let t: TestApp;
+    /** A test key of `t`'s free organization with `instances:manage` only. */
+    let manage: string;
+    const as = (key: string) => ({ authorization: `Bearer ${key}` });
+    const call = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, body?: unknown, key = manage) =>
+      t.call(method, url, body, as(key));
+
+    before(async () => {
+      t = await createTestApp({ dialect });
+      manage = await t.newKey({ scopes: ['instances:manage'] });
+    });
+    after(() => t.close());
+
+    /** A new organization on `plan` with a manage key of `env`. */
+    async function organization(
+      plan: {
+        plan: 'free' | 'pro' | 'enterprise';
+        perMinute?: number;
+        perDay?: number;
+        maxInstances?: number;
+      },
+      env: 'test' | 'live' = 'test',
+    ) {
+      const name = `org-${Math.random().toString(36).slice(2, 10)}`;
+      const org = await adminCreateOrg(t.testStore.store.db, { name, ...plan });
+      const key = await t.newKey({ org: org.id, env, scopes: ['instances:manage'] });
+      return { org, key };
+    }
+
+    it('every route needs instances:manage, which chat:* does not include (403 naming the scope)', async () => {
+      const chatAll = t.key;
+      const routes = [
+        ['GET', '/v1/instances'],
+        ['POST', '/v1/instances'],
+        ['GET', `/v1/instances/${t.instance.id}`],
+        ['PATCH', `/v1/instances/${t.instance.id}`],
+        ['DELETE', `/v1/instances/${t.instance.id}`],
+      ] as const;
+      for (const [method, url] of routes) {
+        const r = await call(
+          method,
+          url,
+          method === 'POST' || method === 'PATCH' ? { name: 'x' } : undefined,
+          chatAll,
+        );
+        assert.equal(r.status, 403, `${method} ${url}`);
+        assert.deepEqual(
+          r.body,
+          bad(403, 'API key lacks required scope instances:manage'),
+          `${method} ${url}`,
+        );
+      }
+      // Nothing happened: the instance is there, with its name.
+      const row = await t.testStore.store.db
+        .selectFrom('instances')
+        .select('name')
+        .where('id', '=', t.instance.id)
+        .executeTakeFirst();
+      assert.deepEqual(row, { name: 'main' });
+      // instances:manage alone reaches no chat operation.
+      assert.deepEqual(
+        (await call('GET', '/v1/session/status')).body,
+        bad(403, 'API key lacks required scope chat:session'),
+      );
+    });
+
+    it("POST creates an instance in the key's organization and environment: 201 and the stored row", async () => {
+      const { org, key } = await organization({ plan: 'pro' });
+      const live = await t.newKey({ org: org.id, env: 'live', scopes: ['instances:manage'] });
+      const made = await call('POST', '/v1/instances', { name: '  sales  ' }, key);
+      assert.equal(made.status, 201);
+      assert.match(made.body.data.id, UUID);
+      assert.match(made.body.data.createdAt, ISO);
+      assert.deepEqual(made.body, {
+        success: true,
+        code: 201,
+        data: {
+          id: made.body.data.id,
+          name: 'sales',
+          env: 'test',
+          phone: null,
+          webhook: null,
+          lastConnectedAt: null,
+          createdAt: made.body.data.createdAt,
+        },
+      });
+      const madeLive = await call('POST', '/v1/instances', { name: 'phone' }, live);
+      assert.equal(madeLive.status, 201);
+      assert.equal(madeLive.body.data.env, 'live');
+      const rows = await t.testStore.store.db
+        .selectFrom('instances')
+        .select(['id', 'org_id', 'env', 'name', 'phone', 'desired_state', 'created_at'])
+        .where('org_id', '=', org.id)
+        .orderBy('created_at')
+        .orderBy('env', 'desc')
+        .execute();
+      assert.deepEqual(
+        rows.map((r) => ({ ...r, created_at: new Date(Number(r.created_at)).toISOString() })),
+        [
+          {
+            id: made.body.data.id,
+            org_id: org.id,
+            env: 'test',
+            name: 'sales',
+            phone: null,
+            desired_state: 'disconnected',
+            created_at: made.body.data.createdAt,
+          },
+          {
+            id: madeLive.body.data.id,
+            org_id: org.id,
+            env: 'live',
+            name: 'phone',
+            phone: null,
+            desired_state: 'disconnected',
+            created_at: madeLive.body.data.createdAt,
+          },
+        ].sort((a, b) => a.created_at.localeCompare(b.created_at) || b.env.localeCompare(a.env)),
+      );
+    });
+
+    it('POST validates the name, naming the field (400), and a key limited to some instances may not create (403)', async () => {
+      const { org, key } = await organization({ plan: 'pro' });
+      const cases: [unknown, string][] = [
+        [{}, 'name is required'],
+        [{ name: '' }, 'name must not be empty'],
+        [{ name: '   ' }, 'name must not be empty'],
+        [{ name: 'x'.repeat(61) }, 'name must be at most 60 characters'],
+        [{ name: 7 }, 'name must be a string'],
+      ];
+      for (const [body, message] of cases) {
+        assert.deepEqual((await call('POST', '/v1/instances', body, key)).body, bad(400, message), message);
+      }
+      const one = await adminCreateInstance(t.testStore.store.db, { org: org.id, env: 'test', name: 'one' });
+      const limited = await t.newKey({ org: org.id, scopes: ['instances:manage'], instances: [one.id] });
+      assert.deepEqual(
+        (await call('POST', '/v1/instances', { name: 'two' }, limited)).body,
+        bad(
+          403,
+          'a key limited to some instances cannot create instances (the new one would be outside its list)',
+        ),
+      );
+      const count = await t.testStore.store.db
+        .selectFrom('instances')
+        .select('name')
+        .where('org_id', '=', org.id)
+        .execute();
+      assert.deepEqual(count, [{ name: 'one' }], 'no instance was created by the refused requests');
+    });
+
+    it('the plan caps instances per environment: free 2 (403 naming the limit), the other environment apart', async () => {
+      const { org, key } = await organization({ plan: 'free' });
+      const live = await t.newKey({ org: org.id, env: 'live', scopes: ['instances:manage'] });
+      for (const name of ['a', 'b'])
+        assert.equal((await call('POST', '/v1/instances', { name }, key)).status, 201);
+      const third = await call('POST', '/v1/instances', { name: 'c' }, key);
+      assert.equal(third.status, 403);
+      assert.deepEqual(
+        third.body,
+        bad(403, 'the free plan allows 2 test instances; this organization has 2'),
+      );
+      for (const name of ['x', 'y'])
+        assert.equal((await call('POST', '/v1/instances', { name }, live)).status, 201);
+      assert.deepEqual(
+        (await call('POST', '/v1/instances', { name: 'z' }, live)).body,
+        bad(403, 'the free plan allows 2 live instances; this organization has 2'),
+      );
+      const rows = await t.testStore.store.db
+        .selectFrom('instances')
+        .select(['env', 'name'])
+        .where('org_id', '=', org.id)
+        .orderBy('env')
+        .orderBy('name')
+        .execute();
+      assert.deepEqual(rows, [
+        { env: 'live', name: 'x' },
+        { env: 'live', name: 'y' },
+        { env: 'test', name: 'a' },
+        { env: 'test', name: 'b' },
+      ]);
+      // A deleted instance frees its place.
+      const listed = (await call('GET', '/v1/instances', undefined, key)).body.data.instances;
+      assert.equal((await call('DELETE', `/v1/instances/${listed[0].id}`, undefined, key)).status, 200);
+      assert.equal((await call('POST', '/v1/instances', { name: 'c' }, key)).status, 201);
+    });
+
+    it('pro allows 20; enterprise its own cap, else 20; concurrent creations never pass the cap', async () => {
+      const pro = await organization({ plan: 'pro' });
+      const made = await Promise.all(
+        Array.from({ length: 22 }, (_, i) => call('POST', '/v1/instances', { name: `p${i}` }, pro.key)),
+      );
+      assert.deepEqual(
+        made.map((r) => r.status).sort(),
+        [...Array(20).fill(201), 403, 403],
+        'exactly 20 of 22 concurrent creations pass',
+      );
+      assert.deepEqual(
+        made.find((r) => r.status === 403)?.body,
+        bad(403, 'the pro plan allows 20 test instances; this organization has 20'),
+      );
+      const own = await organization({
+        plan: 'enterprise',
+        perMinute: 1000,
+        perDay: 100_000,
+        maxInstances: 1,
+      });
+      assert.equal((await call('POST', '/v1/instances', { name: 'only' }, own.key)).status, 201);
+      assert.deepEqual(
+        (await call('POST', '/v1/instances', { name: 'more' }, own.key)).body,
+        bad(403, 'the enterprise plan allows 1 test instance; this organization has 1'),
+      );
+      const unset = await organization({ plan: 'enterprise', perMinute: 1000, perDay: 100_000 });
+      for (let i = 0; i < 20; i++) {
+        assert.equal((await call('POST', '/v1/instances', { name: `e${i}` }, unset.key)).status, 201);
+      }
+      assert.deepEqual(
+        (await call('POST', '/v1/instances', { name: 'e20' }, unset.key)).body,
+        bad(403, 'the enterprise plan allows 20 test instances; this organization has 20'),
+      );
+    });
+
+    it('the dashboard and the CLI create through the same cap', async () => {
+      // t's organization is free and holds `main`: one more test instance fits.
+      const member = await signIn(t, await createUser(t, 'member'));
+      const first = await member.call('POST', '/instances', { env: 'test', name: 'dash' });
+      assert.equal(first.status, 200);
+      const refused = await member.call('POST', '/instances', { env: 'test', name: 'dash2' });
+      assert.deepEqual(
+        refused.body,
+        bad(403, 'the free plan allows 2 test instances; this organization has 2'),
+      );
+      const viaCli = await cli(
+        storeEnv(t.testStore),
+        ...['instance', 'create', '--org', t.org.name, '--env', 'test', '--json'],
+      );
+      assert.equal(viaCli.code, 1);
+      assert.deepEqual(viaCli.json, {
+        error: 'the free plan allows 2 test instances; this organization has 2',
+      });
+      const names = await t.testStore.store.db
+        .selectFrom('instances')
+        .select('name')
+        .where('org_id', '=', t.org.id)
+        .where('env', '=', 'test')
+        .orderBy('created_at')
+        .execute();
+      assert.deepEqual(names, [{ name: 'main' }, { name: 'dash' }]);
+      const removed = await call('DELETE', `/v1/instances/${first.body.data.id}`);
+      assert.equal(removed.status, 200);
+      const cliAgain = await cli(
+        storeEnv(t.testStore),
+        ...['instance', 'create', '--org', t.org.name, '--env', 'test', '--name', 'cli', '--json'],
+      );
+      assert.equal(cliAgain.code, 0, cliAgain.stdout);
+      assert.equal(cliAgain.json.name, 'cli');
+      assert.equal((await call('DELETE', `/v1/instances/${cliAgain.json.id}`)).status, 200);
+    });
+
+    it('GET lists and reads what the key may address: its organization, its environment, its allow-list', async () => {
+      const { org, key } = await organization({ plan: 'pro' });
+      const db = t.testStore.store.db;
+      const a = await adminCreateInstance(db, { org: org.id, env: 'test', name: 'a' });
+      const b = await adminCreateInstance(db, { org: org.id, env: 'test', name: 'b' });
+      const live = await adminCreateInstance(db, { org: org.id, env: 'live', name: 'live' });
+      const view = (i: Instance) => ({
+        id: i.id,
+        name: i.name,
+        env: i.env,
+        phone: null,
+        webhook: null,
+        lastConnectedAt: null,
+        createdAt: i.createdAt,
+      });
+      assert.deepEqual((await call('GET', '/v1/instances', undefined, key)).body, {
+        success: true,
+        code: 200,
+        // Oldest first; instances created in the same millisecond in id order.
+        data: {
+          instances: [view(a), view(b)].sort(
+            (x, y) => x.createdAt.localeCompare(y.createdAt) || x.id.localeCompare(y.id),
+          ),
+        },
+      });
+      assert.deepEqual((await call('GET', `/v1/instances/${b.id}`, undefined, key)).body, {
+        success: true,
+        code: 200,
+        data: view(b),
+      });
+      assert.deepEqual(
+        (await call('GET', `/v1/instances/${b.id.toUpperCase()}`, undefined, key)).body.data,
+        view(b),
+        'a UUID in upper case names the same instance',
+      );
+      const limited = await t.newKey({ org: org.id, scopes: ['instances:manage'], instances: [b.id] });
+      assert.deepEqual((await call('GET', '/v1/instances', undefined, limited)).body.data, {
+        instances: [view(b)],
+      });
+      const liveKey = await t.newKey({ org: org.id, env: 'live', scopes: ['instances:manage'] });
+      assert.deepEqual((await call('GET', '/v1/instances', undefined, liveKey)).body.data, {
+        instances: [view(live)],
+      });
+      // 404, never 403: another environment, another organization, outside the allow-list, unknown, not a UUID.
+      const misses: [string, string][] = [
+        [key, live.id],
+        [liveKey, a.id],
+        [key, t.instance.id],
+        [manage, a.id],
+        [limited, a.id],
+        [key, '00000000-0000-4000-8000-000000000000'],
+        [key, 'not-a-uuid'],
+        [key, '5511999990001'],
+      ];
+      for (const [k, id] of misses) {
+        for (const method of ['GET', 'PATCH', 'DELETE'] as const) {
+          const r = await call(
+            method,
+            `/v1/instances/${id}`,
+            method === 'PATCH' ? { name: 'x' } : undefined,
+            k,
+          );
+          assert.equal(r.status, 404, `${method} ${id}`);
+          assert.deepEqual(r.body, NOT_FOUND, `${method} ${id}`);
+        }
+      }
+      const names = await db
+        .selectFrom('instances')
+        .select('name')
+        .where('org_id', '=', org.id)
+        .orderBy('name')
+        .execute();
+      assert.deepEqual(names, [{ name: 'a' }, { name: 'b' }, { name: 'live' }], 'nothing renamed or deleted');
+    });
+
+    it('PATCH renames (200 and the stored row) and validates the name, naming the field', async () => {
+      const { org, key } = await organization({ plan: 'pro' });
+      const db = t.testStore.store.db;
+      const a = await adminCreateInstance(db, { org: org.id, env: 'test', name: 'a' });
+      const renamed = await call('PATCH', `/v1/instances/${a.id}`, { name: ' support ' }, key);
+      assert.deepEqual(renamed.body, {
+        success: true,
+        code: 200,
+        data: {
+          id: a.id,
+          name: 'support',
+          env: 'test',
+          phone: null,
+          webhook: null,
+          lastConnectedAt: null,
+          createdAt: a.createdAt,
+        },
+      });
+      const row = await db.selectFrom('instances').select('name').where('id', '=', a.id).executeTakeFirst();
+      assert.deepEqual(row, { name: 'support' });
+      const cases: [unknown, string][] = [
+        [{}, 'name is required'],
+        [{ name: '' }, 'name must not be empty'],
+        [{ name: ' \t ' }, 'name must not be empty'],
+        [{ name: 'é'.repeat(61) }, 'name must be at most 60 characters'],
+        [{ name: null }, 'name must be a string'],
+      ];
+      for (const [body, message] of cases) {
+        const r = await call('PATCH', `/v1/instances/${a.id}`, body, key);
+        assert.equal(r.status, 400, message);
+        assert.deepEqual(r.body, bad(400, message));
+      }
+      assert.equal((await call('PATCH', `/v1/instances/${a.id}`, { name: 'é'.repeat(60) }, key)).status, 200);
+    });
+
+    it('POST takes Idempotency-Key: a retry gets the kept 201 and creates nothing', async () => {
+      const { org, key } = await organization({ plan: 'pro' });
+      const headers = { ...as(key), 'idempotency-key': 'create-sales-1' };
+      const first = await t.call('POST', '/v1/instances', { name: 'sales' }, headers);
+      const again = await t.call('POST', '/v1/instances', { name: 'sales' }, headers);
+      assert.equal(first.status, 201);
+      assert.equal(again.status, 201);
+      assert.equal(again.headers['idempotent-replayed'], 'true');
+      assert.equal(again.raw.body, first.raw.body);
+      const other = await t.call('POST', '/v1/instances', { name: 'sales 2' }, headers);
+      assert.deepEqual(other.body, bad(422, 'Idempotency-Key reused with a different request'));
+      const rows = await t.testStore.store.db
+        .selectFrom('instances')
+        .select('id')
+        .where('org_id', '=', org.id)
+        .execute();
+      assert.deepEqual(rows, [{ id: first.body.data.id }]);
+    });
+
+    it('DELETE logs the session out, then removes the instance and every row of it; other instances keep theirs', async () => {
+      const { store } = t.testStore;
+      const { org, key } = await organization({ plan: 'pro' });
+      const chat = await t.newKey({ org: org.id });
+      const db = store.db;
+      const victim = await adminCreateInstance(db, { org: org.id, env: 'test', name: 'victim' });
+      const keeper = await adminCreateInstance(db, { org: org.id, env: 'test', name: 'keeper' });
+      const api = (method: 'GET' | 'POST' | 'PUT', url: string, body?: unknown): Promise<ApiResponse> =>
+        t.call(method, url, body, as(chat));
+      for (const [instance, phone] of [
+        [victim, '5511999990031'],
+        [keeper, '5511999990032'],
+      ] as const) {
+        const from = `from=${instance.id}`;
+        assert.equal((await api('POST', `/v1/session/connect?${from}`, {})).status, 200);
+        assert.equal((await api('POST', `/v1/sandbox/scan?${from}`, { phone })).status, 200);
+        assert.equal(
+          (await api('POST', `/v1/sandbox/inbound?${from}`, { phone: ANA, body: 'hi' })).status,
+          200,
+        );
+        assert.equal(
+          (await api('POST', '/v1/messages/send', { from: instance.id, phone: ANA, body: 'hello' })).status,
+          200,
+        );
+        assert.equal((await api('PUT', `/v1/session/pacing?${from}`, { minIntervalMs: 10 })).status, 200);
+        assert.equal((await api('POST', `/v1/calls/settings?${from}`, { autoReject: true })).status, 200);
+        await seedUnreachedRows(store, instance.id, t.clock());
+      }
+      const media = t.config.media.dir;
+      for (const instance of [victim, keeper]) {
+        mkdirSync(join(media, instance.id), { recursive: true });
+        writeFileSync(join(media, instance.id, 'file'), 'bytes');
+      }
+      const tables = await instanceTables(store);
+      assert.ok(tables.length >= 12, `tables with instance_id: ${tables.join(', ')}`);
+      const before = await rowsOf(store, tables, victim.id);
+      const empty = Object.entries(before).filter(([, n]) => n === 0);
+      assert.deepEqual(
+        empty,
+        [],
+        'every table with instance_id holds rows of the instance before the delete',
+      );
+      assert.ok((await attemptsOf(store, victim.id)) > 0);
+      const keeperBefore = await rowsOf(store, tables, keeper.id);
+      const keeperAttempts = await attemptsOf(store, keeper.id);
+
+      const logouts: string[] = [];
+      const sessions = t.services.sessions;
+      const logout = sessions.logout.bind(sessions);
+      sessions.logout = async (instance) => {
+        logouts.push(instance.id);
+        return logout(instance);
+      };
+      try {
+        const deleted = await call('DELETE', `/v1/instances/${victim.id}`, undefined, key);
+        assert.deepEqual(deleted.body, {
+          success: true,
+          code: 200,
+          data: { details: 'Instance deleted', id: victim.id },
+        });
+      } finally {
+        sessions.logout = logout;
+      }
+      assert.deepEqual(logouts, [victim.id], 'the linked session was logged out first');
+      assert.equal(
+        sessions.existing(victim.id),
+        undefined,
+        'no session of the instance is left in this process',
+      );
+      assert.equal(
+        await db.selectFrom('instances').select('id').where('id', '=', victim.id).executeTakeFirst(),
+        undefined,
+      );
+      assert.deepEqual(await rowsOf(store, tables, victim.id), Object.fromEntries(tables.map((n) => [n, 0])));
+      assert.equal(await attemptsOf(store, victim.id), 0);
+      assert.equal(existsSync(join(media, victim.id)), false, "the instance's media files are removed");
+      assert.deepEqual(
+        await rowsOf(store, tables, keeper.id),
+        keeperBefore,
+        'the other instance keeps its rows',
+      );
+      assert.equal(await attemptsOf(store, keeper.id), keeperAttempts);
+      assert.equal(existsSync(join(media, keeper.id, 'file')), true);
+
+      assert.deepEqual((await call('GET', `/v1/instances/${victim.id}`, undefined, key)).body, NOT_FOUND);
+      assert.deepEqual((await call('DELETE', `/v1/instances/${victim.id}`, undefined, key)).body, NOT_FOUND);
+      assert.deepEqual((await api('GET', `/v1/session/status?from=${victim.id}`)).body, NOT_FOUND);
+      // The other instance works on.
+      assert.deepEqual((await api('GET', `/v1/session/status?from=${keeper.id}`)).body.data.loggedIn, true);
+      assert.equal(
+        (await api('POST', '/v1/messages/send', { from: keeper.id, phone: ANA, body: 'still here' })).status,
+        200,
+      );
+    });
+
+    it('DELETE of an instance that never connected logs nothing out', async () => {
+      const { org, key } = await organization({ plan: 'pro' });
+      const idle = await adminCreateInstance(t.testStore.store.db, {
+        org: org.id,
+        env: 'test',
+        name: 'idle',
+      });
+      const logouts: string[] = [];
+      const sessions = t.services.sessions;
+      const logout = sessions.logout.bind(sessions);
+      sessions.logout = async (instance) => {
+        logouts.push(instance.id);
+        return logout(instance);
+      };
+      try {
+        assert.equal((await call('DELETE', `/v1/instances/${idle.id}`, undefined, key)).status, 200);
+      } finally {
+        sessions.logout = logout;
+      }
+      assert.deepEqual(logouts, []);
+    });
+  });
+}
