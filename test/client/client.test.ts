@@ -29,7 +29,12 @@ interface Seen {
  * attempt and a function sending it for real; it returns the answer the client sees, or throws (a network failure).
  */
 function recordingFetch(
-  intercept?: (attempt: Seen, index: number, real: () => Promise<Response>) => Promise<Response>,
+  intercept?: (
+    attempt: Seen,
+    index: number,
+    real: () => Promise<Response>,
+    init: RequestInit,
+  ) => Promise<Response>,
 ): { fetch: FetchLike; seen: Seen[] } {
   const seen: Seen[] = [];
   const fetcher: FetchLike = async (input, init) => {
@@ -49,7 +54,7 @@ function recordingFetch(
       attempt.replayed = response.headers.get('idempotent-replayed');
       return response;
     };
-    return intercept ? intercept(attempt, seen.length - 1, real) : real();
+    return intercept ? intercept(attempt, seen.length - 1, real, init) : real();
   };
   return { fetch: fetcher, seen };
 }
@@ -122,6 +127,16 @@ for (const dialect of testDialects()) {
         caption: 'a pixel',
       });
       assert.equal(image.details, 'Sent');
+
+      // a file download resolves with its bytes
+      const jpeg = readFileSync(new URL('../fixtures/media/tiny.jpg', import.meta.url));
+      const inbound = await parley.post('/v1/sandbox/inbound/media', {
+        body: { phone: RECIPIENT, kind: 'image', media: client.dataUri(jpeg, 'image/jpeg') },
+      });
+      const file = await parley.get('/v1/messages/{id}/media', { path: { id: inbound.id } });
+      assert.ok(file instanceof Blob);
+      assert.equal(file.type, 'image/jpeg');
+      assert.deepEqual(Buffer.from(await file.arrayBuffer()), jpeg);
     });
 
     it('raises error answers as ParleyError with the exact status, code and message, and retries none of them', async () => {
@@ -222,6 +237,27 @@ for (const dialect of testDialects()) {
       );
       assert.equal(seen[1]?.replayed, 'true');
       assert.equal(await stored(text), 1);
+
+      // an attempt whose answer does not come within timeoutMs is abandoned and retried the same way
+      const slow = recordingFetch(async (_attempt, index, real, init) => {
+        const response = await real();
+        if (index > 0) return response;
+        return new Promise<Response>((_, reject) =>
+          init.signal?.addEventListener('abort', () => reject(init.signal?.reason), { once: true }),
+        );
+      });
+      const patient = client.createParleyClient({
+        baseUrl,
+        apiKey: t.key,
+        fetch: slow.fetch,
+        timeoutMs: 200,
+        retries: { minDelayMs: 1 },
+      });
+      const late = `slow answer ${dialect}`;
+      assert.equal((await patient.sendText({ phone: RECIPIENT, body: late })).details, 'Sent');
+      assert.equal(slow.seen.length, 2);
+      assert.equal(slow.seen[1]?.headers['idempotency-key'], slow.seen[0]?.headers['idempotency-key']);
+      assert.equal(await stored(late), 1);
     });
 
     it('GETs are retried on 429 after Retry-After; a Retry-After beyond the limit is raised at once', async () => {

@@ -136,12 +136,32 @@ function backoff(policy: RetryPolicy, retry: number): number {
   return Math.round(base * (0.5 + Math.random() / 2));
 }
 
-/** The parsed JSON of an answer, or undefined when it is not JSON. */
-async function readJson(response: Response): Promise<unknown> {
-  const text = await response.text();
-  if (text === '') return undefined;
+/** An answer read to its end: the response (status, headers) and its body. */
+interface Answer {
+  response: Response;
+  /** The body: text for JSON and empty answers, bytes for anything else (a file). */
+  body: string | Blob;
+}
+
+/** Whether a content type is JSON (`application/json`, `application/problem+json`, …). */
+function isJson(contentType: string | null): boolean {
+  return /^application\/(.+\+)?json\b/i.test(contentType ?? '');
+}
+
+/**
+ * Reads the whole answer, within the attempt: a connection that breaks or times out while the body streams is a
+ * failure before any answer, retried like one.
+ */
+async function readAnswer(response: Response): Promise<Answer> {
+  const json = isJson(response.headers.get('content-type'));
+  return { response, body: json || !response.ok ? await response.text() : await response.blob() };
+}
+
+/** The parsed JSON of a text body, or undefined when it is empty or not JSON. */
+function parseJson(body: string | Blob): unknown {
+  if (typeof body !== 'string' || body === '') return undefined;
   try {
-    return JSON.parse(text) as unknown;
+    return JSON.parse(body) as unknown;
   } catch {
     return undefined;
   }
@@ -152,9 +172,9 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 }
 
 /** The {@link ParleyError} of an error answer: the envelope's message, or the status when it is not parley's. */
-async function errorOf(response: Response, info: CallInfo): Promise<ParleyError> {
-  const body = await readJson(response);
-  const envelope = isRecord(body) && isRecord(body.error) ? body.error : undefined;
+function errorOf({ response, body }: Answer, info: CallInfo): ParleyError {
+  const parsed = parseJson(body);
+  const envelope = isRecord(parsed) && isRecord(parsed.error) ? parsed.error : undefined;
   const message =
     typeof envelope?.message === 'string'
       ? envelope.message
@@ -168,12 +188,11 @@ async function errorOf(response: Response, info: CallInfo): Promise<ParleyError>
 }
 
 /** What a successful answer resolves to: the envelope's `data`, other JSON as is, a file as a `Blob`. */
-async function resultOf(response: Response): Promise<unknown> {
-  if (response.status === 204) return undefined;
-  const type = response.headers.get('content-type') ?? '';
-  if (!/^application\/(.+\+)?json\b/i.test(type)) return response.blob();
-  const body = await readJson(response);
-  return isRecord(body) && body.success === true && 'data' in body ? body.data : body;
+function resultOf({ response, body }: Answer): unknown {
+  if (typeof body !== 'string') return body;
+  if (response.status === 204 || body === '') return undefined;
+  const parsed = parseJson(body);
+  return isRecord(parsed) && parsed.success === true && 'data' in parsed ? parsed.data : parsed;
 }
 
 /** The signal of one attempt: the caller's, and the per-attempt timeout when there is one. */
@@ -218,24 +237,25 @@ export async function send(connection: Connection, spec: CallSpec): Promise<unkn
     spec.signal?.throwIfAborted();
     const info: CallInfo = { method, path, attempts: attempt, idempotencyKey };
     const retriesLeft = attempt <= policy.retries;
-    let response: Response;
+    let answer: Answer;
     try {
       const signal = attemptSignal(spec.signal, connection.timeoutMs);
-      response = await connection.fetch(url, {
+      const response = await connection.fetch(url, {
         method,
         headers,
         ...(body === undefined ? {} : { body }),
         ...(signal === undefined ? {} : { signal }),
       });
+      answer = await readAnswer(response);
     } catch (error) {
       spec.signal?.throwIfAborted();
       if (!retriesLeft) throw new ParleyNetworkError(info, error);
       await sleep(backoff(policy, attempt), spec.signal);
       continue;
     }
-    if (response.ok) return resultOf(response);
-    const failure = await errorOf(response, info);
-    if (!retriesLeft || !RETRIED_STATUSES.has(response.status)) throw failure;
+    if (answer.response.ok) return resultOf(answer);
+    const failure = errorOf(answer, info);
+    if (!retriesLeft || !RETRIED_STATUSES.has(answer.response.status)) throw failure;
     const asked = failure.retryAfter;
     if (asked !== undefined && asked > policy.maxRetryAfterSeconds) throw failure;
     await sleep(Math.max(backoff(policy, attempt), (asked ?? 0) * 1000), spec.signal);
