@@ -48,7 +48,9 @@ export interface Connection {
   apiKey: string;
   /** The default instance (UUID or phone), sent as `x-instance-id`; undefined: parley's default resolution. */
   instance: string | undefined;
+  /** The `fetch` every attempt goes through. */
   fetch: FetchLike;
+  /** How calls are retried. */
   retry: RetryPolicy;
   /** Per-attempt time limit, ms; undefined: none. An attempt past it counts as a failure before any answer. */
   timeoutMs: number | undefined;
@@ -62,12 +64,19 @@ export interface CallSpec {
   method: string;
   /** The path template, e.g. `/v1/messages/{id}`. */
   path: string;
+  /** Values of the path's `{parameters}`. */
   pathParams?: Record<string, string | number> | undefined;
+  /** Query parameters; undefined values are left out. */
   query?: Record<string, unknown> | undefined;
+  /** The JSON body, serialised once for every attempt. */
   body?: unknown;
+  /** The instance (`x-instance-id`); undefined: the connection's. */
   instance?: string | undefined;
+  /** Extra headers, sent last (they win). */
   headers?: Record<string, string> | undefined;
+  /** Cancels the call and its retries. */
   signal?: AbortSignal | undefined;
+  /** The `Idempotency-Key` of a POST; undefined: a new UUID. */
   idempotencyKey?: string | undefined;
 }
 
