@@ -7,7 +7,7 @@ import { loginSandbox } from '../support/app.ts';
 import { builtClient, type ClientModule } from '../support/client.ts';
 import { startReceiver } from '../support/https-receiver.ts';
 import { testDialects } from '../support/store.ts';
-import { configureWebhook, createWebhookApp, HMAC_KEY, textMessage } from '../webhooks/support.ts';
+import { createWebhookApp, HMAC_KEY, textMessage } from '../webhooks/support.ts';
 
 /**
  * verifyWebhook of @parley/client (built as shipped) accepts what parley signs (src/webhooks/signing.ts, a real
@@ -199,7 +199,13 @@ for (const dialect of testDialects()) {
         await receiver.close();
       });
       await loginSandbox(t);
-      await configureWebhook(t, receiver.url);
+      const baseUrl = await t.app.listen({ port: 0, host: '127.0.0.1' });
+      const parley = client.createParleyClient({ baseUrl, apiKey: t.key });
+      assert.deepEqual(await parley.webhook.setHmacKey(HMAC_KEY), { details: 'HMAC key configured' });
+      assert.deepEqual(await parley.webhook.set({ webhookUrl: receiver.url }), { webhook: receiver.url });
+      const config = await parley.webhook.get();
+      assert.equal(config.webhook, receiver.url);
+      assert.equal(config.disabled, false);
       const seen = receiver.requests.length;
       await t.services.recorder.record(t.instance.id, textMessage('signed for the client'));
       const [request] = (await receiver.waitForCount(seen + 1, 10_000)).slice(seen);
@@ -212,8 +218,6 @@ for (const dialect of testDialects()) {
       });
       assert.equal(verified.id, request.headers['webhook-id']);
       assert.equal(verified.payload.type, 'Message');
-      const baseUrl = await t.app.listen({ port: 0, host: '127.0.0.1' });
-      const parley = client.createParleyClient({ baseUrl, apiKey: t.key });
       const { events } = await parley.eventsPage({ after: verified.payload.sequence - 1, limit: 1 });
       const [{ createdAt, ...logged } = { createdAt: '' }] = events;
       assert.match(createdAt, /Z$/);
@@ -226,6 +230,8 @@ for (const dialect of testDialects()) {
         now: t.clock() + 301_000,
       });
       await assert.rejects(late, { name: 'WebhookVerificationError' });
+      assert.deepEqual(await parley.webhook.remove(), { details: 'Webhook removed' });
+      assert.equal((await parley.webhook.get()).webhook, '');
     });
   });
 }
