@@ -39,8 +39,8 @@ describe('the @parley/client package', () => {
     const entry = pkg.exports['.'];
     assert.ok(typeof entry === 'object');
     const { outDir, module } = await builtClient();
-    for (const target of [entry.types, entry.default]) {
-      assert.ok(target?.startsWith('./dist/'), `${target} is in dist/`);
+    for (const target of [entry.types ?? '', entry.default ?? '']) {
+      assert.ok(target.startsWith('./dist/'), `${target} is in dist/`);
       assert.ok(existsSync(join(outDir, target.slice('./dist/'.length))), `the build writes ${target}`);
     }
     assert.equal(typeof module.createParleyClient, 'function');
