@@ -15,7 +15,7 @@ const SELF = 'test/architecture/citations.test.ts';
 const DECISIONS = 'docs/decisions';
 
 /** Where citations are looked for: folders walked recursively, and single files. */
-const SCOPE = ['src', 'sim', 'web/src', 'bench', 'scripts', 'test', 'docs', 'README.md'];
+const SCOPE = ['src', 'sim', 'web/src', 'packages', 'bench', 'scripts', 'test', 'docs', 'README.md'];
 const TEXT = /\.(ts|tsx|js|mjs|cjs|md|json|html|css|sh|ya?ml)$/;
 const SKIPPED_DIRS = new Set(['node_modules', 'dist']);
 

@@ -1,0 +1,64 @@
+/**
+ * @parley/client: a typed client of parley's HTTP API (docs/client.md, docs/decisions/0032-client-library.md).
+ * - {@link createParleyClient}: every route typed from parley's OpenAPI document, answers unwrapped from the
+ *   envelope, errors raised as {@link ParleyError}, POSTs retried safely with an `Idempotency-Key`.
+ * - {@link verifyWebhook}: checks both signatures of a webhook request (docs/decisions/0006-signatures.md).
+ * - `client.events()`: the event log as an async iterator (docs/decisions/0030-event-log.md).
+ */
+export {
+  createParleyClient,
+  dataUri,
+  type EventsPageQuery,
+  isParleyError,
+  type MethodCall,
+  type ParleyClient,
+  type ParleyClientOptions,
+  type SendOptions,
+} from './client.js';
+export {
+  type CallInfo,
+  errorCodeOf,
+  ParleyError,
+  type ParleyErrorCode,
+  ParleyNetworkError,
+} from './errors.js';
+export {
+  createPollingTransport,
+  type EventBatch,
+  type EventReadRequest,
+  type EventStream,
+  type EventsOptions,
+  type EventTransport,
+  eventStream,
+  type ReadEventPage,
+} from './events.js';
+export { DEFAULT_RETRY_POLICY, type FetchLike, type RetryPolicy } from './http.js';
+export type { components, operations, paths } from './schema.js';
+export type {
+  ApiPath,
+  CallArgs,
+  CallOptions,
+  CallResult,
+  ConnectBody,
+  EventType,
+  HttpMethod,
+  LoggedEvent,
+  MediaBody,
+  MediaKind,
+  Operation,
+  PathsWith,
+  RequestOptions,
+  Schema,
+  SendOutcome,
+  TextBody,
+  WebhookBody,
+  WebhookEvent,
+} from './types.js';
+export {
+  type HeadersLike,
+  type VerifiedWebhook,
+  type VerifyWebhookInput,
+  verifyWebhook,
+  WEBHOOK_TOLERANCE_SECONDS,
+  WebhookVerificationError,
+} from './webhooks.js';
