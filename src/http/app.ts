@@ -1,6 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
-import websocket from '@fastify/websocket';
 import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
 import Fastify, { type FastifyInstance, type FastifyRequest, LogController } from 'fastify';
@@ -19,6 +17,7 @@ import { idempotencyPlugin } from './plugins/idempotency.ts';
 import { instancePlugin } from './plugins/instance.ts';
 import { routes } from './routes/index.ts';
 import { ErrorEnvelope } from './schemas.ts';
+import { registerWebSocket } from './websocket.ts';
 
 /** One registered route and what it requires (tests run the shared auth suite over every entry). */
 export interface RouteEntry {
@@ -112,30 +111,8 @@ export async function buildApp(services: HttpServices): Promise<FastifyInstance>
 
   // Layer 1: external plugins and the error envelope.
   await app.register(errorsPlugin);
-  // WebSocket upgrades go through the routes and their hooks like any request (auth, scope, rate limit,
-  // validation, instance); only a route with a `wsHandler` accepts one (the event stream,
-  // docs/decisions/0031-event-stream.md). Clients send nothing but control frames, so frames are small.
-  await app.register(websocket, {
-    options: { maxPayload: 4096 },
-    preClose(done) {
-      for (const client of this.websocketServer.clients) client.close(1001, 'server shutting down');
-      done();
-    },
-  });
-  // The 101 of an accepted upgrade carries the headers the hooks set (`x-request-id`, `RateLimit`,
-  // `RateLimit-Policy`), as any other answer does.
-  const upgradeHeaders = new WeakMap<
-    IncomingMessage,
-    Record<string, string | number | string[] | undefined>
-  >();
-  app.addHook('preHandler', async (request, reply) => {
-    if (request.ws) upgradeHeaders.set(request.raw, reply.getHeaders());
-  });
-  app.websocketServer.on('headers', (headers: string[], raw: IncomingMessage) => {
-    for (const [name, value] of Object.entries(upgradeHeaders.get(raw) ?? {})) {
-      if (value !== undefined) headers.push(`${name}: ${Array.isArray(value) ? value.join(', ') : value}`);
-    }
-  });
+  // WebSocket upgrades go through the routes and their hooks like any request; only the event stream accepts one.
+  await registerWebSocket(app);
   app.addSchema(ErrorEnvelope);
   await app.register(apiReferencePlugin, { config: services.config });
 
