@@ -73,11 +73,6 @@ export class EventTail {
     return this.#cursor;
   }
 
-  /** Whether {@link close} was called. */
-  get closed(): boolean {
-    return this.#closed;
-  }
-
   /**
    * The next events after {@link position}, oldest first (1 to a page of them), waiting while there are none; null
    * once the tail is closed.

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { STREAM_PAGE_SIZE } from '../../src/app/event-stream.ts';
+import { adminCreateInstance } from '../../src/app/instances.ts';
 import { adminCreateOrg } from '../../src/app/organizations.ts';
 import type { Instance } from '../../src/domain/instance.ts';
 import type { EngineEvent, MessageSource } from '../../src/domain/messages.ts';
@@ -235,6 +236,35 @@ for (const dialect of testDialects()) {
       const foreign = await sse(`/v1/events/stream?from=${t.instance.id}`, auth(other));
       assert.equal(foreign.status, 404);
       assert.deepEqual(await foreign.json(), notFound);
+    });
+
+    it('opening a stream is one request of the plan: past the minute window, 429 with Retry-After', async () => {
+      const org = await adminCreateOrg(t.testStore.store.db, {
+        name: `limited-${made}-${dialect}`,
+        plan: 'enterprise',
+        perMinute: 1,
+        perDay: 1000,
+      });
+      const instance = await adminCreateInstance(t.testStore.store.db, { org: org.id, env: 'test' });
+      const key = await t.newKey({ org: org.id });
+      const url = `${ws}/v1/events/stream?from=${instance.id}`;
+      const first = await openWs(url, auth(key));
+      try {
+        await record(instance, message(1));
+        assert.equal(
+          JSON.parse(await first.next()).sequence,
+          1,
+          'the events a stream carries are not counted',
+        );
+        await record(instance, message(2));
+        assert.equal(JSON.parse(await first.next()).sequence, 2);
+        const limited = await wsRefusal(url, auth(key));
+        assert.equal(limited.status, 429);
+        assert.equal(limited.body.error.message, 'rate limit exceeded');
+        assert.ok(limited.body.error.retryAfter >= 1);
+      } finally {
+        first.socket.close();
+      }
     });
 
     it('ends when the key is revoked (4401 / `end` 401) or the instance removed (4404 / `end` 404)', async () => {

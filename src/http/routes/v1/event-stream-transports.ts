@@ -40,12 +40,15 @@ export function endOf(error: unknown): { status: number; message: string; closeC
 /** The error shutting a stream down (its SSE `end` event says 503). */
 const shuttingDown = () => new DomainError('not_ready', SHUTDOWN_CLOSE.reason);
 
-/** Logs the end of a stream that ended on the server's side for a reason other than the client's own doing. */
-function logEnd(log: FastifyBaseLogger, error: unknown): void {
+/**
+ * Logs the end of a stream that the server ended for a reason other than the client's own doing, with how far it
+ * had read (`position`, a sequence).
+ */
+function logEnd(log: FastifyBaseLogger, error: unknown, position: number): void {
   const { status } = endOf(error);
   if (status >= 500 && !(error instanceof DomainError && error.code === 'not_ready'))
-    log.warn({ err: error }, 'event stream ended by a server-side failure');
-  else log.info({ status }, 'event stream ended');
+    log.warn({ err: error, position }, 'event stream ended by a server-side failure');
+  else log.info({ status, position }, 'event stream ended');
 }
 
 /** An entry of the stream: exactly the event log's entry, as JSON text (docs/decisions/0030-event-log.md). */
@@ -87,6 +90,8 @@ export async function serveSse(
     'x-accel-buffering': 'no',
   });
   raw.flushHeaders();
+  // A write racing the client's going away fails quietly: the close below ends the stream.
+  raw.on('error', () => undefined);
   let ended = false;
   const end = (error: unknown) => {
     if (ended || raw.writableEnded || raw.destroyed) return;
@@ -120,7 +125,7 @@ export async function serveSse(
   } catch (error) {
     // A write failing because the client went away is the client's doing: nothing to say, nobody to say it to.
     if (raw.destroyed || ended) return;
-    logEnd(options.log, error);
+    logEnd(options.log, error, tail.position);
     end(error);
   }
 }
@@ -148,6 +153,8 @@ export async function serveWebSocket(
     answered = true;
   });
   const heartbeat = setInterval(() => {
+    // Closing (our close frame sent, the peer's awaited): ping would throw.
+    if (socket.readyState !== WebSocket.OPEN) return;
     if (!answered) {
       options.log.info('event stream peer answered no ping; cutting it');
       socket.terminate();
@@ -171,7 +178,7 @@ export async function serveWebSocket(
   } catch (error) {
     // A send failing because the client went away is the client's doing: nothing to say, nobody to say it to.
     if (socket.readyState !== WebSocket.OPEN) return;
-    logEnd(options.log, error);
+    logEnd(options.log, error, tail.position);
     const { message, closeCode } = endOf(error);
     socket.close(closeCode, closeReason(message));
   }
