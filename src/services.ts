@@ -9,6 +9,7 @@ import type { RegistrationCache } from './contacts/registration-cache.ts';
 import type { Clock } from './domain/clock.ts';
 import type { BaileysEngineOptions } from './engines/baileys/index.ts';
 import type { Engine } from './engines/engine.ts';
+import { EventCommits } from './events/event-commits.ts';
 import { LiveFeed } from './events/live-feed.ts';
 import type { EventRecorder } from './events/recorder.ts';
 import type { MediaRetention } from './media/retention.ts';
@@ -47,6 +48,8 @@ export interface Services {
   keys: KeyAuthenticator;
   limiter: PlanRateLimiter;
   recorder: EventRecorder;
+  /** This node's commits of instance events, which wake the event streams (docs/decisions/0031-event-stream.md). */
+  commits: EventCommits;
   sessions: SessionManager;
   metrics: Metrics;
   redis: Redis | undefined;
@@ -178,6 +181,9 @@ export async function createServices(config: Config, options: ServiceOptions): P
   // Committed instance changes for the dashboard's live views (docs/decisions/0022-dashboard.md).
   const feed = new LiveFeed();
   recorder.use(feed);
+  // Committed events wake the event streams of their instance (docs/decisions/0031-event-stream.md).
+  const commits = new EventCommits();
+  recorder.use(commits);
   const delivery = wireWebhooks(config, {
     store,
     box,
@@ -206,6 +212,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     maintenance,
     sendQueue,
     feed,
+    commits,
     clock,
     logger,
     verifyPassword: options.verifyPassword,
@@ -222,6 +229,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     keys,
     limiter,
     recorder,
+    commits,
     sessions,
     metrics,
     redis,

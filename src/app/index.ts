@@ -3,6 +3,7 @@ import type { KeyAuthenticator } from '../auth/authenticator.ts';
 import type { RegistrationCache } from '../contacts/registration-cache.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Instance } from '../domain/instance.ts';
+import type { EventCommits } from '../events/event-commits.ts';
 import type { LiveFeed } from '../events/live-feed.ts';
 import type { EventRecorder } from '../events/recorder.ts';
 import type { MediaStore } from '../media/store.ts';
@@ -22,6 +23,7 @@ import { ContactService } from './contacts.ts';
 import { DashboardAdminService } from './dashboard-admin.ts';
 import type { PasswordVerifier } from './dashboard-auth.ts';
 import { DashboardAuthService } from './dashboard-auth.ts';
+import { EventStreamService } from './event-stream.ts';
 import { EventLogService } from './events.ts';
 import { GatewayService } from './gateway.ts';
 import { GroupService } from './groups.ts';
@@ -65,6 +67,8 @@ export interface Application {
   webhooks: WebhookService;
   /** Every recorded event of an instance, read in sequence order (docs/decisions/0030-event-log.md). */
   eventLog: EventLogService;
+  /** Live streams of an instance's events, tails of the event log (docs/decisions/0031-event-stream.md). */
+  eventStream: EventStreamService;
   sandbox: SandboxService;
   readiness: ReadinessService;
   /** Chats and stored history (docs/decisions/0026-chats-edits-polls-and-calls.md). */
@@ -107,6 +111,8 @@ export interface ApplicationDeps {
   /** How dashboard passwords are checked (Argon2id unless a test counts the checks). */
   verifyPassword?: PasswordVerifier;
   feed: LiveFeed;
+  /** This node's commits of instance events: what wakes the event streams (docs/decisions/0031-event-stream.md). */
+  commits: EventCommits;
   /** Time allowed for one webhook POST, ms (docs/decisions/0005-outbox-and-delivery.md: 15 s). */
   webhookTimeoutMs: number;
   /** The local store of downloaded media files, and the largest file downloaded (bytes, `MEDIA_MAX_MB`). */
@@ -122,6 +128,7 @@ export interface ApplicationDeps {
 export function createApplication(deps: ApplicationDeps): Application {
   const { store, box, clock, sessions, recorder, registrations, guard, webhookWorker } = deps;
   const { keys, limiter, signInLimiter, feed, webhookTimeoutMs, media, logger } = deps;
+  const eventLog = new EventLogService({ store });
   return {
     access: new AccessService({ keys, limiter }),
     instances: new InstanceService({ store, sessions, files: media.files }),
@@ -140,7 +147,8 @@ export function createApplication(deps: ApplicationDeps): Application {
     contacts: new ContactService({ store, sessions, registrations }),
     groups: new GroupService({ sessions }),
     webhooks: new WebhookService({ store, guard, worker: webhookWorker, clock }),
-    eventLog: new EventLogService({ store }),
+    eventLog,
+    eventStream: new EventStreamService({ eventLog, commits: deps.commits }),
     sandbox: new SandboxService({ store, sessions, registrations }),
     readiness: new ReadinessService({ store, ...(deps.registered ? { registered: deps.registered } : {}) }),
     chats: new ChatService({ store }),

@@ -17,6 +17,7 @@ import { idempotencyPlugin } from './plugins/idempotency.ts';
 import { instancePlugin } from './plugins/instance.ts';
 import { routes } from './routes/index.ts';
 import { ErrorEnvelope } from './schemas.ts';
+import { registerWebSocket } from './websocket.ts';
 
 /** One registered route and what it requires (tests run the shared auth suite over every entry). */
 export interface RouteEntry {
@@ -110,6 +111,8 @@ export async function buildApp(services: HttpServices): Promise<FastifyInstance>
 
   // Layer 1: external plugins and the error envelope.
   await app.register(errorsPlugin);
+  // WebSocket upgrades go through the routes and their hooks like any request; only the event stream accepts one.
+  await registerWebSocket(app);
   app.addSchema(ErrorEnvelope);
   await app.register(apiReferencePlugin, { config: services.config });
 

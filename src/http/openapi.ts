@@ -184,7 +184,7 @@ const TAGS = [
   {
     name: 'events',
     description:
-      'The event log: every event recorded for an instance, read in sequence order from any point still kept, with or without a webhook.',
+      'The event log: every event recorded for an instance, read in sequence order from any point still kept, with or without a webhook; and the event stream, which pushes them as they are recorded (WebSocket or server-sent events).',
   },
   {
     name: 'sandbox',

@@ -4,6 +4,7 @@ import { type Application, createApplication } from '../app/index.ts';
 import type { Config } from '../config/config.ts';
 import { RegistrationCache } from '../contacts/registration-cache.ts';
 import type { Clock } from '../domain/clock.ts';
+import type { EventCommits } from '../events/event-commits.ts';
 import type { LiveFeed } from '../events/live-feed.ts';
 import type { SendQueue } from '../sends/queue.ts';
 import { RedisReplayMemory, SqlReplayMemory } from '../store/gateway-replay.ts';
@@ -28,6 +29,7 @@ export function wireApplication(
     maintenance: MaintenanceParts;
     sendQueue: SendQueue;
     feed: LiveFeed;
+    commits: EventCommits;
     clock: Clock;
     logger: FastifyBaseLogger;
     registered: () => boolean;
@@ -54,6 +56,7 @@ export function wireApplication(
     signInLimiter: parts.access.signInLimiter,
     ...(parts.verifyPassword ? { verifyPassword: parts.verifyPassword } : {}),
     feed: parts.feed,
+    commits: parts.commits,
     webhookTimeoutMs: config.webhook.timeoutMs,
     media: { files: parts.maintenance.mediaFiles, maxBytes: config.media.maxBytes },
     registered: parts.registered,

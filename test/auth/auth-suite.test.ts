@@ -76,11 +76,17 @@ describe('shared auth suite: every authenticated route', () => {
     assert.deepEqual(open, [], 'routes without a scope must be operations or dashboard endpoints only');
   });
 
-  it('the event log is an authenticated route of scope chat:webhook, with no gateway path', () => {
+  it('the event log and the event stream are authenticated routes of scope chat:webhook, with no gateway path', () => {
     const events = authenticated().filter((r) => /^\/(v1\/)?events/.test(r.url));
     assert.deepEqual(
       events.map((r) => [r.method, r.url, r.scope]),
-      [['GET', '/v1/events', 'chat:webhook']],
+      [
+        ['GET', '/v1/events', 'chat:webhook'],
+        // Called here as plain HTTP (app.inject cannot upgrade): its answers below are those of any request, before
+        // the stream would start. The WebSocket upgrade and server-sent events forms are checked on a listening
+        // server in test/events/event-stream.test.ts.
+        ['GET', '/v1/events/stream', 'chat:webhook'],
+      ],
     );
   });
 

@@ -77,6 +77,34 @@ describe('edge answers over a real socket', () => {
     );
     assertEnvelope(answer, 431, 'request line and headers must be at most 16 KB');
   });
+
+  it('an upgrade to another protocol than WebSocket (h2c) is served as plain HTTP/1.1, body and next request included', async () => {
+    // curl --http2 and Java's HttpClient send `Upgrade: h2c` on http:// URLs; the WebSocket support must not make
+    // them fail (src/http/websocket.ts).
+    const h2c = 'Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n';
+    const health = await rawRequest(
+      port,
+      `GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings, close\r\n${h2c}\r\n`,
+    );
+    assert.equal(health.status, 200, health.body);
+    assert.equal(JSON.parse(health.body).success, true);
+    const body = JSON.stringify({ phone: '+55', body: 'the body was read' });
+    const answer = await rawRequest(
+      port,
+      `POST /v1/messages/send HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.key}\r\n` +
+        `Connection: Upgrade, HTTP2-Settings\r\n${h2c}` +
+        `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}` +
+        'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n',
+    );
+    assert.equal(answer.status, 400);
+    const length = Number(answer.headers['content-length']);
+    assert.deepEqual(JSON.parse(answer.body.slice(0, length)), {
+      error: { code: 400, message: 'phone must be digits only, international format, no leading +' },
+    });
+    const next = answer.body.slice(length);
+    assert.match(next, /^HTTP\/1\.1 200 OK\r\n/, 'the next request on the connection is answered too');
+    assert.match(next, /\{"success":true,"code":200,/);
+  });
 });
 
 describe('edge answers through the app', () => {

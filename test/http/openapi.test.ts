@@ -81,6 +81,7 @@ describe('OpenAPI document fit for readers and client generators', () => {
     assert.equal(byRoute('/v1/contacts/check', 'post'), 'checkContacts');
     assert.equal(byRoute('/v1/groups/list', 'get'), 'listGroups');
     assert.equal(byRoute('/v1/events', 'get'), 'listEvents');
+    assert.equal(byRoute('/v1/events/stream', 'get'), 'streamEvents');
     assert.equal(byRoute('/chat/send/text', 'post'), 'gatewaySendText');
     assert.equal(byRoute('/session/status', 'get'), 'gatewayGetSessionStatus');
   });
@@ -284,6 +285,29 @@ describe('OpenAPI document fit for readers and client generators', () => {
       assert.deepEqual(op.responses['404'], { $ref: '#/components/responses/NotFound' });
     }
     assert.ok(!Object.keys(doc.paths).some((path) => path.startsWith('/instances')), 'no gateway twin');
+  });
+
+  it('the event stream (docs/decisions/0031-event-stream.md): its query and Last-Event-ID, both forms, no gateway twin', () => {
+    const op = doc.paths['/v1/events/stream'].get;
+    assert.deepEqual(op.tags, ['events']);
+    assert.equal(doc.paths['/v1/events/stream'].head, undefined, 'HEAD can neither stream nor upgrade');
+    const params: Json = Object.fromEntries((op.parameters as Json[]).map((p) => [p.name, p]));
+    assert.deepEqual(Object.keys(params).sort(), ['after', 'from', 'last-event-id', 'types']);
+    assert.deepEqual(
+      Object.values(params).map((p: Json) => [p.name, p.in]),
+      [
+        ['from', 'query'],
+        ['after', 'query'],
+        ['types', 'query'],
+        ['last-event-id', 'header'],
+      ],
+    );
+    assert.deepEqual(params.after.schema, doc.paths['/v1/events'].get.parameters[1].schema);
+    assert.match(op.responses['101'].description, /^WebSocket/);
+    assert.equal(op.responses['101'].content, undefined, 'a 101 has no body');
+    assert.equal(op.responses['200'].content['text/event-stream'].schema.type, 'string');
+    assert.deepEqual(Object.keys(op.responses['200'].content), ['text/event-stream']);
+    assert.equal(doc.paths['/events/stream'], undefined);
   });
 
   it("connect's optional body is not required; a body with required fields is", () => {

@@ -56,6 +56,43 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/instances": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The instances this key may address (its organization's, in its environment) */
+        get: operations["listInstances"];
+        put?: never;
+        /** Create an instance in the key's organization and environment, within the plan's cap */
+        post: operations["createInstance"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/instances/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One instance */
+        get: operations["getInstance"];
+        put?: never;
+        post?: never;
+        /** Delete an instance and all its data (its session is logged out first) */
+        delete: operations["deleteInstance"];
+        options?: never;
+        head?: never;
+        /** Rename an instance */
+        patch: operations["updateInstance"];
+        trace?: never;
+    };
     "/v1/session/connect": {
         parameters: {
             query?: never;
@@ -1054,6 +1091,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/events/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Event stream: the backlog after a sequence, then every event as it is recorded (WebSocket or SSE)
+         * @description The events of the instance as they are recorded, after a backlog of those already kept after `after` (or `Last-Event-ID`): each entry exactly as `GET /v1/events` returns it, in `sequence` order, with no gap and no duplicate between the backlog and what follows.
+         *
+         *     Two forms on this path. **WebSocket**: an upgrade request; each entry is one text frame. The server ends the stream with close code 4401, 4403 or 4404 when the key is no longer valid or allowed or the instance no longer addressable, 1013 when the store is unavailable, 1001 when it shuts down. **Server-sent events**: `Accept: text/event-stream`; each entry is `id: <sequence>`, `event: <type>`, `data: <entry>`; a reconnecting client resumes with `Last-Event-ID`; a `: heartbeat` comment comes every 15 s; the server ends the stream with an `end` event whose data is the error envelope saying why.
+         *
+         *     The key goes in `Authorization` as on every call (no query parameter). A request that is neither form is 400.
+         */
+        get: operations["streamEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/chat/send/text": {
         parameters: {
             query?: never;
@@ -1629,6 +1690,13 @@ export interface components {
         ContactList: {
             [key: string]: components["schemas"]["ContactEntry"];
         };
+        /** DeletedInstance */
+        DeletedInstance: {
+            /** @enum {string} */
+            details: "Instance deleted";
+            /** Format: uuid */
+            id: string;
+        };
         /** DeliveriesPage */
         DeliveriesPage: {
             deliveries: components["schemas"]["DeliveryEntry"][];
@@ -1847,6 +1915,33 @@ export interface components {
         /** InfoResult */
         InfoResult: {
             users: components["schemas"]["InfoEntry"][];
+        };
+        /** InstanceList */
+        InstanceList: {
+            instances: components["schemas"]["InstanceView"][];
+        };
+        /** InstanceView */
+        InstanceView: {
+            /**
+             * Format: uuid
+             * @example 0b9a3c55-6a44-4c7c-9a57-3f0f5d0e8f11
+             */
+            id: string;
+            /** @example sales */
+            name: string;
+            /** @description the key's environment: test (the sandbox) or live */
+            env: "test" | "live";
+            /**
+             * @description the linked phone number, digits only; null until linked and after a logout
+             * @example 5511999990001
+             */
+            phone: string | null;
+            /** @description the webhook URL, null when none is set */
+            webhook: string | null;
+            /** @description the latest successful connect, null before the first */
+            lastConnectedAt: string | null;
+            /** Format: date-time */
+            createdAt: string;
         };
         /** InviteLink */
         InviteLink: {
@@ -2143,7 +2238,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorEnvelope"];
             };
         };
-        /** @description The API key lacks the scope this operation requires; the message names the scope. */
+        /** @description The API key lacks the scope this operation requires (the message names the scope), or the operation is refused: a group operation by a non-admin, an instance past the plan's cap (the message names the limit). */
         Forbidden: {
             headers: {
                 "x-request-id": components["headers"]["RequestId"];
@@ -2506,6 +2601,251 @@ export interface operations {
             };
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
+        };
+    };
+    listInstances: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The instances, oldest first */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["InstanceList"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createInstance: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first answer below 500 is kept 24 h per organization and key, and the same request with the same key gets it again (with `Idempotent-Replayed: true`) without being carried out twice. 1 to 255 printable ASCII characters, e.g. a UUID. The same key with another method, path or body is 422; while the first request runs, 409.
+                 * @example 5f0c2a1e-8d4b-4d7e-9c1a-2b3c4d5e6f70
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "sales"
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description display name, 1 to 60 characters (trimmed)
+                     * @example sales
+                     */
+                    name: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The instance created */
+            201: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    "idempotent-replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 201;
+                        data: components["schemas"]["InstanceView"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getInstance: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the instance UUID */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The instance */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["InstanceView"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteInstance: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the instance UUID */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The instance and its data are deleted */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["DeletedInstance"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateInstance: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the instance UUID */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "sales (Brazil)"
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description display name, 1 to 60 characters (trimmed)
+                     * @example sales
+                     */
+                    name: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The instance as it is now */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["InstanceView"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     connectSession: {
@@ -7124,6 +7464,61 @@ export interface operations {
                         code: 200;
                         data: components["schemas"]["EventsPage"];
                     };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    streamEvents: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+                /** @description only events with a greater sequence; 0 starts at the oldest kept. `Last-Event-ID`, when sent, wins */
+                after?: number;
+                /**
+                 * @description only these event types, comma-separated (Message, ReadReceipt, HistorySync, ChatPresence, MessageUpdate, GroupUpdate, Call, PollVote, SessionStatus, MessageStatus); omitted: every type
+                 * @example Message,ReadReceipt
+                 */
+                types?: string;
+            };
+            header?: {
+                /** @description the `id` of the last event received: the stream resumes after it. Sent by EventSource when it reconnects; wins over `after` */
+                "last-event-id"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description WebSocket (an upgrade request): one text frame per entry, each a `LoggedEvent` */
+            101: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Server-sent events (`Accept: text/event-stream`): one event per entry, `id` its sequence, `event` its type, `data` the `LoggedEvent`; a comment every 15 s */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -16,6 +16,12 @@ export interface RouteInstanceConfig {
    * `/v1/instances/{id}`, docs/decisions/0029-instances-over-the-api.md). Omitted: the route addresses no instance.
    */
   instance?: 'query' | 'body' | 'path';
+  /**
+   * Served by whichever node received the request, never forwarded to the node holding the instance's session
+   * (docs/decisions/0008-leases-and-fencing.md): for a route that only reads the shared store and whose answer cannot
+   * be relayed, the event stream (docs/decisions/0031-event-stream.md).
+   */
+  anyNode?: true;
 }
 
 declare module 'fastify' {
@@ -76,7 +82,8 @@ export const instancePlugin = fp(
       }
       // Several nodes (docs/decisions/0008-leases-and-fencing.md): the node owning the instance's session answers;
       // routes never know. A gateway request, verified here, goes to the owner as its /v1 twin (its x-instance-id
-      // names the instance there).
+      // names the instance there). A route declaring `anyNode` is served here.
+      if (request.routeOptions.config?.anyNode) return;
       if (cluster && (await routeInstanceRequest(cluster, request, reply, request.instance))) return reply;
     });
   },

@@ -6,6 +6,7 @@ import { callsRoutes } from './v1/calls.ts';
 import { chatPresenceRoutes } from './v1/chat-presence.ts';
 import { chatsRoutes, messageReadRoutes } from './v1/chats.ts';
 import { contactsRoutes } from './v1/contacts.ts';
+import { eventStreamRoutes } from './v1/event-stream.ts';
 import { eventRoutes } from './v1/events.ts';
 import { groupAdminRoutes } from './v1/group-admin.ts';
 import { groupsRoutes } from './v1/groups.ts';
@@ -38,5 +39,6 @@ export async function routes(app: FastifyInstance): Promise<void> {
   await app.register(chatPresenceRoutes, { prefix: '/v1/chats' });
   await app.register(webhookRoutes, { prefix: '/v1/webhook' });
   await app.register(eventRoutes, { prefix: '/v1/events' });
+  await app.register(eventStreamRoutes, { prefix: '/v1/events' });
   await app.register(dashboardRoutes, {});
 }

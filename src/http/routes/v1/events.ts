@@ -13,6 +13,27 @@ export const MAX_EVENTS_LIMIT = 1000;
 export const DEFAULT_EVENTS_LIMIT = 100;
 
 /**
+ * A sequence number to read after, 0 to `Number.MAX_SAFE_INTEGER` (default 0: from the oldest event kept), described
+ * by `description` (docs/decisions/0030-event-log.md).
+ */
+export const AfterSequence = (description: string) =>
+  Type.Integer({
+    minimum: 0,
+    maximum: Number.MAX_SAFE_INTEGER,
+    default: 0,
+    description,
+    'x-message': `{field} must be an integer from 0 to ${Number.MAX_SAFE_INTEGER} (a sequence number)`,
+  });
+
+/** The `types` query: comma-separated event type names, checked by {@link parseEventTypes}. */
+export const EventTypesParam = Type.String({
+  minLength: 1,
+  maxLength: 512,
+  description: `only these event types, comma-separated (${EVENT_TYPES.join(', ')}); omitted: every type`,
+  examples: ['Message,ReadReceipt'],
+});
+
+/**
  * Query of `GET /v1/events` (docs/api.md#event-log, docs/decisions/0030-event-log.md): `after` a sequence number
  * (default 0: from the oldest event kept), `limit` 1 to 1,000 (default 100), `types` comma-separated event type
  * names (checked by {@link parseEventTypes}), `from` the instance (docs/decisions/0002-instance-resolution.md).
@@ -20,14 +41,9 @@ export const DEFAULT_EVENTS_LIMIT = 100;
 export const EventsQuery = Type.Object({
   from: Type.Optional(InstanceSelector),
   after: Type.Optional(
-    Type.Integer({
-      minimum: 0,
-      maximum: Number.MAX_SAFE_INTEGER,
-      default: 0,
-      description:
-        'only events with a greater sequence: the `next` of the previous page; 0 starts at the oldest kept',
-      'x-message': `{field} must be an integer from 0 to ${Number.MAX_SAFE_INTEGER} (a sequence number)`,
-    }),
+    AfterSequence(
+      'only events with a greater sequence: the `next` of the previous page; 0 starts at the oldest kept',
+    ),
   ),
   limit: Type.Optional(
     Type.Integer({
@@ -38,14 +54,7 @@ export const EventsQuery = Type.Object({
       'x-message': `{field} must be an integer from 1 to ${MAX_EVENTS_LIMIT}`,
     }),
   ),
-  types: Type.Optional(
-    Type.String({
-      minLength: 1,
-      maxLength: 512,
-      description: `only these event types, comma-separated (${EVENT_TYPES.join(', ')}); omitted: every type`,
-      examples: ['Message,ReadReceipt'],
-    }),
-  ),
+  types: Type.Optional(EventTypesParam),
 });
 export type EventsQuery = Static<typeof EventsQuery>;
 

@@ -1,0 +1,161 @@
+import type { EventType, Instance } from '../domain/instance.ts';
+import type { EventCommits } from '../events/event-commits.ts';
+import type { EventLogService, LoggedEvent } from './events.ts';
+
+/** Most events one read of a stream takes from the event log (one page; what a slow consumer can hold up). */
+export const STREAM_PAGE_SIZE = 100;
+
+/**
+ * How often an idle stream reads the event log and checks that it may go on anyway, ms: events committed by another
+ * node reach it within this, and so does a revoked key or a removed instance (docs/decisions/0031-event-stream.md).
+ */
+export const STREAM_POLL_MS = 1000;
+
+/** Where a stream starts and what it carries. */
+export interface EventTailOptions {
+  /** Only events with a greater sequence (≥ 0). */
+  after: number;
+  /** Only events of these types; omitted or empty: every type. */
+  types?: readonly EventType[];
+  /**
+   * Checks that the stream may go on (the caller's key still valid and allowed, the instance still addressable),
+   * run at most once per {@link STREAM_POLL_MS} before a read of the log; it throws the `DomainError` the stream
+   * ends with (`unauthenticated`, `forbidden`, `not_found`).
+   */
+  recheck: () => Promise<void>;
+}
+
+/**
+ * One open stream of an instance's events (docs/decisions/0031-event-stream.md): a tail of the event log. It reads
+ * the log from the last sequence it read, in pages, whenever it is woken (this node committed events of the
+ * instance) and at least every {@link STREAM_POLL_MS} while idle (events committed by another node), so what it
+ * hands out is the log itself: in sequence order, with no gap and no duplicate between the backlog and the events
+ * that follow. It reads the next page only when asked ({@link next}), so a consumer that has not taken a page holds
+ * one page at most. {@link close} it when done; it unsubscribes from the wake-ups.
+ */
+export class EventTail {
+  readonly #log: EventLogService;
+  readonly #instance: Instance;
+  readonly #types: readonly EventType[] | undefined;
+  readonly #recheck: () => Promise<void>;
+  readonly #pollMs: number;
+  readonly #pageSize: number;
+  readonly #unsubscribe: () => void;
+  #cursor: number;
+  #checkedAt = performance.now();
+  #woken = false;
+  #closed = false;
+  #wake: (() => void) | undefined;
+
+  constructor(deps: {
+    log: EventLogService;
+    commits: EventCommits;
+    instance: Instance;
+    options: EventTailOptions;
+    pollMs: number;
+    pageSize: number;
+  }) {
+    this.#log = deps.log;
+    this.#instance = deps.instance;
+    this.#types = deps.options.types;
+    this.#recheck = deps.options.recheck;
+    this.#pollMs = deps.pollMs;
+    this.#pageSize = deps.pageSize;
+    this.#cursor = deps.options.after;
+    this.#unsubscribe = deps.commits.subscribe(deps.instance.id, () => {
+      this.#woken = true;
+      this.#wake?.();
+    });
+  }
+
+  /** How far the log has been read: the `after` of the next read (a sequence; events of other types skipped). */
+  get position(): number {
+    return this.#cursor;
+  }
+
+  /**
+   * The next events after {@link position}, oldest first (1 to a page of them), waiting while there are none; null
+   * once the tail is closed.
+   * @throws DomainError from the recheck (the stream must end: `unauthenticated`, `forbidden`, `not_found`) or from
+   *   the store (`store_unavailable`).
+   */
+  async next(): Promise<LoggedEvent[] | null> {
+    for (;;) {
+      if (this.#closed) return null;
+      if (performance.now() - this.#checkedAt >= this.#pollMs) {
+        await this.#recheck();
+        this.#checkedAt = performance.now();
+        if (this.#closed) return null;
+      }
+      // A wake-up arriving while the page is read means the read may have missed its events: read again at once.
+      this.#woken = false;
+      const page = await this.#log.page(this.#instance, {
+        after: this.#cursor,
+        limit: this.#pageSize,
+        ...(this.#types === undefined ? {} : { types: this.#types }),
+      });
+      this.#cursor = page.next;
+      if (page.events.length > 0) return this.#closed ? null : page.events;
+      if (!this.#woken) await this.#idle();
+    }
+  }
+
+  /** Ends the tail: a pending {@link next} resolves null; wake-ups stop. Idempotent. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#unsubscribe();
+    this.#wake?.();
+  }
+
+  /** Waits for a wake-up, the poll interval or {@link close}, whichever comes first. */
+  async #idle(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await new Promise<void>((resolve) => {
+      this.#wake = resolve;
+      timer = setTimeout(resolve, this.#pollMs);
+    });
+    clearTimeout(timer);
+    this.#wake = undefined;
+  }
+}
+
+/**
+ * Live streams of an instance's events (docs/decisions/0031-event-stream.md, `GET /v1/events/stream`): tails of
+ * the event log (docs/decisions/0030-event-log.md) woken by this node's commits ({@link EventCommits}) and read on a
+ * timer for the other nodes' ones.
+ */
+export class EventStreamService {
+  readonly #log: EventLogService;
+  readonly #commits: EventCommits;
+  readonly #pollMs: number;
+  readonly #pageSize: number;
+
+  constructor(deps: {
+    eventLog: EventLogService;
+    commits: EventCommits;
+    pollMs?: number;
+    pageSize?: number;
+  }) {
+    this.#log = deps.eventLog;
+    this.#commits = deps.commits;
+    this.#pollMs = deps.pollMs ?? STREAM_POLL_MS;
+    this.#pageSize = deps.pageSize ?? STREAM_PAGE_SIZE;
+  }
+
+  /**
+   * Opens a tail of `instance`'s events after `options.after`, of `options.types` only when it names some. The
+   * caller was authenticated and the instance resolved just before (the recheck runs again after
+   * {@link STREAM_POLL_MS}).
+   */
+  open(instance: Instance, options: EventTailOptions): EventTail {
+    return new EventTail({
+      log: this.#log,
+      commits: this.#commits,
+      instance,
+      options,
+      pollMs: this.#pollMs,
+      pageSize: this.#pageSize,
+    });
+  }
+}

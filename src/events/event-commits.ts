@@ -1,0 +1,55 @@
+import type { Transaction } from 'kysely';
+import type { EngineEvent } from '../domain/messages.ts';
+import type { Database } from '../store/schema.ts';
+import type { EventProjection } from './recorder.ts';
+
+/** A subscriber to one instance's commits. Must not throw. */
+export type CommitListener = () => void;
+
+/**
+ * In-process signal that events of an instance were committed: the wake-up of the event streams
+ * (docs/decisions/0031-event-stream.md). A projection of the {@link EventRecorder} that writes nothing and speaks
+ * only after the commit, so a listener that then reads the event log sees the new events. It carries no event:
+ * a stream reads the store from where it stands, so a wake-up that comes twice, late or for an event that wrote no
+ * log row costs one read and never a gap or a duplicate. Commits made by another node are not seen here (streams
+ * also read the store on a timer for those).
+ */
+export class EventCommits implements EventProjection {
+  readonly name = 'event-commits';
+  readonly #listeners = new Map<string, Set<CommitListener>>();
+
+  /** Nothing to write: the signal speaks after the commit. */
+  async apply(_trx: Transaction<Database>, _instanceId: string, _event: EngineEvent): Promise<void> {}
+
+  /** Wakes the instance's listeners. */
+  afterCommit(instanceId: string, _event: EngineEvent): void {
+    for (const listener of this.#listeners.get(instanceId) ?? []) {
+      try {
+        listener();
+      } catch {
+        // A listener's failure (a closed stream) must not affect the recorder or other listeners.
+      }
+    }
+  }
+
+  /** Calls `listener` after every commit of `instanceId`'s events until the returned function is called. */
+  subscribe(instanceId: string, listener: CommitListener): () => void {
+    let set = this.#listeners.get(instanceId);
+    if (!set) {
+      set = new Set();
+      this.#listeners.set(instanceId, set);
+    }
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0 && this.#listeners.get(instanceId) === set) this.#listeners.delete(instanceId);
+    };
+  }
+
+  /** How many listeners are subscribed, over every instance (tests check that closed streams unsubscribe). */
+  get listeners(): number {
+    let count = 0;
+    for (const set of this.#listeners.values()) count += set.size;
+    return count;
+  }
+}

@@ -1,0 +1,202 @@
+import type { ServerResponse } from 'node:http';
+import type { FastifyBaseLogger } from 'fastify';
+import { WebSocket } from 'ws';
+import type { EventTail } from '../../../app/event-stream.ts';
+import type { LoggedEvent } from '../../../app/events.ts';
+import { DomainError } from '../../../domain/errors.ts';
+import { statusOf } from '../../errors.ts';
+import { errorBody } from '../../plugins/errors.ts';
+
+/**
+ * The two forms of `GET /v1/events/stream` (docs/decisions/0031-event-stream.md): server-sent events and WebSocket,
+ * each pumping an {@link EventTail} into its connection one page at a time, taking the next page only once the
+ * connection took the last one (so a slow consumer holds one page in memory, never more), with a heartbeat, and
+ * ending with a reason the client can act on.
+ */
+
+/** How often an idle stream sends a heartbeat (SSE: a comment line; WebSocket: a ping), ms. */
+export const HEARTBEAT_MS = 15_000;
+
+/** WebSocket close code and reason when the server shuts down (RFC 6455 §7.4.1 1001 "going away"). */
+export const SHUTDOWN_CLOSE = { code: 1001, reason: 'server shutting down' } as const;
+
+/**
+ * Why a stream ended, as the error envelope its SSE `end` event carries and the WebSocket close code that says the
+ * same: 4401, 4403, 4404 (the key no longer valid or allowed, the instance no longer addressable: 4000 plus the HTTP
+ * status, in the range RFC 6455 §7.4.2 leaves to applications), 1013 "try again later" (the store is unavailable),
+ * 1001 (shutdown), 1011 (anything else: an internal error, whose text is logged, not sent).
+ */
+export function endOf(error: unknown): { status: number; message: string; closeCode: number } {
+  if (error instanceof DomainError && error.code !== 'internal') {
+    const status = statusOf(error.code);
+    if (status === 401 || status === 403 || status === 404)
+      return { status, message: error.message, closeCode: 4000 + status };
+    if (error.code === 'not_ready') return { status, message: error.message, closeCode: SHUTDOWN_CLOSE.code };
+    if (status === 503) return { status, message: error.message, closeCode: 1013 };
+  }
+  return { status: 500, message: 'internal error', closeCode: 1011 };
+}
+
+/** The error shutting a stream down (its SSE `end` event says 503). */
+const shuttingDown = () => new DomainError('not_ready', SHUTDOWN_CLOSE.reason);
+
+/**
+ * Logs the end of a stream that the server ended for a reason other than the client's own doing, with how far it
+ * had read (`position`, a sequence).
+ */
+function logEnd(log: FastifyBaseLogger, error: unknown, position: number): void {
+  const { status } = endOf(error);
+  if (status >= 500 && !(error instanceof DomainError && error.code === 'not_ready'))
+    log.warn({ err: error, position }, 'event stream ended by a server-side failure');
+  else log.info({ status, position }, 'event stream ended');
+}
+
+/** An entry of the stream: exactly the event log's entry, as JSON text (docs/decisions/0030-event-log.md). */
+function entryText(event: LoggedEvent): string {
+  return JSON.stringify(event);
+}
+
+/** One server-sent event per entry: `id` its sequence, `event` its type, `data` the entry (WHATWG HTML §9.2). */
+export function sseText(events: readonly LoggedEvent[]): string {
+  return events
+    .map((event) => `id: ${event.sequence}\nevent: ${event.type}\ndata: ${entryText(event)}\n\n`)
+    .join('');
+}
+
+/** A stream open on this node, as its route's shutdown hook sees it. */
+export interface OpenStream {
+  /** Ends the stream because the server is shutting down (SSE: `end` 503; WebSocket: close 1001). */
+  shutDown(): void;
+}
+
+/**
+ * Serves `tail` as server-sent events on `raw` (the reply was hijacked): headers at once, then pages of events, a
+ * comment line every {@link HEARTBEAT_MS}, and, when the server ends the stream, an `end` event whose data is the
+ * error envelope saying why (401, 403, 404: do not reconnect; 503: reconnect with `Last-Event-ID`). Resolves when
+ * the stream is over; registers itself in `open` meanwhile.
+ */
+export async function serveSse(
+  raw: ServerResponse,
+  tail: EventTail,
+  options: { requestId: string; log: FastifyBaseLogger; open: Set<OpenStream> },
+): Promise<void> {
+  raw.writeHead(200, {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-store',
+    connection: 'keep-alive',
+    'x-request-id': options.requestId,
+    'x-content-type-options': 'nosniff',
+    // Proxies that buffer answers (nginx) pass this one through as it comes.
+    'x-accel-buffering': 'no',
+  });
+  raw.flushHeaders();
+  // A write racing the client's going away fails quietly: the close below ends the stream.
+  raw.on('error', () => undefined);
+  let ended = false;
+  const end = (error: unknown) => {
+    if (ended || raw.writableEnded || raw.destroyed) return;
+    ended = true;
+    const { status, message } = endOf(error);
+    raw.end(`event: end\ndata: ${JSON.stringify(errorBody(status, message))}\n\n`);
+  };
+  const stream: OpenStream = {
+    shutDown: () => {
+      end(shuttingDown());
+      tail.close();
+    },
+  };
+  options.open.add(stream);
+  const heartbeat = setInterval(() => {
+    if (!ended) raw.write(': heartbeat\n\n');
+  }, HEARTBEAT_MS);
+  const closed = new Promise<void>((resolve) => raw.once('close', resolve));
+  void closed.then(() => {
+    clearInterval(heartbeat);
+    options.open.delete(stream);
+    tail.close();
+  });
+  try {
+    for (;;) {
+      const events = await tail.next();
+      if (events === null || ended) return;
+      // Backpressure: the next page is read only once this one left the process (or the client went away).
+      if (!raw.write(sseText(events))) await Promise.race([new Promise((r) => raw.once('drain', r)), closed]);
+    }
+  } catch (error) {
+    // A write failing because the client went away is the client's doing: nothing to say, nobody to say it to.
+    if (raw.destroyed || ended) return;
+    logEnd(options.log, error, tail.position);
+    end(error);
+  }
+}
+
+/**
+ * Serves `tail` on an open WebSocket: one text frame per entry, pages taken one at a time once the last frame of the
+ * previous page was written out, a ping every {@link HEARTBEAT_MS} (a peer that answered none of the previous one is
+ * cut: gone, or reading nothing), and a close frame saying why the server ended the stream ({@link endOf}). Frames
+ * from the client are ignored. Resolves when the stream is over; registers itself in `open` meanwhile.
+ */
+export async function serveWebSocket(
+  socket: WebSocket,
+  tail: EventTail,
+  options: { log: FastifyBaseLogger; open: Set<OpenStream> },
+): Promise<void> {
+  const stream: OpenStream = {
+    shutDown: () => {
+      socket.close(SHUTDOWN_CLOSE.code, SHUTDOWN_CLOSE.reason);
+      tail.close();
+    },
+  };
+  options.open.add(stream);
+  let answered = true;
+  socket.on('pong', () => {
+    answered = true;
+  });
+  const heartbeat = setInterval(() => {
+    // Closing (our close frame sent, the peer's awaited): ping would throw.
+    if (socket.readyState !== WebSocket.OPEN) return;
+    if (!answered) {
+      options.log.info('event stream peer answered no ping; cutting it');
+      socket.terminate();
+      return;
+    }
+    answered = false;
+    socket.ping();
+  }, HEARTBEAT_MS);
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  void closed.then(() => {
+    clearInterval(heartbeat);
+    options.open.delete(stream);
+    tail.close();
+  });
+  try {
+    for (;;) {
+      const events = await tail.next();
+      if (events === null || socket.readyState !== WebSocket.OPEN) return;
+      await Promise.race([sendAll(socket, events), closed]);
+    }
+  } catch (error) {
+    // A send failing because the client went away is the client's doing: nothing to say, nobody to say it to.
+    if (socket.readyState !== WebSocket.OPEN) return;
+    logEnd(options.log, error, tail.position);
+    const { message, closeCode } = endOf(error);
+    socket.close(closeCode, closeReason(message));
+  }
+}
+
+/** Sends one text frame per entry; resolves once the last one was written out to the connection. */
+function sendAll(socket: WebSocket, events: readonly LoggedEvent[]): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    events.forEach((event, index) => {
+      const last = index === events.length - 1;
+      socket.send(entryText(event), last ? (error) => (error ? reject(error) : resolve()) : undefined);
+    });
+  });
+}
+
+/** A close reason fits in 123 bytes (RFC 6455 §5.5.1: a control frame's payload is at most 125, 2 are the code). */
+function closeReason(message: string): string {
+  let reason = message;
+  while (Buffer.byteLength(reason) > 123) reason = reason.slice(0, -1);
+  return reason;
+}
