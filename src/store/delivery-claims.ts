@@ -75,11 +75,8 @@ export function claimDeliveries(
   return db.transaction().execute((trx) => claimDeliveriesIn(trx, dialect, options));
 }
 
-/**
- * {@link claimDeliveries} inside the caller's transaction `trx` (the delivery worker claims in the transaction
- * that records the attempts which just finished). Same rules and result.
- */
-export async function claimDeliveriesIn(
+/** {@link claimDeliveries} inside the transaction `trx`. */
+async function claimDeliveriesIn(
   trx: Transaction<Database>,
   dialect: DatabaseConfig['dialect'],
   options: ClaimOptions,

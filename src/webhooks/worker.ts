@@ -9,12 +9,10 @@ import { nowIso, type Store } from '../store/database.ts';
 import {
   type AttemptOutcome,
   type AttemptRecord,
-  type FinishInput,
   finishAttempt,
-  finishAttemptIn,
   releaseClaims,
 } from '../store/deliveries.ts';
-import { type ClaimedDelivery, claimDeliveriesIn } from '../store/delivery-claims.ts';
+import { type ClaimedDelivery, claimDeliveries } from '../store/delivery-claims.ts';
 import { isStoreUnavailableError } from '../store/faults.ts';
 import { RetryPolicy } from './backoff.ts';
 import { webhookHeaders } from './signing.ts';
@@ -57,14 +55,6 @@ export interface DeliveryWorkerOptions {
   onAttempt?: (outcome: AttemptOutcome['kind'], durationMs: number, instanceId: string) => void;
 }
 
-/** An attempt's outcome waiting for the loop's next transaction, and the attempt waiting for it. */
-interface QueuedFinish {
-  input: FinishInput;
-  /** Called with whether the claim was still held and the outcome applied. */
-  settle: (applied: boolean) => void;
-  fail: (error: unknown) => void;
-}
-
 /** The worker options a caller of `createServices` may tune (tests: fast poll, short stale timeout, fixed id). */
 export type WebhookWorkerTuning = Pick<
   DeliveryWorkerOptions,
@@ -79,14 +69,6 @@ export type WebhookWorkerTuning = Pick<
  * registry as soon as the process is known dead (`src/nodes/registry.ts`: at the next boot on the same host, or once
  * its heartbeat lapses), and taken over once stale in any case. A poll timer plus {@link wake} (called when
  * an event was queued or an attempt finished) drive it.
- *
- * While it runs, each turn of its loop is one transaction: the outcomes of the attempts that finished since the last
- * turn, then a claim for the capacity they freed. Attempts that finish while a turn is being written wait for the
- * next one, so the busier the worker, the more each transaction carries: one commit and one claiming statement
- * serve several deliveries instead of one each (`npm run bench`, docs/benchmarks.md). The instance's next delivery
- * can be claimed in the transaction that finished its previous one, which keeps the one-at-a-time order. Outside
- * the loop (before {@link start}, after {@link stop}, or when such a transaction fails) each outcome is written
- * in a transaction of its own.
  */
 export class DeliveryWorker {
   /** Value of `locked_by` for this worker's claims. */
@@ -99,8 +81,6 @@ export class DeliveryWorker {
   readonly #inFlight = new Map<string, Promise<void>>();
   /** Attempts in flight per instance in this process (at most one by the claim rule; counted to be safe). */
   readonly #busyInstances = new Map<string, number>();
-  /** Outcomes the loop writes in its next turn. */
-  #finished: QueuedFinish[] = [];
   #running = false;
   #loop: Promise<void> | undefined;
   #wakeRequested = false;
@@ -163,7 +143,6 @@ export class DeliveryWorker {
     this.#running = false;
     this.wake();
     await this.#loop;
-    this.#writeAlone(this.#finished.splice(0));
     const pending = [...this.#inFlight.values()];
     if (pending.length === 0) return;
     let timer: NodeJS.Timeout | undefined;
@@ -185,7 +164,8 @@ export class DeliveryWorker {
    * @returns how many deliveries were attempted.
    */
   async runOnce(): Promise<number> {
-    const batch = await this.#turn();
+    const started = this.#claimAndLaunch();
+    const batch = await started;
     await Promise.allSettled(batch);
     return batch.length;
   }
@@ -193,7 +173,7 @@ export class DeliveryWorker {
   async #run(): Promise<void> {
     while (this.#running) {
       this.#wakeRequested = false;
-      await this.#turn();
+      await this.#claimAndLaunch();
       if (!this.#running) break;
       if (this.#wakeRequested) continue;
       await new Promise<void>((resolve) => {
@@ -209,88 +189,41 @@ export class DeliveryWorker {
     }
   }
 
-  /**
-   * One turn: writes the outcomes queued since the last turn and claims up to the capacity left, in one
-   * transaction, then starts the claimed attempts; returns their promises. When that transaction fails, the
-   * outcomes are written one by one ({@link #writeAlone}) and the claim waits for the next turn.
-   */
-  async #turn(): Promise<Promise<void>[]> {
-    // Responses that arrived in the same poll of the event loop finish their attempts first: one turn takes them all.
-    if (this.#finished.length > 0) await new Promise((resolve) => setImmediate(resolve));
-    const batch = this.#finished.splice(0);
-    // The attempts whose outcomes are in `batch` are still counted in flight until they return.
-    const free = this.#concurrency - this.#inFlight.size + batch.length;
-    if (batch.length === 0 && free <= 0) return [];
+  /** Claims up to the free capacity and starts the attempts; returns their promises. */
+  async #claimAndLaunch(): Promise<Promise<void>[]> {
+    const free = this.#concurrency - this.#inFlight.size;
+    if (free <= 0) return [];
     const { store, clock, logger } = this.#options;
     const now = clock();
-    let applied: boolean[] = [];
-    let claimed: ClaimedDelivery[] = [];
+    let claimed: ClaimedDelivery[];
     try {
-      await store.db.transaction().execute(async (trx) => {
-        applied = [];
-        for (const finish of batch) applied.push(await finishAttemptIn(trx, finish.input));
-        claimed =
-          free > 0
-            ? await claimDeliveriesIn(trx, store.dialect, {
-                workerId: this.id,
-                now,
-                staleBefore: this.staleBefore(now),
-                limit: free,
-              })
-            : [];
+      claimed = await claimDeliveries(store.db, store.dialect, {
+        workerId: this.id,
+        now,
+        staleBefore: this.staleBefore(now),
+        limit: free,
       });
     } catch (error) {
-      logger.warn({ err: error, outcomes: batch.length }, 'claiming webhook deliveries failed');
-      this.#writeAlone(batch);
+      logger.warn({ err: error }, 'claiming webhook deliveries failed');
       return [];
     }
-    for (const [index, finish] of batch.entries()) finish.settle(applied[index] ?? false);
-    // Capacity left unclaimed: an event committed while this turn ran may be due now (its instance still
-    // counted busy here, its wake was skipped), so look once more before sleeping.
-    if (batch.length > 0 && claimed.length < free) this.#wakeRequested = true;
-    return claimed.map((delivery) => this.#launch(delivery));
-  }
-
-  /** Starts the attempt of a claimed delivery and tracks it until its outcome is written. */
-  #launch(delivery: ClaimedDelivery): Promise<void> {
-    const { logger } = this.#options;
-    const { instanceId } = delivery;
-    this.#busyInstances.set(instanceId, (this.#busyInstances.get(instanceId) ?? 0) + 1);
-    const attempt: Promise<void> = this.#attempt(delivery)
-      .catch((error: unknown) => {
-        logger.warn({ err: error, eventId: delivery.eventId }, 'recording a webhook attempt failed');
-      })
-      .finally(() => {
-        if (this.#inFlight.get(delivery.eventId) === attempt) this.#inFlight.delete(delivery.eventId);
-        const left = (this.#busyInstances.get(instanceId) ?? 1) - 1;
-        if (left > 0) this.#busyInstances.set(instanceId, left);
-        else this.#busyInstances.delete(instanceId);
-      });
-    this.#inFlight.set(delivery.eventId, attempt);
-    return attempt;
-  }
-
-  /**
-   * Writes an attempt's outcome: queued for the loop's next turn while the worker runs, else at once.
-   * @returns whether the claim was still held and the outcome applied.
-   */
-  #record(input: FinishInput): Promise<boolean> {
-    if (!this.#running) return this.#finish(() => finishAttempt(this.#options.store.db, input));
-    return new Promise<boolean>((settle, fail) => {
-      this.#finished.push({ input, settle, fail });
-      this.wake();
-    });
-  }
-
-  /** Writes each of `batch` in a transaction of its own, waiting out an unreachable store ({@link #finish}). */
-  #writeAlone(batch: readonly QueuedFinish[]): void {
-    for (const finish of batch) {
-      this.#finish(() => finishAttempt(this.#options.store.db, finish.input))
-        .then(finish.settle, finish.fail)
+    return claimed.map((delivery) => {
+      const { instanceId } = delivery;
+      this.#busyInstances.set(instanceId, (this.#busyInstances.get(instanceId) ?? 0) + 1);
+      const attempt = this.#attempt(delivery)
+        .catch((error: unknown) => {
+          logger.warn({ err: error, eventId: delivery.eventId }, 'recording a webhook attempt failed');
+        })
         .finally(() => {
+          this.#inFlight.delete(delivery.eventId);
+          const left = (this.#busyInstances.get(instanceId) ?? 1) - 1;
+          if (left > 0) this.#busyInstances.set(instanceId, left);
+          else this.#busyInstances.delete(instanceId);
           if (this.#running) this.wake();
         });
-    }
+      this.#inFlight.set(delivery.eventId, attempt);
+      return attempt;
+    });
   }
 
   /**
@@ -390,16 +323,18 @@ export class DeliveryWorker {
       });
       outcome = runAt === null ? { kind: 'failed' } : { kind: 'retry', runAt };
     }
-    const applied = await this.#record({
-      eventId: delivery.eventId,
-      instanceId: delivery.instanceId,
-      attemptId: delivery.attemptId,
-      workerId: this.id,
-      lockedAt: delivery.lockedAt,
-      attempt: record,
-      outcome,
-      now: nowIso(clock),
-    });
+    const applied = await this.#finish(() =>
+      finishAttempt(this.#options.store.db, {
+        eventId: delivery.eventId,
+        instanceId: delivery.instanceId,
+        attemptId: delivery.attemptId,
+        workerId: this.id,
+        lockedAt: delivery.lockedAt,
+        attempt: record,
+        outcome,
+        now: nowIso(clock),
+      }),
+    );
     this.#options.onAttempt?.(outcome.kind, record.durationMs, delivery.instanceId);
     if (!applied) {
       this.#options.logger.info(
