@@ -2,7 +2,14 @@ import type { Transaction } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
 import type { EngineEvent, EngineMessage, Jid } from '../domain/messages.ts';
 import { phoneOfJid, userJid } from '../domain/messages.ts';
-import { advanceDeliveryState, applyMessageUpdate, insertMessage, touchPeer } from '../store/messages.ts';
+import {
+  advanceDeliveryState,
+  applyMessageUpdate,
+  insertMessages,
+  type NewMessage,
+  type PeerSighting,
+  touchPeers,
+} from '../store/messages.ts';
 import type { Database } from '../store/schema.ts';
 import type { EventProjection } from './recorder.ts';
 
@@ -18,10 +25,17 @@ import type { EventProjection } from './recorder.ts';
  * - `read`: moves the received messages the account read (in that chat, not its own) to `read`;
  * - `messageUpdate`: an edit replaces the stored text, a deletion for everyone drops it
  * (docs/decisions/0026-chats-edits-polls-and-calls.md).
+ *
+ * Stored messages and peers are written in bulk: `message` and `history` events add their rows to the
+ * transaction's buffer, which {@link flush} writes in one multi-row insert each (the recorder calls it once the
+ * batch is applied, before the commit). An event that reads or changes stored messages (a receipt, a read, an edit)
+ * flushes the buffer first, so it sees every message recorded before it.
  */
 export class MessageProjection implements EventProjection {
   readonly name = 'messages';
   readonly #clock: Clock;
+  /** Rows buffered in a transaction, by transaction (forgotten with it). */
+  readonly #buffers = new WeakMap<Transaction<Database>, Buffered>();
 
   constructor(clock: Clock) {
     this.#clock = clock;
@@ -31,23 +45,26 @@ export class MessageProjection implements EventProjection {
     const at = new Date(this.#clock()).toISOString();
     switch (event.type) {
       case 'message':
-        await this.#store(trx, instanceId, event.message, at);
+        this.#buffer(trx, event.message, at);
         return;
       case 'history':
         for (const chat of event.chats) {
-          for (const message of chat.messages) await this.#store(trx, instanceId, message, at);
+          for (const message of chat.messages) this.#buffer(trx, message, at);
         }
         return;
       case 'receipt':
+        await this.flush(trx, instanceId);
         await advanceDeliveryState(trx, instanceId, event.messageIds, event.state, at);
         return;
       case 'read':
+        await this.flush(trx, instanceId);
         await advanceDeliveryState(trx, instanceId, event.messageIds, 'read', at, {
           chat: event.chat,
           fromMe: false,
         });
         return;
       case 'messageUpdate':
+        await this.flush(trx, instanceId);
         await applyMessageUpdate(trx, instanceId, event.update);
         return;
       default:
@@ -55,11 +72,36 @@ export class MessageProjection implements EventProjection {
     }
   }
 
-  async #store(trx: Transaction<Database>, instanceId: string, message: EngineMessage, at: string) {
-    await insertMessage(trx, instanceId, message, message.source.isFromMe ? 'sent' : 'delivered', at);
-    const peer = peerOf(message);
-    if (peer) await touchPeer(trx, instanceId, peer.jid, peer.pushName, at);
+  /**
+   * Writes the messages and peers buffered in `trx` (one multi-row insert each), oldest first.
+   * @throws RangeError when a buffered message's timestamp is not a time (the transaction then rolls back).
+   */
+  async flush(trx: Transaction<Database>, instanceId: string): Promise<void> {
+    const buffered = this.#buffers.get(trx);
+    if (!buffered || buffered.messages.length === 0) return;
+    this.#buffers.delete(trx);
+    await insertMessages(trx, instanceId, buffered.messages, buffered.at);
+    if (buffered.peers.length > 0) await touchPeers(trx, instanceId, buffered.peers, buffered.at);
   }
+
+  /** Adds `message` (and the peer it was exchanged with) to the transaction's buffer. */
+  #buffer(trx: Transaction<Database>, message: EngineMessage, at: string): void {
+    let buffered = this.#buffers.get(trx);
+    if (!buffered) {
+      buffered = { at, messages: [], peers: [] };
+      this.#buffers.set(trx, buffered);
+    }
+    buffered.messages.push({ message, state: message.source.isFromMe ? 'sent' : 'delivered' });
+    const peer = peerOf(message);
+    if (peer) buffered.peers.push(peer);
+  }
+}
+
+/** Rows a transaction buffered for {@link MessageProjection.flush}; `at` (RFC 3339) is the first one's time. */
+interface Buffered {
+  at: string;
+  messages: NewMessage[];
+  peers: PeerSighting[];
 }
 
 /**

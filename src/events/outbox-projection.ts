@@ -3,11 +3,11 @@ import type { Transaction } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
 import { DEFAULT_SUBSCRIPTION, type Instance } from '../domain/instance.ts';
 import type { EngineEvent } from '../domain/messages.ts';
-import { insertDelivery } from '../store/deliveries.ts';
+import { insertDeliveries, type NewDelivery } from '../store/deliveries.ts';
 import { getInstance } from '../store/instances.ts';
 import type { Database } from '../store/schema.ts';
-import { insertWebhookEvent, nextSequence } from '../store/webhook-events.ts';
-import { normaliseEvent, webhookBody } from './normalise.ts';
+import { advanceSequence, insertWebhookEvents, type NewWebhookEvent } from '../store/webhook-events.ts';
+import { type NormalisedEvent, normaliseEvent, webhookBody } from './normalise.ts';
 import type { EventProjection } from './recorder.ts';
 
 /** Options of the {@link OutboxProjection}. */
@@ -36,12 +36,22 @@ export interface OutboxProjectionOptions {
  * when a webhook URL is configured, the event type is subscribed (docs/api.md#webhook-events; a null subscription
  * means the default four types) and no 410 disabled the webhook. `connection` and `contacts` events are not webhook
  * events.
+ *
+ * The rows are written at the end of the recorder's batch ({@link flush}): `apply` keeps each normalised event in the
+ * transaction's buffer, and `flush` takes the batch's sequence numbers in one upsert (the state row's lock is held
+ * from there to the commit, not from the first event) and inserts the event rows and the delivery rows in one
+ * multi-row statement each, in the order the events were applied.
  */
 export class OutboxProjection implements EventProjection {
   readonly name = 'webhook-outbox';
   readonly #options: OutboxProjectionOptions;
   /** Events whose transaction queued a delivery row; read (and forgotten) after the commit. */
   readonly #queued = new WeakSet<EngineEvent>();
+  /** Events applied in a transaction and not yet written, by transaction (forgotten with it). */
+  readonly #buffers = new WeakMap<
+    Transaction<Database>,
+    { event: EngineEvent; normalised: NormalisedEvent; instance: Instance }[]
+  >();
   /** Instances read in a transaction, by transaction (forgotten with it). */
   readonly #read = new WeakMap<Transaction<Database>, Map<string, Instance | undefined>>();
 
@@ -58,35 +68,59 @@ export class OutboxProjection implements EventProjection {
     if (!normalised) return;
     const instance = await this.#instance(trx, instanceId);
     if (!instance) return;
-    const { sequence, disabledAt, disabledReason } = await nextSequence(trx, instanceId);
-    const subscribed = (instance.subscribe ?? DEFAULT_SUBSCRIPTION).includes(normalised.type);
-    let skipReason: string | null = null;
-    if (instance.webhookUrl === null) skipReason = 'no webhook URL configured';
-    else if (!subscribed) skipReason = `event type ${normalised.type} is not subscribed`;
-    else if (disabledAt !== null)
-      skipReason = `webhook disabled: ${disabledReason ?? 'receiver answered 410'}`;
-    const id = randomUUID();
+    let buffered = this.#buffers.get(trx);
+    if (!buffered) {
+      buffered = [];
+      this.#buffers.set(trx, buffered);
+    }
+    buffered.push({ event, normalised, instance });
+  }
+
+  /**
+   * Writes the events `apply` buffered in `trx`: their sequence numbers, event rows and delivery rows
+   * (docs/decisions/0005-outbox-and-delivery.md).
+   * @throws the store's error (the recorder's transaction then rolls back).
+   */
+  async flush(trx: Transaction<Database>, instanceId: string): Promise<void> {
+    const buffered = this.#buffers.get(trx);
+    if (!buffered || buffered.length === 0) return;
+    this.#buffers.delete(trx);
+    const { last, disabledAt, disabledReason } = await advanceSequence(trx, instanceId, buffered.length);
     const now = this.#options.clock();
     const createdAt = new Date(now).toISOString();
-    await insertWebhookEvent(trx, {
-      id,
-      instanceId,
-      sequence,
-      type: normalised.type,
-      payload: webhookBody(normalised, instanceId, sequence),
-      skipReason,
-      createdAt,
-    });
-    if (skipReason !== null) return;
-    await insertDelivery(trx, {
-      eventId: id,
-      instanceId,
-      sequence,
-      maxAttempts: this.#options.maxAttempts,
-      runAt: now,
-      now: createdAt,
-    });
-    this.#queued.add(event);
+    const events: NewWebhookEvent[] = [];
+    const deliveries: NewDelivery[] = [];
+    for (const [index, { event, normalised, instance }] of buffered.entries()) {
+      const sequence = last - buffered.length + 1 + index;
+      const subscribed = (instance.subscribe ?? DEFAULT_SUBSCRIPTION).includes(normalised.type);
+      let skipReason: string | null = null;
+      if (instance.webhookUrl === null) skipReason = 'no webhook URL configured';
+      else if (!subscribed) skipReason = `event type ${normalised.type} is not subscribed`;
+      else if (disabledAt !== null)
+        skipReason = `webhook disabled: ${disabledReason ?? 'receiver answered 410'}`;
+      const id = randomUUID();
+      events.push({
+        id,
+        instanceId,
+        sequence,
+        type: normalised.type,
+        payload: webhookBody(normalised, instanceId, sequence),
+        skipReason,
+        createdAt,
+      });
+      if (skipReason !== null) continue;
+      deliveries.push({
+        eventId: id,
+        instanceId,
+        sequence,
+        maxAttempts: this.#options.maxAttempts,
+        runAt: now,
+        now: createdAt,
+      });
+      this.#queued.add(event);
+    }
+    await insertWebhookEvents(trx, events);
+    if (deliveries.length > 0) await insertDeliveries(trx, deliveries);
   }
 
   /**

@@ -13,6 +13,18 @@ export interface EventProjection {
   readonly name: string;
   /** Applies `event` of instance `instanceId`; throwing rolls the whole event back. */
   apply(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<void>;
+  /**
+   * Optional: called once a transaction, before its events are applied, with the batch's events in order (not the
+   * derived ones), to read or write for all of them at once (the send queue marks the batch's jobs sent in one
+   * statement). Throwing rolls the batch back.
+   */
+  prepare?(trx: Transaction<Database>, instanceId: string, events: readonly EngineEvent[]): Promise<void>;
+  /**
+   * Optional: called once a transaction, after every event (derived ones included) was applied and before the
+   * commit, to write what `apply` buffered (multi-row inserts instead of one statement per event). Throwing rolls
+   * the batch back.
+   */
+  flush?(trx: Transaction<Database>, instanceId: string): Promise<void>;
   /** Called after the transaction committed (e.g. to wake the delivery worker). Must not throw. */
   afterCommit?(instanceId: string, event: EngineEvent): void;
   /**
@@ -43,7 +55,9 @@ interface InstanceQueue {
  * transaction of an instance runs, later events of that instance wait and the next transaction applies all of them
  * (up to {@link MAX_BATCH}) in order, so a busy instance pays one commit per batch instead of one per event; each
  * caller's promise settles only after the transaction holding its event committed
- * (docs/decisions/0024-engines-and-data-flow.md). A failing batch is retried one event per transaction, so one bad
+ * (docs/decisions/0024-engines-and-data-flow.md). Projections may read ahead for the whole batch (`prepare`) and
+ * buffer their rows to write them together at its end (`flush`), so a batch costs a few statements, not a few per
+ * event. A failing batch is retried one event per transaction, so one bad
  * event fails alone.
  */
 export class EventRecorder {
@@ -115,6 +129,8 @@ export class EventRecorder {
     const applied: EngineEvent[][] = [];
     await this.#db.transaction().execute(async (trx) => {
       applied.length = 0;
+      const batchEvents = batch.map((item) => item.event);
+      for (const projection of this.#projections) await projection.prepare?.(trx, instanceId, batchEvents);
       for (const { event } of batch) {
         const events = [event];
         for (let i = 0; i < events.length; i++) {
@@ -126,6 +142,7 @@ export class EventRecorder {
         }
         applied.push(events);
       }
+      for (const projection of this.#projections) await projection.flush?.(trx, instanceId);
     });
     for (const [index, { resolve }] of batch.entries()) {
       for (const event of applied[index] ?? []) {

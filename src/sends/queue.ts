@@ -3,7 +3,7 @@ import type { Kysely, Transaction } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
 import { DomainError } from '../domain/errors.ts';
 import { type EngineEvent, GROUP_DOMAIN, type SentMessage } from '../domain/messages.ts';
-import type { PacingSettings, SendPause } from '../domain/sends.ts';
+import type { PacingSettings, SendMode, SendPause } from '../domain/sends.ts';
 import type { EngineSession } from '../engines/engine.ts';
 import type { EventProjection } from '../events/recorder.ts';
 import type { Database } from '../store/schema.ts';
@@ -15,7 +15,7 @@ import {
   insertSendJob,
   insertSendJobs,
   markSendJobNewChat,
-  markSendJobSent,
+  markSendJobsSent,
   type NewSendJob,
   nextPendingRunAt,
   oldestNewChatSince,
@@ -109,6 +109,8 @@ export class SendQueue implements EventProjection {
   #sweep: NodeJS.Timeout | undefined;
   #stopped = false;
   readonly #inFlight = new Set<Promise<void>>();
+  /** The jobs {@link prepare} marked sent in a transaction (by id, with their mode) and when. */
+  readonly #marked = new WeakMap<Transaction<Database>, { at: number; modes: Map<string, SendMode> }>();
   /** Jobs (`instanceId/id`) that {@link derive} marked sent, so the relay does not finish them again. */
   readonly #markedSent = new Set<string>();
 
@@ -128,18 +130,35 @@ export class SendQueue implements EventProjection {
   async apply(_trx: Transaction<Database>, _instanceId: string, _event: EngineEvent): Promise<void> {}
 
   /**
-   * A recorded own `message` whose send job is being relayed marks the job `sent` in the same transaction, so the
-   * message row and the job's outcome commit together. A queued send also yields its `MessageStatus` `sent` event
-   * there; a synchronous send's answer is its outcome, so it yields none (docs/decisions/0012-session-and-message-status-events.md).
+   * Marks `sent`, in one statement, the jobs of the batch's own `message` events that are being relayed, so each
+   * message row and its job's outcome commit together; {@link derive} then reads the outcome per event.
+   */
+  async prepare(
+    trx: Transaction<Database>,
+    instanceId: string,
+    events: readonly EngineEvent[],
+  ): Promise<void> {
+    const ids = events.flatMap((event) =>
+      event.type === 'message' && event.message.source.isFromMe ? [event.message.id] : [],
+    );
+    if (ids.length === 0) return;
+    const at = this.#deps.clock();
+    this.#marked.set(trx, { at, modes: await markSendJobsSent(trx, instanceId, ids, at) });
+  }
+
+  /**
+   * A recorded own `message` whose send job was being relayed (marked `sent` by {@link prepare}): a queued send
+   * yields its `MessageStatus` `sent` event, in the same transaction; a synchronous send's answer is its outcome, so
+   * it yields none (docs/decisions/0012-session-and-message-status-events.md).
    */
   async derive(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<EngineEvent[]> {
     if (event.type !== 'message' || !event.message.source.isFromMe) return [];
-    const at = this.#deps.clock();
-    const mode = await markSendJobSent(trx, instanceId, event.message.id, at);
-    if (mode === null) return [];
+    const marked = this.#marked.get(trx);
+    // Taken once: a message the batch holds twice (an echo) has one outcome.
+    if (!marked?.modes.delete(event.message.id)) return [];
     this.#markedSent.add(`${instanceId}/${event.message.id}`);
     if (this.#answeredByRequest({ instanceId, id: event.message.id })) return [];
-    return [{ type: 'messageStatus', id: event.message.id, status: 'sent', at }];
+    return [{ type: 'messageStatus', id: event.message.id, status: 'sent', at: marked.at }];
   }
 
   /**

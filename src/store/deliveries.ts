@@ -1,6 +1,7 @@
-import type { Kysely, Transaction } from 'kysely';
+import type { Insertable, Kysely, Transaction } from 'kysely';
 import { compiledStatement } from './compiled.ts';
-import type { Database } from './schema.ts';
+import { ROWS_PER_INSERT } from './messages.ts';
+import type { Database, WebhookDeliveriesTable } from './schema.ts';
 import { toMs } from './times.ts';
 
 /**
@@ -32,45 +33,63 @@ export interface NewDelivery {
 }
 
 /**
- * Queues the delivery of an event (inside the transaction that records it).
- * @throws RangeError when `delivery.now` is not a time.
+ * Queues the deliveries of events (inside the transaction that records them), at most {@link ROWS_PER_INSERT} a
+ * statement.
+ * @throws RangeError when a delivery's `now` is not a time.
  */
-export async function insertDelivery(trx: Transaction<Database>, delivery: NewDelivery): Promise<void> {
-  const now = toMs(delivery.now);
-  await INSERT_DELIVERY.run(trx, {
-    eventId: delivery.eventId,
-    instanceId: delivery.instanceId,
-    sequence: delivery.sequence,
-    maxAttempts: delivery.maxAttempts,
-    runAt: delivery.runAt,
-    now,
+export async function insertDeliveries(
+  trx: Transaction<Database>,
+  deliveries: readonly NewDelivery[],
+): Promise<void> {
+  const rows = deliveries.map((delivery) => {
+    const now = toMs(delivery.now);
+    return {
+      event_id: delivery.eventId,
+      instance_id: delivery.instanceId,
+      sequence: delivery.sequence,
+      status: 'pending',
+      attempts: 0,
+      max_attempts: delivery.maxAttempts,
+      run_at: delivery.runAt,
+      locked_by: null,
+      locked_at: null,
+      last_error: null,
+      last_status: null,
+      delivered_at: null,
+      created_at: now,
+      updated_at: now,
+    };
   });
+  const [only] = rows;
+  if (rows.length === 1 && only !== undefined) {
+    await INSERT_DELIVERY.run(trx, only);
+    return;
+  }
+  for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) {
+    await trx
+      .insertInto('webhook_deliveries')
+      .values(rows.slice(i, i + ROWS_PER_INSERT))
+      .execute();
+  }
 }
 
-/** {@link insertDelivery}'s statement (hot path: every recorded event; compiled once per store). */
-const INSERT_DELIVERY = compiledStatement<{
-  eventId: string;
-  instanceId: string;
-  sequence: number;
-  maxAttempts: number;
-  runAt: number;
-  now: number;
-}>((db, arg) =>
+/** One delivery row (the common batch of one: compiled once per store, src/store/compiled.ts). */
+const INSERT_DELIVERY = compiledStatement<Insertable<WebhookDeliveriesTable>>((db, arg) =>
   db.insertInto('webhook_deliveries').values({
-    event_id: arg('eventId'),
-    instance_id: arg('instanceId'),
+    event_id: arg('event_id'),
+    instance_id: arg('instance_id'),
     sequence: arg('sequence'),
-    status: 'pending',
-    attempts: 0,
-    max_attempts: arg('maxAttempts'),
-    run_at: arg('runAt'),
-    locked_by: null,
-    locked_at: null,
-    last_error: null,
-    last_status: null,
-    delivered_at: null,
-    created_at: arg('now'),
-    updated_at: arg('now'),
+    status: arg('status'),
+    attempts: arg('attempts'),
+    max_attempts: arg('max_attempts'),
+    run_at: arg('run_at'),
+    locked_by: arg('locked_by'),
+    locked_at: arg('locked_at'),
+    last_error: arg('last_error'),
+    last_status: arg('last_status'),
+    delivered_at: arg('delivered_at'),
+    created_at: arg('created_at'),
+    updated_at: arg('updated_at'),
   }),
 );
 
@@ -173,12 +192,8 @@ export interface FinishInput {
   now: string;
 }
 
-/**
- * {@link finishAttempt} inside the caller's transaction `trx` (the delivery worker writes the attempts that
- * finished together, and its next claim, in one transaction). Same rules and result.
- * @throws RangeError when `input.now` is not a time.
- */
-export async function finishAttemptIn(trx: Transaction<Database>, input: FinishInput): Promise<boolean> {
+/** {@link finishAttempt} inside the transaction `trx`. @throws RangeError when `input.now` is not a time. */
+async function finishAttemptIn(trx: Transaction<Database>, input: FinishInput): Promise<boolean> {
   const { eventId, workerId, attempt, outcome } = input;
   const now = toMs(input.now);
   await COMPLETE_ATTEMPT.run(trx, {
@@ -305,14 +320,16 @@ export async function requeueDelivery(
       .where('event_id', '=', input.eventId)
       .executeTakeFirst();
     if (!existing) {
-      await insertDelivery(trx, {
-        eventId: input.eventId,
-        instanceId: input.instanceId,
-        sequence: Number(event.sequence),
-        maxAttempts: input.maxAttempts,
-        runAt: input.runAt,
-        now: input.now,
-      });
+      await insertDeliveries(trx, [
+        {
+          eventId: input.eventId,
+          instanceId: input.instanceId,
+          sequence: Number(event.sequence),
+          maxAttempts: input.maxAttempts,
+          runAt: input.runAt,
+          now: input.now,
+        },
+      ]);
       return 'queued';
     }
     const result = await trx

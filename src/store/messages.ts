@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { type Insertable, type Kysely, type OnConflictBuilder, sql } from 'kysely';
 import type {
   DeliveryState,
   EngineMessage,
@@ -8,7 +8,7 @@ import type {
   MessageUpdate,
 } from '../domain/messages.ts';
 import { compiledStatement } from './compiled.ts';
-import type { Database, MessagesTable } from './schema.ts';
+import type { ChatPeersTable, Database, MessagesTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
 
 /** Delivery states in order (docs/decisions/0017-messages-and-media.md); a message only ever moves to a later one. */
@@ -63,70 +63,80 @@ export function toStoredMessage(row: MessagesTable): StoredMessage {
   };
 }
 
-/**
- * Stores `message` of instance `instanceId` in state `state` (`at` RFC 3339 is the state's time). A message
- * already stored under the same id is kept as it is (the platform echoes sends, history repeats messages).
- * @throws RangeError when `at` or the message's timestamp is not a time.
- */
-export async function insertMessage(
-  db: Kysely<Database>,
-  instanceId: string,
-  message: EngineMessage,
-  state: DeliveryState,
-  at: string,
-): Promise<void> {
-  const kind = KINDS.includes(message.content.kind) ? message.content.kind : 'other';
-  const atMs = toMs(at);
-  const timestamp = Math.trunc(message.timestamp);
-  if (!Number.isFinite(timestamp))
-    throw new RangeError(`message ${message.id}: not a time: ${message.timestamp}`);
-  await INSERT_MESSAGE.run(db, {
-    instanceId,
-    id: message.id,
-    chat: message.source.chat,
-    sender: message.source.sender,
-    fromMe: message.source.isFromMe ? 1 : 0,
-    isGroup: message.source.isGroup ? 1 : 0,
-    type: kind,
-    content: JSON.stringify(message.content),
-    pushName: message.pushName,
-    timestamp,
-    state,
-    at: atMs,
-  });
+/** Most rows one multi-row insert carries (bounds the statement's parameters: 13 a message row). */
+export const ROWS_PER_INSERT = 500;
+
+/** A message to store and the state it is stored in. */
+export interface NewMessage {
+  message: EngineMessage;
+  state: DeliveryState;
 }
 
-/** {@link insertMessage}'s statement (hot path: every sent and received message; compiled once per store). */
-const INSERT_MESSAGE = compiledStatement<{
-  instanceId: string;
-  id: string;
-  chat: string;
-  sender: string;
-  fromMe: number;
-  isGroup: number;
-  type: string;
-  content: string;
-  pushName: string;
-  timestamp: number;
-  state: string;
-  at: number;
-}>((db, arg) =>
+/**
+ * Stores `messages` of instance `instanceId`, in their order, in multi-row inserts of at most
+ * {@link ROWS_PER_INSERT} (`at` RFC 3339 is their state's time). A message already stored under the same id, or
+ * repeated in `messages`, is kept as first stored (the platform echoes sends, history repeats messages).
+ * @throws RangeError when `at` or a message's timestamp is not a time (nothing is written then).
+ */
+export async function insertMessages(
+  db: Kysely<Database>,
+  instanceId: string,
+  messages: readonly NewMessage[],
+  at: string,
+): Promise<void> {
+  const atMs = toMs(at);
+  const rows = messages.map(({ message, state }) => {
+    const timestamp = Math.trunc(message.timestamp);
+    if (!Number.isFinite(timestamp))
+      throw new RangeError(`message ${message.id}: not a time: ${message.timestamp}`);
+    return {
+      instance_id: instanceId,
+      id: message.id,
+      chat: message.source.chat,
+      sender: message.source.sender,
+      from_me: message.source.isFromMe ? 1 : 0,
+      is_group: message.source.isGroup ? 1 : 0,
+      type: KINDS.includes(message.content.kind) ? message.content.kind : 'other',
+      content: JSON.stringify(message.content),
+      push_name: message.pushName,
+      timestamp,
+      state,
+      state_at: atMs,
+      created_at: atMs,
+    };
+  });
+  const [only] = rows;
+  if (rows.length === 1 && only !== undefined) {
+    await INSERT_MESSAGE.run(db, only);
+    return;
+  }
+  for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) {
+    await db
+      .insertInto('messages')
+      .values(rows.slice(i, i + ROWS_PER_INSERT))
+      .onConflict((oc) => oc.columns(['instance_id', 'id']).doNothing())
+      .execute();
+  }
+}
+
+/** One message row (the common batch of one: compiled once per store, src/store/compiled.ts). */
+const INSERT_MESSAGE = compiledStatement<Insertable<MessagesTable>>((db, arg) =>
   db
     .insertInto('messages')
     .values({
-      instance_id: arg('instanceId'),
+      instance_id: arg('instance_id'),
       id: arg('id'),
       chat: arg('chat'),
       sender: arg('sender'),
-      from_me: arg('fromMe'),
-      is_group: arg('isGroup'),
+      from_me: arg('from_me'),
+      is_group: arg('is_group'),
       type: arg('type'),
       content: arg('content'),
-      push_name: arg('pushName'),
+      push_name: arg('push_name'),
       timestamp: arg('timestamp'),
       state: arg('state'),
-      state_at: arg('at'),
-      created_at: arg('at'),
+      state_at: arg('state_at'),
+      created_at: arg('created_at'),
     })
     .onConflict((oc) => oc.columns(['instance_id', 'id']).doNothing()),
 );
@@ -158,46 +168,72 @@ export async function advanceDeliveryState(
   return Number(result.numUpdatedRows);
 }
 
+/** A user a message was exchanged with, and the display name it showed ('' when unknown). */
+export interface PeerSighting {
+  jid: Jid;
+  pushName: string;
+}
+
 /**
- * Records that the instance exchanged a message with user `jid` at `at` (RFC 3339); a non-empty `pushName`
- * (the name the user's own message carried) replaces the stored one.
+ * Records that instance `instanceId` exchanged messages with each of `peers` at `at` (RFC 3339): a new peer gets
+ * `first_at`; every peer gets `last_at` and, when a sighting carries one, its latest non-empty display name (an
+ * empty name keeps the stored one). Sightings of one user are merged first (a statement may not change a row
+ * twice); at most {@link ROWS_PER_INSERT} peers a statement.
+ * @throws RangeError when `at` is not a time.
  */
-export async function touchPeer(
+export async function touchPeers(
   db: Kysely<Database>,
   instanceId: string,
-  jid: Jid,
-  pushName: string,
+  peers: readonly PeerSighting[],
   at: string,
 ): Promise<void> {
   const atMs = toMs(at);
-  await (pushName === '' ? TOUCH_PEER : TOUCH_PEER_NAMED).run(db, { instanceId, jid, at: atMs, pushName });
-}
-
-/**
- * {@link touchPeer}'s statement (hot path; compiled once per store): `named` replaces the stored name on conflict,
- * otherwise an empty name keeps it.
- */
-function touchPeerStatement(named: boolean) {
-  return compiledStatement<{ instanceId: string; jid: string; at: number; pushName: string }>((db, arg) =>
-    db
+  const names = new Map<string, string>();
+  for (const { jid, pushName } of peers) {
+    if (pushName !== '' || !names.has(jid))
+      names.set(jid, pushName === '' ? (names.get(jid) ?? '') : pushName);
+  }
+  const rows = [...names].map(([jid, pushName]) => ({
+    instance_id: instanceId,
+    jid,
+    push_name: pushName,
+    first_at: atMs,
+    last_at: atMs,
+  }));
+  const [only] = rows;
+  if (rows.length === 1 && only !== undefined) {
+    await TOUCH_PEER.run(db, only);
+    return;
+  }
+  for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) {
+    await db
       .insertInto('chat_peers')
-      .values({
-        instance_id: arg('instanceId'),
-        jid: arg('jid'),
-        push_name: arg('pushName'),
-        first_at: arg('at'),
-        last_at: arg('at'),
-      })
-      .onConflict((oc) =>
-        oc
-          .columns(['instance_id', 'jid'])
-          .doUpdateSet(named ? { last_at: arg('at'), push_name: arg('pushName') } : { last_at: arg('at') }),
-      ),
-  );
+      .values(rows.slice(i, i + ROWS_PER_INSERT))
+      .onConflict(peerConflict)
+      .execute();
+  }
 }
 
-const TOUCH_PEER = touchPeerStatement(false);
-const TOUCH_PEER_NAMED = touchPeerStatement(true);
+/** On a known peer: the new `last_at`, and the new name unless it is empty. */
+const peerConflict = (oc: OnConflictBuilder<Database, 'chat_peers'>) =>
+  oc.columns(['instance_id', 'jid']).doUpdateSet({
+    last_at: (eb) => eb.ref('excluded.last_at'),
+    push_name: sql<string>`case when excluded.push_name = '' then chat_peers.push_name else excluded.push_name end`,
+  });
+
+/** One peer row (the common batch of one: compiled once per store). */
+const TOUCH_PEER = compiledStatement<Insertable<ChatPeersTable>>((db, arg) =>
+  db
+    .insertInto('chat_peers')
+    .values({
+      instance_id: arg('instance_id'),
+      jid: arg('jid'),
+      push_name: arg('push_name'),
+      first_at: arg('first_at'),
+      last_at: arg('last_at'),
+    })
+    .onConflict(peerConflict),
+);
 
 /** Message `id` of an instance, or undefined when it was never stored. */
 export async function findStoredMessage(

@@ -380,30 +380,48 @@ export async function chatHasHistory(
 }
 
 /**
- * Marks job `id` `sent` at `at` (epoch ms) when it is being relayed. → the job's mode (`sync` or `async`) when it was
- * marked; null when there is no such job in `sending` (e.g. a message the account sent from elsewhere). The send
- * queue's projection calls it in the transaction that records the job's `message` event, so the outcome (and, for
- * a queued send, its `MessageStatus` event) commits with it.
+ * Marks the jobs `ids` of an instance `sent` at `at` (epoch ms) when they are being relayed (status `sending`).
+ * → the mode (`sync` or `async`) of each job marked, by id; ids with no such job in `sending` (messages the account
+ * sent from elsewhere) are absent. The send queue's projection calls it in the transaction that records the jobs'
+ * `message` events, so each outcome (and, for a queued send, its `MessageStatus` event) commits with its message.
+ * The payload is dropped: the message row written in the same transaction holds the content now.
  */
-export async function markSendJobSent(
+export async function markSendJobsSent(
   db: Kysely<Database>,
   instanceId: string,
-  id: string,
+  ids: readonly string[],
   at: number,
-): Promise<SendMode | null> {
-  const { rows } = await MARK_SEND_JOB_SENT.run(db, { instanceId, id, at });
-  const row = rows[0];
-  if (row === undefined) return null;
-  return row.mode === 'async' ? 'async' : 'sync';
+): Promise<Map<string, SendMode>> {
+  const marked = new Map<string, SendMode>();
+  if (ids.length === 0) return marked;
+  const [only] = ids;
+  const rows =
+    ids.length === 1 && only !== undefined
+      ? (await MARK_SEND_JOB_SENT.run(db, { instanceId, id: only, at })).rows
+      : await markMany(db, instanceId, ids, at);
+  for (const row of rows) marked.set(row.id, row.mode === 'async' ? 'async' : 'sync');
+  return marked;
 }
 
+/** {@link markSendJobsSent} for several jobs: one statement built for their number. */
+function markMany(db: Kysely<Database>, instanceId: string, ids: readonly string[], at: number) {
+  return db
+    .updateTable('send_jobs')
+    .set({ status: 'sent', sent_at: at, locked_by: null, locked_at: null, updated_at: at, payload: '' })
+    .where('instance_id', '=', instanceId)
+    .where('id', 'in', [...ids])
+    .where('status', '=', 'sending')
+    .returning(['id', 'mode'])
+    .execute();
+}
+
+/** {@link markSendJobsSent} for one job (the common batch of one: compiled once per store). */
 const MARK_SEND_JOB_SENT = compiledStatement<
   { instanceId: string; id: string; at: number },
-  { mode: string }
+  { id: string; mode: string }
 >((db, arg) =>
   db
     .updateTable('send_jobs')
-    // The payload is dropped: the message row written in the same transaction holds the content now.
     .set({
       status: 'sent',
       sent_at: arg('at'),
@@ -415,7 +433,7 @@ const MARK_SEND_JOB_SENT = compiledStatement<
     .where('instance_id', '=', arg('instanceId'))
     .where('id', '=', arg('id'))
     .where('status', '=', 'sending')
-    .returning('mode'),
+    .returning(['id', 'mode']),
 );
 
 /** Flags job `id` as opening a chat (counted by the new-chats-per-day pace once sent). */

@@ -1,6 +1,7 @@
-import { type Kysely, sql, type Transaction } from 'kysely';
+import { type Insertable, type Kysely, sql, type Transaction } from 'kysely';
 import { compiledStatement } from './compiled.ts';
-import type { Database, WebhookAttemptsTable, WebhookDeliveriesTable } from './schema.ts';
+import { ROWS_PER_INSERT } from './messages.ts';
+import type { Database, WebhookAttemptsTable, WebhookDeliveriesTable, WebhookEventsTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
 
 /**
@@ -16,34 +17,43 @@ export interface WebhookState {
 }
 
 /**
- * Hands out the next `sequence` of `instanceId` (1, 2, 3, … per instance, docs/decisions/0005-outbox-and-delivery.md)
- * and returns it with the webhook's disabled state. Upserts the state row; on PostgreSQL its row lock serialises
- * concurrent writers of the same instance until their transactions end, so numbers are unique and gap-free even
- * across processes. Must run inside the transaction that writes the event.
+ * Hands out the next `count` (≥ 1) `sequence` numbers of `instanceId` (1, 2, 3, … per instance,
+ * docs/decisions/0005-outbox-and-delivery.md): → the last of them (the batch holds `last - count + 1` … `last`) with
+ * the webhook's disabled state. Upserts the state row; on PostgreSQL its row lock serialises concurrent writers of
+ * the same instance until their transactions end, so numbers are unique and gap-free even across processes. Must
+ * run inside the transaction that writes the events.
  */
-export async function nextSequence(
+export async function advanceSequence(
   trx: Transaction<Database>,
   instanceId: string,
-): Promise<{ sequence: number; disabledAt: string | null; disabledReason: string | null }> {
-  const { rows } = await NEXT_SEQUENCE.run(trx, { instanceId });
+  count: number,
+): Promise<{ last: number; disabledAt: string | null; disabledReason: string | null }> {
+  const { rows } = await ADVANCE_SEQUENCE.run(trx, { instanceId, count });
   const row = rows[0];
   if (!row) throw new Error('the sequence upsert returned no row');
   return {
-    sequence: Number(row.last_sequence),
+    last: Number(row.last_sequence),
     disabledAt: toIso(row.disabled_at),
     disabledReason: row.disabled_reason,
   };
 }
 
-const NEXT_SEQUENCE = compiledStatement<
-  { instanceId: string },
+const ADVANCE_SEQUENCE = compiledStatement<
+  { instanceId: string; count: number },
   { last_sequence: number; disabled_at: number | null; disabled_reason: string | null }
 >((db, arg) =>
   db
     .insertInto('webhook_state')
-    .values({ instance_id: arg('instanceId'), last_sequence: 1, disabled_at: null, disabled_reason: null })
+    .values({
+      instance_id: arg('instanceId'),
+      last_sequence: arg('count'),
+      disabled_at: null,
+      disabled_reason: null,
+    })
     .onConflict((oc) =>
-      oc.column('instance_id').doUpdateSet({ last_sequence: sql<number>`webhook_state.last_sequence + 1` }),
+      oc
+        .column('instance_id')
+        .doUpdateSet({ last_sequence: sql<number>`webhook_state.last_sequence + ${arg('count')}` }),
     )
     .returning(['last_sequence', 'disabled_at', 'disabled_reason']),
 );
@@ -84,39 +94,46 @@ export interface NewWebhookEvent {
 }
 
 /**
- * Inserts an event row inside the recording transaction (docs/decisions/0005-outbox-and-delivery.md outbox).
- * @throws RangeError when `event.createdAt` is not a time.
+ * Inserts event rows inside the recording transaction (docs/decisions/0005-outbox-and-delivery.md outbox), at most
+ * {@link ROWS_PER_INSERT} a statement.
+ * @throws RangeError when an event's `createdAt` is not a time.
  */
-export async function insertWebhookEvent(trx: Transaction<Database>, event: NewWebhookEvent): Promise<void> {
-  await INSERT_WEBHOOK_EVENT.run(trx, {
+export async function insertWebhookEvents(
+  trx: Transaction<Database>,
+  events: readonly NewWebhookEvent[],
+): Promise<void> {
+  const rows = events.map((event) => ({
     id: event.id,
-    instanceId: event.instanceId,
+    instance_id: event.instanceId,
     sequence: event.sequence,
     type: event.type,
     payload: event.payload,
-    skipReason: event.skipReason,
-    createdAt: toMs(event.createdAt),
-  });
+    skip_reason: event.skipReason,
+    created_at: toMs(event.createdAt),
+  }));
+  const [only] = rows;
+  if (rows.length === 1 && only !== undefined) {
+    await INSERT_WEBHOOK_EVENT.run(trx, only);
+    return;
+  }
+  for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) {
+    await trx
+      .insertInto('webhook_events')
+      .values(rows.slice(i, i + ROWS_PER_INSERT))
+      .execute();
+  }
 }
 
-/** {@link insertWebhookEvent}'s statement (hot path: every recorded event; compiled once per store). */
-const INSERT_WEBHOOK_EVENT = compiledStatement<{
-  id: string;
-  instanceId: string;
-  sequence: number;
-  type: string;
-  payload: string;
-  skipReason: string | null;
-  createdAt: number;
-}>((db, arg) =>
+/** One event row (the common batch of one: compiled once per store, src/store/compiled.ts). */
+const INSERT_WEBHOOK_EVENT = compiledStatement<Insertable<WebhookEventsTable>>((db, arg) =>
   db.insertInto('webhook_events').values({
     id: arg('id'),
-    instance_id: arg('instanceId'),
+    instance_id: arg('instance_id'),
     sequence: arg('sequence'),
     type: arg('type'),
     payload: arg('payload'),
-    skip_reason: arg('skipReason'),
-    created_at: arg('createdAt'),
+    skip_reason: arg('skip_reason'),
+    created_at: arg('created_at'),
   }),
 );
 

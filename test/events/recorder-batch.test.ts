@@ -1,0 +1,129 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { EngineEvent } from '../../src/domain/messages.ts';
+import { openStore, type Store } from '../../src/store/database.ts';
+import type { TestApp } from '../support/app.ts';
+import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
+import { configureWebhook, createWebhookApp, textMessage } from '../webhooks/support.ts';
+
+/**
+ * A batch of the recorder (docs/decisions/0024-engines-and-data-flow.md: events queued while a transaction runs are
+ * applied together) is written in bulk: one multi-row insert of messages, of peers, of events and of deliveries,
+ * and one sequence upsert for the batch. Counted on the SQL each statement sends (the store's test-only hook).
+ */
+for (const dialect of testDialects()) {
+  describe(`the recorder writes a batch in bulk [${dialect}]`, () => {
+    let testStore: TestStore;
+    let counted: Store;
+    let t: TestApp;
+    let statements: string[] = [];
+    let counting = false;
+
+    before(async () => {
+      testStore = await createTestStore(dialect);
+      counted = await openStore(
+        testStore.database,
+        testStore.schema === undefined
+          ? { faults: (text) => void (counting && statements.push(text)) }
+          : { schema: testStore.schema, faults: (text) => void (counting && statements.push(text)) },
+      );
+      t = await createWebhookApp({ dialect, testStore: { ...testStore, store: counted } });
+      // A webhook URL, so every event also queues a delivery (nothing listens there: attempts fail and retry).
+      await configureWebhook(t, 'https://127.0.0.1:9/hook', null);
+    });
+    after(async () => {
+      await t.close();
+      await counted.destroy();
+      await testStore.cleanup();
+    });
+
+    it('messages, a repeated message, a receipt for one of them and peer names: stored as if one by one', async () => {
+      const ann = textMessage('from Ann', { phone: '5511911110001' });
+      const annAgain = textMessage('Ann, no name', { phone: '5511911110001' });
+      annAgain.message.pushName = '';
+      const own = textMessage('to Bob', { phone: '5511911110002', fromMe: true });
+      const receipt: EngineEvent = {
+        type: 'receipt',
+        state: 'read',
+        messageIds: [own.message.id],
+        source: own.message.source,
+        timestamp: Date.UTC(2025, 0, 2, 3, 4, 6),
+      };
+      const batch: EngineEvent[] = [ann, annAgain, own, receipt, ann];
+      const id = t.instance.id;
+      statements = [];
+      counting = true;
+      try {
+        // Recorded in one turn: the first event's transaction starts after all five are queued.
+        await Promise.all(batch.map((event) => t.services.recorder.record(id, event)));
+      } finally {
+        counting = false;
+      }
+      const count = (pattern: RegExp) => statements.filter((text) => pattern.test(text)).length;
+      // The receipt flushes the three messages before it; the repeated one after it is a second insert.
+      assert.equal(count(/^insert into "messages"/), 2);
+      assert.equal(count(/^insert into "webhook_state"/), 1, 'one sequence upsert for the batch');
+      assert.equal(count(/^insert into "webhook_events"/), 1);
+      assert.equal(count(/^insert into "webhook_deliveries"/), 1);
+
+      const messages = await counted.db
+        .selectFrom('messages')
+        .select(['id', 'state', 'from_me'])
+        .where('instance_id', '=', id)
+        .orderBy('id')
+        .execute();
+      assert.deepEqual(
+        messages,
+        [
+          { id: ann.message.id, state: 'delivered', from_me: 0 },
+          { id: annAgain.message.id, state: 'delivered', from_me: 0 },
+          { id: own.message.id, state: 'read', from_me: 1 },
+        ].sort((a, b) => a.id.localeCompare(b.id)),
+      );
+      const peers = await counted.db
+        .selectFrom('chat_peers')
+        .select(['jid', 'push_name'])
+        .where('instance_id', '=', id)
+        .orderBy('jid')
+        .execute();
+      assert.deepEqual(peers, [
+        // An empty name later in the batch keeps the name seen before it.
+        { jid: '5511911110001@s.whatsapp.net', push_name: 'Tester' },
+        { jid: '5511911110002@s.whatsapp.net', push_name: '' },
+      ]);
+      const events = await counted.db
+        .selectFrom('webhook_events')
+        .select(['sequence', 'type', 'payload'])
+        .where('instance_id', '=', id)
+        .orderBy('sequence')
+        .execute();
+      // Gap-free, in the order recorded: five events, numbered after whatever the setup recorded.
+      const first = Number(events.at(-5)?.sequence);
+      assert.deepEqual(
+        events.slice(-5).map((row) => [Number(row.sequence), row.type]),
+        [
+          [first, 'Message'],
+          [first + 1, 'Message'],
+          [first + 2, 'Message'],
+          [first + 3, 'ReadReceipt'],
+          [first + 4, 'Message'],
+        ],
+      );
+      for (const row of events.slice(-5))
+        assert.equal(JSON.parse(row.payload).sequence, Number(row.sequence), 'the body carries its sequence');
+      const state = await counted.db
+        .selectFrom('webhook_state')
+        .select('last_sequence')
+        .where('instance_id', '=', id)
+        .executeTakeFirstOrThrow();
+      assert.equal(Number(state.last_sequence), first + 4);
+      const queued = await counted.db
+        .selectFrom('webhook_deliveries')
+        .select('sequence')
+        .where('instance_id', '=', id)
+        .where('sequence', '>=', first)
+        .execute();
+      assert.equal(queued.length, 5);
+    });
+  });
+}
