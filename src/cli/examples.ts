@@ -28,15 +28,19 @@ export const examples = {
   serve: block(['npx parley serve', 'PORT=3000 DATA_DIR=/srv/parley/data npx parley serve']),
   listen: block(
     [
-      'npx parley listen --print-ca          # creates DATA_DIR/listen-ca.pem once, prints its path',
+      'npx parley listen --key svc_live_… --from 5511999990001             # every event, as it is recorded',
+      'npx parley listen --key svc_test_… --types Message --after 42 --json',
+      'npx parley listen --key svc_test_… --max-events 1                   # exits after the first event',
+      'npx parley listen --print-ca          # --webhook: creates DATA_DIR/listen-ca.pem once, prints its path',
       'WEBHOOK_ALLOWED_CIDRS=127.0.0.1/32 OUTBOUND_CA_FILE=./data/listen-ca.pem npm start',
-      'npx parley listen --url http://localhost:8080 --key svc_test_…',
-      'npx parley listen --url http://localhost:8080 --key svc_test_… --from 5511999990001 --json',
+      'npx parley listen --webhook --url http://localhost:8080 --key svc_test_…',
     ],
     [
-      "parley must allow a receiver on loopback and trust the local CA that signs the listener's certificate: the\n" +
-        'first two lines above. Those server settings are for development: the local CA can vouch for any host name.\n' +
-        "Test keys only: the listener replaces the instance's webhook URL and HMAC key, and puts the URL back on Ctrl-C.",
+      'By default listen reads the event stream (GET /v1/events/stream) with any key that has chat:webhook, test or\n' +
+        'live, and changes nothing on the instance; if the connection drops it reconnects after the last event printed.\n' +
+        "--webhook instead runs a local HTTPS receiver and sets it as the instance's webhook: test keys only (it\n" +
+        "replaces the instance's webhook URL and HMAC key, and puts the URL back on Ctrl-C); parley must allow a\n" +
+        'receiver on loopback and trust the local CA (the two lines above; development settings only).',
     ],
   ),
   org: block([

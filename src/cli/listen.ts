@@ -6,7 +6,9 @@ import type { CliIo } from './commands/context.ts';
 import { CliError } from './errors.ts';
 
 /**
- * `parley listen` (like `stripe listen`): a local HTTPS webhook receiver for developers. It serves HTTPS with a
+ * `parley listen --webhook` (like `stripe listen`): a local HTTPS webhook receiver for developers (without
+ * `--webhook`, `parley listen` reads the event stream instead: src/cli/listen-stream.ts,
+ * docs/decisions/0033-listen-reads-the-stream.md). It serves HTTPS with a
  * certificate issued at start by a local CA kept in the data directory, sets itself as the webhook of an instance
  * of a running parley (through its HTTP API, with a test key), sets a fresh HMAC key, verifies both signatures
  * of every request (`x-hmac-signature` and Standard Webhooks' `webhook-signature`) and prints each event.
@@ -159,12 +161,14 @@ export interface ListenOptions {
  * URL and a new HMAC key on the instance, prints every request, and at stop puts back the URL that was
  * configured before (or removes the webhook when there was none) if the URL is still the listener's.
  * Status lines go to `io.err`; events to `io.out`.
- * @throws CliError for a live key, a short HMAC key, or a setup call parley refused.
+ * @throws CliError for a live key (it would replace a live instance's webhook URL and HMAC key, which its real
+ *   receiver depends on: docs/decisions/0033-listen-reads-the-stream.md), a short HMAC key, or a setup call parley
+ *   refused.
  */
 export async function listen(options: ListenOptions, io: CliIo, stop: Promise<void>): Promise<void> {
   if (!options.key.startsWith('svc_test_')) {
     throw new CliError(
-      'parley listen takes a test key (svc_test_…): it replaces the instance webhook and HMAC key',
+      'parley listen --webhook takes a test key (svc_test_…): it replaces the instance webhook and HMAC key',
     );
   }
   const hmacKey = options.hmacKey ?? randomBytes(32).toString('base64url');

@@ -44,7 +44,7 @@ function postToListener(
   });
 }
 
-describe('parley listen: a local HTTPS receiver against a running parley', () => {
+describe('parley listen --webhook: a local HTTPS receiver against a running parley', () => {
   let dataDir: string;
   let caPath: string;
   let parley: ParleyProcess;
@@ -66,7 +66,18 @@ describe('parley listen: a local HTTPS receiver against a running parley', () =>
     parley = await startParley({ WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32', OUTBOUND_CA_FILE: caPath }, dataDir);
     listener = spawn(
       process.execPath,
-      ['bin/parley.js', 'listen', '--url', parley.url, '--key', parley.key, '--json', '--hmac-key', HMAC_KEY],
+      [
+        'bin/parley.js',
+        'listen',
+        '--webhook',
+        '--url',
+        parley.url,
+        '--key',
+        parley.key,
+        '--json',
+        '--hmac-key',
+        HMAC_KEY,
+      ],
       { cwd: ROOT, env: parley.env, stdio: 'pipe' },
     );
     listener.stdout?.on('data', (chunk: Buffer) => {
@@ -169,18 +180,18 @@ describe('parley listen: a local HTTPS receiver against a running parley', () =>
     assert.equal((await api(parley, 'GET', '/v1/webhook')).data.webhook, '');
   });
 
-  it('refuses a live key (it would replace a real webhook)', () => {
+  it('refuses a live key (it would replace a real webhook and HMAC key; docs/decisions/0033-listen-reads-the-stream.md)', () => {
     const run = spawnSync(
       process.execPath,
-      ['bin/parley.js', 'listen', '--url', parley.url, '--key', `svc_live_${'a'.repeat(38)}`],
+      ['bin/parley.js', 'listen', '--webhook', '--url', parley.url, '--key', `svc_live_${'a'.repeat(38)}`],
       { cwd: ROOT, env: parley.env, encoding: 'utf8' },
     );
     assert.equal(run.status, 1);
-    assert.match(run.stderr, /parley listen takes a test key \(svc_test_…\)/);
+    assert.match(run.stderr, /parley listen --webhook takes a test key \(svc_test_…\)/);
   });
 });
 
-describe('parley listen against a parley without the development settings', () => {
+describe('parley listen --webhook against a parley without the development settings', () => {
   let parley: ParleyProcess;
   before(async () => {
     parley = await startParley({}, mkdtempSync(join(tmpdir(), 'parley-listen-plain-')));
@@ -190,7 +201,7 @@ describe('parley listen against a parley without the development settings', () =
   it('exits 1 naming the settings parley needs, and leaves the webhook and the HMAC key as they were', async () => {
     const run = spawnSync(
       process.execPath,
-      ['bin/parley.js', 'listen', '--url', parley.url, '--key', parley.key],
+      ['bin/parley.js', 'listen', '--webhook', '--url', parley.url, '--key', parley.key],
       {
         cwd: ROOT,
         env: parley.env,

@@ -18,7 +18,22 @@ export interface CliResult {
 }
 
 /** Runs `parley …args` in a child process with exactly `env` on top of PATH and HOME. */
-export function cli(env: Record<string, string>, ...args: string[]): Promise<CliResult> {
+export async function cli(env: Record<string, string>, ...args: string[]): Promise<CliResult> {
+  const result = await cliLines(env, ...args);
+  let json: unknown;
+  if (args.includes('--json')) {
+    const lines = result.stdout.split('\n').filter((line) => line !== '');
+    assert.equal(lines.length, 1, `exactly one JSON line on stdout for ${args.join(' ')}: ${result.stdout}`);
+    json = JSON.parse(lines[0] ?? '');
+  }
+  return { ...result, json };
+}
+
+/**
+ * Runs `parley …args` as {@link cli} does, for a command that prints any number of lines (`parley listen --json`
+ * prints one JSON object per event): `json` is left undefined.
+ */
+export function cliLines(env: Record<string, string>, ...args: string[]): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [BIN, ...args], {
       cwd: ROOT,
@@ -34,15 +49,7 @@ export function cli(env: Record<string, string>, ...args: string[]): Promise<Cli
       stderr += chunk.toString();
     });
     child.once('error', reject);
-    child.once('close', (code) => {
-      let json: unknown;
-      if (args.includes('--json')) {
-        const lines = stdout.split('\n').filter((line) => line !== '');
-        assert.equal(lines.length, 1, `exactly one JSON line on stdout for ${args.join(' ')}: ${stdout}`);
-        json = JSON.parse(lines[0] ?? '');
-      }
-      resolve({ code, stdout, stderr, json });
-    });
+    child.once('close', (code) => resolve({ code, stdout, stderr, json: undefined }));
   });
 }
 

@@ -364,6 +364,7 @@ for (const dialect of testDialects()) {
       const stream = parley.events({
         after: next,
         types: ['Message'],
+        transport: 'poll',
         intervalMs: 20,
         signal: controller.signal,
       });

@@ -5,7 +5,14 @@
  * the `data` of parley's envelope and raises a {@link ParleyError} for an error answer.
  */
 import { ParleyError } from './errors.js';
-import { createPollingTransport, type EventStream, type EventsOptions, eventStream } from './events.js';
+import {
+  createPollingTransport,
+  type EventStream,
+  type EventsOptions,
+  type EventTransport,
+  eventStream,
+  type ReadEventPage,
+} from './events.js';
 import {
   type CallSpec,
   type Connection,
@@ -14,6 +21,7 @@ import {
   type RetryPolicy,
   send,
 } from './http.js';
+import { createStreamTransport } from './stream.js';
 import type {
   CallArgs,
   CallResult,
@@ -151,8 +159,10 @@ export interface ParleyClient {
   eventsPage(query?: EventsPageQuery, options?: RequestOptions): Promise<Schema<'EventsPage'>>;
   /**
    * The event log as an async iterable: the backlog from `after` in `sequence` order, then, with `follow` (the
-   * default), new events as they are recorded, polled every `intervalMs`. Abort `signal` to stop; `cursor` says where
-   * to resume. A read that fails after its retries makes the loop throw.
+   * default), new events as they are recorded: pushed over `GET /v1/events/stream` (`transport: 'stream'`, the
+   * default; reconnecting after the last event handed out) or polled every `intervalMs` (`transport: 'poll'`).
+   * Abort `signal` to stop; `cursor` says where to resume. A read that fails after its retries makes the loop throw
+   * (ParleyError, e.g. 403 without `chat:webhook`; ParleyNetworkError).
    */
   events(options?: EventsOptions): EventStream;
 }
@@ -260,16 +270,22 @@ export function createParleyClient(options: ParleyClientOptions): ParleyClient {
     eventsPage,
     events(options = {}) {
       const limit = options.limit ?? 100;
-      const transport =
-        options.transport ??
-        createPollingTransport(
-          (query, signal) =>
-            eventsPage(
-              { after: query.after, limit: query.limit, types: options.types },
-              { instance: options.instance, signal },
-            ),
-          options.intervalMs ?? 1000,
+      const readPage: ReadEventPage = (query, signal) =>
+        eventsPage(
+          { after: query.after, limit: query.limit, types: options.types },
+          { instance: options.instance, signal },
         );
+      const choice = options.transport ?? 'stream';
+      let transport: EventTransport;
+      if (choice === 'poll') transport = createPollingTransport(readPage, options.intervalMs ?? 1000);
+      else if (choice === 'stream') {
+        transport = createStreamTransport({
+          connection,
+          instance: options.instance,
+          readPage,
+          idleTimeoutMs: options.idleTimeoutMs,
+        });
+      } else transport = choice;
       return eventStream(transport, {
         after: options.after ?? 0,
         types: options.types,

@@ -1,9 +1,9 @@
 /**
  * The event log as an async iterator (docs/api.md "Event log", docs/decisions/0030-event-log.md): every event of an
  * instance in `sequence` order, from a position the caller keeps. Events come from an {@link EventTransport}: the
- * polling one reads `GET /v1/events` page by page through the backlog, then asks again every `intervalMs`. A
- * transport that streams (a live endpoint) can be plugged in through the same interface without changing the
- * iterator or its callers (docs/decisions/0032-client-library.md).
+ * polling one reads `GET /v1/events` page by page through the backlog, then asks again every `intervalMs`; the
+ * stream one (src/stream.ts, docs/decisions/0034-client-stream-transport.md) reads the backlog the same way, then
+ * takes each event `GET /v1/events/stream` pushes. Both plug into the same iterator (docs/decisions/0032-client-library.md).
  */
 import { sleep } from './http.js';
 import type { EventType, LoggedEvent } from './types.js';
@@ -37,8 +37,8 @@ export interface EventReadRequest {
 
 /**
  * A source of event batches. It yields batches in order, each starting where the previous one's `next` ended, and
- * returns once a batch is `upToDate` when `follow` is false. The polling transport reads `GET /v1/events`; a streaming
- * one would first catch up the same way, then yield each event pushed to it as a batch of one.
+ * returns once a batch is `upToDate` when `follow` is false. The polling transport reads `GET /v1/events`; the stream
+ * one first catches up the same way, then yields each event pushed to it as a batch of one.
  */
 export interface EventTransport {
   /**
@@ -95,8 +95,15 @@ export interface EventsOptions {
   signal?: AbortSignal | undefined;
   /** The instance whose log is read (UUID or phone); default: the client's. */
   instance?: string | undefined;
-  /** Where events come from; default: polling `GET /v1/events` every `intervalMs`. */
-  transport?: EventTransport | undefined;
+  /**
+   * Where events come from once the backlog is read (docs/decisions/0034-client-stream-transport.md): `'stream'`
+   * (the default) pushes them over `GET /v1/events/stream` as server-sent events, reconnecting after the last event
+   * handed out; `'poll'` asks `GET /v1/events` again every `intervalMs`; or any {@link EventTransport}. Both built-in
+   * transports read the backlog in pages of `limit`, so with `follow: false` they make the same requests.
+   */
+  transport?: 'stream' | 'poll' | EventTransport | undefined;
+  /** `'stream'`: how long the stream may stay silent before it is reopened, ms; default 45,000 (3 heartbeats). */
+  idleTimeoutMs?: number | undefined;
 }
 
 /**

@@ -3,7 +3,8 @@
  * - {@link createParleyClient}: every route typed from parley's OpenAPI document, answers unwrapped from the
  *   envelope, errors raised as {@link ParleyError}, POSTs retried safely with an `Idempotency-Key`.
  * - {@link verifyWebhook}: checks both signatures of a webhook request (docs/decisions/0006-signatures.md).
- * - `client.events()`: the event log as an async iterator (docs/decisions/0030-event-log.md).
+ * - `client.events()`: the event log as an async iterator (docs/decisions/0030-event-log.md), live events pushed over
+ *   the event stream (docs/decisions/0034-client-stream-transport.md) or polled.
  */
 export {
   createParleyClient,
@@ -34,6 +35,7 @@ export {
 } from './events.js';
 export { DEFAULT_RETRY_POLICY, type FetchLike, type RetryPolicy } from './http.js';
 export type { components, operations, paths } from './schema.js';
+export { type ServerSentEvent, STREAM_IDLE_TIMEOUT_MS, serverSentEvents } from './stream.js';
 export type {
   ApiPath,
   CallArgs,

@@ -1,0 +1,257 @@
+/**
+ * The stream transport of `client.events()` (docs/client.md "Event log", docs/decisions/0034-client-stream-transport.md):
+ * the backlog read in pages of `GET /v1/events` as the polling transport reads it, then `GET /v1/events/stream` as
+ * server-sent events (docs/api.md "Event stream"), one batch per event pushed. Server-sent events over `fetch` run
+ * wherever `fetch` gives a streamed body: Node 18+, browsers, Deno, Bun, workers. When the connection breaks, goes
+ * silent past `idleTimeoutMs`, or the server ends the stream with a 503, it reconnects after the last event it handed
+ * out, so the iterator sees every event once, in order.
+ */
+import { ParleyError, ParleyNetworkError } from './errors.js';
+import type { EventBatch, EventReadRequest, EventTransport, ReadEventPage } from './events.js';
+import { type Connection, parseRetryAfter, type RetryPolicy, sleep } from './http.js';
+import type { LoggedEvent } from './types.js';
+
+/** How long a stream may stay silent before it counts as broken, ms: three of the server's 15 s heartbeats. */
+export const STREAM_IDLE_TIMEOUT_MS = 45_000;
+
+/** Statuses after which opening the stream again can succeed: a rate limit, a server that cannot serve right now. */
+const RETRIED_STATUSES = new Set([429, 503]);
+
+/** One event of a server-sent events body (WHATWG HTML §9.2.6): its name (default `message`) and its data. */
+export interface ServerSentEvent {
+  /** The `event` field; `message` when absent. */
+  event: string;
+  /** The `data` lines, joined by newlines. */
+  data: string;
+  /** The `id` field, or undefined when absent. */
+  id: string | undefined;
+}
+
+/**
+ * The events of a server-sent events body as they arrive (WHATWG HTML §9.2.6); comment lines (`: heartbeat`) are
+ * dropped, but every chunk read calls `onData` (what the idle timeout watches). Returns when the body ends.
+ * @throws what reading the body throws (the connection broke, the request was aborted).
+ */
+export async function* serverSentEvents(
+  body: ReadableStream<Uint8Array>,
+  onData: () => void = () => {},
+): AsyncGenerator<ServerSentEvent> {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = '';
+  let event = '';
+  let id: string | undefined;
+  let data: string[] = [];
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      onData();
+      buffer += decoder.decode(value, { stream: true });
+      for (;;) {
+        const end = buffer.search(/\r\n|\r|\n/);
+        if (end < 0) break;
+        const line = buffer.slice(0, end);
+        buffer = buffer.slice(end + (buffer.startsWith('\r\n', end) ? 2 : 1));
+        if (line === '') {
+          if (data.length > 0) yield { event: event === '' ? 'message' : event, data: data.join('\n'), id };
+          event = '';
+          id = undefined;
+          data = [];
+          continue;
+        }
+        if (line.startsWith(':')) continue;
+        const colon = line.indexOf(':');
+        const field = colon < 0 ? line : line.slice(0, colon);
+        const text = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
+        if (field === 'event') event = text;
+        else if (field === 'data') data.push(text);
+        else if (field === 'id') id = text;
+      }
+    }
+  } finally {
+    // Stops the download when the consumer leaves early (an abort, a `break`).
+    await reader.cancel().catch(() => undefined);
+  }
+}
+
+/** What {@link createStreamTransport} needs: the connection, the instance, and how to read a page of the backlog. */
+export interface StreamTransportOptions {
+  /** The client's connection (base URL, key, `fetch`, headers, retry policy). */
+  connection: Connection;
+  /** The instance (UUID or phone), sent as `x-instance-id`; undefined: the connection's. */
+  instance: string | undefined;
+  /** Reads one page of `GET /v1/events`, for the backlog (the client's `eventsPage`, with its retries). */
+  readPage: ReadEventPage;
+  /** How long the stream may be silent before it is reopened, ms; default {@link STREAM_IDLE_TIMEOUT_MS}. */
+  idleTimeoutMs?: number | undefined;
+}
+
+/** The message and status of parley's error envelope in `text`, when it is one. */
+function envelopeOf(
+  text: string,
+): { status: number; message: string; retryAfter: number | undefined } | undefined {
+  try {
+    const parsed = JSON.parse(text) as {
+      error?: { code?: unknown; message?: unknown; retryAfter?: unknown };
+    };
+    const error = parsed.error;
+    if (typeof error?.code === 'number' && typeof error.message === 'string') {
+      return {
+        status: error.code,
+        message: error.message,
+        retryAfter: typeof error.retryAfter === 'number' ? error.retryAfter : undefined,
+      };
+    }
+  } catch {
+    // not parley's envelope
+  }
+  return undefined;
+}
+
+/** The backoff before reconnect number `attempt` (1-based), ms: as the client's retries (50-100 % jitter). */
+function backoff(policy: RetryPolicy, attempt: number): number {
+  const base = Math.min(policy.maxDelayMs, policy.minDelayMs * 2 ** (attempt - 1));
+  return Math.round(base * (0.5 + Math.random() / 2));
+}
+
+/** The stream broke in a way reconnecting can mend (and how long the server asked to wait, seconds). */
+class Broken extends Error {
+  constructor(
+    readonly failure: unknown,
+    readonly retryAfter?: number,
+  ) {
+    super('event stream interrupted');
+  }
+}
+
+/**
+ * The stream transport (see the module comment). Reconnects after a broken connection, a silent one, a 503 `end`
+ * event, or a 429/503 answer to opening it, waiting as the client's {@link RetryPolicy} says (`Retry-After`
+ * honoured); the count of failures starts again with each stream opened.
+ * @throws (from `read`) ParleyError for an answer or `end` event reconnecting cannot mend (401, 403, 404, 400), or
+ *   once `retries` reconnects in a row failed; ParleyNetworkError when the last of those got no answer; the signal's
+ *   reason when the request's signal aborts.
+ */
+export function createStreamTransport(options: StreamTransportOptions): EventTransport {
+  const { connection } = options;
+  const idleTimeoutMs = options.idleTimeoutMs ?? STREAM_IDLE_TIMEOUT_MS;
+  return {
+    async *read(request: EventReadRequest): AsyncGenerator<EventBatch> {
+      const types = request.types?.join(',');
+      // The backlog, in pages, as polling reads it: `upToDate` says when it is read.
+      let after = request.after;
+      for (;;) {
+        const page = await options.readPage({ after, limit: request.limit, types }, request.signal);
+        const upToDate = page.events.length < request.limit;
+        yield { events: page.events, next: page.next, upToDate };
+        after = page.next;
+        if (upToDate) break;
+      }
+      if (!request.follow) return;
+
+      const policy = connection.retry;
+      let failures = 0;
+      for (;;) {
+        request.signal?.throwIfAborted();
+        const query = new URLSearchParams({ after: String(after) });
+        if (types !== undefined) query.set('types', types);
+        const path = `/v1/events/stream?${query}`;
+        const info = { method: 'GET', path, attempts: failures + 1, idempotencyKey: undefined };
+        const headers: Record<string, string> = {
+          ...connection.headers,
+          accept: 'text/event-stream',
+          authorization: `Bearer ${connection.apiKey}`,
+        };
+        const instance = options.instance ?? connection.instance;
+        if (instance !== undefined) headers['x-instance-id'] = instance;
+        // One controller per connection: the idle timer and the caller's signal both end it.
+        const controller = new AbortController();
+        const onAbort = () => controller.abort(request.signal?.reason);
+        request.signal?.addEventListener('abort', onAbort, { once: true });
+        let idle: ReturnType<typeof setTimeout> | undefined;
+        const touch = () => {
+          clearTimeout(idle);
+          idle = setTimeout(
+            () => controller.abort(new Error(`no data for ${idleTimeoutMs} ms`)),
+            idleTimeoutMs,
+          );
+        };
+        try {
+          touch();
+          let response: Response;
+          try {
+            response = await connection.fetch(`${connection.baseUrl}${path}`, {
+              method: 'GET',
+              headers,
+              signal: controller.signal,
+            });
+          } catch (error) {
+            throw new Broken(error);
+          }
+          if (!response.ok) {
+            const text = await response.text().catch(() => '');
+            const envelope = envelopeOf(text);
+            const failure = new ParleyError(
+              response.status,
+              envelope?.message ?? `HTTP ${response.status} (not a parley error answer)`,
+              {
+                ...info,
+                retryAfter: parseRetryAfter(response.headers.get('retry-after')) ?? envelope?.retryAfter,
+                requestId: response.headers.get('x-request-id') ?? undefined,
+              },
+            );
+            if (!RETRIED_STATUSES.has(response.status)) throw failure;
+            throw new Broken(failure, failure.retryAfter);
+          }
+          if (response.body === null) throw new Broken(new Error('the stream answered without a body'));
+          failures = 0;
+          for await (const message of serverSentEvents(response.body, touch)) {
+            if (message.event === 'end') {
+              const envelope = envelopeOf(message.data);
+              const failure = new ParleyError(
+                envelope?.status ?? 500,
+                envelope?.message ?? message.data,
+                info,
+              );
+              if (failure.status === 503) throw new Broken(failure, envelope?.retryAfter);
+              throw failure;
+            }
+            let event: LoggedEvent;
+            try {
+              event = JSON.parse(message.data) as LoggedEvent;
+            } catch (error) {
+              throw new Broken(error);
+            }
+            after = Math.max(after, event.sequence);
+            // A pushed event: whether more are waiting is not known, so it never claims to be up to date.
+            yield { events: [event], next: after, upToDate: false };
+          }
+          throw new Broken(new Error('the server closed the stream'));
+        } catch (error) {
+          request.signal?.throwIfAborted();
+          if (error instanceof ParleyError) throw error;
+          // Anything else broke the connection (reading the body failed: the server went away, the idle timer).
+          const broken = error instanceof Broken ? error : new Broken(error);
+          failures++;
+          if (failures > policy.retries) {
+            if (broken.failure instanceof ParleyError) throw broken.failure;
+            throw new ParleyNetworkError({ ...info, attempts: failures }, broken.failure);
+          }
+          const asked = broken.retryAfter;
+          if (
+            asked !== undefined &&
+            asked > policy.maxRetryAfterSeconds &&
+            broken.failure instanceof ParleyError
+          )
+            throw broken.failure;
+          await sleep(Math.max(backoff(policy, failures), (asked ?? 0) * 1000), request.signal);
+        } finally {
+          clearTimeout(idle);
+          request.signal?.removeEventListener('abort', onAbort);
+          controller.abort();
+        }
+      }
+    },
+  };
+}
