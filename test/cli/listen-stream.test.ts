@@ -4,11 +4,12 @@ import type { CliIo } from '../../src/cli/commands/context.ts';
 import { CliError } from '../../src/cli/errors.ts';
 import { listenStream } from '../../src/cli/listen-stream.ts';
 import type { Instance } from '../../src/domain/instance.ts';
-import type { EngineEvent, MessageSource } from '../../src/domain/messages.ts';
+import type { EngineEvent } from '../../src/domain/messages.ts';
 import { hashApiKey } from '../../src/security/api-keys.ts';
 import { revokeApiKey } from '../../src/store/api-keys.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
+import { ENTERPRISE, streamEvents } from '../support/stream-events.ts';
 import { cliLines as cli } from './support.ts';
 
 /**
@@ -17,28 +18,7 @@ import { cliLines as cli } from './support.ts';
  * `--max-events`, the API's refusals as exit 1, and reconnects that resume after the last event printed.
  */
 
-const PEER = '5511988887777';
-const peerJid = `${PEER}@s.whatsapp.net`;
-const source: MessageSource = { chat: peerJid, sender: peerJid, isFromMe: false, isGroup: false };
-const ENTERPRISE = { plan: 'enterprise', perMinute: 100_000, perDay: 1_000_000 } as const;
-
-const message = (n: number): EngineEvent => ({
-  type: 'message',
-  message: {
-    id: `3EB0CC${String(n).padStart(16, '0')}`,
-    source,
-    pushName: 'Ana',
-    timestamp: Date.UTC(2026, 0, 15, 12, 0, 0),
-    content: { kind: 'text', text: `message ${n}` },
-  },
-});
-const receipt = (n: number): EngineEvent => ({
-  type: 'receipt',
-  state: 'read',
-  messageIds: [`3EB0CC${String(n).padStart(16, '0')}`],
-  source,
-  timestamp: Date.UTC(2026, 0, 15, 12, 0, 0),
-});
+const { message, receipt } = streamEvents('3EB0CC');
 
 /** Captures what {@link listenStream} prints. */
 function capture(): { io: CliIo; out: string[]; err: string[] } {

@@ -1,13 +1,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Instance } from '../../src/domain/instance.ts';
-import type { EngineEvent, MessageSource } from '../../src/domain/messages.ts';
+import type { EngineEvent } from '../../src/domain/messages.ts';
 import { hashApiKey } from '../../src/security/api-keys.ts';
 import { revokeApiKey } from '../../src/store/api-keys.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { builtClient, type ClientModule } from '../support/client.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
+import { ENTERPRISE, streamEvents } from '../support/stream-events.ts';
 
 /**
  * The stream transport of `client.events()` (docs/client.md "Event log", docs/decisions/0034-client-stream-transport.md),
@@ -15,28 +16,7 @@ import { testDialects } from '../support/store.ts';
  * in order and once each across reconnects, ended by an abort or by the server's `end` event.
  */
 
-const PEER = '5511988887777';
-const peerJid = `${PEER}@s.whatsapp.net`;
-const source: MessageSource = { chat: peerJid, sender: peerJid, isFromMe: false, isGroup: false };
-const ENTERPRISE = { plan: 'enterprise', perMinute: 100_000, perDay: 1_000_000 } as const;
-
-const message = (n: number): EngineEvent => ({
-  type: 'message',
-  message: {
-    id: `3EB0DD${String(n).padStart(16, '0')}`,
-    source,
-    pushName: 'Ana',
-    timestamp: Date.UTC(2026, 0, 15, 12, 0, 0),
-    content: { kind: 'text', text: `message ${n}` },
-  },
-});
-const receipt = (n: number): EngineEvent => ({
-  type: 'receipt',
-  state: 'read',
-  messageIds: [`3EB0DD${String(n).padStart(16, '0')}`],
-  source,
-  timestamp: Date.UTC(2026, 0, 15, 12, 0, 0),
-});
+const { message, receipt } = streamEvents('3EB0DD');
 
 type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
 
