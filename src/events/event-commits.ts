@@ -1,6 +1,7 @@
 import type { Transaction } from 'kysely';
 import type { EngineEvent } from '../domain/messages.ts';
 import type { Database } from '../store/schema.ts';
+import { InstanceListeners } from './instance-listeners.ts';
 import type { EventProjection } from './recorder.ts';
 
 /** A subscriber to one instance's commits. Must not throw. */
@@ -16,40 +17,23 @@ export type CommitListener = () => void;
  */
 export class EventCommits implements EventProjection {
   readonly name = 'event-commits';
-  readonly #listeners = new Map<string, Set<CommitListener>>();
+  readonly #listeners = new InstanceListeners<[]>();
 
   /** Nothing to write: the signal speaks after the commit. */
   async apply(_trx: Transaction<Database>, _instanceId: string, _event: EngineEvent): Promise<void> {}
 
   /** Wakes the instance's listeners. */
   afterCommit(instanceId: string, _event: EngineEvent): void {
-    for (const listener of this.#listeners.get(instanceId) ?? []) {
-      try {
-        listener();
-      } catch {
-        // A listener's failure (a closed stream) must not affect the recorder or other listeners.
-      }
-    }
+    this.#listeners.notify(instanceId);
   }
 
   /** Calls `listener` after every commit of `instanceId`'s events until the returned function is called. */
   subscribe(instanceId: string, listener: CommitListener): () => void {
-    let set = this.#listeners.get(instanceId);
-    if (!set) {
-      set = new Set();
-      this.#listeners.set(instanceId, set);
-    }
-    set.add(listener);
-    return () => {
-      set.delete(listener);
-      if (set.size === 0 && this.#listeners.get(instanceId) === set) this.#listeners.delete(instanceId);
-    };
+    return this.#listeners.subscribe(instanceId, listener);
   }
 
   /** How many listeners are subscribed, over every instance (tests check that closed streams unsubscribe). */
   get listeners(): number {
-    let count = 0;
-    for (const set of this.#listeners.values()) count += set.size;
-    return count;
+    return this.#listeners.count;
   }
 }

@@ -1,6 +1,7 @@
 import type { Transaction } from 'kysely';
 import type { EngineEvent } from '../domain/messages.ts';
 import type { Database } from '../store/schema.ts';
+import { InstanceListeners } from './instance-listeners.ts';
 import type { EventProjection } from './recorder.ts';
 
 /**
@@ -21,7 +22,7 @@ export type LiveListener = (change: LiveChange) => void;
  */
 export class LiveFeed implements EventProjection {
   readonly name = 'live-feed';
-  readonly #listeners = new Map<string, Set<LiveListener>>();
+  readonly #listeners = new InstanceListeners<[LiveChange]>();
 
   /** Nothing to write: the feed speaks after the commit. */
   async apply(_trx: Transaction<Database>, _instanceId: string, _event: EngineEvent): Promise<void> {}
@@ -45,25 +46,10 @@ export class LiveFeed implements EventProjection {
 
   /** Calls `listener` on every change of `instanceId` until the returned function is called. */
   subscribe(instanceId: string, listener: LiveListener): () => void {
-    let set = this.#listeners.get(instanceId);
-    if (!set) {
-      set = new Set();
-      this.#listeners.set(instanceId, set);
-    }
-    set.add(listener);
-    return () => {
-      set.delete(listener);
-      if (set.size === 0 && this.#listeners.get(instanceId) === set) this.#listeners.delete(instanceId);
-    };
+    return this.#listeners.subscribe(instanceId, listener);
   }
 
   #publish(instanceId: string, change: LiveChange): void {
-    for (const listener of this.#listeners.get(instanceId) ?? []) {
-      try {
-        listener(change);
-      } catch {
-        // A listener's failure (a closed stream) must not affect the recorder or other listeners.
-      }
-    }
+    this.#listeners.notify(instanceId, change);
   }
 }
