@@ -55,3 +55,25 @@ export function compiledStatement<A extends Record<string, unknown>, R = unknown
     },
   };
 }
+
+/** Most rows one multi-row insert carries (bounds a statement's parameters: 13 for a message row). */
+export const ROWS_PER_INSERT = 500;
+
+/**
+ * Writes `rows` with the statement that fits their number: `one` (a statement compiled once, {@link
+ * compiledStatement}) for a single row, the common batch; otherwise `many` for each run of at most
+ * {@link ROWS_PER_INSERT} rows, in order.
+ * @throws what the statements throw.
+ */
+export async function insertRows<R>(
+  rows: readonly R[],
+  one: (row: R) => Promise<unknown>,
+  many: (chunk: R[]) => Promise<unknown>,
+): Promise<void> {
+  const [only] = rows;
+  if (rows.length === 1 && only !== undefined) {
+    await one(only);
+    return;
+  }
+  for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) await many(rows.slice(i, i + ROWS_PER_INSERT));
+}

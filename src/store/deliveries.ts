@@ -1,6 +1,5 @@
 import type { Insertable, Kysely, Transaction } from 'kysely';
-import { compiledStatement } from './compiled.ts';
-import { ROWS_PER_INSERT } from './messages.ts';
+import { compiledStatement, insertRows, ROWS_PER_INSERT } from './compiled.ts';
 import type { Database, WebhookDeliveriesTable } from './schema.ts';
 import { toMs } from './times.ts';
 
@@ -60,17 +59,11 @@ export async function insertDeliveries(
       updated_at: now,
     };
   });
-  const [only] = rows;
-  if (rows.length === 1 && only !== undefined) {
-    await INSERT_DELIVERY.run(trx, only);
-    return;
-  }
-  for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) {
-    await trx
-      .insertInto('webhook_deliveries')
-      .values(rows.slice(i, i + ROWS_PER_INSERT))
-      .execute();
-  }
+  await insertRows(
+    rows,
+    (row) => INSERT_DELIVERY.run(trx, row),
+    (chunk) => trx.insertInto('webhook_deliveries').values(chunk).execute(),
+  );
 }
 
 /** One delivery row (the common batch of one: compiled once per store, src/store/compiled.ts). */

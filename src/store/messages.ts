@@ -7,7 +7,7 @@ import type {
   MessageKind,
   MessageUpdate,
 } from '../domain/messages.ts';
-import { compiledStatement } from './compiled.ts';
+import { compiledStatement, insertRows, ROWS_PER_INSERT } from './compiled.ts';
 import type { ChatPeersTable, Database, MessagesTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
 
@@ -63,9 +63,6 @@ export function toStoredMessage(row: MessagesTable): StoredMessage {
   };
 }
 
-/** Most rows one multi-row insert carries (bounds the statement's parameters: 13 a message row). */
-export const ROWS_PER_INSERT = 500;
-
 /** A message to store and the state it is stored in. */
 export interface NewMessage {
   message: EngineMessage;
@@ -105,18 +102,16 @@ export async function insertMessages(
       created_at: atMs,
     };
   });
-  const [only] = rows;
-  if (rows.length === 1 && only !== undefined) {
-    await INSERT_MESSAGE.run(db, only);
-    return;
-  }
-  for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) {
-    await db
-      .insertInto('messages')
-      .values(rows.slice(i, i + ROWS_PER_INSERT))
-      .onConflict((oc) => oc.columns(['instance_id', 'id']).doNothing())
-      .execute();
-  }
+  await insertRows(
+    rows,
+    (row) => INSERT_MESSAGE.run(db, row),
+    (chunk) =>
+      db
+        .insertInto('messages')
+        .values(chunk)
+        .onConflict((oc) => oc.columns(['instance_id', 'id']).doNothing())
+        .execute(),
+  );
 }
 
 /** One message row (the common batch of one: compiled once per store, src/store/compiled.ts). */
@@ -200,18 +195,11 @@ export async function touchPeers(
     first_at: atMs,
     last_at: atMs,
   }));
-  const [only] = rows;
-  if (rows.length === 1 && only !== undefined) {
-    await TOUCH_PEER.run(db, only);
-    return;
-  }
-  for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) {
-    await db
-      .insertInto('chat_peers')
-      .values(rows.slice(i, i + ROWS_PER_INSERT))
-      .onConflict(peerConflict)
-      .execute();
-  }
+  await insertRows(
+    rows,
+    (row) => TOUCH_PEER.run(db, row),
+    (chunk) => db.insertInto('chat_peers').values(chunk).onConflict(peerConflict).execute(),
+  );
 }
 
 /** On a known peer: the new `last_at`, and the new name unless it is empty. */

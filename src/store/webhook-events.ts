@@ -1,6 +1,5 @@
 import { type Insertable, type Kysely, sql, type Transaction } from 'kysely';
-import { compiledStatement } from './compiled.ts';
-import { ROWS_PER_INSERT } from './messages.ts';
+import { compiledStatement, insertRows, ROWS_PER_INSERT } from './compiled.ts';
 import type { Database, WebhookAttemptsTable, WebhookDeliveriesTable, WebhookEventsTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
 
@@ -111,17 +110,11 @@ export async function insertWebhookEvents(
     skip_reason: event.skipReason,
     created_at: toMs(event.createdAt),
   }));
-  const [only] = rows;
-  if (rows.length === 1 && only !== undefined) {
-    await INSERT_WEBHOOK_EVENT.run(trx, only);
-    return;
-  }
-  for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) {
-    await trx
-      .insertInto('webhook_events')
-      .values(rows.slice(i, i + ROWS_PER_INSERT))
-      .execute();
-  }
+  await insertRows(
+    rows,
+    (row) => INSERT_WEBHOOK_EVENT.run(trx, row),
+    (chunk) => trx.insertInto('webhook_events').values(chunk).execute(),
+  );
 }
 
 /** One event row (the common batch of one: compiled once per store, src/store/compiled.ts). */
