@@ -208,7 +208,7 @@ if (chromiumAvailable) {
         'SessionStatus',
         'MessageStatus',
       ])
-        await page.getByRole('checkbox', { name: type, exact: true }).check();
+        await boxes.and(page.getByRole('checkbox', { name: type, exact: true })).check();
       await page.getByRole('button', { name: 'Save subscription' }).click();
       await notice('Subscription saved');
       const stored = await t.testStore.store.db
@@ -232,6 +232,35 @@ if (chromiumAvailable) {
       await page.getByRole('button', { name: 'Remove HMAC key' }).click();
       await notice('HMAC key removed');
       await page.getByText(/none set/).waitFor();
+    });
+
+    it('shows the event log, filtered by type and read from a sequence (docs/decisions/0030-event-log.md)', async () => {
+      const log = page.getByRole('region', { name: 'Event log' });
+      // The webhook test's inbound message and presence are in the log, with their sequence numbers.
+      const stored = await t.testStore.store.db
+        .selectFrom('webhook_events')
+        .select(['sequence', 'type'])
+        .where('instance_id', '=', instanceId)
+        .orderBy('sequence')
+        .execute();
+      const presence = stored.find((row) => row.type === 'ChatPresence');
+      assert.ok(presence, 'the presence event was recorded');
+      await log.locator(`tr[data-event="${presence.sequence}"]`, { hasText: 'ChatPresence' }).waitFor();
+
+      const filters = log.getByRole('group', { name: /Event types/ });
+      await filters.getByRole('checkbox', { name: 'ChatPresence', exact: true }).check();
+      await log.getByRole('button', { name: 'Show' }).click();
+      await log.locator('tr[data-event]').first().waitFor();
+      const shown = await log.locator('tr[data-event] td:nth-child(2)').allTextContents();
+      assert.ok(shown.length > 0);
+      assert.ok(
+        shown.every((text) => text.startsWith('ChatPresence')),
+        `only ChatPresence rows: ${shown}`,
+      );
+
+      await log.getByLabel('After sequence').fill(String(presence.sequence));
+      await log.getByRole('button', { name: 'Show' }).click();
+      await log.getByText(`No events after sequence ${presence.sequence}.`).waitFor();
     });
 
     it('creates a key with one scope, copies it, uses it over HTTP (403 on another scope), revokes it (401)', async () => {

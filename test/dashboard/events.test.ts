@@ -73,6 +73,34 @@ for (const dialect of testDialects()) {
             ['SessionStatus', 'unsent'],
           ],
         );
+        // The event log reads the same events in sequence order, filtered and from a sequence.
+        const all = await member.call('GET', `/instances/${t.instance.id}/event-log`);
+        assert.equal(all.status, 200, JSON.stringify(all.body));
+        assert.deepEqual(
+          all.body.data.events.map((e: any) => [e.sequence, e.type]),
+          [
+            [1, 'SessionStatus'],
+            [2, 'SessionStatus'],
+            [3, 'HistorySync'],
+            [4, 'Message'],
+          ],
+        );
+        assert.equal(all.body.data.next, 4);
+        const messages = await member.call(
+          'GET',
+          `/instances/${t.instance.id}/event-log?types=Message,HistorySync&after=3&limit=10`,
+        );
+        assert.deepEqual(
+          messages.body.data.events.map((e: any) => [e.sequence, e.type]),
+          [[4, 'Message']],
+        );
+        assert.equal(messages.body.data.events[0].event.message.conversation, 'hello');
+        const unknown = await member.call('GET', `/instances/${t.instance.id}/event-log?types=Nope`);
+        assert.equal(unknown.status, 400);
+        assert.match(
+          unknown.body.error.message,
+          /^types contains unknown event type Nope \(allowed: Message, /,
+        );
       } finally {
         await stream.cancel();
       }

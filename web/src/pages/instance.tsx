@@ -1,6 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type InstanceSummary, type Me, statusText, when } from '../api.ts';
 import { messageOf, Notice, Section, useAction } from '../ui.tsx';
+import { EventLogPanel } from './event-log.tsx';
 import { SandboxPanel } from './sandbox.tsx';
 import { WebhookPanel } from './webhook.tsx';
 
@@ -90,6 +91,7 @@ export function InstancePage(props: { me: Me; id: string }) {
       </Section>
       {instance.env === 'test' && canManage && <SandboxPanel id={id} code={qr?.code} />}
       <WebhookPanel id={id} canManage={canManage} version={deliveriesVersion} />
+      <EventLogPanel id={id} version={deliveriesVersion} />
     </>
   );
 }

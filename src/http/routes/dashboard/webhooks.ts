@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { EVENT_TYPES } from '../../../domain/instance.ts';
 import { EventTypeName, ok } from '../../schemas.ts';
 import { HmacBody } from '../v1/session.ts';
+import { DEFAULT_EVENTS_LIMIT, EventsQuery, parseEventTypes } from '../v1/events.ts';
 import { DeliveriesQuery, SetWebhookBody } from '../v1/webhook.ts';
 import { principalOf } from './guard.ts';
 import { InstanceParams, instanceFor } from './instances.ts';
@@ -22,11 +23,12 @@ const DeliveryParams = Type.Object({
 /**
  * The webhook of an instance (docs/decisions/0005-outbox-and-delivery.md, docs/decisions/0022-dashboard.md): URL,
  * subscription, HMAC key, a test event, the delivery log and redelivery, through the same webhook and session
- * services as `/v1/webhook*` and `/v1/session/hmac/config`.
+ * services as `/v1/webhook*` and `/v1/session/hmac/config`; and the event log (docs/decisions/0030-event-log.md)
+ * through the service of `GET /v1/events`, with the same query.
  */
 export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const { webhooks, session, dashboard, webhookTest } = app.services.app;
+  const { webhooks, session, dashboard, webhookTest, eventLog } = app.services.app;
   const viewer = { dashboard: 'viewer' } as const;
   const member = { dashboard: 'member' } as const;
   const hidden = { hide: true, params: InstanceParams } as const;
@@ -97,6 +99,21 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
         cursor,
       });
       return ok(page);
+    },
+  );
+
+  app.get(
+    '/instances/:id/event-log',
+    { config: viewer, schema: { ...hidden, querystring: EventsQuery } },
+    async (request) => {
+      const { after, limit, types } = request.query;
+      return ok(
+        await eventLog.page(await instanceFor(app, request), {
+          after: after ?? 0,
+          limit: limit ?? DEFAULT_EVENTS_LIMIT,
+          ...(types === undefined ? {} : { types: parseEventTypes(types) }),
+        }),
+      );
     },
   );
 

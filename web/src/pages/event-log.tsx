@@ -1,0 +1,142 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, when } from '../api.ts';
+import { messageOf, Notice, Section } from '../ui.tsx';
+
+/** One entry of the event log: the webhook body of the event plus when it was recorded. */
+interface LoggedEvent {
+  type: string;
+  state?: string;
+  event: unknown;
+  instanceId: string;
+  sequence: number;
+  createdAt: string;
+}
+
+/** One page of the event log (`GET /v1/events`'s answer). */
+interface EventsPage {
+  events: LoggedEvent[];
+  next: number;
+}
+
+/** Events a page of the panel shows. */
+const PAGE_SIZE = 25;
+
+/**
+ * The event log of an instance (docs/decisions/0030-event-log.md): every recorded event in sequence order, webhook or
+ * not, filtered by type and read from a sequence, a page at a time (the page's `next` reads on). Reloaded when the
+ * server says an event was recorded (`version` counts those pushes) while the first page is shown.
+ */
+export function EventLogPanel(props: { id: string; version: number }) {
+  const base = `/instances/${props.id}`;
+  const [eventTypes, setEventTypes] = useState<string[]>([]);
+  const [types, setTypes] = useState<string[]>([]);
+  const [from, setFrom] = useState(0);
+  const [after, setAfter] = useState(0);
+  const [page, setPage] = useState<EventsPage | null>(null);
+  const [error, setError] = useState<string | null>(null);
+
+  const load = (start: number, selected: string[]) => {
+    const query = new URLSearchParams({ after: String(start), limit: String(PAGE_SIZE) });
+    if (selected.length > 0) query.set('types', selected.join(','));
+    return api<EventsPage>('GET', `${base}/event-log?${query}`)
+      .then((value) => {
+        setAfter(start);
+        setPage(value);
+        setError(null);
+      })
+      .catch((e) => setError(messageOf(e)));
+  };
+
+  useEffect(() => {
+    api<{ eventTypes?: string[] }>('GET', `${base}/webhook`)
+      .then((config) => setEventTypes(config.eventTypes ?? []))
+      .catch((e) => setError(messageOf(e)));
+  }, [base]);
+  useEffect(() => {
+    // New events show by themselves on the page that starts where the reader chose; later pages stay as read.
+    if (after === from) void load(from, types);
+  }, [base, props.version]);
+
+  const apply = (event: Event) => {
+    event.preventDefault();
+    void load(from, types);
+  };
+  const events = page?.events ?? [];
+  return (
+    <Section title="Event log">
+      <form onSubmit={apply} aria-label="Event log filters">
+        <fieldset>
+          <legend>Event types (none ticked: every type)</legend>
+          {eventTypes.map((type) => (
+            <label key={type} class="check">
+              <input
+                type="checkbox"
+                checked={types.includes(type)}
+                onChange={(e) =>
+                  setTypes(e.currentTarget.checked ? [...types, type] : types.filter((t) => t !== type))
+                }
+              />
+              {type}
+            </label>
+          ))}
+        </fieldset>
+        <label for="event-log-after">After sequence</label>
+        <input
+          id="event-log-after"
+          type="number"
+          min={0}
+          value={from}
+          onInput={(e) => setFrom(Math.max(0, Number(e.currentTarget.value) || 0))}
+        />
+        <button type="submit">Show</button>
+      </form>
+      <Notice error={error} />
+      <table>
+        <caption class="visually-hidden">Recorded events, oldest first</caption>
+        <thead>
+          <tr>
+            <th scope="col">#</th>
+            <th scope="col">Type</th>
+            <th scope="col">Recorded</th>
+            <th scope="col">Body</th>
+          </tr>
+        </thead>
+        <tbody>
+          {events.map((entry) => (
+            <tr key={entry.sequence} data-event={entry.sequence}>
+              <td>{entry.sequence}</td>
+              <td>
+                {entry.type}
+                {entry.state ? ` (${entry.state})` : ''}
+              </td>
+              <td>{when(entry.createdAt)}</td>
+              <td>
+                <details>
+                  <summary>JSON</summary>
+                  <pre>{JSON.stringify(entry, null, 2)}</pre>
+                </details>
+              </td>
+            </tr>
+          ))}
+          {events.length === 0 && (
+            <tr>
+              <td colSpan={4}>No events after sequence {after}.</td>
+            </tr>
+          )}
+        </tbody>
+      </table>
+      <div class="row">
+        <button type="button" disabled={after === 0} onClick={() => load(0, types)}>
+          First page
+        </button>
+        <button
+          type="button"
+          disabled={events.length < PAGE_SIZE}
+          onClick={() => page && load(page.next, types)}
+        >
+          Next page
+        </button>
+      </div>
+    </Section>
+  );
+}
