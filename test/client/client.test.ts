@@ -218,6 +218,28 @@ for (const dialect of testDialects()) {
       assert.equal(await stored(text), 1, 'the server saw one message, not two');
     });
 
+    it('a send answered 409 "in progress" (its first attempt still running) is retried with the same key', async () => {
+      const { fetch, seen } = recordingFetch(async (_attempt, index, real) =>
+        index === 0 ? errorAnswer(409, 'a request with this Idempotency-Key is in progress') : real(),
+      );
+      const parley = client.createParleyClient({ baseUrl, apiKey: t.key, fetch, retries: { minDelayMs: 1 } });
+      const text = `in progress ${dialect}`;
+      assert.equal((await parley.sendText({ phone: RECIPIENT, body: text })).details, 'Sent');
+      assert.equal(seen.length, 2);
+      assert.equal(seen[1]?.headers['idempotency-key'], seen[0]?.headers['idempotency-key']);
+      assert.equal(await stored(text), 1);
+
+      // Another 409 is the operation's answer, not a transient one: raised at once.
+      const refused = recordingFetch(async () => errorAnswer(409, 'instance is not connected'));
+      const strict = client.createParleyClient({ baseUrl, apiKey: t.key, fetch: refused.fetch });
+      await assert.rejects(strict.sendText({ phone: RECIPIENT, body: 'refused' }), {
+        name: 'ParleyError',
+        status: 409,
+        message: 'instance is not connected',
+      });
+      assert.equal(refused.seen.length, 1);
+    });
+
     it('a send whose connection failed after the request went out is retried with the same key and sends once', async () => {
       const { fetch, seen } = recordingFetch(async (_attempt, index, real) => {
         const response = await real();

@@ -6,7 +6,10 @@
  * Retries: a POST carries an `Idempotency-Key`, made once per call and sent again on each retry, so parley carries the
  * operation out at most once (docs/decisions/0010-idempotency.md). Retried, for every method: a failure before any
  * answer (connection refused or reset, the per-attempt timeout), 429 and 503, each after a backoff that honours
- * `Retry-After`. Never retried: any other status (400, 401, 403, 404, 409, 422, …, 500, 502, 504).
+ * `Retry-After`; and, for a POST, the 409 `a request with this Idempotency-Key is in progress` that a retry gets while
+ * the first attempt (whose answer was lost) is still running: the retry after it replays that attempt's answer
+ * (docs/api.md "Idempotency"). Never retried: any other status (400, 401, 403, 404, other 409s, 422, …, 500, 502,
+ * 504).
  */
 import { type CallInfo, ParleyError, ParleyNetworkError } from './errors.js';
 
@@ -39,6 +42,15 @@ export const DEFAULT_RETRY_POLICY: Readonly<RetryPolicy> = {
 
 /** Statuses retried: a rate limit (429) and a server that cannot serve right now (503), docs/api.md "Errors". */
 const RETRIED_STATUSES = new Set([429, 503]);
+
+/** The message of parley's 409 for a key whose first request is still running (docs/api.md "Idempotency"). */
+const KEY_IN_PROGRESS = 'a request with this Idempotency-Key is in progress';
+
+/** Whether `failure` (an answer of a call carrying `idempotencyKey`) is retried. */
+function retried(failure: ParleyError, idempotencyKey: string | undefined): boolean {
+  if (RETRIED_STATUSES.has(failure.status)) return true;
+  return idempotencyKey !== undefined && failure.status === 409 && failure.message === KEY_IN_PROGRESS;
+}
 
 /** What {@link send} needs of the client. */
 export interface Connection {
@@ -264,7 +276,7 @@ export async function send(connection: Connection, spec: CallSpec): Promise<unkn
     }
     if (answer.response.ok) return resultOf(answer);
     const failure = errorOf(answer, info);
-    if (!retriesLeft || !RETRIED_STATUSES.has(answer.response.status)) throw failure;
+    if (!retriesLeft || !retried(failure, idempotencyKey)) throw failure;
     const asked = failure.retryAfter;
     if (asked !== undefined && asked > policy.maxRetryAfterSeconds) throw failure;
     await sleep(Math.max(backoff(policy, attempt), (asked ?? 0) * 1000), spec.signal);
