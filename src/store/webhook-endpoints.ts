@@ -166,23 +166,24 @@ export async function updateEndpoint(
 }
 
 /**
- * Deletes endpoint `id` of `instanceId` with its deliveries and their attempts (nothing more is sent to it).
+ * Deletes endpoint `id` of `instanceId` with its deliveries (nothing more is sent to it); the attempt rows stay
+ * until their events leave the log.
  * @returns false when there is no such endpoint.
  */
 export async function deleteEndpoint(db: Kysely<Database>, instanceId: string, id: string): Promise<boolean> {
   return db.transaction().execute(async (trx) => {
-    const result = await trx
-      .deleteFrom('webhook_endpoints')
-      .where('instance_id', '=', instanceId)
-      .where('id', '=', id)
-      .executeTakeFirst();
-    if (result.numDeletedRows === 0n) return false;
+    // Deliveries before the endpoint row: the order a 410's `finishAttempt` locks them in (no deadlock between
+    // the two on PostgreSQL). Their attempt rows stay in the log until their events are pruned.
     await trx
       .deleteFrom('webhook_deliveries')
       .where('instance_id', '=', instanceId)
       .where('endpoint_id', '=', id)
       .execute();
-    await trx.deleteFrom('webhook_attempts').where('endpoint_id', '=', id).execute();
-    return true;
+    const result = await trx
+      .deleteFrom('webhook_endpoints')
+      .where('instance_id', '=', instanceId)
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return result.numDeletedRows > 0n;
   });
 }
