@@ -110,7 +110,8 @@ export interface AttemptRecord {
 
 /**
  * The delivery's next state after an attempt: `delivered`; `retry` at `runAt` (epoch ms); `failed` (no retries
- * left); `gone` (410: fails this delivery, disables the instance's webhook and fails its other pending ones).
+ * left); `gone` (410: fails this delivery, disables the instance's default webhook, or for an endpoint's delivery
+ * that endpoint only (docs/decisions/0035-webhook-endpoints.md), and fails the other pending ones of that lane).
  */
 export type AttemptOutcome =
   | { kind: 'delivered' }

@@ -114,7 +114,9 @@ interface LockedRow {
 }
 
 /**
- * The claiming statement, the same on SQLite and PostgreSQL but for how the chosen rows are locked. Eligible:
+ * The claiming statement, the same on SQLite and PostgreSQL but for how the chosen rows are locked. The rules hold
+ * per lane (docs/decisions/0035-webhook-endpoints.md): an instance's default webhook (`endpoint_id` `''`) and each
+ * enabled endpoint are separate queues, so "instance" below reads "lane". Eligible:
  * - the **head** of an instance's queue: its pending delivery with the lowest `sequence` among those due
  *   (`run_at` ≤ now), so deliveries to one URL start in `sequence` order, while a failed one whose retry is not
  *   due yet does not hold up later events (docs/decisions/0005-outbox-and-delivery.md);
