@@ -36,6 +36,7 @@ import { PacingService } from './pacing.ts';
 import { ReadinessService } from './readiness.ts';
 import { SandboxService } from './sandbox.ts';
 import { SessionService } from './sessions.ts';
+import { WebhookEndpointService } from './webhook-endpoints.ts';
 import { WebhookTestService } from './webhook-test.ts';
 import { WebhookService } from './webhooks.ts';
 
@@ -65,6 +66,8 @@ export interface Application {
   contacts: ContactService;
   groups: GroupService;
   webhooks: WebhookService;
+  /** Extra webhook endpoints (docs/decisions/0035-webhook-endpoints.md). */
+  webhookEndpoints: WebhookEndpointService;
   /** Every recorded event of an instance, read in sequence order (docs/decisions/0030-event-log.md). */
   eventLog: EventLogService;
   /** Live streams of an instance's events, tails of the event log (docs/decisions/0031-event-stream.md). */
@@ -129,6 +132,7 @@ export function createApplication(deps: ApplicationDeps): Application {
   const { store, box, clock, sessions, recorder, registrations, guard, webhookWorker } = deps;
   const { keys, limiter, signInLimiter, feed, webhookTimeoutMs, media, logger } = deps;
   const eventLog = new EventLogService({ store });
+  const webhooks = new WebhookService({ store, guard, worker: webhookWorker, clock });
   return {
     access: new AccessService({ keys, limiter }),
     instances: new InstanceService({ store, sessions, files: media.files }),
@@ -146,7 +150,15 @@ export function createApplication(deps: ApplicationDeps): Application {
     messageUpdates: new MessageUpdateService({ store, sessions, clock }),
     contacts: new ContactService({ store, sessions, registrations }),
     groups: new GroupService({ sessions }),
-    webhooks: new WebhookService({ store, guard, worker: webhookWorker, clock }),
+    webhooks,
+    webhookEndpoints: new WebhookEndpointService({
+      store,
+      box,
+      guard,
+      worker: webhookWorker,
+      webhooks,
+      clock,
+    }),
     eventLog,
     eventStream: new EventStreamService({ eventLog, commits: deps.commits }),
     sandbox: new SandboxService({ store, sessions, registrations }),

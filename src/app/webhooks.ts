@@ -40,17 +40,44 @@ export interface DeliveryPage {
  * `message` (resolved addresses, address classes, resolver codes) would let a caller map internal host names, so it
  * goes to the server log instead.
  */
-function refusal(error: OutboundError): DomainError {
+function refusal(error: OutboundError, field: string): DomainError {
   if (
     error.reason === 'scheme' ||
     (error.reason === 'invalid-url' && error.publicMessage === 'URL is not valid')
   ) {
-    return errors.badRequest('webhookUrl must be an HTTPS URL');
+    return errors.badRequest(`${field} must be an HTTPS URL`);
   }
   if (error.reason === 'invalid-url') {
-    return errors.badRequest(`webhookUrl must be an HTTPS URL: ${error.publicMessage}`);
+    return errors.badRequest(`${field} must be an HTTPS URL: ${error.publicMessage}`);
   }
-  return errors.badRequest(`webhookUrl is refused: ${error.publicMessage}`);
+  return errors.badRequest(`${field} is refused: ${error.publicMessage}`);
+}
+
+/**
+ * Checks a receiver URL with the outbound guard (HTTPS, a public address: docs/decisions/0020-security-promises.md),
+ * as `POST /v1/webhook` does; the default webhook and every endpoint (docs/decisions/0035-webhook-endpoints.md).
+ * @returns the normalised URL.
+ * @throws DomainError invalid `<field> must be an HTTPS URL…` / `<field> is refused: …` (the detail is logged on
+ *   `log`, never answered).
+ */
+export async function checkReceiverUrl(
+  guard: Pick<OutboundGuard, 'parseUrl' | 'checkHost'>,
+  rawUrl: string,
+  field: string,
+  log: FastifyBaseLogger,
+  instanceId: string,
+): Promise<string> {
+  try {
+    const url = guard.parseUrl(rawUrl);
+    await guard.checkHost(url);
+    return url.href;
+  } catch (error) {
+    if (error instanceof OutboundError) {
+      log.info({ err: error, reason: error.reason, instanceId }, 'webhook URL refused by the outbound guard');
+      throw refusal(error, field);
+    }
+    throw error;
+  }
 }
 
 /**
@@ -94,26 +121,13 @@ export class WebhookService {
    *   logged on `log`, never answered).
    */
   async setUrl(instance: Instance, rawUrl: string, log: FastifyBaseLogger): Promise<string> {
-    let url: URL;
-    try {
-      url = this.#guard.parseUrl(rawUrl);
-      await this.#guard.checkHost(url);
-    } catch (error) {
-      if (error instanceof OutboundError) {
-        log.info(
-          { err: error, reason: error.reason, instanceId: instance.id },
-          'webhook URL refused by the outbound guard',
-        );
-        throw refusal(error);
-      }
-      throw error;
-    }
+    const href = await checkReceiverUrl(this.#guard, rawUrl, 'webhookUrl', log, instance.id);
     await this.#store.db.transaction().execute(async (trx) => {
-      await updateInstance(trx, instance.id, { webhookUrl: url.href });
+      await updateInstance(trx, instance.id, { webhookUrl: href });
       await enableWebhook(trx, instance.id);
     });
     this.#worker.wake();
-    return url.href;
+    return href;
   }
 
   /** Removes the URL: later events are logged as unsent (redeliverable); queued deliveries wait for a new URL. */
@@ -123,18 +137,20 @@ export class WebhookService {
 
   /**
    * One page of the delivery log (docs/decisions/0005-outbox-and-delivery.md), newest first: `limit` entries before
-   * `cursor`, optionally of one status. @throws DomainError invalid `cursor is invalid`.
+   * `cursor`, optionally of one status; with `endpointId`, that endpoint's deliveries only
+   * (docs/decisions/0035-webhook-endpoints.md). @throws DomainError invalid `cursor is invalid`.
    */
   async deliveries(
     instance: Instance,
-    query: { limit: number; status?: LogQuery['status']; cursor?: string | undefined },
+    query: { limit: number; status?: LogQuery['status']; cursor?: string | undefined; endpointId?: string },
   ): Promise<DeliveryPage> {
-    const { limit, status, cursor } = query;
+    const { limit, status, cursor, endpointId } = query;
     const beforeSequence = cursor === undefined ? undefined : decodeCursor(cursor);
     const entries = await listLog(this.#store.db, instance.id, {
       limit: limit + 1,
       ...(status === undefined ? {} : { status }),
       ...(beforeSequence === undefined ? {} : { beforeSequence }),
+      ...(endpointId === undefined ? {} : { endpointId }),
     });
     const page = entries.slice(0, limit);
     const last = page[page.length - 1];

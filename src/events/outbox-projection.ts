@@ -6,6 +6,7 @@ import type { EngineEvent } from '../domain/messages.ts';
 import { insertDeliveries, type NewDelivery } from '../store/deliveries.ts';
 import { getInstance } from '../store/instances.ts';
 import type { Database } from '../store/schema.ts';
+import { type EndpointRecord, listEndpoints } from '../store/webhook-endpoints.ts';
 import { advanceSequence, insertWebhookEvents, type NewWebhookEvent } from '../store/webhook-events.ts';
 import { type NormalisedEvent, normaliseEvent, webhookBody } from './normalise.ts';
 import type { EventProjection } from './recorder.ts';
@@ -34,7 +35,8 @@ export interface OutboxProjectionOptions {
  * webhook-worthy engine event (docs/decisions/0018-webhook-events-and-payloads.md), gives it the instance's next
  * `sequence`, and writes the event row always ("events are still recorded for the delivery log") plus a delivery row
  * when a webhook URL is configured, the event type is subscribed (docs/api.md#webhook-events; a null subscription
- * means the default four types) and no 410 disabled the webhook. `connection` and `contacts` events are not webhook
+ * means the default four types) and no 410 disabled the webhook, plus one delivery row per enabled endpoint whose
+ * `events` include the type (docs/decisions/0035-webhook-endpoints.md). `connection` and `contacts` events are not webhook
  * events.
  *
  * The rows are written at the end of the recorder's batch ({@link flush}): `apply` keeps each normalised event in the
@@ -50,8 +52,10 @@ export class OutboxProjection implements EventProjection {
   /** Events applied in a transaction and not yet written, by transaction (forgotten with it). */
   readonly #buffers = new WeakMap<
     Transaction<Database>,
-    { event: EngineEvent; normalised: NormalisedEvent; instance: Instance }[]
+    { event: EngineEvent; normalised: NormalisedEvent; instance: Instance; endpoints: EndpointRecord[] }[]
   >();
+  /** Enabled endpoints of the instances read in a transaction, by transaction (forgotten with it). */
+  readonly #endpoints = new WeakMap<Transaction<Database>, Map<string, EndpointRecord[]>>();
   /** Instances read in a transaction, by transaction (forgotten with it). */
   readonly #read = new WeakMap<Transaction<Database>, Map<string, Instance | undefined>>();
 
@@ -68,12 +72,13 @@ export class OutboxProjection implements EventProjection {
     if (!normalised) return;
     const instance = await this.#instance(trx, instanceId);
     if (!instance) return;
+    const endpoints = await this.#enabledEndpoints(trx, instanceId);
     let buffered = this.#buffers.get(trx);
     if (!buffered) {
       buffered = [];
       this.#buffers.set(trx, buffered);
     }
-    buffered.push({ event, normalised, instance });
+    buffered.push({ event, normalised, instance, endpoints });
   }
 
   /**
@@ -90,7 +95,7 @@ export class OutboxProjection implements EventProjection {
     const createdAt = new Date(now).toISOString();
     const events: NewWebhookEvent[] = [];
     const deliveries: NewDelivery[] = [];
-    for (const [index, { event, normalised, instance }] of buffered.entries()) {
+    for (const [index, { event, normalised, instance, endpoints }] of buffered.entries()) {
       const sequence = last - buffered.length + 1 + index;
       const subscribed = (instance.subscribe ?? DEFAULT_SUBSCRIPTION).includes(normalised.type);
       let skipReason: string | null = null;
@@ -108,6 +113,20 @@ export class OutboxProjection implements EventProjection {
         skipReason,
         createdAt,
       });
+      // One delivery per enabled endpoint subscribed to the type (docs/decisions/0035-webhook-endpoints.md).
+      for (const endpoint of endpoints) {
+        if (!endpoint.events.includes(normalised.type)) continue;
+        deliveries.push({
+          eventId: id,
+          endpointId: endpoint.id,
+          instanceId,
+          sequence,
+          maxAttempts: this.#options.maxAttempts,
+          runAt: now,
+          now: createdAt,
+        });
+        this.#queued.add(event);
+      }
       if (skipReason !== null) continue;
       deliveries.push({
         eventId: id,
@@ -137,6 +156,20 @@ export class OutboxProjection implements EventProjection {
     const instance = await getInstance(trx, instanceId);
     read.set(instanceId, instance);
     return instance;
+  }
+
+  /** The instance's enabled endpoints, read once per transaction (like the instance row). */
+  async #enabledEndpoints(trx: Transaction<Database>, instanceId: string): Promise<EndpointRecord[]> {
+    let read = this.#endpoints.get(trx);
+    if (!read) {
+      read = new Map();
+      this.#endpoints.set(trx, read);
+    }
+    const known = read.get(instanceId);
+    if (known) return known;
+    const endpoints = (await listEndpoints(trx, instanceId)).filter((endpoint) => endpoint.enabled);
+    read.set(instanceId, endpoints);
+    return endpoints;
   }
 
   afterCommit(instanceId: string, event: EngineEvent): void {

@@ -21,6 +21,8 @@ export type DeliveryStatus = 'pending' | 'delivered' | 'failed';
 /** A new delivery row, written in the recording transaction (docs/decisions/0005-outbox-and-delivery.md outbox). */
 export interface NewDelivery {
   eventId: string;
+  /** The endpoint it goes to (docs/decisions/0035-webhook-endpoints.md); omitted or `''`: the default webhook. */
+  endpointId?: string;
   instanceId: string;
   sequence: number;
   /** Attempts allowed in this round: the first try plus one per retry delay. */
@@ -44,6 +46,7 @@ export async function insertDeliveries(
     const now = toMs(delivery.now);
     return {
       event_id: delivery.eventId,
+      endpoint_id: delivery.endpointId ?? '',
       instance_id: delivery.instanceId,
       sequence: delivery.sequence,
       status: 'pending',
@@ -70,6 +73,7 @@ export async function insertDeliveries(
 const INSERT_DELIVERY = compiledStatement<Insertable<WebhookDeliveriesTable>>((db, arg) =>
   db.insertInto('webhook_deliveries').values({
     event_id: arg('event_id'),
+    endpoint_id: arg('endpoint_id'),
     instance_id: arg('instance_id'),
     sequence: arg('sequence'),
     status: arg('status'),
@@ -99,7 +103,8 @@ export interface AttemptRecord {
 
 /**
  * The delivery's next state after an attempt: `delivered`; `retry` at `runAt` (epoch ms); `failed` (no retries
- * left); `gone` (410: fails this delivery, disables the instance's webhook and fails its other pending ones).
+ * left); `gone` (410: fails this delivery, disables the instance's default webhook, or for an endpoint's delivery
+ * that endpoint only (docs/decisions/0035-webhook-endpoints.md), and fails the other pending ones of that lane).
  */
 export type AttemptOutcome =
   | { kind: 'delivered' }
@@ -137,6 +142,7 @@ const MARK_DELIVERED = compiledStatement<{
   now: number;
   statusCode: number | null;
   eventId: string;
+  endpointId: string;
   workerId: string;
   lockedAt: number;
 }>((db, arg) =>
@@ -152,6 +158,7 @@ const MARK_DELIVERED = compiledStatement<{
       updated_at: arg('now'),
     })
     .where('event_id', '=', arg('eventId'))
+    .where('endpoint_id', '=', arg('endpointId'))
     .where('locked_by', '=', arg('workerId'))
     .where('locked_at', '=', arg('lockedAt'))
     .where('status', '=', 'pending'),
@@ -174,6 +181,8 @@ export function finishAttempt(db: Kysely<Database>, input: FinishInput): Promise
 /** What {@link finishAttempt} applies: the claim it ends, what the attempt saw and the outcome. */
 export interface FinishInput {
   eventId: string;
+  /** The delivery's endpoint; omitted or `''`: the default webhook. */
+  endpointId?: string;
   instanceId: string;
   attemptId: string;
   workerId: string;
@@ -188,6 +197,7 @@ export interface FinishInput {
 /** {@link finishAttempt} inside the transaction `trx`. @throws RangeError when `input.now` is not a time. */
 async function finishAttemptIn(trx: Transaction<Database>, input: FinishInput): Promise<boolean> {
   const { eventId, workerId, attempt, outcome } = input;
+  const endpointId = input.endpointId ?? '';
   const now = toMs(input.now);
   await COMPLETE_ATTEMPT.run(trx, {
     now,
@@ -209,6 +219,7 @@ async function finishAttemptIn(trx: Transaction<Database>, input: FinishInput): 
   const update = trx
     .updateTable('webhook_deliveries')
     .where('event_id', '=', eventId)
+    .where('endpoint_id', '=', endpointId)
     .where('locked_by', '=', workerId)
     .where('locked_at', '=', input.lockedAt)
     .where('status', '=', 'pending');
@@ -219,6 +230,7 @@ async function finishAttemptIn(trx: Transaction<Database>, input: FinishInput): 
         now,
         statusCode: attempt.statusCode,
         eventId,
+        endpointId,
         workerId,
         lockedAt: input.lockedAt,
       });
@@ -233,7 +245,22 @@ async function finishAttemptIn(trx: Transaction<Database>, input: FinishInput): 
       break;
     case 'gone':
       result = await update.set({ ...base, status: 'failed' }).executeTakeFirst();
-      if (result.numUpdatedRows > 0n) {
+      if (result.numUpdatedRows > 0n && endpointId !== '') {
+        // An endpoint's 410 disables that endpoint only (docs/decisions/0035-webhook-endpoints.md).
+        await trx
+          .updateTable('webhook_endpoints')
+          .set({ enabled: 0, disabled_at: now, disabled_reason: outcome.reason, updated_at: now })
+          .where('id', '=', endpointId)
+          .execute();
+        await trx
+          .updateTable('webhook_deliveries')
+          .set({ status: 'failed', last_error: `endpoint disabled: ${outcome.reason}`, updated_at: now })
+          .where('instance_id', '=', input.instanceId)
+          .where('endpoint_id', '=', endpointId)
+          .where('status', '=', 'pending')
+          .where('locked_by', 'is', null)
+          .execute();
+      } else if (result.numUpdatedRows > 0n) {
         await trx
           .updateTable('webhook_state')
           .set({ disabled_at: now, disabled_reason: outcome.reason })
@@ -243,6 +270,7 @@ async function finishAttemptIn(trx: Transaction<Database>, input: FinishInput): 
           .updateTable('webhook_deliveries')
           .set({ status: 'failed', last_error: `webhook disabled: ${outcome.reason}`, updated_at: now })
           .where('instance_id', '=', input.instanceId)
+          .where('endpoint_id', '=', '')
           .where('status', '=', 'pending')
           .where('locked_by', 'is', null)
           .execute();
@@ -255,21 +283,28 @@ async function finishAttemptIn(trx: Transaction<Database>, input: FinishInput): 
 /**
  * Gives claims of `workerId` back (shutdown: attempts still in flight after the grace period), so another process
  * retries them at once instead of after the stale timeout. Only rows this worker holds are touched. The attempts
- * stay counted: each was started, and its attempt row is marked abandoned by the next claim. `eventIds` narrows
- * it; omitted: every claim of the worker.
+ * stay counted: each was started, and its attempt row is marked abandoned by the next claim. `deliveries` (event
+ * id and endpoint id, `''` for the default webhook) narrows it; omitted: every claim of the worker.
  * @returns how many claims were released.
  */
 export async function releaseClaims(
   db: Kysely<Database>,
   workerId: string,
-  eventIds?: readonly string[],
+  deliveries?: readonly { eventId: string; endpointId: string }[],
 ): Promise<number> {
-  if (eventIds !== undefined && eventIds.length === 0) return 0;
+  if (deliveries !== undefined && deliveries.length === 0) return 0;
   let query = db
     .updateTable('webhook_deliveries')
     .set({ locked_by: null, locked_at: null })
     .where('locked_by', '=', workerId);
-  if (eventIds !== undefined) query = query.where('event_id', 'in', [...eventIds]);
+  if (deliveries !== undefined)
+    query = query.where((eb) =>
+      eb(
+        eb.refTuple('event_id', 'endpoint_id'),
+        'in',
+        deliveries.map((d) => eb.tuple(d.eventId, d.endpointId)),
+      ),
+    );
   const result = await query.executeTakeFirst();
   return Number(result.numUpdatedRows);
 }
@@ -311,6 +346,7 @@ export async function requeueDelivery(
       .selectFrom('webhook_deliveries')
       .select(['locked_at', 'status'])
       .where('event_id', '=', input.eventId)
+      .where('endpoint_id', '=', '')
       .executeTakeFirst();
     if (!existing) {
       await insertDeliveries(trx, [
@@ -341,6 +377,7 @@ export async function requeueDelivery(
         updated_at: toMs(input.now),
       })
       .where('event_id', '=', input.eventId)
+      .where('endpoint_id', '=', '')
       .where((eb) => eb.or([eb('locked_at', 'is', null), eb('locked_at', '<', input.staleBefore)]))
       .executeTakeFirst();
     return result.numUpdatedRows > 0n ? 'queued' : 'in-flight';

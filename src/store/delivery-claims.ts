@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Insertable, Kysely, Transaction } from 'kysely';
+import { type ExpressionBuilder, type Insertable, type Kysely, sql, type Transaction } from 'kysely';
 import type { DatabaseConfig } from '../config/config.ts';
 import { compiledStatement } from './compiled.ts';
 import type { Database, WebhookAttemptsTable } from './schema.ts';
@@ -15,6 +15,11 @@ import type { Database, WebhookAttemptsTable } from './schema.ts';
 /** A claimed delivery with what an attempt needs. `hmacKeySealed` is opened with the SecretBox. */
 export interface ClaimedDelivery {
   eventId: string;
+  /**
+   * The endpoint (docs/decisions/0035-webhook-endpoints.md); `''` for the instance's default webhook. With
+   * `eventId` it identifies the delivery.
+   */
+  endpointId: string;
   instanceId: string;
   sequence: number;
   /** Attempts made in this round, the claimed one included (it is attempt `attempts` of `maxAttempts`). */
@@ -30,7 +35,10 @@ export interface ClaimedDelivery {
   /** Exact body text. */
   payload: string;
   url: string;
+  /** The default webhook's sealed HMAC key (null for an endpoint, or when none is configured). */
   hmacKeySealed: string | null;
+  /** An endpoint's sealed `whsec_…` secret; null for the default webhook. */
+  endpointSecretSealed: string | null;
 }
 
 /** Parameters of {@link claimDeliveries}; times in epoch ms. */
@@ -87,13 +95,9 @@ async function claimDeliveriesIn(
   for (;;) {
     const locked = await lockDue(trx, dialect, { ...options, limit: options.limit - claimed.length });
     if (locked.length === 0) break;
-    const exhausted = locked.filter((row) => row.attempts > row.max_attempts).map((row) => row.event_id);
+    const exhausted = locked.filter((row) => row.attempts > row.max_attempts);
     const usable = locked.filter((row) => row.attempts <= row.max_attempts);
-    await abandonOpenAttempts(
-      trx,
-      locked.map((row) => row.event_id),
-      options.now,
-    );
+    await abandonOpenAttempts(trx, locked, options.now);
     if (exhausted.length > 0) await failExhausted(trx, options, exhausted);
     claimed.push(...(await startAttempts(trx, options, usable)));
     if (exhausted.length === 0 || claimed.length >= options.limit) break;
@@ -104,12 +108,15 @@ async function claimDeliveriesIn(
 /** A row locked by {@link lockDue}: `attempts` already counts the claimed attempt. */
 interface LockedRow {
   event_id: string;
+  endpoint_id: string;
   attempts: number;
   max_attempts: number;
 }
 
 /**
- * The claiming statement, the same on SQLite and PostgreSQL but for how the chosen rows are locked. Eligible:
+ * The claiming statement, the same on SQLite and PostgreSQL but for how the chosen rows are locked. The rules hold
+ * per lane (docs/decisions/0035-webhook-endpoints.md): an instance's default webhook (`endpoint_id` `''`) and each
+ * enabled endpoint are separate queues, so "instance" below reads "lane". Eligible:
  * - the **head** of an instance's queue: its pending delivery with the lowest `sequence` among those due
  *   (`run_at` ≤ now), so deliveries to one URL start in `sequence` order, while a failed one whose retry is not
  *   due yet does not hold up later events (docs/decisions/0005-outbox-and-delivery.md);
@@ -148,17 +155,19 @@ function lockDueStatement(dialect: DatabaseConfig['dialect']) {
         (qb) =>
           qb
             .selectFrom('instances as i')
-            .select((eb) =>
+            .select((eb) => [
               eb
                 .selectFrom('webhook_deliveries as h')
                 .select('h.event_id')
                 .whereRef('h.instance_id', '=', 'i.id')
+                .where('h.endpoint_id', '=', '')
                 .where('h.status', '=', 'pending')
                 .where('h.run_at', '<=', arg('now'))
                 .orderBy('h.sequence')
                 .limit(1)
                 .as('event_id'),
-            )
+              sql<string>`''`.as('endpoint_id'),
+            ])
             .where('i.webhook_url', 'is not', null)
             .where(({ not, exists, selectFrom }) =>
               not(
@@ -176,11 +185,42 @@ function lockDueStatement(dialect: DatabaseConfig['dialect']) {
                   selectFrom('webhook_deliveries as o')
                     .select('o.event_id')
                     .whereRef('o.instance_id', '=', 'i.id')
+                    .where('o.endpoint_id', '=', '')
                     // No `status` test: only pending rows hold a lock, and leaving it out keeps the plan on the
                     // (instance_id, locked_at) index rather than scanning the instance's backlog.
                     .where('o.locked_at', '>=', arg('staleBefore')),
                 ),
               ),
+            )
+            // The lanes of the enabled endpoints (docs/decisions/0035-webhook-endpoints.md), by the same rules.
+            .unionAll((eb) =>
+              eb
+                .selectFrom('webhook_endpoints as w')
+                .select((eb) => [
+                  eb
+                    .selectFrom('webhook_deliveries as h')
+                    .select('h.event_id')
+                    .whereRef('h.instance_id', '=', 'w.instance_id')
+                    .whereRef('h.endpoint_id', '=', 'w.id')
+                    .where('h.status', '=', 'pending')
+                    .where('h.run_at', '<=', arg('now'))
+                    .orderBy('h.sequence')
+                    .limit(1)
+                    .as('event_id'),
+                  'w.id as endpoint_id',
+                ])
+                .where('w.enabled', '=', 1)
+                .where(({ not, exists, selectFrom }) =>
+                  not(
+                    exists(
+                      selectFrom('webhook_deliveries as o')
+                        .select('o.event_id')
+                        .whereRef('o.instance_id', '=', 'w.instance_id')
+                        .whereRef('o.endpoint_id', '=', 'w.id')
+                        .where('o.locked_at', '>=', arg('staleBefore')),
+                    ),
+                  ),
+                ),
             ),
       )
       .with(
@@ -188,8 +228,18 @@ function lockDueStatement(dialect: DatabaseConfig['dialect']) {
         (qb) =>
           qb
             .selectFrom('webhook_deliveries as d')
-            .select('d.event_id')
-            .where('d.event_id', 'in', (eb) => eb.selectFrom('heads').select('heads.event_id'))
+            .select(['d.event_id', 'd.endpoint_id'])
+            .where((eb) =>
+              eb(
+                eb.refTuple('d.event_id', 'd.endpoint_id'),
+                'in',
+                eb
+                  .selectFrom('heads')
+                  .select(['heads.event_id', 'heads.endpoint_id'])
+                  .$narrowType<{ event_id: string }>()
+                  .$asTuple('event_id', 'endpoint_id'),
+              ),
+            )
             // Re-checked on the locked row (PostgreSQL): another process may have claimed or finished it.
             .where('d.status', '=', 'pending')
             .where('d.run_at', '<=', arg('now'))
@@ -200,24 +250,51 @@ function lockDueStatement(dialect: DatabaseConfig['dialect']) {
       )
       .updateTable('webhook_deliveries')
       .set((eb) => ({ locked_by: arg('workerId'), locked_at: arg('now'), attempts: eb('attempts', '+', 1) }))
-      .where('event_id', 'in', (eb) => eb.selectFrom('due').select('due.event_id'))
-      .returning(['event_id', 'attempts', 'max_attempts']),
+      .where((eb) =>
+        eb(
+          eb.refTuple('event_id', 'endpoint_id'),
+          'in',
+          eb
+            .selectFrom('due')
+            .select(['due.event_id', 'due.endpoint_id'])
+            .$asTuple('event_id', 'endpoint_id'),
+        ),
+      )
+      .returning(['event_id', 'endpoint_id', 'attempts', 'max_attempts']),
   );
 }
 
 /** The claiming statement per dialect. */
 const LOCK_DUE = { sqlite: lockDueStatement('sqlite'), postgres: lockDueStatement('postgres') } as const;
 
-/** Marks the attempt rows still open on `eventIds` (their worker died or gave up the claim) as abandoned. */
+/** A delivery's key: its event and its endpoint (`''` for the default webhook). */
+interface DeliveryKey {
+  event_id: string;
+  endpoint_id: string;
+}
+
+/** `(event_id, endpoint_id) in (…keys)` on the table of `eb`. */
+function keyIn(
+  eb: ExpressionBuilder<Database, 'webhook_deliveries' | 'webhook_attempts'>,
+  keys: readonly DeliveryKey[],
+) {
+  return eb(
+    eb.refTuple('event_id', 'endpoint_id'),
+    'in',
+    keys.map((key) => eb.tuple(key.event_id, key.endpoint_id)),
+  );
+}
+
+/** Marks the attempt rows still open on `keys` (their worker died or gave up the claim) as abandoned. */
 async function abandonOpenAttempts(
   trx: Transaction<Database>,
-  eventIds: readonly string[],
+  keys: readonly DeliveryKey[],
   now: number,
 ): Promise<void> {
   await trx
     .updateTable('webhook_attempts')
     .set({ error: ABANDONED, finished_at: now })
-    .where('event_id', 'in', [...eventIds])
+    .where((eb) => keyIn(eb, keys))
     .where('finished_at', 'is', null)
     .execute();
 }
@@ -229,7 +306,7 @@ async function abandonOpenAttempts(
 async function failExhausted(
   trx: Transaction<Database>,
   { workerId, now }: ClaimOptions,
-  eventIds: readonly string[],
+  keys: readonly DeliveryKey[],
 ): Promise<void> {
   await trx
     .updateTable('webhook_deliveries')
@@ -242,7 +319,7 @@ async function failExhausted(
       last_status: null,
       updated_at: now,
     }))
-    .where('event_id', 'in', [...eventIds])
+    .where((eb) => keyIn(eb, keys))
     .where('locked_by', '=', workerId)
     .where('locked_at', '=', now)
     .execute();
@@ -262,8 +339,12 @@ async function startAttempts(
     .selectFrom('webhook_deliveries as d')
     .innerJoin('webhook_events as e', 'e.id', 'd.event_id')
     .innerJoin('instances as i', 'i.id', 'd.instance_id')
+    .leftJoin('webhook_endpoints as w', (join) =>
+      join.onRef('w.id', '=', 'd.endpoint_id').onRef('w.instance_id', '=', 'd.instance_id'),
+    )
     .select([
       'd.event_id',
+      'd.endpoint_id',
       'd.instance_id',
       'd.sequence',
       'd.attempts',
@@ -271,27 +352,40 @@ async function startAttempts(
       'e.payload',
       'i.webhook_url',
       'i.hmac_key',
+      'w.url as endpoint_url',
+      'w.secret as endpoint_secret',
+      'w.enabled as endpoint_enabled',
     ])
-    .where(
-      'd.event_id',
-      'in',
-      rows.map((row) => row.event_id),
+    .where((eb) =>
+      eb(
+        eb.refTuple('d.event_id', 'd.endpoint_id'),
+        'in',
+        rows.map((row) => eb.tuple(row.event_id, row.endpoint_id)),
+      ),
     )
     .execute();
   const out: ClaimedDelivery[] = [];
-  const attempts: Insertable<WebhookAttemptsTable>[] = [];
-  const urlGone: string[] = [];
+  const attempts: (Insertable<WebhookAttemptsTable> & {
+    event_id: string;
+    endpoint_id: string;
+    number: number;
+  })[] = [];
+  const urlGone: DeliveryKey[] = [];
   for (const row of details) {
-    if (row.webhook_url === null) {
-      urlGone.push(row.event_id);
+    const endpoint = row.endpoint_id !== '';
+    // An endpoint deleted or disabled (or a default URL removed) since the claim: the claim is given back.
+    const url = endpoint ? (row.endpoint_enabled === 1 ? row.endpoint_url : null) : row.webhook_url;
+    if (url === null) {
+      urlGone.push({ event_id: row.event_id, endpoint_id: row.endpoint_id });
       continue;
     }
     const attemptId = randomUUID();
     attempts.push({
       id: attemptId,
       event_id: row.event_id,
+      endpoint_id: row.endpoint_id,
       number: 0, // set below from the attempts already logged
-      url: row.webhook_url,
+      url,
       worker: workerId,
       attempted_at: now,
       finished_at: null,
@@ -303,6 +397,7 @@ async function startAttempts(
     });
     out.push({
       eventId: row.event_id,
+      endpointId: row.endpoint_id,
       instanceId: row.instance_id,
       sequence: Number(row.sequence),
       attempts: row.attempts,
@@ -310,8 +405,9 @@ async function startAttempts(
       lockedAt: now,
       attemptId,
       payload: row.payload,
-      url: row.webhook_url,
-      hmacKeySealed: row.hmac_key,
+      url,
+      hmacKeySealed: endpoint ? null : row.hmac_key,
+      endpointSecretSealed: endpoint ? row.endpoint_secret : null,
     });
   }
   if (urlGone.length > 0) await returnClaims(trx, workerId, now, urlGone);
@@ -319,16 +415,13 @@ async function startAttempts(
   // Attempt numbers continue over every round of the event (a redelivery keeps the earlier rows).
   const counts = await trx
     .selectFrom('webhook_attempts')
-    .select(['event_id', (eb) => eb.fn.countAll<number>().as('count')])
-    .where(
-      'event_id',
-      'in',
-      attempts.map((attempt) => attempt.event_id),
-    )
-    .groupBy('event_id')
+    .select(['event_id', 'endpoint_id', (eb) => eb.fn.countAll<number>().as('count')])
+    .where((eb) => keyIn(eb, attempts))
+    .groupBy(['event_id', 'endpoint_id'])
     .execute();
-  const previous = new Map(counts.map((row) => [row.event_id, Number(row.count)]));
-  for (const attempt of attempts) attempt.number = (previous.get(attempt.event_id) ?? 0) + 1;
+  const previous = new Map(counts.map((row) => [`${row.event_id}/${row.endpoint_id}`, Number(row.count)]));
+  for (const attempt of attempts)
+    attempt.number = (previous.get(`${attempt.event_id}/${attempt.endpoint_id}`) ?? 0) + 1;
   // One statement for every attempt row of the claim (a round trip each would dominate on PostgreSQL).
   await trx.insertInto('webhook_attempts').values(attempts).execute();
   return out;
@@ -339,12 +432,12 @@ async function returnClaims(
   trx: Transaction<Database>,
   workerId: string,
   lockedAt: number,
-  eventIds: readonly string[],
+  keys: readonly DeliveryKey[],
 ): Promise<void> {
   await trx
     .updateTable('webhook_deliveries')
     .set((eb) => ({ locked_by: null, locked_at: null, attempts: eb('attempts', '-', 1) }))
-    .where('event_id', 'in', [...eventIds])
+    .where((eb) => keyIn(eb, keys))
     .where('locked_by', '=', workerId)
     .where('locked_at', '=', lockedAt)
     .execute();

@@ -1,4 +1,4 @@
-import type { ColumnType } from 'kysely';
+import type { ColumnType, Generated } from 'kysely';
 
 /**
  * Table shapes shared by SQLite and PostgreSQL. Every time column (`*_at`, `timestamp`, `expires_at`, …) holds epoch
@@ -114,6 +114,8 @@ export interface WebhookEventsTable {
 /** The delivery queue, one row per event to send (Graphile-Worker shape; times in epoch milliseconds). */
 export interface WebhookDeliveriesTable {
   event_id: string;
+  /** The endpoint (`webhook_endpoints.id`) it goes to; `''` for the instance's default webhook (migration 0017). */
+  endpoint_id: Generated<string>;
   instance_id: string;
   sequence: number;
   /** `pending` (queued or in flight) | `delivered` | `failed`. */
@@ -141,6 +143,8 @@ export interface WebhookDeliveriesTable {
 export interface WebhookAttemptsTable {
   id: string;
   event_id: string;
+  /** The endpoint the attempt went to; `''` for the instance's default webhook (migration 0017). */
+  endpoint_id: Generated<string>;
   /** 1-based, counting every attempt of the event across redeliveries. */
   number: number;
   url: string;
@@ -157,6 +161,28 @@ export interface WebhookAttemptsTable {
   response_body: string | null;
   /** 1 when the response body was longer than what is stored. */
   response_truncated: number;
+}
+
+/**
+ * An extra webhook endpoint of an instance (migration 0017, docs/decisions/0035-webhook-endpoints.md). Times are
+ * epoch ms.
+ */
+export interface WebhookEndpointsTable {
+  id: string;
+  instance_id: string;
+  url: string;
+  /** JSON array of the subscribed event types. */
+  events: string;
+  description: string | null;
+  /** The signing secret (`whsec_…`) sealed with the SecretBox. */
+  secret: string;
+  /** 1 when deliveries are made; 0 after `PATCH enabled: false` or a 410 Gone. */
+  enabled: number;
+  /** When a 410 Gone disabled it; null otherwise. */
+  disabled_at: number | null;
+  disabled_reason: string | null;
+  created_at: number;
+  updated_at: number;
 }
 
 /**
@@ -369,6 +395,7 @@ export interface Database {
   webhook_events: WebhookEventsTable;
   webhook_deliveries: WebhookDeliveriesTable;
   webhook_attempts: WebhookAttemptsTable;
+  webhook_endpoints: WebhookEndpointsTable;
   gateway_replay: GatewayReplayTable;
   nodes: NodesTable;
   instance_leases: InstanceLeasesTable;

@@ -1,4 +1,4 @@
-import { type Insertable, type Kysely, sql, type Transaction } from 'kysely';
+import { type Insertable, type Kysely, type Selectable, sql, type Transaction } from 'kysely';
 import { compiledStatement, insertRows, ROWS_PER_INSERT } from './compiled.ts';
 import type { Database, WebhookAttemptsTable, WebhookDeliveriesTable, WebhookEventsTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
@@ -172,7 +172,7 @@ export interface LogEntry {
     | 'last_status'
     | 'delivered_at'
   > | null;
-  attempts: WebhookAttemptsTable[];
+  attempts: Selectable<WebhookAttemptsTable>[];
 }
 
 /** A page of the delivery log query. */
@@ -184,6 +184,11 @@ export interface LogQuery {
   beforeSequence?: number;
   /** Only this event. */
   eventId?: string;
+  /**
+   * The endpoint whose deliveries are shown (docs/decisions/0035-webhook-endpoints.md); omitted or `''`: the default
+   * webhook's.
+   */
+  endpointId?: string;
 }
 
 /**
@@ -214,7 +219,9 @@ export async function listLog(
 async function readLog(trx: Transaction<Database>, instanceId: string, query: LogQuery): Promise<LogEntry[]> {
   let select = trx
     .selectFrom('webhook_events as e')
-    .leftJoin('webhook_deliveries as d', 'd.event_id', 'e.id')
+    .leftJoin('webhook_deliveries as d', (join) =>
+      join.onRef('d.event_id', '=', 'e.id').on('d.endpoint_id', '=', query.endpointId ?? ''),
+    )
     .select([
       'e.id',
       'e.instance_id',
@@ -235,6 +242,9 @@ async function readLog(trx: Transaction<Database>, instanceId: string, query: Lo
     ])
     .where('e.instance_id', '=', instanceId);
   if (query.eventId !== undefined) select = select.where('e.id', '=', query.eventId);
+  // An endpoint's log lists only the events queued for it.
+  if (query.endpointId !== undefined && query.endpointId !== '')
+    select = select.where('d.event_id', 'is not', null);
   if (query.beforeSequence !== undefined) select = select.where('e.sequence', '<', query.beforeSequence);
   if (query.status === 'unsent') select = select.where('d.event_id', 'is', null);
   else if (query.status !== undefined) select = select.where('d.status', '=', query.status);
@@ -247,10 +257,11 @@ async function readLog(trx: Transaction<Database>, instanceId: string, query: Lo
           .selectFrom('webhook_attempts')
           .selectAll()
           .where('event_id', 'in', ids)
+          .where('endpoint_id', '=', query.endpointId ?? '')
           .orderBy('event_id')
           .orderBy('number')
           .execute();
-  const byEvent = new Map<string, WebhookAttemptsTable[]>();
+  const byEvent = new Map<string, Selectable<WebhookAttemptsTable>[]>();
   for (const attempt of attempts) {
     const list = byEvent.get(attempt.event_id) ?? [];
     list.push(attempt);

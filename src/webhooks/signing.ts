@@ -17,15 +17,16 @@ export function hmacHex(key: string, body: string | Buffer): string {
 /**
  * Standard Webhooks signature (`webhook-signature`, docs/decisions/0006-signatures.md): `v1,` + base64 HMAC-SHA256 of
  * `${id}.${timestampSeconds}.${body}` under `key`.
+ * @param key the instance's HMAC key (its UTF-8 bytes are the key), or an endpoint secret's decoded bytes.
  * @param timestampSeconds Unix time in whole seconds, as sent in `webhook-timestamp`.
  */
 export function standardSignature(
-  key: string,
+  key: string | Buffer,
   id: string,
   timestampSeconds: number,
   body: string | Buffer,
 ): string {
-  const mac = createHmac('sha256', Buffer.from(key, 'utf8'))
+  const mac = createHmac('sha256', typeof key === 'string' ? Buffer.from(key, 'utf8') : key)
     .update(`${id}.${timestampSeconds}.`)
     .update(body)
     .digest('base64');
@@ -40,13 +41,31 @@ export interface SignInput {
   timestampSeconds: number;
   /** The exact body text sent. */
   body: string;
-  /** The instance's HMAC key in clear, or null when none is configured (then nothing is signed). */
+  /** The instance's HMAC key in clear, or null when none is configured (then nothing is signed with it). */
   hmacKey: string | null;
+  /**
+   * An endpoint's secret in clear (`whsec_` + base64, docs/decisions/0035-webhook-endpoints.md): when given,
+   * `webhook-signature` is made with its decoded bytes (Standard Webhooks) and no `x-hmac-signature` is sent.
+   */
+  endpointSecret?: string;
+}
+
+/** Prefix of an endpoint secret (Standard Webhooks). */
+export const SECRET_PREFIX = 'whsec_';
+
+/**
+ * The HMAC key of a Standard Webhooks secret: the base64 after `whsec_` decoded (docs/decisions/0035-webhook-endpoints.md).
+ * @throws TypeError when `secret` does not start with `whsec_`.
+ */
+export function secretKey(secret: string): Buffer {
+  if (!secret.startsWith(SECRET_PREFIX)) throw new TypeError('endpoint secret must start with whsec_');
+  return Buffer.from(secret.slice(SECRET_PREFIX.length), 'base64');
 }
 
 /**
  * Headers of one webhook POST (docs/decisions/0006-signatures.md): `content-type`, `user-agent`, `webhook-id`,
- * `webhook-timestamp`, and, when an HMAC key is configured, `x-hmac-signature` and `webhook-signature`.
+ * `webhook-timestamp`, and, when an HMAC key is configured, `x-hmac-signature` and `webhook-signature`; for an
+ * endpoint, `webhook-signature` under its secret only.
  */
 export function webhookHeaders(input: SignInput): Record<string, string> {
   const headers: Record<string, string> = {
@@ -55,7 +74,14 @@ export function webhookHeaders(input: SignInput): Record<string, string> {
     'webhook-id': input.id,
     'webhook-timestamp': String(input.timestampSeconds),
   };
-  if (input.hmacKey !== null) {
+  if (input.endpointSecret !== undefined) {
+    headers['webhook-signature'] = standardSignature(
+      secretKey(input.endpointSecret),
+      input.id,
+      input.timestampSeconds,
+      input.body,
+    );
+  } else if (input.hmacKey !== null) {
     headers['x-hmac-signature'] = hmacHex(input.hmacKey, input.body);
     headers['webhook-signature'] = standardSignature(
       input.hmacKey,

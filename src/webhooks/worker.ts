@@ -152,8 +152,11 @@ export class DeliveryWorker {
     const result = await Promise.race([Promise.allSettled(pending).then(() => 'done' as const), timedOut]);
     clearTimeout(timer);
     if (result === 'timeout') {
-      const ids = [...this.#inFlight.keys()];
-      await releaseClaims(this.#options.store.db, this.id, ids).catch((error: unknown) =>
+      const keys = [...this.#inFlight.keys()].map((key) => {
+        const [eventId = '', endpointId = ''] = key.split('/');
+        return { eventId, endpointId };
+      });
+      await releaseClaims(this.#options.store.db, this.id, keys).catch((error: unknown) =>
         this.#options.logger.warn({ err: error }, 'releasing webhook claims at shutdown failed'),
       );
     }
@@ -209,19 +212,21 @@ export class DeliveryWorker {
     }
     return claimed.map((delivery) => {
       const { instanceId } = delivery;
+      // A delivery is an event to one endpoint (docs/decisions/0035-webhook-endpoints.md).
+      const key = `${delivery.eventId}/${delivery.endpointId}`;
       this.#busyInstances.set(instanceId, (this.#busyInstances.get(instanceId) ?? 0) + 1);
       const attempt = this.#attempt(delivery)
         .catch((error: unknown) => {
           logger.warn({ err: error, eventId: delivery.eventId }, 'recording a webhook attempt failed');
         })
         .finally(() => {
-          this.#inFlight.delete(delivery.eventId);
+          this.#inFlight.delete(key);
           const left = (this.#busyInstances.get(instanceId) ?? 1) - 1;
           if (left > 0) this.#busyInstances.set(instanceId, left);
           else this.#busyInstances.delete(instanceId);
           if (this.#running) this.wake();
         });
-      this.#inFlight.set(delivery.eventId, attempt);
+      this.#inFlight.set(key, attempt);
       return attempt;
     });
   }
@@ -279,11 +284,14 @@ export class DeliveryWorker {
     let gone = false;
     try {
       const hmacKey = delivery.hmacKeySealed === null ? null : box.open(delivery.hmacKeySealed);
+      const endpointSecret =
+        delivery.endpointSecretSealed === null ? null : box.open(delivery.endpointSecretSealed);
       const headers = webhookHeaders({
         id: delivery.eventId,
         timestampSeconds: Math.floor(startedAt / 1000),
         body: delivery.payload,
         hmacKey,
+        ...(endpointSecret === null ? {} : { endpointSecret }),
       });
       const response = await guard.request(delivery.url, {
         method: 'POST',
@@ -299,7 +307,10 @@ export class DeliveryWorker {
       record.responseTruncated = response.truncated;
       if (response.status === 410) {
         gone = true;
-        record.error = 'receiver answered 410 Gone: webhook disabled';
+        record.error =
+          delivery.endpointId === ''
+            ? 'receiver answered 410 Gone: webhook disabled'
+            : 'receiver answered 410 Gone: endpoint disabled';
       } else if (response.status >= 300 && response.status < 400) {
         record.error = `receiver answered ${response.status}: redirects are not followed`;
       } else if (response.status < 200 || response.status >= 300) {
@@ -326,6 +337,7 @@ export class DeliveryWorker {
     const applied = await this.#finish(() =>
       finishAttempt(this.#options.store.db, {
         eventId: delivery.eventId,
+        endpointId: delivery.endpointId,
         instanceId: delivery.instanceId,
         attemptId: delivery.attemptId,
         workerId: this.id,

@@ -16,7 +16,8 @@ describe('shared auth suite: every authenticated route', () => {
   const keys: Record<string, string> = {};
 
   before(async () => {
-    t = await createTestApp();
+    // Plan pro: the suite calls every route several times within one (manual-clock) minute, more than free's 60.
+    t = await createTestApp({ plan: { plan: 'pro' } });
     const db = t.testStore.store.db;
     keys.revoked = await t.newKey();
     const revokedRow = await db
@@ -88,6 +89,19 @@ describe('shared auth suite: every authenticated route', () => {
         ['GET', '/v1/events/stream', 'chat:webhook'],
       ],
     );
+  });
+
+  it('the webhook endpoints are authenticated routes of scope chat:webhook (docs/decisions/0035-webhook-endpoints.md)', () => {
+    const routes = authenticated().filter((r) => /^\/v1\/webhooks(\/|$)/.test(r.url));
+    assert.deepEqual(routes.map((r) => [r.method, r.url, r.scope]).sort(), [
+      ['DELETE', '/v1/webhooks/:id', 'chat:webhook'],
+      ['GET', '/v1/webhooks', 'chat:webhook'],
+      ['GET', '/v1/webhooks/:id', 'chat:webhook'],
+      ['GET', '/v1/webhooks/:id/deliveries', 'chat:webhook'],
+      ['PATCH', '/v1/webhooks/:id', 'chat:webhook'],
+      ['POST', '/v1/webhooks', 'chat:webhook'],
+      ['POST', '/v1/webhooks/:id/rotate-secret', 'chat:webhook'],
+    ]);
   });
 
   it('every authenticated route is described in /openapi.json under its exact path', async () => {

@@ -127,6 +127,12 @@ describe('OpenAPI document fit for readers and client generators', () => {
     has('/v1/session/connect', 'post', '409', '502', '504');
     has('/v1/contacts/check', 'post', '409', '502');
     has('/v1/webhook/deliveries/{id}/redeliver', 'post', '404', '409', '414', '431');
+    // Webhook endpoints (docs/decisions/0035-webhook-endpoints.md): 201 with the secret, 409 at the cap, 404 per id.
+    has('/v1/webhooks', 'post', '201', '400', '409');
+    has('/v1/webhooks', 'get', '200');
+    for (const method of ['get', 'patch', 'delete']) has('/v1/webhooks/{id}', method, '200', '404');
+    has('/v1/webhooks/{id}/rotate-secret', 'post', '200', '404');
+    has('/v1/webhooks/{id}/deliveries', 'get', '200', '404');
     has('/healthz', 'get', '414', '431');
     has('/readyz', 'get', '503');
     assert.deepEqual(doc.components.responses.TooManyRequests.headers['retry-after'], {
@@ -196,6 +202,26 @@ describe('OpenAPI document fit for readers and client generators', () => {
     walk(doc);
     for (const [title, count] of counts) assert.equal(count, 1, `schema ${title} is written once`);
     assert.ok(!source.includes('x-message'), 'validator templates are not published');
+  });
+
+  it('webhook endpoints (docs/decisions/0035-webhook-endpoints.md): the secret only in the create and rotate answers', () => {
+    const data = (path: string, method: string, status: string) => {
+      const schema = doc.paths[path][method].responses[status].content['application/json'].schema;
+      const ref: string | undefined = schema.properties.data.$ref;
+      return ref === undefined ? schema.properties.data : doc.components.schemas[ref.split('/').pop() ?? ''];
+    };
+    const created = data('/v1/webhooks', 'post', '201');
+    assert.ok(created.required.includes('secret'));
+    assert.ok(data('/v1/webhooks/{id}/rotate-secret', 'post', '200').required.includes('secret'));
+    for (const [path, method] of [
+      ['/v1/webhooks/{id}', 'get'],
+      ['/v1/webhooks/{id}', 'patch'],
+    ] as const) {
+      assert.equal(data(path, method, '200').properties.secret, undefined, `${method} ${path}`);
+    }
+    const body = doc.paths['/v1/webhooks'].post.requestBody.content['application/json'].schema;
+    const resolved = body.$ref === undefined ? body : doc.components.schemas[body.$ref.split('/').pop()];
+    assert.deepEqual(resolved.required, ['url', 'events']);
   });
 
   it('the event log (docs/decisions/0030-event-log.md): its query, its entries in webhook-body shape, no gateway twin', () => {

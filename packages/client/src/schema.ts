@@ -1074,6 +1074,77 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The instance’s webhook endpoints, oldest first (no secrets) */
+        get: operations["listWebhookEndpoints"];
+        put?: never;
+        /** Add a webhook endpoint (at most 10 per instance); the answer shows its secret once */
+        post: operations["createWebhookEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One webhook endpoint (no secret) */
+        get: operations["getWebhookEndpoint"];
+        put?: never;
+        post?: never;
+        /** Delete a webhook endpoint with its queued deliveries and log */
+        delete: operations["deleteWebhookEndpoint"];
+        options?: never;
+        head?: never;
+        /** Change a webhook endpoint’s URL, events, description or enabled state */
+        patch: operations["updateWebhookEndpoint"];
+        trace?: never;
+    };
+    "/v1/webhooks/{id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Give a webhook endpoint a new secret; the answer shows it once */
+        post: operations["rotateWebhookEndpointSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An endpoint’s delivery log: its events newest first, with delivery status and every attempt */
+        get: operations["listWebhookEndpointDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/events": {
         parameters: {
             query?: never;
@@ -2199,6 +2270,50 @@ export interface components {
             disabled: boolean;
             disabledAt: string | null;
             disabledReason: string | null;
+        };
+        /** WebhookEndpoint */
+        WebhookEndpoint: {
+            /** @description endpoint id */
+            id: string;
+            /** @description HTTPS URL receiving the events */
+            url: string;
+            /** @description event types delivered to it */
+            events: components["schemas"]["EventType"][];
+            description: string | null;
+            /** @description false after PATCH enabled:false or a 410 Gone */
+            enabled: boolean;
+            /** @description when a 410 Gone disabled it */
+            disabledAt: string | null;
+            disabledReason: string | null;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
+        };
+        /** WebhookEndpointList */
+        WebhookEndpointList: {
+            endpoints: components["schemas"]["WebhookEndpoint"][];
+        };
+        /** WebhookEndpointWithSecret */
+        WebhookEndpointWithSecret: {
+            /** @description endpoint id */
+            id: string;
+            /** @description HTTPS URL receiving the events */
+            url: string;
+            /** @description event types delivered to it */
+            events: components["schemas"]["EventType"][];
+            description: string | null;
+            /** @description false after PATCH enabled:false or a 410 Gone */
+            enabled: boolean;
+            /** @description when a 410 Gone disabled it */
+            disabledAt: string | null;
+            disabledReason: string | null;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
+            /** @description whsec_ + base64 of the signing key (Standard Webhooks); shown only here */
+            secret: string;
         };
     };
     responses: {
@@ -7421,6 +7536,363 @@ export interface operations {
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listWebhookEndpoints: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoints */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["WebhookEndpointList"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createWebhookEndpoint: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first answer below 500 is kept 24 h per organization and key, and the same request with the same key gets it again (with `Idempotent-Replayed: true`) without being carried out twice. 1 to 255 printable ASCII characters, e.g. a UUID. The same key with another method, path or body is 422; while the first request runs, 409.
+                 * @example 5f0c2a1e-8d4b-4d7e-9c1a-2b3c4d5e6f70
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * @description HTTPS URL receiving events; its host must resolve to a public address
+                     * @example https://example.com/parley-webhook
+                     */
+                    url: string;
+                    /** @description event types delivered to this endpoint */
+                    events: components["schemas"]["EventType"][];
+                    /** @description a note for people (at most 500 characters) */
+                    description?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description The endpoint, with its secret */
+            201: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    "idempotent-replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 201;
+                        data: components["schemas"]["WebhookEndpointWithSecret"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getWebhookEndpoint: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["WebhookEndpoint"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteWebhookEndpoint: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Endpoint deleted */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["Details"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateWebhookEndpoint: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /**
+                     * @description HTTPS URL receiving events; its host must resolve to a public address
+                     * @example https://example.com/parley-webhook
+                     */
+                    url?: string;
+                    /** @description event types delivered to this endpoint */
+                    events?: components["schemas"]["EventType"][];
+                    /** @description a note for people (at most 500 characters) */
+                    description?: string | null;
+                    /** @description true also re-enables an endpoint a 410 disabled */
+                    enabled?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description The endpoint */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["WebhookEndpoint"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    rotateWebhookEndpointSecret: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first answer below 500 is kept 24 h per organization and key, and the same request with the same key gets it again (with `Idempotent-Replayed: true`) without being carried out twice. 1 to 255 printable ASCII characters, e.g. a UUID. The same key with another method, path or body is 422; while the first request runs, 409.
+                 * @example 5f0c2a1e-8d4b-4d7e-9c1a-2b3c4d5e6f70
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint, with its new secret */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    "idempotent-replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["WebhookEndpointWithSecret"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listWebhookEndpointDeliveries: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+                status?: "pending" | "delivered" | "failed" | "unsent";
+                limit?: number;
+                /** @description nextCursor of the previous page */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of the endpoint’s delivery log, newest first */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["DeliveriesPage"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            414: components["responses"]["UriTooLong"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalError"];

@@ -18,6 +18,7 @@ import { sandboxGroupRoutes } from './v1/sandbox-groups.ts';
 import { sandboxMediaRoutes } from './v1/sandbox-media.ts';
 import { sessionRoutes } from './v1/session.ts';
 import { webhookRoutes } from './v1/webhook.ts';
+import { webhookEndpointRoutes } from './v1/webhook-endpoints.ts';
 
 /** Every route of the API, registered in one place so the layout tells where each lives. */
 export async function routes(app: FastifyInstance): Promise<void> {
@@ -38,6 +39,7 @@ export async function routes(app: FastifyInstance): Promise<void> {
   await app.register(groupAdminRoutes, { prefix: '/v1/groups' });
   await app.register(chatPresenceRoutes, { prefix: '/v1/chats' });
   await app.register(webhookRoutes, { prefix: '/v1/webhook' });
+  await app.register(webhookEndpointRoutes, { prefix: '/v1/webhooks' });
   await app.register(eventRoutes, { prefix: '/v1/events' });
   await app.register(eventStreamRoutes, { prefix: '/v1/events' });
   await app.register(dashboardRoutes, {});

@@ -15,6 +15,7 @@ import * as sendJobs from './0013_send_jobs.ts';
 import * as idempotencyKeys from './0014_idempotency_keys.ts';
 import * as timesAsEpochMs from './0015_times_as_epoch_ms.ts';
 import * as instanceCap from './0016_instance_cap.ts';
+import * as webhookEndpoints from './0017_webhook_endpoints.ts';
 
 /**
  * Every migration, in order. Names are numbered; add a new file and list it here (never edit one that shipped).
@@ -37,6 +38,7 @@ export const migrations: Record<string, Migration> = {
   '0014_idempotency_keys': idempotencyKeys,
   '0015_times_as_epoch_ms': timesAsEpochMs,
   '0016_instance_cap': instanceCap,
+  '0017_webhook_endpoints': webhookEndpoints,
 };
 
 /** Hands Kysely's `Migrator` the in-code list above (no file-system scanning, so it works from any cwd). */

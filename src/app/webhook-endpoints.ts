@@ -1,0 +1,211 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Clock } from '../domain/clock.ts';
+import { errors } from '../domain/errors.ts';
+import type { EventType, Instance } from '../domain/instance.ts';
+import type { OutboundGuard } from '../net/outbound-guard.ts';
+import type { SecretBox } from '../security/secrets.ts';
+import type { Store } from '../store/database.ts';
+import { toIso } from '../store/times.ts';
+import {
+  deleteEndpoint,
+  type EndpointPatch,
+  type EndpointRecord,
+  getEndpoint,
+  insertEndpoint,
+  listEndpoints,
+  MAX_ENDPOINTS,
+  updateEndpoint,
+} from '../store/webhook-endpoints.ts';
+import type { LogQuery } from '../store/webhook-events.ts';
+import { SECRET_PREFIX } from '../webhooks/signing.ts';
+import type { DeliveryWorker } from '../webhooks/worker.ts';
+import { checkReceiverUrl, type DeliveryPage, type WebhookService } from './webhooks.ts';
+
+/**
+ * A webhook endpoint as the API shows it (docs/api.md#webhook-endpoints, docs/decisions/0035-webhook-endpoints.md):
+ * never its secret. Times are RFC 3339; `disabledAt`/`disabledReason` are set when a 410 Gone disabled it.
+ */
+export interface EndpointView {
+  id: string;
+  url: string;
+  events: EventType[];
+  description: string | null;
+  enabled: boolean;
+  disabledAt: string | null;
+  disabledReason: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** An endpoint with its secret in clear: the answer of creation and rotation only. */
+export interface EndpointWithSecret extends EndpointView {
+  secret: string;
+}
+
+/** Bytes of randomness in a new secret (Standard Webhooks: 24 to 64; docs/decisions/0035-webhook-endpoints.md). */
+const SECRET_BYTES = 32;
+
+/** A new `whsec_` secret: the prefix and the base64 of {@link SECRET_BYTES} random bytes. */
+function newSecret(): string {
+  return `${SECRET_PREFIX}${randomBytes(SECRET_BYTES).toString('base64')}`;
+}
+
+/** The API view of an endpoint row. */
+function toView(endpoint: EndpointRecord): EndpointView {
+  return {
+    id: endpoint.id,
+    url: endpoint.url,
+    events: endpoint.events as EventType[],
+    description: endpoint.description,
+    enabled: endpoint.enabled,
+    disabledAt: endpoint.disabledAt === null ? null : toIso(endpoint.disabledAt),
+    disabledReason: endpoint.disabledReason,
+    createdAt: toIso(endpoint.createdAt),
+    updatedAt: toIso(endpoint.updatedAt),
+  };
+}
+
+/** The values of a new endpoint (`POST /v1/webhooks`). */
+export interface EndpointInput {
+  url: string;
+  events: readonly EventType[];
+  description?: string | null | undefined;
+}
+
+/** The changes of `PATCH /v1/webhooks/{id}`; each omitted field is kept. */
+export interface EndpointChanges {
+  url?: string | undefined;
+  events?: readonly EventType[] | undefined;
+  description?: string | null | undefined;
+  enabled?: boolean | undefined;
+}
+
+/**
+ * An instance's extra webhook endpoints (docs/api.md#webhook-endpoints, docs/decisions/0035-webhook-endpoints.md):
+ * create (at most {@link MAX_ENDPOINTS}), list, read, change, delete, rotate the secret, and each one's delivery log.
+ * The default webhook (`/v1/webhook`) is not one of them.
+ */
+export class WebhookEndpointService {
+  readonly #store: Store;
+  readonly #box: SecretBox;
+  readonly #guard: OutboundGuard;
+  readonly #worker: DeliveryWorker;
+  readonly #webhooks: WebhookService;
+  readonly #clock: Clock;
+
+  constructor(deps: {
+    store: Store;
+    box: SecretBox;
+    guard: OutboundGuard;
+    worker: DeliveryWorker;
+    webhooks: WebhookService;
+    clock: Clock;
+  }) {
+    this.#store = deps.store;
+    this.#box = deps.box;
+    this.#guard = deps.guard;
+    this.#worker = deps.worker;
+    this.#webhooks = deps.webhooks;
+    this.#clock = deps.clock;
+  }
+
+  /**
+   * Creates an endpoint with a new secret, shown only in this answer.
+   * @throws DomainError invalid (`url …`, from the outbound guard's checks as for `POST /v1/webhook`); conflict
+   *   `an instance has at most 10 webhook endpoints`.
+   */
+  async create(
+    instance: Instance,
+    input: EndpointInput,
+    log: FastifyBaseLogger,
+  ): Promise<EndpointWithSecret> {
+    const url = await checkReceiverUrl(this.#guard, input.url, 'url', log, instance.id);
+    const secret = newSecret();
+    const id = randomUUID();
+    const inserted = await insertEndpoint(
+      this.#store.db,
+      {
+        id,
+        instanceId: instance.id,
+        url,
+        events: [...new Set(input.events)],
+        description: input.description ?? null,
+        secretSealed: this.#box.seal(secret),
+        now: this.#clock(),
+      },
+      MAX_ENDPOINTS,
+    );
+    if (!inserted) throw errors.conflict(`an instance has at most ${MAX_ENDPOINTS} webhook endpoints`);
+    return { ...(await this.get(instance, id)), secret };
+  }
+
+  /** The instance's endpoints, oldest first, without secrets. */
+  async list(instance: Instance): Promise<EndpointView[]> {
+    return (await listEndpoints(this.#store.db, instance.id)).map(toView);
+  }
+
+  /** Endpoint `id`. @throws DomainError not_found `webhook endpoint not found` (also for another instance's). */
+  async get(instance: Instance, id: string): Promise<EndpointView> {
+    const endpoint = await getEndpoint(this.#store.db, instance.id, id);
+    if (!endpoint) throw errors.notFound('webhook endpoint not found');
+    return toView(endpoint);
+  }
+
+  /**
+   * Changes endpoint `id`; `enabled: true` also clears a 410's disabled state. Wakes the worker.
+   * @throws DomainError not_found `webhook endpoint not found`; invalid `url …` as {@link create}.
+   */
+  async update(
+    instance: Instance,
+    id: string,
+    changes: EndpointChanges,
+    log: FastifyBaseLogger,
+  ): Promise<EndpointView> {
+    await this.get(instance, id);
+    const patch: EndpointPatch = {};
+    if (changes.url !== undefined)
+      patch.url = await checkReceiverUrl(this.#guard, changes.url, 'url', log, instance.id);
+    if (changes.events !== undefined) patch.events = [...new Set(changes.events)];
+    if (changes.description !== undefined) patch.description = changes.description;
+    if (changes.enabled !== undefined) patch.enabled = changes.enabled;
+    if (!(await updateEndpoint(this.#store.db, instance.id, id, patch, this.#clock())))
+      throw errors.notFound('webhook endpoint not found');
+    this.#worker.wake();
+    return this.get(instance, id);
+  }
+
+  /**
+   * Deletes endpoint `id` with its queued deliveries and log: nothing more is sent to it.
+   * @throws DomainError not_found `webhook endpoint not found`.
+   */
+  async remove(instance: Instance, id: string): Promise<void> {
+    if (!(await deleteEndpoint(this.#store.db, instance.id, id)))
+      throw errors.notFound('webhook endpoint not found');
+  }
+
+  /**
+   * Gives endpoint `id` a new secret (shown only in this answer); later attempts are signed with it.
+   * @throws DomainError not_found `webhook endpoint not found`.
+   */
+  async rotateSecret(instance: Instance, id: string): Promise<EndpointWithSecret> {
+    const secret = newSecret();
+    const sealed = this.#box.seal(secret);
+    if (!(await updateEndpoint(this.#store.db, instance.id, id, { secretSealed: sealed }, this.#clock())))
+      throw errors.notFound('webhook endpoint not found');
+    return { ...(await this.get(instance, id)), secret };
+  }
+
+  /**
+   * One page of endpoint `id`'s delivery log: the events queued for it, newest first, as `GET /v1/webhook/deliveries`.
+   * @throws DomainError not_found `webhook endpoint not found`; invalid `cursor is invalid`.
+   */
+  async deliveries(
+    instance: Instance,
+    id: string,
+    query: { limit: number; status?: LogQuery['status']; cursor?: string | undefined },
+  ): Promise<DeliveryPage> {
+    await this.get(instance, id);
+    return this.#webhooks.deliveries(instance, { ...query, endpointId: id });
+  }
+}

@@ -1,0 +1,189 @@
+import type { Kysely, Selectable, Transaction } from 'kysely';
+import type { Database, WebhookEndpointsTable } from './schema.ts';
+
+/**
+ * An instance's extra webhook endpoints (migration 0017, docs/decisions/0035-webhook-endpoints.md). The secret
+ * stays sealed here; the app layer seals and opens it with the SecretBox. Times are epoch ms.
+ */
+
+/** Most endpoints an instance may have (docs/decisions/0035-webhook-endpoints.md). */
+export const MAX_ENDPOINTS = 10;
+
+/** An endpoint row as the app reads it (`events` parsed, `enabled` a boolean). */
+export interface EndpointRecord {
+  id: string;
+  instanceId: string;
+  url: string;
+  events: string[];
+  description: string | null;
+  secretSealed: string;
+  enabled: boolean;
+  disabledAt: number | null;
+  disabledReason: string | null;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** The row's fields as {@link EndpointRecord}. */
+function toRecord(row: Selectable<WebhookEndpointsTable>): EndpointRecord {
+  const events: unknown = JSON.parse(row.events);
+  return {
+    id: row.id,
+    instanceId: row.instance_id,
+    url: row.url,
+    events: Array.isArray(events) ? events.filter((e): e is string => typeof e === 'string') : [],
+    description: row.description,
+    secretSealed: row.secret,
+    enabled: row.enabled === 1,
+    disabledAt: row.disabled_at === null ? null : Number(row.disabled_at),
+    disabledReason: row.disabled_reason,
+    createdAt: Number(row.created_at),
+    updatedAt: Number(row.updated_at),
+  };
+}
+
+/** The endpoints of `instanceId`, oldest first. */
+export async function listEndpoints(
+  db: Kysely<Database> | Transaction<Database>,
+  instanceId: string,
+): Promise<EndpointRecord[]> {
+  const rows = await db
+    .selectFrom('webhook_endpoints')
+    .selectAll()
+    .where('instance_id', '=', instanceId)
+    .orderBy('created_at')
+    .orderBy('id')
+    .execute();
+  return rows.map(toRecord);
+}
+
+/** Endpoint `id` of `instanceId`, or undefined (another instance's endpoint reads as absent). */
+export async function getEndpoint(
+  db: Kysely<Database>,
+  instanceId: string,
+  id: string,
+): Promise<EndpointRecord | undefined> {
+  const row = await db
+    .selectFrom('webhook_endpoints')
+    .selectAll()
+    .where('instance_id', '=', instanceId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+  return row === undefined ? undefined : toRecord(row);
+}
+
+/** A new endpoint; `now` epoch ms. */
+export interface NewEndpoint {
+  id: string;
+  instanceId: string;
+  url: string;
+  events: readonly string[];
+  description: string | null;
+  secretSealed: string;
+  now: number;
+}
+
+/**
+ * Inserts an endpoint unless the instance already has `max` (counted in the same transaction).
+ * @returns false when the cap was reached (nothing inserted).
+ */
+export async function insertEndpoint(
+  db: Kysely<Database>,
+  endpoint: NewEndpoint,
+  max: number,
+): Promise<boolean> {
+  return db.transaction().execute(async (trx) => {
+    // Serialises concurrent creations for one instance on PostgreSQL (the instance row's lock).
+    await trx
+      .updateTable('instances')
+      .set((eb) => ({ id: eb.ref('id') }))
+      .where('id', '=', endpoint.instanceId)
+      .execute();
+    const count = await trx
+      .selectFrom('webhook_endpoints')
+      .select((eb) => eb.fn.countAll<number>().as('count'))
+      .where('instance_id', '=', endpoint.instanceId)
+      .executeTakeFirstOrThrow();
+    if (Number(count.count) >= max) return false;
+    await trx
+      .insertInto('webhook_endpoints')
+      .values({
+        id: endpoint.id,
+        instance_id: endpoint.instanceId,
+        url: endpoint.url,
+        events: JSON.stringify(endpoint.events),
+        description: endpoint.description,
+        secret: endpoint.secretSealed,
+        enabled: 1,
+        disabled_at: null,
+        disabled_reason: null,
+        created_at: endpoint.now,
+        updated_at: endpoint.now,
+      })
+      .execute();
+    return true;
+  });
+}
+
+/** Fields {@link updateEndpoint} may change; `enabled: true` also clears a 410's `disabled_at`/`disabled_reason`. */
+export interface EndpointPatch {
+  url?: string;
+  events?: readonly string[];
+  description?: string | null;
+  enabled?: boolean;
+  secretSealed?: string;
+}
+
+/**
+ * Applies `patch` to endpoint `id` of `instanceId` at `now` (epoch ms).
+ * @returns false when there is no such endpoint.
+ */
+export async function updateEndpoint(
+  db: Kysely<Database>,
+  instanceId: string,
+  id: string,
+  patch: EndpointPatch,
+  now: number,
+): Promise<boolean> {
+  const result = await db
+    .updateTable('webhook_endpoints')
+    .set({
+      updated_at: now,
+      ...(patch.url === undefined ? {} : { url: patch.url }),
+      ...(patch.events === undefined ? {} : { events: JSON.stringify(patch.events) }),
+      ...(patch.description === undefined ? {} : { description: patch.description }),
+      ...(patch.secretSealed === undefined ? {} : { secret: patch.secretSealed }),
+      ...(patch.enabled === undefined
+        ? {}
+        : patch.enabled
+          ? { enabled: 1, disabled_at: null, disabled_reason: null }
+          : { enabled: 0 }),
+    })
+    .where('instance_id', '=', instanceId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+/**
+ * Deletes endpoint `id` of `instanceId` with its deliveries (nothing more is sent to it); the attempt rows stay
+ * until their events leave the log.
+ * @returns false when there is no such endpoint.
+ */
+export async function deleteEndpoint(db: Kysely<Database>, instanceId: string, id: string): Promise<boolean> {
+  return db.transaction().execute(async (trx) => {
+    // Deliveries before the endpoint row: the order a 410's `finishAttempt` locks them in (no deadlock between
+    // the two on PostgreSQL). Their attempt rows stay in the log until their events are pruned.
+    await trx
+      .deleteFrom('webhook_deliveries')
+      .where('instance_id', '=', instanceId)
+      .where('endpoint_id', '=', id)
+      .execute();
+    const result = await trx
+      .deleteFrom('webhook_endpoints')
+      .where('instance_id', '=', instanceId)
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return result.numDeletedRows > 0n;
+  });
+}

@@ -1,0 +1,388 @@
+import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
+import { afterEach, beforeEach, describe, it } from 'node:test';
+import { Webhook } from 'standardwebhooks';
+import type { EngineEvent, MessageSource } from '../../src/domain/messages.ts';
+import type { TestApp } from '../support/app.ts';
+import { type ReceivedRequest, type Receiver, startReceiver } from '../support/https-receiver.ts';
+import { testDialects } from '../support/store.ts';
+import { assertSigned, configureWebhook, createWebhookApp, textMessage } from './support.ts';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+
+const source: MessageSource = {
+  chat: '5511988880002@s.whatsapp.net',
+  sender: '5511988880002@s.whatsapp.net',
+  isFromMe: false,
+  isGroup: false,
+};
+
+/** A read receipt (webhook type ReadReceipt). */
+function receipt(id: string): EngineEvent {
+  return { type: 'receipt', state: 'read', messageIds: [id], source, timestamp: Date.UTC(2025, 0, 2) };
+}
+
+/** The Standard Webhooks signature of `request` under `secret` (`whsec_…`), recomputed with node:crypto. */
+function expectedSignature(request: ReceivedRequest, secret: string): string {
+  const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
+  const id = String(request.headers['webhook-id']);
+  const timestamp = String(request.headers['webhook-timestamp']);
+  const mac = createHmac('sha256', key).update(`${id}.${timestamp}.`).update(request.body).digest('base64');
+  return `v1,${mac}`;
+}
+
+/** Asserts `request` verifies with `secret` (node:crypto and standardwebhooks) and carries no x-hmac-signature. */
+function assertEndpointSigned(request: ReceivedRequest, secret: string): void {
+  assert.equal(request.headers['webhook-signature'], expectedSignature(request, secret));
+  assert.equal(request.headers['x-hmac-signature'], undefined);
+  const parsed = new Webhook(secret).verify(request.body.toString('utf8'), {
+    'webhook-id': String(request.headers['webhook-id']),
+    'webhook-timestamp': String(request.headers['webhook-timestamp']),
+    'webhook-signature': String(request.headers['webhook-signature']),
+  });
+  assert.deepEqual(parsed, JSON.parse(request.body.toString('utf8')));
+}
+
+/** Asserts `request` does not verify with `secret`. */
+function assertNotSignedWith(request: ReceivedRequest, secret: string): void {
+  assert.notEqual(request.headers['webhook-signature'], expectedSignature(request, secret));
+  assert.throws(() =>
+    new Webhook(secret).verify(request.body.toString('utf8'), {
+      'webhook-id': String(request.headers['webhook-id']),
+      'webhook-timestamp': String(request.headers['webhook-timestamp']),
+      'webhook-signature': String(request.headers['webhook-signature']),
+    }),
+  );
+}
+
+/** The webhook body's `type`. */
+function typeOf(request: ReceivedRequest): string {
+  return JSON.parse(request.body.toString('utf8')).type;
+}
+
+/** The text of a Message webhook body. */
+function textOf(request: ReceivedRequest): string {
+  return JSON.parse(request.body.toString('utf8')).event.message.conversation;
+}
+
+/** Requests answered 2xx. */
+function accepted(receiver: Receiver): ReceivedRequest[] {
+  return receiver.requests.filter((r) => r.reply.status !== undefined && r.reply.status < 300);
+}
+
+/** Polls until `predicate` holds, waking the worker each time; fails after `timeoutMs`. */
+async function until(
+  t: TestApp,
+  what: string,
+  predicate: () => boolean | Promise<boolean>,
+  timeoutMs = 15_000,
+) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await predicate()) return;
+    t.services.webhooks.wake();
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  assert.fail(`not met within ${timeoutMs} ms: ${what}`);
+}
+
+/** Creates an endpoint through the API, asserting 201. */
+async function createEndpoint(t: TestApp, body: Record<string, unknown>, query = '') {
+  const response = await t.call('POST', `/v1/webhooks${query}`, body);
+  assert.equal(response.status, 201, JSON.stringify(response.body));
+  return response.body.data;
+}
+
+for (const dialect of testDialects()) {
+  describe(`webhook endpoints (${dialect})`, () => {
+    let receivers: Receiver[] = [];
+    let t: TestApp;
+    beforeEach(async () => {
+      receivers = await Promise.all([startReceiver(), startReceiver(), startReceiver()]);
+      t = await createWebhookApp({ dialect });
+    });
+    afterEach(async () => {
+      await t.close();
+      await Promise.all(receivers.map((r) => r.close()));
+    });
+
+    it('CRUD: exact bodies and statuses, the secret only at creation and rotation, 404 across instances', async () => {
+      const [a] = receivers;
+      assert.ok(a);
+      const created = await t.call('POST', '/v1/webhooks', {
+        url: a.url,
+        events: ['Message', 'ReadReceipt'],
+        description: 'orders',
+      });
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+      assert.equal(created.body.success, true);
+      assert.equal(created.body.code, 201);
+      const endpoint = created.body.data;
+      assert.match(endpoint.id, UUID);
+      assert.match(endpoint.secret, /^whsec_[A-Za-z0-9+/]+=*$/);
+      assert.equal(Buffer.from(endpoint.secret.slice(6), 'base64').length, 32);
+      assert.match(endpoint.createdAt, ISO);
+      const view = {
+        id: endpoint.id,
+        url: a.url,
+        events: ['Message', 'ReadReceipt'],
+        description: 'orders',
+        enabled: true,
+        disabledAt: null,
+        disabledReason: null,
+        createdAt: endpoint.createdAt,
+        updatedAt: endpoint.createdAt,
+      };
+      assert.deepEqual(endpoint, { ...view, secret: endpoint.secret });
+
+      const list = await t.call('GET', '/v1/webhooks');
+      assert.equal(list.status, 200);
+      assert.deepEqual(list.body.data, { endpoints: [view] });
+      const one = await t.call('GET', `/v1/webhooks/${endpoint.id}`);
+      assert.equal(one.status, 200);
+      assert.deepEqual(one.body.data, view);
+      assert.doesNotMatch(JSON.stringify([list.body, one.body]), /whsec_/);
+
+      t.clock.advance(1000);
+      const patched = await t.call('PATCH', `/v1/webhooks/${endpoint.id}`, {
+        events: ['Call'],
+        description: null,
+        enabled: false,
+      });
+      assert.equal(patched.status, 200, JSON.stringify(patched.body));
+      assert.deepEqual(patched.body.data, {
+        ...view,
+        events: ['Call'],
+        description: null,
+        enabled: false,
+        updatedAt: new Date(Date.parse(endpoint.createdAt) + 1000).toISOString(),
+      });
+
+      const rotated = await t.call('POST', `/v1/webhooks/${endpoint.id}/rotate-secret`);
+      assert.equal(rotated.status, 200);
+      assert.match(rotated.body.data.secret, /^whsec_/);
+      assert.notEqual(rotated.body.data.secret, endpoint.secret);
+
+      // Another instance of the same org: the endpoint does not exist there.
+      const other = await t.newInstance('test', 'other');
+      for (const [method, path] of [
+        ['GET', ''],
+        ['PATCH', ''],
+        ['DELETE', ''],
+        ['POST', '/rotate-secret'],
+        ['GET', '/deliveries'],
+      ] as const) {
+        const response = await t.call(
+          method,
+          `/v1/webhooks/${endpoint.id}${path}?from=${other.id}`,
+          method === 'PATCH' ? { enabled: true } : undefined,
+        );
+        assert.equal(response.status, 404, `${method} ${path}: ${JSON.stringify(response.body)}`);
+        assert.equal(response.body.error.message, 'webhook endpoint not found');
+      }
+      assert.deepEqual((await t.call('GET', `/v1/webhooks?from=${other.id}`)).body.data, { endpoints: [] });
+
+      const mine = `?from=${t.instance.id}`;
+      const removed = await t.call('DELETE', `/v1/webhooks/${endpoint.id}${mine}`);
+      assert.equal(removed.status, 200, JSON.stringify(removed.body));
+      assert.deepEqual(removed.body.data, { details: 'Webhook endpoint deleted' });
+      assert.equal((await t.call('GET', `/v1/webhooks/${endpoint.id}${mine}`)).status, 404);
+      assert.equal((await t.call('DELETE', `/v1/webhooks/${endpoint.id}${mine}`)).status, 404);
+    });
+
+    it('refuses bad input naming the field and the rule, and an 11th endpoint', async () => {
+      const [a] = receivers;
+      assert.ok(a);
+      const unknown = await t.call('POST', '/v1/webhooks', { url: a.url, events: ['Message', 'Nope'] });
+      assert.equal(unknown.status, 400);
+      assert.match(
+        unknown.body.error.message,
+        /unknown event type Nope \(allowed: Message, ReadReceipt, HistorySync/,
+      );
+      const http = await t.call('POST', '/v1/webhooks', {
+        url: 'http://example.com/hook',
+        events: ['Message'],
+      });
+      assert.equal(http.status, 400);
+      assert.equal(http.body.error.message, 'url must be an HTTPS URL');
+      const empty = await t.call('POST', '/v1/webhooks', { url: a.url, events: [] });
+      assert.equal(empty.status, 400);
+      assert.match(empty.body.error.message, /events/);
+      const missing = await t.call('POST', '/v1/webhooks', { events: ['Message'] });
+      assert.equal(missing.status, 400);
+      assert.match(missing.body.error.message, /url/);
+      for (let i = 0; i < 10; i++) await createEndpoint(t, { url: a.url, events: ['Message'] });
+      const eleventh = await t.call('POST', '/v1/webhooks', { url: a.url, events: ['Message'] });
+      assert.equal(eleventh.status, 409);
+      assert.equal(eleventh.body.error.message, 'an instance has at most 10 webhook endpoints');
+      const other = await t.newInstance('test', 'other');
+      await createEndpoint(t, { url: a.url, events: ['Message'] }, `?from=${other.id}`);
+    });
+
+    it('scope chat:webhook: 403 naming it without', async () => {
+      const key = await t.newKey({ scopes: ['chat:messages'] });
+      const response = await t.call('GET', '/v1/webhooks', undefined, { authorization: `Bearer ${key}` });
+      assert.equal(response.status, 403);
+      assert.match(response.body.error.message, /chat:webhook/);
+    });
+
+    it('two endpoints with different filters each receive exactly their types, signed with their own secret', async () => {
+      const [main, a, b] = receivers;
+      assert.ok(main && a && b);
+      await configureWebhook(t, main.url);
+      const ea = await createEndpoint(t, { url: a.url, events: ['Message'] });
+      const eb = await createEndpoint(t, { url: b.url, events: ['ReadReceipt'] });
+      await t.services.recorder.record(t.instance.id, textMessage('hello'));
+      await t.services.recorder.record(t.instance.id, receipt('X1'));
+      await t.services.recorder.record(t.instance.id, textMessage('again'));
+      await until(
+        t,
+        'every delivery',
+        () => main.requests.length === 3 && a.requests.length === 2 && b.requests.length === 1,
+      );
+      assert.deepEqual(a.requests.map(typeOf), ['Message', 'Message']);
+      assert.deepEqual(a.requests.map(textOf), ['hello', 'again']);
+      assert.deepEqual(b.requests.map(typeOf), ['ReadReceipt']);
+      for (const request of a.requests) {
+        assertEndpointSigned(request, ea.secret);
+        assertNotSignedWith(request, eb.secret);
+      }
+      for (const request of b.requests) {
+        assertEndpointSigned(request, eb.secret);
+        assertNotSignedWith(request, ea.secret);
+      }
+      // The default webhook is unchanged: both signatures under the instance HMAC key.
+      for (const request of main.requests) assertSigned(request);
+      // One webhook-id per event, the same at every endpoint.
+      const byText = new Map(
+        main.requests.filter((r) => typeOf(r) === 'Message').map((r) => [textOf(r), r.headers['webhook-id']]),
+      );
+      for (const request of a.requests)
+        assert.equal(request.headers['webhook-id'], byText.get(textOf(request)));
+      const mainReceipt = main.requests.find((r) => typeOf(r) === 'ReadReceipt');
+      assert.equal(b.requests[0]?.headers['webhook-id'], mainReceipt?.headers['webhook-id']);
+      // Each endpoint's log lists its own deliveries, with the endpoint's URL on the attempts.
+      const log = await t.call('GET', `/v1/webhooks/${ea.id}/deliveries`);
+      assert.equal(log.status, 200);
+      assert.deepEqual(
+        log.body.data.deliveries.map((d: any) => [d.type, d.status, d.attempts.map((x: any) => x.url)]),
+        [
+          ['Message', 'delivered', [a.url]],
+          ['Message', 'delivered', [a.url]],
+        ],
+      );
+      assert.equal(log.body.data.nextCursor, null);
+      const paged = await t.call('GET', `/v1/webhooks/${ea.id}/deliveries?limit=1`);
+      assert.equal(paged.body.data.deliveries.length, 1);
+      assert.equal(typeof paged.body.data.nextCursor, 'string');
+      const defaultLog = await t.call('GET', '/v1/webhook/deliveries');
+      assert.equal(defaultLog.body.data.deliveries.length, 3);
+      for (const entry of defaultLog.body.data.deliveries) {
+        assert.deepEqual(
+          entry.attempts.map((x: any) => x.url),
+          [main.url],
+        );
+      }
+    });
+
+    it('an endpoint answering 500 delays neither the other endpoint nor the default webhook', async () => {
+      const [main, a, b] = receivers;
+      assert.ok(main && a && b);
+      a.respondWith(() => ({ status: 500, body: 'down' }));
+      await configureWebhook(t, main.url);
+      const ea = await createEndpoint(t, { url: a.url, events: ['Message'] });
+      await createEndpoint(t, { url: b.url, events: ['Message'] });
+      await t.services.recorder.record(t.instance.id, textMessage('m1'));
+      await until(t, 'the failing endpoint was tried', () => a.requests.length >= 1);
+      for (const text of ['m2', 'm3', 'm4'])
+        await t.services.recorder.record(t.instance.id, textMessage(text));
+      await until(
+        t,
+        'the others received everything',
+        () => accepted(main).length === 4 && accepted(b).length === 4,
+      );
+      assert.deepEqual(accepted(b).map(textOf), ['m1', 'm2', 'm3', 'm4']);
+      assert.deepEqual(accepted(main).map(textOf), ['m1', 'm2', 'm3', 'm4']);
+      const log = await t.call('GET', `/v1/webhooks/${ea.id}/deliveries?limit=100`);
+      const first = log.body.data.deliveries.at(-1);
+      assert.equal(first.status, 'pending');
+      assert.equal(first.attempts[0].statusCode, 500);
+      assert.equal(first.lastError, 'receiver answered 500');
+      // Its retry comes when due, while the others went on.
+      a.respondWith(() => ({ status: 200, body: 'ok' }));
+      t.clock.advance(60_000);
+      await until(t, 'the endpoint caught up', () => new Set(accepted(a).map(textOf)).size === 4);
+    });
+
+    it('410 Gone disables only that endpoint; PATCH enabled:true turns it back on', async () => {
+      const [main, a, b] = receivers;
+      assert.ok(main && a && b);
+      a.respondWith(() => ({ status: 410, body: 'gone' }));
+      await configureWebhook(t, main.url);
+      const ea = await createEndpoint(t, { url: a.url, events: ['Message'] });
+      await createEndpoint(t, { url: b.url, events: ['Message'] });
+      await t.services.recorder.record(t.instance.id, textMessage('g1'));
+      await until(t, 'the endpoint is disabled', async () => {
+        const view = await t.call('GET', `/v1/webhooks/${ea.id}`);
+        return view.body.data.enabled === false;
+      });
+      const view = (await t.call('GET', `/v1/webhooks/${ea.id}`)).body.data;
+      assert.equal(view.disabledReason, 'receiver answered 410 Gone');
+      assert.match(view.disabledAt, ISO);
+      const seenByA = a.requests.length;
+      await t.services.recorder.record(t.instance.id, textMessage('g2'));
+      await until(
+        t,
+        'the others received both',
+        () => accepted(main).length === 2 && accepted(b).length === 2,
+      );
+      assert.equal(a.requests.length, seenByA);
+      const config = (await t.call('GET', '/v1/webhook')).body.data;
+      assert.equal(config.disabled, false);
+      const log = (await t.call('GET', `/v1/webhooks/${ea.id}/deliveries`)).body.data.deliveries;
+      assert.deepEqual(
+        log.map((d: any) => [d.status, d.lastError]),
+        [['failed', 'receiver answered 410 Gone: endpoint disabled']],
+      );
+      a.respondWith(() => ({ status: 200, body: 'ok' }));
+      const enabled = await t.call('PATCH', `/v1/webhooks/${ea.id}`, { enabled: true });
+      assert.deepEqual(
+        [enabled.body.data.enabled, enabled.body.data.disabledAt, enabled.body.data.disabledReason],
+        [true, null, null],
+      );
+      await t.services.recorder.record(t.instance.id, textMessage('g3'));
+      await until(t, 'the endpoint receives again', () => accepted(a).some((r) => textOf(r) === 'g3'));
+    });
+
+    it('rotate-secret changes the signature; delete stops deliveries', async () => {
+      const [main, a, b] = receivers;
+      assert.ok(main && a && b);
+      await configureWebhook(t, main.url);
+      const ea = await createEndpoint(t, { url: a.url, events: ['Message'] });
+      await createEndpoint(t, { url: b.url, events: ['Message'] });
+      await t.services.recorder.record(t.instance.id, textMessage('r1'));
+      await until(t, 'first delivery', () => a.requests.length === 1);
+      const rotated = (await t.call('POST', `/v1/webhooks/${ea.id}/rotate-secret`)).body.data;
+      await t.services.recorder.record(t.instance.id, textMessage('r2'));
+      await until(t, 'second delivery', () => a.requests.length === 2);
+      const [before, after] = a.requests;
+      assert.ok(before && after);
+      assertEndpointSigned(before, ea.secret);
+      assertEndpointSigned(after, rotated.secret);
+      assertNotSignedWith(after, ea.secret);
+
+      assert.equal((await t.call('DELETE', `/v1/webhooks/${ea.id}`)).status, 200);
+      await t.services.recorder.record(t.instance.id, textMessage('r3'));
+      await until(t, 'the others received r3', () => accepted(main).length === 3 && accepted(b).length === 3);
+      assert.equal(a.requests.length, 2);
+      const left = await t.services.store.db
+        .selectFrom('webhook_deliveries')
+        .select('event_id')
+        .where('endpoint_id', '=', ea.id)
+        .execute();
+      assert.deepEqual(left, []);
+    });
+  });
+}
