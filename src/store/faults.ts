@@ -1,5 +1,6 @@
 import type {
   DatabaseConnection,
+  DatabaseIntrospector,
   Dialect,
   Driver,
   Kysely,
@@ -99,7 +100,38 @@ export function faultAwareDialect(dialect: Dialect, faults?: StoreFaultHook): Di
     createQueryCompiler: (): QueryCompiler => dialect.createQueryCompiler(),
     createAdapter: () => dialect.createAdapter(),
     // biome-ignore lint/suspicious/noExplicitAny: Kysely's own Dialect signature takes Kysely<any>
-    createIntrospector: (db: Kysely<any>) => dialect.createIntrospector(db),
+    createIntrospector: (db: Kysely<any>) => retryingIntrospector(dialect.createIntrospector(db)),
+  };
+}
+
+/** SQLSTATEs of a catalog read that met a concurrent drop: undefined table (42P01) or undefined column (42703). */
+const CATALOG_RACE = new Set(['42P01', '42703']);
+
+/** Most reads of the catalog {@link retryingIntrospector} makes for one call. */
+const CATALOG_READS = 5;
+
+/**
+ * `inner` with each read retried when another connection dropped a table or column while it ran. Kysely's
+ * PostgreSQL introspector (which the migrator uses to find its own tables) lists the tables of every schema of the
+ * database and resolves their names within the same statement, so a schema, table or column dropped meanwhile by
+ * another process (a test store's cleanup, another store's migration) fails it with 42P01 or 42703 although nothing
+ * this store needs changed. Other errors, and the last failed read, are raised as they came.
+ */
+function retryingIntrospector(inner: DatabaseIntrospector): DatabaseIntrospector {
+  const again = async <T>(read: () => Promise<T>): Promise<T> => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await read();
+      } catch (error) {
+        const code = codeOf(error);
+        if (attempt >= CATALOG_READS || code === undefined || !CATALOG_RACE.has(code)) throw error;
+      }
+    }
+  };
+  return {
+    getSchemas: () => again(() => inner.getSchemas()),
+    getTables: (options) => again(() => inner.getTables(options)),
+    getMetadata: (options) => again(() => inner.getMetadata(options)),
   };
 }
 
