@@ -93,5 +93,11 @@ export const REQUEST_EXAMPLES: Readonly<Record<string, Record<string, unknown>>>
   joinGroup: { inviteLink: 'https://chat.whatsapp.com/AbCdEfGhIjK1234567890' },
   revokeGroupInviteLink: { groupJid: '120363025246125486@g.us' },
   setWebhook: { webhookUrl: 'https://hooks.example.com/parley' },
+  createWebhookEndpoint: {
+    url: 'https://hooks.example.com/orders',
+    events: ['Message', 'MessageStatus'],
+    description: 'order updates for the shop backend',
+  },
+  updateWebhookEndpoint: { events: ['Message'], enabled: true },
   setCallSettings: { autoReject: true, message: "Sorry, we can't take calls. Please send a message." },
 };

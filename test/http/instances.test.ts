@@ -121,6 +121,22 @@ async function seedUnreachedRows(store: Store, instanceId: string, now: number):
     .insertInto('gateway_replay')
     .values({ instance_id: instanceId, signature: 'ab'.repeat(32), expires_at: now + 301_000 })
     .execute();
+  await db
+    .insertInto('webhook_endpoints')
+    .values({
+      id: crypto.randomUUID(),
+      instance_id: instanceId,
+      url: 'https://hooks.example.com/orders',
+      events: '["Message"]',
+      description: null,
+      secret: 'sealed',
+      enabled: 1,
+      disabled_at: null,
+      disabled_reason: null,
+      created_at: now,
+      updated_at: now,
+    })
+    .execute();
 }
 
 for (const dialect of testDialects()) {

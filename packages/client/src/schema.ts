@@ -7601,6 +7601,16 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "url": "https://hooks.example.com/orders",
+                 *       "events": [
+                 *         "Message",
+                 *         "MessageStatus"
+                 *       ],
+                 *       "description": "order updates for the shop backend"
+                 *     }
+                 */
                 "application/json": {
                     /**
                      * @description HTTPS URL receiving events; its host must resolve to a public address
@@ -7751,6 +7761,14 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "events": [
+                 *         "Message"
+                 *       ],
+                 *       "enabled": true
+                 *     }
+                 */
                 "application/json": {
                     /**
                      * @description HTTPS URL receiving events; its host must resolve to a public address
