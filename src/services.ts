@@ -196,7 +196,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     ca,
     tuning: workerTuning,
   });
-  const { guard, webhooks } = delivery;
+  const { guard, webhooks, brokers } = delivery;
   wakeWebhooks = () => webhooks.wake();
   // Registered (and dead nodes' claims released) before the worker claims anything.
   await nodes.start();
@@ -258,6 +258,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
       await limiter.close();
       await sessions.closeAll();
       await live.close?.();
+      await brokers.close();
       await guard.close();
       if (redis) await redis.quit().catch(() => redis.disconnect());
       if (!closeOptions?.keepStore) await store.destroy();

@@ -1,9 +1,10 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
+import { BrokerUrlError, isBrokerUrl, parseBrokerUrl } from '../brokers/urls.ts';
 import type { Clock } from '../domain/clock.ts';
 import { errors } from '../domain/errors.ts';
 import type { EventType, Instance } from '../domain/instance.ts';
-import type { OutboundGuard } from '../net/outbound-guard.ts';
+import { OutboundError, type OutboundGuard } from '../net/outbound-guard.ts';
 import type { SecretBox } from '../security/secrets.ts';
 import type { Store } from '../store/database.ts';
 import { toIso } from '../store/times.ts';
@@ -42,6 +43,9 @@ export interface EndpointView {
 export interface EndpointWithSecret extends EndpointView {
   secret: string;
 }
+
+/** The rule an endpoint URL breaks when its scheme is neither HTTPS nor a broker's. */
+const URL_RULE = 'url must be an HTTPS URL or an amqp://, amqps:// or nats:// broker URL';
 
 /** Bytes of randomness in a new secret (Standard Webhooks: 24 to 64; docs/decisions/0035-webhook-endpoints.md). */
 const SECRET_BYTES = 32;
@@ -120,7 +124,7 @@ export class WebhookEndpointService {
     input: EndpointInput,
     log: FastifyBaseLogger,
   ): Promise<EndpointWithSecret> {
-    const url = await checkReceiverUrl(this.#guard, input.url, 'url', log, instance.id);
+    const url = await this.#checkUrl(input.url, log, instance.id);
     const secret = newSecret();
     const id = randomUUID();
     const inserted = await insertEndpoint(
@@ -128,7 +132,8 @@ export class WebhookEndpointService {
       {
         id,
         instanceId: instance.id,
-        url,
+        url: url.shown,
+        urlSealed: url.sealed,
         events: [...new Set(input.events)],
         description: input.description ?? null,
         secretSealed: this.#box.seal(secret),
@@ -138,6 +143,45 @@ export class WebhookEndpointService {
     );
     if (!inserted) throw errors.conflict(`an instance has at most ${MAX_ENDPOINTS} webhook endpoints`);
     return { ...(await this.get(instance, id)), secret };
+  }
+
+  /**
+   * Checks an endpoint URL: an HTTPS receiver as `POST /v1/webhook` does, or a broker URL
+   * (docs/decisions/0037-broker-endpoints.md) whose host passes the same outbound checks.
+   * @returns the URL as shown (a password or token masked) and, when it carries one, the whole URL sealed.
+   * @throws DomainError invalid `url must be an HTTPS URL or an amqp://, amqps:// or nats:// broker URL`,
+   *   `url is not a valid broker URL: …`, `url is refused: …` (the detail is logged on `log`, never answered).
+   */
+  async #checkUrl(
+    raw: string,
+    log: FastifyBaseLogger,
+    instanceId: string,
+  ): Promise<{ shown: string; sealed: string | null }> {
+    if (!isBrokerUrl(raw)) {
+      if (/^[a-z][a-z0-9+.-]*:/i.test(raw) && !/^https:/i.test(raw)) throw errors.badRequest(URL_RULE);
+      return { shown: await checkReceiverUrl(this.#guard, raw, 'url', log, instanceId), sealed: null };
+    }
+    let parsed: ReturnType<typeof parseBrokerUrl>;
+    try {
+      parsed = parseBrokerUrl(raw);
+    } catch (error) {
+      if (error instanceof BrokerUrlError)
+        throw errors.badRequest(`url is not a valid broker URL: ${error.message}`);
+      throw error;
+    }
+    try {
+      await this.#guard.checkedAddresses(parsed.target.hostname);
+    } catch (error) {
+      if (error instanceof OutboundError) {
+        log.info(
+          { err: error, reason: error.reason, instanceId },
+          'broker URL refused by the outbound guard',
+        );
+        throw errors.badRequest(`url is refused: ${error.publicMessage}`);
+      }
+      throw error;
+    }
+    return { shown: parsed.masked, sealed: parsed.hasSecret ? this.#box.seal(raw) : null };
   }
 
   /** The instance's endpoints, oldest first, without secrets. */
@@ -162,10 +206,11 @@ export class WebhookEndpointService {
     changes: EndpointChanges,
     log: FastifyBaseLogger,
   ): Promise<EndpointView> {
-    await this.get(instance, id);
+    const current = await this.get(instance, id);
     const patch: EndpointPatch = {};
-    if (changes.url !== undefined)
-      patch.url = await checkReceiverUrl(this.#guard, changes.url, 'url', log, instance.id);
+    // The URL as shown (a broker password masked) sent back unchanged keeps the stored one.
+    if (changes.url !== undefined && changes.url !== current.url)
+      patch.url = await this.#checkUrl(changes.url, log, instance.id);
     if (changes.events !== undefined) patch.events = [...new Set(changes.events)];
     if (changes.description !== undefined) patch.description = changes.description;
     if (changes.enabled !== undefined) patch.enabled = changes.enabled;

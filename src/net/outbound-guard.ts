@@ -187,6 +187,29 @@ export class OutboundGuard {
   }
 
   /**
+   * Resolves `hostname` (a name or an address literal, IPv6 without brackets) and checks every address it resolves
+   * to, for a connection that is not an HTTPS request: a broker endpoint's TCP connection
+   * (docs/decisions/0037-broker-endpoints.md) dials exactly the addresses returned, in order, so the checks of
+   * docs/decisions/0020-security-promises.md apply to it as to a webhook.
+   * @param timeoutMs time allowed for the lookup, milliseconds (default 10,000).
+   * @returns the checked addresses, at least one.
+   * @throws OutboundError `dns` (no address), `blocked-address`, `timeout` (lookup too slow).
+   */
+  async checkedAddresses(hostname: string, timeoutMs = 10_000): Promise<string[]> {
+    const controller = new AbortController();
+    const timer = setTimeout(
+      () => controller.abort(new OutboundError('timeout', `resolving ${hostname} timed out`)),
+      timeoutMs,
+    );
+    try {
+      const host = isIP(hostname) === 6 ? `[${hostname}]` : hostname;
+      return await this.#resolveChecked(new URL(`https://${host}/`), controller.signal);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
    * One request through the guard (docs/decisions/0017-messages-and-media.md,
    * docs/decisions/0005-outbox-and-delivery.md, docs/decisions/0020-security-promises.md): resolves, checks and pins
    * the address for this connection (TLS servername stays the hostname), never follows redirects (a 3xx is returned

@@ -34,7 +34,10 @@ export interface ClaimedDelivery {
   attemptId: string;
   /** Exact body text. */
   payload: string;
+  /** The URL as shown (a broker URL's password or token masked, docs/decisions/0037-broker-endpoints.md). */
   url: string;
+  /** A broker endpoint's whole URL, sealed, when it carries a password or token; null otherwise. */
+  urlSealed: string | null;
   /** The default webhook's sealed HMAC key (null for an endpoint, or when none is configured). */
   hmacKeySealed: string | null;
   /** An endpoint's sealed `whsec_…` secret; null for the default webhook. */
@@ -354,6 +357,7 @@ async function startAttempts(
       'i.hmac_key',
       'w.url as endpoint_url',
       'w.secret as endpoint_secret',
+      'w.url_sealed as endpoint_url_sealed',
       'w.enabled as endpoint_enabled',
     ])
     .where((eb) =>
@@ -406,6 +410,7 @@ async function startAttempts(
       attemptId,
       payload: row.payload,
       url,
+      urlSealed: endpoint ? row.endpoint_url_sealed : null,
       hmacKeySealed: endpoint ? null : row.hmac_key,
       endpointSecretSealed: endpoint ? row.endpoint_secret : null,
     });

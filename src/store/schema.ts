@@ -176,6 +176,11 @@ export interface WebhookEndpointsTable {
   description: string | null;
   /** The signing secret (`whsec_…`) sealed with the SecretBox. */
   secret: string;
+  /**
+   * A broker URL carrying a password or token, whole, sealed with the SecretBox (`url` shows it masked); null
+   * otherwise (migration 0018).
+   */
+  url_sealed: string | null;
   /** 1 when deliveries are made; 0 after `PATCH enabled: false` or a 410 Gone. */
   enabled: number;
   /** When a 410 Gone disabled it; null otherwise. */

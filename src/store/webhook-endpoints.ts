@@ -80,6 +80,8 @@ export interface NewEndpoint {
   events: readonly string[];
   description: string | null;
   secretSealed: string;
+  /** The whole broker URL sealed when it carries a password or token (migration 0018); null otherwise. */
+  urlSealed: string | null;
   now: number;
 }
 
@@ -114,6 +116,7 @@ export async function insertEndpoint(
         events: JSON.stringify(endpoint.events),
         description: endpoint.description,
         secret: endpoint.secretSealed,
+        url_sealed: endpoint.urlSealed,
         enabled: 1,
         disabled_at: null,
         disabled_reason: null,
@@ -127,7 +130,8 @@ export async function insertEndpoint(
 
 /** Fields {@link updateEndpoint} may change; `enabled: true` also clears a 410's `disabled_at`/`disabled_reason`. */
 export interface EndpointPatch {
-  url?: string;
+  /** The URL as shown and, for a broker URL with a password or token, the whole URL sealed (else null). */
+  url?: { shown: string; sealed: string | null };
   events?: readonly string[];
   description?: string | null;
   enabled?: boolean;
@@ -149,7 +153,7 @@ export async function updateEndpoint(
     .updateTable('webhook_endpoints')
     .set({
       updated_at: now,
-      ...(patch.url === undefined ? {} : { url: patch.url }),
+      ...(patch.url === undefined ? {} : { url: patch.url.shown, url_sealed: patch.url.sealed }),
       ...(patch.events === undefined ? {} : { events: JSON.stringify(patch.events) }),
       ...(patch.description === undefined ? {} : { description: patch.description }),
       ...(patch.secretSealed === undefined ? {} : { secret: patch.secretSealed }),

@@ -2,6 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import type { FastifyBaseLogger } from 'fastify';
+import { BrokerError } from '../brokers/errors.ts';
+import type { BrokerPublishers } from '../brokers/publishers.ts';
+import { brokerSubject, isBrokerUrl, parseBrokerUrl } from '../brokers/urls.ts';
 import type { Clock } from '../domain/clock.ts';
 import { OutboundError, type OutboundGuard } from '../net/outbound-guard.ts';
 import type { SecretBox } from '../security/secrets.ts';
@@ -29,6 +32,11 @@ export interface DeliveryWorkerOptions {
   box: SecretBox;
   /** Every attempt goes through the outbound guard (docs/decisions/0020-security-promises.md). */
   guard: Pick<OutboundGuard, 'request'>;
+  /**
+   * Publishes to broker endpoints (`amqp(s)://`, `nats://`: docs/decisions/0037-broker-endpoints.md); without it
+   * an attempt to a broker endpoint fails.
+   */
+  brokers?: BrokerPublishers;
   clock: Clock;
   logger: FastifyBaseLogger;
   /** Retry delays (docs/decisions/0005-outbox-and-delivery.md, `WEBHOOK_RETRY_SCHEDULE`). */
@@ -244,6 +252,10 @@ export class DeliveryWorker {
       logger.info({ ...context, reason: error.reason }, 'webhook attempt failed');
       return error.publicMessage;
     }
+    if (error instanceof BrokerError) {
+      logger.info(context, 'broker publish failed');
+      return error.message;
+    }
     logger.warn(context, 'webhook attempt failed before a response');
     return 'attempt failed: internal error';
   }
@@ -270,7 +282,7 @@ export class DeliveryWorker {
 
   /** One attempt: sign, post through the guard, record, schedule. */
   async #attempt(delivery: ClaimedDelivery): Promise<void> {
-    const { box, guard, clock, timeoutMs } = this.#options;
+    const { box, clock } = this.#options;
     const startedAt = clock();
     const started = performance.now();
     const record: AttemptRecord = {
@@ -286,41 +298,110 @@ export class DeliveryWorker {
       const hmacKey = delivery.hmacKeySealed === null ? null : box.open(delivery.hmacKeySealed);
       const endpointSecret =
         delivery.endpointSecretSealed === null ? null : box.open(delivery.endpointSecretSealed);
+      const timestampSeconds = Math.floor(startedAt / 1000);
       const headers = webhookHeaders({
         id: delivery.eventId,
-        timestampSeconds: Math.floor(startedAt / 1000),
+        timestampSeconds,
         body: delivery.payload,
         hmacKey,
         ...(endpointSecret === null ? {} : { endpointSecret }),
       });
-      const response = await guard.request(delivery.url, {
-        method: 'POST',
-        headers,
-        body: delivery.payload,
-        timeoutMs,
-        maxResponseBytes: RESPONSE_LOG_BYTES,
-        onTooLarge: 'truncate',
-      });
-      record.statusCode = response.status;
-      record.durationMs = response.durationMs;
-      record.responseBody = response.body.toString('utf8').replaceAll('\u0000', '\uFFFD');
-      record.responseTruncated = response.truncated;
-      if (response.status === 410) {
-        gone = true;
-        record.error =
-          delivery.endpointId === ''
-            ? 'receiver answered 410 Gone: webhook disabled'
-            : 'receiver answered 410 Gone: endpoint disabled';
-      } else if (response.status >= 300 && response.status < 400) {
-        record.error = `receiver answered ${response.status}: redirects are not followed`;
-      } else if (response.status < 200 || response.status >= 300) {
-        record.error = `receiver answered ${response.status}`;
+      const url = delivery.urlSealed === null ? delivery.url : box.open(delivery.urlSealed);
+      if (isBrokerUrl(url)) {
+        record.responseBody = await this.#publish(url, delivery, headers, timestampSeconds);
+        record.durationMs = Math.round(performance.now() - started);
+      } else {
+        ({ retryAfter, gone } = await this.#post(delivery, headers, record));
       }
-      retryAfter = response.headers['retry-after'];
     } catch (error) {
       record.durationMs = Math.round(performance.now() - started);
       record.error = this.#attemptError(delivery, error);
     }
+    await this.#record(delivery, record, retryAfter, gone);
+  }
+
+  /**
+   * Posts a delivery to its HTTPS receiver through the outbound guard and fills `record` from the response
+   * (docs/decisions/0005-outbox-and-delivery.md: 2xx delivered, 410 Gone disables, 3xx not followed).
+   * @returns the response's `retry-after` and whether it was a 410.
+   * @throws OutboundError when no response came.
+   */
+  async #post(
+    delivery: ClaimedDelivery,
+    headers: Record<string, string>,
+    record: AttemptRecord,
+  ): Promise<{ retryAfter: string | undefined; gone: boolean }> {
+    const { guard, timeoutMs } = this.#options;
+    let gone = false;
+    const response = await guard.request(delivery.url, {
+      method: 'POST',
+      headers,
+      body: delivery.payload,
+      timeoutMs,
+      maxResponseBytes: RESPONSE_LOG_BYTES,
+      onTooLarge: 'truncate',
+    });
+    record.statusCode = response.status;
+    record.durationMs = response.durationMs;
+    record.responseBody = response.body.toString('utf8').replaceAll('\u0000', '\uFFFD');
+    record.responseTruncated = response.truncated;
+    if (response.status === 410) {
+      gone = true;
+      record.error =
+        delivery.endpointId === ''
+          ? 'receiver answered 410 Gone: webhook disabled'
+          : 'receiver answered 410 Gone: endpoint disabled';
+    } else if (response.status >= 300 && response.status < 400) {
+      record.error = `receiver answered ${response.status}: redirects are not followed`;
+    } else if (response.status < 200 || response.status >= 300) {
+      record.error = `receiver answered ${response.status}`;
+    }
+    return { retryAfter: response.headers['retry-after'], gone };
+  }
+
+  /**
+   * Publishes a delivery to its broker endpoint (docs/decisions/0037-broker-endpoints.md): the exact body, routing
+   * key or subject `parley.<instanceId>.<Type>`, the event id as message id, the Standard Webhooks headers.
+   * @returns the broker's receipt, kept as the attempt's response text.
+   * @throws BrokerError, OutboundError (the broker host refused), Error (no publishers configured).
+   */
+  async #publish(
+    url: string,
+    delivery: ClaimedDelivery,
+    headers: Record<string, string>,
+    timestampSeconds: number,
+  ): Promise<string> {
+    const { brokers, timeoutMs } = this.#options;
+    if (brokers === undefined) throw new Error('this worker has no broker publishers');
+    const { target } = parseBrokerUrl(url);
+    const parsed: unknown = JSON.parse(delivery.payload);
+    const type =
+      typeof parsed === 'object' && parsed !== null && 'type' in parsed && typeof parsed.type === 'string'
+        ? parsed.type
+        : 'Event';
+    const { 'user-agent': _agent, ...messageHeaders } = headers;
+    return brokers.publish(
+      target,
+      {
+        id: delivery.eventId,
+        subject: brokerSubject(delivery.instanceId, type),
+        type,
+        body: delivery.payload,
+        headers: messageHeaders,
+        timestampSeconds,
+      },
+      timeoutMs,
+    );
+  }
+
+  /** Records an attempt's result and schedules what follows (next attempt, failure, or a 410's disabling). */
+  async #record(
+    delivery: ClaimedDelivery,
+    record: AttemptRecord,
+    retryAfter: string | undefined,
+    gone: boolean,
+  ): Promise<void> {
+    const { clock } = this.#options;
     let outcome: AttemptOutcome;
     if (record.error === null) outcome = { kind: 'delivered' };
     else if (gone) outcome = { kind: 'gone', reason: 'receiver answered 410 Gone' };

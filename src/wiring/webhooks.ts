@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
+import { BrokerPublishers } from '../brokers/publishers.ts';
 import type { Config } from '../config/config.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { LiveFeed } from '../events/live-feed.ts';
@@ -16,10 +17,13 @@ export interface WebhookParts {
   guard: OutboundGuard;
   /** The delivery worker (docs/decisions/0005-outbox-and-delivery.md), not started. */
   webhooks: DeliveryWorker;
+  /** The broker endpoints' connections (docs/decisions/0037-broker-endpoints.md); closed after the worker stops. */
+  brokers: BrokerPublishers;
 }
 
 /**
- * Builds the outbound guard (`WEBHOOK_ALLOWED_CIDRS`, plus the extra CA `ca` when given) and the delivery worker
+ * Builds the outbound guard (`WEBHOOK_ALLOWED_CIDRS`, plus the extra CA `ca` when given), the broker publishers
+ * behind it and the delivery worker
  * (claims under node id `nodeId`, each attempt counted in `metrics` and told to the dashboard's `feed`), and adds
  * the outbox projection to `recorder`: every recorded event gets its webhook row and, when subscribed, a delivery
  * that wakes the worker after the commit (docs/decisions/0005-outbox-and-delivery.md). Received media are linked at
@@ -45,10 +49,12 @@ export function wireWebhooks(
     allowedCidrs: config.webhook.allowedCidrs,
     ...(deps.ca === undefined ? {} : { ca: deps.ca }),
   });
+  const brokers = new BrokerPublishers({ guard });
   const webhooks = new DeliveryWorker({
     store,
     box,
     guard,
+    brokers,
     clock,
     logger,
     scheduleMs: config.webhook.retryScheduleMs,
@@ -71,5 +77,5 @@ export function wireWebhooks(
         `${config.publicUrl}/v1/messages/${encodeURIComponent(messageId)}/media?from=${instanceId}`,
     }),
   );
-  return { guard, webhooks };
+  return { guard, webhooks, brokers };
 }

@@ -206,7 +206,10 @@ for (const dialect of testDialects()) {
         events: ['Message'],
       });
       assert.equal(http.status, 400);
-      assert.equal(http.body.error.message, 'url must be an HTTPS URL');
+      assert.equal(
+        http.body.error.message,
+        'url must be an HTTPS URL or an amqp://, amqps:// or nats:// broker URL',
+      );
       const empty = await t.call('POST', '/v1/webhooks', { url: a.url, events: [] });
       assert.equal(empty.status, 400);
       assert.match(empty.body.error.message, /events/);

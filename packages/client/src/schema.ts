@@ -2275,7 +2275,7 @@ export interface components {
         WebhookEndpoint: {
             /** @description endpoint id */
             id: string;
-            /** @description HTTPS URL receiving the events */
+            /** @description HTTPS URL receiving the events, or an amqp(s):// or nats:// broker URL (its password or token shown as ****) */
             url: string;
             /** @description event types delivered to it */
             events: components["schemas"]["EventType"][];
@@ -2298,7 +2298,7 @@ export interface components {
         WebhookEndpointWithSecret: {
             /** @description endpoint id */
             id: string;
-            /** @description HTTPS URL receiving the events */
+            /** @description HTTPS URL receiving the events, or an amqp(s):// or nats:// broker URL (its password or token shown as ****) */
             url: string;
             /** @description event types delivered to it */
             events: components["schemas"]["EventType"][];

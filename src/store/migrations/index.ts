@@ -16,6 +16,7 @@ import * as idempotencyKeys from './0014_idempotency_keys.ts';
 import * as timesAsEpochMs from './0015_times_as_epoch_ms.ts';
 import * as instanceCap from './0016_instance_cap.ts';
 import * as webhookEndpoints from './0017_webhook_endpoints.ts';
+import * as brokerEndpoints from './0018_broker_endpoints.ts';
 
 /**
  * Every migration, in order. Names are numbered; add a new file and list it here (never edit one that shipped).
@@ -39,6 +40,7 @@ export const migrations: Record<string, Migration> = {
   '0015_times_as_epoch_ms': timesAsEpochMs,
   '0016_instance_cap': instanceCap,
   '0017_webhook_endpoints': webhookEndpoints,
+  '0018_broker_endpoints': brokerEndpoints,
 };
 
 /** Hands Kysely's `Migrator` the in-code list above (no file-system scanning, so it works from any cwd). */

@@ -17,7 +17,10 @@ import { DeliveriesPage, DeliveriesQuery } from './webhook.ts';
 export const WebhookEndpoint = Type.Object(
   {
     id: Type.String({ description: 'endpoint id' }),
-    url: Type.String({ description: 'HTTPS URL receiving the events' }),
+    url: Type.String({
+      description:
+        'HTTPS URL receiving the events, or an amqp(s):// or nats:// broker URL (its password or token shown as ****)',
+    }),
     events: Type.Array(EventTypeName, { description: 'event types delivered to it' }),
     description: Type.Union([Type.String(), Type.Null()]),
     enabled: Type.Boolean({ description: 'false after PATCH enabled:false or a 410 Gone' }),

@@ -1,0 +1,147 @@
+import { isIP } from 'node:net';
+import { type ChannelModel, type ConfirmChannel, connect } from 'amqplib';
+import { type BrokerConnection, type BrokerMessage, withTimeout } from './connection.ts';
+import { BrokerError, connectError, publishError } from './errors.ts';
+import type { AmqpTarget } from './urls.ts';
+
+/** AMQP heartbeat asked of the broker, seconds: a dead broker is noticed within about two of these. */
+const HEARTBEAT_SECONDS = 15;
+
+/**
+ * A connection to RabbitMQ with one confirm channel (docs/decisions/0037-broker-endpoints.md). Every message is
+ * published persistent (delivery mode 2) and `mandatory` to the endpoint's durable topic exchange, and a publish
+ * resolves only on the broker's confirm: a message the broker returned because no queue is bound to its routing key,
+ * or nacked, fails the attempt, which the outbox retries. Several lanes may share the connection; publishes on it
+ * are confirmed independently.
+ */
+export class AmqpConnection implements BrokerConnection {
+  readonly #model: ChannelModel;
+  readonly #channel: ConfirmChannel;
+  readonly #exchange: string;
+  /** `message-id/routing-key` of messages the broker returned (a return arrives before the message's confirm). */
+  readonly #returned = new Set<string>();
+  #closed = false;
+
+  private constructor(model: ChannelModel, channel: ConfirmChannel, exchange: string) {
+    this.#model = model;
+    this.#channel = channel;
+    this.#exchange = exchange;
+    const end = () => {
+      this.#closed = true;
+    };
+    model.on('close', end);
+    model.on('error', end);
+    channel.on('close', end);
+    channel.on('error', end);
+    channel.on('return', (message) => {
+      const id = message.properties.messageId;
+      if (typeof id === 'string') this.#returned.add(`${id}/${message.fields.routingKey}`);
+    });
+  }
+
+  /**
+   * Connects to `address` (a checked address of `target.hostname`; TLS still verifies the certificate against the
+   * host name), opens a confirm channel and declares the exchange (durable, topic) unless it is one of RabbitMQ's own
+   * `amq.` exchanges, which is only checked to exist.
+   * @param timeoutMs time allowed for all of it, milliseconds.
+   * @throws BrokerError `could not connect to the broker (ECONNREFUSED)`, `the broker refused the connection: …`
+   *   (login, vhost, an exchange of another type), or a timeout.
+   */
+  static async open(target: AmqpTarget, address: string, timeoutMs: number): Promise<AmqpConnection> {
+    let model: ChannelModel | undefined;
+    const opening = (async () => {
+      model = await connect(
+        {
+          protocol: target.tls ? 'amqps' : 'amqp',
+          hostname: address,
+          port: target.port,
+          username: target.username,
+          password: target.password,
+          vhost: target.vhost,
+          heartbeat: HEARTBEAT_SECONDS,
+        },
+        {
+          timeout: timeoutMs,
+          noDelay: true,
+          ...(target.tls && isIP(target.hostname) === 0 ? { servername: target.hostname } : {}),
+        },
+      );
+      // An error event with no listener would throw: the connection's end is seen through `closed`.
+      model.on('error', () => {});
+      const channel = await model.createConfirmChannel();
+      channel.on('error', () => {});
+      if (target.exchange.startsWith('amq.')) await channel.checkExchange(target.exchange);
+      else await channel.assertExchange(target.exchange, 'topic', { durable: true });
+      return new AmqpConnection(model, channel, target.exchange);
+    })();
+    try {
+      return await withTimeout(
+        opening,
+        timeoutMs,
+        () => new BrokerError(`connecting to the broker timed out after ${timeoutMs} ms`),
+      );
+    } catch (error) {
+      opening.then(
+        (connection) => connection.close(),
+        () => model?.close().catch(() => {}),
+      );
+      throw connectError(error);
+    }
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  async publish(message: BrokerMessage, timeoutMs: number): Promise<string> {
+    if (this.#closed) throw new BrokerError('the connection to the broker was closed');
+    const key = `${message.id}/${message.subject}`;
+    const confirmed = new Promise<void>((resolve, reject) => {
+      try {
+        this.#channel.publish(
+          this.#exchange,
+          message.subject,
+          Buffer.from(message.body, 'utf8'),
+          {
+            persistent: true,
+            mandatory: true,
+            messageId: message.id,
+            type: message.type,
+            contentType: 'application/json',
+            contentEncoding: 'utf-8',
+            timestamp: message.timestampSeconds,
+            appId: 'parley',
+            headers: message.headers,
+          },
+          (error) => (error ? reject(publishError(error)) : resolve()),
+        );
+      } catch (error) {
+        reject(publishError(error));
+      }
+    });
+    try {
+      await withTimeout(
+        confirmed,
+        timeoutMs,
+        () => new BrokerError(`the broker did not confirm the message within ${timeoutMs} ms`),
+      );
+    } catch (error) {
+      this.#returned.delete(key);
+      // Nothing more can be told of a message that was neither confirmed nor refused: start afresh.
+      if (!(error instanceof BrokerError && error.message.startsWith('the broker refused')))
+        void this.close();
+      throw error instanceof BrokerError ? error : publishError(error);
+    }
+    if (this.#returned.delete(key)) {
+      throw new BrokerError(
+        `no queue is bound to routing key ${message.subject} on exchange ${this.#exchange}: the broker returned the message`,
+      );
+    }
+    return `confirmed by RabbitMQ (exchange ${this.#exchange})`;
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.#model.close().catch(() => {});
+  }
+}

@@ -1,0 +1,53 @@
+/** What a broker connection publishes and promises (docs/decisions/0037-broker-endpoints.md). */
+
+/** One event as published to a broker. */
+export interface BrokerMessage {
+  /** The event id: AMQP `message-id`, NATS `Nats-Msg-Id` (JetStream's deduplication key), and `webhook-id`. */
+  id: string;
+  /** Routing key or subject, `parley.<instanceId>.<Type>`. */
+  subject: string;
+  /** The event's type (AMQP `type`). */
+  type: string;
+  /** The exact body text, the same bytes a webhook receives. */
+  body: string;
+  /** Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`) and `content-type`. */
+  headers: Record<string, string>;
+  /** Unix seconds of this attempt (AMQP `timestamp`). */
+  timestampSeconds: number;
+}
+
+/** An open connection to one broker endpoint's broker. */
+export interface BrokerConnection {
+  /**
+   * Publishes `message` and resolves once the broker has taken responsibility for it (RabbitMQ: publisher confirm
+   * of a persistent, routed message; NATS: the JetStream acknowledgement), within `timeoutMs` milliseconds.
+   * @returns a short receipt for the delivery log (`confirmed by RabbitMQ (exchange parley)`, `stored in JetStream
+   *   stream PARLEY as message 12`).
+   * @throws BrokerError (./errors.ts) with a message safe to show.
+   */
+  publish(message: BrokerMessage, timeoutMs: number): Promise<string>;
+  /** True once the connection has ended (closed by either side or failed): it is then replaced. */
+  readonly closed: boolean;
+  /** Closes the connection; never throws. */
+  close(): Promise<void>;
+}
+
+/**
+ * Runs `work` with a time limit: rejects with `onTimeout()` after `timeoutMs` milliseconds (the work is left to end
+ * on its own; the caller closes what it used).
+ */
+export async function withTimeout<T>(
+  work: Promise<T>,
+  timeoutMs: number,
+  onTimeout: () => Error,
+): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(onTimeout()), timeoutMs);
+  });
+  try {
+    return await Promise.race([work, timedOut]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

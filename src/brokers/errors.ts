@@ -1,0 +1,47 @@
+/**
+ * Why a publish to a broker endpoint failed (docs/decisions/0037-broker-endpoints.md). `message` is what the
+ * tenant reads in the endpoint's delivery log: it never holds a resolved address or a credential; the cause, when
+ * there is one, goes to the server log only.
+ */
+export class BrokerError extends Error {
+  override readonly name = 'BrokerError';
+}
+
+/** `code` of a Node.js system error (`ECONNREFUSED`, …), if `error` has one. */
+function errorCode(error: unknown): string | undefined {
+  if (typeof error === 'object' && error !== null && 'code' in error) {
+    const { code } = error;
+    if (typeof code === 'string' || typeof code === 'number') return String(code);
+  }
+  return undefined;
+}
+
+/** Most characters of a broker's own error text kept in a {@link BrokerError}. */
+const SERVER_TEXT_CHARS = 200;
+
+/**
+ * A {@link BrokerError} for a failure to connect or to log in: a system error reads `could not connect to the broker
+ * (ECONNREFUSED)`, anything else `the broker refused the connection: <its text, cut to 200 characters>`.
+ */
+export function connectError(error: unknown): BrokerError {
+  if (error instanceof BrokerError) return error;
+  const code =
+    errorCode(error) ??
+    (error instanceof Error && error.cause !== undefined ? errorCode(error.cause) : undefined);
+  if (code !== undefined && /^E[A-Z]+$/.test(code)) {
+    return new BrokerError(`could not connect to the broker (${code})`, { cause: error });
+  }
+  const text = error instanceof Error ? error.message : String(error);
+  return new BrokerError(`the broker refused the connection: ${text.slice(0, SERVER_TEXT_CHARS)}`, {
+    cause: error,
+  });
+}
+
+/** A {@link BrokerError} `the broker refused the message: <its text>` for an error during a publish. */
+export function publishError(error: unknown): BrokerError {
+  if (error instanceof BrokerError) return error;
+  const text = error instanceof Error ? error.message : String(error);
+  return new BrokerError(`the broker refused the message: ${text.slice(0, SERVER_TEXT_CHARS)}`, {
+    cause: error,
+  });
+}

@@ -1,0 +1,102 @@
+import { isIP } from 'node:net';
+import { type JetStreamClient, jetstream } from '@nats-io/jetstream';
+import { type NatsConnection as CoreConnection, connect, headers } from '@nats-io/transport-node';
+import { type BrokerConnection, type BrokerMessage, withTimeout } from './connection.ts';
+import { BrokerError, connectError, publishError } from './errors.ts';
+import type { NatsTarget } from './urls.ts';
+
+/** True when `error` (or its cause) says nothing answered the request: no JetStream stream takes the subject. */
+function noResponders(error: unknown): boolean {
+  for (let cause: unknown = error; cause instanceof Error; cause = cause.cause) {
+    if (cause.name === 'JetStreamNotEnabled' || /no responders/i.test(cause.message)) return true;
+  }
+  return false;
+}
+
+/**
+ * A connection to NATS with JetStream (docs/decisions/0037-broker-endpoints.md). A publish is JetStream's
+ * acknowledged publish with `Nats-Msg-Id` set to the event id, so a retry after a lost acknowledgement is recognised
+ * by the stream's duplicate window instead of stored twice. The connection never reconnects on its own
+ * (`reconnect: false`) and ignores the servers a cluster advertises: every connection dials only addresses the
+ * outbound guard checked, and a broken one is replaced at the next attempt.
+ */
+export class NatsConnection implements BrokerConnection {
+  readonly #connection: CoreConnection;
+  readonly #jetstream: JetStreamClient;
+  #closed = false;
+
+  private constructor(connection: CoreConnection, timeoutMs: number) {
+    this.#connection = connection;
+    this.#jetstream = jetstream(connection, { timeout: timeoutMs });
+    void connection.closed().then(() => {
+      this.#closed = true;
+    });
+  }
+
+  /**
+   * Connects to `address` (a checked address of `target.hostname`) with the URL's user and password or token.
+   * @param timeoutMs time allowed for the connection, and later for each acknowledgement, milliseconds.
+   * @throws BrokerError `could not connect to the broker (ECONNREFUSED)`, `the broker refused the connection: …`
+   *   (authorization), or a timeout.
+   */
+  static async open(target: NatsTarget, address: string, timeoutMs: number): Promise<NatsConnection> {
+    const host = isIP(address) === 6 ? `[${address}]` : address;
+    const opening = connect({
+      servers: `${host}:${target.port}`,
+      name: 'parley',
+      reconnect: false,
+      ignoreClusterUpdates: true,
+      timeout: timeoutMs,
+      ...(target.token === undefined ? {} : { token: target.token }),
+      ...(target.user === undefined ? {} : { user: target.user, pass: target.pass ?? '' }),
+    });
+    try {
+      const connection = await withTimeout(
+        opening,
+        timeoutMs,
+        () => new BrokerError(`connecting to the broker timed out after ${timeoutMs} ms`),
+      );
+      return new NatsConnection(connection, timeoutMs);
+    } catch (error) {
+      opening.then(
+        (connection) => connection.close().catch(() => {}),
+        () => {},
+      );
+      throw connectError(error);
+    }
+  }
+
+  get closed(): boolean {
+    return this.#closed || this.#connection.isClosed();
+  }
+
+  async publish(message: BrokerMessage, timeoutMs: number): Promise<string> {
+    if (this.closed) throw new BrokerError('the connection to the broker was closed');
+    const h = headers();
+    for (const [name, value] of Object.entries(message.headers)) h.set(name, value);
+    try {
+      const ack = await withTimeout(
+        this.#jetstream.publish(message.subject, message.body, {
+          msgID: message.id,
+          headers: h,
+          timeout: timeoutMs,
+        }),
+        timeoutMs,
+        () => new BrokerError(`the broker did not acknowledge the message within ${timeoutMs} ms`),
+      );
+      return `stored in JetStream stream ${ack.stream} as message ${ack.seq}${ack.duplicate ? ' (a duplicate: kept once)' : ''}`;
+    } catch (error) {
+      if (noResponders(error)) {
+        throw new BrokerError(`no JetStream stream captures subject ${message.subject}`, { cause: error });
+      }
+      // Nothing more can be told of a message that was neither acknowledged nor refused: start afresh.
+      void this.close();
+      throw publishError(error);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.#connection.close().catch(() => {});
+  }
+}
