@@ -322,7 +322,9 @@ if (chromiumAvailable) {
         assert.equal(await panel.getByLabel(/shown only this once/).count(), 0);
         const onPage = await page.evaluate(() => {
           const document = (globalThis as any).document;
-          const values = [...document.querySelectorAll('input')].map((input: any) => input.value);
+          const values = [...document.querySelectorAll('input')].map(
+            (input: { value: string }) => input.value,
+          );
           return [document.body.innerText, document.documentElement.outerHTML, ...values].join('\n');
         });
         assert.ok(!onPage.includes(secret), 'the secret is not shown again');
