@@ -18,7 +18,7 @@ import {
   MAX_ENDPOINTS,
   updateEndpoint,
 } from '../store/webhook-endpoints.ts';
-import type { LogQuery } from '../store/webhook-events.ts';
+import { type LogQuery, webhookEventExists } from '../store/webhook-events.ts';
 import { SECRET_PREFIX } from '../webhooks/signing.ts';
 import type { DeliveryWorker } from '../webhooks/worker.ts';
 import { checkReceiverUrl, type DeliveryPage, type WebhookService } from './webhooks.ts';
@@ -87,7 +87,8 @@ export interface EndpointChanges {
 
 /**
  * An instance's extra webhook endpoints (docs/api.md#webhook-endpoints, docs/decisions/0035-webhook-endpoints.md):
- * create (at most {@link MAX_ENDPOINTS}), list, read, change, delete, rotate the secret, and each one's delivery log.
+ * create (at most {@link MAX_ENDPOINTS}), list, read, change, delete, rotate the secret, and each one's delivery log
+ * and redelivery.
  * The default webhook (`/v1/webhook`) is not one of them.
  */
 export class WebhookEndpointService {
@@ -252,5 +253,26 @@ export class WebhookEndpointService {
   ): Promise<DeliveryPage> {
     await this.get(instance, id);
     return this.#webhooks.deliveries(instance, { ...query, endpointId: id });
+  }
+
+  /**
+   * Queues endpoint `id`'s delivery of event `eventId` again: a fresh round of attempts, due now, as
+   * `POST /v1/webhook/deliveries/{id}/redeliver` does for the default webhook (docs/decisions/0005-outbox-and-delivery.md,
+   * docs/decisions/0035-webhook-endpoints.md). Only an event in the endpoint's log can be sent again: the endpoint's
+   * filter decided at recording time, and the default webhook's delivery of the event is not touched.
+   * @throws DomainError not_found `webhook endpoint not found`, `delivery not found` (an unknown event, or one
+   *   never queued for this endpoint); conflict `webhook endpoint is disabled …`, `delivery is being attempted right
+   *   now`.
+   */
+  async redeliver(instance: Instance, id: string, eventId: string): Promise<void> {
+    const endpoint = await this.get(instance, id);
+    if (!(await webhookEventExists(this.#store.db, instance.id, eventId)))
+      throw errors.notFound('delivery not found');
+    if (!endpoint.enabled) {
+      throw errors.conflict(
+        'webhook endpoint is disabled: turn it on again with PATCH /v1/webhooks/{id} enabled:true',
+      );
+    }
+    await this.#webhooks.requeue(instance.id, eventId, id);
   }
 }

@@ -175,10 +175,23 @@ export class WebhookService {
         'webhook is disabled (the receiver answered 410 Gone): set the URL again with POST /v1/webhook',
       );
     }
+    await this.requeue(instance.id, id);
+  }
+
+  /**
+   * Queues event `eventId`'s delivery row for `endpointId` (`''`: the default webhook; otherwise an endpoint's,
+   * docs/decisions/0035-webhook-endpoints.md) again: a new round of the worker's `maxAttempts`, due now; then wakes
+   * the worker. The caller checked that the receiver may be sent to ({@link redeliver},
+   * `WebhookEndpointService.redeliver`).
+   * @throws DomainError not_found `delivery not found` (also when the endpoint has no delivery of the event);
+   *   conflict `delivery is being attempted right now`.
+   */
+  async requeue(instanceId: string, eventId: string, endpointId = ''): Promise<void> {
     const now = this.#clock();
-    const result = await requeueDelivery(db, {
-      instanceId: instance.id,
-      eventId: id,
+    const result = await requeueDelivery(this.#store.db, {
+      instanceId,
+      eventId,
+      endpointId,
       maxAttempts: this.#worker.maxAttempts,
       runAt: now,
       staleBefore: this.#worker.staleBefore(now),

@@ -316,10 +316,11 @@ export type RequeueResult = 'queued' | 'in-flight' | 'not-found';
  * Queues an event again (docs/decisions/0005-outbox-and-delivery.md `redeliver`): a new round with `maxAttempts`
  * attempts, due at `runAt`. The row's record of the previous round's outcome (`delivered_at`, `last_error`,
  * `last_status`) is cleared so the log shows a plain pending delivery; the attempt rows are kept (numbering
- * continues). Creates the delivery row when the event was never queued (it was recorded without a URL or
- * subscription).
- * @returns `not-found` when the event is not one of `instanceId`'s; `in-flight` when an attempt holds a live
- *   claim on it (not stale before `staleBefore`, epoch ms).
+ * continues). `endpointId` picks the delivery row (docs/decisions/0035-webhook-endpoints.md): `''` (the default) is
+ * the default webhook's, which is created when the event was never queued (it was recorded without a URL or
+ * subscription); an endpoint's row is never created, since an endpoint receives only the events queued for it.
+ * @returns `not-found` when the event is not one of `instanceId`'s, or has no delivery row for endpoint
+ *   `endpointId`; `in-flight` when an attempt holds a live claim on it (not stale before `staleBefore`, epoch ms).
  * @throws RangeError when `input.now` is not a time.
  */
 export async function requeueDelivery(
@@ -327,6 +328,8 @@ export async function requeueDelivery(
   input: {
     instanceId: string;
     eventId: string;
+    /** The endpoint whose delivery is queued again; omitted or `''`: the default webhook. */
+    endpointId?: string;
     maxAttempts: number;
     runAt: number;
     staleBefore: number;
@@ -334,6 +337,7 @@ export async function requeueDelivery(
     now: string;
   },
 ): Promise<RequeueResult> {
+  const endpointId = input.endpointId ?? '';
   return db.transaction().execute(async (trx) => {
     const event = await trx
       .selectFrom('webhook_events')
@@ -346,9 +350,10 @@ export async function requeueDelivery(
       .selectFrom('webhook_deliveries')
       .select(['locked_at', 'status'])
       .where('event_id', '=', input.eventId)
-      .where('endpoint_id', '=', '')
+      .where('endpoint_id', '=', endpointId)
       .executeTakeFirst();
     if (!existing) {
+      if (endpointId !== '') return 'not-found';
       await insertDeliveries(trx, [
         {
           eventId: input.eventId,
@@ -377,7 +382,7 @@ export async function requeueDelivery(
         updated_at: toMs(input.now),
       })
       .where('event_id', '=', input.eventId)
-      .where('endpoint_id', '=', '')
+      .where('endpoint_id', '=', endpointId)
       .where((eb) => eb.or([eb('locked_at', 'is', null), eb('locked_at', '<', input.staleBefore)]))
       .executeTakeFirst();
     return result.numUpdatedRows > 0n ? 'queued' : 'in-flight';

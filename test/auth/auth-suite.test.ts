@@ -100,6 +100,7 @@ describe('shared auth suite: every authenticated route', () => {
       ['GET', '/v1/webhooks/:id/deliveries', 'chat:webhook'],
       ['PATCH', '/v1/webhooks/:id', 'chat:webhook'],
       ['POST', '/v1/webhooks', 'chat:webhook'],
+      ['POST', '/v1/webhooks/:id/deliveries/:eventId/redeliver', 'chat:webhook'],
       ['POST', '/v1/webhooks/:id/rotate-secret', 'chat:webhook'],
     ]);
   });

@@ -12,7 +12,7 @@ export interface DashboardClient {
   csrf: string;
   /** Calls the dashboard API with the session cookie (and the CSRF token unless `csrf: false`). */
   call(
-    method: 'GET' | 'POST' | 'PUT' | 'DELETE',
+    method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE',
     path: string,
     body?: unknown,
     options?: { csrf?: boolean | string; cookie?: string },

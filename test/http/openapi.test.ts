@@ -133,6 +133,7 @@ describe('OpenAPI document fit for readers and client generators', () => {
     for (const method of ['get', 'patch', 'delete']) has('/v1/webhooks/{id}', method, '200', '404');
     has('/v1/webhooks/{id}/rotate-secret', 'post', '200', '404');
     has('/v1/webhooks/{id}/deliveries', 'get', '200', '404');
+    has('/v1/webhooks/{id}/deliveries/{eventId}/redeliver', 'post', '200', '404', '409');
     has('/healthz', 'get', '414', '431');
     has('/readyz', 'get', '503');
     assert.deepEqual(doc.components.responses.TooManyRequests.headers['retry-after'], {

@@ -387,5 +387,115 @@ for (const dialect of testDialects()) {
         .execute();
       assert.deepEqual(left, []);
     });
+
+    it('redeliver: a failed delivery to an endpoint is sent again, signed with its secret; the default webhook’s row is untouched', async () => {
+      const [main, a] = receivers;
+      assert.ok(main && a);
+      a.respondWith(() => ({ status: 500, body: 'down' }));
+      await configureWebhook(t, main.url);
+      const ea = await createEndpoint(t, { url: a.url, events: ['Message'] });
+      await t.services.recorder.record(t.instance.id, textMessage('x1'));
+      const endpointLog = async () =>
+        (await t.call('GET', `/v1/webhooks/${ea.id}/deliveries?from=${t.instance.id}`)).body.data.deliveries;
+      // Every retry is made due at once (WEBHOOK_RETRY_SCHEDULE 1,2,3 seconds) until the last one failed.
+      await until(t, 'the endpoint’s delivery failed', async () => {
+        t.clock.advance(5000);
+        return (await endpointLog())[0]?.status === 'failed';
+      });
+      await until(t, 'the default webhook received it', () => accepted(main).length === 1);
+      const [failed] = await endpointLog();
+      assert.deepEqual(
+        failed.attempts.map((x: { statusCode: number }) => x.statusCode),
+        [500, 500, 500, 500],
+      );
+      const defaultBefore = (await t.call('GET', '/v1/webhook/deliveries')).body.data.deliveries;
+      assert.deepEqual(
+        defaultBefore.map((d: { id: string; status: string }) => [d.id, d.status]),
+        [[failed.id, 'delivered']],
+      );
+
+      // Unknown endpoint, another instance's endpoint, unknown event: 404 with the rule's message.
+      const other = await t.newInstance('test', 'other');
+      for (const [path, message] of [
+        [
+          `/v1/webhooks/00000000-0000-4000-8000-000000000000/deliveries/${failed.id}/redeliver?from=${t.instance.id}`,
+          'webhook endpoint not found',
+        ],
+        [
+          `/v1/webhooks/${ea.id}/deliveries/${failed.id}/redeliver?from=${other.id}`,
+          'webhook endpoint not found',
+        ],
+        [
+          `/v1/webhooks/${ea.id}/deliveries/00000000-0000-4000-8000-000000000000/redeliver?from=${t.instance.id}`,
+          'delivery not found',
+        ],
+      ] as const) {
+        const response = await t.call('POST', path);
+        assert.equal(response.status, 404, `${path}: ${JSON.stringify(response.body)}`);
+        assert.equal(response.body.error.message, message);
+      }
+
+      a.respondWith(() => ({ status: 200, body: 'ok' }));
+      const mine = `?from=${t.instance.id}`;
+      const redelivered = await t.call(
+        'POST',
+        `/v1/webhooks/${ea.id}/deliveries/${failed.id.toUpperCase()}/redeliver${mine}`,
+      );
+      assert.deepEqual(redelivered.body, {
+        success: true,
+        code: 200,
+        data: { details: 'Queued for redelivery', id: failed.id },
+      });
+      await until(t, 'the endpoint received it', () => accepted(a).length === 1);
+      const [arrived] = accepted(a);
+      assert.ok(arrived);
+      assertEndpointSigned(arrived, ea.secret);
+      assert.equal(arrived.headers['webhook-id'], failed.id);
+      assert.equal(textOf(arrived), 'x1');
+      await until(t, 'the endpoint’s log shows it delivered', async () => {
+        const [entry] = await endpointLog();
+        return entry?.status === 'delivered';
+      });
+      const [done] = await endpointLog();
+      assert.deepEqual(
+        done.attempts.map((x: { number: number; statusCode: number; url: string }) => [
+          x.number,
+          x.statusCode,
+          x.url,
+        ]),
+        [
+          [1, 500, a.url],
+          [2, 500, a.url],
+          [3, 500, a.url],
+          [4, 500, a.url],
+          [5, 200, a.url],
+        ],
+      );
+      // The default webhook's delivery was neither queued again nor changed.
+      assert.deepEqual(
+        (await t.call('GET', `/v1/webhook/deliveries${mine}`)).body.data.deliveries,
+        defaultBefore,
+      );
+      assert.equal(main.requests.length, 1);
+
+      // An event the endpoint's filter left out is not in its log: 404. A disabled endpoint: 409.
+      await t.services.recorder.record(t.instance.id, receipt('X2'));
+      await until(t, 'the default webhook received the receipt', () => accepted(main).length === 2);
+      const [receiptEntry] = (await t.call('GET', `/v1/webhook/deliveries${mine}`)).body.data.deliveries;
+      assert.equal(receiptEntry.type, 'ReadReceipt');
+      const notQueued = await t.call(
+        'POST',
+        `/v1/webhooks/${ea.id}/deliveries/${receiptEntry.id}/redeliver${mine}`,
+      );
+      assert.equal(notQueued.status, 404);
+      assert.equal(notQueued.body.error.message, 'delivery not found');
+      assert.equal((await t.call('PATCH', `/v1/webhooks/${ea.id}${mine}`, { enabled: false })).status, 200);
+      const disabled = await t.call('POST', `/v1/webhooks/${ea.id}/deliveries/${failed.id}/redeliver${mine}`);
+      assert.equal(disabled.status, 409);
+      assert.equal(
+        disabled.body.error.message,
+        'webhook endpoint is disabled: turn it on again with PATCH /v1/webhooks/{id} enabled:true',
+      );
+    });
   });
 }

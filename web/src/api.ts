@@ -27,7 +27,7 @@ export function whenSignedOut(handler: () => void): void {
  * @returns the envelope's `data`. @throws ApiError with the server's message.
  */
 export async function api<T>(
-  method: 'GET' | 'POST' | 'PUT' | 'DELETE',
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE',
   path: string,
   body?: unknown,
 ): Promise<T> {

@@ -1145,6 +1145,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/webhooks/{id}/deliveries/{eventId}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Queue an event to a webhook endpoint again (a new round of attempts, due now)
+         * @description As POST /v1/webhook/deliveries/{id}/redeliver, for the endpoint’s delivery of the event: 404 when the event is not in the endpoint’s delivery log, 409 while the endpoint is disabled or an attempt is in flight. The default webhook’s delivery of the event is not touched.
+         */
+        post: operations["redeliverEndpointEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/events": {
         parameters: {
             query?: never;
@@ -7911,6 +7931,67 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             414: components["responses"]["UriTooLong"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    redeliverEndpointEvent: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first answer below 500 is kept 24 h per organization and key, and the same request with the same key gets it again (with `Idempotent-Replayed: true`) without being carried out twice. 1 to 255 printable ASCII characters, e.g. a UUID. The same key with another method, path or body is 422; while the first request runs, 409.
+                 * @example 5f0c2a1e-8d4b-4d7e-9c1a-2b3c4d5e6f70
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description endpoint id */
+                id: string;
+                /** @description event id (the delivery log’s `id`) */
+                eventId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event is queued for the endpoint again */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    "idempotent-replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: {
+                            details: string;
+                            /** @description the event id */
+                            id: string;
+                        };
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalError"];

@@ -1,6 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type InstanceSummary, type Me, statusText, when } from '../api.ts';
 import { messageOf, Notice, Section, useAction } from '../ui.tsx';
+import { EndpointsPanel } from './endpoints.tsx';
 import { EventLogPanel } from './event-log.tsx';
 import { SandboxPanel } from './sandbox.tsx';
 import { WebhookPanel } from './webhook.tsx';
@@ -13,7 +14,8 @@ interface Qr {
 
 /**
  * One instance: its state, connect / disconnect / logout, the QR code pushed live by the server (replaced as it
- * rotates), the pairing-code alternative, the webhook and, for test instances, the sandbox helpers.
+ * rotates), the pairing-code alternative, the webhook, the extra webhook endpoints and, for test instances, the sandbox
+ * helpers.
  */
 export function InstancePage(props: { me: Me; id: string }) {
   const { id } = props;
@@ -91,6 +93,7 @@ export function InstancePage(props: { me: Me; id: string }) {
       </Section>
       {instance.env === 'test' && canManage && <SandboxPanel id={id} code={qr?.code} />}
       <WebhookPanel id={id} canManage={canManage} version={deliveriesVersion} />
+      <EndpointsPanel id={id} canManage={canManage} version={deliveriesVersion} />
       <EventLogPanel id={id} version={deliveriesVersion} />
     </>
   );

@@ -14,7 +14,8 @@ interface Config {
   disabledReason: string | null;
   hasHmacKey: boolean;
 }
-interface Attempt {
+/** One HTTP attempt of a delivery, as the delivery log answers it. */
+export interface Attempt {
   number: number;
   at: string;
   statusCode: number | null;
@@ -22,7 +23,8 @@ interface Attempt {
   error: string | null;
   responseBody: string | null;
 }
-interface Delivery {
+/** One event of a delivery log with its delivery state and attempts. */
+export interface Delivery {
   id: string;
   type: string;
   sequence: number;
@@ -166,63 +168,86 @@ export function WebhookPanel(props: { id: string; canManage: boolean; version: n
       )}
       <h3>Delivery log</h3>
       <Notice error={logError} />
-      <table>
-        <caption class="visually-hidden">Webhook deliveries, newest first</caption>
-        <thead>
-          <tr>
-            <th scope="col">#</th>
-            <th scope="col">Event</th>
-            <th scope="col">Status</th>
-            <th scope="col">Attempts</th>
-            <th scope="col">Created</th>
-            {props.canManage && <th scope="col">Action</th>}
-          </tr>
-        </thead>
-        <tbody>
-          {deliveries.map((d) => (
-            <tr key={d.id} data-delivery={d.id}>
-              <td>{d.sequence}</td>
-              <td>{d.type}</td>
-              <td class={`status-${d.status}`}>
-                {d.status}
-                {d.reason ? ` (${d.reason})` : ''}
-              </td>
-              <td>
-                {d.attempts.length === 0
-                  ? 'none'
-                  : d.attempts.map((a) => (
-                      <details key={a.number}>
-                        <summary>
-                          Attempt {a.number}: {a.statusCode ?? 'no answer'}
-                          {a.durationMs === null ? '' : ` in ${a.durationMs} ms`}
-                        </summary>
-                        <p>{when(a.at)}</p>
-                        {a.error && <p>Error: {a.error}</p>}
-                        {a.responseBody && <pre>{a.responseBody}</pre>}
-                      </details>
-                    ))}
-              </td>
-              <td>{when(d.createdAt)}</td>
-              {props.canManage && (
-                <td>
-                  <button
-                    type="button"
-                    onClick={() => redeliver(d.id)}
-                    aria-label={`Redeliver event ${d.sequence}`}
-                  >
-                    Redeliver
-                  </button>
-                </td>
-              )}
-            </tr>
-          ))}
-          {deliveries.length === 0 && (
-            <tr>
-              <td colSpan={6}>No events yet.</td>
-            </tr>
-          )}
-        </tbody>
-      </table>
+      <DeliveryTable
+        caption="Webhook deliveries, newest first"
+        attribute="delivery"
+        deliveries={deliveries}
+        onRedeliver={props.canManage ? redeliver : undefined}
+      />
     </Section>
+  );
+}
+
+/**
+ * A delivery log, newest first: each event's sequence, type, status (with why an unsent one was not queued), every
+ * attempt (status code, duration, error, the start of the response) and, when `onRedeliver` is given (a member), a
+ * Redeliver button. Each row carries `data-<attribute>` = the event id, so the default webhook's rows and an
+ * endpoint's rows are told apart.
+ */
+export function DeliveryTable(props: {
+  caption: string;
+  attribute: 'delivery' | 'endpoint-delivery';
+  deliveries: Delivery[];
+  onRedeliver?: ((id: string) => unknown) | undefined;
+}) {
+  const { onRedeliver } = props;
+  return (
+    <table>
+      <caption class="visually-hidden">{props.caption}</caption>
+      <thead>
+        <tr>
+          <th scope="col">#</th>
+          <th scope="col">Event</th>
+          <th scope="col">Status</th>
+          <th scope="col">Attempts</th>
+          <th scope="col">Created</th>
+          {onRedeliver && <th scope="col">Action</th>}
+        </tr>
+      </thead>
+      <tbody>
+        {props.deliveries.map((d) => (
+          <tr key={d.id} {...{ [`data-${props.attribute}`]: d.id }}>
+            <td>{d.sequence}</td>
+            <td>{d.type}</td>
+            <td class={`status-${d.status}`}>
+              {d.status}
+              {d.reason ? ` (${d.reason})` : ''}
+            </td>
+            <td>
+              {d.attempts.length === 0
+                ? 'none'
+                : d.attempts.map((a) => (
+                    <details key={a.number}>
+                      <summary>
+                        Attempt {a.number}: {a.statusCode ?? 'no answer'}
+                        {a.durationMs === null ? '' : ` in ${a.durationMs} ms`}
+                      </summary>
+                      <p>{when(a.at)}</p>
+                      {a.error && <p>Error: {a.error}</p>}
+                      {a.responseBody && <pre>{a.responseBody}</pre>}
+                    </details>
+                  ))}
+            </td>
+            <td>{when(d.createdAt)}</td>
+            {onRedeliver && (
+              <td>
+                <button
+                  type="button"
+                  onClick={() => onRedeliver(d.id)}
+                  aria-label={`Redeliver event ${d.sequence}`}
+                >
+                  Redeliver
+                </button>
+              </td>
+            )}
+          </tr>
+        ))}
+        {props.deliveries.length === 0 && (
+          <tr>
+            <td colSpan={6}>No events yet.</td>
+          </tr>
+        )}
+      </tbody>
+    </table>
   );
 }

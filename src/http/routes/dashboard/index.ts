@@ -1,6 +1,7 @@
 import fastifyCookie from '@fastify/cookie';
 import type { FastifyInstance } from 'fastify';
 import { accountRoutes } from './account.ts';
+import { endpointRoutes } from './endpoints.ts';
 import { eventRoutes } from './events.ts';
 import { addDashboardGuard } from './guard.ts';
 import { instanceRoutes } from './instances.ts';
@@ -26,6 +27,7 @@ export async function dashboardRoutes(app: FastifyInstance, options: { root?: st
       await api.register(accountRoutes);
       await api.register(instanceRoutes);
       await api.register(webhookRoutes);
+      await api.register(endpointRoutes);
       await api.register(sandboxRoutes);
       await api.register(keyRoutes);
       await api.register(userRoutes);

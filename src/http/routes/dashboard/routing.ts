@@ -20,14 +20,14 @@ const INSTANCE_ROUTE = /\/instances\/:id(\/|$)/;
 
 /**
  * Several nodes on the dashboard (docs/decisions/0022-dashboard.md, docs/decisions/0008-leases-and-fencing.md), added
- * to the dashboard's context after its guard: a route under `/instances/:id` (status, connect, disconnect, logout,
- * QR, pairing code, sandbox helpers, webhook settings, the delivery log, the events stream) runs on the node holding
- * the instance's session, as the API's instance routes do. In a `preHandler` (after the guard authenticated the
- * session and checked the CSRF token and role, and after validation), the instance is resolved within the user's
- * organization and {@link routeInstanceRequest} either lets the handler run here or forwards the request, cookie and
- * CSRF header included, to the owner, whose guard authenticates it again; the owner's answer (status, headers,
- * envelope, request id; an events stream as it comes) is returned unchanged. Handlers know nothing of it. Without a
- * cluster a request claiming to come from another node is refused, as the API refuses it.
+ * to the dashboard's context after its guard: a route under `/instances/:id` (status, connect, disconnect, logout, QR,
+ * pairing code, sandbox helpers, webhook settings, webhook endpoints, the delivery logs, the events stream) runs on the
+ * node holding the instance's session, as the API's instance routes do. In a `preHandler` (after the guard
+ * authenticated the session and checked the CSRF token and role, and after validation), the instance is resolved within
+ * the user's organization and {@link routeInstanceRequest} either lets the handler run here or forwards the request,
+ * cookie and CSRF header included, to the owner, whose guard authenticates it again; the owner's answer (status,
+ * headers, envelope, request id; an events stream as it comes) is returned unchanged. Handlers know nothing of it.
+ * Without a cluster a request claiming to come from another node is refused, as the API refuses it.
  * @throws DomainError not_found `instance not found` (also another organization's); unauthenticated on a
  *   node-to-node call without the cluster secret; platform_unreachable when the owner did not answer.
  */

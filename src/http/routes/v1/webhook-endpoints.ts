@@ -82,6 +82,14 @@ export const UpdateEndpointBody = Type.Object(
 );
 
 const Params = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
+const RedeliverParams = Type.Object({
+  id: Type.String({ minLength: 1, maxLength: 64, description: 'endpoint id' }),
+  eventId: Type.String({ minLength: 1, maxLength: 64, description: 'event id (the delivery log’s `id`)' }),
+});
+const RedeliverResult = Type.Object({
+  details: Type.String(),
+  id: Type.String({ description: 'the event id' }),
+});
 const EndpointList = Type.Object(
   { endpoints: Type.Array(WebhookEndpoint) },
   { title: 'WebhookEndpointList' },
@@ -226,6 +234,30 @@ export async function webhookEndpointRoutes(fastify: FastifyInstance): Promise<v
           ...(cursor === undefined ? {} : { cursor }),
         }),
       );
+    },
+  );
+
+  app.post(
+    '/:id/deliveries/:eventId/redeliver',
+    {
+      config,
+      schema: {
+        tags,
+        operationId: 'redeliverEndpointEvent',
+        summary: 'Queue an event to a webhook endpoint again (a new round of attempts, due now)',
+        description:
+          'As POST /v1/webhook/deliveries/{id}/redeliver, for the endpoint’s delivery of the event: 404 when the ' +
+          'event is not in the endpoint’s delivery log, 409 while the endpoint is disabled or an attempt is in ' +
+          'flight. The default webhook’s delivery of the event is not touched.',
+        querystring: InstanceQuery,
+        params: RedeliverParams,
+        response: responses('The event is queued for the endpoint again', RedeliverResult, 404, 409),
+      },
+    },
+    async (request) => {
+      const eventId = request.params.eventId.toLowerCase();
+      await webhookEndpoints.redeliver(instanceOf(request), request.params.id, eventId);
+      return ok({ details: 'Queued for redelivery', id: eventId });
     },
   );
 }

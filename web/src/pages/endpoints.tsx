@@ -1,0 +1,323 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, when } from '../api.ts';
+import { messageOf, Notice, Section, useAction } from '../ui.tsx';
+import { type Delivery, DeliveryTable } from './webhook.tsx';
+
+/** A webhook endpoint as the dashboard API answers it (docs/api.md#webhook-endpoints): never its secret. */
+interface Endpoint {
+  id: string;
+  url: string;
+  events: string[];
+  description: string | null;
+  enabled: boolean;
+  disabledAt: string | null;
+  disabledReason: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+/** The answer of creation and rotation: the endpoint with its secret, shown this once. */
+interface EndpointWithSecret extends Endpoint {
+  secret: string;
+}
+/** A secret on show: whose, and whether it is new or replaced one. */
+interface ShownSecret {
+  url: string;
+  value: string;
+  rotated: boolean;
+}
+
+/**
+ * The extra webhook endpoints of an instance (docs/decisions/0035-webhook-endpoints.md, docs/dashboard.md): a table
+ * (URL, events, description, enabled or why a 410 disabled it), a form to add one (URL, event checkboxes from the
+ * server's list, description), the `whsec_` secret shown once after creation or rotation with a copy button,
+ * enable/disable, delete after a confirmation, and each endpoint's delivery log with redelivery (reloaded when the
+ * server says a delivery changed: `version` counts those pushes). A viewer sees the table and the logs only.
+ */
+export function EndpointsPanel(props: { id: string; canManage: boolean; version: number }) {
+  const base = `/instances/${props.id}/endpoints`;
+  const [endpoints, setEndpoints] = useState<Endpoint[]>([]);
+  const [eventTypes, setEventTypes] = useState<string[]>([]);
+  const [loadError, setLoadError] = useState<string | null>(null);
+  const [url, setUrl] = useState('');
+  const [events, setEvents] = useState<string[]>(['Message']);
+  const [description, setDescription] = useState('');
+  const [secret, setSecret] = useState<ShownSecret | null>(null);
+  const [copied, setCopied] = useState<string | null>(null);
+  const [confirming, setConfirming] = useState<string | null>(null);
+  const [open, setOpen] = useState<string | null>(null);
+  const action = useAction();
+  const load = () =>
+    api<{ endpoints: Endpoint[]; eventTypes: string[] }>('GET', base)
+      .then((data) => {
+        setEndpoints(data.endpoints);
+        setEventTypes(data.eventTypes);
+        setLoadError(null);
+      })
+      .catch((e) => setLoadError(messageOf(e)));
+  useEffect(() => {
+    setOpen(null);
+  }, [props.id]);
+  // Also on each pushed delivery change: a 410 Gone may have disabled an endpoint meanwhile.
+  useEffect(() => {
+    void load();
+  }, [props.id, props.version]);
+
+  const show = (endpoint: EndpointWithSecret, rotated: boolean) => {
+    setCopied(null);
+    setSecret({ url: endpoint.url, value: endpoint.secret, rotated });
+  };
+  const add = async (event: Event) => {
+    event.preventDefault();
+    const made = await action.run(
+      () =>
+        api<EndpointWithSecret>('POST', base, {
+          url,
+          events,
+          ...(description.trim() ? { description: description.trim() } : {}),
+        }),
+      'Endpoint added',
+    );
+    if (!made) return;
+    show(made, false);
+    setUrl('');
+    setDescription('');
+    setEvents(['Message']);
+    await load();
+  };
+  const setEnabled = (endpoint: Endpoint, enabled: boolean) =>
+    action.run(
+      () => api('PATCH', `${base}/${endpoint.id}`, { enabled }).then(load),
+      enabled ? `Endpoint ${endpoint.url} enabled` : `Endpoint ${endpoint.url} disabled`,
+    );
+  const rotate = async (endpoint: Endpoint) => {
+    const made = await action.run(
+      () => api<EndpointWithSecret>('POST', `${base}/${endpoint.id}/rotate-secret`),
+      'Secret rotated: later deliveries are signed with the new one',
+    );
+    if (made) show(made, true);
+  };
+  const remove = async (endpoint: Endpoint) => {
+    await action.run(async () => {
+      await api('DELETE', `${base}/${endpoint.id}`);
+      setConfirming(null);
+      if (open === endpoint.id) setOpen(null);
+      await load();
+    }, `Endpoint ${endpoint.url} deleted`);
+  };
+  const copy = async () => {
+    if (!secret) return;
+    try {
+      await navigator.clipboard.writeText(secret.value);
+      setCopied('Copied to the clipboard');
+    } catch {
+      setCopied('Copying failed: select the secret and copy it by hand');
+    }
+  };
+  const shownLog = endpoints.find((endpoint) => endpoint.id === open);
+
+  return (
+    <Section title="Webhook endpoints">
+      <p>
+        Up to 10 more receivers besides the webhook above, each with its own events and its own Standard
+        Webhooks secret.
+      </p>
+      <Notice error={loadError} />
+      <table>
+        <caption class="visually-hidden">Webhook endpoints, oldest first</caption>
+        <thead>
+          <tr>
+            <th scope="col">URL</th>
+            <th scope="col">Events</th>
+            <th scope="col">Description</th>
+            <th scope="col">State</th>
+            <th scope="col">Actions</th>
+          </tr>
+        </thead>
+        <tbody>
+          {endpoints.map((endpoint) => (
+            <tr key={endpoint.id} data-endpoint={endpoint.id}>
+              <td class="mono">{endpoint.url}</td>
+              <td>{endpoint.events.join(', ')}</td>
+              <td>{endpoint.description ?? '—'}</td>
+              <td>
+                {endpoint.enabled
+                  ? 'Enabled'
+                  : endpoint.disabledReason
+                    ? `Disabled: ${endpoint.disabledReason} (${when(endpoint.disabledAt)})`
+                    : 'Disabled'}
+              </td>
+              <td>
+                <div class="row">
+                  <button
+                    type="button"
+                    aria-pressed={open === endpoint.id}
+                    onClick={() => setOpen(open === endpoint.id ? null : endpoint.id)}
+                  >
+                    Deliveries
+                  </button>
+                  {props.canManage && (
+                    <>
+                      <button
+                        type="button"
+                        disabled={action.busy}
+                        onClick={() => setEnabled(endpoint, !endpoint.enabled)}
+                      >
+                        {endpoint.enabled ? 'Disable' : 'Enable'}
+                      </button>
+                      <button type="button" disabled={action.busy} onClick={() => rotate(endpoint)}>
+                        Rotate secret
+                      </button>
+                      {confirming === endpoint.id ? (
+                        <>
+                          <button type="button" disabled={action.busy} onClick={() => remove(endpoint)}>
+                            Confirm delete
+                          </button>
+                          <button type="button" onClick={() => setConfirming(null)}>
+                            Cancel
+                          </button>
+                        </>
+                      ) : (
+                        <button
+                          type="button"
+                          disabled={action.busy}
+                          onClick={() => setConfirming(endpoint.id)}
+                        >
+                          Delete
+                        </button>
+                      )}
+                    </>
+                  )}
+                </div>
+                {confirming === endpoint.id && (
+                  <p role="alert">
+                    Delete this endpoint with its queued deliveries? Nothing more is sent to {endpoint.url}.
+                  </p>
+                )}
+              </td>
+            </tr>
+          ))}
+          {endpoints.length === 0 && (
+            <tr>
+              <td colSpan={5}>No endpoints yet.</td>
+            </tr>
+          )}
+        </tbody>
+      </table>
+      {props.canManage && (
+        <>
+          {secret && (
+            <section class="secret" aria-label="Endpoint secret">
+              <label for="endpoint-secret">
+                {secret.rotated ? 'New signing secret' : 'Signing secret'} of {secret.url}: shown only this
+                once, store it now
+              </label>
+              <div class="row">
+                <input
+                  id="endpoint-secret"
+                  class="grow mono"
+                  readOnly
+                  value={secret.value}
+                  onFocus={(e) => e.currentTarget.select()}
+                />
+                <button type="button" onClick={copy}>
+                  Copy secret
+                </button>
+                <button type="button" onClick={() => setSecret(null)}>
+                  Done
+                </button>
+              </div>
+              <Notice ok={copied} />
+            </section>
+          )}
+          <form onSubmit={add}>
+            <h3>Add an endpoint</h3>
+            <div class="row">
+              <div class="grow">
+                <label for="endpoint-url">Endpoint URL (HTTPS)</label>
+                <input
+                  id="endpoint-url"
+                  type="url"
+                  required
+                  value={url}
+                  onInput={(e) => setUrl(e.currentTarget.value)}
+                />
+              </div>
+              <div class="grow">
+                <label for="endpoint-description">Endpoint description (optional)</label>
+                <input
+                  id="endpoint-description"
+                  maxLength={500}
+                  value={description}
+                  onInput={(e) => setDescription(e.currentTarget.value)}
+                />
+              </div>
+            </div>
+            <fieldset>
+              <legend>Endpoint events</legend>
+              {eventTypes.map((type) => (
+                <label key={type} class="check">
+                  <input
+                    type="checkbox"
+                    checked={events.includes(type)}
+                    onChange={(e) =>
+                      setEvents(
+                        e.currentTarget.checked ? [...events, type] : events.filter((t) => t !== type),
+                      )
+                    }
+                  />
+                  {type}
+                </label>
+              ))}
+            </fieldset>
+            <button type="submit" disabled={action.busy}>
+              Add endpoint
+            </button>
+          </form>
+          <Notice error={action.error} ok={action.ok} />
+        </>
+      )}
+      {shownLog && (
+        <EndpointDeliveries
+          base={`${base}/${shownLog.id}`}
+          url={shownLog.url}
+          canManage={props.canManage}
+          version={props.version}
+        />
+      )}
+    </Section>
+  );
+}
+
+/** One endpoint's delivery log, newest first (the last 20), with redelivery for a member. */
+function EndpointDeliveries(props: { base: string; url: string; canManage: boolean; version: number }) {
+  const [deliveries, setDeliveries] = useState<Delivery[]>([]);
+  const [logError, setLogError] = useState<string | null>(null);
+  const action = useAction();
+  const load = () =>
+    api<{ deliveries: Delivery[] }>('GET', `${props.base}/deliveries?limit=20`)
+      .then((page) => {
+        setDeliveries(page.deliveries);
+        setLogError(null);
+      })
+      .catch((e) => setLogError(messageOf(e)));
+  useEffect(() => {
+    void load();
+  }, [props.base, props.version]);
+  const redeliver = (eventId: string) =>
+    action.run(
+      () => api('POST', `${props.base}/deliveries/${eventId}/redeliver`).then(load),
+      'Redelivery to the endpoint queued',
+    );
+  return (
+    <>
+      <h3>Deliveries to {props.url}</h3>
+      <Notice error={logError ?? action.error} ok={action.ok} />
+      <DeliveryTable
+        caption={`Deliveries to ${props.url}, newest first`}
+        attribute="endpoint-delivery"
+        deliveries={deliveries}
+        onRedeliver={props.canManage ? redeliver : undefined}
+      />
+    </>
+  );
+}
