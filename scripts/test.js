@@ -79,7 +79,7 @@ if (!process.env.TEST_DATABASE_URL)
 if (!process.env.TEST_REDIS_URL) notRun.push('Redis rate-limit suites (set TEST_REDIS_URL=redis://…)');
 if (!process.env.TEST_AMQP_URL || !process.env.TEST_NATS_URL)
   notRun.push(
-    'broker endpoint suites against RabbitMQ and NATS (set TEST_AMQP_URL=amqp://… and TEST_NATS_URL=nats://…, this machine\'s brokers: the suites restart them)',
+    "broker endpoint suites against RabbitMQ and NATS (set TEST_AMQP_URL=amqp://… and TEST_NATS_URL=nats://…, this machine's brokers: the suites restart them)",
   );
 // Animated-sticker conversion needs ffmpeg: the packaged binary (optional dependency), else `ffmpeg` on PATH.
 // Asked of src/media/ffmpeg.ts itself, so the report and the tests agree on what the server would find.
