@@ -21,7 +21,7 @@ export interface OutboxProjectionOptions {
    * delivery worker). Not called for events that queued nothing (no URL, not subscribed, disabled). Must not
    * throw.
    */
-  onCommitted: (instanceId: string) => void;
+  onCommitted: (instanceId: string, endpointIds: readonly string[]) => void;
   /**
    * The absolute URL where parley serves the file of media message `messageId` of an instance (the webhook's
    * `event.media.url`); without it payloads carry no `media` link.
@@ -47,8 +47,11 @@ export interface OutboxProjectionOptions {
 export class OutboxProjection implements EventProjection {
   readonly name = 'webhook-outbox';
   readonly #options: OutboxProjectionOptions;
-  /** Events whose transaction queued a delivery row; read (and forgotten) after the commit. */
-  readonly #queued = new WeakSet<EngineEvent>();
+  /**
+   * Events whose transaction queued a delivery row, with the endpoints of those rows (`''` the default webhook);
+   * read (and forgotten) after the commit.
+   */
+  readonly #queued = new WeakMap<EngineEvent, string[]>();
   /** Events applied in a transaction and not yet written, by transaction (forgotten with it). */
   readonly #buffers = new WeakMap<
     Transaction<Database>,
@@ -125,7 +128,7 @@ export class OutboxProjection implements EventProjection {
           runAt: now,
           now: createdAt,
         });
-        this.#queued.add(event);
+        this.#lane(event, endpoint.id);
       }
       if (skipReason !== null) continue;
       deliveries.push({
@@ -136,7 +139,7 @@ export class OutboxProjection implements EventProjection {
         runAt: now,
         now: createdAt,
       });
-      this.#queued.add(event);
+      this.#lane(event, '');
     }
     await insertWebhookEvents(trx, events);
     if (deliveries.length > 0) await insertDeliveries(trx, deliveries);
@@ -172,7 +175,17 @@ export class OutboxProjection implements EventProjection {
     return endpoints;
   }
 
+  /** Notes that `event` queued a delivery to endpoint `endpointId` (`''`: the default webhook). */
+  #lane(event: EngineEvent, endpointId: string): void {
+    const lanes = this.#queued.get(event);
+    if (lanes === undefined) this.#queued.set(event, [endpointId]);
+    else lanes.push(endpointId);
+  }
+
   afterCommit(instanceId: string, event: EngineEvent): void {
-    if (this.#queued.delete(event)) this.#options.onCommitted(instanceId);
+    const lanes = this.#queued.get(event);
+    if (lanes === undefined) return;
+    this.#queued.delete(event);
+    this.#options.onCommitted(instanceId, lanes);
   }
 }

@@ -87,8 +87,11 @@ export class DeliveryWorker {
   readonly #concurrency: number;
   readonly #retry: RetryPolicy;
   readonly #inFlight = new Map<string, Promise<void>>();
-  /** Attempts in flight per instance in this process (at most one by the claim rule; counted to be safe). */
-  readonly #busyInstances = new Map<string, number>();
+  /**
+   * Attempts in flight per lane (`<instanceId>/<endpointId>`, docs/decisions/0035-webhook-endpoints.md) in this
+   * process (at most one by the claim rule; counted to be safe).
+   */
+  readonly #busyLanes = new Map<string, number>();
   #running = false;
   #loop: Promise<void> | undefined;
   #wakeRequested = false;
@@ -126,14 +129,20 @@ export class DeliveryWorker {
   }
 
   /**
-   * Asks the worker to look for due rows now instead of at the next poll. Never throws. With `instanceId` (an
-   * event of that instance was queued), nothing happens while this process has a delivery of that instance in
-   * flight: the new event cannot be claimed before that attempt ends (docs/decisions/0005-outbox-and-delivery.md
-   * order), and its end wakes the worker anyway. This keeps a busy instance's every commit from running a claim query
-   * that cannot succeed.
+   * Asks the worker to look for due rows now instead of at the next poll. Never throws. With `instanceId` (events of
+   * that instance were queued to the lanes of `endpointIds`, `''` the default webhook; default just that one),
+   * nothing happens while this process has an attempt in flight on every one of those lanes: their new deliveries
+   * cannot be claimed before those attempts end (docs/decisions/0005-outbox-and-delivery.md order), and each end
+   * wakes the worker anyway. This keeps a busy lane's every commit from running a claim query that cannot succeed,
+   * while a delivery to an idle endpoint of a busy instance is claimed at once.
    */
-  wake(instanceId?: string): void {
-    if (instanceId !== undefined && this.#busyInstances.has(instanceId)) return;
+  wake(instanceId?: string, endpointIds: readonly string[] = ['']): void {
+    if (
+      instanceId !== undefined &&
+      endpointIds.length > 0 &&
+      endpointIds.every((endpointId) => this.#busyLanes.has(`${instanceId}/${endpointId}`))
+    )
+      return;
     this.#wakeRequested = true;
     const sleeper = this.#sleeper;
     this.#sleeper = undefined;
@@ -219,19 +228,19 @@ export class DeliveryWorker {
       return [];
     }
     return claimed.map((delivery) => {
-      const { instanceId } = delivery;
       // A delivery is an event to one endpoint (docs/decisions/0035-webhook-endpoints.md).
       const key = `${delivery.eventId}/${delivery.endpointId}`;
-      this.#busyInstances.set(instanceId, (this.#busyInstances.get(instanceId) ?? 0) + 1);
+      const lane = `${delivery.instanceId}/${delivery.endpointId}`;
+      this.#busyLanes.set(lane, (this.#busyLanes.get(lane) ?? 0) + 1);
       const attempt = this.#attempt(delivery)
         .catch((error: unknown) => {
           logger.warn({ err: error, eventId: delivery.eventId }, 'recording a webhook attempt failed');
         })
         .finally(() => {
           this.#inFlight.delete(key);
-          const left = (this.#busyInstances.get(instanceId) ?? 1) - 1;
-          if (left > 0) this.#busyInstances.set(instanceId, left);
-          else this.#busyInstances.delete(instanceId);
+          const left = (this.#busyLanes.get(lane) ?? 1) - 1;
+          if (left > 0) this.#busyLanes.set(lane, left);
+          else this.#busyLanes.delete(lane);
           if (this.#running) this.wake();
         });
       this.#inFlight.set(key, attempt);

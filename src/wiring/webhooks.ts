@@ -72,7 +72,7 @@ export function wireWebhooks(
     new OutboxProjection({
       clock,
       maxAttempts: webhooks.maxAttempts,
-      onCommitted: (instanceId) => webhooks.wake(instanceId),
+      onCommitted: (instanceId, endpointIds) => webhooks.wake(instanceId, endpointIds),
       mediaUrl: (instanceId, messageId) =>
         `${config.publicUrl}/v1/messages/${encodeURIComponent(messageId)}/media?from=${instanceId}`,
     }),

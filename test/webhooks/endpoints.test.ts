@@ -319,6 +319,37 @@ for (const dialect of testDialects()) {
       await until(t, 'the endpoint caught up', () => new Set(accepted(a).map(textOf)).size === 4);
     });
 
+    it('a commit starts an idle endpoint at once while the default webhook of its instance is busy', async () => {
+      const [slow, fast] = receivers;
+      assert.ok(slow && fast);
+      // No poll to speak of: only the commits' wakes and the attempts' ends drive this worker.
+      const app = await createWebhookApp({ dialect, webhookWorker: { pollIntervalMs: 600_000 } });
+      try {
+        await configureWebhook(app, slow.url);
+        await createEndpoint(app, { url: fast.url, events: ['Message'] });
+        slow.enqueue({ status: 200, body: 'ok', delayMs: 8_000 });
+        await app.services.recorder.record(app.instance.id, textMessage('first'));
+        await slow.waitForCount(1, 10_000);
+        // The endpoint's first attempt has ended (its end woke the worker once) before the next commit: only the
+        // default webhook's attempt is in flight.
+        await fast.waitForCount(1, 10_000);
+        const deadline = Date.now() + 10_000;
+        while (app.services.webhooks.inFlight !== 1) {
+          assert.ok(Date.now() < deadline, 'the endpoint finished its first attempt');
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        await app.services.recorder.record(app.instance.id, textMessage('second'));
+        // The default webhook's attempt is still held: only the commit's wake can have started this one.
+        const received = await fast.waitForCount(2, 4_000);
+        assert.deepEqual(received.map(textOf), ['first', 'second']);
+        assert.equal(slow.requests.length, 1);
+        assert.equal(slow.requests[0]?.reply.status, undefined, 'the default webhook is still answering');
+        await slow.waitFor((requests) => requests.length === 2, 15_000);
+      } finally {
+        await app.close();
+      }
+    });
+
     it('410 Gone disables only that endpoint; PATCH enabled:true turns it back on', async () => {
       const [main, a, b] = receivers;
       assert.ok(main && a && b);
