@@ -158,16 +158,16 @@ for (const dialect of brokersConfigured() ? testDialects().filter((d) => d === '
         }
         await sleep(5);
       }
-      const pendingAtKill = await db
+      const killedAt = Date.now();
+      await victim.kill();
+      const pending = await db
         .selectFrom('webhook_deliveries')
         .select(({ fn }) => fn.countAll<string>().as('count'))
         .where('endpoint_id', 'in', endpointIds)
         .where('status', '=', 'pending')
         .executeTakeFirstOrThrow();
-      const killedAt = Date.now();
-      await victim.kill();
       t.diagnostic(
-        `${victim.workerId} killed ${midPublish ? 'with an attempt of its seen open' : 'without an attempt of its seen open'}, ${pendingAtKill.count} broker deliveries pending`,
+        `${victim.workerId} killed ${midPublish ? 'with' : 'without'} an attempt of its seen open; ${pending.count} broker deliveries pending just after`,
       );
 
       // The dead node's instances get their second batch through the survivors, once they failed over (a request
