@@ -9,7 +9,9 @@ import { connect as amqpConnect } from 'amqplib';
  * The real brokers the broker endpoint tests publish to: RabbitMQ at `TEST_AMQP_URL` (such as
  * amqp://guest:guest@127.0.0.1:5672) and NATS with JetStream at `TEST_NATS_URL` (nats://127.0.0.1:4222). The suites
  * run when both are set, as `.ci/run` does after starting the machine's brokers; the restart tests restart those
- * local brokers (`rabbitmqctl`, `nats-server`), so both variables must name this machine's.
+ * local brokers (`rabbitmqctl`, `nats-server`), so both variables must name this machine's. Every suite that
+ * talks to a broker lives in test/brokers: the test runner bundles a folder's files into one process, where they run
+ * one after the other, so a restart never lands in another broker suite's run.
  */
 export const AMQP_URL = process.env.TEST_AMQP_URL ?? '';
 export const NATS_URL = process.env.TEST_NATS_URL ?? '';

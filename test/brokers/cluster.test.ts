@@ -3,10 +3,10 @@ import { createHmac } from 'node:crypto';
 import { afterEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { connect as amqpConnect } from 'amqplib';
+import { type Cluster, FAILOVER_BOUND_MS, owners, startCluster, stopAll } from '../nodes/support.ts';
 import { AMQP_URL, amqpQueue, brokersConfigured, NATS_URL, natsStream } from '../support/brokers.ts';
 import { testDialects } from '../support/store.ts';
 import { type Child, PEER, until } from '../webhooks/child.ts';
-import { type Cluster, FAILOVER_BOUND_MS, owners, startCluster, stopAll } from './support.ts';
 
 /**
  * Broker endpoints (docs/decisions/0037-broker-endpoints.md) on several nodes (docs/decisions/0008-leases-and-fencing.md):
