@@ -5,7 +5,7 @@
 // in-process always and on Redis when TEST_REDIS_URL is set; video conversion runs when ffmpeg is found (packaged
 // binary or PATH). What is not run is said, never hidden, and never fails the run.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -124,6 +124,24 @@ const missingTools = docsTools.filter(
 );
 if (missingTools.length > 0 && files.some((f) => f.startsWith('test/docs/'))) {
   notRun.push(`the docs examples (test/docs needs ${missingTools.join(', ')} on PATH)`);
+}
+// Pages marked `<!-- docs-test: brokers -->` publish to RabbitMQ and NATS JetStream: test/docs defines their tests
+// only when both brokers are named.
+if (
+  (!process.env.TEST_AMQP_URL || !process.env.TEST_NATS_URL) &&
+  files.some((f) => f.startsWith('test/docs/'))
+) {
+  const brokerPages = ['README.md', ...readdirSync(join(root, 'docs')).map((name) => `docs/${name}`)]
+    .filter((page) => page.endsWith('.md'))
+    .filter((page) =>
+      /^<!--\s*docs-test:[^>]*\bbrokers\b[^>]*-->\s*$/m.test(readFileSync(join(root, page), 'utf8')),
+    )
+    .sort();
+  if (brokerPages.length > 0) {
+    notRun.push(
+      `the docs examples of ${brokerPages.join(', ')} (set TEST_AMQP_URL=amqp://… and TEST_NATS_URL=nats://… to this machine's RabbitMQ and NATS)`,
+    );
+  }
 }
 for (const line of notRun) console.log(`not run: ${line}`);
 

@@ -20,6 +20,11 @@
  *   from its first line (as such a page tells the reader to, in ```text blocks), and `SIM=…` (the control API's
  *   base URL), `PLATFORM_URL=…`, `PLATFORM_ROOT_KEY=…` and `PLATFORM_CA_FILE=…` assignments get the simulator's
  *   values.
+ * - A page that publishes to RabbitMQ and NATS JetStream says `<!-- docs-test: brokers -->`. It runs only where
+ *   TEST_AMQP_URL and TEST_NATS_URL name the brokers (as CI sets them, and as test/brokers does); elsewhere its test
+ *   is not defined at all and scripts/test.js prints a `not run:` line for it. `AMQP_URL=…` and `NATS_URL=…`
+ *   assignments get those values. The server allows only 127.0.0.1 as a private address, so both must be this
+ *   machine's.
  *
  * What is asserted (the convention for `# →` lines):
  * - Every command exits 0 (a failing command stops the page and fails the test, naming block and command).
@@ -41,6 +46,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
+import { AMQP_URL, brokersConfigured, NATS_URL } from '../support/brokers.ts';
 import {
   cleanEnv,
   type ParleyProcess,
@@ -152,7 +158,7 @@ export function withServerVariables(code: string, values: Record<string, string>
 }
 
 /** What a page may ask of the test in `<!-- docs-test: … -->` comments. */
-const PAGE_OPTIONS = ['simulator'] as const;
+const PAGE_OPTIONS = ['simulator', 'brokers'] as const;
 type PageOption = (typeof PAGE_OPTIONS)[number];
 
 /**
@@ -258,9 +264,14 @@ const NOT_HERE = /\bnpm\s+(ci|install|i|start|test|run\s+bench)\b|\bparley(\.js)
 
 /**
  * Runs every ```sh block of `page` against `parley` (and `sim`, the simulator it is pointed at, for a page that
- * asks for one).
+ * asks for one; the brokers' URLs for a page that asks for them).
  */
-async function runPage(page: string, parley: ParleyProcess, sim?: SimulatorProcess): Promise<void> {
+async function runPage(
+  page: string,
+  parley: ParleyProcess,
+  sim: SimulatorProcess | undefined,
+  brokers: boolean,
+): Promise<void> {
   const blocks = fencedBlocks(readFileSync(join(ROOT, page), 'utf8')).filter((b) => b.lang === 'sh');
   for (const block of blocks) {
     const uncommented = block.code.replace(/(^|\s)#.*$/gm, '');
@@ -284,6 +295,7 @@ async function runPage(page: string, parley: ParleyProcess, sim?: SimulatorProce
           PLATFORM_CA_FILE: sim.caFile,
         }
       : {}),
+    ...(brokers ? { AMQP_URL, NATS_URL } : {}),
   };
   try {
     for (const [index, block] of blocks.entries()) {
@@ -356,6 +368,8 @@ describe('the docs run as written (README.md, docs/*.md)', () => {
     const runnable = fencedBlocks(markdown).filter((b) => b.lang === 'sh');
     if (runnable.length === 0) continue;
     const options = pageOptions(markdown);
+    // without the brokers the page's test is not defined (scripts/test.js says it is not run)
+    if (options.has('brokers') && !brokersConfigured()) continue;
     // a page runs tens of commands, each `npx parley …` a process of its own: more than the default per-test time
     it(`${page}: every sh block runs against a fresh server and shows what the page says`, {
       timeout: 300_000,
@@ -381,7 +395,7 @@ describe('the docs run as written (README.md, docs/*.md)', () => {
           dataDir,
         );
         try {
-          await runPage(page, parley, sim);
+          await runPage(page, parley, sim, options.has('brokers'));
         } finally {
           await parley.stop();
         }
@@ -450,6 +464,7 @@ describe('the docs run as written (README.md, docs/*.md)', () => {
     );
     assert.deepEqual([...pageOptions('<!-- docs-test: simulator -->\n# Title\n')], ['simulator']);
     assert.deepEqual([...pageOptions('# Title\n')], []);
+    assert.deepEqual([...pageOptions('<!-- docs-test: brokers -->\n')], ['brokers']);
     assert.throws(
       () => pageOptions('<!-- docs-test: simulator, phone -->\n'),
       /unknown docs-test option phone/,
