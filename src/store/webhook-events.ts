@@ -273,7 +273,9 @@ async function readLog(trx: Transaction<Database>, instanceId: string, query: Lo
     sequence: Number(row.sequence),
     type: row.type,
     payload: row.payload,
-    skipReason: row.skip_reason,
+    // Why the default webhook did not queue the event: nothing to say in an endpoint's log, where every entry was
+    // queued (docs/decisions/0035-webhook-endpoints.md).
+    skipReason: query.endpointId === undefined || query.endpointId === '' ? row.skip_reason : null,
     createdAt: toIso(row.created_at),
     delivery:
       row.d_event_id === null || row.status === null

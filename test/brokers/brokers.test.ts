@@ -176,6 +176,7 @@ for (const dialect of brokersConfigured() ? testDialects() : []) {
       });
       const log = await waitForEndpointLog(t, endpoint.id, '3 delivered', (rows) => allDelivered(rows, 3));
       for (const entry of log) {
+        assert.equal(entry.reason, null, 'the default webhook has no URL: not a reason in the endpoint log');
         assert.equal(entry.attempts.length, 1);
         assert.equal(entry.attempts[0].statusCode, null);
         assert.equal(entry.attempts[0].responseBody, `confirmed by RabbitMQ (exchange ${exchange})`);

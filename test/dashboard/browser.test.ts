@@ -269,7 +269,7 @@ if (chromiumAvailable) {
       try {
         const panel = page.getByRole('region', { name: 'Webhook endpoints' });
         await panel.getByText('No endpoints yet.').waitFor();
-        await panel.getByLabel('Endpoint URL (HTTPS)').fill(target.url);
+        await panel.getByLabel('Endpoint URL (https://, amqp(s):// or nats://)').fill(target.url);
         await panel.getByLabel('Endpoint description (optional)').fill('browser endpoint');
         const events = panel.getByRole('group', { name: 'Endpoint events' });
         assert.equal(await events.getByRole('checkbox').count(), 10, 'every event type the server lists');

@@ -233,10 +233,11 @@ export function EndpointsPanel(props: { id: string; canManage: boolean; version:
             <h3>Add an endpoint</h3>
             <div class="row">
               <div class="grow">
-                <label for="endpoint-url">Endpoint URL (HTTPS)</label>
+                <label for="endpoint-url">Endpoint URL (https://, amqp(s):// or nats://)</label>
                 <input
                   id="endpoint-url"
                   type="url"
+                  placeholder="https://example.com/hook"
                   required
                   value={url}
                   onInput={(e) => setUrl(e.currentTarget.value)}
