@@ -69,6 +69,15 @@ export async function adminCreateKey(
     if (!SCOPES.includes(scope as Scope))
       throw invalidField(style, 'scopes', `: unknown scope ${scope} (allowed: ${SCOPES.join(', ')})`);
   }
+  // `chat:*` is a choice of its own (docs/decisions/0003-scopes-and-keys.md): listed beside a narrower chat scope it
+  // would grant more than the list seems to say.
+  const narrower = scopes.find((scope) => scope !== 'chat:*' && scope.startsWith('chat:'));
+  if (scopes.includes('chat:*') && narrower !== undefined)
+    throw invalidField(
+      style,
+      'scopes',
+      `: chat:* already grants ${narrower}: choose chat:* alone or the narrower chat scopes`,
+    );
   const instanceIds = input.instances ?? [];
   for (const id of instanceIds) {
     const instance = await getInstance(db, id);

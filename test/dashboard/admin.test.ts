@@ -38,6 +38,11 @@ for (const dialect of testDialects()) {
         [{ env: 'test', scopes: ['chat:*'], expiresIn: '3y' }, /^expiresIn must be a duration such as 90s/],
         [{ env: 'prod', scopes: ['chat:*'] }, /^env must be one of test, live$/],
         [
+          { env: 'test', scopes: ['chat:messages', 'chat:*'] },
+          /^scopes: chat:\* already grants chat:messages: choose chat:\* alone or the narrower chat scopes$/,
+        ],
+        [{ env: 'test', scopes: [] }, /^scopes must list 1 to 10 scopes$/],
+        [
           { env: 'live', scopes: ['chat:*'], instances: [t.instance.id] },
           /^instances: .* is not a live instance/,
         ],
@@ -135,6 +140,26 @@ for (const dialect of testDialects()) {
       assert.deepEqual(long.body, error(400, 'name must be at most 60 characters'));
       const malformed = await member.call('GET', '/instances/not-a-uuid');
       assert.deepEqual(malformed.body, error(404, 'instance not found'));
+    });
+
+    it('deletes an instance for an owner only, with its rows; 404 once gone', async () => {
+      const made = await member.call('POST', '/instances', { env: 'live', name: 'short-lived' });
+      assert.equal(made.status, 200, JSON.stringify(made.body));
+      const id: string = made.body.data.id;
+      const refused = await member.call('DELETE', `/instances/${id}`);
+      assert.deepEqual(refused.body, error(403, 'this needs the owner role (you are member)'));
+      const owner = await signIn(t, await createUser(t, 'owner'));
+      const deleted = await owner.call('DELETE', `/instances/${id}`);
+      assert.equal(deleted.status, 200, JSON.stringify(deleted.body));
+      assert.deepEqual(deleted.body.data, { details: 'Instance deleted', id });
+      const row = await t.services.store.db
+        .selectFrom('instances')
+        .select('id')
+        .where('id', '=', id)
+        .executeTakeFirst();
+      assert.equal(row, undefined);
+      const again = await owner.call('DELETE', `/instances/${id}`);
+      assert.deepEqual(again.body, error(404, 'instance not found'));
     });
 
     it('usage shows the plan and counts API requests per environment without consuming any', async () => {

@@ -360,11 +360,23 @@ if (chromiumAvailable) {
       await page.getByRole('link', { name: 'API keys' }).click();
       await page.getByRole('heading', { name: 'API keys' }).waitFor();
       await page.getByLabel('Name').fill('browser key');
-      await page.getByRole('checkbox', { name: 'chat:*' }).uncheck();
+      // No scope is chosen for the user: the form cannot be sent until one is.
+      const all = page.getByRole('checkbox', { name: 'chat:*' });
+      assert.equal(await all.isChecked(), false);
+      assert.equal(await page.getByRole('button', { name: 'Review key' }).isDisabled(), true);
+      // chat:* and the narrower chat scopes exclude each other.
+      await all.check();
       await page.getByRole('checkbox', { name: 'chat:messages' }).check();
+      assert.equal(await all.isChecked(), false, 'a narrower scope clears chat:*');
       await page.getByRole('checkbox', { name: 'browser-test' }).check();
       await page.getByLabel('Expires').selectOption('30d');
-      await page.getByRole('button', { name: 'Create key' }).click();
+      await page.getByRole('button', { name: 'Review key' }).click();
+      const summary = page.getByRole('region', { name: 'Key to create' });
+      assert.equal(
+        (await summary.locator('p').innerText()).replace(/\s+/g, ' '),
+        'A test key named browser key with chat:messages, for browser-test, expiring in 30 days.',
+      );
+      await summary.getByRole('button', { name: 'Create key' }).click();
       const shown = page.getByLabel('Your new key: shown only this once, store it now');
       await shown.waitFor();
       apiKey = await shown.inputValue();
@@ -387,7 +399,21 @@ if (chromiumAvailable) {
         error: { code: 403, message: 'API key lacks required scope chat:session' },
       });
 
-      await page.getByRole('button', { name: `Revoke key ${apiKey.slice(0, 12)}` }).click();
+      // Revoking asks first: Cancel keeps the key working.
+      const revokeButton = page.getByRole('button', { name: `Revoke key ${apiKey.slice(0, 12)}` });
+      await revokeButton.click();
+      const dialog = page.getByRole('dialog', { name: `Revoke key ${apiKey.slice(0, 12)}…?` });
+      await dialog.waitFor();
+      await dialog.getByRole('button', { name: 'Cancel' }).click();
+      await dialog.waitFor({ state: 'hidden' });
+      const still = await fetch(`${url}/v1/messages/send`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ from: instanceId, phone: '5511988887777', body: 'still allowed' }),
+      });
+      assert.equal(still.status, 200);
+      await revokeButton.click();
+      await dialog.getByRole('button', { name: 'Revoke key' }).click();
       await notice(/revoked/);
       const revoked = await fetch(`${url}/v1/messages/send`, {
         method: 'POST',
@@ -422,6 +448,64 @@ if (chromiumAvailable) {
         status: 403,
         body: { error: { code: 403, message: 'missing or invalid CSRF token' } },
       });
+    });
+
+    it('asks before removing a user, logging out and deleting an instance; Cancel changes nothing', async () => {
+      const doomed = await createUser(t, 'member', 'doomed@example.com');
+      // The users page may be the one shown already: reload it to list the new user.
+      await page.reload();
+      await page.getByRole('link', { name: 'Users' }).click();
+      await page.getByRole('cell', { name: doomed, exact: true }).waitFor();
+      const remove = page.getByRole('button', { name: `Remove ${doomed}` });
+      await remove.click();
+      const removeDialog = page.getByRole('dialog', { name: `Remove ${doomed}?` });
+      await removeDialog.waitFor();
+      await screenshot(page, 'confirm-remove-user');
+      await page.keyboard.press('Escape');
+      await removeDialog.waitFor({ state: 'hidden' });
+      assert.equal(await page.getByRole('cell', { name: doomed, exact: true }).count(), 1);
+      await remove.click();
+      await removeDialog.getByRole('button', { name: 'Remove user' }).click();
+      await notice('User removed');
+      await page.getByRole('cell', { name: doomed, exact: true }).waitFor({ state: 'detached' });
+
+      // Another instance to log out and delete (live: the plan's two test instances exist already).
+      await page.getByRole('link', { name: 'Instances' }).click();
+      await page.getByRole('heading', { name: 'Instances' }).waitFor();
+      await page.getByLabel('Name').fill('to-delete');
+      await page.getByLabel('Environment').selectOption('live');
+      await page.getByRole('button', { name: 'Create instance' }).click();
+      await page.getByRole('link', { name: 'to-delete' }).click();
+      const doomedId = decodeURIComponent(new URL(page.url()).hash.split('/').pop() ?? '');
+      await page.getByRole('heading', { name: /to-delete/ }).waitFor();
+      await page.getByRole('button', { name: 'Log out' }).click();
+      const logout = page.getByRole('dialog', { name: 'Log out to-delete?' });
+      await logout.waitFor();
+      await logout.getByRole('button', { name: 'Cancel' }).click();
+      await logout.waitFor({ state: 'hidden' });
+      await page.getByRole('button', { name: 'Delete instance' }).click();
+      const deletion = page.getByRole('dialog', { name: 'Delete to-delete?' });
+      await deletion.getByRole('button', { name: 'Cancel' }).click();
+      assert.ok(
+        await t.services.store.db
+          .selectFrom('instances')
+          .select('id')
+          .where('id', '=', doomedId)
+          .executeTakeFirst(),
+      );
+      await page.getByRole('button', { name: 'Delete instance' }).click();
+      await deletion.getByRole('button', { name: 'Delete instance' }).click();
+      await page.getByRole('heading', { name: 'Instances' }).waitFor();
+      assert.equal(
+        await t.services.store.db
+          .selectFrom('instances')
+          .select('id')
+          .where('id', '=', doomedId)
+          .executeTakeFirst(),
+        undefined,
+      );
+      await page.getByRole('link', { name: 'browser-test' }).waitFor();
+      assert.equal(await page.getByRole('link', { name: 'to-delete' }).count(), 0);
     });
 
     it('a viewer sees keys but cannot create one', async () => {

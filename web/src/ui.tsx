@@ -1,5 +1,5 @@
 import type { ComponentChildren } from 'preact';
-import { useState } from 'preact/hooks';
+import { useRef, useState } from 'preact/hooks';
 import { ApiError } from './api.ts';
 
 /** A message line announced to screen readers: an error (role alert) or a status. */
@@ -60,5 +60,61 @@ export function Section(props: { title: string; children: ComponentChildren }) {
       <h2 id={id}>{props.title}</h2>
       {props.children}
     </section>
+  );
+}
+
+/**
+ * A button that asks first: it opens a modal dialog (the platform's `<dialog>`: focus stays inside, Escape
+ * cancels) saying what will happen, and runs `onConfirm` only when the user presses the confirming button. For
+ * every action that cannot be undone from the dashboard (revoke a key, log out a number, remove a user, delete an
+ * instance).
+ */
+export function ConfirmButton(props: {
+  /** The button's text. */
+  label: string;
+  /** The button's accessible name when its text is not enough (`Revoke key svc_test_ab12`). */
+  ariaLabel?: string;
+  /** The dialog's heading, a question (`Revoke key svc_test_ab12…?`). */
+  title: string;
+  /** What will happen, in a sentence or two. */
+  children: ComponentChildren;
+  /** The confirming button's text (`Revoke key`). */
+  confirmLabel: string;
+  onConfirm: () => unknown;
+  disabled?: boolean;
+}) {
+  const dialog = useRef<HTMLDialogElement>(null);
+  const id = `confirm-${props.title.toLowerCase().replace(/[^a-z0-9]+/g, '-')}`;
+  return (
+    <>
+      <button
+        type="button"
+        aria-label={props.ariaLabel}
+        aria-haspopup="dialog"
+        disabled={props.disabled}
+        onClick={() => dialog.current?.showModal()}
+      >
+        {props.label}
+      </button>
+      <dialog ref={dialog} aria-labelledby={id} class="confirm">
+        <h2 id={id}>{props.title}</h2>
+        <p>{props.children}</p>
+        <div class="row">
+          <button
+            type="button"
+            class="danger"
+            onClick={() => {
+              dialog.current?.close();
+              void props.onConfirm();
+            }}
+          >
+            {props.confirmLabel}
+          </button>
+          <button type="button" onClick={() => dialog.current?.close()}>
+            Cancel
+          </button>
+        </div>
+      </dialog>
+    </>
   );
 }

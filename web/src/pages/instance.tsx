@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type InstanceSummary, type Me, statusText, when } from '../api.ts';
-import { messageOf, Notice, Section, useAction } from '../ui.tsx';
+import { ConfirmButton, messageOf, Notice, Section, useAction } from '../ui.tsx';
 import { EndpointsPanel } from './endpoints.tsx';
 import { EventLogPanel } from './event-log.tsx';
 import { SandboxPanel } from './sandbox.tsx';
@@ -13,7 +13,7 @@ interface Qr {
 }
 
 /**
- * One instance: its state, connect / disconnect / logout, the QR code pushed live by the server (replaced as it
+ * One instance: its state, connect / disconnect / logout (confirmed first), deletion for owners, the QR code pushed live by the server (replaced as it
  * rotates), the pairing-code alternative, the webhook, the extra webhook endpoints and, for test instances, the sandbox
  * helpers.
  */
@@ -82,9 +82,33 @@ export function InstancePage(props: { me: Me; id: string }) {
             <button type="button" disabled={action.busy} onClick={() => call('disconnect', 'Disconnected')}>
               Disconnect
             </button>
-            <button type="button" disabled={action.busy} onClick={() => call('logout', 'Logged out')}>
-              Log out
-            </button>
+            <ConfirmButton
+              label="Log out"
+              title={`Log out ${instance.name}?`}
+              confirmLabel="Log out"
+              disabled={action.busy}
+              onConfirm={() => call('logout', 'Logged out')}
+            >
+              The phone unlinks this device and the session's credentials are deleted: linking again needs a
+              new QR scan or pairing code on the phone.
+            </ConfirmButton>
+            {props.me.user.role === 'owner' && (
+              <ConfirmButton
+                label="Delete instance"
+                title={`Delete ${instance.name}?`}
+                confirmLabel="Delete instance"
+                disabled={action.busy}
+                onConfirm={() =>
+                  action.run(async () => {
+                    await api('DELETE', `/instances/${id}`);
+                    window.location.hash = '#/instances';
+                  })
+                }
+              >
+                The number is logged out and every message, event, delivery and webhook endpoint of this
+                instance is deleted. This cannot be undone.
+              </ConfirmButton>
+            )}
           </div>
         )}
         <Notice error={action.error} ok={action.ok} />

@@ -1,8 +1,11 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type InstanceSummary, type Me, when } from '../api.ts';
-import { messageOf, Notice, Section, useAction } from '../ui.tsx';
+import { ConfirmButton, messageOf, Notice, Section, useAction } from '../ui.tsx';
 
-/** The scopes a key may carry (src/domain/scope.ts); `chat:*` does not include `instances:manage`. */
+/**
+ * The scopes a key may carry (src/domain/scope.ts); `chat:*` does not include `instances:manage`, and is a choice of
+ * its own beside the narrower chat scopes (docs/decisions/0003-scopes-and-keys.md): ticking it clears them.
+ */
 const SCOPES = [
   'chat:*',
   'chat:session',
@@ -39,7 +42,9 @@ export function KeysPage(props: { me: Me }) {
   const [error, setError] = useState<string | null>(null);
   const [name, setName] = useState('');
   const [env, setEnv] = useState<'test' | 'live'>('test');
-  const [scopes, setScopes] = useState<string[]>(['chat:*']);
+  const [scopes, setScopes] = useState<string[]>([]);
+  /** The key about to be created, shown for confirmation; null while the form is edited. */
+  const [review, setReview] = useState<boolean>(false);
   const [allowed, setAllowed] = useState<string[]>([]);
   const [expiresIn, setExpiresIn] = useState('');
   const [created, setCreated] = useState<string | null>(null);
@@ -57,22 +62,34 @@ export function KeysPage(props: { me: Me }) {
 
   const toggle = (list: string[], value: string, on: boolean) =>
     on ? [...list, value] : list.filter((item) => item !== value);
-  const submit = async (event: Event) => {
+  /** Ticks or clears `scope`; `chat:*` and the narrower chat scopes exclude each other. */
+  const choose = (scope: string, on: boolean) => {
+    if (!on) return setScopes(scopes.filter((item) => item !== scope));
+    if (scope === 'chat:*') return setScopes([...scopes.filter((item) => !item.startsWith('chat:')), scope]);
+    setScopes([...scopes.filter((item) => item !== 'chat:*'), scope]);
+  };
+  const allowedHere = allowed.filter((id) => instances.some((i) => i.id === id && i.env === env));
+  const reviewKey = (event: Event) => {
     event.preventDefault();
     setCopied(null);
+    setReview(true);
+  };
+  const submit = async () => {
+    setReview(false);
     const made = await action.run(
       () =>
         api<{ key: string }>('POST', '/keys', {
           env,
           scopes,
           ...(name.trim() ? { name: name.trim() } : {}),
-          instances: allowed.filter((id) => instances.some((i) => i.id === id && i.env === env)),
+          instances: allowedHere,
           ...(expiresIn ? { expiresIn } : {}),
         }),
       'Key created',
     );
     if (made) {
       setCreated(made.key);
+      setScopes([]);
       await load();
     }
   };
@@ -85,6 +102,8 @@ export function KeysPage(props: { me: Me }) {
       setCopied('Copying failed: select the key and copy it by hand');
     }
   };
+  const expiryLabel = EXPIRY.find((option) => option.value === expiresIn)?.label ?? expiresIn;
+  const instanceNames = allowedHere.map((id) => instances.find((i) => i.id === id)?.name ?? id);
   const revoke = (key: Key) =>
     action.run(() => api('POST', `/keys/${key.id}/revoke`).then(load), `Key ${key.prefix}… revoked`);
 
@@ -94,7 +113,7 @@ export function KeysPage(props: { me: Me }) {
       <Notice error={error} />
       {canManage && (
         <Section title="Create a key">
-          <form onSubmit={submit}>
+          <form onSubmit={reviewKey}>
             <div class="row">
               <div>
                 <label for="key-name">Name</label>
@@ -138,7 +157,7 @@ export function KeysPage(props: { me: Me }) {
                   <input
                     type="checkbox"
                     checked={scopes.includes(scope)}
-                    onChange={(e) => setScopes(toggle(scopes, scope, e.currentTarget.checked))}
+                    onChange={(e) => choose(scope, e.currentTarget.checked)}
                   />
                   {scope}
                 </label>
@@ -159,10 +178,34 @@ export function KeysPage(props: { me: Me }) {
                   </label>
                 ))}
             </fieldset>
-            <button type="submit" disabled={action.busy}>
-              Create key
-            </button>
+            {!review && (
+              <button type="submit" disabled={action.busy || scopes.length === 0}>
+                Review key
+              </button>
+            )}
+            {scopes.length === 0 && <p class="hint">Choose at least one scope.</p>}
           </form>
+          {review && (
+            <section class="summary" aria-label="Key to create">
+              <p>
+                A <strong>{env}</strong> key named <strong>{name.trim() || `${env} key`}</strong> with{' '}
+                <strong>{scopes.join(', ')}</strong>
+                {scopes.includes('chat:*') ? ' (every chat operation)' : ''}, for{' '}
+                <strong>
+                  {instanceNames.length === 0 ? `every ${env} instance` : instanceNames.join(', ')}
+                </strong>
+                , expiring <strong>{expiryLabel}</strong>.
+              </p>
+              <div class="row">
+                <button type="button" class="primary" disabled={action.busy} onClick={submit}>
+                  Create key
+                </button>
+                <button type="button" onClick={() => setReview(false)}>
+                  Change
+                </button>
+              </div>
+            </section>
+          )}
           <Notice error={action.error} ok={action.ok} />
           {created && (
             <section class="secret" aria-label="New API key">
@@ -215,9 +258,16 @@ export function KeysPage(props: { me: Me }) {
                 {key.revokedAt ? (
                   `revoked ${when(key.revokedAt)}`
                 ) : canManage ? (
-                  <button type="button" onClick={() => revoke(key)} aria-label={`Revoke key ${key.prefix}`}>
-                    Revoke
-                  </button>
+                  <ConfirmButton
+                    label="Revoke"
+                    ariaLabel={`Revoke key ${key.prefix}`}
+                    title={`Revoke key ${key.prefix}…?`}
+                    confirmLabel="Revoke key"
+                    onConfirm={() => revoke(key)}
+                  >
+                    Requests with this key are refused at once. This cannot be undone: a new key would have to
+                    be given to whatever uses it.
+                  </ConfirmButton>
                 ) : (
                   'active'
                 )}

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type Me, when } from '../api.ts';
-import { messageOf, Notice, Section, useAction } from '../ui.tsx';
+import { ConfirmButton, messageOf, Notice, Section, useAction } from '../ui.tsx';
 
 interface User {
   id: string;
@@ -117,15 +117,17 @@ export function UsersPage(props: { me: Me }) {
                 {user.id === props.me.user.id ? (
                   'you'
                 ) : (
-                  <button
-                    type="button"
-                    aria-label={`Remove ${user.email}`}
-                    onClick={() =>
+                  <ConfirmButton
+                    label="Remove"
+                    ariaLabel={`Remove ${user.email}`}
+                    title={`Remove ${user.email}?`}
+                    confirmLabel="Remove user"
+                    onConfirm={() =>
                       action.run(() => api('DELETE', `/users/${user.id}`).then(load), 'User removed')
                     }
                   >
-                    Remove
-                  </button>
+                    {user.email} is signed out everywhere and can no longer sign in to this organization.
+                  </ConfirmButton>
                 )}
               </td>
             </tr>

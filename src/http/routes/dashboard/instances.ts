@@ -31,12 +31,13 @@ export async function instanceFor(app: FastifyInstance, request: FastifyRequest)
 /**
  * Instances of the signed-in user's organization (docs/decisions/0022-dashboard.md): list with status and linked
  * number, create, connect, the QR code (also pushed live by the events stream), the pairing-code alternative,
- * disconnect and logout, through the same session service as `/v1/session/*`. On several nodes the list shows each
+ * disconnect and logout, through the same session service as `/v1/session/*`, and deletion (owners), through the same
+ * instance service as `DELETE /v1/instances/{id}`. On several nodes the list shows each
  * instance's status as its owner sees it, and every route under `/instances/:id` runs on the owner (routing.ts).
  */
 export async function instanceRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const { dashboard, session } = app.services.app;
+  const { dashboard, session, instances } = app.services.app;
   const viewer = { dashboard: 'viewer' } as const;
   const member = { dashboard: 'member' } as const;
   const hidden = { hide: true, params: InstanceParams } as const;
@@ -72,6 +73,13 @@ export async function instanceRoutes(fastify: FastifyInstance): Promise<void> {
     const instance = await instanceFor(app, request);
     await session.logout(instance);
     return ok(await dashboard.instance(principalOf(request).org.id, instance.id));
+  });
+
+  // Deleting an instance takes its data with it: owners only, as deleting users (docs/decisions/0022-dashboard.md).
+  app.delete('/instances/:id', { config: { dashboard: 'owner' }, schema: hidden }, async (request) => {
+    const instance = await instanceFor(app, request);
+    await instances.remove(instance);
+    return ok({ details: 'Instance deleted', id: instance.id });
   });
 
   app.get('/instances/:id/qr', { config: viewer, schema: hidden }, async (request) => {
