@@ -18,10 +18,15 @@ import {
   MAX_ENDPOINTS,
   updateEndpoint,
 } from '../store/webhook-endpoints.ts';
-import { type LogQuery, webhookEventExists } from '../store/webhook-events.ts';
+import { webhookEventExists } from '../store/webhook-events.ts';
 import { SECRET_PREFIX } from '../webhooks/signing.ts';
 import type { DeliveryWorker } from '../webhooks/worker.ts';
-import { checkReceiverUrl, type DeliveryPage, type WebhookService } from './webhooks.ts';
+import {
+  checkReceiverUrl,
+  type DeliveriesServiceQuery,
+  type DeliveryPage,
+  type WebhookService,
+} from './webhooks.ts';
 
 /**
  * A webhook endpoint as the API shows it (docs/api.md#webhook-endpoints, docs/decisions/0035-webhook-endpoints.md):
@@ -246,11 +251,7 @@ export class WebhookEndpointService {
    * One page of endpoint `id`'s delivery log: the events queued for it, newest first, as `GET /v1/webhook/deliveries`.
    * @throws DomainError not_found `webhook endpoint not found`; invalid `cursor is invalid`.
    */
-  async deliveries(
-    instance: Instance,
-    id: string,
-    query: { limit: number; status?: LogQuery['status']; cursor?: string | undefined },
-  ): Promise<DeliveryPage> {
+  async deliveries(instance: Instance, id: string, query: DeliveriesServiceQuery): Promise<DeliveryPage> {
     await this.get(instance, id);
     return this.#webhooks.deliveries(instance, { ...query, endpointId: id });
   }

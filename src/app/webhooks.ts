@@ -81,6 +81,17 @@ export async function checkReceiverUrl(
 }
 
 /**
+ * A page request of a delivery log (docs/decisions/0005-outbox-and-delivery.md): `limit` entries (1 to 100), only
+ * `status`, before `cursor` (the previous page's `nextCursor`), only the event `types`.
+ */
+export interface DeliveriesServiceQuery {
+  limit: number;
+  status?: LogQuery['status'];
+  cursor?: string | undefined;
+  types?: readonly EventType[];
+}
+
+/**
  * The webhook family (docs/api.md#webhook, docs/decisions/0005-outbox-and-delivery.md): configuration, the delivery
  * log and redelivery.
  */
@@ -142,15 +153,16 @@ export class WebhookService {
    */
   async deliveries(
     instance: Instance,
-    query: { limit: number; status?: LogQuery['status']; cursor?: string | undefined; endpointId?: string },
+    query: DeliveriesServiceQuery & { endpointId?: string },
   ): Promise<DeliveryPage> {
-    const { limit, status, cursor, endpointId } = query;
+    const { limit, status, cursor, endpointId, types } = query;
     const beforeSequence = cursor === undefined ? undefined : decodeCursor(cursor);
     const entries = await listLog(this.#store.db, instance.id, {
       limit: limit + 1,
       ...(status === undefined ? {} : { status }),
       ...(beforeSequence === undefined ? {} : { beforeSequence }),
       ...(endpointId === undefined ? {} : { endpointId }),
+      ...(types === undefined ? {} : { types }),
     });
     const page = entries.slice(0, limit);
     const last = page[page.length - 1];

@@ -189,6 +189,8 @@ export interface LogQuery {
    * webhook's.
    */
   endpointId?: string;
+  /** Only events of these types (docs/decisions/0018-webhook-events-and-payloads.md); omitted: every type. */
+  types?: readonly string[];
 }
 
 /**
@@ -246,6 +248,7 @@ async function readLog(trx: Transaction<Database>, instanceId: string, query: Lo
   if (query.endpointId !== undefined && query.endpointId !== '')
     select = select.where('d.event_id', 'is not', null);
   if (query.beforeSequence !== undefined) select = select.where('e.sequence', '<', query.beforeSequence);
+  if (query.types !== undefined && query.types.length > 0) select = select.where('e.type', 'in', query.types);
   if (query.status === 'unsent') select = select.where('d.event_id', 'is', null);
   else if (query.status !== undefined) select = select.where('d.status', '=', query.status);
   const rows = await select.orderBy('e.sequence', 'desc').limit(query.limit).execute();

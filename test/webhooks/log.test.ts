@@ -204,6 +204,45 @@ for (const dialect of testDialects()) {
       assert.deepEqual(unknown.body, { error: { code: 404, message: 'delivery not found' } });
     });
 
+    it('filters by event type, with the status filter and the cursor', async () => {
+      const other = await t.newInstance('test', 'typed');
+      const from = `from=${other.id}`;
+      await t.call('POST', `/v1/webhook?${from}`, { webhookUrl: receiver.url });
+      const source = {
+        chat: '5511988887777@s.whatsapp.net',
+        sender: '5511988887777@s.whatsapp.net',
+        isFromMe: false,
+        isGroup: false,
+      };
+      for (let i = 1; i <= 3; i++) {
+        await t.services.recorder.record(other.id, textMessage(`typed${i}`));
+        await t.services.recorder.record(other.id, {
+          type: 'receipt',
+          state: 'read',
+          messageIds: [`M${i}`],
+          source,
+          timestamp: Date.UTC(2025, 0, 2),
+        });
+      }
+      const receipts = (await deliveries(t, `${from}&types=ReadReceipt&limit=2`)).body.data;
+      assert.deepEqual(
+        receipts.deliveries.map((e: any) => [e.sequence, e.type]),
+        [
+          [6, 'ReadReceipt'],
+          [4, 'ReadReceipt'],
+        ],
+      );
+      const rest = (await deliveries(t, `${from}&types=ReadReceipt&limit=2&cursor=${receipts.nextCursor}`))
+        .body.data;
+      assert.deepEqual(
+        rest.deliveries.map((e: any) => [e.sequence, e.type]),
+        [[2, 'ReadReceipt']],
+      );
+      assert.equal(rest.nextCursor, null);
+      const both = (await deliveries(t, `${from}&types=Message, ReadReceipt&limit=100`)).body.data;
+      assert.equal(both.deliveries.length, 6);
+    });
+
     it('rejects a bad status, limit or cursor naming the field', async () => {
       const cases: [string, string][] = [
         ['status=bogus', 'status must be one of pending, delivered, failed, unsent'],
@@ -211,6 +250,10 @@ for (const dialect of testDialects()) {
         ['limit=101', 'limit must be an integer from 1 to 100'],
         ['limit=abc', 'limit must be an integer from 1 to 100'],
         ['cursor=garbage', 'cursor is invalid'],
+        [
+          'types=Message,Mesage',
+          'types contains unknown event type Mesage (allowed: Message, ReadReceipt, HistorySync, ChatPresence, MessageUpdate, GroupUpdate, Call, PollVote, SessionStatus, MessageStatus)',
+        ],
       ];
       for (const [query, message] of cases) {
         const response = await t.call('GET', `/v1/webhook/deliveries?from=${t.instance.id}&${query}`);

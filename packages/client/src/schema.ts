@@ -7469,6 +7469,11 @@ export interface operations {
                 limit?: number;
                 /** @description nextCursor of the previous page */
                 cursor?: string;
+                /**
+                 * @description only these event types, comma-separated (Message, ReadReceipt, HistorySync, ChatPresence, MessageUpdate, GroupUpdate, Call, PollVote, SessionStatus, MessageStatus); omitted: every type
+                 * @example Message,ReadReceipt
+                 */
+                types?: string;
             };
             header?: never;
             path?: never;
@@ -7899,6 +7904,11 @@ export interface operations {
                 limit?: number;
                 /** @description nextCursor of the previous page */
                 cursor?: string;
+                /**
+                 * @description only these event types, comma-separated (Message, ReadReceipt, HistorySync, ChatPresence, MessageUpdate, GroupUpdate, Call, PollVote, SessionStatus, MessageStatus); omitted: every type
+                 * @example Message,ReadReceipt
+                 */
+                types?: string;
             };
             header?: never;
             path: {

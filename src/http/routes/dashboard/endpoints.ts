@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { EVENT_TYPES } from '../../../domain/instance.ts';
 import { created, ok } from '../../schemas.ts';
-import { DeliveriesQuery } from '../v1/webhook.ts';
+import { DeliveriesQuery, deliveriesQueryOf } from '../v1/webhook.ts';
 import { CreateEndpointBody, UpdateEndpointBody } from '../v1/webhook-endpoints.ts';
 import { InstanceParams, instanceFor } from './instances.ts';
 
@@ -93,13 +93,12 @@ export async function endpointRoutes(fastify: FastifyInstance): Promise<void> {
     '/instances/:id/endpoints/:endpointId/deliveries',
     { config: viewer, schema: { ...hiddenEndpoint, querystring: DeliveriesQuery } },
     async (request) => {
-      const { status, cursor, limit } = request.query;
       return ok(
-        await webhookEndpoints.deliveries(await instanceFor(app, request), request.params.endpointId, {
-          limit: limit ?? 20,
-          ...(status === undefined ? {} : { status }),
-          cursor,
-        }),
+        await webhookEndpoints.deliveries(
+          await instanceFor(app, request),
+          request.params.endpointId,
+          deliveriesQueryOf(request.query),
+        ),
       );
     },
   );

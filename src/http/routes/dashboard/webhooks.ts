@@ -5,7 +5,7 @@ import { EVENT_TYPES } from '../../../domain/instance.ts';
 import { EventTypeName, ok } from '../../schemas.ts';
 import { DEFAULT_EVENTS_LIMIT, EventsQuery, parseEventTypes } from '../v1/events.ts';
 import { HmacBody } from '../v1/session.ts';
-import { DeliveriesQuery, SetWebhookBody } from '../v1/webhook.ts';
+import { DeliveriesQuery, deliveriesQueryOf, SetWebhookBody } from '../v1/webhook.ts';
 import { principalOf } from './guard.ts';
 import { InstanceParams, instanceFor } from './instances.ts';
 
@@ -92,13 +92,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
     '/instances/:id/deliveries',
     { config: viewer, schema: { ...hidden, querystring: DeliveriesQuery } },
     async (request) => {
-      const { status, cursor, limit } = request.query;
-      const page = await webhooks.deliveries(await instanceFor(app, request), {
-        limit: limit ?? 20,
-        ...(status === undefined ? {} : { status }),
-        cursor,
-      });
-      return ok(page);
+      return ok(await webhooks.deliveries(await instanceFor(app, request), deliveriesQueryOf(request.query)));
     },
   );
 

@@ -11,7 +11,7 @@ import {
   ok,
   responses,
 } from '../../schemas.ts';
-import { DeliveriesPage, DeliveriesQuery } from './webhook.ts';
+import { DeliveriesPage, DeliveriesQuery, deliveriesQueryOf } from './webhook.ts';
 
 /** A webhook endpoint (docs/api.md#webhook-endpoints, docs/decisions/0035-webhook-endpoints.md), never its secret. */
 export const WebhookEndpoint = Type.Object(
@@ -226,13 +226,12 @@ export async function webhookEndpointRoutes(fastify: FastifyInstance): Promise<v
       },
     },
     async (request) => {
-      const { status, cursor } = request.query;
       return ok(
-        await webhookEndpoints.deliveries(instanceOf(request), request.params.id, {
-          limit: request.query.limit ?? 20,
-          ...(status === undefined ? {} : { status }),
-          ...(cursor === undefined ? {} : { cursor }),
-        }),
+        await webhookEndpoints.deliveries(
+          instanceOf(request),
+          request.params.id,
+          deliveriesQueryOf(request.query),
+        ),
       );
     },
   );

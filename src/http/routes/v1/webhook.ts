@@ -1,9 +1,10 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { LOG_STATUSES } from '../../../app/webhooks.ts';
+import { type DeliveriesServiceQuery, LOG_STATUSES } from '../../../app/webhooks.ts';
 import { instanceOf } from '../../plugins/instance.ts';
 import { Details, EventTypeName, InstanceQuery, InstanceSelector, ok, responses } from '../../schemas.ts';
+import { EventTypesParam, parseEventTypes } from './events.ts';
 
 /**
  * Webhook configuration (docs/api.md#webhook, docs/decisions/0005-outbox-and-delivery.md), plus whether a 410 Gone
@@ -108,8 +109,24 @@ export const DeliveriesQuery = Type.Object({
   cursor: Type.Optional(
     Type.String({ minLength: 1, maxLength: 64, description: 'nextCursor of the previous page' }),
   ),
+  types: Type.Optional(EventTypesParam),
 });
 export type DeliveriesQuery = Static<typeof DeliveriesQuery>;
+
+/**
+ * The service query of a delivery-log request (`GET /v1/webhook/deliveries`, an endpoint's, the dashboard's): page
+ * size (default 20), status, cursor and event types.
+ * @throws DomainError invalid `types contains unknown event type X (allowed: …)`.
+ */
+export function deliveriesQueryOf(query: DeliveriesQuery): DeliveriesServiceQuery {
+  const { status, cursor, types } = query;
+  return {
+    limit: query.limit ?? 20,
+    ...(status === undefined ? {} : { status }),
+    ...(cursor === undefined ? {} : { cursor }),
+    ...(types === undefined ? {} : { types: parseEventTypes(types) }),
+  };
+}
 
 /** A page of the delivery log, newest first. */
 export const DeliveriesPage = Type.Object(
@@ -204,13 +221,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const { status, cursor } = request.query;
-      const page = await webhooks.deliveries(instanceOf(request), {
-        limit: request.query.limit ?? 20,
-        ...(status === undefined ? {} : { status }),
-        ...(cursor === undefined ? {} : { cursor }),
-      });
-      return ok(page);
+      return ok(await webhooks.deliveries(instanceOf(request), deliveriesQueryOf(request.query)));
     },
   );
 
