@@ -174,16 +174,17 @@ if (chromiumAvailable) {
       assert.ok(typeof eventId === 'string');
       const row = page.locator(`tr[data-delivery="${eventId}"]`);
       await row.locator('td', { hasText: 'delivered' }).waitFor();
-      await row.getByText('Attempt 1: 200').waitFor();
+      await row.getByText(/^Attempt 1: HTTP 200 · \d+ ms$/).waitFor();
       await screenshot(page, 'webhook', 'section[aria-labelledby="section-webhook"]');
 
       await row.getByRole('button', { name: /Redeliver/ }).click();
-      await notice('Redelivery queued');
+      await notice(/^Event \d+ queued for redelivery$/);
       await receiver.waitFor(
         (requests) => requests.filter((r) => r.headers['webhook-id'] === eventId).length === 2,
         10_000,
       );
-      await row.getByText('Attempt 2: 200').waitFor();
+      await row.getByText(/^Attempt 2: HTTP 200 · \d+ ms$/).waitFor();
+      await row.getByText('Delivered on attempt 2').waitFor();
 
       await page.getByLabel('Typing phone').fill('5511988887777');
       await page.getByLabel('Presence', { exact: true }).selectOption('composing');
@@ -197,6 +198,22 @@ if (chromiumAvailable) {
         .locator('tr[data-delivery]', { hasText: 'ChatPresence' })
         .locator('td', { hasText: 'delivered' })
         .waitFor();
+
+      // The log filters by type and redelivers what is ticked, in bulk.
+      const section = page.locator('section[aria-labelledby="section-webhook"]');
+      await section.getByLabel('Event type').selectOption('Message');
+      await section.locator('tr[data-delivery]', { hasText: 'ChatPresence' }).waitFor({ state: 'detached' });
+      const messageRows = section.locator('tr[data-delivery]');
+      assert.equal(await messageRows.count(), 1);
+      assert.equal(await messageRows.first().getAttribute('data-delivery'), eventId);
+      await section.getByLabel('Event type').selectOption('');
+      await section.locator('tr[data-delivery]', { hasText: 'ChatPresence' }).waitFor();
+      const before = receiver.requests.length;
+      const rows = await section.locator('tr[data-delivery]').count();
+      await section.getByRole('checkbox', { name: 'Select every event on this page' }).check();
+      await section.getByRole('button', { name: `Redeliver selected (${rows})` }).click();
+      await notice(`${rows} events queued for redelivery`);
+      await receiver.waitFor((requests) => requests.length === before + rows, 10_000);
 
       // Every event type the server lists can be ticked and saved, the two status events included.
       const boxes = page.getByRole('group', { name: 'Events sent' }).getByRole('checkbox');
@@ -307,12 +324,12 @@ if (chromiumAvailable) {
         const delivery = panel.locator(`tr[data-endpoint-delivery="${eventId}"]`);
         await delivery.locator('td', { hasText: 'delivered' }).waitFor();
         await delivery.getByRole('button', { name: /Redeliver/ }).click();
-        await notice('Redelivery to the endpoint queued');
+        await notice(/^Event \d+ queued for redelivery$/);
         await target.waitFor(
           (requests) => requests.filter((r) => r.headers['webhook-id'] === eventId).length === 2,
           10_000,
         );
-        await delivery.getByText('Attempt 2: 200').waitFor();
+        await delivery.getByText(/^Attempt 2: HTTP 200 · \d+ ms$/).waitFor();
 
         // Shown once: gone after Done, and never in the page again.
         await panel.getByRole('button', { name: 'Done' }).click();

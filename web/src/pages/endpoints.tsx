@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, when } from '../api.ts';
 import { messageOf, Notice, Section, useAction } from '../ui.tsx';
-import { type Delivery, DeliveryTable } from './webhook.tsx';
+import { DeliveryLog } from './delivery-log.tsx';
 
 /** A webhook endpoint as the dashboard API answers it (docs/api.md#webhook-endpoints): never its secret. */
 interface Endpoint {
@@ -278,47 +278,18 @@ export function EndpointsPanel(props: { id: string; canManage: boolean; version:
         </>
       )}
       {shownLog && (
-        <EndpointDeliveries
-          base={`${base}/${shownLog.id}`}
-          url={shownLog.url}
-          canManage={props.canManage}
-          version={props.version}
-        />
+        <>
+          <h3>Deliveries to {shownLog.url}</h3>
+          <DeliveryLog
+            path={`${base}/${shownLog.id}/deliveries`}
+            caption={`Deliveries to ${shownLog.url}, newest first`}
+            attribute="endpoint-delivery"
+            types={shownLog.events}
+            canManage={props.canManage}
+            version={props.version}
+          />
+        </>
       )}
     </Section>
-  );
-}
-
-/** One endpoint's delivery log, newest first (the last 20), with redelivery for a member. */
-function EndpointDeliveries(props: { base: string; url: string; canManage: boolean; version: number }) {
-  const [deliveries, setDeliveries] = useState<Delivery[]>([]);
-  const [logError, setLogError] = useState<string | null>(null);
-  const action = useAction();
-  const load = () =>
-    api<{ deliveries: Delivery[] }>('GET', `${props.base}/deliveries?limit=20`)
-      .then((page) => {
-        setDeliveries(page.deliveries);
-        setLogError(null);
-      })
-      .catch((e) => setLogError(messageOf(e)));
-  useEffect(() => {
-    void load();
-  }, [props.base, props.version]);
-  const redeliver = (eventId: string) =>
-    action.run(
-      () => api('POST', `${props.base}/deliveries/${eventId}/redeliver`).then(load),
-      'Redelivery to the endpoint queued',
-    );
-  return (
-    <>
-      <h3>Deliveries to {props.url}</h3>
-      <Notice error={logError ?? action.error} ok={action.ok} />
-      <DeliveryTable
-        caption={`Deliveries to ${props.url}, newest first`}
-        attribute="endpoint-delivery"
-        deliveries={deliveries}
-        onRedeliver={props.canManage ? redeliver : undefined}
-      />
-    </>
   );
 }

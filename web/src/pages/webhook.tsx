@@ -1,6 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, when } from '../api.ts';
+import { api } from '../api.ts';
 import { messageOf, Notice, Section, useAction } from '../ui.tsx';
+import { DeliveryLog } from './delivery-log.tsx';
 
 /** The types offered when the server does not list them (an older server): the four of the default subscription. */
 const DEFAULT_TYPES = ['Message', 'ReadReceipt', 'HistorySync', 'ChatPresence'];
@@ -14,26 +15,6 @@ interface Config {
   disabledReason: string | null;
   hasHmacKey: boolean;
 }
-/** One HTTP attempt of a delivery, as the delivery log answers it. */
-export interface Attempt {
-  number: number;
-  at: string;
-  statusCode: number | null;
-  durationMs: number | null;
-  error: string | null;
-  responseBody: string | null;
-}
-/** One event of a delivery log with its delivery state and attempts. */
-export interface Delivery {
-  id: string;
-  type: string;
-  sequence: number;
-  status: string;
-  reason: string | null;
-  createdAt: string;
-  attempts: Attempt[];
-}
-
 /**
  * The webhook of an instance: URL, subscription, HMAC key, a test event, and the delivery log (reloaded when the
  * server says a delivery changed: `version` counts those pushes) with every attempt and redelivery.
@@ -44,7 +25,6 @@ export function WebhookPanel(props: { id: string; canManage: boolean; version: n
   const [url, setUrl] = useState('');
   const [subscribe, setSubscribe] = useState<string[]>([]);
   const [hmacKey, setHmacKey] = useState('');
-  const [deliveries, setDeliveries] = useState<Delivery[]>([]);
   const [logError, setLogError] = useState<string | null>(null);
   const action = useAction();
   const loadConfig = async () => {
@@ -53,19 +33,9 @@ export function WebhookPanel(props: { id: string; canManage: boolean; version: n
     setUrl(value.webhook);
     setSubscribe(value.subscribe);
   };
-  const loadLog = () =>
-    api<{ deliveries: Delivery[] }>('GET', `${base}/deliveries?limit=20`)
-      .then((page) => {
-        setDeliveries(page.deliveries);
-        setLogError(null);
-      })
-      .catch((e) => setLogError(messageOf(e)));
   useEffect(() => {
     void loadConfig().catch((e) => setLogError(messageOf(e)));
   }, [props.id]);
-  useEffect(() => {
-    void loadLog();
-  }, [props.id, props.version]);
 
   const submit = (handler: () => Promise<unknown>) => (event: Event) => {
     event.preventDefault();
@@ -88,14 +58,19 @@ export function WebhookPanel(props: { id: string; canManage: boolean; version: n
     }, 'HMAC key set: deliveries are signed');
   const removeKey = () =>
     action.run(() => api('DELETE', `${base}/hmac`).then(loadConfig), 'HMAC key removed');
+  // A failed test event is shown as the error it is, not as a success notice.
   const test = () =>
     action.run(
-      () => api<{ statusCode: number | null; error: string | null }>('POST', `${base}/webhook/test`),
-      (r) =>
-        r.error ? `Test event failed: ${r.error}` : `Test event delivered: receiver answered ${r.statusCode}`,
+      async () => {
+        const r = await api<{ statusCode: number | null; error: string | null }>(
+          'POST',
+          `${base}/webhook/test`,
+        );
+        if (r.error) throw new Error(`Test event failed: ${r.error}`);
+        return r;
+      },
+      (r) => `Test event delivered: receiver answered ${r.statusCode}`,
     );
-  const redeliver = (id: string) =>
-    action.run(() => api('POST', `${base}/deliveries/${id}/redeliver`), 'Redelivery queued');
 
   return (
     <Section title="Webhook">
@@ -168,86 +143,14 @@ export function WebhookPanel(props: { id: string; canManage: boolean; version: n
       )}
       <h3>Delivery log</h3>
       <Notice error={logError} />
-      <DeliveryTable
+      <DeliveryLog
+        path={`${base}/deliveries`}
         caption="Webhook deliveries, newest first"
         attribute="delivery"
-        deliveries={deliveries}
-        onRedeliver={props.canManage ? redeliver : undefined}
+        types={config?.eventTypes ?? DEFAULT_TYPES}
+        canManage={props.canManage}
+        version={props.version}
       />
     </Section>
-  );
-}
-
-/**
- * A delivery log, newest first: each event's sequence, type, status (with why an unsent one was not queued), every
- * attempt (status code, duration, error, the start of the response) and, when `onRedeliver` is given (a member), a
- * Redeliver button. Each row carries `data-<attribute>` = the event id, so the default webhook's rows and an
- * endpoint's rows are told apart.
- */
-export function DeliveryTable(props: {
-  caption: string;
-  attribute: 'delivery' | 'endpoint-delivery';
-  deliveries: Delivery[];
-  onRedeliver?: ((id: string) => unknown) | undefined;
-}) {
-  const { onRedeliver } = props;
-  return (
-    <table>
-      <caption class="visually-hidden">{props.caption}</caption>
-      <thead>
-        <tr>
-          <th scope="col">#</th>
-          <th scope="col">Event</th>
-          <th scope="col">Status</th>
-          <th scope="col">Attempts</th>
-          <th scope="col">Created</th>
-          {onRedeliver && <th scope="col">Action</th>}
-        </tr>
-      </thead>
-      <tbody>
-        {props.deliveries.map((d) => (
-          <tr key={d.id} {...{ [`data-${props.attribute}`]: d.id }}>
-            <td>{d.sequence}</td>
-            <td>{d.type}</td>
-            <td class={`status-${d.status}`}>
-              {d.status}
-              {d.reason ? ` (${d.reason})` : ''}
-            </td>
-            <td>
-              {d.attempts.length === 0
-                ? 'none'
-                : d.attempts.map((a) => (
-                    <details key={a.number}>
-                      <summary>
-                        Attempt {a.number}: {a.statusCode ?? 'no answer'}
-                        {a.durationMs === null ? '' : ` in ${a.durationMs} ms`}
-                      </summary>
-                      <p>{when(a.at)}</p>
-                      {a.error && <p>Error: {a.error}</p>}
-                      {a.responseBody && <pre>{a.responseBody}</pre>}
-                    </details>
-                  ))}
-            </td>
-            <td>{when(d.createdAt)}</td>
-            {onRedeliver && (
-              <td>
-                <button
-                  type="button"
-                  onClick={() => onRedeliver(d.id)}
-                  aria-label={`Redeliver event ${d.sequence}`}
-                >
-                  Redeliver
-                </button>
-              </td>
-            )}
-          </tr>
-        ))}
-        {props.deliveries.length === 0 && (
-          <tr>
-            <td colSpan={6}>No events yet.</td>
-          </tr>
-        )}
-      </tbody>
-    </table>
   );
 }
