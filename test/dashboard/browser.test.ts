@@ -525,6 +525,35 @@ if (chromiumAvailable) {
       assert.equal(await page.getByRole('link', { name: 'to-delete' }).count(), 0);
     });
 
+    it('fits every page into a 390 px wide phone screen without horizontal scrolling', async () => {
+      await page.setViewportSize({ width: 390, height: 844 });
+      try {
+        for (const [hash, heading] of [
+          ['#/instances', 'Instances'],
+          [`#/instances/${instanceId}`, 'browser-test'],
+          ['#/keys', 'API keys'],
+          ['#/usage', 'Usage'],
+          ['#/users', 'Users'],
+          ['#/password', 'Your password'],
+        ] as const) {
+          await page.goto(`/dashboard/${hash}`);
+          await page.getByRole('heading', { name: heading, exact: false }).first().waitFor();
+          const widths = await page.evaluate(() => {
+            const root = (globalThis as any).document.documentElement;
+            return { scroll: root.scrollWidth, client: root.clientWidth };
+          });
+          assert.ok(
+            widths.scroll <= widths.client,
+            `${hash}: ${widths.scroll} px wide in a ${widths.client} px screen`,
+          );
+        }
+        await screenshot(page, 'keys-phone');
+      } finally {
+        await page.setViewportSize({ width: 1200, height: 860 });
+        await page.goto('/dashboard/#/instances');
+      }
+    });
+
     it('a viewer sees keys but cannot create one', async () => {
       await page.getByRole('button', { name: 'Sign out' }).click();
       await page.getByRole('heading', { name: 'Sign in to parley' }).waitFor();

@@ -86,6 +86,28 @@ export function statusText(instance: InstanceSummary): string {
   return 'Not connected';
 }
 
+/** The badge class of an instance's state: `ok` logged in and connected, `warn` on the way or cut off, `off`. */
+export function statusTone(instance: InstanceSummary): 'ok' | 'warn' | 'off' {
+  if (instance.loggedIn && instance.connected) return 'ok';
+  if (instance.loggedIn || instance.connected) return 'warn';
+  return 'off';
+}
+
+/**
+ * A duration for people, from seconds: `45 s`, `12 min`, `3 h 5 min`, `2 d 4 h` (the two largest units, rounded
+ * down).
+ */
+export function duration(seconds: number): string {
+  const s = Math.max(0, Math.floor(seconds));
+  if (s < 60) return `${s} s`;
+  const minutes = Math.floor(s / 60);
+  if (minutes < 60) return `${minutes} min`;
+  const hours = Math.floor(minutes / 60);
+  if (hours < 24) return minutes % 60 === 0 ? `${hours} h` : `${hours} h ${minutes % 60} min`;
+  const days = Math.floor(hours / 24);
+  return hours % 24 === 0 ? `${days} d` : `${days} d ${hours % 24} h`;
+}
+
 /** A date-time for people: local, to the second; a dash for null. */
 export function when(iso: string | null | undefined): string {
   return iso ? new Date(iso).toLocaleString() : '—';

@@ -1,5 +1,5 @@
 import type { ComponentChildren } from 'preact';
-import { useRef, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError } from './api.ts';
 
 /** A message line announced to screen readers: an error (role alert) or a status. */
@@ -26,21 +26,31 @@ export function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
+/** How long a success notice stays, milliseconds. */
+const OK_NOTICE_MS = 8_000;
+
 /**
  * Runs an action with busy/error/success state for a form or button. `run(action, success)` clears the previous
- * message, awaits the action and shows `success` or the error.
+ * message, awaits the action and shows `success` (for {@link OK_NOTICE_MS}) or the error (until the next run).
  */
 export function useAction() {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const [ok, setOk] = useState<string | null>(null);
+  const clearOk = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  useEffect(() => () => clearTimeout(clearOk.current), []);
   const run = async <T,>(action: () => Promise<T>, success?: string | ((value: T) => string)) => {
     setBusy(true);
     setError(null);
     setOk(null);
+    clearTimeout(clearOk.current);
     try {
       const value = await action();
-      if (success !== undefined) setOk(typeof success === 'string' ? success : success(value));
+      if (success !== undefined) {
+        setOk(typeof success === 'string' ? success : success(value));
+        // A success notice says what just happened: it leaves once it is stale. Errors stay until the next action.
+        clearOk.current = setTimeout(() => setOk(null), OK_NOTICE_MS);
+      }
       return value;
     } catch (caught) {
       setError(messageOf(caught));

@@ -122,87 +122,89 @@ export function EndpointsPanel(props: { id: string; canManage: boolean; version:
         Webhooks secret.
       </p>
       <Notice error={loadError} />
-      <table>
-        <caption class="visually-hidden">Webhook endpoints, oldest first</caption>
-        <thead>
-          <tr>
-            <th scope="col">URL</th>
-            <th scope="col">Events</th>
-            <th scope="col">Description</th>
-            <th scope="col">State</th>
-            <th scope="col">Actions</th>
-          </tr>
-        </thead>
-        <tbody>
-          {endpoints.map((endpoint) => (
-            <tr key={endpoint.id} data-endpoint={endpoint.id}>
-              <td class="mono">{endpoint.url}</td>
-              <td>{endpoint.events.join(', ')}</td>
-              <td>{endpoint.description ?? '—'}</td>
-              <td>
-                {endpoint.enabled
-                  ? 'Enabled'
-                  : endpoint.disabledReason
-                    ? `Disabled: ${endpoint.disabledReason} (${when(endpoint.disabledAt)})`
-                    : 'Disabled'}
-              </td>
-              <td>
-                <div class="row">
-                  <button
-                    type="button"
-                    aria-pressed={open === endpoint.id}
-                    onClick={() => setOpen(open === endpoint.id ? null : endpoint.id)}
-                  >
-                    Deliveries
-                  </button>
-                  {props.canManage && (
-                    <>
-                      <button
-                        type="button"
-                        disabled={action.busy}
-                        onClick={() => setEnabled(endpoint, !endpoint.enabled)}
-                      >
-                        {endpoint.enabled ? 'Disable' : 'Enable'}
-                      </button>
-                      <button type="button" disabled={action.busy} onClick={() => rotate(endpoint)}>
-                        Rotate secret
-                      </button>
-                      {confirming === endpoint.id ? (
-                        <>
-                          <button type="button" disabled={action.busy} onClick={() => remove(endpoint)}>
-                            Confirm delete
-                          </button>
-                          <button type="button" onClick={() => setConfirming(null)}>
-                            Cancel
-                          </button>
-                        </>
-                      ) : (
+      <div class="scroll">
+        <table>
+          <caption class="visually-hidden">Webhook endpoints, oldest first</caption>
+          <thead>
+            <tr>
+              <th scope="col">URL</th>
+              <th scope="col">Events</th>
+              <th scope="col">Description</th>
+              <th scope="col">State</th>
+              <th scope="col">Actions</th>
+            </tr>
+          </thead>
+          <tbody>
+            {endpoints.map((endpoint) => (
+              <tr key={endpoint.id} data-endpoint={endpoint.id}>
+                <td class="mono">{endpoint.url}</td>
+                <td>{endpoint.events.join(', ')}</td>
+                <td>{endpoint.description ?? '—'}</td>
+                <td>
+                  {endpoint.enabled
+                    ? 'Enabled'
+                    : endpoint.disabledReason
+                      ? `Disabled: ${endpoint.disabledReason} (${when(endpoint.disabledAt)})`
+                      : 'Disabled'}
+                </td>
+                <td>
+                  <div class="row">
+                    <button
+                      type="button"
+                      aria-pressed={open === endpoint.id}
+                      onClick={() => setOpen(open === endpoint.id ? null : endpoint.id)}
+                    >
+                      Deliveries
+                    </button>
+                    {props.canManage && (
+                      <>
                         <button
                           type="button"
                           disabled={action.busy}
-                          onClick={() => setConfirming(endpoint.id)}
+                          onClick={() => setEnabled(endpoint, !endpoint.enabled)}
                         >
-                          Delete
+                          {endpoint.enabled ? 'Disable' : 'Enable'}
                         </button>
-                      )}
-                    </>
+                        <button type="button" disabled={action.busy} onClick={() => rotate(endpoint)}>
+                          Rotate secret
+                        </button>
+                        {confirming === endpoint.id ? (
+                          <>
+                            <button type="button" disabled={action.busy} onClick={() => remove(endpoint)}>
+                              Confirm delete
+                            </button>
+                            <button type="button" onClick={() => setConfirming(null)}>
+                              Cancel
+                            </button>
+                          </>
+                        ) : (
+                          <button
+                            type="button"
+                            disabled={action.busy}
+                            onClick={() => setConfirming(endpoint.id)}
+                          >
+                            Delete
+                          </button>
+                        )}
+                      </>
+                    )}
+                  </div>
+                  {confirming === endpoint.id && (
+                    <p role="alert">
+                      Delete this endpoint with its queued deliveries? Nothing more is sent to {endpoint.url}.
+                    </p>
                   )}
-                </div>
-                {confirming === endpoint.id && (
-                  <p role="alert">
-                    Delete this endpoint with its queued deliveries? Nothing more is sent to {endpoint.url}.
-                  </p>
-                )}
-              </td>
-            </tr>
-          ))}
-          {endpoints.length === 0 && (
-            <tr>
-              <td colSpan={5}>No endpoints yet.</td>
-            </tr>
-          )}
-        </tbody>
-      </table>
+                </td>
+              </tr>
+            ))}
+            {endpoints.length === 0 && (
+              <tr>
+                <td colSpan={5}>No endpoints yet.</td>
+              </tr>
+            )}
+          </tbody>
+        </table>
+      </div>
       {props.canManage && (
         <>
           {secret && (

@@ -91,40 +91,42 @@ export function EventLogPanel(props: { id: string; version: number }) {
         <button type="submit">Show</button>
       </form>
       <Notice error={error} />
-      <table>
-        <caption class="visually-hidden">Recorded events, oldest first</caption>
-        <thead>
-          <tr>
-            <th scope="col">#</th>
-            <th scope="col">Type</th>
-            <th scope="col">Recorded</th>
-            <th scope="col">Body</th>
-          </tr>
-        </thead>
-        <tbody>
-          {events.map((entry) => (
-            <tr key={entry.sequence} data-event={entry.sequence}>
-              <td>{entry.sequence}</td>
-              <td>
-                {entry.type}
-                {entry.state ? ` (${entry.state})` : ''}
-              </td>
-              <td>{when(entry.createdAt)}</td>
-              <td>
-                <details>
-                  <summary>JSON</summary>
-                  <pre>{JSON.stringify(entry, null, 2)}</pre>
-                </details>
-              </td>
-            </tr>
-          ))}
-          {events.length === 0 && (
+      <div class="scroll">
+        <table>
+          <caption class="visually-hidden">Recorded events, oldest first</caption>
+          <thead>
             <tr>
-              <td colSpan={4}>No events after sequence {after}.</td>
+              <th scope="col">#</th>
+              <th scope="col">Type</th>
+              <th scope="col">Recorded</th>
+              <th scope="col">Body</th>
             </tr>
-          )}
-        </tbody>
-      </table>
+          </thead>
+          <tbody>
+            {events.map((entry) => (
+              <tr key={entry.sequence} data-event={entry.sequence}>
+                <td>{entry.sequence}</td>
+                <td>
+                  {entry.type}
+                  {entry.state ? ` (${entry.state})` : ''}
+                </td>
+                <td>{when(entry.createdAt)}</td>
+                <td>
+                  <details>
+                    <summary>JSON</summary>
+                    <pre>{JSON.stringify(entry, null, 2)}</pre>
+                  </details>
+                </td>
+              </tr>
+            ))}
+            {events.length === 0 && (
+              <tr>
+                <td colSpan={4}>No events after sequence {after}.</td>
+              </tr>
+            )}
+          </tbody>
+        </table>
+      </div>
       <div class="row">
         <button type="button" disabled={after === 0} onClick={() => load(0, types)}>
           First page

@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, type InstanceSummary, type Me, statusText, when } from '../api.ts';
+import { api, type InstanceSummary, type Me, statusText, statusTone, when } from '../api.ts';
 import { ConfirmButton, messageOf, Notice, Section, useAction } from '../ui.tsx';
 import { EndpointsPanel } from './endpoints.tsx';
 import { EventLogPanel } from './event-log.tsx';
@@ -57,7 +57,7 @@ export function InstancePage(props: { me: Me; id: string }) {
         <dl class="facts">
           <dt>Status</dt>
           <dd>
-            <output id="instance-status" aria-live="polite">
+            <output id="instance-status" aria-live="polite" class={`badge tone-${statusTone(instance)}`}>
               {statusText(instance)}
             </output>
           </dd>

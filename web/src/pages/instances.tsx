@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, type InstanceSummary, type Me, statusText, when } from '../api.ts';
+import { api, type InstanceSummary, type Me, statusText, statusTone, when } from '../api.ts';
 import { messageOf, Notice, Section, useAction } from '../ui.tsx';
 
 /** Every instance of the organization with its state and linked number; members create new ones. */
@@ -33,39 +33,41 @@ export function InstancesPage(props: { me: Me }) {
     <>
       <h1 tabIndex={-1}>Instances</h1>
       <Notice error={loadError} />
-      <table>
-        <caption>One linked WhatsApp number per instance</caption>
-        <thead>
-          <tr>
-            <th scope="col">Name</th>
-            <th scope="col">Environment</th>
-            <th scope="col">Linked number</th>
-            <th scope="col">Status</th>
-            <th scope="col">Last connected</th>
-          </tr>
-        </thead>
-        <tbody>
-          {(instances ?? []).map((instance) => (
-            <tr key={instance.id}>
-              <td>
-                <a href={`#/instances/${instance.id}`}>{instance.name}</a>
-              </td>
-              <td>{instance.env}</td>
-              <td>{instance.phone ?? 'not linked'}</td>
-              <td>
-                {statusText(instance)}
-                {instance.reason ? ` (${instance.reason})` : ''}
-              </td>
-              <td>{when(instance.lastConnectedAt)}</td>
-            </tr>
-          ))}
-          {instances?.length === 0 && (
+      <div class="scroll">
+        <table>
+          <caption>One linked WhatsApp number per instance</caption>
+          <thead>
             <tr>
-              <td colSpan={5}>No instances yet.</td>
+              <th scope="col">Name</th>
+              <th scope="col">Environment</th>
+              <th scope="col">Linked number</th>
+              <th scope="col">Status</th>
+              <th scope="col">Last connected</th>
             </tr>
-          )}
-        </tbody>
-      </table>
+          </thead>
+          <tbody>
+            {(instances ?? []).map((instance) => (
+              <tr key={instance.id}>
+                <td>
+                  <a href={`#/instances/${instance.id}`}>{instance.name}</a>
+                </td>
+                <td>{instance.env}</td>
+                <td>{instance.phone ?? 'not linked'}</td>
+                <td>
+                  <span class={`badge tone-${statusTone(instance)}`}>{statusText(instance)}</span>
+                  {instance.reason ? ` ${instance.reason}` : ''}
+                </td>
+                <td>{when(instance.lastConnectedAt)}</td>
+              </tr>
+            ))}
+            {instances?.length === 0 && (
+              <tr>
+                <td colSpan={5}>No instances yet.</td>
+              </tr>
+            )}
+          </tbody>
+        </table>
+      </div>
       {canManage && (
         <Section title="Create an instance">
           <form onSubmit={submit} class="row">

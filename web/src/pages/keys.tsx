@@ -230,52 +230,54 @@ export function KeysPage(props: { me: Me }) {
           )}
         </Section>
       )}
-      <table>
-        <caption>Keys of this organization (values are never shown again)</caption>
-        <thead>
-          <tr>
-            <th scope="col">Name</th>
-            <th scope="col">Prefix</th>
-            <th scope="col">Env</th>
-            <th scope="col">Scopes</th>
-            <th scope="col">Instances</th>
-            <th scope="col">Expires</th>
-            <th scope="col">Last used</th>
-            <th scope="col">State</th>
-          </tr>
-        </thead>
-        <tbody>
-          {keys.map((key) => (
-            <tr key={key.id}>
-              <td>{key.name}</td>
-              <td class="mono">{key.prefix}…</td>
-              <td>{key.env}</td>
-              <td>{key.scopes.join(', ')}</td>
-              <td>{key.instances.length === 0 ? 'all' : key.instances.length}</td>
-              <td>{when(key.expiresAt)}</td>
-              <td>{when(key.lastUsedAt)}</td>
-              <td>
-                {key.revokedAt ? (
-                  `revoked ${when(key.revokedAt)}`
-                ) : canManage ? (
-                  <ConfirmButton
-                    label="Revoke"
-                    ariaLabel={`Revoke key ${key.prefix}`}
-                    title={`Revoke key ${key.prefix}…?`}
-                    confirmLabel="Revoke key"
-                    onConfirm={() => revoke(key)}
-                  >
-                    Requests with this key are refused at once. This cannot be undone: a new key would have to
-                    be given to whatever uses it.
-                  </ConfirmButton>
-                ) : (
-                  'active'
-                )}
-              </td>
+      <div class="scroll">
+        <table>
+          <caption>Keys of this organization (values are never shown again)</caption>
+          <thead>
+            <tr>
+              <th scope="col">Name</th>
+              <th scope="col">Prefix</th>
+              <th scope="col">Env</th>
+              <th scope="col">Scopes</th>
+              <th scope="col">Instances</th>
+              <th scope="col">Expires</th>
+              <th scope="col">Last used</th>
+              <th scope="col">State</th>
             </tr>
-          ))}
-        </tbody>
-      </table>
+          </thead>
+          <tbody>
+            {keys.map((key) => (
+              <tr key={key.id}>
+                <td>{key.name}</td>
+                <td class="mono">{key.prefix}…</td>
+                <td>{key.env}</td>
+                <td>{key.scopes.join(', ')}</td>
+                <td>{key.instances.length === 0 ? 'all' : key.instances.length}</td>
+                <td>{when(key.expiresAt)}</td>
+                <td>{when(key.lastUsedAt)}</td>
+                <td>
+                  {key.revokedAt ? (
+                    `revoked ${when(key.revokedAt)}`
+                  ) : canManage ? (
+                    <ConfirmButton
+                      label="Revoke"
+                      ariaLabel={`Revoke key ${key.prefix}`}
+                      title={`Revoke key ${key.prefix}…?`}
+                      confirmLabel="Revoke key"
+                      onConfirm={() => revoke(key)}
+                    >
+                      Requests with this key are refused at once. This cannot be undone: a new key would have
+                      to be given to whatever uses it.
+                    </ConfirmButton>
+                  ) : (
+                    'active'
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
     </>
   );
 }

@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api } from '../api.ts';
+import { api, duration } from '../api.ts';
 import { messageOf, Notice } from '../ui.tsx';
 
 interface Window {
@@ -51,7 +51,7 @@ export function UsagePage() {
                   <div class="meter" key={w.name}>
                     <label for={id}>
                       This {w.name}: {used} of {w.quota} used
-                      {used > 0 ? `, resets in ${w.reset} s` : ''}
+                      {used > 0 ? `, resets in ${duration(w.reset)}` : ''}
                     </label>
                     <progress id={id} max={w.quota} value={used} />
                   </div>

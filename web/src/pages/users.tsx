@@ -78,62 +78,65 @@ export function UsersPage(props: { me: Me }) {
         )}
         <Notice error={action.error} ok={action.ok} />
       </Section>
-      <table>
-        <caption>
-          Owners manage everything; members manage instances, keys and webhooks; viewers read.
-        </caption>
-        <thead>
-          <tr>
-            <th scope="col">E-mail</th>
-            <th scope="col">Role</th>
-            <th scope="col">Last sign-in</th>
-            <th scope="col">Action</th>
-          </tr>
-        </thead>
-        <tbody>
-          {users.map((user) => (
-            <tr key={user.id}>
-              <td>{user.email}</td>
-              <td>
-                <select
-                  aria-label={`Role of ${user.email}`}
-                  value={user.role}
-                  onChange={(e) =>
-                    action.run(
-                      () => api('PUT', `/users/${user.id}/role`, { role: e.currentTarget.value }).then(load),
-                      'Role changed',
-                    )
-                  }
-                >
-                  {ROLES.map((r) => (
-                    <option key={r} value={r}>
-                      {r}
-                    </option>
-                  ))}
-                </select>
-              </td>
-              <td>{when(user.lastSignInAt)}</td>
-              <td>
-                {user.id === props.me.user.id ? (
-                  'you'
-                ) : (
-                  <ConfirmButton
-                    label="Remove"
-                    ariaLabel={`Remove ${user.email}`}
-                    title={`Remove ${user.email}?`}
-                    confirmLabel="Remove user"
-                    onConfirm={() =>
-                      action.run(() => api('DELETE', `/users/${user.id}`).then(load), 'User removed')
+      <div class="scroll">
+        <table>
+          <caption>
+            Owners manage everything; members manage instances, keys and webhooks; viewers read.
+          </caption>
+          <thead>
+            <tr>
+              <th scope="col">E-mail</th>
+              <th scope="col">Role</th>
+              <th scope="col">Last sign-in</th>
+              <th scope="col">Action</th>
+            </tr>
+          </thead>
+          <tbody>
+            {users.map((user) => (
+              <tr key={user.id}>
+                <td>{user.email}</td>
+                <td>
+                  <select
+                    aria-label={`Role of ${user.email}`}
+                    value={user.role}
+                    onChange={(e) =>
+                      action.run(
+                        () =>
+                          api('PUT', `/users/${user.id}/role`, { role: e.currentTarget.value }).then(load),
+                        'Role changed',
+                      )
                     }
                   >
-                    {user.email} is signed out everywhere and can no longer sign in to this organization.
-                  </ConfirmButton>
-                )}
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+                    {ROLES.map((r) => (
+                      <option key={r} value={r}>
+                        {r}
+                      </option>
+                    ))}
+                  </select>
+                </td>
+                <td>{when(user.lastSignInAt)}</td>
+                <td>
+                  {user.id === props.me.user.id ? (
+                    'you'
+                  ) : (
+                    <ConfirmButton
+                      label="Remove"
+                      ariaLabel={`Remove ${user.email}`}
+                      title={`Remove ${user.email}?`}
+                      confirmLabel="Remove user"
+                      onConfirm={() =>
+                        action.run(() => api('DELETE', `/users/${user.id}`).then(load), 'User removed')
+                      }
+                    >
+                      {user.email} is signed out everywhere and can no longer sign in to this organization.
+                    </ConfirmButton>
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
     </>
   );
 }
