@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { after, before, describe, it } from 'node:test';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { Webhook } from 'standardwebhooks';
@@ -19,6 +21,16 @@ import { createUser, PASSWORD } from './support.ts';
  * The dashboard in a real browser (Debian's Chromium through playwright-core): the issue's whole flow, from
  * sign-in to a redelivered webhook, with the state changes arriving by server-sent events (no reload).
  */
+/** Every page of the dashboard an owner sees, as its hash and the text of its heading. */
+const PAGES = (instanceId: string): [string, string][] => [
+  ['#/instances', 'Instances'],
+  [`#/instances/${instanceId}`, 'browser-test'],
+  ['#/keys', 'API keys'],
+  ['#/usage', 'Usage'],
+  ['#/users', 'Users'],
+  ['#/password', 'Your password'],
+];
+
 if (chromiumAvailable) {
   describe('dashboard in Chromium', () => {
     let t: TestApp;
@@ -528,14 +540,7 @@ if (chromiumAvailable) {
     it('fits every page into a 390 px wide phone screen without horizontal scrolling', async () => {
       await page.setViewportSize({ width: 390, height: 844 });
       try {
-        for (const [hash, heading] of [
-          ['#/instances', 'Instances'],
-          [`#/instances/${instanceId}`, 'browser-test'],
-          ['#/keys', 'API keys'],
-          ['#/usage', 'Usage'],
-          ['#/users', 'Users'],
-          ['#/password', 'Your password'],
-        ] as const) {
+        for (const [hash, heading] of PAGES(instanceId)) {
           await page.goto(`/dashboard/${hash}`);
           await page.getByRole('heading', { name: heading, exact: false }).first().waitFor();
           const widths = await page.evaluate(() => {
@@ -552,6 +557,34 @@ if (chromiumAvailable) {
         await page.setViewportSize({ width: 1200, height: 860 });
         await page.goto('/dashboard/#/instances');
       }
+    });
+
+    it('has no serious or critical accessibility violation on any page at 1440 px and 390 px (axe-core)', async () => {
+      const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+      const found: string[] = [];
+      for (const width of [1440, 390]) {
+        await page.setViewportSize({ width, height: 900 });
+        for (const [hash, heading] of PAGES(instanceId)) {
+          await page.goto(`/dashboard/${hash}`);
+          await page.getByRole('heading', { name: heading }).first().waitFor();
+          // page.evaluate runs outside the page's Content-Security-Policy, which refuses injected scripts.
+          await page.evaluate(axeSource);
+          const violations: { id: string; impact: string; help: string; nodes: { target: string[] }[] }[] =
+            await page.evaluate(async () => {
+              const result = await (globalThis as any).axe.run((globalThis as any).document, {
+                runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] },
+              });
+              return result.violations;
+            });
+          for (const v of violations.filter((v) => v.impact === 'serious' || v.impact === 'critical'))
+            found.push(
+              `${width} px ${hash}: ${v.id} (${v.help}) at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`,
+            );
+        }
+      }
+      await page.setViewportSize({ width: 1200, height: 860 });
+      await page.goto('/dashboard/#/instances');
+      assert.deepEqual(found, []);
     });
 
     it('a viewer sees keys but cannot create one', async () => {

@@ -128,3 +128,16 @@ export function ConfirmButton(props: {
     </>
   );
 }
+
+/**
+ * A box a wide table scrolls in, so the page itself never scrolls sideways on a phone. It takes keyboard focus
+ * (WCAG 2.1.1; axe-core's `scrollable-region-focusable`): a keyboard user scrolls it with the arrow keys.
+ */
+export function ScrollBox(props: { label: string; children: ComponentChildren }) {
+  return (
+    // biome-ignore lint/a11y/noNoninteractiveTabindex: a scrollable region must be reachable by keyboard (WCAG 2.1.1).
+    <section class="scroll" aria-label={props.label} tabIndex={0}>
+      {props.children}
+    </section>
+  );
+}

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, when } from '../api.ts';
-import { messageOf, Notice, useAction } from '../ui.tsx';
+import { messageOf, Notice, ScrollBox, useAction } from '../ui.tsx';
 
 /** One attempt of a delivery, as the delivery log answers it (docs/api.md, `GET /v1/webhook/deliveries`). */
 export interface Attempt {
@@ -182,7 +182,7 @@ export function DeliveryLog(props: {
         )}
       </div>
       <Notice error={loadError ?? action.error} ok={action.ok} />
-      <div class="scroll">
+      <ScrollBox label={props.caption}>
         <table>
           <caption class="visually-hidden">{props.caption}</caption>
           <thead>
@@ -263,7 +263,7 @@ export function DeliveryLog(props: {
             )}
           </tbody>
         </table>
-      </div>
+      </ScrollBox>
       <div class="row pager">
         <button
           type="button"

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, when } from '../api.ts';
-import { messageOf, Notice, Section, useAction } from '../ui.tsx';
+import { messageOf, Notice, ScrollBox, Section, useAction } from '../ui.tsx';
 import { DeliveryLog } from './delivery-log.tsx';
 
 /** A webhook endpoint as the dashboard API answers it (docs/api.md#webhook-endpoints): never its secret. */
@@ -122,7 +122,7 @@ export function EndpointsPanel(props: { id: string; canManage: boolean; version:
         Webhooks secret.
       </p>
       <Notice error={loadError} />
-      <div class="scroll">
+      <ScrollBox label="Webhook endpoints, table">
         <table>
           <caption class="visually-hidden">Webhook endpoints, oldest first</caption>
           <thead>
@@ -204,7 +204,7 @@ export function EndpointsPanel(props: { id: string; canManage: boolean; version:
             )}
           </tbody>
         </table>
-      </div>
+      </ScrollBox>
       {props.canManage && (
         <>
           {secret && (

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, when } from '../api.ts';
-import { messageOf, Notice, Section } from '../ui.tsx';
+import { messageOf, Notice, ScrollBox, Section } from '../ui.tsx';
 
 /** One entry of the event log: the webhook body of the event plus when it was recorded. */
 interface LoggedEvent {
@@ -91,7 +91,7 @@ export function EventLogPanel(props: { id: string; version: number }) {
         <button type="submit">Show</button>
       </form>
       <Notice error={error} />
-      <div class="scroll">
+      <ScrollBox label="Event log, table">
         <table>
           <caption class="visually-hidden">Recorded events, oldest first</caption>
           <thead>
@@ -126,7 +126,7 @@ export function EventLogPanel(props: { id: string; version: number }) {
             )}
           </tbody>
         </table>
-      </div>
+      </ScrollBox>
       <div class="row">
         <button type="button" disabled={after === 0} onClick={() => load(0, types)}>
           First page

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type InstanceSummary, type Me, statusText, statusTone, when } from '../api.ts';
-import { messageOf, Notice, Section, useAction } from '../ui.tsx';
+import { messageOf, Notice, ScrollBox, Section, useAction } from '../ui.tsx';
 
 /** Every instance of the organization with its state and linked number; members create new ones. */
 export function InstancesPage(props: { me: Me }) {
@@ -33,7 +33,7 @@ export function InstancesPage(props: { me: Me }) {
     <>
       <h1 tabIndex={-1}>Instances</h1>
       <Notice error={loadError} />
-      <div class="scroll">
+      <ScrollBox label="Instances, table">
         <table>
           <caption>One linked WhatsApp number per instance</caption>
           <thead>
@@ -67,7 +67,7 @@ export function InstancesPage(props: { me: Me }) {
             )}
           </tbody>
         </table>
-      </div>
+      </ScrollBox>
       {canManage && (
         <Section title="Create an instance">
           <form onSubmit={submit} class="row">

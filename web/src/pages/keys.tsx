@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type InstanceSummary, type Me, when } from '../api.ts';
-import { ConfirmButton, messageOf, Notice, Section, useAction } from '../ui.tsx';
+import { ConfirmButton, messageOf, Notice, ScrollBox, Section, useAction } from '../ui.tsx';
 
 /**
  * The scopes a key may carry (src/domain/scope.ts); `chat:*` does not include `instances:manage`, and is a choice of
@@ -230,7 +230,7 @@ export function KeysPage(props: { me: Me }) {
           )}
         </Section>
       )}
-      <div class="scroll">
+      <ScrollBox label="API keys, table">
         <table>
           <caption>Keys of this organization (values are never shown again)</caption>
           <thead>
@@ -277,7 +277,7 @@ export function KeysPage(props: { me: Me }) {
             ))}
           </tbody>
         </table>
-      </div>
+      </ScrollBox>
     </>
   );
 }

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type Me, when } from '../api.ts';
-import { ConfirmButton, messageOf, Notice, Section, useAction } from '../ui.tsx';
+import { ConfirmButton, messageOf, Notice, ScrollBox, Section, useAction } from '../ui.tsx';
 
 interface User {
   id: string;
@@ -78,7 +78,7 @@ export function UsersPage(props: { me: Me }) {
         )}
         <Notice error={action.error} ok={action.ok} />
       </Section>
-      <div class="scroll">
+      <ScrollBox label="Users, table">
         <table>
           <caption>
             Owners manage everything; members manage instances, keys and webhooks; viewers read.
@@ -136,7 +136,7 @@ export function UsersPage(props: { me: Me }) {
             ))}
           </tbody>
         </table>
-      </div>
+      </ScrollBox>
     </>
   );
 }
