@@ -293,6 +293,29 @@ if (chromiumAvailable) {
       await log.getByText(`No events after sequence ${presence.sequence}.`).waitFor();
     });
 
+    it('opens a conversation, reads it and answers it; the reply shows with its state', async () => {
+      const panel = page.getByRole('region', { name: 'Conversations' });
+      await panel
+        .getByRole('navigation', { name: 'Chats' })
+        .getByRole('button')
+        .filter({ hasText: 'hello from the browser test' })
+        .click();
+      const chat = panel.getByRole('region', { name: /^Conversation with / });
+      await chat.locator('li.message:not(.mine)', { hasText: 'hello from the browser test' }).waitFor();
+      await chat.getByLabel('Reply').fill('Thanks, we are on our way');
+      await chat.getByRole('button', { name: 'Send' }).click();
+      const mine = chat.locator('li.message.mine', { hasText: 'Thanks, we are on our way' });
+      await mine.locator('.meta', { hasText: /· (Sent|Delivered|Read)$/ }).waitFor();
+      const row = await t.services.store.db
+        .selectFrom('messages')
+        .select(['chat', 'from_me'])
+        .where('instance_id', '=', instanceId)
+        .where('content', 'like', '%Thanks, we are on our way%')
+        .executeTakeFirstOrThrow();
+      assert.deepEqual(row, { chat: '5511988887777@s.whatsapp.net', from_me: 1 });
+      await screenshot(page, 'conversations', 'section[aria-labelledby="section-conversations"]');
+    });
+
     it('adds a webhook endpoint, shows its secret once, logs and redelivers to it, disables and deletes it', async () => {
       const target = await startReceiver();
       try {
@@ -547,12 +570,12 @@ if (chromiumAvailable) {
             const root = (globalThis as any).document.documentElement;
             return { scroll: root.scrollWidth, client: root.clientWidth };
           });
+          if (hash === '#/keys') await screenshot(page, 'keys-phone');
           assert.ok(
             widths.scroll <= widths.client,
             `${hash}: ${widths.scroll} px wide in a ${widths.client} px screen`,
           );
         }
-        await screenshot(page, 'keys-phone');
       } finally {
         await page.setViewportSize({ width: 1200, height: 860 });
         await page.goto('/dashboard/#/instances');

@@ -1,6 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type InstanceSummary, type Me, statusText, statusTone, when } from '../api.ts';
 import { ConfirmButton, messageOf, Notice, Section, useAction } from '../ui.tsx';
+import { ConversationsPanel } from './conversations.tsx';
 import { EndpointsPanel } from './endpoints.tsx';
 import { EventLogPanel } from './event-log.tsx';
 import { SandboxPanel } from './sandbox.tsx';
@@ -14,7 +15,7 @@ interface Qr {
 
 /**
  * One instance: its state, connect / disconnect / logout (confirmed first), deletion for owners, the QR code pushed live by the server (replaced as it
- * rotates), the pairing-code alternative, the webhook, the extra webhook endpoints and, for test instances, the sandbox
+ * rotates), the pairing-code alternative, the conversations, the webhook, the extra webhook endpoints and, for test instances, the sandbox
  * helpers.
  */
 export function InstancePage(props: { me: Me; id: string }) {
@@ -115,6 +116,7 @@ export function InstancePage(props: { me: Me; id: string }) {
         {qr && !instance.loggedIn && <QrPanel qr={qr} />}
         {canManage && instance.env === 'live' && !instance.loggedIn && <PairingCode id={id} />}
       </Section>
+      <ConversationsPanel id={id} canManage={canManage} version={deliveriesVersion} />
       {instance.env === 'test' && canManage && <SandboxPanel id={id} code={qr?.code} />}
       <WebhookPanel id={id} canManage={canManage} version={deliveriesVersion} />
       <EndpointsPanel id={id} canManage={canManage} version={deliveriesVersion} />

@@ -1,6 +1,7 @@
 import fastifyCookie from '@fastify/cookie';
 import type { FastifyInstance } from 'fastify';
 import { accountRoutes } from './account.ts';
+import { conversationRoutes } from './conversations.ts';
 import { endpointRoutes } from './endpoints.ts';
 import { eventRoutes } from './events.ts';
 import { addDashboardGuard } from './guard.ts';
@@ -32,6 +33,7 @@ export async function dashboardRoutes(app: FastifyInstance, options: { root?: st
       await api.register(keyRoutes);
       await api.register(userRoutes);
       await api.register(eventRoutes);
+      await api.register(conversationRoutes);
     },
     { prefix: '/dashboard/api' },
   );
