@@ -51,7 +51,8 @@ export async function sandboxChatOf(account: SandboxAccount, chat: Jid): Promise
   const lid = lidOfJid(chat);
   if (lid === null) return chat;
   const mapping = await sandboxLidMapping(account, { lid });
-  if (!mapping) throw new DomainError('not_registered', `recipient ${chat} is not registered on the platform`);
+  if (!mapping)
+    throw new DomainError('not_registered', `recipient ${chat} is not registered on the platform`);
   await revealLid(account, mapping.phone);
   return userJid(mapping.phone);
 }

@@ -22,7 +22,7 @@ import { incomingCall } from './calls.ts';
 import * as admin from './group-admin.ts';
 import * as groups from './groups.ts';
 import { SequenceAllocator } from './ids.ts';
-import { revealLid, sandboxLidMapping } from './lids.ts';
+import { sandboxLidMapping } from './lids.ts';
 import * as media from './media.ts';
 import * as messaging from './messaging.ts';
 import { defaultSandboxPhone, pairingSlot, sandboxPairingCode } from './pairing.ts';
@@ -212,11 +212,17 @@ export class SandboxSession implements EngineSession {
   downloadMedia(message: EngineMessage, maxBytes: number): Promise<AsyncIterable<Buffer>> {
     return media.downloadMedia(this.#context, message, maxBytes);
   }
-  /** The pair of a registered simulated user, by LID or phone (lids.ts); null when none. */
+  /**
+   * The pair of a registered simulated user, by LID or phone (lids.ts); null when none. A pair found is emitted
+   * as a `lid-mapping` event (recorded before this resolves).
+   */
   async lidMapping(query: { lid: string } | { phone: string }): Promise<LidMapping | null> {
     await this.#ready();
     const found = await sandboxLidMapping(this.#account, query);
-    if (found) await revealLid(this.#account, found.phone);
+    if (found) {
+      await this.#context.emit({ type: 'lid-mapping', mappings: [found] });
+      this.#revealedLids.add(found.phone);
+    }
     return found;
   }
 
