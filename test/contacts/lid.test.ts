@@ -145,6 +145,26 @@ for (const dialect of testDialects()) {
         body: '👍',
       });
       assert.equal(react.status, 200, JSON.stringify(react.body));
+      // An edit names the chat by the same LID: the message stored under the phone JID is found through the pair.
+      const edit = await t.call('POST', '/v1/messages/edit', {
+        phone: `${CARLA_LID}@lid`,
+        id: sent.body.data.id,
+        body: 'Olá, Carla!',
+      });
+      assert.equal(edit.status, 200, JSON.stringify(edit.body));
+      const edited = await t.services.store.db
+        .selectFrom('messages')
+        .select(['content'])
+        .where('instance_id', '=', t.instance.id)
+        .where('id', '=', sent.body.data.id)
+        .executeTakeFirstOrThrow();
+      assert.equal(JSON.parse(edited.content).text, 'Olá, Carla!');
+      const elsewhere = await t.call('POST', '/v1/messages/edit', {
+        phone: `${ANA_LID}@lid`,
+        id: sent.body.data.id,
+        body: 'x',
+      });
+      assert.deepEqual(elsewhere.body, bad(404, `message ${sent.body.data.id} not found in this chat`));
     });
 
     it('a LID no user owns is 422 not registered; malformed @lid forms are 400 naming phone', async () => {
