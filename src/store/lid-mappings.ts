@@ -12,9 +12,13 @@ export interface StoredLidMapping extends LidMapping {
   updatedAt: number;
 }
 
+/** Most rows one upsert statement carries (4 parameters each: well under SQLite's and PostgreSQL's limits). */
+const UPSERT_CHUNK = 500;
+
 /**
  * Stores pairs of `instanceId` seen at `at` (epoch ms): a LID's row is created or its phone and time replaced (a
- * LID names one user; the latest sighting wins). Pairs repeated in `mappings` keep the last one. One statement.
+ * LID names one user; the latest sighting wins). Pairs repeated in `mappings` keep the last one. One statement per
+ * 500 pairs (a history sync may carry thousands).
  * @throws the store's error (the caller's transaction then rolls back).
  */
 export async function upsertLidMappings(
@@ -27,16 +31,18 @@ export async function upsertLidMappings(
   for (const { lid, phone } of mappings) byLid.set(lid, phone);
   if (byLid.size === 0) return;
   const rows = [...byLid].map(([lid, phone]) => ({ instance_id: instanceId, lid, phone, updated_at: at }));
-  await db
-    .insertInto('lid_mappings')
-    .values(rows)
-    .onConflict((oc) =>
-      oc.columns(['instance_id', 'lid']).doUpdateSet((eb) => ({
-        phone: eb.ref('excluded.phone'),
-        updated_at: eb.ref('excluded.updated_at'),
-      })),
-    )
-    .execute();
+  for (let start = 0; start < rows.length; start += UPSERT_CHUNK) {
+    await db
+      .insertInto('lid_mappings')
+      .values(rows.slice(start, start + UPSERT_CHUNK))
+      .onConflict((oc) =>
+        oc.columns(['instance_id', 'lid']).doUpdateSet((eb) => ({
+          phone: eb.ref('excluded.phone'),
+          updated_at: eb.ref('excluded.updated_at'),
+        })),
+      )
+      .execute();
+  }
 }
 
 /** The pair of LID `lid` (digits) of `instanceId`, or undefined when none was stored. */
