@@ -1,9 +1,12 @@
 import type { RegistrationCache } from '../contacts/registration-cache.ts';
+import { errors } from '../domain/errors.ts';
 import type { Instance } from '../domain/instance.ts';
+import { type LidMapping, lidJid } from '../domain/lids.ts';
 import type { Avatar, Contact, UserCheck, UserInfo } from '../domain/messages.ts';
 import { phoneOfJid } from '../domain/messages.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
+import { findLidMappingByLid, findLidMappingByPhone } from '../store/lid-mappings.ts';
 import { listChatPeers } from '../store/messages.ts';
 
 /**
@@ -61,5 +64,29 @@ export class ContactService {
   /** The profile picture of a user, or null when it has none (docs/api.md#contacts). */
   async avatar(instance: Instance, phone: string): Promise<Avatar | null> {
     return this.#sessions.ready(instance).avatar(phone);
+  }
+
+  /**
+   * The phone↔LID pair of LID `lid` or phone number `phone` (digits only) (docs/decisions/0038-lid-mappings.md):
+   * the stored pair (`lid_mappings`) when there is one, else, when the instance's session is logged in and
+   * connected and its engine can ask, the engine's answer (which the engine records as a `lid-mapping` event, so
+   * the next lookup is a store read). Needs no connection when the pair is stored.
+   * @throws DomainError not_found `no LID mapping known for <lid>@lid` / `… for <phone>` when neither knows it;
+   *   the engine's errors as raised.
+   */
+  async lidMapping(instance: Instance, query: { lid: string } | { phone: string }): Promise<LidMapping> {
+    const db = this.#store.db;
+    const stored =
+      'lid' in query
+        ? await findLidMappingByLid(db, instance.id, query.lid)
+        : await findLidMappingByPhone(db, instance.id, query.phone);
+    if (stored) return { lid: stored.lid, phone: stored.phone };
+    const session = this.#sessions.existing(instance.id);
+    const state = session?.state();
+    if (session?.lidMapping && state?.loggedIn && state.connected) {
+      const found = await session.lidMapping(query);
+      if (found) return found;
+    }
+    throw errors.notFound(`no LID mapping known for ${'lid' in query ? lidJid(query.lid) : query.phone}`);
   }
 }

@@ -1,9 +1,12 @@
 import type { Clock } from '../domain/clock.ts';
 import { DomainError, errors } from '../domain/errors.ts';
 import type { Instance } from '../domain/instance.ts';
+import { isLidAddress, lidOfJid } from '../domain/lids.ts';
 import type { ChatPresenceState, SentMessage } from '../domain/messages.ts';
+import { userJid } from '../domain/messages.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
+import { findLidMappingByLid } from '../store/lid-mappings.ts';
 import { findStoredMessage, type StoredMessage } from '../store/messages.ts';
 import { chatJidOf } from './messaging.ts';
 
@@ -44,13 +47,25 @@ export class MessageUpdateService {
    */
   async #own(instance: Instance, phone: string, id: string, verb: string): Promise<StoredMessage> {
     const message = await findStoredMessage(this.#store.db, instance.id, id);
-    if (!message || message.source.chat !== chatJidOf(phone)) {
+    if (!message || !(await this.#inChat(instance, message, phone))) {
       throw errors.notFound(`message ${id} not found in this chat`);
     }
     if (!message.source.isFromMe) {
       throw new DomainError('forbidden', `only messages this instance sent can be ${verb}`);
     }
     return message;
+  }
+
+  /**
+   * Whether `message` belongs to chat `phone`. A `<lid>@lid` chat also matches the phone JID parley keeps for the
+   * LID, since a message sent to a known LID is stored under the phone JID (docs/decisions/0038-lid-mappings.md).
+   */
+  async #inChat(instance: Instance, message: StoredMessage, phone: string): Promise<boolean> {
+    if (message.source.chat === chatJidOf(phone)) return true;
+    const lid = isLidAddress(phone) ? lidOfJid(phone) : null;
+    if (lid === null) return false;
+    const pair = await findLidMappingByLid(this.#store.db, instance.id, lid);
+    return pair !== undefined && message.source.chat === userJid(pair.phone);
   }
 
   /**

@@ -3,6 +3,7 @@ import type { RegistrationCache } from '../contacts/registration-cache.ts';
 import type { Clock } from '../domain/clock.ts';
 import { DomainError, errors } from '../domain/errors.ts';
 import type { Instance } from '../domain/instance.ts';
+import { isLidAddress } from '../domain/lids.ts';
 import type { Jid, OutgoingContent, SentMessage } from '../domain/messages.ts';
 import { GROUP_DOMAIN, userJid } from '../domain/messages.ts';
 import type { EngineSession } from '../engines/engine.ts';
@@ -19,9 +20,12 @@ export function isGroupAddress(address: string): boolean {
   return address.endsWith(`@${GROUP_DOMAIN}`);
 }
 
-/** The chat JID of a `phone` field: a phone number's user JID, or the group JID as given. */
+/**
+ * The chat JID of a `phone` field: a phone number's user JID, or the group JID or the `<lid>@lid` LID JID as given
+ * (docs/decisions/0038-lid-mappings.md).
+ */
 export function chatJidOf(address: string): Jid {
-  return isGroupAddress(address) ? address : userJid(address);
+  return isGroupAddress(address) || isLidAddress(address) ? address : userJid(address);
 }
 
 /** A send: the chat address (`phone` field: a phone number or a group JID) and the message to quote, if any. */
@@ -255,10 +259,11 @@ export class MessagingService {
 
   /**
    * Checks that the recipient of a one-to-one chat is registered on the platform, through the registration cache
-   * (docs/decisions/0001-envelope-and-error-codes.md); group chats are checked by the engine (membership).
+   * (docs/decisions/0001-envelope-and-error-codes.md); group chats are checked by the engine (membership), and so
+   * are `<lid>@lid` addresses (a LID has no phone number to check; docs/decisions/0038-lid-mappings.md).
    */
   async #requireRegistered(instance: Instance, session: EngineSession, address: string): Promise<void> {
-    if (isGroupAddress(address)) return;
+    if (isGroupAddress(address) || isLidAddress(address)) return;
     const [check] = await this.#registrations.check(instance.id, [address], (phones) =>
       session.checkPhones(phones),
     );

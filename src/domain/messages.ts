@@ -1,4 +1,5 @@
 import type { EngineCall } from './calls.ts';
+import type { LidMapping } from './lids.ts';
 
 /**
  * Domain types shared by the engines (sandbox, Baileys) and the parts that subscribe to them
@@ -359,7 +360,13 @@ export type EngineEvent =
       status: 'sent' | 'failed' | 'canceled';
       error?: string;
       at: number /* epoch ms */;
-    };
+    }
+  /**
+   * The platform told the account which phone number is behind one or more LIDs (Baileys' `lid-mapping.update`,
+   * a message that carried both forms, the sandbox's simulated users). Recorded into `lid_mappings`, no webhook
+   * (docs/decisions/0038-lid-mappings.md).
+   */
+  | { type: 'lid-mapping'; mappings: LidMapping[] };
 
 /**
  * What changed in a group (the platform's `w:gp2` notifications; Baileys' `group-participants.update` and
@@ -436,5 +443,7 @@ export function eventLogFields(event: EngineEvent): Record<string, unknown> {
       return { event: event.type, id: event.id, status: event.status };
     case 'group':
       return { event: event.type, chat: event.update.groupJid, action: event.update.action };
+    case 'lid-mapping':
+      return { event: event.type, mappings: event.mappings.length };
   }
 }

@@ -3,6 +3,7 @@ import type { CallSettings } from '../domain/calls.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Environment } from '../domain/environment.ts';
 import type { GroupChange, ParticipantAction, ParticipantOutcome } from '../domain/groups.ts';
+import type { LidMapping } from '../domain/lids.ts';
 import type {
   Avatar,
   ChatPresenceState,
@@ -255,7 +256,21 @@ export interface EngineSession
     MessagingCapability,
     ContactsCapability,
     GroupsCapability,
-    Partial<MediaCapability> {}
+    Partial<MediaCapability>,
+    Partial<LidCapability> {}
+
+/**
+ * Asking the platform which phone number is behind a LID, or which LID a phone number has
+ * (docs/decisions/0038-lid-mappings.md): `GET /v1/contacts/lid` asks it when the store has no pair.
+ */
+export interface LidCapability {
+  /**
+   * The pair of LID `lid` or phone number `phone` (digits only, no domain), as far as the platform or the engine's
+   * own mapping store knows it; null when unknown. A pair found is also emitted as a `lid-mapping` event.
+   * @throws DomainError not_logged_in / not_connected when the session cannot ask; platform errors as raised.
+   */
+  lidMapping(query: { lid: string } | { phone: string }): Promise<LidMapping | null>;
+}
 
 /** The sandbox's test helpers (docs/decisions/0004-sandbox.md); routes under `/v1/sandbox/*` call these. */
 export interface SandboxControls {

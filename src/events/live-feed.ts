@@ -30,7 +30,7 @@ export class LiveFeed implements EventProjection {
   /** Tells the instance's listeners what kind of change committed. */
   afterCommit(instanceId: string, event: EngineEvent): void {
     if (event.type === 'connection') this.#publish(instanceId, 'status');
-    else if (event.type !== 'read' && event.type !== 'contacts') {
+    else if (event.type !== 'read' && event.type !== 'contacts' && event.type !== 'lid-mapping') {
       // Pacing's pause and resume change what the status view shows; the other session statuses come with the
       // connection event they were derived from, which already said so.
       if (event.type === 'sessionStatus' && (event.status === 'paused' || event.status === 'resumed'))

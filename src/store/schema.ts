@@ -411,4 +411,16 @@ export interface Database {
   send_jobs: SendJobsTable;
   send_pacing: SendPacingTable;
   idempotency_keys: IdempotencyKeysTable;
+  lid_mappings: LidMappingsTable;
+}
+
+/**
+ * One phone↔LID pair an instance's platform told it (migration 0019, docs/decisions/0038-lid-mappings.md): `lid` and
+ * `phone` digits only, `updated_at` epoch ms of the last sighting. Primary key (instance_id, lid).
+ */
+export interface LidMappingsTable {
+  instance_id: string;
+  lid: string;
+  phone: string;
+  updated_at: number;
 }

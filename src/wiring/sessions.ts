@@ -6,6 +6,7 @@ import { BaileysEngine, type BaileysEngineOptions } from '../engines/baileys/ind
 import type { Engine } from '../engines/engine.ts';
 import { SandboxEngine } from '../engines/sandbox/index.ts';
 import { InstanceStateProjection } from '../events/instance-state.ts';
+import { LidMappingProjection } from '../events/lid-mapping-projection.ts';
 import { MessageProjection } from '../events/message-projection.ts';
 import { EventRecorder } from '../events/recorder.ts';
 import type { SecretBox } from '../security/secrets.ts';
@@ -49,7 +50,7 @@ export function wireSessions(
   const { store, box, clock, logger } = deps;
   const recorder = new EventRecorder(
     store.db,
-    [new InstanceStateProjection(clock), new MessageProjection(clock)],
+    [new InstanceStateProjection(clock), new MessageProjection(clock), new LidMappingProjection(clock)],
     logger,
   );
   const live: Engine =

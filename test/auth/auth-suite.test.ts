@@ -203,4 +203,12 @@ describe('shared auth suite: every authenticated route', () => {
       assert.ok(status !== 401 && status !== 403, `${route.method} ${route.url} answered ${status}`);
     }
   });
+
+  it('the LID lookup is an authenticated route of scope chat:contacts (docs/decisions/0038-lid-mappings.md)', () => {
+    const routes = authenticated().filter((r) => r.url === '/v1/contacts/lid');
+    assert.deepEqual(
+      routes.map((r) => [r.method, r.url, r.scope]),
+      [['GET', '/v1/contacts/lid', 'chat:contacts']],
+    );
+  });
 });

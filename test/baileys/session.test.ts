@@ -378,7 +378,20 @@ describe('live session over a fake socket', () => {
     sock().emit('contacts.update', [{ id: PEER, notify: 'Aninha' }]);
     await until(() => rc.events.filter((e) => e.type === 'contacts').length === 2, 2_000, 'events');
     const types = rc.events.filter((e) => e.type !== 'connection').map((e) => e.type);
-    assert.deepEqual(types, ['message', 'message', 'presence', 'receipt', 'contacts', 'contacts']);
+    // The pairs learned (docs/decisions/0038-lid-mappings.md) are recorded as one lid-mapping event, in queue order.
+    assert.deepEqual(types, [
+      'message',
+      'lid-mapping',
+      'message',
+      'presence',
+      'receipt',
+      'contacts',
+      'contacts',
+    ]);
+    assert.deepEqual(ofType(rc.events, 'lid-mapping')[0]?.mappings, [
+      { lid: '5151', phone: '5511951515151' },
+      { lid: PEER_LID.split('@')[0], phone: PEER.split('@')[0] },
+    ]);
     const [one, two] = ofType(rc.events, 'message');
     assert.equal(one?.message.source.chat, PEER);
     assert.equal(two?.message.source.chat, '5511951515151@s.whatsapp.net');

@@ -137,6 +137,11 @@ async function seedUnreachedRows(store: Store, instanceId: string, now: number):
       updated_at: now,
     })
     .execute();
+  await db
+    .insertInto('lid_mappings')
+    .values({ instance_id: instanceId, lid: '123456789012345', phone: '5511988887777', updated_at: now })
+    .onConflict((oc) => oc.columns(['instance_id', 'lid']).doNothing())
+    .execute();
 }
 
 for (const dialect of testDialects()) {

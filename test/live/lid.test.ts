@@ -199,5 +199,94 @@ for (const dialect of testDialects()) {
         watch.stop();
       }
     });
+
+    // docs/decisions/0038-lid-mappings.md: the pairs parley saw answer GET /v1/contacts/lid, and sends take <lid>@lid.
+    const mappingRows = () =>
+      app.t.services.store.db
+        .selectFrom('lid_mappings')
+        .select(['lid', 'phone'])
+        .where('instance_id', '=', app.instanceId)
+        .orderBy('lid')
+        .execute();
+
+    it('the pair an incoming LID-addressed message carried is stored and answers GET /v1/contacts/lid', async () => {
+      const lid = lids[ana] ?? '';
+      await until('the stored pair of Ana', async () =>
+        (await mappingRows()).find((r) => r.lid === lid && r.phone === ana),
+      );
+      for (const query of [`lid=${lid}`, `lid=${lid}@lid`, `phone=${ana}`]) {
+        const res = await app.live('GET', `/v1/contacts/lid?${query}`);
+        assert.equal(res.status, 200, JSON.stringify(res.body));
+        assert.deepEqual(res.body, { success: true, code: 200, data: { phone: ana, lid: `${lid}@lid` } });
+      }
+      // The user whose phone the platform hides: nothing, here or in Baileys' store, knows the number.
+      const hiddenLid = lids[hidden] ?? '';
+      const unknown = await app.live('GET', `/v1/contacts/lid?lid=${hiddenLid}`);
+      assert.equal(unknown.status, 404, JSON.stringify(unknown.body));
+      assert.deepEqual(unknown.body, {
+        error: { code: 404, message: `no LID mapping known for ${hiddenLid}@lid` },
+      });
+      assert.equal(
+        (await mappingRows()).some((r) => r.lid === hiddenLid),
+        false,
+      );
+    });
+
+    it("a number parley never saw is asked of the platform through Baileys' mapping store, answered and stored", async () => {
+      const dora = '5521955554444';
+      const created = await control(sim, 'POST', '/users', { phone: dora, pushName: 'Dora' });
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+      const doraLid: string = created.body.lid;
+      assert.equal(
+        (await mappingRows()).some((r) => r.phone === dora),
+        false,
+      );
+      const res = await app.live('GET', `/v1/contacts/lid?phone=${dora}`);
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      assert.deepEqual(res.body.data, { phone: dora, lid: `${doraLid}@lid` });
+      assert.deepEqual(
+        (await mappingRows()).filter((r) => r.phone === dora),
+        [{ lid: doraLid, phone: dora }],
+      );
+      const byLid = await app.live('GET', `/v1/contacts/lid?lid=${doraLid}@lid`);
+      assert.deepEqual(byLid.body.data, { phone: dora, lid: `${doraLid}@lid` });
+    });
+
+    it('a send to <lid>@lid reaches the simulated user: by its phone JID when known, flagged by LID otherwise', async () => {
+      const hiddenLid = `${lids[hidden]}@lid`;
+      const toHidden = await app.live('POST', '/v1/messages/send', {
+        phone: hiddenLid,
+        body: 'Hello, private',
+      });
+      assert.equal(toHidden.status, 200, JSON.stringify(toHidden.body));
+      const entry = await inbox(hidden, (e) => e.id === toHidden.body.data.id, 'the text in the inbox');
+      assert.deepEqual([entry.type, entry.text, entry.from], ['text', 'Hello, private', shop]);
+      const own = await message(toHidden.body.data.id);
+      assert.deepEqual(own.body.event.info.messageSource, {
+        chat: hiddenLid,
+        sender: `${shop}@s.whatsapp.net`,
+        isFromMe: true,
+        isGroup: false,
+        lidUnresolved: true,
+      });
+      const hiddenRow = await until('the stored message', () => messageRow(app, toHidden.body.data.id));
+      assert.deepEqual([hiddenRow.chat, hiddenRow.state], [hiddenLid, 'sent']);
+
+      const toAna = await app.live('POST', '/v1/messages/send', {
+        phone: `${lids[ana]}@lid`,
+        body: 'Hi Ana',
+      });
+      assert.equal(toAna.status, 200, JSON.stringify(toAna.body));
+      const anaEntry = await inbox(ana, (e) => e.id === toAna.body.data.id, "the text in Ana's inbox");
+      assert.deepEqual([anaEntry.type, anaEntry.text, anaEntry.from], ['text', 'Hi Ana', shop]);
+      const anaRow = await until('the stored message', () => messageRow(app, toAna.body.data.id));
+      assert.equal(anaRow.chat, `${ana}@s.whatsapp.net`);
+
+      const bad = await app.live('POST', '/v1/messages/send', { phone: 'abc@lid', body: 'x' });
+      assert.equal(bad.status, 400);
+      assert.deepEqual(bad.body, {
+        error: { code: 400, message: 'phone must be digits only, international format, no leading +' },
+      });
+    });
   });
 }

@@ -845,6 +845,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/contacts/lid": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The phone number behind a LID, or the LID of a phone number (404 when parley has not seen it) */
+        get: operations["getContactLid"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/groups/create": {
         parameters: {
             query?: never;
@@ -2057,6 +2074,19 @@ export interface components {
             timestamp: string;
             /** @description delivery state, moving only forward: sent → delivered → read → played. Own messages move with the recipient's receipts (in a group, the first member's); received messages are delivered, then read once marked read */
             state: "sent" | "delivered" | "read" | "played";
+        };
+        /** LidResult */
+        LidResult: {
+            /**
+             * @description phone number, digits only
+             * @example 5511977776666
+             */
+            phone: string;
+            /**
+             * @description the LID, `<digits>@lid`
+             * @example 136666777791155@lid
+             */
+            lid: string;
         };
         /** LoggedEvent */
         LoggedEvent: components["schemas"]["LoggedReceipt"] | components["schemas"]["LoggedOther"];
@@ -4674,7 +4704,7 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description recipient phone number (digits only), or a group JID
+                     * @description recipient phone number (digits only), a group JID, or a user LID (`<digits>@lid`)
                      * @example 5511988887777
                      */
                     phone: string;
@@ -4795,7 +4825,7 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description recipient phone number (digits only), or a group JID
+                     * @description recipient phone number (digits only), a group JID, or a user LID (`<digits>@lid`)
                      * @example 5511988887777
                      */
                     phone: string;
@@ -4905,7 +4935,7 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description recipient phone number (digits only), or a group JID
+                     * @description recipient phone number (digits only), a group JID, or a user LID (`<digits>@lid`)
                      * @example 5511988887777
                      */
                     phone: string;
@@ -5194,7 +5224,7 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description recipient phone number (digits only), or a group JID
+                     * @description recipient phone number (digits only), a group JID, or a user LID (`<digits>@lid`)
                      * @example 5511988887777
                      */
                     phone: string;
@@ -5314,7 +5344,7 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description recipient phone number (digits only), or a group JID
+                     * @description recipient phone number (digits only), a group JID, or a user LID (`<digits>@lid`)
                      * @example 5511988887777
                      */
                     phone: string;
@@ -5437,7 +5467,7 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description recipient phone number (digits only), or a group JID
+                     * @description recipient phone number (digits only), a group JID, or a user LID (`<digits>@lid`)
                      * @example 5511988887777
                      */
                     phone: string;
@@ -5544,7 +5574,7 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description recipient phone number (digits only), or a group JID
+                     * @description recipient phone number (digits only), a group JID, or a user LID (`<digits>@lid`)
                      * @example 5511988887777
                      */
                     phone: string;
@@ -5666,7 +5696,7 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description recipient phone number (digits only), or a group JID
+                     * @description recipient phone number (digits only), a group JID, or a user LID (`<digits>@lid`)
                      * @example 5511988887777
                      */
                     phone: string;
@@ -5993,7 +6023,7 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description recipient phone number (digits only), or a group JID
+                     * @description recipient phone number (digits only), a group JID, or a user LID (`<digits>@lid`)
                      * @example 5511988887777
                      */
                     phone: string;
@@ -6618,6 +6648,58 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getContactLid: {
+        parameters: {
+            query?: {
+                /**
+                 * @description the LID to look up: digits, or `<digits>@lid`; give this or `phone`
+                 * @example 137777888891155@lid
+                 */
+                lid?: string;
+                /**
+                 * @description the phone number to look up; give this or `lid`
+                 * @example 5511977776666
+                 */
+                phone?: string;
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The phone number and the LID */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["LidResult"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             414: components["responses"]["UriTooLong"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
@@ -8148,7 +8230,7 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description recipient phone number (digits only), or a group JID
+                     * @description recipient phone number (digits only), a group JID, or a user LID (`<digits>@lid`)
                      * @example 5511988887777
                      */
                     phone: string;
@@ -8274,7 +8356,7 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description recipient phone number (digits only), or a group JID
+                     * @description recipient phone number (digits only), a group JID, or a user LID (`<digits>@lid`)
                      * @example 5511988887777
                      */
                     phone: string;
@@ -8401,7 +8483,7 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description recipient phone number (digits only), or a group JID
+                     * @description recipient phone number (digits only), a group JID, or a user LID (`<digits>@lid`)
                      * @example 5511988887777
                      */
                     phone: string;
@@ -8531,7 +8613,7 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description recipient phone number (digits only), or a group JID
+                     * @description recipient phone number (digits only), a group JID, or a user LID (`<digits>@lid`)
                      * @example 5511988887777
                      */
                     phone: string;
@@ -8645,7 +8727,7 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description recipient phone number (digits only), or a group JID
+                     * @description recipient phone number (digits only), a group JID, or a user LID (`<digits>@lid`)
                      * @example 5511988887777
                      */
                     phone: string;
@@ -8773,7 +8855,7 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description recipient phone number (digits only), or a group JID
+                     * @description recipient phone number (digits only), a group JID, or a user LID (`<digits>@lid`)
                      * @example 5511988887777
                      */
                     phone: string;
@@ -8890,7 +8972,7 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description recipient phone number (digits only), or a group JID
+                     * @description recipient phone number (digits only), a group JID, or a user LID (`<digits>@lid`)
                      * @example 5511988887777
                      */
                     phone: string;
@@ -9017,7 +9099,7 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description recipient phone number (digits only), or a group JID
+                     * @description recipient phone number (digits only), a group JID, or a user LID (`<digits>@lid`)
                      * @example 5511988887777
                      */
                     phone: string;
@@ -9149,7 +9231,7 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description recipient phone number (digits only), or a group JID
+                     * @description recipient phone number (digits only), a group JID, or a user LID (`<digits>@lid`)
                      * @example 5511988887777
                      */
                     phone: string;

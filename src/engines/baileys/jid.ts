@@ -7,8 +7,9 @@ import {
   jidNormalizedUser,
   type LIDMapping,
 } from 'baileys';
+import type { LidMapping } from '../../domain/lids.ts';
 import type { Jid } from '../../domain/messages.ts';
-import { USER_DOMAIN } from '../../domain/messages.ts';
+import { phoneOfJid, USER_DOMAIN } from '../../domain/messages.ts';
 
 /**
  * The part of Baileys' `signalRepository.lidMapping` (Baileys 7 `LIDMappingStore`, persisted in the
@@ -37,6 +38,11 @@ export interface JidResolverOptions {
   capacity?: number;
   /** Told when the mapping store fails a lookup (the LID is then passed on as is); default: nothing. */
   onLookupError?: (error: unknown, lid: string) => void;
+  /**
+   * Told each pair the resolver did not hold yet (or held with another phone), digits only: the session records
+   * it as a `lid-mapping` event (docs/decisions/0038-lid-mappings.md). Default: nothing.
+   */
+  onLearned?: (mapping: LidMapping) => void;
 }
 
 /**
@@ -51,15 +57,20 @@ export class JidResolver {
   readonly #capacity: number;
   readonly #lookup: () => LidLookup | undefined;
   readonly #onLookupError: (error: unknown, lid: string) => void;
+  readonly #onLearned: (mapping: LidMapping) => void;
 
   constructor(options: JidResolverOptions = {}) {
     this.#capacity = options.capacity ?? 10_000;
     this.#lookup = options.lookup ?? (() => undefined);
     this.#onLookupError = options.onLookupError ?? (() => undefined);
+    this.#onLearned = options.onLearned ?? (() => undefined);
   }
 
-  /** Records that `lid` is the phone JID `pn` (either argument order is accepted; invalid pairs are ignored). */
-  remember(lid: string, pn: string): void {
+  /**
+   * Records that `lid` is the phone JID `pn` (either argument order is accepted; invalid pairs are ignored). A pair
+   * not held yet is told to `onLearned` unless `announce` is false (the caller records it itself).
+   */
+  remember(lid: string, pn: string, announce = true): void {
     let lidJid = lid;
     let pnJid = pn;
     if (isLidLike(pn) && isPhoneLike(lid)) [lidJid, pnJid] = [pn, lid];
@@ -67,8 +78,11 @@ export class JidResolver {
     const key = lidUser(lidJid);
     const value = toPhoneJid(pnJid);
     if (key === null || value === null) return;
+    const held = this.#pairs.get(key);
     this.#pairs.delete(key);
     this.#pairs.set(key, value);
+    const phone = phoneOfJid(value);
+    if (announce && held !== value && phone !== null) this.#onLearned({ lid: key, phone });
     if (this.#pairs.size > this.#capacity) {
       const oldest = this.#pairs.keys().next().value;
       if (oldest !== undefined) this.#pairs.delete(oldest);

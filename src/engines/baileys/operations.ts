@@ -23,6 +23,7 @@ import type { BoundedCache } from './cache.ts';
 import { mapPlatformErrors, platformRateLimited, reachoutLocked } from './errors.ts';
 import { isAdminOf, toGroupInfo } from './groups.ts';
 import { type FlaggedSource, type MappingContext, timestampMs, toMessageContent } from './incoming.ts';
+import { isLidLike } from './jid.ts';
 import { buildOutgoingMessage, buildReaction, type LinkPreviewFetcher } from './outgoing.ts';
 import { POLL_CREATION_META, savePollSecret } from './polls.ts';
 import type { BaileysLogger, SocketLike } from './socket.ts';
@@ -167,12 +168,16 @@ export async function relayAndRecord(
   deps.recent.set(id, content);
   const me = deps.mapping.me();
   const timestamp = timestampMs(msg.messageTimestamp, deps.context.clock());
+  // A send addressed to a LID is recorded under the phone JID when a mapping knows it
+  // (docs/decisions/0038-lid-mappings.md), as received messages are; else under the LID, flagged.
+  const chat = isLidLike(to) ? await deps.mapping.resolver.resolve(to) : { jid: to, resolved: true };
   const source: FlaggedSource = {
-    chat: to,
+    chat: chat.jid,
     sender: me.phoneJid ?? '',
     isFromMe: true,
     isGroup: Boolean(isJidGroup(to)),
   };
+  if (!chat.resolved) source.lidUnresolved = true;
   const message: EngineMessage = {
     id,
     source,

@@ -3,6 +3,7 @@ import type { GroupMetadata, UserFacingSocketConfig, WABrowserDescription, WAVer
 import { jidNormalizedUser, type proto } from 'baileys';
 import { DomainError, errors } from '../../domain/errors.ts';
 import type { GroupChange, ParticipantAction, ParticipantOutcome } from '../../domain/groups.ts';
+import type { LidMapping } from '../../domain/lids.ts';
 import type {
   Avatar,
   ChatPresenceState,
@@ -26,6 +27,7 @@ import { mapPlatformErrors } from './errors.ts';
 import * as admin from './group-admin.ts';
 import type { Identity, MappingContext } from './incoming.ts';
 import { JidResolver, toPhoneJid } from './jid.ts';
+import { LearnedLids, lookupLidMapping } from './lids.ts';
 import { Lifecycle } from './lifecycle.ts';
 import { attachListeners, IncomingQueue } from './listeners.ts';
 import { downloadPlatformMedia } from './media-download.ts';
@@ -96,11 +98,14 @@ export class BaileysSession implements EngineSession {
   readonly #calls: CallHandler;
   readonly #queue: IncomingQueue;
   readonly #mediaAgent: Agent | undefined;
+  /** Pairs the resolver learned, on their way to a `lid-mapping` event (docs/decisions/0038-lid-mappings.md). */
+  readonly #learned: LearnedLids;
 
   constructor(context: EngineSessionContext, options: BaileysSessionOptions) {
     this.#context = context;
     this.#mediaAgent = options.mediaAgent;
     this.#queue = new IncomingQueue(context);
+    this.#learned = new LearnedLids(this.#queue);
     const now = () => context.clock();
     this.#groups = new BoundedCache(HOUR, 1_000, now);
     this.#recent = new BoundedCache(HOUR, 256, now);
@@ -128,6 +133,7 @@ export class BaileysSession implements EngineSession {
       lookup: () => this.#life.socket?.signalRepository.lidMapping,
       onLookupError: (error, lid) =>
         context.logger.warn({ err: error, lid }, 'LID lookup failed; passing the LID on unresolved'),
+      onLearned: (mapping) => this.#learned.add(mapping),
     });
     this.#contacts = new ContactBook(context.auth);
     this.#mapping = { resolver: this.#resolver, me: () => this.#me() };
@@ -277,6 +283,21 @@ export class BaileysSession implements EngineSession {
     await this.#life.loadSummary();
     if (!this.#life.state().loggedIn) throw errors.notLoggedIn();
     return this.#contacts.list();
+  }
+  /**
+   * The pair of a LID or phone (digits) from Baileys' mapping store, which may ask the platform (lids.ts); a pair
+   * found is recorded as a `lid-mapping` event before this resolves (docs/decisions/0038-lid-mappings.md).
+   * @throws DomainError not_logged_in / not_connected / platform_unreachable as every operation; platform errors.
+   */
+  async lidMapping(query: { lid: string } | { phone: string }): Promise<LidMapping | null> {
+    const sock = await this.#open();
+    const found = await mapPlatformErrors(() => lookupLidMapping(sock, query), {
+      now: this.#context.clock(),
+    });
+    if (!found) return null;
+    await this.#context.emit({ type: 'lid-mapping', mappings: [found] });
+    this.#resolver.remember(`${found.lid}@lid`, userJid(found.phone), false);
+    return found;
   }
   async createGroup(name: string, participants: readonly Jid[]): Promise<GroupInfo> {
     return ops.createGroup(await this.#open(), this.#deps, name, participants);

@@ -26,6 +26,8 @@ export interface SandboxAccount {
    *   logged in but disconnected (docs/decisions/0001-envelope-and-error-codes.md).
    */
   ready(): Promise<SandboxCredentials>;
+  /** Phones whose LID this session already told the account (lids.ts `revealLid`); kept by the session. */
+  readonly revealedLids: Set<string>;
 }
 
 /** The account's plain user JID (no device part), as it appears in chats and group participant lists. */

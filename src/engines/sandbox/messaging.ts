@@ -12,6 +12,7 @@ import type { SandboxInboundInput, SandboxPresenceInput, SandboxReceiptInput } f
 import { ownJid, type SandboxAccount, type SandboxCredentials } from './account.ts';
 import { memberGroup } from './groups.ts';
 import { incomingMessageId, outgoingMessageId } from './ids.ts';
+import { revealLid, sandboxChatOf } from './lids.ts';
 
 /**
  * Messages on the simulated platform (docs/decisions/0017-messages-and-media.md, docs/decisions/0004-sandbox.md):
@@ -78,11 +79,14 @@ export async function newMessageId(account: SandboxAccount): Promise<string> {
  */
 export async function send(account: SandboxAccount, message: OutgoingMessage): Promise<SentMessage> {
   const creds = await account.ready();
-  const isGroup = await checkChat(account, creds, message.to);
+  const to = await sandboxChatOf(account, message.to);
+  const isGroup = await checkChat(account, creds, to);
+  const phone = phoneOfJid(to);
+  if (!isGroup && phone !== null) await revealLid(account, phone);
   return emitOwn(
     account,
     creds,
-    message.to,
+    to,
     isGroup,
     contentOf(message.content, message.quotedId, message.mentions),
     message.id,
@@ -100,8 +104,9 @@ export async function react(
   emoji: string,
 ): Promise<SentMessage> {
   const creds = await account.ready();
-  const isGroup = await checkChat(account, creds, chat);
-  return emitOwn(account, creds, chat, isGroup, { kind: 'reaction', reaction: { emoji, targetId } });
+  const to = await sandboxChatOf(account, chat);
+  const isGroup = await checkChat(account, creds, to);
+  return emitOwn(account, creds, to, isGroup, { kind: 'reaction', reaction: { emoji, targetId } });
 }
 
 /**
@@ -117,7 +122,7 @@ export async function markRead(
   sender?: Jid,
 ): Promise<void> {
   const creds = await account.ready();
-  const isGroup = await checkChat(account, creds, chat);
+  const isGroup = await checkChat(account, creds, await sandboxChatOf(account, chat));
   if (isGroup && sender === undefined) throw errors.badRequest('senderPhone is required for group chats');
 }
 
@@ -152,6 +157,7 @@ export async function arrive(
       throw new DomainError('not_participant', `phone ${input.phone} is not a participant of the group`);
     }
   }
+  await revealLid(account, input.phone);
   const id = incomingMessageId(account.context.instanceId, await account.sequence.next());
   const message: EngineMessage = {
     id,

@@ -1,5 +1,6 @@
 import { errors } from '../../domain/errors.ts';
 import type { GroupChange, ParticipantAction, ParticipantOutcome } from '../../domain/groups.ts';
+import type { LidMapping } from '../../domain/lids.ts';
 import type {
   Avatar,
   ChatPresenceState,
@@ -21,6 +22,7 @@ import { incomingCall } from './calls.ts';
 import * as admin from './group-admin.ts';
 import * as groups from './groups.ts';
 import { SequenceAllocator } from './ids.ts';
+import { sandboxLidMapping } from './lids.ts';
 import * as media from './media.ts';
 import * as messaging from './messaging.ts';
 import { defaultSandboxPhone, pairingSlot, sandboxPairingCode } from './pairing.ts';
@@ -51,6 +53,8 @@ export class SandboxSession implements EngineSession {
   #loginWaiters: (() => void)[] = [];
   readonly #world: SandboxWorld;
   readonly #sequence: SequenceAllocator;
+  /** Phones whose LID this session told the account (lids.ts). */
+  readonly #revealedLids = new Set<string>();
 
   constructor(context: EngineSessionContext) {
     this.#context = context;
@@ -208,6 +212,19 @@ export class SandboxSession implements EngineSession {
   downloadMedia(message: EngineMessage, maxBytes: number): Promise<AsyncIterable<Buffer>> {
     return media.downloadMedia(this.#context, message, maxBytes);
   }
+  /**
+   * The pair of a registered simulated user, by LID or phone (lids.ts); null when none. A pair found is emitted
+   * as a `lid-mapping` event (recorded before this resolves).
+   */
+  async lidMapping(query: { lid: string } | { phone: string }): Promise<LidMapping | null> {
+    await this.#ready();
+    const found = await sandboxLidMapping(this.#account, query);
+    if (found) {
+      await this.#context.emit({ type: 'lid-mapping', mappings: [found] });
+      this.#revealedLids.add(found.phone);
+    }
+    return found;
+  }
 
   /** The simulated platform's test helpers (docs/decisions/0004-sandbox.md); a light object made on each read. */
   get sandbox(): SandboxControls {
@@ -239,6 +256,7 @@ export class SandboxSession implements EngineSession {
       world: this.#world,
       sequence: this.#sequence,
       ready: () => this.#ready(),
+      revealedLids: this.#revealedLids,
     };
   }
 

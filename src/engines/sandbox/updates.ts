@@ -4,6 +4,7 @@ import { userJid } from '../../domain/messages.ts';
 import type { SandboxUpdateInput, SandboxVoteInput } from '../engine.ts';
 import { ownJid, type SandboxAccount } from './account.ts';
 import { memberGroup } from './groups.ts';
+import { sandboxChatOf } from './lids.ts';
 import { checkChat } from './messaging.ts';
 
 /**
@@ -24,9 +25,10 @@ export async function edit(
   text: string,
 ): Promise<SentMessage> {
   const creds = await account.ready();
-  const isGroup = await checkChat(account, creds, chat);
+  const to = await sandboxChatOf(account, chat);
+  const isGroup = await checkChat(account, creds, to);
   const timestamp = account.context.clock();
-  const source: MessageSource = { chat, sender: ownJid(creds), isFromMe: true, isGroup };
+  const source: MessageSource = { chat: to, sender: ownJid(creds), isFromMe: true, isGroup };
   await account.context.emit({
     type: 'messageUpdate',
     update: { kind: 'edit', messageId: id, source, text, timestamp },
@@ -37,9 +39,10 @@ export async function edit(
 /** The account deletes its message `id` in `chat` for everyone. @throws see {@link checkChat}. */
 export async function revoke(account: SandboxAccount, chat: Jid, id: string): Promise<SentMessage> {
   const creds = await account.ready();
-  const isGroup = await checkChat(account, creds, chat);
+  const to = await sandboxChatOf(account, chat);
+  const isGroup = await checkChat(account, creds, to);
   const timestamp = account.context.clock();
-  const source: MessageSource = { chat, sender: ownJid(creds), isFromMe: true, isGroup };
+  const source: MessageSource = { chat: to, sender: ownJid(creds), isFromMe: true, isGroup };
   await account.context.emit({
     type: 'messageUpdate',
     update: { kind: 'delete', messageId: id, source, timestamp },
@@ -57,7 +60,7 @@ export async function sendPresence(
   _state: ChatPresenceState,
 ): Promise<void> {
   const creds = await account.ready();
-  await checkChat(account, creds, chat);
+  await checkChat(account, creds, await sandboxChatOf(account, chat));
 }
 
 /**

@@ -17,6 +17,7 @@ import * as timesAsEpochMs from './0015_times_as_epoch_ms.ts';
 import * as instanceCap from './0016_instance_cap.ts';
 import * as webhookEndpoints from './0017_webhook_endpoints.ts';
 import * as brokerEndpoints from './0018_broker_endpoints.ts';
+import * as lidMappings from './0019_lid_mappings.ts';
 
 /**
  * Every migration, in order. Names are numbered; add a new file and list it here (never edit one that shipped).
@@ -41,6 +42,7 @@ export const migrations: Record<string, Migration> = {
   '0016_instance_cap': instanceCap,
   '0017_webhook_endpoints': webhookEndpoints,
   '0018_broker_endpoints': brokerEndpoints,
+  '0019_lid_mappings': lidMappings,
 };
 
 /** Hands Kysely's `Migrator` the in-code list above (no file-system scanning, so it works from any cwd). */

@@ -2,6 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { errors } from '../../../domain/errors.ts';
+import { lidJid, parseLid } from '../../../domain/lids.ts';
 import type { Contact } from '../../../domain/messages.ts';
 import { instanceOf } from '../../plugins/instance.ts';
 import { InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
@@ -272,6 +273,82 @@ export async function contactsRoutes(fastify: FastifyInstance): Promise<void> {
       const avatar = await contacts.avatar(instanceOf(request), phone);
       if (!avatar) throw errors.notFound(`user ${phone} has no profile picture`);
       return ok({ url: avatar.url, id: avatar.id });
+    },
+  );
+
+  await contactsLidRoute(fastify);
+}
+
+/**
+ * Query of `GET /v1/contacts/lid` (docs/api.md#contacts, docs/decisions/0038-lid-mappings.md): exactly one of `lid`
+ * (digits, or `<digits>@lid`) and `phone`; the handler checks that one is given.
+ */
+export const LidQuery = Type.Object({
+  lid: Type.Optional(
+    Type.String({
+      pattern: '^[0-9]{1,20}(@lid)?$',
+      'x-message': '{field} must be a LID: 1 to 20 digits, optionally followed by @lid',
+      description: 'the LID to look up: digits, or `<digits>@lid`; give this or `phone`',
+      examples: ['137777888891155@lid'],
+    }),
+  ),
+  phone: Type.Optional(Phone('the phone number to look up; give this or `lid`', '5511977776666')),
+  from: InstanceQuery.properties.from,
+});
+export type LidQuery = Static<typeof LidQuery>;
+
+/** `data` of `GET /v1/contacts/lid`: one phone↔LID pair (docs/decisions/0038-lid-mappings.md). */
+export const LidResult = Type.Object(
+  {
+    phone: Type.String({ description: 'phone number, digits only', examples: ['5511977776666'] }),
+    lid: Type.String({ description: 'the LID, `<digits>@lid`', examples: ['136666777791155@lid'] }),
+  },
+  { title: 'LidResult' },
+);
+export type LidResult = Static<typeof LidResult>;
+
+/**
+ * The lookup `GET /v1/contacts/lid` asks for: `{ lid }` (digits) or `{ phone }`.
+ * @throws DomainError invalid `lid or phone is required` when neither is given, `give either lid or phone, not both`
+ *   when both are (docs/decisions/0001-envelope-and-error-codes.md).
+ */
+export function lidLookupOf(query: LidQuery): { lid: string } | { phone: string } {
+  if (query.lid !== undefined && query.phone !== undefined) {
+    throw errors.badRequest('give either lid or phone, not both');
+  }
+  if (query.lid !== undefined) {
+    const lid = parseLid(query.lid);
+    if (lid === null)
+      throw errors.badRequest('lid must be a LID: 1 to 20 digits, optionally followed by @lid');
+    return { lid };
+  }
+  if (query.phone !== undefined) return { phone: query.phone };
+  throw errors.badRequest('lid or phone is required');
+}
+
+/**
+ * `GET /v1/contacts/lid` (docs/api.md#contacts, docs/decisions/0038-lid-mappings.md): the phone number behind a LID
+ * or the LID of a phone number, from the pairs parley has seen (then from the platform); scope `chat:contacts`.
+ */
+export async function contactsLidRoute(fastify: FastifyInstance): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const { contacts } = app.services.app;
+  app.get(
+    '/lid',
+    {
+      config: { scope: 'chat:contacts', instance: 'query' },
+      schema: {
+        tags,
+        operationId: 'getContactLid',
+        summary:
+          'The phone number behind a LID, or the LID of a phone number (404 when parley has not seen it)',
+        querystring: LidQuery,
+        response: responses('The phone number and the LID', LidResult, 502),
+      },
+    },
+    async (request) => {
+      const found = await contacts.lidMapping(instanceOf(request), lidLookupOf(request.query));
+      return ok({ phone: found.phone, lid: lidJid(found.lid) });
     },
   );
 }

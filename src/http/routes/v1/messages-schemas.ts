@@ -9,13 +9,16 @@ export const MAX_READ_IDS = 1000;
 export const MAX_STICKER_EMOJIS = 10;
 
 /**
- * The chat a message goes to: a phone number (8 to 15 digits, docs/decisions/0001-envelope-and-error-codes.md) or a
+ * The chat a message goes to: a phone number (8 to 15 digits, docs/decisions/0001-envelope-and-error-codes.md), a
  * group JID `<digits>@g.us` (`<digits>-<digits>@g.us` for old groups), so groups the account belongs to can be
- * written to as well.
+ * written to as well, or a user's LID `<digits>@lid` (1 to 20 digits, docs/decisions/0038-lid-mappings.md), so a
+ * user known only by LID can be answered.
  */
-export const ChatAddress = (description = 'recipient phone number (digits only), or a group JID') =>
+export const ChatAddress = (
+  description = 'recipient phone number (digits only), a group JID, or a user LID (`<digits>@lid`)',
+) =>
   Type.String({
-    pattern: '^([0-9]{8,15}|[0-9]{1,40}(-[0-9]{1,40})?@g\\.us)$',
+    pattern: '^([0-9]{8,15}|[0-9]{1,40}(-[0-9]{1,40})?@g\\.us|[0-9]{1,20}@lid)$',
     'x-message': '{field} must be digits only, international format, no leading +',
     description,
     examples: ['5511988887777'],

@@ -1,0 +1,58 @@
+import { jidNormalizedUser } from 'baileys';
+import { type LidMapping, lidJid, lidOfJid } from '../../domain/lids.ts';
+import { phoneOfJid, userJid } from '../../domain/messages.ts';
+import { toPhoneJid } from './jid.ts';
+import type { IncomingQueue } from './listeners.ts';
+import type { SocketLike } from './socket.ts';
+
+/**
+ * Pairs the live engine learns (docs/decisions/0038-lid-mappings.md): Baileys' `lid-mapping.update`, the alternate
+ * fields of LID-addressed stanzas (`remoteJidAlt`, `participantAlt`), history syncs, the socket's mapping store —
+ * everything the JID resolver is told (jid.ts). They are gathered while the session's serial queue is busy and
+ * recorded as one `lid-mapping` event in the queue's order, so an incoming message that taught a pair is recorded
+ * first and the pair right after it.
+ */
+export class LearnedLids {
+  readonly #queue: IncomingQueue;
+  /** Pairs not yet handed to the queue: LID digits → phone digits. */
+  readonly #pending = new Map<string, string>();
+
+  constructor(queue: IncomingQueue) {
+    this.#queue = queue;
+  }
+
+  /** Adds a pair; the first pair of a batch schedules the batch's recording on the queue. */
+  add(mapping: LidMapping): void {
+    const first = this.#pending.size === 0;
+    this.#pending.set(mapping.lid, mapping.phone);
+    if (!first) return;
+    this.#queue.enqueue(async () => {
+      const mappings = [...this.#pending].map(([lid, phone]) => ({ lid, phone }));
+      this.#pending.clear();
+      if (mappings.length > 0) await this.#queue.record({ type: 'lid-mapping', mappings });
+    }, 'lid-mapping');
+  }
+}
+
+/**
+ * Asks Baileys' LID mapping store (`signalRepository.lidMapping`, Baileys Signal/lid-mapping.js) for the pair of
+ * LID `lid` or phone `phone` (digits only): `getPNForLID` reads its cache and the stored `lid-mapping` keys;
+ * `getLIDForPN` also runs a usync `lid` query to the platform when neither knows the number. Null when nothing
+ * knows it or the answer is not a user JID.
+ * @throws the socket's error when the platform query fails.
+ */
+export async function lookupLidMapping(
+  sock: SocketLike,
+  query: { lid: string } | { phone: string },
+): Promise<LidMapping | null> {
+  const repository = sock.signalRepository.lidMapping;
+  if ('lid' in query) {
+    const pn = await repository.getPNForLID(lidJid(query.lid));
+    const phoneJid = pn ? toPhoneJid(pn) : null;
+    const phone = phoneJid ? phoneOfJid(phoneJid) : null;
+    return phone === null ? null : { lid: query.lid, phone };
+  }
+  const lid = await repository.getLIDForPN(userJid(query.phone));
+  const digits = lid ? lidOfJid(jidNormalizedUser(lid)) : null;
+  return digits === null ? null : { lid: digits, phone: query.phone };
+}

@@ -1,0 +1,25 @@
+import type { Transaction } from 'kysely';
+import type { Clock } from '../domain/clock.ts';
+import type { EngineEvent } from '../domain/messages.ts';
+import { upsertLidMappings } from '../store/lid-mappings.ts';
+import type { Database } from '../store/schema.ts';
+import type { EventProjection } from './recorder.ts';
+
+/**
+ * The phone↔LID pairs as a projection of engine events (docs/decisions/0038-lid-mappings.md,
+ * docs/decisions/0024-engines-and-data-flow.md): a `lid-mapping` event's pairs are written to `lid_mappings` in the
+ * recorder's transaction, stamped with the clock's epoch ms. Every other event is ignored.
+ */
+export class LidMappingProjection implements EventProjection {
+  readonly name = 'lid-mappings';
+  readonly #clock: Clock;
+
+  constructor(clock: Clock) {
+    this.#clock = clock;
+  }
+
+  async apply(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<void> {
+    if (event.type !== 'lid-mapping') return;
+    await upsertLidMappings(trx, instanceId, event.mappings, this.#clock());
+  }
+}

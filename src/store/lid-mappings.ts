@@ -1,0 +1,82 @@
+import type { Kysely } from 'kysely';
+import type { LidMapping } from '../domain/lids.ts';
+import type { Database } from './schema.ts';
+
+/**
+ * The phone↔LID pairs of an instance (migration 0019, docs/decisions/0038-lid-mappings.md). `lid` and `phone` are
+ * digits only; times epoch ms (docs/decisions/0027-times-as-epoch-ms.md).
+ */
+
+/** A stored pair with the epoch ms it was last seen. */
+export interface StoredLidMapping extends LidMapping {
+  updatedAt: number;
+}
+
+/** Most rows one upsert statement carries (4 parameters each: well under SQLite's and PostgreSQL's limits). */
+const UPSERT_CHUNK = 500;
+
+/**
+ * Stores pairs of `instanceId` seen at `at` (epoch ms): a LID's row is created or its phone and time replaced (a
+ * LID names one user; the latest sighting wins). Pairs repeated in `mappings` keep the last one. One statement per
+ * 500 pairs (a history sync may carry thousands).
+ * @throws the store's error (the caller's transaction then rolls back).
+ */
+export async function upsertLidMappings(
+  db: Kysely<Database>,
+  instanceId: string,
+  mappings: readonly LidMapping[],
+  at: number,
+): Promise<void> {
+  const byLid = new Map<string, string>();
+  for (const { lid, phone } of mappings) byLid.set(lid, phone);
+  if (byLid.size === 0) return;
+  const rows = [...byLid].map(([lid, phone]) => ({ instance_id: instanceId, lid, phone, updated_at: at }));
+  for (let start = 0; start < rows.length; start += UPSERT_CHUNK) {
+    await db
+      .insertInto('lid_mappings')
+      .values(rows.slice(start, start + UPSERT_CHUNK))
+      .onConflict((oc) =>
+        oc.columns(['instance_id', 'lid']).doUpdateSet((eb) => ({
+          phone: eb.ref('excluded.phone'),
+          updated_at: eb.ref('excluded.updated_at'),
+        })),
+      )
+      .execute();
+  }
+}
+
+/** The pair of LID `lid` (digits) of `instanceId`, or undefined when none was stored. */
+export async function findLidMappingByLid(
+  db: Kysely<Database>,
+  instanceId: string,
+  lid: string,
+): Promise<StoredLidMapping | undefined> {
+  const row = await db
+    .selectFrom('lid_mappings')
+    .select(['lid', 'phone', 'updated_at'])
+    .where('instance_id', '=', instanceId)
+    .where('lid', '=', lid)
+    .executeTakeFirst();
+  return row && { lid: row.lid, phone: row.phone, updatedAt: Number(row.updated_at) };
+}
+
+/**
+ * The pair of phone number `phone` (digits) of `instanceId`, or undefined when none was stored; when several LIDs
+ * were seen for one number, the most recently seen.
+ */
+export async function findLidMappingByPhone(
+  db: Kysely<Database>,
+  instanceId: string,
+  phone: string,
+): Promise<StoredLidMapping | undefined> {
+  const row = await db
+    .selectFrom('lid_mappings')
+    .select(['lid', 'phone', 'updated_at'])
+    .where('instance_id', '=', instanceId)
+    .where('phone', '=', phone)
+    .orderBy('updated_at', 'desc')
+    .orderBy('lid', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+  return row && { lid: row.lid, phone: row.phone, updatedAt: Number(row.updated_at) };
+}
