@@ -27,6 +27,7 @@ import { EventStreamService } from './event-stream.ts';
 import { EventLogService } from './events.ts';
 import { GatewayService } from './gateway.ts';
 import { GroupService } from './groups.ts';
+import { HealthService } from './health.ts';
 import { IdempotencyService } from './idempotency.ts';
 import { InstanceService } from './instances.ts';
 import { MediaService } from './media.ts';
@@ -89,6 +90,8 @@ export interface Application {
   dashboard: DashboardAdminService;
   /** "Send a test event" to an instance's webhook URL (docs/decisions/0022-dashboard.md). */
   webhookTest: WebhookTestService;
+  /** The dashboard's health charts (docs/decisions/0042-dashboard-health.md). */
+  health: HealthService;
   /** `Idempotency-Key` claims and kept answers (docs/decisions/0010-idempotency.md). */
   idempotency: IdempotencyService;
 }
@@ -174,6 +177,7 @@ export function createApplication(deps: ApplicationDeps): Application {
     }),
     dashboard: new DashboardAdminService({ store, sessions, limiter, keys, feed, clock }),
     webhookTest: new WebhookTestService({ box, guard, clock, timeoutMs: webhookTimeoutMs }),
+    health: new HealthService({ store, clock }),
     idempotency: new IdempotencyService({ store, clock, logger }),
   };
 }

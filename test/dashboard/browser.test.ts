@@ -280,6 +280,12 @@ if (chromiumAvailable) {
       const filters = log.getByRole('group', { name: /Event types/ });
       await filters.getByRole('checkbox', { name: 'ChatPresence', exact: true }).check();
       await log.getByRole('button', { name: 'Show' }).click();
+      // The filtered page replaces the unfiltered one: wait for the other types to leave.
+      await log
+        .locator('tr[data-event]')
+        .filter({ hasNotText: 'ChatPresence' })
+        .first()
+        .waitFor({ state: 'detached' });
       await log.locator('tr[data-event]').first().waitFor();
       const shown = await log.locator('tr[data-event] td:nth-child(2)').allTextContents();
       assert.ok(shown.length > 0);
@@ -314,6 +320,18 @@ if (chromiumAvailable) {
         .executeTakeFirstOrThrow();
       assert.deepEqual(row, { chat: '5511988887777@s.whatsapp.net', from_me: 1 });
       await screenshot(page, 'conversations', 'section[aria-labelledby="section-conversations"]');
+
+      // The instance's health charts count what just happened: drawn by uPlot, described in words.
+      const health = page.locator('section[aria-labelledby="section-health"]');
+      const messages = health.getByRole('img', {
+        name: /^Messages over the last 1 d: 1 sent, 1 received\.$/,
+      });
+      await messages.waitFor();
+      assert.equal(await messages.locator('canvas').count(), 1);
+      await health
+        .getByRole('img', { name: /^Session state over the last 1 d: browser-test connected\.$/ })
+        .waitFor();
+      await screenshot(page, 'health', 'section[aria-labelledby="section-health"]');
     });
 
     it('adds a webhook endpoint, shows its secret once, logs and redelivers to it, disables and deletes it', async () => {

@@ -135,7 +135,10 @@ for (const dialect of testDialects()) {
 
     it('refuses bad input naming the field and the rule, as the API does', async () => {
       const http = await member.call('POST', base, { url: 'http://example.com/hook', events: ['Message'] });
-      assert.deepEqual(http.body, error(400, 'url must be an HTTPS URL'));
+      assert.deepEqual(
+        http.body,
+        error(400, 'url must be an HTTPS URL or an amqp://, amqps:// or nats:// broker URL'),
+      );
       const unknown = await member.call('POST', base, { url: receiver.url, events: ['Typing'] });
       assert.deepEqual(
         unknown.body,
@@ -145,7 +148,10 @@ for (const dialect of testDialects()) {
       assert.deepEqual(none.body, error(400, 'events must list 1 to 32 event types'));
       const made = await member.call('POST', base, { url: receiver.url, events: ['Message'] });
       const patch = await member.call('PATCH', `${base}/${made.body.data.id}`, { url: 'ftp://example.com/' });
-      assert.deepEqual(patch.body, error(400, 'url must be an HTTPS URL'));
+      assert.deepEqual(
+        patch.body,
+        error(400, 'url must be an HTTPS URL or an amqp://, amqps:// or nats:// broker URL'),
+      );
     });
 
     it('shows an endpoint’s delivery log and redelivers one event, signed with the endpoint’s secret', async () => {

@@ -4,6 +4,7 @@ import { ConfirmButton, messageOf, Notice, Section, useAction } from '../ui.tsx'
 import { ConversationsPanel } from './conversations.tsx';
 import { EndpointsPanel } from './endpoints.tsx';
 import { EventLogPanel } from './event-log.tsx';
+import { HealthPanel } from './health.tsx';
 import { SandboxPanel } from './sandbox.tsx';
 import { WebhookPanel } from './webhook.tsx';
 
@@ -117,6 +118,7 @@ export function InstancePage(props: { me: Me; id: string }) {
         {canManage && instance.env === 'live' && !instance.loggedIn && <PairingCode id={id} />}
       </Section>
       <ConversationsPanel id={id} canManage={canManage} version={deliveriesVersion} />
+      <HealthPanel instanceId={id} names={{ [id]: instance.name }} version={deliveriesVersion} />
       {instance.env === 'test' && canManage && <SandboxPanel id={id} code={qr?.code} />}
       <WebhookPanel id={id} canManage={canManage} version={deliveriesVersion} />
       <EndpointsPanel id={id} canManage={canManage} version={deliveriesVersion} />

@@ -1,6 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type InstanceSummary, type Me, statusText, statusTone, when } from '../api.ts';
 import { messageOf, Notice, ScrollBox, Section, useAction } from '../ui.tsx';
+import { HealthPanel } from './health.tsx';
 
 /** Every instance of the organization with its state and linked number; members create new ones. */
 export function InstancesPage(props: { me: Me }) {
@@ -68,6 +69,9 @@ export function InstancesPage(props: { me: Me }) {
           </tbody>
         </table>
       </ScrollBox>
+      {instances && instances.length > 0 && (
+        <HealthPanel names={Object.fromEntries(instances.map((instance) => [instance.id, instance.name]))} />
+      )}
       {canManage && (
         <Section title="Create an instance">
           <form onSubmit={submit} class="row">

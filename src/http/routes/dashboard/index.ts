@@ -5,6 +5,7 @@ import { conversationRoutes } from './conversations.ts';
 import { endpointRoutes } from './endpoints.ts';
 import { eventRoutes } from './events.ts';
 import { addDashboardGuard } from './guard.ts';
+import { healthRoutes } from './health.ts';
 import { instanceRoutes } from './instances.ts';
 import { keyRoutes } from './keys.ts';
 import { addInstanceRouting } from './routing.ts';
@@ -34,6 +35,7 @@ export async function dashboardRoutes(app: FastifyInstance, options: { root?: st
       await api.register(userRoutes);
       await api.register(eventRoutes);
       await api.register(conversationRoutes);
+      await api.register(healthRoutes);
     },
     { prefix: '/dashboard/api' },
   );

@@ -1,0 +1,214 @@
+import { useEffect, useRef, useState } from 'preact/hooks';
+import uPlot, { type AlignedData, type Options } from 'uplot';
+import 'uplot/dist/uPlot.min.css';
+import { api, duration } from '../api.ts';
+import { messageOf, Notice, Section } from '../ui.tsx';
+
+/** One bucket of the server's health report (src/app/health.ts). */
+interface Bucket {
+  at: number;
+  sent: number;
+  received: number;
+  attempts: number;
+  failed: number;
+  p50Ms: number | null;
+  p99Ms: number | null;
+}
+
+/** The server's health report (docs/dashboard.md#health). */
+interface Report {
+  range: string;
+  since: number;
+  until: number;
+  bucketMs: number;
+  buckets: Bucket[];
+  totals: { sent: number; received: number; attempts: number; failed: number; failureRate: number | null };
+  latency: { p50Ms: number | null; p99Ms: number | null };
+  sessions: { instanceId: string; changes: { at: number; status: string }[] }[];
+}
+
+const RANGES = [
+  { value: '1h', label: 'last hour' },
+  { value: '24h', label: 'last 24 hours' },
+  { value: '7d', label: 'last 7 days' },
+];
+
+/** Statuses during which a session counts as up in the session chart. */
+const UP = new Set(['connected', 'resumed', 'logged_in']);
+
+/**
+ * A time-series chart drawn by uPlot (a maintained chart library): `series` labels and colours for the columns of
+ * `data` after the time axis (seconds). The canvas is described to assistive technology by `summary`.
+ */
+function Chart(props: {
+  title: string;
+  summary: string;
+  data: AlignedData;
+  series: { label: string; stroke: string; stepped?: boolean }[];
+  yLabel: string;
+}) {
+  const box = useRef<HTMLDivElement>(null);
+  useEffect(() => {
+    const element = box.current;
+    if (!element) return;
+    const width = Math.max(280, element.clientWidth);
+    const options: Options = {
+      width,
+      height: 180,
+      axes: [{}, { label: props.yLabel, size: 60 }],
+      series: [
+        {},
+        ...props.series.map((s) => ({
+          label: s.label,
+          stroke: s.stroke,
+          width: 2,
+          ...(s.stepped ? { paths: uPlot.paths.stepped?.({ align: 1 }) } : {}),
+        })),
+      ],
+    };
+    const chart = new uPlot(options, props.data, element);
+    const resize = () => chart.setSize({ width: Math.max(280, element.clientWidth), height: 180 });
+    window.addEventListener('resize', resize);
+    return () => {
+      window.removeEventListener('resize', resize);
+      chart.destroy();
+    };
+  }, [props.data]);
+  return (
+    <figure class="chart">
+      <figcaption>{props.title}</figcaption>
+      <div ref={box} role="img" aria-label={props.summary} />
+    </figure>
+  );
+}
+
+/** `value` ms as text, or a dash. */
+const ms = (value: number | null) => (value === null ? '—' : `${value} ms`);
+
+/**
+ * Health over time (docs/dashboard.md#health): for one instance (`instanceId`) or the whole organization, charts of
+ * messages sent and received, webhook attempts and failures, attempt latency (p50 and p99), and each session's state,
+ * over the last hour, day or week, with the window's totals in words. Read again when `version` changes.
+ */
+export function HealthPanel(props: {
+  instanceId?: string;
+  names?: Record<string, string>;
+  version?: number;
+}) {
+  const [range, setRange] = useState('24h');
+  const [report, setReport] = useState<Report | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const path = props.instanceId ? `/instances/${props.instanceId}/health` : '/health';
+  useEffect(() => {
+    api<Report>('GET', `${path}?range=${range}`)
+      .then((value) => {
+        setReport(value);
+        setError(null);
+      })
+      .catch((e) => setError(messageOf(e)));
+  }, [path, range, props.version]);
+
+  const id = props.instanceId ? `health-range-${props.instanceId}` : 'health-range';
+  return (
+    <Section title={props.instanceId ? 'Health' : 'Organization health'}>
+      <div class="row">
+        <div>
+          <label for={id}>Period</label>
+          <select id={id} value={range} onChange={(e) => setRange(e.currentTarget.value)}>
+            {RANGES.map((r) => (
+              <option key={r.value} value={r.value}>
+                {r.label}
+              </option>
+            ))}
+          </select>
+        </div>
+      </div>
+      <Notice error={error} />
+      {report && <HealthCharts report={report} names={props.names ?? {}} />}
+    </Section>
+  );
+}
+
+function HealthCharts(props: { report: Report; names: Record<string, string> }) {
+  const { report } = props;
+  const times = report.buckets.map((b) => b.at / 1000);
+  const rate = report.totals.failureRate;
+  const span = duration((report.until - report.since) / 1000);
+  const sessionSeries = report.sessions.map((session, index) => ({
+    label: props.names[session.instanceId] ?? session.instanceId.slice(0, 8),
+    stroke: ['#0a5bd3', '#116329', '#9a6700', '#8250df', '#b42318'][index % 5] ?? '#0a5bd3',
+    stepped: true,
+  }));
+  const sessionData = report.sessions.map((session) =>
+    report.buckets.map((bucket) => {
+      const end = bucket.at + report.bucketMs;
+      const last = session.changes.filter((change) => change.at < end).at(-1);
+      return last !== undefined && UP.has(last.status) ? 1 : 0;
+    }),
+  );
+  return (
+    <>
+      <dl class="facts" data-health-totals>
+        <dt>Messages sent</dt>
+        <dd>{report.totals.sent}</dd>
+        <dt>Messages received</dt>
+        <dd>{report.totals.received}</dd>
+        <dt>Webhook attempts</dt>
+        <dd>
+          {report.totals.attempts}
+          {rate === null ? '' : `, ${report.totals.failed} failed (${(rate * 100).toFixed(1)} %)`}
+        </dd>
+        <dt>Attempt latency</dt>
+        <dd>
+          p50 {ms(report.latency.p50Ms)}, p99 {ms(report.latency.p99Ms)}
+        </dd>
+      </dl>
+      <div class="charts">
+        <Chart
+          title="Messages"
+          yLabel="messages"
+          summary={`Messages over the last ${span}: ${report.totals.sent} sent, ${report.totals.received} received.`}
+          data={[times, report.buckets.map((b) => b.sent), report.buckets.map((b) => b.received)]}
+          series={[
+            { label: 'sent', stroke: '#0a5bd3' },
+            { label: 'received', stroke: '#116329' },
+          ]}
+        />
+        <Chart
+          title="Webhook deliveries"
+          yLabel="attempts"
+          summary={`Webhook attempts over the last ${span}: ${report.totals.attempts}, of which ${report.totals.failed} failed.`}
+          data={[times, report.buckets.map((b) => b.attempts), report.buckets.map((b) => b.failed)]}
+          series={[
+            { label: 'attempts', stroke: '#0a5bd3' },
+            { label: 'failed', stroke: '#b42318' },
+          ]}
+        />
+        <Chart
+          title="Delivery latency"
+          yLabel="ms"
+          summary={`Attempt latency over the last ${span}: p50 ${ms(report.latency.p50Ms)}, p99 ${ms(report.latency.p99Ms)}.`}
+          data={[times, report.buckets.map((b) => b.p50Ms), report.buckets.map((b) => b.p99Ms)]}
+          series={[
+            { label: 'p50', stroke: '#116329' },
+            { label: 'p99', stroke: '#9a6700' },
+          ]}
+        />
+        {report.sessions.length > 0 && (
+          <Chart
+            title="Sessions (1 = connected)"
+            yLabel="up"
+            summary={`Session state over the last ${span}: ${report.sessions
+              .map(
+                (s) =>
+                  `${props.names[s.instanceId] ?? s.instanceId.slice(0, 8)} ${s.changes.at(-1)?.status ?? 'no change'}`,
+              )
+              .join('; ')}.`}
+            data={[times, ...sessionData]}
+            series={sessionSeries}
+          />
+        )}
+      </div>
+    </>
+  );
+}
