@@ -33,6 +33,7 @@ import { MediaService } from './media.ts';
 import { MessageUpdateService } from './message-updates.ts';
 import { MessagingService } from './messaging.ts';
 import { PacingService } from './pacing.ts';
+import { ProfileService } from './profile.ts';
 import { ReadinessService } from './readiness.ts';
 import { SandboxService } from './sandbox.ts';
 import { SessionService } from './sessions.ts';
@@ -91,6 +92,8 @@ export interface Application {
   webhookTest: WebhookTestService;
   /** `Idempotency-Key` claims and kept answers (docs/decisions/0010-idempotency.md). */
   idempotency: IdempotencyService;
+  /** The account's profile, privacy settings and blocklist (docs/decisions/0039-profile-privacy-blocklist.md). */
+  profile: ProfileService;
 }
 
 /** What the application services are built from (see src/services.ts). */
@@ -175,5 +178,6 @@ export function createApplication(deps: ApplicationDeps): Application {
     dashboard: new DashboardAdminService({ store, sessions, limiter, keys, feed, clock }),
     webhookTest: new WebhookTestService({ box, guard, clock, timeoutMs: webhookTimeoutMs }),
     idempotency: new IdempotencyService({ store, clock, logger }),
+    profile: new ProfileService({ sessions }),
   };
 }

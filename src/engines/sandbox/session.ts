@@ -15,6 +15,7 @@ import type {
   UserInfo,
 } from '../../domain/messages.ts';
 import { USER_DOMAIN } from '../../domain/messages.ts';
+import type { AccountProfile, PrivacyChange, PrivacySettings, ProfileChange } from '../../domain/profile.ts';
 import type { EngineSession, EngineSessionContext, SandboxControls } from '../engine.ts';
 import type { SandboxAccount, SandboxCredentials } from './account.ts';
 import { incomingCall } from './calls.ts';
@@ -24,6 +25,7 @@ import { SequenceAllocator } from './ids.ts';
 import * as media from './media.ts';
 import * as messaging from './messaging.ts';
 import { defaultSandboxPhone, pairingSlot, sandboxPairingCode } from './pairing.ts';
+import * as profile from './profile.ts';
 import * as updates from './updates.ts';
 import { avatarOf, checkOf, contactOf, infoOf, isValidPhone } from './users.ts';
 import { SandboxWorld } from './world.ts';
@@ -207,6 +209,32 @@ export class SandboxSession implements EngineSession {
   }
   downloadMedia(message: EngineMessage, maxBytes: number): Promise<AsyncIterable<Buffer>> {
     return media.downloadMedia(this.#context, message, maxBytes);
+  }
+  profile(): Promise<AccountProfile> {
+    return profile.profile(this.#account);
+  }
+  /** Applies the change; a new name is also the push name of the stored credentials (the session status shows it). */
+  async updateProfile(change: ProfileChange): Promise<AccountProfile> {
+    const updated = await profile.updateProfile(this.#account, change);
+    const creds = this.#creds;
+    if (change.name !== undefined && creds && creds.pushName !== change.name) {
+      const next = { ...creds, pushName: change.name };
+      await this.#context.auth.set([{ ...CREDS, value: JSON.stringify(next) }]);
+      this.#creds = next;
+    }
+    return updated;
+  }
+  privacy(): Promise<PrivacySettings> {
+    return profile.privacy(this.#account);
+  }
+  updatePrivacy(change: PrivacyChange): Promise<PrivacySettings> {
+    return profile.updatePrivacy(this.#account, change);
+  }
+  blocklist(): Promise<string[]> {
+    return profile.blocklist(this.#account);
+  }
+  setBlocked(phone: string, action: 'block' | 'unblock'): Promise<string[]> {
+    return profile.setBlocked(this.#account, phone, action);
   }
 
   /** The simulated platform's test helpers (docs/decisions/0004-sandbox.md); a light object made on each read. */
