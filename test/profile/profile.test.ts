@@ -67,6 +67,11 @@ for (const dialect of testDialects()) {
       assert.deepEqual((await t.call('GET', '/v1/profile')).body, pictured.body);
       const cleared = await t.call('PUT', '/v1/profile', { about: '' });
       assert.equal(cleared.body.data.about, '');
+      // The platform keeps the profile across logins: a new login of the number starts with the name it set.
+      assert.equal((await t.call('POST', '/v1/session/logout')).status, 200);
+      await loginSandbox(t, OWN);
+      const again = await t.call('GET', '/v1/profile');
+      assert.deepEqual(again.body, okBody({ ...pictured.body.data, about: '' }));
     });
 
     it('profile: 400s name the field and the rule; 413 over the picture limit', async () => {

@@ -7,6 +7,7 @@ import {
   type PrivacySettings,
   type ProfileChange,
 } from '../../domain/profile.ts';
+import type { AuthStateStore } from '../engine.ts';
 import type { SandboxAccount, SandboxCredentials } from './account.ts';
 import { AVATAR_BASE_URL, SANDBOX_STATUS } from './users.ts';
 
@@ -53,6 +54,16 @@ function shown(creds: SandboxCredentials, profile: StoredProfile): AccountProfil
     about: profile.about,
     pictureUrl: picture ? `${AVATAR_BASE_URL}${creds.phone}.jpg?id=${picture.id}` : null,
   };
+}
+
+/**
+ * The name account `phone` set for itself, if it ever did: a new login of the number starts with it as its push
+ * name, as the platform keeps the profile across logins.
+ */
+export async function savedName(auth: AuthStateStore, phone: string): Promise<string | undefined> {
+  const id = `profile:${phone}`;
+  const value = (await auth.get(CATEGORY, [id])).get(id);
+  return value === undefined ? undefined : (JSON.parse(value) as StoredProfile).name;
 }
 
 /** The account's profile (`{AVATAR_BASE_URL}<phone>.jpg?id=<id>` for a picture it set, else null). */

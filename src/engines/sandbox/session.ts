@@ -291,7 +291,7 @@ export class SandboxSession implements EngineSession {
     const creds: SandboxCredentials = {
       phone,
       jid: `${phone}.0:1@${USER_DOMAIN}`,
-      pushName: `Sandbox ${phone.slice(-4)}`,
+      pushName: (await profile.savedName(this.#context.auth, phone)) ?? `Sandbox ${phone.slice(-4)}`,
     };
     await this.#context.auth.set([{ ...CREDS, value: JSON.stringify(creds) }]);
     this.#creds = creds;
