@@ -6,6 +6,7 @@ import { eventRoutes } from './events.ts';
 import { addDashboardGuard } from './guard.ts';
 import { instanceRoutes } from './instances.ts';
 import { keyRoutes } from './keys.ts';
+import { profileRoutes } from './profile.ts';
 import { addInstanceRouting } from './routing.ts';
 import { sandboxRoutes } from './sandbox.ts';
 import { staticRoutes } from './static.ts';
@@ -32,6 +33,7 @@ export async function dashboardRoutes(app: FastifyInstance, options: { root?: st
       await api.register(keyRoutes);
       await api.register(userRoutes);
       await api.register(eventRoutes);
+      await api.register(profileRoutes);
     },
     { prefix: '/dashboard/api' },
   );

@@ -12,7 +12,8 @@ import {
 } from '../../../domain/profile.ts';
 import { requireFormat } from '../../../media/detect.ts';
 import { MB, type MediaRule } from '../../../media/kinds.ts';
-import { readMediaSource } from '../../../media/source.ts';
+import { type MediaFetchLog, readMediaSource } from '../../../media/source.ts';
+import type { OutboundGuard } from '../../../net/outbound-guard.ts';
 import { instanceOf } from '../../plugins/instance.ts';
 import { InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 
@@ -133,7 +134,35 @@ export const BlocklistView = Type.Object(
 );
 export type BlocklistView = Static<typeof BlocklistView>;
 
-function profileView(profile: AccountProfile): ProfileView {
+/**
+ * The change a `PUT /v1/profile` body asks for (also the dashboard's profile panel): the picture fetched through the
+ * outbound guard or decoded, and checked from its bytes ({@link PROFILE_PICTURE_RULE}).
+ * @throws DomainError invalid `request body must set at least one of name, about, picture`, `name must not be blank`,
+ *   and the picture's errors naming `picture` (source, format); too_large `picture must be at most 5 MB`.
+ */
+export async function profileChangeOf(
+  guard: OutboundGuard,
+  body: ProfileBody,
+  log: MediaFetchLog,
+): Promise<ProfileChange> {
+  const { name, about, picture } = body;
+  if (name === undefined && about === undefined && picture === undefined) {
+    throw errors.badRequest('request body must set at least one of name, about, picture');
+  }
+  if (name !== undefined && name.trim() === '') throw errors.badRequest('name must not be blank');
+  const change: ProfileChange = {};
+  if (name !== undefined) change.name = name;
+  if (about !== undefined) change.about = about;
+  if (picture !== undefined) {
+    const source = await readMediaSource(guard, picture, 'picture', PROFILE_PICTURE_RULE, log);
+    const format = await requireFormat(source.data, 'picture', PROFILE_PICTURE_RULE);
+    change.picture = { data: source.data, mimetype: format.mime };
+  }
+  return change;
+}
+
+/** The answer shape of a profile. */
+export function profileView(profile: AccountProfile): ProfileView {
   return { name: profile.name, about: profile.about, pictureUrl: profile.pictureUrl };
 }
 
@@ -182,27 +211,8 @@ export async function profileRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const { name, about, picture } = request.body;
-      if (name === undefined && about === undefined && picture === undefined) {
-        throw errors.badRequest('request body must set at least one of name, about, picture');
-      }
-      if (name !== undefined && name.trim() === '') throw errors.badRequest('name must not be blank');
-      const instance = instanceOf(request);
-      const change: ProfileChange = {};
-      if (name !== undefined) change.name = name;
-      if (about !== undefined) change.about = about;
-      if (picture !== undefined) {
-        const source = await readMediaSource(
-          services.guard,
-          picture,
-          'picture',
-          PROFILE_PICTURE_RULE,
-          request.log,
-        );
-        const format = await requireFormat(source.data, 'picture', PROFILE_PICTURE_RULE);
-        change.picture = { data: source.data, mimetype: format.mime };
-      }
-      return ok(profileView(await profile.updateProfile(instance, change)));
+      const change = await profileChangeOf(services.guard, request.body, request.log);
+      return ok(profileView(await profile.updateProfile(instanceOf(request), change)));
     },
   );
 
