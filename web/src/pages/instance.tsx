@@ -3,6 +3,7 @@ import { api, type InstanceSummary, type Me, statusText, when } from '../api.ts'
 import { messageOf, Notice, Section, useAction } from '../ui.tsx';
 import { EndpointsPanel } from './endpoints.tsx';
 import { EventLogPanel } from './event-log.tsx';
+import { BlocklistPanel, ProfilePanel } from './profile.tsx';
 import { SandboxPanel } from './sandbox.tsx';
 import { WebhookPanel } from './webhook.tsx';
 
@@ -14,8 +15,8 @@ interface Qr {
 
 /**
  * One instance: its state, connect / disconnect / logout, the QR code pushed live by the server (replaced as it
- * rotates), the pairing-code alternative, the webhook, the extra webhook endpoints and, for test instances, the sandbox
- * helpers.
+ * rotates), the pairing-code alternative, the webhook, the extra webhook endpoints, for test instances the sandbox
+ * helpers and, once linked and connected, the account's profile and blocked users.
  */
 export function InstancePage(props: { me: Me; id: string }) {
   const { id } = props;
@@ -92,6 +93,12 @@ export function InstancePage(props: { me: Me; id: string }) {
         {canManage && instance.env === 'live' && !instance.loggedIn && <PairingCode id={id} />}
       </Section>
       {instance.env === 'test' && canManage && <SandboxPanel id={id} code={qr?.code} />}
+      {instance.loggedIn && instance.connected && (
+        <>
+          <ProfilePanel id={id} canManage={canManage} />
+          <BlocklistPanel id={id} canManage={canManage} />
+        </>
+      )}
       <WebhookPanel id={id} canManage={canManage} version={deliveriesVersion} />
       <EndpointsPanel id={id} canManage={canManage} version={deliveriesVersion} />
       <EventLogPanel id={id} version={deliveriesVersion} />
