@@ -32,7 +32,9 @@ describe('simulator: the account-settings iqs', () => {
       const answer = privacyIq(iq('privacy', 'get', [{ tag: 'privacy', attrs: {} }]), shop);
       assert.ok('content' in answer && answer.content);
       const [node] = answer.content;
-      return Object.fromEntries((node?.content as BinaryNode[]).map((c) => [c.attrs.name, c.attrs.value]));
+      return Object.fromEntries(
+        ((node?.content ?? []) as BinaryNode[]).map((c) => [c.attrs.name, c.attrs.value]),
+      );
     };
     assert.equal(read().status, 'contacts');
     const set = (name: string, value: string) =>
