@@ -15,6 +15,7 @@ import { registerGroupRoutes } from './groups.ts';
 import { registerHistoryRoutes } from './history.ts';
 import { registerMediaExpiryRoutes } from './media-expiry.ts';
 import { registerMessagingRoutes } from './messaging.ts';
+import { registerProfileRoutes } from './profile.ts';
 import { Phone } from './schemas.ts';
 import { registerUpdateRoutes } from './updates.ts';
 
@@ -106,4 +107,5 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext): vo
   registerContentRoutes(app, ctx);
   registerMediaExpiryRoutes(app, ctx);
   registerUpdateRoutes(app, ctx);
+  registerProfileRoutes(app, ctx);
 }

@@ -10,6 +10,7 @@
  * (`pnJid`, and in `phoneNumberToLidMappings`) as the platform sends LID-migrated chats; a peer who hides its
  * phone is named by LID only.
  */
+import { randomBytes } from 'node:crypto';
 import { deflateSync } from 'node:zlib';
 import { proto } from 'baileys';
 import { type Accounts, type Device, lidJid, phoneJid, type User } from '../model/accounts.ts';
@@ -75,12 +76,41 @@ export function historyBootstrapMessage(user: User, accounts: Accounts): proto.I
   };
 }
 
-/** Sends the bootstrap to `device` once (its first login after linking). */
-export async function sendHistoryBootstrap(ctx: SimContext, user: User, device: Device): Promise<void> {
-  if (device.historySent || !device.keys) return;
-  device.historySent = true;
+/**
+ * The phone's APP_STATE_SYNC_KEY_SHARE for a new companion: the account's app state key (made on first use), so
+ * the companion can send app state patches (a new push name, server/account-iq.ts). Baileys' process-message.js
+ * stores the key and makes it `creds.myAppStateKeyId`.
+ */
+export function appStateKeyShareMessage(user: User): proto.IMessage {
+  if (!user.appStateKey) user.appStateKey = { id: randomBytes(6), data: randomBytes(32) };
+  const { id, data } = user.appStateKey;
+  return {
+    protocolMessage: {
+      type: proto.Message.ProtocolMessage.Type.APP_STATE_SYNC_KEY_SHARE,
+      appStateSyncKeyShare: {
+        keys: [
+          {
+            keyId: { keyId: id },
+            keyData: {
+              keyData: data,
+              fingerprint: { rawId: 1, currentIndex: 0, deviceIndexes: [0] },
+              timestamp: Date.now(),
+            },
+          },
+        ],
+      },
+    },
+  };
+}
+
+/** Encrypts `message` from the phone to `device` and delivers it. */
+async function sendFromPhone(
+  ctx: SimContext,
+  user: User,
+  device: Device,
+  message: proto.IMessage,
+): Promise<void> {
   const jid = phoneJid(user.phone, device.id);
-  const message = historyBootstrapMessage(user, ctx.accounts);
   const [ciphertext] = await ctx.signalQueue.run(user.phone, () =>
     encryptToDevices(user.handset, [{ jid, ...(device.keys ? { keys: device.keys } : {}) }], message, jid),
   );
@@ -95,6 +125,14 @@ export async function sendHistoryBootstrap(ctx: SimContext, user: User, device: 
       attrs: { category: 'peer' },
     }),
   );
+}
+
+/** Sends the bootstrap, then the app state key share, to `device` once (its first login after linking). */
+export async function sendHistoryBootstrap(ctx: SimContext, user: User, device: Device): Promise<void> {
+  if (device.historySent || !device.keys) return;
+  device.historySent = true;
+  await sendFromPhone(ctx, user, device, historyBootstrapMessage(user, ctx.accounts));
+  await sendFromPhone(ctx, user, device, appStateKeyShareMessage(user));
 }
 
 /** Sends the bootstrap at every companion's first login. */

@@ -24,6 +24,8 @@ export interface SendResult {
   id: string;
   devices: number;
   online: number;
+  /** True when the recipient blocked the sender: the message reached none of its devices. */
+  blocked?: boolean;
 }
 
 function companions(user: User): Device[] {
@@ -48,7 +50,10 @@ export function senderAddressing(from: User, own: boolean): { from: string; send
     : { from: lidJid(from.lid), senderAlt: phoneJid(from.phone) };
 }
 
-/** Encrypts `message` from `from`'s phone to the companions of `to` (and copies to `from`'s) and delivers it. */
+/**
+ * Encrypts `message` from `from`'s phone to the companions of `to` (and copies to `from`'s) and delivers it. When
+ * `to` blocked `from`, the platform accepts the message and delivers it to none of `to`'s devices.
+ */
 export async function sendMessage(
   queue: KeyedQueue,
   from: User,
@@ -57,7 +62,9 @@ export async function sendMessage(
 ): Promise<SendResult> {
   const id = newMessageId();
   const chat = phoneJid(to.phone);
-  const recipients = companions(to);
+  const linked = companions(to);
+  const blocked = to.blocked?.includes(from.phone) ?? false;
+  const recipients = blocked ? [] : linked;
   const own = companions(from);
   const byJid = new Map<string, { device: Device; own: boolean }>();
   const targets: FanoutTarget[] = [];
@@ -91,5 +98,5 @@ export async function sendMessage(
       if (deliver(target.device, node) > 0 && !target.own) online++;
     }
   });
-  return { id, devices: recipients.length, online };
+  return { id, devices: linked.length, online, ...(blocked ? { blocked: true } : {}) };
 }

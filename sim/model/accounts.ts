@@ -94,6 +94,20 @@ export interface User {
   sent: Map<string, { message: proto.IMessage; to: string }>;
   /** Faults that outlive a connection (blocked logins, nacked messages, reach-out timelock); model/restrictions.ts. */
   restrictions?: AccountRestrictions;
+  /**
+   * The picture the account set itself (`w:profile:picture` set, server/account-iq.ts): the JPEG bytes as the
+   * client uploaded them. `avatar` then names it.
+   */
+  picture?: Buffer;
+  /** Privacy settings the account changed (`privacy` set), by platform category (`last`, `online`, …). */
+  privacy?: Record<string, string>;
+  /** Phones the account blocked (`blocklist` set), in blocking order. */
+  blocked?: string[];
+  /**
+   * The account's app state sync key (shared by the phone with each companion, messaging/history.ts): decrypts the
+   * app state patches the companions send (server/account-iq.ts, e.g. a new push name).
+   */
+  appStateKey?: { id: Buffer; data: Buffer };
 }
 
 /** One past message of a {@link HistoryChat}. */

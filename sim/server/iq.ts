@@ -15,6 +15,7 @@ import {
   parsePreKeyUpload,
   parseSignedPreKey,
 } from '../signal/index.ts';
+import { blocklistIq, ownPictureIq, privacyIq, statusIq } from './account-iq.ts';
 import { groupIq } from './groups.ts';
 import { keyBundleNode, keysDigestNode } from './keys.ts';
 import { answerMex } from './mex.ts';
@@ -43,21 +44,6 @@ const PROPS: BinaryNode = {
   tag: 'props',
   attrs: { protocol: '1', hash: 'sim-props-1', refresh: '86400' },
   content: [{ tag: 'prop', attrs: { config_code: '10518', config_value: 'false' } }],
-};
-
-/** Privacy settings of every simulated account, as the platform's defaults. */
-const PRIVACY: BinaryNode = {
-  tag: 'privacy',
-  attrs: {},
-  content: [
-    ['last', 'all'],
-    ['online', 'all'],
-    ['profile', 'all'],
-    ['status', 'contacts'],
-    ['groupadd', 'all'],
-    ['readreceipts', 'all'],
-    ['calladd', 'all'],
-  ].map(([name, value]) => ({ tag: 'category', attrs: { name: name ?? '', value: value ?? '' } })),
 };
 
 function child(iq: BinaryNode): BinaryNode | undefined {
@@ -139,9 +125,11 @@ export function answerIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
     case 'abt':
       return { content: [PROPS] };
     case 'privacy':
-      return iq.attrs.type === 'get' ? { content: [PRIVACY] } : {};
+      return privacyIq(iq, ctx.user);
     case 'blocklist':
-      return iq.attrs.type === 'get' ? { content: [{ tag: 'list', attrs: {} }] } : {};
+      return blocklistIq(iq, ctx.user, ctx.accounts);
+    case 'status':
+      return statusIq(iq, ctx.user);
     case 'w:sync:app:state': {
       const collections = getBinaryNodeChildren(getBinaryNodeChild(iq, 'sync'), 'collection');
       return {
@@ -162,7 +150,7 @@ export function answerIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
     case 'w:g2':
       return groupIq(iq, ctx);
     case 'w:profile:picture':
-      return profilePictureAnswer(iq, ctx.accounts);
+      return iq.attrs.type === 'set' ? ownPictureIq(iq, ctx.user) : profilePictureAnswer(iq, ctx.accounts);
     case 'w:m':
       return first?.tag === 'media_conn' && ctx.media
         ? { content: [mediaConnNode(ctx.media.mediaConn())] }

@@ -14,6 +14,7 @@ import { type Accounts, type Device, lidJid, SERVER_JID, type User } from '../mo
 import { loginRefusal, nackFor } from '../model/restrictions.ts';
 import type { CertificateChain } from '../noise/certificates.ts';
 import type { Pairing } from '../pairing/pairing.ts';
+import { appStatePatchIq } from './account-iq.ts';
 import { ConnectionLog } from './attempts.ts';
 import type { Connection, StanzaHandler } from './connection.ts';
 import { answerIq, iqReply } from './iq.ts';
@@ -171,7 +172,14 @@ function loginSession(
         case 'iq':
           if (node.attrs.xmlns === 'w:p' && connection.silenced) return;
           ctx.events.emit('iq', { user, device, connection, node } satisfies DeviceStanza);
-          connection.send(iqReply(node, answerIq(node, iqContext)));
+          connection.send(
+            iqReply(
+              node,
+              node.attrs.xmlns === 'w:sync:app:state' && node.attrs.type === 'set'
+                ? await appStatePatchIq(node, user)
+                : answerIq(node, iqContext),
+            ),
+          );
           return;
         case 'message': {
           const nack = nackFor(ctx.accounts, user, node.attrs.to ?? '', Date.now());

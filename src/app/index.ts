@@ -34,6 +34,7 @@ import { MediaService } from './media.ts';
 import { MessageUpdateService } from './message-updates.ts';
 import { MessagingService } from './messaging.ts';
 import { PacingService } from './pacing.ts';
+import { ProfileService } from './profile.ts';
 import { ReadinessService } from './readiness.ts';
 import { SandboxService } from './sandbox.ts';
 import { SessionService } from './sessions.ts';
@@ -94,6 +95,8 @@ export interface Application {
   health: HealthService;
   /** `Idempotency-Key` claims and kept answers (docs/decisions/0010-idempotency.md). */
   idempotency: IdempotencyService;
+  /** The account's profile, privacy settings and blocklist (docs/decisions/0039-profile-privacy-blocklist.md). */
+  profile: ProfileService;
 }
 
 /** What the application services are built from (see src/services.ts). */
@@ -179,5 +182,6 @@ export function createApplication(deps: ApplicationDeps): Application {
     webhookTest: new WebhookTestService({ box, guard, clock, timeoutMs: webhookTimeoutMs }),
     health: new HealthService({ store, clock }),
     idempotency: new IdempotencyService({ store, clock, logger }),
+    profile: new ProfileService({ sessions }),
   };
 }

@@ -19,6 +19,7 @@ import type {
   UserCheck,
   UserInfo,
 } from '../domain/messages.ts';
+import type { AccountProfile, PrivacyChange, PrivacySettings, ProfileChange } from '../domain/profile.ts';
 
 /**
  * Per-instance persistence port handed to an engine for its credentials and platform-side state
@@ -257,7 +258,8 @@ export interface EngineSession
     ContactsCapability,
     GroupsCapability,
     Partial<MediaCapability>,
-    Partial<LidCapability> {}
+    Partial<LidCapability>,
+    Partial<AccountCapability> {}
 
 /**
  * Asking the platform which phone number is behind a LID, or which LID a phone number has
@@ -427,4 +429,27 @@ export interface SandboxForeignGroupInput {
   name: string;
   ownerPhone: string;
   participants: readonly string[];
+}
+
+/**
+ * The account's own profile, privacy settings and blocklist (docs/api.md#profile,
+ * docs/decisions/0039-profile-privacy-blocklist.md). Optional so a test fake need not model it; both engines have
+ * it. Every call needs the session logged in and connected; platform errors are `platform_refused`.
+ */
+export interface AccountCapability {
+  /** The account's push name, about text and picture URL as the platform holds them. */
+  profile(): Promise<AccountProfile>;
+  /** Applies the given changes (name, then about, then picture) and resolves with the profile read back. */
+  updateProfile(change: ProfileChange): Promise<AccountProfile>;
+  /** The account's privacy settings as the platform holds them. */
+  privacy(): Promise<PrivacySettings>;
+  /** Changes the given settings (one platform call each) and resolves with the settings read back. */
+  updatePrivacy(change: PrivacyChange): Promise<PrivacySettings>;
+  /** The phone numbers the account blocked, ascending. */
+  blocklist(): Promise<string[]>;
+  /**
+   * Blocks (`block`) or unblocks (`unblock`) the user `phone`; resolves with the blocklist afterwards. Idempotent.
+   * @throws DomainError not_registered when `phone` is not on the platform; invalid when it is the account itself.
+   */
+  setBlocked(phone: string, action: 'block' | 'unblock'): Promise<string[]>;
 }

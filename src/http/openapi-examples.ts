@@ -99,5 +99,9 @@ export const REQUEST_EXAMPLES: Readonly<Record<string, Record<string, unknown>>>
     description: 'order updates for the shop backend',
   },
   updateWebhookEndpoint: { events: ['Message'], enabled: true },
+  updateProfile: { name: 'Acme Store', about: 'Open 9–18, Monday to Saturday', picture: TINY_PNG },
+  updatePrivacySettings: { lastSeen: 'contacts', readReceipts: 'none' },
+  blockContact: { phone: '5511977776666' },
+  unblockContact: { phone: '5511977776666' },
   setCallSettings: { autoReject: true, message: "Sorry, we can't take calls. Please send a message." },
 };

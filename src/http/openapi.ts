@@ -179,6 +179,10 @@ const TAGS = [
   },
   { name: 'calls', description: 'Reject incoming calls automatically, with an optional message.' },
   { name: 'contacts', description: 'Registration checks, contacts and profiles.' },
+  {
+    name: 'profile',
+    description: "The account's own display name, about text, profile picture and privacy settings.",
+  },
   { name: 'groups', description: 'Create groups and read them.' },
   { name: 'webhook', description: 'Where events are delivered, the delivery log and redelivery.' },
   {

@@ -248,6 +248,39 @@ export class FakeSocket implements SocketLike {
     isActive: true,
     timeEnforcementEnds: new Date(Date.now() + 3_600_000),
   });
+  /** The account's settings as the account calls changed them (privacy by platform category, blocked JIDs). */
+  privacySettings: Record<string, string> = {};
+  blocked: string[] = [];
+  fetchPrivacySettings = async () => ({ ...this.privacySettings });
+  updateLastSeenPrivacy = async (value: string) => {
+    this.privacySettings.last = value;
+  };
+  updateOnlinePrivacy = async (value: string) => {
+    this.privacySettings.online = value;
+  };
+  updateProfilePicturePrivacy = async (value: string) => {
+    this.privacySettings.profile = value;
+  };
+  updateStatusPrivacy = async (value: string) => {
+    this.privacySettings.status = value;
+  };
+  updateGroupsAddPrivacy = async (value: string) => {
+    this.privacySettings.groupadd = value;
+  };
+  updateReadReceiptsPrivacy = async (value: string) => {
+    this.privacySettings.readreceipts = value;
+  };
+  fetchBlocklist = async () => [...this.blocked];
+  updateBlockStatus = async (jid: string, action: 'block' | 'unblock') => {
+    this.blocked = this.blocked.filter((j) => j !== jid);
+    if (action === 'block') this.blocked.push(jid);
+  };
+  /** Profile changes in call order. */
+  profileCalls: [string, unknown][] = [];
+  updateProfileName = async (name: string) => void this.profileCalls.push(['name', name]);
+  updateProfileStatus = async (status: string) => void this.profileCalls.push(['status', status]);
+  updateProfilePicture = async (jid: string, content: unknown) =>
+    void this.profileCalls.push(['picture', { jid, content }]);
 }
 
 /** A factory that records every socket it makes; `onCreate` runs right after creation (e.g. to open it). */

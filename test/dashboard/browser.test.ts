@@ -426,6 +426,33 @@ if (chromiumAvailable) {
       }
     });
 
+    it('changes the profile (name, about, picture) and blocks and unblocks a number (docs/decisions/0039-profile-privacy-blocklist.md)', async () => {
+      const profile = page.getByRole('region', { name: 'Profile', exact: true });
+      await profile.getByLabel('Name (up to 25 characters)').fill('Acme Store');
+      await profile.getByLabel('About (up to 139 characters)').fill('Open 9-18');
+      const png = Buffer.from(
+        'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==',
+        'base64',
+      );
+      await profile
+        .getByLabel(/New picture/)
+        .setInputFiles({ name: 'logo.png', mimeType: 'image/png', buffer: png });
+      await profile.getByRole('button', { name: 'Save profile' }).click();
+      await profile.getByText('Profile saved').waitFor();
+      await profile.getByRole('link', { name: 'current picture' }).waitFor();
+      await profile.locator('dd', { hasText: 'Acme Store' }).waitFor();
+      await profile.locator('dd', { hasText: 'Open 9-18' }).waitFor();
+
+      const blocked = page.getByRole('region', { name: 'Blocked users' });
+      await blocked.getByText('Nobody is blocked.').waitFor();
+      await blocked.getByLabel(/Block a number/).fill('5511988887777');
+      await blocked.getByRole('button', { name: 'Block', exact: true }).click();
+      await blocked.getByText('Blocked 5511988887777').waitFor();
+      await blocked.getByRole('button', { name: 'Unblock 5511988887777' }).click();
+      await blocked.getByText('Unblocked 5511988887777').waitFor();
+      await blocked.getByText('Nobody is blocked.').waitFor();
+    });
+
     it('creates a key with one scope, copies it, uses it over HTTP (403 on another scope), revokes it (401)', async () => {
       await page.getByRole('link', { name: 'API keys' }).click();
       await page.getByRole('heading', { name: 'API keys' }).waitFor();

@@ -81,6 +81,11 @@ describe('OpenAPI document fit for readers and client generators', () => {
     assert.equal(byRoute('/v1/contacts/check', 'post'), 'checkContacts');
     assert.equal(byRoute('/v1/contacts/lid', 'get'), 'getContactLid');
     assert.equal(byRoute('/v1/groups/list', 'get'), 'listGroups');
+    assert.equal(byRoute('/v1/profile', 'get'), 'getProfile');
+    assert.equal(byRoute('/v1/profile', 'put'), 'updateProfile');
+    assert.equal(byRoute('/v1/profile/privacy', 'put'), 'updatePrivacySettings');
+    assert.equal(byRoute('/v1/contacts/blocklist', 'get'), 'getBlocklist');
+    assert.equal(byRoute('/v1/contacts/block', 'post'), 'blockContact');
     assert.equal(byRoute('/v1/events', 'get'), 'listEvents');
     assert.equal(byRoute('/v1/events/stream', 'get'), 'streamEvents');
     assert.equal(byRoute('/chat/send/text', 'post'), 'gatewaySendText');
@@ -128,6 +133,8 @@ describe('OpenAPI document fit for readers and client generators', () => {
     has('/v1/session/connect', 'post', '409', '502', '504');
     has('/v1/contacts/check', 'post', '409', '502');
     has('/v1/contacts/lid', 'get', '200', '400', '404', '502');
+    has('/v1/profile', 'put', '409', '413', '502');
+    has('/v1/contacts/block', 'post', '409', '422', '502');
     has('/v1/webhook/deliveries/{id}/redeliver', 'post', '404', '409', '414', '431');
     // Webhook endpoints (docs/decisions/0035-webhook-endpoints.md): 201 with the secret, 409 at the cap, 404 per id.
     has('/v1/webhooks', 'post', '201', '400', '409');

@@ -1223,6 +1223,93 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/profile": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The account's display name, about text and profile picture */
+        get: operations["getProfile"];
+        /** Change the account's display name, about text and/or profile picture */
+        put: operations["updateProfile"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/profile/privacy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The account's privacy settings */
+        get: operations["getPrivacySettings"];
+        /** Change any of the account's privacy settings */
+        put: operations["updatePrivacySettings"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/contacts/blocklist": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The numbers the account blocked */
+        get: operations["getBlocklist"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/contacts/block": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Block a user: their messages and calls no longer reach the account (idempotent) */
+        post: operations["blockContact"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/contacts/unblock": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Unblock a user (idempotent) */
+        post: operations["unblockContact"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/chat/send/text": {
         parameters: {
             query?: never;
@@ -1684,6 +1771,16 @@ export interface components {
              * @example 1690000000
              */
             id: string;
+        };
+        /** BlocklistView */
+        BlocklistView: {
+            /**
+             * @description phone numbers the account blocked, ascending
+             * @example [
+             *       "5511977776666"
+             *     ]
+             */
+            phones: string[];
         };
         /** CallSettings */
         CallSettings: {
@@ -2159,6 +2256,63 @@ export interface components {
              * @example 200
              */
             code: number;
+        };
+        /** PrivacyView */
+        PrivacyView: {
+            /**
+             * @description who sees when the account was last online: all, contacts, contact_blacklist, none
+             * @example all
+             * @enum {string}
+             */
+            lastSeen: "all" | "contacts" | "contact_blacklist" | "none";
+            /**
+             * @description who sees when the account is online (match_last_seen: as lastSeen): all, match_last_seen
+             * @example all
+             * @enum {string}
+             */
+            online: "all" | "match_last_seen";
+            /**
+             * @description who sees the profile picture: all, contacts, contact_blacklist, none
+             * @example all
+             * @enum {string}
+             */
+            profilePicture: "all" | "contacts" | "contact_blacklist" | "none";
+            /**
+             * @description who sees the about text: all, contacts, contact_blacklist, none
+             * @example all
+             * @enum {string}
+             */
+            about: "all" | "contacts" | "contact_blacklist" | "none";
+            /**
+             * @description who may add the account to groups: all, contacts, contact_blacklist
+             * @example all
+             * @enum {string}
+             */
+            groupAdd: "all" | "contacts" | "contact_blacklist";
+            /**
+             * @description whether read receipts are sent (none: not sent, nor shown): all, none
+             * @example all
+             * @enum {string}
+             */
+            readReceipts: "all" | "none";
+        };
+        /** ProfileView */
+        ProfileView: {
+            /**
+             * @description the account's display (push) name; empty when unknown
+             * @example Acme Store
+             */
+            name: string;
+            /**
+             * @description the account's about text; empty when none
+             * @example Open 9–18
+             */
+            about: string;
+            /**
+             * @description URL of the profile picture (the platform link expires); null when the account has none
+             * @example https://sandbox.parley.invalid/avatars/5511999990001.jpg?id=1612345678
+             */
+            pictureUrl: string | null;
         };
         /** QrResult */
         QrResult: {
@@ -8192,6 +8346,435 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getProfile: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The profile */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["ProfileView"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateProfile: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Acme Store",
+                 *       "about": "Open 9–18, Monday to Saturday",
+                 *       "picture": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description new display name, 1 to 25 characters
+                     * @example Acme Store
+                     */
+                    name?: string;
+                    /**
+                     * @description new about text, at most 139 characters
+                     * @example Open 9–18
+                     */
+                    about?: string;
+                    /**
+                     * @description new profile picture: an https:// URL or a data: URI (base64) of a JPEG, PNG or WEBP image, at most 5 MB
+                     * @example https://example.com/logo.png
+                     */
+                    picture?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The profile after the change */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["ProfileView"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getPrivacySettings: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The privacy settings */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["PrivacyView"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updatePrivacySettings: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "lastSeen": "contacts",
+                 *       "readReceipts": "none"
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description who sees when the account was last online: all, contacts, contact_blacklist, none
+                     * @example all
+                     * @enum {string}
+                     */
+                    lastSeen?: "all" | "contacts" | "contact_blacklist" | "none";
+                    /**
+                     * @description who sees when the account is online (match_last_seen: as lastSeen): all, match_last_seen
+                     * @example all
+                     * @enum {string}
+                     */
+                    online?: "all" | "match_last_seen";
+                    /**
+                     * @description who sees the profile picture: all, contacts, contact_blacklist, none
+                     * @example all
+                     * @enum {string}
+                     */
+                    profilePicture?: "all" | "contacts" | "contact_blacklist" | "none";
+                    /**
+                     * @description who sees the about text: all, contacts, contact_blacklist, none
+                     * @example all
+                     * @enum {string}
+                     */
+                    about?: "all" | "contacts" | "contact_blacklist" | "none";
+                    /**
+                     * @description who may add the account to groups: all, contacts, contact_blacklist
+                     * @example all
+                     * @enum {string}
+                     */
+                    groupAdd?: "all" | "contacts" | "contact_blacklist";
+                    /**
+                     * @description whether read receipts are sent (none: not sent, nor shown): all, none
+                     * @example all
+                     * @enum {string}
+                     */
+                    readReceipts?: "all" | "none";
+                };
+            };
+        };
+        responses: {
+            /** @description Every privacy setting after the change */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["PrivacyView"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getBlocklist: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The blocked numbers, ascending */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["BlocklistView"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    blockContact: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first answer below 500 is kept 24 h per organization and key, and the same request with the same key gets it again (with `Idempotent-Replayed: true`) without being carried out twice. 1 to 255 printable ASCII characters, e.g. a UUID. The same key with another method, path or body is 422; while the first request runs, 409.
+                 * @example 5f0c2a1e-8d4b-4d7e-9c1a-2b3c4d5e6f70
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "phone": "5511977776666"
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description the user to block or unblock
+                     * @example 5511977776666
+                     */
+                    phone: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The blocklist afterwards */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    "idempotent-replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["BlocklistView"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    unblockContact: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first answer below 500 is kept 24 h per organization and key, and the same request with the same key gets it again (with `Idempotent-Replayed: true`) without being carried out twice. 1 to 255 printable ASCII characters, e.g. a UUID. The same key with another method, path or body is 422; while the first request runs, 409.
+                 * @example 5f0c2a1e-8d4b-4d7e-9c1a-2b3c4d5e6f70
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "phone": "5511977776666"
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description the user to block or unblock
+                     * @example 5511977776666
+                     */
+                    phone: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The blocklist afterwards */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    "idempotent-replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["BlocklistView"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };

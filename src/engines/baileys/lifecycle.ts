@@ -77,6 +77,20 @@ export class Lifecycle {
     return this.#credentials.creds;
   }
 
+  /**
+   * Records the account's new push name in the loaded credentials and saves them, as Baileys does when it
+   * processes its own `setting_pushName` app state change (Utils/chat-utils.js; parley runs Baileys with
+   * `emitOwnEvents` off, so it never sees its own). A no-op before the credentials are loaded.
+   * @throws the store's error.
+   */
+  async rename(name: string): Promise<void> {
+    const auth = this.#credentials.loaded;
+    const me = auth?.state.creds.me;
+    if (!auth || !me) return;
+    me.name = name;
+    await auth.saveCreds();
+  }
+
   /** The engine state (see `connectionState`); synchronous. */
   state(): ConnectionState {
     return connectionState(this.#phase, this.creds, this.#credentials.paired, this.#reason, this.#cause);

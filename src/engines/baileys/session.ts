@@ -1,6 +1,6 @@
 import type { Agent } from 'node:https';
 import type { GroupMetadata, UserFacingSocketConfig, WABrowserDescription, WAVersion } from 'baileys';
-import { jidNormalizedUser, type proto } from 'baileys';
+import { jidDecode, jidNormalizedUser, type proto } from 'baileys';
 import { DomainError, errors } from '../../domain/errors.ts';
 import type { GroupChange, ParticipantAction, ParticipantOutcome } from '../../domain/groups.ts';
 import type { LidMapping } from '../../domain/lids.ts';
@@ -19,6 +19,7 @@ import type {
   UserInfo,
 } from '../../domain/messages.ts';
 import { userJid } from '../../domain/messages.ts';
+import type { AccountProfile, PrivacyChange, PrivacySettings, ProfileChange } from '../../domain/profile.ts';
 import type { EngineSession, EngineSessionContext, SessionLocks } from '../engine.ts';
 import { BoundedCache } from './cache.ts';
 import { CallHandler } from './calls.ts';
@@ -34,6 +35,7 @@ import { downloadPlatformMedia } from './media-download.ts';
 import * as ops from './operations.ts';
 import type { LinkPreviewFetcher } from './outgoing.ts';
 import { resendableProto } from './outgoing.ts';
+import * as profile from './profile.ts';
 import type { BaileysLogger, SocketFactory, SocketLike } from './socket.ts';
 import * as updates from './updates.ts';
 
@@ -331,6 +333,41 @@ export class BaileysSession implements EngineSession {
     return admin.revokeGroupInvite(await this.#open(), this.#deps, jid);
   }
 
+  async profile(): Promise<AccountProfile> {
+    const sock = await this.#open();
+    return mapPlatformErrors(() => profile.readProfile(sock, this.#ownAccount()), {
+      now: this.#context.clock(),
+    });
+  }
+  async updateProfile(change: ProfileChange): Promise<AccountProfile> {
+    const sock = await this.#open();
+    const rename = (name: string) => this.#life.rename(name);
+    await mapPlatformErrors(() => profile.applyProfile(sock, this.#ownAccount(), change, rename), {
+      now: this.#context.clock(),
+    });
+    return this.profile();
+  }
+  async privacy(): Promise<PrivacySettings> {
+    const sock = await this.#open();
+    return mapPlatformErrors(() => profile.readPrivacy(sock), { now: this.#context.clock() });
+  }
+  async updatePrivacy(change: PrivacyChange): Promise<PrivacySettings> {
+    const sock = await this.#open();
+    await mapPlatformErrors(() => profile.applyPrivacy(sock, change), { now: this.#context.clock() });
+    return this.privacy();
+  }
+  async blocklist(): Promise<string[]> {
+    const sock = await this.#open();
+    return mapPlatformErrors(() => profile.readBlocklist(sock), { now: this.#context.clock() });
+  }
+  async setBlocked(phone: string, action: 'block' | 'unblock'): Promise<string[]> {
+    const sock = await this.#open();
+    await mapPlatformErrors(() => profile.applyBlock(sock, this.#ownAccount(), phone, action), {
+      now: this.#context.clock(),
+    });
+    return this.blocklist();
+  }
+
   /**
    * Links by an 8-character code typed on the phone (Baileys `requestPairingCode`) during a running pairing
    * attempt. @throws DomainError conflict `already logged in` / `instance is not connected`.
@@ -363,6 +400,14 @@ export class BaileysSession implements EngineSession {
       throw new DomainError('platform_unreachable', `not connected to the platform right now${why}`);
     }
     throw new DomainError('not_connected', `instance is not connected${why}`);
+  }
+
+  /** The account's phone and push name, from the credentials. @throws DomainError not_logged_in without them. */
+  #ownAccount(): profile.OwnAccount {
+    const me = this.#life.creds?.me;
+    const phone = me?.id ? jidDecode(me.id)?.user : undefined;
+    if (!me || !phone) throw errors.notLoggedIn();
+    return { phone, name: me.name ?? '' };
   }
 
   #me(): Identity {

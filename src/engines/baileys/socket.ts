@@ -66,6 +66,18 @@ export interface SocketLike
     | 'end'
     | 'fetchAccountReachoutTimelock'
     | 'rejectCall'
+    | 'fetchPrivacySettings'
+    | 'updateLastSeenPrivacy'
+    | 'updateOnlinePrivacy'
+    | 'updateProfilePicturePrivacy'
+    | 'updateStatusPrivacy'
+    | 'updateGroupsAddPrivacy'
+    | 'updateReadReceiptsPrivacy'
+    | 'fetchBlocklist'
+    | 'updateBlockStatus'
+    | 'updateProfileName'
+    | 'updateProfileStatus'
+    | 'updateProfilePicture'
   > {
   ev: SocketEvents;
   ws: SocketFrames;

@@ -13,6 +13,7 @@ import { ownJid, type SandboxAccount, type SandboxCredentials } from './account.
 import { memberGroup } from './groups.ts';
 import { incomingMessageId, outgoingMessageId } from './ids.ts';
 import { revealLid, sandboxChatOf } from './lids.ts';
+import { isBlocked } from './profile.ts';
 
 /**
  * Messages on the simulated platform (docs/decisions/0017-messages-and-media.md, docs/decisions/0004-sandbox.md):
@@ -128,6 +129,8 @@ export async function markRead(
 
 /**
  * Helper (docs/decisions/0004-sandbox.md): user `phone` sends text `body` to the account, in `groupJid` when given.
+ * A 1:1 message from a user the account blocked is accepted (the answer has its id) but never arrives: no event
+ * (docs/decisions/0039-profile-privacy-blocklist.md).
  * @throws DomainError invalid when `phone` is the account itself; not_registered when the sender is not
  *   registered or not in the group; not_found `group not found`; not_logged_in before login.
  */
@@ -159,6 +162,10 @@ export async function arrive(
   }
   await revealLid(account, input.phone);
   const id = incomingMessageId(account.context.instanceId, await account.sequence.next());
+  // A blocked user's 1:1 message is accepted from the sender and never delivered (docs/decisions/0039-profile-privacy-blocklist.md).
+  if (input.groupJid === undefined && (await isBlocked(account, creds, input.phone))) {
+    return { id, timestamp: account.context.clock() };
+  }
   const message: EngineMessage = {
     id,
     source: {
@@ -229,6 +236,8 @@ export async function presence(account: SandboxAccount, input: SandboxPresenceIn
     if (!group.participants.some((p) => p.jid === sender)) {
       throw new DomainError('not_participant', `phone ${input.phone} is not a participant of the group`);
     }
+  } else if (await isBlocked(account, creds, input.phone)) {
+    return; // a blocked user's chat state never reaches the account (docs/decisions/0039-profile-privacy-blocklist.md)
   }
   await account.context.emit({
     type: 'presence',

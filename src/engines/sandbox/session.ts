@@ -16,6 +16,7 @@ import type {
   UserInfo,
 } from '../../domain/messages.ts';
 import { USER_DOMAIN } from '../../domain/messages.ts';
+import type { AccountProfile, PrivacyChange, PrivacySettings, ProfileChange } from '../../domain/profile.ts';
 import type { EngineSession, EngineSessionContext, SandboxControls } from '../engine.ts';
 import type { SandboxAccount, SandboxCredentials } from './account.ts';
 import { incomingCall } from './calls.ts';
@@ -26,6 +27,7 @@ import { sandboxLidMapping } from './lids.ts';
 import * as media from './media.ts';
 import * as messaging from './messaging.ts';
 import { defaultSandboxPhone, pairingSlot, sandboxPairingCode } from './pairing.ts';
+import * as profile from './profile.ts';
 import * as updates from './updates.ts';
 import { avatarOf, checkOf, contactOf, infoOf, isValidPhone } from './users.ts';
 import { SandboxWorld } from './world.ts';
@@ -226,6 +228,34 @@ export class SandboxSession implements EngineSession {
     return found;
   }
 
+  /** The account's profile (docs/decisions/0039-profile-privacy-blocklist.md). */
+  profile(): Promise<AccountProfile> {
+    return profile.profile(this.#account);
+  }
+  /** Applies the change; a new name is also the push name of the stored credentials (the session status shows it). */
+  async updateProfile(change: ProfileChange): Promise<AccountProfile> {
+    const updated = await profile.updateProfile(this.#account, change);
+    const creds = this.#creds;
+    if (change.name !== undefined && creds && creds.pushName !== change.name) {
+      const next = { ...creds, pushName: change.name };
+      await this.#context.auth.set([{ ...CREDS, value: JSON.stringify(next) }]);
+      this.#creds = next;
+    }
+    return updated;
+  }
+  privacy(): Promise<PrivacySettings> {
+    return profile.privacy(this.#account);
+  }
+  updatePrivacy(change: PrivacyChange): Promise<PrivacySettings> {
+    return profile.updatePrivacy(this.#account, change);
+  }
+  blocklist(): Promise<string[]> {
+    return profile.blocklist(this.#account);
+  }
+  setBlocked(phone: string, action: 'block' | 'unblock'): Promise<string[]> {
+    return profile.setBlocked(this.#account, phone, action);
+  }
+
   /** The simulated platform's test helpers (docs/decisions/0004-sandbox.md); a light object made on each read. */
   get sandbox(): SandboxControls {
     const account = this.#account;
@@ -281,7 +311,7 @@ export class SandboxSession implements EngineSession {
     const creds: SandboxCredentials = {
       phone,
       jid: `${phone}.0:1@${USER_DOMAIN}`,
-      pushName: `Sandbox ${phone.slice(-4)}`,
+      pushName: (await profile.savedName(this.#context.auth, phone)) ?? `Sandbox ${phone.slice(-4)}`,
     };
     await this.#context.auth.set([{ ...CREDS, value: JSON.stringify(creds) }]);
     this.#creds = creds;

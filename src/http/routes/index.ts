@@ -12,6 +12,7 @@ import { groupAdminRoutes } from './v1/group-admin.ts';
 import { groupsRoutes } from './v1/groups.ts';
 import { instancesRoutes } from './v1/instances.ts';
 import { messagesRoutes } from './v1/messages.ts';
+import { blocklistRoutes, profileRoutes } from './v1/profile.ts';
 import { sandboxRoutes } from './v1/sandbox.ts';
 import { sandboxCallRoutes } from './v1/sandbox-calls.ts';
 import { sandboxGroupRoutes } from './v1/sandbox-groups.ts';
@@ -42,5 +43,7 @@ export async function routes(app: FastifyInstance): Promise<void> {
   await app.register(webhookEndpointRoutes, { prefix: '/v1/webhooks' });
   await app.register(eventRoutes, { prefix: '/v1/events' });
   await app.register(eventStreamRoutes, { prefix: '/v1/events' });
+  await app.register(profileRoutes, { prefix: '/v1/profile' });
+  await app.register(blocklistRoutes, { prefix: '/v1/contacts' });
   await app.register(dashboardRoutes, {});
 }

@@ -5,6 +5,7 @@ import { ConversationsPanel } from './conversations.tsx';
 import { EndpointsPanel } from './endpoints.tsx';
 import { EventLogPanel } from './event-log.tsx';
 import { HealthPanel } from './health.tsx';
+import { BlocklistPanel, ProfilePanel } from './profile.tsx';
 import { SandboxPanel } from './sandbox.tsx';
 import { WebhookPanel } from './webhook.tsx';
 
@@ -15,9 +16,10 @@ interface Qr {
 }
 
 /**
- * One instance: its state, connect / disconnect / logout (confirmed first), deletion for owners, the QR code pushed live by the server (replaced as it
- * rotates), the pairing-code alternative, the conversations, the webhook, the extra webhook endpoints and, for test instances, the sandbox
- * helpers.
+ * One instance: its state, connect / disconnect / logout (confirmed first), deletion for owners, the QR code pushed
+ * live by the server (replaced as it rotates), the pairing-code alternative, the conversations, the health charts, the
+ * webhook, the extra webhook endpoints, for test instances the sandbox helpers and, once linked and connected, the
+ * account's profile and blocked users.
  */
 export function InstancePage(props: { me: Me; id: string }) {
   const { id } = props;
@@ -120,6 +122,12 @@ export function InstancePage(props: { me: Me; id: string }) {
       <ConversationsPanel id={id} canManage={canManage} version={deliveriesVersion} />
       <HealthPanel instanceId={id} names={{ [id]: instance.name }} version={deliveriesVersion} />
       {instance.env === 'test' && canManage && <SandboxPanel id={id} code={qr?.code} />}
+      {instance.loggedIn && instance.connected && (
+        <>
+          <ProfilePanel id={id} canManage={canManage} />
+          <BlocklistPanel id={id} canManage={canManage} />
+        </>
+      )}
       <WebhookPanel id={id} canManage={canManage} version={deliveriesVersion} />
       <EndpointsPanel id={id} canManage={canManage} version={deliveriesVersion} />
       <EventLogPanel id={id} version={deliveriesVersion} />

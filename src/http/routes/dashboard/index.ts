@@ -8,6 +8,7 @@ import { addDashboardGuard } from './guard.ts';
 import { healthRoutes } from './health.ts';
 import { instanceRoutes } from './instances.ts';
 import { keyRoutes } from './keys.ts';
+import { profileRoutes } from './profile.ts';
 import { addInstanceRouting } from './routing.ts';
 import { sandboxRoutes } from './sandbox.ts';
 import { staticRoutes } from './static.ts';
@@ -36,6 +37,7 @@ export async function dashboardRoutes(app: FastifyInstance, options: { root?: st
       await api.register(eventRoutes);
       await api.register(conversationRoutes);
       await api.register(healthRoutes);
+      await api.register(profileRoutes);
     },
     { prefix: '/dashboard/api' },
   );

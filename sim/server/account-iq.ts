@@ -1,0 +1,175 @@
+/**
+ * The account's own settings as Baileys 7 changes and reads them (Socket/chats.js), answered from the simulated
+ * account's state (docs/simulator.md, Profile, privacy and blocklist):
+ * - `privacy` get/set: `<privacy>` of `<category name value>` (fetchPrivacySettings, privacyQuery); a set names one
+ *   category, whose value must be one the platform knows for it (else 400 bad-request).
+ * - `blocklist` get/set: `<list>` of `<item jid>` (fetchBlocklist); a set carries `<item action="block|unblock"
+ *   jid="<lid>" pn_jid="<phone jid>">` (updateBlockStatus). Items of the list name each blocked user by LID, as
+ *   the platform does since the LID migration.
+ * - `status` set: the about text as the `<status>` child's bytes (updateProfileStatus).
+ * - `w:profile:picture` set without `target`: the account's own picture, JPEG bytes in `<picture type="image">`
+ *   (updateProfilePicture); without a `<picture>` child the picture is removed (removeProfilePicture). A set with a
+ *   `target` (a group's picture) is not modelled: 501.
+ * - `w:sync:app:state` set: app state patches (chatModify → appPatch), decrypted with the account's app state key
+ *   (shared by the phone, messaging/history.ts); a `setting_pushName` mutation changes the account's push name
+ *   (updateProfileName). Other mutations are accepted and ignored.
+ */
+import {
+  type BinaryNode,
+  decodeSyncdMutations,
+  getBinaryNodeChild,
+  getBinaryNodeChildren,
+  newLTHashState,
+  proto,
+} from 'baileys';
+import type { Accounts, User } from '../model/accounts.ts';
+import type { IqAnswer } from './iq.ts';
+
+/** The values the platform accepts per privacy category (Baileys Types/Chat.d.ts). */
+export const PRIVACY_CATEGORY_VALUES: Readonly<Record<string, readonly string[]>> = {
+  last: ['all', 'contacts', 'contact_blacklist', 'none'],
+  online: ['all', 'match_last_seen'],
+  profile: ['all', 'contacts', 'contact_blacklist', 'none'],
+  status: ['all', 'contacts', 'contact_blacklist', 'none'],
+  groupadd: ['all', 'contacts', 'contact_blacklist'],
+  readreceipts: ['all', 'none'],
+  calladd: ['all', 'known'],
+  messages: ['all', 'contacts'],
+};
+
+/** Privacy settings of a new account, the platform's defaults. */
+export const DEFAULT_PRIVACY: Readonly<Record<string, string>> = {
+  last: 'all',
+  online: 'all',
+  profile: 'all',
+  status: 'contacts',
+  groupadd: 'all',
+  readreceipts: 'all',
+  calladd: 'all',
+};
+
+/** Host of the profile picture URLs the simulator gives out for pictures accounts set themselves (not served). */
+export const OWN_PICTURE_BASE = 'https://pps.sim.example/v/t61/';
+
+const badRequest = (text: string): IqAnswer => ({ error: { code: 400, text } });
+let lastPictureId = Math.floor(Date.now() / 1000);
+
+/** The account's privacy settings, every category. */
+export function privacyOf(user: User): Record<string, string> {
+  return { ...DEFAULT_PRIVACY, ...user.privacy };
+}
+
+/** Answers a `privacy` get or set. */
+export function privacyIq(iq: BinaryNode, user: User): IqAnswer {
+  const privacy = getBinaryNodeChild(iq, 'privacy');
+  if (iq.attrs.type === 'get') {
+    const content = Object.entries(privacyOf(user)).map(([name, value]) => ({
+      tag: 'category',
+      attrs: { name, value },
+    }));
+    return { content: [{ tag: 'privacy', attrs: {}, content }] };
+  }
+  const categories = getBinaryNodeChildren(privacy, 'category');
+  if (categories.length === 0) return badRequest('category missing');
+  for (const { attrs } of categories) {
+    const allowed = PRIVACY_CATEGORY_VALUES[attrs.name ?? ''];
+    if (!allowed?.includes(attrs.value ?? '')) return badRequest('bad-request');
+  }
+  const next = { ...user.privacy };
+  for (const { attrs } of categories) next[attrs.name ?? ''] = attrs.value ?? '';
+  user.privacy = next;
+  return {};
+}
+
+/** Answers a `blocklist` get (the list by LID JID) or set (block/unblock one user named by LID or phone JID). */
+export function blocklistIq(iq: BinaryNode, user: User, accounts: Accounts): IqAnswer {
+  if (iq.attrs.type === 'get') {
+    const items = (user.blocked ?? []).flatMap((phone) => {
+      const blocked = accounts.get(phone);
+      return blocked ? [{ tag: 'item', attrs: { jid: `${blocked.lid}@lid` } }] : [];
+    });
+    return { content: [{ tag: 'list', attrs: {}, content: items }] };
+  }
+  const item = getBinaryNodeChild(iq, 'item');
+  const action = item?.attrs.action;
+  if (!item || (action !== 'block' && action !== 'unblock')) return badRequest('bad-request');
+  const target = accounts.resolve(item.attrs.jid ?? '') ?? accounts.resolve(item.attrs.pn_jid ?? '');
+  if (!target?.user.registered) return { error: { code: 404, text: 'item-not-found' } };
+  if (target.user === user) return badRequest('bad-request');
+  const phone = target.user.phone;
+  const current = (user.blocked ?? []).filter((p) => p !== phone);
+  user.blocked = action === 'block' ? [...current, phone] : current;
+  return {};
+}
+
+/** Answers a `status` set: the account's about text. */
+export function statusIq(iq: BinaryNode, user: User): IqAnswer {
+  const status = getBinaryNodeChild(iq, 'status');
+  if (iq.attrs.type !== 'set' || !status) return badRequest('bad-request');
+  const content = status.content;
+  const text =
+    typeof content === 'string'
+      ? content
+      : content instanceof Uint8Array
+        ? Buffer.from(content).toString('utf8')
+        : '';
+  user.about = text;
+  return {};
+}
+
+/** Answers a `w:profile:picture` set for the account itself: stores the picture, or removes it. */
+export function ownPictureIq(iq: BinaryNode, user: User): IqAnswer {
+  if (iq.attrs.target) return { error: { code: 501, text: 'feature-not-implemented' } };
+  const picture = getBinaryNodeChild(iq, 'picture');
+  if (!picture) {
+    delete user.picture;
+    delete user.avatar;
+    return {};
+  }
+  const content = picture.content;
+  if (!(content instanceof Uint8Array) || content.length === 0) return badRequest('bad-request');
+  const id = String(++lastPictureId);
+  user.picture = Buffer.from(content);
+  user.avatar = { url: `${OWN_PICTURE_BASE}${user.lid}.jpg?id=${id}`, id };
+  return { content: [{ tag: 'picture', attrs: { id } }] };
+}
+
+/**
+ * Applies the app state patches of a `w:sync:app:state` set; resolves with the answer (the collections at their
+ * new versions). A patch the account's key cannot decrypt is refused 400.
+ */
+export async function appStatePatchIq(iq: BinaryNode, user: User): Promise<IqAnswer> {
+  const collections = getBinaryNodeChildren(getBinaryNodeChild(iq, 'sync'), 'collection');
+  const key = user.appStateKey;
+  const answered: BinaryNode[] = [];
+  for (const collection of collections) {
+    const version = Number(collection.attrs.version ?? '0');
+    const patchNode = getBinaryNodeChild(collection, 'patch');
+    if (patchNode?.content instanceof Uint8Array) {
+      if (!key) return badRequest('no app state key');
+      const patch = proto.SyncdPatch.decode(patchNode.content);
+      try {
+        await decodeSyncdMutations(
+          patch.mutations ?? [],
+          newLTHashState(),
+          async (id: string) =>
+            id === key.id.toString('base64')
+              ? proto.Message.AppStateSyncKeyData.fromObject({ keyData: key.data })
+              : null,
+          ({ syncAction, index }: { syncAction: proto.ISyncActionData; index: string[] }) => {
+            const name = syncAction.value?.pushNameSetting?.name;
+            if (index[0] === 'setting_pushName' && name) user.pushName = name;
+          },
+          false,
+        );
+      } catch {
+        return badRequest('patch cannot be decrypted');
+      }
+    }
+    answered.push({
+      tag: 'collection',
+      attrs: { name: collection.attrs.name ?? '', version: String(version + 1) },
+    });
+  }
+  return { content: [{ tag: 'sync', attrs: {}, content: answered }] };
+}
