@@ -12,8 +12,8 @@ import {
 } from '../../../domain/profile.ts';
 import { requireFormat } from '../../../media/detect.ts';
 import { MB, type MediaRule } from '../../../media/kinds.ts';
+import type { MediaTools } from '../../../media/prepare.ts';
 import { type MediaFetchLog, readMediaSource } from '../../../media/source.ts';
-import type { OutboundGuard } from '../../../net/outbound-guard.ts';
 import { instanceOf } from '../../plugins/instance.ts';
 import { InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 
@@ -141,7 +141,7 @@ export type BlocklistView = Static<typeof BlocklistView>;
  *   and the picture's errors naming `picture` (source, format); too_large `picture must be at most 5 MB`.
  */
 export async function profileChangeOf(
-  guard: OutboundGuard,
+  guard: MediaTools['guard'],
   body: ProfileBody,
   log: MediaFetchLog,
 ): Promise<ProfileChange> {
