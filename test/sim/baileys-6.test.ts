@@ -256,3 +256,30 @@ describe('simulator: unmodified Baileys 6.7.21 pairs, logs in, sends and receive
     });
   }
 });
+
+describe('simulator: the first-frame delay', () => {
+  it('holds the first frame after the handshake for firstFrameDelayMs; rejects a bad value', async () => {
+    await assert.rejects(startSimulator({ firstFrameDelayMs: -1 }), RangeError);
+    await assert.rejects(startSimulator({ firstFrameDelayMs: 2.5 }), RangeError);
+    const delayMs = 400;
+    const sim = await startSimulator({ firstFrameDelayMs: delayMs });
+    try {
+      // The connection log records the client payload the moment the Noise finish is read.
+      const log = sim.context.connections;
+      const identified = log.identified.bind(log);
+      const finished = new Promise<number>((resolve) => {
+        log.identified = (...args) => {
+          resolve(Date.now());
+          identified(...args);
+        };
+      });
+      const client = connect6(sim, initAuthCreds(), memoryKeys());
+      await waitForUpdate(client, (u) => typeof u.qr === 'string', 'a QR code');
+      const elapsed = Date.now() - (await finished);
+      assert.ok(elapsed >= delayMs - 5, `the QR came ${elapsed} ms after the finish, not ${delayMs} or more`);
+      await end(client);
+    } finally {
+      await sim.close();
+    }
+  });
+});
