@@ -43,7 +43,7 @@ export interface SimulatorOptions {
    * Minimum time, in milliseconds (an integer ≥ 0), between a client's Noise finish arriving and the server's
    * first transport frame leaving: the round trip a real client is always at least away from the platform.
    * Baileys 6 needs it (server/connection.ts, docs/decisions/0040-simulator-serves-baileys-6.md); 0 answers at
-   * once. Default {@link DEFAULT_FIRST_FRAME_DELAY_MS} (20). {@link startSimulator} rejects with RangeError when
+   * once. Default {@link DEFAULT_FIRST_FRAME_DELAY_MS} (100). {@link startSimulator} rejects with RangeError when
    * negative, fractional or not finite.
    */
   firstFrameDelayMs?: number;
