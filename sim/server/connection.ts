@@ -38,8 +38,8 @@ let nextConnectionId = 1;
 /**
  * Default of {@link ConnectionOptions.firstFrameDelayMs}, in milliseconds: a typical round trip between a client and
  * the platform (tens of milliseconds to a nearby edge on a good line, more on mobile networks). Baileys 6 derives its
- * transport keys in 0.1 ms on an idle machine, but that HKDF runs on libuv's thread pool and took more than 47 to
- * 104 ms once in a thousand on a 2-core machine with a load average of 5 to 8; there 20 ms lost about one
+ * transport keys in 0.1 ms on an idle machine, but that HKDF runs on libuv's thread pool: on a 2-core machine with
+ * a load average of 5 to 8, one in a thousand took 47 to 104 ms, the slowest 178 ms. There 20 ms lost about one
  * connection in 200, 50 ms and 100 ms none of 500 (docs/decisions/0040-simulator-serves-baileys-6.md).
  */
 export const DEFAULT_FIRST_FRAME_DELAY_MS = 100;
