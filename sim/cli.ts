@@ -1,12 +1,13 @@
 /**
- * `parley sim [--port N] [--json] [--log-level L] [--state-dir DIR]`: starts the platform simulator on 127.0.0.1 and runs until
+ * `parley sim [--port N] [--json] [--log-level L] [--state-dir DIR] [--first-frame-delay MS]`: starts the platform simulator on 127.0.0.1 and runs until
  * SIGINT/SIGTERM. With `--json` the first stdout line is
  * `{"url":"ws://127.0.0.1:N/ws/chat","rootKey":"<hex>","control":"http://127.0.0.1:N/control","caFile":"<path>"}`;
  * otherwise the same facts are printed for a person. `caFile` is a PEM file, written at start in a fresh
  * temporary folder and removed at exit, holding the CA of the simulator's HTTPS media server (what parley
  * trusts through PLATFORM_CA_FILE).
  * With `--state-dir` the root key, accounts, devices and their keys are kept in DIR/state.json
- * (sim/model/state.ts), so a restart lets linked devices log in again. Logs (pino, JSON lines) go to stderr so
+ * (sim/model/state.ts), so a restart lets linked devices log in again. `--first-frame-delay` sets the minimum time
+ * between a client's Noise finish and the server's first frame (SimulatorOptions.firstFrameDelayMs). Logs (pino, JSON lines) go to stderr so
  * stdout stays parseable.
  * bin/parley.js dispatches `sim` here; nothing in src/ imports the simulator.
  */
@@ -15,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import pino from 'pino';
+import { DEFAULT_FIRST_FRAME_DELAY_MS } from './server/connection.ts';
 import { startSimulator } from './simulator.ts';
 
 function parsePort(value: string): number {
@@ -22,6 +24,16 @@ function parsePort(value: string): number {
   if (!/^[0-9]+$/.test(value) || port > 65535)
     throw new InvalidArgumentError('must be an integer from 0 to 65535');
   return port;
+}
+
+/** Largest `--first-frame-delay`, in milliseconds: a minute, past any round trip a client would wait out. */
+const MAX_FIRST_FRAME_DELAY_MS = 60_000;
+
+function parseDelay(value: string): number {
+  const ms = Number(value);
+  if (!/^[0-9]+$/.test(value) || ms > MAX_FIRST_FRAME_DELAY_MS)
+    throw new InvalidArgumentError(`must be an integer from 0 to ${MAX_FIRST_FRAME_DELAY_MS} (milliseconds)`);
+  return ms;
 }
 
 const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -34,13 +46,25 @@ export async function main(argv: string[]): Promise<number> {
     .option('--json', 'print the connection facts as one JSON line first')
     .option('--log-level <level>', `log level on stderr (${LEVELS.join(', ')})`, 'info')
     .option('--state-dir <dir>', 'keep the root key, accounts and devices in this directory across restarts')
+    .option(
+      '--first-frame-delay <ms>',
+      "minimum time between a client's Noise finish and the server's first frame, as a real round trip",
+      parseDelay,
+      DEFAULT_FIRST_FRAME_DELAY_MS,
+    )
     .exitOverride();
   try {
     program.parse(argv, { from: 'user' });
   } catch (error) {
     return (error as { exitCode?: number }).exitCode ?? 2;
   }
-  const options = program.opts<{ port: number; json?: boolean; logLevel: string; stateDir?: string }>();
+  const options = program.opts<{
+    port: number;
+    json?: boolean;
+    logLevel: string;
+    stateDir?: string;
+    firstFrameDelay: number;
+  }>();
   if (!LEVELS.includes(options.logLevel)) {
     process.stderr.write(`error: option '--log-level <level>' must be one of ${LEVELS.join(', ')}\n`);
     return 2;
@@ -51,6 +75,7 @@ export async function main(argv: string[]): Promise<number> {
     sim = await startSimulator({
       port: options.port,
       log,
+      firstFrameDelayMs: options.firstFrameDelay,
       ...(options.stateDir === undefined ? {} : { stateDir: options.stateDir }),
     });
   } catch (error) {

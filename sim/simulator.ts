@@ -18,7 +18,7 @@ import { Accounts } from './model/accounts.ts';
 import { restoreUsers, StateError, StateFile, snapshot } from './model/state.ts';
 import { createCertificateChain, type KeyPair } from './noise/certificates.ts';
 import { Pairing } from './pairing/pairing.ts';
-import { Connection } from './server/connection.ts';
+import { Connection, DEFAULT_FIRST_FRAME_DELAY_MS } from './server/connection.ts';
 import { createContext, createSession, type SimContext } from './server/session.ts';
 
 /** Options of {@link startSimulator}. */
@@ -39,6 +39,14 @@ export interface SimulatorOptions {
    * port) lets linked devices log in again without a scan. Created when missing. Default: memory only.
    */
   stateDir?: string;
+  /**
+   * Minimum time, in milliseconds (an integer ≥ 0), between a client's Noise finish arriving and the server's
+   * first transport frame leaving: the round trip a real client is always at least away from the platform.
+   * Baileys 6 needs it (server/connection.ts, docs/decisions/0040-simulator-serves-baileys-6.md); 0 answers at
+   * once. Default {@link DEFAULT_FIRST_FRAME_DELAY_MS} (100). {@link startSimulator} rejects with RangeError when
+   * negative, fractional or not finite.
+   */
+  firstFrameDelayMs?: number;
 }
 
 /** A running simulator. */
@@ -70,6 +78,9 @@ export const CHAT_PATH = '/ws/chat';
  */
 export async function startSimulator(options: SimulatorOptions = {}): Promise<Simulator> {
   const log = options.log ?? pino({ level: 'silent' });
+  const firstFrameDelayMs = options.firstFrameDelayMs ?? DEFAULT_FIRST_FRAME_DELAY_MS;
+  if (!Number.isSafeInteger(firstFrameDelayMs) || firstFrameDelayMs < 0)
+    throw new RangeError(`firstFrameDelayMs must be an integer ≥ 0, got ${firstFrameDelayMs}`);
   const accounts = new Accounts();
   const saved = options.stateDir === undefined ? undefined : StateFile.read(options.stateDir);
   if (saved && options.root && !saved.root.public.equals(options.root.public)) {
@@ -126,6 +137,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
         return createSession(context, c, payload, key);
       },
       log,
+      { firstFrameDelayMs },
     );
     context.connections.opened(connection.id, Date.now());
     connections.add(connection);

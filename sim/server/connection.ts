@@ -3,6 +3,12 @@
  * binary nodes encoded with Baileys' own WABinary encoder/decoder, as Baileys' Socket/socket.js exchanges
  * them (sendNode / onMessageReceived). Stanzas go to the session handler chosen by the client payload:
  * registration (pairing) or login (see server/session.ts).
+ *
+ * The first frame after the handshake is held back for {@link ConnectionOptions.firstFrameDelayMs}: the
+ * platform's server is at least a network round trip away, so a client never sees its answer to the finish
+ * sooner, and Baileys 6 relies on that (it switches to its transport keys only after an asynchronous HKDF that
+ * it starts once the finish is written; a frame arriving before is dropped undecrypted and the next one fails
+ * to authenticate). See docs/decisions/0040-simulator-serves-baileys-6.md.
  */
 import { type BinaryNode, decodeBinaryNode, encodeBinaryNode, type proto } from 'baileys';
 import type { Logger } from 'pino';
@@ -29,6 +35,26 @@ export type SessionFactory = (
 
 let nextConnectionId = 1;
 
+/**
+ * Default of {@link ConnectionOptions.firstFrameDelayMs}, in milliseconds: a typical round trip between a client and
+ * the platform (tens of milliseconds to a nearby edge on a good line, more on mobile networks). Baileys 6 derives its
+ * transport keys in 0.1 ms on an idle machine, but that HKDF runs on libuv's thread pool: on a 2-core machine with
+ * a load average of 5 to 8, one in a thousand took 47 to 104 ms, the slowest 178 ms. There 20 ms lost about one
+ * connection in 200, 50 ms and 100 ms none of 500 (docs/decisions/0040-simulator-serves-baileys-6.md).
+ */
+export const DEFAULT_FIRST_FRAME_DELAY_MS = 100;
+
+/** Timing of a {@link Connection}. */
+export interface ConnectionOptions {
+  /**
+   * Minimum time between the client's Noise finish arriving and the server's first transport frame leaving, in
+   * milliseconds (an integer ≥ 0; 0 sends at once). Frames the session sends meanwhile are encrypted in order and
+   * held, then sent together; a close asked for meanwhile happens after them. Default
+   * {@link DEFAULT_FIRST_FRAME_DELAY_MS}.
+   */
+  firstFrameDelayMs?: number;
+}
+
 /** Time Baileys gives the server to answer a query before giving up; used for server-initiated iqs (ms). */
 const REQUEST_TIMEOUT_MS = 20_000;
 
@@ -42,6 +68,12 @@ export class Connection implements DeviceSocket {
   private handler: StanzaHandler | undefined;
   private closed = false;
   private nextStanzaId = 1;
+  private readonly firstFrameDelayMs: number;
+  /** Encrypted frames waiting for the first-frame delay to pass; undefined when frames go out at once. */
+  private held: Buffer[] | undefined;
+  private holdTimer: NodeJS.Timeout | undefined;
+  /** close() was called while frames were held: close the WebSocket once they are sent. */
+  private closeWhenReleased = false;
   private readonly pending = new Map<
     string,
     { resolve: (node: BinaryNode) => void; reject: (e: Error) => void }
@@ -54,9 +86,14 @@ export class Connection implements DeviceSocket {
     private readonly chain: CertificateChain,
     private readonly createSession: SessionFactory,
     readonly log: Logger,
+    options: ConnectionOptions = {},
   ) {
+    this.firstFrameDelayMs = options.firstFrameDelayMs ?? DEFAULT_FIRST_FRAME_DELAY_MS;
     ws.on('message', (data: Buffer) => this.onData(data));
-    ws.on('close', () => this.onClosed());
+    ws.on('close', () => {
+      this.stopHolding();
+      this.onClosed();
+    });
     ws.on('error', (err) => this.log.debug({ err, connection: this.id }, 'websocket error'));
   }
 
@@ -107,13 +144,28 @@ export class Connection implements DeviceSocket {
       'noise handshake finished',
     );
     this.transport = finish.transport;
+    if (this.firstFrameDelayMs > 0) {
+      this.held = [];
+      this.holdTimer = setTimeout(() => this.release(), this.firstFrameDelayMs);
+    }
     this.handler = this.createSession(this, finish.payload, finish.clientStatic);
   }
 
-  /** Encodes, encrypts and sends one stanza; a no-op once closed. */
+  /** Sends the frames held since the handshake, in order, then closes when close() was called meanwhile. */
+  private release(): void {
+    const frames = this.held ?? [];
+    this.held = undefined;
+    this.holdTimer = undefined;
+    for (const frame of frames) this.ws.send(frame);
+    if (this.closeWhenReleased) this.ws.close();
+  }
+
+  /** Encodes, encrypts and sends one stanza (held during the first-frame delay); a no-op once closed. */
   send(node: BinaryNode): void {
     if (this.closed || !this.transport) return;
-    this.ws.send(encodeFrame(this.transport.encrypt(encodeBinaryNode(node))));
+    const frame = encodeFrame(this.transport.encrypt(encodeBinaryNode(node)));
+    if (this.held) this.held.push(frame);
+    else this.ws.send(frame);
   }
 
   /** Messages sent and not yet acked by the client, by id. */
@@ -182,17 +234,25 @@ export class Connection implements DeviceSocket {
     this.close();
   }
 
-  /** Closes the WebSocket with a normal close frame. */
+  /** Closes the WebSocket with a normal close frame, after any frames still held by the first-frame delay. */
   close(): void {
     if (this.closed) return;
-    this.ws.close();
+    if (this.held) this.closeWhenReleased = true;
+    else this.ws.close();
     this.onClosed();
   }
 
-  /** Terminates the TCP connection without a close frame, as a network drop. */
+  /** Terminates the TCP connection without a close frame, as a network drop (held frames are lost with it). */
   drop(): void {
+    this.stopHolding();
     this.ws.terminate();
     this.onClosed();
+  }
+
+  private stopHolding(): void {
+    clearTimeout(this.holdTimer);
+    this.holdTimer = undefined;
+    this.held = undefined;
   }
 
   private onClosed(): void {
