@@ -19,6 +19,8 @@ import type { ApiKeyRecord } from '../store/api-keys.ts';
 import type { Store } from '../store/database.ts';
 import { countInstances, updateInstance } from '../store/instances.ts';
 import type { Organization } from '../store/organizations.ts';
+import { toIso } from '../store/times.ts';
+import { lastEvents } from '../store/webhook-events.ts';
 import { adminCreateKey, adminListKeys, adminRevokeKey } from './api-keys.ts';
 import { adminCreateInstance, adminListInstances, loadInstance } from './instances.ts';
 import { instanceCapOf } from './organizations.ts';
@@ -136,6 +138,17 @@ export class DashboardAdminService {
   /** The summary of one instance of the organization. @throws DomainError not_found. */
   async instance(orgId: string, id: InstanceId): Promise<InstanceSummary> {
     return this.#summary(await this.instanceOf(orgId, id));
+  }
+
+  /**
+   * The latest event of each of the organization's instances `ids`, by instance id: its type and when it was
+   * recorded (RFC 3339). Instances without events are absent.
+   */
+  async lastEvents(ids: readonly InstanceId[]): Promise<Record<string, { type: string; at: string }>> {
+    const found = await lastEvents(this.#store.db, ids);
+    return Object.fromEntries(
+      [...found].map(([id, event]) => [id, { type: event.type, at: toIso(event.at) }]),
+    );
   }
 
   /** Every instance of the organization, oldest first. */

@@ -406,3 +406,35 @@ export async function readEventLog(
       };
     });
 }
+
+/** The latest event of an instance: its type and when it was recorded (epoch ms). */
+export interface LastEvent {
+  type: string;
+  at: number;
+}
+
+/**
+ * The latest recorded event of each of `instanceIds` (the highest `sequence`, through the
+ * `webhook_events_instance_sequence` unique index); instances without events are absent from the map.
+ */
+export async function lastEvents(
+  db: Kysely<Database>,
+  instanceIds: readonly string[],
+): Promise<Map<string, LastEvent>> {
+  if (instanceIds.length === 0) return new Map();
+  const rows = await db
+    .selectFrom('webhook_events as e')
+    .innerJoin(
+      (eb) =>
+        eb
+          .selectFrom('webhook_events')
+          .select(['instance_id', (b) => b.fn.max('sequence').as('last')])
+          .where('instance_id', 'in', instanceIds)
+          .groupBy('instance_id')
+          .as('m'),
+      (join) => join.onRef('m.instance_id', '=', 'e.instance_id').onRef('m.last', '=', 'e.sequence'),
+    )
+    .select(['e.instance_id', 'e.type', 'e.created_at'])
+    .execute();
+  return new Map(rows.map((row) => [row.instance_id, { type: row.type, at: Number(row.created_at) }]));
+}

@@ -29,6 +29,21 @@ for (const dialect of testDialects()) {
     });
     after(() => t.close());
 
+    it('the instance list carries each instance’s latest event', async () => {
+      const list = await viewer.call('GET', '/instances');
+      assert.equal(list.status, 200);
+      const latest = await t.services.store.db
+        .selectFrom('webhook_events')
+        .select(['type', 'created_at'])
+        .where('instance_id', '=', t.instance.id)
+        .orderBy('sequence', 'desc')
+        .executeTakeFirstOrThrow();
+      assert.deepEqual(list.body.data.lastEvents, {
+        [t.instance.id]: { type: latest.type, at: new Date(Number(latest.created_at)).toISOString() },
+      });
+      assert.equal(latest.type, 'Message');
+    });
+
     it('lists the chats and a chat’s messages in the shapes of /v1/chats', async () => {
       const chats = await viewer.call('GET', `${base}/chats`);
       assert.equal(chats.status, 200, JSON.stringify(chats.body));

@@ -3,17 +3,27 @@ import { api, type InstanceSummary, type Me, statusText, statusTone, when } from
 import { messageOf, Notice, ScrollBox, Section, useAction } from '../ui.tsx';
 import { HealthPanel } from './health.tsx';
 
-/** Every instance of the organization with its state and linked number; members create new ones. */
+/**
+ * Every instance of the organization with its state (a badge), linked number and latest event, and the
+ * organization's health charts; members create new ones.
+ */
 export function InstancesPage(props: { me: Me }) {
   const [instances, setInstances] = useState<InstanceSummary[] | null>(null);
+  const [lastEvents, setLastEvents] = useState<Record<string, { type: string; at: string }>>({});
   const [loadError, setLoadError] = useState<string | null>(null);
   const [name, setName] = useState('');
   const [env, setEnv] = useState<'test' | 'live'>('test');
   const create = useAction();
   const canManage = props.me.user.role !== 'viewer';
   const load = () =>
-    api<{ instances: InstanceSummary[] }>('GET', '/instances')
-      .then((data) => setInstances(data.instances))
+    api<{ instances: InstanceSummary[]; lastEvents?: Record<string, { type: string; at: string }> }>(
+      'GET',
+      '/instances',
+    )
+      .then((data) => {
+        setInstances(data.instances);
+        setLastEvents(data.lastEvents ?? {});
+      })
       .catch((e) => setLoadError(messageOf(e)));
   useEffect(() => {
     void load();
@@ -44,6 +54,7 @@ export function InstancesPage(props: { me: Me }) {
               <th scope="col">Linked number</th>
               <th scope="col">Status</th>
               <th scope="col">Last connected</th>
+              <th scope="col">Last event</th>
             </tr>
           </thead>
           <tbody>
@@ -59,11 +70,16 @@ export function InstancesPage(props: { me: Me }) {
                   {instance.reason ? ` ${instance.reason}` : ''}
                 </td>
                 <td>{when(instance.lastConnectedAt)}</td>
+                <td>
+                  {lastEvents[instance.id]
+                    ? `${lastEvents[instance.id]?.type} · ${when(lastEvents[instance.id]?.at)}`
+                    : 'none yet'}
+                </td>
               </tr>
             ))}
             {instances?.length === 0 && (
               <tr>
-                <td colSpan={5}>No instances yet.</td>
+                <td colSpan={6}>No instances yet.</td>
               </tr>
             )}
           </tbody>

@@ -44,7 +44,10 @@ export async function instanceRoutes(fastify: FastifyInstance): Promise<void> {
 
   app.get('/instances', { config: viewer, schema: { hide: true } }, async (request) => {
     const local = await dashboard.instances(principalOf(request).org.id);
-    return ok({ instances: await summariesFromOwners(app, request, local) });
+    return ok({
+      instances: await summariesFromOwners(app, request, local),
+      lastEvents: await dashboard.lastEvents(local.map((instance) => instance.id)),
+    });
   });
 
   app.post(
