@@ -107,6 +107,39 @@ async function recordWhile(t: TestApp, work: Promise<void>): Promise<number> {
   return count;
 }
 
+/**
+ * Records 10 messages, waits for the first delivery, records a message every 20 ms while `restart` runs, records 10
+ * more, and waits (60 s at most) until every one was delivered to endpoint `endpointId`; asserts some attempt failed
+ * while the broker was down.
+ * @returns the endpoint's deliveries in sequence order.
+ */
+async function throughRestart(
+  t: TestApp,
+  endpointId: string,
+  restart: () => Promise<void>,
+): Promise<DeliveryRow[]> {
+  await record(t, 10, 'before');
+  await waitForEndpointLog(t, endpointId, 'the first events delivered', (rows) =>
+    rows.some((row) => row.status === 'delivered'),
+  );
+  const during = await recordWhile(t, restart());
+  await record(t, 10, 'after');
+  const total = 10 + during + 10;
+  await waitForEndpointLog(
+    t,
+    endpointId,
+    'every event delivered',
+    (rows) => allDelivered(rows, total),
+    60_000,
+  );
+  const rows = await deliveryRows(t, endpointId);
+  assert.ok(
+    rows.some((row) => row.errors.length > 1),
+    'some attempt failed while the broker was down',
+  );
+  return rows;
+}
+
 /** True when there are `count` deliveries, all delivered. */
 function allDelivered(rows: DeliveryRow[], count: number): boolean {
   return rows.length === count && rows.every((row) => row.status === 'delivered');
@@ -283,25 +316,7 @@ for (const dialect of brokersConfigured() ? testDialects() : []) {
         url: `${AMQP_URL}/?exchange=${exchange}`,
         events: ['Message'],
       });
-      await record(t, 10, 'before');
-      await waitForEndpointLog(t, endpoint.id, 'the first events delivered', (rows) =>
-        rows.some((row) => row.status === 'delivered'),
-      );
-      const during = await recordWhile(t, restartRabbitMq());
-      await record(t, 10, 'after');
-      const total = 10 + during + 10;
-      await waitForEndpointLog(
-        t,
-        endpoint.id,
-        'every event delivered',
-        (rows) => allDelivered(rows, total),
-        60_000,
-      );
-      const rows = await deliveryRows(t, endpoint.id);
-      assert.ok(
-        rows.some((row) => row.errors.length > 1),
-        'some attempt failed while the broker was down',
-      );
+      const rows = await throughRestart(t, endpoint.id, restartRabbitMq);
       assertAllArrived(
         (await queue.drain()).map((m) => m.messageId ?? ''),
         rows,
@@ -312,25 +327,7 @@ for (const dialect of brokersConfigured() ? testDialects() : []) {
       const stream = await natsStream([`parley.${t.instance.id}.>`]);
       cleanups.push(() => stream.remove());
       const endpoint = await createEndpoint(t, { url: NATS_URL, events: ['Message'] });
-      await record(t, 10, 'before');
-      await waitForEndpointLog(t, endpoint.id, 'the first events delivered', (rows) =>
-        rows.some((row) => row.status === 'delivered'),
-      );
-      const during = await recordWhile(t, restartNats());
-      await record(t, 10, 'after');
-      const total = 10 + during + 10;
-      await waitForEndpointLog(
-        t,
-        endpoint.id,
-        'every event delivered',
-        (rows) => allDelivered(rows, total),
-        60_000,
-      );
-      const rows = await deliveryRows(t, endpoint.id);
-      assert.ok(
-        rows.some((row) => row.errors.length > 1),
-        'some attempt failed while the server was down',
-      );
+      const rows = await throughRestart(t, endpoint.id, restartNats);
       const ids = (await stream.read()).map((m) => m.header?.get('Nats-Msg-Id') ?? '');
       // JetStream's duplicate window keeps a retried publish once: each event exactly once.
       assert.equal(ids.length, rows.length);

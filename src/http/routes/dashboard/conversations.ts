@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { phoneOfJid } from '../../../domain/messages.ts';
 import { ok } from '../../schemas.ts';
 import { ChatParams, chatView, PageQuery, storedMessageView } from '../v1/chats-schemas.ts';
-import { dispositionOf } from '../v1/messages-download.ts';
+import { sendMediaFile } from '../v1/messages-download.ts';
 import { sendResult } from '../v1/messages-send.ts';
 import { InstanceParams, instanceFor } from './instances.ts';
 
@@ -80,13 +80,7 @@ export async function conversationRoutes(fastify: FastifyInstance): Promise<void
     { config: viewer, schema: { hide: true, params: MediaRouteParams } },
     async (request, reply) => {
       const file = await media.open(await instanceFor(app, request), request.params.messageId);
-      reply
-        .header('content-type', file.mimetype)
-        .header('content-length', String(file.size))
-        .header('content-disposition', dispositionOf(file, request.params.messageId))
-        .header('x-content-type-options', 'nosniff')
-        .header('cache-control', 'private, max-age=3600');
-      return reply.send(file.open());
+      return sendMediaFile(reply, file, request.params.messageId);
     },
   );
 }

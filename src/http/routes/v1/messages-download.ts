@@ -1,6 +1,6 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { MediaFile } from '../../../app/media.ts';
 import { instanceOf } from '../../plugins/instance.ts';
 import { InstanceQuery } from '../../schemas.ts';
@@ -35,6 +35,20 @@ export function contentDisposition(type: 'inline' | 'attachment', name: string):
 export function dispositionOf(file: MediaFile, messageId: string): string {
   if (file.kind === 'document') return contentDisposition('attachment', file.fileName ?? 'file');
   return contentDisposition('inline', file.ext === '' ? messageId : `${messageId}.${file.ext}`);
+}
+
+/**
+ * Sends a received media file as the answer: its type, length and disposition (`dispositionOf`), `nosniff`, and a
+ * private one-hour cache (the bytes of a message never change).
+ */
+export function sendMediaFile(reply: FastifyReply, file: MediaFile, messageId: string): FastifyReply {
+  reply
+    .header('content-type', file.mimetype)
+    .header('content-length', String(file.size))
+    .header('content-disposition', dispositionOf(file, messageId))
+    .header('x-content-type-options', 'nosniff')
+    .header('cache-control', 'private, max-age=3600');
+  return reply.send(file.open());
 }
 
 /**
@@ -76,14 +90,11 @@ export async function messageDownloadRoutes(fastify: FastifyInstance): Promise<v
       },
     },
     async (request, reply) => {
-      const file = await media.open(instanceOf(request), request.params.id);
-      reply
-        .header('content-type', file.mimetype)
-        .header('content-length', String(file.size))
-        .header('content-disposition', dispositionOf(file, request.params.id))
-        .header('x-content-type-options', 'nosniff')
-        .header('cache-control', 'private, max-age=3600');
-      return reply.send(file.open());
+      return sendMediaFile(
+        reply,
+        await media.open(instanceOf(request), request.params.id),
+        request.params.id,
+      );
     },
   );
 }
