@@ -81,7 +81,10 @@ for (const dialect of testDialects()) {
     it('after SIGKILL with events queued and a delivery in flight, a restart delivers every event', async () => {
       await withStore(dialect, async (testStore) => {
         const db = testStore.store.db;
-        const env = childEnv(testStore, newSecretKey());
+        // The killed processes' claims are released when the next one boots on this host (the node registry), not
+        // by the stale timeout: a long one keeps a slow attempt of the last process, on a loaded machine, from being
+        // taken over as if its worker had died (which would add an abandoned attempt of its own).
+        const env = { ...childEnv(testStore, newSecretKey()), CHILD_STALE_MS: '20000' };
         const {
           instances: [instance],
           key,
