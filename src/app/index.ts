@@ -165,7 +165,7 @@ export function createApplication(deps: ApplicationDeps): Application {
     readiness: new ReadinessService({ store, ...(deps.registered ? { registered: deps.registered } : {}) }),
     chats: new ChatService({ store }),
     pacing: new PacingService({ queue: deps.sendQueue }),
-    calls: new CallService({ store, clock }),
+    calls: new CallService({ store, clock, sessions }),
     dashboardAuth: new DashboardAuthService({
       store,
       clock,

@@ -394,7 +394,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** A simulated user calls: Call event offer, then rejected (automatic reject on, message sent) or missed */
+        /** A simulated user calls: Call event offer, then rejected (automatic reject on, message sent), missed, or it rings */
         post: operations["sandboxCall"];
         delete?: never;
         options?: never;
@@ -771,6 +771,23 @@ export interface paths {
         put?: never;
         /** Reject incoming calls automatically (or stop), with an optional message to the caller */
         post: operations["setCallSettings"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/calls/{id}/reject": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Decline a ringing call: the caller sees it rejected; a Call event rejected is recorded */
+        post: operations["rejectCall"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2183,6 +2200,32 @@ export interface components {
             /** @description when it is due; null: as soon as the queue allows */
             sendAt: string | null;
         };
+        /** RejectedCall */
+        RejectedCall: {
+            /** @example 6D3F0A9C2B41E8F07A1C5D92B3E4F60A */
+            callId: string;
+            /**
+             * @description the caller's phone JID
+             * @example 5511988887777@s.whatsapp.net
+             */
+            from: string;
+            /** @enum {string} */
+            status: "rejected";
+            /** @example false */
+            isVideo: boolean;
+            /** @example false */
+            isGroup: boolean;
+            /**
+             * @description false: this reject was asked for, not automatic
+             * @enum {boolean}
+             */
+            autoRejected: false;
+            /**
+             * Format: date-time
+             * @description when the call was rejected (RFC 3339 UTC)
+             */
+            timestamp: string;
+        };
         /** SandboxCallResult */
         SandboxCallResult: {
             /**
@@ -2190,8 +2233,8 @@ export interface components {
              * @example 6D3F0A9C2B…
              */
             id: string;
-            /** @description rejected when the instance rejects calls automatically, else missed */
-            status: "missed" | "rejected";
+            /** @description rejected when the instance rejects calls automatically, else ringing when asked with ring: true, else missed */
+            status: "missed" | "rejected" | "ringing";
         };
         /** SendResult */
         SendResult: {
@@ -4355,6 +4398,11 @@ export interface operations {
                      * @example false
                      */
                     video?: boolean;
+                    /**
+                     * @description true: the call keeps ringing (status ringing, no missed event) until POST /v1/calls/{id}/reject declines it; ignored while the instance rejects calls automatically. Default false
+                     * @example true
+                     */
+                    ring?: boolean;
                 };
             };
         };
@@ -6440,6 +6488,65 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    rejectCall: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first answer below 500 is kept 24 h per organization and key, and the same request with the same key gets it again (with `Idempotent-Replayed: true`) without being carried out twice. 1 to 255 printable ASCII characters, e.g. a UUID. The same key with another method, path or body is 422; while the first request runs, 409.
+                 * @example 5f0c2a1e-8d4b-4d7e-9c1a-2b3c4d5e6f70
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /**
+                 * @description the call id (callId of the Call events)
+                 * @example 6D3F0A9C2B41E8F07A1C5D92B3E4F60A
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The rejected call */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    "idempotent-replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["RejectedCall"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };

@@ -1,6 +1,7 @@
 import type { Agent } from 'node:https';
 import type { GroupMetadata, UserFacingSocketConfig, WABrowserDescription, WAVersion } from 'baileys';
 import { jidNormalizedUser, type proto } from 'baileys';
+import type { EngineCall } from '../../domain/calls.ts';
 import { DomainError, errors } from '../../domain/errors.ts';
 import type { GroupChange, ParticipantAction, ParticipantOutcome } from '../../domain/groups.ts';
 import type { LidMapping } from '../../domain/lids.ts';
@@ -263,6 +264,11 @@ export class BaileysSession implements EngineSession {
   }
   async revoke(chat: Jid, id: string): Promise<SentMessage> {
     return updates.revokeMessage(await this.#open(), this.#deps, chat, id);
+  }
+  /** Declines a ringing call (calls.ts `CallHandler.reject`). */
+  async rejectCall(id: string): Promise<EngineCall> {
+    const sock = await this.#open();
+    return mapPlatformErrors(() => this.#calls.reject(sock, id), { now: this.#context.clock() });
   }
   async sendPresence(chat: Jid, state: ChatPresenceState): Promise<void> {
     await updates.sendChatPresence(await this.#open(), this.#deps, chat, state);

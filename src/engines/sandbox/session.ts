@@ -1,3 +1,4 @@
+import type { EngineCall } from '../../domain/calls.ts';
 import { errors } from '../../domain/errors.ts';
 import type { GroupChange, ParticipantAction, ParticipantOutcome } from '../../domain/groups.ts';
 import type { LidMapping } from '../../domain/lids.ts';
@@ -18,7 +19,7 @@ import type {
 import { USER_DOMAIN } from '../../domain/messages.ts';
 import type { EngineSession, EngineSessionContext, SandboxControls } from '../engine.ts';
 import type { SandboxAccount, SandboxCredentials } from './account.ts';
-import { incomingCall } from './calls.ts';
+import { incomingCall, rejectCall } from './calls.ts';
 import * as admin from './group-admin.ts';
 import * as groups from './groups.ts';
 import { SequenceAllocator } from './ids.ts';
@@ -55,6 +56,8 @@ export class SandboxSession implements EngineSession {
   readonly #sequence: SequenceAllocator;
   /** Phones whose LID this session told the account (lids.ts). */
   readonly #revealedLids = new Set<string>();
+  /** This session's calls by id, with their last status (calls.ts). */
+  readonly #calls = new Map<string, EngineCall>();
 
   constructor(context: EngineSessionContext) {
     this.#context = context;
@@ -209,6 +212,10 @@ export class SandboxSession implements EngineSession {
   revokeGroupInvite(jid: Jid): Promise<string> {
     return admin.revokeGroupInvite(this.#account, jid);
   }
+  /** Declines a ringing sandbox call (calls.ts `rejectCall`). */
+  rejectCall(id: string): Promise<EngineCall> {
+    return rejectCall(this.#account, id);
+  }
   downloadMedia(message: EngineMessage, maxBytes: number): Promise<AsyncIterable<Buffer>> {
     return media.downloadMedia(this.#context, message, maxBytes);
   }
@@ -257,6 +264,7 @@ export class SandboxSession implements EngineSession {
       sequence: this.#sequence,
       ready: () => this.#ready(),
       revealedLids: this.#revealedLids,
+      calls: this.#calls,
     };
   }
 
