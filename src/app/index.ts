@@ -25,6 +25,7 @@ import type { PasswordVerifier } from './dashboard-auth.ts';
 import { DashboardAuthService } from './dashboard-auth.ts';
 import { EventStreamService } from './event-stream.ts';
 import { EventLogService } from './events.ts';
+import { ForwardService } from './forward.ts';
 import { GatewayService } from './gateway.ts';
 import { GroupService } from './groups.ts';
 import { IdempotencyService } from './idempotency.ts';
@@ -63,6 +64,8 @@ export interface Application {
   media: MediaService;
   /** Edits, deletions for everyone and chat presence (docs/decisions/0026-chats-edits-polls-and-calls.md). */
   messageUpdates: MessageUpdateService;
+  /** Forwards of stored messages (docs/decisions/0041-forward-calls-channels.md). */
+  forward: ForwardService;
   contacts: ContactService;
   groups: GroupService;
   webhooks: WebhookService;
@@ -133,6 +136,7 @@ export function createApplication(deps: ApplicationDeps): Application {
   const { keys, limiter, signInLimiter, feed, webhookTimeoutMs, media, logger } = deps;
   const eventLog = new EventLogService({ store });
   const webhooks = new WebhookService({ store, guard, worker: webhookWorker, clock });
+  const mediaService = new MediaService({ store, sessions, files: media.files, maxBytes: media.maxBytes });
   return {
     access: new AccessService({ keys, limiter }),
     instances: new InstanceService({ store, sessions, files: media.files }),
@@ -146,8 +150,9 @@ export function createApplication(deps: ApplicationDeps): Application {
       queue: deps.sendQueue,
       clock,
     }),
-    media: new MediaService({ store, sessions, files: media.files, maxBytes: media.maxBytes }),
+    media: mediaService,
     messageUpdates: new MessageUpdateService({ store, sessions, clock }),
+    forward: new ForwardService({ store, media: mediaService }),
     contacts: new ContactService({ store, sessions, registrations }),
     groups: new GroupService({ sessions }),
     webhooks,

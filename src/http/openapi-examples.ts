@@ -42,6 +42,7 @@ export const REQUEST_EXAMPLES: Readonly<Record<string, Record<string, unknown>>>
   },
   sandboxGroupUpdate: { groupJid: '120363025246125486@g.us', phone: ANA, name: 'Book club 2026' },
   sendText: { phone: ANA, body: 'Hello *world*! Your order has shipped.' },
+  forwardMessage: { phone: '5511977776666', messageId: '3EB0C767D26A1D2E5B3A61' },
   setSessionPacing: { minIntervalMs: 3000, jitterMs: 2000, newChatsPerDay: 20 },
   sendPoll: {
     phone: ANA,

@@ -470,6 +470,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/messages/forward": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Forward a stored message (any kind parley keeps) to a chat, marked forwarded */
+        post: operations["forwardMessage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/messages/send/location": {
         parameters: {
             query?: never;
@@ -4794,6 +4811,107 @@ export interface operations {
         };
         responses: {
             /** @description Message sent: its id and timestamp */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    "idempotent-replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["SendResult"];
+                    };
+                };
+            };
+            /** @description Queued (Prefer: respond-async, or sendAt): stored as pending; the outcome arrives as a MessageStatus event */
+            202: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    "idempotent-replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 202;
+                        data: components["schemas"]["QueuedResult"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    forwardMessage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first answer below 500 is kept 24 h per organization and key, and the same request with the same key gets it again (with `Idempotent-Replayed: true`) without being carried out twice. 1 to 255 printable ASCII characters, e.g. a UUID. The same key with another method, path or body is 422; while the first request runs, 409.
+                 * @example 5f0c2a1e-8d4b-4d7e-9c1a-2b3c4d5e6f70
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "phone": "5511977776666",
+                 *       "messageId": "3EB0C767D26A1D2E5B3A61"
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description the chat to forward to: phone number, group JID or user LID
+                     * @example 5511988887777
+                     */
+                    phone: string;
+                    /**
+                     * @description id of a stored message of this instance (sent or received, in any chat)
+                     * @example 3EB0C767D26A1D2E5B3A61
+                     */
+                    messageId: string;
+                    /**
+                     * @description sending instance: its UUID or linked phone number; omitted: the most recently connected
+                     * @example 5511999990001
+                     */
+                    from?: string;
+                    /**
+                     * Format: date-time
+                     * @description relay the message at this time (RFC 3339, future, at most 30 days ahead); the answer is then 202 Queued
+                     * @example 2026-12-01T09:00:00Z
+                     */
+                    sendAt?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Message forwarded: the new message id and timestamp */
             200: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
