@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { lidJid, phoneJid, type User } from '../model/accounts.ts';
 import type { SimContext } from '../server/session.ts';
 import { registerCallRoutes } from './calls.ts';
+import { registerChannelRoutes } from './channels.ts';
 import { registerContentRoutes } from './content.ts';
 import { installErrorEnvelope } from './errors.ts';
 import { registerFaultRoutes } from './faults.ts';
@@ -106,4 +107,5 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext): vo
   registerContentRoutes(app, ctx);
   registerMediaExpiryRoutes(app, ctx);
   registerUpdateRoutes(app, ctx);
+  registerChannelRoutes(app, ctx);
 }

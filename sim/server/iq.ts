@@ -18,6 +18,7 @@ import {
 import { groupIq } from './groups.ts';
 import { keyBundleNode, keysDigestNode } from './keys.ts';
 import { answerMex } from './mex.ts';
+import { answerNewsletterMex } from './newsletter-mex.ts';
 import { profilePictureAnswer } from './profile.ts';
 import { usyncResult } from './usync.ts';
 
@@ -168,7 +169,7 @@ export function answerIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
         ? { content: [mediaConnNode(ctx.media.mediaConn())] }
         : notImplemented;
     case 'w:mex': {
-      const content = answerMex(iq, ctx.user, Date.now());
+      const content = answerNewsletterMex(iq, ctx.accounts, ctx.user) ?? answerMex(iq, ctx.user, Date.now());
       return content ? { content } : notImplemented;
     }
     default:

@@ -18,6 +18,7 @@ import type { ReplayMemory } from '../store/gateway-replay.ts';
 import type { DeliveryWorker } from '../webhooks/worker.ts';
 import { AccessService } from './access.ts';
 import { CallService } from './calls.ts';
+import { ChannelService } from './channels.ts';
 import { ChatService } from './chats.ts';
 import { ContactService } from './contacts.ts';
 import { DashboardAdminService } from './dashboard-admin.ts';
@@ -81,6 +82,8 @@ export interface Application {
   chats: ChatService;
   /** Per-instance call handling (docs/decisions/0026-chats-edits-polls-and-calls.md). */
   calls: CallService;
+  /** Channels (newsletters) the instance follows (docs/decisions/0041-forward-calls-channels.md). */
+  channels: ChannelService;
   /** Per-instance send pace and the queue's restriction pause. */
   pacing: PacingService;
   /** Dashboard users, sign-in and sessions (docs/decisions/0022-dashboard.md). */
@@ -171,6 +174,7 @@ export function createApplication(deps: ApplicationDeps): Application {
     chats: new ChatService({ store }),
     pacing: new PacingService({ queue: deps.sendQueue }),
     calls: new CallService({ store, clock, sessions }),
+    channels: new ChannelService({ sessions }),
     dashboardAuth: new DashboardAuthService({
       store,
       clock,

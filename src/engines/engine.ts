@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { CallSettings, EngineCall } from '../domain/calls.ts';
+import type { Channel, ChannelRef } from '../domain/channels.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Environment } from '../domain/environment.ts';
 import type { GroupChange, ParticipantAction, ParticipantOutcome } from '../domain/groups.ts';
@@ -258,7 +259,26 @@ export interface EngineSession
     GroupsCapability,
     Partial<MediaCapability>,
     Partial<LidCapability>,
-    Partial<CallsCapability> {}
+    Partial<CallsCapability>,
+    Partial<ChannelsCapability> {}
+
+/**
+ * Channels (newsletters) the account follows (docs/decisions/0041-forward-calls-channels.md). Every call needs the
+ * session logged in and connected.
+ */
+export interface ChannelsCapability {
+  /** Every channel the account follows, as the platform lists them. */
+  listChannels(): Promise<Channel[]>;
+  /**
+   * The account follows channel `ref` (idempotent); resolves with the channel as the platform describes it.
+   * @throws DomainError not_found `channel not found` when no channel has that JID or invite code.
+   */
+  followChannel(ref: ChannelRef): Promise<Channel>;
+  /**
+   * The account stops following channel `ref` (idempotent). @throws DomainError not_found `channel not found`.
+   */
+  unfollowChannel(ref: ChannelRef): Promise<Channel>;
+}
 
 /**
  * Answering calls to the account (docs/decisions/0041-forward-calls-channels.md). The engine remembers the calls of

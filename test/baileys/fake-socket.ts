@@ -248,6 +248,10 @@ export class FakeSocket implements SocketLike {
     isActive: true,
     timeEnforcementEnds: new Date(Date.now() + 3_600_000),
   });
+  /** Channel calls: no channel exists (metadata null); follow and unfollow resolve. */
+  newsletterMetadata = async (_type: 'invite' | 'jid', _key: string) => null;
+  newsletterFollow = async (_jid: string): Promise<unknown> => ({});
+  newsletterUnfollow = async (_jid: string): Promise<unknown> => ({});
 }
 
 /** A factory that records every socket it makes; `onCreate` runs right after creation (e.g. to open it). */

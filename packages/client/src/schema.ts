@@ -811,6 +811,57 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/channels": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The channels (newsletters) the account follows */
+        get: operations["listChannels"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/channels/follow": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Follow a channel by JID or invite (code or link); idempotent */
+        post: operations["followChannel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/channels/unfollow": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Stop following a channel by JID or invite (code or link); idempotent */
+        post: operations["unfollowChannel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/contacts/check": {
         parameters: {
             query?: never;
@@ -1737,6 +1788,42 @@ export interface components {
             id: string;
             /** @enum {string} */
             status: "canceled";
+        };
+        /** Channel */
+        Channel: {
+            /**
+             * @description the channel's JID
+             * @example 120363000000000001@newsletter
+             */
+            jid: string;
+            /** @example Parley News */
+            name: string;
+            /** @example Releases and tips */
+            description?: string;
+            /**
+             * @description followers, when the platform tells
+             * @example 1251
+             */
+            subscribers?: number;
+            /**
+             * @description invite code: the channel link is https://whatsapp.com/channel/<invite>
+             * @example 0029VaParleyNews0000000001
+             */
+            invite?: string;
+        };
+        /** ChannelFollowResult */
+        ChannelFollowResult: {
+            channel: components["schemas"]["Channel"];
+            /**
+             * @description true after a follow, false after an unfollow
+             * @example true
+             */
+            following: boolean;
+        };
+        /** ChannelList */
+        ChannelList: {
+            /** @description the channels the account follows */
+            channels: components["schemas"]["Channel"][];
         };
         /** Chat */
         Chat: {
@@ -6649,6 +6736,199 @@ export interface operations {
                         /** @enum {number} */
                         code: 200;
                         data: components["schemas"]["RejectedCall"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listChannels: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The followed channels */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["ChannelList"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    followChannel: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first answer below 500 is kept 24 h per organization and key, and the same request with the same key gets it again (with `Idempotent-Replayed: true`) without being carried out twice. 1 to 255 printable ASCII characters, e.g. a UUID. The same key with another method, path or body is 422; while the first request runs, 409.
+                 * @example 5f0c2a1e-8d4b-4d7e-9c1a-2b3c4d5e6f70
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "invite": "https://whatsapp.com/channel/0029VaParleyNews0000000001"
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description the channel's JID; or give invite
+                     * @example 120363000000000001@newsletter
+                     */
+                    jid?: string;
+                    /**
+                     * @description an invite code or link (https://whatsapp.com/channel/<code>); or give jid
+                     * @example https://whatsapp.com/channel/0029VaParleyNews0000000001
+                     */
+                    invite?: string;
+                    /**
+                     * @description the instance: its UUID or linked phone number; omitted: the most recently connected
+                     * @example 5511999990001
+                     */
+                    from?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The channel, now followed */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    "idempotent-replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["ChannelFollowResult"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    unfollowChannel: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first answer below 500 is kept 24 h per organization and key, and the same request with the same key gets it again (with `Idempotent-Replayed: true`) without being carried out twice. 1 to 255 printable ASCII characters, e.g. a UUID. The same key with another method, path or body is 422; while the first request runs, 409.
+                 * @example 5f0c2a1e-8d4b-4d7e-9c1a-2b3c4d5e6f70
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "jid": "120363000000000001@newsletter"
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description the channel's JID; or give invite
+                     * @example 120363000000000001@newsletter
+                     */
+                    jid?: string;
+                    /**
+                     * @description an invite code or link (https://whatsapp.com/channel/<code>); or give jid
+                     * @example https://whatsapp.com/channel/0029VaParleyNews0000000001
+                     */
+                    invite?: string;
+                    /**
+                     * @description the instance: its UUID or linked phone number; omitted: the most recently connected
+                     * @example 5511999990001
+                     */
+                    from?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The channel, no longer followed */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    "idempotent-replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["ChannelFollowResult"];
                     };
                 };
             };

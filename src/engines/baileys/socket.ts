@@ -66,6 +66,9 @@ export interface SocketLike
     | 'end'
     | 'fetchAccountReachoutTimelock'
     | 'rejectCall'
+    | 'newsletterMetadata'
+    | 'newsletterFollow'
+    | 'newsletterUnfollow'
   > {
   ev: SocketEvents;
   ws: SocketFrames;

@@ -1,4 +1,5 @@
 import type { EngineCall } from '../../domain/calls.ts';
+import type { Channel, ChannelRef } from '../../domain/channels.ts';
 import { errors } from '../../domain/errors.ts';
 import type { GroupChange, ParticipantAction, ParticipantOutcome } from '../../domain/groups.ts';
 import type { LidMapping } from '../../domain/lids.ts';
@@ -20,6 +21,7 @@ import { USER_DOMAIN } from '../../domain/messages.ts';
 import type { EngineSession, EngineSessionContext, SandboxControls } from '../engine.ts';
 import type { SandboxAccount, SandboxCredentials } from './account.ts';
 import { incomingCall, rejectCall } from './calls.ts';
+import * as channels from './channels.ts';
 import * as admin from './group-admin.ts';
 import * as groups from './groups.ts';
 import { SequenceAllocator } from './ids.ts';
@@ -211,6 +213,18 @@ export class SandboxSession implements EngineSession {
   }
   revokeGroupInvite(jid: Jid): Promise<string> {
     return admin.revokeGroupInvite(this.#account, jid);
+  }
+  /** The channels the account follows (channels.ts). */
+  listChannels(): Promise<Channel[]> {
+    return channels.listChannels(this.#account);
+  }
+  /** Follows a sandbox channel (channels.ts). */
+  followChannel(ref: ChannelRef): Promise<Channel> {
+    return channels.setFollowing(this.#account, ref, true);
+  }
+  /** Stops following a sandbox channel (channels.ts). */
+  unfollowChannel(ref: ChannelRef): Promise<Channel> {
+    return channels.setFollowing(this.#account, ref, false);
   }
   /** Declines a ringing sandbox call (calls.ts `rejectCall`). */
   rejectCall(id: string): Promise<EngineCall> {
