@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { lidJid, phoneJid, type User } from '../model/accounts.ts';
 import type { SimContext } from '../server/session.ts';
 import { registerCallRoutes } from './calls.ts';
+import { registerChannelRoutes } from './channels.ts';
 import { registerContentRoutes } from './content.ts';
 import { installErrorEnvelope } from './errors.ts';
 import { registerFaultRoutes } from './faults.ts';
@@ -108,4 +109,5 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext): vo
   registerMediaExpiryRoutes(app, ctx);
   registerUpdateRoutes(app, ctx);
   registerProfileRoutes(app, ctx);
+  registerChannelRoutes(app, ctx);
 }

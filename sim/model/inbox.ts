@@ -65,11 +65,22 @@ export interface InboxEntry {
   poll?: { name: string; options: string[]; selectableCount: number };
   /** Chat states: `composing`, `recording` (composing with media audio) or `paused`. */
   state?: string;
+  /**
+   * Texts and media marked forwarded (`contextInfo.isForwarded`): the `contextInfo.forwardingScore` (how many times
+   * the message was forwarded; 1 when the score is missing).
+   */
+  forwardingScore?: number;
 }
 
-/** The `mentionedJid` of a context info, when it has any. */
-function mentionsOf(info: proto.IContextInfo | null | undefined): { mentions?: string[] } {
-  return info?.mentionedJid?.length ? { mentions: [...info.mentionedJid] } : {};
+/** The `mentionedJid` of a context info, when it has any, and its forwarding score when it is marked forwarded. */
+function mentionsOf(info: proto.IContextInfo | null | undefined): {
+  mentions?: string[];
+  forwardingScore?: number;
+} {
+  return {
+    ...(info?.mentionedJid?.length ? { mentions: [...info.mentionedJid] } : {}),
+    ...(info?.isForwarded ? { forwardingScore: info.forwardingScore ?? 1 } : {}),
+  };
 }
 
 type MediaKey = 'imageMessage' | 'videoMessage' | 'audioMessage' | 'documentMessage' | 'stickerMessage';

@@ -19,6 +19,7 @@ import { blocklistIq, ownPictureIq, privacyIq, statusIq } from './account-iq.ts'
 import { groupIq } from './groups.ts';
 import { keyBundleNode, keysDigestNode } from './keys.ts';
 import { answerMex } from './mex.ts';
+import { answerNewsletterMex } from './newsletter-mex.ts';
 import { profilePictureAnswer } from './profile.ts';
 import { usyncResult } from './usync.ts';
 
@@ -156,7 +157,7 @@ export function answerIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
         ? { content: [mediaConnNode(ctx.media.mediaConn())] }
         : notImplemented;
     case 'w:mex': {
-      const content = answerMex(iq, ctx.user, Date.now());
+      const content = answerNewsletterMex(iq, ctx.accounts, ctx.user) ?? answerMex(iq, ctx.user, Date.now());
       return content ? { content } : notImplemented;
     }
     default:

@@ -1,8 +1,9 @@
-import type { CallSettings } from '../domain/calls.ts';
+import type { CallSettings, EngineCall } from '../domain/calls.ts';
 import { MAX_CALL_MESSAGE } from '../domain/calls.ts';
 import type { Clock } from '../domain/clock.ts';
 import { errors } from '../domain/errors.ts';
 import type { Instance } from '../domain/instance.ts';
+import type { SessionManager } from '../sessions/manager.ts';
 import { readCallSettings, writeCallSettings } from '../store/call-settings.ts';
 import type { Store } from '../store/database.ts';
 
@@ -15,10 +16,24 @@ import type { Store } from '../store/database.ts';
 export class CallService {
   readonly #store: Store;
   readonly #clock: Clock;
+  readonly #sessions: SessionManager;
 
-  constructor(deps: { store: Store; clock: Clock }) {
+  constructor(deps: { store: Store; clock: Clock; sessions: SessionManager }) {
     this.#store = deps.store;
     this.#clock = deps.clock;
+    this.#sessions = deps.sessions;
+  }
+
+  /**
+   * Declines ringing call `id` (docs/decisions/0041-forward-calls-channels.md); resolves with the recorded `rejected`
+   * call once its `call` event is recorded.
+   * @throws DomainError not_found `call <id> not found` (the session never saw it, forgot it, or the engine cannot
+   *   reject calls); conflict `call <id> is no longer ringing (<status>)`; not_logged_in / not_connected.
+   */
+  async reject(instance: Instance, id: string): Promise<EngineCall> {
+    const session = this.#sessions.ready(instance);
+    if (!session.rejectCall) throw errors.notFound(`call ${id} not found`);
+    return session.rejectCall(id);
   }
 
   /** The instance's call handling (default: calls ring, no message). @throws DomainError not_found. */

@@ -171,7 +171,10 @@ export class ChatService {
       },
       pushName: instance.pushName ?? '',
       timestamp: job.sendAt ?? job.createdAt,
-      content: contentOf(outgoing.content, outgoing.quotedId, outgoing.mentions),
+      content: {
+        ...contentOf(outgoing.content, outgoing.quotedId, outgoing.mentions),
+        ...(outgoing.forwardingScore ? { forwardingScore: outgoing.forwardingScore } : {}),
+      },
       status: job.status === 'sending' || job.status === 'sent' ? 'pending' : job.status,
       ...(job.lastError !== null && job.status === 'failed' ? { error: job.lastError } : {}),
       ...(job.sendAt === null ? {} : { sendAt: job.sendAt }),

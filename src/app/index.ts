@@ -18,6 +18,7 @@ import type { ReplayMemory } from '../store/gateway-replay.ts';
 import type { DeliveryWorker } from '../webhooks/worker.ts';
 import { AccessService } from './access.ts';
 import { CallService } from './calls.ts';
+import { ChannelService } from './channels.ts';
 import { ChatService } from './chats.ts';
 import { ContactService } from './contacts.ts';
 import { DashboardAdminService } from './dashboard-admin.ts';
@@ -25,6 +26,7 @@ import type { PasswordVerifier } from './dashboard-auth.ts';
 import { DashboardAuthService } from './dashboard-auth.ts';
 import { EventStreamService } from './event-stream.ts';
 import { EventLogService } from './events.ts';
+import { ForwardService } from './forward.ts';
 import { GatewayService } from './gateway.ts';
 import { GroupService } from './groups.ts';
 import { HealthService } from './health.ts';
@@ -65,6 +67,8 @@ export interface Application {
   media: MediaService;
   /** Edits, deletions for everyone and chat presence (docs/decisions/0026-chats-edits-polls-and-calls.md). */
   messageUpdates: MessageUpdateService;
+  /** Forwards of stored messages (docs/decisions/0041-forward-calls-channels.md). */
+  forward: ForwardService;
   contacts: ContactService;
   groups: GroupService;
   webhooks: WebhookService;
@@ -80,6 +84,8 @@ export interface Application {
   chats: ChatService;
   /** Per-instance call handling (docs/decisions/0026-chats-edits-polls-and-calls.md). */
   calls: CallService;
+  /** Channels (newsletters) the instance follows (docs/decisions/0041-forward-calls-channels.md). */
+  channels: ChannelService;
   /** Per-instance send pace and the queue's restriction pause. */
   pacing: PacingService;
   /** Dashboard users, sign-in and sessions (docs/decisions/0022-dashboard.md). */
@@ -139,6 +145,7 @@ export function createApplication(deps: ApplicationDeps): Application {
   const { keys, limiter, signInLimiter, feed, webhookTimeoutMs, media, logger } = deps;
   const eventLog = new EventLogService({ store });
   const webhooks = new WebhookService({ store, guard, worker: webhookWorker, clock });
+  const mediaService = new MediaService({ store, sessions, files: media.files, maxBytes: media.maxBytes });
   return {
     access: new AccessService({ keys, limiter }),
     instances: new InstanceService({ store, sessions, files: media.files }),
@@ -152,8 +159,9 @@ export function createApplication(deps: ApplicationDeps): Application {
       queue: deps.sendQueue,
       clock,
     }),
-    media: new MediaService({ store, sessions, files: media.files, maxBytes: media.maxBytes }),
+    media: mediaService,
     messageUpdates: new MessageUpdateService({ store, sessions, clock }),
+    forward: new ForwardService({ store, media: mediaService }),
     contacts: new ContactService({ store, sessions, registrations }),
     groups: new GroupService({ sessions }),
     webhooks,
@@ -171,7 +179,8 @@ export function createApplication(deps: ApplicationDeps): Application {
     readiness: new ReadinessService({ store, ...(deps.registered ? { registered: deps.registered } : {}) }),
     chats: new ChatService({ store }),
     pacing: new PacingService({ queue: deps.sendQueue }),
-    calls: new CallService({ store, clock }),
+    calls: new CallService({ store, clock, sessions }),
+    channels: new ChannelService({ sessions }),
     dashboardAuth: new DashboardAuthService({
       store,
       clock,

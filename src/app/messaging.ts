@@ -34,6 +34,8 @@ export interface SendInput {
   quotedId?: string | undefined;
   /** Phone numbers the text or caption mentions (each written `@<phone>` in it; checked by the caller). */
   mentions?: readonly string[] | undefined;
+  /** A forward: the forwarding score to send the message with (≥ 1 marks it forwarded; `OutgoingMessage`). */
+  forwardingScore?: number | undefined;
 }
 
 /** A reaction: the chat address, the target message id (`me:` stripped, `fromMe` set), the emoji ('' removes). */
@@ -206,6 +208,7 @@ export class MessagingService {
       content: built,
       ...(input.quotedId === undefined ? {} : { quotedId: input.quotedId }),
       ...(input.mentions?.length ? { mentions: input.mentions.map(userJid) } : {}),
+      ...(input.forwardingScore ? { forwardingScore: input.forwardingScore } : {}),
     };
     return {
       instanceId: instance.id,

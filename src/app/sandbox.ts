@@ -160,7 +160,7 @@ export class SandboxService {
   async call(
     instance: Instance,
     input: SandboxCallInput,
-  ): Promise<{ id: string; status: 'missed' | 'rejected' }> {
+  ): Promise<{ id: string; status: 'missed' | 'rejected' | 'ringing' }> {
     return this.#controls(instance).call(input);
   }
 

@@ -164,6 +164,11 @@ export interface MessageContent {
   quotedId?: string;
   /** Phone JIDs the text or caption mentions (`@<phone>` in the text; WhatsApp's contextInfo.mentionedJid). */
   mentions?: Jid[];
+  /**
+   * Set when the message arrived or went out forwarded: how many times it has been forwarded, at least 1
+   * (WhatsApp's contextInfo.isForwarded and forwardingScore; docs/decisions/0041-forward-calls-channels.md).
+   */
+  forwardingScore?: number;
   /** A poll's options and how many a voter may pick (0 = any). The poll's question is `text`. */
   poll?: { options: string[]; selectableCount: number };
   /** Set when the sender edited the message: the time of the edit, epoch ms (`text` is the new text). */
@@ -198,6 +203,12 @@ export interface OutgoingMessage {
    * (docs/decisions/0026-chats-edits-polls-and-calls.md).
    */
   mentions?: Jid[];
+  /**
+   * Sends the message marked forwarded with this forwarding score (≥ 1; contextInfo.isForwarded and
+   * forwardingScore), for `POST /v1/messages/forward` (docs/decisions/0041-forward-calls-channels.md). Absent: not
+   * forwarded.
+   */
+  forwardingScore?: number;
 }
 
 /** A chat presence the account can show in a chat (WhatsApp's `chatstate` and `presence` stanzas). */

@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { CallSettings } from '../domain/calls.ts';
+import type { CallSettings, EngineCall } from '../domain/calls.ts';
+import type { Channel, ChannelRef } from '../domain/channels.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Environment } from '../domain/environment.ts';
 import type { GroupChange, ParticipantAction, ParticipantOutcome } from '../domain/groups.ts';
@@ -259,7 +260,43 @@ export interface EngineSession
     GroupsCapability,
     Partial<MediaCapability>,
     Partial<LidCapability>,
-    Partial<AccountCapability> {}
+    Partial<AccountCapability>,
+    Partial<CallsCapability>,
+    Partial<ChannelsCapability> {}
+
+/**
+ * Channels (newsletters) the account follows (docs/decisions/0041-forward-calls-channels.md). Every call needs the
+ * session logged in and connected.
+ */
+export interface ChannelsCapability {
+  /** Every channel the account follows, as the platform lists them. */
+  listChannels(): Promise<Channel[]>;
+  /**
+   * The account follows channel `ref` (idempotent); resolves with the channel as the platform describes it.
+   * @throws DomainError not_found `channel not found` when no channel has that JID or invite code.
+   */
+  followChannel(ref: ChannelRef): Promise<Channel>;
+  /**
+   * The account stops following channel `ref` (idempotent). @throws DomainError not_found `channel not found`.
+   */
+  unfollowChannel(ref: ChannelRef): Promise<Channel>;
+}
+
+/**
+ * Answering calls to the account (docs/decisions/0041-forward-calls-channels.md). The engine remembers the calls of
+ * its session in memory (the platform gives no list of ringing calls), so a call that rang before a restart of
+ * parley is unknown.
+ */
+export interface CallsCapability {
+  /**
+   * Declines ringing call `id` (Baileys `rejectCall`: a `<call><reject call-id call-creator/></call>` stanza) and
+   * records its `call` event `rejected`; resolves with that event's call.
+   * @throws DomainError not_found `call <id> not found` when the session never saw the call (or forgot it);
+   *   conflict `call <id> is no longer ringing (<status>)` once it was missed, rejected or accepted;
+   *   not_logged_in / not_connected as every platform operation.
+   */
+  rejectCall(id: string): Promise<EngineCall>;
+}
 
 /**
  * Asking the platform which phone number is behind a LID, or which LID a phone number has
@@ -313,10 +350,11 @@ export interface SandboxControls {
   /**
    * User `phone` calls the account → `call` event `offer`; then, with the instance's automatic reject on, a
    * `rejected` event and the reject message sent to the caller, else a `missed` event (nobody answers a
-   * simulated call). Resolves once every event is recorded, with the call id and the final status.
+   * simulated call), or, with `ring`, status `ringing` after the offer. Resolves once every event is recorded, with
+   * the call id and the status the call is in.
    * @throws DomainError invalid when `phone` is the account; not_registered when the caller is not registered.
    */
-  call(input: SandboxCallInput): Promise<{ id: string; status: 'missed' | 'rejected' }>;
+  call(input: SandboxCallInput): Promise<{ id: string; status: 'missed' | 'rejected' | 'ringing' }>;
   /**
    * A simulated member `phone` changes a group the account is in (participants or settings) → `group` events,
    * as the platform's notifications would (docs/decisions/0004-sandbox.md). @throws DomainError not_found when the
@@ -337,10 +375,15 @@ export interface SandboxControls {
   vote(input: SandboxVoteInput): Promise<void>;
 }
 
-/** Input of {@link SandboxControls.call}: the caller and whether it is a video call (default voice). */
+/**
+ * Input of {@link SandboxControls.call}: the caller and whether it is a video call (default voice). With `ring` the
+ * call keeps ringing (status `ringing`, no `missed` event) until `rejectCall` declines it, unless the instance rejects
+ * calls automatically (docs/decisions/0041-forward-calls-channels.md).
+ */
 export interface SandboxCallInput {
   phone: string;
   video?: boolean;
+  ring?: boolean;
 }
 
 /**

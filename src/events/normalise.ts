@@ -46,10 +46,11 @@ export interface MessageBody {
   /** A poll: its question, option names and how many a voter may pick (0 = any). */
   pollCreationMessage?: { name: string; options: { optionName: string }[]; selectableOptionsCount: number };
   /**
-   * Present when the message replies to another one (`stanzaId`: the quoted message's id) or mentions users
-   * (`mentionedJid`: their phone JIDs, each written `@<phone>` in the text).
+   * Present when the message replies to another one (`stanzaId`: the quoted message's id), mentions users
+   * (`mentionedJid`: their phone JIDs, each written `@<phone>` in the text) or was forwarded (`isForwarded: true`
+   * and `forwardingScore`: how many times, docs/decisions/0041-forward-calls-channels.md).
    */
-  contextInfo?: { stanzaId?: string; mentionedJid?: string[] };
+  contextInfo?: { stanzaId?: string; mentionedJid?: string[]; isForwarded?: true; forwardingScore?: number };
 }
 
 /** What a media message says about its file: MIME type and size in bytes (0 when unknown). */
@@ -241,10 +242,12 @@ export function messageBody(content: MessageContent): MessageBody {
     default:
       break;
   }
-  if (content.quotedId !== undefined || (content.mentions?.length ?? 0) > 0) {
+  const forwarded = content.forwardingScore !== undefined && content.forwardingScore > 0;
+  if (content.quotedId !== undefined || (content.mentions?.length ?? 0) > 0 || forwarded) {
     body.contextInfo = {
       ...(content.quotedId === undefined ? {} : { stanzaId: content.quotedId }),
       ...(content.mentions?.length ? { mentionedJid: [...content.mentions] } : {}),
+      ...(forwarded ? { isForwarded: true as const, forwardingScore: content.forwardingScore } : {}),
     };
   }
   return body;

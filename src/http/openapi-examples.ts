@@ -42,6 +42,9 @@ export const REQUEST_EXAMPLES: Readonly<Record<string, Record<string, unknown>>>
   },
   sandboxGroupUpdate: { groupJid: '120363025246125486@g.us', phone: ANA, name: 'Book club 2026' },
   sendText: { phone: ANA, body: 'Hello *world*! Your order has shipped.' },
+  followChannel: { invite: 'https://whatsapp.com/channel/0029VaParleyNews0000000001' },
+  unfollowChannel: { jid: '120363000000000001@newsletter' },
+  forwardMessage: { phone: '5511977776666', messageId: '3EB0C767D26A1D2E5B3A61' },
   setSessionPacing: { minIntervalMs: 3000, jitterMs: 2000, newChatsPerDay: 20 },
   sendPoll: {
     phone: ANA,

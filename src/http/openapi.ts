@@ -177,7 +177,14 @@ const TAGS = [
     description:
       'Chats with their latest message and unread count, stored history, and what the instance shows in a chat (typing, recording, online status).',
   },
-  { name: 'calls', description: 'Reject incoming calls automatically, with an optional message.' },
+  {
+    name: 'calls',
+    description: 'Reject incoming calls automatically, with an optional message, or one ringing call.',
+  },
+  {
+    name: 'channels',
+    description: 'The WhatsApp channels (newsletters) the account follows; follow and unfollow.',
+  },
   { name: 'contacts', description: 'Registration checks, contacts and profiles.' },
   {
     name: 'profile',

@@ -125,4 +125,34 @@ describe('live engine: calls (Baileys call events → Call events, automatic rej
       ['E', 'offer', false],
     ]);
   });
+
+  it('rejects a ringing call on request with the caller Baileys named; then 409; unknown ids 404', async () => {
+    const h = harness({ reject: false, message: null });
+    await h.handler.handle(h.sock, [h.call('F', 'offer', { isVideo: true })]);
+    const rejected = await h.handler.reject(h.sock, 'F');
+    assert.deepEqual(h.rejects, [['F', CALLER]]);
+    assert.deepEqual(rejected, {
+      id: 'F',
+      from: CALLER,
+      status: 'rejected',
+      isVideo: true,
+      isGroup: false,
+      timestamp: AT.getTime() + 5000,
+    });
+    assert.deepEqual(h.statuses(), [
+      ['F', 'offer', false],
+      ['F', 'rejected', false],
+    ]);
+    await assert.rejects(h.handler.reject(h.sock, 'F'), {
+      code: 'conflict',
+      message: 'call F is no longer ringing (rejected)',
+    });
+    await h.handler.handle(h.sock, [h.call('G', 'offer'), h.call('G', 'terminate')]);
+    await assert.rejects(h.handler.reject(h.sock, 'G'), {
+      code: 'conflict',
+      message: 'call G is no longer ringing (missed)',
+    });
+    await assert.rejects(h.handler.reject(h.sock, 'H'), { code: 'not_found', message: 'call H not found' });
+    assert.deepEqual(h.rejects, [['F', CALLER]], 'nothing else was sent');
+  });
 });

@@ -281,6 +281,10 @@ export class FakeSocket implements SocketLike {
   updateProfileStatus = async (status: string) => void this.profileCalls.push(['status', status]);
   updateProfilePicture = async (jid: string, content: unknown) =>
     void this.profileCalls.push(['picture', { jid, content }]);
+  /** Channel calls: no channel exists (metadata null); follow and unfollow resolve. */
+  newsletterMetadata = async (_type: 'invite' | 'jid', _key: string) => null;
+  newsletterFollow = async (_jid: string): Promise<unknown> => ({});
+  newsletterUnfollow = async (_jid: string): Promise<unknown> => ({});
 }
 
 /** A factory that records every socket it makes; `onCreate` runs right after creation (e.g. to open it). */

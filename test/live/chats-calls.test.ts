@@ -202,5 +202,51 @@ for (const dialect of testDialects()) {
         [[true, { conversation: 'Busy, text me please' }]],
       );
     });
+
+    it('POST /v1/calls/{id}/reject declines a ringing call: the caller sees the reject', async () => {
+      const off = await live('POST', '/v1/calls/settings', { autoReject: false });
+      assert.equal(off.status, 200, JSON.stringify(off.body));
+      const call = await control(sim, 'POST', `/users/${ana}/call`, { to: shop });
+      assert.equal(call.status, 201, JSON.stringify(call.body));
+      const id = call.body.id;
+      await waitForWebhook(
+        receiver,
+        (b) => b.type === 'Call' && b.event.callId === id && b.event.status === 'offer',
+        'the Call offer webhook',
+      );
+      const res = await live('POST', `/v1/calls/${id}/reject`);
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      assert.deepEqual((({ timestamp: _t, ...rest }) => rest)(res.body.data), {
+        callId: id,
+        from: jid(ana),
+        status: 'rejected',
+        isVideo: false,
+        isGroup: false,
+        autoRejected: false,
+      });
+      const reject = await inbox(
+        ana,
+        (e) => e.type === 'call-reject' && e.id === id,
+        'the reject at the caller',
+      );
+      assert.equal(reject.from, shop);
+      const calls = await control(sim, 'GET', `/users/${ana}/calls`);
+      assert.equal(calls.body.find((c: { id: string }) => c.id === id).status, 'rejected');
+      const webhook = await waitForWebhook(
+        receiver,
+        (b) => b.type === 'Call' && b.event.callId === id && b.event.status === 'rejected',
+        'the Call rejected webhook',
+      );
+      assert.equal(webhook.body.event.autoRejected, false);
+
+      const again = await live('POST', `/v1/calls/${id}/reject`);
+      assert.deepEqual(again.body, {
+        error: { code: 409, message: `call ${id} is no longer ringing (rejected)` },
+      });
+      const unknown = await live('POST', '/v1/calls/6D3F0A9C2B41E8F07A1C5D92B3E4F60A/reject');
+      assert.deepEqual(unknown.body, {
+        error: { code: 404, message: 'call 6D3F0A9C2B41E8F07A1C5D92B3E4F60A not found' },
+      });
+    });
   });
 }

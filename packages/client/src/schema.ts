@@ -394,7 +394,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** A simulated user calls: Call event offer, then rejected (automatic reject on, message sent) or missed */
+        /** A simulated user calls: Call event offer, then rejected (automatic reject on, message sent), missed, or it rings */
         post: operations["sandboxCall"];
         delete?: never;
         options?: never;
@@ -464,6 +464,23 @@ export interface paths {
         put?: never;
         /** Send a text message (at most 65,536 characters) */
         post: operations["sendText"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/messages/forward": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Forward a stored message (any kind parley keeps) to a chat, marked forwarded */
+        post: operations["forwardMessage"];
         delete?: never;
         options?: never;
         head?: never;
@@ -771,6 +788,74 @@ export interface paths {
         put?: never;
         /** Reject incoming calls automatically (or stop), with an optional message to the caller */
         post: operations["setCallSettings"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/calls/{id}/reject": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Decline a ringing call: the caller sees it rejected; a Call event rejected is recorded */
+        post: operations["rejectCall"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/channels": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The channels (newsletters) the account follows */
+        get: operations["listChannels"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/channels/follow": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Follow a channel by JID or invite (code or link); idempotent */
+        post: operations["followChannel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/channels/unfollow": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Stop following a channel by JID or invite (code or link); idempotent */
+        post: operations["unfollowChannel"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1801,6 +1886,42 @@ export interface components {
             /** @enum {string} */
             status: "canceled";
         };
+        /** Channel */
+        Channel: {
+            /**
+             * @description the channel's JID
+             * @example 120363000000000001@newsletter
+             */
+            jid: string;
+            /** @example Parley News */
+            name: string;
+            /** @example Releases and tips */
+            description?: string;
+            /**
+             * @description followers, when the platform tells
+             * @example 1251
+             */
+            subscribers?: number;
+            /**
+             * @description invite code: the channel link is https://whatsapp.com/channel/<invite>
+             * @example 0029VaParleyNews0000000001
+             */
+            invite?: string;
+        };
+        /** ChannelFollowResult */
+        ChannelFollowResult: {
+            channel: components["schemas"]["Channel"];
+            /**
+             * @description true after a follow, false after an unfollow
+             * @example true
+             */
+            following: boolean;
+        };
+        /** ChannelList */
+        ChannelList: {
+            /** @description the channels the account follows */
+            channels: components["schemas"]["Channel"][];
+        };
         /** Chat */
         Chat: {
             /**
@@ -2337,6 +2458,32 @@ export interface components {
             /** @description when it is due; null: as soon as the queue allows */
             sendAt: string | null;
         };
+        /** RejectedCall */
+        RejectedCall: {
+            /** @example 6D3F0A9C2B41E8F07A1C5D92B3E4F60A */
+            callId: string;
+            /**
+             * @description the caller's phone JID
+             * @example 5511988887777@s.whatsapp.net
+             */
+            from: string;
+            /** @enum {string} */
+            status: "rejected";
+            /** @example false */
+            isVideo: boolean;
+            /** @example false */
+            isGroup: boolean;
+            /**
+             * @description false: this reject was asked for, not automatic
+             * @enum {boolean}
+             */
+            autoRejected: false;
+            /**
+             * Format: date-time
+             * @description when the call was rejected (RFC 3339 UTC)
+             */
+            timestamp: string;
+        };
         /** SandboxCallResult */
         SandboxCallResult: {
             /**
@@ -2344,8 +2491,8 @@ export interface components {
              * @example 6D3F0A9C2B…
              */
             id: string;
-            /** @description rejected when the instance rejects calls automatically, else missed */
-            status: "missed" | "rejected";
+            /** @description rejected when the instance rejects calls automatically, else ringing when asked with ring: true, else missed */
+            status: "missed" | "rejected" | "ringing";
         };
         /** SendResult */
         SendResult: {
@@ -4509,6 +4656,11 @@ export interface operations {
                      * @example false
                      */
                     video?: boolean;
+                    /**
+                     * @description true: the call keeps ringing (status ringing, no missed event) until POST /v1/calls/{id}/reject declines it; ignored while the instance rejects calls automatically. Default false
+                     * @example true
+                     */
+                    ring?: boolean;
                 };
             };
         };
@@ -4900,6 +5052,107 @@ export interface operations {
         };
         responses: {
             /** @description Message sent: its id and timestamp */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    "idempotent-replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["SendResult"];
+                    };
+                };
+            };
+            /** @description Queued (Prefer: respond-async, or sendAt): stored as pending; the outcome arrives as a MessageStatus event */
+            202: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    "idempotent-replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 202;
+                        data: components["schemas"]["QueuedResult"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    forwardMessage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first answer below 500 is kept 24 h per organization and key, and the same request with the same key gets it again (with `Idempotent-Replayed: true`) without being carried out twice. 1 to 255 printable ASCII characters, e.g. a UUID. The same key with another method, path or body is 422; while the first request runs, 409.
+                 * @example 5f0c2a1e-8d4b-4d7e-9c1a-2b3c4d5e6f70
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "phone": "5511977776666",
+                 *       "messageId": "3EB0C767D26A1D2E5B3A61"
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description the chat to forward to: phone number, group JID or user LID
+                     * @example 5511988887777
+                     */
+                    phone: string;
+                    /**
+                     * @description id of a stored message of this instance (sent or received, in any chat)
+                     * @example 3EB0C767D26A1D2E5B3A61
+                     */
+                    messageId: string;
+                    /**
+                     * @description sending instance: its UUID or linked phone number; omitted: the most recently connected
+                     * @example 5511999990001
+                     */
+                    from?: string;
+                    /**
+                     * Format: date-time
+                     * @description relay the message at this time (RFC 3339, future, at most 30 days ahead); the answer is then 202 Queued
+                     * @example 2026-12-01T09:00:00Z
+                     */
+                    sendAt?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Message forwarded: the new message id and timestamp */
             200: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
@@ -6594,6 +6847,258 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    rejectCall: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first answer below 500 is kept 24 h per organization and key, and the same request with the same key gets it again (with `Idempotent-Replayed: true`) without being carried out twice. 1 to 255 printable ASCII characters, e.g. a UUID. The same key with another method, path or body is 422; while the first request runs, 409.
+                 * @example 5f0c2a1e-8d4b-4d7e-9c1a-2b3c4d5e6f70
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /**
+                 * @description the call id (callId of the Call events)
+                 * @example 6D3F0A9C2B41E8F07A1C5D92B3E4F60A
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The rejected call */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    "idempotent-replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["RejectedCall"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listChannels: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The followed channels */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["ChannelList"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    followChannel: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first answer below 500 is kept 24 h per organization and key, and the same request with the same key gets it again (with `Idempotent-Replayed: true`) without being carried out twice. 1 to 255 printable ASCII characters, e.g. a UUID. The same key with another method, path or body is 422; while the first request runs, 409.
+                 * @example 5f0c2a1e-8d4b-4d7e-9c1a-2b3c4d5e6f70
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "invite": "https://whatsapp.com/channel/0029VaParleyNews0000000001"
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description the channel's JID; or give invite
+                     * @example 120363000000000001@newsletter
+                     */
+                    jid?: string;
+                    /**
+                     * @description an invite code or link (https://whatsapp.com/channel/<code>); or give jid
+                     * @example https://whatsapp.com/channel/0029VaParleyNews0000000001
+                     */
+                    invite?: string;
+                    /**
+                     * @description the instance: its UUID or linked phone number; omitted: the most recently connected
+                     * @example 5511999990001
+                     */
+                    from?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The channel, now followed */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    "idempotent-replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["ChannelFollowResult"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    unfollowChannel: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first answer below 500 is kept 24 h per organization and key, and the same request with the same key gets it again (with `Idempotent-Replayed: true`) without being carried out twice. 1 to 255 printable ASCII characters, e.g. a UUID. The same key with another method, path or body is 422; while the first request runs, 409.
+                 * @example 5f0c2a1e-8d4b-4d7e-9c1a-2b3c4d5e6f70
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "jid": "120363000000000001@newsletter"
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description the channel's JID; or give invite
+                     * @example 120363000000000001@newsletter
+                     */
+                    jid?: string;
+                    /**
+                     * @description an invite code or link (https://whatsapp.com/channel/<code>); or give jid
+                     * @example https://whatsapp.com/channel/0029VaParleyNews0000000001
+                     */
+                    invite?: string;
+                    /**
+                     * @description the instance: its UUID or linked phone number; omitted: the most recently connected
+                     * @example 5511999990001
+                     */
+                    from?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The channel, no longer followed */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    "idempotent-replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["ChannelFollowResult"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };

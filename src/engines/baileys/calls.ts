@@ -1,5 +1,6 @@
 import type { WACallEvent, WACallUpdateType } from 'baileys';
 import type { CallSettings, CallStatus, EngineCall } from '../../domain/calls.ts';
+import { errors } from '../../domain/errors.ts';
 import type { EngineEvent, OutgoingMessage, SentMessage } from '../../domain/messages.ts';
 import type { EngineSessionContext } from '../engine.ts';
 import type { JidResolver } from './jid.ts';
@@ -54,6 +55,8 @@ const REMEMBERED_CALLS = 1_000;
 export class CallHandler {
   readonly #deps: CallHandlerDeps;
   readonly #last = new Map<string, CallStatus>();
+  /** Ringing calls by id: the caller as Baileys names it (what `rejectCall` needs) and the reported call. */
+  readonly #ringing = new Map<string, { from: string; call: Omit<EngineCall, 'status'> }>();
 
   constructor(deps: CallHandlerDeps) {
     this.#deps = deps;
@@ -89,6 +92,7 @@ export class CallHandler {
           ? call.date.getTime()
           : context.clock(),
     };
+    if (status === 'offer') this.#ringing.set(call.id, { from: call.from, call: base });
     await this.#deps.record({ type: 'call', call: { ...base, status } });
     if (status !== 'offer' || call.isGroup || call.offline) return;
     const settings: CallSettings = (await context.callSettings?.()) ?? { reject: false, message: null };
@@ -107,12 +111,34 @@ export class CallHandler {
     }
   }
 
+  /**
+   * Declines ringing call `id` on socket `sock` (Baileys `rejectCall(callId, callFrom)`, which waits for the
+   * platform's ack) and records the `rejected` event (docs/decisions/0041-forward-calls-channels.md).
+   * @throws DomainError not_found `call <id> not found` for a call this session did not see (or forgot);
+   *   conflict `call <id> is no longer ringing (<status>)`; Baileys' errors as raised.
+   */
+  async reject(sock: SocketLike, id: string): Promise<EngineCall> {
+    const last = this.#last.get(id);
+    const ringing = this.#ringing.get(id);
+    if (last === undefined) throw errors.notFound(`call ${id} not found`);
+    if (last !== 'offer' || !ringing) throw errors.conflict(`call ${id} is no longer ringing (${last})`);
+    await sock.rejectCall(id, ringing.from);
+    this.#remember(id, 'rejected');
+    const call: EngineCall = { ...ringing.call, status: 'rejected', timestamp: this.#deps.context.clock() };
+    await this.#deps.record({ type: 'call', call });
+    return call;
+  }
+
   #remember(id: string, status: CallStatus): void {
     this.#last.delete(id);
     this.#last.set(id, status);
+    if (status !== 'offer') this.#ringing.delete(id);
     if (this.#last.size > REMEMBERED_CALLS) {
       const oldest = this.#last.keys().next().value;
-      if (oldest !== undefined) this.#last.delete(oldest);
+      if (oldest !== undefined) {
+        this.#last.delete(oldest);
+        this.#ringing.delete(oldest);
+      }
     }
   }
 }

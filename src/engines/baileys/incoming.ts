@@ -60,10 +60,15 @@ function num(value: number | Long | null | undefined): number | undefined {
   return Number.isFinite(n) ? n : undefined;
 }
 
-function quotedOf(info: proto.IContextInfo | null | undefined): { quotedId?: string; mentions?: string[] } {
+function quotedOf(info: proto.IContextInfo | null | undefined): {
+  quotedId?: string;
+  mentions?: string[];
+  forwardingScore?: number;
+} {
   return {
     ...(info?.stanzaId ? { quotedId: info.stanzaId } : {}),
     ...(info?.mentionedJid?.length ? { mentions: [...info.mentionedJid] } : {}),
+    ...(info?.isForwarded ? { forwardingScore: Math.max(1, info.forwardingScore ?? 1) } : {}),
   };
 }
 

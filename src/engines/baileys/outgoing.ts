@@ -216,7 +216,32 @@ export async function buildOutgoingMessage(
     ...(found ? { quoted: quotedFromStore(to, found) } : {}),
   });
   if (message.quotedId && !found) attachStanzaId(msg, to, message.quotedId);
+  if (message.forwardingScore !== undefined && message.forwardingScore > 0) {
+    attachForwarded(msg, message.forwardingScore);
+  }
   return msg;
+}
+
+/**
+ * Marks a built message forwarded as Baileys' `generateForwardMessageContent` does (Utils/messages.js):
+ * `contextInfo = { forwardingScore, isForwarded: true }` on the message's content part, replacing any quote or
+ * mentions (a forward carries neither).
+ */
+function attachForwarded(msg: WAMessage, score: number): void {
+  const inner = normalizeMessageContent(msg.message);
+  if (!inner) return;
+  if (inner.conversation !== undefined && inner.conversation !== null) {
+    inner.extendedTextMessage = { text: inner.conversation };
+    delete inner.conversation;
+  }
+  const type = getContentType(inner);
+  if (!type) return;
+  const part = inner[type];
+  if (typeof part !== 'object' || part === null) return;
+  (part as { contextInfo?: proto.IContextInfo | null }).contextInfo = {
+    forwardingScore: score,
+    isForwarded: true,
+  };
 }
 
 async function previewFor(text: string, deps: OutgoingDeps): Promise<WAUrlInfo | undefined> {

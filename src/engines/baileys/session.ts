@@ -1,6 +1,8 @@
 import type { Agent } from 'node:https';
 import type { GroupMetadata, UserFacingSocketConfig, WABrowserDescription, WAVersion } from 'baileys';
 import { jidDecode, jidNormalizedUser, type proto } from 'baileys';
+import type { EngineCall } from '../../domain/calls.ts';
+import type { Channel, ChannelRef } from '../../domain/channels.ts';
 import { DomainError, errors } from '../../domain/errors.ts';
 import type { GroupChange, ParticipantAction, ParticipantOutcome } from '../../domain/groups.ts';
 import type { LidMapping } from '../../domain/lids.ts';
@@ -23,6 +25,7 @@ import type { AccountProfile, PrivacyChange, PrivacySettings, ProfileChange } fr
 import type { EngineSession, EngineSessionContext, SessionLocks } from '../engine.ts';
 import { BoundedCache } from './cache.ts';
 import { CallHandler } from './calls.ts';
+import * as channels from './channels.ts';
 import { avatarOf, ContactBook, checkPhones, userInfo } from './contacts.ts';
 import { mapPlatformErrors } from './errors.ts';
 import * as admin from './group-admin.ts';
@@ -265,6 +268,23 @@ export class BaileysSession implements EngineSession {
   }
   async revoke(chat: Jid, id: string): Promise<SentMessage> {
     return updates.revokeMessage(await this.#open(), this.#deps, chat, id);
+  }
+  /** The channels the account follows (channels.ts). */
+  async listChannels(): Promise<Channel[]> {
+    return channels.listChannels(await this.#open());
+  }
+  /** Follows a channel (channels.ts). */
+  async followChannel(ref: ChannelRef): Promise<Channel> {
+    return channels.setFollowing(await this.#open(), ref, true);
+  }
+  /** Stops following a channel (channels.ts). */
+  async unfollowChannel(ref: ChannelRef): Promise<Channel> {
+    return channels.setFollowing(await this.#open(), ref, false);
+  }
+  /** Declines a ringing call (calls.ts `CallHandler.reject`). */
+  async rejectCall(id: string): Promise<EngineCall> {
+    const sock = await this.#open();
+    return mapPlatformErrors(() => this.#calls.reject(sock, id), { now: this.#context.clock() });
   }
   async sendPresence(chat: Jid, state: ChatPresenceState): Promise<void> {
     await updates.sendChatPresence(await this.#open(), this.#deps, chat, state);

@@ -78,6 +78,9 @@ export interface SocketLike
     | 'updateProfileName'
     | 'updateProfileStatus'
     | 'updateProfilePicture'
+    | 'newsletterMetadata'
+    | 'newsletterFollow'
+    | 'newsletterUnfollow'
   > {
   ev: SocketEvents;
   ws: SocketFrames;

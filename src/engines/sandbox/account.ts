@@ -1,3 +1,4 @@
+import type { EngineCall } from '../../domain/calls.ts';
 import type { Jid } from '../../domain/messages.ts';
 import { userJid } from '../../domain/messages.ts';
 import type { EngineSessionContext } from '../engine.ts';
@@ -28,6 +29,11 @@ export interface SandboxAccount {
   ready(): Promise<SandboxCredentials>;
   /** Phones whose LID this session already told the account (lids.ts `revealLid`); kept by the session. */
   readonly revealedLids: Set<string>;
+  /**
+   * The calls of this session by call id, with their last status (calls.ts; kept by the session, in memory, at most
+   * the latest 1,000): what `rejectCall` checks.
+   */
+  readonly calls: Map<string, EngineCall>;
 }
 
 /** The account's plain user JID (no device part), as it appears in chats and group participant lists. */

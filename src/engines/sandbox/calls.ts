@@ -10,8 +10,21 @@ import { send } from './messaging.ts';
  * Calls on the simulated platform (docs/decisions/0026-chats-edits-polls-and-calls.md): a simulated user calls the
  * account. Nobody answers a sandbox call, so it ends as `missed` unless the instance rejects calls automatically;
  * then it ends as `rejected` and the reject message (if any) is sent to the caller as an ordinary text message of the
- * account.
+ * account. A call made with `ring: true` keeps ringing until `rejectCall` declines it
+ * (docs/decisions/0041-forward-calls-channels.md).
  */
+
+/** Calls a session remembers (the latest ones), like the live engine. */
+const REMEMBERED_CALLS = 1_000;
+
+function remember(account: SandboxAccount, call: EngineCall): void {
+  account.calls.delete(call.id);
+  account.calls.set(call.id, call);
+  if (account.calls.size > REMEMBERED_CALLS) {
+    const oldest = account.calls.keys().next().value;
+    if (oldest !== undefined) account.calls.delete(oldest);
+  }
+}
 
 /** Id of the `n`-th call of an instance: 32 uppercase hex characters, like the platform's call ids. */
 export function callIdFor(instanceId: string, n: number): string {
@@ -30,7 +43,7 @@ export function callIdFor(instanceId: string, n: number): string {
 export async function incomingCall(
   account: SandboxAccount,
   input: SandboxCallInput,
-): Promise<{ id: string; status: 'missed' | 'rejected' }> {
+): Promise<{ id: string; status: 'missed' | 'rejected' | 'ringing' }> {
   const creds = await account.ready();
   if (input.phone === creds.phone) throw errors.badRequest('phone must be another user than this instance');
   const caller = await account.world.user(input.phone);
@@ -40,21 +53,22 @@ export async function incomingCall(
   const { context } = account;
   const id = callIdFor(context.instanceId, await account.sequence.next());
   const from = userJid(input.phone);
-  const event = (status: CallStatus, extra: Partial<EngineCall> = {}) =>
-    context.emit({
-      type: 'call',
-      call: {
-        id,
-        from,
-        status,
-        isVideo: input.video === true,
-        isGroup: false,
-        timestamp: context.clock(),
-        ...extra,
-      },
-    });
+  const event = async (status: CallStatus, extra: Partial<EngineCall> = {}) => {
+    const call: EngineCall = {
+      id,
+      from,
+      status,
+      isVideo: input.video === true,
+      isGroup: false,
+      timestamp: context.clock(),
+      ...extra,
+    };
+    remember(account, call);
+    await context.emit({ type: 'call', call });
+  };
   await event('offer');
   const settings = (await context.callSettings?.()) ?? { reject: false, message: null };
+  if (input.ring === true && !settings.reject) return { id, status: 'ringing' };
   if (!settings.reject) {
     await event('missed');
     return { id, status: 'missed' };
@@ -64,4 +78,20 @@ export async function incomingCall(
     await send(account, { to: from, content: { kind: 'text', text: settings.message, linkPreview: false } });
   }
   return { id, status: 'rejected' };
+}
+
+/**
+ * The account declines ringing call `id` → `call` event `rejected` (not `autoRejected`); resolves with its call.
+ * @throws DomainError not_found `call <id> not found` when this session has no such call; conflict `call <id> is no
+ *   longer ringing (<status>)`; not_logged_in / not_connected before login.
+ */
+export async function rejectCall(account: SandboxAccount, id: string): Promise<EngineCall> {
+  await account.ready();
+  const known = account.calls.get(id);
+  if (!known) throw errors.notFound(`call ${id} not found`);
+  if (known.status !== 'offer') throw errors.conflict(`call ${id} is no longer ringing (${known.status})`);
+  const call: EngineCall = { ...known, status: 'rejected', timestamp: account.context.clock() };
+  remember(account, call);
+  await account.context.emit({ type: 'call', call });
+  return call;
 }

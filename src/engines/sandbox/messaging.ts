@@ -84,14 +84,12 @@ export async function send(account: SandboxAccount, message: OutgoingMessage): P
   const isGroup = await checkChat(account, creds, to);
   const phone = phoneOfJid(to);
   if (!isGroup && phone !== null) await revealLid(account, phone);
-  return emitOwn(
-    account,
-    creds,
-    to,
-    isGroup,
-    contentOf(message.content, message.quotedId, message.mentions),
-    message.id,
-  );
+  const content = contentOf(message.content, message.quotedId, message.mentions);
+  const forwarded =
+    message.forwardingScore !== undefined && message.forwardingScore > 0
+      ? { forwardingScore: message.forwardingScore }
+      : {};
+  return emitOwn(account, creds, to, isGroup, { ...content, ...forwarded }, message.id);
 }
 
 /**

@@ -1,3 +1,5 @@
+import type { EngineCall } from '../../domain/calls.ts';
+import type { Channel, ChannelRef } from '../../domain/channels.ts';
 import { errors } from '../../domain/errors.ts';
 import type { GroupChange, ParticipantAction, ParticipantOutcome } from '../../domain/groups.ts';
 import type { LidMapping } from '../../domain/lids.ts';
@@ -19,7 +21,8 @@ import { USER_DOMAIN } from '../../domain/messages.ts';
 import type { AccountProfile, PrivacyChange, PrivacySettings, ProfileChange } from '../../domain/profile.ts';
 import type { EngineSession, EngineSessionContext, SandboxControls } from '../engine.ts';
 import type { SandboxAccount, SandboxCredentials } from './account.ts';
-import { incomingCall } from './calls.ts';
+import { incomingCall, rejectCall } from './calls.ts';
+import * as channels from './channels.ts';
 import * as admin from './group-admin.ts';
 import * as groups from './groups.ts';
 import { SequenceAllocator } from './ids.ts';
@@ -57,6 +60,8 @@ export class SandboxSession implements EngineSession {
   readonly #sequence: SequenceAllocator;
   /** Phones whose LID this session told the account (lids.ts). */
   readonly #revealedLids = new Set<string>();
+  /** This session's calls by id, with their last status (calls.ts). */
+  readonly #calls = new Map<string, EngineCall>();
 
   constructor(context: EngineSessionContext) {
     this.#context = context;
@@ -211,6 +216,22 @@ export class SandboxSession implements EngineSession {
   revokeGroupInvite(jid: Jid): Promise<string> {
     return admin.revokeGroupInvite(this.#account, jid);
   }
+  /** The channels the account follows (channels.ts). */
+  listChannels(): Promise<Channel[]> {
+    return channels.listChannels(this.#account);
+  }
+  /** Follows a sandbox channel (channels.ts). */
+  followChannel(ref: ChannelRef): Promise<Channel> {
+    return channels.setFollowing(this.#account, ref, true);
+  }
+  /** Stops following a sandbox channel (channels.ts). */
+  unfollowChannel(ref: ChannelRef): Promise<Channel> {
+    return channels.setFollowing(this.#account, ref, false);
+  }
+  /** Declines a ringing sandbox call (calls.ts `rejectCall`). */
+  rejectCall(id: string): Promise<EngineCall> {
+    return rejectCall(this.#account, id);
+  }
   downloadMedia(message: EngineMessage, maxBytes: number): Promise<AsyncIterable<Buffer>> {
     return media.downloadMedia(this.#context, message, maxBytes);
   }
@@ -287,6 +308,7 @@ export class SandboxSession implements EngineSession {
       sequence: this.#sequence,
       ready: () => this.#ready(),
       revealedLids: this.#revealedLids,
+      calls: this.#calls,
     };
   }
 

@@ -3,6 +3,7 @@ import { gatewayPlugin } from '../gateway/plugin.ts';
 import { dashboardRoutes } from './dashboard/index.ts';
 import { opsRoutes } from './ops.ts';
 import { callsRoutes } from './v1/calls.ts';
+import { channelRoutes } from './v1/channels.ts';
 import { chatPresenceRoutes } from './v1/chat-presence.ts';
 import { chatsRoutes, messageReadRoutes } from './v1/chats.ts';
 import { contactsRoutes } from './v1/contacts.ts';
@@ -35,6 +36,7 @@ export async function routes(app: FastifyInstance): Promise<void> {
   await app.register(messageReadRoutes, { prefix: '/v1/messages' });
   await app.register(chatsRoutes, { prefix: '/v1/chats' });
   await app.register(callsRoutes, { prefix: '/v1/calls' });
+  await app.register(channelRoutes, { prefix: '/v1/channels' });
   await app.register(contactsRoutes, { prefix: '/v1/contacts' });
   await app.register(groupsRoutes, { prefix: '/v1/groups' });
   await app.register(groupAdminRoutes, { prefix: '/v1/groups' });

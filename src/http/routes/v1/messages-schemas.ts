@@ -359,3 +359,23 @@ export function sendResponses(description: string, ...statuses: number[]): Recor
     ),
   };
 }
+
+/**
+ * Body of `POST /v1/messages/forward` (docs/api.md#messages; docs/decisions/0041-forward-calls-channels.md): a stored
+ * message of the instance, sent to `phone` marked forwarded.
+ */
+export const ForwardBody = Type.Object(
+  {
+    phone: ChatAddress('the chat to forward to: phone number, group JID or user LID'),
+    messageId: Type.String({
+      minLength: 1,
+      maxLength: 128,
+      description: 'id of a stored message of this instance (sent or received, in any chat)',
+      examples: ['3EB0C767D26A1D2E5B3A61'],
+    }),
+    from: From,
+    sendAt: SendAt,
+  },
+  { title: 'ForwardBody' },
+);
+export type ForwardBody = Static<typeof ForwardBody>;

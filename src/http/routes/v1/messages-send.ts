@@ -47,10 +47,16 @@ export async function sendMessage(
     id?: string | undefined;
     mentions?: readonly string[] | undefined;
     sendAt?: string | undefined;
+    forwardingScore?: number | undefined;
   },
   content: () => Promise<OutgoingContent> | OutgoingContent,
 ): Promise<{ success: true; code: 200; data: SendResult } | QueuedEnvelope> {
-  const send = { phone: input.phone, quotedId: input.id, mentions: input.mentions };
+  const send = {
+    phone: input.phone,
+    quotedId: input.id,
+    mentions: input.mentions,
+    forwardingScore: input.forwardingScore,
+  };
   if (input.sendAt === undefined && !prefersAsync(request)) {
     return ok(sendResult(await services.app.messaging.send(instanceOf(request), send, content)));
   }

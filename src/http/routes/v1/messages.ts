@@ -7,6 +7,7 @@ import { Details, ok, responses } from '../../schemas.ts';
 import { messageDownloadRoutes } from './messages-download.ts';
 import { messageMediaRoutes } from './messages-media.ts';
 import {
+  ForwardBody,
   ReactBody,
   ReadBody,
   SendContactBody,
@@ -22,7 +23,7 @@ const tags = ['messages'];
 
 /**
  * `/v1/messages/*` (docs/api.md#messages; docs/decisions/0017-messages-and-media.md): text, location and contact
- * sends, reactions and read receipts here; media sends in `messages-media.ts`. Scope `chat:messages`
+ * sends, forwards (docs/decisions/0041-forward-calls-channels.md), reactions and read receipts here; media sends in `messages-media.ts`. Scope `chat:messages`
  * (docs/decisions/0003-scopes-and-keys.md); the sending instance is the body field `from`
  * (docs/decisions/0002-instance-resolution.md). Every send answers `{ details: 'Sent', id, timestamp }` once the
  * message is stored.
@@ -54,6 +55,31 @@ export async function messagesRoutes(fastify: FastifyInstance): Promise<void> {
         text: body.body,
         linkPreview: body.linkPreview ?? false,
       }));
+    },
+  );
+
+  app.post(
+    '/forward',
+    {
+      config,
+      schema: {
+        tags,
+        operationId: 'forwardMessage',
+        summary: 'Forward a stored message (any kind parley keeps) to a chat, marked forwarded',
+        body: ForwardBody,
+        response: sendResponses('Message forwarded: the new message id and timestamp', ...sendErrors),
+      },
+    },
+    async (request, reply) => {
+      const { phone, messageId, sendAt } = request.body;
+      const prepared = await services.app.forward.prepare(instanceOf(request), messageId);
+      return sendMessage(
+        services,
+        request,
+        reply,
+        { phone, sendAt, forwardingScore: prepared.forwardingScore },
+        prepared.content,
+      );
     },
   );
 

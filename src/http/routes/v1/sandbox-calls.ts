@@ -9,6 +9,14 @@ export const SandboxCallBody = Type.Object(
   {
     phone: Phone('the simulated user who calls'),
     video: Type.Optional(Type.Boolean({ description: 'a video call; default voice', examples: [false] })),
+    ring: Type.Optional(
+      Type.Boolean({
+        description:
+          'true: the call keeps ringing (status ringing, no missed event) until POST /v1/calls/{id}/reject ' +
+          'declines it; ignored while the instance rejects calls automatically. Default false',
+        examples: [true],
+      }),
+    ),
   },
   { title: 'SandboxCallBody' },
 );
@@ -18,8 +26,9 @@ export type SandboxCallBody = Static<typeof SandboxCallBody>;
 export const SandboxCallResult = Type.Object(
   {
     id: Type.String({ description: 'the call id (callId of the Call events)', examples: ['6D3F0A9C2B…'] }),
-    status: Type.Union([Type.Literal('missed'), Type.Literal('rejected')], {
-      description: 'rejected when the instance rejects calls automatically, else missed',
+    status: Type.Union([Type.Literal('missed'), Type.Literal('rejected'), Type.Literal('ringing')], {
+      description:
+        'rejected when the instance rejects calls automatically, else ringing when asked with ring: true, else missed',
     }),
   },
   { title: 'SandboxCallResult' },
@@ -41,16 +50,20 @@ export async function sandboxCallRoutes(fastify: FastifyInstance): Promise<void>
         tags: ['sandbox'],
         operationId: 'sandboxCall',
         summary:
-          'A simulated user calls: Call event offer, then rejected (automatic reject on, message sent) or missed',
+          'A simulated user calls: Call event offer, then rejected (automatic reject on, message sent), missed, or it rings',
         querystring: InstanceQuery,
         body: SandboxCallBody,
         response: responses('The call id and how the call ended', SandboxCallResult, 409, 422),
       },
     },
     async (request) => {
-      const { phone, video } = request.body;
+      const { phone, video, ring } = request.body;
       return ok(
-        await sandbox.call(instanceOf(request), { phone, ...(video === undefined ? {} : { video }) }),
+        await sandbox.call(instanceOf(request), {
+          phone,
+          ...(video === undefined ? {} : { video }),
+          ...(ring === undefined ? {} : { ring }),
+        }),
       );
     },
   );
