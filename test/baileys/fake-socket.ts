@@ -5,6 +5,7 @@ import {
   assertNodeErrorFree,
   type BaileysEventMap,
   type BinaryNode,
+  type ChatModification,
   type Contact,
   type GroupMetadata,
   initAuthCreds,
@@ -281,6 +282,9 @@ export class FakeSocket implements SocketLike {
   updateProfileStatus = async (status: string) => void this.profileCalls.push(['status', status]);
   updateProfilePicture = async (jid: string, content: unknown) =>
     void this.profileCalls.push(['picture', { jid, content }]);
+  /** Every `chatModify` call: the modification and the chat JID (docs/decisions/0043-chat-actions-and-star.md). */
+  readonly chatModifications: { mod: ChatModification; jid: string }[] = [];
+  chatModify = async (mod: ChatModification, jid: string) => void this.chatModifications.push({ mod, jid });
 }
 
 /** A factory that records every socket it makes; `onCreate` runs right after creation (e.g. to open it). */

@@ -78,6 +78,7 @@ export interface SocketLike
     | 'updateProfileName'
     | 'updateProfileStatus'
     | 'updateProfilePicture'
+    | 'chatModify'
   > {
   ev: SocketEvents;
   ws: SocketFrames;
