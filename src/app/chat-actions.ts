@@ -76,7 +76,7 @@ export class ChatActionService {
 
   /** `raw` as epoch ms. @throws DomainError invalid naming `until` unless an RFC 3339 time after now. */
   #futureTime(raw: string): number {
-    const at = RFC3339.test(raw) ? Date.parse(raw) : Number.NaN;
+    const at = RFC3339.test(raw) && realDay(raw) ? Date.parse(raw) : Number.NaN;
     if (Number.isNaN(at))
       throw errors.badRequest('until must be an RFC 3339 time (e.g. 2030-01-01T00:00:00Z)');
     if (at <= this.#clock()) throw errors.badRequest('until must be in the future');
@@ -86,6 +86,14 @@ export class ChatActionService {
 
 /** RFC 3339 date-time: date, `T`, time with optional fraction, and `Z` or an offset. */
 const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$/;
+
+/** Whether the date part (`YYYY-MM-DD`) of `raw` is a real calendar day (`Date.parse` rolls 02-30 over to March). */
+function realDay(raw: string): boolean {
+  const [year, month, day] = raw.slice(0, 10).split('-').map(Number);
+  if (year === undefined || month === undefined || day === undefined) return false;
+  const date = new Date(Date.UTC(year, month - 1, day));
+  return date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
+}
 
 /** The session's chat actions. @throws DomainError platform_refused when its engine has none. */
 function chatActions(session: EngineSession): ChatActionsCapability {
