@@ -31,7 +31,7 @@ describe('live engine: chat actions as chatModify', () => {
       lastMessages: [],
     });
     const group = chatModification(GROUP, { action: 'archive' }, [
-      { ...LAST[0], id: 'G1', participant: ANA },
+      { id: 'G1', fromMe: false, timestamp: 1_700_000_000_123, participant: ANA },
     ]);
     assert.deepEqual(group, {
       archive: true,
