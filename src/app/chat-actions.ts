@@ -9,11 +9,11 @@ import type { Store } from '../store/database.ts';
 import { findStoredMessage } from '../store/messages.ts';
 import { chatJidFromParam } from './chats.ts';
 
-/** The names of the chat actions of `POST /v1/chats/{chat}/<action>` (docs/api.md#chat-actions). */
+/** The names of the chat actions of `POST /v1/chats/{chat}/<action>` (docs/api.md#chats). */
 export type ChatActionName = ChatAction['action'];
 
 /**
- * Chat actions and starring (docs/api.md#chat-actions, docs/decisions/0043-chat-actions-and-star.md): archive,
+ * Chat actions and starring (docs/api.md#chats, docs/decisions/0043-chat-actions-and-star.md): archive,
  * pin, mute and mark unread a chat, star and unstar a stored message. The state lives on the platform (synced to
  * the account's devices as app state); parley keeps no copy. Every method needs the instance logged in and
  * connected (@throws DomainError not_logged_in / not_connected / platform_unreachable, as every platform call,

@@ -476,7 +476,7 @@ export type ChatAction =
   | { action: 'mute'; until: number | null };
 
 /**
- * Chat actions and starring (docs/api.md#chat-actions, docs/decisions/0043-chat-actions-and-star.md): the
+ * Chat actions and starring (docs/api.md#chats, docs/decisions/0043-chat-actions-and-star.md): the
  * account's own chat state (archived, pinned, muted, marked unread, starred messages), kept by the platform and
  * synced to the account's devices as app state. Optional so a test fake need not model it; both engines have it.
  * Every call needs the session logged in and connected; platform errors are `platform_refused`.

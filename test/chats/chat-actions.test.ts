@@ -1,5 +1,5 @@
 /**
- * Chat actions and starring on the sandbox (docs/api.md#chat-actions, docs/decisions/0043-chat-actions-and-star.md):
+ * Chat actions and starring on the sandbox (docs/api.md#chats, docs/decisions/0043-chat-actions-and-star.md):
  * status codes, exact bodies, 400s naming the field, 404 for an unknown message, and the chat state the simulated
  * platform keeps for the account after each action.
  */
@@ -25,7 +25,7 @@ async function platformState(t: TestApp): Promise<SandboxChatsState> {
 }
 
 for (const dialect of testDialects()) {
-  describe(`chat actions and starring (docs/api.md#chat-actions) [${dialect}]`, () => {
+  describe(`chat actions and starring (docs/api.md#chats) [${dialect}]`, () => {
     let t: TestApp;
     let received = '';
     before(async () => {

@@ -1,6 +1,6 @@
 /**
  * Chat actions and starring through parley's API with a live key, against the platform simulator
- * (docs/api.md#chat-actions, docs/decisions/0043-chat-actions-and-star.md): after each action the simulated platform
+ * (docs/api.md#chats, docs/decisions/0043-chat-actions-and-star.md): after each action the simulated platform
  * holds the account's chat state (read through its control API, `GET /control/users/{phone}/chats`,
  * docs/simulator.md), decrypted from the app state patch Baileys sent with the key the phone shared. Runs on
  * SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.

@@ -22,7 +22,7 @@ export const MuteBody = Type.Object(
 );
 export type MuteBody = Static<typeof MuteBody>;
 
-/** Answer of a chat action (docs/api.md#chat-actions). */
+/** Answer of a chat action (docs/api.md#chats). */
 export const ChatActionResult = Type.Object(
   {
     details: Type.String({
@@ -84,7 +84,7 @@ const ACTIONS: readonly {
 ];
 
 /**
- * `POST /v1/chats/{jid}/<action>` (docs/api.md#chat-actions, docs/decisions/0043-chat-actions-and-star.md):
+ * `POST /v1/chats/{jid}/<action>` (docs/api.md#chats, docs/decisions/0043-chat-actions-and-star.md):
  * archive, unarchive, pin, unpin, mute, unmute and mark unread a chat. Scope `chat:messages`
  * (docs/decisions/0003-scopes-and-keys.md: what the instance does in its chats), instance from query `from`
  * (docs/decisions/0002-instance-resolution.md). Registered under the `/v1/chats` prefix.
@@ -147,7 +147,7 @@ export async function chatActionRoutes(fastify: FastifyInstance): Promise<void> 
 }
 
 /**
- * `POST /v1/messages/{id}/star` and `/unstar` (docs/api.md#chat-actions,
+ * `POST /v1/messages/{id}/star` and `/unstar` (docs/api.md#chats,
  * docs/decisions/0043-chat-actions-and-star.md): star or unstar a stored message of the instance (404 `message not
  * found` otherwise). Scope `chat:messages`, instance from query `from`. Registered under the `/v1/messages` prefix.
  */
