@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { type BinaryNode, encodeSyncdPatch, newLTHashState, proto } from 'baileys';
 import { appStateKeyShareMessage } from '../../sim/messaging/history.ts';
-import { Accounts } from '../../sim/model/accounts.ts';
+import { Accounts, type SimChatState } from '../../sim/model/accounts.ts';
 import {
   applyChatMutation,
   appStatePatchIq,
@@ -156,7 +156,7 @@ describe('simulator: chat state from app state mutations (docs/decisions/0043-ch
     const accounts = new Accounts();
     const shop = accounts.create({ phone: '5531999990043', pushName: 'Shop' });
     const chat = '5531988887743@s.whatsapp.net';
-    const blank = { archived: false, pinned: false, mutedUntil: null, markedUnread: false };
+    const blank: SimChatState = { archived: false, pinned: false, mutedUntil: null, markedUnread: false };
     applyChatMutation(shop, ['pin_v1', chat], { pinAction: { pinned: true } });
     assert.deepEqual(shop.chats?.[chat], { ...blank, pinned: true });
     // Archiving unpins, as the phones do.
