@@ -90,6 +90,9 @@ for (const dialect of testDialects()) {
       );
       const always = await t.call('POST', `/v1/chats/${ANA}/mute`, {});
       assert.deepEqual(always.body, okBody({ details: 'Muted', chat: ANA_JID, mutedUntil: null }));
+      // No body at all is the same as an empty one.
+      const bare = await t.call('POST', `/v1/chats/${ANA}/mute`);
+      assert.deepEqual(bare.body, okBody({ details: 'Muted', chat: ANA_JID, mutedUntil: null }));
       assert.equal((await platformState(t)).chats[ANA_JID]?.mutedUntil, -1);
       const unmuted = await t.call('POST', `/v1/chats/${ANA}/unmute`);
       assert.deepEqual(unmuted.body, okBody({ details: 'Unmuted', chat: ANA_JID }));
