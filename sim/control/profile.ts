@@ -6,6 +6,9 @@
  *   by URL at creation).
  * - `GET /control/users/{phone}/privacy` → every privacy category with its value (`{ last: 'all', … }`).
  * - `GET /control/users/{phone}/blocklist` → `{ phones }`, the blocked users' phones in blocking order.
+ * - `GET /control/users/{phone}/chats` → `{ chats, starred }`: the chat state the account's devices set (by chat
+ *   JID: `{ archived, pinned, mutedUntil, markedUnread }`, `mutedUntil` epoch ms, -1 for "always", or null) and
+ *   the starred messages (`{ chat, id, fromMe }`, in starring order).
  * 404 for an unknown phone.
  */
 import { type Static, Type } from '@sinclair/typebox';
@@ -42,5 +45,14 @@ export function registerProfileRoutes(app: FastifyInstance, ctx: SimContext): vo
     '/control/users/:phone/blocklist',
     { schema: { params: PhoneParams } },
     async (request) => ({ phones: ctx.accounts.require(request.params.phone, 'phone').blocked ?? [] }),
+  );
+
+  app.get<{ Params: Static<typeof PhoneParams> }>(
+    '/control/users/:phone/chats',
+    { schema: { params: PhoneParams } },
+    async (request) => {
+      const user = ctx.accounts.require(request.params.phone, 'phone');
+      return { chats: user.chats ?? {}, starred: user.starred ?? [] };
+    },
   );
 }

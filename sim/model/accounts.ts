@@ -108,6 +108,24 @@ export interface User {
    * app state patches the companions send (server/account-iq.ts, e.g. a new push name).
    */
   appStateKey?: { id: Buffer; data: Buffer };
+  /**
+   * The account's chat state as its devices set it with app state patches (server/account-iq.ts: `archive`,
+   * `pin_v1`, `mute`, `markChatAsRead` mutations), by chat JID as the patch's index names it.
+   */
+  chats?: Record<string, SimChatState>;
+  /** The messages the account starred (`star` mutations), in starring order. */
+  starred?: { chat: string; id: string; fromMe: boolean }[];
+}
+
+/**
+ * One chat's state on the platform: `mutedUntil` is the patch's `muteEndTimestamp` (epoch ms, -1 for "always"),
+ * null when not muted.
+ */
+export interface SimChatState {
+  archived: boolean;
+  pinned: boolean;
+  mutedUntil: number | null;
+  markedUnread: boolean;
 }
 
 /** One past message of a {@link HistoryChat}. */

@@ -12,7 +12,8 @@
  *   `target` (a group's picture) is not modelled: 501.
  * - `w:sync:app:state` set: app state patches (chatModify → appPatch), decrypted with the account's app state key
  *   (shared by the phone, messaging/history.ts); a `setting_pushName` mutation changes the account's push name
- *   (updateProfileName). Other mutations are accepted and ignored.
+ *   (updateProfileName); `archive`, `pin_v1`, `mute`, `markChatAsRead` and `star` mutations change the account's
+ *   chat state (chatModify; {@link applyChatMutation}). Other mutations are accepted and ignored.
  */
 import {
   type BinaryNode,
@@ -22,7 +23,7 @@ import {
   newLTHashState,
   proto,
 } from 'baileys';
-import type { Accounts, User } from '../model/accounts.ts';
+import type { Accounts, SimChatState, User } from '../model/accounts.ts';
 import type { IqAnswer } from './iq.ts';
 
 /** The values the platform accepts per privacy category (Baileys Types/Chat.d.ts). */
@@ -159,6 +160,7 @@ export async function appStatePatchIq(iq: BinaryNode, user: User): Promise<IqAns
           ({ syncAction, index }: { syncAction: proto.ISyncActionData; index: string[] }) => {
             const name = syncAction.value?.pushNameSetting?.name;
             if (index[0] === 'setting_pushName' && name) user.pushName = name;
+            else applyChatMutation(user, index, syncAction.value ?? {});
           },
           false,
         );
@@ -172,4 +174,49 @@ export async function appStatePatchIq(iq: BinaryNode, user: User): Promise<IqAns
     });
   }
   return { content: [{ tag: 'sync', attrs: {}, content: answered }] };
+}
+
+/** A protobuf int64 (a number or a Long) as a number. */
+function int64(value: number | { toString(): string } | null | undefined): number | null {
+  if (value === null || value === undefined) return null;
+  return typeof value === 'number' ? value : Number(value.toString());
+}
+
+/**
+ * Applies one decrypted chat mutation to `user`'s chat state, by its index (Baileys Utils/chat-utils.js
+ * `chatModificationToAppPatch`): `[archive, jid]` (`archiveChatAction.archived`; archiving unpins, as the phones
+ * do), `[pin_v1, jid]` (`pinAction.pinned`), `[mute, jid]` (`muteAction.muted`, `muteEndTimestamp` epoch ms or -1),
+ * `[markChatAsRead, jid]` (`markChatAsReadAction.read`: false marks the chat unread) and
+ * `[star, jid, id, fromMe, participant]` (participant `0` for a 1:1 chat) (`starAction.starred`). Anything else is ignored.
+ */
+export function applyChatMutation(user: User, index: readonly string[], value: proto.ISyncActionValue): void {
+  const [kind, jid] = index;
+  if (!jid) return;
+  if (kind === 'star') {
+    const id = index[2] ?? '';
+    const fromMe = index[3] === '1';
+    const others = (user.starred ?? []).filter((s) => !(s.chat === jid && s.id === id));
+    user.starred = value.starAction?.starred ? [...others, { chat: jid, id, fromMe }] : others;
+    return;
+  }
+  const current: SimChatState = user.chats?.[jid] ?? {
+    archived: false,
+    pinned: false,
+    mutedUntil: null,
+    markedUnread: false,
+  };
+  const next = { ...current };
+  if (kind === 'archive') {
+    next.archived = value.archiveChatAction?.archived === true;
+    if (next.archived) next.pinned = false;
+  } else if (kind === 'pin_v1') {
+    next.pinned = value.pinAction?.pinned === true;
+  } else if (kind === 'mute') {
+    next.mutedUntil = value.muteAction?.muted ? (int64(value.muteAction.muteEndTimestamp) ?? -1) : null;
+  } else if (kind === 'markChatAsRead') {
+    next.markedUnread = value.markChatAsReadAction?.read === false;
+  } else {
+    return;
+  }
+  user.chats = { ...user.chats, [jid]: next };
 }

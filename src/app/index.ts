@@ -19,6 +19,7 @@ import type { DeliveryWorker } from '../webhooks/worker.ts';
 import { AccessService } from './access.ts';
 import { CallService } from './calls.ts';
 import { ChannelService } from './channels.ts';
+import { ChatActionService } from './chat-actions.ts';
 import { ChatService } from './chats.ts';
 import { ContactService } from './contacts.ts';
 import { DashboardAdminService } from './dashboard-admin.ts';
@@ -103,6 +104,8 @@ export interface Application {
   idempotency: IdempotencyService;
   /** The account's profile, privacy settings and blocklist (docs/decisions/0039-profile-privacy-blocklist.md). */
   profile: ProfileService;
+  /** Chat actions and starring (docs/decisions/0043-chat-actions-and-star.md). */
+  chatActions: ChatActionService;
 }
 
 /** What the application services are built from (see src/services.ts). */
@@ -192,5 +195,6 @@ export function createApplication(deps: ApplicationDeps): Application {
     health: new HealthService({ store, clock }),
     idempotency: new IdempotencyService({ store, clock, logger }),
     profile: new ProfileService({ sessions }),
+    chatActions: new ChatActionService({ sessions, store, clock }),
   };
 }

@@ -262,7 +262,8 @@ export interface EngineSession
     Partial<LidCapability>,
     Partial<AccountCapability>,
     Partial<CallsCapability>,
-    Partial<ChannelsCapability> {}
+    Partial<ChannelsCapability>,
+    Partial<ChatActionsCapability> {}
 
 /**
  * Channels (newsletters) the account follows (docs/decisions/0041-forward-calls-channels.md). Every call needs the
@@ -495,4 +496,37 @@ export interface AccountCapability {
    * @throws DomainError not_registered when `phone` is not on the platform; invalid when it is the account itself.
    */
   setBlocked(phone: string, action: 'block' | 'unblock'): Promise<string[]>;
+}
+
+/**
+ * A stored message a chat action cites (Baileys `lastMessages`, Utils/chat-utils.js `getMessageRange`): the
+ * platform checks an archive or mark-unread against the chat's latest message. `timestamp` is epoch ms;
+ * `participant` is the sender of a group message not sent by the account.
+ */
+export interface ChatMessageRef {
+  id: string;
+  fromMe: boolean;
+  timestamp: number;
+  participant?: Jid;
+}
+
+/**
+ * One chat action (docs/decisions/0043-chat-actions-and-star.md). `mute` carries `until`, epoch ms, or null for
+ * muted until unmuted.
+ */
+export type ChatAction =
+  | { action: 'archive' | 'unarchive' | 'pin' | 'unpin' | 'unmute' | 'mark-unread' }
+  | { action: 'mute'; until: number | null };
+
+/**
+ * Chat actions and starring (docs/api.md#chats, docs/decisions/0043-chat-actions-and-star.md): the
+ * account's own chat state (archived, pinned, muted, marked unread, starred messages), kept by the platform and
+ * synced to the account's devices as app state. Optional so a test fake need not model it; both engines have it.
+ * Every call needs the session logged in and connected; platform errors are `platform_refused`.
+ */
+export interface ChatActionsCapability {
+  /** Applies `action` to chat `chat`; `last` is the chat's latest stored message, if any (empty otherwise). */
+  chatAction(chat: Jid, action: ChatAction, last: readonly ChatMessageRef[]): Promise<void>;
+  /** Stars (`star` true) or unstars message `message` of chat `chat`. Idempotent. */
+  starMessage(chat: Jid, message: { id: string; fromMe: boolean }, star: boolean): Promise<void>;
 }

@@ -107,4 +107,5 @@ export const REQUEST_EXAMPLES: Readonly<Record<string, Record<string, unknown>>>
   blockContact: { phone: '5511977776666' },
   unblockContact: { phone: '5511977776666' },
   setCallSettings: { autoReject: true, message: "Sorry, we can't take calls. Please send a message." },
+  muteChat: { until: '2030-01-01T00:00:00Z' },
 };

@@ -5,6 +5,7 @@ import {
   assertNodeErrorFree,
   type BaileysEventMap,
   type BinaryNode,
+  type ChatModification,
   type Contact,
   type GroupMetadata,
   initAuthCreds,
@@ -285,6 +286,9 @@ export class FakeSocket implements SocketLike {
   newsletterMetadata = async (_type: 'invite' | 'jid', _key: string) => null;
   newsletterFollow = async (_jid: string): Promise<unknown> => ({});
   newsletterUnfollow = async (_jid: string): Promise<unknown> => ({});
+  /** Every `chatModify` call: the modification and the chat JID (docs/decisions/0043-chat-actions-and-star.md). */
+  readonly chatModifications: { mod: ChatModification; jid: string }[] = [];
+  chatModify = async (mod: ChatModification, jid: string) => void this.chatModifications.push({ mod, jid });
 }
 
 /** A factory that records every socket it makes; `onCreate` runs right after creation (e.g. to open it). */

@@ -86,6 +86,10 @@ describe('OpenAPI document fit for readers and client generators', () => {
     assert.equal(byRoute('/v1/profile/privacy', 'put'), 'updatePrivacySettings');
     assert.equal(byRoute('/v1/contacts/blocklist', 'get'), 'getBlocklist');
     assert.equal(byRoute('/v1/contacts/block', 'post'), 'blockContact');
+    assert.equal(byRoute('/v1/chats/{jid}/archive', 'post'), 'archiveChat');
+    assert.equal(byRoute('/v1/chats/{jid}/mute', 'post'), 'muteChat');
+    assert.equal(byRoute('/v1/chats/{jid}/mark-unread', 'post'), 'markChatUnread');
+    assert.equal(byRoute('/v1/messages/{id}/star', 'post'), 'starMessage');
     assert.equal(byRoute('/v1/events', 'get'), 'listEvents');
     assert.equal(byRoute('/v1/events/stream', 'get'), 'streamEvents');
     assert.equal(byRoute('/chat/send/text', 'post'), 'gatewaySendText');
@@ -135,6 +139,9 @@ describe('OpenAPI document fit for readers and client generators', () => {
     has('/v1/contacts/lid', 'get', '200', '400', '404', '502');
     has('/v1/profile', 'put', '409', '413', '502');
     has('/v1/contacts/block', 'post', '409', '422', '502');
+    has('/v1/chats/{jid}/pin', 'post', '400', '404', '409', '502');
+    has('/v1/chats/{jid}/mute', 'post', '400', '409', '502');
+    has('/v1/messages/{id}/unstar', 'post', '404', '409', '502');
     has('/v1/webhook/deliveries/{id}/redeliver', 'post', '404', '409', '414', '431');
     // Webhook endpoints (docs/decisions/0035-webhook-endpoints.md): 201 with the secret, 409 at the cap, 404 per id.
     has('/v1/webhooks', 'post', '201', '400', '409');

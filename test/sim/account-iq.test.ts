@@ -9,8 +9,9 @@ import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { type BinaryNode, encodeSyncdPatch, newLTHashState, proto } from 'baileys';
 import { appStateKeyShareMessage } from '../../sim/messaging/history.ts';
-import { Accounts } from '../../sim/model/accounts.ts';
+import { Accounts, type SimChatState } from '../../sim/model/accounts.ts';
 import {
+  applyChatMutation,
   appStatePatchIq,
   blocklistIq,
   ownPictureIq,
@@ -147,5 +148,41 @@ describe('simulator: the account-settings iqs', () => {
       stranger,
     );
     assert.deepEqual(refused, { error: { code: 400, text: 'no app state key' } });
+  });
+});
+
+describe('simulator: chat state from app state mutations (docs/decisions/0043-chat-actions-and-star.md)', () => {
+  it('archive, pin_v1, mute, markChatAsRead and star change the account chat state; others are ignored', () => {
+    const accounts = new Accounts();
+    const shop = accounts.create({ phone: '5531999990043', pushName: 'Shop' });
+    const chat = '5531988887743@s.whatsapp.net';
+    const blank: SimChatState = { archived: false, pinned: false, mutedUntil: null, markedUnread: false };
+    applyChatMutation(shop, ['pin_v1', chat], { pinAction: { pinned: true } });
+    assert.deepEqual(shop.chats?.[chat], { ...blank, pinned: true });
+    // Archiving unpins, as the phones do.
+    applyChatMutation(shop, ['archive', chat], { archiveChatAction: { archived: true } });
+    assert.deepEqual(shop.chats?.[chat], { ...blank, archived: true });
+    applyChatMutation(shop, ['archive', chat], { archiveChatAction: { archived: false } });
+    applyChatMutation(shop, ['mute', chat], {
+      muteAction: { muted: true, muteEndTimestamp: 1_900_000_000_000 },
+    });
+    applyChatMutation(shop, ['markChatAsRead', chat], { markChatAsReadAction: { read: false } });
+    assert.deepEqual(shop.chats?.[chat], { ...blank, mutedUntil: 1_900_000_000_000, markedUnread: true });
+    applyChatMutation(shop, ['mute', chat], { muteAction: { muted: true, muteEndTimestamp: -1 } });
+    assert.equal(shop.chats?.[chat]?.mutedUntil, -1);
+    applyChatMutation(shop, ['mute', chat], { muteAction: { muted: false } });
+    applyChatMutation(shop, ['markChatAsRead', chat], { markChatAsReadAction: { read: true } });
+    assert.deepEqual(shop.chats?.[chat], blank);
+    applyChatMutation(shop, ['star', chat, 'ABC', '1', '0'], { starAction: { starred: true } });
+    applyChatMutation(shop, ['star', chat, 'DEF', '0', '0'], { starAction: { starred: true } });
+    applyChatMutation(shop, ['star', chat, 'ABC', '1', '0'], { starAction: { starred: true } });
+    assert.deepEqual(shop.starred, [
+      { chat, id: 'DEF', fromMe: false },
+      { chat, id: 'ABC', fromMe: true },
+    ]);
+    applyChatMutation(shop, ['star', chat, 'DEF', '0', '0'], { starAction: { starred: false } });
+    assert.deepEqual(shop.starred, [{ chat, id: 'ABC', fromMe: true }]);
+    applyChatMutation(shop, ['clearChat', chat, '1', '0'], {});
+    assert.deepEqual(Object.keys(shop.chats ?? {}), [chat]);
   });
 });

@@ -22,10 +22,17 @@ import type {
 } from '../../domain/messages.ts';
 import { userJid } from '../../domain/messages.ts';
 import type { AccountProfile, PrivacyChange, PrivacySettings, ProfileChange } from '../../domain/profile.ts';
-import type { EngineSession, EngineSessionContext, SessionLocks } from '../engine.ts';
+import type {
+  ChatAction,
+  ChatMessageRef,
+  EngineSession,
+  EngineSessionContext,
+  SessionLocks,
+} from '../engine.ts';
 import { BoundedCache } from './cache.ts';
 import { CallHandler } from './calls.ts';
 import * as channels from './channels.ts';
+import * as chatActions from './chat-actions.ts';
 import { avatarOf, ContactBook, checkPhones, userInfo } from './contacts.ts';
 import { mapPlatformErrors } from './errors.ts';
 import * as admin from './group-admin.ts';
@@ -386,6 +393,21 @@ export class BaileysSession implements EngineSession {
       now: this.#context.clock(),
     });
     return this.blocklist();
+  }
+
+  /** Applies a chat action as an app state patch (docs/decisions/0043-chat-actions-and-star.md). */
+  async chatAction(chat: Jid, action: ChatAction, last: readonly ChatMessageRef[]): Promise<void> {
+    const sock = await this.#open();
+    await mapPlatformErrors(() => chatActions.applyChatAction(sock, chat, action, last), {
+      now: this.#context.clock(),
+    });
+  }
+  /** Stars or unstars a message as an app state patch. */
+  async starMessage(chat: Jid, message: { id: string; fromMe: boolean }, star: boolean): Promise<void> {
+    const sock = await this.#open();
+    await mapPlatformErrors(() => chatActions.starMessage(sock, chat, message, star), {
+      now: this.#context.clock(),
+    });
   }
 
   /**

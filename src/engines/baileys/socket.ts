@@ -81,6 +81,7 @@ export interface SocketLike
     | 'newsletterMetadata'
     | 'newsletterFollow'
     | 'newsletterUnfollow'
+    | 'chatModify'
   > {
   ev: SocketEvents;
   ws: SocketFrames;

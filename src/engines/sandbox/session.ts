@@ -19,10 +19,11 @@ import type {
 } from '../../domain/messages.ts';
 import { USER_DOMAIN } from '../../domain/messages.ts';
 import type { AccountProfile, PrivacyChange, PrivacySettings, ProfileChange } from '../../domain/profile.ts';
-import type { EngineSession, EngineSessionContext, SandboxControls } from '../engine.ts';
+import type { ChatAction, EngineSession, EngineSessionContext, SandboxControls } from '../engine.ts';
 import type { SandboxAccount, SandboxCredentials } from './account.ts';
 import { incomingCall, rejectCall } from './calls.ts';
 import * as channels from './channels.ts';
+import * as chatActions from './chat-actions.ts';
 import * as admin from './group-admin.ts';
 import * as groups from './groups.ts';
 import { SequenceAllocator } from './ids.ts';
@@ -275,6 +276,19 @@ export class SandboxSession implements EngineSession {
   }
   setBlocked(phone: string, action: 'block' | 'unblock'): Promise<string[]> {
     return profile.setBlocked(this.#account, phone, action);
+  }
+
+  /** Applies a chat action to the account's chat state (docs/decisions/0043-chat-actions-and-star.md). */
+  async chatAction(chat: Jid, action: ChatAction): Promise<void> {
+    await chatActions.applyChatAction(this.#account, chat, action);
+  }
+  /** Stars or unstars message `message.id` in the account's chat state. */
+  async starMessage(_chat: Jid, message: { id: string; fromMe: boolean }, star: boolean): Promise<void> {
+    await chatActions.starMessage(this.#account, message.id, star);
+  }
+  /** The account's chat state as the simulated platform keeps it (tests read it). */
+  chatsState(): Promise<chatActions.SandboxChatsState> {
+    return chatActions.chatsState(this.#account);
   }
 
   /** The simulated platform's test helpers (docs/decisions/0004-sandbox.md); a light object made on each read. */

@@ -4,6 +4,7 @@ import { dashboardRoutes } from './dashboard/index.ts';
 import { opsRoutes } from './ops.ts';
 import { callsRoutes } from './v1/calls.ts';
 import { channelRoutes } from './v1/channels.ts';
+import { chatActionRoutes, starRoutes } from './v1/chat-actions.ts';
 import { chatPresenceRoutes } from './v1/chat-presence.ts';
 import { chatsRoutes, messageReadRoutes } from './v1/chats.ts';
 import { contactsRoutes } from './v1/contacts.ts';
@@ -47,5 +48,7 @@ export async function routes(app: FastifyInstance): Promise<void> {
   await app.register(eventStreamRoutes, { prefix: '/v1/events' });
   await app.register(profileRoutes, { prefix: '/v1/profile' });
   await app.register(blocklistRoutes, { prefix: '/v1/contacts' });
+  await app.register(chatActionRoutes, { prefix: '/v1/chats' });
+  await app.register(starRoutes, { prefix: '/v1/messages' });
   await app.register(dashboardRoutes, {});
 }
