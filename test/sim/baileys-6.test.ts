@@ -24,7 +24,7 @@ import {
 import pino from 'pino';
 import type { InboxEntry } from '../../sim/model/inbox.ts';
 import { type Simulator, startSimulator } from '../../sim/simulator.ts';
-import { control, WAIT_MS } from './support.ts';
+import { control, inboxEntry, WAIT_MS } from './support.ts';
 
 /** How many fresh pairings the suite runs, one after the other. */
 const PAIRINGS = 10;
@@ -120,30 +120,6 @@ function closeReason(update: Partial<ConnectionState>): { code?: number; message
 function failOnClose(client: Client6, during: string): Promise<never> {
   return waitForUpdate(client, (u) => u.connection === 'close', `a close during ${during}`).then((u) => {
     throw new Error(`socket closed during ${during}: ${JSON.stringify(closeReason(u))}`);
-  });
-}
-
-/** Waits until `phone`'s inbox on the simulator holds an entry `predicate` accepts (the simulator's events). */
-function inboxEntry(
-  sim: Simulator,
-  phone: string,
-  predicate: (e: InboxEntry) => boolean,
-  what: string,
-): Promise<InboxEntry> {
-  const seen = sim.context.accounts.get(phone)?.inbox.find(predicate);
-  if (seen) return Promise.resolve(seen);
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      sim.context.events.off('inbox', listener);
-      reject(new Error(`timed out waiting for ${what} in ${phone}'s inbox`));
-    }, WAIT_MS);
-    const listener = ({ user, entry }: { user: { phone: string }; entry: InboxEntry }) => {
-      if (user.phone !== phone || !predicate(entry)) return;
-      clearTimeout(timer);
-      sim.context.events.off('inbox', listener);
-      resolve(entry);
-    };
-    sim.context.events.on('inbox', listener);
   });
 }
 

@@ -8,36 +8,12 @@ import {
   connectClient,
   control,
   endClient,
+  inboxEntry,
   pairClient,
   startTrustedSimulator,
-  WAIT_MS,
   waitForEvent,
   waitForUpdate,
 } from './support.ts';
-
-/** Waits until `phone`'s inbox holds an entry matching `predicate` (published on the simulator's events). */
-function inboxEntry(
-  sim: Simulator,
-  phone: string,
-  predicate: (e: InboxEntry) => boolean,
-  what: string,
-): Promise<InboxEntry> {
-  const seen = sim.context.accounts.get(phone)?.inbox.find(predicate);
-  if (seen) return Promise.resolve(seen);
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      sim.context.events.off('inbox', listener);
-      reject(new Error(`timed out waiting for ${what} in ${phone}'s inbox`));
-    }, WAIT_MS);
-    const listener = ({ user, entry }: { user: { phone: string }; entry: InboxEntry }) => {
-      if (user.phone !== phone || !predicate(entry)) return;
-      clearTimeout(timer);
-      sim.context.events.off('inbox', listener);
-      resolve(entry);
-    };
-    sim.context.events.on('inbox', listener);
-  });
-}
 
 function received(client: Client, text: string): Promise<WAMessage> {
   return waitForEvent(

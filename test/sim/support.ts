@@ -16,6 +16,7 @@ import {
   type WASocket,
 } from 'baileys';
 import pino from 'pino';
+import type { InboxEntry } from '../../sim/model/inbox.ts';
 import { type Simulator, startSimulator } from '../../sim/simulator.ts';
 
 /** Default time-out of a wait, in milliseconds. */
@@ -188,5 +189,29 @@ export function until<T>(what: string, check: () => T | undefined, ms = WAIT_MS)
       else setTimeout(tick, 20);
     };
     tick();
+  });
+}
+
+/** Waits until `phone`'s inbox holds an entry matching `predicate` (published on the simulator's events). */
+export function inboxEntry(
+  sim: Simulator,
+  phone: string,
+  predicate: (e: InboxEntry) => boolean,
+  what: string,
+): Promise<InboxEntry> {
+  const seen = sim.context.accounts.get(phone)?.inbox.find(predicate);
+  if (seen) return Promise.resolve(seen);
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      sim.context.events.off('inbox', listener);
+      reject(new Error(`timed out waiting for ${what} in ${phone}'s inbox`));
+    }, WAIT_MS);
+    const listener = ({ user, entry }: { user: { phone: string }; entry: InboxEntry }) => {
+      if (user.phone !== phone || !predicate(entry)) return;
+      clearTimeout(timer);
+      sim.context.events.off('inbox', listener);
+      resolve(entry);
+    };
+    sim.context.events.on('inbox', listener);
   });
 }
