@@ -38,6 +38,8 @@ export interface Outcome {
   status: number;
   /** Message id of a 200 send, or of a message a simulated user sent (live streams). */
   id?: string;
+  /** The error message of an answer other than 200, when it had one (what a failed assertion then shows). */
+  error?: string;
   /** Epoch ms when the request started and when it was answered. */
   startedAt: number;
   answeredAt: number;
@@ -140,7 +142,7 @@ export type StreamRequest = (
   instanceId: string,
   text: string,
   node: Usable,
-) => Promise<{ status: number; id?: string; node: string }>;
+) => Promise<{ status: number; id?: string; node: string; error?: string }>;
 
 /** A sandbox stream's request: `POST /v1/messages/send` or `POST /v1/sandbox/inbound` to {@link PEER}. */
 function sandboxRequest(cluster: Cluster): StreamRequest {
@@ -150,10 +152,12 @@ function sandboxRequest(cluster: Cluster): StreamRequest {
       phone: PEER,
       body: text,
     }).catch(() => ({ status: 0, body: undefined }));
+    const error = result.body?.error?.message;
     return {
       status: result.status,
       node: node.workerId,
       ...(kind === 'send' && result.status === 200 ? { id: String(result.body.data.id) } : {}),
+      ...(typeof error === 'string' ? { error } : {}),
     };
   };
 }
@@ -184,6 +188,7 @@ export async function stream(
           node: result.node,
           status: result.status,
           ...(result.id === undefined ? {} : { id: result.id }),
+          ...(result.error === undefined ? {} : { error: result.error }),
           startedAt,
           answeredAt: Date.now(),
         });
