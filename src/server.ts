@@ -93,7 +93,15 @@ export async function startServer(
   config: Config,
   options: { logger?: Logger; print?: (text: string) => void } = {},
 ): Promise<RunningServer> {
-  const logger = options.logger ?? pino({ level: config.logLevel, ...REDACTING_LOGGER_OPTIONS });
+  let { logger, print } = options;
+  if (!logger) {
+    // The log's own stdout stream (pino writes in the background): the first-boot block goes through it too, so it
+    // comes out after the lines logged before it (a flush does not wait for a write in progress).
+    const stdout = pino.destination({ dest: 1, sync: false });
+    logger = pino({ level: config.logLevel, ...REDACTING_LOGGER_OPTIONS }, stdout);
+    print ??= (text) => stdout.write(`${text}\n`);
+  }
+  print ??= (text) => process.stdout.write(`${text}\n`);
   const warning = platformWarning(config);
   if (warning) logger.warn({ platformUrl: config.platform.url }, warning);
   const services = await createServices(config, { logger });
@@ -122,12 +130,7 @@ export async function startServer(
     { url, store: config.database.dialect, redis: Boolean(config.redisUrl), firstBoot: bootstrap !== null },
     'parley listening',
   );
-  // pino writes in the background: let the listening line out before the block.
-  if (bootstrap) await new Promise<void>((resolve) => logger.flush(() => resolve()));
-  if (bootstrap)
-    (options.print ?? ((text) => process.stdout.write(`${text}\n`)))(
-      bootstrapBanner(bootstrap, config.publicUrl),
-    );
+  if (bootstrap) print(bootstrapBanner(bootstrap, config.publicUrl));
   let stopping: Promise<void> | undefined;
   return {
     url,
@@ -179,8 +182,10 @@ export function nodeUrl(config: Config, port: number): string {
  * (docs/decisions/0023-operations.md: exit 0 within 10 s; exit 1 when the budget is exceeded).
  */
 export async function serve(config: Config): Promise<void> {
-  const logger = pino({ level: config.logLevel, ...REDACTING_LOGGER_OPTIONS });
-  const server = await startServer(config, { logger });
+  // One stdout stream for the log and the first-boot block, so the block comes out after the lines before it.
+  const stdout = pino.destination({ dest: 1, sync: false });
+  const logger = pino({ level: config.logLevel, ...REDACTING_LOGGER_OPTIONS }, stdout);
+  const server = await startServer(config, { logger, print: (text) => stdout.write(`${text}\n`) });
   const shutdown = (signal: string) => {
     logger.info({ signal }, 'shutting down');
     const timer = setTimeout(() => {
