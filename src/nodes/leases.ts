@@ -193,6 +193,9 @@ export class LeaseKeeper {
           if (this.#moving.has(instance.id)) continue;
           this.#held.set(instance.id, lease);
           await this.ensureRestored(instance);
+          // A hand-over that started while the session was being restored closes it before this request would
+          // count as running here (`enter`): wait for the hand-over and route again.
+          if (this.#moving.has(instance.id)) continue;
           return { local: true };
         }
         const owner = nodes.find((node) => node.id === lease.owner);
