@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { appFor, bad, OWN, PEER } from '../messages/support.ts';
+import { appFor, bad, OWN, PEER, storedBodies } from '../messages/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { testDialects } from '../support/store.ts';
 
@@ -12,16 +12,7 @@ for (const dialect of testDialects()) {
     let t: TestApp;
     const ok = (data: unknown) => ({ success: true, code: 200, data });
     /** The stored Call webhook events of the instance, in sequence order. */
-    const callEvents = async () => {
-      const rows = await t.services.store.db
-        .selectFrom('webhook_events')
-        .select(['payload'])
-        .where('instance_id', '=', t.instance.id)
-        .where('type', '=', 'Call')
-        .orderBy('sequence')
-        .execute();
-      return rows.map((row) => JSON.parse(row.payload).event);
-    };
+    const callEvents = async () => (await storedBodies(t, 'Call')).map((body) => body.event);
 
     before(async () => {
       t = await appFor(dialect);

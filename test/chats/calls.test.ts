@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { appFor, bad, OWN, PEER, UNREGISTERED } from '../messages/support.ts';
+import { appFor, bad, OWN, PEER, storedBodies, UNREGISTERED } from '../messages/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { testDialects } from '../support/store.ts';
 
@@ -13,16 +13,7 @@ for (const dialect of testDialects()) {
     let t: TestApp;
     const ok = (data: unknown) => ({ success: true, code: 200, data });
     /** The stored Call webhook bodies of the instance, in sequence order. */
-    const callEvents = async () => {
-      const rows = await t.services.store.db
-        .selectFrom('webhook_events')
-        .select(['payload'])
-        .where('instance_id', '=', t.instance.id)
-        .where('type', '=', 'Call')
-        .orderBy('sequence')
-        .execute();
-      return rows.map((row) => JSON.parse(row.payload));
-    };
+    const callEvents = async () => storedBodies(t, 'Call');
 
     before(async () => {
       t = await appFor(dialect);

@@ -61,3 +61,15 @@ export async function messageRow(t: TestApp, id: string, instanceId = t.instance
 export const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 /** The platform's id shape for the account's own messages (docs/decisions/0017-messages-and-media.md). */
 export const OWN_ID = /^3EB0[0-9A-F]{18}$/;
+
+/** The stored webhook bodies of `type` events of the instance (parsed), in sequence order. */
+export async function storedBodies(t: TestApp, type: string, instanceId = t.instance.id): Promise<any[]> {
+  const rows = await t.services.store.db
+    .selectFrom('webhook_events')
+    .select(['payload'])
+    .where('instance_id', '=', instanceId)
+    .where('type', '=', type)
+    .orderBy('sequence')
+    .execute();
+  return rows.map((row) => JSON.parse(row.payload));
+}
