@@ -82,7 +82,10 @@ const OUTCOMES: Record<number, MediaRetryOutcome> = {
  * Answers a device's `<receipt type="server-error">` as the sender's phone (see the module comment). Never
  * throws: every outcome is an answer to the device.
  */
-export function answerMediaRetry(ctx: SimContext, { user, device, node }: DeviceStanza): void {
+export function answerMediaRetry(
+  ctx: SimContext,
+  { user, device, node }: Pick<DeviceStanza, 'user' | 'device' | 'node'>,
+): void {
   const id = node.attrs.id ?? '';
   const rmr = child(node, 'rmr');
   const sender = senderOf(ctx, user, rmr);
