@@ -289,6 +289,13 @@ export class FakeSocket implements SocketLike {
   /** Every `chatModify` call: the modification and the chat JID (docs/decisions/0043-chat-actions-and-star.md). */
   readonly chatModifications: { mod: ChatModification; jid: string }[] = [];
   chatModify = async (mod: ChatModification, jid: string) => void this.chatModifications.push({ mod, jid });
+  /** Every node sent with `sendNode` (media re-upload requests); `onSendNode` may answer one. */
+  readonly sentNodes: BinaryNode[] = [];
+  onSendNode: (node: BinaryNode) => void = () => undefined;
+  sendNode = async (node: BinaryNode) => {
+    this.sentNodes.push(node);
+    this.onSendNode(node);
+  };
 }
 
 /** A factory that records every socket it makes; `onCreate` runs right after creation (e.g. to open it). */

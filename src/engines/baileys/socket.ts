@@ -82,6 +82,7 @@ export interface SocketLike
     | 'newsletterFollow'
     | 'newsletterUnfollow'
     | 'chatModify'
+    | 'sendNode'
   > {
   ev: SocketEvents;
   ws: SocketFrames;
