@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, when } from '../api.ts';
-import { messageOf, Notice, ScrollBox, Section, useAction } from '../ui.tsx';
+import { api } from '../api.ts';
+import { Badge, messageOf, Notice, ScrollBox, Section, Time, useAction } from '../ui.tsx';
 import { DeliveryLog } from './delivery-log.tsx';
 
 /** A webhook endpoint as the dashboard API answers it (docs/api.md#webhook-endpoints): never its secret. */
@@ -141,11 +141,16 @@ export function EndpointsPanel(props: { id: string; canManage: boolean; version:
                 <td>{endpoint.events.join(', ')}</td>
                 <td>{endpoint.description ?? '—'}</td>
                 <td>
-                  {endpoint.enabled
-                    ? 'Enabled'
-                    : endpoint.disabledReason
-                      ? `Disabled: ${endpoint.disabledReason} (${when(endpoint.disabledAt)})`
-                      : 'Disabled'}
+                  {endpoint.enabled ? (
+                    <Badge tone="ok">Enabled</Badge>
+                  ) : endpoint.disabledReason ? (
+                    <>
+                      <Badge tone="bad">Disabled</Badge>: {endpoint.disabledReason} (
+                      <Time value={endpoint.disabledAt} />)
+                    </>
+                  ) : (
+                    <Badge tone="off">Disabled</Badge>
+                  )}
                 </td>
                 <td>
                   <div class="row">
