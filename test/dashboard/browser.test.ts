@@ -417,9 +417,11 @@ if (chromiumAvailable) {
           .execute();
         assert.equal(Boolean(stored?.enabled), false);
 
-        await row.getByRole('button', { name: 'Delete' }).click();
-        await panel.getByText(/Delete this endpoint with its queued deliveries\?/).waitFor();
-        await row.getByRole('button', { name: 'Confirm delete' }).click();
+        // Deleting asks first in a dialog, as every action that cannot be undone does.
+        await row.getByRole('button', { name: `Delete endpoint ${target.url}` }).click();
+        const deletion = page.getByRole('dialog', { name: `Delete the endpoint ${target.url}?` });
+        await deletion.getByText(/queued deliveries are deleted with it/).waitFor();
+        await deletion.getByRole('button', { name: 'Delete endpoint' }).click();
         await notice(`Endpoint ${target.url} deleted`);
         await row.waitFor({ state: 'detached' });
         await panel.getByText('No endpoints yet.').waitFor();
