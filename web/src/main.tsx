@@ -8,7 +8,8 @@ import { PasswordPage } from './pages/password.tsx';
 import { SignInPage } from './pages/sign-in.tsx';
 import { UsagePage } from './pages/usage.tsx';
 import { UsersPage } from './pages/users.tsx';
-// Pico CSS styles the semantic HTML; styles.css adds parley's own components (docs/decisions/0047-dashboard-style-library.md).
+// Pico CSS styles the semantic HTML; styles.css adds parley's own components
+// (docs/decisions/0047-dashboard-style-library.md).
 import '@picocss/pico/css/pico.min.css';
 import './styles.css';
 

@@ -11,12 +11,8 @@ import { ApiError } from './api.ts';
 export type Tone = 'ok' | 'warn' | 'bad' | 'off' | 'info';
 
 /** A state as a word and a colour, never colour alone: `<Badge tone="ok">Delivered</Badge>`. */
-export function Badge(props: { tone: Tone; children: ComponentChildren; id?: string }) {
-  return (
-    <span class={`badge tone-${props.tone}`} id={props.id}>
-      {props.children}
-    </span>
-  );
+export function Badge(props: { tone: Tone; children: ComponentChildren }) {
+  return <span class={`badge tone-${props.tone}`}>{props.children}</span>;
 }
 
 /** Date and time in the browser's language and time zone, the zone written out: `Nov 26, 2026, 2:52:10 PM GMT-3`. */
@@ -124,10 +120,9 @@ export function Section(props: { title: string; children: ComponentChildren }) {
 
 /**
  * A button that asks first: it opens a modal dialog (the platform's `<dialog>` in Pico's modal style: focus moves
- * into it and stays inside, Escape cancels and focus returns to the button) saying what
- * will happen, and runs `onConfirm` only when the user presses the confirming button. For
- * every action that cannot be undone from the dashboard (revoke a key, log out a number, remove a user, delete an
- * instance).
+ * into it and stays inside, Escape cancels and focus returns to the button) saying what will happen, and runs
+ * `onConfirm` only when the user presses the confirming button. For every action that cannot be undone from the
+ * dashboard (revoke a key, log out a number, remove a user, delete an instance or a webhook endpoint).
  */
 export function ConfirmButton(props: {
   /** The button's text. */
