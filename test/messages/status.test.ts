@@ -128,6 +128,12 @@ for (const dialect of testDialects()) {
         isFromMe: true,
         isGroup: false,
       });
+      // A status is not a chat: the chat list leaves status@broadcast out.
+      const chats = await t.call('GET', '/v1/chats');
+      assert.deepEqual(chats.body.data.chats.map((c: { jid: string }) => c.jid).sort(), [
+        `${BIA}@s.whatsapp.net`,
+        `${PEER}@s.whatsapp.net`,
+      ]);
       const job = await jobOf(t, textId);
       assert.deepEqual(
         { chat: job?.chat, status: job?.status, kind: job?.kind },
