@@ -18,6 +18,7 @@ import { registerMediaExpiryRoutes } from './media-expiry.ts';
 import { registerMessagingRoutes } from './messaging.ts';
 import { registerProfileRoutes } from './profile.ts';
 import { Phone } from './schemas.ts';
+import { registerStatusRoutes } from './status.ts';
 import { registerUpdateRoutes } from './updates.ts';
 
 const CreateUser = Type.Object(
@@ -110,4 +111,5 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext): vo
   registerUpdateRoutes(app, ctx);
   registerProfileRoutes(app, ctx);
   registerChannelRoutes(app, ctx);
+  registerStatusRoutes(app, ctx);
 }

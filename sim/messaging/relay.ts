@@ -5,7 +5,8 @@
  *   simulated phone (device :0) are decrypted with that user's Signal identity and land in its inbox — the
  *   sender's own phone gets a deviceSentMessage copy (DSM), decrypted too but not an inbox entry. Ciphertexts
  *   for another companion device are forwarded to it as an incoming `<message>`.
- * - `<message>` to a group (`…@g.us`): fanned out with its sender-key distribution, see group-relay.ts.
+ * - `<message>` to a group (`…@g.us`): fanned out with its sender-key distribution, see group-relay.ts; to
+ *   `status@broadcast` (a status update): fanned out to the devices it names, see status-relay.ts.
  * - `<receipt>`: recorded in the inbox of the user the receipt is addressed to (for a group message: the
  *   `participant` it names, with `group` set); a retry receipt is answered here (1:1) or in group-retry.ts; a media re-upload request (`type="server-error"`)
  *   is answered by the sender's phone in media-retry.ts.
@@ -31,6 +32,7 @@ import { answerGroupRetry } from './group-retry.ts';
 import { answerMediaRetry, isMediaRetryRequest } from './media-retry.ts';
 import { rememberPoll } from './polls.ts';
 import { senderAddressing } from './send.ts';
+import { relayStatusMessage, STATUS_JID } from './status-relay.ts';
 
 async function relayMessage(ctx: SimContext, queue: KeyedQueue, stanza: DeviceStanza): Promise<void> {
   const { user, device, node } = stanza;
@@ -52,6 +54,7 @@ async function relayMessage(ctx: SimContext, queue: KeyedQueue, stanza: DeviceSt
     }
   }
   if (isGroupJid(outgoing.to)) return relayGroupMessage(ctx, queue, stanza, outgoing);
+  if (outgoing.to === STATUS_JID) return relayStatusMessage(ctx, queue, stanza, outgoing);
   for (const enc of outgoing.encs) {
     const target = ctx.accounts.resolve(enc.jid);
     if (!target) {

@@ -39,6 +39,18 @@ export interface InboxEntry {
   targetId?: string;
   /** Group messages and receipts: the group JID (`…@g.us`); absent for 1:1. */
   group?: string;
+  /**
+   * Status updates (stories) the user's phone received (messaging/status-relay.ts): true; absent for chat
+   * messages. `viewedAt` (ISO 8601) is set once the phone viewed it and sent the poster a read receipt.
+   */
+  status?: true;
+  viewedAt?: string;
+  /**
+   * Texts: the `extendedTextMessage` background colour (`backgroundArgb`, 0xAARRGGBB unsigned) and `font`
+   * (WhatsApp's FontType number) a status text carries, when set.
+   */
+  backgroundArgb?: number;
+  font?: number;
   /** Receipts: `delivery`, `read`, `played`, … and every id acknowledged. */
   receipt?: string;
   ids?: string[];
@@ -110,11 +122,14 @@ export function entryFromMessage(
   const message = unwrap(received);
   if (message.conversation) return { ...base, type: 'text', text: message.conversation };
   if (message.extendedTextMessage) {
+    const { backgroundArgb, font } = message.extendedTextMessage;
     const entry: InboxEntry = {
       ...base,
       type: 'text',
       text: message.extendedTextMessage.text ?? '',
       ...mentionsOf(message.extendedTextMessage.contextInfo),
+      ...(typeof backgroundArgb === 'number' ? { backgroundArgb } : {}),
+      ...(typeof font === 'number' ? { font } : {}),
     };
     const quoted = message.extendedTextMessage.contextInfo?.stanzaId;
     if (quoted) entry.quotedId = quoted;

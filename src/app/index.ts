@@ -41,6 +41,7 @@ import { ProfileService } from './profile.ts';
 import { ReadinessService } from './readiness.ts';
 import { SandboxService } from './sandbox.ts';
 import { SessionService } from './sessions.ts';
+import { StatusService } from './status.ts';
 import { WebhookEndpointService } from './webhook-endpoints.ts';
 import { WebhookTestService } from './webhook-test.ts';
 import { WebhookService } from './webhooks.ts';
@@ -106,6 +107,8 @@ export interface Application {
   profile: ProfileService;
   /** Chat actions and starring (docs/decisions/0043-chat-actions-and-star.md). */
   chatActions: ChatActionService;
+  /** Who sees a status update (docs/decisions/0044-status-stories.md). */
+  status: StatusService;
 }
 
 /** What the application services are built from (see src/services.ts). */
@@ -196,5 +199,6 @@ export function createApplication(deps: ApplicationDeps): Application {
     idempotency: new IdempotencyService({ store, clock, logger }),
     profile: new ProfileService({ sessions }),
     chatActions: new ChatActionService({ sessions, store, clock }),
+    status: new StatusService({ store }),
   };
 }

@@ -5,7 +5,7 @@ import { DomainError, errors } from '../domain/errors.ts';
 import type { Instance } from '../domain/instance.ts';
 import { isLidAddress } from '../domain/lids.ts';
 import type { Jid, OutgoingContent, SentMessage } from '../domain/messages.ts';
-import { GROUP_DOMAIN, userJid } from '../domain/messages.ts';
+import { GROUP_DOMAIN, STATUS_BROADCAST, userJid } from '../domain/messages.ts';
 import type { EngineSession } from '../engines/engine.ts';
 import type { EventRecorder } from '../events/recorder.ts';
 import { encodeSendPayload } from '../sends/payload.ts';
@@ -21,16 +21,27 @@ export function isGroupAddress(address: string): boolean {
 }
 
 /**
- * The chat JID of a `phone` field: a phone number's user JID, or the group JID or the `<lid>@lid` LID JID as given
+ * The chat JID of a `phone` field: a phone number's user JID, or the group JID, the `<lid>@lid` LID JID or
+ * `status@broadcast` (a status, docs/decisions/0044-status-stories.md) as given
  * (docs/decisions/0038-lid-mappings.md).
  */
 export function chatJidOf(address: string): Jid {
-  return isGroupAddress(address) || isLidAddress(address) ? address : userJid(address);
+  return isGroupAddress(address) || isLidAddress(address) || address === STATUS_BROADCAST
+    ? address
+    : userJid(address);
 }
 
-/** A send: the chat address (`phone` field: a phone number or a group JID) and the message to quote, if any. */
+/**
+ * A send: the chat address (`phone` field: a phone number, a group JID, or `status@broadcast` for a status) and
+ * the message to quote, if any.
+ */
 export interface SendInput {
   phone: string;
+  /**
+   * A status (`phone` = `status@broadcast`): the phone numbers (digits) it is shown to
+   * (docs/decisions/0044-status-stories.md).
+   */
+  statusJidList?: readonly string[] | undefined;
   quotedId?: string | undefined;
   /** Phone numbers the text or caption mentions (each written `@<phone>` in it; checked by the caller). */
   mentions?: readonly string[] | undefined;
@@ -209,6 +220,7 @@ export class MessagingService {
       ...(input.quotedId === undefined ? {} : { quotedId: input.quotedId }),
       ...(input.mentions?.length ? { mentions: input.mentions.map(userJid) } : {}),
       ...(input.forwardingScore ? { forwardingScore: input.forwardingScore } : {}),
+      ...(input.statusJidList ? { statusJidList: input.statusJidList.map(userJid) } : {}),
     };
     return {
       instanceId: instance.id,
@@ -263,10 +275,12 @@ export class MessagingService {
   /**
    * Checks that the recipient of a one-to-one chat is registered on the platform, through the registration cache
    * (docs/decisions/0001-envelope-and-error-codes.md); group chats are checked by the engine (membership), and so
-   * are `<lid>@lid` addresses (a LID has no phone number to check; docs/decisions/0038-lid-mappings.md).
+   * are `<lid>@lid` addresses (a LID has no phone number to check; docs/decisions/0038-lid-mappings.md). A status's
+   * audience is not checked: the platform shows it to the users it has devices for
+   * (docs/decisions/0044-status-stories.md).
    */
   async #requireRegistered(instance: Instance, session: EngineSession, address: string): Promise<void> {
-    if (isGroupAddress(address) || isLidAddress(address)) return;
+    if (isGroupAddress(address) || isLidAddress(address) || address === STATUS_BROADCAST) return;
     const [check] = await this.#registrations.check(instance.id, [address], (phones) =>
       session.checkPhones(phones),
     );

@@ -13,6 +13,13 @@ export type Jid = string;
 export const USER_DOMAIN = 's.whatsapp.net';
 export const GROUP_DOMAIN = 'g.us';
 
+/**
+ * The chat of status updates (stories): a message to this JID is a status, shown to the users its
+ * `statusJidList` names (Baileys Socket/messages-send.js relayMessage, `isStatus`;
+ * docs/decisions/0044-status-stories.md).
+ */
+export const STATUS_BROADCAST: Jid = 'status@broadcast';
+
 /** The user JID of a phone number (digits only). */
 export function userJid(phone: string): Jid {
   return `${phone}@${USER_DOMAIN}`;
@@ -118,7 +125,12 @@ export interface MediaPayload {
  * converted.
  */
 export type OutgoingContent =
-  | { kind: 'text'; text: string; linkPreview: boolean }
+  /**
+   * Text. A status text (sent to {@link STATUS_BROADCAST}) may carry its background colour `backgroundArgb`
+   * (0xAARRGGBB as an unsigned 32-bit integer) and `font` (WhatsApp's ExtendedTextMessage.FontType number), the
+   * fields Baileys writes into the extendedTextMessage (Utils/messages.js generateWAMessageContent).
+   */
+  | { kind: 'text'; text: string; linkPreview: boolean; backgroundArgb?: number; font?: number }
   | { kind: 'image'; media: MediaPayload; caption?: string }
   | { kind: 'document'; media: MediaPayload; fileName: string; caption?: string }
   | { kind: 'audio'; media: MediaPayload }
@@ -209,6 +221,11 @@ export interface OutgoingMessage {
    * forwarded.
    */
   forwardingScore?: number;
+  /**
+   * A status (`to` = {@link STATUS_BROADCAST}): the user JIDs it is shown to, the `statusJidList` Baileys relays it
+   * to (Socket/messages-send.js relayMessage; docs/decisions/0044-status-stories.md). Absent for other sends.
+   */
+  statusJidList?: Jid[];
 }
 
 /** A chat presence the account can show in a chat (WhatsApp's `chatstate` and `presence` stanzas). */

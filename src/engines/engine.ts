@@ -167,7 +167,9 @@ export interface MessagingCapability {
   messageId(): Promise<string>;
   /**
    * Relays a message under `message.id` (a new id when absent) and resolves once its `message` event is recorded.
-   * Relaying the same id again sends the same message again, which the platform's clients show once.
+   * Relaying the same id again sends the same message again, which the platform's clients show once. A message to
+   * `status@broadcast` is a status update shown to the users of its `statusJidList`, recorded with that chat
+   * (docs/decisions/0044-status-stories.md).
    * @throws DomainError conflict `instance is not logged in`.
    */
   send(message: OutgoingMessage): Promise<SentMessage>;

@@ -108,4 +108,7 @@ export const REQUEST_EXAMPLES: Readonly<Record<string, Record<string, unknown>>>
   unblockContact: { phone: '5511977776666' },
   setCallSettings: { autoReject: true, message: "Sorry, we can't take calls. Please send a message." },
   muteChat: { until: '2030-01-01T00:00:00Z' },
+  postTextStatus: { body: 'Open until 8 pm today', backgroundColor: '#1E88E5', font: 1, contacts: [ANA] },
+  postImageStatus: { image: TINY_PNG, caption: 'New in store', contacts: [ANA] },
+  postVideoStatus: { video: 'https://example.com/clip.mp4', caption: 'How to order', contacts: [ANA] },
 };

@@ -178,6 +178,11 @@ const TAGS = [
       'Chats with their latest message and unread count, stored history, and what the instance shows in a chat (typing, recording, online status).',
   },
   {
+    name: 'status',
+    description:
+      'Post text, image and video status updates (stories) to the contacts the instance knows, or to a list.',
+  },
+  {
     name: 'calls',
     description: 'Reject incoming calls automatically, with an optional message, or one ringing call.',
   },

@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely, Transaction } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
 import { DomainError } from '../domain/errors.ts';
-import { type EngineEvent, GROUP_DOMAIN, type SentMessage } from '../domain/messages.ts';
+import { type EngineEvent, GROUP_DOMAIN, type SentMessage, STATUS_BROADCAST } from '../domain/messages.ts';
 import type { PacingSettings, SendMode, SendPause } from '../domain/sends.ts';
 import type { EngineSession } from '../engines/engine.ts';
 import type { EventProjection } from '../events/recorder.ts';
@@ -441,7 +441,8 @@ export class SendQueue implements EventProjection {
   async #relay(session: EngineSession, job: SendJob, pacing: PacingSettings): Promise<void> {
     const { db, clock, nodeId } = this.#deps;
     const runner = this.#runner(job.instanceId);
-    const isGroup = job.chat.endsWith(`@${GROUP_DOMAIN}`);
+    // A group or a status (docs/decisions/0044-status-stories.md) never opens a chat.
+    const isGroup = job.chat.endsWith(`@${GROUP_DOMAIN}`) || job.chat === STATUS_BROADCAST;
     const lock = await this.#newChatLock(job.instanceId);
     const opensChat =
       (pacing.newChatsPerDay !== null || (lock !== undefined && job.mode === 'async')) &&

@@ -1,5 +1,5 @@
 import { type Kysely, sql } from 'kysely';
-import type { Jid } from '../domain/messages.ts';
+import { type Jid, STATUS_BROADCAST } from '../domain/messages.ts';
 import { type StoredMessage, toStoredMessage } from './messages.ts';
 import type { Database } from './schema.ts';
 
@@ -62,6 +62,8 @@ export async function listHistory(
  * The instance's chats, the one with the newest latest message first (ties by chat JID descending), at most
  * `limit`, starting strictly after `after` (the last chat of the previous page). A chat's latest message is its
  * greatest (timestamp, id). The display name is the peer's stored push name for a one-to-one chat, '' for groups.
+ * The account's status updates (chat `status@broadcast`) are not a chat and are left out
+ * (docs/decisions/0044-status-stories.md).
  */
 export async function listChats(
   db: Kysely<Database>,
@@ -76,6 +78,7 @@ export async function listChats(
     .selectFrom('messages')
     .select(['chat', (eb) => eb.fn.max('timestamp').as('latest')])
     .where('instance_id', '=', instanceId)
+    .where('chat', '<>', STATUS_BROADCAST)
     .groupBy('chat');
   if (after) {
     pageQuery = pageQuery.having((eb) =>

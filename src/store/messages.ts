@@ -275,6 +275,26 @@ export async function listChatPeers(db: Kysely<Database>, instanceId: string): P
 }
 
 /**
+ * The JIDs of the `limit` users the instance exchanged messages with most recently (`chat_peers` by `last_at`,
+ * newest first, ties by JID): the default audience of a status (docs/decisions/0044-status-stories.md).
+ */
+export async function listRecentPeerJids(
+  db: Kysely<Database>,
+  instanceId: string,
+  limit: number,
+): Promise<Jid[]> {
+  const rows = await db
+    .selectFrom('chat_peers')
+    .select('jid')
+    .where('instance_id', '=', instanceId)
+    .orderBy('last_at', 'desc')
+    .orderBy('jid')
+    .limit(limit)
+    .execute();
+  return rows.map((row) => row.jid);
+}
+
+/**
  * Applies an edit or a deletion for everyone to stored message `update.messageId`
  * (docs/decisions/0026-chats-edits-polls-and-calls.md): an edit replaces the text and sets `editedAt`; a deletion
  * drops the text, caption, mentions and poll and sets `deletedAt`. The row keeps its id, chat and delivery state. A

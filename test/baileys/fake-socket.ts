@@ -82,7 +82,13 @@ export class FakeSocket implements SocketLike {
   readonly config: UserFacingSocketConfig;
   readonly events = new EventEmitter();
   readonly frames = new EventEmitter();
-  readonly relayed: { jid: string; message: proto.IMessage; messageId: string }[] = [];
+  readonly relayed: {
+    jid: string;
+    message: proto.IMessage;
+    messageId: string;
+    /** The relay's `statusJidList` (a status), when given. */
+    statusJidList?: string[];
+  }[] = [];
   readonly read: WAMessageKey[] = [];
   readonly presence: string[] = [];
   readonly queries: BinaryNode[] = [];
@@ -149,9 +155,18 @@ export class FakeSocket implements SocketLike {
     if (node.attrs.id) this.frames.emit(`TAG:${node.attrs.id}`, node);
   }
 
-  relayMessage = async (jid: string, message: proto.IMessage, opts: { messageId?: string }) => {
+  relayMessage = async (
+    jid: string,
+    message: proto.IMessage,
+    opts: { messageId?: string; statusJidList?: string[] },
+  ) => {
     const messageId = opts.messageId ?? 'NOID';
-    this.relayed.push({ jid, message, messageId });
+    this.relayed.push({
+      jid,
+      message,
+      messageId,
+      ...(opts.statusJidList ? { statusJidList: opts.statusJidList } : {}),
+    });
     const attrs = this.ackAttrs;
     if (attrs)
       setImmediate(() => this.frame({ tag: 'ack', attrs: { class: 'message', id: messageId, ...attrs } }));

@@ -12,6 +12,7 @@ import {
   getStatusFromReceiptType,
   initAuthCreds,
   isJidGroup,
+  isJidStatusBroadcast,
   jidNormalizedUser,
   type MessageUserReceiptUpdate,
   processHistoryMessage,
@@ -226,7 +227,8 @@ describe("platform events → domain events, on fixtures from Baileys' encoders/
       const ids = [node.attrs.id ?? '', ...more];
       const status = getStatusFromReceiptType(node.attrs.type);
       const from = node.attrs.from ?? '';
-      if (isJidGroup(from)) {
+      // Baileys' handleReceipt reports group and status receipts per participant (message-receipt.update).
+      if (isJidGroup(from) || isJidStatusBroadcast(from)) {
         const key = { remoteJid: from, fromMe: true, participant: node.attrs.participant };
         const field =
           status === proto.WebMessageInfo.Status.DELIVERY_ACK ? 'receiptTimestamp' : 'readTimestamp';
@@ -261,6 +263,17 @@ describe("platform events → domain events, on fixtures from Baileys' encoders/
     const group = await receipt({ from: GROUP, participant: MEMBER_LID, type: 'read' });
     assert.deepEqual(group[0]?.source, { chat: GROUP, sender: MEMBER, isFromMe: false, isGroup: true });
     assert.equal(group[0]?.state, 'read');
+    // A contact viewing the account's status (docs/decisions/0044-status-stories.md): the viewer is the sender.
+    const view = await receipt({ from: 'status@broadcast', participant: MEMBER_LID, type: 'read' });
+    assert.deepEqual(view, [
+      {
+        type: 'receipt',
+        state: 'read',
+        messageIds: ['3EB0R1'],
+        source: { chat: 'status@broadcast', sender: MEMBER, isFromMe: false, isGroup: false },
+        timestamp: 1_700_000_500_000,
+      },
+    ]);
     const self = await receipt({ from: ME_PHONE_JID, recipient: PEER, type: 'read-self' });
     assert.deepEqual(self[0]?.source, { chat: PEER, sender: ME_PHONE_JID, isFromMe: true, isGroup: false });
   });

@@ -1548,6 +1548,57 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/status/text": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Post a text status (story) with an optional background colour and font */
+        post: operations["postTextStatus"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/status/image": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Post an image status (JPEG, PNG, GIF or WEBP, at most 16 MB) by https URL or data URI */
+        post: operations["postImageStatus"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/status/video": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Post a video status (MP4 or 3GP, at most 16 MB) by https URL or data URI */
+        post: operations["postVideoStatus"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/chat/send/text": {
         parameters: {
             query?: never;
@@ -2639,6 +2690,25 @@ export interface components {
             /** @description when it is due; null: as soon as the queue allows */
             sendAt: string | null;
         };
+        /** QueuedStatusResult */
+        QueuedStatusResult: {
+            /** @enum {string} */
+            details: "Queued";
+            /**
+             * @description id the message will have on the platform
+             * @example 3EB0C767D26A1D2E5B3A61
+             */
+            id: string;
+            /** @enum {string} */
+            status: "pending";
+            /** @description when it is due; null: as soon as the queue allows */
+            sendAt: string | null;
+            /**
+             * @description how many phone numbers the status was addressed to
+             * @example 2
+             */
+            recipients: number;
+        };
         /** RejectedCall */
         RejectedCall: {
             /** @example 6D3F0A9C2B41E8F07A1C5D92B3E4F60A */
@@ -2724,6 +2794,26 @@ export interface components {
              * @example 5511988887777@s.whatsapp.net
              */
             chat: string;
+        };
+        /** StatusResult */
+        StatusResult: {
+            /** @example Sent */
+            details: string;
+            /**
+             * @description id of the new message (reactions: the target)
+             * @example 3EB0C767D26A1D2E5B3A61
+             */
+            id: string;
+            /**
+             * Format: date-time
+             * @example 2025-01-15T12:00:00.000Z
+             */
+            timestamp: string;
+            /**
+             * @description how many phone numbers the status was addressed to
+             * @example 2
+             */
+            recipients: number;
         };
         /** StoredMessage */
         StoredMessage: {
@@ -4299,7 +4389,7 @@ export interface operations {
                      */
                     state: "delivered" | "read" | "played";
                     /**
-                     * @description group chats: the member acknowledging (default: the first other member)
+                     * @description group chats: the member acknowledging (default: the first other member); statuses: the contact viewing it (default: the first recipient)
                      * @example 5511988887777
                      */
                     phone?: string;
@@ -10006,6 +10096,348 @@ export interface operations {
                         /** @enum {number} */
                         code: 200;
                         data: components["schemas"]["StarResult"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    postTextStatus: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first answer below 500 is kept 24 h per organization and key, and the same request with the same key gets it again (with `Idempotent-Replayed: true`) without being carried out twice. 1 to 255 printable ASCII characters, e.g. a UUID. The same key with another method, path or body is 422; while the first request runs, 409.
+                 * @example 5f0c2a1e-8d4b-4d7e-9c1a-2b3c4d5e6f70
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "body": "Open until 8 pm today",
+                 *       "backgroundColor": "#1E88E5",
+                 *       "font": 1,
+                 *       "contacts": [
+                 *         "5511988887777"
+                 *       ]
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description the status text
+                     * @example Open until 8 pm today
+                     */
+                    body: string;
+                    /**
+                     * @description background colour, #RRGGBB (opaque) or #AARRGGBB
+                     * @example #1E88E5
+                     */
+                    backgroundColor?: string;
+                    /**
+                     * @description the text's font, WhatsApp's numbers: 0 system, 1 system text, 2 script, 6 system bold, 7 Morning Breeze, 8 Calistoga, 9 Exo 2 extra bold, 10 Courier Prime bold
+                     * @example 1
+                     */
+                    font?: number;
+                    /**
+                     * @description phone numbers that see the status (unique, at most 1000); omitted: the users the instance exchanged messages with, most recent first
+                     * @example [
+                     *       "5511988887777",
+                     *       "5511977776666"
+                     *     ]
+                     */
+                    contacts?: string[];
+                    /**
+                     * @description posting instance: its UUID or linked phone number; omitted: the most recently connected
+                     * @example 5511999990001
+                     */
+                    from?: string;
+                    /**
+                     * Format: date-time
+                     * @description relay the message at this time (RFC 3339, future, at most 30 days ahead); the answer is then 202 Queued
+                     * @example 2026-12-01T09:00:00Z
+                     */
+                    sendAt?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Status posted: its message id, timestamp and audience size */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    "idempotent-replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["StatusResult"];
+                    };
+                };
+            };
+            /** @description Queued (Prefer: respond-async, or sendAt): stored as pending; the outcome arrives as a MessageStatus event */
+            202: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    "idempotent-replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 202;
+                        data: components["schemas"]["QueuedStatusResult"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    postImageStatus: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first answer below 500 is kept 24 h per organization and key, and the same request with the same key gets it again (with `Idempotent-Replayed: true`) without being carried out twice. 1 to 255 printable ASCII characters, e.g. a UUID. The same key with another method, path or body is 422; while the first request runs, 409.
+                 * @example 5f0c2a1e-8d4b-4d7e-9c1a-2b3c4d5e6f70
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "image": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
+                 *       "caption": "New in store",
+                 *       "contacts": [
+                 *         "5511988887777"
+                 *       ]
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description JPEG, PNG, GIF or WEBP, at most 16 MB: an https:// URL or a data: URI (base64); the format is read from the bytes
+                     * @example https://example.com/photo.jpg
+                     */
+                    image: string;
+                    /**
+                     * @description caption shown over the media
+                     * @example New in store
+                     */
+                    caption?: string;
+                    /**
+                     * @description phone numbers that see the status (unique, at most 1000); omitted: the users the instance exchanged messages with, most recent first
+                     * @example [
+                     *       "5511988887777",
+                     *       "5511977776666"
+                     *     ]
+                     */
+                    contacts?: string[];
+                    /**
+                     * @description posting instance: its UUID or linked phone number; omitted: the most recently connected
+                     * @example 5511999990001
+                     */
+                    from?: string;
+                    /**
+                     * Format: date-time
+                     * @description relay the message at this time (RFC 3339, future, at most 30 days ahead); the answer is then 202 Queued
+                     * @example 2026-12-01T09:00:00Z
+                     */
+                    sendAt?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Status posted: its message id, timestamp and audience size */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    "idempotent-replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["StatusResult"];
+                    };
+                };
+            };
+            /** @description Queued (Prefer: respond-async, or sendAt): stored as pending; the outcome arrives as a MessageStatus event */
+            202: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    "idempotent-replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 202;
+                        data: components["schemas"]["QueuedStatusResult"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    postVideoStatus: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first answer below 500 is kept 24 h per organization and key, and the same request with the same key gets it again (with `Idempotent-Replayed: true`) without being carried out twice. 1 to 255 printable ASCII characters, e.g. a UUID. The same key with another method, path or body is 422; while the first request runs, 409.
+                 * @example 5f0c2a1e-8d4b-4d7e-9c1a-2b3c4d5e6f70
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "video": "https://example.com/clip.mp4",
+                 *       "caption": "How to order",
+                 *       "contacts": [
+                 *         "5511988887777"
+                 *       ]
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description MP4 or 3GP, at most 16 MB: an https:// URL or a data: URI (base64); the format is read from the bytes
+                     * @example https://example.com/clip.mp4
+                     */
+                    video: string;
+                    /**
+                     * @description caption shown over the media
+                     * @example New in store
+                     */
+                    caption?: string;
+                    /**
+                     * @description phone numbers that see the status (unique, at most 1000); omitted: the users the instance exchanged messages with, most recent first
+                     * @example [
+                     *       "5511988887777",
+                     *       "5511977776666"
+                     *     ]
+                     */
+                    contacts?: string[];
+                    /**
+                     * @description posting instance: its UUID or linked phone number; omitted: the most recently connected
+                     * @example 5511999990001
+                     */
+                    from?: string;
+                    /**
+                     * Format: date-time
+                     * @description relay the message at this time (RFC 3339, future, at most 30 days ahead); the answer is then 202 Queued
+                     * @example 2026-12-01T09:00:00Z
+                     */
+                    sendAt?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Status posted: its message id, timestamp and audience size */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    "idempotent-replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["StatusResult"];
+                    };
+                };
+            };
+            /** @description Queued (Prefer: respond-async, or sendAt): stored as pending; the outcome arrives as a MessageStatus event */
+            202: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    "idempotent-replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 202;
+                        data: components["schemas"]["QueuedStatusResult"];
                     };
                 };
             };

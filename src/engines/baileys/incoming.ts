@@ -3,6 +3,7 @@ import {
   type BinaryNode,
   getContentType,
   isJidGroup,
+  isJidStatusBroadcast,
   type MessageUserReceiptUpdate,
   normalizeMessageContent,
   proto,
@@ -148,7 +149,8 @@ export function toMessageContent(message: proto.IMessage | null | undefined): Me
 
 /**
  * The source of a message key with every user JID a phone JID (docs/decisions/0025-live-engine.md): the chat from
- * `remoteJid` / `remoteJidAlt` (1:1), the sender from `participant` / `participantAlt` (groups) or the chat (1:1),
+ * `remoteJid` / `remoteJidAlt` (1:1), the sender from `participant` / `participantAlt` (groups, and
+ * `status@broadcast`: the contact who viewed a status, docs/decisions/0044-status-stories.md) or the chat (1:1),
  * the account's own phone JID for own messages. An own JID in `remoteJidAlt` (Baileys fills it from `sender_pn` on
  * own stanzas) is ignored for the chat.
  */
@@ -160,6 +162,7 @@ export async function sourceOfKey(
   const me = ctx.me();
   const remote = key.remoteJid ?? '';
   const isGroup = Boolean(isJidGroup(remote));
+  const byParticipant = isGroup || Boolean(isJidStatusBroadcast(remote));
   let unresolved = false;
   const resolve = async (jid: string, alt?: string | null) => {
     const r = await ctx.resolver.resolve(jid, alt);
@@ -167,10 +170,10 @@ export async function sourceOfKey(
     return r.jid;
   };
   const ownAlt = key.remoteJidAlt && me.phoneJid && sameUser(key.remoteJidAlt, me.phoneJid);
-  const chat = isGroup ? remote : await resolve(remote, ownAlt ? undefined : key.remoteJidAlt);
+  const chat = byParticipant ? remote : await resolve(remote, ownAlt ? undefined : key.remoteJidAlt);
   let sender: Jid;
   if (fromMe && me.phoneJid) sender = me.phoneJid;
-  else if (isGroup) sender = key.participant ? await resolve(key.participant, key.participantAlt) : '';
+  else if (byParticipant) sender = key.participant ? await resolve(key.participant, key.participantAlt) : '';
   else sender = chat;
   const source: FlaggedSource = { chat, sender, isFromMe: fromMe, isGroup };
   if (unresolved) source.lidUnresolved = true;

@@ -17,6 +17,7 @@ import type {
   OutgoingMessage,
   SentMessage,
 } from '../../domain/messages.ts';
+import { STATUS_BROADCAST } from '../../domain/messages.ts';
 import type { EngineSessionContext } from '../engine.ts';
 import { relayAddress } from './addressing.ts';
 import type { BoundedCache } from './cache.ts';
@@ -127,6 +128,11 @@ const NACK_TEXT: Record<string, string> = {
 export interface RelayOptions {
   additionalAttributes?: Record<string, string>;
   additionalNodes?: BinaryNode[];
+  /**
+   * A status's audience (user JIDs): Baileys relays a message to `status@broadcast` to their devices
+   * (Socket/messages-send.js relayMessage `statusJidList`; docs/decisions/0044-status-stories.md).
+   */
+  statusJidList?: Jid[];
   recordAs?: (source: FlaggedSource, timestamp: number) => EngineEvent;
 }
 
@@ -156,6 +162,7 @@ export async function relayAndRecord(
     const extra = {
       ...(options.additionalAttributes ? { additionalAttributes: options.additionalAttributes } : {}),
       ...(options.additionalNodes ? { additionalNodes: options.additionalNodes } : {}),
+      ...(options.statusJidList ? { statusJidList: options.statusJidList } : {}),
     };
     await mapPlatformErrors(() => sock.relayMessage(address, content, { messageId: id, ...extra }), {
       now: deps.context.clock(),
@@ -229,6 +236,11 @@ export async function sendMessage(
       ...(deps.linkPreview ? { linkPreview: deps.linkPreview } : {}),
     }),
   );
+  if (message.to === STATUS_BROADCAST) {
+    // A status: the message to status@broadcast goes to its audience's devices, encrypted with the account's
+    // sender key for status@broadcast (Baileys relayMessage, `isStatus`; docs/decisions/0044-status-stories.md).
+    return relayAndRecord(sock, message.to, msg, deps, { statusJidList: [...(message.statusJidList ?? [])] });
+  }
   if (!isJidGroup(message.to)) deps.subscribePresence(sock, message.to);
   if (message.content.kind === 'poll') {
     const secret = msg.message?.messageContextInfo?.messageSecret;

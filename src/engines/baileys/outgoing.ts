@@ -214,12 +214,30 @@ export async function buildOutgoingMessage(
     messageId: deps.messageId,
     logger: deps.logger,
     ...(found ? { quoted: quotedFromStore(to, found) } : {}),
+    ...statusTextOptions(content),
   });
   if (message.quotedId && !found) attachStanzaId(msg, to, message.quotedId);
   if (message.forwardingScore !== undefined && message.forwardingScore > 0) {
     attachForwarded(msg, message.forwardingScore);
   }
   return msg;
+}
+
+/**
+ * The `backgroundColor` and `font` options Baileys turns into a status text's `extendedTextMessage.backgroundArgb`
+ * and `font` (Utils/messages.js generateWAMessageContent; docs/decisions/0044-status-stories.md). The colour goes
+ * as `#AARRGGBB` text: Baileys' `assertColor` parses a string, and drops a number.
+ */
+export function statusTextOptions(content: OutgoingContent): { backgroundColor?: string; font?: number } {
+  if (content.kind !== 'text') return {};
+  return {
+    ...(content.backgroundArgb === undefined
+      ? {}
+      : {
+          backgroundColor: `#${(content.backgroundArgb >>> 0).toString(16).toUpperCase().padStart(8, '0')}`,
+        }),
+    ...(content.font === undefined ? {} : { font: content.font }),
+  };
 }
 
 /**

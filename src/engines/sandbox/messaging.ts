@@ -6,7 +6,7 @@ import type {
   OutgoingMessage,
   SentMessage,
 } from '../../domain/messages.ts';
-import { GROUP_DOMAIN, phoneOfJid, userJid } from '../../domain/messages.ts';
+import { GROUP_DOMAIN, phoneOfJid, STATUS_BROADCAST, userJid } from '../../domain/messages.ts';
 import { contentOf } from '../../domain/sends.ts';
 import type { SandboxInboundInput, SandboxPresenceInput, SandboxReceiptInput } from '../engine.ts';
 import { ownJid, type SandboxAccount, type SandboxCredentials } from './account.ts';
@@ -14,6 +14,7 @@ import { memberGroup } from './groups.ts';
 import { incomingMessageId, outgoingMessageId } from './ids.ts';
 import { revealLid, sandboxChatOf } from './lids.ts';
 import { isBlocked } from './profile.ts';
+import { postStatus, statusReceipt } from './status.ts';
 
 /**
  * Messages on the simulated platform (docs/decisions/0017-messages-and-media.md, docs/decisions/0004-sandbox.md):
@@ -75,11 +76,15 @@ export async function newMessageId(account: SandboxAccount): Promise<string> {
 }
 
 /**
- * Sends a message (docs/decisions/0017-messages-and-media.md). @throws see {@link checkChat}; not_logged_in before
- * login.
+ * Sends a message (docs/decisions/0017-messages-and-media.md); a message to `status@broadcast` is a status, shown to
+ * its `statusJidList` (status.ts, docs/decisions/0044-status-stories.md). @throws see {@link checkChat};
+ * not_logged_in before login.
  */
 export async function send(account: SandboxAccount, message: OutgoingMessage): Promise<SentMessage> {
   const creds = await account.ready();
+  if (message.to === STATUS_BROADCAST) {
+    return postStatus(account, creds, message, message.id ?? (await newMessageId(account)));
+  }
   const to = await sandboxChatOf(account, message.to);
   const isGroup = await checkChat(account, creds, to);
   const phone = phoneOfJid(to);
@@ -182,14 +187,17 @@ export async function arrive(
 
 /**
  * Helper (docs/decisions/0004-sandbox.md): the recipient of sent message `id` acknowledges it. In a group chat the
- * acknowledging member is `phone`, by default the first participant other than the account.
+ * acknowledging member is `phone`, by default the first participant other than the account; for a status, the
+ * contact `phone` who views it, by default its first recipient (status.ts).
  * @throws DomainError not_found `message not found` when `id` is not a stored message the account sent;
- *   not_registered when `phone` is not a member of the group; not_logged_in before login.
+ *   not_registered when `phone` is not a member of the group; not_participant when a contact did not receive the
+ *   status; not_logged_in before login.
  */
 export async function receipt(account: SandboxAccount, input: SandboxReceiptInput): Promise<void> {
   const creds = await account.ready();
   const message = await account.context.findMessage(input.id);
   if (!message?.source.isFromMe) throw errors.notFound('message not found');
+  if (message.source.chat === STATUS_BROADCAST) return statusReceipt(account, message, input);
   const { chat, isGroup } = message.source;
   let acknowledger: Jid = chat;
   if (isGroup) {

@@ -32,6 +32,7 @@ import * as media from './media.ts';
 import * as messaging from './messaging.ts';
 import { defaultSandboxPhone, pairingSlot, sandboxPairingCode } from './pairing.ts';
 import * as profile from './profile.ts';
+import * as status from './status.ts';
 import * as updates from './updates.ts';
 import { avatarOf, checkOf, contactOf, infoOf, isValidPhone } from './users.ts';
 import { SandboxWorld } from './world.ts';
@@ -295,6 +296,14 @@ export class SandboxSession implements EngineSession {
   /** The account's chat state as the simulated platform keeps it (tests read it). */
   chatsState(): Promise<chatActions.SandboxChatsState> {
     return chatActions.chatsState(this.#account);
+  }
+
+  /**
+   * The statuses the account posted, oldest first; with `phone`, those that reached that simulated contact
+   * (status.ts, docs/decisions/0044-status-stories.md).
+   */
+  statuses(phone?: string): Promise<status.SandboxStatus[]> {
+    return status.statuses(this.#account, phone);
   }
 
   /** The simulated platform's test helpers (docs/decisions/0004-sandbox.md); a light object made on each read. */

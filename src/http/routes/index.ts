@@ -20,6 +20,7 @@ import { sandboxCallRoutes } from './v1/sandbox-calls.ts';
 import { sandboxGroupRoutes } from './v1/sandbox-groups.ts';
 import { sandboxMediaRoutes } from './v1/sandbox-media.ts';
 import { sessionRoutes } from './v1/session.ts';
+import { statusRoutes } from './v1/status.ts';
 import { webhookRoutes } from './v1/webhook.ts';
 import { webhookEndpointRoutes } from './v1/webhook-endpoints.ts';
 
@@ -50,5 +51,6 @@ export async function routes(app: FastifyInstance): Promise<void> {
   await app.register(blocklistRoutes, { prefix: '/v1/contacts' });
   await app.register(chatActionRoutes, { prefix: '/v1/chats' });
   await app.register(starRoutes, { prefix: '/v1/messages' });
+  await app.register(statusRoutes, { prefix: '/v1/status' });
   await app.register(dashboardRoutes, {});
 }

@@ -48,6 +48,8 @@ export async function sendMessage(
     mentions?: readonly string[] | undefined;
     sendAt?: string | undefined;
     forwardingScore?: number | undefined;
+    /** A status's audience: phone numbers (docs/decisions/0044-status-stories.md). */
+    statusJidList?: readonly string[] | undefined;
   },
   content: () => Promise<OutgoingContent> | OutgoingContent,
 ): Promise<{ success: true; code: 200; data: SendResult } | QueuedEnvelope> {
@@ -56,6 +58,7 @@ export async function sendMessage(
     quotedId: input.id,
     mentions: input.mentions,
     forwardingScore: input.forwardingScore,
+    statusJidList: input.statusJidList,
   };
   if (input.sendAt === undefined && !prefersAsync(request)) {
     return ok(sendResult(await services.app.messaging.send(instanceOf(request), send, content)));

@@ -86,7 +86,11 @@ export const ReceiptBody = Type.Object(
       examples: ['3EB0C767D26A1D2E5B3A61'],
     }),
     state: StringEnum(['delivered', 'read', 'played'] as const, 'read'),
-    phone: Type.Optional(Phone('group chats: the member acknowledging (default: the first other member)')),
+    phone: Type.Optional(
+      Phone(
+        'group chats: the member acknowledging (default: the first other member); statuses: the contact viewing it (default: the first recipient)',
+      ),
+    ),
   },
   { title: 'ReceiptBody' },
 );
