@@ -33,6 +33,7 @@ import { GroupService } from './groups.ts';
 import { HealthService } from './health.ts';
 import { IdempotencyService } from './idempotency.ts';
 import { InstanceService } from './instances.ts';
+import { LabelService } from './labels.ts';
 import { MediaService } from './media.ts';
 import { MessageUpdateService } from './message-updates.ts';
 import { MessagingService } from './messaging.ts';
@@ -106,6 +107,8 @@ export interface Application {
   profile: ProfileService;
   /** Chat actions and starring (docs/decisions/0043-chat-actions-and-star.md). */
   chatActions: ChatActionService;
+  /** Business labels (docs/decisions/0045-business-labels.md). */
+  labels: LabelService;
 }
 
 /** What the application services are built from (see src/services.ts). */
@@ -196,5 +199,6 @@ export function createApplication(deps: ApplicationDeps): Application {
     idempotency: new IdempotencyService({ store, clock, logger }),
     profile: new ProfileService({ sessions }),
     chatActions: new ChatActionService({ sessions, store, clock }),
+    labels: new LabelService({ sessions, store }),
   };
 }

@@ -178,6 +178,11 @@ const TAGS = [
       'Chats with their latest message and unread count, stored history, and what the instance shows in a chat (typing, recording, online status).',
   },
   {
+    name: 'labels',
+    description:
+      "WhatsApp Business labels: the account's labels and the labels on each chat (business accounts only).",
+  },
+  {
     name: 'calls',
     description: 'Reject incoming calls automatically, with an optional message, or one ringing call.',
   },
