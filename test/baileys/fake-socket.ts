@@ -11,6 +11,7 @@ import {
   initAuthCreds,
   type proto,
   type UserFacingSocketConfig,
+  type WABusinessProfile,
   type WAMessageKey,
 } from 'baileys';
 import { CREDS_CATEGORY, CREDS_ID, encodeAuthValue } from '../../src/engines/baileys/auth-state.ts';
@@ -289,6 +290,14 @@ export class FakeSocket implements SocketLike {
   /** Every `chatModify` call: the modification and the chat JID (docs/decisions/0043-chat-actions-and-star.md). */
   readonly chatModifications: { mod: ChatModification; jid: string }[] = [];
   chatModify = async (mod: ChatModification, jid: string) => void this.chatModifications.push({ mod, jid });
+  /** The business profile the platform answers for the account (docs/decisions/0045-business-labels.md); none: personal. */
+  businessProfile: WABusinessProfile | undefined = undefined;
+  /** Every `getBusinessProfile` call's JID. */
+  readonly businessQueries: string[] = [];
+  getBusinessProfile = async (jid: string): Promise<WABusinessProfile | undefined> => {
+    this.businessQueries.push(jid);
+    return this.businessProfile;
+  };
 }
 
 /** A factory that records every socket it makes; `onCreate` runs right after creation (e.g. to open it). */
