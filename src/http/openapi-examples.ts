@@ -108,4 +108,8 @@ export const REQUEST_EXAMPLES: Readonly<Record<string, Record<string, unknown>>>
   unblockContact: { phone: '5511977776666' },
   setCallSettings: { autoReject: true, message: "Sorry, we can't take calls. Please send a message." },
   muteChat: { until: '2030-01-01T00:00:00Z' },
+  createLabel: { name: 'New customer', color: 1 },
+  updateLabel: { name: 'Paid in full', color: 5 },
+  addChatLabels: { labelIds: ['1', '2'] },
+  setChatLabels: { labelIds: ['2'] },
 };
