@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { SandboxLabelsState } from '../../src/engines/sandbox/labels.ts';
+import { appFor } from '../messages/support.ts';
 import { createTestApp, loginSandbox, type TestApp } from '../support/app.ts';
 import { testDialects } from '../support/store.ts';
 
@@ -223,6 +224,54 @@ for (const dialect of testDialects()) {
           bad(403, 'API key lacks required scope chat:messages'),
           `${method} ${url}`,
         );
+      }
+    });
+  });
+
+  describe(`business labels survive a restart and a logout [${dialect}]`, () => {
+    it('the store answers after a restart; the sandbox account still has them after a new login', async () => {
+      const first = await appFor(dialect);
+      const { testStore, clock, key, instance } = first;
+      const headers = { authorization: `Bearer ${key}` };
+      const as = (t: TestApp): TestApp => ({ ...t, call: (m, u, b) => t.call(m, u, b, headers) });
+      let stopped = false;
+      try {
+        await loginSandbox(first, OWN);
+        await first.call('POST', '/v1/sandbox/users', { phone: OWN, verifiedName: 'Acme Shop' });
+        await first.call('POST', '/v1/labels', { name: 'VIP', color: 2 });
+        await first.call('POST', `/v1/chats/${ANA}/labels`, { labelIds: ['1'] });
+        await first.app.close();
+        await first.services.webhooks.stop(1000);
+        await first.services.sessions.closeAll();
+        first.services.keys.stop();
+        stopped = true;
+
+        const second = as(await appFor(dialect, { testStore, clock }));
+        try {
+          const vip = { id: '1', name: 'VIP', color: 2, predefinedId: null };
+          const from = `?from=${instance.id}`;
+          assert.deepEqual((await second.call('GET', `/v1/labels${from}`)).body, okBody({ labels: [vip] }));
+          assert.deepEqual(
+            (await second.call('GET', `/v1/chats/${ANA}/labels${from}`)).body,
+            okBody({ chat: ANA_JID, labels: [vip] }),
+          );
+          await second.call('POST', `/v1/session/logout${from}`, {});
+          await loginSandbox(second, OWN, instance.id);
+          const session = second.services.sessions.ready({
+            ...second.instance,
+            id: instance.id,
+          }) as unknown as {
+            labelsState(): Promise<SandboxLabelsState>;
+          };
+          assert.deepEqual(await session.labelsState(), { labels: { 1: vip }, chats: { [ANA_JID]: ['1'] } });
+          const next = await second.call('POST', `/v1/labels${from}`, { name: 'Paid' });
+          assert.deepEqual(next.body.data, { id: '2', name: 'Paid', color: 0, predefinedId: null });
+        } finally {
+          await second.close();
+        }
+      } finally {
+        if (!stopped) await first.close();
+        await testStore.cleanup();
       }
     });
   });
