@@ -292,12 +292,7 @@ export class FakeSocket implements SocketLike {
   chatModify = async (mod: ChatModification, jid: string) => void this.chatModifications.push({ mod, jid });
   /** The business profile the platform answers for the account (docs/decisions/0045-business-labels.md); none: personal. */
   businessProfile: WABusinessProfile | undefined = undefined;
-  /** Every `getBusinessProfile` call's JID. */
-  readonly businessQueries: string[] = [];
-  getBusinessProfile = async (jid: string): Promise<WABusinessProfile | undefined> => {
-    this.businessQueries.push(jid);
-    return this.businessProfile;
-  };
+  getBusinessProfile = async (_jid: string): Promise<WABusinessProfile | undefined> => this.businessProfile;
 }
 
 /** A factory that records every socket it makes; `onCreate` runs right after creation (e.g. to open it). */
