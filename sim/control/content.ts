@@ -5,6 +5,7 @@
  *   encrypts the bytes (media/crypto.ts), stores the encrypted file on the media server, and sends the media
  *   message as Baileys' Utils/messages.js prepareWAMessageMedia shapes it (`url`, `directPath`, `mediaKey`,
  *   `fileSha256`, `fileEncSha256`, `fileLength`, `mediaKeyTimestamp`, plus mimetype, caption, file name, ptt).
+ *   The phone keeps the encrypted file (`User.keptMedia`) to upload it again on request (messaging/media-retry.ts).
  * - `POST /control/location`: a `locationMessage` (degrees, name, address).
  * - `POST /control/contact`: a `contactMessage` (display name and vCard).
  * And what a user received: `GET /control/users/{phone}/inbox/{id}/media`, the decrypted bytes of a media
@@ -107,6 +108,10 @@ function mediaMessage(
   if (!media) throw new ControlError(501, 'kind: the simulator runs no media server');
   const encrypted = encryptMedia(bytes, body.kind);
   const stored = media.put(body.kind === 'sticker' ? 'image' : body.kind, encrypted.file);
+  // The phone keeps what it sent, to upload it again when a device asks (messaging/media-retry.ts).
+  const sender = ctx.accounts.require(body.from, 'from');
+  sender.keptMedia ??= new Map();
+  sender.keptMedia.set(encrypted.fileEncSha256.toString('base64'), encrypted.file);
   const part = {
     url: stored.url,
     directPath: stored.directPath,

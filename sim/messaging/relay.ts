@@ -7,7 +7,8 @@
  *   for another companion device are forwarded to it as an incoming `<message>`.
  * - `<message>` to a group (`…@g.us`): fanned out with its sender-key distribution, see group-relay.ts.
  * - `<receipt>`: recorded in the inbox of the user the receipt is addressed to (for a group message: the
- *   `participant` it names, with `group` set); a retry receipt is answered here (1:1) or in group-retry.ts.
+ *   `participant` it names, with `group` set); a retry receipt is answered here (1:1) or in group-retry.ts; a media re-upload request (`type="server-error"`)
+ *   is answered by the sender's phone in media-retry.ts.
  * A ciphertext that does not decrypt, or a pkmsg whose attached device identity the account did not sign, is
  * logged and published as `decrypt-error` on the context's events.
  */
@@ -27,6 +28,7 @@ import {
 import { deliver, type KeyedQueue } from './delivery.ts';
 import { isGroupJid, relayGroupMessage } from './group-relay.ts';
 import { answerGroupRetry } from './group-retry.ts';
+import { answerMediaRetry, isMediaRetryRequest } from './media-retry.ts';
 import { rememberPoll } from './polls.ts';
 import { senderAddressing } from './send.ts';
 
@@ -190,7 +192,8 @@ export function startRelay(ctx: SimContext, queue: KeyedQueue): void {
       answer(ctx, queue, stanza).catch((error: unknown) =>
         ctx.log.warn({ err: error, id: node.attrs.id }, 'retry receipt not answered'),
       );
-    } else if (node.tag === 'receipt') recordReceipt(ctx, stanza);
+    } else if (isMediaRetryRequest(node)) answerMediaRetry(ctx, stanza);
+    else if (node.tag === 'receipt') recordReceipt(ctx, stanza);
     else if (node.tag === 'message') {
       relayMessage(ctx, queue, stanza).catch((error: unknown) =>
         ctx.log.warn({ err: error, id: node.attrs.id }, 'message stanza not relayed'),

@@ -93,6 +93,12 @@ export interface User {
   inbox: InboxEntry[];
   /** What the user sent, by message id (answers retry receipts with the same content). */
   sent: Map<string, { message: proto.IMessage; to: string }>;
+  /**
+   * The encrypted media files the phone sent and still has, by the base64 SHA-256 of the encrypted file (the
+   * message's `fileEncSha256`): what it uploads again when a device asks (messaging/media-retry.ts). Kept in the
+   * state file; `DELETE /control/users/{phone}/media` empties it (a phone that deleted its media).
+   */
+  keptMedia?: Map<string, Buffer>;
   /** Faults that outlive a connection (blocked logins, nacked messages, reach-out timelock); model/restrictions.ts. */
   restrictions?: AccountRestrictions;
   /**

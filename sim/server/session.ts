@@ -10,6 +10,7 @@ import { type BinaryNode, getBinaryNodeChild, getBinaryNodeChildren, type proto 
 import type { Logger } from 'pino';
 import type { MediaServer } from '../media/server.ts';
 import { KeyedQueue, takeOffline } from '../messaging/delivery.ts';
+import type { MediaRetryRecord } from '../messaging/media-retry.ts';
 import { type Accounts, type Device, lidJid, SERVER_JID, type User } from '../model/accounts.ts';
 import { loginRefusal, nackFor } from '../model/restrictions.ts';
 import type { CertificateChain } from '../noise/certificates.ts';
@@ -46,6 +47,8 @@ export interface SimContext {
   media?: MediaServer;
   /** Connection attempts since start (GET /control/connections). */
   connections: ConnectionLog;
+  /** Media re-upload requests devices sent, oldest first (messaging/media-retry.ts, GET /control/media/retries). */
+  mediaRetries: MediaRetryRecord[];
 }
 
 function now(): string {
@@ -234,9 +237,12 @@ export function createSession(
 }
 
 /** A fresh context. */
-export function createContext(parts: Omit<SimContext, 'events' | 'signalQueue' | 'connections'>): SimContext {
+export function createContext(
+  parts: Omit<SimContext, 'events' | 'signalQueue' | 'connections' | 'mediaRetries'>,
+): SimContext {
   return {
     ...parts,
+    mediaRetries: [],
     events: new EventEmitter(),
     signalQueue: new KeyedQueue(),
     connections: new ConnectionLog(),

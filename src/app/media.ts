@@ -5,7 +5,7 @@ import type { MessageKind } from '../domain/messages.ts';
 import type { MediaStore } from '../media/store.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
-import { findStoredMessage } from '../store/messages.ts';
+import { findStoredMessage, setMessageDownload } from '../store/messages.ts';
 
 /** The message kinds that carry a file. */
 const MEDIA_KINDS: ReadonlySet<MessageKind> = new Set(['image', 'video', 'audio', 'document', 'sticker']);
@@ -38,8 +38,10 @@ export interface MediaServiceDeps {
 /**
  * Received media (`GET /v1/messages/{id}/media`): the file of a stored media message, from the local media
  * store when it holds it, else fetched from the platform through the instance's engine (whether or not the
- * session is connected), kept in the store, then served. Concurrent requests for the same file share one
- * download.
+ * session is connected while the platform's link is valid), kept in the store, then served. When the link
+ * expired the engine asks the sender's phone to upload the file again and the message's new reference is stored
+ * (docs/decisions/0046-media-re-upload.md). Concurrent requests for the same file share one download, so one
+ * re-upload request.
  */
 export class MediaService {
   readonly #deps: MediaServiceDeps;
@@ -59,7 +61,9 @@ export class MediaService {
    * @throws DomainError not_found `instance not found`, `message <id> not found`, `message <id> has no media
    *   (it is a <kind> message)`, `the media of message <id> cannot be downloaded: …` (files parley sent itself
    *   are not kept); too_large when the file is larger than the limit (nothing is fetched or kept); gone when
-   *   the platform no longer has the file; platform errors of the download as raised.
+   *   the platform no longer has the file and the sender's phone could not upload it again; not_connected (and
+   *   the other connection errors) when the link expired and the phone cannot be asked now; platform errors of
+   *   the download as raised.
    */
   async open(instance: Instance, messageId: string): Promise<MediaFile> {
     const { store, sessions, files, maxBytes } = this.#deps;
@@ -91,7 +95,12 @@ export class MediaService {
       const limit = `the ${this.#limitLabel} limit (MEDIA_MAX_MB)`;
       pending = (async () => {
         try {
-          const source = await download(message, maxBytes);
+          // A re-uploaded file's new reference is stored before it is fetched, so every later download (on
+          // any node) uses it (docs/decisions/0046-media-re-upload.md).
+          const onMoved = async (moved: string) => {
+            await setMessageDownload(store.db, instance.id, messageId, moved);
+          };
+          const source = await download(message, maxBytes, { onMoved });
           const stored = await files.put(instance.id, messageId, source, maxBytes, limit);
           return this.#file(instance.id, messageId, content.kind, fileName, stored);
         } catch (error) {

@@ -235,18 +235,36 @@ export interface GroupsCapability {
   revokeGroupInvite(jid: Jid): Promise<string>;
 }
 
+/** Options of {@link MediaCapability.downloadMedia}. */
+export interface MediaDownloadOptions {
+  /**
+   * Called with the message content's new `download` reference when the sender's phone uploaded an expired file
+   * again (docs/decisions/0046-media-re-upload.md), before the file is fetched from its new place; the caller
+   * stores it so later downloads use it. A rejection ends the download with that error.
+   */
+  onMoved?(download: string): Promise<void>;
+}
+
 /** Fetching the files of media messages again from the platform (`GET /v1/messages/{id}/media`). */
 export interface MediaCapability {
   /**
    * The decrypted bytes of media message `message`, fetched from the platform by its content's `download`
-   * reference (which this engine wrote). Works whether or not the session is connected. The iterable checks
-   * the file's integrity as it goes and throws at the end when a check fails.
+   * reference (which this engine wrote). Works whether or not the session is connected while the platform's link
+   * is valid; once it expired, the sender's phone is asked to upload the file again, which needs the connection
+   * (docs/decisions/0046-media-re-upload.md). The iterable checks the file's integrity as it goes and throws at
+   * the end when a check fails.
    * @param maxBytes the largest file the caller accepts; a larger one is refused before or while reading.
-   * @throws DomainError gone when the platform no longer has the file (its media links expire); too_large over
-   *   `maxBytes`; platform_unreachable when the media host cannot be reached; platform_refused when it answers
-   *   an error or the file fails its integrity checks; not_found when the message has no reference.
+   * @throws DomainError gone when the platform no longer has the file and the sender's phone could not upload it
+   *   again (the reason in the message); not_connected / not_logged_in / platform_unreachable when the link
+   *   expired and the phone cannot be asked now; too_large over `maxBytes`; platform_unreachable when the media
+   *   host cannot be reached; platform_refused when it answers an error or the file fails its integrity checks;
+   *   not_found when the message has no reference.
    */
-  downloadMedia(message: EngineMessage, maxBytes: number): Promise<AsyncIterable<Buffer>>;
+  downloadMedia(
+    message: EngineMessage,
+    maxBytes: number,
+    options?: MediaDownloadOptions,
+  ): Promise<AsyncIterable<Buffer>>;
 }
 
 /**

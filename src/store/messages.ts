@@ -308,3 +308,32 @@ export async function applyMessageUpdate(
     .execute();
   return true;
 }
+
+/**
+ * Replaces the platform reference (`content.download`, the engine's text) of stored message `id`: the sender's
+ * phone uploaded an expired media file again and the platform serves it elsewhere now
+ * (docs/decisions/0046-media-re-upload.md). The rest of the content is kept as stored. Returns false when parley
+ * never stored the message.
+ */
+export async function setMessageDownload(
+  db: Kysely<Database>,
+  instanceId: string,
+  id: string,
+  download: string,
+): Promise<boolean> {
+  const row = await db
+    .selectFrom('messages')
+    .select('content')
+    .where('instance_id', '=', instanceId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+  if (!row) return false;
+  const content = JSON.parse(row.content) as MessageContent;
+  await db
+    .updateTable('messages')
+    .set({ content: JSON.stringify({ ...content, download }) })
+    .where('instance_id', '=', instanceId)
+    .where('id', '=', id)
+    .execute();
+  return true;
+}

@@ -293,6 +293,13 @@ export class FakeSocket implements SocketLike {
   /** The business profile the platform answers for the account (docs/decisions/0045-business-labels.md); none: personal. */
   businessProfile: WABusinessProfile | undefined = undefined;
   getBusinessProfile = async (_jid: string): Promise<WABusinessProfile | undefined> => this.businessProfile;
+  /** Every node sent with `sendNode` (media re-upload requests); `onSendNode` may answer one. */
+  readonly sentNodes: BinaryNode[] = [];
+  onSendNode: (node: BinaryNode) => void = () => undefined;
+  sendNode = async (node: BinaryNode) => {
+    this.sentNodes.push(node);
+    this.onSendNode(node);
+  };
 }
 
 /** A factory that records every socket it makes; `onCreate` runs right after creation (e.g. to open it). */

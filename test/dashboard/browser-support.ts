@@ -2,6 +2,7 @@ import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
+import sharp from 'sharp';
 import { DASHBOARD_DIST } from '../../src/http/routes/dashboard/static.ts';
 import { createTestApp, type ManualClock, type TestApp, type TestAppOptions } from '../support/app.ts';
 import { TEST_CA } from '../support/https-receiver.ts';
@@ -67,9 +68,50 @@ export const SCREENSHOTS: string =
     : mkdtempSync(join(tmpdir(), 'parley-shots-'));
 mkdirSync(SCREENSHOTS, { recursive: true });
 
-/** Saves a screenshot of the viewport (or of the element `selector` names) as `dashboard-<name>.png`. */
+/** The two widths every page is pictured at: a desktop and a phone (docs/dashboard.md). */
+export const SHOT_WIDTHS = [
+  { width: 1440, height: 900, suffix: '' },
+  { width: 390, height: 844, suffix: '-phone' },
+] as const;
+
+/**
+ * Saves a screenshot of the viewport (or of the element `selector` names) as `dashboard-<name>.png`, as a palette PNG
+ * through sharp so the committed images stay small (a few tens of KB).
+ */
 export async function screenshot(page: Page, name: string, selector?: string): Promise<void> {
   const path = join(SCREENSHOTS, `dashboard-${name}.png`);
-  if (selector === undefined) await page.screenshot({ path, fullPage: false });
-  else await page.locator(selector).screenshot({ path });
+  const shot =
+    selector === undefined
+      ? await page.screenshot({ fullPage: false })
+      : await page.locator(selector).first().screenshot();
+  await sharp(shot).png({ palette: true, quality: 90, compressionLevel: 9, effort: 8 }).toFile(path);
+}
+
+/**
+ * Screenshots of the viewport (or of the element `selector` names) at 1440 px (`dashboard-<name>.png`) and at 390 px
+ * (`dashboard-<name>-phone.png`), then gives the page its viewport back. The page is laid out again at each width
+ * first: the charts redraw on the resize event.
+ */
+export async function screenshots(page: Page, name: string, selector?: string): Promise<void> {
+  const before = page.viewportSize();
+  // The pointer rests on the brand, not on whatever was clicked last (a hovered link looks current).
+  await page.mouse.move(1, 1);
+  try {
+    for (const size of SHOT_WIDTHS) {
+      await page.setViewportSize({ width: size.width, height: size.height });
+      await page.evaluate(
+        () =>
+          new Promise((resolve) => {
+            const g = globalThis as any;
+            g.dispatchEvent(new Event('resize'));
+            g.requestAnimationFrame(() => g.requestAnimationFrame(() => resolve(undefined)));
+          }),
+      );
+      if (selector !== undefined) await page.locator(selector).first().scrollIntoViewIfNeeded();
+      else await page.evaluate(() => (globalThis as any).scrollTo(0, 0));
+      await screenshot(page, `${name}${size.suffix}`, selector);
+    }
+  } finally {
+    if (before) await page.setViewportSize(before);
+  }
 }

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { after, afterEach, before, describe, it } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import type { Simulator } from '../../sim/simulator.ts';
 import { control, type LiveApp, liveApp, startTestSimulator } from '../live/support.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
+import { watchConsole } from './browser-checks.ts';
 import { chromiumAvailable, ensureBundle, launchChromium, realClock } from './browser-support.ts';
 import { createUser, PASSWORD } from './support.ts';
 
@@ -20,6 +21,7 @@ if (chromiumAvailable) {
     let app: LiveApp;
     let browser: Browser;
     let page: Page;
+    let consoleErrors: { take(): string[] };
     const shop = '5511999990300';
     const ana = '5511988887300';
     const shop2 = '5511966665300';
@@ -38,11 +40,16 @@ if (chromiumAvailable) {
       browser = await launchChromium();
       page = await (await browser.newContext({ baseURL: url })).newPage();
       page.setDefaultTimeout(20_000);
+      consoleErrors = watchConsole(page);
       await page.goto('/dashboard/');
       await page.getByLabel('E-mail').fill(email);
       await page.getByLabel('Password').fill(PASSWORD);
       await page.getByRole('button', { name: 'Sign in' }).click();
       await page.getByRole('heading', { name: 'Instances' }).waitFor();
+    });
+    // Any script error or console error fails the test during which it happened.
+    afterEach(() => {
+      assert.deepEqual(consoleErrors.take(), [], 'no console error and no page error');
     });
     after(async () => {
       await browser?.close();

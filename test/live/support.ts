@@ -39,7 +39,7 @@ export function startTestSimulator(): Promise<Simulator> {
 /** Calls the simulator's control API; resolves with status and parsed JSON body. */
 export async function control(
   sim: Simulator,
-  method: 'GET' | 'POST',
+  method: 'GET' | 'POST' | 'DELETE',
   path: string,
   body?: unknown,
 ): Promise<{ status: number; body: any }> {

@@ -3,7 +3,9 @@
  * /v1/sandbox/inbound/media), the Message webhook carries its metadata and `media.url`, and GET
  * /v1/messages/{id}/media returns the same bytes with headers from the bytes; unknown messages, messages without
  * media and files parley sent itself are 404s; the size limit answers 413; the local store keeps a file for the
- * retention (pruned with a manual clock) and the simulated platform's copy expires (410). SQLite and PostgreSQL.
+ * retention (pruned with a manual clock) and the simulated platform's link expires, after which the sender's
+ * phone uploads the file again (docs/decisions/0046-media-re-upload.md; 409 while not connected). SQLite and
+ * PostgreSQL.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -340,26 +342,26 @@ for (const dialect of testDialects()) {
       );
     });
 
-    it('retention: the local copy outlives the platform link, then is pruned; the platform no longer has it (410)', async () => {
+    it("retention and expiry: the local copy outlives the platform link; an expired link is uploaded again by the sender's phone", async () => {
       const keptId = await inbound({ kind: 'image', media: dataUri(fixture('tiny.jpg')) });
       const neverFetched = await inbound({ kind: 'image', media: dataUri(fixture('tiny.png')) });
       assert.equal((await download(t, keptId)).status, 200);
       t.clock.advance(SANDBOX_MEDIA_TTL_MS + DAY);
-      // The platform's link expired: a file parley never fetched is gone, the one it fetched is still served.
-      assert.deepEqual(
-        (await download(t, neverFetched)).json(),
-        bad(
-          410,
-          `the platform no longer has the media of message ${neverFetched}: its media links expire after a while, and parley had not kept a copy`,
-        ),
-      );
+      // The platform's link expired: the phone uploads the file parley never fetched again; the one it
+      // fetched is served from its copy.
+      const renewed = await download(t, neverFetched);
+      assert.equal(renewed.status, 200);
+      assert.ok(renewed.bytes.equals(fixture('tiny.png')));
       assert.equal(await t.services.mediaRetention.runOnce(), 0, 'nothing older than 30 days yet');
       const kept = await download(t, keptId);
       assert.equal(kept.status, 200);
       assert.ok(kept.bytes.equals(fixture('tiny.jpg')));
       t.clock.advance(30 * DAY);
       assert.ok((await t.services.mediaRetention.runOnce()) >= 1, 'the kept file is pruned');
-      assert.equal((await download(t, keptId)).status, 410);
+      // Pruned here and expired on the platform: fetched again after the phone uploads it again.
+      const again = await download(t, keptId);
+      assert.equal(again.status, 200);
+      assert.ok(again.bytes.equals(fixture('tiny.jpg')));
     });
 
     it('works without a session in this process, and leaves the reported state as it was', async () => {
@@ -375,6 +377,19 @@ for (const dialect of testDialects()) {
         [status.body.data.connected, status.body.data.loggedIn, status.body.data.jid],
         [false, true, `${OWN}.0:1@s.whatsapp.net`],
       );
+    });
+
+    it('an expired link while the instance is not connected: 409, the phone cannot be asked', async () => {
+      assert.equal((await t.call('POST', `/v1/session/connect?from=${t.instance.id}`)).status, 200);
+      const id = await inbound({ kind: 'image', media: dataUri(fixture('tiny.gif')) });
+      t.clock.advance(SANDBOX_MEDIA_TTL_MS + DAY);
+      assert.equal((await t.call('POST', `/v1/session/disconnect?from=${t.instance.id}`)).status, 200);
+      assert.deepEqual((await download(t, id)).json(), bad(409, 'instance is not connected'));
+      // Connected again, the phone is asked and the file served.
+      assert.equal((await t.call('POST', `/v1/session/connect?from=${t.instance.id}`)).status, 200);
+      const served = await download(t, id);
+      assert.equal(served.status, 200);
+      assert.ok(served.bytes.equals(fixture('tiny.gif')));
     });
   });
 }

@@ -1,7 +1,8 @@
 /**
  * The media server across a simulator restart with a state directory: the same CA (clients keep trusting it),
  * the same port (media URLs carry the host), the same signing key (direct paths stay valid) and every file
- * uploaded before the restart served byte for byte; a corrupt media identity is a clear error.
+ * uploaded before the restart served byte for byte; each phone's kept media (what it uploads again on request)
+ * survives too; a corrupt media identity is a clear error.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -42,6 +43,21 @@ describe('simulator media across a restart with --state-dir', () => {
       assert.deepEqual(await second.media.download(stored.directPath), bytes);
       const later = second.media.put('document', Buffer.from('after the restart'));
       assert.deepEqual(await second.media.download(later.directPath), Buffer.from('after the restart'));
+    } finally {
+      await second.close();
+    }
+  });
+
+  it('a phone keeps the media it sent across the restart (to upload it again on request)', async () => {
+    const dir = stateDir();
+    const first = await startSimulator({ stateDir: dir });
+    const ana = first.context.accounts.create({ phone: '5511988887777', pushName: 'Ana' });
+    const file = randomBytes(1024);
+    ana.keptMedia = new Map([['aGFzaA==', file]]);
+    await first.close();
+    const second = await startSimulator({ stateDir: dir });
+    try {
+      assert.deepEqual(second.context.accounts.get('5511988887777')?.keptMedia?.get('aGFzaA=='), file);
     } finally {
       await second.close();
     }

@@ -107,8 +107,3 @@ export function duration(seconds: number): string {
   const days = Math.floor(hours / 24);
   return hours % 24 === 0 ? `${days} d` : `${days} d ${hours % 24} h`;
 }
-
-/** A date-time for people: local, to the second; a dash for null. */
-export function when(iso: string | null | undefined): string {
-  return iso ? new Date(iso).toLocaleString() : '—';
-}

@@ -8,6 +8,9 @@ import { PasswordPage } from './pages/password.tsx';
 import { SignInPage } from './pages/sign-in.tsx';
 import { UsagePage } from './pages/usage.tsx';
 import { UsersPage } from './pages/users.tsx';
+// Pico CSS styles the semantic HTML; styles.css adds parley's own components
+// (docs/decisions/0047-dashboard-style-library.md).
+import '@picocss/pico/css/pico.min.css';
 import './styles.css';
 
 /** The page the hash names: `#/instances`, `#/instances/<id>`, `#/keys`, `#/usage`, `#/users`, `#/password`. */
@@ -95,7 +98,9 @@ function App() {
           Sign out
         </button>
       </header>
-      <main id="content">{content}</main>
+      <main id="content" class="container">
+        {content}
+      </main>
     </>
   );
 }

@@ -2,6 +2,51 @@ import type { ComponentChildren } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError } from './api.ts';
 
+/**
+ * The tone of a state's badge, the same on every page (docs/decisions/0047-dashboard-style-library.md): `ok` done or
+ * up (logged in and connected, delivered, enabled), `warn` on the way or cut off (waiting for the QR scan,
+ * disconnected, retrying), `bad` failed, `off` not started or stopped (not connected, logged out, disabled, revoked),
+ * `info` waiting its turn (queued, sending).
+ */
+export type Tone = 'ok' | 'warn' | 'bad' | 'off' | 'info';
+
+/** A state as a word and a colour, never colour alone: `<Badge tone="ok">Delivered</Badge>`. */
+export function Badge(props: { tone: Tone; children: ComponentChildren }) {
+  return <span class={`badge tone-${props.tone}`}>{props.children}</span>;
+}
+
+/** Date and time in the browser's language and time zone, the zone written out: `Nov 26, 2026, 2:52:10 PM GMT-3`. */
+const LOCAL = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'long' });
+/** The same instant in UTC, for the tooltip: `2026-11-26 17:52:10 UTC`. */
+const UTC_TITLE = (date: Date) => `${date.toISOString().slice(0, 19).replace('T', ' ')} UTC`;
+
+/**
+ * A date-time for people from an ISO 8601 string or epoch milliseconds (docs/decisions/0027-times-as-epoch-ms.md):
+ * in the browser's locale and time zone through Intl.DateTimeFormat, the zone named; a dash for null, undefined or
+ * an unreadable value.
+ */
+export function when(value: string | number | null | undefined): string {
+  if (value === null || value === undefined || value === '') return '—';
+  const date = new Date(value);
+  return Number.isNaN(date.getTime()) ? '—' : LOCAL.format(date);
+}
+
+/**
+ * A `<time>` element for a date-time: the text as {@link when} writes it, `datetime` the ISO instant, and a title
+ * giving it in UTC (`2026-11-26 17:52:10 UTC`), so a reader in another zone can compare with logs. A dash for no
+ * value.
+ */
+export function Time(props: { value: string | number | null | undefined }) {
+  const text = when(props.value);
+  if (text === '—' || props.value === null || props.value === undefined) return <>—</>;
+  const date = new Date(props.value);
+  return (
+    <time dateTime={date.toISOString()} title={UTC_TITLE(date)}>
+      {text}
+    </time>
+  );
+}
+
 /** A message line announced to screen readers: an error (role alert) or a status. */
 export function Notice(props: { error?: string | null; ok?: string | null }) {
   if (props.error)
@@ -74,10 +119,10 @@ export function Section(props: { title: string; children: ComponentChildren }) {
 }
 
 /**
- * A button that asks first: it opens a modal dialog (the platform's `<dialog>`: focus stays inside, Escape
- * cancels) saying what will happen, and runs `onConfirm` only when the user presses the confirming button. For
- * every action that cannot be undone from the dashboard (revoke a key, log out a number, remove a user, delete an
- * instance).
+ * A button that asks first: it opens a modal dialog (the platform's `<dialog>` in Pico's modal style: focus moves
+ * into it and stays inside, Escape cancels and focus returns to the button) saying what will happen, and runs
+ * `onConfirm` only when the user presses the confirming button. For every action that cannot be undone from the
+ * dashboard (revoke a key, log out a number, remove a user, delete an instance or a webhook endpoint).
  */
 export function ConfirmButton(props: {
   /** The button's text. */
@@ -107,23 +152,25 @@ export function ConfirmButton(props: {
         {props.label}
       </button>
       <dialog ref={dialog} aria-labelledby={id} class="confirm">
-        <h2 id={id}>{props.title}</h2>
-        <p>{props.children}</p>
-        <div class="row">
-          <button
-            type="button"
-            class="danger"
-            onClick={() => {
-              dialog.current?.close();
-              void props.onConfirm();
-            }}
-          >
-            {props.confirmLabel}
-          </button>
-          <button type="button" onClick={() => dialog.current?.close()}>
-            Cancel
-          </button>
-        </div>
+        <article>
+          <h2 id={id}>{props.title}</h2>
+          <p>{props.children}</p>
+          <footer>
+            <button
+              type="button"
+              class="danger"
+              onClick={() => {
+                dialog.current?.close();
+                void props.onConfirm();
+              }}
+            >
+              {props.confirmLabel}
+            </button>
+            <button type="button" onClick={() => dialog.current?.close()}>
+              Cancel
+            </button>
+          </footer>
+        </article>
       </dialog>
     </>
   );
@@ -136,7 +183,7 @@ export function ConfirmButton(props: {
 export function ScrollBox(props: { label: string; children: ComponentChildren }) {
   return (
     // biome-ignore lint/a11y/noNoninteractiveTabindex: a scrollable region must be reachable by keyboard (WCAG 2.1.1).
-    <section class="scroll" aria-label={props.label} tabIndex={0}>
+    <section class="scroll overflow-auto" aria-label={props.label} tabIndex={0}>
       {props.children}
     </section>
   );

@@ -92,11 +92,48 @@ function downloadUrl(reference: MediaReference): URL {
   return url;
 }
 
-function gone(messageId: string, detail: string): DomainError {
-  return new DomainError(
-    'gone',
-    `the platform no longer has the media of message ${messageId}: its media links expire after a while (${detail}), and parley had not kept a copy`,
-  );
+/**
+ * The media host answered that it no longer has the file (HTTP 403, 404 or 410 in `hostStatus`): an expired or
+ * deleted link. A `gone` DomainError; the session may ask the sender's phone to upload the file again
+ * (media-reupload.ts) when the status is one Baileys re-uploads for.
+ */
+export class MediaLinkGone extends DomainError {
+  /** The media host's HTTP status. */
+  readonly hostStatus: number;
+
+  constructor(messageId: string, hostStatus: number) {
+    super(
+      'gone',
+      `the platform no longer has the media of message ${messageId}: its media links expire after a while (the host answered HTTP ${hostStatus}), and parley had not kept a copy`,
+    );
+    this.hostStatus = hostStatus;
+  }
+}
+
+/** A stored `download` text read back, or undefined when it is not one {@link mediaReferenceOf} wrote. */
+export function parseMediaReference(reference: string): MediaReference | undefined {
+  try {
+    const parsed = JSON.parse(reference) as MediaReference;
+    return typeof parsed.mediaKey === 'string' && typeof parsed.type === 'string' ? parsed : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The `download` text of `reference` moved to a new direct path (a re-upload's answer): `directPath` replaced,
+ * `url` rebuilt on the same host with Baileys' `getUrlFromDirectPath` (Socket/messages-send.js
+ * `updateMediaMessage` does the same to the message). Keys and hashes are unchanged: the phone uploads the same
+ * encrypted file.
+ */
+export function movedMediaReference(reference: MediaReference, directPath: string): string {
+  let host: string | undefined;
+  try {
+    host = reference.url ? new URL(reference.url).host : undefined;
+  } catch {
+    host = undefined;
+  }
+  return JSON.stringify({ ...reference, directPath, url: getUrlFromDirectPath(directPath, host) });
 }
 
 /** Opens the HTTPS response of `url` (status checked by the caller). */
@@ -120,7 +157,7 @@ function get(url: URL, agent: Agent | undefined, timeoutMs: number): Promise<Inc
  * The returned iterable yields plaintext as it arrives and throws at the end when a check fails; a consumer
  * keeps nothing until it completes.
  * @param maxBytes the largest plaintext accepted.
- * @throws DomainError gone when the media host answers 403, 404 or 410 (expired or deleted links);
+ * @throws MediaLinkGone (DomainError gone) when the media host answers 403, 404 or 410 (expired or deleted links);
  *   platform_refused for another answer or a file failing its checks; platform_unreachable when the host cannot
  *   be reached (DNS, TLS, connection, timeout); too_large over `maxBytes`.
  */
@@ -131,10 +168,10 @@ export async function downloadPlatformMedia(
   agent: Agent | undefined,
   timeoutMs = MEDIA_DOWNLOAD_TIMEOUT_MS,
 ): Promise<AsyncIterable<Buffer>> {
-  let parsed: MediaReference;
+  const parsed = parseMediaReference(reference);
   let url: URL;
   try {
-    parsed = JSON.parse(reference) as MediaReference;
+    if (!parsed) throw new Error('not a media reference');
     url = downloadUrl(parsed);
   } catch {
     throw errors.notFound(`message ${messageId} has no downloadable media`);
@@ -156,8 +193,7 @@ export async function downloadPlatformMedia(
   const status = response.statusCode ?? 0;
   if (status !== 200) {
     response.resume();
-    if (status === 403 || status === 404 || status === 410)
-      throw gone(messageId, `the host answered HTTP ${status}`);
+    if (status === 403 || status === 404 || status === 410) throw new MediaLinkGone(messageId, status);
     throw new DomainError('platform_refused', `the platform's media host answered HTTP ${status}`);
   }
   const tooLarge = () =>

@@ -28,6 +28,7 @@ import type {
   ChatMessageRef,
   EngineSession,
   EngineSessionContext,
+  MediaDownloadOptions,
   SessionLocks,
 } from '../engine.ts';
 import { BoundedCache } from './cache.ts';
@@ -43,7 +44,13 @@ import * as labels from './labels.ts';
 import { LearnedLids, lookupLidMapping } from './lids.ts';
 import { Lifecycle } from './lifecycle.ts';
 import { attachListeners, IncomingQueue } from './listeners.ts';
-import { downloadPlatformMedia } from './media-download.ts';
+import {
+  downloadPlatformMedia,
+  MediaLinkGone,
+  movedMediaReference,
+  parseMediaReference,
+} from './media-download.ts';
+import { MEDIA_REUPLOAD_TIMEOUT_MS, REUPLOAD_STATUSES, requestMediaReupload } from './media-reupload.ts';
 import * as ops from './operations.ts';
 import type { LinkPreviewFetcher } from './outgoing.ts';
 import { resendableProto } from './outgoing.ts';
@@ -73,6 +80,8 @@ export interface BaileysSessionOptions {
   platformUrl?: string;
   /** HTTPS agent for media uploads (Baileys' `fetchAgent`): trusts a simulator's media CA; undefined: Node's default. */
   mediaAgent?: Agent;
+  /** Wait for a phone's answer to a media re-upload request, ms; default `MEDIA_REUPLOAD_TIMEOUT_MS` (media-reupload.ts). */
+  mediaReuploadTimeoutMs?: number;
 }
 
 const HOUR = 3_600_000;
@@ -112,6 +121,7 @@ export class BaileysSession implements EngineSession {
   readonly #calls: CallHandler;
   readonly #queue: IncomingQueue;
   readonly #mediaAgent: Agent | undefined;
+  readonly #reuploadTimeoutMs: number;
   /** Pairs the resolver learned, on their way to a `lid-mapping` event (docs/decisions/0038-lid-mappings.md). */
   readonly #learned: LearnedLids;
   /** Whether the account is a business account (docs/decisions/0045-business-labels.md). */
@@ -120,6 +130,7 @@ export class BaileysSession implements EngineSession {
   constructor(context: EngineSessionContext, options: BaileysSessionOptions) {
     this.#context = context;
     this.#mediaAgent = options.mediaAgent;
+    this.#reuploadTimeoutMs = options.mediaReuploadTimeoutMs ?? MEDIA_REUPLOAD_TIMEOUT_MS;
     this.#queue = new IncomingQueue(context);
     this.#learned = new LearnedLids(this.#queue);
     const now = () => context.clock();
@@ -227,11 +238,32 @@ export class BaileysSession implements EngineSession {
   connect(): Promise<void> {
     return this.#life.connect();
   }
-  /** The file of a media message, from the platform's media host (no connection needed; media-download.ts). */
-  downloadMedia(message: EngineMessage, maxBytes: number): Promise<AsyncIterable<Buffer>> {
+  /**
+   * The file of a media message, from the platform's media host (no connection needed; media-download.ts). When
+   * the host answers that the link expired (404/410), the sender's phone is asked to upload the file again over
+   * the connection (media-reupload.ts, docs/decisions/0046-media-re-upload.md); `options.onMoved` gets the new
+   * reference before the file is fetched from it.
+   */
+  async downloadMedia(
+    message: EngineMessage,
+    maxBytes: number,
+    options: MediaDownloadOptions = {},
+  ): Promise<AsyncIterable<Buffer>> {
     const reference = message.content.download;
     if (reference === undefined) throw errors.notFound(`message ${message.id} has no downloadable media`);
-    return downloadPlatformMedia(reference, message.id, maxBytes, this.#mediaAgent);
+    try {
+      return await downloadPlatformMedia(reference, message.id, maxBytes, this.#mediaAgent);
+    } catch (error) {
+      const parsed = parseMediaReference(reference);
+      if (!(error instanceof MediaLinkGone) || !REUPLOAD_STATUSES.has(error.hostStatus) || !parsed)
+        throw error;
+      const sock = await this.#open();
+      const mediaKey = Buffer.from(parsed.mediaKey, 'base64');
+      const directPath = await requestMediaReupload(sock, message, mediaKey, this.#reuploadTimeoutMs);
+      const moved = movedMediaReference(parsed, directPath);
+      await options.onMoved?.(moved);
+      return downloadPlatformMedia(moved, message.id, maxBytes, this.#mediaAgent);
+    }
   }
   waitForLogin(timeoutMs: number): Promise<boolean> {
     return this.#life.waitForLogin(timeoutMs);

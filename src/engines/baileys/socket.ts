@@ -83,6 +83,7 @@ export interface SocketLike
     | 'newsletterUnfollow'
     | 'chatModify'
     | 'getBusinessProfile'
+    | 'sendNode'
   > {
   ev: SocketEvents;
   ws: SocketFrames;

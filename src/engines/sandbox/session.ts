@@ -235,8 +235,14 @@ export class SandboxSession implements EngineSession {
   rejectCall(id: string): Promise<EngineCall> {
     return rejectCall(this.#account, id);
   }
+  /**
+   * The file of a sandbox media message (media.ts); past its link's expiry the sender's phone uploads it again,
+   * which needs the instance connected (docs/decisions/0046-media-re-upload.md).
+   */
   downloadMedia(message: EngineMessage, maxBytes: number): Promise<AsyncIterable<Buffer>> {
-    return media.downloadMedia(this.#context, message, maxBytes);
+    return media.downloadMedia(this.#context, message, maxBytes, async () => {
+      await this.#ready();
+    });
   }
   /**
    * The pair of a registered simulated user, by LID or phone (lids.ts); null when none. A pair found is emitted

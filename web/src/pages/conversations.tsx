@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, when } from '../api.ts';
-import { messageOf, Notice, Section, useAction } from '../ui.tsx';
+import { api } from '../api.ts';
+import { Badge, messageOf, Notice, Section, Time, useAction } from '../ui.tsx';
 
 /** One chat of the list (`GET /v1/chats`'s shape). */
 interface Chat {
@@ -116,7 +116,7 @@ export function ConversationsPanel(props: { id: string; canManage: boolean; vers
     <Section title="Conversations">
       <Notice error={loadError} />
       <div class="conversations">
-        <nav aria-label="Chats">
+        <nav aria-label="Chats" class="chats">
           {chats.length === 0 && <p class="hint">No conversations yet.</p>}
           <ul class="chat-list">
             {chats.map((chat) => (
@@ -129,10 +129,10 @@ export function ConversationsPanel(props: { id: string; canManage: boolean; vers
                 >
                   <span class="chat-name">{chat.name || chat.jid}</span>
                   {chat.unreadCount > 0 && (
-                    <span class="badge tone-ok">
+                    <Badge tone="info">
                       {chat.unreadCount}
                       <span class="visually-hidden"> unread</span>
-                    </span>
+                    </Badge>
                   )}
                   <span class="chat-last">
                     {chat.lastMessage.fromMe ? 'You: ' : ''}
@@ -157,7 +157,7 @@ export function ConversationsPanel(props: { id: string; canManage: boolean; vers
                   {!m.fromMe && open.isGroup && <span class="sender">{m.pushName || m.sender}</span>}
                   <MessageContent base={base} message={m} />
                   <span class="meta">
-                    {when(m.timestamp)}
+                    <Time value={m.timestamp} />
                     {m.editedAt ? ' · edited' : ''}
                     {m.fromMe && m.state ? ` · ${STATE_TEXT[m.state] ?? m.state}` : ''}
                   </span>

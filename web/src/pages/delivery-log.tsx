@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, when } from '../api.ts';
-import { messageOf, Notice, ScrollBox, useAction } from '../ui.tsx';
+import { api } from '../api.ts';
+import { Badge, messageOf, Notice, ScrollBox, Time, type Tone, useAction } from '../ui.tsx';
 
 /** One attempt of a delivery, as the delivery log answers it (docs/api.md, `GET /v1/webhook/deliveries`). */
 export interface Attempt {
@@ -66,10 +66,21 @@ export function attemptText(attempt: Attempt): string {
   return `Accepted${attempt.responseBody ? `: ${attempt.responseBody}` : ''}${took}`;
 }
 
-/** The badge class of a delivery's status. */
-function badgeOf(delivery: Delivery): string {
-  if (delivery.status === 'pending' && delivery.attempts.length > 0) return 'badge status-retrying';
-  return `badge status-${delivery.status}`;
+/**
+ * The badge tone of a delivery's status: delivered `ok`, failed `bad`, retrying after a failed attempt `warn`,
+ * queued or sending `info`, not sent `off` (docs/decisions/0047-dashboard-style-library.md).
+ */
+export function toneOf(delivery: Delivery): Tone {
+  switch (delivery.status) {
+    case 'delivered':
+      return 'ok';
+    case 'failed':
+      return 'bad';
+    case 'unsent':
+      return 'off';
+    default:
+      return delivery.attempts.some((a) => a.durationMs !== null) ? 'warn' : 'info';
+  }
 }
 
 /**
@@ -225,7 +236,7 @@ export function DeliveryLog(props: {
                 <td>{d.sequence}</td>
                 <td>{d.type}</td>
                 <td>
-                  <span class={badgeOf(d)}>{outcomeText(d)}</span>
+                  <Badge tone={toneOf(d)}>{outcomeText(d)}</Badge>
                 </td>
                 <td>
                   {d.attempts.length === 0
@@ -235,13 +246,17 @@ export function DeliveryLog(props: {
                           <summary>
                             Attempt {a.number}: {attemptText(a)}
                           </summary>
-                          <p>{when(a.at)}</p>
+                          <p>
+                            <Time value={a.at} />
+                          </p>
                           {a.error && a.statusCode !== null && <p>Error: {a.error}</p>}
                           {a.responseBody && <pre>{a.responseBody}</pre>}
                         </details>
                       ))}
                 </td>
-                <td>{when(d.createdAt)}</td>
+                <td>
+                  <Time value={d.createdAt} />
+                </td>
                 {props.canManage && (
                   <td>
                     <button

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, when } from '../api.ts';
-import { messageOf, Notice, ScrollBox, Section, useAction } from '../ui.tsx';
+import { api } from '../api.ts';
+import { Badge, ConfirmButton, messageOf, Notice, ScrollBox, Section, Time, useAction } from '../ui.tsx';
 import { DeliveryLog } from './delivery-log.tsx';
 
 /** A webhook endpoint as the dashboard API answers it (docs/api.md#webhook-endpoints): never its secret. */
@@ -30,7 +30,7 @@ interface ShownSecret {
  * The extra webhook endpoints of an instance (docs/decisions/0035-webhook-endpoints.md, docs/dashboard.md): a table
  * (URL, events, description, enabled or why a 410 disabled it), a form to add one (URL, event checkboxes from the
  * server's list, description), the `whsec_` secret shown once after creation or rotation with a copy button,
- * enable/disable, delete after a confirmation, and each endpoint's delivery log with redelivery (reloaded when the
+ * enable/disable, delete after a confirmation dialog, and each endpoint's delivery log with redelivery (reloaded when the
  * server says a delivery changed: `version` counts those pushes). A viewer sees the table and the logs only.
  */
 export function EndpointsPanel(props: { id: string; canManage: boolean; version: number }) {
@@ -43,7 +43,6 @@ export function EndpointsPanel(props: { id: string; canManage: boolean; version:
   const [description, setDescription] = useState('');
   const [secret, setSecret] = useState<ShownSecret | null>(null);
   const [copied, setCopied] = useState<string | null>(null);
-  const [confirming, setConfirming] = useState<string | null>(null);
   const [open, setOpen] = useState<string | null>(null);
   const action = useAction();
   const load = () =>
@@ -99,7 +98,6 @@ export function EndpointsPanel(props: { id: string; canManage: boolean; version:
   const remove = async (endpoint: Endpoint) => {
     await action.run(async () => {
       await api('DELETE', `${base}/${endpoint.id}`);
-      setConfirming(null);
       if (open === endpoint.id) setOpen(null);
       await load();
     }, `Endpoint ${endpoint.url} deleted`);
@@ -141,11 +139,16 @@ export function EndpointsPanel(props: { id: string; canManage: boolean; version:
                 <td>{endpoint.events.join(', ')}</td>
                 <td>{endpoint.description ?? '—'}</td>
                 <td>
-                  {endpoint.enabled
-                    ? 'Enabled'
-                    : endpoint.disabledReason
-                      ? `Disabled: ${endpoint.disabledReason} (${when(endpoint.disabledAt)})`
-                      : 'Disabled'}
+                  {endpoint.enabled ? (
+                    <Badge tone="ok">Enabled</Badge>
+                  ) : endpoint.disabledReason ? (
+                    <>
+                      <Badge tone="bad">Disabled</Badge>: {endpoint.disabledReason} (
+                      <Time value={endpoint.disabledAt} />)
+                    </>
+                  ) : (
+                    <Badge tone="off">Disabled</Badge>
+                  )}
                 </td>
                 <td>
                   <div class="row">
@@ -168,32 +171,20 @@ export function EndpointsPanel(props: { id: string; canManage: boolean; version:
                         <button type="button" disabled={action.busy} onClick={() => rotate(endpoint)}>
                           Rotate secret
                         </button>
-                        {confirming === endpoint.id ? (
-                          <>
-                            <button type="button" disabled={action.busy} onClick={() => remove(endpoint)}>
-                              Confirm delete
-                            </button>
-                            <button type="button" onClick={() => setConfirming(null)}>
-                              Cancel
-                            </button>
-                          </>
-                        ) : (
-                          <button
-                            type="button"
-                            disabled={action.busy}
-                            onClick={() => setConfirming(endpoint.id)}
-                          >
-                            Delete
-                          </button>
-                        )}
+                        <ConfirmButton
+                          label="Delete"
+                          ariaLabel={`Delete endpoint ${endpoint.url}`}
+                          title={`Delete the endpoint ${endpoint.url}?`}
+                          confirmLabel="Delete endpoint"
+                          disabled={action.busy}
+                          onConfirm={() => remove(endpoint)}
+                        >
+                          Its queued deliveries are deleted with it, and nothing more is sent to{' '}
+                          {endpoint.url}. This cannot be undone.
+                        </ConfirmButton>
                       </>
                     )}
                   </div>
-                  {confirming === endpoint.id && (
-                    <p role="alert">
-                      Delete this endpoint with its queued deliveries? Nothing more is sent to {endpoint.url}.
-                    </p>
-                  )}
                 </td>
               </tr>
             ))}

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, when } from '../api.ts';
-import { messageOf, Notice, ScrollBox, Section } from '../ui.tsx';
+import { api } from '../api.ts';
+import { messageOf, Notice, ScrollBox, Section, Time } from '../ui.tsx';
 
 /** One entry of the event log: the webhook body of the event plus when it was recorded. */
 interface LoggedEvent {
@@ -80,15 +80,19 @@ export function EventLogPanel(props: { id: string; version: number }) {
             </label>
           ))}
         </fieldset>
-        <label for="event-log-after">After sequence</label>
-        <input
-          id="event-log-after"
-          type="number"
-          min={0}
-          value={from}
-          onInput={(e) => setFrom(Math.max(0, Number(e.currentTarget.value) || 0))}
-        />
-        <button type="submit">Show</button>
+        <div class="row">
+          <div>
+            <label for="event-log-after">After sequence</label>
+            <input
+              id="event-log-after"
+              type="number"
+              min={0}
+              value={from}
+              onInput={(e) => setFrom(Math.max(0, Number(e.currentTarget.value) || 0))}
+            />
+          </div>
+          <button type="submit">Show</button>
+        </div>
       </form>
       <Notice error={error} />
       <ScrollBox label="Event log, table">
@@ -110,7 +114,9 @@ export function EventLogPanel(props: { id: string; version: number }) {
                   {entry.type}
                   {entry.state ? ` (${entry.state})` : ''}
                 </td>
-                <td>{when(entry.createdAt)}</td>
+                <td>
+                  <Time value={entry.createdAt} />
+                </td>
                 <td>
                   <details>
                     <summary>JSON</summary>

@@ -52,10 +52,20 @@ function Chart(props: {
     const element = box.current;
     if (!element) return;
     const width = Math.max(280, element.clientWidth);
+    // Axes in the page's text colour and Pico's muted line colour, so the chart reads in light and dark alike.
+    const style = getComputedStyle(element);
+    const stroke = style.color;
+    const line = {
+      stroke: style.getPropertyValue('--pico-muted-border-color').trim() || '#d0d7de',
+      width: 1,
+    };
     const options: Options = {
       width,
       height: 180,
-      axes: [{}, { label: props.yLabel, size: 60 }],
+      axes: [
+        { stroke, grid: line, ticks: line },
+        { label: props.yLabel, size: 60, stroke, grid: line, ticks: line },
+      ],
       series: [
         {},
         ...props.series.map((s) => ({
@@ -148,6 +158,9 @@ function HealthCharts(props: { report: Report; names: Record<string, string> }) 
   );
   return (
     <>
+      <p class="hint">
+        Times on the charts are in your time zone ({Intl.DateTimeFormat().resolvedOptions().timeZone}).
+      </p>
       <dl class="facts" data-health-totals>
         <dt>Messages sent</dt>
         <dd>{report.totals.sent}</dd>

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, type InstanceSummary, type Me, statusText, statusTone, when } from '../api.ts';
-import { ConfirmButton, messageOf, Notice, Section, useAction } from '../ui.tsx';
+import { api, type InstanceSummary, type Me, statusText, statusTone } from '../api.ts';
+import { Badge, ConfirmButton, messageOf, Notice, Section, Time, useAction, when } from '../ui.tsx';
 import { ConversationsPanel } from './conversations.tsx';
 import { EndpointsPanel } from './endpoints.tsx';
 import { EventLogPanel } from './event-log.tsx';
@@ -55,7 +55,7 @@ export function InstancePage(props: { me: Me; id: string }) {
         <a href="#/instances">← All instances</a>
       </p>
       <h1 tabIndex={-1}>
-        {instance.name} <span class="badge">{instance.env}</span>
+        {instance.name} <Badge tone={instance.env === 'live' ? 'info' : 'off'}>{instance.env}</Badge>
       </h1>
       <Section title="Session">
         <dl class="facts">
@@ -70,7 +70,9 @@ export function InstancePage(props: { me: Me; id: string }) {
           <dt>Last close reason</dt>
           <dd>{instance.reason ?? '—'}</dd>
           <dt>Last connected</dt>
-          <dd>{when(instance.lastConnectedAt)}</dd>
+          <dd>
+            <Time value={instance.lastConnectedAt} />
+          </dd>
           <dt>Live updates</dt>
           <dd>{live ? 'on' : 'reconnecting…'}</dd>
           <dt>Instance id</dt>
@@ -145,7 +147,7 @@ function QrPanel(props: { qr: Qr }) {
       />
       <figcaption>
         Open WhatsApp on the phone → Linked devices → Link a device, and scan. This code is replaced at{' '}
-        {new Date(props.qr.expiresAt).toLocaleTimeString()}.
+        {when(props.qr.expiresAt)}.
       </figcaption>
     </figure>
   );

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, type InstanceSummary, type Me, statusText, statusTone, when } from '../api.ts';
-import { messageOf, Notice, ScrollBox, Section, useAction } from '../ui.tsx';
+import { api, type InstanceSummary, type Me, statusText, statusTone } from '../api.ts';
+import { Badge, messageOf, Notice, ScrollBox, Section, Time, useAction } from '../ui.tsx';
 import { HealthPanel } from './health.tsx';
 
 /**
@@ -66,14 +66,20 @@ export function InstancesPage(props: { me: Me }) {
                 <td>{instance.env}</td>
                 <td>{instance.phone ?? 'not linked'}</td>
                 <td>
-                  <span class={`badge tone-${statusTone(instance)}`}>{statusText(instance)}</span>
+                  <Badge tone={statusTone(instance)}>{statusText(instance)}</Badge>
                   {instance.reason ? ` ${instance.reason}` : ''}
                 </td>
-                <td>{when(instance.lastConnectedAt)}</td>
                 <td>
-                  {lastEvents[instance.id]
-                    ? `${lastEvents[instance.id]?.type} · ${when(lastEvents[instance.id]?.at)}`
-                    : 'none yet'}
+                  <Time value={instance.lastConnectedAt} />
+                </td>
+                <td>
+                  {lastEvents[instance.id] ? (
+                    <>
+                      {lastEvents[instance.id]?.type} · <Time value={lastEvents[instance.id]?.at} />
+                    </>
+                  ) : (
+                    'none yet'
+                  )}
                 </td>
               </tr>
             ))}

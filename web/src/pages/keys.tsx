@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, type InstanceSummary, type Me, when } from '../api.ts';
-import { ConfirmButton, messageOf, Notice, ScrollBox, Section, useAction } from '../ui.tsx';
+import { api, type InstanceSummary, type Me } from '../api.ts';
+import { Badge, ConfirmButton, messageOf, Notice, ScrollBox, Section, Time, useAction } from '../ui.tsx';
 
 /**
  * The scopes a key may carry (src/domain/scope.ts); `chat:*` does not include `instances:manage`, and is a choice of
@@ -253,11 +253,17 @@ export function KeysPage(props: { me: Me }) {
                 <td>{key.env}</td>
                 <td>{key.scopes.join(', ')}</td>
                 <td>{key.instances.length === 0 ? 'all' : key.instances.length}</td>
-                <td>{when(key.expiresAt)}</td>
-                <td>{when(key.lastUsedAt)}</td>
+                <td>
+                  <Time value={key.expiresAt} />
+                </td>
+                <td>
+                  <Time value={key.lastUsedAt} />
+                </td>
                 <td>
                   {key.revokedAt ? (
-                    `revoked ${when(key.revokedAt)}`
+                    <>
+                      <Badge tone="off">revoked</Badge> <Time value={key.revokedAt} />
+                    </>
                   ) : canManage ? (
                     <ConfirmButton
                       label="Revoke"

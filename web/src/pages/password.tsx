@@ -29,7 +29,7 @@ export function PasswordPage() {
   return (
     <>
       <h1 tabIndex={-1}>Your password</h1>
-      <form onSubmit={submit} class="card">
+      <form onSubmit={submit} class="card narrow">
         <label for="current-password">Current password</label>
         <input
           id="current-password"

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, type Me, when } from '../api.ts';
-import { ConfirmButton, messageOf, Notice, ScrollBox, Section, useAction } from '../ui.tsx';
+import { api, type Me } from '../api.ts';
+import { ConfirmButton, messageOf, Notice, ScrollBox, Section, Time, useAction } from '../ui.tsx';
 
 interface User {
   id: string;
@@ -114,7 +114,9 @@ export function UsersPage(props: { me: Me }) {
                     ))}
                   </select>
                 </td>
-                <td>{when(user.lastSignInAt)}</td>
+                <td>
+                  <Time value={user.lastSignInAt} />
+                </td>
                 <td>
                   {user.id === props.me.user.id ? (
                     'you'

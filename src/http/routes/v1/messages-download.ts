@@ -54,7 +54,9 @@ export function sendMediaFile(reply: FastifyReply, file: MediaFile, messageId: s
 /**
  * `GET /v1/messages/{id}/media`: the decrypted bytes of a received media message (image, video, voice note or
  * audio, document, sticker), fetched from the platform on first request and then kept in the local media store
- * for `MEDIA_RETENTION_DAYS`. Scope `chat:messages`; the instance comes from `from` or `x-instance-id`.
+ * for `MEDIA_RETENTION_DAYS`. When the platform's link expired, the sender's phone is asked to upload the file
+ * again (docs/decisions/0046-media-re-upload.md): 410 when it cannot, 409 when the instance is not connected to
+ * ask. Scope `chat:messages`; the instance comes from `from` or `x-instance-id`.
  */
 export async function messageDownloadRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
@@ -80,6 +82,7 @@ export async function messageDownloadRoutes(fastify: FastifyInstance): Promise<v
           401: error,
           403: error,
           404: error,
+          409: error,
           410: error,
           413: error,
           429: error,
