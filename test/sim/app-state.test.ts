@@ -22,6 +22,8 @@ import {
 import { appStateKeyShareMessage } from '../../sim/messaging/history.ts';
 import { Accounts, phoneJid } from '../../sim/model/accounts.ts';
 import { applyLabelMutation, labelsView } from '../../sim/model/labels.ts';
+import { decodeState, encodeState, restoreUsers, snapshot } from '../../sim/model/state.ts';
+import { generateKeyPair } from '../../sim/noise/certificates.ts';
 import { appStatePatchIq, phoneMutation } from '../../sim/server/app-state.ts';
 import { businessProfileAnswer } from '../../sim/server/business.ts';
 
@@ -141,8 +143,46 @@ describe('simulator: app state patches and business labels', () => {
     assert.equal(device.version, 4);
     assert.deepEqual(labelsView(shop).chats, { [ANA]: ['1', '2'] });
     // A new device resyncing from 0 gets every patch, the other devices' ones included.
+    const caughtUp = device;
     device = newLTHashState();
     assert.equal((await resync()).length, 4);
+    device = caughtUp;
+  });
+
+  it('the state file keeps the app state: after a restart the phone patches on and a resync still checks out', async () => {
+    const restored = new Accounts();
+    restoreUsers(
+      decodeState(encodeState(snapshot(generateKeyPair(), accounts)), 'state.json'),
+      restored,
+      'state.json',
+    );
+    const again = restored.get(shop.phone);
+    assert.ok(again);
+    assert.deepEqual(labelsView(again), labelsView(shop));
+    await phoneMutation(again, chatModificationToAppPatch({ removeChatLabel: { labelId: '1' } }, ANA));
+    const answer = await appStatePatchIq(
+      sync({ tag: 'collection', attrs: { name: 'regular', version: String(device.version) } }),
+      again,
+    );
+    assert.ok('content' in answer && answer.content);
+    const { regular } = await extractSyncdPatches({ tag: 'iq', attrs: {}, content: answer.content }, {});
+    assert.ok(regular);
+    const { state, mutationMap } = await decodePatches(
+      'regular',
+      regular.patches,
+      device,
+      getKey,
+      {},
+      device.version,
+      undefined,
+      true,
+    );
+    assert.equal(state.version, 5);
+    assert.deepEqual(
+      Object.values(mutationMap).map((m) => m.index),
+      [['label_jid', '1', ANA]],
+    );
+    assert.deepEqual(labelsView(again).chats, { [ANA]: ['2'] });
   });
 
   it('a deleted label comes off every chat; a personal account has no business profile', async () => {
