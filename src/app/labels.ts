@@ -181,9 +181,17 @@ function labelColor(color: number): number {
   return color;
 }
 
-/** @throws DomainError invalid naming `field` unless `id` is a label id (1 to 20 digits). */
+/**
+ * @throws DomainError invalid naming `field` unless `id` is a label id (1 to 20 digits): `labelIds` for an item of
+ *   that list, else the path parameter's name.
+ */
 function labelId(id: string, field: string): void {
-  if (!LABEL_ID.test(id)) throw errors.badRequest(`${field} must hold label ids (1 to 20 digits, e.g. "1")`);
+  if (LABEL_ID.test(id)) return;
+  throw errors.badRequest(
+    field === 'labelIds'
+      ? 'labelIds must hold label ids (1 to 20 digits, e.g. "1")'
+      : `${field} must be a label id (1 to 20 digits, e.g. "1")`,
+  );
 }
 
 /** @throws DomainError conflict when a label of `labels` is named `name`, ignoring case. */
