@@ -14,6 +14,7 @@ import { registerFaultRoutes } from './faults.ts';
 import { registerGroupAdminRoutes } from './group-admin.ts';
 import { registerGroupRoutes } from './groups.ts';
 import { registerHistoryRoutes } from './history.ts';
+import { registerLabelRoutes } from './labels.ts';
 import { registerMediaExpiryRoutes } from './media-expiry.ts';
 import { registerMessagingRoutes } from './messaging.ts';
 import { registerProfileRoutes } from './profile.ts';
@@ -112,4 +113,5 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext): vo
   registerProfileRoutes(app, ctx);
   registerChannelRoutes(app, ctx);
   registerStatusRoutes(app, ctx);
+  registerLabelRoutes(app, ctx);
 }

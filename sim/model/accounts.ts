@@ -5,10 +5,11 @@
  * WABinary/jid-utils.js encodes it: `<phone>[:<device>]@s.whatsapp.net`, `<lid>[:<device>]@lid`.
  */
 import { randomInt } from 'node:crypto';
-import type { BinaryNode, proto } from 'baileys';
+import type { BinaryNode, LTHashState, proto } from 'baileys';
 import { generateKeyPair, type KeyPair } from '../noise/certificates.ts';
 import { type DeviceKeys, SimDevice, type SimDeviceState } from '../signal/index.ts';
 import type { InboxEntry } from './inbox.ts';
+import type { SimLabel } from './labels.ts';
 import type { AccountRestrictions } from './restrictions.ts';
 
 /** The platform's server JID, the `to`/`from` of stanzas addressed to the server itself. */
@@ -121,6 +122,27 @@ export interface User {
   chats?: Record<string, SimChatState>;
   /** The messages the account starred (`star` mutations), in starring order. */
   starred?: { chat: string; id: string; fromMe: boolean }[];
+  /** The account's business labels by id (`label_edit` mutations, model/labels.ts). */
+  labels?: Record<string, SimLabel>;
+  /** The labels on each chat, by chat JID: label ids in id order (`label_jid` mutations, model/labels.ts). */
+  chatLabels?: Record<string, string[]>;
+  /**
+   * The account's app state collections as the platform keeps them (server/app-state.ts): by collection name
+   * (`regular`, `regular_low`, …) the version, the LT hash state of every mutation so far, and the patches since
+   * the simulator started keeping them, which it serves to the account's devices when they resync.
+   */
+  appState?: Record<string, SimCollection>;
+}
+
+/**
+ * One app state collection of an account (server/app-state.ts): `version` the latest patch's, `state` the LT hash
+ * over every mutation (Baileys `LTHashState`: MACs of the patches the simulated phone makes are right), `patches`
+ * the encoded `SyncdPatch`es with their version set, oldest first.
+ */
+export interface SimCollection {
+  version: number;
+  state: LTHashState;
+  patches: { version: number; patch: Buffer }[];
 }
 
 /**

@@ -10,19 +10,10 @@
  * - `w:profile:picture` set without `target`: the account's own picture, JPEG bytes in `<picture type="image">`
  *   (updateProfilePicture); without a `<picture>` child the picture is removed (removeProfilePicture). A set with a
  *   `target` (a group's picture) is not modelled: 501.
- * - `w:sync:app:state` set: app state patches (chatModify → appPatch), decrypted with the account's app state key
- *   (shared by the phone, messaging/history.ts); a `setting_pushName` mutation changes the account's push name
- *   (updateProfileName); `archive`, `pin_v1`, `mute`, `markChatAsRead` and `star` mutations change the account's
- *   chat state (chatModify; {@link applyChatMutation}). Other mutations are accepted and ignored.
+ * - `w:sync:app:state` set: app state patches (server/app-state.ts); `archive`, `pin_v1`, `mute`, `markChatAsRead`
+ *   and `star` mutations change the account's chat state (chatModify; {@link applyChatMutation}).
  */
-import {
-  type BinaryNode,
-  decodeSyncdMutations,
-  getBinaryNodeChild,
-  getBinaryNodeChildren,
-  newLTHashState,
-  proto,
-} from 'baileys';
+import { type BinaryNode, getBinaryNodeChild, getBinaryNodeChildren, type proto } from 'baileys';
 import type { Accounts, SimChatState, User } from '../model/accounts.ts';
 import type { IqAnswer } from './iq.ts';
 
@@ -133,47 +124,6 @@ export function ownPictureIq(iq: BinaryNode, user: User): IqAnswer {
   user.picture = Buffer.from(content);
   user.avatar = { url: `${OWN_PICTURE_BASE}${user.lid}.jpg?id=${id}`, id };
   return { content: [{ tag: 'picture', attrs: { id } }] };
-}
-
-/**
- * Applies the app state patches of a `w:sync:app:state` set; resolves with the answer (the collections at their
- * new versions). A patch the account's key cannot decrypt is refused 400.
- */
-export async function appStatePatchIq(iq: BinaryNode, user: User): Promise<IqAnswer> {
-  const collections = getBinaryNodeChildren(getBinaryNodeChild(iq, 'sync'), 'collection');
-  const key = user.appStateKey;
-  const answered: BinaryNode[] = [];
-  for (const collection of collections) {
-    const version = Number(collection.attrs.version ?? '0');
-    const patchNode = getBinaryNodeChild(collection, 'patch');
-    if (patchNode?.content instanceof Uint8Array) {
-      if (!key) return badRequest('no app state key');
-      const patch = proto.SyncdPatch.decode(patchNode.content);
-      try {
-        await decodeSyncdMutations(
-          patch.mutations ?? [],
-          newLTHashState(),
-          async (id: string) =>
-            id === key.id.toString('base64')
-              ? proto.Message.AppStateSyncKeyData.fromObject({ keyData: key.data })
-              : null,
-          ({ syncAction, index }: { syncAction: proto.ISyncActionData; index: string[] }) => {
-            const name = syncAction.value?.pushNameSetting?.name;
-            if (index[0] === 'setting_pushName' && name) user.pushName = name;
-            else applyChatMutation(user, index, syncAction.value ?? {});
-          },
-          false,
-        );
-      } catch {
-        return badRequest('patch cannot be decrypted');
-      }
-    }
-    answered.push({
-      tag: 'collection',
-      attrs: { name: collection.attrs.name ?? '', version: String(version + 1) },
-    });
-  }
-  return { content: [{ tag: 'sync', attrs: {}, content: answered }] };
 }
 
 /** A protobuf int64 (a number or a Long) as a number. */

@@ -4,10 +4,13 @@
  * (Utils/decode-wa-message.js decryptMessageNode → `verifiedBizName`); clients asking usync's `business`
  * protocol (`<business><verified_name/></business>`, as WhatsApp Web's contact lookup does) read it from the
  * answer's `<business><verified_name>`. The signature is random bytes: Baileys does not check it.
+ *
+ * A user with a verified name is a business account: the `w:biz` `business_profile` query (Baileys
+ * `getBusinessProfile`, Socket/chats.js) answers its profile, and nothing for anyone else.
  */
 import { randomBytes } from 'node:crypto';
-import { type BinaryNode, proto } from 'baileys';
-import type { User } from '../model/accounts.ts';
+import { type BinaryNode, getBinaryNodeChild, getBinaryNodeChildren, proto } from 'baileys';
+import type { Accounts, User } from '../model/accounts.ts';
 
 /** Issuer the platform names in verified-name certificates of business accounts. */
 const ISSUER = 'smb:wa';
@@ -36,4 +39,26 @@ export function verifiedNameNode(user: User | undefined): BinaryNode | undefined
 export function businessNode(user: User | undefined): BinaryNode {
   const verified = verifiedNameNode(user);
   return verified ? { tag: 'business', attrs: {}, content: [verified] } : { tag: 'business', attrs: {} };
+}
+
+/**
+ * Answers a `w:biz` get: `<business_profile>` with one `<profile jid>` (its `<description>`, the user's about text)
+ * per asked JID whose user is a registered business account (a verified name); the rest are left out, which Baileys
+ * reads as "no business profile".
+ */
+export function businessProfileAnswer(iq: BinaryNode, accounts: Accounts): BinaryNode[] | undefined {
+  const query = getBinaryNodeChild(iq, 'business_profile');
+  if (!query) return undefined;
+  const profiles = getBinaryNodeChildren(query, 'profile').flatMap(({ attrs }) => {
+    const user = accounts.resolve(attrs.jid ?? '')?.user;
+    if (!user?.registered || !user.verifiedName) return [];
+    return [
+      {
+        tag: 'profile',
+        attrs: { jid: attrs.jid ?? '' },
+        content: [{ tag: 'description', attrs: {}, content: Buffer.from(user.about ?? '') }],
+      },
+    ];
+  });
+  return [{ tag: 'business_profile', attrs: { v: query.attrs.v ?? '244' }, content: profiles }];
 }

@@ -16,6 +16,7 @@ import {
   parseSignedPreKey,
 } from '../signal/index.ts';
 import { blocklistIq, ownPictureIq, privacyIq, statusIq } from './account-iq.ts';
+import { businessProfileAnswer } from './business.ts';
 import { groupIq } from './groups.ts';
 import { keyBundleNode, keysDigestNode } from './keys.ts';
 import { answerMex } from './mex.ts';
@@ -150,6 +151,10 @@ export function answerIq(iq: BinaryNode, ctx: IqContext): IqAnswer {
       return mdIq(iq, ctx);
     case 'w:g2':
       return groupIq(iq, ctx);
+    case 'w:biz': {
+      const content = iq.attrs.type === 'get' ? businessProfileAnswer(iq, ctx.accounts) : undefined;
+      return content ? { content } : notImplemented;
+    }
     case 'w:profile:picture':
       return iq.attrs.type === 'set' ? ownPictureIq(iq, ctx.user) : profilePictureAnswer(iq, ctx.accounts);
     case 'w:m':

@@ -15,7 +15,7 @@ import { type Accounts, type Device, lidJid, SERVER_JID, type User } from '../mo
 import { loginRefusal, nackFor } from '../model/restrictions.ts';
 import type { CertificateChain } from '../noise/certificates.ts';
 import type { Pairing } from '../pairing/pairing.ts';
-import { appStatePatchIq } from './account-iq.ts';
+import { appStatePatchIq } from './app-state.ts';
 import { ConnectionLog } from './attempts.ts';
 import type { Connection, StanzaHandler } from './connection.ts';
 import { answerIq, iqReply } from './iq.ts';

@@ -33,6 +33,7 @@ import { GroupService } from './groups.ts';
 import { HealthService } from './health.ts';
 import { IdempotencyService } from './idempotency.ts';
 import { InstanceService } from './instances.ts';
+import { LabelService } from './labels.ts';
 import { MediaService } from './media.ts';
 import { MessageUpdateService } from './message-updates.ts';
 import { MessagingService } from './messaging.ts';
@@ -109,6 +110,8 @@ export interface Application {
   chatActions: ChatActionService;
   /** Who sees a status update (docs/decisions/0044-status-stories.md). */
   status: StatusService;
+  /** Business labels (docs/decisions/0045-business-labels.md). */
+  labels: LabelService;
 }
 
 /** What the application services are built from (see src/services.ts). */
@@ -200,5 +203,6 @@ export function createApplication(deps: ApplicationDeps): Application {
     profile: new ProfileService({ sessions }),
     chatActions: new ChatActionService({ sessions, store, clock }),
     status: new StatusService({ store }),
+    labels: new LabelService({ sessions, store }),
   };
 }

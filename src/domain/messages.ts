@@ -1,4 +1,5 @@
 import type { EngineCall } from './calls.ts';
+import type { ChatLabelChange, LabelEdit } from './labels.ts';
 import type { LidMapping } from './lids.ts';
 
 /**
@@ -394,7 +395,18 @@ export type EngineEvent =
    * a message that carried both forms, the sandbox's simulated users). Recorded into `lid_mappings`, no webhook
    * (docs/decisions/0038-lid-mappings.md).
    */
-  | { type: 'lid-mapping'; mappings: LidMapping[] };
+  | { type: 'lid-mapping'; mappings: LidMapping[] }
+  /**
+   * A label of the account was created, changed or deleted (Baileys' `labels.edit` from a `label_edit` app state
+   * mutation, or the account's own change through the API). Recorded into `labels`, no webhook
+   * (docs/decisions/0045-business-labels.md).
+   */
+  | { type: 'label'; label: LabelEdit }
+  /**
+   * A chat was labelled or unlabelled (Baileys' `labels.association` from a `label_jid` mutation, or the account's
+   * own change). Recorded into `chat_labels`, no webhook (docs/decisions/0045-business-labels.md).
+   */
+  | { type: 'chat-label'; change: ChatLabelChange };
 
 /**
  * What changed in a group (the platform's `w:gp2` notifications; Baileys' `group-participants.update` and
@@ -473,5 +485,14 @@ export function eventLogFields(event: EngineEvent): Record<string, unknown> {
       return { event: event.type, chat: event.update.groupJid, action: event.update.action };
     case 'lid-mapping':
       return { event: event.type, mappings: event.mappings.length };
+    case 'label':
+      return { event: event.type, label: event.label.id, deleted: event.label.deleted };
+    case 'chat-label':
+      return {
+        event: event.type,
+        chat: event.change.chat,
+        label: event.change.labelId,
+        labeled: event.change.labeled,
+      };
   }
 }

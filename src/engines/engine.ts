@@ -4,6 +4,7 @@ import type { Channel, ChannelRef } from '../domain/channels.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Environment } from '../domain/environment.ts';
 import type { GroupChange, ParticipantAction, ParticipantOutcome } from '../domain/groups.ts';
+import type { Label, LabelEdit } from '../domain/labels.ts';
 import type { LidMapping } from '../domain/lids.ts';
 import type {
   Avatar,
@@ -283,7 +284,8 @@ export interface EngineSession
     Partial<AccountCapability>,
     Partial<CallsCapability>,
     Partial<ChannelsCapability>,
-    Partial<ChatActionsCapability> {}
+    Partial<ChatActionsCapability>,
+    Partial<LabelsCapability> {}
 
 /**
  * Channels (newsletters) the account follows (docs/decisions/0041-forward-calls-channels.md). Every call needs the
@@ -549,4 +551,23 @@ export interface ChatActionsCapability {
   chatAction(chat: Jid, action: ChatAction, last: readonly ChatMessageRef[]): Promise<void>;
   /** Stars (`star` true) or unstars message `message` of chat `chat`. Idempotent. */
   starMessage(chat: Jid, message: { id: string; fromMe: boolean }, star: boolean): Promise<void>;
+}
+
+/**
+ * Business labels (docs/api.md#labels, docs/decisions/0045-business-labels.md): the account's labels and the labels
+ * of its chats, app state the platform syncs to the account's devices. Optional so a test fake need not model it;
+ * both engines have it. Every call needs the session logged in and connected (not_logged_in / not_connected);
+ * platform errors are `platform_refused`. Each change is also emitted as a `label` or `chat-label` event, recorded
+ * before the call resolves, so parley's store (what `GET /v1/labels` answers) holds it.
+ */
+export interface LabelsCapability {
+  /**
+   * Whether the account is a WhatsApp Business account (labels are a business feature). The live engine asks the
+   * platform for the account's business profile once per session; the sandbox reads its world.
+   */
+  isBusiness(): Promise<boolean>;
+  /** Creates, renames, recolours (`deleted` false) or deletes (`deleted` true) label `edit.id`. */
+  editLabel(edit: LabelEdit): Promise<void>;
+  /** Puts label `label` on chat `chat` (`labeled` true) or takes it off. Idempotent. */
+  labelChat(chat: Jid, label: Label, labeled: boolean): Promise<void>;
 }

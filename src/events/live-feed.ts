@@ -14,6 +14,15 @@ export type LiveChange = 'status' | 'deliveries';
 /** A subscriber to one instance's changes. Must not throw. */
 export type LiveListener = (change: LiveChange) => void;
 
+/** Events that change neither the status view nor the webhook log (no webhook event is made of them). */
+const QUIET: ReadonlySet<EngineEvent['type']> = new Set([
+  'read',
+  'contacts',
+  'lid-mapping',
+  'label',
+  'chat-label',
+]);
+
 /**
  * In-process fan-out of committed instance changes to live views (the dashboard's server-sent events). It is a
  * projection of the {@link EventRecorder} that writes nothing and speaks only after the commit, so a listener that
@@ -30,7 +39,7 @@ export class LiveFeed implements EventProjection {
   /** Tells the instance's listeners what kind of change committed. */
   afterCommit(instanceId: string, event: EngineEvent): void {
     if (event.type === 'connection') this.#publish(instanceId, 'status');
-    else if (event.type !== 'read' && event.type !== 'contacts' && event.type !== 'lid-mapping') {
+    else if (!QUIET.has(event.type)) {
       // Pacing's pause and resume change what the status view shows; the other session statuses come with the
       // connection event they were derived from, which already said so.
       if (event.type === 'sessionStatus' && (event.status === 'paused' || event.status === 'resumed'))

@@ -111,4 +111,8 @@ export const REQUEST_EXAMPLES: Readonly<Record<string, Record<string, unknown>>>
   postTextStatus: { body: 'Open until 8 pm today', backgroundColor: '#1E88E5', font: 1, contacts: [ANA] },
   postImageStatus: { image: TINY_PNG, caption: 'New in store', contacts: [ANA] },
   postVideoStatus: { video: 'https://example.com/clip.mp4', caption: 'How to order', contacts: [ANA] },
+  createLabel: { name: 'New customer', color: 1 },
+  updateLabel: { name: 'Paid in full', color: 5 },
+  addChatLabels: { labelIds: ['1', '2'] },
+  setChatLabels: { labelIds: ['2'] },
 };

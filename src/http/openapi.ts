@@ -183,6 +183,11 @@ const TAGS = [
       'Post text, image and video status updates (stories) to the contacts the instance knows, or to a list.',
   },
   {
+    name: 'labels',
+    description:
+      "WhatsApp Business labels: the account's labels and the labels on each chat (business accounts only).",
+  },
+  {
     name: 'calls',
     description: 'Reject incoming calls automatically, with an optional message, or one ringing call.',
   },

@@ -97,10 +97,10 @@ export async function createInstanceWithinCap(
 }
 
 /**
- * Deletes instance `id` and, by the store's `on delete cascade` foreign keys (migrations 0001–0019, on SQLite and
+ * Deletes instance `id` and, by the store's `on delete cascade` foreign keys (migrations 0001–0020, on SQLite and
  * PostgreSQL alike), every row of it: engine credentials, messages, chat peers, webhook state, webhook endpoints,
  * events (with their deliveries and attempts), socket lock, lease, gateway replay memory, call settings, send jobs,
- * send pace and LID mappings.
+ * send pace, LID mappings, labels and chat labels.
  * @returns whether an instance was deleted.
  */
 export async function deleteInstance(db: Kysely<Database>, id: string): Promise<boolean> {

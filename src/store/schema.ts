@@ -412,6 +412,8 @@ export interface Database {
   send_pacing: SendPacingTable;
   idempotency_keys: IdempotencyKeysTable;
   lid_mappings: LidMappingsTable;
+  labels: LabelsTable;
+  chat_labels: ChatLabelsTable;
 }
 
 /**
@@ -422,5 +424,30 @@ export interface LidMappingsTable {
   instance_id: string;
   lid: string;
   phone: string;
+  updated_at: number;
+}
+
+/**
+ * One label of an instance's account as parley last saw it (migration 0020, docs/decisions/0045-business-labels.md):
+ * `label_id` the platform's id, `color` 0 to 19, `predefined_id` null for a label the account made, `updated_at`
+ * epoch ms. Primary key (instance_id, label_id).
+ */
+export interface LabelsTable {
+  instance_id: string;
+  label_id: string;
+  name: string;
+  color: number;
+  predefined_id: string | null;
+  updated_at: number;
+}
+
+/**
+ * One label on one chat of an instance (migration 0020, docs/decisions/0045-business-labels.md): `chat` the chat JID,
+ * `updated_at` epoch ms. Primary key (instance_id, chat, label_id).
+ */
+export interface ChatLabelsTable {
+  instance_id: string;
+  chat: string;
+  label_id: string;
   updated_at: number;
 }

@@ -6,6 +6,7 @@ import { BaileysEngine, type BaileysEngineOptions } from '../engines/baileys/ind
 import type { Engine } from '../engines/engine.ts';
 import { SandboxEngine } from '../engines/sandbox/index.ts';
 import { InstanceStateProjection } from '../events/instance-state.ts';
+import { LabelProjection } from '../events/label-projection.ts';
 import { LidMappingProjection } from '../events/lid-mapping-projection.ts';
 import { MessageProjection } from '../events/message-projection.ts';
 import { EventRecorder } from '../events/recorder.ts';
@@ -50,7 +51,12 @@ export function wireSessions(
   const { store, box, clock, logger } = deps;
   const recorder = new EventRecorder(
     store.db,
-    [new InstanceStateProjection(clock), new MessageProjection(clock), new LidMappingProjection(clock)],
+    [
+      new InstanceStateProjection(clock),
+      new MessageProjection(clock),
+      new LidMappingProjection(clock),
+      new LabelProjection(clock),
+    ],
     logger,
   );
   const live: Engine =

@@ -11,6 +11,7 @@ import {
   initAuthCreds,
   type proto,
   type UserFacingSocketConfig,
+  type WABusinessProfile,
   type WAMessageKey,
 } from 'baileys';
 import { CREDS_CATEGORY, CREDS_ID, encodeAuthValue } from '../../src/engines/baileys/auth-state.ts';
@@ -304,6 +305,9 @@ export class FakeSocket implements SocketLike {
   /** Every `chatModify` call: the modification and the chat JID (docs/decisions/0043-chat-actions-and-star.md). */
   readonly chatModifications: { mod: ChatModification; jid: string }[] = [];
   chatModify = async (mod: ChatModification, jid: string) => void this.chatModifications.push({ mod, jid });
+  /** The business profile the platform answers for the account (docs/decisions/0045-business-labels.md); none: personal. */
+  businessProfile: WABusinessProfile | undefined = undefined;
+  getBusinessProfile = async (_jid: string): Promise<WABusinessProfile | undefined> => this.businessProfile;
   /** Every node sent with `sendNode` (media re-upload requests); `onSendNode` may answer one. */
   readonly sentNodes: BinaryNode[] = [];
   onSendNode: (node: BinaryNode) => void = () => undefined;

@@ -407,6 +407,42 @@ describe('live session over a fake socket', () => {
     ]);
   });
 
+  it('labels (docs/decisions/0045-business-labels.md): changes as chatModify then recorded; synced ones recorded; the business profile asked once per socket', async () => {
+    const { session, rc, sock } = await setup();
+    await session.connect();
+    assert.equal(await session.isBusiness?.(), false, 'no business profile: a personal account');
+    sock().businessProfile = {
+      description: 'Open 9 to 18',
+      website: [],
+      email: undefined,
+      business_hours: {},
+    };
+    assert.equal(await session.isBusiness?.(), false, 'asked once per socket');
+    const vip = { id: '1', name: 'VIP', color: 2, predefinedId: null };
+    await session.editLabel?.({ ...vip, deleted: false });
+    await session.labelChat?.(PEER, vip, true);
+    assert.deepEqual(sock().chatModifications, [
+      { mod: { addLabel: { id: '1', name: 'VIP', color: 2, deleted: false } }, jid: ME_PHONE_JID },
+      { mod: { addChatLabel: { labelId: '1' } }, jid: PEER },
+    ]);
+    sock().emit('lid-mapping.update', { lid: PEER_LID, pn: PEER });
+    sock().emit('labels.edit', { id: '2', name: 'Paid', color: 5, deleted: false });
+    sock().emit('labels.association', {
+      type: 'remove',
+      association: { type: 'label_jid', chatId: PEER_LID, labelId: '1' },
+    } as never);
+    await until(() => rc.events.filter((e) => e.type === 'chat-label').length === 2, 2000, 'label events');
+    assert.deepEqual(
+      rc.events.filter((e) => e.type === 'label' || e.type === 'chat-label'),
+      [
+        { type: 'label', label: { ...vip, deleted: false } },
+        { type: 'chat-label', change: { chat: PEER, labelId: '1', labeled: true } },
+        { type: 'label', label: { id: '2', name: 'Paid', color: 5, predefinedId: null, deleted: false } },
+        { type: 'chat-label', change: { chat: PEER, labelId: '1', labeled: false } },
+      ],
+    );
+  });
+
   it('history sync: a HistorySync event with phone JIDs, and its contacts stored for the contacts list', async () => {
     const { session, rc, sock } = await setup();
     await session.connect();

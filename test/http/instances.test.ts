@@ -142,6 +142,23 @@ async function seedUnreachedRows(store: Store, instanceId: string, now: number):
     .values({ instance_id: instanceId, lid: '123456789012345', phone: '5511988887777', updated_at: now })
     .onConflict((oc) => oc.columns(['instance_id', 'lid']).doNothing())
     .execute();
+  await db
+    .insertInto('labels')
+    .values({
+      instance_id: instanceId,
+      label_id: '1',
+      name: 'New customer',
+      color: 0,
+      predefined_id: '1',
+      updated_at: now,
+    })
+    .onConflict((oc) => oc.columns(['instance_id', 'label_id']).doNothing())
+    .execute();
+  await db
+    .insertInto('chat_labels')
+    .values({ instance_id: instanceId, chat: '5511988887777@s.whatsapp.net', label_id: '1', updated_at: now })
+    .onConflict((oc) => oc.columns(['instance_id', 'chat', 'label_id']).doNothing())
+    .execute();
 }
 
 for (const dialect of testDialects()) {

@@ -90,6 +90,10 @@ describe('OpenAPI document fit for readers and client generators', () => {
     assert.equal(byRoute('/v1/chats/{jid}/mute', 'post'), 'muteChat');
     assert.equal(byRoute('/v1/chats/{jid}/mark-unread', 'post'), 'markChatUnread');
     assert.equal(byRoute('/v1/messages/{id}/star', 'post'), 'starMessage');
+    assert.equal(byRoute('/v1/labels', 'get'), 'listLabels');
+    assert.equal(byRoute('/v1/labels/{id}', 'patch'), 'updateLabel');
+    assert.equal(byRoute('/v1/chats/{jid}/labels', 'put'), 'setChatLabels');
+    assert.equal(byRoute('/v1/chats/{jid}/labels/{labelId}', 'delete'), 'removeChatLabel');
     assert.equal(byRoute('/v1/events', 'get'), 'listEvents');
     assert.equal(byRoute('/v1/events/stream', 'get'), 'streamEvents');
     assert.equal(byRoute('/chat/send/text', 'post'), 'gatewaySendText');

@@ -79,7 +79,11 @@ export interface LiveApp {
   instanceId: string;
   liveKey: string;
   /** Calls the API with the live key for the live instance (`from` added to the query). */
-  live(method: 'GET' | 'POST' | 'PUT', url: string, body?: unknown): Promise<ApiResponse>;
+  live(
+    method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE',
+    url: string,
+    body?: unknown,
+  ): Promise<ApiResponse>;
   /** GET /v1/session/status's `data`. */
   status(): Promise<{ connected: boolean; loggedIn: boolean; jid?: string; reason?: string }>;
 }

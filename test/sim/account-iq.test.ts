@@ -12,12 +12,12 @@ import { appStateKeyShareMessage } from '../../sim/messaging/history.ts';
 import { Accounts, type SimChatState } from '../../sim/model/accounts.ts';
 import {
   applyChatMutation,
-  appStatePatchIq,
   blocklistIq,
   ownPictureIq,
   privacyIq,
   statusIq,
 } from '../../sim/server/account-iq.ts';
+import { appStatePatchIq } from '../../sim/server/app-state.ts';
 
 const iq = (xmlns: string, type: 'get' | 'set', content?: unknown[], attrs: Record<string, string> = {}) =>
   ({ tag: 'iq', attrs: { xmlns, type, to: 's.whatsapp.net', id: '1', ...attrs }, content }) as never;

@@ -1599,6 +1599,78 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/labels": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The account's business labels, as parley last saw them */
+        get: operations["listLabels"];
+        put?: never;
+        /** Create a business label */
+        post: operations["createLabel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/labels/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Delete a business label (it comes off every chat) */
+        delete: operations["deleteLabel"];
+        options?: never;
+        head?: never;
+        /** Rename or recolour a business label */
+        patch: operations["updateLabel"];
+        trace?: never;
+    };
+    "/v1/chats/{jid}/labels": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A chat's business labels, as parley last saw them */
+        get: operations["listChatLabels"];
+        /** Make these business labels the chat's only ones */
+        put: operations["setChatLabels"];
+        /** Put business labels on a chat (its other labels stay) */
+        post: operations["addChatLabels"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/chats/{jid}/labels/{labelId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Take a business label off a chat */
+        delete: operations["removeChatLabel"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/chat/send/text": {
         parameters: {
             query?: never;
@@ -2159,6 +2231,16 @@ export interface components {
              */
             chat: string;
         };
+        /** ChatLabelList */
+        ChatLabelList: {
+            /**
+             * @description the chat JID
+             * @example 5511988887777@s.whatsapp.net
+             */
+            chat: string;
+            /** @description the chat's labels, in id order */
+            labels: components["schemas"]["Label"][];
+        };
         /** ChatPage */
         ChatPage: {
             /** @description most recent activity first */
@@ -2490,6 +2572,34 @@ export interface components {
         InviteLink: {
             /** @example https://chat.whatsapp.com/AbCdEfGhIjK1234567890 */
             inviteLink: string;
+        };
+        /** Label */
+        Label: {
+            /**
+             * @description the platform's label id (digits)
+             * @example 1
+             */
+            id: string;
+            /**
+             * @description the label's name
+             * @example New customer
+             */
+            name: string;
+            /**
+             * @description colour id, 0 to 19 (the platform shows each as one of its 20 label colours)
+             * @example 0
+             */
+            color: number;
+            /**
+             * @description number of one of the platform's predefined labels; null for a label the account made
+             * @example null
+             */
+            predefinedId: string | null;
+        };
+        /** LabelList */
+        LabelList: {
+            /** @description the labels parley has seen, in id order */
+            labels: components["schemas"]["Label"][];
         };
         /** LastMessage */
         LastMessage: {
@@ -10450,6 +10560,498 @@ export interface operations {
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listLabels: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The labels */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["LabelList"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createLabel: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first answer below 500 is kept 24 h per organization and key, and the same request with the same key gets it again (with `Idempotent-Replayed: true`) without being carried out twice. 1 to 255 printable ASCII characters, e.g. a UUID. The same key with another method, path or body is 422; while the first request runs, 409.
+                 * @example 5f0c2a1e-8d4b-4d7e-9c1a-2b3c4d5e6f70
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "New customer",
+                 *       "color": 1
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description the label's name (trimmed; unique in the account, ignoring case)
+                     * @example Awaiting payment
+                     */
+                    name: string;
+                    /**
+                     * @description colour id, 0 to 19; default 0
+                     * @example 3
+                     */
+                    color?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description The new label */
+            201: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    "idempotent-replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 201;
+                        data: components["schemas"]["Label"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteLabel: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description the label id
+                 * @example 1
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The label was deleted */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["Label"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateLabel: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description the label id
+                 * @example 1
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Paid in full",
+                 *       "color": 5
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description the label's name (trimmed; unique in the account, ignoring case)
+                     * @example Awaiting payment
+                     */
+                    name?: string;
+                    /**
+                     * @description colour id, 0 to 19
+                     * @example 3
+                     */
+                    color?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description The label */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["Label"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listChatLabels: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net) or a group JID (<id>@g.us)
+                 * @example 5511988887777
+                 */
+                jid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The chat's labels */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["ChatLabelList"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    setChatLabels: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net) or a group JID (<id>@g.us)
+                 * @example 5511988887777
+                 */
+                jid: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "labelIds": [
+                 *         "2"
+                 *       ]
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description label ids (from GET /v1/labels)
+                     * @example [
+                     *       "1",
+                     *       "3"
+                     *     ]
+                     */
+                    labelIds: string[];
+                };
+            };
+        };
+        responses: {
+            /** @description The chat's labels afterwards */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["ChatLabelList"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    addChatLabels: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first answer below 500 is kept 24 h per organization and key, and the same request with the same key gets it again (with `Idempotent-Replayed: true`) without being carried out twice. 1 to 255 printable ASCII characters, e.g. a UUID. The same key with another method, path or body is 422; while the first request runs, 409.
+                 * @example 5f0c2a1e-8d4b-4d7e-9c1a-2b3c4d5e6f70
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /**
+                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net) or a group JID (<id>@g.us)
+                 * @example 5511988887777
+                 */
+                jid: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "labelIds": [
+                 *         "1",
+                 *         "2"
+                 *       ]
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description label ids (from GET /v1/labels)
+                     * @example [
+                     *       "1",
+                     *       "3"
+                     *     ]
+                     */
+                    labelIds: string[];
+                };
+            };
+        };
+        responses: {
+            /** @description The chat's labels afterwards */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    "idempotent-replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["ChatLabelList"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["PlatformError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    removeChatLabel: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net) or a group JID (<id>@g.us)
+                 * @example 5511988887777
+                 */
+                jid: string;
+                /**
+                 * @description the label id
+                 * @example 1
+                 */
+                labelId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The chat's labels afterwards */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["ChatLabelList"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalError"];

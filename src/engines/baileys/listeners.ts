@@ -14,6 +14,7 @@ import {
   toEngineMessage,
 } from './incoming.ts';
 import type { JidResolver } from './jid.ts';
+import { chatLabelEventOf, labelEventOf } from './labels.ts';
 import type { SocketLike } from './socket.ts';
 import { updateEventOf } from './updates.ts';
 
@@ -91,7 +92,8 @@ export interface ListenerDeps {
 /**
  * Subscribes to a socket's events and turns them into domain events (docs/decisions/0025-live-engine.md): messages,
  * 1:1 and group receipts, history sync, contacts, chat presence (`CB:chatstate` frames), group changes (`w:gp2`
- * notifications → `group` events), group-metadata cache upkeep. Every handler runs
+ * notifications → `group` events), labels from app state sync (`labels.edit` / `labels.association` → `label` /
+ * `chat-label` events, docs/decisions/0045-business-labels.md), group-metadata cache upkeep. Every handler runs
  * on `deps.queue` in arrival order; each event of a batch is recorded on its own. Returns the detach.
  */
 export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => void {
@@ -192,6 +194,14 @@ export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => voi
     } catch (error) {
       context.logger.debug({ err: error }, 'refreshing group metadata failed');
     }
+  });
+  on('labels.edit', async (label) => {
+    const event = labelEventOf(label);
+    if (event) await queue.record(event);
+  });
+  on('labels.association', async (update) => {
+    const event = await chatLabelEventOf(update, deps.resolver);
+    if (event) await queue.record(event);
   });
   on('call', async (calls) => {
     await deps.calls?.(sock, calls);

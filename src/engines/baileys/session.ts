@@ -5,6 +5,7 @@ import type { EngineCall } from '../../domain/calls.ts';
 import type { Channel, ChannelRef } from '../../domain/channels.ts';
 import { DomainError, errors } from '../../domain/errors.ts';
 import type { GroupChange, ParticipantAction, ParticipantOutcome } from '../../domain/groups.ts';
+import type { Label, LabelEdit } from '../../domain/labels.ts';
 import type { LidMapping } from '../../domain/lids.ts';
 import type {
   Avatar,
@@ -39,6 +40,7 @@ import { mapPlatformErrors } from './errors.ts';
 import * as admin from './group-admin.ts';
 import type { Identity, MappingContext } from './incoming.ts';
 import { JidResolver, toPhoneJid } from './jid.ts';
+import * as labels from './labels.ts';
 import { LearnedLids, lookupLidMapping } from './lids.ts';
 import { Lifecycle } from './lifecycle.ts';
 import { attachListeners, IncomingQueue } from './listeners.ts';
@@ -122,6 +124,8 @@ export class BaileysSession implements EngineSession {
   readonly #reuploadTimeoutMs: number;
   /** Pairs the resolver learned, on their way to a `lid-mapping` event (docs/decisions/0038-lid-mappings.md). */
   readonly #learned: LearnedLids;
+  /** Whether the account is a business account (docs/decisions/0045-business-labels.md). */
+  readonly #business = new labels.BusinessCheck();
 
   constructor(context: EngineSessionContext, options: BaileysSessionOptions) {
     this.#context = context;
@@ -440,6 +444,27 @@ export class BaileysSession implements EngineSession {
     await mapPlatformErrors(() => chatActions.starMessage(sock, chat, message, star), {
       now: this.#context.clock(),
     });
+  }
+
+  /** Whether the account is a business account, asked once per socket (labels.ts {@link labels.BusinessCheck}). */
+  async isBusiness(): Promise<boolean> {
+    const sock = await this.#open();
+    return this.#business.ask(sock, this.#ownAccount().phone, this.#context.clock());
+  }
+  /** Sends a label change as an app state patch, then records it as a `label` event. */
+  async editLabel(edit: LabelEdit): Promise<void> {
+    const sock = await this.#open();
+    const own = userJid(this.#ownAccount().phone);
+    await mapPlatformErrors(() => labels.editLabel(sock, own, edit), { now: this.#context.clock() });
+    await this.#context.emit({ type: 'label', label: edit });
+  }
+  /** Puts a label on a chat or takes it off as an app state patch, then records it as a `chat-label` event. */
+  async labelChat(chat: Jid, label: Label, labeled: boolean): Promise<void> {
+    const sock = await this.#open();
+    await mapPlatformErrors(() => labels.labelChat(sock, chat, label.id, labeled), {
+      now: this.#context.clock(),
+    });
+    await this.#context.emit({ type: 'chat-label', change: { chat, labelId: label.id, labeled } });
   }
 
   /**

@@ -82,6 +82,7 @@ export interface SocketLike
     | 'newsletterFollow'
     | 'newsletterUnfollow'
     | 'chatModify'
+    | 'getBusinessProfile'
     | 'sendNode'
   > {
   ev: SocketEvents;

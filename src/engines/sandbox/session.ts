@@ -2,6 +2,7 @@ import type { EngineCall } from '../../domain/calls.ts';
 import type { Channel, ChannelRef } from '../../domain/channels.ts';
 import { errors } from '../../domain/errors.ts';
 import type { GroupChange, ParticipantAction, ParticipantOutcome } from '../../domain/groups.ts';
+import type { Label, LabelEdit } from '../../domain/labels.ts';
 import type { LidMapping } from '../../domain/lids.ts';
 import type {
   Avatar,
@@ -27,6 +28,7 @@ import * as chatActions from './chat-actions.ts';
 import * as admin from './group-admin.ts';
 import * as groups from './groups.ts';
 import { SequenceAllocator } from './ids.ts';
+import * as labels from './labels.ts';
 import { sandboxLidMapping } from './lids.ts';
 import * as media from './media.ts';
 import * as messaging from './messaging.ts';
@@ -304,6 +306,23 @@ export class SandboxSession implements EngineSession {
    */
   statuses(phone?: string): Promise<status.SandboxStatus[]> {
     return status.statuses(this.#account, phone);
+  }
+
+  /** Whether the account is a business account (labels.ts: its number defined with a verified name). */
+  isBusiness(): Promise<boolean> {
+    return labels.isBusiness(this.#account);
+  }
+  /** Changes a label of the account (docs/decisions/0045-business-labels.md). */
+  editLabel(edit: LabelEdit): Promise<void> {
+    return labels.editLabel(this.#account, edit);
+  }
+  /** Puts a label on a chat or takes it off. */
+  labelChat(chat: Jid, label: Label, labeled: boolean): Promise<void> {
+    return labels.labelChat(this.#account, { chat, labelId: label.id, labeled });
+  }
+  /** The account's labels as the simulated platform keeps them (tests read it). */
+  labelsState(): Promise<labels.SandboxLabelsState> {
+    return labels.labelsState(this.#account);
   }
 
   /** The simulated platform's test helpers (docs/decisions/0004-sandbox.md); a light object made on each read. */

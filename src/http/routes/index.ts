@@ -13,6 +13,7 @@ import { eventRoutes } from './v1/events.ts';
 import { groupAdminRoutes } from './v1/group-admin.ts';
 import { groupsRoutes } from './v1/groups.ts';
 import { instancesRoutes } from './v1/instances.ts';
+import { chatLabelRoutes, labelRoutes } from './v1/labels.ts';
 import { messagesRoutes } from './v1/messages.ts';
 import { blocklistRoutes, profileRoutes } from './v1/profile.ts';
 import { sandboxRoutes } from './v1/sandbox.ts';
@@ -52,5 +53,7 @@ export async function routes(app: FastifyInstance): Promise<void> {
   await app.register(chatActionRoutes, { prefix: '/v1/chats' });
   await app.register(starRoutes, { prefix: '/v1/messages' });
   await app.register(statusRoutes, { prefix: '/v1/status' });
+  await app.register(labelRoutes, { prefix: '/v1/labels' });
+  await app.register(chatLabelRoutes, { prefix: '/v1/chats' });
   await app.register(dashboardRoutes, {});
 }

@@ -18,6 +18,7 @@ import * as instanceCap from './0016_instance_cap.ts';
 import * as webhookEndpoints from './0017_webhook_endpoints.ts';
 import * as brokerEndpoints from './0018_broker_endpoints.ts';
 import * as lidMappings from './0019_lid_mappings.ts';
+import * as labels from './0020_labels.ts';
 
 /**
  * Every migration, in order. Names are numbered; add a new file and list it here (never edit one that shipped).
@@ -43,6 +44,7 @@ export const migrations: Record<string, Migration> = {
   '0017_webhook_endpoints': webhookEndpoints,
   '0018_broker_endpoints': brokerEndpoints,
   '0019_lid_mappings': lidMappings,
+  '0020_labels': labels,
 };
 
 /** Hands Kysely's `Migrator` the in-code list above (no file-system scanning, so it works from any cwd). */

@@ -1,0 +1,85 @@
+import type { ChatLabelChange, Label, LabelEdit } from '../../domain/labels.ts';
+import type { Jid } from '../../domain/messages.ts';
+import type { SandboxAccount } from './account.ts';
+
+/**
+ * The account's business labels on the simulated platform (docs/decisions/0045-business-labels.md): its labels and
+ * the labels on each chat. Kept in the session's auth port (category `sandbox-account`, ids `labels:<phone>` and
+ * `chat-labels:<phone>`) beside the chat state (chat-actions.ts), so they survive restarts and a logout, as the
+ * platform keeps them for the account. Each change is emitted as a `label` or `chat-label` event, as the live
+ * engine records what the platform syncs, so parley's store answers `GET /v1/labels`.
+ *
+ * The account is a business account when its own number is defined in the simulated world with a `verifiedName`
+ * (`POST /v1/sandbox/users`), as the platform simulator's business accounts are (docs/simulator.md).
+ */
+
+const CATEGORY = 'sandbox-account';
+
+/** The account's labels and chat labels: labels by id, and per chat JID the ids of its labels, ascending. */
+export interface SandboxLabelsState {
+  labels: Record<string, Label>;
+  chats: Record<Jid, string[]>;
+}
+
+async function read<T>(account: SandboxAccount, id: string, fallback: T): Promise<T> {
+  const value = (await account.context.auth.get(CATEGORY, [id])).get(id);
+  return value === undefined ? fallback : (JSON.parse(value) as T);
+}
+
+async function write(account: SandboxAccount, id: string, value: unknown): Promise<void> {
+  await account.context.auth.set([{ category: CATEGORY, id, value: JSON.stringify(value) }]);
+}
+
+/** Orders label ids numerically. */
+function byNumber(a: string, b: string): number {
+  return a.length - b.length || (a < b ? -1 : a > b ? 1 : 0);
+}
+
+/** The account's labels and chat labels (empty for an account that never labelled anything). */
+export async function labelsState(account: SandboxAccount): Promise<SandboxLabelsState> {
+  const { phone } = await account.ready();
+  return {
+    labels: await read<Record<string, Label>>(account, `labels:${phone}`, {}),
+    chats: await read<Record<Jid, string[]>>(account, `chat-labels:${phone}`, {}),
+  };
+}
+
+/** Whether the account's own number is defined with a verified business name. */
+export async function isBusiness(account: SandboxAccount): Promise<boolean> {
+  const { phone } = await account.ready();
+  return (await account.world.user(phone)).verifiedName !== '';
+}
+
+/** Creates, changes or (`deleted`) deletes label `edit.id`; a deleted label comes off every chat. */
+export async function editLabel(account: SandboxAccount, edit: LabelEdit): Promise<void> {
+  const { phone } = await account.ready();
+  const labels = await read<Record<string, Label>>(account, `labels:${phone}`, {});
+  const { deleted, ...label } = edit;
+  if (deleted) {
+    delete labels[edit.id];
+    const chats = await read<Record<Jid, string[]>>(account, `chat-labels:${phone}`, {});
+    for (const [chat, ids] of Object.entries(chats)) {
+      const rest = ids.filter((id) => id !== edit.id);
+      if (rest.length > 0) chats[chat] = rest;
+      else delete chats[chat];
+    }
+    await write(account, `chat-labels:${phone}`, chats);
+  } else {
+    labels[edit.id] = label;
+  }
+  await write(account, `labels:${phone}`, labels);
+  await account.context.emit({ type: 'label', label: edit });
+}
+
+/** Puts label `labelId` on chat `chat` (`labeled`) or takes it off. Idempotent. */
+export async function labelChat(account: SandboxAccount, change: ChatLabelChange): Promise<void> {
+  const { phone } = await account.ready();
+  const chats = await read<Record<Jid, string[]>>(account, `chat-labels:${phone}`, {});
+  const ids = new Set(chats[change.chat] ?? []);
+  if (change.labeled) ids.add(change.labelId);
+  else ids.delete(change.labelId);
+  if (ids.size > 0) chats[change.chat] = [...ids].sort(byNumber);
+  else delete chats[change.chat];
+  await write(account, `chat-labels:${phone}`, chats);
+  await account.context.emit({ type: 'chat-label', change });
+}
