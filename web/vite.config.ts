@@ -2,7 +2,7 @@ import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vite';
 
 /**
- * The dashboard bundle (DESIGN D16): Preact through esbuild's automatic JSX runtime (no Vite plugin needed), built
+ * The dashboard bundle (docs/decisions/0022-dashboard.md): Preact through esbuild's automatic JSX runtime (no Vite plugin needed), built
  * into dist/dashboard, which the server serves under /dashboard/. Run by `npm run build:dashboard`.
  */
 export default defineConfig({

@@ -15,8 +15,22 @@ const SELF = 'test/architecture/citations.test.ts';
 const DECISIONS = 'docs/decisions';
 
 /** Where citations are looked for: folders walked recursively, and single files. */
-const SCOPE = ['src', 'sim', 'web/src', 'packages', 'bench', 'scripts', 'test', 'docs', 'README.md'];
-const TEXT = /\.(ts|tsx|js|mjs|cjs|md|json|html|css|sh|ya?ml)$/;
+const SCOPE = [
+  'src',
+  'sim',
+  'web',
+  'packages',
+  'bench',
+  'scripts',
+  'test',
+  'docs',
+  '.ci',
+  'README.md',
+  'package.json',
+  'biome.json',
+  'tsconfig.json',
+];
+const TEXT = /(\.(ts|tsx|js|mjs|cjs|md|json|html|css|sh|ya?ml)|^\.ci\/run)$/;
 const SKIPPED_DIRS = new Set(['node_modules', 'dist']);
 
 /** Every text file in {@link SCOPE}, as paths relative to the root with forward slashes. */
