@@ -2,6 +2,7 @@ import type { Transaction } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
 import type { EngineEvent } from '../domain/messages.ts';
 import { phoneOfJid } from '../domain/messages.ts';
+import { instancesChanged } from '../store/instances.ts';
 import type { Database } from '../store/schema.ts';
 import type { EventProjection } from './recorder.ts';
 
@@ -39,5 +40,10 @@ export class InstanceStateProjection implements EventProjection {
         .where('id', '=', instanceId)
         .execute();
     }
+  }
+
+  /** A connection event changed the instance row: caches of instance rows in this process read it again. */
+  afterCommit(_instanceId: string, event: EngineEvent): void {
+    if (event.type === 'connection') instancesChanged();
   }
 }
