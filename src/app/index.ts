@@ -117,8 +117,6 @@ export interface Application {
 /** What the application services are built from (see src/services.ts). */
 export interface ApplicationDeps {
   store: Store;
-  /** How long an instance list is served from memory, ms (docs/decisions/0048-instance-cache.md; default 500). */
-  instanceCacheMs?: number;
   box: SecretBox;
   clock: Clock;
   logger: FastifyBaseLogger;
@@ -159,12 +157,7 @@ export function createApplication(deps: ApplicationDeps): Application {
   const mediaService = new MediaService({ store, sessions, files: media.files, maxBytes: media.maxBytes });
   return {
     access: new AccessService({ keys, limiter }),
-    instances: new InstanceService({
-      store,
-      sessions,
-      files: media.files,
-      ...(deps.instanceCacheMs === undefined ? {} : { instanceCacheMs: deps.instanceCacheMs }),
-    }),
+    instances: new InstanceService({ store, sessions, files: media.files }),
     gateway: new GatewayService({ store, box, replay: deps.replay }),
     session: new SessionService({ store, sessions, box }),
     messaging: new MessagingService({

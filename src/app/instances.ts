@@ -15,7 +15,6 @@ import {
 } from '../store/instances.ts';
 import type { Database } from '../store/schema.ts';
 import { type FieldStyle, invalidField, parseEnv } from './admin-input.ts';
-import { DEFAULT_INSTANCE_CACHE_MS, InstanceDirectory } from './instance-directory.ts';
 import { instanceCapOf, type Organization, requireOrg } from './organizations.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -23,54 +22,19 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Longest instance name, characters (after trimming), in the API, the dashboard and the CLI alike. */
 export const MAX_INSTANCE_NAME = 60;
 
-/** `instances` narrowed to `auth`'s allow-list (docs/decisions/0002-instance-resolution.md). */
-function addressable(instances: readonly Instance[], auth: AuthContext): Instance[] {
-  return auth.instanceIds.length === 0
-    ? [...instances]
-    : instances.filter((i) => auth.instanceIds.includes(i.id));
-}
-
 /**
  * The instances `auth` may address (docs/decisions/0002-instance-resolution.md): its organization's instances in its
  * environment, narrowed by its allow-list; oldest first.
  */
 async function addressableInstances(db: Kysely<Database>, auth: AuthContext): Promise<Instance[]> {
-  return addressable(await listInstances(db, auth.org.id, auth.env), auth);
+  const all = await listInstances(db, auth.org.id, auth.env);
+  return auth.instanceIds.length === 0 ? all : all.filter((i) => auth.instanceIds.includes(i.id));
 }
 
 /**
- * The candidate `selector` names (docs/decisions/0002-instance-resolution.md): an instance UUID or a linked phone
- * number; omitted, the candidate that connected most recently, else the only candidate.
- * @throws DomainError not_found `instance not found`; invalid `several instances: name one with from`.
- */
-function choose(candidates: readonly Instance[], selector: string | undefined): Instance {
-  if (selector !== undefined && selector !== '') {
-    const wanted = selector.trim();
-    const match = UUID.test(wanted)
-      ? candidates.find((i) => i.id === wanted.toLowerCase())
-      : candidates.find((i) => i.phone !== null && i.phone === wanted.replace(/^\+/, ''));
-    if (!match) throw errors.instanceNotFound();
-    return match;
-  }
-  let latest: Instance | undefined;
-  for (const candidate of candidates) {
-    if (candidate.lastConnectedAt === null) continue;
-    if (latest === undefined || candidate.lastConnectedAt.localeCompare(latest.lastConnectedAt ?? '') > 0) {
-      latest = candidate;
-    }
-  }
-  if (latest) return latest;
-  const [only, ...others] = candidates;
-  if (!only) throw errors.instanceNotFound();
-  if (others.length > 0) throw errors.badRequest('several instances: name one with from');
-  return only;
-}
-
-/**
- * The instance a request addresses (docs/decisions/0002-instance-resolution.md), read from the store. Candidates are
- * the key's organization's instances in the key's environment, narrowed by the key's allow-list. `selector` is an
- * instance UUID or a linked phone number. Omitted: the candidate that connected most recently; else the only
- * candidate.
+ * The instance a request addresses (docs/decisions/0002-instance-resolution.md). Candidates are the key's
+ * organization's instances in the key's environment, narrowed by the key's allow-list. `selector` is an instance UUID
+ * or a linked phone number. Omitted: the candidate that connected most recently; else the only candidate.
  * @throws DomainError not_found `instance not found` for an unknown or not addressable instance (never 403,
  *   docs/decisions/0002-instance-resolution.md); invalid `several instances: name one with from` when the choice is
  *   ambiguous.
@@ -80,7 +44,24 @@ export async function resolveInstance(
   auth: AuthContext,
   selector: string | undefined,
 ): Promise<Instance> {
-  return choose(await addressableInstances(db, auth), selector);
+  const candidates = await addressableInstances(db, auth);
+  if (selector !== undefined && selector !== '') {
+    const wanted = selector.trim();
+    const match = UUID.test(wanted)
+      ? candidates.find((i) => i.id === wanted.toLowerCase())
+      : candidates.find((i) => i.phone !== null && i.phone === wanted.replace(/^\+/, ''));
+    if (!match) throw errors.instanceNotFound();
+    return match;
+  }
+  const connected = candidates
+    .filter((i) => i.lastConnectedAt !== null)
+    .sort((a, b) => (b.lastConnectedAt ?? '').localeCompare(a.lastConnectedAt ?? ''));
+  const latest = connected[0];
+  if (latest) return latest;
+  const [only, ...others] = candidates;
+  if (!only) throw errors.instanceNotFound();
+  if (others.length > 0) throw errors.badRequest('several instances: name one with from');
+  return only;
 }
 
 /**
@@ -177,11 +158,6 @@ export interface InstanceServiceDeps {
   sessions: Pick<SessionManager, 'status' | 'logout' | 'release'>;
   /** The local media store: a deleted instance's files go with it. */
   files: Pick<MediaStore, 'removeInstance'>;
-  /**
-   * How long an organization's instance list is served from memory when resolving requests, ms (default
-   * {@link DEFAULT_INSTANCE_CACHE_MS}; 0 reads the store every time; docs/decisions/0048-instance-cache.md).
-   */
-  instanceCacheMs?: number;
 }
 
 /**
@@ -194,49 +170,28 @@ export class InstanceService {
   readonly #store: Store;
   readonly #sessions: InstanceServiceDeps['sessions'];
   readonly #files: InstanceServiceDeps['files'];
-  readonly #directory: InstanceDirectory;
 
   constructor(deps: InstanceServiceDeps) {
     this.#store = deps.store;
     this.#sessions = deps.sessions;
     this.#files = deps.files;
-    this.#directory = new InstanceDirectory({
-      db: deps.store.db,
-      ttlMs: deps.instanceCacheMs ?? DEFAULT_INSTANCE_CACHE_MS,
-    });
   }
 
-  /**
-   * As {@link resolveInstance}, from the organization's instance list kept in memory for a moment
-   * (docs/decisions/0048-instance-cache.md). A choice that fails on a list from memory is made again on one read from
-   * the store, so an instance another process just created or linked is found.
-   * @throws DomainError not_found `instance not found`; invalid `several instances: name one with from`.
-   */
-  async resolve(auth: AuthContext, selector: string | undefined): Promise<Instance> {
-    const { instances, cached } = await this.#directory.list(auth.org.id, auth.env);
-    if (!cached) return choose(addressable(instances, auth), selector);
-    try {
-      return choose(addressable(instances, auth), selector);
-    } catch {
-      return choose(addressable(await this.#directory.read(auth.org.id, auth.env), auth), selector);
-    }
+  /** See {@link resolveInstance}. */
+  resolve(auth: AuthContext, selector: string | undefined): Promise<Instance> {
+    return resolveInstance(this.#store.db, auth, selector);
   }
 
   /**
    * The instance `id` names when `auth` may address it (a path parameter, `/v1/instances/{id}`): a UUID only, never a
-   * phone number, and no default. Read as {@link resolve} reads it (a list from memory, the store on a miss).
+   * phone number, and no default.
    * @throws DomainError not_found `instance not found` for anything else (never 403,
    *   docs/decisions/0002-instance-resolution.md).
    */
   async resolveById(auth: AuthContext, id: string): Promise<Instance> {
     if (!UUID.test(id)) throw errors.instanceNotFound();
     const wanted = id.toLowerCase();
-    const { instances, cached } = await this.#directory.list(auth.org.id, auth.env);
-    const found =
-      addressable(instances, auth).find((i) => i.id === wanted) ??
-      (cached
-        ? addressable(await this.#directory.read(auth.org.id, auth.env), auth).find((i) => i.id === wanted)
-        : undefined);
+    const found = (await addressableInstances(this.#store.db, auth)).find((i) => i.id === wanted);
     if (!found) throw errors.instanceNotFound();
     return found;
   }

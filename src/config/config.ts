@@ -36,7 +36,6 @@ export const EnvSchema = Type.Object({
   ),
   INVITE_BASE_URL: Type.String({ pattern: '^https://', default: 'https://chat.whatsapp.com/' }),
   AUTH_CACHE_TTL_SECONDS: Type.Integer({ minimum: 0, maximum: 3600, default: 30 }),
-  INSTANCE_CACHE_MS: Type.Integer({ minimum: 0, maximum: 60_000, default: 500 }),
   WEBHOOK_RETRY_SCHEDULE: Type.String({
     pattern: '^\\d+(\\.\\d+)?(,\\d+(\\.\\d+)?)*$',
     default: '5,300,1800,7200,18000,36000,36000',
@@ -125,11 +124,6 @@ export interface Config {
   inviteBaseUrl: string;
   /** How long a verified API key stays cached, milliseconds (revocation evicts earlier). */
   authCacheTtlMs: number;
-  /**
-   * How long an organization's instance list is served from memory when resolving requests, milliseconds; 0 reads the
-   * store every time (docs/decisions/0048-instance-cache.md).
-   */
-  instanceCacheMs: number;
   webhook: {
     /** Delay before each retry, milliseconds (docs/decisions/0005-outbox-and-delivery.md). */
     retryScheduleMs: number[];
@@ -281,7 +275,6 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       ? parsed.INVITE_BASE_URL
       : `${parsed.INVITE_BASE_URL}/`,
     authCacheTtlMs: parsed.AUTH_CACHE_TTL_SECONDS * 1000,
-    instanceCacheMs: parsed.INSTANCE_CACHE_MS,
     webhook: {
       retryScheduleMs,
       allowedCidrs,

@@ -2,7 +2,6 @@ import type { Transaction } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
 import type { EngineEvent } from '../domain/messages.ts';
 import { phoneOfJid } from '../domain/messages.ts';
-import { instancesChanged } from '../store/instances.ts';
 import type { Database } from '../store/schema.ts';
 import type { EventProjection } from './recorder.ts';
 
@@ -40,10 +39,5 @@ export class InstanceStateProjection implements EventProjection {
         .where('id', '=', instanceId)
         .execute();
     }
-  }
-
-  /** A connection event changed the instance row: caches of instance rows in this process read it again. */
-  afterCommit(_instanceId: string, event: EngineEvent): void {
-    if (event.type === 'connection') instancesChanged();
   }
 }

@@ -6,23 +6,6 @@ import { compiledStatement } from './compiled.ts';
 import type { Database, InstancesTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
 
-let generation = 0;
-
-/**
- * A number that changes whenever this process writes the `instances` table (creation, update, deletion, and the
- * recorder's connection projection once it committed): what a cache of instance rows in this process compares to
- * know it missed a write of its own process (docs/decisions/0048-instance-cache.md). Writes by other processes do
- * not change it; the cache's lifetime bounds those.
- */
-export function instancesGeneration(): number {
-  return generation;
-}
-
-/** Marks the `instances` table written by this process (see {@link instancesGeneration}). */
-export function instancesChanged(): void {
-  generation += 1;
-}
-
 /** Converts a stored row (times to RFC 3339); unknown event names in a stored subscription are dropped. */
 export function toInstance(row: InstancesTable): Instance {
   let subscribe: EventType[] | null = null;
@@ -68,7 +51,6 @@ export async function createInstance(
     created_at: Date.now(),
   };
   await db.insertInto('instances').values(row).execute();
-  instancesChanged();
   return toInstance(row);
 }
 
@@ -100,7 +82,7 @@ export async function createInstanceWithinCap(
   db: Kysely<Database>,
   input: { orgId: string; env: Environment; cap: number; name: (count: number) => string },
 ): Promise<CappedCreation> {
-  const result = await db.transaction().execute(async (trx): Promise<CappedCreation> => {
+  return db.transaction().execute(async (trx) => {
     await trx
       .updateTable('organizations')
       .set((eb) => ({ name: eb.ref('name') }))
@@ -112,8 +94,6 @@ export async function createInstanceWithinCap(
       created: await createInstance(trx, { orgId: input.orgId, env: input.env, name: input.name(count) }),
     };
   });
-  instancesChanged();
-  return result;
 }
 
 /**
@@ -125,7 +105,6 @@ export async function createInstanceWithinCap(
  */
 export async function deleteInstance(db: Kysely<Database>, id: string): Promise<boolean> {
   const result = await db.deleteFrom('instances').where('id', '=', id).executeTakeFirst();
-  instancesChanged();
   return result.numDeletedRows > 0n;
 }
 
@@ -225,5 +204,4 @@ export async function updateInstance(db: Kysely<Database>, id: string, patch: In
   if (patch.lastConnectedAt !== undefined) values.last_connected_at = toMs(patch.lastConnectedAt);
   if (Object.keys(values).length === 0) return;
   await db.updateTable('instances').set(values).where('id', '=', id).execute();
-  instancesChanged();
 }

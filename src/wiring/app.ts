@@ -60,7 +60,6 @@ export function wireApplication(
     webhookTimeoutMs: config.webhook.timeoutMs,
     media: { files: parts.maintenance.mediaFiles, maxBytes: config.media.maxBytes },
     registered: parts.registered,
-    instanceCacheMs: config.instanceCacheMs,
   });
   return { app, registrations };
 }

@@ -9,75 +9,64 @@ import { createTestStore, type TestStore, testDialects } from '../support/store.
  * (docs/architecture.md, One send request). Reads of the `instances` table are counted on the SQL each query sends
  * (the store's test-only query hook, which also sees the statements compiled once per store); the recorder's
  * projections, which read the instance inside their own transaction for the webhook row, are not the request's and
- * are left out (their async stack runs through src/events). With the instance list kept in memory
- * (docs/decisions/0048-instance-cache.md) a request that follows another reads none, unless the instance was written
- * in between (the login before the send).
+ * are left out (their async stack runs through src/events).
  */
-const CASES = [
-  { cacheMs: '0', name: 'no list kept in memory', afterSend: 1 },
-  { cacheMs: '60000', name: 'the list kept in memory', afterSend: 0 },
-];
 for (const dialect of testDialects()) {
-  for (const { cacheMs, name, afterSend } of CASES) {
-    describe(`one instance read per request, ${name} [${dialect}]`, () => {
-      let testStore: TestStore;
-      let counted: Store;
-      let t: TestApp;
-      let counting = false;
-      let reads = 0;
-      const countReads = (text: string) => {
-        if (!counting || !/^select .* from "instances"/i.test(text)) return;
-        // The whole async stack: the projection's frame sits deeper than the default 10 frames.
-        const limit = Error.stackTraceLimit;
-        Error.stackTraceLimit = 100;
-        const stack = new Error().stack ?? '';
-        Error.stackTraceLimit = limit;
-        if (!stack.includes('/src/events/')) reads += 1;
-      };
+  describe(`one instance read per request [${dialect}]`, () => {
+    let testStore: TestStore;
+    let counted: Store;
+    let t: TestApp;
+    let counting = false;
+    let reads = 0;
+    const countReads = (text: string) => {
+      if (!counting || !/^select .* from "instances"/i.test(text)) return;
+      // The whole async stack: the projection's frame sits deeper than the default 10 frames.
+      const limit = Error.stackTraceLimit;
+      Error.stackTraceLimit = 100;
+      const stack = new Error().stack ?? '';
+      Error.stackTraceLimit = limit;
+      if (!stack.includes('/src/events/')) reads += 1;
+    };
 
-      before(async () => {
-        testStore = await createTestStore(dialect);
-        // A second handle on the same store, whose every query passes the counter.
-        counted = await openStore(
-          testStore.database,
-          testStore.schema === undefined
-            ? { faults: countReads }
-            : { schema: testStore.schema, faults: countReads },
-        );
-        t = await createTestApp({
-          testStore: { ...testStore, store: counted },
-          env: { INSTANCE_CACHE_MS: cacheMs },
-        });
-        await loginSandbox(t);
-      });
-      after(async () => {
-        await t.close();
-        await counted.destroy();
-        await testStore.cleanup();
-      });
-
-      async function readsDuring(run: () => Promise<{ status: number }>): Promise<number> {
-        reads = 0;
-        counting = true;
-        try {
-          assert.equal((await run()).status, 200);
-        } finally {
-          counting = false;
-        }
-        return reads;
-      }
-
-      it('a send reads its instance once', async () => {
-        const reads = await readsDuring(() =>
-          t.call('POST', '/v1/messages/send', { phone: '5511988887777', body: 'hi' }),
-        );
-        assert.equal(reads, 1);
-      });
-
-      it(`a session status and a webhook read then read it ${afterSend === 1 ? 'once' : 'not at all'}`, async () => {
-        assert.equal(await readsDuring(() => t.call('GET', '/v1/session/status')), afterSend);
-        assert.equal(await readsDuring(() => t.call('GET', '/v1/webhook')), afterSend);
-      });
+    before(async () => {
+      testStore = await createTestStore(dialect);
+      // A second handle on the same store, whose every query passes the counter.
+      counted = await openStore(
+        testStore.database,
+        testStore.schema === undefined
+          ? { faults: countReads }
+          : { schema: testStore.schema, faults: countReads },
+      );
+      t = await createTestApp({ testStore: { ...testStore, store: counted } });
+      await loginSandbox(t);
     });
-  }
+    after(async () => {
+      await t.close();
+      await counted.destroy();
+      await testStore.cleanup();
+    });
+
+    async function readsDuring(run: () => Promise<{ status: number }>): Promise<number> {
+      reads = 0;
+      counting = true;
+      try {
+        assert.equal((await run()).status, 200);
+      } finally {
+        counting = false;
+      }
+      return reads;
+    }
+
+    it('a send reads its instance once', async () => {
+      const reads = await readsDuring(() =>
+        t.call('POST', '/v1/messages/send', { phone: '5511988887777', body: 'hi' }),
+      );
+      assert.equal(reads, 1);
+    });
+
+    it('a session status and a webhook read read it once', async () => {
+      assert.equal(await readsDuring(() => t.call('GET', '/v1/session/status')), 1);
+      assert.equal(await readsDuring(() => t.call('GET', '/v1/webhook')), 1);
+    });
+  });
 }
