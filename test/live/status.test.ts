@@ -2,7 +2,7 @@
  * Status updates (stories) through parley's API with a live key, against the platform simulator (docs/api.md#status,
  * docs/decisions/0044-status-stories.md): Baileys relays the status to status@broadcast with its audience as
  * `statusJidList`; the simulator fans it out to the audience's phones, which decrypt it with the account's sender
- * key (text with its colour and font, an image downloaded and decrypted) and show it in their status list
+ * key (text with its colour and font, an image and a video downloaded and decrypted) and show it in their status list
  * (`GET /control/users/{phone}/statuses`, docs/simulator.md); a phone viewing it sends a read receipt that reaches
  * parley as a ReadReceipt for the status. Runs on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
  */
@@ -130,6 +130,31 @@ for (const dialect of testDialects()) {
         false,
         'Bia was not in the audience',
       );
+    });
+
+    it('a video status to named contacts: each downloads and decrypts the very file', async () => {
+      const mp4 = fixture('clip.mp4');
+      const res = await app.live('POST', '/v1/status/video', {
+        video: `data:video/mp4;base64,${mp4.toString('base64')}`,
+        caption: 'How to order',
+        contacts: [ana, bia],
+      });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      const { id, recipients } = res.body.data;
+      assert.equal(recipients, 2);
+      for (const phone of [ana, bia]) {
+        const entry = await statusAt(phone, id);
+        assert.deepEqual(
+          { type: entry.type, caption: entry.caption, mimetype: entry.mimetype, media: entry.media },
+          {
+            type: 'video',
+            caption: 'How to order',
+            mimetype: 'video/mp4',
+            media: { sha256: sha256(mp4), length: mp4.length },
+          },
+          phone,
+        );
+      }
     });
 
     it('a contact viewing the status reaches parley as a ReadReceipt from that contact', async () => {
