@@ -4,6 +4,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../../domain/clock.ts';
 import type { Engine, EngineSession, EngineSessionContext, SessionLocks } from '../engine.ts';
 import { CONNECT_DEADLINE_MS, LOGIN_REFUSAL_LIMIT } from './lifecycle-options.ts';
+import { trustSimulatorMediaHost } from './media-download.ts';
 import type { LinkPreviewFetcher } from './outgoing.ts';
 import { mediaUploadAgent, type PlatformEndpoint, trustPlatformRoot } from './platform.ts';
 import { BaileysSession } from './session.ts';
@@ -89,10 +90,14 @@ export class BaileysEngine implements Engine {
   readonly #sessions = new Set<BaileysSession>();
   readonly #mediaAgent: Agent | undefined;
 
-  /** @throws RangeError when `options.platform.rootKey` is not 32 bytes. */
+  /**
+   * Trusts the simulator's Noise root and media host when `options.platform` names one.
+   * @throws RangeError when `options.platform.rootKey` is not 32 bytes.
+   */
   constructor(options: BaileysEngineOptions) {
     this.#options = options;
     if (options.platform?.rootKey) trustPlatformRoot(options.platform.rootKey);
+    if (options.platform?.url) trustSimulatorMediaHost(options.platform.url);
     this.#mediaAgent = options.platform?.ca ? mediaUploadAgent(options.platform.ca) : undefined;
   }
 

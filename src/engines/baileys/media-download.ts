@@ -10,6 +10,7 @@ import {
   type proto,
 } from 'baileys';
 import { DomainError, errors } from '../../domain/errors.ts';
+import { reuploadRefused } from './media-reupload.ts';
 
 /**
  * Downloading a platform media file again, later, from what the message said about it — what Baileys'
@@ -78,17 +79,76 @@ export function mediaReferenceOf(message: proto.IMessage | null | undefined): st
   return JSON.stringify(reference);
 }
 
-/** The URL Baileys downloads from: the direct path on the host of the message's URL (else its default host). */
-function downloadUrl(reference: MediaReference): URL {
-  let host: string | undefined;
+/**
+ * The platform's media domain: files are served from `whatsapp.net` hosts (Baileys' Utils/messages-media.js
+ * `DEF_MEDIA_HOST` `mmg.whatsapp.net`, and the hosts of its `media_conn` answers such as `mmg.whatsapp.net` and
+ * `media-*.cdn.whatsapp.net`), on HTTPS' default port.
+ */
+export const PLATFORM_MEDIA_DOMAIN = 'whatsapp.net';
+
+/** Host names of platform simulators' media servers trusted besides the platform's (see {@link trustSimulatorMediaHost}). */
+const simulatorMediaHosts = new Set<string>();
+
+/**
+ * Trusts the media server of the platform simulator at `platformUrl` (`PLATFORM_URL`, docs/decisions/0007-simulator.md):
+ * its host name, on any port (the simulator's media server listens on the host of its WebSocket, on a port of its
+ * own). Process-wide, as the simulator's Noise root is (platform.ts `trustPlatformRoot`); never called in production.
+ * @throws TypeError when `platformUrl` is not a URL.
+ */
+export function trustSimulatorMediaHost(platformUrl: string): void {
+  simulatorMediaHosts.add(new URL(platformUrl).hostname);
+}
+
+/**
+ * Whether `url` is on a host parley downloads platform media from: HTTPS, and either a `whatsapp.net` host
+ * ({@link PLATFORM_MEDIA_DOMAIN}) on the default port, or a trusted simulator's host
+ * ({@link trustSimulatorMediaHost}). Received media references and re-upload answers come from other people
+ * (a sender holds the media key, so can seal any answer): without this rule a message could make parley fetch
+ * any URL, an internal address included (docs/decisions/0046-media-re-upload.md).
+ */
+export function isPlatformMediaUrl(url: URL): boolean {
+  if (url.protocol !== 'https:' || url.username !== '' || url.password !== '') return false;
+  if (simulatorMediaHosts.has(url.hostname)) return true;
+  const host = url.hostname.toLowerCase();
+  return (host === PLATFORM_MEDIA_DOMAIN || host.endsWith(`.${PLATFORM_MEDIA_DOMAIN}`)) && url.port === '';
+}
+
+/**
+ * A direct path as the platform writes them (`/v/t62.7118-24/…_n.enc?ccb=11-4&oh=…&oe=…`): starts with one `/`
+ * (not `//`, which would name another host) and has only URL path and query characters, so that Baileys'
+ * `getUrlFromDirectPath` (`https://${host}${directPath}`) cannot be made to name another host (`@127.0.0.1/…`
+ * makes the host a user name, `.evil.example/…` extends it).
+ */
+const DIRECT_PATH = /^\/(?!\/)[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*$/;
+
+/** Whether `directPath` is a plain absolute path ({@link DIRECT_PATH}). */
+export function isPlainDirectPath(directPath: string): boolean {
+  return DIRECT_PATH.test(directPath);
+}
+
+/** The host Baileys downloads a reference from: the host of its URL, else Baileys' `DEF_MEDIA_HOST`. */
+function hostOf(reference: MediaReference): string | undefined {
   try {
-    host = reference.url ? new URL(reference.url).host : undefined;
+    return reference.url ? new URL(reference.url).host : undefined;
   } catch {
-    host = undefined;
+    return undefined;
   }
-  const raw = reference.directPath ? getUrlFromDirectPath(reference.directPath, host) : (reference.url ?? '');
+}
+
+/**
+ * The URL Baileys downloads from (Utils/messages-media.js `downloadContentFromMessage`): the direct path on the
+ * host of the message's URL (else its default host), else the URL.
+ * @throws Error naming the rule when the direct path is not plain or the URL is not on a platform media host.
+ */
+function downloadUrl(reference: MediaReference): URL {
+  if (reference.directPath !== undefined && !isPlainDirectPath(reference.directPath))
+    throw new Error('its direct path is not a plain path');
+  const raw = reference.directPath
+    ? getUrlFromDirectPath(reference.directPath, hostOf(reference))
+    : (reference.url ?? '');
   const url = new URL(raw);
-  if (url.protocol !== 'https:') throw new Error(`media URL is not https: ${url.protocol}`);
+  if (!isPlatformMediaUrl(url))
+    throw new Error(`its link is not on the platform's media hosts (${url.host})`);
   return url;
 }
 
@@ -124,16 +184,30 @@ export function parseMediaReference(reference: string): MediaReference | undefin
  * The `download` text of `reference` moved to a new direct path (a re-upload's answer): `directPath` replaced,
  * `url` rebuilt on the same host with Baileys' `getUrlFromDirectPath` (Socket/messages-send.js
  * `updateMediaMessage` does the same to the message). Keys and hashes are unchanged: the phone uploads the same
- * encrypted file.
+ * encrypted file. The answer comes from the sender's phone, so it must be a plain path
+ * ({@link isPlainDirectPath}) whose URL stays on the original media's host (host name and port) and on a
+ * platform media host ({@link isPlatformMediaUrl}).
+ * @throws DomainError gone (the re-upload failed) naming the rule the answer breaks.
  */
-export function movedMediaReference(reference: MediaReference, directPath: string): string {
-  let host: string | undefined;
-  try {
-    host = reference.url ? new URL(reference.url).host : undefined;
-  } catch {
-    host = undefined;
-  }
-  return JSON.stringify({ ...reference, directPath, url: getUrlFromDirectPath(directPath, host) });
+export function movedMediaReference(
+  reference: MediaReference,
+  directPath: string,
+  messageId: string,
+): string {
+  const host = hostOf(reference);
+  const expected = new URL(getUrlFromDirectPath('/', host));
+  const refuse = (why: string) =>
+    reuploadRefused(
+      messageId,
+      `its answer named a direct path that ${why} (${JSON.stringify(directPath.slice(0, 80))})`,
+    );
+  if (!isPlainDirectPath(directPath)) throw refuse('is not a plain path');
+  const raw = getUrlFromDirectPath(directPath, host);
+  const url = new URL(raw);
+  if (url.hostname !== expected.hostname || url.port !== expected.port)
+    throw refuse(`leaves the media host ${expected.host}`);
+  if (!isPlatformMediaUrl(url)) throw refuse(`is on ${url.host}, not a platform media host`);
+  return JSON.stringify({ ...reference, directPath, url: raw });
 }
 
 /** Opens the HTTPS response of `url` (status checked by the caller). */
@@ -173,8 +247,9 @@ export async function downloadPlatformMedia(
   try {
     if (!parsed) throw new Error('not a media reference');
     url = downloadUrl(parsed);
-  } catch {
-    throw errors.notFound(`message ${messageId} has no downloadable media`);
+  } catch (error) {
+    const why = parsed ? `: ${(error as Error).message}` : '';
+    throw errors.notFound(`message ${messageId} has no downloadable media${why}`);
   }
   const keys = await getMediaKeys(Buffer.from(parsed.mediaKey, 'base64'), parsed.type);
   const iv = Buffer.from(keys.iv);

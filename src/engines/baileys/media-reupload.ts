@@ -50,7 +50,10 @@ export function platformKeyOf(message: EngineMessage): WAMessageKey {
   };
 }
 
-function refused(messageId: string, why: string): DomainError {
+/**
+ * The error of a failed re-upload of message `messageId`'s media: DomainError `gone` (HTTP 410) ending in `why`.
+ */
+export function reuploadRefused(messageId: string, why: string): DomainError {
   return new DomainError(
     'gone',
     `the platform no longer has the media of message ${messageId} (its media links expire after a while), parley had not kept a copy, and the sender's phone could not upload it again: ${why}`,
@@ -81,26 +84,26 @@ export async function requestMediaReupload(
       const update = updates.find((u) => u.key.id === message.id);
       if (!update) return;
       if (update.error || !update.media) {
-        reject(refused(message.id, update.error?.message ?? 'its answer carried no file'));
+        reject(reuploadRefused(message.id, update.error?.message ?? 'its answer carried no file'));
         return;
       }
       let result: proto.MediaRetryNotification;
       try {
         result = decryptMediaRetryData(update.media, mediaKey, message.id);
       } catch (error) {
-        reject(refused(message.id, `its answer did not decrypt (${(error as Error).message})`));
+        reject(reuploadRefused(message.id, `its answer did not decrypt (${(error as Error).message})`));
         return;
       }
       const code = result.result ?? proto.MediaRetryNotification.ResultType.GENERAL_ERROR;
       if (code !== proto.MediaRetryNotification.ResultType.SUCCESS || !result.directPath) {
-        reject(refused(message.id, FAILURES[code] ?? `it answered result ${code}`));
+        reject(reuploadRefused(message.id, FAILURES[code] ?? `it answered result ${code}`));
         return;
       }
       resolve(result.directPath);
     };
     sock.ev.on('messages.media-update', listener);
     timer = setTimeout(
-      () => reject(refused(message.id, `it did not answer within ${timeoutMs / 1000} s`)),
+      () => reject(reuploadRefused(message.id, `it did not answer within ${timeoutMs / 1000} s`)),
       timeoutMs,
     );
   });

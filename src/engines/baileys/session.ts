@@ -260,7 +260,7 @@ export class BaileysSession implements EngineSession {
       const sock = await this.#open();
       const mediaKey = Buffer.from(parsed.mediaKey, 'base64');
       const directPath = await requestMediaReupload(sock, message, mediaKey, this.#reuploadTimeoutMs);
-      const moved = movedMediaReference(parsed, directPath);
+      const moved = movedMediaReference(parsed, directPath, message.id);
       await options.onMoved?.(moved);
       return downloadPlatformMedia(moved, message.id, maxBytes, this.#mediaAgent);
     }
