@@ -298,42 +298,68 @@ export async function listRecentPeerJids(
  * Applies an edit or a deletion for everyone to stored message `update.messageId`
  * (docs/decisions/0026-chats-edits-polls-and-calls.md): an edit replaces the text and sets `editedAt`; a deletion
  * drops the text, caption, mentions and poll and sets `deletedAt`. The row keeps its id, chat and delivery state. A
- * message parley never stored is left alone (returns false).
+ * message parley never stored is left alone (returns false). A compare-and-set ({@link changeContent}): a new
+ * media reference stored meanwhile is kept.
+ * @throws Error when the content kept changing under every attempt.
  */
 export async function applyMessageUpdate(
   db: Kysely<Database>,
   instanceId: string,
   update: MessageUpdate,
 ): Promise<boolean> {
-  const row = await db
-    .selectFrom('messages')
-    .select('content')
-    .where('instance_id', '=', instanceId)
-    .where('id', '=', update.messageId)
-    .executeTakeFirst();
-  if (!row) return false;
-  const content = JSON.parse(row.content) as MessageContent;
-  let next: MessageContent;
-  if (update.kind === 'edit') {
-    next = { ...content, text: update.text ?? '', editedAt: update.timestamp };
-  } else {
+  return changeContent(db, instanceId, update.messageId, (content) => {
+    if (update.kind === 'edit') return { ...content, text: update.text ?? '', editedAt: update.timestamp };
     const { text: _text, mentions: _mentions, poll: _poll, ...rest } = content;
-    next = { ...rest, deletedAt: update.timestamp };
+    return { ...rest, deletedAt: update.timestamp };
+  });
+}
+
+/** How many times {@link changeContent} reads the content again after another writer changed it in between. */
+export const CONTENT_CHANGE_ATTEMPTS = 5;
+
+/**
+ * Rewrites the content of stored message `id` with `change` as a compare-and-set: the row is updated only where
+ * its content is still the text that was read, read again and changed again when another writer (an edit, a
+ * deletion, a re-upload) got in between, so no change is lost (at most {@link CONTENT_CHANGE_ATTEMPTS} reads).
+ * Returns false when parley never stored the message.
+ * @throws Error naming the message when its content changed under every attempt.
+ */
+async function changeContent(
+  db: Kysely<Database>,
+  instanceId: string,
+  id: string,
+  change: (content: MessageContent) => MessageContent,
+): Promise<boolean> {
+  for (let attempt = 0; attempt < CONTENT_CHANGE_ATTEMPTS; attempt++) {
+    const row = await db
+      .selectFrom('messages')
+      .select('content')
+      .where('instance_id', '=', instanceId)
+      .where('id', '=', id)
+      .executeTakeFirst();
+    if (!row) return false;
+    const next = change(JSON.parse(row.content) as MessageContent);
+    const result = await db
+      .updateTable('messages')
+      .set({ content: JSON.stringify(next) })
+      .where('instance_id', '=', instanceId)
+      .where('id', '=', id)
+      .where('content', '=', row.content)
+      .executeTakeFirst();
+    if (result.numUpdatedRows > 0n) return true;
   }
-  await db
-    .updateTable('messages')
-    .set({ content: JSON.stringify(next) })
-    .where('instance_id', '=', instanceId)
-    .where('id', '=', update.messageId)
-    .execute();
-  return true;
+  throw new Error(
+    `message ${id}: its content changed under each of ${CONTENT_CHANGE_ATTEMPTS} attempts to update it`,
+  );
 }
 
 /**
  * Replaces the platform reference (`content.download`, the engine's text) of stored message `id`: the sender's
  * phone uploaded an expired media file again and the platform serves it elsewhere now
- * (docs/decisions/0046-media-re-upload.md). The rest of the content is kept as stored. Returns false when parley
- * never stored the message.
+ * (docs/decisions/0046-media-re-upload.md). The rest of the content is kept as stored: an edit or a deletion
+ * recorded meanwhile is kept (a compare-and-set, {@link changeContent}). Returns false when parley never stored
+ * the message.
+ * @throws Error when the content kept changing under every attempt.
  */
 export async function setMessageDownload(
   db: Kysely<Database>,
@@ -341,19 +367,5 @@ export async function setMessageDownload(
   id: string,
   download: string,
 ): Promise<boolean> {
-  const row = await db
-    .selectFrom('messages')
-    .select('content')
-    .where('instance_id', '=', instanceId)
-    .where('id', '=', id)
-    .executeTakeFirst();
-  if (!row) return false;
-  const content = JSON.parse(row.content) as MessageContent;
-  await db
-    .updateTable('messages')
-    .set({ content: JSON.stringify({ ...content, download }) })
-    .where('instance_id', '=', instanceId)
-    .where('id', '=', id)
-    .execute();
-  return true;
+  return changeContent(db, instanceId, id, (content) => ({ ...content, download }));
 }
