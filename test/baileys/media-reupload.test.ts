@@ -29,7 +29,11 @@ import {
 } from '../../sim/media/retry.ts';
 import { DomainError } from '../../src/domain/errors.ts';
 import type { EngineMessage } from '../../src/domain/messages.ts';
-import { type ReuploadSocket, requestMediaReupload } from '../../src/engines/baileys/media-reupload.ts';
+import {
+  platformKeyOf,
+  type ReuploadSocket,
+  requestMediaReupload,
+} from '../../src/engines/baileys/media-reupload.ts';
 
 const ID = '3EB0C431C26A1916E07E';
 const CHAT = '5511988887777@s.whatsapp.net';
@@ -199,5 +203,47 @@ describe("parley's re-upload request", () => {
     });
     assert.ok(Date.now() - started >= 140);
     assert.equal(listeners(), 0);
+  });
+});
+
+describe('the platform key a re-upload request names', () => {
+  const POSTER = '5511977776666@s.whatsapp.net';
+  const GROUP = '120363025246125486@g.us';
+  const keyOf = (source: EngineMessage['source']) => platformKeyOf({ ...message, source });
+  /** The `<rmr>` of the request Baileys builds from the key. */
+  const rmrOf = (source: EngineMessage['source']) => {
+    const node = encryptMediaRetryRequest(keyOf(source), randomBytes(32), ME);
+    const content = Array.isArray(node.content) ? node.content : [];
+    return content.find((child) => child.tag === 'rmr')?.attrs;
+  };
+
+  it("a contact's status names its poster as participant", () => {
+    const source = { chat: 'status@broadcast', sender: POSTER, isFromMe: false, isGroup: false };
+    assert.deepEqual(keyOf(source), {
+      id: ID,
+      remoteJid: 'status@broadcast',
+      fromMe: false,
+      participant: POSTER,
+    });
+    assert.deepEqual(rmrOf(source), { jid: 'status@broadcast', from_me: 'false', participant: POSTER });
+  });
+
+  it('a group message names its sender; a 1:1 message and an own message name none', () => {
+    assert.deepEqual(keyOf({ chat: GROUP, sender: POSTER, isFromMe: false, isGroup: true }), {
+      id: ID,
+      remoteJid: GROUP,
+      fromMe: false,
+      participant: POSTER,
+    });
+    assert.deepEqual(keyOf({ chat: CHAT, sender: CHAT, isFromMe: false, isGroup: false }), {
+      id: ID,
+      remoteJid: CHAT,
+      fromMe: false,
+    });
+    assert.deepEqual(keyOf({ chat: 'status@broadcast', sender: ME, isFromMe: true, isGroup: false }), {
+      id: ID,
+      remoteJid: 'status@broadcast',
+      fromMe: true,
+    });
   });
 });

@@ -7,7 +7,7 @@ import {
   type WAMessageKey,
 } from 'baileys';
 import { DomainError } from '../../domain/errors.ts';
-import type { EngineMessage } from '../../domain/messages.ts';
+import { type EngineMessage, STATUS_BROADCAST } from '../../domain/messages.ts';
 import type { SocketLike } from './socket.ts';
 
 /**
@@ -39,14 +39,20 @@ const FAILURES: Record<number, string> = {
 /** The socket side a re-upload request needs. */
 export type ReuploadSocket = Pick<SocketLike, 'ev' | 'user' | 'sendNode'>;
 
-/** The platform key of a stored received message (the chat, who sent it in a group, whether it is the account's). */
+/**
+ * The platform key of a stored received message: the chat, whether it is the account's, and who sent it
+ * (`participant`) where the chat is not the sender — a group, or `status@broadcast` for a contact's status (the
+ * poster), as Baileys' Utils/decode-wa-message.js keys such messages and its `encryptMediaRetryRequest` writes
+ * the `<rmr participant>` the phone needs to find the message.
+ */
 export function platformKeyOf(message: EngineMessage): WAMessageKey {
   const { chat, sender, isFromMe, isGroup } = message.source;
+  const shared = isGroup || chat === STATUS_BROADCAST;
   return {
     id: message.id,
     remoteJid: chat,
     fromMe: isFromMe,
-    ...(isGroup && !isFromMe && sender ? { participant: sender } : {}),
+    ...(shared && !isFromMe && sender ? { participant: sender } : {}),
   };
 }
 
