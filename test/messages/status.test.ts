@@ -224,6 +224,12 @@ for (const dialect of testDialects()) {
         phone: '5511955554444',
       });
       assert.deepEqual(stranger.body, bad(422, 'phone 5511955554444 did not receive the status'));
+      const unseen = sent(
+        await t.call('POST', '/v1/status/text', { body: 'To nobody', contacts: [UNREGISTERED] }),
+        1,
+      ).id;
+      const nobody = await t.call('POST', '/v1/sandbox/receipt', { id: unseen, state: 'read' });
+      assert.deepEqual(nobody.body, bad(422, 'the status reached no contact'));
     });
 
     it('400s name the field', async () => {

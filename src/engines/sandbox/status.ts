@@ -107,7 +107,8 @@ export async function postStatus(
  * The receipt helper for a status (docs/decisions/0004-sandbox.md): contact `input.phone` (by default the first
  * recipient) views (`read`), plays or gets status `status` → a `receipt` event from that contact in chat
  * `status@broadcast`, as the platform reports a status view to its poster.
- * @throws DomainError not_participant when the contact did not receive the status.
+ * @throws DomainError not_participant when the contact did not receive the status (`phone <phone> did not receive
+ *   the status`), or no contact is named and the status reached none (`the status reached no contact`).
  */
 export async function statusReceipt(
   account: SandboxAccount,
@@ -116,8 +117,9 @@ export async function statusReceipt(
 ): Promise<void> {
   const kept = await readStatus(account, status.id);
   const phone = input.phone ?? kept?.recipients[0];
-  if (!kept || phone === undefined || !kept.recipients.includes(phone)) {
-    throw new DomainError('not_participant', `phone ${input.phone ?? ''} did not receive the status`);
+  if (phone === undefined) throw new DomainError('not_participant', 'the status reached no contact');
+  if (!kept?.recipients.includes(phone)) {
+    throw new DomainError('not_participant', `phone ${phone} did not receive the status`);
   }
   kept.views[phone] = input.state;
   await writeStatus(account, kept);
