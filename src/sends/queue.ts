@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely, Transaction } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
-import { DomainError } from '../domain/errors.ts';
+import type { DomainError } from '../domain/errors.ts';
 import type { EngineEvent, SentMessage } from '../domain/messages.ts';
 import type { PacingSettings, SendMode, SendPause } from '../domain/sends.ts';
 import type { EngineSession } from '../engines/engine.ts';
@@ -18,13 +18,11 @@ import {
   type SendJob,
   type StoredPacing,
 } from '../store/send-jobs.ts';
+import { RelayFailures } from './failures.ts';
 import { GroupInsert } from './group-insert.ts';
 import { PaceKeeper } from './pause.ts';
 import { decodeSendPayload } from './payload.ts';
 import { SendWaiters } from './waiters.ts';
-
-/** Longest wait between two tries of a job held back by a transient failure, ms. */
-export const MAX_RETRY_DELAY_MS = 60_000;
 
 /** What the queue reports as it goes (recorded as `MessageStatus` and `SessionStatus` events by the caller). */
 export type SendStatusReport =
@@ -76,7 +74,8 @@ function yieldToIo(): Promise<void> {
  * records the outcome. A restriction signal from the platform (429 rate-overlimit, 463 reach-out timelock) pauses
  * the instance's queue until its end. A synchronous send whose queue is idle, unpaced and unpaused relays at once
  * (stored already claimed); otherwise it waits its turn. It is also a projection of the event recorder: a committed
- * login wakes the instance's queue.
+ * login wakes the instance's queue. Its parts: the group insert of new jobs (group-insert.ts), the waiting requests
+ * (waiters.ts), the pace and pauses (pause.ts) and the fate of a failed relay (failures.ts).
  */
 export class SendQueue implements EventProjection {
   readonly name = 'send-queue';
@@ -89,6 +88,8 @@ export class SendQueue implements EventProjection {
   readonly #pace: PaceKeeper;
   /** The group commit of new jobs (group-insert.ts). */
   readonly #inserts: GroupInsert;
+  /** What becomes of a job whose relay failed or must wait (failures.ts). */
+  readonly #failures: RelayFailures;
   #sweep: NodeJS.Timeout | undefined;
   #stopped = false;
   readonly #inFlight = new Set<Promise<void>>();
@@ -110,6 +111,15 @@ export class SendQueue implements EventProjection {
       clock: deps.clock,
       logger: deps.logger,
       report: (instanceId, report) => this.report(instanceId, report),
+    });
+    this.#failures = new RelayFailures({
+      db: deps.db,
+      clock: deps.clock,
+      nodeId: deps.nodeId,
+      waiters: this.#waiters,
+      pace: this.#pace,
+      report: (instanceId, report) => this.report(instanceId, report),
+      schedule: (instanceId, delayMs) => this.#schedule(instanceId, this.#runner(instanceId), delayMs),
     });
   }
 
@@ -381,7 +391,7 @@ export class SendQueue implements EventProjection {
     const runner = this.#runner(job.instanceId);
     const check = await this.#pace.newChatCheck(job, pacing);
     if (check.hold) {
-      await this.#holdBack(job, check.hold.error, check.hold.runAt);
+      await this.#failures.holdBack(job, check.hold.error, check.hold.runAt);
       return;
     }
     const { opensChat } = check;
@@ -390,7 +400,7 @@ export class SendQueue implements EventProjection {
     try {
       sent = await session.send(decodeSendPayload(job.payload, job.id));
     } catch (error) {
-      await this.#failed(job, error);
+      await this.#failures.failed(job, error);
       return;
     }
     const at = clock();
@@ -402,84 +412,6 @@ export class SendQueue implements EventProjection {
       await finishSendJob(db, job.instanceId, job.id, nodeId, { status: 'sent', at, newChat: opensChat });
     }
     this.#waiters.settle(job, sent);
-  }
-
-  /**
-   * A relay failed: a platform restriction pauses the queue; a sync job fails with the error (its request answers
-   * it); an async job is tried again later for a transient failure (the session went away, the platform could not
-   * be reached, the store failed) until `maxAttempts`, and fails for anything else.
-   */
-  async #failed(job: SendJob, error: unknown): Promise<void> {
-    const now = this.#deps.clock();
-    const code = error instanceof DomainError ? error.code : undefined;
-    if (code === 'rate_limited' && error instanceof DomainError) {
-      const until = now + (error.retryAfter ? error.retryAfter * 1000 : 60_000);
-      // The job is put back (or failed, for a sync send) before the pause is written and reported: whoever sees
-      // the pause sees the job already pending until its end.
-      await this.#holdBack(job, error, until);
-      if (error.restriction === 'reach-out-timelock') {
-        // Only sends that open a chat wait: existing chats still work (docs/decisions/0013-pacing.md).
-        await this.#pace.lockNewChats(job.instanceId, { until, reason: error.message }, now);
-      } else {
-        await this.#pace.startPause(job.instanceId, { reason: error.message, until });
-      }
-      return;
-    }
-    const transient =
-      code === undefined ||
-      code === 'not_connected' ||
-      code === 'not_logged_in' ||
-      code === 'platform_unreachable' ||
-      code === 'timeout' ||
-      code === 'not_ready';
-    if (job.mode === 'async' && transient && job.attempts < job.maxAttempts) {
-      const delay = Math.min(MAX_RETRY_DELAY_MS, 1_000 * 2 ** Math.max(0, job.attempts - 1));
-      return this.#holdBack(job, error, now + delay);
-    }
-    const message = error instanceof Error ? error.message : String(error);
-    const mine = await finishSendJob(this.#deps.db, job.instanceId, job.id, this.#deps.nodeId, {
-      status: 'failed',
-      at: now,
-      error: message,
-    });
-    if (mine && !this.#answeredByRequest(job))
-      await this.report(job.instanceId, {
-        kind: 'message',
-        id: job.id,
-        status: 'failed',
-        error: message,
-        at: now,
-      });
-    this.#waiters.settle(job, undefined, error);
-  }
-
-  /** Puts a claimed job back to `pending` until `runAt` (a sync job's request is answered with `error`). */
-  async #holdBack(job: SendJob, error: unknown, runAt: number): Promise<void> {
-    const message = error instanceof Error ? error.message : String(error);
-    if (job.mode === 'sync') {
-      await finishSendJob(this.#deps.db, job.instanceId, job.id, this.#deps.nodeId, {
-        status: 'failed',
-        at: this.#deps.clock(),
-        error: message,
-      });
-      if (!this.#answeredByRequest(job))
-        await this.report(job.instanceId, {
-          kind: 'message',
-          id: job.id,
-          status: 'failed',
-          error: message,
-          at: this.#deps.clock(),
-        });
-      this.#waiters.settle(job, undefined, error);
-      return;
-    }
-    await finishSendJob(this.#deps.db, job.instanceId, job.id, this.#deps.nodeId, {
-      status: 'pending',
-      at: this.#deps.clock(),
-      runAt,
-      error: message,
-    });
-    this.#schedule(job.instanceId, this.#runner(job.instanceId), Math.max(0, runAt - this.#deps.clock()));
   }
 
   /** Records a status report (logged, never thrown, when recording fails). */
