@@ -1,44 +1,28 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely, Transaction } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
-import { DomainError } from '../domain/errors.ts';
-import { type EngineEvent, GROUP_DOMAIN, type SentMessage, STATUS_BROADCAST } from '../domain/messages.ts';
+import type { DomainError } from '../domain/errors.ts';
+import type { EngineEvent, SentMessage } from '../domain/messages.ts';
 import type { PacingSettings, SendMode, SendPause } from '../domain/sends.ts';
 import type { EngineSession } from '../engines/engine.ts';
 import type { EventProjection } from '../events/recorder.ts';
 import type { Database } from '../store/schema.ts';
 import {
-  chatHasHistory,
   claimNextSendJob,
-  countNewChatsSince,
   finishSendJob,
-  insertSendJob,
-  insertSendJobs,
   markSendJobNewChat,
   markSendJobsSent,
   type NewSendJob,
   nextPendingRunAt,
-  oldestNewChatSince,
-  readPacing,
   reclaimSendingJobs,
   type SendJob,
   type StoredPacing,
-  writePacing,
-  writePause,
 } from '../store/send-jobs.ts';
+import { RelayFailures } from './failures.ts';
+import { GroupInsert } from './group-insert.ts';
+import { PaceKeeper } from './pause.ts';
 import { decodeSendPayload } from './payload.ts';
-
-/**
- * Most jobs one group insert writes (16 bound values a row: far below SQLite's and PostgreSQL's limits on the
- * parameters of one statement).
- */
-export const MAX_GROUP_INSERT = 200;
-
-/** One rolling day, ms: the window of the new-chats-per-day pace. */
-export const DAY_MS = 86_400_000;
-
-/** Longest wait between two tries of a job held back by a transient failure, ms. */
-export const MAX_RETRY_DELAY_MS = 60_000;
+import { SendWaiters } from './waiters.ts';
 
 /** What the queue reports as it goes (recorded as `MessageStatus` and `SessionStatus` events by the caller). */
 export type SendStatusReport =
@@ -60,11 +44,6 @@ export interface SendQueueDeps {
   random?: () => number;
   /** How often instances with due jobs are looked for, ms (default 5 000). */
   sweepMs?: number;
-}
-
-interface Waiter {
-  resolve(sent: SentMessage): void;
-  reject(error: unknown): void;
 }
 
 /** The queue state of one instance in this process. */
@@ -95,17 +74,22 @@ function yieldToIo(): Promise<void> {
  * records the outcome. A restriction signal from the platform (429 rate-overlimit, 463 reach-out timelock) pauses
  * the instance's queue until its end. A synchronous send whose queue is idle, unpaced and unpaused relays at once
  * (stored already claimed); otherwise it waits its turn. It is also a projection of the event recorder: a committed
- * login wakes the instance's queue.
+ * login wakes the instance's queue. Its parts: the group insert of new jobs (group-insert.ts), the waiting requests
+ * (waiters.ts), the pace and pauses (pause.ts) and the fate of a failed relay (failures.ts).
  */
 export class SendQueue implements EventProjection {
   readonly name = 'send-queue';
   readonly #deps: SendQueueDeps;
   readonly #random: () => number;
   readonly #runners = new Map<string, Runner>();
-  readonly #waiters = new Map<string, Waiter>();
-  readonly #pacing = new Map<string, StoredPacing>();
-  /** Per instance: until when (epoch ms) the platform's reach-out timelock holds sends that open a chat. */
-  readonly #newChatLocks = new Map<string, { until: number; reason: string }>();
+  /** The requests waiting for their job's outcome (waiters.ts). */
+  readonly #waiters = new SendWaiters();
+  /** The instances' pace, pauses and reach-out timelocks (pause.ts). */
+  readonly #pace: PaceKeeper;
+  /** The group commit of new jobs (group-insert.ts). */
+  readonly #inserts: GroupInsert;
+  /** What becomes of a job whose relay failed or must wait (failures.ts). */
+  readonly #failures: RelayFailures;
   #sweep: NodeJS.Timeout | undefined;
   #stopped = false;
   readonly #inFlight = new Set<Promise<void>>();
@@ -117,13 +101,26 @@ export class SendQueue implements EventProjection {
   /** This node's id, the `locked_by` of the jobs it holds. */
   readonly nodeId: string;
 
-  /** Jobs accepted in this turn of the event loop, waiting for their group insert, with their callers. */
-  #inserts: { job: NewSendJob; resolve: () => void; reject: (error: unknown) => void }[] = [];
-
   constructor(deps: SendQueueDeps) {
     this.#deps = deps;
     this.nodeId = deps.nodeId;
     this.#random = deps.random ?? Math.random;
+    this.#inserts = new GroupInsert(deps.db);
+    this.#pace = new PaceKeeper({
+      db: deps.db,
+      clock: deps.clock,
+      logger: deps.logger,
+      report: (instanceId, report) => this.report(instanceId, report),
+    });
+    this.#failures = new RelayFailures({
+      db: deps.db,
+      clock: deps.clock,
+      nodeId: deps.nodeId,
+      waiters: this.#waiters,
+      pace: this.#pace,
+      report: (instanceId, report) => this.report(instanceId, report),
+      schedule: (instanceId, delayMs) => this.#schedule(instanceId, this.#runner(instanceId), delayMs),
+    });
   }
 
   /** Nothing to write for an event itself: see {@link derive}. */
@@ -167,7 +164,7 @@ export class SendQueue implements EventProjection {
    * and its outcome is recorded as an event like a queued one's (docs/decisions/0012-session-and-message-status-events.md).
    */
   #answeredByRequest(job: Pick<SendJob, 'instanceId' | 'id'>): boolean {
-    return this.#waiters.has(`${job.instanceId}/${job.id}`);
+    return this.#waiters.has(job);
   }
 
   /** A committed login (connected and logged in) wakes the instance's queue. */
@@ -199,18 +196,13 @@ export class SendQueue implements EventProjection {
   }
 
   /** The instance's pace and pause (cached in this process; the instance's holder is the only writer). */
-  async pacing(instanceId: string): Promise<StoredPacing> {
-    const cached = this.#pacing.get(instanceId);
-    if (cached) return cached;
-    const stored = await readPacing(this.#deps.db, instanceId);
-    this.#pacing.set(instanceId, stored);
-    return stored;
+  pacing(instanceId: string): Promise<StoredPacing> {
+    return this.#pace.pacing(instanceId);
   }
 
   /** Stores the instance's pace and wakes its queue (a shorter interval may let a job go now). */
   async setPacing(instanceId: string, pacing: PacingSettings): Promise<StoredPacing> {
-    await writePacing(this.#deps.db, instanceId, pacing, this.#deps.clock());
-    this.#pacing.delete(instanceId);
+    await this.#pace.setPacing(instanceId, pacing);
     const runner = this.#runners.get(instanceId);
     if (runner) runner.nextAllowedAt = 0;
     this.wake(instanceId);
@@ -233,9 +225,8 @@ export class SendQueue implements EventProjection {
   }
 
   /** The instance's pause in force at `now`, or null. */
-  async pause(instanceId: string): Promise<SendPause | null> {
-    const { pause } = await this.pacing(instanceId);
-    return pause !== null && pause.until > this.#deps.clock() ? pause : null;
+  pause(instanceId: string): Promise<SendPause | null> {
+    return this.#pace.pause(instanceId);
   }
 
   /**
@@ -246,35 +237,7 @@ export class SendQueue implements EventProjection {
    * @throws the store's error for this job (store faults as `store_unavailable`, docs/decisions/0011-store-faults.md).
    */
   store(job: NewSendJob): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      this.#inserts.push({ job, resolve, reject });
-      if (this.#inserts.length === 1) setImmediate(() => void this.#flushInserts());
-    });
-  }
-
-  async #flushInserts(): Promise<void> {
-    const group = this.#inserts.splice(0, MAX_GROUP_INSERT);
-    if (this.#inserts.length > 0) setImmediate(() => void this.#flushInserts());
-    try {
-      await insertSendJobs(
-        this.#deps.db,
-        group.map((item) => item.job),
-      );
-      for (const item of group) item.resolve();
-    } catch (error) {
-      if (group.length === 1) {
-        group[0]?.reject(error);
-        return;
-      }
-      for (const item of group) {
-        try {
-          await insertSendJob(this.#deps.db, item.job);
-          item.resolve();
-        } catch (single) {
-          item.reject(single);
-        }
-      }
-    }
+    return this.#inserts.store(job);
   }
 
   /**
@@ -282,7 +245,7 @@ export class SendQueue implements EventProjection {
    * @throws the relay's error after the job was marked failed.
    */
   async relayNow(session: EngineSession, job: SendJob): Promise<SentMessage> {
-    const done = this.#await(job);
+    const done = this.#waiters.await(job);
     // The relay may settle `done` before it returns (a refusal, then the pause's writes): mark it handled now, the
     // caller still gets its result or error below.
     done.catch(() => undefined);
@@ -292,7 +255,7 @@ export class SendQueue implements EventProjection {
 
   /** Resolves with the result of job `job` (a sync job submitted for the queue), or rejects with its error. */
   waitFor(job: Pick<SendJob, 'instanceId' | 'id'>): Promise<SentMessage> {
-    const done = this.#await(job);
+    const done = this.#waiters.await(job);
     this.submitted(job.instanceId);
     return done;
   }
@@ -317,22 +280,7 @@ export class SendQueue implements EventProjection {
 
   /** A job canceled through the API: a sync request waiting for it is answered with `error`. */
   canceled(job: Pick<SendJob, 'instanceId' | 'id'>, error: DomainError): void {
-    this.#settle(job, undefined, error);
-  }
-
-  #await(job: Pick<SendJob, 'instanceId' | 'id'>): Promise<SentMessage> {
-    return new Promise<SentMessage>((resolve, reject) => {
-      this.#waiters.set(`${job.instanceId}/${job.id}`, { resolve, reject });
-    });
-  }
-
-  #settle(job: Pick<SendJob, 'instanceId' | 'id'>, sent: SentMessage | undefined, error?: unknown): void {
-    const key = `${job.instanceId}/${job.id}`;
-    const waiter = this.#waiters.get(key);
-    if (!waiter) return;
-    this.#waiters.delete(key);
-    if (sent) waiter.resolve(sent);
-    else waiter.reject(error);
+    this.#waiters.settle(job, undefined, error);
   }
 
   #runner(instanceId: string): Runner {
@@ -404,7 +352,7 @@ export class SendQueue implements EventProjection {
         }
         return this.#schedule(instanceId, runner, pause.until - now);
       }
-      if (pause !== null) await this.#resume(instanceId);
+      if (pause !== null) await this.#pace.resume(instanceId);
       if (runner.nextAllowedAt > now) return this.#schedule(instanceId, runner, runner.nextAllowedAt - now);
       const job = await claimNextSendJob(db, instanceId, this.#deps.nodeId, now);
       if (!job) {
@@ -441,40 +389,18 @@ export class SendQueue implements EventProjection {
   async #relay(session: EngineSession, job: SendJob, pacing: PacingSettings): Promise<void> {
     const { db, clock, nodeId } = this.#deps;
     const runner = this.#runner(job.instanceId);
-    // A group or a status (docs/decisions/0044-status-stories.md) never opens a chat.
-    const isGroup = job.chat.endsWith(`@${GROUP_DOMAIN}`) || job.chat === STATUS_BROADCAST;
-    const lock = await this.#newChatLock(job.instanceId);
-    const opensChat =
-      (pacing.newChatsPerDay !== null || (lock !== undefined && job.mode === 'async')) &&
-      !isGroup &&
-      !(await chatHasHistory(db, job.instanceId, job.chat, job.id));
-    if (opensChat && lock !== undefined && job.mode === 'async') {
-      const error = new DomainError('rate_limited', lock.reason, {
-        retryAfter: Math.max(1, Math.ceil((lock.until - clock()) / 1000)),
-        restriction: 'reach-out-timelock',
-      });
-      await this.#holdBack(job, error, lock.until);
+    const check = await this.#pace.newChatCheck(job, pacing);
+    if (check.hold) {
+      await this.#failures.holdBack(job, check.hold.error, check.hold.runAt);
       return;
     }
-    if (opensChat && pacing.newChatsPerDay !== null) {
-      const since = clock() - DAY_MS;
-      if ((await countNewChatsSince(db, job.instanceId, since)) >= pacing.newChatsPerDay) {
-        const oldest = (await oldestNewChatSince(db, job.instanceId, since)) ?? clock();
-        const error = new DomainError(
-          'rate_limited',
-          `the instance's pace allows ${pacing.newChatsPerDay} new chats per day; the next may open at ${new Date(oldest + DAY_MS).toISOString()}`,
-          { retryAfter: Math.max(1, Math.ceil((oldest + DAY_MS - clock()) / 1000)) },
-        );
-        await this.#holdBack(job, error, oldest + DAY_MS);
-        return;
-      }
-    }
+    const { opensChat } = check;
     if (opensChat) await markSendJobNewChat(db, job.instanceId, job.id);
     let sent: SentMessage;
     try {
       sent = await session.send(decodeSendPayload(job.payload, job.id));
     } catch (error) {
-      await this.#failed(job, error);
+      await this.#failures.failed(job, error);
       return;
     }
     const at = clock();
@@ -485,128 +411,7 @@ export class SendQueue implements EventProjection {
     if (!this.#markedSent.delete(`${job.instanceId}/${job.id}`)) {
       await finishSendJob(db, job.instanceId, job.id, nodeId, { status: 'sent', at, newChat: opensChat });
     }
-    this.#settle(job, sent);
-  }
-
-  /**
-   * A relay failed: a platform restriction pauses the queue; a sync job fails with the error (its request answers
-   * it); an async job is tried again later for a transient failure (the session went away, the platform could not
-   * be reached, the store failed) until `maxAttempts`, and fails for anything else.
-   */
-  async #failed(job: SendJob, error: unknown): Promise<void> {
-    const now = this.#deps.clock();
-    const code = error instanceof DomainError ? error.code : undefined;
-    if (code === 'rate_limited' && error instanceof DomainError) {
-      const until = now + (error.retryAfter ? error.retryAfter * 1000 : 60_000);
-      // The job is put back (or failed, for a sync send) before the pause is written and reported: whoever sees
-      // the pause sees the job already pending until its end.
-      await this.#holdBack(job, error, until);
-      if (error.restriction === 'reach-out-timelock') {
-        // Only sends that open a chat wait: existing chats still work (docs/decisions/0013-pacing.md).
-        this.#newChatLocks.set(job.instanceId, { until, reason: error.message });
-        await this.report(job.instanceId, {
-          kind: 'session',
-          status: 'paused',
-          reason: error.message,
-          until,
-          at: now,
-        });
-      } else {
-        await this.#pause(job.instanceId, { reason: error.message, until });
-      }
-      return;
-    }
-    const transient =
-      code === undefined ||
-      code === 'not_connected' ||
-      code === 'not_logged_in' ||
-      code === 'platform_unreachable' ||
-      code === 'timeout' ||
-      code === 'not_ready';
-    if (job.mode === 'async' && transient && job.attempts < job.maxAttempts) {
-      const delay = Math.min(MAX_RETRY_DELAY_MS, 1_000 * 2 ** Math.max(0, job.attempts - 1));
-      return this.#holdBack(job, error, now + delay);
-    }
-    const message = error instanceof Error ? error.message : String(error);
-    const mine = await finishSendJob(this.#deps.db, job.instanceId, job.id, this.#deps.nodeId, {
-      status: 'failed',
-      at: now,
-      error: message,
-    });
-    if (mine && !this.#answeredByRequest(job))
-      await this.report(job.instanceId, {
-        kind: 'message',
-        id: job.id,
-        status: 'failed',
-        error: message,
-        at: now,
-      });
-    this.#settle(job, undefined, error);
-  }
-
-  /** Puts a claimed job back to `pending` until `runAt` (a sync job's request is answered with `error`). */
-  async #holdBack(job: SendJob, error: unknown, runAt: number): Promise<void> {
-    const message = error instanceof Error ? error.message : String(error);
-    if (job.mode === 'sync') {
-      await finishSendJob(this.#deps.db, job.instanceId, job.id, this.#deps.nodeId, {
-        status: 'failed',
-        at: this.#deps.clock(),
-        error: message,
-      });
-      if (!this.#answeredByRequest(job))
-        await this.report(job.instanceId, {
-          kind: 'message',
-          id: job.id,
-          status: 'failed',
-          error: message,
-          at: this.#deps.clock(),
-        });
-      this.#settle(job, undefined, error);
-      return;
-    }
-    await finishSendJob(this.#deps.db, job.instanceId, job.id, this.#deps.nodeId, {
-      status: 'pending',
-      at: this.#deps.clock(),
-      runAt,
-      error: message,
-    });
-    this.#schedule(job.instanceId, this.#runner(job.instanceId), Math.max(0, runAt - this.#deps.clock()));
-  }
-
-  /** The reach-out timelock in force for the instance, if any; one that ended is dropped and reported resumed. */
-  async #newChatLock(instanceId: string): Promise<{ until: number; reason: string } | undefined> {
-    const lock = this.#newChatLocks.get(instanceId);
-    if (!lock) return undefined;
-    const now = this.#deps.clock();
-    if (lock.until > now) return lock;
-    this.#newChatLocks.delete(instanceId);
-    await this.report(instanceId, { kind: 'session', status: 'resumed', at: now });
-    return undefined;
-  }
-
-  async #pause(instanceId: string, pause: SendPause): Promise<void> {
-    const now = this.#deps.clock();
-    await writePause(this.#deps.db, instanceId, pause, now);
-    this.#pacing.delete(instanceId);
-    this.#deps.logger.warn(
-      { instanceId, reason: pause.reason, until: new Date(pause.until).toISOString() },
-      'the platform restricted sending: the send queue is paused',
-    );
-    await this.report(instanceId, {
-      kind: 'session',
-      status: 'paused',
-      reason: pause.reason,
-      until: pause.until,
-      at: now,
-    });
-  }
-
-  async #resume(instanceId: string): Promise<void> {
-    const now = this.#deps.clock();
-    await writePause(this.#deps.db, instanceId, null, now);
-    this.#pacing.delete(instanceId);
-    this.#deps.logger.info({ instanceId }, 'the send queue resumes');
-    await this.report(instanceId, { kind: 'session', status: 'resumed', at: now });
+    this.#waiters.settle(job, sent);
   }
 
   /** Records a status report (logged, never thrown, when recording fails). */

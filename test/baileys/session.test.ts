@@ -6,7 +6,7 @@ import type { EngineEvent } from '../../src/domain/messages.ts';
 import { readPairedCreds } from '../../src/engines/baileys/auth-state.ts';
 import { BaileysEngine, type BaileysEngineOptions } from '../../src/engines/baileys/index.ts';
 import { NOT_ADMIN } from '../../src/engines/baileys/operations.ts';
-import { quieterLevel } from '../../src/engines/baileys/session.ts';
+import { quieterLevel } from '../../src/engines/baileys/session-options.ts';
 import type { EngineSession } from '../../src/engines/engine.ts';
 import { SqlSessionLocks } from '../../src/sessions/instance-lock.ts';
 import { type FakeSocket, fakeFactory, iqError, ME, pairedCreds, storePairedCreds } from './fake-socket.ts';

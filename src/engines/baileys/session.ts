@@ -1,6 +1,5 @@
 import type { Agent } from 'node:https';
-import type { GroupMetadata, UserFacingSocketConfig, WABrowserDescription, WAVersion } from 'baileys';
-import { jidDecode, jidNormalizedUser, type proto } from 'baileys';
+import { jidNormalizedUser, type proto } from 'baileys';
 import type { EngineCall } from '../../domain/calls.ts';
 import type { Channel, ChannelRef } from '../../domain/channels.ts';
 import { DomainError, errors } from '../../domain/errors.ts';
@@ -29,19 +28,16 @@ import type {
   EngineSession,
   EngineSessionContext,
   MediaDownloadOptions,
-  SessionLocks,
 } from '../engine.ts';
-import { BoundedCache } from './cache.ts';
+import { AccountOperations } from './account-operations.ts';
+import type { BoundedCache } from './cache.ts';
 import { CallHandler } from './calls.ts';
-import * as channels from './channels.ts';
-import * as chatActions from './chat-actions.ts';
 import { avatarOf, ContactBook, checkPhones, userInfo } from './contacts.ts';
 import { mapPlatformErrors } from './errors.ts';
 import * as admin from './group-admin.ts';
 import type { Identity, MappingContext } from './incoming.ts';
 import { JidResolver, toPhoneJid } from './jid.ts';
-import * as labels from './labels.ts';
-import { LearnedLids, lookupLidMapping } from './lids.ts';
+import { LearnedLids } from './lids.ts';
 import { Lifecycle } from './lifecycle.ts';
 import { attachListeners, IncomingQueue } from './listeners.ts';
 import {
@@ -52,53 +48,11 @@ import {
 } from './media-download.ts';
 import { MEDIA_REUPLOAD_TIMEOUT_MS, REUPLOAD_STATUSES, requestMediaReupload } from './media-reupload.ts';
 import * as ops from './operations.ts';
-import type { LinkPreviewFetcher } from './outgoing.ts';
 import { resendableProto } from './outgoing.ts';
-import * as profile from './profile.ts';
-import type { BaileysLogger, SocketFactory, SocketLike } from './socket.ts';
+import { type BaileysSessionOptions, quieterLevel, SessionCaches, socketConfig } from './session-options.ts';
+import type { BaileysLogger, SocketLike } from './socket.ts';
+
 import * as updates from './updates.ts';
-
-/** Everything a session takes from the engine (see `BaileysEngineOptions` for meanings and defaults). */
-export interface BaileysSessionOptions {
-  locks: SessionLocks;
-  socketFactory: SocketFactory;
-  browser: WABrowserDescription;
-  version: WAVersion | undefined;
-  fetchVersion: () => Promise<WAVersion>;
-  connectDeadlineMs: number;
-  ackTimeoutMs: number;
-  fullHistory: boolean;
-  baileysLogLevel: string;
-  linkPreview?: LinkPreviewFetcher;
-  random: () => number;
-  /** Keep-alive ping interval, ms (Baileys' `keepAliveIntervalMs`; a silent platform is declared lost after it + 5 s). */
-  keepAliveIntervalMs: number;
-  /** Platform refusals of a reconnecting login in a row after which the session stops (lifecycle.ts). */
-  loginRefusalLimit: number;
-  /** Retry of failed recordings (docs/decisions/0024-engines-and-data-flow.md): incoming events and sends. */
-  /** WebSocket URL of a platform simulator (Baileys' `waWebSocketUrl`); undefined: the real platform. */
-  platformUrl?: string;
-  /** HTTPS agent for media uploads (Baileys' `fetchAgent`): trusts a simulator's media CA; undefined: Node's default. */
-  mediaAgent?: Agent;
-  /** Wait for a phone's answer to a media re-upload request, ms; default `MEDIA_REUPLOAD_TIMEOUT_MS` (media-reupload.ts). */
-  mediaReuploadTimeoutMs?: number;
-}
-
-const HOUR = 3_600_000;
-
-const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
-
-/**
- * The less verbose of two pino levels: Baileys logs at `wanted` but never more than parley's own logger, so a
- * silent or error-only deployment stays that way (docs/decisions/0023-operations.md: Baileys logs stanzas at
- * info/debug).
- */
-export function quieterLevel(parent: string, wanted: string): string {
-  const p = LEVELS.indexOf(parent);
-  const w = LEVELS.indexOf(wanted);
-  if (p < 0) return w < 0 ? 'warn' : wanted;
-  return w > p ? wanted : parent;
-}
 
 /**
  * One live instance (docs/decisions/0025-live-engine.md): the socket lifecycle (`Lifecycle`), the translation of
@@ -115,7 +69,7 @@ export class BaileysSession implements EngineSession {
   readonly #groups: BoundedCache;
   readonly #recent: BoundedCache;
   readonly #presence: BoundedCache;
-  readonly #caches: BoundedCache[];
+  readonly #caches: SessionCaches;
   readonly #baileysLogger: BaileysLogger;
   readonly #deps: ops.OperationDeps;
   readonly #calls: CallHandler;
@@ -124,8 +78,8 @@ export class BaileysSession implements EngineSession {
   readonly #reuploadTimeoutMs: number;
   /** Pairs the resolver learned, on their way to a `lid-mapping` event (docs/decisions/0038-lid-mappings.md). */
   readonly #learned: LearnedLids;
-  /** Whether the account is a business account (docs/decisions/0045-business-labels.md). */
-  readonly #business = new labels.BusinessCheck();
+  /** The operations on the account's own state (account-operations.ts). */
+  readonly #account: AccountOperations;
 
   constructor(context: EngineSessionContext, options: BaileysSessionOptions) {
     this.#context = context;
@@ -134,24 +88,10 @@ export class BaileysSession implements EngineSession {
     this.#queue = new IncomingQueue(context);
     this.#learned = new LearnedLids(this.#queue);
     const now = () => context.clock();
-    this.#groups = new BoundedCache(HOUR, 1_000, now);
-    this.#recent = new BoundedCache(HOUR, 256, now);
-    this.#presence = new BoundedCache(HOUR, 2_000, now);
-    const keyCache = new BoundedCache(5 * 60_000, 20_000, now);
-    const retries = new BoundedCache(HOUR, 5_000, now);
-    const devices = new BoundedCache(5 * 60_000, 5_000, now);
-    const calls = new BoundedCache(5 * 60_000, 100, now);
-    const placeholders = new BoundedCache(HOUR, 1_000, now);
-    this.#caches = [
-      this.#groups,
-      this.#recent,
-      this.#presence,
-      keyCache,
-      retries,
-      devices,
-      calls,
-      placeholders,
-    ];
+    this.#caches = new SessionCaches(now);
+    this.#groups = this.#caches.groups;
+    this.#recent = this.#caches.recent;
+    this.#presence = this.#caches.presence;
     this.#baileysLogger = context.logger.child(
       { component: 'baileys' },
       { level: quieterLevel(context.logger.level, options.baileysLogLevel) },
@@ -173,33 +113,15 @@ export class BaileysSession implements EngineSession {
       },
       onRenewError: (error) => context.logger.warn({ err: error }, 'renewing the one-socket lock failed'),
     });
-    const socketConfig = (): Omit<UserFacingSocketConfig, 'auth' | 'logger' | 'version'> => ({
-      browser: options.browser,
-      markOnlineOnConnect: false,
-      syncFullHistory: options.fullHistory,
-      ...(options.fullHistory ? { shouldSyncHistoryMessage: () => true } : {}),
-      emitOwnEvents: false,
-      generateHighQualityLinkPreview: false,
-      defaultQueryTimeoutMs: 20_000,
-      keepAliveIntervalMs: options.keepAliveIntervalMs,
-      getMessage: async (key) => this.#getMessage(key.id),
-      cachedGroupMetadata: async (jid) => this.#groups.get<GroupMetadata>(jid),
-      msgRetryCounterCache: retries,
-      userDevicesCache: devices,
-      callOfferCache: calls,
-      placeholderResendCache: placeholders,
-      ...(options.platformUrl ? { waWebSocketUrl: options.platformUrl } : {}),
-      ...(options.mediaAgent ? { fetchAgent: options.mediaAgent } : {}),
-    });
     this.#life = new Lifecycle({
       context,
       lock,
       socketFactory: options.socketFactory,
       baileysLogger: this.#baileysLogger,
-      socketConfig,
+      socketConfig: () => socketConfig(options, this.#caches, async (key) => this.#getMessage(key.id)),
       version: options.version,
       fetchVersion: options.fetchVersion,
-      keyCache,
+      keyCache: this.#caches.keyCache,
       connectDeadlineMs: options.connectDeadlineMs,
       random: options.random,
       loginRefusalLimit: options.loginRefusalLimit,
@@ -232,6 +154,13 @@ export class BaileysSession implements EngineSession {
       resolver: this.#resolver,
       record: (event) => this.#queue.record(event),
       send: (sock, message) => ops.sendMessage(sock, this.#deps, message),
+    });
+    this.#account = new AccountOperations({
+      context,
+      life: this.#life,
+      resolver: this.#resolver,
+      calls: this.#calls,
+      open: () => this.#open(),
     });
   }
 
@@ -279,12 +208,12 @@ export class BaileysSession implements EngineSession {
   }
   async logout(): Promise<void> {
     await this.#life.logout();
-    for (const cache of this.#caches) cache.flushAll();
+    for (const cache of this.#caches.all) cache.flushAll();
   }
   async close(): Promise<void> {
     await this.#life.close();
     await this.#queue.drained();
-    for (const cache of this.#caches) cache.close();
+    for (const cache of this.#caches.all) cache.close();
   }
 
   async messageId(): Promise<string> {
@@ -312,23 +241,6 @@ export class BaileysSession implements EngineSession {
   async revoke(chat: Jid, id: string): Promise<SentMessage> {
     return updates.revokeMessage(await this.#open(), this.#deps, chat, id);
   }
-  /** The channels the account follows (channels.ts). */
-  async listChannels(): Promise<Channel[]> {
-    return channels.listChannels(await this.#open());
-  }
-  /** Follows a channel (channels.ts). */
-  async followChannel(ref: ChannelRef): Promise<Channel> {
-    return channels.setFollowing(await this.#open(), ref, true);
-  }
-  /** Stops following a channel (channels.ts). */
-  async unfollowChannel(ref: ChannelRef): Promise<Channel> {
-    return channels.setFollowing(await this.#open(), ref, false);
-  }
-  /** Declines a ringing call (calls.ts `CallHandler.reject`). */
-  async rejectCall(id: string): Promise<EngineCall> {
-    const sock = await this.#open();
-    return mapPlatformErrors(() => this.#calls.reject(sock, id), { now: this.#context.clock() });
-  }
   async sendPresence(chat: Jid, state: ChatPresenceState): Promise<void> {
     await updates.sendChatPresence(await this.#open(), this.#deps, chat, state);
   }
@@ -348,21 +260,6 @@ export class BaileysSession implements EngineSession {
     await this.#life.loadSummary();
     if (!this.#life.state().loggedIn) throw errors.notLoggedIn();
     return this.#contacts.list();
-  }
-  /**
-   * The pair of a LID or phone (digits) from Baileys' mapping store, which may ask the platform (lids.ts); a pair
-   * found is recorded as a `lid-mapping` event before this resolves (docs/decisions/0038-lid-mappings.md).
-   * @throws DomainError not_logged_in / not_connected / platform_unreachable as every operation; platform errors.
-   */
-  async lidMapping(query: { lid: string } | { phone: string }): Promise<LidMapping | null> {
-    const sock = await this.#open();
-    const found = await mapPlatformErrors(() => lookupLidMapping(sock, query), {
-      now: this.#context.clock(),
-    });
-    if (!found) return null;
-    await this.#context.emit({ type: 'lid-mapping', mappings: [found] });
-    this.#resolver.remember(`${found.lid}@lid`, userJid(found.phone), false);
-    return found;
   }
   async createGroup(name: string, participants: readonly Jid[]): Promise<GroupInfo> {
     return ops.createGroup(await this.#open(), this.#deps, name, participants);
@@ -396,75 +293,55 @@ export class BaileysSession implements EngineSession {
     return admin.revokeGroupInvite(await this.#open(), this.#deps, jid);
   }
 
-  async profile(): Promise<AccountProfile> {
-    const sock = await this.#open();
-    return mapPlatformErrors(() => profile.readProfile(sock, this.#ownAccount()), {
-      now: this.#context.clock(),
-    });
+  // The account's own state: delegated to account-operations.ts (each documented on its capability,
+  // src/engines/capabilities.ts).
+  listChannels(): Promise<Channel[]> {
+    return this.#account.listChannels();
   }
-  async updateProfile(change: ProfileChange): Promise<AccountProfile> {
-    const sock = await this.#open();
-    const rename = (name: string) => this.#life.rename(name);
-    await mapPlatformErrors(() => profile.applyProfile(sock, this.#ownAccount(), change, rename), {
-      now: this.#context.clock(),
-    });
-    return this.profile();
+  followChannel(ref: ChannelRef): Promise<Channel> {
+    return this.#account.followChannel(ref);
   }
-  async privacy(): Promise<PrivacySettings> {
-    const sock = await this.#open();
-    return mapPlatformErrors(() => profile.readPrivacy(sock), { now: this.#context.clock() });
+  unfollowChannel(ref: ChannelRef): Promise<Channel> {
+    return this.#account.unfollowChannel(ref);
   }
-  async updatePrivacy(change: PrivacyChange): Promise<PrivacySettings> {
-    const sock = await this.#open();
-    await mapPlatformErrors(() => profile.applyPrivacy(sock, change), { now: this.#context.clock() });
-    return this.privacy();
+  rejectCall(id: string): Promise<EngineCall> {
+    return this.#account.rejectCall(id);
   }
-  async blocklist(): Promise<string[]> {
-    const sock = await this.#open();
-    return mapPlatformErrors(() => profile.readBlocklist(sock), { now: this.#context.clock() });
+  lidMapping(query: { lid: string } | { phone: string }): Promise<LidMapping | null> {
+    return this.#account.lidMapping(query);
   }
-  async setBlocked(phone: string, action: 'block' | 'unblock'): Promise<string[]> {
-    const sock = await this.#open();
-    await mapPlatformErrors(() => profile.applyBlock(sock, this.#ownAccount(), phone, action), {
-      now: this.#context.clock(),
-    });
-    return this.blocklist();
+  profile(): Promise<AccountProfile> {
+    return this.#account.profile();
   }
-
-  /** Applies a chat action as an app state patch (docs/decisions/0043-chat-actions-and-star.md). */
-  async chatAction(chat: Jid, action: ChatAction, last: readonly ChatMessageRef[]): Promise<void> {
-    const sock = await this.#open();
-    await mapPlatformErrors(() => chatActions.applyChatAction(sock, chat, action, last), {
-      now: this.#context.clock(),
-    });
+  updateProfile(change: ProfileChange): Promise<AccountProfile> {
+    return this.#account.updateProfile(change);
   }
-  /** Stars or unstars a message as an app state patch. */
-  async starMessage(chat: Jid, message: { id: string; fromMe: boolean }, star: boolean): Promise<void> {
-    const sock = await this.#open();
-    await mapPlatformErrors(() => chatActions.starMessage(sock, chat, message, star), {
-      now: this.#context.clock(),
-    });
+  privacy(): Promise<PrivacySettings> {
+    return this.#account.privacy();
   }
-
-  /** Whether the account is a business account, asked once per socket (labels.ts {@link labels.BusinessCheck}). */
-  async isBusiness(): Promise<boolean> {
-    const sock = await this.#open();
-    return this.#business.ask(sock, this.#ownAccount().phone, this.#context.clock());
+  updatePrivacy(change: PrivacyChange): Promise<PrivacySettings> {
+    return this.#account.updatePrivacy(change);
   }
-  /** Sends a label change as an app state patch, then records it as a `label` event. */
-  async editLabel(edit: LabelEdit): Promise<void> {
-    const sock = await this.#open();
-    const own = userJid(this.#ownAccount().phone);
-    await mapPlatformErrors(() => labels.editLabel(sock, own, edit), { now: this.#context.clock() });
-    await this.#context.emit({ type: 'label', label: edit });
+  blocklist(): Promise<string[]> {
+    return this.#account.blocklist();
   }
-  /** Puts a label on a chat or takes it off as an app state patch, then records it as a `chat-label` event. */
-  async labelChat(chat: Jid, label: Label, labeled: boolean): Promise<void> {
-    const sock = await this.#open();
-    await mapPlatformErrors(() => labels.labelChat(sock, chat, label.id, labeled), {
-      now: this.#context.clock(),
-    });
-    await this.#context.emit({ type: 'chat-label', change: { chat, labelId: label.id, labeled } });
+  setBlocked(phone: string, action: 'block' | 'unblock'): Promise<string[]> {
+    return this.#account.setBlocked(phone, action);
+  }
+  chatAction(chat: Jid, action: ChatAction, last: readonly ChatMessageRef[]): Promise<void> {
+    return this.#account.chatAction(chat, action, last);
+  }
+  starMessage(chat: Jid, message: { id: string; fromMe: boolean }, star: boolean): Promise<void> {
+    return this.#account.starMessage(chat, message, star);
+  }
+  isBusiness(): Promise<boolean> {
+    return this.#account.isBusiness();
+  }
+  editLabel(edit: LabelEdit): Promise<void> {
+    return this.#account.editLabel(edit);
+  }
+  labelChat(chat: Jid, label: Label, labeled: boolean): Promise<void> {
+    return this.#account.labelChat(chat, label, labeled);
   }
 
   /**
@@ -499,14 +376,6 @@ export class BaileysSession implements EngineSession {
       throw new DomainError('platform_unreachable', `not connected to the platform right now${why}`);
     }
     throw new DomainError('not_connected', `instance is not connected${why}`);
-  }
-
-  /** The account's phone and push name, from the credentials. @throws DomainError not_logged_in without them. */
-  #ownAccount(): profile.OwnAccount {
-    const me = this.#life.creds?.me;
-    const phone = me?.id ? jidDecode(me.id)?.user : undefined;
-    if (!me || !phone) throw errors.notLoggedIn();
-    return { phone, name: me.name ?? '' };
   }
 
   #me(): Identity {

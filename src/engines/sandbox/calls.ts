@@ -36,7 +36,7 @@ export function callIdFor(instanceId: string, n: number): string {
 }
 
 /**
- * Helper: user `phone` calls the account (see `SandboxControls.call` in src/engines/engine.ts).
+ * Helper: user `phone` calls the account (see `SandboxControls.call` in src/engines/sandbox-controls.ts).
  * @throws DomainError invalid when `phone` is the account; not_registered when the caller is not registered;
  *   not_logged_in / not_connected before login.
  */

@@ -22,9 +22,10 @@ import { USER_DOMAIN } from '../../domain/messages.ts';
 import type { AccountProfile, PrivacyChange, PrivacySettings, ProfileChange } from '../../domain/profile.ts';
 import type { ChatAction, EngineSession, EngineSessionContext, SandboxControls } from '../engine.ts';
 import type { SandboxAccount, SandboxCredentials } from './account.ts';
-import { incomingCall, rejectCall } from './calls.ts';
+import { rejectCall } from './calls.ts';
 import * as channels from './channels.ts';
 import * as chatActions from './chat-actions.ts';
+import { sandboxControls } from './controls.ts';
 import * as admin from './group-admin.ts';
 import * as groups from './groups.ts';
 import { SequenceAllocator } from './ids.ts';
@@ -36,7 +37,7 @@ import { defaultSandboxPhone, pairingSlot, sandboxPairingCode } from './pairing.
 import * as profile from './profile.ts';
 import * as status from './status.ts';
 import * as updates from './updates.ts';
-import { avatarOf, checkOf, contactOf, infoOf, isValidPhone } from './users.ts';
+import { avatarOf, checkOf, contactOf, infoOf } from './users.ts';
 import { SandboxWorld } from './world.ts';
 
 export type { SandboxCredentials } from './account.ts';
@@ -327,25 +328,7 @@ export class SandboxSession implements EngineSession {
 
   /** The simulated platform's test helpers (docs/decisions/0004-sandbox.md); a light object made on each read. */
   get sandbox(): SandboxControls {
-    const account = this.#account;
-    return {
-      scan: (input) => this.#scan(input),
-      inbound: (input) => messaging.inbound(account, input),
-      inboundMedia: (input) => media.inboundMedia(account, input),
-      receipt: (input) => messaging.receipt(account, input),
-      presence: (input) => messaging.presence(account, input),
-      defineUser: async ({ phone, ...definition }) => {
-        if (!isValidPhone(phone)) {
-          throw errors.badRequest('phone must be digits only, international format, no leading +');
-        }
-        await this.#world.defineUser(phone, definition);
-      },
-      createForeignGroup: (input) => groups.createForeignGroup(account, input),
-      call: (input) => incomingCall(account, input),
-      groupChange: (input) => admin.sandboxGroupChange(account, input),
-      updateMessage: (input) => updates.updateMessage(account, input),
-      vote: (input) => updates.vote(account, input),
-    };
+    return sandboxControls(this.#account, this.#world, (input) => this.#scan(input));
   }
 
   /** The view of this session the operations in `messaging.ts` and `groups.ts` work on. */

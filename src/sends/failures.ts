@@ -1,0 +1,128 @@
+import type { Kysely } from 'kysely';
+import type { Clock } from '../domain/clock.ts';
+import { DomainError, type DomainErrorCode } from '../domain/errors.ts';
+import type { Database } from '../store/schema.ts';
+import { finishSendJob, type SendJob } from '../store/send-jobs.ts';
+import type { PaceKeeper } from './pause.ts';
+import type { SendStatusReport } from './queue.ts';
+import type { SendWaiters } from './waiters.ts';
+
+/** Longest wait between two tries of a job held back by a transient failure, ms. */
+export const MAX_RETRY_DELAY_MS = 60_000;
+
+/**
+ * Whether a relay error is worth another try of an async job (docs/decisions/0009-sends-as-jobs.md): a plain error
+ * (`code` undefined: the session went away, the store failed), or the session not connected, not logged in or not
+ * ready, the platform unreachable, a timeout.
+ */
+export function isTransient(code: DomainErrorCode | undefined): boolean {
+  return (
+    code === undefined ||
+    code === 'not_connected' ||
+    code === 'not_logged_in' ||
+    code === 'platform_unreachable' ||
+    code === 'timeout' ||
+    code === 'not_ready'
+  );
+}
+
+/** What {@link RelayFailures} needs from the send queue (queue.ts `SendQueue`). */
+export interface RelayFailuresDeps {
+  db: Kysely<Database>;
+  clock: Clock;
+  /** This node's id: the `locked_by` of the jobs it finishes. */
+  nodeId: string;
+  /** The requests waiting for a job's outcome. */
+  waiters: SendWaiters;
+  /** The instances' pauses and reach-out timelocks. */
+  pace: PaceKeeper;
+  /** Records a status report (queue.ts `SendQueue.report`: logged, never thrown). */
+  report(instanceId: string, report: SendStatusReport): Promise<void>;
+  /** Wakes the instance's queue in `delayMs` ms (keeps an earlier wake already set). */
+  schedule(instanceId: string, delayMs: number): void;
+}
+
+/**
+ * What becomes of a claimed send job that cannot be relayed now (docs/decisions/0009-sends-as-jobs.md,
+ * docs/decisions/0013-pacing.md): put back until later, failed, or the cause of a pause of the instance's queue.
+ */
+export class RelayFailures {
+  readonly #deps: RelayFailuresDeps;
+
+  /** Cheap, no I/O. */
+  constructor(deps: RelayFailuresDeps) {
+    this.#deps = deps;
+  }
+
+  /**
+   * A relay failed: a platform restriction pauses the queue; a sync job fails with the error (its request answers
+   * it); an async job is tried again later for a transient failure (the session went away, the platform could not
+   * be reached, the store failed) until `maxAttempts`, and fails for anything else.
+   */
+  async failed(job: SendJob, error: unknown): Promise<void> {
+    const now = this.#deps.clock();
+    const code = error instanceof DomainError ? error.code : undefined;
+    if (code === 'rate_limited' && error instanceof DomainError) {
+      const until = now + (error.retryAfter ? error.retryAfter * 1000 : 60_000);
+      // The job is put back (or failed, for a sync send) before the pause is written and reported: whoever sees
+      // the pause sees the job already pending until its end.
+      await this.holdBack(job, error, until);
+      if (error.restriction === 'reach-out-timelock') {
+        // Only sends that open a chat wait: existing chats still work (docs/decisions/0013-pacing.md).
+        await this.#deps.pace.lockNewChats(job.instanceId, { until, reason: error.message }, now);
+      } else {
+        await this.#deps.pace.startPause(job.instanceId, { reason: error.message, until });
+      }
+      return;
+    }
+    const transient = isTransient(code);
+    if (job.mode === 'async' && transient && job.attempts < job.maxAttempts) {
+      const delay = Math.min(MAX_RETRY_DELAY_MS, 1_000 * 2 ** Math.max(0, job.attempts - 1));
+      return this.holdBack(job, error, now + delay);
+    }
+    const message = error instanceof Error ? error.message : String(error);
+    const mine = await finishSendJob(this.#deps.db, job.instanceId, job.id, this.#deps.nodeId, {
+      status: 'failed',
+      at: now,
+      error: message,
+    });
+    if (mine && !this.#deps.waiters.has(job))
+      await this.#deps.report(job.instanceId, {
+        kind: 'message',
+        id: job.id,
+        status: 'failed',
+        error: message,
+        at: now,
+      });
+    this.#deps.waiters.settle(job, undefined, error);
+  }
+
+  /** Puts a claimed job back to `pending` until `runAt` (a sync job's request is answered with `error`). */
+  async holdBack(job: SendJob, error: unknown, runAt: number): Promise<void> {
+    const message = error instanceof Error ? error.message : String(error);
+    if (job.mode === 'sync') {
+      await finishSendJob(this.#deps.db, job.instanceId, job.id, this.#deps.nodeId, {
+        status: 'failed',
+        at: this.#deps.clock(),
+        error: message,
+      });
+      if (!this.#deps.waiters.has(job))
+        await this.#deps.report(job.instanceId, {
+          kind: 'message',
+          id: job.id,
+          status: 'failed',
+          error: message,
+          at: this.#deps.clock(),
+        });
+      this.#deps.waiters.settle(job, undefined, error);
+      return;
+    }
+    await finishSendJob(this.#deps.db, job.instanceId, job.id, this.#deps.nodeId, {
+      status: 'pending',
+      at: this.#deps.clock(),
+      runAt,
+      error: message,
+    });
+    this.#deps.schedule(job.instanceId, Math.max(0, runAt - this.#deps.clock()));
+  }
+}

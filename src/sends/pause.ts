@@ -1,0 +1,166 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Kysely } from 'kysely';
+import type { Clock } from '../domain/clock.ts';
+import { DomainError } from '../domain/errors.ts';
+import { GROUP_DOMAIN, STATUS_BROADCAST } from '../domain/messages.ts';
+import type { PacingSettings, SendPause } from '../domain/sends.ts';
+import type { Database } from '../store/schema.ts';
+import {
+  chatHasHistory,
+  countNewChatsSince,
+  oldestNewChatSince,
+  readPacing,
+  type SendJob,
+  type StoredPacing,
+  writePacing,
+  writePause,
+} from '../store/send-jobs.ts';
+import type { SendStatusReport } from './queue.ts';
+
+/** One rolling day, ms: the window of the new-chats-per-day pace. */
+export const DAY_MS = 86_400_000;
+
+/** A reach-out timelock of an instance: until when (epoch ms) sends that open a chat wait, and why. */
+export interface NewChatLock {
+  until: number;
+  reason: string;
+}
+
+/** What a {@link PaceKeeper} needs. */
+export interface PaceKeeperDeps {
+  db: Kysely<Database>;
+  clock: Clock;
+  logger: FastifyBaseLogger;
+  /** Records a status report (queue.ts `SendQueue.report`: logged, never thrown). */
+  report(instanceId: string, report: SendStatusReport): Promise<void>;
+}
+
+/**
+ * The pace and the pauses of the instances whose send queue runs in this process (docs/decisions/0013-pacing.md):
+ * the stored pace and pause, cached here (the instance's holder is the only writer), and the platform's reach-out
+ * timelock, kept in memory. Pausing and resuming write the pause and report a `SessionStatus` `paused` / `resumed`.
+ */
+export class PaceKeeper {
+  readonly #deps: PaceKeeperDeps;
+  readonly #pacing = new Map<string, StoredPacing>();
+  /** Per instance: until when (epoch ms) the platform's reach-out timelock holds sends that open a chat. */
+  readonly #newChatLocks = new Map<string, NewChatLock>();
+
+  /** Cheap, no I/O. */
+  constructor(deps: PaceKeeperDeps) {
+    this.#deps = deps;
+  }
+
+  /** The instance's pace and pause (cached in this process). @throws the store's error. */
+  async pacing(instanceId: string): Promise<StoredPacing> {
+    const cached = this.#pacing.get(instanceId);
+    if (cached) return cached;
+    const stored = await readPacing(this.#deps.db, instanceId);
+    this.#pacing.set(instanceId, stored);
+    return stored;
+  }
+
+  /** Stores the instance's pace (the cache is read again next time). @throws the store's error. */
+  async setPacing(instanceId: string, pacing: PacingSettings): Promise<void> {
+    await writePacing(this.#deps.db, instanceId, pacing, this.#deps.clock());
+    this.#pacing.delete(instanceId);
+  }
+
+  /** The instance's pause in force at `now`, or null. */
+  async pause(instanceId: string): Promise<SendPause | null> {
+    const { pause } = await this.pacing(instanceId);
+    return pause !== null && pause.until > this.#deps.clock() ? pause : null;
+  }
+
+  /** The reach-out timelock in force for the instance, if any; one that ended is dropped and reported resumed. */
+  async newChatLock(instanceId: string): Promise<NewChatLock | undefined> {
+    const lock = this.#newChatLocks.get(instanceId);
+    if (!lock) return undefined;
+    const now = this.#deps.clock();
+    if (lock.until > now) return lock;
+    this.#newChatLocks.delete(instanceId);
+    await this.#deps.report(instanceId, { kind: 'session', status: 'resumed', at: now });
+    return undefined;
+  }
+
+  /**
+   * The platform's reach-out timelock holds the instance's sends that open a chat until `lock.until` (existing chats
+   * still work, docs/decisions/0013-pacing.md); reported as a `SessionStatus` `paused` at `now` (epoch ms).
+   */
+  async lockNewChats(instanceId: string, lock: NewChatLock, now: number): Promise<void> {
+    this.#newChatLocks.set(instanceId, lock);
+    await this.#deps.report(instanceId, {
+      kind: 'session',
+      status: 'paused',
+      reason: lock.reason,
+      until: lock.until,
+      at: now,
+    });
+  }
+
+  /** Pauses the instance's queue until `pause.until` (stored, logged and reported). @throws the store's error. */
+  async startPause(instanceId: string, pause: SendPause): Promise<void> {
+    const now = this.#deps.clock();
+    await writePause(this.#deps.db, instanceId, pause, now);
+    this.#pacing.delete(instanceId);
+    this.#deps.logger.warn(
+      { instanceId, reason: pause.reason, until: new Date(pause.until).toISOString() },
+      'the platform restricted sending: the send queue is paused',
+    );
+    await this.#deps.report(instanceId, {
+      kind: 'session',
+      status: 'paused',
+      reason: pause.reason,
+      until: pause.until,
+      at: now,
+    });
+  }
+
+  /** Ends the instance's pause (stored, logged and reported). @throws the store's error. */
+  async resume(instanceId: string): Promise<void> {
+    const now = this.#deps.clock();
+    await writePause(this.#deps.db, instanceId, null, now);
+    this.#pacing.delete(instanceId);
+    this.#deps.logger.info({ instanceId }, 'the send queue resumes');
+    await this.#deps.report(instanceId, { kind: 'session', status: 'resumed', at: now });
+  }
+
+  /**
+   * Whether relaying `job` opens a chat (a direct chat without history: docs/decisions/0013-pacing.md counts these per
+   * day) and, when the pace or the reach-out timelock holds it back, the `rate_limited` error and the time (epoch ms)
+   * it may run again. Only asks the store when a new-chats pace or a timelock is in force. @throws the store's error.
+   */
+  async newChatCheck(
+    job: SendJob,
+    pacing: PacingSettings,
+  ): Promise<{ opensChat: boolean; hold?: { error: DomainError; runAt: number } }> {
+    const { db, clock } = this.#deps;
+    // A group or a status (docs/decisions/0044-status-stories.md) never opens a chat.
+    const isGroup = job.chat.endsWith(`@${GROUP_DOMAIN}`) || job.chat === STATUS_BROADCAST;
+    const lock = await this.newChatLock(job.instanceId);
+    const opensChat =
+      (pacing.newChatsPerDay !== null || (lock !== undefined && job.mode === 'async')) &&
+      !isGroup &&
+      !(await chatHasHistory(db, job.instanceId, job.chat, job.id));
+    if (opensChat && lock !== undefined && job.mode === 'async') {
+      const error = new DomainError('rate_limited', lock.reason, {
+        retryAfter: Math.max(1, Math.ceil((lock.until - clock()) / 1000)),
+        restriction: 'reach-out-timelock',
+      });
+      return { opensChat, hold: { error, runAt: lock.until } };
+    }
+    if (opensChat && pacing.newChatsPerDay !== null) {
+      const since = clock() - DAY_MS;
+      if ((await countNewChatsSince(db, job.instanceId, since)) >= pacing.newChatsPerDay) {
+        const oldest = (await oldestNewChatSince(db, job.instanceId, since)) ?? clock();
+        const error = new DomainError(
+          'rate_limited',
+          `the instance's pace allows ${pacing.newChatsPerDay} new chats per day; the next may open at ${new Date(oldest + DAY_MS).toISOString()}`,
+          { retryAfter: Math.max(1, Math.ceil((oldest + DAY_MS - clock()) / 1000)) },
+        );
+        return { opensChat, hold: { error, runAt: oldest + DAY_MS } };
+      }
+    }
+    return { opensChat };
+  }
+}
