@@ -27,7 +27,6 @@ export interface BaileysSessionOptions {
   keepAliveIntervalMs: number;
   /** Platform refusals of a reconnecting login in a row after which the session stops (lifecycle.ts). */
   loginRefusalLimit: number;
-  /** Retry of failed recordings (docs/decisions/0024-engines-and-data-flow.md): incoming events and sends. */
   /** WebSocket URL of a platform simulator (Baileys' `waWebSocketUrl`); undefined: the real platform. */
   platformUrl?: string;
   /** HTTPS agent for media uploads (Baileys' `fetchAgent`): trusts a simulator's media CA; undefined: Node's default. */
