@@ -36,10 +36,17 @@ export interface ChatLabels {
  * not_logged_in / not_connected / platform_unreachable, as every platform call) and a business account (@throws
  * DomainError conflict {@link NOT_BUSINESS}); they go to the platform through the engine, which records each as an
  * event before it resolves, so the answer reads the store back.
+ *
+ * The changes of one instance run one at a time, in the order they came (a promise chain per instance in this
+ * process): each reads what parley knows (the next label id, whether a name is taken, a chat's labels) and then
+ * changes it, so two at once would both pick the same id (docs/decisions/0045-business-labels.md). parley runs one
+ * process per store, so a chain in memory is enough.
  */
 export class LabelService {
   readonly #sessions: SessionManager;
   readonly #store: Store;
+  /** Per instance id, the end of its chain of label changes (removed when the chain runs dry). */
+  readonly #queues = new Map<string, Promise<unknown>>();
 
   constructor(deps: { sessions: SessionManager; store: Store }) {
     this.#sessions = deps.sessions;
@@ -57,7 +64,11 @@ export class LabelService {
    * @throws DomainError invalid naming `name` (blank) or `color` (not 0 to 19); conflict when a label of that name
    *   (ignoring case) exists.
    */
-  async create(instance: Instance, input: NewLabel): Promise<Label> {
+  create(instance: Instance, input: NewLabel): Promise<Label> {
+    return this.#serial(instance, () => this.#create(instance, input));
+  }
+
+  async #create(instance: Instance, input: NewLabel): Promise<Label> {
     const name = labelName(input.name);
     const color = labelColor(input.color ?? 0);
     const labels = await this.#business(instance);
@@ -74,7 +85,11 @@ export class LabelService {
    * @throws DomainError invalid naming `id`, `name`, `color`, or when neither is given; not_found `label <id> not
    *   found`; conflict when another label has that name.
    */
-  async update(instance: Instance, id: string, change: LabelChange): Promise<Label> {
+  update(instance: Instance, id: string, change: LabelChange): Promise<Label> {
+    return this.#serial(instance, () => this.#update(instance, id, change));
+  }
+
+  async #update(instance: Instance, id: string, change: LabelChange): Promise<Label> {
     labelId(id, 'id');
     if (change.name === undefined && change.color === undefined)
       throw errors.badRequest('give name or color to change');
@@ -96,7 +111,11 @@ export class LabelService {
    * Deletes label `id` (the platform's `label_edit` with `deleted`); the label comes off every chat.
    * @throws DomainError invalid naming `id`; not_found `label <id> not found`.
    */
-  async remove(instance: Instance, id: string): Promise<Label> {
+  remove(instance: Instance, id: string): Promise<Label> {
+    return this.#serial(instance, () => this.#remove(instance, id));
+  }
+
+  async #remove(instance: Instance, id: string): Promise<Label> {
     labelId(id, 'id');
     const labels = await this.#business(instance);
     const current = await this.#known(instance, id);
@@ -116,7 +135,16 @@ export class LabelService {
    * @throws DomainError invalid naming `jid`, or `labelIds` (not label ids, or repeated); not_found `label <id> not
    *   found` for an id parley does not know (nothing is changed then).
    */
-  async labelChat(
+  labelChat(
+    instance: Instance,
+    rawChat: string,
+    ids: readonly string[],
+    mode: 'add' | 'set',
+  ): Promise<ChatLabels> {
+    return this.#serial(instance, () => this.#labelChat(instance, rawChat, ids, mode));
+  }
+
+  async #labelChat(
     instance: Instance,
     rawChat: string,
     ids: readonly string[],
@@ -142,12 +170,34 @@ export class LabelService {
    * platform has it where parley did not see it). Resolves with the chat's labels afterwards.
    * @throws DomainError invalid naming `jid` or `labelId`; not_found `label <id> not found`.
    */
-  async unlabelChat(instance: Instance, rawChat: string, id: string): Promise<ChatLabels> {
+  unlabelChat(instance: Instance, rawChat: string, id: string): Promise<ChatLabels> {
+    return this.#serial(instance, () => this.#unlabelChat(instance, rawChat, id));
+  }
+
+  async #unlabelChat(instance: Instance, rawChat: string, id: string): Promise<ChatLabels> {
     const chat = chatJidFromParam(rawChat);
     labelId(id, 'labelId');
     const labels = await this.#business(instance);
     await labels.labelChat(chat, await this.#known(instance, id), false);
     return { chat, labels: await listChatLabels(this.#store.db, instance.id, chat) };
+  }
+
+  /**
+   * Runs `change` after the instance's earlier label changes have settled (whether they succeeded or not), and
+   * resolves or rejects as it does.
+   */
+  #serial<T>(instance: Instance, change: () => Promise<T>): Promise<T> {
+    const before = this.#queues.get(instance.id) ?? Promise.resolve();
+    const run = before.then(change);
+    const tail = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#queues.set(instance.id, tail);
+    void tail.then(() => {
+      if (this.#queues.get(instance.id) === tail) this.#queues.delete(instance.id);
+    });
+    return run;
   }
 
   /** The session's labels, once the account is known to be a business account. */

@@ -217,6 +217,31 @@ for (const dialect of testDialects()) {
       assert.deepEqual(next.body.data, { id: '3', name: 'New customer', color: 0, predefinedId: null });
     });
 
+    it('concurrent changes run one at a time: distinct ids, every label stored, a name taken only once', async () => {
+      const names = ['C1', 'C2', 'C3', 'C4', 'C5', 'C6'];
+      const created = await Promise.all(names.map((name) => t.call('POST', '/v1/labels', { name })));
+      assert.deepEqual(
+        created.map((r) => r.status),
+        names.map(() => 201),
+      );
+      const ids = created.map((r) => (r.body.data as { id: string }).id);
+      assert.deepEqual([...new Set(ids)].sort(), ['4', '5', '6', '7', '8', '9']);
+      const listed = (await t.call('GET', '/v1/labels')).body.data.labels as { id: string; name: string }[];
+      assert.deepEqual(
+        listed.filter((l) => l.name.startsWith('C')).map((l) => `${l.id}:${l.name}`),
+        names
+          .map((name, i) => `${ids[i]}:${name}`)
+          .sort((a, b) => Number(a.split(':')[0]) - Number(b.split(':')[0])),
+      );
+      assert.deepEqual(Object.keys((await platformState(t)).labels).sort(), ['2', '3', ...ids].sort());
+      const twice = await Promise.all([1, 2].map(() => t.call('POST', '/v1/labels', { name: 'Once' })));
+      assert.deepEqual(twice.map((r) => r.status).sort(), [201, 409]);
+      assert.equal(
+        listed.length + 1,
+        ((await t.call('GET', '/v1/labels')).body.data.labels as unknown[]).length,
+      );
+    });
+
     it('needs scope chat:messages', async () => {
       const key = await t.newKey({ scopes: ['chat:contacts'] });
       for (const [method, url] of [
