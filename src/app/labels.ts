@@ -74,8 +74,7 @@ export class LabelService {
     const labels = await this.#business(instance);
     const known = await this.list(instance);
     uniqueName(known, name);
-    const next = known.reduce((max, l) => (Number(l.id) > max ? Number(l.id) : max), 0) + 1;
-    const label: Label = { id: String(next), name, color, predefinedId: null };
+    const label: Label = { id: nextLabelId(known), name, color, predefinedId: null };
     await labels.editLabel({ ...label, deleted: false });
     return label;
   }
@@ -213,6 +212,19 @@ export class LabelService {
     if (!label) throw errors.notFound(`label ${id} not found`);
     return label;
   }
+}
+
+/**
+ * The id after the highest of `labels` (ids compared as integers: BigInt, as they may have up to 20 digits, past
+ * 2^53), "1" when there is none.
+ * @throws DomainError conflict when that id would have more than 20 digits.
+ */
+export function nextLabelId(labels: readonly Label[]): string {
+  let max = 0n;
+  for (const l of labels) if (LABEL_ID.test(l.id) && BigInt(l.id) > max) max = BigInt(l.id);
+  const next = String(max + 1n);
+  if (!LABEL_ID.test(next)) throw errors.conflict('no label id is left after the highest (20 digits)');
+  return next;
 }
 
 /** `raw` trimmed. @throws DomainError invalid naming `name` when blank or longer than {@link LABEL_NAME_MAX}. */

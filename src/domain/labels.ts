@@ -38,3 +38,12 @@ export interface ChatLabelChange {
 
 /** Label ids as parley accepts them in paths and bodies: 1 to 20 decimal digits. */
 export const LABEL_ID = /^[0-9]{1,20}$/;
+
+/**
+ * Longest label name parley stores, in characters (code points): the `labels.name` column is varchar(200)
+ * (src/store/migrations/0020_labels.ts). A longer name synced from the account's other devices is cut to this.
+ */
+export const LABEL_NAME_STORED_MAX = 200;
+
+/** Longest chat JID parley stores with a label, in characters: the `chat_labels.chat` column is varchar(160). */
+export const LABEL_CHAT_MAX = 160;

@@ -26,6 +26,7 @@ import {
   labelChat,
   labelEditModification,
   labelEventOf,
+  storedLabelName,
 } from '../../src/engines/baileys/labels.ts';
 import type { SocketLike } from '../../src/engines/baileys/socket.ts';
 
@@ -119,6 +120,38 @@ describe('live engine: labels as chatModify', () => {
       ),
       null,
     );
+  });
+
+  it('synced values the store cannot hold: odd label ids dropped, long names cut, NULs removed', async () => {
+    const edit = (label: Record<string, unknown>) =>
+      labelEventOf(label as unknown as BaileysEventMap['labels.edit']);
+    for (const id of ['', 'abc', '1.5', '-1', '123456789012345678901', ' 7'])
+      assert.equal(edit({ id, name: 'X' }), null, id);
+    const long = `${'é'.repeat(150)}${'😀'.repeat(100)}`;
+    assert.deepEqual(edit({ id: '12345678901234567890', name: long, color: 99, predefinedId: 'x' }), {
+      type: 'label',
+      label: {
+        id: '12345678901234567890',
+        name: `${'é'.repeat(150)}${'😀'.repeat(50)}`,
+        color: 0,
+        predefinedId: null,
+        deleted: false,
+      },
+    });
+    assert.equal(storedLabelName('a\u0000b'), 'ab');
+    assert.equal([...storedLabelName('x'.repeat(500))].length, 200);
+    const resolver = new JidResolver();
+    const association = (chatId: string, labelId: string) =>
+      chatLabelEventOf(
+        { type: 'add', association: { type: 'label_jid', chatId, labelId } } as never,
+        resolver,
+      );
+    assert.equal(await association(ANA, 'x'), null);
+    assert.equal(await association(`${'1'.repeat(160)}@g.us`, '1'), null);
+    assert.deepEqual(await association(ANA, '12345678901234567890'), {
+      type: 'chat-label',
+      change: { chat: ANA, labelId: '12345678901234567890', labeled: true },
+    });
   });
 
   it('editLabel and labelChat call chatModify; the business check asks once per socket, 404 is personal', async () => {

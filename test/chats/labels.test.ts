@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { nextLabelId } from '../../src/app/labels.ts';
 import type { SandboxLabelsState } from '../../src/engines/sandbox/labels.ts';
 import { appFor } from '../messages/support.ts';
 import { createTestApp, loginSandbox, type TestApp } from '../support/app.ts';
@@ -27,6 +28,17 @@ async function platformState(t: TestApp): Promise<SandboxLabelsState> {
   };
   return session.labelsState();
 }
+
+describe('nextLabelId', () => {
+  it('the next label id is computed exactly past 2^53', () => {
+    const label = (id: string) => ({ id, name: id, color: 0, predefinedId: null });
+    assert.equal(nextLabelId([]), '1');
+    assert.equal(nextLabelId([label('9'), label('10')]), '11');
+    assert.equal(nextLabelId([label('12345678901234567890'), label('3')]), '12345678901234567891');
+    assert.equal(nextLabelId([label('9007199254740993')]), '9007199254740994');
+    assert.throws(() => nextLabelId([label('99999999999999999999')]), /no label id is left/);
+  });
+});
 
 for (const dialect of testDialects()) {
   describe(`business labels (docs/api.md#labels) [${dialect}]`, () => {

@@ -1,6 +1,13 @@
 import type { BaileysEventMap, ChatModification } from 'baileys';
 import { DomainError } from '../../domain/errors.ts';
-import type { ChatLabelChange, LabelEdit } from '../../domain/labels.ts';
+import {
+  type ChatLabelChange,
+  LABEL_CHAT_MAX,
+  LABEL_COLORS,
+  LABEL_ID,
+  LABEL_NAME_STORED_MAX,
+  type LabelEdit,
+} from '../../domain/labels.ts';
 import type { Jid } from '../../domain/messages.ts';
 import { userJid } from '../../domain/messages.ts';
 import { mapPlatformErrors } from './errors.ts';
@@ -82,20 +89,38 @@ export class BusinessCheck {
 }
 
 /**
+ * `raw` as parley stores a synced label name: NUL characters removed (PostgreSQL text cannot hold them) and cut to
+ * {@link LABEL_NAME_STORED_MAX} characters (the column's length), so one odd name cannot fail the recorder's
+ * transaction and the batch of events with it.
+ */
+export function storedLabelName(raw: string): string {
+  const name = raw.replaceAll('\u0000', '');
+  const chars = [...name];
+  return chars.length > LABEL_NAME_STORED_MAX ? chars.slice(0, LABEL_NAME_STORED_MAX).join('') : name;
+}
+
+/**
  * The `label` event of a Baileys `labels.edit` (a `label_edit` mutation: Utils/chat-utils.js `processSyncAction`);
- * null when it names no label id. A missing name is '' and a missing colour 0, as the platform's phones show them.
+ * null when its id is not a label id ({@link LABEL_ID}: 1 to 20 digits, what the store's varchar(32) column and
+ * parley's routes take). A missing name is '' and a missing colour 0, as the platform's phones show them; the name
+ * is stored as {@link storedLabelName} makes it; a colour that is not an integer 0 to 19 is 0; a predefined id that
+ * is not 1 to 20 digits is null.
  */
 export function labelEventOf(
   label: BaileysEventMap['labels.edit'],
 ): { type: 'label'; label: LabelEdit } | null {
-  if (!label.id) return null;
+  const id = label.id === undefined || label.id === null ? '' : String(label.id);
+  if (!LABEL_ID.test(id)) return null;
+  const color = Number(label.color ?? 0);
+  const predefined =
+    label.predefinedId === undefined || label.predefinedId === null ? '' : String(label.predefinedId);
   return {
     type: 'label',
     label: {
-      id: String(label.id),
-      name: label.name ?? '',
-      color: Number(label.color ?? 0),
-      predefinedId: label.predefinedId ? String(label.predefinedId) : null,
+      id,
+      name: storedLabelName(typeof label.name === 'string' ? label.name : ''),
+      color: Number.isInteger(color) && color >= 0 && color < LABEL_COLORS ? color : 0,
+      predefinedId: LABEL_ID.test(predefined) && predefined !== '0' ? predefined : null,
       deleted: label.deleted === true,
     },
   };
@@ -103,7 +128,8 @@ export function labelEventOf(
 
 /**
  * The `chat-label` event of a Baileys `labels.association` (a `label_jid` mutation); null for a message label
- * (`label_message`, not modelled) or an association without chat or label. A chat named by LID is resolved to the
+ * (`label_message`, not modelled), an association without chat or label, a label id that is not 1 to 20 digits or a
+ * chat JID longer than {@link LABEL_CHAT_MAX} (what the store's columns hold). A chat named by LID is resolved to the
  * phone JID when the resolver knows it, as messages are (docs/decisions/0038-lid-mappings.md).
  */
 export async function chatLabelEventOf(
@@ -112,9 +138,12 @@ export async function chatLabelEventOf(
 ): Promise<{ type: 'chat-label'; change: ChatLabelChange } | null> {
   const { association } = update;
   if (association.type !== 'label_jid' || !association.chatId || !association.labelId) return null;
+  const labelId = String(association.labelId);
+  if (!LABEL_ID.test(labelId)) return null;
   const { jid } = await resolver.resolve(association.chatId);
+  if (jid.length > LABEL_CHAT_MAX) return null;
   return {
     type: 'chat-label',
-    change: { chat: jid, labelId: String(association.labelId), labeled: update.type === 'add' },
+    change: { chat: jid, labelId, labeled: update.type === 'add' },
   };
 }
