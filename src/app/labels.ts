@@ -60,7 +60,9 @@ export class LabelService {
 
   /**
    * Creates a label named `input.name` (trimmed) with colour `input.color` (default 0). Its id is the next number
-   * after the highest label id parley knows, as the platform's phones number new labels.
+   * after the highest label id parley knows, as the platform's phones number new labels; the engine first makes
+   * sure parley knows every label the account has (`syncLabels`: the live engine syncs them in full once per
+   * socket), so the id does not overwrite a label parley never saw.
    * @throws DomainError invalid naming `name` (blank) or `color` (not 0 to 19); conflict when a label of that name
    *   (ignoring case) exists.
    */
@@ -72,6 +74,7 @@ export class LabelService {
     const name = labelName(input.name);
     const color = labelColor(input.color ?? 0);
     const labels = await this.#business(instance);
+    await labels.syncLabels?.();
     const known = await this.list(instance);
     uniqueName(known, name);
     const label: Label = { id: nextLabelId(known), name, color, predefinedId: null };
@@ -264,7 +267,7 @@ function uniqueName(labels: readonly Label[], name: string): void {
 
 /** The session's labels. @throws DomainError platform_refused when its engine has none. */
 function labelsOf(session: EngineSession): LabelsCapability {
-  const { isBusiness, editLabel, labelChat } = session;
+  const { isBusiness, editLabel, labelChat, syncLabels } = session;
   if (!isBusiness || !editLabel || !labelChat) {
     throw new DomainError('platform_refused', 'this engine does not manage labels');
   }
@@ -272,5 +275,6 @@ function labelsOf(session: EngineSession): LabelsCapability {
     isBusiness: isBusiness.bind(session),
     editLabel: editLabel.bind(session),
     labelChat: labelChat.bind(session),
+    ...(syncLabels ? { syncLabels: syncLabels.bind(session) } : {}),
   };
 }

@@ -160,4 +160,11 @@ export interface LabelsCapability {
   editLabel(edit: LabelEdit): Promise<void>;
   /** Puts label `label` on chat `chat` (`labeled` true) or takes it off. Idempotent. */
   labelChat(chat: Jid, label: Label, labeled: boolean): Promise<void>;
+  /**
+   * Makes sure every label the account has is recorded in the store, before a new label's id is picked from them
+   * (docs/decisions/0045-business-labels.md). The live engine syncs the account's whole label set from the
+   * platform once per socket (it learns only changes otherwise); absent on an engine that records every label it
+   * holds (the sandbox). @throws DomainError platform_unreachable when the session cannot sync app state.
+   */
+  syncLabels?(): Promise<void>;
 }

@@ -14,6 +14,7 @@ import { control, type LiveApp, liveApp, pairLive, startTestSimulator, until } f
 
 const shop = '5531999990045';
 const solo = '5531999990046';
+const older = '5531999990047';
 const ana = '5531988887745';
 const anaJid = `${ana}@s.whatsapp.net`;
 
@@ -38,6 +39,7 @@ for (const dialect of testDialects()) {
       for (const user of [
         { phone: shop, pushName: 'Shop', verifiedName: 'Acme Shop' },
         { phone: solo, pushName: 'Solo' },
+        { phone: older, pushName: 'Older', verifiedName: 'Older Shop' },
         { phone: ana, pushName: 'Ana' },
       ]) {
         assert.equal((await control(sim, 'POST', '/users', user)).status, 201);
@@ -113,19 +115,25 @@ for (const dialect of testDialects()) {
       assert.deepEqual(unknown.body, { error: { code: 404, message: 'label 1 not found' } });
     });
 
-    it('a personal account: 409 naming the reason, nothing reaches the platform', async () => {
-      const instanceId = (await app.t.newInstance('live', 'solo')).id;
+    /** A new live instance of `app`'s organisation, paired with `phone`. */
+    const another = async (name: string, phone: string): Promise<LiveApp> => {
+      const instanceId = (await app.t.newInstance('live', name)).id;
       const live: LiveApp['live'] = (method, url, body) =>
         app.t.call(method, `${url}${url.includes('?') ? '&' : '?'}from=${instanceId}`, body, {
           authorization: `Bearer ${app.liveKey}`,
         });
-      const personal: LiveApp = {
+      const other: LiveApp = {
         ...app,
         instanceId,
         live,
         status: async () => (await live('GET', '/v1/session/status')).body.data,
       };
-      await pairLive(sim, personal, solo);
+      await pairLive(sim, other, phone);
+      return other;
+    };
+
+    it('a personal account: 409 naming the reason, nothing reaches the platform', async () => {
+      const { live } = await another('solo', solo);
       const res = await live('POST', '/v1/labels', { name: 'VIP' });
       assert.equal(res.status, 409);
       assert.deepEqual(res.body, {
@@ -135,6 +143,37 @@ for (const dialect of testDialects()) {
         },
       });
       assert.deepEqual(await held(solo), { labels: [], chats: {} });
+    });
+
+    it('labels parley never saw (its app state version already current): a new label does not take their id', async () => {
+      const shop2 = await another('older', older);
+      const made = await control(sim, 'POST', `/users/${older}/labels`, { name: 'Old', color: 3 });
+      assert.equal(made.status, 200, JSON.stringify(made.body));
+      assert.deepEqual(made.body.label, label('1', 'Old', 3));
+      await until('parley knows label 1', async () => {
+        const got = await shop2.live('GET', '/v1/labels');
+        return got.body.data.labels.length === 1 ? got : undefined;
+      });
+      // As for an instance linked before parley recorded labels: Baileys' stored app state version of the
+      // collection is current, so no sync brings label 1 again.
+      await app.t.services.store.db
+        .deleteFrom('labels')
+        .where('instance_id', '=', shop2.instanceId)
+        .execute();
+      assert.deepEqual((await shop2.live('GET', '/v1/labels')).body, ok({ labels: [] }));
+      const res = await shop2.live('POST', '/v1/labels', { name: 'New' });
+      assert.equal(res.status, 201, JSON.stringify(res.body));
+      assert.deepEqual(res.body.data, label('2', 'New', 0));
+      assert.deepEqual(await held(older), {
+        labels: [label('1', 'Old', 3), label('2', 'New', 0)],
+        chats: {},
+      });
+      assert.deepEqual(
+        (await shop2.live('GET', '/v1/labels')).body,
+        ok({ labels: [label('1', 'Old', 3), label('2', 'New', 0)] }),
+      );
+      const next = await shop2.live('POST', '/v1/labels', { name: 'Newer' });
+      assert.deepEqual(next.body.data, label('3', 'Newer', 0), 'once per socket: the store answers now');
     });
   });
 }

@@ -43,6 +43,8 @@ export interface AccountOperationsDeps {
    * platform_unreachable.
    */
   open: () => Promise<SocketLike>;
+  /** Resolves once the platform events the session received so far are recorded (its `IncomingQueue.drained`). */
+  recorded: () => Promise<void>;
 }
 
 /**
@@ -64,6 +66,8 @@ export class AccountOperations
   readonly #deps: AccountOperationsDeps;
   /** Whether the account is a business account (docs/decisions/0045-business-labels.md). */
   readonly #business = new labels.BusinessCheck();
+  /** Whether the account's labels were synced in full on the current socket (labels.ts {@link labels.LabelSync}). */
+  readonly #labelSync = new labels.LabelSync();
 
   /** An object over the session's parts; cheap, no I/O. */
   constructor(deps: AccountOperationsDeps) {
@@ -164,6 +168,10 @@ export class AccountOperations
   async isBusiness(): Promise<boolean> {
     const sock = await this.#deps.open();
     return this.#business.ask(sock, this.#ownAccount().phone, this.#now());
+  }
+  /** Syncs the account's labels in full once per socket (labels.ts {@link labels.LabelSync}). */
+  async syncLabels(): Promise<void> {
+    await this.#labelSync.ensure(await this.#deps.open(), this.#deps.recorded);
   }
   /** Sends a label change as an app state patch, then records it as a `label` event. */
   async editLabel(edit: LabelEdit): Promise<void> {

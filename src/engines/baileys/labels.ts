@@ -1,4 +1,4 @@
-import type { BaileysEventMap, ChatModification } from 'baileys';
+import type { BaileysEventMap, ChatModification, WASocket } from 'baileys';
 import { DomainError } from '../../domain/errors.ts';
 import {
   type ChatLabelChange,
@@ -146,4 +146,55 @@ export async function chatLabelEventOf(
     type: 'chat-label',
     change: { chat: jid, labelId, labeled: update.type === 'add' },
   };
+}
+
+/**
+ * The parts of a Baileys socket the full label sync uses (Socket/chats.js `resyncAppState`, the socket's
+ * `authState`); optional, as a test's fake socket has none.
+ */
+export type LabelSyncSocket = SocketLike & Partial<Pick<WASocket, 'resyncAppState' | 'authState'>>;
+
+/**
+ * Syncs the account's whole `regular` app state collection (which holds the labels) from the platform, so every
+ * label the account has arrives as a `labels.edit` event, and resolves once `recorded()` resolves (it waits for the
+ * session's queue of platform events, so the labels are in the store). Baileys syncs app state in full only at an
+ * account's first connection and otherwise asks only for the patches after the version it stored
+ * (Socket/chats.js `resyncAppState`: no stored `app-state-sync-version` of the collection → `return_snapshot`);
+ * so the stored version of `regular` is cleared first (inside Baileys' key transaction for the account, the one
+ * `resyncAppState` takes, so no sync in progress interleaves), then `resyncAppState(['regular'], true)` fetches
+ * the snapshot and Baileys' event buffer is flushed (it would release the events 100 ms later on its own).
+ * Resolves true when a version of the collection was stored again (the sync brought it), false when none was: the
+ * platform holds nothing in the collection (no labels), or Baileys gave the collection up (it does not throw then:
+ * a missing app state key, which also stops the label change that follows, or a patch it could not decode).
+ * @throws DomainError platform_unreachable when the socket cannot sync app state; Baileys' errors otherwise.
+ */
+export async function syncAllLabels(sock: LabelSyncSocket, recorded: () => Promise<void>): Promise<boolean> {
+  const { resyncAppState, authState } = sock;
+  if (!resyncAppState || !authState)
+    throw new DomainError('platform_unreachable', 'this socket cannot sync labels');
+  const { keys } = authState;
+  await keys.transaction(async () => {
+    await keys.set({ 'app-state-sync-version': { regular: null } });
+  }, authState.creds.me?.id || 'resync-app-state');
+  await resyncAppState(['regular'], true);
+  const ev = sock.ev as { flush?: unknown };
+  if (typeof ev.flush === 'function') ev.flush();
+  await recorded();
+  const { regular } = await keys.get('app-state-sync-version', ['regular']);
+  return regular !== undefined && regular !== null;
+}
+
+/**
+ * Runs {@link syncAllLabels} once per socket: once a sync stored the collection's version, later label creations on
+ * the same socket do not sync again (the socket records every change the platform syncs while it stays connected).
+ * A sync that failed, or brought no version (an empty collection), is tried again on the next call.
+ */
+export class LabelSync {
+  #synced: SocketLike | undefined;
+
+  /** Syncs `sock`'s labels unless they were synced on it already. */
+  async ensure(sock: LabelSyncSocket, recorded: () => Promise<void>): Promise<void> {
+    if (this.#synced === sock) return;
+    if (await syncAllLabels(sock, recorded)) this.#synced = sock;
+  }
 }

@@ -161,6 +161,7 @@ export class BaileysSession implements EngineSession {
       resolver: this.#resolver,
       calls: this.#calls,
       open: () => this.#open(),
+      recorded: () => this.#queue.drained(),
     });
   }
 
@@ -342,6 +343,9 @@ export class BaileysSession implements EngineSession {
   }
   labelChat(chat: Jid, label: Label, labeled: boolean): Promise<void> {
     return this.#account.labelChat(chat, label, labeled);
+  }
+  syncLabels(): Promise<void> {
+    return this.#account.syncLabels();
   }
 
   /**
