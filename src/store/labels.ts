@@ -69,6 +69,16 @@ export async function applyLabelEdit(
 }
 
 /**
+ * Forgets every label and chat label of `instanceId` (its account was logged out: the next account linked may be
+ * another one, docs/decisions/0045-business-labels.md).
+ * @throws the store's error.
+ */
+export async function clearLabels(db: Kysely<Database>, instanceId: string): Promise<void> {
+  await db.deleteFrom('chat_labels').where('instance_id', '=', instanceId).execute();
+  await db.deleteFrom('labels').where('instance_id', '=', instanceId).execute();
+}
+
+/**
  * Applies one chat label change of `instanceId` seen at `at` (epoch ms): labelled adds the row (or refreshes its
  * time), unlabelled removes it.
  * @throws the store's error.

@@ -272,6 +272,61 @@ for (const dialect of testDialects()) {
     });
   });
 
+  describe(`business labels after a logout and a link to another number [${dialect}]`, () => {
+    let t: TestApp;
+    before(async () => {
+      t = await createTestApp({ dialect });
+    });
+    after(() => t.close());
+
+    const rows = async () =>
+      (
+        await t.services.store.db
+          .selectFrom('labels')
+          .select('label_id')
+          .where('instance_id', '=', t.instance.id)
+          .execute()
+      ).length +
+      (
+        await t.services.store.db
+          .selectFrom('chat_labels')
+          .select('label_id')
+          .where('instance_id', '=', t.instance.id)
+          .execute()
+      ).length;
+
+    it("the previous account's labels are gone; its own come back when it is linked again", async () => {
+      const OTHER = '5511999990046';
+      for (const phone of [OWN, OTHER])
+        await t.call('POST', '/v1/sandbox/users', { phone, verifiedName: `Shop ${phone}` });
+      await loginSandbox(t, OWN);
+      assert.equal((await t.call('POST', '/v1/labels', { name: 'VIP', color: 2 })).status, 201);
+      await t.call('POST', `/v1/chats/${ANA}/labels`, { labelIds: ['1'] });
+      assert.equal(await rows(), 2);
+      assert.equal((await t.call('POST', '/v1/session/logout', {})).status, 200);
+      assert.deepEqual((await t.call('GET', '/v1/labels')).body, okBody({ labels: [] }));
+      assert.equal(await rows(), 0);
+
+      await loginSandbox(t, OTHER);
+      assert.deepEqual((await t.call('GET', '/v1/labels')).body, okBody({ labels: [] }));
+      assert.deepEqual(
+        (await t.call('GET', `/v1/chats/${ANA}/labels`)).body,
+        okBody({ chat: ANA_JID, labels: [] }),
+      );
+      const theirs = await t.call('POST', '/v1/labels', { name: 'VIP' });
+      assert.deepEqual(theirs.body.data, { id: '1', name: 'VIP', color: 0, predefinedId: null });
+
+      await t.call('POST', '/v1/session/logout', {});
+      await loginSandbox(t, OWN);
+      const vip = { id: '1', name: 'VIP', color: 2, predefinedId: null };
+      assert.deepEqual((await t.call('GET', '/v1/labels')).body, okBody({ labels: [vip] }));
+      assert.deepEqual(
+        (await t.call('GET', `/v1/chats/${ANA}/labels`)).body,
+        okBody({ chat: ANA_JID, labels: [vip] }),
+      );
+    });
+  });
+
   describe(`business labels survive a restart and a logout [${dialect}]`, () => {
     it('the store answers after a restart; the sandbox account still has them after a new login', async () => {
       const first = await appFor(dialect);

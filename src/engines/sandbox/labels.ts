@@ -7,7 +7,8 @@ import type { SandboxAccount } from './account.ts';
  * the labels on each chat. Kept in the session's auth port (category `sandbox-account`, ids `labels:<phone>` and
  * `chat-labels:<phone>`) beside the chat state (chat-actions.ts), so they survive restarts and a logout, as the
  * platform keeps them for the account. Each change is emitted as a `label` or `chat-label` event, as the live
- * engine records what the platform syncs, so parley's store answers `GET /v1/labels`.
+ * engine records what the platform syncs, so parley's store answers `GET /v1/labels`; a login emits them all again
+ * ({@link replayLabels}).
  *
  * The account is a business account when its own number is defined in the simulated world with a `verifiedName`
  * (`POST /v1/sandbox/users`), as the platform simulator's business accounts are (docs/simulator.md).
@@ -82,4 +83,23 @@ export async function labelChat(account: SandboxAccount, change: ChatLabelChange
   else delete chats[change.chat];
   await write(account, `chat-labels:${phone}`, chats);
   await account.context.emit({ type: 'chat-label', change });
+}
+
+/**
+ * Emits the account's labels and chat labels as `label` and `chat-label` events, as the live platform's first app
+ * state sync of a newly linked device brings them: the sandbox's login calls it, so parley knows them again after
+ * a logout cleared them (docs/decisions/0045-business-labels.md).
+ */
+export async function replayLabels(account: SandboxAccount): Promise<void> {
+  const { labels, chats } = await labelsState(account);
+  for (const id of Object.keys(labels).sort(byNumber)) {
+    const label = labels[id];
+    if (label) await account.context.emit({ type: 'label', label: { ...label, deleted: false } });
+  }
+  for (const [chat, ids] of Object.entries(chats))
+    for (const labelId of ids)
+      await account.context.emit({
+        type: 'chat-label',
+        change: { chat: chat as Jid, labelId, labeled: true },
+      });
 }

@@ -373,6 +373,7 @@ export class SandboxSession implements EngineSession {
     const state = this.state();
     await this.#context.emit({ type: 'connection', state });
     await this.#context.emit({ type: 'history', syncType: 'INITIAL_BOOTSTRAP', progress: 100, chats: [] });
+    await labels.replayLabels(this.#account);
     this.#wakeLoginWaiters();
     return state;
   }
