@@ -175,7 +175,104 @@ const MARK_DELIVERED = compiledStatement<{
  * @throws RangeError when `input.now` is not a time.
  */
 export function finishAttempt(db: Kysely<Database>, input: FinishInput): Promise<boolean> {
+  return db.transaction().execute(async (trx) => (await finishAttemptIn(trx, input)).applied);
+}
+
+/**
+ * {@link finishAttempt}, which also starts `input.next` when there is one.
+ * @returns `applied` as {@link finishAttempt} returns it, and `nextStarted`: whether `input.next` was started
+ *   (false without one, when the outcome is not `delivered`, or when the claim was no longer this worker's).
+ * @throws RangeError when `input.now` is not a time.
+ */
+export function finishAndStartNext(
+  db: Kysely<Database>,
+  input: FinishInput,
+): Promise<{ applied: boolean; nextStarted: boolean }> {
   return db.transaction().execute((trx) => finishAttemptIn(trx, input));
+}
+
+/** The delivery a finishing attempt starts (`FinishInput.next`): a lane batch's next one, claimed not started. */
+export interface NextAttempt {
+  eventId: string;
+  /** `''` for the default webhook. */
+  endpointId: string;
+  /** `locked_at` of its claim, epoch ms. */
+  lockedAt: number;
+  /** Id and number of the attempt row to write (`ClaimedDelivery.attemptId`, `attemptNumber`). */
+  attemptId: string;
+  attemptNumber: number;
+  /** The URL as shown in the log. */
+  url: string;
+}
+
+/** Counts the started attempt on a claimed, not yet started delivery while the claim is this worker's (compiled). */
+const COUNT_ATTEMPT = compiledStatement<{
+  eventId: string;
+  endpointId: string;
+  workerId: string;
+  lockedAt: number;
+}>((db, arg) =>
+  db
+    .updateTable('webhook_deliveries')
+    .set((eb) => ({ attempts: eb('attempts', '+', 1) }))
+    .where('event_id', '=', arg('eventId'))
+    .where('endpoint_id', '=', arg('endpointId'))
+    .where('locked_by', '=', arg('workerId'))
+    .where('locked_at', '=', arg('lockedAt'))
+    .where('status', '=', 'pending'),
+);
+
+/** Writes a started attempt's row (compiled). */
+const OPEN_ATTEMPT = compiledStatement<{
+  id: string;
+  eventId: string;
+  endpointId: string;
+  number: number;
+  url: string;
+  workerId: string;
+  now: number;
+}>((db, arg) =>
+  db.insertInto('webhook_attempts').values({
+    id: arg('id'),
+    event_id: arg('eventId'),
+    endpoint_id: arg('endpointId'),
+    number: arg('number'),
+    url: arg('url'),
+    worker: arg('workerId'),
+    attempted_at: arg('now'),
+    finished_at: null,
+    status_code: null,
+    duration_ms: null,
+    error: null,
+    response_body: null,
+    response_truncated: 0,
+  }),
+);
+
+/** Starts `next` in `trx` (see `FinishInput.next`). @returns whether it was started. */
+async function startNext(
+  trx: Transaction<Database>,
+  next: NextAttempt,
+  workerId: string,
+  now: number,
+): Promise<boolean> {
+  const counted = await COUNT_ATTEMPT.run(trx, {
+    eventId: next.eventId,
+    endpointId: next.endpointId,
+    workerId,
+    lockedAt: next.lockedAt,
+  });
+  if ((counted.numAffectedRows ?? 0n) === 0n) return false;
+  await OPEN_ATTEMPT.run(trx, {
+    id: next.attemptId,
+    eventId: next.eventId,
+    endpointId: next.endpointId,
+    number: next.attemptNumber,
+    url: next.url,
+    workerId,
+    now,
+  });
+  return true;
 }
 
 /** What {@link finishAttempt} applies: the claim it ends, what the attempt saw and the outcome. */
@@ -188,14 +285,23 @@ export interface FinishInput {
   workerId: string;
   /** `locked_at` of the claim, epoch ms (`ClaimedDelivery.lockedAt`). */
   lockedAt: number;
+  /**
+   * The lane batch's next delivery (docs/decisions/0048-lane-batches.md), started in this transaction when the
+   * outcome is `delivered` and the claim still held: its attempt counted and its attempt row written, so a crash
+   * after this commit shows it in flight, and one before shows nothing started.
+   */
+  next?: NextAttempt;
   attempt: AttemptRecord;
   outcome: AttemptOutcome;
   /** RFC 3339. */
   now: string;
 }
 
-/** {@link finishAttempt} inside the transaction `trx`. @throws RangeError when `input.now` is not a time. */
-async function finishAttemptIn(trx: Transaction<Database>, input: FinishInput): Promise<boolean> {
+/** {@link finishAndStartNext} inside the transaction `trx`. @throws RangeError when `input.now` is not a time. */
+async function finishAttemptIn(
+  trx: Transaction<Database>,
+  input: FinishInput,
+): Promise<{ applied: boolean; nextStarted: boolean }> {
   const { eventId, workerId, attempt, outcome } = input;
   const endpointId = input.endpointId ?? '';
   const now = toMs(input.now);
@@ -252,32 +358,51 @@ async function finishAttemptIn(trx: Transaction<Database>, input: FinishInput): 
           .set({ enabled: 0, disabled_at: now, disabled_reason: outcome.reason, updated_at: now })
           .where('id', '=', endpointId)
           .execute();
-        await trx
-          .updateTable('webhook_deliveries')
-          .set({ status: 'failed', last_error: `endpoint disabled: ${outcome.reason}`, updated_at: now })
-          .where('instance_id', '=', input.instanceId)
-          .where('endpoint_id', '=', endpointId)
-          .where('status', '=', 'pending')
-          .where('locked_by', 'is', null)
-          .execute();
+        await failLane(trx, input, endpointId, `endpoint disabled: ${outcome.reason}`, now);
       } else if (result.numUpdatedRows > 0n) {
         await trx
           .updateTable('webhook_state')
           .set({ disabled_at: now, disabled_reason: outcome.reason })
           .where('instance_id', '=', input.instanceId)
           .execute();
-        await trx
-          .updateTable('webhook_deliveries')
-          .set({ status: 'failed', last_error: `webhook disabled: ${outcome.reason}`, updated_at: now })
-          .where('instance_id', '=', input.instanceId)
-          .where('endpoint_id', '=', '')
-          .where('status', '=', 'pending')
-          .where('locked_by', 'is', null)
-          .execute();
+        await failLane(trx, input, '', `webhook disabled: ${outcome.reason}`, now);
       }
       break;
   }
-  return result.numUpdatedRows > 0n;
+  const applied = result.numUpdatedRows > 0n;
+  const nextStarted =
+    applied && outcome.kind === 'delivered' && input.next !== undefined
+      ? await startNext(trx, input.next, workerId, now)
+      : false;
+  return { applied, nextStarted };
+}
+
+/**
+ * Fails the pending deliveries of a lane whose receiver answered 410 (docs/decisions/0005-outbox-and-delivery.md):
+ * those not claimed, and the rest of this claim's lane batch (docs/decisions/0048-lane-batches.md), locked but not
+ * started (no attempt counted or logged). A delivery another worker holds is left to it.
+ */
+async function failLane(
+  trx: Transaction<Database>,
+  input: FinishInput,
+  endpointId: string,
+  lastError: string,
+  now: number,
+): Promise<void> {
+  const lane = trx
+    .updateTable('webhook_deliveries')
+    .where('instance_id', '=', input.instanceId)
+    .where('endpoint_id', '=', endpointId)
+    .where('status', '=', 'pending');
+  await lane
+    .set({ status: 'failed', last_error: lastError, updated_at: now })
+    .where('locked_by', 'is', null)
+    .execute();
+  await lane
+    .set({ status: 'failed', last_error: lastError, updated_at: now, locked_by: null, locked_at: null })
+    .where('locked_by', '=', input.workerId)
+    .where('locked_at', '=', input.lockedAt)
+    .execute();
 }
 
 /**
@@ -307,6 +432,40 @@ export async function releaseClaims(
     );
   const result = await query.executeTakeFirst();
   return Number(result.numUpdatedRows);
+}
+
+/**
+ * Gives back claims of `workerId` that were never started (the rest of a lane batch after an attempt that was not
+ * delivered, at the end of the batch's time budget, or at a stop: docs/decisions/0048-lane-batches.md): unlocked,
+ * ready for the next claim. No attempt was counted or logged for them. Only rows that still hold this claim
+ * (`lockedAt`) are touched, so a claim taken over meanwhile is left to its new owner.
+ * @returns how many claims were given back.
+ */
+export async function returnUnstarted(
+  db: Kysely<Database>,
+  workerId: string,
+  claims: readonly { eventId: string; endpointId: string; lockedAt: number }[],
+): Promise<number> {
+  let returned = 0;
+  for (const lockedAt of new Set(claims.map((claim) => claim.lockedAt))) {
+    const group = claims.filter((claim) => claim.lockedAt === lockedAt);
+    const result = await db
+      .updateTable('webhook_deliveries')
+      .set({ locked_by: null, locked_at: null })
+      .where((eb) =>
+        eb(
+          eb.refTuple('event_id', 'endpoint_id'),
+          'in',
+          group.map((claim) => eb.tuple(claim.eventId, claim.endpointId)),
+        ),
+      )
+      .where('locked_by', '=', workerId)
+      .where('locked_at', '=', lockedAt)
+      .where('status', '=', 'pending')
+      .executeTakeFirst();
+    returned += Number(result.numUpdatedRows);
+  }
+  return returned;
 }
 
 /** Result of {@link requeueDelivery}. */

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { type ExpressionBuilder, type Insertable, type Kysely, sql, type Transaction } from 'kysely';
+import type { ExpressionBuilder, Insertable, Kysely, Transaction } from 'kysely';
 import type { DatabaseConfig } from '../config/config.ts';
-import { compiledStatement } from './compiled.ts';
+import { LOCK_DUE, LOCK_TAIL, type LockedRow } from './delivery-claim-statements.ts';
 import type { Database, WebhookAttemptsTable } from './schema.ts';
 
 /**
@@ -22,7 +22,10 @@ export interface ClaimedDelivery {
   endpointId: string;
   instanceId: string;
   sequence: number;
-  /** Attempts made in this round, the claimed one included (it is attempt `attempts` of `maxAttempts`). */
+  /**
+   * Attempts made in this round, the claimed one included (it is attempt `attempts` of `maxAttempts`); for a delivery
+   * not yet started, the value it has once started.
+   */
   attempts: number;
   maxAttempts: number;
   /**
@@ -30,8 +33,19 @@ export interface ClaimedDelivery {
    * applied only while the row still holds both (`finishAttempt`).
    */
   lockedAt: number;
-  /** Id of the attempt row written with the claim; the attempt's result completes it. */
+  /**
+   * Id of the attempt row: written with the claim for a started delivery, or when a lane batch's delivery is
+   * started; the attempt's result completes it.
+   */
   attemptId: string;
+  /** The attempt's number in the log of this delivery (over every round). */
+  attemptNumber: number;
+  /**
+   * Whether the claim started the attempt (counted it and wrote its attempt row): true for each lane's head. A lane
+   * batch's later deliveries are locked but not started: `finishAttempt` with `next` starts each in the transaction
+   * that records the attempt before it (docs/decisions/0048-lane-batches.md).
+   */
+  started: boolean;
   /** Exact body text. */
   payload: string;
   /** The URL as shown (a broker URL's password or token masked, docs/decisions/0037-broker-endpoints.md). */
@@ -50,8 +64,13 @@ export interface ClaimOptions {
   now: number;
   /** Claims with `locked_at` before this are stale (their worker died) and may be taken over. */
   staleBefore: number;
-  /** Most rows to claim (≥ 1). */
+  /** Most lanes to claim (≥ 1): with `perLane` 1, most rows. */
   limit: number;
+  /**
+   * Most deliveries claimed per lane (default 1): the lane's head and up to `perLane - 1` of its next pending and
+   * due rows in `sequence` order, which the worker sends one after the other (docs/decisions/0048-lane-batches.md).
+   */
+  perLane?: number;
 }
 
 /** The error left on an attempt whose worker stopped before it finished. */
@@ -75,7 +94,8 @@ export const ATTEMPTS_ABANDONED =
  * - gives back at once a claim whose instance no longer has a webhook URL when its row is read (on PostgreSQL's
  *   READ COMMITTED the URL can be removed between the claiming statement and that read), without counting it.
  *
- * The eligibility rules are {@link lockDue}'s.
+ * The eligibility rules are {@link lockDue}'s; with `perLane` > 1 each claimed head brings its lane's next rows
+ * ({@link lockTails}).
  * @returns the claimed deliveries in `sequence` order.
  */
 export function claimDeliveries(
@@ -93,27 +113,23 @@ async function claimDeliveriesIn(
   options: ClaimOptions,
 ): Promise<ClaimedDelivery[]> {
   const claimed: ClaimedDelivery[] = [];
+  let lanes = 0;
   // A round that failed exhausted deliveries is followed by another for the capacity left: each such round
   // fails at least one pending row, so the loop ends.
   for (;;) {
-    const locked = await lockDue(trx, dialect, { ...options, limit: options.limit - claimed.length });
-    if (locked.length === 0) break;
-    const exhausted = locked.filter((row) => row.attempts > row.max_attempts);
-    const usable = locked.filter((row) => row.attempts <= row.max_attempts);
-    await abandonOpenAttempts(trx, locked, options.now);
+    const heads = await lockDue(trx, dialect, { ...options, limit: options.limit - lanes });
+    if (heads.length === 0) break;
+    const exhausted = heads.filter((row) => row.attempts > row.max_attempts);
+    const usable = heads.filter((row) => row.attempts <= row.max_attempts);
+    const tails = await lockTails(trx, dialect, options, usable);
+    await abandonOpenAttempts(trx, [...heads, ...tails], options.now);
     if (exhausted.length > 0) await failExhausted(trx, options, exhausted);
-    claimed.push(...(await startAttempts(trx, options, usable)));
-    if (exhausted.length === 0 || claimed.length >= options.limit) break;
+    const started = await startAttempts(trx, options, usable, tails);
+    claimed.push(...started);
+    lanes += new Set(started.map((delivery) => `${delivery.instanceId}/${delivery.endpointId}`)).size;
+    if (exhausted.length === 0 || lanes >= options.limit) break;
   }
   return claimed.sort((a, b) => a.sequence - b.sequence);
-}
-
-/** A row locked by {@link lockDue}: `attempts` already counts the claimed attempt. */
-interface LockedRow {
-  event_id: string;
-  endpoint_id: string;
-  attempts: number;
-  max_attempts: number;
 }
 
 /**
@@ -146,129 +162,35 @@ function lockDue(
   return LOCK_DUE[dialect].run(trx, { workerId, now, staleBefore, limit }).then((result) => result.rows);
 }
 
-/** The values {@link lockDue}'s statement takes. */
-type LockArguments = Pick<ClaimOptions, 'workerId' | 'now' | 'staleBefore' | 'limit'>;
-
-/** {@link lockDue}'s statement for `dialect`, compiled once per store (src/store/compiled.ts). */
-function lockDueStatement(dialect: DatabaseConfig['dialect']) {
-  return compiledStatement<LockArguments, LockedRow>((db, arg) =>
-    db
-      .with(
-        (cte) => cte('heads').materialized(),
-        (qb) =>
-          qb
-            .selectFrom('instances as i')
-            .select((eb) => [
-              eb
-                .selectFrom('webhook_deliveries as h')
-                .select('h.event_id')
-                .whereRef('h.instance_id', '=', 'i.id')
-                .where('h.endpoint_id', '=', '')
-                .where('h.status', '=', 'pending')
-                .where('h.run_at', '<=', arg('now'))
-                .orderBy('h.sequence')
-                .limit(1)
-                .as('event_id'),
-              sql<string>`''`.as('endpoint_id'),
-            ])
-            .where('i.webhook_url', 'is not', null)
-            .where(({ not, exists, selectFrom }) =>
-              not(
-                exists(
-                  selectFrom('webhook_state as s')
-                    .select('s.instance_id')
-                    .whereRef('s.instance_id', '=', 'i.id')
-                    .where('s.disabled_at', 'is not', null),
-                ),
-              ),
-            )
-            .where(({ not, exists, selectFrom }) =>
-              not(
-                exists(
-                  selectFrom('webhook_deliveries as o')
-                    .select('o.event_id')
-                    .whereRef('o.instance_id', '=', 'i.id')
-                    .where('o.endpoint_id', '=', '')
-                    // No `status` test: only pending rows hold a lock, and leaving it out keeps the plan on the
-                    // (instance_id, locked_at) index rather than scanning the instance's backlog.
-                    .where('o.locked_at', '>=', arg('staleBefore')),
-                ),
-              ),
-            )
-            // The lanes of the enabled endpoints (docs/decisions/0035-webhook-endpoints.md), by the same rules.
-            .unionAll((eb) =>
-              eb
-                .selectFrom('webhook_endpoints as w')
-                .select((eb) => [
-                  eb
-                    .selectFrom('webhook_deliveries as h')
-                    .select('h.event_id')
-                    .whereRef('h.instance_id', '=', 'w.instance_id')
-                    .whereRef('h.endpoint_id', '=', 'w.id')
-                    .where('h.status', '=', 'pending')
-                    .where('h.run_at', '<=', arg('now'))
-                    .orderBy('h.sequence')
-                    .limit(1)
-                    .as('event_id'),
-                  'w.id as endpoint_id',
-                ])
-                .where('w.enabled', '=', 1)
-                .where(({ not, exists, selectFrom }) =>
-                  not(
-                    exists(
-                      selectFrom('webhook_deliveries as o')
-                        .select('o.event_id')
-                        .whereRef('o.instance_id', '=', 'w.instance_id')
-                        .whereRef('o.endpoint_id', '=', 'w.id')
-                        .where('o.locked_at', '>=', arg('staleBefore')),
-                    ),
-                  ),
-                ),
-            ),
-      )
-      .with(
-        (cte) => cte('due').materialized(),
-        (qb) =>
-          qb
-            .selectFrom('webhook_deliveries as d')
-            .select(['d.event_id', 'd.endpoint_id'])
-            .where((eb) =>
-              eb(
-                eb.refTuple('d.event_id', 'd.endpoint_id'),
-                'in',
-                eb
-                  .selectFrom('heads')
-                  .select(['heads.event_id', 'heads.endpoint_id'])
-                  .$narrowType<{ event_id: string }>()
-                  .$asTuple('event_id', 'endpoint_id'),
-              ),
-            )
-            // Re-checked on the locked row (PostgreSQL): another process may have claimed or finished it.
-            .where('d.status', '=', 'pending')
-            .where('d.run_at', '<=', arg('now'))
-            .where((eb) => eb.or([eb('d.locked_at', 'is', null), eb('d.locked_at', '<', arg('staleBefore'))]))
-            .orderBy('d.run_at')
-            .limit(arg('limit'))
-            .$if(dialect === 'postgres', (q) => q.forUpdate('d').skipLocked()),
-      )
-      .updateTable('webhook_deliveries')
-      .set((eb) => ({ locked_by: arg('workerId'), locked_at: arg('now'), attempts: eb('attempts', '+', 1) }))
-      .where((eb) =>
-        eb(
-          eb.refTuple('event_id', 'endpoint_id'),
-          'in',
-          eb
-            .selectFrom('due')
-            .select(['due.event_id', 'due.endpoint_id'])
-            .$asTuple('event_id', 'endpoint_id'),
-        ),
-      )
-      .returning(['event_id', 'endpoint_id', 'attempts', 'max_attempts']),
-  );
+/**
+ * Locks the tails of the lanes whose heads are `heads`: for each, up to `perLane - 1` further pending and due rows
+ * of the lane in `sequence` order (a lane batch: the worker sends them one after the other, still one attempt per
+ * URL at a time). Runs in the claim's transaction, after the heads are locked, so no other worker can take the
+ * lane meanwhile.
+ */
+async function lockTails(
+  trx: Transaction<Database>,
+  dialect: DatabaseConfig['dialect'],
+  options: ClaimOptions,
+  heads: readonly LockedRow[],
+): Promise<LockedRow[]> {
+  const perLane = options.perLane ?? 1;
+  if (perLane <= 1) return [];
+  const tails: LockedRow[] = [];
+  for (const head of heads) {
+    const result = await LOCK_TAIL[dialect].run(trx, {
+      workerId: options.workerId,
+      now: options.now,
+      staleBefore: options.staleBefore,
+      instanceId: head.instance_id,
+      endpointId: head.endpoint_id,
+      after: Number(head.sequence),
+      limit: perLane - 1,
+    });
+    tails.push(...result.rows);
+  }
+  return tails;
 }
-
-/** The claiming statement per dialect. */
-const LOCK_DUE = { sqlite: lockDueStatement('sqlite'), postgres: lockDueStatement('postgres') } as const;
 
 /** A delivery's key: its event and its endpoint (`''` for the default webhook). */
 interface DeliveryKey {
@@ -329,15 +251,20 @@ async function failExhausted(
 }
 
 /**
- * Reads what the attempts on `rows` need and writes their attempt rows; a row whose instance lost its webhook URL
- * meanwhile is given back at once (unlocked, the claim not counted: Graphile Worker's `returnJobs`).
+ * Reads what the attempts on the claimed rows need and writes the attempt rows of `heads` (started now); `tails`
+ * (the rest of each lane batch) get their attempt numbers but no row: each is started by the transaction that
+ * records the attempt before it (`finishAttempt` with `next`). A row whose lane lost its URL meanwhile is given
+ * back at once (unlocked, a head's claim not counted: Graphile Worker's `returnJobs`).
  */
 async function startAttempts(
   trx: Transaction<Database>,
   { workerId, now }: ClaimOptions,
-  rows: readonly LockedRow[],
+  heads: readonly LockedRow[],
+  tails: readonly LockedRow[],
 ): Promise<ClaimedDelivery[]> {
+  const rows = [...heads, ...tails];
   if (rows.length === 0) return [];
+  const tailKeys = new Set(tails.map((row) => `${row.event_id}/${row.endpoint_id}`));
   const details = await trx
     .selectFrom('webhook_deliveries as d')
     .innerJoin('webhook_events as e', 'e.id', 'd.event_id')
@@ -375,12 +302,14 @@ async function startAttempts(
     number: number;
   })[] = [];
   const urlGone: DeliveryKey[] = [];
+  const tailsUrlGone: DeliveryKey[] = [];
   for (const row of details) {
     const endpoint = row.endpoint_id !== '';
     // An endpoint deleted or disabled (or a default URL removed) since the claim: the claim is given back.
     const url = endpoint ? (row.endpoint_enabled === 1 ? row.endpoint_url : null) : row.webhook_url;
+    const tail = tailKeys.has(`${row.event_id}/${row.endpoint_id}`);
     if (url === null) {
-      urlGone.push({ event_id: row.event_id, endpoint_id: row.endpoint_id });
+      (tail ? tailsUrlGone : urlGone).push({ event_id: row.event_id, endpoint_id: row.endpoint_id });
       continue;
     }
     const attemptId = randomUUID();
@@ -404,10 +333,12 @@ async function startAttempts(
       endpointId: row.endpoint_id,
       instanceId: row.instance_id,
       sequence: Number(row.sequence),
-      attempts: row.attempts,
+      attempts: tail ? row.attempts + 1 : row.attempts,
       maxAttempts: row.max_attempts,
       lockedAt: now,
       attemptId,
+      attemptNumber: 0, // set below from the attempts already logged
+      started: !tail,
       payload: row.payload,
       url,
       urlSealed: endpoint ? row.endpoint_url_sealed : null,
@@ -415,7 +346,8 @@ async function startAttempts(
       endpointSecretSealed: endpoint ? row.endpoint_secret : null,
     });
   }
-  if (urlGone.length > 0) await returnClaims(trx, workerId, now, urlGone);
+  if (urlGone.length > 0) await returnClaims(trx, workerId, now, urlGone, true);
+  if (tailsUrlGone.length > 0) await returnClaims(trx, workerId, now, tailsUrlGone, false);
   if (attempts.length === 0) return out;
   // Attempt numbers continue over every round of the event (a redelivery keeps the earlier rows).
   const counts = await trx
@@ -425,23 +357,35 @@ async function startAttempts(
     .groupBy(['event_id', 'endpoint_id'])
     .execute();
   const previous = new Map(counts.map((row) => [`${row.event_id}/${row.endpoint_id}`, Number(row.count)]));
-  for (const attempt of attempts)
+  for (const [index, attempt] of attempts.entries()) {
     attempt.number = (previous.get(`${attempt.event_id}/${attempt.endpoint_id}`) ?? 0) + 1;
-  // One statement for every attempt row of the claim (a round trip each would dominate on PostgreSQL).
-  await trx.insertInto('webhook_attempts').values(attempts).execute();
+    const delivery = out[index];
+    if (delivery !== undefined) delivery.attemptNumber = attempt.number;
+  }
+  // One statement for every started attempt's row (a round trip each would dominate on PostgreSQL).
+  const started = attempts.filter((_, index) => out[index]?.started === true);
+  if (started.length > 0) await trx.insertInto('webhook_attempts').values(started).execute();
   return out;
 }
 
-/** Gives back claims made in this transaction without an attempt: unlocked and not counted. */
+/**
+ * Gives back claims made in this transaction without an attempt: unlocked, and a head's counted attempt
+ * (`counted`) taken back.
+ */
 async function returnClaims(
   trx: Transaction<Database>,
   workerId: string,
   lockedAt: number,
   keys: readonly DeliveryKey[],
+  counted: boolean,
 ): Promise<void> {
   await trx
     .updateTable('webhook_deliveries')
-    .set((eb) => ({ locked_by: null, locked_at: null, attempts: eb('attempts', '-', 1) }))
+    .set((eb) => ({
+      locked_by: null,
+      locked_at: null,
+      attempts: counted ? eb('attempts', '-', 1) : eb.ref('attempts'),
+    }))
     .where((eb) => keyIn(eb, keys))
     .where('locked_by', '=', workerId)
     .where('locked_at', '=', lockedAt)

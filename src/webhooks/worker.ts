@@ -12,8 +12,9 @@ import { nowIso, type Store } from '../store/database.ts';
 import {
   type AttemptOutcome,
   type AttemptRecord,
-  finishAttempt,
+  finishAndStartNext,
   releaseClaims,
+  returnUnstarted,
 } from '../store/deliveries.ts';
 import { type ClaimedDelivery, claimDeliveries } from '../store/delivery-claims.ts';
 import { isStoreUnavailableError } from '../store/faults.ts';
@@ -47,8 +48,13 @@ export interface DeliveryWorkerOptions {
   pollIntervalMs?: number;
   /** A claim older than this belongs to a dead worker and is taken over (default 2 × timeout + 30 s). */
   staleAfterMs?: number;
-  /** Attempts in flight at once in this process (default 8; one per instance at a time). */
+  /** Lanes sending at once in this process (default 8; one attempt per lane at a time). */
   concurrency?: number;
+  /**
+   * Deliveries claimed per lane at once (default 32), sent one after the other in `sequence` order
+   * (docs/decisions/0048-lane-batches.md); 1 claims one delivery at a time.
+   */
+  laneBatch?: number;
   /**
    * This worker's id in `locked_by` and the attempts log: the services pass the node registry's id, so the
    * registry can release the claims of a dead process (default `<host>:<pid>:<random>`).
@@ -66,8 +72,17 @@ export interface DeliveryWorkerOptions {
 /** The worker options a caller of `createServices` may tune (tests: fast poll, short stale timeout, fixed id). */
 export type WebhookWorkerTuning = Pick<
   DeliveryWorkerOptions,
-  'pollIntervalMs' | 'staleAfterMs' | 'concurrency' | 'workerId'
+  'pollIntervalMs' | 'staleAfterMs' | 'concurrency' | 'laneBatch' | 'workerId'
 >;
+
+/** A lane batch in flight: its promise and the claimed deliveries whose attempts have not ended yet. */
+interface LaneRun {
+  done: Promise<void>;
+  /** Deliveries of the batch not yet finished, in `sequence` order (the first may be in flight). */
+  pending: ClaimedDelivery[];
+  /** Attempts the batch made. */
+  attempted: number;
+}
 
 /**
  * Delivers queued webhook events (docs/decisions/0005-outbox-and-delivery.md). Claims due rows from the store
@@ -85,13 +100,13 @@ export class DeliveryWorker {
   readonly #pollMs: number;
   readonly #staleMs: number;
   readonly #concurrency: number;
+  readonly #laneBatch: number;
   readonly #retry: RetryPolicy;
-  readonly #inFlight = new Map<string, Promise<void>>();
   /**
-   * Attempts in flight per lane (`<instanceId>/<endpointId>`, docs/decisions/0035-webhook-endpoints.md) in this
-   * process (at most one by the claim rule; counted to be safe).
+   * Lane batches in flight in this process, by lane (`<instanceId>/<endpointId>`,
+   * docs/decisions/0035-webhook-endpoints.md): at most one per lane by the claim rule.
    */
-  readonly #busyLanes = new Map<string, number>();
+  readonly #lanes = new Map<string, LaneRun>();
   #running = false;
   #loop: Promise<void> | undefined;
   #wakeRequested = false;
@@ -103,6 +118,7 @@ export class DeliveryWorker {
     this.#pollMs = options.pollIntervalMs ?? 1000;
     this.#staleMs = options.staleAfterMs ?? 2 * options.timeoutMs + 30_000;
     this.#concurrency = Math.max(1, options.concurrency ?? 8);
+    this.#laneBatch = Math.max(1, options.laneBatch ?? 32);
     this.#retry = new RetryPolicy(options.scheduleMs, options.random);
   }
 
@@ -116,9 +132,9 @@ export class DeliveryWorker {
     return now - this.#staleMs;
   }
 
-  /** Number of attempts this process has in flight. */
+  /** Number of lanes this process is sending on (each has one attempt in flight at a time). */
   get inFlight(): number {
-    return this.#inFlight.size;
+    return this.#lanes.size;
   }
 
   /** Starts claiming. Idempotent. */
@@ -140,7 +156,7 @@ export class DeliveryWorker {
     if (
       instanceId !== undefined &&
       endpointIds.length > 0 &&
-      endpointIds.every((endpointId) => this.#busyLanes.has(`${instanceId}/${endpointId}`))
+      endpointIds.every((endpointId) => this.#lanes.has(`${instanceId}/${endpointId}`))
     )
       return;
     this.#wakeRequested = true;
@@ -150,8 +166,8 @@ export class DeliveryWorker {
   }
 
   /**
-   * Stops claiming, then lets attempts in flight finish for up to `graceMs`; claims still held after that are
-   * released so another process (or the next start) retries them at once instead of after the stale timeout
+   * Stops claiming, then lets attempts in flight finish for up to `graceMs` (a lane batch starts no further attempt
+   * and gives its unstarted deliveries back); claims still held after that are released so another process (or the next start) retries them at once instead of after the stale timeout
    * (docs/decisions/0023-operations.md: shutdown within its budget). An attempt that finishes later does not change
    * its row.
    */
@@ -160,7 +176,7 @@ export class DeliveryWorker {
     this.#running = false;
     this.wake();
     await this.#loop;
-    const pending = [...this.#inFlight.values()];
+    const pending = [...this.#lanes.values()].map((run) => run.done);
     if (pending.length === 0) return;
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<'timeout'>((resolve) => {
@@ -169,10 +185,9 @@ export class DeliveryWorker {
     const result = await Promise.race([Promise.allSettled(pending).then(() => 'done' as const), timedOut]);
     clearTimeout(timer);
     if (result === 'timeout') {
-      const keys = [...this.#inFlight.keys()].map((key) => {
-        const [eventId = '', endpointId = ''] = key.split('/');
-        return { eventId, endpointId };
-      });
+      const keys = [...this.#lanes.values()].flatMap((run) =>
+        run.pending.map((delivery) => ({ eventId: delivery.eventId, endpointId: delivery.endpointId })),
+      );
       await releaseClaims(this.#options.store.db, this.id, keys).catch((error: unknown) =>
         this.#options.logger.warn({ err: error }, 'releasing webhook claims at shutdown failed'),
       );
@@ -184,10 +199,9 @@ export class DeliveryWorker {
    * @returns how many deliveries were attempted.
    */
   async runOnce(): Promise<number> {
-    const started = this.#claimAndLaunch();
-    const batch = await started;
-    await Promise.allSettled(batch);
-    return batch.length;
+    const runs = await this.#claimAndLaunch();
+    await Promise.allSettled(runs.map((run) => run.done));
+    return runs.reduce((sum, run) => sum + run.attempted, 0);
   }
 
   async #run(): Promise<void> {
@@ -209,9 +223,9 @@ export class DeliveryWorker {
     }
   }
 
-  /** Claims up to the free capacity and starts the attempts; returns their promises. */
-  async #claimAndLaunch(): Promise<Promise<void>[]> {
-    const free = this.#concurrency - this.#inFlight.size;
+  /** Claims lane batches up to the free capacity and starts them; returns the runs started. */
+  async #claimAndLaunch(): Promise<LaneRun[]> {
+    const free = this.#concurrency - this.#lanes.size;
     if (free <= 0) return [];
     const { store, clock, logger } = this.#options;
     const now = clock();
@@ -222,30 +236,54 @@ export class DeliveryWorker {
         now,
         staleBefore: this.staleBefore(now),
         limit: free,
+        perLane: this.#laneBatch,
       });
     } catch (error) {
       logger.warn({ err: error }, 'claiming webhook deliveries failed');
       return [];
     }
-    return claimed.map((delivery) => {
-      // A delivery is an event to one endpoint (docs/decisions/0035-webhook-endpoints.md).
-      const key = `${delivery.eventId}/${delivery.endpointId}`;
+    const batches = new Map<string, ClaimedDelivery[]>();
+    for (const delivery of claimed) {
+      // A delivery is an event to one endpoint (docs/decisions/0035-webhook-endpoints.md); `claimed` is in
+      // `sequence` order, so each batch is too.
       const lane = `${delivery.instanceId}/${delivery.endpointId}`;
-      this.#busyLanes.set(lane, (this.#busyLanes.get(lane) ?? 0) + 1);
-      const attempt = this.#attempt(delivery)
+      const batch = batches.get(lane);
+      if (batch === undefined) batches.set(lane, [delivery]);
+      else batch.push(delivery);
+    }
+    return [...batches].map(([lane, batch]) => {
+      const run: LaneRun = { done: Promise.resolve(), pending: batch, attempted: 0 };
+      run.done = this.#runLane(run)
         .catch((error: unknown) => {
-          logger.warn({ err: error, eventId: delivery.eventId }, 'recording a webhook attempt failed');
+          logger.warn({ err: error, lane }, 'recording a webhook attempt failed');
         })
         .finally(() => {
-          this.#inFlight.delete(key);
-          const left = (this.#busyLanes.get(lane) ?? 1) - 1;
-          if (left > 0) this.#busyLanes.set(lane, left);
-          else this.#busyLanes.delete(lane);
+          this.#lanes.delete(lane);
           if (this.#running) this.wake();
         });
-      this.#inFlight.set(key, attempt);
-      return attempt;
+      this.#lanes.set(lane, run);
+      return run;
     });
+  }
+
+  /**
+   * Sends a lane batch one delivery after the other (docs/decisions/0048-lane-batches.md). Each attempt's record
+   * starts the next delivery in the same transaction while the attempt was delivered, the worker runs and the claim
+   * is younger than half the stale timeout (so a batch of slow receivers never outlives its claim); otherwise the
+   * deliveries not started are given back at once, unlocked and ready for the next claim.
+   */
+  async #runLane(run: LaneRun): Promise<void> {
+    for (;;) {
+      const delivery = run.pending[0];
+      if (delivery === undefined) return;
+      run.attempted += 1;
+      const { nextStarted } = await this.#attempt(delivery, run.pending[1]);
+      run.pending.shift();
+      if (run.pending.length === 0 || nextStarted) continue;
+      const unstarted = run.pending.splice(0);
+      await this.#finish(() => returnUnstarted(this.#options.store.db, this.id, unstarted).then(() => true));
+      return;
+    }
   }
 
   /**
@@ -276,7 +314,7 @@ export class DeliveryWorker {
    * Waits double from 100 ms to at most 5 s.
    * @throws the store's error when it is not an unreachable store, or once half the stale timeout has passed.
    */
-  async #finish(work: () => Promise<boolean>): Promise<boolean> {
+  async #finish<T>(work: () => Promise<T>): Promise<T> {
     const { clock } = this.#options;
     const giveUpAt = clock() + this.#staleMs / 2;
     for (let attempt = 1; ; attempt++) {
@@ -289,8 +327,13 @@ export class DeliveryWorker {
     }
   }
 
-  /** One attempt: sign, post through the guard, record, schedule. */
-  async #attempt(delivery: ClaimedDelivery): Promise<void> {
+  /**
+   * One attempt: sign, post through the guard, record, schedule; `next` is the lane batch's next delivery, which
+   * the record starts when it may (see `#record`).
+   * @returns whether `next` was started.
+   * @throws the store's error when the outcome could not be recorded (see `#finish`).
+   */
+  async #attempt(delivery: ClaimedDelivery, next?: ClaimedDelivery): Promise<{ nextStarted: boolean }> {
     const { box, clock } = this.#options;
     const startedAt = clock();
     const started = performance.now();
@@ -326,7 +369,7 @@ export class DeliveryWorker {
       record.durationMs = Math.round(performance.now() - started);
       record.error = this.#attemptError(delivery, error);
     }
-    await this.#record(delivery, record, retryAfter, gone);
+    return this.#record(delivery, next, record, retryAfter, gone);
   }
 
   /**
@@ -403,13 +446,20 @@ export class DeliveryWorker {
     );
   }
 
-  /** Records an attempt's result and schedules what follows (next attempt, failure, or a 410's disabling). */
+  /**
+   * Records an attempt's result and schedules what follows (next attempt, failure, or a 410's disabling). In the
+   * same transaction it starts `next`, the lane batch's next delivery, when the attempt was delivered, the worker
+   * still runs and the claim is younger than half the stale timeout (docs/decisions/0048-lane-batches.md).
+   * @returns whether `next` was started (never when the claim was no longer this worker's: the outcome was then
+   *   only logged).
+   */
   async #record(
     delivery: ClaimedDelivery,
+    next: ClaimedDelivery | undefined,
     record: AttemptRecord,
     retryAfter: string | undefined,
     gone: boolean,
-  ): Promise<void> {
+  ): Promise<{ nextStarted: boolean }> {
     const { clock } = this.#options;
     let outcome: AttemptOutcome;
     if (record.error === null) outcome = { kind: 'delivered' };
@@ -424,8 +474,14 @@ export class DeliveryWorker {
       });
       outcome = runAt === null ? { kind: 'failed' } : { kind: 'retry', runAt };
     }
-    const applied = await this.#finish(() =>
-      finishAttempt(this.#options.store.db, {
+    const now = clock();
+    const startNext =
+      next !== undefined &&
+      outcome.kind === 'delivered' &&
+      this.#running &&
+      now - next.lockedAt < this.#staleMs / 2;
+    const { applied, nextStarted } = await this.#finish(() =>
+      finishAndStartNext(this.#options.store.db, {
         eventId: delivery.eventId,
         endpointId: delivery.endpointId,
         instanceId: delivery.instanceId,
@@ -434,7 +490,19 @@ export class DeliveryWorker {
         lockedAt: delivery.lockedAt,
         attempt: record,
         outcome,
-        now: nowIso(clock),
+        now: new Date(now).toISOString(),
+        ...(startNext
+          ? {
+              next: {
+                eventId: next.eventId,
+                endpointId: next.endpointId,
+                lockedAt: next.lockedAt,
+                attemptId: next.attemptId,
+                attemptNumber: next.attemptNumber,
+                url: next.url,
+              },
+            }
+          : {}),
       }),
     );
     this.#options.onAttempt?.(outcome.kind, record.durationMs, delivery.instanceId);
@@ -444,5 +512,6 @@ export class DeliveryWorker {
         'webhook claim was taken over before the attempt finished; its outcome was only logged',
       );
     }
+    return { nextStarted };
   }
 }

@@ -40,7 +40,8 @@ function afterClaimStatement(): { plugin: KyselyPlugin; arm(hook: () => Promise<
           hook !== undefined &&
           typeof first === 'object' &&
           first !== null &&
-          Object.keys(first).sort().join() === 'attempts,endpoint_id,event_id,max_attempts'
+          Object.keys(first).sort().join() ===
+            'attempts,endpoint_id,event_id,instance_id,max_attempts,sequence'
         ) {
           armed = undefined;
           await hook();

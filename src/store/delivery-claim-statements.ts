@@ -1,0 +1,216 @@
+import { sql } from 'kysely';
+import type { DatabaseConfig } from '../config/config.ts';
+import { compiledStatement } from './compiled.ts';
+
+/**
+ * The statements that lock due webhook deliveries for a worker (docs/decisions/0005-outbox-and-delivery.md),
+ * compiled once per store (src/store/compiled.ts). `delivery-claims.ts` runs them in its claim transaction and
+ * holds the rules they implement.
+ */
+
+/**
+ * A row locked by a claiming statement: `attempts` already counts the claimed attempt for a head, and not yet for
+ * a tail row.
+ */
+export interface LockedRow {
+  event_id: string;
+  endpoint_id: string;
+  instance_id: string;
+  sequence: number | string;
+  attempts: number;
+  max_attempts: number;
+}
+
+/** The values the head statement takes; times in epoch ms, `limit` the most lanes. */
+export type LockArguments = {
+  workerId: string;
+  now: number;
+  staleBefore: number;
+  limit: number;
+};
+
+/** The head statement for `dialect` (its rules: `lockDue` in delivery-claims.ts). */
+function lockDueStatement(dialect: DatabaseConfig['dialect']) {
+  return compiledStatement<LockArguments, LockedRow>((db, arg) =>
+    db
+      .with(
+        (cte) => cte('heads').materialized(),
+        (qb) =>
+          qb
+            .selectFrom('instances as i')
+            .select((eb) => [
+              eb
+                .selectFrom('webhook_deliveries as h')
+                .select('h.event_id')
+                .whereRef('h.instance_id', '=', 'i.id')
+                .where('h.endpoint_id', '=', '')
+                .where('h.status', '=', 'pending')
+                .where('h.run_at', '<=', arg('now'))
+                .orderBy('h.sequence')
+                .limit(1)
+                .as('event_id'),
+              sql<string>`''`.as('endpoint_id'),
+            ])
+            .where('i.webhook_url', 'is not', null)
+            .where(({ not, exists, selectFrom }) =>
+              not(
+                exists(
+                  selectFrom('webhook_state as s')
+                    .select('s.instance_id')
+                    .whereRef('s.instance_id', '=', 'i.id')
+                    .where('s.disabled_at', 'is not', null),
+                ),
+              ),
+            )
+            .where(({ not, exists, selectFrom }) =>
+              not(
+                exists(
+                  selectFrom('webhook_deliveries as o')
+                    .select('o.event_id')
+                    .whereRef('o.instance_id', '=', 'i.id')
+                    .where('o.endpoint_id', '=', '')
+                    // No `status` test: only pending rows hold a lock, and leaving it out keeps the plan on the
+                    // (instance_id, locked_at) index rather than scanning the instance's backlog.
+                    .where('o.locked_at', '>=', arg('staleBefore')),
+                ),
+              ),
+            )
+            // The lanes of the enabled endpoints (docs/decisions/0035-webhook-endpoints.md), by the same rules.
+            .unionAll((eb) =>
+              eb
+                .selectFrom('webhook_endpoints as w')
+                .select((eb) => [
+                  eb
+                    .selectFrom('webhook_deliveries as h')
+                    .select('h.event_id')
+                    .whereRef('h.instance_id', '=', 'w.instance_id')
+                    .whereRef('h.endpoint_id', '=', 'w.id')
+                    .where('h.status', '=', 'pending')
+                    .where('h.run_at', '<=', arg('now'))
+                    .orderBy('h.sequence')
+                    .limit(1)
+                    .as('event_id'),
+                  'w.id as endpoint_id',
+                ])
+                .where('w.enabled', '=', 1)
+                .where(({ not, exists, selectFrom }) =>
+                  not(
+                    exists(
+                      selectFrom('webhook_deliveries as o')
+                        .select('o.event_id')
+                        .whereRef('o.instance_id', '=', 'w.instance_id')
+                        .whereRef('o.endpoint_id', '=', 'w.id')
+                        .where('o.locked_at', '>=', arg('staleBefore')),
+                    ),
+                  ),
+                ),
+            ),
+      )
+      .with(
+        (cte) => cte('due').materialized(),
+        (qb) =>
+          qb
+            .selectFrom('webhook_deliveries as d')
+            .select(['d.event_id', 'd.endpoint_id'])
+            .where((eb) =>
+              eb(
+                eb.refTuple('d.event_id', 'd.endpoint_id'),
+                'in',
+                eb
+                  .selectFrom('heads')
+                  .select(['heads.event_id', 'heads.endpoint_id'])
+                  .$narrowType<{ event_id: string }>()
+                  .$asTuple('event_id', 'endpoint_id'),
+              ),
+            )
+            // Re-checked on the locked row (PostgreSQL): another process may have claimed or finished it.
+            .where('d.status', '=', 'pending')
+            .where('d.run_at', '<=', arg('now'))
+            .where((eb) => eb.or([eb('d.locked_at', 'is', null), eb('d.locked_at', '<', arg('staleBefore'))]))
+            .orderBy('d.run_at')
+            .limit(arg('limit'))
+            .$if(dialect === 'postgres', (q) => q.forUpdate('d').skipLocked()),
+      )
+      .updateTable('webhook_deliveries')
+      .set((eb) => ({ locked_by: arg('workerId'), locked_at: arg('now'), attempts: eb('attempts', '+', 1) }))
+      .where((eb) =>
+        eb(
+          eb.refTuple('event_id', 'endpoint_id'),
+          'in',
+          eb
+            .selectFrom('due')
+            .select(['due.event_id', 'due.endpoint_id'])
+            .$asTuple('event_id', 'endpoint_id'),
+        ),
+      )
+      .returning(['event_id', 'endpoint_id', 'instance_id', 'sequence', 'attempts', 'max_attempts']),
+  );
+}
+
+/** The head statement per dialect: locks the head of up to `limit` idle lanes. */
+export const LOCK_DUE = {
+  sqlite: lockDueStatement('sqlite'),
+  postgres: lockDueStatement('postgres'),
+} as const;
+
+/** The values the tail statement takes; times in epoch ms. */
+export type TailArguments = {
+  workerId: string;
+  now: number;
+  staleBefore: number;
+  /** The lane: its instance and endpoint (`''` the default webhook). */
+  instanceId: string;
+  endpointId: string;
+  /** The lane head's sequence: the tail starts after it. */
+  after: number;
+  /** Most rows to lock. */
+  limit: number;
+};
+
+/**
+ * The tail statement for `dialect`: locks, for the worker that holds a lane's head, the lane's next pending and due
+ * rows in `sequence` order (at most `limit`), unclaimed or with a stale claim and with an attempt left. Unlike the
+ * head statement it counts no attempt: a tail row's attempt is counted, and its attempt row written, when it starts
+ * (in the transaction that records the attempt before it, docs/decisions/0048-lane-batches.md). It reads the (instance_id, endpoint_id, status, sequence) index from the head onwards and
+ * stops at `limit`. PostgreSQL skips rows another process locked meanwhile; the lane's in-flight rule keeps other
+ * workers off the lane anyway while its head is held.
+ */
+function tailStatement(dialect: DatabaseConfig['dialect']) {
+  return compiledStatement<TailArguments, LockedRow>((db, arg) =>
+    db
+      .with(
+        (cte) => cte('tail').materialized(),
+        (qb) =>
+          qb
+            .selectFrom('webhook_deliveries as d')
+            .select(['d.event_id', 'd.endpoint_id'])
+            .where('d.instance_id', '=', arg('instanceId'))
+            .where('d.endpoint_id', '=', arg('endpointId'))
+            .where('d.status', '=', 'pending')
+            .where('d.sequence', '>', arg('after'))
+            .where('d.run_at', '<=', arg('now'))
+            .where((eb) => eb.or([eb('d.locked_at', 'is', null), eb('d.locked_at', '<', arg('staleBefore'))]))
+            // A row with no attempt left is failed when it comes up as a head (the head statement's rule).
+            .whereRef('d.attempts', '<', 'd.max_attempts')
+            .orderBy('d.sequence')
+            .limit(arg('limit'))
+            .$if(dialect === 'postgres', (q) => q.forUpdate('d').skipLocked()),
+      )
+      .updateTable('webhook_deliveries')
+      .set({ locked_by: arg('workerId'), locked_at: arg('now') })
+      .where((eb) =>
+        eb(
+          eb.refTuple('event_id', 'endpoint_id'),
+          'in',
+          eb
+            .selectFrom('tail')
+            .select(['tail.event_id', 'tail.endpoint_id'])
+            .$asTuple('event_id', 'endpoint_id'),
+        ),
+      )
+      .returning(['event_id', 'endpoint_id', 'instance_id', 'sequence', 'attempts', 'max_attempts']),
+  );
+}
+
+/** The tail statement per dialect (a lane's rows after its head, for a lane batch). */
+export const LOCK_TAIL = { sqlite: tailStatement('sqlite'), postgres: tailStatement('postgres') } as const;
