@@ -106,9 +106,12 @@ export class OutboundGuard {
    * Idle keep-alive clients by origin and the exact list of checked addresses they dial. A request reuses one
    * only when its own fresh resolution, checked again, gives the same list: every attempt is still resolved,
    * checked and pinned (docs/decisions/0020-security-promises.md), it just skips a TLS handshake when nothing
-   * changed.
+   * changed. Several per key (most recently returned last), so concurrent attempts to one receiver, such as the
+   * delivery worker's lanes, each keep their connection instead of all but one handshaking anew.
    */
-  readonly #pool = new Map<string, PooledClient>();
+  readonly #pool = new Map<string, PooledClient[]>();
+  /** Idle clients in {@link #pool}, all keys together (at most {@link POOL_MAX}). */
+  #idle = 0;
   #closed = false;
 
   /** @throws TypeError when an entry of `allowedCidrs` is not a CIDR. */
@@ -277,15 +280,16 @@ export class OutboundGuard {
   /** Cancels requests in flight (they reject with OutboundError `connect`) and refuses new ones. */
   async close(): Promise<void> {
     this.#closed = true;
-    const clients = [...this.#active, ...[...this.#pool.values()].map((entry) => entry.client)];
+    const clients = [...this.#active, ...[...this.#pool.values()].flat().map((entry) => entry.client)];
     this.#active.clear();
     this.#pool.clear();
+    this.#idle = 0;
     await Promise.all(clients.map((client) => client.destroy().catch(() => undefined)));
   }
 
   /** Idle pooled connections (tests). */
   get idleConnections(): number {
-    return this.#pool.size;
+    return this.#idle;
   }
 
   /**
@@ -294,16 +298,19 @@ export class OutboundGuard {
    */
   #checkout(url: URL, addresses: readonly string[], connectTimeoutMs: number): PooledClient {
     const now = performance.now();
-    for (const [key, entry] of this.#pool) {
-      if (now - entry.idleSince > POOL_IDLE_MS) {
-        this.#pool.delete(key);
-        entry.client.destroy().catch(() => undefined);
-      }
+    for (const [key, entries] of this.#pool) {
+      const fresh = entries.filter((entry) => now - entry.idleSince <= POOL_IDLE_MS);
+      if (fresh.length === entries.length) continue;
+      for (const entry of entries) if (!fresh.includes(entry)) entry.client.destroy().catch(() => undefined);
+      this.#idle -= entries.length - fresh.length;
+      if (fresh.length === 0) this.#pool.delete(key);
+      else this.#pool.set(key, fresh);
     }
     const key = `${url.origin}|${addresses.join(',')}`;
-    const idle = this.#pool.get(key);
+    const idle = this.#pool.get(key)?.pop();
     if (idle !== undefined) {
-      this.#pool.delete(key);
+      this.#idle -= 1;
+      if (this.#pool.get(key)?.length === 0) this.#pool.delete(key);
       this.#active.add(idle.client);
       return idle;
     }
@@ -326,14 +333,16 @@ export class OutboundGuard {
   /** Returns a client to the pool after a clean exchange, or closes it (errors, cut-off bodies, closing). */
   #checkin(entry: PooledClient, reusable: boolean): void {
     this.#active.delete(entry.client);
-    const taken = this.#pool.get(entry.key);
-    if (!reusable || taken !== undefined || this.#pool.size >= POOL_MAX) {
+    if (!reusable || this.#idle >= POOL_MAX) {
       entry.dialer.abort();
       entry.client.destroy().catch(() => undefined);
       return;
     }
     entry.idleSince = performance.now();
-    this.#pool.set(entry.key, entry);
+    const entries = this.#pool.get(entry.key);
+    if (entries === undefined) this.#pool.set(entry.key, [entry]);
+    else entries.push(entry);
+    this.#idle += 1;
   }
 
   /** Address literal of the URL host, or every checked address its name resolves to (see class doc). */

@@ -8,7 +8,7 @@ import { brokerSubject, isBrokerUrl, parseBrokerUrl } from '../brokers/urls.ts';
 import type { Clock } from '../domain/clock.ts';
 import { OutboundError, type OutboundGuard } from '../net/outbound-guard.ts';
 import type { SecretBox } from '../security/secrets.ts';
-import { nowIso, type Store } from '../store/database.ts';
+import type { Store } from '../store/database.ts';
 import {
   type AttemptOutcome,
   type AttemptRecord,

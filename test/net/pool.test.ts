@@ -79,6 +79,34 @@ describe('outbound connection reuse (docs/decisions/0020-security-promises.md: s
     }
   });
 
+  it('concurrent requests to one receiver each keep their connection', async () => {
+    const guard = new OutboundGuard({
+      allowedCidrs: ['127.0.0.2/32'],
+      ca: TEST_CA,
+      lookup: async () => [{ address: '127.0.0.2', family: 4 }],
+    });
+    try {
+      const url = `https://localhost:${target.port}/hook`;
+      const before = target.handshakes.get('127.0.0.2') ?? 0;
+      for (let round = 0; round < 3; round++) {
+        const responses = await Promise.all([1, 2, 3, 4].map(() => guard.request(url, GET)));
+        assert.deepEqual(
+          responses.map((response) => response.status),
+          [200, 200, 200, 200],
+        );
+        assert.equal(guard.idleConnections, 4, `round ${round + 1}: four idle connections kept`);
+      }
+      assert.equal(
+        (target.handshakes.get('127.0.0.2') ?? 0) - before,
+        4,
+        'four TLS handshakes for twelve requests',
+      );
+    } finally {
+      await guard.close();
+      assert.equal(guard.idleConnections, 0);
+    }
+  });
+
   it('a refused resolution is refused even with a pooled connection to the host', async () => {
     let lookups = 0;
     const guard = new OutboundGuard({
