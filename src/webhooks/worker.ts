@@ -9,14 +9,9 @@ import type { Clock } from '../domain/clock.ts';
 import { OutboundError, type OutboundGuard } from '../net/outbound-guard.ts';
 import type { SecretBox } from '../security/secrets.ts';
 import type { Store } from '../store/database.ts';
-import {
-  type AttemptOutcome,
-  type AttemptRecord,
-  finishAndStartNext,
-  releaseClaims,
-  returnUnstarted,
-} from '../store/deliveries.ts';
+import { releaseClaims, returnUnstarted } from '../store/deliveries.ts';
 import { type ClaimedDelivery, claimDeliveries } from '../store/delivery-claims.ts';
+import { type AttemptOutcome, type AttemptRecord, finishAndStartNext } from '../store/delivery-finish.ts';
 import { isStoreUnavailableError } from '../store/faults.ts';
 import { RetryPolicy } from './backoff.ts';
 import { webhookHeaders } from './signing.ts';
@@ -108,6 +103,8 @@ export class DeliveryWorker {
    */
   readonly #lanes = new Map<string, LaneRun>();
   #running = false;
+  /** Set by {@link stop}: lane batches start no further attempt (also when driven by `runOnce`). */
+  #stopping = false;
   #loop: Promise<void> | undefined;
   #wakeRequested = false;
   #sleeper: (() => void) | undefined;
@@ -141,6 +138,7 @@ export class DeliveryWorker {
   start(): void {
     if (this.#running) return;
     this.#running = true;
+    this.#stopping = false;
     this.#loop = this.#run();
   }
 
@@ -174,6 +172,7 @@ export class DeliveryWorker {
   async stop(graceMs = 5000): Promise<void> {
     if (!this.#running) return;
     this.#running = false;
+    this.#stopping = true;
     this.wake();
     await this.#loop;
     const pending = [...this.#lanes.values()].map((run) => run.done);
@@ -268,7 +267,7 @@ export class DeliveryWorker {
 
   /**
    * Sends a lane batch one delivery after the other (docs/decisions/0048-lane-batches.md). Each attempt's record
-   * starts the next delivery in the same transaction while the attempt was delivered, the worker runs and the claim
+   * starts the next delivery in the same transaction while the attempt was delivered, the worker is not stopping and the claim
    * is younger than half the stale timeout (so a batch of slow receivers never outlives its claim); otherwise the
    * deliveries not started are given back at once, unlocked and ready for the next claim.
    */
@@ -449,7 +448,7 @@ export class DeliveryWorker {
   /**
    * Records an attempt's result and schedules what follows (next attempt, failure, or a 410's disabling). In the
    * same transaction it starts `next`, the lane batch's next delivery, when the attempt was delivered, the worker
-   * still runs and the claim is younger than half the stale timeout (docs/decisions/0048-lane-batches.md).
+   * is not stopping and the claim is younger than half the stale timeout (docs/decisions/0048-lane-batches.md).
    * @returns whether `next` was started (never when the claim was no longer this worker's: the outcome was then
    *   only logged).
    */
@@ -478,32 +477,36 @@ export class DeliveryWorker {
     const startNext =
       next !== undefined &&
       outcome.kind === 'delivered' &&
-      this.#running &&
+      !this.#stopping &&
       now - next.lockedAt < this.#staleMs / 2;
     const { applied, nextStarted } = await this.#finish(() =>
-      finishAndStartNext(this.#options.store.db, {
-        eventId: delivery.eventId,
-        endpointId: delivery.endpointId,
-        instanceId: delivery.instanceId,
-        attemptId: delivery.attemptId,
-        workerId: this.id,
-        lockedAt: delivery.lockedAt,
-        attempt: record,
-        outcome,
-        now: new Date(now).toISOString(),
-        ...(startNext
-          ? {
-              next: {
-                eventId: next.eventId,
-                endpointId: next.endpointId,
-                lockedAt: next.lockedAt,
-                attemptId: next.attemptId,
-                attemptNumber: next.attemptNumber,
-                url: next.url,
-              },
-            }
-          : {}),
-      }),
+      finishAndStartNext(
+        this.#options.store.db,
+        {
+          eventId: delivery.eventId,
+          endpointId: delivery.endpointId,
+          instanceId: delivery.instanceId,
+          attemptId: delivery.attemptId,
+          workerId: this.id,
+          lockedAt: delivery.lockedAt,
+          attempt: record,
+          outcome,
+          now: new Date(now).toISOString(),
+          ...(startNext
+            ? {
+                next: {
+                  eventId: next.eventId,
+                  endpointId: next.endpointId,
+                  lockedAt: next.lockedAt,
+                  attemptId: next.attemptId,
+                  attemptNumber: next.attemptNumber,
+                  url: next.url,
+                },
+              }
+            : {}),
+        },
+        this.#options.store.dialect,
+      ),
     );
     this.#options.onAttempt?.(outcome.kind, record.durationMs, delivery.instanceId);
     if (!applied) {

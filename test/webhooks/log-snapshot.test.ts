@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setImmediate as yieldToQueue } from 'node:timers/promises';
 import type { KyselyPlugin } from 'kysely';
-import { finishAttempt } from '../../src/store/deliveries.ts';
 import { claimDeliveries } from '../../src/store/delivery-claims.ts';
+import { finishAttempt } from '../../src/store/delivery-finish.ts';
 import { createTestStore, testDialects } from '../support/store.ts';
 import { configureWebhook, createWebhookApp, deliveries, recordMessages } from './support.ts';
 

@@ -2,8 +2,9 @@ import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { setImmediate as yieldToQueue } from 'node:timers/promises';
 import type { KyselyPlugin } from 'kysely';
-import { type AttemptOutcome, finishAttempt, releaseClaims } from '../../src/store/deliveries.ts';
+import { releaseClaims } from '../../src/store/deliveries.ts';
 import { ABANDONED, ATTEMPTS_ABANDONED, claimDeliveries } from '../../src/store/delivery-claims.ts';
+import { type AttemptOutcome, finishAttempt } from '../../src/store/delivery-finish.ts';
 import { removeDeadNodes } from '../../src/store/nodes.ts';
 import type { TestApp } from '../support/app.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
@@ -64,7 +65,8 @@ for (const dialect of testDialects()) {
       t = await createWebhookApp({
         dialect,
         env: { WEBHOOK_RETRY_SCHEDULE: '1' },
-        webhookWorker: { start: false },
+        // One delivery per claim: these tests step through the queue one attempt at a time (batches: lane-batches.test.ts).
+        webhookWorker: { start: false, laneBatch: 1 },
       });
       await configureWebhook(t, receiver.url);
     });

@@ -4,8 +4,9 @@ import pino from 'pino';
 import { OutboxProjection } from '../../src/events/outbox-projection.ts';
 import { EventRecorder } from '../../src/events/recorder.ts';
 import { openStore } from '../../src/store/database.ts';
-import { finishAttempt, releaseClaims } from '../../src/store/deliveries.ts';
+import { releaseClaims } from '../../src/store/deliveries.ts';
 import { ABANDONED, claimDeliveries } from '../../src/store/delivery-claims.ts';
+import { finishAttempt } from '../../src/store/delivery-finish.ts';
 import type { TestApp } from '../support/app.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
 import { testDialects } from '../support/store.ts';
@@ -31,7 +32,8 @@ for (const dialect of testDialects()) {
         // Three or more test instances: the pro plan (free allows 2, docs/decisions/0029-instances-over-the-api.md).
         plan: { plan: 'pro' },
         env: { WEBHOOK_RETRY_SCHEDULE: '1' },
-        webhookWorker: { start: false },
+        // One delivery per claim: these tests step through the queue one attempt at a time (batches: lane-batches.test.ts).
+        webhookWorker: { start: false, laneBatch: 1 },
       });
       await configureWebhook(t, receiver.url);
     });

@@ -1,0 +1,392 @@
+import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
+import type { DatabaseConfig } from '../config/config.ts';
+import { compiledStatement } from './compiled.ts';
+import type { Database } from './schema.ts';
+import { toMs } from './times.ts';
+
+/**
+ * Ending a claimed delivery's attempt (docs/decisions/0005-outbox-and-delivery.md): the attempt row completed and
+ * the outcome applied in one transaction, conditioned on still holding the claim, and with a lane batch
+ * (docs/decisions/0048-lane-batches.md) the batch's next delivery started in the same transaction. See
+ * `deliveries.ts` for the queue's life cycle.
+ */
+/** What happened on one attempt (completes the attempt row written with the claim). */
+export interface AttemptRecord {
+  statusCode: number | null;
+  /** Milliseconds from the start of the request to the end of the response (or the failure). */
+  durationMs: number;
+  error: string | null;
+  /** First 2 KB of the response as text (NUL characters replaced), or null. */
+  responseBody: string | null;
+  responseTruncated: boolean;
+}
+
+/**
+ * The delivery's next state after an attempt: `delivered`; `retry` at `runAt` (epoch ms); `failed` (no retries
+ * left); `gone` (410: fails this delivery, disables the instance's default webhook, or for an endpoint's delivery
+ * that endpoint only (docs/decisions/0035-webhook-endpoints.md), and fails the other pending ones of that lane).
+ */
+export type AttemptOutcome =
+  | { kind: 'delivered' }
+  | { kind: 'retry'; runAt: number }
+  | { kind: 'failed' }
+  | { kind: 'gone'; reason: string };
+
+/** Completes this worker's attempt row (hot path: compiled once per store, src/store/compiled.ts). */
+const COMPLETE_ATTEMPT = compiledStatement<{
+  now: number;
+  statusCode: number | null;
+  durationMs: number;
+  error: string | null;
+  responseBody: string | null;
+  responseTruncated: number;
+  attemptId: string;
+  workerId: string;
+}>((db, arg) =>
+  db
+    .updateTable('webhook_attempts')
+    .set({
+      finished_at: arg('now'),
+      status_code: arg('statusCode'),
+      duration_ms: arg('durationMs'),
+      error: arg('error'),
+      response_body: arg('responseBody'),
+      response_truncated: arg('responseTruncated'),
+    })
+    .where('id', '=', arg('attemptId'))
+    .where('worker', '=', arg('workerId')),
+);
+
+/** Marks a claimed delivery delivered while the claim is still this worker's (hot path, compiled). */
+const MARK_DELIVERED = compiledStatement<{
+  now: number;
+  statusCode: number | null;
+  eventId: string;
+  endpointId: string;
+  workerId: string;
+  lockedAt: number;
+}>((db, arg) =>
+  db
+    .updateTable('webhook_deliveries')
+    .set({
+      status: 'delivered',
+      delivered_at: arg('now'),
+      locked_by: null,
+      locked_at: null,
+      last_status: arg('statusCode'),
+      last_error: null,
+      updated_at: arg('now'),
+    })
+    .where('event_id', '=', arg('eventId'))
+    .where('endpoint_id', '=', arg('endpointId'))
+    .where('locked_by', '=', arg('workerId'))
+    .where('locked_at', '=', arg('lockedAt'))
+    .where('status', '=', 'pending'),
+);
+
+/**
+ * Completes an attempt row and applies the outcome to its delivery, in one transaction (Graphile Worker's
+ * `complete_job`/`fail_job`). `attempts` is not changed: the attempt was counted when it was claimed. The
+ * attempt row (this worker's own) is always completed: the attempt happened. The delivery row changes only while
+ * it still holds this claim (`locked_by` = `workerId` and `locked_at` = `lockedAt`): a worker releases only its
+ * own locks, so one whose claim was taken over as stale (or released at shutdown and claimed again) cannot
+ * overwrite the new owner's state.
+ * @returns true when the claim was still held and the outcome applied.
+ * @throws RangeError when `input.now` is not a time.
+ */
+export function finishAttempt(db: Kysely<Database>, input: FinishInput): Promise<boolean> {
+  return db.transaction().execute(async (trx) => (await finishAttemptIn(trx, input)).applied);
+}
+
+/**
+ * {@link finishAttempt}, which also starts `input.next` when there is one.
+ * @returns `applied` as {@link finishAttempt} returns it, and `nextStarted`: whether `input.next` was started
+ *   (false without one, when the outcome is not `delivered`, or when the claim was no longer this worker's).
+ * @throws RangeError when `input.now` is not a time.
+ */
+export function finishAndStartNext(
+  db: Kysely<Database>,
+  input: FinishInput,
+  dialect: DatabaseConfig['dialect'] = 'sqlite',
+): Promise<{ applied: boolean; nextStarted: boolean }> {
+  if (dialect === 'postgres' && input.outcome.kind === 'delivered') return deliveredInOneStatement(db, input);
+  return db.transaction().execute((trx) => finishAttemptIn(trx, input));
+}
+
+/**
+ * The delivered case of {@link finishAndStartNext} on PostgreSQL as one statement: the same four writes (attempt
+ * completed, delivery marked delivered, the next delivery counted and its attempt row written), each conditioned as
+ * in the transaction form, in data-modifying CTEs. One statement is atomic on its own, so it takes one round trip
+ * instead of six (BEGIN, four statements, COMMIT), the cost that bounds PostgreSQL's delivery rate
+ * (docs/benchmarks.md). The next delivery is started only when the delivery row was still this claim's.
+ */
+const DELIVERED_POSTGRES = `with completed as (
+  update webhook_attempts set finished_at = $1::bigint, status_code = $2::integer, duration_ms = $3::integer,
+    error = null, response_body = $4::text, response_truncated = $5::integer
+  where id = $6::varchar and worker = $7::varchar
+  returning id
+), delivered as (
+  update webhook_deliveries set status = 'delivered', delivered_at = $1::bigint, locked_by = null, locked_at = null,
+    last_status = $2::integer, last_error = null, updated_at = $1::bigint
+  where event_id = $8::varchar and endpoint_id = $9::varchar and locked_by = $7::varchar
+    and locked_at = $10::bigint and status = 'pending'
+  returning event_id
+), started as (
+  update webhook_deliveries set attempts = attempts + 1
+  where event_id = $11::varchar and endpoint_id = $12::varchar and locked_by = $7::varchar
+    and locked_at = $13::bigint and status = 'pending' and exists (select 1 from delivered)
+  returning event_id
+), opened as (
+  insert into webhook_attempts (id, event_id, endpoint_id, number, url, worker, attempted_at, finished_at,
+    status_code, duration_ms, error, response_body, response_truncated)
+  select $14::varchar, $11::varchar, $12::varchar, $15::integer, $16::text, $7::varchar, $1::bigint, null, null,
+    null, null, null, 0
+  from started
+  returning id
+)
+select (select count(*) from delivered) as applied, (select count(*) from opened) as started`;
+
+/** Runs {@link DELIVERED_POSTGRES}. @throws what the driver throws. */
+async function deliveredInOneStatement(
+  db: Kysely<Database>,
+  input: FinishInput,
+): Promise<{ applied: boolean; nextStarted: boolean }> {
+  const now = toMs(input.now);
+  const { attempt, next } = input;
+  const result = await db.executeQuery<{ applied: string | number; started: string | number }>(
+    CompiledQuery.raw(DELIVERED_POSTGRES, [
+      now,
+      attempt.statusCode,
+      attempt.durationMs,
+      attempt.responseBody,
+      attempt.responseTruncated ? 1 : 0,
+      input.attemptId,
+      input.workerId,
+      input.eventId,
+      input.endpointId ?? '',
+      input.lockedAt,
+      next?.eventId ?? null,
+      next?.endpointId ?? null,
+      next?.lockedAt ?? null,
+      next?.attemptId ?? null,
+      next?.attemptNumber ?? null,
+      next?.url ?? null,
+    ]),
+  );
+  const [row] = result.rows;
+  return { applied: Number(row?.applied ?? 0) > 0, nextStarted: Number(row?.started ?? 0) > 0 };
+}
+
+/** The delivery a finishing attempt starts (`FinishInput.next`): a lane batch's next one, claimed not started. */
+export interface NextAttempt {
+  eventId: string;
+  /** `''` for the default webhook. */
+  endpointId: string;
+  /** `locked_at` of its claim, epoch ms. */
+  lockedAt: number;
+  /** Id and number of the attempt row to write (`ClaimedDelivery.attemptId`, `attemptNumber`). */
+  attemptId: string;
+  attemptNumber: number;
+  /** The URL as shown in the log. */
+  url: string;
+}
+
+/** Counts the started attempt on a claimed, not yet started delivery while the claim is this worker's (compiled). */
+const COUNT_ATTEMPT = compiledStatement<{
+  eventId: string;
+  endpointId: string;
+  workerId: string;
+  lockedAt: number;
+}>((db, arg) =>
+  db
+    .updateTable('webhook_deliveries')
+    .set((eb) => ({ attempts: eb('attempts', '+', 1) }))
+    .where('event_id', '=', arg('eventId'))
+    .where('endpoint_id', '=', arg('endpointId'))
+    .where('locked_by', '=', arg('workerId'))
+    .where('locked_at', '=', arg('lockedAt'))
+    .where('status', '=', 'pending'),
+);
+
+/** Writes a started attempt's row (compiled). */
+const OPEN_ATTEMPT = compiledStatement<{
+  id: string;
+  eventId: string;
+  endpointId: string;
+  number: number;
+  url: string;
+  workerId: string;
+  now: number;
+}>((db, arg) =>
+  db.insertInto('webhook_attempts').values({
+    id: arg('id'),
+    event_id: arg('eventId'),
+    endpoint_id: arg('endpointId'),
+    number: arg('number'),
+    url: arg('url'),
+    worker: arg('workerId'),
+    attempted_at: arg('now'),
+    finished_at: null,
+    status_code: null,
+    duration_ms: null,
+    error: null,
+    response_body: null,
+    response_truncated: 0,
+  }),
+);
+
+/** Starts `next` in `trx` (see `FinishInput.next`). @returns whether it was started. */
+async function startNext(
+  trx: Transaction<Database>,
+  next: NextAttempt,
+  workerId: string,
+  now: number,
+): Promise<boolean> {
+  const counted = await COUNT_ATTEMPT.run(trx, {
+    eventId: next.eventId,
+    endpointId: next.endpointId,
+    workerId,
+    lockedAt: next.lockedAt,
+  });
+  if ((counted.numAffectedRows ?? 0n) === 0n) return false;
+  await OPEN_ATTEMPT.run(trx, {
+    id: next.attemptId,
+    eventId: next.eventId,
+    endpointId: next.endpointId,
+    number: next.attemptNumber,
+    url: next.url,
+    workerId,
+    now,
+  });
+  return true;
+}
+
+/** What {@link finishAttempt} applies: the claim it ends, what the attempt saw and the outcome. */
+export interface FinishInput {
+  eventId: string;
+  /** The delivery's endpoint; omitted or `''`: the default webhook. */
+  endpointId?: string;
+  instanceId: string;
+  attemptId: string;
+  workerId: string;
+  /** `locked_at` of the claim, epoch ms (`ClaimedDelivery.lockedAt`). */
+  lockedAt: number;
+  /**
+   * The lane batch's next delivery (docs/decisions/0048-lane-batches.md), started in this transaction when the
+   * outcome is `delivered` and the claim still held: its attempt counted and its attempt row written, so a crash
+   * after this commit shows it in flight, and one before shows nothing started.
+   */
+  next?: NextAttempt;
+  attempt: AttemptRecord;
+  outcome: AttemptOutcome;
+  /** RFC 3339. */
+  now: string;
+}
+
+/** {@link finishAndStartNext} inside the transaction `trx`. @throws RangeError when `input.now` is not a time. */
+async function finishAttemptIn(
+  trx: Transaction<Database>,
+  input: FinishInput,
+): Promise<{ applied: boolean; nextStarted: boolean }> {
+  const { eventId, workerId, attempt, outcome } = input;
+  const endpointId = input.endpointId ?? '';
+  const now = toMs(input.now);
+  await COMPLETE_ATTEMPT.run(trx, {
+    now,
+    statusCode: attempt.statusCode,
+    durationMs: attempt.durationMs,
+    error: attempt.error,
+    responseBody: attempt.responseBody,
+    responseTruncated: attempt.responseTruncated ? 1 : 0,
+    attemptId: input.attemptId,
+    workerId,
+  });
+  const base = {
+    locked_by: null,
+    locked_at: null,
+    last_status: attempt.statusCode,
+    last_error: attempt.error,
+    updated_at: now,
+  };
+  const update = trx
+    .updateTable('webhook_deliveries')
+    .where('event_id', '=', eventId)
+    .where('endpoint_id', '=', endpointId)
+    .where('locked_by', '=', workerId)
+    .where('locked_at', '=', input.lockedAt)
+    .where('status', '=', 'pending');
+  let result: { numUpdatedRows: bigint };
+  switch (outcome.kind) {
+    case 'delivered': {
+      const delivered = await MARK_DELIVERED.run(trx, {
+        now,
+        statusCode: attempt.statusCode,
+        eventId,
+        endpointId,
+        workerId,
+        lockedAt: input.lockedAt,
+      });
+      result = { numUpdatedRows: delivered.numAffectedRows ?? 0n };
+      break;
+    }
+    case 'retry':
+      result = await update.set({ ...base, run_at: outcome.runAt }).executeTakeFirst();
+      break;
+    case 'failed':
+      result = await update.set({ ...base, status: 'failed' }).executeTakeFirst();
+      break;
+    case 'gone':
+      result = await update.set({ ...base, status: 'failed' }).executeTakeFirst();
+      if (result.numUpdatedRows > 0n && endpointId !== '') {
+        // An endpoint's 410 disables that endpoint only (docs/decisions/0035-webhook-endpoints.md).
+        await trx
+          .updateTable('webhook_endpoints')
+          .set({ enabled: 0, disabled_at: now, disabled_reason: outcome.reason, updated_at: now })
+          .where('id', '=', endpointId)
+          .execute();
+        await failLane(trx, input, endpointId, `endpoint disabled: ${outcome.reason}`, now);
+      } else if (result.numUpdatedRows > 0n) {
+        await trx
+          .updateTable('webhook_state')
+          .set({ disabled_at: now, disabled_reason: outcome.reason })
+          .where('instance_id', '=', input.instanceId)
+          .execute();
+        await failLane(trx, input, '', `webhook disabled: ${outcome.reason}`, now);
+      }
+      break;
+  }
+  const applied = result.numUpdatedRows > 0n;
+  const nextStarted =
+    applied && outcome.kind === 'delivered' && input.next !== undefined
+      ? await startNext(trx, input.next, workerId, now)
+      : false;
+  return { applied, nextStarted };
+}
+
+/**
+ * Fails the pending deliveries of a lane whose receiver answered 410 (docs/decisions/0005-outbox-and-delivery.md):
+ * those not claimed, and the rest of this claim's lane batch (docs/decisions/0048-lane-batches.md), locked but not
+ * started (no attempt counted or logged). A delivery another worker holds is left to it.
+ */
+async function failLane(
+  trx: Transaction<Database>,
+  input: FinishInput,
+  endpointId: string,
+  lastError: string,
+  now: number,
+): Promise<void> {
+  const lane = trx
+    .updateTable('webhook_deliveries')
+    .where('instance_id', '=', input.instanceId)
+    .where('endpoint_id', '=', endpointId)
+    .where('status', '=', 'pending');
+  await lane
+    .set({ status: 'failed', last_error: lastError, updated_at: now })
+    .where('locked_by', 'is', null)
+    .execute();
+  await lane
+    .set({ status: 'failed', last_error: lastError, updated_at: now, locked_by: null, locked_at: null })
+    .where('locked_by', '=', input.workerId)
+    .where('locked_at', '=', input.lockedAt)
+    .execute();
+}

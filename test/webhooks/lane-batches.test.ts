@@ -1,0 +1,222 @@
+import assert from 'node:assert/strict';
+import { afterEach, beforeEach, describe, it } from 'node:test';
+import { returnUnstarted } from '../../src/store/deliveries.ts';
+import { ABANDONED, type ClaimedDelivery, claimDeliveries } from '../../src/store/delivery-claims.ts';
+import { type FinishInput, finishAndStartNext } from '../../src/store/delivery-finish.ts';
+import type { TestApp } from '../support/app.ts';
+import { type Receiver, startReceiver } from '../support/https-receiver.ts';
+import { testDialects } from '../support/store.ts';
+import { bodies, configureWebhook, createWebhookApp, recordMessages } from './support.ts';
+
+/**
+ * Lane batches (docs/decisions/0048-lane-batches.md): a claim takes a lane's head and its next due rows; only the
+ * head is started by the claim, each later one by the transaction that records the attempt before it, and the rest
+ * of a batch is given back unstarted. Attempts are counted and logged only for requests actually started.
+ */
+for (const dialect of testDialects()) {
+  describe(`webhook lane batches (${dialect})`, () => {
+    let receiver: Receiver;
+    let t: TestApp;
+    beforeEach(async () => {
+      receiver = await startReceiver();
+      t = await createWebhookApp({
+        dialect,
+        env: { WEBHOOK_RETRY_SCHEDULE: '1' },
+        webhookWorker: { start: false, laneBatch: 3 },
+      });
+      await configureWebhook(t, receiver.url);
+    });
+    afterEach(async () => {
+      await t.close();
+      await receiver.close();
+    });
+    const db = () => t.testStore.store.db;
+    const claim = (workerId: string, perLane: number, now = t.clock()) =>
+      claimDeliveries(db(), dialect, {
+        workerId,
+        now,
+        staleBefore: t.services.webhooks.staleBefore(now),
+        limit: 8,
+        perLane,
+      });
+    /** Every delivery row in sequence order: [sequence, status, attempts, locked_by]. */
+    const rows = async () =>
+      (
+        await db()
+          .selectFrom('webhook_deliveries')
+          .select(['sequence', 'status', 'attempts', 'locked_by'])
+          .orderBy('sequence')
+          .execute()
+      ).map((row) => [Number(row.sequence), row.status, row.attempts, row.locked_by]);
+    /** Every attempt row: [sequence of its event, number, worker, finished?, error]. */
+    const attempts = async () =>
+      (
+        await db()
+          .selectFrom('webhook_attempts as a')
+          .innerJoin('webhook_deliveries as d', (join) =>
+            join.onRef('d.event_id', '=', 'a.event_id').onRef('d.endpoint_id', '=', 'a.endpoint_id'),
+          )
+          .select(['d.sequence', 'a.number', 'a.worker', 'a.finished_at', 'a.error'])
+          .orderBy('d.sequence')
+          .orderBy('a.number')
+          .execute()
+      ).map((row) => [Number(row.sequence), row.number, row.worker, row.finished_at !== null, row.error]);
+    const delivered = (delivery: ClaimedDelivery, next?: ClaimedDelivery): FinishInput => ({
+      eventId: delivery.eventId,
+      endpointId: delivery.endpointId,
+      instanceId: delivery.instanceId,
+      attemptId: delivery.attemptId,
+      workerId: 'w1',
+      lockedAt: delivery.lockedAt,
+      attempt: { statusCode: 200, durationMs: 3, error: null, responseBody: 'ok', responseTruncated: false },
+      outcome: { kind: 'delivered' },
+      now: new Date(t.clock()).toISOString(),
+      ...(next === undefined
+        ? {}
+        : {
+            next: {
+              eventId: next.eventId,
+              endpointId: next.endpointId,
+              lockedAt: next.lockedAt,
+              attemptId: next.attemptId,
+              attemptNumber: next.attemptNumber,
+              url: next.url,
+            },
+          }),
+    });
+
+    it('claims the head started and the next rows locked but not started; each record starts the next', async () => {
+      await recordMessages(t, 5);
+      // The webhook queue holds the five messages, sequences 1 to 5.
+      const batch = await claim('w1', 3);
+      assert.deepEqual(
+        batch.map((delivery) => [
+          delivery.sequence,
+          delivery.started,
+          delivery.attempts,
+          delivery.attemptNumber,
+        ]),
+        [
+          [1, true, 1, 1],
+          [2, false, 1, 1],
+          [3, false, 1, 1],
+        ],
+      );
+      assert.deepEqual(await rows(), [
+        [1, 'pending', 1, 'w1'],
+        [2, 'pending', 0, 'w1'],
+        [3, 'pending', 0, 'w1'],
+        [4, 'pending', 0, null],
+        [5, 'pending', 0, null],
+      ]);
+      assert.deepEqual(await attempts(), [[1, 1, 'w1', false, null]], 'only the started attempt is logged');
+      assert.deepEqual(await claim('w2', 3), [], 'the lane is busy: nothing for another worker');
+
+      const [head, second, third] = batch;
+      assert.ok(head && second && third);
+      assert.deepEqual(await finishAndStartNext(db(), delivered(head, second), dialect), {
+        applied: true,
+        nextStarted: true,
+      });
+      assert.deepEqual((await rows()).slice(0, 3), [
+        [1, 'delivered', 1, null],
+        [2, 'pending', 1, 'w1'],
+        [3, 'pending', 0, 'w1'],
+      ]);
+      assert.deepEqual(await attempts(), [
+        [1, 1, 'w1', true, null],
+        [2, 1, 'w1', false, null],
+      ]);
+
+      // A failed attempt starts nothing: the record says so, and the rest is given back unstarted.
+      const failed: FinishInput = {
+        ...delivered(second, third),
+        attempt: {
+          statusCode: 500,
+          durationMs: 2,
+          error: 'receiver answered 500',
+          responseBody: '',
+          responseTruncated: false,
+        },
+        outcome: { kind: 'retry', runAt: t.clock() + 60_000 },
+      };
+      assert.deepEqual(await finishAndStartNext(db(), failed, dialect), {
+        applied: true,
+        nextStarted: false,
+      });
+      assert.equal(await returnUnstarted(db(), 'w1', [third]), 1);
+      assert.deepEqual(await rows(), [
+        [1, 'delivered', 1, null],
+        [2, 'pending', 1, null],
+        [3, 'pending', 0, null],
+        [4, 'pending', 0, null],
+        [5, 'pending', 0, null],
+      ]);
+      assert.deepEqual(await attempts(), [
+        [1, 1, 'w1', true, null],
+        [2, 1, 'w1', true, 'receiver answered 500'],
+      ]);
+      // The next claim starts after the failed one, whose retry is not due: 3, 4, 5.
+      assert.deepEqual(
+        (await claim('w2', 3)).map((delivery) => [delivery.sequence, delivery.started]),
+        [
+          [3, true],
+          [4, false],
+          [5, false],
+        ],
+      );
+    });
+
+    it('a batch whose worker died leaves no abandoned attempt for the deliveries it never started', async () => {
+      await recordMessages(t, 3);
+      const batch = await claim('dead', 3);
+      assert.equal(batch.length, 3);
+      // Long after: the claim is stale and taken over, attempt numbers continuing from what was started.
+      const later = await claim('w2', 3, t.clock() + 10 * 60_000);
+      assert.deepEqual(
+        later.map((delivery) => [
+          delivery.sequence,
+          delivery.started,
+          delivery.attempts,
+          delivery.attemptNumber,
+        ]),
+        [
+          [1, true, 2, 2],
+          [2, false, 1, 1],
+          [3, false, 1, 1],
+        ],
+      );
+      assert.deepEqual(await attempts(), [
+        [1, 1, 'dead', true, ABANDONED],
+        [1, 2, 'w2', false, null],
+      ]);
+    });
+
+    it('the worker sends a batch in order, gives back the rest after a failure, and logs one attempt per request', async () => {
+      await recordMessages(t, 6);
+      let answered = 0;
+      receiver.respondWith(() => {
+        answered += 1;
+        return answered === 2 ? { status: 503, body: 'busy' } : { status: 200, body: 'ok' };
+      });
+      // Batch of 3: 1 delivered, 2 fails (its retry not due for a second), 3 given back unstarted.
+      assert.equal(await t.services.webhooks.runOnce(), 2);
+      assert.deepEqual(await rows(), [
+        [1, 'delivered', 1, null],
+        [2, 'pending', 1, null],
+        [3, 'pending', 0, null],
+        [4, 'pending', 0, null],
+        [5, 'pending', 0, null],
+        [6, 'pending', 0, null],
+      ]);
+      // The next batch: 3, 4, 5 (2 waits for its retry).
+      assert.equal(await t.services.webhooks.runOnce(), 3);
+      t.clock.advance(5_000);
+      assert.equal(await t.services.webhooks.runOnce(), 2, 'the retry of 2, then 6');
+      const received = bodies(receiver.requests).map((body) => Number(body.sequence));
+      assert.deepEqual(received, [1, 2, 3, 4, 5, 2, 6]);
+      assert.equal((await attempts()).length, 7, 'one attempt row per request');
+      assert.ok((await rows()).every(([, status]) => status === 'delivered'));
+    });
+  });
+}
