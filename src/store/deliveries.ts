@@ -227,7 +227,24 @@ export async function requeueDelivery(
       })
       .where('event_id', '=', input.eventId)
       .where('endpoint_id', '=', endpointId)
-      .where((eb) => eb.or([eb('locked_at', 'is', null), eb('locked_at', '<', input.staleBefore)]))
+      // Locked but not started (the rest of a lane batch, docs/decisions/0048-lane-batches.md: no open attempt row)
+      // is queued again too: the batch then gives it back instead of starting it.
+      .where((eb) =>
+        eb.or([
+          eb('locked_at', 'is', null),
+          eb('locked_at', '<', input.staleBefore),
+          eb.not(
+            eb.exists(
+              eb
+                .selectFrom('webhook_attempts as a')
+                .select('a.id')
+                .where('a.event_id', '=', input.eventId)
+                .where('a.endpoint_id', '=', endpointId)
+                .where('a.finished_at', 'is', null),
+            ),
+          ),
+        ]),
+      )
       .executeTakeFirst();
     return result.numUpdatedRows > 0n ? 'queued' : 'in-flight';
   });

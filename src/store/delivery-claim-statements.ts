@@ -194,7 +194,9 @@ function tailStatement(dialect: DatabaseConfig['dialect']) {
             .whereRef('d.attempts', '<', 'd.max_attempts')
             .orderBy('d.sequence')
             .limit(arg('limit'))
-            .$if(dialect === 'postgres', (q) => q.forUpdate('d').skipLocked()),
+            // Not SKIP LOCKED: a row another transaction holds for a moment (a redelivery) would leave a gap, and
+            // the rows after it would start before it. The wait is short: the lane's rows are this claim's alone.
+            .$if(dialect === 'postgres', (q) => q.forUpdate('d')),
       )
       .updateTable('webhook_deliveries')
       .set({ locked_by: arg('workerId'), locked_at: arg('now') })

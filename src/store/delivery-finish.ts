@@ -1,6 +1,7 @@
 import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
 import type { DatabaseConfig } from '../config/config.ts';
 import { compiledStatement } from './compiled.ts';
+import type { ClaimedDelivery } from './delivery-claims.ts';
 import type { Database } from './schema.ts';
 import { toMs } from './times.ts';
 
@@ -118,7 +119,9 @@ export function finishAndStartNext(
  * completed, delivery marked delivered, the next delivery counted and its attempt row written), each conditioned as
  * in the transaction form, in data-modifying CTEs. One statement is atomic on its own, so it takes one round trip
  * instead of six (BEGIN, four statements, COMMIT), the cost that bounds PostgreSQL's delivery rate
- * (docs/benchmarks.md). The next delivery is started only when the delivery row was still this claim's.
+ * (docs/benchmarks.md). The next delivery is started only when the delivery row was still this claim's and the lane
+ * unchanged (see `NextAttempt`); an attempt row already holding the next delivery's id counts as started (an
+ * earlier try of the same record committed before its answer was lost).
  */
 const DELIVERED_POSTGRES = `with completed as (
   update webhook_attempts set finished_at = $1::bigint, status_code = $2::integer, duration_ms = $3::integer,
@@ -132,10 +135,21 @@ const DELIVERED_POSTGRES = `with completed as (
     and locked_at = $10::bigint and status = 'pending'
   returning event_id
 ), started as (
-  update webhook_deliveries set attempts = attempts + 1
-  where event_id = $11::varchar and endpoint_id = $12::varchar and locked_by = $7::varchar
-    and locked_at = $13::bigint and status = 'pending' and exists (select 1 from delivered)
-  returning event_id
+  update webhook_deliveries d set attempts = d.attempts + 1
+  where d.event_id = $11::varchar and d.endpoint_id = $12::varchar and d.locked_by = $7::varchar
+    and d.locked_at = $13::bigint and d.status = 'pending' and exists (select 1 from delivered)
+    and (
+      (d.endpoint_id = '' and exists (
+          select 1 from instances i where i.id = d.instance_id and i.webhook_url = $16::text
+            and coalesce(i.hmac_key, '') = $18::text)
+        and not exists (
+          select 1 from webhook_state s where s.instance_id = d.instance_id and s.disabled_at is not null))
+      or exists (
+        select 1 from webhook_endpoints w where w.id = d.endpoint_id and w.instance_id = d.instance_id
+          and w.enabled = 1 and w.url = $16::text and coalesce(w.url_sealed, '') = $17::text
+          and w.secret = $19::text)
+    )
+  returning d.event_id
 ), opened as (
   insert into webhook_attempts (id, event_id, endpoint_id, number, url, worker, attempted_at, finished_at,
     status_code, duration_ms, error, response_body, response_truncated)
@@ -144,7 +158,8 @@ const DELIVERED_POSTGRES = `with completed as (
   from started
   returning id
 )
-select (select count(*) from delivered) as applied, (select count(*) from opened) as started`;
+select (select count(*) from delivered) as applied,
+  (select count(*) from opened) + (select count(*) from webhook_attempts where id = $14::varchar) as started`;
 
 /** Runs {@link DELIVERED_POSTGRES}. @throws what the driver throws. */
 async function deliveredInOneStatement(
@@ -171,6 +186,9 @@ async function deliveredInOneStatement(
       next?.attemptId ?? null,
       next?.attemptNumber ?? null,
       next?.url ?? null,
+      next?.urlSealed ?? null,
+      next?.hmacKeySealed ?? null,
+      next?.endpointSecretSealed ?? null,
     ]),
   );
   const [row] = result.rows;
@@ -189,14 +207,45 @@ export interface NextAttempt {
   attemptNumber: number;
   /** The URL as shown in the log. */
   url: string;
+  /**
+   * The lane's settings the batch was claimed with (`ClaimedDelivery`): `''` for null. The next delivery is started
+   * only while the lane still has them: the same URL (and sealed broker URL), the same HMAC key or endpoint secret,
+   * the endpoint enabled or the default webhook not disabled; a lane changed meanwhile gets the rest of the batch
+   * back, claimed again with its new settings.
+   */
+  urlSealed: string;
+  hmacKeySealed: string;
+  endpointSecretSealed: string;
 }
 
-/** Counts the started attempt on a claimed, not yet started delivery while the claim is this worker's (compiled). */
+/** The {@link NextAttempt} of a claimed, not yet started delivery. */
+export function nextAttemptOf(delivery: ClaimedDelivery): NextAttempt {
+  return {
+    eventId: delivery.eventId,
+    endpointId: delivery.endpointId,
+    lockedAt: delivery.lockedAt,
+    attemptId: delivery.attemptId,
+    attemptNumber: delivery.attemptNumber,
+    url: delivery.url,
+    urlSealed: delivery.urlSealed ?? '',
+    hmacKeySealed: delivery.hmacKeySealed ?? '',
+    endpointSecretSealed: delivery.endpointSecretSealed ?? '',
+  };
+}
+
+/**
+ * Counts the started attempt on a claimed, not yet started delivery while the claim is this worker's and its lane
+ * still has the settings the batch was claimed with (see `NextAttempt`) (compiled).
+ */
 const COUNT_ATTEMPT = compiledStatement<{
   eventId: string;
   endpointId: string;
   workerId: string;
   lockedAt: number;
+  url: string;
+  urlSealed: string;
+  hmacKeySealed: string;
+  endpointSecretSealed: string;
 }>((db, arg) =>
   db
     .updateTable('webhook_deliveries')
@@ -205,7 +254,46 @@ const COUNT_ATTEMPT = compiledStatement<{
     .where('endpoint_id', '=', arg('endpointId'))
     .where('locked_by', '=', arg('workerId'))
     .where('locked_at', '=', arg('lockedAt'))
-    .where('status', '=', 'pending'),
+    .where('status', '=', 'pending')
+    .where(({ or, and, eb, exists, not, selectFrom }) =>
+      or([
+        and([
+          eb('webhook_deliveries.endpoint_id', '=', ''),
+          exists(
+            selectFrom('instances as i')
+              .select('i.id')
+              .whereRef('i.id', '=', 'webhook_deliveries.instance_id')
+              .where('i.webhook_url', '=', arg('url'))
+              .where((inner) =>
+                inner(inner.fn.coalesce('i.hmac_key', inner.val('')), '=', arg('hmacKeySealed')),
+              ),
+          ),
+          not(
+            exists(
+              selectFrom('webhook_state as s')
+                .select('s.instance_id')
+                .whereRef('s.instance_id', '=', 'webhook_deliveries.instance_id')
+                .where('s.disabled_at', 'is not', null),
+            ),
+          ),
+        ]),
+        exists(
+          selectFrom('webhook_endpoints as w')
+            .select('w.id')
+            .whereRef('w.id', '=', 'webhook_deliveries.endpoint_id')
+            .whereRef('w.instance_id', '=', 'webhook_deliveries.instance_id')
+            .where('w.enabled', '=', 1)
+            .where('w.url', '=', arg('url'))
+            .where((inner) => inner(inner.fn.coalesce('w.url_sealed', inner.val('')), '=', arg('urlSealed')))
+            .where('w.secret', '=', arg('endpointSecretSealed')),
+        ),
+      ]),
+    ),
+);
+
+/** Whether the attempt row `id` exists: a start an earlier try of the same record committed (compiled). */
+const ATTEMPT_EXISTS = compiledStatement<{ id: string }, { id: string }>((db, arg) =>
+  db.selectFrom('webhook_attempts').select('id').where('id', '=', arg('id')),
 );
 
 /** Writes a started attempt's row (compiled). */
@@ -247,6 +335,10 @@ async function startNext(
     endpointId: next.endpointId,
     workerId,
     lockedAt: next.lockedAt,
+    url: next.url,
+    urlSealed: next.urlSealed,
+    hmacKeySealed: next.hmacKeySealed,
+    endpointSecretSealed: next.endpointSecretSealed,
   });
   if ((counted.numAffectedRows ?? 0n) === 0n) return false;
   await OPEN_ATTEMPT.run(trx, {
@@ -356,10 +448,14 @@ async function finishAttemptIn(
       break;
   }
   const applied = result.numUpdatedRows > 0n;
-  const nextStarted =
-    applied && outcome.kind === 'delivered' && input.next !== undefined
+  let nextStarted = false;
+  if (input.next !== undefined && outcome.kind === 'delivered') {
+    // Not applied: the claim was taken over, or an earlier try of this record committed before its answer was
+    // lost; then the next delivery's attempt row says whether that try started it.
+    nextStarted = applied
       ? await startNext(trx, input.next, workerId, now)
-      : false;
+      : (await ATTEMPT_EXISTS.run(trx, { id: input.next.attemptId })).rows.length > 0;
+  }
   return { applied, nextStarted };
 }
 

@@ -11,7 +11,13 @@ import type { SecretBox } from '../security/secrets.ts';
 import type { Store } from '../store/database.ts';
 import { releaseClaims, returnUnstarted } from '../store/deliveries.ts';
 import { type ClaimedDelivery, claimDeliveries } from '../store/delivery-claims.ts';
-import { type AttemptOutcome, type AttemptRecord, finishAndStartNext } from '../store/delivery-finish.ts';
+import {
+  type AttemptOutcome,
+  type AttemptRecord,
+  type FinishInput,
+  finishAndStartNext,
+  nextAttemptOf,
+} from '../store/delivery-finish.ts';
 import { isStoreUnavailableError } from '../store/faults.ts';
 import { RetryPolicy } from './backoff.ts';
 import { webhookHeaders } from './signing.ts';
@@ -276,7 +282,16 @@ export class DeliveryWorker {
       const delivery = run.pending[0];
       if (delivery === undefined) return;
       run.attempted += 1;
-      const { nextStarted } = await this.#attempt(delivery, run.pending[1]);
+      let nextStarted: boolean;
+      try {
+        ({ nextStarted } = await this.#attempt(delivery, run.pending[1]));
+      } catch (error) {
+        // The attempt could not be recorded: its row stays claimed until the node registry or the stale timeout
+        // frees it, but the deliveries after it were never started and go back to the queue now (best effort).
+        const unstarted = run.pending.splice(1);
+        await returnUnstarted(this.#options.store.db, this.id, unstarted).catch(() => undefined);
+        throw error;
+      }
       run.pending.shift();
       if (run.pending.length === 0 || nextStarted) continue;
       const unstarted = run.pending.splice(0);
@@ -473,40 +488,29 @@ export class DeliveryWorker {
       });
       outcome = runAt === null ? { kind: 'failed' } : { kind: 'retry', runAt };
     }
-    const now = clock();
-    const startNext =
-      next !== undefined &&
-      outcome.kind === 'delivered' &&
-      !this.#stopping &&
-      now - next.lockedAt < this.#staleMs / 2;
+    // Decided at each try: a try after a store outage must not start the next delivery of a claim grown old.
+    const input = (): FinishInput => {
+      const now = clock();
+      const start =
+        next !== undefined &&
+        outcome.kind === 'delivered' &&
+        !this.#stopping &&
+        now - next.lockedAt < this.#staleMs / 2;
+      return {
+        eventId: delivery.eventId,
+        endpointId: delivery.endpointId,
+        instanceId: delivery.instanceId,
+        attemptId: delivery.attemptId,
+        workerId: this.id,
+        lockedAt: delivery.lockedAt,
+        attempt: record,
+        outcome,
+        now: new Date(now).toISOString(),
+        ...(start ? { next: nextAttemptOf(next) } : {}),
+      };
+    };
     const { applied, nextStarted } = await this.#finish(() =>
-      finishAndStartNext(
-        this.#options.store.db,
-        {
-          eventId: delivery.eventId,
-          endpointId: delivery.endpointId,
-          instanceId: delivery.instanceId,
-          attemptId: delivery.attemptId,
-          workerId: this.id,
-          lockedAt: delivery.lockedAt,
-          attempt: record,
-          outcome,
-          now: new Date(now).toISOString(),
-          ...(startNext
-            ? {
-                next: {
-                  eventId: next.eventId,
-                  endpointId: next.endpointId,
-                  lockedAt: next.lockedAt,
-                  attemptId: next.attemptId,
-                  attemptNumber: next.attemptNumber,
-                  url: next.url,
-                },
-              }
-            : {}),
-        },
-        this.#options.store.dialect,
-      ),
+      finishAndStartNext(this.#options.store.db, input(), this.#options.store.dialect),
     );
     this.#options.onAttempt?.(outcome.kind, record.durationMs, delivery.instanceId);
     if (!applied) {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { returnUnstarted } from '../../src/store/deliveries.ts';
 import { ABANDONED, type ClaimedDelivery, claimDeliveries } from '../../src/store/delivery-claims.ts';
-import { type FinishInput, finishAndStartNext } from '../../src/store/delivery-finish.ts';
+import { type FinishInput, finishAndStartNext, nextAttemptOf } from '../../src/store/delivery-finish.ts';
 import type { TestApp } from '../support/app.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
 import { testDialects } from '../support/store.ts';
@@ -71,18 +71,7 @@ for (const dialect of testDialects()) {
       attempt: { statusCode: 200, durationMs: 3, error: null, responseBody: 'ok', responseTruncated: false },
       outcome: { kind: 'delivered' },
       now: new Date(t.clock()).toISOString(),
-      ...(next === undefined
-        ? {}
-        : {
-            next: {
-              eventId: next.eventId,
-              endpointId: next.endpointId,
-              lockedAt: next.lockedAt,
-              attemptId: next.attemptId,
-              attemptNumber: next.attemptNumber,
-              url: next.url,
-            },
-          }),
+      ...(next === undefined ? {} : { next: nextAttemptOf(next) }),
     });
 
     it('claims the head started and the next rows locked but not started; each record starts the next', async () => {
@@ -165,6 +154,74 @@ for (const dialect of testDialects()) {
           [5, false],
         ],
       );
+    });
+
+    it('a lane whose URL or HMAC key changed starts no more of the batch', async () => {
+      await recordMessages(t, 3);
+      const [head, second, third] = await claim('w1', 3);
+      assert.ok(head && second && third);
+      // The HMAC key changes: the next delivery would be signed with the old one.
+      const rekey = await t.call('POST', '/v1/session/hmac/config', {
+        hmacKey: 'whsec-another-0123456789-abcdefghij',
+      });
+      assert.equal(rekey.status, 200);
+      assert.deepEqual(await finishAndStartNext(db(), delivered(head, second), dialect), {
+        applied: true,
+        nextStarted: false,
+      });
+      assert.equal(await returnUnstarted(db(), 'w1', [second, third]), 2);
+      assert.deepEqual(await rows(), [
+        [1, 'delivered', 1, null],
+        [2, 'pending', 0, null],
+        [3, 'pending', 0, null],
+      ]);
+      // Claimed again with the new key, then the URL changes.
+      const [head2, next2] = await claim('w1', 3);
+      assert.ok(head2 && next2);
+      const moved = await t.call('POST', '/v1/webhook', { webhookUrl: `${receiver.url}/moved` });
+      assert.equal(moved.status, 200);
+      assert.deepEqual(await finishAndStartNext(db(), delivered(head2, next2), dialect), {
+        applied: true,
+        nextStarted: false,
+      });
+      assert.deepEqual(await attempts(), [
+        [1, 1, 'w1', true, null],
+        [2, 1, 'w1', true, null],
+      ]);
+    });
+
+    it('a record tried again after its commit starts the next delivery once', async () => {
+      await recordMessages(t, 2);
+      const [head, second] = await claim('w1', 2);
+      assert.ok(head && second);
+      const input = delivered(head, second);
+      assert.deepEqual(await finishAndStartNext(db(), input, dialect), { applied: true, nextStarted: true });
+      // The same record again, as after a commit whose answer was lost: the next delivery counts as started.
+      assert.deepEqual(await finishAndStartNext(db(), input, dialect), { applied: false, nextStarted: true });
+      assert.deepEqual(await rows(), [
+        [1, 'delivered', 1, null],
+        [2, 'pending', 1, 'w1'],
+      ]);
+      assert.equal((await attempts()).length, 2, 'one attempt row each');
+    });
+
+    it('a batch delivery not yet started can be redelivered; the batch then gives it back', async () => {
+      await recordMessages(t, 3);
+      const [head, second, third] = await claim('w1', 3);
+      assert.ok(head && second && third);
+      const started = await t.call('POST', `/v1/webhook/deliveries/${head.eventId}/redeliver`);
+      assert.equal(started.status, 409, 'the head is being attempted');
+      const queued = await t.call('POST', `/v1/webhook/deliveries/${second.eventId}/redeliver`);
+      assert.equal(queued.status, 200, JSON.stringify(queued.body));
+      assert.deepEqual(await rows(), [
+        [1, 'pending', 1, 'w1'],
+        [2, 'pending', 0, null],
+        [3, 'pending', 0, 'w1'],
+      ]);
+      assert.deepEqual(await finishAndStartNext(db(), delivered(head, second), dialect), {
+        applied: true,
+        nextStarted: false,
+      });
     });
 
     it('a batch whose worker died leaves no abandoned attempt for the deliveries it never started', async () => {
