@@ -15,6 +15,7 @@ import {
 } from '../store/instances.ts';
 import type { Database } from '../store/schema.ts';
 import { type FieldStyle, invalidField, parseEnv } from './admin-input.ts';
+import { InstanceLists } from './instance-lists.ts';
 import { instanceCapOf, type Organization, requireOrg } from './organizations.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -26,15 +27,20 @@ export const MAX_INSTANCE_NAME = 60;
  * The instances `auth` may address (docs/decisions/0002-instance-resolution.md): its organization's instances in its
  * environment, narrowed by its allow-list; oldest first.
  */
-async function addressableInstances(db: Kysely<Database>, auth: AuthContext): Promise<Instance[]> {
-  const all = await listInstances(db, auth.org.id, auth.env);
+async function addressableInstances(
+  db: Kysely<Database>,
+  auth: AuthContext,
+  lists?: InstanceLists,
+): Promise<Instance[]> {
+  const all = await (lists ? lists.list(auth.org.id, auth.env) : listInstances(db, auth.org.id, auth.env));
   return auth.instanceIds.length === 0 ? all : all.filter((i) => auth.instanceIds.includes(i.id));
 }
 
 /**
  * The instance a request addresses (docs/decisions/0002-instance-resolution.md). Candidates are the key's
  * organization's instances in the key's environment, narrowed by the key's allow-list. `selector` is an instance UUID
- * or a linked phone number. Omitted: the candidate that connected most recently; else the only candidate.
+ * or a linked phone number. Omitted: the candidate that connected most recently; else the only candidate. `lists`
+ * reads the candidates with the other requests of the turn ({@link InstanceLists}); without it they are read alone.
  * @throws DomainError not_found `instance not found` for an unknown or not addressable instance (never 403,
  *   docs/decisions/0002-instance-resolution.md); invalid `several instances: name one with from` when the choice is
  *   ambiguous.
@@ -43,8 +49,9 @@ export async function resolveInstance(
   db: Kysely<Database>,
   auth: AuthContext,
   selector: string | undefined,
+  lists?: InstanceLists,
 ): Promise<Instance> {
-  const candidates = await addressableInstances(db, auth);
+  const candidates = await addressableInstances(db, auth, lists);
   if (selector !== undefined && selector !== '') {
     const wanted = selector.trim();
     const match = UUID.test(wanted)
@@ -170,16 +177,18 @@ export class InstanceService {
   readonly #store: Store;
   readonly #sessions: InstanceServiceDeps['sessions'];
   readonly #files: InstanceServiceDeps['files'];
+  readonly #lists: InstanceLists;
 
   constructor(deps: InstanceServiceDeps) {
     this.#store = deps.store;
+    this.#lists = new InstanceLists(deps.store.db);
     this.#sessions = deps.sessions;
     this.#files = deps.files;
   }
 
   /** See {@link resolveInstance}. */
   resolve(auth: AuthContext, selector: string | undefined): Promise<Instance> {
-    return resolveInstance(this.#store.db, auth, selector);
+    return resolveInstance(this.#store.db, auth, selector, this.#lists);
   }
 
   /**
@@ -191,7 +200,9 @@ export class InstanceService {
   async resolveById(auth: AuthContext, id: string): Promise<Instance> {
     if (!UUID.test(id)) throw errors.instanceNotFound();
     const wanted = id.toLowerCase();
-    const found = (await addressableInstances(this.#store.db, auth)).find((i) => i.id === wanted);
+    const found = (await addressableInstances(this.#store.db, auth, this.#lists)).find(
+      (i) => i.id === wanted,
+    );
     if (!found) throw errors.instanceNotFound();
     return found;
   }

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { atTurnEnd } from '../ops/turn-end.ts';
 import type { Database } from '../store/schema.ts';
 import { insertSendJob, insertSendJobs, type NewSendJob } from '../store/send-jobs.ts';
 
@@ -10,7 +11,7 @@ export const MAX_GROUP_INSERT = 200;
 
 /**
  * The group commit of new send jobs (docs/decisions/0009-sends-as-jobs.md: a send is stored before its relay): the
- * jobs accepted in one turn of the event loop are written together, at most {@link MAX_GROUP_INSERT} a statement,
+ * jobs accepted in one turn of the event loop are written together at its end (src/ops/turn-end.ts), at most {@link MAX_GROUP_INSERT} a statement,
  * and each caller resolves once that commit holds its row. The send queue (queue.ts `SendQueue.store`) owns one.
  */
 export class GroupInsert {
@@ -31,13 +32,13 @@ export class GroupInsert {
   store(job: NewSendJob): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       this.#inserts.push({ job, resolve, reject });
-      if (this.#inserts.length === 1) setImmediate(() => void this.#flushInserts());
+      if (this.#inserts.length === 1) atTurnEnd(() => void this.#flushInserts());
     });
   }
 
   async #flushInserts(): Promise<void> {
     const group = this.#inserts.splice(0, MAX_GROUP_INSERT);
-    if (this.#inserts.length > 0) setImmediate(() => void this.#flushInserts());
+    if (this.#inserts.length > 0) atTurnEnd(() => void this.#flushInserts());
     try {
       await insertSendJobs(
         this.#db,

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { adminCreateInstance } from '../../src/app/instances.ts';
 import { openStore, type Store } from '../../src/store/database.ts';
+import { deleteInstance } from '../../src/store/instances.ts';
 import { createTestApp, loginSandbox, type TestApp } from '../support/app.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 
@@ -18,7 +20,9 @@ for (const dialect of testDialects()) {
     let t: TestApp;
     let counting = false;
     let reads = 0;
+    let jobInserts = 0;
     const countReads = (text: string) => {
+      if (counting && /^insert into "send_jobs"/i.test(text)) jobInserts += 1;
       if (!counting || !/^select .* from "instances"/i.test(text)) return;
       // The whole async stack: the projection's frame sits deeper than the default 10 frames.
       const limit = Error.stackTraceLimit;
@@ -62,6 +66,56 @@ for (const dialect of testDialects()) {
         t.call('POST', '/v1/messages/send', { phone: '5511988887777', body: 'hi' }),
       );
       assert.equal(reads, 1);
+    });
+
+    it('requests of one turn share one read of the instance list; a later request sees a new instance', async () => {
+      reads = 0;
+      counting = true;
+      try {
+        const answers = await Promise.all(
+          Array.from({ length: 8 }, () => t.call('GET', '/v1/session/status')),
+        );
+        assert.deepEqual(
+          answers.map((answer) => answer.status),
+          Array.from({ length: 8 }, () => 200),
+        );
+      } finally {
+        counting = false;
+      }
+      assert.equal(reads, 1, 'eight concurrent requests, one read');
+      // An instance another process creates (the CLI, another node) is seen by the next request, and gone once
+      // deleted: nothing is kept between turns.
+      const created = await adminCreateInstance(testStore.store.db, {
+        org: t.org.id,
+        env: 'test',
+        name: 'second',
+      });
+      const seen = await t.call('GET', `/v1/session/status?from=${created.id}`);
+      assert.equal(seen.status, 200, JSON.stringify(seen.body));
+      assert.equal(await deleteInstance(testStore.store.db, created.id), true);
+      const gone = await t.call('GET', `/v1/session/status?from=${created.id}`);
+      assert.equal(gone.status, 404);
+    });
+
+    it('concurrent sends read the instance list once and store their jobs in one statement', async () => {
+      reads = 0;
+      jobInserts = 0;
+      counting = true;
+      try {
+        const answers = await Promise.all(
+          Array.from({ length: 6 }, (_, i) =>
+            t.call('POST', '/v1/messages/send', { phone: '5511988887777', body: `hi ${i}` }),
+          ),
+        );
+        assert.deepEqual(
+          answers.map((answer) => answer.status),
+          Array.from({ length: 6 }, () => 200),
+        );
+      } finally {
+        counting = false;
+      }
+      assert.equal(reads, 1, 'one read of the instance list');
+      assert.equal(jobInserts, 1, 'the six jobs in one insert');
     });
 
     it('a session status and a webhook read read it once', async () => {
