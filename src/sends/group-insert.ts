@@ -18,6 +18,8 @@ export class GroupInsert {
   readonly #db: Kysely<Database>;
   /** Jobs accepted in this turn of the event loop, waiting for their group insert, with their callers. */
   #inserts: { job: NewSendJob; resolve: () => void; reject: (error: unknown) => void }[] = [];
+  /** A group insert is being written; the jobs accepted meanwhile wait for it, then form the next group. */
+  #flushing = false;
 
   /** Writes to `db`; no I/O until the first {@link store}. */
   constructor(db: Kysely<Database>) {
@@ -32,13 +34,13 @@ export class GroupInsert {
   store(job: NewSendJob): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       this.#inserts.push({ job, resolve, reject });
-      if (this.#inserts.length === 1) atTurnEnd(() => void this.#flushInserts());
+      if (this.#inserts.length === 1 && !this.#flushing) atTurnEnd(() => void this.#flushInserts());
     });
   }
 
   async #flushInserts(): Promise<void> {
     const group = this.#inserts.splice(0, MAX_GROUP_INSERT);
-    if (this.#inserts.length > 0) atTurnEnd(() => void this.#flushInserts());
+    this.#flushing = true;
     try {
       await insertSendJobs(
         this.#db,
@@ -58,6 +60,11 @@ export class GroupInsert {
           item.reject(single);
         }
       }
+    } finally {
+      // One group at a time: a later group committing first could let a later job of an instance be claimed
+      // before an earlier one is visible. What arrived meanwhile is the next group.
+      this.#flushing = false;
+      if (this.#inserts.length > 0) atTurnEnd(() => void this.#flushInserts());
     }
   }
 }

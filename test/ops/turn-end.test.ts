@@ -55,3 +55,30 @@ describe('atTurnEnd', () => {
     assert.match((await warned).message, /boom/);
   });
 });
+
+describe('atTurnEnd chaining bound', () => {
+  it('work that keeps queueing more yields to the event loop after a few passes', async () => {
+    let runs = 0;
+    let immediateRanAfter: number | undefined;
+    await new Promise<void>((resolve) => {
+      const again = () => {
+        runs += 1;
+        if (runs === 20) {
+          resolve();
+          return;
+        }
+        void Promise.resolve().then(() => atTurnEnd(again));
+      };
+      atTurnEnd(() => {
+        setImmediate(() => {
+          immediateRanAfter = runs;
+        });
+        again();
+      });
+    });
+    assert.ok(
+      immediateRanAfter !== undefined && immediateRanAfter < 20,
+      `an immediate queued at the start ran after ${immediateRanAfter} of 20 passes`,
+    );
+  });
+});
