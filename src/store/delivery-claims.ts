@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { ExpressionBuilder, Insertable, Kysely, Transaction } from 'kysely';
 import type { DatabaseConfig } from '../config/config.ts';
 import { LOCK_DUE, LOCK_TAIL, type LockedRow } from './delivery-claim-statements.ts';
+import { OPEN_ATTEMPT_FIELDS } from './delivery-finish.ts';
 import type { Database, WebhookAttemptsTable } from './schema.ts';
 
 /**
@@ -321,12 +322,7 @@ async function startAttempts(
       url,
       worker: workerId,
       attempted_at: now,
-      finished_at: null,
-      status_code: null,
-      duration_ms: null,
-      error: null,
-      response_body: null,
-      response_truncated: 0,
+      ...OPEN_ATTEMPT_FIELDS,
     });
     out.push({
       eventId: row.event_id,

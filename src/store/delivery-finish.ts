@@ -296,6 +296,16 @@ const ATTEMPT_EXISTS = compiledStatement<{ id: string }, { id: string }>((db, ar
   db.selectFrom('webhook_attempts').select('id').where('id', '=', arg('id')),
 );
 
+/** The fields of an attempt row while its attempt runs: nothing known yet. */
+export const OPEN_ATTEMPT_FIELDS = {
+  finished_at: null,
+  status_code: null,
+  duration_ms: null,
+  error: null,
+  response_body: null,
+  response_truncated: 0,
+} as const;
+
 /** Writes a started attempt's row (compiled). */
 const OPEN_ATTEMPT = compiledStatement<{
   id: string;
@@ -314,12 +324,7 @@ const OPEN_ATTEMPT = compiledStatement<{
     url: arg('url'),
     worker: arg('workerId'),
     attempted_at: arg('now'),
-    finished_at: null,
-    status_code: null,
-    duration_ms: null,
-    error: null,
-    response_body: null,
-    response_truncated: 0,
+    ...OPEN_ATTEMPT_FIELDS,
   }),
 );
 

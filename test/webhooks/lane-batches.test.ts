@@ -1,12 +1,10 @@
 import assert from 'node:assert/strict';
-import { afterEach, beforeEach, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { returnUnstarted } from '../../src/store/deliveries.ts';
 import { ABANDONED, type ClaimedDelivery, claimDeliveries } from '../../src/store/delivery-claims.ts';
 import { type FinishInput, finishAndStartNext, nextAttemptOf } from '../../src/store/delivery-finish.ts';
-import type { TestApp } from '../support/app.ts';
-import { type Receiver, startReceiver } from '../support/https-receiver.ts';
 import { testDialects } from '../support/store.ts';
-import { bodies, configureWebhook, createWebhookApp, recordMessages } from './support.ts';
+import { bodies, recordMessages, webhookAppPerTest } from './support.ts';
 
 /**
  * Lane batches (docs/decisions/0048-lane-batches.md): a claim takes a lane's head and its next due rows; only the
@@ -15,27 +13,17 @@ import { bodies, configureWebhook, createWebhookApp, recordMessages } from './su
  */
 for (const dialect of testDialects()) {
   describe(`webhook lane batches (${dialect})`, () => {
-    let receiver: Receiver;
-    let t: TestApp;
-    beforeEach(async () => {
-      receiver = await startReceiver();
-      t = await createWebhookApp({
-        dialect,
-        env: { WEBHOOK_RETRY_SCHEDULE: '1' },
-        webhookWorker: { start: false, laneBatch: 3 },
-      });
-      await configureWebhook(t, receiver.url);
+    const app = webhookAppPerTest({
+      dialect,
+      env: { WEBHOOK_RETRY_SCHEDULE: '1' },
+      webhookWorker: { start: false, laneBatch: 3 },
     });
-    afterEach(async () => {
-      await t.close();
-      await receiver.close();
-    });
-    const db = () => t.testStore.store.db;
-    const claim = (workerId: string, perLane: number, now = t.clock()) =>
+    const db = () => app.t().testStore.store.db;
+    const claim = (workerId: string, perLane: number, now = app.t().clock()) =>
       claimDeliveries(db(), dialect, {
         workerId,
         now,
-        staleBefore: t.services.webhooks.staleBefore(now),
+        staleBefore: app.t().services.webhooks.staleBefore(now),
         limit: 8,
         perLane,
       });
@@ -61,6 +49,14 @@ for (const dialect of testDialects()) {
           .orderBy('a.number')
           .execute()
       ).map((row) => [Number(row.sequence), row.number, row.worker, row.finished_at !== null, row.error]);
+    /** A claim as [sequence, started, attempts, attempt number] per delivery. */
+    const shapeOf = (claimed: readonly ClaimedDelivery[]) =>
+      claimed.map((delivery) => [
+        delivery.sequence,
+        delivery.started,
+        delivery.attempts,
+        delivery.attemptNumber,
+      ]);
     const delivered = (delivery: ClaimedDelivery, next?: ClaimedDelivery): FinishInput => ({
       eventId: delivery.eventId,
       endpointId: delivery.endpointId,
@@ -70,27 +66,19 @@ for (const dialect of testDialects()) {
       lockedAt: delivery.lockedAt,
       attempt: { statusCode: 200, durationMs: 3, error: null, responseBody: 'ok', responseTruncated: false },
       outcome: { kind: 'delivered' },
-      now: new Date(t.clock()).toISOString(),
+      now: new Date(app.t().clock()).toISOString(),
       ...(next === undefined ? {} : { next: nextAttemptOf(next) }),
     });
 
     it('claims the head started and the next rows locked but not started; each record starts the next', async () => {
-      await recordMessages(t, 5);
+      await recordMessages(app.t(), 5);
       // The webhook queue holds the five messages, sequences 1 to 5.
       const batch = await claim('w1', 3);
-      assert.deepEqual(
-        batch.map((delivery) => [
-          delivery.sequence,
-          delivery.started,
-          delivery.attempts,
-          delivery.attemptNumber,
-        ]),
-        [
-          [1, true, 1, 1],
-          [2, false, 1, 1],
-          [3, false, 1, 1],
-        ],
-      );
+      assert.deepEqual(shapeOf(batch), [
+        [1, true, 1, 1],
+        [2, false, 1, 1],
+        [3, false, 1, 1],
+      ]);
       assert.deepEqual(await rows(), [
         [1, 'pending', 1, 'w1'],
         [2, 'pending', 0, 'w1'],
@@ -127,7 +115,7 @@ for (const dialect of testDialects()) {
           responseBody: '',
           responseTruncated: false,
         },
-        outcome: { kind: 'retry', runAt: t.clock() + 60_000 },
+        outcome: { kind: 'retry', runAt: app.t().clock() + 60_000 },
       };
       assert.deepEqual(await finishAndStartNext(db(), failed, dialect), {
         applied: true,
@@ -157,11 +145,11 @@ for (const dialect of testDialects()) {
     });
 
     it('a lane whose URL or HMAC key changed starts no more of the batch', async () => {
-      await recordMessages(t, 3);
+      await recordMessages(app.t(), 3);
       const [head, second, third] = await claim('w1', 3);
       assert.ok(head && second && third);
       // The HMAC key changes: the next delivery would be signed with the old one.
-      const rekey = await t.call('POST', '/v1/session/hmac/config', {
+      const rekey = await app.t().call('POST', '/v1/session/hmac/config', {
         hmacKey: 'whsec-another-0123456789-abcdefghij',
       });
       assert.equal(rekey.status, 200);
@@ -178,7 +166,7 @@ for (const dialect of testDialects()) {
       // Claimed again with the new key, then the URL changes.
       const [head2, next2] = await claim('w1', 3);
       assert.ok(head2 && next2);
-      const moved = await t.call('POST', '/v1/webhook', { webhookUrl: `${receiver.url}/moved` });
+      const moved = await app.t().call('POST', '/v1/webhook', { webhookUrl: `${app.receiver().url}/moved` });
       assert.equal(moved.status, 200);
       assert.deepEqual(await finishAndStartNext(db(), delivered(head2, next2), dialect), {
         applied: true,
@@ -191,7 +179,7 @@ for (const dialect of testDialects()) {
     });
 
     it('a record tried again after its commit starts the next delivery once', async () => {
-      await recordMessages(t, 2);
+      await recordMessages(app.t(), 2);
       const [head, second] = await claim('w1', 2);
       assert.ok(head && second);
       const input = delivered(head, second);
@@ -206,12 +194,12 @@ for (const dialect of testDialects()) {
     });
 
     it('a batch delivery not yet started can be redelivered; the batch then gives it back', async () => {
-      await recordMessages(t, 3);
+      await recordMessages(app.t(), 3);
       const [head, second, third] = await claim('w1', 3);
       assert.ok(head && second && third);
-      const started = await t.call('POST', `/v1/webhook/deliveries/${head.eventId}/redeliver`);
+      const started = await app.t().call('POST', `/v1/webhook/deliveries/${head.eventId}/redeliver`);
       assert.equal(started.status, 409, 'the head is being attempted');
-      const queued = await t.call('POST', `/v1/webhook/deliveries/${second.eventId}/redeliver`);
+      const queued = await app.t().call('POST', `/v1/webhook/deliveries/${second.eventId}/redeliver`);
       assert.equal(queued.status, 200, JSON.stringify(queued.body));
       assert.deepEqual(await rows(), [
         [1, 'pending', 1, 'w1'],
@@ -225,24 +213,16 @@ for (const dialect of testDialects()) {
     });
 
     it('a batch whose worker died leaves no abandoned attempt for the deliveries it never started', async () => {
-      await recordMessages(t, 3);
+      await recordMessages(app.t(), 3);
       const batch = await claim('dead', 3);
       assert.equal(batch.length, 3);
       // Long after: the claim is stale and taken over, attempt numbers continuing from what was started.
-      const later = await claim('w2', 3, t.clock() + 10 * 60_000);
-      assert.deepEqual(
-        later.map((delivery) => [
-          delivery.sequence,
-          delivery.started,
-          delivery.attempts,
-          delivery.attemptNumber,
-        ]),
-        [
-          [1, true, 2, 2],
-          [2, false, 1, 1],
-          [3, false, 1, 1],
-        ],
-      );
+      const later = await claim('w2', 3, app.t().clock() + 10 * 60_000);
+      assert.deepEqual(shapeOf(later), [
+        [1, true, 2, 2],
+        [2, false, 1, 1],
+        [3, false, 1, 1],
+      ]);
       assert.deepEqual(await attempts(), [
         [1, 1, 'dead', true, ABANDONED],
         [1, 2, 'w2', false, null],
@@ -250,14 +230,14 @@ for (const dialect of testDialects()) {
     });
 
     it('the worker sends a batch in order, gives back the rest after a failure, and logs one attempt per request', async () => {
-      await recordMessages(t, 6);
+      await recordMessages(app.t(), 6);
       let answered = 0;
-      receiver.respondWith(() => {
+      app.receiver().respondWith(() => {
         answered += 1;
         return answered === 2 ? { status: 503, body: 'busy' } : { status: 200, body: 'ok' };
       });
       // Batch of 3: 1 delivered, 2 fails (its retry not due for a second), 3 given back unstarted.
-      assert.equal(await t.services.webhooks.runOnce(), 2);
+      assert.equal(await app.t().services.webhooks.runOnce(), 2);
       assert.deepEqual(await rows(), [
         [1, 'delivered', 1, null],
         [2, 'pending', 1, null],
@@ -267,10 +247,10 @@ for (const dialect of testDialects()) {
         [6, 'pending', 0, null],
       ]);
       // The next batch: 3, 4, 5 (2 waits for its retry).
-      assert.equal(await t.services.webhooks.runOnce(), 3);
-      t.clock.advance(5_000);
-      assert.equal(await t.services.webhooks.runOnce(), 2, 'the retry of 2, then 6');
-      const received = bodies(receiver.requests).map((body) => Number(body.sequence));
+      assert.equal(await app.t().services.webhooks.runOnce(), 3);
+      app.t().clock.advance(5_000);
+      assert.equal(await app.t().services.webhooks.runOnce(), 2, 'the retry of 2, then 6');
+      const received = bodies(app.receiver().requests).map((body) => Number(body.sequence));
       assert.deepEqual(received, [1, 2, 3, 4, 5, 2, 6]);
       assert.equal((await attempts()).length, 7, 'one attempt row per request');
       assert.ok((await rows()).every(([, status]) => status === 'delivered'));

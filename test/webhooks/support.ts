@@ -1,16 +1,44 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
+import { afterEach, beforeEach } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Webhook } from 'standardwebhooks';
 import type { EngineEvent, EngineMessage } from '../../src/domain/messages.ts';
 import { type ApiResponse, createTestApp, type TestApp, type TestAppOptions } from '../support/app.ts';
-import type { ReceivedRequest } from '../support/https-receiver.ts';
-import { TEST_CA } from '../support/https-receiver.ts';
+import { type ReceivedRequest, type Receiver, startReceiver, TEST_CA } from '../support/https-receiver.ts';
 
 /** A 40-character HMAC key used by the webhook suites. */
 export const HMAC_KEY = 'whsec-test-0123456789-abcdefghij-KLMNOP';
 
 /** A test app whose webhook worker trusts the test CA, may reach 127.0.0.1 and polls fast. */
+/**
+ * For each test of the enclosing `describe`: a real HTTPS receiver and a webhook app (`createWebhookApp(options)`)
+ * whose webhook points at it, closed after the test. → getters for both.
+ */
+export function webhookAppPerTest(options: TestAppOptions): { receiver: () => Receiver; t: () => TestApp } {
+  let receiver: Receiver | undefined;
+  let app: TestApp | undefined;
+  beforeEach(async () => {
+    receiver = await startReceiver();
+    app = await createWebhookApp(options);
+    await configureWebhook(app, receiver.url);
+  });
+  afterEach(async () => {
+    await app?.close();
+    await receiver?.close();
+  });
+  return {
+    receiver: () => {
+      if (!receiver) throw new Error('no receiver outside a test');
+      return receiver;
+    },
+    t: () => {
+      if (!app) throw new Error('no app outside a test');
+      return app;
+    },
+  };
+}
+
 export async function createWebhookApp(options: TestAppOptions = {}): Promise<TestApp> {
   return createTestApp({
     outboundCa: TEST_CA,
