@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { ExpressionBuilder, Insertable, Kysely, Transaction } from 'kysely';
 import type { DatabaseConfig } from '../config/config.ts';
 import { LOCK_DUE, LOCK_TAIL, type LockedRow } from './delivery-claim-statements.ts';
-import { OPEN_ATTEMPT_FIELDS } from './delivery-finish.ts';
+import { OPEN_ATTEMPT_FIELDS } from './delivery-next.ts';
 import type { Database, WebhookAttemptsTable } from './schema.ts';
 
 /**

@@ -2,11 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import type { FastifyBaseLogger } from 'fastify';
-import { BrokerError } from '../brokers/errors.ts';
 import type { BrokerPublishers } from '../brokers/publishers.ts';
-import { brokerSubject, isBrokerUrl, parseBrokerUrl } from '../brokers/urls.ts';
+import { isBrokerUrl } from '../brokers/urls.ts';
 import type { Clock } from '../domain/clock.ts';
-import { OutboundError, type OutboundGuard } from '../net/outbound-guard.ts';
+import type { OutboundGuard } from '../net/outbound-guard.ts';
 import type { SecretBox } from '../security/secrets.ts';
 import type { Store } from '../store/database.ts';
 import { releaseClaims, returnUnstarted } from '../store/deliveries.ts';
@@ -16,17 +15,12 @@ import {
   type AttemptRecord,
   type FinishInput,
   finishAndStartNext,
-  nextAttemptOf,
 } from '../store/delivery-finish.ts';
+import { nextAttemptOf } from '../store/delivery-next.ts';
 import { isStoreUnavailableError } from '../store/faults.ts';
 import { RetryPolicy } from './backoff.ts';
+import { attemptErrorText, postDelivery, publishDelivery } from './sending.ts';
 import { webhookHeaders } from './signing.ts';
-
-/**
- * Bytes of a receiver's response body kept in the attempts log (docs/decisions/0005-outbox-and-delivery.md: first 2
- * KB).
- */
-export const RESPONSE_LOG_BYTES = 2048;
 
 /** Options of a {@link DeliveryWorker}. Durations in milliseconds. */
 export interface DeliveryWorkerOptions {
@@ -301,27 +295,6 @@ export class DeliveryWorker {
   }
 
   /**
-   * The `error` of a failed attempt as the tenant reads it in the delivery log: only the guard's caller-safe
-   * text (docs/decisions/0020-security-promises.md: no resolved address, address class or resolver code; a host
-   * resolving to a refused address reads the same as one that does not resolve), or `attempt failed: internal error`.
-   * The details go to the server log with the event id.
-   */
-  #attemptError(delivery: ClaimedDelivery, error: unknown): string {
-    const { logger } = this.#options;
-    const context = { err: error, eventId: delivery.eventId, instanceId: delivery.instanceId };
-    if (error instanceof OutboundError) {
-      logger.info({ ...context, reason: error.reason }, 'webhook attempt failed');
-      return error.publicMessage;
-    }
-    if (error instanceof BrokerError) {
-      logger.info(context, 'broker publish failed');
-      return error.message;
-    }
-    logger.warn(context, 'webhook attempt failed before a response');
-    return 'attempt failed: internal error';
-  }
-
-  /**
    * Records an attempt's outcome, waiting out a store that cannot be reached (docs/decisions/0011-store-faults.md)
    * for up to half the stale timeout: an attempt the receiver took is recorded as soon as the store answers,
    * instead of its claim holding the instance's later deliveries until it goes stale and the event is sent again.
@@ -374,90 +347,16 @@ export class DeliveryWorker {
       });
       const url = delivery.urlSealed === null ? delivery.url : box.open(delivery.urlSealed);
       if (isBrokerUrl(url)) {
-        record.responseBody = await this.#publish(url, delivery, headers, timestampSeconds);
+        record.responseBody = await publishDelivery(this.#options, url, delivery, headers, timestampSeconds);
         record.durationMs = Math.round(performance.now() - started);
       } else {
-        ({ retryAfter, gone } = await this.#post(delivery, headers, record));
+        ({ retryAfter, gone } = await postDelivery(this.#options, delivery, headers, record));
       }
     } catch (error) {
       record.durationMs = Math.round(performance.now() - started);
-      record.error = this.#attemptError(delivery, error);
+      record.error = attemptErrorText(this.#options.logger, delivery, error);
     }
     return this.#record(delivery, next, record, retryAfter, gone);
-  }
-
-  /**
-   * Posts a delivery to its HTTPS receiver through the outbound guard and fills `record` from the response
-   * (docs/decisions/0005-outbox-and-delivery.md: 2xx delivered, 410 Gone disables, 3xx not followed).
-   * @returns the response's `retry-after` and whether it was a 410.
-   * @throws OutboundError when no response came.
-   */
-  async #post(
-    delivery: ClaimedDelivery,
-    headers: Record<string, string>,
-    record: AttemptRecord,
-  ): Promise<{ retryAfter: string | undefined; gone: boolean }> {
-    const { guard, timeoutMs } = this.#options;
-    let gone = false;
-    const response = await guard.request(delivery.url, {
-      method: 'POST',
-      headers,
-      body: delivery.payload,
-      timeoutMs,
-      maxResponseBytes: RESPONSE_LOG_BYTES,
-      onTooLarge: 'truncate',
-    });
-    record.statusCode = response.status;
-    record.durationMs = response.durationMs;
-    record.responseBody = response.body.toString('utf8').replaceAll('\u0000', '\uFFFD');
-    record.responseTruncated = response.truncated;
-    if (response.status === 410) {
-      gone = true;
-      record.error =
-        delivery.endpointId === ''
-          ? 'receiver answered 410 Gone: webhook disabled'
-          : 'receiver answered 410 Gone: endpoint disabled';
-    } else if (response.status >= 300 && response.status < 400) {
-      record.error = `receiver answered ${response.status}: redirects are not followed`;
-    } else if (response.status < 200 || response.status >= 300) {
-      record.error = `receiver answered ${response.status}`;
-    }
-    return { retryAfter: response.headers['retry-after'], gone };
-  }
-
-  /**
-   * Publishes a delivery to its broker endpoint (docs/decisions/0037-broker-endpoints.md): the exact body, routing
-   * key or subject `parley.<instanceId>.<Type>`, the event id as message id, the Standard Webhooks headers.
-   * @returns the broker's receipt, kept as the attempt's response text.
-   * @throws BrokerError, OutboundError (the broker host refused), Error (no publishers configured).
-   */
-  async #publish(
-    url: string,
-    delivery: ClaimedDelivery,
-    headers: Record<string, string>,
-    timestampSeconds: number,
-  ): Promise<string> {
-    const { brokers, timeoutMs } = this.#options;
-    if (brokers === undefined) throw new Error('this worker has no broker publishers');
-    const { target } = parseBrokerUrl(url);
-    const parsed: unknown = JSON.parse(delivery.payload);
-    const type =
-      typeof parsed === 'object' && parsed !== null && 'type' in parsed && typeof parsed.type === 'string'
-        ? parsed.type
-        : 'Event';
-    const { 'user-agent': _agent, ...messageHeaders } = headers;
-    return brokers.publish(
-      target,
-      {
-        id: delivery.eventId,
-        subject: brokerSubject(delivery.instanceId, type),
-        type,
-        body: delivery.payload,
-        headers: messageHeaders,
-        timestampSeconds,
-      },
-      timeoutMs,
-    );
   }
 
   /**

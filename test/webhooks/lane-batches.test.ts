@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { returnUnstarted } from '../../src/store/deliveries.ts';
 import { ABANDONED, type ClaimedDelivery, claimDeliveries } from '../../src/store/delivery-claims.ts';
-import { type FinishInput, finishAndStartNext, nextAttemptOf } from '../../src/store/delivery-finish.ts';
+import { type FinishInput, finishAndStartNext } from '../../src/store/delivery-finish.ts';
+import { nextAttemptOf } from '../../src/store/delivery-next.ts';
 import { testDialects } from '../support/store.ts';
 import { bodies, recordMessages, webhookAppPerTest } from './support.ts';
 

@@ -1,0 +1,117 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { BrokerError } from '../brokers/errors.ts';
+import { brokerSubject, parseBrokerUrl } from '../brokers/urls.ts';
+import { OutboundError } from '../net/outbound-guard.ts';
+import type { ClaimedDelivery } from '../store/delivery-claims.ts';
+import type { AttemptRecord } from '../store/delivery-finish.ts';
+import type { DeliveryWorkerOptions } from './worker.ts';
+
+/**
+ * One delivery attempt's request (docs/decisions/0005-outbox-and-delivery.md): the POST to an HTTPS receiver, the
+ * publish to a broker endpoint, and the error text the delivery log shows when neither answered. The worker
+ * (`worker.ts`) signs, calls these and records the outcome.
+ */
+
+/**
+ * Bytes of a receiver's response body kept in the attempts log (docs/decisions/0005-outbox-and-delivery.md: first 2
+ * KB).
+ */
+export const RESPONSE_LOG_BYTES = 2048;
+
+/**
+ * The `error` of a failed attempt as the tenant reads it in the delivery log: only the guard's caller-safe
+ * text (docs/decisions/0020-security-promises.md: no resolved address, address class or resolver code; a host
+ * resolving to a refused address reads the same as one that does not resolve), or `attempt failed: internal error`.
+ * The details go to the server log with the event id.
+ */
+export function attemptErrorText(
+  logger: FastifyBaseLogger,
+  delivery: ClaimedDelivery,
+  error: unknown,
+): string {
+  const context = { err: error, eventId: delivery.eventId, instanceId: delivery.instanceId };
+  if (error instanceof OutboundError) {
+    logger.info({ ...context, reason: error.reason }, 'webhook attempt failed');
+    return error.publicMessage;
+  }
+  if (error instanceof BrokerError) {
+    logger.info(context, 'broker publish failed');
+    return error.message;
+  }
+  logger.warn(context, 'webhook attempt failed before a response');
+  return 'attempt failed: internal error';
+}
+
+/**
+ * Posts a delivery to its HTTPS receiver through the outbound guard and fills `record` from the response
+ * (docs/decisions/0005-outbox-and-delivery.md: 2xx delivered, 410 Gone disables, 3xx not followed).
+ * @returns the response's `retry-after` and whether it was a 410.
+ * @throws OutboundError when no response came.
+ */
+export async function postDelivery(
+  { guard, timeoutMs }: Pick<DeliveryWorkerOptions, 'guard' | 'timeoutMs'>,
+  delivery: ClaimedDelivery,
+  headers: Record<string, string>,
+  record: AttemptRecord,
+): Promise<{ retryAfter: string | undefined; gone: boolean }> {
+  let gone = false;
+  const response = await guard.request(delivery.url, {
+    method: 'POST',
+    headers,
+    body: delivery.payload,
+    timeoutMs,
+    maxResponseBytes: RESPONSE_LOG_BYTES,
+    onTooLarge: 'truncate',
+  });
+  record.statusCode = response.status;
+  record.durationMs = response.durationMs;
+  record.responseBody = response.body.toString('utf8').replaceAll('\u0000', '\uFFFD');
+  record.responseTruncated = response.truncated;
+  if (response.status === 410) {
+    gone = true;
+    record.error =
+      delivery.endpointId === ''
+        ? 'receiver answered 410 Gone: webhook disabled'
+        : 'receiver answered 410 Gone: endpoint disabled';
+  } else if (response.status >= 300 && response.status < 400) {
+    record.error = `receiver answered ${response.status}: redirects are not followed`;
+  } else if (response.status < 200 || response.status >= 300) {
+    record.error = `receiver answered ${response.status}`;
+  }
+  return { retryAfter: response.headers['retry-after'], gone };
+}
+
+/**
+ * Publishes a delivery to its broker endpoint (docs/decisions/0037-broker-endpoints.md): the exact body, routing
+ * key or subject `parley.<instanceId>.<Type>`, the event id as message id, the Standard Webhooks headers.
+ * @returns the broker's receipt, kept as the attempt's response text.
+ * @throws BrokerError, OutboundError (the broker host refused), Error (no publishers configured).
+ */
+export async function publishDelivery(
+  { brokers, timeoutMs }: Pick<DeliveryWorkerOptions, 'brokers' | 'timeoutMs'>,
+  url: string,
+  delivery: ClaimedDelivery,
+  headers: Record<string, string>,
+  timestampSeconds: number,
+): Promise<string> {
+  if (brokers === undefined) throw new Error('this worker has no broker publishers');
+  const { target } = parseBrokerUrl(url);
+  const parsed: unknown = JSON.parse(delivery.payload);
+  const type =
+    typeof parsed === 'object' && parsed !== null && 'type' in parsed && typeof parsed.type === 'string'
+      ? parsed.type
+      : 'Event';
+  const { 'user-agent': _agent, ...messageHeaders } = headers;
+  return brokers.publish(
+    target,
+    {
+      id: delivery.eventId,
+      subject: brokerSubject(delivery.instanceId, type),
+      type,
+      body: delivery.payload,
+      headers: messageHeaders,
+      timestampSeconds,
+    },
+    timeoutMs,
+  );
+}
