@@ -69,6 +69,12 @@ for (const dialect of testDialects()) {
       const port = sim.port;
       await sim.close();
       sim = undefined;
+      // Every session must first see the platform go: until then its status still reads as logged in, and
+      // waiting for "every session back" would pass on the state from before the restart.
+      await until('every session disconnected', async () => {
+        const states = await Promise.all(instances.map(status));
+        return states.every((s) => !s.connected) ? true : undefined;
+      });
       sim = await startSim(stateDir, port);
       const restarted = sim;
       const states = await until('every session back', allBack, WAIT_MS * 2);
