@@ -4,9 +4,9 @@ import type { Clock } from '../domain/clock.ts';
 import { DEFAULT_SUBSCRIPTION, type Instance } from '../domain/instance.ts';
 import type { EngineEvent } from '../domain/messages.ts';
 import { insertDeliveries, type NewDelivery } from '../store/deliveries.ts';
-import { getInstance } from '../store/instances.ts';
+import { getInstanceRouting } from '../store/instance-routing.ts';
 import type { Database } from '../store/schema.ts';
-import { type EndpointRecord, listEndpoints } from '../store/webhook-endpoints.ts';
+import type { EndpointRecord } from '../store/webhook-endpoints.ts';
 import { advanceSequence, insertWebhookEvents, type NewWebhookEvent } from '../store/webhook-events.ts';
 import { type NormalisedEvent, normaliseEvent, webhookBody } from './normalise.ts';
 import type { EventProjection } from './recorder.ts';
@@ -57,10 +57,11 @@ export class OutboxProjection implements EventProjection {
     Transaction<Database>,
     { event: EngineEvent; normalised: NormalisedEvent; instance: Instance; endpoints: EndpointRecord[] }[]
   >();
-  /** Enabled endpoints of the instances read in a transaction, by transaction (forgotten with it). */
-  readonly #endpoints = new WeakMap<Transaction<Database>, Map<string, EndpointRecord[]>>();
-  /** Instances read in a transaction, by transaction (forgotten with it). */
-  readonly #read = new WeakMap<Transaction<Database>, Map<string, Instance | undefined>>();
+  /** Instances and their enabled endpoints read in a transaction, by transaction (forgotten with it). */
+  readonly #read = new WeakMap<
+    Transaction<Database>,
+    Map<string, { instance: Instance; endpoints: EndpointRecord[] } | undefined>
+  >();
 
   constructor(options: OutboxProjectionOptions) {
     this.#options = options;
@@ -73,9 +74,9 @@ export class OutboxProjection implements EventProjection {
       mediaUrl === undefined ? undefined : (messageId) => mediaUrl(instanceId, messageId),
     );
     if (!normalised) return;
-    const instance = await this.#instance(trx, instanceId);
-    if (!instance) return;
-    const endpoints = await this.#enabledEndpoints(trx, instanceId);
+    const routing = await this.#routing(trx, instanceId);
+    if (!routing) return;
+    const { instance, endpoints } = routing;
     let buffered = this.#buffers.get(trx);
     if (!buffered) {
       buffered = [];
@@ -146,33 +147,27 @@ export class OutboxProjection implements EventProjection {
   }
 
   /**
-   * The instance's row, read once per transaction: the recorder applies a batch of an instance's events in one
-   * transaction, and only the API changes the webhook URL and subscription an event is routed by.
+   * The instance's row and its enabled endpoints, read once per transaction in one statement: the recorder applies
+   * a batch of an instance's events in one transaction, and only the API changes the webhook URL, subscription and
+   * endpoints an event is routed by. → undefined when the instance is gone.
    */
-  async #instance(trx: Transaction<Database>, instanceId: string): Promise<Instance | undefined> {
+  async #routing(
+    trx: Transaction<Database>,
+    instanceId: string,
+  ): Promise<{ instance: Instance; endpoints: EndpointRecord[] } | undefined> {
     let read = this.#read.get(trx);
     if (!read) {
       read = new Map();
       this.#read.set(trx, read);
     }
     if (read.has(instanceId)) return read.get(instanceId);
-    const instance = await getInstance(trx, instanceId);
-    read.set(instanceId, instance);
-    return instance;
-  }
-
-  /** The instance's enabled endpoints, read once per transaction (like the instance row). */
-  async #enabledEndpoints(trx: Transaction<Database>, instanceId: string): Promise<EndpointRecord[]> {
-    let read = this.#endpoints.get(trx);
-    if (!read) {
-      read = new Map();
-      this.#endpoints.set(trx, read);
-    }
-    const known = read.get(instanceId);
-    if (known) return known;
-    const endpoints = (await listEndpoints(trx, instanceId)).filter((endpoint) => endpoint.enabled);
-    read.set(instanceId, endpoints);
-    return endpoints;
+    const routing = await getInstanceRouting(trx, instanceId);
+    const enabled = routing && {
+      instance: routing.instance,
+      endpoints: routing.endpoints.filter((endpoint) => endpoint.enabled),
+    };
+    read.set(instanceId, enabled);
+    return enabled;
   }
 
   /** Notes that `event` queued a delivery to endpoint `endpointId` (`''`: the default webhook). */

@@ -25,7 +25,7 @@ export interface EndpointRecord {
 }
 
 /** The row's fields as {@link EndpointRecord}. */
-function toRecord(row: Selectable<WebhookEndpointsTable>): EndpointRecord {
+export function toEndpointRecord(row: Selectable<WebhookEndpointsTable>): EndpointRecord {
   const events: unknown = JSON.parse(row.events);
   return {
     id: row.id,
@@ -54,7 +54,7 @@ export async function listEndpoints(
     .orderBy('created_at')
     .orderBy('id')
     .execute();
-  return rows.map(toRecord);
+  return rows.map(toEndpointRecord);
 }
 
 /** Endpoint `id` of `instanceId`, or undefined (another instance's endpoint reads as absent). */
@@ -69,7 +69,7 @@ export async function getEndpoint(
     .where('instance_id', '=', instanceId)
     .where('id', '=', id)
     .executeTakeFirst();
-  return row === undefined ? undefined : toRecord(row);
+  return row === undefined ? undefined : toEndpointRecord(row);
 }
 
 /** A new endpoint; `now` epoch ms. */
