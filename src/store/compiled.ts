@@ -59,21 +59,99 @@ export function compiledStatement<A extends Record<string, unknown>, R = unknown
 /** Most rows one multi-row insert carries (bounds a statement's parameters: 13 for a message row). */
 export const ROWS_PER_INSERT = 500;
 
+/** Longest list a {@link compiledListStatement} keeps compiled forms for; a longer one is built at each call. */
+export const COMPILED_LIST_MAX = 64;
+
+/** Separates an item's index from its key inside an item stand-in (never part of an argument's name). */
+const ITEM = '\u0001';
+
+/** A statement over a list (the rows of a multi-row insert, the values of an `in`), see {@link compiledListStatement}. */
+export interface CompiledListStatement<A, I, R> {
+  /**
+   * Runs the statement on `db` (a store's Kysely handle or a transaction of it) with `args` and `items` (at least
+   * one: an empty `values` or `in` list is not SQL).
+   * → Kysely's raw result: `rows` (typed `R`) and, for writes, `numAffectedRows`.
+   * @throws RangeError when `items` is empty or an item lacks a field (undefined); what the driver throws otherwise.
+   */
+  run(db: Kysely<Database>, args: A, items: readonly I[]): Promise<QueryResult<R>>;
+}
+
 /**
- * Writes `rows` with the statement that fits their number: `one` (a statement compiled once, {@link
- * compiledStatement}) for a single row, the common batch; otherwise `many` for each run of at most
- * {@link ROWS_PER_INSERT} rows, in order.
- * @throws what the statements throw.
+ * {@link compiledStatement} for a statement whose shape follows a list's length: `build` receives stand-ins for
+ * the arguments and a list of items whose every field is a stand-in (`fields` names each field of an item, all
+ * of them: the type checker refuses a missing or an extra one), and the SQL is compiled once per
+ * dialect adapter and list length. Kysely building a multi-row insert for each batch of the recorder was a fifth
+ * of the send path's CPU (`npm run bench -- --profile`; docs/benchmarks.md). Lists longer than
+ * {@link COMPILED_LIST_MAX} are built at each call with the real values (their cost is shared by many items, and
+ * keeping a compiled form for every length would hold a statement text per length).
+ * @throws Error at first use of a length on a store when a stand-in did not become a parameter (a builder mistake).
+ */
+export function compiledListStatement<
+  A extends Record<string, unknown>,
+  I extends Record<string, unknown>,
+  R = unknown,
+>(
+  fields: { readonly [K in keyof I & string]-?: true },
+  build: (db: Kysely<Database>, arg: ArgumentOf<A>, items: I[]) => Compilable<R>,
+): CompiledListStatement<A, I, R> {
+  const keys = Object.keys(fields);
+  type Slot = { arg: string } | { item: number; key: string } | { value: unknown };
+  const byAdapter = new WeakMap<object, Map<number, { sql: string; slots: Slot[] }>>();
+  const arg = (<K extends keyof A & string>(name: K) => `${SENTINEL}${name}`) as ArgumentOf<A>;
+  const standIns = (length: number): I[] =>
+    Array.from(
+      { length },
+      (_, index) => Object.fromEntries(keys.map((key) => [key, `${SENTINEL}${index}${ITEM}${key}`])) as I,
+    );
+  const slotOf = (value: unknown): Slot => {
+    if (typeof value !== 'string' || !value.startsWith(SENTINEL)) return { value };
+    const name = value.slice(SENTINEL.length);
+    const at = name.indexOf(ITEM);
+    return at === -1 ? { arg: name } : { item: Number(name.slice(0, at)), key: name.slice(at + 1) };
+  };
+  const compile = (db: Kysely<Database>, length: number) => {
+    const adapter = db.getExecutor().adapter;
+    let lengths = byAdapter.get(adapter);
+    if (!lengths) {
+      lengths = new Map();
+      byAdapter.set(adapter, lengths);
+    }
+    const cached = lengths.get(length);
+    if (cached) return cached;
+    const query = build(db, arg, standIns(length)).compile();
+    if (query.sql.includes(SENTINEL)) throw new Error(`an argument became SQL text: ${query.sql}`);
+    const compiled = { sql: query.sql, slots: query.parameters.map(slotOf) };
+    lengths.set(length, compiled);
+    return compiled;
+  };
+  return {
+    async run(db, args, items) {
+      if (items.length === 0) throw new RangeError('a list statement needs at least one item');
+      if (items.length > COMPILED_LIST_MAX) {
+        const real = (<K extends keyof A & string>(name: K) => args[name]) as ArgumentOf<A>;
+        return db.executeQuery<R>(build(db, real, [...items]).compile());
+      }
+      const { sql, slots } = compile(db, items.length);
+      const parameters = slots.map((slot) => {
+        if ('value' in slot) return slot.value;
+        if ('arg' in slot) return args[slot.arg];
+        const value = items[slot.item]?.[slot.key];
+        // A field left out would bind nothing; the builder would have left its column to the default instead.
+        if (value === undefined) throw new RangeError(`item ${slot.item} has no ${slot.key}`);
+        return value;
+      });
+      return db.executeQuery<R>(CompiledQuery.raw(sql, parameters));
+    },
+  };
+}
+
+/**
+ * Writes `rows` with `write`, at most {@link ROWS_PER_INSERT} rows a call, in order (none for an empty list).
+ * @throws what `write` throws.
  */
 export async function insertRows<R>(
   rows: readonly R[],
-  one: (row: R) => Promise<unknown>,
-  many: (chunk: R[]) => Promise<unknown>,
+  write: (chunk: readonly R[]) => Promise<unknown>,
 ): Promise<void> {
-  const [only] = rows;
-  if (rows.length === 1 && only !== undefined) {
-    await one(only);
-    return;
-  }
-  for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) await many(rows.slice(i, i + ROWS_PER_INSERT));
+  for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) await write(rows.slice(i, i + ROWS_PER_INSERT));
 }

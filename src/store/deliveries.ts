@@ -1,5 +1,5 @@
 import type { Insertable, Kysely, Transaction } from 'kysely';
-import { compiledStatement, insertRows, ROWS_PER_INSERT } from './compiled.ts';
+import { compiledListStatement, insertRows, ROWS_PER_INSERT } from './compiled.ts';
 import type { Database, WebhookDeliveriesTable } from './schema.ts';
 import { toMs } from './times.ts';
 
@@ -62,32 +62,29 @@ export async function insertDeliveries(
       updated_at: now,
     };
   });
-  await insertRows(
-    rows,
-    (row) => INSERT_DELIVERY.run(trx, row),
-    (chunk) => trx.insertInto('webhook_deliveries').values(chunk).execute(),
-  );
+  await insertRows(rows, (chunk) => INSERT_DELIVERIES.run(trx, {}, chunk));
 }
 
-/** One delivery row (the common batch of one: compiled once per store, src/store/compiled.ts). */
-const INSERT_DELIVERY = compiledStatement<Insertable<WebhookDeliveriesTable>>((db, arg) =>
-  db.insertInto('webhook_deliveries').values({
-    event_id: arg('event_id'),
-    endpoint_id: arg('endpoint_id'),
-    instance_id: arg('instance_id'),
-    sequence: arg('sequence'),
-    status: arg('status'),
-    attempts: arg('attempts'),
-    max_attempts: arg('max_attempts'),
-    run_at: arg('run_at'),
-    locked_by: arg('locked_by'),
-    locked_at: arg('locked_at'),
-    last_error: arg('last_error'),
-    last_status: arg('last_status'),
-    delivered_at: arg('delivered_at'),
-    created_at: arg('created_at'),
-    updated_at: arg('updated_at'),
-  }),
+/** Delivery rows (compiled per list length, src/store/compiled.ts). */
+const INSERT_DELIVERIES = compiledListStatement<Record<never, never>, Insertable<WebhookDeliveriesTable>>(
+  {
+    event_id: true,
+    endpoint_id: true,
+    instance_id: true,
+    sequence: true,
+    status: true,
+    attempts: true,
+    max_attempts: true,
+    run_at: true,
+    locked_by: true,
+    locked_at: true,
+    last_error: true,
+    last_status: true,
+    delivered_at: true,
+    created_at: true,
+    updated_at: true,
+  },
+  (db, _arg, rows) => db.insertInto('webhook_deliveries').values(rows),
 );
 
 /**

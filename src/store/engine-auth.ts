@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { AuthStateStore } from '../engines/engine.ts';
 import type { SecretBox } from '../security/secrets.ts';
+import { compiledListStatement } from './compiled.ts';
 import type { Database } from './schema.ts';
 
 /** The SQL implementation of {@link AuthStateStore} over the `engine_auth` table. */
@@ -18,13 +19,11 @@ export class SqlAuthStateStore implements AuthStateStore {
   async get(category: string, ids: readonly string[]): Promise<Map<string, string>> {
     const out = new Map<string, string>();
     if (ids.length === 0) return out;
-    const rows = await this.#db
-      .selectFrom('engine_auth')
-      .select(['key_id', 'value'])
-      .where('instance_id', '=', this.#instanceId)
-      .where('category', '=', category)
-      .where('key_id', 'in', [...ids])
-      .execute();
+    const { rows } = await GET_KEYS.run(
+      this.#db,
+      { instanceId: this.#instanceId, category },
+      ids.map((id) => ({ id })),
+    );
     for (const row of rows) out.set(row.key_id, this.#box.open(row.value));
     return out;
   }
@@ -75,3 +74,21 @@ export class SqlAuthStateStore implements AuthStateStore {
     await this.#db.deleteFrom('engine_auth').where('instance_id', '=', this.#instanceId).execute();
   }
 }
+
+/** The sealed values of keys `id` of one category of an instance (compiled per number of keys). */
+const GET_KEYS = compiledListStatement<
+  { instanceId: string; category: string },
+  { id: string },
+  { key_id: string; value: string }
+>({ id: true }, (db, arg, keys) =>
+  db
+    .selectFrom('engine_auth')
+    .select(['key_id', 'value'])
+    .where('instance_id', '=', arg('instanceId'))
+    .where('category', '=', arg('category'))
+    .where(
+      'key_id',
+      'in',
+      keys.map((key) => key.id),
+    ),
+);

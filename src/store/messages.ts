@@ -7,7 +7,7 @@ import type {
   MessageKind,
   MessageUpdate,
 } from '../domain/messages.ts';
-import { compiledStatement, insertRows, ROWS_PER_INSERT } from './compiled.ts';
+import { compiledListStatement, insertRows, ROWS_PER_INSERT } from './compiled.ts';
 import type { ChatPeersTable, Database, MessagesTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
 
@@ -102,38 +102,31 @@ export async function insertMessages(
       created_at: atMs,
     };
   });
-  await insertRows(
-    rows,
-    (row) => INSERT_MESSAGE.run(db, row),
-    (chunk) =>
-      db
-        .insertInto('messages')
-        .values(chunk)
-        .onConflict((oc) => oc.columns(['instance_id', 'id']).doNothing())
-        .execute(),
-  );
+  await insertRows(rows, (chunk) => INSERT_MESSAGES.run(db, {}, chunk));
 }
 
-/** One message row (the common batch of one: compiled once per store, src/store/compiled.ts). */
-const INSERT_MESSAGE = compiledStatement<Insertable<MessagesTable>>((db, arg) =>
-  db
-    .insertInto('messages')
-    .values({
-      instance_id: arg('instance_id'),
-      id: arg('id'),
-      chat: arg('chat'),
-      sender: arg('sender'),
-      from_me: arg('from_me'),
-      is_group: arg('is_group'),
-      type: arg('type'),
-      content: arg('content'),
-      push_name: arg('push_name'),
-      timestamp: arg('timestamp'),
-      state: arg('state'),
-      state_at: arg('state_at'),
-      created_at: arg('created_at'),
-    })
-    .onConflict((oc) => oc.columns(['instance_id', 'id']).doNothing()),
+/** Message rows, a message already stored under the same id left as it is (compiled per list length). */
+const INSERT_MESSAGES = compiledListStatement<Record<never, never>, Insertable<MessagesTable>>(
+  {
+    instance_id: true,
+    id: true,
+    chat: true,
+    sender: true,
+    from_me: true,
+    is_group: true,
+    type: true,
+    content: true,
+    push_name: true,
+    timestamp: true,
+    state: true,
+    state_at: true,
+    created_at: true,
+  },
+  (db, _arg, rows) =>
+    db
+      .insertInto('messages')
+      .values(rows)
+      .onConflict((oc) => oc.columns(['instance_id', 'id']).doNothing()),
 );
 
 /**
@@ -195,11 +188,7 @@ export async function touchPeers(
     first_at: atMs,
     last_at: atMs,
   }));
-  await insertRows(
-    rows,
-    (row) => TOUCH_PEER.run(db, row),
-    (chunk) => db.insertInto('chat_peers').values(chunk).onConflict(peerConflict).execute(),
-  );
+  await insertRows(rows, (chunk) => TOUCH_PEERS.run(db, {}, chunk));
 }
 
 /** On a known peer: the new `last_at`, and the new name unless it is empty. */
@@ -209,18 +198,10 @@ const peerConflict = (oc: OnConflictBuilder<Database, 'chat_peers'>) =>
     push_name: sql<string>`case when excluded.push_name = '' then chat_peers.push_name else excluded.push_name end`,
   });
 
-/** One peer row (the common batch of one: compiled once per store). */
-const TOUCH_PEER = compiledStatement<Insertable<ChatPeersTable>>((db, arg) =>
-  db
-    .insertInto('chat_peers')
-    .values({
-      instance_id: arg('instance_id'),
-      jid: arg('jid'),
-      push_name: arg('push_name'),
-      first_at: arg('first_at'),
-      last_at: arg('last_at'),
-    })
-    .onConflict(peerConflict),
+/** Peer rows, a known peer updated by {@link peerConflict} (compiled per list length). */
+const TOUCH_PEERS = compiledListStatement<Record<never, never>, Insertable<ChatPeersTable>>(
+  { instance_id: true, jid: true, push_name: true, first_at: true, last_at: true },
+  (db, _arg, rows) => db.insertInto('chat_peers').values(rows).onConflict(peerConflict),
 );
 
 /** Message `id` of an instance, or undefined when it was never stored. */

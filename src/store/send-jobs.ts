@@ -1,7 +1,7 @@
-import type { Selectable } from 'kysely';
+import type { Insertable, Selectable } from 'kysely';
 import { type Kysely, sql } from 'kysely';
 import type { PacingSettings, SendJobStatus, SendMode, SendPause } from '../domain/sends.ts';
-import { compiledStatement } from './compiled.ts';
+import { compiledListStatement, compiledStatement } from './compiled.ts';
 import type { Database, SendJobsTable } from './schema.ts';
 
 /**
@@ -74,35 +74,62 @@ export async function insertSendJob(db: Kysely<Database>, job: NewSendJob): Prom
  */
 export async function insertSendJobs(db: Kysely<Database>, jobs: readonly NewSendJob[]): Promise<void> {
   if (jobs.length === 0) return;
-  await db
-    .insertInto('send_jobs')
-    .values(
-      jobs.map((job) => {
-        const claimed = job.claimedBy !== undefined;
-        return {
-          instance_id: job.instanceId,
-          id: job.id,
-          seq: job.seq,
-          chat: job.chat,
-          kind: job.kind,
-          payload: job.payload,
-          mode: job.mode,
-          status: claimed ? 'sending' : 'pending',
-          run_at: job.runAt,
-          send_at: job.sendAt,
-          attempts: claimed ? 1 : 0,
-          max_attempts: job.maxAttempts,
-          last_error: null,
-          locked_by: job.claimedBy ?? null,
-          locked_at: claimed ? job.now : null,
-          created_at: job.now,
-          updated_at: job.now,
-          sent_at: null,
-        };
-      }),
-    )
-    .execute();
+  await INSERT_SEND_JOBS.run(
+    db,
+    {},
+    jobs.map((job) => {
+      const claimed = job.claimedBy !== undefined;
+      return {
+        instance_id: job.instanceId,
+        id: job.id,
+        seq: job.seq,
+        chat: job.chat,
+        kind: job.kind,
+        payload: job.payload,
+        mode: job.mode,
+        status: claimed ? 'sending' : 'pending',
+        run_at: job.runAt,
+        send_at: job.sendAt,
+        attempts: claimed ? 1 : 0,
+        max_attempts: job.maxAttempts,
+        last_error: null,
+        locked_by: job.claimedBy ?? null,
+        locked_at: claimed ? job.now : null,
+        created_at: job.now,
+        updated_at: job.now,
+        sent_at: null,
+      };
+    }),
+  );
 }
+
+/** Job rows in one statement (compiled per list length, src/store/compiled.ts); `new_chat` keeps its default. */
+const INSERT_SEND_JOBS = compiledListStatement<
+  Record<never, never>,
+  Omit<Insertable<SendJobsTable>, 'new_chat'>
+>(
+  {
+    instance_id: true,
+    id: true,
+    seq: true,
+    chat: true,
+    kind: true,
+    payload: true,
+    mode: true,
+    status: true,
+    run_at: true,
+    send_at: true,
+    attempts: true,
+    max_attempts: true,
+    last_error: true,
+    locked_by: true,
+    locked_at: true,
+    created_at: true,
+    updated_at: true,
+    sent_at: true,
+  },
+  (db, _arg, rows) => db.insertInto('send_jobs').values(rows),
+);
 
 /** Job `id` of an instance, or undefined. */
 export async function findSendJob(
@@ -394,32 +421,21 @@ export async function markSendJobsSent(
 ): Promise<Map<string, SendMode>> {
   const marked = new Map<string, SendMode>();
   if (ids.length === 0) return marked;
-  const [only] = ids;
-  const rows =
-    ids.length === 1 && only !== undefined
-      ? (await MARK_SEND_JOB_SENT.run(db, { instanceId, id: only, at })).rows
-      : await markMany(db, instanceId, ids, at);
+  const { rows } = await MARK_SEND_JOBS_SENT.run(
+    db,
+    { instanceId, at },
+    ids.map((id) => ({ id })),
+  );
   for (const row of rows) marked.set(row.id, row.mode === 'async' ? 'async' : 'sync');
   return marked;
 }
 
-/** {@link markSendJobsSent} for several jobs: one statement built for their number. */
-function markMany(db: Kysely<Database>, instanceId: string, ids: readonly string[], at: number) {
-  return db
-    .updateTable('send_jobs')
-    .set({ status: 'sent', sent_at: at, locked_by: null, locked_at: null, updated_at: at, payload: '' })
-    .where('instance_id', '=', instanceId)
-    .where('id', 'in', [...ids])
-    .where('status', '=', 'sending')
-    .returning(['id', 'mode'])
-    .execute();
-}
-
-/** {@link markSendJobsSent} for one job (the common batch of one: compiled once per store). */
-const MARK_SEND_JOB_SENT = compiledStatement<
-  { instanceId: string; id: string; at: number },
+/** The update of {@link markSendJobsSent} (compiled per number of jobs, src/store/compiled.ts). */
+const MARK_SEND_JOBS_SENT = compiledListStatement<
+  { instanceId: string; at: number },
+  { id: string },
   { id: string; mode: string }
->((db, arg) =>
+>({ id: true }, (db, arg, jobs) =>
   db
     .updateTable('send_jobs')
     .set({
@@ -431,7 +447,11 @@ const MARK_SEND_JOB_SENT = compiledStatement<
       payload: '',
     })
     .where('instance_id', '=', arg('instanceId'))
-    .where('id', '=', arg('id'))
+    .where(
+      'id',
+      'in',
+      jobs.map((job) => job.id),
+    )
     .where('status', '=', 'sending')
     .returning(['id', 'mode']),
 );

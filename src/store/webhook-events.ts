@@ -1,5 +1,5 @@
 import { type Insertable, type Kysely, type Selectable, sql, type Transaction } from 'kysely';
-import { compiledStatement, insertRows, ROWS_PER_INSERT } from './compiled.ts';
+import { compiledListStatement, compiledStatement, insertRows, ROWS_PER_INSERT } from './compiled.ts';
 import type { Database, WebhookAttemptsTable, WebhookDeliveriesTable, WebhookEventsTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
 
@@ -110,24 +110,21 @@ export async function insertWebhookEvents(
     skip_reason: event.skipReason,
     created_at: toMs(event.createdAt),
   }));
-  await insertRows(
-    rows,
-    (row) => INSERT_WEBHOOK_EVENT.run(trx, row),
-    (chunk) => trx.insertInto('webhook_events').values(chunk).execute(),
-  );
+  await insertRows(rows, (chunk) => INSERT_WEBHOOK_EVENTS.run(trx, {}, chunk));
 }
 
-/** One event row (the common batch of one: compiled once per store, src/store/compiled.ts). */
-const INSERT_WEBHOOK_EVENT = compiledStatement<Insertable<WebhookEventsTable>>((db, arg) =>
-  db.insertInto('webhook_events').values({
-    id: arg('id'),
-    instance_id: arg('instance_id'),
-    sequence: arg('sequence'),
-    type: arg('type'),
-    payload: arg('payload'),
-    skip_reason: arg('skip_reason'),
-    created_at: arg('created_at'),
-  }),
+/** Event rows (compiled per list length, src/store/compiled.ts). */
+const INSERT_WEBHOOK_EVENTS = compiledListStatement<Record<never, never>, Insertable<WebhookEventsTable>>(
+  {
+    id: true,
+    instance_id: true,
+    sequence: true,
+    type: true,
+    payload: true,
+    skip_reason: true,
+    created_at: true,
+  },
+  (db, _arg, rows) => db.insertInto('webhook_events').values(rows),
 );
 
 /** True when `eventId` is an event of `instanceId`. */

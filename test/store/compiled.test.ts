@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
-import { compiledStatement } from '../../src/store/compiled.ts';
+import { COMPILED_LIST_MAX, compiledListStatement, compiledStatement } from '../../src/store/compiled.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 
 /** Statements compiled once per store and run with each call's values (src/store/compiled.ts). */
@@ -21,6 +21,38 @@ const READ = compiledStatement<{ a: string; b: string }, { key: string; consumed
     .selectFrom('rate_limit_windows')
     .select(['key', 'consumed'])
     .where('key', 'in', [arg('a'), arg('b')])
+    .orderBy('key'),
+);
+
+/** Builder calls of the list statements below, by list length (a compiled length is built once per store). */
+const built = new Map<number, number>();
+
+const INSERT_WINDOWS = compiledListStatement<
+  { consumed: number },
+  { key: string; resetAt: number },
+  { key: string }
+>({ key: true, resetAt: true }, (db, arg, rows) => {
+  built.set(rows.length, (built.get(rows.length) ?? 0) + 1);
+  return db
+    .insertInto('rate_limit_windows')
+    .values(rows.map((row) => ({ key: row.key, consumed: arg('consumed'), reset_at: row.resetAt })))
+    .returning('key');
+});
+
+const READ_WINDOWS = compiledListStatement<
+  { least: number },
+  { key: string },
+  { key: string; consumed: number; reset_at: number }
+>({ key: true }, (db, arg, keys) =>
+  db
+    .selectFrom('rate_limit_windows')
+    .select(['key', 'consumed', 'reset_at'])
+    .where(
+      'key',
+      'in',
+      keys.map((k) => k.key),
+    )
+    .where('consumed', '>=', arg('least'))
     .orderBy('key'),
 );
 
@@ -68,6 +100,62 @@ for (const dialect of testDialects()) {
         db.selectFrom(sql.raw(arg('table')).as('t')).selectAll(),
       );
       await assert.rejects(bad.run(store.store.db, { table: 'instances' }), /an argument became SQL text/);
+    });
+
+    it('compiles a list statement once per list length and binds every item’s fields and the arguments', async () => {
+      const db = store.store.db;
+      built.clear();
+      const rows = (prefix: string, n: number) =>
+        Array.from({ length: n }, (_, i) => ({ key: `${prefix}-${i}`, resetAt: 100 + i }));
+      assert.deepEqual((await INSERT_WINDOWS.run(db, { consumed: 7 }, rows('one', 1))).rows, [
+        { key: 'one-0' },
+      ]);
+      await INSERT_WINDOWS.run(db, { consumed: 8 }, rows('three-a', 3));
+      await INSERT_WINDOWS.run(db, { consumed: 9 }, rows('three-b', 3));
+      assert.deepEqual(
+        [...built],
+        [
+          [1, 1],
+          [3, 1],
+        ],
+      );
+      const read = await READ_WINDOWS.run(db, { least: 8 }, [
+        { key: 'three-b-2' },
+        { key: 'one-0' },
+        { key: 'three-a-0' },
+        { key: 'absent' },
+      ]);
+      assert.deepEqual(read.rows, [
+        { key: 'three-a-0', consumed: 8, reset_at: 100 },
+        { key: 'three-b-2', consumed: 9, reset_at: 102 },
+      ]);
+    });
+
+    it('builds a list longer than the compiled maximum at each call, with the same result', async () => {
+      const db = store.store.db;
+      built.clear();
+      const long = COMPILED_LIST_MAX + 6;
+      const rows = (prefix: string) =>
+        Array.from({ length: long }, (_, i) => ({ key: `${prefix}-${i}`, resetAt: i }));
+      await INSERT_WINDOWS.run(db, { consumed: 1 }, rows('long-a'));
+      const second = await INSERT_WINDOWS.run(db, { consumed: 2 }, rows('long-b'));
+      assert.equal(built.get(long), 2);
+      assert.equal(second.rows.length, long);
+      const read = await READ_WINDOWS.run(
+        db,
+        { least: 2 },
+        Array.from({ length: long }, (_, i) => ({ key: `long-${i % 2 === 0 ? 'a' : 'b'}-${i}` })),
+      );
+      assert.equal(read.rows.length, long / 2);
+      assert.ok(read.rows.every((row) => row.key.startsWith('long-b-') && row.consumed === 2));
+    });
+
+    it('refuses an empty list and an item without one of its fields, writing nothing', async () => {
+      const db = store.store.db;
+      await assert.rejects(INSERT_WINDOWS.run(db, { consumed: 1 }, []), /at least one item/);
+      const lacking = [{ key: 'lacking' } as { key: string; resetAt: number }];
+      await assert.rejects(INSERT_WINDOWS.run(db, { consumed: 1 }, lacking), /item 0 has no resetAt/);
+      assert.deepEqual((await READ_WINDOWS.run(db, { least: 0 }, [{ key: 'lacking' }])).rows, []);
     });
   });
 }
