@@ -86,11 +86,7 @@ export interface CompiledListStatement<A, I, R> {
  * keeping a compiled form for every length would hold a statement text per length).
  * @throws Error at first use of a length on a store when a stand-in did not become a parameter (a builder mistake).
  */
-export function compiledListStatement<
-  A extends Record<string, unknown>,
-  I extends Record<string, unknown>,
-  R = unknown,
->(
+export function compiledListStatement<A extends Record<string, unknown>, I extends object, R = unknown>(
   fields: { readonly [K in keyof I & string]-?: true },
   build: (db: Kysely<Database>, arg: ArgumentOf<A>, items: I[]) => Compilable<R>,
 ): CompiledListStatement<A, I, R> {
@@ -135,7 +131,8 @@ export function compiledListStatement<
       const parameters = slots.map((slot) => {
         if ('value' in slot) return slot.value;
         if ('arg' in slot) return args[slot.arg];
-        const value = items[slot.item]?.[slot.key];
+        const item: Partial<Record<string, unknown>> | undefined = items[slot.item];
+        const value = item?.[slot.key];
         // A field left out would bind nothing; the builder would have left its column to the default instead.
         if (value === undefined) throw new RangeError(`item ${slot.item} has no ${slot.key}`);
         return value;

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ExpressionBuilder, Insertable, Kysely, Transaction } from 'kysely';
 import type { DatabaseConfig } from '../config/config.ts';
+import { compiledListStatement } from './compiled.ts';
 import { LOCK_DUE, LOCK_TAIL, type LockedRow } from './delivery-claim-statements.ts';
 import { OPEN_ATTEMPT_FIELDS } from './delivery-next.ts';
 import type { Database, WebhookAttemptsTable } from './schema.ts';
@@ -217,13 +218,19 @@ async function abandonOpenAttempts(
   keys: readonly DeliveryKey[],
   now: number,
 ): Promise<void> {
-  await trx
-    .updateTable('webhook_attempts')
-    .set({ error: ABANDONED, finished_at: now })
-    .where((eb) => keyIn(eb, keys))
-    .where('finished_at', 'is', null)
-    .execute();
+  if (keys.length === 0) return;
+  await ABANDON_OPEN_ATTEMPTS.run(trx, { now }, keys);
 }
+
+const ABANDON_OPEN_ATTEMPTS = compiledListStatement<{ now: number }, DeliveryKey>(
+  { event_id: true, endpoint_id: true },
+  (db, arg, keys) =>
+    db
+      .updateTable('webhook_attempts')
+      .set({ error: ABANDONED, finished_at: arg('now') })
+      .where((eb) => keyIn(eb, keys))
+      .where('finished_at', 'is', null),
+);
 
 /**
  * Fails claimed deliveries that have no attempt left (Graphile Worker: `attempts` reached `max_attempts`): the
@@ -266,36 +273,7 @@ async function startAttempts(
   const rows = [...heads, ...tails];
   if (rows.length === 0) return [];
   const tailKeys = new Set(tails.map((row) => `${row.event_id}/${row.endpoint_id}`));
-  const details = await trx
-    .selectFrom('webhook_deliveries as d')
-    .innerJoin('webhook_events as e', 'e.id', 'd.event_id')
-    .innerJoin('instances as i', 'i.id', 'd.instance_id')
-    .leftJoin('webhook_endpoints as w', (join) =>
-      join.onRef('w.id', '=', 'd.endpoint_id').onRef('w.instance_id', '=', 'd.instance_id'),
-    )
-    .select([
-      'd.event_id',
-      'd.endpoint_id',
-      'd.instance_id',
-      'd.sequence',
-      'd.attempts',
-      'd.max_attempts',
-      'e.payload',
-      'i.webhook_url',
-      'i.hmac_key',
-      'w.url as endpoint_url',
-      'w.secret as endpoint_secret',
-      'w.url_sealed as endpoint_url_sealed',
-      'w.enabled as endpoint_enabled',
-    ])
-    .where((eb) =>
-      eb(
-        eb.refTuple('d.event_id', 'd.endpoint_id'),
-        'in',
-        rows.map((row) => eb.tuple(row.event_id, row.endpoint_id)),
-      ),
-    )
-    .execute();
+  const { rows: details } = await CLAIM_DETAILS.run(trx, {}, rows);
   const out: ClaimedDelivery[] = [];
   const attempts: (Insertable<WebhookAttemptsTable> & {
     event_id: string;
@@ -346,12 +324,7 @@ async function startAttempts(
   if (tailsUrlGone.length > 0) await returnClaims(trx, workerId, now, tailsUrlGone, false);
   if (attempts.length === 0) return out;
   // Attempt numbers continue over every round of the event (a redelivery keeps the earlier rows).
-  const counts = await trx
-    .selectFrom('webhook_attempts')
-    .select(['event_id', 'endpoint_id', (eb) => eb.fn.countAll<number>().as('count')])
-    .where((eb) => keyIn(eb, attempts))
-    .groupBy(['event_id', 'endpoint_id'])
-    .execute();
+  const { rows: counts } = await COUNT_ATTEMPTS.run(trx, {}, attempts);
   const previous = new Map(counts.map((row) => [`${row.event_id}/${row.endpoint_id}`, Number(row.count)]));
   for (const [index, attempt] of attempts.entries()) {
     attempt.number = (previous.get(`${attempt.event_id}/${attempt.endpoint_id}`) ?? 0) + 1;
@@ -360,9 +333,97 @@ async function startAttempts(
   }
   // One statement for every started attempt's row (a round trip each would dominate on PostgreSQL).
   const started = attempts.filter((_, index) => out[index]?.started === true);
-  if (started.length > 0) await trx.insertInto('webhook_attempts').values(started).execute();
+  if (started.length > 0) await INSERT_ATTEMPTS.run(trx, {}, started);
   return out;
 }
+
+/** A claimed row with what its attempt needs; the endpoint's columns are null for the default webhook. */
+interface ClaimDetailRow {
+  event_id: string;
+  endpoint_id: string;
+  instance_id: string;
+  sequence: number;
+  attempts: number;
+  max_attempts: number;
+  payload: string;
+  webhook_url: string | null;
+  hmac_key: string | null;
+  endpoint_url: string | null;
+  endpoint_secret: string | null;
+  endpoint_url_sealed: string | null;
+  endpoint_enabled: number | null;
+}
+
+/** What the attempts on claimed rows need: the event's payload and the lane's URL and keys (compiled per count). */
+const CLAIM_DETAILS = compiledListStatement<Record<never, never>, DeliveryKey, ClaimDetailRow>(
+  { event_id: true, endpoint_id: true },
+  (db, _arg, keys) =>
+    db
+      .selectFrom('webhook_deliveries as d')
+      .innerJoin('webhook_events as e', 'e.id', 'd.event_id')
+      .innerJoin('instances as i', 'i.id', 'd.instance_id')
+      .leftJoin('webhook_endpoints as w', (join) =>
+        join.onRef('w.id', '=', 'd.endpoint_id').onRef('w.instance_id', '=', 'd.instance_id'),
+      )
+      .select([
+        'd.event_id',
+        'd.endpoint_id',
+        'd.instance_id',
+        'd.sequence',
+        'd.attempts',
+        'd.max_attempts',
+        'e.payload',
+        'i.webhook_url',
+        'i.hmac_key',
+        'w.url as endpoint_url',
+        'w.secret as endpoint_secret',
+        'w.url_sealed as endpoint_url_sealed',
+        'w.enabled as endpoint_enabled',
+      ])
+      .where((eb) =>
+        eb(
+          eb.refTuple('d.event_id', 'd.endpoint_id'),
+          'in',
+          keys.map((key) => eb.tuple(key.event_id, key.endpoint_id)),
+        ),
+      ),
+);
+
+/** Attempt rows already logged per delivery (compiled per count). */
+const COUNT_ATTEMPTS = compiledListStatement<
+  Record<never, never>,
+  DeliveryKey,
+  DeliveryKey & { count: number | string }
+>({ event_id: true, endpoint_id: true }, (db, _arg, keys) =>
+  db
+    .selectFrom('webhook_attempts')
+    .select(['event_id', 'endpoint_id', (eb) => eb.fn.countAll<number>().as('count')])
+    .where((eb) => keyIn(eb, keys))
+    .groupBy(['event_id', 'endpoint_id']),
+);
+
+/** Started attempts' rows in one statement (compiled per count). */
+const INSERT_ATTEMPTS = compiledListStatement<
+  Record<never, never>,
+  Insertable<WebhookAttemptsTable> & { endpoint_id: string }
+>(
+  {
+    id: true,
+    event_id: true,
+    endpoint_id: true,
+    number: true,
+    url: true,
+    worker: true,
+    attempted_at: true,
+    finished_at: true,
+    status_code: true,
+    duration_ms: true,
+    error: true,
+    response_body: true,
+    response_truncated: true,
+  },
+  (db, _arg, rows) => db.insertInto('webhook_attempts').values(rows),
+);
 
 /**
  * Gives back claims made in this transaction without an attempt: unlocked, and a head's counted attempt
