@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { AuthStateStore } from '../engines/engine.ts';
 import type { SecretBox } from '../security/secrets.ts';
-import { compiledListStatement } from './compiled.ts';
+import { compiledListStatement, compiledStatement } from './compiled.ts';
 import type { Database } from './schema.ts';
 
 /** The SQL implementation of {@link AuthStateStore} over the `engine_auth` table. */
@@ -43,29 +43,9 @@ export class SqlAuthStateStore implements AuthStateStore {
     const at = Date.now();
     await this.#db.transaction().execute(async (trx) => {
       for (const entry of entries) {
-        if (entry.value === null) {
-          await trx
-            .deleteFrom('engine_auth')
-            .where('instance_id', '=', this.#instanceId)
-            .where('category', '=', entry.category)
-            .where('key_id', '=', entry.id)
-            .execute();
-          continue;
-        }
-        const value = this.#box.seal(entry.value);
-        await trx
-          .insertInto('engine_auth')
-          .values({
-            instance_id: this.#instanceId,
-            category: entry.category,
-            key_id: entry.id,
-            value,
-            updated_at: at,
-          })
-          .onConflict((oc) =>
-            oc.columns(['instance_id', 'category', 'key_id']).doUpdateSet({ value, updated_at: at }),
-          )
-          .execute();
+        const key = { instanceId: this.#instanceId, category: entry.category, id: entry.id };
+        if (entry.value === null) await DELETE_KEY.run(trx, key);
+        else await PUT_KEY.run(trx, { ...key, value: this.#box.seal(entry.value), at });
       }
     });
   }
@@ -90,5 +70,39 @@ const GET_KEYS = compiledListStatement<
       'key_id',
       'in',
       keys.map((key) => key.id),
+    ),
+);
+
+/** Removes key `id` of a category of an instance (compiled once per store). */
+const DELETE_KEY = compiledStatement<{ instanceId: string; category: string; id: string }>((db, arg) =>
+  db
+    .deleteFrom('engine_auth')
+    .where('instance_id', '=', arg('instanceId'))
+    .where('category', '=', arg('category'))
+    .where('key_id', '=', arg('id')),
+);
+
+/** Writes (inserts or replaces) key `id` of a category of an instance, `value` sealed (compiled once per store). */
+const PUT_KEY = compiledStatement<{
+  instanceId: string;
+  category: string;
+  id: string;
+  value: string;
+  at: number;
+}>((db, arg) =>
+  db
+    .insertInto('engine_auth')
+    .values({
+      instance_id: arg('instanceId'),
+      category: arg('category'),
+      key_id: arg('id'),
+      value: arg('value'),
+      updated_at: arg('at'),
+    })
+    .onConflict((oc) =>
+      oc.columns(['instance_id', 'category', 'key_id']).doUpdateSet((eb) => ({
+        value: eb.ref('excluded.value'),
+        updated_at: eb.ref('excluded.updated_at'),
+      })),
     ),
 );
