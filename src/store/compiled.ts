@@ -82,8 +82,9 @@ export interface CompiledListStatement<A, I, R> {
  * of them: the type checker refuses a missing or an extra one), and the SQL is compiled once per
  * dialect adapter and list length. Kysely building a multi-row insert for each batch of the recorder was a fifth
  * of the send path's CPU (`npm run bench -- --profile`; docs/benchmarks.md). Lists longer than
- * {@link COMPILED_LIST_MAX} are built at each call with the real values (their cost is shared by many items, and
- * keeping a compiled form for every length would hold a statement text per length).
+ * {@link COMPILED_LIST_MAX} are built at each call with the real values, each item cut to its declared fields
+ * (their cost is shared by many items, and keeping a compiled form for every length would hold a statement text
+ * per length).
  * @throws Error at first use of a length on a store when a stand-in did not become a parameter (a builder mistake).
  */
 export function compiledListStatement<A extends Record<string, unknown>, I extends object, R = unknown>(
@@ -120,12 +121,33 @@ export function compiledListStatement<A extends Record<string, unknown>, I exten
     lengths.set(length, compiled);
     return compiled;
   };
+  /** `item` cut to the declared fields; @throws RangeError naming a field the item lacks. */
+  const fieldsOf = (item: I, index: number): I => {
+    const source: Partial<Record<string, unknown>> = item;
+    const cut: Record<string, unknown> = {};
+    for (const key of keys) {
+      const value = source[key];
+      if (value === undefined) throw new RangeError(`item ${index} has no ${key}`);
+      cut[key] = value;
+    }
+    return cut as I;
+  };
   return {
     async run(db, args, items) {
       if (items.length === 0) throw new RangeError('a list statement needs at least one item');
       if (items.length > COMPILED_LIST_MAX) {
+        // The builder's shape is checked on a compiled length first (no argument written into the SQL text), and
+        // each item is cut to its declared fields with the same refusal of a missing one, so a long list means
+        // exactly what a short one does.
+        compile(db, 1);
         const real = (<K extends keyof A & string>(name: K) => args[name]) as ArgumentOf<A>;
-        return db.executeQuery<R>(build(db, real, [...items]).compile());
+        return db.executeQuery<R>(
+          build(
+            db,
+            real,
+            items.map((item, index) => fieldsOf(item, index)),
+          ).compile(),
+        );
       }
       const { sql, slots } = compile(db, items.length);
       const parameters = slots.map((slot) => {

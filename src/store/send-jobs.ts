@@ -103,7 +103,10 @@ export async function insertSendJobs(db: Kysely<Database>, jobs: readonly NewSen
   );
 }
 
-/** Job rows in one statement (compiled per list length, src/store/compiled.ts); `new_chat` keeps its default. */
+/**
+ * Job rows in one statement (compiled per list length up to 64 jobs, larger groups built at each call:
+ * src/store/compiled.ts); `new_chat` keeps its default.
+ */
 const INSERT_SEND_JOBS = compiledListStatement<
   Record<never, never>,
   Omit<Insertable<SendJobsTable>, 'new_chat'>

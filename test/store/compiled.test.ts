@@ -156,6 +156,19 @@ for (const dialect of testDialects()) {
       const lacking = [{ key: 'lacking' } as { key: string; resetAt: number }];
       await assert.rejects(INSERT_WINDOWS.run(db, { consumed: 1 }, lacking), /item 0 has no resetAt/);
       assert.deepEqual((await READ_WINDOWS.run(db, { least: 0 }, [{ key: 'lacking' }])).rows, []);
+      const long = Array.from({ length: COMPILED_LIST_MAX + 1 }, (_, i) => ({
+        key: `long-lacking-${i}`,
+        resetAt: i,
+      }));
+      const lackingLast = [
+        ...long.slice(0, -1),
+        { key: 'long-lacking-last' } as { key: string; resetAt: number },
+      ];
+      await assert.rejects(
+        INSERT_WINDOWS.run(db, { consumed: 1 }, lackingLast),
+        new RegExp(`item ${COMPILED_LIST_MAX} has no resetAt`),
+      );
+      assert.deepEqual((await READ_WINDOWS.run(db, { least: 0 }, [{ key: 'long-lacking-0' }])).rows, []);
     });
   });
 }

@@ -46,7 +46,7 @@ for (const dialect of testDialects()) {
           },
           10,
         );
-      // Created out of id order: the read must follow creation time.
+      // Inserted in another order than their creation times: the read must follow creation time.
       await endpoint(routed, 'https://b.example.com/2', 2_000, ['Message']);
       await endpoint(routed, 'https://a.example.com/1', 1_000, ['ReadReceipt', 'ChatPresence']);
       await endpoint(routed, 'https://c.example.com/3', 3_000, ['Message']);
