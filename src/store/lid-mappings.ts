@@ -1,6 +1,7 @@
-import type { Kysely } from 'kysely';
+import type { Insertable, Kysely } from 'kysely';
 import type { LidMapping } from '../domain/lids.ts';
-import type { Database } from './schema.ts';
+import { compiledListStatement } from './compiled.ts';
+import type { Database, LidMappingsTable } from './schema.ts';
 
 /**
  * The phone↔LID pairs of an instance (migration 0019, docs/decisions/0038-lid-mappings.md). `lid` and `phone` are
@@ -32,18 +33,24 @@ export async function upsertLidMappings(
   if (byLid.size === 0) return;
   const rows = [...byLid].map(([lid, phone]) => ({ instance_id: instanceId, lid, phone, updated_at: at }));
   for (let start = 0; start < rows.length; start += UPSERT_CHUNK) {
-    await db
+    await UPSERT_LID_MAPPINGS.run(db, {}, rows.slice(start, start + UPSERT_CHUNK));
+  }
+}
+
+/** LID ↔ phone pairs, a known LID's phone replaced (compiled per list length, src/store/compiled.ts). */
+const UPSERT_LID_MAPPINGS = compiledListStatement<Record<never, never>, Insertable<LidMappingsTable>>(
+  { instance_id: true, lid: true, phone: true, updated_at: true },
+  (db, _arg, rows) =>
+    db
       .insertInto('lid_mappings')
-      .values(rows.slice(start, start + UPSERT_CHUNK))
+      .values(rows)
       .onConflict((oc) =>
         oc.columns(['instance_id', 'lid']).doUpdateSet((eb) => ({
           phone: eb.ref('excluded.phone'),
           updated_at: eb.ref('excluded.updated_at'),
         })),
-      )
-      .execute();
-  }
-}
+      ),
+);
 
 /** The pair of LID `lid` (digits) of `instanceId`, or undefined when none was stored. */
 export async function findLidMappingByLid(
