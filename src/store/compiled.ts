@@ -32,28 +32,69 @@ export interface CompiledStatement<A, R> {
 export function compiledStatement<A extends Record<string, unknown>, R = unknown>(
   build: (db: Kysely<Database>, arg: ArgumentOf<A>) => Compilable<R>,
 ): CompiledStatement<A, R> {
-  const byAdapter = new WeakMap<object, { sql: string; slots: (string | { value: unknown })[] }>();
-  const arg = (<K extends keyof A & string>(name: K) => `${SENTINEL}${name}`) as ArgumentOf<A>;
+  const byAdapter = new WeakMap<object, CompiledForm>();
   const compile = (db: Kysely<Database>) => {
     const adapter = db.getExecutor().adapter;
     const cached = byAdapter.get(adapter);
     if (cached) return cached;
-    const query = build(db, arg).compile();
-    const slots = query.parameters.map((value) =>
-      typeof value === 'string' && value.startsWith(SENTINEL) ? value.slice(SENTINEL.length) : { value },
-    );
-    if (query.sql.includes(SENTINEL)) throw new Error(`an argument became SQL text: ${query.sql}`);
-    const compiled = { sql: query.sql, slots };
+    const compiled = compiledForm(build(db, standInOf as ArgumentOf<A>));
     byAdapter.set(adapter, compiled);
     return compiled;
   };
   return {
     async run(db, args) {
       const { sql, slots } = compile(db);
-      const parameters = slots.map((slot) => (typeof slot === 'string' ? args[slot] : slot.value));
-      return db.executeQuery<R>(CompiledQuery.raw(sql, parameters));
+      return db.executeQuery<R>(CompiledQuery.raw(sql, bind(slots, args, [])));
     },
   };
+}
+
+/** Where a compiled parameter's value comes from: an argument, a field of a list's item, or the builder itself. */
+type Slot = { arg: string } | { item: number; key: string } | { value: unknown };
+
+/** A statement's SQL and, for each of its parameters, where the value comes from. */
+interface CompiledForm {
+  sql: string;
+  slots: Slot[];
+}
+
+/** Separates an item's index from its key inside an item stand-in (never part of an argument's name). */
+const ITEM = '\u0001';
+
+/** The stand-in for argument `name` (see {@link ArgumentOf}). */
+function standInOf(name: string): string {
+  return `${SENTINEL}${name}`;
+}
+
+/**
+ * Compiles a query built with stand-ins and notes where each parameter's value comes from.
+ * @throws Error when a stand-in became SQL text instead of a parameter (a builder mistake).
+ */
+function compiledForm(query: Compilable<unknown>): CompiledForm {
+  const { sql, parameters } = query.compile();
+  if (sql.includes(SENTINEL)) throw new Error(`an argument became SQL text: ${sql}`);
+  const slots = parameters.map((value): Slot => {
+    if (typeof value !== 'string' || !value.startsWith(SENTINEL)) return { value };
+    const name = value.slice(SENTINEL.length);
+    const at = name.indexOf(ITEM);
+    return at === -1 ? { arg: name } : { item: Number(name.slice(0, at)), key: name.slice(at + 1) };
+  });
+  return { sql, slots };
+}
+
+/**
+ * The parameters of one run: each slot's argument, item field or builder constant.
+ * @throws RangeError when an item lacks a field (undefined): the builder would have left its column to the default.
+ */
+function bind(slots: readonly Slot[], args: Record<string, unknown>, items: readonly object[]): unknown[] {
+  return slots.map((slot) => {
+    if ('value' in slot) return slot.value;
+    if ('arg' in slot) return args[slot.arg];
+    const item: Partial<Record<string, unknown>> | undefined = items[slot.item];
+    const value = item?.[slot.key];
+    if (value === undefined) throw new RangeError(`item ${slot.item} has no ${slot.key}`);
+    return value;
+  });
 }
 
 /** Most rows one multi-row insert carries (bounds a statement's parameters: 13 for a message row). */
@@ -61,9 +102,6 @@ export const ROWS_PER_INSERT = 500;
 
 /** Longest list a {@link compiledListStatement} keeps compiled forms for; a longer one is built at each call. */
 export const COMPILED_LIST_MAX = 64;
-
-/** Separates an item's index from its key inside an item stand-in (never part of an argument's name). */
-const ITEM = '\u0001';
 
 /** A statement over a list (the rows of a multi-row insert, the values of an `in`), see {@link compiledListStatement}. */
 export interface CompiledListStatement<A, I, R> {
@@ -92,20 +130,12 @@ export function compiledListStatement<A extends Record<string, unknown>, I exten
   build: (db: Kysely<Database>, arg: ArgumentOf<A>, items: I[]) => Compilable<R>,
 ): CompiledListStatement<A, I, R> {
   const keys = Object.keys(fields);
-  type Slot = { arg: string } | { item: number; key: string } | { value: unknown };
-  const byAdapter = new WeakMap<object, Map<number, { sql: string; slots: Slot[] }>>();
-  const arg = (<K extends keyof A & string>(name: K) => `${SENTINEL}${name}`) as ArgumentOf<A>;
+  const byAdapter = new WeakMap<object, Map<number, CompiledForm>>();
   const standIns = (length: number): I[] =>
     Array.from(
       { length },
-      (_, index) => Object.fromEntries(keys.map((key) => [key, `${SENTINEL}${index}${ITEM}${key}`])) as I,
+      (_, index) => Object.fromEntries(keys.map((key) => [key, standInOf(`${index}${ITEM}${key}`)])) as I,
     );
-  const slotOf = (value: unknown): Slot => {
-    if (typeof value !== 'string' || !value.startsWith(SENTINEL)) return { value };
-    const name = value.slice(SENTINEL.length);
-    const at = name.indexOf(ITEM);
-    return at === -1 ? { arg: name } : { item: Number(name.slice(0, at)), key: name.slice(at + 1) };
-  };
   const compile = (db: Kysely<Database>, length: number) => {
     const adapter = db.getExecutor().adapter;
     let lengths = byAdapter.get(adapter);
@@ -115,9 +145,7 @@ export function compiledListStatement<A extends Record<string, unknown>, I exten
     }
     const cached = lengths.get(length);
     if (cached) return cached;
-    const query = build(db, arg, standIns(length)).compile();
-    if (query.sql.includes(SENTINEL)) throw new Error(`an argument became SQL text: ${query.sql}`);
-    const compiled = { sql: query.sql, slots: query.parameters.map(slotOf) };
+    const compiled = compiledForm(build(db, standInOf as ArgumentOf<A>, standIns(length)));
     lengths.set(length, compiled);
     return compiled;
   };
@@ -150,16 +178,7 @@ export function compiledListStatement<A extends Record<string, unknown>, I exten
         );
       }
       const { sql, slots } = compile(db, items.length);
-      const parameters = slots.map((slot) => {
-        if ('value' in slot) return slot.value;
-        if ('arg' in slot) return args[slot.arg];
-        const item: Partial<Record<string, unknown>> | undefined = items[slot.item];
-        const value = item?.[slot.key];
-        // A field left out would bind nothing; the builder would have left its column to the default instead.
-        if (value === undefined) throw new RangeError(`item ${slot.item} has no ${slot.key}`);
-        return value;
-      });
-      return db.executeQuery<R>(CompiledQuery.raw(sql, parameters));
+      return db.executeQuery<R>(CompiledQuery.raw(sql, bind(slots, args, items)));
     },
   };
 }
