@@ -1,5 +1,6 @@
 /**
- * `npm run bench [-- --quick] [--only=send,delivery,auth,scale,live,cluster,sendpath] [--profile] [--keyed-baseline]` —
+ * `npm run bench [-- --quick] [--only=send,delivery,auth,scale,live,cluster,sendpath] [--profile] [--keyed-baseline]
+ * [--lane-window=N]` —
  * parley's benchmarks.
  *
  * Process model: every server under test runs in a child process of its own (parley, or the baseline's bare
@@ -12,7 +13,8 @@
  * Redis of `BENCH_REDIS_URL` (bench/scenarios/cluster.ts); it needs both variables. `--quick` keeps the whole run
  * to about 2.5 minutes (shorter runs, fewer events, 1,000 instances, 50 live sessions); `--profile` adds a
  * CPU-profiled send run, delivery burst and status run, and profiles parley over the live inbound phase, summaries in the results;
- * `--keyed-baseline` gives the live baseline bot parley's one shared key-transaction storage.
+ * `--keyed-baseline` gives the live baseline bot parley's one shared key-transaction storage; `--lane-window=N`
+ * runs parley's send and delivery scenarios with N webhook requests in flight per lane (`WEBHOOK_LANE_WINDOW`).
  */
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
@@ -40,6 +42,8 @@ interface Options {
   databaseUrl: string | undefined;
   /** Redis of the cluster scenario (`BENCH_REDIS_URL`). */
   redisUrl: string | undefined;
+  /** `--lane-window=N`: parley's `WEBHOOK_LANE_WINDOW` in the send and delivery scenarios (default its own, 1). */
+  laneWindow?: number;
 }
 
 function parseArgs(argv: string[]): Options {
@@ -55,7 +59,12 @@ function parseArgs(argv: string[]): Options {
     if (arg === '--quick') options.quick = true;
     else if (arg === '--profile') options.profile = true;
     else if (arg === '--keyed-baseline') options.keyedBaseline = true;
-    else if (arg.startsWith('--only=')) {
+    else if (arg.startsWith('--lane-window=')) {
+      const window = Number(arg.slice('--lane-window='.length));
+      if (!Number.isInteger(window) || window < 1 || window > 32)
+        throw new Error('--lane-window: a whole number from 1 to 32 (WEBHOOK_LANE_WINDOW)');
+      options.laneWindow = window;
+    } else if (arg.startsWith('--only=')) {
       const names = arg.slice('--only='.length).split(',');
       for (const name of names) {
         if (!SCENARIOS.includes(name as ScenarioName)) {
@@ -64,7 +73,9 @@ function parseArgs(argv: string[]): Options {
       }
       options.only = new Set(names as ScenarioName[]);
     } else
-      throw new Error(`unknown option ${arg} (allowed: --quick, --only=a,b, --profile, --keyed-baseline)`);
+      throw new Error(
+        `unknown option ${arg} (allowed: --quick, --only=a,b, --profile, --keyed-baseline, --lane-window=N)`,
+      );
   }
   return options;
 }
@@ -201,6 +212,7 @@ async function main(): Promise<void> {
             ...(databaseUrl ? { databaseUrl } : {}),
             hmacKey,
             webhookUrl: url,
+            ...(options.laneWindow === undefined ? {} : { laneWindow: options.laneWindow }),
             ...(options.profile ? { profileFile: join(tmpdir(), `parley-send-${dialect}.cpuprofile`) } : {}),
           }),
         );
@@ -227,6 +239,7 @@ async function main(): Promise<void> {
               dialect,
               ...(databaseUrl ? { databaseUrl } : {}),
               hmacKey,
+              ...(options.laneWindow === undefined ? {} : { laneWindow: options.laneWindow }),
               ...(options.profile
                 ? { profileFile: join(tmpdir(), `parley-delivery-${dialect}.cpuprofile`) }
                 : {}),

@@ -31,6 +31,11 @@ export interface ScenarioResult {
   details: Record<string, unknown>;
 }
 
+/** `, window N` for a scenario title when parley ran with `WEBHOOK_LANE_WINDOW` N (`--lane-window`), else `''`. */
+export function windowNote(laneWindow: number | undefined): string {
+  return laneWindow === undefined ? '' : `, window ${laneWindow}`;
+}
+
 /** Checks `actual` against `limit` in `direction`; the miss text gives the distance and its share of the limit. */
 export function target(
   label: string,

@@ -39,6 +39,8 @@ export interface ParleySetup {
   hmacKey: string;
   /** Log level of the service (default `warn`: request logging off, as in the baseline). */
   logLevel?: string;
+  /** `WEBHOOK_LANE_WINDOW`: webhook requests in flight per lane (default: the service's, 1). */
+  laneWindow?: number;
 }
 
 /** What `setup` returns to the runner. */
@@ -70,6 +72,7 @@ async function setup(args: ParleySetup): Promise<ParleyReady> {
     LOG_LEVEL: args.logLevel ?? 'warn',
     SECRET_KEY: randomBytes(32).toString('hex'),
     WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32',
+    ...(args.laneWindow === undefined ? {} : { WEBHOOK_LANE_WINDOW: String(args.laneWindow) }),
     ...(args.dialect === 'postgres' ? { DATABASE_URL: args.databaseUrl } : {}),
   });
   const logger = pino({ level: config.logLevel }, pino.destination(2));

@@ -1,7 +1,7 @@
 import type { BenchChild } from '../lib/ipc.ts';
 import { startChild } from '../lib/ipc.ts';
 import { type ProfileSummary, summariseProfile } from '../lib/profile.ts';
-import { ratioOf, type ScenarioResult, target } from '../lib/report.ts';
+import { ratioOf, type ScenarioResult, target, windowNote } from '../lib/report.ts';
 import { round } from '../lib/stats.ts';
 import type { ParleyReady } from '../roles/parley.ts';
 import type { ReceiverStats } from '../roles/receiver.ts';
@@ -27,6 +27,8 @@ export interface DeliverySettings {
    * phases, so profiling does not slow the figures) and written to this `.cpuprofile` file.
    */
   profileFile?: string;
+  /** `WEBHOOK_LANE_WINDOW` of the parley child (`--lane-window`; default the service's, 1). */
+  laneWindow?: number;
 }
 
 /** One phase's figures: events per second from the first event to the last receipt, and latencies. */
@@ -105,6 +107,7 @@ export async function deliveryScenario(
       instances: settings.instances,
       webhookUrl,
       hmacKey: settings.hmacKey,
+      ...(settings.laneWindow === undefined ? {} : { laneWindow: settings.laneWindow }),
     });
     const generate = async (count: number, ratePerSecond: number) => {
       await receiver.call('reset');
@@ -137,7 +140,7 @@ export async function deliveryScenario(
       : `; ${missing} not received within ${settings.timeoutMs / 1000} s (${queued} still queued, ${failed} failed)`;
   return {
     id: `delivery-${settings.dialect}`,
-    title: `2. webhook delivery (${settings.dialect})`,
+    title: `2. webhook delivery (${settings.dialect}${windowNote(settings.laneWindow)})`,
     unit: 'events/s',
     value: burst.eventsPerSecond,
     baseline: baselineBurst.eventsPerSecond,
@@ -156,6 +159,7 @@ export async function deliveryScenario(
     details: {
       instances: settings.instances,
       concurrency: settings.concurrency,
+      laneWindow: settings.laneWindow ?? 1,
       parley: { burst, paced, deliveries: statuses },
       baseline: { burst: baselineBurst, paced: baselinePaced },
       ...(profile ? { profile } : {}),

@@ -1,7 +1,7 @@
 import { type BenchChild, startChild } from '../lib/ipc.ts';
 import { type LoadResult, runLoad } from '../lib/load.ts';
 import { type ProfileSummary, summariseProfile } from '../lib/profile.ts';
-import { ratioOf, type ScenarioResult, target } from '../lib/report.ts';
+import { ratioOf, type ScenarioResult, target, windowNote } from '../lib/report.ts';
 import { fmt, sleep } from '../lib/stats.ts';
 import { type ParleyReady, PEER_PHONE } from '../roles/parley.ts';
 
@@ -22,6 +22,8 @@ export interface HttpSettings {
   hmacKey: string;
   /** The benchmark receiver's URL. */
   webhookUrl: string;
+  /** `WEBHOOK_LANE_WINDOW` of the parley child (`--lane-window`; default the service's, 1). */
+  laneWindow?: number;
 }
 
 /** How long after a send run its webhooks may still be in flight to count as keeping pace, ms. */
@@ -38,6 +40,7 @@ export function setupOneInstance(parley: BenchChild, settings: HttpSettings): Pr
     instances: 1,
     webhookUrl: settings.webhookUrl,
     hmacKey: settings.hmacKey,
+    ...(settings.laneWindow === undefined ? {} : { laneWindow: settings.laneWindow }),
   });
 }
 
@@ -101,7 +104,7 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
   const kept = queued === 0 ? 0 : Math.round((delivered / queued) * 1000) / 1000;
   const result: ScenarioResult = {
     id: `send-${settings.dialect}`,
-    title: `1. send text (${settings.dialect})`,
+    title: `1. send text (${settings.dialect}${windowNote(settings.laneWindow)})`,
     unit: 'req/s',
     value: run.requestsPerSecond,
     baseline: baselineRun.requestsPerSecond,
@@ -117,6 +120,7 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
       target('deliveries keep pace (≥ 0.9 delivered 2 s after)', kept, '>=', 0.9),
     ],
     details: {
+      laneWindow: settings.laneWindow ?? 1,
       parley: run,
       baseline: baselineRun,
       connections: settings.connections,

@@ -43,6 +43,13 @@ export const EnvSchema = Type.Object({
   WEBHOOK_ALLOWED_CIDRS: Type.String({ default: '' }),
   WEBHOOK_CLAIM_STALE_SECONDS: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 86400 })),
   WEBHOOK_RETENTION_DAYS: Type.Integer({ minimum: 1, maximum: 3650, default: 30 }),
+  WEBHOOK_LANE_WINDOW: Type.Integer({
+    minimum: 1,
+    maximum: 32,
+    default: 1,
+    description:
+      'webhook requests in flight per lane, started in sequence order (docs/decisions/0050-lane-windows.md)',
+  }),
   EVENT_RETENTION_DAYS: Type.Integer({
     minimum: 1,
     maximum: 3650,
@@ -138,6 +145,11 @@ export interface Config {
     claimStaleMs: number | undefined;
     /** How long finished events stay in the delivery log, milliseconds (`WEBHOOK_RETENTION_DAYS`). */
     retentionMs: number;
+    /**
+     * Requests in flight per lane, 1–32 (`WEBHOOK_LANE_WINDOW`, default 1: one at a time, so the receiver gets a
+     * lane's events in order; docs/decisions/0050-lane-windows.md).
+     */
+    laneWindow: number;
   };
   /**
    * The event log (`GET /v1/events`, docs/decisions/0030-event-log.md): `retentionMs` is how long every event is
@@ -199,7 +211,11 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   const input: Record<string, unknown> = {};
   for (const name of known) {
     const value = env[name];
-    if (value !== undefined && value !== '') input[name] = value;
+    if (value === undefined || value === '') continue;
+    // TypeBox's conversion truncates "2.5" to 2 for an integer: a fraction is refused instead.
+    if (EnvSchema.properties[name as keyof Env]?.type === 'integer' && !/^[+-]?\d+$/.test(value.trim()))
+      throw new ConfigError(`invalid configuration: ${name}: Expected integer`);
+    input[name] = value;
   }
   const converted = Value.Default(EnvSchema, Value.Convert(EnvSchema, input));
   const first = Value.Errors(EnvSchema, converted).First();
@@ -280,6 +296,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       allowedCidrs,
       timeoutMs: Math.round(parsed.WEBHOOK_TIMEOUT_SECONDS * 1000),
       retentionMs: parsed.WEBHOOK_RETENTION_DAYS * 86_400_000,
+      laneWindow: parsed.WEBHOOK_LANE_WINDOW,
       claimStaleMs:
         parsed.WEBHOOK_CLAIM_STALE_SECONDS === undefined
           ? undefined

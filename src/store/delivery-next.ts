@@ -254,3 +254,29 @@ export async function startNext(
   });
   return true;
 }
+
+/**
+ * Starts claimed, not yet started deliveries of one lane batch in one transaction, in the order given (their
+ * `sequence` order), stopping at the first that cannot be started: the same conditions as {@link startNext} (the
+ * claim still this worker's, the lane unchanged). A lane window of several requests
+ * (docs/decisions/0050-lane-windows.md) opens its first requests this way. A delivery whose attempt row already
+ * exists counts as started: an earlier try of the same transaction committed before its answer was lost.
+ * @returns how many of `deliveries`, from the first, are started.
+ * @throws what the driver throws (nothing is started then).
+ */
+export function startDeliveries(
+  db: Kysely<Database>,
+  deliveries: readonly NextAttempt[],
+  workerId: string,
+  now: number,
+): Promise<number> {
+  return db.transaction().execute(async (trx) => {
+    let started = 0;
+    for (const delivery of deliveries) {
+      const already = (await ATTEMPT_EXISTS.run(trx, { id: delivery.attemptId })).rows.length > 0;
+      if (!already && !(await startNext(trx, delivery, workerId, now))) break;
+      started += 1;
+    }
+    return started;
+  });
+}

@@ -16,7 +16,7 @@ import {
   type FinishInput,
   finishAndStartNext,
 } from '../store/delivery-finish.ts';
-import { nextAttemptOf } from '../store/delivery-next.ts';
+import { nextAttemptOf, startDeliveries } from '../store/delivery-next.ts';
 import { isStoreUnavailableError } from '../store/faults.ts';
 import { RetryPolicy } from './backoff.ts';
 import { attemptErrorText, postDelivery, publishDelivery } from './sending.ts';
@@ -43,13 +43,20 @@ export interface DeliveryWorkerOptions {
   pollIntervalMs?: number;
   /** A claim older than this belongs to a dead worker and is taken over (default 2 × timeout + 30 s). */
   staleAfterMs?: number;
-  /** Lanes sending at once in this process (default 8; one attempt per lane at a time). */
+  /** Lanes sending at once in this process (default 8; up to `laneWindow` attempts per lane at a time). */
   concurrency?: number;
   /**
    * Deliveries claimed per lane at once (default 32), sent one after the other in `sequence` order
    * (docs/decisions/0048-lane-batches.md); 1 claims one delivery at a time.
    */
   laneBatch?: number;
+  /**
+   * Requests in flight per lane at once (default 1; at most `laneBatch`), started in `sequence` order
+   * (docs/decisions/0050-lane-windows.md, `WEBHOOK_LANE_WINDOW`). 1 sends a lane's deliveries one at a time, so the
+   * receiver gets them in order; more lets one busy instance's deliveries keep pace with its events, and the
+   * receiver restores the order from `sequence`.
+   */
+  laneWindow?: number;
   /**
    * This worker's id in `locked_by` and the attempts log: the services pass the node registry's id, so the
    * registry can release the claims of a dead process (default `<host>:<pid>:<random>`).
@@ -67,13 +74,39 @@ export interface DeliveryWorkerOptions {
 /** The worker options a caller of `createServices` may tune (tests: fast poll, short stale timeout, fixed id). */
 export type WebhookWorkerTuning = Pick<
   DeliveryWorkerOptions,
-  'pollIntervalMs' | 'staleAfterMs' | 'concurrency' | 'laneBatch' | 'workerId'
+  'pollIntervalMs' | 'staleAfterMs' | 'concurrency' | 'laneBatch' | 'laneWindow' | 'workerId'
 >;
+
+/** What one attempt's request gave: the attempt row's fields, and a `Retry-After` or 410 answer. */
+interface SentAttempt {
+  record: AttemptRecord;
+  retryAfter: string | undefined;
+  gone: boolean;
+}
+
+/**
+ * A lane's next delivery taken to be started by a record: the start decision of the delivery before it, and how to
+ * give its own decision to the one after it.
+ */
+interface TakenDelivery {
+  next: ClaimedDelivery;
+  before: Promise<boolean>;
+  decide: (started: boolean) => void;
+}
+
+/** A promise with its resolve function. */
+function deferred<T>(): { promise: Promise<T>; resolve: (value: T) => void } {
+  let resolve: (value: T) => void = () => undefined;
+  const promise = new Promise<T>((done) => {
+    resolve = done;
+  });
+  return { promise, resolve };
+}
 
 /** A lane batch in flight: its promise and the claimed deliveries whose attempts have not ended yet. */
 interface LaneRun {
   done: Promise<void>;
-  /** Deliveries of the batch not yet finished, in `sequence` order (the first may be in flight). */
+  /** Deliveries of the batch not yet finished, in `sequence` order (in flight, then not started). */
   pending: ClaimedDelivery[];
   /** Attempts the batch made. */
   attempted: number;
@@ -96,6 +129,7 @@ export class DeliveryWorker {
   readonly #staleMs: number;
   readonly #concurrency: number;
   readonly #laneBatch: number;
+  readonly #laneWindow: number;
   readonly #retry: RetryPolicy;
   /**
    * Lane batches in flight in this process, by lane (`<instanceId>/<endpointId>`,
@@ -116,6 +150,7 @@ export class DeliveryWorker {
     this.#staleMs = options.staleAfterMs ?? 2 * options.timeoutMs + 30_000;
     this.#concurrency = Math.max(1, options.concurrency ?? 8);
     this.#laneBatch = Math.max(1, options.laneBatch ?? 32);
+    this.#laneWindow = Math.min(this.#laneBatch, Math.max(1, options.laneWindow ?? 1));
     this.#retry = new RetryPolicy(options.scheduleMs, options.random);
   }
 
@@ -129,7 +164,7 @@ export class DeliveryWorker {
     return now - this.#staleMs;
   }
 
-  /** Number of lanes this process is sending on (each has one attempt in flight at a time). */
+  /** Number of lanes this process is sending on (each with up to `laneWindow` attempts in flight). */
   get inFlight(): number {
     return this.#lanes.size;
   }
@@ -266,32 +301,97 @@ export class DeliveryWorker {
   }
 
   /**
-   * Sends a lane batch one delivery after the other (docs/decisions/0048-lane-batches.md). Each attempt's record
-   * starts the next delivery in the same transaction while the attempt was delivered, the worker is not stopping and the claim
-   * is younger than half the stale timeout (so a batch of slow receivers never outlives its claim); otherwise the
-   * deliveries not started are given back at once, unlocked and ready for the next claim.
+   * Sends a lane batch (docs/decisions/0048-lane-batches.md) with up to `laneWindow` requests in flight
+   * (docs/decisions/0050-lane-windows.md). The head was started by the claim; with a window the next deliveries
+   * are started together at once, and from then on each delivered attempt's record starts the lane's next unstarted
+   * delivery in the same transaction. Starts are decided one after the other in `sequence` order: a delivery is
+   * started only once the one before it was, so a lane never has a later delivery started and an earlier one given
+   * back. Nothing more is started once an attempt was not delivered, a start was refused (the claim lost or the lane
+   * changed), the worker is stopping or the claim is older than half the stale timeout; the deliveries not started
+   * are given back at once, unlocked and ready for the next claim, when the requests in flight have ended.
+   * @throws the first error met recording an attempt (after the rest was given back).
    */
   async #runLane(run: LaneRun): Promise<void> {
-    for (;;) {
-      const delivery = run.pending[0];
-      if (delivery === undefined) return;
-      run.attempted += 1;
-      let nextStarted: boolean;
-      try {
-        ({ nextStarted } = await this.#attempt(delivery, run.pending[1]));
-      } catch (error) {
-        // The attempt could not be recorded: its row stays claimed until the node registry or the stale timeout
-        // frees it, but the deliveries after it were never started and go back to the queue now (best effort).
-        const unstarted = run.pending.splice(1);
-        await returnUnstarted(this.#options.store.db, this.id, unstarted).catch(() => undefined);
-        throw error;
+    const [head, ...queue] = run.pending;
+    if (head === undefined) return;
+    const { store } = this.#options;
+    /** Deliveries taken from the queue but not started: given back with the queue's rest at the end. */
+    const notStarted: ClaimedDelivery[] = [];
+    let halted = false;
+    /** The start decision of the delivery taken last: whether it was started. */
+    let lastStart: Promise<boolean> = Promise.resolve(true);
+    const mayStart = (delivery: ClaimedDelivery) =>
+      !halted && !this.#stopping && this.#options.clock() - delivery.lockedAt < this.#staleMs / 2;
+    /** Takes the queue's next delivery, with the decision of the one before it and a way to record its own. */
+    const take = (): TakenDelivery | undefined => {
+      const next = queue.shift();
+      if (next === undefined) return undefined;
+      const before = lastStart;
+      const decision = deferred<boolean>();
+      lastStart = decision.promise;
+      return { next, before, decide: decision.resolve };
+    };
+    const finished = (delivery: ClaimedDelivery) => {
+      const index = run.pending.indexOf(delivery);
+      if (index >= 0) run.pending.splice(index, 1);
+    };
+    /** Sends `first`, then each next delivery its records start, until one is not started. */
+    const slot = async (first: ClaimedDelivery): Promise<void> => {
+      let delivery: ClaimedDelivery | undefined = first;
+      while (delivery !== undefined) {
+        run.attempted += 1;
+        const sent = await this.#send(delivery);
+        const taken: TakenDelivery | undefined =
+          sent.record.error === null && mayStart(delivery) ? take() : undefined;
+        if (sent.record.error !== null) halted = true;
+        let nextStarted = false;
+        try {
+          const next = taken !== undefined && (await taken.before) ? taken.next : undefined;
+          ({ nextStarted } = await this.#record(delivery, next, sent.record, sent.retryAfter, sent.gone));
+        } finally {
+          taken?.decide(nextStarted);
+          if (taken !== undefined && !nextStarted) {
+            halted = true;
+            notStarted.push(taken.next);
+          }
+        }
+        finished(delivery);
+        delivery = nextStarted ? taken?.next : undefined;
       }
-      run.pending.shift();
-      if (run.pending.length === 0 || nextStarted) continue;
-      const unstarted = run.pending.splice(0);
-      await this.#finish(() => returnUnstarted(this.#options.store.db, this.id, unstarted).then(() => true));
-      return;
+    };
+
+    const slots = [slot(head)];
+    const opening = queue.splice(0, this.#laneWindow - 1);
+    if (opening.length > 0) {
+      const decision = deferred<boolean>();
+      lastStart = decision.promise;
+      let started = 0;
+      try {
+        if (mayStart(head)) {
+          started = await this.#finish(() =>
+            startDeliveries(store.db, opening.map(nextAttemptOf), this.id, this.#options.clock()),
+          );
+        }
+      } catch (error) {
+        this.#options.logger.warn({ err: error }, 'starting webhook deliveries failed');
+      } finally {
+        decision.resolve(started === opening.length);
+      }
+      if (started < opening.length) halted = true;
+      notStarted.push(...opening.splice(started));
+      slots.push(...opening.map((delivery) => slot(delivery)));
     }
+
+    const ended = await Promise.allSettled(slots);
+    const unstarted = [...notStarted, ...queue.splice(0)];
+    if (unstarted.length > 0) {
+      for (const delivery of unstarted) finished(delivery);
+      await this.#finish(() => returnUnstarted(store.db, this.id, unstarted)).catch((error: unknown) =>
+        this.#options.logger.warn({ err: error }, 'giving back unstarted webhook deliveries failed'),
+      );
+    }
+    const failure = ended.find((result) => result.status === 'rejected');
+    if (failure !== undefined) throw failure.reason;
   }
 
   /**
@@ -315,12 +415,10 @@ export class DeliveryWorker {
   }
 
   /**
-   * One attempt: sign, post through the guard, record, schedule; `next` is the lane batch's next delivery, which
-   * the record starts when it may (see `#record`).
-   * @returns whether `next` was started.
-   * @throws the store's error when the outcome could not be recorded (see `#finish`).
+   * One attempt's request: sign and post through the guard (or publish to a broker). Never throws: a failure is
+   * the record's `error`. `#record` stores what it returns.
    */
-  async #attempt(delivery: ClaimedDelivery, next?: ClaimedDelivery): Promise<{ nextStarted: boolean }> {
+  async #send(delivery: ClaimedDelivery): Promise<SentAttempt> {
     const { box, clock } = this.#options;
     const startedAt = clock();
     const started = performance.now();
@@ -356,7 +454,7 @@ export class DeliveryWorker {
       record.durationMs = Math.round(performance.now() - started);
       record.error = attemptErrorText(this.#options.logger, delivery, error);
     }
-    return this.#record(delivery, next, record, retryAfter, gone);
+    return { record, retryAfter, gone };
   }
 
   /**

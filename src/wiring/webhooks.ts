@@ -59,6 +59,7 @@ export function wireWebhooks(
     logger,
     scheduleMs: config.webhook.retryScheduleMs,
     timeoutMs: config.webhook.timeoutMs,
+    laneWindow: config.webhook.laneWindow,
     ...(config.webhook.claimStaleMs === undefined ? {} : { staleAfterMs: config.webhook.claimStaleMs }),
     onAttempt: (outcome, durationMs, instanceId) => {
       metrics.webhookAttempts.inc({ outcome });

@@ -134,6 +134,18 @@ describe('configuration (docs/decisions/0024-engines-and-data-flow.md)', () => {
     }
   });
 
+  it('reads WEBHOOK_LANE_WINDOW, whole requests from 1 to 32, default 1 (docs/decisions/0050-lane-windows.md)', () => {
+    assert.equal(loadConfig({}).webhook.laneWindow, 1);
+    assert.equal(loadConfig({ WEBHOOK_LANE_WINDOW: '8' }).webhook.laneWindow, 8);
+    assert.equal(loadConfig({ WEBHOOK_LANE_WINDOW: '32' }).webhook.laneWindow, 32);
+    for (const value of ['0', '33', '2.5', 'many']) {
+      assert.throws(() => loadConfig({ WEBHOOK_LANE_WINDOW: value }), {
+        name: 'ConfigError',
+        message: /^invalid configuration: WEBHOOK_LANE_WINDOW: /,
+      });
+    }
+  });
+
   it('stops with a message naming the variable and the rule', () => {
     const cases: [Record<string, string>, RegExp][] = [
       [{ PORT: 'eighty' }, /PORT/],

@@ -165,6 +165,78 @@ for (const dialect of testDialects()) {
       });
     });
 
+    it('with four requests of a lane in flight (WEBHOOK_LANE_WINDOW=4), SIGKILL leaves exactly those four open and a restart delivers every event', async () => {
+      await withStore(dialect, async (testStore) => {
+        const db = testStore.store.db;
+        const env = {
+          ...childEnv(testStore, newSecretKey()),
+          CHILD_STALE_MS: '20000',
+          WEBHOOK_LANE_WINDOW: '4',
+        };
+        const {
+          instances: [instance],
+          key,
+        } = await seed(testStore, 1);
+        assert.ok(instance);
+        // Every reply is held until released here, or answered at once once `open`.
+        const held: (() => void)[] = [];
+        let open = false;
+        const receiver = await startReceiver({
+          respond: () =>
+            open
+              ? { status: 200, body: 'ok' }
+              : new Promise((resolve) => held.push(() => resolve({ status: 200, body: 'ok' }))),
+        });
+        const children: Child[] = [];
+        try {
+          const first = await startChild(env, 'window-1');
+          children.push(first);
+          await prepare(first, key, instance.id, receiver.url, '5511999990002');
+          await first.inbound(key, instance.id, 20, 'w');
+          await receiver.waitForCount(1, 10_000);
+          await until(async () => (await deliveryRows(db)).length === 21, 10_000, '21 deliveries queued');
+          // The HistorySync (sequence 3) is answered: the next claim takes the 20 messages and starts four.
+          held.shift()?.();
+          await receiver.waitForCount(5, 10_000);
+          const rows = await deliveryRows(db);
+          assert.deepEqual(
+            rows.filter((row) => row.status === 'pending' && row.attempts === 1).map((row) => row.sequence),
+            [4, 5, 6, 7],
+            'four started, in sequence order',
+          );
+          assert.equal(
+            rows.filter((row) => row.locked_by === 'window-1' && row.attempts === 0).length,
+            16,
+            'the rest of the batch claimed, not started',
+          );
+          assert.equal(receiver.requests.length, 5, 'no fifth message request while four are in flight');
+          await first.kill();
+
+          open = true;
+          for (const release of held.splice(0)) release();
+          const second = await startChild(env, 'window-2');
+          children.push(second);
+          const { got } = await everyEventDelivered(db, receiver, 21);
+          assert.equal(got.size, 21, 'twenty-one distinct events arrived');
+          const abandoned = await db
+            .selectFrom('webhook_attempts as a')
+            .innerJoin('webhook_deliveries as d', 'd.event_id', 'a.event_id')
+            .select(['a.worker', 'd.sequence'])
+            .where('a.error', 'like', 'abandoned:%')
+            .orderBy('d.sequence')
+            .execute();
+          assert.deepEqual(
+            abandoned.map((row) => [row.worker, Number(row.sequence)]),
+            [4, 5, 6, 7].map((sequence) => ['window-1', sequence]),
+            'exactly the four requests in flight were cut short',
+          );
+        } finally {
+          for (const child of children) await child.kill();
+          await receiver.close();
+        }
+      });
+    });
+
     if (dialect === 'postgres') {
       it('two processes share one PostgreSQL queue; killing one in flight loses nothing', async () => {
         await withStore(dialect, async (testStore) => {

@@ -1,0 +1,166 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { eventually } from '../support/eventually.ts';
+import type { ReceiverReply } from '../support/https-receiver.ts';
+import { testDialects } from '../support/store.ts';
+import { bodies, recordMessages, webhookAppPerTest } from './support.ts';
+
+/**
+ * Lane windows (docs/decisions/0050-lane-windows.md): a lane batch keeps up to `laneWindow` requests in flight,
+ * each started (its attempt counted and logged) only once the delivery before it was started; nothing more starts
+ * after a failed attempt or a refused start, and the deliveries not started are given back.
+ */
+for (const dialect of testDialects()) {
+  describe(`webhook lane windows (${dialect})`, () => {
+    const app = webhookAppPerTest({
+      dialect,
+      env: { WEBHOOK_RETRY_SCHEDULE: '60' },
+      webhookWorker: { start: false, laneBatch: 6, laneWindow: 3 },
+    });
+    const db = () => app.t().testStore.store.db;
+    const worker = () => app.t().services.webhooks.id;
+    /** Every delivery row in sequence order: [sequence, status, attempts, locked?]. */
+    const rows = async () =>
+      (
+        await db()
+          .selectFrom('webhook_deliveries')
+          .select(['sequence', 'status', 'attempts', 'locked_by'])
+          .orderBy('sequence')
+          .execute()
+      ).map((row) => [Number(row.sequence), row.status, row.attempts, row.locked_by === worker()]);
+    /** Every attempt row: [sequence of its event, number, finished?]. */
+    const attempts = async () =>
+      (
+        await db()
+          .selectFrom('webhook_attempts as a')
+          .innerJoin('webhook_deliveries as d', (join) =>
+            join.onRef('d.event_id', '=', 'a.event_id').onRef('d.endpoint_id', '=', 'a.endpoint_id'),
+          )
+          .select(['d.sequence', 'a.number', 'a.finished_at'])
+          .orderBy('d.sequence')
+          .orderBy('a.number')
+          .execute()
+      ).map((row) => [Number(row.sequence), row.number, row.finished_at !== null]);
+    /** Holds every reply until released; returns the release functions by sequence. */
+    const holdReplies = () => {
+      const held = new Map<number, (reply: ReceiverReply) => void>();
+      app.receiver().respondWith(
+        (request) =>
+          new Promise<ReceiverReply>((resolve) => {
+            held.set(Number((JSON.parse(request.body.toString()) as { sequence: number }).sequence), resolve);
+          }),
+      );
+      return held;
+    };
+    const sequences = () => bodies(app.receiver().requests).map((body) => Number(body.sequence));
+
+    it('keeps three requests of one lane in flight, counts and logs each started one, and delivers each once', async () => {
+      await recordMessages(app.t(), 6);
+      const held = holdReplies();
+      const running = app.t().services.webhooks.runOnce();
+      await app.receiver().waitForCount(3, 5_000);
+      await eventually('three held replies', () => held.size === 3);
+      assert.deepEqual([...held.keys()].sort(), [1, 2, 3], 'the batch opens with its first three');
+      assert.deepEqual(await rows(), [
+        [1, 'pending', 1, true],
+        [2, 'pending', 1, true],
+        [3, 'pending', 1, true],
+        [4, 'pending', 0, true],
+        [5, 'pending', 0, true],
+        [6, 'pending', 0, true],
+      ]);
+      assert.deepEqual(await attempts(), [
+        [1, 1, false],
+        [2, 1, false],
+        [3, 1, false],
+      ]);
+      assert.equal(app.receiver().requests.length, 3, 'no fourth request while three are in flight');
+
+      // One answer lets exactly one more start: the lane's next, 4.
+      held.get(2)?.({ status: 200, body: 'ok' });
+      await app.receiver().waitForCount(4, 5_000);
+      await eventually('the fourth held reply', () => held.has(4));
+      assert.equal(app.receiver().requests.length, 4);
+      assert.deepEqual((await rows())[3], [4, 'pending', 1, true]);
+
+      app.receiver().respondWith(() => ({ status: 200, body: 'ok' }));
+      for (const [sequence, release] of held) if (sequence !== 2) release({ status: 200, body: 'ok' });
+      assert.equal(await running, 6);
+      assert.deepEqual(
+        sequences().sort((a, b) => a - b),
+        [1, 2, 3, 4, 5, 6],
+        'every event received once',
+      );
+      assert.ok(
+        (await rows()).every(([, status, count, locked]) => status === 'delivered' && count === 1 && !locked),
+      );
+      assert.deepEqual(
+        (await attempts()).map(([sequence, number, finished]) => [sequence, number, finished]),
+        [1, 2, 3, 4, 5, 6].map((sequence) => [sequence, 1, true]),
+        'one finished attempt row per request',
+      );
+    });
+
+    it('starts nothing after a failed attempt; the requests in flight finish and the rest is given back', async () => {
+      await recordMessages(app.t(), 6);
+      const held = holdReplies();
+      const running = app.t().services.webhooks.runOnce();
+      await eventually('three held replies', () => held.size === 3);
+      held.get(2)?.({ status: 503, body: 'busy' });
+      await eventually('the failed attempt recorded', async () => {
+        const [, second] = await rows();
+        return second?.[3] === false;
+      });
+      held.get(1)?.({ status: 200, body: 'ok' });
+      held.get(3)?.({ status: 200, body: 'ok' });
+      assert.equal(await running, 3);
+      assert.deepEqual(await rows(), [
+        [1, 'delivered', 1, false],
+        [2, 'pending', 1, false],
+        [3, 'delivered', 1, false],
+        [4, 'pending', 0, false],
+        [5, 'pending', 0, false],
+        [6, 'pending', 0, false],
+      ]);
+      assert.equal((await attempts()).length, 3, 'only the three requests made are logged');
+      assert.deepEqual(sequences().sort(), [1, 2, 3]);
+    });
+
+    it('a start refused stops every later start: no delivery starts before one given back', async () => {
+      await recordMessages(app.t(), 6);
+      const held = holdReplies();
+      const running = app.t().services.webhooks.runOnce();
+      await eventually('three held replies', () => held.size === 3);
+      // Event 4, claimed but not started, is redelivered: its claim is gone, so the batch cannot start it.
+      const [fourth] = await db()
+        .selectFrom('webhook_deliveries')
+        .select('event_id')
+        .where('sequence', '=', 4)
+        .execute();
+      assert.ok(fourth);
+      const queued = await app.t().call('POST', `/v1/webhook/deliveries/${fourth.event_id}/redeliver`);
+      assert.equal(queued.status, 200, JSON.stringify(queued.body));
+      // All three answer at once: each slot may take the next delivery (4, 5, 6) before 4's start is refused.
+      for (const release of held.values()) release({ status: 200, body: 'ok' });
+      assert.equal(await running, 3);
+      assert.deepEqual(await rows(), [
+        [1, 'delivered', 1, false],
+        [2, 'delivered', 1, false],
+        [3, 'delivered', 1, false],
+        [4, 'pending', 0, false],
+        [5, 'pending', 0, false],
+        [6, 'pending', 0, false],
+      ]);
+      assert.equal((await attempts()).length, 3);
+      // The next batch goes on from 4, in order.
+      app.receiver().respondWith(() => ({ status: 200, body: 'ok' }));
+      assert.equal(await app.t().services.webhooks.runOnce(), 3);
+      assert.deepEqual(
+        sequences()
+          .slice(3)
+          .sort((a, b) => a - b),
+        [4, 5, 6],
+      );
+    });
+  });
+}
