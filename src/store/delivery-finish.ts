@@ -118,7 +118,8 @@ export function finishAndStartNext(
   input: FinishInput,
   dialect: DatabaseConfig['dialect'] = 'sqlite',
 ): Promise<FinishResult> {
-  if (dialect === 'postgres' && input.outcome.kind === 'delivered') return deliveredInOneStatement(db, input);
+  if (dialect === 'postgres' && input.outcome.kind === 'delivered' && input.nextCheckOnly !== true)
+    return deliveredInOneStatement(db, input);
   return db.transaction().execute((trx) => finishAttemptIn(trx, input));
 }
 
@@ -138,6 +139,12 @@ export interface FinishInput {
    * after this commit shows it in flight, and one before shows nothing started.
    */
   next?: NextAttempt;
+  /**
+   * With `next`: do not start it, only report whether an earlier try of this record started it (its attempt row
+   * exists). A record tried again once starting is no longer allowed (the worker stopping, the claim grown old)
+   * still learns what its first try, committed but unanswered, did.
+   */
+  nextCheckOnly?: boolean;
   attempt: AttemptRecord;
   outcome: AttemptOutcome;
   /** RFC 3339. */
@@ -227,9 +234,10 @@ async function finishAttemptIn(trx: Transaction<Database>, input: FinishInput): 
   if (input.next !== undefined && outcome.kind === 'delivered') {
     // Not applied: the claim was taken over, or an earlier try of this record committed before its answer was
     // lost; then the next delivery's attempt row says whether that try started it.
-    nextStarted = applied
-      ? await startNext(trx, input.next, workerId, now)
-      : (await ATTEMPT_EXISTS.run(trx, { id: input.next.attemptId })).rows.length > 0;
+    nextStarted =
+      applied && input.nextCheckOnly !== true
+        ? await startNext(trx, input.next, workerId, now)
+        : (await ATTEMPT_EXISTS.run(trx, { id: input.next.attemptId })).rows.length > 0;
   }
   return { applied, nextStarted };
 }
@@ -237,7 +245,8 @@ async function finishAttemptIn(trx: Transaction<Database>, input: FinishInput): 
 /**
  * Fails the pending deliveries of a lane whose receiver answered 410 (docs/decisions/0005-outbox-and-delivery.md):
  * those not claimed, and the rest of this claim's lane batch (docs/decisions/0048-lane-batches.md), locked but not
- * started (no attempt counted or logged). A delivery another worker holds is left to it.
+ * started (no attempt counted or logged). A delivery another worker holds is left to it, and so is one of this
+ * batch whose request is in flight (a lane window, docs/decisions/0050-lane-windows.md): its own record settles it.
  */
 async function failLane(
   trx: Transaction<Database>,
@@ -259,5 +268,16 @@ async function failLane(
     .set({ status: 'failed', last_error: lastError, updated_at: now, locked_by: null, locked_at: null })
     .where('locked_by', '=', input.workerId)
     .where('locked_at', '=', input.lockedAt)
+    .where(({ not, exists, selectFrom }) =>
+      not(
+        exists(
+          selectFrom('webhook_attempts as a')
+            .select('a.id')
+            .whereRef('a.event_id', '=', 'webhook_deliveries.event_id')
+            .whereRef('a.endpoint_id', '=', 'webhook_deliveries.endpoint_id')
+            .where('a.finished_at', 'is', null),
+        ),
+      ),
+    )
     .execute();
 }

@@ -346,7 +346,8 @@ export class DeliveryWorker {
         if (sent.record.error !== null) halted = true;
         let nextStarted = false;
         try {
-          const next = taken !== undefined && (await taken.before) ? taken.next : undefined;
+          // Started only after the one before it, and not once an attempt of the batch failed meanwhile.
+          const next = taken !== undefined && (await taken.before) && !halted ? taken.next : undefined;
           ({ nextStarted } = await this.#record(delivery, next, sent.record, sent.retryAfter, sent.gone));
         } finally {
           taken?.decide(nextStarted);
@@ -360,12 +361,16 @@ export class DeliveryWorker {
       }
     };
 
-    const slots = [slot(head)];
+    const first = slot(head);
+    // Handled by the `allSettled` below; until then a rejection must not count as unhandled.
+    first.catch(() => undefined);
+    const slots = [first];
     const opening = queue.splice(0, this.#laneWindow - 1);
     if (opening.length > 0) {
       const decision = deferred<boolean>();
       lastStart = decision.promise;
       let started = 0;
+      let unknown = false;
       try {
         if (mayStart(head)) {
           started = await this.#finish(() =>
@@ -373,12 +378,17 @@ export class DeliveryWorker {
           );
         }
       } catch (error) {
+        // Whether the transaction committed is unknown: none of them is sent, and they stay claimed, as after a
+        // record that could not be written, until the node registry or the stale timeout frees them (an attempt
+        // row left open is then marked abandoned).
+        unknown = true;
         this.#options.logger.warn({ err: error }, 'starting webhook deliveries failed');
-      } finally {
-        decision.resolve(started === opening.length);
       }
-      if (started < opening.length) halted = true;
-      notStarted.push(...opening.splice(started));
+      const allStarted = !unknown && started === opening.length;
+      decision.resolve(allStarted);
+      if (!allStarted) halted = true;
+      if (unknown) opening.splice(0);
+      else notStarted.push(...opening.splice(started));
       slots.push(...opening.map((delivery) => slot(delivery)));
     }
 
@@ -485,7 +495,9 @@ export class DeliveryWorker {
       });
       outcome = runAt === null ? { kind: 'failed' } : { kind: 'retry', runAt };
     }
-    // Decided at each try: a try after a store outage must not start the next delivery of a claim grown old.
+    // Decided at each try: a try after a store outage must not start the next delivery of a claim grown old. A try
+    // after one that offered to start it still asks whether that one did (it may have committed unanswered).
+    let offered = false;
     const input = (): FinishInput => {
       const now = clock();
       const start =
@@ -493,6 +505,8 @@ export class DeliveryWorker {
         outcome.kind === 'delivered' &&
         !this.#stopping &&
         now - next.lockedAt < this.#staleMs / 2;
+      const check = !start && offered && next !== undefined;
+      offered ||= start;
       return {
         eventId: delivery.eventId,
         endpointId: delivery.endpointId,
@@ -503,7 +517,8 @@ export class DeliveryWorker {
         attempt: record,
         outcome,
         now: new Date(now).toISOString(),
-        ...(start ? { next: nextAttemptOf(next) } : {}),
+        ...(start || check ? { next: nextAttemptOf(next) } : {}),
+        ...(check ? { nextCheckOnly: true } : {}),
       };
     };
     const { applied, nextStarted } = await this.#finish(() =>

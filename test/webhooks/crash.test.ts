@@ -171,6 +171,8 @@ for (const dialect of testDialects()) {
         const env = {
           ...childEnv(testStore, newSecretKey()),
           CHILD_STALE_MS: '20000',
+          // Long enough that no held request times out on a slow machine (below the stale time's half).
+          WEBHOOK_TIMEOUT_SECONDS: '8',
           WEBHOOK_LANE_WINDOW: '4',
         };
         const {
@@ -192,10 +194,12 @@ for (const dialect of testDialects()) {
           const first = await startChild(env, 'window-1');
           children.push(first);
           await prepare(first, key, instance.id, receiver.url, '5511999990002');
-          await first.inbound(key, instance.id, 20, 'w');
+          // The HistorySync (sequence 3) is claimed alone and held before any message exists.
           await receiver.waitForCount(1, 10_000);
+          await first.inbound(key, instance.id, 20, 'w');
           await until(async () => (await deliveryRows(db)).length === 21, 10_000, '21 deliveries queued');
-          // The HistorySync (sequence 3) is answered: the next claim takes the 20 messages and starts four.
+          assert.equal(held.length, 1, 'only the HistorySync is in flight');
+          // Its answer lets the next claim take the 20 messages and start four.
           held.shift()?.();
           await receiver.waitForCount(5, 10_000);
           const rows = await deliveryRows(db);

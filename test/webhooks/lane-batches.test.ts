@@ -194,6 +194,35 @@ for (const dialect of testDialects()) {
       assert.equal((await attempts()).length, 2, 'one attempt row each');
     });
 
+    it('a record tried again only to check the next start never starts it, and reports an earlier start', async () => {
+      await recordMessages(app.t(), 4);
+      const [head, second, third, fourth] = await claim('w1', 4);
+      assert.ok(head && second && third && fourth);
+      // Checking only, on a record whose claim is still held: nothing was started, nothing is.
+      assert.deepEqual(
+        await finishAndStartNext(db(), { ...delivered(head, second), nextCheckOnly: true }, dialect),
+        { applied: true, nextStarted: false },
+      );
+      assert.deepEqual((await rows()).slice(0, 2), [
+        [1, 'delivered', 1, null],
+        [2, 'pending', 0, 'w1'],
+      ]);
+      assert.equal(await returnUnstarted(db(), 'w1', [second, third, fourth]), 3);
+      // A record that started the next one, tried again only to check (the worker began stopping meanwhile).
+      const claimed = await claim('w1', 3);
+      const [again, next] = claimed;
+      assert.ok(again && next);
+      assert.deepEqual(await finishAndStartNext(db(), delivered(again, next), dialect), {
+        applied: true,
+        nextStarted: true,
+      });
+      assert.deepEqual(
+        await finishAndStartNext(db(), { ...delivered(again, next), nextCheckOnly: true }, dialect),
+        { applied: false, nextStarted: true },
+      );
+      assert.equal((await attempts()).length, 3, 'one attempt row per start');
+    });
+
     it('a batch delivery not yet started can be redelivered; the batch then gives it back', async () => {
       await recordMessages(app.t(), 3);
       const [head, second, third] = await claim('w1', 3);

@@ -14,7 +14,9 @@ for (const dialect of testDialects()) {
   describe(`webhook lane windows (${dialect})`, () => {
     const app = webhookAppPerTest({
       dialect,
-      env: { WEBHOOK_RETRY_SCHEDULE: '60' },
+      // A long attempt time-out: replies are held across several waits, which a slow machine must not turn into
+      // time-outs.
+      env: { WEBHOOK_RETRY_SCHEDULE: '60', WEBHOOK_TIMEOUT_SECONDS: '60' },
       webhookWorker: { start: false, laneBatch: 6, laneWindow: 3 },
     });
     const db = () => app.t().testStore.store.db;
@@ -124,6 +126,37 @@ for (const dialect of testDialects()) {
       ]);
       assert.equal((await attempts()).length, 3, 'only the three requests made are logged');
       assert.deepEqual(sequences().sort(), [1, 2, 3]);
+    });
+
+    it('a 410 fails the lane but not the requests in flight: each is settled by its own answer', async () => {
+      await recordMessages(app.t(), 6);
+      const held = holdReplies();
+      const running = app.t().services.webhooks.runOnce();
+      await eventually('three held replies', () => held.size === 3);
+      held.get(2)?.({ status: 410, body: 'gone' });
+      await eventually('the 410 recorded', async () => (await rows())[1]?.[1] === 'failed');
+      assert.deepEqual(await rows(), [
+        [1, 'pending', 1, true],
+        [2, 'failed', 1, false],
+        [3, 'pending', 1, true],
+        [4, 'failed', 0, false],
+        [5, 'failed', 0, false],
+        [6, 'failed', 0, false],
+      ]);
+      held.get(1)?.({ status: 200, body: 'ok' });
+      held.get(3)?.({ status: 200, body: 'ok' });
+      assert.equal(await running, 3);
+      assert.deepEqual(await rows(), [
+        [1, 'delivered', 1, false],
+        [2, 'failed', 1, false],
+        [3, 'delivered', 1, false],
+        [4, 'failed', 0, false],
+        [5, 'failed', 0, false],
+        [6, 'failed', 0, false],
+      ]);
+      const webhook = await app.t().call('GET', '/v1/webhook');
+      assert.equal(webhook.status, 200);
+      assert.match(JSON.stringify(webhook.body), /410/, 'the webhook is disabled, with the reason');
     });
 
     it('a start refused stops every later start: no delivery starts before one given back', async () => {
