@@ -5,9 +5,10 @@ import { phoneOfJid, userJid } from '../domain/messages.ts';
 import {
   advanceDeliveryState,
   applyMessageUpdate,
-  insertMessagesAndPeers,
+  insertMessages,
   type NewMessage,
   type PeerSighting,
+  touchPeers,
 } from '../store/messages.ts';
 import type { Database } from '../store/schema.ts';
 import type { EventProjection } from './recorder.ts';
@@ -79,7 +80,8 @@ export class MessageProjection implements EventProjection {
     const buffered = this.#buffers.get(trx);
     if (!buffered || buffered.messages.length === 0) return;
     this.#buffers.delete(trx);
-    await insertMessagesAndPeers(trx, instanceId, buffered.messages, buffered.peers, buffered.at);
+    await insertMessages(trx, instanceId, buffered.messages, buffered.at);
+    if (buffered.peers.length > 0) await touchPeers(trx, instanceId, buffered.peers, buffered.at);
   }
 
   /** Adds `message` (and the peer it was exchanged with) to the transaction's buffer. */

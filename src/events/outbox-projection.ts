@@ -3,11 +3,11 @@ import type { Transaction } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
 import { DEFAULT_SUBSCRIPTION, type Instance } from '../domain/instance.ts';
 import type { EngineEvent } from '../domain/messages.ts';
-import { insertEventsAndDeliveries, type NewDelivery } from '../store/deliveries.ts';
+import { insertDeliveries, type NewDelivery } from '../store/deliveries.ts';
 import { getInstanceRouting } from '../store/instance-routing.ts';
 import type { Database } from '../store/schema.ts';
 import type { EndpointRecord } from '../store/webhook-endpoints.ts';
-import { advanceSequence, type NewWebhookEvent } from '../store/webhook-events.ts';
+import { advanceSequence, insertWebhookEvents, type NewWebhookEvent } from '../store/webhook-events.ts';
 import { type NormalisedEvent, normaliseEvent, webhookBody } from './normalise.ts';
 import type { EventProjection } from './recorder.ts';
 
@@ -142,7 +142,8 @@ export class OutboxProjection implements EventProjection {
       });
       this.#lane(event, '');
     }
-    await insertEventsAndDeliveries(trx, events, deliveries);
+    await insertWebhookEvents(trx, events);
+    if (deliveries.length > 0) await insertDeliveries(trx, deliveries);
   }
 
   /**

@@ -1,4 +1,4 @@
-import { type Compilable, CompiledQuery, type Kysely, PostgresAdapter, type QueryResult } from 'kysely';
+import { type Compilable, CompiledQuery, type Kysely, type QueryResult } from 'kysely';
 import type { Database } from './schema.ts';
 
 /** Marks a compile-time stand-in for argument `name` (a string no caller's value can equal by chance). */
@@ -112,11 +112,6 @@ export interface CompiledListStatement<A, I, R> {
    * @throws RangeError when `items` is empty or an item lacks a field (undefined); what the driver throws otherwise.
    */
   run(db: Kysely<Database>, args: A, items: readonly I[]): Promise<QueryResult<R>>;
-  /**
-   * The query {@link run} sends, not sent (for {@link runTogether}).
-   * @throws RangeError as {@link run} does.
-   */
-  query(db: Kysely<Database>, args: A, items: readonly I[]): CompiledQuery<R>;
 }
 
 /**
@@ -165,27 +160,26 @@ export function compiledListStatement<A extends Record<string, unknown>, I exten
     }
     return cut as I;
   };
-  const query = (db: Kysely<Database>, args: A, items: readonly I[]): CompiledQuery<R> => {
-    if (items.length === 0) throw new RangeError('a list statement needs at least one item');
-    if (items.length > COMPILED_LIST_MAX) {
-      // The builder's shape is checked on a compiled length first (no argument written into the SQL text), and
-      // each item is cut to its declared fields with the same refusal of a missing one, so a long list means
-      // exactly what a short one does.
-      compile(db, 1);
-      const real = (<K extends keyof A & string>(name: K) => args[name]) as ArgumentOf<A>;
-      return build(
-        db,
-        real,
-        items.map((item, index) => fieldsOf(item, index)),
-      ).compile();
-    }
-    const { sql, slots } = compile(db, items.length);
-    return CompiledQuery.raw(sql, bind(slots, args, items));
-  };
   return {
-    // A refusal rejects the returned promise rather than throwing at the call.
-    run: async (db, args, items) => db.executeQuery<R>(query(db, args, items)),
-    query,
+    async run(db, args, items) {
+      if (items.length === 0) throw new RangeError('a list statement needs at least one item');
+      if (items.length > COMPILED_LIST_MAX) {
+        // The builder's shape is checked on a compiled length first (no argument written into the SQL text), and
+        // each item is cut to its declared fields with the same refusal of a missing one, so a long list means
+        // exactly what a short one does.
+        compile(db, 1);
+        const real = (<K extends keyof A & string>(name: K) => args[name]) as ArgumentOf<A>;
+        return db.executeQuery<R>(
+          build(
+            db,
+            real,
+            items.map((item, index) => fieldsOf(item, index)),
+          ).compile(),
+        );
+      }
+      const { sql, slots } = compile(db, items.length);
+      return db.executeQuery<R>(CompiledQuery.raw(sql, bind(slots, args, items)));
+    },
   };
 }
 
@@ -198,39 +192,4 @@ export async function insertRows<R>(
   write: (chunk: readonly R[]) => Promise<unknown>,
 ): Promise<void> {
   for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) await write(rows.slice(i, i + ROWS_PER_INSERT));
-}
-
-/** A parameter (`$3`), or a quoted identifier or string whose text is left alone. */
-const PARAMETER_OR_QUOTED = /"(?:[^"]|"")*"|'(?:[^']|'')*'|\$(\d+)/g;
-
-/**
- * Runs two writes of one transaction: on PostgreSQL as one statement, `first` a data-modifying common table
- * expression of `second` (`with first as (…) second`, the second's parameters numbered after the first's), so they
- * take one round trip instead of two, the cost that bounds PostgreSQL's recording (docs/benchmarks.md); on SQLite
- * (no round trip to save) one after the other. Run inside a transaction, both happen or neither does (on PostgreSQL
- * one statement is atomic on its own). A row `second` refers to through a
- * foreign key may be one `first` writes: PostgreSQL checks foreign keys at the end of the statement. Neither may
- * read what the other writes (a statement's parts see the same snapshot), nor write the same row.
- * @throws what the driver throws.
- */
-export async function runTogether(
-  db: Kysely<Database>,
-  first: CompiledQuery,
-  second: CompiledQuery,
-): Promise<void> {
-  if (!(db.getExecutor().adapter instanceof PostgresAdapter) || /^\s*with\b/i.test(second.sql)) {
-    await db.executeQuery(first);
-    await db.executeQuery(second);
-    return;
-  }
-  const offset = first.parameters.length;
-  const renumbered = second.sql.replace(PARAMETER_OR_QUOTED, (text, number: string | undefined) =>
-    number === undefined ? text : `$${Number(number) + offset}`,
-  );
-  await db.executeQuery(
-    CompiledQuery.raw(`with first_write as (${first.sql}) ${renumbered}`, [
-      ...first.parameters,
-      ...second.parameters,
-    ]),
-  );
 }

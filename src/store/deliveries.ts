@@ -1,8 +1,7 @@
 import type { Insertable, Kysely, Transaction } from 'kysely';
-import { compiledListStatement, insertRows, ROWS_PER_INSERT, runTogether } from './compiled.ts';
+import { compiledListStatement, insertRows, ROWS_PER_INSERT } from './compiled.ts';
 import type { Database, WebhookDeliveriesTable } from './schema.ts';
 import { toMs } from './times.ts';
-import { INSERT_WEBHOOK_EVENTS, type NewWebhookEvent, webhookEventRows } from './webhook-events.ts';
 
 /**
  * The webhook delivery queue (docs/decisions/0005-outbox-and-delivery.md), Graphile-Worker shape: a delivery row is
@@ -43,43 +42,7 @@ export async function insertDeliveries(
   trx: Transaction<Database>,
   deliveries: readonly NewDelivery[],
 ): Promise<void> {
-  await insertRows(deliveryRows(deliveries), (chunk) => INSERT_DELIVERIES.run(trx, {}, chunk));
-}
-
-/**
- * Writes the event rows of a recording transaction and the delivery rows queued for them: one statement on
- * PostgreSQL when both fit one insert ({@link runTogether}; the deliveries' foreign key to their events is checked
- * at the statement's end), else the events' rows then the deliveries' rows, at most {@link ROWS_PER_INSERT} a
- * statement.
- * @throws RangeError when a time is not a time (nothing is written then).
- */
-export async function insertEventsAndDeliveries(
-  trx: Transaction<Database>,
-  events: readonly NewWebhookEvent[],
-  deliveries: readonly NewDelivery[],
-): Promise<void> {
-  const eventRows = webhookEventRows(events);
-  const rows = deliveryRows(deliveries);
-  if (
-    eventRows.length === 0 ||
-    rows.length === 0 ||
-    eventRows.length > ROWS_PER_INSERT ||
-    rows.length > ROWS_PER_INSERT
-  ) {
-    await insertRows(eventRows, (chunk) => INSERT_WEBHOOK_EVENTS.run(trx, {}, chunk));
-    await insertRows(rows, (chunk) => INSERT_DELIVERIES.run(trx, {}, chunk));
-    return;
-  }
-  await runTogether(
-    trx,
-    INSERT_WEBHOOK_EVENTS.query(trx, {}, eventRows),
-    INSERT_DELIVERIES.query(trx, {}, rows),
-  );
-}
-
-/** The rows {@link insertDeliveries} writes: pending, due at `runAt`. @throws RangeError when `now` is not a time. */
-function deliveryRows(deliveries: readonly NewDelivery[]): Insertable<WebhookDeliveriesTable>[] {
-  return deliveries.map((delivery) => {
+  const rows = deliveries.map((delivery) => {
     const now = toMs(delivery.now);
     return {
       event_id: delivery.eventId,
@@ -99,6 +62,7 @@ function deliveryRows(deliveries: readonly NewDelivery[]): Insertable<WebhookDel
       updated_at: now,
     };
   });
+  await insertRows(rows, (chunk) => INSERT_DELIVERIES.run(trx, {}, chunk));
 }
 
 /** Delivery rows (compiled per list length, src/store/compiled.ts). */

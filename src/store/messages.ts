@@ -7,7 +7,7 @@ import type {
   MessageKind,
   MessageUpdate,
 } from '../domain/messages.ts';
-import { compiledListStatement, insertRows, ROWS_PER_INSERT, runTogether } from './compiled.ts';
+import { compiledListStatement, insertRows, ROWS_PER_INSERT } from './compiled.ts';
 import type { ChatPeersTable, Database, MessagesTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
 
@@ -81,45 +81,8 @@ export async function insertMessages(
   messages: readonly NewMessage[],
   at: string,
 ): Promise<void> {
-  const rows = messageRows(instanceId, messages, at);
-  await insertRows(rows, (chunk) => INSERT_MESSAGES.run(db, {}, chunk));
-}
-
-/**
- * {@link insertMessages}, and the peers the messages were exchanged with (see {@link peerRows}), with the same
- * `at`: one statement on PostgreSQL when both lists fit one insert ({@link runTogether}), else one after the other.
- * @throws RangeError when `at` or a message's timestamp is not a time (nothing is written then).
- */
-export async function insertMessagesAndPeers(
-  db: Kysely<Database>,
-  instanceId: string,
-  messages: readonly NewMessage[],
-  peers: readonly PeerSighting[],
-  at: string,
-): Promise<void> {
-  const rows = messageRows(instanceId, messages, at);
-  const peerRowsOf = peerRows(instanceId, peers, at);
-  if (
-    rows.length === 0 ||
-    peerRowsOf.length === 0 ||
-    rows.length > ROWS_PER_INSERT ||
-    peerRowsOf.length > ROWS_PER_INSERT
-  ) {
-    await insertRows(rows, (chunk) => INSERT_MESSAGES.run(db, {}, chunk));
-    await insertRows(peerRowsOf, (chunk) => TOUCH_PEERS.run(db, {}, chunk));
-    return;
-  }
-  await runTogether(db, INSERT_MESSAGES.query(db, {}, rows), TOUCH_PEERS.query(db, {}, peerRowsOf));
-}
-
-/** The message rows {@link insertMessages} writes. @throws RangeError when a time is not a time. */
-function messageRows(
-  instanceId: string,
-  messages: readonly NewMessage[],
-  at: string,
-): Insertable<MessagesTable>[] {
   const atMs = toMs(at);
-  return messages.map(({ message, state }) => {
+  const rows = messages.map(({ message, state }) => {
     const timestamp = Math.trunc(message.timestamp);
     if (!Number.isFinite(timestamp))
       throw new RangeError(`message ${message.id}: not a time: ${message.timestamp}`);
@@ -139,6 +102,7 @@ function messageRows(
       created_at: atMs,
     };
   });
+  await insertRows(rows, (chunk) => INSERT_MESSAGES.run(db, {}, chunk));
 }
 
 /** Message rows, a message already stored under the same id left as it is (compiled per list length). */
@@ -199,32 +163,32 @@ export interface PeerSighting {
 }
 
 /**
- * The peer rows recording that instance `instanceId` exchanged messages with each of `peers` at `at` (RFC 3339),
- * written by {@link TOUCH_PEERS}: a new peer gets
+ * Records that instance `instanceId` exchanged messages with each of `peers` at `at` (RFC 3339): a new peer gets
  * `first_at`; every peer gets `last_at` and, when a sighting carries one, its latest non-empty display name (an
  * empty name keeps the stored one). Sightings of one user are merged first (a statement may not change a row
  * twice); at most {@link ROWS_PER_INSERT} peers a statement.
- * @returns the rows for `chat_peers`, one per user.
  * @throws RangeError when `at` is not a time.
  */
-function peerRows(
+export async function touchPeers(
+  db: Kysely<Database>,
   instanceId: string,
   peers: readonly PeerSighting[],
   at: string,
-): Insertable<ChatPeersTable>[] {
+): Promise<void> {
   const atMs = toMs(at);
   const names = new Map<string, string>();
   for (const { jid, pushName } of peers) {
     if (pushName !== '' || !names.has(jid))
       names.set(jid, pushName === '' ? (names.get(jid) ?? '') : pushName);
   }
-  return [...names].map(([jid, pushName]) => ({
+  const rows = [...names].map(([jid, pushName]) => ({
     instance_id: instanceId,
     jid,
     push_name: pushName,
     first_at: atMs,
     last_at: atMs,
   }));
+  await insertRows(rows, (chunk) => TOUCH_PEERS.run(db, {}, chunk));
 }
 
 /** On a known peer: the new `last_at`, and the new name unless it is empty. */

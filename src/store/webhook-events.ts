@@ -1,5 +1,5 @@
 import { type Insertable, type Kysely, type Selectable, sql, type Transaction } from 'kysely';
-import { compiledListStatement, compiledStatement } from './compiled.ts';
+import { compiledListStatement, compiledStatement, insertRows, ROWS_PER_INSERT } from './compiled.ts';
 import type { Database, WebhookAttemptsTable, WebhookDeliveriesTable, WebhookEventsTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
 
@@ -93,12 +93,15 @@ export interface NewWebhookEvent {
 }
 
 /**
- * The rows of new events (`INSERT_WEBHOOK_EVENTS`, written with their deliveries by `insertEventsAndDeliveries` in
- * deliveries.ts).
- * @throws RangeError when a `createdAt` is not a time.
+ * Inserts event rows inside the recording transaction (docs/decisions/0005-outbox-and-delivery.md outbox), at most
+ * {@link ROWS_PER_INSERT} a statement.
+ * @throws RangeError when an event's `createdAt` is not a time.
  */
-export function webhookEventRows(events: readonly NewWebhookEvent[]): Insertable<WebhookEventsTable>[] {
-  return events.map((event) => ({
+export async function insertWebhookEvents(
+  trx: Transaction<Database>,
+  events: readonly NewWebhookEvent[],
+): Promise<void> {
+  const rows = events.map((event) => ({
     id: event.id,
     instance_id: event.instanceId,
     sequence: event.sequence,
@@ -107,13 +110,11 @@ export function webhookEventRows(events: readonly NewWebhookEvent[]): Insertable
     skip_reason: event.skipReason,
     created_at: toMs(event.createdAt),
   }));
+  await insertRows(rows, (chunk) => INSERT_WEBHOOK_EVENTS.run(trx, {}, chunk));
 }
 
 /** Event rows (compiled per list length, src/store/compiled.ts). */
-export const INSERT_WEBHOOK_EVENTS = compiledListStatement<
-  Record<never, never>,
-  Insertable<WebhookEventsTable>
->(
+const INSERT_WEBHOOK_EVENTS = compiledListStatement<Record<never, never>, Insertable<WebhookEventsTable>>(
   {
     id: true,
     instance_id: true,

@@ -1,12 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
-import {
-  COMPILED_LIST_MAX,
-  compiledListStatement,
-  compiledStatement,
-  runTogether,
-} from '../../src/store/compiled.ts';
+import { COMPILED_LIST_MAX, compiledListStatement, compiledStatement } from '../../src/store/compiled.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 
 /** Statements compiled once per store and run with each call's values (src/store/compiled.ts). */
@@ -174,41 +169,6 @@ for (const dialect of testDialects()) {
         new RegExp(`item ${COMPILED_LIST_MAX} has no resetAt`),
       );
       assert.deepEqual((await READ_WINDOWS.run(db, { least: 0 }, [{ key: 'long-lacking-0' }])).rows, []);
-    });
-
-    it('runs two writes together: both written, the second’s parameters renumbered, quoted text untouched', async () => {
-      const db = store.store.db;
-      const first = INSERT_WINDOWS.query(db, { consumed: 3 }, [
-        { key: 'together-a', resetAt: 10 },
-        { key: 'together-b', resetAt: 20 },
-      ]);
-      const second = db
-        .insertInto('rate_limit_windows')
-        .values({ key: sql<string>`${'together-'} || '$1'`, consumed: 4, reset_at: 30 })
-        .compile();
-      await db.transaction().execute((trx) => runTogether(trx, first, second));
-      const rows = await db
-        .selectFrom('rate_limit_windows')
-        .select(['key', 'consumed', 'reset_at'])
-        .where('key', 'like', 'together-%')
-        .orderBy('key')
-        .execute();
-      assert.deepEqual(
-        rows.map((row) => [row.key, Number(row.consumed), Number(row.reset_at)]),
-        [
-          ['together-$1', 4, 30],
-          ['together-a', 3, 10],
-          ['together-b', 3, 20],
-        ],
-      );
-    });
-
-    it('writes neither when one of two writes run together fails (inside a transaction)', async () => {
-      const db = store.store.db;
-      const first = INSERT_WINDOWS.query(db, { consumed: 1 }, [{ key: 'together-clash', resetAt: 1 }]);
-      const second = INSERT_WINDOWS.query(db, { consumed: 2 }, [{ key: 'together-clash', resetAt: 2 }]);
-      await assert.rejects(db.transaction().execute((trx) => runTogether(trx, first, second)));
-      assert.deepEqual((await READ_WINDOWS.run(db, { least: 0 }, [{ key: 'together-clash' }])).rows, []);
     });
   });
 }
