@@ -134,8 +134,8 @@ export async function startChild(env: Record<string, string>, workerId: string):
       const timer = setTimeout(() => {
         // A child that never got ready must not outlive the test.
         proc.kill('SIGKILL');
-        reject(new Error(`child: no ${what} within 30 s; stderr: ${stderr}`));
-      }, 30_000);
+        reject(new Error(`child: no ${what} within 60 s; stderr: ${stderr}`));
+      }, 60_000); // a bound, not a speed check: under the suite's load a slow machine took over 30 s to boot one
       void exited.then(() => reject(new Error(`child exited before ${what}; stderr: ${stderr}`)));
       waiters.push((line) => {
         if (!predicate(line)) return false;
