@@ -212,7 +212,7 @@ export interface Traffic {
 
 /**
  * Starts a {@link stream} through `through` (default: the cluster's nodes still in it) and waits until `atLeast`
- * requests were answered 200 (at most 45 s). `request` makes each request (default: the sandbox's).
+ * requests were answered 200 (at most 20 s). `request` makes each request (default: the sandbox's).
  * @throws when the traffic does not reach `atLeast` in time.
  */
 export async function startTraffic(
@@ -226,8 +226,7 @@ export async function startTraffic(
   const running = stream(cluster, usable, () => stopped, outcomes, options.request);
   await until(
     async () => outcomes.filter((o) => o.status === 200).length >= options.atLeast,
-    // A bound, not a speed check: a slow machine under the suite's load took over 20 s through HAProxy.
-    45_000,
+    20_000,
     'traffic',
   );
   return {
