@@ -1,6 +1,8 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely, Transaction } from 'kysely';
 import type { EngineEvent } from '../domain/messages.ts';
+import { TurnGroup } from '../ops/turn-group.ts';
+import { isStoreUnavailableError } from '../store/faults.ts';
 import type { Database } from '../store/schema.ts';
 
 /**
@@ -35,13 +37,33 @@ export interface EventProjection {
   derive?(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<EngineEvent[]>;
 }
 
-/** Most events one transaction applies (group commit); bounds transaction length and lock time. */
+/** Most events one transaction applies for one instance (group commit); bounds transaction length and lock time. */
 export const MAX_BATCH = 256;
+
+/** Most instances' batches one transaction applies when batches are grouped across instances. */
+export const MAX_INSTANCE_BATCHES = 32;
+
+/** Options of an {@link EventRecorder}. */
+export interface EventRecorderOptions {
+  /**
+   * Applies the batches of several instances that are ready in the same turn of the event loop in one transaction
+   * (docs/decisions/0051-turn-groups.md), each with its own prepare, apply and flush, so they pay one commit between
+   * them. The services set it on SQLite, whose one connection runs transactions one at a time anyway; on
+   * PostgreSQL the instances' transactions run side by side on the pool. Default false.
+   */
+  groupInstances?: boolean;
+}
 
 interface Pending {
   event: EngineEvent;
   resolve: () => void;
   reject: (error: unknown) => void;
+}
+
+/** One instance's batch, as a grouped transaction applies it. */
+interface InstanceBatch {
+  instanceId: string;
+  batch: Pending[];
 }
 
 interface InstanceQueue {
@@ -55,7 +77,8 @@ interface InstanceQueue {
  * transaction of an instance runs, later events of that instance wait and the next transaction applies all of them
  * (up to {@link MAX_BATCH}) in order, so a busy instance pays one commit per batch instead of one per event; each
  * caller's promise settles only after the transaction holding its event committed
- * (docs/decisions/0024-engines-and-data-flow.md). Projections may read ahead for the whole batch (`prepare`) and
+ * (docs/decisions/0024-engines-and-data-flow.md). With `groupInstances`, the batches of several instances ready in
+ * the same turn share one transaction (docs/decisions/0051-turn-groups.md); each instance's events stay in order. Projections may read ahead for the whole batch (`prepare`) and
  * buffer their rows to write them together at its end (`flush`), so a batch costs a few statements, not a few per
  * event. A failing batch is retried one event per transaction, so one bad
  * event fails alone.
@@ -66,11 +89,29 @@ export class EventRecorder {
   readonly #logger: FastifyBaseLogger;
   /** Waiting events per instance; removed when the queue drains so idle instances cost nothing. */
   readonly #queues = new Map<string, InstanceQueue>();
+  /** The turn's batches of several instances, applied in one transaction (`groupInstances`). */
+  readonly #group: TurnGroup<InstanceBatch, undefined> | undefined;
 
-  constructor(db: Kysely<Database>, projections: EventProjection[], logger: FastifyBaseLogger) {
+  constructor(
+    db: Kysely<Database>,
+    projections: EventProjection[],
+    logger: FastifyBaseLogger,
+    options: EventRecorderOptions = {},
+  ) {
     this.#db = db;
     this.#projections = projections;
     this.#logger = logger;
+    this.#group =
+      options.groupInstances === true
+        ? new TurnGroup<InstanceBatch, undefined>(
+            {
+              together: (batches) => this.#applyTogether(batches),
+              alone: ({ instanceId, batch }) => this.#applyAlone(instanceId, batch),
+              failsEach: isStoreUnavailableError,
+            },
+            MAX_INSTANCE_BATCHES,
+          )
+        : undefined;
   }
 
   /** Adds a projection (applied after the existing ones). */
@@ -124,26 +165,61 @@ export class EventRecorder {
     this.#queues.delete(instanceId);
   }
 
-  /** Applies `batch` in one transaction, then runs the after-commit hooks and settles each caller. */
-  async #apply(instanceId: string, batch: Pending[]): Promise<void> {
-    const applied: EngineEvent[][] = [];
-    await this.#db.transaction().execute(async (trx) => {
-      applied.length = 0;
-      const batchEvents = batch.map((item) => item.event);
-      for (const projection of this.#projections) await projection.prepare?.(trx, instanceId, batchEvents);
-      for (const { event } of batch) {
-        const events = [event];
-        for (let i = 0; i < events.length; i++) {
-          const current = events[i] as EngineEvent;
-          for (const projection of this.#projections) await projection.apply(trx, instanceId, current);
-          for (const projection of this.#projections) {
-            if (projection.derive) events.push(...(await projection.derive(trx, instanceId, current)));
-          }
-        }
-        applied.push(events);
-      }
-      for (const projection of this.#projections) await projection.flush?.(trx, instanceId);
+  /**
+   * Applies `batch` in one transaction (with other instances' batches under `groupInstances`), then runs the
+   * after-commit hooks and settles each caller. @throws the transaction's error (nothing of the batch is kept).
+   */
+  #apply(instanceId: string, batch: Pending[]): Promise<void> {
+    if (this.#group !== undefined) return this.#group.add({ instanceId, batch });
+    return this.#applyAlone(instanceId, batch);
+  }
+
+  /** {@link #apply} in a transaction of its own. */
+  async #applyAlone(instanceId: string, batch: Pending[]): Promise<undefined> {
+    const applied = await this.#db.transaction().execute((trx) => this.#applyIn(trx, instanceId, batch));
+    this.#settle(instanceId, batch, applied);
+    return undefined;
+  }
+
+  /** Several instances' batches in one transaction, each as {@link #applyAlone} would, in the order given. */
+  async #applyTogether(batches: readonly InstanceBatch[]): Promise<undefined[]> {
+    const applied = await this.#db.transaction().execute(async (trx) => {
+      const all: EngineEvent[][][] = [];
+      for (const { instanceId, batch } of batches) all.push(await this.#applyIn(trx, instanceId, batch));
+      return all;
     });
+    batches.forEach(({ instanceId, batch }, index) => {
+      this.#settle(instanceId, batch, applied[index] ?? []);
+    });
+    return batches.map(() => undefined);
+  }
+
+  /**
+   * Applies one instance's batch in `trx`: every projection's prepare, each event and the events derived from it,
+   * then every projection's flush.
+   * @returns the events applied for each item of `batch` (its own first, then those derived from it).
+   */
+  async #applyIn(trx: Transaction<Database>, instanceId: string, batch: Pending[]): Promise<EngineEvent[][]> {
+    const applied: EngineEvent[][] = [];
+    const batchEvents = batch.map((item) => item.event);
+    for (const projection of this.#projections) await projection.prepare?.(trx, instanceId, batchEvents);
+    for (const { event } of batch) {
+      const events = [event];
+      for (let i = 0; i < events.length; i++) {
+        const current = events[i] as EngineEvent;
+        for (const projection of this.#projections) await projection.apply(trx, instanceId, current);
+        for (const projection of this.#projections) {
+          if (projection.derive) events.push(...(await projection.derive(trx, instanceId, current)));
+        }
+      }
+      applied.push(events);
+    }
+    for (const projection of this.#projections) await projection.flush?.(trx, instanceId);
+    return applied;
+  }
+
+  /** After the commit: runs the after-commit hooks of `applied` and settles the callers of `batch`. */
+  #settle(instanceId: string, batch: Pending[], applied: EngineEvent[][]): void {
     for (const [index, { resolve }] of batch.entries()) {
       for (const event of applied[index] ?? []) {
         for (const projection of this.#projections) {

@@ -135,6 +135,9 @@ export class SendQueue implements EventProjection {
     instanceId: string,
     events: readonly EngineEvent[],
   ): Promise<void> {
+    // A transaction may hold several instances' batches (docs/decisions/0051-turn-groups.md): what an earlier
+    // batch marked and did not take is not this one's.
+    this.#marked.delete(trx);
     const ids = events.flatMap((event) =>
       event.type === 'message' && event.message.source.isFromMe ? [event.message.id] : [],
     );

@@ -123,6 +123,25 @@ export function finishAndStartNext(
   return db.transaction().execute((trx) => finishAttemptIn(trx, input));
 }
 
+/**
+ * Several records of {@link finishAndStartNext} in one transaction, applied in the order given: the same statements
+ * each would run alone, so each record keeps its own conditions (the claim still held, the lane unchanged), and
+ * the group commits once instead of once a record (docs/decisions/0051-turn-groups.md).
+ * @returns each input's result, in the order of `inputs`.
+ * @throws the first error met, and then none of the records was applied (the transaction rolled back); RangeError
+ *   when an `input.now` is not a time.
+ */
+export function finishAttemptsTogether(
+  db: Kysely<Database>,
+  inputs: readonly FinishInput[],
+): Promise<FinishResult[]> {
+  return db.transaction().execute(async (trx) => {
+    const results: FinishResult[] = [];
+    for (const input of inputs) results.push(await finishAttemptIn(trx, input));
+    return results;
+  });
+}
+
 /** What {@link finishAttempt} applies: the claim it ends, what the attempt saw and the outcome. */
 export interface FinishInput {
   eventId: string;

@@ -10,15 +10,11 @@ import type { SecretBox } from '../security/secrets.ts';
 import type { Store } from '../store/database.ts';
 import { releaseClaims, returnUnstarted } from '../store/deliveries.ts';
 import { type ClaimedDelivery, claimDeliveries } from '../store/delivery-claims.ts';
-import {
-  type AttemptOutcome,
-  type AttemptRecord,
-  type FinishInput,
-  finishAndStartNext,
-} from '../store/delivery-finish.ts';
+import type { AttemptOutcome, AttemptRecord, FinishInput } from '../store/delivery-finish.ts';
 import { nextAttemptOf, startDeliveries } from '../store/delivery-next.ts';
 import { isStoreUnavailableError } from '../store/faults.ts';
 import { RetryPolicy } from './backoff.ts';
+import { RecordGroup } from './record-group.ts';
 import { attemptErrorText, postDelivery, publishDelivery } from './sending.ts';
 import { webhookHeaders } from './signing.ts';
 
@@ -131,6 +127,8 @@ export class DeliveryWorker {
   readonly #laneBatch: number;
   readonly #laneWindow: number;
   readonly #retry: RetryPolicy;
+  /** Writes the attempt records, a turn's together on SQLite (docs/decisions/0051-turn-groups.md). */
+  readonly #records: RecordGroup;
   /**
    * Lane batches in flight in this process, by lane (`<instanceId>/<endpointId>`,
    * docs/decisions/0035-webhook-endpoints.md): at most one per lane by the claim rule.
@@ -152,6 +150,7 @@ export class DeliveryWorker {
     this.#laneBatch = Math.max(1, options.laneBatch ?? 32);
     this.#laneWindow = Math.min(this.#laneBatch, Math.max(1, options.laneWindow ?? 1));
     this.#retry = new RetryPolicy(options.scheduleMs, options.random);
+    this.#records = new RecordGroup(options.store);
   }
 
   /** Attempts a delivery gets per round with the configured schedule. */
@@ -521,9 +520,7 @@ export class DeliveryWorker {
         ...(check ? { nextCheckOnly: true } : {}),
       };
     };
-    const { applied, nextStarted } = await this.#finish(() =>
-      finishAndStartNext(this.#options.store.db, input(), this.#options.store.dialect),
-    );
+    const { applied, nextStarted } = await this.#finish(() => this.#records.record(input()));
     this.#options.onAttempt?.(outcome.kind, record.durationMs, delivery.instanceId);
     if (!applied) {
       this.#options.logger.info(

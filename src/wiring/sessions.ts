@@ -58,6 +58,9 @@ export function wireSessions(
       new LabelProjection(clock),
     ],
     logger,
+    // One connection on SQLite runs transactions one at a time: the instances' batches of a turn share one
+    // (docs/decisions/0051-turn-groups.md).
+    { groupInstances: store.dialect === 'sqlite' },
   );
   const live: Engine =
     deps.liveEngine ??

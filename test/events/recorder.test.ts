@@ -119,4 +119,103 @@ for (const dialect of testDialects()) {
       assert.deepEqual(probe.committed.sort(), [200, 201]);
     });
   });
+
+  describe(`event recorder grouping instances (docs/decisions/0051-turn-groups.md) [${dialect}]`, () => {
+    let ts: TestStore;
+    before(async () => {
+      ts = await createTestStore(dialect);
+    });
+    after(() => ts.cleanup());
+
+    /** Logs what each projection call saw: the instance, its events and the transaction. */
+    class Phases extends Probe {
+      readonly phases: { phase: 'prepare' | 'flush'; instanceId: string; trx: Transaction<Database> }[] = [];
+      readonly applied: { instanceId: string; n: number }[] = [];
+
+      override async apply(
+        trx: Transaction<Database>,
+        instanceId: string,
+        event: EngineEvent,
+      ): Promise<void> {
+        if (event.type === 'contacts')
+          this.applied.push({ instanceId, n: Number(event.contacts[0]?.pushName.slice(1)) });
+        await super.apply(trx, instanceId, event);
+      }
+
+      async prepare(trx: Transaction<Database>, instanceId: string): Promise<void> {
+        this.phases.push({ phase: 'prepare', instanceId, trx });
+      }
+
+      async flush(trx: Transaction<Database>, instanceId: string): Promise<void> {
+        this.phases.push({ phase: 'flush', instanceId, trx });
+      }
+    }
+
+    it('the batches of instances ready in one turn share one transaction, each prepared and flushed on its own', async () => {
+      const probe = new Phases();
+      const recorder = new EventRecorder(ts.store.db, [probe], pino({ level: 'silent' }), {
+        groupInstances: true,
+      });
+      const events = [
+        ['a', 300],
+        ['b', 301],
+        ['a', 302],
+        ['c', 303],
+        ['b', 304],
+      ] as const;
+      await Promise.all(events.map(([instanceId, n]) => recorder.record(instanceId, contactEvent(n))));
+      await recorder.drain();
+      assert.equal(new Set(probe.seen.map((s) => s.trx)).size, 1, 'one transaction');
+      // Each instance's batch whole, in emission order, between its own prepare and flush.
+      assert.deepEqual(
+        probe.phases.map((p) => `${p.phase} ${p.instanceId}`),
+        ['prepare a', 'flush a', 'prepare b', 'flush b', 'prepare c', 'flush c'],
+      );
+      assert.deepEqual(
+        probe.applied.map((a) => `${a.instanceId} ${a.n}`),
+        ['a 300', 'a 302', 'b 301', 'b 304', 'c 303'],
+      );
+      assert.deepEqual(probe.committed, [300, 302, 301, 304, 303]);
+      const rows = await ts.store.db
+        .selectFrom('organizations')
+        .select('id')
+        .where('id', 'in', ['probe-300', 'probe-301', 'probe-302', 'probe-303', 'probe-304'])
+        .execute();
+      assert.equal(rows.length, 5);
+    });
+
+    it("an instance's failing event fails alone: the other instances and the rest of its batch commit", async () => {
+      const probe = new Phases();
+      probe.failOn.add(312);
+      const recorder = new EventRecorder(ts.store.db, [probe], pino({ level: 'silent' }), {
+        groupInstances: true,
+      });
+      const events = [
+        ['a', 310],
+        ['b', 311],
+        ['b', 312],
+        ['b', 313],
+        ['c', 314],
+      ] as const;
+      const outcomes = await Promise.allSettled(
+        events.map(([instanceId, n]) => recorder.record(instanceId, contactEvent(n))),
+      );
+      assert.deepEqual(
+        outcomes.map((o) => o.status),
+        ['fulfilled', 'fulfilled', 'rejected', 'fulfilled', 'fulfilled'],
+      );
+      const rows = await ts.store.db
+        .selectFrom('organizations')
+        .select('id')
+        .where('id', 'in', ['probe-310', 'probe-311', 'probe-312', 'probe-313', 'probe-314'])
+        .orderBy('id')
+        .execute();
+      assert.deepEqual(
+        rows.map((r) => r.id),
+        ['probe-310', 'probe-311', 'probe-313', 'probe-314'],
+      );
+      assert.deepEqual([...probe.committed].sort(), [310, 311, 313, 314]);
+      await recorder.drain();
+    });
+  });
 }
