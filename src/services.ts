@@ -22,6 +22,7 @@ import type { SecretBox } from './security/secrets.ts';
 import type { SendQueue } from './sends/queue.ts';
 import type { SessionManager } from './sessions/manager.ts';
 import type { Store } from './store/database.ts';
+import { TurnTransactions } from './store/turn-transactions.ts';
 import type { LogRetention } from './webhooks/retention.ts';
 import type { DeliveryWorker, WebhookWorkerTuning } from './webhooks/worker.ts';
 import { wireAccess } from './wiring/access.ts';
@@ -162,8 +163,12 @@ export async function createServices(config: Config, options: ServiceOptions): P
     nodeRegistry: options.nodeRegistry,
     onReleased: () => wakeWebhooks(),
   });
+  // On SQLite, whose one connection runs transactions one after the other, the recorder's batches and the
+  // worker's attempt records of a turn share one transaction (docs/decisions/0051-turn-groups.md).
+  const turn = store.dialect === 'sqlite' ? new TurnTransactions(store.db) : undefined;
   const engines = wireSessions(config, {
     store,
+    turn,
     box,
     clock,
     logger,
@@ -193,6 +198,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     metrics,
     feed,
     nodeId: nodes.id,
+    turn,
     ca,
     tuning: workerTuning,
   });

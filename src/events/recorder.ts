@@ -1,9 +1,8 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely, Transaction } from 'kysely';
 import type { EngineEvent } from '../domain/messages.ts';
-import { TurnGroup } from '../ops/turn-group.ts';
-import { isStoreUnavailableError } from '../store/faults.ts';
 import type { Database } from '../store/schema.ts';
+import type { TurnTransactions } from '../store/turn-transactions.ts';
 
 /**
  * A subscriber to engine events that writes inside the recorder's transaction: the instance state, the message
@@ -16,14 +15,15 @@ export interface EventProjection {
   /** Applies `event` of instance `instanceId`; throwing rolls the whole event back. */
   apply(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<void>;
   /**
-   * Optional: called once a transaction, before its events are applied, with the batch's events in order (not the
-   * derived ones), to read or write for all of them at once (the send queue marks the batch's jobs sent in one
+   * Optional: called once for each instance's batch in a transaction (several instances' batches may share one,
+   * docs/decisions/0051-turn-groups.md, each applied whole before the next), before its events are applied, with
+   * the batch's events in order (not the derived ones), to read or write for all of them at once (the send queue marks the batch's jobs sent in one
    * statement). Throwing rolls the batch back.
    */
   prepare?(trx: Transaction<Database>, instanceId: string, events: readonly EngineEvent[]): Promise<void>;
   /**
-   * Optional: called once a transaction, after every event (derived ones included) was applied and before the
-   * commit, to write what `apply` buffered (multi-row inserts instead of one statement per event). Throwing rolls
+   * Optional: called once for each instance's batch, after every event of it (derived ones included) was applied
+   * and before the next batch or the commit, to write what `apply` buffered (multi-row inserts instead of one statement per event). Throwing rolls
    * the batch back.
    */
   flush?(trx: Transaction<Database>, instanceId: string): Promise<void>;
@@ -40,30 +40,22 @@ export interface EventProjection {
 /** Most events one transaction applies for one instance (group commit); bounds transaction length and lock time. */
 export const MAX_BATCH = 256;
 
-/** Most instances' batches one transaction applies when batches are grouped across instances. */
-export const MAX_INSTANCE_BATCHES = 32;
-
 /** Options of an {@link EventRecorder}. */
 export interface EventRecorderOptions {
   /**
-   * Applies the batches of several instances that are ready in the same turn of the event loop in one transaction
-   * (docs/decisions/0051-turn-groups.md), each with its own prepare, apply and flush, so they pay one commit between
-   * them. The services set it on SQLite, whose one connection runs transactions one at a time anyway; on
-   * PostgreSQL the instances' transactions run side by side on the pool. Default false.
+   * The store's shared transaction of each event-loop turn (docs/decisions/0051-turn-groups.md): the batches of
+   * several instances ready in the same turn are applied in it, each with its own prepare, apply and flush, with
+   * the other writes of the turn, and pay one commit between them. The services pass it on SQLite, whose one
+   * connection runs transactions one at a time anyway; without it (PostgreSQL, where the instances' transactions
+   * run side by side on the pool) each batch has a transaction of its own.
    */
-  groupInstances?: boolean;
+  turn?: TurnTransactions;
 }
 
 interface Pending {
   event: EngineEvent;
   resolve: () => void;
   reject: (error: unknown) => void;
-}
-
-/** One instance's batch, as a grouped transaction applies it. */
-interface InstanceBatch {
-  instanceId: string;
-  batch: Pending[];
 }
 
 interface InstanceQueue {
@@ -77,8 +69,8 @@ interface InstanceQueue {
  * transaction of an instance runs, later events of that instance wait and the next transaction applies all of them
  * (up to {@link MAX_BATCH}) in order, so a busy instance pays one commit per batch instead of one per event; each
  * caller's promise settles only after the transaction holding its event committed
- * (docs/decisions/0024-engines-and-data-flow.md). With `groupInstances`, the batches of several instances ready in
- * the same turn share one transaction (docs/decisions/0051-turn-groups.md); each instance's events stay in order. Projections may read ahead for the whole batch (`prepare`) and
+ * (docs/decisions/0024-engines-and-data-flow.md). With `turn`, the batches of several instances ready in the same
+ * turn share one transaction (docs/decisions/0051-turn-groups.md); each instance's events stay in order. Projections may read ahead for the whole batch (`prepare`) and
  * buffer their rows to write them together at its end (`flush`), so a batch costs a few statements, not a few per
  * event. A failing batch is retried one event per transaction, so one bad
  * event fails alone.
@@ -89,8 +81,8 @@ export class EventRecorder {
   readonly #logger: FastifyBaseLogger;
   /** Waiting events per instance; removed when the queue drains so idle instances cost nothing. */
   readonly #queues = new Map<string, InstanceQueue>();
-  /** The turn's batches of several instances, applied in one transaction (`groupInstances`). */
-  readonly #group: TurnGroup<InstanceBatch, undefined> | undefined;
+  /** The turn's shared transaction, when batches share one (`EventRecorderOptions.turn`). */
+  readonly #turn: TurnTransactions | undefined;
 
   constructor(
     db: Kysely<Database>,
@@ -101,17 +93,7 @@ export class EventRecorder {
     this.#db = db;
     this.#projections = projections;
     this.#logger = logger;
-    this.#group =
-      options.groupInstances === true
-        ? new TurnGroup<InstanceBatch, undefined>(
-            {
-              together: (batches) => this.#applyTogether(batches),
-              alone: ({ instanceId, batch }) => this.#applyAlone(instanceId, batch),
-              failsEach: isStoreUnavailableError,
-            },
-            MAX_INSTANCE_BATCHES,
-          )
-        : undefined;
+    this.#turn = options.turn;
   }
 
   /** Adds a projection (applied after the existing ones). */
@@ -155,7 +137,8 @@ export class EventRecorder {
         }
         for (const item of batch) {
           try {
-            await this.#apply(instanceId, [item]);
+            // In a transaction of its own: a bad event must not roll back other instances' work again.
+            await this.#apply(instanceId, [item], true);
           } catch (single) {
             item.reject(single);
           }
@@ -166,32 +149,15 @@ export class EventRecorder {
   }
 
   /**
-   * Applies `batch` in one transaction (with other instances' batches under `groupInstances`), then runs the
+   * Applies `batch` in one transaction (the turn's shared one with `turn`, unless `alone`), then runs the
    * after-commit hooks and settles each caller. @throws the transaction's error (nothing of the batch is kept).
    */
-  #apply(instanceId: string, batch: Pending[]): Promise<void> {
-    if (this.#group !== undefined) return this.#group.add({ instanceId, batch });
-    return this.#applyAlone(instanceId, batch);
-  }
-
-  /** {@link #apply} in a transaction of its own. */
-  async #applyAlone(instanceId: string, batch: Pending[]): Promise<undefined> {
-    const applied = await this.#db.transaction().execute((trx) => this.#applyIn(trx, instanceId, batch));
+  async #apply(instanceId: string, batch: Pending[], alone = false): Promise<void> {
+    const work = (trx: Transaction<Database>) => this.#applyIn(trx, instanceId, batch);
+    const applied = await (this.#turn === undefined || alone
+      ? this.#db.transaction().execute(work)
+      : this.#turn.run(work, batch.length));
     this.#settle(instanceId, batch, applied);
-    return undefined;
-  }
-
-  /** Several instances' batches in one transaction, each as {@link #applyAlone} would, in the order given. */
-  async #applyTogether(batches: readonly InstanceBatch[]): Promise<undefined[]> {
-    const applied = await this.#db.transaction().execute(async (trx) => {
-      const all: EngineEvent[][][] = [];
-      for (const { instanceId, batch } of batches) all.push(await this.#applyIn(trx, instanceId, batch));
-      return all;
-    });
-    batches.forEach(({ instanceId, batch }, index) => {
-      this.#settle(instanceId, batch, applied[index] ?? []);
-    });
-    return batches.map(() => undefined);
   }
 
   /**

@@ -123,25 +123,6 @@ export function finishAndStartNext(
   return db.transaction().execute((trx) => finishAttemptIn(trx, input));
 }
 
-/**
- * Several records of {@link finishAndStartNext} in one transaction, applied in the order given: the same statements
- * each would run alone, so each record keeps its own conditions (the claim still held, the lane unchanged), and
- * the group commits once instead of once a record (docs/decisions/0051-turn-groups.md).
- * @returns each input's result, in the order of `inputs`.
- * @throws the first error met, and then none of the records was applied (the transaction rolled back); RangeError
- *   when an `input.now` is not a time.
- */
-export function finishAttemptsTogether(
-  db: Kysely<Database>,
-  inputs: readonly FinishInput[],
-): Promise<FinishResult[]> {
-  return db.transaction().execute(async (trx) => {
-    const results: FinishResult[] = [];
-    for (const input of inputs) results.push(await finishAttemptIn(trx, input));
-    return results;
-  });
-}
-
 /** What {@link finishAttempt} applies: the claim it ends, what the attempt saw and the outcome. */
 export interface FinishInput {
   eventId: string;
@@ -170,8 +151,13 @@ export interface FinishInput {
   now: string;
 }
 
-/** {@link finishAndStartNext} inside the transaction `trx`. @throws RangeError when `input.now` is not a time. */
-async function finishAttemptIn(trx: Transaction<Database>, input: FinishInput): Promise<FinishResult> {
+/**
+ * {@link finishAndStartNext} inside the transaction `trx` (the statements of SQLite's form on either store): the
+ * delivery worker runs it in the turn's shared transaction on SQLite (docs/decisions/0051-turn-groups.md).
+ * @returns as {@link finishAndStartNext}.
+ * @throws RangeError when `input.now` is not a time; the store's error.
+ */
+export async function finishAttemptIn(trx: Transaction<Database>, input: FinishInput): Promise<FinishResult> {
   const { eventId, workerId, attempt, outcome } = input;
   const endpointId = input.endpointId ?? '';
   const now = toMs(input.now);

@@ -10,11 +10,17 @@ import type { SecretBox } from '../security/secrets.ts';
 import type { Store } from '../store/database.ts';
 import { releaseClaims, returnUnstarted } from '../store/deliveries.ts';
 import { type ClaimedDelivery, claimDeliveries } from '../store/delivery-claims.ts';
-import type { AttemptOutcome, AttemptRecord, FinishInput } from '../store/delivery-finish.ts';
+import {
+  type AttemptOutcome,
+  type AttemptRecord,
+  type FinishInput,
+  finishAndStartNext,
+  finishAttemptIn,
+} from '../store/delivery-finish.ts';
 import { nextAttemptOf, startDeliveries } from '../store/delivery-next.ts';
 import { isStoreUnavailableError } from '../store/faults.ts';
+import type { TurnTransactions } from '../store/turn-transactions.ts';
 import { RetryPolicy } from './backoff.ts';
-import { RecordGroup } from './record-group.ts';
 import { attemptErrorText, postDelivery, publishDelivery } from './sending.ts';
 import { webhookHeaders } from './signing.ts';
 
@@ -58,6 +64,12 @@ export interface DeliveryWorkerOptions {
    * registry can release the claims of a dead process (default `<host>:<pid>:<random>`).
    */
   workerId?: string;
+  /**
+   * The store's shared transaction of each event-loop turn (SQLite, docs/decisions/0051-turn-groups.md): attempt
+   * records are written in it with the turn's other writes. Without it each record has a transaction of its own
+   * (one statement for a delivered one on PostgreSQL).
+   */
+  turn?: TurnTransactions;
   /** Random numbers in [0, 1) for the jitter (default Math.random). */
   random?: () => number;
   /**
@@ -127,8 +139,6 @@ export class DeliveryWorker {
   readonly #laneBatch: number;
   readonly #laneWindow: number;
   readonly #retry: RetryPolicy;
-  /** Writes the attempt records, a turn's together on SQLite (docs/decisions/0051-turn-groups.md). */
-  readonly #records: RecordGroup;
   /**
    * Lane batches in flight in this process, by lane (`<instanceId>/<endpointId>`,
    * docs/decisions/0035-webhook-endpoints.md): at most one per lane by the claim rule.
@@ -150,7 +160,6 @@ export class DeliveryWorker {
     this.#laneBatch = Math.max(1, options.laneBatch ?? 32);
     this.#laneWindow = Math.min(this.#laneBatch, Math.max(1, options.laneWindow ?? 1));
     this.#retry = new RetryPolicy(options.scheduleMs, options.random);
-    this.#records = new RecordGroup(options.store);
   }
 
   /** Attempts a delivery gets per round with the configured schedule. */
@@ -520,7 +529,13 @@ export class DeliveryWorker {
         ...(check ? { nextCheckOnly: true } : {}),
       };
     };
-    const { applied, nextStarted } = await this.#finish(() => this.#records.record(input()));
+    const { store, turn } = this.#options;
+    const { applied, nextStarted } = await this.#finish(() => {
+      const current = input();
+      return turn === undefined
+        ? finishAndStartNext(store.db, current, store.dialect)
+        : turn.run((trx) => finishAttemptIn(trx, current));
+    });
     this.#options.onAttempt?.(outcome.kind, record.durationMs, delivery.instanceId);
     if (!applied) {
       this.#options.logger.info(

@@ -16,6 +16,7 @@ import { SessionManager } from '../sessions/manager.ts';
 import { readCallSettings } from '../store/call-settings.ts';
 import type { Store } from '../store/database.ts';
 import { findStoredMessage } from '../store/messages.ts';
+import type { TurnTransactions } from '../store/turn-transactions.ts';
 
 /** The engines and the sessions over them, with the recorder every engine event goes through. */
 export interface SessionParts {
@@ -39,6 +40,8 @@ export function wireSessions(
     clock: Clock;
     logger: FastifyBaseLogger;
     nodeId: string;
+    /** The store's shared transaction of each event-loop turn (SQLite only). */
+    turn?: TurnTransactions | undefined;
     /** The platform's CA (PEM) from `PLATFORM_CA_FILE`, already read. */
     platformCa?: Buffer | undefined;
     liveEngine?: Engine | undefined;
@@ -58,9 +61,8 @@ export function wireSessions(
       new LabelProjection(clock),
     ],
     logger,
-    // One connection on SQLite runs transactions one at a time: the instances' batches of a turn share one
-    // (docs/decisions/0051-turn-groups.md).
-    { groupInstances: store.dialect === 'sqlite' },
+    // On SQLite the instances' batches of a turn share the turn's transaction (docs/decisions/0051-turn-groups.md).
+    deps.turn === undefined ? {} : { turn: deps.turn },
   );
   const live: Engine =
     deps.liveEngine ??

@@ -9,6 +9,7 @@ import { OutboundGuard } from '../net/outbound-guard.ts';
 import type { Metrics } from '../ops/metrics.ts';
 import type { SecretBox } from '../security/secrets.ts';
 import type { Store } from '../store/database.ts';
+import type { TurnTransactions } from '../store/turn-transactions.ts';
 import { DeliveryWorker, type WebhookWorkerTuning } from '../webhooks/worker.ts';
 
 /** Outbound HTTPS and webhook delivery. */
@@ -40,6 +41,8 @@ export function wireWebhooks(
     metrics: Metrics;
     feed: LiveFeed;
     nodeId: string;
+    /** The store's shared transaction of each event-loop turn (SQLite only): attempt records are written in it. */
+    turn?: TurnTransactions | undefined;
     ca?: string | Buffer | undefined;
     tuning?: Omit<WebhookWorkerTuning, 'workerId'> | undefined;
   },
@@ -60,6 +63,7 @@ export function wireWebhooks(
     scheduleMs: config.webhook.retryScheduleMs,
     timeoutMs: config.webhook.timeoutMs,
     laneWindow: config.webhook.laneWindow,
+    ...(deps.turn === undefined ? {} : { turn: deps.turn }),
     ...(config.webhook.claimStaleMs === undefined ? {} : { staleAfterMs: config.webhook.claimStaleMs }),
     onAttempt: (outcome, durationMs, instanceId) => {
       metrics.webhookAttempts.inc({ outcome });

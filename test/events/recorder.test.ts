@@ -5,6 +5,7 @@ import pino from 'pino';
 import type { EngineEvent } from '../../src/domain/messages.ts';
 import { type EventProjection, EventRecorder } from '../../src/events/recorder.ts';
 import type { Database } from '../../src/store/schema.ts';
+import { TurnTransactions } from '../../src/store/turn-transactions.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 
 function contactEvent(n: number): EngineEvent {
@@ -154,7 +155,7 @@ for (const dialect of testDialects()) {
     it('the batches of instances ready in one turn share one transaction, each prepared and flushed on its own', async () => {
       const probe = new Phases();
       const recorder = new EventRecorder(ts.store.db, [probe], pino({ level: 'silent' }), {
-        groupInstances: true,
+        turn: new TurnTransactions(ts.store.db),
       });
       const events = [
         ['a', 300],
@@ -188,7 +189,7 @@ for (const dialect of testDialects()) {
       const probe = new Phases();
       probe.failOn.add(312);
       const recorder = new EventRecorder(ts.store.db, [probe], pino({ level: 'silent' }), {
-        groupInstances: true,
+        turn: new TurnTransactions(ts.store.db),
       });
       const events = [
         ['a', 310],

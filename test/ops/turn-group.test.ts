@@ -65,6 +65,45 @@ describe('TurnGroup', () => {
     ]);
   });
 
+  it('counts each item by its weight: a group takes items while they fit, and always at least one', async () => {
+    const writer = new LogWriter();
+    const group = new TurnGroup(writer, 5);
+    const added = [
+      [1, 3],
+      [2, 2],
+      [3, 1],
+      [4, 9],
+      [5, 1],
+    ] as const;
+    await Promise.all(added.map(([item, weight]) => group.add(item, weight)));
+    assert.deepEqual(writer.calls, [
+      { kind: 'together', items: [1, 2] },
+      { kind: 'alone', items: [3] },
+      { kind: 'alone', items: [4] },
+      { kind: 'alone', items: [5] },
+    ]);
+  });
+
+  it('a writer that throws instead of rejecting still settles its callers', async () => {
+    const group = new TurnGroup<number, string>(
+      {
+        together: () => {
+          throw new Error('thrown by together');
+        },
+        alone: (item) => {
+          if (item === 2) throw new Error('thrown by alone');
+          return Promise.resolve(`written ${item}`);
+        },
+      },
+      10,
+    );
+    const outcomes = await Promise.allSettled([1, 2].map((item) => group.add(item)));
+    assert.deepEqual(
+      outcomes.map((outcome) => (outcome.status === 'fulfilled' ? outcome.value : String(outcome.reason))),
+      ['written 1', 'Error: thrown by alone'],
+    );
+  });
+
   it('items added while a group is written wait for it and form the next group', async () => {
     const writer = new LogWriter();
     const group = new TurnGroup(writer, 10);

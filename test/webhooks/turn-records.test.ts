@@ -1,18 +1,21 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import type { Transaction } from 'kysely';
 import { claimDeliveries } from '../../src/store/delivery-claims.ts';
-import { type FinishInput, finishAttemptsTogether } from '../../src/store/delivery-finish.ts';
+import { type FinishInput, finishAttemptIn } from '../../src/store/delivery-finish.ts';
 import { type NextAttempt, nextAttemptOf, startDeliveries } from '../../src/store/delivery-next.ts';
-import { RecordGroup } from '../../src/webhooks/record-group.ts';
+import type { Database } from '../../src/store/schema.ts';
+import { TurnTransactions } from '../../src/store/turn-transactions.ts';
 import { testDialects } from '../support/store.ts';
 import { recordMessages, webhookAppPerTest } from './support.ts';
 
 /**
- * Attempt records written together (docs/decisions/0051-turn-groups.md): several records in one transaction, each
- * with its own conditions and result, and the worker's group of a turn's records, where one bad record fails alone.
+ * Attempt records in the turn's shared transaction (docs/decisions/0051-turn-groups.md): several records in one
+ * transaction, each with its own conditions and result; a failing one rolls the shared transaction back, and is
+ * then the only one that fails.
  */
 for (const dialect of testDialects()) {
-  describe(`webhook attempt records written together (${dialect})`, () => {
+  describe(`webhook attempt records in a turn's shared transaction (${dialect})`, () => {
     const app = webhookAppPerTest({ dialect, webhookWorker: { start: false, laneBatch: 4 } });
     const db = () => app.t().testStore.store.db;
     /** Claims the lane's first four deliveries and starts the second too (a lane window of 2). */
@@ -73,17 +76,36 @@ for (const dialect of testDialects()) {
       ).map((row) => [Number(row.sequence), row.finished_at !== null]),
     });
 
-    it('applies each record with its own conditions and gives each its own result', async () => {
+    /** Records `inputs` in one turn of `turn`; each result, and the transaction each ran in. */
+    const recordInOneTurn = (turn: TurnTransactions, inputs: FinishInput[]) =>
+      Promise.allSettled(
+        inputs.map((input) =>
+          turn.run(async (trx: Transaction<Database>) => ({
+            result: await finishAttemptIn(trx, input),
+            trx,
+          })),
+        ),
+      );
+
+    it('applies each record with its own conditions in one transaction and gives each its own result', async () => {
       const { head, second, third } = await claimTwoStarted();
-      const results = await finishAttemptsTogether(db(), [
+      const outcomes = await recordInOneTurn(new TurnTransactions(db()), [
         // The claim of the head as another worker would hold it: not applied, its attempt row still completed.
         { ...delivered(head), lockedAt: head.lockedAt - 1 },
         delivered(second, nextAttemptOf(third)),
       ]);
-      assert.deepEqual(results, [
-        { applied: false, nextStarted: false },
-        { applied: true, nextStarted: true },
-      ]);
+      const values = outcomes.map((outcome) => {
+        assert.equal(outcome.status, 'fulfilled');
+        return outcome.status === 'fulfilled' ? outcome.value : undefined;
+      });
+      assert.equal(values[0]?.trx, values[1]?.trx, 'one transaction');
+      assert.deepEqual(
+        values.map((value) => value?.result),
+        [
+          { applied: false, nextStarted: false },
+          { applied: true, nextStarted: true },
+        ],
+      );
       assert.deepEqual(await state(), {
         deliveries: [
           [1, 'pending', 1, 'w1'],
@@ -99,29 +121,17 @@ for (const dialect of testDialects()) {
       });
     });
 
-    it('a record that fails rolls the whole group back', async () => {
+    it('a record that fails rolls the shared transaction back and then fails alone', async () => {
       const { head, second, third } = await claimTwoStarted();
-      const before = await state();
-      await assert.rejects(
-        finishAttemptsTogether(db(), [
-          delivered(head),
-          { ...delivered(second, nextAttemptOf(third)), now: 'never' },
-        ]),
-        RangeError,
-      );
-      assert.deepEqual(await state(), before);
-    });
-
-    it("the worker's group of one turn: each caller gets its own result, and a bad record fails alone", async () => {
-      const { head, second, third } = await claimTwoStarted();
-      const group = new RecordGroup(app.t().testStore.store);
-      const outcomes = await Promise.allSettled([
-        group.record({ ...delivered(head), now: 'never' }),
-        group.record(delivered(second, nextAttemptOf(third))),
+      const outcomes = await recordInOneTurn(new TurnTransactions(db()), [
+        delivered(second, nextAttemptOf(third)),
+        { ...delivered(head), now: 'never' },
       ]);
-      assert.equal(outcomes[0]?.status, 'rejected');
-      assert.ok(outcomes[0]?.status === 'rejected' && outcomes[0].reason instanceof RangeError);
-      assert.deepEqual(outcomes[1], { status: 'fulfilled', value: { applied: true, nextStarted: true } });
+      // Applied again alone after the rollback: had the shared transaction kept it, this second try would find
+      // the delivery no longer pending (applied: false).
+      assert.ok(outcomes[0]?.status === 'fulfilled');
+      assert.deepEqual(outcomes[0].value.result, { applied: true, nextStarted: true });
+      assert.ok(outcomes[1]?.status === 'rejected' && outcomes[1].reason instanceof RangeError);
       assert.deepEqual(await state(), {
         deliveries: [
           [1, 'pending', 1, 'w1'],

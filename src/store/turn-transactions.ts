@@ -1,0 +1,61 @@
+import type { Kysely, Transaction } from 'kysely';
+import { TurnGroup } from '../ops/turn-group.ts';
+import { isStoreUnavailableError } from './faults.ts';
+import type { Database } from './schema.ts';
+
+/**
+ * Most weight one shared transaction carries (a part weighs what its caller says: an event of the recorder's batch,
+ * or one attempt record, counts 1): the recorder's own bound on one transaction (`MAX_BATCH`), so sharing never
+ * holds SQLite's write lock for more work than one instance's largest batch did.
+ */
+export const MAX_TURN_TRANSACTION = 256;
+
+/**
+ * A caller's part of a shared transaction: its statements, run in `trx` after the parts added before it. It must
+ * use only `trx` (the store's one SQLite connection is held by the transaction) and may be run a second time, in
+ * a transaction of its own, when the shared one rolled back.
+ */
+export type TransactionWork<R> = (trx: Transaction<Database>) => Promise<R>;
+
+/**
+ * One commit for the writes of a turn of the event loop on SQLite (docs/decisions/0051-turn-groups.md): the work
+ * added in a turn (the recorder's instance batches, the delivery worker's attempt records) runs at its end in one
+ * transaction, in the order it was added, at most {@link MAX_TURN_TRANSACTION} in weight, and each caller gets its own
+ * part's result once that transaction committed (src/ops/turn-group.ts). Every part keeps its own conditions, so
+ * sharing a transaction changes when a write commits, never what it does. A shared transaction that fails is run
+ * again one part per transaction, so a failing part fails only its own caller; an unreachable store
+ * (docs/decisions/0011-store-faults.md) fails each caller at once, and each retries as it would have alone.
+ * SQLite only: its one connection runs transactions one after the other anyway, while PostgreSQL's run side by
+ * side on the pool.
+ */
+export class TurnTransactions {
+  readonly #group: TurnGroup<TransactionWork<unknown>, unknown>;
+
+  /** Runs on `db`; no I/O until the first {@link run}. */
+  constructor(db: Kysely<Database>) {
+    this.#group = new TurnGroup<TransactionWork<unknown>, unknown>(
+      {
+        together: (parts) =>
+          db.transaction().execute(async (trx) => {
+            const results: unknown[] = [];
+            for (const part of parts) results.push(await part(trx));
+            return results;
+          }),
+        alone: (part) => db.transaction().execute(part),
+        failsEach: isStoreUnavailableError,
+      },
+      MAX_TURN_TRANSACTION,
+    );
+  }
+
+  /**
+   * Runs `work` in this turn's shared transaction; `weight` (default 1) is what it counts against
+   * {@link MAX_TURN_TRANSACTION}: a part heavier than that runs alone.
+   * @returns what `work` returned, once the transaction holding it committed.
+   * @throws what `work` throws when run alone (nothing of it is kept), or the store's error.
+   */
+  run<R>(work: TransactionWork<R>, weight = 1): Promise<R> {
+    // The group holds parts of several result types; this part's result is the one its own `work` returned.
+    return this.#group.add(work, weight) as Promise<R>;
+  }
+}
