@@ -3,9 +3,8 @@ import { describe, it } from 'node:test';
 import { returnUnstarted } from '../../src/store/deliveries.ts';
 import { ABANDONED, type ClaimedDelivery, claimDeliveries } from '../../src/store/delivery-claims.ts';
 import { type FinishInput, finishAndStartNext } from '../../src/store/delivery-finish.ts';
-import { nextAttemptOf } from '../../src/store/delivery-next.ts';
 import { testDialects } from '../support/store.ts';
-import { bodies, recordMessages, webhookAppPerTest } from './support.ts';
+import { bodies, deliveredRecord, recordMessages, webhookAppPerTest } from './support.ts';
 
 /**
  * Lane batches (docs/decisions/0048-lane-batches.md): a claim takes a lane's head and its next due rows; only the
@@ -58,18 +57,8 @@ for (const dialect of testDialects()) {
         delivery.attempts,
         delivery.attemptNumber,
       ]);
-    const delivered = (delivery: ClaimedDelivery, next?: ClaimedDelivery): FinishInput => ({
-      eventId: delivery.eventId,
-      endpointId: delivery.endpointId,
-      instanceId: delivery.instanceId,
-      attemptId: delivery.attemptId,
-      workerId: 'w1',
-      lockedAt: delivery.lockedAt,
-      attempt: { statusCode: 200, durationMs: 3, error: null, responseBody: 'ok', responseTruncated: false },
-      outcome: { kind: 'delivered' },
-      now: new Date(app.t().clock()).toISOString(),
-      ...(next === undefined ? {} : { next: nextAttemptOf(next) }),
-    });
+    const delivered = (delivery: ClaimedDelivery, next?: ClaimedDelivery): FinishInput =>
+      deliveredRecord(delivery, app.t().clock(), next);
 
     it('claims the head started and the next rows locked but not started; each record starts the next', async () => {
       await recordMessages(app.t(), 5);

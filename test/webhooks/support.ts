@@ -4,6 +4,9 @@ import { afterEach, beforeEach } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Webhook } from 'standardwebhooks';
 import type { EngineEvent, EngineMessage } from '../../src/domain/messages.ts';
+import type { ClaimedDelivery } from '../../src/store/delivery-claims.ts';
+import type { FinishInput } from '../../src/store/delivery-finish.ts';
+import { type NextAttempt, nextAttemptOf } from '../../src/store/delivery-next.ts';
 import { type ApiResponse, createTestApp, type TestApp, type TestAppOptions } from '../support/app.ts';
 import { type ReceivedRequest, type Receiver, startReceiver, TEST_CA } from '../support/https-receiver.ts';
 
@@ -157,4 +160,27 @@ export function assertSigned(request: ReceivedRequest, key = HMAC_KEY): void {
 /** The parsed JSON bodies of received requests. */
 export function bodies(requests: readonly ReceivedRequest[]): any[] {
   return requests.map((request) => JSON.parse(request.body.toString('utf8')));
+}
+
+/**
+ * The record of a delivered attempt (200, "ok") of `delivery` claimed by worker `w1`, at `now` (epoch ms), starting
+ * `next` (a claimed delivery or its `NextAttempt`) when given.
+ */
+export function deliveredRecord(
+  delivery: Pick<ClaimedDelivery, 'eventId' | 'endpointId' | 'instanceId' | 'attemptId' | 'lockedAt'>,
+  now: number,
+  next?: ClaimedDelivery | NextAttempt,
+): FinishInput {
+  return {
+    eventId: delivery.eventId,
+    endpointId: delivery.endpointId,
+    instanceId: delivery.instanceId,
+    attemptId: delivery.attemptId,
+    workerId: 'w1',
+    lockedAt: delivery.lockedAt,
+    attempt: { statusCode: 200, durationMs: 3, error: null, responseBody: 'ok', responseTruncated: false },
+    outcome: { kind: 'delivered' },
+    now: new Date(now).toISOString(),
+    ...(next === undefined ? {} : { next: 'sequence' in next ? nextAttemptOf(next) : next }),
+  };
 }

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Transaction } from 'kysely';
-import { claimDeliveries } from '../../src/store/delivery-claims.ts';
+import { type ClaimedDelivery, claimDeliveries } from '../../src/store/delivery-claims.ts';
 import { type FinishInput, finishAttemptIn } from '../../src/store/delivery-finish.ts';
 import { type NextAttempt, nextAttemptOf, startDeliveries } from '../../src/store/delivery-next.ts';
 import type { Database } from '../../src/store/schema.ts';
 import { TurnTransactions } from '../../src/store/turn-transactions.ts';
 import { testDialects } from '../support/store.ts';
-import { recordMessages, webhookAppPerTest } from './support.ts';
+import { deliveredRecord, recordMessages, webhookAppPerTest } from './support.ts';
 
 /**
  * Attempt records in the turn's shared transaction (docs/decisions/0051-turn-groups.md): several records in one
@@ -34,27 +34,15 @@ for (const dialect of testDialects()) {
       assert.equal(await startDeliveries(db(), [nextAttemptOf(second)], 'w1', now), 1);
       return { head, second, third, fourth };
     };
-    const delivered = (
-      delivery: {
-        eventId: string;
-        endpointId: string;
-        instanceId: string;
-        attemptId: string;
-        lockedAt: number;
-      },
-      next?: NextAttempt,
-    ): FinishInput => ({
-      eventId: delivery.eventId,
-      endpointId: delivery.endpointId,
-      instanceId: delivery.instanceId,
-      attemptId: delivery.attemptId,
-      workerId: 'w1',
-      lockedAt: delivery.lockedAt,
-      attempt: { statusCode: 200, durationMs: 4, error: null, responseBody: 'ok', responseTruncated: false },
-      outcome: { kind: 'delivered' },
-      now: new Date(app.t().clock()).toISOString(),
-      ...(next === undefined ? {} : { next }),
-    });
+    const delivered = (delivery: ClaimedDelivery, next?: NextAttempt): FinishInput =>
+      deliveredRecord(delivery, app.t().clock(), next);
+    /** The deliveries after the second was delivered and started the third (the head's claim untouched). */
+    const secondDelivered = [
+      [1, 'pending', 1, 'w1'],
+      [2, 'delivered', 1, null],
+      [3, 'pending', 1, 'w1'],
+      [4, 'pending', 0, 'w1'],
+    ];
     /** [sequence, status, attempts, locked_by] per delivery, and [sequence, finished?] per attempt row. */
     const state = async () => ({
       deliveries: (
@@ -107,12 +95,7 @@ for (const dialect of testDialects()) {
         ],
       );
       assert.deepEqual(await state(), {
-        deliveries: [
-          [1, 'pending', 1, 'w1'],
-          [2, 'delivered', 1, null],
-          [3, 'pending', 1, 'w1'],
-          [4, 'pending', 0, 'w1'],
-        ],
+        deliveries: secondDelivered,
         attempts: [
           [1, true],
           [2, true],
@@ -133,12 +116,7 @@ for (const dialect of testDialects()) {
       assert.deepEqual(outcomes[0].value.result, { applied: true, nextStarted: true });
       assert.ok(outcomes[1]?.status === 'rejected' && outcomes[1].reason instanceof RangeError);
       assert.deepEqual(await state(), {
-        deliveries: [
-          [1, 'pending', 1, 'w1'],
-          [2, 'delivered', 1, null],
-          [3, 'pending', 1, 'w1'],
-          [4, 'pending', 0, 'w1'],
-        ],
+        deliveries: secondDelivered,
         attempts: [
           [1, false],
           [2, true],
