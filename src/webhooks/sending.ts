@@ -1,10 +1,12 @@
+import { performance } from 'node:perf_hooks';
 import type { FastifyBaseLogger } from 'fastify';
 import { BrokerError } from '../brokers/errors.ts';
-import { brokerSubject, parseBrokerUrl } from '../brokers/urls.ts';
+import { brokerSubject, isBrokerUrl, parseBrokerUrl } from '../brokers/urls.ts';
 import { OutboundError } from '../net/outbound-guard.ts';
 import type { ClaimedDelivery } from '../store/delivery-claims.ts';
 import type { AttemptRecord } from '../store/delivery-finish.ts';
-import type { DeliveryWorkerOptions } from './worker.ts';
+import { webhookHeaders } from './signing.ts';
+import type { DeliveryWorkerOptions } from './worker-options.ts';
 
 /**
  * One delivery attempt's request (docs/decisions/0005-outbox-and-delivery.md): the POST to an HTTPS receiver, the
@@ -114,4 +116,57 @@ export async function publishDelivery(
     },
     timeoutMs,
   );
+}
+
+/** What one attempt's request gave: the attempt row's fields, and a `Retry-After` or 410 answer. */
+export interface SentAttempt {
+  record: AttemptRecord;
+  retryAfter: string | undefined;
+  gone: boolean;
+}
+
+/**
+ * One attempt's request: signs (docs/decisions/0006-signatures.md) and posts through the guard, or publishes to a
+ * broker endpoint. Never throws: a failure is the record's `error`; the worker records what it returns.
+ */
+export async function sendAttempt(
+  options: Pick<DeliveryWorkerOptions, 'box' | 'clock' | 'guard' | 'brokers' | 'timeoutMs' | 'logger'>,
+  delivery: ClaimedDelivery,
+): Promise<SentAttempt> {
+  const { box, clock } = options;
+  const startedAt = clock();
+  const started = performance.now();
+  const record: AttemptRecord = {
+    statusCode: null,
+    durationMs: 0,
+    error: null,
+    responseBody: null,
+    responseTruncated: false,
+  };
+  let retryAfter: string | undefined;
+  let gone = false;
+  try {
+    const hmacKey = delivery.hmacKeySealed === null ? null : box.open(delivery.hmacKeySealed);
+    const endpointSecret =
+      delivery.endpointSecretSealed === null ? null : box.open(delivery.endpointSecretSealed);
+    const timestampSeconds = Math.floor(startedAt / 1000);
+    const headers = webhookHeaders({
+      id: delivery.eventId,
+      timestampSeconds,
+      body: delivery.payload,
+      hmacKey,
+      ...(endpointSecret === null ? {} : { endpointSecret }),
+    });
+    const url = delivery.urlSealed === null ? delivery.url : box.open(delivery.urlSealed);
+    if (isBrokerUrl(url)) {
+      record.responseBody = await publishDelivery(options, url, delivery, headers, timestampSeconds);
+      record.durationMs = Math.round(performance.now() - started);
+    } else {
+      ({ retryAfter, gone } = await postDelivery(options, delivery, headers, record));
+    }
+  } catch (error) {
+    record.durationMs = Math.round(performance.now() - started);
+    record.error = attemptErrorText(options.logger, delivery, error);
+  }
+  return { record, retryAfter, gone };
 }

@@ -1,13 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { performance } from 'node:perf_hooks';
-import type { FastifyBaseLogger } from 'fastify';
-import type { BrokerPublishers } from '../brokers/publishers.ts';
-import { isBrokerUrl } from '../brokers/urls.ts';
-import type { Clock } from '../domain/clock.ts';
-import type { OutboundGuard } from '../net/outbound-guard.ts';
-import type { SecretBox } from '../security/secrets.ts';
-import type { Store } from '../store/database.ts';
 import { releaseClaims, returnUnstarted } from '../store/deliveries.ts';
 import { type ClaimedDelivery, claimDeliveries } from '../store/delivery-claims.ts';
 import {
@@ -19,78 +11,11 @@ import {
 } from '../store/delivery-finish.ts';
 import { nextAttemptOf, startDeliveries } from '../store/delivery-next.ts';
 import { isStoreUnavailableError } from '../store/faults.ts';
-import type { TurnTransactions } from '../store/turn-transactions.ts';
 import { RetryPolicy } from './backoff.ts';
-import { attemptErrorText, postDelivery, publishDelivery } from './sending.ts';
-import { webhookHeaders } from './signing.ts';
+import { sendAttempt } from './sending.ts';
+import type { DeliveryWorkerOptions } from './worker-options.ts';
 
-/** Options of a {@link DeliveryWorker}. Durations in milliseconds. */
-export interface DeliveryWorkerOptions {
-  store: Store;
-  box: SecretBox;
-  /** Every attempt goes through the outbound guard (docs/decisions/0020-security-promises.md). */
-  guard: Pick<OutboundGuard, 'request'>;
-  /**
-   * Publishes to broker endpoints (`amqp(s)://`, `nats://`: docs/decisions/0037-broker-endpoints.md); without it
-   * an attempt to a broker endpoint fails.
-   */
-  brokers?: BrokerPublishers;
-  clock: Clock;
-  logger: FastifyBaseLogger;
-  /** Retry delays (docs/decisions/0005-outbox-and-delivery.md, `WEBHOOK_RETRY_SCHEDULE`). */
-  scheduleMs: readonly number[];
-  /** Time allowed for one attempt (docs/decisions/0005-outbox-and-delivery.md: 15 s). */
-  timeoutMs: number;
-  /** How often to look for due rows when nothing woke the worker (default 1,000). */
-  pollIntervalMs?: number;
-  /** A claim older than this belongs to a dead worker and is taken over (default 2 × timeout + 30 s). */
-  staleAfterMs?: number;
-  /** Lanes sending at once in this process (default 8; up to `laneWindow` attempts per lane at a time). */
-  concurrency?: number;
-  /**
-   * Deliveries claimed per lane at once (default 32), sent one after the other in `sequence` order
-   * (docs/decisions/0048-lane-batches.md); 1 claims one delivery at a time.
-   */
-  laneBatch?: number;
-  /**
-   * Requests in flight per lane at once (default 1; at most `laneBatch`), started in `sequence` order
-   * (docs/decisions/0050-lane-windows.md, `WEBHOOK_LANE_WINDOW`). 1 sends a lane's deliveries one at a time, so the
-   * receiver gets them in order; more lets one busy instance's deliveries keep pace with its events, and the
-   * receiver restores the order from `sequence`.
-   */
-  laneWindow?: number;
-  /**
-   * This worker's id in `locked_by` and the attempts log: the services pass the node registry's id, so the
-   * registry can release the claims of a dead process (default `<host>:<pid>:<random>`).
-   */
-  workerId?: string;
-  /**
-   * The store's shared transaction of each event-loop turn (SQLite, docs/decisions/0051-turn-groups.md): attempt
-   * records are written in it with the turn's other writes. Without it each record has a transaction of its own
-   * (one statement for a delivered one on PostgreSQL).
-   */
-  turn?: TurnTransactions;
-  /** Random numbers in [0, 1) for the jitter (default Math.random). */
-  random?: () => number;
-  /**
-   * Called after each attempt is recorded with its outcome, duration in ms and instance id (metrics, the
-   * dashboard's live delivery log). Must not throw.
-   */
-  onAttempt?: (outcome: AttemptOutcome['kind'], durationMs: number, instanceId: string) => void;
-}
-
-/** The worker options a caller of `createServices` may tune (tests: fast poll, short stale timeout, fixed id). */
-export type WebhookWorkerTuning = Pick<
-  DeliveryWorkerOptions,
-  'pollIntervalMs' | 'staleAfterMs' | 'concurrency' | 'laneBatch' | 'laneWindow' | 'workerId'
->;
-
-/** What one attempt's request gave: the attempt row's fields, and a `Retry-After` or 410 answer. */
-interface SentAttempt {
-  record: AttemptRecord;
-  retryAfter: string | undefined;
-  gone: boolean;
-}
+export type { DeliveryWorkerOptions, WebhookWorkerTuning } from './worker-options.ts';
 
 /**
  * A lane's next delivery taken to be started by a record: the start decision of the delivery before it, and how to
@@ -348,7 +273,7 @@ export class DeliveryWorker {
       let delivery: ClaimedDelivery | undefined = first;
       while (delivery !== undefined) {
         run.attempted += 1;
-        const sent = await this.#send(delivery);
+        const sent = await sendAttempt(this.#options, delivery);
         const taken: TakenDelivery | undefined =
           sent.record.error === null && mayStart(delivery) ? take() : undefined;
         if (sent.record.error !== null) halted = true;
@@ -430,49 +355,6 @@ export class DeliveryWorker {
         await new Promise((resolve) => setTimeout(resolve, Math.min(5_000, 100 * 2 ** (attempt - 1))));
       }
     }
-  }
-
-  /**
-   * One attempt's request: sign and post through the guard (or publish to a broker). Never throws: a failure is
-   * the record's `error`. `#record` stores what it returns.
-   */
-  async #send(delivery: ClaimedDelivery): Promise<SentAttempt> {
-    const { box, clock } = this.#options;
-    const startedAt = clock();
-    const started = performance.now();
-    const record: AttemptRecord = {
-      statusCode: null,
-      durationMs: 0,
-      error: null,
-      responseBody: null,
-      responseTruncated: false,
-    };
-    let retryAfter: string | undefined;
-    let gone = false;
-    try {
-      const hmacKey = delivery.hmacKeySealed === null ? null : box.open(delivery.hmacKeySealed);
-      const endpointSecret =
-        delivery.endpointSecretSealed === null ? null : box.open(delivery.endpointSecretSealed);
-      const timestampSeconds = Math.floor(startedAt / 1000);
-      const headers = webhookHeaders({
-        id: delivery.eventId,
-        timestampSeconds,
-        body: delivery.payload,
-        hmacKey,
-        ...(endpointSecret === null ? {} : { endpointSecret }),
-      });
-      const url = delivery.urlSealed === null ? delivery.url : box.open(delivery.urlSealed);
-      if (isBrokerUrl(url)) {
-        record.responseBody = await publishDelivery(this.#options, url, delivery, headers, timestampSeconds);
-        record.durationMs = Math.round(performance.now() - started);
-      } else {
-        ({ retryAfter, gone } = await postDelivery(this.#options, delivery, headers, record));
-      }
-    } catch (error) {
-      record.durationMs = Math.round(performance.now() - started);
-      record.error = attemptErrorText(this.#options.logger, delivery, error);
-    }
-    return { record, retryAfter, gone };
   }
 
   /**

@@ -1,0 +1,69 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { BrokerPublishers } from '../brokers/publishers.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { OutboundGuard } from '../net/outbound-guard.ts';
+import type { SecretBox } from '../security/secrets.ts';
+import type { Store } from '../store/database.ts';
+import type { AttemptOutcome } from '../store/delivery-finish.ts';
+import type { TurnTransactions } from '../store/turn-transactions.ts';
+
+/** Options of a {@link DeliveryWorker}. Durations in milliseconds. */
+export interface DeliveryWorkerOptions {
+  store: Store;
+  box: SecretBox;
+  /** Every attempt goes through the outbound guard (docs/decisions/0020-security-promises.md). */
+  guard: Pick<OutboundGuard, 'request'>;
+  /**
+   * Publishes to broker endpoints (`amqp(s)://`, `nats://`: docs/decisions/0037-broker-endpoints.md); without it
+   * an attempt to a broker endpoint fails.
+   */
+  brokers?: BrokerPublishers;
+  clock: Clock;
+  logger: FastifyBaseLogger;
+  /** Retry delays (docs/decisions/0005-outbox-and-delivery.md, `WEBHOOK_RETRY_SCHEDULE`). */
+  scheduleMs: readonly number[];
+  /** Time allowed for one attempt (docs/decisions/0005-outbox-and-delivery.md: 15 s). */
+  timeoutMs: number;
+  /** How often to look for due rows when nothing woke the worker (default 1,000). */
+  pollIntervalMs?: number;
+  /** A claim older than this belongs to a dead worker and is taken over (default 2 × timeout + 30 s). */
+  staleAfterMs?: number;
+  /** Lanes sending at once in this process (default 8; up to `laneWindow` attempts per lane at a time). */
+  concurrency?: number;
+  /**
+   * Deliveries claimed per lane at once (default 32), sent one after the other in `sequence` order
+   * (docs/decisions/0048-lane-batches.md); 1 claims one delivery at a time.
+   */
+  laneBatch?: number;
+  /**
+   * Requests in flight per lane at once (default 1; at most `laneBatch`), started in `sequence` order
+   * (docs/decisions/0050-lane-windows.md, `WEBHOOK_LANE_WINDOW`). 1 sends a lane's deliveries one at a time, so the
+   * receiver gets them in order; more lets one busy instance's deliveries keep pace with its events, and the
+   * receiver restores the order from `sequence`.
+   */
+  laneWindow?: number;
+  /**
+   * This worker's id in `locked_by` and the attempts log: the services pass the node registry's id, so the
+   * registry can release the claims of a dead process (default `<host>:<pid>:<random>`).
+   */
+  workerId?: string;
+  /**
+   * The store's shared transaction of each event-loop turn (SQLite, docs/decisions/0051-turn-groups.md): attempt
+   * records are written in it with the turn's other writes. Without it each record has a transaction of its own
+   * (one statement for a delivered one on PostgreSQL).
+   */
+  turn?: TurnTransactions;
+  /** Random numbers in [0, 1) for the jitter (default Math.random). */
+  random?: () => number;
+  /**
+   * Called after each attempt is recorded with its outcome, duration in ms and instance id (metrics, the
+   * dashboard's live delivery log). Must not throw.
+   */
+  onAttempt?: (outcome: AttemptOutcome['kind'], durationMs: number, instanceId: string) => void;
+}
+
+/** The worker options a caller of `createServices` may tune (tests: fast poll, short stale timeout, fixed id). */
+export type WebhookWorkerTuning = Pick<
+  DeliveryWorkerOptions,
+  'pollIntervalMs' | 'staleAfterMs' | 'concurrency' | 'laneBatch' | 'laneWindow' | 'workerId'
+>;
