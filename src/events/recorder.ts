@@ -17,14 +17,14 @@ export interface EventProjection {
   /**
    * Optional: called once for each instance's batch in a transaction (several instances' batches may share one,
    * docs/decisions/0051-turn-groups.md, each applied whole before the next), before its events are applied, with
-   * the batch's events in order (not the derived ones), to read or write for all of them at once (the send queue marks the batch's jobs sent in one
-   * statement). Throwing rolls the batch back.
+   * the batch's events in order (not the derived ones), to read or write for all of them at once (the send queue
+   * marks the batch's jobs sent in one statement). Throwing rolls the batch back.
    */
   prepare?(trx: Transaction<Database>, instanceId: string, events: readonly EngineEvent[]): Promise<void>;
   /**
    * Optional: called once for each instance's batch, after every event of it (derived ones included) was applied
-   * and before the next batch or the commit, to write what `apply` buffered (multi-row inserts instead of one statement per event). Throwing rolls
-   * the batch back.
+   * and before the next batch or the commit, to write what `apply` buffered (multi-row inserts instead of one
+   * statement per event). Throwing rolls the batch back.
    */
   flush?(trx: Transaction<Database>, instanceId: string): Promise<void>;
   /** Called after the transaction committed (e.g. to wake the delivery worker). Must not throw. */
@@ -70,10 +70,10 @@ interface InstanceQueue {
  * (up to {@link MAX_BATCH}) in order, so a busy instance pays one commit per batch instead of one per event; each
  * caller's promise settles only after the transaction holding its event committed
  * (docs/decisions/0024-engines-and-data-flow.md). With `turn`, the batches of several instances ready in the same
- * turn share one transaction (docs/decisions/0051-turn-groups.md); each instance's events stay in order. Projections may read ahead for the whole batch (`prepare`) and
- * buffer their rows to write them together at its end (`flush`), so a batch costs a few statements, not a few per
- * event. A failing batch is retried one event per transaction, so one bad
- * event fails alone.
+ * turn share one transaction (docs/decisions/0051-turn-groups.md); each instance's events stay in order.
+ * Projections may read ahead for the whole batch (`prepare`) and buffer their rows to write them together at its
+ * end (`flush`), so a batch costs a few statements, not a few per event. A failing batch is retried one event per
+ * transaction of its own, so one bad event fails alone.
  */
 export class EventRecorder {
   readonly #db: Kysely<Database>;

@@ -31,8 +31,9 @@ interface Waiting<T, R> {
 /**
  * Group commit over one turn of the event loop (src/ops/turn-end.ts; docs/decisions/0051-turn-groups.md): the
  * items added in a turn are written together at its end, in the order they were added, at most `max` (by weight,
- * one each by default) in one transaction, and each caller's promise settles once the transaction holding its item committed. One group is
- * written at a time; the items added meanwhile form the next one, so a group never commits before an earlier one.
+ * one each by default) in one transaction, and each caller's promise settles once the transaction holding its item
+ * committed. One group is written at a time; the items added meanwhile form the next one, so a group never commits
+ * before an earlier one.
  * A group that fails is written again one item at a time (unless {@link GroupWriter.failsEach} says that would fail
  * alike), so a bad item fails only its own caller.
  */
