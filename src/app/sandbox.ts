@@ -83,9 +83,14 @@ export class SandboxService {
     this.#registrations = deps.registrations;
   }
 
-  /** The instance's simulated platform. @throws DomainError not_found on a live instance. */
+  /**
+   * The instance's simulated platform, through the session this process holds (never a new kept one: a request
+   * that reaches a node whose session is not restored yet must not leave an idle session behind).
+   * @throws DomainError not_found on a live instance; platform_unreachable (503, `retryAfter`) while a session that
+   *   should be connected is not here (SessionManager.current).
+   */
   #controls(instance: Instance): SandboxControls {
-    const controls = this.#sessions.session(instance).sandbox;
+    const controls = this.#sessions.current(instance).sandbox;
     if (!controls) throw errors.notFound('sandbox helpers exist only for svc_test_ keys');
     return controls;
   }

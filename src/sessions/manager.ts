@@ -203,6 +203,26 @@ export class SessionManager {
     return session;
   }
 
+  /**
+   * The session of `instance` in this process for an operation that reports on its own whether it needs a login or a
+   * connection (the sandbox's helpers): the kept session if there is one; else, when the instance should be
+   * connected and logged in, none is (a restore at boot or a hand-over between nodes is under way); else a new
+   * session object that is not kept (see {@link detached}), which answers not_logged_in or not_connected itself.
+   * @throws DomainError platform_unreachable (503) `not connected to the platform right now` with `retryAfter`
+   *   ({@link RECONNECT_RETRY_AFTER_S} s) when the instance should be connected but has no session here
+   *   (docs/decisions/0001-envelope-and-error-codes.md).
+   */
+  current(instance: Instance): EngineSession {
+    const session = this.#sessions.get(instance.id);
+    if (session) return session;
+    if (instance.desiredState === 'connected' && instance.jid !== null) {
+      throw new DomainError('platform_unreachable', 'not connected to the platform right now', {
+        retryAfter: RECONNECT_RETRY_AFTER_S,
+      });
+    }
+    return this.#create(instance);
+  }
+
   /** The open session of `instance` if one exists in this process (no creation). */
   existing(instanceId: string): EngineSession | undefined {
     return this.#sessions.get(instanceId);

@@ -7,7 +7,15 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { testDialects } from '../support/store.ts';
 import { type Child, until } from '../webhooks/child.ts';
-import { assertDelivered, type Cluster, startCluster, startTraffic, stopAll } from './support.ts';
+import {
+  assertDelivered,
+  type Cluster,
+  failedRequests,
+  GRACEFUL_LEASES,
+  startCluster,
+  startTraffic,
+  stopAll,
+} from './support.ts';
 
 /**
  * Three nodes behind HAProxy (the deployment docs/deploy.md describes): HAProxy checks `/readyz`, the client only
@@ -70,7 +78,7 @@ export function haproxySuite(): void {
       });
 
       it('a node stopped with SIGTERM under traffic through HAProxy fails no request', async () => {
-        cluster = await startCluster();
+        cluster = await startCluster(GRACEFUL_LEASES);
         const port = await freePort();
         const file = join(dir, 'haproxy.cfg');
         writeFileSync(file, config(port, cluster.nodes));
@@ -91,7 +99,7 @@ export function haproxySuite(): void {
         assert.deepEqual(
           outcomes.filter((o) => o.status !== 200),
           [],
-          'no failed request',
+          failedRequests(cluster, outcomes),
         );
         await assertDelivered(
           cluster,

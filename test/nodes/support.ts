@@ -73,7 +73,31 @@ export interface Cluster {
   instanceIds: string[];
 }
 
-/** Environment of every node of a test cluster: fast leases, a short drain grace, the test's Redis. */
+/**
+ * Lease timing of a cluster whose test allows no failed request: the production heartbeat and lifetime
+ * (src/nodes/leases.ts). With the fast test leases a node fences itself (closes every session) when a renewal is
+ * 2.5 s late, which a loaded two-core machine can cause; a request in flight then fails, as it should when the lease
+ * may really have expired. A graceful stop hands instances over explicitly, so it needs no fast expiry.
+ */
+export const GRACEFUL_LEASES: Record<string, string> = {
+  CHILD_LEASE_HEARTBEAT_MS: '2000',
+  CHILD_LEASE_TTL_MS: '8000',
+};
+
+/**
+ * The requests of `outcomes` that did not answer 200, with the last warnings of each node (its log at `warn`), as an
+ * assertion's message: what a failure in CI needs to be understood.
+ */
+export function failedRequests(cluster: Cluster, outcomes: readonly Outcome[]): string {
+  const failed = outcomes.filter((o) => o.status !== 200);
+  const logs = cluster.nodes.map((node) => `--- ${node.workerId}:\n${node.stderr()}`).join('\n');
+  return `failed requests: ${JSON.stringify(failed, null, 1)}\nnode logs:\n${logs}`;
+}
+
+/**
+ * Environment of every node of a test cluster: fast leases, a short drain grace, the test's Redis, warnings logged
+ * (kept by {@link Child.stderr} for a failure's message).
+ */
 function clusterEnv(testStore: TestStore, extra: Record<string, string> = {}): Record<string, string> {
   return {
     ...childEnv(testStore, newSecretKey()),
@@ -83,6 +107,7 @@ function clusterEnv(testStore: TestStore, extra: Record<string, string> = {}): R
     // Longer than HAProxy's detection in ./haproxy.ts (checks every 500 ms, down after two failures, each check
     // allowed up to 2 s on a loaded machine).
     DRAIN_GRACE_SECONDS: '3',
+    CHILD_LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'warn',
     ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL } : {}),
     ...extra,
   };
@@ -104,10 +129,15 @@ async function startNodes(env: Record<string, string>, cleanup: () => Promise<vo
   return nodes;
 }
 
-export async function startCluster(): Promise<Cluster> {
+/**
+ * Three sandbox nodes on a fresh PostgreSQL schema with {@link INSTANCES} instances connected and logged in, spread
+ * across them. `env` adds to or overrides {@link clusterEnv} (a test of a graceful stop uses the production lease
+ * timing, {@link GRACEFUL_LEASES}).
+ */
+export async function startCluster(env: Record<string, string> = {}): Promise<Cluster> {
   const testStore = await createTestStore('postgres');
   const receiver = await startReceiver();
-  const nodes = await startNodes(clusterEnv(testStore), async () => {
+  const nodes = await startNodes(clusterEnv(testStore, env), async () => {
     await receiver.close();
     await testStore.cleanup();
   });

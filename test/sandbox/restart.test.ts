@@ -97,5 +97,27 @@ for (const dialect of testDialects()) {
         await testStore.cleanup();
       }
     });
+
+    it('answers 503 with Retry-After while a session that should be connected is not in the process, and keeps none', async () => {
+      const ctx = await appFor(dialect);
+      try {
+        await loginSandbox(ctx, OWN);
+        // What a node sees between a hand-over and the session's restore: connected and logged in, no session here.
+        await ctx.services.sessions.release(ctx.instance.id);
+        const inbound = await ctx.call('POST', '/v1/sandbox/inbound', { phone: PEER, body: 'early' });
+        assert.equal(inbound.status, 503);
+        assert.equal(inbound.headers['retry-after'], '2');
+        assert.deepEqual(inbound.body, {
+          error: { code: 503, message: 'not connected to the platform right now' },
+        });
+        assert.equal(ctx.services.sessions.existing(ctx.instance.id), undefined, 'no idle session kept');
+        await ctx.services.sessions.session(ctx.instance).connect();
+        const again = await ctx.call('POST', '/v1/sandbox/inbound', { phone: PEER, body: 'restored' });
+        assert.equal(again.status, 200);
+      } finally {
+        await ctx.close();
+        await ctx.testStore.cleanup();
+      }
+    });
   });
 }
