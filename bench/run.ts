@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [--only=send,delivery,auth,scale,live,cluster,sendpath] [--profile] [--keyed-baseline]
+ * `npm run bench [-- --quick] [--only=send,delivery,auth,scale,live,cluster,sendpath,rowids] [--profile] [--keyed-baseline]
  * [--lane-window=N]` —
  * parley's benchmarks.
  *
@@ -27,11 +27,12 @@ import { authScenario } from './scenarios/auth.ts';
 import { clusterScenario } from './scenarios/cluster.ts';
 import { deliveryScenario } from './scenarios/delivery.ts';
 import { liveScenario } from './scenarios/live.ts';
+import { rowIdScenario } from './scenarios/row-ids.ts';
 import { scaleScenario } from './scenarios/scale.ts';
 import { sendScenario } from './scenarios/send.ts';
 import { sendPathScenario } from './scenarios/send-path.ts';
 
-const SCENARIOS = ['send', 'delivery', 'auth', 'scale', 'live', 'cluster', 'sendpath'] as const;
+const SCENARIOS = ['send', 'delivery', 'auth', 'scale', 'live', 'cluster', 'sendpath', 'rowids'] as const;
 type ScenarioName = (typeof SCENARIOS)[number];
 
 interface Options {
@@ -87,6 +88,7 @@ function settingsFor(quick: boolean) {
         http: { connections: 50, durationS: 3, warmupS: 1 },
         delivery: { count: 2000, pacedRate: 200, pacedSeconds: 2, timeoutMs: 20_000 },
         scale: [1000],
+        rowIds: { existing: 20_000, events: 10_000, perCommit: 32 },
         cluster: {
           instances: 12,
           connections: 48,
@@ -110,6 +112,7 @@ function settingsFor(quick: boolean) {
         http: { connections: 50, durationS: 10, warmupS: 2 },
         delivery: { count: 20_000, pacedRate: 200, pacedSeconds: 5, timeoutMs: 150_000 },
         scale: [1000, 10_000],
+        rowIds: { existing: 200_000, events: 40_000, perCommit: 32 },
         cluster: {
           instances: 12,
           connections: 48,
@@ -284,6 +287,9 @@ async function main(): Promise<void> {
         hmacKey,
       ),
     );
+  }
+  if (options.only.has('rowids')) {
+    await run('row-ids', '8. row ids (SQLite write per event)', () => rowIdScenario(settings.rowIds));
   }
   if (options.only.has('scale')) {
     for (const count of settings.scale) {

@@ -1,10 +1,10 @@
-import { randomUUID } from 'node:crypto';
 import type { Transaction } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
 import { DEFAULT_SUBSCRIPTION, type Instance } from '../domain/instance.ts';
 import type { EngineEvent } from '../domain/messages.ts';
 import { insertDeliveries, type NewDelivery } from '../store/deliveries.ts';
 import { getInstanceRouting } from '../store/instance-routing.ts';
+import { newRowId } from '../store/row-ids.ts';
 import type { Database } from '../store/schema.ts';
 import type { EndpointRecord } from '../store/webhook-endpoints.ts';
 import { advanceSequence, insertWebhookEvents, type NewWebhookEvent } from '../store/webhook-events.ts';
@@ -107,7 +107,7 @@ export class OutboxProjection implements EventProjection {
       else if (!subscribed) skipReason = `event type ${normalised.type} is not subscribed`;
       else if (disabledAt !== null)
         skipReason = `webhook disabled: ${disabledReason ?? 'receiver answered 410'}`;
-      const id = randomUUID();
+      const id = newRowId();
       events.push({
         id,
         instanceId,

@@ -1,9 +1,9 @@
-import { randomUUID } from 'node:crypto';
 import type { ExpressionBuilder, Insertable, Kysely, Transaction } from 'kysely';
 import type { DatabaseConfig } from '../config/config.ts';
 import { compiledListStatement } from './compiled.ts';
 import { LOCK_DUE, LOCK_TAIL, type LockedRow } from './delivery-claim-statements.ts';
 import { OPEN_ATTEMPT_FIELDS } from './delivery-next.ts';
+import { newRowId } from './row-ids.ts';
 import type { Database, WebhookAttemptsTable } from './schema.ts';
 
 /**
@@ -291,7 +291,7 @@ async function startAttempts(
       (tail ? tailsUrlGone : urlGone).push({ event_id: row.event_id, endpoint_id: row.endpoint_id });
       continue;
     }
-    const attemptId = randomUUID();
+    const attemptId = newRowId();
     attempts.push({
       id: attemptId,
       event_id: row.event_id,
