@@ -289,7 +289,7 @@ async function main(): Promise<void> {
     );
   }
   if (options.only.has('rowids')) {
-    await run('row-ids', '8. row ids (SQLite write per event)', () => rowIdScenario(settings.rowIds));
+    await run('row-ids', '9. row ids (SQLite write per event)', () => rowIdScenario(settings.rowIds));
   }
   if (options.only.has('scale')) {
     for (const count of settings.scale) {

@@ -102,7 +102,7 @@ async function writeSide(settings: RowIdSettings, makeId: () => string): Promise
 }
 
 /**
- * Scenario 8: the store's write cost per event with parley's row ids (time-ordered UUIDs, src/store/row-ids.ts)
+ * Scenario 9: the store's write cost per event with parley's row ids (time-ordered UUIDs, src/store/row-ids.ts)
  * against random UUIDs (version 4, what parley used before) on the same schema, same machine, same run: events per
  * second and WAL pages written per event (docs/decisions/0052-time-ordered-row-ids.md). The sides alternate twice
  * and each keeps its better run, so a slow moment of the shared machine falls on one run, not one side.
@@ -122,7 +122,7 @@ export async function rowIdScenario(settings: RowIdSettings): Promise<ScenarioRe
   const pages = (side: Side) => Math.round(side.pagesPerEvent * 100) / 100;
   return {
     id: 'row-ids',
-    title: '8. row ids (SQLite write per event)',
+    title: '9. row ids (SQLite write per event)',
     unit: 'events/s',
     value: ordered.eventsPerS,
     baseline: random.eventsPerS,
