@@ -90,7 +90,8 @@ export class SandboxService {
    *   should be connected is not here (SessionManager.current).
    */
   #controls(instance: Instance): SandboxControls {
-    const controls = this.#sessions.current(instance).sandbox;
+    // Test instances run on the sandbox engine (SessionManager picks the engine by environment).
+    const controls = instance.env === 'test' ? this.#sessions.current(instance).sandbox : undefined;
     if (!controls) throw errors.notFound('sandbox helpers exist only for svc_test_ keys');
     return controls;
   }

@@ -20,6 +20,13 @@ import { RECORD_RETRY, type RecordRetryPolicy, recordWithRetry } from './record-
 /** `Retry-After` of the 503 a call gets while its instance reconnects by itself, seconds. */
 export const RECONNECT_RETRY_AFTER_S = 2;
 
+/** 503 platform_unreachable with {@link RECONNECT_RETRY_AFTER_S}: a connection that should be up is not, yet. */
+function reconnecting(): DomainError {
+  return new DomainError('platform_unreachable', 'not connected to the platform right now', {
+    retryAfter: RECONNECT_RETRY_AFTER_S,
+  });
+}
+
 /**
  * How long `connect` with `immediate:false` waits for login, ms (docs/api.md#session,
  * docs/decisions/0016-session-lifecycle.md).
@@ -193,11 +200,7 @@ export class SessionManager {
     if (!session || !state?.connected) {
       // Asked to be connected but the connection is down: it comes back by itself (a dropped socket, a restart
       // stream error, a restore at boot), so the caller may retry shortly (docs/decisions/0001-envelope-and-error-codes.md).
-      if (instance.desiredState === 'connected') {
-        throw new DomainError('platform_unreachable', 'not connected to the platform right now', {
-          retryAfter: RECONNECT_RETRY_AFTER_S,
-        });
-      }
+      if (instance.desiredState === 'connected') throw reconnecting();
       throw errors.notConnected();
     }
     return session;
@@ -215,11 +218,7 @@ export class SessionManager {
   current(instance: Instance): EngineSession {
     const session = this.#sessions.get(instance.id);
     if (session) return session;
-    if (instance.desiredState === 'connected' && instance.jid !== null) {
-      throw new DomainError('platform_unreachable', 'not connected to the platform right now', {
-        retryAfter: RECONNECT_RETRY_AFTER_S,
-      });
-    }
+    if (instance.desiredState === 'connected' && instance.jid !== null) throw reconnecting();
     return this.#create(instance);
   }
 
