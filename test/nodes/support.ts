@@ -3,6 +3,7 @@ import { afterEach } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { InboxEntry } from '../../sim/model/inbox.ts';
 import type { Simulator } from '../../sim/simulator.ts';
+import { LEASE_HEARTBEAT_MS, LEASE_TTL_MS } from '../../src/nodes/leases.ts';
 import { control, simCaFile, startTestSimulator } from '../live/support.ts';
 import { type Receiver, startReceiver, webhookIdsByMessage } from '../support/https-receiver.ts';
 import { createTestStore, type TestStore } from '../support/store.ts';
@@ -80,8 +81,8 @@ export interface Cluster {
  * may really have expired. A graceful stop hands instances over explicitly, so it needs no fast expiry.
  */
 export const GRACEFUL_LEASES: Record<string, string> = {
-  CHILD_LEASE_HEARTBEAT_MS: '2000',
-  CHILD_LEASE_TTL_MS: '8000',
+  CHILD_LEASE_HEARTBEAT_MS: String(LEASE_HEARTBEAT_MS),
+  CHILD_LEASE_TTL_MS: String(LEASE_TTL_MS),
 };
 
 /**
