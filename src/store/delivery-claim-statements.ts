@@ -1,6 +1,7 @@
-import { sql } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { DatabaseConfig } from '../config/config.ts';
-import { compiledStatement } from './compiled.ts';
+import { type ArgumentOf, compiledStatement } from './compiled.ts';
+import type { Database } from './schema.ts';
 
 /**
  * The statements that lock due webhook deliveries for a worker (docs/decisions/0005-outbox-and-delivery.md),
@@ -29,128 +30,161 @@ export type LockArguments = {
   limit: number;
 };
 
-/** The head statement for `dialect` (its rules: `lockDue` in delivery-claims.ts). */
-function lockDueStatement(dialect: DatabaseConfig['dialect']) {
-  return compiledStatement<LockArguments, LockedRow>((db, arg) =>
-    db
-      .with(
-        (cte) => cte('heads').materialized(),
-        (qb) =>
-          qb
-            .selectFrom('instances as i')
-            .select((eb) => [
-              eb
-                .selectFrom('webhook_deliveries as h')
-                .select('h.event_id')
-                .whereRef('h.instance_id', '=', 'i.id')
-                .where('h.endpoint_id', '=', '')
-                .where('h.status', '=', 'pending')
-                .where('h.run_at', '<=', arg('now'))
-                .orderBy('h.sequence')
-                .limit(1)
-                .as('event_id'),
-              sql<string>`''`.as('endpoint_id'),
-            ])
-            .where('i.webhook_url', 'is not', null)
-            .where(({ not, exists, selectFrom }) =>
-              not(
-                exists(
-                  selectFrom('webhook_state as s')
-                    .select('s.instance_id')
-                    .whereRef('s.instance_id', '=', 'i.id')
-                    .where('s.disabled_at', 'is not', null),
-                ),
+/**
+ * The values the targeted head statement takes: {@link LockArguments} and the instances to look at, as a JSON array
+ * of ids on SQLite (read with `json_each`) and an array on PostgreSQL (`= any(…)`).
+ */
+export type LockOfArguments<D extends DatabaseConfig['dialect']> = LockArguments & {
+  instances: D extends 'sqlite' ? string : readonly string[];
+};
+
+/**
+ * The head statement for `dialect` (its rules: `lockDue` in delivery-claims.ts), over every instance, or over the
+ * lanes of `instances` only when given.
+ */
+function lockDueQuery(
+  db: Kysely<Database>,
+  arg: ArgumentOf<LockArguments>,
+  dialect: DatabaseConfig['dialect'],
+  instances?: unknown,
+) {
+  // One parameter whatever the number of instances. An `in (?, ?, …)` list made SQLite seek each head on the due
+  // index over every instance's pending rows, then sort them (EXPLAIN QUERY PLAN), instead of taking the first row
+  // of the lane's own index.
+  const inList = (column: 'i.id' | 'w.instance_id') =>
+    dialect === 'sqlite'
+      ? sql<boolean>`${sql.ref(column)} in (select value from json_each(${instances}))`
+      : sql<boolean>`${sql.ref(column)} = any(${instances})`;
+  return db
+    .with(
+      (cte) => cte('heads').materialized(),
+      (qb) =>
+        qb
+          .selectFrom('instances as i')
+          .select((eb) => [
+            eb
+              .selectFrom('webhook_deliveries as h')
+              .select('h.event_id')
+              .whereRef('h.instance_id', '=', 'i.id')
+              .where('h.endpoint_id', '=', '')
+              .where('h.status', '=', 'pending')
+              .where('h.run_at', '<=', arg('now'))
+              .orderBy('h.sequence')
+              .limit(1)
+              .as('event_id'),
+            sql<string>`''`.as('endpoint_id'),
+          ])
+          .where('i.webhook_url', 'is not', null)
+          .$if(instances !== undefined, (q) => q.where(inList('i.id')))
+          .where(({ not, exists, selectFrom }) =>
+            not(
+              exists(
+                selectFrom('webhook_state as s')
+                  .select('s.instance_id')
+                  .whereRef('s.instance_id', '=', 'i.id')
+                  .where('s.disabled_at', 'is not', null),
               ),
-            )
-            .where(({ not, exists, selectFrom }) =>
-              not(
-                exists(
-                  selectFrom('webhook_deliveries as o')
-                    .select('o.event_id')
-                    .whereRef('o.instance_id', '=', 'i.id')
-                    .where('o.endpoint_id', '=', '')
-                    // No `status` test: only pending rows hold a lock, and leaving it out keeps the plan on the
-                    // (instance_id, locked_at) index rather than scanning the instance's backlog.
-                    .where('o.locked_at', '>=', arg('staleBefore')),
-                ),
+            ),
+          )
+          .where(({ not, exists, selectFrom }) =>
+            not(
+              exists(
+                selectFrom('webhook_deliveries as o')
+                  .select('o.event_id')
+                  .whereRef('o.instance_id', '=', 'i.id')
+                  .where('o.endpoint_id', '=', '')
+                  // No `status` test: only pending rows hold a lock, and leaving it out keeps the plan on the
+                  // (instance_id, locked_at) index rather than scanning the instance's backlog.
+                  .where('o.locked_at', '>=', arg('staleBefore')),
               ),
-            )
-            // The lanes of the enabled endpoints (docs/decisions/0035-webhook-endpoints.md), by the same rules.
-            .unionAll((eb) =>
-              eb
-                .selectFrom('webhook_endpoints as w')
-                .select((eb) => [
-                  eb
-                    .selectFrom('webhook_deliveries as h')
-                    .select('h.event_id')
-                    .whereRef('h.instance_id', '=', 'w.instance_id')
-                    .whereRef('h.endpoint_id', '=', 'w.id')
-                    .where('h.status', '=', 'pending')
-                    .where('h.run_at', '<=', arg('now'))
-                    .orderBy('h.sequence')
-                    .limit(1)
-                    .as('event_id'),
-                  'w.id as endpoint_id',
-                ])
-                .where('w.enabled', '=', 1)
-                .where(({ not, exists, selectFrom }) =>
-                  not(
-                    exists(
-                      selectFrom('webhook_deliveries as o')
-                        .select('o.event_id')
-                        .whereRef('o.instance_id', '=', 'w.instance_id')
-                        .whereRef('o.endpoint_id', '=', 'w.id')
-                        .where('o.locked_at', '>=', arg('staleBefore')),
-                    ),
+            ),
+          )
+          // The lanes of the enabled endpoints (docs/decisions/0035-webhook-endpoints.md), by the same rules.
+          .unionAll((eb) =>
+            eb
+              .selectFrom('webhook_endpoints as w')
+              .select((eb) => [
+                eb
+                  .selectFrom('webhook_deliveries as h')
+                  .select('h.event_id')
+                  .whereRef('h.instance_id', '=', 'w.instance_id')
+                  .whereRef('h.endpoint_id', '=', 'w.id')
+                  .where('h.status', '=', 'pending')
+                  .where('h.run_at', '<=', arg('now'))
+                  .orderBy('h.sequence')
+                  .limit(1)
+                  .as('event_id'),
+                'w.id as endpoint_id',
+              ])
+              .where('w.enabled', '=', 1)
+              .$if(instances !== undefined, (q) => q.where(inList('w.instance_id')))
+              .where(({ not, exists, selectFrom }) =>
+                not(
+                  exists(
+                    selectFrom('webhook_deliveries as o')
+                      .select('o.event_id')
+                      .whereRef('o.instance_id', '=', 'w.instance_id')
+                      .whereRef('o.endpoint_id', '=', 'w.id')
+                      .where('o.locked_at', '>=', arg('staleBefore')),
                   ),
                 ),
-            ),
-      )
-      .with(
-        (cte) => cte('due').materialized(),
-        (qb) =>
-          qb
-            .selectFrom('webhook_deliveries as d')
-            .select(['d.event_id', 'd.endpoint_id'])
-            .where((eb) =>
-              eb(
-                eb.refTuple('d.event_id', 'd.endpoint_id'),
-                'in',
-                eb
-                  .selectFrom('heads')
-                  .select(['heads.event_id', 'heads.endpoint_id'])
-                  .$narrowType<{ event_id: string }>()
-                  .$asTuple('event_id', 'endpoint_id'),
               ),
-            )
-            // Re-checked on the locked row (PostgreSQL): another process may have claimed or finished it.
-            .where('d.status', '=', 'pending')
-            .where('d.run_at', '<=', arg('now'))
-            .where((eb) => eb.or([eb('d.locked_at', 'is', null), eb('d.locked_at', '<', arg('staleBefore'))]))
-            .orderBy('d.run_at')
-            .limit(arg('limit'))
-            .$if(dialect === 'postgres', (q) => q.forUpdate('d').skipLocked()),
-      )
-      .updateTable('webhook_deliveries')
-      .set((eb) => ({ locked_by: arg('workerId'), locked_at: arg('now'), attempts: eb('attempts', '+', 1) }))
-      .where((eb) =>
-        eb(
-          eb.refTuple('event_id', 'endpoint_id'),
-          'in',
-          eb
-            .selectFrom('due')
-            .select(['due.event_id', 'due.endpoint_id'])
-            .$asTuple('event_id', 'endpoint_id'),
-        ),
-      )
-      .returning(['event_id', 'endpoint_id', 'instance_id', 'sequence', 'attempts', 'max_attempts']),
-  );
+          ),
+    )
+    .with(
+      (cte) => cte('due').materialized(),
+      (qb) =>
+        qb
+          .selectFrom('webhook_deliveries as d')
+          .select(['d.event_id', 'd.endpoint_id'])
+          .where((eb) =>
+            eb(
+              eb.refTuple('d.event_id', 'd.endpoint_id'),
+              'in',
+              eb
+                .selectFrom('heads')
+                .select(['heads.event_id', 'heads.endpoint_id'])
+                .$narrowType<{ event_id: string }>()
+                .$asTuple('event_id', 'endpoint_id'),
+            ),
+          )
+          // Re-checked on the locked row (PostgreSQL): another process may have claimed or finished it.
+          .where('d.status', '=', 'pending')
+          .where('d.run_at', '<=', arg('now'))
+          .where((eb) => eb.or([eb('d.locked_at', 'is', null), eb('d.locked_at', '<', arg('staleBefore'))]))
+          .orderBy('d.run_at')
+          .limit(arg('limit'))
+          .$if(dialect === 'postgres', (q) => q.forUpdate('d').skipLocked()),
+    )
+    .updateTable('webhook_deliveries')
+    .set((eb) => ({ locked_by: arg('workerId'), locked_at: arg('now'), attempts: eb('attempts', '+', 1) }))
+    .where((eb) =>
+      eb(
+        eb.refTuple('event_id', 'endpoint_id'),
+        'in',
+        eb.selectFrom('due').select(['due.event_id', 'due.endpoint_id']).$asTuple('event_id', 'endpoint_id'),
+      ),
+    )
+    .returning(['event_id', 'endpoint_id', 'instance_id', 'sequence', 'attempts', 'max_attempts']);
 }
 
 /** The head statement per dialect: locks the head of up to `limit` idle lanes. */
 export const LOCK_DUE = {
-  sqlite: lockDueStatement('sqlite'),
-  postgres: lockDueStatement('postgres'),
+  sqlite: compiledStatement<LockArguments, LockedRow>((db, arg) => lockDueQuery(db, arg, 'sqlite')),
+  postgres: compiledStatement<LockArguments, LockedRow>((db, arg) => lockDueQuery(db, arg, 'postgres')),
+} as const;
+
+/**
+ * The head statement per dialect over the lanes of the instances given only: the same rules, without walking every
+ * instance with a URL.
+ */
+export const LOCK_DUE_OF = {
+  sqlite: compiledStatement<LockOfArguments<'sqlite'>, LockedRow>((db, arg) =>
+    lockDueQuery(db, arg, 'sqlite', arg('instances')),
+  ),
+  postgres: compiledStatement<LockOfArguments<'postgres'>, LockedRow>((db, arg) =>
+    lockDueQuery(db, arg, 'postgres', arg('instances')),
+  ),
 } as const;
 
 /** The values the tail statement takes; times in epoch ms. */

@@ -18,6 +18,12 @@ import type { DeliveryWorkerOptions } from './worker-options.ts';
 export type { DeliveryWorkerOptions, WebhookWorkerTuning } from './worker-options.ts';
 
 /**
+ * Most instances a claim looks at by name (docs/decisions/0053-targeted-claims.md); with more woken since the last
+ * claim it walks every instance, which then costs less than the list.
+ */
+export const TARGETED_CLAIM_MAX = 32;
+
+/**
  * A lane's next delivery taken to be started by a record: the start decision of the delivery before it, and how to
  * give its own decision to the one after it.
  */
@@ -74,6 +80,13 @@ export class DeliveryWorker {
   #stopping = false;
   #loop: Promise<void> | undefined;
   #wakeRequested = false;
+  /**
+   * Whether the next claim walks every instance: at start, after a poll interval with no wake, a wake naming no
+   * instance, a claim that failed or one that filled every free lane (more may be due).
+   */
+  #claimAll = true;
+  /** Instances whose events were queued (or whose lane batch ended) since the last claim. */
+  readonly #woken = new Set<string>();
   #sleeper: (() => void) | undefined;
 
   constructor(options: DeliveryWorkerOptions) {
@@ -116,15 +129,18 @@ export class DeliveryWorker {
    * nothing happens while this process has an attempt in flight on every one of those lanes: their new deliveries
    * cannot be claimed before those attempts end (docs/decisions/0005-outbox-and-delivery.md order), and each end
    * wakes the worker anyway. This keeps a busy lane's every commit from running a claim query that cannot succeed,
-   * while a delivery to an idle endpoint of a busy instance is claimed at once.
+   * while a delivery to an idle endpoint of a busy instance is claimed at once. The claim that follows looks at the
+   * lanes of the instances named since the last one only (up to {@link TARGETED_CLAIM_MAX} of them), unless a wake
+   * named none (docs/decisions/0053-targeted-claims.md).
    */
   wake(instanceId?: string, endpointIds: readonly string[] = ['']): void {
-    if (
-      instanceId !== undefined &&
+    if (instanceId === undefined) this.#claimAll = true;
+    else if (
       endpointIds.length > 0 &&
       endpointIds.every((endpointId) => this.#lanes.has(`${instanceId}/${endpointId}`))
     )
       return;
+    else this.#woken.add(instanceId);
     this.#wakeRequested = true;
     const sleeper = this.#sleeper;
     this.#sleeper = undefined;
@@ -166,6 +182,7 @@ export class DeliveryWorker {
    * @returns how many deliveries were attempted.
    */
   async runOnce(): Promise<number> {
+    this.#claimAll = true;
     const runs = await this.#claimAndLaunch();
     await Promise.allSettled(runs.map((run) => run.done));
     return runs.reduce((sum, run) => sum + run.attempted, 0);
@@ -180,6 +197,8 @@ export class DeliveryWorker {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
           this.#sleeper = undefined;
+          // The poll: retries come due and claims go stale without a wake.
+          this.#claimAll = true;
           resolve();
         }, this.#pollMs);
         this.#sleeper = () => {
@@ -190,10 +209,19 @@ export class DeliveryWorker {
     }
   }
 
-  /** Claims lane batches up to the free capacity and starts them; returns the runs started. */
+  /**
+   * Claims lane batches up to the free capacity and starts them; returns the runs started. Looks at every
+   * instance, or only at the instances woken since the last claim (docs/decisions/0053-targeted-claims.md).
+   */
   async #claimAndLaunch(): Promise<LaneRun[]> {
     const free = this.#concurrency - this.#lanes.size;
+    // The instances woken meanwhile stay noted: a lane's end frees capacity and wakes the worker.
     if (free <= 0) return [];
+    const all = this.#claimAll || this.#woken.size > TARGETED_CLAIM_MAX;
+    const instances = all ? undefined : [...this.#woken];
+    if (instances !== undefined && instances.length === 0) return [];
+    this.#claimAll = false;
+    this.#woken.clear();
     const { store, clock, logger } = this.#options;
     const now = clock();
     let claimed: ClaimedDelivery[];
@@ -204,8 +232,11 @@ export class DeliveryWorker {
         staleBefore: this.staleBefore(now),
         limit: free,
         perLane: this.#laneBatch,
+        ...(instances === undefined ? {} : { instances }),
       });
     } catch (error) {
+      // The instances woken are not forgotten: the next claim (at the next poll) walks every instance.
+      this.#claimAll = true;
       logger.warn({ err: error }, 'claiming webhook deliveries failed');
       return [];
     }
@@ -218,7 +249,10 @@ export class DeliveryWorker {
       if (batch === undefined) batches.set(lane, [delivery]);
       else batch.push(delivery);
     }
+    // Every free lane taken: more may be due than this claim could take, so the next claim looks everywhere.
+    if (batches.size >= free) this.#claimAll = true;
     return [...batches].map(([lane, batch]) => {
+      const [first] = batch;
       const run: LaneRun = { done: Promise.resolve(), pending: batch, attempted: 0 };
       run.done = this.#runLane(run)
         .catch((error: unknown) => {
@@ -226,7 +260,9 @@ export class DeliveryWorker {
         })
         .finally(() => {
           this.#lanes.delete(lane);
-          if (this.#running) this.wake();
+          // Its events queued meanwhile did not wake the worker (the lane was busy): its instance is looked at next.
+          if (this.#running)
+            this.wake(first?.instanceId, first === undefined ? undefined : [first.endpointId]);
         });
       this.#lanes.set(lane, run);
       return run;
