@@ -18,8 +18,8 @@ import type { DeliveryWorkerOptions } from './worker-options.ts';
 export type { DeliveryWorkerOptions, WebhookWorkerTuning } from './worker-options.ts';
 
 /**
- * Most instances a claim looks at by name (docs/decisions/0053-targeted-claims.md); with more woken since the last
- * claim it walks every instance, which then costs less than the list.
+ * Most instances a claim looks at by name (docs/decisions/0053-targeted-claims.md); the others woken wait for the
+ * next claim, in the order they were woken.
  */
 export const TARGETED_CLAIM_MAX = 32;
 
@@ -81,11 +81,16 @@ export class DeliveryWorker {
   #loop: Promise<void> | undefined;
   #wakeRequested = false;
   /**
-   * Whether the next claim walks every instance: at start, after a poll interval with no wake, a wake naming no
-   * instance, a claim that failed or one that filled every free lane (more may be due).
+   * Whether the next claim walks every instance: at start, after a wake naming no instance, a claim that failed,
+   * and a claim over every instance that filled every free lane (more may be due).
    */
   #claimAll = true;
-  /** Instances whose events were queued (or whose lane batch ended) since the last claim. */
+  /**
+   * When the last claim over every instance started (`performance.now()`, ms): one starts at least every poll
+   * interval.
+   */
+  #lastClaimAll = Number.NEGATIVE_INFINITY;
+  /** Instances whose events were queued (or whose lane batch ended) and not yet looked at, in the order woken. */
   readonly #woken = new Set<string>();
   #sleeper: (() => void) | undefined;
 
@@ -217,13 +222,26 @@ export class DeliveryWorker {
     const free = this.#concurrency - this.#lanes.size;
     // The instances woken meanwhile stay noted: a lane's end frees capacity and wakes the worker.
     if (free <= 0) return [];
-    const all = this.#claimAll || this.#woken.size > TARGETED_CLAIM_MAX;
-    const instances = all ? undefined : [...this.#woken];
-    if (instances !== undefined && instances.length === 0) return [];
-    this.#claimAll = false;
-    this.#woken.clear();
     const { store, clock, logger } = this.#options;
     const now = clock();
+    // Retries come due and claims go stale without a wake: every instance is looked at once a poll interval (of
+    // real time), also while wakes keep the worker from sleeping until its poll.
+    const started = performance.now();
+    const all = this.#claimAll || started - this.#lastClaimAll >= this.#pollMs;
+    let instances: string[] | undefined;
+    if (all) {
+      this.#claimAll = false;
+      this.#lastClaimAll = started;
+      this.#woken.clear();
+    } else {
+      instances = [];
+      for (const instanceId of this.#woken) {
+        if (instances.length === TARGETED_CLAIM_MAX) break;
+        instances.push(instanceId);
+        this.#woken.delete(instanceId);
+      }
+      if (instances.length === 0) return [];
+    }
     let claimed: ClaimedDelivery[];
     try {
       claimed = await claimDeliveries(store.db, store.dialect, {
@@ -249,8 +267,12 @@ export class DeliveryWorker {
       if (batch === undefined) batches.set(lane, [delivery]);
       else batch.push(delivery);
     }
-    // Every free lane taken: more may be due than this claim could take, so the next claim looks everywhere.
-    if (batches.size >= free) this.#claimAll = true;
+    // Every free lane taken: more may be due than this claim could take. The next claim looks at the same
+    // instances again, or everywhere after a claim over every instance.
+    if (batches.size >= free) {
+      if (instances === undefined) this.#claimAll = true;
+      else for (const instanceId of instances) this.#woken.add(instanceId);
+    }
     return [...batches].map(([lane, batch]) => {
       const [first] = batch;
       const run: LaneRun = { done: Promise.resolve(), pending: batch, attempted: 0 };

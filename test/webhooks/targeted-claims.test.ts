@@ -4,7 +4,7 @@ import type { Instance } from '../../src/domain/instance.ts';
 import { claimDeliveries } from '../../src/store/delivery-claims.ts';
 import { type ReceivedRequest, type Receiver, startReceiver } from '../support/https-receiver.ts';
 import { testDialects } from '../support/store.ts';
-import { HMAC_KEY, textMessage, webhookAppPerTest } from './support.ts';
+import { createWebhookApp, HMAC_KEY, textMessage, webhookAppPerTest } from './support.ts';
 
 /**
  * Targeted claims (docs/decisions/0053-targeted-claims.md): a claim may look at the lanes of a few named instances
@@ -132,6 +132,35 @@ for (const dialect of testDialects()) {
         const received = await receiver.waitForCount(2, 10_000);
         assert.equal(textOf(received[1]), 'retried');
       } finally {
+        await receiver.close();
+      }
+    });
+
+    it('a due retry is claimed within a poll interval while wakes never let the worker sleep', async () => {
+      const t = app.t();
+      const receiver = await withOther();
+      const busy = await createWebhookApp({
+        dialect,
+        plan: { plan: 'pro' },
+        testStore: t.testStore,
+        clock: t.clock,
+        webhookWorker: { pollIntervalMs: 300 },
+        env: { WEBHOOK_RETRY_SCHEDULE: '1' },
+      });
+      await t.services.webhooks.stop();
+      const waking = setInterval(() => busy.services.webhooks.wake(t.instance.id), 0);
+      try {
+        receiver.enqueue({ status: 500, body: 'not now' });
+        await t.services.recorder.record(other.id, textMessage('retried'));
+        busy.services.webhooks.wake(other.id);
+        await receiver.waitForCount(1, 10_000);
+        await waitUntil(async () => (await rows()).some((row) => row[0] === 'other' && row[3] === null));
+        t.clock.advance(5_000);
+        const received = await receiver.waitForCount(2, 10_000);
+        assert.equal(textOf(received[1]), 'retried');
+      } finally {
+        clearInterval(waking);
+        await busy.close();
         await receiver.close();
       }
     });
