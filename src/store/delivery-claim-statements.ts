@@ -1,6 +1,6 @@
-import { type Kysely, sql } from 'kysely';
+import { type Kysely, type RawBuilder, sql } from 'kysely';
 import type { DatabaseConfig } from '../config/config.ts';
-import { type ArgumentOf, compiledStatement } from './compiled.ts';
+import { type ArgumentOf, compiledWithLimit } from './compiled.ts';
 import type { Database } from './schema.ts';
 
 /**
@@ -22,13 +22,18 @@ export interface LockedRow {
   max_attempts: number;
 }
 
-/** The values the head statement takes; times in epoch ms, `limit` the most lanes. */
+/**
+ * The values the head statement takes, times in epoch ms; the most lanes to lock is given beside them, written into
+ * the SQL (src/store/compiled.ts, `compiledWithLimit`).
+ */
 export type LockArguments = {
   workerId: string;
   now: number;
   staleBefore: number;
-  limit: number;
 };
+
+/** `LIMIT 1` written into the SQL rather than bound (see `compiledWithLimit` in src/store/compiled.ts). */
+const ONE = sql.lit(1);
 
 /**
  * The values the targeted head statement takes: {@link LockArguments} and the instances to look at, as a JSON array
@@ -45,6 +50,7 @@ export type LockOfArguments<D extends DatabaseConfig['dialect']> = LockArguments
 function lockDueQuery(
   db: Kysely<Database>,
   arg: ArgumentOf<LockArguments>,
+  limit: RawBuilder<number>,
   dialect: DatabaseConfig['dialect'],
   instances?: unknown,
 ) {
@@ -70,7 +76,7 @@ function lockDueQuery(
               .where('h.status', '=', 'pending')
               .where('h.run_at', '<=', arg('now'))
               .orderBy('h.sequence')
-              .limit(1)
+              .limit(ONE)
               .as('event_id'),
             sql<string>`''`.as('endpoint_id'),
           ])
@@ -112,7 +118,7 @@ function lockDueQuery(
                   .where('h.status', '=', 'pending')
                   .where('h.run_at', '<=', arg('now'))
                   .orderBy('h.sequence')
-                  .limit(1)
+                  .limit(ONE)
                   .as('event_id'),
                 'w.id as endpoint_id',
               ])
@@ -134,26 +140,35 @@ function lockDueQuery(
     .with(
       (cte) => cte('due').materialized(),
       (qb) =>
-        qb
-          .selectFrom('webhook_deliveries as d')
+        (dialect === 'sqlite'
+          ? // SQLite: each head's row sought by its key (`CROSS JOIN` keeps `heads` the outer loop), then the few
+            // found sorted. Filtering the due index by `in (heads)` read every instance's pending rows instead.
+            qb
+              .selectFrom('heads')
+              .crossJoin('webhook_deliveries as d')
+              .whereRef('d.event_id', '=', 'heads.event_id')
+              .whereRef('d.endpoint_id', '=', 'heads.endpoint_id')
+          : qb
+              .selectFrom('webhook_deliveries as d')
+              .where((eb) =>
+                eb(
+                  eb.refTuple('d.event_id', 'd.endpoint_id'),
+                  'in',
+                  eb
+                    .selectFrom('heads')
+                    .select(['heads.event_id', 'heads.endpoint_id'])
+                    .$narrowType<{ event_id: string }>()
+                    .$asTuple('event_id', 'endpoint_id'),
+                ),
+              )
+        )
           .select(['d.event_id', 'd.endpoint_id'])
-          .where((eb) =>
-            eb(
-              eb.refTuple('d.event_id', 'd.endpoint_id'),
-              'in',
-              eb
-                .selectFrom('heads')
-                .select(['heads.event_id', 'heads.endpoint_id'])
-                .$narrowType<{ event_id: string }>()
-                .$asTuple('event_id', 'endpoint_id'),
-            ),
-          )
           // Re-checked on the locked row (PostgreSQL): another process may have claimed or finished it.
           .where('d.status', '=', 'pending')
           .where('d.run_at', '<=', arg('now'))
           .where((eb) => eb.or([eb('d.locked_at', 'is', null), eb('d.locked_at', '<', arg('staleBefore'))]))
           .orderBy('d.run_at')
-          .limit(arg('limit'))
+          .limit(limit)
           .$if(dialect === 'postgres', (q) => q.forUpdate('d').skipLocked()),
     )
     .updateTable('webhook_deliveries')
@@ -170,8 +185,12 @@ function lockDueQuery(
 
 /** The head statement per dialect: locks the head of up to `limit` idle lanes. */
 export const LOCK_DUE = {
-  sqlite: compiledStatement<LockArguments, LockedRow>((db, arg) => lockDueQuery(db, arg, 'sqlite')),
-  postgres: compiledStatement<LockArguments, LockedRow>((db, arg) => lockDueQuery(db, arg, 'postgres')),
+  sqlite: compiledWithLimit<LockArguments, LockedRow>((db, arg, limit) =>
+    lockDueQuery(db, arg, limit, 'sqlite'),
+  ),
+  postgres: compiledWithLimit<LockArguments, LockedRow>((db, arg, limit) =>
+    lockDueQuery(db, arg, limit, 'postgres'),
+  ),
 } as const;
 
 /**
@@ -179,11 +198,11 @@ export const LOCK_DUE = {
  * instance with a URL.
  */
 export const LOCK_DUE_OF = {
-  sqlite: compiledStatement<LockOfArguments<'sqlite'>, LockedRow>((db, arg) =>
-    lockDueQuery(db, arg, 'sqlite', arg('instances')),
+  sqlite: compiledWithLimit<LockOfArguments<'sqlite'>, LockedRow>((db, arg, limit) =>
+    lockDueQuery(db, arg, limit, 'sqlite', arg('instances')),
   ),
-  postgres: compiledStatement<LockOfArguments<'postgres'>, LockedRow>((db, arg) =>
-    lockDueQuery(db, arg, 'postgres', arg('instances')),
+  postgres: compiledWithLimit<LockOfArguments<'postgres'>, LockedRow>((db, arg, limit) =>
+    lockDueQuery(db, arg, limit, 'postgres', arg('instances')),
   ),
 } as const;
 
@@ -197,20 +216,18 @@ export type TailArguments = {
   endpointId: string;
   /** The lane head's sequence: the tail starts after it. */
   after: number;
-  /** Most rows to lock. */
-  limit: number;
 };
 
 /**
  * The tail statement for `dialect`: locks, for the worker that holds a lane's head, the lane's next pending and due
- * rows in `sequence` order (at most `limit`), unclaimed or with a stale claim and with an attempt left. Unlike the
+ * rows in `sequence` order (at most `limit`, given beside the arguments), unclaimed or with a stale claim and with an attempt left. Unlike the
  * head statement it counts no attempt: a tail row's attempt is counted, and its attempt row written, when it starts
  * (in the transaction that records the attempt before it, docs/decisions/0048-lane-batches.md). It reads the (instance_id, endpoint_id, status, sequence) index from the head onwards and
  * stops at `limit`. PostgreSQL skips rows another process locked meanwhile; the lane's in-flight rule keeps other
  * workers off the lane anyway while its head is held.
  */
 function tailStatement(dialect: DatabaseConfig['dialect']) {
-  return compiledStatement<TailArguments, LockedRow>((db, arg) =>
+  return compiledWithLimit<TailArguments, LockedRow>((db, arg, limit) =>
     db
       .with(
         (cte) => cte('tail').materialized(),
@@ -227,7 +244,7 @@ function tailStatement(dialect: DatabaseConfig['dialect']) {
             // A row with no attempt left is failed when it comes up as a head (the head statement's rule).
             .whereRef('d.attempts', '<', 'd.max_attempts')
             .orderBy('d.sequence')
-            .limit(arg('limit'))
+            .limit(limit)
             // Not SKIP LOCKED: a row another transaction holds for a moment (a redelivery) would leave a gap, and
             // the rows after it would start before it. The wait is short: the lane's rows are this claim's alone.
             .$if(dialect === 'postgres', (q) => q.forUpdate('d')),

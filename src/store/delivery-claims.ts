@@ -169,13 +169,13 @@ function lockDue(
   options: ClaimOptions,
 ): Promise<LockedRow[]> {
   const { workerId, now, staleBefore, limit, instances } = options;
-  const args = { workerId, now, staleBefore, limit };
+  const args = { workerId, now, staleBefore };
   const run =
     instances === undefined
-      ? LOCK_DUE[dialect].run(trx, args)
+      ? LOCK_DUE[dialect].run(trx, args, limit)
       : dialect === 'sqlite'
-        ? LOCK_DUE_OF.sqlite.run(trx, { ...args, instances: JSON.stringify(instances) })
-        : LOCK_DUE_OF.postgres.run(trx, { ...args, instances });
+        ? LOCK_DUE_OF.sqlite.run(trx, { ...args, instances: JSON.stringify(instances) }, limit)
+        : LOCK_DUE_OF.postgres.run(trx, { ...args, instances }, limit);
   return run.then((result) => result.rows);
 }
 
@@ -195,15 +195,18 @@ async function lockTails(
   if (perLane <= 1) return [];
   const tails: LockedRow[] = [];
   for (const head of heads) {
-    const result = await LOCK_TAIL[dialect].run(trx, {
-      workerId: options.workerId,
-      now: options.now,
-      staleBefore: options.staleBefore,
-      instanceId: head.instance_id,
-      endpointId: head.endpoint_id,
-      after: Number(head.sequence),
-      limit: perLane - 1,
-    });
+    const result = await LOCK_TAIL[dialect].run(
+      trx,
+      {
+        workerId: options.workerId,
+        now: options.now,
+        staleBefore: options.staleBefore,
+        instanceId: head.instance_id,
+        endpointId: head.endpoint_id,
+        after: Number(head.sequence),
+      },
+      perLane - 1,
+    );
     tails.push(...result.rows);
   }
   return tails;

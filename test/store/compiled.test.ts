@@ -1,7 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
-import { COMPILED_LIST_MAX, compiledListStatement, compiledStatement } from '../../src/store/compiled.ts';
+import {
+  COMPILED_LIST_MAX,
+  compiledListStatement,
+  compiledStatement,
+  compiledWithLimit,
+} from '../../src/store/compiled.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 
 /** Statements compiled once per store and run with each call's values (src/store/compiled.ts). */
@@ -23,6 +28,20 @@ const READ = compiledStatement<{ a: string; b: string }, { key: string; consumed
     .where('key', 'in', [arg('a'), arg('b')])
     .orderBy('key'),
 );
+
+/** The SQL texts a limit statement was compiled to, in order. */
+const limitTexts: string[] = [];
+
+const FIRST_WINDOWS = compiledWithLimit<{ prefix: string }, { key: string }>((db, arg, limit) => {
+  const query = db
+    .selectFrom('rate_limit_windows')
+    .select('key')
+    .where('key', 'like', arg('prefix'))
+    .orderBy('key')
+    .limit(limit);
+  limitTexts.push(query.compile().sql);
+  return query;
+});
 
 /** Builder calls of the list statements below, by list length (a compiled length is built once per store). */
 const built = new Map<number, number>();
@@ -79,6 +98,26 @@ for (const dialect of testDialects()) {
         { key: 'k-1', consumed: 2 },
         { key: 'k-2', consumed: 1 },
       ]);
+    });
+
+    it('writes a LIMIT into the SQL, compiled once per value; refuses a limit that is not a whole number', async () => {
+      const db = store.store.db;
+      for (const key of ['lim-a', 'lim-b', 'lim-c']) await UPSERT.run(db, { key, resetAt: 1 });
+      limitTexts.length = 0;
+      const keys = async (limit: number) =>
+        (await FIRST_WINDOWS.run(db, { prefix: 'lim-%' }, limit)).rows.map((row) => row.key);
+      assert.deepEqual(await keys(2), ['lim-a', 'lim-b']);
+      assert.deepEqual(await keys(2), ['lim-a', 'lim-b']);
+      assert.deepEqual(await keys(0), []);
+      assert.deepEqual(await keys(10), ['lim-a', 'lim-b', 'lim-c']);
+      assert.equal(limitTexts.length, 3, 'one compiled form per limit value');
+      assert.deepEqual(
+        limitTexts.map((text) => text.match(/limit (\S+)$/)?.[1]),
+        ['2', '0', '10'],
+      );
+      for (const bad of [-1, 1.5, Number.NaN, 2 ** 60]) {
+        await assert.rejects(FIRST_WINDOWS.run(db, { prefix: 'lim-%' }, bad), RangeError, String(bad));
+      }
     });
 
     it('runs inside a transaction of the store, which sees its own writes and rolls them back', async () => {
