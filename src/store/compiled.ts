@@ -64,7 +64,9 @@ export interface CompiledLimitStatement<A, R> {
  * statement is compiled once per limit value (a worker's free lanes, a lane batch: a few small numbers fixed by
  * configuration). SQLite's query planner may use the value of a LIMIT, so a statement whose LIMIT is a bound
  * parameter is prepared again at every run once the parameter is bound: for the delivery claim that was 90 to
- * 170 µs a run, twenty times the statement's own work (docs/benchmarks.md, step 26).
+ * 170 µs a run, twenty times the statement's own work (docs/benchmarks.md, step 26). The planner sees the value, so
+ * check the plan (EXPLAIN QUERY PLAN) of a statement moved to a literal LIMIT: a literal `LIMIT 1` in the delivery
+ * claim's correlated subqueries chose a worse index than the bound one did.
  */
 export function compiledWithLimit<A extends Record<string, unknown>, R = unknown>(
   build: (db: Kysely<Database>, arg: ArgumentOf<A>, limit: RawBuilder<number>) => Compilable<R>,
