@@ -82,7 +82,8 @@ export class DeliveryWorker {
   #wakeRequested = false;
   /**
    * Whether the next claim walks every instance: at start, after a wake naming no instance, a claim that failed,
-   * and a claim over every instance that filled every free lane (more may be due).
+   * and a claim over every instance that filled every free lane (more may be due). A poll interval since the last
+   * walk (`#lastClaimAll`) also makes the next claim one.
    */
   #claimAll = true;
   /**
@@ -200,10 +201,9 @@ export class DeliveryWorker {
       if (!this.#running) break;
       if (this.#wakeRequested) continue;
       await new Promise<void>((resolve) => {
+        // Waking from a whole poll interval's sleep, the next claim walks every instance (`#lastClaimAll`).
         const timer = setTimeout(() => {
           this.#sleeper = undefined;
-          // The poll: retries come due and claims go stale without a wake.
-          this.#claimAll = true;
           resolve();
         }, this.#pollMs);
         this.#sleeper = () => {

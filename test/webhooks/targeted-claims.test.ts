@@ -21,23 +21,20 @@ for (const dialect of testDialects()) {
       env: { WEBHOOK_RETRY_SCHEDULE: '1' },
     });
     const db = () => app.t().testStore.store.db;
-    let other: Instance;
-    let otherReceiver: Receiver | undefined;
-
-    /** Another instance of the org with its own webhook and receiver (`other` and its receiver). */
-    const withOther = async (name = 'other') => {
-      otherReceiver = await startReceiver();
-      other = await app.t().newInstance('test', name);
+    /** Another instance of the org with its own webhook and receiver. */
+    const withOther = async (name = 'other'): Promise<{ other: Instance; receiver: Receiver }> => {
+      const receiver = await startReceiver();
+      const other = await app.t().newInstance('test', name);
       const t = app.t();
       assert.equal(
         (await t.call('POST', `/v1/session/hmac/config?from=${other.id}`, { hmacKey: HMAC_KEY })).status,
         200,
       );
       assert.equal(
-        (await t.call('POST', `/v1/webhook?from=${other.id}`, { webhookUrl: otherReceiver.url })).status,
+        (await t.call('POST', `/v1/webhook?from=${other.id}`, { webhookUrl: receiver.url })).status,
         200,
       );
-      return otherReceiver;
+      return { other, receiver };
     };
     /** Each delivery row as [instance, endpoint, status, locked_by], by instance then sequence. */
     const rows = async () =>
@@ -59,7 +56,7 @@ for (const dialect of testDialects()) {
     it('a claim over named instances takes their lanes only, default webhook and endpoints alike', async () => {
       const t = app.t();
       await t.services.webhooks.stop();
-      await withOther();
+      const { other, receiver: otherReceiver } = await withOther();
       const endpoint = await t.call('POST', `/v1/webhooks?from=${t.instance.id}`, {
         url: app.receiver().url,
         events: ['Message'],
@@ -103,12 +100,12 @@ for (const dialect of testDialects()) {
         [other.id],
         'a claim over every instance takes the rest',
       );
-      await otherReceiver?.close();
+      await otherReceiver.close();
     });
 
     it('a wake naming an instance claims from it only; a retry come due waits for a wake naming none', async () => {
       const t = app.t();
-      const receiver = await withOther();
+      const { other, receiver } = await withOther();
       try {
         receiver.enqueue({ status: 500, body: 'not now' });
         await t.services.recorder.record(other.id, textMessage('retried'));
@@ -138,7 +135,7 @@ for (const dialect of testDialects()) {
 
     it('a due retry is claimed within a poll interval while wakes never let the worker sleep', async () => {
       const t = app.t();
-      const receiver = await withOther();
+      const { other, receiver } = await withOther();
       const busy = await createWebhookApp({
         dialect,
         plan: { plan: 'pro' },
@@ -167,10 +164,10 @@ for (const dialect of testDialects()) {
 
     it('events of more instances than free lanes are all delivered without a poll', async () => {
       const t = app.t();
-      const b = await withOther('b');
-      const bId = other.id;
-      const c = await withOther('c');
-      const cId = other.id;
+      const { other: bInstance, receiver: b } = await withOther('b');
+      const bId = bInstance.id;
+      const { other: cInstance, receiver: c } = await withOther('c');
+      const cId = cInstance.id;
       try {
         // Two lanes at a time (concurrency 2); three instances' events are queued in one turn.
         await Promise.all([
