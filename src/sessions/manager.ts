@@ -13,6 +13,7 @@ import type { SecretBox } from '../security/secrets.ts';
 import { SqlAuthStateStore } from '../store/engine-auth.ts';
 import { getInstance, listInstancesToRestore, updateInstance } from '../store/instances.ts';
 import type { Database } from '../store/schema.ts';
+import type { TurnTransactions } from '../store/turn-transactions.ts';
 import { RetryingAuthStateStore } from './auth-retry.ts';
 import { RecordBacklog } from './backlog.ts';
 import { RECORD_RETRY, type RecordRetryPolicy, recordWithRetry } from './record-retry.ts';
@@ -93,6 +94,11 @@ export interface SessionManagerOptions {
   };
   /** The process's backlog of events waiting to be recorded (default: one of its own). */
   backlog?: RecordBacklog;
+  /**
+   * The store's shared transaction of each event-loop turn (SQLite only, docs/decisions/0051-turn-groups.md): the
+   * engines' credential and key writes run in it; absent, each write has a transaction of its own.
+   */
+  turn?: TurnTransactions;
 }
 
 /**
@@ -151,7 +157,7 @@ export class SessionManager {
     const policy = this.#policy;
     const signal = this.#closing.signal;
     const backlog = this.backlog;
-    const auth = new SqlAuthStateStore(db, box, instanceId);
+    const auth = new SqlAuthStateStore(db, box, instanceId, this.#options.turn);
     const retrying = async (event: EngineEvent): Promise<void> => {
       const left = backlog.enter();
       try {

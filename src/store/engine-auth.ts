@@ -1,19 +1,30 @@
-import type { Kysely } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { AuthStateStore } from '../engines/engine.ts';
 import type { SecretBox } from '../security/secrets.ts';
 import { compiledListStatement, compiledStatement } from './compiled.ts';
 import type { Database } from './schema.ts';
+import type { TurnTransactions } from './turn-transactions.ts';
 
-/** The SQL implementation of {@link AuthStateStore} over the `engine_auth` table. */
+/**
+ * The SQL implementation of {@link AuthStateStore} over the `engine_auth` table, values sealed with the
+ * {@link SecretBox}.
+ */
 export class SqlAuthStateStore implements AuthStateStore {
   readonly #db: Kysely<Database>;
   readonly #box: SecretBox;
   readonly #instanceId: string;
+  readonly #turn: TurnTransactions | undefined;
 
-  constructor(db: Kysely<Database>, box: SecretBox, instanceId: string) {
+  /**
+   * Keys of instance `instanceId` in `db`. With `turn` (SQLite), a {@link set} runs as one part of the turn's shared
+   * transaction (docs/decisions/0051-turn-groups.md) instead of a transaction of its own: the writes a turn's
+   * sessions make to their keys commit together with the events recorded in the same turn.
+   */
+  constructor(db: Kysely<Database>, box: SecretBox, instanceId: string, turn?: TurnTransactions) {
     this.#db = db;
     this.#box = box;
     this.#instanceId = instanceId;
+    this.#turn = turn;
   }
 
   async get(category: string, ids: readonly string[]): Promise<Map<string, string>> {
@@ -38,16 +49,28 @@ export class SqlAuthStateStore implements AuthStateStore {
     return new Map(rows.map((row) => [row.key_id, this.#box.open(row.value)]));
   }
 
+  /**
+   * Writes `entries` in order, all or none (a `null` value removes the key). Values are sealed before the
+   * transaction starts, so sealing never holds SQLite's write lock.
+   * @throws the store's error; with `turn`, only this call's own failure (a shared transaction that failed is run
+   *   again one part per transaction).
+   */
   async set(entries: readonly { category: string; id: string; value: string | null }[]): Promise<void> {
     if (entries.length === 0) return;
     const at = Date.now();
-    await this.#db.transaction().execute(async (trx) => {
-      for (const entry of entries) {
-        const key = { instanceId: this.#instanceId, category: entry.category, id: entry.id };
-        if (entry.value === null) await DELETE_KEY.run(trx, key);
-        else await PUT_KEY.run(trx, { ...key, value: this.#box.seal(entry.value), at });
+    const instanceId = this.#instanceId;
+    const sealed = entries.map((entry) => ({
+      key: { instanceId, category: entry.category, id: entry.id },
+      value: entry.value === null ? null : this.#box.seal(entry.value),
+    }));
+    const write = async (trx: Transaction<Database>): Promise<void> => {
+      for (const { key, value } of sealed) {
+        if (value === null) await DELETE_KEY.run(trx, key);
+        else await PUT_KEY.run(trx, { ...key, value, at });
       }
-    });
+    };
+    if (this.#turn === undefined) await this.#db.transaction().execute(write);
+    else await this.#turn.run(write, sealed.length);
   }
 
   async clear(): Promise<void> {

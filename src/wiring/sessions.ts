@@ -93,6 +93,8 @@ export function wireSessions(
     logger,
     clock,
     ...(deps.restoreRetry ? { restoreRetry: deps.restoreRetry } : {}),
+    // Credential and key writes share the turn's transaction too (docs/decisions/0051-turn-groups.md).
+    ...(deps.turn === undefined ? {} : { turn: deps.turn }),
   });
   return { recorder, sessions, live };
 }

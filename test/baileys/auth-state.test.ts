@@ -26,6 +26,7 @@ import { BaileysEngine } from '../../src/engines/baileys/index.ts';
 import type { AuthStateStore } from '../../src/engines/engine.ts';
 import { SqlSessionLocks } from '../../src/sessions/instance-lock.ts';
 import { SqlAuthStateStore } from '../../src/store/engine-auth.ts';
+import { type TransactionWork, TurnTransactions } from '../../src/store/turn-transactions.ts';
 import { testDialects } from '../support/store.ts';
 import { fakeFactory, pairedCreds } from './fake-socket.ts';
 import { type LiveFixture, liveFixture, recordingContext, silentLogger } from './support.ts';
@@ -78,6 +79,15 @@ function counting(store: AuthStateStore): { store: AuthStateStore; sets: number[
       },
     },
   };
+}
+
+/** The turn's shared transaction, noting the weight of every part it is given. */
+class CountingTurn extends TurnTransactions {
+  readonly weights: number[] = [];
+  override run<R>(work: TransactionWork<R>, weight = 1): Promise<R> {
+    this.weights.push(weight);
+    return super.run(work, weight);
+  }
 }
 
 for (const dialect of testDialects()) {
@@ -169,6 +179,49 @@ for (const dialect of testDialects()) {
         '5511988887777:0@s.whatsapp.net',
       );
       await loaded.close();
+    });
+
+    it("writes a turn's keys of several instances in the turn's shared transaction; a refused write fails alone", async () => {
+      const { db } = fixture.test.store;
+      const turn = new CountingTurn(db);
+      const store = (instanceId: string) => new SqlAuthStateStore(db, fixture.box, instanceId, turn);
+      const first = fixture.instanceIds[0] ?? '';
+      const second = fixture.instanceIds[1] ?? '';
+      const settled = await Promise.allSettled([
+        store(first).set([
+          { category: 'session', id: 'turn-a', value: '"a"' },
+          { category: 'session', id: 'turn-b', value: '"b"' },
+        ]),
+        store(second).set([{ category: 'session', id: 'turn-c', value: '"c"' }]),
+        // No such instance: the foreign key refuses it, and only this caller sees the error.
+        store('no-such-instance').set([{ category: 'session', id: 'turn-d', value: '"d"' }]),
+      ]);
+      assert.deepEqual(turn.weights, [2, 1, 1], 'one part per set(), weighing its entries');
+      assert.deepEqual(
+        settled.map((result) => result.status),
+        ['fulfilled', 'fulfilled', 'rejected'],
+      );
+      const rows = await db
+        .selectFrom('engine_auth')
+        .select(['instance_id', 'key_id', 'value'])
+        .where('key_id', 'in', ['turn-a', 'turn-b', 'turn-c', 'turn-d'])
+        .orderBy('key_id')
+        .execute();
+      assert.deepEqual(
+        rows.map((row) => [row.instance_id, row.key_id]),
+        [
+          [first, 'turn-a'],
+          [first, 'turn-b'],
+          [second, 'turn-c'],
+        ],
+      );
+      for (const row of rows) assert.match(row.value, /^v1\./, 'sealed before the transaction');
+      assert.deepEqual(Object.fromEntries(await store(first).get('session', ['turn-a', 'turn-b'])), {
+        'turn-a': '"a"',
+        'turn-b': '"b"',
+      });
+      await store(first).set([{ category: 'session', id: 'turn-a', value: null }]);
+      assert.deepEqual([...(await store(first).get('session', ['turn-a', 'turn-b'])).keys()], ['turn-b']);
     });
 
     it('discards half-registered credentials (abandoned pairing) and logout deletes everything', async () => {
