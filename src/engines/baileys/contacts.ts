@@ -61,8 +61,10 @@ export class ContactBook {
   }
 
   /**
-   * Merges platform contacts into the book and returns the merged entries (what changed), in input order.
-   * Partial inputs only overwrite the fields they carry.
+   * Merges platform contacts into the book and returns the entries that changed, merged, in the order of their first
+   * input. Partial inputs only overwrite the fields they carry. An entry equal to the stored one is neither written
+   * nor returned: Baileys reports the sender's push name with every message it receives (`contacts.update`), and
+   * an unchanged name is not news.
    */
   async merge(inputs: readonly Partial<BaileysContact>[], ctx: MappingContext): Promise<Contact[]> {
     const mapped: { contact: Contact; input: Partial<BaileysContact> }[] = [];
@@ -88,10 +90,13 @@ export class ContactBook {
       }
       merged.set(contact.jid, next);
     }
+    const changed = [...merged.values()]
+      .map((contact) => ({ contact, value: JSON.stringify(contact) }))
+      .filter(({ contact, value }) => value !== stored.get(contact.jid));
     await this.#store.set(
-      [...merged.values()].map((c) => ({ category: CONTACTS_CATEGORY, id: c.jid, value: JSON.stringify(c) })),
+      changed.map(({ contact, value }) => ({ category: CONTACTS_CATEGORY, id: contact.jid, value })),
     );
-    return [...merged.values()];
+    return changed.map(({ contact }) => contact);
   }
 
   /** Every stored contact, ordered by JID. */
