@@ -30,9 +30,10 @@ import type {
   MediaDownloadOptions,
 } from '../engine.ts';
 import { AccountOperations } from './account-operations.ts';
+import { AuthStoreMemo } from './auth-memo.ts';
 import type { BoundedCache } from './cache.ts';
 import { CallHandler } from './calls.ts';
-import { avatarOf, ContactBook, checkPhones, userInfo } from './contacts.ts';
+import { avatarOf, CONTACTS_CATEGORY, ContactBook, checkPhones, userInfo } from './contacts.ts';
 import { mapPlatformErrors } from './errors.ts';
 import * as admin from './group-admin.ts';
 import type { Identity, MappingContext } from './incoming.ts';
@@ -81,7 +82,10 @@ export class BaileysSession implements EngineSession {
   /** The operations on the account's own state (account-operations.ts). */
   readonly #account: AccountOperations;
 
-  constructor(context: EngineSessionContext, options: BaileysSessionOptions) {
+  constructor(sessionContext: EngineSessionContext, options: BaileysSessionOptions) {
+    // Every part of the session reads and writes the auth store through one memo (auth-memo.ts), which is only right
+    // when nothing goes around it.
+    const context = { ...sessionContext, auth: new AuthStoreMemo(sessionContext.auth, [CONTACTS_CATEGORY]) };
     this.#context = context;
     this.#mediaAgent = options.mediaAgent;
     this.#reuploadTimeoutMs = options.mediaReuploadTimeoutMs ?? MEDIA_REUPLOAD_TIMEOUT_MS;
