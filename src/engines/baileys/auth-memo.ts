@@ -1,4 +1,5 @@
 import type { AuthStateStore } from '../engine.ts';
+import { BoundedCache } from './cache.ts';
 
 /** Most ids (over every category) an {@link AuthStoreMemo} remembers as absent; the oldest is forgotten first. */
 export const ABSENT_IDS_MAX = 2_000;
@@ -24,10 +25,10 @@ export const REMEMBERED_VALUES_MAX = 500;
 export class AuthStoreMemo implements AuthStateStore {
   readonly #store: AuthStateStore;
   readonly #remembered: ReadonlySet<string>;
-  /** `category \0 id` of entries known to be absent, oldest first. */
-  readonly #absent = new Set<string>();
-  /** `category \0 id` → stored value of remembered categories, oldest first. */
-  readonly #values = new Map<string, string>();
+  /** `category \0 id` of entries known to be absent (no expiry: only a write or the bound forgets one). */
+  readonly #absent = new BoundedCache(Number.POSITIVE_INFINITY, ABSENT_IDS_MAX);
+  /** `category \0 id` → stored value of remembered categories (no expiry, as above). */
+  readonly #values = new BoundedCache(Number.POSITIVE_INFINITY, REMEMBERED_VALUES_MAX);
   /** Bumped when a write starts and when it ends: a read that saw it change remembers nothing. */
   #generation = 0;
   /** Writes (and clears) under way. */
@@ -48,9 +49,9 @@ export class AuthStoreMemo implements AuthStateStore {
     const ask: string[] = [];
     for (const id of ids) {
       const key = keyOf(category, id);
-      const value = this.#values.get(key);
+      const value = this.#values.get<string>(key);
       if (value !== undefined) out.set(id, value);
-      else if (!this.#absent.has(key)) ask.push(id);
+      else if (this.#absent.get<true>(key) === undefined) ask.push(id);
     }
     if (ask.length === 0) return out;
     const quiet = this.#writing === 0;
@@ -61,8 +62,8 @@ export class AuthStoreMemo implements AuthStateStore {
       const value = found.get(id);
       if (value !== undefined) out.set(id, value);
       if (!remember) continue;
-      if (value === undefined) bounded(this.#absent, keyOf(category, id), ABSENT_IDS_MAX);
-      else if (this.#remembered.has(category)) this.#remember(keyOf(category, id), value);
+      if (value === undefined) this.#absent.set(keyOf(category, id), true);
+      else if (this.#remembered.has(category)) this.#values.set(keyOf(category, id), value);
     }
     return out;
   }
@@ -87,8 +88,8 @@ export class AuthStoreMemo implements AuthStateStore {
     for (const [index, entry] of entries.entries()) {
       const key = keys[index];
       if (key === undefined) continue;
-      if (entry.value === null) bounded(this.#absent, key, ABSENT_IDS_MAX);
-      else if (this.#remembered.has(entry.category)) this.#remember(key, entry.value);
+      if (entry.value === null) this.#absent.set(key, true);
+      else if (this.#remembered.has(entry.category)) this.#values.set(key, entry.value);
     }
   }
 
@@ -99,15 +100,15 @@ export class AuthStoreMemo implements AuthStateStore {
 
   /** Deletes every entry of the instance and forgets everything. @throws the store's error. */
   async clear(): Promise<void> {
-    this.#absent.clear();
-    this.#values.clear();
+    this.#absent.flushAll();
+    this.#values.flushAll();
     this.#begin();
     try {
       await this.#store.clear();
     } finally {
       this.#end();
-      this.#absent.clear();
-      this.#values.clear();
+      this.#absent.flushAll();
+      this.#values.flushAll();
     }
   }
 
@@ -122,31 +123,12 @@ export class AuthStoreMemo implements AuthStateStore {
   }
 
   #forget(key: string): void {
-    this.#absent.delete(key);
-    this.#values.delete(key);
-  }
-
-  #remember(key: string, value: string): void {
-    this.#values.delete(key);
-    this.#values.set(key, value);
-    if (this.#values.size > REMEMBERED_VALUES_MAX) {
-      const oldest = this.#values.keys().next();
-      if (!oldest.done) this.#values.delete(oldest.value);
-    }
+    this.#absent.del(key);
+    this.#values.del(key);
   }
 }
 
 /** The memo's key of entry `id` of `category` (NUL cannot occur in either). */
 function keyOf(category: string, id: string): string {
   return `${category}\0${id}`;
-}
-
-/** Adds `key` to `set` as its newest member, dropping the oldest beyond `max`. */
-function bounded(set: Set<string>, key: string, max: number): void {
-  set.delete(key);
-  set.add(key);
-  if (set.size > max) {
-    const oldest = set.values().next();
-    if (!oldest.done) set.delete(oldest.value);
-  }
 }
