@@ -115,12 +115,19 @@ export function claimDeliveries(
   return db.transaction().execute((trx) => claimDeliveriesIn(trx, dialect, options));
 }
 
-/** {@link claimDeliveries} inside the transaction `trx`. */
-async function claimDeliveriesIn(
+/**
+ * {@link claimDeliveries} inside the transaction `trx`, which the caller commits: on SQLite the delivery worker runs
+ * it as its part of the turn's shared transaction (docs/decisions/0051-turn-groups.md). The claimed rows belong to
+ * the worker only once that transaction committed; nothing may be sent before.
+ * @returns the claimed deliveries in `sequence` order ([] when `options.instances` is empty).
+ * @throws the store's error (the transaction then rolls back and nothing is claimed).
+ */
+export async function claimDeliveriesIn(
   trx: Transaction<Database>,
   dialect: DatabaseConfig['dialect'],
   options: ClaimOptions,
 ): Promise<ClaimedDelivery[]> {
+  if (options.instances?.length === 0) return [];
   const claimed: ClaimedDelivery[] = [];
   let lanes = 0;
   // A round that failed exhausted deliveries is followed by another for the capacity left: each such round

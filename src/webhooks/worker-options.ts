@@ -48,9 +48,9 @@ export interface DeliveryWorkerOptions {
    */
   workerId?: string;
   /**
-   * The store's shared transaction of each event-loop turn (SQLite, docs/decisions/0051-turn-groups.md): attempt
-   * records are written in it with the turn's other writes. Without it each record has a transaction of its own
-   * (one statement for a delivered one on PostgreSQL).
+   * The store's shared transaction of each event-loop turn (SQLite, docs/decisions/0051-turn-groups.md): claims and
+   * attempt records are written in it with the turn's other writes. Without it each claim and each record has a
+   * transaction of its own (one statement for a delivered record on PostgreSQL).
    */
   turn?: TurnTransactions;
   /** Random numbers in [0, 1) for the jitter (default Math.random). */

@@ -1,7 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { releaseClaims, returnUnstarted } from '../store/deliveries.ts';
-import { type ClaimedDelivery, claimDeliveries } from '../store/delivery-claims.ts';
+import {
+  type ClaimedDelivery,
+  type ClaimOptions,
+  claimDeliveries,
+  claimDeliveriesIn,
+} from '../store/delivery-claims.ts';
 import {
   type AttemptOutcome,
   type AttemptRecord,
@@ -242,16 +247,22 @@ export class DeliveryWorker {
       }
       if (instances.length === 0) return [];
     }
+    const claim: ClaimOptions = {
+      workerId: this.id,
+      now,
+      staleBefore: this.staleBefore(now),
+      limit: free,
+      perLane: this.#laneBatch,
+      ...(instances === undefined ? {} : { instances }),
+    };
+    const { turn } = this.#options;
     let claimed: ClaimedDelivery[];
     try {
-      claimed = await claimDeliveries(store.db, store.dialect, {
-        workerId: this.id,
-        now,
-        staleBefore: this.staleBefore(now),
-        limit: free,
-        perLane: this.#laneBatch,
-        ...(instances === undefined ? {} : { instances }),
-      });
+      // On SQLite the claim is a part of the turn's shared transaction (docs/decisions/0051-turn-groups.md),
+      // weighing the lanes it may start; its deliveries are sent once that transaction committed.
+      claimed = await (turn === undefined
+        ? claimDeliveries(store.db, store.dialect, claim)
+        : turn.run((trx) => claimDeliveriesIn(trx, store.dialect, claim), free));
     } catch (error) {
       // The instances woken are not forgotten: the next claim (at the next poll) walks every instance.
       this.#claimAll = true;

@@ -41,7 +41,7 @@ export function wireWebhooks(
     metrics: Metrics;
     feed: LiveFeed;
     nodeId: string;
-    /** The store's shared transaction of each event-loop turn (SQLite only): attempt records are written in it. */
+    /** The store's shared transaction of each event-loop turn (SQLite only): claims and attempt records join it. */
     turn?: TurnTransactions | undefined;
     ca?: string | Buffer | undefined;
     tuning?: Omit<WebhookWorkerTuning, 'workerId'> | undefined;
