@@ -292,7 +292,9 @@ export class DeliveryWorker {
           logger.warn({ err: error, lane }, 'recording a webhook attempt failed');
         })
         .finally(() => {
-          this.#lanes.delete(lane);
+          // On SQLite a claim in the same shared transaction as this batch's last record may have taken the lane
+          // again (docs/decisions/0051-turn-groups.md): that batch is the lane's now.
+          if (this.#lanes.get(lane) === run) this.#lanes.delete(lane);
           // Its events queued meanwhile did not wake the worker (the lane was busy): its instance is looked at next.
           if (this.#running)
             this.wake(first?.instanceId, first === undefined ? undefined : [first.endpointId]);

@@ -7,12 +7,17 @@ import { DeliveryWorker } from '../../src/webhooks/worker.ts';
 import type { TestApp } from '../support/app.ts';
 import { assertSigned, bodies, recordMessages, webhookAppPerTest } from './support.ts';
 
-/** The turn's shared transaction, noting each part's weight and the transaction it ran in. */
+/**
+ * The turn's shared transaction, noting each part's weight and the transaction it ran in; `onPart` is called as each
+ * part is added.
+ */
 class WatchedTurn extends TurnTransactions {
   readonly parts: { weight: number; trx: Transaction<Database>[] }[] = [];
+  onPart: (weight: number) => void = () => undefined;
   override run<R>(work: TransactionWork<R>, weight = 1): Promise<R> {
     const part = { weight, trx: [] as Transaction<Database>[] };
     this.parts.push(part);
+    this.onPart(weight);
     return super.run((trx) => {
       part.trx.push(trx);
       return work(trx);
@@ -20,8 +25,11 @@ class WatchedTurn extends TurnTransactions {
   }
 }
 
-/** A worker of its own over the test app's store and guard, writing through `turn`; it claims only in `runOnce`. */
-function workerOver(t: TestApp, turn: TurnTransactions): DeliveryWorker {
+/**
+ * A worker of its own over the test app's store and guard, writing through `turn`, up to `laneBatch` deliveries per
+ * lane batch; it claims in `runOnce`, or once started when woken (its poll is a minute).
+ */
+function workerOver(t: TestApp, turn: TurnTransactions, laneBatch = 32): DeliveryWorker {
   const { store, box, guard, clock, logger } = t.services;
   return new DeliveryWorker({
     store,
@@ -32,6 +40,8 @@ function workerOver(t: TestApp, turn: TurnTransactions): DeliveryWorker {
     scheduleMs: [1000, 2000],
     timeoutMs: 5000,
     concurrency: 4,
+    laneBatch,
+    pollIntervalMs: 60_000,
     turn,
     workerId: 'turn-claims',
   });
@@ -85,6 +95,46 @@ describe("webhook claims in a turn's shared transaction (sqlite)", () => {
       [2, 'delivered', null],
       [3, 'delivered', null],
     ]);
+  });
+
+  it('a lane claimed again in the transaction of its last record is the new batch’s, and stop waits for it', async () => {
+    const t = app.t();
+    await recordMessages(t, 2);
+    const turn = new WatchedTurn(t.testStore.store.db);
+    const worker = workerOver(t, turn, 1);
+    // The first record's part wakes the worker in the same turn: its claim joins that record's transaction, after
+    // it, and finds the lane free again.
+    let woken = false;
+    turn.onPart = (weight) => {
+      if (weight !== 1 || woken) return;
+      woken = true;
+      queueMicrotask(() => worker.wake());
+    };
+    worker.start();
+    await app.receiver().waitForCount(2, 10_000);
+    await worker.stop();
+    const [firstClaim, firstRecord, secondClaim, secondRecord] = turn.parts;
+    assert.deepEqual(
+      [firstClaim?.weight, firstRecord?.weight, secondClaim?.weight, secondRecord?.weight],
+      // The second claim weighs the lanes free while the first batch still counts as in flight.
+      [4, 1, 3, 1],
+    );
+    assert.equal(
+      secondClaim?.trx[0],
+      firstRecord?.trx[0],
+      'the second claim shares the first record’s transaction',
+    );
+    // Stop waited for the second batch: its record is written and its claim released.
+    assert.deepEqual(await deliveryRows(t.testStore.store.db), [
+      [1, 'delivered', null],
+      [2, 'delivered', null],
+    ]);
+    const open = await t.testStore.store.db
+      .selectFrom('webhook_attempts')
+      .select('id')
+      .where('finished_at', 'is', null)
+      .execute();
+    assert.deepEqual(open, [], 'no attempt left open');
   });
 
   it('claims again alone when another part of its turn fails, and sends what that claim took', async () => {
