@@ -21,6 +21,7 @@ import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { DEFAULT_WEBHOOK_CONCURRENCY } from '../src/config/config.ts';
 import { type BenchChild, startChild } from './lib/ipc.ts';
 import { machineInfo, resultsTable, type ScenarioResult } from './lib/report.ts';
 import { authScenario } from './scenarios/auth.ts';
@@ -238,7 +239,8 @@ async function main(): Promise<void> {
             {
               ...settings.delivery,
               instances: 16,
-              concurrency: 8,
+              // Parley sends on one lane per instance, up to WEBHOOK_CONCURRENCY (64) at once: 16 here.
+              concurrency: Math.min(DEFAULT_WEBHOOK_CONCURRENCY, 16),
               dialect,
               ...(databaseUrl ? { databaseUrl } : {}),
               hmacKey,

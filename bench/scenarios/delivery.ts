@@ -12,7 +12,7 @@ export interface DeliverySettings {
   count: number;
   /** Instances the events are spread over (the worker sends one delivery per instance at a time). */
   instances: number;
-  /** Worker concurrency (parley's default, 8); the baseline uses as many connections. */
+  /** Lanes parley sends on at once (one per instance, up to its `WEBHOOK_CONCURRENCY`); the baseline uses as many connections. */
   concurrency: number;
   /** Steady rate of the latency phase, events per second, and its length in seconds. */
   pacedRate: number;

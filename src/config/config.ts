@@ -5,6 +5,13 @@ import { Value } from '@sinclair/typebox/value';
 import { parseCidr } from '../net/addresses.ts';
 
 /**
+ * Webhook lanes a process sends on at once when `WEBHOOK_CONCURRENCY` is not set
+ * (docs/decisions/0054-delivery-concurrency.md): a lane is an instance's default webhook or one of its endpoints,
+ * each with one request in flight by default, so this is how many instances' receivers are waited on at once.
+ */
+export const DEFAULT_WEBHOOK_CONCURRENCY = 64;
+
+/**
  * The environment variables parley reads, with their defaults. This is the only place that reads
  * `process.env` (docs/decisions/0024-engines-and-data-flow.md): everything else receives a parsed {@link Config}.
  */
@@ -49,6 +56,13 @@ export const EnvSchema = Type.Object({
     default: 1,
     description:
       'webhook requests in flight per lane, started in sequence order (docs/decisions/0050-lane-windows.md)',
+  }),
+  WEBHOOK_CONCURRENCY: Type.Integer({
+    minimum: 1,
+    maximum: 256,
+    default: DEFAULT_WEBHOOK_CONCURRENCY,
+    description:
+      'webhook lanes sending at once in this process (docs/decisions/0054-delivery-concurrency.md)',
   }),
   EVENT_RETENTION_DAYS: Type.Integer({
     minimum: 1,
@@ -150,6 +164,11 @@ export interface Config {
      * lane's events in order; docs/decisions/0050-lane-windows.md).
      */
     laneWindow: number;
+    /**
+     * Lanes sending at once in this process, 1–256 (`WEBHOOK_CONCURRENCY`, default
+     * {@link DEFAULT_WEBHOOK_CONCURRENCY}; docs/decisions/0054-delivery-concurrency.md).
+     */
+    concurrency: number;
   };
   /**
    * The event log (`GET /v1/events`, docs/decisions/0030-event-log.md): `retentionMs` is how long every event is
@@ -297,6 +316,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       timeoutMs: Math.round(parsed.WEBHOOK_TIMEOUT_SECONDS * 1000),
       retentionMs: parsed.WEBHOOK_RETENTION_DAYS * 86_400_000,
       laneWindow: parsed.WEBHOOK_LANE_WINDOW,
+      concurrency: parsed.WEBHOOK_CONCURRENCY,
       claimStaleMs:
         parsed.WEBHOOK_CLAIM_STALE_SECONDS === undefined
           ? undefined

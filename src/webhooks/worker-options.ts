@@ -28,7 +28,10 @@ export interface DeliveryWorkerOptions {
   pollIntervalMs?: number;
   /** A claim older than this belongs to a dead worker and is taken over (default 2 × timeout + 30 s). */
   staleAfterMs?: number;
-  /** Lanes sending at once in this process (default 8; up to `laneWindow` attempts per lane at a time). */
+  /**
+   * Lanes sending at once in this process (`WEBHOOK_CONCURRENCY`, default 64,
+   * docs/decisions/0054-delivery-concurrency.md; up to `laneWindow` attempts per lane at a time).
+   */
   concurrency?: number;
   /**
    * Deliveries claimed per lane at once (default 32), sent one after the other in `sequence` order

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
+import { DEFAULT_WEBHOOK_CONCURRENCY } from '../config/config.ts';
 import { releaseClaims, returnUnstarted } from '../store/deliveries.ts';
 import {
   type ClaimedDelivery,
@@ -105,7 +106,7 @@ export class DeliveryWorker {
     this.id = options.workerId ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
     this.#pollMs = options.pollIntervalMs ?? 1000;
     this.#staleMs = options.staleAfterMs ?? 2 * options.timeoutMs + 30_000;
-    this.#concurrency = Math.max(1, options.concurrency ?? 8);
+    this.#concurrency = Math.max(1, options.concurrency ?? DEFAULT_WEBHOOK_CONCURRENCY);
     this.#laneBatch = Math.max(1, options.laneBatch ?? 32);
     this.#laneWindow = Math.min(this.#laneBatch, Math.max(1, options.laneWindow ?? 1));
     this.#retry = new RetryPolicy(options.scheduleMs, options.random);

@@ -146,6 +146,18 @@ describe('configuration (docs/decisions/0024-engines-and-data-flow.md)', () => {
     }
   });
 
+  it('reads WEBHOOK_CONCURRENCY, whole lanes from 1 to 256, default 64 (docs/decisions/0054-delivery-concurrency.md)', () => {
+    assert.equal(loadConfig({}).webhook.concurrency, 64);
+    assert.equal(loadConfig({ WEBHOOK_CONCURRENCY: '1' }).webhook.concurrency, 1);
+    assert.equal(loadConfig({ WEBHOOK_CONCURRENCY: '256' }).webhook.concurrency, 256);
+    for (const value of ['0', '257', '8.5', '1e2', 'all']) {
+      assert.throws(() => loadConfig({ WEBHOOK_CONCURRENCY: value }), {
+        name: 'ConfigError',
+        message: /^invalid configuration: WEBHOOK_CONCURRENCY: /,
+      });
+    }
+  });
+
   it('stops with a message naming the variable and the rule', () => {
     const cases: [Record<string, string>, RegExp][] = [
       [{ PORT: 'eighty' }, /PORT/],
