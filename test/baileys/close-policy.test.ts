@@ -171,6 +171,14 @@ describe('close codes applied to a live session (fake socket)', () => {
         await until(() => fake.sockets.length === 2, 2_000, 'retry');
         assert.deepEqual(fake.sockets[1]?.config.version, [2, 3000, 4242]);
         await until(() => session.state().connected, 2_000, 'reopen');
+      } else if (row.code === 515) {
+        // The platform's restart: the first since the open reconnects at once (docs/decisions/0025-live-engine.md).
+        await until(() => session.state().reason === row.reason, 2_000, 'restart');
+        assert.equal((await lockRows(instanceId)).length, 1, 'lock kept while reconnecting');
+        t.mock.timers.tick(0);
+        await until(() => session.state().connected, 2_000, 'reconnected');
+        assert.equal(fake.sockets.length, 2);
+        assert.equal(session.state().reason, undefined);
       } else {
         await until(() => /reconnecting in 1 s$/.test(session.state().reason ?? ''), 2_000, 'backoff');
         assert.equal(session.state().connected, false);

@@ -330,7 +330,10 @@ export class Lifecycle {
       await this.#stop(decision.reason, false, decision.cause);
       return;
     }
-    let delay = backoffDelayMs(this.#attempt, this.#o.random);
+    // The platform's restart (515, after pairing above all) is answered with a new socket at once, as the first
+    // reconnect since the last open; one that comes again before an open backs off like any other close.
+    let delay =
+      decision.code === 515 && this.#attempt === 0 ? 0 : backoffDelayMs(this.#attempt, this.#o.random);
     if (decision.action === 'refresh-version') {
       await this.#refreshVersion();
       delay = 0;
