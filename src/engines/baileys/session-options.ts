@@ -71,7 +71,7 @@ export class SessionCaches {
     this.groups = new BoundedCache(HOUR, 1_000, now);
     this.recent = new BoundedCache(HOUR, 256, now);
     this.presence = new BoundedCache(HOUR, 2_000, now);
-    this.keyCache = new BoundedCache(5 * 60_000, 20_000, now);
+    this.keyCache = new BoundedCache(5 * 60_000, 20_000, now, keepsSignalKey);
     this.retries = new BoundedCache(HOUR, 5_000, now);
     this.devices = new BoundedCache(5 * 60_000, 5_000, now);
     this.calls = new BoundedCache(5 * 60_000, 100, now);
@@ -87,6 +87,17 @@ export class SessionCaches {
       this.placeholders,
     ];
   }
+}
+
+/**
+ * Whether the signal-key cache keeps the entry `key` (Baileys' `makeCacheableSignalKeyStore` names entries
+ * `<type>.<id>`): every type but pre-keys. Baileys writes a batch of one-time pre-keys at linking and whenever the
+ * platform runs low (812 at linking), and reads one only when a new contact opens a Signal session with it, after
+ * which it is deleted; kept, they held about 170 KB per session for the cache's five minutes and, as nothing reads
+ * them, until later writes swept them (docs/decisions/0025-live-engine.md: bounded memory).
+ */
+export function keepsSignalKey(key: string): boolean {
+  return !key.startsWith('pre-key.');
 }
 
 /**
