@@ -11,7 +11,8 @@
  *   `participant` it names, with `group` set); a retry receipt is answered here (1:1) or in group-retry.ts; a media re-upload request (`type="server-error"`)
  *   is answered by the sender's phone in media-retry.ts.
  * A ciphertext that does not decrypt, or a pkmsg whose attached device identity the account did not sign, is
- * logged and published as `decrypt-error` on the context's events.
+ * logged and published as `decrypt-error` on the context's events; a simulated phone that could not decrypt asks
+ * the sending device for the message again (retry-request.ts).
  */
 import { type BinaryNode, getBinaryNodeChild, getBinaryNodeChildren } from 'baileys';
 import { completeMedia } from '../media/receive.ts';
@@ -31,6 +32,7 @@ import { isGroupJid, relayGroupMessage } from './group-relay.ts';
 import { answerGroupRetry } from './group-retry.ts';
 import { answerMediaRetry, isMediaRetryRequest } from './media-retry.ts';
 import { rememberPoll } from './polls.ts';
+import { requestRetry } from './retry-request.ts';
 import { senderAddressing } from './send.ts';
 import { relayStatusMessage, STATUS_JID } from './status-relay.ts';
 
@@ -81,10 +83,28 @@ async function relayMessage(ctx: SimContext, queue: KeyedQueue, stanza: DeviceSt
       deliver(targetDevice, forwarded);
       continue;
     }
+    let decoded: Awaited<ReturnType<typeof recipient.handset.decryptMessage>>;
     try {
-      const decoded = await queue.run(recipient.phone, () =>
+      decoded = await queue.run(recipient.phone, () =>
         recipient.handset.decryptMessage(senderJid, asCiphertext(enc)),
       );
+    } catch (error) {
+      ctx.log.warn(
+        { err: error, id: outgoing.id, to: enc.jid, from: senderJid },
+        'could not decrypt a message; asking the sender for it again',
+      );
+      ctx.events.emit('decrypt-error', { user: recipient, id: outgoing.id, from: senderJid, error });
+      requestRetry(ctx, {
+        phone: recipient,
+        sender: device,
+        senderJid,
+        id: outgoing.id,
+        addressedAs: enc.jid,
+        ...(recipient === user ? { recipient: outgoing.to } : {}),
+      });
+      continue;
+    }
+    try {
       if (recipient === user) {
         ctx.events.emit('sent', {
           user,
@@ -112,11 +132,7 @@ async function relayMessage(ctx: SimContext, queue: KeyedQueue, stanza: DeviceSt
       recipient.inbox.push(entry);
       ctx.events.emit('inbox', { user: recipient, entry });
     } catch (error) {
-      ctx.log.warn(
-        { err: error, id: outgoing.id, to: enc.jid, from: senderJid },
-        'could not decrypt a message',
-      );
-      ctx.events.emit('decrypt-error', { user: recipient, id: outgoing.id, from: senderJid, error });
+      ctx.log.warn({ err: error, id: outgoing.id, to: enc.jid }, 'a decrypted message was not taken');
     }
   }
 }

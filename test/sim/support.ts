@@ -12,6 +12,7 @@ import {
   type SignalDataSet,
   type SignalDataTypeMap,
   type SignalKeyStore,
+  type UserFacingSocketConfig,
   WA_CERT_DETAILS,
   type WASocket,
 } from 'baileys';
@@ -67,11 +68,19 @@ export interface Client {
   auth: ClientAuth;
 }
 
+/** Socket settings a test may add. */
+export interface ClientOptions {
+  qrTimeout?: number;
+  keepAliveIntervalMs?: number;
+  /** Answers the platform's retry receipts (Baileys sends the message again only if this finds it). */
+  getMessage?: UserFacingSocketConfig['getMessage'];
+}
+
 /** Opens a Baileys socket to the simulator with `auth`; credential updates are applied to `auth.creds`. */
 export function connectClient(
   sim: Pick<Simulator, 'url'>,
   auth: ClientAuth,
-  options: { qrTimeout?: number; keepAliveIntervalMs?: number } = {},
+  options: ClientOptions = {},
 ): Client {
   const sock = makeWASocket({
     auth: { creds: auth.creds, keys: auth.keys },
@@ -82,6 +91,7 @@ export function connectClient(
     connectTimeoutMs: 10_000,
     ...(options.qrTimeout ? { qrTimeout: options.qrTimeout } : {}),
     ...(options.keepAliveIntervalMs ? { keepAliveIntervalMs: options.keepAliveIntervalMs } : {}),
+    ...(options.getMessage ? { getMessage: options.getMessage } : {}),
   });
   const updates: Partial<ConnectionState>[] = [];
   sock.ev.on('connection.update', (u) => updates.push(u));
@@ -150,7 +160,7 @@ export async function pairClient(
   sim: Simulator,
   phone: string,
   auth = memoryAuth(),
-  options: { keepAliveIntervalMs?: number } = {},
+  options: Omit<ClientOptions, 'qrTimeout'> = {},
 ): Promise<Client> {
   const first = connectClient(sim, auth);
   const { qr } = await waitForUpdate(first, (u) => typeof u.qr === 'string', 'a QR code');
