@@ -31,6 +31,50 @@ describe('query strings are redacted in logs (docs/decisions/0020-security-promi
     assert.equal(redactUrl('/x?token'), `/x?token=${REDACTED}`);
   });
 
+  it('at debug an arriving request is logged too, redacted; at warn no request line is written', async () => {
+    for (const level of ['debug', 'warn'] as const) {
+      const testStore = await createTestStore('sqlite');
+      const lines: Record<string, unknown>[] = [];
+      const stream = new Writable({
+        write(chunk: Buffer, _encoding, done) {
+          for (const line of chunk.toString('utf8').split('\n'))
+            if (line !== '') lines.push(JSON.parse(line));
+          done();
+        },
+      });
+      const services = await createServices(loadConfig({ DATA_DIR: testStore.dataDir, LOG_LEVEL: level }), {
+        logger: pino({ level }, stream),
+        store: testStore.store,
+      });
+      const app = await buildApp(services);
+      try {
+        await app.ready();
+        const response = await app.inject({
+          method: 'GET',
+          url: '/v1/session/status?token=tok-5e1b&from=x',
+          headers: { 'x-request-id': `level-${level}` },
+        });
+        assert.equal(response.statusCode, 401);
+        const mine = lines
+          .filter((line) => line.reqId === `level-${level}`)
+          .map((line) => [line.msg, line.url]);
+        assert.deepEqual(
+          mine,
+          level === 'debug'
+            ? [
+                ['incoming request', `/v1/session/status?token=${REDACTED}&from=x`],
+                ['request', `/v1/session/status?token=${REDACTED}&from=x`],
+              ]
+            : [],
+        );
+      } finally {
+        await app.close();
+        await services.close({ keepStore: true });
+        await testStore.cleanup();
+      }
+    }
+  });
+
   describe('the request log of a running app', () => {
     let testStore: TestStore;
     let services: Services;

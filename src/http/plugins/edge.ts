@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { DomainError } from '../../domain/errors.ts';
 import { statusOf } from '../errors.ts';
@@ -16,6 +16,22 @@ export const HSTS = 'max-age=31536000';
 
 /** Paths whose pages must never be framed (clickjacking): the API reference and the dashboard. */
 const UNFRAMED = /^\/(docs|dashboard)(\/|\?|$)/;
+
+/** pino's level values (pino's `levels.values`; `silent` writes nothing). */
+const LEVEL_VALUES: Record<string, number> = {
+  trace: 10,
+  debug: 20,
+  info: 30,
+  warn: 40,
+  error: 50,
+  fatal: 60,
+  silent: Number.POSITIVE_INFINITY,
+};
+
+/** Whether `log` writes lines of `level` (an unknown level name: assumed to write). */
+function writes(log: FastifyBaseLogger, level: 'debug' | 'info'): boolean {
+  return (LEVEL_VALUES[log.level] ?? 0) <= (LEVEL_VALUES[level] ?? 0);
+}
 
 function headerOf(reply: FastifyReply, name: string): unknown {
   return reply.getHeader(name) ?? reply.raw.getHeader(name);
@@ -40,13 +56,15 @@ export const edgePlugin = fp(
     const hsts = options.publicUrl.startsWith('https:');
     app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
       const raw = request.raw;
-      request.log.debug({ method: request.method, url: logged(request.url) }, 'incoming request');
+      if (writes(request.log, 'debug'))
+        request.log.debug({ method: request.method, url: logged(request.url) }, 'incoming request');
       if (raw.httpVersion === '1.1' && raw.headers.host === undefined)
         throw new DomainError('invalid', 'Host header is required');
       if (Buffer.byteLength(raw.url ?? '') > MAX_URL_BYTES)
         return reply.code(statusOf('uri_too_long')).send(errorBody(414, URI_TOO_LONG));
     });
-    app.addHook('onSend', async (request, reply, payload) => {
+    // The two hooks below run on every request and never wait: callback style, no promise each.
+    app.addHook('onSend', (request, reply, payload, done) => {
       reply.header('x-content-type-options', 'nosniff');
       if (hsts) reply.header('strict-transport-security', HSTS);
       if (UNFRAMED.test(request.url)) {
@@ -54,18 +72,22 @@ export const edgePlugin = fp(
         if (headerOf(reply, 'content-security-policy') === undefined)
           reply.header('content-security-policy', "frame-ancestors 'none'");
       }
-      return payload;
+      done(null, payload);
     });
-    app.addHook('onResponse', async (request, reply) => {
-      request.log.info(
-        {
-          method: request.method,
-          url: logged(request.url),
-          status: reply.statusCode,
-          ms: Math.round(reply.elapsedTime * 10) / 10,
-        },
-        'request',
-      );
+    app.addHook('onResponse', (request, reply, done) => {
+      // The line's fields (the redacted URL above all) are built only when it is written.
+      if (writes(request.log, 'info')) {
+        request.log.info(
+          {
+            method: request.method,
+            url: logged(request.url),
+            status: reply.statusCode,
+            ms: Math.round(reply.elapsedTime * 10) / 10,
+          },
+          'request',
+        );
+      }
+      done();
     });
   },
   { name: 'parley-edge' },
