@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import type { RegistrationCache } from '../contacts/registration-cache.ts';
 import type { Clock } from '../domain/clock.ts';
 import { DomainError, errors } from '../domain/errors.ts';
@@ -13,7 +13,7 @@ import type { SendQueue } from '../sends/queue.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
 import { findStoredMessage } from '../store/messages.ts';
-import { cancelSendJob, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
+import { cancelSendJob, findSendJob, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
 
 /** True when a chat address (`phone` field) is a group JID rather than a phone number. */
 export function isGroupAddress(address: string): boolean {
@@ -92,6 +92,24 @@ function fallbackMessageId(): string {
 }
 
 /**
+ * The platform id of the send another node forwarded under `forwardId` (src/http/plugins/forward.ts): `3EB0` + 18
+ * uppercase hex of HMAC-SHA256(instance id, forward id), the shape of the engines' own ids. Every forward of one
+ * request gets the same id, so its job is stored once (docs/decisions/0008-leases-and-fencing.md).
+ */
+export function forwardedMessageId(instanceId: string, forwardId: string): string {
+  return `3EB0${createHmac('sha256', instanceId).update(forwardId).digest('hex').slice(0, 18).toUpperCase()}`;
+}
+
+/** How a send arrived, when it matters (options of {@link MessagingService.send} and `enqueue`). */
+export interface SendOrigin {
+  /**
+   * The forward id of a send another node forwarded: its job is keyed by it, and a second forward of the same
+   * request (its connection closed before the answer) answers for the job stored the first time.
+   */
+  forwardId?: string | undefined;
+}
+
+/**
  * The messaging family (docs/api.md#messages, docs/decisions/0024-engines-and-data-flow.md,
  * docs/decisions/0017-messages-and-media.md): sends, reactions and read receipts. Every method needs the instance
  * logged in and connected (@throws DomainError not_logged_in / not_connected,
@@ -135,16 +153,53 @@ export class MessagingService {
     instance: Instance,
     input: SendInput,
     content: () => Promise<OutgoingContent> | OutgoingContent,
+    origin: SendOrigin = {},
   ): Promise<SentMessage> {
     const session = this.#sessions.ready(instance);
-    await this.#requireRegistered(instance, session, input.phone);
-    const job = await this.#job(instance, session, input, await content(), 'sync', null);
-    if (await this.#queue.canRelayNow(instance.id)) {
-      const claimed = { ...job, claimedBy: this.#queue.nodeId };
-      await this.#queue.store(claimed);
-      return this.#queue.relayNow(session, toClaimed(claimed));
+    const { forwardId } = origin;
+    if (forwardId !== undefined) {
+      const earlier = await findSendJob(
+        this.#store.db,
+        instance.id,
+        forwardedMessageId(instance.id, forwardId),
+      );
+      if (earlier) return this.#outcomeOf(earlier);
     }
-    await this.#queue.store(job);
+    await this.#requireRegistered(instance, session, input.phone);
+    const job = await this.#job(instance, session, input, await content(), 'sync', null, forwardId);
+    const claimed = { ...job, claimedBy: this.#queue.nodeId };
+    let now = false;
+    try {
+      now = await this.#queue.canRelayNow(instance.id);
+      await this.#queue.store(now ? claimed : job);
+    } catch (error) {
+      // The same forward stored meanwhile (its first try still running here): answer for that job.
+      return this.#outcomeOf(await this.#storedEarlier(job, forwardId, error));
+    }
+    return now ? this.#queue.relayNow(session, toClaimed(claimed)) : this.#queue.waitFor(job);
+  }
+
+  /**
+   * The job stored under `job`'s id by an earlier forward of the same request, when storing `job` failed; else
+   * `error` is thrown again.
+   */
+  async #storedEarlier(job: NewSendJob, forwardId: string | undefined, error: unknown): Promise<SendJob> {
+    if (forwardId === undefined) throw error;
+    const earlier = await findSendJob(this.#store.db, job.instanceId, job.id).catch(() => undefined);
+    if (!earlier) throw error;
+    return earlier;
+  }
+
+  /**
+   * What a synchronous send answers for a job stored by an earlier forward of the same request: its result once
+   * relayed (the time it was sent), the wait for it while pending or being relayed (the queue relays it, or took
+   * it back from a node that died), a conflict once failed or canceled.
+   * @throws DomainError conflict `message already failed` or `message already canceled`.
+   */
+  async #outcomeOf(job: SendJob): Promise<SentMessage> {
+    if (job.status === 'sent') return { id: job.id, timestamp: job.sentAt ?? job.createdAt };
+    if (job.status === 'failed') throw errors.conflict('message already failed');
+    if (job.status === 'canceled') throw errors.conflict('message already canceled');
     return this.#queue.waitFor(job);
   }
 
@@ -160,8 +215,19 @@ export class MessagingService {
     input: SendInput,
     content: () => Promise<OutgoingContent> | OutgoingContent,
     sendAt: number | null,
+    origin: SendOrigin = {},
   ): Promise<QueuedSend> {
     const now = this.#clock();
+    const { forwardId } = origin;
+    if (forwardId !== undefined) {
+      // A second forward of the same request: the job is accepted already.
+      const earlier = await findSendJob(
+        this.#store.db,
+        instance.id,
+        forwardedMessageId(instance.id, forwardId),
+      );
+      if (earlier) return { id: earlier.id, status: 'pending', sendAt: earlier.sendAt };
+    }
     if (sendAt !== null && sendAt <= now) throw errors.badRequest('sendAt must be in the future');
     if (sendAt !== null && sendAt > now + MAX_SCHEDULE_AHEAD_MS) {
       throw errors.badRequest('sendAt must be at most 30 days ahead');
@@ -170,8 +236,13 @@ export class MessagingService {
     const state = session?.state();
     if (!(state ? state.loggedIn : instance.jid !== null)) throw errors.notLoggedIn();
     if (session && state?.connected) await this.#requireRegistered(instance, session, input.phone);
-    const job = await this.#job(instance, session, input, await content(), 'async', sendAt);
-    await this.#queue.store(job);
+    const job = await this.#job(instance, session, input, await content(), 'async', sendAt, forwardId);
+    try {
+      await this.#queue.store(job);
+    } catch (error) {
+      const earlier = await this.#storedEarlier(job, forwardId, error);
+      return { id: earlier.id, status: 'pending', sendAt: earlier.sendAt };
+    }
     if (sendAt === null) this.#queue.submitted(instance.id);
     else this.#queue.wake(instance.id);
     return { id: job.id, status: 'pending', sendAt };
@@ -210,9 +281,15 @@ export class MessagingService {
     built: OutgoingContent,
     mode: 'sync' | 'async',
     sendAt: number | null,
+    forwardId: string | undefined,
   ): Promise<NewSendJob> {
     const now = this.#clock();
-    const id = session ? await session.messageId() : fallbackMessageId();
+    const id =
+      forwardId !== undefined
+        ? forwardedMessageId(instance.id, forwardId)
+        : session
+          ? await session.messageId()
+          : fallbackMessageId();
     const to = chatJidOf(input.phone);
     const message = {
       to,

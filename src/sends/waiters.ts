@@ -14,12 +14,18 @@ interface Waiter {
  * docs/decisions/0009-sends-as-jobs.md), by instance and job id. The send queue (queue.ts) settles them.
  */
 export class SendWaiters {
-  readonly #waiters = new Map<string, Waiter>();
+  readonly #waiters = new Map<string, Waiter[]>();
 
-  /** A promise of job `job`'s result, settled by {@link settle}; replaces an earlier waiter of the same job. */
+  /**
+   * A promise of job `job`'s result, settled by {@link settle}. Several requests may wait for one job (a send
+   * forwarded again while its first forward still waits, docs/decisions/0008-leases-and-fencing.md): each is settled.
+   */
   await(job: JobKey): Promise<SentMessage> {
     return new Promise<SentMessage>((resolve, reject) => {
-      this.#waiters.set(`${job.instanceId}/${job.id}`, { resolve, reject });
+      const key = `${job.instanceId}/${job.id}`;
+      const waiting = this.#waiters.get(key);
+      if (waiting) waiting.push({ resolve, reject });
+      else this.#waiters.set(key, [{ resolve, reject }]);
     });
   }
 
@@ -28,13 +34,15 @@ export class SendWaiters {
     return this.#waiters.has(`${job.instanceId}/${job.id}`);
   }
 
-  /** Resolves the waiter of `job` with `sent`, or rejects it with `error` without; a no-op when none waits. */
+  /** Resolves the waiters of `job` with `sent`, or rejects them with `error` without; a no-op when none waits. */
   settle(job: JobKey, sent: SentMessage | undefined, error?: unknown): void {
     const key = `${job.instanceId}/${job.id}`;
-    const waiter = this.#waiters.get(key);
-    if (!waiter) return;
+    const waiting = this.#waiters.get(key);
+    if (!waiting) return;
     this.#waiters.delete(key);
-    if (sent) waiter.resolve(sent);
-    else waiter.reject(error);
+    for (const waiter of waiting) {
+      if (sent) waiter.resolve(sent);
+      else waiter.reject(error);
+    }
   }
 }

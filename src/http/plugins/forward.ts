@@ -1,4 +1,4 @@
-import { timingSafeEqual } from 'node:crypto';
+import { randomUUID, timingSafeEqual } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -21,6 +21,14 @@ export const CLUSTER_SECRET_HEADER = 'x-parley-cluster-secret';
 export const FORWARDED_BY_HEADER = 'x-parley-forwarded-by';
 /** Header on a 503 from a node that no longer owns the instance: the forwarder routes again and retries. */
 export const NOT_OWNER_HEADER = 'x-parley-not-owner';
+/**
+ * Header naming one request of a client on every forward of it (a random UUID, the same on each retry): a route
+ * declaring `repeatable` does the request's work once per forward id, so the forwarder may send it again after a
+ * connection that closed before its answer (docs/decisions/0008-leases-and-fencing.md).
+ */
+export const FORWARD_ID_HEADER = 'x-parley-forward-id';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /** How long a forwarder keeps retrying while the instance changes owner (a dead or draining node), ms. */
 export const FORWARD_RETRY_MS = 20_000;
@@ -42,6 +50,13 @@ const agent = new Agent({ keepAliveTimeout: 10_000, connections: 64 });
 
 export type { HttpCluster } from '../../app/http-services.ts';
 
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The forward id this request is served under, see {@link forwardIdOf}; null when none. */
+    forwardId: string | null;
+  }
+}
+
 /** Options of {@link routeInstanceRequest}. */
 export interface RouteInstanceOptions {
   /**
@@ -54,6 +69,12 @@ export interface RouteInstanceOptions {
    * events), which a hand-over must not wait for.
    */
   untracked?: boolean;
+  /**
+   * The route does its work once per {@link FORWARD_ID_HEADER} (a send: its job is keyed by it), so a forward whose
+   * connection closed before an answer (the owner died, or the connection broke) is sent again, with the same id,
+   * within {@link FORWARD_RETRY_MS}. Otherwise such a request answers 503: it may have run.
+   */
+  repeatable?: boolean;
 }
 
 /**
@@ -77,7 +98,9 @@ export function isForwarded(request: FastifyRequest, cluster: HttpCluster | unde
  * or forwards it to the owner and sends the owner's answer. A request forwarded to a node that is not (or no
  * longer) the owner gets 503 with {@link NOT_OWNER_HEADER}; its forwarder routes again and retries for up to
  * {@link FORWARD_RETRY_MS}, as it does when the owner refuses connections (it died or is stopping): such a
- * request never reached a handler, so retrying it cannot run it twice. An answer of type `text/event-stream` is
+ * request never reached a handler, so retrying it cannot run it twice. A connection that closed before an answer
+ * is retried the same way only for a `repeatable` route (`options.repeatable`), with the same
+ * {@link FORWARD_ID_HEADER}; for others the request may have run and answers 503. An answer of type `text/event-stream` is
  * relayed as it comes (until either side closes); any other is read whole first.
  * @returns true when the reply was sent (forwarded), false when the handler should run here.
  * @throws DomainError unauthenticated (see {@link isForwarded}); not_ready when forwarded here and this node is not
@@ -92,9 +115,13 @@ export async function routeInstanceRequest(
 ): Promise<boolean> {
   const forwarded = isForwarded(request, cluster);
   const deadline = Date.now() + FORWARD_RETRY_MS;
+  const forwardId = randomUUID();
+  /** A forward of this request went out and got no answer: it may have run on the owner under `forwardId`. */
+  let tried = false;
   for (;;) {
     const route = await cluster.keeper.route(instance);
     if (route.local) {
+      request.forwardId = forwarded ? forwardedId(request) : tried ? forwardId : null;
       if (!options.untracked) {
         const leave = cluster.keeper.enter(instance.id);
         reply.raw.once('close', leave);
@@ -105,8 +132,13 @@ export async function routeInstanceRequest(
       reply.header(NOT_OWNER_HEADER, route.owner);
       throw new DomainError('not_ready', 'the instance is moving between nodes; retry');
     }
-    const answer = await relay(cluster, request, route.url).catch((error: unknown) => {
-      if (refused(error) && Date.now() < deadline) return undefined;
+    const answer = await relay(cluster, request, route.url, forwardId).catch((error: unknown) => {
+      const closed = closedBeforeAnswer(error);
+      if (closed) tried = true;
+      // GET and HEAD change nothing (RFC 9110 §9.2.2): repeating them is safe too.
+      const repeatable = options.repeatable === true || request.method === 'GET' || request.method === 'HEAD';
+      const again = refused(error) || (repeatable && closed);
+      if (again && Date.now() < deadline) return undefined;
       throw new DomainError('platform_unreachable', 'the node serving this instance did not answer', {
         cause: error,
       });
@@ -165,6 +197,7 @@ async function relay(
   cluster: HttpCluster,
   request: FastifyRequest,
   base: string,
+  forwardId?: string,
 ): Promise<{
   status: number;
   headers: Record<string, string | string[] | undefined>;
@@ -178,6 +211,8 @@ async function relay(
   headers['x-request-id'] = request.id;
   headers[FORWARDED_BY_HEADER] = cluster.keeper.nodeId;
   headers[CLUSTER_SECRET_HEADER] = cluster.secret;
+  if (forwardId !== undefined) headers[FORWARD_ID_HEADER] = forwardId;
+  else delete headers[FORWARD_ID_HEADER];
   const hasBody =
     request.method !== 'GET' && request.method !== 'HEAD' && headers['content-type'] !== undefined;
   const response = await send(`${base}${request.url}`, {
@@ -192,6 +227,32 @@ async function relay(
   }
   const body = Buffer.from(await response.body.arrayBuffer());
   return { status: response.statusCode, headers: response.headers, body };
+}
+
+/**
+ * The forward id a request is served under (see {@link FORWARD_ID_HEADER}), set by {@link routeInstanceRequest}
+ * when it lets the handler run here: the id another node forwarded it with (the cluster secret verified, so a
+ * client cannot choose it), or this node's own id for it when forwarding it failed and the instance moved here
+ * meanwhile. Undefined for any other request.
+ */
+export function forwardIdOf(request: FastifyRequest): string | undefined {
+  return request.forwardId ?? undefined;
+}
+
+/** The forward id header of a request another node forwarded, when it is a UUID. */
+function forwardedId(request: FastifyRequest): string | null {
+  const value = request.headers[FORWARD_ID_HEADER];
+  return typeof value === 'string' && UUID.test(value) ? value : null;
+}
+
+/**
+ * Whether `error` means the connection closed before any answer came: the owner died with the request sent or about
+ * to be (a pooled connection its death had closed, not yet noticed), or the connection broke. The request may have
+ * run; only a route doing its work once per forward id may send it again.
+ */
+function closedBeforeAnswer(error: unknown): boolean {
+  const code = (error as { code?: string } | undefined)?.code;
+  return code === 'UND_ERR_SOCKET' || code === 'ECONNRESET' || code === 'EPIPE';
 }
 
 /** Whether `error` means the request never reached the other node (connection refused or not yet made). */

@@ -22,6 +22,12 @@ export interface RouteInstanceConfig {
    * be relayed, the event stream (docs/decisions/0031-event-stream.md).
    */
   anyNode?: true;
+  /**
+   * The route does its work once per forward id (a send: its job and message id follow from it,
+   * docs/decisions/0008-leases-and-fencing.md), so a forward whose connection closed before the owner answered is
+   * sent again (src/http/plugins/forward.ts).
+   */
+  repeatable?: true;
 }
 
 declare module 'fastify' {
@@ -69,6 +75,7 @@ export const instancePlugin = fp(
     const { cluster } = app.services;
     const { instances } = app.services.app;
     app.decorateRequest('instance', null);
+    app.decorateRequest('forwardId', null);
     app.addHook('preHandler', async (request: FastifyRequest, reply: FastifyReply) => {
       const where = request.routeOptions.config?.instance;
       if (where === undefined) return;
@@ -84,7 +91,9 @@ export const instancePlugin = fp(
       // routes never know. A gateway request, verified here, goes to the owner as its /v1 twin (its x-instance-id
       // names the instance there). A route declaring `anyNode` is served here.
       if (request.routeOptions.config?.anyNode) return;
-      if (cluster && (await routeInstanceRequest(cluster, request, reply, request.instance))) return reply;
+      const repeatable = request.routeOptions.config?.repeatable === true;
+      if (cluster && (await routeInstanceRequest(cluster, request, reply, request.instance, { repeatable })))
+        return reply;
     });
   },
   { name: 'parley-instance', dependencies: ['parley-auth', 'parley-services'] },

@@ -28,12 +28,14 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
   /** The media tools of one request: fetch failures are logged with its request id. */
   const toolsOf = (request: FastifyRequest): MediaTools => ({ ...shared, log: request.log });
   const config = { scope: 'chat:messages', instance: 'body' } as const;
+  /** A send's job follows from the forward id: a forward that lost its connection is sent again. */
+  const sendConfig = { ...config, repeatable: true } as const;
   const mediaErrors = [409, 413, 422, 502, 503];
 
   app.post(
     '/send/image',
     {
-      config,
+      config: sendConfig,
       bodyLimit: bodyLimitFor('image'),
       schema: {
         tags,
@@ -57,7 +59,7 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
   app.post(
     '/send/document',
     {
-      config,
+      config: sendConfig,
       bodyLimit: bodyLimitFor('document'),
       schema: {
         tags,
@@ -85,7 +87,7 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
   app.post(
     '/send/audio',
     {
-      config,
+      config: sendConfig,
       bodyLimit: bodyLimitFor('audio'),
       schema: {
         tags,
@@ -107,7 +109,7 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
   app.post(
     '/send/video',
     {
-      config,
+      config: sendConfig,
       bodyLimit: bodyLimitFor('video'),
       schema: {
         tags,
@@ -131,7 +133,7 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
   app.post(
     '/send/sticker',
     {
-      config,
+      config: sendConfig,
       bodyLimit: bodyLimitFor('sticker'),
       schema: {
         tags,

@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { HttpServices } from '../../../app/http-services.ts';
 import { errors } from '../../../domain/errors.ts';
 import type { OutgoingContent, SentMessage } from '../../../domain/messages.ts';
+import { forwardIdOf } from '../../plugins/forward.ts';
 import { instanceOf } from '../../plugins/instance.ts';
 import { ok } from '../../schemas.ts';
 import type { QueuedResult, SendResult } from './messages-schemas.ts';
@@ -60,14 +61,16 @@ export async function sendMessage(
     forwardingScore: input.forwardingScore,
     statusJidList: input.statusJidList,
   };
+  // A send another node forwarded: its job follows from the forward id (src/http/plugins/forward.ts).
+  const origin = { forwardId: forwardIdOf(request) };
   if (input.sendAt === undefined && !prefersAsync(request)) {
-    return ok(sendResult(await services.app.messaging.send(instanceOf(request), send, content)));
+    return ok(sendResult(await services.app.messaging.send(instanceOf(request), send, content, origin)));
   }
   const sendAt = input.sendAt === undefined ? null : Date.parse(input.sendAt);
   if (sendAt !== null && Number.isNaN(sendAt)) {
     throw errors.badRequest('sendAt must be a date-time in RFC 3339 format');
   }
-  const queued = await services.app.messaging.enqueue(instanceOf(request), send, content, sendAt);
+  const queued = await services.app.messaging.enqueue(instanceOf(request), send, content, sendAt, origin);
   reply.code(202).header('preference-applied', 'respond-async');
   return {
     success: true,

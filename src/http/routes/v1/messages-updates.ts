@@ -128,6 +128,8 @@ export async function messageUpdateRoutes(fastify: FastifyInstance): Promise<voi
   const services = app.services;
   const { messageUpdates } = services.app;
   const config = { scope: 'chat:messages', instance: 'body' } as const;
+  /** A send's job follows from the forward id: a forward that lost its connection is sent again. */
+  const sendConfig = { ...config, repeatable: true } as const;
 
   app.post(
     '/edit',
@@ -176,7 +178,7 @@ export async function messageUpdateRoutes(fastify: FastifyInstance): Promise<voi
   app.post(
     '/send/poll',
     {
-      config,
+      config: sendConfig,
       schema: {
         tags,
         operationId: 'sendPoll',

@@ -33,12 +33,14 @@ export async function messagesRoutes(fastify: FastifyInstance): Promise<void> {
   const services = app.services;
   const { messaging } = services.app;
   const config = { scope: 'chat:messages', instance: 'body' } as const;
+  /** A send's job follows from the forward id: a forward that lost its connection is sent again. */
+  const sendConfig = { ...config, repeatable: true } as const;
   const sendErrors = [409, 422, 502, 503];
 
   app.post(
     '/send',
     {
-      config,
+      config: sendConfig,
       schema: {
         tags,
         operationId: 'sendText',
@@ -61,7 +63,7 @@ export async function messagesRoutes(fastify: FastifyInstance): Promise<void> {
   app.post(
     '/forward',
     {
-      config,
+      config: sendConfig,
       schema: {
         tags,
         operationId: 'forwardMessage',
@@ -86,7 +88,7 @@ export async function messagesRoutes(fastify: FastifyInstance): Promise<void> {
   app.post(
     '/send/location',
     {
-      config,
+      config: sendConfig,
       schema: {
         tags,
         operationId: 'sendLocation',
@@ -110,7 +112,7 @@ export async function messagesRoutes(fastify: FastifyInstance): Promise<void> {
   app.post(
     '/send/contact',
     {
-      config,
+      config: sendConfig,
       schema: {
         tags,
         operationId: 'sendContact',

@@ -190,11 +190,13 @@ export async function statusRoutes(fastify: FastifyInstance): Promise<void> {
   const shared: MediaTools = { guard: services.guard, ffmpeg: new Ffmpeg(services.config.ffmpegPath) };
   const toolsOf = (request: FastifyRequest): MediaTools => ({ ...shared, log: request.log });
   const config = { scope: 'chat:messages', instance: 'body' } as const;
+  /** A send's job follows from the forward id: a forward that lost its connection is sent again. */
+  const sendConfig = { ...config, repeatable: true } as const;
 
   app.post(
     '/text',
     {
-      config,
+      config: sendConfig,
       schema: {
         tags,
         operationId: 'postTextStatus',
@@ -220,7 +222,7 @@ export async function statusRoutes(fastify: FastifyInstance): Promise<void> {
   app.post(
     '/image',
     {
-      config,
+      config: sendConfig,
       bodyLimit: bodyLimitFor('image'),
       schema: {
         tags,
@@ -243,7 +245,7 @@ export async function statusRoutes(fastify: FastifyInstance): Promise<void> {
   app.post(
     '/video',
     {
-      config,
+      config: sendConfig,
       bodyLimit: bodyLimitFor('video'),
       schema: {
         tags,
