@@ -14,7 +14,7 @@
 import type { BinaryNode } from 'baileys';
 import type { Device, User } from '../model/accounts.ts';
 import type { SimContext } from '../server/session.ts';
-import { bigEndian, KEY_TYPE_DJB, signedPreKeyNode, takeBundle } from '../signal/keys.ts';
+import { bigEndian, KEY_TYPE_DJB, preKeyNode, signedPreKeyNode, takeBundle } from '../signal/keys.ts';
 import { deliver } from './delivery.ts';
 
 /** Most retry receipts a phone sends for one message of one device (Baileys' default `maxMsgRetryCount`). */
@@ -60,16 +60,7 @@ function keysNode(phone: User): BinaryNode {
     { tag: 'type', attrs: {}, content: Buffer.from([KEY_TYPE_DJB]) },
     { tag: 'identity', attrs: {}, content: bundle.identity },
   ];
-  if (bundle.preKey) {
-    content.push({
-      tag: 'key',
-      attrs: {},
-      content: [
-        { tag: 'id', attrs: {}, content: bigEndian(bundle.preKey.id, 3) },
-        { tag: 'value', attrs: {}, content: bundle.preKey.public },
-      ],
-    });
-  }
+  if (bundle.preKey) content.push(preKeyNode(bundle.preKey));
   content.push(signedPreKeyNode(bundle.signedPreKey));
   return { tag: 'keys', attrs: {}, content };
 }

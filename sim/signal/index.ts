@@ -33,6 +33,7 @@ export {
   parseKeyFetch,
   parsePreKeyUpload,
   parseSignedPreKey,
+  preKeyNode,
   type SignedPreKey,
   signedPreKeyNode,
   takeBundle,

@@ -179,17 +179,20 @@ export function keyBundleUserNode(jid: string, bundle: KeyBundle): BinaryNode {
     { tag: 'identity', attrs: {}, content: bundle.identity },
     signedPreKeyNode(bundle.signedPreKey),
   ];
-  if (bundle.preKey) {
-    content.push({
-      tag: 'key',
-      attrs: {},
-      content: [
-        { tag: 'id', attrs: {}, content: bigEndian(bundle.preKey.id, 3) },
-        { tag: 'value', attrs: {}, content: bundle.preKey.public },
-      ],
-    });
-  }
+  if (bundle.preKey) content.push(preKeyNode(bundle.preKey));
   return { tag: 'user', attrs: { jid }, content };
+}
+
+/** `<key><id/><value/></key>`: one one-time pre-key, 24-bit id and 32-byte public key (Baileys' xmppPreKey). */
+export function preKeyNode(preKey: { id: number; public: Buffer }): BinaryNode {
+  return {
+    tag: 'key',
+    attrs: {},
+    content: [
+      { tag: 'id', attrs: {}, content: bigEndian(preKey.id, 3) },
+      { tag: 'value', attrs: {}, content: preKey.public },
+    ],
+  };
 }
 
 /**

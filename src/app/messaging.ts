@@ -157,14 +157,8 @@ export class MessagingService {
   ): Promise<SentMessage> {
     const session = this.#sessions.ready(instance);
     const { forwardId } = origin;
-    if (forwardId !== undefined) {
-      const earlier = await findSendJob(
-        this.#store.db,
-        instance.id,
-        forwardedMessageId(instance.id, forwardId),
-      );
-      if (earlier) return this.#outcomeOf(earlier);
-    }
+    const earlier = await this.#forwardedBefore(instance, forwardId);
+    if (earlier) return this.#outcomeOf(earlier);
     await this.#requireRegistered(instance, session, input.phone);
     const job = await this.#job(instance, session, input, await content(), 'sync', null, forwardId);
     const claimed = { ...job, claimedBy: this.#queue.nodeId };
@@ -177,6 +171,12 @@ export class MessagingService {
       return this.#outcomeOf(await this.#storedEarlier(job, forwardId, error));
     }
     return now ? this.#queue.relayNow(session, toClaimed(claimed)) : this.#queue.waitFor(job);
+  }
+
+  /** The job an earlier forward of the same request stored (its id follows from `forwardId`), if any. */
+  async #forwardedBefore(instance: Instance, forwardId: string | undefined): Promise<SendJob | undefined> {
+    if (forwardId === undefined) return undefined;
+    return findSendJob(this.#store.db, instance.id, forwardedMessageId(instance.id, forwardId));
   }
 
   /**
@@ -219,15 +219,9 @@ export class MessagingService {
   ): Promise<QueuedSend> {
     const now = this.#clock();
     const { forwardId } = origin;
-    if (forwardId !== undefined) {
-      // A second forward of the same request: the job is accepted already.
-      const earlier = await findSendJob(
-        this.#store.db,
-        instance.id,
-        forwardedMessageId(instance.id, forwardId),
-      );
-      if (earlier) return { id: earlier.id, status: 'pending', sendAt: earlier.sendAt };
-    }
+    // A second forward of the same request: the job is accepted already.
+    const earlier = await this.#forwardedBefore(instance, forwardId);
+    if (earlier) return { id: earlier.id, status: 'pending', sendAt: earlier.sendAt };
     if (sendAt !== null && sendAt <= now) throw errors.badRequest('sendAt must be in the future');
     if (sendAt !== null && sendAt > now + MAX_SCHEDULE_AHEAD_MS) {
       throw errors.badRequest('sendAt must be at most 30 days ahead');

@@ -138,10 +138,11 @@ for (const dialect of testDialects()) {
         .where('id', 'in', ids)
         .execute();
 
-    it('a send whose answer was lost is forwarded again and answered for the one job the owner stored', async () => {
+    /** Sends `text` through the receiving node with the proxy in `mode`; asserts 200 and one new message. */
+    const sendOnceThrough = async (mode: Mode, text: string) => {
       const before = await sentIds();
-      proxy.next('close-after-request');
-      const response = await post('/v1/messages/send', { phone: PEER, body: 'answer lost once' });
+      proxy.next(mode);
+      const response = await post('/v1/messages/send', { phone: PEER, body: text });
       assert.equal(response.statusCode, 200, response.body);
       const { id } = JSON.parse(response.body).data as { id: string };
       assert.deepEqual(
@@ -149,6 +150,11 @@ for (const dialect of testDialects()) {
         [id],
         'relayed and stored once',
       );
+      return id;
+    };
+
+    it('a send whose answer was lost is forwarded again and answered for the one job the owner stored', async () => {
+      const id = await sendOnceThrough('close-after-request', 'answer lost once');
       assert.deepEqual(await jobs([id]), [{ id, status: 'sent' }]);
     });
 
@@ -178,15 +184,7 @@ for (const dialect of testDialects()) {
     });
 
     it('a send the owner never read is forwarded again and sent once', async () => {
-      const before = await sentIds();
-      proxy.next('close-before-request');
-      const response = await post('/v1/messages/send', { phone: PEER, body: 'never read once' });
-      assert.equal(response.statusCode, 200, response.body);
-      const { id } = JSON.parse(response.body).data as { id: string };
-      assert.deepEqual(
-        (await sentIds()).filter((sentId) => !before.includes(sentId)),
-        [id],
-      );
+      await sendOnceThrough('close-before-request', 'never read once');
     });
 
     it('another POST whose answer was lost answers 503: it may have run', async () => {
