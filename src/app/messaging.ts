@@ -100,6 +100,11 @@ export function forwardedMessageId(instanceId: string, forwardId: string): strin
   return `3EB0${createHmac('sha256', instanceId).update(forwardId).digest('hex').slice(0, 18).toUpperCase()}`;
 }
 
+/** The id a send must have: {@link forwardedMessageId} for a forwarded one, none (a new id) otherwise. */
+function fixedIdOf(instance: Instance, origin: SendOrigin): string | undefined {
+  return origin.forwardId === undefined ? undefined : forwardedMessageId(instance.id, origin.forwardId);
+}
+
 /** How a send arrived, when it matters (options of {@link MessagingService.send} and `enqueue`). */
 export interface SendOrigin {
   /**
@@ -156,11 +161,11 @@ export class MessagingService {
     origin: SendOrigin = {},
   ): Promise<SentMessage> {
     const session = this.#sessions.ready(instance);
-    const { forwardId } = origin;
-    const earlier = await this.#forwardedBefore(instance, forwardId);
+    const fixedId = fixedIdOf(instance, origin);
+    const earlier = await this.#storedUnder(instance, fixedId);
     if (earlier) return this.#outcomeOf(earlier);
     await this.#requireRegistered(instance, session, input.phone);
-    const job = await this.#job(instance, session, input, await content(), 'sync', null, forwardId);
+    const job = await this.#job(instance, session, input, await content(), 'sync', null, fixedId);
     const claimed = { ...job, claimedBy: this.#queue.nodeId };
     let now = false;
     try {
@@ -168,23 +173,22 @@ export class MessagingService {
       await this.#queue.store(now ? claimed : job);
     } catch (error) {
       // The same forward stored meanwhile (its first try still running here): answer for that job.
-      return this.#outcomeOf(await this.#storedEarlier(job, forwardId, error));
+      return this.#outcomeOf(await this.#storedEarlier(job, fixedId, error));
     }
     return now ? this.#queue.relayNow(session, toClaimed(claimed)) : this.#queue.waitFor(job);
   }
 
-  /** The job an earlier forward of the same request stored (its id follows from `forwardId`), if any. */
-  async #forwardedBefore(instance: Instance, forwardId: string | undefined): Promise<SendJob | undefined> {
-    if (forwardId === undefined) return undefined;
-    return findSendJob(this.#store.db, instance.id, forwardedMessageId(instance.id, forwardId));
+  /** The job an earlier forward of the same request stored under `id` (the forward's fixed id), if any. */
+  async #storedUnder(instance: Instance, id: string | undefined): Promise<SendJob | undefined> {
+    return id === undefined ? undefined : findSendJob(this.#store.db, instance.id, id);
   }
 
   /**
    * The job stored under `job`'s id by an earlier forward of the same request, when storing `job` failed; else
    * `error` is thrown again.
    */
-  async #storedEarlier(job: NewSendJob, forwardId: string | undefined, error: unknown): Promise<SendJob> {
-    if (forwardId === undefined) throw error;
+  async #storedEarlier(job: NewSendJob, fixedId: string | undefined, error: unknown): Promise<SendJob> {
+    if (fixedId === undefined) throw error;
     const earlier = await findSendJob(this.#store.db, job.instanceId, job.id).catch(() => undefined);
     if (!earlier) throw error;
     return earlier;
@@ -218,9 +222,9 @@ export class MessagingService {
     origin: SendOrigin = {},
   ): Promise<QueuedSend> {
     const now = this.#clock();
-    const { forwardId } = origin;
+    const fixedId = fixedIdOf(instance, origin);
     // A second forward of the same request: the job is accepted already.
-    const earlier = await this.#forwardedBefore(instance, forwardId);
+    const earlier = await this.#storedUnder(instance, fixedId);
     if (earlier) return { id: earlier.id, status: 'pending', sendAt: earlier.sendAt };
     if (sendAt !== null && sendAt <= now) throw errors.badRequest('sendAt must be in the future');
     if (sendAt !== null && sendAt > now + MAX_SCHEDULE_AHEAD_MS) {
@@ -230,11 +234,11 @@ export class MessagingService {
     const state = session?.state();
     if (!(state ? state.loggedIn : instance.jid !== null)) throw errors.notLoggedIn();
     if (session && state?.connected) await this.#requireRegistered(instance, session, input.phone);
-    const job = await this.#job(instance, session, input, await content(), 'async', sendAt, forwardId);
+    const job = await this.#job(instance, session, input, await content(), 'async', sendAt, fixedId);
     try {
       await this.#queue.store(job);
     } catch (error) {
-      const earlier = await this.#storedEarlier(job, forwardId, error);
+      const earlier = await this.#storedEarlier(job, fixedId, error);
       return { id: earlier.id, status: 'pending', sendAt: earlier.sendAt };
     }
     if (sendAt === null) this.#queue.submitted(instance.id);
@@ -275,15 +279,11 @@ export class MessagingService {
     built: OutgoingContent,
     mode: 'sync' | 'async',
     sendAt: number | null,
-    forwardId: string | undefined,
+    /** The id a forwarded send must have ({@link forwardedMessageId}); otherwise a new one. */
+    fixedId: string | undefined,
   ): Promise<NewSendJob> {
     const now = this.#clock();
-    const id =
-      forwardId !== undefined
-        ? forwardedMessageId(instance.id, forwardId)
-        : session
-          ? await session.messageId()
-          : fallbackMessageId();
+    const id = fixedId ?? (session ? await session.messageId() : fallbackMessageId());
     const to = chatJidOf(input.phone);
     const message = {
       to,

@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import pino from 'pino';
 import { DomainError } from '../../domain/errors.ts';
 import { statusOf } from '../errors.ts';
 import { redactUrl } from '../log-redaction.ts';
@@ -17,20 +18,11 @@ export const HSTS = 'max-age=31536000';
 /** Paths whose pages must never be framed (clickjacking): the API reference and the dashboard. */
 const UNFRAMED = /^\/(docs|dashboard)(\/|\?|$)/;
 
-/** pino's level values (pino's `levels.values`; `silent` writes nothing). */
-const LEVEL_VALUES: Record<string, number> = {
-  trace: 10,
-  debug: 20,
-  info: 30,
-  warn: 40,
-  error: 50,
-  fatal: 60,
-  silent: Number.POSITIVE_INFINITY,
-};
-
-/** Whether `log` writes lines of `level` (an unknown level name: assumed to write). */
+/** Whether `log` writes lines of `level` (pino's level values; `silent` writes nothing). */
 function writes(log: FastifyBaseLogger, level: 'debug' | 'info'): boolean {
-  return (LEVEL_VALUES[log.level] ?? 0) <= (LEVEL_VALUES[level] ?? 0);
+  if (log.level === 'silent') return false;
+  const values = pino.levels.values;
+  return (values[log.level] ?? 0) <= (values[level] ?? 0);
 }
 
 function headerOf(reply: FastifyReply, name: string): unknown {

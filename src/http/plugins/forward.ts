@@ -116,6 +116,8 @@ export async function routeInstanceRequest(
   const forwarded = isForwarded(request, cluster);
   const deadline = Date.now() + FORWARD_RETRY_MS;
   const forwardId = randomUUID();
+  // GET and HEAD change nothing (RFC 9110 §9.2.2): repeating them is safe too.
+  const repeatable = options.repeatable === true || request.method === 'GET' || request.method === 'HEAD';
   /** A forward of this request went out and got no answer: it may have run on the owner under `forwardId`. */
   let tried = false;
   for (;;) {
@@ -135,8 +137,6 @@ export async function routeInstanceRequest(
     const answer = await relay(cluster, request, route.url, forwardId).catch((error: unknown) => {
       const closed = closedBeforeAnswer(error);
       if (closed) tried = true;
-      // GET and HEAD change nothing (RFC 9110 §9.2.2): repeating them is safe too.
-      const repeatable = options.repeatable === true || request.method === 'GET' || request.method === 'HEAD';
       const again = refused(error) || (repeatable && closed);
       if (again && Date.now() < deadline) return undefined;
       throw new DomainError('platform_unreachable', 'the node serving this instance did not answer', {
