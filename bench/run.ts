@@ -1,6 +1,6 @@
 /**
  * `npm run bench [-- --quick] [--only=send,delivery,auth,scale,live,cluster,sendpath,rowids] [--profile] [--keyed-baseline]
- * [--lane-window=N]` —
+ * [--lane-window=N] [--unprepared]` —
  * parley's benchmarks.
  *
  * Process model: every server under test runs in a child process of its own (parley, or the baseline's bare
@@ -14,7 +14,8 @@
  * to about 2.5 minutes (shorter runs, fewer events, 1,000 instances, 50 live sessions); `--profile` adds a
  * CPU-profiled send run, delivery burst and status run, and profiles parley over the live inbound phase, summaries in the results;
  * `--keyed-baseline` gives the live baseline bot parley's one shared key-transaction storage; `--lane-window=N`
- * runs parley's send and delivery scenarios with N webhook requests in flight per lane (`WEBHOOK_LANE_WINDOW`).
+ * runs parley's send and delivery scenarios with N webhook requests in flight per lane (`WEBHOOK_LANE_WINDOW`);
+ * `--unprepared` runs them on PostgreSQL without named prepared statements (`DATABASE_PREPARED_STATEMENTS=off`).
  */
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
@@ -46,6 +47,8 @@ interface Options {
   redisUrl: string | undefined;
   /** `--lane-window=N`: parley's `WEBHOOK_LANE_WINDOW` in the send and delivery scenarios (default its own, 1). */
   laneWindow?: number;
+  /** `--unprepared`: parley's `DATABASE_PREPARED_STATEMENTS=off` in the send and delivery scenarios. */
+  unprepared?: true;
 }
 
 function parseArgs(argv: string[]): Options {
@@ -61,6 +64,7 @@ function parseArgs(argv: string[]): Options {
     if (arg === '--quick') options.quick = true;
     else if (arg === '--profile') options.profile = true;
     else if (arg === '--keyed-baseline') options.keyedBaseline = true;
+    else if (arg === '--unprepared') options.unprepared = true;
     else if (arg.startsWith('--lane-window=')) {
       const window = Number(arg.slice('--lane-window='.length));
       if (!Number.isInteger(window) || window < 1 || window > 32)
@@ -76,7 +80,7 @@ function parseArgs(argv: string[]): Options {
       options.only = new Set(names as ScenarioName[]);
     } else
       throw new Error(
-        `unknown option ${arg} (allowed: --quick, --only=a,b, --profile, --keyed-baseline, --lane-window=N)`,
+        `unknown option ${arg} (allowed: --quick, --only=a,b, --profile, --keyed-baseline, --lane-window=N, --unprepared)`,
       );
   }
   return options;
@@ -217,6 +221,7 @@ async function main(): Promise<void> {
             hmacKey,
             webhookUrl: url,
             ...(options.laneWindow === undefined ? {} : { laneWindow: options.laneWindow }),
+            ...(options.unprepared ? { unprepared: true } : {}),
             ...(options.profile ? { profileFile: join(tmpdir(), `parley-send-${dialect}.cpuprofile`) } : {}),
           }),
         );
@@ -245,6 +250,7 @@ async function main(): Promise<void> {
               ...(databaseUrl ? { databaseUrl } : {}),
               hmacKey,
               ...(options.laneWindow === undefined ? {} : { laneWindow: options.laneWindow }),
+              ...(options.unprepared ? { unprepared: true } : {}),
               ...(options.profile
                 ? { profileFile: join(tmpdir(), `parley-delivery-${dialect}.cpuprofile`) }
                 : {}),

@@ -41,6 +41,8 @@ export interface ParleySetup {
   logLevel?: string;
   /** `WEBHOOK_LANE_WINDOW`: webhook requests in flight per lane (default: the service's, 1). */
   laneWindow?: number;
+  /** `DATABASE_PREPARED_STATEMENTS=off` (PostgreSQL: statements unnamed, parsed and planned at every run). */
+  unprepared?: boolean;
 }
 
 /** What `setup` returns to the runner. */
@@ -74,6 +76,7 @@ async function setup(args: ParleySetup): Promise<ParleyReady> {
     WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32',
     ...(args.laneWindow === undefined ? {} : { WEBHOOK_LANE_WINDOW: String(args.laneWindow) }),
     ...(args.dialect === 'postgres' ? { DATABASE_URL: args.databaseUrl } : {}),
+    ...(args.unprepared ? { DATABASE_PREPARED_STATEMENTS: 'off' } : {}),
   });
   const logger = pino({ level: config.logLevel }, pino.destination(2));
   const store = await openStore(config.database, schema === undefined ? {} : { schema });

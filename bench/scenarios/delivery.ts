@@ -29,6 +29,8 @@ export interface DeliverySettings {
   profileFile?: string;
   /** `WEBHOOK_LANE_WINDOW` of the parley child (`--lane-window`; default the service's, 1). */
   laneWindow?: number;
+  /** `DATABASE_PREPARED_STATEMENTS=off` in the parley child (`--unprepared`). */
+  unprepared?: true;
 }
 
 /** One phase's figures: events per second from the first event to the last receipt, and latencies. */
@@ -108,6 +110,7 @@ export async function deliveryScenario(
       webhookUrl,
       hmacKey: settings.hmacKey,
       ...(settings.laneWindow === undefined ? {} : { laneWindow: settings.laneWindow }),
+      ...(settings.unprepared ? { unprepared: true } : {}),
     });
     const generate = async (count: number, ratePerSecond: number) => {
       await receiver.call('reset');
@@ -140,7 +143,7 @@ export async function deliveryScenario(
       : `; ${missing} not received within ${settings.timeoutMs / 1000} s (${queued} still queued, ${failed} failed)`;
   return {
     id: `delivery-${settings.dialect}`,
-    title: `2. webhook delivery (${settings.dialect}${windowNote(settings.laneWindow)})`,
+    title: `2. webhook delivery (${settings.dialect}${windowNote(settings.laneWindow)}${settings.unprepared ? ', unprepared' : ''})`,
     unit: 'events/s',
     value: burst.eventsPerSecond,
     baseline: baselineBurst.eventsPerSecond,

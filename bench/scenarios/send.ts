@@ -24,6 +24,8 @@ export interface HttpSettings {
   webhookUrl: string;
   /** `WEBHOOK_LANE_WINDOW` of the parley child (`--lane-window`; default the service's, 1). */
   laneWindow?: number;
+  /** `DATABASE_PREPARED_STATEMENTS=off` in the parley child (`--unprepared`). */
+  unprepared?: true;
 }
 
 /** How long after a send run its webhooks may still be in flight to count as keeping pace, ms. */
@@ -41,6 +43,7 @@ export function setupOneInstance(parley: BenchChild, settings: HttpSettings): Pr
     webhookUrl: settings.webhookUrl,
     hmacKey: settings.hmacKey,
     ...(settings.laneWindow === undefined ? {} : { laneWindow: settings.laneWindow }),
+    ...(settings.unprepared ? { unprepared: true } : {}),
   });
 }
 
@@ -104,7 +107,7 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
   const kept = queued === 0 ? 0 : Math.round((delivered / queued) * 1000) / 1000;
   const result: ScenarioResult = {
     id: `send-${settings.dialect}`,
-    title: `1. send text (${settings.dialect}${windowNote(settings.laneWindow)})`,
+    title: `1. send text (${settings.dialect}${windowNote(settings.laneWindow)}${settings.unprepared ? ', unprepared' : ''})`,
     unit: 'req/s',
     value: run.requestsPerSecond,
     baseline: baselineRun.requestsPerSecond,

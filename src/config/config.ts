@@ -25,6 +25,11 @@ export const EnvSchema = Type.Object({
       description: 'postgres://… or sqlite:PATH',
     }),
   ),
+  DATABASE_PREPARED_STATEMENTS: Type.Union([Type.Literal('on'), Type.Literal('off')], {
+    default: 'on',
+    description:
+      'PostgreSQL: statements with parameters as named prepared statements (docs/decisions/0055-named-statements.md)',
+  }),
   REDIS_URL: Type.Optional(
     Type.String({ pattern: '^rediss?://', description: 'redis://… for shared limits' }),
   ),
@@ -123,7 +128,17 @@ export type Env = Static<typeof EnvSchema>;
  * Which store backs parley: the embedded SQLite file or a PostgreSQL server
  * (docs/decisions/0024-engines-and-data-flow.md).
  */
-export type DatabaseConfig = { dialect: 'sqlite'; path: string } | { dialect: 'postgres'; url: string };
+export type DatabaseConfig =
+  | { dialect: 'sqlite'; path: string }
+  | {
+      dialect: 'postgres';
+      url: string;
+      /**
+       * Statements with parameters run as named prepared statements (default true); false for a connection pooler
+       * in transaction mode that does not carry them (docs/decisions/0055-named-statements.md).
+       */
+      preparedStatements?: boolean;
+    };
 
 /** Parsed configuration handed to every part of the service. Durations are in milliseconds. */
 export interface Config {
@@ -301,7 +316,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     port: parsed.PORT,
     host: parsed.HOST,
     dataDir,
-    database: parseDatabaseUrl(parsed.DATABASE_URL, dataDir),
+    database: parseDatabaseUrl(parsed.DATABASE_URL, dataDir, parsed.DATABASE_PREPARED_STATEMENTS === 'on'),
     redisUrl: parsed.REDIS_URL,
     secretKey: parsed.SECRET_KEY === undefined ? undefined : parseSecretKey(parsed.SECRET_KEY),
     logLevel: parsed.LOG_LEVEL,
@@ -363,9 +378,13 @@ export function readCertificateFile(variable: string, path: string): Buffer {
   return pem;
 }
 
-function parseDatabaseUrl(url: string | undefined, dataDir: string): DatabaseConfig {
+function parseDatabaseUrl(
+  url: string | undefined,
+  dataDir: string,
+  preparedStatements: boolean,
+): DatabaseConfig {
   if (url === undefined) return { dialect: 'sqlite', path: resolve(dataDir, 'parley.db') };
-  if (/^postgres(ql)?:/.test(url)) return { dialect: 'postgres', url };
+  if (/^postgres(ql)?:/.test(url)) return { dialect: 'postgres', url, preparedStatements };
   const path = url.replace(/^(sqlite|file):(\/\/)?/, '');
   if (path === '') throw new ConfigError('invalid configuration: DATABASE_URL: sqlite: needs a file path');
   return { dialect: 'sqlite', path: path === ':memory:' ? path : resolve(path) };

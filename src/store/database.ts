@@ -7,6 +7,7 @@ import type { DatabaseConfig } from '../config/config.ts';
 import { DomainError } from '../domain/errors.ts';
 import { faultAwareDialect, type StoreFaultHook } from './faults.ts';
 import { migrationProvider, migrations } from './migrations/index.ts';
+import { namedStatementPool } from './pg-statements.ts';
 import type { Database } from './schema.ts';
 
 /** An open store: the Kysely handle, which dialect backs it, and how to close it. */
@@ -92,8 +93,11 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
   pool.on('connect', (client: pg.PoolClient) => {
     client.on('error', (error: Error) => onConnectionError(error));
   });
+  // Statements with parameters run as named prepared statements unless turned off for a pooler in transaction
+  // mode (docs/decisions/0055-named-statements.md).
+  const named = config.preparedStatements === false ? pool : namedStatementPool(pool);
   const db = new Kysely<Database>({
-    dialect: faultAwareDialect(new PostgresDialect({ pool }), options.faults),
+    dialect: faultAwareDialect(new PostgresDialect({ pool: named }), options.faults),
   });
   // The schema the tables live in: the one named, else the connection's own (`search_path`, which a
   // DATABASE_URL may set with `?options=-c search_path=…`). The migrator is told it, so it never mistakes the

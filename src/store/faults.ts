@@ -9,6 +9,7 @@ import type {
   TransactionSettings,
 } from 'kysely';
 import { DomainError, errors } from '../domain/errors.ts';
+import { isStaleStatement } from './pg-statements.ts';
 
 /**
  * Store faults (docs/decisions/0011-store-faults.md): which errors mean "the store cannot be reached right now"
@@ -59,11 +60,13 @@ function codeOf(error: unknown): string | undefined {
  * True when `error` says the store cannot be reached or cannot work right now, so the same operation may succeed
  * later: a `DomainError` `store_unavailable`; a socket error (ECONNREFUSED, ECONNRESET, ETIMEDOUT, …); a
  * PostgreSQL SQLSTATE of class 08 or 53, or 57P01–57P03; a SQLite BUSY, LOCKED, IOERR, FULL, CANTOPEN or
- * PROTOCOL result; node-postgres's "Connection terminated …" and connect-timeout messages.
+ * PROTOCOL result; node-postgres's "Connection terminated …" and connect-timeout messages; a prepared statement gone
+ * stale after another process's schema change (src/store/pg-statements.ts: its connection is replaced).
  * Constraint, data and programming errors are not (they repeat on retry).
  */
 export function isStoreUnavailableError(error: unknown): boolean {
   if (error instanceof DomainError) return error.code === 'store_unavailable';
+  if (isStaleStatement(error)) return true;
   const code = codeOf(error);
   if (code !== undefined) {
     if (NETWORK_CODES.has(code) || UNAVAILABLE_SQLITE.test(code)) return true;

@@ -116,11 +116,35 @@ describe('configuration (docs/decisions/0024-engines-and-data-flow.md)', () => {
     assert.equal(config.webhook.claimStaleMs, 2500);
     assert.equal(config.ffmpegPath, '/opt/ffmpeg/bin/ffmpeg');
     assert.equal(config.port, 9000);
-    assert.deepEqual(config.database, { dialect: 'postgres', url: 'postgres://u@db:5432/parley' });
+    assert.deepEqual(config.database, {
+      dialect: 'postgres',
+      url: 'postgres://u@db:5432/parley',
+      preparedStatements: true,
+    });
     assert.equal(config.redisUrl, 'redis://127.0.0.1:6379');
     assert.deepEqual(config.secretKey, Buffer.alloc(32, 0xab));
     assert.deepEqual(config.webhook.retryScheduleMs, [500, 2000]);
     assert.deepEqual(config.webhook.allowedCidrs, ['127.0.0.1/32', '10.0.0.0/8', 'fd00::/8']);
+  });
+
+  it('reads DATABASE_PREPARED_STATEMENTS, on or off (docs/decisions/0055-named-statements.md)', () => {
+    const url = 'postgres://u@db:5432/parley';
+    assert.deepEqual(loadConfig({ DATABASE_URL: url, DATABASE_PREPARED_STATEMENTS: 'off' }).database, {
+      dialect: 'postgres',
+      url,
+      preparedStatements: false,
+    });
+    assert.deepEqual(loadConfig({ DATABASE_URL: url, DATABASE_PREPARED_STATEMENTS: 'on' }).database, {
+      dialect: 'postgres',
+      url,
+      preparedStatements: true,
+    });
+    for (const value of ['yes', 'true', '1']) {
+      assert.throws(() => loadConfig({ DATABASE_URL: url, DATABASE_PREPARED_STATEMENTS: value }), {
+        name: 'ConfigError',
+        message: /^invalid configuration: DATABASE_PREPARED_STATEMENTS: /,
+      });
+    }
   });
 
   it('reads EVENT_RETENTION_DAYS, whole days from 1 to 3650 (docs/decisions/0030-event-log.md)', () => {

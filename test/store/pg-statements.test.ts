@@ -1,0 +1,157 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, describe, it } from 'node:test';
+import { type Kysely, sql } from 'kysely';
+import pg from 'pg';
+import { DomainError } from '../../src/domain/errors.ts';
+import { openStore, type Store } from '../../src/store/database.ts';
+import { isStoreUnavailableError } from '../../src/store/faults.ts';
+import { namedStatementPool } from '../../src/store/pg-statements.ts';
+import type { Database } from '../../src/store/schema.ts';
+import { testDialects } from '../support/store.ts';
+
+/**
+ * Named prepared statements on PostgreSQL (docs/decisions/0055-named-statements.md), read back from the server's
+ * own `pg_prepared_statements` view of the session: each text with parameters is parsed once per connection and
+ * run by name; a statement a schema change made stale is run again (outside a transaction) or fails as a store
+ * fault (inside one), and its connection is replaced either way.
+ */
+
+/** The prepared statements of the store's session (pool of one), with how often each ran. */
+async function prepared(db: Kysely<Database>): Promise<{ name: string; statement: string; runs: number }[]> {
+  const result = await sql<{ name: string; statement: string; runs: string }>`
+    select name, statement, (generic_plans + custom_plans)::text as runs from pg_prepared_statements order by name
+  `.execute(db);
+  return result.rows.map((row) => ({ name: row.name, statement: row.statement, runs: Number(row.runs) }));
+}
+
+/** The server process of the store's session (pool of one). */
+async function backendPid(db: Kysely<Database>): Promise<number> {
+  const result = await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(db);
+  const pid = result.rows[0]?.pid;
+  assert.ok(pid !== undefined);
+  return pid;
+}
+
+/** The row of `probe` with id `id`, every column (`select *`, the shape a schema change makes stale). */
+function probe(db: Kysely<Database>, id: number) {
+  return sql<Record<string, unknown>>`select * from probe where id = ${id}`.execute(db);
+}
+
+for (const dialect of testDialects().filter((d) => d === 'postgres')) {
+  describe(`named prepared statements (${dialect})`, () => {
+    const url = process.env.TEST_DATABASE_URL ?? '';
+    const stores: Store[] = [];
+    const admin = new pg.Client({ connectionString: url });
+    let connected = false;
+
+    after(async () => {
+      for (const store of stores) await store.destroy();
+      if (connected) await admin.end();
+    });
+
+    /** A store of one connection in a fresh schema holding `probe (id, note)` with one row. */
+    async function probeStore(preparedStatements = true): Promise<{ store: Store; schema: string }> {
+      const schema = `t_${randomBytes(6).toString('hex')}`;
+      const store = await openStore(
+        { dialect: 'postgres', url, preparedStatements },
+        { schema, poolSize: 1 },
+      );
+      stores.push(store);
+      await sql`create table probe (id integer primary key, note text not null)`.execute(store.db);
+      await sql`insert into probe (id, note) values (1, 'one')`.execute(store.db);
+      return { store, schema };
+    }
+
+    /** Adds a column to `schema.probe` from another session, as a newer node's migration would. */
+    async function addColumn(schema: string): Promise<void> {
+      if (!connected) {
+        await admin.connect();
+        connected = true;
+      }
+      await admin.query(`alter table ${schema}.probe add column extra text`);
+    }
+
+    it('parses a statement with parameters once per connection and runs it by name', async () => {
+      const { store } = await probeStore();
+      for (let run = 0; run < 3; run++) {
+        assert.deepEqual((await probe(store.db, 1)).rows, [{ id: 1, note: 'one' }]);
+      }
+      const [statement, ...others] = await prepared(store.db);
+      assert.deepEqual(others, []);
+      assert.ok(statement);
+      assert.match(statement.name, /^parley_\d+$/);
+      assert.equal(statement.statement, 'select * from probe where id = $1');
+      assert.equal(statement.runs, 3);
+    });
+
+    it('prepares nothing with DATABASE_PREPARED_STATEMENTS=off', async () => {
+      const { store } = await probeStore(false);
+      for (let run = 0; run < 3; run++) {
+        assert.deepEqual((await probe(store.db, 1)).rows, [{ id: 1, note: 'one' }]);
+      }
+      assert.deepEqual(await prepared(store.db), []);
+    });
+
+    it('outside a transaction, runs a statement a schema change made stale again and replaces the connection', async () => {
+      const { store, schema } = await probeStore();
+      assert.deepEqual((await probe(store.db, 1)).rows, [{ id: 1, note: 'one' }]);
+      const before = await backendPid(store.db);
+      await addColumn(schema);
+      assert.deepEqual((await probe(store.db, 1)).rows, [{ id: 1, note: 'one', extra: null }]);
+      const replaced = await backendPid(store.db);
+      assert.notEqual(replaced, before, 'the stale connection was closed');
+      assert.deepEqual((await probe(store.db, 1)).rows, [{ id: 1, note: 'one', extra: null }]);
+      assert.deepEqual(
+        (await prepared(store.db)).map((s) => [s.statement, s.runs]),
+        [['select * from probe where id = $1', 1]],
+        'prepared afresh on the new connection',
+      );
+    });
+
+    it('inside a transaction, fails as a store fault, and the next transaction runs on a new connection', async () => {
+      const { store, schema } = await probeStore();
+      assert.deepEqual((await probe(store.db, 1)).rows, [{ id: 1, note: 'one' }]);
+      const before = await backendPid(store.db);
+      await addColumn(schema);
+      const failed = await store.db
+        .transaction()
+        .execute((trx) => probe(trx, 1))
+        .then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+      assert.ok(failed instanceof DomainError, `a store fault, not ${String(failed)}`);
+      assert.equal(failed.code, 'store_unavailable');
+      assert.match(String(failed.cause), /cached plan must not change result type/);
+      assert.ok(isStoreUnavailableError(failed.cause));
+      const rows = await store.db.transaction().execute(async (trx) => (await probe(trx, 1)).rows);
+      assert.deepEqual(rows, [{ id: 1, note: 'one', extra: null }]);
+      assert.notEqual(await backendPid(store.db), before);
+    });
+
+    it('names at most `limit` texts; the others run unnamed', async () => {
+      const schema = `t_${randomBytes(6).toString('hex')}`;
+      const pool = new pg.Pool({ connectionString: url, max: 1, options: `-c search_path=${schema}` });
+      const named = namedStatementPool(pool, { limit: 1 });
+      try {
+        const client = await named.connect();
+        try {
+          await client.query(`create schema ${schema}`, []);
+          await client.query('select $1::int as a', [1]);
+          await client.query('select $1::int as b', [2]);
+          await client.query('select $1::int as a', [3]);
+          const result = await client.query<{ statement: string }>(
+            'select statement from pg_prepared_statements order by name',
+            [],
+          );
+          assert.deepEqual(result.rows, [{ statement: 'select $1::int as a' }]);
+        } finally {
+          client.release();
+        }
+      } finally {
+        await named.end();
+      }
+    });
+  });
+}
