@@ -1,4 +1,5 @@
 import type { GroupInfo, Jid } from '../../domain/messages.ts';
+import { atTurnEnd } from '../../ops/turn-end.ts';
 import type { AuthStateStore } from '../engine.ts';
 import { resolveUser, type SandboxUser, type SandboxUserDefinition } from './users.ts';
 
@@ -11,13 +12,24 @@ export interface StoredGroup extends GroupInfo {
   inviteCode: string;
 }
 
+/** A read of user definitions waiting for the end of the turn: the phones it needs and where its answer goes. */
+interface UserRead {
+  phones: readonly string[];
+  resolve: (defined: ReadonlyMap<string, string>) => void;
+  reject: (error: unknown) => void;
+}
+
 /**
  * The persistent part of an instance's simulated platform (docs/decisions/0004-sandbox.md): users defined through
  * `/v1/sandbox/users` and every group the world knows. Stored through the session's auth port (sealed like
  * credentials, survives restarts and logout) and read on demand, never cached: an idle instance holds nothing.
+ * The user reads of one turn of the event loop share one store read at its end
+ * (docs/decisions/0049-turn-batched-reads.md): concurrent sends to one instance check their recipients together.
  */
 export class SandboxWorld {
   readonly #auth: AuthStateStore;
+  /** User reads asked during this turn, answered together at its end. */
+  #reads: UserRead[] = [];
 
   constructor(auth: AuthStateStore) {
     this.#auth = auth;
@@ -29,11 +41,32 @@ export class SandboxWorld {
     return user ?? resolveUser(phone, undefined);
   }
 
-  /** Users `phones`, in order (one store read for all of them). */
+  /**
+   * Users `phones`, in order: read with every other user read of this turn, in one store read at the turn's end
+   * (a read starts after every call it answers, so it sees every definition stored before them).
+   * @throws the store's error, for every call of the turn.
+   */
   async users(phones: readonly string[]): Promise<SandboxUser[]> {
-    const unique = [...new Set(phones)];
-    const defined = await this.#auth.get(USERS, unique);
+    const defined = await new Promise<ReadonlyMap<string, string>>((resolve, reject) => {
+      this.#reads.push({ phones, resolve, reject });
+      if (this.#reads.length === 1) atTurnEnd(() => this.#readTurn());
+    });
     return phones.map((phone) => resolveUser(phone, parseDefinition(defined.get(phone))));
+  }
+
+  /** Reads the definitions of every phone the turn's user reads asked for, and answers each read. */
+  #readTurn(): void {
+    const reads = this.#reads;
+    this.#reads = [];
+    const phones = [...new Set(reads.flatMap((read) => read.phones))];
+    this.#auth.get(USERS, phones).then(
+      (defined) => {
+        for (const read of reads) read.resolve(defined);
+      },
+      (error: unknown) => {
+        for (const read of reads) read.reject(error);
+      },
+    );
   }
 
   /** Every user defined through `/v1/sandbox/users`, ordered by phone. */
