@@ -101,6 +101,11 @@ describe('live session over a fake socket', () => {
     const paired = pairedCreds();
     sock().emit('creds.update', { me: paired.me, account: paired.account, platform: 'android' });
     sock().emit('connection.update', { isNewLogin: true, qr: undefined });
+    // Linked, but the socket that carries messages is not open yet: not connected, so nobody sends into the restart.
+    assert.deepEqual(
+      { connected: session.state().connected, loggedIn: session.state().loggedIn },
+      { connected: false, loggedIn: true },
+    );
     sock().close(515, 'Stream Errored (restart required)');
     await until(() => /restart required \(515\)/.test(session.state().reason ?? ''), 2_000, '515');
     assert.equal(session.state().loggedIn, true);

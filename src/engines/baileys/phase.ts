@@ -23,7 +23,8 @@ export function qrLifetimeMs(index: number): number {
 
 /**
  * The engine state (docs/api.md#session, docs/decisions/0016-session-lifecycle.md): `connected` while open or while
- * the QR attempt runs, `loggedIn` when paired credentials exist (`creds.account` signed by the phone), the
+ * the QR attempt runs and nobody has scanned yet (once scanned, only when the logged-in socket is open), `loggedIn`
+ * when paired credentials exist (`creds.account` signed by the phone), the
  * device-qualified JID and phone number from `creds.me`, and the reason of the last stop or the pending reconnect
  * with its `cause` when the platform replaced or refused the session
  * (docs/decisions/0012-session-and-message-status-events.md).
@@ -39,7 +40,9 @@ export function connectionState(
   const loggedIn = creds ? isPaired(creds) : paired;
   const jid = loggedIn ? (creds?.me?.id ?? null) : null;
   const state: ConnectionState = {
-    connected: phase === 'open' || phase === 'pairing',
+    // Pairing counts as connected until the scan: from then until the logged-in socket opens (the platform's restart
+    // after pairing), the account is linked but nothing can be sent.
+    connected: phase === 'open' || (phase === 'pairing' && !loggedIn),
     loggedIn,
     jid,
     phone: jid ? (jid.split('@')[0]?.split(':')[0] ?? null) : null,
