@@ -9,7 +9,6 @@ import type {
   TransactionSettings,
 } from 'kysely';
 import { DomainError, errors } from '../domain/errors.ts';
-import { isStaleStatement } from './pg-statements.ts';
 
 /**
  * Store faults (docs/decisions/0011-store-faults.md): which errors mean "the store cannot be reached right now"
@@ -54,6 +53,26 @@ function codeOf(error: unknown): string | undefined {
   if (typeof error !== 'object' || error === null || !('code' in error)) return undefined;
   const code = (error as { code: unknown }).code;
   return typeof code === 'string' ? code : undefined;
+}
+
+/** SQLSTATE of "cached plan must not change result type": a table a prepared `select *` reads gained a column. */
+const FEATURE_NOT_SUPPORTED = '0A000';
+/** SQLSTATE of "prepared statement … does not exist": the session lost it (`DISCARD ALL`, a pooler between). */
+const INVALID_STATEMENT_NAME = '26000';
+
+/**
+ * Whether `error` says a session's prepared statement no longer fits the schema (SQLSTATE 0A000 "cached plan must
+ * not change result type") or is gone (26000): transient, as the connection is replaced
+ * (src/store/pg-statements.ts, docs/decisions/0055-named-statements.md).
+ */
+export function isStaleStatement(error: unknown): boolean {
+  const code = codeOf(error);
+  if (code === INVALID_STATEMENT_NAME) return true;
+  return (
+    code === FEATURE_NOT_SUPPORTED &&
+    error instanceof Error &&
+    /cached plan must not change/.test(error.message)
+  );
 }
 
 /**

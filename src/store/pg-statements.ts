@@ -1,5 +1,6 @@
 import type { PostgresPool, PostgresPoolClient, PostgresQueryResult } from 'kysely';
 import type pg from 'pg';
+import { isStaleStatement } from './faults.ts';
 
 /**
  * Named prepared statements on PostgreSQL (docs/decisions/0055-named-statements.md).
@@ -15,11 +16,6 @@ import type pg from 'pg';
 /** Distinct statement texts named per store by default; later texts run unnamed. */
 export const DEFAULT_NAMED_STATEMENTS = 500;
 
-/** SQLSTATE of "cached plan must not change result type": a table a prepared `select *` reads gained a column. */
-const FEATURE_NOT_SUPPORTED = '0A000';
-/** SQLSTATE of "prepared statement … does not exist": the session lost it (`DISCARD ALL`, a pooler between). */
-const INVALID_STATEMENT_NAME = '26000';
-
 /** Options of {@link namedStatementPool}. */
 export interface NamedStatementOptions {
   /** Most distinct statement texts given a name (default {@link DEFAULT_NAMED_STATEMENTS}); the rest run unnamed. */
@@ -32,27 +28,6 @@ interface SessionState {
   inTransaction: boolean;
   /** A named statement of this session can no longer run: the session is closed when it goes back to the pool. */
   stale: boolean;
-}
-
-/** The code of a `pg` DatabaseError, if `error` is one. */
-function sqlStateOf(error: unknown): string | undefined {
-  if (typeof error !== 'object' || error === null || !('code' in error)) return undefined;
-  return typeof error.code === 'string' ? error.code : undefined;
-}
-
-/**
- * Whether `error` says a session's prepared statement no longer fits the schema (SQLSTATE 0A000 "cached plan must
- * not change result type") or is gone (26000): transient, as the connection is replaced (see
- * {@link namedStatementPool}).
- */
-export function isStaleStatement(error: unknown): boolean {
-  const code = sqlStateOf(error);
-  if (code === INVALID_STATEMENT_NAME) return true;
-  return (
-    code === FEATURE_NOT_SUPPORTED &&
-    error instanceof Error &&
-    /cached plan must not change/.test(error.message)
-  );
 }
 
 /** How a statement without parameters moves the session's transaction state, if it does. */
