@@ -5,12 +5,13 @@ import { phoneOfJid, userJid } from '../domain/messages.ts';
 import {
   advanceDeliveryState,
   applyMessageUpdate,
-  insertMessages,
+  insertMessagesWrites,
   type NewMessage,
   type PeerSighting,
-  touchPeers,
+  touchPeersWrites,
 } from '../store/messages.ts';
 import type { Database } from '../store/schema.ts';
+import { runWriteGroup } from '../store/write-groups.ts';
 import type { EventProjection } from './recorder.ts';
 
 /**
@@ -80,8 +81,10 @@ export class MessageProjection implements EventProjection {
     const buffered = this.#buffers.get(trx);
     if (!buffered || buffered.messages.length === 0) return;
     this.#buffers.delete(trx);
-    await insertMessages(trx, instanceId, buffered.messages, buffered.at);
-    if (buffered.peers.length > 0) await touchPeers(trx, instanceId, buffered.peers, buffered.at);
+    await runWriteGroup(trx, [
+      insertMessagesWrites(trx, instanceId, buffered.messages, buffered.at),
+      touchPeersWrites(trx, instanceId, buffered.peers, buffered.at),
+    ]);
   }
 
   /** Adds `message` (and the peer it was exchanged with) to the transaction's buffer. */

@@ -1,13 +1,13 @@
 import type { Transaction } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
-import { DEFAULT_SUBSCRIPTION, type Instance } from '../domain/instance.ts';
+import { DEFAULT_SUBSCRIPTION } from '../domain/instance.ts';
 import type { EngineEvent } from '../domain/messages.ts';
-import { insertDeliveries, type NewDelivery } from '../store/deliveries.ts';
-import { getInstanceRouting } from '../store/instance-routing.ts';
+import { insertDeliveriesWrites, type NewDelivery } from '../store/deliveries.ts';
+import { routeAndAdvance } from '../store/instance-routing.ts';
 import { newRowId } from '../store/row-ids.ts';
 import type { Database } from '../store/schema.ts';
-import type { EndpointRecord } from '../store/webhook-endpoints.ts';
-import { advanceSequence, insertWebhookEvents, type NewWebhookEvent } from '../store/webhook-events.ts';
+import { insertWebhookEventsWrites, type NewWebhookEvent } from '../store/webhook-events.ts';
+import { runWriteGroup } from '../store/write-groups.ts';
 import { type NormalisedEvent, normaliseEvent, webhookBody } from './normalise.ts';
 import type { EventProjection } from './recorder.ts';
 
@@ -55,12 +55,7 @@ export class OutboxProjection implements EventProjection {
   /** Events applied in a transaction and not yet written, by transaction (forgotten with it). */
   readonly #buffers = new WeakMap<
     Transaction<Database>,
-    { event: EngineEvent; normalised: NormalisedEvent; instance: Instance; endpoints: EndpointRecord[] }[]
-  >();
-  /** Instances and their enabled endpoints read in a transaction, by transaction (forgotten with it). */
-  readonly #read = new WeakMap<
-    Transaction<Database>,
-    Map<string, { instance: Instance; endpoints: EndpointRecord[] } | undefined>
+    { event: EngineEvent; normalised: NormalisedEvent }[]
   >();
 
   constructor(options: OutboxProjectionOptions) {
@@ -74,15 +69,12 @@ export class OutboxProjection implements EventProjection {
       mediaUrl === undefined ? undefined : (messageId) => mediaUrl(instanceId, messageId),
     );
     if (!normalised) return;
-    const routing = await this.#routing(trx, instanceId);
-    if (!routing) return;
-    const { instance, endpoints } = routing;
     let buffered = this.#buffers.get(trx);
     if (!buffered) {
       buffered = [];
       this.#buffers.set(trx, buffered);
     }
-    buffered.push({ event, normalised, instance, endpoints });
+    buffered.push({ event, normalised });
   }
 
   /**
@@ -94,12 +86,16 @@ export class OutboxProjection implements EventProjection {
     const buffered = this.#buffers.get(trx);
     if (!buffered || buffered.length === 0) return;
     this.#buffers.delete(trx);
-    const { last, disabledAt, disabledReason } = await advanceSequence(trx, instanceId, buffered.length);
+    const routing = await routeAndAdvance(trx, instanceId, buffered.length);
+    // The instance is gone: nothing to route its events by, and no number was taken.
+    if (!routing) return;
+    const { last, disabledAt, disabledReason, instance } = routing;
+    const endpoints = routing.endpoints.filter((endpoint) => endpoint.enabled);
     const now = this.#options.clock();
     const createdAt = new Date(now).toISOString();
     const events: NewWebhookEvent[] = [];
     const deliveries: NewDelivery[] = [];
-    for (const [index, { event, normalised, instance, endpoints }] of buffered.entries()) {
+    for (const [index, { event, normalised }] of buffered.entries()) {
       const sequence = last - buffered.length + 1 + index;
       const subscribed = (instance.subscribe ?? DEFAULT_SUBSCRIPTION).includes(normalised.type);
       let skipReason: string | null = null;
@@ -142,32 +138,10 @@ export class OutboxProjection implements EventProjection {
       });
       this.#lane(event, '');
     }
-    await insertWebhookEvents(trx, events);
-    if (deliveries.length > 0) await insertDeliveries(trx, deliveries);
-  }
-
-  /**
-   * The instance's row and its enabled endpoints, read once per transaction in one statement: the recorder applies
-   * a batch of an instance's events in one transaction, and only the API changes the webhook URL, subscription and
-   * endpoints an event is routed by. → undefined when the instance is gone.
-   */
-  async #routing(
-    trx: Transaction<Database>,
-    instanceId: string,
-  ): Promise<{ instance: Instance; endpoints: EndpointRecord[] } | undefined> {
-    let read = this.#read.get(trx);
-    if (!read) {
-      read = new Map();
-      this.#read.set(trx, read);
-    }
-    if (read.has(instanceId)) return read.get(instanceId);
-    const routing = await getInstanceRouting(trx, instanceId);
-    const enabled = routing && {
-      instance: routing.instance,
-      endpoints: routing.endpoints.filter((endpoint) => endpoint.enabled),
-    };
-    read.set(instanceId, enabled);
-    return enabled;
+    await runWriteGroup(trx, [
+      insertWebhookEventsWrites(trx, events),
+      insertDeliveriesWrites(trx, deliveries),
+    ]);
   }
 
   /** Notes that `event` queued a delivery to endpoint `endpointId` (`''`: the default webhook). */

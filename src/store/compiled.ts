@@ -149,6 +149,12 @@ export interface CompiledListStatement<A, I, R> {
    * @throws RangeError when `items` is empty or an item lacks a field (undefined); what the driver throws otherwise.
    */
   run(db: Kysely<Database>, args: A, items: readonly I[]): Promise<QueryResult<R>>;
+  /**
+   * The statement {@link run} would execute, not executed: its SQL and bound parameters, to be run together with
+   * others (src/store/write-groups.ts).
+   * @throws RangeError as {@link run}.
+   */
+  query(db: Kysely<Database>, args: A, items: readonly I[]): CompiledQuery<R>;
 }
 
 /**
@@ -197,27 +203,36 @@ export function compiledListStatement<A extends Record<string, unknown>, I exten
     }
     return cut as I;
   };
+  const query = (db: Kysely<Database>, args: A, items: readonly I[]): CompiledQuery<R> => {
+    if (items.length === 0) throw new RangeError('a list statement needs at least one item');
+    if (items.length > COMPILED_LIST_MAX) {
+      // The builder's shape is checked on a compiled length first (no argument written into the SQL text), and
+      // each item is cut to its declared fields with the same refusal of a missing one, so a long list means
+      // exactly what a short one does.
+      compile(db, 1);
+      const real = (<K extends keyof A & string>(name: K) => args[name]) as ArgumentOf<A>;
+      return build(
+        db,
+        real,
+        items.map((item, index) => fieldsOf(item, index)),
+      ).compile();
+    }
+    const { sql, slots } = compile(db, items.length);
+    return CompiledQuery.raw(sql, bind(slots, args, items)) as CompiledQuery<R>;
+  };
   return {
     async run(db, args, items) {
-      if (items.length === 0) throw new RangeError('a list statement needs at least one item');
-      if (items.length > COMPILED_LIST_MAX) {
-        // The builder's shape is checked on a compiled length first (no argument written into the SQL text), and
-        // each item is cut to its declared fields with the same refusal of a missing one, so a long list means
-        // exactly what a short one does.
-        compile(db, 1);
-        const real = (<K extends keyof A & string>(name: K) => args[name]) as ArgumentOf<A>;
-        return db.executeQuery<R>(
-          build(
-            db,
-            real,
-            items.map((item, index) => fieldsOf(item, index)),
-          ).compile(),
-        );
-      }
-      const { sql, slots } = compile(db, items.length);
-      return db.executeQuery<R>(CompiledQuery.raw(sql, bind(slots, args, items)));
+      return db.executeQuery<R>(query(db, args, items));
     },
+    query,
   };
+}
+
+/** `rows` cut into lists of at most {@link ROWS_PER_INSERT} rows, in order (none for an empty list). */
+export function chunksOf<R>(rows: readonly R[]): R[][] {
+  const chunks: R[][] = [];
+  for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) chunks.push(rows.slice(i, i + ROWS_PER_INSERT));
+  return chunks;
 }
 
 /**

@@ -1,7 +1,8 @@
-import type { Insertable, Kysely, Transaction } from 'kysely';
-import { compiledListStatement, insertRows, ROWS_PER_INSERT } from './compiled.ts';
+import type { CompiledQuery, Insertable, Kysely, Transaction } from 'kysely';
+import { chunksOf, compiledListStatement, insertRows, ROWS_PER_INSERT } from './compiled.ts';
 import type { Database, WebhookDeliveriesTable } from './schema.ts';
 import { toMs } from './times.ts';
+import { runWriteGroup } from './write-groups.ts';
 
 /**
  * The webhook delivery queue (docs/decisions/0005-outbox-and-delivery.md), Graphile-Worker shape: a delivery row is
@@ -42,6 +43,17 @@ export async function insertDeliveries(
   trx: Transaction<Database>,
   deliveries: readonly NewDelivery[],
 ): Promise<void> {
+  await runWriteGroup(trx, [insertDeliveriesWrites(trx, deliveries)]);
+}
+
+/**
+ * The statements {@link insertDeliveries} runs, not run (to write them with their events,
+ * src/store/write-groups.ts). Errors as {@link insertDeliveries}.
+ */
+export function insertDeliveriesWrites(
+  db: Kysely<Database>,
+  deliveries: readonly NewDelivery[],
+): CompiledQuery[] {
   const rows = deliveries.map((delivery) => {
     const now = toMs(delivery.now);
     return {
@@ -62,7 +74,7 @@ export async function insertDeliveries(
       updated_at: now,
     };
   });
-  await insertRows(rows, (chunk) => INSERT_DELIVERIES.run(trx, {}, chunk));
+  return chunksOf(rows).map((chunk) => INSERT_DELIVERIES.query(db, {}, chunk));
 }
 
 /** Delivery rows (compiled per list length, src/store/compiled.ts). */

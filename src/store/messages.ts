@@ -1,4 +1,4 @@
-import { type Insertable, type Kysely, type OnConflictBuilder, sql } from 'kysely';
+import { type CompiledQuery, type Insertable, type Kysely, type OnConflictBuilder, sql } from 'kysely';
 import type {
   DeliveryState,
   EngineMessage,
@@ -7,9 +7,10 @@ import type {
   MessageKind,
   MessageUpdate,
 } from '../domain/messages.ts';
-import { compiledListStatement, insertRows, ROWS_PER_INSERT } from './compiled.ts';
+import { chunksOf, compiledListStatement, ROWS_PER_INSERT } from './compiled.ts';
 import type { ChatPeersTable, Database, MessagesTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
+import { runWriteGroup } from './write-groups.ts';
 
 /** Delivery states in order (docs/decisions/0017-messages-and-media.md); a message only ever moves to a later one. */
 export const DELIVERY_STATES: readonly DeliveryState[] = ['sent', 'delivered', 'read', 'played'];
@@ -81,6 +82,19 @@ export async function insertMessages(
   messages: readonly NewMessage[],
   at: string,
 ): Promise<void> {
+  await runWriteGroup(db, [insertMessagesWrites(db, instanceId, messages, at)]);
+}
+
+/**
+ * The statements {@link insertMessages} runs, not run (to write them with another table's rows,
+ * src/store/write-groups.ts). Errors as {@link insertMessages}.
+ */
+export function insertMessagesWrites(
+  db: Kysely<Database>,
+  instanceId: string,
+  messages: readonly NewMessage[],
+  at: string,
+): CompiledQuery[] {
   const atMs = toMs(at);
   const rows = messages.map(({ message, state }) => {
     const timestamp = Math.trunc(message.timestamp);
@@ -102,7 +116,7 @@ export async function insertMessages(
       created_at: atMs,
     };
   });
-  await insertRows(rows, (chunk) => INSERT_MESSAGES.run(db, {}, chunk));
+  return chunksOf(rows).map((chunk) => INSERT_MESSAGES.query(db, {}, chunk));
 }
 
 /** Message rows, a message already stored under the same id left as it is (compiled per list length). */
@@ -175,6 +189,19 @@ export async function touchPeers(
   peers: readonly PeerSighting[],
   at: string,
 ): Promise<void> {
+  await runWriteGroup(db, [touchPeersWrites(db, instanceId, peers, at)]);
+}
+
+/**
+ * The statements {@link touchPeers} runs, not run (to write them with another table's rows,
+ * src/store/write-groups.ts). Errors as {@link touchPeers}.
+ */
+export function touchPeersWrites(
+  db: Kysely<Database>,
+  instanceId: string,
+  peers: readonly PeerSighting[],
+  at: string,
+): CompiledQuery[] {
   const atMs = toMs(at);
   const names = new Map<string, string>();
   for (const { jid, pushName } of peers) {
@@ -188,7 +215,7 @@ export async function touchPeers(
     first_at: atMs,
     last_at: atMs,
   }));
-  await insertRows(rows, (chunk) => TOUCH_PEERS.run(db, {}, chunk));
+  return chunksOf(rows).map((chunk) => TOUCH_PEERS.query(db, {}, chunk));
 }
 
 /** On a known peer: the new `last_at`, and the new name unless it is empty. */

@@ -1,7 +1,21 @@
-import { type Insertable, type Kysely, type Selectable, sql, type Transaction } from 'kysely';
-import { compiledListStatement, compiledStatement, insertRows, ROWS_PER_INSERT } from './compiled.ts';
+import {
+  type CompiledQuery,
+  type Insertable,
+  type Kysely,
+  type Selectable,
+  sql,
+  type Transaction,
+} from 'kysely';
+import {
+  chunksOf,
+  compiledListStatement,
+  compiledStatement,
+  insertRows,
+  ROWS_PER_INSERT,
+} from './compiled.ts';
 import type { Database, WebhookAttemptsTable, WebhookDeliveriesTable, WebhookEventsTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
+import { runWriteGroup } from './write-groups.ts';
 
 /**
  * Webhook event rows and per-instance webhook state (docs/decisions/0005-outbox-and-delivery.md): sequence numbers,
@@ -101,6 +115,17 @@ export async function insertWebhookEvents(
   trx: Transaction<Database>,
   events: readonly NewWebhookEvent[],
 ): Promise<void> {
+  await runWriteGroup(trx, [insertWebhookEventsWrites(trx, events)]);
+}
+
+/**
+ * The statements {@link insertWebhookEvents} runs, not run (to write them with the events' deliveries,
+ * src/store/write-groups.ts). Errors as {@link insertWebhookEvents}.
+ */
+export function insertWebhookEventsWrites(
+  db: Kysely<Database>,
+  events: readonly NewWebhookEvent[],
+): CompiledQuery[] {
   const rows = events.map((event) => ({
     id: event.id,
     instance_id: event.instanceId,
@@ -110,7 +135,7 @@ export async function insertWebhookEvents(
     skip_reason: event.skipReason,
     created_at: toMs(event.createdAt),
   }));
-  await insertRows(rows, (chunk) => INSERT_WEBHOOK_EVENTS.run(trx, {}, chunk));
+  return chunksOf(rows).map((chunk) => INSERT_WEBHOOK_EVENTS.query(db, {}, chunk));
 }
 
 /** Event rows (compiled per list length, src/store/compiled.ts). */

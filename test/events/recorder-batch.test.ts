@@ -61,10 +61,36 @@ for (const dialect of testDialects()) {
       }
       const count = (pattern: RegExp) => statements.filter((text) => pattern.test(text)).length;
       // The receipt flushes the three messages before it; the repeated one after it is a second insert.
-      assert.equal(count(/^insert into "messages"/), 2);
-      assert.equal(count(/^insert into "webhook_state"/), 1, 'one sequence upsert for the batch');
-      assert.equal(count(/^insert into "webhook_events"/), 1);
-      assert.equal(count(/^insert into "webhook_deliveries"/), 1);
+      assert.equal(count(/insert into "messages"/), 2);
+      assert.equal(count(/insert into "webhook_state"/), 1, 'one sequence upsert for the batch');
+      assert.equal(count(/insert into "webhook_events"/), 1);
+      assert.equal(count(/insert into "webhook_deliveries"/), 1);
+      if (dialect === 'postgres') {
+        // Grouped (docs/decisions/0056-write-groups.md): each message insert with its peers, the sequence with the
+        // routing read, the events with their deliveries; then the receipt's update. BEGIN and COMMIT aside.
+        // The recorder's statements: the delivery worker's claims and other reads run beside them.
+        const written = statements.filter(
+          (text) =>
+            !text.startsWith('with "heads"') &&
+            /"(messages|chat_peers|webhook_state|webhook_events)"/.test(text),
+        );
+        assert.equal(
+          count(/^with w1 as \(insert into "messages" .*\) insert into "chat_peers"/),
+          2,
+          written.join('\n'),
+        );
+        assert.equal(
+          count(/^with "s" as \(insert into "webhook_state" .*select .* from "s", "instances" as "i"/),
+          1,
+        );
+        assert.equal(
+          count(/^with w1 as \(insert into "webhook_events" .*\) insert into "webhook_deliveries"/),
+          1,
+        );
+        assert.equal(written.length, 5, written.join('\n'));
+      } else {
+        assert.equal(count(/^select "i"\.\*/), 1, 'one routing read for the batch');
+      }
 
       const messages = await counted.db
         .selectFrom('messages')

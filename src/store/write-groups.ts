@@ -1,0 +1,105 @@
+import { CompiledQuery, type Kysely, PostgresAdapter } from 'kysely';
+import type { Database } from './schema.ts';
+
+/**
+ * Most bound parameters one grouped statement carries: half of what PostgreSQL's protocol allows in one statement
+ * (65,535, a 16-bit count in the Bind message), so a group never comes near it.
+ */
+export const MAX_GROUP_PARAMETERS = 32_767;
+
+/**
+ * The writes of one table: its rows as one statement, or as several when they did not fit one
+ * ({@link chunksOf} in src/store/compiled.ts). Nothing reads their results.
+ */
+export type TableWrites = readonly CompiledQuery[];
+
+/**
+ * Runs the writes of several tables inside `db` (a transaction), each table's in order
+ * (docs/decisions/0056-write-groups.md).
+ *
+ * On PostgreSQL, when every table's rows fit one statement and their parameters together stay within
+ * {@link MAX_GROUP_PARAMETERS}, the statements run as one: each but the last becomes a data-modifying `WITH`
+ * clause of the last, so the group costs one round trip instead of one per table. PostgreSQL runs every clause of
+ * such a statement to completion, against one snapshot, and checks foreign keys at the statement's end, so a row
+ * may reference a row inserted by another clause of the group (PostgreSQL documentation, "WITH Queries", section
+ * "Data-Modifying Statements in WITH"). The clauses do not see each other's rows and their order is not defined:
+ * group only writes of distinct tables that do not read each other (the caller's promise). A table whose rows span
+ * several statements, and every write on SQLite (which has no data-modifying `WITH`), run one statement after the
+ * other, as before.
+ * @throws what the store throws (the transaction then rolls back; store faults are `store_unavailable`,
+ *   docs/decisions/0011-store-faults.md).
+ */
+export async function runWriteGroup(db: Kysely<Database>, tables: readonly TableWrites[]): Promise<void> {
+  const writes = tables.filter((table) => table.length > 0);
+  const single = writes.every((table) => table.length === 1);
+  if (writes.length > 1 && single && db.getExecutor().adapter instanceof PostgresAdapter) {
+    const queries = writes.map((table) => table[0] as CompiledQuery);
+    const parameters = queries.reduce((sum, query) => sum + query.parameters.length, 0);
+    if (parameters <= MAX_GROUP_PARAMETERS) {
+      await db.executeQuery(groupedStatement(queries));
+      return;
+    }
+  }
+  for (const table of writes) {
+    for (const query of table) await db.executeQuery(query);
+  }
+}
+
+/**
+ * One PostgreSQL statement running `queries` (at least two): `with w1 as (q1), …, wN-1 as (qN-1) qN`, every
+ * query's `$n` parameters renumbered after those of the queries before it.
+ * @throws RangeError when a query's text has an unterminated quote (not SQL this store writes).
+ */
+export function groupedStatement(queries: readonly CompiledQuery[]): CompiledQuery {
+  const parts: string[] = [];
+  const parameters: unknown[] = [];
+  for (const [index, query] of queries.entries()) {
+    const text = renumberParameters(query.sql, parameters.length);
+    parameters.push(...query.parameters);
+    parts.push(index === queries.length - 1 ? text : `w${index + 1} as (${text})`);
+  }
+  const last = parts.pop() as string;
+  return CompiledQuery.raw(`with ${parts.join(', ')} ${last}`, parameters);
+}
+
+/**
+ * `text` with each parameter reference `$n` outside quoted strings and identifiers moved to `$(n + offset)`.
+ * @throws RangeError on an unterminated quoted string or identifier.
+ */
+export function renumberParameters(text: string, offset: number): string {
+  if (offset === 0) return text;
+  let out = '';
+  let i = 0;
+  while (i < text.length) {
+    const char = text[i];
+    if (char === "'" || char === '"') {
+      // A quoted string or identifier, a doubled quote standing for one: copied as it is.
+      let end = i + 1;
+      for (;;) {
+        end = text.indexOf(char, end);
+        if (end === -1) throw new RangeError(`unterminated ${char} in statement: ${text}`);
+        if (text[end + 1] === char) end += 2;
+        else break;
+      }
+      out += text.slice(i, end + 1);
+      i = end + 1;
+      continue;
+    }
+    if (char === '$') {
+      let end = i + 1;
+      while (end < text.length && isDigit(text.charCodeAt(end))) end += 1;
+      if (end > i + 1) {
+        out += `$${Number(text.slice(i + 1, end)) + offset}`;
+        i = end;
+        continue;
+      }
+    }
+    out += char;
+    i += 1;
+  }
+  return out;
+}
+
+function isDigit(code: number): boolean {
+  return code >= 48 && code <= 57;
+}
