@@ -1,0 +1,206 @@
+/**
+ * Write groups (src/store/write-groups.ts, docs/decisions/0056-write-groups.md): the writes of several tables run
+ * as one statement on PostgreSQL, each query's parameters renumbered after those before it, and one after the other
+ * on SQLite, when a table's rows span several statements, or past the parameter bound. Counted on the SQL each
+ * statement sends (the store's test-only hook), with the rows read back. Runs on SQLite, and on PostgreSQL when
+ * TEST_DATABASE_URL is set.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { CompiledQuery } from 'kysely';
+import { openStore, type Store } from '../../src/store/database.ts';
+import { insertDeliveriesWrites, type NewDelivery } from '../../src/store/deliveries.ts';
+import { createInstance } from '../../src/store/instances.ts';
+import { createOrganization } from '../../src/store/organizations.ts';
+import { newRowId } from '../../src/store/row-ids.ts';
+import { insertWebhookEventsWrites, type NewWebhookEvent } from '../../src/store/webhook-events.ts';
+import {
+  groupedStatement,
+  MAX_GROUP_PARAMETERS,
+  renumberParameters,
+  runWriteGroup,
+} from '../../src/store/write-groups.ts';
+import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
+
+describe('renumbering a statement’s parameters', () => {
+  it('moves each $n by the offset, $10 as one number', () => {
+    assert.equal(renumberParameters('select $1, $2 where a = $10', 3), 'select $4, $5 where a = $13');
+  });
+
+  it('leaves quoted strings and identifiers as they are, a doubled quote inside them included', () => {
+    const text = `select '$1 it''s $2', "col$1""x", $1 from "t$2" where b = 'a' || $2`;
+    assert.equal(
+      renumberParameters(text, 5),
+      `select '$1 it''s $2', "col$1""x", $6 from "t$2" where b = 'a' || $7`,
+    );
+  });
+
+  it('leaves a $ not followed by a digit, and changes nothing at offset 0', () => {
+    assert.equal(renumberParameters('select $a, $ , $1', 1), 'select $a, $ , $2');
+    assert.equal(renumberParameters("select '", 0), "select '");
+  });
+
+  it('refuses an unterminated quote', () => {
+    assert.throws(() => renumberParameters("select 'abc, $1", 1), RangeError);
+    assert.throws(() => renumberParameters('select "abc, $1', 1), RangeError);
+  });
+
+  it('groups queries as WITH clauses of the last, parameters in order', () => {
+    const grouped = groupedStatement([
+      CompiledQuery.raw('insert into a values ($1, $2)', ['a1', 'a2']),
+      CompiledQuery.raw('insert into b values ($1)', ['b1']),
+      CompiledQuery.raw("insert into c values ($1, '$1')", ['c1']),
+    ]);
+    assert.equal(
+      grouped.sql,
+      "with w1 as (insert into a values ($1, $2)), w2 as (insert into b values ($3)) insert into c values ($4, '$1')",
+    );
+    assert.deepEqual(grouped.parameters, ['a1', 'a2', 'b1', 'c1']);
+  });
+});
+
+for (const dialect of testDialects()) {
+  describe(`write groups [${dialect}]`, () => {
+    let testStore: TestStore;
+    let counted: Store;
+    let statements: string[] = [];
+    let instanceId: string;
+
+    before(async () => {
+      testStore = await createTestStore(dialect);
+      const record = (text: string) => void statements.push(text);
+      counted = await openStore(
+        testStore.database,
+        testStore.schema === undefined ? { faults: record } : { schema: testStore.schema, faults: record },
+      );
+      const org = await createOrganization(testStore.store.db, { name: 'groups', plan: 'pro' });
+      instanceId = (await createInstance(testStore.store.db, { orgId: org.id, env: 'test', name: 'groups' }))
+        .id;
+    });
+    after(async () => {
+      await counted.destroy();
+      await testStore.cleanup();
+    });
+
+    /** `count` events from sequence `first` on, and one delivery for each. */
+    function rows(first: number, count: number): { events: NewWebhookEvent[]; deliveries: NewDelivery[] } {
+      const now = '2026-01-02T03:04:05.000Z';
+      const events = Array.from({ length: count }, (_, index) => ({
+        id: newRowId(),
+        instanceId,
+        sequence: first + index,
+        type: 'Message',
+        payload: `{"sequence":${first + index},"note":"it's $1"}`,
+        skipReason: null,
+        createdAt: now,
+      }));
+      const deliveries = events.map((event) => ({
+        eventId: event.id,
+        instanceId,
+        sequence: event.sequence,
+        maxAttempts: 5,
+        runAt: Date.parse(now),
+        now,
+      }));
+      return { events, deliveries };
+    }
+
+    /** Writes the events and deliveries as one group in a transaction; → the statements sent, BEGIN and COMMIT aside. */
+    async function write(events: NewWebhookEvent[], deliveries: NewDelivery[]): Promise<string[]> {
+      statements = [];
+      await counted.db
+        .transaction()
+        .execute((trx) =>
+          runWriteGroup(trx, [
+            insertWebhookEventsWrites(trx, events),
+            insertDeliveriesWrites(trx, deliveries),
+          ]),
+        );
+      return statements.filter((text) => !/^(begin|commit)/i.test(text));
+    }
+
+    async function stored(first: number): Promise<{ events: number[]; deliveries: number[] }> {
+      const db = testStore.store.db;
+      const events = await db
+        .selectFrom('webhook_events')
+        .select('sequence')
+        .where('instance_id', '=', instanceId)
+        .where('sequence', '>=', first)
+        .orderBy('sequence')
+        .execute();
+      const deliveries = await db
+        .selectFrom('webhook_deliveries')
+        .select('sequence')
+        .where('instance_id', '=', instanceId)
+        .where('sequence', '>=', first)
+        .orderBy('sequence')
+        .execute();
+      return {
+        events: events.map((r) => Number(r.sequence)),
+        deliveries: deliveries.map((r) => Number(r.sequence)),
+      };
+    }
+
+    it('writes events and the deliveries that reference them: one statement on PostgreSQL, two on SQLite', async () => {
+      const { events, deliveries } = rows(1, 3);
+      const sent = await write(events, deliveries);
+      if (dialect === 'postgres') {
+        assert.equal(sent.length, 1, sent.join('\n'));
+        assert.match(
+          sent[0] ?? '',
+          /^with w1 as \(insert into "webhook_events" .*\) insert into "webhook_deliveries"/,
+        );
+      } else {
+        assert.equal(sent.length, 2, sent.join('\n'));
+      }
+      assert.deepEqual(await stored(1), { events: [1, 2, 3], deliveries: [1, 2, 3] });
+      const payload = await testStore.store.db
+        .selectFrom('webhook_events')
+        .select('payload')
+        .where('id', '=', events[1]?.id ?? '')
+        .executeTakeFirstOrThrow();
+      assert.equal(payload.payload, '{"sequence":2,"note":"it\'s $1"}');
+    });
+
+    it('fails whole when a row of the group is refused, and writes nothing', async () => {
+      const { events, deliveries } = rows(10, 2);
+      // A delivery of an event that is not in the group nor stored: its foreign key refuses it.
+      const orphan = rows(12, 1).deliveries;
+      await assert.rejects(write(events, [...deliveries, ...orphan]));
+      assert.deepEqual(await stored(10), { events: [], deliveries: [] });
+    });
+
+    it('runs a table whose rows span several statements one statement after the other', async () => {
+      const { events, deliveries } = rows(100, 501);
+      const sent = await write(events, deliveries);
+      // 501 rows are two statements a table (at most 500 rows each): nothing grouped.
+      assert.equal(sent.length, 4, sent.map((text) => text.slice(0, 40)).join('\n'));
+      assert.ok(sent.every((text) => text.startsWith('insert into')));
+      const written = await stored(100);
+      assert.equal(written.events.length, 501);
+      assert.equal(written.deliveries.length, 501);
+    });
+
+    it('runs a group past the parameter bound one statement after the other', async () => {
+      // Two statements whose parameters together pass the bound, each within it.
+      const half = Math.floor(MAX_GROUP_PARAMETERS / 2) + 1;
+      const counting = (n: number) =>
+        CompiledQuery.raw(
+          `select count(*) as n from (values ${Array.from({ length: n }, (_, k) => (dialect === 'postgres' ? `($${k + 1})` : '(?)')).join(', ')}) as v`,
+          Array.from({ length: n }, (_, k) => k),
+        );
+      statements = [];
+      await counted.db
+        .transaction()
+        .execute((trx) => runWriteGroup(trx, [[counting(half)], [counting(half)]]));
+      const sent = statements.filter((text) => !/^(begin|commit)/i.test(text));
+      assert.equal(sent.length, 2);
+      assert.ok(sent.every((text) => text.startsWith('select count(*)')));
+      // Within the bound, the same two are one statement on PostgreSQL.
+      statements = [];
+      await counted.db.transaction().execute((trx) => runWriteGroup(trx, [[counting(10)], [counting(10)]]));
+      const together = statements.filter((text) => !/^(begin|commit)/i.test(text));
+      assert.equal(together.length, dialect === 'postgres' ? 1 : 2);
+    });
+  });
+}
