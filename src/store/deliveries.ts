@@ -1,5 +1,5 @@
 import type { CompiledQuery, Insertable, Kysely, Transaction } from 'kysely';
-import { chunksOf, compiledListStatement, insertRows, ROWS_PER_INSERT } from './compiled.ts';
+import { chunksOf, compiledListStatement, ROWS_PER_INSERT } from './compiled.ts';
 import type { Database, WebhookDeliveriesTable } from './schema.ts';
 import { toMs } from './times.ts';
 import { runWriteGroup } from './write-groups.ts';

@@ -6,13 +6,7 @@ import {
   sql,
   type Transaction,
 } from 'kysely';
-import {
-  chunksOf,
-  compiledListStatement,
-  compiledStatement,
-  insertRows,
-  ROWS_PER_INSERT,
-} from './compiled.ts';
+import { chunksOf, compiledListStatement, compiledStatement, ROWS_PER_INSERT } from './compiled.ts';
 import type { Database, WebhookAttemptsTable, WebhookDeliveriesTable, WebhookEventsTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
 import { runWriteGroup } from './write-groups.ts';
