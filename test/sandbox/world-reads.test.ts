@@ -6,8 +6,9 @@ import { createTestStore, type TestStore, testDialects } from '../support/store.
 
 /**
  * The sandbox's simulated world checks each send's recipient (docs/decisions/0004-sandbox.md); the user reads of one
- * turn of the event loop share one store read (docs/decisions/0049-turn-batched-reads.md), counted on the store's
- * auth port (`SqlAuthStateStore.get` of the `sandbox-user` category).
+ * turn of the event loop share one store read (docs/decisions/0049-turn-batched-reads.md), and the session keeps
+ * what it read and wrote (docs/decisions/0004-sandbox.md), counted on the store's auth port (`SqlAuthStateStore.get`
+ * of the `sandbox-user` category).
  */
 for (const dialect of testDialects()) {
   describe(`the sandbox world's user reads [${dialect}]`, () => {
@@ -61,9 +62,20 @@ for (const dialect of testDialects()) {
         message: 'recipient 5511977770002 is not registered on the platform',
       });
       // Each send looks its recipient up twice: the registration check before it is stored (src/app/messaging.ts),
-      // then the simulated platform's own check of the chat; each is one read for every send of the turn (eleven
-      // reads, one per lookup, before the reads were shared).
-      assert.equal(userReads, 2, 'one read of the world for each of the two lookups of the six sends');
+      // then the simulated platform's own check of the chat. The first lookups of the turn share one read (eleven
+      // reads, one per lookup, before the reads were shared); the second ones, and the user the session defined,
+      // are answered from what the session keeps of its world (src/engines/sandbox/owned-state.ts).
+      assert.equal(userReads, 1, 'one read of the world for the six sends');
+
+      userReads = 0;
+      counting = true;
+      try {
+        const again = await t.call('POST', '/v1/messages/send', { phone: '5511977770004', body: 'again' });
+        assert.equal(again.status, 200);
+      } finally {
+        counting = false;
+      }
+      assert.equal(userReads, 0, 'a recipient the session read before is not read again');
     });
 
     it('a definition stored before a send is what the send sees', async () => {

@@ -5,6 +5,12 @@ import type { EngineSessionContext } from '../engine.ts';
 import type { SequenceAllocator } from './ids.ts';
 import type { SandboxWorld } from './world.ts';
 
+/**
+ * The auth-port category of the account's own simulated state (profile and blocklist, chat actions, labels: ids
+ * `<kind>:<phone>`), written only by the instance's session.
+ */
+export const ACCOUNT_CATEGORY = 'sandbox-account';
+
 /** What the sandbox stores as an instance's credentials (auth category `creds`, id `self`). */
 export interface SandboxCredentials {
   phone: string;

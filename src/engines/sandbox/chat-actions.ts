@@ -1,6 +1,6 @@
 import type { Jid } from '../../domain/messages.ts';
 import type { ChatAction } from '../engine.ts';
-import type { SandboxAccount } from './account.ts';
+import { ACCOUNT_CATEGORY, type SandboxAccount } from './account.ts';
 
 /**
  * The account's chat state on the simulated platform (docs/decisions/0043-chat-actions-and-star.md): per chat
@@ -9,7 +9,7 @@ import type { SandboxAccount } from './account.ts';
  * survives restarts and a logout, as the platform keeps it for the account.
  */
 
-const CATEGORY = 'sandbox-account';
+const CATEGORY = ACCOUNT_CATEGORY;
 
 /**
  * One chat's state: `mutedUntil` is epoch ms, -1 for muted until unmuted, null when not muted (the platform's

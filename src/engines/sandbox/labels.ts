@@ -1,6 +1,6 @@
 import type { ChatLabelChange, Label, LabelEdit } from '../../domain/labels.ts';
 import type { Jid } from '../../domain/messages.ts';
-import type { SandboxAccount } from './account.ts';
+import { ACCOUNT_CATEGORY, type SandboxAccount } from './account.ts';
 
 /**
  * The account's business labels on the simulated platform (docs/decisions/0045-business-labels.md): its labels and
@@ -14,7 +14,7 @@ import type { SandboxAccount } from './account.ts';
  * (`POST /v1/sandbox/users`), as the platform simulator's business accounts are (docs/simulator.md).
  */
 
-const CATEGORY = 'sandbox-account';
+const CATEGORY = ACCOUNT_CATEGORY;
 
 /** The account's labels and chat labels: labels by id, and per chat JID the ids of its labels, ascending. */
 export interface SandboxLabelsState {

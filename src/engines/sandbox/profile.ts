@@ -8,7 +8,7 @@ import {
   type ProfileChange,
 } from '../../domain/profile.ts';
 import type { AuthStateStore } from '../engine.ts';
-import type { SandboxAccount, SandboxCredentials } from './account.ts';
+import { ACCOUNT_CATEGORY, type SandboxAccount, type SandboxCredentials } from './account.ts';
 import { AVATAR_BASE_URL, SANDBOX_STATUS } from './users.ts';
 
 /**
@@ -19,7 +19,7 @@ import { AVATAR_BASE_URL, SANDBOX_STATUS } from './users.ts';
  * privacy settings ({@link DEFAULT_PRIVACY}), nobody blocked.
  */
 
-const CATEGORY = 'sandbox-account';
+const CATEGORY = ACCOUNT_CATEGORY;
 
 /** The profile as stored: the picture is kept as its id and MIME type (the bytes are not needed to show it). */
 interface StoredProfile {

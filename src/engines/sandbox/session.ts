@@ -21,7 +21,7 @@ import type {
 import { USER_DOMAIN } from '../../domain/messages.ts';
 import type { AccountProfile, PrivacyChange, PrivacySettings, ProfileChange } from '../../domain/profile.ts';
 import type { ChatAction, EngineSession, EngineSessionContext, SandboxControls } from '../engine.ts';
-import type { SandboxAccount, SandboxCredentials } from './account.ts';
+import { ACCOUNT_CATEGORY, type SandboxAccount, type SandboxCredentials } from './account.ts';
 import { rejectCall } from './calls.ts';
 import * as channels from './channels.ts';
 import * as chatActions from './chat-actions.ts';
@@ -33,12 +33,13 @@ import * as labels from './labels.ts';
 import { sandboxLidMapping } from './lids.ts';
 import * as media from './media.ts';
 import * as messaging from './messaging.ts';
+import { OwnedAuthState } from './owned-state.ts';
 import { defaultSandboxPhone, pairingSlot, sandboxPairingCode } from './pairing.ts';
 import * as profile from './profile.ts';
 import * as status from './status.ts';
 import * as updates from './updates.ts';
 import { avatarOf, checkOf, contactOf, infoOf } from './users.ts';
-import { SandboxWorld } from './world.ts';
+import { SandboxWorld, USERS } from './world.ts';
 
 export type { SandboxCredentials } from './account.ts';
 
@@ -51,8 +52,9 @@ type Phase = { kind: 'idle' } | { kind: 'pairing'; startedAt: number; attempt: n
  * and docs/decisions/0016-session-lifecycle.md; the pairing attempt's expiry is computed from the clock when read, so
  * an idle sandbox instance holds no timer. Every platform operation requires the account logged in and connected (409
  * otherwise, docs/decisions/0001-envelope-and-error-codes.md). The simulated world (defined users, groups, the id
- * sequence) lives in the auth port and is read on demand, so an idle instance keeps only its credentials in memory;
- * logout deletes the credentials but not the world.
+ * sequence) lives in the auth port and is read on demand; while the session runs it keeps the user definitions and
+ * the account's own state it read or wrote (owned-state.ts, at most 256 entries). Logout deletes the credentials
+ * but not the world.
  */
 export class SandboxSession implements EngineSession {
   readonly #context: EngineSessionContext;
@@ -62,6 +64,8 @@ export class SandboxSession implements EngineSession {
   #credsLoaded = false;
   #loginWaiters: (() => void)[] = [];
   readonly #world: SandboxWorld;
+  /** The instance's auth port, keeping the session's own categories in memory. */
+  readonly #owned: OwnedAuthState;
   readonly #sequence: SequenceAllocator;
   /** Phones whose LID this session told the account (lids.ts). */
   readonly #revealedLids = new Set<string>();
@@ -69,8 +73,10 @@ export class SandboxSession implements EngineSession {
   readonly #calls = new Map<string, EngineCall>();
 
   constructor(context: EngineSessionContext) {
-    this.#context = context;
-    this.#world = new SandboxWorld(context.auth);
+    // The simulated world's users and the account's own state are kept as read and written (owned-state.ts).
+    this.#owned = new OwnedAuthState(context.auth, [USERS, ACCOUNT_CATEGORY]);
+    this.#context = { ...context, auth: this.#owned };
+    this.#world = new SandboxWorld(this.#owned);
     this.#sequence = new SequenceAllocator(context.auth);
   }
 
@@ -145,6 +151,7 @@ export class SandboxSession implements EngineSession {
   }
 
   async close(): Promise<void> {
+    this.#owned.forget();
     this.#phase = { kind: 'idle' };
     this.#wakeLoginWaiters();
   }

@@ -4,7 +4,7 @@ import type { AuthStateStore } from '../engine.ts';
 import { resolveUser, type SandboxUser, type SandboxUserDefinition } from './users.ts';
 
 /** Auth-port categories of the simulated world (one entry per user phone / group JID). */
-const USERS = 'sandbox-user';
+export const USERS = 'sandbox-user';
 const GROUPS = 'sandbox-group';
 
 /** A group as the simulated platform keeps it: the group fields of docs/api.md#groups plus its invite code. */
@@ -22,7 +22,8 @@ interface UserRead {
 /**
  * The persistent part of an instance's simulated platform (docs/decisions/0004-sandbox.md): users defined through
  * `/v1/sandbox/users` and every group the world knows. Stored through the session's auth port (sealed like
- * credentials, survives restarts and logout) and read on demand, never cached: an idle instance holds nothing.
+ * credentials, survives restarts and logout) and read on demand; the session's port keeps the user definitions it
+ * read or wrote (owned-state.ts), groups are read each time.
  * The user reads of one turn of the event loop share one store read at its end
  * (docs/decisions/0049-turn-batched-reads.md): concurrent sends to one instance check their recipients together.
  */
