@@ -277,8 +277,15 @@ for (const dialect of testDialects()) {
       });
       const late = `slow answer ${dialect}`;
       assert.equal((await patient.sendText({ phone: RECIPIENT, body: late })).details, 'Sent');
-      assert.equal(slow.seen.length, 2);
-      assert.equal(slow.seen[1]?.headers['idempotency-key'], slow.seen[0]?.headers['idempotency-key']);
+      // The abandoned attempt may still run on the server when the retry arrives (a loaded machine): the retry is
+      // then answered 409 "in progress" and retried once more, with the same key.
+      assert.ok(slow.seen.length >= 2, `${slow.seen.length} attempts`);
+      const key = slow.seen[0]?.headers['idempotency-key'];
+      assert.ok(key !== undefined);
+      assert.deepEqual(
+        slow.seen.map((s) => s.headers['idempotency-key']),
+        slow.seen.map(() => key),
+      );
       assert.equal(await stored(late), 1);
     });
 
