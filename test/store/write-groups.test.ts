@@ -119,25 +119,25 @@ for (const dialect of testDialects()) {
       return statements.filter((text) => !/^(begin|commit)/i.test(text));
     }
 
+    /** The sequences of `table`'s rows of the instance from `first` on, ascending. */
+    async function sequences(
+      table: 'webhook_events' | 'webhook_deliveries',
+      first: number,
+    ): Promise<number[]> {
+      const rows = await testStore.store.db
+        .selectFrom(table)
+        .select('sequence')
+        .where('instance_id', '=', instanceId)
+        .where('sequence', '>=', first)
+        .orderBy('sequence')
+        .execute();
+      return rows.map((row) => Number(row.sequence));
+    }
+
     async function stored(first: number): Promise<{ events: number[]; deliveries: number[] }> {
-      const db = testStore.store.db;
-      const events = await db
-        .selectFrom('webhook_events')
-        .select('sequence')
-        .where('instance_id', '=', instanceId)
-        .where('sequence', '>=', first)
-        .orderBy('sequence')
-        .execute();
-      const deliveries = await db
-        .selectFrom('webhook_deliveries')
-        .select('sequence')
-        .where('instance_id', '=', instanceId)
-        .where('sequence', '>=', first)
-        .orderBy('sequence')
-        .execute();
       return {
-        events: events.map((r) => Number(r.sequence)),
-        deliveries: deliveries.map((r) => Number(r.sequence)),
+        events: await sequences('webhook_events', first),
+        deliveries: await sequences('webhook_deliveries', first),
       };
     }
 
