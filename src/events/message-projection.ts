@@ -28,8 +28,9 @@ import type { EventProjection } from './recorder.ts';
  * (docs/decisions/0026-chats-edits-polls-and-calls.md).
  *
  * Stored messages and peers are written in bulk: `message` and `history` events add their rows to the
- * transaction's buffer, which {@link flush} writes in one multi-row insert each (the recorder calls it once the
- * batch is applied, before the commit). An event that reads or changes stored messages (a receipt, a read, an edit)
+ * transaction's buffer, which {@link flush} writes in one multi-row insert each, both in one statement on
+ * PostgreSQL (docs/decisions/0056-write-groups.md; the recorder calls it once the batch is applied, before the
+ * commit). An event that reads or changes stored messages (a receipt, a read, an edit)
  * flushes the buffer first, so it sees every message recorded before it.
  */
 export class MessageProjection implements EventProjection {

@@ -40,9 +40,11 @@ export interface OutboxProjectionOptions {
  * events.
  *
  * The rows are written at the end of the recorder's batch ({@link flush}): `apply` keeps each normalised event in the
- * transaction's buffer, and `flush` takes the batch's sequence numbers in one upsert (the state row's lock is held
- * from there to the commit, not from the first event) and inserts the event rows and the delivery rows in one
- * multi-row statement each, in the order the events were applied.
+ * transaction's buffer, and `flush` reads the instance's routing and takes the batch's sequence numbers (the state
+ * row's lock is held from there to the commit, not from the first event), then inserts the event rows and the
+ * delivery rows in one multi-row statement each, in the order the events were applied. On PostgreSQL the routing
+ * read with the sequence, and the events with their deliveries, are one statement each
+ * (docs/decisions/0056-write-groups.md).
  */
 export class OutboxProjection implements EventProjection {
   readonly name = 'webhook-outbox';

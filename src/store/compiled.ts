@@ -234,14 +234,3 @@ export function chunksOf<R>(rows: readonly R[]): R[][] {
   for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) chunks.push(rows.slice(i, i + ROWS_PER_INSERT));
   return chunks;
 }
-
-/**
- * Writes `rows` with `write`, at most {@link ROWS_PER_INSERT} rows a call, in order (none for an empty list).
- * @throws what `write` throws.
- */
-export async function insertRows<R>(
-  rows: readonly R[],
-  write: (chunk: readonly R[]) => Promise<unknown>,
-): Promise<void> {
-  for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) await write(rows.slice(i, i + ROWS_PER_INSERT));
-}
