@@ -117,6 +117,16 @@ if (!existsSync(haproxy) && files.some((f) => f.startsWith('test/nodes/cluster-t
   notRun.push(
     `the HAProxy part of the three-node test (no HAProxy at ${haproxy}: apt-get install haproxy, or set HAPROXY_PATH)`,
   );
+// The store test behind a connection pooler starts Debian's PgBouncer in transaction mode where it is installed.
+const pgbouncer = process.env.PGBOUNCER_PATH ?? '/usr/sbin/pgbouncer';
+if (
+  !existsSync(pgbouncer) &&
+  process.env.TEST_DATABASE_URL &&
+  files.some((f) => f.startsWith('test/store/pgbouncer'))
+)
+  notRun.push(
+    `parley behind PgBouncer (no PgBouncer at ${pgbouncer}: apt-get install pgbouncer, or set PGBOUNCER_PATH)`,
+  );
 // The executable docs (test/docs) run the pages' shell examples: they need these commands (test/docs checks the same).
 const docsTools = ['bash', 'curl', 'openssl', 'base64'];
 const missingTools = docsTools.filter(

@@ -28,6 +28,11 @@ export interface OpenStoreOptions {
   poolSize?: number;
   /** Where pool and connection errors are reported (default: ignored; `createServices` passes its logger). */
   onConnectionError?: (error: Error) => void;
+  /**
+   * PostgreSQL: called once when statements stop being prepared because a pooler switches the server session
+   * under a connection (docs/decisions/0055-named-statements.md); given the error that showed it.
+   */
+  onSessionSwitch?: (error: Error) => void;
   /** Test-only fault hook (src/store/faults.ts); never set from configuration. */
   faults?: StoreFaultHook;
 }
@@ -94,8 +99,14 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
     client.on('error', (error: Error) => onConnectionError(error));
   });
   // Statements with parameters run as named prepared statements unless turned off for a pooler in transaction
-  // mode (docs/decisions/0055-named-statements.md).
-  const named = config.preparedStatements === false ? pool : namedStatementPool(pool);
+  // mode, by the setting or on the first sign of one (docs/decisions/0055-named-statements.md).
+  const named =
+    config.preparedStatements === false
+      ? pool
+      : namedStatementPool(pool, {
+          ...(schema === undefined ? {} : { schema }),
+          ...(options.onSessionSwitch === undefined ? {} : { onSessionSwitch: options.onSessionSwitch }),
+        });
   const db = new Kysely<Database>({
     dialect: faultAwareDialect(new PostgresDialect({ pool: named }), options.faults),
   });

@@ -59,15 +59,31 @@ function codeOf(error: unknown): string | undefined {
 const FEATURE_NOT_SUPPORTED = '0A000';
 /** SQLSTATE of "prepared statement … does not exist": the session lost it (`DISCARD ALL`, a pooler between). */
 const INVALID_STATEMENT_NAME = '26000';
+/**
+ * SQLSTATE of "prepared statement … already exists": the session holds a name this connection never prepared, which
+ * happens only when a pooler hands the connection another client's server session.
+ */
+const DUPLICATE_PREPARED_STATEMENT = '42P05';
+
+/**
+ * Whether `error` says the server session under the connection is not the one its prepared statements were made
+ * in (SQLSTATE 26000 "does not exist" or 42P05 "already exists"): the mark of a pooler in transaction or statement
+ * mode between parley and PostgreSQL (src/store/pg-statements.ts, docs/decisions/0055-named-statements.md).
+ */
+export function isSessionSwitch(error: unknown): boolean {
+  const code = codeOf(error);
+  return code === INVALID_STATEMENT_NAME || code === DUPLICATE_PREPARED_STATEMENT;
+}
 
 /**
  * Whether `error` says a session's prepared statement no longer fits the schema (SQLSTATE 0A000 "cached plan must
- * not change result type") or is gone (26000): transient, as the connection is replaced
- * (src/store/pg-statements.ts, docs/decisions/0055-named-statements.md).
+ * not change result type"), is gone or is another client's ({@link isSessionSwitch}): transient, as the connection
+ * is replaced or the statements run unnamed from then on (src/store/pg-statements.ts,
+ * docs/decisions/0055-named-statements.md).
  */
 export function isStaleStatement(error: unknown): boolean {
+  if (isSessionSwitch(error)) return true;
   const code = codeOf(error);
-  if (code === INVALID_STATEMENT_NAME) return true;
   return (
     code === FEATURE_NOT_SUPPORTED &&
     error instanceof Error &&

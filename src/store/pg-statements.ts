@@ -1,6 +1,7 @@
+import { createHash } from 'node:crypto';
 import type { PostgresPool, PostgresPoolClient, PostgresQueryResult } from 'kysely';
 import type pg from 'pg';
-import { isStaleStatement } from './faults.ts';
+import { isSessionSwitch, isStaleStatement } from './faults.ts';
 
 /**
  * Named prepared statements on PostgreSQL (docs/decisions/0055-named-statements.md).
@@ -11,6 +12,10 @@ import { isStaleStatement } from './faults.ts';
  * and the extended query protocol of chapter 55). This module gives every distinct statement text that carries
  * parameters a name of its own, up to a bound, through a pool adapter that Kysely's `PostgresDialect` takes in
  * place of the `pg.Pool`. Statements without parameters (`begin`, `commit`) keep the simple query protocol.
+ *
+ * A name is a digest of the statement's text and the store's schema, so a name means one statement in every
+ * process and every version: a server session reached through a pooler may hold another node's statements, and a
+ * name that meant another text there would run the wrong statement with this one's parameters.
  */
 
 /** Distinct statement texts named per store by default; later texts run unnamed. */
@@ -20,6 +25,26 @@ export const DEFAULT_NAMED_STATEMENTS = 500;
 export interface NamedStatementOptions {
   /** Most distinct statement texts given a name (default {@link DEFAULT_NAMED_STATEMENTS}); the rest run unnamed. */
   limit?: number;
+  /** The schema the store's `search_path` names, part of every name's digest (default: none). */
+  schema?: string;
+  /**
+   * Called once when the pool stops naming statements because the server session under a connection changed (a
+   * pooler in transaction mode, {@link isSessionSwitch}); given the error that showed it. The store logs it.
+   */
+  onSessionSwitch?: (error: Error) => void;
+}
+
+/** Characters of the SHA-256 digest (hex) a statement's name carries: 128 bits. */
+const NAME_DIGEST_CHARS = 32;
+
+/**
+ * The name of statement `text` in a store whose schema is `schema`: `parley_` and the first
+ * {@link NAME_DIGEST_CHARS} hex digits of SHA-256 over both (39 characters, under PostgreSQL's 63-byte limit on
+ * identifiers).
+ */
+export function statementName(text: string, schema = ''): string {
+  const digest = createHash('sha256').update(schema).update('\0').update(text).digest('hex');
+  return `parley_${digest.slice(0, NAME_DIGEST_CHARS)}`;
 }
 
 /** What this adapter knows about one server session (one `pg` client). */
@@ -41,26 +66,40 @@ function transactionEffect(text: string): 'begin' | 'end' | undefined {
 
 /**
  * A pool for Kysely's `PostgresDialect` over `pool` that runs each statement with parameters as a named prepared
- * statement: the name comes from the statement's text (`parley_1`, `parley_2`, … in the order texts are first
- * seen, the same on every connection of the pool), so each connection prepares a text once.
+ * statement: the name is a digest of the statement's text ({@link statementName}), so each connection prepares a
+ * text once and a name never means two texts.
  *
  * A prepared statement outlives a schema change made by another process (a migration of a newer node): PostgreSQL
- * re-plans it, but refuses it with SQLSTATE 0A000 when the columns it returns changed, and a session can also lose
- * its statements (26000). Then the connection is closed when it goes back to the pool (a new one prepares afresh),
- * and a statement run outside a transaction is run again at once, unnamed, on the same connection; inside a
- * transaction, which the error has aborted, the error goes to the caller.
+ * re-plans it, but refuses it with SQLSTATE 0A000 when the columns it returns changed. Then the connection is
+ * closed when it goes back to the pool (a new one prepares afresh), and a statement run outside a transaction is
+ * run again at once, unnamed, on the same connection; inside a transaction, which the error has aborted, the error
+ * goes to the caller.
+ *
+ * A statement missing from the session (26000) or a name the session already holds (42P05) means the connection
+ * does not keep its server session: a pooler in transaction mode is between. Then the whole pool stops naming
+ * statements for good (`onSessionSwitch` is told once), the statement is run again unnamed outside a transaction,
+ * and inside one the error goes to the caller (a store fault, retried where store faults are).
  */
 export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions = {}): PostgresPool {
   const limit = options.limit ?? DEFAULT_NAMED_STATEMENTS;
   const names = new Map<string, string>();
   const clients = new WeakMap<pg.PoolClient, PostgresPoolClient>();
+  /** False once a session switch was seen: every statement runs unnamed from then on. */
+  let naming = true;
 
   const nameOf = (text: string): string | undefined => {
+    if (!naming) return undefined;
     const known = names.get(text);
     if (known !== undefined || names.size >= limit) return known;
-    const name = `parley_${names.size + 1}`;
+    const name = statementName(text, options.schema);
     names.set(text, name);
     return name;
+  };
+
+  const stopNaming = (error: Error): void => {
+    if (!naming) return;
+    naming = false;
+    options.onSessionSwitch?.(error);
   };
 
   const adapt = (client: pg.PoolClient): PostgresPoolClient => {
@@ -80,7 +119,8 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
         return (await client.query({ name, text, values: parameters })) as unknown as PostgresQueryResult<R>;
       } catch (error) {
         if (!isStaleStatement(error)) throw error;
-        state.stale = true;
+        if (isSessionSwitch(error)) stopNaming(error as Error);
+        else state.stale = true;
         if (state.inTransaction) throw error;
         return (await client.query(text, parameters)) as unknown as PostgresQueryResult<R>;
       }

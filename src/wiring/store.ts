@@ -22,6 +22,11 @@ async function openOwnStore(config: Config, logger: FastifyBaseLogger): Promise<
   try {
     store = await openStore(config.database, {
       onConnectionError: (error) => logger.warn({ err: error }, 'a store connection failed'),
+      onSessionSwitch: (error) =>
+        logger.warn(
+          { err: error },
+          'PostgreSQL sessions change under the connections (a pooler in transaction mode?): statements are no longer prepared; set DATABASE_PREPARED_STATEMENTS=off to say so',
+        ),
     });
     await migrateToLatest(store);
     return store;

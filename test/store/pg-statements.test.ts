@@ -6,7 +6,7 @@ import pg from 'pg';
 import { DomainError } from '../../src/domain/errors.ts';
 import { openStore, type Store } from '../../src/store/database.ts';
 import { isStoreUnavailableError } from '../../src/store/faults.ts';
-import { namedStatementPool } from '../../src/store/pg-statements.ts';
+import { namedStatementPool, statementName } from '../../src/store/pg-statements.ts';
 import type { Database } from '../../src/store/schema.ts';
 import { testDialects } from '../support/store.ts';
 
@@ -50,17 +50,23 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       if (connected) await admin.end();
     });
 
-    /** A store of one connection in a fresh schema holding `probe (id, note)` with one row. */
-    async function probeStore(preparedStatements = true): Promise<{ store: Store; schema: string }> {
+    /**
+     * A store of one connection in a fresh schema holding `probe (id, note)` with one row; `switches` collects what
+     * `onSessionSwitch` was told.
+     */
+    async function probeStore(
+      preparedStatements = true,
+    ): Promise<{ store: Store; schema: string; switches: Error[] }> {
       const schema = `t_${randomBytes(6).toString('hex')}`;
+      const switches: Error[] = [];
       const store = await openStore(
         { dialect: 'postgres', url, preparedStatements },
-        { schema, poolSize: 1 },
+        { schema, poolSize: 1, onSessionSwitch: (error) => switches.push(error) },
       );
       stores.push(store);
       await sql`create table probe (id integer primary key, note text not null)`.execute(store.db);
       await sql`insert into probe (id, note) values (1, 'one')`.execute(store.db);
-      return { store, schema };
+      return { store, schema, switches };
     }
 
     /** Adds a column to `schema.probe` from another session, as a newer node's migration would. */
@@ -73,14 +79,14 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
     }
 
     it('parses a statement with parameters once per connection and runs it by name', async () => {
-      const { store } = await probeStore();
+      const { store, schema } = await probeStore();
       for (let run = 0; run < 3; run++) {
         assert.deepEqual((await probe(store.db, 1)).rows, [{ id: 1, note: 'one' }]);
       }
       const [statement, ...others] = await prepared(store.db);
       assert.deepEqual(others, []);
       assert.ok(statement);
-      assert.match(statement.name, /^parley_\d+$/);
+      assert.equal(statement.name, statementName('select * from probe where id = $1', schema));
       assert.equal(statement.statement, 'select * from probe where id = $1');
       assert.equal(statement.runs, 3);
     });
@@ -128,6 +134,57 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       const rows = await store.db.transaction().execute(async (trx) => (await probe(trx, 1)).rows);
       assert.deepEqual(rows, [{ id: 1, note: 'one', extra: null }]);
       assert.notEqual(await backendPid(store.db), before);
+    });
+
+    it('names a statement by a digest of its text and schema: one name, one text, in every process', () => {
+      const text = 'select * from probe where id = $1';
+      assert.match(statementName(text, 's1'), /^parley_[0-9a-f]{32}$/);
+      assert.equal(statementName(text, 's1'), statementName(text, 's1'));
+      assert.notEqual(statementName(text, 's1'), statementName(text, 's2'));
+      assert.notEqual(statementName(text, 's1'), statementName(`${text} `, 's1'));
+      assert.equal(statementName(text), statementName(text, ''));
+    });
+
+    it("a name the session already holds (a pooler's shared session) turns names off; the statement is answered", async () => {
+      const { store, schema, switches } = await probeStore();
+      const name = statementName('select * from probe where id = $1', schema);
+      // Another client's statement of the same name in this server session, as behind a pooler in transaction mode.
+      await sql.raw(`prepare ${name} (integer) as select id from probe where id = $1`).execute(store.db);
+      const pid = await backendPid(store.db);
+      assert.deepEqual((await probe(store.db, 1)).rows, [{ id: 1, note: 'one' }]);
+      assert.deepEqual((await probe(store.db, 1)).rows, [{ id: 1, note: 'one' }]);
+      assert.equal(switches.length, 1, 'told once');
+      assert.equal((switches[0] as Error & { code?: string }).code, '42P05');
+      assert.equal(await backendPid(store.db), pid, 'the connection is kept');
+      assert.deepEqual(
+        (await prepared(store.db)).map((s) => [s.name, s.statement, s.runs]),
+        [[name, `prepare ${name} (integer) as select id from probe where id = $1`, 0]],
+        'nothing more prepared, and the other statement never run',
+      );
+    });
+
+    it('a statement gone from the session fails its transaction as a store fault once; then statements run unnamed', async () => {
+      const { store, switches } = await probeStore();
+      assert.deepEqual((await probe(store.db, 1)).rows, [{ id: 1, note: 'one' }]);
+      // The session loses its statements, as when a pooler hands the connection another server session.
+      await sql`deallocate all`.execute(store.db);
+      const failed = await store.db
+        .transaction()
+        .execute((trx) => probe(trx, 1))
+        .then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+      assert.ok(failed instanceof DomainError, `a store fault, not ${String(failed)}`);
+      assert.equal(failed.code, 'store_unavailable');
+      assert.equal((failed.cause as { code?: string }).code, '26000');
+      assert.equal(switches.length, 1);
+      for (let run = 0; run < 3; run++) {
+        const rows = await store.db.transaction().execute(async (trx) => (await probe(trx, 1)).rows);
+        assert.deepEqual(rows, [{ id: 1, note: 'one' }]);
+      }
+      assert.deepEqual(await prepared(store.db), [], 'nothing prepared again');
+      assert.equal(switches.length, 1, 'told once');
     });
 
     it('names at most `limit` texts; the others run unnamed', async () => {
