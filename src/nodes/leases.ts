@@ -237,18 +237,26 @@ export class LeaseKeeper {
     return byUrl;
   }
 
-  /** Restores `instance`'s session here when it should be connected and is not (stored credentials, no QR). */
+  /**
+   * Restores `instance`'s session here when it should be connected and is not (stored credentials, no QR). A
+   * session already here that is not connected is asked to connect again (a no-op while its own connection attempt
+   * or reconnect runs); only a session made here is logged as restored, once.
+   */
   ensureRestored(instance: Instance): Promise<void> {
     const { sessions, logger } = this.#options;
     if (instance.desiredState !== 'connected' || instance.jid === null) return Promise.resolve();
-    if (sessions.existing(instance.id)?.state().connected) return Promise.resolve();
+    const existing = sessions.existing(instance.id);
+    if (existing?.state().connected) return Promise.resolve();
     const running = this.#restoring.get(instance.id);
     if (running) return running;
     const restore = sessions
       .session(instance)
       .connect()
       .then(
-        () => logger.info({ instanceId: instance.id }, 'session restored on this node'),
+        () => {
+          if (existing === undefined)
+            logger.info({ instanceId: instance.id }, 'session restored on this node');
+        },
         (error: unknown) =>
           logger.warn({ err: error, instanceId: instance.id }, 'restoring a session failed'),
       )

@@ -197,6 +197,54 @@ for (const dialect of testDialects()) {
       }
     });
 
+    it('a session still connecting is asked again without being logged as restored again', async () => {
+      const testStore = await createTestStore(dialect);
+      try {
+        const { db, instances } = await setup(testStore, 1);
+        const [first] = instances;
+        assert.ok(first);
+        const instance: Instance = {
+          ...first,
+          desiredState: 'connected',
+          jid: '5511999990001:1@s.whatsapp.net',
+        };
+        // A live session's connect() returns while its connection attempt runs: it stays not connected.
+        const connects: string[] = [];
+        let made = false;
+        const sessions = {
+          session: () => {
+            made = true;
+            return { connect: async () => void connects.push(instance.id) } as never;
+          },
+          existing: () =>
+            made ? ({ state: () => ({ connected: false, loggedIn: true }) } as never) : undefined,
+          release: async () => undefined,
+          ids: () => [],
+        };
+        const lines: string[] = [];
+        const recording = pino(
+          { level: 'info' },
+          { write: (line: string) => void lines.push(JSON.parse(line).msg as string) },
+        );
+        const keeper = new LeaseKeeper({
+          db,
+          nodeId: 'node-a',
+          sessions,
+          logger: recording,
+          heartbeatMs: 60_000,
+        });
+        for (let request = 0; request < 3; request++) await keeper.ensureRestored(instance);
+        assert.deepEqual(connects, [instance.id, instance.id, instance.id], 'asked to connect each time');
+        assert.deepEqual(
+          lines.filter((line) => line === 'session restored on this node'),
+          ['session restored on this node'],
+          'logged once',
+        );
+      } finally {
+        await testStore.cleanup();
+      }
+    });
+
     it('two nodes share orphans evenly, fence a lost instance, hand over on drain, and route by lease', async () => {
       const testStore = await createTestStore(dialect);
       try {
