@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { AuthStateStore } from '../../src/engines/engine.ts';
 import { OWNED_STATE_ENTRIES, OwnedAuthState } from '../../src/engines/sandbox/owned-state.ts';
+import { SandboxWorld, USERS } from '../../src/engines/sandbox/world.ts';
 
 /** An auth port in memory whose reads are counted and may be held until released. */
 class MemoryPort implements AuthStateStore {
@@ -128,5 +129,51 @@ describe('the sandbox session’s own state', () => {
     assert.equal(owned.size, 0);
     assert.deepEqual(await owned.get('mine', ['a']), new Map());
     assert.equal(port.reads.length, 2);
+  });
+
+  it('peeks at once only when every id asked is kept, absent ones left out', async () => {
+    const port = new MemoryPort();
+    port.values.set('mine/a', '1');
+    const owned = new OwnedAuthState(port, ['mine']);
+    assert.equal(owned.peek('mine', ['a']), undefined, 'nothing kept yet');
+    await owned.get('mine', ['a', 'b']);
+    assert.deepEqual(owned.peek('mine', ['a', 'b']), new Map([['a', '1']]));
+    assert.equal(owned.peek('mine', ['a', 'c']), undefined, 'c is not kept');
+    assert.equal(owned.peek('other', []), undefined, 'a category not kept');
+    // A write under way is not peeked at: its entries are dropped until the store took it.
+    const writing = owned.set([{ category: 'mine', id: 'a', value: '3' }]);
+    assert.equal(owned.peek('mine', ['a']), undefined);
+    await writing;
+    assert.deepEqual(owned.peek('mine', ['a']), new Map([['a', '3']]));
+  });
+
+  it('the world answers users the session keeps before the turn ends, and reads the others at its end', async () => {
+    const port = new MemoryPort();
+    port.values.set(`${USERS}/5511977770002`, JSON.stringify({ registered: false }));
+    const owned = new OwnedAuthState(port, [USERS]);
+    const world = new SandboxWorld(owned, owned);
+    const order: string[] = [];
+    setImmediate(() => order.push('turn end'));
+    const first = await world.users(['5511977770001', '5511977770002']);
+    order.push('first read');
+    assert.deepEqual(
+      first.map((user) => user.registered),
+      [true, false],
+    );
+    assert.equal(port.reads.length, 1);
+
+    setImmediate(() => order.push('turn end'));
+    const again = await world.users(['5511977770002', '5511977770001']);
+    order.push('kept read');
+    assert.deepEqual(
+      again.map((user) => user.registered),
+      [false, true],
+    );
+    assert.equal(port.reads.length, 1, 'no store read');
+    assert.deepEqual(
+      order,
+      ['turn end', 'first read', 'kept read'],
+      'the kept read did not wait for the turn',
+    );
   });
 });

@@ -60,6 +60,26 @@ export class OwnedAuthState implements AuthStateStore {
     return found;
   }
 
+  /**
+   * The kept values of `ids` of `category`, at once and without the store, when every one of them is kept (an id
+   * kept as absent is left out of the map); undefined when any is not, or `category` is not cached. Counts as a use
+   * of each entry for the least-recently-used order.
+   */
+  peek(category: string, ids: readonly string[]): Map<string, string> | undefined {
+    if (!this.#categories.has(category)) return undefined;
+    const keys = ids.map((id) => keyOf(category, id));
+    if (!keys.every((key) => this.#entries.has(key))) return undefined;
+    const found = new Map<string, string>();
+    ids.forEach((id, index) => {
+      const key = keys[index] ?? keyOf(category, id);
+      const kept = this.#entries.get(key) ?? null;
+      this.#entries.delete(key);
+      this.#entries.set(key, kept);
+      if (kept !== null) found.set(id, kept);
+    });
+    return found;
+  }
+
   /** Writes through to the store; once it committed, the written values of cached categories are kept. */
   async set(entries: readonly { category: string; id: string; value: string | null }[]): Promise<void> {
     const owned = entries.filter((entry) => this.#categories.has(entry.category));

@@ -76,7 +76,7 @@ export class SandboxSession implements EngineSession {
     // The simulated world's users and the account's own state are kept as read and written (owned-state.ts).
     this.#owned = new OwnedAuthState(context.auth, [USERS, ACCOUNT_CATEGORY]);
     this.#context = { ...context, auth: this.#owned };
-    this.#world = new SandboxWorld(this.#owned);
+    this.#world = new SandboxWorld(this.#owned, this.#owned);
     this.#sequence = new SequenceAllocator(context.auth);
   }
 

@@ -1,6 +1,7 @@
 import type { GroupInfo, Jid } from '../../domain/messages.ts';
 import { atTurnEnd } from '../../ops/turn-end.ts';
 import type { AuthStateStore } from '../engine.ts';
+import type { OwnedAuthState } from './owned-state.ts';
 import { resolveUser, type SandboxUser, type SandboxUserDefinition } from './users.ts';
 
 /** Auth-port categories of the simulated world (one entry per user phone / group JID). */
@@ -19,21 +20,31 @@ interface UserRead {
   reject: (error: unknown) => void;
 }
 
+/** What the session keeps of its auth port, answered at once ({@link OwnedAuthState.peek} in owned-state.ts). */
+export interface KeptEntries {
+  /** The values of `ids` of `category` when every one is kept (absent ones left out), else undefined. */
+  peek(category: string, ids: readonly string[]): ReadonlyMap<string, string> | undefined;
+}
+
 /**
  * The persistent part of an instance's simulated platform (docs/decisions/0004-sandbox.md): users defined through
  * `/v1/sandbox/users` and every group the world knows. Stored through the session's auth port (sealed like
  * credentials, survives restarts and logout) and read on demand; the session's port keeps the user definitions it
  * read or wrote (owned-state.ts), groups are read each time.
  * The user reads of one turn of the event loop share one store read at its end
- * (docs/decisions/0049-turn-batched-reads.md): concurrent sends to one instance check their recipients together.
+ * (docs/decisions/0049-turn-batched-reads.md): concurrent sends to one instance check their recipients together. A
+ * read whose users the session keeps every one of is answered at once, without waiting for the turn's end.
  */
 export class SandboxWorld {
   readonly #auth: AuthStateStore;
+  readonly #kept: KeptEntries | undefined;
   /** User reads asked during this turn, answered together at its end. */
   #reads: UserRead[] = [];
 
-  constructor(auth: AuthStateStore) {
+  /** Reads and writes through `auth`; `kept` answers the user reads it holds every user of (the session's own). */
+  constructor(auth: AuthStateStore, kept?: KeptEntries) {
     this.#auth = auth;
+    this.#kept = kept;
   }
 
   /** User `phone` with its definition applied (docs/decisions/0004-sandbox.md rules otherwise). */
@@ -43,15 +54,18 @@ export class SandboxWorld {
   }
 
   /**
-   * Users `phones`, in order: read with every other user read of this turn, in one store read at the turn's end
-   * (a read starts after every call it answers, so it sees every definition stored before them).
+   * Users `phones`, in order: from what the session keeps when it keeps every one of them; else read with every
+   * other user read of this turn, in one store read at the turn's end (a read starts after every call it answers,
+   * so it sees every definition stored before them).
    * @throws the store's error, for every call of the turn.
    */
   async users(phones: readonly string[]): Promise<SandboxUser[]> {
-    const defined = await new Promise<ReadonlyMap<string, string>>((resolve, reject) => {
-      this.#reads.push({ phones, resolve, reject });
-      if (this.#reads.length === 1) atTurnEnd(() => this.#readTurn());
-    });
+    const defined =
+      this.#kept?.peek(USERS, phones) ??
+      (await new Promise<ReadonlyMap<string, string>>((resolve, reject) => {
+        this.#reads.push({ phones, resolve, reject });
+        if (this.#reads.length === 1) atTurnEnd(() => this.#readTurn());
+      }));
     return phones.map((phone) => resolveUser(phone, parseDefinition(defined.get(phone))));
   }
 
