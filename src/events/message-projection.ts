@@ -11,7 +11,7 @@ import {
   touchPeersWrites,
 } from '../store/messages.ts';
 import type { Database } from '../store/schema.ts';
-import { runWriteGroup } from '../store/write-groups.ts';
+import { deferWrites, runWriteGroup, type TableWrites } from '../store/write-groups.ts';
 import type { EventProjection } from './recorder.ts';
 
 /**
@@ -28,10 +28,10 @@ import type { EventProjection } from './recorder.ts';
  * (docs/decisions/0026-chats-edits-polls-and-calls.md).
  *
  * Stored messages and peers are written in bulk: `message` and `history` events add their rows to the
- * transaction's buffer, which {@link flush} writes in one multi-row insert each, both in one statement on
- * PostgreSQL (docs/decisions/0056-write-groups.md; the recorder calls it once the batch is applied, before the
- * commit). An event that reads or changes stored messages (a receipt, a read, an edit)
- * flushes the buffer first, so it sees every message recorded before it.
+ * transaction's buffer, which {@link flush} (called by the recorder once the batch is applied) puts into the
+ * batch's write group as one multi-row insert each: on PostgreSQL both become clauses of the statement that writes
+ * the outbox's event and delivery rows (docs/decisions/0056-write-groups.md). An event that reads or changes stored
+ * messages (a receipt, a read, an edit) writes the buffer first, so it sees every message recorded before it.
  */
 export class MessageProjection implements EventProjection {
   readonly name = 'messages';
@@ -55,18 +55,18 @@ export class MessageProjection implements EventProjection {
         }
         return;
       case 'receipt':
-        await this.flush(trx, instanceId);
+        await this.#writeNow(trx, instanceId);
         await advanceDeliveryState(trx, instanceId, event.messageIds, event.state, at);
         return;
       case 'read':
-        await this.flush(trx, instanceId);
+        await this.#writeNow(trx, instanceId);
         await advanceDeliveryState(trx, instanceId, event.messageIds, 'read', at, {
           chat: event.chat,
           fromMe: false,
         });
         return;
       case 'messageUpdate':
-        await this.flush(trx, instanceId);
+        await this.#writeNow(trx, instanceId);
         await applyMessageUpdate(trx, instanceId, event.update);
         return;
       default:
@@ -75,17 +75,31 @@ export class MessageProjection implements EventProjection {
   }
 
   /**
-   * Writes the messages and peers buffered in `trx` (one multi-row insert each), oldest first.
+   * Puts the messages and peers buffered in `trx` (one multi-row insert each, oldest first) into the batch's write
+   * group ({@link deferWrites}): written with the outbox's rows, or by the recorder at the batch's end, before the
+   * commit (docs/decisions/0056-write-groups.md).
    * @throws RangeError when a buffered message's timestamp is not a time (the transaction then rolls back).
    */
   async flush(trx: Transaction<Database>, instanceId: string): Promise<void> {
+    const writes = this.#take(trx, instanceId);
+    if (writes !== undefined) deferWrites(trx, writes);
+  }
+
+  /** Writes the messages and peers buffered in `trx` now (an event about to read or change stored messages). */
+  async #writeNow(trx: Transaction<Database>, instanceId: string): Promise<void> {
+    const writes = this.#take(trx, instanceId);
+    if (writes !== undefined) await runWriteGroup(trx, writes);
+  }
+
+  /** The writes of the rows buffered in `trx`, which it forgets; undefined when none are. */
+  #take(trx: Transaction<Database>, instanceId: string): TableWrites[] | undefined {
     const buffered = this.#buffers.get(trx);
-    if (!buffered || buffered.messages.length === 0) return;
+    if (!buffered || buffered.messages.length === 0) return undefined;
     this.#buffers.delete(trx);
-    await runWriteGroup(trx, [
+    return [
       insertMessagesWrites(trx, instanceId, buffered.messages, buffered.at),
       touchPeersWrites(trx, instanceId, buffered.peers, buffered.at),
-    ]);
+    ];
   }
 
   /** Adds `message` (and the peer it was exchanged with) to the transaction's buffer. */

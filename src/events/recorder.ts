@@ -3,6 +3,7 @@ import type { Kysely, Transaction } from 'kysely';
 import type { EngineEvent } from '../domain/messages.ts';
 import type { Database } from '../store/schema.ts';
 import type { TurnTransactions } from '../store/turn-transactions.ts';
+import { runDeferredWrites } from '../store/write-groups.ts';
 
 /**
  * A subscriber to engine events that writes inside the recorder's transaction: the instance state, the message
@@ -24,7 +25,9 @@ export interface EventProjection {
   /**
    * Optional: called once for each instance's batch, after every event of it (derived ones included) was applied
    * and before the next batch or the commit, to write what `apply` buffered (multi-row inserts instead of one
-   * statement per event). Throwing rolls the batch back.
+   * statement per event). It may put writes off to the batch's write group (`deferWrites` in
+   * src/store/write-groups.ts): a later flush's group takes them along, and the recorder runs what is left once
+   * every flush ran. Throwing rolls the batch back.
    */
   flush?(trx: Transaction<Database>, instanceId: string): Promise<void>;
   /** Called after the transaction committed (e.g. to wake the delivery worker). Must not throw. */
@@ -181,6 +184,8 @@ export class EventRecorder {
       applied.push(events);
     }
     for (const projection of this.#projections) await projection.flush?.(trx, instanceId);
+    // Writes a flush put off to the batch's write group and no later flush took along (docs/decisions/0056-write-groups.md).
+    await runDeferredWrites(trx);
     return applied;
   }
 

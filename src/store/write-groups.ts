@@ -13,8 +13,34 @@ export const MAX_GROUP_PARAMETERS = 32_767;
  */
 export type TableWrites = readonly CompiledQuery[];
 
+/** Writes put off to the next group of their transaction ({@link deferWrites}), by transaction. */
+const deferred = new WeakMap<Kysely<Database>, TableWrites[]>();
+
 /**
- * Runs the writes of several tables inside `db` (a transaction), each table's in order
+ * Puts the writes of `tables` off until the next {@link runWriteGroup} (or {@link runDeferredWrites}) in the same
+ * transaction `db`, which runs them first, in the order they were put off, in its group: on PostgreSQL one more
+ * clause of its statement instead of a statement of their own (docs/decisions/0056-write-groups.md). The caller
+ * promises what {@link runWriteGroup} asks of a group (distinct tables that do not read each other), that nothing
+ * reads these rows before that group ran, and that the transaction's owner calls {@link runDeferredWrites} before
+ * the commit (the event recorder does at the end of each batch, src/events/recorder.ts).
+ */
+export function deferWrites(db: Kysely<Database>, tables: readonly TableWrites[]): void {
+  const pending = deferred.get(db);
+  if (pending === undefined) deferred.set(db, [...tables]);
+  else pending.push(...tables);
+}
+
+/**
+ * Runs the writes put off in transaction `db` ({@link deferWrites}) now, as one group; nothing when none are.
+ * @throws what the store throws (the transaction then rolls back).
+ */
+export async function runDeferredWrites(db: Kysely<Database>): Promise<void> {
+  if (deferred.has(db)) await runWriteGroup(db, []);
+}
+
+/**
+ * Runs the writes of several tables inside `db` (a transaction), each table's in order, after any writes put off
+ * in it ({@link deferWrites})
  * (docs/decisions/0056-write-groups.md).
  *
  * On PostgreSQL, when every table's rows fit one statement and their parameters together stay within
@@ -30,7 +56,9 @@ export type TableWrites = readonly CompiledQuery[];
  *   docs/decisions/0011-store-faults.md).
  */
 export async function runWriteGroup(db: Kysely<Database>, tables: readonly TableWrites[]): Promise<void> {
-  const writes = tables.filter((table) => table.length > 0);
+  const pending = deferred.get(db);
+  if (pending !== undefined) deferred.delete(db);
+  const writes = [...(pending ?? []), ...tables].filter((table) => table.length > 0);
   const single = writes.every((table) => table.length === 1);
   if (writes.length > 1 && single && db.getExecutor().adapter instanceof PostgresAdapter) {
     const queries = writes.map((table) => table[0] as CompiledQuery);

@@ -15,9 +15,11 @@ import { createOrganization } from '../../src/store/organizations.ts';
 import { newRowId } from '../../src/store/row-ids.ts';
 import { insertWebhookEventsWrites, type NewWebhookEvent } from '../../src/store/webhook-events.ts';
 import {
+  deferWrites,
   groupedStatement,
   MAX_GROUP_PARAMETERS,
   renumberParameters,
+  runDeferredWrites,
   runWriteGroup,
 } from '../../src/store/write-groups.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
@@ -119,7 +121,7 @@ for (const dialect of testDialects()) {
       return statements.filter((text) => !/^(begin|commit)/i.test(text));
     }
 
-    /** The sequences of `table`'s rows of the instance from `first` on, ascending. */
+    /** The sequences of `table`'s rows of the instance from `first` to `first + 999`, ascending. */
     async function sequences(
       table: 'webhook_events' | 'webhook_deliveries',
       first: number,
@@ -129,6 +131,7 @@ for (const dialect of testDialects()) {
         .select('sequence')
         .where('instance_id', '=', instanceId)
         .where('sequence', '>=', first)
+        .where('sequence', '<', first + 1000)
         .orderBy('sequence')
         .execute();
       return rows.map((row) => Number(row.sequence));
@@ -160,6 +163,46 @@ for (const dialect of testDialects()) {
         .where('id', '=', events[1]?.id ?? '')
         .executeTakeFirstOrThrow();
       assert.equal(payload.payload, '{"sequence":2,"note":"it\'s $1"}');
+    });
+
+    it('writes put off run first in the next group of their transaction, or when the owner runs them', async () => {
+      const { events, deliveries } = rows(5000, 2);
+      statements = [];
+      await counted.db.transaction().execute(async (trx) => {
+        deferWrites(trx, [insertWebhookEventsWrites(trx, events)]);
+        await runDeferredWrites(counted.db); // another handle's: nothing of this transaction
+        assert.equal(statements.filter((text) => /insert into/.test(text)).length, 0, 'nothing written yet');
+        await runWriteGroup(trx, [insertDeliveriesWrites(trx, deliveries)]);
+        await runDeferredWrites(trx); // none left
+      });
+      const sent = statements.filter((text) => !/^(begin|commit)/i.test(text));
+      if (dialect === 'postgres') {
+        assert.equal(sent.length, 1, sent.join('\n'));
+        assert.match(
+          sent[0] ?? '',
+          /^with w1 as \(insert into "webhook_events" .*\) insert into "webhook_deliveries"/,
+        );
+      } else {
+        assert.deepEqual(
+          sent.map((text) => /^insert into "(\w+)"/.exec(text)?.[1]),
+          ['webhook_events', 'webhook_deliveries'],
+        );
+      }
+      assert.deepEqual(await stored(5000), { events: [5000, 5001], deliveries: [5000, 5001] });
+
+      // Put off with no group after them: written by the owner's runDeferredWrites before the commit.
+      const more = rows(5100, 1);
+      statements = [];
+      await counted.db.transaction().execute(async (trx) => {
+        deferWrites(trx, [insertWebhookEventsWrites(trx, more.events)]);
+        deferWrites(trx, [insertDeliveriesWrites(trx, more.deliveries)]);
+        await runDeferredWrites(trx);
+      });
+      assert.equal(
+        statements.filter((text) => !/^(begin|commit)/i.test(text)).length,
+        dialect === 'postgres' ? 1 : 2,
+      );
+      assert.deepEqual(await stored(5100), { events: [5100], deliveries: [5100] });
     });
 
     it('fails whole when a row of the group is refused, and writes nothing', async () => {
