@@ -9,6 +9,8 @@ import { faultAwareDialect, type StoreFaultHook } from './faults.ts';
 import { migrationProvider, migrations } from './migrations/index.ts';
 import { namedStatementPool } from './pg-statements.ts';
 import type { Database } from './schema.ts';
+import type { CheckpointReport } from './wal-checkpoints.ts';
+import { WalCheckpoints } from './wal-checkpoints.ts';
 
 /** An open store: the Kysely handle, which dialect backs it, and how to close it. */
 export interface Store {
@@ -26,13 +28,18 @@ export interface OpenStoreOptions {
   schema?: string;
   /** PostgreSQL pool size (default 10). */
   poolSize?: number;
-  /** Where pool and connection errors are reported (default: ignored; `createServices` passes its logger). */
+  /**
+   * Where pool and connection errors are reported, and SQLite's checkpoint thread failing (default: ignored;
+   * `createServices` passes its logger).
+   */
   onConnectionError?: (error: Error) => void;
   /**
    * PostgreSQL: called once when statements stop being prepared because a pooler switches the server session
    * under a connection (docs/decisions/0055-named-statements.md); given the error that showed it.
    */
   onSessionSwitch?: (error: Error) => void;
+  /** SQLite: told each background checkpoint's figures (tests; docs/decisions/0057-background-checkpoints.md). */
+  onCheckpoint?: (report: CheckpointReport) => void;
   /** Test-only fault hook (src/store/faults.ts); never set from configuration. */
   faults?: StoreFaultHook;
 }
@@ -45,7 +52,7 @@ export const CONNECT_TIMEOUT_MS = 5_000;
 
 /**
  * Opens the store described by `config` (docs/decisions/0024-engines-and-data-flow.md): better-sqlite3 in WAL mode
- * for SQLite, a `pg` pool for PostgreSQL (int8 read as JavaScript numbers). Does not migrate; call {@link
+ * for SQLite, its checkpoints in a worker thread (docs/decisions/0057-background-checkpoints.md), a `pg` pool for PostgreSQL (int8 read as JavaScript numbers). Does not migrate; call {@link
  * migrateToLatest}.
  * @throws when the SQLite file cannot be created or PostgreSQL refuses the first connection.
  */
@@ -57,9 +64,28 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
     sqlite.pragma('synchronous = NORMAL');
     sqlite.pragma('foreign_keys = ON');
     sqlite.pragma('busy_timeout = 5000');
+    // The log is cut back to 64 MiB when it starts over after a checkpoint copied all of it (SQLite keeps the file
+    // at its largest size otherwise).
+    sqlite.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`);
+    // Checkpoints run in a worker thread, off the event loop (docs/decisions/0057-background-checkpoints.md).
+    const checkpoints =
+      config.path === ':memory:'
+        ? undefined
+        : WalCheckpoints.start(sqlite, config.path, {
+            ...(options.onConnectionError === undefined ? {} : { onFailure: options.onConnectionError }),
+            ...(options.onCheckpoint === undefined ? {} : { onReport: options.onCheckpoint }),
+          });
     const dialect = new SqliteDialect({ database: cachingStatements(sqlite) });
     const db = new Kysely<Database>({ dialect: faultAwareDialect(dialect, options.faults) });
-    return { db, dialect: 'sqlite', schema: undefined, destroy: () => db.destroy() };
+    return {
+      db,
+      dialect: 'sqlite',
+      schema: undefined,
+      destroy: async () => {
+        await checkpoints?.stop();
+        await db.destroy();
+      },
+    };
   }
   const onConnectionError = options.onConnectionError ?? (() => undefined);
   const schema = options.schema;
@@ -121,6 +147,9 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
     destroy: () => db.destroy(),
   };
 }
+
+/** Size the SQLite write-ahead log file is cut back to when it starts over, bytes (`journal_size_limit`). */
+export const WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024;
 
 /** Prepared statements kept per SQLite connection (least recently used dropped first). */
 export const STATEMENT_CACHE_SIZE = 500;

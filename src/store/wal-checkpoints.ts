@@ -1,0 +1,135 @@
+import { Worker } from 'node:worker_threads';
+import type SQLite from 'better-sqlite3';
+
+/** What {@link WalCheckpoints} gives its worker thread (src/store/wal-checkpoint-worker.ts). */
+export interface CheckpointWorkerData {
+  /** The SQLite file. */
+  path: string;
+  /** Longest wait between two checkpoints, ms. */
+  intervalMs: number;
+  /** Pages of the log not yet copied past which the next checkpoint runs at once. */
+  pages: number;
+}
+
+/**
+ * One checkpoint's figures, as `PRAGMA wal_checkpoint` returns them: `busy` 1 when it could not finish, `log` the
+ * pages in the write-ahead log, `checkpointed` those now copied into the database file; -1 and `error` when it
+ * failed.
+ */
+export interface CheckpointReport {
+  busy: number;
+  log: number;
+  checkpointed: number;
+  error?: string;
+}
+
+/** Longest wait between two background checkpoints, ms. */
+export const CHECKPOINT_INTERVAL_MS = 100;
+
+/** Log pages not yet copied past which the next checkpoint runs at once: SQLite's own automatic threshold. */
+export const CHECKPOINT_PAGES = 1000;
+
+/** The automatic checkpoint threshold SQLite uses by default, in pages, put back when the worker is gone. */
+const INLINE_CHECKPOINT_PAGES = 1000;
+
+/** Options of {@link WalCheckpoints.start}. */
+export interface WalCheckpointOptions {
+  intervalMs?: number;
+  pages?: number;
+  /** Told when the worker thread failed or ended by itself (checkpoints then run inline again). */
+  onFailure?: (error: Error) => void;
+  /** Told every checkpoint's figures (tests). */
+  onReport?: (report: CheckpointReport) => void;
+}
+
+/** The worker's module: the compiled `.js` beside this file in dist/, the `.ts` source under tsx. */
+const WORKER = new URL(
+  import.meta.url.endsWith('.ts') ? './wal-checkpoint-worker.ts' : './wal-checkpoint-worker.js',
+  import.meta.url,
+);
+
+/**
+ * The worker thread running src/store/wal-checkpoint-worker.ts. From the compiled `.js` (dist/, production) it is
+ * started as it is; from the `.ts` sources (tests, benchmarks, under tsx) the thread first registers tsx's loader,
+ * which Node 20 does not carry from `--import` into worker threads.
+ */
+function startWorker(data: CheckpointWorkerData): Worker {
+  if (!WORKER.pathname.endsWith('.ts')) return new Worker(WORKER, { workerData: data });
+  const tsx = import.meta.resolve('tsx/esm/api');
+  const code = `import(${JSON.stringify(tsx)}).then((api) => { api.register(); return import(${JSON.stringify(WORKER.href)}); });`;
+  return new Worker(code, { eval: true, workerData: data });
+}
+
+/**
+ * Checkpoints of a SQLite store in WAL mode run in a worker thread, off the event loop
+ * (docs/decisions/0057-background-checkpoints.md). SQLite copies the write-ahead log into the database file when a
+ * commit leaves the log past 1,000 pages, inside that commit, and syncs both files as it does: on the service's one
+ * connection that stalled every request of the moment (`npm run bench` put it at a sixth of a send burst's time and
+ * most of its p99). Here the service's connection never checkpoints (`wal_autocheckpoint = 0`); a worker thread with
+ * its own connection runs passive checkpoints, which wait for nobody, at most every {@link CHECKPOINT_INTERVAL_MS}
+ * and at once while more than {@link CHECKPOINT_PAGES} pages are not yet copied. Durability is unchanged: a commit is
+ * in the log before it is answered, and the log is replayed after a crash whether or not it was copied.
+ *
+ * When the worker cannot start or ends by itself, the service's connection checkpoints inline again
+ * (`wal_autocheckpoint = 1000`), and `onFailure` is told.
+ */
+export class WalCheckpoints {
+  readonly #sqlite: SQLite.Database;
+  readonly #worker: Worker;
+  #stopping = false;
+  readonly #exited: Promise<void>;
+
+  private constructor(sqlite: SQLite.Database, path: string, options: WalCheckpointOptions) {
+    this.#sqlite = sqlite;
+    const data: CheckpointWorkerData = {
+      path,
+      intervalMs: options.intervalMs ?? CHECKPOINT_INTERVAL_MS,
+      pages: options.pages ?? CHECKPOINT_PAGES,
+    };
+    sqlite.pragma('wal_autocheckpoint = 0');
+    this.#worker = startWorker(data);
+    // The thread never keeps the process alive: a checkpoint cut short by the exit is safe (the log stays whole).
+    this.#worker.unref();
+    let failure: Error | undefined;
+    this.#worker.on('error', (error: Error) => {
+      failure = error;
+    });
+    this.#worker.on('message', (report: CheckpointReport) => options.onReport?.(report));
+    this.#exited = new Promise<void>((resolve) => {
+      this.#worker.once('exit', (code) => {
+        if (!this.#stopping) {
+          this.#inline();
+          options.onFailure?.(failure ?? new Error(`the checkpoint thread ended with code ${code}`));
+        }
+        resolve();
+      });
+    });
+  }
+
+  /**
+   * Starts background checkpoints for the open connection `sqlite` of the file `path` (WAL mode).
+   * @returns the running checkpoints; stop them with {@link stop} before closing `sqlite`.
+   */
+  static start(sqlite: SQLite.Database, path: string, options: WalCheckpointOptions = {}): WalCheckpoints {
+    return new WalCheckpoints(sqlite, path, options);
+  }
+
+  /**
+   * Stops the worker (its connection closed) and gives the checkpoints back to `sqlite`, so that closing it copies
+   * the log as SQLite does for its last connection. Waits at most `waitMs` (default 2,000) for the thread to end.
+   */
+  async stop(waitMs = 2_000): Promise<void> {
+    if (this.#stopping) return this.#exited;
+    this.#stopping = true;
+    this.#worker.postMessage('stop');
+    const timer = setTimeout(() => void this.#worker.terminate(), waitMs);
+    await this.#exited;
+    clearTimeout(timer);
+    this.#inline();
+  }
+
+  /** Puts the checkpoints back on the service's connection, if it is still open. */
+  #inline(): void {
+    if (this.#sqlite.open) this.#sqlite.pragma(`wal_autocheckpoint = ${INLINE_CHECKPOINT_PAGES}`);
+  }
+}
