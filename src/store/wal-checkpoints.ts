@@ -32,6 +32,12 @@ export const CHECKPOINT_PAGES = 1000;
 /** The automatic checkpoint threshold SQLite uses by default, in pages, put back when the worker is gone. */
 const INLINE_CHECKPOINT_PAGES = 1000;
 
+/**
+ * The service connection's own threshold while the thread runs, in pages (about 40 MiB of log): a safety net that
+ * never fires while the thread keeps up, and bounds the log if it ever stops keeping up.
+ */
+export const SAFETY_CHECKPOINT_PAGES = 10_000;
+
 /** Options of {@link WalCheckpoints.start}. */
 export interface WalCheckpointOptions {
   intervalMs?: number;
@@ -64,10 +70,10 @@ function startWorker(data: CheckpointWorkerData): Worker {
  * Checkpoints of a SQLite store in WAL mode run in a worker thread, off the event loop
  * (docs/decisions/0057-background-checkpoints.md). SQLite copies the write-ahead log into the database file when a
  * commit leaves the log past 1,000 pages, inside that commit, and syncs both files as it does: on the service's one
- * connection that stalled every request of the moment (`npm run bench` put it at a sixth of a send burst's time and
- * most of its p99). Here the service's connection never checkpoints (`wal_autocheckpoint = 0`); a worker thread with
- * its own connection runs passive checkpoints, which wait for nobody, at most every {@link CHECKPOINT_INTERVAL_MS}
- * and at once while more than {@link CHECKPOINT_PAGES} pages are not yet copied. Durability is unchanged: a commit is
+ * connection that stalled every request of the moment. Here a worker thread with its own connection runs passive
+ * checkpoints, which wait for nobody, at most every {@link CHECKPOINT_INTERVAL_MS} and at once while more than
+ * {@link CHECKPOINT_PAGES} pages are not yet copied; the service's connection checkpoints only past
+ * {@link SAFETY_CHECKPOINT_PAGES}, which it never reaches while the thread keeps up. Durability is unchanged: a commit is
  * in the log before it is answered, and the log is replayed after a crash whether or not it was copied.
  *
  * When the worker cannot start or ends by itself, the service's connection checkpoints inline again
@@ -86,7 +92,7 @@ export class WalCheckpoints {
       intervalMs: options.intervalMs ?? CHECKPOINT_INTERVAL_MS,
       pages: options.pages ?? CHECKPOINT_PAGES,
     };
-    sqlite.pragma('wal_autocheckpoint = 0');
+    sqlite.pragma(`wal_autocheckpoint = ${SAFETY_CHECKPOINT_PAGES}`);
     this.#worker = startWorker(data);
     // The thread never keeps the process alive: a checkpoint cut short by the exit is safe (the log stays whole).
     this.#worker.unref();

@@ -1,6 +1,6 @@
 /**
  * SQLite checkpoints in a worker thread (src/store/wal-checkpoints.ts, docs/decisions/0057-background-checkpoints.md):
- * the service's connection never checkpoints while the thread runs, the thread copies the log and the log starts
+ * the service's connection leaves them to the thread (its own threshold a safety net of 10,000 pages), the thread copies the log and the log starts
  * over, a thread that cannot work gives the checkpoints back to the connection, and a process killed with SIGKILL
  * while the thread copies keeps every committed row in a sound file.
  */
@@ -13,7 +13,11 @@ import { after, describe, it } from 'node:test';
 import SQLite from 'better-sqlite3';
 import { sql } from 'kysely';
 import { openStore } from '../../src/store/database.ts';
-import { type CheckpointReport, WalCheckpoints } from '../../src/store/wal-checkpoints.ts';
+import {
+  type CheckpointReport,
+  SAFETY_CHECKPOINT_PAGES,
+  WalCheckpoints,
+} from '../../src/store/wal-checkpoints.ts';
 import { Output, ROOT } from '../support/parley-process.ts';
 import { until } from '../webhooks/child.ts';
 
@@ -21,7 +25,7 @@ describe('SQLite checkpoints in a worker thread', () => {
   const dir = mkdtempSync(join(tmpdir(), 'parley-checkpoints-'));
   after(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('the thread copies the log while the connection never checkpoints, and the log starts over', async () => {
+  it('the thread copies the log while the connection leaves it the checkpoints, and the log starts over', async () => {
     const reports: CheckpointReport[] = [];
     const store = await openStore(
       { dialect: 'sqlite', path: join(dir, 'copy.db') },
@@ -31,7 +35,7 @@ describe('SQLite checkpoints in a worker thread', () => {
       const setting = await sql<{ wal_autocheckpoint: number }>`pragma wal_autocheckpoint`.execute(store.db);
       assert.deepEqual(
         setting.rows,
-        [{ wal_autocheckpoint: 0 }],
+        [{ wal_autocheckpoint: SAFETY_CHECKPOINT_PAGES }],
         'the service connection leaves them to the thread',
       );
       await sql`create table rows (id integer primary key, body text not null)`.execute(store.db);
@@ -69,7 +73,7 @@ describe('SQLite checkpoints in a worker thread', () => {
       onFailure: (error) => failures.push(error),
     });
     try {
-      assert.equal(sqlite.pragma('wal_autocheckpoint', { simple: true }), 0);
+      assert.equal(sqlite.pragma('wal_autocheckpoint', { simple: true }), SAFETY_CHECKPOINT_PAGES);
       await until(async () => failures.length === 1, 10_000, 'the thread to fail');
       assert.match(String(failures[0]?.message), /unable to open|directory does not exist|cannot open/i);
       assert.equal(sqlite.pragma('wal_autocheckpoint', { simple: true }), 1000, 'checkpoints inline again');
