@@ -48,18 +48,25 @@ describe('SQLite checkpoints in a worker thread', () => {
         10_000,
         'a checkpoint that copied the whole log',
       );
-      // The next commit starts the log over: the thread's next figures count only its pages.
-      await sql`insert into rows (id, body) values (${2_001}, ${'y'})`.execute(store.db);
-      const seen = reports.length;
-      await until(async () => reports.length > seen + 1, 10_000, 'two more checkpoints');
-      const last = reports.at(-1);
-      assert.ok(last && last.log < 100 && last.checkpointed === last.log, JSON.stringify(last));
+      // A later commit starts the log over (one that begins while no checkpoint is copying): the thread's figures
+      // then count only the pages written since.
+      let id = 2_000;
+      await until(
+        async () => {
+          id += 1;
+          await sql`insert into rows (id, body) values (${id}, ${'y'})`.execute(store.db);
+          const last = reports.at(-1);
+          return last !== undefined && last.log < 100 && last.checkpointed === last.log;
+        },
+        10_000,
+        `the log to start over (last figures ${JSON.stringify(reports.at(-1))})`,
+      );
       assert.deepEqual(
         reports.filter((report) => report.error !== undefined),
         [],
       );
       const count = await sql<{ n: number }>`select count(*) as n from rows`.execute(store.db);
-      assert.deepEqual(count.rows, [{ n: 2_001 }]);
+      assert.deepEqual(count.rows, [{ n: id }]);
     } finally {
       await store.destroy();
     }
