@@ -52,8 +52,8 @@ export const CONNECT_TIMEOUT_MS = 5_000;
 
 /**
  * Opens the store described by `config` (docs/decisions/0024-engines-and-data-flow.md): better-sqlite3 in WAL mode
- * for SQLite, its checkpoints in a worker thread (docs/decisions/0057-background-checkpoints.md), a `pg` pool for PostgreSQL (int8 read as JavaScript numbers). Does not migrate; call {@link
- * migrateToLatest}.
+ * for SQLite, its checkpoints in a worker thread (docs/decisions/0057-background-checkpoints.md); a `pg` pool for
+ * PostgreSQL (int8 read as JavaScript numbers). Does not migrate; call {@link migrateToLatest}.
  * @throws when the SQLite file cannot be created or PostgreSQL refuses the first connection.
  */
 export async function openStore(config: DatabaseConfig, options: OpenStoreOptions = {}): Promise<Store> {

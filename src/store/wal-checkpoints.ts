@@ -40,7 +40,9 @@ export const SAFETY_CHECKPOINT_PAGES = 10_000;
 
 /** Options of {@link WalCheckpoints.start}. */
 export interface WalCheckpointOptions {
+  /** Longest wait between two checkpoints, ms (default {@link CHECKPOINT_INTERVAL_MS}). */
   intervalMs?: number;
+  /** Log pages not yet copied past which the next checkpoint runs at once (default {@link CHECKPOINT_PAGES}). */
   pages?: number;
   /** Told when the worker thread failed or ended by itself (checkpoints then run inline again). */
   onFailure?: (error: Error) => void;

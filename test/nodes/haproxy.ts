@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { freePort } from '../support/ports.ts';
 import { testDialects } from '../support/store.ts';
 import { type Child, until } from '../webhooks/child.ts';
 import {
@@ -25,14 +25,6 @@ import {
  */
 
 const HAPROXY = process.env.HAPROXY_PATH ?? '/usr/sbin/haproxy';
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return typeof address === 'object' && address ? address.port : 0;
-}
 
 /** The HAProxy configuration of docs/deploy.md, with the test's ports and faster health checks. */
 function config(port: number, nodes: readonly Child[]): string {

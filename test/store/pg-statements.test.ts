@@ -38,6 +38,17 @@ function probe(db: Kysely<Database>, id: number) {
   return sql<Record<string, unknown>>`select * from probe where id = ${id}`.execute(db);
 }
 
+/** What reading `probe` row 1 in a transaction of its own threw (undefined when it did not). */
+function probeInTransaction(db: Kysely<Database>): Promise<unknown> {
+  return db
+    .transaction()
+    .execute((trx) => probe(trx, 1))
+    .then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+}
+
 for (const dialect of testDialects().filter((d) => d === 'postgres')) {
   describe(`named prepared statements (${dialect})`, () => {
     const url = process.env.TEST_DATABASE_URL ?? '';
@@ -120,13 +131,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       assert.deepEqual((await probe(store.db, 1)).rows, [{ id: 1, note: 'one' }]);
       const before = await backendPid(store.db);
       await addColumn(schema);
-      const failed = await store.db
-        .transaction()
-        .execute((trx) => probe(trx, 1))
-        .then(
-          () => undefined,
-          (error: unknown) => error,
-        );
+      const failed = await probeInTransaction(store.db);
       assert.ok(failed instanceof DomainError, `a store fault, not ${String(failed)}`);
       assert.equal(failed.code, 'store_unavailable');
       assert.match(String(failed.cause), /cached plan must not change result type/);
@@ -168,13 +173,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       assert.deepEqual((await probe(store.db, 1)).rows, [{ id: 1, note: 'one' }]);
       // The session loses its statements, as when a pooler hands the connection another server session.
       await sql`deallocate all`.execute(store.db);
-      const failed = await store.db
-        .transaction()
-        .execute((trx) => probe(trx, 1))
-        .then(
-          () => undefined,
-          (error: unknown) => error,
-        );
+      const failed = await probeInTransaction(store.db);
       assert.ok(failed instanceof DomainError, `a store fault, not ${String(failed)}`);
       assert.equal(failed.code, 'store_unavailable');
       assert.equal((failed.cause as { code?: string }).code, '26000');

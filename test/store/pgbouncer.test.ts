@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -10,6 +9,7 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { migrateToLatest, openStore } from '../../src/store/database.ts';
 import { createTestApp, loginSandbox, type TestApp } from '../support/app.ts';
+import { freePort } from '../support/ports.ts';
 import type { TestStore } from '../support/store.ts';
 import { testDialects } from '../support/store.ts';
 import { until } from '../webhooks/child.ts';
@@ -23,14 +23,6 @@ import { until } from '../webhooks/child.ts';
  */
 
 const PGBOUNCER = process.env.PGBOUNCER_PATH ?? '/usr/sbin/pgbouncer';
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return typeof address === 'object' && address ? address.port : 0;
-}
 
 /** PgBouncer in transaction mode in front of `database` on the test server, listening on `port`. */
 function bouncerConfig(dir: string, port: number, server: URL, database: string): string {
