@@ -119,7 +119,7 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
         return (await client.query({ name, text, values: parameters })) as unknown as PostgresQueryResult<R>;
       } catch (error) {
         if (!isStaleStatement(error)) throw error;
-        if (isSessionSwitch(error)) stopNaming(error as Error);
+        if (isSessionSwitch(error)) stopNaming(error instanceof Error ? error : new Error(String(error)));
         else state.stale = true;
         if (state.inTransaction) throw error;
         return (await client.query(text, parameters)) as unknown as PostgresQueryResult<R>;
