@@ -26,11 +26,11 @@ export interface CheckpointReport {
 /** Longest wait between two background checkpoints, ms. */
 export const CHECKPOINT_INTERVAL_MS = 100;
 
-/** Log pages not yet copied past which the next checkpoint runs at once: SQLite's own automatic threshold. */
+/**
+ * Log pages not yet copied past which the next checkpoint runs at once: SQLite's own automatic threshold, which the
+ * service's connection gets back when the thread is gone.
+ */
 export const CHECKPOINT_PAGES = 1000;
-
-/** The automatic checkpoint threshold SQLite uses by default, in pages, put back when the worker is gone. */
-const INLINE_CHECKPOINT_PAGES = 1000;
 
 /**
  * The service connection's own threshold while the thread runs, in pages (about 40 MiB of log): a safety net that
@@ -138,6 +138,6 @@ export class WalCheckpoints {
 
   /** Puts the checkpoints back on the service's connection, if it is still open. */
   #inline(): void {
-    if (this.#sqlite.open) this.#sqlite.pragma(`wal_autocheckpoint = ${INLINE_CHECKPOINT_PAGES}`);
+    if (this.#sqlite.open) this.#sqlite.pragma(`wal_autocheckpoint = ${CHECKPOINT_PAGES}`);
   }
 }

@@ -44,8 +44,7 @@ export class OwnedAuthState implements AuthStateStore {
         missing.push(id);
         continue;
       }
-      this.#entries.delete(key);
-      this.#entries.set(key, kept);
+      this.#keep(key, kept);
       if (kept !== null) found.set(id, kept);
     }
     if (missing.length === 0) return found;
@@ -67,16 +66,14 @@ export class OwnedAuthState implements AuthStateStore {
    */
   peek(category: string, ids: readonly string[]): Map<string, string> | undefined {
     if (!this.#categories.has(category)) return undefined;
-    const keys = ids.map((id) => keyOf(category, id));
-    if (!keys.every((key) => this.#entries.has(key))) return undefined;
+    const keyed = ids.map((id) => [id, keyOf(category, id)] as const);
+    if (!keyed.every(([, key]) => this.#entries.has(key))) return undefined;
     const found = new Map<string, string>();
-    ids.forEach((id, index) => {
-      const key = keys[index] ?? keyOf(category, id);
+    for (const [id, key] of keyed) {
       const kept = this.#entries.get(key) ?? null;
-      this.#entries.delete(key);
-      this.#entries.set(key, kept);
+      this.#keep(key, kept);
       if (kept !== null) found.set(id, kept);
-    });
+    }
     return found;
   }
 
@@ -121,6 +118,7 @@ export class OwnedAuthState implements AuthStateStore {
     return this.#entries.size;
   }
 
+  /** Keeps `value` for `key` as the most recently used entry, the least recently used out past the bound. */
   #keep(key: string, value: string | null): void {
     this.#entries.delete(key);
     this.#entries.set(key, value);
