@@ -1,8 +1,8 @@
-import type { CompiledQuery, Insertable, Kysely, Transaction } from 'kysely';
-import { chunksOf, compiledListStatement, ROWS_PER_INSERT } from './compiled.ts';
+import type { Insertable, Kysely, Transaction } from 'kysely';
+import { compiledListStatement, ROWS_PER_INSERT } from './compiled.ts';
 import type { Database, WebhookDeliveriesTable } from './schema.ts';
 import { toMs } from './times.ts';
-import { runWriteGroup } from './write-groups.ts';
+import { runWriteGroup, type TableWrites, tableWrites } from './write-groups.ts';
 
 /**
  * The webhook delivery queue (docs/decisions/0005-outbox-and-delivery.md), Graphile-Worker shape: a delivery row is
@@ -43,17 +43,14 @@ export async function insertDeliveries(
   trx: Transaction<Database>,
   deliveries: readonly NewDelivery[],
 ): Promise<void> {
-  await runWriteGroup(trx, [insertDeliveriesWrites(trx, deliveries)]);
+  await runWriteGroup(trx, [insertDeliveriesWrites(deliveries)]);
 }
 
 /**
  * The statements {@link insertDeliveries} runs, not run (to write them with their events,
  * src/store/write-groups.ts). Errors as {@link insertDeliveries}.
  */
-export function insertDeliveriesWrites(
-  db: Kysely<Database>,
-  deliveries: readonly NewDelivery[],
-): CompiledQuery[] {
+export function insertDeliveriesWrites(deliveries: readonly NewDelivery[]): TableWrites {
   const rows = deliveries.map((delivery) => {
     const now = toMs(delivery.now);
     return {
@@ -74,7 +71,7 @@ export function insertDeliveriesWrites(
       updated_at: now,
     };
   });
-  return chunksOf(rows).map((chunk) => INSERT_DELIVERIES.query(db, {}, chunk));
+  return tableWrites(INSERT_DELIVERIES, rows);
 }
 
 /** Delivery rows (compiled per list length, src/store/compiled.ts). */

@@ -155,5 +155,128 @@ for (const dialect of testDialects()) {
         .execute();
       assert.equal(queued.length, 5);
     });
+
+    it('the batches of several instances in one turn: each table written once on SQLite, every row its own', async () => {
+      const others = [await t.newInstance(), await t.newInstance('live')];
+      await counted.db
+        .updateTable('instances')
+        .set({ webhook_url: 'https://127.0.0.1:9/hook' })
+        .where(
+          'id',
+          'in',
+          others.map((instance) => instance.id),
+        )
+        .execute();
+      const ids = [t.instance.id, ...others.map((instance) => instance.id)];
+      const before = await Promise.all(ids.map((id) => lastSequence(id)));
+      statements = [];
+      counting = true;
+      try {
+        // One turn: two messages for each instance, interleaved.
+        await Promise.all(
+          [0, 1].flatMap((round) =>
+            ids.map((id, index) =>
+              t.services.recorder.record(
+                id,
+                textMessage(`i${index} r${round}`, { phone: `551191111100${index}` }),
+              ),
+            ),
+          ),
+        );
+      } finally {
+        counting = false;
+      }
+      const count = (pattern: RegExp) => statements.filter((text) => pattern.test(text)).length;
+      // The sequence is each instance's own: one upsert a batch on either store.
+      assert.equal(count(/insert into "webhook_state"/), 3);
+      if (dialect === 'sqlite') {
+        // One shared transaction (docs/decisions/0051-turn-groups.md) writing each table once for the three
+        // batches (docs/decisions/0058-shared-table-writes.md).
+        for (const table of ['messages', 'chat_peers', 'webhook_events', 'webhook_deliveries'])
+          assert.equal(count(new RegExp(`^insert into "${table}"`)), 1, `${table}\n${statements.join('\n')}`);
+      } else {
+        // A transaction each: three groups of four clauses.
+        assert.equal(count(/^with w1 as \(insert into "messages" .*insert into "webhook_deliveries"/), 3);
+      }
+      for (const [index, id] of ids.entries()) {
+        const events = await counted.db
+          .selectFrom('webhook_events')
+          .select(['id', 'sequence', 'payload'])
+          .where('instance_id', '=', id)
+          .where('sequence', '>', before[index] ?? 0)
+          .orderBy('sequence')
+          .execute();
+        assert.deepEqual(
+          events.map((row) => [Number(row.sequence), JSON.parse(row.payload).event.message.conversation]),
+          [
+            [(before[index] ?? 0) + 1, `i${index} r0`],
+            [(before[index] ?? 0) + 2, `i${index} r1`],
+          ],
+          `instance ${index}`,
+        );
+        const queued = await counted.db
+          .selectFrom('webhook_deliveries')
+          .select(['event_id', 'sequence'])
+          .where('instance_id', '=', id)
+          .where('sequence', '>', before[index] ?? 0)
+          .orderBy('sequence')
+          .execute();
+        assert.deepEqual(
+          queued.map((row) => [row.event_id, Number(row.sequence)]),
+          events.map((row) => [row.id, Number(row.sequence)]),
+        );
+        const peers = await counted.db
+          .selectFrom('chat_peers')
+          .select('jid')
+          .where('instance_id', '=', id)
+          .where('jid', '=', `551191111100${index}@s.whatsapp.net`)
+          .execute();
+        assert.equal(peers.length, 1);
+      }
+    });
+
+    it('a batch whose rows are refused fails alone; the other batches of its turn are kept', async () => {
+      const gone = await t.newInstance('live');
+      await counted.db.deleteFrom('instances').where('id', '=', gone.id).execute();
+      const id = t.instance.id;
+      const first = (await lastSequence(id)) + 1;
+      const kept = textMessage('kept', { phone: '5511911112001' });
+      const refused = textMessage('refused', { phone: '5511911112002' });
+      // One turn: the deleted instance's message row fails its foreign key, failing the shared transaction; each
+      // batch is then written alone.
+      const [keptResult, refusedResult] = await Promise.allSettled([
+        t.services.recorder.record(id, kept),
+        t.services.recorder.record(gone.id, refused),
+      ]);
+      assert.equal(keptResult.status, 'fulfilled');
+      assert.equal(refusedResult.status, 'rejected');
+      const stored = await counted.db
+        .selectFrom('messages')
+        .select('id')
+        .where('id', 'in', [kept.message.id, refused.message.id])
+        .execute();
+      assert.deepEqual(
+        stored.map((row) => row.id),
+        [kept.message.id],
+      );
+      assert.equal(await lastSequence(id), first);
+      const event = await counted.db
+        .selectFrom('webhook_events')
+        .select('payload')
+        .where('instance_id', '=', id)
+        .where('sequence', '=', first)
+        .executeTakeFirstOrThrow();
+      assert.equal(JSON.parse(event.payload).event.message.conversation, 'kept');
+    });
+
+    /** The instance's last sequence number taken; 0 before its first event. */
+    async function lastSequence(id: string): Promise<number> {
+      const state = await counted.db
+        .selectFrom('webhook_state')
+        .select('last_sequence')
+        .where('instance_id', '=', id)
+        .executeTakeFirst();
+      return Number(state?.last_sequence ?? 0);
+    }
   });
 }
