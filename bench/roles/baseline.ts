@@ -5,7 +5,7 @@ import pino from 'pino';
 import { Pool } from 'undici';
 import { webhookHeaders } from '../../src/webhooks/signing.ts';
 import type { Handlers } from '../lib/ipc.ts';
-import { sleep } from '../lib/stats.ts';
+import { cpuMicros, sleep } from '../lib/stats.ts';
 
 /**
  * The baselines, in a process of their own started like parley's (same runtime, same flags):
@@ -125,6 +125,7 @@ async function post(args: {
 export const baselineHandlers: Handlers = {
   serve,
   post,
+  cpu: cpuMicros,
   async close() {
     await app?.close();
     app = undefined;

@@ -14,7 +14,7 @@ import { openStore } from '../../src/store/database.ts';
 import { startProfiling, stopProfiling } from '../lib/inspector.ts';
 import type { Handlers } from '../lib/ipc.ts';
 import { createBenchOrg } from '../lib/org.ts';
-import { sleep } from '../lib/stats.ts';
+import { cpuMicros, sleep } from '../lib/stats.ts';
 
 /**
  * parley under test, in a process of its own, built exactly as `startServer` builds it (createServices +
@@ -184,6 +184,7 @@ export const parleyHandlers: Handlers = {
   setup,
   generate,
   deliveries,
+  cpu: cpuMicros,
   /** Starts the CPU profiler (a measured window only). */
   async profileStart() {
     await startProfiling();

@@ -44,9 +44,14 @@ export interface DeliveryPhase {
   latencyMs: { p50: number; p99: number; max: number };
   /** First event to last receipt, ms. */
   elapsedMs: number;
+  /**
+   * CPU time the sending process used over the phase per event received, µs (user and system, every thread): for
+   * parley recording and delivering each event, for the baseline posting it.
+   */
+  cpuPerEventUs: number;
 }
 
-function phase(sent: number, startedAt: number, stats: ReceiverStats): DeliveryPhase {
+function phase(sent: number, startedAt: number, stats: ReceiverStats, cpuUs: number): DeliveryPhase {
   const elapsedMs = Math.max(1, stats.lastAt - startedAt);
   return {
     sent,
@@ -57,6 +62,7 @@ function phase(sent: number, startedAt: number, stats: ReceiverStats): DeliveryP
     eventsPerSecond: round((stats.unique / elapsedMs) * 1000, 0),
     latencyMs: { p50: stats.latency.p50, p99: stats.latency.p99, max: stats.latency.max },
     elapsedMs,
+    cpuPerEventUs: round(cpuUs / Math.max(1, stats.unique), 0),
   };
 }
 
@@ -79,6 +85,7 @@ export async function deliveryScenario(
   try {
     const post = async (count: number, ratePerSecond: number) => {
       await receiver.call('reset');
+      const cpuBefore = await baseline.call<number>('cpu');
       const sent = await baseline.call<{ startedAt: number; failed: number }>('post', {
         url: webhookUrl,
         count,
@@ -88,7 +95,7 @@ export async function deliveryScenario(
         hmacKey: settings.hmacKey,
       });
       const stats = await receiver.call<ReceiverStats>('waitFor', { count, timeoutMs: settings.timeoutMs });
-      return phase(count, sent.startedAt, stats);
+      return phase(count, sent.startedAt, stats, (await baseline.call<number>('cpu')) - cpuBefore);
     };
     await post(Math.min(1000, settings.count), 0); // warm-up: TLS, JIT
     baselineBurst = await post(settings.count, 0);
@@ -114,9 +121,10 @@ export async function deliveryScenario(
     });
     const generate = async (count: number, ratePerSecond: number) => {
       await receiver.call('reset');
+      const cpuBefore = await parley.call<number>('cpu');
       const started = await parley.call<{ startedAt: number }>('generate', { count, ratePerSecond });
       const stats = await receiver.call<ReceiverStats>('waitFor', { count, timeoutMs: settings.timeoutMs });
-      return phase(count, started.startedAt, stats);
+      return phase(count, started.startedAt, stats, (await parley.call<number>('cpu')) - cpuBefore);
     };
     await generate(Math.min(1000, settings.count), 0); // warm-up
     burst = await generate(settings.count, 0);
@@ -150,7 +158,9 @@ export async function deliveryScenario(
     ratio,
     summary:
       `${burst.received}/${burst.sent} burst events in ${round(burst.elapsedMs / 1000, 1)} s ` +
-      `(burst p99 ${burst.latencyMs.p99} ms vs ${baselineBurst.latencyMs.p99}); at ${settings.pacedRate}/s ` +
+      `(burst p99 ${burst.latencyMs.p99} ms vs ${baselineBurst.latencyMs.p99}); CPU per event ` +
+      `${burst.cpuPerEventUs} µs vs ${baselineBurst.cpuPerEventUs} (${ratioOf(baselineBurst.cpuPerEventUs, burst.cpuPerEventUs)}); ` +
+      `at ${settings.pacedRate}/s ` +
       `p50/p99 ${paced.latencyMs.p50}/${paced.latencyMs.p99} ms (baseline ` +
       `${baselinePaced.latencyMs.p50}/${baselinePaced.latencyMs.p99})${unfinished}`,
     targets: [
