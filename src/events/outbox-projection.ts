@@ -7,7 +7,7 @@ import { routeAndAdvance } from '../store/instance-routing.ts';
 import { newRowId } from '../store/row-ids.ts';
 import type { Database } from '../store/schema.ts';
 import { insertWebhookEventsWrites, type NewWebhookEvent } from '../store/webhook-events.ts';
-import { deferWrites } from '../store/write-groups.ts';
+import { runWriteGroup } from '../store/write-groups.ts';
 import { type NormalisedEvent, normaliseEvent, webhookBody } from './normalise.ts';
 import type { EventProjection } from './recorder.ts';
 
@@ -41,11 +41,10 @@ export interface OutboxProjectionOptions {
  *
  * The rows are written at the end of the recorder's batch ({@link flush}): `apply` keeps each normalised event in the
  * transaction's buffer, and `flush` reads the instance's routing and takes the batch's sequence numbers (the state
- * row's lock is held from there to the commit, not from the first event), then puts the event rows and the
- * delivery rows, in the order the events were applied, off to the batch's write group (one multi-row statement
- * each, written before the commit). On PostgreSQL the routing read with the sequence is one statement, and the
- * events with their deliveries and the batch's messages another (docs/decisions/0056-write-groups.md); on SQLite
- * the batches sharing a turn's transaction write each table once (docs/decisions/0058-shared-table-writes.md).
+ * row's lock is held from there to the commit, not from the first event), then inserts the event rows and the
+ * delivery rows in one multi-row statement each, in the order the events were applied. On PostgreSQL the routing
+ * read with the sequence, and the events with their deliveries, are one statement each
+ * (docs/decisions/0056-write-groups.md).
  */
 export class OutboxProjection implements EventProjection {
   readonly name = 'webhook-outbox';
@@ -141,9 +140,10 @@ export class OutboxProjection implements EventProjection {
       });
       this.#lane(event, '');
     }
-    // Put off to the batch's write group, with the messages and peers: written by the recorder at the batch's
-    // end, or with the other batches of a shared SQLite transaction (docs/decisions/0058-shared-table-writes.md).
-    deferWrites(trx, [insertWebhookEventsWrites(events), insertDeliveriesWrites(deliveries)]);
+    await runWriteGroup(trx, [
+      insertWebhookEventsWrites(trx, events),
+      insertDeliveriesWrites(trx, deliveries),
+    ]);
   }
 
   /** Notes that `event` queued a delivery to endpoint `endpointId` (`''`: the default webhook). */

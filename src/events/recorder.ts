@@ -156,25 +156,19 @@ export class EventRecorder {
    * after-commit hooks and settles each caller. @throws the transaction's error (nothing of the batch is kept).
    */
   async #apply(instanceId: string, batch: Pending[], alone = false): Promise<void> {
-    const own = this.#turn === undefined || alone;
-    // In the turn's shared transaction the writes put off are run once every part ran
-    // (docs/decisions/0058-shared-table-writes.md); in a transaction of the recorder's own, at the batch's end.
-    const work = (trx: Transaction<Database>) => this.#applyIn(trx, instanceId, batch, own);
-    const applied = await (own ? this.#db.transaction().execute(work) : this.#turn.run(work, batch.length));
+    const work = (trx: Transaction<Database>) => this.#applyIn(trx, instanceId, batch);
+    const applied = await (this.#turn === undefined || alone
+      ? this.#db.transaction().execute(work)
+      : this.#turn.run(work, batch.length));
     this.#settle(instanceId, batch, applied);
   }
 
   /**
    * Applies one instance's batch in `trx`: every projection's prepare, each event and the events derived from it,
-   * then every projection's flush, and when `own` (the recorder's own transaction) the writes they put off.
+   * then every projection's flush.
    * @returns the events applied for each item of `batch` (its own first, then those derived from it).
    */
-  async #applyIn(
-    trx: Transaction<Database>,
-    instanceId: string,
-    batch: Pending[],
-    own: boolean,
-  ): Promise<EngineEvent[][]> {
+  async #applyIn(trx: Transaction<Database>, instanceId: string, batch: Pending[]): Promise<EngineEvent[][]> {
     const applied: EngineEvent[][] = [];
     const batchEvents = batch.map((item) => item.event);
     for (const projection of this.#projections) await projection.prepare?.(trx, instanceId, batchEvents);
@@ -190,9 +184,8 @@ export class EventRecorder {
       applied.push(events);
     }
     for (const projection of this.#projections) await projection.flush?.(trx, instanceId);
-    // The writes the flushes put off to the batch's write group (docs/decisions/0056-write-groups.md); a shared
-    // transaction runs them once all its parts ran.
-    if (own) await runDeferredWrites(trx);
+    // Writes a flush put off to the batch's write group and no later flush took along (docs/decisions/0056-write-groups.md).
+    await runDeferredWrites(trx);
     return applied;
   }
 

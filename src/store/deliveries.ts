@@ -1,8 +1,8 @@
-import type { Insertable, Kysely, Transaction } from 'kysely';
-import { compiledListStatement, ROWS_PER_INSERT } from './compiled.ts';
+import type { CompiledQuery, Insertable, Kysely, Transaction } from 'kysely';
+import { chunksOf, compiledListStatement, ROWS_PER_INSERT } from './compiled.ts';
 import type { Database, WebhookDeliveriesTable } from './schema.ts';
 import { toMs } from './times.ts';
-import { runWriteGroup, type TableWrites, tableWrites } from './write-groups.ts';
+import { runWriteGroup } from './write-groups.ts';
 
 /**
  * The webhook delivery queue (docs/decisions/0005-outbox-and-delivery.md), Graphile-Worker shape: a delivery row is
@@ -43,14 +43,17 @@ export async function insertDeliveries(
   trx: Transaction<Database>,
   deliveries: readonly NewDelivery[],
 ): Promise<void> {
-  await runWriteGroup(trx, [insertDeliveriesWrites(deliveries)]);
+  await runWriteGroup(trx, [insertDeliveriesWrites(trx, deliveries)]);
 }
 
 /**
  * The statements {@link insertDeliveries} runs, not run (to write them with their events,
  * src/store/write-groups.ts). Errors as {@link insertDeliveries}.
  */
-export function insertDeliveriesWrites(deliveries: readonly NewDelivery[]): TableWrites {
+export function insertDeliveriesWrites(
+  db: Kysely<Database>,
+  deliveries: readonly NewDelivery[],
+): CompiledQuery[] {
   const rows = deliveries.map((delivery) => {
     const now = toMs(delivery.now);
     return {
@@ -71,7 +74,7 @@ export function insertDeliveriesWrites(deliveries: readonly NewDelivery[]): Tabl
       updated_at: now,
     };
   });
-  return tableWrites(INSERT_DELIVERIES, rows);
+  return chunksOf(rows).map((chunk) => INSERT_DELIVERIES.query(db, {}, chunk));
 }
 
 /** Delivery rows (compiled per list length, src/store/compiled.ts). */

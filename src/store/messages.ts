@@ -1,4 +1,4 @@
-import { type Insertable, type Kysely, type OnConflictBuilder, sql } from 'kysely';
+import { type CompiledQuery, type Insertable, type Kysely, type OnConflictBuilder, sql } from 'kysely';
 import type {
   DeliveryState,
   EngineMessage,
@@ -7,10 +7,10 @@ import type {
   MessageKind,
   MessageUpdate,
 } from '../domain/messages.ts';
-import { compiledListStatement, ROWS_PER_INSERT } from './compiled.ts';
+import { chunksOf, compiledListStatement, ROWS_PER_INSERT } from './compiled.ts';
 import type { ChatPeersTable, Database, MessagesTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
-import { runWriteGroup, type TableWrites, tableWrites } from './write-groups.ts';
+import { runWriteGroup } from './write-groups.ts';
 
 /** Delivery states in order (docs/decisions/0017-messages-and-media.md); a message only ever moves to a later one. */
 export const DELIVERY_STATES: readonly DeliveryState[] = ['sent', 'delivered', 'read', 'played'];
@@ -82,7 +82,7 @@ export async function insertMessages(
   messages: readonly NewMessage[],
   at: string,
 ): Promise<void> {
-  await runWriteGroup(db, [insertMessagesWrites(instanceId, messages, at)]);
+  await runWriteGroup(db, [insertMessagesWrites(db, instanceId, messages, at)]);
 }
 
 /**
@@ -90,10 +90,11 @@ export async function insertMessages(
  * src/store/write-groups.ts). Errors as {@link insertMessages}.
  */
 export function insertMessagesWrites(
+  db: Kysely<Database>,
   instanceId: string,
   messages: readonly NewMessage[],
   at: string,
-): TableWrites {
+): CompiledQuery[] {
   const atMs = toMs(at);
   const rows = messages.map(({ message, state }) => {
     const timestamp = Math.trunc(message.timestamp);
@@ -115,7 +116,7 @@ export function insertMessagesWrites(
       created_at: atMs,
     };
   });
-  return tableWrites(INSERT_MESSAGES, rows);
+  return chunksOf(rows).map((chunk) => INSERT_MESSAGES.query(db, {}, chunk));
 }
 
 /** Message rows, a message already stored under the same id left as it is (compiled per list length). */
@@ -188,7 +189,7 @@ export async function touchPeers(
   peers: readonly PeerSighting[],
   at: string,
 ): Promise<void> {
-  await runWriteGroup(db, [touchPeersWrites(instanceId, peers, at)]);
+  await runWriteGroup(db, [touchPeersWrites(db, instanceId, peers, at)]);
 }
 
 /**
@@ -196,10 +197,11 @@ export async function touchPeers(
  * src/store/write-groups.ts). Errors as {@link touchPeers}.
  */
 export function touchPeersWrites(
+  db: Kysely<Database>,
   instanceId: string,
   peers: readonly PeerSighting[],
   at: string,
-): TableWrites {
+): CompiledQuery[] {
   const atMs = toMs(at);
   const names = new Map<string, string>();
   for (const { jid, pushName } of peers) {
@@ -213,7 +215,7 @@ export function touchPeersWrites(
     first_at: atMs,
     last_at: atMs,
   }));
-  return tableWrites(TOUCH_PEERS, rows);
+  return chunksOf(rows).map((chunk) => TOUCH_PEERS.query(db, {}, chunk));
 }
 
 /** On a known peer: the new `last_at`, and the new name unless it is empty. */

@@ -2,7 +2,6 @@ import type { Kysely, Transaction } from 'kysely';
 import { TurnGroup } from '../ops/turn-group.ts';
 import { isStoreUnavailableError } from './faults.ts';
 import type { Database } from './schema.ts';
-import { runDeferredWrites } from './write-groups.ts';
 
 /**
  * Most weight one shared transaction carries (a part weighs what its caller says: an event of the recorder's batch,
@@ -14,9 +13,7 @@ export const MAX_TURN_TRANSACTION = 256;
 /**
  * A caller's part of a shared transaction: its statements, run in `trx` after the parts added before it. It must
  * use only `trx` (the store's one SQLite connection is held by the transaction) and may be run a second time, in
- * a transaction of its own, when the shared one rolled back. Rows it puts off (`deferWrites`, src/store/write-groups.ts)
- * are written once every part ran, with the rows other parts put off for the same tables
- * (docs/decisions/0058-shared-table-writes.md).
+ * a transaction of its own, when the shared one rolled back.
  */
 export type TransactionWork<R> = (trx: Transaction<Database>) => Promise<R>;
 
@@ -42,15 +39,9 @@ export class TurnTransactions {
           db.transaction().execute(async (trx) => {
             const results: unknown[] = [];
             for (const part of parts) results.push(await part(trx));
-            await runDeferredWrites(trx);
             return results;
           }),
-        alone: (part) =>
-          db.transaction().execute(async (trx) => {
-            const result = await part(trx);
-            await runDeferredWrites(trx);
-            return result;
-          }),
+        alone: (part) => db.transaction().execute(part),
         failsEach: isStoreUnavailableError,
       },
       MAX_TURN_TRANSACTION,

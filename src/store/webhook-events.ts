@@ -1,8 +1,15 @@
-import { type Insertable, type Kysely, type Selectable, sql, type Transaction } from 'kysely';
-import { compiledListStatement, compiledStatement, ROWS_PER_INSERT } from './compiled.ts';
+import {
+  type CompiledQuery,
+  type Insertable,
+  type Kysely,
+  type Selectable,
+  sql,
+  type Transaction,
+} from 'kysely';
+import { chunksOf, compiledListStatement, compiledStatement, ROWS_PER_INSERT } from './compiled.ts';
 import type { Database, WebhookAttemptsTable, WebhookDeliveriesTable, WebhookEventsTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
-import { runWriteGroup, type TableWrites, tableWrites } from './write-groups.ts';
+import { runWriteGroup } from './write-groups.ts';
 
 /**
  * Webhook event rows and per-instance webhook state (docs/decisions/0005-outbox-and-delivery.md): sequence numbers,
@@ -102,14 +109,17 @@ export async function insertWebhookEvents(
   trx: Transaction<Database>,
   events: readonly NewWebhookEvent[],
 ): Promise<void> {
-  await runWriteGroup(trx, [insertWebhookEventsWrites(events)]);
+  await runWriteGroup(trx, [insertWebhookEventsWrites(trx, events)]);
 }
 
 /**
  * The statements {@link insertWebhookEvents} runs, not run (to write them with the events' deliveries,
  * src/store/write-groups.ts). Errors as {@link insertWebhookEvents}.
  */
-export function insertWebhookEventsWrites(events: readonly NewWebhookEvent[]): TableWrites {
+export function insertWebhookEventsWrites(
+  db: Kysely<Database>,
+  events: readonly NewWebhookEvent[],
+): CompiledQuery[] {
   const rows = events.map((event) => ({
     id: event.id,
     instance_id: event.instanceId,
@@ -119,7 +129,7 @@ export function insertWebhookEventsWrites(events: readonly NewWebhookEvent[]): T
     skip_reason: event.skipReason,
     created_at: toMs(event.createdAt),
   }));
-  return tableWrites(INSERT_WEBHOOK_EVENTS, rows);
+  return chunksOf(rows).map((chunk) => INSERT_WEBHOOK_EVENTS.query(db, {}, chunk));
 }
 
 /** Event rows (compiled per list length, src/store/compiled.ts). */

@@ -1,5 +1,4 @@
 import { CompiledQuery, type Kysely, PostgresAdapter } from 'kysely';
-import { type CompiledListStatement, chunksOf } from './compiled.ts';
 import type { Database } from './schema.ts';
 
 /**
@@ -9,64 +8,26 @@ import type { Database } from './schema.ts';
 export const MAX_GROUP_PARAMETERS = 32_767;
 
 /**
- * The rows one table gets from a multi-row statement (a {@link CompiledListStatement} without arguments): written as
- * one statement, or as several of at most `ROWS_PER_INSERT` rows (src/store/compiled.ts) when they do not fit one.
- * Built by {@link tableWrites}; nothing reads their results.
+ * The writes of one table: its rows as one statement, or as several when they did not fit one
+ * ({@link chunksOf} in src/store/compiled.ts). Nothing reads their results.
  */
-export interface TableWrites {
-  /** The statement: rows of writes with the same one, put off in one transaction, are written together. */
-  readonly statement: object;
-  /** The rows, in order. */
-  readonly rows: readonly unknown[];
-  /** The statements that write `rows` (the rows of this statement, none when empty), on `db`'s dialect. */
-  readonly queries: (db: Kysely<Database>, rows: readonly unknown[]) => CompiledQuery[];
-}
-
-/**
- * The writes of `rows` by `statement`, not run: to be run by {@link runWriteGroup} or put off by {@link deferWrites}.
- */
-export function tableWrites<I extends object>(
-  statement: CompiledListStatement<Record<never, never>, I, unknown>,
-  rows: readonly I[],
-): TableWrites {
-  return {
-    statement,
-    rows,
-    // Only rows built for this same statement reach it: `deferWrites` joins rows of writes whose `statement` is
-    // this one, each made here from rows of type `I`.
-    queries: (db, all) => chunksOf(all as readonly I[]).map((chunk) => statement.query(db, {}, chunk)),
-  };
-}
+export type TableWrites = readonly CompiledQuery[];
 
 /** Writes put off to the next group of their transaction ({@link deferWrites}), by transaction. */
 const deferred = new WeakMap<Kysely<Database>, TableWrites[]>();
 
 /**
  * Puts the writes of `tables` off until the next {@link runWriteGroup} (or {@link runDeferredWrites}) in the same
- * transaction `db`, which runs them first, in its group: on PostgreSQL one more clause of its statement instead of
- * a statement of their own (docs/decisions/0056-write-groups.md). Rows of a statement already put off in the
- * transaction join its rows (the same multi-row statement), so the batches of several instances sharing a SQLite
- * transaction write each table once (docs/decisions/0058-shared-table-writes.md); the tables keep the order in which
- * each was first put off. The caller promises what {@link runWriteGroup} asks of a group (distinct tables that do
- * not read each other), that nothing reads these rows before that group ran, that every caller putting off rows of
- * several tables in one transaction does it in the same table order (a later caller's rows may be written before
- * rows it put off first), and that the transaction's owner calls {@link runDeferredWrites} before the commit (the
- * event recorder at the end of its batch, or the turn's shared transaction once all of its parts ran,
- * src/store/turn-transactions.ts).
+ * transaction `db`, which runs them first, in the order they were put off, in its group: on PostgreSQL one more
+ * clause of its statement instead of a statement of their own (docs/decisions/0056-write-groups.md). The caller
+ * promises what {@link runWriteGroup} asks of a group (distinct tables that do not read each other), that nothing
+ * reads these rows before that group ran, and that the transaction's owner calls {@link runDeferredWrites} before
+ * the commit (the event recorder does at the end of each batch, src/events/recorder.ts).
  */
 export function deferWrites(db: Kysely<Database>, tables: readonly TableWrites[]): void {
-  let pending = deferred.get(db);
-  if (pending === undefined) {
-    pending = [];
-    deferred.set(db, pending);
-  }
-  for (const table of tables) {
-    if (table.rows.length === 0) continue;
-    const index = pending.findIndex((other) => other.statement === table.statement);
-    const earlier = pending[index];
-    if (earlier === undefined) pending.push(table);
-    else pending[index] = { ...earlier, rows: [...earlier.rows, ...table.rows] };
-  }
+  const pending = deferred.get(db);
+  if (pending === undefined) deferred.set(db, [...tables]);
+  else pending.push(...tables);
 }
 
 /**
@@ -97,10 +58,8 @@ export async function runDeferredWrites(db: Kysely<Database>): Promise<void> {
 export async function runWriteGroup(db: Kysely<Database>, tables: readonly TableWrites[]): Promise<void> {
   const pending = deferred.get(db);
   if (pending !== undefined) deferred.delete(db);
-  const writes = [...(pending ?? []), ...tables]
-    .map((table) => table.queries(db, table.rows))
-    .filter((queries) => queries.length > 0);
-  const single = writes.every((queries) => queries.length === 1);
+  const writes = [...(pending ?? []), ...tables].filter((table) => table.length > 0);
+  const single = writes.every((table) => table.length === 1);
   if (writes.length > 1 && single && db.getExecutor().adapter instanceof PostgresAdapter) {
     const queries = writes.map((table) => table[0] as CompiledQuery);
     const parameters = queries.reduce((sum, query) => sum + query.parameters.length, 0);
@@ -109,8 +68,8 @@ export async function runWriteGroup(db: Kysely<Database>, tables: readonly Table
       return;
     }
   }
-  for (const queries of writes) {
-    for (const query of queries) await db.executeQuery(query);
+  for (const table of writes) {
+    for (const query of table) await db.executeQuery(query);
   }
 }
 

@@ -21,14 +21,8 @@ import {
   renumberParameters,
   runDeferredWrites,
   runWriteGroup,
-  type TableWrites,
 } from '../../src/store/write-groups.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
-
-/** A table's writes that are the one statement `query` (not a list statement's rows). */
-function raw(query: CompiledQuery): TableWrites {
-  return { statement: query, rows: [query], queries: () => [query] };
-}
 
 describe('renumbering a statement’s parameters', () => {
   it('moves each $n by the offset, $10 as one number', () => {
@@ -120,8 +114,8 @@ for (const dialect of testDialects()) {
         .transaction()
         .execute((trx) =>
           runWriteGroup(trx, [
-            insertWebhookEventsWrites(events),
-            insertDeliveriesWrites(deliveries),
+            insertWebhookEventsWrites(trx, events),
+            insertDeliveriesWrites(trx, deliveries),
           ]),
         );
       return statements.filter((text) => !/^(begin|commit)/i.test(text));
@@ -186,10 +180,10 @@ for (const dialect of testDialects()) {
       const { events, deliveries } = rows(5000, 2);
       statements = [];
       await counted.db.transaction().execute(async (trx) => {
-        deferWrites(trx, [insertWebhookEventsWrites(events)]);
+        deferWrites(trx, [insertWebhookEventsWrites(trx, events)]);
         await runDeferredWrites(counted.db); // another handle's: nothing of this transaction
         assert.equal(statements.filter((text) => /insert into/.test(text)).length, 0, 'nothing written yet');
-        await runWriteGroup(trx, [insertDeliveriesWrites(deliveries)]);
+        await runWriteGroup(trx, [insertDeliveriesWrites(trx, deliveries)]);
         await runDeferredWrites(trx); // none left
       });
       assertEventsThenDeliveries(statements.filter((text) => !/^(begin|commit)/i.test(text)));
@@ -199,8 +193,8 @@ for (const dialect of testDialects()) {
       const more = rows(5100, 1);
       statements = [];
       await counted.db.transaction().execute(async (trx) => {
-        deferWrites(trx, [insertWebhookEventsWrites(more.events)]);
-        deferWrites(trx, [insertDeliveriesWrites(more.deliveries)]);
+        deferWrites(trx, [insertWebhookEventsWrites(trx, more.events)]);
+        deferWrites(trx, [insertDeliveriesWrites(trx, more.deliveries)]);
         await runDeferredWrites(trx);
       });
       assert.equal(
@@ -240,15 +234,13 @@ for (const dialect of testDialects()) {
       statements = [];
       await counted.db
         .transaction()
-        .execute((trx) => runWriteGroup(trx, [raw(counting(half)), raw(counting(half))]));
+        .execute((trx) => runWriteGroup(trx, [[counting(half)], [counting(half)]]));
       const sent = statements.filter((text) => !/^(begin|commit)/i.test(text));
       assert.equal(sent.length, 2);
       assert.ok(sent.every((text) => text.startsWith('select count(*)')));
       // Within the bound, the same two are one statement on PostgreSQL.
       statements = [];
-      await counted.db
-        .transaction()
-        .execute((trx) => runWriteGroup(trx, [raw(counting(10)), raw(counting(10))]));
+      await counted.db.transaction().execute((trx) => runWriteGroup(trx, [[counting(10)], [counting(10)]]));
       const together = statements.filter((text) => !/^(begin|commit)/i.test(text));
       assert.equal(together.length, dialect === 'postgres' ? 1 : 2);
     });
