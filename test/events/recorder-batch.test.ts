@@ -155,5 +155,49 @@ for (const dialect of testDialects()) {
         .execute();
       assert.equal(queued.length, 5);
     });
+
+    it('a batch whose rows are refused fails alone; the other batch of its turn is kept', async () => {
+      const gone = await t.newInstance('live');
+      await counted.db.deleteFrom('instances').where('id', '=', gone.id).execute();
+      const id = t.instance.id;
+      const first = (await lastSequence(id)) + 1;
+      const kept = textMessage('kept', { phone: '5511911112001' });
+      const refused = textMessage('refused', { phone: '5511911112002' });
+      // One turn: on SQLite both batches share a transaction (docs/decisions/0051-turn-groups.md), which the
+      // deleted instance's message row fails (its foreign key); each batch is then written alone.
+      const [keptResult, refusedResult] = await Promise.allSettled([
+        t.services.recorder.record(id, kept),
+        t.services.recorder.record(gone.id, refused),
+      ]);
+      assert.equal(keptResult.status, 'fulfilled');
+      assert.equal(refusedResult.status, 'rejected');
+      const stored = await counted.db
+        .selectFrom('messages')
+        .select('id')
+        .where('id', 'in', [kept.message.id, refused.message.id])
+        .execute();
+      assert.deepEqual(
+        stored.map((row) => row.id),
+        [kept.message.id],
+      );
+      assert.equal(await lastSequence(id), first);
+      const event = await counted.db
+        .selectFrom('webhook_events')
+        .select('payload')
+        .where('instance_id', '=', id)
+        .where('sequence', '=', first)
+        .executeTakeFirstOrThrow();
+      assert.equal(JSON.parse(event.payload).event.message.conversation, 'kept');
+    });
+
+    /** The instance's last sequence number taken; 0 before its first event. */
+    async function lastSequence(id: string): Promise<number> {
+      const state = await counted.db
+        .selectFrom('webhook_state')
+        .select('last_sequence')
+        .where('instance_id', '=', id)
+        .executeTakeFirst();
+      return Number(state?.last_sequence ?? 0);
+    }
   });
 }
