@@ -9,8 +9,7 @@ import { faultAwareDialect, type StoreFaultHook } from './faults.ts';
 import { migrationProvider, migrations } from './migrations/index.ts';
 import { namedStatementPool } from './pg-statements.ts';
 import type { Database } from './schema.ts';
-import type { CheckpointReport } from './wal-checkpoints.ts';
-import { WalCheckpoints } from './wal-checkpoints.ts';
+import { type CheckpointReport, WalCheckpoints } from './wal-checkpoints.ts';
 
 /** An open store: the Kysely handle, which dialect backs it, and how to close it. */
 export interface Store {
