@@ -362,7 +362,9 @@ const toolsPresent = TOOLS.every(
   (tool) => spawnSync('sh', ['-c', `command -v ${tool}`], { stdio: 'ignore' }).status === 0,
 );
 
-describe('the docs run as written (README.md, docs/*.md)', () => {
+// Two pages at a time: each has its own server, data directory and simulator, and spends most of its time starting
+// processes (`npx parley …`), so the 2-core machine runs two about as fast as one.
+describe('the docs run as written (README.md, docs/*.md)', { concurrency: 2 }, () => {
   for (const page of toolsPresent ? pagesToRun() : []) {
     const markdown = readFileSync(join(ROOT, page), 'utf8');
     const runnable = fencedBlocks(markdown).filter((b) => b.lang === 'sh');
