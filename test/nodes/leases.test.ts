@@ -342,7 +342,10 @@ for (const dialect of testDialects()) {
         assert.deepEqual(new Set(sessions.released), new Set(sessions.connected));
         for (const [index, id] of sessions.released.entries()) {
           const expiresAt = (await getLease(db, id))?.expiresAt ?? 0;
-          assert.ok((sessions.releasedAt[index] ?? Infinity) < expiresAt, `${id} closed before its lease expired`);
+          assert.ok(
+            (sessions.releasedAt[index] ?? Infinity) < expiresAt,
+            `${id} closed before its lease expired`,
+          );
         }
         await a.stop();
         assert.equal(instances.length, 2);
