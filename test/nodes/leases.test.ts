@@ -10,6 +10,7 @@ import { leaseValid, leastLoaded, shareToTake } from '../../src/nodes/placement.
 import { openStore } from '../../src/store/database.ts';
 import { claimLease, getLease, listLeases, renewLeases, setNodeEndpoint } from '../../src/store/leases.ts';
 import { upsertNode } from '../../src/store/nodes.ts';
+import { eventually } from '../support/eventually.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 
 /**
@@ -255,7 +256,7 @@ for (const dialect of testDialects()) {
         await a.stop();
         // node-b is registered with a URL but runs no keeper: node-a takes its half and leaves the rest.
         assert.equal(a.held().length, 2);
-        await until(() => sessionsA.connected.length === 2);
+        await eventually('both sessions open on node-a', () => sessionsA.connected.length === 2);
         assert.deepEqual(new Set(sessionsA.connected), new Set(a.held()));
         const rows = await listLeases(db);
         assert.deepEqual(
@@ -331,13 +332,17 @@ for (const dialect of testDialects()) {
           ttlMs: 600,
         });
         await a.start('http://a.invalid');
-        await until(() => sessions.connected.length === 1);
+        // Node b stops heartbeating, so a later round may open the second instance here too.
+        await eventually('a session open on node-a', () => sessions.connected.length >= 1);
         const [lease] = (await listLeases(db)).filter((row) => row.owner === 'node-a');
         assert.ok(lease);
         await own.destroy();
         // Every session the node opened is closed, each before its own lease expires. A heartbeat may have opened
         // the second instance's session before the connection was cut: fencing then closes both at once.
-        await until(() => sessions.released.length > 0 && sessions.ids().length === 0);
+        await eventually(
+          'every session closed',
+          () => sessions.released.length > 0 && sessions.ids().length === 0,
+        );
         assert.ok(sessions.released.includes(lease.instanceId));
         assert.deepEqual(new Set(sessions.released), new Set(sessions.connected));
         for (const [index, id] of sessions.released.entries()) {
@@ -402,7 +407,7 @@ for (const dialect of testDialects()) {
           'node-a',
           2,
         ]);
-        await until(() => sessions.connected.length === 1);
+        await eventually('the restored session open', () => sessions.connected.length === 1);
         assert.deepEqual(
           await db.selectFrom('instance_locks').selectAll().execute(),
           [],
@@ -413,12 +418,4 @@ for (const dialect of testDialects()) {
       }
     });
   });
-}
-
-async function until(check: () => boolean): Promise<void> {
-  const deadline = Date.now() + 5000;
-  while (!check()) {
-    if (Date.now() > deadline) assert.fail('condition not met within 5 s');
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
 }
