@@ -7,6 +7,7 @@ import type { DatabaseConfig } from '../config/config.ts';
 import { DomainError } from '../domain/errors.ts';
 import { faultAwareDialect, type StoreFaultHook } from './faults.ts';
 import { migrationProvider, migrations } from './migrations/index.ts';
+import { currentSchemaDialect } from './pg-introspection.ts';
 import { namedStatementPool } from './pg-statements.ts';
 import type { Database } from './schema.ts';
 import { type CheckpointReport, WalCheckpoints } from './wal-checkpoints.ts';
@@ -133,7 +134,7 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
           ...(options.onSessionSwitch === undefined ? {} : { onSessionSwitch: options.onSessionSwitch }),
         });
   const db = new Kysely<Database>({
-    dialect: faultAwareDialect(new PostgresDialect({ pool: named }), options.faults),
+    dialect: faultAwareDialect(currentSchemaDialect(new PostgresDialect({ pool: named })), options.faults),
   });
   // The schema the tables live in: the one named, else the connection's own (`search_path`, which a
   // DATABASE_URL may set with `?options=-c search_path=…`). The migrator is told it, so it never mistakes the

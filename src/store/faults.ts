@@ -149,11 +149,11 @@ const CATALOG_RACE = new Set(['42P01', '42703']);
 const CATALOG_READS = 5;
 
 /**
- * `inner` with each read retried when another connection dropped a table or column while it ran. Kysely's
- * PostgreSQL introspector (which the migrator uses to find its own tables) lists the tables of every schema of the
- * database and resolves their names within the same statement, so a schema, table or column dropped meanwhile by
- * another process (a test store's cleanup, another store's migration) fails it with 42P01 or 42703 although nothing
- * this store needs changed. Other errors, and the last failed read, are raised as they came.
+ * `inner` with each read retried when another connection dropped a table or column while it ran. A catalog read
+ * (the migrator's, to find its own tables: src/store/pg-introspection.ts on PostgreSQL) resolves the names of the
+ * tables it lists within the same statement, so a table or column dropped meanwhile by another connection fails it
+ * with 42P01 or 42703 although nothing this store needs changed. Other errors, and the last failed read, are
+ * raised as they came.
  */
 function retryingIntrospector(inner: DatabaseIntrospector): DatabaseIntrospector {
   const again = async <T>(read: () => Promise<T>): Promise<T> => {
