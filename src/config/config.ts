@@ -60,7 +60,7 @@ export const EnvSchema = Type.Object({
     maximum: 32,
     default: 1,
     description:
-      'webhook requests in flight per lane, started in sequence order (docs/decisions/0050-lane-windows.md)',
+      'webhook requests in flight per lane, started in sequence order and pipelined on one connection (docs/decisions/0050-lane-windows.md, docs/decisions/0058-pipelined-lanes.md)',
   }),
   WEBHOOK_CONCURRENCY: Type.Integer({
     minimum: 1,
@@ -175,8 +175,8 @@ export interface Config {
     /** How long finished events stay in the delivery log, milliseconds (`WEBHOOK_RETENTION_DAYS`). */
     retentionMs: number;
     /**
-     * Requests in flight per lane, 1–32 (`WEBHOOK_LANE_WINDOW`, default 1: one at a time, so the receiver gets a
-     * lane's events in order; docs/decisions/0050-lane-windows.md).
+     * Requests in flight per lane, 1–32 (`WEBHOOK_LANE_WINDOW`, default 1: one at a time; more are pipelined on one
+     * connection and still arrive in order; docs/decisions/0050-lane-windows.md, docs/decisions/0058-pipelined-lanes.md).
      */
     laneWindow: number;
     /**

@@ -4,10 +4,12 @@ import { performance } from 'node:perf_hooks';
 import { createSecureContext, rootCertificates, type SecureContext, type TLSSocket } from 'node:tls';
 import { type buildConnector, Client } from 'undici';
 import { type Cidr, cidrContains, classifyParsed, parseCidr, parseIp } from './addresses.ts';
+import type { OutboundChannel, PooledClient } from './outbound-channel.ts';
 import { OutboundError, toOutboundError } from './outbound-errors.ts';
 import { abortable, dialTls, readCapped } from './outbound-io.ts';
 
 export { classifyAddress } from './addresses.ts';
+export { OutboundChannel } from './outbound-channel.ts';
 export { OutboundError, type OutboundFailure } from './outbound-errors.ts';
 
 /** One resolved address, as `dns.lookup({ all: true })` returns it. */
@@ -53,6 +55,12 @@ export interface OutboundRequest {
    * docs/decisions/0017-messages-and-media.md).
    */
   onTooLarge: 'truncate' | 'error';
+  /**
+   * Requests that must reach the receiver in the order they were issued (a webhook lane's window,
+   * docs/decisions/0058-pipelined-lanes.md): written after the channel's request before it, on its connection,
+   * pipelined. Without it a request has a pooled connection to itself.
+   */
+  channel?: OutboundChannel;
 }
 
 /** The answer to an {@link OutboundRequest}. A 3xx is returned as-is: redirects are never followed. */
@@ -216,7 +224,9 @@ export class OutboundGuard {
    * One request through the guard (docs/decisions/0017-messages-and-media.md,
    * docs/decisions/0005-outbox-and-delivery.md, docs/decisions/0020-security-promises.md): resolves, checks and pins
    * the address for this connection (TLS servername stays the hostname), never follows redirects (a 3xx is returned
-   * as-is), enforces `timeoutMs` over the whole exchange and `maxResponseBytes` while streaming.
+   * as-is), enforces `timeoutMs` over the whole exchange and `maxResponseBytes` while streaming. With
+   * `request.channel` the request is written on the channel's connection after the channel's request before it
+   * (docs/decisions/0058-pipelined-lanes.md).
    * @throws OutboundError with the failure's reason: `invalid-url`, `scheme`, `blocked-address`, `dns`,
    *   `timeout`, `too-large` (error mode), `connect`, `tls`, `protocol`.
    * @throws TypeError for a bad `timeoutMs`/`maxResponseBytes`; Error when the guard is closed.
@@ -236,19 +246,36 @@ export class OutboundGuard {
     const timedOut = () =>
       new OutboundError('timeout', `request to ${target.host} timed out after ${request.timeoutMs} ms`);
     const timer = setTimeout(() => controller.abort(timedOut()), request.timeoutMs);
+    const { channel } = request;
+    // Taken before the first wait: a channel's requests are written in the order of these calls.
+    const turn = channel?.enter();
     let pooled: PooledClient | undefined;
     let reusable = false;
     try {
       const addresses = await this.#resolveChecked(target, controller.signal);
+      if (turn !== undefined) await abortable(turn.ready, controller.signal);
       if (this.#closed) throw new Error('OutboundGuard is closed');
-      pooled = this.#checkout(target, addresses, request.timeoutMs);
-      const response = await pooled.client.request({
+      pooled =
+        channel === undefined
+          ? this.#checkout(target, addresses, request.timeoutMs)
+          : channel.acquire(
+              `${target.origin}|${addresses.join(',')}`,
+              () => this.#checkout(target, addresses, request.timeoutMs),
+              (entry, ok) => this.#checkin(entry, ok && !this.#closed),
+            );
+      const responding = pooled.client.request({
         path: `${target.pathname}${target.search}`,
         method: request.method,
         headers: request.headers ?? {},
         body: request.body ?? null,
         signal: controller.signal,
+        // On a channel's connection the next request is written before this one is answered. undici does so
+        // only for a request it may send again after a lost connection (a webhook attempt may: receivers
+        // deduplicate by its id) and that is not marked as holding the pipeline until its answer's head.
+        ...(channel === undefined ? {} : { idempotent: true, blocking: false }),
       });
+      turn?.pass();
+      const response = await responding;
       const headers: Record<string, string> = {};
       for (const [name, value] of Object.entries(response.headers)) {
         if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
@@ -274,8 +301,12 @@ export class OutboundGuard {
       }
       throw toOutboundError(error, target.host);
     } finally {
+      turn?.pass();
       clearTimeout(timer);
-      if (pooled !== undefined) this.#checkin(pooled, reusable && !this.#closed);
+      if (pooled !== undefined) {
+        if (channel === undefined) this.#checkin(pooled, reusable && !this.#closed);
+        else channel.release(pooled, reusable);
+      }
     }
   }
 
@@ -444,18 +475,6 @@ export class OutboundGuard {
 const POOL_IDLE_MS = 30_000;
 /** Most idle pooled connections kept at once. */
 const POOL_MAX = 256;
-
-/** A keep-alive client of the pool and what it was created for. */
-interface PooledClient {
-  key: string;
-  client: Client;
-  /** The address its current connection reached. */
-  pinned: { address: string };
-  /** Aborts a dial in progress when the client is closed. */
-  dialer: AbortController;
-  /** `performance.now()` when it was last returned to the pool. */
-  idleSince: number;
-}
 
 function errorCode(error: unknown): string | undefined {
   if (typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string') {

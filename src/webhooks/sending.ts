@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import type { FastifyBaseLogger } from 'fastify';
 import { BrokerError } from '../brokers/errors.ts';
 import { brokerSubject, isBrokerUrl, parseBrokerUrl } from '../brokers/urls.ts';
-import { OutboundError } from '../net/outbound-guard.ts';
+import { type OutboundChannel, OutboundError } from '../net/outbound-guard.ts';
 import type { ClaimedDelivery } from '../store/delivery-claims.ts';
 import type { AttemptRecord } from '../store/delivery-finish.ts';
 import { webhookHeaders } from './signing.ts';
@@ -46,7 +46,9 @@ export function attemptErrorText(
 
 /**
  * Posts a delivery to its HTTPS receiver through the outbound guard and fills `record` from the response
- * (docs/decisions/0005-outbox-and-delivery.md: 2xx delivered, 410 Gone disables, 3xx not followed).
+ * (docs/decisions/0005-outbox-and-delivery.md: 2xx delivered, 410 Gone disables, 3xx not followed). With a
+ * `channel` (a lane's window, docs/decisions/0058-pipelined-lanes.md) the request is written after the lane's
+ * request before it, on the lane's connection.
  * @returns the response's `retry-after` and whether it was a 410.
  * @throws OutboundError when no response came.
  */
@@ -55,6 +57,7 @@ export async function postDelivery(
   delivery: ClaimedDelivery,
   headers: Record<string, string>,
   record: AttemptRecord,
+  channel?: OutboundChannel,
 ): Promise<{ retryAfter: string | undefined; gone: boolean }> {
   let gone = false;
   const response = await guard.request(delivery.url, {
@@ -64,6 +67,7 @@ export async function postDelivery(
     timeoutMs,
     maxResponseBytes: RESPONSE_LOG_BYTES,
     onTooLarge: 'truncate',
+    ...(channel === undefined ? {} : { channel }),
   });
   record.statusCode = response.status;
   record.durationMs = response.durationMs;
@@ -127,11 +131,14 @@ export interface SentAttempt {
 
 /**
  * One attempt's request: signs (docs/decisions/0006-signatures.md) and posts through the guard, or publishes to a
- * broker endpoint. Never throws: a failure is the record's `error`; the worker records what it returns.
+ * broker endpoint. Never throws: a failure is the record's `error`; the worker records what it returns. The
+ * request is issued before the first wait, so attempts issued one after the other on a `channel` reach the
+ * receiver in that order (docs/decisions/0058-pipelined-lanes.md).
  */
 export async function sendAttempt(
   options: Pick<DeliveryWorkerOptions, 'box' | 'clock' | 'guard' | 'brokers' | 'timeoutMs' | 'logger'>,
   delivery: ClaimedDelivery,
+  channel?: OutboundChannel,
 ): Promise<SentAttempt> {
   const { box, clock } = options;
   const startedAt = clock();
@@ -162,7 +169,7 @@ export async function sendAttempt(
       record.responseBody = await publishDelivery(options, url, delivery, headers, timestampSeconds);
       record.durationMs = Math.round(performance.now() - started);
     } else {
-      ({ retryAfter, gone } = await postDelivery(options, delivery, headers, record));
+      ({ retryAfter, gone } = await postDelivery(options, delivery, headers, record, channel));
     }
   } catch (error) {
     record.durationMs = Math.round(performance.now() - started);

@@ -40,9 +40,9 @@ export interface DeliveryWorkerOptions {
   laneBatch?: number;
   /**
    * Requests in flight per lane at once (default 1; at most `laneBatch`), started in `sequence` order
-   * (docs/decisions/0050-lane-windows.md, `WEBHOOK_LANE_WINDOW`). 1 sends a lane's deliveries one at a time, so the
-   * receiver gets them in order; more lets one busy instance's deliveries keep pace with its events, and the
-   * receiver restores the order from `sequence`.
+   * (docs/decisions/0050-lane-windows.md, `WEBHOOK_LANE_WINDOW`). 1 sends a lane's deliveries one at a time; more
+   * lets one busy instance's deliveries keep pace with its events, written pipelined on one connection so they
+   * still arrive in `sequence` order (docs/decisions/0058-pipelined-lanes.md).
    */
   laneWindow?: number;
   /**

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { DEFAULT_WEBHOOK_CONCURRENCY } from '../config/config.ts';
+import { OutboundChannel } from '../net/outbound-guard.ts';
 import { releaseClaims, returnUnstarted } from '../store/deliveries.ts';
 import {
   type ClaimedDelivery,
@@ -320,6 +321,9 @@ export class DeliveryWorker {
     const [head, ...queue] = run.pending;
     if (head === undefined) return;
     const { store } = this.#options;
+    // A window's requests go out pipelined on one connection, so they reach the receiver in the order they were
+    // started (docs/decisions/0058-pipelined-lanes.md).
+    const channel = this.#laneWindow > 1 ? new OutboundChannel(this.#laneWindow) : undefined;
     /** Deliveries taken from the queue but not started: given back with the queue's rest at the end. */
     const notStarted: ClaimedDelivery[] = [];
     let halted = false;
@@ -345,7 +349,7 @@ export class DeliveryWorker {
       let delivery: ClaimedDelivery | undefined = first;
       while (delivery !== undefined) {
         run.attempted += 1;
-        const sent = await sendAttempt(this.#options, delivery);
+        const sent = await sendAttempt(this.#options, delivery, channel);
         const taken: TakenDelivery | undefined =
           sent.record.error === null && mayStart(delivery) ? take() : undefined;
         if (sent.record.error !== null) halted = true;
@@ -398,6 +402,7 @@ export class DeliveryWorker {
     }
 
     const ended = await Promise.allSettled(slots);
+    channel?.close();
     const unstarted = [...notStarted, ...queue.splice(0)];
     if (unstarted.length > 0) {
       for (const delivery of unstarted) finished(delivery);

@@ -67,6 +67,8 @@ export interface ReceivedRequest {
   servername: string | false;
   /** Local address the request came in on (which listener received it). */
   localAddress: string;
+  /** The client's port: requests with the same one came over the same connection. */
+  remotePort: number;
   /** Updated live while the reply is written; wait on it with {@link Receiver.waitFor}. */
   reply: ReplyOutcome;
 }
@@ -196,6 +198,7 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
         receivedAt: Date.now(),
         servername: socket.servername ?? false,
         localAddress: socket.localAddress ?? '',
+        remotePort: socket.remotePort ?? 0,
         reply: { state: 'pending', status: undefined, bytesSent: 0 },
       };
       const index = requests.length;

@@ -8,7 +8,9 @@ import { bodies, recordMessages, webhookAppPerTest } from './support.ts';
 /**
  * Lane windows (docs/decisions/0050-lane-windows.md): a lane batch keeps up to `laneWindow` requests in flight,
  * each started (its attempt counted and logged) only once the delivery before it was started; nothing more starts
- * after a failed attempt or a refused start, and the deliveries not started are given back.
+ * after a failed attempt or a refused start, and the deliveries not started are given back. The window's requests
+ * go pipelined on one connection (docs/decisions/0058-pipelined-lanes.md): they arrive in `sequence` order and are
+ * answered in it.
  */
 for (const dialect of testDialects()) {
   describe(`webhook lane windows (${dialect})`, () => {
@@ -79,19 +81,20 @@ for (const dialect of testDialects()) {
       assert.equal(app.receiver().requests.length, 3, 'no fourth request while three are in flight');
 
       // One answer lets exactly one more start: the lane's next, 4.
-      held.get(2)?.({ status: 200, body: 'ok' });
+      held.get(1)?.({ status: 200, body: 'ok' });
       await app.receiver().waitForCount(4, 5_000);
       await eventually('the fourth held reply', () => held.has(4));
       assert.equal(app.receiver().requests.length, 4);
       assert.deepEqual((await rows())[3], [4, 'pending', 1, true]);
 
       app.receiver().respondWith(() => ({ status: 200, body: 'ok' }));
-      for (const [sequence, release] of held) if (sequence !== 2) release({ status: 200, body: 'ok' });
+      for (const [sequence, release] of held) if (sequence !== 1) release({ status: 200, body: 'ok' });
       assert.equal(await running, 6);
-      assert.deepEqual(
-        sequences().sort((a, b) => a - b),
-        [1, 2, 3, 4, 5, 6],
-        'every event received once',
+      assert.deepEqual(sequences(), [1, 2, 3, 4, 5, 6], 'every event received once, in sequence order');
+      assert.equal(
+        new Set(app.receiver().requests.map((request) => request.remotePort)).size,
+        1,
+        'the whole batch over one connection',
       );
       assert.ok(
         (await rows()).every(([, status, count, locked]) => status === 'delivered' && count === 1 && !locked),
@@ -108,24 +111,27 @@ for (const dialect of testDialects()) {
       const held = holdReplies();
       const running = app.t().services.webhooks.runOnce();
       await eventually('three held replies', () => held.size === 3);
+      // Answers come back in request order: 1 delivered starts 4, then 2 fails.
+      held.get(1)?.({ status: 200, body: 'ok' });
+      await eventually('the fourth held reply', () => held.has(4));
       held.get(2)?.({ status: 503, body: 'busy' });
       await eventually('the failed attempt recorded', async () => {
         const [, second] = await rows();
         return second?.[3] === false;
       });
-      held.get(1)?.({ status: 200, body: 'ok' });
       held.get(3)?.({ status: 200, body: 'ok' });
-      assert.equal(await running, 3);
+      held.get(4)?.({ status: 200, body: 'ok' });
+      assert.equal(await running, 4);
       assert.deepEqual(await rows(), [
         [1, 'delivered', 1, false],
         [2, 'pending', 1, false],
         [3, 'delivered', 1, false],
-        [4, 'pending', 0, false],
+        [4, 'delivered', 1, false],
         [5, 'pending', 0, false],
         [6, 'pending', 0, false],
       ]);
-      assert.equal((await attempts()).length, 3, 'only the three requests made are logged');
-      assert.deepEqual(sequences().sort(), [1, 2, 3]);
+      assert.equal((await attempts()).length, 4, 'only the four requests made are logged');
+      assert.deepEqual(sequences(), [1, 2, 3, 4]);
     });
 
     it('a 410 fails the lane but not the requests in flight: each is settled by its own answer', async () => {
@@ -133,24 +139,26 @@ for (const dialect of testDialects()) {
       const held = holdReplies();
       const running = app.t().services.webhooks.runOnce();
       await eventually('three held replies', () => held.size === 3);
+      held.get(1)?.({ status: 200, body: 'ok' });
+      await eventually('the fourth held reply', () => held.has(4));
       held.get(2)?.({ status: 410, body: 'gone' });
       await eventually('the 410 recorded', async () => (await rows())[1]?.[1] === 'failed');
       assert.deepEqual(await rows(), [
-        [1, 'pending', 1, true],
+        [1, 'delivered', 1, false],
         [2, 'failed', 1, false],
         [3, 'pending', 1, true],
-        [4, 'failed', 0, false],
+        [4, 'pending', 1, true],
         [5, 'failed', 0, false],
         [6, 'failed', 0, false],
       ]);
-      held.get(1)?.({ status: 200, body: 'ok' });
       held.get(3)?.({ status: 200, body: 'ok' });
-      assert.equal(await running, 3);
+      held.get(4)?.({ status: 200, body: 'ok' });
+      assert.equal(await running, 4);
       assert.deepEqual(await rows(), [
         [1, 'delivered', 1, false],
         [2, 'failed', 1, false],
         [3, 'delivered', 1, false],
-        [4, 'failed', 0, false],
+        [4, 'delivered', 1, false],
         [5, 'failed', 0, false],
         [6, 'failed', 0, false],
       ]);

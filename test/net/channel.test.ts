@@ -1,0 +1,221 @@
+import assert from 'node:assert/strict';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo, Socket } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { OutboundChannel, OutboundGuard, type OutboundRequest } from '../../src/net/outbound-guard.ts';
+import { eventually } from '../support/eventually.ts';
+import { TEST_CA, TEST_CERT, TEST_KEY } from '../support/https-receiver.ts';
+
+const POST: OutboundRequest = {
+  method: 'POST',
+  timeoutMs: 10_000,
+  maxResponseBytes: 1024,
+  onTooLarge: 'truncate',
+};
+
+/** One request as the server got it: its body, the client's port (which connection) and the local address. */
+interface Arrival {
+  body: string;
+  remotePort: number;
+  localAddress: string;
+  socket: Socket;
+  res: ServerResponse;
+}
+
+/**
+ * An HTTPS server on 127.0.0.1 and 127.0.0.2 (same port) that records every request in arrival order and holds
+ * its answer until the test sends it (`answer`), counting TLS handshakes.
+ */
+async function holdingServer(): Promise<{
+  port: number;
+  arrivals: Arrival[];
+  handshakes: () => number;
+  answer: (body: string, status?: number) => void;
+  close(): Promise<void>;
+}> {
+  const arrivals: Arrival[] = [];
+  const servers: Server[] = [];
+  let handshakes = 0;
+  let port = 0;
+  for (const host of ['127.0.0.1', '127.0.0.2']) {
+    const server = createServer({ key: TEST_KEY, cert: TEST_CERT }, (req: IncomingMessage, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () =>
+        arrivals.push({
+          body: Buffer.concat(chunks).toString(),
+          remotePort: req.socket.remotePort ?? 0,
+          localAddress: req.socket.localAddress ?? '',
+          socket: req.socket,
+          res,
+        }),
+      );
+    });
+    server.on('secureConnection', () => {
+      handshakes += 1;
+    });
+    await new Promise<void>((resolve) => server.listen(port, host, () => resolve()));
+    port = (server.address() as AddressInfo).port;
+    servers.push(server);
+  }
+  return {
+    port,
+    arrivals,
+    handshakes: () => handshakes,
+    answer: (body, status = 200) => {
+      const arrival = arrivals.find((candidate) => candidate.body === body);
+      assert.ok(arrival, `request ${body} arrived`);
+      arrival.res.writeHead(status, { 'content-type': 'text/plain' }).end(`answer ${body}`);
+    },
+    close: async () => {
+      for (const server of servers) {
+        server.closeAllConnections();
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+      }
+    },
+  };
+}
+
+describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', () => {
+  let server: Awaited<ReturnType<typeof holdingServer>>;
+  before(async () => {
+    server = await holdingServer();
+  });
+  after(() => server.close());
+
+  it("writes a channel's requests on one connection in the order issued, even when their lookups end in another order", async () => {
+    server.arrivals.length = 0;
+    const handshakesBefore = server.handshakes();
+    let lookups = 0;
+    const guard = new OutboundGuard({
+      allowedCidrs: ['127.0.0.1/32'],
+      ca: TEST_CA,
+      // Each lookup answers sooner than the one before it: the first request is resolved last.
+      lookup: async () => {
+        lookups += 1;
+        const delayMs = 60 - lookups * 15;
+        await new Promise((resolve) => setTimeout(resolve, Math.max(0, delayMs)));
+        return [{ address: '127.0.0.1', family: 4 }];
+      },
+    });
+    try {
+      const url = `https://localhost:${server.port}/hook`;
+      const channel = new OutboundChannel(3);
+      const answers = ['1', '2', '3'].map((body) => guard.request(url, { ...POST, body, channel }));
+      await eventually('three requests written before any answer', () => server.arrivals.length === 3);
+      assert.deepEqual(
+        server.arrivals.map((arrival) => arrival.body),
+        ['1', '2', '3'],
+        'arrival order is issue order',
+      );
+      assert.equal(new Set(server.arrivals.map((arrival) => arrival.remotePort)).size, 1, 'one connection');
+      assert.equal(server.handshakes() - handshakesBefore, 1, 'one TLS handshake');
+      // A fourth issued now waits for a free place in the pipeline (depth 3).
+      const fourth = guard.request(url, { ...POST, body: '4', channel });
+      for (const body of ['1', '2', '3']) server.answer(body);
+      const settled = await Promise.all(answers);
+      assert.deepEqual(
+        settled.map((response) => [response.status, response.body.toString()]),
+        [
+          [200, 'answer 1'],
+          [200, 'answer 2'],
+          [200, 'answer 3'],
+        ],
+      );
+      await eventually('the fourth written', () => server.arrivals.length === 4);
+      server.answer('4');
+      assert.equal((await fourth).status, 200);
+      assert.equal(server.arrivals[3]?.remotePort, server.arrivals[0]?.remotePort, 'on the same connection');
+      assert.equal(lookups, 4, 'every request resolved and checked its host');
+
+      channel.close();
+      assert.equal(guard.idleConnections, 1, 'the closed channel gave its connection back to the pool');
+      const plain = guard.request(url, { ...POST, body: '5' });
+      await eventually('a request after the channel', () => server.arrivals.length === 5);
+      server.answer('5');
+      assert.equal((await plain).status, 200);
+      assert.equal(
+        server.arrivals[4]?.remotePort,
+        server.arrivals[0]?.remotePort,
+        'the pooled connection reused',
+      );
+    } finally {
+      await guard.close();
+    }
+  });
+
+  it('a request whose host now resolves elsewhere gets a connection of its own; the old one ends its requests', async () => {
+    server.arrivals.length = 0;
+    let lookups = 0;
+    const guard = new OutboundGuard({
+      allowedCidrs: ['127.0.0.1/32', '127.0.0.2/32'],
+      ca: TEST_CA,
+      lookup: async () => {
+        lookups += 1;
+        return [{ address: lookups <= 2 ? '127.0.0.1' : '127.0.0.2', family: 4 }];
+      },
+    });
+    try {
+      const url = `https://localhost:${server.port}/hook`;
+      const channel = new OutboundChannel(4);
+      const answers = ['1', '2', '3'].map((body) => guard.request(url, { ...POST, body, channel }));
+      await eventually('three requests arrived', () => server.arrivals.length === 3);
+      assert.deepEqual(
+        server.arrivals.map((arrival) => [arrival.body, arrival.localAddress]),
+        [
+          ['1', '127.0.0.1'],
+          ['2', '127.0.0.1'],
+          ['3', '127.0.0.2'],
+        ],
+      );
+      for (const body of ['3', '1', '2']) server.answer(body);
+      assert.deepEqual(
+        (await Promise.all(answers)).map((response) => response.address),
+        ['127.0.0.1', '127.0.0.1', '127.0.0.2'],
+      );
+      assert.equal(guard.idleConnections, 1, 'the replaced connection went back to the pool once idle');
+      channel.close();
+      assert.equal(guard.idleConnections, 2);
+    } finally {
+      await guard.close();
+    }
+  });
+
+  it('a connection lost under a pipeline fails the request at its head and sends the ones behind it again', async () => {
+    server.arrivals.length = 0;
+    const guard = new OutboundGuard({ allowedCidrs: ['127.0.0.1/32'], ca: TEST_CA });
+    try {
+      const url = `https://127.0.0.1:${server.port}/hook`;
+      const channel = new OutboundChannel(3);
+      const answers = ['1', '2', '3'].map((body) =>
+        guard.request(url, { ...POST, body, channel }).then(
+          (response) => `${response.status}`,
+          (error: unknown) => (error instanceof Error ? error.name : 'error'),
+        ),
+      );
+      await eventually('three requests arrived', () => server.arrivals.length === 3);
+      server.answer('1');
+      assert.equal(await answers[0], '200');
+      server.arrivals[1]?.socket.destroy();
+      await eventually(
+        'request 3 sent again',
+        () => server.arrivals.filter((a) => a.body === '3').length === 2,
+      );
+      const again = server.arrivals.at(-1);
+      assert.ok(again);
+      assert.notEqual(again.remotePort, server.arrivals[0]?.remotePort, 'on a new connection');
+      again.res.writeHead(200).end('again');
+      assert.deepEqual(await Promise.all(answers), ['200', 'OutboundError', '200']);
+      channel.close();
+    } finally {
+      await guard.close();
+    }
+  });
+
+  it('refuses a depth outside 1 to 32', () => {
+    assert.throws(() => new OutboundChannel(0), RangeError);
+    assert.throws(() => new OutboundChannel(33), RangeError);
+    assert.throws(() => new OutboundChannel(1.5), RangeError);
+  });
+});
