@@ -1,23 +1,11 @@
 import type { Client } from 'undici';
+import type { PooledClient } from './outbound-pool.ts';
 
 /**
  * Ordered channels of the outbound guard (docs/decisions/0058-pipelined-lanes.md): one sender's requests written
  * on one keep-alive connection, pipelined (RFC 9112, section 9.3.2), in the order the sender issued them, so they
  * reach the receiver in that order and its answers come back in it.
  */
-
-/** A keep-alive client of the guard's pool and what it was created for. */
-export interface PooledClient {
-  /** Origin and the exact list of checked addresses it dials (`<origin>|<address>,…`). */
-  key: string;
-  client: Client;
-  /** The address its current connection reached. */
-  pinned: { address: string };
-  /** Aborts a dial in progress when the client is closed. */
-  dialer: AbortController;
-  /** `performance.now()` when it was last returned to the pool. */
-  idleSince: number;
-}
 
 /** A connection a channel writes on, and how it goes back to the pool once its last request has ended. */
 interface ChannelConnection {

@@ -2,11 +2,12 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { createSecureContext, rootCertificates, type SecureContext, type TLSSocket } from 'node:tls';
-import { type buildConnector, Client } from 'undici';
+import type { buildConnector } from 'undici';
 import { type Cidr, cidrContains, classifyParsed, parseCidr, parseIp } from './addresses.ts';
-import type { OutboundChannel, PooledClient } from './outbound-channel.ts';
+import type { OutboundChannel } from './outbound-channel.ts';
 import { OutboundError, toOutboundError } from './outbound-errors.ts';
 import { abortable, dialTls, readCapped } from './outbound-io.ts';
+import { ClientPool, type PooledClient } from './outbound-pool.ts';
 
 export { classifyAddress } from './addresses.ts';
 export { OutboundChannel } from './outbound-channel.ts';
@@ -98,7 +99,8 @@ async function systemLookup(hostname: string): Promise<ResolvedAddress[]> {
  *   resolver order, the remaining time split between them); nothing resolves the name a second time, so DNS
  *   rebinding between check and connect is impossible. TLS still verifies the certificate against the
  *   hostname (SNI and identity check use the hostname, not the IP).
- * - One fresh connection per request (no pooling): each attempt is resolved, checked and pinned anew.
+ * - Each request is resolved, checked and pinned anew; it reuses a pooled connection only to the same checked
+ *   addresses (`outbound-pool.ts`).
  * - Redirects are not followed; the timeout covers the whole exchange; the body is capped while streaming.
  */
 export class OutboundGuard {
@@ -109,17 +111,8 @@ export class OutboundGuard {
    * certificate (about 24 ms of CPU per webhook attempt, measured by `npm run bench`).
    */
   readonly #secureContext: SecureContext | undefined;
-  readonly #active = new Set<Client>();
-  /**
-   * Idle keep-alive clients by origin and the exact list of checked addresses they dial. A request reuses one
-   * only when its own fresh resolution, checked again, gives the same list: every attempt is still resolved,
-   * checked and pinned (docs/decisions/0020-security-promises.md), it just skips a TLS handshake when nothing
-   * changed. Several per key (most recently returned last), so concurrent attempts to one receiver, such as the
-   * delivery worker's lanes, each keep their connection instead of all but one handshaking anew.
-   */
-  readonly #pool = new Map<string, PooledClient[]>();
-  /** Idle clients in {@link #pool}, all keys together (at most {@link POOL_MAX}). */
-  #idle = 0;
+  /** Keep-alive connections by origin and checked addresses (`outbound-pool.ts`). */
+  readonly #pool: ClientPool;
   #closed = false;
 
   /** @throws TypeError when an entry of `allowedCidrs` is not a CIDR. */
@@ -139,6 +132,9 @@ export class OutboundGuard {
               typeof options.ca === 'string' ? options.ca : options.ca.toString('utf8'),
             ],
           });
+    this.#pool = new ClientPool((url, addresses, timeoutMs, signal, pinned) =>
+      this.#pinnedConnector(url, addresses, timeoutMs, signal, pinned),
+    );
   }
 
   /**
@@ -257,11 +253,11 @@ export class OutboundGuard {
       if (this.#closed) throw new Error('OutboundGuard is closed');
       pooled =
         channel === undefined
-          ? this.#checkout(target, addresses, request.timeoutMs)
+          ? this.#pool.checkout(target, addresses, request.timeoutMs)
           : channel.acquire(
               `${target.origin}|${addresses.join(',')}`,
-              () => this.#checkout(target, addresses, request.timeoutMs),
-              (entry, ok) => this.#checkin(entry, ok && !this.#closed),
+              () => this.#pool.checkout(target, addresses, request.timeoutMs),
+              (entry, ok) => this.#pool.checkin(entry, ok && !this.#closed),
             );
       const responding = pooled.client.request({
         path: `${target.pathname}${target.search}`,
@@ -304,7 +300,7 @@ export class OutboundGuard {
       turn?.pass();
       clearTimeout(timer);
       if (pooled !== undefined) {
-        if (channel === undefined) this.#checkin(pooled, reusable && !this.#closed);
+        if (channel === undefined) this.#pool.checkin(pooled, reusable && !this.#closed);
         else channel.release(pooled, reusable);
       }
     }
@@ -313,69 +309,12 @@ export class OutboundGuard {
   /** Cancels requests in flight (they reject with OutboundError `connect`) and refuses new ones. */
   async close(): Promise<void> {
     this.#closed = true;
-    const clients = [...this.#active, ...[...this.#pool.values()].flat().map((entry) => entry.client)];
-    this.#active.clear();
-    this.#pool.clear();
-    this.#idle = 0;
-    await Promise.all(clients.map((client) => client.destroy().catch(() => undefined)));
+    await this.#pool.close();
   }
 
   /** Idle pooled connections (tests). */
   get idleConnections(): number {
-    return this.#idle;
-  }
-
-  /**
-   * A client for `url` dialing exactly `addresses` (all just checked): the idle pooled one with the same
-   * origin and address list, else a new one. Idle entries older than {@link POOL_IDLE_MS} are closed first.
-   */
-  #checkout(url: URL, addresses: readonly string[], connectTimeoutMs: number): PooledClient {
-    const now = performance.now();
-    for (const [key, entries] of this.#pool) {
-      const fresh = entries.filter((entry) => now - entry.idleSince <= POOL_IDLE_MS);
-      if (fresh.length === entries.length) continue;
-      for (const entry of entries) if (!fresh.includes(entry)) entry.client.destroy().catch(() => undefined);
-      this.#idle -= entries.length - fresh.length;
-      if (fresh.length === 0) this.#pool.delete(key);
-      else this.#pool.set(key, fresh);
-    }
-    const key = `${url.origin}|${addresses.join(',')}`;
-    const idle = this.#pool.get(key)?.pop();
-    if (idle !== undefined) {
-      this.#idle -= 1;
-      if (this.#pool.get(key)?.length === 0) this.#pool.delete(key);
-      this.#active.add(idle.client);
-      return idle;
-    }
-    const pinned = { address: '' };
-    const dialer = new AbortController();
-    const client = new Client(url.origin, {
-      connect: this.#pinnedConnector(url, addresses, connectTimeoutMs, dialer.signal, pinned),
-      // The request's own deadline governs every phase; undici's per-phase timers are off.
-      headersTimeout: 0,
-      bodyTimeout: 0,
-      keepAliveTimeout: POOL_IDLE_MS,
-      keepAliveMaxTimeout: POOL_IDLE_MS,
-      pipelining: 1,
-    });
-    const created: PooledClient = { key, client, pinned, dialer, idleSince: now };
-    this.#active.add(client);
-    return created;
-  }
-
-  /** Returns a client to the pool after a clean exchange, or closes it (errors, cut-off bodies, closing). */
-  #checkin(entry: PooledClient, reusable: boolean): void {
-    this.#active.delete(entry.client);
-    if (!reusable || this.#idle >= POOL_MAX) {
-      entry.dialer.abort();
-      entry.client.destroy().catch(() => undefined);
-      return;
-    }
-    entry.idleSince = performance.now();
-    const entries = this.#pool.get(entry.key);
-    if (entries === undefined) this.#pool.set(entry.key, [entry]);
-    else entries.push(entry);
-    this.#idle += 1;
+    return this.#pool.idle;
   }
 
   /** Address literal of the URL host, or every checked address its name resolves to (see class doc). */
@@ -470,11 +409,6 @@ export class OutboundGuard {
     };
   }
 }
-
-/** How long an idle pooled connection is kept, ms. */
-const POOL_IDLE_MS = 30_000;
-/** Most idle pooled connections kept at once. */
-const POOL_MAX = 256;
 
 function errorCode(error: unknown): string | undefined {
   if (typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string') {
