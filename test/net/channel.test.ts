@@ -1,11 +1,10 @@
 import assert from 'node:assert/strict';
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import { createServer, type Server } from 'node:https';
-import type { AddressInfo, Socket } from 'node:net';
+import type { ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { OutboundChannel, OutboundGuard, type OutboundRequest } from '../../src/net/outbound-guard.ts';
 import { eventually } from '../support/eventually.ts';
-import { TEST_CA, TEST_CERT, TEST_KEY } from '../support/https-receiver.ts';
+import { startLoopbackPair, TEST_CA } from '../support/https-receiver.ts';
 
 const POST: OutboundRequest = {
   method: 'POST',
@@ -35,11 +34,9 @@ async function holdingServer(): Promise<{
   close(): Promise<void>;
 }> {
   const arrivals: Arrival[] = [];
-  const servers: Server[] = [];
   let handshakes = 0;
-  let port = 0;
-  for (const host of ['127.0.0.1', '127.0.0.2']) {
-    const server = createServer({ key: TEST_KEY, cert: TEST_CERT }, (req: IncomingMessage, res) => {
+  const pair = await startLoopbackPair(
+    (req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (chunk: Buffer) => chunks.push(chunk));
       req.on('end', () =>
@@ -51,16 +48,13 @@ async function holdingServer(): Promise<{
           res,
         }),
       );
-    });
-    server.on('secureConnection', () => {
+    },
+    () => {
       handshakes += 1;
-    });
-    await new Promise<void>((resolve) => server.listen(port, host, () => resolve()));
-    port = (server.address() as AddressInfo).port;
-    servers.push(server);
-  }
+    },
+  );
   return {
-    port,
+    port: pair.port,
     arrivals,
     handshakes: () => handshakes,
     answer: (body, status = 200) => {
@@ -68,12 +62,7 @@ async function holdingServer(): Promise<{
       assert.ok(arrival, `request ${body} arrived`);
       arrival.res.writeHead(status, { 'content-type': 'text/plain' }).end(`answer ${body}`);
     },
-    close: async () => {
-      for (const server of servers) {
-        server.closeAllConnections();
-        await new Promise<void>((resolve) => server.close(() => resolve()));
-      }
-    },
+    close: pair.close,
   };
 }
 

@@ -1,9 +1,7 @@
 import assert from 'node:assert/strict';
-import { createServer, type Server } from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { OutboundGuard, type OutboundRequest } from '../../src/net/outbound-guard.ts';
-import { TEST_CA, TEST_CERT, TEST_KEY } from '../support/https-receiver.ts';
+import { startLoopbackPair, TEST_CA } from '../support/https-receiver.ts';
 
 const GET: OutboundRequest = {
   method: 'GET',
@@ -19,32 +17,15 @@ async function handshakeCounter(): Promise<{
   close(): Promise<void>;
 }> {
   const handshakes = new Map<string, number>();
-  const servers: Server[] = [];
-  let port = 0;
-  for (const host of ['127.0.0.1', '127.0.0.2']) {
-    const server = createServer({ key: TEST_KEY, cert: TEST_CERT }, (req, res) => {
+  const pair = await startLoopbackPair(
+    (req, res) => {
       const big = req.url === '/big';
       res.writeHead(200, { 'content-type': 'text/plain' });
       res.end(big ? 'x'.repeat(10_000) : 'ok');
-    });
-    server.on('secureConnection', (socket) => {
-      const local = socket.localAddress ?? '?';
-      handshakes.set(local, (handshakes.get(local) ?? 0) + 1);
-    });
-    await new Promise<void>((resolve) => server.listen(port, host, () => resolve()));
-    port = (server.address() as AddressInfo).port;
-    servers.push(server);
-  }
-  return {
-    port,
-    handshakes,
-    close: async () => {
-      for (const server of servers) {
-        server.closeAllConnections();
-        await new Promise<void>((resolve) => server.close(() => resolve()));
-      }
     },
-  };
+    (local) => handshakes.set(local, (handshakes.get(local) ?? 0) + 1),
+  );
+  return { port: pair.port, handshakes, close: pair.close };
 }
 
 describe('outbound connection reuse (docs/decisions/0020-security-promises.md: still resolved, checked and pinned per request)', () => {

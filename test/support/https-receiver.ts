@@ -342,3 +342,38 @@ export function webhookIdsByMessage(requests: readonly ReceivedRequest[]): Map<s
   }
   return byMessage;
 }
+
+/** HTTPS servers on 127.0.0.1 and 127.0.0.2 sharing one port (a host name that resolves to either). */
+export interface LoopbackPair {
+  port: number;
+  /** Closes every connection and both servers. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the same HTTPS handler (the test certificate) on 127.0.0.1 and 127.0.0.2 with one port, so a test can
+ * make a name resolve to one address or the other; `onHandshake` gets each TLS connection with the address it came in on.
+ */
+export async function startLoopbackPair(
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+  onHandshake: (localAddress: string) => void = () => {},
+): Promise<LoopbackPair> {
+  const servers: Server[] = [];
+  let port = 0;
+  for (const host of ['127.0.0.1', '127.0.0.2']) {
+    const server = createServer({ key: TEST_KEY, cert: TEST_CERT }, handler);
+    server.on('secureConnection', (socket: TLSSocket) => onHandshake(socket.localAddress ?? '?'));
+    await new Promise<void>((resolve) => server.listen(port, host, () => resolve()));
+    port = (server.address() as AddressInfo).port;
+    servers.push(server);
+  }
+  return {
+    port,
+    close: async () => {
+      for (const server of servers) {
+        server.closeAllConnections();
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+      }
+    },
+  };
+}
