@@ -7,7 +7,7 @@ import { type Cidr, cidrContains, classifyParsed, parseCidr, parseIp } from './a
 import type { OutboundChannel } from './outbound-channel.ts';
 import { OutboundError, toOutboundError } from './outbound-errors.ts';
 import { abortable, dialTls, readCapped } from './outbound-io.ts';
-import { ClientPool, type PooledClient } from './outbound-pool.ts';
+import { ClientPool, type PooledClient, poolKey } from './outbound-pool.ts';
 
 export { classifyAddress } from './addresses.ts';
 export { OutboundChannel } from './outbound-channel.ts';
@@ -255,7 +255,7 @@ export class OutboundGuard {
         channel === undefined
           ? this.#pool.checkout(target, addresses, request.timeoutMs)
           : channel.acquire(
-              `${target.origin}|${addresses.join(',')}`,
+              poolKey(target, addresses),
               () => this.#pool.checkout(target, addresses, request.timeoutMs),
               (entry, ok) => this.#pool.checkin(entry, ok && !this.#closed),
             );

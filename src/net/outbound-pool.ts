@@ -19,6 +19,11 @@ export interface PooledClient {
   idleSince: number;
 }
 
+/** The pool's key of a client for `url` dialing exactly `addresses`: `<origin>|<address>,…`. */
+export function poolKey(url: URL, addresses: readonly string[]): string {
+  return `${url.origin}|${addresses.join(',')}`;
+}
+
 /**
  * Makes the connector of a new client: it must dial only `addresses` (already checked) for `url`, within
  * `timeoutMs`, give up when `signal` aborts, and write the address it reached into `pinned`.
@@ -70,7 +75,7 @@ export class ClientPool {
       if (fresh.length === 0) this.#idle.delete(key);
       else this.#idle.set(key, fresh);
     }
-    const key = `${url.origin}|${addresses.join(',')}`;
+    const key = poolKey(url, addresses);
     const idle = this.#idle.get(key)?.pop();
     if (idle !== undefined) {
       this.#idleCount -= 1;
