@@ -4,7 +4,7 @@ import type { Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { OutboundChannel, OutboundGuard, type OutboundRequest } from '../../src/net/outbound-guard.ts';
 import { eventually } from '../support/eventually.ts';
-import { startLoopbackPair, TEST_CA } from '../support/https-receiver.ts';
+import { guardWithMovingName, startLoopbackPair, TEST_CA } from '../support/https-receiver.ts';
 
 const POST: OutboundRequest = {
   method: 'POST',
@@ -136,15 +136,7 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
 
   it('a request whose host now resolves elsewhere gets a connection of its own; the old one ends its requests', async () => {
     server.arrivals.length = 0;
-    let lookups = 0;
-    const guard = new OutboundGuard({
-      allowedCidrs: ['127.0.0.1/32', '127.0.0.2/32'],
-      ca: TEST_CA,
-      lookup: async () => {
-        lookups += 1;
-        return [{ address: lookups <= 2 ? '127.0.0.1' : '127.0.0.2', family: 4 }];
-      },
-    });
+    const { guard } = guardWithMovingName(2);
     try {
       const url = `https://localhost:${server.port}/hook`;
       const channel = new OutboundChannel(4);

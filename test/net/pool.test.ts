@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { OutboundGuard, type OutboundRequest } from '../../src/net/outbound-guard.ts';
-import { startLoopbackPair, TEST_CA } from '../support/https-receiver.ts';
+import { guardWithMovingName, startLoopbackPair, TEST_CA } from '../support/https-receiver.ts';
 
 const GET: OutboundRequest = {
   method: 'GET',
@@ -36,19 +36,11 @@ describe('outbound connection reuse (docs/decisions/0020-security-promises.md: s
   after(() => target.close());
 
   it('reuses the connection while each request resolves to the same checked addresses', async () => {
-    let lookups = 0;
-    const guard = new OutboundGuard({
-      allowedCidrs: ['127.0.0.1/32', '127.0.0.2/32'],
-      ca: TEST_CA,
-      lookup: async () => {
-        lookups += 1;
-        return [{ address: lookups <= 3 ? '127.0.0.1' : '127.0.0.2', family: 4 }];
-      },
-    });
+    const { guard, lookups } = guardWithMovingName(3);
     try {
       const url = `https://localhost:${target.port}/hook`;
       for (let i = 0; i < 3; i++) assert.equal((await guard.request(url, GET)).address, '127.0.0.1');
-      assert.equal(lookups, 3, 'every request resolves again');
+      assert.equal(lookups(), 3, 'every request resolves again');
       assert.equal(target.handshakes.get('127.0.0.1'), 1, 'one TLS handshake for three requests');
       assert.equal(guard.idleConnections, 1);
       // The name now resolves elsewhere: the pooled connection is not used for it.

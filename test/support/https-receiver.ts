@@ -3,6 +3,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
+import { OutboundGuard } from '../../src/net/outbound-guard.ts';
 
 /**
  * A real HTTPS server for tests of outbound requests (webhook deliveries, media fetches): it records every
@@ -376,4 +377,22 @@ export async function startLoopbackPair(
       }
     },
   };
+}
+
+/**
+ * An outbound guard that trusts the test certificate and allows both addresses of {@link startLoopbackPair}, whose
+ * lookup of any name answers 127.0.0.1 for the first `movesAfter` lookups and 127.0.0.2 from then on (a receiver's
+ * name that moves). `lookups()` counts the lookups made.
+ */
+export function guardWithMovingName(movesAfter: number): { guard: OutboundGuard; lookups: () => number } {
+  let lookups = 0;
+  const guard = new OutboundGuard({
+    allowedCidrs: ['127.0.0.1/32', '127.0.0.2/32'],
+    ca: TEST_CA,
+    lookup: async () => {
+      lookups += 1;
+      return [{ address: lookups <= movesAfter ? '127.0.0.1' : '127.0.0.2', family: 4 }];
+    },
+  });
+  return { guard, lookups: () => lookups };
 }
