@@ -100,7 +100,7 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
       );
       assert.equal(new Set(server.arrivals.map((arrival) => arrival.remotePort)).size, 1, 'one connection');
       assert.equal(server.handshakes() - handshakesBefore, 1, 'one TLS handshake');
-      // A fourth issued now waits for a free place in the pipeline (depth 3).
+      // A fourth, issued while three are unanswered, goes on the same connection once a place is free (depth 3).
       const fourth = guard.request(url, { ...POST, body: '4', channel });
       for (const body of ['1', '2', '3']) server.answer(body);
       const settled = await Promise.all(answers);
