@@ -59,9 +59,12 @@ export class OutboundChannel {
   enter(): ChannelTurn {
     const before = this.#tail;
     let pass = () => {};
-    this.#tail = new Promise<void>((resolve) => {
+    const passed = new Promise<void>((resolve) => {
       pass = resolve;
     });
+    // The next request waits for this one and for every one before it: a request that fails before its turn
+    // (its lookup refused, its time up) must not let the ones behind it overtake the ones ahead of it.
+    this.#tail = before.then(() => passed);
     return { ready: before, pass };
   }
 
@@ -96,6 +99,20 @@ export class OutboundChannel {
     connection.inFlight -= 1;
     if (!reusable) connection.reusable = false;
     if (connection.inFlight === 0 && connection.retired) this.#giveBack(connection);
+  }
+
+  /**
+   * Closes the connection of `pooled` at once with `error` for every request on it (one of them timed out): the
+   * requests written behind it fail instead of being written again on a new connection. The channel's next
+   * request gets a new connection.
+   */
+  discard(pooled: PooledClient, error: Error): void {
+    const connection =
+      this.#current?.pooled === pooled ? this.#current : this.#retiredByClient.get(pooled.client);
+    if (connection === undefined) return;
+    connection.reusable = false;
+    if (this.#current === connection) this.#retire(connection);
+    pooled.client.destroy(error).catch(() => undefined);
   }
 
   /** No more requests are expected: the connection goes back to the pool once its requests ended. */

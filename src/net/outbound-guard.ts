@@ -241,11 +241,24 @@ export class OutboundGuard {
     // Made only when the timer fires: an error's stack capture was 2 % of a delivery burst's CPU.
     const timedOut = () =>
       new OutboundError('timeout', `request to ${target.host} timed out after ${request.timeoutMs} ms`);
-    const timer = setTimeout(() => controller.abort(timedOut()), request.timeoutMs);
     const { channel } = request;
+    let pooled: PooledClient | undefined;
+    const timer = setTimeout(() => {
+      // A channel's connection is closed first, failing the requests written behind this one: aborting this one
+      // alone would close it too, and undici would write all of them again on a new connection.
+      if (channel !== undefined && pooled !== undefined) {
+        channel.discard(
+          pooled,
+          new OutboundError(
+            'connect',
+            `request to ${target.host} failed: an earlier request on its connection timed out`,
+          ),
+        );
+      }
+      controller.abort(timedOut());
+    }, request.timeoutMs);
     // Taken before the first wait: a channel's requests are written in the order of these calls.
     const turn = channel?.enter();
-    let pooled: PooledClient | undefined;
     let reusable = false;
     try {
       const addresses = await this.#resolveChecked(target, controller.signal);
@@ -276,9 +289,17 @@ export class OutboundGuard {
       for (const [name, value] of Object.entries(response.headers)) {
         if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
       }
-      const { body, truncated } = await readCapped(response.body, headers, request, target);
+      // On a channel's connection the rest of a long answer is read and dropped: cutting it off would close the
+      // connection under the requests written behind it, and undici would write them all again.
+      const { body, truncated } = await readCapped(
+        response.body,
+        headers,
+        request,
+        target,
+        channel !== undefined,
+      );
       // A body read to its end leaves the connection reusable; a cut-off one is closed with the client.
-      reusable = !truncated;
+      reusable = !truncated || channel !== undefined;
       return {
         status: response.statusCode,
         headers,

@@ -73,7 +73,9 @@ export interface ReadableBody extends AsyncIterable<unknown> {
  * Reads a response body up to `request.maxResponseBytes` bytes (media cap: docs/decisions/0017-messages-and-media.md;
  * first 2 KB of a webhook answer). Truncate mode returns the first bytes and `truncated: true` once more arrive;
  * error mode refuses an announced `content-length` over the cap before reading, or stops at the first byte over.
- * Leaving early destroys the stream.
+ * Leaving early destroys the stream, except in truncate mode with `drain`: the rest is then read and dropped, so a
+ * connection other requests were written on behind this one stays open for them
+ * (docs/decisions/0058-pipelined-lanes.md); the request's own deadline still bounds the read.
  * @throws OutboundError `too-large` (error mode).
  */
 export async function readCapped(
@@ -81,6 +83,7 @@ export async function readCapped(
   headers: Record<string, string>,
   request: OutboundRequest,
   url: URL,
+  drain = false,
 ): Promise<{ body: Buffer; truncated: boolean }> {
   const cap = request.maxResponseBytes;
   const tooLarge = () =>
@@ -97,9 +100,16 @@ export async function readCapped(
   }
   const chunks: Buffer[] = [];
   let kept = 0;
+  let truncated = false;
   for await (const piece of body) {
+    if (truncated) continue;
     const chunk = Buffer.isBuffer(piece) ? piece : Buffer.from(String(piece));
     if (kept + chunk.length > cap) {
+      if (drain && request.onTooLarge === 'truncate') {
+        chunks.push(chunk.subarray(0, cap - kept));
+        truncated = true;
+        continue;
+      }
       // Leaving the loop (break or throw) destroys the stream; the caller then destroys the connection.
       if (request.onTooLarge === 'error') throw tooLarge();
       chunks.push(chunk.subarray(0, cap - kept));
@@ -108,7 +118,7 @@ export async function readCapped(
     chunks.push(chunk);
     kept += chunk.length;
   }
-  return { body: Buffer.concat(chunks), truncated: false };
+  return { body: Buffer.concat(chunks), truncated };
 }
 
 /** `promise`, or a rejection with `signal.reason` as soon as `signal` aborts. */

@@ -8,7 +8,7 @@ const POOL_MAX = 256;
 
 /** A keep-alive client of the pool and what it was created for. */
 export interface PooledClient {
-  /** Origin and the exact list of checked addresses it dials (`<origin>|<address>,…`). */
+  /** Origin and the checked addresses it dials ({@link poolKey}). */
   key: string;
   client: Client;
   /** The address its current connection reached. */
@@ -19,9 +19,12 @@ export interface PooledClient {
   idleSince: number;
 }
 
-/** The pool's key of a client for `url` dialing exactly `addresses`: `<origin>|<address>,…`. */
+/**
+ * The pool's key of a client for `url` dialing `addresses`: `<origin>|<address>,…`, the addresses sorted, so a
+ * name whose resolver rotates the same checked addresses keeps its connection.
+ */
 export function poolKey(url: URL, addresses: readonly string[]): string {
-  return `${url.origin}|${addresses.join(',')}`;
+  return `${url.origin}|${[...addresses].sort().join(',')}`;
 }
 
 /**
@@ -38,7 +41,7 @@ export type PinnedConnectorFactory = (
 
 /**
  * The outbound guard's keep-alive connections (docs/decisions/0020-security-promises.md): idle clients by origin
- * and the exact list of checked addresses they dial. A request reuses one only when its own fresh resolution,
+ * and the set of checked addresses they dial. A request reuses one only when its own fresh resolution,
  * checked again, gives the same list: every attempt is still resolved, checked and pinned, it just skips a TLS
  * handshake when nothing changed. Several per key (most recently returned last), so concurrent attempts to one
  * receiver, such as the delivery worker's lanes, each keep their connection instead of all but one handshaking
