@@ -9,7 +9,12 @@ import {
   type OutboundRequest,
 } from '../../src/net/outbound-guard.ts';
 import { eventually } from '../support/eventually.ts';
-import { guardWithMovingName, startLoopbackPair, TEST_CA } from '../support/https-receiver.ts';
+import {
+  guardResolving,
+  guardWithMovingName,
+  startLoopbackPair,
+  TEST_CA,
+} from '../support/https-receiver.ts';
 
 const POST: OutboundRequest = {
   method: 'POST',
@@ -17,6 +22,25 @@ const POST: OutboundRequest = {
   maxResponseBytes: 1024,
   onTooLarge: 'truncate',
 };
+
+/**
+ * Issues one request per body on `channel`, in order; each settles to its status (`'200'`) or its
+ * OutboundError's reason (`'dns'`, `'timeout'`, `'connect'`…).
+ */
+function issue(
+  guard: OutboundGuard,
+  url: string,
+  channel: OutboundChannel,
+  bodies: readonly string[],
+  timeoutMs: (body: string) => number = () => POST.timeoutMs,
+): Promise<string>[] {
+  return bodies.map((body) =>
+    guard.request(url, { ...POST, timeoutMs: timeoutMs(body), body, channel }).then(
+      (response) => `${response.status}`,
+      (error: unknown) => (error instanceof OutboundError ? error.reason : 'error'),
+    ),
+  );
+}
 
 /** One request as the server got it: its body, the client's port (which connection) and the local address. */
 interface Arrival {
@@ -177,12 +201,7 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
     try {
       const url = `https://127.0.0.1:${server.port}/hook`;
       const channel = new OutboundChannel(3);
-      const answers = ['1', '2', '3'].map((body) =>
-        guard.request(url, { ...POST, body, channel }).then(
-          (response) => `${response.status}`,
-          (error: unknown) => (error instanceof Error ? error.name : 'error'),
-        ),
-      );
+      const answers = issue(guard, url, channel, ['1', '2', '3']);
       await eventually('three requests arrived', () => server.arrivals.length === 3);
       server.answer('1');
       assert.equal(await answers[0], '200');
@@ -195,7 +214,7 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
       assert.ok(again);
       assert.notEqual(again.remotePort, server.arrivals[0]?.remotePort, 'on a new connection');
       again.res.writeHead(200).end('again');
-      assert.deepEqual(await Promise.all(answers), ['200', 'OutboundError', '200']);
+      assert.deepEqual(await Promise.all(answers), ['200', 'connect', '200']);
       channel.close();
     } finally {
       await guard.close();
@@ -219,12 +238,7 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
     try {
       const url = `https://localhost:${server.port}/hook`;
       const channel = new OutboundChannel(3);
-      const answers = ['1', '2', '3'].map((body) =>
-        guard.request(url, { ...POST, body, channel }).then(
-          (response) => `${response.status}`,
-          (error: unknown) => (error instanceof OutboundError ? error.reason : 'error'),
-        ),
-      );
+      const answers = issue(guard, url, channel, ['1', '2', '3']);
       await eventually('two requests arrived', () => server.arrivals.length === 2);
       assert.deepEqual(
         server.arrivals.map((arrival) => arrival.body),
@@ -277,12 +291,7 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
       const url = `https://127.0.0.1:${server.port}/hook`;
       const channel = new OutboundChannel(3);
       // The first has 500 ms, the two behind it 10 s: they end when the first times out, not on their own.
-      const answers = ['1', '2', '3'].map((body) =>
-        guard.request(url, { ...POST, timeoutMs: body === '1' ? 500 : 10_000, body, channel }).then(
-          (response) => `${response.status}`,
-          (error: unknown) => (error instanceof OutboundError ? error.reason : 'error'),
-        ),
-      );
+      const answers = issue(guard, url, channel, ['1', '2', '3'], (body) => (body === '1' ? 500 : 10_000));
       assert.deepEqual(await Promise.all(answers), ['timeout', 'connect', 'connect']);
       assert.deepEqual(
         server.arrivals.map((arrival) => arrival.body),
@@ -303,19 +312,9 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
 
   it('keeps its connection while the resolver rotates the same addresses', async () => {
     server.arrivals.length = 0;
-    let lookups = 0;
-    const guard = new OutboundGuard({
-      allowedCidrs: ['127.0.0.1/32', '127.0.0.2/32'],
-      ca: TEST_CA,
-      lookup: async () => {
-        lookups += 1;
-        const both: { address: string; family: 4 }[] = [
-          { address: '127.0.0.1', family: 4 },
-          { address: '127.0.0.2', family: 4 },
-        ];
-        return lookups % 2 === 1 ? both : both.reverse();
-      },
-    });
+    const { guard } = guardResolving((lookup) =>
+      lookup % 2 === 1 ? ['127.0.0.1', '127.0.0.2'] : ['127.0.0.2', '127.0.0.1'],
+    );
     try {
       const url = `https://localhost:${server.port}/hook`;
       const channel = new OutboundChannel(4);

@@ -381,18 +381,28 @@ export async function startLoopbackPair(
 
 /**
  * An outbound guard that trusts the test certificate and allows both addresses of {@link startLoopbackPair}, whose
- * lookup of any name answers 127.0.0.1 for the first `movesAfter` lookups and 127.0.0.2 from then on (a receiver's
- * name that moves). `lookups()` counts the lookups made.
+ * lookup of any name answers `answer(n)` at its n-th lookup (from 1). `lookups()` counts the lookups made.
  */
-export function guardWithMovingName(movesAfter: number): { guard: OutboundGuard; lookups: () => number } {
+export function guardResolving(answer: (lookup: number) => readonly string[]): {
+  guard: OutboundGuard;
+  lookups: () => number;
+} {
   let lookups = 0;
   const guard = new OutboundGuard({
     allowedCidrs: ['127.0.0.1/32', '127.0.0.2/32'],
     ca: TEST_CA,
     lookup: async () => {
       lookups += 1;
-      return [{ address: lookups <= movesAfter ? '127.0.0.1' : '127.0.0.2', family: 4 }];
+      return answer(lookups).map((address) => ({ address, family: 4 as const }));
     },
   });
   return { guard, lookups: () => lookups };
+}
+
+/**
+ * {@link guardResolving} for a receiver's name that moves: 127.0.0.1 for the first `movesAfter` lookups, 127.0.0.2
+ * from then on.
+ */
+export function guardWithMovingName(movesAfter: number): { guard: OutboundGuard; lookups: () => number } {
+  return guardResolving((lookup) => [lookup <= movesAfter ? '127.0.0.1' : '127.0.0.2']);
 }
