@@ -79,8 +79,9 @@ export class OutboundChannel {
     giveBack: (pooled: PooledClient, reusable: boolean) => void,
   ): PooledClient {
     let current = this.#current;
-    if (current === undefined || current.pooled.key !== key) {
-      if (current !== undefined) this.#retire(current);
+    // A retired connection (closed channel, time-out) is never written on again.
+    if (current === undefined || current.retired || current.pooled.key !== key) {
+      if (current !== undefined && !current.retired) this.#retire(current);
       const pooled = open();
       pooled.client.pipelining = this.depth;
       current = { pooled, inFlight: 0, reusable: true, retired: false, giveBack };

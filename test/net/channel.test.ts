@@ -2,12 +2,14 @@ import assert from 'node:assert/strict';
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import type { Client } from 'undici';
 import {
   OutboundChannel,
   OutboundError,
   OutboundGuard,
   type OutboundRequest,
 } from '../../src/net/outbound-guard.ts';
+import type { PooledClient } from '../../src/net/outbound-pool.ts';
 import { eventually } from '../support/eventually.ts';
 import {
   guardResolving,
@@ -331,6 +333,59 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
     } finally {
       await guard.close();
     }
+  });
+
+  it('never writes on a connection again once it was closed for a time-out, and gives each back once', () => {
+    const destroyed: string[] = [];
+    const givenBack: [string, boolean][] = [];
+    let opened = 0;
+    const open = (): PooledClient => {
+      opened += 1;
+      const key = `c${opened}`;
+      // Only what the channel touches: the pipelining depth and destroy.
+      const client = {
+        pipelining: 1,
+        destroy: async () => {
+          destroyed.push(key);
+        },
+      } as unknown as Client;
+      return {
+        key: 'origin|127.0.0.1',
+        client,
+        pinned: { address: '' },
+        dialer: new AbortController(),
+        idleSince: 0,
+      };
+    };
+    const names = new Map<PooledClient, string>();
+    const giveBack = (pooled: PooledClient, reusable: boolean) => {
+      givenBack.push([names.get(pooled) ?? '?', reusable]);
+    };
+    const channel = new OutboundChannel(4);
+    const first = channel.acquire('origin|127.0.0.1', open, giveBack);
+    names.set(first, 'c1');
+    assert.equal(
+      channel.acquire('origin|127.0.0.1', open, giveBack),
+      first,
+      'the same key shares the connection',
+    );
+    assert.equal(first.client.pipelining, 4);
+    channel.discard(first, new Error('an earlier request timed out'));
+    assert.deepEqual(destroyed, ['c1']);
+    const second = channel.acquire('origin|127.0.0.1', open, giveBack);
+    names.set(second, 'c2');
+    assert.notEqual(second, first, 'a request after the time-out gets a new connection');
+    channel.release(first, false);
+    assert.deepEqual(givenBack, [], 'given back only once its last request ended');
+    channel.release(first, false);
+    assert.deepEqual(givenBack, [['c1', false]]);
+    channel.close();
+    channel.release(second, true);
+    assert.deepEqual(givenBack, [
+      ['c1', false],
+      ['c2', true],
+    ]);
+    assert.equal(second.client.pipelining, 1, 'back in the pool one request at a time');
   });
 
   it('refuses a depth outside 1 to 32', () => {
