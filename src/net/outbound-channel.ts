@@ -94,8 +94,7 @@ export class OutboundChannel {
 
   /** Ends a request taken with {@link acquire}; `reusable` false when it failed or left its body unread. */
   release(pooled: PooledClient, reusable: boolean): void {
-    const connection =
-      this.#current?.pooled === pooled ? this.#current : this.#retiredByClient.get(pooled.client);
+    const connection = this.#connectionOf(pooled);
     if (connection === undefined) return;
     connection.inFlight -= 1;
     if (!reusable) connection.reusable = false;
@@ -108,8 +107,7 @@ export class OutboundChannel {
    * request gets a new connection.
    */
   discard(pooled: PooledClient, error: Error): void {
-    const connection =
-      this.#current?.pooled === pooled ? this.#current : this.#retiredByClient.get(pooled.client);
+    const connection = this.#connectionOf(pooled);
     if (connection === undefined) return;
     connection.reusable = false;
     if (this.#current === connection) this.#retire(connection);
@@ -121,6 +119,11 @@ export class OutboundChannel {
     if (this.#closed) return;
     this.#closed = true;
     if (this.#current !== undefined) this.#retire(this.#current);
+  }
+
+  /** The channel's connection of `pooled`: the current one, or one retired with requests still on it. */
+  #connectionOf(pooled: PooledClient): ChannelConnection | undefined {
+    return this.#current?.pooled === pooled ? this.#current : this.#retiredByClient.get(pooled.client);
   }
 
   #retire(connection: ChannelConnection): void {

@@ -298,7 +298,8 @@ export class OutboundGuard {
         target,
         channel !== undefined,
       );
-      // A body read to its end leaves the connection reusable; a cut-off one is closed with the client.
+      // A body read to its end (always, on a channel's connection) leaves the connection reusable; a cut-off one is
+      // closed with the client.
       reusable = !truncated || channel !== undefined;
       return {
         status: response.statusCode,

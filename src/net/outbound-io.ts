@@ -105,15 +105,12 @@ export async function readCapped(
     if (truncated) continue;
     const chunk = Buffer.isBuffer(piece) ? piece : Buffer.from(String(piece));
     if (kept + chunk.length > cap) {
-      if (drain && request.onTooLarge === 'truncate') {
-        chunks.push(chunk.subarray(0, cap - kept));
-        truncated = true;
-        continue;
-      }
       // Leaving the loop (break or throw) destroys the stream; the caller then destroys the connection.
       if (request.onTooLarge === 'error') throw tooLarge();
       chunks.push(chunk.subarray(0, cap - kept));
-      return { body: Buffer.concat(chunks), truncated: true };
+      if (!drain) return { body: Buffer.concat(chunks), truncated: true };
+      truncated = true;
+      continue;
     }
     chunks.push(chunk);
     kept += chunk.length;
