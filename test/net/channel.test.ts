@@ -44,6 +44,24 @@ function issue(
   );
 }
 
+/**
+ * Runs `body` with a guard that allows 127.0.0.1, the URL of `port`'s `/hook` by that address and a new channel of
+ * depth 3; then closes the channel (if `body` did not) and the guard.
+ */
+async function onLocalChannel(
+  port: number,
+  body: (guard: OutboundGuard, url: string, channel: OutboundChannel) => Promise<void>,
+): Promise<void> {
+  const guard = new OutboundGuard({ allowedCidrs: ['127.0.0.1/32'], ca: TEST_CA });
+  const channel = new OutboundChannel(3);
+  try {
+    await body(guard, `https://127.0.0.1:${port}/hook`, channel);
+    channel.close();
+  } finally {
+    await guard.close();
+  }
+}
+
 /** One request as the server got it: its body, the client's port (which connection) and the local address. */
 interface Arrival {
   body: string;
@@ -199,10 +217,7 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
 
   it('a connection lost under a pipeline fails the request at its head and sends the ones behind it again', async () => {
     server.arrivals.length = 0;
-    const guard = new OutboundGuard({ allowedCidrs: ['127.0.0.1/32'], ca: TEST_CA });
-    try {
-      const url = `https://127.0.0.1:${server.port}/hook`;
-      const channel = new OutboundChannel(3);
+    await onLocalChannel(server.port, async (guard, url, channel) => {
       const answers = issue(guard, url, channel, ['1', '2', '3']);
       await eventually('three requests arrived', () => server.arrivals.length === 3);
       server.answer('1');
@@ -217,10 +232,7 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
       assert.notEqual(again.remotePort, server.arrivals[0]?.remotePort, 'on a new connection');
       again.res.writeHead(200).end('again');
       assert.deepEqual(await Promise.all(answers), ['200', 'connect', '200']);
-      channel.close();
-    } finally {
-      await guard.close();
-    }
+    });
   });
 
   it('a request that fails before its turn lets no later one overtake an earlier one', async () => {
@@ -258,10 +270,7 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
 
   it('an answer longer than the cap is read to its end: nothing behind it is written again', async () => {
     server.arrivals.length = 0;
-    const guard = new OutboundGuard({ allowedCidrs: ['127.0.0.1/32'], ca: TEST_CA });
-    try {
-      const url = `https://127.0.0.1:${server.port}/hook`;
-      const channel = new OutboundChannel(3);
+    await onLocalChannel(server.port, async (guard, url, channel) => {
       const answers = ['1', '2', '3'].map((body) => guard.request(url, { ...POST, body, channel }));
       await eventually('three requests arrived', () => server.arrivals.length === 3);
       // 64 KB: several TLS records, so the cap is passed before the answer's end has arrived.
@@ -281,17 +290,12 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
       assert.equal(new Set(server.arrivals.map((arrival) => arrival.remotePort)).size, 1);
       channel.close();
       assert.equal(guard.idleConnections, 1, 'the connection is still good');
-    } finally {
-      await guard.close();
-    }
+    });
   });
 
   it('a request that times out fails the ones written behind it instead of writing them again', async () => {
     server.arrivals.length = 0;
-    const guard = new OutboundGuard({ allowedCidrs: ['127.0.0.1/32'], ca: TEST_CA });
-    try {
-      const url = `https://127.0.0.1:${server.port}/hook`;
-      const channel = new OutboundChannel(3);
+    await onLocalChannel(server.port, async (guard, url, channel) => {
       // The first has 500 ms, the two behind it 10 s: they end when the first times out, not on their own.
       const answers = issue(guard, url, channel, ['1', '2', '3'], (body) => (body === '1' ? 500 : 10_000));
       assert.deepEqual(await Promise.all(answers), ['timeout', 'connect', 'connect']);
@@ -306,10 +310,7 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
       server.answer('4');
       assert.equal((await next).status, 200);
       assert.notEqual(server.arrivals[3]?.remotePort, server.arrivals[0]?.remotePort);
-      channel.close();
-    } finally {
-      await guard.close();
-    }
+    });
   });
 
   it('keeps its connection while the resolver rotates the same addresses', async () => {
