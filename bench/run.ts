@@ -22,7 +22,7 @@ import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DEFAULT_WEBHOOK_CONCURRENCY } from '../src/config/config.ts';
+import { DEFAULT_WEBHOOK_CONCURRENCY, MAX_LANE_WINDOW } from '../src/config/config.ts';
 import { type BenchChild, startChild } from './lib/ipc.ts';
 import { machineInfo, resultsTable, type ScenarioResult } from './lib/report.ts';
 import { authScenario } from './scenarios/auth.ts';
@@ -67,8 +67,8 @@ function parseArgs(argv: string[]): Options {
     else if (arg === '--unprepared') options.unprepared = true;
     else if (arg.startsWith('--lane-window=')) {
       const window = Number(arg.slice('--lane-window='.length));
-      if (!Number.isInteger(window) || window < 1 || window > 32)
-        throw new Error('--lane-window: a whole number from 1 to 32 (WEBHOOK_LANE_WINDOW)');
+      if (!Number.isInteger(window) || window < 1 || window > MAX_LANE_WINDOW)
+        throw new Error(`--lane-window: a whole number from 1 to ${MAX_LANE_WINDOW} (WEBHOOK_LANE_WINDOW)`);
       options.laneWindow = window;
     } else if (arg.startsWith('--only=')) {
       const names = arg.slice('--only='.length).split(',');

@@ -12,6 +12,12 @@ import { parseCidr } from '../net/addresses.ts';
 export const DEFAULT_WEBHOOK_CONCURRENCY = 64;
 
 /**
+ * Most webhook requests of one lane in flight at once (`WEBHOOK_LANE_WINDOW`): a busy number's window written
+ * pipelined on one connection (docs/decisions/0058-pipelined-lanes.md, docs/decisions/0059-lane-record-groups.md).
+ */
+export const MAX_LANE_WINDOW = 128;
+
+/**
  * The environment variables parley reads, with their defaults. This is the only place that reads
  * `process.env` (docs/decisions/0024-engines-and-data-flow.md): everything else receives a parsed {@link Config}.
  */
@@ -57,10 +63,10 @@ export const EnvSchema = Type.Object({
   WEBHOOK_RETENTION_DAYS: Type.Integer({ minimum: 1, maximum: 3650, default: 30 }),
   WEBHOOK_LANE_WINDOW: Type.Integer({
     minimum: 1,
-    maximum: 32,
+    maximum: MAX_LANE_WINDOW,
     default: 1,
     description:
-      'webhook requests in flight per lane, started in sequence order and pipelined on one connection (docs/decisions/0050-lane-windows.md, docs/decisions/0058-pipelined-lanes.md)',
+      'webhook requests in flight per lane, started in sequence order and pipelined on one connection (docs/decisions/0050-lane-windows.md, docs/decisions/0058-pipelined-lanes.md, docs/decisions/0059-lane-record-groups.md)',
   }),
   WEBHOOK_CONCURRENCY: Type.Integer({
     minimum: 1,
@@ -175,7 +181,7 @@ export interface Config {
     /** How long finished events stay in the delivery log, milliseconds (`WEBHOOK_RETENTION_DAYS`). */
     retentionMs: number;
     /**
-     * Requests in flight per lane, 1–32 (`WEBHOOK_LANE_WINDOW`, default 1: one at a time; more are pipelined on one
+     * Requests in flight per lane, 1–{@link MAX_LANE_WINDOW} (`WEBHOOK_LANE_WINDOW`, default 1: one at a time; more are pipelined on one
      * connection and still arrive in order; docs/decisions/0050-lane-windows.md, docs/decisions/0058-pipelined-lanes.md).
      */
     laneWindow: number;

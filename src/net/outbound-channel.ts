@@ -26,6 +26,9 @@ export interface ChannelTurn {
   pass: () => void;
 }
 
+/** Most requests a channel writes before the first of them is answered: a lane's largest window. */
+export const MAX_CHANNEL_DEPTH = 128;
+
 /**
  * Requests of one sender that must reach their receiver in the order they were issued: a webhook lane with more
  * than one request in flight (docs/decisions/0050-lane-windows.md, docs/decisions/0058-pipelined-lanes.md). Pass
@@ -36,7 +39,7 @@ export interface ChannelTurn {
  * on different connections. {@link close} when the sender is done; requests issued after it are still sent.
  */
 export class OutboundChannel {
-  /** Requests written before the first of them is answered (1–32, a lane's window). */
+  /** Requests written before the first of them is answered (1–{@link MAX_CHANNEL_DEPTH}, a lane's window). */
   readonly depth: number;
   #tail: Promise<void> = Promise.resolve();
   #current: ChannelConnection | undefined;
@@ -44,10 +47,10 @@ export class OutboundChannel {
   readonly #retiredByClient = new Map<Client, ChannelConnection>();
   #closed = false;
 
-  /** @throws RangeError when `depth` is not an integer from 1 to 32. */
+  /** @throws RangeError when `depth` is not an integer from 1 to {@link MAX_CHANNEL_DEPTH}. */
   constructor(depth: number) {
-    if (!(Number.isInteger(depth) && depth >= 1 && depth <= 32)) {
-      throw new RangeError('a channel depth is an integer from 1 to 32');
+    if (!(Number.isInteger(depth) && depth >= 1 && depth <= MAX_CHANNEL_DEPTH)) {
+      throw new RangeError(`a channel depth is an integer from 1 to ${MAX_CHANNEL_DEPTH}`);
     }
     this.depth = depth;
   }

@@ -34,12 +34,13 @@ export interface DeliveryWorkerOptions {
    */
   concurrency?: number;
   /**
-   * Deliveries claimed per lane at once (default 32), sent one after the other in `sequence` order
-   * (docs/decisions/0048-lane-batches.md); 1 claims one delivery at a time.
+   * Deliveries claimed per lane at once (default 32, or four windows when `laneWindow` is above 8), sent in
+   * `sequence` order (docs/decisions/0048-lane-batches.md, docs/decisions/0059-lane-record-groups.md); 1 claims
+   * one delivery at a time.
    */
   laneBatch?: number;
   /**
-   * Requests in flight per lane at once (default 1; at most `laneBatch`), started in `sequence` order
+   * Requests in flight per lane at once (default 1; at most 128 and `laneBatch`), started in `sequence` order
    * (docs/decisions/0050-lane-windows.md, `WEBHOOK_LANE_WINDOW`). 1 sends a lane's deliveries one at a time; more
    * lets one busy instance's deliveries keep pace with its events, written pipelined on one connection so they
    * still arrive in `sequence` order (docs/decisions/0058-pipelined-lanes.md).

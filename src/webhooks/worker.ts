@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { DEFAULT_WEBHOOK_CONCURRENCY } from '../config/config.ts';
-import { OutboundChannel } from '../net/outbound-guard.ts';
+import { MAX_CHANNEL_DEPTH, OutboundChannel } from '../net/outbound-channel.ts';
 import { releaseClaims, returnUnstarted } from '../store/deliveries.ts';
 import {
   type ClaimedDelivery,
@@ -9,16 +9,15 @@ import {
   claimDeliveries,
   claimDeliveriesIn,
 } from '../store/delivery-claims.ts';
-import {
-  type AttemptOutcome,
-  type AttemptRecord,
-  type FinishInput,
-  finishAndStartNext,
-  finishAttemptIn,
-} from '../store/delivery-finish.ts';
 import { nextAttemptOf, startDeliveries } from '../store/delivery-next.ts';
-import { isStoreUnavailableError } from '../store/faults.ts';
 import { RetryPolicy } from './backoff.ts';
+import {
+  LaneRecords,
+  type RecorderContext,
+  type StartDecision,
+  type TakenDelivery,
+  untilStoreAnswers,
+} from './lane-records.ts';
 import { sendAttempt } from './sending.ts';
 import type { DeliveryWorkerOptions } from './worker-options.ts';
 
@@ -30,24 +29,8 @@ export type { DeliveryWorkerOptions, WebhookWorkerTuning } from './worker-option
  */
 export const TARGETED_CLAIM_MAX = 32;
 
-/**
- * A lane's next delivery taken to be started by a record: the start decision of the delivery before it, and how to
- * give its own decision to the one after it.
- */
-interface TakenDelivery {
-  next: ClaimedDelivery;
-  before: Promise<boolean>;
-  decide: (started: boolean) => void;
-}
-
-/** A promise with its resolve function. */
-function deferred<T>(): { promise: Promise<T>; resolve: (value: T) => void } {
-  let resolve: (value: T) => void = () => undefined;
-  const promise = new Promise<T>((done) => {
-    resolve = done;
-  });
-  return { promise, resolve };
-}
+/** Deliveries claimed per lane at once when the window is at most 8 (docs/decisions/0048-lane-batches.md). */
+export const DEFAULT_LANE_BATCH = 32;
 
 /** A lane batch in flight: its promise and the claimed deliveries whose attempts have not ended yet. */
 interface LaneRun {
@@ -77,6 +60,8 @@ export class DeliveryWorker {
   readonly #laneBatch: number;
   readonly #laneWindow: number;
   readonly #retry: RetryPolicy;
+  /** What a lane batch's records need (src/webhooks/lane-records.ts). */
+  readonly #recorder: RecorderContext;
   /**
    * Lane batches in flight in this process, by lane (`<instanceId>/<endpointId>`,
    * docs/decisions/0035-webhook-endpoints.md): at most one per lane by the claim rule.
@@ -108,9 +93,19 @@ export class DeliveryWorker {
     this.#pollMs = options.pollIntervalMs ?? 1000;
     this.#staleMs = options.staleAfterMs ?? 2 * options.timeoutMs + 30_000;
     this.#concurrency = Math.max(1, options.concurrency ?? DEFAULT_WEBHOOK_CONCURRENCY);
-    this.#laneBatch = Math.max(1, options.laneBatch ?? 32);
-    this.#laneWindow = Math.min(this.#laneBatch, Math.max(1, options.laneWindow ?? 1));
+    const window = Math.min(MAX_CHANNEL_DEPTH, Math.max(1, options.laneWindow ?? 1));
+    // A lane batch of four windows keeps a wide window full: each record starts the next delivery until the batch
+    // runs out (docs/decisions/0059-lane-record-groups.md).
+    this.#laneBatch = Math.max(1, options.laneBatch ?? Math.max(DEFAULT_LANE_BATCH, 4 * window));
+    this.#laneWindow = Math.min(this.#laneBatch, window);
     this.#retry = new RetryPolicy(options.scheduleMs, options.random);
+    this.#recorder = {
+      options,
+      retry: this.#retry,
+      workerId: this.id,
+      staleMs: this.#staleMs,
+      stopping: () => this.#stopping,
+    };
   }
 
   /** Attempts a delivery gets per round with the configured schedule. */
@@ -310,11 +305,13 @@ export class DeliveryWorker {
    * Sends a lane batch (docs/decisions/0048-lane-batches.md) with up to `laneWindow` requests in flight
    * (docs/decisions/0050-lane-windows.md). The head was started by the claim; with a window the next deliveries
    * are started together at once, and from then on each delivered attempt's record starts the lane's next unstarted
-   * delivery in the same transaction. Starts are decided one after the other in `sequence` order: a delivery is
-   * started only once the one before it was, so a lane never has a later delivery started and an earlier one given
-   * back. Nothing more is started once an attempt was not delivered, a start was refused (the claim lost or the lane
-   * changed), the worker is stopping or the claim is older than half the stale timeout; the deliveries not started
-   * are given back at once, unlocked and ready for the next claim, when the requests in flight have ended.
+   * delivery in the same transaction; the records of attempts answered together are written together
+   * (docs/decisions/0059-lane-record-groups.md). Starts are decided one after the other in `sequence` order: a
+   * delivery is started only once the one before it was, so a lane never has a later delivery started and an
+   * earlier one given back. Nothing more is started once an attempt was not delivered, a start was refused (the
+   * claim lost or the lane changed), the worker is stopping or the claim is older than half the stale timeout; the
+   * deliveries not started are given back at once, unlocked and ready for the next claim, when the requests in
+   * flight have ended.
    * @throws the first error met recording an attempt (after the rest was given back).
    */
   async #runLane(run: LaneRun): Promise<void> {
@@ -327,39 +324,44 @@ export class DeliveryWorker {
     /** Deliveries taken from the queue but not started: given back with the queue's rest at the end. */
     const notStarted: ClaimedDelivery[] = [];
     let halted = false;
-    /** The start decision of the delivery taken last: whether it was started. */
-    let lastStart: Promise<boolean> = Promise.resolve(true);
+    /** The start decision of the delivery taken last: the head was started by the claim. */
+    let lastStart: StartDecision = { started: true };
     const mayStart = (delivery: ClaimedDelivery) =>
       !halted && !this.#stopping && this.#options.clock() - delivery.lockedAt < this.#staleMs / 2;
-    /** Takes the queue's next delivery, with the decision of the one before it and a way to record its own. */
-    const take = (): TakenDelivery | undefined => {
-      const next = queue.shift();
-      if (next === undefined) return undefined;
-      const before = lastStart;
-      const decision = deferred<boolean>();
-      lastStart = decision.promise;
-      return { next, before, decide: decision.resolve };
-    };
     const finished = (delivery: ClaimedDelivery) => {
       const index = run.pending.indexOf(delivery);
       if (index >= 0) run.pending.splice(index, 1);
     };
+    /** Takes the queue's next delivery, chained after the decision of the one taken before it. */
+    const take = (): TakenDelivery | undefined => {
+      const next = queue.shift();
+      if (next === undefined) return undefined;
+      const taken: TakenDelivery = { next, before: lastStart, own: { started: undefined } };
+      lastStart = taken.own;
+      return taken;
+    };
+    const opening = queue.splice(0, this.#laneWindow - 1);
+    let opened: () => void = () => undefined;
+    const records = new LaneRecords(
+      this.#recorder,
+      new Promise<void>((resolve) => {
+        opened = resolve;
+      }),
+    );
     /** Sends `first`, then each next delivery its records start, until one is not started. */
     const slot = async (first: ClaimedDelivery): Promise<void> => {
       let delivery: ClaimedDelivery | undefined = first;
       while (delivery !== undefined) {
         run.attempted += 1;
         const sent = await sendAttempt(this.#options, delivery, channel);
+        // Taken in the order the answers come, which is the order their records are written in.
         const taken: TakenDelivery | undefined =
           sent.record.error === null && mayStart(delivery) ? take() : undefined;
         if (sent.record.error !== null) halted = true;
         let nextStarted = false;
         try {
-          // Started only after the one before it, and not once an attempt of the batch failed meanwhile.
-          const next = taken !== undefined && (await taken.before) && !halted ? taken.next : undefined;
-          ({ nextStarted } = await this.#record(delivery, next, sent.record, sent.retryAfter, sent.gone));
+          nextStarted = await records.add({ delivery, sent, taken, halted: () => halted });
         } finally {
-          taken?.decide(nextStarted);
           if (taken !== undefined && !nextStarted) {
             halted = true;
             notStarted.push(taken.next);
@@ -374,15 +376,14 @@ export class DeliveryWorker {
     // Handled by the `allSettled` below; until then a rejection must not count as unhandled.
     first.catch(() => undefined);
     const slots = [first];
-    const opening = queue.splice(0, this.#laneWindow - 1);
     if (opening.length > 0) {
-      const decision = deferred<boolean>();
-      lastStart = decision.promise;
+      const decision: StartDecision = { started: undefined };
+      lastStart = decision;
       let started = 0;
       let unknown = false;
       try {
         if (mayStart(head)) {
-          started = await this.#finish(() =>
+          started = await this.#untilStoreAnswers(() =>
             startDeliveries(store.db, opening.map(nextAttemptOf), this.id, this.#options.clock()),
           );
         }
@@ -394,20 +395,23 @@ export class DeliveryWorker {
         this.#options.logger.warn({ err: error }, 'starting webhook deliveries failed');
       }
       const allStarted = !unknown && started === opening.length;
-      decision.resolve(allStarted);
+      decision.started = allStarted;
       if (!allStarted) halted = true;
       if (unknown) opening.splice(0);
       else notStarted.push(...opening.splice(started));
       slots.push(...opening.map((delivery) => slot(delivery)));
     }
+    // The lane's records are written from here on: every start decision they read from outside is known.
+    opened();
 
     const ended = await Promise.allSettled(slots);
     channel?.close();
     const unstarted = [...notStarted, ...queue.splice(0)];
     if (unstarted.length > 0) {
       for (const delivery of unstarted) finished(delivery);
-      await this.#finish(() => returnUnstarted(store.db, this.id, unstarted)).catch((error: unknown) =>
-        this.#options.logger.warn({ err: error }, 'giving back unstarted webhook deliveries failed'),
+      await this.#untilStoreAnswers(() => returnUnstarted(store.db, this.id, unstarted)).catch(
+        (error: unknown) =>
+          this.#options.logger.warn({ err: error }, 'giving back unstarted webhook deliveries failed'),
       );
     }
     const failure = ended.find((result) => result.status === 'rejected');
@@ -415,93 +419,12 @@ export class DeliveryWorker {
   }
 
   /**
-   * Records an attempt's outcome, waiting out a store that cannot be reached (docs/decisions/0011-store-faults.md)
-   * for up to half the stale timeout: an attempt the receiver took is recorded as soon as the store answers,
-   * instead of its claim holding the instance's later deliveries until it goes stale and the event is sent again.
-   * Waits double from 100 ms to at most 5 s.
+   * Runs a store write, waiting out a store that cannot be reached (docs/decisions/0011-store-faults.md) for up to
+   * half the stale timeout.
    * @throws the store's error when it is not an unreachable store, or once half the stale timeout has passed.
    */
-  async #finish<T>(work: () => Promise<T>): Promise<T> {
+  #untilStoreAnswers<T>(work: () => Promise<T>): Promise<T> {
     const { clock } = this.#options;
-    const giveUpAt = clock() + this.#staleMs / 2;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await work();
-      } catch (error) {
-        if (!isStoreUnavailableError(error) || clock() >= giveUpAt) throw error;
-        await new Promise((resolve) => setTimeout(resolve, Math.min(5_000, 100 * 2 ** (attempt - 1))));
-      }
-    }
-  }
-
-  /**
-   * Records an attempt's result and schedules what follows (next attempt, failure, or a 410's disabling). In the
-   * same transaction it starts `next`, the lane batch's next delivery, when the attempt was delivered, the worker
-   * is not stopping and the claim is younger than half the stale timeout (docs/decisions/0048-lane-batches.md).
-   * @returns whether `next` was started (never when the claim was no longer this worker's: the outcome was then
-   *   only logged).
-   */
-  async #record(
-    delivery: ClaimedDelivery,
-    next: ClaimedDelivery | undefined,
-    record: AttemptRecord,
-    retryAfter: string | undefined,
-    gone: boolean,
-  ): Promise<{ nextStarted: boolean }> {
-    const { clock } = this.#options;
-    let outcome: AttemptOutcome;
-    if (record.error === null) outcome = { kind: 'delivered' };
-    else if (gone) outcome = { kind: 'gone', reason: 'receiver answered 410 Gone' };
-    else {
-      // `attempts` was counted when this attempt was claimed: it is this attempt's number in the round.
-      const runAt = this.#retry.nextRunAt({
-        attemptsMade: delivery.attempts,
-        maxAttempts: delivery.maxAttempts,
-        now: clock(),
-        retryAfter,
-      });
-      outcome = runAt === null ? { kind: 'failed' } : { kind: 'retry', runAt };
-    }
-    // Decided at each try: a try after a store outage must not start the next delivery of a claim grown old. A try
-    // after one that offered to start it still asks whether that one did (it may have committed unanswered).
-    let offered = false;
-    const input = (): FinishInput => {
-      const now = clock();
-      const start =
-        next !== undefined &&
-        outcome.kind === 'delivered' &&
-        !this.#stopping &&
-        now - next.lockedAt < this.#staleMs / 2;
-      const check = !start && offered && next !== undefined;
-      offered ||= start;
-      return {
-        eventId: delivery.eventId,
-        endpointId: delivery.endpointId,
-        instanceId: delivery.instanceId,
-        attemptId: delivery.attemptId,
-        workerId: this.id,
-        lockedAt: delivery.lockedAt,
-        attempt: record,
-        outcome,
-        now: new Date(now).toISOString(),
-        ...(start || check ? { next: nextAttemptOf(next) } : {}),
-        ...(check ? { nextCheckOnly: true } : {}),
-      };
-    };
-    const { store, turn } = this.#options;
-    const { applied, nextStarted } = await this.#finish(() => {
-      const current = input();
-      return turn === undefined
-        ? finishAndStartNext(store.db, current, store.dialect)
-        : turn.run((trx) => finishAttemptIn(trx, current));
-    });
-    this.#options.onAttempt?.(outcome.kind, record.durationMs, delivery.instanceId);
-    if (!applied) {
-      this.#options.logger.info(
-        { eventId: delivery.eventId },
-        'webhook claim was taken over before the attempt finished; its outcome was only logged',
-      );
-    }
-    return { nextStarted };
+    return untilStoreAnswers(work, clock, clock() + this.#staleMs / 2);
   }
 }

@@ -158,11 +158,12 @@ describe('configuration (docs/decisions/0024-engines-and-data-flow.md)', () => {
     }
   });
 
-  it('reads WEBHOOK_LANE_WINDOW, whole requests from 1 to 32, default 1 (docs/decisions/0050-lane-windows.md)', () => {
+  it('reads WEBHOOK_LANE_WINDOW, whole requests from 1 to 128, default 1 (docs/decisions/0050-lane-windows.md, docs/decisions/0059-lane-record-groups.md)', () => {
     assert.equal(loadConfig({}).webhook.laneWindow, 1);
     assert.equal(loadConfig({ WEBHOOK_LANE_WINDOW: '8' }).webhook.laneWindow, 8);
     assert.equal(loadConfig({ WEBHOOK_LANE_WINDOW: '32' }).webhook.laneWindow, 32);
-    for (const value of ['0', '33', '2.5', 'many']) {
+    assert.equal(loadConfig({ WEBHOOK_LANE_WINDOW: '128' }).webhook.laneWindow, 128);
+    for (const value of ['0', '129', '2.5', 'many']) {
       assert.throws(() => loadConfig({ WEBHOOK_LANE_WINDOW: value }), {
         name: 'ConfigError',
         message: /^invalid configuration: WEBHOOK_LANE_WINDOW: /,

@@ -389,9 +389,10 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
     assert.equal(second.client.pipelining, 1, 'back in the pool one request at a time');
   });
 
-  it('refuses a depth outside 1 to 32', () => {
+  it('takes a depth from 1 to 128 and refuses one outside', () => {
+    assert.equal(new OutboundChannel(128).depth, 128);
     assert.throws(() => new OutboundChannel(0), RangeError);
-    assert.throws(() => new OutboundChannel(33), RangeError);
+    assert.throws(() => new OutboundChannel(129), RangeError);
     assert.throws(() => new OutboundChannel(1.5), RangeError);
   });
 });

@@ -1,0 +1,282 @@
+import type { Transaction } from 'kysely';
+import type { ClaimedDelivery } from '../store/delivery-claims.ts';
+import {
+  type AttemptOutcome,
+  type FinishInput,
+  type FinishResult,
+  finishAndStartNext,
+  finishAttemptIn,
+} from '../store/delivery-finish.ts';
+import { nextAttemptOf } from '../store/delivery-next.ts';
+import { isStoreUnavailableError } from '../store/faults.ts';
+import type { Database } from '../store/schema.ts';
+import type { RetryPolicy } from './backoff.ts';
+import type { SentAttempt } from './sending.ts';
+import type { DeliveryWorkerOptions } from './worker-options.ts';
+
+/**
+ * Whether a lane's delivery was started: `undefined` until decided. A lane decides its starts one after the other
+ * in `sequence` order (docs/decisions/0050-lane-windows.md); each taken delivery holds the decision of the one taken
+ * before it.
+ */
+export interface StartDecision {
+  started: boolean | undefined;
+}
+
+/** A lane's next delivery taken to be started by a record, with the start decision before it and its own. */
+export interface TakenDelivery {
+  next: ClaimedDelivery;
+  /** The decision about the delivery taken before this one (or the window's opening). */
+  before: StartDecision;
+  /** This delivery's own decision, set by the record that takes it. */
+  own: StartDecision;
+}
+
+/** An answered attempt of a lane waiting for its record. */
+export interface AnsweredAttempt {
+  delivery: ClaimedDelivery;
+  sent: SentAttempt;
+  /** The lane's next delivery this record may start (only after a delivered attempt). */
+  taken: TakenDelivery | undefined;
+  /** Read when the record is written: true once the lane batch must start nothing more. */
+  halted: () => boolean;
+}
+
+/** What the records of a worker need: a subset of its options and its state. */
+export interface RecorderContext {
+  options: Pick<DeliveryWorkerOptions, 'store' | 'turn' | 'clock' | 'logger' | 'onAttempt'>;
+  retry: RetryPolicy;
+  workerId: string;
+  /** A claim older than this is stale (ms); records wait out a store outage for half of it. */
+  staleMs: number;
+  /** True once the worker is stopping: nothing more is started. */
+  stopping: () => boolean;
+}
+
+/**
+ * Runs `work`, waiting out a store that cannot be reached (docs/decisions/0011-store-faults.md) until the clock
+ * passes `giveUpAt` (epoch ms). Waits double from 100 ms to at most 5 s.
+ * @throws the store's error when it is not an unreachable store, or once `giveUpAt` has passed.
+ */
+export async function untilStoreAnswers<T>(
+  work: () => Promise<T>,
+  clock: () => number,
+  giveUpAt: number,
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await work();
+    } catch (error) {
+      if (!isStoreUnavailableError(error) || clock() >= giveUpAt) throw error;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(5_000, 100 * 2 ** (attempt - 1))));
+    }
+  }
+}
+
+/** An answered attempt with what its record needs across tries. */
+interface Waiting {
+  answer: AnsweredAttempt;
+  outcome: AttemptOutcome;
+  /** An earlier try of this record offered to start its next delivery (it may have committed unanswered). */
+  offered: boolean;
+  resolve: (nextStarted: boolean) => void;
+  reject: (error: unknown) => void;
+}
+
+/**
+ * The records of one lane batch (docs/decisions/0059-lane-record-groups.md): the attempts answered while the lane's
+ * previous records were being written are recorded together, in the order they were answered, and each may start
+ * the lane's next delivery it took. Starts stay decided one after the other in `sequence` order: a record starts
+ * its delivery only when the decision of the delivery taken before it was "started", which within a group is the
+ * result of the record before it in the same transaction. On SQLite a group is one part of the turn's shared
+ * transaction (docs/decisions/0051-turn-groups.md), so one commit starts as many of the lane's deliveries as
+ * answers came in; elsewhere each record keeps a transaction of its own (one statement for a delivered attempt on
+ * PostgreSQL), written one after the other without waiting for a turn of the event loop between them.
+ */
+export class LaneRecords {
+  readonly #context: RecorderContext;
+  readonly #opened: Promise<unknown>;
+  #waiting: Waiting[] = [];
+  #writing = false;
+
+  /**
+   * `opened` settles once the lane's window was opened (its first deliveries started together,
+   * docs/decisions/0050-lane-windows.md): until then no record is written, so every decision a group reads from
+   * outside itself is known.
+   */
+  constructor(context: RecorderContext, opened: Promise<unknown>) {
+    this.#context = context;
+    this.#opened = opened;
+  }
+
+  /**
+   * Records `answer` with the lane's other answers of the same group. Its taken delivery's decision (`own`) is set
+   * before the promise settles: started or not, and not started on an error.
+   * @returns whether the taken delivery was started.
+   * @throws the store's error (after waiting out an outage for half the stale timeout); the attempt is then left
+   *   open, and its claim in place until it goes stale or the node registry frees it.
+   */
+  add(answer: AnsweredAttempt): Promise<boolean> {
+    return new Promise<boolean>((resolve, reject) => {
+      this.#waiting.push({ answer, outcome: this.#outcomeOf(answer), offered: false, resolve, reject });
+      if (!this.#writing) void this.#pump();
+    });
+  }
+
+  /** The outcome an attempt's record applies: delivered, a retry at its time, failed, or gone (a 410). */
+  #outcomeOf({ delivery, sent }: AnsweredAttempt): AttemptOutcome {
+    if (sent.record.error === null) return { kind: 'delivered' };
+    if (sent.gone) return { kind: 'gone', reason: 'receiver answered 410 Gone' };
+    const { clock } = this.#context.options;
+    // `attempts` was counted when this attempt was claimed: it is this attempt's number in the round.
+    const runAt = this.#context.retry.nextRunAt({
+      attemptsMade: delivery.attempts,
+      maxAttempts: delivery.maxAttempts,
+      now: clock(),
+      retryAfter: sent.retryAfter,
+    });
+    return runAt === null ? { kind: 'failed' } : { kind: 'retry', runAt };
+  }
+
+  /** Writes the waiting records group after group, one group at a time. */
+  async #pump(): Promise<void> {
+    this.#writing = true;
+    try {
+      await this.#opened.catch(() => undefined);
+      while (this.#waiting.length > 0) await this.#writeGroup();
+    } finally {
+      this.#writing = false;
+    }
+  }
+
+  /** Writes one group and settles its callers; never throws. */
+  async #writeGroup(): Promise<void> {
+    const { options } = this.#context;
+    const { turn } = options;
+    /** The group, once taken from the waiting records. */
+    let group: Waiting[] | undefined;
+    const results: FinishResult[] = [];
+    try {
+      if (turn !== undefined) {
+        // The group is taken when the turn's transaction runs it, so it holds every answer of the turn; a try after
+        // a rolled-back shared transaction, or after a store outage, writes the same records again.
+        const written = await this.#untilStoreAnswers(() =>
+          turn.run(
+            (trx) => {
+              group ??= this.#waiting.splice(0);
+              return this.#recordIn(trx, group);
+            },
+            Math.max(1, this.#waiting.length),
+          ),
+        );
+        results.push(...written);
+        for (const [index, waiting] of (group ?? []).entries()) this.#report(waiting, written[index]);
+      } else {
+        group = this.#waiting.splice(0);
+        for (const waiting of group) {
+          const input = () => this.#inputOf(waiting, this.#nextOf(waiting));
+          const result = await this.#untilStoreAnswers(() =>
+            finishAndStartNext(options.store.db, input(), options.store.dialect),
+          );
+          this.#decide(waiting, result);
+          this.#report(waiting, result);
+          results.push(result);
+        }
+      }
+    } catch (error) {
+      // Records written before the error keep their results; the rest start nothing and fail their callers.
+      for (const [index, waiting] of (group ?? this.#waiting.splice(0)).entries()) {
+        const result = results[index];
+        if (result !== undefined) {
+          waiting.resolve(result.nextStarted);
+          continue;
+        }
+        if (waiting.answer.taken !== undefined) waiting.answer.taken.own.started = false;
+        waiting.reject(error);
+      }
+      return;
+    }
+    for (const [index, waiting] of (group ?? []).entries())
+      waiting.resolve(results[index]?.nextStarted ?? false);
+  }
+
+  /**
+   * The group's records in `trx`, in order. Each decision is set as its statement ran, so the record after it in
+   * the same transaction reads it; a transaction rolled back is written again (or fails every record of it, which
+   * then sets each decision to "not started").
+   */
+  async #recordIn(trx: Transaction<Database>, group: readonly Waiting[]): Promise<FinishResult[]> {
+    const results: FinishResult[] = [];
+    for (const waiting of group) {
+      const result = await finishAttemptIn(trx, this.#inputOf(waiting, this.#nextOf(waiting)));
+      this.#decide(waiting, result);
+      results.push(result);
+    }
+    return results;
+  }
+
+  /**
+   * The delivery `waiting` may start: its taken one, when the decision about the delivery taken before it was
+   * "started" (set by an earlier group, the window's opening, or the record before it in this group) and the lane
+   * batch is not halted.
+   */
+  #nextOf(waiting: Waiting): ClaimedDelivery | undefined {
+    const { taken, halted } = waiting.answer;
+    return taken !== undefined && taken.before.started === true && !halted() ? taken.next : undefined;
+  }
+
+  /** Sets the taken delivery's decision from `result`. */
+  #decide(waiting: Waiting, result: FinishResult): void {
+    const { taken } = waiting.answer;
+    if (taken !== undefined) taken.own.started = result.nextStarted;
+  }
+
+  /** After a record committed: calls `onAttempt`, and logs a claim taken over (`result.applied` false). */
+  #report(waiting: Waiting, result: FinishResult | undefined): void {
+    const { delivery, sent } = waiting.answer;
+    const { onAttempt, logger } = this.#context.options;
+    onAttempt?.(waiting.outcome.kind, sent.record.durationMs, delivery.instanceId);
+    if (result !== undefined && !result.applied) {
+      logger.info(
+        { eventId: delivery.eventId },
+        'webhook claim was taken over before the attempt finished; its outcome was only logged',
+      );
+    }
+  }
+
+  /**
+   * The record's input at this try. Starting `next` is decided at each try: a try after a store outage must not
+   * start the next delivery of a claim grown old; a try after one that offered to start it still asks whether that
+   * one did (it may have committed unanswered).
+   */
+  #inputOf(waiting: Waiting, next: ClaimedDelivery | undefined): FinishInput {
+    const { delivery, sent } = waiting.answer;
+    const { clock } = this.#context.options;
+    const now = clock();
+    const start =
+      next !== undefined &&
+      waiting.outcome.kind === 'delivered' &&
+      !this.#context.stopping() &&
+      now - next.lockedAt < this.#context.staleMs / 2;
+    const check = !start && waiting.offered && next !== undefined;
+    waiting.offered ||= start;
+    return {
+      eventId: delivery.eventId,
+      endpointId: delivery.endpointId,
+      instanceId: delivery.instanceId,
+      attemptId: delivery.attemptId,
+      workerId: this.#context.workerId,
+      lockedAt: delivery.lockedAt,
+      attempt: sent.record,
+      outcome: waiting.outcome,
+      now: new Date(now).toISOString(),
+      ...(start || check ? { next: nextAttemptOf(next) } : {}),
+      ...(check ? { nextCheckOnly: true } : {}),
+    };
+  }
+
+  #untilStoreAnswers<T>(work: () => Promise<T>): Promise<T> {
+    const { clock } = this.#context.options;
+    return untilStoreAnswers(work, clock, clock() + this.#context.staleMs / 2);
+  }
+}

@@ -1,0 +1,190 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { pino } from 'pino';
+import { type ClaimedDelivery, claimDeliveries } from '../../src/store/delivery-claims.ts';
+import { nextAttemptOf, startDeliveries } from '../../src/store/delivery-next.ts';
+import { type TransactionWork, TurnTransactions } from '../../src/store/turn-transactions.ts';
+import { RetryPolicy } from '../../src/webhooks/backoff.ts';
+import { type AnsweredAttempt, LaneRecords, type StartDecision } from '../../src/webhooks/lane-records.ts';
+import type { SentAttempt } from '../../src/webhooks/sending.ts';
+import { testDialects } from '../support/store.ts';
+import { recordMessages, webhookAppPerTest } from './support.ts';
+
+/** A turn's shared transaction that counts the parts written in it. */
+class CountingTurn extends TurnTransactions {
+  parts = 0;
+  override run<R>(work: TransactionWork<R>, weight?: number): Promise<R> {
+    this.parts += 1;
+    return super.run(work, weight);
+  }
+}
+
+const answered: SentAttempt = {
+  record: { statusCode: 200, durationMs: 1, error: null, responseBody: 'ok', responseTruncated: false },
+  retryAfter: undefined,
+  gone: false,
+};
+
+/**
+ * Lane record groups (docs/decisions/0059-lane-record-groups.md): the answers of one lane that come in together are
+ * recorded together, in the order they came, each starting the delivery it took only when the start before it was
+ * made; on SQLite the group is one part of the turn's shared transaction.
+ */
+for (const dialect of testDialects()) {
+  describe(`webhook lane record groups (${dialect})`, () => {
+    const app = webhookAppPerTest({ dialect, webhookWorker: { start: false, laneBatch: 6 } });
+    const db = () => app.t().testStore.store.db;
+    /** Claims the lane's six deliveries as worker `w1` and opens a window of three (the first three started). */
+    const openWindowOfThree = async () => {
+      await recordMessages(app.t(), 6);
+      const now = app.t().clock();
+      const batch = await claimDeliveries(db(), dialect, {
+        workerId: 'w1',
+        now,
+        staleBefore: app.t().services.webhooks.staleBefore(now),
+        limit: 8,
+        perLane: 6,
+      });
+      assert.equal(batch.length, 6, 'six deliveries claimed');
+      const [, second, third] = batch;
+      assert.ok(second && third);
+      assert.equal(await startDeliveries(db(), [nextAttemptOf(second), nextAttemptOf(third)], 'w1', now), 2);
+      return batch;
+    };
+    /** Records of the lane of worker `w1`, on this store's shared transaction (SQLite) or one by one. */
+    const laneRecords = () => {
+      const { store } = app.t().testStore;
+      const turn = store.dialect === 'sqlite' ? new CountingTurn(store.db) : undefined;
+      const records = new LaneRecords(
+        {
+          options: { store, turn, clock: app.t().clock, logger: pino({ level: 'silent' }) },
+          retry: new RetryPolicy([60_000]),
+          workerId: 'w1',
+          staleMs: 600_000,
+          stopping: () => false,
+        },
+        Promise.resolve(),
+      );
+      return { records, turn };
+    };
+    /** Delivered answers for `answers`, taking the deliveries in `taken`, chained after `opening`, as a lane takes them. */
+    const chain = (
+      answers: ClaimedDelivery[],
+      taken: ClaimedDelivery[],
+      opening: StartDecision,
+    ): AnsweredAttempt[] => {
+      let before = opening;
+      return answers.map((delivery, index) => {
+        const next = taken[index];
+        if (next === undefined) return { delivery, sent: answered, taken: undefined, halted: () => false };
+        const own: StartDecision = { started: undefined };
+        const answer = { delivery, sent: answered, taken: { next, before, own }, halted: () => false };
+        before = own;
+        return answer;
+      });
+    };
+    /** [sequence, status, attempts, locked_by] per delivery; [sequence, finished?] per attempt row. */
+    const state = async () => ({
+      deliveries: (
+        await db()
+          .selectFrom('webhook_deliveries')
+          .select(['sequence', 'status', 'attempts', 'locked_by'])
+          .orderBy('sequence')
+          .execute()
+      ).map((row) => [Number(row.sequence), row.status, row.attempts, row.locked_by]),
+      attempts: (
+        await db()
+          .selectFrom('webhook_attempts as a')
+          .innerJoin('webhook_deliveries as d', (join) =>
+            join.onRef('d.event_id', '=', 'a.event_id').onRef('d.endpoint_id', '=', 'a.endpoint_id'),
+          )
+          .select(['d.sequence', 'a.finished_at'])
+          .orderBy('d.sequence')
+          .execute()
+      ).map((row) => [Number(row.sequence), row.finished_at !== null]),
+    });
+
+    it('records answers that came together in one part, each starting the delivery it took, in order', async () => {
+      const [d1, d2, d3, d4, d5, d6] = await openWindowOfThree();
+      assert.ok(d1 && d2 && d3 && d4 && d5 && d6);
+      const { records, turn } = laneRecords();
+      const answers = chain([d1, d2, d3], [d4, d5, d6], { started: true });
+      const started = await Promise.all(answers.map((answer) => records.add(answer)));
+      assert.deepEqual(started, [true, true, true]);
+      assert.deepEqual(
+        answers.map((answer) => answer.taken?.own.started),
+        [true, true, true],
+        'each decision set for the delivery taken after it',
+      );
+      if (turn !== undefined) assert.equal(turn.parts, 1, 'one part of the turn for the three records');
+      assert.deepEqual(await state(), {
+        deliveries: [
+          [1, 'delivered', 1, null],
+          [2, 'delivered', 1, null],
+          [3, 'delivered', 1, null],
+          [4, 'pending', 1, 'w1'],
+          [5, 'pending', 1, 'w1'],
+          [6, 'pending', 1, 'w1'],
+        ],
+        attempts: [
+          [1, true],
+          [2, true],
+          [3, true],
+          [4, false],
+          [5, false],
+          [6, false],
+        ],
+      });
+    });
+
+    it('a refused start in a group starts nothing after it, though the later answers were delivered', async () => {
+      const [d1, d2, d3, d4, d5, d6] = await openWindowOfThree();
+      assert.ok(d1 && d2 && d3 && d4 && d5 && d6);
+      const { records } = laneRecords();
+      // The first answer's claim as another worker would hold it: its outcome is only logged and its start refused.
+      const answers = chain([{ ...d1, lockedAt: d1.lockedAt - 1 }, d2, d3], [d4, d5, d6], { started: true });
+      const started = await Promise.all(answers.map((answer) => records.add(answer)));
+      assert.deepEqual(started, [false, false, false]);
+      assert.deepEqual(
+        answers.map((answer) => answer.taken?.own.started),
+        [false, false, false],
+      );
+      assert.deepEqual(await state(), {
+        deliveries: [
+          [1, 'pending', 1, 'w1'],
+          [2, 'delivered', 1, null],
+          [3, 'delivered', 1, null],
+          [4, 'pending', 0, 'w1'],
+          [5, 'pending', 0, 'w1'],
+          [6, 'pending', 0, 'w1'],
+        ],
+        attempts: [
+          [1, true],
+          [2, true],
+          [3, true],
+        ],
+      });
+    });
+
+    it('starts nothing when the start before the group was not made', async () => {
+      const [d1, d2, d3, d4, d5, d6] = await openWindowOfThree();
+      assert.ok(d1 && d2 && d3 && d4 && d5 && d6);
+      const { records } = laneRecords();
+      // The opening's last start failed: the first record reads it from outside the group, the others in it.
+      const first = chain([d1], [d4], { started: false });
+      const [firstAnswer] = first;
+      assert.ok(firstAnswer?.taken);
+      const second = chain([d2, d3], [d5, d6], firstAnswer.taken.own);
+      const started = await Promise.all([...first, ...second].map((answer) => records.add(answer)));
+      assert.deepEqual(started, [false, false, false]);
+      assert.deepEqual((await state()).deliveries, [
+        [1, 'delivered', 1, null],
+        [2, 'delivered', 1, null],
+        [3, 'delivered', 1, null],
+        [4, 'pending', 0, 'w1'],
+        [5, 'pending', 0, 'w1'],
+        [6, 'pending', 0, 'w1'],
+      ]);
+    });
+  });
+}
