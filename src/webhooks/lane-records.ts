@@ -7,6 +7,7 @@ import {
   finishAndStartNext,
   finishAttemptIn,
 } from '../store/delivery-finish.ts';
+import { deliveredGroupInOneStatement } from '../store/delivery-group.ts';
 import { nextAttemptOf } from '../store/delivery-next.ts';
 import { isStoreUnavailableError } from '../store/faults.ts';
 import type { Database } from '../store/schema.ts';
@@ -96,17 +97,21 @@ interface Waiting {
 export class LaneRecords {
   readonly #context: RecorderContext;
   readonly #opened: Promise<unknown>;
+  /** What a group weighs in the turn's shared transaction: the lane's window, the most answers that can wait. */
+  readonly #weight: number;
   #waiting: Waiting[] = [];
   #writing = false;
 
   /**
    * `opened` settles once the lane's window was opened (its first deliveries started together,
    * docs/decisions/0050-lane-windows.md): until then no record is written, so every decision a group reads from
-   * outside itself is known.
+   * outside itself is known. `window`: the lane's requests in flight at most (a group's weight in the turn's
+   * shared transaction).
    */
-  constructor(context: RecorderContext, opened: Promise<unknown>) {
+  constructor(context: RecorderContext, opened: Promise<unknown>, window = 1) {
     this.#context = context;
     this.#opened = opened;
+    this.#weight = Math.max(1, window);
   }
 
   /**
@@ -151,53 +156,126 @@ export class LaneRecords {
 
   /** Writes one group and settles its callers; never throws. */
   async #writeGroup(): Promise<void> {
-    const { options } = this.#context;
-    const { turn } = options;
-    /** The group, once taken from the waiting records. */
-    let group: Waiting[] | undefined;
-    const results: FinishResult[] = [];
-    try {
-      if (turn !== undefined) {
-        // The group is taken when the turn's transaction runs it, so it holds every answer of the turn; a try after
-        // a rolled-back shared transaction, or after a store outage, writes the same records again.
-        const written = await this.#untilStoreAnswers(() =>
-          turn.run(
-            (trx) => {
-              group ??= this.#waiting.splice(0);
-              return this.#recordIn(trx, group);
-            },
-            Math.max(1, this.#waiting.length),
-          ),
-        );
-        results.push(...written);
-        for (const [index, waiting] of (group ?? []).entries()) this.#report(waiting, written[index]);
-      } else {
-        group = this.#waiting.splice(0);
-        for (const waiting of group) {
-          const input = () => this.#inputOf(waiting, this.#nextOf(waiting));
-          const result = await this.#untilStoreAnswers(() =>
-            finishAndStartNext(options.store.db, input(), options.store.dialect),
-          );
-          this.#decide(waiting, result);
-          this.#report(waiting, result);
-          results.push(result);
-        }
-      }
-    } catch (error) {
-      // Records written before the error keep their results; the rest start nothing and fail their callers.
-      for (const [index, waiting] of (group ?? this.#waiting.splice(0)).entries()) {
-        const result = results[index];
-        if (result !== undefined) {
-          waiting.resolve(result.nextStarted);
-          continue;
-        }
-        if (waiting.answer.taken !== undefined) waiting.answer.taken.own.started = false;
-        waiting.reject(error);
-      }
+    const { turn } = this.#context.options;
+    if (turn === undefined) {
+      await this.#writeOnPool(this.#waiting.splice(0));
       return;
     }
-    for (const [index, waiting] of (group ?? []).entries())
-      waiting.resolve(results[index]?.nextStarted ?? false);
+    /** The group, taken from the waiting records when the turn's transaction first runs it. */
+    let group: Waiting[] | undefined;
+    try {
+      // The group holds every answer of the turn; a try after a rolled-back shared transaction, or after a store
+      // outage, writes the same records again. It weighs a whole window: that many answers can be waiting.
+      const results = await this.#untilStoreAnswers(() =>
+        turn.run((trx) => {
+          group ??= this.#waiting.splice(0);
+          return this.#recordIn(trx, group);
+        }, this.#weight),
+      );
+      for (const [index, waiting] of (group ?? []).entries()) this.#settle(waiting, results[index]);
+    } catch (error) {
+      const failed = group ?? this.#waiting.splice(0);
+      if (failed.length > 1 && !isStoreUnavailableError(error)) {
+        // A record that cannot be written fails alone, as it did in a part of its own (docs/decisions/0051-turn-groups.md):
+        // the others are written one by one after it, and nothing starts after a record that failed.
+        for (const waiting of failed) {
+          try {
+            const [result] = await turn.run((trx) => this.#recordIn(trx, [waiting]));
+            this.#settle(waiting, result);
+          } catch (alone) {
+            this.#fail(waiting, alone);
+          }
+        }
+        return;
+      }
+      for (const waiting of failed) this.#fail(waiting, error);
+    }
+  }
+
+  /**
+   * Writes a group on the pool (PostgreSQL): in one statement when it can (src/store/delivery-group.ts), else one
+   * record after the other, each caller settled as soon as its own record is written, so a started delivery goes
+   * out at once. A record that cannot be written fails alone, and nothing starts after it.
+   */
+  async #writeOnPool(group: readonly Waiting[]): Promise<void> {
+    const { store } = this.#context.options;
+    const together = await this.#recordTogether(group);
+    if (together !== undefined) {
+      for (const [index, waiting] of group.entries()) this.#settle(waiting, together[index]);
+      return;
+    }
+    // A group of one, one with a failed attempt, or after a group statement that failed (whose answer was lost:
+    // each record that offered a start then asks whether its first try made it).
+    for (const waiting of group) {
+      try {
+        const result = await this.#untilStoreAnswers(() =>
+          finishAndStartNext(store.db, this.#inputOf(waiting, this.#nextOf(waiting)), store.dialect),
+        );
+        this.#decide(waiting, result);
+        this.#settle(waiting, result);
+      } catch (error) {
+        this.#fail(waiting, error);
+      }
+    }
+  }
+
+  /** Reports a written record and gives its caller whether its taken delivery was started. */
+  #settle(waiting: Waiting, result: FinishResult | undefined): void {
+    this.#report(waiting, result);
+    waiting.resolve(result?.nextStarted ?? false);
+  }
+
+  /** A record that could not be written: its taken delivery is not started, and its caller gets `error`. */
+  #fail(waiting: Waiting, error: unknown): void {
+    if (waiting.answer.taken !== undefined) waiting.answer.taken.own.started = false;
+    waiting.reject(error);
+  }
+
+  /**
+   * Writes a group of delivered records in one statement on PostgreSQL (src/store/delivery-group.ts), each record's
+   * start decided in it by the same rule, and sets each decision.
+   * @returns the results, or undefined when the group is to be written one record at a time: a group of one, one
+   *   holding a failed attempt, or a statement that failed (an unreachable store leaves its outcome unknown: every
+   *   record that offered to start its next delivery then asks whether it did).
+   */
+  async #recordTogether(group: readonly Waiting[]): Promise<FinishResult[] | undefined> {
+    const { store } = this.#context.options;
+    if (
+      store.dialect !== 'postgres' ||
+      group.length < 2 ||
+      group.some((waiting) => waiting.outcome.kind !== 'delivered' || waiting.offered)
+    )
+      return undefined;
+    // Each record's next delivery as the sequential form would offer it, before the decisions before it are known:
+    // the statement applies the rule that a start follows only a start.
+    const records = group.map((waiting) => ({
+      input: this.#inputOf(waiting, this.#mayStartAfterStarts(waiting)),
+      takes: waiting.answer.taken !== undefined,
+    }));
+    const now = records[0]?.input.now;
+    for (const record of records) record.input.now = now ?? record.input.now;
+    try {
+      const results = await deliveredGroupInOneStatement(store.db, records);
+      for (const [index, waiting] of group.entries()) {
+        const result = results[index];
+        if (result !== undefined) this.#decide(waiting, result);
+      }
+      return results;
+    } catch {
+      // Nothing of it was written, or (the store could not be reached) whether it was is unknown: written again one
+      // record at a time, where each record that offered a start asks whether it was made.
+      return undefined;
+    }
+  }
+
+  /**
+   * The delivery `waiting` may start if every start before it in its group is made: its taken one, unless the
+   * decision from outside the group (for the group's first taker) was not "started" or the lane batch is halted.
+   */
+  #mayStartAfterStarts(waiting: Waiting): ClaimedDelivery | undefined {
+    const { taken, halted } = waiting.answer;
+    if (taken === undefined || halted()) return undefined;
+    return taken.before.started === false ? undefined : taken.next;
   }
 
   /**
@@ -235,12 +313,16 @@ export class LaneRecords {
   #report(waiting: Waiting, result: FinishResult | undefined): void {
     const { delivery, sent } = waiting.answer;
     const { onAttempt, logger } = this.#context.options;
-    onAttempt?.(waiting.outcome.kind, sent.record.durationMs, delivery.instanceId);
-    if (result !== undefined && !result.applied) {
-      logger.info(
-        { eventId: delivery.eventId },
-        'webhook claim was taken over before the attempt finished; its outcome was only logged',
-      );
+    try {
+      onAttempt?.(waiting.outcome.kind, sent.record.durationMs, delivery.instanceId);
+      if (result !== undefined && !result.applied) {
+        logger.info(
+          { eventId: delivery.eventId },
+          'webhook claim was taken over before the attempt finished; its outcome was only logged',
+        );
+      }
+    } catch {
+      // `onAttempt` must not throw (src/webhooks/worker-options.ts); one that does must not unsettle the records.
     }
   }
 
@@ -258,7 +340,10 @@ export class LaneRecords {
       waiting.outcome.kind === 'delivered' &&
       !this.#context.stopping() &&
       now - next.lockedAt < this.#context.staleMs / 2;
-    const check = !start && waiting.offered && next !== undefined;
+    // A try after one that offered to start the taken delivery asks whether it did, even when it would no longer
+    // start it (the lane halted or the claim grew old meanwhile).
+    const taken = waiting.answer.taken?.next;
+    const check = !start && waiting.offered && taken !== undefined;
     waiting.offered ||= start;
     return {
       eventId: delivery.eventId,
@@ -270,7 +355,7 @@ export class LaneRecords {
       attempt: sent.record,
       outcome: waiting.outcome,
       now: new Date(now).toISOString(),
-      ...(start || check ? { next: nextAttemptOf(next) } : {}),
+      ...(start ? { next: nextAttemptOf(next) } : check ? { next: nextAttemptOf(taken) } : {}),
       ...(check ? { nextCheckOnly: true } : {}),
     };
   }

@@ -347,6 +347,7 @@ export class DeliveryWorker {
       new Promise<void>((resolve) => {
         opened = resolve;
       }),
+      this.#laneWindow,
     );
     /** Sends `first`, then each next delivery its records start, until one is not started. */
     const slot = async (first: ClaimedDelivery): Promise<void> => {

@@ -188,3 +188,131 @@ for (const dialect of testDialects()) {
     });
   });
 }
+
+/**
+ * Lane record groups on PostgreSQL's pool when the store fails under them: a record whose answer was lost asks on its
+ * next try whether it started its delivery, and a record that cannot be written fails alone.
+ */
+describe('webhook lane record groups under store faults (postgres)', {
+  skip: !testDialects().includes('postgres'),
+}, () => {
+  const app = webhookAppPerTest({ dialect: 'postgres', webhookWorker: { start: false, laneBatch: 6 } });
+  /** Six deliveries claimed by `w1` with a window of three open, and a lane's records on a store failing as told. */
+  const setUp = async (fail: (call: number) => Error | undefined) => {
+    await recordMessages(app.t(), 6);
+    const { store } = app.t().testStore;
+    const now = app.t().clock();
+    const batch = await claimDeliveries(store.db, 'postgres', {
+      workerId: 'w1',
+      now,
+      staleBefore: app.t().services.webhooks.staleBefore(now),
+      limit: 8,
+      perLane: 6,
+    });
+    const [, second, third] = batch;
+    assert.ok(second && third);
+    assert.equal(
+      await startDeliveries(store.db, [nextAttemptOf(second), nextAttemptOf(third)], 'w1', now),
+      2,
+    );
+    let calls = 0;
+    const failing = new Proxy(store.db, {
+      get(target, property) {
+        if (property === 'executeQuery') {
+          return async (...args: Parameters<typeof target.executeQuery>) => {
+            calls += 1;
+            const error = fail(calls);
+            // A lost answer comes after the statement ran; any other failure before.
+            if (error !== undefined && !answerLost.has(error)) throw error;
+            const result = await target.executeQuery(...args);
+            if (error !== undefined) throw error;
+            return result;
+          };
+        }
+        const value: unknown = Reflect.get(target, property, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    let halted = false;
+    const records = new LaneRecords(
+      {
+        options: {
+          store: { ...store, db: failing },
+          turn: undefined,
+          clock: app.t().clock,
+          logger: pino({ level: 'silent' }),
+        },
+        retry: new RetryPolicy([60_000]),
+        workerId: 'w1',
+        staleMs: 600_000,
+        stopping: () => false,
+      },
+      Promise.resolve(),
+    );
+    return { batch, records, halt: () => (halted = true), halted: () => halted };
+  };
+  /** Errors thrown once their statement ran (its answer lost). */
+  const answerLost = new WeakSet<Error>();
+  const lost = () => {
+    const error = Object.assign(new Error('connection reset'), { code: 'ECONNRESET' });
+    answerLost.add(error);
+    return error;
+  };
+
+  it('a record whose first try started its delivery but lost the answer reports the start, though the lane halted', async () => {
+    // The first statement commits and its answer is lost; meanwhile another attempt of the window failed.
+    let halt: () => void = () => undefined;
+    const { batch, records, halted, ...rest } = await setUp((call) => {
+      if (call !== 1) return undefined;
+      halt();
+      return lost();
+    });
+    halt = rest.halt;
+    const [d1, , , d4] = batch;
+    assert.ok(d1 && d4);
+    const own: StartDecision = { started: undefined };
+    const started = await records.add({
+      delivery: d1,
+      sent: answered,
+      taken: { next: d4, before: { started: true }, own },
+      halted,
+    });
+    assert.equal(started, true, 'the start its first try made');
+    assert.equal(own.started, true);
+    const row = await app
+      .t()
+      .testStore.store.db.selectFrom('webhook_deliveries')
+      .select(['attempts', 'locked_by'])
+      .where('event_id', '=', d4.eventId)
+      .executeTakeFirst();
+    assert.deepEqual(row, { attempts: 1, locked_by: 'w1' }, 'counted once, still claimed to be sent');
+  });
+
+  it('a record that cannot be written fails alone: the next one of its group is written', async () => {
+    const deadlock = () => Object.assign(new Error('deadlock detected'), { code: '40P01' });
+    // The group's statement and the first record's own statement fail; the second record's succeeds.
+    const { batch, records } = await setUp((call) => (call <= 2 ? deadlock() : undefined));
+    const [d1, d2] = batch;
+    assert.ok(d1 && d2);
+    const outcomes = await Promise.allSettled([
+      records.add({ delivery: d1, sent: answered, taken: undefined, halted: () => false }),
+      records.add({ delivery: d2, sent: answered, taken: undefined, halted: () => false }),
+    ]);
+    assert.equal(outcomes[0]?.status, 'rejected');
+    assert.deepEqual(outcomes[1], { status: 'fulfilled', value: false });
+    const rows = await app
+      .t()
+      .testStore.store.db.selectFrom('webhook_deliveries')
+      .select(['sequence', 'status'])
+      .orderBy('sequence')
+      .limit(2)
+      .execute();
+    assert.deepEqual(
+      rows.map((row) => [Number(row.sequence), row.status]),
+      [
+        [1, 'pending'],
+        [2, 'delivered'],
+      ],
+    );
+  });
+});

@@ -1,0 +1,138 @@
+import { CompiledQuery, type Kysely } from 'kysely';
+import type { FinishInput, FinishResult } from './delivery-finish.ts';
+import type { Database } from './schema.ts';
+import { toMs } from './times.ts';
+
+/**
+ * A lane's group of delivered records on PostgreSQL as one statement (docs/decisions/0059-lane-record-groups.md): the
+ * writes of `deliveredInOneStatement` (src/store/delivery-next.ts) for every record of the group, with the start
+ * rule of a lane expressed in SQL. Each record's attempt row is completed and its delivery marked delivered while it
+ * is still this worker's claim; the record's next delivery is started only when every record before it that takes
+ * part in the lane's start order (`takes`) was applied and started its own, and when the next delivery is still
+ * this claim's, pending, and its lane unchanged. The next deliveries that may be started are locked as they are
+ * read (`for update`), so a row changed by another transaction meanwhile is read again before the decision.
+ * Parameters: $1 the time (epoch ms), $2 the worker, then one array per column of `input`, in its order.
+ */
+const DELIVERED_GROUP_POSTGRES = `with input as (
+  select * from unnest($3::varchar[], $4::integer[], $5::integer[], $6::text[], $7::integer[], $8::varchar[],
+    $9::varchar[], $10::bigint[], $11::boolean[], $12::varchar[], $13::varchar[], $14::bigint[], $15::varchar[],
+    $16::integer[], $17::text[], $18::text[], $19::text[], $20::text[])
+    with ordinality as t(attempt_id, status_code, duration_ms, response_body, response_truncated, event_id,
+      endpoint_id, locked_at, takes, next_event_id, next_endpoint_id, next_locked_at, next_attempt_id,
+      next_number, next_url, next_url_sealed, next_hmac_key, next_secret, ord)
+), completed as (
+  update webhook_attempts a set finished_at = $1::bigint, status_code = i.status_code, duration_ms = i.duration_ms,
+    error = null, response_body = i.response_body, response_truncated = i.response_truncated
+  from input i
+  where a.id = i.attempt_id and a.worker = $2::varchar
+  returning a.id
+), delivered as (
+  update webhook_deliveries d set status = 'delivered', delivered_at = $1::bigint, locked_by = null,
+    locked_at = null, last_status = i.status_code, last_error = null, updated_at = $1::bigint
+  from input i
+  where d.event_id = i.event_id and d.endpoint_id = i.endpoint_id and d.locked_by = $2::varchar
+    and d.locked_at = i.locked_at and d.status = 'pending'
+  returning i.ord
+), startable as (
+  select i.ord
+  from input i join webhook_deliveries d on d.event_id = i.next_event_id and d.endpoint_id = i.next_endpoint_id
+  where d.locked_by = $2::varchar and d.locked_at = i.next_locked_at and d.status = 'pending'
+    and (
+      (d.endpoint_id = '' and exists (
+          select 1 from instances s where s.id = d.instance_id and s.webhook_url = i.next_url
+            and coalesce(s.hmac_key, '') = i.next_hmac_key)
+        and not exists (
+          select 1 from webhook_state w where w.instance_id = d.instance_id and w.disabled_at is not null))
+      or exists (
+        select 1 from webhook_endpoints e where e.id = d.endpoint_id and e.instance_id = d.instance_id
+          and e.enabled = 1 and e.url = i.next_url and coalesce(e.url_sealed, '') = i.next_url_sealed
+          and e.secret = i.next_secret)
+    )
+  for update of d
+), chain as (
+  select i.ord, i.takes and i.next_event_id is not null and bool_and(
+      not i.takes or (i.next_event_id is not null and x.ord is not null and s.ord is not null)
+    ) over (order by i.ord) as start
+  from input i left join delivered x on x.ord = i.ord left join startable s on s.ord = i.ord
+), started as (
+  update webhook_deliveries d set attempts = d.attempts + 1
+  from chain c join input i on i.ord = c.ord
+  where c.start and d.event_id = i.next_event_id and d.endpoint_id = i.next_endpoint_id
+  returning i.ord
+), opened as (
+  insert into webhook_attempts (id, event_id, endpoint_id, number, url, worker, attempted_at, finished_at,
+    status_code, duration_ms, error, response_body, response_truncated)
+  select i.next_attempt_id, i.next_event_id, i.next_endpoint_id, i.next_number, i.next_url, $2::varchar,
+    $1::bigint, null, null, null, null, null, 0
+  from started s join input i on i.ord = s.ord
+  returning id
+)
+select i.ord,
+  exists (select 1 from delivered x where x.ord = i.ord) as applied,
+  exists (select 1 from started s where s.ord = i.ord) as started
+from input i
+order by i.ord`;
+
+/** One record of a group: a delivered attempt's {@link FinishInput} and whether it takes part in the start order. */
+export interface GroupRecord {
+  input: FinishInput;
+  /**
+   * The record took a delivery to start (its lane's start order runs through it). A record that took one but may
+   * not start it (`input.next` absent) ends the group's starts; one that took none leaves them as they are.
+   */
+  takes: boolean;
+}
+
+/**
+ * Writes a lane's group of delivered records in one statement on PostgreSQL (see {@link DELIVERED_GROUP_POSTGRES}):
+ * one round trip for the whole group, where one statement per record waited for the event loop between each.
+ * Every `input` must have the outcome `delivered`, the same `workerId` and `now`, and no `nextCheckOnly`.
+ * @returns one result per record, in the order given.
+ * @throws RangeError when a record is not delivered, is a check-only try or differs in worker or time; what the
+ *   driver throws (nothing of the group is then written, or the statement's outcome is unknown).
+ */
+export async function deliveredGroupInOneStatement(
+  db: Kysely<Database>,
+  records: readonly GroupRecord[],
+): Promise<FinishResult[]> {
+  const [first] = records;
+  if (first === undefined) return [];
+  const { workerId } = first.input;
+  const now = toMs(first.input.now);
+  for (const { input } of records) {
+    if (input.outcome.kind !== 'delivered' || input.nextCheckOnly === true)
+      throw new RangeError('a group statement records delivered attempts only, never a check');
+    if (input.workerId !== workerId || toMs(input.now) !== now)
+      throw new RangeError('a group statement records one worker at one time');
+  }
+  const column = <T>(pick: (record: GroupRecord) => T): T[] => records.map(pick);
+  const result = await db.executeQuery<{ ord: string | number; applied: boolean; started: boolean }>(
+    CompiledQuery.raw(DELIVERED_GROUP_POSTGRES, [
+      now,
+      workerId,
+      column((r) => r.input.attemptId),
+      column((r) => r.input.attempt.statusCode),
+      column((r) => r.input.attempt.durationMs),
+      column((r) => r.input.attempt.responseBody),
+      column((r) => (r.input.attempt.responseTruncated ? 1 : 0)),
+      column((r) => r.input.eventId),
+      column((r) => r.input.endpointId ?? ''),
+      column((r) => r.input.lockedAt),
+      column((r) => r.takes),
+      column((r) => r.input.next?.eventId ?? null),
+      column((r) => r.input.next?.endpointId ?? null),
+      column((r) => r.input.next?.lockedAt ?? null),
+      column((r) => r.input.next?.attemptId ?? null),
+      column((r) => r.input.next?.attemptNumber ?? null),
+      column((r) => r.input.next?.url ?? null),
+      column((r) => r.input.next?.urlSealed ?? null),
+      column((r) => r.input.next?.hmacKeySealed ?? null),
+      column((r) => r.input.next?.endpointSecretSealed ?? null),
+    ]),
+  );
+  const byOrder = new Map(result.rows.map((row) => [Number(row.ord), row]));
+  return records.map((_, index) => {
+    const row = byOrder.get(index + 1);
+    return { applied: row?.applied === true, nextStarted: row?.started === true };
+  });
+}
