@@ -1,5 +1,7 @@
 import { CompiledQuery, type Kysely } from 'kysely';
 import type { FinishInput, FinishResult } from './delivery-finish.ts';
+import type { NextAttempt } from './delivery-next.ts';
+import { PLAN_EACH_RUN } from './pg-statements.ts';
 import type { Database } from './schema.ts';
 import { toMs } from './times.ts';
 
@@ -13,7 +15,25 @@ import { toMs } from './times.ts';
  * read (`for update`), so a row changed by another transaction meanwhile is read again before the decision.
  * Parameters: $1 the time (epoch ms), $2 the worker, then one array per column of `input`, in its order.
  */
-const DELIVERED_GROUP_POSTGRES = `with input as (
+/**
+ * The lane of delivery row `d` still has the settings its batch was claimed with, given as `i.next_url`,
+ * `i.next_url_sealed`, `i.next_hmac_key` and `i.next_secret` (see `NextAttempt` in src/store/delivery-next.ts): the
+ * default webhook's URL and HMAC key and the webhook not disabled, or the endpoint's URL and secret and the endpoint
+ * enabled.
+ */
+const LANE_UNCHANGED = `(
+      (d.endpoint_id = '' and exists (
+          select 1 from instances s where s.id = d.instance_id and s.webhook_url = i.next_url
+            and coalesce(s.hmac_key, '') = i.next_hmac_key)
+        and not exists (
+          select 1 from webhook_state w where w.instance_id = d.instance_id and w.disabled_at is not null))
+      or exists (
+        select 1 from webhook_endpoints e where e.id = d.endpoint_id and e.instance_id = d.instance_id
+          and e.enabled = 1 and e.url = i.next_url and coalesce(e.url_sealed, '') = i.next_url_sealed
+          and e.secret = i.next_secret)
+    )`;
+
+const DELIVERED_GROUP_POSTGRES = `${PLAN_EACH_RUN} with input as (
   select * from unnest($3::varchar[], $4::integer[], $5::integer[], $6::text[], $7::integer[], $8::varchar[],
     $9::varchar[], $10::bigint[], $11::boolean[], $12::varchar[], $13::varchar[], $14::bigint[], $15::varchar[],
     $16::integer[], $17::text[], $18::text[], $19::text[], $20::text[])
@@ -24,30 +44,20 @@ const DELIVERED_GROUP_POSTGRES = `with input as (
   update webhook_attempts a set finished_at = $1::bigint, status_code = i.status_code, duration_ms = i.duration_ms,
     error = null, response_body = i.response_body, response_truncated = i.response_truncated
   from input i
-  where a.id = i.attempt_id and a.worker = $2::varchar
+  where a.id = any ($3::varchar[]) and a.id = i.attempt_id and a.worker = $2::varchar
   returning a.id
 ), delivered as (
   update webhook_deliveries d set status = 'delivered', delivered_at = $1::bigint, locked_by = null,
     locked_at = null, last_status = i.status_code, last_error = null, updated_at = $1::bigint
   from input i
-  where d.event_id = i.event_id and d.endpoint_id = i.endpoint_id and d.locked_by = $2::varchar
-    and d.locked_at = i.locked_at and d.status = 'pending'
+  where d.event_id = any ($8::varchar[]) and d.event_id = i.event_id and d.endpoint_id = i.endpoint_id
+    and d.locked_by = $2::varchar and d.locked_at = i.locked_at and d.status = 'pending'
   returning i.ord
 ), startable as (
   select i.ord
   from input i join webhook_deliveries d on d.event_id = i.next_event_id and d.endpoint_id = i.next_endpoint_id
-  where d.locked_by = $2::varchar and d.locked_at = i.next_locked_at and d.status = 'pending'
-    and (
-      (d.endpoint_id = '' and exists (
-          select 1 from instances s where s.id = d.instance_id and s.webhook_url = i.next_url
-            and coalesce(s.hmac_key, '') = i.next_hmac_key)
-        and not exists (
-          select 1 from webhook_state w where w.instance_id = d.instance_id and w.disabled_at is not null))
-      or exists (
-        select 1 from webhook_endpoints e where e.id = d.endpoint_id and e.instance_id = d.instance_id
-          and e.enabled = 1 and e.url = i.next_url and coalesce(e.url_sealed, '') = i.next_url_sealed
-          and e.secret = i.next_secret)
-    )
+  where d.event_id = any ($12::varchar[]) and d.locked_by = $2::varchar and d.locked_at = i.next_locked_at and d.status = 'pending'
+    and ${LANE_UNCHANGED}
   for update of d
 ), chain as (
   select i.ord, i.takes and i.next_event_id is not null and bool_and(
@@ -57,7 +67,8 @@ const DELIVERED_GROUP_POSTGRES = `with input as (
 ), started as (
   update webhook_deliveries d set attempts = d.attempts + 1
   from chain c join input i on i.ord = c.ord
-  where c.start and d.event_id = i.next_event_id and d.endpoint_id = i.next_endpoint_id
+  where c.start and d.event_id = any ($12::varchar[]) and d.event_id = i.next_event_id
+    and d.endpoint_id = i.next_endpoint_id
   returning i.ord
 ), opened as (
   insert into webhook_attempts (id, event_id, endpoint_id, number, url, worker, attempted_at, finished_at,
@@ -135,4 +146,77 @@ export async function deliveredGroupInOneStatement(
     const row = byOrder.get(index + 1);
     return { applied: row?.applied === true, nextStarted: row?.started === true };
   });
+}
+
+/**
+ * `startDeliveries` (src/store/delivery-next.ts) on PostgreSQL as one statement: claimed, not yet started deliveries
+ * of one lane batch started in the order given, stopping at the first that can be neither started (still this
+ * claim's, pending, its lane unchanged; read `for update`) nor found started already (its attempt row written by an
+ * earlier try whose answer was lost). Parameters: $1 the time (epoch ms), $2 the worker, then one array per column
+ * of `input`.
+ */
+const START_GROUP_POSTGRES = `${PLAN_EACH_RUN} with input as (
+  select * from unnest($3::varchar[], $4::varchar[], $5::bigint[], $6::varchar[], $7::integer[], $8::text[],
+    $9::text[], $10::text[], $11::text[])
+    with ordinality as t(next_event_id, next_endpoint_id, next_locked_at, next_attempt_id, next_number, next_url,
+      next_url_sealed, next_hmac_key, next_secret, ord)
+), already as (
+  select i.ord from input i join webhook_attempts a on a.id = i.next_attempt_id
+  where a.id = any ($6::varchar[])
+), startable as (
+  select i.ord
+  from input i join webhook_deliveries d on d.event_id = i.next_event_id and d.endpoint_id = i.next_endpoint_id
+  where d.event_id = any ($3::varchar[]) and d.locked_by = $2::varchar and d.locked_at = i.next_locked_at and d.status = 'pending'
+    and ${LANE_UNCHANGED}
+  for update of d
+), chain as (
+  select i.ord, x.ord is null as fresh,
+    bool_and(x.ord is not null or s.ord is not null) over (order by i.ord) as start
+  from input i left join already x on x.ord = i.ord left join startable s on s.ord = i.ord
+), started as (
+  update webhook_deliveries d set attempts = d.attempts + 1
+  from chain c join input i on i.ord = c.ord
+  where c.start and c.fresh and d.event_id = any ($3::varchar[]) and d.event_id = i.next_event_id
+    and d.endpoint_id = i.next_endpoint_id
+  returning i.ord
+), opened as (
+  insert into webhook_attempts (id, event_id, endpoint_id, number, url, worker, attempted_at, finished_at,
+    status_code, duration_ms, error, response_body, response_truncated)
+  select i.next_attempt_id, i.next_event_id, i.next_endpoint_id, i.next_number, i.next_url, $2::varchar,
+    $1::bigint, null, null, null, null, null, 0
+  from started s join input i on i.ord = s.ord
+  returning id
+)
+select count(*) filter (where start) as started from chain`;
+
+/**
+ * Starts `deliveries` (one lane batch's, in `sequence` order) in one statement on PostgreSQL, as `startDeliveries`
+ * does in a transaction (docs/decisions/0050-lane-windows.md, docs/decisions/0059-lane-record-groups.md).
+ * @returns how many of `deliveries`, from the first, are started.
+ * @throws what the driver throws (nothing is started then, or whether it was is unknown).
+ */
+export async function startGroupInOneStatement(
+  db: Kysely<Database>,
+  deliveries: readonly NextAttempt[],
+  workerId: string,
+  now: number,
+): Promise<number> {
+  if (deliveries.length === 0) return 0;
+  const column = <T>(pick: (delivery: NextAttempt) => T): T[] => deliveries.map(pick);
+  const result = await db.executeQuery<{ started: string | number }>(
+    CompiledQuery.raw(START_GROUP_POSTGRES, [
+      now,
+      workerId,
+      column((d) => d.eventId),
+      column((d) => d.endpointId),
+      column((d) => d.lockedAt),
+      column((d) => d.attemptId),
+      column((d) => d.attemptNumber),
+      column((d) => d.url),
+      column((d) => d.urlSealed),
+      column((d) => d.hmacKeySealed),
+      column((d) => d.endpointSecretSealed),
+    ]),
+  );
+  return Number(result.rows[0]?.started ?? 0);
 }

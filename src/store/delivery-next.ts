@@ -2,6 +2,7 @@ import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
 import { compiledStatement } from './compiled.ts';
 import type { ClaimedDelivery } from './delivery-claims.ts';
 import type { FinishInput, FinishResult } from './delivery-finish.ts';
+import { startGroupInOneStatement } from './delivery-group.ts';
 import type { Database } from './schema.ts';
 import { toMs } from './times.ts';
 
@@ -260,16 +261,20 @@ export async function startNext(
  * `sequence` order), stopping at the first that cannot be started: the same conditions as {@link startNext} (the
  * claim still this worker's, the lane unchanged). A lane window of several requests
  * (docs/decisions/0050-lane-windows.md) opens its first requests this way. A delivery whose attempt row already
- * exists counts as started: an earlier try of the same transaction committed before its answer was lost.
+ * exists counts as started: an earlier try of the same transaction committed before its answer was lost. With
+ * `dialect` `postgres` the same in one statement (`startGroupInOneStatement`, src/store/delivery-group.ts).
  * @returns how many of `deliveries`, from the first, are started.
- * @throws what the driver throws (nothing is started then).
+ * @throws what the driver throws (nothing is started then, or on PostgreSQL whether it was is unknown).
  */
 export function startDeliveries(
   db: Kysely<Database>,
   deliveries: readonly NextAttempt[],
   workerId: string,
   now: number,
+  dialect: 'sqlite' | 'postgres' = 'sqlite',
 ): Promise<number> {
+  // On PostgreSQL one statement instead of three round trips per delivery (docs/decisions/0059-lane-record-groups.md).
+  if (dialect === 'postgres') return startGroupInOneStatement(db, deliveries, workerId, now);
   return db.transaction().execute(async (trx) => {
     let started = 0;
     for (const delivery of deliveries) {

@@ -18,6 +18,14 @@ import { isSessionSwitch, isStaleStatement } from './faults.ts';
  * name that meant another text there would run the wrong statement with this one's parameters.
  */
 
+/**
+ * A statement text that starts with this comment always runs unnamed, so PostgreSQL plans it at each run with the
+ * tables' current sizes and the parameters' values: for statements whose best plan depends on them (a lookup of an
+ * array of keys, `unnest` of arrays), a generic plan made once while a table was small (a sequential scan) would stay
+ * while the table grows.
+ */
+export const PLAN_EACH_RUN = '/* plan each run */';
+
 /** Distinct statement texts named per store by default; later texts run unnamed. */
 export const DEFAULT_NAMED_STATEMENTS = 500;
 
@@ -88,7 +96,7 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
   let naming = true;
 
   const nameOf = (text: string): string | undefined => {
-    if (!naming) return undefined;
+    if (!naming || text.startsWith(PLAN_EACH_RUN)) return undefined;
     const known = names.get(text);
     if (known !== undefined || names.size >= limit) return known;
     const name = statementName(text, options.schema);

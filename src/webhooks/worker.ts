@@ -385,7 +385,13 @@ export class DeliveryWorker {
       try {
         if (mayStart(head)) {
           started = await this.#untilStoreAnswers(() =>
-            startDeliveries(store.db, opening.map(nextAttemptOf), this.id, this.#options.clock()),
+            startDeliveries(
+              store.db,
+              opening.map(nextAttemptOf),
+              this.id,
+              this.#options.clock(),
+              store.dialect,
+            ),
           );
         }
       } catch (error) {

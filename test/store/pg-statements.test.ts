@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, describe, it } from 'node:test';
-import { type Kysely, sql } from 'kysely';
+import { CompiledQuery, type Kysely, sql } from 'kysely';
 import pg from 'pg';
 import { DomainError } from '../../src/domain/errors.ts';
 import { openStore, type Store } from '../../src/store/database.ts';
 import { isStoreUnavailableError } from '../../src/store/faults.ts';
-import { namedStatementPool, statementName } from '../../src/store/pg-statements.ts';
+import { namedStatementPool, PLAN_EACH_RUN, statementName } from '../../src/store/pg-statements.ts';
 import type { Database } from '../../src/store/schema.ts';
 import { testDialects } from '../support/store.ts';
 
@@ -100,6 +100,16 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       assert.equal(statement.name, statementName('select * from probe where id = $1', schema));
       assert.equal(statement.statement, 'select * from probe where id = $1');
       assert.equal(statement.runs, 3);
+    });
+
+    it('runs a text that starts with the plan-each-run comment unnamed, planned at each run', async () => {
+      const { store } = await probeStore();
+      const text = `${PLAN_EACH_RUN} select * from probe where id = $1`;
+      for (let run = 0; run < 3; run++) {
+        const result = await store.db.executeQuery(CompiledQuery.raw(text, [1]));
+        assert.deepEqual(result.rows, [{ id: 1, note: 'one' }]);
+      }
+      assert.deepEqual(await prepared(store.db), []);
     });
 
     it('prepares nothing with DATABASE_PREPARED_STATEMENTS=off', async () => {
