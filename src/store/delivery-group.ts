@@ -16,6 +16,44 @@ import { toMs } from './times.ts';
  * Parameters: $1 the time (epoch ms), $2 the worker, then one array per column of `input`, in its order.
  */
 /**
+ * The `startable` clause of a group statement: the rows of `input` whose next delivery may be started (still this
+ * worker's claim at its `locked_at`, pending, its lane unchanged), read `for update` (`$2` the worker; the next
+ * deliveries' event ids are the array parameter `$<eventIds>`).
+ */
+function startableNext(eventIds: number): string {
+  return `startable as (
+  select i.ord
+  from input i join webhook_deliveries d on d.event_id = i.next_event_id and d.endpoint_id = i.next_endpoint_id
+  where d.event_id = any ($${eventIds}::varchar[]) and d.locked_by = $2::varchar
+    and d.locked_at = i.next_locked_at and d.status = 'pending'
+    and ${LANE_UNCHANGED}
+  for update of d
+)`;
+}
+
+/**
+ * The `started` and `opened` clauses of a group statement: the next deliveries of the rows of `chain` for which
+ * `condition` holds have their attempt counted and their attempt row written (`$1` the time, `$2` the worker; the
+ * next deliveries' event ids are the array parameter `$<eventIds>`, which lets the plan look them up by key).
+ */
+function startChosen(condition: string, eventIds: number): string {
+  return `started as (
+  update webhook_deliveries d set attempts = d.attempts + 1
+  from chain c join input i on i.ord = c.ord
+  where ${condition} and d.event_id = any ($${eventIds}::varchar[]) and d.event_id = i.next_event_id
+    and d.endpoint_id = i.next_endpoint_id
+  returning i.ord
+), opened as (
+  insert into webhook_attempts (id, event_id, endpoint_id, number, url, worker, attempted_at, finished_at,
+    status_code, duration_ms, error, response_body, response_truncated)
+  select i.next_attempt_id, i.next_event_id, i.next_endpoint_id, i.next_number, i.next_url, $2::varchar,
+    $1::bigint, null, null, null, null, null, 0
+  from started s join input i on i.ord = s.ord
+  returning id
+)`;
+}
+
+/**
  * The lane of delivery row `d` still has the settings its batch was claimed with, given as `i.next_url`,
  * `i.next_url_sealed`, `i.next_hmac_key` and `i.next_secret` (see `NextAttempt` in src/store/delivery-next.ts): the
  * default webhook's URL and HMAC key and the webhook not disabled, or the endpoint's URL and secret and the endpoint
@@ -53,31 +91,12 @@ const DELIVERED_GROUP_POSTGRES = `${PLAN_EACH_RUN} with input as (
   where d.event_id = any ($8::varchar[]) and d.event_id = i.event_id and d.endpoint_id = i.endpoint_id
     and d.locked_by = $2::varchar and d.locked_at = i.locked_at and d.status = 'pending'
   returning i.ord
-), startable as (
-  select i.ord
-  from input i join webhook_deliveries d on d.event_id = i.next_event_id and d.endpoint_id = i.next_endpoint_id
-  where d.event_id = any ($12::varchar[]) and d.locked_by = $2::varchar and d.locked_at = i.next_locked_at and d.status = 'pending'
-    and ${LANE_UNCHANGED}
-  for update of d
-), chain as (
+), ${startableNext(12)}, chain as (
   select i.ord, i.takes and i.next_event_id is not null and bool_and(
       not i.takes or (i.next_event_id is not null and x.ord is not null and s.ord is not null)
     ) over (order by i.ord) as start
   from input i left join delivered x on x.ord = i.ord left join startable s on s.ord = i.ord
-), started as (
-  update webhook_deliveries d set attempts = d.attempts + 1
-  from chain c join input i on i.ord = c.ord
-  where c.start and d.event_id = any ($12::varchar[]) and d.event_id = i.next_event_id
-    and d.endpoint_id = i.next_endpoint_id
-  returning i.ord
-), opened as (
-  insert into webhook_attempts (id, event_id, endpoint_id, number, url, worker, attempted_at, finished_at,
-    status_code, duration_ms, error, response_body, response_truncated)
-  select i.next_attempt_id, i.next_event_id, i.next_endpoint_id, i.next_number, i.next_url, $2::varchar,
-    $1::bigint, null, null, null, null, null, 0
-  from started s join input i on i.ord = s.ord
-  returning id
-)
+), ${startChosen('c.start', 12)}
 select i.ord,
   exists (select 1 from delivered x where x.ord = i.ord) as applied,
   exists (select 1 from started s where s.ord = i.ord) as started
@@ -163,30 +182,11 @@ const START_GROUP_POSTGRES = `${PLAN_EACH_RUN} with input as (
 ), already as (
   select i.ord from input i join webhook_attempts a on a.id = i.next_attempt_id
   where a.id = any ($6::varchar[])
-), startable as (
-  select i.ord
-  from input i join webhook_deliveries d on d.event_id = i.next_event_id and d.endpoint_id = i.next_endpoint_id
-  where d.event_id = any ($3::varchar[]) and d.locked_by = $2::varchar and d.locked_at = i.next_locked_at and d.status = 'pending'
-    and ${LANE_UNCHANGED}
-  for update of d
-), chain as (
+), ${startableNext(3)}, chain as (
   select i.ord, x.ord is null as fresh,
     bool_and(x.ord is not null or s.ord is not null) over (order by i.ord) as start
   from input i left join already x on x.ord = i.ord left join startable s on s.ord = i.ord
-), started as (
-  update webhook_deliveries d set attempts = d.attempts + 1
-  from chain c join input i on i.ord = c.ord
-  where c.start and c.fresh and d.event_id = any ($3::varchar[]) and d.event_id = i.next_event_id
-    and d.endpoint_id = i.next_endpoint_id
-  returning i.ord
-), opened as (
-  insert into webhook_attempts (id, event_id, endpoint_id, number, url, worker, attempted_at, finished_at,
-    status_code, duration_ms, error, response_body, response_truncated)
-  select i.next_attempt_id, i.next_event_id, i.next_endpoint_id, i.next_number, i.next_url, $2::varchar,
-    $1::bigint, null, null, null, null, null, 0
-  from started s join input i on i.ord = s.ord
-  returning id
-)
+), ${startChosen('c.start and c.fresh', 3)}
 select count(*) filter (where start) as started from chain`;
 
 /**

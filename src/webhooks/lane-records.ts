@@ -205,15 +205,27 @@ export class LaneRecords {
       return;
     }
     // A group of one, one with a failed attempt, or after a group statement that failed (whose answer was lost:
-    // each record that offered a start then asks whether its first try made it).
+    // each record that offered a start then asks whether its first try made it). The group waits out a store
+    // outage once, up to half the stale timeout from its start; a store still unreachable then fails the records
+    // not yet written at once.
+    const { clock } = this.#context.options;
+    const giveUpAt = clock() + this.#context.staleMs / 2;
+    let unreachable: unknown;
     for (const waiting of group) {
+      if (unreachable !== undefined) {
+        this.#fail(waiting, unreachable);
+        continue;
+      }
       try {
-        const result = await this.#untilStoreAnswers(() =>
-          finishAndStartNext(store.db, this.#inputOf(waiting, this.#nextOf(waiting)), store.dialect),
+        const result = await untilStoreAnswers(
+          () => finishAndStartNext(store.db, this.#inputOf(waiting, this.#nextOf(waiting)), store.dialect),
+          clock,
+          giveUpAt,
         );
         this.#decide(waiting, result);
         this.#settle(waiting, result);
       } catch (error) {
+        if (isStoreUnavailableError(error)) unreachable = error;
         this.#fail(waiting, error);
       }
     }
@@ -342,8 +354,10 @@ export class LaneRecords {
       now - next.lockedAt < this.#context.staleMs / 2;
     // A try after one that offered to start the taken delivery asks whether it did, even when it would no longer
     // start it (the lane halted or the claim grew old meanwhile).
-    const taken = waiting.answer.taken?.next;
-    const check = !start && waiting.offered && taken !== undefined;
+    // Not once the start before it is known not made: the lane then gives its later deliveries back, and none of
+    // them may be reported started (docs/decisions/0050-lane-windows.md).
+    const taken = waiting.answer.taken;
+    const check = !start && waiting.offered && taken !== undefined && taken.before.started !== false;
     waiting.offered ||= start;
     return {
       eventId: delivery.eventId,
@@ -355,7 +369,7 @@ export class LaneRecords {
       attempt: sent.record,
       outcome: waiting.outcome,
       now: new Date(now).toISOString(),
-      ...(start ? { next: nextAttemptOf(next) } : check ? { next: nextAttemptOf(taken) } : {}),
+      ...(start ? { next: nextAttemptOf(next) } : check ? { next: nextAttemptOf(taken.next) } : {}),
       ...(check ? { nextCheckOnly: true } : {}),
     };
   }

@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { pino } from 'pino';
-import { type ClaimedDelivery, claimDeliveries } from '../../src/store/delivery-claims.ts';
+import type { ClaimedDelivery } from '../../src/store/delivery-claims.ts';
 import { nextAttemptOf, startDeliveries } from '../../src/store/delivery-next.ts';
 import { type TransactionWork, TurnTransactions } from '../../src/store/turn-transactions.ts';
 import { RetryPolicy } from '../../src/webhooks/backoff.ts';
 import { type AnsweredAttempt, LaneRecords, type StartDecision } from '../../src/webhooks/lane-records.ts';
 import type { SentAttempt } from '../../src/webhooks/sending.ts';
 import { testDialects } from '../support/store.ts';
-import { recordMessages, webhookAppPerTest } from './support.ts';
+import { claimLane, laneState, webhookAppPerTest } from './support.ts';
 
 /** A turn's shared transaction that counts the parts written in it. */
 class CountingTurn extends TurnTransactions {
@@ -25,6 +25,23 @@ const answered: SentAttempt = {
   gone: false,
 };
 
+/** Delivered answers for `answers`, taking the deliveries in `taken`, chained after `opening`, as a lane takes them. */
+function chain(
+  answers: ClaimedDelivery[],
+  taken: ClaimedDelivery[],
+  opening: StartDecision,
+): AnsweredAttempt[] {
+  let before = opening;
+  return answers.map((delivery, index) => {
+    const next = taken[index];
+    if (next === undefined) return { delivery, sent: answered, taken: undefined, halted: () => false };
+    const own: StartDecision = { started: undefined };
+    const answer = { delivery, sent: answered, taken: { next, before, own }, halted: () => false };
+    before = own;
+    return answer;
+  });
+}
+
 /**
  * Lane record groups (docs/decisions/0059-lane-record-groups.md): the answers of one lane that come in together are
  * recorded together, in the order they came, each starting the delivery it took only when the start before it was
@@ -36,16 +53,7 @@ for (const dialect of testDialects()) {
     const db = () => app.t().testStore.store.db;
     /** Claims the lane's six deliveries as worker `w1` and opens a window of three (the first three started). */
     const openWindowOfThree = async () => {
-      await recordMessages(app.t(), 6);
-      const now = app.t().clock();
-      const batch = await claimDeliveries(db(), dialect, {
-        workerId: 'w1',
-        now,
-        staleBefore: app.t().services.webhooks.staleBefore(now),
-        limit: 8,
-        perLane: 6,
-      });
-      assert.equal(batch.length, 6, 'six deliveries claimed');
+      const { batch, now } = await claimLane(app.t(), dialect, 6);
       const [, second, third] = batch;
       assert.ok(second && third);
       assert.equal(await startDeliveries(db(), [nextAttemptOf(second), nextAttemptOf(third)], 'w1', now), 2);
@@ -67,42 +75,7 @@ for (const dialect of testDialects()) {
       );
       return { records, turn };
     };
-    /** Delivered answers for `answers`, taking the deliveries in `taken`, chained after `opening`, as a lane takes them. */
-    const chain = (
-      answers: ClaimedDelivery[],
-      taken: ClaimedDelivery[],
-      opening: StartDecision,
-    ): AnsweredAttempt[] => {
-      let before = opening;
-      return answers.map((delivery, index) => {
-        const next = taken[index];
-        if (next === undefined) return { delivery, sent: answered, taken: undefined, halted: () => false };
-        const own: StartDecision = { started: undefined };
-        const answer = { delivery, sent: answered, taken: { next, before, own }, halted: () => false };
-        before = own;
-        return answer;
-      });
-    };
-    /** [sequence, status, attempts, locked_by] per delivery; [sequence, finished?] per attempt row. */
-    const state = async () => ({
-      deliveries: (
-        await db()
-          .selectFrom('webhook_deliveries')
-          .select(['sequence', 'status', 'attempts', 'locked_by'])
-          .orderBy('sequence')
-          .execute()
-      ).map((row) => [Number(row.sequence), row.status, row.attempts, row.locked_by]),
-      attempts: (
-        await db()
-          .selectFrom('webhook_attempts as a')
-          .innerJoin('webhook_deliveries as d', (join) =>
-            join.onRef('d.event_id', '=', 'a.event_id').onRef('d.endpoint_id', '=', 'a.endpoint_id'),
-          )
-          .select(['d.sequence', 'a.finished_at'])
-          .orderBy('d.sequence')
-          .execute()
-      ).map((row) => [Number(row.sequence), row.finished_at !== null]),
-    });
+    const state = () => laneState(db());
 
     it('records answers that came together in one part, each starting the delivery it took, in order', async () => {
       const [d1, d2, d3, d4, d5, d6] = await openWindowOfThree();
@@ -199,16 +172,8 @@ describe('webhook lane record groups under store faults (postgres)', {
   const app = webhookAppPerTest({ dialect: 'postgres', webhookWorker: { start: false, laneBatch: 6 } });
   /** Six deliveries claimed by `w1` with a window of three open, and a lane's records on a store failing as told. */
   const setUp = async (fail: (call: number) => Error | undefined) => {
-    await recordMessages(app.t(), 6);
     const { store } = app.t().testStore;
-    const now = app.t().clock();
-    const batch = await claimDeliveries(store.db, 'postgres', {
-      workerId: 'w1',
-      now,
-      staleBefore: app.t().services.webhooks.staleBefore(now),
-      limit: 8,
-      perLane: 6,
-    });
+    const { batch, now } = await claimLane(app.t(), 'postgres', 6);
     const [, second, third] = batch;
     assert.ok(second && third);
     assert.equal(
@@ -288,6 +253,31 @@ describe('webhook lane record groups under store faults (postgres)', {
     assert.deepEqual(row, { attempts: 1, locked_by: 'w1' }, 'counted once, still claimed to be sent');
   });
 
+  it('after a group statement whose answer was lost, nothing is reported started behind a record that failed', async () => {
+    const deadlock = Object.assign(new Error('deadlock detected'), { code: '40P01' });
+    // The group's statement commits every start and its answer is lost; the first record's own try then fails.
+    const { batch, records } = await setUp((call) =>
+      call === 1 ? lost() : call === 2 ? deadlock : undefined,
+    );
+    const [d1, d2, d3, d4, d5, d6] = batch;
+    assert.ok(d1 && d2 && d3 && d4 && d5 && d6);
+    const answers = chain([d1, d2, d3], [d4, d5, d6], { started: true });
+    const outcomes = await Promise.allSettled(answers.map((answer) => records.add(answer)));
+    assert.deepEqual(
+      outcomes.map((outcome) => outcome.status),
+      ['rejected', 'fulfilled', 'fulfilled'],
+    );
+    assert.deepEqual(
+      outcomes.slice(1).map((outcome) => (outcome.status === 'fulfilled' ? outcome.value : undefined)),
+      [false, false],
+      'the later deliveries are given back with the first, none reported started',
+    );
+    assert.deepEqual(
+      answers.map((answer) => answer.taken?.own.started),
+      [false, false, false],
+    );
+  });
+
   it('a record that cannot be written fails alone: the next one of its group is written', async () => {
     const deadlock = () => Object.assign(new Error('deadlock detected'), { code: '40P01' });
     // The group's statement and the first record's own statement fail; the second record's succeeds.
@@ -326,19 +316,7 @@ describe('webhook lane window openings in one statement (postgres)', {
 }, () => {
   const app = webhookAppPerTest({ dialect: 'postgres', webhookWorker: { start: false, laneBatch: 6 } });
   /** The lane's six deliveries claimed by `w1` (only the first started). */
-  const claimSix = async () => {
-    await recordMessages(app.t(), 6);
-    const now = app.t().clock();
-    const batch = await claimDeliveries(app.t().testStore.store.db, 'postgres', {
-      workerId: 'w1',
-      now,
-      staleBefore: app.t().services.webhooks.staleBefore(now),
-      limit: 8,
-      perLane: 6,
-    });
-    assert.equal(batch.length, 6);
-    return { batch, now };
-  };
+  const claimSix = () => claimLane(app.t(), 'postgres', 6);
   /** [sequence, attempts, locked_by] per delivery, and how many attempt rows each has. */
   const state = async () => {
     const db = app.t().testStore.store.db;

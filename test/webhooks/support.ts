@@ -2,11 +2,13 @@ import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { afterEach, beforeEach } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { Kysely } from 'kysely';
 import { Webhook } from 'standardwebhooks';
 import type { EngineEvent, EngineMessage } from '../../src/domain/messages.ts';
-import type { ClaimedDelivery } from '../../src/store/delivery-claims.ts';
+import { type ClaimedDelivery, claimDeliveries } from '../../src/store/delivery-claims.ts';
 import type { FinishInput } from '../../src/store/delivery-finish.ts';
 import { type NextAttempt, nextAttemptOf } from '../../src/store/delivery-next.ts';
+import type { Database } from '../../src/store/schema.ts';
 import { type ApiResponse, createTestApp, type TestApp, type TestAppOptions } from '../support/app.ts';
 import { type ReceivedRequest, type Receiver, startReceiver, TEST_CA } from '../support/https-receiver.ts';
 
@@ -183,4 +185,55 @@ export function deliveredRecord(
     now: new Date(now).toISOString(),
     ...(next === undefined ? {} : { next: 'sequence' in next ? nextAttemptOf(next) : next }),
   };
+}
+
+/**
+ * The lane's rows as the delivery tests compare them: [sequence, status, attempts, locked_by] per delivery and
+ * [sequence, finished?] per attempt row, both in `sequence` order.
+ */
+export async function laneState(
+  db: Kysely<Database>,
+): Promise<{ deliveries: unknown[][]; attempts: unknown[][] }> {
+  return {
+    deliveries: (
+      await db
+        .selectFrom('webhook_deliveries')
+        .select(['sequence', 'status', 'attempts', 'locked_by'])
+        .orderBy('sequence')
+        .execute()
+    ).map((row) => [Number(row.sequence), row.status, row.attempts, row.locked_by]),
+    attempts: (
+      await db
+        .selectFrom('webhook_attempts as a')
+        .innerJoin('webhook_deliveries as d', (join) =>
+          join.onRef('d.event_id', '=', 'a.event_id').onRef('d.endpoint_id', '=', 'a.endpoint_id'),
+        )
+        .select(['d.sequence', 'a.finished_at'])
+        .orderBy('d.sequence')
+        .execute()
+    ).map((row) => [Number(row.sequence), row.finished_at !== null]),
+  };
+}
+
+/**
+ * Records `count` messages on the test app's instance and claims its lane's deliveries as worker `w1` (all of them
+ * in one lane batch; only the head started, as a claim starts it).
+ * @returns the claimed deliveries in `sequence` order and the claim's time (epoch ms).
+ */
+export async function claimLane(
+  t: TestApp,
+  dialect: 'sqlite' | 'postgres',
+  count: number,
+): Promise<{ batch: ClaimedDelivery[]; now: number }> {
+  await recordMessages(t, count);
+  const now = t.clock();
+  const batch = await claimDeliveries(t.testStore.store.db, dialect, {
+    workerId: 'w1',
+    now,
+    staleBefore: t.services.webhooks.staleBefore(now),
+    limit: 8,
+    perLane: count,
+  });
+  assert.equal(batch.length, count, `${count} deliveries claimed`);
+  return { batch, now };
 }

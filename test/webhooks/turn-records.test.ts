@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Transaction } from 'kysely';
-import { type ClaimedDelivery, claimDeliveries } from '../../src/store/delivery-claims.ts';
+import type { ClaimedDelivery } from '../../src/store/delivery-claims.ts';
 import { type FinishInput, finishAttemptIn } from '../../src/store/delivery-finish.ts';
 import { type NextAttempt, nextAttemptOf, startDeliveries } from '../../src/store/delivery-next.ts';
 import type { Database } from '../../src/store/schema.ts';
 import { TurnTransactions } from '../../src/store/turn-transactions.ts';
 import { testDialects } from '../support/store.ts';
-import { deliveredRecord, recordMessages, webhookAppPerTest } from './support.ts';
+import { claimLane, deliveredRecord, laneState, webhookAppPerTest } from './support.ts';
 
 /**
  * Attempt records in the turn's shared transaction (docs/decisions/0051-turn-groups.md): several records in one
@@ -20,15 +20,7 @@ for (const dialect of testDialects()) {
     const db = () => app.t().testStore.store.db;
     /** Claims the lane's first four deliveries and starts the second too (a lane window of 2). */
     const claimTwoStarted = async () => {
-      await recordMessages(app.t(), 4);
-      const now = app.t().clock();
-      const batch = await claimDeliveries(db(), dialect, {
-        workerId: 'w1',
-        now,
-        staleBefore: app.t().services.webhooks.staleBefore(now),
-        limit: 8,
-        perLane: 4,
-      });
+      const { batch, now } = await claimLane(app.t(), dialect, 4);
       const [head, second, third, fourth] = batch;
       assert.ok(head && second && third && fourth, 'four deliveries claimed');
       assert.equal(await startDeliveries(db(), [nextAttemptOf(second)], 'w1', now), 1);
@@ -43,26 +35,7 @@ for (const dialect of testDialects()) {
       [3, 'pending', 1, 'w1'],
       [4, 'pending', 0, 'w1'],
     ];
-    /** [sequence, status, attempts, locked_by] per delivery, and [sequence, finished?] per attempt row. */
-    const state = async () => ({
-      deliveries: (
-        await db()
-          .selectFrom('webhook_deliveries')
-          .select(['sequence', 'status', 'attempts', 'locked_by'])
-          .orderBy('sequence')
-          .execute()
-      ).map((row) => [Number(row.sequence), row.status, row.attempts, row.locked_by]),
-      attempts: (
-        await db()
-          .selectFrom('webhook_attempts as a')
-          .innerJoin('webhook_deliveries as d', (join) =>
-            join.onRef('d.event_id', '=', 'a.event_id').onRef('d.endpoint_id', '=', 'a.endpoint_id'),
-          )
-          .select(['d.sequence', 'a.finished_at'])
-          .orderBy('d.sequence')
-          .execute()
-      ).map((row) => [Number(row.sequence), row.finished_at !== null]),
-    });
+    const state = () => laneState(db());
 
     /** Records `inputs` in one turn of `turn`; each result, and the transaction each ran in. */
     const recordInOneTurn = (turn: TurnTransactions, inputs: FinishInput[]) =>
