@@ -171,7 +171,11 @@ describe('webhook lane record groups under store faults (postgres)', {
 }, () => {
   const app = webhookAppPerTest({ dialect: 'postgres', webhookWorker: { start: false, laneBatch: 6 } });
   /** Six deliveries claimed by `w1` with a window of three open, and a lane's records on a store failing as told. */
-  const setUp = async (fail: (call: number) => Error | undefined) => {
+  const setUp = async (
+    fail: (call: number) => Error | undefined,
+    staleMs = 600_000,
+    clock: () => number = app.t().clock,
+  ) => {
     const { store } = app.t().testStore;
     const { batch, now } = await claimLane(app.t(), 'postgres', 6);
     const [, second, third] = batch;
@@ -181,11 +185,15 @@ describe('webhook lane record groups under store faults (postgres)', {
       2,
     );
     let calls = 0;
+    /** The parameters of every statement tried, in order. */
+    const statements: (readonly unknown[])[] = [];
     const failing = new Proxy(store.db, {
       get(target, property) {
         if (property === 'executeQuery') {
           return async (...args: Parameters<typeof target.executeQuery>) => {
             calls += 1;
+            const [query] = args;
+            statements.push('compile' in query ? query.compile().parameters : query.parameters);
             const error = fail(calls);
             // A lost answer comes after the statement ran; any other failure before.
             if (error !== undefined && !answerLost.has(error)) throw error;
@@ -204,17 +212,17 @@ describe('webhook lane record groups under store faults (postgres)', {
         options: {
           store: { ...store, db: failing },
           turn: undefined,
-          clock: app.t().clock,
+          clock,
           logger: pino({ level: 'silent' }),
         },
         retry: new RetryPolicy([60_000]),
         workerId: 'w1',
-        staleMs: 600_000,
+        staleMs,
         stopping: () => false,
       },
       Promise.resolve(),
     );
-    return { batch, records, halt: () => (halted = true), halted: () => halted };
+    return { batch, records, statements, halt: () => (halted = true), halted: () => halted };
   };
   /** Errors thrown once their statement ran (its answer lost). */
   const answerLost = new WeakSet<Error>();
@@ -276,6 +284,30 @@ describe('webhook lane record groups under store faults (postgres)', {
       answers.map((answer) => answer.taken?.own.started),
       [false, false, false],
     );
+  });
+
+  it('a group waits out an unreachable store once: the records after the one that gave up fail untried', async () => {
+    // Never reachable; half the stale timeout (100 ms, of real time) is what the group waits.
+    const { batch, records, statements } = await setUp(() => lost(), 200, Date.now);
+    const [d1, d2, d3] = batch;
+    assert.ok(d1 && d2 && d3);
+    const outcomes = await Promise.allSettled(
+      [d1, d2, d3].map((delivery) =>
+        records.add({ delivery, sent: answered, taken: undefined, halted: () => false }),
+      ),
+    );
+    assert.deepEqual(
+      outcomes.map((outcome) => outcome.status),
+      ['rejected', 'rejected', 'rejected'],
+    );
+    // The group's statement names every record; after it, only the first record's tries.
+    const [group, ...tries] = statements;
+    assert.ok(group?.some((value) => Array.isArray(value) && value.includes(d2.eventId)));
+    assert.ok(tries.length >= 1);
+    for (const parameters of tries) {
+      assert.ok(parameters.includes(d1.eventId), 'a try of the first record');
+      assert.ok(!parameters.includes(d2.eventId) && !parameters.includes(d3.eventId), 'no try of the others');
+    }
   });
 
   it('a record that cannot be written fails alone: the next one of its group is written', async () => {
