@@ -6,16 +6,6 @@ import type { Database } from './schema.ts';
 import { toMs } from './times.ts';
 
 /**
- * A lane's group of delivered records on PostgreSQL as one statement (docs/decisions/0059-lane-record-groups.md): the
- * writes of `deliveredInOneStatement` (src/store/delivery-next.ts) for every record of the group, with the start
- * rule of a lane expressed in SQL. Each record's attempt row is completed and its delivery marked delivered while it
- * is still this worker's claim; the record's next delivery is started only when every record before it that takes
- * part in the lane's start order (`takes`) was applied and started its own, and when the next delivery is still
- * this claim's, pending, and its lane unchanged. The next deliveries that may be started are locked as they are
- * read (`for update`), so a row changed by another transaction meanwhile is read again before the decision.
- * Parameters: $1 the time (epoch ms), $2 the worker, then one array per column of `input`, in its order.
- */
-/**
  * The `startable` clause of a group statement: the rows of `input` whose next delivery may be started (still this
  * worker's claim at its `locked_at`, pending, its lane unchanged), read `for update` (`$2` the worker; the next
  * deliveries' event ids are the array parameter `$<eventIds>`).
@@ -71,6 +61,18 @@ const LANE_UNCHANGED = `(
           and e.secret = i.next_secret)
     )`;
 
+/**
+ * A lane's group of delivered records on PostgreSQL as one statement (docs/decisions/0059-lane-record-groups.md): the
+ * writes of `deliveredInOneStatement` (src/store/delivery-next.ts) for every record of the group, with the start
+ * rule of a lane expressed in SQL. Each record's attempt row is completed and its delivery marked delivered while it
+ * is still this worker's claim; the record's next delivery is started only when every record before it that takes
+ * part in the lane's start order (`takes`) was applied and started its own, and when the next delivery is still
+ * this claim's, pending, and its lane unchanged. The next deliveries that may be started are locked as they are
+ * read (`for update`), so a row changed by another transaction meanwhile is read again before the decision.
+ * Parameters: $1 the time (epoch ms), $2 the worker, then one array per column of `input`, in its order. Planned
+ * at each run ({@link PLAN_EACH_RUN}): a generic plan made while the tables were small kept scanning them whole as
+ * they grew; each lookup also names its keys with `= any (array)`, so a plan finds them by primary key.
+ */
 const DELIVERED_GROUP_POSTGRES = `${PLAN_EACH_RUN} with input as (
   select * from unnest($3::varchar[], $4::integer[], $5::integer[], $6::text[], $7::integer[], $8::varchar[],
     $9::varchar[], $10::bigint[], $11::boolean[], $12::varchar[], $13::varchar[], $14::bigint[], $15::varchar[],
@@ -102,6 +104,26 @@ select i.ord,
   exists (select 1 from started s where s.ord = i.ord) as started
 from input i
 order by i.ord`;
+
+/**
+ * The arrays of the `next_*` columns both statements take, in their order (event id, endpoint id, `locked_at`,
+ * attempt id and number, URL, sealed URL, sealed HMAC key, sealed endpoint secret); null where a record has none.
+ */
+function nextColumns(nexts: readonly (NextAttempt | undefined)[]): unknown[][] {
+  const column = <T>(pick: (next: NextAttempt) => T): (T | null)[] =>
+    nexts.map((next) => (next === undefined ? null : pick(next)));
+  return [
+    column((n) => n.eventId),
+    column((n) => n.endpointId),
+    column((n) => n.lockedAt),
+    column((n) => n.attemptId),
+    column((n) => n.attemptNumber),
+    column((n) => n.url),
+    column((n) => n.urlSealed),
+    column((n) => n.hmacKeySealed),
+    column((n) => n.endpointSecretSealed),
+  ];
+}
 
 /** One record of a group: a delivered attempt's {@link FinishInput} and whether it takes part in the start order. */
 export interface GroupRecord {
@@ -149,15 +171,7 @@ export async function deliveredGroupInOneStatement(
       column((r) => r.input.endpointId ?? ''),
       column((r) => r.input.lockedAt),
       column((r) => r.takes),
-      column((r) => r.input.next?.eventId ?? null),
-      column((r) => r.input.next?.endpointId ?? null),
-      column((r) => r.input.next?.lockedAt ?? null),
-      column((r) => r.input.next?.attemptId ?? null),
-      column((r) => r.input.next?.attemptNumber ?? null),
-      column((r) => r.input.next?.url ?? null),
-      column((r) => r.input.next?.urlSealed ?? null),
-      column((r) => r.input.next?.hmacKeySealed ?? null),
-      column((r) => r.input.next?.endpointSecretSealed ?? null),
+      ...nextColumns(column((r) => r.input.next)),
     ]),
   );
   const byOrder = new Map(result.rows.map((row) => [Number(row.ord), row]));
@@ -202,21 +216,8 @@ export async function startGroupInOneStatement(
   now: number,
 ): Promise<number> {
   if (deliveries.length === 0) return 0;
-  const column = <T>(pick: (delivery: NextAttempt) => T): T[] => deliveries.map(pick);
   const result = await db.executeQuery<{ started: string | number }>(
-    CompiledQuery.raw(START_GROUP_POSTGRES, [
-      now,
-      workerId,
-      column((d) => d.eventId),
-      column((d) => d.endpointId),
-      column((d) => d.lockedAt),
-      column((d) => d.attemptId),
-      column((d) => d.attemptNumber),
-      column((d) => d.url),
-      column((d) => d.urlSealed),
-      column((d) => d.hmacKeySealed),
-      column((d) => d.endpointSecretSealed),
-    ]),
+    CompiledQuery.raw(START_GROUP_POSTGRES, [now, workerId, ...nextColumns(deliveries)]),
   );
   return Number(result.rows[0]?.started ?? 0);
 }

@@ -258,10 +258,10 @@ export class LaneRecords {
       group.some((waiting) => waiting.outcome.kind !== 'delivered' || waiting.offered)
     )
       return undefined;
-    // Each record's next delivery as the sequential form would offer it, before the decisions before it are known:
-    // the statement applies the rule that a start follows only a start.
+    // Each record's next delivery before the decisions within the group are known: the statement applies the rule
+    // that a start follows only a start.
     const records = group.map((waiting) => ({
-      input: this.#inputOf(waiting, this.#mayStartAfterStarts(waiting)),
+      input: this.#inputOf(waiting, this.#nextOf(waiting, true)),
       takes: waiting.answer.taken !== undefined,
     }));
     const now = records[0]?.input.now;
@@ -278,16 +278,6 @@ export class LaneRecords {
       // record at a time, where each record that offered a start asks whether it was made.
       return undefined;
     }
-  }
-
-  /**
-   * The delivery `waiting` may start if every start before it in its group is made: its taken one, unless the
-   * decision from outside the group (for the group's first taker) was not "started" or the lane batch is halted.
-   */
-  #mayStartAfterStarts(waiting: Waiting): ClaimedDelivery | undefined {
-    const { taken, halted } = waiting.answer;
-    if (taken === undefined || halted()) return undefined;
-    return taken.before.started === false ? undefined : taken.next;
   }
 
   /**
@@ -308,11 +298,14 @@ export class LaneRecords {
   /**
    * The delivery `waiting` may start: its taken one, when the decision about the delivery taken before it was
    * "started" (set by an earlier group, the window's opening, or the record before it in this group) and the lane
-   * batch is not halted.
+   * batch is not halted. `inStatement`: for a group statement, which decides the starts within the group itself,
+   * an undecided decision (a record before it in the group) counts, and only one known "not started" refuses.
    */
-  #nextOf(waiting: Waiting): ClaimedDelivery | undefined {
+  #nextOf(waiting: Waiting, inStatement = false): ClaimedDelivery | undefined {
     const { taken, halted } = waiting.answer;
-    return taken !== undefined && taken.before.started === true && !halted() ? taken.next : undefined;
+    if (taken === undefined || halted()) return undefined;
+    const before = taken.before.started;
+    return (inStatement ? before !== false : before === true) ? taken.next : undefined;
   }
 
   /** Sets the taken delivery's decision from `result`. */
@@ -353,9 +346,9 @@ export class LaneRecords {
       !this.#context.stopping() &&
       now - next.lockedAt < this.#context.staleMs / 2;
     // A try after one that offered to start the taken delivery asks whether it did, even when it would no longer
-    // start it (the lane halted or the claim grew old meanwhile).
-    // Not once the start before it is known not made: the lane then gives its later deliveries back, and none of
-    // them may be reported started (docs/decisions/0050-lane-windows.md).
+    // start it (the lane halted or the claim grew old meanwhile); but not once the start before it is known not
+    // made: the lane then gives its later deliveries back, and none may be reported started
+    // (docs/decisions/0050-lane-windows.md).
     const taken = waiting.answer.taken;
     const check = !start && waiting.offered && taken !== undefined && taken.before.started !== false;
     waiting.offered ||= start;
