@@ -53,6 +53,30 @@ describe('secrets at rest (docs/decisions/0020-security-promises.md)', () => {
     assert.throws(() => new SecretBox(Buffer.alloc(32, 8)).open(a), SecretError);
   });
 
+  it('keeps what it opened, small values only, the oldest going first; a tampered text still fails', () => {
+    const box = new SecretBox(Buffer.alloc(32, 7), { openedEntries: 2 });
+    const [a, b, c] = ['hmac-a', 'hmac-b', 'hmac-c'].map((value) => box.seal(value));
+    assert.ok(a !== undefined && b !== undefined && c !== undefined);
+    assert.equal(box.open(a), 'hmac-a');
+    assert.equal(box.open(a), 'hmac-a');
+    assert.equal(box.keptCount, 1);
+    const [version, iv, tag, body] = a.split('.');
+    const flipped = `${body?.[0] === 'A' ? 'B' : 'A'}${body?.slice(1)}`;
+    assert.throws(() => box.open([version, iv, tag, flipped].join('.')), SecretError);
+    assert.throws(() => new SecretBox(Buffer.alloc(32, 8)).open(a), SecretError);
+    assert.equal(box.open(b), 'hmac-b');
+    assert.equal(box.open(c), 'hmac-c');
+    assert.equal(box.keptCount, 2, 'bounded by openedEntries');
+    assert.equal(box.open(a), 'hmac-a', 'a value no longer kept opens again');
+    const roomy = new SecretBox(Buffer.alloc(32, 7));
+    const large = roomy.seal('x'.repeat(1000));
+    assert.equal(roomy.open(large), 'x'.repeat(1000));
+    assert.equal(roomy.keptCount, 0, 'a large sealed text is opened each time, not kept');
+    const none = new SecretBox(Buffer.alloc(32, 7), { openedEntries: 0 });
+    assert.equal(none.open(a), 'hmac-a');
+    assert.equal(none.keptCount, 0);
+  });
+
   it('creates the key file once with mode 0600 and reads it back', () => {
     const dir = mkdtempSync(join(tmpdir(), 'parley-key-'));
     const first = loadMasterKey(dir, undefined);

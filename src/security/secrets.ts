@@ -11,18 +11,50 @@ export class SecretError extends Error {
   override name = 'SecretError';
 }
 
+/** Opened values a {@link SecretBox} keeps by default (see {@link SecretBoxOptions.openedEntries}). */
+export const DEFAULT_OPENED_ENTRIES = 1024;
+
+/**
+ * Longest sealed text (characters) whose opened value a {@link SecretBox} keeps: HMAC keys, endpoint secrets and
+ * sealed URLs fit; platform credentials, opened rarely and large, are opened each time.
+ */
+export const MAX_KEPT_SEALED_CHARS = 512;
+
+/** Options of a {@link SecretBox}. */
+export interface SecretBoxOptions {
+  /**
+   * Most opened values kept in memory (default {@link DEFAULT_OPENED_ENTRIES}; 0 keeps none): the oldest kept goes
+   * first when it is full.
+   */
+  openedEntries?: number;
+}
+
 /**
  * Encrypts secrets at rest (HMAC keys, platform credentials) with AES-256-GCM under the master key
  * (docs/decisions/0020-security-promises.md). A sealed value is the text `v1.<iv>.<tag>.<ciphertext>`, each part
  * base64url.
+ *
+ * The values it opened last, up to {@link SecretBoxOptions.openedEntries} of at most {@link MAX_KEPT_SEALED_CHARS}
+ * sealed characters each, are kept in memory by their sealed text, so the HMAC key and endpoint secret of every
+ * webhook attempt are not decrypted again for each one. GCM authenticates the sealed text, so one text opens to one
+ * value under one master key: a kept value is the one opening would give. A text that does not open is never kept.
  */
 export class SecretBox {
   readonly #key: Buffer;
+  readonly #openedEntries: number;
+  /** Opened values by sealed text, oldest first (a `Map` keeps insertion order). */
+  readonly #opened = new Map<string, string>();
 
   /** @param key the 32-byte master key. @throws SecretError when the key is not 32 bytes. */
-  constructor(key: Buffer) {
+  constructor(key: Buffer, options: SecretBoxOptions = {}) {
     if (key.length !== 32) throw new SecretError('master key must be 32 bytes');
     this.#key = Buffer.from(key);
+    this.#openedEntries = Math.max(0, options.openedEntries ?? DEFAULT_OPENED_ENTRIES);
+  }
+
+  /** How many opened values are kept now (at most {@link SecretBoxOptions.openedEntries}). */
+  get keptCount(): number {
+    return this.#opened.size;
   }
 
   /** Encrypts `plaintext` (UTF-8) with a fresh random 96-bit IV. */
@@ -38,6 +70,20 @@ export class SecretBox {
 
   /** Decrypts a value made by {@link seal}. @throws SecretError when it is malformed or fails authentication. */
   open(sealed: string): string {
+    const kept = this.#opened.get(sealed);
+    if (kept !== undefined) return kept;
+    const plaintext = this.#decrypt(sealed);
+    if (this.#openedEntries > 0 && sealed.length <= MAX_KEPT_SEALED_CHARS) {
+      if (this.#opened.size >= this.#openedEntries) {
+        const oldest = this.#opened.keys().next();
+        if (oldest.done !== true) this.#opened.delete(oldest.value);
+      }
+      this.#opened.set(sealed, plaintext);
+    }
+    return plaintext;
+  }
+
+  #decrypt(sealed: string): string {
     const [version, iv, tag, body] = sealed.split('.');
     if (version !== VERSION || iv === undefined || tag === undefined || body === undefined) {
       throw new SecretError('sealed value is malformed');

@@ -11,12 +11,14 @@ type StoredMedia = { data: string; mimetype: string };
 /** Serialises `message` (its `id`, if any, is left out: the job row holds it). */
 export function encodeSendPayload(message: OutgoingMessage): string {
   const { id: _id, ...rest } = message;
-  return JSON.stringify(rest, (key, value: unknown) => {
-    if (key === 'media' && isMedia(value)) {
-      return { data: value.data.toString('base64'), mimetype: value.mimetype } satisfies StoredMedia;
-    }
-    return value;
-  });
+  const { content } = message;
+  // Media sit only at `content.media`; a text is written as it is, without a replacer visiting every key.
+  if (!('media' in content) || !isMedia(content.media)) return JSON.stringify(rest);
+  const media: StoredMedia = {
+    data: content.media.data.toString('base64'),
+    mimetype: content.media.mimetype,
+  };
+  return JSON.stringify({ ...rest, content: { ...content, media } });
 }
 
 function isMedia(value: unknown): value is { data: Buffer; mimetype: string } {
