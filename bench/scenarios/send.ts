@@ -47,6 +47,22 @@ export function setupOneInstance(parley: BenchChild, settings: HttpSettings): Pr
   });
 }
 
+/**
+ * A measured load run on `child` and the CPU time the child used over it: `warmupS` of load first, unmeasured, then
+ * `durationS` measured, with the child's `cpu` read between the two and after (user and system, every thread).
+ * @returns the measured run and the child's CPU per completed request, µs.
+ */
+async function loadWithCpu(
+  child: BenchChild,
+  options: Parameters<typeof runLoad>[0],
+): Promise<{ run: LoadResult; cpuPerRequestUs: number }> {
+  if (options.warmupS > 0) await runLoad({ ...options, durationS: options.warmupS, warmupS: 0 });
+  const before = await child.call<number>('cpu');
+  const run = await runLoad({ ...options, warmupS: 0 });
+  const used = (await child.call<number>('cpu')) - before;
+  return { run, cpuPerRequestUs: Math.round(used / Math.max(1, run.completed)) };
+}
+
 function describeErrors(run: LoadResult): string {
   return run.errors + run.non2xx === 0 ? '' : `, ${run.errors} errors, ${run.non2xx} non-2xx`;
 }
@@ -59,42 +75,43 @@ function describeErrors(run: LoadResult): string {
 export async function sendScenario(settings: HttpSettings): Promise<ScenarioResult> {
   const baseline = await startChild('baseline');
   let baselineRun: LoadResult;
+  let baselineCpu: number;
   try {
     const { url } = await baseline.call<{ url: string }>('serve', {});
-    baselineRun = await runLoad({
+    ({ run: baselineRun, cpuPerRequestUs: baselineCpu } = await loadWithCpu(baseline, {
       url: `${url}/v1/messages/send`,
       method: 'POST',
       body: { phone: PEER_PHONE, body: 'hello from the benchmark' },
       connections: settings.connections,
       durationS: settings.durationS,
       warmupS: settings.warmupS,
-    });
+    }));
   } finally {
     await baseline.stop();
   }
   const parley = await startChild('parley');
   let run: LoadResult;
+  let cpuPerSend: number;
   let deliveries: Record<string, number>;
   let profile: ProfileSummary | undefined;
   try {
     const ready = await setupOneInstance(parley, settings);
-    const load = (warmupS: number) =>
-      runLoad({
-        url: `${ready.url}/v1/messages/send`,
-        method: 'POST',
-        headers: { authorization: `Bearer ${ready.key}` },
-        body: { phone: PEER_PHONE, body: 'hello from the benchmark' },
-        connections: settings.connections,
-        durationS: settings.durationS,
-        warmupS,
-      });
-    run = await load(settings.warmupS);
+    const options = (warmupS: number) => ({
+      url: `${ready.url}/v1/messages/send`,
+      method: 'POST' as const,
+      headers: { authorization: `Bearer ${ready.key}` },
+      body: { phone: PEER_PHONE, body: 'hello from the benchmark' },
+      connections: settings.connections,
+      durationS: settings.durationS,
+      warmupS,
+    });
+    ({ run, cpuPerRequestUs: cpuPerSend } = await loadWithCpu(parley, options(settings.warmupS)));
     // Deliveries keep pace when the run's webhooks are delivered within 2 s of its end.
     await sleep(DELIVERY_GRACE_MS);
     deliveries = await parley.call<Record<string, number>>('deliveries');
     if (settings.profileFile !== undefined) {
       await parley.call('profileStart');
-      await load(0);
+      await runLoad(options(0));
       const file = await parley.call<string>('profileStop', { file: settings.profileFile });
       profile = summariseProfile(file);
     }
@@ -115,7 +132,8 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
     summary:
       `p50 ${run.latencyMs.p50} / p99 ${run.latencyMs.p99} ms (baseline ${baselineRun.latencyMs.p50} / ` +
       `${baselineRun.latencyMs.p99} ms)${describeErrors(run)}; webhooks delivered ${fmt(delivered, 0)} of ` +
-      `${fmt(queued, 0)} (${kept}) ${DELIVERY_GRACE_MS / 1000} s after the run`,
+      `${fmt(queued, 0)} (${kept}) ${DELIVERY_GRACE_MS / 1000} s after the run; CPU per request ${cpuPerSend} µs ` +
+      `vs ${baselineCpu} (${ratioOf(baselineCpu, cpuPerSend)})`,
     targets: [
       target('ratio ≥ 0.4', ratio, '>=', 0.4),
       target('p99 ≤ 20 ms', run.latencyMs.p99, '<=', 20, ' ms'),
@@ -126,6 +144,7 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
       laneWindow: settings.laneWindow ?? 1,
       parley: run,
       baseline: baselineRun,
+      cpuPerRequestUs: { parley: cpuPerSend, baseline: baselineCpu },
       connections: settings.connections,
       deliveries,
       ...(profile ? { profile } : {}),
