@@ -53,27 +53,38 @@ describe('secrets at rest (docs/decisions/0020-security-promises.md)', () => {
     assert.throws(() => new SecretBox(Buffer.alloc(32, 8)).open(a), SecretError);
   });
 
-  it('keeps what it opened, small values only, the oldest going first; a tampered text still fails', () => {
+  it('openKept keeps what it opened, small values only, the oldest going first; open keeps nothing', () => {
     const box = new SecretBox(Buffer.alloc(32, 7), { openedEntries: 2 });
     const [a, b, c] = ['hmac-a', 'hmac-b', 'hmac-c'].map((value) => box.seal(value));
     assert.ok(a !== undefined && b !== undefined && c !== undefined);
     assert.equal(box.open(a), 'hmac-a');
-    assert.equal(box.open(a), 'hmac-a');
+    assert.equal(box.keptCount, 0, 'open keeps nothing');
+    assert.equal(box.openKept(a), 'hmac-a');
+    assert.equal(box.openKept(a), 'hmac-a');
     assert.equal(box.keptCount, 1);
+    assert.ok(box.keeps(a));
     const [version, iv, tag, body] = a.split('.');
-    const flipped = `${body?.[0] === 'A' ? 'B' : 'A'}${body?.slice(1)}`;
-    assert.throws(() => box.open([version, iv, tag, flipped].join('.')), SecretError);
-    assert.throws(() => new SecretBox(Buffer.alloc(32, 8)).open(a), SecretError);
-    assert.equal(box.open(b), 'hmac-b');
-    assert.equal(box.open(c), 'hmac-c');
+    const flipped = [version, iv, tag, `${body?.[0] === 'A' ? 'B' : 'A'}${body?.slice(1)}`].join('.');
+    assert.throws(() => box.openKept(flipped), SecretError);
+    assert.equal(box.keptCount, 1, 'a text that does not open is not kept');
+    assert.ok(!box.keeps(flipped));
+    assert.throws(() => new SecretBox(Buffer.alloc(32, 8)).openKept(a), SecretError);
+    assert.equal(box.openKept(b), 'hmac-b');
+    assert.equal(box.openKept(c), 'hmac-c');
     assert.equal(box.keptCount, 2, 'bounded by openedEntries');
-    assert.equal(box.open(a), 'hmac-a', 'a value no longer kept opens again');
+    assert.deepEqual(
+      [box.keeps(a), box.keeps(b), box.keeps(c)],
+      [false, true, true],
+      'the oldest went first',
+    );
+    assert.equal(box.openKept(a), 'hmac-a', 'a value no longer kept opens again');
+    assert.deepEqual([box.keeps(a), box.keeps(b), box.keeps(c)], [true, false, true]);
     const roomy = new SecretBox(Buffer.alloc(32, 7));
     const large = roomy.seal('x'.repeat(1000));
-    assert.equal(roomy.open(large), 'x'.repeat(1000));
+    assert.equal(roomy.openKept(large), 'x'.repeat(1000));
     assert.equal(roomy.keptCount, 0, 'a large sealed text is opened each time, not kept');
     const none = new SecretBox(Buffer.alloc(32, 7), { openedEntries: 0 });
-    assert.equal(none.open(a), 'hmac-a');
+    assert.equal(none.openKept(a), 'hmac-a');
     assert.equal(none.keptCount, 0);
   });
 

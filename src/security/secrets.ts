@@ -15,8 +15,8 @@ export class SecretError extends Error {
 export const DEFAULT_OPENED_ENTRIES = 1024;
 
 /**
- * Longest sealed text (characters) whose opened value a {@link SecretBox} keeps: HMAC keys, endpoint secrets and
- * sealed URLs fit; platform credentials, opened rarely and large, are opened each time.
+ * Longest sealed text (characters) whose opened value {@link SecretBox.openKept} keeps: HMAC keys, endpoint secrets
+ * and sealed URLs of ordinary length fit; a longer one is opened each time.
  */
 export const MAX_KEPT_SEALED_CHARS = 512;
 
@@ -34,10 +34,12 @@ export interface SecretBoxOptions {
  * (docs/decisions/0020-security-promises.md). A sealed value is the text `v1.<iv>.<tag>.<ciphertext>`, each part
  * base64url.
  *
- * The values it opened last, up to {@link SecretBoxOptions.openedEntries} of at most {@link MAX_KEPT_SEALED_CHARS}
- * sealed characters each, are kept in memory by their sealed text, so the HMAC key and endpoint secret of every
- * webhook attempt are not decrypted again for each one. GCM authenticates the sealed text, so one text opens to one
- * value under one master key: a kept value is the one opening would give. A text that does not open is never kept.
+ * {@link openKept} keeps what it opened in memory by its sealed text, up to {@link SecretBoxOptions.openedEntries}
+ * values of at most {@link MAX_KEPT_SEALED_CHARS} sealed characters each, so the HMAC key and endpoint secret of
+ * every webhook attempt are not decrypted again for each one. GCM authenticates the sealed text, so one text opens
+ * to one value under one master key: a kept value is the one opening would give. A text that does not open is never
+ * kept. {@link open} keeps nothing: the platform's keys (a one-time pre-key must not outlive its deletion in memory)
+ * and anything read once go through it.
  */
 export class SecretBox {
   readonly #key: Buffer;
@@ -57,6 +59,11 @@ export class SecretBox {
     return this.#opened.size;
   }
 
+  /** Whether the value of `sealed` is kept now ({@link openKept}). */
+  keeps(sealed: string): boolean {
+    return this.#opened.has(sealed);
+  }
+
   /** Encrypts `plaintext` (UTF-8) with a fresh random 96-bit IV. */
   seal(plaintext: string): string {
     const iv = randomBytes(IV_BYTES);
@@ -68,8 +75,22 @@ export class SecretBox {
     );
   }
 
-  /** Decrypts a value made by {@link seal}. @throws SecretError when it is malformed or fails authentication. */
+  /**
+   * Decrypts a value made by {@link seal}; keeps nothing (see {@link openKept}).
+   * @throws SecretError when it is malformed or fails authentication.
+   */
   open(sealed: string): string {
+    return this.#decrypt(sealed);
+  }
+
+  /**
+   * Decrypts a value made by {@link seal} and keeps it, for a secret opened again and again (a webhook's HMAC key,
+   * endpoint secret and sealed URL, at every attempt): the kept value when there is one, else the opened value,
+   * kept when the sealed text has at most {@link MAX_KEPT_SEALED_CHARS} characters (the oldest kept value goes
+   * first when {@link SecretBoxOptions.openedEntries} are kept).
+   * @throws SecretError when it is malformed or fails authentication (nothing is kept then).
+   */
+  openKept(sealed: string): string {
     const kept = this.#opened.get(sealed);
     if (kept !== undefined) return kept;
     const plaintext = this.#decrypt(sealed);

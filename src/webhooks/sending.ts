@@ -153,9 +153,9 @@ export async function sendAttempt(
   let retryAfter: string | undefined;
   let gone = false;
   try {
-    const hmacKey = delivery.hmacKeySealed === null ? null : box.open(delivery.hmacKeySealed);
+    const hmacKey = delivery.hmacKeySealed === null ? null : box.openKept(delivery.hmacKeySealed);
     const endpointSecret =
-      delivery.endpointSecretSealed === null ? null : box.open(delivery.endpointSecretSealed);
+      delivery.endpointSecretSealed === null ? null : box.openKept(delivery.endpointSecretSealed);
     const timestampSeconds = Math.floor(startedAt / 1000);
     const headers = webhookHeaders({
       id: delivery.eventId,
@@ -164,7 +164,7 @@ export async function sendAttempt(
       hmacKey,
       ...(endpointSecret === null ? {} : { endpointSecret }),
     });
-    const url = delivery.urlSealed === null ? delivery.url : box.open(delivery.urlSealed);
+    const url = delivery.urlSealed === null ? delivery.url : box.openKept(delivery.urlSealed);
     if (isBrokerUrl(url)) {
       record.responseBody = await publishDelivery(options, url, delivery, headers, timestampSeconds);
       record.durationMs = Math.round(performance.now() - started);

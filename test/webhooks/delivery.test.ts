@@ -87,6 +87,15 @@ for (const dialect of testDialects()) {
         assert.equal(history.status, 'unsent');
         assert.equal(history.reason, 'no webhook URL configured');
         assert.deepEqual(history.attempts, []);
+        // The attempt opened the instance's HMAC key and kept it for the next one; the sandbox account's keys,
+        // opened through the same box, are not kept (src/security/secrets.ts).
+        const row = await t.testStore.store.db
+          .selectFrom('instances')
+          .select('hmac_key')
+          .where('id', '=', t.instance.id)
+          .executeTakeFirstOrThrow();
+        assert.ok(row.hmac_key !== null && t.services.box.keeps(row.hmac_key), 'the HMAC key is kept');
+        assert.equal(t.services.box.keptCount, 1, 'nothing else is kept');
       } finally {
         await t.close();
       }
