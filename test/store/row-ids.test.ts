@@ -32,6 +32,24 @@ describe('row ids', () => {
     }
   });
 
+  it('still ascend when many are made in one millisecond and when the clock goes back', (t) => {
+    let now = Date.now() + 60_000;
+    t.mock.method(Date, 'now', () => now);
+    const ms = (id: string) => Number.parseInt(id.replaceAll('-', '').slice(0, 12), 16);
+    const first = Array.from({ length: 5000 }, () => newRowId());
+    now -= 5_000;
+    const after = Array.from({ length: 100 }, () => newRowId());
+    const ids = [...first, ...after];
+    assert.ok(ascending(ids), 'strictly ascending across the step back');
+    assert.equal(new Set(ids).size, ids.length);
+    assert.ok(ids.every((id) => UUID_V7.test(id)));
+    assert.ok(
+      // A counter overflow (2,000 to 1 against, from its random start) moves it one millisecond on.
+      ids.every((id) => ms(id) === now + 5_000 || ms(id) === now + 5_001),
+      'the time stays at the latest millisecond seen instead of going back',
+    );
+  });
+
   for (const dialect of testDialects()) {
     describe(`on the hot path (${dialect})`, () => {
       const app = webhookAppPerTest({ dialect, webhookWorker: { start: false, laneBatch: 8 } });
