@@ -44,7 +44,7 @@ describe('row ids', () => {
     assert.equal(new Set(ids).size, ids.length);
     assert.ok(ids.every((id) => UUID_V7.test(id)));
     assert.ok(
-      // A counter overflow (2,000 to 1 against, from its random start) moves it one millisecond on.
+      // A counter overflow (about one run in 430,000, from its random start) moves it one millisecond on.
       ids.every((id) => ms(id) === now + 5_000 || ms(id) === now + 5_001),
       'the time stays at the latest millisecond seen instead of going back',
     );
