@@ -4,7 +4,10 @@ import { v7 } from 'uuid';
 /** Random bytes drawn from the system's generator at once, then handed out 16 to an id. */
 const RANDOM_POOL_BYTES = 4096;
 
-/** Random bytes one id takes (the `random` of `uuid`'s `v7`, of which it uses the last 74 bits). */
+/**
+ * Random bytes one id takes: `uuid`'s `v7` puts the low 42 bits of bytes 10–15 into the id, and bytes 6–9 seed the
+ * counter in a new millisecond.
+ */
 const ID_RANDOM_BYTES = 16;
 
 let pool = new Uint8Array(0);
