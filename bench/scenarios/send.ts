@@ -1,5 +1,5 @@
 import { type BenchChild, startChild } from '../lib/ipc.ts';
-import { type LoadResult, runLoad } from '../lib/load.ts';
+import { type LoadOptions, type LoadResult, runLoad } from '../lib/load.ts';
 import { type ProfileSummary, summariseProfile } from '../lib/profile.ts';
 import { ratioOf, type ScenarioResult, target, windowNote } from '../lib/report.ts';
 import { fmt, sleep } from '../lib/stats.ts';
@@ -54,7 +54,7 @@ export function setupOneInstance(parley: BenchChild, settings: HttpSettings): Pr
  */
 async function loadWithCpu(
   child: BenchChild,
-  options: Parameters<typeof runLoad>[0],
+  options: LoadOptions,
 ): Promise<{ run: LoadResult; cpuPerRequestUs: number }> {
   if (options.warmupS > 0) await runLoad({ ...options, durationS: options.warmupS, warmupS: 0 });
   const before = await child.call<number>('cpu');
