@@ -8,7 +8,7 @@ import type { ReceiverStats } from '../roles/receiver.ts';
 
 /** Settings of the webhook delivery scenario. */
 export interface DeliverySettings {
-  /** Events in the burst (issue: 20,000). */
+  /** Events in the burst (the full run: 20,000; docs/benchmarks.md, "Scenarios"). */
   count: number;
   /** Instances the events are spread over (the worker sends one delivery per instance at a time). */
   instances: number;

@@ -7,7 +7,7 @@ import { type ParleyReady, PEER_PHONE } from '../roles/parley.ts';
 
 /** Settings of the send and auth scenarios. */
 export interface HttpSettings {
-  /** Concurrent connections (issue: 50). */
+  /** Concurrent connections (the full run: 50; docs/benchmarks.md, "Scenarios"). */
   connections: number;
   durationS: number;
   warmupS: number;

@@ -53,7 +53,7 @@ const OUTSIDE: readonly (readonly [RegExp, string])[] = [
   [word('DES', 'IGN'), 'names the design notes'],
   [word('SP', 'EC'), 'names the contract notes'],
   [/(?<![\w'"`.#/-])D(?:[1-9]|1\d|2\d)(?![\w'"`.-])/, 'cites a numbered design section'],
-  [new RegExp(['\\bis', 'sue #?\\d+'].join(''), 'i'), 'cites a tracker issue number'],
+  [new RegExp(['\\bis', 'sue:? #?\\d+'].join(''), 'i'), 'cites a tracker issue number'],
 ];
 /** A line naming a third party keeps its issue numbers: those are public and can be followed. */
 const THIRD_PARTY =
