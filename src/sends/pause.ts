@@ -5,16 +5,16 @@ import { DomainError } from '../domain/errors.ts';
 import { GROUP_DOMAIN, STATUS_BROADCAST } from '../domain/messages.ts';
 import type { PacingSettings, SendPause } from '../domain/sends.ts';
 import type { Database } from '../store/schema.ts';
+import type { SendJob } from '../store/send-jobs.ts';
 import {
   chatHasHistory,
   countNewChatsSince,
   oldestNewChatSince,
   readPacing,
-  type SendJob,
   type StoredPacing,
   writePacing,
   writePause,
-} from '../store/send-jobs.ts';
+} from '../store/send-pacing.ts';
 import type { SendStatusReport } from './queue.ts';
 
 /** One rolling day, ms: the window of the new-chats-per-day pace. */

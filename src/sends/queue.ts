@@ -16,8 +16,8 @@ import {
   nextPendingRunAt,
   reclaimSendingJobs,
   type SendJob,
-  type StoredPacing,
 } from '../store/send-jobs.ts';
+import type { StoredPacing } from '../store/send-pacing.ts';
 import { RelayFailures } from './failures.ts';
 import { GroupInsert } from './group-insert.ts';
 import { PaceKeeper } from './pause.ts';

@@ -1,0 +1,126 @@
+import type { Kysely } from 'kysely';
+import type { PacingSettings, SendPause } from '../domain/sends.ts';
+import type { Database } from './schema.ts';
+
+/**
+ * Send pacing's store (migration 0013; docs/decisions/0013-pacing.md): an instance's pace and restriction pause, and
+ * the counts the new-chats-per-day pace reads from the send jobs and messages. Times are epoch ms.
+ */
+
+/** How many relays of the instance opened a chat since `since` (epoch ms): the new-chats-per-day count. */
+export async function countNewChatsSince(
+  db: Kysely<Database>,
+  instanceId: string,
+  since: number,
+): Promise<number> {
+  const row = await db
+    .selectFrom('send_jobs')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('instance_id', '=', instanceId)
+    .where('status', '=', 'sent')
+    .where('new_chat', '=', 1)
+    .where('sent_at', '>=', since)
+    .executeTakeFirst();
+  return Number(row?.n ?? 0);
+}
+
+/** The `sent_at` of the oldest chat-opening relay since `since`, i.e. when the 24 h window frees a slot. */
+export async function oldestNewChatSince(
+  db: Kysely<Database>,
+  instanceId: string,
+  since: number,
+): Promise<number | undefined> {
+  const row = await db
+    .selectFrom('send_jobs')
+    .select((eb) => eb.fn.min('sent_at').as('oldest'))
+    .where('instance_id', '=', instanceId)
+    .where('status', '=', 'sent')
+    .where('new_chat', '=', 1)
+    .where('sent_at', '>=', since)
+    .executeTakeFirst();
+  return row?.oldest === null || row?.oldest === undefined ? undefined : Number(row.oldest);
+}
+
+/** An instance's stored pace and pause (pacing off and no pause when it never set one). */
+export interface StoredPacing {
+  pacing: PacingSettings;
+  pause: SendPause | null;
+}
+
+/** Reads the instance's pace and pause. */
+export async function readPacing(db: Kysely<Database>, instanceId: string): Promise<StoredPacing> {
+  const row = await db
+    .selectFrom('send_pacing')
+    .selectAll()
+    .where('instance_id', '=', instanceId)
+    .executeTakeFirst();
+  if (!row) return { pacing: { minIntervalMs: 0, jitterMs: 0, newChatsPerDay: null }, pause: null };
+  return {
+    pacing: {
+      minIntervalMs: row.min_interval_ms,
+      jitterMs: row.jitter_ms,
+      newChatsPerDay: row.new_chats_per_day,
+    },
+    pause:
+      row.paused_reason !== null && row.paused_until !== null
+        ? { reason: row.paused_reason, until: Number(row.paused_until) }
+        : null,
+  };
+}
+
+/** Stores the instance's pace (the pause is kept). */
+export async function writePacing(
+  db: Kysely<Database>,
+  instanceId: string,
+  pacing: PacingSettings,
+  now: number,
+): Promise<void> {
+  const values = {
+    min_interval_ms: pacing.minIntervalMs,
+    jitter_ms: pacing.jitterMs,
+    new_chats_per_day: pacing.newChatsPerDay,
+    updated_at: now,
+  };
+  await db
+    .insertInto('send_pacing')
+    .values({ instance_id: instanceId, ...values, paused_reason: null, paused_until: null })
+    .onConflict((oc) => oc.column('instance_id').doUpdateSet(values))
+    .execute();
+}
+
+/** Sets (a pause) or clears (null) the instance's restriction pause. */
+export async function writePause(
+  db: Kysely<Database>,
+  instanceId: string,
+  pause: SendPause | null,
+  now: number,
+): Promise<void> {
+  const values = {
+    paused_reason: pause?.reason ?? null,
+    paused_until: pause?.until ?? null,
+    updated_at: now,
+  };
+  await db
+    .insertInto('send_pacing')
+    .values({ instance_id: instanceId, min_interval_ms: 0, jitter_ms: 0, new_chats_per_day: null, ...values })
+    .onConflict((oc) => oc.column('instance_id').doUpdateSet(values))
+    .execute();
+}
+
+/** True when the instance has any message in `chat` other than `exceptId` (stored sent or received messages). */
+export async function chatHasHistory(
+  db: Kysely<Database>,
+  instanceId: string,
+  chat: string,
+  exceptId: string,
+): Promise<boolean> {
+  const row = await db
+    .selectFrom('messages')
+    .select('id')
+    .where('instance_id', '=', instanceId)
+    .where('chat', '=', chat)
+    .where('id', '<>', exceptId)
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}
