@@ -1,0 +1,223 @@
+import type { ExpressionBuilder, Insertable, Transaction } from 'kysely';
+import { compiledListStatement } from './compiled.ts';
+import type { LockedRow } from './delivery-claim-statements.ts';
+import type { ClaimedDelivery, ClaimOptions } from './delivery-claims.ts';
+import { OPEN_ATTEMPT_FIELDS } from './delivery-next.ts';
+import { newRowId } from './row-ids.ts';
+import type { Database, WebhookAttemptsTable } from './schema.ts';
+
+/**
+ * Starting the attempts of a claim (docs/decisions/0005-outbox-and-delivery.md,
+ * docs/decisions/0048-lane-batches.md): the claimed rows' payloads and lane settings read, attempt numbers counted,
+ * the heads' attempt rows written, and a claim whose lane lost its URL given back. `delivery-claims.ts` locks the
+ * rows and calls {@link startAttempts} in the same transaction.
+ */
+
+/** A delivery's key: its event and its endpoint (`''` for the default webhook). */
+export interface DeliveryKey {
+  event_id: string;
+  endpoint_id: string;
+}
+
+/** `(event_id, endpoint_id) in (…keys)` on the table of `eb`. */
+export function keyIn(
+  eb: ExpressionBuilder<Database, 'webhook_deliveries' | 'webhook_attempts'>,
+  keys: readonly DeliveryKey[],
+) {
+  return eb(
+    eb.refTuple('event_id', 'endpoint_id'),
+    'in',
+    keys.map((key) => eb.tuple(key.event_id, key.endpoint_id)),
+  );
+}
+
+/**
+ * Reads what the attempts on the claimed rows need and writes the attempt rows of `heads` (started now); `tails`
+ * (the rest of each lane batch) get their attempt numbers but no row: each is started by the transaction that
+ * records the attempt before it (`finishAttempt` with `next`). A row whose lane lost its URL meanwhile is given
+ * back at once (unlocked, a head's claim not counted: Graphile Worker's `returnJobs`).
+ */
+export async function startAttempts(
+  trx: Transaction<Database>,
+  { workerId, now }: ClaimOptions,
+  heads: readonly LockedRow[],
+  tails: readonly LockedRow[],
+): Promise<ClaimedDelivery[]> {
+  const rows = [...heads, ...tails];
+  if (rows.length === 0) return [];
+  const tailKeys = new Set(tails.map((row) => `${row.event_id}/${row.endpoint_id}`));
+  const { rows: details } = await CLAIM_DETAILS.run(trx, {}, rows);
+  const out: ClaimedDelivery[] = [];
+  const attempts: (Insertable<WebhookAttemptsTable> & {
+    event_id: string;
+    endpoint_id: string;
+    number: number;
+  })[] = [];
+  const urlGone: DeliveryKey[] = [];
+  const tailsUrlGone: DeliveryKey[] = [];
+  for (const row of details) {
+    const endpoint = row.endpoint_id !== '';
+    // An endpoint deleted or disabled (or a default URL removed) since the claim: the claim is given back.
+    const url = endpoint ? (row.endpoint_enabled === 1 ? row.endpoint_url : null) : row.webhook_url;
+    const tail = tailKeys.has(`${row.event_id}/${row.endpoint_id}`);
+    if (url === null) {
+      (tail ? tailsUrlGone : urlGone).push({ event_id: row.event_id, endpoint_id: row.endpoint_id });
+      continue;
+    }
+    const attemptId = newRowId();
+    attempts.push({
+      id: attemptId,
+      event_id: row.event_id,
+      endpoint_id: row.endpoint_id,
+      number: 0, // set below from the attempts already logged
+      url,
+      worker: workerId,
+      attempted_at: now,
+      ...OPEN_ATTEMPT_FIELDS,
+    });
+    out.push({
+      eventId: row.event_id,
+      endpointId: row.endpoint_id,
+      instanceId: row.instance_id,
+      sequence: Number(row.sequence),
+      attempts: tail ? row.attempts + 1 : row.attempts,
+      maxAttempts: row.max_attempts,
+      lockedAt: now,
+      attemptId,
+      attemptNumber: 0, // set below from the attempts already logged
+      started: !tail,
+      payload: row.payload,
+      url,
+      urlSealed: endpoint ? row.endpoint_url_sealed : null,
+      hmacKeySealed: endpoint ? null : row.hmac_key,
+      endpointSecretSealed: endpoint ? row.endpoint_secret : null,
+    });
+  }
+  if (urlGone.length > 0) await returnClaims(trx, workerId, now, urlGone, true);
+  if (tailsUrlGone.length > 0) await returnClaims(trx, workerId, now, tailsUrlGone, false);
+  if (attempts.length === 0) return out;
+  // Attempt numbers continue over every round of the event (a redelivery keeps the earlier rows).
+  const { rows: counts } = await COUNT_ATTEMPTS.run(trx, {}, attempts);
+  const previous = new Map(counts.map((row) => [`${row.event_id}/${row.endpoint_id}`, Number(row.count)]));
+  for (const [index, attempt] of attempts.entries()) {
+    attempt.number = (previous.get(`${attempt.event_id}/${attempt.endpoint_id}`) ?? 0) + 1;
+    const delivery = out[index];
+    if (delivery !== undefined) delivery.attemptNumber = attempt.number;
+  }
+  // One statement for every started attempt's row (a round trip each would dominate on PostgreSQL).
+  const started = attempts.filter((_, index) => out[index]?.started === true);
+  if (started.length > 0) await INSERT_ATTEMPTS.run(trx, {}, started);
+  return out;
+}
+
+/** A claimed row with what its attempt needs; the endpoint's columns are null for the default webhook. */
+interface ClaimDetailRow {
+  event_id: string;
+  endpoint_id: string;
+  instance_id: string;
+  sequence: number;
+  attempts: number;
+  max_attempts: number;
+  payload: string;
+  webhook_url: string | null;
+  hmac_key: string | null;
+  endpoint_url: string | null;
+  endpoint_secret: string | null;
+  endpoint_url_sealed: string | null;
+  endpoint_enabled: number | null;
+}
+
+/** What the attempts on claimed rows need: the event's payload and the lane's URL and keys (compiled per count). */
+const CLAIM_DETAILS = compiledListStatement<Record<never, never>, DeliveryKey, ClaimDetailRow>(
+  { event_id: true, endpoint_id: true },
+  (db, _arg, keys) =>
+    db
+      .selectFrom('webhook_deliveries as d')
+      .innerJoin('webhook_events as e', 'e.id', 'd.event_id')
+      .innerJoin('instances as i', 'i.id', 'd.instance_id')
+      .leftJoin('webhook_endpoints as w', (join) =>
+        join.onRef('w.id', '=', 'd.endpoint_id').onRef('w.instance_id', '=', 'd.instance_id'),
+      )
+      .select([
+        'd.event_id',
+        'd.endpoint_id',
+        'd.instance_id',
+        'd.sequence',
+        'd.attempts',
+        'd.max_attempts',
+        'e.payload',
+        'i.webhook_url',
+        'i.hmac_key',
+        'w.url as endpoint_url',
+        'w.secret as endpoint_secret',
+        'w.url_sealed as endpoint_url_sealed',
+        'w.enabled as endpoint_enabled',
+      ])
+      .where((eb) =>
+        eb(
+          eb.refTuple('d.event_id', 'd.endpoint_id'),
+          'in',
+          keys.map((key) => eb.tuple(key.event_id, key.endpoint_id)),
+        ),
+      ),
+);
+
+/** Attempt rows already logged per delivery (compiled per count). */
+const COUNT_ATTEMPTS = compiledListStatement<
+  Record<never, never>,
+  DeliveryKey,
+  DeliveryKey & { count: number | string }
+>({ event_id: true, endpoint_id: true }, (db, _arg, keys) =>
+  db
+    .selectFrom('webhook_attempts')
+    .select(['event_id', 'endpoint_id', (eb) => eb.fn.countAll<number>().as('count')])
+    .where((eb) => keyIn(eb, keys))
+    .groupBy(['event_id', 'endpoint_id']),
+);
+
+/** Started attempts' rows in one statement (compiled per count). */
+const INSERT_ATTEMPTS = compiledListStatement<
+  Record<never, never>,
+  Insertable<WebhookAttemptsTable> & { endpoint_id: string }
+>(
+  {
+    id: true,
+    event_id: true,
+    endpoint_id: true,
+    number: true,
+    url: true,
+    worker: true,
+    attempted_at: true,
+    finished_at: true,
+    status_code: true,
+    duration_ms: true,
+    error: true,
+    response_body: true,
+    response_truncated: true,
+  },
+  (db, _arg, rows) => db.insertInto('webhook_attempts').values(rows),
+);
+
+/**
+ * Gives back claims made in this transaction without an attempt: unlocked, and a head's counted attempt
+ * (`counted`) taken back.
+ */
+async function returnClaims(
+  trx: Transaction<Database>,
+  workerId: string,
+  lockedAt: number,
+  keys: readonly DeliveryKey[],
+  counted: boolean,
+): Promise<void> {
+  await trx
+    .updateTable('webhook_deliveries')
+    .set((eb) => ({
+      locked_by: null,
+      locked_at: null,
+      attempts: counted ? eb('attempts', '-', 1) : eb.ref('attempts'),
+    }))
+    .where((eb) => keyIn(eb, keys))
+    .where('locked_by', '=', workerId)
+    .where('locked_at', '=', lockedAt)
+    .execute();
+}
