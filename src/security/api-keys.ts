@@ -68,7 +68,7 @@ export function parseApiKey(key: string): { env: Environment } | null {
 
 /**
  * SHA-256 of a key's UTF-8 bytes as lowercase hex: the only form keys are stored in
- * (docs/decisions/0020-security-promises.md). Node's one-shot `crypto.hash` (a third of a hash object's cost: it
+ * (docs/decisions/0020-security-promises.md). Node's one-shot `crypto.hash` (a half to a third of a hash object's cost: it
  * runs at every authenticated request).
  */
 export function hashApiKey(key: string): string {

@@ -10,7 +10,7 @@ export const SEQUENCE_BLOCK = 1000;
 /**
  * SHA-256 of `parley-sandbox-ids:<instanceId>:<label>:<n>` as 64 lowercase hex characters. Uniqueness comes from
  * `n` (never reused per instance); the hash only spreads the bits into the platform's id shapes. Node's one-shot
- * `crypto.hash`, a third of an HMAC object's cost: one runs at every sandbox send.
+ * `crypto.hash`, about a fifth of an HMAC object's cost: one runs at every sandbox send.
  */
 function digest(instanceId: string, label: string, n: number): string {
   return hash('sha256', `parley-sandbox-ids:${instanceId}:${label}:${n}`, 'hex');
