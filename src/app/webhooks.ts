@@ -6,13 +6,8 @@ import { OutboundError, type OutboundGuard } from '../net/outbound-guard.ts';
 import { nowIso, type Store } from '../store/database.ts';
 import { requeueDelivery } from '../store/deliveries.ts';
 import { updateInstance } from '../store/instances.ts';
-import {
-  enableWebhook,
-  getWebhookState,
-  type LogQuery,
-  listLog,
-  webhookEventExists,
-} from '../store/webhook-events.ts';
+import { enableWebhook, getWebhookState, webhookEventExists } from '../store/webhook-events.ts';
+import { type LogQuery, listLog } from '../store/webhook-log.ts';
 import { type DeliveryView, decodeCursor, encodeCursor, toDeliveryView } from '../webhooks/log.ts';
 import type { DeliveryWorker } from '../webhooks/worker.ts';
 
@@ -214,4 +209,4 @@ export class WebhookService {
     this.#worker.wake();
   }
 }
-export { LOG_STATUSES, type LogStatus } from '../store/webhook-events.ts';
+export { LOG_STATUSES, type LogStatus } from '../store/webhook-log.ts';

@@ -1,6 +1,6 @@
 import { errors } from '../domain/errors.ts';
 import type { EventType } from '../domain/instance.ts';
-import type { LogEntry, LogStatus } from '../store/webhook-events.ts';
+import type { LogEntry, LogStatus } from '../store/webhook-log.ts';
 
 /**
  * The delivery log as the API shows it (docs/decisions/0005-outbox-and-delivery.md `GET /v1/webhook/deliveries`): one

@@ -4,7 +4,7 @@ import type { Clock } from '../domain/clock.ts';
 import { PeriodicJob } from '../ops/periodic-job.ts';
 import type { Database } from '../store/schema.ts';
 import { pruneSendJobs } from '../store/send-jobs.ts';
-import { pruneWebhookLog } from '../store/webhook-events.ts';
+import { pruneWebhookLog } from '../store/webhook-log.ts';
 
 /** One day, ms: the least time a finished send job is kept. */
 const DAY_MS = 86_400_000;

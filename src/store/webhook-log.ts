@@ -1,0 +1,193 @@
+import type { Kysely, Selectable, Transaction } from 'kysely';
+import type { Database, WebhookAttemptsTable, WebhookDeliveriesTable } from './schema.ts';
+import { toIso, toMs } from './times.ts';
+
+/**
+ * The delivery log's store (docs/decisions/0005-outbox-and-delivery.md `GET /v1/webhook/deliveries`): each event of
+ * an instance with its delivery and attempts, read in one snapshot, and the pruning of old events. The event rows
+ * themselves are written by `webhook-events.ts`.
+ */
+
+/** Status of an event in the delivery log: its delivery's status, or `unsent` when none was queued. */
+export type LogStatus = 'pending' | 'delivered' | 'failed' | 'unsent';
+export const LOG_STATUSES: readonly LogStatus[] = ['pending', 'delivered', 'failed', 'unsent'];
+
+/**
+ * One event of the delivery log with its delivery row (absent when unsent) and its attempts, oldest first.
+ * `createdAt` is RFC 3339; the delivery's and the attempts' times are their columns' epoch ms.
+ */
+export interface LogEntry {
+  id: string;
+  instanceId: string;
+  sequence: number;
+  type: string;
+  payload: string;
+  skipReason: string | null;
+  createdAt: string;
+  delivery: Pick<
+    WebhookDeliveriesTable,
+    | 'status'
+    | 'attempts'
+    | 'max_attempts'
+    | 'run_at'
+    | 'locked_at'
+    | 'last_error'
+    | 'last_status'
+    | 'delivered_at'
+  > | null;
+  attempts: Selectable<WebhookAttemptsTable>[];
+}
+
+/** A page of the delivery log query. */
+export interface LogQuery {
+  status?: LogStatus;
+  /** Page size (≥ 1). */
+  limit: number;
+  /** Only events with a smaller sequence (the cursor of the previous page). */
+  beforeSequence?: number;
+  /** Only this event. */
+  eventId?: string;
+  /**
+   * The endpoint whose deliveries are shown (docs/decisions/0035-webhook-endpoints.md); omitted or `''`: the default
+   * webhook's.
+   */
+  endpointId?: string;
+  /** Only events of these types (docs/decisions/0018-webhook-events-and-payloads.md); omitted: every type. */
+  types?: readonly string[];
+}
+
+/**
+ * Events of `instanceId`, newest (highest sequence) first, with their delivery and attempts
+ * (docs/decisions/0005-outbox-and-delivery.md `GET /v1/webhook/deliveries`). Returns at most `limit` entries.
+ *
+ * The two reads (events with deliveries, then their attempts) share one transaction so they see one snapshot:
+ * an attempt that finishes meanwhile (`finishAttempt` completes the attempt row and updates the delivery row
+ * in one commit) shows either wholly or not at all, never as a finished attempt beside a delivery row that
+ * does not know of it. PostgreSQL: `REPEATABLE READ, READ ONLY` (the snapshot is taken at the first read; a
+ * read-only transaction cannot fail with a serialisation error). SQLite: the transaction holds the process's
+ * one connection, keeping this process's writers out between the reads, and in WAL mode a read transaction
+ * sees one snapshot even while other processes write.
+ */
+export async function listLog(
+  db: Kysely<Database>,
+  instanceId: string,
+  query: LogQuery,
+): Promise<LogEntry[]> {
+  return db
+    .transaction()
+    .setIsolationLevel('repeatable read')
+    .setAccessMode('read only')
+    .execute((trx) => readLog(trx, instanceId, query));
+}
+
+/** The reads of {@link listLog}, inside its transaction. */
+async function readLog(trx: Transaction<Database>, instanceId: string, query: LogQuery): Promise<LogEntry[]> {
+  let select = trx
+    .selectFrom('webhook_events as e')
+    .leftJoin('webhook_deliveries as d', (join) =>
+      join.onRef('d.event_id', '=', 'e.id').on('d.endpoint_id', '=', query.endpointId ?? ''),
+    )
+    .select([
+      'e.id',
+      'e.instance_id',
+      'e.sequence',
+      'e.type',
+      'e.payload',
+      'e.skip_reason',
+      'e.created_at',
+      'd.event_id as d_event_id',
+      'd.status',
+      'd.attempts',
+      'd.max_attempts',
+      'd.run_at',
+      'd.locked_at',
+      'd.last_error',
+      'd.last_status',
+      'd.delivered_at',
+    ])
+    .where('e.instance_id', '=', instanceId);
+  if (query.eventId !== undefined) select = select.where('e.id', '=', query.eventId);
+  // An endpoint's log lists only the events queued for it.
+  if (query.endpointId !== undefined && query.endpointId !== '')
+    select = select.where('d.event_id', 'is not', null);
+  if (query.beforeSequence !== undefined) select = select.where('e.sequence', '<', query.beforeSequence);
+  if (query.types !== undefined && query.types.length > 0) select = select.where('e.type', 'in', query.types);
+  if (query.status === 'unsent') select = select.where('d.event_id', 'is', null);
+  else if (query.status !== undefined) select = select.where('d.status', '=', query.status);
+  const rows = await select.orderBy('e.sequence', 'desc').limit(query.limit).execute();
+  const ids = rows.map((row) => row.id);
+  const attempts =
+    ids.length === 0
+      ? []
+      : await trx
+          .selectFrom('webhook_attempts')
+          .selectAll()
+          .where('event_id', 'in', ids)
+          .where('endpoint_id', '=', query.endpointId ?? '')
+          .orderBy('event_id')
+          .orderBy('number')
+          .execute();
+  const byEvent = new Map<string, Selectable<WebhookAttemptsTable>[]>();
+  for (const attempt of attempts) {
+    const list = byEvent.get(attempt.event_id) ?? [];
+    list.push(attempt);
+    byEvent.set(attempt.event_id, list);
+  }
+  return rows.map((row) => ({
+    id: row.id,
+    instanceId: row.instance_id,
+    sequence: Number(row.sequence),
+    type: row.type,
+    payload: row.payload,
+    // Why the default webhook did not queue the event: nothing to say in an endpoint's log, where every entry was
+    // queued (docs/decisions/0035-webhook-endpoints.md).
+    skipReason: query.endpointId === undefined || query.endpointId === '' ? row.skip_reason : null,
+    createdAt: toIso(row.created_at),
+    delivery:
+      row.d_event_id === null || row.status === null
+        ? null
+        : {
+            status: row.status,
+            attempts: row.attempts ?? 0,
+            max_attempts: row.max_attempts ?? 0,
+            run_at: Number(row.run_at),
+            locked_at: row.locked_at === null ? null : Number(row.locked_at),
+            last_error: row.last_error,
+            last_status: row.last_status,
+            delivered_at: row.delivered_at === null ? null : Number(row.delivered_at),
+          },
+    attempts: byEvent.get(row.id) ?? [],
+  }));
+}
+
+/**
+ * Deletes up to `limit` events created before `before` (RFC 3339) whose delivery is over: delivered, failed or
+ * never queued. They leave both the delivery log and the event log (docs/decisions/0030-event-log.md: the caller
+ * passes a time older than both retentions). Their delivery rows and attempts go with them (foreign keys cascade).
+ * An event with a pending delivery is kept whatever its age.
+ * @returns how many events were deleted.
+ * @throws RangeError when `before` is not a time.
+ */
+export async function pruneWebhookLog(db: Kysely<Database>, before: string, limit: number): Promise<number> {
+  const old = await db
+    .selectFrom('webhook_events as e')
+    .select('e.id')
+    .where('e.created_at', '<', toMs(before))
+    .where((eb) =>
+      eb.not(
+        eb.exists(
+          eb
+            .selectFrom('webhook_deliveries as d')
+            .select('d.event_id')
+            .whereRef('d.event_id', '=', 'e.id')
+            .where('d.status', '=', 'pending'),
+        ),
+      ),
+    )
+    .limit(limit)
+    .execute();
+  if (old.length === 0) return 0;
+  const ids = old.map((row) => row.id);
+  await db.deleteFrom('webhook_events').where('id', 'in', ids).execute();
+  return ids.length;
+}
