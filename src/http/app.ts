@@ -15,6 +15,7 @@ import { edgePlugin } from './plugins/edge.ts';
 import { errorsPlugin } from './plugins/errors.ts';
 import { idempotencyPlugin } from './plugins/idempotency.ts';
 import { instancePlugin } from './plugins/instance.ts';
+import { requestLoggerFactory } from './request-logger.ts';
 import { routes } from './routes/index.ts';
 import { ErrorEnvelope } from './schemas.ts';
 import { registerWebSocket } from './websocket.ts';
@@ -70,6 +71,8 @@ export async function buildApp(services: HttpServices): Promise<FastifyInstance>
     loggerInstance: services.logger.child({}, { serializers: { req: requestSerializer } }),
     // One line per request, written by the edge plugin when the response is sent.
     logController: new LogController({ disableRequestLogging: true }),
+    // A request's pino child is made at its first written line, not for every request.
+    childLoggerFactory: requestLoggerFactory,
     // A request without Host gets the envelope from the edge plugin, not Node's bare 400.
     http: { requireHostHeader: false },
     bodyLimit: DEFAULT_BODY_LIMIT,

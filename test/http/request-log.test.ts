@@ -9,6 +9,7 @@ import { adminCreateOrg } from '../../src/app/organizations.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { buildApp } from '../../src/http/app.ts';
 import { REDACTED, redactUrl } from '../../src/http/log-redaction.ts';
+import { requestLoggerFactory } from '../../src/http/request-logger.ts';
 import { createServices, type Services } from '../../src/services.ts';
 import { createTestStore, type TestStore } from '../support/store.ts';
 
@@ -49,6 +50,8 @@ describe('query strings are redacted in logs (docs/decisions/0020-security-promi
       const app = await buildApp(services);
       try {
         await app.ready();
+        // Each request's pino child is made at its first written line (src/http/request-logger.ts).
+        assert.equal(app.childLoggerFactory, requestLoggerFactory);
         const response = await app.inject({
           method: 'GET',
           url: '/v1/session/status?token=tok-5e1b&from=x',
