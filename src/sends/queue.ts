@@ -10,6 +10,7 @@ import type { Database } from '../store/schema.ts';
 import {
   claimNextSendJob,
   finishSendJob,
+  instancesWithDueJobs,
   markSendJobNewChat,
   markSendJobsSent,
   type NewSendJob,
@@ -432,16 +433,9 @@ export class SendQueue implements EventProjection {
   /** Wakes the queues of instances held here that have due jobs (scheduled sends; jobs left by a dead node). */
   async #sweepDue(): Promise<void> {
     try {
-      const rows = await this.#deps.db
-        .selectFrom('send_jobs')
-        .select('instance_id')
-        .distinct()
-        .where('status', 'in', ['pending', 'sending'])
-        .where('run_at', '<=', this.#deps.clock())
-        .execute();
-      for (const { instance_id } of rows) {
-        const runner = this.#runners.get(instance_id);
-        if (this.#deps.session(instance_id) && !runner?.draining && !runner?.timer) this.wake(instance_id);
+      for (const instanceId of await instancesWithDueJobs(this.#deps.db, this.#deps.clock())) {
+        const runner = this.#runners.get(instanceId);
+        if (this.#deps.session(instanceId) && !runner?.draining && !runner?.timer) this.wake(instanceId);
       }
     } catch (error) {
       this.#deps.logger.warn({ err: error }, 'looking for due sends failed; trying again at the next sweep');

@@ -34,6 +34,14 @@ export interface SendJob {
 
 const STATUSES: readonly SendJobStatus[] = ['pending', 'sending', 'sent', 'failed', 'canceled'];
 
+/**
+ * `pending` and `sending` written into a statement's text, not bound: a statement must name the status as a literal
+ * for SQLite and PostgreSQL to use the `send_jobs_due` index, which holds only jobs in these two states (migration
+ * 0021, docs/decisions/0060-live-send-job-index.md); a bound parameter could be any status.
+ */
+const PENDING = sql.lit<SendJobStatus>('pending');
+const SENDING = sql.lit<SendJobStatus>('sending');
+
 function toJob(row: Selectable<SendJobsTable>): SendJob {
   return {
     instanceId: row.instance_id,
@@ -181,7 +189,7 @@ function claimStatement(ofMode: boolean) {
       .selectFrom('send_jobs')
       .select('id')
       .where('instance_id', '=', arg('instanceId'))
-      .where('status', '=', 'pending')
+      .where('status', '=', PENDING)
       .where('run_at', '<=', arg('now'));
     if (ofMode) next = next.where('mode', '=', arg('mode') ?? 'sync');
     return db
@@ -194,7 +202,7 @@ function claimStatement(ofMode: boolean) {
         updated_at: arg('now'),
       })
       .where('instance_id', '=', arg('instanceId'))
-      .where('status', '=', 'pending')
+      .where('status', '=', PENDING)
       .where('id', '=', next.orderBy('run_at').orderBy('seq').limit(1))
       .returningAll();
   });
@@ -202,6 +210,21 @@ function claimStatement(ofMode: boolean) {
 
 const CLAIM_NEXT = claimStatement(false);
 const CLAIM_NEXT_OF_MODE = claimStatement(true);
+
+/**
+ * The instances with a live job (pending, or sending for a node that may have died) whose `run_at` (epoch ms) is at
+ * or before `now`: the send queue's sweep wakes their queues. Reads only the live jobs' index (migration 0021).
+ */
+export async function instancesWithDueJobs(db: Kysely<Database>, now: number): Promise<string[]> {
+  const rows = await db
+    .selectFrom('send_jobs')
+    .select('instance_id')
+    .distinct()
+    .where((eb) => eb.or([eb('status', '=', PENDING), eb('status', '=', SENDING)]))
+    .where('run_at', '<=', now)
+    .execute();
+  return rows.map((row) => row.instance_id);
+}
 
 /** The earliest `run_at` of the instance's pending jobs (epoch ms), or undefined when none is pending. */
 export async function nextPendingRunAt(
@@ -212,7 +235,7 @@ export async function nextPendingRunAt(
     .selectFrom('send_jobs')
     .select((eb) => eb.fn.min('run_at').as('next'))
     .where('instance_id', '=', instanceId)
-    .where('status', '=', 'pending')
+    .where('status', '=', PENDING)
     .executeTakeFirst();
   return row?.next === null || row?.next === undefined ? undefined : Number(row.next);
 }
@@ -231,7 +254,7 @@ export async function reclaimSendingJobs(
     .updateTable('send_jobs')
     .set({ status: 'pending', locked_by: null, locked_at: null, updated_at: now })
     .where('instance_id', '=', instanceId)
-    .where('status', '=', 'sending')
+    .where('status', '=', SENDING)
     .executeTakeFirst();
   return Number(result.numUpdatedRows);
 }

@@ -1,11 +1,19 @@
-import type { Kysely } from 'kysely';
-import type { PacingSettings, SendPause } from '../domain/sends.ts';
+import { type Kysely, sql } from 'kysely';
+import type { PacingSettings, SendJobStatus, SendPause } from '../domain/sends.ts';
 import type { Database } from './schema.ts';
 
 /**
  * Send pacing's store (migration 0013; docs/decisions/0013-pacing.md): an instance's pace and restriction pause, and
  * the counts the new-chats-per-day pace reads from the send jobs and messages. Times are epoch ms.
  */
+
+/**
+ * `sent` and `new_chat = 1` written into the statements' text, not bound, so SQLite and PostgreSQL use the
+ * `send_jobs_new_chats` index, which holds only the sent chat-opening jobs (migration 0021,
+ * docs/decisions/0060-live-send-job-index.md).
+ */
+const SENT = sql.lit<SendJobStatus>('sent');
+const NEW_CHAT = sql.lit<number>(1);
 
 /** How many relays of the instance opened a chat since `since` (epoch ms): the new-chats-per-day count. */
 export async function countNewChatsSince(
@@ -17,8 +25,8 @@ export async function countNewChatsSince(
     .selectFrom('send_jobs')
     .select((eb) => eb.fn.countAll<number>().as('n'))
     .where('instance_id', '=', instanceId)
-    .where('status', '=', 'sent')
-    .where('new_chat', '=', 1)
+    .where('status', '=', SENT)
+    .where('new_chat', '=', NEW_CHAT)
     .where('sent_at', '>=', since)
     .executeTakeFirst();
   return Number(row?.n ?? 0);
@@ -34,8 +42,8 @@ export async function oldestNewChatSince(
     .selectFrom('send_jobs')
     .select((eb) => eb.fn.min('sent_at').as('oldest'))
     .where('instance_id', '=', instanceId)
-    .where('status', '=', 'sent')
-    .where('new_chat', '=', 1)
+    .where('status', '=', SENT)
+    .where('new_chat', '=', NEW_CHAT)
     .where('sent_at', '>=', since)
     .executeTakeFirst();
   return row?.oldest === null || row?.oldest === undefined ? undefined : Number(row.oldest);

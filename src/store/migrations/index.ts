@@ -19,6 +19,7 @@ import * as webhookEndpoints from './0017_webhook_endpoints.ts';
 import * as brokerEndpoints from './0018_broker_endpoints.ts';
 import * as lidMappings from './0019_lid_mappings.ts';
 import * as labels from './0020_labels.ts';
+import * as sendJobsLiveIndex from './0021_send_jobs_live_index.ts';
 
 /**
  * Every migration, in order. Names are numbered; add a new file and list it here (never edit one that shipped).
@@ -45,6 +46,7 @@ export const migrations: Record<string, Migration> = {
   '0018_broker_endpoints': brokerEndpoints,
   '0019_lid_mappings': lidMappings,
   '0020_labels': labels,
+  '0021_send_jobs_live_index': sendJobsLiveIndex,
 };
 
 /** Hands Kysely's `Migrator` the in-code list above (no file-system scanning, so it works from any cwd). */
