@@ -1,6 +1,7 @@
 import type { Kysely, Selectable, Transaction } from 'kysely';
 import type { Database, WebhookAttemptsTable, WebhookDeliveriesTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
+import type { NewWebhookEvent } from './webhook-events.ts';
 
 /**
  * The delivery log's store (docs/decisions/0005-outbox-and-delivery.md `GET /v1/webhook/deliveries`): each event of
@@ -16,14 +17,7 @@ export const LOG_STATUSES: readonly LogStatus[] = ['pending', 'delivered', 'fail
  * One event of the delivery log with its delivery row (absent when unsent) and its attempts, oldest first.
  * `createdAt` is RFC 3339; the delivery's and the attempts' times are their columns' epoch ms.
  */
-export interface LogEntry {
-  id: string;
-  instanceId: string;
-  sequence: number;
-  type: string;
-  payload: string;
-  skipReason: string | null;
-  createdAt: string;
+export interface LogEntry extends NewWebhookEvent {
   delivery: Pick<
     WebhookDeliveriesTable,
     | 'status'
