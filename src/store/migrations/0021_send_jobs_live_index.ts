@@ -5,8 +5,8 @@ import { type Kysely, sql } from 'kysely';
  * - `send_jobs_due` on (instance_id, status, run_at, seq) becomes partial, `WHERE status = 'pending' OR status =
  *   'sending'`: a job leaves it when it is sent, failed or canceled, so sending a message no longer moves its entry
  *   to a `sent` part that held every kept job, and the index's size follows the backlog, not the history. The
- *   claim, the next due time and the reclaim of unconfirmed relays name their status as a literal, which implies
- *   the predicate on SQLite and PostgreSQL.
+ *   claim, the next due time, the queue's sweep for due jobs and the reclaim of unconfirmed relays name their
+ *   statuses as literals, which imply the predicate on SQLite and PostgreSQL.
  * - `send_jobs_new_chats` on (instance_id, sent_at) `WHERE status = 'sent' AND new_chat = 1`: the chat-opening
  *   relays the new-chats-per-day pace counts, which read the `sent` part of the old index.
  */
