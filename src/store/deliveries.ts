@@ -103,7 +103,8 @@ const INSERT_DELIVERIES = compiledListStatement<Record<never, never>, Insertable
  * Gives claims of `workerId` back (shutdown: attempts still in flight after the grace period), so another process
  * retries them at once instead of after the stale timeout. Only rows this worker holds are touched. The attempts
  * stay counted: each was started, and its attempt row is marked abandoned by the next claim. `deliveries` (event
- * id and endpoint id, `''` for the default webhook) narrows it; omitted: every claim of the worker.
+ * id and endpoint id, `''` for the default webhook) narrows it; omitted: every claim of the worker, found through the
+ * in-flight index, which holds the claimed rows only.
  * @returns how many claims were released.
  */
 export async function releaseClaims(
@@ -115,7 +116,10 @@ export async function releaseClaims(
   let query = db
     .updateTable('webhook_deliveries')
     .set({ locked_by: null, locked_at: null })
-    .where('locked_by', '=', workerId);
+    .where('locked_by', '=', workerId)
+    // Implies the in-flight index's predicate: the claimed rows are read from it, not the whole table
+    // (docs/decisions/0061-claimed-delivery-index.md).
+    .where('locked_at', 'is not', null);
   if (deliveries !== undefined)
     query = query.where((eb) =>
       eb(

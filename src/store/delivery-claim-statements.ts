@@ -100,7 +100,8 @@ function lockDueQuery(
                   .whereRef('o.instance_id', '=', 'i.id')
                   .where('o.endpoint_id', '=', '')
                   // No `status` test: only pending rows hold a lock, and leaving it out keeps the plan on the
-                  // (instance_id, locked_at) index rather than scanning the instance's backlog.
+                  // in-flight index rather than scanning the instance's backlog. `>=` implies that index's
+                  // `locked_at IS NOT NULL` (docs/decisions/0061-claimed-delivery-index.md).
                   .where('o.locked_at', '>=', arg('staleBefore')),
               ),
             ),

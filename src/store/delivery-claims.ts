@@ -161,8 +161,9 @@ export async function claimDeliveriesIn(
  * With `instances` only those instances' lanes are looked at, by the same rules.
  *
  * Plan: it walks the instances with a URL and takes each one's head with `ORDER BY sequence LIMIT 1`, which can
- * only be answered from the (instance_id, status, sequence) index, and tests "in flight" by a seek on
- * (instance_id, locked_at): a plan that does not depend on table statistics (a row-driven form degenerated to
+ * only be answered from the (instance_id, endpoint_id, status, sequence) index, and tests "in flight" by a seek on
+ * the (instance_id, endpoint_id, locked_at) index of claimed rows (docs/decisions/0061-claimed-delivery-index.md):
+ * a plan that does not depend on table statistics (a row-driven form degenerated to
  * seconds per claim on PostgreSQL before autovacuum had analysed a freshly filled queue) and costs
  * O(instances with a URL), not O(backlog). The dialect difference is the lock: PostgreSQL locks the chosen rows
  * with `FOR UPDATE OF d SKIP LOCKED`, so several processes share the queue without waiting on each other, and

@@ -20,6 +20,7 @@ import * as brokerEndpoints from './0018_broker_endpoints.ts';
 import * as lidMappings from './0019_lid_mappings.ts';
 import * as labels from './0020_labels.ts';
 import * as sendJobsLiveIndex from './0021_send_jobs_live_index.ts';
+import * as deliveryLiveIndexes from './0022_delivery_live_indexes.ts';
 
 /**
  * Every migration, in order. Names are numbered; add a new file and list it here (never edit one that shipped).
@@ -47,6 +48,7 @@ export const migrations: Record<string, Migration> = {
   '0019_lid_mappings': lidMappings,
   '0020_labels': labels,
   '0021_send_jobs_live_index': sendJobsLiveIndex,
+  '0022_delivery_live_indexes': deliveryLiveIndexes,
 };
 
 /** Hands Kysely's `Migrator` the in-code list above (no file-system scanning, so it works from any cwd). */

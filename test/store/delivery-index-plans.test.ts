@@ -1,0 +1,250 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { CompiledQuery, type Kysely, Migrator, sql } from 'kysely';
+import { adminCreateInstance } from '../../src/app/instances.ts';
+import { adminCreateOrg } from '../../src/app/organizations.ts';
+import { openStore, type Store } from '../../src/store/database.ts';
+import { releaseClaims } from '../../src/store/deliveries.ts';
+import { claimDeliveries } from '../../src/store/delivery-claims.ts';
+import { migrationProvider } from '../../src/store/migrations/index.ts';
+import { removeDeadNodes } from '../../src/store/nodes.ts';
+import type { Database } from '../../src/store/schema.ts';
+import { deleteEndpoint } from '../../src/store/webhook-endpoints.ts';
+import { pruneWebhookLog } from '../../src/store/webhook-log.ts';
+import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
+
+/**
+ * The webhook deliveries' indexes after migration 0022 (docs/decisions/0061-claimed-delivery-index.md): the in-flight
+ * index holds claimed rows only, the due and locked-by indexes are gone, and the statements that looked for claimed
+ * rows read the in-flight index instead of the table.
+ */
+
+/**
+ * The plan of `text` with every parameter bound to null, as one string. On PostgreSQL the plan is the generic one,
+ * made without the values, as a named prepared statement's is (docs/decisions/0055-named-statements.md), with
+ * sequential scans priced out so that a usable index shows even on an empty table.
+ */
+async function planOf(db: Kysely<Database>, dialect: 'sqlite' | 'postgres', text: string): Promise<string> {
+  if (dialect === 'sqlite') {
+    const count = (text.match(/\?/g) ?? []).length;
+    const plan = await db.executeQuery<{ detail: string }>(
+      CompiledQuery.raw(`explain query plan ${text}`, Array(count).fill(null)),
+    );
+    return plan.rows.map((row) => row.detail).join('\n');
+  }
+  const count = new Set(text.match(/\$\d+/g) ?? []).size;
+  return db.transaction().execute(async (trx) => {
+    await sql`set local enable_seqscan = off`.execute(trx);
+    await sql`set local plan_cache_mode = force_generic_plan`.execute(trx);
+    await sql.raw(`prepare plan_probe as ${text}`).execute(trx);
+    try {
+      const values = Array(count).fill('null').join(', ');
+      const plan = await sql
+        .raw<{ 'QUERY PLAN': string }>(`explain execute plan_probe${count > 0 ? `(${values})` : ''}`)
+        .execute(trx);
+      return plan.rows.map((row) => row['QUERY PLAN']).join('\n');
+    } finally {
+      await sql`deallocate plan_probe`.execute(trx);
+    }
+  });
+}
+
+/**
+ * Fills the store with a delivery history, then has the store gather its statistics, so that PostgreSQL plans as it
+ * would on a store in use: two instances with 2,000 events each, all delivered but for 20 pending deliveries per
+ * instance, 5 of them claimed by worker `w-1`.
+ */
+async function fillHistory(store: Store): Promise<void> {
+  const org = await adminCreateOrg(store.db, { name: 'plans', plan: 'pro' });
+  const now = Date.now();
+  for (const name of ['a', 'b']) {
+    const instance = await adminCreateInstance(store.db, { org: org.id, env: 'test', name });
+    for (let start = 0; start < 2_000; start += 500) {
+      const ids = Array.from({ length: 500 }, () => randomUUID());
+      await store.db
+        .insertInto('webhook_events')
+        .values(
+          ids.map((id, i) => ({
+            id,
+            instance_id: instance.id,
+            sequence: start + i + 1,
+            type: 'Message',
+            payload: '{}',
+            skip_reason: null,
+            created_at: now,
+          })),
+        )
+        .execute();
+      await store.db
+        .insertInto('webhook_deliveries')
+        .values(
+          ids.map((id, i) => {
+            const sequence = start + i + 1;
+            const pending = sequence > 1_980;
+            const claimed = sequence > 1_995;
+            return {
+              event_id: id,
+              instance_id: instance.id,
+              sequence,
+              status: pending ? 'pending' : 'delivered',
+              attempts: pending && !claimed ? 0 : 1,
+              max_attempts: 8,
+              run_at: now,
+              locked_by: claimed ? 'w-1' : null,
+              locked_at: claimed ? now : null,
+              last_error: null,
+              last_status: pending ? null : 200,
+              delivered_at: pending ? null : now,
+              created_at: now,
+              updated_at: now,
+            };
+          }),
+        )
+        .execute();
+    }
+  }
+  await sql`analyze`.execute(store.db);
+}
+
+/** The indexes of `webhook_deliveries` by name, each with its definition (SQLite's SQL, PostgreSQL's indexdef). */
+async function deliveryIndexes(store: Store): Promise<Map<string, string>> {
+  const { rows } =
+    store.dialect === 'sqlite'
+      ? await sql<{
+          name: string;
+          definition: string | null;
+        }>`select name, sql as definition from sqlite_schema
+          where type = 'index' and tbl_name = 'webhook_deliveries'`.execute(store.db)
+      : await sql<{
+          name: string;
+          definition: string | null;
+        }>`select indexname as name, indexdef as definition
+          from pg_indexes where schemaname = current_schema() and tablename = 'webhook_deliveries'`.execute(
+          store.db,
+        );
+  return new Map(rows.map((row) => [row.name, row.definition ?? '']));
+}
+
+for (const dialect of testDialects()) {
+  describe(`webhook deliveries: the in-flight index holds claimed rows only (docs/decisions/0061-claimed-delivery-index.md) [${dialect}]`, () => {
+    let testStore: TestStore;
+    let traced: Store;
+    const statements: string[] = [];
+
+    before(async () => {
+      testStore = await createTestStore(dialect);
+      await fillHistory(testStore.store);
+      // A second handle on the same store that records the text of every statement it runs.
+      const record = (text: string) => {
+        statements.push(text);
+      };
+      traced = await openStore(
+        testStore.database,
+        testStore.schema === undefined ? { faults: record } : { schema: testStore.schema, faults: record },
+      );
+    });
+    after(async () => {
+      await traced.destroy();
+      await testStore.cleanup();
+    });
+
+    /** Runs `call` and returns the texts of the statements on `webhook_deliveries` it ran. */
+    async function statementsOf(call: () => Promise<unknown>): Promise<string[]> {
+      statements.length = 0;
+      await call();
+      return statements.filter((text) => text.includes('webhook_deliveries'));
+    }
+
+    it('the in-flight index is partial on a set locked_at; the due and locked-by indexes are gone', async () => {
+      const indexes = await deliveryIndexes(testStore.store);
+      const inFlight = indexes.get('webhook_deliveries_in_flight') ?? '';
+      assert.match(inFlight, /where \(?locked_at is not null\)?/i, inFlight);
+      assert.equal(indexes.has('webhook_deliveries_due'), false);
+      assert.equal(indexes.has('webhook_deliveries_locked_by'), false);
+      assert.equal(indexes.has('webhook_deliveries_instance'), true);
+    });
+
+    it("the claim's in-flight tests read the in-flight index with a bound time, in either form", async () => {
+      for (const instances of [undefined, ['i-1', 'i-2']]) {
+        const texts = await statementsOf(() =>
+          claimDeliveries(traced.db, dialect, {
+            workerId: 'w-1',
+            now: 1_000,
+            staleBefore: 0,
+            limit: 8,
+            perLane: 32,
+            ...(instances === undefined ? {} : { instances }),
+          }),
+        );
+        const head = texts.find((text) => text.includes('"heads"'));
+        assert.ok(head, texts.join('\n'));
+        // `locked_at >= $n` implies `locked_at IS NOT NULL` on both stores: no literal needed.
+        assert.match(head, /"o"\."locked_at" >= (\?|\$\d+)/);
+        const plan = await planOf(testStore.store.db, dialect, head);
+        assert.match(plan, /webhook_deliveries_in_flight/, plan);
+      }
+    });
+
+    it("releasing a worker's or a dead node's claims reads the in-flight index, not the table", async () => {
+      for (const call of [
+        () => releaseClaims(traced.db, 'w-1'),
+        () => removeDeadNodes(traced.db, ['n-1', 'n-2']),
+      ]) {
+        const [text, ...rest] = await statementsOf(call);
+        assert.ok(text !== undefined && rest.length === 0, String(text));
+        const plan = await planOf(testStore.store.db, dialect, text);
+        assert.match(plan, /webhook_deliveries_in_flight/, plan);
+      }
+    });
+
+    it("deleting an endpoint finds its deliveries, delivered ones too, by the lane's index", async () => {
+      const [text] = await statementsOf(() => deleteEndpoint(traced.db, 'i-1', 'e-1'));
+      assert.ok(text !== undefined);
+      const plan = await planOf(testStore.store.db, dialect, text);
+      assert.match(plan, /webhook_deliveries_instance/, plan);
+    });
+
+    // PostgreSQL plans this anti-join from the table's statistics, which an empty table does not have, and this
+    // record does not change its choice; SQLite chose the dropped due index here, reading every pending row.
+    if (dialect === 'sqlite')
+      it("pruning the log tests each old event's pending delivery by its key", async () => {
+        const [text] = await statementsOf(() => pruneWebhookLog(traced.db, new Date(0).toISOString(), 10));
+        assert.ok(text !== undefined);
+        const plan = await planOf(testStore.store.db, dialect, text);
+        assert.match(
+          plan,
+          /SEARCH d USING (COVERING )?INDEX sqlite_autoindex_webhook_deliveries_1 \(event_id=\?/,
+          plan,
+        );
+      });
+  });
+
+  describe(`migration 0022 goes down and up again [${dialect}]`, () => {
+    let t: TestStore;
+    before(async () => {
+      t = await createTestStore(dialect);
+    });
+    after(() => t.cleanup());
+
+    it('down restores the full in-flight and due indexes (and locked-by on PostgreSQL); up makes them live-only', async () => {
+      const migrator = new Migrator({
+        db: t.store.db,
+        provider: migrationProvider,
+        ...(t.store.schema === undefined ? {} : { migrationTableSchema: t.store.schema }),
+      });
+      const down = await migrator.migrateTo('0021_send_jobs_live_index');
+      if (down.error) throw down.error;
+      const before = await deliveryIndexes(t.store);
+      assert.doesNotMatch(before.get('webhook_deliveries_in_flight') ?? '', /where/i);
+      assert.equal(before.has('webhook_deliveries_due'), true);
+      assert.equal(before.has('webhook_deliveries_locked_by'), dialect === 'postgres');
+      const up = await migrator.migrateToLatest();
+      if (up.error) throw up.error;
+      const after = await deliveryIndexes(t.store);
+      assert.match(after.get('webhook_deliveries_in_flight') ?? '', /where \(?locked_at is not null\)?/i);
+      assert.equal(after.has('webhook_deliveries_due'), false);
+      assert.equal(after.has('webhook_deliveries_locked_by'), false);
+    });
+  });
+}
