@@ -1,3 +1,4 @@
+import { BoundedMap } from '../domain/bounded-map.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { UserCheck } from '../domain/messages.ts';
 
@@ -7,7 +8,10 @@ export interface RegistrationCacheOptions {
   positiveTtlMs?: number;
   /** How long a "not registered" answer is kept (default 5 min: a number may join at any time). */
   negativeTtlMs?: number;
-  /** Most entries kept over all instances; the least recently used go first (default 50,000). */
+  /**
+   * Most entries kept over all instances, a whole number of at least 1; the least recently used go first (default
+   * 50,000).
+   */
   maxEntries?: number;
   clock?: Clock;
 }
@@ -25,16 +29,16 @@ interface Entry {
  * the sandbox helper that redefines a user invalidates its entry.
  */
 export class RegistrationCache {
-  readonly #entries = new Map<string, Entry>();
+  readonly #entries: BoundedMap<string, Entry>;
   readonly #positiveTtlMs: number;
   readonly #negativeTtlMs: number;
-  readonly #maxEntries: number;
   readonly #clock: Clock;
 
+  /** @throws RangeError when `options.maxEntries` is not a whole number of at least 1. */
   constructor(options: RegistrationCacheOptions = {}) {
+    this.#entries = new BoundedMap(options.maxEntries ?? 50_000);
     this.#positiveTtlMs = options.positiveTtlMs ?? 6 * 60 * 60 * 1000;
     this.#negativeTtlMs = options.negativeTtlMs ?? 5 * 60 * 1000;
-    this.#maxEntries = options.maxEntries ?? 50_000;
     this.#clock = options.clock ?? Date.now;
   }
 
@@ -55,8 +59,7 @@ export class RegistrationCache {
       const key = `${instanceId}:${phone}`;
       const entry = this.#entries.get(key);
       if (entry && entry.expiresAt > now) {
-        this.#entries.delete(key);
-        this.#entries.set(key, entry);
+        this.#entries.use(key);
         found.set(phone, entry.check);
       } else {
         if (entry) this.#entries.delete(key);
@@ -92,12 +95,6 @@ export class RegistrationCache {
 
   #put(key: string, check: UserCheck, now: number): void {
     const ttl = check.isInPlatform ? this.#positiveTtlMs : this.#negativeTtlMs;
-    this.#entries.delete(key);
     this.#entries.set(key, { check, expiresAt: now + ttl });
-    while (this.#entries.size > this.#maxEntries) {
-      const oldest = this.#entries.keys().next();
-      if (oldest.done) break;
-      this.#entries.delete(oldest.value);
-    }
   }
 }

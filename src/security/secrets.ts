@@ -1,6 +1,7 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { BoundedMap } from '../domain/bounded-map.ts';
 
 const VERSION = 'v1';
 const IV_BYTES = 12;
@@ -23,8 +24,8 @@ export const MAX_KEPT_SEALED_CHARS = 512;
 /** Options of a {@link SecretBox}. */
 export interface SecretBoxOptions {
   /**
-   * Most opened values kept in memory (default {@link DEFAULT_OPENED_ENTRIES}; 0 keeps none): the oldest kept goes
-   * first when it is full.
+   * Most opened values kept in memory, a whole number (default {@link DEFAULT_OPENED_ENTRIES}; 0 or less keeps
+   * none): the oldest kept goes first when it is full.
    */
   openedEntries?: number;
 }
@@ -43,25 +44,32 @@ export interface SecretBoxOptions {
  */
 export class SecretBox {
   readonly #key: Buffer;
-  readonly #openedEntries: number;
-  /** Opened values by sealed text, oldest first (a `Map` keeps insertion order). */
-  readonly #opened = new Map<string, string>();
+  /**
+   * Opened values by sealed text, oldest kept first (read with `get`, so a use does not reorder them); undefined
+   * when {@link SecretBoxOptions.openedEntries} keeps none.
+   */
+  readonly #opened: BoundedMap<string, string> | undefined;
 
-  /** @param key the 32-byte master key. @throws SecretError when the key is not 32 bytes. */
+  /**
+   * @param key the 32-byte master key.
+   * @throws SecretError when the key is not 32 bytes; RangeError when `options.openedEntries` is positive but not a
+   *   whole number.
+   */
   constructor(key: Buffer, options: SecretBoxOptions = {}) {
     if (key.length !== 32) throw new SecretError('master key must be 32 bytes');
     this.#key = Buffer.from(key);
-    this.#openedEntries = Math.max(0, options.openedEntries ?? DEFAULT_OPENED_ENTRIES);
+    const openedEntries = options.openedEntries ?? DEFAULT_OPENED_ENTRIES;
+    this.#opened = openedEntries > 0 ? new BoundedMap(openedEntries) : undefined;
   }
 
   /** How many opened values are kept now (at most {@link SecretBoxOptions.openedEntries}). */
   get keptCount(): number {
-    return this.#opened.size;
+    return this.#opened?.size ?? 0;
   }
 
   /** Whether the value of `sealed` is kept now ({@link openKept}). */
   keeps(sealed: string): boolean {
-    return this.#opened.has(sealed);
+    return this.#opened?.has(sealed) ?? false;
   }
 
   /** Encrypts `plaintext` (UTF-8) with a fresh random 96-bit IV. */
@@ -91,16 +99,10 @@ export class SecretBox {
    * @throws SecretError when it is malformed or fails authentication (nothing is kept then).
    */
   openKept(sealed: string): string {
-    const kept = this.#opened.get(sealed);
+    const kept = this.#opened?.get(sealed);
     if (kept !== undefined) return kept;
     const plaintext = this.#decrypt(sealed);
-    if (this.#openedEntries > 0 && sealed.length <= MAX_KEPT_SEALED_CHARS) {
-      if (this.#opened.size >= this.#openedEntries) {
-        const oldest = this.#opened.keys().next();
-        if (oldest.done !== true) this.#opened.delete(oldest.value);
-      }
-      this.#opened.set(sealed, plaintext);
-    }
+    if (sealed.length <= MAX_KEPT_SEALED_CHARS) this.#opened?.set(sealed, plaintext);
     return plaintext;
   }
 

@@ -4,6 +4,7 @@ import SQLite from 'better-sqlite3';
 import { Kysely, Migrator, PostgresDialect, type SqliteDatabase, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { DatabaseConfig } from '../config/config.ts';
+import { BoundedMap } from '../domain/bounded-map.ts';
 import { DomainError } from '../domain/errors.ts';
 import { faultAwareDialect, type StoreFaultHook } from './faults.ts';
 import { migrationProvider, migrations } from './migrations/index.ts';
@@ -161,21 +162,15 @@ export const STATEMENT_CACHE_SIZE = 500;
  * parameters are bound per call, and SQLite re-prepares a statement itself after a schema change.
  */
 function cachingStatements(sqlite: SQLite.Database): SqliteDatabase {
-  const cache = new Map<string, SQLite.Statement>();
+  const cache = new BoundedMap<string, SQLite.Statement>(STATEMENT_CACHE_SIZE);
   return {
     close: () => sqlite.close(),
     prepare(text: string) {
-      let statement = cache.get(text);
-      if (statement) {
-        cache.delete(text);
-      } else {
+      let statement = cache.use(text);
+      if (statement === undefined) {
         statement = sqlite.prepare(text);
-        if (cache.size >= STATEMENT_CACHE_SIZE) {
-          const oldest = cache.keys().next();
-          if (!oldest.done) cache.delete(oldest.value);
-        }
+        cache.set(text, statement);
       }
-      cache.set(text, statement);
       return statement;
     },
   };

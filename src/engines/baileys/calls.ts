@@ -1,4 +1,5 @@
 import type { WACallEvent, WACallUpdateType } from 'baileys';
+import { BoundedMap } from '../../domain/bounded-map.ts';
 import type { CallSettings, CallStatus, EngineCall } from '../../domain/calls.ts';
 import { errors } from '../../domain/errors.ts';
 import type { EngineEvent, OutgoingMessage, SentMessage } from '../../domain/messages.ts';
@@ -54,7 +55,10 @@ const REMEMBERED_CALLS = 1_000;
  */
 export class CallHandler {
   readonly #deps: CallHandlerDeps;
-  readonly #last = new Map<string, CallStatus>();
+  /** The last status of recent calls by id; the call whose last status is the oldest is forgotten first. */
+  readonly #last = new BoundedMap<string, CallStatus>(REMEMBERED_CALLS, {
+    onEvict: (id) => this.#ringing.delete(id),
+  });
   /** Ringing calls by id: the caller as Baileys names it (what `rejectCall` needs) and the reported call. */
   readonly #ringing = new Map<string, { from: string; call: Omit<EngineCall, 'status'> }>();
 
@@ -129,16 +133,9 @@ export class CallHandler {
     return call;
   }
 
+  /** Keeps `status` as the last of call `id` (a forgotten call's ringing entry goes with it). */
   #remember(id: string, status: CallStatus): void {
-    this.#last.delete(id);
     this.#last.set(id, status);
     if (status !== 'offer') this.#ringing.delete(id);
-    if (this.#last.size > REMEMBERED_CALLS) {
-      const oldest = this.#last.keys().next().value;
-      if (oldest !== undefined) {
-        this.#last.delete(oldest);
-        this.#ringing.delete(oldest);
-      }
-    }
   }
 }

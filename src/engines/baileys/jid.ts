@@ -7,6 +7,7 @@ import {
   jidNormalizedUser,
   type LIDMapping,
 } from 'baileys';
+import { BoundedMap } from '../../domain/bounded-map.ts';
 import type { LidMapping } from '../../domain/lids.ts';
 import type { Jid } from '../../domain/messages.ts';
 import { phoneOfJid, USER_DOMAIN } from '../../domain/messages.ts';
@@ -34,7 +35,10 @@ export interface ResolvedJid {
 export interface JidResolverOptions {
   /** The current socket's LID mapping store; undefined while no socket is open. */
   lookup?: () => LidLookup | undefined;
-  /** How many LID→phone pairs stay in memory (least recently used dropped first); default 10,000. */
+  /**
+   * How many LID→phone pairs stay in memory (least recently used dropped first): a whole number of at least 1;
+   * default 10,000.
+   */
   capacity?: number;
   /** Told when the mapping store fails a lookup (the LID is then passed on as is); default: nothing. */
   onLookupError?: (error: unknown, lid: string) => void;
@@ -53,14 +57,14 @@ export interface JidResolverOptions {
  * `lid-mapping` store. The in-memory map is bounded (LRU), so a long-running session does not grow without limit.
  */
 export class JidResolver {
-  readonly #pairs = new Map<string, string>();
-  readonly #capacity: number;
+  readonly #pairs: BoundedMap<string, string>;
   readonly #lookup: () => LidLookup | undefined;
   readonly #onLookupError: (error: unknown, lid: string) => void;
   readonly #onLearned: (mapping: LidMapping) => void;
 
+  /** @throws RangeError when `options.capacity` is not a whole number of at least 1. */
   constructor(options: JidResolverOptions = {}) {
-    this.#capacity = options.capacity ?? 10_000;
+    this.#pairs = new BoundedMap(options.capacity ?? 10_000);
     this.#lookup = options.lookup ?? (() => undefined);
     this.#onLookupError = options.onLookupError ?? (() => undefined);
     this.#onLearned = options.onLearned ?? (() => undefined);
@@ -79,14 +83,9 @@ export class JidResolver {
     const value = toPhoneJid(pnJid);
     if (key === null || value === null) return;
     const held = this.#pairs.get(key);
-    this.#pairs.delete(key);
     this.#pairs.set(key, value);
     const phone = phoneOfJid(value);
     if (announce && held !== value && phone !== null) this.#onLearned({ lid: key, phone });
-    if (this.#pairs.size > this.#capacity) {
-      const oldest = this.#pairs.keys().next().value;
-      if (oldest !== undefined) this.#pairs.delete(oldest);
-    }
   }
 
   /** Records many pairs (a history sync's `lidPnMappings`, `lid-mapping.update`). */
@@ -112,14 +111,8 @@ export class JidResolver {
       return { jid: toPhoneJid(alt) ?? jidNormalizedUser(alt), resolved: true };
     }
     const key = lidUser(jid);
-    const known = key === null ? undefined : this.#pairs.get(key);
-    if (known !== undefined) {
-      if (key !== null) {
-        this.#pairs.delete(key);
-        this.#pairs.set(key, known);
-      }
-      return { jid: known, resolved: true };
-    }
+    const known = key === null ? undefined : this.#pairs.use(key);
+    if (known !== undefined) return { jid: known, resolved: true };
     const lookup = this.#lookup();
     if (lookup) {
       try {

@@ -1,3 +1,4 @@
+import type { BoundedMap } from '../../domain/bounded-map.ts';
 import type { EngineCall } from '../../domain/calls.ts';
 import type { Jid } from '../../domain/messages.ts';
 import { userJid } from '../../domain/messages.ts';
@@ -39,7 +40,7 @@ export interface SandboxAccount {
    * The calls of this session by call id, with their last status (calls.ts; kept by the session, in memory, at most
    * the latest 1,000): what `rejectCall` checks.
    */
-  readonly calls: Map<string, EngineCall>;
+  readonly calls: BoundedMap<string, EngineCall>;
 }
 
 /** The account's plain user JID (no device part), as it appears in chats and group participant lists. */

@@ -1,4 +1,5 @@
 import { createHmac } from 'node:crypto';
+import { BoundedMap } from '../../domain/bounded-map.ts';
 import type { CallStatus, EngineCall } from '../../domain/calls.ts';
 import { DomainError, errors } from '../../domain/errors.ts';
 import { userJid } from '../../domain/messages.ts';
@@ -17,13 +18,17 @@ import { send } from './messaging.ts';
 /** Calls a session remembers (the latest ones), like the live engine. */
 const REMEMBERED_CALLS = 1_000;
 
+/**
+ * A session's calls by id (`SandboxAccount.calls`), empty: at most {@link REMEMBERED_CALLS}, the call whose last
+ * event is the oldest dropped first.
+ */
+export function rememberedCalls(): BoundedMap<string, EngineCall> {
+  return new BoundedMap(REMEMBERED_CALLS);
+}
+
+/** Keeps `call` as its id's last status, the newest of the session's calls. */
 function remember(account: SandboxAccount, call: EngineCall): void {
-  account.calls.delete(call.id);
   account.calls.set(call.id, call);
-  if (account.calls.size > REMEMBERED_CALLS) {
-    const oldest = account.calls.keys().next().value;
-    if (oldest !== undefined) account.calls.delete(oldest);
-  }
 }
 
 /** Id of the `n`-th call of an instance: 32 uppercase hex characters, like the platform's call ids. */

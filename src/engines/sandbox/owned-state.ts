@@ -1,3 +1,4 @@
+import { BoundedMap } from '../../domain/bounded-map.ts';
 import type { AuthStateStore } from '../engine.ts';
 
 /** Entries of the cached categories one session keeps at most; the least recently used go first. */
@@ -23,7 +24,7 @@ export class OwnedAuthState implements AuthStateStore {
   readonly #inner: AuthStateStore;
   readonly #categories: ReadonlySet<string>;
   /** `category\u0000id` → the value, or null when the store has none; in least-recently-used order. */
-  readonly #entries = new Map<string, string | null>();
+  readonly #entries = new BoundedMap<string, string | null>(OWNED_STATE_ENTRIES);
   #generation = 0;
 
   /** Caches `categories` of `inner` (every other category is read from `inner` each time). */
@@ -39,12 +40,11 @@ export class OwnedAuthState implements AuthStateStore {
     const missing: string[] = [];
     for (const id of ids) {
       const key = keyOf(category, id);
-      const kept = this.#entries.get(key);
+      const kept = this.#entries.use(key);
       if (kept === undefined) {
         missing.push(id);
         continue;
       }
-      this.#keep(key, kept);
       if (kept !== null) found.set(id, kept);
     }
     if (missing.length === 0) return found;
@@ -54,7 +54,7 @@ export class OwnedAuthState implements AuthStateStore {
     for (const id of missing) {
       const value = read.get(id);
       if (value !== undefined) found.set(id, value);
-      if (keep) this.#keep(keyOf(category, id), value ?? null);
+      if (keep) this.#entries.set(keyOf(category, id), value ?? null);
     }
     return found;
   }
@@ -70,8 +70,7 @@ export class OwnedAuthState implements AuthStateStore {
     if (!keyed.every(([, key]) => this.#entries.has(key))) return undefined;
     const found = new Map<string, string>();
     for (const [id, key] of keyed) {
-      const kept = this.#entries.get(key) ?? null;
-      this.#keep(key, kept);
+      const kept = this.#entries.use(key) ?? null;
       if (kept !== null) found.set(id, kept);
     }
     return found;
@@ -85,7 +84,7 @@ export class OwnedAuthState implements AuthStateStore {
     for (const { category, id } of owned) this.#entries.delete(keyOf(category, id));
     try {
       await this.#inner.set(entries);
-      for (const { category, id, value } of owned) this.#keep(keyOf(category, id), value);
+      for (const { category, id, value } of owned) this.#entries.set(keyOf(category, id), value);
     } finally {
       this.#generation += 1;
     }
@@ -116,16 +115,6 @@ export class OwnedAuthState implements AuthStateStore {
   /** How many entries are kept (tests check the bound). */
   get size(): number {
     return this.#entries.size;
-  }
-
-  /** Keeps `value` for `key` as the most recently used entry, the least recently used out past the bound. */
-  #keep(key: string, value: string | null): void {
-    this.#entries.delete(key);
-    this.#entries.set(key, value);
-    if (this.#entries.size > OWNED_STATE_ENTRIES) {
-      const oldest = this.#entries.keys().next().value;
-      if (oldest !== undefined) this.#entries.delete(oldest);
-    }
   }
 }
 

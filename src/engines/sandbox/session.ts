@@ -22,7 +22,7 @@ import { USER_DOMAIN } from '../../domain/messages.ts';
 import type { AccountProfile, PrivacyChange, PrivacySettings, ProfileChange } from '../../domain/profile.ts';
 import type { ChatAction, EngineSession, EngineSessionContext, SandboxControls } from '../engine.ts';
 import { ACCOUNT_CATEGORY, type SandboxAccount, type SandboxCredentials } from './account.ts';
-import { rejectCall } from './calls.ts';
+import { rejectCall, rememberedCalls } from './calls.ts';
 import * as channels from './channels.ts';
 import * as chatActions from './chat-actions.ts';
 import { sandboxControls } from './controls.ts';
@@ -70,7 +70,7 @@ export class SandboxSession implements EngineSession {
   /** Phones whose LID this session told the account (lids.ts). */
   readonly #revealedLids = new Set<string>();
   /** This session's calls by id, with their last status (calls.ts). */
-  readonly #calls = new Map<string, EngineCall>();
+  readonly #calls = rememberedCalls();
 
   constructor(context: EngineSessionContext) {
     // The simulated world's users and the account's own state are kept as read and written (owned-state.ts).
