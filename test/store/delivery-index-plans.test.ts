@@ -1,17 +1,17 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { CompiledQuery, type Kysely, Migrator, sql } from 'kysely';
+import { Migrator, sql } from 'kysely';
 import { adminCreateInstance } from '../../src/app/instances.ts';
 import { adminCreateOrg } from '../../src/app/organizations.ts';
-import { openStore, type Store } from '../../src/store/database.ts';
+import type { Store } from '../../src/store/database.ts';
 import { releaseClaims } from '../../src/store/deliveries.ts';
 import { claimDeliveries } from '../../src/store/delivery-claims.ts';
 import { migrationProvider } from '../../src/store/migrations/index.ts';
 import { removeDeadNodes } from '../../src/store/nodes.ts';
-import type { Database } from '../../src/store/schema.ts';
 import { deleteEndpoint } from '../../src/store/webhook-endpoints.ts';
 import { pruneWebhookLog } from '../../src/store/webhook-log.ts';
+import { openTracedStore, planOf, type TracedStore } from '../support/plans.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 
 /**
@@ -19,36 +19,6 @@ import { createTestStore, type TestStore, testDialects } from '../support/store.
  * index holds claimed rows only, the due and locked-by indexes are gone, and the statements that looked for claimed
  * rows read the in-flight index instead of the table.
  */
-
-/**
- * The plan of `text` with every parameter bound to null, as one string. On PostgreSQL the plan is the generic one,
- * made without the values, as a named prepared statement's is (docs/decisions/0055-named-statements.md), with
- * sequential scans priced out so that a usable index shows even on an empty table.
- */
-async function planOf(db: Kysely<Database>, dialect: 'sqlite' | 'postgres', text: string): Promise<string> {
-  if (dialect === 'sqlite') {
-    const count = (text.match(/\?/g) ?? []).length;
-    const plan = await db.executeQuery<{ detail: string }>(
-      CompiledQuery.raw(`explain query plan ${text}`, Array(count).fill(null)),
-    );
-    return plan.rows.map((row) => row.detail).join('\n');
-  }
-  const count = new Set(text.match(/\$\d+/g) ?? []).size;
-  return db.transaction().execute(async (trx) => {
-    await sql`set local enable_seqscan = off`.execute(trx);
-    await sql`set local plan_cache_mode = force_generic_plan`.execute(trx);
-    await sql.raw(`prepare plan_probe as ${text}`).execute(trx);
-    try {
-      const values = Array(count).fill('null').join(', ');
-      const plan = await sql
-        .raw<{ 'QUERY PLAN': string }>(`explain execute plan_probe${count > 0 ? `(${values})` : ''}`)
-        .execute(trx);
-      return plan.rows.map((row) => row['QUERY PLAN']).join('\n');
-    } finally {
-      await sql`deallocate plan_probe`.execute(trx);
-    }
-  });
-}
 
 /**
  * Fills the store with a delivery history, then has the store gather its statistics, so that PostgreSQL plans as it
@@ -129,32 +99,20 @@ async function deliveryIndexes(store: Store): Promise<Map<string, string>> {
 for (const dialect of testDialects()) {
   describe(`webhook deliveries: the in-flight index holds claimed rows only (docs/decisions/0061-claimed-delivery-index.md) [${dialect}]`, () => {
     let testStore: TestStore;
-    let traced: Store;
-    const statements: string[] = [];
+    let traced: TracedStore;
 
     before(async () => {
       testStore = await createTestStore(dialect);
       await fillHistory(testStore.store);
-      // A second handle on the same store that records the text of every statement it runs.
-      const record = (text: string) => {
-        statements.push(text);
-      };
-      traced = await openStore(
-        testStore.database,
-        testStore.schema === undefined ? { faults: record } : { schema: testStore.schema, faults: record },
-      );
+      traced = await openTracedStore(testStore);
     });
     after(async () => {
-      await traced.destroy();
+      await traced.store.destroy();
       await testStore.cleanup();
     });
 
     /** Runs `call` and returns the texts of the statements on `webhook_deliveries` it ran. */
-    async function statementsOf(call: () => Promise<unknown>): Promise<string[]> {
-      statements.length = 0;
-      await call();
-      return statements.filter((text) => text.includes('webhook_deliveries'));
-    }
+    const statementsOf = (call: () => Promise<unknown>) => traced.statementsOf(call, 'webhook_deliveries');
 
     it('the in-flight index is partial on a set locked_at; the due and locked-by indexes are gone', async () => {
       const indexes = await deliveryIndexes(testStore.store);
@@ -168,7 +126,7 @@ for (const dialect of testDialects()) {
     it("the claim's in-flight tests read the in-flight index with a bound time, in either form", async () => {
       for (const instances of [undefined, ['i-1', 'i-2']]) {
         const texts = await statementsOf(() =>
-          claimDeliveries(traced.db, dialect, {
+          claimDeliveries(traced.store.db, dialect, {
             workerId: 'w-1',
             now: 1_000,
             staleBefore: 0,
@@ -188,8 +146,8 @@ for (const dialect of testDialects()) {
 
     it("releasing a worker's or a dead node's claims reads the in-flight index, not the table", async () => {
       for (const call of [
-        () => releaseClaims(traced.db, 'w-1'),
-        () => removeDeadNodes(traced.db, ['n-1', 'n-2']),
+        () => releaseClaims(traced.store.db, 'w-1'),
+        () => removeDeadNodes(traced.store.db, ['n-1', 'n-2']),
       ]) {
         const [text, ...rest] = await statementsOf(call);
         assert.ok(text !== undefined && rest.length === 0, String(text));
@@ -199,7 +157,7 @@ for (const dialect of testDialects()) {
     });
 
     it("deleting an endpoint finds its deliveries, delivered ones too, by the lane's index", async () => {
-      const [text] = await statementsOf(() => deleteEndpoint(traced.db, 'i-1', 'e-1'));
+      const [text] = await statementsOf(() => deleteEndpoint(traced.store.db, 'i-1', 'e-1'));
       assert.ok(text !== undefined);
       const plan = await planOf(testStore.store.db, dialect, text);
       assert.match(plan, /webhook_deliveries_instance/, plan);
@@ -209,7 +167,9 @@ for (const dialect of testDialects()) {
     // record does not change its choice; SQLite chose the dropped due index here, reading every pending row.
     if (dialect === 'sqlite')
       it("pruning the log tests each old event's pending delivery by its key", async () => {
-        const [text] = await statementsOf(() => pruneWebhookLog(traced.db, new Date(0).toISOString(), 10));
+        const [text] = await statementsOf(() =>
+          pruneWebhookLog(traced.store.db, new Date(0).toISOString(), 10),
+        );
         assert.ok(text !== undefined);
         const plan = await planOf(testStore.store.db, dialect, text);
         assert.match(
