@@ -51,8 +51,8 @@ function lockDueQuery(
   dialect: DatabaseConfig['dialect'],
   instances?: unknown,
 ) {
-  // One parameter whatever the number of instances. An `in (?, ?, …)` list made SQLite seek each head on the due
-  // index over every instance's pending rows, then sort them (EXPLAIN QUERY PLAN), instead of taking the first row
+  // One parameter whatever the number of instances. An `in (?, ?, …)` list made SQLite seek each head on the
+  // former due index (status, run_at; dropped in migration 0022) over every instance's pending rows, then sort them (EXPLAIN QUERY PLAN), instead of taking the first row
   // of the lane's own index.
   const inList = (column: 'i.id' | 'w.instance_id') =>
     dialect === 'sqlite'
@@ -74,7 +74,7 @@ function lockDueQuery(
               .where('h.run_at', '<=', arg('now'))
               .orderBy('h.sequence')
               // Bound, not written into the SQL: with a literal `LIMIT 1` SQLite's planner sought the head on the
-              // due index over every instance's pending rows and sorted them (EXPLAIN QUERY PLAN; in the live
+              // former due index over every instance's pending rows and sorted them (EXPLAIN QUERY PLAN; in the live
               // scenario a fifth of parley's CPU), instead of the first row of the lane's own index.
               .limit(1)
               .as('event_id'),
@@ -143,7 +143,8 @@ function lockDueQuery(
       (qb) =>
         (dialect === 'sqlite'
           ? // SQLite: each head's row sought by its key (`CROSS JOIN` keeps `heads` the outer loop), then the few
-            // found sorted. Filtering the due index by `in (heads)` read every instance's pending rows instead.
+            // found sorted. Filtering the former due index by `in (heads)` read every instance's pending rows
+            // instead.
             qb
               .selectFrom('heads')
               .crossJoin('webhook_deliveries as d')

@@ -1,4 +1,4 @@
-import { type Kysely, sql } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { Database } from './schema.ts';
 import { toIso, toMs } from './times.ts';
 
@@ -65,7 +65,7 @@ export async function removeDeadNodes(db: Kysely<Database>, ids: readonly string
       // Implies the in-flight index's predicate: the claimed rows are read from it, not every pending row
       // (docs/decisions/0061-claimed-delivery-index.md).
       .where('locked_at', 'is not', null)
-      .where('status', '=', sql.lit('pending'))
+      .where('status', '=', 'pending')
       .executeTakeFirst();
     await trx
       .deleteFrom('nodes')

@@ -106,9 +106,20 @@ async function readLog(trx: Transaction<Database>, instanceId: string, query: Lo
     select = select.where('d.event_id', 'is not', null);
   if (query.beforeSequence !== undefined) select = select.where('e.sequence', '<', query.beforeSequence);
   if (query.types !== undefined && query.types.length > 0) select = select.where('e.type', 'in', query.types);
+  let newestFirst: 'e.sequence' | 'd.sequence' = 'e.sequence';
   if (query.status === 'unsent') select = select.where('d.event_id', 'is', null);
-  else if (query.status !== undefined) select = select.where('d.status', '=', query.status);
-  const rows = await select.orderBy('e.sequence', 'desc').limit(query.limit).execute();
+  else if (query.status !== undefined) {
+    // Read from the lane's deliveries in that status, newest first (`webhook_deliveries_instance`: instance,
+    // endpoint, status, sequence), so a page costs its own rows whatever the instance's history
+    // (docs/decisions/0061-claimed-delivery-index.md). A delivery's `sequence` is its event's.
+    select = select
+      .where('d.instance_id', '=', instanceId)
+      .where('d.endpoint_id', '=', query.endpointId ?? '')
+      .where('d.status', '=', query.status);
+    if (query.beforeSequence !== undefined) select = select.where('d.sequence', '<', query.beforeSequence);
+    newestFirst = 'd.sequence';
+  }
+  const rows = await select.orderBy(newestFirst, 'desc').limit(query.limit).execute();
   const ids = rows.map((row) => row.id);
   const attempts =
     ids.length === 0

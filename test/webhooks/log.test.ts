@@ -164,6 +164,16 @@ for (const dialect of testDialects()) {
       );
       assert.equal(unsent.nextCursor, null);
       assert.equal((await deliveries(t, `${from}&status=delivered`)).body.data.deliveries.length, 5);
+      // A status filter pages newest first with the cursor too (read from the lane's deliveries in that status).
+      const firstDelivered = (await deliveries(t, `${from}&status=delivered&limit=3`)).body.data;
+      const restDelivered = (
+        await deliveries(t, `${from}&status=delivered&limit=3&cursor=${firstDelivered.nextCursor}`)
+      ).body.data;
+      assert.deepEqual(
+        [...firstDelivered.deliveries, ...restDelivered.deliveries].map((e: any) => e.sequence),
+        [8, 7, 6, 5, 4],
+      );
+      assert.equal(restDelivered.nextCursor, null);
       assert.equal((await deliveries(t, `${from}&status=failed`)).body.data.deliveries.length, 0);
       // The other instance's log is separate.
       assert.ok(
