@@ -113,6 +113,8 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
   const pool = new pg.Pool({
     connectionString: config.url,
     max: options.poolSize ?? 10,
+    // Lets a transaction's `begin` go out with its first statement (docs/decisions/0062-pipelined-begin.md).
+    pipeline: true,
     types,
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     ...(schema === undefined ? {} : { options: `-c search_path=${schema}` }),
@@ -127,13 +129,11 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
   });
   // Statements with parameters run as named prepared statements unless turned off for a pooler in transaction
   // mode, by the setting or on the first sign of one (docs/decisions/0055-named-statements.md).
-  const named =
-    config.preparedStatements === false
-      ? pool
-      : namedStatementPool(pool, {
-          ...(schema === undefined ? {} : { schema }),
-          ...(options.onSessionSwitch === undefined ? {} : { onSessionSwitch: options.onSessionSwitch }),
-        });
+  const named = namedStatementPool(pool, {
+    naming: config.preparedStatements !== false,
+    ...(schema === undefined ? {} : { schema }),
+    ...(options.onSessionSwitch === undefined ? {} : { onSessionSwitch: options.onSessionSwitch }),
+  });
   const db = new Kysely<Database>({
     dialect: faultAwareDialect(currentSchemaDialect(new PostgresDialect({ pool: named })), options.faults),
   });

@@ -31,6 +31,11 @@ export const DEFAULT_NAMED_STATEMENTS = 500;
 
 /** Options of {@link namedStatementPool}. */
 export interface NamedStatementOptions {
+  /**
+   * False runs every statement unnamed from the start (`DATABASE_PREPARED_STATEMENTS=off`, for a pooler that cannot
+   * carry names); a transaction's `begin` is still sent with its first statement. Default true.
+   */
+  naming?: boolean;
   /** Most distinct statement texts given a name (default {@link DEFAULT_NAMED_STATEMENTS}); the rest run unnamed. */
   limit?: number;
   /** The schema the store's `search_path` names, part of every name's digest (default: none). */
@@ -61,6 +66,45 @@ interface SessionState {
   inTransaction: boolean;
   /** A named statement of this session can no longer run: the session is closed when it goes back to the pool. */
   stale: boolean;
+  /** The `begin` of the open transaction while it waits for the transaction's first statement, not yet sent. */
+  pendingBegin: string | undefined;
+}
+
+/** The answer a `begin`, `commit` or `rollback` that never needed the server gets: what PostgreSQL would return. */
+function localResult<R>(command: 'BEGIN' | 'COMMIT' | 'ROLLBACK'): PostgresQueryResult<R> {
+  return { command, rowCount: 0, rows: [] } as unknown as PostgresQueryResult<R>;
+}
+
+/** The socket under `client`, when `pg` exposes it: corked, several messages leave in one write. */
+function socketOf(client: pg.PoolClient): { cork(): void; uncork(): void } | undefined {
+  const stream = (client as { connection?: { stream?: { cork?: unknown; uncork?: unknown } } }).connection
+    ?.stream;
+  return typeof stream?.cork === 'function' && typeof stream.uncork === 'function'
+    ? (stream as { cork(): void; uncork(): void })
+    : undefined;
+}
+
+/**
+ * Sends `begin` and then what `next` sends, in one write, without waiting for BEGIN's answer: the client is in
+ * `pg`'s pipeline mode, so both are on the wire before the server answers either, and the transaction costs one
+ * round trip less (docs/decisions/0062-pipelined-begin.md). → `next`'s result, once both were answered.
+ * @throws BEGIN's error when it failed (then `next`'s own failure is only its consequence), else `next`'s.
+ */
+async function afterBegin<R>(client: pg.PoolClient, begin: string, next: () => Promise<R>): Promise<R> {
+  const socket = socketOf(client);
+  socket?.cork();
+  let began: Promise<unknown>;
+  let result: Promise<R>;
+  try {
+    began = client.query(begin);
+    result = next();
+  } finally {
+    socket?.uncork();
+  }
+  // Reported below once BEGIN's answer is known; a rejection nobody awaited yet must not count as unhandled.
+  result.catch(() => undefined);
+  await began;
+  return result;
 }
 
 /** How a statement without parameters moves the session's transaction state, if it does. */
@@ -89,11 +133,13 @@ function transactionEffect(text: string): 'begin' | 'end' | undefined {
  * and inside one the error goes to the caller (a store fault, retried where store faults are).
  */
 export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions = {}): PostgresPool {
+  /** Only a pool whose clients pipeline can send a `begin` with the statement after it. */
+  const pipelining = pool.options.pipeline === true;
   const limit = options.limit ?? DEFAULT_NAMED_STATEMENTS;
   const names = new Map<string, string>();
   const clients = new WeakMap<pg.PoolClient, PostgresPoolClient>();
-  /** False once a session switch was seen: every statement runs unnamed from then on. */
-  let naming = true;
+  /** False when turned off, or once a session switch was seen: every statement runs unnamed from then on. */
+  let naming = options.naming ?? true;
 
   const nameOf = (text: string): string | undefined => {
     if (!naming || text.startsWith(PLAN_EACH_RUN)) return undefined;
@@ -111,20 +157,40 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
   };
 
   const adapt = (client: pg.PoolClient): PostgresPoolClient => {
-    const state: SessionState = { inTransaction: false, stale: false };
+    const state: SessionState = { inTransaction: false, stale: false, pendingBegin: undefined };
+    /** Runs one query, with the transaction's `begin` ahead of it when that is still to be sent. */
+    const send = <R>(query: () => Promise<R>): Promise<R> => {
+      const begin = state.pendingBegin;
+      if (begin === undefined) return query();
+      state.pendingBegin = undefined;
+      return afterBegin(client, begin, query);
+    };
     const run = async <R>(text: string, values: readonly unknown[]): Promise<PostgresQueryResult<R>> => {
       const parameters = [...values];
       if (parameters.length === 0) {
-        const result = await client.query(text);
         const effect = transactionEffect(text);
+        if (effect === 'begin' && !state.inTransaction && pipelining) {
+          // Sent with the transaction's first statement; a transaction that runs none never reaches the server.
+          state.pendingBegin = text;
+          state.inTransaction = true;
+          return localResult('BEGIN');
+        }
+        if (effect === 'end' && state.pendingBegin !== undefined) {
+          state.pendingBegin = undefined;
+          state.inTransaction = false;
+          return localResult(text.trimStart().toLowerCase().startsWith('rollback') ? 'ROLLBACK' : 'COMMIT');
+        }
+        const result = await send(() => client.query(text));
         if (effect !== undefined) state.inTransaction = effect === 'begin';
         return result as unknown as PostgresQueryResult<R>;
       }
       const name = nameOf(text);
       if (name === undefined)
-        return (await client.query(text, parameters)) as unknown as PostgresQueryResult<R>;
+        return (await send(() => client.query(text, parameters))) as unknown as PostgresQueryResult<R>;
       try {
-        return (await client.query({ name, text, values: parameters })) as unknown as PostgresQueryResult<R>;
+        return (await send(() =>
+          client.query({ name, text, values: parameters }),
+        )) as unknown as PostgresQueryResult<R>;
       } catch (error) {
         if (!isStaleStatement(error)) throw error;
         if (isSessionSwitch(error)) stopNaming(error instanceof Error ? error : new Error(String(error)));
@@ -136,6 +202,9 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
     return {
       query: run as PostgresPoolClient['query'],
       release: () => {
+        // A transaction's every path ends in `commit` or `rollback`; a `begin` still pending here belongs to none.
+        state.pendingBegin = undefined;
+        state.inTransaction = false;
         if (!state.stale) {
           client.release();
           return;
