@@ -1,6 +1,7 @@
 import { type Kysely, type RawBuilder, sql } from 'kysely';
 import type { DatabaseConfig } from '../config/config.ts';
 import { type ArgumentOf, compiledWithLimit } from './compiled.ts';
+import { PLAN_EACH_RUN } from './pg-statements.ts';
 import type { Database } from './schema.ts';
 
 /**
@@ -269,3 +270,32 @@ function tailStatement(dialect: DatabaseConfig['dialect']) {
 
 /** The tail statement per dialect (a lane's rows after its head, for a lane batch). */
 export const LOCK_TAIL = { sqlite: tailStatement('sqlite'), postgres: tailStatement('postgres') } as const;
+
+/**
+ * The tail statement of every lane of a claim at once, PostgreSQL only: for each lane (its instance, endpoint and
+ * head's sequence, one array each), the rows {@link LOCK_TAIL} would lock, by the same rules and in the same lane
+ * order, each lane's read `for update` inside a lateral subquery. One round trip for the claim's tails where one
+ * statement a lane cost one each: behind a network, a claim of a dozen lanes waited a dozen round trips
+ * (docs/decisions/0062-pipelined-begin.md). Parameters: $1 the worker, $2 the time and $3 the stale bound (epoch
+ * ms), $4 the most rows a lane, then the arrays. Planned at each run ({@link PLAN_EACH_RUN}): the lane lookups
+ * must read the lanes' index whatever the table's size when the statement was first planned.
+ */
+export const LOCK_TAILS_POSTGRES = `${PLAN_EACH_RUN} with lanes as (
+  select * from unnest($5::varchar[], $6::varchar[], $7::bigint[]) as l(instance_id, endpoint_id, head_sequence)
+), tail as materialized (
+  select t.event_id, t.endpoint_id from lanes l cross join lateral (
+    select d.event_id, d.endpoint_id from webhook_deliveries d
+    where d.instance_id = l.instance_id and d.endpoint_id = l.endpoint_id and d.status = 'pending'
+      and d.sequence > l.head_sequence and d.run_at <= $2::bigint
+      and (d.locked_at is null or d.locked_at < $3::bigint)
+      and d.attempts < d.max_attempts
+    order by d.sequence
+    limit $4::integer
+    for update of d
+  ) t
+), locked as (
+  update webhook_deliveries w set locked_by = $1::varchar, locked_at = $2::bigint
+  from tail where w.event_id = tail.event_id and w.endpoint_id = tail.endpoint_id
+  returning w.event_id, w.endpoint_id, w.instance_id, w.sequence, w.attempts, w.max_attempts
+)
+select * from locked order by instance_id, endpoint_id, sequence`;

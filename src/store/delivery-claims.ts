@@ -1,7 +1,13 @@
-import type { Kysely, Transaction } from 'kysely';
+import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
 import type { DatabaseConfig } from '../config/config.ts';
 import { compiledListStatement } from './compiled.ts';
-import { LOCK_DUE, LOCK_DUE_OF, LOCK_TAIL, type LockedRow } from './delivery-claim-statements.ts';
+import {
+  LOCK_DUE,
+  LOCK_DUE_OF,
+  LOCK_TAIL,
+  LOCK_TAILS_POSTGRES,
+  type LockedRow,
+} from './delivery-claim-statements.ts';
 import { type DeliveryKey, keyIn, startAttempts } from './delivery-starts.ts';
 import type { Database } from './schema.ts';
 
@@ -199,10 +205,25 @@ async function lockTails(
   heads: readonly LockedRow[],
 ): Promise<LockedRow[]> {
   const perLane = options.perLane ?? 1;
-  if (perLane <= 1) return [];
+  if (perLane <= 1 || heads.length === 0) return [];
+  if (dialect === 'postgres') {
+    const { rows } = await trx.executeQuery<LockedRow>(
+      CompiledQuery.raw(LOCK_TAILS_POSTGRES, [
+        options.workerId,
+        options.now,
+        options.staleBefore,
+        perLane - 1,
+        heads.map((head) => head.instance_id),
+        heads.map((head) => head.endpoint_id),
+        heads.map((head) => Number(head.sequence)),
+      ]),
+    );
+    return rows;
+  }
+  // SQLite: statements are calls into this process, one a lane costs no round trip.
   const tails: LockedRow[] = [];
   for (const head of heads) {
-    const result = await LOCK_TAIL[dialect].run(
+    const result = await LOCK_TAIL.sqlite.run(
       trx,
       {
         workerId: options.workerId,

@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { Migrator, sql } from 'kysely';
+import { CompiledQuery, Migrator, sql } from 'kysely';
 import { adminCreateInstance } from '../../src/app/instances.ts';
 import { adminCreateOrg } from '../../src/app/organizations.ts';
 import type { Store } from '../../src/store/database.ts';
 import { releaseClaims } from '../../src/store/deliveries.ts';
+import { LOCK_TAILS_POSTGRES } from '../../src/store/delivery-claim-statements.ts';
 import { claimDeliveries } from '../../src/store/delivery-claims.ts';
 import { migrationProvider } from '../../src/store/migrations/index.ts';
 import { removeDeadNodes } from '../../src/store/nodes.ts';
@@ -175,6 +176,32 @@ for (const dialect of testDialects()) {
       const plan = await planOf(testStore.store.db, dialect, text);
       assert.match(plan, /webhook_deliveries_instance/, plan);
     });
+
+    // One statement for every lane's tail is PostgreSQL's alone (SQLite runs one a lane, in process). It is planned at
+    // each run with its values, so its plan is read with values: a lane batch of 32 after each instance's head.
+    if (dialect === 'postgres')
+      it("a claim's tails are one statement over all its lanes, each lane read by the lane's index", async () => {
+        const { rows: lanes } = await sql<{ id: string }>`select id from instances order by id`.execute(
+          testStore.store.db,
+        );
+        const { rows } = await testStore.store.db.executeQuery<{ 'QUERY PLAN': string }>(
+          CompiledQuery.raw(`explain ${LOCK_TAILS_POSTGRES}`, [
+            'w-2',
+            Date.now() + 1_000,
+            0,
+            31,
+            lanes.map((lane) => lane.id),
+            lanes.map(() => ''),
+            lanes.map(() => 1_980),
+          ]),
+        );
+        const plan = rows.map((row) => row['QUERY PLAN']).join('\n');
+        assert.equal(lanes.length, 2);
+        // An index scan in sequence order, or on a short lane a bitmap scan of its pending rows and their sort.
+        assert.match(plan, /Index Scan (using|on) webhook_deliveries_instance/, plan);
+        assert.match(plan, /LockRows/, plan);
+        assert.doesNotMatch(plan, /Seq Scan on webhook_deliveries/, plan);
+      });
 
     // SQLite chose the dropped due index here, reading every pending row. PostgreSQL chooses by the tables' sizes
     // between probing each old event's key and a merge over both keys (with sequential scans priced out, as

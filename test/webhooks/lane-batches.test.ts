@@ -134,6 +134,58 @@ for (const dialect of testDialects()) {
       );
     });
 
+    it("locks every lane's tail in one claim, each in sequence order, and leaves the rows after it", async () => {
+      const endpoint = await app.t().call('POST', '/v1/webhooks', {
+        url: app.receiver().url,
+        events: ['Message'],
+      });
+      assert.equal(endpoint.status, 201, JSON.stringify(endpoint.body));
+      const endpointId: string = endpoint.body.data.id;
+      await recordMessages(app.t(), 4);
+      const batch = await claim('w1', 3);
+      // In sequence order; the two lanes' rows of one sequence in either order.
+      assert.deepEqual(
+        batch.map((delivery) => delivery.sequence),
+        [1, 1, 2, 2, 3, 3],
+      );
+      assert.deepEqual(
+        batch
+          .map((delivery): [string, number, boolean] => [
+            delivery.endpointId,
+            delivery.sequence,
+            delivery.started,
+          ])
+          .sort((a, b) => a[0].localeCompare(b[0]) || a[1] - b[1]),
+        [
+          ['', 1, true],
+          ['', 2, false],
+          ['', 3, false],
+          [endpointId, 1, true],
+          [endpointId, 2, false],
+          [endpointId, 3, false],
+        ],
+      );
+      const lanes = await db()
+        .selectFrom('webhook_deliveries')
+        .select(['endpoint_id', 'sequence', 'attempts', 'locked_by'])
+        .orderBy('endpoint_id')
+        .orderBy('sequence')
+        .execute();
+      assert.deepEqual(
+        lanes.map((row) => [row.endpoint_id, Number(row.sequence), row.attempts, row.locked_by]),
+        [
+          ['', 1, 1, 'w1'],
+          ['', 2, 0, 'w1'],
+          ['', 3, 0, 'w1'],
+          ['', 4, 0, null],
+          [endpointId, 1, 1, 'w1'],
+          [endpointId, 2, 0, 'w1'],
+          [endpointId, 3, 0, 'w1'],
+          [endpointId, 4, 0, null],
+        ],
+      );
+    });
+
     it('a lane whose URL or HMAC key changed starts no more of the batch', async () => {
       await recordMessages(app.t(), 3);
       const [head, second, third] = await claim('w1', 3);
