@@ -23,6 +23,9 @@ switch (role) {
   case 'live-baseline':
     handlers = (await import('./roles/live-baseline.ts')).liveBaselineHandlers;
     break;
+  case 'network':
+    handlers = (await import('./roles/network.ts')).networkHandlers;
+    break;
   case 'scale':
     handlers = (await import('./roles/scale.ts')).scaleHandlers;
     break;

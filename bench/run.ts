@@ -1,6 +1,6 @@
 /**
  * `npm run bench [-- --quick] [--only=send,delivery,auth,scale,live,cluster,sendpath,rowids] [--profile] [--keyed-baseline]
- * [--lane-window=N] [--unprepared]` —
+ * [--lane-window=N] [--unprepared] [--pg-delay=MS]` —
  * parley's benchmarks.
  *
  * Process model: every server under test runs in a child process of its own (parley, or the baseline's bare
@@ -15,7 +15,10 @@
  * CPU-profiled send run, delivery burst and status run, and profiles parley over the live inbound phase, summaries in the results;
  * `--keyed-baseline` gives the live baseline bot parley's one shared key-transaction storage; `--lane-window=N`
  * runs parley's send and delivery scenarios with N webhook requests in flight per lane (`WEBHOOK_LANE_WINDOW`);
- * `--unprepared` runs them on PostgreSQL without named prepared statements (`DATABASE_PREPARED_STATEMENTS=off`).
+ * `--unprepared` runs them on PostgreSQL without named prepared statements (`DATABASE_PREPARED_STATEMENTS=off`);
+ * `--pg-delay=MS` puts a network between parley and PostgreSQL in those two scenarios: a proxy in a process of its
+ * own (bench/roles/network.ts) that delays each direction by MS milliseconds; the round trip it makes is measured
+ * and printed.
  */
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
@@ -24,6 +27,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_WEBHOOK_CONCURRENCY, MAX_LANE_WINDOW } from '../src/config/config.ts';
 import { type BenchChild, startChild } from './lib/ipc.ts';
+import { type PgNetwork, startPgNetwork } from './lib/pg-network.ts';
 import { machineInfo, resultsTable, type ScenarioResult } from './lib/report.ts';
 import { authScenario } from './scenarios/auth.ts';
 import { clusterScenario } from './scenarios/cluster.ts';
@@ -49,7 +53,12 @@ interface Options {
   laneWindow?: number;
   /** `--unprepared`: parley's `DATABASE_PREPARED_STATEMENTS=off` in the send and delivery scenarios. */
   unprepared?: true;
+  /** `--pg-delay=MS`: each direction's delay, ms, of the network between parley and PostgreSQL in those scenarios. */
+  pgDelayMs?: number;
 }
+
+/** Longest `--pg-delay`, ms each way. */
+const MAX_PG_DELAY_MS = 100;
 
 function parseArgs(argv: string[]): Options {
   const options: Options = {
@@ -65,7 +74,12 @@ function parseArgs(argv: string[]): Options {
     else if (arg === '--profile') options.profile = true;
     else if (arg === '--keyed-baseline') options.keyedBaseline = true;
     else if (arg === '--unprepared') options.unprepared = true;
-    else if (arg.startsWith('--lane-window=')) {
+    else if (arg.startsWith('--pg-delay=')) {
+      const delay = Number(arg.slice('--pg-delay='.length));
+      if (!Number.isFinite(delay) || delay <= 0 || delay > MAX_PG_DELAY_MS)
+        throw new Error(`--pg-delay: milliseconds each way, more than 0 and at most ${MAX_PG_DELAY_MS}`);
+      options.pgDelayMs = delay;
+    } else if (arg.startsWith('--lane-window=')) {
       const window = Number(arg.slice('--lane-window='.length));
       if (!Number.isInteger(window) || window < 1 || window > MAX_LANE_WINDOW)
         throw new Error(`--lane-window: a whole number from 1 to ${MAX_LANE_WINDOW} (WEBHOOK_LANE_WINDOW)`);
@@ -80,7 +94,7 @@ function parseArgs(argv: string[]): Options {
       options.only = new Set(names as ScenarioName[]);
     } else
       throw new Error(
-        `unknown option ${arg} (allowed: --quick, --only=a,b, --profile, --keyed-baseline, --lane-window=N, --unprepared)`,
+        `unknown option ${arg} (allowed: --quick, --only=a,b, --profile, --keyed-baseline, --lane-window=N, --unprepared, --pg-delay=MS)`,
       );
   }
   return options;
@@ -197,7 +211,15 @@ async function main(): Promise<void> {
   };
 
   let receiver: BenchChild | undefined;
+  let network: PgNetwork | undefined;
   try {
+    if (options.pgDelayMs !== undefined && options.databaseUrl) {
+      network = await startPgNetwork(options.databaseUrl, options.pgDelayMs);
+      log(
+        `PostgreSQL behind a ${network.delayMs} ms-each-way proxy for the send and delivery scenarios: round trip ` +
+          `${network.roundTripMs} ms (direct ${network.directRoundTripMs} ms)`,
+      );
+    }
     if (
       options.only.has('send') ||
       options.only.has('sendpath') ||
@@ -209,7 +231,8 @@ async function main(): Promise<void> {
       await receiver.call('start', { hmacKey });
     }
     for (const dialect of dialects) {
-      const databaseUrl = dialect === 'postgres' ? options.databaseUrl : undefined;
+      const databaseUrl = dialect === 'postgres' ? (network?.url ?? options.databaseUrl) : undefined;
+      const away = dialect === 'postgres' && network ? { pgRoundTripMs: network.roundTripMs } : {};
       const withReceiver = receiver;
       if (options.only.has('send') && withReceiver) {
         const { url } = await withReceiver.call<{ url: string }>('url');
@@ -222,6 +245,7 @@ async function main(): Promise<void> {
             webhookUrl: url,
             ...(options.laneWindow === undefined ? {} : { laneWindow: options.laneWindow }),
             ...(options.unprepared ? { unprepared: true } : {}),
+            ...away,
             ...(options.profile ? { profileFile: join(tmpdir(), `parley-send-${dialect}.cpuprofile`) } : {}),
           }),
         );
@@ -251,6 +275,7 @@ async function main(): Promise<void> {
               hmacKey,
               ...(options.laneWindow === undefined ? {} : { laneWindow: options.laneWindow }),
               ...(options.unprepared ? { unprepared: true } : {}),
+              ...away,
               ...(options.profile
                 ? { profileFile: join(tmpdir(), `parley-delivery-${dialect}.cpuprofile`) }
                 : {}),
@@ -284,6 +309,7 @@ async function main(): Promise<void> {
     }
   } finally {
     await receiver?.stop();
+    await network?.stop();
   }
   if (options.only.has('auth')) {
     await run('auth-overhead', '3. auth + rate limit (status vs healthz)', () =>
@@ -320,6 +346,15 @@ async function main(): Promise<void> {
         startedAt: startedAt.toISOString(),
         durationS: Math.round((finishedAt.getTime() - startedAt.getTime()) / 1000),
         machine,
+        ...(network
+          ? {
+              pgNetwork: {
+                delayMs: network.delayMs,
+                roundTripMs: network.roundTripMs,
+                directRoundTripMs: network.directRoundTripMs,
+              },
+            }
+          : {}),
         processModel:
           'server under test in its own child process; autocannon in the runner; HTTPS receiver in a third process; loopback only',
         results,

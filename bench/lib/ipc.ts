@@ -10,7 +10,7 @@ const CHILD_ENTRY = fileURLToPath(new URL('../child.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 /** Roles a benchmark child can play (see bench/roles/). */
-export type Role = 'parley' | 'baseline' | 'receiver' | 'scale' | 'live-parley' | 'live-baseline';
+export type Role = 'parley' | 'baseline' | 'receiver' | 'scale' | 'live-parley' | 'live-baseline' | 'network';
 
 /** A command sent to a child. */
 interface CommandMessage {

@@ -31,6 +31,8 @@ export interface DeliverySettings {
   laneWindow?: number;
   /** `DATABASE_PREPARED_STATEMENTS=off` in the parley child (`--unprepared`). */
   unprepared?: true;
+  /** The round trip to PostgreSQL through `--pg-delay`'s network, ms, named in the title; absent when direct. */
+  pgRoundTripMs?: number;
 }
 
 /** One phase's figures: events per second from the first event to the last receipt, and latencies. */
@@ -151,7 +153,7 @@ export async function deliveryScenario(
       : `; ${missing} not received within ${settings.timeoutMs / 1000} s (${queued} still queued, ${failed} failed)`;
   return {
     id: `delivery-${settings.dialect}`,
-    title: `2. webhook delivery (${settings.dialect}${windowNote(settings.laneWindow)}${settings.unprepared ? ', unprepared' : ''})`,
+    title: `2. webhook delivery (${settings.dialect}${windowNote(settings.laneWindow)}${settings.unprepared ? ', unprepared' : ''}${settings.pgRoundTripMs === undefined ? '' : `, ${settings.pgRoundTripMs} ms away`})`,
     unit: 'events/s',
     value: burst.eventsPerSecond,
     baseline: baselineBurst.eventsPerSecond,

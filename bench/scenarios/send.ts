@@ -26,6 +26,8 @@ export interface HttpSettings {
   laneWindow?: number;
   /** `DATABASE_PREPARED_STATEMENTS=off` in the parley child (`--unprepared`). */
   unprepared?: true;
+  /** The round trip to PostgreSQL through `--pg-delay`'s network, ms, named in the title; absent when direct. */
+  pgRoundTripMs?: number;
 }
 
 /** How long after a send run its webhooks may still be in flight to count as keeping pace, ms. */
@@ -124,7 +126,7 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
   const kept = queued === 0 ? 0 : Math.round((delivered / queued) * 1000) / 1000;
   const result: ScenarioResult = {
     id: `send-${settings.dialect}`,
-    title: `1. send text (${settings.dialect}${windowNote(settings.laneWindow)}${settings.unprepared ? ', unprepared' : ''})`,
+    title: `1. send text (${settings.dialect}${windowNote(settings.laneWindow)}${settings.unprepared ? ', unprepared' : ''}${settings.pgRoundTripMs === undefined ? '' : `, ${settings.pgRoundTripMs} ms away`})`,
     unit: 'req/s',
     value: run.requestsPerSecond,
     baseline: baselineRun.requestsPerSecond,
