@@ -88,23 +88,38 @@ function socketOf(client: pg.PoolClient): { cork(): void; uncork(): void } | und
  * Sends `begin` and then what `next` sends, in one write, without waiting for BEGIN's answer: the client is in
  * `pg`'s pipeline mode, so both are on the wire before the server answers either, and the transaction costs one
  * round trip less (docs/decisions/0062-pipelined-begin.md). → `next`'s result, once both were answered.
- * @throws BEGIN's error when it failed (then `next`'s own failure is only its consequence), else `next`'s.
+ *
+ * Each query of a pipeline has its own Sync, so a BEGIN the server refused would not stop the statement after it:
+ * that statement would run, and commit, on its own. A BEGIN fails alone only when its text is wrong (Kysely writes
+ * none such); on a lost connection both fail. `onOrphan` is told when it happened anyway, and the caller gets
+ * BEGIN's error.
+ * @throws BEGIN's error when it failed, else `next`'s.
  */
-async function afterBegin<R>(client: pg.PoolClient, begin: string, next: () => Promise<R>): Promise<R> {
+async function afterBegin<R>(
+  client: pg.PoolClient,
+  begin: string,
+  next: () => Promise<R>,
+  onOrphan: () => void,
+): Promise<R> {
   const socket = socketOf(client);
   socket?.cork();
-  let began: Promise<unknown>;
+  let began: Promise<unknown> | undefined;
   let result: Promise<R>;
   try {
     began = client.query(begin);
+    // Reported below; a rejection not awaited yet (or never, when `next` throws) must not count as unhandled.
+    began.catch(() => undefined);
     result = next();
   } finally {
     socket?.uncork();
   }
-  // Reported below once BEGIN's answer is known; a rejection nobody awaited yet must not count as unhandled.
-  result.catch(() => undefined);
-  await began;
-  return result;
+  const [begun, done] = await Promise.allSettled([began, result]);
+  if (begun.status === 'rejected') {
+    if (done.status === 'fulfilled') onOrphan();
+    throw begun.reason;
+  }
+  if (done.status === 'rejected') throw done.reason;
+  return done.value;
 }
 
 /** How a statement without parameters moves the session's transaction state, if it does. */
@@ -163,7 +178,11 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
       const begin = state.pendingBegin;
       if (begin === undefined) return query();
       state.pendingBegin = undefined;
-      return afterBegin(client, begin, query);
+      // A statement that ran outside the transaction it was meant for: the session is closed on release, as a
+      // stale one is, and the caller fails with BEGIN's error.
+      return afterBegin(client, begin, query, () => {
+        state.stale = true;
+      });
     };
     const run = async <R>(text: string, values: readonly unknown[]): Promise<PostgresQueryResult<R>> => {
       const parameters = [...values];

@@ -6,13 +6,15 @@ import pg from 'pg';
 import { openStore, type Store } from '../../src/store/database.ts';
 import { isStoreUnavailableError } from '../../src/store/faults.ts';
 import { namedStatementPool } from '../../src/store/pg-statements.ts';
+import { eventually } from '../support/eventually.ts';
 import { type FlightProxy, startFlightProxy } from '../support/flight-proxy.ts';
 import { testDialects } from '../support/store.ts';
 
 /**
  * A transaction's `begin` leaves with its first statement on PostgreSQL (docs/decisions/0062-pipelined-begin.md):
  * counted as the client's round trips through a proxy, checked against the rows the server kept, with the first
- * statement failing, the connection lost before it, and a transaction that runs no statement.
+ * statement failing, the connection lost before it, a BEGIN the server refuses, and a transaction that runs no
+ * statement.
  */
 
 /** `probe (id integer primary key)` in `schema`, read from a connection of its own. */
@@ -150,12 +152,44 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
         store.db.transaction().execute(async (trx) => {
           // The begin is not sent yet: the server session goes away while the transaction is "open".
           await admin.query('select pg_terminate_backend($1)', [pid]);
+          await eventually('the backend to be gone', async () => {
+            const { rowCount } = await admin.query('select 1 from pg_stat_activity where pid = $1', [pid]);
+            return rowCount === 0;
+          });
           await insert(trx, 1);
         }),
         (error: unknown) => isStoreUnavailableError(error),
       );
       await store.db.transaction().execute((trx) => insert(trx, 2));
       assert.deepEqual(await probeIds(admin, schema), [2]);
+    });
+
+    it('fails with the error of a begin the server refused, and closes the connection the statement ran on', async () => {
+      const schema = `t_${randomBytes(6).toString('hex')}`;
+      await admin.query(`create schema ${schema}`);
+      await admin.query(`create table ${schema}.probe (id integer primary key)`);
+      const pool = new pg.Pool({
+        connectionString: url.toString(),
+        max: 1,
+        pipeline: true,
+        options: `-c search_path=${schema}`,
+      });
+      pools.push(pool);
+      const adapted = namedStatementPool(pool, { schema });
+      const pidOf = async (client: Awaited<ReturnType<typeof adapted.connect>>) =>
+        (await client.query<{ pid: number }>('select pg_backend_pid() as pid', [])).rows[0]?.pid;
+      const first = await adapted.connect();
+      const before = await pidOf(first);
+      // Kysely never writes a wrong BEGIN; this one stands for a server that refuses BEGIN alone.
+      await first.query('start transaction isolation level nonsense', []);
+      await assert.rejects(first.query('insert into probe (id) values ($1)', [9]), /nonsense/);
+      await first.query('rollback', []);
+      first.release();
+      // Each query of a pipeline has its own Sync: the insert ran on its own. Its session is not kept.
+      assert.deepEqual(await probeIds(admin, schema), [9]);
+      const second = await adapted.connect();
+      assert.notEqual(await pidOf(second), before, 'a new connection');
+      second.release();
     });
 
     it('drops a begin still pending when its connection goes back to the pool', async () => {
