@@ -222,14 +222,14 @@ export type TailArguments = {
 };
 
 /**
- * The tail statement for `dialect`: locks, for the worker that holds a lane's head, the lane's next pending and due
- * rows in `sequence` order (at most `limit`, given beside the arguments), unclaimed or with a stale claim and with an attempt left. Unlike the
- * head statement it counts no attempt: a tail row's attempt is counted, and its attempt row written, when it starts
- * (in the transaction that records the attempt before it, docs/decisions/0048-lane-batches.md). It reads the (instance_id, endpoint_id, status, sequence) index from the head onwards and
- * stops at `limit`. PostgreSQL skips rows another process locked meanwhile; the lane's in-flight rule keeps other
- * workers off the lane anyway while its head is held.
+ * The tail statement on SQLite, one lane at a time: locks, for the worker that holds a lane's head, the lane's next
+ * pending and due rows in `sequence` order (at most `limit`, given beside the arguments), unclaimed or with a stale
+ * claim and with an attempt left. Unlike the head statement it counts no attempt: a tail row's attempt is counted,
+ * and its attempt row written, when it starts (in the transaction that records the attempt before it,
+ * docs/decisions/0048-lane-batches.md). It reads the (instance_id, endpoint_id, status, sequence) index from the head
+ * onwards and stops at `limit`. PostgreSQL locks every lane's tail in one statement ({@link LOCK_TAILS_POSTGRES}).
  */
-function tailStatement(dialect: DatabaseConfig['dialect']) {
+function tailStatement() {
   return compiledWithLimit<TailArguments, LockedRow>((db, arg, limit) =>
     db
       .with(
@@ -247,10 +247,7 @@ function tailStatement(dialect: DatabaseConfig['dialect']) {
             // A row with no attempt left is failed when it comes up as a head (the head statement's rule).
             .whereRef('d.attempts', '<', 'd.max_attempts')
             .orderBy('d.sequence')
-            .limit(limit)
-            // Not SKIP LOCKED: a row another transaction holds for a moment (a redelivery) would leave a gap, and
-            // the rows after it would start before it. The wait is short: the lane's rows are this claim's alone.
-            .$if(dialect === 'postgres', (q) => q.forUpdate('d')),
+            .limit(limit),
       )
       .updateTable('webhook_deliveries')
       .set({ locked_by: arg('workerId'), locked_at: arg('now') })
@@ -268,13 +265,15 @@ function tailStatement(dialect: DatabaseConfig['dialect']) {
   );
 }
 
-/** The tail statement per dialect (a lane's rows after its head, for a lane batch). */
-export const LOCK_TAIL = { sqlite: tailStatement('sqlite'), postgres: tailStatement('postgres') } as const;
+/** The tail statement on SQLite (a lane's rows after its head, for a lane batch). */
+export const LOCK_TAIL_SQLITE = tailStatement();
 
 /**
  * The tail statement of every lane of a claim at once, PostgreSQL only: for each lane (its instance, endpoint and
- * head's sequence, one array each), the rows {@link LOCK_TAIL} would lock, by the same rules and in the same lane
- * order, each lane's read `for update` inside a lateral subquery. One round trip for the claim's tails where one
+ * head's sequence, one array each), the rows {@link LOCK_TAIL_SQLITE} locks one lane at a time, by the same rules
+ * and in the same lane order, each lane's read `for update` inside a lateral subquery. Not SKIP LOCKED: a row
+ * another transaction holds for a moment (a redelivery) would leave a gap, and the rows after it would start before
+ * it; the wait is short, the lane's rows being this claim's alone. One round trip for the claim's tails where one
  * statement a lane cost one each: behind a network, a claim of a dozen lanes waited a dozen round trips
  * (docs/decisions/0062-pipelined-begin.md). Parameters: $1 the worker, $2 the time and $3 the stale bound (epoch
  * ms), $4 the most rows a lane, then the arrays. Planned at each run ({@link PLAN_EACH_RUN}): the lane lookups

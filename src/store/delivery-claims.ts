@@ -4,7 +4,7 @@ import { compiledListStatement } from './compiled.ts';
 import {
   LOCK_DUE,
   LOCK_DUE_OF,
-  LOCK_TAIL,
+  LOCK_TAIL_SQLITE,
   LOCK_TAILS_POSTGRES,
   type LockedRow,
 } from './delivery-claim-statements.ts';
@@ -223,7 +223,7 @@ async function lockTails(
   // SQLite: statements are calls into this process, one a lane costs no round trip.
   const tails: LockedRow[] = [];
   for (const head of heads) {
-    const result = await LOCK_TAIL.sqlite.run(
+    const result = await LOCK_TAIL_SQLITE.run(
       trx,
       {
         workerId: options.workerId,

@@ -134,7 +134,9 @@ for (const dialect of testDialects()) {
       );
     });
 
-    it("locks every lane's tail in one claim, each in sequence order, and leaves the rows after it", async () => {
+    it("locks every lane's tail in one claim, each from its own head, and leaves the rows after it", async () => {
+      // The default webhook's lane gets sequences 1 to 6; the endpoint, created after two, 3 to 6.
+      await recordMessages(app.t(), 2);
       const endpoint = await app.t().call('POST', '/v1/webhooks', {
         url: app.receiver().url,
         events: ['Message'],
@@ -143,10 +145,10 @@ for (const dialect of testDialects()) {
       const endpointId: string = endpoint.body.data.id;
       await recordMessages(app.t(), 4);
       const batch = await claim('w1', 3);
-      // In sequence order; the two lanes' rows of one sequence in either order.
       assert.deepEqual(
         batch.map((delivery) => delivery.sequence),
-        [1, 1, 2, 2, 3, 3],
+        [1, 2, 3, 3, 4, 5],
+        'in sequence order',
       );
       assert.deepEqual(
         batch
@@ -160,9 +162,9 @@ for (const dialect of testDialects()) {
           ['', 1, true],
           ['', 2, false],
           ['', 3, false],
-          [endpointId, 1, true],
-          [endpointId, 2, false],
-          [endpointId, 3, false],
+          [endpointId, 3, true],
+          [endpointId, 4, false],
+          [endpointId, 5, false],
         ],
       );
       const lanes = await db()
@@ -178,10 +180,12 @@ for (const dialect of testDialects()) {
           ['', 2, 0, 'w1'],
           ['', 3, 0, 'w1'],
           ['', 4, 0, null],
-          [endpointId, 1, 1, 'w1'],
-          [endpointId, 2, 0, 'w1'],
-          [endpointId, 3, 0, 'w1'],
-          [endpointId, 4, 0, null],
+          ['', 5, 0, null],
+          ['', 6, 0, null],
+          [endpointId, 3, 1, 'w1'],
+          [endpointId, 4, 0, 'w1'],
+          [endpointId, 5, 0, 'w1'],
+          [endpointId, 6, 0, null],
         ],
       );
     });
