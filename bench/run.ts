@@ -213,6 +213,8 @@ async function main(): Promise<void> {
   let receiver: BenchChild | undefined;
   let network: PgNetwork | undefined;
   try {
+    if (options.pgDelayMs !== undefined && !options.databaseUrl)
+      log('--pg-delay ignored: it delays PostgreSQL, and BENCH_DATABASE_URL is not set');
     if (options.pgDelayMs !== undefined && options.databaseUrl) {
       network = await startPgNetwork(options.databaseUrl, options.pgDelayMs);
       log(
