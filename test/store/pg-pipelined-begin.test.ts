@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { Kysely, PostgresDialect, type QueryExecutorProvider, sql } from 'kysely';
+import { Kysely, PostgresDialect, type PostgresPool, type QueryExecutorProvider, sql } from 'kysely';
 import pg from 'pg';
 import { openStore, type Store } from '../../src/store/database.ts';
 import { isStoreUnavailableError } from '../../src/store/faults.ts';
@@ -68,6 +68,27 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       return { store, schema };
     }
 
+    /**
+     * The statement adapter over a `pg` pool of one connection of its own (`pipeline` as given, through the proxy
+     * when `proxied`), in a fresh schema holding an empty `probe`.
+     */
+    async function adaptedPool(
+      pipeline: boolean,
+      proxied: boolean,
+    ): Promise<{ adapted: PostgresPool; schema: string }> {
+      const schema = `t_${randomBytes(6).toString('hex')}`;
+      await admin.query(`create schema ${schema}`);
+      await admin.query(`create table ${schema}.probe (id integer primary key)`);
+      const pool = new pg.Pool({
+        connectionString: proxied ? proxiedUrl() : url.toString(),
+        max: 1,
+        pipeline,
+        options: `-c search_path=${schema}`,
+      });
+      pools.push(pool);
+      return { adapted: namedStatementPool(pool, { schema }), schema };
+    }
+
     it('sends the begin with the first statement: two round trips for a transaction of one', async () => {
       const { store, schema } = await probeStore();
       proxy.reset();
@@ -91,18 +112,8 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
     });
 
     it('takes three round trips for the same transaction on a pool that does not pipeline', async () => {
-      const schema = `t_${randomBytes(6).toString('hex')}`;
-      await admin.query(`create schema ${schema}`);
-      await admin.query(`create table ${schema}.probe (id integer primary key)`);
-      const pool = new pg.Pool({
-        connectionString: proxiedUrl(),
-        max: 1,
-        options: `-c search_path=${schema}`,
-      });
-      pools.push(pool);
-      const db = new Kysely<unknown>({
-        dialect: new PostgresDialect({ pool: namedStatementPool(pool, { schema }) }),
-      });
+      const { adapted, schema } = await adaptedPool(false, true);
+      const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool: adapted }) });
       await sql`select 1`.execute(db);
       proxy.reset();
       await db.transaction().execute((trx) => insert(trx, 1));
@@ -165,17 +176,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
     });
 
     it('fails with the error of a begin the server refused, and closes the connection the statement ran on', async () => {
-      const schema = `t_${randomBytes(6).toString('hex')}`;
-      await admin.query(`create schema ${schema}`);
-      await admin.query(`create table ${schema}.probe (id integer primary key)`);
-      const pool = new pg.Pool({
-        connectionString: url.toString(),
-        max: 1,
-        pipeline: true,
-        options: `-c search_path=${schema}`,
-      });
-      pools.push(pool);
-      const adapted = namedStatementPool(pool, { schema });
+      const { adapted, schema } = await adaptedPool(true, false);
       const pidOf = async (client: Awaited<ReturnType<typeof adapted.connect>>) =>
         (await client.query<{ pid: number }>('select pg_backend_pid() as pid', [])).rows[0]?.pid;
       const first = await adapted.connect();
@@ -193,17 +194,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
     });
 
     it('drops a begin still pending when its connection goes back to the pool', async () => {
-      const schema = `t_${randomBytes(6).toString('hex')}`;
-      await admin.query(`create schema ${schema}`);
-      await admin.query(`create table ${schema}.probe (id integer primary key)`);
-      const pool = new pg.Pool({
-        connectionString: url.toString(),
-        max: 1,
-        pipeline: true,
-        options: `-c search_path=${schema}`,
-      });
-      pools.push(pool);
-      const adapted = namedStatementPool(pool, { schema });
+      const { adapted, schema } = await adaptedPool(true, false);
       const first = await adapted.connect();
       assert.equal((await first.query('begin', [])).command, 'BEGIN');
       first.release();
