@@ -103,7 +103,7 @@ async function afterBegin<R>(
 ): Promise<R> {
   const socket = socketOf(client);
   socket?.cork();
-  let began: Promise<unknown> | undefined;
+  let began: Promise<unknown>;
   let result: Promise<R>;
   try {
     began = client.query(begin);
@@ -134,7 +134,12 @@ function transactionEffect(text: string): 'begin' | 'end' | undefined {
 /**
  * A pool for Kysely's `PostgresDialect` over `pool` that runs each statement with parameters as a named prepared
  * statement: the name is a digest of the statement's text ({@link statementName}), so each connection prepares a
- * text once and a name never means two texts.
+ * text once and a name never means two texts (unless `naming` is false: then every statement runs unnamed).
+ *
+ * When `pool` was made with `pipeline: true`, a transaction's `begin` is held back and written with the
+ * transaction's first statement, in one write and one round trip (docs/decisions/0062-pipelined-begin.md): a
+ * transaction that runs no statement never reaches the server, and a held `begin` is dropped when its connection
+ * goes back to the pool.
  *
  * A prepared statement outlives a schema change made by another process (a migration of a newer node): PostgreSQL
  * re-plans it, but refuses it with SQLSTATE 0A000 when the columns it returns changed. Then the connection is
