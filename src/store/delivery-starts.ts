@@ -65,11 +65,13 @@ export async function startAttempts(
       continue;
     }
     const attemptId = newRowId();
+    // Attempt numbers continue over every round of the event (a redelivery keeps the earlier rows).
+    const number = Number(row.attempts_logged) + 1;
     attempts.push({
       id: attemptId,
       event_id: row.event_id,
       endpoint_id: row.endpoint_id,
-      number: 0, // set below from the attempts already logged
+      number,
       url,
       worker: workerId,
       attempted_at: now,
@@ -84,7 +86,7 @@ export async function startAttempts(
       maxAttempts: row.max_attempts,
       lockedAt: now,
       attemptId,
-      attemptNumber: 0, // set below from the attempts already logged
+      attemptNumber: number,
       started: !tail,
       payload: row.payload,
       url,
@@ -96,14 +98,6 @@ export async function startAttempts(
   if (urlGone.length > 0) await returnClaims(trx, workerId, now, urlGone, true);
   if (tailsUrlGone.length > 0) await returnClaims(trx, workerId, now, tailsUrlGone, false);
   if (attempts.length === 0) return out;
-  // Attempt numbers continue over every round of the event (a redelivery keeps the earlier rows).
-  const { rows: counts } = await COUNT_ATTEMPTS.run(trx, {}, attempts);
-  const previous = new Map(counts.map((row) => [`${row.event_id}/${row.endpoint_id}`, Number(row.count)]));
-  for (const [index, attempt] of attempts.entries()) {
-    attempt.number = (previous.get(`${attempt.event_id}/${attempt.endpoint_id}`) ?? 0) + 1;
-    const delivery = out[index];
-    if (delivery !== undefined) delivery.attemptNumber = attempt.number;
-  }
   // One statement for every started attempt's row (a round trip each would dominate on PostgreSQL).
   const started = attempts.filter((_, index) => out[index]?.started === true);
   if (started.length > 0) await INSERT_ATTEMPTS.run(trx, {}, started);
@@ -125,9 +119,15 @@ interface ClaimDetailRow {
   endpoint_secret: string | null;
   endpoint_url_sealed: string | null;
   endpoint_enabled: number | null;
+  /** Attempt rows already logged for the delivery (PostgreSQL's count is a bigint: read as a string or a number). */
+  attempts_logged: number | string;
 }
 
-/** What the attempts on claimed rows need: the event's payload and the lane's URL and keys (compiled per count). */
+/**
+ * What the attempts on claimed rows need: the event's payload, the lane's URL and keys, and the attempt rows already
+ * logged (each counted on the attempts' (event_id, endpoint_id, number) key), in one statement, one round trip on
+ * PostgreSQL (docs/decisions/0062-pipelined-begin.md). Compiled per count.
+ */
 const CLAIM_DETAILS = compiledListStatement<Record<never, never>, DeliveryKey, ClaimDetailRow>(
   { event_id: true, endpoint_id: true },
   (db, _arg, keys) =>
@@ -152,6 +152,13 @@ const CLAIM_DETAILS = compiledListStatement<Record<never, never>, DeliveryKey, C
         'w.secret as endpoint_secret',
         'w.url_sealed as endpoint_url_sealed',
         'w.enabled as endpoint_enabled',
+        (eb) =>
+          eb
+            .selectFrom('webhook_attempts as a')
+            .select((count) => count.fn.countAll<number>().as('n'))
+            .whereRef('a.event_id', '=', 'd.event_id')
+            .whereRef('a.endpoint_id', '=', 'd.endpoint_id')
+            .as('attempts_logged'),
       ])
       .where((eb) =>
         eb(
@@ -160,19 +167,6 @@ const CLAIM_DETAILS = compiledListStatement<Record<never, never>, DeliveryKey, C
           keys.map((key) => eb.tuple(key.event_id, key.endpoint_id)),
         ),
       ),
-);
-
-/** Attempt rows already logged per delivery (compiled per count). */
-const COUNT_ATTEMPTS = compiledListStatement<
-  Record<never, never>,
-  DeliveryKey,
-  DeliveryKey & { count: number | string }
->({ event_id: true, endpoint_id: true }, (db, _arg, keys) =>
-  db
-    .selectFrom('webhook_attempts')
-    .select(['event_id', 'endpoint_id', (eb) => eb.fn.countAll<number>().as('count')])
-    .where((eb) => keyIn(eb, keys))
-    .groupBy(['event_id', 'endpoint_id']),
 );
 
 /** Started attempts' rows in one statement (compiled per count). */
