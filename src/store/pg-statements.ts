@@ -64,7 +64,10 @@ export function statementName(text: string, schema = ''): string {
 interface SessionState {
   /** Between `begin` and `commit`/`rollback`: a failed statement has aborted the transaction, so nothing is retried. */
   inTransaction: boolean;
-  /** A named statement of this session can no longer run: the session is closed when it goes back to the pool. */
+  /**
+   * The session is not to be kept: a named statement of it can no longer run, or a statement ran outside the
+   * transaction it was meant for. It is closed when it goes back to the pool.
+   */
   stale: boolean;
   /** The `begin` of the open transaction while it waits for the transaction's first statement, not yet sent. */
   pendingBegin: string | undefined;
@@ -236,7 +239,7 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
         // A released error makes pg-pool close the connection instead of keeping it idle.
         state.stale = false;
         clients.delete(client);
-        client.release(new Error('closed: a prepared statement of this session went stale'));
+        client.release(new Error('closed: a stale prepared statement, or a statement run outside its transaction'));
       },
     };
   };
