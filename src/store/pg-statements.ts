@@ -239,7 +239,9 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
         // A released error makes pg-pool close the connection instead of keeping it idle.
         state.stale = false;
         clients.delete(client);
-        client.release(new Error('closed: a stale prepared statement, or a statement run outside its transaction'));
+        client.release(
+          new Error('closed: a stale prepared statement, or a statement run outside its transaction'),
+        );
       },
     };
   };
