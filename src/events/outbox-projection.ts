@@ -7,7 +7,7 @@ import { routeAndAdvance } from '../store/instance-routing.ts';
 import { newRowId } from '../store/row-ids.ts';
 import type { Database } from '../store/schema.ts';
 import { insertWebhookEventsWrites, type NewWebhookEvent } from '../store/webhook-events.ts';
-import { runWriteGroup } from '../store/write-groups.ts';
+import { deferWrites } from '../store/write-groups.ts';
 import { type NormalisedEvent, normaliseEvent, webhookBody } from './normalise.ts';
 import type { EventProjection } from './recorder.ts';
 
@@ -42,9 +42,10 @@ export interface OutboxProjectionOptions {
  * The rows are written at the end of the recorder's batch ({@link flush}): `apply` keeps each normalised event in the
  * transaction's buffer, and `flush` reads the instance's routing and takes the batch's sequence numbers (the state
  * row's lock is held from there to the commit, not from the first event), then inserts the event rows and the
- * delivery rows in one multi-row statement each, in the order the events were applied. On PostgreSQL the routing
- * read with the sequence, and the events with their deliveries, are one statement each
- * (docs/decisions/0056-write-groups.md).
+ * delivery rows in one multi-row statement each, in the order the events were applied, with the batch's messages in
+ * the write group the recorder runs last. On PostgreSQL the routing read with the sequence, and the group, are one
+ * statement each (docs/decisions/0056-write-groups.md), and the group's commit leaves behind it
+ * (docs/decisions/0063-pipelined-commit.md).
  */
 export class OutboxProjection implements EventProjection {
   readonly name = 'webhook-outbox';
@@ -80,8 +81,9 @@ export class OutboxProjection implements EventProjection {
   }
 
   /**
-   * Writes the events `apply` buffered in `trx`: their sequence numbers, event rows and delivery rows
-   * (docs/decisions/0005-outbox-and-delivery.md).
+   * Takes the sequence numbers of the events `apply` buffered in `trx` and puts their event rows and delivery rows
+   * into the batch's write group (`deferWrites`), which the recorder runs at the batch's end
+   * (docs/decisions/0005-outbox-and-delivery.md, docs/decisions/0056-write-groups.md).
    * @throws the store's error (the recorder's transaction then rolls back).
    */
   async flush(trx: Transaction<Database>, instanceId: string): Promise<void> {
@@ -140,10 +142,9 @@ export class OutboxProjection implements EventProjection {
       });
       this.#lane(event, '');
     }
-    await runWriteGroup(trx, [
-      insertWebhookEventsWrites(trx, events),
-      insertDeliveriesWrites(trx, deliveries),
-    ]);
+    // Written with the batch's messages in its write group at the batch's end, the transaction's last statement
+    // when the batch has one of its own (docs/decisions/0056-write-groups.md, 0063-pipelined-commit.md).
+    deferWrites(trx, [insertWebhookEventsWrites(trx, events), insertDeliveriesWrites(trx, deliveries)]);
   }
 
   /** Notes that `event` queued a delivery to endpoint `endpointId` (`''`: the default webhook). */

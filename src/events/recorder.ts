@@ -156,19 +156,24 @@ export class EventRecorder {
    * after-commit hooks and settles each caller. @throws the transaction's error (nothing of the batch is kept).
    */
   async #apply(instanceId: string, batch: Pending[], alone = false): Promise<void> {
-    const work = (trx: Transaction<Database>) => this.#applyIn(trx, instanceId, batch);
-    const applied = await (this.#turn === undefined || alone
-      ? this.#db.transaction().execute(work)
-      : this.#turn.run(work, batch.length));
+    const own = this.#turn === undefined || alone;
+    const work = (trx: Transaction<Database>) => this.#applyIn(trx, instanceId, batch, own);
+    const applied = await (own ? this.#db.transaction().execute(work) : this.#turn.run(work, batch.length));
     this.#settle(instanceId, batch, applied);
   }
 
   /**
    * Applies one instance's batch in `trx`: every projection's prepare, each event and the events derived from it,
-   * then every projection's flush.
+   * then every projection's flush. With `own` (the batch has `trx` to itself) the batch's write group is the
+   * transaction's last statement, and the commit may go out behind it (docs/decisions/0063-pipelined-commit.md).
    * @returns the events applied for each item of `batch` (its own first, then those derived from it).
    */
-  async #applyIn(trx: Transaction<Database>, instanceId: string, batch: Pending[]): Promise<EngineEvent[][]> {
+  async #applyIn(
+    trx: Transaction<Database>,
+    instanceId: string,
+    batch: Pending[],
+    own: boolean,
+  ): Promise<EngineEvent[][]> {
     const applied: EngineEvent[][] = [];
     const batchEvents = batch.map((item) => item.event);
     for (const projection of this.#projections) await projection.prepare?.(trx, instanceId, batchEvents);
@@ -185,7 +190,7 @@ export class EventRecorder {
     }
     for (const projection of this.#projections) await projection.flush?.(trx, instanceId);
     // Writes a flush put off to the batch's write group and no later flush took along (docs/decisions/0056-write-groups.md).
-    await runDeferredWrites(trx);
+    await runDeferredWrites(trx, { last: own });
     return applied;
   }
 

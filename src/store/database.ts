@@ -7,6 +7,7 @@ import type { DatabaseConfig } from '../config/config.ts';
 import { BoundedMap } from '../domain/bounded-map.ts';
 import { DomainError } from '../domain/errors.ts';
 import { faultAwareDialect, type StoreFaultHook } from './faults.ts';
+import { markPipelinedCommits } from './last-statement.ts';
 import { migrationProvider, migrations } from './migrations/index.ts';
 import { currentSchemaDialect } from './pg-introspection.ts';
 import { namedStatementPool } from './pg-statements.ts';
@@ -137,6 +138,8 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
   const db = new Kysely<Database>({
     dialect: faultAwareDialect(currentSchemaDialect(new PostgresDialect({ pool: named })), options.faults),
   });
+  // A transaction's last statement may go unawaited: its commit is written behind it (docs/decisions/0063-pipelined-commit.md).
+  markPipelinedCommits(db);
   // The schema the tables live in: the one named, else the connection's own (`search_path`, which a
   // DATABASE_URL may set with `?options=-c search_path=…`). The migrator is told it, so it never mistakes the
   // migration table of another schema in the same database for this store's.

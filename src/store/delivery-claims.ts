@@ -117,13 +117,15 @@ export function claimDeliveries(
   options: ClaimOptions,
 ): Promise<ClaimedDelivery[]> {
   if (options.instances?.length === 0) return Promise.resolve([]);
-  return db.transaction().execute((trx) => claimDeliveriesIn(trx, dialect, options));
+  return db.transaction().execute((trx) => claimDeliveriesIn(trx, dialect, options, { last: true }));
 }
 
 /**
  * {@link claimDeliveries} inside the transaction `trx`, which the caller commits: on SQLite the delivery worker runs
  * it as its part of the turn's shared transaction (docs/decisions/0051-turn-groups.md). The claimed rows belong to
  * the worker only once that transaction committed; nothing may be sent before.
+ * With `last` (the claim has `trx` to itself) its last statement, the attempt rows' insert, may go unanswered until
+ * the commit, which is then written behind it (docs/decisions/0063-pipelined-commit.md).
  * @returns the claimed deliveries in `sequence` order ([] when `options.instances` is empty).
  * @throws the store's error (the transaction then rolls back and nothing is claimed).
  */
@@ -131,6 +133,7 @@ export async function claimDeliveriesIn(
   trx: Transaction<Database>,
   dialect: DatabaseConfig['dialect'],
   options: ClaimOptions,
+  { last = false }: { last?: boolean } = {},
 ): Promise<ClaimedDelivery[]> {
   if (options.instances?.length === 0) return [];
   const claimed: ClaimedDelivery[] = [];
@@ -143,9 +146,16 @@ export async function claimDeliveriesIn(
     const exhausted = heads.filter((row) => row.attempts > row.max_attempts);
     const usable = heads.filter((row) => row.attempts <= row.max_attempts);
     const tails = await lockTails(trx, dialect, options, usable);
-    await abandonOpenAttempts(trx, [...heads, ...tails], options.now);
+    const open = [...heads, ...tails];
+    // With rows to start, their open attempts are marked abandoned by the statement reading their details.
+    const folded = usable.length + tails.length > 0;
+    if (!folded) await abandonOpenAttempts(trx, open, options.now);
     if (exhausted.length > 0) await failExhausted(trx, options, exhausted);
-    const started = await startAttempts(trx, options, usable, tails);
+    // A round that failed exhausted deliveries is followed by another, so its insert is not the last statement.
+    const started = await startAttempts(trx, options, usable, tails, {
+      last: last && exhausted.length === 0,
+      ...(folded ? { abandon: ABANDON_OPEN_ATTEMPTS.query(trx, { now: options.now }, open) } : {}),
+    });
     claimed.push(...started);
     lanes += new Set(started.map((delivery) => `${delivery.instanceId}/${delivery.endpointId}`)).size;
     if (exhausted.length === 0 || lanes >= options.limit) break;
@@ -250,6 +260,10 @@ async function abandonOpenAttempts(
   await ABANDON_OPEN_ATTEMPTS.run(trx, { now }, keys);
 }
 
+/**
+ * The statement marking the attempt rows still open on a list of deliveries (`error` {@link ABANDONED},
+ * `finished_at` the claim's time): their worker died or gave up the claim. Compiled per count.
+ */
 const ABANDON_OPEN_ATTEMPTS = compiledListStatement<{ now: number }, DeliveryKey>(
   { event_id: true, endpoint_id: true },
   (db, arg, keys) =>

@@ -1,10 +1,18 @@
-import type { ExpressionBuilder, Insertable, Transaction } from 'kysely';
+import {
+  type CompiledQuery,
+  type ExpressionBuilder,
+  type Insertable,
+  PostgresAdapter,
+  type Transaction,
+} from 'kysely';
 import { compiledListStatement } from './compiled.ts';
 import type { LockedRow } from './delivery-claim-statements.ts';
 import type { ClaimedDelivery, ClaimOptions } from './delivery-claims.ts';
 import { OPEN_ATTEMPT_FIELDS } from './delivery-next.ts';
+import { runLast } from './last-statement.ts';
 import { newRowId } from './row-ids.ts';
 import type { Database, WebhookAttemptsTable } from './schema.ts';
+import { groupedStatement } from './write-groups.ts';
 
 /**
  * Starting the attempts of a claim (docs/decisions/0005-outbox-and-delivery.md,
@@ -35,18 +43,20 @@ export function keyIn(
  * Reads what the attempts on the claimed rows need and writes the attempt rows of `heads` (started now); `tails`
  * (the rest of each lane batch) get their attempt numbers but no row: each is started by the transaction that
  * records the attempt before it (`finishAttempt` with `next`). A row whose lane lost its URL meanwhile is given
- * back at once (unlocked, a head's claim not counted: Graphile Worker's `returnJobs`).
+ * back at once (unlocked, a head's claim not counted: Graphile Worker's `returnJobs`). With `last` the insert of
+ * the attempt rows is the transaction's last statement (`runLast`, src/store/last-statement.ts).
  */
 export async function startAttempts(
   trx: Transaction<Database>,
   { workerId, now }: ClaimOptions,
   heads: readonly LockedRow[],
   tails: readonly LockedRow[],
+  { last = false, abandon }: StartOptions = {},
 ): Promise<ClaimedDelivery[]> {
   const rows = [...heads, ...tails];
   if (rows.length === 0) return [];
   const tailKeys = new Set(tails.map((row) => `${row.event_id}/${row.endpoint_id}`));
-  const { rows: details } = await CLAIM_DETAILS.run(trx, {}, rows);
+  const details = await readDetails(trx, rows, abandon);
   const out: ClaimedDelivery[] = [];
   const attempts: (Insertable<WebhookAttemptsTable> & {
     event_id: string;
@@ -100,8 +110,44 @@ export async function startAttempts(
   if (attempts.length === 0) return out;
   // One statement for every started attempt's row (a round trip each would dominate on PostgreSQL).
   const started = attempts.filter((_, index) => out[index]?.started === true);
-  if (started.length > 0) await INSERT_ATTEMPTS.run(trx, {}, started);
+  // With `last`, the transaction's last statement: the commit may go out behind it (docs/decisions/0063-pipelined-commit.md).
+  if (started.length === 0) return out;
+  const insert = () => INSERT_ATTEMPTS.run(trx, {}, started);
+  await (last ? runLast(trx, insert) : insert());
   return out;
+}
+
+/** Options of {@link startAttempts}. */
+export interface StartOptions {
+  /** The insert of the attempt rows is the transaction's last statement (`runLast`, src/store/last-statement.ts). */
+  last?: boolean;
+  /**
+   * The statement marking open attempt rows abandoned (`ABANDON_OPEN_ATTEMPTS` of src/store/delivery-claims.ts), run
+   * before the details are read: on PostgreSQL in the details' statement (docs/decisions/0063-pipelined-commit.md).
+   */
+  abandon?: CompiledQuery;
+}
+
+/**
+ * The details of `rows` ({@link CLAIM_DETAILS}), after `update` (the open attempts marked abandoned). On
+ * PostgreSQL both are one statement: the update a data-modifying `WITH` clause of the read, one round trip less a
+ * claim (docs/decisions/0063-pipelined-commit.md). The read's attempt counts do not depend on the update (it changes
+ * no row's existence, only open rows' `error` and `finished_at`), and the read sees the snapshot from before it
+ * (PostgreSQL documentation, "Data-Modifying Statements in WITH"), so the result is the one of two statements.
+ */
+async function readDetails(
+  trx: Transaction<Database>,
+  rows: readonly DeliveryKey[],
+  update: CompiledQuery | undefined,
+): Promise<ClaimDetailRow[]> {
+  if (update === undefined) return (await CLAIM_DETAILS.run(trx, {}, rows)).rows;
+  const read = CLAIM_DETAILS.query(trx, {}, rows);
+  if (!(trx.getExecutor().adapter instanceof PostgresAdapter)) {
+    await trx.executeQuery(update);
+    return (await trx.executeQuery(read)).rows;
+  }
+  const grouped = groupedStatement([update, read]) as CompiledQuery<ClaimDetailRow>;
+  return (await trx.executeQuery(grouped)).rows;
 }
 
 /** A claimed row with what its attempt needs; the endpoint's columns are null for the default webhook. */

@@ -71,6 +71,11 @@ interface SessionState {
   stale: boolean;
   /** The `begin` of the open transaction while it waits for the transaction's first statement, not yet sent. */
   pendingBegin: string | undefined;
+  /**
+   * The open transaction's statements sent and not answered yet. A caller that does not wait for its transaction's
+   * last statement (`runLast`, src/store/last-statement.ts) leaves it here, and the `commit` goes out behind it.
+   */
+  unanswered: Set<Promise<unknown>>;
 }
 
 /** The answer a `begin`, `commit` or `rollback` that never needed the server gets: what PostgreSQL would return. */
@@ -135,6 +140,50 @@ function transactionEffect(text: string): 'begin' | 'end' | undefined {
 }
 
 /**
+ * Thrown by a `commit` that PostgreSQL answered with `ROLLBACK`: a statement of the transaction had failed, so the
+ * server rolled the whole transaction back (PostgreSQL documentation, "COMMIT": an aborted transaction ends in a
+ * rollback). Kysely would otherwise take the commit for done; with this error it rolls back and the caller learns
+ * that nothing was kept.
+ */
+export class TransactionRolledBack extends Error {
+  constructor() {
+    super(
+      'PostgreSQL answered COMMIT with ROLLBACK: a statement of the transaction failed, nothing of it was kept',
+    );
+    this.name = 'TransactionRolledBack';
+  }
+}
+
+/**
+ * Ends the open transaction with `commit` (`text`) while `unanswered` statements of it are still on their way: the
+ * `commit` is written at once, behind them, so the transaction's last statement and its commit cost one round
+ * trip (docs/decisions/0063-pipelined-commit.md). → the commit's result.
+ * @throws the first of `unanswered` that failed (PostgreSQL then rolled the transaction back); else the commit's
+ *   own error; {@link TransactionRolledBack} when the server rolled back anyway.
+ */
+async function commitBehind<R>(
+  client: pg.PoolClient,
+  text: string,
+  unanswered: readonly Promise<unknown>[],
+): Promise<R> {
+  const committed = client.query(text) as Promise<R>;
+  // Reported below, after the statements ahead of it; a rejection not awaited yet must not count as unhandled.
+  committed.catch(() => undefined);
+  const settled = await Promise.allSettled(unanswered);
+  const ended = (await Promise.allSettled([committed]))[0] as PromiseSettledResult<R>;
+  const failed = settled.find((result) => result.status === 'rejected');
+  if (failed !== undefined) throw failed.reason;
+  if (ended.status === 'rejected') throw ended.reason;
+  if (rolledBack(ended.value)) throw new TransactionRolledBack();
+  return ended.value;
+}
+
+/** True when `result` is PostgreSQL's answer to a `commit` that rolled back (its command tag is `ROLLBACK`). */
+function rolledBack(result: unknown): boolean {
+  return (result as { command?: unknown } | undefined)?.command === 'ROLLBACK';
+}
+
+/**
  * A pool for Kysely's `PostgresDialect` over `pool` that runs each statement with parameters as a named prepared
  * statement: the name is a digest of the statement's text ({@link statementName}), so each connection prepares a
  * text once and a name never means two texts (unless `naming` is false: then every statement runs unnamed).
@@ -180,17 +229,32 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
   };
 
   const adapt = (client: pg.PoolClient): PostgresPoolClient => {
-    const state: SessionState = { inTransaction: false, stale: false, pendingBegin: undefined };
+    const state: SessionState = {
+      inTransaction: false,
+      stale: false,
+      pendingBegin: undefined,
+      unanswered: new Set(),
+    };
     /** Runs one query, with the transaction's `begin` ahead of it when that is still to be sent. */
     const send = <R>(query: () => Promise<R>): Promise<R> => {
       const begin = state.pendingBegin;
-      if (begin === undefined) return query();
       state.pendingBegin = undefined;
-      // A statement that ran outside the transaction it was meant for: the session is closed on release, as a
-      // stale one is, and the caller fails with BEGIN's error.
-      return afterBegin(client, begin, query, () => {
-        state.stale = true;
-      });
+      const sent =
+        begin === undefined
+          ? query()
+          : // A statement that ran outside the transaction it was meant for: the session is closed on release, as
+            // a stale one is, and the caller fails with BEGIN's error.
+            afterBegin(client, begin, query, () => {
+              state.stale = true;
+            });
+      if (!state.inTransaction || !pipelining) return sent;
+      const { unanswered } = state;
+      unanswered.add(sent);
+      const answered = (): void => {
+        unanswered.delete(sent);
+      };
+      sent.then(answered, answered);
+      return sent;
     };
     const run = async <R>(text: string, values: readonly unknown[]): Promise<PostgresQueryResult<R>> => {
       const parameters = [...values];
@@ -202,10 +266,21 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
           state.inTransaction = true;
           return localResult('BEGIN');
         }
+        const rollback = effect === 'end' && text.trimStart().toLowerCase().startsWith('rollback');
         if (effect === 'end' && state.pendingBegin !== undefined) {
           state.pendingBegin = undefined;
           state.inTransaction = false;
-          return localResult(text.trimStart().toLowerCase().startsWith('rollback') ? 'ROLLBACK' : 'COMMIT');
+          return localResult(rollback ? 'ROLLBACK' : 'COMMIT');
+        }
+        if (effect === 'end') {
+          const unanswered = [...state.unanswered];
+          state.unanswered.clear();
+          state.inTransaction = false;
+          if (!rollback && unanswered.length > 0)
+            return commitBehind<PostgresQueryResult<R>>(client, text, unanswered);
+          const result = await client.query(text);
+          if (!rollback && rolledBack(result)) throw new TransactionRolledBack();
+          return result as unknown as PostgresQueryResult<R>;
         }
         const result = await send(() => client.query(text));
         if (effect !== undefined) state.inTransaction = effect === 'begin';
@@ -231,6 +306,7 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
       release: () => {
         // A transaction's every path ends in `commit` or `rollback`; a `begin` still pending here belongs to none.
         state.pendingBegin = undefined;
+        state.unanswered.clear();
         state.inTransaction = false;
         if (!state.stale) {
           client.release();

@@ -1,4 +1,5 @@
 import { CompiledQuery, type Kysely, PostgresAdapter } from 'kysely';
+import { runLast } from './last-statement.ts';
 import type { Database } from './schema.ts';
 
 /**
@@ -30,12 +31,26 @@ export function deferWrites(db: Kysely<Database>, tables: readonly TableWrites[]
   else pending.push(...tables);
 }
 
+/** Options of {@link runWriteGroup} and {@link runDeferredWrites}. */
+export interface WriteGroupOptions {
+  /**
+   * The group is the transaction's last statement: its answer is not waited for where the `commit` can go out behind
+   * it (`runLast`, src/store/last-statement.ts, docs/decisions/0063-pipelined-commit.md), and its failure is then the
+   * commit's. Default false.
+   */
+  last?: boolean;
+}
+
 /**
  * Runs the writes put off in transaction `db` ({@link deferWrites}) now, as one group; nothing when none are.
- * @throws what the store throws (the transaction then rolls back).
+ * @throws what the store throws (the transaction then rolls back); with `last`, where the group is not waited for,
+ *   its failure is the commit's.
  */
-export async function runDeferredWrites(db: Kysely<Database>): Promise<void> {
-  if (deferred.has(db)) await runWriteGroup(db, []);
+export async function runDeferredWrites(
+  db: Kysely<Database>,
+  options: WriteGroupOptions = {},
+): Promise<void> {
+  if (deferred.has(db)) await runWriteGroup(db, [], options);
 }
 
 /**
@@ -55,22 +70,23 @@ export async function runDeferredWrites(db: Kysely<Database>): Promise<void> {
  * @throws what the store throws (the transaction then rolls back; store faults are `store_unavailable`,
  *   docs/decisions/0011-store-faults.md).
  */
-export async function runWriteGroup(db: Kysely<Database>, tables: readonly TableWrites[]): Promise<void> {
+export async function runWriteGroup(
+  db: Kysely<Database>,
+  tables: readonly TableWrites[],
+  options: WriteGroupOptions = {},
+): Promise<void> {
   const pending = deferred.get(db);
   if (pending !== undefined) deferred.delete(db);
   const writes = [...(pending ?? []), ...tables].filter((table) => table.length > 0);
   const single = writes.every((table) => table.length === 1);
+  let statements: CompiledQuery[] = writes.flat();
   if (writes.length > 1 && single && db.getExecutor().adapter instanceof PostgresAdapter) {
-    const queries = writes.map((table) => table[0] as CompiledQuery);
-    const parameters = queries.reduce((sum, query) => sum + query.parameters.length, 0);
-    if (parameters <= MAX_GROUP_PARAMETERS) {
-      await db.executeQuery(groupedStatement(queries));
-      return;
-    }
+    const parameters = statements.reduce((sum, query) => sum + query.parameters.length, 0);
+    if (parameters <= MAX_GROUP_PARAMETERS) statements = [groupedStatement(statements)];
   }
-  for (const table of writes) {
-    for (const query of table) await db.executeQuery(query);
-  }
+  const last = options.last === true ? statements.pop() : undefined;
+  for (const query of statements) await db.executeQuery(query);
+  if (last !== undefined) await runLast(db, () => db.executeQuery(last));
 }
 
 /**
