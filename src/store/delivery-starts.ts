@@ -112,8 +112,8 @@ export async function startAttempts(
   const started = attempts.filter((_, index) => out[index]?.started === true);
   // With `last`, the transaction's last statement: the commit may go out behind it (docs/decisions/0063-pipelined-commit.md).
   if (started.length === 0) return out;
-  const insert = () => INSERT_ATTEMPTS.run(trx, {}, started);
-  await (last ? runLast(trx, insert) : insert());
+  if (last) await runLast(trx, INSERT_ATTEMPTS.query(trx, {}, started));
+  else await INSERT_ATTEMPTS.run(trx, {}, started);
   return out;
 }
 

@@ -183,11 +183,23 @@ class FaultAwareConnection implements DatabaseConnection {
     this.#faults = faults;
   }
 
+  /**
+   * The first fault the hook injected on this connection (a transaction's, as Kysely acquires one per transaction),
+   * recorded as it is thrown: a statement whose rejection nobody awaits (`runLast`, src/store/last-statement.ts)
+   * must still fail its transaction's `commit`.
+   */
+  injected: unknown;
+
   async executeQuery<R>(
     compiledQuery: Parameters<DatabaseConnection['executeQuery']>[0],
   ): Promise<QueryResult<R>> {
     try {
       this.#faults?.(compiledQuery.sql);
+    } catch (error) {
+      this.injected ??= error;
+      throw classified(error, false);
+    }
+    try {
       return await this.inner.executeQuery<R>(compiledQuery);
     } catch (error) {
       throw classified(error, false);
@@ -247,6 +259,8 @@ class FaultAwareDriver implements Driver {
 
   commitTransaction(connection: DatabaseConnection): Promise<void> {
     return this.#run(() => {
+      if (connection instanceof FaultAwareConnection && connection.injected !== undefined)
+        throw connection.injected;
       this.#faults?.('commit');
       return this.#inner.commitTransaction(this.#unwrap(connection));
     });

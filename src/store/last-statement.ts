@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import type { CompiledQuery, Kysely } from 'kysely';
 import type { Database } from './schema.ts';
 
 /**
@@ -31,16 +31,16 @@ export function commitsPipelined(db: Kysely<Database>): boolean {
 }
 
 /**
- * Runs `statement`, the last statement of transaction `trx` before its `commit`, and waits for its answer only where
- * the `commit` cannot go out behind it ({@link commitsPipelined}). Where it is not waited for, nothing may read its
- * result, and its failure reaches the caller as the `commit`'s error (the transaction then rolls back, as for any
- * failed statement). `statement` must send its query at once, as Kysely does for a statement run while no other of
- * the same transaction is running: one the transaction's connection is still busy with would be queued behind it
- * and could reach the server after the `commit`.
+ * Runs `query`, the last statement of transaction `trx` before its `commit`, and waits for its answer only where the
+ * `commit` can go out behind it ({@link commitsPipelined}). Where it is not waited for, nothing may read its result,
+ * and its failure reaches the caller as the `commit`'s error (the transaction then rolls back, as for any failed
+ * statement). The query comes compiled, so nothing is left to fail in building it; it is sent at once, as Kysely
+ * does for a statement run while no other of the same transaction is running. Call it only after the transaction's
+ * statement before it was answered: one queued behind a busy connection could reach the server after the `commit`.
  * @throws the statement's error where it is waited for.
  */
-export async function runLast(trx: Kysely<Database>, statement: () => Promise<unknown>): Promise<void> {
-  const sent = statement();
+export async function runLast(trx: Kysely<Database>, query: CompiledQuery): Promise<void> {
+  const sent = trx.executeQuery(query);
   if (!commitsPipelined(trx)) {
     await sent;
     return;

@@ -76,6 +76,14 @@ interface SessionState {
    * last statement (`runLast`, src/store/last-statement.ts) leaves it here, and the `commit` goes out behind it.
    */
   unanswered: Set<Promise<unknown>>;
+  /** Counts the transactions begun on the session: a statement's failure is the open transaction's only if it ran in it. */
+  transaction: number;
+  /**
+   * The first failure of a statement of the open transaction, recorded as `pg` reports it: a value it cannot bind
+   * fails the statement before `client.query` returns, and the server never sees it, so the server's transaction
+   * would commit without it. A `commit` that finds one rolls back instead and fails with it.
+   */
+  failed: unknown;
 }
 
 /** The answer a `begin`, `commit` or `rollback` that never needed the server gets: what PostgreSQL would return. */
@@ -234,7 +242,35 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
       stale: false,
       pendingBegin: undefined,
       unanswered: new Set(),
+      transaction: 0,
+      failed: undefined,
     };
+    /** Forgets the open transaction: its `begin`, its unanswered statements and its failure. */
+    const endTransaction = (): void => {
+      state.pendingBegin = undefined;
+      state.unanswered.clear();
+      state.failed = undefined;
+      state.inTransaction = false;
+    };
+    /**
+     * Sends `config` the callback way, → its result: a failure `pg` finds while writing the query (a value it cannot
+     * bind) calls back before `client.query` returns, so it is on the open transaction's record before the caller
+     * can send anything after it (the `commit` included).
+     */
+    const submit = <T>(config: string | pg.QueryConfig): Promise<T> =>
+      new Promise<T>((resolve, reject) => {
+        const transaction = state.inTransaction ? state.transaction : undefined;
+        client.query(config, (error: Error | null, result: unknown) => {
+          if (error === null || error === undefined) {
+            resolve(result as T);
+            return;
+          }
+          if (transaction !== undefined && transaction === state.transaction && state.inTransaction) {
+            state.failed ??= error;
+          }
+          reject(error);
+        });
+      });
     /** Runs one query, with the transaction's `begin` ahead of it when that is still to be sent. */
     const send = <R>(query: () => Promise<R>): Promise<R> => {
       const begin = state.pendingBegin;
@@ -262,42 +298,53 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
         const effect = transactionEffect(text);
         if (effect === 'begin' && !state.inTransaction && pipelining) {
           // Sent with the transaction's first statement; a transaction that runs none never reaches the server.
+          endTransaction();
           state.pendingBegin = text;
           state.inTransaction = true;
+          state.transaction += 1;
           return localResult('BEGIN');
         }
         const rollback = effect === 'end' && text.trimStart().toLowerCase().startsWith('rollback');
         if (effect === 'end' && state.pendingBegin !== undefined) {
-          state.pendingBegin = undefined;
-          state.inTransaction = false;
+          endTransaction();
           return localResult(rollback ? 'ROLLBACK' : 'COMMIT');
         }
         if (effect === 'end') {
           const unanswered = [...state.unanswered];
-          state.unanswered.clear();
-          state.inTransaction = false;
+          const { failed } = state;
+          endTransaction();
+          if (!rollback && failed !== undefined) {
+            // A statement failed, perhaps one the server never saw: nothing of the transaction may be committed.
+            await client.query('rollback').catch(() => undefined);
+            throw failed;
+          }
           if (!rollback && unanswered.length > 0)
             return commitBehind<PostgresQueryResult<R>>(client, text, unanswered);
           const result = await client.query(text);
           if (!rollback && rolledBack(result)) throw new TransactionRolledBack();
           return result as unknown as PostgresQueryResult<R>;
         }
-        const result = await send(() => client.query(text));
-        if (effect !== undefined) state.inTransaction = effect === 'begin';
+        const result = await send(() => submit(text));
+        if (effect === 'begin') {
+          state.inTransaction = true;
+          state.transaction += 1;
+        }
         return result as unknown as PostgresQueryResult<R>;
       }
       const name = nameOf(text);
       if (name === undefined)
-        return (await send(() => client.query(text, parameters))) as unknown as PostgresQueryResult<R>;
+        return (await send(() => submit({ text, values: parameters }))) as unknown as PostgresQueryResult<R>;
+      // Read now: a `commit` written behind this statement ends the transaction before its answer comes.
+      const inTransaction = state.inTransaction;
       try {
         return (await send(() =>
-          client.query({ name, text, values: parameters }),
+          submit({ name, text, values: parameters }),
         )) as unknown as PostgresQueryResult<R>;
       } catch (error) {
         if (!isStaleStatement(error)) throw error;
         if (isSessionSwitch(error)) stopNaming(error instanceof Error ? error : new Error(String(error)));
         else state.stale = true;
-        if (state.inTransaction) throw error;
+        if (inTransaction) throw error;
         return (await client.query(text, parameters)) as unknown as PostgresQueryResult<R>;
       }
     };
@@ -305,9 +352,7 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
       query: run as PostgresPoolClient['query'],
       release: () => {
         // A transaction's every path ends in `commit` or `rollback`; a `begin` still pending here belongs to none.
-        state.pendingBegin = undefined;
-        state.unanswered.clear();
-        state.inTransaction = false;
+        endTransaction();
         if (!state.stale) {
           client.release();
           return;

@@ -86,7 +86,7 @@ export async function runWriteGroup(
   }
   const last = options.last === true ? statements.pop() : undefined;
   for (const query of statements) await db.executeQuery(query);
-  if (last !== undefined) await runLast(db, () => db.executeQuery(last));
+  if (last !== undefined) await runLast(db, last);
 }
 
 /**

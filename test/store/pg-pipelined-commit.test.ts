@@ -8,9 +8,10 @@ import { MessageProjection } from '../../src/events/message-projection.ts';
 import { OutboxProjection } from '../../src/events/outbox-projection.ts';
 import { EventRecorder } from '../../src/events/recorder.ts';
 import { openStore, type Store } from '../../src/store/database.ts';
+import { claimDeliveries } from '../../src/store/delivery-claims.ts';
 import { isStoreUnavailableError } from '../../src/store/faults.ts';
 import { commitsPipelined, runLast } from '../../src/store/last-statement.ts';
-import { TransactionRolledBack } from '../../src/store/pg-statements.ts';
+import { namedStatementPool, TransactionRolledBack } from '../../src/store/pg-statements.ts';
 import { eventually } from '../support/eventually.ts';
 import { type FlightProxy, startFlightProxy } from '../support/flight-proxy.ts';
 import { createTestStore, testDialects } from '../support/store.ts';
@@ -33,6 +34,11 @@ async function probeIds(admin: pg.Client, schema: string): Promise<number[]> {
 /** Inserts `id` into `probe`. */
 function insert(db: QueryExecutorProvider, id: number) {
   return sql`insert into probe (id) values (${id})`.execute(db);
+}
+
+/** The statement inserting `id` (a value or anything `pg` is given to bind) into `probe`, compiled for `db`. */
+function insertQuery(db: QueryExecutorProvider, id: unknown) {
+  return sql`insert into probe (id) values (${id})`.compile(db);
 }
 
 /** True for PostgreSQL's unique violation (SQLSTATE 23505) or SQLite's unique constraint error. */
@@ -87,12 +93,12 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
     it('sends the commit behind the last statement: one round trip for begin, insert and commit', async () => {
       const { store, schema } = await probeStore();
       proxy.reset();
-      await store.db.transaction().execute((trx) => runLast(trx, () => insert(trx, 1)));
+      await store.db.transaction().execute((trx) => runLast(trx, insertQuery(trx, 1)));
       assert.equal(proxy.flights(), 1, 'begin with the insert, the commit behind them');
       proxy.reset();
       await store.db.transaction().execute(async (trx) => {
         await insert(trx, 2);
-        await runLast(trx, () => insert(trx, 3));
+        await runLast(trx, insertQuery(trx, 3));
       });
       assert.equal(proxy.flights(), 2);
       assert.deepEqual(await probeIds(admin, schema), [1, 2, 3]);
@@ -104,15 +110,15 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       await assert.rejects(
         store.db.transaction().execute(async (trx) => {
           await insert(trx, 2);
-          await runLast(trx, () => insert(trx, 1));
+          await runLast(trx, insertQuery(trx, 1));
         }),
         (error: unknown) => isDuplicate(error),
       );
-      await store.db.transaction().execute((trx) => runLast(trx, () => insert(trx, 3)));
+      await store.db.transaction().execute((trx) => runLast(trx, insertQuery(trx, 3)));
       assert.deepEqual(await probeIds(admin, schema), [1, 3], 'the failed transaction kept nothing');
     });
 
-    it('fails a commit PostgreSQL answered with ROLLBACK after a failure the caller swallowed', async () => {
+    it('fails the commit with a failure the caller swallowed, rolls back, and keeps nothing', async () => {
       const { store, schema } = await probeStore();
       await store.db.transaction().execute((trx) => insert(trx, 1));
       await assert.rejects(
@@ -120,9 +126,71 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
           await insert(trx, 2);
           await insert(trx, 1).catch(() => undefined);
         }),
-        (error: unknown) => error instanceof TransactionRolledBack,
+        (error: unknown) => isDuplicate(error),
       );
       assert.deepEqual(await probeIds(admin, schema), [1], 'the transaction kept nothing');
+    });
+
+    it('fails the commit when the last statement has a value pg cannot bind: the server never saw it', async () => {
+      const { store, schema } = await probeStore();
+      const unbindable = {
+        toPostgres() {
+          throw new Error('no way to write this value');
+        },
+      };
+      await assert.rejects(
+        store.db.transaction().execute(async (trx) => {
+          await insert(trx, 1);
+          await runLast(trx, insertQuery(trx, unbindable));
+        }),
+        /no way to write this value/,
+      );
+      // pg closes a named statement whose values it could not bind, so the connection's next use of that statement
+      // fails (26000); what matters here is that the transaction kept nothing.
+      assert.deepEqual(await probeIds(admin, schema), [], 'the first insert was rolled back, not committed');
+    });
+
+    it('never runs a stale named last statement again after its commit', async () => {
+      const { store, schema } = await probeStore();
+      await store.db.transaction().execute((trx) => insert(trx, 1));
+      // Named once: the same text again is Bind and Execute only. The server forgets the name (as through a pooler).
+      await assert.rejects(
+        store.db.transaction().execute(async (trx) => {
+          await insert(trx, 2);
+          await sql`deallocate all`.execute(trx);
+          await runLast(trx, insertQuery(trx, 3));
+        }),
+        (error: unknown) => isStoreUnavailableError(error) || (error as { code?: string }).code === '26000',
+      );
+      await store.db.transaction().execute((trx) => runLast(trx, insertQuery(trx, 4)));
+      assert.deepEqual(await probeIds(admin, schema), [1, 4], 'neither 2 nor 3 was kept');
+    });
+
+    it('fails the commit when the store hook fails the last statement (an injected fault)', async () => {
+      const schema = `t_${randomBytes(6).toString('hex')}`;
+      let failInserts = false;
+      const store = await openStore(
+        { dialect: 'postgres', url: url.toString() },
+        {
+          schema,
+          poolSize: 1,
+          faults: (text) => {
+            if (failInserts && text.includes('values ($1)')) throw new Error('injected: the store went away');
+          },
+        },
+      );
+      stores.push(store);
+      await sql`create table probe (id integer primary key)`.execute(store.db);
+      await assert.rejects(
+        store.db.transaction().execute(async (trx) => {
+          await sql`insert into probe (id) select 1`.execute(trx);
+          failInserts = true;
+          await runLast(trx, insertQuery(trx, 2));
+        }),
+        /the store went away/,
+      );
+      failInserts = false;
+      assert.deepEqual(await probeIds(admin, schema), [], 'the transaction kept nothing');
     });
 
     it('fails as a store fault when the connection is lost under the last statement, then runs on a new one', async () => {
@@ -132,7 +200,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       assert.ok(pid !== undefined);
       const committing = store.db.transaction().execute(async (trx) => {
         await insert(trx, 1);
-        await runLast(trx, () => sql`insert into probe (id) select 2 from pg_sleep(30)`.execute(trx));
+        await runLast(trx, sql`insert into probe (id) select 2 from pg_sleep(30)`.compile(trx));
       });
       await eventually('the last statement to be running', async () => {
         const found = await admin.query(
@@ -143,15 +211,18 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       });
       await admin.query('select pg_terminate_backend($1)', [pid]);
       await assert.rejects(committing, (error: unknown) => isStoreUnavailableError(error));
-      await store.db.transaction().execute((trx) => runLast(trx, () => insert(trx, 3)));
+      await store.db.transaction().execute((trx) => runLast(trx, insertQuery(trx, 3)));
       assert.deepEqual(await probeIds(admin, schema), [3]);
     });
 
-    it('records a batch of the event recorder in two round trips: the routing, then its rows with the commit', async () => {
+    it('records a recorder batch in two round trips and claims its deliveries in four', async () => {
       const testStore = await createTestStore('postgres');
-      const t = await createWebhookApp({ dialect: 'postgres', testStore });
       try {
+        const t = await createWebhookApp({ dialect: 'postgres', testStore });
         await configureWebhook(t, 'https://127.0.0.1:9/hook', null);
+        const instanceId = t.instance.id;
+        // Its delivery worker stops here: the claims below are the only ones.
+        await t.close();
         const { store } = await probeStore(testStore.schema);
         const recorder = new EventRecorder(
           store.db,
@@ -161,25 +232,50 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
           ],
           pino({ level: 'silent' }),
         );
+        await recorder.record(instanceId, textMessage('warms the connection'));
         const event = textMessage('through the proxy');
-        await recorder.record(t.instance.id, textMessage('warms the connection'));
         proxy.reset();
-        await recorder.record(t.instance.id, event);
+        await recorder.record(instanceId, event);
         assert.equal(
           proxy.flights(),
           2,
           'begin with the routing and sequence, then the rows with the commit',
         );
-        const { rows } = await sql<{
+        const stored = await sql<{
           n: number;
         }>`select count(*)::int as n from messages where id = ${event.message.id}`.execute(store.db);
-        assert.equal(rows[0]?.n, 1);
-        const deliveries = await sql<{ n: number }>`
-          select count(*)::int as n from webhook_deliveries d join webhook_events e on e.id = d.event_id
-          where e.instance_id = ${t.instance.id}`.execute(store.db);
-        assert.equal(deliveries.rows[0]?.n, 2, 'a delivery for each recorded message');
+        assert.equal(stored.rows[0]?.n, 1);
+
+        const now = Date.now();
+        proxy.reset();
+        const claimed = await claimDeliveries(store.db, 'postgres', {
+          workerId: 'proxied',
+          now,
+          staleBefore: now - 60_000,
+          limit: 8,
+          perLane: 32,
+        });
+        assert.equal(
+          proxy.flights(),
+          4,
+          'begin with the heads, the tails, the details with the open attempts, the insert with the commit',
+        );
+        assert.deepEqual(
+          claimed.map((delivery) => [delivery.started, delivery.attemptNumber]),
+          [
+            [true, 1],
+            [false, 1],
+          ],
+          'one lane batch of two: the head started, the tail numbered',
+        );
+        const attempts = await sql<{ event_id: string; number: number; worker: string }>`
+          select event_id, number, worker from webhook_attempts`.execute(store.db);
+        assert.deepEqual(
+          attempts.rows.map((row) => [row.event_id, row.number, row.worker]),
+          [[claimed[0]?.eventId, 1, 'proxied']],
+          'the head attempt row was committed with the claim',
+        );
       } finally {
-        await t.close();
         await testStore.cleanup();
       }
     });
@@ -199,7 +295,7 @@ for (const dialect of testDialects().filter((d) => d === 'sqlite')) {
         await assert.rejects(
           store.db.transaction().execute(async (trx) => {
             await insert(trx, 2);
-            await runLast(trx, () => insert(trx, 1)).catch((error: unknown) => {
+            await runLast(trx, insertQuery(trx, 1)).catch((error: unknown) => {
               thrownByRunLast = true;
               throw error;
             });
@@ -218,3 +314,52 @@ for (const dialect of testDialects().filter((d) => d === 'sqlite')) {
     });
   });
 }
+
+describe('a COMMIT answered with ROLLBACK (the statement adapter over a stand-in client)', () => {
+  /**
+   * A pool of one client that answers every statement as done and a `commit` with PostgreSQL's `ROLLBACK` tag, as
+   * the server answers a commit of a transaction it aborted; nothing the adapter saw had failed.
+   */
+  function rollingBackPool(): pg.Pool {
+    const answer = (text: string) => ({
+      command: text === 'commit' ? 'ROLLBACK' : 'INSERT',
+      rowCount: 0,
+      rows: [],
+    });
+    const client = {
+      query(config: string | { text: string }, callback?: (error: Error | null, result: unknown) => void) {
+        const text = typeof config === 'string' ? config : config.text;
+        if (callback !== undefined) {
+          setImmediate(() => callback(null, answer(text)));
+          return undefined;
+        }
+        return Promise.resolve(answer(text));
+      },
+      release: () => undefined,
+    };
+    return {
+      options: { pipeline: true },
+      connect: async () => client,
+      end: async () => undefined,
+    } as unknown as pg.Pool;
+  }
+
+  it('fails with TransactionRolledBack, whether or not a statement was still unanswered', async () => {
+    const adapted = namedStatementPool(rollingBackPool());
+    const session = await adapted.connect();
+    await session.query('begin', []);
+    await session.query('insert into probe (id) values ($1)', [1]);
+    await assert.rejects(
+      session.query('commit', []),
+      (error: unknown) => error instanceof TransactionRolledBack,
+    );
+    await session.query('begin', []);
+    const unanswered = session.query('insert into probe (id) values ($1)', [2]);
+    await assert.rejects(
+      session.query('commit', []),
+      (error: unknown) => error instanceof TransactionRolledBack,
+    );
+    await unanswered;
+    session.release();
+  });
+});
