@@ -1,13 +1,14 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { Kysely, PostgresDialect, type PostgresPool, type QueryExecutorProvider, sql } from 'kysely';
+import { Kysely, PostgresDialect, type PostgresPool, sql } from 'kysely';
 import pg from 'pg';
 import { openStore, type Store } from '../../src/store/database.ts';
 import { isStoreUnavailableError } from '../../src/store/faults.ts';
 import { namedStatementPool } from '../../src/store/pg-statements.ts';
 import { eventually } from '../support/eventually.ts';
 import { type FlightProxy, startFlightProxy } from '../support/flight-proxy.ts';
+import { insertProbe, probeIds, urlThrough } from '../support/probe-table.ts';
 import { testDialects } from '../support/store.ts';
 
 /**
@@ -16,17 +17,6 @@ import { testDialects } from '../support/store.ts';
  * statement failing, the connection lost before it, a BEGIN the server refuses, and a transaction that runs no
  * statement.
  */
-
-/** `probe (id integer primary key)` in `schema`, read from a connection of its own. */
-async function probeIds(admin: pg.Client, schema: string): Promise<number[]> {
-  const result = await admin.query<{ id: number }>(`select id from ${schema}.probe order by id`);
-  return result.rows.map((row) => row.id);
-}
-
-/** Inserts `id` into `probe`. */
-function insert(db: QueryExecutorProvider, id: number) {
-  return sql`insert into probe (id) values (${id})`.execute(db);
-}
 
 for (const dialect of testDialects().filter((d) => d === 'postgres')) {
   describe(`pipelined begin (${dialect})`, () => {
@@ -49,12 +39,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
     });
 
     /** The store's URL through the proxy. */
-    function proxiedUrl(): string {
-      const through = new URL(url.toString());
-      through.hostname = '127.0.0.1';
-      through.port = String(proxy.port);
-      return through.toString();
-    }
+    const proxiedUrl = (): string => urlThrough(url, proxy);
 
     /** A store of one connection, through the proxy, in a fresh schema holding an empty `probe`; connected. */
     async function probeStore(preparedStatements = true): Promise<{ store: Store; schema: string }> {
@@ -92,12 +77,12 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
     it('sends the begin with the first statement: two round trips for a transaction of one', async () => {
       const { store, schema } = await probeStore();
       proxy.reset();
-      await store.db.transaction().execute((trx) => insert(trx, 1));
+      await store.db.transaction().execute((trx) => insertProbe(trx, 1));
       assert.equal(proxy.flights(), 2, 'begin with the insert, then commit');
       proxy.reset();
       await store.db.transaction().execute(async (trx) => {
-        await insert(trx, 2);
-        await insert(trx, 3);
+        await insertProbe(trx, 2);
+        await insertProbe(trx, 3);
       });
       assert.equal(proxy.flights(), 3);
       assert.deepEqual(await probeIds(admin, schema), [1, 2, 3]);
@@ -106,7 +91,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
     it('pipelines the begin with DATABASE_PREPARED_STATEMENTS=off too', async () => {
       const { store, schema } = await probeStore(false);
       proxy.reset();
-      await store.db.transaction().execute((trx) => insert(trx, 7));
+      await store.db.transaction().execute((trx) => insertProbe(trx, 7));
       assert.equal(proxy.flights(), 2);
       assert.deepEqual(await probeIds(admin, schema), [7]);
     });
@@ -116,7 +101,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool: adapted }) });
       await sql`select 1`.execute(db);
       proxy.reset();
-      await db.transaction().execute((trx) => insert(trx, 1));
+      await db.transaction().execute((trx) => insertProbe(trx, 1));
       assert.equal(proxy.flights(), 3, 'begin, insert, commit');
       assert.deepEqual(await probeIds(admin, schema), [1]);
     });
@@ -136,21 +121,21 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
 
     it('fails the transaction on its first statement, keeps nothing, and the connection serves the next', async () => {
       const { store, schema } = await probeStore();
-      await store.db.transaction().execute((trx) => insert(trx, 1));
+      await store.db.transaction().execute((trx) => insertProbe(trx, 1));
       await assert.rejects(
         store.db.transaction().execute(async (trx) => {
-          await insert(trx, 1);
+          await insertProbe(trx, 1);
         }),
         (error: unknown) => (error as { code?: string }).code === '23505',
       );
       await assert.rejects(
         store.db.transaction().execute(async (trx) => {
-          await insert(trx, 2);
-          await insert(trx, 1);
+          await insertProbe(trx, 2);
+          await insertProbe(trx, 1);
         }),
         (error: unknown) => (error as { code?: string }).code === '23505',
       );
-      await store.db.transaction().execute((trx) => insert(trx, 3));
+      await store.db.transaction().execute((trx) => insertProbe(trx, 3));
       assert.deepEqual(await probeIds(admin, schema), [1, 3], 'the failed transactions kept nothing');
     });
 
@@ -167,11 +152,11 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
             const { rowCount } = await admin.query('select 1 from pg_stat_activity where pid = $1', [pid]);
             return rowCount === 0;
           });
-          await insert(trx, 1);
+          await insertProbe(trx, 1);
         }),
         (error: unknown) => isStoreUnavailableError(error),
       );
-      await store.db.transaction().execute((trx) => insert(trx, 2));
+      await store.db.transaction().execute((trx) => insertProbe(trx, 2));
       assert.deepEqual(await probeIds(admin, schema), [2]);
     });
 

@@ -14,6 +14,7 @@ import { commitsPipelined, runLast } from '../../src/store/last-statement.ts';
 import { namedStatementPool, TransactionRolledBack } from '../../src/store/pg-statements.ts';
 import { eventually } from '../support/eventually.ts';
 import { type FlightProxy, startFlightProxy } from '../support/flight-proxy.ts';
+import { insertProbe, probeIds, urlThrough } from '../support/probe-table.ts';
 import { createTestStore, testDialects } from '../support/store.ts';
 import { configureWebhook, createWebhookApp, textMessage } from '../webhooks/support.ts';
 
@@ -24,17 +25,6 @@ import { configureWebhook, createWebhookApp, textMessage } from '../webhooks/sup
  * while the last statement runs, SQLite (where the last statement is waited for), and a batch of the event
  * recorder, which costs two round trips.
  */
-
-/** `probe (id integer primary key)` in `schema`, read from a connection of its own. */
-async function probeIds(admin: pg.Client, schema: string): Promise<number[]> {
-  const result = await admin.query<{ id: number }>(`select id from ${schema}.probe order by id`);
-  return result.rows.map((row) => row.id);
-}
-
-/** Inserts `id` into `probe`. */
-function insert(db: QueryExecutorProvider, id: number) {
-  return sql`insert into probe (id) values (${id})`.execute(db);
-}
 
 /** The statement inserting `id` (a value or anything `pg` is given to bind) into `probe`, compiled for `db`. */
 function insertQuery(db: QueryExecutorProvider, id: unknown) {
@@ -66,12 +56,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
     });
 
     /** The store's URL through the proxy. */
-    function proxiedUrl(): string {
-      const through = new URL(url.toString());
-      through.hostname = '127.0.0.1';
-      through.port = String(proxy.port);
-      return through.toString();
-    }
+    const proxiedUrl = (): string => urlThrough(url, proxy);
 
     /** A store of one connection through the proxy, in `schema` (default: a fresh one holding an empty `probe`). */
     async function probeStore(existing?: string): Promise<{ store: Store; schema: string }> {
@@ -97,7 +82,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       assert.equal(proxy.flights(), 1, 'begin with the insert, the commit behind them');
       proxy.reset();
       await store.db.transaction().execute(async (trx) => {
-        await insert(trx, 2);
+        await insertProbe(trx, 2);
         await runLast(trx, insertQuery(trx, 3));
       });
       assert.equal(proxy.flights(), 2);
@@ -106,10 +91,10 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
 
     it('fails the commit with the last statement’s error, keeps nothing, and the connection serves the next', async () => {
       const { store, schema } = await probeStore();
-      await store.db.transaction().execute((trx) => insert(trx, 1));
+      await store.db.transaction().execute((trx) => insertProbe(trx, 1));
       await assert.rejects(
         store.db.transaction().execute(async (trx) => {
-          await insert(trx, 2);
+          await insertProbe(trx, 2);
           await runLast(trx, insertQuery(trx, 1));
         }),
         (error: unknown) => isDuplicate(error),
@@ -120,11 +105,11 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
 
     it('fails the commit with a failure the caller swallowed, rolls back, and keeps nothing', async () => {
       const { store, schema } = await probeStore();
-      await store.db.transaction().execute((trx) => insert(trx, 1));
+      await store.db.transaction().execute((trx) => insertProbe(trx, 1));
       await assert.rejects(
         store.db.transaction().execute(async (trx) => {
-          await insert(trx, 2);
-          await insert(trx, 1).catch(() => undefined);
+          await insertProbe(trx, 2);
+          await insertProbe(trx, 1).catch(() => undefined);
         }),
         (error: unknown) => isDuplicate(error),
       );
@@ -140,7 +125,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       };
       await assert.rejects(
         store.db.transaction().execute(async (trx) => {
-          await insert(trx, 1);
+          await insertProbe(trx, 1);
           await runLast(trx, insertQuery(trx, unbindable));
         }),
         /no way to write this value/,
@@ -152,11 +137,11 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
 
     it('never runs a stale named last statement again after its commit', async () => {
       const { store, schema } = await probeStore();
-      await store.db.transaction().execute((trx) => insert(trx, 1));
+      await store.db.transaction().execute((trx) => insertProbe(trx, 1));
       // Named once: the same text again is Bind and Execute only. The server forgets the name (as through a pooler).
       await assert.rejects(
         store.db.transaction().execute(async (trx) => {
-          await insert(trx, 2);
+          await insertProbe(trx, 2);
           await sql`deallocate all`.execute(trx);
           await runLast(trx, insertQuery(trx, 3));
         }),
@@ -199,7 +184,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       const pid = rows[0]?.pid;
       assert.ok(pid !== undefined);
       const committing = store.db.transaction().execute(async (trx) => {
-        await insert(trx, 1);
+        await insertProbe(trx, 1);
         await runLast(trx, sql`insert into probe (id) select 2 from pg_sleep(30)`.compile(trx));
       });
       await eventually('the last statement to be running', async () => {
@@ -290,11 +275,11 @@ for (const dialect of testDialects().filter((d) => d === 'sqlite')) {
         const { store } = testStore;
         assert.equal(commitsPipelined(store.db), false);
         await sql`create table probe (id integer primary key)`.execute(store.db);
-        await store.db.transaction().execute((trx) => insert(trx, 1));
+        await store.db.transaction().execute((trx) => insertProbe(trx, 1));
         let thrownByRunLast = false;
         await assert.rejects(
           store.db.transaction().execute(async (trx) => {
-            await insert(trx, 2);
+            await insertProbe(trx, 2);
             await runLast(trx, insertQuery(trx, 1)).catch((error: unknown) => {
               thrownByRunLast = true;
               throw error;
