@@ -251,6 +251,8 @@ class FaultAwareDriver implements Driver {
   }
 
   beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
+    // A connection may carry several transactions (`db.connection()`): a fault is on the record of its own only.
+    if (connection instanceof FaultAwareConnection) connection.injected = undefined;
     return this.#run(() => {
       this.#faults?.('begin');
       return this.#inner.beginTransaction(this.#unwrap(connection), settings);
@@ -290,6 +292,8 @@ class FaultAwareDriver implements Driver {
     if (!inner.rollbackToSavepoint) throw new Error('the driver has no savepoints');
     const rollback = inner.rollbackToSavepoint.bind(inner);
     await this.#run(() => rollback(this.#unwrap(connection), name, compileQuery));
+    // Back to a savepoint: what failed after it is undone with it.
+    if (connection instanceof FaultAwareConnection) connection.injected = undefined;
   }
 
   async releaseSavepoint(

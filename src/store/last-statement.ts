@@ -32,7 +32,7 @@ export function commitsPipelined(db: Kysely<Database>): boolean {
 
 /**
  * Runs `query`, the last statement of transaction `trx` before its `commit`, and waits for its answer only where the
- * `commit` can go out behind it ({@link commitsPipelined}). Where it is not waited for, nothing may read its result,
+ * `commit` cannot go out behind it (not {@link commitsPipelined}). Where it is not waited for, nothing may read its result,
  * and its failure reaches the caller as the `commit`'s error (the transaction then rolls back, as for any failed
  * statement). The query comes compiled, so nothing is left to fail in building it; it is sent at once, as Kysely
  * does for a statement run while no other of the same transaction is running. Call it only after the transaction's

@@ -260,16 +260,28 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
     const submit = <T>(config: string | pg.QueryConfig): Promise<T> =>
       new Promise<T>((resolve, reject) => {
         const transaction = state.inTransaction ? state.transaction : undefined;
-        client.query(config, (error: Error | null, result: unknown) => {
-          if (error === null || error === undefined) {
-            resolve(result as T);
-            return;
-          }
+        const fail = (error: unknown): void => {
           if (transaction !== undefined && transaction === state.transaction && state.inTransaction) {
             state.failed ??= error;
           }
+          // A named statement that failed in `pg` itself (no SQLSTATE: a value it could not bind) was closed by
+          // `pg` on the server while `pg` still counts it as prepared: the session is not kept.
+          if (
+            typeof config !== 'string' &&
+            config.name !== undefined &&
+            (error as { code?: unknown }).code === undefined
+          )
+            state.stale = true;
           reject(error);
-        });
+        };
+        try {
+          client.query(config, (error: Error | null, result: unknown) => {
+            if (error === null || error === undefined) resolve(result as T);
+            else fail(error);
+          });
+        } catch (error) {
+          fail(error);
+        }
       });
     /** Runs one query, with the transaction's `begin` ahead of it when that is still to be sent. */
     const send = <R>(query: () => Promise<R>): Promise<R> => {
@@ -310,6 +322,10 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
           return localResult(rollback ? 'ROLLBACK' : 'COMMIT');
         }
         if (effect === 'end') {
+          // A failure `pg` reports on the next tick (a query it refused to write) is on record before a commit
+          // written behind unanswered statements leaves; it costs no round trip.
+          if (!rollback && state.unanswered.size > 0)
+            await new Promise<void>((resolve) => process.nextTick(resolve));
           const unanswered = [...state.unanswered];
           const { failed } = state;
           endTransaction();
@@ -325,6 +341,8 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
           return result as unknown as PostgresQueryResult<R>;
         }
         const result = await send(() => submit(text));
+        // Back to a savepoint: the server's transaction is sound again, and what failed after the savepoint is undone.
+        if (/^\s*rollback\s+to\b/i.test(text)) state.failed = undefined;
         if (effect === 'begin') {
           state.inTransaction = true;
           state.transaction += 1;

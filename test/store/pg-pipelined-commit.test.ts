@@ -116,6 +116,19 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       assert.deepEqual(await probeIds(admin, schema), [1], 'the transaction kept nothing');
     });
 
+    it('commits what a rollback to a savepoint kept after a statement failed', async () => {
+      const { store, schema } = await probeStore();
+      await store.db.transaction().execute((trx) => insertProbe(trx, 1));
+      await store.db.transaction().execute(async (trx) => {
+        await insertProbe(trx, 2);
+        await sql`savepoint before_duplicate`.execute(trx);
+        await insertProbe(trx, 1).catch(() => undefined);
+        await sql`rollback to savepoint before_duplicate`.execute(trx);
+        await runLast(trx, insertQuery(trx, 3));
+      });
+      assert.deepEqual(await probeIds(admin, schema), [1, 2, 3]);
+    });
+
     it('fails the commit when the last statement has a value pg cannot bind: the server never saw it', async () => {
       const { store, schema } = await probeStore();
       const unbindable = {
@@ -130,9 +143,9 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
         }),
         /no way to write this value/,
       );
-      // pg closes a named statement whose values it could not bind, so the connection's next use of that statement
-      // fails (26000); what matters here is that the transaction kept nothing.
-      assert.deepEqual(await probeIds(admin, schema), [], 'the first insert was rolled back, not committed');
+      // pg closes a named statement whose values it could not bind: that connection is not kept, and naming goes on.
+      await store.db.transaction().execute((trx) => runLast(trx, insertQuery(trx, 2)));
+      assert.deepEqual(await probeIds(admin, schema), [2], 'the first insert was rolled back, not committed');
     });
 
     it('never runs a stale named last statement again after its commit', async () => {
