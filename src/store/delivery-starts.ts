@@ -110,8 +110,8 @@ export async function startAttempts(
   if (attempts.length === 0) return out;
   // One statement for every started attempt's row (a round trip each would dominate on PostgreSQL).
   const started = attempts.filter((_, index) => out[index]?.started === true);
-  // With `last`, the transaction's last statement: the commit may go out behind it (docs/decisions/0063-pipelined-commit.md).
   if (started.length === 0) return out;
+  // With `last`, the transaction's last statement: the commit may go out behind it (docs/decisions/0063-pipelined-commit.md).
   if (last) await runLast(trx, INSERT_ATTEMPTS.query(trx, {}, started));
   else await INSERT_ATTEMPTS.run(trx, {}, started);
   return out;

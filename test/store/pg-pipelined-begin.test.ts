@@ -3,12 +3,12 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { Kysely, PostgresDialect, type PostgresPool, sql } from 'kysely';
 import pg from 'pg';
-import { openStore, type Store } from '../../src/store/database.ts';
+import type { Store } from '../../src/store/database.ts';
 import { isStoreUnavailableError } from '../../src/store/faults.ts';
 import { namedStatementPool } from '../../src/store/pg-statements.ts';
 import { eventually } from '../support/eventually.ts';
 import { type FlightProxy, startFlightProxy } from '../support/flight-proxy.ts';
-import { insertProbe, probeIds, urlThrough } from '../support/probe-table.ts';
+import { insertProbe, openProbeStore, probeIds, urlThrough } from '../support/probe-table.ts';
 import { testDialects } from '../support/store.ts';
 
 /**
@@ -43,14 +43,9 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
 
     /** A store of one connection, through the proxy, in a fresh schema holding an empty `probe`; connected. */
     async function probeStore(preparedStatements = true): Promise<{ store: Store; schema: string }> {
-      const schema = `t_${randomBytes(6).toString('hex')}`;
-      const store = await openStore(
-        { dialect: 'postgres', url: proxiedUrl(), preparedStatements },
-        { schema, poolSize: 1 },
-      );
-      stores.push(store);
-      await sql`create table probe (id integer primary key)`.execute(store.db);
-      return { store, schema };
+      const opened = await openProbeStore(proxiedUrl(), { preparedStatements });
+      stores.push(opened.store);
+      return opened;
     }
 
     /**

@@ -14,7 +14,7 @@ import { commitsPipelined, runLast } from '../../src/store/last-statement.ts';
 import { namedStatementPool, TransactionRolledBack } from '../../src/store/pg-statements.ts';
 import { eventually } from '../support/eventually.ts';
 import { type FlightProxy, startFlightProxy } from '../support/flight-proxy.ts';
-import { insertProbe, probeIds, urlThrough } from '../support/probe-table.ts';
+import { insertProbe, openProbeStore, probeIds, urlThrough } from '../support/probe-table.ts';
 import { createTestStore, testDialects } from '../support/store.ts';
 import { configureWebhook, createWebhookApp, textMessage } from '../webhooks/support.ts';
 
@@ -60,11 +60,9 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
 
     /** A store of one connection through the proxy, in `schema` (default: a fresh one holding an empty `probe`). */
     async function probeStore(existing?: string): Promise<{ store: Store; schema: string }> {
-      const schema = existing ?? `t_${randomBytes(6).toString('hex')}`;
-      const store = await openStore({ dialect: 'postgres', url: proxiedUrl() }, { schema, poolSize: 1 });
-      stores.push(store);
-      if (existing === undefined) await sql`create table probe (id integer primary key)`.execute(store.db);
-      return { store, schema };
+      const opened = await openProbeStore(proxiedUrl(), existing === undefined ? {} : { schema: existing });
+      stores.push(opened.store);
+      return opened;
     }
 
     it('is marked on the store and its transactions', async () => {

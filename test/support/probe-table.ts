@@ -1,5 +1,7 @@
+import { randomBytes } from 'node:crypto';
 import { type QueryExecutorProvider, sql } from 'kysely';
 import type pg from 'pg';
+import { openStore, type Store } from '../../src/store/database.ts';
 import type { FlightProxy } from './flight-proxy.ts';
 
 /**
@@ -25,4 +27,22 @@ export function urlThrough(url: URL, proxy: FlightProxy): string {
   through.hostname = '127.0.0.1';
   through.port = String(proxy.port);
   return through.toString();
+}
+
+/**
+ * A PostgreSQL store of one connection at `url`, in `schema` when given (an existing one, left as it is), else in a
+ * fresh schema holding an empty `probe`; `preparedStatements` as `DATABASE_PREPARED_STATEMENTS` (default on). The
+ * caller destroys it.
+ */
+export async function openProbeStore(
+  url: string,
+  options: { schema?: string; preparedStatements?: boolean } = {},
+): Promise<{ store: Store; schema: string }> {
+  const schema = options.schema ?? `t_${randomBytes(6).toString('hex')}`;
+  const store = await openStore(
+    { dialect: 'postgres', url, preparedStatements: options.preparedStatements ?? true },
+    { schema, poolSize: 1 },
+  );
+  if (options.schema === undefined) await sql`create table probe (id integer primary key)`.execute(store.db);
+  return { store, schema };
 }
