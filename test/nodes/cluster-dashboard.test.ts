@@ -105,7 +105,13 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
     before(async () => {
       cluster = await startCluster();
     });
-    after(() => stopAll(cluster));
+    after(async () => {
+      await stopAll(cluster);
+      // A node relaying another's events stream answered with that stream only: the route's own handler never
+      // ran there too (it would have written a second answer on the same response, and failed).
+      for (const node of cluster.nodes)
+        assert.doesNotMatch(node.stderr(), /ERR_HTTP_HEADERS_SENT/, node.workerId);
+    });
 
     it('runs an instance operation on the node holding the session, whichever node serves the page', async () => {
       const db = cluster.testStore.store.db;

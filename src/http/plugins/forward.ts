@@ -1,5 +1,5 @@
 import { randomUUID, timingSafeEqual } from 'node:crypto';
-import type { Readable } from 'node:stream';
+import { pipeline, type Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Agent, request as send } from 'undici';
@@ -153,21 +153,45 @@ export async function routeInstanceRequest(
         await reply.send(answer.body);
         return true;
       }
-      const body = answer.body;
-      const signal = options.signal;
-      if (signal) {
-        const end = () => body.destroy();
-        if (signal.aborted) end();
-        signal.addEventListener('abort', end, { once: true });
-        body.once('close', () => signal.removeEventListener('abort', end));
-      }
-      // A stream is sent as it comes: awaiting the reply would wait for the stream's end.
-      void reply.send(body);
+      relayStream(reply, answer.status, answer.body, options.signal);
       return true;
     }
     if (answer && !Buffer.isBuffer(answer.body)) answer.body.destroy();
     await sleep(250);
   }
+}
+
+/**
+ * Relays the owner's streamed answer (`status`, the headers already set on `reply`, then `body` as it comes) to the
+ * client, outside Fastify's reply: Fastify counts a reply as sent only once its response has ended, so with a stream
+ * still running it would go on to the route's handler, which would then answer a second time on the same response.
+ * The relay ends with either side: the owner's stream ending ends the response; the client leaving, or `signal`
+ * firing (this node is closing), destroys both, so no connection outlives it and the browser reconnects through a
+ * node that serves (docs/decisions/0064-closing-connections.md).
+ */
+function relayStream(
+  reply: FastifyReply,
+  status: number,
+  body: Readable,
+  signal: AbortSignal | undefined,
+): void {
+  reply.hijack();
+  const raw = reply.raw;
+  const end = (): void => {
+    body.destroy();
+  };
+  if (signal) {
+    signal.addEventListener('abort', end, { once: true });
+    body.once('close', () => signal.removeEventListener('abort', end));
+  }
+  for (const [name, value] of Object.entries(reply.getHeaders())) {
+    if (value !== undefined) raw.setHeader(name, value);
+  }
+  raw.writeHead(status);
+  // `pipeline` destroys the response when the owner's stream closes before its end, and the owner's stream when
+  // the client leaves; a stream ending that way is not an error to report.
+  pipeline(body, raw, () => undefined);
+  if (signal?.aborted) end();
 }
 
 /**
