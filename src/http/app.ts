@@ -6,6 +6,7 @@ import fp from 'fastify-plugin';
 import type { HttpServices } from '../app/http-services.ts';
 import { DomainError } from '../domain/errors.ts';
 import { clientErrorHandler, frameworkErrorHandler } from './client-errors.ts';
+import { addClosingHooks } from './closing.ts';
 import { rewriteGatewayUrl } from './gateway/paths.ts';
 import { parseJsonBody } from './json-body.ts';
 import { requestSerializer } from './log-redaction.ts';
@@ -133,13 +134,12 @@ export async function buildApp(services: HttpServices): Promise<FastifyInstance>
   // Only JSON bodies: without Fastify's text/plain parser, text/plain is a 415 like any other wrong type.
   app.removeContentTypeParser('text/plain');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody);
-  let closing = false;
-  app.addHook('preClose', async () => {
-    closing = true;
-  });
+  // While closing, connections are let go of (src/http/closing.ts) and a request arriving gets 503 with
+  // `Connection: close`.
+  const closing = addClosingHooks(app);
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
-    if (closing) {
+    if (closing()) {
       reply.header('connection', 'close');
       throw new DomainError('not_ready', 'server is shutting down');
     }

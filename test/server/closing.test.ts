@@ -1,0 +1,111 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import pino from 'pino';
+import { loadConfig } from '../../src/config/config.ts';
+import { startServer } from '../../src/server.ts';
+import { startReceiver, TEST_CA } from '../support/https-receiver.ts';
+
+/** What the stop logs when it had to cut connections still open at its deadline (src/server.ts). */
+const DEADLINE_WARNING = 'requests still running at the shutdown deadline';
+
+/**
+ * A server on a fresh SQLite store whose stop has a 5 s budget (requests get 2 s of it before their connections are
+ * cut), with its log lines at `warn` and above kept, and the test key of its first boot.
+ */
+async function startClosable() {
+  const dataDir = mkdtempSync(join(tmpdir(), 'parley-closing-'));
+  const caFile = join(dataDir, 'ca.pem');
+  writeFileSync(caFile, TEST_CA);
+  const config = loadConfig({
+    DATA_DIR: dataDir,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+    SHUTDOWN_TIMEOUT_SECONDS: '5',
+    OUTBOUND_CA_FILE: caFile,
+    WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32',
+  });
+  const lines: string[] = [];
+  let banner = '';
+  const server = await startServer(config, {
+    logger: pino({ level: 'warn' }, { write: (line: string) => lines.push(line) }),
+    print: (text) => {
+      banner = text;
+    },
+  });
+  const key = /svc_test_[0-9A-Za-z]{38}/.exec(banner)?.[0] ?? '';
+  return { server, key, port: Number(new URL(server.url).port), lines, dataDir };
+}
+
+/** A raw connection to `port` (HTTP written by hand), with what it received and a promise of its close. */
+async function rawConnection(port: number) {
+  const socket: Socket = connect(port, '127.0.0.1');
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  const state = { received: '' };
+  socket.on('data', (chunk: Buffer) => {
+    state.received += chunk.toString();
+  });
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  return { socket, state, closed };
+}
+
+describe('a stopping server lets go of its connections (docs/decisions/0064-closing-connections.md)', () => {
+  it('a connection that never sent a request is ended when the stop begins, not cut at the deadline', async () => {
+    const { server, port, lines, dataDir } = await startClosable();
+    try {
+      // Connected, nothing sent: a browser's speculative connection. Node's close would keep it for 60 s.
+      const idle = await rawConnection(port);
+      await server.stop();
+      await idle.closed;
+      assert.equal(idle.state.received, '', 'no answer: it asked nothing');
+      assert.deepEqual(
+        lines.filter((line) => line.includes(DEADLINE_WARNING)),
+        [],
+        'the stop did not need its deadline',
+      );
+    } finally {
+      await server.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('a keep-alive connection whose answer went out after the stop began is ended once answered', async () => {
+    const media = await startReceiver({
+      fallback: { status: 200, body: readFileSync('test/fixtures/media/tiny.png'), delayMs: 300 },
+    });
+    const { server, key, port, lines, dataDir } = await startClosable();
+    try {
+      const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+      await fetch(`${server.url}/v1/session/connect`, { method: 'POST', headers, body: '{}' });
+      await fetch(`${server.url}/v1/sandbox/scan`, {
+        method: 'POST',
+        headers,
+        body: '{"phone":"5511999990001"}',
+      });
+      // A send whose media answers slowly is in flight when the stop begins; its connection is kept alive.
+      const client = await rawConnection(port);
+      const body = JSON.stringify({ phone: '5511999990002', image: media.url });
+      client.socket.write(
+        `POST /v1/messages/send/image HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      );
+      await media.waitForCount(1, 5000);
+      await server.stop();
+      await client.closed;
+      const statuses = [...client.state.received.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => m[1]);
+      assert.deepEqual(statuses, ['200'], client.state.received);
+      assert.deepEqual(
+        lines.filter((line) => line.includes(DEADLINE_WARNING)),
+        [],
+        'the send finished and its connection was ended without the deadline',
+      );
+    } finally {
+      await server.stop();
+      await media.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
