@@ -53,6 +53,60 @@ async function rawConnection(port: number) {
   return { socket, state, closed };
 }
 
+/** Connects the first boot's sandbox instance and links it, so it can send. */
+async function linkSandbox(url: string, key: string): Promise<void> {
+  const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+  await fetch(`${url}/v1/session/connect`, { method: 'POST', headers, body: '{}' });
+  await fetch(`${url}/v1/sandbox/scan`, { method: 'POST', headers, body: '{"phone":"5511999990001"}' });
+}
+
+/** Writes on `socket`, by hand, a send of an image fetched from `imageUrl` (a receiver that answers slowly). */
+function writeImageSend(socket: Socket, key: string, imageUrl: string): void {
+  const body = JSON.stringify({ phone: '5511999990002', image: imageUrl });
+  socket.write(
+    `POST /v1/messages/send/image HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+  );
+}
+
+/** The status codes of the HTTP answers in `received`, in order. */
+function statusesOf(received: string): (string | undefined)[] {
+  return [...received.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => m[1]);
+}
+
+/** The stop's deadline warnings among the server's log `lines` (none when no connection had to be cut). */
+function deadlineWarnings(lines: readonly string[]): string[] {
+  return lines.filter((line) => line.includes(DEADLINE_WARNING));
+}
+
+/**
+ * Runs `body` against a server whose first boot's instance is linked and which has, on `client`, a send in flight
+ * whose image a receiver serves slowly (300 ms): the send's answer is still to come when `body` starts. Cleans up.
+ */
+async function withSendInFlight(
+  body: (context: {
+    server: Awaited<ReturnType<typeof startServer>>;
+    port: number;
+    lines: string[];
+    client: Awaited<ReturnType<typeof rawConnection>>;
+  }) => Promise<void>,
+): Promise<void> {
+  const media = await startReceiver({
+    fallback: { status: 200, body: readFileSync('test/fixtures/media/tiny.png'), delayMs: 300 },
+  });
+  const { server, key, port, lines, dataDir } = await startClosable();
+  try {
+    await linkSandbox(server.url, key);
+    const client = await rawConnection(port);
+    writeImageSend(client.socket, key, media.url);
+    await media.waitForCount(1, 5000);
+    await body({ server, port, lines, client });
+  } finally {
+    await server.stop();
+    await media.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
 describe('a stopping server lets go of its connections (docs/decisions/0064-closing-connections.md)', () => {
   it('a connection that never sent a request is ended when the stop begins, not cut at the deadline', async () => {
     const { server, port, lines, dataDir } = await startClosable();
@@ -62,11 +116,7 @@ describe('a stopping server lets go of its connections (docs/decisions/0064-clos
       await server.stop();
       await idle.closed;
       assert.equal(idle.state.received, '', 'no answer: it asked nothing');
-      assert.deepEqual(
-        lines.filter((line) => line.includes(DEADLINE_WARNING)),
-        [],
-        'the stop did not need its deadline',
-      );
+      assert.deepEqual(deadlineWarnings(lines), [], 'the stop did not need its deadline');
     } finally {
       await server.stop();
       rmSync(dataDir, { recursive: true, force: true });
@@ -74,38 +124,43 @@ describe('a stopping server lets go of its connections (docs/decisions/0064-clos
   });
 
   it('a keep-alive connection whose answer went out after the stop began is ended once answered', async () => {
-    const media = await startReceiver({
-      fallback: { status: 200, body: readFileSync('test/fixtures/media/tiny.png'), delayMs: 300 },
-    });
-    const { server, key, port, lines, dataDir } = await startClosable();
-    try {
-      const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
-      await fetch(`${server.url}/v1/session/connect`, { method: 'POST', headers, body: '{}' });
-      await fetch(`${server.url}/v1/sandbox/scan`, {
-        method: 'POST',
-        headers,
-        body: '{"phone":"5511999990001"}',
-      });
-      // A send whose media answers slowly is in flight when the stop begins; its connection is kept alive.
-      const client = await rawConnection(port);
-      const body = JSON.stringify({ phone: '5511999990002', image: media.url });
-      client.socket.write(
-        `POST /v1/messages/send/image HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
-      );
-      await media.waitForCount(1, 5000);
+    await withSendInFlight(async ({ server, lines, client }) => {
+      // The send's connection is kept alive: once its answer is out, the stop ends it.
       await server.stop();
       await client.closed;
-      const statuses = [...client.state.received.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => m[1]);
-      assert.deepEqual(statuses, ['200'], client.state.received);
+      assert.deepEqual(statusesOf(client.state.received), ['200'], client.state.received);
+      assert.deepEqual(deadlineWarnings(lines), [], 'the stop did not need its deadline');
+    });
+  });
+
+  it('a request that reaches the app while it closes gets the 503 envelope', async () => {
+    await withSendInFlight(async ({ server, port, lines, client }) => {
+      const stopped = server.stop();
+      // Once the listener refuses connections the app is closing; the send is still waiting for its media.
+      while (
+        await new Promise<boolean>((resolve) => {
+          const probe = connect(port, '127.0.0.1');
+          probe.once('connect', () => {
+            probe.destroy();
+            resolve(true);
+          });
+          probe.once('error', () => resolve(false));
+        })
+      ) {
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      // On the same connection, behind the send: a health check.
+      client.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+      await stopped;
+      await client.closed;
+      const { received } = client.state;
+      assert.deepEqual(statusesOf(received), ['200', '503'], received);
+      assert.ok(received.includes('{"error":{"code":503,"message":"server is shutting down"}}'), received);
       assert.deepEqual(
-        lines.filter((line) => line.includes(DEADLINE_WARNING)),
+        deadlineWarnings(lines),
         [],
-        'the send finished and its connection was ended without the deadline',
+        'both answered, the connection ended without the deadline',
       );
-    } finally {
-      await server.stop();
-      await media.close();
-      rmSync(dataDir, { recursive: true, force: true });
-    }
+    });
   });
 });
