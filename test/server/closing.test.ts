@@ -44,6 +44,8 @@ async function startClosable() {
 /** A raw connection to `port` (HTTP written by hand), with what it received and a promise of its close. */
 async function rawConnection(port: number) {
   const socket: Socket = connect(port, '127.0.0.1');
+  // A reset shows as the close below, with what was received until then.
+  socket.on('error', () => undefined);
   await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
   const state = { received: '' };
   socket.on('data', (chunk: Buffer) => {
@@ -78,9 +80,26 @@ function deadlineWarnings(lines: readonly string[]): string[] {
   return lines.filter((line) => line.includes(DEADLINE_WARNING));
 }
 
+/** Resolves once the server at `port` refuses new connections: its app is closing. */
+async function listenerClosed(port: number): Promise<void> {
+  while (
+    await new Promise<boolean>((resolve) => {
+      const probe = connect(port, '127.0.0.1');
+      probe.once('connect', () => {
+        probe.destroy();
+        resolve(true);
+      });
+      probe.once('error', () => resolve(false));
+    })
+  ) {
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
 /**
- * Runs `body` against a server whose first boot's instance is linked and which has, on `client`, a send in flight
- * whose image a receiver serves slowly (300 ms): the send's answer is still to come when `body` starts. Cleans up.
+ * Runs `body` against a server whose first boot's instance is linked and which has, on `client`, a send in flight:
+ * its image is held by the receiver until `body` calls `release`, so the send's answer is still to come when the stop
+ * begins. Cleans up.
  */
 async function withSendInFlight(
   body: (context: {
@@ -88,19 +107,24 @@ async function withSendInFlight(
     port: number;
     lines: string[];
     client: Awaited<ReturnType<typeof rawConnection>>;
+    release: () => void;
   }) => Promise<void>,
 ): Promise<void> {
-  const media = await startReceiver({
-    fallback: { status: 200, body: readFileSync('test/fixtures/media/tiny.png'), delayMs: 300 },
+  let release = (): void => undefined;
+  const released = new Promise<void>((resolve) => {
+    release = resolve;
   });
+  const image = readFileSync('test/fixtures/media/tiny.png');
+  const media = await startReceiver({ respond: () => released.then(() => ({ status: 200, body: image })) });
   const { server, key, port, lines, dataDir } = await startClosable();
   try {
     await linkSandbox(server.url, key);
     const client = await rawConnection(port);
     writeImageSend(client.socket, key, media.url);
     await media.waitForCount(1, 5000);
-    await body({ server, port, lines, client });
+    await body({ server, port, lines, client, release });
   } finally {
+    release();
     await server.stop();
     await media.close();
     rmSync(dataDir, { recursive: true, force: true });
@@ -124,9 +148,12 @@ describe('a stopping server lets go of its connections (docs/decisions/0064-clos
   });
 
   it('a keep-alive connection whose answer went out after the stop began is ended once answered', async () => {
-    await withSendInFlight(async ({ server, lines, client }) => {
-      // The send's connection is kept alive: once its answer is out, the stop ends it.
-      await server.stop();
+    await withSendInFlight(async ({ server, port, lines, client, release }) => {
+      const stopped = server.stop();
+      await listenerClosed(port);
+      // The send is answered while the app closes; its connection, kept alive, is ended after the answer.
+      release();
+      await stopped;
       await client.closed;
       assert.deepEqual(statusesOf(client.state.received), ['200'], client.state.received);
       assert.deepEqual(deadlineWarnings(lines), [], 'the stop did not need its deadline');
@@ -134,23 +161,12 @@ describe('a stopping server lets go of its connections (docs/decisions/0064-clos
   });
 
   it('a request that reaches the app while it closes gets the 503 envelope', async () => {
-    await withSendInFlight(async ({ server, port, lines, client }) => {
+    await withSendInFlight(async ({ server, port, lines, client, release }) => {
       const stopped = server.stop();
-      // Once the listener refuses connections the app is closing; the send is still waiting for its media.
-      while (
-        await new Promise<boolean>((resolve) => {
-          const probe = connect(port, '127.0.0.1');
-          probe.once('connect', () => {
-            probe.destroy();
-            resolve(true);
-          });
-          probe.once('error', () => resolve(false));
-        })
-      ) {
-        await new Promise((resolve) => setImmediate(resolve));
-      }
-      // On the same connection, behind the send: a health check.
+      await listenerClosed(port);
+      // On the same connection, behind the send still waiting for its image: a health check.
       client.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+      release();
       await stopped;
       await client.closed;
       const { received } = client.state;

@@ -189,8 +189,11 @@ function relayStream(
   }
   raw.writeHead(status);
   // `pipeline` destroys the response when the owner's stream closes before its end, and the owner's stream when
-  // the client leaves; a stream ending that way is not an error to report.
-  pipeline(body, raw, () => undefined);
+  // the client leaves; a stream ending that way is not an error to report, any other failure is logged.
+  pipeline(body, raw, (error) => {
+    if (error && (error as { code?: unknown }).code !== 'ERR_STREAM_PREMATURE_CLOSE')
+      reply.log.info({ err: error }, 'a relayed stream ended with an error');
+  });
   if (signal?.aborted) end();
 }
 
