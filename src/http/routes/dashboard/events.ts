@@ -3,7 +3,6 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import type { LiveChange } from '../../../app/dashboard-admin.ts';
 import { DomainError } from '../../../domain/errors.ts';
-import { endStreamForClose } from '../../stream-end.ts';
 import { principalOf } from './guard.ts';
 import { InstanceParams, instanceFor, qrOf } from './instances.ts';
 
@@ -26,7 +25,7 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
   const { dashboard, session } = app.services.app;
   const open = new Set<ServerResponse>();
   app.addHook('preClose', async () => {
-    for (const stream of open) endStreamForClose(stream);
+    for (const stream of open) stream.end();
   });
 
   app.get(

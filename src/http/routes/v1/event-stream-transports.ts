@@ -6,7 +6,6 @@ import type { LoggedEvent } from '../../../app/events.ts';
 import { DomainError } from '../../../domain/errors.ts';
 import { statusOf } from '../../errors.ts';
 import { errorBody } from '../../plugins/errors.ts';
-import { endStreamForClose } from '../../stream-end.ts';
 
 /**
  * The two forms of `GET /v1/events/stream` (docs/decisions/0031-event-stream.md): server-sent events and WebSocket,
@@ -94,18 +93,15 @@ export async function serveSse(
   // A write racing the client's going away fails quietly: the close below ends the stream.
   raw.on('error', () => undefined);
   let ended = false;
-  /** Ends the stream with an `end` event saying why; when the server is closing, its connection too. */
-  const end = (error: unknown, closing = false) => {
+  const end = (error: unknown) => {
     if (ended || raw.writableEnded || raw.destroyed) return;
     ended = true;
     const { status, message } = endOf(error);
-    const last = `event: end\ndata: ${JSON.stringify(errorBody(status, message))}\n\n`;
-    if (closing) endStreamForClose(raw, last);
-    else raw.end(last);
+    raw.end(`event: end\ndata: ${JSON.stringify(errorBody(status, message))}\n\n`);
   };
   const stream: OpenStream = {
     shutDown: () => {
-      end(shuttingDown(), true);
+      end(shuttingDown());
       tail.close();
     },
   };
