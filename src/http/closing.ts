@@ -56,6 +56,8 @@ export function addClosingHooks(app: FastifyInstance): () => boolean {
   });
   server.on('request', (request: IncomingMessage, response: ServerResponse) => {
     const socket = request.socket as Socket;
+    // An upgrade request that is not a WebSocket one is served as plain HTTP on its connection (src/http/websocket.ts).
+    upgraded.delete(socket);
     unanswered.set(socket, (unanswered.get(socket) ?? 0) + 1);
     response.once('close', () => {
       const count = unanswered.get(socket);

@@ -147,6 +147,28 @@ describe('a stopping server lets go of its connections (docs/decisions/0064-clos
     }
   });
 
+  it('a kept-alive connection whose request asked for another protocol, served as HTTP, is ended', async () => {
+    const { server, port, lines, dataDir } = await startClosable();
+    try {
+      // `Upgrade: h2c` is not a WebSocket upgrade: the request is answered as plain HTTP, the connection kept alive.
+      const client = await rawConnection(port);
+      const answered = new Promise<void>((resolve) => {
+        client.socket.on('data', () => {
+          if (client.state.received.includes('"status":"ok"')) resolve();
+        });
+      });
+      client.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n');
+      await answered;
+      await server.stop();
+      await client.closed;
+      assert.deepEqual(statusesOf(client.state.received), ['200'], client.state.received);
+      assert.deepEqual(deadlineWarnings(lines), [], 'the stop did not need its deadline');
+    } finally {
+      await server.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
   it('a keep-alive connection whose answer went out after the stop began is ended once answered', async () => {
     await withSendInFlight(async ({ server, port, lines, client, release }) => {
       const stopped = server.stop();
