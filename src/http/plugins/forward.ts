@@ -1,5 +1,5 @@
 import { randomUUID, timingSafeEqual } from 'node:crypto';
-import { pipeline, type Readable } from 'node:stream';
+import { addAbortSignal, pipeline, type Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Agent, request as send } from 'undici';
@@ -177,24 +177,20 @@ function relayStream(
 ): void {
   reply.hijack();
   const raw = reply.raw;
-  const end = (): void => {
-    body.destroy();
-  };
-  if (signal) {
-    signal.addEventListener('abort', end, { once: true });
-    body.once('close', () => signal.removeEventListener('abort', end));
-  }
+  // Destroys the owner's stream when the signal fires (at once when it has already), and lets go of the signal when
+  // the stream ends.
+  if (signal) addAbortSignal(signal, body);
   for (const [name, value] of Object.entries(reply.getHeaders())) {
     if (value !== undefined) raw.setHeader(name, value);
   }
   raw.writeHead(status);
   // `pipeline` destroys the response when the owner's stream closes before its end, and the owner's stream when
-  // the client leaves; a stream ending that way is not an error to report, any other failure is logged.
+  // the client leaves; a stream ending that way, or by the signal, is not an error to report: any other is logged.
   pipeline(body, raw, (error) => {
-    if (error && (error as { code?: unknown }).code !== 'ERR_STREAM_PREMATURE_CLOSE')
+    const code = (error as { code?: unknown } | null)?.code;
+    if (error && code !== 'ERR_STREAM_PREMATURE_CLOSE' && code !== 'ABORT_ERR')
       reply.log.info({ err: error }, 'a relayed stream ended with an error');
   });
-  if (signal?.aborted) end();
 }
 
 /**
