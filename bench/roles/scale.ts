@@ -7,7 +7,8 @@ import { buildApp } from '../../src/http/app.ts';
 import { SecretBox } from '../../src/security/secrets.ts';
 import { createServices } from '../../src/services.ts';
 import { migrateToLatest, openStore } from '../../src/store/database.ts';
-import type { EngineAuthTable, InstancesTable } from '../../src/store/schema.ts';
+import type { InstanceColumns } from '../../src/store/instances.ts';
+import type { EngineAuthTable } from '../../src/store/schema.ts';
 import type { Handlers } from '../lib/ipc.ts';
 import { round, sleep } from '../lib/stats.ts';
 
@@ -39,7 +40,7 @@ async function prepare(args: { dataDir: string; secretKey: string; count: number
       .values({ id: orgId, name: 'scale', plan: 'free', per_minute: null, per_day: null, created_at: now })
       .execute();
     for (let first = 0; first < args.count; first += BATCH) {
-      const instances: InstancesTable[] = [];
+      const instances: InstanceColumns[] = [];
       const creds: EngineAuthTable[] = [];
       for (let i = first; i < Math.min(args.count, first + BATCH); i++) {
         const id = randomUUID();

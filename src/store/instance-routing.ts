@@ -1,11 +1,11 @@
-import { type Kysely, PostgresAdapter, type Selectable, sql, type Transaction } from 'kysely';
+import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
+import { BoundedMap } from '../domain/bounded-map.ts';
 import type { Instance } from '../domain/instance.ts';
 import { compiledStatement } from './compiled.ts';
-import { toInstance } from './instances.ts';
-import type { Database, InstancesTable, WebhookEndpointsTable } from './schema.ts';
+import { type InstanceColumns, toInstance } from './instances.ts';
+import type { Database, WebhookEndpointsTable } from './schema.ts';
 import { toIso } from './times.ts';
 import { type EndpointRecord, toEndpointRecord } from './webhook-endpoints.ts';
-import { advanceSequence } from './webhook-events.ts';
 
 /**
  * What routes an instance's events to their receivers (docs/decisions/0035-webhook-endpoints.md): the instance's
@@ -17,7 +17,7 @@ export interface InstanceRouting {
 }
 
 /** One row of the join: the instance's columns, then one endpoint's (all null when it has none). */
-type RoutingRow = InstancesTable & {
+type RoutingRow = InstanceColumns & { routing_version: number | string } & {
   [K in keyof WebhookEndpointsTable as `endpoint_${K}`]: WebhookEndpointsTable[K] | null;
 };
 
@@ -48,48 +48,44 @@ const GET_ROUTING = compiledStatement<{ id: string }, RoutingRow>((db, arg) =>
     .orderBy('e.id'),
 );
 
-/** A join row of {@link ROUTE_AND_ADVANCE}: the routing row and the webhook state after the advance. */
-type AdvancedRoutingRow = RoutingRow & {
-  state_last_sequence: number | string;
-  state_disabled_at: number | null;
-  state_disabled_reason: string | null;
-};
+/** What {@link ADVANCE} answers: the webhook state after the advance and the instance's routing version. */
+interface AdvanceRow {
+  last_sequence: number | string;
+  disabled_at: number | null;
+  disabled_reason: string | null;
+  routing_version: number | string;
+}
 
 /**
- * PostgreSQL only (a data-modifying `WITH`): advances the instance's sequence by `count`, when the instance exists,
- * and reads its routing joined with the state's new values, in one statement.
+ * Advances the instance's sequence by `count` when the instance exists (an insert from its row, so nothing is
+ * written for an unknown one), and answers the state's new values with the instance's routing version, in one
+ * statement on both dialects. The upsert locks the state row to the transaction's end.
  */
-const ROUTE_AND_ADVANCE = compiledStatement<{ id: string; count: number }, AdvancedRoutingRow>((db, arg) =>
+const ADVANCE = compiledStatement<{ id: string; count: number }, AdvanceRow>((db, arg) =>
   db
-    .with('s', (w) =>
-      w
-        .insertInto('webhook_state')
-        .columns(['instance_id', 'last_sequence'])
-        .expression((eb) =>
-          eb
-            .selectFrom('instances')
-            .select(['id', sql<number>`cast(${arg('count')} as bigint)`.as('last_sequence')])
-            .where('id', '=', arg('id')),
-        )
-        .onConflict((oc) =>
-          oc
-            .column('instance_id')
-            .doUpdateSet({ last_sequence: sql<number>`webhook_state.last_sequence + ${arg('count')}` }),
-        )
-        .returning([
-          'last_sequence as state_last_sequence',
-          'disabled_at as state_disabled_at',
-          'disabled_reason as state_disabled_reason',
-        ]),
+    .insertInto('webhook_state')
+    .columns(['instance_id', 'last_sequence'])
+    .expression((eb) =>
+      eb
+        .selectFrom('instances')
+        .select(['id', sql<number>`cast(${arg('count')} as bigint)`.as('last_sequence')])
+        .where('id', '=', arg('id')),
     )
-    .selectFrom(['s', 'instances as i'])
-    .leftJoin('webhook_endpoints as e', 'e.instance_id', 'i.id')
-    .selectAll('i')
-    .select(ENDPOINT_COLUMNS)
-    .select(['s.state_last_sequence', 's.state_disabled_at', 's.state_disabled_reason'])
-    .where('i.id', '=', arg('id'))
-    .orderBy('e.created_at')
-    .orderBy('e.id'),
+    .onConflict((oc) =>
+      oc
+        .column('instance_id')
+        .doUpdateSet({ last_sequence: sql<number>`webhook_state.last_sequence + ${arg('count')}` }),
+    )
+    .returning((eb) => [
+      'last_sequence',
+      'disabled_at',
+      'disabled_reason',
+      eb
+        .selectFrom('instances')
+        .select('routing_version')
+        .whereRef('instances.id', '=', 'webhook_state.instance_id')
+        .as('routing_version'),
+    ]),
 );
 
 /** The endpoint columns of a join row, or undefined when the row carries none (an instance without endpoints). */
@@ -154,12 +150,37 @@ export interface AdvancedRouting extends InstanceRouting {
   disabledReason: string | null;
 }
 
+/** The routing a process last read for an instance, and the instance's routing version it was read at. */
+interface KnownRouting {
+  version: number;
+  routing: InstanceRouting;
+}
+
+/** Instances whose routing each store's process keeps (least recently used dropped first). */
+export const KNOWN_ROUTINGS = 10_000;
+
+/** The routings kept per store: by its dialect adapter, one per store and shared by its transactions. */
+const knownByStore = new WeakMap<object, BoundedMap<string, KnownRouting>>();
+
+function knownOf(db: Kysely<Database>): BoundedMap<string, KnownRouting> {
+  const adapter = db.getExecutor().adapter;
+  let known = knownByStore.get(adapter);
+  if (!known) {
+    known = new BoundedMap(KNOWN_ROUTINGS);
+    knownByStore.set(adapter, known);
+  }
+  return known;
+}
+
 /**
- * Takes `count` sequence numbers for the webhook events of instance `id` and reads what routes them
+ * Takes `count` sequence numbers for the webhook events of instance `id` and answers what routes them
  * (docs/decisions/0005-outbox-and-delivery.md, docs/decisions/0035-webhook-endpoints.md), inside the recorder's
  * transaction: the state row stays locked until its commit, so the instance's events are numbered in commit order.
- * On PostgreSQL one statement (a data-modifying `WITH`, docs/decisions/0056-write-groups.md), on SQLite the routing
- * read and then the sequence's upsert. → undefined, and no number taken, when no such instance exists.
+ * One statement takes the numbers and answers the instance's routing version; the routing itself is read again
+ * only when that version differs from the one this process last read it at (docs/decisions/0065-routing-version.md:
+ * the store raises the version in the transaction of every change to the instance or its endpoints, so an equal
+ * version means the routing the statement would have read is the one kept). → undefined, and no number taken,
+ * when no such instance exists.
  * @throws what the store throws (`store_unavailable` on a fault, docs/decisions/0011-store-faults.md).
  */
 export async function routeAndAdvance(
@@ -167,18 +188,22 @@ export async function routeAndAdvance(
   id: string,
   count: number,
 ): Promise<AdvancedRouting | undefined> {
-  if (trx.getExecutor().adapter instanceof PostgresAdapter) {
-    const { rows } = await ROUTE_AND_ADVANCE.run(trx, { id, count });
+  const [state] = (await ADVANCE.run(trx, { id, count })).rows;
+  if (!state) return undefined;
+  const known = knownOf(trx);
+  let routing = known.use(id);
+  if (routing?.version !== Number(state.routing_version)) {
+    const { rows } = await GET_ROUTING.run(trx, { id });
     const [first] = rows;
+    // Gone since the advance (deleted by another transaction on PostgreSQL): nothing to route by.
     if (!first) return undefined;
-    return {
-      ...routingOf(rows),
-      last: Number(first.state_last_sequence),
-      disabledAt: toIso(first.state_disabled_at),
-      disabledReason: first.state_disabled_reason,
-    };
+    routing = { version: Number(first.routing_version), routing: routingOf(rows) };
+    known.set(id, routing);
   }
-  const routing = await getInstanceRouting(trx, id);
-  if (!routing) return undefined;
-  return { ...routing, ...(await advanceSequence(trx, id, count)) };
+  return {
+    ...routing.routing,
+    last: Number(state.last_sequence),
+    disabledAt: toIso(state.disabled_at),
+    disabledReason: state.disabled_reason,
+  };
 }

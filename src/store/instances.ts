@@ -6,8 +6,11 @@ import { compiledStatement } from './compiled.ts';
 import type { Database, InstancesTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
 
+/** An instance row's columns the service writes and reads (the store's triggers keep `routing_version`). */
+export type InstanceColumns = Omit<InstancesTable, 'routing_version'>;
+
 /** Converts a stored row (times to RFC 3339); unknown event names in a stored subscription are dropped. */
-export function toInstance(row: InstancesTable): Instance {
+export function toInstance(row: InstanceColumns): Instance {
   let subscribe: EventType[] | null = null;
   if (row.subscribe !== null) {
     const parsed: unknown = JSON.parse(row.subscribe);
@@ -35,7 +38,7 @@ export async function createInstance(
   db: Kysely<Database>,
   input: { orgId: string; env: Environment; name: string },
 ): Promise<Instance> {
-  const row: InstancesTable = {
+  const row: InstanceColumns = {
     id: randomUUID(),
     org_id: input.orgId,
     env: input.env,
@@ -114,7 +117,7 @@ export async function getInstance(db: Kysely<Database>, id: string): Promise<Ins
   return row ? toInstance(row) : undefined;
 }
 
-const GET_INSTANCE = compiledStatement<{ id: string }, InstancesTable>((db, arg) =>
+const GET_INSTANCE = compiledStatement<{ id: string }, InstanceColumns>((db, arg) =>
   db.selectFrom('instances').selectAll().where('id', '=', arg('id')),
 );
 
@@ -131,7 +134,7 @@ export async function listInstances(
 }
 
 function listStatement(ofEnv: boolean) {
-  return compiledStatement<{ orgId: string; env?: Environment }, InstancesTable>((db, arg) => {
+  return compiledStatement<{ orgId: string; env?: Environment }, InstanceColumns>((db, arg) => {
     let query = db.selectFrom('instances').selectAll().where('org_id', '=', arg('orgId'));
     if (ofEnv) query = query.where('env', '=', arg('env') ?? 'test');
     return query.orderBy('created_at').orderBy('id');

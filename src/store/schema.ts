@@ -41,6 +41,11 @@ export interface InstancesTable {
   desired_state: string;
   last_connected_at: number | null;
   created_at: number;
+  /**
+   * Raised by the store's triggers in the transaction of every change to the row or to one of the instance's
+   * webhook endpoints (migration 0023, docs/decisions/0065-routing-version.md); never written by the service.
+   */
+  routing_version: Generated<number>;
 }
 
 export interface ApiKeysTable {

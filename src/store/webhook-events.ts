@@ -1,5 +1,5 @@
-import { type CompiledQuery, type Insertable, type Kysely, sql, type Transaction } from 'kysely';
-import { chunksOf, compiledListStatement, compiledStatement, ROWS_PER_INSERT } from './compiled.ts';
+import type { CompiledQuery, Insertable, Kysely, Transaction } from 'kysely';
+import { chunksOf, compiledListStatement, ROWS_PER_INSERT } from './compiled.ts';
 import type { Database, WebhookEventsTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
 import { runWriteGroup } from './write-groups.ts';
@@ -16,48 +16,6 @@ export interface WebhookState {
   disabledAt: string | null;
   disabledReason: string | null;
 }
-
-/**
- * Hands out the next `count` (≥ 1) `sequence` numbers of `instanceId` (1, 2, 3, … per instance,
- * docs/decisions/0005-outbox-and-delivery.md): → the last of them (the batch holds `last - count + 1` … `last`) with
- * the webhook's disabled state. Upserts the state row; on PostgreSQL its row lock serialises concurrent writers of
- * the same instance until their transactions end, so numbers are unique and gap-free even across processes. Must
- * run inside the transaction that writes the events.
- */
-export async function advanceSequence(
-  trx: Transaction<Database>,
-  instanceId: string,
-  count: number,
-): Promise<{ last: number; disabledAt: string | null; disabledReason: string | null }> {
-  const { rows } = await ADVANCE_SEQUENCE.run(trx, { instanceId, count });
-  const row = rows[0];
-  if (!row) throw new Error('the sequence upsert returned no row');
-  return {
-    last: Number(row.last_sequence),
-    disabledAt: toIso(row.disabled_at),
-    disabledReason: row.disabled_reason,
-  };
-}
-
-const ADVANCE_SEQUENCE = compiledStatement<
-  { instanceId: string; count: number },
-  { last_sequence: number; disabled_at: number | null; disabled_reason: string | null }
->((db, arg) =>
-  db
-    .insertInto('webhook_state')
-    .values({
-      instance_id: arg('instanceId'),
-      last_sequence: arg('count'),
-      disabled_at: null,
-      disabled_reason: null,
-    })
-    .onConflict((oc) =>
-      oc
-        .column('instance_id')
-        .doUpdateSet({ last_sequence: sql<number>`webhook_state.last_sequence + ${arg('count')}` }),
-    )
-    .returning(['last_sequence', 'disabled_at', 'disabled_reason']),
-);
 
 /** The webhook state of an instance; defaults (nothing sent yet, enabled) when it has no row. */
 export async function getWebhookState(db: Kysely<Database>, instanceId: string): Promise<WebhookState> {

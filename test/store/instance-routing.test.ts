@@ -4,16 +4,26 @@
  * without endpoints, and one with several endpoints (a disabled one included, oldest first, another instance's
  * left out). The same read taking the instance's next sequence numbers (one statement on PostgreSQL,
  * docs/decisions/0056-write-groups.md) answers the same routing, numbers without gaps, the webhook's 410 state,
- * and takes nothing for an instance that does not exist. Runs on SQLite, and on PostgreSQL when TEST_DATABASE_URL
- * is set.
+ * and takes nothing for an instance that does not exist. The store raises an instance's routing version in the
+ * transaction of every change to its row or its endpoints (triggers, migration 0023), whoever makes it; the advance
+ * then reads the routing again only when that version moved, so a change made through another connection (another
+ * process, another node) reaches the next advance, and an unchanged routing costs the advance its one statement
+ * (docs/decisions/0065-routing-version.md). Runs on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
+import { type KyselyPlugin, sql } from 'kysely';
+import { openStore, type Store } from '../../src/store/database.ts';
 import { getInstanceRouting, routeAndAdvance } from '../../src/store/instance-routing.ts';
 import { createInstance, getInstance, updateInstance } from '../../src/store/instances.ts';
 import { createOrganization } from '../../src/store/organizations.ts';
-import { insertEndpoint, listEndpoints, updateEndpoint } from '../../src/store/webhook-endpoints.ts';
+import {
+  deleteEndpoint,
+  insertEndpoint,
+  listEndpoints,
+  updateEndpoint,
+} from '../../src/store/webhook-endpoints.ts';
 import { getWebhookState } from '../../src/store/webhook-events.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 
@@ -132,6 +142,183 @@ for (const dialect of testDialects()) {
         .where('instance_id', '=', gone)
         .execute();
       assert.deepEqual(rows, []);
+    });
+
+    it('raises the routing version in the transaction of every change to the instance or its endpoints', async () => {
+      const db = ts.store.db;
+      const version = async () =>
+        Number(
+          (
+            await db
+              .selectFrom('instances')
+              .select('routing_version')
+              .where('id', '=', bare)
+              .executeTakeFirstOrThrow()
+          ).routing_version,
+        );
+      const steps: [string, () => Promise<unknown>][] = [
+        ['the webhook URL', () => updateInstance(db, bare, { webhookUrl: 'https://hooks.example.com/bare' })],
+        ['the subscription', () => updateInstance(db, bare, { subscribe: ['Message'] })],
+        [
+          'the name',
+          () => db.updateTable('instances').set({ name: 'renamed' }).where('id', '=', bare).execute(),
+        ],
+        [
+          'an endpoint added',
+          () =>
+            insertEndpoint(
+              db,
+              {
+                id: randomUUID(),
+                instanceId: bare,
+                url: 'https://d.example.com/',
+                events: ['Message'],
+                description: null,
+                secretSealed: 'sealed',
+                urlSealed: null,
+                now: 5_000,
+              },
+              10,
+            ),
+        ],
+      ];
+      for (const [what, change] of steps) {
+        const before = await version();
+        await change();
+        assert.ok((await version()) > before, `${what} raised the version`);
+      }
+      const [endpoint] = await listEndpoints(db, bare);
+      assert.ok(endpoint);
+      let before = await version();
+      await updateEndpoint(db, bare, endpoint.id, { enabled: false }, 6_000);
+      assert.equal(await version(), before + 1, 'an endpoint changed');
+      before = await version();
+      assert.equal(await deleteEndpoint(db, bare, endpoint.id), true);
+      assert.equal(await version(), before + 1, 'an endpoint deleted');
+      // A change rolled back takes its raise with it.
+      before = await version();
+      await assert.rejects(
+        db.transaction().execute(async (trx) => {
+          await trx.updateTable('instances').set({ name: 'rolled back' }).where('id', '=', bare).execute();
+          throw new Error('roll back');
+        }),
+        /roll back/,
+      );
+      assert.equal(await version(), before);
+    });
+
+    it('keeps its triggers (a table rebuilt by a later migration must create them again)', async () => {
+      const db = ts.store.db;
+      const { rows } =
+        dialect === 'sqlite'
+          ? await sql<{ name: string }>`select name from sqlite_master where type = 'trigger'`.execute(db)
+          : await sql<{ name: string }>`
+              select t.tgname as name from pg_trigger t
+              join pg_class c on c.oid = t.tgrelid join pg_namespace n on n.oid = c.relnamespace
+              where n.nspname = ${ts.schema ?? 'public'} and not t.tgisinternal`.execute(db);
+      const names = rows.map((row) => row.name);
+      const expected =
+        dialect === 'sqlite'
+          ? [
+              'instances_routing_version',
+              'webhook_endpoints_delete_routing_version',
+              'webhook_endpoints_insert_routing_version',
+              'webhook_endpoints_update_routing_version',
+            ]
+          : ['instances_routing_version', 'webhook_endpoints_routing_version'];
+      assert.deepEqual(names.filter((name) => name.endsWith('routing_version')).sort(), expected);
+    });
+
+    describe('routings kept between advances', () => {
+      let other: Store;
+      let instance: string;
+      let statements = 0;
+      const counting: KyselyPlugin = {
+        transformQuery: (args) => args.node,
+        transformResult: async (args) => {
+          statements += 1;
+          return args.result;
+        },
+      };
+
+      before(async () => {
+        // A second handle on the same database: another process, or another node on PostgreSQL.
+        other = await openStore(ts.database, ts.schema ? { schema: ts.schema, poolSize: 2 } : {});
+        const org = await createOrganization(ts.store.db, { name: 'kept', plan: 'pro' });
+        instance = (await createInstance(ts.store.db, { orgId: org.id, env: 'test', name: 'kept' })).id;
+      });
+      after(() => other.destroy());
+
+      /** Advances by one on the service's store; → the routing answered and the statements it took. */
+      const advance = async () => {
+        const counted = ts.store.db.withPlugin(counting);
+        statements = 0;
+        const routing = await counted.transaction().execute((trx) => routeAndAdvance(trx, instance, 1));
+        return { routing, statements };
+      };
+
+      it('answers an unchanged routing from the one statement of the advance', async () => {
+        const first = await advance();
+        assert.equal(first.statements, 2, 'the first advance reads the routing');
+        const second = await advance();
+        assert.equal(second.statements, 1, 'the next one does not');
+        assert.equal(second.routing?.last, (first.routing?.last ?? 0) + 1);
+        assert.deepEqual({ ...second.routing, last: 0 }, { ...first.routing, last: 0 });
+      });
+
+      it('reads again after a change made through another connection, and answers the change', async () => {
+        await advance();
+        await updateInstance(other.db, instance, { webhookUrl: 'https://hooks.example.com/kept' });
+        let next = await advance();
+        assert.equal(next.statements, 2);
+        assert.equal(next.routing?.instance.webhookUrl, 'https://hooks.example.com/kept');
+        assert.deepEqual(next.routing?.instance, await getInstance(other.db, instance));
+
+        const id = randomUUID();
+        await insertEndpoint(
+          other.db,
+          {
+            id,
+            instanceId: instance,
+            url: 'https://e.example.com/',
+            events: ['Message'],
+            description: null,
+            secretSealed: 'sealed',
+            urlSealed: null,
+            now: 7_000,
+          },
+          10,
+        );
+        next = await advance();
+        assert.deepEqual(
+          next.routing?.endpoints.map((e) => [e.id, e.enabled]),
+          [[id, true]],
+        );
+        await updateEndpoint(other.db, instance, id, { enabled: false }, 8_000);
+        next = await advance();
+        assert.deepEqual(
+          next.routing?.endpoints.map((e) => [e.id, e.enabled]),
+          [[id, false]],
+        );
+        await deleteEndpoint(other.db, instance, id);
+        next = await advance();
+        assert.deepEqual(next.routing?.endpoints, []);
+        assert.equal((await advance()).statements, 1);
+      });
+
+      it('answers undefined, taking no number, once another connection deleted the instance', async () => {
+        await advance();
+        const before = (await getWebhookState(ts.store.db, instance)).lastSequence;
+        await other.db.deleteFrom('instances').where('id', '=', instance).execute();
+        const { routing } = await advance();
+        assert.equal(routing, undefined);
+        const rows = await ts.store.db
+          .selectFrom('webhook_state')
+          .select('last_sequence')
+          .where('instance_id', '=', instance)
+          .execute();
+        assert.ok(rows.every((row) => Number(row.last_sequence) === before));
+      });
     });
   });
 }

@@ -21,6 +21,7 @@ import * as lidMappings from './0019_lid_mappings.ts';
 import * as labels from './0020_labels.ts';
 import * as sendJobsLiveIndex from './0021_send_jobs_live_index.ts';
 import * as deliveryLiveIndexes from './0022_delivery_live_indexes.ts';
+import * as routingVersion from './0023_routing_version.ts';
 
 /**
  * Every migration, in order. Names are numbered; add a new file and list it here (never edit one that shipped).
@@ -49,6 +50,7 @@ export const migrations: Record<string, Migration> = {
   '0020_labels': labels,
   '0021_send_jobs_live_index': sendJobsLiveIndex,
   '0022_delivery_live_indexes': deliveryLiveIndexes,
+  '0023_routing_version': routingVersion,
 };
 
 /** Hands Kysely's `Migrator` the in-code list above (no file-system scanning, so it works from any cwd). */
