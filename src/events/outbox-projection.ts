@@ -40,12 +40,12 @@ export interface OutboxProjectionOptions {
  * events.
  *
  * The rows are written at the end of the recorder's batch ({@link flush}): `apply` keeps each normalised event in the
- * transaction's buffer, and `flush` reads the instance's routing and takes the batch's sequence numbers (the state
- * row's lock is held from there to the commit, not from the first event), then inserts the event rows and the
- * delivery rows in one multi-row statement each, in the order the events were applied, with the batch's messages in
- * the write group the recorder runs last. On PostgreSQL the routing read with the sequence, and the group, are one
- * statement each (docs/decisions/0056-write-groups.md), and the group's commit leaves behind it
- * (docs/decisions/0063-pipelined-commit.md).
+ * transaction's buffer, and `flush` takes the batch's sequence numbers with what routes them (the state row's lock
+ * is held from there to the commit, not from the first event; the routing is read again only when the store says
+ * it changed, docs/decisions/0065-routing-version.md), then inserts the event rows and the delivery rows in one
+ * multi-row statement each, in the order the events were applied, with the batch's messages in the write group the
+ * recorder runs last. On PostgreSQL the group is one statement (docs/decisions/0056-write-groups.md), and the
+ * group's commit leaves behind it (docs/decisions/0063-pipelined-commit.md).
  */
 export class OutboxProjection implements EventProjection {
   readonly name = 'webhook-outbox';

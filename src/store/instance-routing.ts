@@ -12,13 +12,13 @@ import { type EndpointRecord, toEndpointRecord } from './webhook-endpoints.ts';
  * row (default webhook URL, subscription) and every one of its extra endpoints, enabled or not, oldest first.
  */
 export interface InstanceRouting {
-  instance: Instance;
-  endpoints: EndpointRecord[];
+  readonly instance: Readonly<Instance>;
+  readonly endpoints: readonly Readonly<EndpointRecord>[];
 }
 
 /** One row of the join: the instance's columns, then one endpoint's (all null when it has none). */
 type RoutingRow = InstanceColumns & { routing_version: number | string } & {
-  [K in keyof WebhookEndpointsTable as `endpoint_${K}`]: WebhookEndpointsTable[K] | null;
+  [K in keyof WebhookEndpointsTable as `endpoint_${K}`]: Selectable<WebhookEndpointsTable>[K] | null;
 };
 
 /** The endpoint columns of the join, each under its `endpoint_` name. */
@@ -35,6 +35,7 @@ const ENDPOINT_COLUMNS = [
   'e.disabled_reason as endpoint_disabled_reason',
   'e.created_at as endpoint_created_at',
   'e.updated_at as endpoint_updated_at',
+  'e.routing_stamp as endpoint_routing_stamp',
 ] as const;
 
 const GET_ROUTING = compiledStatement<{ id: string }, RoutingRow>((db, arg) =>
@@ -48,18 +49,21 @@ const GET_ROUTING = compiledStatement<{ id: string }, RoutingRow>((db, arg) =>
     .orderBy('e.id'),
 );
 
-/** What {@link ADVANCE} answers: the webhook state after the advance and the instance's routing version. */
+/** What {@link ADVANCE} answers: the webhook state after the advance and what tells the instance's routing. */
 interface AdvanceRow {
   last_sequence: number | string;
   disabled_at: number | null;
   disabled_reason: string | null;
   routing_version: number | string;
+  /** `count:sum` of the instance's endpoints and their routing stamps (see {@link endpointsDigest}). */
+  endpoints_digest: string;
 }
 
 /**
  * Advances the instance's sequence by `count` when the instance exists (an insert from its row, so nothing is
- * written for an unknown one), and answers the state's new values with the instance's routing version, in one
- * statement on both dialects. The upsert locks the state row to the transaction's end.
+ * written for an unknown one), and answers the state's new values with the instance's routing version and its
+ * endpoints' digest, in one statement on both dialects (docs/decisions/0065-routing-version.md). The upsert locks
+ * the state row to the transaction's end.
  */
 const ADVANCE = compiledStatement<{ id: string; count: number }, AdvanceRow>((db, arg) =>
   db
@@ -85,8 +89,35 @@ const ADVANCE = compiledStatement<{ id: string; count: number }, AdvanceRow>((db
         .select('routing_version')
         .whereRef('instances.id', '=', 'webhook_state.instance_id')
         .as('routing_version'),
+      // Text on both dialects: SQLite's `||` and PostgreSQL's `anynonarray || text` write integers in full.
+      eb
+        .selectFrom('webhook_endpoints')
+        .select(sql<string>`count(*) || ':' || coalesce(sum(routing_stamp), 0)`.as('digest'))
+        .whereRef('webhook_endpoints.instance_id', '=', 'webhook_state.instance_id')
+        .as('endpoints_digest'),
     ]),
 );
+
+/**
+ * `count:sum` of an instance's endpoints and their routing stamps, as {@link ADVANCE} writes it: an endpoint added
+ * or removed changes the count, one changed draws a new stamp and so changes the sum (a random 52-bit number each,
+ * so a change leaves the sum as it was with a chance of 2^-52).
+ */
+function endpointsDigest(rows: readonly RoutingRow[]): string {
+  let count = 0;
+  let sum = 0n;
+  for (const row of rows) {
+    if (row.endpoint_id === null) continue;
+    count += 1;
+    sum += BigInt(row.endpoint_routing_stamp ?? 0);
+  }
+  return `${count}:${sum}`;
+}
+
+/** The key a kept routing is checked by: the instance's routing version and its endpoints' digest. */
+function routingKey(version: number | string, digest: string): string {
+  return `${version}|${digest}`;
+}
 
 /** The endpoint columns of a join row, or undefined when the row carries none (an instance without endpoints). */
 function endpointOf(row: RoutingRow): Selectable<WebhookEndpointsTable> | undefined {
@@ -114,12 +145,14 @@ function endpointOf(row: RoutingRow): Selectable<WebhookEndpointsTable> | undefi
     disabled_reason: row.endpoint_disabled_reason,
     created_at: row.endpoint_created_at,
     updated_at: row.endpoint_updated_at,
+    routing_stamp: row.endpoint_routing_stamp ?? 0,
   };
 }
 
 /**
  * The instance `id` and its endpoints in one statement (a left join, compiled once per store): the recorder reads
- * them for every transaction that writes webhook events, and on PostgreSQL each statement is a round trip.
+ * them when the instance's routing version moved ({@link routeAndAdvance}), and on PostgreSQL each statement is a
+ * round trip.
  * → undefined when no such instance exists.
  * @throws what the store throws (`store_unavailable` on a fault, docs/decisions/0011-store-faults.md).
  */
@@ -132,7 +165,7 @@ export async function getInstanceRouting(
 }
 
 /** The routing of the join's `rows` (at least one: the instance's columns repeat on each). */
-function routingOf(rows: readonly RoutingRow[]): InstanceRouting {
+function routingOf(rows: readonly RoutingRow[]): { instance: Instance; endpoints: EndpointRecord[] } {
   const endpoints: EndpointRecord[] = [];
   for (const row of rows) {
     const endpoint = endpointOf(row);
@@ -150,9 +183,9 @@ export interface AdvancedRouting extends InstanceRouting {
   disabledReason: string | null;
 }
 
-/** The routing a process last read for an instance, and the instance's routing version it was read at. */
+/** The routing a process last read for an instance, and the key ({@link routingKey}) it was read at. */
 interface KnownRouting {
-  version: number;
+  key: string;
   routing: InstanceRouting;
 }
 
@@ -172,16 +205,29 @@ function knownOf(db: Kysely<Database>): BoundedMap<string, KnownRouting> {
   return known;
 }
 
+/** `routing` frozen, arrays and objects within it too: a kept routing is handed to every later batch. */
+function frozen(routing: InstanceRouting): InstanceRouting {
+  if (routing.instance.subscribe) Object.freeze(routing.instance.subscribe);
+  Object.freeze(routing.instance);
+  for (const endpoint of routing.endpoints) {
+    Object.freeze(endpoint.events);
+    Object.freeze(endpoint);
+  }
+  Object.freeze(routing.endpoints);
+  return Object.freeze(routing);
+}
+
 /**
  * Takes `count` sequence numbers for the webhook events of instance `id` and answers what routes them
  * (docs/decisions/0005-outbox-and-delivery.md, docs/decisions/0035-webhook-endpoints.md), inside the recorder's
  * transaction: the state row stays locked until its commit, so the instance's events are numbered in commit order.
- * One statement takes the numbers and answers the instance's routing version; the routing itself is read again
- * only when that version differs from the one this process last read it at (docs/decisions/0065-routing-version.md:
- * the store raises the version in the transaction of every change to the instance or its endpoints, so an equal
- * version means the routing the statement would have read is the one kept). → undefined, and no number taken,
- * when no such instance exists.
- * @throws what the store throws (`store_unavailable` on a fault, docs/decisions/0011-store-faults.md).
+ * One statement takes the numbers and answers the instance's routing version and its endpoints' digest; the routing
+ * itself is read again, in the same transaction, only when those differ from the ones this process last read it at
+ * (docs/decisions/0065-routing-version.md: the store draws a new random version or stamp at every change to the
+ * instance or its endpoints, so equal ones mean the routing the statement would have read is the one kept). The
+ * routing answered is frozen: later batches share it. → undefined, and no number taken, when no such instance exists.
+ * @throws what the store throws (`store_unavailable` on a fault, docs/decisions/0011-store-faults.md); an Error when
+ * the instance vanished between the advance and the routing's read (its state row's lock rules that out).
  */
 export async function routeAndAdvance(
   trx: Transaction<Database>,
@@ -191,17 +237,19 @@ export async function routeAndAdvance(
   const [state] = (await ADVANCE.run(trx, { id, count })).rows;
   if (!state) return undefined;
   const known = knownOf(trx);
-  let routing = known.use(id);
-  if (routing?.version !== Number(state.routing_version)) {
+  let kept = known.use(id);
+  if (kept?.key !== routingKey(state.routing_version, state.endpoints_digest)) {
     const { rows } = await GET_ROUTING.run(trx, { id });
     const [first] = rows;
-    // Gone since the advance (deleted by another transaction on PostgreSQL): nothing to route by.
-    if (!first) return undefined;
-    routing = { version: Number(first.routing_version), routing: routingOf(rows) };
-    known.set(id, routing);
+    if (!first) throw new Error(`instance ${id} vanished after its sequence was advanced`);
+    kept = {
+      key: routingKey(first.routing_version, endpointsDigest(rows)),
+      routing: frozen(routingOf(rows)),
+    };
+    known.set(id, kept);
   }
   return {
-    ...routing.routing,
+    ...kept.routing,
     last: Number(state.last_sequence),
     disabledAt: toIso(state.disabled_at),
     disabledReason: state.disabled_reason,

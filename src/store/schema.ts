@@ -42,10 +42,10 @@ export interface InstancesTable {
   last_connected_at: number | null;
   created_at: number;
   /**
-   * Raised by the store's triggers in the transaction of every change to the row or to one of the instance's
-   * webhook endpoints (migration 0023, docs/decisions/0065-routing-version.md); never written by the service.
+   * A random number the store's trigger draws anew at every update of the row (below 2^52; migration 0023,
+   * docs/decisions/0065-routing-version.md); never written by the service. PostgreSQL's bigint reads as a string.
    */
-  routing_version: Generated<number>;
+  routing_version: Generated<number | string>;
 }
 
 export interface ApiKeysTable {
@@ -193,6 +193,12 @@ export interface WebhookEndpointsTable {
   disabled_reason: string | null;
   created_at: number;
   updated_at: number;
+  /**
+   * A random number the store's triggers draw anew at every insert and update of the row (below 2^52; migration
+   * 0023, docs/decisions/0065-routing-version.md); never written by the service. PostgreSQL's bigint reads as a
+   * string.
+   */
+  routing_stamp: Generated<number | string>;
 }
 
 /**

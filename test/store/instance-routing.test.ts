@@ -1,14 +1,15 @@
 /**
  * The one-statement read of an instance's routing (src/store/instance-routing.ts, used by the webhook outbox): it
  * answers exactly what the instance read and the endpoint list answer apart, for an unknown instance, an instance
- * without endpoints, and one with several endpoints (a disabled one included, oldest first, another instance's
- * left out). The same read taking the instance's next sequence numbers (one statement on PostgreSQL,
- * docs/decisions/0056-write-groups.md) answers the same routing, numbers without gaps, the webhook's 410 state,
- * and takes nothing for an instance that does not exist. The store raises an instance's routing version in the
- * transaction of every change to its row or its endpoints (triggers, migration 0023), whoever makes it; the advance
- * then reads the routing again only when that version moved, so a change made through another connection (another
- * process, another node) reaches the next advance, and an unchanged routing costs the advance its one statement
- * (docs/decisions/0065-routing-version.md). Runs on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
+ * without endpoints, and one with several endpoints (a disabled one included, oldest first, another instance's left
+ * out). Taking the instance's next sequence numbers with it (`routeAndAdvance`) answers the same routing, numbers
+ * without gaps, the webhook's 410 state, and takes nothing for an instance that does not exist. The store draws a
+ * new random routing version at every update of an instance and a new stamp at every endpoint written (triggers,
+ * migration 0023), whoever writes; the advance answers the version with the endpoints' count and stamps, and the
+ * routing is read again only when those moved, so a change made through another connection (another process,
+ * another node) reaches the next advance, a routing read inside a transaction that rolled back is never taken for a
+ * later one, and an unchanged routing costs the advance its one statement (docs/decisions/0065-routing-version.md).
+ * Runs on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
@@ -28,7 +29,7 @@ import { getWebhookState } from '../../src/store/webhook-events.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 
 for (const dialect of testDialects()) {
-  describe(`instance routing read [${dialect}]`, () => {
+  describe(`instance routing [${dialect}]`, () => {
     let ts: TestStore;
     let bare: string;
     let routed: string;
@@ -144,10 +145,10 @@ for (const dialect of testDialects()) {
       assert.deepEqual(rows, []);
     });
 
-    it('raises the routing version in the transaction of every change to the instance or its endpoints', async () => {
+    it('draws a new version at every update of the instance, a new stamp at every endpoint written', async () => {
       const db = ts.store.db;
       const version = async () =>
-        Number(
+        String(
           (
             await db
               .selectFrom('instances')
@@ -156,47 +157,56 @@ for (const dialect of testDialects()) {
               .executeTakeFirstOrThrow()
           ).routing_version,
         );
-      const steps: [string, () => Promise<unknown>][] = [
+      const stamps = async () =>
+        (
+          await db
+            .selectFrom('webhook_endpoints')
+            .select(['id', 'routing_stamp'])
+            .where('instance_id', '=', bare)
+            .orderBy('id')
+            .execute()
+        ).map((row) => `${row.id}=${row.routing_stamp}`);
+      const seen = new Set<string>([await version()]);
+      const instanceChanges: [string, () => Promise<unknown>][] = [
         ['the webhook URL', () => updateInstance(db, bare, { webhookUrl: 'https://hooks.example.com/bare' })],
         ['the subscription', () => updateInstance(db, bare, { subscribe: ['Message'] })],
         [
           'the name',
           () => db.updateTable('instances').set({ name: 'renamed' }).where('id', '=', bare).execute(),
         ],
-        [
-          'an endpoint added',
-          () =>
-            insertEndpoint(
-              db,
-              {
-                id: randomUUID(),
-                instanceId: bare,
-                url: 'https://d.example.com/',
-                events: ['Message'],
-                description: null,
-                secretSealed: 'sealed',
-                urlSealed: null,
-                now: 5_000,
-              },
-              10,
-            ),
-        ],
       ];
-      for (const [what, change] of steps) {
-        const before = await version();
+      for (const [what, change] of instanceChanges) {
         await change();
-        assert.ok((await version()) > before, `${what} raised the version`);
+        const now = await version();
+        assert.ok(!seen.has(now), `${what}: a version not seen before`);
+        seen.add(now);
       }
-      const [endpoint] = await listEndpoints(db, bare);
-      assert.ok(endpoint);
-      let before = await version();
-      await updateEndpoint(db, bare, endpoint.id, { enabled: false }, 6_000);
-      assert.equal(await version(), before + 1, 'an endpoint changed');
-      before = await version();
-      assert.equal(await deleteEndpoint(db, bare, endpoint.id), true);
-      assert.equal(await version(), before + 1, 'an endpoint deleted');
-      // A change rolled back takes its raise with it.
-      before = await version();
+      // Written with plain SQL, as another tool would: the triggers draw the stamps, whoever writes the row.
+      const id = randomUUID();
+      await db
+        .insertInto('webhook_endpoints')
+        .values({
+          id,
+          instance_id: bare,
+          url: 'https://d.example.com/',
+          events: '["Message"]',
+          description: null,
+          secret: 'sealed',
+          url_sealed: null,
+          enabled: 1,
+          disabled_at: null,
+          disabled_reason: null,
+          created_at: 5_000,
+          updated_at: 5_000,
+        })
+        .execute();
+      const [inserted] = await stamps();
+      assert.ok(inserted !== undefined && inserted !== `${id}=0`, 'a stamp drawn at the insert');
+      await db.updateTable('webhook_endpoints').set({ enabled: 0 }).where('id', '=', id).execute();
+      const [updated] = await stamps();
+      assert.ok(updated !== undefined && updated !== inserted, 'a new stamp drawn at the update');
+      // A change rolled back takes its number with it.
+      const before = await version();
       await assert.rejects(
         db.transaction().execute(async (trx) => {
           await trx.updateTable('instances').set({ name: 'rolled back' }).where('id', '=', bare).execute();
@@ -221,12 +231,11 @@ for (const dialect of testDialects()) {
         dialect === 'sqlite'
           ? [
               'instances_routing_version',
-              'webhook_endpoints_delete_routing_version',
-              'webhook_endpoints_insert_routing_version',
-              'webhook_endpoints_update_routing_version',
+              'webhook_endpoints_insert_routing_stamp',
+              'webhook_endpoints_update_routing_stamp',
             ]
-          : ['instances_routing_version', 'webhook_endpoints_routing_version'];
-      assert.deepEqual(names.filter((name) => name.endsWith('routing_version')).sort(), expected);
+          : ['instances_routing_version', 'webhook_endpoints_routing_stamp'];
+      assert.deepEqual(names.filter((name) => /routing_(version|stamp)$/.test(name)).sort(), expected);
     });
 
     describe('routings kept between advances', () => {
@@ -304,6 +313,40 @@ for (const dialect of testDialects()) {
         next = await advance();
         assert.deepEqual(next.routing?.endpoints, []);
         assert.equal((await advance()).statements, 1);
+      });
+
+      it('never keeps a routing read inside a transaction that rolled back', async () => {
+        await advance();
+        // A batch that changed the instance (a login's phone) and read the routing, then rolled back.
+        await assert.rejects(
+          ts.store.db.transaction().execute(async (trx) => {
+            await trx
+              .updateTable('instances')
+              .set({ phone: '5511999990000' })
+              .where('id', '=', instance)
+              .execute();
+            const routing = await routeAndAdvance(trx, instance, 1);
+            assert.equal(routing?.instance.phone, '5511999990000');
+            throw new Error('roll back');
+          }),
+          /roll back/,
+        );
+        // Another connection then changes the routing: its version is a new number, not the one rolled back.
+        await updateInstance(other.db, instance, { webhookUrl: 'https://hooks.example.com/after-rollback' });
+        const next = await advance();
+        assert.equal(next.statements, 2);
+        assert.equal(next.routing?.instance.webhookUrl, 'https://hooks.example.com/after-rollback');
+        assert.equal(next.routing?.instance.phone, null);
+      });
+
+      it('hands out a frozen routing: a caller cannot change what later batches get', async () => {
+        const { routing } = await advance();
+        assert.ok(routing);
+        assert.ok(Object.isFrozen(routing.instance));
+        assert.ok(Object.isFrozen(routing.endpoints));
+        assert.throws(() => {
+          (routing.endpoints as unknown[]).push({});
+        }, TypeError);
       });
 
       it('answers undefined, taking no number, once another connection deleted the instance', async () => {

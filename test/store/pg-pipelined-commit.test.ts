@@ -235,7 +235,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
         assert.equal(
           proxy.flights(),
           2,
-          'begin with the routing and sequence, then the rows with the commit',
+          'begin with the sequence (the routing kept since the first record), then the rows with the commit',
         );
         const stored = await sql<{
           n: number;
