@@ -29,49 +29,84 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('routing_stamp', 'bigint', (c) => c.notNull().defaultTo(0))
     .execute();
   if (db.getExecutor().adapter instanceof PostgresAdapter) {
-    await sql`
-      create function parley_instances_routing_version() returns trigger language plpgsql as $$
-      begin
-        if new.routing_version = old.routing_version then
-          new.routing_version := floor(random() * 4503599627370496)::bigint;
-        end if;
-        return new;
-      end
-      $$`.execute(db);
-    await sql`
-      create trigger instances_routing_version before update on instances
-      for each row execute function parley_instances_routing_version()`.execute(db);
-    await sql`
-      create function parley_endpoints_routing_stamp() returns trigger language plpgsql as $$
-      begin
-        if tg_op = 'INSERT' or new.routing_stamp = old.routing_stamp then
-          new.routing_stamp := floor(random() * 4503599627370496)::bigint;
-        end if;
-        return new;
-      end
-      $$`.execute(db);
-    await sql`
-      create trigger webhook_endpoints_routing_stamp before insert or update on webhook_endpoints
-      for each row execute function parley_endpoints_routing_stamp()`.execute(db);
+    await createDrawingTrigger(db, {
+      table: 'instances',
+      column: 'routing_version',
+      events: 'update',
+      trigger: 'instances_routing_version',
+      fn: 'parley_instances_routing_version',
+    });
+    await createDrawingTrigger(db, {
+      table: 'webhook_endpoints',
+      column: 'routing_stamp',
+      events: 'insert or update',
+      trigger: 'webhook_endpoints_routing_stamp',
+      fn: 'parley_endpoints_routing_stamp',
+    });
     return;
   }
-  await sql`
-    create trigger instances_routing_version after update on instances
-    for each row when new.routing_version = old.routing_version
-    begin
-      update instances set routing_version = random() & 4503599627370495 where id = new.id;
-    end`.execute(db);
-  await sql`
-    create trigger webhook_endpoints_insert_routing_stamp after insert on webhook_endpoints
-    begin
-      update webhook_endpoints set routing_stamp = random() & 4503599627370495 where id = new.id;
-    end`.execute(db);
-  await sql`
-    create trigger webhook_endpoints_update_routing_stamp after update on webhook_endpoints
-    for each row when new.routing_stamp = old.routing_stamp
-    begin
-      update webhook_endpoints set routing_stamp = random() & 4503599627370495 where id = new.id;
-    end`.execute(db);
+  await createSqliteDrawingTrigger(db, 'instances_routing_version', 'update', 'instances', 'routing_version');
+  await createSqliteDrawingTrigger(
+    db,
+    'webhook_endpoints_insert_routing_stamp',
+    'insert',
+    'webhook_endpoints',
+    'routing_stamp',
+  );
+  await createSqliteDrawingTrigger(
+    db,
+    'webhook_endpoints_update_routing_stamp',
+    'update',
+    'webhook_endpoints',
+    'routing_stamp',
+  );
+}
+
+/**
+ * PostgreSQL: a `BEFORE` row trigger `trigger` on `table`, for `events`, whose function `fn` draws a new number into
+ * `column` on an insert, and on an update that leaves the column as it was. The names are this file's constants.
+ */
+async function createDrawingTrigger(
+  db: Kysely<unknown>,
+  names: { table: string; column: string; events: string; trigger: string; fn: string },
+): Promise<void> {
+  const { table, column, events, trigger, fn } = names;
+  await sql
+    .raw(`
+      create function ${fn}() returns trigger language plpgsql as $$
+      begin
+        if tg_op = 'INSERT' or new.${column} = old.${column} then
+          new.${column} := floor(random() * 4503599627370496)::bigint;
+        end if;
+        return new;
+      end
+      $$`)
+    .execute(db);
+  await sql
+    .raw(`create trigger ${trigger} before ${events} on ${table} for each row execute function ${fn}()`)
+    .execute(db);
+}
+
+/**
+ * SQLite: an `AFTER` row trigger `trigger` on `table` that draws a new number into `column` of the row written, on
+ * every insert, or on every update that left the column as it was (its own update changes it, so it stops there).
+ * The names are this file's constants.
+ */
+async function createSqliteDrawingTrigger(
+  db: Kysely<unknown>,
+  trigger: string,
+  event: 'insert' | 'update',
+  table: string,
+  column: string,
+): Promise<void> {
+  const when = event === 'update' ? `when new.${column} = old.${column}` : '';
+  await sql
+    .raw(`
+      create trigger ${trigger} after ${event} on ${table} for each row ${when}
+      begin
+        update ${table} set ${column} = random() & 4503599627370495 where id = new.id;
+      end`)
+    .execute(db);
 }
 
 /** Drops the triggers, their functions (PostgreSQL) and the columns. */
