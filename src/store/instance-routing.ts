@@ -38,6 +38,10 @@ const ENDPOINT_COLUMNS = [
   'e.routing_stamp as endpoint_routing_stamp',
 ] as const;
 
+/**
+ * The instance and its endpoints in one statement (a left join, compiled once per store), read by
+ * {@link routeAndAdvance} when the instance's routing moved; on PostgreSQL each statement is a round trip.
+ */
 const GET_ROUTING = compiledStatement<{ id: string }, RoutingRow>((db, arg) =>
   db
     .selectFrom('instances as i')
@@ -147,21 +151,6 @@ function endpointOf(row: RoutingRow): Selectable<WebhookEndpointsTable> | undefi
     updated_at: row.endpoint_updated_at,
     routing_stamp: row.endpoint_routing_stamp ?? 0,
   };
-}
-
-/**
- * The instance `id` and its endpoints in one statement (a left join, compiled once per store): the recorder reads
- * them when the instance's routing version moved ({@link routeAndAdvance}), and on PostgreSQL each statement is a
- * round trip.
- * → undefined when no such instance exists.
- * @throws what the store throws (`store_unavailable` on a fault, docs/decisions/0011-store-faults.md).
- */
-export async function getInstanceRouting(
-  db: Kysely<Database>,
-  id: string,
-): Promise<InstanceRouting | undefined> {
-  const { rows } = await GET_ROUTING.run(db, { id });
-  return rows.length === 0 ? undefined : routingOf(rows);
 }
 
 /** The routing of the join's `rows` (at least one: the instance's columns repeat on each). */

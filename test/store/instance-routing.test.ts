@@ -1,5 +1,5 @@
 /**
- * The one-statement read of an instance's routing (src/store/instance-routing.ts, used by the webhook outbox): it
+ * An instance's routing as the webhook outbox gets it with its sequence numbers (src/store/instance-routing.ts): it
  * answers exactly what the instance read and the endpoint list answer apart, for an unknown instance, an instance
  * without endpoints, and one with several endpoints (a disabled one included, oldest first, another instance's left
  * out). Taking the instance's next sequence numbers with it (`routeAndAdvance`) answers the same routing, numbers
@@ -16,7 +16,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { type KyselyPlugin, sql } from 'kysely';
 import { openStore, type Store } from '../../src/store/database.ts';
-import { getInstanceRouting, routeAndAdvance } from '../../src/store/instance-routing.ts';
+import { routeAndAdvance } from '../../src/store/instance-routing.ts';
 import { createInstance, getInstance, updateInstance } from '../../src/store/instances.ts';
 import { createOrganization } from '../../src/store/organizations.ts';
 import {
@@ -72,18 +72,25 @@ for (const dialect of testDialects()) {
     });
     after(() => ts.cleanup());
 
+    /** The routing `routeAndAdvance` answers for `id`, taking one number. */
+    const routingOf = async (id: string) => {
+      const advanced = await ts.store.db.transaction().execute((trx) => routeAndAdvance(trx, id, 1));
+      if (!advanced) return undefined;
+      return { instance: advanced.instance, endpoints: advanced.endpoints };
+    };
+
     it('answers undefined for an instance that does not exist', async () => {
-      assert.equal(await getInstanceRouting(ts.store.db, randomUUID()), undefined);
+      assert.equal(await routingOf(randomUUID()), undefined);
     });
 
     it('answers the instance row and no endpoints for an instance without any', async () => {
-      const routing = await getInstanceRouting(ts.store.db, bare);
+      const routing = await routingOf(bare);
       assert.deepEqual(routing, { instance: await getInstance(ts.store.db, bare), endpoints: [] });
     });
 
     it('answers the instance row and every endpoint of its own, disabled included, oldest first', async () => {
       const db = ts.store.db;
-      const routing = await getInstanceRouting(db, routed);
+      const routing = await routingOf(routed);
       const endpoints = await listEndpoints(db, routed);
       assert.deepEqual(routing, { instance: await getInstance(db, routed), endpoints });
       assert.deepEqual(
@@ -102,10 +109,10 @@ for (const dialect of testDialects()) {
       const db = ts.store.db;
       const advance = (id: string, count: number) =>
         db.transaction().execute((trx) => routeAndAdvance(trx, id, count));
-      const routing = await getInstanceRouting(db, routed);
       const before = (await getWebhookState(db, routed)).lastSequence;
       assert.deepEqual(await advance(routed, 3), {
-        ...routing,
+        instance: await getInstance(db, routed),
+        endpoints: await listEndpoints(db, routed),
         last: before + 3,
         disabledAt: null,
         disabledReason: null,
@@ -123,14 +130,24 @@ for (const dialect of testDialects()) {
       assert.equal(disabled?.disabledAt, '2026-01-02T00:00:00.000Z');
       assert.equal(disabled?.disabledReason, 'receiver answered 410');
 
-      // An instance's first events start its state row at the count.
+      // The numbers of an instance's state row continue from the ones the reads above took.
+      const bareBefore = (await getWebhookState(db, bare)).lastSequence;
       assert.deepEqual(await advance(bare, 4), {
         instance: await getInstance(db, bare),
         endpoints: [],
-        last: 4,
+        last: bareBefore + 4,
         disabledAt: null,
         disabledReason: null,
       });
+    });
+
+    it("starts an instance's state row at the count of its first events", async () => {
+      const db = ts.store.db;
+      const org = await createOrganization(db, { name: 'first', plan: 'pro' });
+      const fresh = (await createInstance(db, { orgId: org.id, env: 'test', name: 'fresh' })).id;
+      const advanced = await db.transaction().execute((trx) => routeAndAdvance(trx, fresh, 4));
+      assert.equal(advanced?.last, 4);
+      assert.equal((await getWebhookState(db, fresh)).lastSequence, 4);
     });
 
     it('takes no number for an instance that does not exist', async () => {
