@@ -19,6 +19,49 @@ import { type Kysely, PostgresAdapter, sql } from 'kysely';
  * setting the value in the row being written (PostgreSQL's documentation, "Triggers on Data Changes"), with their
  * functions in the schema the tables live in; they name no table, so they run whatever the session's `search_path`.
  */
+
+/** Numbers are drawn below this bound (2^52): a sum over thousands of endpoints stays within a 64-bit integer. */
+const BOUND = 4503599627370496;
+
+/** PostgreSQL's `BEFORE` row triggers: each draws into `column` on an insert, and on an update leaving it as it was. */
+const PG_TRIGGERS = [
+  {
+    trigger: 'instances_routing_version',
+    fn: 'parley_instances_routing_version',
+    events: 'update',
+    table: 'instances',
+    column: 'routing_version',
+  },
+  {
+    trigger: 'webhook_endpoints_routing_stamp',
+    fn: 'parley_endpoints_routing_stamp',
+    events: 'insert or update',
+    table: 'webhook_endpoints',
+    column: 'routing_stamp',
+  },
+] as const;
+
+/**
+ * SQLite's `AFTER` row triggers: each draws into `column` of the row written, on every insert or on an update
+ * leaving it as it was.
+ */
+const SQLITE_TRIGGERS = [
+  { trigger: 'instances_routing_version', event: 'update', table: 'instances', column: 'routing_version' },
+  {
+    trigger: 'webhook_endpoints_insert_routing_stamp',
+    event: 'insert',
+    table: 'webhook_endpoints',
+    column: 'routing_stamp',
+  },
+  {
+    trigger: 'webhook_endpoints_update_routing_stamp',
+    event: 'update',
+    table: 'webhook_endpoints',
+    column: 'routing_stamp',
+  },
+] as const;
+
+/** Adds the columns and the triggers that draw them (see above). */
 export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
     .alterTable('instances')
@@ -29,103 +72,47 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('routing_stamp', 'bigint', (c) => c.notNull().defaultTo(0))
     .execute();
   if (db.getExecutor().adapter instanceof PostgresAdapter) {
-    await createDrawingTrigger(db, {
-      table: 'instances',
-      column: 'routing_version',
-      events: 'update',
-      trigger: 'instances_routing_version',
-      fn: 'parley_instances_routing_version',
-    });
-    await createDrawingTrigger(db, {
-      table: 'webhook_endpoints',
-      column: 'routing_stamp',
-      events: 'insert or update',
-      trigger: 'webhook_endpoints_routing_stamp',
-      fn: 'parley_endpoints_routing_stamp',
-    });
+    for (const { trigger, fn, events, table, column } of PG_TRIGGERS) {
+      await sql
+        .raw(`
+          create function ${fn}() returns trigger language plpgsql as $$
+          begin
+            if tg_op = 'INSERT' or new.${column} = old.${column} then
+              new.${column} := floor(random() * ${BOUND})::bigint;
+            end if;
+            return new;
+          end
+          $$`)
+        .execute(db);
+      await sql
+        .raw(`create trigger ${trigger} before ${events} on ${table} for each row execute function ${fn}()`)
+        .execute(db);
+    }
     return;
   }
-  await createSqliteDrawingTrigger(db, 'instances_routing_version', 'update', 'instances', 'routing_version');
-  await createSqliteDrawingTrigger(
-    db,
-    'webhook_endpoints_insert_routing_stamp',
-    'insert',
-    'webhook_endpoints',
-    'routing_stamp',
-  );
-  await createSqliteDrawingTrigger(
-    db,
-    'webhook_endpoints_update_routing_stamp',
-    'update',
-    'webhook_endpoints',
-    'routing_stamp',
-  );
-}
-
-/**
- * PostgreSQL: a `BEFORE` row trigger `trigger` on `table`, for `events`, whose function `fn` draws a new number into
- * `column` on an insert, and on an update that leaves the column as it was. The names are this file's constants.
- */
-async function createDrawingTrigger(
-  db: Kysely<unknown>,
-  names: { table: string; column: string; events: string; trigger: string; fn: string },
-): Promise<void> {
-  const { table, column, events, trigger, fn } = names;
-  await sql
-    .raw(`
-      create function ${fn}() returns trigger language plpgsql as $$
-      begin
-        if tg_op = 'INSERT' or new.${column} = old.${column} then
-          new.${column} := floor(random() * 4503599627370496)::bigint;
-        end if;
-        return new;
-      end
-      $$`)
-    .execute(db);
-  await sql
-    .raw(`create trigger ${trigger} before ${events} on ${table} for each row execute function ${fn}()`)
-    .execute(db);
-}
-
-/**
- * SQLite: an `AFTER` row trigger `trigger` on `table` that draws a new number into `column` of the row written, on
- * every insert, or on every update that left the column as it was (its own update changes it, so it stops there).
- * The names are this file's constants.
- */
-async function createSqliteDrawingTrigger(
-  db: Kysely<unknown>,
-  trigger: string,
-  event: 'insert' | 'update',
-  table: string,
-  column: string,
-): Promise<void> {
-  const when = event === 'update' ? `when new.${column} = old.${column}` : '';
-  await sql
-    .raw(`
-      create trigger ${trigger} after ${event} on ${table} for each row ${when}
-      begin
-        update ${table} set ${column} = random() & 4503599627370495 where id = new.id;
-      end`)
-    .execute(db);
+  for (const { trigger, event, table, column } of SQLITE_TRIGGERS) {
+    // An update's own write changes the column, so the trigger stops there.
+    const when = event === 'update' ? `when new.${column} = old.${column}` : '';
+    await sql
+      .raw(`
+        create trigger ${trigger} after ${event} on ${table} for each row ${when}
+        begin
+          update ${table} set ${column} = random() & ${BOUND - 1} where id = new.id;
+        end`)
+      .execute(db);
+  }
 }
 
 /** Drops the triggers, their functions (PostgreSQL) and the columns. */
 export async function down(db: Kysely<unknown>): Promise<void> {
   if (db.getExecutor().adapter instanceof PostgresAdapter) {
-    await sql`drop trigger webhook_endpoints_routing_stamp on webhook_endpoints`.execute(db);
-    await sql`drop function parley_endpoints_routing_stamp()`.execute(db);
-    await sql`drop trigger instances_routing_version on instances`.execute(db);
-    await sql`drop function parley_instances_routing_version()`.execute(db);
+    for (const { trigger, fn, table } of PG_TRIGGERS) {
+      await sql.raw(`drop trigger ${trigger} on ${table}`).execute(db);
+      await sql.raw(`drop function ${fn}()`).execute(db);
+    }
   } else {
-    for (const name of SQLITE_TRIGGERS) await sql`drop trigger ${sql.ref(name)}`.execute(db);
+    for (const { trigger } of SQLITE_TRIGGERS) await sql.raw(`drop trigger ${trigger}`).execute(db);
   }
   await db.schema.alterTable('webhook_endpoints').dropColumn('routing_stamp').execute();
   await db.schema.alterTable('instances').dropColumn('routing_version').execute();
 }
-
-/** The SQLite triggers {@link up} creates. */
-export const SQLITE_TRIGGERS = [
-  'instances_routing_version',
-  'webhook_endpoints_insert_routing_stamp',
-  'webhook_endpoints_update_routing_stamp',
-] as const;
