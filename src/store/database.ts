@@ -69,7 +69,8 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
     // The log is cut back to 64 MiB when it starts over after a checkpoint copied all of it (SQLite keeps the file
     // at its largest size otherwise).
     sqlite.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`);
-    // Checkpoints run in a worker thread, off the event loop (docs/decisions/0057-background-checkpoints.md).
+    // Checkpoints run in a worker thread, off the event loop, once the log holds 100 pages
+    // (docs/decisions/0057-background-checkpoints.md, docs/decisions/0066-checkpoint-thread-on-demand.md).
     const checkpoints =
       config.path === ':memory:'
         ? undefined

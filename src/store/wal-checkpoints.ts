@@ -1,3 +1,4 @@
+import { statSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import type SQLite from 'better-sqlite3';
 
@@ -33,6 +34,13 @@ export const CHECKPOINT_INTERVAL_MS = 100;
 export const CHECKPOINT_PAGES = 1000;
 
 /**
+ * Pages the log must first hold before the thread starts (docs/decisions/0066-checkpoint-thread-on-demand.md): about
+ * 400 KiB. Until then the service's connection keeps SQLite's own threshold ({@link CHECKPOINT_PAGES}), which such a
+ * log is far from.
+ */
+export const START_PAGES = 100;
+
+/**
  * The service connection's own threshold while the thread runs, in pages (about 40 MiB of log): a safety net that
  * never fires while the thread keeps up, and bounds the log if it ever stops keeping up.
  */
@@ -44,6 +52,13 @@ export interface WalCheckpointOptions {
   intervalMs?: number;
   /** Log pages not yet copied past which the next checkpoint runs at once (default {@link CHECKPOINT_PAGES}). */
   pages?: number;
+  /**
+   * Pages the log must first hold before the thread starts, looked at every `intervalMs` (default
+   * {@link START_PAGES}; 0 starts it at once).
+   */
+  startPages?: number;
+  /** Told the log's pages at each look before the thread starts (tests). */
+  onLook?: (pages: number) => void;
   /** Told when the worker thread failed or ended by itself (checkpoints then run inline again). */
   onFailure?: (error: Error) => void;
   /** Told every checkpoint's figures (tests). */
@@ -69,6 +84,14 @@ function startWorker(data: CheckpointWorkerData): Worker {
 }
 
 /**
+ * The pages a write-ahead log file of `bytes` holds: a 32-byte header, then frames of a 24-byte header and one page
+ * of `pageSize` bytes each (SQLite documentation, "Database File Format", section "WAL File Format").
+ */
+export function walPages(bytes: number, pageSize: number): number {
+  return bytes <= 32 ? 0 : Math.floor((bytes - 32) / (24 + pageSize));
+}
+
+/**
  * Checkpoints of a SQLite store in WAL mode run in a worker thread, off the event loop
  * (docs/decisions/0057-background-checkpoints.md). SQLite copies the write-ahead log into the database file when a
  * commit leaves the log past 1,000 pages, inside that commit, and syncs both files as it does: on the service's one
@@ -78,48 +101,65 @@ function startWorker(data: CheckpointWorkerData): Worker {
  * {@link SAFETY_CHECKPOINT_PAGES}, which it never reaches while the thread keeps up. Durability is unchanged: a commit is
  * in the log before it is answered, and the log is replayed after a crash whether or not it was copied.
  *
+ * The thread starts once the log first holds {@link START_PAGES} pages (the `-wal` file's size, looked at every
+ * interval; docs/decisions/0066-checkpoint-thread-on-demand.md): a store that writes little (a CLI command, a quiet
+ * service) never pays for a thread, and until it starts the connection keeps SQLite's own threshold.
+ *
  * When the worker cannot start or ends by itself, the service's connection checkpoints inline again
  * (`wal_autocheckpoint = 1000`), and `onFailure` is told.
  */
 export class WalCheckpoints {
   readonly #sqlite: SQLite.Database;
-  readonly #worker: Worker;
+  readonly #data: CheckpointWorkerData;
+  readonly #options: WalCheckpointOptions;
+  #worker: Worker | undefined;
+  #look: NodeJS.Timeout | undefined;
   #stopping = false;
-  readonly #exited: Promise<void>;
+  #exited: Promise<void> = Promise.resolve();
 
   private constructor(sqlite: SQLite.Database, path: string, options: WalCheckpointOptions) {
     this.#sqlite = sqlite;
-    const data: CheckpointWorkerData = {
+    this.#options = options;
+    this.#data = {
       path,
       intervalMs: options.intervalMs ?? CHECKPOINT_INTERVAL_MS,
       pages: options.pages ?? CHECKPOINT_PAGES,
     };
-    sqlite.pragma(`wal_autocheckpoint = ${SAFETY_CHECKPOINT_PAGES}`);
-    this.#worker = startWorker(data);
-    // The thread never keeps the process alive: a checkpoint cut short by the exit is safe (the log stays whole).
-    this.#worker.unref();
-    let failure: Error | undefined;
-    this.#worker.on('error', (error: Error) => {
-      failure = error;
-    });
-    this.#worker.on('message', (report: CheckpointReport) => options.onReport?.(report));
-    this.#exited = new Promise<void>((resolve) => {
-      this.#worker.once('exit', (code) => {
-        if (!this.#stopping) {
-          this.#inline();
-          options.onFailure?.(failure ?? new Error(`the checkpoint thread ended with code ${code}`));
-        }
-        resolve();
-      });
-    });
+    const startPages = options.startPages ?? START_PAGES;
+    if (startPages <= 0) {
+      this.#start();
+      return;
+    }
+    const pageSize = Number(sqlite.pragma('page_size', { simple: true }));
+    const log = `${path}-wal`;
+    this.#look = setInterval(() => {
+      let bytes: number;
+      try {
+        bytes = statSync(log, { throwIfNoEntry: false })?.size ?? 0;
+      } catch {
+        // Looked at again next time; meanwhile the connection's own threshold bounds the log.
+        return;
+      }
+      const pages = walPages(bytes, pageSize);
+      options.onLook?.(pages);
+      if (pages >= startPages) this.#start();
+    }, this.#data.intervalMs);
+    // The look never keeps the process alive.
+    this.#look.unref();
   }
 
   /**
-   * Starts background checkpoints for the open connection `sqlite` of the file `path` (WAL mode).
-   * @returns the running checkpoints; stop them with {@link stop} before closing `sqlite`.
+   * Starts background checkpoints for the open connection `sqlite` of the file `path` (WAL mode): the thread now
+   * with `startPages` 0, else once the log holds that many pages.
+   * @returns the checkpoints; stop them with {@link stop} before closing `sqlite`.
    */
   static start(sqlite: SQLite.Database, path: string, options: WalCheckpointOptions = {}): WalCheckpoints {
     return new WalCheckpoints(sqlite, path, options);
+  }
+
+  /** True once the thread was started (it may have ended since). */
+  get started(): boolean {
+    return this.#worker !== undefined;
   }
 
   /**
@@ -129,11 +169,40 @@ export class WalCheckpoints {
   async stop(waitMs = 2_000): Promise<void> {
     if (this.#stopping) return this.#exited;
     this.#stopping = true;
-    this.#worker.postMessage('stop');
-    const timer = setTimeout(() => void this.#worker.terminate(), waitMs);
+    clearInterval(this.#look);
+    const worker = this.#worker;
+    if (worker === undefined) return;
+    worker.postMessage('stop');
+    const timer = setTimeout(() => void worker.terminate(), waitMs);
     await this.#exited;
     clearTimeout(timer);
     this.#inline();
+  }
+
+  /** Starts the thread and leaves the checkpoints to it (the connection's own threshold a safety net). */
+  #start(): void {
+    clearInterval(this.#look);
+    this.#look = undefined;
+    if (this.#worker !== undefined || this.#stopping) return;
+    this.#sqlite.pragma(`wal_autocheckpoint = ${SAFETY_CHECKPOINT_PAGES}`);
+    const worker = startWorker(this.#data);
+    this.#worker = worker;
+    // The thread never keeps the process alive: a checkpoint cut short by the exit is safe (the log stays whole).
+    worker.unref();
+    let failure: Error | undefined;
+    worker.on('error', (error: Error) => {
+      failure = error;
+    });
+    worker.on('message', (report: CheckpointReport) => this.#options.onReport?.(report));
+    this.#exited = new Promise<void>((resolve) => {
+      worker.once('exit', (code) => {
+        if (!this.#stopping) {
+          this.#inline();
+          this.#options.onFailure?.(failure ?? new Error(`the checkpoint thread ended with code ${code}`));
+        }
+        resolve();
+      });
+    });
   }
 
   /** Puts the checkpoints back on the service's connection, if it is still open. */

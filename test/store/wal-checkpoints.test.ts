@@ -1,12 +1,13 @@
 /**
  * SQLite checkpoints in a worker thread (src/store/wal-checkpoints.ts, docs/decisions/0057-background-checkpoints.md):
- * the service's connection leaves them to the thread (its own threshold a safety net of 10,000 pages), the thread copies the log and the log starts
- * over, a thread that cannot work gives the checkpoints back to the connection, and a process killed with SIGKILL
- * while the thread copies keeps every committed row in a sound file.
+ * the thread starts once the log holds enough pages (docs/decisions/0066-checkpoint-thread-on-demand.md), the
+ * service's connection then leaves the checkpoints to it (its own threshold a safety net of 10,000 pages), the
+ * thread copies the log and the log starts over, a thread that cannot work gives the checkpoints back to the
+ * connection, and a process killed with SIGKILL while the thread copies keeps every committed row in a sound file.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -16,7 +17,9 @@ import { openStore } from '../../src/store/database.ts';
 import {
   type CheckpointReport,
   SAFETY_CHECKPOINT_PAGES,
+  START_PAGES,
   WalCheckpoints,
+  walPages,
 } from '../../src/store/wal-checkpoints.ts';
 import { Output, ROOT } from '../support/parley-process.ts';
 import { until } from '../webhooks/child.ts';
@@ -32,21 +35,32 @@ describe('SQLite checkpoints in a worker thread', () => {
       { onCheckpoint: (report) => reports.push(report) },
     );
     try {
-      const setting = await sql<{ wal_autocheckpoint: number }>`pragma wal_autocheckpoint`.execute(store.db);
+      const threshold = async () =>
+        (await sql<{ wal_autocheckpoint: number }>`pragma wal_autocheckpoint`.execute(store.db)).rows;
       assert.deepEqual(
-        setting.rows,
-        [{ wal_autocheckpoint: SAFETY_CHECKPOINT_PAGES }],
-        'the service connection leaves them to the thread',
+        await threshold(),
+        [{ wal_autocheckpoint: 1000 }],
+        "SQLite's own until the thread starts",
       );
       await sql`create table rows (id integer primary key, body text not null)`.execute(store.db);
-      // About 2,500 pages of log, past the thread's 1,000-page threshold.
-      for (let id = 1; id <= 2_000; id++) {
+      // The thread starts once the log holds START_PAGES pages.
+      for (let id = 1; id <= START_PAGES; id++) {
+        await sql`insert into rows (id, body) values (${id}, ${'x'.repeat(4000)})`.execute(store.db);
+      }
+      await until(async () => reports.length > 0, 10_000, "the thread's first checkpoint");
+      // About 2,400 pages of log, past the thread's 1,000-page threshold.
+      for (let id = START_PAGES + 1; id <= 2_000; id++) {
         await sql`insert into rows (id, body) values (${id}, ${'x'.repeat(4000)})`.execute(store.db);
       }
       await until(
         async () => reports.some((report) => report.log > 1_000 && report.checkpointed === report.log),
         10_000,
         'a checkpoint that copied the whole log',
+      );
+      assert.deepEqual(
+        await threshold(),
+        [{ wal_autocheckpoint: SAFETY_CHECKPOINT_PAGES }],
+        'the service connection leaves them to the thread',
       );
       // A later commit starts the log over (one that begins while no checkpoint is copying): the thread's figures
       // then count only the pages written since.
@@ -72,11 +86,73 @@ describe('SQLite checkpoints in a worker thread', () => {
     }
   });
 
+  it("the thread starts only once the log holds enough pages; until then the connection keeps SQLite's threshold", async () => {
+    const path = join(dir, 'on-demand.db');
+    const sqlite = new SQLite(path);
+    sqlite.pragma('journal_mode = WAL');
+    const looks: number[] = [];
+    const reports: CheckpointReport[] = [];
+    const checkpoints = WalCheckpoints.start(sqlite, path, {
+      intervalMs: 10,
+      onLook: (pages) => looks.push(pages),
+      onReport: (report) => reports.push(report),
+    });
+    try {
+      sqlite.exec('create table rows (id integer primary key, body text not null)');
+      const insert = sqlite.prepare('insert into rows (body) values (?)');
+      for (let row = 0; row < 10; row++) insert.run('x'.repeat(100));
+      const seen = looks.length;
+      await until(async () => looks.length >= seen + 3, 10_000, 'three looks at the log after the writes');
+      const small = looks.at(-1) ?? 0;
+      assert.ok(small > 0 && small < START_PAGES, `a log of a few pages: ${small}`);
+      assert.equal(checkpoints.started, false, 'no thread for a log that small');
+      assert.equal(sqlite.pragma('wal_autocheckpoint', { simple: true }), 1000);
+      assert.equal(reports.length, 0, 'no checkpoint ran');
+
+      for (let row = 0; row < START_PAGES; row++) insert.run('y'.repeat(4000));
+      await until(async () => reports.length > 0, 10_000, "the thread's first checkpoint");
+      assert.equal(checkpoints.started, true);
+      assert.ok((looks.at(-1) ?? 0) >= START_PAGES, `started at ${looks.at(-1)} pages`);
+      assert.equal(sqlite.pragma('wal_autocheckpoint', { simple: true }), SAFETY_CHECKPOINT_PAGES);
+      assert.deepEqual(
+        reports.filter((report) => report.error !== undefined),
+        [],
+      );
+    } finally {
+      await checkpoints.stop();
+      sqlite.close();
+    }
+    assert.equal(checkpoints.started, true);
+  });
+
+  it("the log's pages read from its size are the frames SQLite counts", () => {
+    assert.equal(walPages(0, 4096), 0);
+    assert.equal(walPages(32, 4096), 0);
+    assert.equal(walPages(32 + 3 * (24 + 4096), 4096), 3);
+    assert.equal(walPages(32 + 3 * (24 + 4096) + 100, 4096), 3, 'a frame being written is not counted');
+    const path = join(dir, 'frames.db');
+    const sqlite = new SQLite(path);
+    try {
+      sqlite.pragma('journal_mode = WAL');
+      sqlite.pragma('wal_autocheckpoint = 0');
+      sqlite.exec('create table rows (id integer primary key, body text not null)');
+      const insert = sqlite.prepare('insert into rows (body) values (?)');
+      for (let row = 0; row < 25; row++) insert.run('z'.repeat(3000));
+      const pageSize = Number(sqlite.pragma('page_size', { simple: true }));
+      const [counted] = sqlite.pragma('wal_checkpoint(PASSIVE)') as { log: number }[];
+      assert.ok((counted?.log ?? 0) > 25, JSON.stringify(counted));
+      assert.equal(walPages(statSync(`${path}-wal`).size, pageSize), counted?.log);
+    } finally {
+      sqlite.close();
+    }
+  });
+
   it('a thread that cannot open the file gives the checkpoints back to the connection and says why', async () => {
     const sqlite = new SQLite(join(dir, 'fallback.db'));
     sqlite.pragma('journal_mode = WAL');
     const failures: Error[] = [];
     const checkpoints = WalCheckpoints.start(sqlite, join(dir, 'no-such-dir', 'x.db'), {
+      startPages: 0,
       onFailure: (error) => failures.push(error),
     });
     try {
