@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DatabaseConfig } from '../../src/config/config.ts';
@@ -24,15 +24,36 @@ export interface TestStore {
 }
 
 /**
- * Creates a fresh store: a new SQLite file in a temp folder, or a new PostgreSQL schema.
+ * A SQLite file with every migration applied, made once per test process and copied for each SQLite test store:
+ * migrating a new file took about 75 ms of CPU, a copy well under one. Closing the store that made it copied its
+ * write-ahead log into the file and removed the log, so the file alone is the whole store.
+ */
+let sqliteTemplate: Promise<string> | undefined;
+
+function migratedSqliteFile(): Promise<string> {
+  sqliteTemplate ??= (async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'parley-test-template-'));
+    process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+    const path = join(dir, 'parley.db');
+    const store = await openStore({ dialect: 'sqlite', path });
+    await migrateToLatest(store);
+    await store.destroy();
+    if (existsSync(`${path}-wal`)) throw new Error(`the migrated template kept its log: ${path}-wal`);
+    return path;
+  })();
+  return sqliteTemplate;
+}
+
+/**
+ * Creates a fresh store: a new SQLite file in a temp folder (a copy of a migrated one), or a new PostgreSQL schema.
  * The temp folder doubles as `DATA_DIR` for the master key file.
  */
 export async function createTestStore(dialect: TestDialect): Promise<TestStore> {
   const dataDir = mkdtempSync(join(tmpdir(), 'parley-test-'));
   if (dialect === 'sqlite') {
     const database: DatabaseConfig = { dialect: 'sqlite', path: join(dataDir, 'parley.db') };
+    copyFileSync(await migratedSqliteFile(), database.path);
     const store = await openStore(database);
-    await migrateToLatest(store);
     return {
       store,
       database,
