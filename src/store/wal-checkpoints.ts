@@ -131,7 +131,11 @@ export class WalCheckpoints {
       return;
     }
     const pageSize = Number(sqlite.pragma('page_size', { simple: true }));
-    const log = `${path}-wal`;
+    // The log sits beside the file SQLite opened, which it found by following any symbolic link in `path`.
+    const opened = (sqlite.pragma('database_list') as { name: string; file: string }[]).find(
+      (database) => database.name === 'main',
+    );
+    const log = `${opened?.file || path}-wal`;
     this.#look = setInterval(() => {
       let bytes: number;
       try {
@@ -183,9 +187,18 @@ export class WalCheckpoints {
   #start(): void {
     clearInterval(this.#look);
     this.#look = undefined;
-    if (this.#worker !== undefined || this.#stopping) return;
-    this.#sqlite.pragma(`wal_autocheckpoint = ${SAFETY_CHECKPOINT_PAGES}`);
-    const worker = startWorker(this.#data);
+    if (this.#worker !== undefined || this.#stopping || !this.#sqlite.open) return;
+    let worker: Worker | undefined;
+    try {
+      worker = startWorker(this.#data);
+      this.#sqlite.pragma(`wal_autocheckpoint = ${SAFETY_CHECKPOINT_PAGES}`);
+    } catch (error) {
+      // Never thrown out of the look's timer: the connection keeps SQLite's own threshold, which the failed pragma
+      // or the thread that never started left in place.
+      void worker?.terminate();
+      this.#options.onFailure?.(error instanceof Error ? error : new Error(String(error)));
+      return;
+    }
     this.#worker = worker;
     // The thread never keeps the process alive: a checkpoint cut short by the exit is safe (the log stays whole).
     worker.unref();

@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -123,6 +123,63 @@ describe('SQLite checkpoints in a worker thread', () => {
       sqlite.close();
     }
     assert.equal(checkpoints.started, true);
+  });
+
+  it('a file opened through a symbolic link: the log is looked for beside the file SQLite opened', async () => {
+    mkdirSync(join(dir, 'real'));
+    mkdirSync(join(dir, 'link'));
+    new SQLite(join(dir, 'real', 'linked.db')).close();
+    symlinkSync(join(dir, 'real', 'linked.db'), join(dir, 'link', 'linked.db'));
+    const path = join(dir, 'link', 'linked.db');
+    const sqlite = new SQLite(path);
+    sqlite.pragma('journal_mode = WAL');
+    const reports: CheckpointReport[] = [];
+    const checkpoints = WalCheckpoints.start(sqlite, path, {
+      intervalMs: 10,
+      onReport: (report) => reports.push(report),
+    });
+    try {
+      sqlite.exec('create table rows (id integer primary key, body text not null)');
+      const insert = sqlite.prepare('insert into rows (body) values (?)');
+      for (let row = 0; row < START_PAGES; row++) insert.run('l'.repeat(4000));
+      await until(async () => reports.length > 0, 10_000, "the thread's first checkpoint");
+      assert.equal(checkpoints.started, true);
+      assert.equal(sqlite.pragma('wal_autocheckpoint', { simple: true }), SAFETY_CHECKPOINT_PAGES);
+    } finally {
+      await checkpoints.stop();
+      sqlite.close();
+    }
+  });
+
+  it('a thread the look cannot start is reported, never thrown, and the connection keeps its threshold', async () => {
+    const path = join(dir, 'busy.db');
+    const sqlite = new SQLite(path);
+    sqlite.pragma('journal_mode = WAL');
+    sqlite.exec('create table rows (id integer primary key, body text not null)');
+    sqlite.prepare('insert into rows (body) values (?)').run('first');
+    const failures: Error[] = [];
+    const checkpoints = WalCheckpoints.start(sqlite, path, {
+      intervalMs: 10,
+      onFailure: (error) => failures.push(error),
+    });
+    // An open iterator keeps the connection busy: the pragma that hands the checkpoints over then fails.
+    const rows = sqlite.prepare('select id from rows').iterate();
+    rows.next();
+    const writer = new SQLite(path);
+    try {
+      const insert = writer.prepare('insert into rows (body) values (?)');
+      for (let row = 0; row < START_PAGES; row++) insert.run('b'.repeat(4000));
+      await until(async () => failures.length === 1, 10_000, 'the failure to be reported');
+      assert.match(String(failures[0]?.message), /busy/i);
+      rows.return?.();
+      assert.equal(checkpoints.started, false);
+      assert.equal(sqlite.pragma('wal_autocheckpoint', { simple: true }), 1000, "SQLite's own threshold");
+    } finally {
+      rows.return?.();
+      writer.close();
+      await checkpoints.stop();
+      sqlite.close();
+    }
   });
 
   it("the log's pages read from its size are the frames SQLite counts", () => {
