@@ -218,8 +218,15 @@ export class WalCheckpoints {
     });
   }
 
-  /** Puts the checkpoints back on the service's connection, if it is still open. */
+  /**
+   * Puts the checkpoints back on the service's connection, if it is still open. Never throws (it runs in the
+   * worker's exit event): a connection busy at that instant keeps its safety net of {@link SAFETY_CHECKPOINT_PAGES}.
+   */
   #inline(): void {
-    if (this.#sqlite.open) this.#sqlite.pragma(`wal_autocheckpoint = ${CHECKPOINT_PAGES}`);
+    try {
+      if (this.#sqlite.open) this.#sqlite.pragma(`wal_autocheckpoint = ${CHECKPOINT_PAGES}`);
+    } catch {
+      // The safety net still bounds the log.
+    }
   }
 }

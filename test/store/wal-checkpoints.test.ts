@@ -223,6 +223,29 @@ describe('SQLite checkpoints in a worker thread', () => {
     }
   });
 
+  it('a thread that fails while the connection is busy leaves it the safety net, and nothing is thrown', async () => {
+    const sqlite = new SQLite(join(dir, 'busy-fallback.db'));
+    sqlite.pragma('journal_mode = WAL');
+    sqlite.exec('create table rows (id integer primary key)');
+    sqlite.prepare('insert into rows (id) values (1)').run();
+    const failures: Error[] = [];
+    const checkpoints = WalCheckpoints.start(sqlite, join(dir, 'no-such-dir', 'y.db'), {
+      startPages: 0,
+      onFailure: (error) => failures.push(error),
+    });
+    const rows = sqlite.prepare('select id from rows').iterate();
+    rows.next();
+    try {
+      await until(async () => failures.length === 1, 10_000, 'the thread to fail');
+      rows.return?.();
+      assert.equal(sqlite.pragma('wal_autocheckpoint', { simple: true }), SAFETY_CHECKPOINT_PAGES);
+    } finally {
+      rows.return?.();
+      await checkpoints.stop();
+      sqlite.close();
+    }
+  });
+
   it('a process killed with SIGKILL while the thread copies keeps every committed row in a sound file', async () => {
     const path = join(dir, 'killed.db');
     const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/store/wal-writer.ts', path], {
