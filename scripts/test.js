@@ -160,7 +160,8 @@ for (const line of notRun) console.log(`not run: ${line}`);
  * test (Node has one flag for both): 10 minutes for the main batch, whose entries are bundles of up to
  * {@link BUNDLE_SIZE} files (the dashboard's bundle took over 2 minutes on PostgreSQL in CI), and for the
  * executable docs (test/docs, a server and tens of CLI processes per page); the package test (test/build: npm pack,
- * then an install of the tarball that compiles better-sqlite3) gets 20.
+ * then an install of the tarball that compiles better-sqlite3) gets 20, and so do the waiting files run beside it
+ * (their own tests set tighter bounds).
  * `concurrency` is how many files run at once.
  */
 function run(batch, timeoutMs, concurrency = 2) {
