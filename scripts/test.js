@@ -43,7 +43,11 @@ if (files.length === 0) {
   process.exit(1);
 }
 
-/** Drops the `t_<hex>` schemas test stores create in TEST_DATABASE_URL (none of the tests runs meanwhile). */
+/**
+ * Drops what test stores leave in TEST_DATABASE_URL's server (none of the tests runs meanwhile): the `t_<hex>`
+ * databases of test/support/store.ts and their templates `parley_tpl_<digest>`, and the `t_<hex>` schemas other
+ * tests create in the TEST_DATABASE_URL database itself.
+ */
 async function dropTestSchemas() {
   const url = process.env.TEST_DATABASE_URL;
   if (!url) return;
@@ -55,6 +59,11 @@ async function dropTestSchemas() {
       "select nspname from pg_namespace where nspname ~ '^t_[0-9a-f]{12}$'",
     );
     for (const { nspname } of rows) await client.query(`drop schema if exists ${nspname} cascade`);
+    const databases = await client.query(
+      "select datname from pg_database where datname ~ '^(t_[0-9a-f]{12}|parley_tpl_[0-9a-f]{12}(_build)?)$'",
+    );
+    for (const { datname } of databases.rows)
+      await client.query(`drop database if exists ${datname} with (force)`);
   } finally {
     await client.end();
   }

@@ -56,12 +56,18 @@ export function cliLines(env: Record<string, string>, ...args: string[]): Promis
 /** The environment that points the CLI at `testStore`, as a server's environment would. */
 export function storeEnv(testStore: TestStore): Record<string, string> {
   if (testStore.database.dialect === 'sqlite') return { DATA_DIR: testStore.dataDir };
-  return { DATA_DIR: testStore.dataDir, DATABASE_URL: postgresUrl(testStore.schema ?? 'public') };
+  return {
+    DATA_DIR: testStore.dataDir,
+    DATABASE_URL: postgresUrl(testStore.schema ?? 'public', testStore.database.url),
+  };
 }
 
-/** TEST_DATABASE_URL with `search_path` set to `schema` (how an operator puts parley in its own schema). */
-export function postgresUrl(schema: string): string {
-  const url = new URL(process.env.TEST_DATABASE_URL ?? '');
+/**
+ * `base` (TEST_DATABASE_URL unless told) with `search_path` set to `schema` (how an operator puts parley in its own
+ * schema).
+ */
+export function postgresUrl(schema: string, base = process.env.TEST_DATABASE_URL ?? ''): string {
+  const url = new URL(base);
   url.searchParams.set('options', `-c search_path=${schema}`);
   return url.toString();
 }

@@ -15,7 +15,7 @@ import { namedStatementPool, TransactionRolledBack } from '../../src/store/pg-st
 import { eventually } from '../support/eventually.ts';
 import { type FlightProxy, startFlightProxy } from '../support/flight-proxy.ts';
 import { insertProbe, openProbeStore, probeIds, urlThrough } from '../support/probe-table.ts';
-import { createTestStore, testDialects } from '../support/store.ts';
+import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 import { configureWebhook, createWebhookApp, textMessage } from '../webhooks/support.ts';
 
 /**
@@ -58,9 +58,17 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
     /** The store's URL through the proxy. */
     const proxiedUrl = (): string => urlThrough(url, proxy);
 
-    /** A store of one connection through the proxy, in `schema` (default: a fresh one holding an empty `probe`). */
-    async function probeStore(existing?: string): Promise<{ store: Store; schema: string }> {
-      const opened = await openProbeStore(proxiedUrl(), existing === undefined ? {} : { schema: existing });
+    /**
+     * A store of one connection through the proxy, in `existing` (a test store, reached in its own database) or else
+     * in a fresh schema holding an empty `probe`.
+     */
+    async function probeStore(existing?: TestStore): Promise<{ store: Store; schema: string }> {
+      const opened =
+        existing?.database.dialect === 'postgres' && existing.schema !== undefined
+          ? await openProbeStore(urlThrough(new URL(existing.database.url), proxy), {
+              schema: existing.schema,
+            })
+          : await openProbeStore(proxiedUrl());
       stores.push(opened.store);
       return opened;
     }
@@ -219,7 +227,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
         const instanceId = t.instance.id;
         // Its delivery worker stops here: the claims below are the only ones.
         await t.close();
-        const { store } = await probeStore(testStore.schema);
+        const { store } = await probeStore(testStore);
         const recorder = new EventRecorder(
           store.db,
           [

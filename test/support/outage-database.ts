@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import type { DatabaseConfig } from '../../src/config/config.ts';
-import { migrateToLatest, openStore } from '../../src/store/database.ts';
-import type { TestStore } from './store.ts';
+import { openStore } from '../../src/store/database.ts';
+import { migratedPostgresDatabase, TEMPLATE_SCHEMA, type TestStore } from './store.ts';
 
 /**
  * A PostgreSQL database of its own for a store-fault test (`parley_outage_<hex>`, created on the server of
@@ -26,7 +26,8 @@ export interface OutageDatabase {
 }
 
 /**
- * Creates and migrates a fresh database `parley_outage_<hex>` next to TEST_DATABASE_URL's.
+ * Creates a fresh database `parley_outage_<hex>` next to TEST_DATABASE_URL's, a copy of the migrated template of
+ * test/support/store.ts (its tables in schema `parley_test`).
  * @throws when TEST_DATABASE_URL is not set or the server refuses CREATE DATABASE.
  */
 export async function createOutageDatabase(): Promise<OutageDatabase> {
@@ -36,12 +37,11 @@ export async function createOutageDatabase(): Promise<OutageDatabase> {
   const admin = new pg.Client({ connectionString: adminUrl });
   admin.on('error', () => undefined);
   await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.query(`CREATE DATABASE ${name} TEMPLATE ${await migratedPostgresDatabase(adminUrl)}`);
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;
   const database: DatabaseConfig = { dialect: 'postgres', url: url.toString() };
-  const store = await openStore(database, { poolSize: 3 });
-  await migrateToLatest(store);
+  const store = await openStore(database, { schema: TEMPLATE_SCHEMA, poolSize: 3 });
   const dataDir = mkdtempSync(join(tmpdir(), 'parley-outage-'));
   const terminate = async () =>
     (
@@ -55,7 +55,7 @@ export async function createOutageDatabase(): Promise<OutageDatabase> {
     testStore: {
       store,
       database,
-      schema: undefined,
+      schema: TEMPLATE_SCHEMA,
       dataDir,
       cleanup: async () => {
         await store.destroy();
