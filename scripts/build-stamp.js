@@ -26,7 +26,7 @@ export const LOCK = join(DIST, '.build-lock');
  * inputs of both, so a change to how dist/ is made rebuilds it.
  */
 export const PARTS = {
-  server: ['src', 'sim', 'tsconfig.json', 'scripts/build.js', 'scripts/build-stamp.js'],
+  server: ['src', 'sim', 'tsconfig.json', 'package-lock.json', 'scripts/build.js', 'scripts/build-stamp.js'],
   dashboard: ['web', 'package-lock.json', 'scripts/build.js', 'scripts/build-stamp.js'],
 };
 

@@ -2,7 +2,8 @@
 // `npm run build`: writes dist/, what production runs (docs/decisions/0014-compiled-build-and-licences.md).
 // - dist/src, dist/sim: the server, the CLI and the platform simulator, each TypeScript file compiled to one
 //   JavaScript file by esbuild (the transform tsx applies to the sources in development), relative `.ts` import
-//   specifiers rewritten to `.js`, packages left to node_modules. Type checking is `npm run typecheck`'s job.
+//   specifiers rewritten to `.js`, packages left to node_modules but Kysely and TypeBox, bundled into dist/vendor
+//   (docs/decisions/0067-vendored-module-graphs.md). Type checking is `npm run typecheck`'s job.
 // - dist/dashboard: the dashboard (web/, Preact) bundled by Vite.
 //
 // Options:
@@ -13,7 +14,7 @@
 // Build output goes to stderr, so a command that prints JSON on stdout (`parley sim --json`) stays parseable.
 // Exit status: 0 built (or nothing to do), 1 a part failed.
 import { mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DIST, fingerprint, LOCK, PARTS, ROOT, readStamp, STAMP } from './build-stamp.js';
 
@@ -37,14 +38,39 @@ function sources(dir) {
 }
 
 /**
- * esbuild plugin: every import is external (nothing is bundled; each source file becomes one output file), and a
- * relative one naming a `.ts` file is rewritten to the `.js` file it compiles to.
+ * Packages bundled into dist/vendor instead of loaded from node_modules, each under the name its importers use:
+ * Kysely and TypeBox ship as hundreds of small modules (262 and 247 loaded by every start, 0.8 ms of a core each on
+ * the 2-core machine), and loading them was most of a CLI command's half second.
+ * See docs/decisions/0067-vendored-module-graphs.md.
+ */
+const VENDORED = {
+  kysely: 'kysely',
+  '@sinclair/typebox': 'typebox',
+  '@sinclair/typebox/value': 'typebox-value',
+};
+
+/**
+ * esbuild plugin: every import is external (nothing is bundled; each source file becomes one output file), a
+ * relative one naming a `.ts` file is rewritten to the `.js` file it compiles to, and a {@link VENDORED} package to
+ * its file in dist/vendor, relative to the importer's output.
  */
 const externalImports = {
   name: 'external-imports',
   setup(build) {
     build.onResolve({ filter: /.*/ }, (resolve) => {
       if (resolve.kind === 'entry-point') return undefined;
+      const vendored = VENDORED[resolve.path];
+      if (vendored !== undefined) {
+        const from = dirname(join(DIST, relative(ROOT, resolve.importer)));
+        const path = relative(from, join(DIST, 'vendor', `${vendored}.js`));
+        return { path: path.startsWith('.') ? path : `./${path}`, external: true };
+      }
+      if (/^(kysely|@sinclair\/typebox)(\/|$)/.test(resolve.path)) {
+        // another entry of a vendored package would load a second copy from node_modules beside the bundle's
+        return {
+          errors: [{ text: `${resolve.path} is not bundled: add it to VENDORED in scripts/build.js` }],
+        };
+      }
       const path = resolve.path.startsWith('.') ? resolve.path.replace(/\.ts$/, '.js') : resolve.path;
       return { path, external: true };
     });
@@ -54,7 +80,7 @@ const externalImports = {
 /** Compiles src/ and sim/ into dist/, after removing what an earlier build left there (a deleted source's output). */
 async function buildServer() {
   const { build } = await import('esbuild');
-  for (const dir of ['src', 'sim']) rmSync(join(DIST, dir), { recursive: true, force: true });
+  for (const dir of ['src', 'sim', 'vendor']) rmSync(join(DIST, dir), { recursive: true, force: true });
   await build({
     absWorkingDir: ROOT,
     entryPoints: [...sources('src'), ...sources('sim')],
@@ -66,6 +92,21 @@ async function buildServer() {
     format: 'esm',
     target: 'node20',
     tsconfig: 'tsconfig.json',
+    logLevel: 'warning',
+  });
+  // One module per vendored package, the code they share in chunks (splitting), so a class TypeBox's index and
+  // its `value` entry both use is one class.
+  await build({
+    absWorkingDir: ROOT,
+    entryPoints: Object.entries(VENDORED).map(([input, output]) => ({ in: input, out: output })),
+    outdir: join('dist', 'vendor'),
+    bundle: true,
+    splitting: true,
+    chunkNames: 'chunks/[name]-[hash]',
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    legalComments: 'inline',
     logLevel: 'warning',
   });
 }
