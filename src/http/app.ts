@@ -1,6 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { Ajv } from 'ajv';
-import addFormats from 'ajv-formats';
 import Fastify, { type FastifyInstance, type FastifyRequest, LogController } from 'fastify';
 import fp from 'fastify-plugin';
 import type { HttpServices } from '../app/http-services.ts';
@@ -18,6 +16,7 @@ import { idempotencyPlugin } from './plugins/idempotency.ts';
 import { instancePlugin } from './plugins/instance.ts';
 import { requestLoggerFactory } from './request-logger.ts';
 import { routes } from './routes/index.ts';
+import { buildSharedSerializer, validatorFor } from './schema-compilers.ts';
 import { ErrorEnvelope } from './schemas.ts';
 import { registerWebSocket } from './websocket.ts';
 
@@ -41,25 +40,6 @@ declare module 'fastify' {
 /** Default cap on request bodies, bytes; media routes raise their own (docs/decisions/0020-security-promises.md). */
 export const DEFAULT_BODY_LIMIT = 1024 * 1024;
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
-
-/**
- * A validator for one HTTP part. Bodies are validated without type coercion (a string is not an array, "true"
- * is not a boolean: docs/decisions/0001-envelope-and-error-codes.md wants the field named, not guessed); query
- * strings and params coerce, since they only carry text. Unknown body fields are dropped; `x-message` carries the
- * messages of docs/decisions/0001-envelope-and-error-codes.md (see schemas.ts).
- */
-function makeAjv(coerceTypes: boolean | 'array'): Ajv {
-  const ajv = new Ajv({
-    coerceTypes,
-    useDefaults: true,
-    removeAdditional: true,
-    allErrors: false,
-    verbose: true,
-    keywords: ['x-message'],
-  });
-  addFormats.default(ajv);
-  return ajv;
-}
 
 /**
  * Builds the HTTP app in layers (fastify/demo): external plugins (OpenAPI), app services, cross-cutting hooks
@@ -91,12 +71,12 @@ export async function buildApp(services: HttpServices): Promise<FastifyInstance>
     // and Node's HTTP parser's (400 bad request line or header byte, 431 headers too large, 408).
     frameworkErrors: frameworkErrorHandler,
     clientErrorHandler: clientErrorHandler(services.logger),
+    // Response serializers compiled once per schema in the process (src/http/schema-compilers.ts).
+    schemaController: { compilersFactory: { buildSerializer: buildSharedSerializer } },
   });
 
-  const bodyAjv = makeAjv(false);
-  const textAjv = makeAjv('array');
   app.setValidatorCompiler(({ schema, httpPart }) =>
-    (httpPart === 'body' ? bodyAjv : textAjv).compile(schema),
+    validatorFor(schema as object, httpPart === 'body' ? 'body' : 'text'),
   );
 
   const routeTable: RouteEntry[] = [];
