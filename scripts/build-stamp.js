@@ -2,11 +2,14 @@
 // and bin/parley.js (which rebuilds what is stale before it runs dist/). See docs/decisions/0014-compiled-build-and-licences.md.
 //
 // dist/ has two parts, each built from its own inputs:
-// - server: src/ and sim/ compiled to JavaScript by esbuild (dist/src, dist/sim);
+// - server: src/ and sim/ compiled to JavaScript by esbuild (dist/src, dist/sim), and the packages bundled into
+//   dist/vendor (Kysely, TypeBox: docs/decisions/0067-vendored-module-graphs.md);
 // - dashboard: web/ bundled by Vite (dist/dashboard).
 // A part is current when the fingerprint of its inputs (path, size and modification time of every file, so an edit,
-// an added file and a removed file all change it) equals the one dist/.build-stamp.json recorded when that part was
-// last built. Computing it reads directory entries and file metadata only, never file contents: a few milliseconds.
+// an added file and a removed file all change it; the contents of the vendored packages' package.json, so the
+// version installed in node_modules counts, whatever the lock file says) equals the one dist/.build-stamp.json
+// recorded when that part was last built. Computing it reads directory entries, file metadata and two small files:
+// a few milliseconds.
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -26,7 +29,7 @@ export const LOCK = join(DIST, '.build-lock');
  * inputs of both, so a change to how dist/ is made rebuilds it.
  */
 export const PARTS = {
-  server: ['src', 'sim', 'tsconfig.json', 'package-lock.json', 'scripts/build.js', 'scripts/build-stamp.js'],
+  server: ['src', 'sim', 'tsconfig.json', 'scripts/build.js', 'scripts/build-stamp.js'],
   dashboard: ['web', 'package-lock.json', 'scripts/build.js', 'scripts/build-stamp.js'],
 };
 
@@ -40,7 +43,18 @@ function files(path) {
 }
 
 /**
- * The fingerprint of a part's inputs: SHA-256 (hex) over `relative path, size, mtime` of each file, sorted by path.
+ * Inputs of a part fingerprinted by their contents: the package.json of each package the server bundles into
+ * dist/vendor, so the build follows the version installed (an `npm ci` after a start that built from the old
+ * node_modules rebuilds; npm gives an extracted file the tarball's fixed time, so metadata would not tell).
+ * @type {Partial<Record<keyof typeof PARTS, string[]>>}
+ */
+export const CONTENT_INPUTS = {
+  server: ['node_modules/kysely/package.json', 'node_modules/@sinclair/typebox/package.json'],
+};
+
+/**
+ * The fingerprint of a part's inputs: SHA-256 (hex) over `relative path, size, mtime` of each file, sorted by path,
+ * then the path and contents of each of its {@link CONTENT_INPUTS} (`missing` for one that does not exist).
  * @param {keyof typeof PARTS} part
  * @returns {string}
  */
@@ -52,7 +66,12 @@ export function fingerprint(part) {
       return `${relative(ROOT, file)}\0${size}\0${mtimeMs}`;
     })
     .sort();
-  return createHash('sha256').update(lines.join('\n')).digest('hex');
+  const hash = createHash('sha256').update(lines.join('\n'));
+  for (const input of CONTENT_INPUTS[part] ?? []) {
+    const path = join(ROOT, input);
+    hash.update(`\n${input}\0`).update(existsSync(path) ? readFileSync(path) : 'missing');
+  }
+  return hash.digest('hex');
 }
 
 /**

@@ -14,7 +14,7 @@
 // Build output goes to stderr, so a command that prints JSON on stdout (`parley sim --json`) stays parseable.
 // Exit status: 0 built (or nothing to do), 1 a part failed.
 import { mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, join, relative } from 'node:path';
+import { dirname, join, relative, sep } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DIST, fingerprint, LOCK, PARTS, ROOT, readStamp, STAMP } from './build-stamp.js';
 
@@ -62,7 +62,10 @@ const externalImports = {
       const vendored = VENDORED[resolve.path];
       if (vendored !== undefined) {
         const from = dirname(join(DIST, relative(ROOT, resolve.importer)));
-        const path = relative(from, join(DIST, 'vendor', `${vendored}.js`));
+        // an import specifier is a URL path: '/' on every platform
+        const path = relative(from, join(DIST, 'vendor', `${vendored}.js`))
+          .split(sep)
+          .join('/');
         return { path: path.startsWith('.') ? path : `./${path}`, external: true };
       }
       if (/^(kysely|@sinclair\/typebox)(\/|$)/.test(resolve.path)) {

@@ -62,8 +62,11 @@ async function dropTestSchemas() {
     const databases = await client.query(
       "select datname from pg_database where datname ~ '^(t_[0-9a-f]{12}|parley_tpl_[0-9a-f]{12}(_build)?)$'",
     );
-    for (const { datname } of databases.rows)
+    for (const { datname } of databases.rows) {
+      // a template (test/support/store.ts marks it so) must be made an ordinary database before it can be dropped
+      await client.query(`alter database ${datname} is_template false`);
       await client.query(`drop database if exists ${datname} with (force)`);
+    }
   } finally {
     await client.end();
   }

@@ -76,7 +76,7 @@ export async function buildApp(services: HttpServices): Promise<FastifyInstance>
   });
 
   app.setValidatorCompiler(({ schema, httpPart }) =>
-    validatorFor(schema as object, httpPart === 'body' ? 'body' : 'text'),
+    validatorFor(schema, httpPart === 'body' ? 'body' : 'text'),
   );
 
   const routeTable: RouteEntry[] = [];

@@ -52,14 +52,17 @@ const validators: Record<ValidatedPart, Map<string, ValidateFunction>> = { body:
 let ajvs: Record<ValidatedPart, Ajv> | undefined;
 
 /**
- * The validator of `schema` for `part`, compiled the first time this process meets a schema with its JSON.
+ * The validator of `schema` (a JSON Schema object or boolean) for `part`, compiled the first time this process
+ * meets a schema with its JSON.
  * @throws Ajv's error when the schema is not valid JSON Schema (at route registration, never per request).
  */
-export function validatorFor(schema: object, part: ValidatedPart): ValidateFunction {
+export function validatorFor(schema: unknown, part: ValidatedPart): ValidateFunction {
+  ajvs ??= { body: makeAjv(false), text: makeAjv('array') };
+  // a boolean schema (`true` takes anything) has no object to key by: compiled as it comes (it costs nothing)
+  if (typeof schema !== 'object' || schema === null) return ajvs[part].compile(schema as boolean);
   const key = keyOf(schema);
   const known = validators[part].get(key);
   if (known !== undefined) return known;
-  ajvs ??= { body: makeAjv(false), text: makeAjv('array') };
   const validate = ajvs[part].compile(schema);
   // The cache here is the one that is shared: Ajv's own entry (keyed by the object) would keep every object.
   ajvs[part].removeSchema(schema);

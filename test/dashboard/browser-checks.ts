@@ -30,6 +30,17 @@ export async function overflowOf(page: Page, where: string): Promise<string[]> {
 
 /** The serious and critical WCAG 2.0/2.1 A and AA violations axe-core finds in the page, one sentence each. */
 export async function axeViolations(page: Page, where: string): Promise<string[]> {
+  // Colours are read as the page shows them: a transition still running (Pico's buttons ease their colours over
+  // 0.2 s, as after a switch to the dark scheme within one document) would be measured half-way.
+  // Endless animations (a spinner) are left running; a cancelled one counts as done.
+  await page.evaluate(() => {
+    const animations: any[] = (globalThis as any).document.getAnimations();
+    return Promise.all(
+      animations
+        .filter((animation) => animation.effect?.getComputedTiming().endTime !== Number.POSITIVE_INFINITY)
+        .map((animation) => animation.finished.catch(() => undefined)),
+    );
+  });
   await page.evaluate(AXE_SOURCE);
   const violations: { id: string; impact: string; help: string; nodes: { target: string[] }[] }[] =
     await page.evaluate(async () => {

@@ -79,11 +79,15 @@ export async function createTestStore(dialect: TestDialect): Promise<TestStore> 
     database,
     schema: TEMPLATE_SCHEMA,
     dataDir,
-    // The database is dropped by the runner (scripts/test.js) after the run, with every other `t_` database: a DROP
-    // DATABASE here would make the server checkpoint at every test store.
+    // The drop is started, not awaited: PostgreSQL checkpoints at every DROP DATABASE, and the test need not wait for
+    // it. One the process leaves behind (it exits first, or the drop fails) goes with the runner's sweep
+    // (scripts/test.js drops every `t_` database before and after the run).
     cleanup: async () => {
       await store.destroy();
       rmSync(dataDir, { recursive: true, force: true });
+      void withAdmin(adminUrl, (admin) => admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).catch(
+        () => undefined,
+      );
     },
   };
 }
@@ -91,39 +95,49 @@ export async function createTestStore(dialect: TestDialect): Promise<TestStore> 
 /** The schema the tables of a PostgreSQL test store live in (named, so the stores exercise openStore's `schema`). */
 export const TEMPLATE_SCHEMA = 'parley_test';
 
+let postgresTemplate: Promise<string> | undefined;
+
 /**
  * A PostgreSQL database with every migration applied, `parley_tpl_<digest of the migration files>`, made once on
  * the server of TEST_DATABASE_URL and copied by CREATE DATABASE … TEMPLATE for each PostgreSQL test store: migrating
  * a new schema cost the server about 400 ms of CPU (120 DDL statements), a copy a few milliseconds. Processes that
  * start together build it once: an advisory lock serialises them, and it is built under a temporary name and
  * renamed when complete, so a template that exists is whole. The runner drops the templates before each run.
+ * @returns the template's name
+ * @throws what the server answered when the template could not be built (the next call tries again)
  */
-let postgresTemplate: Promise<string> | undefined;
-
 export function migratedPostgresDatabase(adminUrl: string): Promise<string> {
-  postgresTemplate ??= (async () => {
-    const name = `parley_tpl_${migrationsDigest()}`;
-    await withAdmin(adminUrl, async (admin) => {
-      await admin.query("select pg_advisory_lock(hashtext('parley test template'))");
-      const found = await admin.query('select 1 from pg_database where datname = $1', [name]);
-      if (found.rowCount !== 0) return;
-      const building = `${name}_build`;
-      await admin.query(`DROP DATABASE IF EXISTS ${building} WITH (FORCE)`);
-      await admin.query(`CREATE DATABASE ${building}`);
-      const store = await openStore(
-        { dialect: 'postgres', url: databaseUrl(adminUrl, building) },
-        { schema: TEMPLATE_SCHEMA, poolSize: 1 },
-      );
-      try {
-        await migrateToLatest(store);
-      } finally {
-        await store.destroy();
-      }
-      await admin.query(`ALTER DATABASE ${building} RENAME TO ${name}`);
-    });
-    return name;
-  })();
+  postgresTemplate ??= buildPostgresTemplate(adminUrl).catch((error: unknown) => {
+    postgresTemplate = undefined; // the next store tries again
+    throw error;
+  });
   return postgresTemplate;
+}
+
+/** Builds the template of {@link migratedPostgresDatabase} unless it exists; resolves with its name. */
+async function buildPostgresTemplate(adminUrl: string): Promise<string> {
+  const name = `parley_tpl_${migrationsDigest()}`;
+  await withAdmin(adminUrl, async (admin) => {
+    await admin.query("select pg_advisory_lock(hashtext('parley test template'))");
+    const found = await admin.query('select 1 from pg_database where datname = $1', [name]);
+    if (found.rowCount !== 0) return;
+    const building = `${name}_build`;
+    await admin.query(`DROP DATABASE IF EXISTS ${building} WITH (FORCE)`);
+    await admin.query(`CREATE DATABASE ${building}`);
+    const store = await openStore(
+      { dialect: 'postgres', url: databaseUrl(adminUrl, building) },
+      { schema: TEMPLATE_SCHEMA, poolSize: 1 },
+    );
+    try {
+      await migrateToLatest(store);
+    } finally {
+      await store.destroy();
+    }
+    await admin.query(`ALTER DATABASE ${building} RENAME TO ${name}`);
+    // A session on the template would make every copy fail ("being accessed by other users"): none may open.
+    await admin.query(`ALTER DATABASE ${name} WITH ALLOW_CONNECTIONS false IS_TEMPLATE true`);
+  });
+  return name;
 }
 
 /** The first 12 hex digits of a SHA-256 over the migration files' names and contents (a new migration, a new template). */
