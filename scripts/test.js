@@ -48,7 +48,7 @@ if (files.length === 0) {
  * databases of test/support/store.ts and their templates `parley_tpl_<digest>`, and the `t_<hex>` schemas other
  * tests create in the TEST_DATABASE_URL database itself.
  */
-async function dropTestSchemas() {
+async function dropTestStores() {
   const url = process.env.TEST_DATABASE_URL;
   if (!url) return;
   const { default: pg } = await import('pg');
@@ -72,7 +72,7 @@ async function dropTestSchemas() {
   }
 }
 
-await dropTestSchemas();
+await dropTestStores();
 
 // Tests start parley as a user does (bin/parley.js runs the compiled dist/): build what is stale once, up front,
 // instead of in the first test that starts a process.
@@ -275,5 +275,5 @@ const statuses = [
   ])),
 ];
 for (const line of notRun) console.log(`not run: ${line}`);
-await dropTestSchemas();
+await dropTestStores();
 process.exit(statuses.find((status) => status !== 0) ?? 0);

@@ -100,7 +100,8 @@ let postgresTemplate: Promise<string> | undefined;
 /**
  * A PostgreSQL database with every migration applied, `parley_tpl_<digest of the migration files>`, made once on
  * the server of TEST_DATABASE_URL and copied by CREATE DATABASE … TEMPLATE for each PostgreSQL test store: migrating
- * a new schema cost the server about 400 ms of CPU (120 DDL statements), a copy a few milliseconds. Processes that
+ * a new schema cost the server about 400 ms of CPU (120 DDL statements), a copy a few milliseconds of CPU (and a
+ * write of its 9 MB, which the server waits on). Processes that
  * start together build it once: an advisory lock serialises them, and it is built under a temporary name and
  * renamed when complete, so a template that exists is whole. The runner drops the templates before each run.
  * @returns the template's name
