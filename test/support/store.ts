@@ -141,7 +141,10 @@ async function buildPostgresTemplate(adminUrl: string): Promise<string> {
   return name;
 }
 
-/** The first 12 hex digits of a SHA-256 over the migration files' names and contents (a new migration, a new template). */
+/**
+ * The first 12 hex digits of a SHA-256 over the migration files' names and contents (a new migration, a new
+ * template).
+ */
 function migrationsDigest(): string {
   const dir = new URL('../../src/store/migrations/', import.meta.url);
   const hash = createHash('sha256');
