@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import type { DatabaseConfig } from '../../src/config/config.ts';
 import { openStore } from '../../src/store/database.ts';
-import { migratedPostgresDatabase, TEMPLATE_SCHEMA, type TestStore } from './store.ts';
+import { databaseUrl, migratedPostgresDatabase, TEMPLATE_SCHEMA, type TestStore } from './store.ts';
 
 /**
  * A PostgreSQL database of its own for a store-fault test (`parley_outage_<hex>`, created on the server of
@@ -38,9 +38,7 @@ export async function createOutageDatabase(): Promise<OutageDatabase> {
   admin.on('error', () => undefined);
   await admin.connect();
   await admin.query(`CREATE DATABASE ${name} TEMPLATE ${await migratedPostgresDatabase(adminUrl)}`);
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  const database: DatabaseConfig = { dialect: 'postgres', url: url.toString() };
+  const database: DatabaseConfig = { dialect: 'postgres', url: databaseUrl(adminUrl, name) };
   const store = await openStore(database, { schema: TEMPLATE_SCHEMA, poolSize: 3 });
   const dataDir = mkdtempSync(join(tmpdir(), 'parley-outage-'));
   const terminate = async () =>

@@ -157,7 +157,7 @@ function migrationsDigest(): string {
 }
 
 /** `url` with its database replaced by `name`. */
-function databaseUrl(url: string, name: string): string {
+export function databaseUrl(url: string, name: string): string {
   const next = new URL(url);
   next.pathname = `/${name}`;
   return next.toString();
