@@ -82,7 +82,7 @@ export class MediaService {
     const fileName = content.fileName;
     const cached = await files.find(instance.id, messageId);
     if (cached) return this.#file(instance.id, messageId, content.kind, fileName, cached);
-    const session = sessions.detached(instance);
+    const session = await sessions.detached(instance);
     if (content.download === undefined || !session.downloadMedia) {
       throw errors.notFound(
         `the media of message ${messageId} cannot be downloaded: parley keeps no platform reference for it (files sent through parley are not kept)`,

@@ -89,9 +89,9 @@ export class SandboxService {
    * @throws DomainError not_found on a live instance; platform_unreachable (503, `retryAfter`) while a session that
    *   should be connected is not here (SessionManager.current).
    */
-  #controls(instance: Instance): SandboxControls {
+  async #controls(instance: Instance): Promise<SandboxControls> {
     // Test instances run on the sandbox engine (SessionManager picks the engine by environment).
-    const controls = instance.env === 'test' ? this.#sessions.current(instance).sandbox : undefined;
+    const controls = instance.env === 'test' ? (await this.#sessions.current(instance)).sandbox : undefined;
     if (!controls) throw errors.notFound('sandbox helpers exist only for svc_test_ keys');
     return controls;
   }
@@ -118,7 +118,7 @@ export class SandboxService {
 
   /** A message arrives from a simulated user. See {@link SandboxControls.inbound}. */
   async inbound(instance: Instance, input: SandboxInboundInput): Promise<SentMessage> {
-    return this.#controls(instance).inbound(input);
+    return (await this.#controls(instance)).inbound(input);
   }
 
   /**
@@ -131,7 +131,7 @@ export class SandboxService {
     const { media, ...rest } = input;
     checkKindFields(input);
     const data = decodeDataUri(media.trim(), 'media', SANDBOX_MEDIA_RULE);
-    return this.#controls(instance).inboundMedia({
+    return (await this.#controls(instance)).inboundMedia({
       ...rest,
       data,
       mimetype: declaredType(media) ?? DEFAULT_TYPES[input.kind],
@@ -140,12 +140,12 @@ export class SandboxService {
 
   /** The recipient acknowledges a sent message. See {@link SandboxControls.receipt}. */
   async receipt(instance: Instance, input: SandboxReceiptInput): Promise<void> {
-    return this.#controls(instance).receipt(input);
+    return (await this.#controls(instance)).receipt(input);
   }
 
   /** A simulated user starts or stops typing. See {@link SandboxControls.presence}. */
   async presence(instance: Instance, input: SandboxPresenceInput): Promise<void> {
-    return this.#controls(instance).presence(input);
+    return (await this.#controls(instance)).presence(input);
   }
 
   /**
@@ -153,13 +153,13 @@ export class SandboxService {
    * (docs/decisions/0001-envelope-and-error-codes.md, docs/decisions/0004-sandbox.md).
    */
   async defineUser(instance: Instance, input: SandboxUserInput): Promise<void> {
-    await this.#controls(instance).defineUser(input);
+    await (await this.#controls(instance)).defineUser(input);
     this.#registrations.invalidate(instance.id, input.phone);
   }
 
   /** A group another user created with the account as a plain member. See {@link SandboxControls.createForeignGroup}. */
   async createForeignGroup(instance: Instance, input: SandboxForeignGroupInput): Promise<GroupInfo> {
-    return this.#controls(instance).createForeignGroup(input);
+    return (await this.#controls(instance)).createForeignGroup(input);
   }
 
   /** A simulated user calls the account. See {@link SandboxControls.call}. */
@@ -167,21 +167,21 @@ export class SandboxService {
     instance: Instance,
     input: SandboxCallInput,
   ): Promise<{ id: string; status: 'missed' | 'rejected' | 'ringing' }> {
-    return this.#controls(instance).call(input);
+    return (await this.#controls(instance)).call(input);
   }
 
   /** A simulated member changes a group. See {@link SandboxControls.groupChange}. */
   async groupChange(instance: Instance, input: SandboxGroupChangeInput): Promise<GroupInfo> {
-    return this.#controls(instance).groupChange(input);
+    return (await this.#controls(instance)).groupChange(input);
   }
 
   /** A simulated user edits or deletes their message. See {@link SandboxControls.updateMessage}. */
   async updateMessage(instance: Instance, input: SandboxUpdateInput): Promise<void> {
-    return this.#controls(instance).updateMessage(input);
+    return (await this.#controls(instance)).updateMessage(input);
   }
 
   /** A simulated user votes on a poll the instance sent. See {@link SandboxControls.vote}. */
   async vote(instance: Instance, input: SandboxVoteInput): Promise<void> {
-    return this.#controls(instance).vote(input);
+    return (await this.#controls(instance)).vote(input);
   }
 }

@@ -1,9 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { OutboundGuard } from '../net/outbound-guard.ts';
-import { AmqpConnection } from './amqp.ts';
 import type { BrokerConnection, BrokerMessage } from './connection.ts';
 import { BrokerError } from './errors.ts';
-import { NatsConnection } from './nats.ts';
 import type { BrokerTarget } from './urls.ts';
 
 /** Options of {@link BrokerPublishers}. Durations in milliseconds. */
@@ -154,9 +152,10 @@ async function dial(
     if (left <= 0) break;
     const timeoutMs = Math.max(1, Math.round(left / (addresses.length - index)));
     try {
+      // Each client library is imported at its first connection (docs/decisions/0068-engines-loaded-on-first-use.md).
       return target.kind === 'amqp'
-        ? await AmqpConnection.open(target, address, timeoutMs)
-        : await NatsConnection.open(target, address, timeoutMs);
+        ? await (await import('./amqp.ts')).AmqpConnection.open(target, address, timeoutMs)
+        : await (await import('./nats.ts')).NatsConnection.open(target, address, timeoutMs);
     } catch (error) {
       lastError = error;
     }

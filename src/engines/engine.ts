@@ -152,6 +152,12 @@ export interface EngineSessionContext {
 export interface Engine {
   /** The engine's name in logs and in the registry of engines (`sandbox`, `baileys`, …). */
   readonly name: string;
+  /**
+   * Prepares the engine before its first session (loads its code: src/engines/deferred.ts); idempotent. The session
+   * manager awaits it before each `createSession`. Absent: nothing to prepare.
+   * @throws what preparing threw; a later call tries again.
+   */
+  init?(): Promise<void>;
   /** Creates the (not yet connected) session object of one instance. Cheap: no I/O. */
   createSession(context: EngineSessionContext): EngineSession;
   /** Releases engine-wide resources at shutdown. */

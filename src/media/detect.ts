@@ -1,4 +1,3 @@
-import { fileTypeFromBuffer } from 'file-type';
 import { errors } from '../domain/errors.ts';
 import type { MediaRule } from './kinds.ts';
 
@@ -32,6 +31,9 @@ const CFB_TYPES: Record<string, string> = {
 
 /** The format of `data` from its magic numbers, or undefined when `file-type` does not recognise it. */
 export async function detectFormat(data: Buffer): Promise<DetectedFormat | undefined> {
+  // Imported at the first detection: file-type's module graph stays out of every start
+  // (docs/decisions/0068-engines-loaded-on-first-use.md).
+  const { fileTypeFromBuffer } = await import('file-type');
   const found = await fileTypeFromBuffer(data);
   return found ? { ext: found.ext, mime: found.mime } : undefined;
 }

@@ -1,7 +1,6 @@
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import sharp from 'sharp';
 import { DomainError, errors } from '../domain/errors.ts';
 import type { DetectedFormat } from './detect.ts';
 import { type StickerMetadata, stickerExif, withExif } from './exif.ts';
@@ -31,7 +30,16 @@ function overLimit(animated: boolean): DomainError {
     : new DomainError('too_large', 'sticker must be at most 100 KB after conversion to WEBP');
 }
 
+/**
+ * sharp, imported at the first sticker made: its native binding and module graph stay out of every start
+ * (docs/decisions/0068-engines-loaded-on-first-use.md).
+ */
+async function loadSharp(): Promise<typeof import('sharp').default> {
+  return (await import('sharp')).default;
+}
+
 async function isAnimatedImage(data: Buffer): Promise<boolean> {
+  const sharp = await loadSharp();
   try {
     const meta = await sharp(data, { animated: true }).metadata();
     return (meta.pages ?? 1) > 1;
@@ -43,6 +51,7 @@ async function isAnimatedImage(data: Buffer): Promise<boolean> {
 async function fromImage(data: Buffer, animated: boolean): Promise<Buffer> {
   const limit = animated ? STICKER_ANIMATED_MAX : STICKER_STATIC_MAX;
   const qualities = animated ? ANIMATED_QUALITIES : STATIC_QUALITIES;
+  const sharp = await loadSharp();
   for (const quality of qualities) {
     let out: Buffer;
     try {

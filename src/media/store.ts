@@ -4,9 +4,9 @@ import { mkdir, open, readdir, readFile, rename, rm, writeFile } from 'node:fs/p
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { fileTypeFromBuffer } from 'file-type';
 import type { Clock } from '../domain/clock.ts';
 import { DomainError } from '../domain/errors.ts';
+import { detectFormat } from './detect.ts';
 
 /** What the store keeps beside a file: its MIME type from the bytes, its size, and when it was fetched. */
 export interface StoredMediaFile {
@@ -103,7 +103,7 @@ export class MediaStore {
     }
     try {
       await pipeline(counted(), createWriteStream(temp));
-      const found = await fileTypeFromBuffer(Buffer.concat(head).subarray(0, SNIFF_BYTES));
+      const found = await detectFormat(Buffer.concat(head).subarray(0, SNIFF_BYTES));
       const stored: StoredMediaFile = {
         mimetype: found?.mime ?? 'application/octet-stream',
         ext: found?.ext ?? '',

@@ -251,7 +251,7 @@ export class LeaseKeeper {
     if (running) return running;
     const restore = sessions
       .session(instance)
-      .connect()
+      .then((session) => session.connect())
       .then(
         () => {
           if (existing === undefined)

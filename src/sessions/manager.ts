@@ -109,6 +109,8 @@ export interface SessionManagerOptions {
 export class SessionManager {
   readonly #options: SessionManagerOptions;
   readonly #sessions = new Map<string, EngineSession>();
+  /** The environments whose engine is prepared ({@link Engine.init} resolved). */
+  readonly #prepared = new Set<Environment>();
   /** Pending boot-restore retries by instance id (cancelled by any user action on the instance). */
   readonly #retries = new Map<string, NodeJS.Timeout>();
   /** Aborted at shutdown: recordings and credential reads waiting for the store give up. */
@@ -129,13 +131,27 @@ export class SessionManager {
     this.backlog = options.backlog ?? new RecordBacklog({ logger: options.logger, clock: options.clock });
   }
 
-  /** The session of `instance`, created on first use. */
-  session(instance: Instance): EngineSession {
+  /**
+   * The session of `instance`, created on first use (its engine prepared first, {@link Engine.init}).
+   * @throws what preparing the engine threw (its code could not be loaded).
+   */
+  async session(instance: Instance): Promise<EngineSession> {
     const existing = this.#sessions.get(instance.id);
     if (existing) return existing;
+    await this.#prepare(instance.env);
+    // Another call may have created it while the engine was being prepared.
+    const created = this.#sessions.get(instance.id);
+    if (created) return created;
     const session = this.#create(instance);
     this.#sessions.set(instance.id, session);
     return session;
+  }
+
+  /** Resolves once the engine of `env` is prepared (at once after the first time). */
+  async #prepare(env: Environment): Promise<void> {
+    if (this.#prepared.has(env)) return;
+    await this.#options.engines[env].init?.();
+    this.#prepared.add(env);
   }
 
   /**
@@ -143,7 +159,10 @@ export class SessionManager {
    * this process if there is one, else a new session object that is not kept, so the instance's state as this
    * process reports it does not change (a kept, never-connected session would read as not logged in).
    */
-  detached(instance: Instance): EngineSession {
+  async detached(instance: Instance): Promise<EngineSession> {
+    const existing = this.#sessions.get(instance.id);
+    if (existing) return existing;
+    await this.#prepare(instance.env);
     return this.#sessions.get(instance.id) ?? this.#create(instance);
   }
 
@@ -221,11 +240,12 @@ export class SessionManager {
    *   ({@link RECONNECT_RETRY_AFTER_S} s) when the instance should be connected but has no session here
    *   (docs/decisions/0001-envelope-and-error-codes.md).
    */
-  current(instance: Instance): EngineSession {
+  async current(instance: Instance): Promise<EngineSession> {
     const session = this.#sessions.get(instance.id);
     if (session) return session;
     if (instance.desiredState === 'connected' && instance.jid !== null) throw reconnecting();
-    return this.#create(instance);
+    await this.#prepare(instance.env);
+    return this.#sessions.get(instance.id) ?? this.#create(instance);
   }
 
   /** The open session of `instance` if one exists in this process (no creation). */
@@ -251,7 +271,7 @@ export class SessionManager {
     const wanted = input.subscribe ?? instance.subscribe ?? DEFAULT_SUBSCRIPTION;
     const subscribe = EVENT_TYPES.filter((type) => wanted.includes(type));
     await updateInstance(this.#options.db, instance.id, { subscribe, desiredState: 'connected' });
-    const session = this.session(instance);
+    const session = await this.session(instance);
     await session.connect();
     const wasLoggedIn = instance.jid !== null;
     if (!input.immediate && wasLoggedIn) {
@@ -310,7 +330,7 @@ export class SessionManager {
    *   conflict `already logged in` / `instance is not connected` as for the QR.
    */
   async requestPairingCode(instance: Instance, phone: string): Promise<string> {
-    const session = this.session(instance);
+    const session = await this.session(instance);
     if (!session.requestPairingCode) {
       throw errors.badRequest(
         'pairing by code is available on live instances only; the sandbox pairs with POST /v1/sandbox/scan',
@@ -326,14 +346,14 @@ export class SessionManager {
   async disconnect(instance: Instance): Promise<void> {
     this.#cancelRetry(instance.id);
     await updateInstance(this.#options.db, instance.id, { desiredState: 'disconnected' });
-    await this.session(instance).disconnect();
+    await (await this.session(instance)).disconnect();
   }
 
   /** Logs out: unlinks the device and deletes the stored credentials (docs/api.md#session). */
   async logout(instance: Instance): Promise<void> {
     this.#cancelRetry(instance.id);
     await updateInstance(this.#options.db, instance.id, { desiredState: 'disconnected' });
-    await this.session(instance).logout();
+    await (await this.session(instance)).logout();
   }
 
   /**
@@ -361,7 +381,7 @@ export class SessionManager {
   /** Connects a restored instance; on a 503 schedules the next try. @returns whether it connected. */
   async #restore(instance: Instance, failures: number): Promise<boolean> {
     try {
-      await this.session(instance).connect();
+      await (await this.session(instance)).connect();
       return true;
     } catch (error) {
       const unreachable = error instanceof DomainError && error.code === 'platform_unreachable';

@@ -2,7 +2,8 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config/config.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { EngineMessage } from '../domain/messages.ts';
-import { BaileysEngine, type BaileysEngineOptions } from '../engines/baileys/index.ts';
+import type { BaileysEngineOptions } from '../engines/baileys/index.ts';
+import { DeferredEngine } from '../engines/deferred.ts';
 import type { Engine } from '../engines/engine.ts';
 import { SandboxEngine } from '../engines/sandbox/index.ts';
 import { InstanceStateProjection } from '../events/instance-state.ts';
@@ -64,18 +65,22 @@ export function wireSessions(
     // On SQLite the instances' batches of a turn share the turn's transaction (docs/decisions/0051-turn-groups.md).
     deps.turn === undefined ? {} : { turn: deps.turn },
   );
+  // Baileys' module graph is loaded when the first live session is made (docs/decisions/0068-engines-loaded-on-first-use.md).
   const live: Engine =
     deps.liveEngine ??
-    new BaileysEngine({
-      locks: new SqlSessionLocks({ db: store.db, owner: deps.nodeId }),
-      logger,
-      clock,
-      platform: {
-        url: config.platform.url,
-        rootKey: config.platform.rootKey,
-        ...(deps.platformCa ? { ca: deps.platformCa } : {}),
-      },
-      ...deps.liveEngineTuning,
+    new DeferredEngine('baileys', async () => {
+      const { BaileysEngine } = await import('../engines/baileys/index.ts');
+      return new BaileysEngine({
+        locks: new SqlSessionLocks({ db: store.db, owner: deps.nodeId }),
+        logger,
+        clock,
+        platform: {
+          url: config.platform.url,
+          rootKey: config.platform.rootKey,
+          ...(deps.platformCa ? { ca: deps.platformCa } : {}),
+        },
+        ...deps.liveEngineTuning,
+      });
     });
   const findMessage = async (instanceId: string, id: string): Promise<EngineMessage | undefined> => {
     const stored = await findStoredMessage(store.db, instanceId, id);

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { type Config, ConfigError } from '../config/config.ts';
 import { loadMasterKey, SecretBox } from '../security/secrets.ts';
 import { migrateToLatest, openStore, type Store, storeFailure } from '../store/database.ts';
@@ -49,8 +49,9 @@ export async function wireStore(
   const store = options.store ?? (await openOwnStore(config, logger));
   if (options.store) await migrateToLatest(options.store);
   const box = new SecretBox(loadMasterKey(config.dataDir, config.secretKey));
+  // ioredis is imported only when Redis is configured (docs/decisions/0068-engines-loaded-on-first-use.md).
   const redis = config.redisUrl
-    ? new Redis(config.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 2 })
+    ? new (await import('ioredis')).Redis(config.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 2 })
     : undefined;
   redis?.on('error', (error: Error) => logger.warn({ err: error }, 'redis error'));
   return { store, box, redis };

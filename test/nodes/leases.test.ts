@@ -31,7 +31,7 @@ function fakeSessions() {
     connected,
     released,
     releasedAt,
-    session(instance: Instance) {
+    async session(instance: Instance) {
       const entry = open.get(instance.id) ?? { connected: false };
       open.set(instance.id, entry);
       return {
@@ -213,7 +213,7 @@ for (const dialect of testDialects()) {
         const connects: string[] = [];
         let made = false;
         const sessions = {
-          session: () => {
+          session: async () => {
             made = true;
             return { connect: async () => void connects.push(instance.id) } as never;
           },

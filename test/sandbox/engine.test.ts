@@ -34,7 +34,7 @@ for (const dialect of testDialects()) {
     before(async () => {
       t = await appFor(dialect);
       const instance = await t.services.sessions.reload(t.instance.id);
-      session = t.services.sessions.session(instance);
+      session = await t.services.sessions.session(instance);
     });
     after(() => t.close());
 

@@ -111,7 +111,7 @@ for (const dialect of testDialects()) {
           error: { code: 503, message: 'not connected to the platform right now' },
         });
         assert.equal(ctx.services.sessions.existing(ctx.instance.id), undefined, 'no idle session kept');
-        await ctx.services.sessions.session(ctx.instance).connect();
+        await (await ctx.services.sessions.session(ctx.instance)).connect();
         const again = await ctx.call('POST', '/v1/sandbox/inbound', { phone: PEER, body: 'restored' });
         assert.equal(again.status, 200);
       } finally {

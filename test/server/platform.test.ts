@@ -7,6 +7,7 @@ import { WA_CERT_DETAILS } from 'baileys';
 import pino from 'pino';
 import { loadConfig } from '../../src/config/config.ts';
 import { platformWarning, startServer } from '../../src/server.ts';
+import { createTestApp } from '../support/app.ts';
 
 const platformRoot = WA_CERT_DETAILS.PUBLIC_KEY;
 
@@ -34,7 +35,7 @@ describe('boot pointed at a platform simulator (docs/decisions/0007-simulator.md
     assert.equal(platformWarning(loadConfig({})), undefined);
   });
 
-  it('logs the warning at boot and trusts the root key', async () => {
+  it('logs the warning at boot, and trusts the root key once a live session is made', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'parley-platform-'));
     const url = 'ws://127.0.0.1:7070/ws/chat';
     const config = loadConfig({
@@ -53,10 +54,21 @@ describe('boot pointed at a platform simulator (docs/decisions/0007-simulator.md
         warnings.map((line) => [line.msg, line.platformUrl]),
         [[platformWarning(config), url]],
       );
-      assert.deepEqual(WA_CERT_DETAILS.PUBLIC_KEY, Buffer.alloc(32, 0xcd));
     } finally {
       await server.stop();
       rmSync(dataDir, { recursive: true, force: true });
+    }
+    // The live engine is loaded, and the root key trusted, when the first live session is made
+    // (docs/decisions/0068-engines-loaded-on-first-use.md).
+    const t = await createTestApp({ env: { PLATFORM_URL: url, PLATFORM_ROOT_KEY: 'ef'.repeat(32) } });
+    try {
+      assert.notDeepEqual(WA_CERT_DETAILS.PUBLIC_KEY, Buffer.alloc(32, 0xef));
+      const live = await t.newInstance('live');
+      const session = await t.services.sessions.session(live);
+      assert.equal(session.state().connected, false);
+      assert.deepEqual(WA_CERT_DETAILS.PUBLIC_KEY, Buffer.alloc(32, 0xef));
+    } finally {
+      await t.close();
     }
   });
 });

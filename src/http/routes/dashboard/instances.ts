@@ -1,7 +1,6 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { toDataURL } from 'qrcode';
 import type { Instance } from '../../../domain/instance.ts';
 import { ok } from '../../schemas.ts';
 import { PairingCodeBody } from '../v1/session.ts';
@@ -102,6 +101,10 @@ export async function instanceRoutes(fastify: FastifyInstance): Promise<void> {
 
 /** A pairing code as the page shows it: the PNG data URI, the raw string and its expiry (RFC 3339). */
 export async function qrOf(pairing: { code: string; expiresAt: number }) {
-  const qrCode = await toDataURL(pairing.code, { errorCorrectionLevel: 'L', margin: 2, width: 264 });
+  const qrCode = await (await import('qrcode')).toDataURL(pairing.code, {
+    errorCorrectionLevel: 'L',
+    margin: 2,
+    width: 264,
+  });
   return { qrCode, code: pairing.code, expiresAt: new Date(pairing.expiresAt).toISOString() };
 }

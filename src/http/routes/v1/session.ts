@@ -1,7 +1,6 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { toDataURL } from 'qrcode';
 import { instanceOf } from '../../plugins/instance.ts';
 import { Details, EventTypeName, InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 
@@ -294,7 +293,11 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const pairing = await session.pairingCode(instanceOf(request));
-      const qrCode = await toDataURL(pairing.code, { errorCorrectionLevel: 'L', margin: 2, width: 264 });
+      const qrCode = await (await import('qrcode')).toDataURL(pairing.code, {
+        errorCorrectionLevel: 'L',
+        margin: 2,
+        width: 264,
+      });
       return ok({ qrCode, code: pairing.code, expiresAt: new Date(pairing.expiresAt).toISOString() });
     },
   );
