@@ -83,6 +83,16 @@ export function platformWarning(config: Config): string | undefined {
 }
 
 /**
+ * The base URL the first-boot banner prints: `PUBLIC_URL`, or `http://localhost:<port>` with the port the server
+ * got when `PORT` is 0 (any free port) and `PUBLIC_URL` is unset, so its curl line reaches this server.
+ */
+function bannerUrl(config: Config, port: number): string {
+  return config.port === 0 && config.publicUrl === 'http://localhost:0'
+    ? `http://localhost:${port}`
+    : config.publicUrl;
+}
+
+/**
  * Boots the service: store (migrated), sessions restored, HTTP listening, then the first-boot bootstrap and its
  * banner.
  * @param print where the first-boot banner goes (stdout by default).
@@ -118,11 +128,9 @@ export async function startServer(
     const line = listenFailure(error, config);
     throw line === undefined ? error : new ConfigError(line);
   }
-  if (services.cluster) {
-    const address = app.server.address();
-    const port = typeof address === 'object' && address ? address.port : config.port;
-    await services.cluster.keeper.start(nodeUrl(config, port));
-  }
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : config.port;
+  if (services.cluster) await services.cluster.keeper.start(nodeUrl(config, port));
   // Created only once the server listens, so a start that fails never creates a key nobody saw; printed after
   // the listening line, so it is the last thing a person starting parley reads.
   const bootstrap = await bootstrapIfEmpty(services.store.db);
@@ -130,7 +138,7 @@ export async function startServer(
     { url, store: config.database.dialect, redis: Boolean(config.redisUrl), firstBoot: bootstrap !== null },
     'parley listening',
   );
-  if (bootstrap) print(bootstrapBanner(bootstrap, config.publicUrl));
+  if (bootstrap) print(bootstrapBanner(bootstrap, bannerUrl(config, port)));
   let stopping: Promise<void> | undefined;
   return {
     url,

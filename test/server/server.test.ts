@@ -22,8 +22,9 @@ describe('server (docs/decisions/0003-scopes-and-keys.md, docs/decisions/0023-op
       assert.ok(key, 'banner holds the key');
       assert.ok(
         (printed[0] ?? '').includes(
-          'curl -s -X POST http://localhost:0/v1/session/connect -H "Authorization: Bearer $PARLEY_KEY"',
+          `curl -s -X POST http://localhost:${new URL(server.url).port}/v1/session/connect -H "Authorization: Bearer $PARLEY_KEY"`,
         ),
+        'with PORT=0 the banner names the port the server got',
       );
       assert.equal((printed[0] ?? '').split(key).length, 2, 'the key is printed once');
       const connect = await fetch(`${server.url}/v1/session/connect`, {
