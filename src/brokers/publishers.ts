@@ -147,15 +147,22 @@ async function dial(
   deadline: number,
 ): Promise<BrokerConnection> {
   let lastError: unknown;
+  // Each client library is imported at its first connection (docs/decisions/0068-engines-loaded-on-first-use.md),
+  // before the time left is shared out, so the import counts against the deadline.
+  let open: (address: string, timeoutMs: number) => Promise<BrokerConnection>;
+  if (target.kind === 'amqp') {
+    const { AmqpConnection } = await import('./amqp.ts');
+    open = (address, timeoutMs) => AmqpConnection.open(target, address, timeoutMs);
+  } else {
+    const { NatsConnection } = await import('./nats.ts');
+    open = (address, timeoutMs) => NatsConnection.open(target, address, timeoutMs);
+  }
   for (const [index, address] of addresses.entries()) {
     const left = deadline - performance.now();
     if (left <= 0) break;
     const timeoutMs = Math.max(1, Math.round(left / (addresses.length - index)));
     try {
-      // Each client library is imported at its first connection (docs/decisions/0068-engines-loaded-on-first-use.md).
-      return target.kind === 'amqp'
-        ? await (await import('./amqp.ts')).AmqpConnection.open(target, address, timeoutMs)
-        : await (await import('./nats.ts')).NatsConnection.open(target, address, timeoutMs);
+      return await open(address, timeoutMs);
     } catch (error) {
       lastError = error;
     }

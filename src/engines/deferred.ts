@@ -14,6 +14,7 @@ export class DeferredEngine implements Engine {
   readonly #load: () => Promise<Engine>;
   #loading: Promise<Engine> | undefined;
   #engine: Engine | undefined;
+  #closed = false;
 
   /**
    * @param name the engine's name, as the loaded engine gives it (`baileys`).
@@ -25,20 +26,23 @@ export class DeferredEngine implements Engine {
     this.#load = load;
   }
 
-  /** Loads the engine once; later calls resolve at once. @throws what `load` threw (the next call tries again). */
+  /**
+   * Loads the engine once (and prepares it, when it has an `init` of its own); later calls resolve at once.
+   * @throws what `load` or the engine's `init` threw (the next call tries again); Error after {@link close}.
+   */
   async init(): Promise<void> {
     if (this.#engine) return;
-    this.#loading ??= this.#load().then(
-      async (engine) => {
+    if (this.#closed) throw new Error(`engine ${this.name} is closed`);
+    this.#loading ??= this.#load()
+      .then(async (engine) => {
         await engine.init?.();
         this.#engine = engine;
         return engine;
-      },
-      (error: unknown) => {
+      })
+      .catch((error: unknown) => {
         this.#loading = undefined;
         throw error;
-      },
-    );
+      });
     await this.#loading;
   }
 
@@ -47,12 +51,17 @@ export class DeferredEngine implements Engine {
    * @throws Error when {@link init} has not resolved yet (a caller's bug: the session manager awaits it first).
    */
   createSession(context: EngineSessionContext): EngineSession {
+    if (this.#closed) throw new Error(`engine ${this.name} is closed`);
     if (!this.#engine) throw new Error(`engine ${this.name} used before init() resolved`);
     return this.#engine.createSession(context);
   }
 
-  /** Closes the loaded engine; nothing to do when it was never loaded (one still loading is awaited first). */
+  /**
+   * Closes the loaded engine; nothing to do when it was never loaded (one still loading is awaited first). Later
+   * `init` and `createSession` calls throw.
+   */
   async close(): Promise<void> {
+    this.#closed = true;
     const engine = this.#engine ?? (await this.#loading?.catch(() => undefined));
     await engine?.close?.();
   }

@@ -133,7 +133,8 @@ export class SessionManager {
 
   /**
    * The session of `instance`, created on first use (its engine prepared first, {@link Engine.init}).
-   * @throws what preparing the engine threw (its code could not be loaded).
+   * @throws DomainError not_ready once shutdown began ({@link closeAll}) and the session did not exist; what
+   *   preparing the engine threw (its code could not be loaded).
    */
   async session(instance: Instance): Promise<EngineSession> {
     const existing = this.#sessions.get(instance.id);
@@ -147,11 +148,25 @@ export class SessionManager {
     return session;
   }
 
-  /** Resolves once the engine of `env` is prepared (at once after the first time). */
+  /**
+   * Resolves once the engine of `env` is prepared (at once after the first time).
+   * @throws DomainError not_ready `server is shutting down` when {@link closeAll} began meanwhile, so no session is
+   *   made after the others were closed; what preparing threw (logged here, at error level, for the live engine).
+   */
   async #prepare(env: Environment): Promise<void> {
-    if (this.#prepared.has(env)) return;
-    await this.#options.engines[env].init?.();
-    this.#prepared.add(env);
+    if (!this.#prepared.has(env)) {
+      try {
+        await this.#options.engines[env].init?.();
+      } catch (error) {
+        this.#options.logger.error(
+          { err: error, env },
+          'the engine of this environment could not be loaded: its instances cannot connect',
+        );
+        throw error;
+      }
+      this.#prepared.add(env);
+    }
+    if (this.#closing.signal.aborted) throw new DomainError('not_ready', 'server is shutting down');
   }
 
   /**

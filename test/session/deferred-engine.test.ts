@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { DomainError } from '../../src/domain/errors.ts';
 import { DeferredEngine } from '../../src/engines/deferred.ts';
 import type { EngineSessionContext } from '../../src/engines/engine.ts';
 import { createTestApp } from '../support/app.ts';
@@ -63,7 +64,53 @@ describe('engines loaded at their first session (docs/decisions/0068-engines-loa
     }
   });
 
-  it('refuses a session before init, and closing an engine never loaded loads nothing', async () => {
+  it('makes no session once shutdown began while the engine was loading', async () => {
+    let release: () => void = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const engine = new FakeEngine();
+    const deferred = new DeferredEngine('baileys', async () => {
+      await held;
+      return engine;
+    });
+    const t = await createTestApp({ liveEngine: deferred });
+    try {
+      const live = await t.newInstance('live');
+      const asked = t.services.sessions.session(live);
+      const closed = t.services.sessions.closeAll();
+      release();
+      await closed;
+      await assert.rejects(asked, (error: unknown) => {
+        assert.ok(error instanceof DomainError);
+        assert.equal(error.code, 'not_ready');
+        assert.equal(error.message, 'server is shutting down');
+        return true;
+      });
+      assert.equal(t.services.sessions.existing(live.id), undefined);
+      assert.equal(engine.behaviour.connects, 0);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("tries again after the loaded engine's own init failed", async () => {
+    let inits = 0;
+    const engine = Object.assign(new FakeEngine(), {
+      async init() {
+        inits += 1;
+        if (inits === 1) throw new Error('engine init failed');
+      },
+    });
+    const deferred = new DeferredEngine('baileys', async () => engine);
+    await assert.rejects(deferred.init(), /engine init failed/);
+    await deferred.init();
+    assert.equal(inits, 2);
+    await deferred.init();
+    assert.equal(inits, 2, 'a prepared engine is not prepared again');
+  });
+
+  it('refuses a session before init and after close, and closing an engine never loaded loads nothing', async () => {
     const { deferred, counts } = deferredFake();
     assert.throws(
       () => deferred.createSession({} as EngineSessionContext),
@@ -71,5 +118,8 @@ describe('engines loaded at their first session (docs/decisions/0068-engines-loa
     );
     await deferred.close();
     assert.deepEqual(counts, { loads: 0, closes: 0 });
+    await assert.rejects(deferred.init(), /engine baileys is closed/);
+    assert.throws(() => deferred.createSession({} as EngineSessionContext), /engine baileys is closed/);
+    assert.equal(counts.loads, 0);
   });
 });
