@@ -87,7 +87,16 @@ async function fetchVersionWithin(ms: number): Promise<WAVersion> {
 export class BaileysEngine implements Engine {
   readonly name = 'baileys' as const;
   readonly #options: BaileysEngineOptions;
-  readonly #sessions = new Set<BaileysSession>();
+  /**
+   * The sessions this engine made, held weakly: the session manager holds the ones it keeps, and a session nobody
+   * holds any more (a media download's, one released or logged out) is collected instead of living as long as the
+   * engine. A connected session stays reachable from its socket.
+   */
+  readonly #sessions = new Set<WeakRef<BaileysSession>>();
+  /** Drops the reference of a collected session from {@link #sessions}. */
+  readonly #forget = new FinalizationRegistry<WeakRef<BaileysSession>>((ref) => {
+    this.#sessions.delete(ref);
+  });
   readonly #mediaAgent: Agent | undefined;
 
   /**
@@ -123,13 +132,18 @@ export class BaileysEngine implements Engine {
         ...(this.#mediaAgent ? { mediaAgent: this.#mediaAgent } : {}),
       },
     );
-    this.#sessions.add(session);
+    const ref = new WeakRef(session);
+    this.#sessions.add(ref);
+    this.#forget.register(session, ref);
     return session;
   }
 
-  /** Closes every session this engine created (releases their locks); stored credentials are untouched. */
+  /**
+   * Closes every session this engine made that still exists (releases their locks); stored credentials are
+   * untouched.
+   */
   async close(): Promise<void> {
-    const sessions = [...this.#sessions];
+    const sessions = [...this.#sessions].map((ref) => ref.deref()).filter((s) => s !== undefined);
     this.#sessions.clear();
     await Promise.allSettled(sessions.map((s) => s.close()));
   }
