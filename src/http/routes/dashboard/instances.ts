@@ -2,6 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Instance } from '../../../domain/instance.ts';
+import { qrCodeDataUrl } from '../../qr-code.ts';
 import { ok } from '../../schemas.ts';
 import { PairingCodeBody } from '../v1/session.ts';
 import { principalOf } from './guard.ts';
@@ -101,10 +102,6 @@ export async function instanceRoutes(fastify: FastifyInstance): Promise<void> {
 
 /** A pairing code as the page shows it: the PNG data URI, the raw string and its expiry (RFC 3339). */
 export async function qrOf(pairing: { code: string; expiresAt: number }) {
-  const qrCode = await (await import('qrcode')).toDataURL(pairing.code, {
-    errorCorrectionLevel: 'L',
-    margin: 2,
-    width: 264,
-  });
+  const qrCode = await qrCodeDataUrl(pairing.code);
   return { qrCode, code: pairing.code, expiresAt: new Date(pairing.expiresAt).toISOString() };
 }

@@ -2,6 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { instanceOf } from '../../plugins/instance.ts';
+import { qrCodeDataUrl } from '../../qr-code.ts';
 import { Details, EventTypeName, InstanceQuery, ok, Phone, responses } from '../../schemas.ts';
 
 /** Body of `POST /v1/session/connect` (docs/api.md#session; docs/decisions/0016-session-lifecycle.md). */
@@ -293,11 +294,7 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const pairing = await session.pairingCode(instanceOf(request));
-      const qrCode = await (await import('qrcode')).toDataURL(pairing.code, {
-        errorCorrectionLevel: 'L',
-        margin: 2,
-        width: 264,
-      });
+      const qrCode = await qrCodeDataUrl(pairing.code);
       return ok({ qrCode, code: pairing.code, expiresAt: new Date(pairing.expiresAt).toISOString() });
     },
   );
