@@ -447,7 +447,10 @@ export class SessionManager {
     return instance;
   }
 
-  /** Closes every session of this process (shutdown); stored state is untouched. */
+  /**
+   * Closes every session of this process (shutdown); stored state is untouched. Final: afterwards no session is
+   * made ({@link session}, {@link detached} and {@link current} answer not_ready for an instance without one).
+   */
   async closeAll(): Promise<void> {
     // Recordings still waiting for the store make one last try and give up (logged with their event fields):
     // shutdown keeps its time budget (docs/deploy.md, What a database restart does).
