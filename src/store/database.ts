@@ -2,9 +2,9 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { Kysely, Migrator, PostgresDialect, type SqliteDatabase, SqliteDialect, sql } from 'kysely';
+import { LRUCache } from 'lru-cache';
 import type pg from 'pg';
 import type { DatabaseConfig } from '../config/config.ts';
-import { BoundedMap } from '../domain/bounded-map.ts';
 import { DomainError } from '../domain/errors.ts';
 import { faultAwareDialect, type StoreFaultHook } from './faults.ts';
 import { markPipelinedCommits } from './last-statement.ts';
@@ -166,14 +166,16 @@ export const STATEMENT_CACHE_SIZE = 500;
  * The SQLite connection as Kysely sees it, with prepared statements reused by SQL text. Kysely's driver calls
  * `prepare` for every query; compiling the same SQL again was the largest single cost of a send request
  * (`npm run bench` profile). A statement is safe to reuse: Kysely runs one query at a time on the connection,
- * parameters are bound per call, and SQLite re-prepares a statement itself after a schema change.
+ * parameters are bound per call, and SQLite re-prepares a statement itself after a schema change. The cache is
+ * `lru-cache` (least recently used dropped first): its hit is a lookup and a few array writes, where a `Map` kept in
+ * use order moved each hit's entry (a delete and an insert, about 1 % of a delivery's CPU; docs/benchmarks.md).
  */
-function cachingStatements(sqlite: SQLite.Database): SqliteDatabase {
-  const cache = new BoundedMap<string, SQLite.Statement>(STATEMENT_CACHE_SIZE);
+export function cachingStatements(sqlite: SQLite.Database): SqliteDatabase {
+  const cache = new LRUCache<string, SQLite.Statement>({ max: STATEMENT_CACHE_SIZE });
   return {
     close: () => sqlite.close(),
     prepare(text: string) {
-      let statement = cache.use(text);
+      let statement = cache.get(text);
       if (statement === undefined) {
         statement = sqlite.prepare(text);
         cache.set(text, statement);
