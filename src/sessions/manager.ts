@@ -139,12 +139,20 @@ export class SessionManager {
   async session(instance: Instance): Promise<EngineSession> {
     const existing = this.#sessions.get(instance.id);
     if (existing) return existing;
+    return this.#keptOrNew(instance, true);
+  }
+
+  /**
+   * Once the engine of `instance` is prepared: its kept session (another call may have made it meanwhile), else a
+   * new session object, kept when `keep` (in the same step as the check, so concurrent callers share one).
+   * @throws as {@link #prepare}.
+   */
+  async #keptOrNew(instance: Instance, keep: boolean): Promise<EngineSession> {
     await this.#prepare(instance.env);
-    // Another call may have created it while the engine was being prepared.
-    const created = this.#sessions.get(instance.id);
-    if (created) return created;
+    const kept = this.#sessions.get(instance.id);
+    if (kept) return kept;
     const session = this.#create(instance);
-    this.#sessions.set(instance.id, session);
+    if (keep) this.#sessions.set(instance.id, session);
     return session;
   }
 
@@ -175,10 +183,7 @@ export class SessionManager {
    * process reports it does not change (a kept, never-connected session would read as not logged in).
    */
   async detached(instance: Instance): Promise<EngineSession> {
-    const existing = this.#sessions.get(instance.id);
-    if (existing) return existing;
-    await this.#prepare(instance.env);
-    return this.#sessions.get(instance.id) ?? this.#create(instance);
+    return this.#sessions.get(instance.id) ?? this.#keptOrNew(instance, false);
   }
 
   /** A new, unregistered engine session of `instance` with its context (auth port, emit with retry). */
@@ -259,8 +264,7 @@ export class SessionManager {
     const session = this.#sessions.get(instance.id);
     if (session) return session;
     if (instance.desiredState === 'connected' && instance.jid !== null) throw reconnecting();
-    await this.#prepare(instance.env);
-    return this.#sessions.get(instance.id) ?? this.#create(instance);
+    return this.#keptOrNew(instance, false);
   }
 
   /** The open session of `instance` if one exists in this process (no creation). */
