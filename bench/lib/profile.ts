@@ -1,11 +1,12 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { round } from './stats.ts';
 
 /**
  * Summaries of V8 CPU profiles (`node --cpu-prof`, the `.cpuprofile` JSON format of the Chrome DevTools
  * protocol): self time per function and per source area, and total (inclusive) time per function, so the
- * report can name the largest cost of a path.
+ * report can name the largest cost of a path; and of the sampled allocations written beside them
+ * (`.heapprofile`, V8's sampling heap profiler): bytes allocated in all and by function.
  */
 
 interface CallFrame {
@@ -37,6 +38,24 @@ export interface ProfileEntry {
   percent: number;
 }
 
+/** One row of an allocation summary: a function, with the bytes sampled in it (allocated by its own code). */
+export interface AllocationEntry {
+  name: string;
+  /** Bytes, in millions (MB). */
+  mb: number;
+  /** Percent of all bytes sampled. */
+  percent: number;
+}
+
+/** What a `.heapprofile` sampled: every byte allocated over the profiled window, collected since or not. */
+export interface AllocationSummary {
+  file: string;
+  /** Bytes allocated over the window, estimated from the samples. */
+  totalBytes: number;
+  /** Bytes by the function that allocated them, largest first. */
+  selfTop: AllocationEntry[];
+}
+
 /** Self and inclusive time of a profile, largest first. */
 export interface ProfileSummary {
   file: string;
@@ -49,6 +68,44 @@ export interface ProfileSummary {
   selfTop: ProfileEntry[];
   /** Inclusive time by function (the function and everything it called). */
   totalTop: ProfileEntry[];
+  /** The allocations sampled over the same window, when a `.heapprofile` lies beside the `.cpuprofile`. */
+  allocations?: AllocationSummary;
+}
+
+interface HeapProfileNode {
+  callFrame: CallFrame;
+  selfSize: number;
+  children: HeapProfileNode[];
+}
+
+/** The `.heapprofile` written beside the `.cpuprofile` `file` (bench/lib/inspector.ts names it so). */
+export function allocationFileOf(file: string): string {
+  return `${file.replace(/\.[^./]*$/, '')}.heapprofile`;
+}
+
+/** Summarises one `.heapprofile` file (`limit` functions). */
+export function summariseAllocations(file: string, limit = 15): AllocationSummary {
+  const { head } = JSON.parse(readFileSync(file, 'utf8')) as { head: HeapProfileNode };
+  const byFunction = new Map<string, number>();
+  let totalBytes = 0;
+  const stack = [head];
+  for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
+    totalBytes += node.selfSize;
+    if (node.selfSize > 0) {
+      const name = label(node.callFrame);
+      byFunction.set(name, (byFunction.get(name) ?? 0) + node.selfSize);
+    }
+    stack.push(...node.children);
+  }
+  const selfTop = [...byFunction.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, limit)
+    .map(([name, bytes]) => ({
+      name,
+      mb: round(bytes / 1e6, 1),
+      percent: round((bytes / totalBytes) * 100, 1),
+    }));
+  return { file, totalBytes, selfTop };
 }
 
 /** The area a frame belongs to: a package, a folder of parley's source, a Node internal, or a V8 category. */
@@ -124,6 +181,7 @@ export function summariseProfile(file: string, limit = 15): ProfileSummary {
     }
   }
   const totalMs = totalUs / 1000;
+  const allocations = allocationFileOf(file);
   return {
     file,
     totalMs: round(totalMs, 0),
@@ -131,6 +189,7 @@ export function summariseProfile(file: string, limit = 15): ProfileSummary {
     byArea: top(areas, totalMs, limit),
     selfTop: top(selfFn, totalMs, limit),
     totalTop: top(totalFn, totalMs, limit),
+    ...(existsSync(allocations) ? { allocations: summariseAllocations(allocations, limit) } : {}),
   };
 }
 

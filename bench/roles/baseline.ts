@@ -4,6 +4,7 @@ import Fastify from 'fastify';
 import pino from 'pino';
 import { Pool } from 'undici';
 import { webhookHeaders } from '../../src/webhooks/signing.ts';
+import { startProfiling, stopProfiling } from '../lib/inspector.ts';
 import type { Handlers } from '../lib/ipc.ts';
 import { cpuMicros, sleep } from '../lib/stats.ts';
 
@@ -126,6 +127,15 @@ export const baselineHandlers: Handlers = {
   serve,
   post,
   cpu: cpuMicros,
+  /** Starts the CPU and allocation profiler (a profiled run only). */
+  async profileStart() {
+    await startProfiling();
+    return null;
+  },
+  /** Stops it and writes the `.cpuprofile` to `file` (the `.heapprofile` beside it). */
+  async profileStop(args: { file: string }) {
+    return stopProfiling(args.file);
+  },
   async close() {
     await app?.close();
     app = undefined;

@@ -1,6 +1,11 @@
 import { type BenchChild, startChild } from '../lib/ipc.ts';
 import { type LoadOptions, type LoadResult, runLoad } from '../lib/load.ts';
-import { type ProfileSummary, summariseProfile } from '../lib/profile.ts';
+import {
+  allocationFileOf,
+  type ProfileSummary,
+  summariseAllocations,
+  summariseProfile,
+} from '../lib/profile.ts';
 import { ratioOf, type ScenarioResult, target, windowNote } from '../lib/report.ts';
 import { fmt, sleep } from '../lib/stats.ts';
 import { type ParleyReady, PEER_PHONE } from '../roles/parley.ts';
@@ -14,8 +19,10 @@ export interface HttpSettings {
   dialect: 'sqlite' | 'postgres';
   databaseUrl?: string;
   /**
-   * When set, a further run of the same length is CPU-profiled inside the parley child (after the measured
-   * one, so profiling does not slow the figures) and written to this `.cpuprofile` file.
+   * When set, a further run of the same length is CPU- and allocation-profiled inside the parley child (after the
+   * measured one, so profiling does not slow the figures) and written to this `.cpuprofile` file (the `.heapprofile`
+   * beside it); the send scenario profiles its baseline the same way, into the same name with `-baseline` added,
+   * and reports the bytes each allocated per request.
    */
   profileFile?: string;
   /** HMAC key of the webhook (receiver checks it). */
@@ -65,6 +72,22 @@ async function loadWithCpu(
   return { run, cpuPerRequestUs: Math.round(used / Math.max(1, run.completed)) };
 }
 
+/** Where the baseline's profiled run is written: beside parley's, `-baseline` added to its name. */
+function baselineProfileFile(file: string): string {
+  return file.replace(/(\.[^./]*)?$/, '-baseline$1');
+}
+
+/**
+ * A load run of `options` on `child` under the CPU and allocation profiler, written to `file` (and the
+ * `.heapprofile` beside it). → the bytes `child` allocated per completed request over the run.
+ */
+async function profiledRun(child: BenchChild, options: LoadOptions, file: string): Promise<number> {
+  await child.call('profileStart');
+  const run = await runLoad(options);
+  await child.call<string>('profileStop', { file });
+  return summariseAllocations(allocationFileOf(file), 0).totalBytes / Math.max(1, run.completed);
+}
+
 function describeErrors(run: LoadResult): string {
   return run.errors + run.non2xx === 0 ? '' : `, ${run.errors} errors, ${run.non2xx} non-2xx`;
 }
@@ -78,16 +101,24 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
   const baseline = await startChild('baseline');
   let baselineRun: LoadResult;
   let baselineCpu: number;
+  let baselineAllocated: number | undefined;
   try {
     const { url } = await baseline.call<{ url: string }>('serve', {});
-    ({ run: baselineRun, cpuPerRequestUs: baselineCpu } = await loadWithCpu(baseline, {
+    const options = (warmupS: number) => ({
       url: `${url}/v1/messages/send`,
-      method: 'POST',
+      method: 'POST' as const,
       body: { phone: PEER_PHONE, body: 'hello from the benchmark' },
       connections: settings.connections,
       durationS: settings.durationS,
-      warmupS: settings.warmupS,
-    }));
+      warmupS,
+    });
+    ({ run: baselineRun, cpuPerRequestUs: baselineCpu } = await loadWithCpu(
+      baseline,
+      options(settings.warmupS),
+    ));
+    if (settings.profileFile !== undefined) {
+      baselineAllocated = await profiledRun(baseline, options(0), baselineProfileFile(settings.profileFile));
+    }
   } finally {
     await baseline.stop();
   }
@@ -96,6 +127,7 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
   let cpuPerSend: number;
   let deliveries: Record<string, number>;
   let profile: ProfileSummary | undefined;
+  let allocated: number | undefined;
   try {
     const ready = await setupOneInstance(parley, settings);
     const options = (warmupS: number) => ({
@@ -112,10 +144,8 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
     await sleep(DELIVERY_GRACE_MS);
     deliveries = await parley.call<Record<string, number>>('deliveries');
     if (settings.profileFile !== undefined) {
-      await parley.call('profileStart');
-      await runLoad(options(0));
-      const file = await parley.call<string>('profileStop', { file: settings.profileFile });
-      profile = summariseProfile(file);
+      allocated = await profiledRun(parley, options(0), settings.profileFile);
+      profile = summariseProfile(settings.profileFile);
     }
   } finally {
     await parley.stop();
@@ -135,7 +165,10 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
       `p50 ${run.latencyMs.p50} / p99 ${run.latencyMs.p99} ms (baseline ${baselineRun.latencyMs.p50} / ` +
       `${baselineRun.latencyMs.p99} ms)${describeErrors(run)}; webhooks delivered ${fmt(delivered, 0)} of ` +
       `${fmt(queued, 0)} (${kept}) ${DELIVERY_GRACE_MS / 1000} s after the run; CPU per request ${cpuPerSend} µs ` +
-      `vs ${baselineCpu} (${ratioOf(baselineCpu, cpuPerSend)})`,
+      `vs ${baselineCpu} (${ratioOf(baselineCpu, cpuPerSend)})` +
+      (allocated === undefined || baselineAllocated === undefined
+        ? ''
+        : `; allocated per request (profiled runs) ${fmt(allocated / 1024, 1)} KiB vs ${fmt(baselineAllocated / 1024, 1)}`),
     targets: [
       target('ratio ≥ 0.4', ratio, '>=', 0.4),
       target('p99 ≤ 20 ms', run.latencyMs.p99, '<=', 20, ' ms'),
@@ -150,6 +183,14 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
       connections: settings.connections,
       deliveries,
       ...(profile ? { profile } : {}),
+      ...(allocated === undefined || baselineAllocated === undefined
+        ? {}
+        : {
+            allocatedBytesPerRequest: {
+              parley: Math.round(allocated),
+              baseline: Math.round(baselineAllocated),
+            },
+          }),
     },
   };
   return result;
