@@ -5,18 +5,17 @@ import type { Clock } from '../domain/clock.ts';
 import type { Environment } from '../domain/environment.ts';
 import { DomainError, errors } from '../domain/errors.ts';
 import { DEFAULT_SUBSCRIPTION, EVENT_TYPES, type EventType, type Instance } from '../domain/instance.ts';
-import type { ConnectionState, EngineEvent, EngineMessage, PairingCode } from '../domain/messages.ts';
+import type { ConnectionState, EngineMessage, PairingCode } from '../domain/messages.ts';
 import type { Engine, EngineSession } from '../engines/engine.ts';
 import type { EventRecorder } from '../events/recorder.ts';
-import { SessionStatusTracker } from '../events/session-status.ts';
 import type { SecretBox } from '../security/secrets.ts';
-import { SqlAuthStateStore } from '../store/engine-auth.ts';
-import { getInstance, listInstancesToRestore, updateInstance } from '../store/instances.ts';
+import { getInstance, updateInstance } from '../store/instances.ts';
 import type { Database } from '../store/schema.ts';
 import type { TurnTransactions } from '../store/turn-transactions.ts';
-import { RetryingAuthStateStore } from './auth-retry.ts';
 import { RecordBacklog } from './backlog.ts';
-import { RECORD_RETRY, type RecordRetryPolicy, recordWithRetry } from './record-retry.ts';
+import { createEngineSession } from './engine-session.ts';
+import { RECORD_RETRY, type RecordRetryPolicy } from './record-retry.ts';
+import { SessionRestorer } from './restore.ts';
 
 /** `Retry-After` of the 503 a call gets while its instance reconnects by itself, seconds. */
 export const RECONNECT_RETRY_AFTER_S = 2;
@@ -111,8 +110,8 @@ export class SessionManager {
   readonly #sessions = new Map<string, EngineSession>();
   /** The environments whose engine is prepared ({@link Engine.init} resolved). */
   readonly #prepared = new Set<Environment>();
-  /** Pending boot-restore retries by instance id (cancelled by any user action on the instance). */
-  readonly #retries = new Map<string, NodeJS.Timeout>();
+  /** Boot restores and their retries (cancelled by any user action on the instance). */
+  readonly #restorer: SessionRestorer;
   /** Aborted at shutdown: recordings and credential reads waiting for the store give up. */
   readonly #closing = new AbortController();
   readonly #policy: RecordRetryPolicy;
@@ -129,6 +128,13 @@ export class SessionManager {
       random: retry?.random ?? Math.random,
     };
     this.backlog = options.backlog ?? new RecordBacklog({ logger: options.logger, clock: options.clock });
+    this.#restorer = new SessionRestorer({
+      db: options.db,
+      logger: options.logger,
+      ...(options.restoreRetry ? { retry: options.restoreRetry } : {}),
+      connect: async (instance) => (await this.session(instance)).connect(),
+      connected: (instanceId) => this.#sessions.get(instanceId)?.state().connected === true,
+    });
   }
 
   /**
@@ -188,43 +194,10 @@ export class SessionManager {
 
   /** A new, unregistered engine session of `instance` with its context (auth port, emit with retry). */
   #create(instance: Instance): EngineSession {
-    const { db, box, engines, recorder, logger, clock, findMessage, callSettings } = this.#options;
-    const instanceId = instance.id;
-    const sessionLogger = logger.child({ instanceId });
-    // Failures are logged by recordWithRetry (the first, every tenth, and the one given up on).
-    const record = (event: EngineEvent) => recorder.record(instanceId, event);
-    const policy = this.#policy;
-    const signal = this.#closing.signal;
-    const backlog = this.backlog;
-    const auth = new SqlAuthStateStore(db, box, instanceId, this.#options.turn);
-    const retrying = async (event: EngineEvent): Promise<void> => {
-      const left = backlog.enter();
-      try {
-        await recordWithRetry({ emit: record, logger: sessionLogger }, event, policy, { signal });
-      } finally {
-        left();
-      }
-    };
-    // Session status events are derived here, in one place for every engine, from the connection states the
-    // engine reports (docs/decisions/0012-session-and-message-status-events.md).
-    const statuses = new SessionStatusTracker({ connected: false, loggedIn: instance.jid !== null });
-    return engines[instance.env].createSession({
-      instanceId,
-      env: instance.env,
-      auth: new RetryingAuthStateStore(auth, policy, sessionLogger, signal),
-      // Every engine's events are recorded with the same retry: without limit while the store cannot be reached
-      // (docs/decisions/0011-store-faults.md); each counts in the backlog while it waits.
-      emit: async (event: EngineEvent) => {
-        const status = event.type === 'connection' ? statuses.next(event.state, clock()) : null;
-        // Both recordings start in this tick, so the status is queued right after its connection event and
-        // normally commits in the same transaction.
-        await Promise.all([retrying(event), ...(status ? [retrying(status)] : [])]);
-      },
-      waiting: () => backlog.enter(),
-      findMessage: (id) => findMessage(instanceId, id),
-      ...(callSettings ? { callSettings: () => callSettings(instanceId) } : {}),
-      logger: sessionLogger,
-      clock,
+    return createEngineSession(this.#options, instance, {
+      policy: this.#policy,
+      signal: this.#closing.signal,
+      backlog: this.backlog,
     });
   }
 
@@ -286,7 +259,7 @@ export class SessionManager {
     instance: Instance,
     input: { subscribe?: EventType[]; immediate: boolean },
   ): Promise<ConnectResult> {
-    this.#cancelRetry(instance.id);
+    this.#restorer.cancel(instance.id);
     const wanted = input.subscribe ?? instance.subscribe ?? DEFAULT_SUBSCRIPTION;
     const subscribe = EVENT_TYPES.filter((type) => wanted.includes(type));
     await updateInstance(this.#options.db, instance.id, { subscribe, desiredState: 'connected' });
@@ -363,85 +336,29 @@ export class SessionManager {
 
   /** Disconnects and keeps the login (docs/api.md#session): status becomes connected:false, loggedIn:true. */
   async disconnect(instance: Instance): Promise<void> {
-    this.#cancelRetry(instance.id);
+    this.#restorer.cancel(instance.id);
     await updateInstance(this.#options.db, instance.id, { desiredState: 'disconnected' });
     await (await this.session(instance)).disconnect();
   }
 
   /** Logs out: unlinks the device and deletes the stored credentials (docs/api.md#session). */
   async logout(instance: Instance): Promise<void> {
-    this.#cancelRetry(instance.id);
+    this.#restorer.cancel(instance.id);
     await updateInstance(this.#options.db, instance.id, { desiredState: 'disconnected' });
     await (await this.session(instance)).logout();
   }
 
   /**
-   * Reconnects every instance the user left connected and logged in (docs/decisions/0016-session-lifecycle.md: a
-   * restart needs no new scan). Failures are logged per instance and do not stop the others; an instance whose
-   * platform was unreachable (503) is retried in the background with backoff until it connects or the user acts on
-   * it.
+   * Reconnects every instance the user left connected and logged in; see {@link SessionRestorer.restoreAll}.
    * @returns how many instances were restored on the first try.
    */
-  async restoreAll(concurrency = 16): Promise<number> {
-    const instances = await listInstancesToRestore(this.#options.db);
-    let restored = 0;
-    let next = 0;
-    const worker = async () => {
-      while (next < instances.length) {
-        const instance = instances[next++];
-        if (!instance) break;
-        if (await this.#restore(instance, 0)) restored += 1;
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(concurrency, instances.length) }, worker));
-    return restored;
-  }
-
-  /** Connects a restored instance; on a 503 schedules the next try. @returns whether it connected. */
-  async #restore(instance: Instance, failures: number): Promise<boolean> {
-    try {
-      await (await this.session(instance)).connect();
-      return true;
-    } catch (error) {
-      const unreachable = error instanceof DomainError && error.code === 'platform_unreachable';
-      this.#options.logger.warn(
-        { err: error, instanceId: instance.id, retry: unreachable },
-        unreachable
-          ? 'restoring a session failed: platform unreachable, will retry'
-          : 'restoring a session failed',
-      );
-      if (unreachable) this.#scheduleRetry(instance.id, failures + 1);
-      return false;
-    }
-  }
-
-  #scheduleRetry(instanceId: string, failures: number): void {
-    const { baseMs, maxMs } = this.#options.restoreRetry ?? { baseMs: 1000, maxMs: 60_000 };
-    const delay = Math.min(maxMs, baseMs * 2 ** (failures - 1)) * (0.8 + Math.random() * 0.4);
-    this.#cancelRetry(instanceId);
-    const timer = setTimeout(() => {
-      this.#retries.delete(instanceId);
-      void (async () => {
-        const instance = await getInstance(this.#options.db, instanceId);
-        if (instance?.desiredState !== 'connected' || instance.jid === null) return;
-        if (this.#sessions.get(instanceId)?.state().connected) return;
-        await this.#restore(instance, failures);
-      })().catch((error: unknown) =>
-        this.#options.logger.error({ err: error, instanceId }, 'restore retry failed'),
-      );
-    }, delay);
-    timer.unref();
-    this.#retries.set(instanceId, timer);
-  }
-
-  #cancelRetry(instanceId: string): void {
-    clearTimeout(this.#retries.get(instanceId));
-    this.#retries.delete(instanceId);
+  restoreAll(concurrency = 16): Promise<number> {
+    return this.#restorer.restoreAll(concurrency);
   }
 
   /** Number of instances waiting for a restore retry (tests, metrics). */
   get pendingRestores(): number {
-    return this.#retries.size;
+    return this.#restorer.pending;
   }
 
   /** Re-reads an instance (after a state change) or fails with 404. */
@@ -460,8 +377,7 @@ export class SessionManager {
     // shutdown keeps its time budget (docs/deploy.md, What a database restart does).
     this.#closing.abort();
     this.backlog.stop();
-    for (const timer of this.#retries.values()) clearTimeout(timer);
-    this.#retries.clear();
+    this.#restorer.stop();
     const sessions = [...this.#sessions.values()];
     this.#sessions.clear();
     await Promise.allSettled(sessions.map((s) => s.close()));
@@ -474,7 +390,7 @@ export class SessionManager {
    * close failure is logged.
    */
   async release(instanceId: string): Promise<void> {
-    this.#cancelRetry(instanceId);
+    this.#restorer.cancel(instanceId);
     const session = this.#sessions.get(instanceId);
     if (!session) return;
     this.#sessions.delete(instanceId);

@@ -1,0 +1,111 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Kysely } from 'kysely';
+import { DomainError } from '../domain/errors.ts';
+import type { Instance } from '../domain/instance.ts';
+import { getInstance, listInstancesToRestore } from '../store/instances.ts';
+import type { Database } from '../store/schema.ts';
+
+/** Dependencies of a {@link SessionRestorer}. */
+export interface SessionRestorerOptions {
+  db: Kysely<Database>;
+  logger: FastifyBaseLogger;
+  /**
+   * Backoff for an instance whose restore failed because the platform was unreachable (503): first delay and cap,
+   * ms (default 1,000 and 60,000), doubled per failure with ±20 % jitter.
+   */
+  retry?: { baseMs: number; maxMs: number };
+  /** Connects the session of `instance`, made on first use. @throws what connecting throws (503 when unreachable). */
+  connect: (instance: Instance) => Promise<void>;
+  /** True when this process holds a connected session of `instanceId`. */
+  connected: (instanceId: string) => boolean;
+}
+
+/**
+ * Restores sessions at boot (docs/decisions/0016-session-lifecycle.md: a restart needs no new scan): every instance
+ * the user left connected and logged in is connected again, and one the platform could not be reached for is retried
+ * in the background with backoff, until it connects, the user acts on the instance ({@link cancel}) or the process
+ * stops ({@link stop}). Timers are unreferenced: a pending retry never keeps the process alive.
+ */
+export class SessionRestorer {
+  readonly #options: SessionRestorerOptions;
+  /** Pending retries by instance id. */
+  readonly #retries = new Map<string, NodeJS.Timeout>();
+
+  constructor(options: SessionRestorerOptions) {
+    this.#options = options;
+  }
+
+  /**
+   * Reconnects every instance to restore, `concurrency` at a time. Failures are logged per instance and do not stop
+   * the others; an instance whose platform was unreachable (503) is retried in the background.
+   * @returns how many instances were restored on the first try.
+   */
+  async restoreAll(concurrency = 16): Promise<number> {
+    const instances = await listInstancesToRestore(this.#options.db);
+    let restored = 0;
+    let next = 0;
+    const worker = async () => {
+      while (next < instances.length) {
+        const instance = instances[next++];
+        if (!instance) break;
+        if (await this.#restore(instance, 0)) restored += 1;
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(concurrency, instances.length) }, worker));
+    return restored;
+  }
+
+  /** Cancels the pending retry of `instanceId`, if any (the user acted on the instance, or it was released). */
+  cancel(instanceId: string): void {
+    clearTimeout(this.#retries.get(instanceId));
+    this.#retries.delete(instanceId);
+  }
+
+  /** Cancels every pending retry (shutdown). */
+  stop(): void {
+    for (const timer of this.#retries.values()) clearTimeout(timer);
+    this.#retries.clear();
+  }
+
+  /** Number of instances waiting for a retry (tests, metrics). */
+  get pending(): number {
+    return this.#retries.size;
+  }
+
+  /** Connects a restored instance; on a 503 schedules the next try. @returns whether it connected. */
+  async #restore(instance: Instance, failures: number): Promise<boolean> {
+    try {
+      await this.#options.connect(instance);
+      return true;
+    } catch (error) {
+      const unreachable = error instanceof DomainError && error.code === 'platform_unreachable';
+      this.#options.logger.warn(
+        { err: error, instanceId: instance.id, retry: unreachable },
+        unreachable
+          ? 'restoring a session failed: platform unreachable, will retry'
+          : 'restoring a session failed',
+      );
+      if (unreachable) this.#schedule(instance.id, failures + 1);
+      return false;
+    }
+  }
+
+  #schedule(instanceId: string, failures: number): void {
+    const { baseMs, maxMs } = this.#options.retry ?? { baseMs: 1000, maxMs: 60_000 };
+    const delay = Math.min(maxMs, baseMs * 2 ** (failures - 1)) * (0.8 + Math.random() * 0.4);
+    this.cancel(instanceId);
+    const timer = setTimeout(() => {
+      this.#retries.delete(instanceId);
+      void (async () => {
+        const instance = await getInstance(this.#options.db, instanceId);
+        if (instance?.desiredState !== 'connected' || instance.jid === null) return;
+        if (this.#options.connected(instanceId)) return;
+        await this.#restore(instance, failures);
+      })().catch((error: unknown) =>
+        this.#options.logger.error({ err: error, instanceId }, 'restore retry failed'),
+      );
+    }, delay);
+    timer.unref();
+    this.#retries.set(instanceId, timer);
+  }
+}
