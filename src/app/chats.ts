@@ -11,8 +11,9 @@ import { findSendJob } from '../store/send-jobs.ts';
 export type { ChatSummary } from '../store/chats.ts';
 export type { StoredMessage } from '../store/messages.ts';
 
-/** Default and largest page size of the chat list and a chat's history. */
+/** Default page size of the chat list and a chat's history; {@link MAX_PAGE} is the largest. */
 export const DEFAULT_PAGE = 50;
+/** Largest page size a caller may ask for. */
 export const MAX_PAGE = 100;
 
 /** A page of results and the opaque cursor of the next page (null when this page is the last). */

@@ -11,6 +11,7 @@ import { generate } from 'selfsigned';
 
 /** File names of the local CA in its directory (the certificate is what parley's OUTBOUND_CA_FILE names). */
 export const CA_CERT_FILE = 'listen-ca.pem';
+/** File name of the local CA's private key, beside {@link CA_CERT_FILE} (never leaves that directory). */
 export const CA_KEY_FILE = 'listen-ca-key.pem';
 
 const DAY_MS = 86_400_000;

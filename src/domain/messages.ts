@@ -13,6 +13,7 @@ export type Jid = string;
 
 /** The user and group JID domains (docs/api.md#conventions). */
 export const USER_DOMAIN = 's.whatsapp.net';
+/** The domain of group JIDs (`<id>@g.us`); {@link USER_DOMAIN} is the users'. */
 export const GROUP_DOMAIN = 'g.us';
 
 /**

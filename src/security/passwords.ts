@@ -28,11 +28,11 @@ export async function verifyPassword(stored: string, password: string): Promise<
   }
 }
 
-/**
- * A hash of a random password nobody knows: verified against when the e-mail is unknown, so an unknown user
- * costs the same Argon2id work as a wrong password (the answer's timing does not reveal which).
- */
 let decoy: Promise<string> | undefined;
+/**
+ * A hash of a random password nobody knows, made once per process: verified against when the e-mail is unknown, so
+ * an unknown user costs the same Argon2id work as a wrong password (the answer's timing does not reveal which).
+ */
 export function decoyHash(): Promise<string> {
   decoy ??= hashPassword(randomBytes(24).toString('base64url'));
   return decoy;

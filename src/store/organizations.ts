@@ -5,6 +5,7 @@ import { toIso } from './times.ts';
 
 /** Billing plans (docs/api.md#rate-limits, docs/decisions/0019-rate-limits-and-plans.md). */
 export type Plan = 'free' | 'pro' | 'enterprise';
+/** Every {@link Plan}, for validation and listings. */
 export const PLANS: readonly Plan[] = ['free', 'pro', 'enterprise'];
 
 /**

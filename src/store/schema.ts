@@ -18,6 +18,10 @@ export interface OrganizationsTable {
   max_instances: number | null;
 }
 
+/**
+ * An instance: one linked number of an organization in one environment
+ * (docs/decisions/0029-instances-over-the-api.md).
+ */
 export interface InstancesTable {
   id: string;
   org_id: string;
@@ -48,6 +52,7 @@ export interface InstancesTable {
   routing_version: Generated<number | string>;
 }
 
+/** An API key: its hash, scopes, environment and organization (docs/decisions/0003-scopes-and-keys.md). */
 export interface ApiKeysTable {
   id: string;
   org_id: string;

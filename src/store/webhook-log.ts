@@ -11,6 +11,7 @@ import type { NewWebhookEvent } from './webhook-events.ts';
 
 /** Status of an event in the delivery log: its delivery's status, or `unsent` when none was queued. */
 export type LogStatus = 'pending' | 'delivered' | 'failed' | 'unsent';
+/** Every {@link LogStatus}, for validating a filter. */
 export const LOG_STATUSES: readonly LogStatus[] = ['pending', 'delivered', 'failed', 'unsent'];
 
 /**

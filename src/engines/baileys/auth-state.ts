@@ -15,6 +15,7 @@ import type { BaileysLogger } from './socket.ts';
 
 /** Category and id of the credentials document in the auth store. */
 export const CREDS_CATEGORY = 'creds';
+/** Id of the credentials document within {@link CREDS_CATEGORY}. */
 export const CREDS_ID = 'creds';
 
 /**

@@ -14,6 +14,7 @@ export type Phase = 'idle' | 'connecting' | 'pairing' | 'open' | 'waiting' | 'st
  * docs/decisions/0016-session-lifecycle.md: 60 s then 20 s).
  */
 export const FIRST_QR_MS = 60_000;
+/** How long each QR code after the first lives, ms (see {@link FIRST_QR_MS}). */
 export const NEXT_QR_MS = 20_000;
 
 /** Lifetime of QR code number `index` (1-based) of one pairing attempt, ms. */

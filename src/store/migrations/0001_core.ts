@@ -62,6 +62,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .execute();
 }
 
+/** Undoes {@link up} (a rollback through the migrator; the service only migrates up). */
 export async function down(db: Kysely<unknown>): Promise<void> {
   for (const table of ['engine_auth', 'api_keys', 'instances', 'organizations']) {
     await db.schema.dropTable(table).execute();

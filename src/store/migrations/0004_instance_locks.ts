@@ -18,6 +18,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .execute();
 }
 
+/** Undoes {@link up} (a rollback through the migrator; the service only migrates up). */
 export async function down(db: Kysely<unknown>): Promise<void> {
   await db.schema.dropTable('instance_locks').execute();
 }

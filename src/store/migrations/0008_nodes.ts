@@ -25,6 +25,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .execute();
 }
 
+/** Undoes {@link up} (a rollback through the migrator; the service only migrates up). */
 export async function down(db: Kysely<unknown>): Promise<void> {
   await db.schema.dropIndex('webhook_deliveries_locked_by').execute();
   await db.schema.dropTable('nodes').execute();

@@ -29,6 +29,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema.createIndex('dashboard_sessions_user').on('dashboard_sessions').column('user_id').execute();
 }
 
+/** Undoes {@link up} (a rollback through the migrator; the service only migrates up). */
 export async function down(db: Kysely<unknown>): Promise<void> {
   await db.schema.dropTable('dashboard_sessions').execute();
   await db.schema.dropTable('dashboard_users').execute();

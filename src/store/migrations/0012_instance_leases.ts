@@ -24,6 +24,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .execute();
 }
 
+/** Undoes {@link up} (a rollback through the migrator; the service only migrates up). */
 export async function down(db: Kysely<unknown>): Promise<void> {
   await db.schema.alterTable('nodes').dropColumn('draining').execute();
   await db.schema.alterTable('nodes').dropColumn('url').execute();

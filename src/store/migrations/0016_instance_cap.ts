@@ -10,6 +10,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema.alterTable('organizations').addColumn('max_instances', 'integer').execute();
 }
 
+/** Undoes {@link up} (a rollback through the migrator; the service only migrates up). */
 export async function down(db: Kysely<unknown>): Promise<void> {
   await db.schema.alterTable('organizations').dropColumn('max_instances').execute();
 }
