@@ -10,38 +10,68 @@ import { allocationFileOf } from './profile.ts';
 
 let session: Session | undefined;
 
-/**
- * Starts sampling this process's main thread every `intervalUs` microseconds (default 200), and its allocations about
- * once every 32 KiB allocated (V8's sampling heap profiler: objects still live and those collected since).
- */
-export async function startProfiling(intervalUs = 200): Promise<void> {
-  if (session) throw new Error('a profile is already running');
-  const opened = new Session();
-  opened.connect();
-  await opened.post('Profiler.enable');
-  await opened.post('Profiler.setSamplingInterval', { interval: intervalUs });
-  await opened.post('Profiler.start');
-  await opened.post('HeapProfiler.enable');
-  await opened.post('HeapProfiler.startSampling', {
-    samplingInterval: 32 * 1024,
-    includeObjectsCollectedByMajorGC: true,
-    includeObjectsCollectedByMinorGC: true,
-  });
-  session = opened;
+/** Options of {@link startProfiling}. */
+export interface ProfilingOptions {
+  /** CPU sampling interval, microseconds (default 200). */
+  intervalUs?: number;
+  /**
+   * Also sample allocations, about once every 32 KiB allocated (V8's sampling heap profiler: objects still live and
+   * those collected since). Default true; off where the profiled window is itself measured (the live inbound phase).
+   */
+  allocations?: boolean;
 }
 
 /**
- * Stops sampling and writes the CPU profile to `file` and the allocation profile to `file` with `.heapprofile` in
- * place of its extension. @throws when no profile is running.
+ * Starts sampling this process's main thread, and its allocations unless told not to ({@link ProfilingOptions}).
+ * @throws when a profile is already running, or when the inspector refuses to start (nothing is left running then).
+ */
+export async function startProfiling(options: ProfilingOptions = {}): Promise<void> {
+  if (session) throw new Error('a profile is already running');
+  const opened = new Session();
+  opened.connect();
+  try {
+    await opened.post('Profiler.enable');
+    await opened.post('Profiler.setSamplingInterval', { interval: options.intervalUs ?? 200 });
+    await opened.post('Profiler.start');
+    if (options.allocations ?? true) {
+      await opened.post('HeapProfiler.enable');
+      await opened.post('HeapProfiler.startSampling', {
+        samplingInterval: 32 * 1024,
+        includeObjectsCollectedByMajorGC: true,
+        includeObjectsCollectedByMinorGC: true,
+      });
+      sampling = true;
+    }
+  } catch (error) {
+    sampling = false;
+    opened.disconnect();
+    throw error;
+  }
+  session = opened;
+}
+
+/** Whether the running profile samples allocations. */
+let sampling = false;
+
+/**
+ * Stops sampling and writes the CPU profile to `file` and, when allocations were sampled, the allocation profile to
+ * `file` with `.heapprofile` in place of its extension. The allocation sampling stops first, so writing the CPU
+ * profile out is not counted in it. → `file`. @throws when no profile is running.
  */
 export async function stopProfiling(file: string): Promise<string> {
   const opened = session;
   if (!opened) throw new Error('no profile is running');
   session = undefined;
-  const { profile } = await opened.post('Profiler.stop');
-  const { profile: allocations } = await opened.post('HeapProfiler.stopSampling');
-  opened.disconnect();
-  writeFileSync(file, JSON.stringify(profile));
-  writeFileSync(allocationFileOf(file), JSON.stringify(allocations));
+  try {
+    if (sampling) {
+      const { profile: allocations } = await opened.post('HeapProfiler.stopSampling');
+      writeFileSync(allocationFileOf(file), JSON.stringify(allocations));
+    }
+    const { profile } = await opened.post('Profiler.stop');
+    writeFileSync(file, JSON.stringify(profile));
+  } finally {
+    sampling = false;
+    opened.disconnect();
+  }
   return file;
 }

@@ -172,9 +172,12 @@ export const liveParleyHandlers: Handlers = {
     return settledMemory(args.settleMs);
   },
   waitBack,
-  /** Starts the CPU profiler (the inbound phase only, `--profile`). */
+  /**
+   * Starts the CPU profiler (the inbound phase only, `--profile`); allocations are not sampled, since this phase's
+   * figures are measured while it runs.
+   */
   async profileStart() {
-    await startProfiling();
+    await startProfiling({ allocations: false });
     return null;
   },
   /** Stops it and writes the `.cpuprofile` to `file`; → the file. */

@@ -185,12 +185,12 @@ export const parleyHandlers: Handlers = {
   generate,
   deliveries,
   cpu: cpuMicros,
-  /** Starts the CPU profiler (a measured window only). */
+  /** Starts the CPU and allocation profiler (a profiled window only, after the measured ones). */
   async profileStart() {
     await startProfiling();
     return null;
   },
-  /** Stops it and writes the `.cpuprofile` to `file`. */
+  /** Stops it and writes the `.cpuprofile` to `file` (the `.heapprofile` beside it). */
   async profileStop(args: { file: string }) {
     return stopProfiling(args.file);
   },

@@ -16,8 +16,8 @@ export interface AuthSettings {
    */
   rounds?: number;
   /**
-   * When set, a further status run of the same length is CPU-profiled inside the parley child (after the measured
-   * ones) and written to this `.cpuprofile` file.
+   * When set, a further status run of the same length is CPU- and allocation-profiled inside the parley child (after
+   * the measured ones) and written to this `.cpuprofile` file (the `.heapprofile` beside it).
    */
   profileFile?: string;
 }

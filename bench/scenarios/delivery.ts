@@ -23,8 +23,9 @@ export interface DeliverySettings {
   databaseUrl?: string;
   hmacKey: string;
   /**
-   * When set, a further burst of `count` events is CPU-profiled inside the parley child (after the measured
-   * phases, so profiling does not slow the figures) and written to this `.cpuprofile` file.
+   * When set, a further burst of `count` events is CPU- and allocation-profiled inside the parley child (after the
+   * measured phases, so profiling does not slow the figures) and written to this `.cpuprofile` file (the
+   * `.heapprofile` beside it).
    */
   profileFile?: string;
   /** `WEBHOOK_LANE_WINDOW` of the parley child (`--lane-window`; default the service's, 1). */

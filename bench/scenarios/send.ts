@@ -85,6 +85,11 @@ async function profiledRun(child: BenchChild, options: LoadOptions, file: string
   await child.call('profileStart');
   const run = await runLoad(options);
   await child.call<string>('profileStop', { file });
+  if (run.errors + run.non2xx > 0) {
+    console.warn(
+      `profiled run of ${file}: ${run.errors} errors, ${run.non2xx} non-2xx answers among the requests`,
+    );
+  }
   return summariseAllocations(allocationFileOf(file), 0).totalBytes / Math.max(1, run.completed);
 }
 

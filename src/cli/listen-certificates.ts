@@ -9,7 +9,7 @@ import { generate } from 'selfsigned';
  * `selfsigned` package (X.509 through WebCrypto).
  */
 
-/** File names of the local CA in its directory (the certificate is what parley's OUTBOUND_CA_FILE names). */
+/** File name of the local CA's certificate in its directory (what parley's OUTBOUND_CA_FILE names). */
 export const CA_CERT_FILE = 'listen-ca.pem';
 /** File name of the local CA's private key, beside {@link CA_CERT_FILE} (never leaves that directory). */
 export const CA_KEY_FILE = 'listen-ca-key.pem';

@@ -11,7 +11,7 @@ export { eventLogFields } from './events.ts';
 /** A JID: `<phone>@s.whatsapp.net` for users, `<id>@g.us` for groups (docs/api.md#conventions). */
 export type Jid = string;
 
-/** The user and group JID domains (docs/api.md#conventions). */
+/** The domain of user JIDs (`<phone>@s.whatsapp.net`; docs/api.md#conventions). */
 export const USER_DOMAIN = 's.whatsapp.net';
 /** The domain of group JIDs (`<id>@g.us`); {@link USER_DOMAIN} is the users'. */
 export const GROUP_DOMAIN = 'g.us';

@@ -3,7 +3,7 @@ import type { Clock } from '../domain/clock.ts';
 import type { LockAttempt, SessionLock, SessionLockHooks, SessionLocks } from '../engines/engine.ts';
 import type { Database } from '../store/schema.ts';
 
-/** Defaults of {@link InstanceLock}: the lock lives 30 s and is renewed every 10 s. */
+/** How long a lock of {@link InstanceLock} lives unless renewed, ms (default). */
 export const LOCK_TTL_MS = 30_000;
 /** How often the holder renews its lock, ms (a third of {@link LOCK_TTL_MS}). */
 export const LOCK_HEARTBEAT_MS = 10_000;

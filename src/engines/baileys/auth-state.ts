@@ -13,7 +13,7 @@ import {
 import type { AuthStateStore } from '../engine.ts';
 import type { BaileysLogger } from './socket.ts';
 
-/** Category and id of the credentials document in the auth store. */
+/** Category of the credentials document in the auth store. */
 export const CREDS_CATEGORY = 'creds';
 /** Id of the credentials document within {@link CREDS_CATEGORY}. */
 export const CREDS_ID = 'creds';

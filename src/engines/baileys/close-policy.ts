@@ -134,7 +134,7 @@ export function pairingEndedReason(decision: CloseDecision): string {
     : `pairing ended: ${decision.reason}`;
 }
 
-/** Smallest and largest reconnect delays, milliseconds (docs/decisions/0025-live-engine.md: 1–60 s). */
+/** Smallest reconnect delay, milliseconds (docs/decisions/0025-live-engine.md: delays of 1–60 s). */
 export const BACKOFF_MIN_MS = 1_000;
 /** Largest reconnect delay, milliseconds (see {@link BACKOFF_MIN_MS}). */
 export const BACKOFF_MAX_MS = 60_000;

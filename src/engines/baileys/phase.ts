@@ -10,8 +10,8 @@ import { isPaired } from './auth-state.ts';
 export type Phase = 'idle' | 'connecting' | 'pairing' | 'open' | 'waiting' | 'stopped';
 
 /**
- * How long the first QR code lives, then each following one, ms (Baileys' defaults;
- * docs/decisions/0016-session-lifecycle.md: 60 s then 20 s).
+ * How long the first QR code lives, ms (Baileys' default; docs/decisions/0016-session-lifecycle.md: 60 s, then 20 s
+ * for each following one).
  */
 export const FIRST_QR_MS = 60_000;
 /** How long each QR code after the first lives, ms (see {@link FIRST_QR_MS}). */
