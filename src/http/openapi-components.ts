@@ -3,7 +3,8 @@
  * responses every operation refers to under `components`, and the tag list in the reference's order.
  */
 
-type Json = Record<string, unknown>;
+/** A JSON object of the document. */
+export type Json = Record<string, unknown>;
 
 /** A reference to `name` under the document's `components` of `kind`: `{ $ref: '#/components/<kind>/<name>' }`. */
 export const ref = (kind: 'schemas' | 'responses' | 'headers' | 'parameters', name: string) => ({

@@ -1,6 +1,6 @@
 import type { SwaggerTransformObject } from '@fastify/swagger';
 import { addGatewayPaths } from './gateway/openapi.ts';
-import { ERROR_RESPONSES, HEADERS, PARAMETERS, ref, TAGS } from './openapi-components.ts';
+import { ERROR_RESPONSES, HEADERS, type Json, PARAMETERS, ref, TAGS } from './openapi-components.ts';
 import { REQUEST_EXAMPLES } from './openapi-examples.ts';
 
 /**
@@ -9,8 +9,6 @@ import { REQUEST_EXAMPLES } from './openapi-examples.ts';
  * say themselves: the gateway paths, the errors raised by the layers every request passes through, shared
  * responses, headers and schemas under `components` (referenced, not copied), and the tag list.
  */
-
-type Json = Record<string, unknown>;
 
 function isRecord(value: unknown): value is Json {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
