@@ -157,7 +157,12 @@ export class SessionManager {
     await this.#prepare(instance.env);
     const kept = this.#sessions.get(instance.id);
     if (kept) return kept;
-    const session = this.#create(instance);
+    // A new engine session with the context every engine gets (engine-session.ts).
+    const session = createEngineSession(this.#options, instance, {
+      policy: this.#policy,
+      signal: this.#closing.signal,
+      backlog: this.backlog,
+    });
     if (keep) this.#sessions.set(instance.id, session);
     return session;
   }
@@ -190,15 +195,6 @@ export class SessionManager {
    */
   async detached(instance: Instance): Promise<EngineSession> {
     return this.#sessions.get(instance.id) ?? this.#keptOrNew(instance, false);
-  }
-
-  /** A new, unregistered engine session of `instance` with its context (auth port, emit with retry). */
-  #create(instance: Instance): EngineSession {
-    return createEngineSession(this.#options, instance, {
-      policy: this.#policy,
-      signal: this.#closing.signal,
-      backlog: this.backlog,
-    });
   }
 
   /**
