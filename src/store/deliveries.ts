@@ -1,6 +1,7 @@
 import type { CompiledQuery, Insertable, Kysely, Transaction } from 'kysely';
 import { chunksOf, compiledListStatement, ROWS_PER_INSERT } from './compiled.ts';
-import type { Database, WebhookDeliveriesTable } from './schema.ts';
+import type { Database } from './schema.ts';
+import type { WebhookDeliveriesTable } from './schema-webhooks.ts';
 import { toMs } from './times.ts';
 import { runWriteGroup } from './write-groups.ts';
 

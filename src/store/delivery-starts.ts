@@ -11,7 +11,8 @@ import type { ClaimedDelivery, ClaimOptions } from './delivery-claims.ts';
 import { OPEN_ATTEMPT_FIELDS } from './delivery-next.ts';
 import { runLast } from './last-statement.ts';
 import { newRowId } from './row-ids.ts';
-import type { Database, WebhookAttemptsTable } from './schema.ts';
+import type { Database } from './schema.ts';
+import type { WebhookAttemptsTable } from './schema-webhooks.ts';
 import { groupedStatement } from './write-groups.ts';
 
 /**

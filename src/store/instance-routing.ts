@@ -3,7 +3,8 @@ import { BoundedMap } from '../domain/bounded-map.ts';
 import type { Instance } from '../domain/instance.ts';
 import { compiledStatement } from './compiled.ts';
 import { type InstanceColumns, toInstance } from './instances.ts';
-import type { Database, WebhookEndpointsTable } from './schema.ts';
+import type { Database } from './schema.ts';
+import type { WebhookEndpointsTable } from './schema-webhooks.ts';
 import { toIso } from './times.ts';
 import { type EndpointRecord, toEndpointRecord } from './webhook-endpoints.ts';
 

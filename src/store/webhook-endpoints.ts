@@ -1,5 +1,6 @@
 import type { Kysely, Selectable, Transaction } from 'kysely';
-import type { Database, WebhookEndpointsTable } from './schema.ts';
+import type { Database } from './schema.ts';
+import type { WebhookEndpointsTable } from './schema-webhooks.ts';
 
 /**
  * An instance's extra webhook endpoints (migration 0017, docs/decisions/0035-webhook-endpoints.md). The secret

@@ -1,6 +1,7 @@
 import type { CompiledQuery, Insertable, Kysely, Transaction } from 'kysely';
 import { chunksOf, compiledListStatement, ROWS_PER_INSERT } from './compiled.ts';
-import type { Database, WebhookEventsTable } from './schema.ts';
+import type { Database } from './schema.ts';
+import type { WebhookEventsTable } from './schema-webhooks.ts';
 import { toIso, toMs } from './times.ts';
 import { runWriteGroup } from './write-groups.ts';
 

@@ -1,5 +1,6 @@
 import type { Kysely, Selectable, Transaction } from 'kysely';
-import type { Database, WebhookAttemptsTable, WebhookDeliveriesTable } from './schema.ts';
+import type { Database } from './schema.ts';
+import type { WebhookAttemptsTable, WebhookDeliveriesTable } from './schema-webhooks.ts';
 import { toIso, toMs } from './times.ts';
 import type { NewWebhookEvent } from './webhook-events.ts';
 
