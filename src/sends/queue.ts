@@ -3,7 +3,7 @@ import type { Kysely, Transaction } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
 import type { DomainError } from '../domain/errors.ts';
 import type { EngineEvent, SentMessage } from '../domain/messages.ts';
-import type { PacingSettings, SendMode, SendPause } from '../domain/sends.ts';
+import type { PacingSettings, SendPause } from '../domain/sends.ts';
 import type { EngineSession } from '../engines/engine.ts';
 import type { EventProjection } from '../events/recorder.ts';
 import type { Database } from '../store/schema.ts';
@@ -12,7 +12,6 @@ import {
   finishSendJob,
   instancesWithDueJobs,
   markSendJobNewChat,
-  markSendJobsSent,
   type NewSendJob,
   nextPendingRunAt,
   reclaimSendingJobs,
@@ -23,6 +22,7 @@ import { RelayFailures } from './failures.ts';
 import { GroupInsert } from './group-insert.ts';
 import { PaceKeeper } from './pause.ts';
 import { decodeSendPayload } from './payload.ts';
+import { SentMarks } from './sent-marks.ts';
 import { SendWaiters } from './waiters.ts';
 
 /** What the queue reports as it goes (recorded as `MessageStatus` and `SessionStatus` events by the caller). */
@@ -76,7 +76,8 @@ function yieldToIo(): Promise<void> {
  * the instance's queue until its end. A synchronous send whose queue is idle, unpaced and unpaused relays at once
  * (stored already claimed); otherwise it waits its turn. It is also a projection of the event recorder: a committed
  * login wakes the instance's queue. Its parts: the group insert of new jobs (group-insert.ts), the waiting requests
- * (waiters.ts), the pace and pauses (pause.ts) and the fate of a failed relay (failures.ts).
+ * (waiters.ts), the pace and pauses (pause.ts), the fate of a failed relay (failures.ts) and the jobs marked sent in
+ * the recorder's transactions (sent-marks.ts).
  */
 export class SendQueue implements EventProjection {
   readonly name = 'send-queue';
@@ -94,10 +95,8 @@ export class SendQueue implements EventProjection {
   #sweep: NodeJS.Timeout | undefined;
   #stopped = false;
   readonly #inFlight = new Set<Promise<void>>();
-  /** The jobs {@link prepare} marked sent in a transaction (by id, with their mode) and when. */
-  readonly #marked = new WeakMap<Transaction<Database>, { at: number; modes: Map<string, SendMode> }>();
-  /** Jobs (`instanceId/id`) that {@link derive} marked sent, so the relay does not finish them again. */
-  readonly #markedSent = new Set<string>();
+  /** The jobs marked sent in the recorder's transactions (sent-marks.ts). */
+  readonly #sentMarks = new SentMarks();
 
   /** This node's id, the `locked_by` of the jobs it holds. */
   readonly nodeId: string;
@@ -136,15 +135,7 @@ export class SendQueue implements EventProjection {
     instanceId: string,
     events: readonly EngineEvent[],
   ): Promise<void> {
-    // A transaction may hold several instances' batches (docs/decisions/0051-turn-groups.md): what an earlier
-    // batch marked and did not take is not this one's.
-    this.#marked.delete(trx);
-    const ids = events.flatMap((event) =>
-      event.type === 'message' && event.message.source.isFromMe ? [event.message.id] : [],
-    );
-    if (ids.length === 0) return;
-    const at = this.#deps.clock();
-    this.#marked.set(trx, { at, modes: await markSendJobsSent(trx, instanceId, ids, at) });
+    await this.#sentMarks.mark(trx, instanceId, events, this.#deps.clock());
   }
 
   /**
@@ -153,13 +144,7 @@ export class SendQueue implements EventProjection {
    * it yields none (docs/decisions/0012-session-and-message-status-events.md).
    */
   async derive(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<EngineEvent[]> {
-    if (event.type !== 'message' || !event.message.source.isFromMe) return [];
-    const marked = this.#marked.get(trx);
-    // Taken once: a message the batch holds twice (an echo) has one outcome.
-    if (!marked?.modes.delete(event.message.id)) return [];
-    this.#markedSent.add(`${instanceId}/${event.message.id}`);
-    if (this.#answeredByRequest({ instanceId, id: event.message.id })) return [];
-    return [{ type: 'messageStatus', id: event.message.id, status: 'sent', at: marked.at }];
+    return this.#sentMarks.derive(trx, instanceId, event, (job) => this.#answeredByRequest(job));
   }
 
   /**
@@ -412,7 +397,7 @@ export class SendQueue implements EventProjection {
     runner.nextAllowedAt = interval > 0 ? at + interval : 0;
     // The job was marked sent, with its MessageStatus event, in the transaction that recorded the message
     // (derive); a relay whose engine recorded no message of its own is finished here.
-    if (!this.#markedSent.delete(`${job.instanceId}/${job.id}`)) {
+    if (!this.#sentMarks.takeRecorded(job)) {
       await finishSendJob(db, job.instanceId, job.id, nodeId, { status: 'sent', at, newChat: opensChat });
     }
     this.#waiters.settle(job, sent);

@@ -1,0 +1,69 @@
+import type { Transaction } from 'kysely';
+import type { EngineEvent } from '../domain/messages.ts';
+import type { SendMode } from '../domain/sends.ts';
+import type { Database } from '../store/schema.ts';
+import { markSendJobsSent } from '../store/send-jobs.ts';
+
+/** A job of an instance, by id. */
+type JobRef = { instanceId: string; id: string };
+
+/**
+ * The send queue's part in the event recorder's transactions (docs/decisions/0009-sends-as-jobs.md,
+ * 0012-session-and-message-status-events.md): a relayed job is marked `sent` in the transaction that records its
+ * `message` event, so the message row and the job's outcome commit together, and a queued send's `MessageStatus`
+ * `sent` event is derived there too. It remembers which jobs it marked until their relay asks
+ * ({@link SentMarks.takeRecorded}), so the relay does not finish them a second time.
+ */
+export class SentMarks {
+  /** The jobs {@link mark} marked sent in a transaction (by id, with their mode) and when (epoch ms). */
+  readonly #marked = new WeakMap<Transaction<Database>, { at: number; modes: Map<string, SendMode> }>();
+  /** Jobs (`instanceId/id`) whose `message` event {@link derive} took, awaiting {@link takeRecorded}. */
+  readonly #recorded = new Set<string>();
+
+  /**
+   * Marks `sent` at `at` (epoch ms), in one statement in `trx`, the jobs of the batch's own `message` events that
+   * are being relayed; {@link derive} then reads the outcome per event. What an earlier batch of the same
+   * transaction marked and did not take is forgotten first: a transaction may hold several instances' batches
+   * (docs/decisions/0051-turn-groups.md). @throws what the store throws (the recorder's transaction rolls back).
+   */
+  async mark(
+    trx: Transaction<Database>,
+    instanceId: string,
+    events: readonly EngineEvent[],
+    at: number,
+  ): Promise<void> {
+    this.#marked.delete(trx);
+    const ids = events.flatMap((event) =>
+      event.type === 'message' && event.message.source.isFromMe ? [event.message.id] : [],
+    );
+    if (ids.length === 0) return;
+    this.#marked.set(trx, { at, modes: await markSendJobsSent(trx, instanceId, ids, at) });
+  }
+
+  /**
+   * For a recorded own `message` whose job {@link mark} marked sent in `trx`: a queued send's `MessageStatus`
+   * `sent` event (none when `answeredByRequest` says a request waits for the outcome: its answer carries it).
+   * Each job's outcome is taken once: a message the batch holds twice (an echo) has one. Other events yield none.
+   */
+  derive(
+    trx: Transaction<Database>,
+    instanceId: string,
+    event: EngineEvent,
+    answeredByRequest: (job: JobRef) => boolean,
+  ): EngineEvent[] {
+    if (event.type !== 'message' || !event.message.source.isFromMe) return [];
+    const marked = this.#marked.get(trx);
+    if (!marked?.modes.delete(event.message.id)) return [];
+    this.#recorded.add(`${instanceId}/${event.message.id}`);
+    if (answeredByRequest({ instanceId, id: event.message.id })) return [];
+    return [{ type: 'messageStatus', id: event.message.id, status: 'sent', at: marked.at }];
+  }
+
+  /**
+   * True once for a job whose `message` event was recorded with its `sent` mark ({@link derive}): the relay then
+   * has nothing left to finish. False when the engine recorded no message of its own for the job.
+   */
+  takeRecorded(job: JobRef): boolean {
+    return this.#recorded.delete(`${job.instanceId}/${job.id}`);
+  }
+}
