@@ -12,7 +12,8 @@ export const MAX_GROUP_INSERT = 200;
 /**
  * The group commit of new send jobs (docs/decisions/0009-sends-as-jobs.md: a send is stored before its relay): the
  * jobs accepted in one turn of the event loop are written together at its end (src/ops/turn-group.ts), at most
- * {@link MAX_GROUP_INSERT} a statement, and each caller resolves once that commit holds its row. The send queue (queue.ts `SendQueue.store`) owns one.
+ * {@link MAX_GROUP_INSERT} a statement, and each caller resolves once that commit holds its row. The send queue
+ * (queue.ts `SendQueue.store`) owns one.
  */
 export class GroupInsert {
   readonly #group: TurnGroup<NewSendJob, undefined>;

@@ -135,7 +135,7 @@ export class SendQueue implements EventProjection {
     instanceId: string,
     events: readonly EngineEvent[],
   ): Promise<void> {
-    await this.#sentMarks.mark(trx, instanceId, events, this.#deps.clock());
+    await this.#sentMarks.mark(trx, instanceId, events, this.#deps.clock);
   }
 
   /**
@@ -150,7 +150,8 @@ export class SendQueue implements EventProjection {
   /**
    * True when a request of this process waits for the job's outcome (a synchronous send): its answer carries the
    * outcome, so no `MessageStatus` event repeats it. A synchronous job relayed after its node died has no waiter,
-   * and its outcome is recorded as an event like a queued one's (docs/decisions/0012-session-and-message-status-events.md).
+   * and its outcome is recorded as an event like a queued one's
+   * (docs/decisions/0012-session-and-message-status-events.md).
    */
   #answeredByRequest(job: Pick<SendJob, 'instanceId' | 'id'>): boolean {
     return this.#waiters.has(job);

@@ -15,28 +15,30 @@ type JobRef = { instanceId: string; id: string };
  * ({@link SentMarks.takeRecorded}), so the relay does not finish them a second time.
  */
 export class SentMarks {
-  /** The jobs {@link mark} marked sent in a transaction (by id, with their mode) and when (epoch ms). */
+  /** The jobs {@link mark} marked sent in a transaction (their ids, each with its job's mode) and when (epoch ms). */
   readonly #marked = new WeakMap<Transaction<Database>, { at: number; modes: Map<string, SendMode> }>();
   /** Jobs (`instanceId/id`) whose `message` event {@link derive} took, awaiting {@link takeRecorded}. */
   readonly #recorded = new Set<string>();
 
   /**
-   * Marks `sent` at `at` (epoch ms), in one statement in `trx`, the jobs of the batch's own `message` events that
-   * are being relayed; {@link derive} then reads the outcome per event. What an earlier batch of the same
-   * transaction marked and did not take is forgotten first: a transaction may hold several instances' batches
-   * (docs/decisions/0051-turn-groups.md). @throws what the store throws (the recorder's transaction rolls back).
+   * Marks `sent` at `clock()` (epoch ms, read only when the batch holds own messages), in one statement in `trx`,
+   * the jobs of the batch's own `message` events that are being relayed; {@link derive} then reads the outcome per
+   * event. What an earlier batch of the same transaction marked and did not take is forgotten first: a transaction
+   * may hold several instances' batches (docs/decisions/0051-turn-groups.md).
+   * @throws what the store throws (the recorder's transaction rolls back).
    */
   async mark(
     trx: Transaction<Database>,
     instanceId: string,
     events: readonly EngineEvent[],
-    at: number,
+    clock: () => number,
   ): Promise<void> {
     this.#marked.delete(trx);
     const ids = events.flatMap((event) =>
       event.type === 'message' && event.message.source.isFromMe ? [event.message.id] : [],
     );
     if (ids.length === 0) return;
+    const at = clock();
     this.#marked.set(trx, { at, modes: await markSendJobsSent(trx, instanceId, ids, at) });
   }
 

@@ -1,9 +1,9 @@
 import type { Generated } from 'kysely';
 
 /**
- * The webhook tables' shapes (the outbox, its deliveries and their attempts, the extra endpoints; docs/decisions/
- * 0005-outbox-and-delivery.md), part of `Database` in src/store/schema.ts. Times are epoch milliseconds, as
- * everywhere in the store (docs/decisions/0027-times-as-epoch-ms.md).
+ * The webhook tables' shapes (the outbox, its deliveries and their attempts, the extra endpoints;
+ * docs/decisions/0005-outbox-and-delivery.md), part of `Database` in src/store/schema.ts. Times are epoch
+ * milliseconds, as everywhere in the store (docs/decisions/0027-times-as-epoch-ms.md).
  */
 
 /**
