@@ -2,6 +2,7 @@ import type { BenchChild } from '../lib/ipc.ts';
 import { startChild } from '../lib/ipc.ts';
 import { type ProfileSummary, summariseProfile } from '../lib/profile.ts';
 import { ratioOf, type ScenarioResult, target, windowNote } from '../lib/report.ts';
+import { openServerCpu } from '../lib/server-cpu.ts';
 import { round } from '../lib/stats.ts';
 import type { ParleyReady } from '../roles/parley.ts';
 import type { ReceiverStats } from '../roles/receiver.ts';
@@ -52,9 +53,20 @@ export interface DeliveryPhase {
    * parley recording and delivering each event, for the baseline posting it.
    */
   cpuPerEventUs: number;
+  /**
+   * On PostgreSQL, when the server runs on this machine: the CPU time its processes used over the phase per event
+   * received, µs (bench/lib/server-cpu.ts). The store's side of each event, which `cpuPerEventUs` does not count.
+   */
+  serverCpuPerEventUs?: number;
 }
 
-function phase(sent: number, startedAt: number, stats: ReceiverStats, cpuUs: number): DeliveryPhase {
+function phase(
+  sent: number,
+  startedAt: number,
+  stats: ReceiverStats,
+  cpuUs: number,
+  serverCpuUs?: number,
+): DeliveryPhase {
   const elapsedMs = Math.max(1, stats.lastAt - startedAt);
   return {
     sent,
@@ -66,6 +78,9 @@ function phase(sent: number, startedAt: number, stats: ReceiverStats, cpuUs: num
     latencyMs: { p50: stats.latency.p50, p99: stats.latency.p99, max: stats.latency.max },
     elapsedMs,
     cpuPerEventUs: round(cpuUs / Math.max(1, stats.unique), 0),
+    ...(serverCpuUs === undefined
+      ? {}
+      : { serverCpuPerEventUs: round(serverCpuUs / Math.max(1, stats.unique), 0) }),
   };
 }
 
@@ -122,12 +137,18 @@ export async function deliveryScenario(
       ...(settings.laneWindow === undefined ? {} : { laneWindow: settings.laneWindow }),
       ...(settings.unprepared ? { unprepared: true } : {}),
     });
+    const server =
+      settings.dialect === 'postgres' && settings.databaseUrl !== undefined
+        ? await openServerCpu(settings.databaseUrl)
+        : undefined;
     const generate = async (count: number, ratePerSecond: number) => {
       await receiver.call('reset');
       const cpuBefore = await parley.call<number>('cpu');
+      const serverBefore = server?.read();
       const started = await parley.call<{ startedAt: number }>('generate', { count, ratePerSecond });
       const stats = await receiver.call<ReceiverStats>('waitFor', { count, timeoutMs: settings.timeoutMs });
-      return phase(count, started.startedAt, stats, (await parley.call<number>('cpu')) - cpuBefore);
+      const serverUs = serverBefore === undefined ? undefined : ((server?.read() ?? 0) - serverBefore) * 1000;
+      return phase(count, started.startedAt, stats, (await parley.call<number>('cpu')) - cpuBefore, serverUs);
     };
     await generate(Math.min(1000, settings.count), 0); // warm-up
     burst = await generate(settings.count, 0);
@@ -163,6 +184,9 @@ export async function deliveryScenario(
       `${burst.received}/${burst.sent} burst events in ${round(burst.elapsedMs / 1000, 1)} s ` +
       `(burst p99 ${burst.latencyMs.p99} ms vs ${baselineBurst.latencyMs.p99}); CPU per event ` +
       `${burst.cpuPerEventUs} µs vs ${baselineBurst.cpuPerEventUs} (${ratioOf(baselineBurst.cpuPerEventUs, burst.cpuPerEventUs)}); ` +
+      (burst.serverCpuPerEventUs === undefined
+        ? ''
+        : `PostgreSQL's CPU per event ${burst.serverCpuPerEventUs} µs; `) +
       `at ${settings.pacedRate}/s ` +
       `p50/p99 ${paced.latencyMs.p50}/${paced.latencyMs.p99} ms (baseline ` +
       `${baselinePaced.latencyMs.p50}/${baselinePaced.latencyMs.p99})${unfinished}`,

@@ -7,6 +7,7 @@ import {
   summariseProfile,
 } from '../lib/profile.ts';
 import { ratioOf, type ScenarioResult, target, windowNote } from '../lib/report.ts';
+import { openServerCpu, type ServerCpu } from '../lib/server-cpu.ts';
 import { fmt, sleep } from '../lib/stats.ts';
 import { type ParleyReady, PEER_PHONE } from '../roles/parley.ts';
 
@@ -58,18 +59,25 @@ export function setupOneInstance(parley: BenchChild, settings: HttpSettings): Pr
 
 /**
  * A measured load run on `child` and the CPU time the child used over it: `warmupS` of load first, unmeasured, then
- * `durationS` measured, with the child's `cpu` read between the two and after (user and system, every thread).
- * @returns the measured run and the child's CPU per completed request, µs.
+ * `durationS` measured, with the child's `cpu` read between the two and after (user and system, every thread), and
+ * `server`'s (a local PostgreSQL, bench/lib/server-cpu.ts) when given.
+ * @returns the measured run, the child's CPU per completed request, µs, and the server's when measured.
  */
 async function loadWithCpu(
   child: BenchChild,
   options: LoadOptions,
-): Promise<{ run: LoadResult; cpuPerRequestUs: number }> {
+  server?: ServerCpu,
+): Promise<{ run: LoadResult; cpuPerRequestUs: number; serverCpuPerRequestUs?: number }> {
   if (options.warmupS > 0) await runLoad({ ...options, durationS: options.warmupS, warmupS: 0 });
   const before = await child.call<number>('cpu');
+  const serverBefore = server?.read();
   const run = await runLoad({ ...options, warmupS: 0 });
   const used = (await child.call<number>('cpu')) - before;
-  return { run, cpuPerRequestUs: Math.round(used / Math.max(1, run.completed)) };
+  const requests = Math.max(1, run.completed);
+  const cpuPerRequestUs = Math.round(used / requests);
+  if (server === undefined || serverBefore === undefined) return { run, cpuPerRequestUs };
+  const serverCpuPerRequestUs = Math.round(((server.read() - serverBefore) * 1000) / requests);
+  return { run, cpuPerRequestUs, serverCpuPerRequestUs };
 }
 
 /** Where the baseline's profiled run is written: beside parley's, `-baseline` added to its name. */
@@ -130,6 +138,7 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
   const parley = await startChild('parley');
   let run: LoadResult;
   let cpuPerSend: number;
+  let serverCpuPerSend: number | undefined;
   let deliveries: Record<string, number>;
   let profile: ProfileSummary | undefined;
   let allocated: number | undefined;
@@ -144,7 +153,15 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
       durationS: settings.durationS,
       warmupS,
     });
-    ({ run, cpuPerRequestUs: cpuPerSend } = await loadWithCpu(parley, options(settings.warmupS)));
+    const server =
+      settings.dialect === 'postgres' && settings.databaseUrl !== undefined
+        ? await openServerCpu(settings.databaseUrl)
+        : undefined;
+    ({
+      run,
+      cpuPerRequestUs: cpuPerSend,
+      serverCpuPerRequestUs: serverCpuPerSend,
+    } = await loadWithCpu(parley, options(settings.warmupS), server));
     // Deliveries keep pace when the run's webhooks are delivered within 2 s of its end.
     await sleep(DELIVERY_GRACE_MS);
     deliveries = await parley.call<Record<string, number>>('deliveries');
@@ -171,6 +188,7 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
       `${baselineRun.latencyMs.p99} ms)${describeErrors(run)}; webhooks delivered ${fmt(delivered, 0)} of ` +
       `${fmt(queued, 0)} (${kept}) ${DELIVERY_GRACE_MS / 1000} s after the run; CPU per request ${cpuPerSend} µs ` +
       `vs ${baselineCpu} (${ratioOf(baselineCpu, cpuPerSend)})` +
+      (serverCpuPerSend === undefined ? '' : `; PostgreSQL's CPU per request ${serverCpuPerSend} µs`) +
       (allocated === undefined || baselineAllocated === undefined
         ? ''
         : `; allocated per request (profiled runs) ${fmt(allocated / 1024, 1)} KiB vs ${fmt(baselineAllocated / 1024, 1)}`),
@@ -184,7 +202,11 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
       laneWindow: settings.laneWindow ?? 1,
       parley: run,
       baseline: baselineRun,
-      cpuPerRequestUs: { parley: cpuPerSend, baseline: baselineCpu },
+      cpuPerRequestUs: {
+        parley: cpuPerSend,
+        baseline: baselineCpu,
+        ...(serverCpuPerSend === undefined ? {} : { postgres: serverCpuPerSend }),
+      },
       connections: settings.connections,
       deliveries,
       ...(profile ? { profile } : {}),
