@@ -41,10 +41,14 @@ export const CHECKPOINT_PAGES = 1000;
 export const START_PAGES = 100;
 
 /**
- * The service connection's own threshold while the thread runs, in pages (about 40 MiB of log): a safety net that
- * never fires while the thread keeps up, and bounds the log if it ever stops keeping up.
+ * The service connection's own threshold while the thread runs, in pages (about 200 MiB of 4 KiB pages;
+ * docs/decisions/0057-background-checkpoints.md). Under writes that never pause, the thread's passive checkpoints
+ * copy the log but never catch up with its end, so the log cannot start over and grows until this threshold: the
+ * connection's own checkpoint then copies the rest and syncs, holding the event loop for 8–27 ms (measured in
+ * docs/benchmarks.md, step 68). At 10,000 pages that came every 0.4 s of a send run and made its p99; at 50,000
+ * every 2 s. It also bounds the log if the thread ever stops keeping up.
  */
-export const SAFETY_CHECKPOINT_PAGES = 10_000;
+export const SAFETY_CHECKPOINT_PAGES = 50_000;
 
 /** Options of {@link WalCheckpoints.start}. */
 export interface WalCheckpointOptions {
@@ -98,8 +102,9 @@ export function walPages(bytes: number, pageSize: number): number {
  * connection that stalled every request of the moment. Here a worker thread with its own connection runs passive
  * checkpoints, which wait for nobody, at most every {@link CHECKPOINT_INTERVAL_MS} and at once while more than
  * {@link CHECKPOINT_PAGES} pages are not yet copied; the service's connection checkpoints only past
- * {@link SAFETY_CHECKPOINT_PAGES}, which it never reaches while the thread keeps up. Durability is unchanged: a commit is
- * in the log before it is answered, and the log is replayed after a crash whether or not it was copied.
+ * {@link SAFETY_CHECKPOINT_PAGES}, which under writes that never pause is where the log starts over. Durability is
+ * unchanged: a commit is in the log before it is answered, and the log is replayed after a crash whether or not it
+ * was copied.
  *
  * The thread starts once the log first holds {@link START_PAGES} pages (the `-wal` file's size, looked at every
  * interval; docs/decisions/0066-checkpoint-thread-on-demand.md): a store that writes little (a CLI command, a quiet
