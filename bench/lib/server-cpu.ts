@@ -9,8 +9,6 @@ const USER_HZ = 100;
 
 /** The CPU time a PostgreSQL server has used, read from `/proc`. */
 export interface ServerCpu {
-  /** The postmaster's process id. */
-  readonly pid: number;
   /**
    * CPU time (user and system) the server's processes have used so far, ms: the postmaster's own, its live
    * children's (backends, the WAL writer, the checkpointer, autovacuum) and its exited children's, which the
@@ -62,7 +60,6 @@ export async function openServerCpu(databaseUrl: string): Promise<ServerCpu | un
   if (postmaster === undefined) return undefined;
   const pid = postmaster;
   return {
-    pid,
     read() {
       const own = statFields(pid);
       let ticks = field(own, 14) + field(own, 15) + field(own, 16) + field(own, 17);
@@ -79,4 +76,17 @@ export async function openServerCpu(databaseUrl: string): Promise<ServerCpu | un
       return (ticks * 1000) / USER_HZ;
     },
   };
+}
+
+/**
+ * {@link openServerCpu} for a scenario's store: the server of `databaseUrl` on PostgreSQL, none on SQLite (or
+ * without a URL). @throws when the PostgreSQL server cannot be reached.
+ */
+export function serverCpuOf(store: {
+  dialect: 'sqlite' | 'postgres';
+  databaseUrl?: string | undefined;
+}): Promise<ServerCpu | undefined> {
+  return store.dialect === 'postgres' && store.databaseUrl !== undefined
+    ? openServerCpu(store.databaseUrl)
+    : Promise.resolve(undefined);
 }

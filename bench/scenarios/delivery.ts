@@ -2,7 +2,7 @@ import type { BenchChild } from '../lib/ipc.ts';
 import { startChild } from '../lib/ipc.ts';
 import { type ProfileSummary, summariseProfile } from '../lib/profile.ts';
 import { ratioOf, type ScenarioResult, target, windowNote } from '../lib/report.ts';
-import { openServerCpu } from '../lib/server-cpu.ts';
+import { serverCpuOf } from '../lib/server-cpu.ts';
 import { round } from '../lib/stats.ts';
 import type { ParleyReady } from '../roles/parley.ts';
 import type { ReceiverStats } from '../roles/receiver.ts';
@@ -137,17 +137,17 @@ export async function deliveryScenario(
       ...(settings.laneWindow === undefined ? {} : { laneWindow: settings.laneWindow }),
       ...(settings.unprepared ? { unprepared: true } : {}),
     });
-    const server =
-      settings.dialect === 'postgres' && settings.databaseUrl !== undefined
-        ? await openServerCpu(settings.databaseUrl)
-        : undefined;
+    const server = await serverCpuOf(settings);
     const generate = async (count: number, ratePerSecond: number) => {
       await receiver.call('reset');
       const cpuBefore = await parley.call<number>('cpu');
       const serverBefore = server?.read();
       const started = await parley.call<{ startedAt: number }>('generate', { count, ratePerSecond });
       const stats = await receiver.call<ReceiverStats>('waitFor', { count, timeoutMs: settings.timeoutMs });
-      const serverUs = serverBefore === undefined ? undefined : ((server?.read() ?? 0) - serverBefore) * 1000;
+      const serverUs =
+        server === undefined || serverBefore === undefined
+          ? undefined
+          : (server.read() - serverBefore) * 1000;
       return phase(count, started.startedAt, stats, (await parley.call<number>('cpu')) - cpuBefore, serverUs);
     };
     await generate(Math.min(1000, settings.count), 0); // warm-up

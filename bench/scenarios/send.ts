@@ -7,7 +7,7 @@ import {
   summariseProfile,
 } from '../lib/profile.ts';
 import { ratioOf, type ScenarioResult, target, windowNote } from '../lib/report.ts';
-import { openServerCpu, type ServerCpu } from '../lib/server-cpu.ts';
+import { type ServerCpu, serverCpuOf } from '../lib/server-cpu.ts';
 import { fmt, sleep } from '../lib/stats.ts';
 import { type ParleyReady, PEER_PHONE } from '../roles/parley.ts';
 
@@ -153,10 +153,7 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
       durationS: settings.durationS,
       warmupS,
     });
-    const server =
-      settings.dialect === 'postgres' && settings.databaseUrl !== undefined
-        ? await openServerCpu(settings.databaseUrl)
-        : undefined;
+    const server = await serverCpuOf(settings);
     ({
       run,
       cpuPerRequestUs: cpuPerSend,
