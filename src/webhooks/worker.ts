@@ -1,24 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { DEFAULT_WEBHOOK_CONCURRENCY } from '../config/config.ts';
-import { MAX_CHANNEL_DEPTH, OutboundChannel } from '../net/outbound-channel.ts';
-import { releaseClaims, returnUnstarted } from '../store/deliveries.ts';
+import { MAX_CHANNEL_DEPTH } from '../net/outbound-channel.ts';
+import { releaseClaims } from '../store/deliveries.ts';
 import {
   type ClaimedDelivery,
   type ClaimOptions,
   claimDeliveries,
   claimDeliveriesIn,
 } from '../store/delivery-claims.ts';
-import { nextAttemptOf, startDeliveries } from '../store/delivery-next.ts';
 import { RetryPolicy } from './backoff.ts';
-import {
-  LaneRecords,
-  type RecorderContext,
-  type StartDecision,
-  type TakenDelivery,
-  untilStoreAnswers,
-} from './lane-records.ts';
-import { sendAttempt } from './sending.ts';
+import type { RecorderContext } from './lane-records.ts';
+import { type LaneRun, type LaneRunContext, runLane } from './lane-run.ts';
 import type { DeliveryWorkerOptions } from './worker-options.ts';
 
 export type { DeliveryWorkerOptions, WebhookWorkerTuning } from './worker-options.ts';
@@ -31,15 +24,6 @@ export const TARGETED_CLAIM_MAX = 32;
 
 /** Deliveries claimed per lane at once when the window is at most 8 (docs/decisions/0048-lane-batches.md). */
 export const DEFAULT_LANE_BATCH = 32;
-
-/** A lane batch in flight: its promise and the claimed deliveries whose attempts have not ended yet. */
-interface LaneRun {
-  done: Promise<void>;
-  /** Deliveries of the batch not yet finished, in `sequence` order (in flight, then not started). */
-  pending: ClaimedDelivery[];
-  /** Attempts the batch made. */
-  attempted: number;
-}
 
 /**
  * Delivers queued webhook events (docs/decisions/0005-outbox-and-delivery.md). Claims due rows from the store
@@ -62,6 +46,8 @@ export class DeliveryWorker {
   readonly #retry: RetryPolicy;
   /** What a lane batch's records need (src/webhooks/lane-records.ts). */
   readonly #recorder: RecorderContext;
+  /** What its lane batches' runs need (src/webhooks/lane-run.ts). */
+  readonly #laneContext: LaneRunContext;
   /**
    * Lane batches in flight in this process, by lane (`<instanceId>/<endpointId>`,
    * docs/decisions/0035-webhook-endpoints.md): at most one per lane by the claim rule.
@@ -106,6 +92,7 @@ export class DeliveryWorker {
       staleMs: this.#staleMs,
       stopping: () => this.#stopping,
     };
+    this.#laneContext = { options, recorder: this.#recorder, laneWindow: this.#laneWindow };
   }
 
   /** Attempts a delivery gets per round with the configured schedule. */
@@ -284,7 +271,7 @@ export class DeliveryWorker {
     return [...batches].map(([lane, batch]) => {
       const [first] = batch;
       const run: LaneRun = { done: Promise.resolve(), pending: batch, attempted: 0 };
-      run.done = this.#runLane(run)
+      run.done = runLane(this.#laneContext, run)
         .catch((error: unknown) => {
           logger.warn({ err: error, lane }, 'recording a webhook attempt failed');
         })
@@ -299,139 +286,5 @@ export class DeliveryWorker {
       this.#lanes.set(lane, run);
       return run;
     });
-  }
-
-  /**
-   * Sends a lane batch (docs/decisions/0048-lane-batches.md) with up to `laneWindow` requests in flight
-   * (docs/decisions/0050-lane-windows.md). The head was started by the claim; with a window the next deliveries
-   * are started together at once, and from then on each delivered attempt's record starts the lane's next unstarted
-   * delivery in the same transaction; the records of attempts answered together are written together
-   * (docs/decisions/0059-lane-record-groups.md). Starts are decided one after the other in `sequence` order: a
-   * delivery is started only once the one before it was, so a lane never has a later delivery started and an
-   * earlier one given back. Nothing more is started once an attempt was not delivered, a start was refused (the
-   * claim lost or the lane changed), the worker is stopping or the claim is older than half the stale timeout; the
-   * deliveries not started are given back at once, unlocked and ready for the next claim, when the requests in
-   * flight have ended.
-   * @throws the first error met recording an attempt (after the rest was given back).
-   */
-  async #runLane(run: LaneRun): Promise<void> {
-    const [head, ...queue] = run.pending;
-    if (head === undefined) return;
-    const { store } = this.#options;
-    // A window's requests go out pipelined on one connection, so they reach the receiver in the order they were
-    // started (docs/decisions/0058-pipelined-lanes.md).
-    const channel = this.#laneWindow > 1 ? new OutboundChannel(this.#laneWindow) : undefined;
-    /** Deliveries taken from the queue but not started: given back with the queue's rest at the end. */
-    const notStarted: ClaimedDelivery[] = [];
-    let halted = false;
-    /** The start decision of the delivery taken last: the head was started by the claim. */
-    let lastStart: StartDecision = { started: true };
-    const mayStart = (delivery: ClaimedDelivery) =>
-      !halted && !this.#stopping && this.#options.clock() - delivery.lockedAt < this.#staleMs / 2;
-    const finished = (delivery: ClaimedDelivery) => {
-      const index = run.pending.indexOf(delivery);
-      if (index >= 0) run.pending.splice(index, 1);
-    };
-    /** Takes the queue's next delivery, chained after the decision of the one taken before it. */
-    const take = (): TakenDelivery | undefined => {
-      const next = queue.shift();
-      if (next === undefined) return undefined;
-      const taken: TakenDelivery = { next, before: lastStart, own: { started: undefined } };
-      lastStart = taken.own;
-      return taken;
-    };
-    const opening = queue.splice(0, this.#laneWindow - 1);
-    let opened: () => void = () => undefined;
-    const records = new LaneRecords(
-      this.#recorder,
-      new Promise<void>((resolve) => {
-        opened = resolve;
-      }),
-      this.#laneWindow,
-    );
-    /** Sends `first`, then each next delivery its records start, until one is not started. */
-    const slot = async (first: ClaimedDelivery): Promise<void> => {
-      let delivery: ClaimedDelivery | undefined = first;
-      while (delivery !== undefined) {
-        run.attempted += 1;
-        const sent = await sendAttempt(this.#options, delivery, channel);
-        // Taken in the order the answers come, which is the order their records are written in.
-        const taken: TakenDelivery | undefined =
-          sent.record.error === null && mayStart(delivery) ? take() : undefined;
-        if (sent.record.error !== null) halted = true;
-        let nextStarted = false;
-        try {
-          nextStarted = await records.add({ delivery, sent, taken, halted: () => halted });
-        } finally {
-          if (taken !== undefined && !nextStarted) {
-            halted = true;
-            notStarted.push(taken.next);
-          }
-        }
-        finished(delivery);
-        delivery = nextStarted ? taken?.next : undefined;
-      }
-    };
-
-    const first = slot(head);
-    // Handled by the `allSettled` below; until then a rejection must not count as unhandled.
-    first.catch(() => undefined);
-    const slots = [first];
-    if (opening.length > 0) {
-      const decision: StartDecision = { started: undefined };
-      lastStart = decision;
-      let started = 0;
-      let unknown = false;
-      try {
-        if (mayStart(head)) {
-          started = await this.#untilStoreAnswers(() =>
-            startDeliveries(
-              store.db,
-              opening.map(nextAttemptOf),
-              this.id,
-              this.#options.clock(),
-              store.dialect,
-            ),
-          );
-        }
-      } catch (error) {
-        // Whether the transaction committed is unknown: none of them is sent, and they stay claimed, as after a
-        // record that could not be written, until the node registry or the stale timeout frees them (an attempt
-        // row left open is then marked abandoned).
-        unknown = true;
-        this.#options.logger.warn({ err: error }, 'starting webhook deliveries failed');
-      }
-      const allStarted = !unknown && started === opening.length;
-      decision.started = allStarted;
-      if (!allStarted) halted = true;
-      if (unknown) opening.splice(0);
-      else notStarted.push(...opening.splice(started));
-      slots.push(...opening.map((delivery) => slot(delivery)));
-    }
-    // The lane's records are written from here on: every start decision they read from outside is known.
-    opened();
-
-    const ended = await Promise.allSettled(slots);
-    channel?.close();
-    const unstarted = [...notStarted, ...queue.splice(0)];
-    if (unstarted.length > 0) {
-      for (const delivery of unstarted) finished(delivery);
-      await this.#untilStoreAnswers(() => returnUnstarted(store.db, this.id, unstarted)).catch(
-        (error: unknown) =>
-          this.#options.logger.warn({ err: error }, 'giving back unstarted webhook deliveries failed'),
-      );
-    }
-    const failure = ended.find((result) => result.status === 'rejected');
-    if (failure !== undefined) throw failure.reason;
-  }
-
-  /**
-   * Runs a store write, waiting out a store that cannot be reached (docs/decisions/0011-store-faults.md) for up to
-   * half the stale timeout.
-   * @throws the store's error when it is not an unreachable store, or once half the stale timeout has passed.
-   */
-  #untilStoreAnswers<T>(work: () => Promise<T>): Promise<T> {
-    const { clock } = this.#options;
-    return untilStoreAnswers(work, clock, clock() + this.#staleMs / 2);
   }
 }

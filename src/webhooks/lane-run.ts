@@ -1,0 +1,153 @@
+import { OutboundChannel } from '../net/outbound-channel.ts';
+import { returnUnstarted } from '../store/deliveries.ts';
+import type { ClaimedDelivery } from '../store/delivery-claims.ts';
+import { nextAttemptOf, startDeliveries } from '../store/delivery-next.ts';
+import {
+  LaneRecords,
+  type RecorderContext,
+  type StartDecision,
+  type TakenDelivery,
+  untilStoreAnswers,
+} from './lane-records.ts';
+import { sendAttempt } from './sending.ts';
+import type { DeliveryWorkerOptions } from './worker-options.ts';
+
+/** A lane batch in flight: its promise and the claimed deliveries whose attempts have not ended yet. */
+export interface LaneRun {
+  done: Promise<void>;
+  /** Deliveries of the batch not yet finished, in `sequence` order (in flight, then not started). */
+  pending: ClaimedDelivery[];
+  /** Attempts the batch made. */
+  attempted: number;
+}
+
+/** What a lane batch's run needs from its worker (src/webhooks/worker.ts). */
+export interface LaneRunContext {
+  /** The worker's options: the store, the clock, the logger and what an attempt is sent with. */
+  options: DeliveryWorkerOptions;
+  /** What the lane's records need, with the worker's id, its stale timeout (ms) and whether it is stopping. */
+  recorder: RecorderContext;
+  /** Requests in flight on the lane at once (at least 1, at most the lane batch). */
+  laneWindow: number;
+}
+
+/**
+ * Sends a lane batch (docs/decisions/0048-lane-batches.md) with up to `laneWindow` requests in flight
+ * (docs/decisions/0050-lane-windows.md). The head was started by the claim; with a window the next deliveries
+ * are started together at once, and from then on each delivered attempt's record starts the lane's next unstarted
+ * delivery in the same transaction; the records of attempts answered together are written together
+ * (docs/decisions/0059-lane-record-groups.md). Starts are decided one after the other in `sequence` order: a
+ * delivery is started only once the one before it was, so a lane never has a later delivery started and an
+ * earlier one given back. Nothing more is started once an attempt was not delivered, a start was refused (the
+ * claim lost or the lane changed), the worker is stopping or the claim is older than half the stale timeout; the
+ * deliveries not started are given back at once, unlocked and ready for the next claim, when the requests in
+ * flight have ended.
+ * @throws the first error met recording an attempt (after the rest was given back).
+ */
+export async function runLane(context: LaneRunContext, run: LaneRun): Promise<void> {
+  const { options, recorder, laneWindow } = context;
+  const { workerId, staleMs } = recorder;
+  const untilAnswered = <T>(work: () => Promise<T>): Promise<T> =>
+    untilStoreAnswers(work, options.clock, options.clock() + staleMs / 2);
+  const [head, ...queue] = run.pending;
+  if (head === undefined) return;
+  const { store } = options;
+  // A window's requests go out pipelined on one connection, so they reach the receiver in the order they were
+  // started (docs/decisions/0058-pipelined-lanes.md).
+  const channel = laneWindow > 1 ? new OutboundChannel(laneWindow) : undefined;
+  /** Deliveries taken from the queue but not started: given back with the queue's rest at the end. */
+  const notStarted: ClaimedDelivery[] = [];
+  let halted = false;
+  /** The start decision of the delivery taken last: the head was started by the claim. */
+  let lastStart: StartDecision = { started: true };
+  const mayStart = (delivery: ClaimedDelivery) =>
+    !halted && !recorder.stopping() && options.clock() - delivery.lockedAt < staleMs / 2;
+  const finished = (delivery: ClaimedDelivery) => {
+    const index = run.pending.indexOf(delivery);
+    if (index >= 0) run.pending.splice(index, 1);
+  };
+  /** Takes the queue's next delivery, chained after the decision of the one taken before it. */
+  const take = (): TakenDelivery | undefined => {
+    const next = queue.shift();
+    if (next === undefined) return undefined;
+    const taken: TakenDelivery = { next, before: lastStart, own: { started: undefined } };
+    lastStart = taken.own;
+    return taken;
+  };
+  const opening = queue.splice(0, laneWindow - 1);
+  let opened: () => void = () => undefined;
+  const records = new LaneRecords(
+    recorder,
+    new Promise<void>((resolve) => {
+      opened = resolve;
+    }),
+    laneWindow,
+  );
+  /** Sends `first`, then each next delivery its records start, until one is not started. */
+  const slot = async (first: ClaimedDelivery): Promise<void> => {
+    let delivery: ClaimedDelivery | undefined = first;
+    while (delivery !== undefined) {
+      run.attempted += 1;
+      const sent = await sendAttempt(options, delivery, channel);
+      // Taken in the order the answers come, which is the order their records are written in.
+      const taken: TakenDelivery | undefined =
+        sent.record.error === null && mayStart(delivery) ? take() : undefined;
+      if (sent.record.error !== null) halted = true;
+      let nextStarted = false;
+      try {
+        nextStarted = await records.add({ delivery, sent, taken, halted: () => halted });
+      } finally {
+        if (taken !== undefined && !nextStarted) {
+          halted = true;
+          notStarted.push(taken.next);
+        }
+      }
+      finished(delivery);
+      delivery = nextStarted ? taken?.next : undefined;
+    }
+  };
+
+  const first = slot(head);
+  // Handled by the `allSettled` below; until then a rejection must not count as unhandled.
+  first.catch(() => undefined);
+  const slots = [first];
+  if (opening.length > 0) {
+    const decision: StartDecision = { started: undefined };
+    lastStart = decision;
+    let started = 0;
+    let unknown = false;
+    try {
+      if (mayStart(head)) {
+        started = await untilAnswered(() =>
+          startDeliveries(store.db, opening.map(nextAttemptOf), workerId, options.clock(), store.dialect),
+        );
+      }
+    } catch (error) {
+      // Whether the transaction committed is unknown: none of them is sent, and they stay claimed, as after a
+      // record that could not be written, until the node registry or the stale timeout frees them (an attempt
+      // row left open is then marked abandoned).
+      unknown = true;
+      options.logger.warn({ err: error }, 'starting webhook deliveries failed');
+    }
+    const allStarted = !unknown && started === opening.length;
+    decision.started = allStarted;
+    if (!allStarted) halted = true;
+    if (unknown) opening.splice(0);
+    else notStarted.push(...opening.splice(started));
+    slots.push(...opening.map((delivery) => slot(delivery)));
+  }
+  // The lane's records are written from here on: every start decision they read from outside is known.
+  opened();
+
+  const ended = await Promise.allSettled(slots);
+  channel?.close();
+  const unstarted = [...notStarted, ...queue.splice(0)];
+  if (unstarted.length > 0) {
+    for (const delivery of unstarted) finished(delivery);
+    await untilAnswered(() => returnUnstarted(store.db, workerId, unstarted)).catch((error: unknown) =>
+      options.logger.warn({ err: error }, 'giving back unstarted webhook deliveries failed'),
+    );
+  }
+  const failure = ended.find((result) => result.status === 'rejected');
+  if (failure !== undefined) throw failure.reason;
+}
