@@ -1,23 +1,16 @@
-import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { createSecureContext, rootCertificates, type SecureContext, type TLSSocket } from 'node:tls';
-import type { buildConnector } from 'undici';
-import { type Cidr, cidrContains, classifyParsed, parseCidr, parseIp } from './addresses.ts';
+import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
+import { AddressPolicy, type ResolvedAddress } from './address-policy.ts';
 import type { OutboundChannel } from './outbound-channel.ts';
 import { OutboundError, toOutboundError } from './outbound-errors.ts';
-import { abortable, dialTls, readCapped } from './outbound-io.ts';
+import { abortable, pinnedConnector, readCapped } from './outbound-io.ts';
 import { ClientPool, type PooledClient, poolKey } from './outbound-pool.ts';
 
+export type { ResolvedAddress } from './address-policy.ts';
 export { classifyAddress } from './addresses.ts';
 export { OutboundChannel } from './outbound-channel.ts';
 export { OutboundError, type OutboundFailure } from './outbound-errors.ts';
-
-/** One resolved address, as `dns.lookup({ all: true })` returns it. */
-export interface ResolvedAddress {
-  address: string;
-  family: 4 | 6;
-}
 
 /** Options of an {@link OutboundGuard}. */
 export interface OutboundGuardOptions {
@@ -82,11 +75,6 @@ export interface OutboundResponse {
 /** Longest URL accepted, characters. */
 const MAX_URL_LENGTH = 4096;
 
-async function systemLookup(hostname: string): Promise<ResolvedAddress[]> {
-  const results = await dnsLookup(hostname, { all: true, verbatim: true });
-  return results.map((result) => ({ address: result.address, family: result.family === 6 ? 6 : 4 }));
-}
-
 /**
  * The one way parley makes outbound HTTPS requests (webhooks, media fetches):
  * docs/decisions/0020-security-promises.md.
@@ -104,8 +92,8 @@ async function systemLookup(hostname: string): Promise<ResolvedAddress[]> {
  * - Redirects are not followed; the timeout covers the whole exchange; the body is capped while streaming.
  */
 export class OutboundGuard {
-  readonly #allowed: Cidr[];
-  readonly #lookup: (hostname: string) => Promise<ResolvedAddress[]>;
+  /** Which addresses a request may connect to (`address-policy.ts`). */
+  readonly #policy: AddressPolicy;
   /**
    * TLS context with the extra CA, built once: making one per connection re-parses every bundled root
    * certificate (about 24 ms of CPU per webhook attempt, measured by `npm run bench`).
@@ -117,12 +105,7 @@ export class OutboundGuard {
 
   /** @throws TypeError when an entry of `allowedCidrs` is not a CIDR. */
   constructor(options: OutboundGuardOptions) {
-    this.#allowed = options.allowedCidrs.map((text) => {
-      const cidr = parseCidr(text.trim());
-      if (cidr === null) throw new TypeError(`allowed CIDR "${text}" is not a CIDR (a.b.c.d/n or x:y::/n)`);
-      return cidr;
-    });
-    this.#lookup = options.lookup ?? systemLookup;
+    this.#policy = new AddressPolicy(options.allowedCidrs, options.lookup);
     this.#secureContext =
       options.ca === undefined
         ? undefined
@@ -132,8 +115,9 @@ export class OutboundGuard {
               typeof options.ca === 'string' ? options.ca : options.ca.toString('utf8'),
             ],
           });
+    const secureContext = this.#secureContext;
     this.#pool = new ClientPool((url, addresses, timeoutMs, signal, pinned) =>
-      this.#pinnedConnector(url, addresses, timeoutMs, signal, pinned),
+      pinnedConnector(url, addresses, timeoutMs, signal, pinned, secureContext),
     );
   }
 
@@ -185,7 +169,7 @@ export class OutboundGuard {
       timeoutMs,
     );
     try {
-      const [first] = await this.#resolveChecked(checked, controller.signal);
+      const [first] = await this.#policy.resolve(checked, controller.signal);
       if (first === undefined) throw new OutboundError('dns', `host ${checked.hostname} has no address`);
       return first;
     } finally {
@@ -210,7 +194,7 @@ export class OutboundGuard {
     );
     try {
       const host = isIP(hostname) === 6 ? `[${hostname}]` : hostname;
-      return await this.#resolveChecked(new URL(`https://${host}/`), controller.signal);
+      return await this.#policy.resolve(new URL(`https://${host}/`), controller.signal);
     } finally {
       clearTimeout(timer);
     }
@@ -261,7 +245,7 @@ export class OutboundGuard {
     const turn = channel?.enter();
     let reusable = false;
     try {
-      const addresses = await this.#resolveChecked(target, controller.signal);
+      const addresses = await this.#policy.resolve(target, controller.signal);
       if (turn !== undefined) await abortable(turn.ready, controller.signal);
       if (this.#closed) throw new Error('OutboundGuard is closed');
       pooled =
@@ -338,103 +322,4 @@ export class OutboundGuard {
   get idleConnections(): number {
     return this.#pool.idle;
   }
-
-  /** Address literal of the URL host, or every checked address its name resolves to (see class doc). */
-  async #resolveChecked(url: URL, signal: AbortSignal): Promise<string[]> {
-    const hostname = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
-    if (isIP(hostname) !== 0) {
-      this.#assertAllowed(hostname, `address ${hostname}`);
-      return [hostname];
-    }
-    let results: ResolvedAddress[];
-    try {
-      results = await abortable(this.#lookup(hostname), signal);
-    } catch (cause) {
-      if (signal.aborted) throw signal.reason;
-      const code = errorCode(cause);
-      throw new OutboundError(
-        'dns',
-        `host ${hostname} could not be resolved${code === undefined ? '' : ` (${code})`}`,
-        { cause },
-      );
-    }
-    const addresses = [...new Set(results.map((result) => result.address))];
-    if (addresses.length === 0) throw new OutboundError('dns', `host ${hostname} has no address`);
-    for (const address of addresses) {
-      if (isIP(address) === 0) {
-        throw new OutboundError('dns', `host ${hostname} resolved to something that is not an address`);
-      }
-      this.#assertAllowed(address, `host ${hostname} resolves to ${address}, which`);
-    }
-    return addresses;
-  }
-
-  /** Refuses a blocked address unless an allowed CIDR covers it (never for metadata). */
-  #assertAllowed(address: string, subject: string): void {
-    const parsed = parseIp(address);
-    if (parsed === null) throw new OutboundError('dns', `${subject} is not an IP address`);
-    const blocked = classifyParsed(parsed);
-    if (blocked === null) return;
-    if (!blocked.metadata && this.#allowed.some((cidr) => cidrContains(cidr, parsed))) return;
-    const detail =
-      blocked.embedded === undefined
-        ? blocked.range
-        : `${blocked.range} embedding ${blocked.embedded.ip}: ${blocked.embedded.range}`;
-    throw new OutboundError('blocked-address', `${subject} is not allowed (${detail})`);
-  }
-
-  /**
-   * undici connector that dials only the checked addresses, in order, within `timeoutMs` for all of them (each
-   * gets the remaining time divided by the addresses left). A TLS failure is final (it is about the server's
-   * certificate, not reachability). Used for every connection the client makes, so a reconnect of a pooled
-   * client reaches only addresses this guard checked for it.
-   */
-  #pinnedConnector(
-    url: URL,
-    addresses: readonly string[],
-    timeoutMs: number,
-    signal: AbortSignal,
-    pinned: { address: string },
-  ): buildConnector.connector {
-    const hostname = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
-    const servername = isIP(hostname) === 0 ? hostname : undefined;
-    const port = url.port === '' ? 443 : Number(url.port);
-    return (_options, callback) => {
-      const deadline = performance.now() + timeoutMs;
-      const attempt = async (): Promise<TLSSocket> => {
-        let lastError: unknown;
-        for (const [index, address] of addresses.entries()) {
-          const left = deadline - performance.now();
-          if (left <= 0 || signal.aborted) break;
-          try {
-            const socket = await dialTls({
-              address,
-              port,
-              servername,
-              secureContext: this.#secureContext,
-              timeoutMs: left / (addresses.length - index),
-              signal,
-            });
-            pinned.address = address;
-            return socket;
-          } catch (error) {
-            lastError = error;
-            if (toOutboundError(error, url.host).reason === 'tls') break;
-          }
-        }
-        throw lastError ?? new OutboundError('timeout', `connecting to ${url.host} timed out`);
-      };
-      attempt().then(
-        (socket) => callback(null, socket),
-        (error: unknown) => callback(error instanceof Error ? error : new Error(String(error)), null),
-      );
-    };
-  }
-}
-
-function errorCode(error: unknown): string | undefined {
-  if (typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string') {
-    return error.code;
-  }
-  return undefined;
 }

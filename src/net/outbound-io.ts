@@ -1,5 +1,7 @@
+import { isIP } from 'node:net';
 import { type SecureContext, type TLSSocket, connect as tlsConnect } from 'node:tls';
-import { OutboundError } from './outbound-errors.ts';
+import type { buildConnector } from 'undici';
+import { OutboundError, toOutboundError } from './outbound-errors.ts';
 import type { OutboundRequest } from './outbound-guard.ts';
 
 /**
@@ -135,4 +137,54 @@ export function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<
       },
     );
   });
+}
+
+/**
+ * undici connector that dials only the checked addresses, in order, within `timeoutMs` for all of them (each
+ * gets the remaining time divided by the addresses left). A TLS failure is final (it is about the server's
+ * certificate, not reachability). Used for every connection the client makes, so a reconnect of a pooled
+ * client reaches only addresses the guard checked for it. `pinned.address` is set to the address connected to;
+ * `secureContext` carries the trusted CAs (undefined: Node's bundled roots).
+ */
+export function pinnedConnector(
+  url: URL,
+  addresses: readonly string[],
+  timeoutMs: number,
+  signal: AbortSignal,
+  pinned: { address: string },
+  secureContext: SecureContext | undefined,
+): buildConnector.connector {
+  const hostname = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+  const servername = isIP(hostname) === 0 ? hostname : undefined;
+  const port = url.port === '' ? 443 : Number(url.port);
+  return (_options, callback) => {
+    const deadline = performance.now() + timeoutMs;
+    const attempt = async (): Promise<TLSSocket> => {
+      let lastError: unknown;
+      for (const [index, address] of addresses.entries()) {
+        const left = deadline - performance.now();
+        if (left <= 0 || signal.aborted) break;
+        try {
+          const socket = await dialTls({
+            address,
+            port,
+            servername,
+            secureContext,
+            timeoutMs: left / (addresses.length - index),
+            signal,
+          });
+          pinned.address = address;
+          return socket;
+        } catch (error) {
+          lastError = error;
+          if (toOutboundError(error, url.host).reason === 'tls') break;
+        }
+      }
+      throw lastError ?? new OutboundError('timeout', `connecting to ${url.host} timed out`);
+    };
+    attempt().then(
+      (socket) => callback(null, socket),
+      (error: unknown) => callback(error instanceof Error ? error : new Error(String(error)), null),
+    );
+  };
 }
