@@ -22,6 +22,7 @@ import { RelayFailures } from './failures.ts';
 import { GroupInsert } from './group-insert.ts';
 import { PaceKeeper } from './pause.ts';
 import { decodeSendPayload } from './payload.ts';
+import { type Runner, Runners } from './runners.ts';
 import { SentMarks } from './sent-marks.ts';
 import { SendWaiters } from './waiters.ts';
 
@@ -47,22 +48,6 @@ export interface SendQueueDeps {
   sweepMs?: number;
 }
 
-/** The queue state of one instance in this process. */
-interface Runner {
-  draining: boolean;
-  again: boolean;
-  /** Every `sending` job was handed back once since this process took the instance. */
-  reclaimed: boolean;
-  /** A drain ended with nothing due since this process took the instance: {@link Runner.queued} is known. */
-  idle: boolean;
-  /** Jobs submitted for the queue (due now) and not yet claimed, as this process knows them. */
-  queued: number;
-  timer: NodeJS.Timeout | undefined;
-  timerAt: number;
-  /** Earliest time the pace allows the next relay (epoch ms). */
-  nextAllowedAt: number;
-}
-
 /** Resolves after the I/O callbacks already due (setImmediate runs after the event loop's poll phase). */
 function yieldToIo(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
@@ -76,14 +61,15 @@ function yieldToIo(): Promise<void> {
  * the instance's queue until its end. A synchronous send whose queue is idle, unpaced and unpaused relays at once
  * (stored already claimed); otherwise it waits its turn. It is also a projection of the event recorder: a committed
  * login wakes the instance's queue. Its parts: the group insert of new jobs (group-insert.ts), the waiting requests
- * (waiters.ts), the pace and pauses (pause.ts), the fate of a failed relay (failures.ts) and the jobs marked sent in
- * the recorder's transactions (sent-marks.ts).
+ * (waiters.ts), the pace and pauses (pause.ts), the fate of a failed relay (failures.ts), the jobs marked sent in
+ * the recorder's transactions (sent-marks.ts) and each instance's queue state and wake timer (runners.ts).
  */
 export class SendQueue implements EventProjection {
   readonly name = 'send-queue';
   readonly #deps: SendQueueDeps;
   readonly #random: () => number;
-  readonly #runners = new Map<string, Runner>();
+  /** The queue state of each instance this process drained (runners.ts). */
+  readonly #runners: Runners;
   /** The requests waiting for their job's outcome (waiters.ts). */
   readonly #waiters = new SendWaiters();
   /** The instances' pace, pauses and reach-out timelocks (pause.ts). */
@@ -106,6 +92,7 @@ export class SendQueue implements EventProjection {
     this.nodeId = deps.nodeId;
     this.#random = deps.random ?? Math.random;
     this.#inserts = new GroupInsert(deps.db);
+    this.#runners = new Runners(deps.clock, (instanceId) => this.wake(instanceId));
     this.#pace = new PaceKeeper({
       db: deps.db,
       clock: deps.clock,
@@ -119,7 +106,7 @@ export class SendQueue implements EventProjection {
       waiters: this.#waiters,
       pace: this.#pace,
       report: (instanceId, report) => this.report(instanceId, report),
-      schedule: (instanceId, delayMs) => this.#schedule(instanceId, this.#runner(instanceId), delayMs),
+      schedule: (instanceId, delayMs) => this.#runners.schedule(instanceId, delayMs),
     });
   }
 
@@ -162,7 +149,7 @@ export class SendQueue implements EventProjection {
     if (event.type !== 'connection' || !event.state.connected || !event.state.loggedIn) return;
     // A login is a new hold on the instance (after a restart, a failover or a reconnect): `sending` jobs no relay
     // of this process is running are handed back before the next claim.
-    const runner = this.#runners.get(instanceId);
+    const runner = this.#runners.peek(instanceId);
     if (runner && !runner.draining) runner.reclaimed = false;
     this.wake(instanceId);
   }
@@ -178,7 +165,7 @@ export class SendQueue implements EventProjection {
   async stop(timeoutMs = 5_000): Promise<void> {
     this.#stopped = true;
     if (this.#sweep) clearInterval(this.#sweep);
-    for (const runner of this.#runners.values()) if (runner.timer) clearTimeout(runner.timer);
+    this.#runners.clearTimers();
     await Promise.race([
       Promise.allSettled([...this.#inFlight]),
       new Promise((resolve) => setTimeout(resolve, timeoutMs).unref()),
@@ -193,7 +180,7 @@ export class SendQueue implements EventProjection {
   /** Stores the instance's pace and wakes its queue (a shorter interval may let a job go now). */
   async setPacing(instanceId: string, pacing: PacingSettings): Promise<StoredPacing> {
     await this.#pace.setPacing(instanceId, pacing);
-    const runner = this.#runners.get(instanceId);
+    const runner = this.#runners.peek(instanceId);
     if (runner) runner.nextAllowedAt = 0;
     this.wake(instanceId);
     return this.pacing(instanceId);
@@ -205,7 +192,7 @@ export class SendQueue implements EventProjection {
    * pace is set (a pause does not hold synchronous sends).
    */
   async canRelayNow(instanceId: string): Promise<boolean> {
-    const runner = this.#runners.get(instanceId);
+    const runner = this.#runners.peek(instanceId);
     if (!runner) return false;
     const { pacing } = await this.pacing(instanceId);
     const paced = pacing.minIntervalMs !== 0 || pacing.jitterMs !== 0 || pacing.newChatsPerDay !== null;
@@ -252,14 +239,14 @@ export class SendQueue implements EventProjection {
 
   /** A job due now was stored for the queue of `instanceId` (synchronous sends wait behind it): wakes the queue. */
   submitted(instanceId: string): void {
-    this.#runner(instanceId).queued += 1;
+    this.#runners.get(instanceId).queued += 1;
     this.wake(instanceId);
   }
 
   /** Tells the queue of `instanceId` that it may have work (a new job, a login, a pace change). */
   wake(instanceId: string): void {
     if (this.#stopped) return;
-    const runner = this.#runner(instanceId);
+    const runner = this.#runners.get(instanceId);
     if (runner.draining) {
       runner.again = true;
       return;
@@ -271,24 +258,6 @@ export class SendQueue implements EventProjection {
   /** A job canceled through the API: a sync request waiting for it is answered with `error`. */
   canceled(job: Pick<SendJob, 'instanceId' | 'id'>, error: DomainError): void {
     this.#waiters.settle(job, undefined, error);
-  }
-
-  #runner(instanceId: string): Runner {
-    let runner = this.#runners.get(instanceId);
-    if (!runner) {
-      runner = {
-        draining: false,
-        again: false,
-        reclaimed: false,
-        idle: false,
-        queued: 0,
-        timer: undefined,
-        timerAt: 0,
-        nextAllowedAt: 0,
-      };
-      this.#runners.set(instanceId, runner);
-    }
-    return runner;
   }
 
   /** Runs the instance's due jobs one at a time until none is due or something must be waited for. */
@@ -305,7 +274,7 @@ export class SendQueue implements EventProjection {
         'the send queue stopped on an error; retrying in 1 s',
       );
       runner.reclaimed = false;
-      this.#schedule(instanceId, runner, 1_000);
+      this.#runners.schedule(instanceId, 1_000);
     } finally {
       runner.draining = false;
     }
@@ -340,14 +309,14 @@ export class SendQueue implements EventProjection {
           await this.#relay(session, sync, pacing);
           continue;
         }
-        return this.#schedule(instanceId, runner, pause.until - now);
+        return this.#runners.schedule(instanceId, pause.until - now);
       }
       if (pause !== null) await this.#pace.resume(instanceId);
-      if (runner.nextAllowedAt > now) return this.#schedule(instanceId, runner, runner.nextAllowedAt - now);
+      if (runner.nextAllowedAt > now) return this.#runners.schedule(instanceId, runner.nextAllowedAt - now);
       const job = await claimNextSendJob(db, instanceId, this.#deps.nodeId, now);
       if (!job) {
         const next = await nextPendingRunAt(db, instanceId);
-        if (next !== undefined) this.#schedule(instanceId, runner, Math.max(0, next - now));
+        if (next !== undefined) this.#runners.schedule(instanceId, Math.max(0, next - now));
         if (!runner.again) {
           runner.idle = true;
           runner.queued = 0;
@@ -359,26 +328,10 @@ export class SendQueue implements EventProjection {
     }
   }
 
-  /** Wakes the instance's queue in `delayMs` (keeps an earlier wake already set). */
-  #schedule(instanceId: string, runner: Runner, delayMs: number): void {
-    const at = this.#deps.clock() + delayMs;
-    if (runner.timer && runner.timerAt <= at) return;
-    if (runner.timer) clearTimeout(runner.timer);
-    runner.timerAt = at;
-    runner.timer = setTimeout(
-      () => {
-        runner.timer = undefined;
-        this.wake(instanceId);
-      },
-      Math.max(0, Math.min(delayMs, 2_147_000_000)),
-    );
-    runner.timer.unref();
-  }
-
   /** Relays one claimed job and stores its outcome; never throws for the job's own failure. */
   async #relay(session: EngineSession, job: SendJob, pacing: PacingSettings): Promise<void> {
     const { db, clock, nodeId } = this.#deps;
-    const runner = this.#runner(job.instanceId);
+    const runner = this.#runners.get(job.instanceId);
     const check = await this.#pace.newChatCheck(job, pacing);
     if (check.hold) {
       await this.#failures.holdBack(job, check.hold.error, check.hold.runAt);
@@ -420,7 +373,7 @@ export class SendQueue implements EventProjection {
   async #sweepDue(): Promise<void> {
     try {
       for (const instanceId of await instancesWithDueJobs(this.#deps.db, this.#deps.clock())) {
-        const runner = this.#runners.get(instanceId);
+        const runner = this.#runners.peek(instanceId);
         if (this.#deps.session(instanceId) && !runner?.draining && !runner?.timer) this.wake(instanceId);
       }
     } catch (error) {

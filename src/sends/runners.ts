@@ -1,0 +1,86 @@
+import type { Clock } from '../domain/clock.ts';
+
+/** The queue state of one instance in this process (src/sends/queue.ts). Times are epoch milliseconds. */
+export interface Runner {
+  /** A drain of the instance's queue is running. */
+  draining: boolean;
+  /** Something woke the queue during the drain: it drains once more. */
+  again: boolean;
+  /** Every `sending` job was handed back once since this process took the instance. */
+  reclaimed: boolean;
+  /** A drain ended with nothing due since this process took the instance: {@link Runner.queued} is known. */
+  idle: boolean;
+  /** Jobs submitted for the queue (due now) and not yet claimed, as this process knows them. */
+  queued: number;
+  /** The pending wake set by {@link Runners.schedule}, if any. */
+  timer: NodeJS.Timeout | undefined;
+  /** When that wake is due. */
+  timerAt: number;
+  /** Earliest time the pace allows the next relay. */
+  nextAllowedAt: number;
+}
+
+/**
+ * The send queue's state of each instance this process drains, and the timers that wake an instance's queue later
+ * (a pace, a pause's end, a scheduled job: docs/decisions/0009-sends-as-jobs.md, docs/decisions/0013-pacing.md).
+ */
+export class Runners {
+  readonly #runners = new Map<string, Runner>();
+  readonly #clock: Clock;
+  readonly #wake: (instanceId: string) => void;
+
+  /** @param wake called when a scheduled wake of an instance's queue is due. */
+  constructor(clock: Clock, wake: (instanceId: string) => void) {
+    this.#clock = clock;
+    this.#wake = wake;
+  }
+
+  /** The instance's state, made fresh (nothing known, nothing scheduled) on first use. */
+  get(instanceId: string): Runner {
+    let runner = this.#runners.get(instanceId);
+    if (!runner) {
+      runner = {
+        draining: false,
+        again: false,
+        reclaimed: false,
+        idle: false,
+        queued: 0,
+        timer: undefined,
+        timerAt: 0,
+        nextAllowedAt: 0,
+      };
+      this.#runners.set(instanceId, runner);
+    }
+    return runner;
+  }
+
+  /** The instance's state if this process has one, without making it. */
+  peek(instanceId: string): Runner | undefined {
+    return this.#runners.get(instanceId);
+  }
+
+  /**
+   * Wakes the instance's queue in `delayMs` milliseconds (capped at about 24.8 days, the timer's limit); keeps an
+   * earlier wake already set.
+   */
+  schedule(instanceId: string, delayMs: number): void {
+    const runner = this.get(instanceId);
+    const at = this.#clock() + delayMs;
+    if (runner.timer && runner.timerAt <= at) return;
+    if (runner.timer) clearTimeout(runner.timer);
+    runner.timerAt = at;
+    runner.timer = setTimeout(
+      () => {
+        runner.timer = undefined;
+        this.#wake(instanceId);
+      },
+      Math.max(0, Math.min(delayMs, 2_147_000_000)),
+    );
+    runner.timer.unref();
+  }
+
+  /** Cancels every scheduled wake (the queue is stopping). */
+  clearTimers(): void {
+    for (const runner of this.#runners.values()) if (runner.timer) clearTimeout(runner.timer);
+  }
+}
