@@ -1,16 +1,9 @@
 import type { AuthenticationCreds, BaileysEventMap, ReachoutTimelockState, WAVersion } from 'baileys';
 import { DomainError } from '../../domain/errors.ts';
 import type { ConnectionState, PairingCode } from '../../domain/messages.ts';
+import { planAfterClose } from './after-close.ts';
 import { isPaired } from './auth-state.ts';
-import {
-  backoffDelayMs,
-  type CloseDecision,
-  connectFailure,
-  decideClose,
-  isPlatformRefusal,
-  pairingEndedReason,
-  refusalLoopReason,
-} from './close-policy.ts';
+import { decideClose, isPlatformRefusal } from './close-policy.ts';
 import { Credentials } from './credentials.ts';
 import { isBoom } from './errors.ts';
 import { FirstAnswer } from './first-answer.ts';
@@ -278,76 +271,56 @@ export class Lifecycle {
     await this.#emitState();
   }
 
+  /** Carries out what follows a close of the socket of `generation` (`planAfterClose`, after-close.ts). */
   async #closed(generation: number, error: unknown): Promise<void> {
     if (generation !== this.#generation) return;
     this.#endSocket();
-    const code = isBoom(error) ? error.output.statusCode : undefined;
-    const message = error instanceof Error ? error.message : 'connection closed';
-    const decision = decideClose(code);
+    const decision = decideClose(isBoom(error) ? error.output.statusCode : undefined);
+    const { plan, refusals } = planAfterClose({
+      decision,
+      message: error instanceof Error ? error.message : 'connection closed',
+      error,
+      connecting: this.#gate.open,
+      paired: this.creds ? isPaired(this.creds) : false,
+      refusal: isPlatformRefusal(error),
+      refusals: this.#refusals,
+      refusalLimit: this.#o.loginRefusalLimit,
+      refreshes: this.#refreshes,
+      attempt: this.#attempt,
+      random: this.#o.random,
+    });
+    this.#refusals = refusals;
     const { logger } = this.#o.context;
-    if (this.#gate.open) {
-      if (decision.code === 515 || (decision.action === 'refresh-version' && this.#refreshes < 1)) {
-        logger.info({ code: decision.code }, decision.reason);
-        if (decision.action === 'refresh-version') await this.#refreshVersion();
+    const { code } = decision;
+    switch (plan.kind) {
+      case 'reopen':
+        logger.info({ code }, decision.reason);
+        if (plan.refreshVersion) await this.#refreshVersion();
         if (this.#gate.open) this.#open();
         return;
-      }
-      const failure = connectFailure(decision, message, error);
-      await this.#failFirst(failure, failure.message, {
-        wipe: decision.action === 'wipe',
-        ...(decision.cause ? { cause: decision.cause } : {}),
-      });
-      return;
-    }
-    const paired = this.creds ? isPaired(this.creds) : false;
-    if (!paired && decision.code !== 515) {
-      const reason = pairingEndedReason(decision);
-      logger.warn({ code: decision.code }, reason);
-      await this.#stop(reason, true);
-      return;
-    }
-    if (decision.action === 'reconnect' && isPlatformRefusal(error)) {
-      this.#refusals += 1;
-      if (this.#refusals >= this.#o.loginRefusalLimit) {
-        const reason = refusalLoopReason(this.#refusals, decision);
-        logger.warn({ code: decision.code, refusals: this.#refusals, action: 'stop' }, reason);
-        await this.#stop(reason, false, 'restricted');
+      case 'fail-connect':
+        await this.#failFirst(plan.failure, plan.failure.message, {
+          wipe: plan.wipe,
+          ...(plan.cause ? { cause: plan.cause } : {}),
+        });
         return;
-      }
+      case 'stop':
+        logger.warn({ code, action: plan.wipe ? 'wipe' : 'stop', refusals }, plan.reason);
+        await this.#stop(plan.reason, plan.wipe, plan.cause);
+        return;
+      case 'retry':
+        if (plan.refreshVersion) await this.#refreshVersion();
+        this.#attempt += 1;
+        this.#phase = 'waiting';
+        this.#cause = undefined;
+        this.#reason = plan.reason;
+        logger.warn({ code, action: decision.action, delayMs: plan.delayMs }, plan.reason);
+        this.#retryTimer = setTimeout(() => {
+          this.#retryTimer = undefined;
+          if (this.#phase === 'waiting') this.#open();
+        }, plan.delayMs);
+        await this.#emitState();
     }
-    await this.#apply(decision);
-  }
-
-  async #apply(decision: CloseDecision): Promise<void> {
-    const { logger } = this.#o.context;
-    if (decision.action === 'wipe') {
-      logger.warn({ code: decision.code, action: 'wipe' }, decision.reason);
-      await this.#stop(decision.reason, true);
-      return;
-    }
-    if (decision.action === 'stop' || (decision.action === 'refresh-version' && this.#refreshes >= 3)) {
-      logger.warn({ code: decision.code, action: 'stop' }, decision.reason);
-      await this.#stop(decision.reason, false, decision.cause);
-      return;
-    }
-    // The platform's restart (515, after pairing above all) is answered with a new socket at once, as the first
-    // reconnect since the last open; one that comes again before an open backs off like any other close.
-    let delay =
-      decision.code === 515 && this.#attempt === 0 ? 0 : backoffDelayMs(this.#attempt, this.#o.random);
-    if (decision.action === 'refresh-version') {
-      await this.#refreshVersion();
-      delay = 0;
-    }
-    this.#attempt += 1;
-    this.#phase = 'waiting';
-    this.#cause = undefined;
-    this.#reason = delay > 0 ? `${decision.reason} in ${Math.round(delay / 100) / 10} s` : decision.reason;
-    logger.warn({ code: decision.code, action: decision.action, delayMs: delay }, this.#reason);
-    this.#retryTimer = setTimeout(() => {
-      this.#retryTimer = undefined;
-      if (this.#phase === 'waiting') this.#open();
-    }, delay);
-    await this.#emitState();
   }
 
   async #refreshVersion(): Promise<void> {

@@ -1,0 +1,107 @@
+import type { DomainError } from '../../domain/errors.ts';
+import type { ConnectionState } from '../../domain/messages.ts';
+import {
+  backoffDelayMs,
+  type CloseDecision,
+  connectFailure,
+  pairingEndedReason,
+  refusalLoopReason,
+} from './close-policy.ts';
+
+/** Version refreshes a reconnecting login makes in a row before it stops (docs/decisions/0025-live-engine.md). */
+const MAX_VERSION_REFRESHES = 3;
+
+/** What a lifecycle knows when its socket closed, beside the close's {@link CloseDecision}. */
+export interface ClosedSocket {
+  decision: CloseDecision;
+  /** The close's error message (`connection closed` when it had none). */
+  message: string;
+  /** The close's error, kept as the cause of a failed connect. */
+  error: unknown;
+  /** True while `connect()` waits for the platform's first answer (a QR code or an open connection). */
+  connecting: boolean;
+  /** The stored credentials are paired (a pairing attempt has none yet). */
+  paired: boolean;
+  /** The platform itself refused the login (`isPlatformRefusal`), not a network failure. */
+  refusal: boolean;
+  /** Refusals counted since the connection was last open, before this close. */
+  refusals: number;
+  /** Refusals in a row after which a reconnecting login stops (`LifecycleOptions.loginRefusalLimit`). */
+  refusalLimit: number;
+  /** Version refreshes since the connection was last open. */
+  refreshes: number;
+  /** Reconnects since the connection was last open. */
+  attempt: number;
+  /** Random numbers in [0, 1) for the backoff's jitter. */
+  random: () => number;
+}
+
+/** What the lifecycle does after a close: the cases of docs/decisions/0025-live-engine.md, in order. */
+export type AfterClose =
+  /** Still connecting: the platform's restart (515) or a first outdated version; a new socket at once. */
+  | { kind: 'reopen'; refreshVersion: boolean }
+  /** Still connecting, anything else: `connect()` fails with `failure`; nothing reconnects. */
+  | { kind: 'fail-connect'; failure: DomainError; wipe: boolean; cause: ConnectionState['cause'] }
+  /** Stop with `reason`, deleting the credentials when `wipe`. */
+  | { kind: 'stop'; reason: string; wipe: boolean; cause: ConnectionState['cause'] }
+  /** A new socket in `delayMs` milliseconds (after fetching the platform's version when `refreshVersion`). */
+  | { kind: 'retry'; delayMs: number; refreshVersion: boolean; reason: string };
+
+/**
+ * Decides what follows a close (docs/decisions/0025-live-engine.md, docs/decisions/0016-session-lifecycle.md): while
+ * connecting, a 515 or the first 405 opens a new socket and anything else fails the connect; a pairing attempt that
+ * closes for any code but 515 ends and deletes what it stored; a login refused `refusalLimit` times in a row stops
+ * with the cause `restricted`; otherwise the close-code table's action, a refresh-version stopping after three in a
+ * row, and a reconnect waiting {@link backoffDelayMs} (none for a first 515 or after a version refresh).
+ * @returns the plan and the refusals counted since the last open, this close included.
+ */
+export function planAfterClose(closed: ClosedSocket): { plan: AfterClose; refusals: number } {
+  const { decision } = closed;
+  let { refusals } = closed;
+  const plan = ((): AfterClose => {
+    if (closed.connecting) {
+      if (decision.code === 515 || (decision.action === 'refresh-version' && closed.refreshes < 1)) {
+        return { kind: 'reopen', refreshVersion: decision.action === 'refresh-version' };
+      }
+      return {
+        kind: 'fail-connect',
+        failure: connectFailure(decision, closed.message, closed.error),
+        wipe: decision.action === 'wipe',
+        cause: decision.cause,
+      };
+    }
+    if (!closed.paired && decision.code !== 515) {
+      return { kind: 'stop', reason: pairingEndedReason(decision), wipe: true, cause: undefined };
+    }
+    if (decision.action === 'reconnect' && closed.refusal) {
+      refusals += 1;
+      if (refusals >= closed.refusalLimit) {
+        return {
+          kind: 'stop',
+          reason: refusalLoopReason(refusals, decision),
+          wipe: false,
+          cause: 'restricted',
+        };
+      }
+    }
+    if (decision.action === 'wipe')
+      return { kind: 'stop', reason: decision.reason, wipe: true, cause: undefined };
+    if (
+      decision.action === 'stop' ||
+      (decision.action === 'refresh-version' && closed.refreshes >= MAX_VERSION_REFRESHES)
+    ) {
+      return { kind: 'stop', reason: decision.reason, wipe: false, cause: decision.cause };
+    }
+    if (decision.action === 'refresh-version') {
+      return { kind: 'retry', delayMs: 0, refreshVersion: true, reason: decision.reason };
+    }
+    // The platform's restart (515, after pairing above all) is answered with a new socket at once, as the first
+    // reconnect since the last open; one that comes again before an open backs off like any other close.
+    const delayMs =
+      decision.code === 515 && closed.attempt === 0 ? 0 : backoffDelayMs(closed.attempt, closed.random);
+    const reason =
+      delayMs > 0 ? `${decision.reason} in ${Math.round(delayMs / 100) / 10} s` : decision.reason;
+    return { kind: 'retry', delayMs, refreshVersion: false, reason };
+  })();
+  return { plan, refusals };
+}
