@@ -52,7 +52,7 @@ export class AddressPolicy {
   async resolve(url: URL, signal: AbortSignal): Promise<string[]> {
     const hostname = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
     if (isIP(hostname) !== 0) {
-      this.assertAllowed(hostname, `address ${hostname}`);
+      this.#assertAllowed(hostname, `address ${hostname}`);
       return [hostname];
     }
     let results: ResolvedAddress[];
@@ -73,7 +73,7 @@ export class AddressPolicy {
       if (isIP(address) === 0) {
         throw new OutboundError('dns', `host ${hostname} resolved to something that is not an address`);
       }
-      this.assertAllowed(address, `host ${hostname} resolves to ${address}, which`);
+      this.#assertAllowed(address, `host ${hostname} resolves to ${address}, which`);
     }
     return addresses;
   }
@@ -83,7 +83,7 @@ export class AddressPolicy {
    * error's text (`address 10.0.0.1`, `host x resolves to 10.0.0.1, which`).
    * @throws OutboundError `dns` (not an IP address) or `blocked-address`.
    */
-  assertAllowed(address: string, subject: string): void {
+  #assertAllowed(address: string, subject: string): void {
     const parsed = parseIp(address);
     if (parsed === null) throw new OutboundError('dns', `${subject} is not an IP address`);
     const blocked = classifyParsed(parsed);

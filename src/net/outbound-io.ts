@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { performance } from 'node:perf_hooks';
 import { type SecureContext, type TLSSocket, connect as tlsConnect } from 'node:tls';
 import type { buildConnector } from 'undici';
 import { OutboundError, toOutboundError } from './outbound-errors.ts';

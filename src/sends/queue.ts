@@ -68,7 +68,7 @@ export class SendQueue implements EventProjection {
   readonly name = 'send-queue';
   readonly #deps: SendQueueDeps;
   readonly #random: () => number;
-  /** The queue state of each instance this process drained (runners.ts). */
+  /** The queue state of each instance this process was asked to send for (runners.ts). */
   readonly #runners: Runners;
   /** The requests waiting for their job's outcome (waiters.ts). */
   readonly #waiters = new SendWaiters();

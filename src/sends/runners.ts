@@ -21,7 +21,7 @@ export interface Runner {
 }
 
 /**
- * The send queue's state of each instance this process drains, and the timers that wake an instance's queue later
+ * The send queue's state of each instance this process sends for, and the timers that wake an instance's queue later
  * (a pace, a pause's end, a scheduled job: docs/decisions/0009-sends-as-jobs.md, docs/decisions/0013-pacing.md).
  */
 export class Runners {

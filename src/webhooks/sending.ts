@@ -10,8 +10,8 @@ import type { DeliveryWorkerOptions } from './worker-options.ts';
 
 /**
  * One delivery attempt's request (docs/decisions/0005-outbox-and-delivery.md): the POST to an HTTPS receiver, the
- * publish to a broker endpoint, and the error text the delivery log shows when neither answered. The worker
- * (`worker.ts`) signs, calls these and records the outcome.
+ * publish to a broker endpoint, and the error text the delivery log shows when neither answered. A lane batch's run
+ * (`lane-run.ts`) calls these, and its records (`lane-records.ts`) record the outcome.
  */
 
 /**
