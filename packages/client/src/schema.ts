@@ -127,24 +127,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/session/pacing": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** The instance's send pace and the pause in force */
-        get: operations["getSessionPacing"];
-        /** Set the instance's send pace (every send goes through the instance's queue in order) */
-        put: operations["setSessionPacing"];
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/v1/session/qr": {
         parameters: {
             query?: never;
@@ -227,6 +209,24 @@ export interface paths {
         post: operations["setHmacKey"];
         /** Remove the HMAC key */
         delete: operations["deleteHmacKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/session/pacing": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The instance's send pace and the pause in force */
+        get: operations["getSessionPacing"];
+        /** Set the instance's send pace (every send goes through the instance's queue in order) */
+        put: operations["setSessionPacing"];
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -3832,117 +3832,6 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
-    getSessionPacing: {
-        parameters: {
-            query?: {
-                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
-                from?: string;
-            };
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The pace (0, 0, null: off) and the pause, if any */
-            200: {
-                headers: {
-                    "x-request-id": components["headers"]["RequestId"];
-                    ratelimit: components["headers"]["RateLimit"];
-                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        /** @enum {number} */
-                        code: 200;
-                        data: components["schemas"]["PacingView"];
-                    };
-                };
-            };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
-            414: components["responses"]["UriTooLong"];
-            429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["RequestHeaderFieldsTooLarge"];
-            500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
-        };
-    };
-    setSessionPacing: {
-        parameters: {
-            query?: {
-                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
-                from?: string;
-            };
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: {
-            content: {
-                /**
-                 * @example {
-                 *       "minIntervalMs": 3000,
-                 *       "jitterMs": 2000,
-                 *       "newChatsPerDay": 20
-                 *     }
-                 */
-                "application/json": {
-                    /**
-                     * @description least time between two relays of the instance, ms (0: none)
-                     * @example 3000
-                     */
-                    minIntervalMs?: number;
-                    /**
-                     * @description a random 0..jitterMs ms added to every interval
-                     * @example 2000
-                     */
-                    jitterMs?: number;
-                    /**
-                     * @description most relays that open a chat per rolling 24 h (null: no cap)
-                     * @example 20
-                     */
-                    newChatsPerDay?: number | null;
-                };
-            };
-        };
-        responses: {
-            /** @description The pace now in force */
-            200: {
-                headers: {
-                    "x-request-id": components["headers"]["RequestId"];
-                    ratelimit: components["headers"]["RateLimit"];
-                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        /** @enum {number} */
-                        code: 200;
-                        data: components["schemas"]["PacingView"];
-                    };
-                };
-            };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            414: components["responses"]["UriTooLong"];
-            415: components["responses"]["UnsupportedMediaType"];
-            429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["RequestHeaderFieldsTooLarge"];
-            500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
-        };
-    };
     getSessionQr: {
         parameters: {
             query?: {
@@ -4294,6 +4183,117 @@ export interface operations {
                         /** @enum {number} */
                         code: 200;
                         data: components["schemas"]["Details"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getSessionPacing: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The pace (0, 0, null: off) and the pause, if any */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["PacingView"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    setSessionPacing: {
+        parameters: {
+            query?: {
+                /** @description instance UUID or the linked phone number; omitted: the most recently connected instance */
+                from?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "minIntervalMs": 3000,
+                 *       "jitterMs": 2000,
+                 *       "newChatsPerDay": 20
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description least time between two relays of the instance, ms (0: none)
+                     * @example 3000
+                     */
+                    minIntervalMs?: number;
+                    /**
+                     * @description a random 0..jitterMs ms added to every interval
+                     * @example 2000
+                     */
+                    jitterMs?: number;
+                    /**
+                     * @description most relays that open a chat per rolling 24 h (null: no cap)
+                     * @example 20
+                     */
+                    newChatsPerDay?: number | null;
+                };
+            };
+        };
+        responses: {
+            /** @description The pace now in force */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    ratelimit: components["headers"]["RateLimit"];
+                    "ratelimit-policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @enum {number} */
+                        code: 200;
+                        data: components["schemas"]["PacingView"];
                     };
                 };
             };

@@ -21,6 +21,7 @@ import { sandboxCallRoutes } from './v1/sandbox-calls.ts';
 import { sandboxGroupRoutes } from './v1/sandbox-groups.ts';
 import { sandboxMediaRoutes } from './v1/sandbox-media.ts';
 import { sessionRoutes } from './v1/session.ts';
+import { sessionPacingRoutes } from './v1/session-pacing.ts';
 import { statusRoutes } from './v1/status.ts';
 import { webhookRoutes } from './v1/webhook.ts';
 import { webhookEndpointRoutes } from './v1/webhook-endpoints.ts';
@@ -31,6 +32,7 @@ export async function routes(app: FastifyInstance): Promise<void> {
   await app.register(opsRoutes);
   await app.register(instancesRoutes, { prefix: '/v1/instances' });
   await app.register(sessionRoutes, { prefix: '/v1/session' });
+  await app.register(sessionPacingRoutes, { prefix: '/v1/session' });
   await app.register(sandboxRoutes, { prefix: '/v1/sandbox' });
   await app.register(sandboxCallRoutes, { prefix: '/v1/sandbox' });
   await app.register(sandboxGroupRoutes, { prefix: '/v1/sandbox' });
