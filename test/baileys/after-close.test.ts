@@ -109,7 +109,11 @@ describe('what follows a close (docs/decisions/0025-live-engine.md)', () => {
       refreshVersion: false,
       reason: 'connection lost or timed out (408); reconnecting in 4 s',
     });
-    assert.equal((planAfterClose(closed(515)).plan as { delayMs: number }).delayMs, 0);
-    assert.equal((planAfterClose(closed(515, { attempt: 1 })).plan as { delayMs: number }).delayMs, 2_000);
+    const restart = planAfterClose(closed(515)).plan;
+    assert.ok(restart.kind === 'retry');
+    assert.equal(restart.delayMs, 0);
+    const again = planAfterClose(closed(515, { attempt: 1 })).plan;
+    assert.ok(again.kind === 'retry');
+    assert.equal(again.delayMs, 2_000);
   });
 });
