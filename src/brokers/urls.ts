@@ -1,3 +1,5 @@
+import { hostnameOf } from '../net/addresses.ts';
+
 /**
  * Broker endpoint URLs (docs/decisions/0037-broker-endpoints.md): which URLs name a broker, what they mean, and the
  * masked form shown by the API and written to the attempts log.
@@ -86,7 +88,7 @@ function portOf(url: URL, fallback: number): number {
 /** The host of `url` without IPv6 brackets. */
 function hostOf(url: URL): string {
   if (url.hostname === '') throw new BrokerUrlError('URL has no host');
-  return url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+  return hostnameOf(url);
 }
 
 /**

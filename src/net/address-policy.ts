@@ -1,6 +1,6 @@
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import { type Cidr, cidrContains, classifyParsed, parseCidr, parseIp } from './addresses.ts';
+import { type Cidr, cidrContains, classifyParsed, hostnameOf, parseCidr, parseIp } from './addresses.ts';
 import { OutboundError } from './outbound-errors.ts';
 import { abortable } from './outbound-io.ts';
 
@@ -50,7 +50,7 @@ export class AddressPolicy {
    *   once it is aborted.
    */
   async resolve(url: URL, signal: AbortSignal): Promise<string[]> {
-    const hostname = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+    const hostname = hostnameOf(url);
     if (isIP(hostname) !== 0) {
       this.#assertAllowed(hostname, `address ${hostname}`);
       return [hostname];

@@ -274,3 +274,11 @@ export function classifyAddress(ip: string): string | null {
   if (parsed === null) throw new TypeError(`not an IP address: ${ip}`);
   return classifyParsed(parsed)?.range ?? null;
 }
+
+/**
+ * The host of `url` as an address literal or a name: the WHATWG parser keeps an IPv6 literal's brackets in
+ * `hostname` (`[::1]`), which `net.isIP`, DNS and address checks do not take (RFC 3986, section 3.2.2).
+ */
+export function hostnameOf(url: URL): string {
+  return url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+}

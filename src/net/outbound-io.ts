@@ -2,6 +2,7 @@ import { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { type SecureContext, type TLSSocket, connect as tlsConnect } from 'node:tls';
 import type { buildConnector } from 'undici';
+import { hostnameOf } from './addresses.ts';
 import { OutboundError, toOutboundError } from './outbound-errors.ts';
 import type { OutboundRequest } from './outbound-guard.ts';
 
@@ -155,7 +156,7 @@ export function pinnedConnector(
   pinned: { address: string },
   secureContext: SecureContext | undefined,
 ): buildConnector.connector {
-  const hostname = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+  const hostname = hostnameOf(url);
   const servername = isIP(hostname) === 0 ? hostname : undefined;
   const port = url.port === '' ? 443 : Number(url.port);
   return (_options, callback) => {
