@@ -54,7 +54,8 @@ export const CONNECT_TIMEOUT_MS = 5_000;
 
 /**
  * Opens the store described by `config` (docs/decisions/0024-engines-and-data-flow.md): better-sqlite3 in WAL mode
- * for SQLite, its checkpoints in a worker thread (docs/decisions/0057-background-checkpoints.md); a `pg` pool for
+ * for SQLite, its temporary storage in memory (docs/decisions/0069-sqlite-temp-store-in-memory.md) and its
+ * checkpoints in a worker thread (docs/decisions/0057-background-checkpoints.md); a `pg` pool for
  * PostgreSQL (int8 read as JavaScript numbers). Does not migrate; call {@link migrateToLatest}.
  * @throws when the SQLite file cannot be created or PostgreSQL refuses the first connection.
  */
@@ -66,6 +67,10 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
     sqlite.pragma('synchronous = NORMAL');
     sqlite.pragma('foreign_keys = ON');
     sqlite.pragma('busy_timeout = 5000');
+    // Statement journals and transient tables in memory, never in temporary files: a turn's group statement
+    // changes more pages than SQLite keeps in memory before spilling, and each spill created, wrote and deleted a
+    // file (docs/decisions/0069-sqlite-temp-store-in-memory.md).
+    sqlite.pragma('temp_store = MEMORY');
     // The log is cut back to 64 MiB when it starts over after a checkpoint copied all of it (SQLite keeps the file
     // at its largest size otherwise).
     sqlite.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`);
