@@ -11,12 +11,10 @@ import {
   claimNextSendJob,
   finishSendJob,
   instancesWithDueJobs,
-  markSendJobNewChat,
-  type NewSendJob,
   nextPendingRunAt,
   reclaimSendingJobs,
-  type SendJob,
-} from '../store/send-jobs.ts';
+} from '../store/send-job-claims.ts';
+import { markSendJobNewChat, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
 import type { StoredPacing } from '../store/send-pacing.ts';
 import { RelayFailures } from './failures.ts';
 import { GroupInsert } from './group-insert.ts';

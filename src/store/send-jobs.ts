@@ -1,13 +1,12 @@
-import type { Insertable, Selectable } from 'kysely';
-import { type Kysely, sql } from 'kysely';
+import type { Insertable, Kysely, Selectable } from 'kysely';
 import type { SendJobStatus, SendMode } from '../domain/sends.ts';
-import { compiledListStatement, compiledStatement } from './compiled.ts';
+import { compiledListStatement } from './compiled.ts';
 import type { Database, SendJobsTable } from './schema.ts';
 
 /**
- * Send jobs (migration 0013; docs/decisions/0009-sends-as-jobs.md). One claim function takes an instance's next due
- * job for a node; a node changes only the jobs it holds. Times are epoch ms. The pace and pause stored beside them
- * are in `send-pacing.ts`.
+ * Send jobs (migration 0013; docs/decisions/0009-sends-as-jobs.md): their rows, written, read, canceled, marked sent
+ * and pruned. Times are epoch ms. The send queue's claim cycle over the live jobs (claim, hand back, finish, the
+ * sweep's reads) is in `send-job-claims.ts`; the pace and pause stored beside them are in `send-pacing.ts`.
  */
 
 /** A stored send job. */
@@ -34,15 +33,8 @@ export interface SendJob {
 
 const STATUSES: readonly SendJobStatus[] = ['pending', 'sending', 'sent', 'failed', 'canceled'];
 
-/**
- * `pending` and `sending` written into a statement's text, not bound: a statement must name the status as a literal
- * for SQLite and PostgreSQL to use the `send_jobs_due` index, which holds only jobs in these two states (migration
- * 0021, docs/decisions/0060-live-send-job-index.md); a bound parameter could be any status.
- */
-const PENDING = sql.lit<SendJobStatus>('pending');
-const SENDING = sql.lit<SendJobStatus>('sending');
-
-function toJob(row: Selectable<SendJobsTable>): SendJob {
+/** A stored row as a {@link SendJob} (times as epoch ms numbers; an unknown status reads as `failed`). */
+export function toJob(row: Selectable<SendJobsTable>): SendJob {
   return {
     instanceId: row.instance_id,
     id: row.id,
@@ -156,140 +148,6 @@ export async function findSendJob(
     .where('id', '=', id)
     .executeTakeFirst();
   return row ? toJob(row) : undefined;
-}
-
-/**
- * Claims the instance's next due job for node `nodeId`: the oldest `pending` job (by `run_at`, then `seq`) whose
- * `run_at` ≤ `now`, moved to `sending` with its attempt counted, in one statement. `only` limits the claim to jobs of one mode (while
- * the queue is paused, synchronous requests still go). Returns undefined when none is due.
- */
-export async function claimNextSendJob(
-  db: Kysely<Database>,
-  instanceId: string,
-  nodeId: string,
-  now: number,
-  only?: { mode: SendMode },
-): Promise<SendJob | undefined> {
-  const { rows } = only
-    ? await CLAIM_NEXT_OF_MODE.run(db, { instanceId, nodeId, now, mode: only.mode })
-    : await CLAIM_NEXT.run(db, { instanceId, nodeId, now });
-  const claimed = rows[0];
-  return claimed ? toJob(claimed) : undefined;
-}
-
-type ClaimArguments = { instanceId: string; nodeId: string; now: number; mode?: SendMode };
-
-/**
- * The claim: one statement, the oldest due job picked and claimed together (the instance's holder is its only
- * claimer; the status check keeps a concurrent cancel from being overwritten).
- */
-function claimStatement(ofMode: boolean) {
-  return compiledStatement<ClaimArguments, Selectable<SendJobsTable>>((db, arg) => {
-    let next = db
-      .selectFrom('send_jobs')
-      .select('id')
-      .where('instance_id', '=', arg('instanceId'))
-      .where('status', '=', PENDING)
-      .where('run_at', '<=', arg('now'));
-    if (ofMode) next = next.where('mode', '=', arg('mode') ?? 'sync');
-    return db
-      .updateTable('send_jobs')
-      .set({
-        status: 'sending',
-        attempts: sql<number>`attempts + 1`,
-        locked_by: arg('nodeId'),
-        locked_at: arg('now'),
-        updated_at: arg('now'),
-      })
-      .where('instance_id', '=', arg('instanceId'))
-      .where('status', '=', PENDING)
-      .where('id', '=', next.orderBy('run_at').orderBy('seq').limit(1))
-      .returningAll();
-  });
-}
-
-const CLAIM_NEXT = claimStatement(false);
-const CLAIM_NEXT_OF_MODE = claimStatement(true);
-
-/**
- * The instances with a live job (pending, or sending for a node that may have died) whose `run_at` (epoch ms) is at
- * or before `now`: the send queue's sweep wakes their queues. Reads only the live jobs' index (migration 0021).
- */
-export async function instancesWithDueJobs(db: Kysely<Database>, now: number): Promise<string[]> {
-  const rows = await db
-    .selectFrom('send_jobs')
-    .select('instance_id')
-    .distinct()
-    .where((eb) => eb.or([eb('status', '=', PENDING), eb('status', '=', SENDING)]))
-    .where('run_at', '<=', now)
-    .execute();
-  return rows.map((row) => row.instance_id);
-}
-
-/** The earliest `run_at` of the instance's pending jobs (epoch ms), or undefined when none is pending. */
-export async function nextPendingRunAt(
-  db: Kysely<Database>,
-  instanceId: string,
-): Promise<number | undefined> {
-  const row = await db
-    .selectFrom('send_jobs')
-    .select((eb) => eb.fn.min('run_at').as('next'))
-    .where('instance_id', '=', instanceId)
-    .where('status', '=', PENDING)
-    .executeTakeFirst();
-  return row?.next === null || row?.next === undefined ? undefined : Number(row.next);
-}
-
-/**
- * Hands every `sending` job of the instance back to `pending`: their relay was never confirmed (the node that
- * held them died or lost the instance). Called by the instance's new holder before it claims; the next relay
- * reuses each job's id, so the recipient sees the message once. Returns how many were handed back.
- */
-export async function reclaimSendingJobs(
-  db: Kysely<Database>,
-  instanceId: string,
-  now: number,
-): Promise<number> {
-  const result = await db
-    .updateTable('send_jobs')
-    .set({ status: 'pending', locked_by: null, locked_at: null, updated_at: now })
-    .where('instance_id', '=', instanceId)
-    .where('status', '=', SENDING)
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows);
-}
-
-/**
- * Ends job `id` held by `nodeId`: `sent` (with `sentAt` and whether it opened a chat), `failed` (with the error),
- * or back to `pending` at `runAt` (with the error that held it back). Returns false when the node no longer holds
- * the job (it was reclaimed or canceled meanwhile): a worker only changes its own locks.
- */
-export async function finishSendJob(
-  db: Kysely<Database>,
-  instanceId: string,
-  id: string,
-  nodeId: string,
-  outcome:
-    | { status: 'sent'; at: number; newChat: boolean }
-    | { status: 'failed'; at: number; error: string }
-    | { status: 'pending'; at: number; runAt: number; error: string },
-): Promise<boolean> {
-  const base = { locked_by: null, locked_at: null, updated_at: outcome.at };
-  const set =
-    outcome.status === 'sent'
-      ? { ...base, status: 'sent', sent_at: outcome.at, new_chat: outcome.newChat ? 1 : 0 }
-      : outcome.status === 'failed'
-        ? { ...base, status: 'failed', last_error: outcome.error }
-        : { ...base, status: 'pending', run_at: outcome.runAt, last_error: outcome.error };
-  const result = await db
-    .updateTable('send_jobs')
-    .set(set)
-    .where('instance_id', '=', instanceId)
-    .where('id', '=', id)
-    .where('status', '=', 'sending')
-    .where('locked_by', '=', nodeId)
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows) > 0;
 }
 
 /**

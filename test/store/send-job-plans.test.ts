@@ -5,7 +5,7 @@ import {
   instancesWithDueJobs,
   nextPendingRunAt,
   reclaimSendingJobs,
-} from '../../src/store/send-jobs.ts';
+} from '../../src/store/send-job-claims.ts';
 import { countNewChatsSince, oldestNewChatSince } from '../../src/store/send-pacing.ts';
 import { openTracedStore, planOf, type TracedStore } from '../support/plans.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
