@@ -25,7 +25,7 @@ import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DEFAULT_WEBHOOK_CONCURRENCY, MAX_LANE_WINDOW } from '../src/config/config.ts';
+import { DEFAULT_WEBHOOK_CONCURRENCY, MAX_LANE_WINDOW } from '../src/config/env.ts';
 import { type BenchChild, startChild } from './lib/ipc.ts';
 import { type PgNetwork, startPgNetwork } from './lib/pg-network.ts';
 import { machineInfo, resultsTable, type ScenarioResult } from './lib/report.ts';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { DEFAULT_WEBHOOK_CONCURRENCY } from '../config/config.ts';
+import { DEFAULT_WEBHOOK_CONCURRENCY } from '../config/env.ts';
 import { MAX_CHANNEL_DEPTH } from '../net/outbound-channel.ts';
 import { releaseClaims } from '../store/deliveries.ts';
 import {
