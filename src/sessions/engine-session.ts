@@ -5,7 +5,7 @@ import { SessionStatusTracker } from '../events/session-status.ts';
 import { SqlAuthStateStore } from '../store/engine-auth.ts';
 import { RetryingAuthStateStore } from './auth-retry.ts';
 import type { RecordBacklog } from './backlog.ts';
-import type { SessionManagerOptions } from './manager.ts';
+import type { SessionManagerOptions } from './manager-options.ts';
 import { type RecordRetryPolicy, recordWithRetry } from './record-retry.ts';
 
 /** What the session manager shares with every session it makes. */
