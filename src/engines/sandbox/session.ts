@@ -1,6 +1,5 @@
 import type { EngineCall } from '../../domain/calls.ts';
 import type { Channel, ChannelRef } from '../../domain/channels.ts';
-import { errors } from '../../domain/errors.ts';
 import type { GroupChange, ParticipantAction, ParticipantOutcome } from '../../domain/groups.ts';
 import type { Label, LabelEdit } from '../../domain/labels.ts';
 import type { LidMapping } from '../../domain/lids.ts';
@@ -18,10 +17,9 @@ import type {
   UserCheck,
   UserInfo,
 } from '../../domain/messages.ts';
-import { USER_DOMAIN } from '../../domain/messages.ts';
 import type { AccountProfile, PrivacyChange, PrivacySettings, ProfileChange } from '../../domain/profile.ts';
 import type { ChatAction, EngineSession, EngineSessionContext, SandboxControls } from '../engine.ts';
-import { ACCOUNT_CATEGORY, type SandboxAccount, type SandboxCredentials } from './account.ts';
+import { ACCOUNT_CATEGORY, type SandboxAccount } from './account.ts';
 import { rejectCall, rememberedCalls } from './calls.ts';
 import * as channels from './channels.ts';
 import * as chatActions from './chat-actions.ts';
@@ -31,10 +29,10 @@ import * as groups from './groups.ts';
 import { SequenceAllocator } from './ids.ts';
 import * as labels from './labels.ts';
 import { sandboxLidMapping } from './lids.ts';
+import { SandboxLifecycle } from './lifecycle.ts';
 import * as media from './media.ts';
 import * as messaging from './messaging.ts';
 import { OwnedAuthState } from './owned-state.ts';
-import { defaultSandboxPhone, pairingSlot, sandboxPairingCode } from './pairing.ts';
 import * as profile from './profile.ts';
 import * as status from './status.ts';
 import * as updates from './updates.ts';
@@ -43,26 +41,19 @@ import { SandboxWorld, USERS } from './world.ts';
 
 export type { SandboxCredentials } from './account.ts';
 
-const CREDS = { category: 'creds', id: 'self' } as const;
-
-type Phase = { kind: 'idle' } | { kind: 'pairing'; startedAt: number; attempt: number } | { kind: 'open' };
-
 /**
  * One instance on the simulated platform (docs/decisions/0004-sandbox.md). Session lifecycle per docs/api.md#session
- * and docs/decisions/0016-session-lifecycle.md; the pairing attempt's expiry is computed from the clock when read, so
- * an idle sandbox instance holds no timer. Every platform operation requires the account logged in and connected (409
- * otherwise, docs/decisions/0001-envelope-and-error-codes.md). The simulated world (defined users, groups, the id
- * sequence) lives in the auth port and is read on demand; while the session runs it keeps the user definitions and
- * the account's own state it read or wrote (owned-state.ts, at most 256 entries). Logout deletes the credentials
- * but not the world.
+ * and docs/decisions/0016-session-lifecycle.md, kept by lifecycle.ts (connection phase, pairing, credentials). Every
+ * platform operation requires the account logged in and connected (409 otherwise,
+ * docs/decisions/0001-envelope-and-error-codes.md) and is delegated to the module that simulates its family. The
+ * simulated world (defined users, groups, the id sequence) lives in the auth port and is read on demand; while the
+ * session runs it keeps the user definitions and the account's own state it read or wrote (owned-state.ts, at most
+ * 256 entries). Logout deletes the credentials but not the world.
  */
 export class SandboxSession implements EngineSession {
   readonly #context: EngineSessionContext;
-  #phase: Phase = { kind: 'idle' };
-  #attempts = 0;
-  #creds: SandboxCredentials | null = null;
-  #credsLoaded = false;
-  #loginWaiters: (() => void)[] = [];
+  /** Connection phase, pairing and stored credentials (lifecycle.ts). */
+  readonly #lifecycle: SandboxLifecycle;
   readonly #world: SandboxWorld;
   /** The instance's auth port, keeping the session's own categories in memory. */
   readonly #owned: OwnedAuthState;
@@ -78,82 +69,30 @@ export class SandboxSession implements EngineSession {
     this.#context = { ...context, auth: this.#owned };
     this.#world = new SandboxWorld(this.#owned, this.#owned);
     this.#sequence = new SequenceAllocator(context.auth);
+    this.#lifecycle = new SandboxLifecycle(this.#context);
   }
 
-  async connect(): Promise<void> {
-    this.#expirePairing();
-    if (this.#phase.kind !== 'idle') return;
-    const creds = await this.#loadCreds();
-    if (creds) {
-      this.#phase = { kind: 'open' };
-      await this.#context.emit({ type: 'connection', state: this.state() });
-      this.#wakeLoginWaiters();
-      return;
-    }
-    this.#attempts += 1;
-    this.#phase = { kind: 'pairing', startedAt: this.#context.clock(), attempt: this.#attempts };
-    await this.#context.emit({ type: 'connection', state: this.state() });
+  connect(): Promise<void> {
+    return this.#lifecycle.connect();
   }
-
   waitForLogin(timeoutMs: number): Promise<boolean> {
-    if (this.#isReady()) return Promise.resolve(true);
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        resolve(this.#isReady());
-      };
-      const timer = setTimeout(() => {
-        this.#loginWaiters = this.#loginWaiters.filter((w) => w !== done);
-        resolve(this.#isReady());
-      }, timeoutMs);
-      this.#loginWaiters.push(done);
-    });
+    return this.#lifecycle.waitForLogin(timeoutMs);
   }
-
   state(): ConnectionState {
-    this.#expirePairing();
-    const creds = this.#creds;
-    return {
-      connected: this.#phase.kind !== 'idle',
-      loggedIn: creds !== null,
-      jid: creds?.jid ?? null,
-      phone: creds?.phone ?? null,
-      pushName: creds?.pushName ?? null,
-    };
+    return this.#lifecycle.state();
   }
-
   pairingCode(): PairingCode | null {
-    const phase = this.#phase;
-    if (phase.kind !== 'pairing') return null;
-    const slot = pairingSlot(phase.startedAt, this.#context.clock());
-    if (!slot) {
-      this.#phase = { kind: 'idle' };
-      return null;
-    }
-    return {
-      code: sandboxPairingCode(this.#context.instanceId, phase.attempt, slot.index),
-      expiresAt: slot.expiresAt,
-    };
+    return this.#lifecycle.pairingCode();
   }
-
-  async disconnect(): Promise<void> {
-    await this.#loadCreds();
-    this.#phase = { kind: 'idle' };
-    await this.#context.emit({ type: 'connection', state: this.state() });
+  disconnect(): Promise<void> {
+    return this.#lifecycle.disconnect();
   }
-
-  async logout(): Promise<void> {
-    await this.#context.auth.set([{ ...CREDS, value: null }]);
-    this.#creds = null;
-    this.#credsLoaded = true;
-    this.#phase = { kind: 'idle' };
-    await this.#context.emit({ type: 'connection', state: this.state() });
+  logout(): Promise<void> {
+    return this.#lifecycle.logout();
   }
-
   async close(): Promise<void> {
     this.#owned.forget();
-    this.#phase = { kind: 'idle' };
-    this.#wakeLoginWaiters();
+    this.#lifecycle.close();
   }
 
   async messageId(): Promise<string> {
@@ -179,21 +118,21 @@ export class SandboxSession implements EngineSession {
     return updates.sendPresence(this.#account, chat, state);
   }
   async checkPhones(phones: readonly string[]): Promise<UserCheck[]> {
-    await this.#ready();
+    await this.#lifecycle.ready();
     const users = await this.#world.users(phones);
     return users.map((user, i) => checkOf(phones[i] ?? user.phone, user));
   }
   async userInfo(phones: readonly string[]): Promise<UserInfo[]> {
-    await this.#ready();
+    await this.#lifecycle.ready();
     const users = await this.#world.users(phones);
     return users.map((user, i) => infoOf(phones[i] ?? user.phone, user));
   }
   async avatar(phone: string): Promise<Avatar | null> {
-    await this.#ready();
+    await this.#lifecycle.ready();
     return avatarOf(await this.#world.user(phone));
   }
   async contacts(): Promise<Contact[]> {
-    await this.#ready();
+    await this.#lifecycle.ready();
     const users = await this.#world.definedUsers();
     return users.filter((user) => user.registered).map(contactOf);
   }
@@ -250,7 +189,7 @@ export class SandboxSession implements EngineSession {
    */
   downloadMedia(message: EngineMessage, maxBytes: number): Promise<AsyncIterable<Buffer>> {
     return media.downloadMedia(this.#context, message, maxBytes, async () => {
-      await this.#ready();
+      await this.#lifecycle.ready();
     });
   }
   /**
@@ -258,7 +197,7 @@ export class SandboxSession implements EngineSession {
    * as a `lid-mapping` event (recorded before this resolves).
    */
   async lidMapping(query: { lid: string } | { phone: string }): Promise<LidMapping | null> {
-    await this.#ready();
+    await this.#lifecycle.ready();
     const found = await sandboxLidMapping(this.#account, query);
     if (found) {
       await this.#context.emit({ type: 'lid-mapping', mappings: [found] });
@@ -274,12 +213,7 @@ export class SandboxSession implements EngineSession {
   /** Applies the change; a new name is also the push name of the stored credentials (the session status shows it). */
   async updateProfile(change: ProfileChange): Promise<AccountProfile> {
     const updated = await profile.updateProfile(this.#account, change);
-    const creds = this.#creds;
-    if (change.name !== undefined && creds && creds.pushName !== change.name) {
-      const next = { ...creds, pushName: change.name };
-      await this.#context.auth.set([{ ...CREDS, value: JSON.stringify(next) }]);
-      this.#creds = next;
-    }
+    if (change.name !== undefined) await this.#lifecycle.rename(change.name);
     return updated;
   }
   privacy(): Promise<PrivacySettings> {
@@ -335,7 +269,9 @@ export class SandboxSession implements EngineSession {
 
   /** The simulated platform's test helpers (docs/decisions/0004-sandbox.md); a light object made on each read. */
   get sandbox(): SandboxControls {
-    return sandboxControls(this.#account, this.#world, (input) => this.#scan(input));
+    return sandboxControls(this.#account, this.#world, (input) =>
+      this.#lifecycle.scan(input, () => labels.replayLabels(this.#account)),
+    );
   }
 
   /** The view of this session the operations in `messaging.ts` and `groups.ts` work on. */
@@ -344,66 +280,9 @@ export class SandboxSession implements EngineSession {
       context: this.#context,
       world: this.#world,
       sequence: this.#sequence,
-      ready: () => this.#ready(),
+      ready: () => this.#lifecycle.ready(),
       revealedLids: this.#revealedLids,
       calls: this.#calls,
     };
-  }
-
-  async #ready(): Promise<SandboxCredentials> {
-    const creds = await this.#loadCreds();
-    if (!creds) throw errors.notLoggedIn();
-    this.#expirePairing();
-    if (this.#phase.kind !== 'open') throw errors.notConnected();
-    return creds;
-  }
-
-  async #scan(input: { code?: string; phone?: string }): Promise<ConnectionState> {
-    const current = this.pairingCode();
-    if (!current) {
-      await this.#loadCreds();
-      throw this.#creds ? errors.alreadyLoggedIn() : errors.notConnected();
-    }
-    if (input.code !== undefined && input.code !== current.code) {
-      throw errors.badRequest('code does not match the current QR code');
-    }
-    const phone = input.phone ?? defaultSandboxPhone(this.#context.instanceId);
-    const creds: SandboxCredentials = {
-      phone,
-      jid: `${phone}.0:1@${USER_DOMAIN}`,
-      pushName: (await profile.savedName(this.#context.auth, phone)) ?? `Sandbox ${phone.slice(-4)}`,
-    };
-    await this.#context.auth.set([{ ...CREDS, value: JSON.stringify(creds) }]);
-    this.#creds = creds;
-    this.#credsLoaded = true;
-    this.#phase = { kind: 'open' };
-    const state = this.state();
-    await this.#context.emit({ type: 'connection', state });
-    await this.#context.emit({ type: 'history', syncType: 'INITIAL_BOOTSTRAP', progress: 100, chats: [] });
-    await labels.replayLabels(this.#account);
-    this.#wakeLoginWaiters();
-    return state;
-  }
-
-  #isReady(): boolean {
-    return this.#phase.kind === 'open' && this.#creds !== null;
-  }
-
-  #wakeLoginWaiters(): void {
-    const waiters = this.#loginWaiters;
-    this.#loginWaiters = [];
-    for (const wake of waiters) wake();
-  }
-
-  #expirePairing(): void {
-    if (this.#phase.kind === 'pairing') this.pairingCode();
-  }
-
-  async #loadCreds(): Promise<SandboxCredentials | null> {
-    if (this.#credsLoaded) return this.#creds;
-    const stored = (await this.#context.auth.get(CREDS.category, [CREDS.id])).get(CREDS.id);
-    this.#creds = stored === undefined ? null : (JSON.parse(stored) as SandboxCredentials);
-    this.#credsLoaded = true;
-    return this.#creds;
   }
 }
