@@ -1,5 +1,4 @@
-import type { Selectable } from 'kysely';
-import { type Kysely, sql } from 'kysely';
+import { type Kysely, type Selectable, sql } from 'kysely';
 import type { SendJobStatus, SendMode } from '../domain/sends.ts';
 import { compiledStatement } from './compiled.ts';
 import type { Database, SendJobsTable } from './schema.ts';
