@@ -71,8 +71,9 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
     // changes more pages than SQLite keeps in memory before spilling, and each spill created, wrote and deleted a
     // file (docs/decisions/0069-sqlite-temp-store-in-memory.md).
     sqlite.pragma('temp_store = MEMORY');
-    // The log is cut back to 64 MiB when it starts over after a checkpoint copied all of it (SQLite keeps the file
-    // at its largest size otherwise).
+    // The log keeps the size a burst gave it when it starts over (cut back only above 256 MiB, more than the safety
+    // threshold lets it reach), so the next burst writes over it instead of growing it again; the checkpoint thread
+    // empties the file once the store has been idle (docs/decisions/0070-wal-kept-while-busy.md).
     sqlite.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`);
     // Checkpoints run in a worker thread, off the event loop, once the log holds 100 pages
     // (docs/decisions/0057-background-checkpoints.md, docs/decisions/0066-checkpoint-thread-on-demand.md).
@@ -161,8 +162,13 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
   };
 }
 
-/** Size the SQLite write-ahead log file is cut back to when it starts over, bytes (`journal_size_limit`). */
-export const WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024;
+/**
+ * Size the SQLite write-ahead log file is cut back to when it starts over, bytes (`journal_size_limit`): 256 MiB,
+ * above the largest log the service connection's safety threshold lets grow (`SAFETY_CHECKPOINT_PAGES` frames of
+ * 4 KiB pages, about 197 MiB), so a log that starts over keeps its size
+ * (docs/decisions/0070-wal-kept-while-busy.md).
+ */
+export const WAL_SIZE_LIMIT_BYTES = 256 * 1024 * 1024;
 
 /** Prepared statements kept per SQLite connection (least recently used dropped first). */
 export const STATEMENT_CACHE_SIZE = 500;

@@ -10,18 +10,22 @@ export interface CheckpointWorkerData {
   intervalMs: number;
   /** Pages of the log not yet copied past which the next checkpoint runs at once. */
   pages: number;
+  /** How long the log must stay wholly copied with no new page before the thread empties its file, ms. */
+  idleTruncateMs: number;
 }
 
 /**
  * One checkpoint's figures, as `PRAGMA wal_checkpoint` returns them: `busy` 1 when it could not finish, `log` the
  * pages in the write-ahead log, `checkpointed` those now copied into the database file; -1 and `error` when it
- * failed.
+ * failed. `truncated` is true when this run emptied the log's file after the store was idle
+ * ({@link IDLE_TRUNCATE_MS}; the figures are then the truncating checkpoint's, 0 and 0).
  */
 export interface CheckpointReport {
   busy: number;
   log: number;
   checkpointed: number;
   error?: string;
+  truncated?: true;
 }
 
 /** Longest wait between two background checkpoints, ms. */
@@ -50,12 +54,25 @@ export const START_PAGES = 100;
  */
 export const SAFETY_CHECKPOINT_PAGES = 50_000;
 
+/**
+ * How long the log must stay wholly copied with no new page before the thread empties its file, ms: 60 s
+ * (docs/decisions/0070-wal-kept-while-busy.md). While the service writes, the log's file keeps the size a burst gave
+ * it, so the next burst writes over pages the system already holds instead of growing the file again; once the store
+ * has been quiet this long the thread gives the space back (`PRAGMA wal_checkpoint(TRUNCATE)`).
+ */
+export const IDLE_TRUNCATE_MS = 60_000;
+
 /** Options of {@link WalCheckpoints.start}. */
 export interface WalCheckpointOptions {
   /** Longest wait between two checkpoints, ms (default {@link CHECKPOINT_INTERVAL_MS}). */
   intervalMs?: number;
   /** Log pages not yet copied past which the next checkpoint runs at once (default {@link CHECKPOINT_PAGES}). */
   pages?: number;
+  /**
+   * How long the log must stay wholly copied with no new page before the thread empties its file, ms (default
+   * {@link IDLE_TRUNCATE_MS}).
+   */
+  idleTruncateMs?: number;
   /**
    * Pages the log must first hold before the thread starts, looked at every `intervalMs` (default
    * {@link START_PAGES}; 0 starts it at once).
@@ -106,6 +123,9 @@ export function walPages(bytes: number, pageSize: number): number {
  * unchanged: a commit is in the log before it is answered, and the log is replayed after a crash whether or not it
  * was copied.
  *
+ * The log's file keeps the size a burst gave it while the store is busy, and the thread empties it once the log has
+ * stayed wholly copied for {@link IDLE_TRUNCATE_MS} (docs/decisions/0070-wal-kept-while-busy.md).
+ *
  * The thread starts once the log first holds {@link START_PAGES} pages (the `-wal` file's size, looked at every
  * interval; docs/decisions/0066-checkpoint-thread-on-demand.md): a store that writes little (a CLI command, a quiet
  * service) never pays for a thread, and until it starts the connection keeps SQLite's own threshold.
@@ -129,6 +149,7 @@ export class WalCheckpoints {
       path,
       intervalMs: options.intervalMs ?? CHECKPOINT_INTERVAL_MS,
       pages: options.pages ?? CHECKPOINT_PAGES,
+      idleTruncateMs: options.idleTruncateMs ?? IDLE_TRUNCATE_MS,
     };
     const startPages = options.startPages ?? START_PAGES;
     if (startPages <= 0) {

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import SQLite from 'better-sqlite3';
 import { sql } from 'kysely';
-import { openStore } from '../../src/store/database.ts';
+import { openStore, WAL_SIZE_LIMIT_BYTES } from '../../src/store/database.ts';
 import {
   type CheckpointReport,
   SAFETY_CHECKPOINT_PAGES,
@@ -42,6 +42,12 @@ describe('SQLite checkpoints in a worker thread', () => {
         [{ wal_autocheckpoint: 1000 }],
         "SQLite's own until the thread starts",
       );
+      // A log that starts over is cut back only above the largest log the safety threshold lets grow.
+      assert.deepEqual(
+        (await sql<{ journal_size_limit: number }>`pragma journal_size_limit`.execute(store.db)).rows,
+        [{ journal_size_limit: WAL_SIZE_LIMIT_BYTES }],
+      );
+      assert.ok(WAL_SIZE_LIMIT_BYTES > 32 + SAFETY_CHECKPOINT_PAGES * (24 + 4096));
       await sql`create table rows (id integer primary key, body text not null)`.execute(store.db);
       // The thread starts once the log holds START_PAGES pages.
       for (let id = 1; id <= START_PAGES; id++) {
@@ -83,6 +89,61 @@ describe('SQLite checkpoints in a worker thread', () => {
       assert.deepEqual(count.rows, [{ n: id }]);
     } finally {
       await store.destroy();
+    }
+  });
+
+  it('the log keeps its size while the store writes, and the thread empties its file once the store is idle', async () => {
+    const path = join(dir, 'idle.db');
+    const sqlite = new SQLite(path);
+    sqlite.pragma('journal_mode = WAL');
+    sqlite.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`);
+    const reports: CheckpointReport[] = [];
+    const checkpoints = WalCheckpoints.start(sqlite, path, {
+      intervalMs: 10,
+      startPages: 0,
+      idleTruncateMs: 1_000,
+      onReport: (report) => reports.push(report),
+    });
+    const logBytes = () => statSync(`${path}-wal`, { throwIfNoEntry: false })?.size ?? 0;
+    try {
+      sqlite.exec('create table rows (id integer primary key, body text not null)');
+      const insert = sqlite.prepare('insert into rows (body) values (?)');
+      for (let row = 0; row < 500; row++) insert.run('w'.repeat(4000));
+      const burst = logBytes();
+      assert.ok(burst > 500 * 4096, `the burst's log: ${burst} bytes`);
+      // Writes every 20 ms for 2 s, twice the idle time: the store is never idle, the file is never emptied, and
+      // once the log starts over the next writes go over the file's pages instead of growing it.
+      const writing = performance.now();
+      while (performance.now() - writing < 2_000) {
+        insert.run('s');
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      assert.deepEqual(
+        reports.filter((report) => report.truncated),
+        [],
+        'no emptying while the store writes',
+      );
+      assert.ok(logBytes() >= burst, `the file kept the burst's size: ${logBytes()} of ${burst} bytes`);
+      const before = reports.length;
+      await until(async () => reports.some((report) => report.truncated), 10_000, 'the idle log emptied');
+      assert.ok(reports.length > before);
+      assert.equal(logBytes(), 0, 'the file is empty');
+      assert.deepEqual(
+        reports.filter((report) => report.error !== undefined || (report.truncated && report.busy !== 0)),
+        [],
+      );
+      // Once emptied, the thread does not empty it again until the log holds pages anew.
+      const emptied = reports.filter((report) => report.truncated).length;
+      const seen = reports.length;
+      await until(async () => reports.length >= seen + 40, 10_000, 'forty more checkpoints');
+      assert.equal(reports.filter((report) => report.truncated).length, emptied);
+      insert.run('after');
+      const { n } = sqlite.prepare('select count(*) as n from rows').get() as { n: number };
+      assert.ok(n > 500, `every row kept: ${n}`);
+      assert.ok(logBytes() > 0, 'a new commit writes the log again');
+    } finally {
+      await checkpoints.stop();
+      sqlite.close();
     }
   });
 
