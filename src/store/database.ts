@@ -164,9 +164,9 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
 
 /**
  * Size the SQLite write-ahead log file is cut back to when it starts over, bytes (`journal_size_limit`): 256 MiB,
- * above the largest log the service connection's safety threshold lets grow (`SAFETY_CHECKPOINT_PAGES` frames of
- * 4 KiB pages, about 197 MiB), so a log that starts over keeps its size
- * (docs/decisions/0070-wal-kept-while-busy.md).
+ * above the size where the service connection's safety threshold checkpoints it (`SAFETY_CHECKPOINT_PAGES` frames
+ * of 4 KiB pages, about 197 MiB), so a log that starts over after ordinary writes keeps its size; one that a long
+ * transaction took past 256 MiB is cut back to it (docs/decisions/0070-wal-kept-while-busy.md).
  */
 export const WAL_SIZE_LIMIT_BYTES = 256 * 1024 * 1024;
 

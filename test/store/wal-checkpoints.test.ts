@@ -1,9 +1,11 @@
 /**
  * SQLite checkpoints in a worker thread (src/store/wal-checkpoints.ts, docs/decisions/0057-background-checkpoints.md):
  * the thread starts once the log holds enough pages (docs/decisions/0066-checkpoint-thread-on-demand.md), the
- * service's connection then leaves the checkpoints to it (its own threshold a safety net of 10,000 pages), the
- * thread copies the log and the log starts over, a thread that cannot work gives the checkpoints back to the
- * connection, and a process killed with SIGKILL while the thread copies keeps every committed row in a sound file.
+ * service's connection then leaves the checkpoints to it (its own threshold a safety net of 50,000 pages), the
+ * thread copies the log and the log starts over, the log's file keeps its size while the store writes and is emptied
+ * once it is idle (docs/decisions/0070-wal-kept-while-busy.md), a thread that cannot work gives the checkpoints back
+ * to the connection, and a process killed with SIGKILL while the thread copies keeps every committed row in a sound
+ * file.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -92,56 +94,101 @@ describe('SQLite checkpoints in a worker thread', () => {
     }
   });
 
-  it('the log keeps its size while the store writes, and the thread empties its file once the store is idle', async () => {
-    const path = join(dir, 'idle.db');
+  /**
+   * A SQLite file in WAL mode with the service's log limit, a burst of 500 pages written before the thread starts
+   * (the thread's first look runs on a timer, after the synchronous burst), and its checkpoints with an idle time of
+   * 1 s. → the connection, the insert, the reports, the log file's size and the checkpoints.
+   */
+  function idleStore(name: string) {
+    const path = join(dir, name);
     const sqlite = new SQLite(path);
     sqlite.pragma('journal_mode = WAL');
     sqlite.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`);
     const reports: CheckpointReport[] = [];
     const checkpoints = WalCheckpoints.start(sqlite, path, {
       intervalMs: 10,
-      startPages: 0,
-      idleTruncateMs: 1_000,
+      startPages: 1,
+      idleTruncateMs: IDLE_MS,
       onReport: (report) => reports.push(report),
     });
+    sqlite.exec('create table rows (id integer primary key, body text not null)');
+    const insert = sqlite.prepare('insert into rows (body) values (?)');
+    for (let row = 0; row < 500; row++) insert.run('w'.repeat(4000));
     const logBytes = () => statSync(`${path}-wal`, { throwIfNoEntry: false })?.size ?? 0;
+    return { sqlite, insert, reports, logBytes, checkpoints };
+  }
+  const IDLE_MS = 1_000;
+  const emptied = (reports: CheckpointReport[]) => reports.filter((report) => report.truncated).length;
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  it('the log keeps its size while the store writes, and the thread empties its file once the store is idle', async () => {
+    const { sqlite, insert, reports, logBytes, checkpoints } = idleStore('idle.db');
     try {
-      sqlite.exec('create table rows (id integer primary key, body text not null)');
-      const insert = sqlite.prepare('insert into rows (body) values (?)');
-      for (let row = 0; row < 500; row++) insert.run('w'.repeat(4000));
       const burst = logBytes();
       assert.ok(burst > 500 * 4096, `the burst's log: ${burst} bytes`);
-      // Writes every 20 ms for 2 s, twice the idle time: the store is never idle, the file is never emptied, and
-      // once the log starts over the next writes go over the file's pages instead of growing it.
+      await until(async () => reports.length > 0, 10_000, "the thread's first checkpoint");
+      // Writes every 20 ms for twice the idle time: the store is never idle, the file is never emptied, and once
+      // the log starts over the next writes go over the file's pages instead of growing it.
       const writing = performance.now();
-      while (performance.now() - writing < 2_000) {
+      while (performance.now() - writing < 2 * IDLE_MS) {
         insert.run('s');
-        await new Promise((resolve) => setTimeout(resolve, 20));
+        await sleep(20);
       }
-      assert.deepEqual(
-        reports.filter((report) => report.truncated),
-        [],
-        'no emptying while the store writes',
-      );
+      assert.equal(emptied(reports), 0, 'no emptying while the store writes');
       assert.ok(logBytes() >= burst, `the file kept the burst's size: ${logBytes()} of ${burst} bytes`);
-      const before = reports.length;
-      await until(async () => reports.some((report) => report.truncated), 10_000, 'the idle log emptied');
-      assert.ok(reports.length > before);
+      await until(async () => emptied(reports) === 1, 10_000, 'the idle log emptied');
       assert.equal(logBytes(), 0, 'the file is empty');
-      assert.deepEqual(
-        reports.filter((report) => report.error !== undefined || (report.truncated && report.busy !== 0)),
-        [],
-      );
-      // Once emptied, the thread does not empty it again until the log holds pages anew.
-      const emptied = reports.filter((report) => report.truncated).length;
-      const seen = reports.length;
-      await until(async () => reports.length >= seen + 40, 10_000, 'forty more checkpoints');
-      assert.equal(reports.filter((report) => report.truncated).length, emptied);
+      // An empty log is not emptied again, however long the store stays idle.
+      await sleep(2.5 * IDLE_MS);
+      assert.equal(emptied(reports), 1, 'emptied once');
+      // A new commit writes the log anew, and the next quiet spell empties it again.
       insert.run('after');
+      assert.ok(logBytes() > 0, 'the commit is in the log');
+      await until(async () => emptied(reports) === 2, 10_000, 'the log emptied after the next quiet spell');
+      assert.equal(logBytes(), 0);
       const { n } = sqlite.prepare('select count(*) as n from rows').get() as { n: number };
       assert.ok(n > 500, `every row kept: ${n}`);
-      assert.ok(logBytes() > 0, 'a new commit writes the log again');
+      assert.deepEqual(
+        reports.filter((report) => report.error !== undefined),
+        [],
+      );
     } finally {
+      await checkpoints.stop();
+      sqlite.close();
+    }
+  });
+
+  it('an idle log that a reader still uses is not emptied, and the thread does not wait for the reader', async () => {
+    const { sqlite, reports, logBytes, checkpoints } = idleStore('reader.db');
+    // A read transaction on another connection, begun before the thread copied anything, reads the burst from the
+    // log and keeps its place there (a reader begun after a whole copy reads the database file alone, and an
+    // emptied log would not concern it): emptying the log must wait for it, and the thread waits for no one.
+    const reader = new SQLite(join(dir, 'reader.db'));
+    reader.exec('begin');
+    reader.prepare('select count(*) from rows').get();
+    try {
+      await until(
+        async () => reports.some((report) => report.log > 0 && report.checkpointed === report.log),
+        10_000,
+        'the burst wholly copied',
+      );
+      const before = reports.length;
+      await sleep(2.5 * IDLE_MS);
+      assert.equal(emptied(reports), 0, 'not emptied under the reader');
+      assert.ok(
+        reports.some((report) => report.busy === 1),
+        'the emptying reported busy',
+      );
+      assert.ok(
+        reports.length - before > 50,
+        `the thread kept checkpointing: ${reports.length - before} runs`,
+      );
+      assert.ok(logBytes() > 0);
+      reader.exec('commit');
+      await until(async () => emptied(reports) === 1, 10_000, 'the log emptied once the reader left');
+      assert.equal(logBytes(), 0);
+    } finally {
+      reader.close();
       await checkpoints.stop();
       sqlite.close();
     }
