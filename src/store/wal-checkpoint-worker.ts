@@ -9,7 +9,7 @@ import type { CheckpointReport, CheckpointWorkerData } from './wal-checkpoints.t
  * waiting for the service's connection, which keeps reading and writing meanwhile (SQLite documentation,
  * "Write-Ahead Logging", section "Checkpointing", and `sqlite3_wal_checkpoint_v2`). At most every `intervalMs`, and
  * again at once while the log still holds more than `pages` pages not yet copied. Once the log has stayed wholly
- * copied, with no new page, for `idleTruncateMs`, one `PRAGMA wal_checkpoint(TRUNCATE)` empties its file
+ * copied, with no commit, for `idleTruncateMs`, one `PRAGMA wal_checkpoint(TRUNCATE)` empties its file
  * (docs/decisions/0070-wal-kept-while-busy.md); it waits for no writer (a busy store is not idle: it is tried again
  * after the next quiet spell). A `stop` message closes the connection and ends the thread; every run's figures go to
  * the parent as a {@link CheckpointReport}.
@@ -28,7 +28,8 @@ let timer: NodeJS.Timeout | undefined;
 let stopping = false;
 /**
  * The store's `data_version` at the last run (it moves whenever another connection commits: SQLite documentation,
- * "PRAGMA data_version"), and since when (`performance.now()`, ms) the log has been wholly copied with no commit.
+ * "PRAGMA data_version"; -1 when that run's log was not wholly copied), and since when (`performance.now()`, ms) the
+ * log has been wholly copied with no commit.
  */
 let lastVersion = -1;
 let idleSince = performance.now();
@@ -49,9 +50,11 @@ function checkpoint(mode: 'PASSIVE' | 'TRUNCATE'): CheckpointReport {
  */
 function truncateWhenIdle(report: CheckpointReport): CheckpointReport {
   const now = performance.now();
-  const version = Number(db.pragma('data_version', { simple: true }));
-  const idle =
-    report.busy === 0 && report.log > 0 && report.checkpointed === report.log && version === lastVersion;
+  // The version is read only for a log wholly copied: under writes the thread checkpoints back to back, and a log
+  // still being copied is not idle whatever the version says.
+  const copied = report.busy === 0 && report.log > 0 && report.checkpointed === report.log;
+  const version = copied ? Number(db.pragma('data_version', { simple: true })) : -1;
+  const idle = copied && version === lastVersion;
   lastVersion = version;
   if (!idle) {
     idleSince = now;

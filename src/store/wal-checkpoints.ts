@@ -10,7 +10,7 @@ export interface CheckpointWorkerData {
   intervalMs: number;
   /** Pages of the log not yet copied past which the next checkpoint runs at once. */
   pages: number;
-  /** How long the log must stay wholly copied with no new page before the thread empties its file, ms. */
+  /** How long the log must stay wholly copied with no commit before the thread empties its file, ms. */
   idleTruncateMs: number;
 }
 
@@ -55,7 +55,7 @@ export const START_PAGES = 100;
 export const SAFETY_CHECKPOINT_PAGES = 50_000;
 
 /**
- * How long the log must stay wholly copied with no new page before the thread empties its file, ms: 60 s
+ * How long the log must stay wholly copied with no commit before the thread empties its file, ms: 60 s
  * (docs/decisions/0070-wal-kept-while-busy.md). While the service writes, the log's file keeps the size a burst gave
  * it, so the next burst writes over pages the system already holds instead of growing the file again; once the store
  * has been quiet this long the thread gives the space back (`PRAGMA wal_checkpoint(TRUNCATE)`).
@@ -69,7 +69,7 @@ export interface WalCheckpointOptions {
   /** Log pages not yet copied past which the next checkpoint runs at once (default {@link CHECKPOINT_PAGES}). */
   pages?: number;
   /**
-   * How long the log must stay wholly copied with no new page before the thread empties its file, ms (default
+   * How long the log must stay wholly copied with no commit before the thread empties its file, ms (default
    * {@link IDLE_TRUNCATE_MS}).
    */
   idleTruncateMs?: number;
