@@ -166,16 +166,14 @@ export class MessagingService {
     if (earlier) return this.#outcomeOf(earlier);
     await this.#requireRegistered(instance, session, input.phone);
     const job = await this.#job(instance, session, input, await content(), 'sync', null, fixedId);
-    const claimed = { ...job, claimedBy: this.#queue.nodeId };
-    let now = false;
+    let outcome: () => Promise<SentMessage>;
     try {
-      now = await this.#queue.canRelayNow(instance.id);
-      await this.#queue.store(now ? claimed : job);
+      outcome = await this.#queue.storeSync(session, job);
     } catch (error) {
       // The same forward stored meanwhile (its first try still running here): answer for that job.
       return this.#outcomeOf(await this.#storedEarlier(job, fixedId, error));
     }
-    return now ? this.#queue.relayNow(session, toClaimed(claimed)) : this.#queue.waitFor(job);
+    return outcome();
   }
 
   /** The job an earlier forward of the same request stored under `id` (the forward's fixed id), if any. */
@@ -359,26 +357,4 @@ export class MessagingService {
       throw new DomainError('not_registered', `recipient ${address} is not registered on the platform`);
     }
   }
-}
-
-/** The stored form of a job inserted already claimed (`sending`, attempt 1). */
-function toClaimed(job: NewSendJob & { claimedBy: string }): SendJob {
-  return {
-    instanceId: job.instanceId,
-    id: job.id,
-    seq: job.seq,
-    chat: job.chat,
-    kind: job.kind,
-    payload: job.payload,
-    mode: job.mode,
-    status: 'sending',
-    runAt: job.runAt,
-    sendAt: job.sendAt,
-    attempts: 1,
-    maxAttempts: job.maxAttempts,
-    lastError: null,
-    lockedBy: job.claimedBy,
-    createdAt: job.now,
-    sentAt: null,
-  };
 }

@@ -9,17 +9,16 @@ import type { EventProjection } from '../events/recorder.ts';
 import type { Database } from '../store/schema.ts';
 import {
   claimNextSendJob,
-  finishSendJob,
   instancesWithDueJobs,
   nextPendingRunAt,
   reclaimSendingJobs,
 } from '../store/send-job-claims.ts';
-import { markSendJobNewChat, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
+import { claimedSendJob, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
 import type { StoredPacing } from '../store/send-pacing.ts';
 import { RelayFailures } from './failures.ts';
 import { GroupInsert } from './group-insert.ts';
 import { PaceKeeper } from './pause.ts';
-import { decodeSendPayload } from './payload.ts';
+import { JobRelay } from './relay.ts';
 import { type Runner, Runners } from './runners.ts';
 import { SentMarks } from './sent-marks.ts';
 import { SendWaiters } from './waiters.ts';
@@ -59,13 +58,13 @@ function yieldToIo(): Promise<void> {
  * the instance's queue until its end. A synchronous send whose queue is idle, unpaced and unpaused relays at once
  * (stored already claimed); otherwise it waits its turn. It is also a projection of the event recorder: a committed
  * login wakes the instance's queue. Its parts: the group insert of new jobs (group-insert.ts), the waiting requests
- * (waiters.ts), the pace and pauses (pause.ts), the fate of a failed relay (failures.ts), the jobs marked sent in
- * the recorder's transactions (sent-marks.ts) and each instance's queue state and wake timer (runners.ts).
+ * (waiters.ts), the pace and pauses (pause.ts), one job's relay (relay.ts) and the fate of a failed one
+ * (failures.ts), the jobs marked sent in the recorder's transactions (sent-marks.ts) and each instance's queue state
+ * and wake timer (runners.ts).
  */
 export class SendQueue implements EventProjection {
   readonly name = 'send-queue';
   readonly #deps: SendQueueDeps;
-  readonly #random: () => number;
   /** The queue state of each instance this process was asked to send for (runners.ts). */
   readonly #runners: Runners;
   /** The requests waiting for their job's outcome (waiters.ts). */
@@ -74,8 +73,8 @@ export class SendQueue implements EventProjection {
   readonly #pace: PaceKeeper;
   /** The group commit of new jobs (group-insert.ts). */
   readonly #inserts: GroupInsert;
-  /** What becomes of a job whose relay failed or must wait (failures.ts). */
-  readonly #failures: RelayFailures;
+  /** The relay of one claimed job and its outcome (relay.ts). */
+  readonly #jobs: JobRelay;
   #sweep: NodeJS.Timeout | undefined;
   #stopped = false;
   readonly #inFlight = new Set<Promise<void>>();
@@ -88,7 +87,6 @@ export class SendQueue implements EventProjection {
   constructor(deps: SendQueueDeps) {
     this.#deps = deps;
     this.nodeId = deps.nodeId;
-    this.#random = deps.random ?? Math.random;
     this.#inserts = new GroupInsert(deps.db);
     this.#runners = new Runners(deps.clock, (instanceId) => this.wake(instanceId));
     this.#pace = new PaceKeeper({
@@ -97,7 +95,7 @@ export class SendQueue implements EventProjection {
       logger: deps.logger,
       report: (instanceId, report) => this.report(instanceId, report),
     });
-    this.#failures = new RelayFailures({
+    const failures = new RelayFailures({
       db: deps.db,
       clock: deps.clock,
       nodeId: deps.nodeId,
@@ -105,6 +103,17 @@ export class SendQueue implements EventProjection {
       pace: this.#pace,
       report: (instanceId, report) => this.report(instanceId, report),
       schedule: (instanceId, delayMs) => this.#runners.schedule(instanceId, delayMs),
+    });
+    this.#jobs = new JobRelay({
+      db: deps.db,
+      clock: deps.clock,
+      nodeId: deps.nodeId,
+      random: deps.random ?? Math.random,
+      runners: this.#runners,
+      pace: this.#pace,
+      failures,
+      sentMarks: this.#sentMarks,
+      waiters: this.#waiters,
     });
   }
 
@@ -189,7 +198,7 @@ export class SendQueue implements EventProjection {
    * drained once since this process took the instance and no job submitted since is waiting to be claimed, and no
    * pace is set (a pause does not hold synchronous sends).
    */
-  async canRelayNow(instanceId: string): Promise<boolean> {
+  async #canRelayNow(instanceId: string): Promise<boolean> {
     const runner = this.#runners.peek(instanceId);
     if (!runner) return false;
     const { pacing } = await this.pacing(instanceId);
@@ -216,15 +225,44 @@ export class SendQueue implements EventProjection {
   }
 
   /**
+   * Stores a synchronous send's job (docs/decisions/0009-sends-as-jobs.md) and returns the wait for its outcome, to
+   * be called at once: when the queue is idle, unpaced and unpaused the row is stored already claimed by this node
+   * and the wait relays it through `session`; otherwise it is stored `pending` and the wait lasts until the queue
+   * relayed it in its turn. An immediate job is held by this process from before its row exists until its relay
+   * ends, so a login committed meanwhile does not hand it back for a second relay ({@link reclaimSendingJobs}).
+   * The wait resolves with the relay's result or rejects with its error (the job is then `failed`).
+   * @throws the store's error (nothing was relayed; store faults as `store_unavailable`,
+   *   docs/decisions/0011-store-faults.md).
+   */
+  async storeSync(session: EngineSession, job: NewSendJob): Promise<() => Promise<SentMessage>> {
+    const { relaying } = this.#runners.get(job.instanceId);
+    relaying.add(job.id);
+    let now = false;
+    try {
+      now = await this.#canRelayNow(job.instanceId);
+      await this.store(now ? { ...job, claimedBy: this.nodeId } : job);
+    } catch (error) {
+      relaying.delete(job.id);
+      throw error;
+    }
+    if (!now) {
+      relaying.delete(job.id);
+      return () => this.waitFor(job);
+    }
+    const claimed = claimedSendJob(job, this.nodeId);
+    return () => this.#relayNow(session, claimed);
+  }
+
+  /**
    * Relays `job` (stored already claimed by this node) at once through `session` and resolves with the result.
    * @throws the relay's error after the job was marked failed.
    */
-  async relayNow(session: EngineSession, job: SendJob): Promise<SentMessage> {
+  async #relayNow(session: EngineSession, job: SendJob): Promise<SentMessage> {
     const done = this.#waiters.await(job);
     // The relay may settle `done` before it returns (a refusal, then the pause's writes): mark it handled now, the
     // caller still gets its result or error below.
     done.catch(() => undefined);
-    await this.#relay(session, job, (await this.pacing(job.instanceId)).pacing);
+    await this.#jobs.relay(session, job, (await this.pacing(job.instanceId)).pacing);
     return done;
   }
 
@@ -281,7 +319,7 @@ export class SendQueue implements EventProjection {
   async #drainOnce(instanceId: string, runner: Runner): Promise<void> {
     const { db, clock } = this.#deps;
     if (!runner.reclaimed) {
-      const handed = await reclaimSendingJobs(db, instanceId, clock());
+      const handed = await reclaimSendingJobs(db, instanceId, clock(), [...runner.relaying]);
       if (handed > 0)
         this.#deps.logger.info(
           { instanceId, jobs: handed },
@@ -304,7 +342,7 @@ export class SendQueue implements EventProjection {
         // platform's own answer.
         const sync = await claimNextSendJob(db, instanceId, this.#deps.nodeId, now, { mode: 'sync' });
         if (sync) {
-          await this.#relay(session, sync, pacing);
+          await this.#jobs.relay(session, sync, pacing);
           continue;
         }
         return this.#runners.schedule(instanceId, pause.until - now);
@@ -322,37 +360,8 @@ export class SendQueue implements EventProjection {
         return;
       }
       runner.queued = Math.max(0, runner.queued - 1);
-      await this.#relay(session, job, pacing);
+      await this.#jobs.relay(session, job, pacing);
     }
-  }
-
-  /** Relays one claimed job and stores its outcome; never throws for the job's own failure. */
-  async #relay(session: EngineSession, job: SendJob, pacing: PacingSettings): Promise<void> {
-    const { db, clock, nodeId } = this.#deps;
-    const runner = this.#runners.get(job.instanceId);
-    const check = await this.#pace.newChatCheck(job, pacing);
-    if (check.hold) {
-      await this.#failures.holdBack(job, check.hold.error, check.hold.runAt);
-      return;
-    }
-    const { opensChat } = check;
-    if (opensChat) await markSendJobNewChat(db, job.instanceId, job.id);
-    let sent: SentMessage;
-    try {
-      sent = await session.send(decodeSendPayload(job.payload, job.id));
-    } catch (error) {
-      await this.#failures.failed(job, error);
-      return;
-    }
-    const at = clock();
-    const interval = pacing.minIntervalMs + Math.round(this.#random() * pacing.jitterMs);
-    runner.nextAllowedAt = interval > 0 ? at + interval : 0;
-    // The job was marked sent, with its MessageStatus event, in the transaction that recorded the message
-    // (derive); a relay whose engine recorded no message of its own is finished here.
-    if (!this.#sentMarks.takeRecorded(job)) {
-      await finishSendJob(db, job.instanceId, job.id, nodeId, { status: 'sent', at, newChat: opensChat });
-    }
-    this.#waiters.settle(job, sent);
   }
 
   /** Records a status report (logged, never thrown, when recording fails). */

@@ -18,6 +18,11 @@ export interface Runner {
   timerAt: number;
   /** Earliest time the pace allows the next relay. */
   nextAllowedAt: number;
+  /**
+   * Ids of the jobs this process holds for a relay that has not ended: an immediate synchronous send's from before
+   * its row is stored claimed, any other's from its claim. Handing `sending` jobs back leaves these.
+   */
+  relaying: Set<string>;
 }
 
 /**
@@ -48,6 +53,7 @@ export class Runners {
         timer: undefined,
         timerAt: 0,
         nextAllowedAt: 0,
+        relaying: new Set(),
       };
       this.#runners.set(instanceId, runner);
     }

@@ -22,8 +22,8 @@ const SENDING = sql.lit<SendJobStatus>('sending');
 
 /**
  * Claims the instance's next due job for node `nodeId`: the oldest `pending` job (by `run_at`, then `seq`) whose
- * `run_at` ≤ `now`, moved to `sending` with its attempt counted, in one statement. `only` limits the claim to jobs of one mode (while
- * the queue is paused, synchronous requests still go). Returns undefined when none is due.
+ * `run_at` ≤ `now`, moved to `sending` with its attempt counted, in one statement. `only` limits the claim to jobs of
+ * one mode (while the queue is paused, synchronous requests still go). Returns undefined when none is due.
  */
 export async function claimNextSendJob(
   db: Kysely<Database>,
@@ -103,20 +103,25 @@ export async function nextPendingRunAt(
 }
 
 /**
- * Hands every `sending` job of the instance back to `pending`: their relay was never confirmed (the node that
- * held them died or lost the instance). Called by the instance's new holder before it claims; the next relay
- * reuses each job's id, so the recipient sees the message once. Returns how many were handed back.
+ * Hands every `sending` job of the instance back to `pending`, except the ids in `keep`: their relay was never
+ * confirmed (the node that held them died or lost the instance). Called by the instance's new holder before it
+ * claims, with the jobs whose relay it is still running as `keep`: handing one of those back would relay it a second
+ * time while the first runs (a first relay the platform refuses, a second it takes, and the request answered with
+ * the refusal). The next relay reuses each job's id, so the recipient sees the message once. Returns how many were
+ * handed back.
  */
 export async function reclaimSendingJobs(
   db: Kysely<Database>,
   instanceId: string,
   now: number,
+  keep: readonly string[] = [],
 ): Promise<number> {
   const result = await db
     .updateTable('send_jobs')
     .set({ status: 'pending', locked_by: null, locked_at: null, updated_at: now })
     .where('instance_id', '=', instanceId)
     .where('status', '=', SENDING)
+    .$if(keep.length > 0, (qb) => qb.where('id', 'not in', keep))
     .executeTakeFirst();
   return Number(result.numUpdatedRows);
 }

@@ -64,6 +64,28 @@ export type NewSendJob = Pick<
   'instanceId' | 'id' | 'seq' | 'chat' | 'kind' | 'payload' | 'mode' | 'runAt' | 'sendAt' | 'maxAttempts'
 > & { now: number; claimedBy?: string };
 
+/** The stored form of `job` inserted already claimed by node `nodeId` (`sending`, attempt 1, never failed). */
+export function claimedSendJob(job: NewSendJob, nodeId: string): SendJob {
+  return {
+    instanceId: job.instanceId,
+    id: job.id,
+    seq: job.seq,
+    chat: job.chat,
+    kind: job.kind,
+    payload: job.payload,
+    mode: job.mode,
+    status: 'sending',
+    runAt: job.runAt,
+    sendAt: job.sendAt,
+    attempts: 1,
+    maxAttempts: job.maxAttempts,
+    lastError: null,
+    lockedBy: nodeId,
+    createdAt: job.now,
+    sentAt: null,
+  };
+}
+
 /** Stores a new job (`pending`, or `sending` held by `claimedBy`). @throws on a duplicate id (a bug). */
 export async function insertSendJob(db: Kysely<Database>, job: NewSendJob): Promise<void> {
   await insertSendJobs(db, [job]);

@@ -6,7 +6,7 @@ import type { OutgoingMessage, SentMessage } from '../../src/domain/messages.ts'
 import type { EngineSession } from '../../src/engines/engine.ts';
 import { encodeSendPayload } from '../../src/sends/payload.ts';
 import { SendQueue, type SendStatusReport } from '../../src/sends/queue.ts';
-import { insertSendJob } from '../../src/store/send-jobs.ts';
+import { insertSendJob, type NewSendJob } from '../../src/store/send-jobs.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
@@ -27,6 +27,9 @@ for (const dialect of testDialects()) {
     const reports: SendStatusReport[] = [];
     const relayed: string[] = [];
     let refuse: DomainError | undefined;
+    /** Holds the next relay of this job id until released (its relay has started then). */
+    let gate: { id: string; started: boolean; released: Promise<void> } | undefined;
+    let session: EngineSession;
     let queue: SendQueue;
 
     const addJob = async (id: string, status?: 'sending') => {
@@ -47,6 +50,23 @@ for (const dialect of testDialects()) {
         ...(status ? { claimedBy: 'a-dead-node' } : {}),
       });
     };
+    const syncJob = (id: string): NewSendJob => {
+      const now = t.clock();
+      seq += 1;
+      return {
+        instanceId: t.instance.id,
+        id,
+        seq,
+        chat: CHAT,
+        kind: 'text',
+        payload: encodeSendPayload({ to: CHAT, content: { kind: 'text', text: id, linkPreview: false } }),
+        mode: 'sync',
+        runAt: now,
+        sendAt: null,
+        maxAttempts: 1,
+        now,
+      };
+    };
     const status = async (id: string) =>
       await t.services.store.db
         .selectFrom('send_jobs')
@@ -57,7 +77,11 @@ for (const dialect of testDialects()) {
     before(async () => {
       t = await createTestApp({ dialect });
       t.clock.set(T0);
-      const session = fakeSession(async (message) => {
+      session = fakeSession(async (message) => {
+        if (gate && gate.id === message.id && !gate.started) {
+          gate.started = true;
+          await gate.released;
+        }
         if (refuse) {
           const error = refuse;
           refuse = undefined;
@@ -154,6 +178,55 @@ for (const dialect of testDialects()) {
           at: t.clock(),
         },
       ]);
+    });
+
+    it('a login committed while a synchronous send relays at once leaves that job alone: relayed once', async () => {
+      // The queue relays a synchronous send at once (stored claimed) once it drained with nothing due.
+      let probes = 0;
+      await eventually('a synchronous send relayed at once', async () => {
+        probes += 1;
+        const probe = syncJob(`3EB0PROBE${String(probes).padStart(13, '0')}`);
+        const wait = await queue.storeSync(session, probe);
+        const stored = (await status(probe.id)).status;
+        await wait();
+        return stored === 'sending';
+      });
+      let release: () => void = () => undefined;
+      const released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      gate = { id: '3EB0DDDDDDDDDDDDDDDDDD', started: false, released };
+      const wait = await queue.storeSync(session, syncJob('3EB0DDDDDDDDDDDDDDDDDD'));
+      assert.equal((await status('3EB0DDDDDDDDDDDDDDDDDD')).status, 'sending', 'stored claimed');
+      const outcome = wait();
+      await eventually('the relay under way', () => gate?.started);
+      // A login commits meanwhile (a reconnect): the queue hands back the `sending` jobs it holds no relay of, then
+      // relays what is due (a queued job stored after it).
+      queue.afterCommit(t.instance.id, {
+        type: 'connection',
+        state: { connected: true, loggedIn: true, jid: null, phone: null, pushName: null },
+      });
+      await addJob('3EB0EEEEEEEEEEEEEEEEEE');
+      queue.wake(t.instance.id);
+      await eventually(
+        'the queued job relayed after the hand-back',
+        async () => (await status('3EB0EEEEEEEEEEEEEEEEEE')).status === 'sent',
+      );
+      const held = await status('3EB0DDDDDDDDDDDDDDDDDD');
+      assert.deepEqual(
+        [held.status, held.attempts, held.locked_by],
+        ['sending', 1, 'this-node'],
+        'not handed back',
+      );
+      release();
+      assert.equal((await outcome).id, '3EB0DDDDDDDDDDDDDDDDDD');
+      assert.deepEqual(
+        relayed.filter((id) => id === '3EB0DDDDDDDDDDDDDDDDDD' || id === '3EB0EEEEEEEEEEEEEEEEEE'),
+        ['3EB0EEEEEEEEEEEEEEEEEE', '3EB0DDDDDDDDDDDDDDDDDD'],
+        'the held job relayed once, by its own request',
+      );
+      const sent = await status('3EB0DDDDDDDDDDDDDDDDDD');
+      assert.deepEqual([sent.status, sent.attempts], ['sent', 1]);
     });
   });
 }

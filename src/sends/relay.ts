@@ -1,0 +1,91 @@
+import type { Kysely } from 'kysely';
+import type { Clock } from '../domain/clock.ts';
+import type { SentMessage } from '../domain/messages.ts';
+import type { PacingSettings } from '../domain/sends.ts';
+import type { EngineSession } from '../engines/engine.ts';
+import type { Database } from '../store/schema.ts';
+import { finishSendJob } from '../store/send-job-claims.ts';
+import { markSendJobNewChat, type SendJob } from '../store/send-jobs.ts';
+import type { RelayFailures } from './failures.ts';
+import type { PaceKeeper } from './pause.ts';
+import { decodeSendPayload } from './payload.ts';
+import type { Runners } from './runners.ts';
+import type { SentMarks } from './sent-marks.ts';
+import type { SendWaiters } from './waiters.ts';
+
+/** What a {@link JobRelay} needs from the send queue (queue.ts `SendQueue`). */
+export interface JobRelayDeps {
+  db: Kysely<Database>;
+  clock: Clock;
+  /** This node's id: the `locked_by` of the jobs it finishes. */
+  nodeId: string;
+  /** Random source in [0, 1) for the pace's jitter. */
+  random: () => number;
+  /** Each instance's queue state: the jobs held for a relay, the pace's next allowed time. */
+  runners: Runners;
+  /** The instances' pace, new-chat limits and pauses. */
+  pace: PaceKeeper;
+  /** What becomes of a relay that failed or must wait. */
+  failures: RelayFailures;
+  /** The jobs marked sent in the recorder's transactions. */
+  sentMarks: SentMarks;
+  /** The requests waiting for a job's outcome. */
+  waiters: SendWaiters;
+}
+
+/**
+ * The relay of one claimed send job and its outcome (docs/decisions/0009-sends-as-jobs.md, 0013-pacing.md): the
+ * daily new-chat limit first (held back until the limit allows), then the engine's send under the job's own id,
+ * the pace's next allowed time, the job finished `sent` (unless the recorder's transaction marked it already), and
+ * the waiting request answered; a failure goes to {@link RelayFailures}. The job is held by this process while its
+ * relay runs, so a login's hand-back of `sending` jobs (store/send-job-claims.ts `reclaimSendingJobs`) leaves it.
+ */
+export class JobRelay {
+  readonly #deps: JobRelayDeps;
+
+  /** Cheap, no I/O. */
+  constructor(deps: JobRelayDeps) {
+    this.#deps = deps;
+  }
+
+  /**
+   * Relays `job` (claimed by this node) through `session` under `pacing` and stores its outcome.
+   * Never throws for the job's own failure (it is held back or failed); throws the store's error when finishing it.
+   */
+  async relay(session: EngineSession, job: SendJob, pacing: PacingSettings): Promise<void> {
+    const { relaying } = this.#deps.runners.get(job.instanceId);
+    relaying.add(job.id);
+    try {
+      await this.#relayHeld(session, job, pacing);
+    } finally {
+      relaying.delete(job.id);
+    }
+  }
+
+  async #relayHeld(session: EngineSession, job: SendJob, pacing: PacingSettings): Promise<void> {
+    const { db, clock, nodeId, pace, failures } = this.#deps;
+    const check = await pace.newChatCheck(job, pacing);
+    if (check.hold) {
+      await failures.holdBack(job, check.hold.error, check.hold.runAt);
+      return;
+    }
+    const { opensChat } = check;
+    if (opensChat) await markSendJobNewChat(db, job.instanceId, job.id);
+    let sent: SentMessage;
+    try {
+      sent = await session.send(decodeSendPayload(job.payload, job.id));
+    } catch (error) {
+      await failures.failed(job, error);
+      return;
+    }
+    const at = clock();
+    const interval = pacing.minIntervalMs + Math.round(this.#deps.random() * pacing.jitterMs);
+    this.#deps.runners.get(job.instanceId).nextAllowedAt = interval > 0 ? at + interval : 0;
+    // The job was marked sent, with its MessageStatus event, in the transaction that recorded the message
+    // (derive); a relay whose engine recorded no message of its own is finished here.
+    if (!this.#deps.sentMarks.takeRecorded(job)) {
+      await finishSendJob(db, job.instanceId, job.id, nodeId, { status: 'sent', at, newChat: opensChat });
+    }
+    this.#deps.waiters.settle(job, sent);
+  }
+}
