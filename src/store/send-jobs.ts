@@ -66,24 +66,7 @@ export type NewSendJob = Pick<
 
 /** The stored form of `job` inserted already claimed by node `nodeId` (`sending`, attempt 1, never failed). */
 export function claimedSendJob(job: NewSendJob, nodeId: string): SendJob {
-  return {
-    instanceId: job.instanceId,
-    id: job.id,
-    seq: job.seq,
-    chat: job.chat,
-    kind: job.kind,
-    payload: job.payload,
-    mode: job.mode,
-    status: 'sending',
-    runAt: job.runAt,
-    sendAt: job.sendAt,
-    attempts: 1,
-    maxAttempts: job.maxAttempts,
-    lastError: null,
-    lockedBy: nodeId,
-    createdAt: job.now,
-    sentAt: null,
-  };
+  return toJob({ ...newJobRow({ ...job, claimedBy: nodeId }), new_chat: 0 });
 }
 
 /** Stores a new job (`pending`, or `sending` held by `claimedBy`). @throws on a duplicate id (a bug). */
@@ -97,33 +80,32 @@ export async function insertSendJob(db: Kysely<Database>, job: NewSendJob): Prom
  */
 export async function insertSendJobs(db: Kysely<Database>, jobs: readonly NewSendJob[]): Promise<void> {
   if (jobs.length === 0) return;
-  await INSERT_SEND_JOBS.run(
-    db,
-    {},
-    jobs.map((job) => {
-      const claimed = job.claimedBy !== undefined;
-      return {
-        instance_id: job.instanceId,
-        id: job.id,
-        seq: job.seq,
-        chat: job.chat,
-        kind: job.kind,
-        payload: job.payload,
-        mode: job.mode,
-        status: claimed ? 'sending' : 'pending',
-        run_at: job.runAt,
-        send_at: job.sendAt,
-        attempts: claimed ? 1 : 0,
-        max_attempts: job.maxAttempts,
-        last_error: null,
-        locked_by: job.claimedBy ?? null,
-        locked_at: claimed ? job.now : null,
-        created_at: job.now,
-        updated_at: job.now,
-        sent_at: null,
-      };
-    }),
-  );
+  await INSERT_SEND_JOBS.run(db, {}, jobs.map(newJobRow));
+}
+
+/** The row a new job is stored as (`new_chat` keeps its default). */
+function newJobRow(job: NewSendJob): Omit<Selectable<SendJobsTable>, 'new_chat'> {
+  const claimed = job.claimedBy !== undefined;
+  return {
+    instance_id: job.instanceId,
+    id: job.id,
+    seq: job.seq,
+    chat: job.chat,
+    kind: job.kind,
+    payload: job.payload,
+    mode: job.mode,
+    status: claimed ? 'sending' : 'pending',
+    run_at: job.runAt,
+    send_at: job.sendAt,
+    attempts: claimed ? 1 : 0,
+    max_attempts: job.maxAttempts,
+    last_error: null,
+    locked_by: job.claimedBy ?? null,
+    locked_at: claimed ? job.now : null,
+    created_at: job.now,
+    updated_at: job.now,
+    sent_at: null,
+  };
 }
 
 /**

@@ -32,25 +32,8 @@ for (const dialect of testDialects()) {
     let session: EngineSession;
     let queue: SendQueue;
 
-    const addJob = async (id: string, status?: 'sending') => {
-      const now = t.clock();
-      seq += 1;
-      await insertSendJob(t.services.store.db, {
-        instanceId: t.instance.id,
-        id,
-        seq,
-        chat: CHAT,
-        kind: 'text',
-        payload: encodeSendPayload({ to: CHAT, content: { kind: 'text', text: id, linkPreview: false } }),
-        mode: 'async',
-        runAt: now,
-        sendAt: null,
-        maxAttempts: 25,
-        now,
-        ...(status ? { claimedBy: 'a-dead-node' } : {}),
-      });
-    };
-    const syncJob = (id: string): NewSendJob => {
+    /** A new text job to CHAT (synchronous: one attempt; queued: 25). */
+    const newJob = (id: string, mode: 'sync' | 'async'): NewSendJob => {
       const now = t.clock();
       seq += 1;
       return {
@@ -60,13 +43,21 @@ for (const dialect of testDialects()) {
         chat: CHAT,
         kind: 'text',
         payload: encodeSendPayload({ to: CHAT, content: { kind: 'text', text: id, linkPreview: false } }),
-        mode: 'sync',
+        mode,
         runAt: now,
         sendAt: null,
-        maxAttempts: 1,
+        maxAttempts: mode === 'sync' ? 1 : 25,
         now,
       };
     };
+    /** Stores a queued job, or one left `sending` by a dead node. */
+    const addJob = async (id: string, status?: 'sending') => {
+      await insertSendJob(t.services.store.db, {
+        ...newJob(id, 'async'),
+        ...(status ? { claimedBy: 'a-dead-node' } : {}),
+      });
+    };
+    const syncJob = (id: string) => newJob(id, 'sync');
     const status = async (id: string) =>
       await t.services.store.db
         .selectFrom('send_jobs')
