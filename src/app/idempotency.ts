@@ -2,6 +2,7 @@ import { createHash, type Hash, randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../domain/clock.ts';
 import { DomainError, errors } from '../domain/errors.ts';
+import { extended } from '../domain/objects.ts';
 import { PeriodicJob } from '../ops/periodic-job.ts';
 import type { Store } from '../store/database.ts';
 import {
@@ -132,14 +133,16 @@ export class IdempotencyService {
   async begin(id: IdempotencyKeyId, fingerprint: string): Promise<IdempotencyStart> {
     const now = this.#clock();
     const token = randomUUID();
-    const outcome = await claimIdempotencyKey(this.#store.db, {
-      ...id,
-      fingerprint,
-      token,
-      now,
-      lockedUntil: now + this.#lockMs,
-      expiresAt: now + this.#ttlMs,
-    });
+    const outcome = await claimIdempotencyKey(
+      this.#store.db,
+      extended(id, {
+        fingerprint,
+        token,
+        now,
+        lockedUntil: now + this.#lockMs,
+        expiresAt: now + this.#ttlMs,
+      }),
+    );
     if (!outcome.claimed) {
       const { existing } = outcome;
       if (existing.fingerprint !== fingerprint) throw new DomainError('mismatch', REUSED_MESSAGE);

@@ -8,6 +8,7 @@ import type {
   PollVote,
   SessionStatusKind,
 } from '../domain/messages.ts';
+import { extended } from '../domain/objects.ts';
 import { type CallEvent, callEvent } from './call-event.ts';
 import { type GroupUpdateEvent, groupUpdateEvent } from './group-update.ts';
 
@@ -208,10 +209,10 @@ export function messageBody(content: MessageContent): MessageBody {
       body.videoMessage = media(content);
       break;
     case 'audio':
-      body.audioMessage = { ...media(content), ptt: content.ptt ?? true };
+      body.audioMessage = extended(media(content), { ptt: content.ptt ?? true });
       break;
     case 'document':
-      body.documentMessage = { ...media(content), fileName: content.fileName ?? 'file' };
+      body.documentMessage = extended(media(content), { fileName: content.fileName ?? 'file' });
       break;
     case 'sticker':
       body.stickerMessage = media(content);
@@ -244,11 +245,14 @@ export function messageBody(content: MessageContent): MessageBody {
   }
   const forwarded = content.forwardingScore !== undefined && content.forwardingScore > 0;
   if (content.quotedId !== undefined || (content.mentions?.length ?? 0) > 0 || forwarded) {
-    body.contextInfo = {
-      ...(content.quotedId === undefined ? {} : { stanzaId: content.quotedId }),
-      ...(content.mentions?.length ? { mentionedJid: [...content.mentions] } : {}),
-      ...(forwarded ? { isForwarded: true as const, forwardingScore: content.forwardingScore } : {}),
-    };
+    const context: NonNullable<MessageBody['contextInfo']> = {};
+    if (content.quotedId !== undefined) context.stanzaId = content.quotedId;
+    if (content.mentions?.length) context.mentionedJid = [...content.mentions];
+    if (forwarded) {
+      context.isForwarded = true;
+      context.forwardingScore = content.forwardingScore;
+    }
+    body.contextInfo = context;
   }
   return body;
 }
@@ -368,5 +372,5 @@ export function normaliseEvent(event: EngineEvent, mediaUrl?: MediaUrlOf): Norma
  * @param sequence the per-instance event number (≥ 1).
  */
 export function webhookBody(normalised: NormalisedEvent, instanceId: string, sequence: number): string {
-  return JSON.stringify({ ...normalised, instanceId, sequence });
+  return JSON.stringify(extended(normalised, { instanceId, sequence }));
 }

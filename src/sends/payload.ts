@@ -1,4 +1,5 @@
 import type { OutgoingContent, OutgoingMessage } from '../domain/messages.ts';
+import { extended } from '../domain/objects.ts';
 
 /**
  * How a send job stores the message it relays (docs/decisions/0009-sends-as-jobs.md): the `OutgoingMessage` as
@@ -18,7 +19,7 @@ export function encodeSendPayload(message: OutgoingMessage): string {
     data: content.media.data.toString('base64'),
     mimetype: content.media.mimetype,
   };
-  return JSON.stringify({ ...rest, content: { ...content, media } });
+  return JSON.stringify(extended(rest, { content: extended(content, { media }) }));
 }
 
 function isMedia(value: unknown): value is { data: Buffer; mimetype: string } {
@@ -42,10 +43,9 @@ export function decodeSendPayload(payload: string, id: string): OutgoingMessage 
   const content = parsed.content;
   const restored =
     'media' in content && content.media !== undefined && typeof content.media.data === 'string'
-      ? {
-          ...content,
+      ? extended(content, {
           media: { data: Buffer.from(content.media.data, 'base64'), mimetype: content.media.mimetype },
-        }
+        })
       : content;
-  return { ...parsed, content: restored as OutgoingContent, id };
+  return extended(parsed, { content: restored as OutgoingContent, id });
 }

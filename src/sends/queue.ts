@@ -3,6 +3,7 @@ import type { Kysely, Transaction } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
 import type { DomainError } from '../domain/errors.ts';
 import type { EngineEvent, SentMessage } from '../domain/messages.ts';
+import { extended } from '../domain/objects.ts';
 import type { PacingSettings, SendPause } from '../domain/sends.ts';
 import type { EngineSession } from '../engines/engine.ts';
 import type { EventProjection } from '../events/recorder.ts';
@@ -240,7 +241,7 @@ export class SendQueue implements EventProjection {
     let now = false;
     try {
       now = await this.#canRelayNow(job.instanceId);
-      await this.store(now ? { ...job, claimedBy: this.nodeId } : job);
+      await this.store(now ? extended(job, { claimedBy: this.nodeId }) : job);
     } catch (error) {
       relaying.delete(job.id);
       throw error;

@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type EngineEvent, eventLogFields } from '../domain/messages.ts';
+import { extended } from '../domain/objects.ts';
 import { isStoreUnavailableError } from '../store/faults.ts';
 
 /**
@@ -129,7 +130,7 @@ export async function recordWithRetry(
       await context.emit(event);
       if (attempt > 1)
         context.logger.info(
-          { ...eventLogFields(event), attempts: attempt },
+          extended(eventLogFields(event), { attempts: attempt }),
           'recorded an event after retrying',
         );
       return;

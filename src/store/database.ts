@@ -81,8 +81,8 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
       config.path === ':memory:'
         ? undefined
         : WalCheckpoints.start(sqlite, config.path, {
-            ...(options.onConnectionError === undefined ? {} : { onFailure: options.onConnectionError }),
-            ...(options.onCheckpoint === undefined ? {} : { onReport: options.onCheckpoint }),
+            onFailure: options.onConnectionError,
+            onReport: options.onCheckpoint,
           });
     const dialect = new SqliteDialect({ database: cachingStatements(sqlite) });
     const db = new Kysely<Database>({ dialect: faultAwareDialect(dialect, options.faults) });

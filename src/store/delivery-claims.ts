@@ -1,5 +1,6 @@
 import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
 import type { DatabaseConfig } from '../config/config.ts';
+import { extended } from '../domain/objects.ts';
 import { compiledListStatement } from './compiled.ts';
 import {
   LOCK_DUE,
@@ -141,7 +142,7 @@ export async function claimDeliveriesIn(
   // A round that failed exhausted deliveries is followed by another for the capacity left: each such round
   // fails at least one pending row, so the loop ends.
   for (;;) {
-    const heads = await lockDue(trx, dialect, { ...options, limit: options.limit - lanes });
+    const heads = await lockDue(trx, dialect, extended(options, { limit: options.limit - lanes }));
     if (heads.length === 0) break;
     const exhausted = heads.filter((row) => row.attempts > row.max_attempts);
     const usable = heads.filter((row) => row.attempts <= row.max_attempts);
@@ -197,8 +198,8 @@ function lockDue(
     instances === undefined
       ? LOCK_DUE[dialect].run(trx, args, limit)
       : dialect === 'sqlite'
-        ? LOCK_DUE_OF.sqlite.run(trx, { ...args, instances: JSON.stringify(instances) }, limit)
-        : LOCK_DUE_OF.postgres.run(trx, { ...args, instances }, limit);
+        ? LOCK_DUE_OF.sqlite.run(trx, extended(args, { instances: JSON.stringify(instances) }), limit)
+        : LOCK_DUE_OF.postgres.run(trx, extended(args, { instances }), limit);
   return run.then((result) => result.rows);
 }
 

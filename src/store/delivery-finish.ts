@@ -1,5 +1,6 @@
 import type { Kysely, Transaction } from 'kysely';
 import type { DatabaseConfig } from '../config/config.ts';
+import { extended } from '../domain/objects.ts';
 import { compiledStatement } from './compiled.ts';
 import { ATTEMPT_EXISTS, deliveredInOneStatement, type NextAttempt, startNext } from './delivery-next.ts';
 import type { Database } from './schema.ts';
@@ -204,17 +205,17 @@ export async function finishAttemptIn(trx: Transaction<Database>, input: FinishI
     }
     case 'retry':
       result = await update()
-        .set({ ...base, run_at: outcome.runAt })
+        .set(extended(base, { run_at: outcome.runAt }))
         .executeTakeFirst();
       break;
     case 'failed':
       result = await update()
-        .set({ ...base, status: 'failed' })
+        .set(extended(base, { status: 'failed' }))
         .executeTakeFirst();
       break;
     case 'gone':
       result = await update()
-        .set({ ...base, status: 'failed' })
+        .set(extended(base, { status: 'failed' }))
         .executeTakeFirst();
       if (result.numUpdatedRows > 0n && endpointId !== '') {
         // An endpoint's 410 disables that endpoint only (docs/decisions/0035-webhook-endpoints.md).

@@ -1,4 +1,5 @@
 import type { Kysely, Transaction } from 'kysely';
+import { extended } from '../domain/objects.ts';
 import type { AuthStateStore } from '../engines/engine.ts';
 import type { SecretBox } from '../security/secrets.ts';
 import { compiledListStatement, compiledStatement } from './compiled.ts';
@@ -66,7 +67,7 @@ export class SqlAuthStateStore implements AuthStateStore {
     const write = async (trx: Transaction<Database>): Promise<void> => {
       for (const { key, value } of sealed) {
         if (value === null) await DELETE_KEY.run(trx, key);
-        else await PUT_KEY.run(trx, { ...key, value, at });
+        else await PUT_KEY.run(trx, extended(key, { value, at }));
       }
     };
     if (this.#turn === undefined) await this.#db.transaction().execute(write);

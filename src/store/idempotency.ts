@@ -1,4 +1,5 @@
 import type { Kysely, Updateable } from 'kysely';
+import { extended } from '../domain/objects.ts';
 import type { Database, IdempotencyKeysTable } from './schema.ts';
 
 /**
@@ -57,8 +58,7 @@ const where = (id: IdempotencyKeyId) => ({ org_id: id.orgId, env: id.env, key: i
  * @throws the driver's error when the store fails.
  */
 export async function claimIdempotencyKey(db: Kysely<Database>, input: ClaimInput): Promise<ClaimOutcome> {
-  const row = {
-    ...where(input),
+  const row = extended(where(input), {
     fingerprint: input.fingerprint,
     token: input.token,
     locked_until: input.lockedUntil,
@@ -67,7 +67,7 @@ export async function claimIdempotencyKey(db: Kysely<Database>, input: ClaimInpu
     body: null,
     created_at: input.now,
     expires_at: input.expiresAt,
-  };
+  });
   // A row deleted between the statements (its claim released) is tried again; three rounds settle any race.
   for (let round = 0; round < 3; round++) {
     const inserted = await db

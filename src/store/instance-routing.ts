@@ -1,6 +1,7 @@
 import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
 import { BoundedMap } from '../domain/bounded-map.ts';
 import type { Instance } from '../domain/instance.ts';
+import { extended } from '../domain/objects.ts';
 import { compiledStatement } from './compiled.ts';
 import { type InstanceColumns, toInstance } from './instances.ts';
 import type { Database } from './schema.ts';
@@ -238,10 +239,9 @@ export async function routeAndAdvance(
     };
     known.set(id, kept);
   }
-  return {
-    ...kept.routing,
+  return extended(kept.routing, {
     last: Number(state.last_sequence),
     disabledAt: toIso(state.disabled_at),
     disabledReason: state.disabled_reason,
-  };
+  });
 }

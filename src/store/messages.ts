@@ -7,6 +7,7 @@ import type {
   MessageKind,
   MessageUpdate,
 } from '../domain/messages.ts';
+import { extended } from '../domain/objects.ts';
 import { chunksOf, compiledListStatement, ROWS_PER_INSERT } from './compiled.ts';
 import type { ChatPeersTable, Database, MessagesTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
@@ -316,9 +317,10 @@ export async function applyMessageUpdate(
   update: MessageUpdate,
 ): Promise<boolean> {
   return changeContent(db, instanceId, update.messageId, (content) => {
-    if (update.kind === 'edit') return { ...content, text: update.text ?? '', editedAt: update.timestamp };
+    if (update.kind === 'edit')
+      return extended(content, { text: update.text ?? '', editedAt: update.timestamp });
     const { text: _text, mentions: _mentions, poll: _poll, ...rest } = content;
-    return { ...rest, deletedAt: update.timestamp };
+    return extended(rest, { deletedAt: update.timestamp });
   });
 }
 
@@ -375,5 +377,5 @@ export async function setMessageDownload(
   id: string,
   download: string,
 ): Promise<boolean> {
-  return changeContent(db, instanceId, id, (content) => ({ ...content, download }));
+  return changeContent(db, instanceId, id, (content) => extended(content, { download }));
 }

@@ -1,4 +1,5 @@
 import { type Kysely, type Selectable, sql } from 'kysely';
+import { extended } from '../domain/objects.ts';
 import type { SendJobStatus, SendMode } from '../domain/sends.ts';
 import { compiledStatement } from './compiled.ts';
 import type { Database, SendJobsTable } from './schema.ts';
@@ -144,10 +145,10 @@ export async function finishSendJob(
   const base = { locked_by: null, locked_at: null, updated_at: outcome.at };
   const set =
     outcome.status === 'sent'
-      ? { ...base, status: 'sent', sent_at: outcome.at, new_chat: outcome.newChat ? 1 : 0 }
+      ? extended(base, { status: 'sent', sent_at: outcome.at, new_chat: outcome.newChat ? 1 : 0 })
       : outcome.status === 'failed'
-        ? { ...base, status: 'failed', last_error: outcome.error }
-        : { ...base, status: 'pending', run_at: outcome.runAt, last_error: outcome.error };
+        ? extended(base, { status: 'failed', last_error: outcome.error })
+        : extended(base, { status: 'pending', run_at: outcome.runAt, last_error: outcome.error });
   const result = await db
     .updateTable('send_jobs')
     .set(set)

@@ -1,4 +1,5 @@
 import type { Insertable, Kysely, Selectable } from 'kysely';
+import { extended } from '../domain/objects.ts';
 import type { SendJobStatus, SendMode } from '../domain/sends.ts';
 import { compiledListStatement } from './compiled.ts';
 import type { Database, SendJobsTable } from './schema.ts';
@@ -66,7 +67,7 @@ export type NewSendJob = Pick<
 
 /** The stored form of `job` inserted already claimed by node `nodeId` (`sending`, attempt 1, never failed). */
 export function claimedSendJob(job: NewSendJob, nodeId: string): SendJob {
-  return toJob({ ...newJobRow({ ...job, claimedBy: nodeId }), new_chat: 0 });
+  return toJob(extended(newJobRow(extended(job, { claimedBy: nodeId })), { new_chat: 0 }));
 }
 
 /** Stores a new job (`pending`, or `sending` held by `claimedBy`). @throws on a duplicate id (a bug). */

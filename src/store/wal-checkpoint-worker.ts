@@ -1,5 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import SQLite from 'better-sqlite3';
+import { extended } from '../domain/objects.ts';
 import type { CheckpointReport, CheckpointWorkerData } from './wal-checkpoints.ts';
 
 /**
@@ -63,7 +64,7 @@ function truncateWhenIdle(report: CheckpointReport): CheckpointReport {
   if (now - idleSince < idleTruncateMs) return report;
   const truncated = checkpoint('TRUNCATE');
   idleSince = now;
-  return truncated.busy === 0 ? { ...truncated, truncated: true } : truncated;
+  return truncated.busy === 0 ? extended(truncated, { truncated: true }) : truncated;
 }
 
 function run(): void {

@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import type { FastifyBaseLogger } from 'fastify';
 import { BrokerError } from '../brokers/errors.ts';
 import { brokerSubject, isBrokerUrl, parseBrokerUrl } from '../brokers/urls.ts';
+import { extended } from '../domain/objects.ts';
 import { type OutboundChannel, OutboundError } from '../net/outbound-guard.ts';
 import type { ClaimedDelivery } from '../store/delivery-claims.ts';
 import type { AttemptRecord } from '../store/delivery-finish.ts';
@@ -33,7 +34,7 @@ export function attemptErrorText(
 ): string {
   const context = { err: error, eventId: delivery.eventId, instanceId: delivery.instanceId };
   if (error instanceof OutboundError) {
-    logger.info({ ...context, reason: error.reason }, 'webhook attempt failed');
+    logger.info(extended(context, { reason: error.reason }), 'webhook attempt failed');
     return error.publicMessage;
   }
   if (error instanceof BrokerError) {

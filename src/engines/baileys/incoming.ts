@@ -19,6 +19,7 @@ import type {
   MessageContent,
   MessageSource,
 } from '../../domain/messages.ts';
+import { extended } from '../../domain/objects.ts';
 import type { JidResolver } from './jid.ts';
 import { mediaReferenceOf } from './media-download.ts';
 
@@ -110,7 +111,7 @@ export function toMessageContent(message: proto.IMessage | null | undefined): Me
   if (content.videoMessage) return media('video', content.videoMessage);
   if (content.ptvMessage) return media('video', content.ptvMessage);
   if (content.audioMessage)
-    return { ...media('audio', content.audioMessage), ptt: Boolean(content.audioMessage.ptt) };
+    return extended(media('audio', content.audioMessage), { ptt: Boolean(content.audioMessage.ptt) });
   if (content.documentMessage) return media('document', content.documentMessage);
   if (content.stickerMessage) return media('sticker', content.stickerMessage);
   const location = content.locationMessage ?? content.liveLocationMessage;
@@ -233,7 +234,7 @@ export async function receiptsFromUpdates(
     const state = typeof update.status === 'number' ? RECEIPT_STATES[update.status] : undefined;
     if (!state || !key.id || !key.remoteJid || isJidGroup(key.remoteJid)) continue;
     const byMe = !key.fromMe;
-    const source = await sourceOfKey({ ...key, participant: null }, ctx, byMe);
+    const source = await sourceOfKey(extended(key, { participant: null }), ctx, byMe);
     const timestamp = timestampMs(update.messageTimestamp, now);
     addReceipt(grouped, state, source, key.id, timestamp);
   }
@@ -259,7 +260,7 @@ export async function receiptsFromGroupUpdates(
     const byMe =
       Boolean(me.phoneJid && sameUser(receipt.userJid, me.phoneJid)) ||
       Boolean(me.lid && sameUser(receipt.userJid, me.lid));
-    const source = await sourceOfKey({ ...key, participant: receipt.userJid }, ctx, byMe);
+    const source = await sourceOfKey(extended(key, { participant: receipt.userJid }), ctx, byMe);
     addReceipt(grouped, state, source, key.id, timestampMs(at, now));
   }
   return [...grouped.values()];
@@ -346,7 +347,7 @@ export async function historyFromSet(
     const messages: EngineMessage[] = [];
     for (const msg of byChat.get(chat.id) ?? []) {
       const mapped = await toEngineMessage(
-        { ...msg, key: { ...msg.key, remoteJidAlt: msg.key.remoteJidAlt ?? alt } },
+        extended(msg, { key: extended(msg.key, { remoteJidAlt: msg.key.remoteJidAlt ?? alt }) }),
         ctx,
         now,
       );

@@ -17,6 +17,7 @@ import type {
   OutgoingContent,
   OutgoingMessage,
 } from '../../domain/messages.ts';
+import { extended } from '../../domain/objects.ts';
 import type { BaileysLogger } from './socket.ts';
 
 /** A link preview a fetcher found for a URL (fetched by parley under its SSRF guard, never by Baileys). */
@@ -207,7 +208,7 @@ export async function buildOutgoingMessage(
   if (content.kind === 'text' && content.linkPreview) preview = await previewFor(content.text, deps);
   const found = message.quotedId ? await deps.findMessage(message.quotedId) : undefined;
   const base = toBaileysContent(content, preview);
-  const withMentions = message.mentions?.length ? { ...base, mentions: [...message.mentions] } : base;
+  const withMentions = message.mentions?.length ? extended(base, { mentions: [...message.mentions] }) : base;
   const msg = await generateWAMessage(to, withMentions as AnyMessageContent, {
     upload: deps.upload,
     userJid: deps.userJid,

@@ -9,6 +9,7 @@ import {
 } from 'baileys';
 import { errors } from '../../domain/errors.ts';
 import type { ChatPresenceState, EngineEvent, Jid, SentMessage } from '../../domain/messages.ts';
+import { extended } from '../../domain/objects.ts';
 import { mapPlatformErrors } from './errors.ts';
 import { type MappingContext, sourceOfKey, timestampMs } from './incoming.ts';
 import { type OperationDeps, relayAndRecord } from './operations.ts';
@@ -152,7 +153,7 @@ export async function updateEventOf(
   const voters = [key.participantAlt, key.remoteJidAlt, key.participant, key.remoteJid]
     .filter((jid): jid is string => Boolean(jid))
     .map((jid) => jidNormalizedUser(jid));
-  const selected = decryptVote(update.vote, { ...poll, id: pollId }, creators, [...new Set(voters)]);
+  const selected = decryptVote(update.vote, extended(poll, { id: pollId }), creators, [...new Set(voters)]);
   if (!selected) return 'undecryptable';
   const source = await sourceOfKey(key, ctx);
   const timestamp =
@@ -164,7 +165,7 @@ export async function updateEventOf(
     vote: {
       pollId,
       pollName: poll.name,
-      source: { ...source, isGroup: Boolean(isJidGroup(key.remoteJid ?? '')) },
+      source: extended(source, { isGroup: Boolean(isJidGroup(key.remoteJid ?? '')) }),
       selectedOptions: selected,
       timestamp,
     },

@@ -7,6 +7,7 @@ import type {
   SentMessage,
 } from '../../domain/messages.ts';
 import { GROUP_DOMAIN, phoneOfJid, STATUS_BROADCAST, userJid } from '../../domain/messages.ts';
+import { extended } from '../../domain/objects.ts';
 import { contentOf } from '../../domain/sends.ts';
 import type { SandboxInboundInput, SandboxPresenceInput, SandboxReceiptInput } from '../engine.ts';
 import { ownJid, type SandboxAccount, type SandboxCredentials } from './account.ts';
@@ -94,7 +95,7 @@ export async function send(account: SandboxAccount, message: OutgoingMessage): P
     message.forwardingScore !== undefined && message.forwardingScore > 0
       ? { forwardingScore: message.forwardingScore }
       : {};
-  return emitOwn(account, creds, to, isGroup, { ...content, ...forwarded }, message.id);
+  return emitOwn(account, creds, to, isGroup, extended(content, forwarded), message.id);
 }
 
 /**
