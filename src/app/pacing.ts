@@ -1,5 +1,6 @@
 import { errors } from '../domain/errors.ts';
 import type { Instance } from '../domain/instance.ts';
+import { extended } from '../domain/objects.ts';
 import type { PacingSettings, SendPause } from '../domain/sends.ts';
 import type { SendQueue } from '../sends/queue.ts';
 
@@ -26,7 +27,7 @@ export class PacingService {
   /** The instance's pace and pause. @throws DomainError not_found `instance not found`. */
   async get(instance: Instance): Promise<PacingView> {
     const { pacing } = await this.#queue.pacing(instance.id);
-    return { ...pacing, paused: await this.#queue.pause(instance.id) };
+    return extended(pacing, { paused: await this.#queue.pause(instance.id) });
   }
 
   /**
@@ -48,6 +49,6 @@ export class PacingService {
       throw errors.badRequest('newChatsPerDay must be a whole number ≥ 0, or null for no cap');
     }
     const stored = await this.#queue.setPacing(instance.id, pacing);
-    return { ...stored.pacing, paused: await this.#queue.pause(instance.id) };
+    return extended(stored.pacing, { paused: await this.#queue.pause(instance.id) });
   }
 }
