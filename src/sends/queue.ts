@@ -8,12 +8,7 @@ import type { PacingSettings, SendPause } from '../domain/sends.ts';
 import type { EngineSession } from '../engines/engine.ts';
 import type { EventProjection } from '../events/recorder.ts';
 import type { Database } from '../store/schema.ts';
-import {
-  claimNextSendJob,
-  instancesWithDueJobs,
-  nextPendingRunAt,
-  reclaimSendingJobs,
-} from '../store/send-job-claims.ts';
+import { claimNextSendJob, nextPendingRunAt, reclaimSendingJobs } from '../store/send-job-claims.ts';
 import { claimedSendJob, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
 import type { StoredPacing } from '../store/send-pacing.ts';
 import { RelayFailures } from './failures.ts';
@@ -22,6 +17,7 @@ import { PaceKeeper } from './pause.ts';
 import { JobRelay } from './relay.ts';
 import { type Runner, Runners } from './runners.ts';
 import { SentMarks } from './sent-marks.ts';
+import { DueSweep } from './sweep.ts';
 import { SendWaiters } from './waiters.ts';
 
 /** What the queue reports as it goes (recorded as `MessageStatus` and `SessionStatus` events by the caller). */
@@ -60,8 +56,8 @@ function yieldToIo(): Promise<void> {
  * (stored already claimed); otherwise it waits its turn. It is also a projection of the event recorder: a committed
  * login wakes the instance's queue. Its parts: the group insert of new jobs (group-insert.ts), the waiting requests
  * (waiters.ts), the pace and pauses (pause.ts), one job's relay (relay.ts) and the fate of a failed one
- * (failures.ts), the jobs marked sent in the recorder's transactions (sent-marks.ts) and each instance's queue state
- * and wake timer (runners.ts).
+ * (failures.ts), the jobs marked sent in the recorder's transactions (sent-marks.ts), each instance's queue state
+ * and wake timer (runners.ts) and the sweep for due jobs (sweep.ts).
  */
 export class SendQueue implements EventProjection {
   readonly name = 'send-queue';
@@ -76,7 +72,8 @@ export class SendQueue implements EventProjection {
   readonly #inserts: GroupInsert;
   /** The relay of one claimed job and its outcome (relay.ts). */
   readonly #jobs: JobRelay;
-  #sweep: NodeJS.Timeout | undefined;
+  /** The periodic look for instances with due jobs (sweep.ts). */
+  readonly #sweep: DueSweep;
   #stopped = false;
   readonly #inFlight = new Set<Promise<void>>();
   /** The jobs marked sent in the recorder's transactions (sent-marks.ts). */
@@ -89,6 +86,17 @@ export class SendQueue implements EventProjection {
     this.#deps = deps;
     this.nodeId = deps.nodeId;
     this.#inserts = new GroupInsert(deps.db);
+    this.#sweep = new DueSweep({
+      db: deps.db,
+      clock: deps.clock,
+      logger: deps.logger,
+      everyMs: deps.sweepMs ?? 5_000,
+      // Only a queue held here, not draining and not already set to wake later.
+      due: (instanceId) => {
+        const runner = this.#runners.peek(instanceId);
+        if (this.#deps.session(instanceId) && !runner?.draining && !runner?.timer) this.wake(instanceId);
+      },
+    });
     this.#runners = new Runners(deps.clock, (instanceId) => this.wake(instanceId));
     this.#pace = new PaceKeeper({
       db: deps.db,
@@ -164,15 +172,13 @@ export class SendQueue implements EventProjection {
 
   /** Starts the periodic look for instances with due jobs (scheduled sends, jobs of restored sessions). */
   start(): void {
-    const every = this.#deps.sweepMs ?? 5_000;
-    this.#sweep = setInterval(() => void this.#sweepDue(), every);
-    this.#sweep.unref();
+    this.#sweep.start();
   }
 
   /** Stops claiming; waits for the relays in flight (at most `timeoutMs`). Jobs left pending stay stored. */
   async stop(timeoutMs = 5_000): Promise<void> {
     this.#stopped = true;
-    if (this.#sweep) clearInterval(this.#sweep);
+    this.#sweep.stop();
     this.#runners.clearTimers();
     await Promise.race([
       Promise.allSettled([...this.#inFlight]),
@@ -196,12 +202,11 @@ export class SendQueue implements EventProjection {
 
   /**
    * True when a synchronous send of the instance may relay at once, without waiting behind other jobs: the queue
-   * drained once since this process took the instance and no job submitted since is waiting to be claimed, and no
-   * pace is set (a pause does not hold synchronous sends).
+   * drained once since this process took the instance, handed back the `sending` jobs since the last login, and no
+   * job submitted since is waiting to be claimed, and no pace is set (a pause does not hold synchronous sends).
    */
-  async #canRelayNow(instanceId: string): Promise<boolean> {
-    const runner = this.#runners.peek(instanceId);
-    if (!runner) return false;
+  async #canRelayNow(instanceId: string, runner: Runner): Promise<boolean> {
+    if (!runner.reclaimed) return false;
     const { pacing } = await this.pacing(instanceId);
     const paced = pacing.minIntervalMs !== 0 || pacing.jitterMs !== 0 || pacing.newChatsPerDay !== null;
     // While a restriction pauses the queue, queued sends wait; a synchronous one is relayed and gets the
@@ -236,35 +241,49 @@ export class SendQueue implements EventProjection {
    *   docs/decisions/0011-store-faults.md).
    */
   async storeSync(session: EngineSession, job: NewSendJob): Promise<() => Promise<SentMessage>> {
-    const { relaying } = this.#runners.get(job.instanceId);
-    relaying.add(job.id);
+    // A queue this process never drained has no runner yet: the job waits its turn behind the first hand-back.
+    const runner = this.#runners.peek(job.instanceId);
+    if (!runner) {
+      await this.store(job);
+      return () => this.waitFor(job);
+    }
+    // Held before the pace is read: a login committed meanwhile hands back the `sending` jobs without this one.
+    runner.relaying.hold(job.id);
     let now = false;
     try {
-      now = await this.#canRelayNow(job.instanceId);
+      now = await this.#canRelayNow(job.instanceId, runner);
       await this.store(now ? extended(job, { claimedBy: this.nodeId }) : job);
     } catch (error) {
-      relaying.delete(job.id);
+      runner.relaying.release(job.id);
       throw error;
     }
     if (!now) {
-      relaying.delete(job.id);
+      runner.relaying.release(job.id);
       return () => this.waitFor(job);
     }
     const claimed = claimedSendJob(job, this.nodeId);
-    return () => this.#relayNow(session, claimed);
+    return () => this.#relayNow(session, claimed, runner);
   }
 
   /**
-   * Relays `job` (stored already claimed by this node) at once through `session` and resolves with the result.
+   * Relays `job` (stored already claimed by this node, held in `runner` by {@link storeSync}) at once through
+   * `session`, gives back that hold, and resolves with the result.
    * @throws the relay's error after the job was marked failed.
    */
-  async #relayNow(session: EngineSession, job: SendJob): Promise<SentMessage> {
-    const done = this.#waiters.await(job);
-    // The relay may settle `done` before it returns (a refusal, then the pause's writes): mark it handled now, the
-    // caller still gets its result or error below.
-    done.catch(() => undefined);
-    await this.#jobs.relay(session, job, (await this.pacing(job.instanceId)).pacing);
-    return done;
+  async #relayNow(session: EngineSession, job: SendJob, runner: Runner): Promise<SentMessage> {
+    try {
+      // Read before the request waits: a store that fails here leaves the job to the next hand-back, with no
+      // waiter left behind to hide its outcome's event.
+      const { pacing } = await this.pacing(job.instanceId);
+      const done = this.#waiters.await(job);
+      // The relay may settle `done` before it returns (a refusal, then the pause's writes): mark it handled now,
+      // the caller still gets its result or error below.
+      done.catch(() => undefined);
+      await this.#jobs.relay(session, job, pacing);
+      return await done;
+    } finally {
+      runner.relaying.release(job.id);
+    }
   }
 
   /** Resolves with the result of job `job` (a sync job submitted for the queue), or rejects with its error. */
@@ -320,7 +339,7 @@ export class SendQueue implements EventProjection {
   async #drainOnce(instanceId: string, runner: Runner): Promise<void> {
     const { db, clock } = this.#deps;
     if (!runner.reclaimed) {
-      const handed = await reclaimSendingJobs(db, instanceId, clock(), [...runner.relaying]);
+      const handed = await reclaimSendingJobs(db, instanceId, clock(), runner.relaying.ids());
       if (handed > 0)
         this.#deps.logger.info(
           { instanceId, jobs: handed },
@@ -374,18 +393,6 @@ export class SendQueue implements EventProjection {
         { err: error, instanceId, report: report.status },
         'recording a send status failed',
       );
-    }
-  }
-
-  /** Wakes the queues of instances held here that have due jobs (scheduled sends; jobs left by a dead node). */
-  async #sweepDue(): Promise<void> {
-    try {
-      for (const instanceId of await instancesWithDueJobs(this.#deps.db, this.#deps.clock())) {
-        const runner = this.#runners.peek(instanceId);
-        if (this.#deps.session(instanceId) && !runner?.draining && !runner?.timer) this.wake(instanceId);
-      }
-    } catch (error) {
-      this.#deps.logger.warn({ err: error }, 'looking for due sends failed; trying again at the next sweep');
     }
   }
 }

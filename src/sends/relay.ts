@@ -54,11 +54,11 @@ export class JobRelay {
    */
   async relay(session: EngineSession, job: SendJob, pacing: PacingSettings): Promise<void> {
     const { relaying } = this.#deps.runners.get(job.instanceId);
-    relaying.add(job.id);
+    relaying.hold(job.id);
     try {
       await this.#relayHeld(session, job, pacing);
     } finally {
-      relaying.delete(job.id);
+      relaying.release(job.id);
     }
   }
 

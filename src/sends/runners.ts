@@ -19,10 +19,35 @@ export interface Runner {
   /** Earliest time the pace allows the next relay. */
   nextAllowedAt: number;
   /**
-   * Ids of the jobs this process holds for a relay that has not ended: an immediate synchronous send's from before
-   * its row is stored claimed, any other's from its claim. Handing `sending` jobs back leaves these.
+   * The jobs this process holds for a relay that has not ended: an immediate synchronous send's from before its row
+   * is stored claimed, any other's from its claim. Handing `sending` jobs back leaves these.
    */
-  relaying: Set<string>;
+  relaying: RelayHolds;
+}
+
+/**
+ * The ids of the jobs held for a relay, each counted by the holds taken on it: a second request under the same id
+ * (a forward tried again) or the relay's own hold inside the request's releases only what it took.
+ */
+export class RelayHolds {
+  readonly #holds = new Map<string, number>();
+
+  /** Takes one hold on job `id`. */
+  hold(id: string): void {
+    this.#holds.set(id, (this.#holds.get(id) ?? 0) + 1);
+  }
+
+  /** Gives back one hold on job `id` (the job is no longer held once every hold is given back). */
+  release(id: string): void {
+    const left = (this.#holds.get(id) ?? 0) - 1;
+    if (left > 0) this.#holds.set(id, left);
+    else this.#holds.delete(id);
+  }
+
+  /** The ids held now. */
+  ids(): string[] {
+    return [...this.#holds.keys()];
+  }
 }
 
 /**
@@ -53,7 +78,7 @@ export class Runners {
         timer: undefined,
         timerAt: 0,
         nextAllowedAt: 0,
-        relaying: new Set(),
+        relaying: new RelayHolds(),
       };
       this.#runners.set(instanceId, runner);
     }

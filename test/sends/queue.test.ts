@@ -172,6 +172,7 @@ for (const dialect of testDialects()) {
     });
 
     it('a login committed while a synchronous send relays at once leaves that job alone: relayed once', async () => {
+      // Also when a second request under the same id (a forward tried again) failed to store meanwhile.
       // The queue relays a synchronous send at once (stored claimed) once it drained with nothing due.
       let probes = 0;
       await eventually('a synchronous send relayed at once', async () => {
@@ -191,6 +192,7 @@ for (const dialect of testDialects()) {
       assert.equal((await status('3EB0DDDDDDDDDDDDDDDDDD')).status, 'sending', 'stored claimed');
       const outcome = wait();
       await eventually('the relay under way', () => gate?.started);
+      await assert.rejects(queue.storeSync(session, syncJob('3EB0DDDDDDDDDDDDDDDDDD')), 'the id is taken');
       // A login commits meanwhile (a reconnect): the queue hands back the `sending` jobs it holds no relay of, then
       // relays what is due (a queued job stored after it).
       queue.afterCommit(t.instance.id, {
