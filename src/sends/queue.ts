@@ -249,10 +249,11 @@ export class SendQueue implements EventProjection {
     }
     // Held before the pace is read: a login committed meanwhile hands back the `sending` jobs without this one.
     runner.relaying.hold(job.id);
+    const claimed = extended(job, { claimedBy: this.nodeId });
     let now = false;
     try {
       now = await this.#canRelayNow(job.instanceId, runner);
-      await this.store(now ? extended(job, { claimedBy: this.nodeId }) : job);
+      await this.store(now ? claimed : job);
     } catch (error) {
       runner.relaying.release(job.id);
       throw error;
@@ -261,8 +262,8 @@ export class SendQueue implements EventProjection {
       runner.relaying.release(job.id);
       return () => this.waitFor(job);
     }
-    const claimed = claimedSendJob(job, this.nodeId);
-    return () => this.#relayNow(session, claimed, runner);
+    const stored = claimedSendJob(claimed);
+    return () => this.#relayNow(session, stored, runner);
   }
 
   /**

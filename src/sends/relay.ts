@@ -9,7 +9,7 @@ import { markSendJobNewChat, type SendJob } from '../store/send-jobs.ts';
 import type { RelayFailures } from './failures.ts';
 import type { PaceKeeper } from './pause.ts';
 import { decodeSendPayload } from './payload.ts';
-import type { Runners } from './runners.ts';
+import type { Runner, Runners } from './runners.ts';
 import type { SentMarks } from './sent-marks.ts';
 import type { SendWaiters } from './waiters.ts';
 
@@ -53,16 +53,21 @@ export class JobRelay {
    * Never throws for the job's own failure (it is held back or failed); throws the store's error when finishing it.
    */
   async relay(session: EngineSession, job: SendJob, pacing: PacingSettings): Promise<void> {
-    const { relaying } = this.#deps.runners.get(job.instanceId);
-    relaying.hold(job.id);
+    const runner = this.#deps.runners.get(job.instanceId);
+    runner.relaying.hold(job.id);
     try {
-      await this.#relayHeld(session, job, pacing);
+      await this.#relayHeld(session, job, pacing, runner);
     } finally {
-      relaying.release(job.id);
+      runner.relaying.release(job.id);
     }
   }
 
-  async #relayHeld(session: EngineSession, job: SendJob, pacing: PacingSettings): Promise<void> {
+  async #relayHeld(
+    session: EngineSession,
+    job: SendJob,
+    pacing: PacingSettings,
+    runner: Runner,
+  ): Promise<void> {
     const { db, clock, nodeId, pace, failures } = this.#deps;
     const check = await pace.newChatCheck(job, pacing);
     if (check.hold) {
@@ -80,7 +85,7 @@ export class JobRelay {
     }
     const at = clock();
     const interval = pacing.minIntervalMs + Math.round(this.#deps.random() * pacing.jitterMs);
-    this.#deps.runners.get(job.instanceId).nextAllowedAt = interval > 0 ? at + interval : 0;
+    runner.nextAllowedAt = interval > 0 ? at + interval : 0;
     // The job was marked sent, with its MessageStatus event, in the transaction that recorded the message
     // (derive); a relay whose engine recorded no message of its own is finished here.
     if (!this.#deps.sentMarks.takeRecorded(job)) {

@@ -65,9 +65,9 @@ export type NewSendJob = Pick<
   'instanceId' | 'id' | 'seq' | 'chat' | 'kind' | 'payload' | 'mode' | 'runAt' | 'sendAt' | 'maxAttempts'
 > & { now: number; claimedBy?: string };
 
-/** The stored form of `job` inserted already claimed by node `nodeId` (`sending`, attempt 1, never failed). */
-export function claimedSendJob(job: NewSendJob, nodeId: string): SendJob {
-  return toJob(extended(newJobRow(extended(job, { claimedBy: nodeId })), { new_chat: 0 }));
+/** The stored form of `job`, inserted already claimed by its `claimedBy` node (`sending`, attempt 1, never failed). */
+export function claimedSendJob(job: NewSendJob & { claimedBy: string }): SendJob {
+  return toJob(extended(newJobRow(job), { new_chat: 0 }));
 }
 
 /** Stores a new job (`pending`, or `sending` held by `claimedBy`). @throws on a duplicate id (a bug). */
