@@ -105,7 +105,7 @@ function settingsFor(quick: boolean) {
   return quick
     ? {
         http: { connections: 50, durationS: 3, warmupS: 1 },
-        delivery: { count: 2000, pacedRate: 200, pacedSeconds: 2, timeoutMs: 20_000 },
+        delivery: { count: 2000, warmup: 5000, pacedRate: 200, pacedSeconds: 2, timeoutMs: 20_000 },
         scale: [1000],
         rowIds: { existing: 20_000, events: 10_000, perCommit: 32 },
         cluster: {
@@ -129,7 +129,7 @@ function settingsFor(quick: boolean) {
       }
     : {
         http: { connections: 50, durationS: 10, warmupS: 2 },
-        delivery: { count: 20_000, pacedRate: 200, pacedSeconds: 5, timeoutMs: 150_000 },
+        delivery: { count: 20_000, warmup: 5000, pacedRate: 200, pacedSeconds: 5, timeoutMs: 150_000 },
         scale: [1000, 10_000],
         rowIds: { existing: 200_000, events: 40_000, perCommit: 32 },
         cluster: {

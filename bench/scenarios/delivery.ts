@@ -11,6 +11,11 @@ import type { ReceiverStats } from '../roles/receiver.ts';
 export interface DeliverySettings {
   /** Events in the burst (the full run: 20,000; docs/benchmarks.md, "Scenarios"). */
   count: number;
+  /**
+   * Events sent before the measured burst, by each side (connections, TLS sessions, JIT): 5,000 in both runs, as
+   * 1,000 left the baseline of a quick run at about two thirds of its warm rate (docs/benchmarks.md, step 75).
+   */
+  warmup: number;
   /** Instances the events are spread over (the worker sends one delivery per instance at a time). */
   instances: number;
   /** Lanes parley sends on at once (one per instance, up to its `WEBHOOK_CONCURRENCY`); the baseline uses as many connections. */
@@ -115,7 +120,7 @@ export async function deliveryScenario(
       const stats = await receiver.call<ReceiverStats>('waitFor', { count, timeoutMs: settings.timeoutMs });
       return phase(count, sent.startedAt, stats, (await baseline.call<number>('cpu')) - cpuBefore);
     };
-    await post(Math.min(1000, settings.count), 0); // warm-up: TLS, JIT
+    await post(settings.warmup, 0); // warm-up: TLS, JIT
     baselineBurst = await post(settings.count, 0);
     baselinePaced = await post(pacedCount, settings.pacedRate);
   } finally {
@@ -150,7 +155,7 @@ export async function deliveryScenario(
           : (server.read() - serverBefore) * 1000;
       return phase(count, started.startedAt, stats, (await parley.call<number>('cpu')) - cpuBefore, serverUs);
     };
-    await generate(Math.min(1000, settings.count), 0); // warm-up
+    await generate(settings.warmup, 0); // warm-up
     burst = await generate(settings.count, 0);
     paced = await generate(pacedCount, settings.pacedRate);
     statuses = await parley.call<Record<string, number>>('deliveries');
