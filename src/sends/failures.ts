@@ -29,6 +29,8 @@ export function isTransient(code: DomainErrorCode | undefined): boolean {
 
 /** What {@link RelayFailures} needs from the send queue (queue.ts `SendQueue`). */
 export interface RelayFailuresDeps {
+  /** Runs a store call, waiting out a store that cannot be reached until the queue stops (relay.ts `JobRelayDeps`). */
+  untilStored: <T>(work: () => Promise<T>) => Promise<T>;
   db: Kysely<Database>;
   clock: Clock;
   /** This node's id: the `locked_by` of the jobs it finishes. */
@@ -70,9 +72,13 @@ export class RelayFailures {
       await this.holdBack(job, error, until);
       if (error.restriction === 'reach-out-timelock') {
         // Only sends that open a chat wait: existing chats still work (docs/decisions/0013-pacing.md).
-        await this.#deps.pace.lockNewChats(job.instanceId, { until, reason: error.message }, now);
+        await this.#deps.untilStored(() =>
+          this.#deps.pace.lockNewChats(job.instanceId, { until, reason: error.message }, now),
+        );
       } else {
-        await this.#deps.pace.startPause(job.instanceId, { reason: error.message, until });
+        await this.#deps.untilStored(() =>
+          this.#deps.pace.startPause(job.instanceId, { reason: error.message, until }),
+        );
       }
       return;
     }
@@ -82,11 +88,13 @@ export class RelayFailures {
       return this.holdBack(job, error, now + delay);
     }
     const message = error instanceof Error ? error.message : String(error);
-    const mine = await finishSendJob(this.#deps.db, job.instanceId, job.id, this.#deps.nodeId, {
-      status: 'failed',
-      at: now,
-      error: message,
-    });
+    const mine = await this.#deps.untilStored(() =>
+      finishSendJob(this.#deps.db, job.instanceId, job.id, this.#deps.nodeId, {
+        status: 'failed',
+        at: now,
+        error: message,
+      }),
+    );
     if (mine && !this.#deps.waiters.has(job))
       await this.#deps.report(job.instanceId, {
         kind: 'message',
@@ -102,11 +110,13 @@ export class RelayFailures {
   async holdBack(job: SendJob, error: unknown, runAt: number): Promise<void> {
     const message = error instanceof Error ? error.message : String(error);
     if (job.mode === 'sync') {
-      await finishSendJob(this.#deps.db, job.instanceId, job.id, this.#deps.nodeId, {
-        status: 'failed',
-        at: this.#deps.clock(),
-        error: message,
-      });
+      await this.#deps.untilStored(() =>
+        finishSendJob(this.#deps.db, job.instanceId, job.id, this.#deps.nodeId, {
+          status: 'failed',
+          at: this.#deps.clock(),
+          error: message,
+        }),
+      );
       if (!this.#deps.waiters.has(job))
         await this.#deps.report(job.instanceId, {
           kind: 'message',
@@ -118,12 +128,14 @@ export class RelayFailures {
       this.#deps.waiters.settle(job, undefined, error);
       return;
     }
-    await finishSendJob(this.#deps.db, job.instanceId, job.id, this.#deps.nodeId, {
-      status: 'pending',
-      at: this.#deps.clock(),
-      runAt,
-      error: message,
-    });
+    await this.#deps.untilStored(() =>
+      finishSendJob(this.#deps.db, job.instanceId, job.id, this.#deps.nodeId, {
+        status: 'pending',
+        at: this.#deps.clock(),
+        runAt,
+        error: message,
+      }),
+    );
     this.#deps.schedule(job.instanceId, Math.max(0, runAt - this.#deps.clock()));
   }
 }

@@ -7,6 +7,7 @@ import { extended } from '../domain/objects.ts';
 import type { PacingSettings, SendPause } from '../domain/sends.ts';
 import type { EngineSession } from '../engines/engine.ts';
 import type { EventProjection } from '../events/recorder.ts';
+import { untilStoreAnswers } from '../store/faults.ts';
 import type { Database } from '../store/schema.ts';
 import { claimNextSendJob, nextPendingRunAt, reclaimSendingJobs } from '../store/send-job-claims.ts';
 import { claimedSendJob, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
@@ -75,6 +76,8 @@ export class SendQueue implements EventProjection {
   /** The periodic look for instances with due jobs (sweep.ts). */
   readonly #sweep: DueSweep;
   #stopped = false;
+  /** Runs a relay's store call, waiting out an unreachable store until the queue stops. */
+  readonly #untilStored: <T>(work: () => Promise<T>) => Promise<T>;
   readonly #inFlight = new Set<Promise<void>>();
   /** The jobs marked sent in the recorder's transactions (sent-marks.ts). */
   readonly #sentMarks = new SentMarks();
@@ -104,7 +107,14 @@ export class SendQueue implements EventProjection {
       logger: deps.logger,
       report: (instanceId, report) => this.report(instanceId, report),
     });
+    // A relay's own writes wait out a store that cannot be reached until the queue stops: once a job is claimed, its
+    // outcome is stored before anyone is told it, so a store outage never leaves a job `sending` for a second relay
+    // after its request answered (docs/decisions/0009-sends-as-jobs.md, docs/decisions/0011-store-faults.md).
+    const untilStored = <T>(work: () => Promise<T>): Promise<T> =>
+      untilStoreAnswers(work, deps.clock, Number.POSITIVE_INFINITY, () => this.#stopped);
+    this.#untilStored = untilStored;
     const failures = new RelayFailures({
+      untilStored,
       db: deps.db,
       clock: deps.clock,
       nodeId: deps.nodeId,
@@ -114,6 +124,7 @@ export class SendQueue implements EventProjection {
       schedule: (instanceId, delayMs) => this.#runners.schedule(instanceId, delayMs),
     });
     this.#jobs = new JobRelay({
+      untilStored,
       db: deps.db,
       clock: deps.clock,
       nodeId: deps.nodeId,
@@ -164,9 +175,10 @@ export class SendQueue implements EventProjection {
   afterCommit(instanceId: string, event: EngineEvent): void {
     if (event.type !== 'connection' || !event.state.connected || !event.state.loggedIn) return;
     // A login is a new hold on the instance (after a restart, a failover or a reconnect): `sending` jobs no relay
-    // of this process is running are handed back before the next claim.
+    // of this process is running are handed back before the next claim, also by a drain already running (the job
+    // it relays is held, so the hand-back leaves it).
     const runner = this.#runners.peek(instanceId);
-    if (runner && !runner.draining) runner.reclaimed = false;
+    if (runner) runner.reclaimed = false;
     this.wake(instanceId);
   }
 
@@ -273,9 +285,9 @@ export class SendQueue implements EventProjection {
    */
   async #relayNow(session: EngineSession, job: SendJob, runner: Runner): Promise<SentMessage> {
     try {
-      // Read before the request waits: a store that fails here leaves the job to the next hand-back, with no
-      // waiter left behind to hide its outcome's event.
-      const { pacing } = await this.pacing(job.instanceId);
+      // Read before the request waits (the store waited out like the relay's writes; a queue stopping meanwhile
+      // leaves the job to the instance's next holder, with no waiter left behind to hide its outcome's event).
+      const { pacing } = await this.#untilStored(() => this.pacing(job.instanceId));
       const done = this.#waiters.await(job);
       // The relay may settle `done` before it returns (a refusal, then the pause's writes): mark it handled now,
       // the caller still gets its result or error below.
@@ -339,20 +351,21 @@ export class SendQueue implements EventProjection {
 
   async #drainOnce(instanceId: string, runner: Runner): Promise<void> {
     const { db, clock } = this.#deps;
-    if (!runner.reclaimed) {
-      const handed = await reclaimSendingJobs(db, instanceId, clock(), runner.relaying.ids());
-      if (handed > 0)
-        this.#deps.logger.info(
-          { instanceId, jobs: handed },
-          'relaying sends whose relay was never confirmed',
-        );
-      runner.reclaimed = true;
-    }
     for (let first = true; ; first = false) {
       // One job per turn of the event loop: the requests that arrived meanwhile are read first, so a burst of
       // queued sends is accepted at full speed and relayed in the gaps, never starved (each turn relays one).
       if (!first) await yieldToIo();
       if (this.#stopped) return;
+      // Before the first claim after a login, whenever it committed.
+      if (!runner.reclaimed) {
+        const handed = await reclaimSendingJobs(db, instanceId, clock(), runner.relaying.ids());
+        if (handed > 0)
+          this.#deps.logger.info(
+            { instanceId, jobs: handed },
+            'relaying sends whose relay was never confirmed',
+          );
+        runner.reclaimed = true;
+      }
       const session = this.#deps.session(instanceId);
       const state = session?.state();
       if (!session || !state?.loggedIn || !state.connected) return;

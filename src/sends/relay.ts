@@ -15,6 +15,11 @@ import type { SendWaiters } from './waiters.ts';
 
 /** What a {@link JobRelay} needs from the send queue (queue.ts `SendQueue`). */
 export interface JobRelayDeps {
+  /**
+   * Runs one of the relay's store calls, waiting out a store that cannot be reached (until the queue stops, when it
+   * throws the store's error): the job stays held meanwhile, so no hand-back gives it to a second relay.
+   */
+  untilStored: <T>(work: () => Promise<T>) => Promise<T>;
   db: Kysely<Database>;
   clock: Clock;
   /** This node's id: the `locked_by` of the jobs it finishes. */
@@ -49,8 +54,10 @@ export class JobRelay {
   }
 
   /**
-   * Relays `job` (claimed by this node) through `session` under `pacing` and stores its outcome.
-   * Never throws for the job's own failure (it is held back or failed); throws the store's error when finishing it.
+   * Relays `job` (claimed by this node) through `session` under `pacing` and stores its outcome, waiting out a store
+   * that cannot be reached (`untilStored`) so the outcome is stored before the waiting request hears it.
+   * Never throws for the job's own failure (it is held back or failed); throws the store's error when the store
+   * fails otherwise, or is still away when the queue stops (the job stays `sending` for the instance's next holder).
    */
   async relay(session: EngineSession, job: SendJob, pacing: PacingSettings): Promise<void> {
     const runner = this.#deps.runners.get(job.instanceId);
@@ -68,14 +75,14 @@ export class JobRelay {
     pacing: PacingSettings,
     runner: Runner,
   ): Promise<void> {
-    const { db, clock, nodeId, pace, failures } = this.#deps;
-    const check = await pace.newChatCheck(job, pacing);
+    const { db, clock, nodeId, pace, failures, untilStored } = this.#deps;
+    const check = await untilStored(() => pace.newChatCheck(job, pacing));
     if (check.hold) {
       await failures.holdBack(job, check.hold.error, check.hold.runAt);
       return;
     }
     const { opensChat } = check;
-    if (opensChat) await markSendJobNewChat(db, job.instanceId, job.id);
+    if (opensChat) await untilStored(() => markSendJobNewChat(db, job.instanceId, job.id));
     let sent: SentMessage;
     try {
       sent = await session.send(decodeSendPayload(job.payload, job.id));
@@ -89,7 +96,9 @@ export class JobRelay {
     // The job was marked sent, with its MessageStatus event, in the transaction that recorded the message
     // (derive); a relay whose engine recorded no message of its own is finished here.
     if (!this.#deps.sentMarks.takeRecorded(job)) {
-      await finishSendJob(db, job.instanceId, job.id, nodeId, { status: 'sent', at, newChat: opensChat });
+      await untilStored(() =>
+        finishSendJob(db, job.instanceId, job.id, nodeId, { status: 'sent', at, newChat: opensChat }),
+      );
     }
     this.#deps.waiters.settle(job, sent);
   }

@@ -111,6 +111,29 @@ export function isStoreUnavailableError(error: unknown): boolean {
   return message !== undefined && UNAVAILABLE_MESSAGES.some((pattern) => pattern.test(message));
 }
 
+/**
+ * Runs `work`, waiting out a store that cannot be reached (docs/decisions/0011-store-faults.md) until the clock
+ * passes `giveUpAt` (epoch ms; `Infinity`: no bound) or `stopped` says the caller is stopping. Waits double from
+ * 100 ms to at most 5 s; only {@link isStoreUnavailableError} errors are waited out.
+ * @throws the store's error when it is not an unreachable store, or once `giveUpAt` has passed or `stopped()` is
+ *   true.
+ */
+export async function untilStoreAnswers<T>(
+  work: () => Promise<T>,
+  clock: () => number,
+  giveUpAt: number,
+  stopped: () => boolean = () => false,
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await work();
+    } catch (error) {
+      if (!isStoreUnavailableError(error) || clock() >= giveUpAt || stopped()) throw error;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(5_000, 100 * 2 ** (attempt - 1))));
+    }
+  }
+}
+
 /** `error` as the store raises it: a `store_unavailable` DomainError (cause kept) when unreachable, else itself. */
 function classified(error: unknown, connecting: boolean): unknown {
   if (error instanceof DomainError) return error;

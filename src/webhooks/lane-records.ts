@@ -9,7 +9,7 @@ import {
 } from '../store/delivery-finish.ts';
 import { deliveredGroupInOneStatement } from '../store/delivery-group.ts';
 import { nextAttemptOf } from '../store/delivery-next.ts';
-import { isStoreUnavailableError } from '../store/faults.ts';
+import { isStoreUnavailableError, untilStoreAnswers } from '../store/faults.ts';
 import type { Database } from '../store/schema.ts';
 import type { RetryPolicy } from './backoff.ts';
 import type { SentAttempt } from './sending.ts';
@@ -52,26 +52,6 @@ export interface RecorderContext {
   staleMs: number;
   /** True once the worker is stopping: nothing more is started. */
   stopping: () => boolean;
-}
-
-/**
- * Runs `work`, waiting out a store that cannot be reached (docs/decisions/0011-store-faults.md) until the clock
- * passes `giveUpAt` (epoch ms). Waits double from 100 ms to at most 5 s.
- * @throws the store's error when it is not an unreachable store, or once `giveUpAt` has passed.
- */
-export async function untilStoreAnswers<T>(
-  work: () => Promise<T>,
-  clock: () => number,
-  giveUpAt: number,
-): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await work();
-    } catch (error) {
-      if (!isStoreUnavailableError(error) || clock() >= giveUpAt) throw error;
-      await new Promise((resolve) => setTimeout(resolve, Math.min(5_000, 100 * 2 ** (attempt - 1))));
-    }
-  }
 }
 
 /** An answered attempt with what its record needs across tries. */

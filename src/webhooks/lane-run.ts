@@ -2,13 +2,8 @@ import { OutboundChannel } from '../net/outbound-channel.ts';
 import { returnUnstarted } from '../store/deliveries.ts';
 import type { ClaimedDelivery } from '../store/delivery-claims.ts';
 import { nextAttemptOf, startDeliveries } from '../store/delivery-next.ts';
-import {
-  LaneRecords,
-  type RecorderContext,
-  type StartDecision,
-  type TakenDelivery,
-  untilStoreAnswers,
-} from './lane-records.ts';
+import { untilStoreAnswers } from '../store/faults.ts';
+import { LaneRecords, type RecorderContext, type StartDecision, type TakenDelivery } from './lane-records.ts';
 import { sendAttempt } from './sending.ts';
 import type { DeliveryWorkerOptions } from './worker-options.ts';
 

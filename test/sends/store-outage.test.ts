@@ -1,0 +1,200 @@
+/**
+ * A store that cannot be reached while a claimed send job's outcome is written (docs/decisions/0009-sends-as-jobs.md,
+ * docs/decisions/0011-store-faults.md): the queue's relay waits the store out, holding the job, so the job is never
+ * left `sending` after its request answered, and no login's hand-back gives it to a second relay. The outage is
+ * injected through the store's test-only fault hook on a second connection to the test store.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import pino from 'pino';
+import { DomainError } from '../../src/domain/errors.ts';
+import type { OutgoingMessage, SentMessage } from '../../src/domain/messages.ts';
+import type { EngineSession } from '../../src/engines/engine.ts';
+import { encodeSendPayload } from '../../src/sends/payload.ts';
+import { SendQueue } from '../../src/sends/queue.ts';
+import { openStore, type Store } from '../../src/store/database.ts';
+import type { NewSendJob } from '../../src/store/send-jobs.ts';
+import { createTestApp, type TestApp } from '../support/app.ts';
+import { eventually } from '../support/eventually.ts';
+import { testDialects } from '../support/store.ts';
+
+const T0 = Date.parse('2026-04-01T08:00:00.000Z');
+const CHAT = '5511977776666@s.whatsapp.net';
+
+/** A connection reset, as the driver raises it when the store goes away. */
+function storeGone(): Error {
+  return Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+}
+
+for (const dialect of testDialects()) {
+  describe(`send queue: the store away while a job's outcome is written [${dialect}]`, () => {
+    let t: TestApp;
+    let store: Store;
+    let queue: SendQueue;
+    let seq = 0;
+    /**
+     * While set, the statement that ends a held job (`finishSendJob`: its `set` starts with the lock's release)
+     * fails as if the store were gone; the login's hand-back and the claims still pass.
+     */
+    let down = false;
+    let failedWrites = 0;
+    /** Hand-backs of `sending` jobs run (`reclaimSendingJobs`). */
+    let handBacks = 0;
+    const relayed: string[] = [];
+    let refuse: DomainError | undefined;
+
+    const syncJob = (id: string): NewSendJob => {
+      const now = t.clock();
+      seq += 1;
+      return {
+        instanceId: t.instance.id,
+        id,
+        seq,
+        chat: CHAT,
+        kind: 'text',
+        payload: encodeSendPayload({ to: CHAT, content: { kind: 'text', text: id, linkPreview: false } }),
+        mode: 'sync',
+        runAt: now,
+        sendAt: null,
+        maxAttempts: 1,
+        now,
+      };
+    };
+    const row = (id: string) =>
+      t.services.store.db
+        .selectFrom('send_jobs')
+        .select(['status', 'attempts', 'locked_by', 'last_error'])
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow();
+    const login = () =>
+      queue.afterCommit(t.instance.id, {
+        type: 'connection',
+        state: { connected: true, loggedIn: true, jid: null, phone: null, pushName: null },
+      });
+    /** A synchronous send relayed at once (stored claimed by the queue's fast path). */
+    const relayAtOnce = async (id: string) => {
+      const wait = await queue.storeSync(session, syncJob(id));
+      return { stored: (await row(id)).status, outcome: wait() };
+    };
+
+    const session = {
+      state: () => ({ connected: true, loggedIn: true, jid: null, phone: null, pushName: null }),
+      send: async (message: OutgoingMessage): Promise<SentMessage> => {
+        relayed.push(message.id ?? '');
+        if (refuse) throw refuse;
+        return { id: message.id ?? '', timestamp: t.clock() };
+      },
+    } as unknown as EngineSession;
+
+    before(async () => {
+      t = await createTestApp({ dialect });
+      t.clock.set(T0);
+      const { database, schema } = t.testStore;
+      const faults = (sql: string) => {
+        if (
+          /^update "send_jobs" set "status" = (\?|\$\d+), "locked_by" = (\?|\$\d+), "locked_at" = (\?|\$\d+), "updated_at" = (\?|\$\d+) where/.test(
+            sql,
+          )
+        )
+          handBacks += 1;
+        if (
+          down &&
+          /^update "send_jobs" set "locked_by" = (\?|\$\d+), "locked_at" = (\?|\$\d+), "updated_at" = (\?|\$\d+), "status"/.test(
+            sql,
+          )
+        ) {
+          failedWrites += 1;
+          throw storeGone();
+        }
+      };
+      store = await openStore(database, schema === undefined ? { faults } : { schema, faults });
+      queue = new SendQueue({
+        db: store.db,
+        session: (instanceId) => (instanceId === t.instance.id ? session : undefined),
+        nodeId: 'this-node',
+        clock: t.clock,
+        logger: pino({ level: 'silent' }),
+        report: async () => undefined,
+      });
+      // The fast path opens once the queue drained with nothing due.
+      queue.wake(t.instance.id);
+      let probes = 0;
+      await eventually('a synchronous send relayed at once', async () => {
+        probes += 1;
+        const probe = await relayAtOnce(`3EB0PROBE${String(probes).padStart(13, '0')}`);
+        await probe.outcome;
+        return probe.stored === 'sending';
+      });
+      relayed.length = 0;
+    });
+    after(async () => {
+      await queue.stop();
+      await store.destroy();
+      await t.close();
+    });
+
+    it('a refusal whose failure cannot be stored waits for the store, is relayed once and answers the refusal', async () => {
+      refuse = new DomainError('platform_refused', 'the platform rejected the message (error 479)');
+      down = true;
+      const { stored, outcome } = await relayAtOnce('3EB0AAAAAAAAAAAAAAAAAA');
+      assert.equal(stored, 'sending', 'stored claimed, relayed at once');
+      let settled = false;
+      void outcome.then(
+        () => {
+          settled = true;
+        },
+        () => {
+          settled = true;
+        },
+      );
+      await eventually('the failure written again after the store refused it', () => failedWrites >= 2);
+      assert.equal(settled, false, 'the request waits while the outcome cannot be stored');
+      // A login commits meanwhile (a reconnect): its hand-back must leave the job whose outcome is being written.
+      const handBacksBefore = handBacks;
+      login();
+      await eventually('the hand-back run', () => handBacks > handBacksBefore);
+      assert.equal((await row('3EB0AAAAAAAAAAAAAAAAAA')).status, 'sending', 'not handed back');
+      await eventually('the failure written again after the hand-back', () => failedWrites >= 3);
+      refuse = undefined;
+      down = false;
+      await assert.rejects(outcome, (error: unknown) => {
+        assert.ok(error instanceof DomainError);
+        assert.equal(error.code, 'platform_refused', 'the platform answer, not the outage');
+        return true;
+      });
+      const job = await row('3EB0AAAAAAAAAAAAAAAAAA');
+      assert.deepEqual(
+        [job.status, job.attempts, job.locked_by, job.last_error],
+        ['failed', 1, null, 'the platform rejected the message (error 479)'],
+      );
+      // The queue goes on: the next send is relayed and the failed job is not relayed again.
+      const next = await relayAtOnce('3EB0BBBBBBBBBBBBBBBBBB');
+      assert.equal((await next.outcome).id, '3EB0BBBBBBBBBBBBBBBBBB');
+      assert.deepEqual(
+        relayed.filter((id) => id === '3EB0AAAAAAAAAAAAAAAAAA'),
+        ['3EB0AAAAAAAAAAAAAAAAAA'],
+        'relayed once',
+      );
+    });
+
+    it('an accepted send whose outcome cannot be stored waits for the store and is marked sent, relayed once', async () => {
+      down = true;
+      const writesBefore = failedWrites;
+      const { outcome } = await relayAtOnce('3EB0CCCCCCCCCCCCCCCCCC');
+      await eventually('the sent mark refused twice', () => failedWrites >= writesBefore + 2);
+      const handBacksBefore = handBacks;
+      login();
+      await eventually('the hand-back run', () => handBacks > handBacksBefore);
+      assert.equal((await row('3EB0CCCCCCCCCCCCCCCCCC')).status, 'sending', 'not handed back');
+      down = false;
+      assert.equal((await outcome).id, '3EB0CCCCCCCCCCCCCCCCCC');
+      const job = await row('3EB0CCCCCCCCCCCCCCCCCC');
+      assert.deepEqual([job.status, job.attempts, job.locked_by], ['sent', 1, null]);
+      assert.deepEqual(
+        relayed.filter((id) => id === '3EB0CCCCCCCCCCCCCCCCCC'),
+        ['3EB0CCCCCCCCCCCCCCCCCC'],
+        'relayed once',
+      );
+    });
+  });
+}
