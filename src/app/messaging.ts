@@ -8,6 +8,7 @@ import type { Jid, OutgoingContent, SentMessage } from '../domain/messages.ts';
 import { GROUP_DOMAIN, STATUS_BROADCAST, userJid } from '../domain/messages.ts';
 import type { EngineSession } from '../engines/engine.ts';
 import type { EventRecorder } from '../events/recorder.ts';
+import { storedOutcome } from '../sends/outcomes.ts';
 import { encodeSendPayload } from '../sends/payload.ts';
 import type { SendQueue } from '../sends/queue.ts';
 import type { SessionManager } from '../sessions/manager.ts';
@@ -192,17 +193,13 @@ export class MessagingService {
     return earlier;
   }
 
-  /**
-   * What a synchronous send answers for a job stored by an earlier forward of the same request: its result once
-   * relayed (the time it was sent), the wait for it while pending or being relayed (the queue relays it, or took
-   * it back from a node that died), a conflict once failed or canceled.
-   * @throws DomainError conflict `message already failed` or `message already canceled`.
-   */
-  async #outcomeOf(job: SendJob): Promise<SentMessage> {
-    if (job.status === 'sent') return { id: job.id, timestamp: job.sentAt ?? job.createdAt };
-    if (job.status === 'failed') throw errors.conflict('message already failed');
-    if (job.status === 'canceled') throw errors.conflict('message already canceled');
-    return this.#queue.waitFor(job);
+  /** What a synchronous send answers for a job stored by an earlier forward of the same request (src/sends/outcomes.ts). */
+  #outcomeOf(job: SendJob): Promise<SentMessage> {
+    return storedOutcome(
+      job,
+      (waited, signal) => this.#queue.waitFor(waited, signal),
+      () => findSendJob(this.#store.db, job.instanceId, job.id),
+    );
   }
 
   /**

@@ -299,9 +299,12 @@ export class SendQueue implements EventProjection {
     }
   }
 
-  /** Resolves with the result of job `job` (a sync job submitted for the queue), or rejects with its error. */
-  waitFor(job: Pick<SendJob, 'instanceId' | 'id'>): Promise<SentMessage> {
-    const done = this.#waiters.await(job);
+  /**
+   * Resolves with the result of job `job` (a sync job submitted for the queue), or rejects with its error; a wait
+   * whose `signal` aborts first is withdrawn and rejects with the signal's reason (waiters.ts).
+   */
+  waitFor(job: Pick<SendJob, 'instanceId' | 'id'>, signal?: AbortSignal): Promise<SentMessage> {
+    const done = this.#waiters.await(job, signal);
     this.submitted(job.instanceId);
     return done;
   }

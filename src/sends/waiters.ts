@@ -19,13 +19,26 @@ export class SendWaiters {
   /**
    * A promise of job `job`'s result, settled by {@link settle}. Several requests may wait for one job (a send
    * forwarded again while its first forward still waits, docs/decisions/0008-leases-and-fencing.md): each is settled.
+   * When `signal` aborts first, this wait alone is withdrawn and rejects with the signal's reason.
    */
-  await(job: JobKey): Promise<SentMessage> {
+  await(job: JobKey, signal?: AbortSignal): Promise<SentMessage> {
     return new Promise<SentMessage>((resolve, reject) => {
       const key = `${job.instanceId}/${job.id}`;
+      const waiter: Waiter = { resolve, reject };
       const waiting = this.#waiters.get(key);
-      if (waiting) waiting.push({ resolve, reject });
-      else this.#waiters.set(key, [{ resolve, reject }]);
+      if (waiting) waiting.push(waiter);
+      else this.#waiters.set(key, [waiter]);
+      signal?.addEventListener(
+        'abort',
+        () => {
+          const left = this.#waiters.get(key)?.filter((other) => other !== waiter);
+          if (left === undefined) return;
+          if (left.length === 0) this.#waiters.delete(key);
+          else this.#waiters.set(key, left);
+          reject(signal.reason);
+        },
+        { once: true },
+      );
     });
   }
 

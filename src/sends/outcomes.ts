@@ -1,0 +1,35 @@
+import { errors } from '../domain/errors.ts';
+import type { SentMessage } from '../domain/messages.ts';
+import type { SendJob } from '../store/send-jobs.ts';
+
+/**
+ * The answer of a synchronous send for a job an earlier forward of the same request stored under the forward's id
+ * (docs/decisions/0009-sends-as-jobs.md, docs/decisions/0008-leases-and-fencing.md): its result once sent, a
+ * conflict once failed or canceled, else the wait for its outcome.
+ *
+ * The wait is registered first and the job read again after it (`reread`): a relay that ended between the
+ * caller's read and the registration settled no waiter, and its outcome is in the store. Then this request's own
+ * wait is withdrawn (`wait`'s signal aborted; other requests waiting for the job keep theirs) and the stored outcome
+ * answers. A job still `pending` or `sending`, or a read that fails, leaves the wait in place.
+ *
+ * @param wait registers a wait for the job's outcome that ends, rejected, when its signal aborts
+ *   (`SendQueue.waitFor`).
+ * @param reread reads the job's row again (undefined when gone).
+ * @throws DomainError conflict `message already failed` or `message already canceled`; what `wait` rejects with.
+ */
+export async function storedOutcome(
+  job: SendJob,
+  wait: (job: SendJob, signal: AbortSignal) => Promise<SentMessage>,
+  reread: () => Promise<SendJob | undefined>,
+): Promise<SentMessage> {
+  if (job.status === 'sent') return { id: job.id, timestamp: job.sentAt ?? job.createdAt };
+  if (job.status === 'failed') throw errors.conflict('message already failed');
+  if (job.status === 'canceled') throw errors.conflict('message already canceled');
+  const withdraw = new AbortController();
+  const done = wait(job, withdraw.signal);
+  const now = await reread().catch(() => undefined);
+  if (now === undefined || now.status === 'pending' || now.status === 'sending') return done;
+  withdraw.abort();
+  done.catch(() => undefined);
+  return storedOutcome(now, wait, reread);
+}

@@ -1,0 +1,89 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { DomainError } from '../../src/domain/errors.ts';
+import type { SentMessage } from '../../src/domain/messages.ts';
+import { storedOutcome } from '../../src/sends/outcomes.ts';
+import { SendWaiters } from '../../src/sends/waiters.ts';
+import type { SendJob } from '../../src/store/send-jobs.ts';
+
+const T0 = Date.parse('2026-04-01T08:00:00.000Z');
+
+/** A job of instance `i1` stored by a first forward, as a read returned it. */
+function job(status: SendJob['status'], sentAt: number | null = null): SendJob {
+  return {
+    instanceId: 'i1',
+    id: '3EB0FORWARDED000000000A',
+    seq: 1,
+    chat: '5511977776666@s.whatsapp.net',
+    kind: 'text',
+    payload: '',
+    mode: 'sync',
+    status,
+    runAt: T0,
+    sendAt: null,
+    attempts: 1,
+    maxAttempts: 1,
+    lastError: null,
+    lockedBy: status === 'sending' ? 'this-node' : null,
+    createdAt: T0,
+    sentAt,
+  };
+}
+
+describe('the answer for a job stored by an earlier forward (src/sends/outcomes.ts)', () => {
+  it('a relay that ended between the read and the wait is answered from the store, and only that wait is withdrawn', async () => {
+    const waiters = new SendWaiters();
+    const wait = (waited: SendJob, signal: AbortSignal) => waiters.await(waited, signal);
+    // The first forward's own request still waits (its relay has not answered it yet).
+    const first = waiters.await(job('sending'));
+    // Read `sending`; by the time this wait is registered the relay has ended and its outcome is stored.
+    const sent = await storedOutcome(job('sending'), wait, async () => job('sent', T0 + 5));
+    assert.deepEqual(sent, { id: '3EB0FORWARDED000000000A', timestamp: T0 + 5 });
+    assert.equal(waiters.has(job('sending')), true, "the first request's wait is kept");
+    const relayed: SentMessage = { id: '3EB0FORWARDED000000000A', timestamp: T0 + 5 };
+    waiters.settle(job('sending'), relayed);
+    assert.deepEqual(await first, relayed);
+    assert.equal(waiters.has(job('sending')), false);
+
+    await assert.rejects(
+      storedOutcome(job('pending'), wait, async () => job('failed')),
+      (error: unknown) => error instanceof DomainError && error.message === 'message already failed',
+    );
+    await assert.rejects(
+      storedOutcome(job('sending'), wait, async () => job('canceled')),
+      (error: unknown) => error instanceof DomainError && error.message === 'message already canceled',
+    );
+    assert.equal(waiters.has(job('sending')), false, 'withdrawn waits leave nothing behind');
+  });
+
+  it('a job still pending or sending, or a read that fails, keeps the wait until the relay settles it', async () => {
+    const waiters = new SendWaiters();
+    const wait = (waited: SendJob, signal: AbortSignal) => waiters.await(waited, signal);
+    const relayed: SentMessage = { id: '3EB0FORWARDED000000000A', timestamp: T0 + 9 };
+    const stillSending = storedOutcome(job('sending'), wait, async () => job('sending'));
+    const readFailed = storedOutcome(job('pending'), wait, async () => {
+      throw new Error('the store is unavailable right now; retry shortly');
+    });
+    const refused = new DomainError('platform_refused', 'the platform rejected the message (error 479)');
+    // Both waits registered once their reads answered.
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(waiters.has(job('sending')), true);
+    waiters.settle(job('sending'), relayed);
+    assert.deepEqual(await stillSending, relayed);
+    assert.deepEqual(await readFailed, relayed);
+    const failing = storedOutcome(job('sending'), wait, async () => job('sending'));
+    await new Promise((resolve) => setImmediate(resolve));
+    waiters.settle(job('sending'), undefined, refused);
+    await assert.rejects(failing, refused);
+  });
+
+  it('answers a job read sent, failed or canceled at once, without waiting', async () => {
+    const never = () => new Promise<SentMessage>(() => undefined);
+    const reread = async () => assert.fail('no second read');
+    assert.deepEqual(await storedOutcome(job('sent', T0 + 1), never, reread), {
+      id: '3EB0FORWARDED000000000A',
+      timestamp: T0 + 1,
+    });
+    await assert.rejects(storedOutcome(job('failed'), never, reread), /message already failed/);
+  });
+});
