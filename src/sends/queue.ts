@@ -9,9 +9,9 @@ import type { EngineSession } from '../engines/engine.ts';
 import type { EventProjection } from '../events/recorder.ts';
 import { untilStoreAnswers } from '../store/faults.ts';
 import type { Database } from '../store/schema.ts';
-import { claimNextSendJob, nextPendingRunAt, reclaimSendingJobs } from '../store/send-job-claims.ts';
 import { claimedSendJob, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
 import type { StoredPacing } from '../store/send-pacing.ts';
+import { type DrainContext, drainOnce } from './drain.ts';
 import { RelayFailures } from './failures.ts';
 import { GroupInsert } from './group-insert.ts';
 import { PaceKeeper } from './pause.ts';
@@ -19,6 +19,7 @@ import { JobRelay } from './relay.ts';
 import { type Runner, Runners } from './runners.ts';
 import { SentMarks } from './sent-marks.ts';
 import { DueSweep } from './sweep.ts';
+import { SYNC_WAIT_MS, SyncDeadlines } from './sync-deadline.ts';
 import { SendWaiters } from './waiters.ts';
 
 /** What the queue reports as it goes (recorded as `MessageStatus` and `SessionStatus` events by the caller). */
@@ -41,11 +42,8 @@ export interface SendQueueDeps {
   random?: () => number;
   /** How often instances with due jobs are looked for, ms (default 5 000). */
   sweepMs?: number;
-}
-
-/** Resolves after the I/O callbacks already due (setImmediate runs after the event loop's poll phase). */
-function yieldToIo(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
+  /** Longest wait of a synchronous send in the queue before it is failed unsent, ms (default {@link SYNC_WAIT_MS}). */
+  syncWaitMs?: number;
 }
 
 /**
@@ -58,7 +56,8 @@ function yieldToIo(): Promise<void> {
  * login wakes the instance's queue. Its parts: the group insert of new jobs (group-insert.ts), the waiting requests
  * (waiters.ts), the pace and pauses (pause.ts), one job's relay (relay.ts) and the fate of a failed one
  * (failures.ts), the jobs marked sent in the recorder's transactions (sent-marks.ts), each instance's queue state
- * and wake timer (runners.ts) and the sweep for due jobs (sweep.ts).
+ * and wake timer (runners.ts), one pass of an instance's drain (drain.ts), the deadlines of synchronous sends
+ * waiting their turn (sync-deadline.ts) and the sweep for due jobs (sweep.ts).
  */
 export class SendQueue implements EventProjection {
   readonly name = 'send-queue';
@@ -75,6 +74,10 @@ export class SendQueue implements EventProjection {
   readonly #jobs: JobRelay;
   /** The periodic look for instances with due jobs (sweep.ts). */
   readonly #sweep: DueSweep;
+  /** The deadlines of synchronous sends waiting in the queue (sync-deadline.ts). */
+  readonly #deadlines: SyncDeadlines;
+  /** What one pass of an instance's drain uses (drain.ts). */
+  readonly #drainContext: DrainContext;
   #stopped = false;
   /** Runs a relay's store call, waiting out an unreachable store until the queue stops. */
   readonly #untilStored: <T>(work: () => Promise<T>) => Promise<T>;
@@ -101,6 +104,13 @@ export class SendQueue implements EventProjection {
       },
     });
     this.#runners = new Runners(deps.clock, (instanceId) => this.wake(instanceId));
+    this.#deadlines = new SyncDeadlines({
+      db: deps.db,
+      clock: deps.clock,
+      logger: deps.logger,
+      waiters: this.#waiters,
+      waitMs: deps.syncWaitMs ?? SYNC_WAIT_MS,
+    });
     this.#pace = new PaceKeeper({
       db: deps.db,
       clock: deps.clock,
@@ -135,6 +145,18 @@ export class SendQueue implements EventProjection {
       sentMarks: this.#sentMarks,
       waiters: this.#waiters,
     });
+    this.#drainContext = {
+      db: deps.db,
+      clock: deps.clock,
+      nodeId: deps.nodeId,
+      logger: deps.logger,
+      session: deps.session,
+      stopped: () => this.#stopped,
+      pacing: (instanceId) => this.pacing(instanceId),
+      pace: this.#pace,
+      runners: this.#runners,
+      jobs: this.#jobs,
+    };
   }
 
   /** Nothing to write for an event itself: see {@link derive}. */
@@ -246,7 +268,8 @@ export class SendQueue implements EventProjection {
    * Stores a synchronous send's job (docs/decisions/0009-sends-as-jobs.md) and returns the wait for its outcome, to
    * be called at once: when the queue is idle, unpaced and unpaused the row is stored already claimed by this node
    * and the wait relays it through `session`; otherwise it is stored `pending` and the wait lasts until the queue
-   * relayed it in its turn. An immediate job is held by this process from before its row exists until its relay
+   * relayed it in its turn, or fails it unsent (`504 timeout`) when no relay claimed it within the sync wait
+   * (sync-deadline.ts). An immediate job is held by this process from before its row exists until its relay
    * ends, so a login committed meanwhile does not hand it back for a second relay ({@link reclaimSendingJobs}).
    * The wait resolves with the relay's result or rejects with its error (the job is then `failed`).
    * @throws the store's error (nothing was relayed; store faults as `store_unavailable`,
@@ -257,7 +280,7 @@ export class SendQueue implements EventProjection {
     const runner = this.#runners.peek(job.instanceId);
     if (!runner) {
       await this.store(job);
-      return () => this.waitFor(job);
+      return () => this.#deadlines.watch(job, this.waitFor(job));
     }
     // Held before the pace is read: a login committed meanwhile hands back the `sending` jobs without this one.
     runner.relaying.hold(job.id);
@@ -272,7 +295,7 @@ export class SendQueue implements EventProjection {
     }
     if (!now) {
       runner.relaying.release(job.id);
-      return () => this.waitFor(job);
+      return () => this.#deadlines.watch(job, this.waitFor(job));
     }
     const stored = claimedSendJob(claimed);
     return () => this.#relayNow(session, stored, runner);
@@ -338,7 +361,7 @@ export class SendQueue implements EventProjection {
     try {
       do {
         runner.again = false;
-        await this.#drainOnce(instanceId, runner);
+        await drainOnce(this.#drainContext, instanceId, runner);
       } while (runner.again && !this.#stopped);
     } catch (error) {
       this.#deps.logger.warn(
@@ -349,55 +372,6 @@ export class SendQueue implements EventProjection {
       this.#runners.schedule(instanceId, 1_000);
     } finally {
       runner.draining = false;
-    }
-  }
-
-  async #drainOnce(instanceId: string, runner: Runner): Promise<void> {
-    const { db, clock } = this.#deps;
-    for (let first = true; ; first = false) {
-      // One job per turn of the event loop: the requests that arrived meanwhile are read first, so a burst of
-      // queued sends is accepted at full speed and relayed in the gaps, never starved (each turn relays one).
-      if (!first) await yieldToIo();
-      if (this.#stopped) return;
-      // Before the first claim after a login, whenever it committed.
-      if (!runner.reclaimed) {
-        const handed = await reclaimSendingJobs(db, instanceId, clock(), runner.relaying.ids());
-        if (handed > 0)
-          this.#deps.logger.info(
-            { instanceId, jobs: handed },
-            'relaying sends whose relay was never confirmed',
-          );
-        runner.reclaimed = true;
-      }
-      const session = this.#deps.session(instanceId);
-      const state = session?.state();
-      if (!session || !state?.loggedIn || !state.connected) return;
-      const now = clock();
-      const { pacing, pause } = await this.pacing(instanceId);
-      if (pause !== null && pause.until > now) {
-        // Queued sends wait for the pause's end; a synchronous request waiting here is relayed and gets the
-        // platform's own answer.
-        const sync = await claimNextSendJob(db, instanceId, this.#deps.nodeId, now, { mode: 'sync' });
-        if (sync) {
-          await this.#jobs.relay(session, sync, pacing);
-          continue;
-        }
-        return this.#runners.schedule(instanceId, pause.until - now);
-      }
-      if (pause !== null) await this.#pace.resume(instanceId);
-      if (runner.nextAllowedAt > now) return this.#runners.schedule(instanceId, runner.nextAllowedAt - now);
-      const job = await claimNextSendJob(db, instanceId, this.#deps.nodeId, now);
-      if (!job) {
-        const next = await nextPendingRunAt(db, instanceId);
-        if (next !== undefined) this.#runners.schedule(instanceId, Math.max(0, next - now));
-        if (!runner.again) {
-          runner.idle = true;
-          runner.queued = 0;
-        }
-        return;
-      }
-      runner.queued = Math.max(0, runner.queued - 1);
-      await this.#jobs.relay(session, job, pacing);
     }
   }
 

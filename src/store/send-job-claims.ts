@@ -159,3 +159,26 @@ export async function finishSendJob(
     .executeTakeFirst();
   return Number(result.numUpdatedRows) > 0;
 }
+
+/**
+ * Fails job `id` while it is still `pending` (not claimed by any relay): a synchronous send whose request stopped
+ * waiting for it (src/sends/sync-deadline.ts, docs/decisions/0009-sends-as-jobs.md), so it never goes out after its
+ * request answered. Returns false when the job is no longer pending (a relay claimed it, or it ended): its relay
+ * decides its outcome then.
+ */
+export async function failPendingSendJob(
+  db: Kysely<Database>,
+  instanceId: string,
+  id: string,
+  now: number,
+  error: string,
+): Promise<boolean> {
+  const result = await db
+    .updateTable('send_jobs')
+    .set({ status: 'failed', last_error: error, updated_at: now })
+    .where('instance_id', '=', instanceId)
+    .where('id', '=', id)
+    .where('status', '=', PENDING)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) > 0;
+}

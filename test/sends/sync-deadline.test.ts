@@ -1,0 +1,128 @@
+/**
+ * A synchronous send waiting its turn in the queue (docs/decisions/0009-sends-as-jobs.md): failed unsent, with
+ * `504 timeout`, when no relay claimed it within the sync wait, so it never goes out after its request answered;
+ * a job a relay claimed before the deadline keeps its wait and gets the relay's answer.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import pino from 'pino';
+import { DomainError } from '../../src/domain/errors.ts';
+import type { OutgoingMessage, SentMessage } from '../../src/domain/messages.ts';
+import type { EngineSession } from '../../src/engines/engine.ts';
+import { encodeSendPayload } from '../../src/sends/payload.ts';
+import { SendQueue } from '../../src/sends/queue.ts';
+import type { NewSendJob } from '../../src/store/send-jobs.ts';
+import { createTestApp, type TestApp } from '../support/app.ts';
+import { eventually } from '../support/eventually.ts';
+import { testDialects } from '../support/store.ts';
+
+const T0 = Date.parse('2026-04-01T08:00:00.000Z');
+const CHAT = '5511977776666@s.whatsapp.net';
+/** The queue's sync wait in these tests, ms. */
+const WAIT_MS = 300;
+
+for (const dialect of testDialects()) {
+  describe(`send queue: the deadline of a synchronous send waiting its turn [${dialect}]`, () => {
+    let t: TestApp;
+    let queue: SendQueue;
+    let seq = 0;
+    let connected = false;
+    const relayed: string[] = [];
+    /** Holds the relay of this job id until released. */
+    let gate: { id: string; started: boolean; released: Promise<void> } | undefined;
+
+    const syncJob = (id: string): NewSendJob => {
+      const now = t.clock();
+      seq += 1;
+      return {
+        instanceId: t.instance.id,
+        id,
+        seq,
+        chat: CHAT,
+        kind: 'text',
+        payload: encodeSendPayload({ to: CHAT, content: { kind: 'text', text: id, linkPreview: false } }),
+        mode: 'sync',
+        runAt: now,
+        sendAt: null,
+        maxAttempts: 1,
+        now,
+      };
+    };
+    const row = (id: string) =>
+      t.services.store.db
+        .selectFrom('send_jobs')
+        .select(['status', 'attempts', 'last_error'])
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow();
+    const session = {
+      state: () => ({ connected, loggedIn: true, jid: null, phone: null, pushName: null }),
+      send: async (message: OutgoingMessage): Promise<SentMessage> => {
+        if (gate && gate.id === message.id && !gate.started) {
+          gate.started = true;
+          await gate.released;
+        }
+        relayed.push(message.id ?? '');
+        return { id: message.id ?? '', timestamp: t.clock() };
+      },
+    } as unknown as EngineSession;
+
+    before(async () => {
+      t = await createTestApp({ dialect });
+      t.clock.set(T0);
+      queue = new SendQueue({
+        db: t.services.store.db,
+        session: (instanceId) => (instanceId === t.instance.id ? session : undefined),
+        nodeId: 'this-node',
+        clock: t.clock,
+        logger: pino({ level: 'silent' }),
+        report: async () => undefined,
+        syncWaitMs: WAIT_MS,
+      });
+    });
+    after(async () => {
+      await queue.stop();
+      await t.close();
+    });
+
+    it('a send no relay claimed in time fails unsent with 504 timeout, and never goes out later', async () => {
+      // The session is away: the queue cannot claim the job.
+      const wait = await queue.storeSync(session, syncJob('3EB0AAAAAAAAAAAAAAAAAA'));
+      assert.equal((await row('3EB0AAAAAAAAAAAAAAAAAA')).status, 'pending');
+      await assert.rejects(wait(), (error: unknown) => {
+        assert.ok(error instanceof DomainError);
+        assert.equal(error.code, 'timeout');
+        assert.equal(error.message, 'the message could not be relayed within 1 s and was not sent');
+        return true;
+      });
+      const failed = await row('3EB0AAAAAAAAAAAAAAAAAA');
+      assert.deepEqual(
+        [failed.status, failed.attempts, failed.last_error],
+        ['failed', 0, 'the message could not be relayed within 1 s and was not sent'],
+      );
+      // The session comes back: the queue relays what is due, and the expired job is not.
+      connected = true;
+      const next = await queue.storeSync(session, syncJob('3EB0BBBBBBBBBBBBBBBBBB'));
+      assert.equal((await next()).id, '3EB0BBBBBBBBBBBBBBBBBB');
+      assert.deepEqual(relayed, ['3EB0BBBBBBBBBBBBBBBBBB']);
+    });
+
+    it('a send a relay claimed before the deadline keeps its wait and gets the relay answer', async () => {
+      let release: () => void = () => undefined;
+      const released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      gate = { id: '3EB0CCCCCCCCCCCCCCCCCC', started: false, released };
+      // A paced queue relays nothing at once: the send waits its turn, and the queue claims it.
+      await queue.setPacing(t.instance.id, { minIntervalMs: 1, jitterMs: 0, newChatsPerDay: null });
+      const first = await queue.storeSync(session, syncJob('3EB0CCCCCCCCCCCCCCCCCC'));
+      const outcome = first();
+      await eventually('the relay under way', () => gate?.started);
+      // The deadline passes while the relay runs (a time to let pass, not a condition to wait for).
+      await new Promise((resolve) => setTimeout(resolve, WAIT_MS * 2));
+      assert.equal((await row('3EB0CCCCCCCCCCCCCCCCCC')).status, 'sending', 'not failed under its relay');
+      release();
+      assert.equal((await outcome).id, '3EB0CCCCCCCCCCCCCCCCCC');
+      assert.deepEqual((await row('3EB0CCCCCCCCCCCCCCCCCC')).status, 'sent');
+    });
+  });
+}
