@@ -197,7 +197,7 @@ export class MessagingService {
   #outcomeOf(job: SendJob): Promise<SentMessage> {
     return storedOutcome(
       job,
-      (waited, signal) => this.#queue.waitFor(waited, signal),
+      (waited, signal) => this.#queue.waitForStored(waited, signal),
       () => findSendJob(this.#store.db, job.instanceId, job.id),
     );
   }

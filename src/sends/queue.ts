@@ -213,6 +213,7 @@ export class SendQueue implements EventProjection {
   async stop(timeoutMs = 5_000): Promise<void> {
     this.#stopped = true;
     this.#sweep.stop();
+    this.#deadlines.stop();
     this.#runners.clearTimers();
     await Promise.race([
       Promise.allSettled([...this.#inFlight]),
@@ -330,6 +331,14 @@ export class SendQueue implements EventProjection {
     const done = this.#waiters.await(job, signal);
     this.submitted(job.instanceId);
     return done;
+  }
+
+  /**
+   * {@link waitFor} for a job stored by an earlier forward of the same request, under the sync wait's deadline
+   * counted from the job's acceptance (`createdAt`, sync-deadline.ts).
+   */
+  waitForStored(job: SendJob, signal?: AbortSignal): Promise<SentMessage> {
+    return this.#deadlines.watch(job, this.waitFor(job, signal), job.createdAt);
   }
 
   /** A job due now was stored for the queue of `instanceId` (synchronous sends wait behind it): wakes the queue. */

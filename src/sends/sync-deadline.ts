@@ -1,10 +1,11 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
-import { DomainError } from '../domain/errors.ts';
+import { DomainError, errors } from '../domain/errors.ts';
 import type { SentMessage } from '../domain/messages.ts';
 import type { Database } from '../store/schema.ts';
 import { failPendingSendJob } from '../store/send-job-claims.ts';
+import { findSendJob } from '../store/send-jobs.ts';
 import type { JobKey, SendWaiters } from './waiters.ts';
 
 /**
@@ -29,12 +30,15 @@ export interface SyncDeadlinesDeps {
 
 /**
  * The deadline of a synchronous send that waits its turn in the queue (docs/decisions/0009-sends-as-jobs.md): when
- * it has not been claimed for a relay within `waitMs` (the session away, a long queue or pace), the job is failed
- * while still `pending` and its requests answer `504 timeout`, so it never goes out later, after its client stopped
- * waiting and perhaps sent it again. A job a relay claimed before the deadline keeps its wait: the relay answers.
+ * no relay ever claimed it within `waitMs` (the session away, a long queue or pace), the job is failed while still
+ * `pending` with no attempt, and its requests answer `504 timeout`, so it never goes out later, after its client
+ * stopped waiting and perhaps sent it again. A job a relay claimed (even one handed back since) keeps its wait: the
+ * relay answers. A job another node's deadline already ended answers from its row.
  */
 export class SyncDeadlines {
   readonly #deps: SyncDeadlinesDeps;
+  readonly #timers = new Set<NodeJS.Timeout>();
+  #stopped = false;
 
   /** Cheap, no I/O. */
   constructor(deps: SyncDeadlinesDeps) {
@@ -42,28 +46,78 @@ export class SyncDeadlines {
   }
 
   /**
-   * `done` (the wait for job `job`'s outcome), failed unsent at the deadline while the job is still pending.
-   * @throws what `done` rejects with; DomainError `timeout` when the deadline failed the job.
+   * `done` (the wait for job `job`'s outcome), failed unsent `waitMs` after `since` (epoch ms, default now: when
+   * the job was accepted) while no relay claimed it.
+   * @throws what `done` rejects with; DomainError `timeout` when the deadline failed the job; DomainError conflict
+   *   `message already failed` or `message already canceled` when the job ended otherwise meanwhile.
    */
-  async watch(job: JobKey, done: Promise<SentMessage>): Promise<SentMessage> {
+  async watch(job: JobKey, done: Promise<SentMessage>, since?: number): Promise<SentMessage> {
+    const { clock, waitMs } = this.#deps;
+    let over = false;
     let timer: NodeJS.Timeout | undefined;
-    const expire = async (): Promise<void> => {
-      const { db, clock, logger, waiters, waitMs } = this.#deps;
-      const message = `the message could not be relayed within ${Math.ceil(waitMs / 1000)} s and was not sent`;
-      try {
-        if (await failPendingSendJob(db, job.instanceId, job.id, clock(), message))
-          waiters.settle(job, undefined, new DomainError('timeout', message));
-      } catch (error) {
-        // The job may still go out: its request keeps waiting, and the deadline is tried again.
-        logger.warn({ err: error, instanceId: job.instanceId, id: job.id }, 'failing an expired send failed');
-        if (waiters.has(job)) timer = setTimeout(() => void expire(), RETRY_MS);
-      }
+    const arm = (delayMs: number) => {
+      if (over || this.#stopped) return;
+      timer = setTimeout(() => {
+        if (timer) this.#timers.delete(timer);
+        void this.#expire(job).then((again) => {
+          if (again) arm(RETRY_MS);
+        });
+      }, delayMs);
+      timer.unref();
+      this.#timers.add(timer);
     };
-    timer = setTimeout(() => void expire(), this.#deps.waitMs);
+    arm(Math.max(0, (since ?? clock()) + waitMs - clock()));
     try {
       return await done;
     } finally {
-      clearTimeout(timer);
+      over = true;
+      if (timer) {
+        clearTimeout(timer);
+        this.#timers.delete(timer);
+      }
+    }
+  }
+
+  /** Clears every deadline (the queue stops: the requests still waiting are cut with the server). */
+  stop(): void {
+    this.#stopped = true;
+    for (const timer of this.#timers) clearTimeout(timer);
+    this.#timers.clear();
+  }
+
+  /** Fails `job` if still unclaimed and settles its waiters. @returns true to try again later (the store failed). */
+  async #expire(job: JobKey): Promise<boolean> {
+    const { db, clock, logger, waiters, waitMs } = this.#deps;
+    const message = `the message could not be relayed within ${Math.ceil(waitMs / 1000)} s and was not sent`;
+    try {
+      if (await failPendingSendJob(db, job.instanceId, job.id, clock(), message)) {
+        waiters.settle(job, undefined, new DomainError('timeout', message));
+        return false;
+      }
+      // Claimed by a relay (its answer settles the waiters), or ended already, perhaps by another node's deadline.
+      const ended = await findSendJob(db, job.instanceId, job.id);
+      if (ended === undefined || ended.status === 'pending' || ended.status === 'sending') {
+        logger.debug(
+          { instanceId: job.instanceId, id: job.id },
+          'a synchronous send waits past its deadline for its relay',
+        );
+        return false;
+      }
+      if (ended.status === 'sent')
+        waiters.settle(job, { id: ended.id, timestamp: ended.sentAt ?? ended.createdAt });
+      else
+        waiters.settle(
+          job,
+          undefined,
+          ended.lastError === message
+            ? new DomainError('timeout', message)
+            : errors.conflict(`message already ${ended.status}`),
+        );
+      return false;
+    } catch (error) {
+      // The job may still go out: its requests keep waiting, and the deadline is tried again.
+      logger.warn({ err: error, instanceId: job.instanceId, id: job.id }, 'failing an expired send failed');
+      return waiters.has(job);
     }
   }
 }

@@ -161,10 +161,10 @@ export async function finishSendJob(
 }
 
 /**
- * Fails job `id` while it is still `pending` (not claimed by any relay): a synchronous send whose request stopped
- * waiting for it (src/sends/sync-deadline.ts, docs/decisions/0009-sends-as-jobs.md), so it never goes out after its
- * request answered. Returns false when the job is no longer pending (a relay claimed it, or it ended): its relay
- * decides its outcome then.
+ * Fails synchronous job `id` while it is still `pending` and was never claimed (no attempt): a send whose request
+ * stopped waiting for it (src/sends/sync-deadline.ts, docs/decisions/0009-sends-as-jobs.md), so it never goes out
+ * after its request answered. Returns false otherwise (a relay claimed it, perhaps handed back since, or it ended):
+ * a relay decides its outcome then, since one may already have reached the platform.
  */
 export async function failPendingSendJob(
   db: Kysely<Database>,
@@ -179,6 +179,8 @@ export async function failPendingSendJob(
     .where('instance_id', '=', instanceId)
     .where('id', '=', id)
     .where('status', '=', PENDING)
+    .where('mode', '=', 'sync')
+    .where('attempts', '=', 0)
     .executeTakeFirst();
   return Number(result.numUpdatedRows) > 0;
 }

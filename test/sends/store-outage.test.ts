@@ -42,6 +42,8 @@ for (const dialect of testDialects()) {
     let handBacks = 0;
     const relayed: string[] = [];
     let refuse: DomainError | undefined;
+    /** Holds the relay of this job id until released. */
+    let gate: { id: string; started: boolean; released: Promise<void> } | undefined;
 
     const syncJob = (id: string): NewSendJob => {
       const now = t.clock();
@@ -80,6 +82,10 @@ for (const dialect of testDialects()) {
     const session = {
       state: () => ({ connected: true, loggedIn: true, jid: null, phone: null, pushName: null }),
       send: async (message: OutgoingMessage): Promise<SentMessage> => {
+        if (gate && gate.id === message.id && !gate.started) {
+          gate.started = true;
+          await gate.released;
+        }
         relayed.push(message.id ?? '');
         if (refuse) throw refuse;
         return { id: message.id ?? '', timestamp: t.clock() };
@@ -195,6 +201,25 @@ for (const dialect of testDialects()) {
         ['3EB0CCCCCCCCCCCCCCCCCC'],
         'relayed once',
       );
+    });
+
+    it('a login committed while the queue relays a job is handed back before its next claim', async () => {
+      let release: () => void = () => undefined;
+      const released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      gate = { id: '3EB0DDDDDDDDDDDDDDDDDD', started: false, released };
+      // A paced queue relays nothing at once: the job goes through the queue's drain.
+      await queue.setPacing(t.instance.id, { minIntervalMs: 1, jitterMs: 0, newChatsPerDay: null });
+      const wait = await queue.storeSync(session, syncJob('3EB0DDDDDDDDDDDDDDDDDD'));
+      const outcome = wait();
+      await eventually('the drain relaying', () => gate?.started);
+      const handBacksBefore = handBacks;
+      login();
+      release();
+      assert.equal((await outcome).id, '3EB0DDDDDDDDDDDDDDDDDD');
+      await eventually('the hand-back run by the same drain', () => handBacks > handBacksBefore);
+      await queue.setPacing(t.instance.id, { minIntervalMs: 0, jitterMs: 0, newChatsPerDay: null });
     });
   });
 }

@@ -25,6 +25,8 @@ for (const dialect of testDialects()) {
   describe(`send queue: the deadline of a synchronous send waiting its turn [${dialect}]`, () => {
     let t: TestApp;
     let queue: SendQueue;
+    /** The messages the queue logged (debug and above). */
+    const logged: string[] = [];
     let seq = 0;
     let connected = false;
     const relayed: string[] = [];
@@ -74,7 +76,14 @@ for (const dialect of testDialects()) {
         session: (instanceId) => (instanceId === t.instance.id ? session : undefined),
         nodeId: 'this-node',
         clock: t.clock,
-        logger: pino({ level: 'silent' }),
+        logger: pino(
+          { level: 'debug' },
+          {
+            write: (line: string) => {
+              logged.push(String((JSON.parse(line) as { msg?: unknown }).msg));
+            },
+          },
+        ),
         report: async () => undefined,
         syncWaitMs: WAIT_MS,
       });
@@ -112,13 +121,15 @@ for (const dialect of testDialects()) {
         release = resolve;
       });
       gate = { id: '3EB0CCCCCCCCCCCCCCCCCC', started: false, released };
+      connected = true;
       // A paced queue relays nothing at once: the send waits its turn, and the queue claims it.
       await queue.setPacing(t.instance.id, { minIntervalMs: 1, jitterMs: 0, newChatsPerDay: null });
       const first = await queue.storeSync(session, syncJob('3EB0CCCCCCCCCCCCCCCCCC'));
       const outcome = first();
       await eventually('the relay under way', () => gate?.started);
-      // The deadline passes while the relay runs (a time to let pass, not a condition to wait for).
-      await new Promise((resolve) => setTimeout(resolve, WAIT_MS * 2));
+      await eventually('the deadline passed during the relay', () =>
+        logged.includes('a synchronous send waits past its deadline for its relay'),
+      );
       assert.equal((await row('3EB0CCCCCCCCCCCCCCCCCC')).status, 'sending', 'not failed under its relay');
       release();
       assert.equal((await outcome).id, '3EB0CCCCCCCCCCCCCCCCCC');
