@@ -4,15 +4,14 @@ import pino from 'pino';
 import { DomainError } from '../../src/domain/errors.ts';
 import type { OutgoingMessage, SentMessage } from '../../src/domain/messages.ts';
 import type { EngineSession } from '../../src/engines/engine.ts';
-import { encodeSendPayload } from '../../src/sends/payload.ts';
 import { SendQueue, type SendStatusReport } from '../../src/sends/queue.ts';
 import { insertSendJob, type NewSendJob } from '../../src/store/send-jobs.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
+import { textJob } from './support.ts';
 
 const T0 = Date.parse('2026-04-01T08:00:00.000Z');
-const CHAT = '5511977776666@s.whatsapp.net';
 
 /** A session that is always connected and hands each send to `relay` (which may throw). */
 function fakeSession(relay: (message: OutgoingMessage) => Promise<SentMessage>): EngineSession {
@@ -23,7 +22,6 @@ function fakeSession(relay: (message: OutgoingMessage) => Promise<SentMessage>):
 for (const dialect of testDialects()) {
   describe(`send queue: restriction pause, reclaim after a dead node [${dialect}]`, () => {
     let t: TestApp;
-    let seq = 0;
     const reports: SendStatusReport[] = [];
     const relayed: string[] = [];
     let refuse: DomainError | undefined;
@@ -33,23 +31,8 @@ for (const dialect of testDialects()) {
     let queue: SendQueue;
 
     /** A new text job to CHAT (synchronous: one attempt; queued: 25). */
-    const newJob = (id: string, mode: 'sync' | 'async'): NewSendJob => {
-      const now = t.clock();
-      seq += 1;
-      return {
-        instanceId: t.instance.id,
-        id,
-        seq,
-        chat: CHAT,
-        kind: 'text',
-        payload: encodeSendPayload({ to: CHAT, content: { kind: 'text', text: id, linkPreview: false } }),
-        mode,
-        runAt: now,
-        sendAt: null,
-        maxAttempts: mode === 'sync' ? 1 : 25,
-        now,
-      };
-    };
+    const newJob = (id: string, mode: 'sync' | 'async'): NewSendJob =>
+      textJob(t.instance.id, id, mode, t.clock());
     /** Stores a queued job, or one left `sending` by a dead node. */
     const addJob = async (id: string, status?: 'sending') => {
       await insertSendJob(t.services.store.db, {

@@ -10,16 +10,15 @@ import pino from 'pino';
 import { DomainError } from '../../src/domain/errors.ts';
 import type { OutgoingMessage, SentMessage } from '../../src/domain/messages.ts';
 import type { EngineSession } from '../../src/engines/engine.ts';
-import { encodeSendPayload } from '../../src/sends/payload.ts';
 import { SendQueue } from '../../src/sends/queue.ts';
 import { openStore, type Store } from '../../src/store/database.ts';
 import type { NewSendJob } from '../../src/store/send-jobs.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
+import { textJob } from './support.ts';
 
 const T0 = Date.parse('2026-04-01T08:00:00.000Z');
-const CHAT = '5511977776666@s.whatsapp.net';
 
 /** A connection reset, as the driver raises it when the store goes away. */
 function storeGone(): Error {
@@ -31,7 +30,6 @@ for (const dialect of testDialects()) {
     let t: TestApp;
     let store: Store;
     let queue: SendQueue;
-    let seq = 0;
     /**
      * While set, the statement that ends a held job (`finishSendJob`: its `set` starts with the lock's release)
      * fails as if the store were gone; the login's hand-back and the claims still pass.
@@ -45,23 +43,7 @@ for (const dialect of testDialects()) {
     /** Holds the relay of this job id until released. */
     let gate: { id: string; started: boolean; released: Promise<void> } | undefined;
 
-    const syncJob = (id: string): NewSendJob => {
-      const now = t.clock();
-      seq += 1;
-      return {
-        instanceId: t.instance.id,
-        id,
-        seq,
-        chat: CHAT,
-        kind: 'text',
-        payload: encodeSendPayload({ to: CHAT, content: { kind: 'text', text: id, linkPreview: false } }),
-        mode: 'sync',
-        runAt: now,
-        sendAt: null,
-        maxAttempts: 1,
-        now,
-      };
-    };
+    const syncJob = (id: string): NewSendJob => textJob(t.instance.id, id, 'sync', t.clock());
     const row = (id: string) =>
       t.services.store.db
         .selectFrom('send_jobs')

@@ -9,15 +9,14 @@ import pino from 'pino';
 import { DomainError } from '../../src/domain/errors.ts';
 import type { OutgoingMessage, SentMessage } from '../../src/domain/messages.ts';
 import type { EngineSession } from '../../src/engines/engine.ts';
-import { encodeSendPayload } from '../../src/sends/payload.ts';
 import { SendQueue } from '../../src/sends/queue.ts';
 import type { NewSendJob } from '../../src/store/send-jobs.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
+import { textJob } from './support.ts';
 
 const T0 = Date.parse('2026-04-01T08:00:00.000Z');
-const CHAT = '5511977776666@s.whatsapp.net';
 /** The queue's sync wait in these tests, ms. */
 const WAIT_MS = 300;
 
@@ -27,29 +26,12 @@ for (const dialect of testDialects()) {
     let queue: SendQueue;
     /** The messages the queue logged (debug and above). */
     const logged: string[] = [];
-    let seq = 0;
     let connected = false;
     const relayed: string[] = [];
     /** Holds the relay of this job id until released. */
     let gate: { id: string; started: boolean; released: Promise<void> } | undefined;
 
-    const syncJob = (id: string): NewSendJob => {
-      const now = t.clock();
-      seq += 1;
-      return {
-        instanceId: t.instance.id,
-        id,
-        seq,
-        chat: CHAT,
-        kind: 'text',
-        payload: encodeSendPayload({ to: CHAT, content: { kind: 'text', text: id, linkPreview: false } }),
-        mode: 'sync',
-        runAt: now,
-        sendAt: null,
-        maxAttempts: 1,
-        now,
-      };
-    };
+    const syncJob = (id: string): NewSendJob => textJob(t.instance.id, id, 'sync', t.clock());
     const row = (id: string) =>
       t.services.store.db
         .selectFrom('send_jobs')
