@@ -1,4 +1,4 @@
-import { errors } from '../domain/errors.ts';
+import { type DomainError, errors } from '../domain/errors.ts';
 import type { SentMessage } from '../domain/messages.ts';
 import type { SendJob } from '../store/send-jobs.ts';
 
@@ -22,14 +22,32 @@ export async function storedOutcome(
   wait: (job: SendJob, signal: AbortSignal) => Promise<SentMessage>,
   reread: () => Promise<SendJob | undefined>,
 ): Promise<SentMessage> {
-  if (job.status === 'sent') return { id: job.id, timestamp: job.sentAt ?? job.createdAt };
-  if (job.status === 'failed') throw errors.conflict('message already failed');
-  if (job.status === 'canceled') throw errors.conflict('message already canceled');
+  const ended = endedAnswer(job);
+  if (ended !== undefined) {
+    if ('sent' in ended) return ended.sent;
+    throw ended.error;
+  }
   const withdraw = new AbortController();
   const done = wait(job, withdraw.signal);
   const now = await reread().catch(() => undefined);
-  if (now === undefined || now.status === 'pending' || now.status === 'sending') return done;
+  if (now === undefined || endedAnswer(now) === undefined) return done;
   withdraw.abort();
   done.catch(() => undefined);
   return storedOutcome(now, wait, reread);
+}
+
+/**
+ * What an ended job answers a synchronous send that waits for it: its result once `sent` (the time it was sent), a
+ * conflict `message already failed` or `message already canceled`; undefined while `pending` or `sending`.
+ */
+export function endedAnswer(job: SendJob): { sent: SentMessage } | { error: DomainError } | undefined {
+  switch (job.status) {
+    case 'sent':
+      return { sent: { id: job.id, timestamp: job.sentAt ?? job.createdAt } };
+    case 'failed':
+    case 'canceled':
+      return { error: errors.conflict(`message already ${job.status}`) };
+    default:
+      return undefined;
+  }
 }

@@ -1,11 +1,12 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
-import { DomainError, errors } from '../domain/errors.ts';
+import { DomainError } from '../domain/errors.ts';
 import type { SentMessage } from '../domain/messages.ts';
 import type { Database } from '../store/schema.ts';
 import { failPendingSendJob } from '../store/send-job-claims.ts';
 import { findSendJob } from '../store/send-jobs.ts';
+import { endedAnswer } from './outcomes.ts';
 import type { JobKey, SendWaiters } from './waiters.ts';
 
 /**
@@ -96,22 +97,20 @@ export class SyncDeadlines {
       }
       // Claimed by a relay (its answer settles the waiters), or ended already, perhaps by another node's deadline.
       const ended = await findSendJob(db, job.instanceId, job.id);
-      if (ended === undefined || ended.status === 'pending' || ended.status === 'sending') {
+      const answer = ended === undefined ? undefined : endedAnswer(ended);
+      if (answer === undefined) {
         logger.debug(
           { instanceId: job.instanceId, id: job.id },
           'a synchronous send waits past its deadline for its relay',
         );
         return false;
       }
-      if (ended.status === 'sent')
-        waiters.settle(job, { id: ended.id, timestamp: ended.sentAt ?? ended.createdAt });
+      if ('sent' in answer) waiters.settle(job, answer.sent);
       else
         waiters.settle(
           job,
           undefined,
-          ended.lastError === message
-            ? new DomainError('timeout', message)
-            : errors.conflict(`message already ${ended.status}`),
+          ended?.lastError === message ? new DomainError('timeout', message) : answer.error,
         );
       return false;
     } catch (error) {
