@@ -91,7 +91,6 @@ export class SendQueue implements EventProjection {
   constructor(deps: SendQueueDeps) {
     this.#deps = deps;
     this.nodeId = deps.nodeId;
-    this.#inserts = new GroupInsert(deps.db);
     this.#sweep = new DueSweep({
       db: deps.db,
       clock: deps.clock,
@@ -123,6 +122,7 @@ export class SendQueue implements EventProjection {
     const untilStored = <T>(work: () => Promise<T>): Promise<T> =>
       untilStoreAnswers(work, deps.clock, Number.POSITIVE_INFINITY, () => this.#stopped);
     this.#untilStored = untilStored;
+    this.#inserts = new GroupInsert(deps.db, untilStored);
     const failures = new RelayFailures({
       untilStored,
       db: deps.db,
@@ -258,8 +258,10 @@ export class SendQueue implements EventProjection {
    * Stores a new job (docs/decisions/0009-sends-as-jobs.md: a send is stored before its relay). The jobs accepted in
    * one turn of the event loop are written together, in one statement and one transaction (group commit), and
    * each caller resolves once that commit holds its row. A failed group is written again one job at a time, so
-   * one bad row fails only its own send.
-   * @throws the store's error for this job (store faults as `store_unavailable`, docs/decisions/0011-store-faults.md).
+   * one bad row fails only its own send. A write whose answer was lost is written again until the store answers
+   * (group-insert.ts), so a job the store kept is never answered as failed.
+   * @throws the store's error for this job (store faults as `store_unavailable` when no connection could be had, or
+   *   the queue stopped while the store was away: docs/decisions/0011-store-faults.md).
    */
   store(job: NewSendJob): Promise<void> {
     return this.#inserts.store(job);

@@ -44,6 +44,12 @@ export interface OpenStoreOptions {
   onCheckpoint?: (report: CheckpointReport) => void;
   /** Test-only fault hook (src/store/faults.ts); never set from configuration. */
   faults?: StoreFaultHook;
+  /**
+   * Test-only hook called after each query the store carried out; throwing fails the query with its work kept, as a
+   * connection lost between a commit and its answer (src/store/faults.ts `faultAwareDialect`). Never set from
+   * configuration.
+   */
+  lostAnswers?: StoreFaultHook;
 }
 
 /**
@@ -85,7 +91,9 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
             onReport: options.onCheckpoint,
           });
     const dialect = new SqliteDialect({ database: cachingStatements(sqlite) });
-    const db = new Kysely<Database>({ dialect: faultAwareDialect(dialect, options.faults) });
+    const db = new Kysely<Database>({
+      dialect: faultAwareDialect(dialect, options.faults, options.lostAnswers),
+    });
     return {
       db,
       dialect: 'sqlite',
@@ -146,7 +154,11 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
     ...(options.onSessionSwitch === undefined ? {} : { onSessionSwitch: options.onSessionSwitch }),
   });
   const db = new Kysely<Database>({
-    dialect: faultAwareDialect(currentSchemaDialect(new PostgresDialect({ pool: named })), options.faults),
+    dialect: faultAwareDialect(
+      currentSchemaDialect(new PostgresDialect({ pool: named })),
+      options.faults,
+      options.lostAnswers,
+    ),
   });
   // A transaction's last statement may go unawaited: its commit is written behind it (docs/decisions/0063-pipelined-commit.md).
   markPipelinedCommits(db);

@@ -134,10 +134,28 @@ export async function untilStoreAnswers<T>(
   }
 }
 
+/** The `store_unavailable` errors raised while acquiring a connection: no statement of theirs reached the store. */
+const RAISED_CONNECTING = new WeakSet<object>();
+
+/**
+ * True when `error` is a `store_unavailable` error raised while acquiring a connection, so the statement it failed
+ * never reached the store and nothing of it can have been written. Any other unreachable-store error (a connection
+ * lost while a statement or its commit was under way) leaves the outcome unknown: the store may have carried the
+ * statement out and only its answer was lost (docs/decisions/0011-store-faults.md).
+ */
+export function failedBeforeSending(error: unknown): boolean {
+  return error instanceof DomainError && RAISED_CONNECTING.has(error);
+}
+
 /** `error` as the store raises it: a `store_unavailable` DomainError (cause kept) when unreachable, else itself. */
 function classified(error: unknown, connecting: boolean): unknown {
   if (error instanceof DomainError) return error;
-  if (connecting || isStoreUnavailableError(error)) return errors.storeUnavailable(error);
+  if (connecting) {
+    const unavailable = errors.storeUnavailable(error);
+    RAISED_CONNECTING.add(unavailable);
+    return unavailable;
+  }
+  if (isStoreUnavailableError(error)) return errors.storeUnavailable(error);
   return error;
 }
 
@@ -153,11 +171,17 @@ export type StoreFaultHook = (sql: string) => void;
  * `store_unavailable` (its `cause` the driver's error), which the HTTP layer answers with 503 and `Retry-After`
  * (docs/api.md, Errors). Any error while acquiring a connection counts as unreachable (a refused or timed-out
  * connect, a database not accepting connections). Other errors pass unchanged. `faults` is the test-only
- * {@link StoreFaultHook}.
+ * {@link StoreFaultHook}; `lostAnswers`, also test-only, is called with the SQL text once the store carried a query
+ * out, and when it throws the query fails with that error although its work is kept, as when the connection drops
+ * between a statement's commit and its answer (outside a transaction a statement commits on its own).
  */
-export function faultAwareDialect(dialect: Dialect, faults?: StoreFaultHook): Dialect {
+export function faultAwareDialect(
+  dialect: Dialect,
+  faults?: StoreFaultHook,
+  lostAnswers?: StoreFaultHook,
+): Dialect {
   return {
-    createDriver: () => new FaultAwareDriver(dialect.createDriver(), faults),
+    createDriver: () => new FaultAwareDriver(dialect.createDriver(), faults, lostAnswers),
     createQueryCompiler: (): QueryCompiler => dialect.createQueryCompiler(),
     createAdapter: () => dialect.createAdapter(),
     // biome-ignore lint/suspicious/noExplicitAny: Kysely's own Dialect signature takes Kysely<any>
@@ -200,10 +224,16 @@ function retryingIntrospector(inner: DatabaseIntrospector): DatabaseIntrospector
 class FaultAwareConnection implements DatabaseConnection {
   readonly inner: DatabaseConnection;
   readonly #faults: StoreFaultHook | undefined;
+  readonly #lostAnswers: StoreFaultHook | undefined;
 
-  constructor(inner: DatabaseConnection, faults: StoreFaultHook | undefined) {
+  constructor(
+    inner: DatabaseConnection,
+    faults: StoreFaultHook | undefined,
+    lostAnswers: StoreFaultHook | undefined,
+  ) {
     this.inner = inner;
     this.#faults = faults;
+    this.#lostAnswers = lostAnswers;
   }
 
   /**
@@ -222,11 +252,14 @@ class FaultAwareConnection implements DatabaseConnection {
       this.injected ??= error;
       throw classified(error, false);
     }
+    let result: QueryResult<R>;
     try {
-      return await this.inner.executeQuery<R>(compiledQuery);
+      result = await this.inner.executeQuery<R>(compiledQuery);
+      this.#lostAnswers?.(compiledQuery.sql);
     } catch (error) {
       throw classified(error, false);
     }
+    return result;
   }
 
   async *streamQuery<R>(
@@ -245,10 +278,12 @@ class FaultAwareConnection implements DatabaseConnection {
 class FaultAwareDriver implements Driver {
   readonly #inner: Driver;
   readonly #faults: StoreFaultHook | undefined;
+  readonly #lostAnswers: StoreFaultHook | undefined;
 
-  constructor(inner: Driver, faults: StoreFaultHook | undefined) {
+  constructor(inner: Driver, faults: StoreFaultHook | undefined, lostAnswers: StoreFaultHook | undefined) {
     this.#inner = inner;
     this.#faults = faults;
+    this.#lostAnswers = lostAnswers;
   }
 
   async #run<T>(work: () => Promise<T>, connecting = false): Promise<T> {
@@ -270,7 +305,7 @@ class FaultAwareDriver implements Driver {
 
   async acquireConnection(): Promise<DatabaseConnection> {
     const inner = await this.#run(() => this.#inner.acquireConnection(), true);
-    return new FaultAwareConnection(inner, this.#faults);
+    return new FaultAwareConnection(inner, this.#faults, this.#lostAnswers);
   }
 
   beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {

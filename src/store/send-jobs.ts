@@ -84,6 +84,41 @@ export async function insertSendJobs(db: Kysely<Database>, jobs: readonly NewSen
   await INSERT_SEND_JOBS.run(db, {}, jobs.map(newJobRow));
 }
 
+/**
+ * Stores a new job unless a row with its key is there already, for a write whose first try ended with the outcome
+ * unknown (the connection lost between its commit and the answer, docs/decisions/0011-store-faults.md): the row
+ * found counts as this job's own when it was stored for the same send (same `seq`, chat, kind, payload, mode and
+ * acceptance time, `now`).
+ * @returns `stored` when this call wrote the row, `found` when the earlier try had.
+ * @throws Error when a different job holds the key (two sends with one message id: a bug); the store's error as
+ *   it raised it.
+ */
+export async function storeSendJobOnce(db: Kysely<Database>, job: NewSendJob): Promise<'stored' | 'found'> {
+  const inserted = await db
+    .insertInto('send_jobs')
+    .values(newJobRow(job))
+    .onConflict((conflict) => conflict.columns(['instance_id', 'id']).doNothing())
+    .executeTakeFirst();
+  if (Number(inserted.numInsertedOrUpdatedRows ?? 0) > 0) return 'stored';
+  const row = await db
+    .selectFrom('send_jobs')
+    .select(['seq', 'chat', 'kind', 'payload', 'mode', 'created_at'])
+    .where('instance_id', '=', job.instanceId)
+    .where('id', '=', job.id)
+    .executeTakeFirst();
+  const same =
+    row !== undefined &&
+    Number(row.seq) === job.seq &&
+    row.chat === job.chat &&
+    row.kind === job.kind &&
+    row.payload === job.payload &&
+    row.mode === job.mode &&
+    Number(row.created_at) === job.now;
+  if (!same)
+    throw new Error(`send job ${job.id} of instance ${job.instanceId} is stored already for another send`);
+  return 'found';
+}
+
 /** The row a new job is stored as (`new_chat` keeps its default). */
 function newJobRow(job: NewSendJob): Omit<Selectable<SendJobsTable>, 'new_chat'> {
   const claimed = job.claimedBy !== undefined;

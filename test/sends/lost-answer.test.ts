@@ -1,0 +1,202 @@
+/**
+ * A new send job's write whose answer is lost (docs/decisions/0011-store-faults.md): the store committed the row and
+ * the connection dropped before the answer came back. The queue writes the job again and counts the row it finds as
+ * stored, so the request goes on instead of failing a stored send (whose retry would send the message twice); while
+ * the store stays away it waits. A write that never reached the store (no connection) answers 503 at once. The lost
+ * answer is injected through the store's test-only `lostAnswers` hook on a second connection to the test store.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import pino from 'pino';
+import { DomainError } from '../../src/domain/errors.ts';
+import type { OutgoingMessage, SentMessage } from '../../src/domain/messages.ts';
+import type { EngineSession } from '../../src/engines/engine.ts';
+import { SendQueue } from '../../src/sends/queue.ts';
+import { openStore, type Store } from '../../src/store/database.ts';
+import { failedBeforeSending, faultAwareDialect } from '../../src/store/faults.ts';
+import type { Database } from '../../src/store/schema.ts';
+import { storeSendJobOnce } from '../../src/store/send-jobs.ts';
+import { createTestApp, type TestApp } from '../support/app.ts';
+import { eventually } from '../support/eventually.ts';
+import { testDialects } from '../support/store.ts';
+import { textJob } from './support.ts';
+
+const T0 = Date.parse('2026-04-01T08:00:00.000Z');
+
+/** A connection reset, as the driver raises it when the store goes away. */
+function storeGone(): Error {
+  return Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+}
+
+/** The new jobs' insert (the group's multi-row statement, or one row). */
+const INSERT_JOBS = /^insert into "send_jobs"/;
+
+for (const dialect of testDialects()) {
+  describe(`send queue: a new job's write whose answer is lost [${dialect}]`, () => {
+    let t: TestApp;
+    let store: Store;
+    let queue: SendQueue;
+    /** Answers of the jobs' insert still to lose (the statement is carried out, then fails). */
+    let answersToLose = 0;
+    /** While set, every insert of a job fails before it runs, as with the store away. */
+    let down = false;
+    let refusedInserts = 0;
+    /** When set, the store goes away (`down`) as the answer is lost. */
+    let awayAfterLoss = false;
+    const relayed: string[] = [];
+
+    const rows = (ids: readonly string[]) =>
+      t.services.store.db
+        .selectFrom('send_jobs')
+        .select(['id', 'status', 'attempts'])
+        .where('id', 'in', ids)
+        .orderBy('id')
+        .execute();
+
+    const session = {
+      state: () => ({ connected: true, loggedIn: true, jid: null, phone: null, pushName: null }),
+      send: async (message: OutgoingMessage): Promise<SentMessage> => {
+        relayed.push(message.id ?? '');
+        return { id: message.id ?? '', timestamp: t.clock() };
+      },
+    } as unknown as EngineSession;
+
+    before(async () => {
+      t = await createTestApp({ dialect });
+      t.clock.set(T0);
+      const { database, schema } = t.testStore;
+      const faults = (sql: string) => {
+        if (down && INSERT_JOBS.test(sql)) {
+          refusedInserts += 1;
+          throw storeGone();
+        }
+      };
+      const lostAnswers = (sql: string) => {
+        if (answersToLose > 0 && INSERT_JOBS.test(sql)) {
+          answersToLose -= 1;
+          if (awayAfterLoss) down = true;
+          throw storeGone();
+        }
+      };
+      store = await openStore(
+        database,
+        schema === undefined ? { faults, lostAnswers } : { schema, faults, lostAnswers },
+      );
+      queue = new SendQueue({
+        db: store.db,
+        session: (instanceId) => (instanceId === t.instance.id ? session : undefined),
+        nodeId: 'this-node',
+        clock: t.clock,
+        logger: pino({ level: 'silent' }),
+        report: async () => undefined,
+      });
+      queue.wake(t.instance.id);
+    });
+    after(async () => {
+      await queue.stop();
+      await store.destroy();
+      await t.close();
+    });
+
+    it('a job stored alone whose answer was lost counts as stored: one row, relayed once', async () => {
+      answersToLose = 1;
+      const job = textJob(t.instance.id, '3EB0LOST00000000000001', 'sync', t.clock());
+      const wait = await queue.storeSync(session, job);
+      assert.equal(answersToLose, 0, 'the answer was lost');
+      assert.equal((await wait()).id, job.id);
+      assert.deepEqual(await rows([job.id]), [{ id: job.id, status: 'sent', attempts: 1 }]);
+      assert.deepEqual(
+        relayed.filter((id) => id === job.id),
+        [job.id],
+      );
+    });
+
+    it("a group's jobs whose answer was lost are each stored once and relayed once", async () => {
+      answersToLose = 1;
+      const ids = ['3EB0LOST00000000000002', '3EB0LOST00000000000003', '3EB0LOST00000000000004'];
+      const jobs = ids.map((id) => textJob(t.instance.id, id, 'async', t.clock()));
+      // Added in one turn: one statement for the three.
+      await Promise.all(jobs.map((job) => queue.store(job)));
+      assert.equal(answersToLose, 0, 'the answer was lost');
+      queue.wake(t.instance.id);
+      await eventually('the three relayed', () => ids.every((id) => relayed.includes(id)));
+      assert.deepEqual(
+        (await rows(ids)).map((row) => [row.id, row.status, row.attempts]),
+        ids.map((id) => [id, 'sent', 1]),
+      );
+      assert.deepEqual(
+        relayed.filter((id) => ids.includes(id)),
+        ids,
+        'each relayed once, in order',
+      );
+    });
+
+    it('waits while the store stays away after a lost answer, then goes on', async () => {
+      answersToLose = 1;
+      awayAfterLoss = true;
+      const job = textJob(t.instance.id, '3EB0LOST00000000000005', 'async', t.clock());
+      const refusedBefore = refusedInserts;
+      let settled = false;
+      const stored = queue.store(job).finally(() => {
+        settled = true;
+      });
+      // The store goes away as the answer is lost: the write again meets it away.
+      await eventually('the answer lost', () => answersToLose === 0);
+      await eventually(
+        'the write tried again twice while the store is away',
+        () => refusedInserts >= refusedBefore + 2,
+      );
+      assert.equal(settled, false, 'the request waits for the store');
+      down = false;
+      awayAfterLoss = false;
+      await stored;
+      assert.deepEqual(
+        (await rows([job.id])).map((row) => row.id),
+        [job.id],
+      );
+      queue.wake(t.instance.id);
+      await eventually('relayed', () => relayed.includes(job.id));
+      assert.deepEqual(
+        relayed.filter((id) => id === job.id),
+        [job.id],
+      );
+    });
+
+    it('storeSendJobOnce refuses a key held by another send', async () => {
+      const job = textJob(t.instance.id, '3EB0LOST00000000000006', 'async', t.clock());
+      assert.equal(await storeSendJobOnce(store.db, job), 'stored');
+      assert.equal(await storeSendJobOnce(store.db, job), 'found');
+      const other = textJob(t.instance.id, job.id, 'async', t.clock());
+      await assert.rejects(storeSendJobOnce(store.db, other), /is stored already for another send/);
+    });
+  });
+}
+
+describe('send queue: a new job whose write never reached the store', () => {
+  it('answers store_unavailable at once when no connection can be had (PostgreSQL, a closed port)', async () => {
+    const pool = new pg.Pool({ host: '127.0.0.1', port: 1, user: 'postgres', database: 'none' });
+    const db = new Kysely<Database>({ dialect: faultAwareDialect(new PostgresDialect({ pool })) });
+    const queue = new SendQueue({
+      db,
+      session: () => undefined,
+      nodeId: 'this-node',
+      clock: () => T0,
+      logger: pino({ level: 'silent' }),
+      report: async () => undefined,
+    });
+    try {
+      const job = textJob('instance-without-store', '3EB0LOST00000000000007', 'async', T0);
+      await assert.rejects(queue.store(job), (error: unknown) => {
+        assert.ok(error instanceof DomainError);
+        assert.equal(error.code, 'store_unavailable');
+        assert.equal(failedBeforeSending(error), true, 'raised while connecting');
+        return true;
+      });
+    } finally {
+      await queue.stop();
+      await db.destroy();
+    }
+  });
+});
