@@ -43,6 +43,11 @@ export interface RelayFailuresDeps {
   report(instanceId: string, report: SendStatusReport): Promise<void>;
   /** Wakes the instance's queue in `delayMs` ms (keeps an earlier wake already set). */
   schedule(instanceId: string, delayMs: number): void;
+  /**
+   * Settles the waiters of a job another holder took over from its row once that holder ended it
+   * (sync-deadline.ts `SyncDeadlines.follow`).
+   */
+  follow(job: SendJob): void;
 }
 
 /**
@@ -87,47 +92,13 @@ export class RelayFailures {
       const delay = Math.min(MAX_RETRY_DELAY_MS, 1_000 * 2 ** Math.max(0, job.attempts - 1));
       return this.holdBack(job, error, now + delay);
     }
-    const message = error instanceof Error ? error.message : String(error);
-    const mine = await this.#deps.untilStored(() =>
-      finishSendJob(this.#deps.db, job.instanceId, job.id, this.#deps.nodeId, {
-        status: 'failed',
-        at: now,
-        error: message,
-      }),
-    );
-    if (mine && !this.#deps.waiters.has(job))
-      await this.#deps.report(job.instanceId, {
-        kind: 'message',
-        id: job.id,
-        status: 'failed',
-        error: message,
-        at: now,
-      });
-    this.#deps.waiters.settle(job, undefined, error);
+    return this.#fail(job, error, now);
   }
 
-  /** Puts a claimed job back to `pending` until `runAt` (a sync job's request is answered with `error`). */
+  /** Puts a claimed job back to `pending` until `runAt` (a sync job fails instead: its request answers `error`). */
   async holdBack(job: SendJob, error: unknown, runAt: number): Promise<void> {
+    if (job.mode === 'sync') return this.#fail(job, error, this.#deps.clock());
     const message = error instanceof Error ? error.message : String(error);
-    if (job.mode === 'sync') {
-      await this.#deps.untilStored(() =>
-        finishSendJob(this.#deps.db, job.instanceId, job.id, this.#deps.nodeId, {
-          status: 'failed',
-          at: this.#deps.clock(),
-          error: message,
-        }),
-      );
-      if (!this.#deps.waiters.has(job))
-        await this.#deps.report(job.instanceId, {
-          kind: 'message',
-          id: job.id,
-          status: 'failed',
-          error: message,
-          at: this.#deps.clock(),
-        });
-      this.#deps.waiters.settle(job, undefined, error);
-      return;
-    }
     await this.#deps.untilStored(() =>
       finishSendJob(this.#deps.db, job.instanceId, job.id, this.#deps.nodeId, {
         status: 'pending',
@@ -137,5 +108,36 @@ export class RelayFailures {
       }),
     );
     this.#deps.schedule(job.instanceId, Math.max(0, runAt - this.#deps.clock()));
+  }
+
+  /**
+   * Marks claimed job `job` failed with `error` at `at` (epoch ms), reports it when no request waits for it, and
+   * answers its requests with `error`. When the job is no longer this node's (another holder took it over after a
+   * lost lease, docs/decisions/0008-leases-and-fencing.md) nothing is written or reported here, and its requests
+   * wait for the new holder's outcome instead (`follow`): that holder may still send the message, and a request
+   * answered with this node's error would let its client send it a second time.
+   */
+  async #fail(job: SendJob, error: unknown, at: number): Promise<void> {
+    const message = error instanceof Error ? error.message : String(error);
+    const mine = await this.#deps.untilStored(() =>
+      finishSendJob(this.#deps.db, job.instanceId, job.id, this.#deps.nodeId, {
+        status: 'failed',
+        at,
+        error: message,
+      }),
+    );
+    if (!mine) {
+      this.#deps.follow(job);
+      return;
+    }
+    if (!this.#deps.waiters.has(job))
+      await this.#deps.report(job.instanceId, {
+        kind: 'message',
+        id: job.id,
+        status: 'failed',
+        error: message,
+        at,
+      });
+    this.#deps.waiters.settle(job, undefined, error);
   }
 }

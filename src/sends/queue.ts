@@ -132,6 +132,7 @@ export class SendQueue implements EventProjection {
       pace: this.#pace,
       report: (instanceId, report) => this.report(instanceId, report),
       schedule: (instanceId, delayMs) => this.#runners.schedule(instanceId, delayMs),
+      follow: (job) => this.#deadlines.follow(job),
     });
     this.#jobs = new JobRelay({
       untilStored,

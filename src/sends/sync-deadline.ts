@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
-import { DomainError } from '../domain/errors.ts';
+import { DomainError, errors } from '../domain/errors.ts';
 import type { SentMessage } from '../domain/messages.ts';
 import type { Database } from '../store/schema.ts';
 import { failPendingSendJob } from '../store/send-job-claims.ts';
@@ -14,6 +14,9 @@ import type { JobKey, SendWaiters } from './waiters.ts';
  * HTTP client waits for an answer. A send relayed at once never waits here.
  */
 export const SYNC_WAIT_MS = 60_000;
+
+/** How often the wait for a job another holder took over reads the job's row ({@link SyncDeadlines.follow}), ms. */
+export const FOLLOW_MS = 1_000;
 
 /** Wait before trying again to fail an expired job the store could not fail, ms. */
 const RETRY_MS = 5_000;
@@ -77,6 +80,42 @@ export class SyncDeadlines {
         this.#timers.delete(timer);
       }
     }
+  }
+
+  /**
+   * Settles the waiters of `job`, which another holder took over (a relay's finish found it no longer this node's
+   * after a lost lease, docs/decisions/0008-leases-and-fencing.md), from its row once that holder ended it: the row
+   * is read every {@link FOLLOW_MS} ms until it is `sent`, `failed` or `canceled` (answered as a forward's wait is,
+   * outcomes.ts `endedAnswer`), no request waits any more, or the deadlines stop. A read that fails is tried again
+   * at the next tick; a row gone answers `404 message not found`.
+   */
+  follow(job: JobKey): void {
+    const { db, waiters, logger } = this.#deps;
+    const next = () => {
+      if (this.#stopped || !waiters.has(job)) return;
+      const timer = setTimeout(() => {
+        this.#timers.delete(timer);
+        findSendJob(db, job.instanceId, job.id).then(
+          (row) => {
+            const answer =
+              row === undefined ? { error: errors.notFound('message not found') } : endedAnswer(row);
+            if (answer === undefined) next();
+            else if ('sent' in answer) waiters.settle(job, answer.sent);
+            else waiters.settle(job, undefined, answer.error);
+          },
+          (error: unknown) => {
+            logger.debug(
+              { err: error, instanceId: job.instanceId, id: job.id },
+              'reading a taken-over send failed',
+            );
+            next();
+          },
+        );
+      }, FOLLOW_MS);
+      timer.unref();
+      this.#timers.add(timer);
+    };
+    next();
   }
 
   /** Clears every deadline (the queue stops: the requests still waiting are cut with the server). */

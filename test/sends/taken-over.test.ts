@@ -1,0 +1,164 @@
+/**
+ * A synchronous send whose relay failed after another holder took its job over (docs/decisions/0008-leases-and-fencing.md:
+ * this node lost its lease while the platform answered): the finish finds the job no longer this node's, so nothing
+ * is written or reported here, and the request waits for the new holder's outcome, read from the job's row, instead
+ * of answering this node's error for a message the new holder may still send.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { setImmediate as nextLoopTurn } from 'node:timers/promises';
+import pino from 'pino';
+import { DomainError } from '../../src/domain/errors.ts';
+import type { OutgoingMessage, SentMessage } from '../../src/domain/messages.ts';
+import type { EngineSession } from '../../src/engines/engine.ts';
+import { SendQueue, type SendStatusReport } from '../../src/sends/queue.ts';
+import { openStore, type Store } from '../../src/store/database.ts';
+import { createTestApp, type TestApp } from '../support/app.ts';
+import { eventually } from '../support/eventually.ts';
+import { testDialects } from '../support/store.ts';
+import { textJob } from './support.ts';
+
+const T0 = Date.parse('2026-04-01T08:00:00.000Z');
+
+/** The statement that ends a held job (`finishSendJob`: its `set` starts with the lock's release). */
+const FINISH = /^update "send_jobs" set "locked_by" = (\?|\$\d+), "locked_at" = (\?|\$\d+), "updated_at"/;
+
+for (const dialect of testDialects()) {
+  describe(`send queue: a relay that fails after its job was taken over [${dialect}]`, () => {
+    let t: TestApp;
+    let store: Store;
+    let queue: SendQueue;
+    let finishes = 0;
+    const reports: SendStatusReport[] = [];
+    /** Holds the relay of this job id until released; then the platform refuses it. */
+    let gate: { id: string; started: boolean; released: Promise<void> } | undefined;
+
+    const session = {
+      state: () => ({ connected: true, loggedIn: true, jid: null, phone: null, pushName: null }),
+      send: async (message: OutgoingMessage): Promise<SentMessage> => {
+        if (gate && gate.id === message.id && !gate.started) {
+          gate.started = true;
+          await gate.released;
+          throw new DomainError('platform_refused', 'the platform rejected the message (error 479)');
+        }
+        return { id: message.id ?? '', timestamp: t.clock() };
+      },
+    } as unknown as EngineSession;
+
+    /** Another node's relay ends the job: `sent` at `at`, or `failed`. */
+    const otherNodeEnds = (id: string, status: 'sent' | 'failed', at: number) =>
+      t.services.store.db
+        .updateTable('send_jobs')
+        .set({
+          status,
+          locked_by: null,
+          locked_at: null,
+          sent_at: status === 'sent' ? at : null,
+          updated_at: at,
+        })
+        .where('id', '=', id)
+        .execute();
+
+    /**
+     * A synchronous send relayed at once whose relay is held; the job is taken over by `other-node` meanwhile, then
+     * the platform refuses this node's relay. Resolves once this node's finish ran, with the request's outcome.
+     */
+    const refusedAfterTakeover = async (id: string) => {
+      let release: () => void = () => undefined;
+      const released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      gate = { id, started: false, released };
+      const wait = await queue.storeSync(session, textJob(t.instance.id, id, 'sync', t.clock()));
+      const outcome = wait();
+      let settled = false;
+      outcome.then(
+        () => {
+          settled = true;
+        },
+        () => {
+          settled = true;
+        },
+      );
+      await eventually('the relay started', () => gate?.started);
+      await t.services.store.db
+        .updateTable('send_jobs')
+        .set({ locked_by: 'other-node', locked_at: t.clock() })
+        .where('id', '=', id)
+        .execute();
+      const finishesBefore = finishes;
+      release();
+      await eventually("this node's finish ran", () => finishes > finishesBefore);
+      await nextLoopTurn();
+      await nextLoopTurn();
+      return { outcome, settled: () => settled };
+    };
+
+    before(async () => {
+      t = await createTestApp({ dialect });
+      t.clock.set(T0);
+      const { database, schema } = t.testStore;
+      const lostAnswers = (sql: string) => {
+        if (FINISH.test(sql)) finishes += 1;
+      };
+      store = await openStore(database, schema === undefined ? { lostAnswers } : { schema, lostAnswers });
+      queue = new SendQueue({
+        db: store.db,
+        session: (instanceId) => (instanceId === t.instance.id ? session : undefined),
+        nodeId: 'this-node',
+        clock: t.clock,
+        logger: pino({ level: 'silent' }),
+        report: async (_instanceId, report) => {
+          reports.push(report);
+        },
+      });
+      queue.wake(t.instance.id);
+      // A first send: the queue has drained once and relays the next ones at once.
+      const first = await queue.storeSync(
+        session,
+        textJob(t.instance.id, '3EB0TAKEN0000000000000', 'sync', t.clock()),
+      );
+      await first();
+    });
+    after(async () => {
+      await queue.stop();
+      await store.destroy();
+      await t.close();
+    });
+
+    it("answers the new holder's sent outcome, not this node's refusal, and writes or reports nothing", async () => {
+      const id = '3EB0TAKEN0000000000001';
+      const { outcome, settled } = await refusedAfterTakeover(id);
+      assert.equal(settled(), false, 'the request waits for the new holder');
+      const row = await t.services.store.db
+        .selectFrom('send_jobs')
+        .select(['status', 'locked_by', 'last_error'])
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow();
+      assert.deepEqual(
+        row,
+        { status: 'sending', locked_by: 'other-node', last_error: null },
+        'left to its holder',
+      );
+      await otherNodeEnds(id, 'sent', T0 + 5_000);
+      assert.deepEqual(await outcome, { id, timestamp: T0 + 5_000 });
+      assert.deepEqual(
+        reports.filter((report) => report.kind === 'message' && report.id === id),
+        [],
+        'the new holder reports its own outcome',
+      );
+    });
+
+    it("answers the new holder's failure as a conflict", async () => {
+      const id = '3EB0TAKEN0000000000002';
+      const { outcome, settled } = await refusedAfterTakeover(id);
+      assert.equal(settled(), false, 'the request waits for the new holder');
+      await otherNodeEnds(id, 'failed', T0 + 6_000);
+      await assert.rejects(outcome, (error: unknown) => {
+        assert.ok(error instanceof DomainError);
+        assert.deepEqual([error.code, error.message], ['conflict', 'message already failed']);
+        return true;
+      });
+    });
+  });
+}
