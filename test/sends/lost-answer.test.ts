@@ -9,26 +9,18 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import pino from 'pino';
 import { DomainError } from '../../src/domain/errors.ts';
-import type { OutgoingMessage, SentMessage } from '../../src/domain/messages.ts';
-import type { EngineSession } from '../../src/engines/engine.ts';
-import { SendQueue } from '../../src/sends/queue.ts';
-import { openStore, type Store } from '../../src/store/database.ts';
+import type { SendQueue } from '../../src/sends/queue.ts';
+import type { Store } from '../../src/store/database.ts';
 import { failedBeforeSending, faultAwareDialect } from '../../src/store/faults.ts';
 import type { Database } from '../../src/store/schema.ts';
 import { storeSendJobOnce } from '../../src/store/send-jobs.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
-import { textJob } from './support.ts';
+import { fakeSession, storeGone, storeWithFaults, testQueue, textJob } from './support.ts';
 
 const T0 = Date.parse('2026-04-01T08:00:00.000Z');
-
-/** A connection reset, as the driver raises it when the store goes away. */
-function storeGone(): Error {
-  return Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
-}
 
 /** The new jobs' insert (the group's multi-row statement, or one row). */
 const INSERT_JOBS = /^insert into "send_jobs"/;
@@ -55,18 +47,14 @@ for (const dialect of testDialects()) {
         .orderBy('id')
         .execute();
 
-    const session = {
-      state: () => ({ connected: true, loggedIn: true, jid: null, phone: null, pushName: null }),
-      send: async (message: OutgoingMessage): Promise<SentMessage> => {
-        relayed.push(message.id ?? '');
-        return { id: message.id ?? '', timestamp: t.clock() };
-      },
-    } as unknown as EngineSession;
+    const session = fakeSession(async (message) => {
+      relayed.push(message.id ?? '');
+      return { id: message.id ?? '', timestamp: t.clock() };
+    });
 
     before(async () => {
       t = await createTestApp({ dialect });
       t.clock.set(T0);
-      const { database, schema } = t.testStore;
       const faults = (sql: string) => {
         if (down && INSERT_JOBS.test(sql)) {
           refusedInserts += 1;
@@ -80,18 +68,8 @@ for (const dialect of testDialects()) {
           throw storeGone();
         }
       };
-      store = await openStore(
-        database,
-        schema === undefined ? { faults, lostAnswers } : { schema, faults, lostAnswers },
-      );
-      queue = new SendQueue({
-        db: store.db,
-        session: (instanceId) => (instanceId === t.instance.id ? session : undefined),
-        nodeId: 'this-node',
-        clock: t.clock,
-        logger: pino({ level: 'silent' }),
-        report: async () => undefined,
-      });
+      store = await storeWithFaults(t, { faults, lostAnswers });
+      queue = testQueue(t.clock, store.db, t.instance.id, session);
       queue.wake(t.instance.id);
     });
     after(async () => {
@@ -178,14 +156,12 @@ describe('send queue: a new job whose write never reached the store', () => {
   it('answers store_unavailable at once when no connection can be had (PostgreSQL, a closed port)', async () => {
     const pool = new pg.Pool({ host: '127.0.0.1', port: 1, user: 'postgres', database: 'none' });
     const db = new Kysely<Database>({ dialect: faultAwareDialect(new PostgresDialect({ pool })) });
-    const queue = new SendQueue({
+    const queue = testQueue(
+      () => T0,
       db,
-      session: () => undefined,
-      nodeId: 'this-node',
-      clock: () => T0,
-      logger: pino({ level: 'silent' }),
-      report: async () => undefined,
-    });
+      'instance-without-store',
+      fakeSession(async () => ({ id: '', timestamp: T0 })),
+    );
     try {
       const job = textJob('instance-without-store', '3EB0LOST00000000000007', 'async', T0);
       await assert.rejects(queue.store(job), (error: unknown) => {

@@ -1,24 +1,17 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import pino from 'pino';
 import { DomainError } from '../../src/domain/errors.ts';
-import type { OutgoingMessage, SentMessage } from '../../src/domain/messages.ts';
 import type { EngineSession } from '../../src/engines/engine.ts';
-import { SendQueue, type SendStatusReport } from '../../src/sends/queue.ts';
+import type { SendQueue, SendStatusReport } from '../../src/sends/queue.ts';
 import { insertSendJob, type NewSendJob } from '../../src/store/send-jobs.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
-import { textJob } from './support.ts';
+import { fakeSession, testQueue, textJob } from './support.ts';
 
 const T0 = Date.parse('2026-04-01T08:00:00.000Z');
 
 /** A session that is always connected and hands each send to `relay` (which may throw). */
-function fakeSession(relay: (message: OutgoingMessage) => Promise<SentMessage>): EngineSession {
-  const state = () => ({ connected: true, loggedIn: true, jid: null, phone: null, pushName: null });
-  return { state, send: relay } as unknown as EngineSession;
-}
-
 for (const dialect of testDialects()) {
   describe(`send queue: restriction pause, reclaim after a dead node [${dialect}]`, () => {
     let t: TestApp;
@@ -64,15 +57,8 @@ for (const dialect of testDialects()) {
         relayed.push(message.id ?? '');
         return { id: message.id ?? '', timestamp: t.clock() };
       });
-      queue = new SendQueue({
-        db: t.services.store.db,
-        session: (instanceId) => (instanceId === t.instance.id ? session : undefined),
-        nodeId: 'this-node',
-        clock: t.clock,
-        logger: pino({ level: 'silent' }),
-        report: async (_instanceId, report) => {
-          reports.push(report);
-        },
+      queue = testQueue(t.clock, t.services.store.db, t.instance.id, session, async (_instanceId, report) => {
+        reports.push(report);
       });
     });
     after(async () => {

@@ -6,24 +6,16 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import pino from 'pino';
 import { DomainError } from '../../src/domain/errors.ts';
-import type { OutgoingMessage, SentMessage } from '../../src/domain/messages.ts';
-import type { EngineSession } from '../../src/engines/engine.ts';
-import { SendQueue } from '../../src/sends/queue.ts';
-import { openStore, type Store } from '../../src/store/database.ts';
+import type { SendQueue } from '../../src/sends/queue.ts';
+import type { Store } from '../../src/store/database.ts';
 import type { NewSendJob } from '../../src/store/send-jobs.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
-import { textJob } from './support.ts';
+import { fakeSession, storeGone, storeWithFaults, testQueue, textJob } from './support.ts';
 
 const T0 = Date.parse('2026-04-01T08:00:00.000Z');
-
-/** A connection reset, as the driver raises it when the store goes away. */
-function storeGone(): Error {
-  return Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
-}
 
 for (const dialect of testDialects()) {
   describe(`send queue: the store away while a job's outcome is written [${dialect}]`, () => {
@@ -61,23 +53,19 @@ for (const dialect of testDialects()) {
       return { stored: (await row(id)).status, outcome: wait() };
     };
 
-    const session = {
-      state: () => ({ connected: true, loggedIn: true, jid: null, phone: null, pushName: null }),
-      send: async (message: OutgoingMessage): Promise<SentMessage> => {
-        if (gate && gate.id === message.id && !gate.started) {
-          gate.started = true;
-          await gate.released;
-        }
-        relayed.push(message.id ?? '');
-        if (refuse) throw refuse;
-        return { id: message.id ?? '', timestamp: t.clock() };
-      },
-    } as unknown as EngineSession;
+    const session = fakeSession(async (message) => {
+      if (gate && gate.id === message.id && !gate.started) {
+        gate.started = true;
+        await gate.released;
+      }
+      relayed.push(message.id ?? '');
+      if (refuse) throw refuse;
+      return { id: message.id ?? '', timestamp: t.clock() };
+    });
 
     before(async () => {
       t = await createTestApp({ dialect });
       t.clock.set(T0);
-      const { database, schema } = t.testStore;
       const faults = (sql: string) => {
         if (
           /^update "send_jobs" set "status" = (\?|\$\d+), "locked_by" = (\?|\$\d+), "locked_at" = (\?|\$\d+), "updated_at" = (\?|\$\d+) where/.test(
@@ -95,15 +83,8 @@ for (const dialect of testDialects()) {
           throw storeGone();
         }
       };
-      store = await openStore(database, schema === undefined ? { faults } : { schema, faults });
-      queue = new SendQueue({
-        db: store.db,
-        session: (instanceId) => (instanceId === t.instance.id ? session : undefined),
-        nodeId: 'this-node',
-        clock: t.clock,
-        logger: pino({ level: 'silent' }),
-        report: async () => undefined,
-      });
+      store = await storeWithFaults(t, { faults });
+      queue = testQueue(t.clock, store.db, t.instance.id, session);
       // The fast path opens once the queue drained with nothing due.
       queue.wake(t.instance.id);
       let probes = 0;

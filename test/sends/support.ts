@@ -1,5 +1,15 @@
+import type { Kysely } from 'kysely';
+import pino from 'pino';
+import type { Clock } from '../../src/domain/clock.ts';
+import type { OutgoingMessage, SentMessage } from '../../src/domain/messages.ts';
+import { extended } from '../../src/domain/objects.ts';
+import type { EngineSession } from '../../src/engines/engine.ts';
 import { encodeSendPayload } from '../../src/sends/payload.ts';
+import { SendQueue, type SendQueueDeps } from '../../src/sends/queue.ts';
+import { type OpenStoreOptions, openStore, type Store } from '../../src/store/database.ts';
+import type { Database } from '../../src/store/schema.ts';
 import type { NewSendJob } from '../../src/store/send-jobs.ts';
+import type { TestApp } from '../support/app.ts';
 
 /** The chat the send queue tests send to. */
 const CHAT = '5511977776666@s.whatsapp.net';
@@ -25,4 +35,58 @@ export function textJob(instanceId: string, id: string, mode: 'sync' | 'async', 
     maxAttempts: mode === 'sync' ? 1 : 25,
     now,
   };
+}
+
+/**
+ * An engine session, logged in and connected while `connected()` says so (default: always), that relays every
+ * message through `send`: only what the send queue calls (`state`, `send`).
+ */
+export function fakeSession(
+  send: (message: OutgoingMessage) => Promise<SentMessage>,
+  connected: () => boolean = () => true,
+): EngineSession {
+  return {
+    state: () => ({ connected: connected(), loggedIn: true, jid: null, phone: null, pushName: null }),
+    send,
+  } as unknown as EngineSession;
+}
+
+/**
+ * A send queue of node `this-node` over `db` on `clock` that relays instance `instanceId` through `session` (no
+ * other instance has a session), its reports given to `report`; `deps` overrides any of its deps.
+ */
+export function testQueue(
+  clock: Clock,
+  db: Kysely<Database>,
+  instanceId: string,
+  session: EngineSession,
+  report: SendQueueDeps['report'] = async () => undefined,
+  deps: Partial<SendQueueDeps> = {},
+): SendQueue {
+  return new SendQueue({
+    db,
+    session: (id) => (id === instanceId ? session : undefined),
+    nodeId: 'this-node',
+    clock,
+    logger: pino({ level: 'silent' }),
+    report,
+    ...deps,
+  });
+}
+
+/** A connection reset, as the driver raises it when the store goes away. */
+export function storeGone(): Error {
+  return Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+}
+
+/**
+ * A second connection to the test app's store with the store's test-only fault hooks (src/store/faults.ts):
+ * `faults` before each query, `lostAnswers` after each query the store carried out.
+ */
+export function storeWithFaults(
+  t: Pick<TestApp, 'testStore'>,
+  hooks: Pick<OpenStoreOptions, 'faults' | 'lostAnswers'>,
+): Promise<Store> {
+  const { database, schema } = t.testStore;
+  return openStore(database, schema === undefined ? hooks : extended(hooks, { schema }));
 }

@@ -7,14 +7,12 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
 import { DomainError } from '../../src/domain/errors.ts';
-import type { OutgoingMessage, SentMessage } from '../../src/domain/messages.ts';
-import type { EngineSession } from '../../src/engines/engine.ts';
-import { SendQueue } from '../../src/sends/queue.ts';
+import type { SendQueue } from '../../src/sends/queue.ts';
 import type { NewSendJob } from '../../src/store/send-jobs.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
-import { textJob } from './support.ts';
+import { fakeSession, testQueue, textJob } from './support.ts';
 
 const T0 = Date.parse('2026-04-01T08:00:00.000Z');
 /** The queue's sync wait in these tests, ms. */
@@ -38,9 +36,8 @@ for (const dialect of testDialects()) {
         .select(['status', 'attempts', 'last_error'])
         .where('id', '=', id)
         .executeTakeFirstOrThrow();
-    const session = {
-      state: () => ({ connected, loggedIn: true, jid: null, phone: null, pushName: null }),
-      send: async (message: OutgoingMessage): Promise<SentMessage> => {
+    const session = fakeSession(
+      async (message) => {
         if (gate && gate.id === message.id && !gate.started) {
           gate.started = true;
           await gate.released;
@@ -48,16 +45,13 @@ for (const dialect of testDialects()) {
         relayed.push(message.id ?? '');
         return { id: message.id ?? '', timestamp: t.clock() };
       },
-    } as unknown as EngineSession;
+      () => connected,
+    );
 
     before(async () => {
       t = await createTestApp({ dialect });
       t.clock.set(T0);
-      queue = new SendQueue({
-        db: t.services.store.db,
-        session: (instanceId) => (instanceId === t.instance.id ? session : undefined),
-        nodeId: 'this-node',
-        clock: t.clock,
+      queue = testQueue(t.clock, t.services.store.db, t.instance.id, session, undefined, {
         logger: pino(
           { level: 'debug' },
           {
@@ -66,7 +60,6 @@ for (const dialect of testDialects()) {
             },
           },
         ),
-        report: async () => undefined,
         syncWaitMs: WAIT_MS,
       });
     });

@@ -7,16 +7,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setImmediate as nextLoopTurn } from 'node:timers/promises';
-import pino from 'pino';
 import { DomainError } from '../../src/domain/errors.ts';
-import type { OutgoingMessage, SentMessage } from '../../src/domain/messages.ts';
-import type { EngineSession } from '../../src/engines/engine.ts';
-import { SendQueue, type SendStatusReport } from '../../src/sends/queue.ts';
-import { openStore, type Store } from '../../src/store/database.ts';
+import type { SendQueue, SendStatusReport } from '../../src/sends/queue.ts';
+import type { Store } from '../../src/store/database.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
-import { textJob } from './support.ts';
+import { fakeSession, storeWithFaults, testQueue, textJob } from './support.ts';
 
 const T0 = Date.parse('2026-04-01T08:00:00.000Z');
 
@@ -33,17 +30,14 @@ for (const dialect of testDialects()) {
     /** Holds the relay of this job id until released; then the platform refuses it. */
     let gate: { id: string; started: boolean; released: Promise<void> } | undefined;
 
-    const session = {
-      state: () => ({ connected: true, loggedIn: true, jid: null, phone: null, pushName: null }),
-      send: async (message: OutgoingMessage): Promise<SentMessage> => {
-        if (gate && gate.id === message.id && !gate.started) {
-          gate.started = true;
-          await gate.released;
-          throw new DomainError('platform_refused', 'the platform rejected the message (error 479)');
-        }
-        return { id: message.id ?? '', timestamp: t.clock() };
-      },
-    } as unknown as EngineSession;
+    const session = fakeSession(async (message) => {
+      if (gate && gate.id === message.id && !gate.started) {
+        gate.started = true;
+        await gate.released;
+        throw new DomainError('platform_refused', 'the platform rejected the message (error 479)');
+      }
+      return { id: message.id ?? '', timestamp: t.clock() };
+    });
 
     /** Another node's relay ends the job: `sent` at `at`, or `failed`. */
     const otherNodeEnds = (id: string, status: 'sent' | 'failed', at: number) =>
@@ -97,20 +91,12 @@ for (const dialect of testDialects()) {
     before(async () => {
       t = await createTestApp({ dialect });
       t.clock.set(T0);
-      const { database, schema } = t.testStore;
       const lostAnswers = (sql: string) => {
         if (FINISH.test(sql)) finishes += 1;
       };
-      store = await openStore(database, schema === undefined ? { lostAnswers } : { schema, lostAnswers });
-      queue = new SendQueue({
-        db: store.db,
-        session: (instanceId) => (instanceId === t.instance.id ? session : undefined),
-        nodeId: 'this-node',
-        clock: t.clock,
-        logger: pino({ level: 'silent' }),
-        report: async (_instanceId, report) => {
-          reports.push(report);
-        },
+      store = await storeWithFaults(t, { lostAnswers });
+      queue = testQueue(t.clock, store.db, t.instance.id, session, async (_instanceId, report) => {
+        reports.push(report);
       });
       queue.wake(t.instance.id);
       // A first send: the queue has drained once and relays the next ones at once.
