@@ -44,10 +44,10 @@ export interface RelayFailuresDeps {
   /** Wakes the instance's queue in `delayMs` ms (keeps an earlier wake already set). */
   schedule(instanceId: string, delayMs: number): void;
   /**
-   * Settles the waiters of a job another holder took over from its row once that holder ended it
-   * (sync-deadline.ts `SyncDeadlines.follow`).
+   * Settles the waiters of a job another holder took over, accepted at `since` (epoch ms), from its row once that
+   * holder ended it (sync-deadline.ts `SyncDeadlines.follow`).
    */
-  follow(job: SendJob): void;
+  follow(job: SendJob, since: number): void;
 }
 
 /**
@@ -127,7 +127,7 @@ export class RelayFailures {
       }),
     );
     if (!mine) {
-      this.#deps.follow(job);
+      this.#deps.follow(job, job.createdAt);
       return;
     }
     if (!this.#deps.waiters.has(job))

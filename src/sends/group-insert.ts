@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import { TurnGroup } from '../ops/turn-group.ts';
-import { failedBeforeSending, isStoreUnavailableError } from '../store/faults.ts';
+import { isStoreUnavailableError, outcomeUnknown } from '../store/faults.ts';
 import type { Database } from '../store/schema.ts';
 import { insertSendJob, insertSendJobs, type NewSendJob, storeSendJobOnce } from '../store/send-jobs.ts';
 
@@ -10,22 +10,28 @@ import { insertSendJob, insertSendJobs, type NewSendJob, storeSendJobOnce } from
  */
 export const MAX_GROUP_INSERT = 200;
 
+/** How one job's write in its group ended: stored, or outcome unknown (the answer lost, `outcomeUnknown`). */
+type Written = 'stored' | 'unknown';
+
 /**
  * The group commit of new send jobs (docs/decisions/0009-sends-as-jobs.md: a send is stored before its relay): the
  * jobs accepted in one turn of the event loop are written together at its end (src/ops/turn-group.ts), at most
  * {@link MAX_GROUP_INSERT} a statement, and each caller resolves once that commit holds its row. The send queue
  * (queue.ts `SendQueue.store`) owns one.
  *
- * A write whose connection was lost after its statement went out has an unknown outcome: the store may have
- * committed the rows and only the answer was lost. Answering 503 then would tell the client a stored send failed,
- * and its retry would send the message twice; so such a job is written again with {@link storeSendJobOnce} (its
- * own row, found, counts as stored), waiting out the unreachable store until it answers or the queue stops
- * (docs/decisions/0011-store-faults.md). Only a write that failed before reaching the store (no connection could be
- * had) answers the store's error at once.
+ * A write whose connection broke after its statement went out has an unknown outcome (src/store/faults.ts
+ * `outcomeUnknown`): the store may have committed the rows and only the answer was lost. Answering 503 then would
+ * tell the client a stored send failed, and its retry would send the message twice; so such a job is written again
+ * with {@link storeSendJobOnce} (its own row, found, counts as stored), waiting out the unreachable store until it
+ * answers or the queue stops, outside the group so that later jobs are not held behind it
+ * (docs/decisions/0011-store-faults.md). A write that failed with its outcome known (no connection could be had, or
+ * the store answered with its error) fails at once, every job of its group alike.
  */
 export class GroupInsert {
-  readonly #group: TurnGroup<NewSendJob, undefined>;
-  /** Jobs of a group whose write ended with its outcome unknown, until they are written again alone. */
+  readonly #db: Kysely<Database>;
+  readonly #untilStored: <T>(work: () => Promise<T>) => Promise<T>;
+  readonly #group: TurnGroup<NewSendJob, Written>;
+  /** Jobs of a group whose write ended with its outcome unknown, until their group settles them. */
   readonly #unknown = new WeakSet<NewSendJob>();
 
   /**
@@ -33,14 +39,11 @@ export class GroupInsert {
    * unreachable store (the queue's own, bounded by its stop).
    */
   constructor(db: Kysely<Database>, untilStored: <T>(work: () => Promise<T>) => Promise<T>) {
-    const again = async (job: NewSendJob): Promise<undefined> => {
-      this.#unknown.delete(job);
-      await untilStored(() => storeSendJobOnce(db, job));
-      return undefined;
-    };
+    this.#db = db;
+    this.#untilStored = untilStored;
     // One group at a time (TurnGroup): a later group committing first could let a later job of an instance be
     // claimed before an earlier one is visible.
-    this.#group = new TurnGroup<NewSendJob, undefined>(
+    this.#group = new TurnGroup<NewSendJob, Written>(
       {
         together: async (jobs) => {
           try {
@@ -49,18 +52,20 @@ export class GroupInsert {
             if (outcomeUnknown(error)) for (const job of jobs) this.#unknown.add(job);
             throw error;
           }
-          return jobs.map(() => undefined);
+          return jobs.map((): Written => 'stored');
         },
         alone: async (job) => {
-          if (this.#unknown.has(job)) return again(job);
+          if (this.#unknown.delete(job)) return 'unknown';
           try {
             await insertSendJob(db, job);
           } catch (error) {
-            if (!outcomeUnknown(error)) throw error;
-            return again(job);
+            if (outcomeUnknown(error)) return 'unknown';
+            throw error;
           }
-          return undefined;
+          return 'stored';
         },
+        // Each job alone would fail the same way: no connection, or the store's own refusal of the moment.
+        failsEach: (error) => isStoreUnavailableError(error) && !outcomeUnknown(error),
       },
       MAX_GROUP_INSERT,
     );
@@ -69,15 +74,15 @@ export class GroupInsert {
   /**
    * Stores a new job with the others of this turn of the event loop, in one statement and one transaction. A failed
    * group is written again one job at a time, so one bad row fails only its own send.
-   * @throws the store's error for this job (store faults as `store_unavailable` when no connection could be had or
-   *   the queue stopped while the store was away, docs/decisions/0011-store-faults.md).
+   * @returns true when the row holds the job as written (`pending`, or `sending` held by its `claimedBy` with one
+   *   attempt); false when an answer was lost and a relay changed the job before the write again found it
+   *   (claimed, handed back or ended, here or on another node): its outcome is then the relay's.
+   * @throws the store's error for this job (store faults as `store_unavailable` when its outcome is known, or the
+   *   queue stopped while the store was away: docs/decisions/0011-store-faults.md).
    */
-  store(job: NewSendJob): Promise<void> {
-    return this.#group.add(job);
+  async store(job: NewSendJob): Promise<boolean> {
+    if ((await this.#group.add(job)) === 'stored') return true;
+    const found = await this.#untilStored(() => storeSendJobOnce(this.#db, job));
+    return found !== 'moved';
   }
-}
-
-/** True when `error` left a write's outcome unknown: the store became unreachable after the statement went out. */
-function outcomeUnknown(error: unknown): boolean {
-  return isStoreUnavailableError(error) && !failedBeforeSending(error);
 }

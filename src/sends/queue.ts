@@ -1,6 +1,4 @@
-import type { FastifyBaseLogger } from 'fastify';
-import type { Kysely, Transaction } from 'kysely';
-import type { Clock } from '../domain/clock.ts';
+import type { Transaction } from 'kysely';
 import type { DomainError } from '../domain/errors.ts';
 import type { EngineEvent, SentMessage } from '../domain/messages.ts';
 import { extended } from '../domain/objects.ts';
@@ -15,6 +13,7 @@ import { type DrainContext, drainOnce } from './drain.ts';
 import { RelayFailures } from './failures.ts';
 import { GroupInsert } from './group-insert.ts';
 import { PaceKeeper } from './pause.ts';
+import type { SendQueueDeps, SendStatusReport } from './queue-deps.ts';
 import { JobRelay } from './relay.ts';
 import { type Runner, Runners } from './runners.ts';
 import { SentMarks } from './sent-marks.ts';
@@ -22,29 +21,7 @@ import { DueSweep } from './sweep.ts';
 import { SYNC_WAIT_MS, SyncDeadlines } from './sync-deadline.ts';
 import { SendWaiters } from './waiters.ts';
 
-/** What the queue reports as it goes (recorded as `MessageStatus` and `SessionStatus` events by the caller). */
-export type SendStatusReport =
-  | { kind: 'message'; id: string; status: 'sent' | 'failed' | 'canceled'; error?: string; at: number }
-  | { kind: 'session'; status: 'paused' | 'resumed'; reason?: string; until?: number; at: number };
-
-/** What a {@link SendQueue} needs. */
-export interface SendQueueDeps {
-  db: Kysely<Database>;
-  /** The engine session of an instance held by this process, if any (the queue relays only there). */
-  session(instanceId: string): EngineSession | undefined;
-  /** This node's id: the `locked_by` of the jobs it claims. */
-  nodeId: string;
-  clock: Clock;
-  logger: FastifyBaseLogger;
-  /** Records a status report; a failure is logged, never thrown into the queue. */
-  report(instanceId: string, report: SendStatusReport): Promise<void>;
-  /** Random source in [0, 1) for the pace's jitter (tests fix it). */
-  random?: () => number;
-  /** How often instances with due jobs are looked for, ms (default 5 000). */
-  sweepMs?: number;
-  /** Longest wait of a synchronous send in the queue before it is failed unsent, ms (default {@link SYNC_WAIT_MS}). */
-  syncWaitMs?: number;
-}
+export type { SendQueueDeps, SendStatusReport } from './queue-deps.ts';
 
 /**
  * The send queue of every instance whose engine session this process holds (docs/decisions/0009-sends-as-jobs.md,
@@ -132,7 +109,7 @@ export class SendQueue implements EventProjection {
       pace: this.#pace,
       report: (instanceId, report) => this.report(instanceId, report),
       schedule: (instanceId, delayMs) => this.#runners.schedule(instanceId, delayMs),
-      follow: (job) => this.#deadlines.follow(job),
+      follow: (job, since) => this.#deadlines.follow(job, since),
     });
     this.#jobs = new JobRelay({
       untilStored,
@@ -261,10 +238,11 @@ export class SendQueue implements EventProjection {
    * each caller resolves once that commit holds its row. A failed group is written again one job at a time, so
    * one bad row fails only its own send. A write whose answer was lost is written again until the store answers
    * (group-insert.ts), so a job the store kept is never answered as failed.
+   * @returns false when such a write found the job already changed by a relay (group-insert.ts `store`).
    * @throws the store's error for this job (store faults as `store_unavailable` when no connection could be had, or
    *   the queue stopped while the store was away: docs/decisions/0011-store-faults.md).
    */
-  store(job: NewSendJob): Promise<void> {
+  store(job: NewSendJob): Promise<boolean> {
     return this.#inserts.store(job);
   }
 
@@ -275,31 +253,43 @@ export class SendQueue implements EventProjection {
    * relayed it in its turn, or fails it unsent (`504 timeout`) when no relay claimed it within the sync wait
    * (sync-deadline.ts). An immediate job is held by this process from before its row exists until its relay
    * ends, so a login committed meanwhile does not hand it back for a second relay ({@link reclaimSendingJobs}).
-   * The wait resolves with the relay's result or rejects with its error (the job is then `failed`).
+   * The wait resolves with the relay's result or rejects with its error (the job is then `failed`). A job whose
+   * lost answer's write found it changed by a relay is followed in the store (sync-deadline.ts `follow`).
    * @throws the store's error (nothing was relayed; store faults as `store_unavailable`,
-   *   docs/decisions/0011-store-faults.md).
+   *   docs/decisions/0011-store-faults.md); DomainError `timeout` for a job stored claimed after its sync wait had
+   *   passed (the store answered late): it is failed unsent.
    */
   async storeSync(session: EngineSession, job: NewSendJob): Promise<() => Promise<SentMessage>> {
     // A queue this process never drained has no runner yet: the job waits its turn behind the first hand-back.
     const runner = this.#runners.peek(job.instanceId);
-    if (!runner) {
-      await this.store(job);
-      return () => this.#deadlines.watch(job, this.waitFor(job));
-    }
+    // The wait of a job left to the queue: its deadline counts from its acceptance, so a store that answered late
+    // leaves it less; one a relay changed before a lost answer's write found it is followed in the store.
+    const queued = (ours: boolean) => () =>
+      ours
+        ? this.#deadlines.watch(job, this.waitFor(job), job.now)
+        : this.#deadlines.followed(job, this.waitFor(job));
+    if (!runner) return queued(await this.store(job));
     // Held before the pace is read: a login committed meanwhile hands back the `sending` jobs without this one.
     runner.relaying.hold(job.id);
     const claimed = extended(job, { claimedBy: this.nodeId });
     let now = false;
     try {
       now = await this.#canRelayNow(job.instanceId, runner);
-      await this.store(now ? claimed : job);
+      let ours = await this.store(now ? claimed : job);
+      if (now && ours) {
+        // Stored claimed past the sync wait (the store came back late): failed unsent, never relayed after its
+        // client gave up (sync-deadline.ts).
+        const late = await this.#untilStored(() => this.#deadlines.failLate(claimed));
+        if (late === 'failed') throw this.#deadlines.timedOut();
+        ours = late === 'on-time';
+      }
+      if (!now || !ours) {
+        runner.relaying.release(job.id);
+        return queued(ours);
+      }
     } catch (error) {
       runner.relaying.release(job.id);
       throw error;
-    }
-    if (!now) {
-      runner.relaying.release(job.id);
-      return () => this.#deadlines.watch(job, this.waitFor(job));
     }
     const stored = claimedSendJob(claimed);
     return () => this.#relayNow(session, stored, runner);
@@ -311,19 +301,22 @@ export class SendQueue implements EventProjection {
    * @throws the relay's error after the job was marked failed.
    */
   async #relayNow(session: EngineSession, job: SendJob, runner: Runner): Promise<SentMessage> {
+    let done: Promise<SentMessage>;
     try {
       // Read before the request waits (the store waited out like the relay's writes; a queue stopping meanwhile
       // leaves the job to the instance's next holder, with no waiter left behind to hide its outcome's event).
       const { pacing } = await this.#untilStored(() => this.pacing(job.instanceId));
-      const done = this.#waiters.await(job);
+      done = this.#waiters.await(job);
       // The relay may settle `done` before it returns (a refusal, then the pause's writes): mark it handled now,
       // the caller still gets its result or error below.
       done.catch(() => undefined);
       await this.#jobs.relay(session, job, pacing);
-      return await done;
     } finally {
+      // The relay ended: a job it left to another holder (failures.ts) is no longer held here, so a later login
+      // hands it back if that holder died.
       runner.relaying.release(job.id);
     }
+    return done;
   }
 
   /**

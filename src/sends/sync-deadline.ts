@@ -4,7 +4,7 @@ import type { Clock } from '../domain/clock.ts';
 import { DomainError, errors } from '../domain/errors.ts';
 import type { SentMessage } from '../domain/messages.ts';
 import type { Database } from '../store/schema.ts';
-import { failPendingSendJob } from '../store/send-job-claims.ts';
+import { failPendingSendJob, finishSendJob } from '../store/send-job-claims.ts';
 import { findSendJob } from '../store/send-jobs.ts';
 import { endedAnswer } from './outcomes.ts';
 import type { JobKey, SendWaiters } from './waiters.ts';
@@ -83,14 +83,17 @@ export class SyncDeadlines {
   }
 
   /**
-   * Settles the waiters of `job`, which another holder took over (a relay's finish found it no longer this node's
-   * after a lost lease, docs/decisions/0008-leases-and-fencing.md), from its row once that holder ended it: the row
-   * is read every {@link FOLLOW_MS} ms until it is `sent`, `failed` or `canceled` (answered as a forward's wait is,
-   * outcomes.ts `endedAnswer`), no request waits any more, or the deadlines stop. A read that fails is tried again
-   * at the next tick; a row gone answers `404 message not found`.
+   * Settles the waiters of `job`, which a relay other than this request's took over (another holder after this
+   * node lost its lease, docs/decisions/0008-leases-and-fencing.md, or a relay that changed it before a lost
+   * answer's write found it), from its row once that relay ended it: the row is read every {@link FOLLOW_MS} ms
+   * until it is `sent`, `failed` or `canceled` (answered as a forward's wait is, outcomes.ts `endedAnswer`), no
+   * request waits any more, or the deadlines stop. Past `waitMs` after `since` (epoch ms: the job's acceptance) a job
+   * still unended answers `504` with its outcome unknown (it may still go out: `GET /v1/messages/{id}` shows it),
+   * so no request waits for ever on another node's relay. A read that fails is tried again at the next tick; a
+   * row gone answers `404 message not found`.
    */
-  follow(job: JobKey): void {
-    const { db, waiters, logger } = this.#deps;
+  follow(job: JobKey, since: number): void {
+    const { db, waiters, logger, clock, waitMs } = this.#deps;
     const next = () => {
       if (this.#stopped || !waiters.has(job)) return;
       const timer = setTimeout(() => {
@@ -99,14 +102,17 @@ export class SyncDeadlines {
           (row) => {
             const answer =
               row === undefined ? { error: errors.notFound('message not found') } : endedAnswer(row);
-            if (answer === undefined) next();
-            else if ('sent' in answer) waiters.settle(job, answer.sent);
-            else waiters.settle(job, undefined, answer.error);
+            if (answer !== undefined) {
+              if ('sent' in answer) waiters.settle(job, answer.sent);
+              else waiters.settle(job, undefined, answer.error);
+            } else if (clock() >= since + waitMs) {
+              waiters.settle(job, undefined, new DomainError('timeout', unknownOutcome(job.id, waitMs)));
+            } else next();
           },
           (error: unknown) => {
             logger.debug(
               { err: error, instanceId: job.instanceId, id: job.id },
-              'reading a taken-over send failed',
+              'reading a followed send failed',
             );
             next();
           },
@@ -116,6 +122,37 @@ export class SyncDeadlines {
       this.#timers.add(timer);
     };
     next();
+  }
+
+  /** `done` (the wait for job `job`'s outcome, accepted at `job.now`), settled by {@link follow}. */
+  followed(job: JobKey & { now: number }, done: Promise<SentMessage>): Promise<SentMessage> {
+    this.follow(job, job.now);
+    return done;
+  }
+
+  /**
+   * For a job just stored claimed by `job.claimedBy` for its relay at once: when the sync wait since its acceptance
+   * (`job.now`) has passed already (the store answered late), fails it unsent instead, so it never goes out after
+   * its client gave up.
+   * @returns `on-time` (relay it), `failed` (answer {@link timedOut}), or `moved` (no longer held by
+   *   `claimedBy`: another relay's).
+   * @throws the store's error.
+   */
+  async failLate(job: JobKey & { now: number; claimedBy: string }): Promise<'on-time' | 'failed' | 'moved'> {
+    const { db, clock, waitMs } = this.#deps;
+    if (clock() < job.now + waitMs) return 'on-time';
+    const error = timeoutMessage(waitMs);
+    const mine = await finishSendJob(db, job.instanceId, job.id, job.claimedBy, {
+      status: 'failed',
+      at: clock(),
+      error,
+    });
+    return mine ? 'failed' : 'moved';
+  }
+
+  /** The `504 timeout` of a synchronous send failed unsent at its deadline. */
+  timedOut(): DomainError {
+    return new DomainError('timeout', timeoutMessage(this.#deps.waitMs));
   }
 
   /** Clears every deadline (the queue stops: the requests still waiting are cut with the server). */
@@ -128,7 +165,7 @@ export class SyncDeadlines {
   /** Fails `job` if still unclaimed and settles its waiters. @returns true to try again later (the store failed). */
   async #expire(job: JobKey): Promise<boolean> {
     const { db, clock, logger, waiters, waitMs } = this.#deps;
-    const message = `the message could not be relayed within ${Math.ceil(waitMs / 1000)} s and was not sent`;
+    const message = timeoutMessage(waitMs);
     try {
       if (await failPendingSendJob(db, job.instanceId, job.id, clock(), message)) {
         waiters.settle(job, undefined, new DomainError('timeout', message));
@@ -158,4 +195,14 @@ export class SyncDeadlines {
       return waiters.has(job);
     }
   }
+}
+
+/** The error text of a synchronous send failed unsent after waiting `waitMs` ms for its relay. */
+function timeoutMessage(waitMs: number): string {
+  return `the message could not be relayed within ${Math.ceil(waitMs / 1000)} s and was not sent`;
+}
+
+/** The error text of a synchronous send `id` whose relay another holder had `waitMs` ms after its acceptance. */
+function unknownOutcome(id: string, waitMs: number): string {
+  return `the message was left to another relay and its outcome is not known after ${Math.ceil(waitMs / 1000)} s; GET /v1/messages/${id} shows it`;
 }

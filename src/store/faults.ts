@@ -147,6 +147,26 @@ export function failedBeforeSending(error: unknown): boolean {
   return error instanceof DomainError && RAISED_CONNECTING.has(error);
 }
 
+/**
+ * True when a statement that failed with `error` may still have been carried out: the store is remote and the
+ * connection broke while the statement or its commit was under way, so the store may have committed it and only the
+ * answer was lost (a socket error, PostgreSQL SQLSTATE class 08 or 57P01–57P03, node-postgres's "Connection
+ * terminated"). False for an error raised while acquiring a connection ({@link failedBeforeSending}), for SQLite's
+ * errors (in-process: a failed statement was rolled back before it returned) and for any error the store answered
+ * with, such as class 53 or a stale prepared statement: nothing of the statement was kept then.
+ */
+export function outcomeUnknown(error: unknown): boolean {
+  if (!(error instanceof DomainError) || error.code !== 'store_unavailable' || failedBeforeSending(error)) return false;
+  const cause = error.cause;
+  const code = codeOf(cause);
+  if (code !== undefined) {
+    if (NETWORK_CODES.has(code)) return true;
+    return code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03';
+  }
+  const message = cause instanceof Error ? cause.message : undefined;
+  return message !== undefined && /connection terminated/i.test(message);
+}
+
 /** `error` as the store raises it: a `store_unavailable` DomainError (cause kept) when unreachable, else itself. */
 function classified(error: unknown, connecting: boolean): unknown {
   if (error instanceof DomainError) return error;

@@ -86,23 +86,29 @@ export async function insertSendJobs(db: Kysely<Database>, jobs: readonly NewSen
 
 /**
  * Stores a new job unless a row with its key is there already, for a write whose first try ended with the outcome
- * unknown (the connection lost between its commit and the answer, docs/decisions/0011-store-faults.md): the row
- * found counts as this job's own when it was stored for the same send (same `seq`, chat, kind, payload, mode and
- * acceptance time, `now`).
- * @returns `stored` when this call wrote the row, `found` when the earlier try had.
+ * unknown (the connection lost between its commit and the answer, docs/decisions/0011-store-faults.md): a row found
+ * belongs to this job when it was stored for the same send (same `seq`, chat, kind, payload, mode and acceptance
+ * time, `now`).
+ * @returns `stored` when this call wrote the row; `found` when the earlier try had and the row is still as that try
+ *   wrote it (`pending` with no attempt, or `sending` held by `claimedBy` with one); `moved` when it had and a relay
+ *   changed the job since (claimed, handed back or ended, here or on another node).
  * @throws Error when a different job holds the key (two sends with one message id: a bug); the store's error as
  *   it raised it.
  */
-export async function storeSendJobOnce(db: Kysely<Database>, job: NewSendJob): Promise<'stored' | 'found'> {
+export async function storeSendJobOnce(
+  db: Kysely<Database>,
+  job: NewSendJob,
+): Promise<'stored' | 'found' | 'moved'> {
+  const written = newJobRow(job);
   const inserted = await db
     .insertInto('send_jobs')
-    .values(newJobRow(job))
+    .values(written)
     .onConflict((conflict) => conflict.columns(['instance_id', 'id']).doNothing())
     .executeTakeFirst();
   if (Number(inserted.numInsertedOrUpdatedRows ?? 0) > 0) return 'stored';
   const row = await db
     .selectFrom('send_jobs')
-    .select(['seq', 'chat', 'kind', 'payload', 'mode', 'created_at'])
+    .select(['seq', 'chat', 'kind', 'payload', 'mode', 'created_at', 'status', 'attempts', 'locked_by'])
     .where('instance_id', '=', job.instanceId)
     .where('id', '=', job.id)
     .executeTakeFirst();
@@ -114,9 +120,12 @@ export async function storeSendJobOnce(db: Kysely<Database>, job: NewSendJob): P
     row.payload === job.payload &&
     row.mode === job.mode &&
     Number(row.created_at) === job.now;
-  if (!same)
-    throw new Error(`send job ${job.id} of instance ${job.instanceId} is stored already for another send`);
-  return 'found';
+  if (!same) throw new Error(`send job ${job.id} of instance ${job.instanceId} is stored already for another send`);
+  const unchanged =
+    row.status === written.status &&
+    Number(row.attempts) === written.attempts &&
+    row.locked_by === written.locked_by;
+  return unchanged ? 'found' : 'moved';
 }
 
 /** The row a new job is stored as (`new_chat` keeps its default). */

@@ -25,6 +25,9 @@ const T0 = Date.parse('2026-04-01T08:00:00.000Z');
 /** The new jobs' insert (the group's multi-row statement, or one row). */
 const INSERT_JOBS = /^insert into "send_jobs"/;
 
+/** The write again of a job whose answer was lost (`storeSendJobOnce`: insert unless there). */
+const WRITE_AGAIN = /^insert into "send_jobs" .* on conflict/;
+
 for (const dialect of testDialects()) {
   describe(`send queue: a new job's write whose answer is lost [${dialect}]`, () => {
     let t: TestApp;
@@ -32,8 +35,12 @@ for (const dialect of testDialects()) {
     let queue: SendQueue;
     /** Answers of the jobs' insert still to lose (the statement is carried out, then fails). */
     let answersToLose = 0;
-    /** While set, every insert of a job fails before it runs, as with the store away. */
+    /**
+     * While set, every write again of a job whose answer was lost fails before it runs, as with the store away (the
+     * connection reset); `refuse`, when set, is the error every new job's first write fails with instead.
+     */
     let down = false;
+    let refuse: Error | undefined;
     let refusedInserts = 0;
     /** When set, the store goes away (`down`) as the answer is lost. */
     let awayAfterLoss = false;
@@ -56,10 +63,11 @@ for (const dialect of testDialects()) {
       t = await createTestApp({ dialect });
       t.clock.set(T0);
       const faults = (sql: string) => {
-        if (down && INSERT_JOBS.test(sql)) {
+        if (down && WRITE_AGAIN.test(sql)) {
           refusedInserts += 1;
           throw storeGone();
         }
+        if (refuse && INSERT_JOBS.test(sql) && !WRITE_AGAIN.test(sql)) throw refuse;
       };
       const lostAnswers = (sql: string) => {
         if (answersToLose > 0 && INSERT_JOBS.test(sql)) {
@@ -99,7 +107,9 @@ for (const dialect of testDialects()) {
       await Promise.all(jobs.map((job) => queue.store(job)));
       assert.equal(answersToLose, 0, 'the answer was lost');
       queue.wake(t.instance.id);
-      await eventually('the three relayed', () => ids.every((id) => relayed.includes(id)));
+      await eventually('the three relayed and marked sent', async () =>
+        (await rows(ids)).every((row) => row.status === 'sent'),
+      );
       assert.deepEqual(
         (await rows(ids)).map((row) => [row.id, row.status, row.attempts]),
         ids.map((id) => [id, 'sent', 1]),
@@ -142,10 +152,75 @@ for (const dialect of testDialects()) {
       );
     });
 
+    it('holds no later send behind a lost answer: a job accepted while the store is awaited is stored at once', async () => {
+      answersToLose = 1;
+      awayAfterLoss = true;
+      const waiting = textJob(t.instance.id, '3EB0LOST00000000000008', 'async', t.clock());
+      const refusedBefore = refusedInserts;
+      const stored = queue.store(waiting);
+      await eventually('the write again refused', () => refusedInserts > refusedBefore);
+      const later = textJob(t.instance.id, '3EB0LOST00000000000009', 'async', t.clock());
+      assert.equal(await queue.store(later), true, 'stored while the first still waits');
+      down = false;
+      awayAfterLoss = false;
+      assert.equal(await stored, true);
+      assert.deepEqual(
+        (await rows([waiting.id, later.id])).map((row) => row.id),
+        [waiting.id, later.id],
+      );
+    });
+
+    it('a write the store refused with its outcome known answers 503 at once, every job of its group alike', async () => {
+      refuse = Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' });
+      try {
+        const ids = ['3EB0LOST0000000000000A', '3EB0LOST0000000000000B'];
+        const results = await Promise.allSettled(
+          ids.map((id) => queue.store(textJob(t.instance.id, id, 'async', t.clock()))),
+        );
+        for (const result of results) {
+          assert.equal(result.status, 'rejected');
+          assert.ok(result.reason instanceof DomainError);
+          assert.equal(result.reason.code, 'store_unavailable');
+        }
+        assert.deepEqual(await rows(ids), [], 'nothing stored');
+      } finally {
+        refuse = undefined;
+      }
+    });
+
+    it('a synchronous send stored claimed after its 60 s wait passed (the store came back late) is failed unsent: 504', async () => {
+      answersToLose = 1;
+      awayAfterLoss = true;
+      const job = textJob(t.instance.id, '3EB0LOST0000000000000C', 'sync', t.clock());
+      const refusedBefore = refusedInserts;
+      const answer = queue.storeSync(session, job);
+      answer.catch(() => undefined);
+      await eventually('the write again refused', () => refusedInserts > refusedBefore);
+      t.clock.advance(61_000);
+      down = false;
+      awayAfterLoss = false;
+      await assert.rejects(answer, (error: unknown) => {
+        assert.ok(error instanceof DomainError);
+        assert.deepEqual(
+          [error.code, error.message],
+          ['timeout', 'the message could not be relayed within 60 s and was not sent'],
+        );
+        return true;
+      });
+      assert.deepEqual(await rows([job.id]), [{ id: job.id, status: 'failed', attempts: 1 }]);
+      assert.equal(relayed.includes(job.id), false, 'never relayed');
+    });
+
     it('storeSendJobOnce refuses a key held by another send', async () => {
       const job = textJob(t.instance.id, '3EB0LOST00000000000006', 'async', t.clock());
       assert.equal(await storeSendJobOnce(store.db, job), 'stored');
       assert.equal(await storeSendJobOnce(store.db, job), 'found');
+      await t.services.store.db
+        .updateTable('send_jobs')
+        .set({ status: 'canceled' })
+        .where('id', '=', job.id)
+        .execute();
+      assert.equal(await storeSendJobOnce(store.db, job), 'moved', 'changed since it was written');
       const other = textJob(t.instance.id, job.id, 'async', t.clock());
       await assert.rejects(storeSendJobOnce(store.db, other), /is stored already for another send/);
     });

@@ -135,6 +135,45 @@ for (const dialect of testDialects()) {
       );
     });
 
+    it('a later login here hands back a followed job whose new holder died, relays it once, and the request answers', async () => {
+      const id = '3EB0TAKEN0000000000003';
+      const { outcome, settled } = await refusedAfterTakeover(id);
+      assert.equal(settled(), false, 'the request waits for the new holder');
+      // The new holder died with the job `sending`; the instance comes back here and logs in.
+      queue.afterCommit(t.instance.id, {
+        type: 'connection',
+        state: { connected: true, loggedIn: true, jid: null, phone: null, pushName: null },
+      });
+      await eventually('the request answered', () => settled());
+      assert.equal((await outcome).id, id, 'relayed by the hand-back, answered from the row');
+      const row = await t.services.store.db
+        .selectFrom('send_jobs')
+        .select(['status', 'attempts', 'locked_by'])
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow();
+      assert.deepEqual(row, { status: 'sent', attempts: 2, locked_by: null });
+    });
+
+    it('answers 504 with the outcome unknown when the new holder has not ended the job 60 s after it was accepted', async () => {
+      const id = '3EB0TAKEN0000000000004';
+      const { outcome, settled } = await refusedAfterTakeover(id);
+      assert.equal(settled(), false, 'the request waits for the new holder');
+      t.clock.advance(60_000);
+      await assert.rejects(outcome, (error: unknown) => {
+        assert.ok(error instanceof DomainError);
+        assert.deepEqual(
+          [error.code, error.message],
+          [
+            'timeout',
+            `the message was left to another relay and its outcome is not known after 60 s; GET /v1/messages/${id} shows it`,
+          ],
+        );
+        return true;
+      });
+      // Left to its holder.
+      await otherNodeEnds(id, 'sent', t.clock());
+    });
+
     it("answers the new holder's failure as a conflict", async () => {
       const id = '3EB0TAKEN0000000000002';
       const { outcome, settled } = await refusedAfterTakeover(id);
