@@ -86,6 +86,7 @@ export class SendQueue implements EventProjection {
       logger: deps.logger,
       waiters: this.#waiters,
       waitMs: deps.syncWaitMs ?? SYNC_WAIT_MS,
+      nodeId: deps.nodeId,
     });
     this.#pace = new PaceKeeper({
       db: deps.db,

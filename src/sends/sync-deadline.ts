@@ -30,14 +30,17 @@ export interface SyncDeadlinesDeps {
   waiters: SendWaiters;
   /** The longest wait of a queued synchronous send, ms. */
   waitMs: number;
+  /** This node's id: the `locked_by` of the jobs its relays hold. */
+  nodeId: string;
 }
 
 /**
  * The deadline of a synchronous send that waits its turn in the queue (docs/decisions/0009-sends-as-jobs.md): when
  * no relay ever claimed it within `waitMs` (the session away, a long queue or pace), the job is failed while still
  * `pending` with no attempt, and its requests answer `504 timeout`, so it never goes out later, after its client
- * stopped waiting and perhaps sent it again. A job a relay claimed (even one handed back since) keeps its wait: the
- * relay answers. A job another node's deadline already ended answers from its row.
+ * stopped waiting and perhaps sent it again. A job a relay of this node claimed (even one handed back since) keeps
+ * its wait: the relay answers. A job another node's relay holds (the instance moved) is followed in the store for
+ * another `waitMs` ({@link follow}). A job another node's deadline already ended answers from its row.
  */
 export class SyncDeadlines {
   readonly #deps: SyncDeadlinesDeps;
@@ -175,6 +178,15 @@ export class SyncDeadlines {
       const ended = await findSendJob(db, job.instanceId, job.id);
       const answer = ended === undefined ? undefined : endedAnswer(ended);
       if (answer === undefined) {
+        // Another node's relay holds it (the instance moved): its outcome reaches this request only through the row.
+        if (ended?.lockedBy != null && ended.lockedBy !== this.#deps.nodeId) {
+          logger.debug(
+            { instanceId: job.instanceId, id: job.id, lockedBy: ended.lockedBy },
+            "a synchronous send past its deadline follows another node's relay",
+          );
+          this.follow(job, clock());
+          return false;
+        }
         logger.debug(
           { instanceId: job.instanceId, id: job.id },
           'a synchronous send waits past its deadline for its relay',

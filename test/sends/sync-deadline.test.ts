@@ -1,7 +1,8 @@
 /**
  * A synchronous send waiting its turn in the queue (docs/decisions/0009-sends-as-jobs.md): failed unsent, with
  * `504 timeout`, when no relay claimed it within the sync wait, so it never goes out after its request answered;
- * a job a relay claimed before the deadline keeps its wait and gets the relay's answer.
+ * a job a relay claimed before the deadline keeps its wait and gets the relay's answer, read from the store when
+ * another node's relay holds it.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -109,6 +110,40 @@ for (const dialect of testDialects()) {
       release();
       assert.equal((await outcome).id, '3EB0CCCCCCCCCCCCCCCCCC');
       assert.deepEqual((await row('3EB0CCCCCCCCCCCCCCCCCC')).status, 'sent');
+      await queue.setPacing(t.instance.id, { minIntervalMs: 0, jitterMs: 0, newChatsPerDay: null });
+    });
+
+    it("a send another node's relay holds at the deadline (the instance moved) answers that relay's outcome", async () => {
+      connected = false;
+      const id = '3EB0DDDDDDDDDDDDDDDDDD';
+      const wait = await queue.storeSync(session, syncJob(id));
+      const outcome = wait();
+      let settled = false;
+      outcome.then(
+        () => {
+          settled = true;
+        },
+        () => {
+          settled = true;
+        },
+      );
+      // Another node took the instance and claimed the job.
+      await t.services.store.db
+        .updateTable('send_jobs')
+        .set({ status: 'sending', attempts: 1, locked_by: 'other-node', locked_at: t.clock() })
+        .where('id', '=', id)
+        .execute();
+      await eventually('the deadline passed: the send follows the other relay', () =>
+        logged.includes("a synchronous send past its deadline follows another node's relay"),
+      );
+      assert.equal(settled, false, 'waits for the other relay');
+      await t.services.store.db
+        .updateTable('send_jobs')
+        .set({ status: 'sent', locked_by: null, locked_at: null, sent_at: T0 + 9_000 })
+        .where('id', '=', id)
+        .execute();
+      await eventually('the request answered', () => settled);
+      assert.deepEqual(await outcome, { id, timestamp: T0 + 9_000 });
     });
   });
 }
