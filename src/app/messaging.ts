@@ -171,6 +171,8 @@ export class MessagingService {
     try {
       outcome = await this.#queue.storeSync(session, job);
     } catch (error) {
+      // Stored past its sync wait and failed unsent (the store answered late): that is this request's answer.
+      if (error instanceof DomainError && error.code === 'timeout') throw error;
       // The same forward stored meanwhile (its first try still running here): answer for that job.
       return this.#outcomeOf(await this.#storedEarlier(job, fixedId, error));
     }

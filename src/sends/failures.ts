@@ -3,7 +3,7 @@ import type { Clock } from '../domain/clock.ts';
 import { DomainError, type DomainErrorCode } from '../domain/errors.ts';
 import type { Database } from '../store/schema.ts';
 import { finishSendJob } from '../store/send-job-claims.ts';
-import type { SendJob } from '../store/send-jobs.ts';
+import { findSendJob, type SendJob } from '../store/send-jobs.ts';
 import type { PaceKeeper } from './pause.ts';
 import type { SendStatusReport } from './queue.ts';
 import type { SendWaiters } from './waiters.ts';
@@ -73,8 +73,9 @@ export class RelayFailures {
     if (code === 'rate_limited' && error instanceof DomainError) {
       const until = now + (error.retryAfter ? error.retryAfter * 1000 : 60_000);
       // The job is put back (or failed, for a sync send) before the pause is written and reported: whoever sees
-      // the pause sees the job already pending until its end.
-      await this.holdBack(job, error, until);
+      // the pause sees the job already pending until its end. A job no longer this node's leaves the pause to its
+      // holder (docs/decisions/0008-leases-and-fencing.md).
+      if (!(await this.holdBack(job, error, until))) return;
       if (error.restriction === 'reach-out-timelock') {
         // Only sends that open a chat wait: existing chats still work (docs/decisions/0013-pacing.md).
         await this.#deps.untilStored(() =>
@@ -90,24 +91,53 @@ export class RelayFailures {
     const transient = isTransient(code);
     if (job.mode === 'async' && transient && job.attempts < job.maxAttempts) {
       const delay = Math.min(MAX_RETRY_DELAY_MS, 1_000 * 2 ** Math.max(0, job.attempts - 1));
-      return this.holdBack(job, error, now + delay);
+      await this.holdBack(job, error, now + delay);
+      return;
     }
-    return this.#fail(job, error, now);
+    await this.#fail(job, error, now);
   }
 
-  /** Puts a claimed job back to `pending` until `runAt` (a sync job fails instead: its request answers `error`). */
-  async holdBack(job: SendJob, error: unknown, runAt: number): Promise<void> {
+  /**
+   * Puts a claimed job back to `pending` until `runAt` (a sync job fails instead: its request answers `error`).
+   * @returns false when the job was no longer this node's (nothing written: its holder decides).
+   */
+  async holdBack(job: SendJob, error: unknown, runAt: number): Promise<boolean> {
     if (job.mode === 'sync') return this.#fail(job, error, this.#deps.clock());
     const message = error instanceof Error ? error.message : String(error);
-    await this.#deps.untilStored(() =>
-      finishSendJob(this.#deps.db, job.instanceId, job.id, this.#deps.nodeId, {
-        status: 'pending',
-        at: this.#deps.clock(),
-        runAt,
-        error: message,
-      }),
-    );
-    this.#deps.schedule(job.instanceId, Math.max(0, runAt - this.#deps.clock()));
+    const mine = await this.#finish(job, {
+      status: 'pending',
+      at: this.#deps.clock(),
+      runAt,
+      error: message,
+    });
+    if (mine) this.#deps.schedule(job.instanceId, Math.max(0, runAt - this.#deps.clock()));
+    return mine;
+  }
+
+  /**
+   * Ends claimed job `job` with `outcome` (src/store/send-job-claims.ts `finishSendJob`), waiting out an unreachable
+   * store. A try whose answer was lost is found written: the job unlocked with exactly this outcome's status,
+   * error and (held back) time.
+   * @returns true when this node's outcome holds; false when the job was no longer this node's.
+   */
+  async #finish(
+    job: SendJob,
+    outcome:
+      | { status: 'failed'; at: number; error: string }
+      | { status: 'pending'; at: number; runAt: number; error: string },
+  ): Promise<boolean> {
+    const { db, nodeId, untilStored } = this.#deps;
+    return untilStored(async () => {
+      if (await finishSendJob(db, job.instanceId, job.id, nodeId, outcome)) return true;
+      const row = await findSendJob(db, job.instanceId, job.id);
+      return (
+        row !== undefined &&
+        row.lockedBy === null &&
+        row.status === outcome.status &&
+        row.lastError === outcome.error &&
+        (outcome.status === 'failed' || row.runAt === outcome.runAt)
+      );
+    });
   }
 
   /**
@@ -117,18 +147,12 @@ export class RelayFailures {
    * wait for the new holder's outcome instead (`follow`): that holder may still send the message, and a request
    * answered with this node's error would let its client send it a second time.
    */
-  async #fail(job: SendJob, error: unknown, at: number): Promise<void> {
+  async #fail(job: SendJob, error: unknown, at: number): Promise<boolean> {
     const message = error instanceof Error ? error.message : String(error);
-    const mine = await this.#deps.untilStored(() =>
-      finishSendJob(this.#deps.db, job.instanceId, job.id, this.#deps.nodeId, {
-        status: 'failed',
-        at,
-        error: message,
-      }),
-    );
+    const mine = await this.#finish(job, { status: 'failed', at, error: message });
     if (!mine) {
       this.#deps.follow(job, job.createdAt);
-      return;
+      return false;
     }
     if (!this.#deps.waiters.has(job))
       await this.#deps.report(job.instanceId, {
@@ -139,5 +163,6 @@ export class RelayFailures {
         at,
       });
     this.#deps.waiters.settle(job, undefined, error);
+    return true;
   }
 }

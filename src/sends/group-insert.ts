@@ -1,8 +1,15 @@
 import type { Kysely } from 'kysely';
+import type { Clock } from '../domain/clock.ts';
 import { TurnGroup } from '../ops/turn-group.ts';
 import { isStoreUnavailableError, outcomeUnknown } from '../store/faults.ts';
 import type { Database } from '../store/schema.ts';
-import { insertSendJob, insertSendJobs, type NewSendJob, storeSendJobOnce } from '../store/send-jobs.ts';
+import {
+  insertSendJob,
+  insertSendJobs,
+  type LateFailure,
+  type NewSendJob,
+  storeSendJobOnce,
+} from '../store/send-jobs.ts';
 
 /**
  * Most jobs one group insert writes (16 bound values a row: far below SQLite's and PostgreSQL's limits on the
@@ -29,6 +36,7 @@ type Written = 'stored' | 'unknown';
  */
 export class GroupInsert {
   readonly #db: Kysely<Database>;
+  readonly #clock: Clock;
   readonly #untilStored: <T>(work: () => Promise<T>) => Promise<T>;
   readonly #group: TurnGroup<NewSendJob, Written>;
   /** Jobs of a group whose write ended with its outcome unknown, until their group settles them. */
@@ -36,10 +44,11 @@ export class GroupInsert {
 
   /**
    * Writes to `db`; no I/O until the first {@link store}. `untilStored` runs a store call, waiting out an
-   * unreachable store (the queue's own, bounded by its stop).
+   * unreachable store (the queue's own, bounded by its stop); `clock` tells a write again whether it is late.
    */
-  constructor(db: Kysely<Database>, untilStored: <T>(work: () => Promise<T>) => Promise<T>) {
+  constructor(db: Kysely<Database>, clock: Clock, untilStored: <T>(work: () => Promise<T>) => Promise<T>) {
     this.#db = db;
+    this.#clock = clock;
     this.#untilStored = untilStored;
     // One group at a time (TurnGroup): a later group committing first could let a later job of an instance be
     // claimed before an earlier one is visible.
@@ -74,15 +83,17 @@ export class GroupInsert {
   /**
    * Stores a new job with the others of this turn of the event loop, in one statement and one transaction. A failed
    * group is written again one job at a time, so one bad row fails only its own send.
-   * @returns true when the row holds the job as written (`pending`, or `sending` held by its `claimedBy` with one
-   *   attempt); false when an answer was lost and a relay changed the job before the write again found it
-   *   (claimed, handed back or ended, here or on another node): its outcome is then the relay's.
+   * @param late for a synchronous job: from when a write again stores it failed unsent instead (its wait over).
+   * @returns `stored` when the row holds the job as written (`pending`, or `sending` held by its `claimedBy` with
+   *   one attempt); `moved` when an answer was lost and a relay changed the job before the write again found it
+   *   (claimed, handed back or ended, here or on another node): its outcome is then the relay's; `failed` when the
+   *   write again came after `late.at` and stored the job failed unsent.
    * @throws the store's error for this job (store faults as `store_unavailable` when its outcome is known, or the
    *   queue stopped while the store was away: docs/decisions/0011-store-faults.md).
    */
-  async store(job: NewSendJob): Promise<boolean> {
-    if ((await this.#group.add(job)) === 'stored') return true;
-    const found = await this.#untilStored(() => storeSendJobOnce(this.#db, job));
-    return found !== 'moved';
+  async store(job: NewSendJob, late?: LateFailure): Promise<'stored' | 'moved' | 'failed'> {
+    if ((await this.#group.add(job)) === 'stored') return 'stored';
+    const found = await this.#untilStored(() => storeSendJobOnce(this.#db, job, this.#clock(), late));
+    return found === 'found' ? 'stored' : found;
   }
 }

@@ -7,7 +7,7 @@ import type { EngineSession } from '../engines/engine.ts';
 import type { EventProjection } from '../events/recorder.ts';
 import { untilStoreAnswers } from '../store/faults.ts';
 import type { Database } from '../store/schema.ts';
-import { claimedSendJob, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
+import { claimedSendJob, type LateFailure, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
 import type { StoredPacing } from '../store/send-pacing.ts';
 import { type DrainContext, drainOnce } from './drain.ts';
 import { RelayFailures } from './failures.ts';
@@ -100,7 +100,7 @@ export class SendQueue implements EventProjection {
     const untilStored = <T>(work: () => Promise<T>): Promise<T> =>
       untilStoreAnswers(work, deps.clock, Number.POSITIVE_INFINITY, () => this.#stopped);
     this.#untilStored = untilStored;
-    this.#inserts = new GroupInsert(deps.db, untilStored);
+    this.#inserts = new GroupInsert(deps.db, deps.clock, untilStored);
     const failures = new RelayFailures({
       untilStored,
       db: deps.db,
@@ -239,12 +239,14 @@ export class SendQueue implements EventProjection {
    * each caller resolves once that commit holds its row. A failed group is written again one job at a time, so
    * one bad row fails only its own send. A write whose answer was lost is written again until the store answers
    * (group-insert.ts), so a job the store kept is never answered as failed.
-   * @returns false when such a write found the job already changed by a relay (group-insert.ts `store`).
+   * @param late for a synchronous job: from when a write again stores it failed unsent (group-insert.ts `store`).
+   * @returns `stored`; `moved` when such a write found the job already changed by a relay; `failed` when it came
+   *   after `late.at` (group-insert.ts `store`).
    * @throws the store's error for this job (store faults as `store_unavailable` when no connection could be had, or
    *   the queue stopped while the store was away: docs/decisions/0011-store-faults.md).
    */
-  store(job: NewSendJob): Promise<boolean> {
-    return this.#inserts.store(job);
+  store(job: NewSendJob, late?: LateFailure): Promise<'stored' | 'moved' | 'failed'> {
+    return this.#inserts.store(job, late);
   }
 
   /**
@@ -263,37 +265,39 @@ export class SendQueue implements EventProjection {
   async storeSync(session: EngineSession, job: NewSendJob): Promise<() => Promise<SentMessage>> {
     // A queue this process never drained has no runner yet: the job waits its turn behind the first hand-back.
     const runner = this.#runners.peek(job.instanceId);
-    // The wait of a job left to the queue: its deadline counts from its acceptance, so a store that answered late
-    // leaves it less; one a relay changed before a lost answer's write found it is followed in the store.
+    // The wait of a job left to the queue: its deadline counts from its acceptance; one a relay changed before a
+    // lost answer's write found it is followed in the store.
     const queued = (ours: boolean) => () =>
       ours
         ? this.#deadlines.watch(job, this.waitFor(job), job.now)
         : this.#deadlines.followed(job, this.waitFor(job));
-    if (!runner) return queued(await this.store(job));
-    // Held before the pace is read: a login committed meanwhile hands back the `sending` jobs without this one.
-    runner.relaying.hold(job.id);
     const claimed = extended(job, { claimedBy: this.nodeId });
     let now = false;
+    // Held before the pace is read: a login committed meanwhile hands back the `sending` jobs without this one.
+    runner?.relaying.hold(job.id);
     try {
-      now = await this.#canRelayNow(job.instanceId, runner);
-      let ours = await this.store(now ? claimed : job);
-      if (now && ours) {
-        // Stored claimed past the sync wait (the store came back late): failed unsent, never relayed after its
-        // client gave up (sync-deadline.ts).
-        const late = await this.#untilStored(() => this.#deadlines.failLate(claimed));
+      now = runner !== undefined && (await this.#canRelayNow(job.instanceId, runner));
+      const stored = now ? claimed : job;
+      const written = await this.store(stored, this.#deadlines.lateFailure(job));
+      if (written === 'failed') throw this.#deadlines.timedOut();
+      let ours = written === 'stored';
+      if (ours) {
+        // Stored past the sync wait (the store answered late): failed unsent, never relayed after its client gave
+        // up (sync-deadline.ts).
+        const late = await this.#untilStored(() => this.#deadlines.failLate(stored));
         if (late === 'failed') throw this.#deadlines.timedOut();
         ours = late === 'on-time';
       }
-      if (!now || !ours) {
-        runner.relaying.release(job.id);
+      if (!now || !ours || runner === undefined) {
+        runner?.relaying.release(job.id);
         return queued(ours);
       }
+      const held = claimedSendJob(claimed);
+      return () => this.#relayNow(session, held, runner);
     } catch (error) {
-      runner.relaying.release(job.id);
+      runner?.relaying.release(job.id);
       throw error;
     }
-    const stored = claimedSendJob(claimed);
-    return () => this.#relayNow(session, stored, runner);
   }
 
   /**

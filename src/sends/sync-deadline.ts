@@ -5,7 +5,7 @@ import { DomainError, errors } from '../domain/errors.ts';
 import type { SentMessage } from '../domain/messages.ts';
 import type { Database } from '../store/schema.ts';
 import { failPendingSendJob, finishSendJob } from '../store/send-job-claims.ts';
-import { findSendJob } from '../store/send-jobs.ts';
+import { findSendJob, type LateFailure, type SendJob } from '../store/send-jobs.ts';
 import { endedAnswer } from './outcomes.ts';
 import type { JobKey, SendWaiters } from './waiters.ts';
 
@@ -90,10 +90,11 @@ export class SyncDeadlines {
    * node lost its lease, docs/decisions/0008-leases-and-fencing.md, or a relay that changed it before a lost
    * answer's write found it), from its row once that relay ended it: the row is read every {@link FOLLOW_MS} ms
    * until it is `sent`, `failed` or `canceled` (answered as a forward's wait is, outcomes.ts `endedAnswer`), no
-   * request waits any more, or the deadlines stop. Past `waitMs` after `since` (epoch ms: the job's acceptance) a job
-   * still unended answers `504` with its outcome unknown (it may still go out: `GET /v1/messages/{id}` shows it),
-   * so no request waits for ever on another node's relay. A read that fails is tried again at the next tick; a
-   * row gone answers `404 message not found`.
+   * request waits any more, or the deadlines stop. Past `waitMs` after `since` (epoch ms: the job's acceptance, or
+   * the deadline that started the follow) a job still unended, or whose row cannot be read, answers `504` with its
+   * outcome unknown (it may still go out: `GET /v1/messages/{id}` shows it), so no request waits for ever on another
+   * node's relay. A read that fails is tried again at the next tick until then; a row gone answers `404 message not
+   * found`.
    */
   follow(job: JobKey, since: number): void {
     const { db, waiters, logger, clock, waitMs } = this.#deps;
@@ -101,23 +102,21 @@ export class SyncDeadlines {
       if (this.#stopped || !waiters.has(job)) return;
       const timer = setTimeout(() => {
         this.#timers.delete(timer);
+        // Past its bound a job still unended (or unreadable: the store away) answers with its outcome unknown.
+        const unknownPastBound = () => {
+          if (clock() < since + waitMs) return next();
+          waiters.settle(job, undefined, new DomainError('timeout', unknownOutcome(job.id)));
+        };
         findSendJob(db, job.instanceId, job.id).then(
           (row) => {
-            const answer =
-              row === undefined ? { error: errors.notFound('message not found') } : endedAnswer(row);
-            if (answer !== undefined) {
-              if ('sent' in answer) waiters.settle(job, answer.sent);
-              else waiters.settle(job, undefined, answer.error);
-            } else if (clock() >= since + waitMs) {
-              waiters.settle(job, undefined, new DomainError('timeout', unknownOutcome(job.id, waitMs)));
-            } else next();
+            if (!this.#settleEnded(job, row)) unknownPastBound();
           },
           (error: unknown) => {
             logger.debug(
               { err: error, instanceId: job.instanceId, id: job.id },
               'reading a followed send failed',
             );
-            next();
+            unknownPastBound();
           },
         );
       }, FOLLOW_MS);
@@ -134,23 +133,31 @@ export class SyncDeadlines {
   }
 
   /**
-   * For a job just stored claimed by `job.claimedBy` for its relay at once: when the sync wait since its acceptance
-   * (`job.now`) has passed already (the store answered late), fails it unsent instead, so it never goes out after
-   * its client gave up.
-   * @returns `on-time` (relay it), `failed` (answer {@link timedOut}), or `moved` (no longer held by
-   *   `claimedBy`: another relay's).
+   * For a synchronous job just stored (`pending`, or claimed by `job.claimedBy` for its relay at once): when the
+   * sync wait since its acceptance (`job.now`) has passed already (the store answered late), fails it unsent
+   * instead, before any relay may claim it, so it never goes out after its client gave up.
+   * @returns `on-time` (relay it or let it wait its turn), `failed` (answer {@link timedOut}), or `moved` (a relay
+   *   holds it already: its outcome is that relay's).
    * @throws the store's error.
    */
-  async failLate(job: JobKey & { now: number; claimedBy: string }): Promise<'on-time' | 'failed' | 'moved'> {
+  async failLate(job: JobKey & { now: number; claimedBy?: string }): Promise<'on-time' | 'failed' | 'moved'> {
     const { db, clock, waitMs } = this.#deps;
     if (clock() < job.now + waitMs) return 'on-time';
     const error = timeoutMessage(waitMs);
-    const mine = await finishSendJob(db, job.instanceId, job.id, job.claimedBy, {
-      status: 'failed',
-      at: clock(),
-      error,
-    });
-    return mine ? 'failed' : 'moved';
+    const failed =
+      job.claimedBy === undefined
+        ? await failPendingSendJob(db, job.instanceId, job.id, clock(), error)
+        : await finishSendJob(db, job.instanceId, job.id, job.claimedBy, {
+            status: 'failed',
+            at: clock(),
+            error,
+          });
+    return failed ? 'failed' : 'moved';
+  }
+
+  /** When and with which error a write again of synchronous job `job` stores it failed unsent (send-jobs.ts). */
+  lateFailure(job: { now: number }): LateFailure {
+    return { at: job.now + this.#deps.waitMs, error: timeoutMessage(this.#deps.waitMs) };
   }
 
   /** The `504 timeout` of a synchronous send failed unsent at its deadline. */
@@ -165,6 +172,22 @@ export class SyncDeadlines {
     this.#timers.clear();
   }
 
+  /**
+   * Settles the waiters of `job` from its row `row` when the job ended (outcomes.ts `endedAnswer`; one failed at a
+   * sync deadline answers `504 timeout`, a row gone `404 message not found`). @returns false while it has not ended.
+   */
+  #settleEnded(job: JobKey, row: SendJob | undefined): boolean {
+    const { waiters, waitMs } = this.#deps;
+    const answer = row === undefined ? { error: errors.notFound('message not found') } : endedAnswer(row);
+    if (answer === undefined) return false;
+    if ('sent' in answer) waiters.settle(job, answer.sent);
+    else {
+      const timedOut = row?.status === 'failed' && row.lastError === timeoutMessage(waitMs);
+      waiters.settle(job, undefined, timedOut ? this.timedOut() : answer.error);
+    }
+    return true;
+  }
+
   /** Fails `job` if still unclaimed and settles its waiters. @returns true to try again later (the store failed). */
   async #expire(job: JobKey): Promise<boolean> {
     const { db, clock, logger, waiters, waitMs } = this.#deps;
@@ -174,32 +197,24 @@ export class SyncDeadlines {
         waiters.settle(job, undefined, new DomainError('timeout', message));
         return false;
       }
-      // Claimed by a relay (its answer settles the waiters), or ended already, perhaps by another node's deadline.
-      const ended = await findSendJob(db, job.instanceId, job.id);
-      const answer = ended === undefined ? undefined : endedAnswer(ended);
-      if (answer === undefined) {
-        // Another node's relay holds it (the instance moved): its outcome reaches this request only through the row.
-        if (ended?.lockedBy != null && ended.lockedBy !== this.#deps.nodeId) {
-          logger.debug(
-            { instanceId: job.instanceId, id: job.id, lockedBy: ended.lockedBy },
-            "a synchronous send past its deadline follows another node's relay",
-          );
-          this.follow(job, clock());
-          return false;
-        }
+      // Claimed by a relay, or ended already, perhaps by another node's deadline.
+      const row = await findSendJob(db, job.instanceId, job.id);
+      if (this.#settleEnded(job, row)) return false;
+      if (row?.lockedBy === this.#deps.nodeId) {
+        // This node's relay holds it: its answer settles the waiters.
         logger.debug(
           { instanceId: job.instanceId, id: job.id },
           'a synchronous send waits past its deadline for its relay',
         );
         return false;
       }
-      if ('sent' in answer) waiters.settle(job, answer.sent);
-      else
-        waiters.settle(
-          job,
-          undefined,
-          ended?.lastError === message ? new DomainError('timeout', message) : answer.error,
-        );
+      // Another node's relay holds it (the instance moved), or one handed it back: its outcome reaches this request
+      // only through the row.
+      logger.debug(
+        { instanceId: job.instanceId, id: job.id, lockedBy: row?.lockedBy ?? null },
+        "a synchronous send past its deadline follows another node's relay",
+      );
+      this.follow(job, clock());
       return false;
     } catch (error) {
       // The job may still go out: its requests keep waiting, and the deadline is tried again.
@@ -214,7 +229,7 @@ function timeoutMessage(waitMs: number): string {
   return `the message could not be relayed within ${Math.ceil(waitMs / 1000)} s and was not sent`;
 }
 
-/** The error text of a synchronous send `id` whose relay another holder had `waitMs` ms after its acceptance. */
-function unknownOutcome(id: string, waitMs: number): string {
-  return `the message was left to another relay and its outcome is not known after ${Math.ceil(waitMs / 1000)} s; GET /v1/messages/${id} shows it`;
+/** The error text of a synchronous send `id` whose relay, not this request's, had not ended when its wait did. */
+function unknownOutcome(id: string): string {
+  return `the message's relay has not ended and its outcome is not known; GET /v1/messages/${id} shows it`;
 }

@@ -156,7 +156,8 @@ export function failedBeforeSending(error: unknown): boolean {
  * with, such as class 53 or a stale prepared statement: nothing of the statement was kept then.
  */
 export function outcomeUnknown(error: unknown): boolean {
-  if (!(error instanceof DomainError) || error.code !== 'store_unavailable' || failedBeforeSending(error)) return false;
+  if (!(error instanceof DomainError) || error.code !== 'store_unavailable' || failedBeforeSending(error))
+    return false;
   const cause = error.cause;
   const code = codeOf(cause);
   if (code !== undefined) {

@@ -85,47 +85,73 @@ export async function insertSendJobs(db: Kysely<Database>, jobs: readonly NewSen
 }
 
 /**
- * Stores a new job unless a row with its key is there already, for a write whose first try ended with the outcome
- * unknown (the connection lost between its commit and the answer, docs/decisions/0011-store-faults.md): a row found
- * belongs to this job when it was stored for the same send (same `seq`, chat, kind, payload, mode and acceptance
- * time, `now`).
+ * A synchronous job's failure once its wait is over (src/sends/sync-deadline.ts): from `at` (epoch ms) on, a
+ * {@link storeSendJobOnce} writes the job failed unsent with `error` instead.
+ */
+export interface LateFailure {
+  at: number;
+  error: string;
+}
+
+/**
+ * Stores a new job unless a row with its key is there already, in one transaction, for a write whose first try
+ * ended with the outcome unknown (the connection lost between its commit and the answer,
+ * docs/decisions/0011-store-faults.md): a row found belongs to this job when it was stored for the same send (same
+ * `seq`, chat, kind, payload, mode and acceptance time, `now`). With `late` and the clock `now` (epoch ms) at or
+ * past `late.at`, the job is written, or found unchanged and left, `failed` with `late.error` in the same
+ * transaction, so no relay can claim it in between.
  * @returns `stored` when this call wrote the row; `found` when the earlier try had and the row is still as that try
  *   wrote it (`pending` with no attempt, or `sending` held by `claimedBy` with one); `moved` when it had and a relay
- *   changed the job since (claimed, handed back or ended, here or on another node).
+ *   changed the job since (claimed, handed back or ended, here or on another node); `failed` when it was late.
  * @throws Error when a different job holds the key (two sends with one message id: a bug); the store's error as
  *   it raised it.
  */
 export async function storeSendJobOnce(
   db: Kysely<Database>,
   job: NewSendJob,
-): Promise<'stored' | 'found' | 'moved'> {
+  now: number,
+  late?: LateFailure,
+): Promise<'stored' | 'found' | 'moved' | 'failed'> {
   const written = newJobRow(job);
-  const inserted = await db
-    .insertInto('send_jobs')
-    .values(written)
-    .onConflict((conflict) => conflict.columns(['instance_id', 'id']).doNothing())
-    .executeTakeFirst();
-  if (Number(inserted.numInsertedOrUpdatedRows ?? 0) > 0) return 'stored';
-  const row = await db
-    .selectFrom('send_jobs')
-    .select(['seq', 'chat', 'kind', 'payload', 'mode', 'created_at', 'status', 'attempts', 'locked_by'])
-    .where('instance_id', '=', job.instanceId)
-    .where('id', '=', job.id)
-    .executeTakeFirst();
-  const same =
-    row !== undefined &&
-    Number(row.seq) === job.seq &&
-    row.chat === job.chat &&
-    row.kind === job.kind &&
-    row.payload === job.payload &&
-    row.mode === job.mode &&
-    Number(row.created_at) === job.now;
-  if (!same) throw new Error(`send job ${job.id} of instance ${job.instanceId} is stored already for another send`);
-  const unchanged =
-    row.status === written.status &&
-    Number(row.attempts) === written.attempts &&
-    row.locked_by === written.locked_by;
-  return unchanged ? 'found' : 'moved';
+  const fail = late !== undefined && now >= late.at;
+  const failed = { status: 'failed', last_error: late?.error ?? null, locked_by: null, locked_at: null };
+  return db.transaction().execute(async (trx) => {
+    const inserted = await trx
+      .insertInto('send_jobs')
+      .values(fail ? extended(written, failed) : written)
+      .onConflict((conflict) => conflict.columns(['instance_id', 'id']).doNothing())
+      .executeTakeFirst();
+    if (Number(inserted.numInsertedOrUpdatedRows ?? 0) > 0) return fail ? 'failed' : 'stored';
+    const row = await trx
+      .selectFrom('send_jobs')
+      .select(['seq', 'chat', 'kind', 'payload', 'mode', 'created_at', 'status', 'attempts', 'locked_by'])
+      .where('instance_id', '=', job.instanceId)
+      .where('id', '=', job.id)
+      .executeTakeFirst();
+    const same =
+      row !== undefined &&
+      Number(row.seq) === job.seq &&
+      row.chat === job.chat &&
+      row.kind === job.kind &&
+      row.payload === job.payload &&
+      row.mode === job.mode &&
+      Number(row.created_at) === job.now;
+    if (!same)
+      throw new Error(`send job ${job.id} of instance ${job.instanceId} is stored already for another send`);
+    const unchanged =
+      row.status === written.status &&
+      Number(row.attempts) === written.attempts &&
+      row.locked_by === written.locked_by;
+    if (!unchanged) return 'moved';
+    if (!fail) return 'found';
+    await trx
+      .updateTable('send_jobs')
+      .set(extended(failed, { updated_at: now }))
+      .where('instance_id', '=', job.instanceId)
+      .where('id', '=', job.id)
+      .execute();
+    return 'failed';
+  });
 }
 
 /** The row a new job is stored as (`new_chat` keeps its default). */

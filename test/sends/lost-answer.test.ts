@@ -160,10 +160,10 @@ for (const dialect of testDialects()) {
       const stored = queue.store(waiting);
       await eventually('the write again refused', () => refusedInserts > refusedBefore);
       const later = textJob(t.instance.id, '3EB0LOST00000000000009', 'async', t.clock());
-      assert.equal(await queue.store(later), true, 'stored while the first still waits');
+      assert.equal(await queue.store(later), 'stored', 'stored while the first still waits');
       down = false;
       awayAfterLoss = false;
-      assert.equal(await stored, true);
+      assert.equal(await stored, 'stored');
       assert.deepEqual(
         (await rows([waiting.id, later.id])).map((row) => row.id),
         [waiting.id, later.id],
@@ -188,10 +188,15 @@ for (const dialect of testDialects()) {
       }
     });
 
-    it('a synchronous send stored claimed after its 60 s wait passed (the store came back late) is failed unsent: 504', async () => {
+    /**
+     * A synchronous send whose job's answer is lost while the store goes away for longer than the sync wait: it
+     * answers 504 unsent once the store is back, and its row is `failed` with `attempts` (1 when stored claimed
+     * for a relay at once, 0 when waiting its turn); it is never relayed.
+     */
+    const storedAfterItsWait = async (id: string, attempts: number, instanceId = t.instance.id) => {
       answersToLose = 1;
       awayAfterLoss = true;
-      const job = textJob(t.instance.id, '3EB0LOST0000000000000C', 'sync', t.clock());
+      const job = textJob(instanceId, id, 'sync', t.clock());
       const refusedBefore = refusedInserts;
       const answer = queue.storeSync(session, job);
       answer.catch(() => undefined);
@@ -207,22 +212,52 @@ for (const dialect of testDialects()) {
         );
         return true;
       });
-      assert.deepEqual(await rows([job.id]), [{ id: job.id, status: 'failed', attempts: 1 }]);
+      assert.deepEqual(await rows([job.id]), [{ id: job.id, status: 'failed', attempts }]);
+      queue.wake(t.instance.id);
       assert.equal(relayed.includes(job.id), false, 'never relayed');
+    };
+
+    it('a synchronous send stored claimed after its 60 s wait passed (the store came back late) is failed unsent: 504', async () => {
+      await storedAfterItsWait('3EB0LOST0000000000000C', 1);
+    });
+
+    it('a synchronous send waiting its turn whose store answered after its 60 s wait is failed unsent: 504', async () => {
+      // An instance this queue never drained (no session here): the send is stored pending, to wait its turn, and
+      // no relay of this queue claims it while the store is away.
+      const other = await t.newInstance('test', 'waiting');
+      await storedAfterItsWait('3EB0LOST0000000000000D', 0, other.id);
     });
 
     it('storeSendJobOnce refuses a key held by another send', async () => {
-      const job = textJob(t.instance.id, '3EB0LOST00000000000006', 'async', t.clock());
-      assert.equal(await storeSendJobOnce(store.db, job), 'stored');
-      assert.equal(await storeSendJobOnce(store.db, job), 'found');
+      // Not due for an hour: no relay claims it meanwhile.
+      const job = {
+        ...textJob(t.instance.id, '3EB0LOST00000000000006', 'async', t.clock()),
+        runAt: t.clock() + 3_600_000,
+      };
+      assert.equal(await storeSendJobOnce(store.db, job, t.clock()), 'stored');
+      assert.equal(await storeSendJobOnce(store.db, job, t.clock()), 'found');
       await t.services.store.db
         .updateTable('send_jobs')
         .set({ status: 'canceled' })
         .where('id', '=', job.id)
         .execute();
-      assert.equal(await storeSendJobOnce(store.db, job), 'moved', 'changed since it was written');
+      assert.equal(await storeSendJobOnce(store.db, job, t.clock()), 'moved', 'changed since it was written');
+      const late = textJob(t.instance.id, '3EB0LOST0000000000000E', 'sync', t.clock());
+      const failure = {
+        at: t.clock(),
+        error: 'the message could not be relayed within 60 s and was not sent',
+      };
+      assert.equal(
+        await storeSendJobOnce(store.db, late, t.clock(), failure),
+        'failed',
+        'written failed when late',
+      );
+      assert.deepEqual(await rows([late.id]), [{ id: late.id, status: 'failed', attempts: 0 }]);
       const other = textJob(t.instance.id, job.id, 'async', t.clock());
-      await assert.rejects(storeSendJobOnce(store.db, other), /is stored already for another send/);
+      await assert.rejects(
+        storeSendJobOnce(store.db, other, t.clock()),
+        /is stored already for another send/,
+      );
     });
   });
 }

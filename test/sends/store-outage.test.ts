@@ -27,6 +27,8 @@ for (const dialect of testDialects()) {
      * fails as if the store were gone; the login's hand-back and the claims still pass.
      */
     let down = false;
+    /** While set, the next end of a held job is written and its answer lost (the connection reset after it). */
+    let loseFinish = false;
     let failedWrites = 0;
     /** Hand-backs of `sending` jobs run (`reclaimSendingJobs`). */
     let handBacks = 0;
@@ -83,7 +85,13 @@ for (const dialect of testDialects()) {
           throw storeGone();
         }
       };
-      store = await storeWithFaults(t, { faults });
+      const lostAnswers = (sql: string) => {
+        if (loseFinish && /^update "send_jobs" set "locked_by" = (\?|\$\d+), "locked_at"/.test(sql)) {
+          loseFinish = false;
+          throw storeGone();
+        }
+      };
+      store = await storeWithFaults(t, { faults, lostAnswers });
       queue = testQueue(t.clock, store.db, t.instance.id, session);
       // The fast path opens once the queue drained with nothing due.
       queue.wake(t.instance.id);
@@ -144,6 +152,24 @@ for (const dialect of testDialects()) {
         ['3EB0AAAAAAAAAAAAAAAAAA'],
         'relayed once',
       );
+    });
+
+    it("a refusal whose failed mark lost its answer answers the platform's refusal, not a conflict", async () => {
+      refuse = new DomainError('platform_refused', 'the platform rejected the message (error 479)');
+      loseFinish = true;
+      const { outcome } = await relayAtOnce('3EB0EEEEEEEEEEEEEEEEEE');
+      await assert.rejects(outcome, (error: unknown) => {
+        assert.ok(error instanceof DomainError);
+        assert.deepEqual(
+          [error.code, error.message],
+          ['platform_refused', 'the platform rejected the message (error 479)'],
+        );
+        return true;
+      });
+      refuse = undefined;
+      assert.equal(loseFinish, false, 'the answer was lost');
+      const job = await row('3EB0EEEEEEEEEEEEEEEEEE');
+      assert.deepEqual([job.status, job.locked_by], ['failed', null]);
     });
 
     it('an accepted send whose outcome cannot be stored waits for the store and is marked sent, relayed once', async () => {

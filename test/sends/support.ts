@@ -90,3 +90,17 @@ export function storeWithFaults(
   const { database, schema } = t.testStore;
   return openStore(database, schema === undefined ? hooks : extended(hooks, { schema }));
 }
+
+/** Whether `promise` has settled yet, read at any time (its rejection is marked handled; await it for its value). */
+export function settledFlag(promise: Promise<unknown>): () => boolean {
+  let settled = false;
+  promise.then(
+    () => {
+      settled = true;
+    },
+    () => {
+      settled = true;
+    },
+  );
+  return () => settled;
+}

@@ -13,7 +13,7 @@ import type { NewSendJob } from '../../src/store/send-jobs.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
-import { fakeSession, testQueue, textJob } from './support.ts';
+import { fakeSession, settledFlag, testQueue, textJob } from './support.ts';
 
 const T0 = Date.parse('2026-04-01T08:00:00.000Z');
 /** The queue's sync wait in these tests, ms. */
@@ -115,34 +115,29 @@ for (const dialect of testDialects()) {
 
     it("a send another node's relay holds at the deadline (the instance moved) answers that relay's outcome", async () => {
       connected = false;
+      // A paced queue relays nothing at once: the send is stored pending, to wait its turn.
+      await queue.setPacing(t.instance.id, { minIntervalMs: 1, jitterMs: 0, newChatsPerDay: null });
       const id = '3EB0DDDDDDDDDDDDDDDDDD';
       const wait = await queue.storeSync(session, syncJob(id));
-      const outcome = wait();
-      let settled = false;
-      outcome.then(
-        () => {
-          settled = true;
-        },
-        () => {
-          settled = true;
-        },
-      );
-      // Another node took the instance and claimed the job.
+      assert.equal((await row(id)).status, 'pending');
+      // Another node took the instance and claimed the job (before this request's wait, and so its deadline, starts).
       await t.services.store.db
         .updateTable('send_jobs')
         .set({ status: 'sending', attempts: 1, locked_by: 'other-node', locked_at: t.clock() })
         .where('id', '=', id)
         .execute();
+      const outcome = wait();
+      const settled = settledFlag(outcome);
       await eventually('the deadline passed: the send follows the other relay', () =>
         logged.includes("a synchronous send past its deadline follows another node's relay"),
       );
-      assert.equal(settled, false, 'waits for the other relay');
+      assert.equal(settled(), false, 'waits for the other relay');
       await t.services.store.db
         .updateTable('send_jobs')
         .set({ status: 'sent', locked_by: null, locked_at: null, sent_at: T0 + 9_000 })
         .where('id', '=', id)
         .execute();
-      await eventually('the request answered', () => settled);
+      await eventually('the request answered', () => settled());
       assert.deepEqual(await outcome, { id, timestamp: T0 + 9_000 });
     });
   });
