@@ -24,7 +24,10 @@ const NETWORK_CODES = new Set([
   'ETIMEDOUT',
   'EPIPE',
   'EHOSTUNREACH',
+  'EHOSTDOWN',
   'ENETUNREACH',
+  'ENETDOWN',
+  'ENETRESET',
   'ENOTFOUND',
   'EAI_AGAIN',
 ]);

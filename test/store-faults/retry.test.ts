@@ -16,7 +16,7 @@ import {
   recordRetryDelayMs,
   recordWithRetry,
 } from '../../src/sessions/record-retry.ts';
-import { isStoreUnavailableError } from '../../src/store/faults.ts';
+import { isStoreUnavailableError, outcomeUnknown } from '../../src/store/faults.ts';
 import { capturingLogger } from '../baileys/support.ts';
 
 const coded = (code: string, message = code) => Object.assign(new Error(message), { code });
@@ -179,11 +179,38 @@ describe('recording retry', () => {
       assert.equal(isPermanentStoreError(permanent), true, permanent.message);
     }
     assert.equal(isStoreUnavailableError(new DomainError('conflict', 'x')), false);
+    for (const network of ['ENETDOWN', 'ENETRESET', 'EHOSTDOWN']) {
+      assert.equal(isStoreUnavailableError(coded(network)), true, network);
+    }
     const raised = errors.storeUnavailable(coded('ECONNREFUSED'));
     assert.deepEqual(
       { code: raised.code, message: raised.message, retryAfter: raised.retryAfter },
       { code: 'store_unavailable', message: STORE_UNAVAILABLE, retryAfter: 5 },
     );
+  });
+});
+
+describe('a statement whose outcome is unknown', () => {
+  it('is one a remote store lost mid-statement; never a SQLite error, an answered refusal or an unwrapped error', () => {
+    for (const lost of [
+      coded('ECONNRESET'),
+      coded('EPIPE'),
+      coded('08006'),
+      coded('57P01'),
+      new Error('Connection terminated unexpectedly'),
+    ]) {
+      assert.equal(outcomeUnknown(errors.storeUnavailable(lost)), true, lost.message);
+      assert.equal(outcomeUnknown(lost), false, `${lost.message}, not classified by the store`);
+    }
+    for (const known of [
+      new SQLite.SqliteError('database is locked', 'SQLITE_BUSY'),
+      new SQLite.SqliteError('disk I/O error', 'SQLITE_IOERR_WRITE'),
+      coded('53300'),
+      new Error('timeout exceeded when trying to connect'),
+    ]) {
+      assert.equal(outcomeUnknown(errors.storeUnavailable(known)), false, known.message);
+    }
+    assert.equal(outcomeUnknown(errors.storeUnavailable()), false, 'no cause');
   });
 });
 
