@@ -113,6 +113,11 @@ export interface SendOrigin {
    * request (its connection closed before the answer) answers for the job stored the first time.
    */
   forwardId?: string | undefined;
+  /**
+   * Aborts when the client went away (src/http/client-gone.ts): a synchronous send stops waiting for its outcome,
+   * which is then recorded as a `MessageStatus` event, as a queued send's is.
+   */
+  signal?: AbortSignal | undefined;
 }
 
 /**
@@ -169,7 +174,7 @@ export class MessagingService {
     const job = await this.#job(instance, session, input, await content(), 'sync', null, fixedId);
     let outcome: () => Promise<SentMessage>;
     try {
-      outcome = await this.#queue.storeSync(session, job);
+      outcome = await this.#queue.storeSync(session, job, origin.signal);
     } catch (error) {
       // Stored past its sync wait and failed unsent (the store answered late): that is this request's answer.
       if (error instanceof DomainError && error.code === 'timeout') throw error;

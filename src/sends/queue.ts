@@ -234,16 +234,9 @@ export class SendQueue implements EventProjection {
   }
 
   /**
-   * Stores a new job (docs/decisions/0009-sends-as-jobs.md: a send is stored before its relay). The jobs accepted in
-   * one turn of the event loop are written together, in one statement and one transaction (group commit), and
-   * each caller resolves once that commit holds its row. A failed group is written again one job at a time, so
-   * one bad row fails only its own send. A write whose answer was lost is written again until the store answers
-   * (group-insert.ts), so a job the store kept is never answered as failed.
-   * @param late for a synchronous job: from when a write again stores it failed unsent (group-insert.ts `store`).
-   * @returns `stored`; `moved` when such a write found the job already changed by a relay; `failed` when it came
-   *   after `late.at` (group-insert.ts `store`).
-   * @throws the store's error for this job (store faults as `store_unavailable` when no connection could be had, or
-   *   the queue stopped while the store was away: docs/decisions/0011-store-faults.md).
+   * Stores a new job (docs/decisions/0009-sends-as-jobs.md: a send is stored before its relay) with the others of
+   * this turn (group commit), a write whose answer was lost written again until the store answers: `late`, the
+   * result and the errors as group-insert.ts `GroupInsert.store` says.
    */
   store(job: NewSendJob, late?: LateFailure): Promise<'stored' | 'moved' | 'failed'> {
     return this.#inserts.store(job, late);
@@ -257,20 +250,25 @@ export class SendQueue implements EventProjection {
    * (sync-deadline.ts). An immediate job is held by this process from before its row exists until its relay
    * ends, so a login committed meanwhile does not hand it back for a second relay ({@link reclaimSendingJobs}).
    * The wait resolves with the relay's result or rejects with its error (the job is then `failed`). A job whose
-   * lost answer's write found it changed by a relay is followed in the store (sync-deadline.ts `follow`).
+   * lost answer's write found it changed by a relay is followed in the store (sync-deadline.ts `follow`). When
+   * `signal` aborts (the client went away) the wait is withdrawn: the outcome becomes a `MessageStatus` event.
    * @throws the store's error (nothing was relayed; store faults as `store_unavailable`,
    *   docs/decisions/0011-store-faults.md); DomainError `timeout` for a job stored claimed after its sync wait had
    *   passed (the store answered late): it is failed unsent.
    */
-  async storeSync(session: EngineSession, job: NewSendJob): Promise<() => Promise<SentMessage>> {
+  async storeSync(
+    session: EngineSession,
+    job: NewSendJob,
+    signal?: AbortSignal,
+  ): Promise<() => Promise<SentMessage>> {
     // A queue this process never drained has no runner yet: the job waits its turn behind the first hand-back.
     const runner = this.#runners.peek(job.instanceId);
     // The wait of a job left to the queue: its deadline counts from its acceptance; one a relay changed before a
     // lost answer's write found it is followed in the store.
     const queued = (ours: boolean) => () =>
       ours
-        ? this.#deadlines.watch(job, this.waitFor(job), job.now)
-        : this.#deadlines.followed(job, this.waitFor(job));
+        ? this.#deadlines.watch(job, this.waitFor(job, signal), job.now)
+        : this.#deadlines.followed(job, this.waitFor(job, signal));
     const claimed = extended(job, { claimedBy: this.nodeId });
     let now = false;
     // Held before the pace is read: a login committed meanwhile hands back the `sending` jobs without this one.
@@ -293,7 +291,7 @@ export class SendQueue implements EventProjection {
         return queued(ours);
       }
       const held = claimedSendJob(claimed);
-      return () => this.#relayNow(session, held, runner);
+      return () => this.#relayNow(session, held, runner, signal);
     } catch (error) {
       runner?.relaying.release(job.id);
       throw error;
@@ -305,13 +303,18 @@ export class SendQueue implements EventProjection {
    * `session`, gives back that hold, and resolves with the result.
    * @throws the relay's error after the job was marked failed.
    */
-  async #relayNow(session: EngineSession, job: SendJob, runner: Runner): Promise<SentMessage> {
+  async #relayNow(
+    session: EngineSession,
+    job: SendJob,
+    runner: Runner,
+    signal: AbortSignal | undefined,
+  ): Promise<SentMessage> {
     let done: Promise<SentMessage>;
     try {
       // Read before the request waits (the store waited out like the relay's writes; a queue stopping meanwhile
       // leaves the job to the instance's next holder, with no waiter left behind to hide its outcome's event).
       const { pacing } = await this.#untilStored(() => this.pacing(job.instanceId));
-      done = this.#waiters.await(job);
+      done = this.#waiters.await(job, signal);
       // The relay may settle `done` before it returns (a refusal, then the pause's writes): mark it handled now,
       // the caller still gets its result or error below.
       done.catch(() => undefined);

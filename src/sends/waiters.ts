@@ -23,6 +23,10 @@ export class SendWaiters {
    */
   await(job: JobKey, signal?: AbortSignal): Promise<SentMessage> {
     return new Promise<SentMessage>((resolve, reject) => {
+      if (signal?.aborted) {
+        reject(signal.reason);
+        return;
+      }
       const key = `${job.instanceId}/${job.id}`;
       const waiter: Waiter = { resolve, reject };
       const waiting = this.#waiters.get(key);

@@ -209,6 +209,70 @@ for (const dialect of testDialects()) {
       t.clock.set(T0);
     });
 
+    it('a synchronous send whose client went away stops waiting: its outcome is recorded as a MessageStatus event', async () => {
+      const statusEvents = async (id: string) =>
+        (
+          await t.services.store.db
+            .selectFrom('webhook_events')
+            .select('payload')
+            .where('instance_id', '=', t.instance.id)
+            .where('type', '=', 'MessageStatus')
+            .execute()
+        )
+          .map((row) => JSON.parse(row.payload).event)
+          .filter((event) => event.id === id);
+      await t.call('PUT', '/v1/session/pacing', { minIntervalMs: 5000, jitterMs: 0 });
+      try {
+        // A first send sets the pace: the next waits 5 s for its turn.
+        const first = await t.call('POST', '/v1/messages/send', { phone: PEER, body: 'pace' }, ASYNC);
+        await eventually(
+          'the first paced send',
+          async () => (await job(first.body.data.id)).status === 'sent',
+        );
+        await t.app.listen({ port: 0, host: '127.0.0.1' });
+        const address = t.app.server.address();
+        assert.ok(address !== null && typeof address === 'object');
+        const client = new AbortController();
+        const answered = fetch(`http://127.0.0.1:${address.port}/v1/messages/send`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${t.key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ phone: PEER, body: 'gone' }),
+          signal: client.signal,
+        });
+        answered.catch(() => undefined);
+        const waiting = await eventually('the send stored, waiting its turn', async () => {
+          const rows = await t.services.store.db
+            .selectFrom('send_jobs')
+            .select(['id', 'status'])
+            .where('instance_id', '=', t.instance.id)
+            .where('mode', '=', 'sync')
+            .where('status', '=', 'pending')
+            .execute();
+          return rows[0];
+        });
+        client.abort();
+        await assert.rejects(answered);
+        // The server saw the connection close (the request's wait withdrawn with it).
+        await eventually(
+          'the connection closed on the server',
+          () =>
+            new Promise<boolean>((resolve) =>
+              t.app.server.getConnections((_error, count) => resolve(count === 0)),
+            ),
+        );
+        t.clock.advance(5000);
+        t.services.sendQueue.wake(t.instance.id);
+        const events = await eventually('the MessageStatus of the send whose client went away', async () => {
+          const found = await statusEvents(waiting.id);
+          return found.length > 0 ? found : undefined;
+        });
+        assert.deepEqual(events, [{ id: waiting.id, status: 'sent', at: new Date(t.clock()).toISOString() }]);
+      } finally {
+        await t.call('PUT', '/v1/session/pacing', {});
+        t.clock.set(T0);
+      }
+    });
+
     it('newChatsPerDay: a send opening a chat past the cap waits; sends to known chats go on', async () => {
       await t.call('PUT', '/v1/session/pacing', { newChatsPerDay: 1 });
       const first = await t.call(

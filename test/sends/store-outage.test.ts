@@ -50,9 +50,22 @@ for (const dialect of testDialects()) {
         state: { connected: true, loggedIn: true, jid: null, phone: null, pushName: null },
       });
     /** A synchronous send relayed at once (stored claimed by the queue's fast path). */
+    /**
+     * A synchronous send through the queue's fast path when open; `stored` is `sending` only when the row was stored
+     * claimed at once: the clock moves on 1 ms after the job's acceptance, so a claim by a drain running meanwhile
+     * (its `locked_at` the claim's time) does not pass for one.
+     */
     const relayAtOnce = async (id: string) => {
-      const wait = await queue.storeSync(session, syncJob(id));
-      return { stored: (await row(id)).status, outcome: wait() };
+      const job = syncJob(id);
+      t.clock.advance(1);
+      const wait = await queue.storeSync(session, job);
+      const stored = await t.services.store.db
+        .selectFrom('send_jobs')
+        .select(['status', 'locked_at'])
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow();
+      const atOnce = stored.status === 'sending' && Number(stored.locked_at) === job.now;
+      return { stored: atOnce ? 'sending' : `${stored.status} (not at once)`, outcome: wait() };
     };
 
     const session = fakeSession(async (message) => {

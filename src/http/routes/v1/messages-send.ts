@@ -2,6 +2,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { HttpServices } from '../../../app/http-services.ts';
 import { errors } from '../../../domain/errors.ts';
 import type { OutgoingContent, SentMessage } from '../../../domain/messages.ts';
+import { extended } from '../../../domain/objects.ts';
+import { clientGone } from '../../client-gone.ts';
 import { forwardIdOf } from '../../plugins/forward.ts';
 import { instanceOf } from '../../plugins/instance.ts';
 import { ok } from '../../schemas.ts';
@@ -64,7 +66,9 @@ export async function sendMessage(
   // A send another node forwarded: its job follows from the forward id (src/http/plugins/forward.ts).
   const origin = { forwardId: forwardIdOf(request) };
   if (input.sendAt === undefined && !prefersAsync(request)) {
-    return ok(sendResult(await services.app.messaging.send(instanceOf(request), send, content, origin)));
+    // A client gone before the answer stops the wait: the outcome becomes a MessageStatus event.
+    const waiting = extended(origin, { signal: clientGone(reply) });
+    return ok(sendResult(await services.app.messaging.send(instanceOf(request), send, content, waiting)));
   }
   const sendAt = input.sendAt === undefined ? null : Date.parse(input.sendAt);
   if (sendAt !== null && Number.isNaN(sendAt)) {
