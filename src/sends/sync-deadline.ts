@@ -134,8 +134,9 @@ export class SyncDeadlines {
 
   /**
    * For a synchronous job just stored (`pending`, or claimed by `job.claimedBy` for its relay at once): when the
-   * sync wait since its acceptance (`job.now`) has passed already (the store answered late), fails it unsent
-   * instead, before any relay may claim it, so it never goes out after its client gave up.
+   * sync wait since its acceptance (`job.now`) has passed already (a store that answered slowly), fails it unsent
+   * unless a relay claimed it first, so it never goes out after its client gave up. A write again after a lost
+   * answer fails a late job in its own transaction instead (send-jobs.ts `storeSendJobOnce`).
    * @returns `on-time` (relay it or let it wait its turn), `failed` (answer {@link timedOut}), or `moved` (a relay
    *   holds it already: its outcome is that relay's).
    * @throws the store's error.
