@@ -40,22 +40,45 @@ export async function ensureBundle(): Promise<void> {
   });
 }
 
-/** A clock that is the real one (QR codes rotate, sessions age) behind the test app's ManualClock type. */
-export function realClock(): ManualClock {
-  return Object.assign(() => Date.now(), { advance: () => undefined, set: () => undefined });
+/**
+ * A clock that is the real one (QR codes rotate, sessions age) behind the test app's ManualClock type, except while
+ * held: `set(ms)` holds it at `ms` (epoch milliseconds), so a wait the app imposes cannot run out however slowly the
+ * browser moves; `advance(ms)` moves a held clock on; `release()` lets it follow the real time again.
+ */
+export interface RealClock extends ManualClock {
+  release(): void;
+}
+
+/** A {@link RealClock}, following the real time until held. */
+export function realClock(): RealClock {
+  let held: number | undefined;
+  return Object.assign(() => held ?? Date.now(), {
+    advance: (ms: number) => {
+      if (held !== undefined) held += ms;
+    },
+    set: (ms: number) => {
+      held = ms;
+    },
+    release: () => {
+      held = undefined;
+    },
+  });
 }
 
 /** A test app listening on 127.0.0.1 (a real browser needs a socket), its webhooks allowed to a local receiver. */
-export async function listeningApp(options: TestAppOptions = {}): Promise<{ t: TestApp; url: string }> {
+export async function listeningApp(
+  options: TestAppOptions = {},
+): Promise<{ t: TestApp; url: string; clock: RealClock }> {
+  const clock = realClock();
   const t = await createTestApp({
-    clock: realClock(),
+    clock,
     outboundCa: TEST_CA,
     webhookWorker: { pollIntervalMs: 25 },
     ...options,
     env: { WEBHOOK_ALLOWED_CIDRS: '127.0.0.1/32', WEBHOOK_RETRY_SCHEDULE: '1,2,3', ...options.env },
   });
   const url = await t.app.listen({ host: '127.0.0.1', port: 0 });
-  return { t, url };
+  return { t, url, clock };
 }
 
 /**
