@@ -123,6 +123,7 @@ export class SendQueue implements EventProjection {
       failures,
       sentMarks: this.#sentMarks,
       waiters: this.#waiters,
+      report: (instanceId, report) => this.report(instanceId, report),
     });
     this.#drainContext = {
       db: deps.db,
@@ -159,17 +160,11 @@ export class SendQueue implements EventProjection {
    * it yields none (docs/decisions/0012-session-and-message-status-events.md).
    */
   async derive(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<EngineEvent[]> {
-    return this.#sentMarks.derive(trx, instanceId, event, (job) => this.#answeredByRequest(job));
-  }
-
-  /**
-   * True when a request of this process waits for the job's outcome (a synchronous send): its answer carries the
-   * outcome, so no `MessageStatus` event repeats it. A synchronous job relayed after its node died has no waiter,
-   * and its outcome is recorded as an event like a queued one's
-   * (docs/decisions/0012-session-and-message-status-events.md).
-   */
-  #answeredByRequest(job: Pick<SendJob, 'instanceId' | 'id'>): boolean {
-    return this.#waiters.has(job);
+    // A request of this process that waits for the job's outcome (a synchronous send) carries it in its answer, so
+    // no event repeats it, unless every such request leaves before the outcome reaches it: the relay records the
+    // event then (waiters.ts `carry`). A synchronous job relayed after its node died has no waiter, and its outcome
+    // is recorded as an event like a queued one's (docs/decisions/0012-session-and-message-status-events.md).
+    return this.#sentMarks.derive(trx, instanceId, event, (job, at) => this.#waiters.carry(job, at));
   }
 
   /** A committed login (connected and logged in) wakes the instance's queue. */

@@ -9,6 +9,7 @@ import { markSendJobNewChat, type SendJob } from '../store/send-jobs.ts';
 import type { RelayFailures } from './failures.ts';
 import type { PaceKeeper } from './pause.ts';
 import { decodeSendPayload } from './payload.ts';
+import type { SendStatusReport } from './queue-deps.ts';
 import type { Runner, Runners } from './runners.ts';
 import type { SentMarks } from './sent-marks.ts';
 import type { SendWaiters } from './waiters.ts';
@@ -36,6 +37,8 @@ export interface JobRelayDeps {
   sentMarks: SentMarks;
   /** The requests waiting for a job's outcome. */
   waiters: SendWaiters;
+  /** Records a `MessageStatus` event (logged, never thrown, when recording fails). */
+  report: (instanceId: string, report: SendStatusReport) => Promise<void>;
 }
 
 /**
@@ -100,6 +103,15 @@ export class JobRelay {
         finishSendJob(db, job.instanceId, job.id, nodeId, { status: 'sent', at, newChat: opensChat }),
       );
     }
-    this.#deps.waiters.settle(job, sent);
+    // The outcome's event was left out for a waiting request that has gone since (waiters.ts `carry`): recorded now.
+    const unanswered = this.#deps.waiters.settle(job, sent);
+    if (unanswered !== undefined) {
+      await this.#deps.report(job.instanceId, {
+        kind: 'message',
+        id: job.id,
+        status: 'sent',
+        at: unanswered,
+      });
+    }
   }
 }

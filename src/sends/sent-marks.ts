@@ -44,20 +44,21 @@ export class SentMarks {
 
   /**
    * For a recorded own `message` whose job {@link mark} marked sent in `trx`: a queued send's `MessageStatus`
-   * `sent` event (none when `answeredByRequest` says a request waits for the outcome: its answer carries it).
+   * `sent` event (none when `carriedByRequest`, given the job and its `sent` time, says a request waits for the
+   * outcome: its answer carries it).
    * Each job's outcome is taken once: a message the batch holds twice (an echo) has one. Other events yield none.
    */
   derive(
     trx: Transaction<Database>,
     instanceId: string,
     event: EngineEvent,
-    answeredByRequest: (job: JobRef) => boolean,
+    carriedByRequest: (job: JobRef, at: number) => boolean,
   ): EngineEvent[] {
     if (event.type !== 'message' || !event.message.source.isFromMe) return [];
     const marked = this.#marked.get(trx);
     if (!marked?.modes.delete(event.message.id)) return [];
     this.#recorded.add(`${instanceId}/${event.message.id}`);
-    if (answeredByRequest({ instanceId, id: event.message.id })) return [];
+    if (carriedByRequest({ instanceId, id: event.message.id }, marked.at)) return [];
     return [{ type: 'messageStatus', id: event.message.id, status: 'sent', at: marked.at }];
   }
 

@@ -105,7 +105,7 @@ export class SyncDeadlines {
         // Past its bound a job still unended (or unreadable: the store away) answers with its outcome unknown.
         const unknownPastBound = () => {
           if (clock() < since + waitMs) return next();
-          waiters.settle(job, undefined, new DomainError('timeout', unknownOutcome(job.id)));
+          waiters.giveUp(job, new DomainError('timeout', unknownOutcome(job.id)));
         };
         findSendJob(db, job.instanceId, job.id).then(
           (row) => {

@@ -12,9 +12,17 @@ interface Waiter {
 /**
  * The requests of this process that wait for a send job's outcome (synchronous sends,
  * docs/decisions/0009-sends-as-jobs.md), by instance and job id. The send queue (queue.ts) settles them.
+ *
+ * A job's `MessageStatus` event is left out while a request waits to carry its outcome
+ * (docs/decisions/0012-session-and-message-status-events.md); {@link carry} notes such an outcome as owed to the
+ * requests, and when every request has left before the outcome reached them (its client went away, or a followed
+ * wait answered `504` with the outcome unknown), {@link settle} hands the outcome back to be recorded as an event,
+ * so it is never carried by neither.
  */
 export class SendWaiters {
   readonly #waiters = new Map<string, Waiter[]>();
+  /** Outcomes whose event was left out for the requests of a job (`instanceId/id` → the `sent` time, epoch ms). */
+  readonly #owed = new Map<string, number>();
 
   /**
    * A promise of job `job`'s result, settled by {@link settle}. Several requests may wait for one job (a send
@@ -51,15 +59,46 @@ export class SendWaiters {
     return this.#waiters.has(`${job.instanceId}/${job.id}`);
   }
 
-  /** Resolves the waiters of `job` with `sent`, or rejects them with `error` without; a no-op when none waits. */
-  settle(job: JobKey, sent: SentMessage | undefined, error?: unknown): void {
+  /**
+   * True when a request waits for job `job`, whose outcome was marked `sent` at `at` (epoch ms) in the transaction
+   * recording its message: the requests will carry that outcome, so its event is left out, and the outcome stays
+   * owed to them until {@link settle}.
+   */
+  carry(job: JobKey, at: number): boolean {
     const key = `${job.instanceId}/${job.id}`;
+    if (!this.#waiters.has(key)) return false;
+    this.#owed.set(key, at);
+    return true;
+  }
+
+  /**
+   * Resolves the waiters of `job` with `sent`, or rejects them with `error` without: the job's outcome.
+   * @returns the `sent` time (epoch ms) of an outcome {@link carry} left out of the events when no request is left
+   *   to carry it (each went away first): the caller records it as a `MessageStatus` event; else undefined.
+   */
+  settle(job: JobKey, sent: SentMessage | undefined, error?: unknown): number | undefined {
+    const key = `${job.instanceId}/${job.id}`;
+    const owed = this.#owed.get(key);
+    this.#owed.delete(key);
     const waiting = this.#waiters.get(key);
-    if (!waiting) return;
+    if (!waiting) return owed;
     this.#waiters.delete(key);
     for (const waiter of waiting) {
       if (sent) waiter.resolve(sent);
       else waiter.reject(error);
     }
+    return undefined;
+  }
+
+  /**
+   * Rejects the waiters of `job` with `error` without its outcome (a followed wait past its bound: the outcome is
+   * not known here yet). An outcome {@link carry} noted stays owed: the relay that ends the job records it.
+   */
+  giveUp(job: JobKey, error: unknown): void {
+    const key = `${job.instanceId}/${job.id}`;
+    const waiting = this.#waiters.get(key);
+    if (!waiting) return;
+    this.#waiters.delete(key);
+    for (const waiter of waiting) waiter.reject(error);
   }
 }

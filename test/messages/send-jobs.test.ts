@@ -273,6 +273,68 @@ for (const dialect of testDialects()) {
       }
     });
 
+    it('a synchronous send whose client goes away after its outcome was recorded, before its answer: the outcome becomes a MessageStatus event', async () => {
+      const session = t.services.sessions.existing(t.instance.id);
+      assert.ok(session, 'the instance has a session');
+      await t.app.listen({ port: 0, host: '127.0.0.1' }).catch(() => undefined);
+      const address = t.app.server.address();
+      assert.ok(address !== null && typeof address === 'object');
+      const client = new AbortController();
+      const relay = session.send.bind(session);
+      // The platform acknowledges and the message is recorded (its event left out for the waiting request); then,
+      // before the relay answers, the client goes away.
+      session.send = async (message) => {
+        const sent = await relay(message);
+        client.abort();
+        await eventually(
+          'the connection closed on the server',
+          () =>
+            new Promise<boolean>((resolve) =>
+              t.app.server.getConnections((_error, count) => resolve(count === 0)),
+            ),
+        );
+        return sent;
+      };
+      try {
+        const answered = fetch(`http://127.0.0.1:${address.port}/v1/messages/send`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${t.key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ phone: PEER, body: 'gone after its outcome' }),
+          signal: client.signal,
+        });
+        await assert.rejects(answered);
+        const sent = await eventually('the send recorded sent', async () => {
+          const rows = await t.services.store.db
+            .selectFrom('send_jobs')
+            .select(['id', 'status', 'sent_at'])
+            .where('instance_id', '=', t.instance.id)
+            .where('kind', '=', 'text')
+            .where('status', '=', 'sent')
+            .orderBy('seq', 'desc')
+            .limit(1)
+            .execute();
+          return rows[0];
+        });
+        const payloads = await eventually('the MessageStatus of the send', async () => {
+          const rows = await t.services.store.db
+            .selectFrom('webhook_events')
+            .select('payload')
+            .where('instance_id', '=', t.instance.id)
+            .where('type', '=', 'MessageStatus')
+            .execute();
+          const found = rows
+            .map((row) => JSON.parse(row.payload).event)
+            .filter((event) => event.id === sent.id);
+          return found.length > 0 ? found : undefined;
+        });
+        assert.deepEqual(payloads, [
+          { id: sent.id, status: 'sent', at: new Date(Number(sent.sent_at)).toISOString() },
+        ]);
+      } finally {
+        session.send = relay;
+      }
+    });
+
     it('newChatsPerDay: a send opening a chat past the cap waits; sends to known chats go on', async () => {
       await t.call('PUT', '/v1/session/pacing', { newChatsPerDay: 1 });
       const first = await t.call(

@@ -87,3 +87,48 @@ describe('the answer for a job stored by an earlier forward (src/sends/outcomes.
     await assert.rejects(storedOutcome(job('failed'), never, reread), /message already failed/);
   });
 });
+
+describe('outcomes owed to waiting requests (src/sends/waiters.ts)', () => {
+  const key = { instanceId: 'i1', id: '3EB0OWED00000000000001' };
+  const relayed: SentMessage = { id: key.id, timestamp: T0 + 7 };
+
+  it('an outcome carried by a waiting request is answered, not handed back', async () => {
+    const waiters = new SendWaiters();
+    const answer = waiters.await(key);
+    assert.equal(waiters.carry(key, T0 + 7), true, 'a request waits: its answer carries the outcome');
+    assert.equal(waiters.settle(key, relayed), undefined);
+    assert.deepEqual(await answer, relayed);
+  });
+
+  it('no request waiting: nothing is carried, and the outcome is not handed back (its event was recorded)', () => {
+    const waiters = new SendWaiters();
+    assert.equal(waiters.carry(key, T0 + 7), false);
+    assert.equal(waiters.settle(key, relayed), undefined);
+  });
+
+  it('every request gone before the outcome reached it (client away, or answered 504 unknown): handed back with its time', async () => {
+    const waiters = new SendWaiters();
+    const client = new AbortController();
+    const gone = waiters.await(key, client.signal);
+    assert.equal(waiters.carry(key, T0 + 7), true);
+    client.abort(new Error('client gone'));
+    await assert.rejects(gone, /client gone/);
+    assert.equal(waiters.settle(key, relayed), T0 + 7, 'the relay records it as an event');
+    assert.equal(waiters.settle(key, relayed), undefined, 'once');
+
+    const followed = waiters.await(key);
+    assert.equal(waiters.carry(key, T0 + 8), true);
+    waiters.giveUp(key, new DomainError('timeout', 'outcome unknown'));
+    await assert.rejects(followed, /outcome unknown/);
+    assert.equal(waiters.has(key), false);
+    assert.equal(waiters.settle(key, relayed), T0 + 8, 'a 504 with the outcome unknown keeps it owed');
+  });
+
+  it('a failure settles what a rolled-back recording noted: a later relay owes nothing', () => {
+    const waiters = new SendWaiters();
+    waiters.await(key).catch(() => undefined);
+    waiters.carry(key, T0 + 7);
+    assert.equal(waiters.settle(key, undefined, new Error('refused')), undefined, 'answered by the failure');
+    assert.equal(waiters.settle(key, relayed), undefined);
+  });
+});
