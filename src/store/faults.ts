@@ -30,7 +30,21 @@ const NETWORK_CODES = new Set([
   'ENETRESET',
   'ENOTFOUND',
   'EAI_AGAIN',
+  // TLS to the store (`sslmode=require`): a record that failed to decrypt, or a protocol error, breaks the connection.
+  'EPROTO',
 ]);
+
+/**
+ * Error codes of Node's TLS layer (`ERR_SSL_*` from OpenSSL, `ERR_TLS_*` from Node) on a connection to the store: a
+ * TLS connection that failed mid-stream is a connection that broke; one that failed its handshake (a certificate
+ * not trusted or expired) is a store that cannot be reached until its certificate or parley's settings change.
+ */
+const TLS_CODE = /^ERR_(SSL|TLS)_/;
+
+/** Whether `code` names a connection that failed or was cut: a socket, resolver or TLS error. */
+function isNetworkCode(code: string): boolean {
+  return NETWORK_CODES.has(code) || TLS_CODE.test(code);
+}
 
 /**
  * PostgreSQL SQLSTATEs of an unreachable server (PostgreSQL manual, Appendix A): class 08 connection exception,
@@ -96,7 +110,7 @@ export function isStaleStatement(error: unknown): boolean {
 
 /**
  * True when `error` says the store cannot be reached or cannot work right now, so the same operation may succeed
- * later: a `DomainError` `store_unavailable`; a socket error (ECONNREFUSED, ECONNRESET, ETIMEDOUT, …); a
+ * later: a `DomainError` `store_unavailable`; a socket error (ECONNREFUSED, ECONNRESET, ETIMEDOUT, …) or a TLS one (EPROTO, `ERR_SSL_*`, `ERR_TLS_*`); a
  * PostgreSQL SQLSTATE of class 08 or 53, or 57P01–57P03; a SQLite BUSY, LOCKED, IOERR, FULL, CANTOPEN or
  * PROTOCOL result; node-postgres's "Connection terminated …" and connect-timeout messages; a prepared statement gone
  * stale after another process's schema change (src/store/pg-statements.ts: its connection is replaced).
@@ -107,7 +121,7 @@ export function isStoreUnavailableError(error: unknown): boolean {
   if (isStaleStatement(error)) return true;
   const code = codeOf(error);
   if (code !== undefined) {
-    if (NETWORK_CODES.has(code) || UNAVAILABLE_SQLITE.test(code)) return true;
+    if (isNetworkCode(code) || UNAVAILABLE_SQLITE.test(code)) return true;
     if (/^[0-9A-Z]{5}$/.test(code)) return isUnavailableSqlState(code);
   }
   const message = error instanceof Error ? error.message : undefined;
@@ -153,7 +167,7 @@ export function failedBeforeSending(error: unknown): boolean {
 /**
  * True when a statement that failed with `error` may still have been carried out: the store is remote and the
  * connection broke while the statement or its commit was under way, so the store may have committed it and only the
- * answer was lost (a socket error, PostgreSQL SQLSTATE class 08 or 57P01–57P03, node-postgres's "Connection
+ * answer was lost (a socket or TLS error, PostgreSQL SQLSTATE class 08 or 57P01–57P03, node-postgres's "Connection
  * terminated"). False for an error raised while acquiring a connection ({@link failedBeforeSending}), for SQLite's
  * errors (in-process: a failed statement was rolled back before it returned) and for any error the store answered
  * with, such as class 53 or a stale prepared statement: nothing of the statement was kept then.
@@ -164,7 +178,7 @@ export function outcomeUnknown(error: unknown): boolean {
   const cause = error.cause;
   const code = codeOf(cause);
   if (code !== undefined) {
-    if (NETWORK_CODES.has(code)) return true;
+    if (isNetworkCode(code)) return true;
     return code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03';
   }
   const message = cause instanceof Error ? cause.message : undefined;

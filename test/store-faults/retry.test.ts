@@ -179,7 +179,14 @@ describe('recording retry', () => {
       assert.equal(isPermanentStoreError(permanent), true, permanent.message);
     }
     assert.equal(isStoreUnavailableError(new DomainError('conflict', 'x')), false);
-    for (const network of ['ENETDOWN', 'ENETRESET', 'EHOSTDOWN']) {
+    for (const network of [
+      'ENETDOWN',
+      'ENETRESET',
+      'EHOSTDOWN',
+      'EPROTO',
+      'ERR_SSL_DECRYPTION_FAILED_OR_BAD_RECORD_MAC',
+      'ERR_TLS_CERT_ALTNAME_INVALID',
+    ]) {
       assert.equal(isStoreUnavailableError(coded(network)), true, network);
     }
     const raised = errors.storeUnavailable(coded('ECONNREFUSED'));
@@ -195,6 +202,8 @@ describe('a statement whose outcome is unknown', () => {
     for (const lost of [
       coded('ECONNRESET'),
       coded('EPIPE'),
+      coded('EPROTO'),
+      coded('ERR_SSL_DECRYPTION_FAILED_OR_BAD_RECORD_MAC'),
       coded('08006'),
       coded('57P01'),
       new Error('Connection terminated unexpectedly'),
