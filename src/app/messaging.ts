@@ -169,7 +169,7 @@ export class MessagingService {
     const session = this.#sessions.ready(instance);
     const fixedId = fixedIdOf(instance, origin);
     const earlier = await this.#storedUnder(instance, fixedId);
-    if (earlier) return this.#outcomeOf(earlier);
+    if (earlier) return this.#outcomeOf(earlier, origin.signal);
     await this.#requireRegistered(instance, session, input.phone);
     const job = await this.#job(instance, session, input, await content(), 'sync', null, fixedId);
     let outcome: () => Promise<SentMessage>;
@@ -179,7 +179,7 @@ export class MessagingService {
       // Stored past its sync wait and failed unsent (the store answered late): that is this request's answer.
       if (error instanceof DomainError && error.code === 'timeout') throw error;
       // The same forward stored meanwhile (its first try still running here): answer for that job.
-      return this.#outcomeOf(await this.#storedEarlier(job, fixedId, error));
+      return this.#outcomeOf(await this.#storedEarlier(job, fixedId, error), origin.signal);
     }
     return outcome();
   }
@@ -200,11 +200,15 @@ export class MessagingService {
     return earlier;
   }
 
-  /** What a synchronous send answers for a job stored by an earlier forward of the same request (src/sends/outcomes.ts). */
-  #outcomeOf(job: SendJob): Promise<SentMessage> {
+  /**
+   * What a synchronous send answers for a job stored by an earlier forward of the same request (src/sends/outcomes.ts);
+   * its wait is withdrawn when `gone` (the client went away) aborts, as a first forward's is.
+   */
+  #outcomeOf(job: SendJob, gone: AbortSignal | undefined): Promise<SentMessage> {
     return storedOutcome(
       job,
-      (waited, signal) => this.#queue.waitForStored(waited, signal),
+      (waited, signal) =>
+        this.#queue.waitForStored(waited, gone === undefined ? signal : AbortSignal.any([signal, gone])),
       () => findSendJob(this.#store.db, job.instanceId, job.id),
     );
   }

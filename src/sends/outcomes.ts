@@ -29,10 +29,11 @@ export async function storedOutcome(
   }
   const withdraw = new AbortController();
   const done = wait(job, withdraw.signal);
+  // The wait may end (its client gone) while the job is read again: its rejection is the caller's, once returned.
+  done.catch(() => undefined);
   const now = await reread().catch(() => undefined);
   if (now === undefined || endedAnswer(now) === undefined) return done;
   withdraw.abort();
-  done.catch(() => undefined);
   return storedOutcome(now, wait, reread);
 }
 

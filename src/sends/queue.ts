@@ -156,8 +156,9 @@ export class SendQueue implements EventProjection {
 
   /**
    * A recorded own `message` whose send job was being relayed (marked `sent` by {@link prepare}): a queued send
-   * yields its `MessageStatus` `sent` event, in the same transaction; a synchronous send's answer is its outcome, so
-   * it yields none (docs/decisions/0012-session-and-message-status-events.md).
+   * yields its `MessageStatus` `sent` event, in the same transaction; a synchronous send whose request waits yields
+   * none, the answer being its outcome, which stays owed to the request until answered: the relay records the event
+   * if every such request has left by then (waiters.ts `carry`, docs/decisions/0009-sends-as-jobs.md).
    */
   async derive(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<EngineEvent[]> {
     // A request of this process that waits for the job's outcome (a synchronous send) carries it in its answer, so

@@ -96,8 +96,8 @@ export class JobRelay {
     const at = clock();
     const interval = pacing.minIntervalMs + Math.round(this.#deps.random() * pacing.jitterMs);
     runner.nextAllowedAt = interval > 0 ? at + interval : 0;
-    // The job was marked sent, with its MessageStatus event, in the transaction that recorded the message
-    // (derive); a relay whose engine recorded no message of its own is finished here.
+    // The job was marked sent in the transaction that recorded the message (derive), with its MessageStatus event
+    // unless a request waited to carry it; a relay whose engine recorded no message of its own is finished here.
     if (!this.#deps.sentMarks.takeRecorded(job)) {
       await untilStored(() =>
         finishSendJob(db, job.instanceId, job.id, nodeId, { status: 'sent', at, newChat: opensChat }),

@@ -181,10 +181,12 @@ export class SyncDeadlines {
     const { waiters, waitMs } = this.#deps;
     const answer = row === undefined ? { error: errors.notFound('message not found') } : endedAnswer(row);
     if (answer === undefined) return false;
-    if ('sent' in answer) waiters.settle(job, answer.sent);
+    // Answered on behalf of the relay that ended it: an outcome owed to requests that left meanwhile stays that
+    // relay's to record (waiters.ts `answer`).
+    if ('sent' in answer) waiters.answer(job, answer.sent);
     else {
       const timedOut = row?.status === 'failed' && row.lastError === timeoutMessage(waitMs);
-      waiters.settle(job, undefined, timedOut ? this.timedOut() : answer.error);
+      waiters.answer(job, undefined, timedOut ? this.timedOut() : answer.error);
     }
     return true;
   }

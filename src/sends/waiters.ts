@@ -66,7 +66,11 @@ export class SendWaiters {
    */
   carry(job: JobKey, at: number): boolean {
     const key = `${job.instanceId}/${job.id}`;
-    if (!this.#waiters.has(key)) return false;
+    if (!this.#waiters.has(key)) {
+      // What an earlier transaction noted and then rolled back: this one records the event itself.
+      this.#owed.delete(key);
+      return false;
+    }
     this.#owed.set(key, at);
     return true;
   }
@@ -88,6 +92,15 @@ export class SendWaiters {
       else waiter.reject(error);
     }
     return undefined;
+  }
+
+  /**
+   * Answers the waiters of `job` with its outcome read from the store (`sent`, or `error`) on behalf of the relay
+   * that ended it. An outcome {@link carry} noted is carried by them when any waits; when none is left it stays
+   * owed, so the relay's own {@link settle} records it.
+   */
+  answer(job: JobKey, sent: SentMessage | undefined, error?: unknown): void {
+    if (this.has(job)) this.settle(job, sent, error);
   }
 
   /**

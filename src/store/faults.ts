@@ -35,11 +35,12 @@ const NETWORK_CODES = new Set([
 ]);
 
 /**
- * Error codes of Node's TLS layer (`ERR_SSL_*` from OpenSSL, `ERR_TLS_*` from Node) on a connection to the store: a
- * TLS connection that failed mid-stream is a connection that broke; one that failed its handshake (a certificate
- * not trusted or expired) is a store that cannot be reached until its certificate or parley's settings change.
+ * Error codes OpenSSL gives through Node (`ERR_SSL_*`, such as a record that failed to decrypt) when a TLS connection
+ * to the store breaks mid-stream: a connection that was cut. A handshake that fails (a certificate not trusted or
+ * expired: Node's `CERT_*` and `UNABLE_TO_VERIFY_*` codes) fails while acquiring a connection, which counts as an
+ * unreachable store whatever the error.
  */
-const TLS_CODE = /^ERR_(SSL|TLS)_/;
+const TLS_CODE = /^ERR_SSL_/;
 
 /** Whether `code` names a connection that failed or was cut: a socket, resolver or TLS error. */
 function isNetworkCode(code: string): boolean {
@@ -110,7 +111,7 @@ export function isStaleStatement(error: unknown): boolean {
 
 /**
  * True when `error` says the store cannot be reached or cannot work right now, so the same operation may succeed
- * later: a `DomainError` `store_unavailable`; a socket error (ECONNREFUSED, ECONNRESET, ETIMEDOUT, …) or a TLS one (EPROTO, `ERR_SSL_*`, `ERR_TLS_*`); a
+ * later: a `DomainError` `store_unavailable`; a socket error (ECONNREFUSED, ECONNRESET, ETIMEDOUT, …) or a TLS one (EPROTO, `ERR_SSL_*`); a
  * PostgreSQL SQLSTATE of class 08 or 53, or 57P01–57P03; a SQLite BUSY, LOCKED, IOERR, FULL, CANTOPEN or
  * PROTOCOL result; node-postgres's "Connection terminated …" and connect-timeout messages; a prepared statement gone
  * stale after another process's schema change (src/store/pg-statements.ts: its connection is replaced).

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { settledFlag } from '../sends/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
@@ -331,6 +332,51 @@ for (const dialect of testDialects()) {
           { id: sent.id, status: 'sent', at: new Date(Number(sent.sent_at)).toISOString() },
         ]);
       } finally {
+        session.send = relay;
+      }
+    });
+
+    it('a second forward of a synchronous send whose client went away stops waiting; the first still gets the outcome', async () => {
+      const session = t.services.sessions.existing(t.instance.id);
+      assert.ok(session, 'the instance has a session');
+      const relay = session.send.bind(session);
+      let release: () => void = () => undefined;
+      const released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let relaying = false;
+      session.send = async (message) => {
+        relaying = true;
+        await released;
+        return relay(message);
+      };
+      try {
+        const { messaging } = t.services.app;
+        const content = () => ({ kind: 'text' as const, text: 'forwarded twice', linkPreview: false });
+        const forwardId = '0b6f6a52-2f8e-4a53-9d3c-6f1f3c1d2e01';
+        const first = messaging.send(t.instance, { phone: PEER }, content, { forwardId });
+        await eventually('the first forward relaying', () => relaying);
+        const client = new AbortController();
+        const second = messaging.send(t.instance, { phone: PEER }, content, {
+          forwardId,
+          signal: client.signal,
+        });
+        const secondSettled = settledFlag(second);
+        client.abort(new Error('the second forward closed its connection'));
+        // Withdrawn while the relay still runs: it no longer waits on behalf of a client that left.
+        await eventually('the second forward withdrawn before the relay ends', () => secondSettled());
+        await assert.rejects(second, /the second forward closed its connection/);
+        release();
+        const sent = await first;
+        const row = await t.services.store.db
+          .selectFrom('send_jobs')
+          .select(['status'])
+          .where('instance_id', '=', t.instance.id)
+          .where('id', '=', sent.id)
+          .executeTakeFirstOrThrow();
+        assert.equal(row.status, 'sent');
+      } finally {
+        release();
         session.send = relay;
       }
     });

@@ -124,6 +124,42 @@ describe('outcomes owed to waiting requests (src/sends/waiters.ts)', () => {
     assert.equal(waiters.settle(key, relayed), T0 + 8, 'a 504 with the outcome unknown keeps it owed');
   });
 
+  it('a recording rolled back after noting the outcome, then committed with the event once its request left: owed nothing', async () => {
+    const waiters = new SendWaiters();
+    const client = new AbortController();
+    const gone = waiters.await(key, client.signal);
+    assert.equal(
+      waiters.carry(key, T0 + 7),
+      true,
+      'the first transaction left the event out, then rolled back',
+    );
+    client.abort(new Error('client gone'));
+    await assert.rejects(gone, /client gone/);
+    assert.equal(
+      waiters.carry(key, T0 + 9),
+      false,
+      'the retry finds no request: it records the event itself',
+    );
+    assert.equal(waiters.settle(key, relayed), undefined, 'so the relay records no second one');
+  });
+
+  it("an answer read from the store on the relay's behalf carries the outcome, or leaves it owed to that relay", async () => {
+    const waiters = new SendWaiters();
+    const followed = waiters.await(key);
+    waiters.carry(key, T0 + 7);
+    waiters.answer(key, relayed);
+    assert.deepEqual(await followed, relayed);
+    assert.equal(waiters.settle(key, relayed), undefined, 'carried by the answer');
+
+    const client = new AbortController();
+    const gone = waiters.await(key, client.signal);
+    waiters.carry(key, T0 + 8);
+    client.abort(new Error('client gone'));
+    await assert.rejects(gone, /client gone/);
+    waiters.answer(key, relayed);
+    assert.equal(waiters.settle(key, relayed), T0 + 8, 'no request was left to answer: the relay records it');
+  });
+
   it('a failure settles what a rolled-back recording noted: a later relay owes nothing', () => {
     const waiters = new SendWaiters();
     waiters.await(key).catch(() => undefined);

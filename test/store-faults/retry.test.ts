@@ -185,7 +185,6 @@ describe('recording retry', () => {
       'EHOSTDOWN',
       'EPROTO',
       'ERR_SSL_DECRYPTION_FAILED_OR_BAD_RECORD_MAC',
-      'ERR_TLS_CERT_ALTNAME_INVALID',
     ]) {
       assert.equal(isStoreUnavailableError(coded(network)), true, network);
     }
