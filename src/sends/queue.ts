@@ -384,10 +384,13 @@ export class SendQueue implements EventProjection {
     }
   }
 
-  /** Records a status report (logged, never thrown, when recording fails). */
+  /**
+   * Records a status report, waiting out a store that cannot be reached until it answers or the queue stops
+   * (docs/decisions/0011-store-faults.md); another failure, or one at the stop, is logged, never thrown.
+   */
   async report(instanceId: string, report: SendStatusReport): Promise<void> {
     try {
-      await this.#deps.report(instanceId, report);
+      await this.#untilStored(() => this.#deps.report(instanceId, report));
     } catch (error) {
       this.#deps.logger.error(
         { err: error, instanceId, report: report.status },

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { DomainError } from '../../src/domain/errors.ts';
+import { DomainError, errors } from '../../src/domain/errors.ts';
 import type { EngineSession } from '../../src/engines/engine.ts';
 import type { SendQueue, SendStatusReport } from '../../src/sends/queue.ts';
 import { insertSendJob, type NewSendJob } from '../../src/store/send-jobs.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
-import { fakeSession, testQueue, textJob } from './support.ts';
+import { fakeSession, storeGone, testQueue, textJob } from './support.ts';
 
 const T0 = Date.parse('2026-04-01T08:00:00.000Z');
 
@@ -189,6 +189,43 @@ for (const dialect of testDialects()) {
       );
       const sent = await status('3EB0DDDDDDDDDDDDDDDDDD');
       assert.deepEqual([sent.status, sent.attempts], ['sent', 1]);
+    });
+
+    it('a status report waits out an unreachable store and is recorded once it answers; another error is logged', async () => {
+      let calls = 0;
+      const recorded: SendStatusReport[] = [];
+      const reporting = testQueue(
+        t.clock,
+        t.services.store.db,
+        t.instance.id,
+        session,
+        async (_id, report) => {
+          calls += 1;
+          if (calls < 3) throw errors.storeUnavailable(storeGone());
+          if (report.status === 'failed') throw new TypeError('a bug in the recorder');
+          recorded.push(report);
+        },
+      );
+      try {
+        const canceled: SendStatusReport = {
+          kind: 'message',
+          id: '3EB0REPORTED0000000001',
+          status: 'canceled',
+          at: T0,
+        };
+        await reporting.report(t.instance.id, canceled);
+        assert.equal(calls, 3, 'tried until the store answered');
+        assert.deepEqual(recorded, [canceled]);
+        await reporting.report(t.instance.id, {
+          kind: 'message',
+          id: '3EB0REPORTED0000000002',
+          status: 'failed',
+          at: T0,
+        });
+        assert.equal(calls, 4, 'not an unreachable store: tried once, logged');
+      } finally {
+        await reporting.stop();
+      }
     });
   });
 }
