@@ -267,8 +267,8 @@ export class MessagingService {
     }
     const { job, canceled } = result;
     if (canceled) {
-      await this.#queue.report(instance.id, { kind: 'message', id, status: 'canceled', at: this.#clock() });
       this.#queue.canceled(job, errors.conflict('the message was canceled before its relay'));
+      await this.#queue.report(instance.id, { kind: 'message', id, status: 'canceled', at: this.#clock() });
     } else if (job.status === 'sending' || job.status === 'sent') {
       throw errors.conflict('message already sent');
     } else if (job.status === 'failed') {

@@ -39,7 +39,10 @@ export interface RelayFailuresDeps {
   waiters: SendWaiters;
   /** The instances' pauses and reach-out timelocks. */
   pace: PaceKeeper;
-  /** Records a status report (queue.ts `SendQueue.report`: logged, never thrown). */
+  /**
+   * Records a status report (queue.ts `SendQueue.report`: waits out an unreachable store until it answers or the
+   * queue stops; any failure is logged, never thrown).
+   */
   report(instanceId: string, report: SendStatusReport): Promise<void>;
   /** Wakes the instance's queue in `delayMs` ms (keeps an earlier wake already set). */
   schedule(instanceId: string, delayMs: number): void;

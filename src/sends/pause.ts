@@ -31,7 +31,10 @@ export interface PaceKeeperDeps {
   db: Kysely<Database>;
   clock: Clock;
   logger: FastifyBaseLogger;
-  /** Records a status report (queue.ts `SendQueue.report`: logged, never thrown). */
+  /**
+   * Records a status report (queue.ts `SendQueue.report`: waits out an unreachable store until it answers or the
+   * queue stops; any failure is logged, never thrown).
+   */
   report(instanceId: string, report: SendStatusReport): Promise<void>;
 }
 

@@ -5,7 +5,7 @@ import { extended } from '../domain/objects.ts';
 import type { PacingSettings, SendPause } from '../domain/sends.ts';
 import type { EngineSession } from '../engines/engine.ts';
 import type { EventProjection } from '../events/recorder.ts';
-import { untilStoreAnswers } from '../store/faults.ts';
+import { outcomeUnknown, untilStoreAnswers } from '../store/faults.ts';
 import type { Database } from '../store/schema.ts';
 import { claimedSendJob, type LateFailure, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
 import type { StoredPacing } from '../store/send-pacing.ts';
@@ -161,10 +161,7 @@ export class SendQueue implements EventProjection {
    * if every such request has left by then (waiters.ts `carry`, docs/decisions/0009-sends-as-jobs.md).
    */
   async derive(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<EngineEvent[]> {
-    // A request of this process that waits for the job's outcome (a synchronous send) carries it in its answer, so
-    // no event repeats it, unless every such request leaves before the outcome reaches it: the relay records the
-    // event then (waiters.ts `carry`). A synchronous job relayed after its node died has no waiter, and its outcome
-    // is recorded as an event like a queued one's (docs/decisions/0012-session-and-message-status-events.md).
+    // A synchronous job relayed after its node died has no waiter: its outcome is an event, as a queued one's.
     return this.#sentMarks.derive(trx, instanceId, event, (job, at) => this.#waiters.carry(job, at));
   }
 
@@ -386,11 +383,18 @@ export class SendQueue implements EventProjection {
 
   /**
    * Records a status report, waiting out a store that cannot be reached until it answers or the queue stops
-   * (docs/decisions/0011-store-faults.md); another failure, or one at the stop, is logged, never thrown.
+   * (docs/decisions/0011-store-faults.md); another failure, one at the stop, or one whose outcome is unknown (the
+   * connection broke during the commit: trying again could record the event twice) is logged, never thrown.
    */
   async report(instanceId: string, report: SendStatusReport): Promise<void> {
     try {
-      await this.#untilStored(() => this.#deps.report(instanceId, report));
+      await this.#untilStored(() =>
+        this.#deps.report(instanceId, report).catch((error: unknown) => {
+          throw outcomeUnknown(error)
+            ? new Error('recording a send status lost its answer', { cause: error })
+            : error;
+        }),
+      );
     } catch (error) {
       this.#deps.logger.error(
         { err: error, instanceId, report: report.status },

@@ -37,7 +37,10 @@ export interface JobRelayDeps {
   sentMarks: SentMarks;
   /** The requests waiting for a job's outcome. */
   waiters: SendWaiters;
-  /** Records a `MessageStatus` event (logged, never thrown, when recording fails). */
+  /**
+   * Records a `MessageStatus` event (queue.ts `SendQueue.report`: waits out an unreachable store until it answers or
+   * the queue stops; any failure is logged, never thrown).
+   */
   report: (instanceId: string, report: SendStatusReport) => Promise<void>;
 }
 

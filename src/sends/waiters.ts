@@ -16,8 +16,9 @@ interface Waiter {
  * A job's `MessageStatus` event is left out while a request waits to carry its outcome
  * (docs/decisions/0012-session-and-message-status-events.md); {@link carry} notes such an outcome as owed to the
  * requests, and when every request has left before the outcome reached them (its client went away, or a followed
- * wait answered `504` with the outcome unknown), {@link settle} hands the outcome back to be recorded as an event,
- * so it is never carried by neither.
+ * wait answered `504` with the outcome unknown), {@link settle} hands the outcome back to the relay, which records
+ * it as an event: the outcome reaches the client either in an answer or as an event. (Not covered: a relay that
+ * fails after the message's transaction committed, on a job then no longer this node's, with no request left.)
  */
 export class SendWaiters {
   readonly #waiters = new Map<string, Waiter[]>();
@@ -77,12 +78,13 @@ export class SendWaiters {
 
   /**
    * Resolves the waiters of `job` with `sent`, or rejects them with `error` without: the job's outcome.
-   * @returns the `sent` time (epoch ms) of an outcome {@link carry} left out of the events when no request is left
-   *   to carry it (each went away first): the caller records it as a `MessageStatus` event; else undefined.
+   * @returns with `sent`, the `sent` time (epoch ms) of an outcome {@link carry} left out of the events when no
+   *   request is left to carry it (each went away first): the caller records it as a `MessageStatus` event; else
+   *   undefined (an error outcome only clears what a rolled-back transaction noted).
    */
   settle(job: JobKey, sent: SentMessage | undefined, error?: unknown): number | undefined {
     const key = `${job.instanceId}/${job.id}`;
-    const owed = this.#owed.get(key);
+    const owed = sent === undefined ? undefined : this.#owed.get(key);
     this.#owed.delete(key);
     const waiting = this.#waiters.get(key);
     if (!waiting) return owed;

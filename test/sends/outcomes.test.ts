@@ -166,5 +166,15 @@ describe('outcomes owed to waiting requests (src/sends/waiters.ts)', () => {
     waiters.carry(key, T0 + 7);
     assert.equal(waiters.settle(key, undefined, new Error('refused')), undefined, 'answered by the failure');
     assert.equal(waiters.settle(key, relayed), undefined);
+    const client = new AbortController();
+    waiters.await(key, client.signal).catch(() => undefined);
+    waiters.carry(key, T0 + 9);
+    client.abort();
+    assert.equal(
+      waiters.settle(key, undefined, new Error('refused')),
+      undefined,
+      'a failure hands back no sent event',
+    );
+    assert.equal(waiters.settle(key, relayed), undefined, 'and clears the note');
   });
 });
