@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { DomainError, errors } from '../../src/domain/errors.ts';
-import { extended } from '../../src/domain/objects.ts';
 import type { EngineSession } from '../../src/engines/engine.ts';
 import type { SendQueue, SendStatusReport } from '../../src/sends/queue.ts';
 import { insertSendJob, type NewSendJob } from '../../src/store/send-jobs.ts';
@@ -211,24 +210,19 @@ for (const dialect of testDialects()) {
         },
       );
       try {
-        const canceled: SendStatusReport = {
+        const messageReport = (id: string, status: 'sent' | 'failed' | 'canceled'): SendStatusReport => ({
           kind: 'message',
-          id: '3EB0REPORTED0000000001',
-          status: 'canceled',
+          id,
+          status,
           at: T0,
-        };
+        });
+        const canceled = messageReport('3EB0REPORTED0000000001', 'canceled');
         await reporting.report(t.instance.id, canceled);
         assert.equal(calls, 3, 'tried until the store answered');
         assert.deepEqual(recorded, [canceled]);
-        const failed: SendStatusReport = {
-          kind: 'message',
-          id: '3EB0REPORTED0000000002',
-          status: 'failed',
-          at: T0,
-        };
-        await reporting.report(t.instance.id, failed);
+        await reporting.report(t.instance.id, messageReport('3EB0REPORTED0000000002', 'failed'));
         assert.equal(calls, 4, 'its outcome unknown: tried once, logged');
-        await reporting.report(t.instance.id, extended(failed, { status: 'sent' as const }));
+        await reporting.report(t.instance.id, messageReport('3EB0REPORTED0000000003', 'sent'));
         assert.equal(calls, 5, 'not an unreachable store: tried once, logged');
         assert.deepEqual(recorded, [canceled]);
       } finally {
