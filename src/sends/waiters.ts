@@ -86,14 +86,7 @@ export class SendWaiters {
     const key = `${job.instanceId}/${job.id}`;
     const owed = sent === undefined ? undefined : this.#owed.get(key);
     this.#owed.delete(key);
-    const waiting = this.#waiters.get(key);
-    if (!waiting) return owed;
-    this.#waiters.delete(key);
-    for (const waiter of waiting) {
-      if (sent) waiter.resolve(sent);
-      else waiter.reject(error);
-    }
-    return undefined;
+    return this.#release(key, sent, error) ? undefined : owed;
   }
 
   /**
@@ -110,10 +103,18 @@ export class SendWaiters {
    * not known here yet). An outcome {@link carry} noted stays owed: the relay that ends the job records it.
    */
   giveUp(job: JobKey, error: unknown): void {
-    const key = `${job.instanceId}/${job.id}`;
+    this.#release(`${job.instanceId}/${job.id}`, undefined, error);
+  }
+
+  /** Resolves the waiters under `key` with `sent`, or rejects them with `error`. @returns false when none waited. */
+  #release(key: string, sent: SentMessage | undefined, error: unknown): boolean {
     const waiting = this.#waiters.get(key);
-    if (!waiting) return;
+    if (!waiting) return false;
     this.#waiters.delete(key);
-    for (const waiter of waiting) waiter.reject(error);
+    for (const waiter of waiting) {
+      if (sent) waiter.resolve(sent);
+      else waiter.reject(error);
+    }
+    return true;
   }
 }
