@@ -56,6 +56,8 @@ export class SendQueue implements EventProjection {
   /** What one pass of an instance's drain uses (drain.ts). */
   readonly #drainContext: DrainContext;
   #stopped = false;
+  /** Aborted when the queue stops, ending the waits of its writes on an unreachable store at once. */
+  readonly #stopping = new AbortController();
   /** Runs a relay's store call, waiting out an unreachable store until the queue stops. */
   readonly #untilStored: <T>(work: () => Promise<T>) => Promise<T>;
   readonly #inFlight = new Set<Promise<void>>();
@@ -98,7 +100,7 @@ export class SendQueue implements EventProjection {
     // outcome is stored before anyone is told it, so a store outage never leaves a job `sending` for a second relay
     // after its request answered (docs/decisions/0009-sends-as-jobs.md, docs/decisions/0011-store-faults.md).
     const untilStored = <T>(work: () => Promise<T>): Promise<T> =>
-      untilStoreAnswers(work, deps.clock, Number.POSITIVE_INFINITY, () => this.#stopped);
+      untilStoreAnswers(work, deps.clock, Number.POSITIVE_INFINITY, this.#stopping.signal);
     this.#untilStored = untilStored;
     this.#inserts = new GroupInsert(deps.db, deps.clock, untilStored);
     const failures = new RelayFailures({
@@ -184,6 +186,7 @@ export class SendQueue implements EventProjection {
   /** Stops claiming; waits for the relays in flight (at most `timeoutMs`). Jobs left pending stay stored. */
   async stop(timeoutMs = 5_000): Promise<void> {
     this.#stopped = true;
+    this.#stopping.abort();
     this.#sweep.stop();
     this.#deadlines.stop();
     this.#runners.clearTimers();

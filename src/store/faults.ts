@@ -131,25 +131,40 @@ export function isStoreUnavailableError(error: unknown): boolean {
 
 /**
  * Runs `work`, waiting out a store that cannot be reached (docs/decisions/0011-store-faults.md) until the clock
- * passes `giveUpAt` (epoch ms; `Infinity`: no bound) or `stopped` says the caller is stopping. Waits double from
- * 100 ms to at most 5 s; only {@link isStoreUnavailableError} errors are waited out.
- * @throws the store's error when it is not an unreachable store, or once `giveUpAt` has passed or `stopped()` is
- *   true.
+ * passes `giveUpAt` (epoch ms; `Infinity`: no bound) or `stop` is aborted (the caller is stopping). Waits double from
+ * 100 ms to at most 5 s; only {@link isStoreUnavailableError} errors are waited out. An abort ends a wait at once,
+ * so a caller's stop is never held for the rest of a 5 s wait.
+ * @throws the store's error when it is not an unreachable store, or once `giveUpAt` has passed or `stop` is aborted
+ *   (the last error `work` raised).
  */
 export async function untilStoreAnswers<T>(
   work: () => Promise<T>,
   clock: () => number,
   giveUpAt: number,
-  stopped: () => boolean = () => false,
+  stop?: AbortSignal,
 ): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await work();
     } catch (error) {
-      if (!isStoreUnavailableError(error) || clock() >= giveUpAt || stopped()) throw error;
-      await new Promise((resolve) => setTimeout(resolve, Math.min(5_000, 100 * 2 ** (attempt - 1))));
+      if (!isStoreUnavailableError(error) || clock() >= giveUpAt || stop?.aborted) throw error;
+      await pause(Math.min(5_000, 100 * 2 ** (attempt - 1)), stop);
+      if (stop?.aborted) throw error;
     }
   }
+}
+
+/** Resolves after `ms` milliseconds, or at once when `stop` is aborted (never rejects). */
+function pause(ms: number, stop: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      stop?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    stop?.addEventListener('abort', done, { once: true });
+  });
 }
 
 /** The `store_unavailable` errors raised while acquiring a connection: no statement of theirs reached the store. */

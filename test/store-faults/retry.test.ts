@@ -3,7 +3,7 @@
  * classification of store errors (src/store/faults.ts), without a store (docs/decisions/0011-store-faults.md).
  */
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { describe, it, mock } from 'node:test';
 import SQLite from 'better-sqlite3';
 import { DomainError, errors, STORE_UNAVAILABLE } from '../../src/domain/errors.ts';
 import type { EngineEvent } from '../../src/domain/messages.ts';
@@ -16,7 +16,7 @@ import {
   recordRetryDelayMs,
   recordWithRetry,
 } from '../../src/sessions/record-retry.ts';
-import { isStoreUnavailableError, outcomeUnknown } from '../../src/store/faults.ts';
+import { isStoreUnavailableError, outcomeUnknown, untilStoreAnswers } from '../../src/store/faults.ts';
 import { capturingLogger } from '../baileys/support.ts';
 
 const coded = (code: string, message = code) => Object.assign(new Error(message), { code });
@@ -219,6 +219,85 @@ describe('a statement whose outcome is unknown', () => {
       assert.equal(outcomeUnknown(errors.storeUnavailable(known)), false, known.message);
     }
     assert.equal(outcomeUnknown(errors.storeUnavailable()), false, 'no cause');
+  });
+});
+
+describe('waiting out an unreachable store until it answers', () => {
+  const unreachable = () => errors.storeUnavailable(coded('ECONNREFUSED'));
+
+  it('tries again after each unreachable answer, then returns what the store answered', async () => {
+    let calls = 0;
+    const value = await untilStoreAnswers(
+      async () => {
+        calls += 1;
+        if (calls < 3) throw unreachable();
+        return 'stored';
+      },
+      Date.now,
+      Number.POSITIVE_INFINITY,
+    );
+    assert.deepEqual({ value, calls }, { value: 'stored', calls: 3 });
+  });
+
+  it('raises any other error at once, and an unreachable one once the bound has passed', async () => {
+    let calls = 0;
+    const refused = new Error('UNIQUE constraint failed');
+    await assert.rejects(
+      untilStoreAnswers(
+        async () => {
+          calls += 1;
+          throw refused;
+        },
+        Date.now,
+        Number.POSITIVE_INFINITY,
+      ),
+      (error) => error === refused,
+    );
+    const gone = unreachable();
+    await assert.rejects(
+      untilStoreAnswers(
+        async () => {
+          calls += 1;
+          throw gone;
+        },
+        () => 2_000,
+        1_000,
+      ),
+      (error) => error === gone,
+    );
+    assert.equal(calls, 2, 'one try each');
+  });
+
+  it("a stop ends a wait at once, without a timer's firing, and raises the store's last error", async () => {
+    const stop = new AbortController();
+    const gone = unreachable();
+    let calls = 0;
+    let settled: unknown;
+    // The first wait is 100 ms and the next ones longer; the stop comes while the first one runs, and the timers
+    // are held still, so only the stop can end it.
+    mock.timers.enable({ apis: ['setTimeout'] });
+    try {
+      const waiting = untilStoreAnswers(
+        async () => {
+          calls += 1;
+          throw gone;
+        },
+        Date.now,
+        Number.POSITIVE_INFINITY,
+        stop.signal,
+      ).then(
+        () => (settled = 'resolved'),
+        (error: unknown) => (settled = error),
+      );
+      await new Promise((resolve) => setImmediate(resolve));
+      assert.equal(settled, undefined, 'waiting out the store');
+      stop.abort();
+      await waiting;
+    } finally {
+      mock.timers.reset();
+    }
+    assert.equal(settled, gone);
+    assert.equal(calls, 1, 'no try after the stop');
   });
 });
 
