@@ -146,15 +146,16 @@ export class RelayFailures {
   /**
    * Marks claimed job `job` failed with `error` at `at` (epoch ms), reports it when no request waits for it, and
    * answers its requests with `error`. When the job is no longer this node's (another holder took it over after a
-   * lost lease, docs/decisions/0008-leases-and-fencing.md) nothing is written or reported here, and its requests
-   * wait for the new holder's outcome instead (`follow`): that holder may still send the message, and a request
-   * answered with this node's error would let its client send it a second time.
+   * lost lease, docs/decisions/0008-leases-and-fencing.md) no failure is written or reported here: a job the store
+   * shows `sent` is settled as sent ({@link #settleSent}), and otherwise its requests wait for the new holder's
+   * outcome (`follow`): that holder may still send the message, and a request answered with this node's error
+   * would let its client send it a second time.
    */
   async #fail(job: SendJob, error: unknown, at: number): Promise<boolean> {
     const message = error instanceof Error ? error.message : String(error);
     const mine = await this.#finish(job, { status: 'failed', at, error: message });
     if (!mine) {
-      this.#deps.follow(job, job.createdAt);
+      if (!(await this.#settleSent(job))) this.#deps.follow(job, job.createdAt);
       return false;
     }
     if (!this.#deps.waiters.has(job))
@@ -166,6 +167,24 @@ export class RelayFailures {
         at,
       });
     this.#deps.waiters.settle(job, undefined, error);
+    return true;
+  }
+
+  /**
+   * For a failed relay whose job the store shows `sent` already: the engine failed after the message went out and
+   * the transaction recording it marked the job sent (queue.ts `derive`), or another holder sent it. Its requests
+   * are answered with that outcome, as the relay's success would answer them; when they all left before, and the
+   * `MessageStatus` event was left out for them in this node's transaction (the row's `sent_at` is the time it
+   * noted, waiters.ts `carry`), the event is recorded now, so the outcome is not lost with the failed relay.
+   * @returns false when the job has not ended `sent` (its requests then follow the row).
+   */
+  async #settleSent(job: SendJob): Promise<boolean> {
+    const { untilStored, db, waiters, report } = this.#deps;
+    const row = await untilStored(() => findSendJob(db, job.instanceId, job.id));
+    if (row?.status !== 'sent' || row.sentAt === null) return false;
+    const owed = waiters.settle(job, { id: row.id, timestamp: row.sentAt });
+    if (owed !== undefined && owed === row.sentAt)
+      await report(job.instanceId, { kind: 'message', id: job.id, status: 'sent', at: owed });
     return true;
   }
 }

@@ -17,8 +17,8 @@ interface Waiter {
  * (docs/decisions/0012-session-and-message-status-events.md); {@link carry} notes such an outcome as owed to the
  * requests, and when every request has left before the outcome reached them (its client went away, or a followed
  * wait answered `504` with the outcome unknown), {@link settle} hands the outcome back to the relay, which records
- * it as an event: the outcome reaches the client either in an answer or as an event. (Not covered: a relay that
- * fails after the message's transaction committed, on a job then no longer this node's, with no request left.)
+ * it as an event: the outcome reaches the client either in an answer or as an event. A relay that failed after the
+ * message's transaction committed finds the job `sent` in the store and settles it the same way (failures.ts).
  */
 export class SendWaiters {
   readonly #waiters = new Map<string, Waiter[]>();

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { DomainError } from '../../src/domain/errors.ts';
+import type { SentMessage } from '../../src/domain/messages.ts';
 import { settledFlag } from '../sends/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
@@ -274,7 +276,12 @@ for (const dialect of testDialects()) {
       }
     });
 
-    it('a synchronous send whose client goes away after its outcome was recorded, before its answer: the outcome becomes a MessageStatus event', async () => {
+    /**
+     * A synchronous send whose platform acknowledges and whose message is recorded (its event left out for the
+     * waiting request), whose client then goes away before the relay answers, and whose engine then ends with
+     * `after` (returns the sent message, or throws): the outcome must become one `MessageStatus sent` event.
+     */
+    async function goneAfterRecorded(body: string, after: (sent: SentMessage) => SentMessage) {
       const session = t.services.sessions.existing(t.instance.id);
       assert.ok(session, 'the instance has a session');
       await t.app.listen({ port: 0, host: '127.0.0.1' }).catch(() => undefined);
@@ -282,8 +289,6 @@ for (const dialect of testDialects()) {
       assert.ok(address !== null && typeof address === 'object');
       const client = new AbortController();
       const relay = session.send.bind(session);
-      // The platform acknowledges and the message is recorded (its event left out for the waiting request); then,
-      // before the relay answers, the client goes away.
       session.send = async (message) => {
         const sent = await relay(message);
         client.abort();
@@ -294,13 +299,13 @@ for (const dialect of testDialects()) {
               t.app.server.getConnections((_error, count) => resolve(count === 0)),
             ),
         );
-        return sent;
+        return after(sent);
       };
       try {
         const answered = fetch(`http://127.0.0.1:${address.port}/v1/messages/send`, {
           method: 'POST',
           headers: { authorization: `Bearer ${t.key}`, 'content-type': 'application/json' },
-          body: JSON.stringify({ phone: PEER, body: 'gone after its outcome' }),
+          body: JSON.stringify({ phone: PEER, body }),
           signal: client.signal,
         });
         await assert.rejects(answered);
@@ -334,6 +339,16 @@ for (const dialect of testDialects()) {
       } finally {
         session.send = relay;
       }
+    }
+
+    it('a synchronous send whose client goes away after its outcome was recorded, before its answer: the outcome becomes a MessageStatus event', async () => {
+      await goneAfterRecorded('gone after its outcome', (sent) => sent);
+    });
+
+    it('the same when the engine then fails (its message out and recorded): the job stays sent, its outcome an event', async () => {
+      await goneAfterRecorded('gone, then the engine failed', () => {
+        throw new DomainError('timeout', 'the platform did not confirm the message in time');
+      });
     });
 
     it('a second forward of a synchronous send whose client went away stops waiting; the first still gets the outcome', async () => {
