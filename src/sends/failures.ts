@@ -69,8 +69,10 @@ export class RelayFailures {
    * A relay failed: a platform restriction pauses the queue; a sync job fails with the error (its request answers
    * it); an async job is tried again later for a transient failure (the session went away, the platform could not
    * be reached, the store failed) until `maxAttempts`, and fails for anything else.
+   * @returns true when the store showed the job `sent` already (the message went out before the engine failed:
+   *   {@link #settleSent}), so the caller paces the queue as after a send; false otherwise.
    */
-  async failed(job: SendJob, error: unknown): Promise<void> {
+  async failed(job: SendJob, error: unknown): Promise<boolean> {
     const now = this.#deps.clock();
     const code = error instanceof DomainError ? error.code : undefined;
     if (code === 'rate_limited' && error instanceof DomainError) {
@@ -78,7 +80,7 @@ export class RelayFailures {
       // The job is put back (or failed, for a sync send) before the pause is written and reported: whoever sees
       // the pause sees the job already pending until its end. A job no longer this node's leaves the pause to its
       // holder (docs/decisions/0008-leases-and-fencing.md).
-      if (!(await this.holdBack(job, error, until))) return;
+      if (!(await this.holdBack(job, error, until))) return false;
       if (error.restriction === 'reach-out-timelock') {
         // Only sends that open a chat wait: existing chats still work (docs/decisions/0013-pacing.md).
         await this.#deps.untilStored(() =>
@@ -89,15 +91,15 @@ export class RelayFailures {
           this.#deps.pace.startPause(job.instanceId, { reason: error.message, until }),
         );
       }
-      return;
+      return false;
     }
     const transient = isTransient(code);
     if (job.mode === 'async' && transient && job.attempts < job.maxAttempts) {
       const delay = Math.min(MAX_RETRY_DELAY_MS, 1_000 * 2 ** Math.max(0, job.attempts - 1));
       await this.holdBack(job, error, now + delay);
-      return;
+      return false;
     }
-    await this.#fail(job, error, now);
+    return (await this.#fail(job, error, now)) === 'sent';
   }
 
   /**
@@ -105,7 +107,7 @@ export class RelayFailures {
    * @returns false when the job was no longer this node's (nothing written: its holder decides).
    */
   async holdBack(job: SendJob, error: unknown, runAt: number): Promise<boolean> {
-    if (job.mode === 'sync') return this.#fail(job, error, this.#deps.clock());
+    if (job.mode === 'sync') return (await this.#fail(job, error, this.#deps.clock())) === 'mine';
     const message = error instanceof Error ? error.message : String(error);
     const mine = await this.#finish(job, {
       status: 'pending',
@@ -150,13 +152,16 @@ export class RelayFailures {
    * shows `sent` is settled as sent ({@link #settleSent}), and otherwise its requests wait for the new holder's
    * outcome (`follow`): that holder may still send the message, and a request answered with this node's error
    * would let its client send it a second time.
+   * @returns `mine` when this node's failure holds, `sent` when the store showed the job sent, `other` when its
+   *   requests follow another holder.
    */
-  async #fail(job: SendJob, error: unknown, at: number): Promise<boolean> {
+  async #fail(job: SendJob, error: unknown, at: number): Promise<'mine' | 'sent' | 'other'> {
     const message = error instanceof Error ? error.message : String(error);
     const mine = await this.#finish(job, { status: 'failed', at, error: message });
     if (!mine) {
-      if (!(await this.#settleSent(job))) this.#deps.follow(job, job.createdAt);
-      return false;
+      if (await this.#settleSent(job)) return 'sent';
+      this.#deps.follow(job, job.createdAt);
+      return 'other';
     }
     if (!this.#deps.waiters.has(job))
       await this.#deps.report(job.instanceId, {
@@ -167,7 +172,7 @@ export class RelayFailures {
         at,
       });
     this.#deps.waiters.settle(job, undefined, error);
-    return true;
+    return 'mine';
   }
 
   /**
@@ -176,11 +181,12 @@ export class RelayFailures {
    * are answered with that outcome, as the relay's success would answer them; when they all left before, and the
    * `MessageStatus` event was left out for them in this node's transaction (the row's `sent_at` is the time it
    * noted, waiters.ts `carry`), the event is recorded now, so the outcome is not lost with the failed relay.
-   * @returns false when the job has not ended `sent` (its requests then follow the row).
+   * @returns false when the job has not ended `sent`, or its row could not be read (its requests then follow the
+   *   row).
    */
   async #settleSent(job: SendJob): Promise<boolean> {
     const { untilStored, db, waiters, report } = this.#deps;
-    const row = await untilStored(() => findSendJob(db, job.instanceId, job.id));
+    const row = await untilStored(() => findSendJob(db, job.instanceId, job.id)).catch(() => undefined);
     if (row?.status !== 'sent' || row.sentAt === null) return false;
     const owed = waiters.settle(job, { id: row.id, timestamp: row.sentAt });
     if (owed !== undefined && owed === row.sentAt)

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { Transaction } from 'kysely';
 import type { DomainError } from '../domain/errors.ts';
 import type { EngineEvent, SentMessage } from '../domain/messages.ts';
@@ -99,6 +100,8 @@ export class SendQueue implements EventProjection {
     // A relay's own writes wait out a store that cannot be reached until the queue stops: once a job is claimed, its
     // outcome is stored before anyone is told it, so a store outage never leaves a job `sending` for a second relay
     // after its request answered (docs/decisions/0009-sends-as-jobs.md, docs/decisions/0011-store-faults.md).
+    // Every write waiting out the store listens to the stop signal: no bound on their number.
+    setMaxListeners(0, this.#stopping.signal);
     const untilStored = <T>(work: () => Promise<T>): Promise<T> =>
       untilStoreAnswers(work, deps.clock, Number.POSITIVE_INFINITY, this.#stopping.signal);
     this.#untilStored = untilStored;

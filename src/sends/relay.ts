@@ -93,12 +93,15 @@ export class JobRelay {
     try {
       sent = await session.send(decodeSendPayload(job.payload, job.id));
     } catch (error) {
-      await failures.failed(job, error);
+      // The engine may have failed after its message went out: recorded here as its own `message` event, or shown
+      // `sent` in the store. The pace counts such a send as it counts one that succeeded.
+      const recorded = this.#deps.sentMarks.takeRecorded(job);
+      const sentAfterAll = await failures.failed(job, error);
+      if (recorded || sentAfterAll) this.#paced(runner, pacing, clock());
       return;
     }
     const at = clock();
-    const interval = pacing.minIntervalMs + Math.round(this.#deps.random() * pacing.jitterMs);
-    runner.nextAllowedAt = interval > 0 ? at + interval : 0;
+    this.#paced(runner, pacing, at);
     // The job was marked sent in the transaction that recorded the message (derive), with its MessageStatus event
     // unless a request waited to carry it; a relay whose engine recorded no message of its own is finished here.
     if (!this.#deps.sentMarks.takeRecorded(job)) {
@@ -116,5 +119,11 @@ export class JobRelay {
         at: unanswered,
       });
     }
+  }
+
+  /** Sets the instance's next allowed relay after one sent at `at` (epoch ms): the pace's interval and jitter. */
+  #paced(runner: Runner, pacing: PacingSettings, at: number): void {
+    const interval = pacing.minIntervalMs + Math.round(this.#deps.random() * pacing.jitterMs);
+    runner.nextAllowedAt = interval > 0 ? at + interval : 0;
   }
 }

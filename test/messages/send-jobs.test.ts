@@ -212,6 +212,52 @@ for (const dialect of testDialects()) {
       t.clock.set(T0);
     });
 
+    it('pacing counts a send whose engine failed after its message went out and was recorded', async () => {
+      const captured = captureEvents(t);
+      const session = t.services.sessions.existing(t.instance.id);
+      assert.ok(session, 'the instance has a session');
+      await t.call('PUT', '/v1/session/pacing', { minIntervalMs: 5000, jitterMs: 0 });
+      const relay = session.send.bind(session);
+      let failures = 1;
+      session.send = async (message) => {
+        const sent = await relay(message);
+        if (failures-- > 0)
+          throw new DomainError('timeout', 'the platform did not confirm the message in time');
+        return sent;
+      };
+      try {
+        const ids: string[] = [];
+        for (const body of ['out, then the engine failed', 'paced after it']) {
+          const res = await t.call('POST', '/v1/messages/send', { phone: PEER, body }, ASYNC);
+          assert.equal(res.status, 202);
+          ids.push(res.body.data.id);
+        }
+        const [first, second] = ids as [string, string];
+        await eventually('the first send recorded sent', async () => (await job(first)).status === 'sent');
+        t.clock.advance(5000);
+        t.services.sendQueue.wake(t.instance.id);
+        await eventually('the paced send', async () => (await job(second)).status === 'sent');
+        const times = await eventually('both MessageStatus sent events', () => {
+          const at = ids.map((id) => {
+            const status = captured.events.find(
+              ({ event }) => event.type === 'messageStatus' && event.id === id && event.status === 'sent',
+            )?.event;
+            return status?.type === 'messageStatus' ? status.at : Number.NaN;
+          });
+          return at.every(Number.isFinite) ? at : undefined;
+        });
+        assert.deepEqual(
+          times.map((time) => time - (times[0] ?? 0)),
+          [0, 5000],
+          'the second relayed only once the interval after the first had passed',
+        );
+      } finally {
+        session.send = relay;
+        await t.call('PUT', '/v1/session/pacing', {});
+        t.clock.set(T0);
+      }
+    });
+
     it('a synchronous send whose client went away stops waiting: its outcome is recorded as a MessageStatus event', async () => {
       const statusEvents = async (id: string) =>
         (
