@@ -89,6 +89,13 @@ const notRun = [];
 if (!process.env.TEST_DATABASE_URL)
   notRun.push('PostgreSQL store suites (set TEST_DATABASE_URL=postgres://…)');
 if (!process.env.TEST_REDIS_URL) notRun.push('Redis rate-limit suites (set TEST_REDIS_URL=redis://…)');
+// The Redis outage test kills and restarts a private redis-server of its own (test/ratelimit/redis-outage.test.ts).
+if (
+  process.env.TEST_REDIS_URL &&
+  spawnSync('sh', ['-c', 'command -v redis-server'], { stdio: 'ignore' }).status !== 0 &&
+  files.some((f) => f.startsWith('test/ratelimit/redis-outage'))
+)
+  notRun.push('the Redis outage test (no redis-server on PATH: apt-get install redis-server)');
 if (!process.env.TEST_AMQP_URL || !process.env.TEST_NATS_URL)
   notRun.push(
     "broker endpoint suites against RabbitMQ and NATS (set TEST_AMQP_URL=amqp://… and TEST_NATS_URL=nats://…, this machine's brokers: the suites restart them)",

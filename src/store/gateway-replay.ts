@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Kysely } from 'kysely';
+import { errors } from '../domain/errors.ts';
 import type { Database } from './schema.ts';
 
 /**
@@ -66,7 +67,13 @@ export class RedisReplayMemory implements ReplayMemory {
 
   async remember(instanceId: string, signature: string, expiresAtMs: number): Promise<boolean> {
     const ttlMs = Math.max(1, Math.ceil(expiresAtMs - this.#clock()));
-    const set = await this.#redis.set(`${this.#prefix}${instanceId}:${signature}`, '1', 'PX', ttlMs, 'NX');
+    // Unreachable, a signature cannot be told new: refused as the store's outage is (503 with Retry-After), never
+    // taken as new (docs/decisions/0072-redis-outages.md).
+    const set = await this.#redis
+      .set(`${this.#prefix}${instanceId}:${signature}`, '1', 'PX', ttlMs, 'NX')
+      .catch((error: unknown) => {
+        throw errors.storeUnavailable(error);
+      });
     return set === 'OK';
   }
 }

@@ -49,10 +49,45 @@ export async function wireStore(
   const store = options.store ?? (await openOwnStore(config, logger));
   if (options.store) await migrateToLatest(options.store);
   const box = new SecretBox(loadMasterKey(config.dataDir, config.secretKey));
-  // ioredis is imported only when Redis is configured (docs/decisions/0068-engines-loaded-on-first-use.md).
-  const redis = config.redisUrl
-    ? new (await import('ioredis')).Redis(config.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 2 })
-    : undefined;
-  redis?.on('error', (error: Error) => logger.warn({ err: error }, 'redis error'));
+  const redis = config.redisUrl ? await connectRedis(config.redisUrl, logger) : undefined;
   return { store, box, redis };
+}
+
+/** Longest a Redis command may take before it fails and its caller falls back, ms (docs/decisions/0072). */
+export const REDIS_COMMAND_TIMEOUT_MS = 1_000;
+
+/** Longest the start waits for Redis to be ready before it goes on without it, ms (docs/decisions/0072). */
+export const REDIS_READY_WAIT_MS = 5_000;
+
+/**
+ * A Redis client for `url` that never holds a request for an outage (docs/decisions/0072-redis-outages.md): while
+ * disconnected its commands fail at once instead of queueing for the reconnection (`enableOfflineQueue: false`),
+ * any command fails after {@link REDIS_COMMAND_TIMEOUT_MS}, and it reconnects in the background for as long as the
+ * process runs. Waits up to {@link REDIS_READY_WAIT_MS} for the first connection, then goes on either way (logged).
+ * Its errors are logged, never thrown. ioredis is imported only here, when Redis is configured
+ * (docs/decisions/0068-engines-loaded-on-first-use.md).
+ */
+async function connectRedis(url: string, logger: FastifyBaseLogger): Promise<Redis> {
+  const { Redis } = await import('ioredis');
+  const redis = new Redis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
+    connectTimeout: REDIS_READY_WAIT_MS,
+  });
+  redis.on('error', (error: Error) => logger.warn({ err: error }, 'redis error'));
+  let timer: NodeJS.Timeout | undefined;
+  const ready = await Promise.race([
+    new Promise<boolean>((resolve) => redis.once('ready', () => resolve(true))),
+    new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), REDIS_READY_WAIT_MS);
+    }),
+  ]);
+  clearTimeout(timer);
+  if (!ready)
+    logger.warn(
+      { waitedMs: REDIS_READY_WAIT_MS },
+      'Redis is not reachable: counting rate limits in this process until it is',
+    );
+  return redis;
 }
