@@ -22,6 +22,18 @@ for (const dialect of testDialects()) {
         .where('id', '=', id)
         .executeTakeFirstOrThrow();
 
+    /** The `at` of each job's `MessageStatus sent` event among `captured`, in the order of `ids`, once all are there. */
+    const sentTimes = (captured: ReturnType<typeof captureEvents>, ids: readonly string[], what: string) =>
+      eventually(what, () => {
+        const at = ids.map((id) => {
+          const status = captured.events.find(
+            ({ event }) => event.type === 'messageStatus' && event.id === id && event.status === 'sent',
+          )?.event;
+          return status?.type === 'messageStatus' ? status.at : Number.NaN;
+        });
+        return at.every(Number.isFinite) ? at : undefined;
+      });
+
     before(async () => {
       t = await appFor(dialect);
       t.clock.set(T0);
@@ -194,15 +206,7 @@ for (const dialect of testDialects()) {
         await eventually(`paced send ${id}`, async () => (await job(id)).status === 'sent');
       }
       // The job is marked sent just before its MessageStatus event is recorded: wait for the three events.
-      const times = await eventually('three MessageStatus sent events', () => {
-        const at = ids.map((id) => {
-          const status = captured.events.find(
-            ({ event }) => event.type === 'messageStatus' && event.id === id && event.status === 'sent',
-          )?.event;
-          return status?.type === 'messageStatus' ? status.at : Number.NaN;
-        });
-        return at.every(Number.isFinite) ? at : undefined;
-      });
+      const times = await sentTimes(captured, ids, 'three MessageStatus sent events');
       assert.deepEqual(
         times.map((time) => time - (times[0] ?? 0)),
         [0, 5000, 10000],
@@ -237,15 +241,7 @@ for (const dialect of testDialects()) {
         t.clock.advance(5000);
         t.services.sendQueue.wake(t.instance.id);
         await eventually('the paced send', async () => (await job(second)).status === 'sent');
-        const times = await eventually('both MessageStatus sent events', () => {
-          const at = ids.map((id) => {
-            const status = captured.events.find(
-              ({ event }) => event.type === 'messageStatus' && event.id === id && event.status === 'sent',
-            )?.event;
-            return status?.type === 'messageStatus' ? status.at : Number.NaN;
-          });
-          return at.every(Number.isFinite) ? at : undefined;
-        });
+        const times = await sentTimes(captured, ids, 'both MessageStatus sent events');
         assert.deepEqual(
           times.map((time) => time - (times[0] ?? 0)),
           [0, 5000],
