@@ -61,10 +61,12 @@ export const REDIS_READY_WAIT_MS = 5_000;
 
 /**
  * A Redis client for `url` that never holds a request for an outage (docs/decisions/0072-redis-outages.md): while
- * disconnected its commands fail at once instead of queueing for the reconnection (`enableOfflineQueue: false`),
- * any command fails after {@link REDIS_COMMAND_TIMEOUT_MS}, and it reconnects in the background for as long as the
- * process runs. Waits up to {@link REDIS_READY_WAIT_MS} for the first connection, then goes on either way (logged).
- * Its errors are logged, never thrown. ioredis is imported only here, when Redis is configured
+ * disconnected its commands fail at once instead of queueing for the reconnection (`enableOfflineQueue: false`);
+ * a command fails after {@link REDIS_COMMAND_TIMEOUT_MS}, and a connection that answers nothing for as long is
+ * dropped (`socketTimeout`), so the commands after it fail at once too; a command that was not answered is never
+ * sent again after a reconnection (its caller has moved on); the client reconnects in the background for as long
+ * as the process runs. Waits up to {@link REDIS_READY_WAIT_MS} for the first connection, then goes on either way
+ * (logged). Its errors are logged, never thrown. ioredis is imported only here, when Redis is configured
  * (docs/decisions/0068-engines-loaded-on-first-use.md).
  */
 async function connectRedis(url: string, logger: FastifyBaseLogger): Promise<Redis> {
@@ -73,6 +75,8 @@ async function connectRedis(url: string, logger: FastifyBaseLogger): Promise<Red
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
+    socketTimeout: REDIS_COMMAND_TIMEOUT_MS,
+    autoResendUnfulfilledCommands: false,
     connectTimeout: REDIS_READY_WAIT_MS,
   });
   redis.on('error', (error: Error) => logger.warn({ err: error }, 'redis error'));
