@@ -194,4 +194,16 @@ if (hasRedis)
       });
       assert.equal((await gatewayStatus()).status, 200);
     });
+
+    it('a process started while Redis is down starts all the same and serves, counting in the process', async () => {
+      const closed = await freePort();
+      const alone = await createTestApp({ env: { REDIS_URL: `redis://127.0.0.1:${closed}` } });
+      try {
+        const status = await alone.call('GET', '/v1/session/status');
+        assert.equal(status.status, 200);
+        assert.match(String(status.headers.ratelimit), /^"minute";r=59;t=\d+, "day";r=999;t=\d+$/);
+      } finally {
+        await alone.close();
+      }
+    });
   });
