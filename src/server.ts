@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { type Bootstrap, bootstrapIfEmpty } from './app/bootstrap.ts';
 import { type Config, ConfigError } from './config/config.ts';
@@ -115,7 +116,19 @@ export async function startServer(
   const warning = platformWarning(config);
   if (warning) logger.warn({ platformUrl: config.platform.url }, warning);
   const services = await createServices(config, { logger });
-  const app = await buildApp(services);
+  // A start that fails after this point closes what it started, so the process ends instead of idling with a
+  // listening server or an open store and Redis connection.
+  const abandon = async (app?: FastifyInstance) => {
+    await app?.close().catch(() => undefined);
+    await services.close().catch(() => undefined);
+  };
+  let app: FastifyInstance;
+  try {
+    app = await buildApp(services);
+  } catch (error) {
+    await abandon();
+    throw error;
+  }
   let url: string;
   try {
     // Alone, this node restores every session; in a cluster each node restores the instances it leases.
@@ -123,17 +136,22 @@ export async function startServer(
     if (restored > 0) logger.info({ restored }, 'sessions restored');
     url = await app.listen({ port: config.port, host: config.host });
   } catch (error) {
-    await app.close().catch(() => undefined);
-    await services.close().catch(() => undefined);
+    await abandon(app);
     const line = listenFailure(error, config);
     throw line === undefined ? error : new ConfigError(line);
   }
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
-  if (services.cluster) await services.cluster.keeper.start(nodeUrl(config, port));
-  // Created only once the server listens, so a start that fails never creates a key nobody saw; printed after
-  // the listening line, so it is the last thing a person starting parley reads.
-  const bootstrap = await bootstrapIfEmpty(services.store.db);
+  let bootstrap: Bootstrap | null;
+  try {
+    if (services.cluster) await services.cluster.keeper.start(nodeUrl(config, port));
+    // Created only once the server listens, so a start that fails never creates a key nobody saw; printed after
+    // the listening line, so it is the last thing a person starting parley reads.
+    bootstrap = await bootstrapIfEmpty(services.store.db);
+  } catch (error) {
+    await abandon(app);
+    throw error;
+  }
   logger.info(
     { url, store: config.database.dialect, redis: Boolean(config.redisUrl), firstBoot: bootstrap !== null },
     'parley listening',
@@ -193,6 +211,9 @@ export async function serve(config: Config): Promise<void> {
   // One stdout stream for the log and the first-boot block, so the block comes out after the lines before it.
   const stdout = pino.destination({ dest: 1, sync: false });
   const logger = pino({ level: config.logLevel, ...REDACTING_LOGGER_OPTIONS }, stdout);
+  // Last resort, from the first instant (sessions connect while the start restores them): a stray rejection is a bug
+  // to log, not a reason to drop every instance with the process.
+  process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled promise rejection'));
   const server = await startServer(config, { logger, print: (text) => stdout.write(`${text}\n`) });
   const shutdown = (signal: string) => {
     logger.info({ signal }, 'shutting down');
@@ -214,6 +235,4 @@ export async function serve(config: Config): Promise<void> {
   };
   process.once('SIGTERM', () => shutdown('SIGTERM'));
   process.once('SIGINT', () => shutdown('SIGINT'));
-  // Last resort: a stray rejection is a bug to log, not a reason to drop every instance with the process.
-  process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled promise rejection'));
 }

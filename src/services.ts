@@ -51,6 +51,11 @@ export interface Services {
   recorder: EventRecorder;
   /** This node's commits of instance events, which wake the event streams (docs/decisions/0031-event-stream.md). */
   commits: EventCommits;
+  /**
+   * This node's committed instance changes and finished delivery attempts, for the dashboard's live views
+   * (docs/decisions/0022-dashboard.md).
+   */
+  feed: LiveFeed;
   sessions: SessionManager;
   metrics: Metrics;
   redis: Redis | undefined;
@@ -236,6 +241,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     limiter,
     recorder,
     commits,
+    feed,
     sessions,
     metrics,
     redis,

@@ -46,8 +46,20 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
       open.add(raw);
       let closed = false;
       let qrTimer: NodeJS.Timeout | undefined;
+      let keepalive: NodeJS.Timeout | undefined;
+      let unsubscribe: () => void = () => undefined;
+      // Ended by the server's stop (preClose) before its connection closed, the stream takes no more writes: a write
+      // after the end would raise an error no one listens to.
+      const writable = () => !closed && !raw.writableEnded && !raw.destroyed;
+      raw.on('close', () => {
+        closed = true;
+        open.delete(raw);
+        unsubscribe();
+        clearTimeout(qrTimer);
+        clearInterval(keepalive);
+      });
       const send = (event: string, data: unknown) => {
-        if (!closed) raw.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+        if (writable()) raw.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
       };
       const sendQr = async () => {
         clearTimeout(qrTimer);
@@ -71,20 +83,20 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
           request.log.warn({ err: error }, 'reading the instance status failed');
         }
       };
-      const unsubscribe = await dashboard.watch(orgId, instance.id, (change: LiveChange) => {
+      const watching = await dashboard.watch(orgId, instance.id, (change: LiveChange) => {
         if (change === 'deliveries') send('deliveries', {});
         else void sendStatus().then(sendQr);
       });
-      const keepalive = setInterval(() => {
-        if (!closed) raw.write(': keepalive\n\n');
+      // A client that left while the watch was being set up: its close has run already.
+      if (closed) {
+        watching();
+        return;
+      }
+      unsubscribe = watching;
+      keepalive = setInterval(() => {
+        if (writable()) raw.write(': keepalive\n\n');
       }, KEEPALIVE_MS);
-      raw.on('close', () => {
-        closed = true;
-        open.delete(raw);
-        unsubscribe();
-        clearTimeout(qrTimer);
-        clearInterval(keepalive);
-      });
+      if (!writable()) return;
       raw.write('retry: 2000\n\n');
       await sendStatus();
       await sendQr();
