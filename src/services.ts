@@ -209,8 +209,20 @@ export async function createServices(config: Config, options: ServiceOptions): P
   });
   const { guard, webhooks, brokers } = delivery;
   wakeWebhooks = () => webhooks.wake();
-  // Registered (and dead nodes' claims released) before the worker claims anything.
-  await nodes.start();
+  // Registered (and dead nodes' claims released) before the worker claims anything. A registry that cannot
+  // register (the store gone in that instant) fails the start with what is open so far closed: nothing else has
+  // started yet, and an open store or Redis connection would keep a failed process from exiting.
+  try {
+    await nodes.start();
+  } catch (error) {
+    await nodes.stop().catch(() => undefined);
+    keys.stop();
+    await limiter.close().catch(() => undefined);
+    await guard.close().catch(() => undefined);
+    redis?.disconnect();
+    if (!options.store) await store.destroy().catch(() => undefined);
+    throw error;
+  }
   if (start) webhooks.start();
   const maintenance = wireMaintenance(config, { store, clock, logger, start });
   const { retention, mediaRetention, idempotencyPurge } = maintenance;
