@@ -119,8 +119,10 @@ export async function startServer(
   // A start that fails after this point closes what it started, so the process ends instead of idling with a
   // listening server or an open store and Redis connection.
   const abandon = async (app?: FastifyInstance) => {
-    await app?.close().catch(() => undefined);
-    await services.close().catch(() => undefined);
+    await app?.close().catch((error: unknown) => logger.warn({ err: error }, 'closing the server failed'));
+    await services
+      .close()
+      .catch((error: unknown) => logger.warn({ err: error }, 'closing the services failed'));
   };
   let app: FastifyInstance;
   try {

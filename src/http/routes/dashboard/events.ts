@@ -65,8 +65,13 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
         clearTimeout(qrTimer);
         try {
           const pairing = await session.pairingCode(instance);
-          send('qr', await qrOf(pairing));
-          // The next code is due when this one expires: re-read it then (a little after, to be past the edge).
+          const qr = await qrOf(pairing);
+          // The client may have left during the reads: no timer outlives its stream.
+          if (!writable()) return;
+          send('qr', qr);
+          // The next code is due when this one expires: re-read it then (a little after, to be past the edge). One
+          // timer a stream, whichever read set it last.
+          clearTimeout(qrTimer);
           qrTimer = setTimeout(
             () => void sendQr(),
             Math.max(0, pairing.expiresAt - app.services.clock()) + 250,
@@ -83,20 +88,29 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
           request.log.warn({ err: error }, 'reading the instance status failed');
         }
       };
-      const watching = await dashboard.watch(orgId, instance.id, (change: LiveChange) => {
-        if (change === 'deliveries') send('deliveries', {});
-        else void sendStatus().then(sendQr);
-      });
-      // A client that left while the watch was being set up: its close has run already.
-      if (closed) {
+      let watching: () => void;
+      try {
+        watching = await dashboard.watch(orgId, instance.id, (change: LiveChange) => {
+          if (change === 'deliveries') send('deliveries', {});
+          else void sendStatus().then(sendQr);
+        });
+      } catch (error) {
+        // The response is hijacked: end it here (the instance went away meanwhile, or the store failed).
+        request.log.warn({ err: error }, 'watching the instance failed');
+        open.delete(raw);
+        raw.end();
+        return;
+      }
+      // A client that left before the close listener was set, or while the watch was being set up: nothing is kept.
+      if (!writable()) {
         watching();
+        open.delete(raw);
         return;
       }
       unsubscribe = watching;
       keepalive = setInterval(() => {
         if (writable()) raw.write(': keepalive\n\n');
       }, KEEPALIVE_MS);
-      if (!writable()) return;
       raw.write('retry: 2000\n\n');
       await sendStatus();
       await sendQr();
