@@ -94,10 +94,11 @@ export class JobRelay {
       sent = await session.send(decodeSendPayload(job.payload, job.id));
     } catch (error) {
       // The engine may have failed after its message went out: recorded here as its own `message` event, or shown
-      // `sent` in the store. The pace counts such a send as it counts one that succeeded.
+      // `sent` in the store. The pace counts such a send from the engine's answer, as it counts one that succeeded.
+      const failedAt = clock();
       const recorded = this.#deps.sentMarks.takeRecorded(job);
       const sentAfterAll = await failures.failed(job, error);
-      if (recorded || sentAfterAll) this.#paced(runner, pacing, clock());
+      if (recorded || sentAfterAll) this.#paced(runner, pacing, failedAt);
       return;
     }
     const at = clock();

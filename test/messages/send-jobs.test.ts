@@ -223,10 +223,16 @@ for (const dialect of testDialects()) {
       await t.call('PUT', '/v1/session/pacing', { minIntervalMs: 5000, jitterMs: 0 });
       const relay = session.send.bind(session);
       let failures = 1;
+      let threw: () => void = () => undefined;
+      const thrown = new Promise<void>((resolve) => {
+        threw = resolve;
+      });
       session.send = async (message) => {
         const sent = await relay(message);
-        if (failures-- > 0)
+        if (failures-- > 0) {
+          threw();
           throw new DomainError('timeout', 'the platform did not confirm the message in time');
+        }
         return sent;
       };
       try {
@@ -238,6 +244,9 @@ for (const dialect of testDialects()) {
         }
         const [first, second] = ids as [string, string];
         await eventually('the first send recorded sent', async () => (await job(first)).status === 'sent');
+        // The relay takes the engine's failure (and its time) before the clock moves on.
+        await thrown;
+        await new Promise((resolve) => setImmediate(resolve));
         t.clock.advance(5000);
         t.services.sendQueue.wake(t.instance.id);
         await eventually('the paced send', async () => (await job(second)).status === 'sent');
