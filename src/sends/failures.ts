@@ -4,6 +4,7 @@ import { DomainError, type DomainErrorCode } from '../domain/errors.ts';
 import type { Database } from '../store/schema.ts';
 import { finishSendJob } from '../store/send-job-claims.ts';
 import { findSendJob, type SendJob } from '../store/send-jobs.ts';
+import { endedAnswer } from './outcomes.ts';
 import type { PaceKeeper } from './pause.ts';
 import type { SendStatusReport } from './queue.ts';
 import type { SendWaiters } from './waiters.ts';
@@ -187,9 +188,10 @@ export class RelayFailures {
   async #settleSent(job: SendJob): Promise<boolean> {
     const { untilStored, db, waiters, report } = this.#deps;
     const row = await untilStored(() => findSendJob(db, job.instanceId, job.id)).catch(() => undefined);
-    if (row?.status !== 'sent' || row.sentAt === null) return false;
-    const owed = waiters.settle(job, { id: row.id, timestamp: row.sentAt });
-    if (owed !== undefined && owed === row.sentAt)
+    const answer = row === undefined ? undefined : endedAnswer(row);
+    if (answer === undefined || !('sent' in answer)) return false;
+    const owed = waiters.settle(job, answer.sent);
+    if (owed !== undefined && owed === row?.sentAt)
       await report(job.instanceId, { kind: 'message', id: job.id, status: 'sent', at: owed });
     return true;
   }

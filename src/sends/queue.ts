@@ -56,8 +56,10 @@ export class SendQueue implements EventProjection {
   readonly #deadlines: SyncDeadlines;
   /** What one pass of an instance's drain uses (drain.ts). */
   readonly #drainContext: DrainContext;
-  #stopped = false;
-  /** Aborted when the queue stops, ending the waits of its writes on an unreachable store at once. */
+  /**
+   * Aborted when the queue stops: it then claims nothing more, and the waits of its writes on an unreachable store
+   * end at once.
+   */
   readonly #stopping = new AbortController();
   /** Runs a relay's store call, waiting out an unreachable store until the queue stops. */
   readonly #untilStored: <T>(work: () => Promise<T>) => Promise<T>;
@@ -136,7 +138,7 @@ export class SendQueue implements EventProjection {
       nodeId: deps.nodeId,
       logger: deps.logger,
       session: deps.session,
-      stopped: () => this.#stopped,
+      stopped: () => this.#stopping.signal.aborted,
       pacing: (instanceId) => this.pacing(instanceId),
       pace: this.#pace,
       runners: this.#runners,
@@ -188,7 +190,6 @@ export class SendQueue implements EventProjection {
 
   /** Stops claiming; waits for the relays in flight (at most `timeoutMs`). Jobs left pending stay stored. */
   async stop(timeoutMs = 5_000): Promise<void> {
-    this.#stopped = true;
     this.#stopping.abort();
     this.#sweep.stop();
     this.#deadlines.stop();
@@ -352,7 +353,7 @@ export class SendQueue implements EventProjection {
 
   /** Tells the queue of `instanceId` that it may have work (a new job, a login, a pace change). */
   wake(instanceId: string): void {
-    if (this.#stopped) return;
+    if (this.#stopping.signal.aborted) return;
     const runner = this.#runners.get(instanceId);
     if (runner.draining) {
       runner.again = true;
@@ -374,7 +375,7 @@ export class SendQueue implements EventProjection {
       do {
         runner.again = false;
         await drainOnce(this.#drainContext, instanceId, runner);
-      } while (runner.again && !this.#stopped);
+      } while (runner.again && !this.#stopping.signal.aborted);
     } catch (error) {
       this.#deps.logger.warn(
         { err: error, instanceId },
