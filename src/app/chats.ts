@@ -151,7 +151,8 @@ export class ChatService {
   /**
    * One message with its status (docs/decisions/0009-sends-as-jobs.md): a stored message's delivery state
    * (`sent`, `delivered`, `read`, `played`), or a send not yet relayed: `pending` (queued, scheduled or being
-   * relayed), `failed` (with the platform's reason in `error`) or `canceled`.
+   * relayed), `failed` (with the platform's reason in `error`) or `canceled`; or `sent` for a send that went out
+   * without its message row (recording it failed after the relay).
    * @throws DomainError not_found `instance not found`, `message not found` when the instance has no such message.
    */
   async message(instance: Instance, id: string): Promise<MessageWithStatus> {
@@ -176,7 +177,9 @@ export class ChatService {
         ...contentOf(outgoing.content, outgoing.quotedId, outgoing.mentions),
         ...(outgoing.forwardingScore ? { forwardingScore: outgoing.forwardingScore } : {}),
       },
-      status: job.status === 'sending' || job.status === 'sent' ? 'pending' : job.status,
+      // A job ended `sent` with no message row: the message went out and recording it failed (the engine's
+      // UnrecordedSendError, docs/decisions/0009-sends-as-jobs.md), so it shows sent, with the job's own details.
+      status: job.status === 'sending' ? 'pending' : job.status,
       ...(job.lastError !== null && job.status === 'failed' ? { error: job.lastError } : {}),
       ...(job.sendAt === null ? {} : { sendAt: job.sendAt }),
     };

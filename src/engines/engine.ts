@@ -199,6 +199,25 @@ export interface SessionLifecycle {
   readonly sandbox?: SandboxControls;
 }
 
+/**
+ * Raised by an engine whose message reached the platform but whose `message` event (or `messageUpdate`) could not
+ * be recorded even after the recording's retry gave up (a permanent store error, an unknown one tried out, or the
+ * shutdown ending the wait; docs/decisions/0024-engines-and-data-flow.md). `sent` is what the send would have
+ * resolved with, `cause` the recording's error. The send queue ends such a job `sent`, never `failed`: a failed job
+ * tells its client to send the message again, a second time (docs/decisions/0009-sends-as-jobs.md). Anywhere else it
+ * is an unknown error (HTTP 500, logged).
+ */
+export class UnrecordedSendError extends Error {
+  override name = 'UnrecordedSendError';
+  /** The relayed message's id and platform timestamp (epoch ms). */
+  readonly sent: SentMessage;
+
+  constructor(sent: SentMessage, cause: unknown) {
+    super(`message ${sent.id} reached the platform but recording it failed`, { cause });
+    this.sent = sent;
+  }
+}
+
 /** Sending messages, reactions and read receipts; every call needs the session logged in and connected. */
 export interface MessagingCapability {
   /**
@@ -212,7 +231,9 @@ export interface MessagingCapability {
    * Relaying the same id again sends the same message again, which the platform's clients show once. A message to
    * `status@broadcast` is a status update shown to the users of its `statusJidList`, recorded with that chat
    * (docs/decisions/0044-status-stories.md).
-   * @throws DomainError conflict `instance is not logged in`.
+   * @throws DomainError conflict `instance is not logged in`; {@link UnrecordedSendError} when the message reached
+   *   the platform but recording it failed (an engine whose relay is its recording, the sandbox, raises the
+   *   recording's own error instead: nothing went out).
    */
   send(message: OutgoingMessage): Promise<SentMessage>;
   /** Reacts to message `targetId` in `chat`; `fromMe` marks one of the account's own messages; '' removes. */

@@ -172,8 +172,12 @@ export class SendQueue implements EventProjection {
     return this.#sentMarks.derive(trx, instanceId, event, (job, at) => this.#waiters.carry(job, at));
   }
 
-  /** A committed login (connected and logged in) wakes the instance's queue. */
+  /**
+   * A committed own `message` counts as recorded for its relay (sent-marks.ts `committed`); a committed login
+   * (connected and logged in) wakes the instance's queue.
+   */
   afterCommit(instanceId: string, event: EngineEvent): void {
+    this.#sentMarks.committed(instanceId, event);
     if (event.type !== 'connection' || !event.state.connected || !event.state.loggedIn) return;
     // A login is a new hold on the instance (after a restart, a failover or a reconnect): `sending` jobs no relay
     // of this process is running are handed back before the next claim, also by a drain already running (the job

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
 import type { SentMessage } from '../domain/messages.ts';
 import type { PacingSettings } from '../domain/sends.ts';
-import type { EngineSession } from '../engines/engine.ts';
+import { type EngineSession, UnrecordedSendError } from '../engines/engine.ts';
 import type { Database } from '../store/schema.ts';
 import { finishSendJob } from '../store/send-job-claims.ts';
 import { markSendJobNewChat, type SendJob } from '../store/send-jobs.ts';
@@ -48,7 +48,8 @@ export interface JobRelayDeps {
  * The relay of one claimed send job and its outcome (docs/decisions/0009-sends-as-jobs.md, 0013-pacing.md): the
  * daily new-chat limit first (held back until the limit allows), then the engine's send under the job's own id,
  * the pace's next allowed time, the job finished `sent` (unless the recorder's transaction marked it already), and
- * the waiting request answered; a failure goes to {@link RelayFailures}. The job is held by this process while its
+ * the waiting request answered; a failure goes to {@link RelayFailures}, except an engine's
+ * {@link UnrecordedSendError} (the message went out, its recording failed), which ends the job `sent` too. The job is held by this process while its
  * relay runs, so a login's hand-back of `sending` jobs (store/send-job-claims.ts `reclaimSendingJobs`) leaves it.
  */
 export class JobRelay {
@@ -90,16 +91,24 @@ export class JobRelay {
     const { opensChat } = check;
     if (opensChat) await untilStored(() => markSendJobNewChat(db, job.instanceId, job.id));
     let sent: SentMessage;
+    let unrecorded = false;
     try {
       sent = await session.send(decodeSendPayload(job.payload, job.id));
     } catch (error) {
-      // The engine may have failed after its message went out: recorded here as its own `message` event, or shown
-      // `sent` in the store. The pace counts such a send from the engine's answer, as it counts one that succeeded.
-      const failedAt = clock();
-      const recorded = this.#deps.sentMarks.takeRecorded(job);
-      const sentAfterAll = await failures.failed(job, error);
-      if (recorded || sentAfterAll) this.#paced(runner, pacing, failedAt);
-      return;
+      if (error instanceof UnrecordedSendError) {
+        // The message reached the platform and only its `message` event is missing (the engine logged it): the job
+        // ends sent like any other, since a failed job would tell its client to send the message a second time.
+        sent = error.sent;
+        unrecorded = true;
+      } else {
+        // The engine may have failed after its message went out: recorded here as its own `message` event, or
+        // shown `sent` in the store. The pace counts such a send from the engine's answer, as one that succeeded.
+        const failedAt = clock();
+        const recorded = this.#deps.sentMarks.takeRecorded(job);
+        const sentAfterAll = await failures.failed(job, error);
+        if (recorded || sentAfterAll) this.#paced(runner, pacing, failedAt);
+        return;
+      }
     }
     const at = clock();
     this.#paced(runner, pacing, at);
@@ -111,7 +120,9 @@ export class JobRelay {
       );
     }
     // The outcome's event was left out for a waiting request that has gone since (waiters.ts `carry`): recorded now.
-    const unanswered = this.#deps.waiters.settle(job, sent);
+    // An unrecorded message's transaction derived no event at all: with no request to answer, it is recorded here.
+    const answering = this.#deps.waiters.has(job);
+    const unanswered = this.#deps.waiters.settle(job, sent) ?? (unrecorded && !answering ? at : undefined);
     if (unanswered !== undefined) {
       await this.#deps.report(job.instanceId, {
         kind: 'message',

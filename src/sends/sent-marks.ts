@@ -17,7 +17,13 @@ type JobRef = { instanceId: string; id: string };
 export class SentMarks {
   /** The jobs {@link mark} marked sent in a transaction (their ids, each with its job's mode) and when (epoch ms). */
   readonly #marked = new WeakMap<Transaction<Database>, { at: number; modes: Map<string, SendMode> }>();
-  /** Jobs (`instanceId/id`) whose `message` event {@link derive} took, awaiting {@link takeRecorded}. */
+  /**
+   * Jobs (`instanceId/id`) whose `message` event {@link derive} took in a transaction not committed yet: they count
+   * as recorded only once {@link committed} saw it commit (a transaction rolled back after the derive leaves them
+   * here until {@link takeRecorded} clears them).
+   */
+  readonly #deriving = new Set<string>();
+  /** Jobs (`instanceId/id`) whose `message` event and `sent` mark committed, awaiting {@link takeRecorded}. */
   readonly #recorded = new Set<string>();
 
   /**
@@ -57,16 +63,26 @@ export class SentMarks {
     if (event.type !== 'message' || !event.message.source.isFromMe) return [];
     const marked = this.#marked.get(trx);
     if (!marked?.modes.delete(event.message.id)) return [];
-    this.#recorded.add(`${instanceId}/${event.message.id}`);
+    this.#deriving.add(`${instanceId}/${event.message.id}`);
     if (carriedByRequest({ instanceId, id: event.message.id }, marked.at)) return [];
     return [{ type: 'messageStatus', id: event.message.id, status: 'sent', at: marked.at }];
   }
 
+  /** After the recorder's transaction committed `event`: an own `message` {@link derive} took now counts recorded. */
+  committed(instanceId: string, event: EngineEvent): void {
+    if (event.type !== 'message' || !event.message.source.isFromMe) return;
+    const key = `${instanceId}/${event.message.id}`;
+    if (this.#deriving.delete(key)) this.#recorded.add(key);
+  }
+
   /**
-   * True once for a job whose `message` event was recorded with its `sent` mark ({@link derive}): the relay then
-   * has nothing left to finish. False when the engine recorded no message of its own for the job.
+   * True once for a job whose `message` event was recorded with its `sent` mark ({@link derive}, then
+   * {@link committed}): the relay then has nothing left to finish. False when the engine recorded no message of its
+   * own for the job, or the transaction that would have rolled back.
    */
   takeRecorded(job: JobRef): boolean {
-    return this.#recorded.delete(`${job.instanceId}/${job.id}`);
+    const key = `${job.instanceId}/${job.id}`;
+    this.#deriving.delete(key);
+    return this.#recorded.delete(key);
   }
 }

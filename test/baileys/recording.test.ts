@@ -4,7 +4,12 @@ import { proto, type WAMessage } from 'baileys';
 import type { EngineEvent } from '../../src/domain/messages.ts';
 import { readPairedCreds } from '../../src/engines/baileys/auth-state.ts';
 import { BaileysEngine } from '../../src/engines/baileys/index.ts';
-import type { AuthStateStore, EngineSession, EngineSessionContext } from '../../src/engines/engine.ts';
+import {
+  type AuthStateStore,
+  type EngineSession,
+  type EngineSessionContext,
+  UnrecordedSendError,
+} from '../../src/engines/engine.ts';
 import { MessageProjection } from '../../src/events/message-projection.ts';
 import { type EventProjection, EventRecorder } from '../../src/events/recorder.ts';
 import { SqlSessionLocks } from '../../src/sessions/instance-lock.ts';
@@ -267,7 +272,7 @@ for (const dialect of testDialects()) {
       assert.ok(!JSON.stringify(h.lines).includes('body '), 'no message body is logged');
     });
 
-    it('a send answers only once recorded: a transient failure is retried, a lasting one fails the call (C4)', async () => {
+    it('a send answers only once recorded: a transient failure is retried, a lasting one fails the call, saying the message went out (C4)', async () => {
       let mode: 'once' | 'always' = 'once';
       // A caller that needs a bounded wait passes one (5 tries in all).
       const h = await setup(
@@ -286,7 +291,13 @@ for (const dialect of testDialects()) {
       mode = 'always';
       await assert.rejects(
         h.session.send({ to: PEER, content: { kind: 'text', text: 'lost?', linkPreview: false } }),
-        /read ECONNRESET/,
+        (error: unknown) => {
+          // The message went out: the error says so and carries what the send would have answered.
+          assert.ok(error instanceof UnrecordedSendError, String(error));
+          assert.match(String(error.cause), /read ECONNRESET/);
+          assert.equal(error.sent.id, h.sock().relayed[1]?.messageId);
+          return true;
+        },
       );
       assert.equal(h.sock().relayed.length, 2, 'the message was relayed');
       const lostId = h.sock().relayed[1]?.messageId ?? '';
@@ -294,7 +305,7 @@ for (const dialect of testDialects()) {
       assert.deepEqual(await h.rows(), [{ id: sent.id, state: 'sent' }]);
       const line = h.logged(
         50,
-        'a message was relayed to the platform but recording it failed after retrying: the send answers an error',
+        'a message was relayed to the platform but recording it failed after retrying',
       );
       assert.deepEqual(
         line.map((l) => ({ event: l.event, id: l.id, chat: l.chat })),

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import type { DatabaseConfig } from '../../src/config/config.ts';
 import { migrateToLatest, openStore, type Store } from '../../src/store/database.ts';
+import type { StoreFaultHook } from '../../src/store/faults.ts';
 
 /** A dialect the store suites run against: SQLite always, PostgreSQL when TEST_DATABASE_URL is set. */
 export type TestDialect = 'sqlite' | 'postgres';
@@ -48,14 +49,19 @@ function migratedSqliteFile(): Promise<string> {
 /**
  * Creates a fresh store: a new SQLite file in a temp folder (a copy of a migrated one), or a new PostgreSQL database
  * `t_<hex>` (a copy of a migrated one) whose tables live in schema `parley_test`.
- * The temp folder doubles as `DATA_DIR` for the master key file.
+ * The temp folder doubles as `DATA_DIR` for the master key file. `options.faults` is the store's test-only fault
+ * hook (src/store/faults.ts `StoreFaultHook`), called with every statement's SQL text.
  */
-export async function createTestStore(dialect: TestDialect): Promise<TestStore> {
+export async function createTestStore(
+  dialect: TestDialect,
+  options: { faults?: StoreFaultHook } = {},
+): Promise<TestStore> {
   const dataDir = mkdtempSync(join(tmpdir(), 'parley-test-'));
+  const faults = options.faults ? { faults: options.faults } : {};
   if (dialect === 'sqlite') {
     const database: DatabaseConfig = { dialect: 'sqlite', path: join(dataDir, 'parley.db') };
     copyFileSync(await migratedSqliteFile(), database.path);
-    const store = await openStore(database);
+    const store = await openStore(database, faults);
     return {
       store,
       database,
@@ -73,7 +79,7 @@ export async function createTestStore(dialect: TestDialect): Promise<TestStore> 
   const name = `t_${randomBytes(6).toString('hex')}`;
   await withAdmin(adminUrl, (admin) => admin.query(`CREATE DATABASE ${name} TEMPLATE ${template}`));
   const database: DatabaseConfig = { dialect: 'postgres', url: databaseUrl(adminUrl, name) };
-  const store = await openStore(database, { schema: TEMPLATE_SCHEMA, poolSize: 5 });
+  const store = await openStore(database, { schema: TEMPLATE_SCHEMA, poolSize: 5, ...faults });
   return {
     store,
     database,

@@ -18,7 +18,7 @@ import type {
   SentMessage,
 } from '../../domain/messages.ts';
 import { STATUS_BROADCAST } from '../../domain/messages.ts';
-import type { EngineSessionContext } from '../engine.ts';
+import { type EngineSessionContext, UnrecordedSendError } from '../engine.ts';
 import { relayAddress } from './addressing.ts';
 import type { BoundedCache } from './cache.ts';
 import { mapPlatformErrors, platformRateLimited, reachoutLocked } from './errors.ts';
@@ -140,9 +140,9 @@ export interface RelayOptions {
  * Relays a built message (a 1:1 message to the user's LID when Baileys knows it, addressing.ts) and confirms it:
  * waits for the server's ack (bounded), turns a nack into its error, remembers the message for retries, and
  * records it as a `message` event with bounded retry (`deps.record`); the recorded chat stays the phone JID.
- * @throws the recording error when the message could not be recorded even after retrying
- *   (docs/decisions/0024-engines-and-data-flow.md: the call answers 500 rather than Sent for a message with no row
- *   and no `Message` event; it did reach the platform, which the error log line says with the message id).
+ * @throws UnrecordedSendError (its `cause` the recording's error) when the message could not be recorded even after
+ *   retrying (docs/decisions/0024-engines-and-data-flow.md): it did reach the platform, which the error log line says
+ *   with the message id; a send job ends `sent` for it, a direct call (reaction, edit, delete) answers 500.
  */
 export async function relayAndRecord(
   sock: SocketLike,
@@ -197,9 +197,9 @@ export async function relayAndRecord(
   } catch (error) {
     deps.context.logger.error(
       { err: error, event: 'message', id, chat: to },
-      'a message was relayed to the platform but recording it failed after retrying: the send answers an error',
+      'a message was relayed to the platform but recording it failed after retrying',
     );
-    throw error;
+    throw new UnrecordedSendError({ id, timestamp }, error);
   }
   return { id, timestamp };
 }
@@ -218,7 +218,7 @@ export function newMessageId(deps: OperationDeps): string {
 /**
  * Sends one message (docs/decisions/0017-messages-and-media.md) through `generateWAMessage` + `relayMessage`;
  * resolves once it is recorded.
- * @throws the store's error when recording still fails after the bounded retry (the message was relayed).
+ * @throws UnrecordedSendError when recording still fails after the retry (the message was relayed).
  */
 export async function sendMessage(
   sock: SocketLike,
