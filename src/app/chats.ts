@@ -162,6 +162,12 @@ export class ChatService {
     ]);
     if (found) return { ...found, status: found.state };
     if (!job) throw errors.notFound('message not found');
+    if (job.status === 'sent' && job.payload === '') {
+      // Marked sent with its message row (which took the payload) after the row was read: read the row again.
+      const recorded = await findStoredMessage(this.#store.db, instance.id, id);
+      if (!recorded) throw errors.notFound('message not found');
+      return { ...recorded, status: recorded.state };
+    }
     const outgoing = decodeSendPayload(job.payload, job.id);
     return {
       id: job.id,
@@ -189,7 +195,7 @@ export class ChatService {
 /**
  * A message and its status: a stored one carries its delivery `state` (and `status` equal to it); a send not yet
  * relayed carries no `state`, its `status` (`pending`, `failed`, `canceled`), the `error` of a failed one, and the
- * `sendAt` (epoch ms) of a scheduled one.
+ * `sendAt` (epoch ms) of a scheduled one; a send that went out unrecorded carries no `state` and `status` `sent`.
  */
 export type MessageWithStatus = Omit<StoredMessage, 'state' | 'stateAt'> &
   Partial<Pick<StoredMessage, 'state' | 'stateAt'>> & {

@@ -204,8 +204,8 @@ export interface SessionLifecycle {
  * be recorded even after the recording's retry gave up (a permanent store error, an unknown one tried out, or the
  * shutdown ending the wait; docs/decisions/0024-engines-and-data-flow.md). `sent` is what the send would have
  * resolved with, `cause` the recording's error. The send queue ends such a job `sent`, never `failed`: a failed job
- * tells its client to send the message again, a second time (docs/decisions/0009-sends-as-jobs.md). Anywhere else it
- * is an unknown error (HTTP 500, logged).
+ * tells its client to send the message again, a second time (docs/decisions/0009-sends-as-jobs.md). Only `send`
+ * raises it; the other calls that relay a message (reactions, edits, deletes) raise the recording's own error.
  */
 export class UnrecordedSendError extends Error {
   override name = 'UnrecordedSendError';

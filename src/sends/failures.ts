@@ -159,11 +159,7 @@ export class RelayFailures {
   async #fail(job: SendJob, error: unknown, at: number): Promise<'mine' | 'sent' | 'other'> {
     const message = error instanceof Error ? error.message : String(error);
     const mine = await this.#finish(job, { status: 'failed', at, error: message });
-    if (!mine) {
-      if (await this.#settleSent(job)) return 'sent';
-      this.#deps.follow(job, job.createdAt);
-      return 'other';
-    }
+    if (!mine) return this.settleTaken(job);
     if (!this.#deps.waiters.has(job))
       await this.#deps.report(job.instanceId, {
         kind: 'message',
@@ -174,6 +170,18 @@ export class RelayFailures {
       });
     this.#deps.waiters.settle(job, undefined, error);
     return 'mine';
+  }
+
+  /**
+   * For a relay whose outcome could not be written because the job was no longer this node's to finish: a job the
+   * store shows `sent` is settled as sent ({@link #settleSent}); otherwise its requests wait for the new holder's
+   * outcome (`follow`), which may still send the message.
+   * @returns `sent` or `other`, as {@link #fail} does.
+   */
+  async settleTaken(job: SendJob): Promise<'sent' | 'other'> {
+    if (await this.#settleSent(job)) return 'sent';
+    this.#deps.follow(job, job.createdAt);
+    return 'other';
   }
 
   /**

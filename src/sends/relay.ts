@@ -91,24 +91,21 @@ export class JobRelay {
     const { opensChat } = check;
     if (opensChat) await untilStored(() => markSendJobNewChat(db, job.instanceId, job.id));
     let sent: SentMessage;
-    let unrecorded = false;
     try {
       sent = await session.send(decodeSendPayload(job.payload, job.id));
     } catch (error) {
+      const failedAt = clock();
       if (error instanceof UnrecordedSendError) {
-        // The message reached the platform and only its `message` event is missing (the engine logged it): the job
-        // ends sent like any other, since a failed job would tell its client to send the message a second time.
-        sent = error.sent;
-        unrecorded = true;
-      } else {
-        // The engine may have failed after its message went out: recorded here as its own `message` event, or
-        // shown `sent` in the store. The pace counts such a send from the engine's answer, as one that succeeded.
-        const failedAt = clock();
-        const recorded = this.#deps.sentMarks.takeRecorded(job);
-        const sentAfterAll = await failures.failed(job, error);
-        if (recorded || sentAfterAll) this.#paced(runner, pacing, failedAt);
+        this.#paced(runner, pacing, failedAt);
+        await this.#unrecorded(job, error.sent, failedAt, opensChat);
         return;
       }
+      // The engine may have failed after its message went out: recorded here as its own `message` event, or shown
+      // `sent` in the store. The pace counts such a send from the engine's answer, as it counts one that succeeded.
+      const recorded = this.#deps.sentMarks.takeRecorded(job);
+      const sentAfterAll = await failures.failed(job, error);
+      if (recorded || sentAfterAll) this.#paced(runner, pacing, failedAt);
+      return;
     }
     const at = clock();
     this.#paced(runner, pacing, at);
@@ -120,9 +117,7 @@ export class JobRelay {
       );
     }
     // The outcome's event was left out for a waiting request that has gone since (waiters.ts `carry`): recorded now.
-    // An unrecorded message's transaction derived no event at all: with no request to answer, it is recorded here.
-    const answering = this.#deps.waiters.has(job);
-    const unanswered = this.#deps.waiters.settle(job, sent) ?? (unrecorded && !answering ? at : undefined);
+    const unanswered = this.#deps.waiters.settle(job, sent);
     if (unanswered !== undefined) {
       await this.#deps.report(job.instanceId, {
         kind: 'message',
@@ -131,6 +126,29 @@ export class JobRelay {
         at: unanswered,
       });
     }
+  }
+
+  /**
+   * The engine's message went out at `at` (epoch ms) but could not be recorded ({@link UnrecordedSendError}): the job
+   * ends `sent` as after a success, never `failed` (a failed job tells its client to send it a second time). When
+   * this node's finish holds, its requests are answered with `sent`, or, none waiting, the `sent` event is recorded
+   * at `at` (the transaction that failed derived none). When it does not (the recording committed after all and
+   * only its answer was lost, or another holder took the job over), the job's row decides, as for a failed relay
+   * (failures.ts `settleTaken`), so no second `sent` event is recorded.
+   */
+  async #unrecorded(job: SendJob, sent: SentMessage, at: number, opensChat: boolean): Promise<void> {
+    const { db, nodeId, untilStored, sentMarks, waiters, failures, report } = this.#deps;
+    sentMarks.takeRecorded(job);
+    const mine = await untilStored(() =>
+      finishSendJob(db, job.instanceId, job.id, nodeId, { status: 'sent', at, newChat: opensChat }),
+    );
+    if (!mine) {
+      await failures.settleTaken(job);
+      return;
+    }
+    const answering = waiters.has(job);
+    waiters.settle(job, sent);
+    if (!answering) await report(job.instanceId, { kind: 'message', id: job.id, status: 'sent', at });
   }
 
   /** Sets the instance's next allowed relay after one sent at `at` (epoch ms): the pace's interval and jitter. */

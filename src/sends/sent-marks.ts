@@ -78,7 +78,7 @@ export class SentMarks {
   /**
    * True once for a job whose `message` event was recorded with its `sent` mark ({@link derive}, then
    * {@link committed}): the relay then has nothing left to finish. False when the engine recorded no message of its
-   * own for the job, or the transaction that would have rolled back.
+   * own for the job, or the transaction that would have recorded it rolled back.
    */
   takeRecorded(job: JobRef): boolean {
     const key = `${job.instanceId}/${job.id}`;

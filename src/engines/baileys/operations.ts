@@ -134,15 +134,21 @@ export interface RelayOptions {
    */
   statusJidList?: Jid[];
   recordAs?: (source: FlaggedSource, timestamp: number) => EngineEvent;
+  /**
+   * A send's relay (`sendMessage`): a recording that fails after the message went out raises
+   * {@link UnrecordedSendError}, so the send queue ends the job sent. Other calls (reactions, edits, deletes) raise
+   * the recording's own error, answered as any store error (503 for a store that cannot be reached).
+   */
+  unrecordedError?: boolean;
 }
 
 /**
  * Relays a built message (a 1:1 message to the user's LID when Baileys knows it, addressing.ts) and confirms it:
  * waits for the server's ack (bounded), turns a nack into its error, remembers the message for retries, and
  * records it as a `message` event with bounded retry (`deps.record`); the recorded chat stays the phone JID.
- * @throws UnrecordedSendError (its `cause` the recording's error) when the message could not be recorded even after
- *   retrying (docs/decisions/0024-engines-and-data-flow.md): it did reach the platform, which the error log line says
- *   with the message id; a send job ends `sent` for it, a direct call (reaction, edit, delete) answers 500.
+ * @throws when the message could not be recorded even after retrying (docs/decisions/0024-engines-and-data-flow.md):
+ *   UnrecordedSendError (its `cause` the recording's error) with `options.unrecordedError`, else the recording's
+ *   error; the message did reach the platform, which the error log line says with the message id.
  */
 export async function relayAndRecord(
   sock: SocketLike,
@@ -199,7 +205,7 @@ export async function relayAndRecord(
       { err: error, event: 'message', id, chat: to },
       'a message was relayed to the platform but recording it failed after retrying',
     );
-    throw new UnrecordedSendError({ id, timestamp }, error);
+    throw options.unrecordedError ? new UnrecordedSendError({ id, timestamp }, error) : error;
   }
   return { id, timestamp };
 }
@@ -239,7 +245,10 @@ export async function sendMessage(
   if (message.to === STATUS_BROADCAST) {
     // A status: the message to status@broadcast goes to its audience's devices, encrypted with the account's
     // sender key for status@broadcast (Baileys relayMessage, `isStatus`; docs/decisions/0044-status-stories.md).
-    return relayAndRecord(sock, message.to, msg, deps, { statusJidList: [...(message.statusJidList ?? [])] });
+    return relayAndRecord(sock, message.to, msg, deps, {
+      statusJidList: [...(message.statusJidList ?? [])],
+      unrecordedError: true,
+    });
   }
   if (!isJidGroup(message.to)) deps.subscribePresence(sock, message.to);
   if (message.content.kind === 'poll') {
@@ -250,9 +259,12 @@ export async function sendMessage(
       name: message.content.name,
       options: message.content.options,
     });
-    return relayAndRecord(sock, message.to, msg, deps, { additionalNodes: [POLL_CREATION_META] });
+    return relayAndRecord(sock, message.to, msg, deps, {
+      additionalNodes: [POLL_CREATION_META],
+      unrecordedError: true,
+    });
   }
-  return relayAndRecord(sock, message.to, msg, deps);
+  return relayAndRecord(sock, message.to, msg, deps, { unrecordedError: true });
 }
 
 /**

@@ -116,7 +116,7 @@ export const StoredMessageView = Type.Object(
         ],
         {
           description:
-            'GET /v1/messages/{id} only: the delivery state once relayed; before, pending (queued, scheduled or being relayed), failed or canceled',
+            'GET /v1/messages/{id} only: the delivery state once relayed; before, pending (queued, scheduled or being relayed), failed or canceled; sent for a send that went out while storing it failed',
         },
       ),
     ),
