@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { type ChannelModel, type ConfirmChannel, connect } from 'amqplib';
-import { type BrokerConnection, type BrokerMessage, withTimeout } from './connection.ts';
+import { type BrokerConnection, type BrokerMessage, PublishesInFlight, withTimeout } from './connection.ts';
 import { BrokerError, connectError, publishError } from './errors.ts';
 import type { AmqpTarget } from './urls.ts';
 
@@ -20,6 +20,7 @@ export class AmqpConnection implements BrokerConnection {
   readonly #exchange: string;
   /** `message-id/routing-key` of messages the broker returned (a return arrives before the message's confirm). */
   readonly #returned = new Set<string>();
+  readonly #inFlight = new PublishesInFlight(() => this.close());
   #closed = false;
 
   private constructor(model: ChannelModel, channel: ConfirmChannel, exchange: string) {
@@ -90,11 +91,19 @@ export class AmqpConnection implements BrokerConnection {
   }
 
   get closed(): boolean {
-    return this.#closed;
+    return this.#closed || this.#inFlight.retiring;
+  }
+
+  retire(): void {
+    this.#inFlight.retire();
   }
 
   async publish(message: BrokerMessage, timeoutMs: number): Promise<string> {
-    if (this.#closed) throw new BrokerError('the connection to the broker was closed');
+    if (this.closed) throw new BrokerError('the connection to the broker was closed');
+    return this.#inFlight.run(() => this.#publish(message, timeoutMs));
+  }
+
+  async #publish(message: BrokerMessage, timeoutMs: number): Promise<string> {
     const key = `${message.id}/${message.subject}`;
     const confirmed = new Promise<void>((resolve, reject) => {
       try {
@@ -127,9 +136,9 @@ export class AmqpConnection implements BrokerConnection {
       );
     } catch (error) {
       this.#returned.delete(key);
-      // Nothing more can be told of a message that was neither confirmed nor refused: start afresh.
-      if (!(error instanceof BrokerError && error.message.startsWith('the broker refused')))
-        void this.close();
+      // Nothing more can be told of a message that was neither confirmed nor refused: start afresh, once the other
+      // lanes' publishes on this connection have had their answers.
+      if (!(error instanceof BrokerError && error.message.startsWith('the broker refused'))) this.retire();
       throw error instanceof BrokerError ? error : publishError(error);
     }
     if (this.#returned.delete(key)) {

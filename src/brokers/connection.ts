@@ -26,10 +26,54 @@ export interface BrokerConnection {
    * @throws BrokerError (./errors.ts) with a message safe to show.
    */
   publish(message: BrokerMessage, timeoutMs: number): Promise<string>;
-  /** True once the connection has ended (closed by either side or failed): it is then replaced. */
+  /** True once the connection has ended (closed by either side or failed) or was retired: it is then replaced. */
   readonly closed: boolean;
-  /** Closes the connection; never throws. */
+  /**
+   * Takes no new publish (`closed` reads true) and closes the connection once the publishes in flight on it have
+   * ended, each within its own time limit: a connection shared by several lanes is replaced without failing the
+   * others' publishes, whose confirms may still come. Never throws.
+   */
+  retire(): void;
+  /** Closes the connection now, failing what is in flight on it; never throws. */
   close(): Promise<void>;
+}
+
+/**
+ * Counts a connection's publishes in flight and closes it, once {@link retire}d, when the last one has ended
+ * (`BrokerConnection.retire`).
+ */
+export class PublishesInFlight {
+  #count = 0;
+  #retiring = false;
+  readonly #close: () => Promise<void>;
+
+  /** `close` closes the connection; it is called at most once from here, and its failure is ignored. */
+  constructor(close: () => Promise<void>) {
+    this.#close = close;
+  }
+
+  /** True once {@link retire} was called. */
+  get retiring(): boolean {
+    return this.#retiring;
+  }
+
+  /** Runs one publish (`work` is called at once, so it is issued in call order) and counts it until it ends. */
+  async run<T>(work: () => Promise<T>): Promise<T> {
+    this.#count += 1;
+    try {
+      return await work();
+    } finally {
+      this.#count -= 1;
+      if (this.#retiring && this.#count === 0) void this.#close().catch(() => {});
+    }
+  }
+
+  /** No new publish from now on; closes at once when none is in flight, else when the last one ends. */
+  retire(): void {
+    if (this.#retiring) return;
+    this.#retiring = true;
+    if (this.#count === 0) void this.#close().catch(() => {});
+  }
 }
 
 /**

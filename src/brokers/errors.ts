@@ -37,10 +37,25 @@ export function connectError(error: unknown): BrokerError {
   });
 }
 
-/** A {@link BrokerError} `the broker refused the message: <its text>` for an error during a publish. */
+/** Texts of a connection or channel that ended under a publish (amqplib, the NATS client), not a refusal. */
+const CONNECTION_LOST = /\b(channel|connection)\b.*\b(closed|ended|lost)\b|CONNECTION_CLOSED/i;
+
+/**
+ * A {@link BrokerError} for an error during a publish: `the connection to the broker ended before it answered: <its
+ * text>` when the connection or channel went away under it (the message may or may not have been taken), else `the
+ * broker refused the message: <its text>` (a nack, a stream's limits).
+ */
 export function publishError(error: unknown): BrokerError {
   if (error instanceof BrokerError) return error;
   const text = error instanceof Error ? error.message : String(error);
+  if (CONNECTION_LOST.test(text) || errorCode(error)?.startsWith('E')) {
+    return new BrokerError(
+      `the connection to the broker ended before it answered: ${text.slice(0, SERVER_TEXT_CHARS)}`,
+      {
+        cause: error,
+      },
+    );
+  }
   return new BrokerError(`the broker refused the message: ${text.slice(0, SERVER_TEXT_CHARS)}`, {
     cause: error,
   });

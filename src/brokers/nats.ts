@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { type JetStreamClient, jetstream } from '@nats-io/jetstream';
 import { type NatsConnection as CoreConnection, connect, headers } from '@nats-io/transport-node';
-import { type BrokerConnection, type BrokerMessage, withTimeout } from './connection.ts';
+import { type BrokerConnection, type BrokerMessage, PublishesInFlight, withTimeout } from './connection.ts';
 import { BrokerError, connectError, publishError } from './errors.ts';
 import type { NatsTarget } from './urls.ts';
 
@@ -9,6 +9,17 @@ import type { NatsTarget } from './urls.ts';
 function noResponders(error: unknown): boolean {
   for (let cause: unknown = error; cause instanceof Error; cause = cause.cause) {
     if (cause.name === 'JetStreamNotEnabled' || /no responders/i.test(cause.message)) return true;
+  }
+  return false;
+}
+
+/**
+ * True when `error` (or its cause) is JetStream's own refusal of the message (an API error such as a stream's
+ * limits): the connection itself is fine.
+ */
+function refusedByStream(error: unknown): boolean {
+  for (let cause: unknown = error; cause instanceof Error; cause = cause.cause) {
+    if (cause.name === 'JetStreamApiError') return true;
   }
   return false;
 }
@@ -23,6 +34,7 @@ function noResponders(error: unknown): boolean {
 export class NatsConnection implements BrokerConnection {
   readonly #connection: CoreConnection;
   readonly #jetstream: JetStreamClient;
+  readonly #inFlight = new PublishesInFlight(() => this.close());
   #closed = false;
 
   private constructor(connection: CoreConnection, timeoutMs: number) {
@@ -67,11 +79,24 @@ export class NatsConnection implements BrokerConnection {
   }
 
   get closed(): boolean {
-    return this.#closed || this.#connection.isClosed();
+    return this.#closed || this.#inFlight.retiring || this.#connection.isClosed();
+  }
+
+  retire(): void {
+    this.#inFlight.retire();
   }
 
   async publish(message: BrokerMessage, timeoutMs: number): Promise<string> {
     if (this.closed) throw new BrokerError('the connection to the broker was closed');
+    return this.#inFlight.run(() => this.#publish(message, timeoutMs));
+  }
+
+  /**
+   * One acknowledged publish. Only a JetStream acknowledgement counts: a reply naming a stream and its sequence
+   * number. Any other reply (a plain NATS subscriber answering on the subject) fails the attempt, which the outbox
+   * retries: the message was not stored in a stream.
+   */
+  async #publish(message: BrokerMessage, timeoutMs: number): Promise<string> {
     const h = headers();
     for (const [name, value] of Object.entries(message.headers)) h.set(name, value);
     try {
@@ -84,13 +109,28 @@ export class NatsConnection implements BrokerConnection {
         timeoutMs,
         () => new BrokerError(`the broker did not acknowledge the message within ${timeoutMs} ms`),
       );
-      return `stored in JetStream stream ${ack.stream} as message ${ack.seq}${ack.duplicate ? ' (a duplicate: kept once)' : ''}`;
+      const stream: unknown = ack.stream;
+      const seq: unknown = ack.seq;
+      if (
+        typeof stream !== 'string' ||
+        stream === '' ||
+        typeof seq !== 'number' ||
+        !Number.isSafeInteger(seq) ||
+        seq < 1
+      ) {
+        throw new BrokerError(
+          `no JetStream stream captures subject ${message.subject}: the reply was not a JetStream acknowledgement`,
+        );
+      }
+      return `stored in JetStream stream ${stream} as message ${seq}${ack.duplicate ? ' (a duplicate: kept once)' : ''}`;
     } catch (error) {
+      if (error instanceof BrokerError && error.message.startsWith('no JetStream stream')) throw error;
       if (noResponders(error)) {
         throw new BrokerError(`no JetStream stream captures subject ${message.subject}`, { cause: error });
       }
-      // Nothing more can be told of a message that was neither acknowledged nor refused: start afresh.
-      void this.close();
+      // A stream's refusal leaves the connection as it was. Nothing more can be told of a message that was neither
+      // acknowledged nor refused: start afresh, once the other lanes' publishes on this connection have ended.
+      if (!refusedByStream(error)) this.retire();
       throw publishError(error);
     }
   }

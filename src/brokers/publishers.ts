@@ -16,24 +16,33 @@ export interface BrokerPublishersOptions {
 
 /** A kept connection and what it was opened for. */
 interface Entry {
-  /** The checked addresses its host resolved to when it was opened. */
+  /** The checked addresses its host resolved to when it was opened, sorted (a resolver's order may rotate). */
   addresses: string;
   connection: Promise<BrokerConnection>;
   lastUsed: number;
+  /** Attempts that took this connection and have not ended yet. */
+  users: number;
+  /** Set when it was replaced, evicted or idle: retired once its last user ends. */
+  retired: boolean;
 }
 
 /**
  * Publishes events to broker endpoints (docs/decisions/0037-broker-endpoints.md), keeping one connection per broker
  * URL (credentials included) open between attempts. Every attempt resolves the host again and checks each address
- * with the outbound guard; a kept connection is used only while that gives the same addresses and the connection is
- * still up, otherwise a new one dials the checked addresses in order. Attempts for the same URL share one
- * connection being opened. Nothing here retries: a failed attempt is the outbox's to schedule again.
+ * with the outbound guard; a kept connection is used only while that gives the same set of addresses and the
+ * connection is still up, otherwise a new one dials the checked addresses in order. Attempts for the same URL share
+ * one connection being opened. A connection replaced, evicted or idle is retired, not closed: the publishes other
+ * lanes have in flight on it keep their answers (`BrokerConnection.retire`). The attempts of one lane are issued to
+ * the broker in the order they were asked for, whatever order their lookups end in. Nothing here retries: a failed
+ * attempt is the outbox's to schedule again.
  */
 export class BrokerPublishers {
   readonly #guard: Pick<OutboundGuard, 'checkedAddresses'>;
   readonly #idleMs: number;
   readonly #max: number;
   readonly #entries = new Map<string, Entry>();
+  /** Per lane and URL: settles once the lane's latest attempt has issued its message (or failed before). */
+  readonly #issued = new Map<string, Promise<void>>();
   readonly #sweeper: NodeJS.Timeout;
   #closed = false;
 
@@ -52,18 +61,39 @@ export class BrokerPublishers {
 
   /**
    * Publishes `message` to `target`, all of it (lookup, connection, publish and the broker's acknowledgement) within
-   * `timeoutMs` milliseconds.
+   * `timeoutMs` milliseconds. With `lane` (the delivery lane's key), the message is issued after the lane's
+   * previous attempt to the same URL issued its own (docs/decisions/0058-pipelined-lanes.md: a window's attempts
+   * arrive in `sequence` order); the wait counts against `timeoutMs`.
    * @returns the broker's receipt for the delivery log.
    * @throws OutboundError from the guard (`dns`, `blocked-address`, `timeout`); BrokerError for everything the
    *   broker side did; Error when closed.
    */
-  async publish(target: BrokerTarget, message: BrokerMessage, timeoutMs: number): Promise<string> {
+  async publish(
+    target: BrokerTarget,
+    message: BrokerMessage,
+    timeoutMs: number,
+    lane?: string,
+  ): Promise<string> {
     if (this.#closed) throw new Error('BrokerPublishers is closed');
     const deadline = performance.now() + timeoutMs;
-    const addresses = await this.#guard.checkedAddresses(target.hostname, timeoutMs);
-    const connection = await this.#connection(target, addresses, deadline);
-    const left = Math.max(1, Math.round(deadline - performance.now()));
-    return connection.publish(message, left);
+    const turn = lane === undefined ? undefined : this.#takeTurn(`${lane}|${JSON.stringify(target)}`);
+    try {
+      const addresses = await this.#guard.checkedAddresses(target.hostname, timeoutMs);
+      const entry = await this.#take(target, addresses, deadline);
+      try {
+        const connection = await entry.connection;
+        await turn?.previous;
+        const left = Math.max(1, Math.round(deadline - performance.now()));
+        const publishing = connection.publish(message, left);
+        turn?.issued();
+        return await publishing;
+      } finally {
+        entry.users -= 1;
+        if (entry.retired && entry.users === 0) retireEntry(entry);
+      }
+    } finally {
+      turn?.issued();
+    }
   }
 
   /** Closes every kept connection. */
@@ -75,65 +105,108 @@ export class BrokerPublishers {
     await Promise.all(entries.map((entry) => closeEntry(entry)));
   }
 
-  /** The kept connection for `target` at `addresses`, or a new one. */
-  async #connection(target: BrokerTarget, addresses: string[], deadline: number): Promise<BrokerConnection> {
+  /**
+   * A place in the order of `key`'s attempts: `previous` settles once the attempt before it issued its message (it
+   * never rejects), and `issued()` lets the next one go (idempotent).
+   */
+  #takeTurn(key: string): { previous: Promise<void>; issued: () => void } {
+    const previous = this.#issued.get(key) ?? Promise.resolve();
+    let release: () => void = () => {};
+    const mine = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    // Settles only after the previous one did, so a later attempt never overtakes one still waiting for its turn.
+    const done = previous.then(() => mine);
+    this.#issued.set(key, done);
+    return {
+      previous,
+      issued: () => {
+        release();
+        void done.then(() => {
+          if (this.#issued.get(key) === done) this.#issued.delete(key);
+        });
+      },
+    };
+  }
+
+  /**
+   * The kept connection's entry for `target` at `addresses`, or a new one, counted as used by the caller (who
+   * uncounts it when its attempt ends): a connection is retired only once no attempt that took it is left.
+   */
+  async #take(target: BrokerTarget, addresses: string[], deadline: number): Promise<Entry> {
     const key = JSON.stringify(target);
-    const list = addresses.join(',');
+    const list = [...addresses].sort().join(',');
     const kept = this.#entries.get(key);
     if (kept !== undefined) {
       const usable =
         kept.addresses === list && !(await kept.connection.then((c) => c.closed).catch(() => true));
       if (usable && this.#entries.get(key) === kept) {
         kept.lastUsed = performance.now();
-        return kept.connection;
+        kept.users += 1;
+        return kept;
       }
       if (this.#entries.get(key) === kept) {
         this.#entries.delete(key);
-        void closeEntry(kept);
+        retireEntry(kept);
       } else {
         // Another attempt replaced it meanwhile: use (or wait for) that one.
-        return this.#connection(target, addresses, deadline);
+        return this.#take(target, addresses, deadline);
       }
     }
     const entry: Entry = {
       addresses: list,
       connection: dial(target, addresses, deadline),
       lastUsed: performance.now(),
+      users: 1,
+      retired: false,
     };
     this.#entries.set(key, entry);
     entry.connection.catch(() => {
       if (this.#entries.get(key) === entry) this.#entries.delete(key);
     });
     this.#evict();
-    return entry.connection;
+    return entry;
   }
 
-  /** Closes the least recently used connections beyond the maximum. */
+  /** Retires the least recently used connections beyond the maximum. */
   #evict(): void {
     while (this.#entries.size > this.#max) {
       const [oldestKey, oldest] = [...this.#entries.entries()].reduce((a, b) =>
         b[1].lastUsed < a[1].lastUsed ? b : a,
       );
       this.#entries.delete(oldestKey);
-      void closeEntry(oldest);
+      retireEntry(oldest);
     }
   }
 
-  /** Closes connections unused for longer than the idle time. */
+  /** Retires connections unused for longer than the idle time. */
   #sweep(): void {
     const before = performance.now() - this.#idleMs;
     for (const [key, entry] of this.#entries) {
       if (entry.lastUsed < before) {
         this.#entries.delete(key);
-        void closeEntry(entry);
+        retireEntry(entry);
       }
     }
   }
 }
 
-/** Closes an entry's connection once it is open; never throws. */
+/** Closes an entry's connection once it is open, failing what is in flight on it; never throws. */
 async function closeEntry(entry: Entry): Promise<void> {
   await entry.connection.then((connection) => connection.close()).catch(() => {});
+}
+
+/**
+ * Marks an entry retired, and retires its connection (`BrokerConnection.retire`) once it is open and no attempt that
+ * took it is left (else the last one's end does it); never throws.
+ */
+function retireEntry(entry: Entry): void {
+  entry.retired = true;
+  if (entry.users > 0) return;
+  entry.connection.then(
+    (connection) => connection.retire(),
+    () => {},
+  );
 }
 
 /**

@@ -120,6 +120,8 @@ export async function publishDelivery(
       timestampSeconds,
     },
     timeoutMs,
+    // The lane (instance and endpoint): its attempts reach the broker in the order the lane issued them.
+    `${delivery.instanceId}/${delivery.endpointId}`,
   );
 }
 

@@ -1,0 +1,198 @@
+/**
+ * The broker publishers against this machine's RabbitMQ and NATS (docs/decisions/0037-broker-endpoints.md): a
+ * connection shared by several lanes is never closed under their publishes in flight (a resolver rotating its
+ * addresses, the least recently used connection evicted, a stream refusing one message), one lane's attempts reach
+ * the broker in the order the lane issued them whatever order their lookups end in, and a reply on the subject that
+ * is not a JetStream acknowledgement fails the attempt. The host lookup is a stand-in for the outbound guard (the
+ * brokers listen on 127.0.0.1 only; 127.0.0.2 refuses at once, so either order of the two dials the broker).
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { DiscardPolicy, jetstreamManager } from '@nats-io/jetstream';
+import { connect as natsConnect } from '@nats-io/transport-node';
+import type { BrokerMessage } from '../../src/brokers/connection.ts';
+import { BrokerPublishers } from '../../src/brokers/publishers.ts';
+import { type BrokerTarget, parseBrokerUrl } from '../../src/brokers/urls.ts';
+import { AMQP_URL, amqpQueue, brokersConfigured, NATS_URL, natsStream } from '../support/brokers.ts';
+
+const TIMEOUT_MS = 5_000;
+
+/** A name no other test uses (exchanges and subjects are shared by the whole broker). */
+function unique(prefix: string): string {
+  return `${prefix}${Math.random().toString(36).slice(2)}`;
+}
+
+/** Message `n` of `subject`, with id `<prefix>-<n>`. */
+function message(subject: string, prefix: string, n: number): BrokerMessage {
+  return {
+    id: `${prefix}-${n}`,
+    subject,
+    type: 'Message',
+    body: JSON.stringify({ n }),
+    headers: { 'content-type': 'application/json' },
+    timestampSeconds: Math.floor(Date.now() / 1000),
+  };
+}
+
+/** Publishers whose lookups answer both loopback addresses, in an order that turns at every lookup. */
+function rotatingPublishers(options: { maxConnections?: number } = {}): BrokerPublishers {
+  let lookups = 0;
+  return new BrokerPublishers({
+    guard: {
+      checkedAddresses: async () =>
+        lookups++ % 2 === 0 ? ['127.0.0.1', '127.0.0.2'] : ['127.0.0.2', '127.0.0.1'],
+    },
+    ...options,
+  });
+}
+
+const amqpTarget = (exchange: string): BrokerTarget =>
+  parseBrokerUrl(`${AMQP_URL}/?exchange=${exchange}`).target;
+const natsTarget = (): BrokerTarget => parseBrokerUrl(NATS_URL).target;
+
+/** Runs `count` publishes on each of `lanes` lanes at once, each lane one after the other. @returns the failures. */
+async function lanesPublishing(
+  lanes: number,
+  count: number,
+  publish: (lane: number, n: number) => Promise<string>,
+): Promise<string[]> {
+  const failures: string[] = [];
+  await Promise.all(
+    Array.from({ length: lanes }, async (_, lane) => {
+      for (let n = 1; n <= count; n++) {
+        await publish(lane, n).catch((error: unknown) => failures.push(String(error)));
+      }
+    }),
+  );
+  return failures;
+}
+
+if (brokersConfigured())
+  describe('broker publishers against RabbitMQ and NATS', () => {
+    const cleanups: (() => Promise<void>)[] = [];
+    after(async () => {
+      for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
+    });
+    /** Publishers closed after the suite. */
+    const closing = (publishers: BrokerPublishers) => {
+      cleanups.push(() => publishers.close());
+      return publishers;
+    };
+
+    it('RabbitMQ: lanes sharing a connection while the resolver rotates its addresses all publish, on one connection', async () => {
+      const exchange = unique('parley-rotate-');
+      const queue = await amqpQueue(exchange, '#');
+      cleanups.push(() => queue.remove());
+      const publishers = closing(rotatingPublishers());
+      const target = amqpTarget(exchange);
+      const failures = await lanesPublishing(4, 25, (lane, n) =>
+        publishers.publish(target, message(`lane.${lane}`, `l${lane}`, n), TIMEOUT_MS, `lane${lane}`),
+      );
+      assert.deepEqual(failures, []);
+      assert.equal(publishers.size, 1);
+      assert.equal((await queue.drain()).length, 100);
+    });
+
+    it('RabbitMQ: evicting the least recently used connection lets its publishes in flight finish', async () => {
+      const exchanges = [unique('parley-evict-a-'), unique('parley-evict-b-'), unique('parley-evict-c-')];
+      const queues = await Promise.all(exchanges.map((exchange) => amqpQueue(exchange, '#')));
+      for (const queue of queues) cleanups.push(() => queue.remove());
+      // One connection kept for three URLs: every attempt to another URL evicts the one in use.
+      const publishers = closing(rotatingPublishers({ maxConnections: 1 }));
+      const failures = await lanesPublishing(3, 20, (lane, n) =>
+        publishers.publish(
+          amqpTarget(exchanges[lane] ?? ''),
+          message(`lane.${lane}`, `e${lane}`, n),
+          TIMEOUT_MS,
+          `lane${lane}`,
+        ),
+      );
+      assert.deepEqual(failures, []);
+      for (const queue of queues) assert.equal((await queue.drain()).length, 20);
+    });
+
+    it('RabbitMQ: a lane’s publishes issued together arrive in order though the earlier lookups end later', async () => {
+      const exchange = unique('parley-order-');
+      const queue = await amqpQueue(exchange, '#');
+      cleanups.push(() => queue.remove());
+      let lookups = 0;
+      // Each lookup answers sooner than the one before it, so without the lane's order the last would go first.
+      const publishers = closing(
+        new BrokerPublishers({
+          guard: {
+            checkedAddresses: async () => {
+              const wait = Math.max(0, 40 - 4 * lookups++);
+              await new Promise((resolve) => setTimeout(resolve, wait));
+              return ['127.0.0.1'];
+            },
+          },
+        }),
+      );
+      const target = amqpTarget(exchange);
+      await publishers.publish(target, message('warm', 'warm', 0), TIMEOUT_MS, 'lane');
+      lookups = 0;
+      await Promise.all(
+        Array.from({ length: 10 }, (_, i) =>
+          publishers.publish(target, message('window', 'w', i + 1), TIMEOUT_MS, 'lane'),
+        ),
+      );
+      const ids = (await queue.drain()).map((queued) => queued.messageId);
+      assert.deepEqual(ids, ['warm-0', ...Array.from({ length: 10 }, (_, i) => `w-${i + 1}`)]);
+    });
+
+    it('NATS: a stream refusing messages leaves the shared connection to the other lanes', async () => {
+      const prefix = unique('parleyrefuse');
+      const healthy = await natsStream([`${prefix}.ok.>`]);
+      cleanups.push(() => healthy.remove());
+      // A stream that takes one message and refuses the rest (its limit reached, new ones discarded).
+      const nc = await natsConnect({ servers: NATS_URL.replace(/^nats:\/\//, '') });
+      const manager = await jetstreamManager(nc);
+      const full = unique('PARLEY_FULL_').toUpperCase();
+      await manager.streams.add({
+        name: full,
+        subjects: [`${prefix}.full.>`],
+        max_msgs: 1,
+        discard: DiscardPolicy.New,
+      });
+      cleanups.push(async () => {
+        await manager.streams.delete(full);
+        await nc.close();
+      });
+      const publishers = closing(rotatingPublishers());
+      const target = natsTarget();
+      const refused: string[] = [];
+      const failures = await lanesPublishing(4, 25, async (lane, n) => {
+        if (lane > 0)
+          return publishers.publish(target, message(`${prefix}.ok.${lane}`, `ok${lane}`, n), TIMEOUT_MS);
+        return publishers
+          .publish(target, message(`${prefix}.full.x`, 'full', n), TIMEOUT_MS)
+          .catch((error) => {
+            refused.push(String(error));
+            return '';
+          });
+      });
+      assert.deepEqual(failures, []);
+      assert.equal(refused.length, 24, 'the full stream took one message and refused the rest');
+      assert.match(refused[0] ?? '', /the broker refused the message/);
+      assert.equal((await healthy.read()).length, 75);
+    });
+
+    it('NATS: a reply that is not a JetStream acknowledgement fails the attempt', async () => {
+      const subject = `${unique('parleyplain')}.Message`;
+      const nc = await natsConnect({ servers: NATS_URL.replace(/^nats:\/\//, '') });
+      cleanups.push(() => nc.close());
+      // A plain subscriber answering requests on the subject, where no stream captures it.
+      const subscription = nc.subscribe(subject, {
+        callback: (_error, msg) => {
+          msg.respond(JSON.stringify({ ok: true }));
+        },
+      });
+      await nc.flush();
+      const publishers = closing(rotatingPublishers());
+      await assert.rejects(
+        publishers.publish(natsTarget(), message(subject, 'plain', 1), TIMEOUT_MS),
+        new RegExp(`no JetStream stream captures subject ${subject.replace('.', '\\.')}: the reply was not`),
+      );
+      subscription.unsubscribe();
+    });
+  });
