@@ -37,8 +37,15 @@ export function connectError(error: unknown): BrokerError {
   });
 }
 
-/** Texts of a connection or channel that ended under a publish (amqplib, the NATS client), not a refusal. */
-const CONNECTION_LOST = /\b(channel|connection)\b.*\b(closed|ended|lost)\b|CONNECTION_CLOSED/i;
+/**
+ * Texts of a connection or channel that ended under a publish, not a refusal: amqplib's `channel closed` and
+ * `Connection closed: …`, the NATS client's `closed connection`, `connection disconnected`, `connection draining`.
+ */
+const CONNECTION_LOST =
+  /\b(channel|connection)\b.*\b(closed|ended|lost|disconnected|draining)\b|closed connection|CONNECTION_CLOSED/i;
+
+/** RabbitMQ closing a channel for the message itself (`Channel closed by server: 404 (NOT-FOUND) …`): a refusal. */
+const CLOSED_FOR_THE_MESSAGE = /closed by server: 4\d\d/i;
 
 /**
  * A {@link BrokerError} for an error during a publish: `the connection to the broker ended before it answered: <its
@@ -48,7 +55,10 @@ const CONNECTION_LOST = /\b(channel|connection)\b.*\b(closed|ended|lost)\b|CONNE
 export function publishError(error: unknown): BrokerError {
   if (error instanceof BrokerError) return error;
   const text = error instanceof Error ? error.message : String(error);
-  if (CONNECTION_LOST.test(text) || errorCode(error)?.startsWith('E')) {
+  if (
+    !CLOSED_FOR_THE_MESSAGE.test(text) &&
+    (CONNECTION_LOST.test(text) || errorCode(error)?.startsWith('E'))
+  ) {
     return new BrokerError(
       `the connection to the broker ended before it answered: ${text.slice(0, SERVER_TEXT_CHARS)}`,
       {

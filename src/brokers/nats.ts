@@ -1,5 +1,5 @@
 import { isIP } from 'node:net';
-import { type JetStreamClient, jetstream } from '@nats-io/jetstream';
+import { JetStreamApiError, type JetStreamClient, jetstream } from '@nats-io/jetstream';
 import { type NatsConnection as CoreConnection, connect, headers } from '@nats-io/transport-node';
 import { type BrokerConnection, type BrokerMessage, PublishesInFlight, withTimeout } from './connection.ts';
 import { BrokerError, connectError, publishError } from './errors.ts';
@@ -19,9 +19,33 @@ function noResponders(error: unknown): boolean {
  */
 function refusedByStream(error: unknown): boolean {
   for (let cause: unknown = error; cause instanceof Error; cause = cause.cause) {
-    if (cause.name === 'JetStreamApiError') return true;
+    if (cause instanceof JetStreamApiError) return true;
   }
   return false;
+}
+
+/**
+ * True when `error` says the reply to the publish was not a JetStream acknowledgement at all: not JSON (a plain
+ * subscriber's text), or JSON the client library took for an invalid acknowledgement.
+ */
+function notAnAck(error: unknown): boolean {
+  for (let cause: unknown = error; cause instanceof Error; cause = cause.cause) {
+    if (cause instanceof SyntaxError || /invalid ack response/i.test(cause.message)) return true;
+  }
+  return false;
+}
+
+/** True when `error` is the client library's own time-out of the request (its timer may end before ours). */
+function timedOut(error: unknown): boolean {
+  for (let cause: unknown = error; cause instanceof Error; cause = cause.cause) {
+    if (cause.name === 'TimeoutError') return true;
+  }
+  return false;
+}
+
+/** The error text of a reply that is not a JetStream acknowledgement: no stream took the message. */
+function notAcknowledged(subject: string): string {
+  return `no JetStream stream captures subject ${subject}: the reply was not a JetStream acknowledgement`;
 }
 
 /**
@@ -118,9 +142,7 @@ export class NatsConnection implements BrokerConnection {
         !Number.isSafeInteger(seq) ||
         seq < 1
       ) {
-        throw new BrokerError(
-          `no JetStream stream captures subject ${message.subject}: the reply was not a JetStream acknowledgement`,
-        );
+        throw new BrokerError(notAcknowledged(message.subject));
       }
       return `stored in JetStream stream ${stream} as message ${seq}${ack.duplicate ? ' (a duplicate: kept once)' : ''}`;
     } catch (error) {
@@ -128,9 +150,17 @@ export class NatsConnection implements BrokerConnection {
       if (noResponders(error)) {
         throw new BrokerError(`no JetStream stream captures subject ${message.subject}`, { cause: error });
       }
-      // A stream's refusal leaves the connection as it was. Nothing more can be told of a message that was neither
-      // acknowledged nor refused: start afresh, once the other lanes' publishes on this connection have ended.
-      if (!refusedByStream(error)) this.retire();
+      // A reply that is no acknowledgement, or a stream's refusal, leaves the connection as it was.
+      if (notAnAck(error)) throw new BrokerError(notAcknowledged(message.subject), { cause: error });
+      if (refusedByStream(error)) throw publishError(error);
+      // Nothing more can be told of a message that was neither acknowledged nor refused: start afresh, once the
+      // other lanes' publishes on this connection have ended.
+      this.retire();
+      if (timedOut(error)) {
+        throw new BrokerError(`the broker did not acknowledge the message within ${timeoutMs} ms`, {
+          cause: error,
+        });
+      }
       throw publishError(error);
     }
   }

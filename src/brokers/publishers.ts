@@ -79,12 +79,13 @@ export class BrokerPublishers {
     const turn = lane === undefined ? undefined : this.#takeTurn(`${lane}|${JSON.stringify(target)}`);
     try {
       const addresses = await this.#guard.checkedAddresses(target.hostname, timeoutMs);
+      await turn?.previous;
+      timeLeft(deadline, timeoutMs);
       const entry = await this.#take(target, addresses, deadline);
       try {
         const connection = await entry.connection;
-        await turn?.previous;
-        const left = Math.max(1, Math.round(deadline - performance.now()));
-        const publishing = connection.publish(message, left);
+        if (this.#closed) throw new Error('BrokerPublishers is closed');
+        const publishing = connection.publish(message, timeLeft(deadline, timeoutMs));
         turn?.issued();
         return await publishing;
       } finally {
@@ -134,6 +135,7 @@ export class BrokerPublishers {
    * uncounts it when its attempt ends): a connection is retired only once no attempt that took it is left.
    */
   async #take(target: BrokerTarget, addresses: string[], deadline: number): Promise<Entry> {
+    if (this.#closed) throw new Error('BrokerPublishers is closed');
     const key = JSON.stringify(target);
     const list = [...addresses].sort().join(',');
     const kept = this.#entries.get(key);
@@ -189,6 +191,24 @@ export class BrokerPublishers {
       }
     }
   }
+}
+
+/**
+ * Least time a publish is sent with, milliseconds: an attempt left less than this by its lookup, its lane's earlier
+ * attempts and its connection fails before sending, so no message the broker may take goes out with a time limit
+ * it cannot meet (its timeout would retire the connection and its retry publish it again).
+ */
+export const MIN_PUBLISH_MS = 50;
+
+/**
+ * The milliseconds left before `deadline` (`performance.now()` time), rounded.
+ * @throws BrokerError `the broker did not answer within <timeoutMs> ms` when fewer than {@link MIN_PUBLISH_MS} are
+ *   left.
+ */
+function timeLeft(deadline: number, timeoutMs: number): number {
+  const left = Math.round(deadline - performance.now());
+  if (left < MIN_PUBLISH_MS) throw new BrokerError(`the broker did not answer within ${timeoutMs} ms`);
+  return left;
 }
 
 /** Closes an entry's connection once it is open, failing what is in flight on it; never throws. */

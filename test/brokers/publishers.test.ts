@@ -10,7 +10,9 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { DiscardPolicy, jetstreamManager } from '@nats-io/jetstream';
 import { connect as natsConnect } from '@nats-io/transport-node';
+import { AmqpConnection } from '../../src/brokers/amqp.ts';
 import type { BrokerMessage } from '../../src/brokers/connection.ts';
+import { NatsConnection } from '../../src/brokers/nats.ts';
 import { BrokerPublishers } from '../../src/brokers/publishers.ts';
 import { type BrokerTarget, parseBrokerUrl } from '../../src/brokers/urls.ts';
 import { AMQP_URL, amqpQueue, brokersConfigured, NATS_URL, natsStream } from '../support/brokers.ts';
@@ -50,6 +52,30 @@ const amqpTarget = (exchange: string): BrokerTarget =>
   parseBrokerUrl(`${AMQP_URL}/?exchange=${exchange}`).target;
 const natsTarget = (): BrokerTarget => parseBrokerUrl(NATS_URL).target;
 
+/** Counts the connections the publishers open (a spy on both clients' `open`), until `restore()`. */
+function countDials(): { readonly count: number; restore(): void } {
+  const amqpOpen = AmqpConnection.open;
+  const natsOpen = NatsConnection.open;
+  let count = 0;
+  AmqpConnection.open = (...args) => {
+    count += 1;
+    return amqpOpen.apply(AmqpConnection, args);
+  };
+  NatsConnection.open = (...args) => {
+    count += 1;
+    return natsOpen.apply(NatsConnection, args);
+  };
+  return {
+    get count() {
+      return count;
+    },
+    restore() {
+      AmqpConnection.open = amqpOpen;
+      NatsConnection.open = natsOpen;
+    },
+  };
+}
+
 /** Runs `count` publishes on each of `lanes` lanes at once, each lane one after the other. @returns the failures. */
 async function lanesPublishing(
   lanes: number,
@@ -85,11 +111,12 @@ if (brokersConfigured())
       cleanups.push(() => queue.remove());
       const publishers = closing(rotatingPublishers());
       const target = amqpTarget(exchange);
+      const dials = countDials();
       const failures = await lanesPublishing(4, 25, (lane, n) =>
         publishers.publish(target, message(`lane.${lane}`, `l${lane}`, n), TIMEOUT_MS, `lane${lane}`),
-      );
+      ).finally(() => dials.restore());
       assert.deepEqual(failures, []);
-      assert.equal(publishers.size, 1);
+      assert.equal(dials.count, 1, 'one connection for every lookup, in either order');
       assert.equal((await queue.drain()).length, 100);
     });
 
@@ -140,6 +167,36 @@ if (brokersConfigured())
       assert.deepEqual(ids, ['warm-0', ...Array.from({ length: 10 }, (_, i) => `w-${i + 1}`)]);
     });
 
+    it('RabbitMQ: an attempt its lane’s earlier attempt left no time fails before sending anything', async () => {
+      const exchange = unique('parley-late-');
+      const queue = await amqpQueue(exchange, '#');
+      cleanups.push(() => queue.remove());
+      let lookups = 0;
+      // The first lookup takes the whole time limit, the second none: the second waits for the first's turn.
+      const publishers = closing(
+        new BrokerPublishers({
+          guard: {
+            checkedAddresses: async () => {
+              if (lookups++ === 0) await new Promise((resolve) => setTimeout(resolve, 300));
+              return ['127.0.0.1'];
+            },
+          },
+        }),
+      );
+      const target = amqpTarget(exchange);
+      const outcomes = await Promise.allSettled(
+        [1, 2].map((n) => publishers.publish(target, message('late', 'late', n), 300, 'lane')),
+      );
+      assert.deepEqual(
+        outcomes.map((outcome) => (outcome.status === 'rejected' ? String(outcome.reason) : outcome.value)),
+        [
+          'BrokerError: the broker did not answer within 300 ms',
+          'BrokerError: the broker did not answer within 300 ms',
+        ],
+      );
+      assert.deepEqual(await queue.drain(), [], 'nothing was sent that the retries would send again');
+    });
+
     it('NATS: a stream refusing messages leaves the shared connection to the other lanes', async () => {
       const prefix = unique('parleyrefuse');
       const healthy = await natsStream([`${prefix}.ok.>`]);
@@ -161,6 +218,7 @@ if (brokersConfigured())
       const publishers = closing(rotatingPublishers());
       const target = natsTarget();
       const refused: string[] = [];
+      const dials = countDials();
       const failures = await lanesPublishing(4, 25, async (lane, n) => {
         if (lane > 0)
           return publishers.publish(target, message(`${prefix}.ok.${lane}`, `ok${lane}`, n), TIMEOUT_MS);
@@ -170,8 +228,9 @@ if (brokersConfigured())
             refused.push(String(error));
             return '';
           });
-      });
+      }).finally(() => dials.restore());
       assert.deepEqual(failures, []);
+      assert.equal(dials.count, 1, 'the refusals kept the connection');
       assert.equal(refused.length, 24, 'the full stream took one message and refused the rest');
       assert.match(refused[0] ?? '', /the broker refused the message/);
       assert.equal((await healthy.read()).length, 75);
@@ -181,18 +240,25 @@ if (brokersConfigured())
       const subject = `${unique('parleyplain')}.Message`;
       const nc = await natsConnect({ servers: NATS_URL.replace(/^nats:\/\//, '') });
       cleanups.push(() => nc.close());
-      // A plain subscriber answering requests on the subject, where no stream captures it.
+      // A plain subscriber answering requests on the subject, where no stream captures it: JSON, then plain text.
+      const replies = [JSON.stringify({ ok: true }), 'ok'];
+      let replied = 0;
       const subscription = nc.subscribe(subject, {
         callback: (_error, msg) => {
-          msg.respond(JSON.stringify({ ok: true }));
+          msg.respond(replies[replied++ % replies.length] ?? '');
         },
       });
       await nc.flush();
       const publishers = closing(rotatingPublishers());
-      await assert.rejects(
-        publishers.publish(natsTarget(), message(subject, 'plain', 1), TIMEOUT_MS),
-        new RegExp(`no JetStream stream captures subject ${subject.replace('.', '\\.')}: the reply was not`),
-      );
+      for (const n of [1, 2]) {
+        await assert.rejects(
+          publishers.publish(natsTarget(), message(subject, 'plain', n), TIMEOUT_MS),
+          new RegExp(
+            `no JetStream stream captures subject ${subject.replace('.', '\\.')}: the reply was not`,
+          ),
+        );
+      }
+      assert.equal(replied, 2);
       subscription.unsubscribe();
     });
   });
