@@ -2971,7 +2971,7 @@ export interface components {
              * @example 2026-01-15T12:00:03.000Z
              */
             stateAt?: string;
-            /** @description GET /v1/messages/{id} only: the delivery state once relayed; before, pending (queued, scheduled or being relayed), failed or canceled */
+            /** @description GET /v1/messages/{id} only: the delivery state once relayed; before, pending (queued, scheduled or being relayed), failed or canceled; sent for a send that went out while storing it failed */
             status?: "pending" | "sent" | "delivered" | "read" | "played" | "failed" | "canceled";
             /** @description why a failed send failed (the platform's reason) */
             error?: string;

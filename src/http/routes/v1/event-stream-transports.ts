@@ -109,16 +109,19 @@ export async function serveSse(
   const heartbeat = setInterval(() => {
     if (!ended) raw.write(': heartbeat\n\n');
   }, HEARTBEAT_MS);
-  const closed = new Promise<void>((resolve) => raw.once('close', resolve));
+  let gone = false;
+  const closed = new Promise<void>((resolve) => {
+    raw.once('close', resolve);
+    // A client that left before this handler ran (while the request's hooks worked): its close event has passed.
+    if (raw.destroyed) resolve();
+  });
   void closed.then(() => {
-    clearInterval(heartbeat);
-    options.open.delete(stream);
-    tail.close();
+    gone = true;
   });
   try {
     for (;;) {
-      const events = await tail.next();
-      if (events === null || ended) return;
+      const events = await Promise.race([tail.next(), closed.then(() => null)]);
+      if (events === null || ended || gone) return;
       // Backpressure: the next page is read only once this one left the process (or the client went away).
       if (!raw.write(sseText(events))) await Promise.race([new Promise((r) => raw.once('drain', r)), closed]);
     }
@@ -127,6 +130,11 @@ export async function serveSse(
     if (raw.destroyed || ended) return;
     logEnd(options.log, error, tail.position);
     end(error);
+  } finally {
+    // However the stream ends (the client gone, the log's end, a failed read): nothing of it is kept.
+    clearInterval(heartbeat);
+    options.open.delete(stream);
+    tail.close();
   }
 }
 
