@@ -29,12 +29,14 @@ export interface ServerSentEvent {
 
 /**
  * The events of a server-sent events body as they arrive (WHATWG HTML §9.2.6); comment lines (`: heartbeat`) are
- * dropped, but every chunk read calls `onData` (what the idle timeout watches). Returns when the body ends.
+ * dropped, each calling `onComment`, and every chunk read calls `onData` (what the idle timeout watches). Returns
+ * when the body ends.
  * @throws what reading the body throws (the connection broke, the request was aborted).
  */
 export async function* serverSentEvents(
   body: ReadableStream<Uint8Array>,
   onData: () => void = () => {},
+  onComment: () => void = () => {},
 ): AsyncGenerator<ServerSentEvent> {
   const reader = body.getReader();
   const decoder = new TextDecoder();
@@ -60,7 +62,10 @@ export async function* serverSentEvents(
           data = [];
           continue;
         }
-        if (line.startsWith(':')) continue;
+        if (line.startsWith(':')) {
+          onComment();
+          continue;
+        }
         const colon = line.indexOf(':');
         const field = colon < 0 ? line : line.slice(0, colon);
         const text = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
@@ -205,8 +210,12 @@ export function createStreamTransport(options: StreamTransportOptions): EventTra
             throw new Broken(failure, failure.retryAfter);
           }
           if (response.body === null) throw new Broken(new Error('the stream answered without a body'));
-          failures = 0;
-          for await (const message of serverSentEvents(response.body, touch)) {
+          // The failures count again from zero once the stream has shown it works (an event or a heartbeat), not at
+          // its answer: a stream that opens and at once ends with `end` 503 keeps counting towards the limit.
+          const working = () => {
+            failures = 0;
+          };
+          for await (const message of serverSentEvents(response.body, touch, working)) {
             if (message.event === 'end') {
               const envelope = envelopeOf(message.data);
               const failure = new ParleyError(
@@ -224,6 +233,7 @@ export function createStreamTransport(options: StreamTransportOptions): EventTra
               throw new Broken(error);
             }
             after = Math.max(after, event.sequence);
+            working();
             // A pushed event: whether more are waiting is not known, so it never claims to be up to date.
             yield { events: [event], next: after, upToDate: false };
           }
