@@ -14,7 +14,8 @@ const KEEPALIVE_MS = 25_000;
  * (docs/decisions/0022-dashboard.md, WHATWG HTML "Server-sent events"). Events: `status` (the instance summary) at
  * once and after every connection change the recorder commits; `qr` (the current QR code, or null when none) at once,
  * after every status change and when the shown code expires (the next one replaces it); `deliveries` (no data) when
- * an event entered the webhook log or a delivery attempt finished, for the page to reload the log. Nothing is polled:
+ * an event entered the webhook log or a delivery attempt finished, for the page to reload the log (at most once a
+ * turn of the event loop). A client that stops reading holds at most the latest event of each name here. Nothing is polled:
  * changes come from the recorder's live feed and the webhook worker, and QR rotation from the code's own expiry time.
  * Both are this process's: on several nodes the stream is served by the node holding the instance's session
  * (routing.ts), where its connection changes and new events are recorded; a delivery attempt finished by another
@@ -58,9 +59,19 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
         clearTimeout(qrTimer);
         clearInterval(keepalive);
       });
+      // A client that reads slower than changes come is sent only the latest of each event once it has read what
+      // was written: the memory a stream holds stays one event of each name, however long the client stalls.
+      const held = new Map<string, unknown>();
       const send = (event: string, data: unknown) => {
-        if (writable()) raw.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+        if (!writable()) return;
+        if (raw.writableNeedDrain) held.set(event, data);
+        else raw.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
       };
+      raw.on('drain', () => {
+        const latest = [...held];
+        held.clear();
+        for (const [event, data] of latest) send(event, data);
+      });
       const sendQr = async () => {
         clearTimeout(qrTimer);
         try {
@@ -88,11 +99,19 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
           request.log.warn({ err: error }, 'reading the instance status failed');
         }
       };
+      let deliveriesDue = false;
       let watching: () => void;
       try {
         watching = await dashboard.watch(orgId, instance.id, (change: LiveChange) => {
-          if (change === 'deliveries') send('deliveries', {});
-          else void sendStatus().then(sendQr);
+          if (change === 'deliveries') {
+            // One signal a turn of the event loop, however many events a burst committed in it.
+            if (deliveriesDue) return;
+            deliveriesDue = true;
+            setImmediate(() => {
+              deliveriesDue = false;
+              send('deliveries', {});
+            });
+          } else void sendStatus().then(sendQr);
         });
       } catch (error) {
         // The response is hijacked: end it here (the instance went away meanwhile, or the store failed).
@@ -109,7 +128,7 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
       }
       unsubscribe = watching;
       keepalive = setInterval(() => {
-        if (writable()) raw.write(': keepalive\n\n');
+        if (writable() && !raw.writableNeedDrain) raw.write(': keepalive\n\n');
       }, KEEPALIVE_MS);
       raw.write('retry: 2000\n\n');
       await sendStatus();
