@@ -48,6 +48,19 @@ function rotatingPublishers(options: { maxConnections?: number } = {}): BrokerPu
   });
 }
 
+/** Publishers whose lookup number `n` (from 0) answers 127.0.0.1 after `waitMs(n)` milliseconds. */
+function slowLookups(waitMs: (n: number) => number): BrokerPublishers {
+  let lookups = 0;
+  return new BrokerPublishers({
+    guard: {
+      checkedAddresses: async () => {
+        await new Promise((resolve) => setTimeout(resolve, waitMs(lookups++)));
+        return ['127.0.0.1'];
+      },
+    },
+  });
+}
+
 const amqpTarget = (exchange: string): BrokerTarget =>
   parseBrokerUrl(`${AMQP_URL}/?exchange=${exchange}`).target;
 const natsTarget = (): BrokerTarget => parseBrokerUrl(NATS_URL).target;
@@ -142,22 +155,11 @@ if (brokersConfigured())
       const exchange = unique('parley-order-');
       const queue = await amqpQueue(exchange, '#');
       cleanups.push(() => queue.remove());
-      let lookups = 0;
-      // Each lookup answers sooner than the one before it, so without the lane's order the last would go first.
-      const publishers = closing(
-        new BrokerPublishers({
-          guard: {
-            checkedAddresses: async () => {
-              const wait = Math.max(0, 40 - 4 * lookups++);
-              await new Promise((resolve) => setTimeout(resolve, wait));
-              return ['127.0.0.1'];
-            },
-          },
-        }),
-      );
+      // Each lookup after the first answers sooner than the one before it, so without the lane's order the last
+      // would go first.
+      const publishers = closing(slowLookups((n) => (n === 0 ? 0 : Math.max(0, 44 - 4 * n))));
       const target = amqpTarget(exchange);
       await publishers.publish(target, message('warm', 'warm', 0), TIMEOUT_MS, 'lane');
-      lookups = 0;
       await Promise.all(
         Array.from({ length: 10 }, (_, i) =>
           publishers.publish(target, message('window', 'w', i + 1), TIMEOUT_MS, 'lane'),
@@ -171,18 +173,8 @@ if (brokersConfigured())
       const exchange = unique('parley-late-');
       const queue = await amqpQueue(exchange, '#');
       cleanups.push(() => queue.remove());
-      let lookups = 0;
       // The first lookup takes the whole time limit, the second none: the second waits for the first's turn.
-      const publishers = closing(
-        new BrokerPublishers({
-          guard: {
-            checkedAddresses: async () => {
-              if (lookups++ === 0) await new Promise((resolve) => setTimeout(resolve, 300));
-              return ['127.0.0.1'];
-            },
-          },
-        }),
-      );
+      const publishers = closing(slowLookups((n) => (n === 0 ? 300 : 0)));
       const target = amqpTarget(exchange);
       const outcomes = await Promise.allSettled(
         [1, 2].map((n) => publishers.publish(target, message('late', 'late', n), 300, 'lane')),
