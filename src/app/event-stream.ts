@@ -95,7 +95,8 @@ export class EventTail {
         ...(this.#types === undefined ? {} : { types: this.#types }),
       });
       this.#cursor = page.next;
-      if (page.events.length > 0) return this.#closed ? null : page.events;
+      if (this.#closed) return null;
+      if (page.events.length > 0) return page.events;
       if (!this.#woken) await this.#idle();
     }
   }

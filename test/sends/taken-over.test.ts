@@ -19,6 +19,8 @@ const T0 = Date.parse('2026-04-01T08:00:00.000Z');
 
 /** The statement that ends a held job (`finishSendJob`: its `set` starts with the lock's release). */
 const FINISH = /^update "send_jobs" set "locked_by" = (\?|\$\d+), "locked_at" = (\?|\$\d+), "updated_at"/;
+/** A read of one job's row (`findSendJob`), as the failed relay makes after its finish to see who ended it. */
+const READ_JOB = /^select \* from "send_jobs" where/;
 
 for (const dialect of testDialects()) {
   describe(`send queue: a relay that fails after its job was taken over [${dialect}]`, () => {
@@ -26,6 +28,7 @@ for (const dialect of testDialects()) {
     let store: Store;
     let queue: SendQueue;
     let finishes = 0;
+    let jobReads = 0;
     const reports: SendStatusReport[] = [];
     /** Holds the relay of this job id until released; then the platform refuses it. */
     let gate: { id: string; started: boolean; released: Promise<void> } | undefined;
@@ -73,8 +76,11 @@ for (const dialect of testDialects()) {
         .where('id', '=', id)
         .execute();
       const finishesBefore = finishes;
+      const readsBefore = jobReads;
       release();
       await eventually("this node's finish ran", () => finishes > finishesBefore);
+      // Then the relay reads the row to see who ended the job, and lets it go (a slow store takes longer).
+      await eventually('the relay read the job again', () => jobReads > readsBefore);
       await nextLoopTurn();
       await nextLoopTurn();
       return { outcome, settled };
@@ -85,6 +91,7 @@ for (const dialect of testDialects()) {
       t.clock.set(T0);
       const lostAnswers = (sql: string) => {
         if (FINISH.test(sql)) finishes += 1;
+        if (READ_JOB.test(sql)) jobReads += 1;
       };
       store = await storeWithFaults(t, { lostAnswers });
       queue = testQueue(t.clock, store.db, t.instance.id, session, async (_instanceId, report) => {

@@ -131,9 +131,16 @@ class Broken extends Error {
 }
 
 /**
+ * How long a stream stays open before it counts as having worked though nothing came, ms: one ended by a server's
+ * shutdown after that long (a rolling restart) starts the failure count again; one whose store failed ends at once.
+ */
+export const WORKED_MS = 1_000;
+
+/**
  * The stream transport (see the module comment). Reconnects after a broken connection, a silent one, a 503 `end`
  * event, or a 429/503 answer to opening it, waiting as the client's {@link RetryPolicy} says (`Retry-After`
- * honoured); the count of failures starts again with each stream opened.
+ * honoured); the count of failures starts again once a stream has shown it works: an event or a heartbeat came, or
+ * it stayed open {@link WORKED_MS} (a stream that opens and at once ends with a 503 counts as a failure).
  * @throws (from `read`) ParleyError for an answer or `end` event reconnecting cannot mend (401, 403, 404, 400), or
  *   once `retries` reconnects in a row failed; ParleyNetworkError when the last of those got no answer; the signal's
  *   reason when the request's signal aborts.
@@ -175,6 +182,8 @@ export function createStreamTransport(options: StreamTransportOptions): EventTra
         const onAbort = () => controller.abort(request.signal?.reason);
         request.signal?.addEventListener('abort', onAbort, { once: true });
         let idle: ReturnType<typeof setTimeout> | undefined;
+        /** When this connection's stream opened (Date.now() ms), once it did. */
+        let openedAt: number | undefined;
         const touch = () => {
           clearTimeout(idle);
           idle = setTimeout(
@@ -215,6 +224,7 @@ export function createStreamTransport(options: StreamTransportOptions): EventTra
           const working = () => {
             failures = 0;
           };
+          openedAt = Date.now();
           for await (const message of serverSentEvents(response.body, touch, working)) {
             if (message.event === 'end') {
               const envelope = envelopeOf(message.data);
@@ -243,6 +253,7 @@ export function createStreamTransport(options: StreamTransportOptions): EventTra
           if (error instanceof ParleyError) throw error;
           // Anything else broke the connection (reading the body failed: the server went away, the idle timer).
           const broken = error instanceof Broken ? error : new Broken(error);
+          if (openedAt !== undefined && Date.now() - openedAt >= WORKED_MS) failures = 0;
           failures++;
           if (failures > policy.retries) {
             if (broken.failure instanceof ParleyError) throw broken.failure;

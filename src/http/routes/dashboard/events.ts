@@ -64,8 +64,11 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
       const held = new Map<string, unknown>();
       const send = (event: string, data: unknown) => {
         if (!writable()) return;
-        if (raw.writableNeedDrain) held.set(event, data);
-        else raw.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+        if (raw.writableNeedDrain) {
+          // The latest of each name, in the order they last came (a status before the QR read after it).
+          held.delete(event);
+          held.set(event, data);
+        } else raw.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
       };
       raw.on('drain', () => {
         const latest = [...held];

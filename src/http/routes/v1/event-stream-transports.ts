@@ -110,20 +110,20 @@ export async function serveSse(
     if (!ended) raw.write(': heartbeat\n\n');
   }, HEARTBEAT_MS);
   let gone = false;
-  const closed = new Promise<void>((resolve) => {
-    raw.once('close', resolve);
-    // A client that left before this handler ran (while the request's hooks worked): its close event has passed.
-    if (raw.destroyed) resolve();
-  });
-  void closed.then(() => {
+  // The client's going ends the tail: a pending read answers null, and the loop stops.
+  const onGone = () => {
     gone = true;
-  });
+    tail.close();
+  };
+  raw.once('close', onGone);
+  // A client that left before this handler ran (while the request's hooks worked): its close event has passed.
+  if (raw.destroyed) onGone();
   try {
     for (;;) {
-      const events = await Promise.race([tail.next(), closed.then(() => null)]);
+      const events = await tail.next();
       if (events === null || ended || gone) return;
       // Backpressure: the next page is read only once this one left the process (or the client went away).
-      if (!raw.write(sseText(events))) await Promise.race([new Promise((r) => raw.once('drain', r)), closed]);
+      if (!raw.write(sseText(events))) await drainedOrGone(raw);
     }
   } catch (error) {
     // A write failing because the client went away is the client's doing: nothing to say, nobody to say it to.
@@ -132,10 +132,24 @@ export async function serveSse(
     end(error);
   } finally {
     // However the stream ends (the client gone, the log's end, a failed read): nothing of it is kept.
+    raw.off('close', onGone);
     clearInterval(heartbeat);
     options.open.delete(stream);
     tail.close();
   }
+}
+
+/** Resolves once `raw` drained its buffered writes or closed, whichever comes first; keeps no listener after. */
+function drainedOrGone(raw: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      raw.off('drain', done);
+      raw.off('close', done);
+      resolve();
+    };
+    raw.once('drain', done);
+    raw.once('close', done);
+  });
 }
 
 /**
