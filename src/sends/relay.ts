@@ -49,8 +49,9 @@ export interface JobRelayDeps {
  * daily new-chat limit first (held back until the limit allows), then the engine's send under the job's own id,
  * the pace's next allowed time, the job finished `sent` (unless the recorder's transaction marked it already), and
  * the waiting request answered; a failure goes to {@link RelayFailures}, except an engine's
- * {@link UnrecordedSendError} (the message went out, its recording failed), which ends the job `sent` too. The job is held by this process while its
- * relay runs, so a login's hand-back of `sending` jobs (store/send-job-claims.ts `reclaimSendingJobs`) leaves it.
+ * {@link UnrecordedSendError} (the message went out, its recording failed), which ends the job `sent` too. The job
+ * is held by this process while its relay runs, so a login's hand-back of `sending` jobs
+ * (store/send-job-claims.ts `reclaimSendingJobs`) leaves it.
  */
 export class JobRelay {
   readonly #deps: JobRelayDeps;

@@ -15,8 +15,9 @@ const KEEPALIVE_MS = 25_000;
  * once and after every connection change the recorder commits; `qr` (the current QR code, or null when none) at once,
  * after every status change and when the shown code expires (the next one replaces it); `deliveries` (no data) when
  * an event entered the webhook log or a delivery attempt finished, for the page to reload the log (at most once a
- * turn of the event loop). A client that stops reading holds at most the latest event of each name here. Nothing is polled:
- * changes come from the recorder's live feed and the webhook worker, and QR rotation from the code's own expiry time.
+ * turn of the event loop). A client that stops reading holds at most the latest event of each name here. Nothing
+ * is polled: changes come from the recorder's live feed and the webhook worker, and QR rotation from the code's own
+ * expiry time.
  * Both are this process's: on several nodes the stream is served by the node holding the instance's session
  * (routing.ts), where its connection changes and new events are recorded; a delivery attempt finished by another
  * node's worker is not announced.
