@@ -1,7 +1,8 @@
+import { DomainError } from '../domain/errors.ts';
 import type { EventType, Instance } from '../domain/instance.ts';
 import type { NormalisedEvent } from '../events/normalise.ts';
 import type { Store } from '../store/database.ts';
-import { readEventLog } from '../store/webhook-events.ts';
+import { getWebhookState, readEventLog } from '../store/webhook-events.ts';
 
 /**
  * One event of the event log (docs/decisions/0030-event-log.md): exactly the webhook body of the event
@@ -44,6 +45,8 @@ export class EventLogService {
   /**
    * The events of `instance` after sequence `request.after`, oldest first, at most `request.limit` of them, of the
    * given types only when `request.types` names some.
+   * @throws DomainError conflict when `request.after` is past the instance's last sequence
+   *   ({@link cursorAheadError}); store errors as `store_unavailable`.
    */
   async page(instance: Instance, request: EventLogRequest): Promise<EventLogPage> {
     const { after, limit, types } = request;
@@ -52,6 +55,7 @@ export class EventLogService {
       limit,
       ...(types === undefined ? {} : { types }),
     });
+    if (after > read.head) throw cursorAheadError('after', after, read.head);
     const events = read.rows.map(
       (row): LoggedEvent => ({
         // The stored text is the body webhookBody (src/events/normalise.ts) wrote for this event.
@@ -60,7 +64,31 @@ export class EventLogService {
       }),
     );
     const last = events.at(-1);
-    const next = events.length === limit && last ? last.sequence : Math.max(after, read.head);
+    const next = events.length === limit && last ? last.sequence : read.head;
     return { events, next };
   }
+
+  /**
+   * Checks that a stream may start after `after`: the instance's last sequence is at least `after`. `field` names
+   * where the position came from (`after` or `Last-Event-ID`) in the error.
+   * @throws DomainError conflict ({@link cursorAheadError}); store errors as `store_unavailable`.
+   */
+  async checkPosition(instance: Instance, after: number, field: string): Promise<void> {
+    if (after === 0) return;
+    const { lastSequence } = await getWebhookState(this.#store.db, instance.id);
+    if (after > lastSequence) throw cursorAheadError(field, after, lastSequence);
+  }
+}
+
+/**
+ * The 409 of a position past the instance's last sequence (docs/decisions/0073-event-log-positions-past-the-head.md):
+ * no `next` parley handed out can be there (sequences are handed out in order and never taken back), so the position
+ * comes from elsewhere (another instance, a store restored from an older backup) and reading on from it would skip
+ * every event up to it without a word.
+ */
+export function cursorAheadError(field: string, after: number, head: number): DomainError {
+  return new DomainError(
+    'conflict',
+    `${field} ${after} is past the instance's last event (sequence ${head}): resume from ${head} or less, or from 0 for the oldest event kept`,
+  );
 }

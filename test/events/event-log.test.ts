@@ -144,7 +144,24 @@ for (const dialect of testDialects()) {
       assert.deepEqual((await get(`${from}&limit=2&after=4`)).body, page(entries(5), 5));
       // Caught up: no events, and next echoes after so a poller keeps passing it.
       assert.deepEqual((await get(`${from}&limit=2&after=5`)).body, page([], 5));
-      assert.deepEqual((await get(`${from}&after=99`)).body, page([], 99));
+      // Past the last sequence: no position parley handed out, refused rather than read on from (which would step
+      // over every event up to it).
+      const ahead = await get(`${from}&after=99`);
+      assert.equal(ahead.status, 409);
+      assert.deepEqual(
+        ahead.body,
+        bad(
+          409,
+          "after 99 is past the instance's last event (sequence 5): resume from 5 or less, or from 0 for the oldest event kept",
+        ),
+      );
+      assert.deepEqual(
+        (await get(`${from}&after=6&types=Message`)).body,
+        bad(
+          409,
+          "after 6 is past the instance's last event (sequence 5): resume from 5 or less, or from 0 for the oldest event kept",
+        ),
+      );
       // A new event shows on the next poll, after the one read last.
       t.clock.advance(1000);
       const at = new Date(t.clock()).toISOString();

@@ -216,6 +216,31 @@ for (const dialect of testDialects()) {
       });
     });
 
+    it('409 for a position past the last event, naming `after` or `Last-Event-ID`, before any upgrade', async () => {
+      const instance = await fresh();
+      await record(instance, message(1), receipt(1));
+      const ahead = (field: string, after: number) => ({
+        error: {
+          code: 409,
+          message: `${field} ${after} is past the instance's last event (sequence 2): resume from 2 or less, or from 0 for the oldest event kept`,
+        },
+      });
+      const url = `${ws}/v1/events/stream?from=${instance.id}`;
+      assert.deepEqual(await wsRefusal(`${url}&after=3`, auth()), { status: 409, body: ahead('after', 3) });
+      const header = await sse(`/v1/events/stream?from=${instance.id}&after=1`, { 'last-event-id': '7' });
+      assert.equal(header.status, 409);
+      assert.deepEqual(await header.json(), ahead('Last-Event-ID', 7));
+      // The last sequence itself is the position of a consumer that is up to date: the stream opens there.
+      const client = await openWs(`${url}&after=2`, auth());
+      try {
+        await record(instance, message(2));
+        assert.equal(JSON.parse(await client.next()).sequence, 3);
+      } finally {
+        client.socket.close();
+      }
+      await client.closed;
+    });
+
     it('401 without a valid key, 403 without chat:webhook, 404 for another organization’s instance', async () => {
       const url = `${ws}/v1/events/stream?from=${t.instance.id}`;
       const invalid = { error: { code: 401, message: 'invalid API key' } };

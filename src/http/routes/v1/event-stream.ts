@@ -99,7 +99,7 @@ const DESCRIPTION = [
  */
 export async function eventStreamRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const { eventStream, access, instances } = app.services.app;
+  const { eventStream, eventLog, access, instances } = app.services.app;
   const open = new Set<OpenStream>();
   app.addHook('preClose', async () => {
     for (const stream of [...open]) stream.shutDown();
@@ -123,7 +123,7 @@ export async function eventStreamRoutes(fastify: FastifyInstance): Promise<void>
   };
 
   const errorStatuses = Object.fromEntries(
-    COMMON_ERROR_STATUSES.map((status) => [status, Type.Ref('ErrorEnvelope')]),
+    [...COMMON_ERROR_STATUSES, 409].map((status) => [status, Type.Ref('ErrorEnvelope')]),
   );
 
   app.route({
@@ -160,9 +160,13 @@ export async function eventStreamRoutes(fastify: FastifyInstance): Promise<void>
         ...errorStatuses,
       },
     },
-    // Before the upgrade: a bad `Last-Event-ID` or `types` is a 400 answer, not a stream closed at once.
+    // Before the upgrade: a bad `Last-Event-ID` or `types` is a 400 answer, a position past the log's end a 409,
+    // not a stream closed at once.
     preHandler: async (request) => {
-      starts.set(request, streamStart(request));
+      const start = streamStart(request);
+      const field = typeof request.headers['last-event-id'] === 'string' ? 'Last-Event-ID' : 'after';
+      await eventLog.checkPosition(instanceOf(request), start.after, field);
+      starts.set(request, start);
     },
     handler: async (request, reply) => {
       if (!acceptsEventStream(request)) throw errors.badRequest(NOT_A_STREAM_REQUEST);

@@ -190,7 +190,7 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
         operationId: 'listEvents',
         summary: 'Event log: every recorded event of the instance in sequence order, webhook or not',
         querystring: EventsQuery,
-        response: responses('One page of the event log, oldest first', EventsPage),
+        response: responses('One page of the event log, oldest first', EventsPage, 409),
       },
     },
     async (request) => {
