@@ -40,8 +40,9 @@ export interface PaceKeeperDeps {
 
 /**
  * The pace and the pauses of the instances whose send queue runs in this process (docs/decisions/0013-pacing.md):
- * the stored pace and pause, cached here (the instance's holder is the only writer), and the platform's reach-out
- * timelock, kept in memory. Pausing and resuming write the pause and report a `SessionStatus` `paused` / `resumed`.
+ * the stored pace and pause, cached here while this process holds the instance (the holder is the only writer; read
+ * again at each new hold, {@link PaceKeeper.forget}), and the platform's reach-out timelock, kept in memory. Pausing
+ * and resuming write the pause and report a `SessionStatus` `paused` / `resumed`.
  */
 export class PaceKeeper {
   readonly #deps: PaceKeeperDeps;
@@ -61,6 +62,14 @@ export class PaceKeeper {
     const stored = await readPacing(this.#deps.db, instanceId);
     this.#pacing.set(instanceId, stored);
     return stored;
+  }
+
+  /**
+   * Drops the cached pace and pause of the instance: the next read takes them from the store. Called at every new
+   * hold on the instance (a committed login), since another node may have written them while it held the instance.
+   */
+  forget(instanceId: string): void {
+    this.#pacing.delete(instanceId);
   }
 
   /** Stores the instance's pace (the cache is read again next time). @throws the store's error. */

@@ -13,6 +13,7 @@ import type { StoredPacing } from '../store/send-pacing.ts';
 import { type DrainContext, drainOnce } from './drain.ts';
 import { RelayFailures } from './failures.ts';
 import { GroupInsert } from './group-insert.ts';
+import { cancelOnLogout, loggedOutBeforeRelay } from './logout.ts';
 import { PaceKeeper } from './pause.ts';
 import type { SendQueueDeps, SendStatusReport } from './queue-deps.ts';
 import { JobRelay } from './relay.ts';
@@ -168,6 +169,7 @@ export class SendQueue implements EventProjection {
    * if every such request has left by then (waiters.ts `carry`, docs/decisions/0009-sends-as-jobs.md).
    */
   async derive(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<EngineEvent[]> {
+    if (event.type === 'sessionStatus') return cancelOnLogout(trx, instanceId, event);
     // A synchronous job relayed after its node died has no waiter: its outcome is an event, as a queued one's.
     return this.#sentMarks.derive(trx, instanceId, event, (job, at) => this.#waiters.carry(job, at));
   }
@@ -178,12 +180,19 @@ export class SendQueue implements EventProjection {
    */
   afterCommit(instanceId: string, event: EngineEvent): void {
     this.#sentMarks.committed(instanceId, event);
+    // A job its account's logout canceled (logout.ts): a synchronous request still waiting for it is answered now.
+    if (event.type === 'messageStatus' && event.status === 'canceled') {
+      this.#waiters.settle({ instanceId, id: event.id }, undefined, loggedOutBeforeRelay());
+      return;
+    }
     if (event.type !== 'connection' || !event.state.connected || !event.state.loggedIn) return;
     // A login is a new hold on the instance (after a restart, a failover or a reconnect): `sending` jobs no relay
     // of this process is running are handed back before the next claim, also by a drain already running (the job
-    // it relays is held, so the hand-back leaves it).
+    // it relays is held, so the hand-back leaves it), and the pace and pause are read from the store again (another
+    // node may have changed them while it held the instance).
     const runner = this.#runners.peek(instanceId);
     if (runner) runner.reclaimed = false;
+    this.#pace.forget(instanceId);
     this.wake(instanceId);
   }
 
@@ -204,7 +213,10 @@ export class SendQueue implements EventProjection {
     ]);
   }
 
-  /** The instance's pace and pause (cached in this process; the instance's holder is the only writer). */
+  /**
+   * The instance's pace and pause (cached while this process holds the instance, read again at each new hold: the
+   * holder is the only writer).
+   */
   pacing(instanceId: string): Promise<StoredPacing> {
     return this.#pace.pacing(instanceId);
   }

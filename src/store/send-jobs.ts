@@ -226,6 +226,25 @@ export async function findSendJob(
 }
 
 /**
+ * Cancels every `pending` job of `instanceId` (its account logged out, src/sends/logout.ts) at `now` (epoch ms) and
+ * returns their ids in acceptance order. Jobs `sending` or finished are left as they are.
+ */
+export async function cancelPendingSendJobs(
+  db: Kysely<Database>,
+  instanceId: string,
+  now: number,
+): Promise<string[]> {
+  const rows = await db
+    .updateTable('send_jobs')
+    .set({ status: 'canceled', updated_at: now })
+    .where('instance_id', '=', instanceId)
+    .where('status', '=', 'pending')
+    .returning(['id', 'seq'])
+    .execute();
+  return rows.sort((a, b) => Number(a.seq) - Number(b.seq)).map((row) => row.id);
+}
+
+/**
  * Cancels job `id` when it is still `pending` (accepted or scheduled, not relayed). Returns the job as it is
  * afterwards (status `canceled` when this call canceled it), or undefined when there is no such job.
  */

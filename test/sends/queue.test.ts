@@ -4,6 +4,7 @@ import { DomainError, errors } from '../../src/domain/errors.ts';
 import type { EngineSession } from '../../src/engines/engine.ts';
 import type { SendQueue, SendStatusReport } from '../../src/sends/queue.ts';
 import { insertSendJob, type NewSendJob } from '../../src/store/send-jobs.ts';
+import { writePause } from '../../src/store/send-pacing.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
@@ -189,6 +190,35 @@ for (const dialect of testDialects()) {
       );
       const sent = await status('3EB0DDDDDDDDDDDDDDDDDD');
       assert.deepEqual([sent.status, sent.attempts], ['sent', 1]);
+    });
+
+    it('a new hold reads the pace and pause again: what another node stored meanwhile applies', async () => {
+      // This node read (and cached) the instance's pace while it held it: none.
+      assert.deepEqual((await queue.pacing(t.instance.id)).pacing.minIntervalMs, 0);
+      // The instance moves to another node, which stores a pace and a restriction pause, then comes back here.
+      const other = testQueue(t.clock, t.services.store.db, t.instance.id, session, async () => undefined, {
+        nodeId: 'other-node',
+      });
+      try {
+        await other.setPacing(t.instance.id, { minIntervalMs: 600_000, jitterMs: 0, newChatsPerDay: null });
+        const pause = { reason: 'rate-overlimit (429)', until: t.clock() + 1_800_000 };
+        await writePause(t.services.store.db, t.instance.id, pause, t.clock());
+        queue.afterCommit(t.instance.id, {
+          type: 'connection',
+          state: { connected: true, loggedIn: true, jid: null, phone: null, pushName: null },
+        });
+        const stored = await queue.pacing(t.instance.id);
+        assert.equal(stored.pacing.minIntervalMs, 600_000);
+        assert.deepEqual(stored.pause, pause);
+      } finally {
+        await other.stop();
+        await other.setPacing(t.instance.id, { minIntervalMs: 0, jitterMs: 0, newChatsPerDay: null });
+        await writePause(t.services.store.db, t.instance.id, null, t.clock());
+        queue.afterCommit(t.instance.id, {
+          type: 'connection',
+          state: { connected: true, loggedIn: true, jid: null, phone: null, pushName: null },
+        });
+      }
     });
 
     it('a status report waits out an unreachable store and is recorded once it answers; a lost answer or another error is logged', async () => {
