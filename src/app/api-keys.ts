@@ -32,6 +32,20 @@ export function parseDuration(text: string, style: FieldStyle = 'cli'): number {
   return amount * UNIT_MS[unit];
 }
 
+/** The latest expiry a key can have: the last millisecond of year 9999, the last time RFC 3339 can write. */
+const LAST_EXPIRY = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+
+/**
+ * The RFC 3339 time `expiresIn` after `now`.
+ * @throws DomainError invalid naming the field when the duration is not one, or would end after year 9999.
+ */
+function expiryTime(now: number, expiresIn: string, style: FieldStyle): string {
+  const at = now + parseDuration(expiresIn, style);
+  if (!(at <= LAST_EXPIRY))
+    throw invalidField(style, 'expires-in', ` must end by the year 9999 (got "${expiresIn}")`);
+  return new Date(at).toISOString();
+}
+
 /**
  * A created key: the record plus the full key, which is shown once and never stored
  * (docs/decisions/0003-scopes-and-keys.md).
@@ -85,10 +99,7 @@ export async function adminCreateKey(
       throw invalidField(style, 'instances', `: ${id} is not a ${env} instance of organization ${org.name}`);
     }
   }
-  const expiresAt =
-    input.expiresIn === undefined
-      ? null
-      : new Date(now + parseDuration(input.expiresIn, style)).toISOString();
+  const expiresAt = input.expiresIn === undefined ? null : expiryTime(now, input.expiresIn, style);
   const generated = generateApiKey(env);
   const record = await insertApiKey(db, {
     orgId: org.id,

@@ -6,7 +6,7 @@ import { DomainError } from '../domain/errors.ts';
 import { clientErrorHandler, frameworkErrorHandler } from './client-errors.ts';
 import { addClosingHooks } from './closing.ts';
 import { rewriteGatewayUrl } from './gateway/paths.ts';
-import { parseJsonBody } from './json-body.ts';
+import { parseJsonBody, textPartProblem } from './json-body.ts';
 import { requestSerializer } from './log-redaction.ts';
 import { apiReferencePlugin } from './plugins/api-reference.ts';
 import { authPlugin } from './plugins/auth.ts';
@@ -130,6 +130,12 @@ export async function buildApp(services: HttpServices): Promise<FastifyInstance>
   app.addHook('preValidation', async (request) => {
     if (request.body === undefined && request.method !== 'GET' && request.method !== 'HEAD')
       request.body = {};
+    // U+0000 in a path parameter or the query (only as `%00` in a URL): refused like one in a body
+    // (docs/decisions/0075-no-nul-characters.md).
+    if (request.url.includes('%00')) {
+      const problem = textPartProblem(request.params) ?? textPartProblem(request.query);
+      if (problem !== undefined) throw new DomainError('invalid', problem);
+    }
   });
   app.addHook('onResponse', async (request: FastifyRequest, reply) => {
     const route = request.routeOptions.url ?? 'unmatched';

@@ -45,8 +45,56 @@ export function jsonBodyProblem(value: unknown): string | undefined {
 }
 
 /**
+ * The message refusing U+0000 in `field` (docs/decisions/0075-no-nul-characters.md): PostgreSQL's text cannot hold
+ * it, so a store would fail on it (a 500), and no field of the API has a use for it; refused on every store alike.
+ */
+export function nulMessage(field: string): string {
+  return `${field} must not contain the NUL character (U+0000)`;
+}
+
+/**
+ * The first string or key of a parsed JSON body holding U+0000, as {@link nulMessage} names it (`name`, `id[1]`,
+ * `a key of options`), or undefined. Only run on a body whose text holds the escape `\u0000` (JSON cannot carry the
+ * character otherwise, RFC 8259 §7), so other bodies are not walked for it.
+ */
+export function nulProblem(value: unknown): string | undefined {
+  const stack: [unknown, string][] = [[value, '']];
+  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+    const [node, path] = next;
+    if (typeof node === 'string') {
+      if (node.includes('\u0000')) return nulMessage(path || 'request body');
+      continue;
+    }
+    if (node === null || typeof node !== 'object') continue;
+    const inArray = Array.isArray(node);
+    for (const [key, child] of Object.entries(node)) {
+      if (key.includes('\u0000')) return nulMessage(`a key of ${path || 'request body'}`);
+      stack.push([child, childPath(path, key, inArray)]);
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The first of `values` (a request's path parameters or query string, as parsed) holding U+0000, named in the style
+ * of validation messages (`id`, `ids[1]`), or undefined (docs/decisions/0075-no-nul-characters.md).
+ */
+export function textPartProblem(values: unknown): string | undefined {
+  if (values === null || typeof values !== 'object') return undefined;
+  for (const [key, value] of Object.entries(values)) {
+    const items = Array.isArray(value) ? value : [value];
+    for (const [i, item] of items.entries()) {
+      if (typeof item === 'string' && item.includes('\u0000'))
+        return nulMessage(Array.isArray(value) ? `${key}[${i}]` : key);
+    }
+  }
+  return undefined;
+}
+
+/**
  * The app's `application/json` body parser (Fastify `addContentTypeParser`, `parseAs: 'string'`): an empty
- * body is no body; otherwise `JSON.parse`, then {@link jsonBodyProblem}.
+ * body is no body; otherwise `JSON.parse`, then {@link jsonBodyProblem} and, when the text holds `\u0000`,
+ * {@link nulProblem}.
  * @throws (through `done`) DomainError invalid `request body is not valid JSON`, or the problem found.
  */
 export function parseJsonBody(
@@ -66,7 +114,7 @@ export function parseJsonBody(
     done(new DomainError('invalid', 'request body is not valid JSON'), undefined);
     return;
   }
-  const problem = jsonBodyProblem(value);
+  const problem = jsonBodyProblem(value) ?? (text.includes('\\u0000') ? nulProblem(value) : undefined);
   if (problem === undefined) done(null, value);
   else done(new DomainError('invalid', problem), undefined);
 }
