@@ -30,6 +30,10 @@ export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
  * of that, so only a claim whose process died (or lost the store for a minute) can be taken over.
  */
 export const IDEMPOTENCY_LOCK_MS = 60_000;
+/** Statuses below 500 that are not kept: a 400 for the request's input and a 429 "retry later". */
+const NOT_KEPT = new Set([400, 429]);
+/** First wait before keeping an answer again after the store failed to take it, ms (doubling up to a third of the lock). */
+const KEEP_RETRY_MS = 100;
 /** Longest key, characters. */
 export const IDEMPOTENCY_KEY_MAX = 255;
 
@@ -63,10 +67,15 @@ export class RequestFingerprint {
   readonly #hash: Hash;
   #digest: string | undefined;
 
-  /** @param method uppercase HTTP method; @param pathWithQuery the request target as received, e.g. `/v1/x?a=1`. */
-  constructor(method: string, pathWithQuery: string) {
+  /**
+   * @param method uppercase HTTP method; @param pathWithQuery the request target as received, e.g. `/v1/x?a=1`;
+   * @param instance the `x-instance-id` header when the request has one: it names the instance the operation acts on
+   *   (docs/decisions/0002-instance-resolution.md), so a request to another instance is another request.
+   */
+  constructor(method: string, pathWithQuery: string, instance?: string) {
     this.#hash = createHash('sha256');
     this.#hash.update(`${method}\n${pathWithQuery}\n`);
+    if (instance !== undefined) this.#hash.update(`x-instance-id: ${instance}\n`);
   }
 
   /** Adds body bytes, in order. Ignored once {@link digest} was read. */
@@ -115,6 +124,7 @@ export class IdempotencyService {
   readonly #ttlMs: number;
   readonly #lockMs: number;
   readonly #renewals = new Map<string, NodeJS.Timeout>();
+  readonly #keepRetries = new Map<string, NodeJS.Timeout>();
 
   constructor(options: IdempotencyServiceOptions) {
     this.#store = options.store;
@@ -158,13 +168,37 @@ export class IdempotencyService {
 
   /**
    * Ends the claim with the request's answer: below 500 it is kept for replay, otherwise the key is released so a
-   * retry runs again.
-   * @throws the store's error (the renewal has stopped either way; the claim then ends at its lock).
+   * retry runs again. A 400 (the request breaks a rule; the client fixes it and sends it again with the key) and a
+   * 429 (it says "retry later") are released too, whether validation or the operation found them. An answer
+   * that cannot be kept right now (the store failed) is kept later: the operation was carried out, so the key stays
+   * claimed (renewed) and the keep is tried again until it succeeds, the claim is lost or the process stops.
+   * @throws the store's error when releasing fails (the claim then ends at its lock).
    */
   async finish(claim: IdempotencyClaim, answer: KeptAnswer): Promise<void> {
-    if (answer.status >= 500) return this.release(claim);
+    if (answer.status >= 500 || NOT_KEPT.has(answer.status)) return this.release(claim);
+    await this.#keep(claim, answer, 0);
+  }
+
+  async #keep(claim: IdempotencyClaim, answer: KeptAnswer, attempt: number): Promise<void> {
+    let kept: boolean;
+    try {
+      kept = await keepIdempotentAnswer(this.#store.db, claim.id, claim.token, answer);
+    } catch (error) {
+      if (!this.#renewals.has(claim.token)) return;
+      this.#logger.warn(
+        { err: error, key: claim.id.key },
+        'keeping the answer of an idempotency key failed; retrying',
+      );
+      const delay = Math.min(KEEP_RETRY_MS * 2 ** attempt, Math.floor(this.#lockMs / 3));
+      const timer = setTimeout(() => {
+        this.#keepRetries.delete(claim.token);
+        void this.#keep(claim, answer, attempt + 1);
+      }, delay);
+      timer.unref();
+      this.#keepRetries.set(claim.token, timer);
+      return;
+    }
     this.#stopRenewal(claim);
-    const kept = await keepIdempotentAnswer(this.#store.db, claim.id, claim.token, answer);
     if (!kept) this.#logger.warn({ key: claim.id.key }, 'idempotency claim was taken over before its answer');
   }
 
@@ -178,6 +212,8 @@ export class IdempotencyService {
   close(): void {
     for (const timer of this.#renewals.values()) clearInterval(timer);
     this.#renewals.clear();
+    for (const timer of this.#keepRetries.values()) clearTimeout(timer);
+    this.#keepRetries.clear();
   }
 
   #stopRenewal(claim: IdempotencyClaim): void {

@@ -3,7 +3,7 @@ import {
   type RateLimiterAbstract,
   RateLimiterMemory,
   RateLimiterRedis,
-  RateLimiterRes,
+  type RateLimiterRes,
 } from 'rate-limiter-flexible';
 import type { Environment } from '../domain/environment.ts';
 import type { Organization } from '../store/organizations.ts';
@@ -100,15 +100,15 @@ export class PlanRateLimiter {
   /** Consumes one request of `orgId` in `env` under `limits`. @throws only when the store fails without insurance. */
   async consume(orgId: string, env: Environment, limits: PlanLimits): Promise<RateLimitDecision> {
     const key = `${orgId}:${env}`;
-    const minute = this.#limiter('minute', limits.perMinute);
-    const day = this.#limiter('day', limits.perDay);
+    const minute = this.#limiter('minute');
+    const day = this.#limiter('day');
     const persisted = this.#persisted;
     const kept = persisted && day instanceof RateLimiterMemory ? day : undefined;
     if (kept) {
       const seeding = persisted?.prepare('day', kept, key);
       if (seeding) await seeding;
     }
-    const minuteRes = await consumeOne(minute, key);
+    const minuteRes = await consumeOne(minute, key, limits.perMinute);
     if (!minuteRes.allowed) {
       const dayRes = (await day.get(key)) ?? undefined;
       return {
@@ -120,7 +120,7 @@ export class PlanRateLimiter {
         ],
       };
     }
-    const dayRes = await consumeOne(day, key);
+    const dayRes = await consumeOne(day, key, limits.perDay);
     if (kept) persisted?.counted('day', kept, key);
     if (!dayRes.allowed) {
       await minute.reward(key, 1);
@@ -148,8 +148,8 @@ export class PlanRateLimiter {
    */
   async usage(orgId: string, env: Environment, limits: PlanLimits): Promise<[WindowState, WindowState]> {
     const key = `${orgId}:${env}`;
-    const minute = this.#limiter('minute', limits.perMinute);
-    const day = this.#limiter('day', limits.perDay);
+    const minute = this.#limiter('minute');
+    const day = this.#limiter('day');
     const persisted = this.#persisted;
     if (persisted && day instanceof RateLimiterMemory) {
       const seeding = persisted.prepare('day', day, key);
@@ -161,12 +161,16 @@ export class PlanRateLimiter {
     ];
   }
 
-  #limiter(name: WindowName, points: number): RateLimiterAbstract {
-    const id = `${name}:${points}`;
-    const duration = WINDOW_SECONDS[name];
-    let limiter = this.#limiters.get(id);
+  /**
+   * The counter of window `name`, one for every plan: a plan's quota is applied to its count when a request is
+   * consumed ({@link consumeOne}), so a change of plan or of an organization's own limits keeps what was spent.
+   */
+  #limiter(name: WindowName): RateLimiterAbstract {
+    let limiter = this.#limiters.get(name);
     if (!limiter) {
-      const keyPrefix = `${this.#prefix}:${name}:${points}`;
+      const duration = WINDOW_SECONDS[name];
+      const keyPrefix = `${this.#prefix}:${name}`;
+      const points = COUNT_ONLY_POINTS;
       limiter = this.#redis
         ? new RateLimiterRedis({
             storeClient: this.#redis,
@@ -176,22 +180,22 @@ export class PlanRateLimiter {
             insuranceLimiter: new RateLimiterMemory({ points, duration, keyPrefix }),
           })
         : new RateLimiterMemory({ points, duration, keyPrefix });
-      this.#limiters.set(id, limiter);
+      this.#limiters.set(name, limiter);
     }
     return limiter;
   }
 }
 
+/** The limiters only count (the quota is checked by {@link consumeOne}): a bound no window ever reaches. */
+const COUNT_ONLY_POINTS = 2 ** 31 - 1;
+
 async function consumeOne(
   limiter: RateLimiterAbstract,
   key: string,
+  quota: number,
 ): Promise<{ allowed: boolean; res: RateLimiterRes }> {
-  try {
-    return { allowed: true, res: await limiter.consume(key, 1) };
-  } catch (rejection) {
-    if (rejection instanceof RateLimiterRes) return { allowed: false, res: rejection };
-    throw rejection;
-  }
+  const res = await limiter.consume(key, 1);
+  return { allowed: res.consumedPoints <= quota, res };
 }
 
 /** A window's standing from the limiter's answer (`res` undefined: nothing counted yet in this window). */

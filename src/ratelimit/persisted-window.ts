@@ -13,11 +13,11 @@ const PRUNE_EVERY = 60;
 const DONE: Promise<void> = Promise.resolve();
 
 /**
- * The stored key of a window: its name, its quota and the counted key (`day:1000:<orgId>:<env>`). The quota is
- * part of it as in the Redis key prefix, so a plan change starts a new count on either store.
+ * The stored key of a window: its name and the counted key (`day:<orgId>:<env>`). The quota is not part of it, as
+ * it is not of the Redis key: a plan change keeps the count spent on either store.
  */
-function storedKey(name: string, limiter: RateLimiterMemory, key: string): string {
-  return `${name}:${limiter.points}:${key}`;
+function storedKey(name: string, _limiter: RateLimiterMemory, key: string): string {
+  return `${name}:${key}`;
 }
 
 /** Options of {@link PersistedWindows}. */

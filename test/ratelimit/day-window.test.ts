@@ -31,7 +31,7 @@ async function storedDay(testStore: TestStore, orgId: string) {
   return testStore.store.db
     .selectFrom('rate_limit_windows')
     .selectAll()
-    .where('key', '=', `day:${PLAN.perDay}:${orgId}:test`)
+    .where('key', '=', `day:${orgId}:test`)
     .executeTakeFirst();
 }
 

@@ -32,6 +32,11 @@ function keptBody(payload: unknown): string | undefined {
   return undefined;
 }
 
+/** The `x-instance-id` header as it arrived (several values joined), or undefined without one. */
+function instanceHeaderOf(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value.join(', ') : value;
+}
+
 /** A pass-through stream that feeds every body byte to `fingerprint`. */
 function fingerprintBody(payload: NodeJS.ReadableStream, fingerprint: RequestFingerprint): Transform {
   const tee = new Transform({
@@ -74,7 +79,11 @@ export const idempotencyPlugin = fp(
       const key = parseIdempotencyKey(header);
       request.idempotency = {
         key,
-        fingerprint: new RequestFingerprint(request.method, request.originalUrl),
+        fingerprint: new RequestFingerprint(
+          request.method,
+          request.originalUrl,
+          instanceHeaderOf(request.headers['x-instance-id']),
+        ),
         claim: undefined,
       };
     });
@@ -120,9 +129,8 @@ export const idempotencyPlugin = fp(
           });
         }
       } catch (error) {
-        // The answer still goes out; the key is released (or ends at its lock) so a retry runs again.
-        request.log.warn({ err: error }, 'keeping the answer of an idempotency key failed');
-        await service.release(claim).catch(() => undefined);
+        // Releasing failed (the answer was not to be kept): the key ends at its lock, then a retry runs again.
+        request.log.warn({ err: error }, 'releasing an idempotency key failed');
       }
       return payload;
     });

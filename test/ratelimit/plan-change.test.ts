@@ -1,0 +1,53 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { adminUpdateOrg } from '../../src/app/organizations.ts';
+import { createTestApp, type TestApp } from '../support/app.ts';
+
+/**
+ * A plan change keeps the organization's counts (docs/decisions/0019-rate-limits-and-plans.md: counters are kept per
+ * organization and environment; "changing it applies at the next request"). A change of plan changes the quotas, not
+ * what the organization already spent in the current minute and day.
+ */
+
+const stores: { name: string; env: Record<string, string> }[] = [{ name: 'in-process', env: {} }];
+if (process.env.TEST_REDIS_URL)
+  stores.push({ name: 'redis', env: { REDIS_URL: process.env.TEST_REDIS_URL } });
+
+const remaining = (header: unknown, window: 'minute' | 'day') =>
+  Number(new RegExp(`"${window}";r=(\\d+)`).exec(String(header))?.[1]);
+
+for (const store of stores) {
+  describe(`a plan change keeps the counts spent [${store.name}]`, () => {
+    let t: TestApp;
+    before(async () => {
+      t = await createTestApp({
+        env: { ...store.env, AUTH_CACHE_TTL_SECONDS: '0' },
+        plan: { plan: 'enterprise', perMinute: 10, perDay: 20 },
+      });
+    });
+    after(() => t.close());
+
+    it('an organization moved to a lower limit mid-minute is over it at once', async () => {
+      for (let i = 0; i < 8; i++) assert.equal((await t.call('GET', '/v1/session/status')).status, 200);
+      // The operator lowers the limits: 8 requests were already made this minute, the new quota is 5.
+      await adminUpdateOrg(t.services.store.db, { org: t.org.id, perMinute: 5, perDay: 12 });
+      t.clock.advance(1); // past the key cache (AUTH_CACHE_TTL_SECONDS=0)
+      const next = await t.call('GET', '/v1/session/status');
+      assert.equal(next.headers['ratelimit-policy'], '"minute";q=5;w=60, "day";q=12;w=86400');
+      assert.equal(
+        next.status,
+        429,
+        `8 of 5 spent this minute, yet: ${next.status} ${next.headers.ratelimit}`,
+      );
+    });
+
+    it('a change of limits does not hand out a fresh day: the day count carries over', async () => {
+      // 8 requests counted under the old limits (20 a day); the new day quota is 12: 4 are left, not 12.
+      await adminUpdateOrg(t.services.store.db, { org: t.org.id, perMinute: 100, perDay: 12 });
+      t.clock.advance(1);
+      const next = await t.call('GET', '/v1/session/status');
+      assert.equal(next.status, 200, next.raw.body);
+      assert.equal(remaining(next.headers.ratelimit, 'day'), 12 - 9, String(next.headers.ratelimit));
+    });
+  });
+}
