@@ -212,17 +212,31 @@ export async function requeueDelivery(
       .executeTakeFirst();
     if (!existing) {
       if (endpointId !== '') return 'not-found';
-      await insertDeliveries(trx, [
-        {
-          eventId: input.eventId,
-          instanceId: input.instanceId,
+      const now = toMs(input.now);
+      // Another redelivery of the same event may insert the row at the same time (PostgreSQL: both found none):
+      // the second insert then does nothing, and the update below applies to the row the first one queued.
+      const inserted = await trx
+        .insertInto('webhook_deliveries')
+        .values({
+          event_id: input.eventId,
+          endpoint_id: '',
+          instance_id: input.instanceId,
           sequence: Number(event.sequence),
-          maxAttempts: input.maxAttempts,
-          runAt: input.runAt,
-          now: input.now,
-        },
-      ]);
-      return 'queued';
+          status: 'pending',
+          attempts: 0,
+          max_attempts: input.maxAttempts,
+          run_at: input.runAt,
+          locked_by: null,
+          locked_at: null,
+          last_error: null,
+          last_status: null,
+          delivered_at: null,
+          created_at: now,
+          updated_at: now,
+        })
+        .onConflict((oc) => oc.columns(['event_id', 'endpoint_id']).doNothing())
+        .executeTakeFirst();
+      if ((inserted.numInsertedOrUpdatedRows ?? 0n) > 0n) return 'queued';
     }
     const result = await trx
       .updateTable('webhook_deliveries')

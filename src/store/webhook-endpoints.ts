@@ -177,6 +177,16 @@ export async function updateEndpoint(
  */
 export async function deleteEndpoint(db: Kysely<Database>, instanceId: string, id: string): Promise<boolean> {
   return db.transaction().execute(async (trx) => {
+    // First the instance's webhook state row, which a recording transaction holds from its routing read to its
+    // commit (instance-routing.ts `ADVANCE`): one that read this endpoint in the routing commits its deliveries
+    // before the delete below reads them. One whose statement read the routing just before this commit and waits for
+    // the row meanwhile can still queue to the endpoint; the retention job deletes such deliveries
+    // (`deleteOrphanDeliveries`, docs/decisions/0035-webhook-endpoints.md).
+    await trx
+      .updateTable('webhook_state')
+      .set((eb) => ({ last_sequence: eb.ref('last_sequence') }))
+      .where('instance_id', '=', instanceId)
+      .execute();
     // Deliveries before the endpoint row: the order a 410's `finishAttempt` locks them in (no deadlock between
     // the two on PostgreSQL). Their attempt rows stay in the log until their events are pruned.
     await trx

@@ -168,6 +168,42 @@ async function readLog(trx: Transaction<Database>, instanceId: string, query: Lo
 }
 
 /**
+ * Deletes the deliveries of up to `limit` endpoints that no longer exist (an extra endpoint's lane, never the
+ * instance's default one, `endpoint_id` ''), whatever their status, as deleting the endpoint does. A recording
+ * transaction whose routing read came just before an endpoint's deletion committed can still queue to it
+ * (webhook-endpoints.ts `deleteEndpoint`); no claim walks such a lane (lanes are found from the endpoints), so without
+ * this its pending deliveries would keep their events from being pruned for good. Run by the retention job before it
+ * prunes. @returns how many endpoints' deliveries were deleted.
+ */
+export async function deleteOrphanDeliveries(db: Kysely<Database>, limit: number): Promise<number> {
+  const lanes = await db
+    .selectFrom('webhook_deliveries as d')
+    .select(['d.instance_id', 'd.endpoint_id'])
+    .distinct()
+    .where('d.endpoint_id', '<>', '')
+    .where(({ not, exists, selectFrom }) =>
+      not(
+        exists(
+          selectFrom('webhook_endpoints as w')
+            .select('w.id')
+            .whereRef('w.id', '=', 'd.endpoint_id')
+            .whereRef('w.instance_id', '=', 'd.instance_id'),
+        ),
+      ),
+    )
+    .limit(limit)
+    .execute();
+  for (const lane of lanes) {
+    await db
+      .deleteFrom('webhook_deliveries')
+      .where('instance_id', '=', lane.instance_id)
+      .where('endpoint_id', '=', lane.endpoint_id)
+      .execute();
+  }
+  return lanes.length;
+}
+
+/**
  * Deletes up to `limit` events created before `before` (RFC 3339) whose delivery is over: delivered, failed or
  * never queued. They leave both the delivery log and the event log (docs/decisions/0030-event-log.md: the caller
  * passes a time older than both retentions). Their delivery rows and attempts go with them (foreign keys cascade).

@@ -4,7 +4,7 @@ import type { Clock } from '../domain/clock.ts';
 import { PeriodicJob } from '../ops/periodic-job.ts';
 import type { Database } from '../store/schema.ts';
 import { pruneSendJobs } from '../store/send-jobs.ts';
-import { pruneWebhookLog } from '../store/webhook-log.ts';
+import { deleteOrphanDeliveries, pruneWebhookLog } from '../store/webhook-log.ts';
 
 /** One day, ms: the least time a finished send job is kept. */
 const DAY_MS = 86_400_000;
@@ -52,8 +52,9 @@ export class LogRetention extends PeriodicJob {
   }
 
   /**
-   * Deletes every finished event older than both retentions, then every finished send job older than the delivery
-   * log's retention (at least a day), batch by batch.
+   * Deletes the deliveries queued to endpoints deleted meanwhile (`deleteOrphanDeliveries`), every finished event
+   * older than both retentions, then every finished send job older than the delivery log's retention (at least a
+   * day), batch by batch.
    * @returns how many events and send jobs were deleted.
    */
   override async runOnce(): Promise<number> {
@@ -61,6 +62,8 @@ export class LogRetention extends PeriodicJob {
     const batch = this.#options.batch ?? 1000;
     const eventsKeptMs = Math.max(retentionMs, this.#options.eventRetentionMs ?? 0);
     const before = new Date(clock() - eventsKeptMs).toISOString();
+    const orphans = await deleteOrphanDeliveries(db, batch);
+    if (orphans > 0) logger.info({ endpoints: orphans }, 'deleted deliveries queued to deleted endpoints');
     let total = 0;
     for (;;) {
       const deleted = await pruneWebhookLog(db, before, batch);
