@@ -13,6 +13,7 @@ import {
   listDashboardUsers,
   setDashboardPassword,
   updateDashboardRole,
+  withOrganizationLocked,
 } from '../store/dashboard-users.ts';
 import { findOrganization } from '../store/organizations.ts';
 import type { Database } from '../store/schema.ts';
@@ -81,13 +82,21 @@ export async function adminCreateUser(
     throw errors.badRequest(`password must be at least ${MIN_PASSWORD_LENGTH} characters`);
   if (await findDashboardUserByEmail(db, email)) throw errors.conflict(`user ${email} already exists`);
   const password = input.password ?? generatePassword();
-  const user = await insertDashboardUser(db, {
-    orgId: org.id,
-    email,
-    role,
-    passwordHash: await hashPassword(password),
-    createdAt: new Date(now).toISOString(),
-  });
+  const passwordHash = await hashPassword(password);
+  let user: DashboardUser;
+  try {
+    user = await insertDashboardUser(db, {
+      orgId: org.id,
+      email,
+      role,
+      passwordHash,
+      createdAt: new Date(now).toISOString(),
+    });
+  } catch (error) {
+    // Added meanwhile by a concurrent request: the e-mail's unique index refused this one.
+    if (await findDashboardUserByEmail(db, email)) throw errors.conflict(`user ${email} already exists`);
+    throw error;
+  }
   return { user: userView(user), password, generated: input.password === undefined };
 }
 
@@ -109,13 +118,18 @@ export async function adminRemoveUser(
   idOrEmail: string,
   orgId?: string,
 ): Promise<UserView> {
-  const user = await findUser(db, idOrEmail);
-  if (!user || (orgId !== undefined && user.orgId !== orgId))
+  const found = await findUser(db, idOrEmail);
+  if (!found || (orgId !== undefined && found.orgId !== orgId))
     throw errors.notFound(`user ${idOrEmail} not found`);
-  if (user.role === 'owner' && (await countOwners(db, user.orgId)) <= 1)
-    throw errors.conflict('cannot remove the last owner of the organization');
-  await deleteDashboardUser(db, user.id);
-  return userView(user);
+  // Counted and removed under the organization's lock: two owners removing each other at once leave one.
+  return withOrganizationLocked(db, found.orgId, async (trx) => {
+    const user = await getDashboardUser(trx, found.id);
+    if (!user) throw errors.notFound(`user ${idOrEmail} not found`);
+    if (user.role === 'owner' && (await countOwners(trx, user.orgId)) <= 1)
+      throw errors.conflict('cannot remove the last owner of the organization');
+    await deleteDashboardUser(trx, user.id);
+    return userView(user);
+  });
 }
 
 /**
@@ -128,12 +142,15 @@ export async function adminSetRole(
   input: { id: string; role: string; orgId: string },
 ): Promise<UserView> {
   const role = parseRole(input.role);
-  const user = await getDashboardUser(db, input.id);
-  if (!user || user.orgId !== input.orgId) throw errors.notFound(`user ${input.id} not found`);
-  if (user.role === 'owner' && role !== 'owner' && (await countOwners(db, user.orgId)) <= 1)
-    throw errors.conflict('cannot demote the last owner of the organization');
-  await updateDashboardRole(db, user.id, role);
-  return userView({ ...user, role });
+  // Counted and changed under the organization's lock: two owners demoting each other at once leave one.
+  return withOrganizationLocked(db, input.orgId, async (trx) => {
+    const user = await getDashboardUser(trx, input.id);
+    if (!user || user.orgId !== input.orgId) throw errors.notFound(`user ${input.id} not found`);
+    if (user.role === 'owner' && role !== 'owner' && (await countOwners(trx, user.orgId)) <= 1)
+      throw errors.conflict('cannot demote the last owner of the organization');
+    await updateDashboardRole(trx, user.id, role);
+    return userView({ ...user, role });
+  });
 }
 
 /**

@@ -123,12 +123,36 @@ export async function touchDashboardUser(db: Kysely<Database>, id: string, at: s
     .execute();
 }
 
-/** Deletes a user and its sessions in one transaction. @returns whether the user existed. */
+/**
+ * Deletes a user and its sessions in one transaction (the caller's when `db` is one). @returns whether the user
+ * existed.
+ */
 export async function deleteDashboardUser(db: Kysely<Database>, id: string): Promise<boolean> {
-  return db.transaction().execute(async (trx) => {
+  const run = async (trx: Kysely<Database>) => {
     await trx.deleteFrom('dashboard_sessions').where('user_id', '=', id).execute();
     const result = await trx.deleteFrom('dashboard_users').where('id', '=', id).executeTakeFirst();
     return Number(result.numDeletedRows) > 0;
+  };
+  return db.isTransaction ? run(db) : db.transaction().execute(run);
+}
+
+/**
+ * Runs `change` in a transaction that first write-locks organization `orgId`'s row, so changes to its owners (the
+ * last one may be neither removed nor demoted) run one at a time: a second change waits for the first to commit
+ * and then counts the owners it left (PostgreSQL, read committed; SQLite runs write transactions one at a time).
+ */
+export async function withOrganizationLocked<T>(
+  db: Kysely<Database>,
+  orgId: string,
+  change: (trx: Kysely<Database>) => Promise<T>,
+): Promise<T> {
+  return db.transaction().execute(async (trx) => {
+    await trx
+      .updateTable('organizations')
+      .set((eb) => ({ id: eb.ref('id') }))
+      .where('id', '=', orgId)
+      .execute();
+    return change(trx);
   });
 }
 

@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import type { LiveChange } from '../../../app/dashboard-admin.ts';
 import { DomainError } from '../../../domain/errors.ts';
-import { principalOf } from './guard.ts';
+import { principalOf, SESSION_COOKIE } from './guard.ts';
 import { InstanceParams, instanceFor, qrOf } from './instances.ts';
 
 /** Comment line sent this often on an idle stream so proxies keep it open, ms. */
@@ -24,7 +24,7 @@ const KEEPALIVE_MS = 25_000;
  */
 export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const { dashboard, session } = app.services.app;
+  const { dashboard, session, dashboardAuth } = app.services.app;
   const open = new Set<ServerResponse>();
   app.addHook('preClose', async () => {
     for (const stream of open) stream.end();
@@ -76,8 +76,9 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
         held.clear();
         for (const [event, data] of latest) send(event, data);
       });
-      const sendQr = async () => {
+      const sendQr = async (fromTimer = false) => {
         clearTimeout(qrTimer);
+        if (fromTimer && !(await endUnlessSignedIn())) return;
         try {
           const pairing = await session.pairingCode(instance);
           const qr = await qrOf(pairing);
@@ -88,7 +89,7 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
           // timer a stream, whichever read set it last.
           clearTimeout(qrTimer);
           qrTimer = setTimeout(
-            () => void sendQr(),
+            () => void sendQr(true),
             Math.max(0, pairing.expiresAt - app.services.clock()) + 250,
           );
         } catch (error) {
@@ -103,6 +104,22 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
           request.log.warn({ err: error }, 'reading the instance status failed');
         }
       };
+      // The stream lives as long as its session (docs/dashboard.md "Signing in"): sign-out, the user's removal, a
+      // password change elsewhere or the session's expiry end it at the next change or keepalive, before anything
+      // more is written. The browser's reconnect is then refused (401).
+      const sessionId = request.cookies[SESSION_COOKIE];
+      const signedIn = async () => {
+        try {
+          return (await dashboardAuth.authenticate(sessionId)).org.id === orgId;
+        } catch {
+          return false;
+        }
+      };
+      const endUnlessSignedIn = async () => {
+        if (await signedIn()) return true;
+        if (!raw.writableEnded) raw.end();
+        return false;
+      };
       let deliveriesDue = false;
       let watching: () => void;
       try {
@@ -112,10 +129,15 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
             if (deliveriesDue) return;
             deliveriesDue = true;
             setImmediate(() => {
-              deliveriesDue = false;
-              send('deliveries', {});
+              void endUnlessSignedIn().then((yes) => {
+                deliveriesDue = false;
+                if (yes) send('deliveries', {});
+              });
             });
-          } else void sendStatus().then(sendQr);
+          } else
+            void endUnlessSignedIn().then(async (yes) => {
+              if (yes) await sendStatus().then(() => sendQr());
+            });
         });
       } catch (error) {
         // The response is hijacked: end it here (the instance went away meanwhile, or the store failed).
@@ -132,7 +154,9 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
       }
       unsubscribe = watching;
       keepalive = setInterval(() => {
-        if (writable() && !raw.writableNeedDrain) raw.write(': keepalive\n\n');
+        void endUnlessSignedIn().then((yes) => {
+          if (yes && writable() && !raw.writableNeedDrain) raw.write(': keepalive\n\n');
+        });
       }, KEEPALIVE_MS);
       raw.write('retry: 2000\n\n');
       await sendStatus();
