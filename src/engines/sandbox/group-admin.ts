@@ -22,6 +22,25 @@ import type { StoredGroup } from './world.ts';
  * made the change). Per-participant codes follow the platform's (src/domain/groups.ts).
  */
 
+/**
+ * The tail of each session's chain of group changes, by its world (the session's {@link SandboxAccount} is a new
+ * view on each call; its world is the session's own): see {@link serialized}.
+ */
+const changing = new WeakMap<SandboxAccount['world'], Promise<unknown>>();
+
+/**
+ * Runs `change` once every group change of the session started before it has ended: each reads a group, changes
+ * it and saves it whole, so two at once would each save their own copy and one change would be lost (or done twice).
+ */
+function serialized<T>(account: SandboxAccount, change: () => Promise<T>): Promise<T> {
+  const run = (changing.get(account.world) ?? Promise.resolve()).then(change, change);
+  changing.set(
+    account.world,
+    run.catch(() => undefined),
+  );
+  return run;
+}
+
 const isAdminIn = (group: StoredGroup, jid: Jid): boolean =>
   group.participants.some((p) => p.jid === jid && p.isAdmin);
 
@@ -117,7 +136,16 @@ async function reportParticipants(
  * @throws DomainError not_found when the account is not in the group; forbidden `you must be a group admin to
  *   <action> participants`; not_logged_in / not_connected.
  */
-export async function updateParticipants(
+export function updateParticipants(
+  account: SandboxAccount,
+  jid: Jid,
+  action: ParticipantAction,
+  participants: readonly Jid[],
+): Promise<ParticipantOutcome[]> {
+  return serialized(account, () => updateParticipantsInner(account, jid, action, participants));
+}
+
+async function updateParticipantsInner(
   account: SandboxAccount,
   jid: Jid,
   action: ParticipantAction,
@@ -137,7 +165,11 @@ export async function updateParticipants(
  * The account changes the name, topic or settings of group `jid`.
  * @throws DomainError invalid (see {@link checkGroupChange}); not_found; forbidden (see the module rules).
  */
-export async function updateGroup(account: SandboxAccount, jid: Jid, change: GroupChange): Promise<void> {
+export function updateGroup(account: SandboxAccount, jid: Jid, change: GroupChange): Promise<void> {
+  return serialized(account, () => updateGroupInner(account, jid, change));
+}
+
+async function updateGroupInner(account: SandboxAccount, jid: Jid, change: GroupChange): Promise<void> {
   const me = ownJid(await account.ready());
   checkGroupChange(change);
   const group = await memberGroup(account, me, jid);
@@ -146,7 +178,11 @@ export async function updateGroup(account: SandboxAccount, jid: Jid, change: Gro
 }
 
 /** The account leaves group `jid` (a `leave` event follows). @throws DomainError not_found. */
-export async function leaveGroup(account: SandboxAccount, jid: Jid): Promise<void> {
+export function leaveGroup(account: SandboxAccount, jid: Jid): Promise<void> {
+  return serialized(account, () => leaveGroupInner(account, jid));
+}
+
+async function leaveGroupInner(account: SandboxAccount, jid: Jid): Promise<void> {
   const me = ownJid(await account.ready());
   const group = await memberGroup(account, me, jid);
   group.participants = group.participants.filter((p) => p.jid !== me);
@@ -159,7 +195,11 @@ export async function leaveGroup(account: SandboxAccount, jid: Jid): Promise<voi
  * already a member). @returns the group's JID. @throws DomainError not_found when no group has this code (never
  * existed, or revoked).
  */
-export async function joinGroup(account: SandboxAccount, code: string): Promise<Jid> {
+export function joinGroup(account: SandboxAccount, code: string): Promise<Jid> {
+  return serialized(account, () => joinGroupInner(account, code));
+}
+
+async function joinGroupInner(account: SandboxAccount, code: string): Promise<Jid> {
   const me = ownJid(await account.ready());
   const group = (await account.world.groups()).find((g) => g.inviteCode === code);
   if (!group) throw errors.notFound('invite link not found: it may have been revoked');
@@ -174,7 +214,11 @@ export async function joinGroup(account: SandboxAccount, code: string): Promise<
  * Revokes the invite code of group `jid` and returns the new one (the old link stops working).
  * @throws DomainError not_found; forbidden `you must be a group admin to revoke the invite link`.
  */
-export async function revokeGroupInvite(account: SandboxAccount, jid: Jid): Promise<string> {
+export function revokeGroupInvite(account: SandboxAccount, jid: Jid): Promise<string> {
+  return serialized(account, () => revokeGroupInviteInner(account, jid));
+}
+
+async function revokeGroupInviteInner(account: SandboxAccount, jid: Jid): Promise<string> {
   const me = ownJid(await account.ready());
   const group = await memberGroup(account, me, jid);
   if (!isAdminIn(group, me)) {
@@ -192,7 +236,14 @@ export async function revokeGroupInvite(account: SandboxAccount, jid: Jid): Prom
  *   when the account is not in the group; not_participant when `phone` is not a member; conflict when `phone`
  *   joins a group it is in; forbidden when `phone` may not make the change.
  */
-export async function sandboxGroupChange(
+export function sandboxGroupChange(
+  account: SandboxAccount,
+  input: SandboxGroupChangeInput,
+): Promise<GroupInfo> {
+  return serialized(account, () => sandboxGroupChangeInner(account, input));
+}
+
+async function sandboxGroupChangeInner(
   account: SandboxAccount,
   input: SandboxGroupChangeInput,
 ): Promise<GroupInfo> {

@@ -238,11 +238,15 @@ async function relay(
   else delete headers[FORWARD_ID_HEADER];
   const hasBody =
     request.method !== 'GET' && request.method !== 'HEAD' && headers['content-type'] !== undefined;
-  const response = await send(`${base}${request.url}`, {
+  // A gateway request names its instance by x-instance-id only (docs/gateway.md): the owner serves it as its /v1
+  // twin, where a query or body `from` would win over the header, so neither is sent on.
+  const gateway = request.gateway !== null && request.gateway !== undefined;
+  const sent = gateway ? withoutFrom(request.body) : request.body;
+  const response = await send(`${base}${gateway ? urlWithoutFrom(request.url) : request.url}`, {
     method: request.method as 'POST',
     headers,
     dispatcher: agent,
-    ...(hasBody ? { body: JSON.stringify(request.body ?? {}) } : {}),
+    ...(hasBody ? { body: JSON.stringify(sent ?? {}) } : {}),
   });
   const type = response.headers['content-type'];
   if (typeof type === 'string' && type.startsWith('text/event-stream')) {
@@ -250,6 +254,24 @@ async function relay(
   }
   const body = Buffer.from(await response.body.arrayBuffer());
   return { status: response.statusCode, headers: response.headers, body };
+}
+
+/** `url` without its query parameter `from`. */
+function urlWithoutFrom(url: string): string {
+  const queryAt = url.indexOf('?');
+  if (queryAt === -1) return url;
+  const query = new URLSearchParams(url.slice(queryAt + 1));
+  if (!query.has('from')) return url;
+  query.delete('from');
+  const rest = query.toString();
+  return rest === '' ? url.slice(0, queryAt) : `${url.slice(0, queryAt)}?${rest}`;
+}
+
+/** A JSON body without its `from` property (other bodies as they are). */
+function withoutFrom(body: unknown): unknown {
+  if (typeof body !== 'object' || body === null || Array.isArray(body) || !('from' in body)) return body;
+  const { from: _from, ...rest } = body as Record<string, unknown>;
+  return rest;
 }
 
 /**
