@@ -1,4 +1,5 @@
 import type { CompiledQuery, Insertable, Kysely, Transaction } from 'kysely';
+import { extended } from '../domain/objects.ts';
 import { chunksOf, compiledListStatement, ROWS_PER_INSERT } from './compiled.ts';
 import type { Database } from './schema.ts';
 import type { WebhookDeliveriesTable } from './schema-webhooks.ts';
@@ -210,49 +211,43 @@ export async function requeueDelivery(
       .where('event_id', '=', input.eventId)
       .where('endpoint_id', '=', endpointId)
       .executeTakeFirst();
+    const now = toMs(input.now);
+    // A delivery queued afresh; the previous round's outcome is cleared: a pending row must not show it (its
+    // attempts rows stay as history).
+    const fresh = {
+      status: 'pending',
+      attempts: 0,
+      max_attempts: input.maxAttempts,
+      run_at: input.runAt,
+      locked_by: null,
+      locked_at: null,
+      last_error: null,
+      last_status: null,
+      delivered_at: null,
+      updated_at: now,
+    };
     if (!existing) {
       if (endpointId !== '') return 'not-found';
-      const now = toMs(input.now);
       // Another redelivery of the same event may insert the row at the same time (PostgreSQL: both found none):
       // the second insert then does nothing, and the update below applies to the row the first one queued.
       const inserted = await trx
         .insertInto('webhook_deliveries')
-        .values({
-          event_id: input.eventId,
-          endpoint_id: '',
-          instance_id: input.instanceId,
-          sequence: Number(event.sequence),
-          status: 'pending',
-          attempts: 0,
-          max_attempts: input.maxAttempts,
-          run_at: input.runAt,
-          locked_by: null,
-          locked_at: null,
-          last_error: null,
-          last_status: null,
-          delivered_at: null,
-          created_at: now,
-          updated_at: now,
-        })
+        .values(
+          extended(fresh, {
+            event_id: input.eventId,
+            endpoint_id: '',
+            instance_id: input.instanceId,
+            sequence: Number(event.sequence),
+            created_at: now,
+          }),
+        )
         .onConflict((oc) => oc.columns(['event_id', 'endpoint_id']).doNothing())
         .executeTakeFirst();
       if ((inserted.numInsertedOrUpdatedRows ?? 0n) > 0n) return 'queued';
     }
     const result = await trx
       .updateTable('webhook_deliveries')
-      .set({
-        status: 'pending',
-        attempts: 0,
-        max_attempts: input.maxAttempts,
-        run_at: input.runAt,
-        locked_by: null,
-        locked_at: null,
-        // The previous round's outcome: a pending row must not show it (its attempts rows stay as history).
-        last_error: null,
-        last_status: null,
-        delivered_at: null,
-        updated_at: toMs(input.now),
-      })
+      .set(fresh)
       .where('event_id', '=', input.eventId)
       .where('endpoint_id', '=', endpointId)
       // Locked but not started (the rest of a lane batch, docs/decisions/0048-lane-batches.md: no open attempt row)

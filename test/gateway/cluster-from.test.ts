@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Instance } from '../../src/domain/instance.ts';
+import { joinCluster } from '../http/idempotency-support.ts';
 import { appFor } from '../messages/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
@@ -16,14 +17,6 @@ const SECRET = 'gateway-cluster-secret-0123456789abcdef';
 function clusterOf(t: TestApp) {
   assert.ok(t.services.cluster);
   return t.services.cluster;
-}
-
-async function join(t: TestApp): Promise<void> {
-  await t.app.listen({ port: 0, host: '127.0.0.1' });
-  const address = t.app.server.address();
-  assert.ok(address && typeof address === 'object');
-  assert.ok(t.services.cluster);
-  await t.services.cluster.keeper.start(`http://127.0.0.1:${address.port}`);
 }
 
 for (const dialect of testDialects()) {
@@ -38,8 +31,8 @@ for (const dialect of testDialects()) {
       shared = await createTestStore(dialect);
       a = await appFor(dialect, { testStore: shared, env: { CLUSTER_SECRET: SECRET, NODE_ID: 'node-a' } });
       b = await appFor(dialect, { testStore: shared, env: { CLUSTER_SECRET: SECRET, NODE_ID: 'node-b' } });
-      await join(a);
-      await join(b);
+      await joinCluster(a);
+      await joinCluster(b);
       await loginSandbox(a);
       other = await a.newInstance('test', 'other');
       await loginSandbox(a, '5511999990003', other.id);

@@ -1,37 +1,17 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import SQLite from 'better-sqlite3';
-import type { InjectOptions } from 'fastify';
 import { appFor, OWN, PEER } from '../messages/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { createTestStore, type TestDialect, testDialects } from '../support/store.ts';
+import { post, sentRows } from './idempotency-support.ts';
 
 /**
  * What an `Idempotency-Key` keeps and frees (docs/api.md#idempotency, docs/decisions/0010-idempotency.md): an answer
  * the store failed to keep is kept later, never freed; a 429 and a 400 are freed whoever found them; a request to
  * another instance through `x-instance-id` is another request.
  */
-
-async function post(t: TestApp, url: string, payload: string, headers: Record<string, string> = {}) {
-  const options: InjectOptions = {
-    method: 'POST',
-    url,
-    payload,
-    headers: { authorization: `Bearer ${t.key}`, 'content-type': 'application/json', ...headers },
-  };
-  return t.app.inject(options);
-}
-
-async function sentRows(t: TestApp, instanceId = t.instance.id): Promise<string[]> {
-  const rows = await t.services.store.db
-    .selectFrom('messages')
-    .select('id')
-    .where('instance_id', '=', instanceId)
-    .where('from_me', '=', 1)
-    .execute();
-  return rows.map((row) => row.id);
-}
 
 /** The driver's error of a store that cannot answer right now (a terminated backend, a busy SQLite file). */
 function outage(dialect: TestDialect): Error {

@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { appFor, PEER } from '../messages/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
+import { joinCluster } from './idempotency-support.ts';
 
 /**
  * `Idempotency-Key` with several nodes (docs/decisions/0010-idempotency.md): two nodes in this process share one
@@ -13,15 +14,6 @@ import { createTestStore, type TestStore, testDialects } from '../support/store.
 
 const SECRET = 'idempotency-cluster-secret-0123456789';
 
-/** Starts listening on a free loopback port and joins the cluster with that URL. */
-async function join(t: TestApp): Promise<void> {
-  await t.app.listen({ port: 0, host: '127.0.0.1' });
-  const address = t.app.server.address();
-  assert.ok(address && typeof address === 'object');
-  assert.ok(t.services.cluster);
-  await t.services.cluster.keeper.start(`http://127.0.0.1:${address.port}`);
-}
-
 for (const dialect of testDialects()) {
   describe(`Idempotency-Key across two nodes [${dialect}]`, () => {
     let shared: TestStore;
@@ -31,8 +23,8 @@ for (const dialect of testDialects()) {
       shared = await createTestStore(dialect);
       a = await appFor(dialect, { testStore: shared, env: { CLUSTER_SECRET: SECRET, NODE_ID: 'node-a' } });
       b = await appFor(dialect, { testStore: shared, env: { CLUSTER_SECRET: SECRET, NODE_ID: 'node-b' } });
-      await join(a);
-      await join(b);
+      await joinCluster(a);
+      await joinCluster(b);
       await loginSandbox(a);
     });
     after(async () => {

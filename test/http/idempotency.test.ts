@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { InjectOptions } from 'fastify';
 import { adminCreateKey } from '../../src/app/api-keys.ts';
 import { IDEMPOTENCY_LOCK_MS, IDEMPOTENCY_TTL_MS, RequestFingerprint } from '../../src/app/idempotency.ts';
 import { adminCreateInstance } from '../../src/app/instances.ts';
@@ -10,40 +9,13 @@ import { appFor, bad, fixture, OWN, PEER } from '../messages/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { type Receiver, startReceiver, TEST_CA } from '../support/https-receiver.ts';
 import { testDialects } from '../support/store.ts';
+import { post, sentRows } from './idempotency-support.ts';
 
 /** `Idempotency-Key` on POSTs (docs/api.md "Idempotency", docs/decisions/0010-idempotency.md). */
 
 const IN_PROGRESS = bad(409, 'a request with this Idempotency-Key is in progress');
 const REUSED = bad(422, 'Idempotency-Key reused with a different request');
 const BAD_KEY = bad(400, 'Idempotency-Key must be 1 to 255 printable ASCII characters');
-
-/** A raw POST with `key` as bearer and the JSON text `payload` sent byte for byte. */
-async function post(
-  t: TestApp,
-  url: string,
-  payload: string,
-  headers: Record<string, string> = {},
-  key = t.key,
-) {
-  const options: InjectOptions = {
-    method: 'POST',
-    url,
-    payload,
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...headers },
-  };
-  return t.app.inject(options);
-}
-
-/** Messages the instance sent (rows of the messages table). */
-async function sentRows(t: TestApp, instanceId = t.instance.id): Promise<string[]> {
-  const rows = await t.services.store.db
-    .selectFrom('messages')
-    .select('id')
-    .where('instance_id', '=', instanceId)
-    .where('from_me', '=', 1)
-    .execute();
-  return rows.map((row) => row.id);
-}
 
 /** Rows of the idempotency table for one key. */
 async function keyRows(t: TestApp, key: string) {
