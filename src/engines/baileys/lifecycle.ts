@@ -170,6 +170,16 @@ export class Lifecycle {
   async lockLost(reason: string): Promise<void> {
     this.#o.context.logger.warn({ reason }, 'one-socket lock lost; closing the socket');
     await this.#teardown('stopped', reason);
+    // The lock may be lost while the credentials still load (a long store outage): the state emitted must not say
+    // "not logged in" for an account whose credentials are kept (that would read as a logout, which cancels the
+    // instance's pending sends). Read whether they exist first; when even that fails, emit nothing: the process now
+    // holding the instance reports its session.
+    try {
+      await this.loadSummary();
+    } catch (error) {
+      this.#o.context.logger.warn({ err: error }, 'reading the stored credentials failed; no state emitted');
+      return;
+    }
     await this.#emitState();
   }
 

@@ -111,8 +111,12 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
       const signedIn = async () => {
         try {
           return (await dashboardAuth.authenticate(sessionId)).org.id === orgId;
-        } catch {
-          return false;
+        } catch (error) {
+          // The session is gone (or no longer allowed); a store that cannot answer right now ends nothing.
+          return !(
+            error instanceof DomainError &&
+            (error.code === 'unauthenticated' || error.code === 'forbidden')
+          );
         }
       };
       const endUnlessSignedIn = async () => {
