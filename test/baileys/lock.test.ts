@@ -20,7 +20,7 @@ for (const dialect of testDialects()) {
   describe(`one-socket lock (${dialect})`, () => {
     let fixture: LiveFixture;
     before(async () => {
-      fixture = await liveFixture(dialect, 6);
+      fixture = await liveFixture(dialect, 7);
     });
     after(async () => {
       await fixture.test.cleanup();
@@ -149,6 +149,54 @@ for (const dialect of testDialects()) {
       await until(() => session.state().connected === false, 2_000, 'lock loss noticed');
       assert.equal(session.state().reason, 'another parley process took over this instance');
       assert.equal(fake.sockets[0]?.ended, 1);
+      await engine.close();
+    });
+
+    it('a lock lost while the credentials load emits a state that keeps the account logged in', async () => {
+      const instanceId = fixture.instanceIds[6] ?? '';
+      const fake = fakeFactory((sock) => sock.open());
+      const engine = new BaileysEngine({
+        locks: new SqlSessionLocks({ db: fixture.test.store.db, owner: 'host-a:1', heartbeatMs: 20 }),
+        logger: silentLogger(),
+        socketFactory: fake.factory,
+      });
+      const rc = recordingContext(fixture, instanceId);
+      await storePairedCreds(rc.context.auth);
+      // The first read of the stored credentials (the load after the lock was taken) waits until released, as on a
+      // store that stopped answering; later reads pass.
+      const store = rc.context.auth;
+      let release = () => {};
+      const held = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let reads = 0;
+      const get = store.get.bind(store);
+      store.get = async (...args: Parameters<typeof store.get>) => {
+        reads += 1;
+        if (reads === 1) await held;
+        return get(...args);
+      };
+      const session = engine.createSession(rc.context);
+      const connecting = session.connect().catch(() => undefined);
+      await until(() => reads === 1, 2_000, 'the credentials load');
+      await fixture.test.store.db
+        .updateTable('instance_locks')
+        .set({ owner: 'host-b:2' })
+        .where('instance_id', '=', instanceId)
+        .execute();
+      await until(
+        () => rc.events.some((event) => event.type === 'connection'),
+        2_000,
+        'the lock loss emitted',
+      );
+      const states = rc.events.flatMap((event) => (event.type === 'connection' ? [event.state] : []));
+      assert.deepEqual(
+        states.map((state) => state.loggedIn),
+        [true],
+        'never "not logged in": that reads as a logout, which cancels the pending sends',
+      );
+      release();
+      await connecting;
       await engine.close();
     });
 
