@@ -42,6 +42,30 @@ for (const dialect of testDialects()) {
         onLost: (reason) => lost.push(reason),
       });
 
+    /**
+     * An engine of process `host-a:1` renewing its locks every 20 ms, with the fake sockets it opens, and the
+     * recording context of `instanceId` holding paired credentials.
+     */
+    const pairedEngine = async (instanceId: string) => {
+      const fake = fakeFactory((sock) => sock.open());
+      const engine = new BaileysEngine({
+        locks: new SqlSessionLocks({ db: fixture.test.store.db, owner: 'host-a:1', heartbeatMs: 20 }),
+        logger: silentLogger(),
+        socketFactory: fake.factory,
+      });
+      const rc = recordingContext(fixture, instanceId);
+      await storePairedCreds(rc.context.auth);
+      return { fake, engine, rc };
+    };
+    /** Process `host-b:2` takes the lock of `instanceId` over, as after the holder's lock expired. */
+    const takeOver = async (instanceId: string) => {
+      await fixture.test.store.db
+        .updateTable('instance_locks')
+        .set({ owner: 'host-b:2' })
+        .where('instance_id', '=', instanceId)
+        .execute();
+    };
+
     it('lets one process hold an instance; a second is refused until the first releases', async () => {
       const a = lock(0, 'proc-a');
       const b = lock(0, 'proc-b');
@@ -131,21 +155,10 @@ for (const dialect of testDialects()) {
 
     it('closes the socket when another process takes the lock over', async () => {
       const instanceId = fixture.instanceIds[4] ?? '';
-      const fake = fakeFactory((sock) => sock.open());
-      const engine = new BaileysEngine({
-        locks: new SqlSessionLocks({ db: fixture.test.store.db, owner: 'host-a:1', heartbeatMs: 20 }),
-        logger: silentLogger(),
-        socketFactory: fake.factory,
-      });
-      const rc = recordingContext(fixture, instanceId);
-      await storePairedCreds(rc.context.auth);
+      const { fake, engine, rc } = await pairedEngine(instanceId);
       const session = engine.createSession(rc.context);
       await session.connect();
-      await fixture.test.store.db
-        .updateTable('instance_locks')
-        .set({ owner: 'host-b:2' })
-        .where('instance_id', '=', instanceId)
-        .execute();
+      await takeOver(instanceId);
       await until(() => session.state().connected === false, 2_000, 'lock loss noticed');
       assert.equal(session.state().reason, 'another parley process took over this instance');
       assert.equal(fake.sockets[0]?.ended, 1);
@@ -154,14 +167,7 @@ for (const dialect of testDialects()) {
 
     it('a lock lost while the credentials load emits a state that keeps the account logged in', async () => {
       const instanceId = fixture.instanceIds[6] ?? '';
-      const fake = fakeFactory((sock) => sock.open());
-      const engine = new BaileysEngine({
-        locks: new SqlSessionLocks({ db: fixture.test.store.db, owner: 'host-a:1', heartbeatMs: 20 }),
-        logger: silentLogger(),
-        socketFactory: fake.factory,
-      });
-      const rc = recordingContext(fixture, instanceId);
-      await storePairedCreds(rc.context.auth);
+      const { engine, rc } = await pairedEngine(instanceId);
       // The first read of the stored credentials (the load after the lock was taken) waits until released, as on a
       // store that stopped answering; later reads pass.
       const store = rc.context.auth;
@@ -179,11 +185,7 @@ for (const dialect of testDialects()) {
       const session = engine.createSession(rc.context);
       const connecting = session.connect().catch(() => undefined);
       await until(() => reads === 1, 2_000, 'the credentials load');
-      await fixture.test.store.db
-        .updateTable('instance_locks')
-        .set({ owner: 'host-b:2' })
-        .where('instance_id', '=', instanceId)
-        .execute();
+      await takeOver(instanceId);
       await until(
         () => rc.events.some((event) => event.type === 'connection'),
         2_000,

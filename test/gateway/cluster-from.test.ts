@@ -6,10 +6,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Instance } from '../../src/domain/instance.ts';
-import { joinCluster } from '../http/idempotency-support.ts';
-import { appFor } from '../messages/support.ts';
+import { twoNodes } from '../http/idempotency-support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
-import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
+import { type TestStore, testDialects } from '../support/store.ts';
 
 const SECRET = 'gateway-cluster-secret-0123456789abcdef';
 
@@ -28,11 +27,7 @@ for (const dialect of testDialects()) {
     /** An instance of the org owned by the same node as the main one (found among a few). */
     let sibling: Instance | undefined;
     before(async () => {
-      shared = await createTestStore(dialect);
-      a = await appFor(dialect, { testStore: shared, env: { CLUSTER_SECRET: SECRET, NODE_ID: 'node-a' } });
-      b = await appFor(dialect, { testStore: shared, env: { CLUSTER_SECRET: SECRET, NODE_ID: 'node-b' } });
-      await joinCluster(a);
-      await joinCluster(b);
+      ({ shared, a, b } = await twoNodes(dialect, SECRET));
       await loginSandbox(a);
       other = await a.newInstance('test', 'other');
       await loginSandbox(a, '5511999990003', other.id);

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { appFor, PEER } from '../messages/support.ts';
+import { PEER } from '../messages/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
-import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
-import { joinCluster } from './idempotency-support.ts';
+import { type TestStore, testDialects } from '../support/store.ts';
+import { twoNodes } from './idempotency-support.ts';
 
 /**
  * `Idempotency-Key` with several nodes (docs/decisions/0010-idempotency.md): two nodes in this process share one
@@ -20,11 +20,7 @@ for (const dialect of testDialects()) {
     let a: TestApp;
     let b: TestApp;
     before(async () => {
-      shared = await createTestStore(dialect);
-      a = await appFor(dialect, { testStore: shared, env: { CLUSTER_SECRET: SECRET, NODE_ID: 'node-a' } });
-      b = await appFor(dialect, { testStore: shared, env: { CLUSTER_SECRET: SECRET, NODE_ID: 'node-b' } });
-      await joinCluster(a);
-      await joinCluster(b);
+      ({ shared, a, b } = await twoNodes(dialect, SECRET));
       await loginSandbox(a);
     });
     after(async () => {
