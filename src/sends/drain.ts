@@ -6,6 +6,7 @@ import type { Database } from '../store/schema.ts';
 import { claimNextSendJob, nextPendingRunAt, reclaimSendingJobs } from '../store/send-job-claims.ts';
 import type { StoredPacing } from '../store/send-pacing.ts';
 import type { PaceKeeper } from './pause.ts';
+import type { SendStatusReport } from './queue-deps.ts';
 import type { JobRelay } from './relay.ts';
 import type { Runner, Runners } from './runners.ts';
 
@@ -25,6 +26,11 @@ export interface DrainContext {
   pace: PaceKeeper;
   runners: Runners;
   jobs: JobRelay;
+  /**
+   * Records a status report (queue.ts `SendQueue.report`: waits out an unreachable store until it answers or the
+   * queue stops; any failure is logged, never thrown).
+   */
+  report(instanceId: string, report: SendStatusReport): Promise<void>;
 }
 
 /** Resolves after the I/O callbacks already due (setImmediate runs after the event loop's poll phase). */
@@ -34,7 +40,8 @@ function yieldToIo(): Promise<void> {
 
 /**
  * One pass of an instance's drain (docs/decisions/0009-sends-as-jobs.md, 0013-pacing.md): hands back the `sending`
- * jobs no relay of this process holds when a login committed since the last hand-back, then claims and relays the
+ * jobs no relay of this process holds when a login committed since the last hand-back (reporting those a logout
+ * found being relayed as canceled: docs/decisions/0074-logout-cancels-pending-sends.md), then claims and relays the
  * instance's due jobs one at a time, one a turn of the event loop, until none is due, the session is away, the
  * queue stops, or the pace or a pause says to wait (the runner's wake is then set for that time).
  * @throws the store's error (the queue tries again in 1 s, handing back first).
@@ -48,9 +55,13 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
     if (context.stopped()) return;
     // Before the first claim after a login, whenever it committed.
     if (!runner.reclaimed) {
-      const handed = await reclaimSendingJobs(db, instanceId, clock(), runner.relaying.ids());
+      const at = clock();
+      const { handed, canceled } = await reclaimSendingJobs(db, instanceId, at, runner.relaying.ids());
       if (handed > 0)
         logger.info({ instanceId, jobs: handed }, 'relaying sends whose relay was never confirmed');
+      // Jobs a logout found being relayed: canceled, not relayed from the account linked now.
+      for (const id of canceled)
+        await context.report(instanceId, { kind: 'message', id, status: 'canceled', at });
       runner.reclaimed = true;
     }
     const session = context.session(instanceId);

@@ -2,8 +2,9 @@ import type { Kysely } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
 import { DomainError, type DomainErrorCode } from '../domain/errors.ts';
 import type { Database } from '../store/schema.ts';
-import { finishSendJob } from '../store/send-job-claims.ts';
+import { finishSendJob, holdBackSendJob } from '../store/send-job-claims.ts';
 import { findSendJob, type SendJob } from '../store/send-jobs.ts';
+import { loggedOutBeforeRelay } from './logout.ts';
 import { endedAnswer } from './outcomes.ts';
 import type { PaceKeeper } from './pause.ts';
 import type { SendStatusReport } from './queue.ts';
@@ -104,34 +105,54 @@ export class RelayFailures {
   }
 
   /**
-   * Puts a claimed job back to `pending` until `runAt` (a sync job fails instead: its request answers `error`).
-   * @returns false when the job was no longer this node's (nothing written: its holder decides).
+   * Puts a claimed job back to `pending` until `runAt` (a sync job fails instead: its request answers `error`). A job
+   * a logout found being relayed is canceled instead, and its `MessageStatus canceled` reported
+   * (docs/decisions/0074-logout-cancels-pending-sends.md).
+   * @returns true when the job is `pending` again; false when it was canceled, or no longer this node's (nothing
+   *   written: its holder decides).
    */
   async holdBack(job: SendJob, error: unknown, runAt: number): Promise<boolean> {
     if (job.mode === 'sync') return (await this.#fail(job, error, this.#deps.clock())) === 'mine';
     const message = error instanceof Error ? error.message : String(error);
-    const mine = await this.#finish(job, {
-      status: 'pending',
-      at: this.#deps.clock(),
-      runAt,
-      error: message,
-    });
-    if (mine) this.#deps.schedule(job.instanceId, Math.max(0, runAt - this.#deps.clock()));
-    return mine;
+    const at = this.#deps.clock();
+    const held = await this.#holdBackRow(job, { at, runAt, error: message });
+    if (held === 'canceled') {
+      await this.#deps.report(job.instanceId, { kind: 'message', id: job.id, status: 'canceled', at });
+      this.#deps.waiters.settle(job, undefined, loggedOutBeforeRelay());
+      return false;
+    }
+    if (held === 'pending') this.#deps.schedule(job.instanceId, Math.max(0, runAt - this.#deps.clock()));
+    return held === 'pending';
   }
 
   /**
-   * Ends claimed job `job` with `outcome` (src/store/send-job-claims.ts `finishSendJob`), waiting out an unreachable
-   * store. A try whose answer was lost is found written: the job unlocked with exactly this outcome's status,
-   * error and (held back) time.
-   * @returns true when this node's outcome holds; false when the job was no longer this node's.
+   * Holds claimed job `job` back (src/store/send-job-claims.ts `holdBackSendJob`), waiting out an unreachable store.
+   * A try whose answer was lost is found written: the job unlocked with this hold-back's error, `pending` at its
+   * time, or `canceled` with the logout's mark (a job the logout itself canceled, pending, has none: the logout
+   * reported it).
+   * @returns the status written, or undefined when the job was no longer this node's.
    */
-  async #finish(
+  async #holdBackRow(
     job: SendJob,
-    outcome:
-      | { status: 'failed'; at: number; error: string }
-      | { status: 'pending'; at: number; runAt: number; error: string },
-  ): Promise<boolean> {
+    outcome: { at: number; runAt: number; error: string },
+  ): Promise<'pending' | 'canceled' | undefined> {
+    const { db, nodeId, untilStored } = this.#deps;
+    return untilStored(async () => {
+      const written = await holdBackSendJob(db, job.instanceId, job.id, nodeId, outcome);
+      if (written !== undefined) return written;
+      const row = await findSendJob(db, job.instanceId, job.id);
+      if (row === undefined || row.lockedBy !== null || row.lastError !== outcome.error) return undefined;
+      if (row.status === 'pending' && row.runAt === outcome.runAt) return 'pending';
+      return row.status === 'canceled' && row.loggedOutAt !== null ? 'canceled' : undefined;
+    });
+  }
+
+  /**
+   * Fails claimed job `job` (src/store/send-job-claims.ts `finishSendJob`), waiting out an unreachable store. A try
+   * whose answer was lost is found written: the job unlocked, `failed` with this error.
+   * @returns true when this node's failure holds; false when the job was no longer this node's.
+   */
+  async #finish(job: SendJob, outcome: { status: 'failed'; at: number; error: string }): Promise<boolean> {
     const { db, nodeId, untilStored } = this.#deps;
     return untilStored(async () => {
       if (await finishSendJob(db, job.instanceId, job.id, nodeId, outcome)) return true;
@@ -139,9 +160,8 @@ export class RelayFailures {
       return (
         row !== undefined &&
         row.lockedBy === null &&
-        row.status === outcome.status &&
-        row.lastError === outcome.error &&
-        (outcome.status === 'failed' || row.runAt === outcome.runAt)
+        row.status === 'failed' &&
+        row.lastError === outcome.error
       );
     });
   }

@@ -144,6 +144,7 @@ export class SendQueue implements EventProjection {
       pace: this.#pace,
       runners: this.#runners,
       jobs: this.#jobs,
+      report: (instanceId, report) => this.report(instanceId, report),
     };
   }
 

@@ -256,6 +256,11 @@ export interface SendJobsTable {
   created_at: number;
   updated_at: number;
   sent_at: number | null;
+  /**
+   * When a logout found the job being relayed (migration 0024): it is canceled instead of being made `pending`
+   * again (docs/decisions/0074-logout-cancels-pending-sends.md).
+   */
+  logged_out_at: number | null;
 }
 
 /** An instance's send pace and restriction pause (migration 0013). Times epoch ms. */

@@ -104,51 +104,65 @@ export async function nextPendingRunAt(
 }
 
 /**
+ * A job's status when it is made `pending` again: `canceled` instead when a logout found it being relayed
+ * (`logged_out_at` set, migration 0024; docs/decisions/0074-logout-cancels-pending-sends.md). Written in the same
+ * statement as the hand-back, so a logout committing just before it is seen (on PostgreSQL the statement waits for
+ * the logout's row lock and reads the row as the logout left it).
+ */
+const PENDING_UNLESS_LOGGED_OUT = sql<SendJobStatus>`case when logged_out_at is null then ${PENDING} else 'canceled' end`;
+
+/** What {@link reclaimSendingJobs} did: how many jobs it made `pending`, and the ids it canceled, in acceptance order. */
+export interface Reclaimed {
+  handed: number;
+  canceled: string[];
+}
+
+/**
  * Hands every `sending` job of the instance back to `pending`, except the ids in `keep`: their relay was never
  * confirmed (the node that held them died or lost the instance). Called by the instance's new holder before it
  * claims, with the jobs whose relay it is still running as `keep`: handing one of those back would relay it a second
  * time while the first runs (a first relay the platform refuses, a second it takes, and the request answered with
- * the refusal). The next relay reuses each job's id, so the recipient sees the message once. Returns how many were
- * handed back.
+ * the refusal). The next relay reuses each job's id, so the recipient sees the message once. A job a logout found
+ * being relayed is canceled instead ({@link PENDING_UNLESS_LOGGED_OUT}): the account it was accepted for is gone.
  */
 export async function reclaimSendingJobs(
   db: Kysely<Database>,
   instanceId: string,
   now: number,
   keep: readonly string[] = [],
-): Promise<number> {
-  const result = await db
+): Promise<Reclaimed> {
+  const rows = await db
     .updateTable('send_jobs')
-    .set({ status: 'pending', locked_by: null, locked_at: null, updated_at: now })
+    .set({ status: PENDING_UNLESS_LOGGED_OUT, locked_by: null, locked_at: null, updated_at: now })
     .where('instance_id', '=', instanceId)
     .where('status', '=', SENDING)
     .$if(keep.length > 0, (qb) => qb.where('id', 'not in', keep))
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows);
+    .returning(['id', 'seq', 'status'])
+    .execute();
+  const canceled = rows
+    .filter((row) => row.status === 'canceled')
+    .sort((a, b) => Number(a.seq) - Number(b.seq))
+    .map((row) => row.id);
+  return { handed: rows.length - canceled.length, canceled };
 }
 
 /**
- * Ends job `id` held by `nodeId`: `sent` (with `sentAt` and whether it opened a chat), `failed` (with the error),
- * or back to `pending` at `runAt` (with the error that held it back). Returns false when the node no longer holds
- * the job (it was reclaimed or canceled meanwhile): a worker only changes its own locks.
+ * Ends job `id` held by `nodeId`: `sent` (with `sentAt` and whether it opened a chat) or `failed` (with the error).
+ * Returns false when the node no longer holds the job (it was reclaimed or canceled meanwhile): a worker only changes
+ * its own locks.
  */
 export async function finishSendJob(
   db: Kysely<Database>,
   instanceId: string,
   id: string,
   nodeId: string,
-  outcome:
-    | { status: 'sent'; at: number; newChat: boolean }
-    | { status: 'failed'; at: number; error: string }
-    | { status: 'pending'; at: number; runAt: number; error: string },
+  outcome: { status: 'sent'; at: number; newChat: boolean } | { status: 'failed'; at: number; error: string },
 ): Promise<boolean> {
   const base = { locked_by: null, locked_at: null, updated_at: outcome.at };
   const set =
     outcome.status === 'sent'
       ? extended(base, { status: 'sent', sent_at: outcome.at, new_chat: outcome.newChat ? 1 : 0 })
-      : outcome.status === 'failed'
-        ? extended(base, { status: 'failed', last_error: outcome.error })
-        : extended(base, { status: 'pending', run_at: outcome.runAt, last_error: outcome.error });
+      : extended(base, { status: 'failed', last_error: outcome.error });
   const result = await db
     .updateTable('send_jobs')
     .set(set)
@@ -158,6 +172,39 @@ export async function finishSendJob(
     .where('locked_by', '=', nodeId)
     .executeTakeFirst();
   return Number(result.numUpdatedRows) > 0;
+}
+
+/**
+ * Puts job `id` held by `nodeId` back to `pending` until `runAt` (epoch ms) with the error that held it back, at `at`
+ * (epoch ms): a transient failure of its relay. A job a logout found being relayed is canceled instead
+ * ({@link PENDING_UNLESS_LOGGED_OUT}), the error kept as its last.
+ * @returns the status written (`pending` or `canceled`), or undefined when the node no longer holds the job.
+ */
+export async function holdBackSendJob(
+  db: Kysely<Database>,
+  instanceId: string,
+  id: string,
+  nodeId: string,
+  outcome: { at: number; runAt: number; error: string },
+): Promise<'pending' | 'canceled' | undefined> {
+  const row = await db
+    .updateTable('send_jobs')
+    .set({
+      locked_by: null,
+      locked_at: null,
+      updated_at: outcome.at,
+      status: PENDING_UNLESS_LOGGED_OUT,
+      run_at: outcome.runAt,
+      last_error: outcome.error,
+    })
+    .where('instance_id', '=', instanceId)
+    .where('id', '=', id)
+    .where('status', '=', 'sending')
+    .where('locked_by', '=', nodeId)
+    .returning('status')
+    .executeTakeFirst();
+  if (row === undefined) return undefined;
+  return row.status === 'canceled' ? 'canceled' : 'pending';
 }
 
 /**

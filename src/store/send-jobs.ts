@@ -1,4 +1,4 @@
-import type { Insertable, Kysely, Selectable } from 'kysely';
+import { type Insertable, type Kysely, type Selectable, sql } from 'kysely';
 import { extended } from '../domain/objects.ts';
 import type { SendJobStatus, SendMode } from '../domain/sends.ts';
 import { compiledListStatement } from './compiled.ts';
@@ -30,9 +30,18 @@ export interface SendJob {
   lockedBy: string | null;
   createdAt: number;
   sentAt: number | null;
+  /**
+   * When a logout found the job being relayed (epoch ms), or null: it is canceled rather than made `pending` again
+   * (docs/decisions/0074-logout-cancels-pending-sends.md).
+   */
+  loggedOutAt: number | null;
 }
 
 const STATUSES: readonly SendJobStatus[] = ['pending', 'sending', 'sent', 'failed', 'canceled'];
+
+/** The live statuses as literals, for the `send_jobs_due` index (src/store/send-job-claims.ts says why). */
+const PENDING = sql.lit<SendJobStatus>('pending');
+const SENDING = sql.lit<SendJobStatus>('sending');
 
 /** A stored row as a {@link SendJob} (times as epoch ms numbers; an unknown status reads as `failed`). */
 export function toJob(row: Selectable<SendJobsTable>): SendJob {
@@ -53,6 +62,7 @@ export function toJob(row: Selectable<SendJobsTable>): SendJob {
     lockedBy: row.locked_by,
     createdAt: Number(row.created_at),
     sentAt: row.sent_at === null ? null : Number(row.sent_at),
+    loggedOutAt: row.logged_out_at === null ? null : Number(row.logged_out_at),
   };
 }
 
@@ -67,7 +77,7 @@ export type NewSendJob = Pick<
 
 /** The stored form of `job`, inserted already claimed by its `claimedBy` node (`sending`, attempt 1, never failed). */
 export function claimedSendJob(job: NewSendJob & { claimedBy: string }): SendJob {
-  return toJob(extended(newJobRow(job), { new_chat: 0 }));
+  return toJob(extended(newJobRow(job), { new_chat: 0, logged_out_at: null }));
 }
 
 /** Stores a new job (`pending`, or `sending` held by `claimedBy`). @throws on a duplicate id (a bug). */
@@ -154,8 +164,8 @@ export async function storeSendJobOnce(
   });
 }
 
-/** The row a new job is stored as (`new_chat` keeps its default). */
-function newJobRow(job: NewSendJob): Omit<Selectable<SendJobsTable>, 'new_chat'> {
+/** The row a new job is stored as (`new_chat` and `logged_out_at` keep their defaults). */
+function newJobRow(job: NewSendJob): Omit<Selectable<SendJobsTable>, 'new_chat' | 'logged_out_at'> {
   const claimed = job.claimedBy !== undefined;
   return {
     instance_id: job.instanceId,
@@ -181,11 +191,11 @@ function newJobRow(job: NewSendJob): Omit<Selectable<SendJobsTable>, 'new_chat'>
 
 /**
  * Job rows in one statement (compiled per list length up to 64 jobs, larger groups built at each call:
- * src/store/compiled.ts); `new_chat` keeps its default.
+ * src/store/compiled.ts); `new_chat` and `logged_out_at` keep their defaults.
  */
 const INSERT_SEND_JOBS = compiledListStatement<
   Record<never, never>,
-  Omit<Insertable<SendJobsTable>, 'new_chat'>
+  Omit<Insertable<SendJobsTable>, 'new_chat' | 'logged_out_at'>
 >(
   {
     instance_id: true,
@@ -226,22 +236,32 @@ export async function findSendJob(
 }
 
 /**
- * Cancels every `pending` job of `instanceId` (its account logged out, src/sends/logout.ts) at `now` (epoch ms) and
- * returns their ids in acceptance order. Jobs `sending` or finished are left as they are.
+ * What a logout of the instance's account does to its jobs (src/sends/logout.ts,
+ * docs/decisions/0074-logout-cancels-pending-sends.md), at `now` (epoch ms), in one statement: every `pending` job is
+ * canceled, and every `sending` job is marked with `logged_out_at`, so that its relay, if it does not end it sent or
+ * failed, cancels it rather than making it `pending` again (src/store/send-job-claims.ts). Returns the ids canceled,
+ * in acceptance order. Finished jobs are left as they are.
  */
-export async function cancelPendingSendJobs(
+export async function cancelSendJobsOnLogout(
   db: Kysely<Database>,
   instanceId: string,
   now: number,
 ): Promise<string[]> {
   const rows = await db
     .updateTable('send_jobs')
-    .set({ status: 'canceled', updated_at: now })
+    .set({
+      status: sql<string>`case when status = ${PENDING} then 'canceled' else status end`,
+      logged_out_at: sql<number | null>`case when status = ${SENDING} then ${now} else logged_out_at end`,
+      updated_at: now,
+    })
     .where('instance_id', '=', instanceId)
-    .where('status', '=', 'pending')
-    .returning(['id', 'seq'])
+    .where((eb) => eb.or([eb('status', '=', PENDING), eb('status', '=', SENDING)]))
+    .returning(['id', 'seq', 'status'])
     .execute();
-  return rows.sort((a, b) => Number(a.seq) - Number(b.seq)).map((row) => row.id);
+  return rows
+    .filter((row) => row.status === 'canceled')
+    .sort((a, b) => Number(a.seq) - Number(b.seq))
+    .map((row) => row.id);
 }
 
 /**

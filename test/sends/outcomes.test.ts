@@ -27,6 +27,7 @@ function job(status: SendJob['status'], sentAt: number | null = null): SendJob {
     lockedBy: status === 'sending' ? 'this-node' : null,
     createdAt: T0,
     sentAt,
+    loggedOutAt: null,
   };
 }
 
