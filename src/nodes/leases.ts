@@ -119,7 +119,7 @@ export class LeaseKeeper {
     const { db, nodeId, sessions, logger } = this.#options;
     const now = this.#now();
     await setNodeEndpoint(db, nodeId, { url: this.#url, draining: this.#draining });
-    const mine = await renewLeases(db, nodeId, now + this.#ttlMs);
+    const mine = await renewLeases(db, nodeId, now + this.#ttlMs, now);
     this.#renewedAt = now;
     this.#held.clear();
     for (const lease of mine) this.#held.set(lease.instanceId, lease);
@@ -127,7 +127,7 @@ export class LeaseKeeper {
       if (this.#held.has(id) || this.#moving.has(id)) continue;
       // Placed here by a request since the renewal read the rows: keep it.
       const lease = await getLease(db, id);
-      if (lease?.owner === nodeId) {
+      if (lease?.owner === nodeId && lease.expiresAt > now) {
         this.#held.set(id, lease);
         continue;
       }

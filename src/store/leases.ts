@@ -96,12 +96,24 @@ export async function claimLease(
 }
 
 /**
- * Pushes the expiry of every lease `owner` holds to `expiresAt` (the owner's heartbeat).
- * @returns the leases `owner` holds after the renewal.
+ * Pushes the expiry of every lease `owner` holds to `expiresAt` (the owner's heartbeat). With `now` (epoch ms), only
+ * the leases still unexpired at `now` are renewed and returned: an expired lease may already have been read as an
+ * orphan by another node, whose claim is conditional on the token only, so its owner takes it back by a claim (which
+ * increments the token) instead of extending it.
+ * @returns the leases `owner` holds after the renewal (with `now`: those it renewed).
  */
-export async function renewLeases(db: Kysely<Database>, owner: string, expiresAt: number): Promise<Lease[]> {
-  await db.updateTable('instance_leases').set({ expires_at: expiresAt }).where('owner', '=', owner).execute();
-  const rows = await db.selectFrom('instance_leases').selectAll().where('owner', '=', owner).execute();
+export async function renewLeases(
+  db: Kysely<Database>,
+  owner: string,
+  expiresAt: number,
+  now?: number,
+): Promise<Lease[]> {
+  let renew = db.updateTable('instance_leases').set({ expires_at: expiresAt }).where('owner', '=', owner);
+  if (now !== undefined) renew = renew.where('expires_at', '>', now);
+  await renew.execute();
+  let read = db.selectFrom('instance_leases').selectAll().where('owner', '=', owner);
+  if (now !== undefined) read = read.where('expires_at', '>', now);
+  const rows = await read.execute();
   return rows.map(toLease);
 }
 

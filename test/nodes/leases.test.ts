@@ -12,6 +12,7 @@ import { claimLease, getLease, listLeases, renewLeases, setNodeEndpoint } from '
 import { upsertNode } from '../../src/store/nodes.ts';
 import { eventually } from '../support/eventually.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
+import { fakeSessions, setup } from './lease-support.ts';
 
 /**
  * Instance leases of several nodes (docs/decisions/0008-leases-and-fencing.md) on the real store: race-free claims
@@ -20,67 +21,6 @@ import { createTestStore, type TestStore, testDialects } from '../support/store.
  */
 
 const logger = pino({ level: 'silent' });
-
-/** A stand-in for the SessionManager: records connects and closes. */
-function fakeSessions() {
-  const open = new Map<string, { connected: boolean }>();
-  const connected: string[] = [];
-  const released: string[] = [];
-  const releasedAt: number[] = [];
-  return {
-    connected,
-    released,
-    releasedAt,
-    async session(instance: Instance) {
-      const entry = open.get(instance.id) ?? { connected: false };
-      open.set(instance.id, entry);
-      return {
-        connect: async () => {
-          entry.connected = true;
-          connected.push(instance.id);
-        },
-        state: () => ({ connected: entry.connected, loggedIn: true }),
-      } as never;
-    },
-    existing(id: string) {
-      const entry = open.get(id);
-      return entry ? ({ state: () => ({ connected: entry.connected, loggedIn: true }) } as never) : undefined;
-    },
-    async release(id: string) {
-      if (open.delete(id)) {
-        released.push(id);
-        releasedAt.push(Date.now());
-      }
-    },
-    ids: () => [...open.keys()],
-  };
-}
-
-async function setup(testStore: TestStore, count: number) {
-  const db = testStore.store.db;
-  const org = await adminCreateOrg(db, { name: `n-${Math.random()}`, plan: 'pro' });
-  const instances: Instance[] = [];
-  for (let i = 0; i < count; i++) {
-    const instance = await adminCreateInstance(db, { org: org.id, env: 'test', name: `i${i}` });
-    await db
-      .updateTable('instances')
-      .set({ jid: `55119000000${i}@s.whatsapp.net`, desired_state: 'connected' })
-      .where('id', '=', instance.id)
-      .execute();
-    instances.push({ ...instance, jid: `55119000000${i}@s.whatsapp.net`, desiredState: 'connected' });
-  }
-  for (const id of ['node-a', 'node-b']) {
-    await upsertNode(db, {
-      id,
-      host: 'h',
-      pid: 1,
-      startedAt: new Date().toISOString(),
-      heartbeatAt: Date.now(),
-    });
-  }
-  await setNodeEndpoint(db, 'node-b', { url: 'http://b.invalid', draining: false });
-  return { db, instances };
-}
 
 describe('placement (pure)', () => {
   const node = (id: string, draining = false) => ({ id, url: `http://${id}`, draining, heartbeatAt: 0 });
