@@ -143,10 +143,18 @@ export async function listenStream(
   stop: Promise<void>,
 ): Promise<void> {
   const base = options.url.replace(/\/$/, '');
-  const query = new URLSearchParams({ after: String(options.after) });
-  if (options.from !== undefined) query.set('from', options.from);
-  if (options.types !== undefined && options.types.length > 0) query.set('types', options.types.join(','));
-  const url = `${base}/v1/events/stream?${query}`;
+  /**
+   * The stream's URL for instance `from`. Without `--from`, the instance parley picked is named from the first event
+   * printed on: a reconnect resolving the default again could pick another instance (one connected meanwhile), whose
+   * log the position printed so far does not belong to.
+   */
+  const urlFor = (from: string | undefined) => {
+    const query = new URLSearchParams({ after: String(options.after) });
+    if (from !== undefined) query.set('from', from);
+    if (options.types !== undefined && options.types.length > 0) query.set('types', options.types.join(','));
+    return `${base}/v1/events/stream?${query}`;
+  };
+  let from = options.from;
   const stopping = new AbortController();
   void stop.then(() => stopping.abort());
 
@@ -160,7 +168,7 @@ export async function listenStream(
   while (!done()) {
     let response: Response;
     try {
-      response = await fetch(url, {
+      response = await fetch(urlFor(from), {
         headers: {
           authorization: `Bearer ${options.key}`,
           accept: 'text/event-stream',
@@ -202,6 +210,7 @@ export async function listenStream(
         const entry = JSON.parse(event.data) as StreamEntry;
         io.out(options.json ? JSON.stringify({ payload: entry }) : streamLine(entry));
         position = entry.sequence;
+        from ??= entry.instanceId;
         printed++;
         failures = 0;
         if (done()) break;

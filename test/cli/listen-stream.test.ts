@@ -246,6 +246,48 @@ describe('parley listen: the event stream, with any key', () => {
     );
   });
 
+  it('without --from, keeps to the instance it started on across a reconnect, though another became the default', async () => {
+    // The key's default is its most recently connected instance (docs/api.md): the first, then the second.
+    const connectedAt = (instance: Instance, at: number) =>
+      t.services.store.db
+        .updateTable('instances')
+        .set({ last_connected_at: at })
+        .where('id', '=', instance.id)
+        .execute();
+    const first = await fresh();
+    const second = await fresh();
+    await connectedAt(first, Date.now() + 60_000);
+    await record(first, message(1), message(2), message(3));
+    await record(second, message(11), message(12), message(13), message(14), message(15));
+    const { io, out } = capture();
+    let stop = () => {};
+    const stopped = new Promise<void>((resolve) => {
+      stop = resolve;
+    });
+    const running = listenStream(
+      { url: base, key: t.key, after: 0, json: true, reconnectDelayMs: 50 },
+      io,
+      stopped,
+    );
+    const printed = () =>
+      out.map((line) => {
+        const entry = JSON.parse(line).payload as { instanceId: string; sequence: number };
+        return `${entry.instanceId === first.id ? 'first' : 'second'}#${entry.sequence}`;
+      });
+    try {
+      await eventually("the first instance's backlog printed", () => out.length === 3);
+      // The second instance connects (it becomes the key's default) while the stream is down.
+      await connectedAt(second, Date.now() + 120_000);
+      t.app.server.closeAllConnections();
+      await record(first, message(4));
+      await eventually('a fourth event printed', () => out.length >= 4);
+    } finally {
+      stop();
+      await running;
+    }
+    assert.deepEqual(printed(), ['first#1', 'first#2', 'first#3', 'first#4']);
+  });
+
   it('ends with exit 1 naming the reason when the server ends the stream for good (the key revoked)', async () => {
     const instance = await fresh();
     const key = await t.newKey({ scopes: ['chat:webhook'] });
