@@ -1,17 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import pino from 'pino';
-import { adminCreateInstance } from '../../src/app/instances.ts';
-import { adminCreateOrg } from '../../src/app/organizations.ts';
 import { ReadinessService } from '../../src/app/readiness.ts';
 import type { Instance } from '../../src/domain/instance.ts';
 import { LeaseKeeper } from '../../src/nodes/leases.ts';
 import { leaseValid, leastLoaded, shareToTake } from '../../src/nodes/placement.ts';
 import { openStore } from '../../src/store/database.ts';
-import { claimLease, getLease, listLeases, renewLeases, setNodeEndpoint } from '../../src/store/leases.ts';
-import { upsertNode } from '../../src/store/nodes.ts';
+import { claimLease, getLease, listLeases, renewLeases } from '../../src/store/leases.ts';
 import { eventually } from '../support/eventually.ts';
-import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
+import { createTestStore, testDialects } from '../support/store.ts';
 import { fakeSessions, setup } from './lease-support.ts';
 
 /**
