@@ -7,7 +7,7 @@ import type { SessionManager } from '../sessions/manager.ts';
 import { listHistory } from '../store/chats.ts';
 import type { Store } from '../store/database.ts';
 import { findStoredMessage } from '../store/messages.ts';
-import { chatJidFromParam } from './chats.ts';
+import { storedChatJid } from './chats.ts';
 
 /** The names of the chat actions of `POST /v1/chats/{chat}/<action>` (docs/api.md#chats). */
 export type ChatActionName = ChatAction['action'];
@@ -31,7 +31,7 @@ export class ChatActionService {
   }
 
   /**
-   * Applies chat action `name` to the chat `{chat}` names (see {@link chatJidFromParam}); `until` (RFC 3339) only
+   * Applies chat action `name` to the chat `{chat}` names (see {@link storedChatJid}); `until` (RFC 3339) only
    * for `mute`. Resolves with the chat JID and, for `mute`, the end of the mute (epoch ms; null: until unmuted).
    * @throws DomainError invalid naming `jid` for a bad chat, `until` when it is not an RFC 3339 time in the future.
    */
@@ -41,7 +41,7 @@ export class ChatActionService {
     name: ChatActionName,
     until?: string,
   ): Promise<{ chat: Jid; mutedUntil: number | null }> {
-    const chat = chatJidFromParam(rawChat);
+    const chat = await storedChatJid(this.#store.db, instance.id, rawChat);
     const end = name === 'mute' && until !== undefined ? this.#futureTime(until) : null;
     const action: ChatAction = name === 'mute' ? { action: 'mute', until: end } : { action: name };
     const capability = chatActions(this.#sessions.ready(instance));

@@ -1,11 +1,15 @@
+import type { Kysely } from 'kysely';
 import { errors } from '../domain/errors.ts';
 import type { Instance } from '../domain/instance.ts';
+import { isLidAddress, lidOfJid } from '../domain/lids.ts';
 import { GROUP_DOMAIN, type Jid, phoneOfJid, userJid } from '../domain/messages.ts';
 import { contentOf } from '../domain/sends.ts';
 import { decodeSendPayload } from '../sends/payload.ts';
 import { type ChatSummary, listChats, listHistory } from '../store/chats.ts';
 import type { Store } from '../store/database.ts';
+import { findLidMappingByLid } from '../store/lid-mappings.ts';
 import { findStoredMessage, type StoredMessage } from '../store/messages.ts';
+import type { Database } from '../store/schema.ts';
 import { findSendJob } from '../store/send-jobs.ts';
 
 export type { ChatSummary } from '../store/chats.ts';
@@ -34,18 +38,40 @@ const PHONE = /^[0-9]{8,15}$/;
 
 /**
  * The chat JID named by a `{jid}` path parameter: a bare phone number (8 to 15 digits) or a user JID (a device
- * part is dropped) becomes `<phone>@s.whatsapp.net`; a group JID (`<digits>[-<digits>]@g.us`) is kept.
+ * part is dropped) becomes `<phone>@s.whatsapp.net`; a group JID (`<digits>[-<digits>]@g.us`) and a LID JID
+ * (`<digits>@lid`, the chat of a user whose number parley does not know, docs/decisions/0038-lid-mappings.md) are
+ * kept.
  * @throws DomainError invalid naming `jid` and the accepted forms.
  */
 export function chatJidFromParam(raw: string): Jid {
   const value = raw.trim();
   if (PHONE.test(value)) return userJid(value);
-  if (GROUP_JID.test(value)) return value;
+  if (GROUP_JID.test(value) || isLidAddress(value)) return value;
   const phone = phoneOfJid(value);
   if (phone !== null && PHONE.test(phone)) return userJid(phone);
   throw errors.badRequest(
-    'jid must be a phone number (digits only, international format), a user JID (<phone>@s.whatsapp.net) or a group JID (<id>@g.us)',
+    'jid must be a phone number (digits only, international format), a user JID (<phone>@s.whatsapp.net), a group JID (<id>@g.us) or a LID (<digits>@lid)',
   );
+}
+
+/**
+ * The JID the messages of chat `chat` are stored under: for a `<lid>@lid` chat, the phone JID of the pair parley keeps
+ * for the LID (messages to and from a known LID are stored under its phone number); any other chat, or a LID without
+ * a known pair, as it is (docs/decisions/0038-lid-mappings.md).
+ */
+export async function storedChatOf(db: Kysely<Database>, instanceId: string, chat: Jid): Promise<Jid> {
+  const lid = lidOfJid(chat);
+  if (lid === null) return chat;
+  const pair = await findLidMappingByLid(db, instanceId, lid);
+  return pair === undefined ? chat : userJid(pair.phone);
+}
+
+/**
+ * The chat a `{jid}` path parameter names (see {@link chatJidFromParam}), as parley stores it ({@link storedChatOf}).
+ * @throws DomainError invalid naming `jid`, as {@link chatJidFromParam}.
+ */
+export async function storedChatJid(db: Kysely<Database>, instanceId: string, raw: string): Promise<Jid> {
+  return storedChatOf(db, instanceId, chatJidFromParam(raw));
 }
 
 /** The opaque cursor of a position (`timestamp` epoch ms): base64url of `[RFC 3339 timestamp, key]`. */
@@ -125,12 +151,12 @@ export class ChatService {
   }
 
   /**
-   * Stored messages of chat `jid` (see {@link chatJidFromParam}), newest first (ties by id). An unknown chat is an
+   * Stored messages of chat `jid` (see {@link storedChatJid}), newest first (ties by id). An unknown chat is an
    * empty page, not an error: a chat exists once a message was exchanged in it.
    * @throws DomainError not_found `instance not found`; invalid for a bad `jid`, `limit` or `cursor`.
    */
   async history(instance: Instance, jid: string, input: PageInput): Promise<Page<StoredMessage>> {
-    const chat = chatJidFromParam(jid);
+    const chat = await storedChatJid(this.#store.db, instance.id, jid);
     const limit = pageSize(input.limit);
     const at = input.cursor === undefined ? undefined : decodeCursor(input.cursor);
     const rows = await listHistory(

@@ -6,7 +6,7 @@ import type { EngineSession, LabelsCapability } from '../engines/engine.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
 import { findLabel, listChatLabels, listLabels } from '../store/labels.ts';
-import { chatJidFromParam } from './chats.ts';
+import { storedChatJid } from './chats.ts';
 
 /** The answer to a non-business account's label change (docs/decisions/0045-business-labels.md). */
 export const NOT_BUSINESS = 'this account is not a WhatsApp Business account: labels are a business feature';
@@ -125,9 +125,9 @@ export class LabelService {
     return current;
   }
 
-  /** The labels on the chat `rawChat` names (see {@link chatJidFromParam}). @throws DomainError invalid naming `jid`. */
+  /** The labels on the chat `rawChat` names (see {@link storedChatJid}). @throws DomainError invalid naming `jid`. */
   async chatLabels(instance: Instance, rawChat: string): Promise<ChatLabels> {
-    const chat = chatJidFromParam(rawChat);
+    const chat = await storedChatJid(this.#store.db, instance.id, rawChat);
     return { chat, labels: await listChatLabels(this.#store.db, instance.id, chat) };
   }
 
@@ -152,7 +152,7 @@ export class LabelService {
     ids: readonly string[],
     mode: 'add' | 'set',
   ): Promise<ChatLabels> {
-    const chat = chatJidFromParam(rawChat);
+    const chat = await storedChatJid(this.#store.db, instance.id, rawChat);
     for (const id of ids) labelId(id, 'labelIds');
     if (new Set(ids).size !== ids.length) throw errors.badRequest('labelIds must not repeat a label id');
     const labels = await this.#business(instance);
@@ -177,7 +177,7 @@ export class LabelService {
   }
 
   async #unlabelChat(instance: Instance, rawChat: string, id: string): Promise<ChatLabels> {
-    const chat = chatJidFromParam(rawChat);
+    const chat = await storedChatJid(this.#store.db, instance.id, rawChat);
     labelId(id, 'labelId');
     const labels = await this.#business(instance);
     await labels.labelChat(chat, await this.#known(instance, id), false);

@@ -15,6 +15,7 @@ import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
 import { findStoredMessage } from '../store/messages.ts';
 import { cancelSendJob, findSendJob, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
+import { storedChatOf } from './chats.ts';
 
 /** True when a chat address (`phone` field) is a group JID rather than a phone number. */
 export function isGroupAddress(address: string): boolean {
@@ -332,7 +333,9 @@ export class MessagingService {
 
   /**
    * Sends read receipts for received messages `ids` of chat `chatPhone` (`senderPhone`: their author, required
-   * in groups), then records a `read` event so the messages move to `read` through the event pipeline.
+   * in groups), then records a `read` event so the messages move to `read` through the event pipeline. A
+   * `<lid>@lid` chat is recorded under the phone JID parley keeps for the LID, where received messages are stored
+   * (docs/decisions/0038-lid-mappings.md).
    */
   async markRead(
     instance: Instance,
@@ -346,7 +349,8 @@ export class MessagingService {
       ids,
       input.senderPhone === undefined ? undefined : userJid(input.senderPhone),
     );
-    await this.#recorder.record(instance.id, { type: 'read', chat, messageIds: ids });
+    const stored = await storedChatOf(this.#store.db, instance.id, chat);
+    await this.#recorder.record(instance.id, { type: 'read', chat: stored, messageIds: ids });
   }
 
   /**

@@ -118,7 +118,7 @@ for (const dialect of testDialects()) {
         (await t.call('POST', '/v1/chats/not-a-chat/archive')).body,
         bad(
           400,
-          'jid must be a phone number (digits only, international format), a user JID (<phone>@s.whatsapp.net) or a group JID (<id>@g.us)',
+          'jid must be a phone number (digits only, international format), a user JID (<phone>@s.whatsapp.net), a group JID (<id>@g.us) or a LID (<digits>@lid)',
         ),
       );
     });

@@ -9,7 +9,7 @@ const T0 = Date.parse('2026-01-15T12:00:00.000Z');
 const at = (seconds: number) => new Date(T0 + seconds * 1000).toISOString();
 const jidOf = (phone: string) => `${phone}@s.whatsapp.net`;
 const JID_RULE =
-  'jid must be a phone number (digits only, international format), a user JID (<phone>@s.whatsapp.net) or a group JID (<id>@g.us)';
+  'jid must be a phone number (digits only, international format), a user JID (<phone>@s.whatsapp.net), a group JID (<id>@g.us) or a LID (<digits>@lid)';
 
 for (const dialect of testDialects()) {
   describe(`chats and history (GET /v1/chats, /v1/chats/{jid}/messages, /v1/messages/{id}) [${dialect}]`, () => {
@@ -204,7 +204,7 @@ for (const dialect of testDialects()) {
     });
 
     it('validates jid, limit and cursor naming the field', async () => {
-      for (const jid of ['abc', '123', '5511@g.uss', 'x@g.us', `${PEER}@lid`]) {
+      for (const jid of ['abc', '123', '5511@g.uss', 'x@g.us', `${PEER}@lid.us`]) {
         const res = await t.call('GET', `/v1/chats/${encodeURIComponent(jid)}/messages`);
         assert.deepEqual(res.body, bad(400, JID_RULE), jid);
       }

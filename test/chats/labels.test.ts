@@ -155,7 +155,7 @@ for (const dialect of testDialects()) {
           '/v1/chats/not-a-chat/labels',
           { labelIds: ['1'] },
           400,
-          'jid must be a phone number (digits only, international format), a user JID (<phone>@s.whatsapp.net) or a group JID (<id>@g.us)',
+          'jid must be a phone number (digits only, international format), a user JID (<phone>@s.whatsapp.net), a group JID (<id>@g.us) or a LID (<digits>@lid)',
         ],
       ];
       const wrong: string[] = [];

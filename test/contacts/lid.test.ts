@@ -167,6 +167,32 @@ for (const dialect of testDialects()) {
       assert.deepEqual(elsewhere.body, bad(404, `message ${sent.body.data.id} not found in this chat`));
     });
 
+    it('a read receipt naming the chat by <lid>@lid marks the message read, as naming it by phone does', async () => {
+      const inbound = await t.call('POST', '/v1/sandbox/inbound', { phone: ANA, body: 'Leu?' });
+      assert.equal(inbound.status, 200, JSON.stringify(inbound.body));
+      const id = inbound.body.data.id;
+      const read = await t.call('POST', '/v1/messages/read', { id: [id], chatPhone: `${ANA_LID}@lid` });
+      assert.equal(read.status, 200, JSON.stringify(read.body));
+      const message = await t.call('GET', `/v1/messages/${id}`);
+      assert.equal(message.body.data.state, 'read', JSON.stringify(message.body));
+      const chats = await t.call('GET', '/v1/chats');
+      const chat = chats.body.data.chats.find((c: { jid: string }) => c.jid === `${ANA}@s.whatsapp.net`);
+      assert.equal(chat?.unreadCount, 0, JSON.stringify(chats.body));
+    });
+
+    it('the chat routes take <lid>@lid: the chat of the number parley keeps for the LID', async () => {
+      const history = await t.call('GET', `/v1/chats/${CARLA_LID}@lid/messages`);
+      assert.equal(history.status, 200, JSON.stringify(history.body));
+      const byPhone = await t.call('GET', `/v1/chats/${CARLA}/messages`);
+      assert.deepEqual(history.body, byPhone.body);
+      const chats = history.body.data.messages.map((m: { chat: string }) => m.chat);
+      assert.ok(chats.length > 0);
+      assert.deepEqual(new Set(chats), new Set([`${CARLA}@s.whatsapp.net`]));
+      const archive = await t.call('POST', `/v1/chats/${CARLA_LID}@lid/archive`);
+      assert.equal(archive.status, 200, JSON.stringify(archive.body));
+      assert.equal(archive.body.data.chat, `${CARLA}@s.whatsapp.net`);
+    });
+
     it('a LID no user owns is 422 not registered; malformed @lid forms are 400 naming phone', async () => {
       const unknown = await t.call('POST', '/v1/messages/send', { phone: '1234567@lid', body: 'x' });
       assert.equal(unknown.status, 422);

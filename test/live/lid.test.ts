@@ -288,5 +288,42 @@ for (const dialect of testDialects()) {
         error: { code: 400, message: 'phone must be digits only, international format, no leading +' },
       });
     });
+
+    it('a chat GET /v1/chats lists under its LID is read, labelled and acted on by that JID', async () => {
+      const hiddenLid = `${lids[hidden]}@lid`;
+      const sent = await control(sim, 'POST', '/messages', { from: hidden, to: shop, text: 'Who am I?' });
+      assert.equal(sent.status, 201, JSON.stringify(sent.body));
+      const row = await until('the stored message', () => messageRow(app, sent.body.id));
+      assert.equal(row.chat, hiddenLid);
+      const chats = await app.live('GET', '/v1/chats');
+      assert.ok(
+        chats.body.data.chats.some((c: { jid: string }) => c.jid === hiddenLid),
+        JSON.stringify(chats.body),
+      );
+      const history = await app.live('GET', `/v1/chats/${encodeURIComponent(hiddenLid)}/messages`);
+      assert.equal(history.status, 200, JSON.stringify(history.body));
+      assert.ok(
+        history.body.data.messages.some((m: { id: string }) => m.id === sent.body.id),
+        JSON.stringify(history.body),
+      );
+      assert.ok(history.body.data.messages.every((m: { chat: string }) => m.chat === hiddenLid));
+      const labels = await app.live('GET', `/v1/chats/${encodeURIComponent(hiddenLid)}/labels`);
+      assert.equal(labels.status, 200, JSON.stringify(labels.body));
+      const archive = await app.live('POST', `/v1/chats/${encodeURIComponent(hiddenLid)}/archive`);
+      assert.equal(archive.status, 200, JSON.stringify(archive.body));
+    });
+
+    it('a read receipt naming a known user by <lid>@lid moves the received message to read', async () => {
+      const sent = await control(sim, 'POST', '/messages', { from: ana, to: shop, text: 'Leu?' });
+      const row = await until('the stored message', () => messageRow(app, sent.body.id));
+      assert.equal(row.chat, `${ana}@s.whatsapp.net`);
+      const read = await app.live('POST', '/v1/messages/read', {
+        id: [sent.body.id],
+        chatPhone: `${lids[ana]}@lid`,
+      });
+      assert.equal(read.status, 200, JSON.stringify(read.body));
+      const stored = await app.live('GET', `/v1/messages/${sent.body.id}`);
+      assert.equal(stored.body.data.state, 'read', JSON.stringify(stored.body));
+    });
   });
 }

@@ -7094,7 +7094,7 @@ export interface operations {
             header?: never;
             path: {
                 /**
-                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net) or a group JID (<id>@g.us)
+                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net), a group JID (<id>@g.us) or a LID (<digits>@lid)
                  * @example 5511988887777
                  */
                 jid: string;
@@ -9696,7 +9696,7 @@ export interface operations {
             };
             path: {
                 /**
-                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net) or a group JID (<id>@g.us)
+                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net), a group JID (<id>@g.us) or a LID (<digits>@lid)
                  * @example 5511988887777
                  */
                 jid: string;
@@ -9755,7 +9755,7 @@ export interface operations {
             };
             path: {
                 /**
-                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net) or a group JID (<id>@g.us)
+                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net), a group JID (<id>@g.us) or a LID (<digits>@lid)
                  * @example 5511988887777
                  */
                 jid: string;
@@ -9814,7 +9814,7 @@ export interface operations {
             };
             path: {
                 /**
-                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net) or a group JID (<id>@g.us)
+                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net), a group JID (<id>@g.us) or a LID (<digits>@lid)
                  * @example 5511988887777
                  */
                 jid: string;
@@ -9873,7 +9873,7 @@ export interface operations {
             };
             path: {
                 /**
-                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net) or a group JID (<id>@g.us)
+                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net), a group JID (<id>@g.us) or a LID (<digits>@lid)
                  * @example 5511988887777
                  */
                 jid: string;
@@ -9932,7 +9932,7 @@ export interface operations {
             };
             path: {
                 /**
-                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net) or a group JID (<id>@g.us)
+                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net), a group JID (<id>@g.us) or a LID (<digits>@lid)
                  * @example 5511988887777
                  */
                 jid: string;
@@ -9991,7 +9991,7 @@ export interface operations {
             };
             path: {
                 /**
-                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net) or a group JID (<id>@g.us)
+                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net), a group JID (<id>@g.us) or a LID (<digits>@lid)
                  * @example 5511988887777
                  */
                 jid: string;
@@ -10050,7 +10050,7 @@ export interface operations {
             };
             path: {
                 /**
-                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net) or a group JID (<id>@g.us)
+                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net), a group JID (<id>@g.us) or a LID (<digits>@lid)
                  * @example 5511988887777
                  */
                 jid: string;
@@ -10816,7 +10816,7 @@ export interface operations {
             header?: never;
             path: {
                 /**
-                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net) or a group JID (<id>@g.us)
+                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net), a group JID (<id>@g.us) or a LID (<digits>@lid)
                  * @example 5511988887777
                  */
                 jid: string;
@@ -10863,7 +10863,7 @@ export interface operations {
             header?: never;
             path: {
                 /**
-                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net) or a group JID (<id>@g.us)
+                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net), a group JID (<id>@g.us) or a LID (<digits>@lid)
                  * @example 5511988887777
                  */
                 jid: string;
@@ -10940,7 +10940,7 @@ export interface operations {
             };
             path: {
                 /**
-                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net) or a group JID (<id>@g.us)
+                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net), a group JID (<id>@g.us) or a LID (<digits>@lid)
                  * @example 5511988887777
                  */
                 jid: string;
@@ -11014,7 +11014,7 @@ export interface operations {
             header?: never;
             path: {
                 /**
-                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net) or a group JID (<id>@g.us)
+                 * @description the chat: a phone number, a user JID (<phone>@s.whatsapp.net), a group JID (<id>@g.us) or a LID (<digits>@lid)
                  * @example 5511988887777
                  */
                 jid: string;

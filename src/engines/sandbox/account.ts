@@ -47,3 +47,24 @@ export interface SandboxAccount {
 export function ownJid(creds: SandboxCredentials): Jid {
   return userJid(creds.phone);
 }
+
+/**
+ * The tail of each session's chain of account changes, by its world (the session's {@link SandboxAccount} is a new
+ * view on each call; its world is the session's own): see {@link changeSerially}.
+ */
+const changing = new WeakMap<SandboxAccount['world'], Promise<unknown>>();
+
+/**
+ * Runs `change` once every account change of the session started before it has ended, whether it succeeded or not,
+ * and resolves or rejects as it does. Each change (a group's participants or settings, the profile, privacy, the
+ * blocklist, a chat's state, a star) reads a stored record, changes it and saves it whole, so two at once would each
+ * save their own copy: one change would be lost, or reported twice.
+ */
+export function changeSerially<T>(account: SandboxAccount, change: () => Promise<T>): Promise<T> {
+  const run = (changing.get(account.world) ?? Promise.resolve()).then(change, change);
+  changing.set(
+    account.world,
+    run.catch(() => undefined),
+  );
+  return run;
+}

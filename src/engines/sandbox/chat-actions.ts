@@ -1,6 +1,6 @@
 import type { Jid } from '../../domain/messages.ts';
 import type { ChatAction } from '../engine.ts';
-import { ACCOUNT_CATEGORY, type SandboxAccount } from './account.ts';
+import { ACCOUNT_CATEGORY, changeSerially, type SandboxAccount } from './account.ts';
 
 /**
  * The account's chat state on the simulated platform (docs/decisions/0043-chat-actions-and-star.md): per chat
@@ -49,7 +49,11 @@ export async function chatsState(account: SandboxAccount): Promise<SandboxChatsS
 }
 
 /** Applies `action` to chat `chat`: archiving unpins, as on the platform's phones. */
-export async function applyChatAction(account: SandboxAccount, chat: Jid, action: ChatAction): Promise<void> {
+export function applyChatAction(account: SandboxAccount, chat: Jid, action: ChatAction): Promise<void> {
+  return changeSerially(account, () => changeChat(account, chat, action));
+}
+
+async function changeChat(account: SandboxAccount, chat: Jid, action: ChatAction): Promise<void> {
   const { phone } = await account.ready();
   const chats = await read<Record<Jid, SandboxChatState>>(account, `chats:${phone}`, {});
   const state = { ...BLANK, ...chats[chat] };
@@ -82,7 +86,11 @@ export async function applyChatAction(account: SandboxAccount, chat: Jid, action
 }
 
 /** Stars (`star` true) or unstars message `id`. Idempotent. */
-export async function starMessage(account: SandboxAccount, id: string, star: boolean): Promise<void> {
+export function starMessage(account: SandboxAccount, id: string, star: boolean): Promise<void> {
+  return changeSerially(account, () => changeStar(account, id, star));
+}
+
+async function changeStar(account: SandboxAccount, id: string, star: boolean): Promise<void> {
   const { phone } = await account.ready();
   const starred = new Set(await read<string[]>(account, `starred:${phone}`, []));
   if (star) starred.add(id);

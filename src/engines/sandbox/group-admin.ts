@@ -9,7 +9,7 @@ import {
 import type { GroupInfo, GroupUpdate, Jid } from '../../domain/messages.ts';
 import { phoneOfJid, userJid } from '../../domain/messages.ts';
 import type { SandboxGroupChangeInput } from '../engine.ts';
-import { ownJid, type SandboxAccount } from './account.ts';
+import { changeSerially, ownJid, type SandboxAccount } from './account.ts';
 import { groupInfoOf, isMember, memberGroup } from './groups.ts';
 import { inviteCodeFor } from './ids.ts';
 import type { StoredGroup } from './world.ts';
@@ -21,25 +21,6 @@ import type { StoredGroup } from './world.ts';
  * as a `group` event, as the platform's `w:gp2` notification reaches every member (the account included, whoever
  * made the change). Per-participant codes follow the platform's (src/domain/groups.ts).
  */
-
-/**
- * The tail of each session's chain of group changes, by its world (the session's {@link SandboxAccount} is a new
- * view on each call; its world is the session's own): see {@link serialized}.
- */
-const changing = new WeakMap<SandboxAccount['world'], Promise<unknown>>();
-
-/**
- * Runs `change` once every group change of the session started before it has ended: each reads a group, changes
- * it and saves it whole, so two at once would each save their own copy and one change would be lost (or done twice).
- */
-function serialized<T>(account: SandboxAccount, change: () => Promise<T>): Promise<T> {
-  const run = (changing.get(account.world) ?? Promise.resolve()).then(change, change);
-  changing.set(
-    account.world,
-    run.catch(() => undefined),
-  );
-  return run;
-}
 
 const isAdminIn = (group: StoredGroup, jid: Jid): boolean =>
   group.participants.some((p) => p.jid === jid && p.isAdmin);
@@ -142,7 +123,7 @@ export function updateParticipants(
   action: ParticipantAction,
   participants: readonly Jid[],
 ): Promise<ParticipantOutcome[]> {
-  return serialized(account, () => updateParticipantsInner(account, jid, action, participants));
+  return changeSerially(account, () => updateParticipantsInner(account, jid, action, participants));
 }
 
 async function updateParticipantsInner(
@@ -166,7 +147,7 @@ async function updateParticipantsInner(
  * @throws DomainError invalid (see {@link checkGroupChange}); not_found; forbidden (see the module rules).
  */
 export function updateGroup(account: SandboxAccount, jid: Jid, change: GroupChange): Promise<void> {
-  return serialized(account, () => updateGroupInner(account, jid, change));
+  return changeSerially(account, () => updateGroupInner(account, jid, change));
 }
 
 async function updateGroupInner(account: SandboxAccount, jid: Jid, change: GroupChange): Promise<void> {
@@ -179,7 +160,7 @@ async function updateGroupInner(account: SandboxAccount, jid: Jid, change: Group
 
 /** The account leaves group `jid` (a `leave` event follows). @throws DomainError not_found. */
 export function leaveGroup(account: SandboxAccount, jid: Jid): Promise<void> {
-  return serialized(account, () => leaveGroupInner(account, jid));
+  return changeSerially(account, () => leaveGroupInner(account, jid));
 }
 
 async function leaveGroupInner(account: SandboxAccount, jid: Jid): Promise<void> {
@@ -196,7 +177,7 @@ async function leaveGroupInner(account: SandboxAccount, jid: Jid): Promise<void>
  * existed, or revoked).
  */
 export function joinGroup(account: SandboxAccount, code: string): Promise<Jid> {
-  return serialized(account, () => joinGroupInner(account, code));
+  return changeSerially(account, () => joinGroupInner(account, code));
 }
 
 async function joinGroupInner(account: SandboxAccount, code: string): Promise<Jid> {
@@ -215,7 +196,7 @@ async function joinGroupInner(account: SandboxAccount, code: string): Promise<Ji
  * @throws DomainError not_found; forbidden `you must be a group admin to revoke the invite link`.
  */
 export function revokeGroupInvite(account: SandboxAccount, jid: Jid): Promise<string> {
-  return serialized(account, () => revokeGroupInviteInner(account, jid));
+  return changeSerially(account, () => revokeGroupInviteInner(account, jid));
 }
 
 async function revokeGroupInviteInner(account: SandboxAccount, jid: Jid): Promise<string> {
@@ -240,7 +221,7 @@ export function sandboxGroupChange(
   account: SandboxAccount,
   input: SandboxGroupChangeInput,
 ): Promise<GroupInfo> {
-  return serialized(account, () => sandboxGroupChangeInner(account, input));
+  return changeSerially(account, () => sandboxGroupChangeInner(account, input));
 }
 
 async function sandboxGroupChangeInner(

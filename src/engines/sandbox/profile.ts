@@ -8,7 +8,7 @@ import {
   type ProfileChange,
 } from '../../domain/profile.ts';
 import type { AuthStateStore } from '../engine.ts';
-import { ACCOUNT_CATEGORY, type SandboxAccount, type SandboxCredentials } from './account.ts';
+import { ACCOUNT_CATEGORY, changeSerially, type SandboxAccount, type SandboxCredentials } from './account.ts';
 import { AVATAR_BASE_URL, SANDBOX_STATUS } from './users.ts';
 
 /**
@@ -76,7 +76,11 @@ export async function profile(account: SandboxAccount): Promise<AccountProfile> 
  * Applies `change`; a new picture gets an id derived from its bytes (the same picture twice keeps its id, as the
  * platform's picture ids change only with the picture).
  */
-export async function updateProfile(account: SandboxAccount, change: ProfileChange): Promise<AccountProfile> {
+export function updateProfile(account: SandboxAccount, change: ProfileChange): Promise<AccountProfile> {
+  return changeSerially(account, () => changeProfile(account, change));
+}
+
+async function changeProfile(account: SandboxAccount, change: ProfileChange): Promise<AccountProfile> {
   const creds = await account.ready();
   const current = await storedProfile(account, creds);
   const next: StoredProfile = {
@@ -103,10 +107,11 @@ export async function privacy(account: SandboxAccount): Promise<PrivacySettings>
 }
 
 /** Changes the given privacy settings and returns them all. */
-export async function updatePrivacy(
-  account: SandboxAccount,
-  change: PrivacyChange,
-): Promise<PrivacySettings> {
+export function updatePrivacy(account: SandboxAccount, change: PrivacyChange): Promise<PrivacySettings> {
+  return changeSerially(account, () => changePrivacy(account, change));
+}
+
+async function changePrivacy(account: SandboxAccount, change: PrivacyChange): Promise<PrivacySettings> {
   const creds = await account.ready();
   const next = {
     ...DEFAULT_PRIVACY,
@@ -143,7 +148,15 @@ export async function isBlocked(
  * Blocks or unblocks `phone`; idempotent. Returns the blocklist afterwards.
  * @throws DomainError invalid when `phone` is the account; not_registered when it is not on the platform.
  */
-export async function setBlocked(
+export function setBlocked(
+  account: SandboxAccount,
+  phone: string,
+  action: 'block' | 'unblock',
+): Promise<string[]> {
+  return changeSerially(account, () => changeBlocked(account, phone, action));
+}
+
+async function changeBlocked(
   account: SandboxAccount,
   phone: string,
   action: 'block' | 'unblock',

@@ -47,7 +47,8 @@ export const ChatParams = Type.Object({
   jid: Type.String({
     minLength: 1,
     maxLength: 160,
-    description: 'the chat: a phone number, a user JID (<phone>@s.whatsapp.net) or a group JID (<id>@g.us)',
+    description:
+      'the chat: a phone number, a user JID (<phone>@s.whatsapp.net), a group JID (<id>@g.us) or a LID (<digits>@lid)',
     examples: ['5511988887777'],
   }),
 });
