@@ -2,6 +2,7 @@ import type { Readable } from 'node:stream';
 import { errors } from '../domain/errors.ts';
 import type { Instance } from '../domain/instance.ts';
 import type { MediaPayload, MessageContent, OutgoingContent } from '../domain/messages.ts';
+import { isAnimatedSticker } from '../media/sticker.ts';
 import type { Store } from '../store/database.ts';
 import { findStoredMessage, type StoredMessage } from '../store/messages.ts';
 import type { MediaService } from './media.ts';
@@ -90,9 +91,15 @@ export class ForwardService {
           ...caption,
         };
       case 'audio':
-        return { kind: 'audio', media: await this.#file(instance, message.id, content) };
-      case 'sticker':
-        return { kind: 'sticker', media: await this.#file(instance, message.id, content), animated: false };
+        return {
+          kind: 'audio',
+          media: await this.#file(instance, message.id, content),
+          ...(content.ptt === false ? { ptt: false } : {}),
+        };
+      case 'sticker': {
+        const media = await this.#file(instance, message.id, content);
+        return { kind: 'sticker', media, animated: await isAnimatedSticker(media.data) };
+      }
       default:
         throw errors.badRequest(
           `message ${message.id} cannot be forwarded (it is a ${content.kind} message)`,

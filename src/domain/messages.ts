@@ -136,7 +136,8 @@ export type OutgoingContent =
   | { kind: 'text'; text: string; linkPreview: boolean; backgroundArgb?: number; font?: number }
   | { kind: 'image'; media: MediaPayload; caption?: string }
   | { kind: 'document'; media: MediaPayload; fileName: string; caption?: string }
-  | { kind: 'audio'; media: MediaPayload }
+  /** Audio: a voice note unless `ptt` is false (an audio file: a forward of one, docs/api.md#post-v1messagesforward). */
+  | { kind: 'audio'; media: MediaPayload; ptt?: boolean }
   | { kind: 'video'; media: MediaPayload; caption?: string }
   | { kind: 'sticker'; media: MediaPayload; animated: boolean }
   | { kind: 'location'; latitude: number; longitude: number; name?: string; address?: string }

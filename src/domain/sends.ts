@@ -61,6 +61,12 @@ export function contentOf(
         ...quoted,
       };
     case 'audio':
+      return {
+        kind: 'audio',
+        ...media(content.media),
+        ...(content.ptt === undefined ? {} : { ptt: content.ptt }),
+        ...quoted,
+      };
     case 'sticker':
       return { kind: content.kind, ...media(content.media), ...quoted };
     case 'location':

@@ -38,7 +38,8 @@ export const MEDIA_RULES: Record<MediaKind, MediaRule> = {
   audio: {
     maxBytes: 16 * MB,
     maxLabel: '16 MB',
-    formats: ['ogg', 'opus', 'mp3', 'm4a', 'wav'],
+    // `opus` is file-type's name for OGG/Opus; its `ogg` is OGG/Vorbis, which is not an accepted format.
+    formats: ['opus', 'mp3', 'm4a', 'wav'],
     formatsLabel: 'OGG (Opus), MP3, M4A or WAV',
   },
   video: {

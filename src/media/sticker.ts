@@ -48,6 +48,14 @@ async function isAnimatedImage(data: Buffer): Promise<boolean> {
   }
 }
 
+/**
+ * Whether a received sticker's WEBP is animated (more than one frame), so a forward keeps its flag; false when
+ * the bytes cannot be read as an image (the file is sent as it is either way).
+ */
+export function isAnimatedSticker(data: Buffer): Promise<boolean> {
+  return isAnimatedImage(data).catch(() => false);
+}
+
 async function fromImage(data: Buffer, animated: boolean): Promise<Buffer> {
   const limit = animated ? STICKER_ANIMATED_MAX : STICKER_STATIC_MAX;
   const qualities = animated ? ANIMATED_QUALITIES : STATIC_QUALITIES;

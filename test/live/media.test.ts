@@ -416,8 +416,8 @@ for (const dialect of testDialects()) {
       });
       assert.deepEqual(res.body, {
         error: {
-          code: 502,
-          message: 'the platform failed the request (500 Media upload failed on all hosts)',
+          code: 503,
+          message: "the platform's media hosts could not be reached (Media upload failed on all hosts)",
         },
       });
       assert.equal(sim.media.count(), 0, 'no file reached the media server');

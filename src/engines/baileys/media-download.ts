@@ -210,20 +210,35 @@ export function movedMediaReference(
   return JSON.stringify({ ...reference, directPath, url: raw });
 }
 
-/** Opens the HTTPS response of `url` (status checked by the caller). */
-function get(url: URL, agent: Agent | undefined, timeoutMs: number): Promise<IncomingMessage> {
+/**
+ * Opens the HTTPS response of `url` (status checked by the caller). `deadline` aborts the whole exchange, body
+ * included: the request is destroyed with its reason, which ends the response's stream too.
+ */
+function get(url: URL, agent: Agent | undefined, deadline: AbortSignal): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
     const req = request(url, {
       method: 'GET',
       headers: { Origin: DEFAULT_ORIGIN },
       ...(agent ? { agent } : {}),
-      timeout: timeoutMs,
     });
+    const abort = () => req.destroy(deadline.reason instanceof Error ? deadline.reason : undefined);
+    if (deadline.aborted) abort();
+    else deadline.addEventListener('abort', abort, { once: true });
+    req.on('close', () => deadline.removeEventListener('abort', abort));
     req.on('response', resolve);
-    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
     req.on('error', reject);
     req.end();
   });
+}
+
+/** The media host could not be reached, or its answer broke off or outlasted the time allowed: 503. */
+function unreachable(error: unknown, deadline: AbortSignal): DomainError {
+  const cause = deadline.aborted ? deadline.reason : error;
+  return new DomainError(
+    'platform_unreachable',
+    `the platform's media host could not be reached: ${cause instanceof Error ? cause.message : String(cause)}`,
+    { cause },
+  );
 }
 
 /**
@@ -255,18 +270,23 @@ export async function downloadPlatformMedia(
   const iv = Buffer.from(keys.iv);
   const cipherKey = Buffer.from(keys.cipherKey);
   const macKey = Buffer.from(keys.macKey ?? []);
+  // The time allowed covers the whole download, body included (a trickling host is cut off at it).
+  const deadline = new AbortController();
+  const timer = setTimeout(
+    () => deadline.abort(new Error(`no whole answer within ${timeoutMs} ms`)),
+    timeoutMs,
+  );
+  timer.unref();
   let response: IncomingMessage;
   try {
-    response = await get(url, agent, timeoutMs);
+    response = await get(url, agent, deadline.signal);
   } catch (error) {
-    throw new DomainError(
-      'platform_unreachable',
-      `the platform's media host could not be reached: ${(error as Error).message}`,
-      { cause: error },
-    );
+    clearTimeout(timer);
+    throw unreachable(error, deadline.signal);
   }
   const status = response.statusCode ?? 0;
   if (status !== 200) {
+    clearTimeout(timer);
     response.resume();
     if (status === 403 || status === 404 || status === 410) throw new MediaLinkGone(messageId, status);
     throw new DomainError('platform_refused', `the platform's media host answered HTTP ${status}`);
@@ -275,10 +295,37 @@ export async function downloadPlatformMedia(
     new DomainError('too_large', `media of message ${messageId} is larger than ${maxBytes} bytes`);
   const declared = Number(response.headers['content-length'] ?? Number.NaN);
   if (declared > maxBytes + MAC_BYTES + 16) {
+    clearTimeout(timer);
     response.destroy();
     throw tooLarge();
   }
-  return decrypt(response, { iv, cipherKey, macKey }, parsed, messageId, maxBytes, tooLarge);
+  return decrypt(
+    streamed(response, deadline.signal, () => clearTimeout(timer)),
+    { iv, cipherKey, macKey },
+    parsed,
+    messageId,
+    maxBytes,
+    tooLarge,
+  );
+}
+
+/**
+ * The chunks of `body`; a stream that breaks off (the host reset the connection, the deadline passed) ends in a
+ * DomainError platform_unreachable instead of the socket's own error. `done` runs once the body ended either way.
+ */
+async function* streamed(
+  body: IncomingMessage,
+  deadline: AbortSignal,
+  done: () => void,
+): AsyncGenerator<Buffer> {
+  try {
+    for await (const chunk of body) yield chunk as Buffer;
+  } catch (error) {
+    throw unreachable(error, deadline);
+  } finally {
+    done();
+    body.destroy();
+  }
 }
 
 /** Decrypts the encrypted file as it streams in, checking the MAC and both hashes at the end. */

@@ -21,7 +21,7 @@ import { STATUS_BROADCAST } from '../../domain/messages.ts';
 import { type EngineSessionContext, UnrecordedSendError } from '../engine.ts';
 import { relayAddress } from './addressing.ts';
 import type { BoundedCache } from './cache.ts';
-import { mapPlatformErrors, platformRateLimited, reachoutLocked } from './errors.ts';
+import { mapPlatformErrors, platformFailure, platformRateLimited, reachoutLocked } from './errors.ts';
 import { isAdminOf, toGroupInfo } from './groups.ts';
 import { type FlaggedSource, type MappingContext, timestampMs, toMessageContent } from './incoming.ts';
 import { isLidLike } from './jid.ts';
@@ -222,6 +222,29 @@ export function newMessageId(deps: OperationDeps): string {
 }
 
 /**
+ * Baileys' media upload, whose failure on every media host is answered as the platform unreachable (503): Baileys
+ * (Utils/messages-media.js `getWAUploadToServer`) turns any failure there (connection refused or reset, timeout,
+ * TLS, a host's 5xx) into one `Boom('Media upload failed on all hosts', 500)` without the cause, so nothing says the
+ * platform refused the file, and a queued send must be tried again (docs/decisions/0009-sends-as-jobs.md). Other
+ * failures (the `media_conn` query's answer) are left to {@link mapPlatformErrors}.
+ */
+function uploadOrUnreachable(upload: SocketLike['waUploadToServer']): SocketLike['waUploadToServer'] {
+  return async (...args) => {
+    try {
+      return await upload(...args);
+    } catch (error) {
+      const failure = platformFailure(error);
+      if (failure?.origin !== 'transport' || failure.code !== 500) throw error;
+      throw new DomainError(
+        'platform_unreachable',
+        `the platform's media hosts could not be reached (${error instanceof Error ? error.message : String(error)})`,
+        { cause: error },
+      );
+    }
+  };
+}
+
+/**
  * Sends one message (docs/decisions/0017-messages-and-media.md) through `generateWAMessage` + `relayMessage`;
  * resolves once it is recorded.
  * @throws UnrecordedSendError when recording still fails after the retry (the message was relayed).
@@ -234,7 +257,7 @@ export async function sendMessage(
   const userJid = ownJid(sock);
   const msg = await mapPlatformErrors(() =>
     buildOutgoingMessage(message.to, message, {
-      upload: sock.waUploadToServer,
+      upload: uploadOrUnreachable(sock.waUploadToServer),
       userJid,
       messageId: message.id ?? generateMessageIDV2(userJid),
       findMessage: (id) => deps.context.findMessage(id),

@@ -65,7 +65,9 @@ export function toBaileysContent(content: OutgoingContent, preview?: WAUrlInfo):
         ...caption(content.caption),
       };
     case 'audio':
-      return { audio: content.media.data, mimetype: voiceNoteMimetype(content.media.mimetype), ptt: true };
+      return content.ptt === false
+        ? { audio: content.media.data, mimetype: content.media.mimetype, ptt: false }
+        : { audio: content.media.data, mimetype: voiceNoteMimetype(content.media.mimetype), ptt: true };
     case 'sticker':
       return { sticker: content.media.data, mimetype: 'image/webp', isAnimated: content.animated };
     case 'location':

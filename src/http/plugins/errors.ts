@@ -83,9 +83,10 @@ export const errorsPlugin = fp(
         const status = statusOf(mapped.code);
         return reply.code(status).send(errorBody(status, mapped.message));
       }
-      if (request.raw.aborted || request.raw.socket?.destroyed || error.code === 'ECONNRESET') {
+      if (request.raw.aborted || request.raw.socket?.destroyed) {
         // The client went away mid-request (e.g. closed the connection halfway through the body): its doing,
-        // not a server fault, and nobody reads the answer.
+        // not a server fault, and nobody reads the answer. An ECONNRESET from a connection parley opened (a media
+        // host, a receiver) is not the client's: it is the server's fault unless its own code mapped it.
         request.log.info({ code: error.code, message: error.message }, 'client closed the connection');
         return reply.code(400).send(errorBody(400, 'request was aborted by the client'));
       }
