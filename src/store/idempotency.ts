@@ -26,11 +26,30 @@ export interface IdempotencyRecord {
   expiresAt: number;
 }
 
-/** An answer kept for replay: HTTP status, `Content-Type` (when it had one) and the body exactly as sent. */
+/**
+ * An answer kept for replay: HTTP status, `Content-Type` (when it had one), the body exactly as sent, and the
+ * answer's own headers a replay sends again (lowercase names; src/http/plugins/idempotency.ts says which).
+ */
 export interface KeptAnswer {
   status: number;
   contentType: string | undefined;
   body: string;
+  headers: Readonly<Record<string, string>>;
+}
+
+/** Kept headers as stored: a JSON object, or null for none. */
+function storedHeaders(headers: Readonly<Record<string, string>>): string | null {
+  return Object.keys(headers).length === 0 ? null : JSON.stringify(headers);
+}
+
+/** Stored headers read back; what is not an object of strings reads as none. */
+function keptHeaders(stored: string | null): Record<string, string> {
+  if (stored === null) return {};
+  const parsed: unknown = JSON.parse(stored);
+  if (typeof parsed !== 'object' || parsed === null) return {};
+  return Object.fromEntries(
+    Object.entries(parsed).filter((entry): entry is [string, string] => typeof entry[1] === 'string'),
+  );
 }
 
 /** Input of {@link claimIdempotencyKey}. Times are epoch ms. */
@@ -65,6 +84,7 @@ export async function claimIdempotencyKey(db: Kysely<Database>, input: ClaimInpu
     status: null,
     content_type: null,
     body: null,
+    headers: null,
     created_at: input.now,
     expires_at: input.expiresAt,
   });
@@ -104,7 +124,7 @@ export async function findIdempotencyKey(
 ): Promise<IdempotencyRecord | undefined> {
   const row = await db
     .selectFrom('idempotency_keys')
-    .select(['fingerprint', 'status', 'content_type', 'body', 'locked_until', 'expires_at'])
+    .select(['fingerprint', 'status', 'content_type', 'body', 'headers', 'locked_until', 'expires_at'])
     .where('org_id', '=', id.orgId)
     .where('env', '=', id.env)
     .where('key', '=', id.key)
@@ -115,7 +135,12 @@ export async function findIdempotencyKey(
     answer:
       row.status === null
         ? undefined
-        : { status: row.status, contentType: row.content_type ?? undefined, body: row.body ?? '' },
+        : {
+            status: row.status,
+            contentType: row.content_type ?? undefined,
+            body: row.body ?? '',
+            headers: keptHeaders(row.headers),
+          },
     lockedUntil: Number(row.locked_until),
     expiresAt: Number(row.expires_at),
   };
@@ -135,6 +160,7 @@ export async function keepIdempotentAnswer(
     status: answer.status,
     content_type: answer.contentType ?? null,
     body: answer.body,
+    headers: storedHeaders(answer.headers),
   });
 }
 

@@ -295,6 +295,8 @@ export interface IdempotencyKeysTable {
   content_type: string | null;
   /** The kept answer's body, exactly as sent. */
   body: string | null;
+  /** The kept answer's own headers a replay sends again, a JSON object (migration 0025); null: none. */
+  headers: string | null;
   created_at: number;
   /** Epoch ms when the key is forgotten (24 h after the claim); the periodic purge deletes the row. */
   expires_at: number;

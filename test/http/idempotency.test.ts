@@ -57,6 +57,36 @@ for (const dialect of testDialects()) {
       );
     });
 
+    it("a replay of a queued send carries the first answer's Preference-Applied", async () => {
+      const payload = text('queue me');
+      const headers = { 'idempotency-key': 'order-async', prefer: 'respond-async' };
+      const first = await post(t, '/v1/messages/send', payload, headers);
+      assert.equal(first.statusCode, 202, first.body);
+      assert.equal(first.headers['preference-applied'], 'respond-async');
+      const again = await post(t, '/v1/messages/send', payload, headers);
+      assert.deepEqual(
+        [
+          again.statusCode,
+          again.body,
+          again.headers['preference-applied'],
+          again.headers['idempotent-replayed'],
+        ],
+        [202, first.body, 'respond-async', 'true'],
+      );
+      const [row] = await keyRows(t, 'order-async');
+      assert.equal(row?.headers, '{"preference-applied":"respond-async"}');
+      // A kept answer with none has none on replay.
+      const sync = await post(t, '/v1/messages/send', text('no preference'), {
+        'idempotency-key': 'order-sync',
+      });
+      const replayed = await post(t, '/v1/messages/send', text('no preference'), {
+        'idempotency-key': 'order-sync',
+      });
+      assert.equal(sync.headers['preference-applied'], undefined);
+      assert.deepEqual([replayed.statusCode, replayed.headers['preference-applied']], [200, undefined]);
+      assert.equal((await keyRows(t, 'order-sync'))[0]?.headers, null);
+    });
+
     it('without the header nothing changes: each request runs', async () => {
       const before = (await sentRows(t)).length;
       const a = await post(t, '/v1/messages/send', text('twice'));
@@ -335,11 +365,14 @@ for (const dialect of testDialects()) {
       const [row] = await keyRows(t, 'race');
       assert.ok(row);
       const claim = { id, token: row.token };
-      await service.finish(claim, { status: 201, contentType: 'application/json', body: '{"ok":1}' });
-      assert.deepEqual(await service.begin(id, 'a'.repeat(64)), {
-        kind: 'replay',
-        answer: { status: 201, contentType: 'application/json', body: '{"ok":1}' },
-      });
+      const answer = {
+        status: 202,
+        contentType: 'application/json',
+        body: '{"ok":1}',
+        headers: { 'preference-applied': 'respond-async' },
+      };
+      await service.finish(claim, answer);
+      assert.deepEqual(await service.begin(id, 'a'.repeat(64)), { kind: 'replay', answer });
     });
   });
 }

@@ -51,6 +51,23 @@ function fingerprintBody(payload: NodeJS.ReadableStream, fingerprint: RequestFin
 }
 
 /**
+ * The headers of an answer that say what it is, and so are kept with it and sent again by a replay
+ * (docs/decisions/0010-idempotency.md): `Preference-Applied` (a send queued under `Prefer: respond-async`, RFC 7240).
+ * Headers of the moment (rate limits, request id, `Retry-After`) are the replay's own.
+ */
+export const KEPT_HEADERS: readonly string[] = ['preference-applied'];
+
+/** The {@link KEPT_HEADERS} `reply` carries, by lowercase name. */
+function keptHeadersOf(reply: FastifyReply): Record<string, string> {
+  const kept: Record<string, string> = {};
+  for (const name of KEPT_HEADERS) {
+    const value = reply.getHeader(name);
+    if (typeof value === 'string') kept[name] = value;
+  }
+  return kept;
+}
+
+/**
  * `Idempotency-Key` on every authenticated `POST` whose route is under `/v1` (gateway paths are served by their
  * `/v1` twin, so they are covered), Stripe's model (docs/decisions/0010-idempotency.md):
  * - `onRequest` (after auth and rate limit, so replays count against the limit): checks the header (400
@@ -61,7 +78,8 @@ function fingerprintBody(payload: NodeJS.ReadableStream, fingerprint: RequestFin
  * - `preHandler` (after validation, before the instance is resolved and the request forwarded): claims the key,
  *   or replays the kept answer with `Idempotent-Replayed: true`, or refuses (409 in progress, 422 reused with a
  *   different request);
- * - `onSend`: keeps an answer below 500 (status, `Content-Type`, the exact body) or releases the key;
+ * - `onSend`: keeps an answer below 500 (status, `Content-Type`, the exact body, the headers of
+ *   {@link KEPT_HEADERS}) or releases the key;
  * - `onResponse`: releases a claim still held (an answer that never reached `onSend`).
  * Requests without the header, other methods and unauthenticated routes are untouched.
  */
@@ -109,6 +127,7 @@ export const idempotencyPlugin = fp(
       const { answer } = start;
       reply.code(answer.status);
       reply.header('content-type', answer.contentType ?? 'application/json; charset=utf-8');
+      for (const [name, value] of Object.entries(answer.headers)) reply.header(name, value);
       reply.header(REPLAYED_HEADER, 'true');
       return reply.send(answer.body);
     });
@@ -126,6 +145,7 @@ export const idempotencyPlugin = fp(
             status: reply.statusCode,
             contentType: typeof type === 'string' ? type : undefined,
             body,
+            headers: keptHeadersOf(reply),
           });
         }
       } catch (error) {

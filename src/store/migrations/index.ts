@@ -23,6 +23,7 @@ import * as sendJobsLiveIndex from './0021_send_jobs_live_index.ts';
 import * as deliveryLiveIndexes from './0022_delivery_live_indexes.ts';
 import * as routingVersion from './0023_routing_version.ts';
 import * as sendJobsLoggedOut from './0024_send_jobs_logged_out.ts';
+import * as idempotencyHeaders from './0025_idempotency_headers.ts';
 
 /**
  * Every migration, in order. Names are numbered; add a new file and list it here (never edit one that shipped).
@@ -53,6 +54,7 @@ export const migrations: Record<string, Migration> = {
   '0022_delivery_live_indexes': deliveryLiveIndexes,
   '0023_routing_version': routingVersion,
   '0024_send_jobs_logged_out': sendJobsLoggedOut,
+  '0025_idempotency_headers': idempotencyHeaders,
 };
 
 /** Hands Kysely's `Migrator` the in-code list above (no file-system scanning, so it works from any cwd). */
