@@ -130,7 +130,7 @@ export class WebhookService {
     const href = await checkReceiverUrl(this.#guard, rawUrl, 'webhookUrl', log, instance.id);
     await this.#store.db.transaction().execute(async (trx) => {
       await updateInstance(trx, instance.id, { webhookUrl: href });
-      await enableWebhook(trx, instance.id);
+      await enableWebhook(trx, instance.id, this.#clock());
     });
     this.#worker.wake();
     return href;

@@ -287,3 +287,31 @@ async function failLane(
     )
     .execute();
 }
+
+/**
+ * Before a lane a 410 disabled is enabled again (`POST /v1/webhook` for the default webhook, `endpointId` `''`;
+ * `PATCH` with `enabled: true` for an endpoint): fails, with the 410's `reason`, the lane's pending deliveries no
+ * worker holds (docs/decisions/0035-webhook-endpoints.md). The 410 failed the lane's deliveries it saw; a recording
+ * transaction that read the routing before the 410 committed can still queue one after it, and enabling the lane
+ * must not send that one where the receiver said it is gone. Nothing is queued to a disabled lane otherwise, so
+ * these are only such leftovers. A delivery a worker holds is left to its own record. Call it in the transaction
+ * that enables the lane, before it writes the lane's row (the order a 410's record locks them in). Returns how many
+ * it failed.
+ */
+export async function failGoneLeftovers(
+  trx: Transaction<Database>,
+  instanceId: string,
+  endpointId: string,
+  reason: string,
+  now: number,
+): Promise<number> {
+  const result = await trx
+    .updateTable('webhook_deliveries')
+    .set({ status: 'failed', last_error: reason, updated_at: now })
+    .where('instance_id', '=', instanceId)
+    .where('endpoint_id', '=', endpointId)
+    .where('status', '=', 'pending')
+    .where('locked_by', 'is', null)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}

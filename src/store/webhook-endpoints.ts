@@ -1,4 +1,5 @@
 import type { Kysely, Selectable, Transaction } from 'kysely';
+import { failGoneLeftovers } from './delivery-finish.ts';
 import type { Database } from './schema.ts';
 import type { WebhookEndpointsTable } from './schema-webhooks.ts';
 
@@ -129,6 +130,9 @@ export async function insertEndpoint(
   });
 }
 
+/** The reason a 410's lane failure records when the disabled row kept none. */
+const GONE = 'receiver answered 410 Gone';
+
 /** Fields {@link updateEndpoint} may change; `enabled: true` also clears a 410's `disabled_at`/`disabled_reason`. */
 export interface EndpointPatch {
   /** The URL as shown and, for a broker URL with a password or token, the whole URL sealed (else null). */
@@ -140,7 +144,8 @@ export interface EndpointPatch {
 }
 
 /**
- * Applies `patch` to endpoint `id` of `instanceId` at `now` (epoch ms).
+ * Applies `patch` to endpoint `id` of `instanceId` at `now` (epoch ms), in one transaction. Enabling an endpoint a
+ * 410 disabled first fails the deliveries that 410 left pending (delivery-finish.ts `failGoneLeftovers`).
  * @returns false when there is no such endpoint.
  */
 export async function updateEndpoint(
@@ -150,24 +155,36 @@ export async function updateEndpoint(
   patch: EndpointPatch,
   now: number,
 ): Promise<boolean> {
-  const result = await db
-    .updateTable('webhook_endpoints')
-    .set({
-      updated_at: now,
-      ...(patch.url === undefined ? {} : { url: patch.url.shown, url_sealed: patch.url.sealed }),
-      ...(patch.events === undefined ? {} : { events: JSON.stringify(patch.events) }),
-      ...(patch.description === undefined ? {} : { description: patch.description }),
-      ...(patch.secretSealed === undefined ? {} : { secret: patch.secretSealed }),
-      ...(patch.enabled === undefined
-        ? {}
-        : patch.enabled
-          ? { enabled: 1, disabled_at: null, disabled_reason: null }
-          : { enabled: 0 }),
-    })
-    .where('instance_id', '=', instanceId)
-    .where('id', '=', id)
-    .executeTakeFirst();
-  return result.numUpdatedRows > 0n;
+  return db.transaction().execute(async (trx) => {
+    if (patch.enabled === true) {
+      const gone = await trx
+        .selectFrom('webhook_endpoints')
+        .select('disabled_reason')
+        .where('instance_id', '=', instanceId)
+        .where('id', '=', id)
+        .where('disabled_at', 'is not', null)
+        .executeTakeFirst();
+      if (gone) await failGoneLeftovers(trx, instanceId, id, gone.disabled_reason ?? GONE, now);
+    }
+    const result = await trx
+      .updateTable('webhook_endpoints')
+      .set({
+        updated_at: now,
+        ...(patch.url === undefined ? {} : { url: patch.url.shown, url_sealed: patch.url.sealed }),
+        ...(patch.events === undefined ? {} : { events: JSON.stringify(patch.events) }),
+        ...(patch.description === undefined ? {} : { description: patch.description }),
+        ...(patch.secretSealed === undefined ? {} : { secret: patch.secretSealed }),
+        ...(patch.enabled === undefined
+          ? {}
+          : patch.enabled
+            ? { enabled: 1, disabled_at: null, disabled_reason: null }
+            : { enabled: 0 }),
+      })
+      .where('instance_id', '=', instanceId)
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return result.numUpdatedRows > 0n;
+  });
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { CompiledQuery, Insertable, Kysely, Transaction } from 'kysely';
 import { chunksOf, compiledListStatement, ROWS_PER_INSERT } from './compiled.ts';
+import { failGoneLeftovers } from './delivery-finish.ts';
 import type { Database } from './schema.ts';
 import type { WebhookEventsTable } from './schema-webhooks.ts';
 import { toIso, toMs } from './times.ts';
@@ -32,9 +33,25 @@ export async function getWebhookState(db: Kysely<Database>, instanceId: string):
   };
 }
 
-/** Clears a 410 disabling (`POST /v1/webhook` sets the URL again, docs/decisions/0005-outbox-and-delivery.md). */
-export async function enableWebhook(db: Kysely<Database>, instanceId: string): Promise<void> {
-  await db
+/**
+ * Clears a 410 disabling of the instance's default webhook at `now` (epoch ms; `POST /v1/webhook` sets the URL
+ * again, docs/decisions/0005-outbox-and-delivery.md), first failing the deliveries that 410 left pending
+ * (delivery-finish.ts `failGoneLeftovers`). Run it in the transaction that sets the URL.
+ */
+export async function enableWebhook(
+  trx: Transaction<Database>,
+  instanceId: string,
+  now: number,
+): Promise<void> {
+  const gone = await trx
+    .selectFrom('webhook_state')
+    .select('disabled_reason')
+    .where('instance_id', '=', instanceId)
+    .where('disabled_at', 'is not', null)
+    .executeTakeFirst();
+  if (gone === undefined) return;
+  await failGoneLeftovers(trx, instanceId, '', gone.disabled_reason ?? 'receiver answered 410 Gone', now);
+  await trx
     .updateTable('webhook_state')
     .set({ disabled_at: null, disabled_reason: null })
     .where('instance_id', '=', instanceId)

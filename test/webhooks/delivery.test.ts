@@ -248,8 +248,41 @@ for (const dialect of testDialects()) {
         assert.match(refused.body.error.message, /^webhook is disabled/);
         assert.equal(await t.services.webhooks.runOnce(), 0);
 
+        // What a recording transaction that read the routing before the 410 committed leaves: the `after` event
+        // queued after the lane was failed. Setting the URL again fails it rather than sending it.
+        const { db } = t.services.store;
+        const after = await db
+          .selectFrom('webhook_events')
+          .select(['sequence'])
+          .where('id', '=', latest.id)
+          .executeTakeFirstOrThrow();
+        await db
+          .insertInto('webhook_deliveries')
+          .values({
+            event_id: latest.id,
+            instance_id: t.instance.id,
+            sequence: Number(after.sequence),
+            status: 'pending',
+            attempts: 0,
+            max_attempts: 10,
+            run_at: t.clock(),
+            locked_by: null,
+            locked_at: null,
+            last_error: null,
+            last_status: null,
+            delivered_at: null,
+            created_at: t.clock(),
+            updated_at: t.clock(),
+          })
+          .execute();
         await configureWebhook(t, receiver.url, null);
         assert.equal((await t.call('GET', '/v1/webhook')).body.data.disabled, false);
+        const leftover = await db
+          .selectFrom('webhook_deliveries')
+          .select(['status', 'last_error'])
+          .where('event_id', '=', latest.id)
+          .executeTakeFirstOrThrow();
+        assert.deepEqual(leftover, { status: 'failed', last_error: 'receiver answered 410 Gone' });
         const again = await t.call('POST', `/v1/webhook/deliveries/${entries[2].id}/redeliver`);
         assert.deepEqual(again.body, {
           success: true,

@@ -384,14 +384,55 @@ for (const dialect of testDialects()) {
         log.map((d: any) => [d.status, d.lastError]),
         [['failed', 'receiver answered 410 Gone: endpoint disabled']],
       );
+      // What a recording transaction that read the routing before the 410 committed leaves: g2 queued to the
+      // endpoint after its lane was failed.
+      const { db } = t.services.store;
+      const g2 = await db
+        .selectFrom('webhook_events')
+        .select(['id', 'sequence'])
+        .where('instance_id', '=', t.instance.id)
+        .orderBy('sequence', 'desc')
+        .executeTakeFirstOrThrow();
+      await db
+        .insertInto('webhook_deliveries')
+        .values({
+          event_id: g2.id,
+          endpoint_id: ea.id,
+          instance_id: t.instance.id,
+          sequence: Number(g2.sequence),
+          status: 'pending',
+          attempts: 0,
+          max_attempts: 10,
+          run_at: t.clock(),
+          locked_by: null,
+          locked_at: null,
+          last_error: null,
+          last_status: null,
+          delivered_at: null,
+          created_at: t.clock(),
+          updated_at: t.clock(),
+        })
+        .execute();
       a.respondWith(() => ({ status: 200, body: 'ok' }));
       const enabled = await t.call('PATCH', `/v1/webhooks/${ea.id}`, { enabled: true });
       assert.deepEqual(
         [enabled.body.data.enabled, enabled.body.data.disabledAt, enabled.body.data.disabledReason],
         [true, null, null],
       );
+      const leftover = await db
+        .selectFrom('webhook_deliveries')
+        .select(['status', 'last_error'])
+        .where('event_id', '=', g2.id)
+        .where('endpoint_id', '=', ea.id)
+        .executeTakeFirstOrThrow();
+      assert.deepEqual(leftover, { status: 'failed', last_error: 'receiver answered 410 Gone' });
       await t.services.recorder.record(t.instance.id, textMessage('g3'));
       await until(t, 'the endpoint receives again', () => accepted(a).some((r) => textOf(r) === 'g3'));
+      assert.deepEqual(
+        accepted(a).map(textOf),
+        ['g3'],
+        'the delivery queued before the 410 is not sent after enabling',
+      );
     });
 
     it('rotate-secret changes the signature; delete stops deliveries', async () => {
