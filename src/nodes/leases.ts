@@ -117,8 +117,10 @@ export class LeaseKeeper {
   /** One round: endpoint, renewal, fencing of lost instances, placement of orphans, restores. */
   async tick(): Promise<void> {
     const { db, nodeId, sessions, logger } = this.#options;
-    const now = this.#now();
     await setNodeEndpoint(db, nodeId, { url: this.#url, draining: this.#draining });
+    // Read after the endpoint's write, which a restarting store can hold for seconds: an older `now` could renew a
+    // lease that expired meanwhile.
+    const now = this.#now();
     const mine = await renewLeases(db, nodeId, now + this.#ttlMs, now);
     this.#renewedAt = now;
     this.#held.clear();
@@ -159,6 +161,7 @@ export class LeaseKeeper {
         instanceId: instance.id,
         owner: nodeId,
         previousToken: byInstance.get(instance.id)?.token ?? null,
+        previousExpiresAt: byInstance.get(instance.id)?.expiresAt,
         expiresAt: now + this.#ttlMs,
       });
       if (!lease) continue;
@@ -207,6 +210,7 @@ export class LeaseKeeper {
         instanceId: instance.id,
         owner: target.id,
         previousToken: lease?.token ?? null,
+        previousExpiresAt: lease?.expiresAt,
         expiresAt: now + this.#ttlMs,
       });
       if (claimed && lease && lease.owner !== target.id)
@@ -312,6 +316,7 @@ export class LeaseKeeper {
             await claimLease(db, {
               instanceId: lease.instanceId,
               owner: target.id,
+              // The token alone: this node's own renewals go on while it waits for the session to idle.
               previousToken: lease.token,
               expiresAt: now + this.#ttlMs,
             });

@@ -68,14 +68,23 @@ export async function listLeases(db: Kysely<Database>): Promise<Lease[]> {
 
 /**
  * Gives `instanceId` to `owner` until `expiresAt` (epoch ms), provided the row still carries `previousToken`
- * (null: no row exists yet). The token becomes `previousToken + 1` (1 for a new row).
+ * (null: no row exists yet) and, when given, the expiry `previousExpiresAt` (epoch ms) the claimer read with it. The
+ * token becomes `previousToken + 1` (1 for a new row). Comparing the expiry too makes the claim lose to the owner's
+ * renewal of the lease since the claimer read it (docs/decisions/0008-leases-and-fencing.md): a renewal keeps the
+ * token, so a claim on the token alone would take a lease its owner had just extended, and both would hold it.
  * @returns the new lease, or undefined when another node changed the row first.
  */
 export async function claimLease(
   db: Kysely<Database>,
-  input: { instanceId: string; owner: string; previousToken: number | null; expiresAt: number },
+  input: {
+    instanceId: string;
+    owner: string;
+    previousToken: number | null;
+    previousExpiresAt?: number | undefined;
+    expiresAt: number;
+  },
 ): Promise<Lease | undefined> {
-  const { instanceId, owner, previousToken, expiresAt } = input;
+  const { instanceId, owner, previousToken, previousExpiresAt, expiresAt } = input;
   if (previousToken === null) {
     const inserted = await db
       .insertInto('instance_leases')
@@ -90,6 +99,7 @@ export async function claimLease(
     .set({ owner, token: previousToken + 1, expires_at: expiresAt })
     .where('instance_id', '=', instanceId)
     .where('token', '=', previousToken)
+    .$if(previousExpiresAt !== undefined, (qb) => qb.where('expires_at', '=', previousExpiresAt ?? 0))
     .executeTakeFirst();
   if (Number(updated.numUpdatedRows) === 0) return undefined;
   return { instanceId, owner, token: previousToken + 1, expiresAt };

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import type { Kysely } from 'kysely';
 import pino from 'pino';
 import { LeaseKeeper } from '../../src/nodes/leases.ts';
-import { getLease, renewLeases, setNodeEndpoint } from '../../src/store/leases.ts';
+import { claimLease, getLease, renewLeases, setNodeEndpoint } from '../../src/store/leases.ts';
 import { upsertNode } from '../../src/store/nodes.ts';
 import type { Database } from '../../src/store/schema.ts';
 import { eventually } from '../support/eventually.ts';
@@ -75,6 +75,35 @@ for (const dialect of testDialects()) {
           { instanceId: live, owner: 'node-a', token: 1, expiresAt: 9_000 },
         ]);
         assert.equal((await getLease(db, expired ?? ''))?.expiresAt, 1_000, 'left expired, for a claim');
+      } finally {
+        await testStore.cleanup();
+      }
+    });
+
+    it("a claim loses to the owner's renewal since the claimer read the lease, whatever the owner's clock said", async () => {
+      const testStore = await createTestStore(dialect);
+      try {
+        const { db, instances } = await setup(testStore, 1);
+        const id = instances[0]?.id ?? '';
+        await claimLease(db, { instanceId: id, owner: 'node-a', previousToken: null, expiresAt: 1_000 });
+        // node-b reads the lease as expired at 2 000; node-a, whose round read its clock before it stalled, renews.
+        const read = await getLease(db, id);
+        assert.deepEqual(read, { instanceId: id, owner: 'node-a', token: 1, expiresAt: 1_000 });
+        await renewLeases(db, 'node-a', 5_000, 900);
+        const taken = await claimLease(db, {
+          instanceId: id,
+          owner: 'node-b',
+          previousToken: read?.token ?? null,
+          previousExpiresAt: read?.expiresAt,
+          expiresAt: 6_000,
+        });
+        assert.equal(taken, undefined);
+        assert.deepEqual(await getLease(db, id), {
+          instanceId: id,
+          owner: 'node-a',
+          token: 1,
+          expiresAt: 5_000,
+        });
       } finally {
         await testStore.cleanup();
       }
