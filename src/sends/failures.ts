@@ -128,8 +128,8 @@ export class RelayFailures {
   /**
    * Holds claimed job `job` back (src/store/send-job-claims.ts `holdBackSendJob`), waiting out an unreachable store.
    * A try whose answer was lost is found written: the job unlocked with this hold-back's error, `pending` at its
-   * time, or `canceled` with the logout's mark (a job the logout itself canceled, pending, has none: the logout
-   * reported it).
+   * time, or `canceled` with the logout's mark at this write's time (a job the logout itself canceled, pending, has
+   * no mark: the logout reported it; one another node's hand-back canceled was written at that node's time).
    * @returns the status written, or undefined when the job was no longer this node's.
    */
   async #holdBackRow(
@@ -143,7 +143,11 @@ export class RelayFailures {
       const row = await findSendJob(db, job.instanceId, job.id);
       if (row === undefined || row.lockedBy !== null || row.lastError !== outcome.error) return undefined;
       if (row.status === 'pending' && row.runAt === outcome.runAt) return 'pending';
-      return row.status === 'canceled' && row.loggedOutAt !== null ? 'canceled' : undefined;
+      // Canceled by this write: the logout's mark, and this write's time (another node's hand-back may have canceled
+      // it with the same error; it reported the event then).
+      return row.status === 'canceled' && row.loggedOutAt !== null && row.updatedAt === outcome.at
+        ? 'canceled'
+        : undefined;
     });
   }
 

@@ -29,6 +29,8 @@ export interface SendJob {
   lastError: string | null;
   lockedBy: string | null;
   createdAt: number;
+  /** When the row last changed (epoch ms). */
+  updatedAt: number;
   sentAt: number | null;
   /**
    * When a logout found the job being relayed (epoch ms), or null: it is canceled rather than made `pending` again
@@ -61,6 +63,7 @@ export function toJob(row: Selectable<SendJobsTable>): SendJob {
     lastError: row.last_error,
     lockedBy: row.locked_by,
     createdAt: Number(row.created_at),
+    updatedAt: Number(row.updated_at),
     sentAt: row.sent_at === null ? null : Number(row.sent_at),
     loggedOutAt: row.logged_out_at === null ? null : Number(row.logged_out_at),
   };

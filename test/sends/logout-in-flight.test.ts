@@ -145,6 +145,35 @@ for (const dialect of testDialects()) {
       assert.deepEqual(relayed, [next]);
     });
 
+    it('a stalled relay whose job the next holder canceled does not report canceled a second time', async () => {
+      queue = queueOf('node-a');
+      const id = '3EB0LOGOUTTWICE0000001';
+      const message = 'the session is not logged in';
+      const release = hold(id, new DomainError('not_logged_in', message));
+      await insertSendJob(t.services.store.db, textJob(t.instance.id, id, 'async', t.clock()));
+      // An earlier try failed with the same error (held back, due again now).
+      await t.services.store.db
+        .updateTable('send_jobs')
+        .set({ last_error: message })
+        .where('id', '=', id)
+        .execute();
+      queue.wake(t.instance.id);
+      await eventually('the relay under way', () => gate?.started);
+      t.clock.advance(1_000);
+      await logout(t.clock());
+      // node-a stalls; node-b holds the instance now and hands back what node-a left sending: canceled.
+      t.clock.advance(1_000);
+      const b = queueOf('node-b');
+      b.wake(t.instance.id);
+      await eventually('canceled by node-b', async () => (await row(id)).status === 'canceled');
+      await b.stop();
+      // node-a resumes: its relay fails on the closed session, and its hold-back finds the job no longer its own.
+      t.clock.advance(1_000);
+      release();
+      await queue.stop();
+      assert.deepEqual(reports, [{ kind: 'message', id, status: 'canceled', at: t.clock() - 1_000 }]);
+    });
+
     it('a job the logout marked whose relay went through stays sent', async () => {
       queue = queueOf('new-holder');
       const id = '3EB0LOGOUTRELAYSENT001';

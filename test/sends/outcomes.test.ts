@@ -26,6 +26,7 @@ function job(status: SendJob['status'], sentAt: number | null = null): SendJob {
     lastError: null,
     lockedBy: status === 'sending' ? 'this-node' : null,
     createdAt: T0,
+    updatedAt: T0,
     sentAt,
     loggedOutAt: null,
   };
