@@ -295,8 +295,10 @@ async function failLane(
  * transaction that read the routing before the 410 committed can still queue one after it, and enabling the lane
  * must not send that one where the receiver said it is gone. Nothing is queued to a disabled lane otherwise, so
  * these are only such leftovers. A delivery a worker holds is left to its own record. Call it in the transaction
- * that enables the lane, before it writes the lane's row (the order a 410's record locks them in). Returns how many
- * it failed.
+ * that enables the lane, before it writes the lane's row. A 410's record locks its own delivery, the lane's row, then
+ * the lane's other deliveries: on PostgreSQL, an enable running into a second 410 of the same lane at that instant
+ * (a lane window of two or more) can end in a deadlock, which fails the enable's request (500, safe to retry).
+ * Returns how many it failed.
  */
 export async function failGoneLeftovers(
   trx: Transaction<Database>,

@@ -49,8 +49,9 @@ export async function enableWebhook(
     .where('instance_id', '=', instanceId)
     .where('disabled_at', 'is not', null)
     .executeTakeFirst();
-  if (gone === undefined) return;
-  await failGoneLeftovers(trx, instanceId, '', gone.disabled_reason ?? 'receiver answered 410 Gone', now);
+  if (gone !== undefined)
+    await failGoneLeftovers(trx, instanceId, '', gone.disabled_reason ?? 'receiver answered 410 Gone', now);
+  // Whatever the read saw: a 410 whose record has not committed yet is waited for here, and its disabling cleared.
   await trx
     .updateTable('webhook_state')
     .set({ disabled_at: null, disabled_reason: null })
