@@ -71,11 +71,14 @@ export class RequestFingerprint {
    * @param method uppercase HTTP method; @param pathWithQuery the request target as received, e.g. `/v1/x?a=1`;
    * @param instance the `x-instance-id` header when the request has one: it names the instance the operation acts on
    *   (docs/decisions/0002-instance-resolution.md), so a request to another instance is another request.
+   * @param allowList the instance allow-list of the request's API key (empty: every instance): a key limited to other
+   *   instances makes another request, so it is never answered with what was done on an instance it may not address.
    */
-  constructor(method: string, pathWithQuery: string, instance?: string) {
+  constructor(method: string, pathWithQuery: string, instance?: string, allowList: readonly string[] = []) {
     this.#hash = createHash('sha256');
     this.#hash.update(`${method}\n${pathWithQuery}\n`);
     if (instance !== undefined) this.#hash.update(`x-instance-id: ${instance}\n`);
+    if (allowList.length > 0) this.#hash.update(`instances: ${[...allowList].sort().join(',')}\n`);
   }
 
   /** Adds body bytes, in order. Ignored once {@link digest} was read. */

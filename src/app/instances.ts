@@ -258,6 +258,9 @@ export class InstanceService {
     if (status.loggedIn || status.connected) await this.#sessions.logout(instance);
     await this.#sessions.release(instance.id);
     if (!(await deleteInstance(this.#store.db, instance.id))) throw errors.instanceNotFound();
+    // A connect that resolved the instance before the delete may have opened a session meanwhile: close it too (a
+    // connect finishing after the delete closes its own, SessionManager.connect).
+    await this.#sessions.release(instance.id);
     await this.#files.removeInstance(instance.id);
   }
 }

@@ -112,10 +112,15 @@ export class KeyAuthenticator {
     this.#timer = undefined;
   }
 
-  /** Evicts cached keys revoked since the last poll (any process). Errors are logged, not thrown. */
+  /**
+   * Evicts cached keys revoked since the last poll (any process). Errors are logged, not thrown. The read reaches back
+   * one cache lifetime before the latest revocation seen: a revocation stamped earlier than one already seen (another
+   * host's clock a little behind, or a revocation that committed after a later-stamped one) is still found.
+   */
   async pollRevocations(): Promise<void> {
     try {
-      const revoked = await listRevokedSince(this.#db, this.#revocationsSince);
+      const since = new Date(Date.parse(this.#revocationsSince) - this.#options.ttlMs).toISOString();
+      const revoked = await listRevokedSince(this.#db, since);
       for (const { keyHash, revokedAt } of revoked) {
         this.#cache.delete(keyHash);
         if (revokedAt > this.#revocationsSince) this.#revocationsSince = revokedAt;

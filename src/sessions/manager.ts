@@ -192,7 +192,8 @@ export class SessionManager {
    * A successful connect stamps `lastConnectedAt` (epoch ms of the clock as RFC 3339), so requests that name no
    * instance address this one from now on (docs/decisions/0002-instance-resolution.md: pairing started or a session
    * resumed).
-   * @throws DomainError timeout (504) when the login is not verified in time; engine errors (502/503) as raised.
+   * @throws DomainError timeout (504) when the login is not verified in time; not_found `instance not found` when
+   *   the instance was deleted meanwhile (its session is closed); engine errors (502/503) as raised.
    */
   async connect(
     instance: Instance,
@@ -212,9 +213,15 @@ export class SessionManager {
     // The instance this connect addressed becomes the default one (docs/decisions/0002-instance-resolution.md: the
     // latest successful connect, whether it starts pairing or resumes a stored session, makes its instance the most
     // recently connected).
-    await updateInstance(this.#options.db, instance.id, {
+    const stamped = await updateInstance(this.#options.db, instance.id, {
       lastConnectedAt: new Date(this.#options.clock()).toISOString(),
     });
+    if (!stamped) {
+      // Deleted while connecting (DELETE /v1/instances/{id}, docs/decisions/0029-instances-over-the-api.md): the
+      // session just made must not outlive its instance.
+      await this.release(instance.id);
+      throw errors.instanceNotFound();
+    }
     const state = session.state();
     return {
       details: 'Connected!',

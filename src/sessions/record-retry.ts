@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type EngineEvent, eventLogFields } from '../domain/messages.ts';
 import { extended } from '../domain/objects.ts';
-import { isStoreUnavailableError } from '../store/faults.ts';
+import { instanceRowError, isStoreUnavailableError } from '../store/faults.ts';
 
 /**
  * How a failed recording is retried (docs/decisions/0011-store-faults.md): an event the platform delivered was
@@ -135,7 +135,8 @@ export async function recordWithRetry(
         );
       return;
     } catch (error) {
-      if (isPermanentStoreError(error)) throw error;
+      // A foreign key violation: the instance was deleted while its event was recorded (`instance not found`).
+      if (isPermanentStoreError(error)) throw instanceRowError(error);
       const transient = isTransientStoreError(error);
       const limit = policy.attempts ?? (transient ? undefined : policy.unknownAttempts);
       if ((limit !== undefined && attempt >= limit) || signal?.aborted) throw error;

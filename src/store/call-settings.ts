@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { CallSettings } from '../domain/calls.ts';
+import { instanceRowError } from './faults.ts';
 import type { Database } from './schema.ts';
 import { toMs } from './times.ts';
 
@@ -15,7 +16,8 @@ export async function readCallSettings(db: Kysely<Database>, instanceId: string)
 
 /**
  * Stores the call handling of an instance (replacing the previous one); `at` is RFC 3339.
- * @throws RangeError when `at` is not a time.
+ * @throws RangeError when `at` is not a time; DomainError not_found `instance not found` when the instance was
+ *   deleted meanwhile.
  */
 export async function writeCallSettings(
   db: Kysely<Database>,
@@ -28,5 +30,8 @@ export async function writeCallSettings(
     .insertInto('call_settings')
     .values({ instance_id: instanceId, ...values })
     .onConflict((oc) => oc.column('instance_id').doUpdateSet(values))
-    .execute();
+    .execute()
+    .catch((error: unknown) => {
+      throw instanceRowError(error);
+    });
 }

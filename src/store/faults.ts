@@ -109,6 +109,19 @@ export function isStaleStatement(error: unknown): boolean {
   );
 }
 
+/** PostgreSQL's SQLSTATE and SQLite's extended result code of a foreign key violation. */
+const FOREIGN_KEY_VIOLATION = new Set(['23503', 'SQLITE_CONSTRAINT_FOREIGNKEY']);
+
+/**
+ * `error` as a write of a row of one instance raises it: `instance not found` when it is a foreign key violation,
+ * which means the instance was deleted while the request that writes ran (DELETE /v1/instances/{id},
+ * docs/decisions/0029-instances-over-the-api.md: its id is 404 from then on); else `error` itself.
+ */
+export function instanceRowError(error: unknown): unknown {
+  const code = codeOf(error);
+  return code !== undefined && FOREIGN_KEY_VIOLATION.has(code) ? errors.instanceNotFound() : error;
+}
+
 /**
  * True when `error` says the store cannot be reached or cannot work right now, so the same operation may succeed
  * later: a `DomainError` `store_unavailable`; a socket error (ECONNREFUSED, ECONNRESET, ETIMEDOUT, …) or a TLS one (EPROTO, `ERR_SSL_*`); a

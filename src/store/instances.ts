@@ -103,12 +103,29 @@ export async function createInstanceWithinCap(
  * Deletes instance `id` and, by the store's `on delete cascade` foreign keys (migrations 0001–0020, on SQLite and
  * PostgreSQL alike), every row of it: engine credentials, messages, chat peers, webhook state, webhook endpoints,
  * events (with their deliveries and attempts), socket lock, lease, gateway replay memory, call settings, send jobs,
- * send pace, LID mappings, labels and chat labels.
+ * send pace, LID mappings, labels and chat labels. Repeated when PostgreSQL fails it to break a deadlock.
  * @returns whether an instance was deleted.
  */
 export async function deleteInstance(db: Kysely<Database>, id: string): Promise<boolean> {
-  const result = await db.deleteFrom('instances').where('id', '=', id).executeTakeFirst();
-  return result.numDeletedRows > 0n;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const result = await db.deleteFrom('instances').where('id', '=', id).executeTakeFirst();
+      return result.numDeletedRows > 0n;
+    } catch (error) {
+      // PostgreSQL breaks a deadlock with a transaction recording the instance's events (it locks the instance row
+      // after writing a row that references it, the cascade the other way round) by failing one of them: the delete
+      // is the one to repeat, as nothing of it was kept.
+      if (attempt >= DELETE_ATTEMPTS || !isDeadlock(error)) throw error;
+    }
+  }
+}
+
+/** Tries of {@link deleteInstance} when PostgreSQL picks it to break a deadlock. */
+const DELETE_ATTEMPTS = 5;
+
+/** Whether `error` is PostgreSQL's deadlock (SQLSTATE 40P01). */
+function isDeadlock(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && 'code' in error && error.code === '40P01';
 }
 
 /** Loads one instance by id. */
@@ -193,8 +210,16 @@ export interface InstancePatch {
   lastConnectedAt?: string | null;
 }
 
-/** Applies `patch` to instance `id`; fields left undefined are untouched. @throws RangeError on a bad time. */
-export async function updateInstance(db: Kysely<Database>, id: string, patch: InstancePatch): Promise<void> {
+/**
+ * Applies `patch` to instance `id`; fields left undefined are untouched.
+ * @returns false when no instance has that id (deleted meanwhile); true otherwise, and for an empty patch.
+ * @throws RangeError on a bad time.
+ */
+export async function updateInstance(
+  db: Kysely<Database>,
+  id: string,
+  patch: InstancePatch,
+): Promise<boolean> {
   const values: Updateable<InstancesTable> = {};
   if (patch.name !== undefined) values.name = patch.name;
   if (patch.phone !== undefined) values.phone = patch.phone;
@@ -205,6 +230,7 @@ export async function updateInstance(db: Kysely<Database>, id: string, patch: In
   if (patch.hmacKeySealed !== undefined) values.hmac_key = patch.hmacKeySealed;
   if (patch.desiredState !== undefined) values.desired_state = patch.desiredState;
   if (patch.lastConnectedAt !== undefined) values.last_connected_at = toMs(patch.lastConnectedAt);
-  if (Object.keys(values).length === 0) return;
-  await db.updateTable('instances').set(values).where('id', '=', id).execute();
+  if (Object.keys(values).length === 0) return true;
+  const result = await db.updateTable('instances').set(values).where('id', '=', id).executeTakeFirst();
+  return result.numUpdatedRows > 0n;
 }

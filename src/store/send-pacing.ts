@@ -1,5 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import type { PacingSettings, SendJobStatus, SendPause } from '../domain/sends.ts';
+import { instanceRowError } from './faults.ts';
 import type { Database } from './schema.ts';
 
 /**
@@ -76,7 +77,10 @@ export async function readPacing(db: Kysely<Database>, instanceId: string): Prom
   };
 }
 
-/** Stores the instance's pace (the pause is kept). */
+/**
+ * Stores the instance's pace (the pause is kept).
+ * @throws DomainError not_found `instance not found` when the instance was deleted meanwhile.
+ */
 export async function writePacing(
   db: Kysely<Database>,
   instanceId: string,
@@ -93,10 +97,16 @@ export async function writePacing(
     .insertInto('send_pacing')
     .values({ instance_id: instanceId, ...values, paused_reason: null, paused_until: null })
     .onConflict((oc) => oc.column('instance_id').doUpdateSet(values))
-    .execute();
+    .execute()
+    .catch((error: unknown) => {
+      throw instanceRowError(error);
+    });
 }
 
-/** Sets (a pause) or clears (null) the instance's restriction pause. */
+/**
+ * Sets (a pause) or clears (null) the instance's restriction pause.
+ * @throws DomainError not_found `instance not found` when the instance was deleted meanwhile.
+ */
 export async function writePause(
   db: Kysely<Database>,
   instanceId: string,
@@ -112,7 +122,10 @@ export async function writePause(
     .insertInto('send_pacing')
     .values({ instance_id: instanceId, min_interval_ms: 0, jitter_ms: 0, new_chats_per_day: null, ...values })
     .onConflict((oc) => oc.column('instance_id').doUpdateSet(values))
-    .execute();
+    .execute()
+    .catch((error: unknown) => {
+      throw instanceRowError(error);
+    });
 }
 
 /** True when the instance has any message in `chat` other than `exceptId` (stored sent or received messages). */

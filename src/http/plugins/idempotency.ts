@@ -101,6 +101,7 @@ export const idempotencyPlugin = fp(
           request.method,
           request.originalUrl,
           instanceHeaderOf(request.headers['x-instance-id']),
+          request.auth.instanceIds,
         ),
         claim: undefined,
       };
