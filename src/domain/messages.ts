@@ -250,6 +250,19 @@ export interface MessageUpdate {
 }
 
 /**
+ * Whether `update` may change message `target`, as WhatsApp's apps decide: the message was not deleted for everyone
+ * already (a phone shows "This message was deleted" and ignores later edits and deletions), and the update came in
+ * the message's chat, from the message's sender — or, for a deletion in a group, from another member (a group admin
+ * deletes others' messages for everyone). The platform relays a protocolMessage naming any id, from anyone.
+ */
+export function updateMayChange(target: EngineMessage, update: MessageUpdate): boolean {
+  if (target.content.deletedAt !== undefined) return false;
+  if (target.source.chat !== update.source.chat) return false;
+  if (target.source.sender === update.source.sender) return true;
+  return update.kind === 'delete' && target.source.isGroup;
+}
+
+/**
  * A vote on a poll (docs/decisions/0026-chats-edits-polls-and-calls.md `PollVote`), decrypted: `source.sender` is the
  * voter, `selectedOptions` the option names now chosen (empty: the voter withdrew their vote; each vote replaces the
  * voter's previous one).

@@ -1,11 +1,12 @@
 import { type CompiledQuery, type Insertable, type Kysely, type OnConflictBuilder, sql } from 'kysely';
-import type {
-  DeliveryState,
-  EngineMessage,
-  Jid,
-  MessageContent,
-  MessageKind,
-  MessageUpdate,
+import {
+  type DeliveryState,
+  type EngineMessage,
+  type Jid,
+  type MessageContent,
+  type MessageKind,
+  type MessageUpdate,
+  updateMayChange,
 } from '../domain/messages.ts';
 import { extended } from '../domain/objects.ts';
 import { chunksOf, compiledListStatement, ROWS_PER_INSERT } from './compiled.ts';
@@ -307,8 +308,8 @@ export async function listRecentPeerJids(
  * Applies an edit or a deletion for everyone to stored message `update.messageId`
  * (docs/decisions/0026-chats-edits-polls-and-calls.md): an edit replaces the text and sets `editedAt`; a deletion
  * drops the text, caption, mentions and poll and sets `deletedAt`. The row keeps its id, chat and delivery state. A
- * message parley never stored is left alone (returns false). A compare-and-set ({@link changeContent}): a new
- * media reference stored meanwhile is kept.
+ * message parley never stored is left alone (returns false), and so is one the update may not change
+ * ({@link updateMayChange}). A compare-and-set ({@link changeContent}): a new media reference stored meanwhile is kept.
  * @throws Error when the content kept changing under every attempt.
  */
 export async function applyMessageUpdate(
@@ -316,6 +317,8 @@ export async function applyMessageUpdate(
   instanceId: string,
   update: MessageUpdate,
 ): Promise<boolean> {
+  const target = await findStoredMessage(db, instanceId, update.messageId);
+  if (!target || !updateMayChange(target, update)) return false;
   return changeContent(db, instanceId, update.messageId, (content) => {
     if (update.kind === 'edit')
       return extended(content, { text: update.text ?? '', editedAt: update.timestamp });

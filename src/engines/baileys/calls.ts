@@ -101,8 +101,10 @@ export class CallHandler {
     if (status !== 'offer' || call.isGroup || call.offline) return;
     const settings: CallSettings = (await context.callSettings?.()) ?? { reject: false, message: null };
     if (!settings.reject) return;
-    await sock.rejectCall(call.id, call.from);
-    this.#remember(call.id, 'rejected');
+    const ringing = this.#ringing.get(call.id);
+    // Rejected by a POST /v1/calls/{id}/reject meanwhile (it recorded the `rejected` event), or ended.
+    if (!ringing) return;
+    await this.#rejecting(sock, call.id, ringing);
     await this.#deps.record({
       type: 'call',
       call: { ...base, status: 'rejected', autoRejected: true, timestamp: context.clock() },
@@ -126,11 +128,33 @@ export class CallHandler {
     const ringing = this.#ringing.get(id);
     if (last === undefined) throw errors.notFound(`call ${id} not found`);
     if (last !== 'offer' || !ringing) throw errors.conflict(`call ${id} is no longer ringing (${last})`);
-    await sock.rejectCall(id, ringing.from);
-    this.#remember(id, 'rejected');
+    await this.#rejecting(sock, id, ringing);
     const call: EngineCall = { ...ringing.call, status: 'rejected', timestamp: this.#deps.context.clock() };
     await this.#deps.record({ type: 'call', call });
     return call;
+  }
+
+  /**
+   * Declines ringing call `id` with Baileys' `rejectCall`, marking it `rejected` before the platform's ack so that a
+   * concurrent reject (another request, or the automatic one) finds it no longer ringing and neither rejects nor
+   * records it a second time. When the reject fails the call is ringing again (unless it ended meanwhile).
+   * @throws Baileys' errors as raised.
+   */
+  async #rejecting(
+    sock: SocketLike,
+    id: string,
+    ringing: { from: string; call: Omit<EngineCall, 'status'> },
+  ): Promise<void> {
+    this.#remember(id, 'rejected');
+    try {
+      await sock.rejectCall(id, ringing.from);
+    } catch (error) {
+      if (this.#last.get(id) === 'rejected') {
+        this.#last.set(id, 'offer');
+        this.#ringing.set(id, ringing);
+      }
+      throw error;
+    }
   }
 
   /** Keeps `status` as the last of call `id` (a forgotten call's ringing entry goes with it). */

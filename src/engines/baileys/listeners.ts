@@ -1,6 +1,6 @@
 import type { BaileysEventMap, BinaryNode, GroupMetadata, WAMessage } from 'baileys';
 import { isJidBroadcast, isJidGroup, isJidNewsletter } from 'baileys';
-import { type EngineEvent, eventLogFields, type Jid } from '../../domain/messages.ts';
+import { type EngineEvent, eventLogFields, type Jid, updateMayChange } from '../../domain/messages.ts';
 import type { EngineSessionContext } from '../engine.ts';
 import type { BoundedCache } from './cache.ts';
 import type { ContactBook } from './contacts.ts';
@@ -135,6 +135,18 @@ export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => voi
         'a poll vote could not be decrypted; dropped',
       );
       return true;
+    }
+    if (event.type === 'messageUpdate') {
+      // An edit or deletion naming a stored message of another chat or sender, or one deleted already, changes
+      // nothing on a phone.
+      const target = await context.findMessage(event.update.messageId);
+      if (target && !updateMayChange(target, event.update)) {
+        context.logger.warn(
+          { event: 'messageUpdate', id: msg.key.id, target: event.update.messageId },
+          'an edit or deletion of a deleted message, or of one its sender did not send in that chat; dropped',
+        );
+        return true;
+      }
     }
     await queue.record(event);
     return true;

@@ -26,7 +26,7 @@ import { isAdminOf, toGroupInfo } from './groups.ts';
 import { type FlaggedSource, type MappingContext, timestampMs, toMessageContent } from './incoming.ts';
 import { isLidLike } from './jid.ts';
 import { buildOutgoingMessage, buildReaction, type LinkPreviewFetcher } from './outgoing.ts';
-import { POLL_CREATION_META, savePollSecret } from './polls.ts';
+import { loadPollSecret, POLL_CREATION_META, savePollSecret } from './polls.ts';
 import type { BaileysLogger, SocketLike } from './socket.ts';
 
 /** What the operations share with the session. */
@@ -275,13 +275,19 @@ export async function sendMessage(
   }
   if (!isJidGroup(message.to)) deps.subscribePresence(sock, message.to);
   if (message.content.kind === 'poll') {
-    const secret = msg.message?.messageContextInfo?.messageSecret;
-    if (!secret) throw new Error('built poll has no messageSecret');
-    await savePollSecret(deps.context.auth, msg.key.id ?? '', {
-      secret: Buffer.from(secret),
-      name: message.content.name,
-      options: message.content.options,
-    });
+    const context = msg.message?.messageContextInfo;
+    if (!context?.messageSecret) throw new Error('built poll has no messageSecret');
+    // A job relayed again under its id (after a crash, docs/decisions/0009-sends-as-jobs.md) keeps the secret of
+    // its first relay: the recipient shows the first copy, and encrypts its votes with that copy's secret.
+    const earlier = await loadPollSecret(deps.context.auth, msg.key.id ?? '');
+    if (earlier) context.messageSecret = earlier.secret;
+    else {
+      await savePollSecret(deps.context.auth, msg.key.id ?? '', {
+        secret: Buffer.from(context.messageSecret),
+        name: message.content.name,
+        options: message.content.options,
+      });
+    }
     return relayAndRecord(sock, message.to, msg, deps, {
       additionalNodes: [POLL_CREATION_META],
       unrecordedError: true,

@@ -67,7 +67,7 @@ export async function sendPresence(
  * Helper: user `phone` edits (`body`) or deletes for everyone (no `body`) message `id`, which must be a stored
  * message that user sent (in a one-to-one chat or a group). An edit needs a text message.
  * @throws DomainError not_found `message not found`; invalid `only text messages can be edited`,
- *   `message <id> was not sent by <phone>`; not_logged_in before login.
+ *   `message <id> was not sent by <phone>`, `message <id> was deleted`; not_logged_in before login.
  */
 export async function updateMessage(account: SandboxAccount, input: SandboxUpdateInput): Promise<void> {
   await account.ready();
@@ -76,6 +76,7 @@ export async function updateMessage(account: SandboxAccount, input: SandboxUpdat
   if (message.source.sender !== userJid(input.phone)) {
     throw errors.badRequest(`message ${input.id} was not sent by ${input.phone}`);
   }
+  if (message.content.deletedAt !== undefined) throw errors.badRequest(`message ${input.id} was deleted`);
   const source: MessageSource = { ...message.source };
   const timestamp = account.context.clock();
   if (input.body === undefined) {
