@@ -8,6 +8,7 @@ import {
   configureWebhook,
   createWebhookApp,
   deliveries,
+  insertPendingDelivery,
   recordMessages,
   settled,
   textMessage,
@@ -256,25 +257,13 @@ for (const dialect of testDialects()) {
           .select(['sequence'])
           .where('id', '=', latest.id)
           .executeTakeFirstOrThrow();
-        await db
-          .insertInto('webhook_deliveries')
-          .values({
-            event_id: latest.id,
-            instance_id: t.instance.id,
-            sequence: Number(after.sequence),
-            status: 'pending',
-            attempts: 0,
-            max_attempts: 10,
-            run_at: t.clock(),
-            locked_by: null,
-            locked_at: null,
-            last_error: null,
-            last_status: null,
-            delivered_at: null,
-            created_at: t.clock(),
-            updated_at: t.clock(),
-          })
-          .execute();
+        await insertPendingDelivery(db, {
+          eventId: latest.id,
+          endpointId: '',
+          instanceId: t.instance.id,
+          sequence: Number(after.sequence),
+          at: t.clock(),
+        });
         await configureWebhook(t, receiver.url, null);
         assert.equal((await t.call('GET', '/v1/webhook')).body.data.disabled, false);
         const leftover = await db

@@ -5,7 +5,7 @@ import pg from 'pg';
 import { eventually } from '../support/eventually.ts';
 import { startReceiver } from '../support/https-receiver.ts';
 import { TEMPLATE_SCHEMA, testDialects } from '../support/store.ts';
-import { configureWebhook, createWebhookApp, textMessage } from './support.ts';
+import { configureWebhook, createWebhookApp, insertPendingDelivery, textMessage } from './support.ts';
 
 /**
  * Webhook requests that race (docs/decisions/0035-webhook-endpoints.md, 0005-outbox-and-delivery.md): redelivering
@@ -52,26 +52,13 @@ for (const dialect of testDialects()) {
           .executeTakeFirstOrThrow();
         // What a recording transaction that read the routing just before the endpoint's deletion leaves behind.
         const gone = randomUUID();
-        await db
-          .insertInto('webhook_deliveries')
-          .values({
-            event_id: event.id,
-            endpoint_id: gone,
-            instance_id: t.instance.id,
-            sequence: Number(event.sequence),
-            status: 'pending',
-            attempts: 0,
-            max_attempts: 10,
-            run_at: t.clock(),
-            locked_by: null,
-            locked_at: null,
-            last_error: null,
-            last_status: null,
-            delivered_at: null,
-            created_at: t.clock(),
-            updated_at: t.clock(),
-          })
-          .execute();
+        await insertPendingDelivery(db, {
+          eventId: event.id,
+          endpointId: gone,
+          instanceId: t.instance.id,
+          sequence: Number(event.sequence),
+          at: t.clock(),
+        });
         t.clock.advance(40 * 86_400_000);
         assert.equal(await t.services.retention.runOnce(), 1, 'the event, once nothing holds it');
         assert.deepEqual(await db.selectFrom('webhook_deliveries').select('event_id').execute(), []);

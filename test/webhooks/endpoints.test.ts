@@ -6,7 +6,13 @@ import type { EngineEvent, MessageSource } from '../../src/domain/messages.ts';
 import type { TestApp } from '../support/app.ts';
 import { type ReceivedRequest, type Receiver, startReceiver } from '../support/https-receiver.ts';
 import { testDialects } from '../support/store.ts';
-import { assertSigned, configureWebhook, createWebhookApp, textMessage } from './support.ts';
+import {
+  assertSigned,
+  configureWebhook,
+  createWebhookApp,
+  insertPendingDelivery,
+  textMessage,
+} from './support.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
@@ -393,26 +399,13 @@ for (const dialect of testDialects()) {
         .where('instance_id', '=', t.instance.id)
         .orderBy('sequence', 'desc')
         .executeTakeFirstOrThrow();
-      await db
-        .insertInto('webhook_deliveries')
-        .values({
-          event_id: g2.id,
-          endpoint_id: ea.id,
-          instance_id: t.instance.id,
-          sequence: Number(g2.sequence),
-          status: 'pending',
-          attempts: 0,
-          max_attempts: 10,
-          run_at: t.clock(),
-          locked_by: null,
-          locked_at: null,
-          last_error: null,
-          last_status: null,
-          delivered_at: null,
-          created_at: t.clock(),
-          updated_at: t.clock(),
-        })
-        .execute();
+      await insertPendingDelivery(db, {
+        eventId: g2.id,
+        endpointId: ea.id,
+        instanceId: t.instance.id,
+        sequence: Number(g2.sequence),
+        at: t.clock(),
+      });
       a.respondWith(() => ({ status: 200, body: 'ok' }));
       const enabled = await t.call('PATCH', `/v1/webhooks/${ea.id}`, { enabled: true });
       assert.deepEqual(

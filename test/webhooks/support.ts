@@ -237,3 +237,34 @@ export async function claimLane(
   assert.equal(batch.length, count, `${count} deliveries claimed`);
   return { batch, now };
 }
+
+/**
+ * Inserts a `pending` delivery of event `eventId` (its `sequence`) to `endpointId` (`''`: the default webhook) at
+ * `at` (epoch ms), no worker holding it: what a recording transaction that raced a change of the lane's routing (an
+ * endpoint's deletion, a 410) leaves behind.
+ */
+export async function insertPendingDelivery(
+  db: Kysely<Database>,
+  input: { eventId: string; endpointId: string; instanceId: string; sequence: number; at: number },
+): Promise<void> {
+  await db
+    .insertInto('webhook_deliveries')
+    .values({
+      event_id: input.eventId,
+      endpoint_id: input.endpointId,
+      instance_id: input.instanceId,
+      sequence: input.sequence,
+      status: 'pending',
+      attempts: 0,
+      max_attempts: 10,
+      run_at: input.at,
+      locked_by: null,
+      locked_at: null,
+      last_error: null,
+      last_status: null,
+      delivered_at: null,
+      created_at: input.at,
+      updated_at: input.at,
+    })
+    .execute();
+}
