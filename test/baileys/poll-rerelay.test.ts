@@ -4,56 +4,30 @@
  * The recipient keeps the first copy, and with it the first copy's `messageSecret`; its votes are encrypted with
  * that secret. parley must still decrypt them (docs/decisions/0026: PollVote events with the option names).
  */
+
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { encryptVote } from '../../sim/messaging/polls.ts';
-import { BaileysEngine } from '../../src/engines/baileys/index.ts';
 import { decryptVote, loadPollSecret } from '../../src/engines/baileys/polls.ts';
 import type { EngineSession } from '../../src/engines/engine.ts';
-import { SqlSessionLocks } from '../../src/sessions/instance-lock.ts';
-import { type FakeSocket, fakeFactory, ME, storePairedCreds } from './fake-socket.ts';
-import {
-  type LiveFixture,
-  liveFixture,
-  type RecordingContext,
-  recordingContext,
-  silentLogger,
-} from './support.ts';
+import { type ConnectedFakeSession, connectedFakeSession } from './connected-session.ts';
+import { type FakeSocket, ME } from './fake-socket.ts';
+import type { RecordingContext } from './support.ts';
 
 const ANA = '5511988887777@s.whatsapp.net';
 const ME_PHONE_JID = `${ME.phone}@s.whatsapp.net`;
 
 describe('live engine: a poll relayed again under its id', () => {
-  let fixture: LiveFixture;
-  let engine: BaileysEngine;
+  let connected: ConnectedFakeSession;
   let session: EngineSession;
   let rc: RecordingContext;
   let sock: () => FakeSocket;
 
   before(async () => {
-    fixture = await liveFixture('sqlite', 1);
-    const fake = fakeFactory((s) => s.open());
-    engine = new BaileysEngine({
-      locks: new SqlSessionLocks({ db: fixture.test.store.db, owner: 'p' }),
-      logger: silentLogger(),
-      socketFactory: fake.factory,
-      ackTimeoutMs: 50,
-      random: () => 0.5,
-    });
-    rc = recordingContext(fixture, fixture.instanceIds[0] ?? '');
-    await storePairedCreds(rc.context.auth);
-    session = engine.createSession(rc.context);
-    sock = () => {
-      const last = fake.sockets.at(-1);
-      assert.ok(last, 'a socket exists');
-      return last;
-    };
-    await session.connect();
+    connected = await connectedFakeSession();
+    ({ session, rc, sock } = connected);
   });
-  after(async () => {
-    await engine.close();
-    await fixture.test.cleanup();
-  });
+  after(() => connected.close());
 
   it('a vote encrypted with the secret of the copy the recipient kept (the first) is decrypted', async () => {
     const id = '3EB0POLL00000000000001';

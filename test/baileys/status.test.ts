@@ -5,22 +5,16 @@
  * (Utils/messages.js) — and relayed with the audience as `statusJidList` (Socket/messages-send.js relayMessage); the
  * recorded message's chat is status@broadcast.
  */
+
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { generateWAMessage } from 'baileys';
 import type { EngineEvent } from '../../src/domain/messages.ts';
-import { BaileysEngine } from '../../src/engines/baileys/index.ts';
 import { statusTextOptions } from '../../src/engines/baileys/outgoing.ts';
 import type { EngineSession } from '../../src/engines/engine.ts';
-import { SqlSessionLocks } from '../../src/sessions/instance-lock.ts';
-import { type FakeSocket, fakeFactory, ME, storePairedCreds } from './fake-socket.ts';
-import {
-  type LiveFixture,
-  liveFixture,
-  type RecordingContext,
-  recordingContext,
-  silentLogger,
-} from './support.ts';
+import { type ConnectedFakeSession, connectedFakeSession } from './connected-session.ts';
+import { type FakeSocket, ME } from './fake-socket.ts';
+import type { RecordingContext } from './support.ts';
 
 const STATUS = 'status@broadcast';
 const ANA = '5511988887777@s.whatsapp.net';
@@ -28,36 +22,16 @@ const BIA = '5511977776666@s.whatsapp.net';
 const ME_PHONE_JID = `${ME.phone}@s.whatsapp.net`;
 
 describe('live engine: status updates', () => {
-  let fixture: LiveFixture;
-  let engine: BaileysEngine;
+  let connected: ConnectedFakeSession;
   let session: EngineSession;
   let rc: RecordingContext;
   let sock: () => FakeSocket;
 
   before(async () => {
-    fixture = await liveFixture('sqlite', 1);
-    const fake = fakeFactory((s) => s.open());
-    engine = new BaileysEngine({
-      locks: new SqlSessionLocks({ db: fixture.test.store.db, owner: 'p' }),
-      logger: silentLogger(),
-      socketFactory: fake.factory,
-      ackTimeoutMs: 50,
-      random: () => 0.5,
-    });
-    rc = recordingContext(fixture, fixture.instanceIds[0] ?? '', () => Date.parse('2030-01-01T00:00:00Z'));
-    await storePairedCreds(rc.context.auth);
-    session = engine.createSession(rc.context);
-    sock = () => {
-      const last = fake.sockets.at(-1);
-      assert.ok(last, 'a socket exists');
-      return last;
-    };
-    await session.connect();
+    connected = await connectedFakeSession(() => Date.parse('2030-01-01T00:00:00Z'));
+    ({ session, rc, sock } = connected);
   });
-  after(async () => {
-    await engine.close();
-    await fixture.test.cleanup();
-  });
+  after(() => connected.close());
 
   const messages = (events: EngineEvent[]) =>
     events.filter((e): e is Extract<EngineEvent, { type: 'message' }> => e.type === 'message');
