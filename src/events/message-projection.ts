@@ -21,8 +21,9 @@ import type { EventProjection } from './recorder.ts';
  * - `message`: stores the message — `sent` when the account sent it, `delivered` when it arrived — and records
  *   the user it was exchanged with (the chat's user, or the sender of a group message from someone else);
  * - `history`: the same for every message of the synced chats;
- * - `receipt`: moves the acknowledged messages forward (`delivered` → `read` → `played`), never backwards. In a
- *   group the first member's receipt moves the message (the platform's per-member receipts are not kept);
+ * - `receipt`: moves the acknowledged messages of the receipt's chat forward (`delivered` → `read` → `played`),
+ *   never backwards. In a group the first member's receipt moves the message (the platform's per-member receipts
+ *   are not kept);
  * - `read`: moves the received messages the account read (in that chat, not its own) to `read`;
  * - `messageUpdate`: an edit replaces the stored text, a deletion for everyone drops it
  * (docs/decisions/0026-chats-edits-polls-and-calls.md).
@@ -56,7 +57,13 @@ export class MessageProjection implements EventProjection {
         return;
       case 'receipt':
         await this.#writeNow(trx, instanceId);
-        await advanceDeliveryState(trx, instanceId, event.messageIds, event.state, at);
+        // Only in the chat the receipt came from, and only messages of the side that was acknowledged (the
+        // account's own when a peer acknowledged, the peer's when another device of the account read them): a
+        // receipt naming ids of another chat changes nothing, as on a phone.
+        await advanceDeliveryState(trx, instanceId, event.messageIds, event.state, at, {
+          chat: event.source.chat,
+          fromMe: !event.source.isFromMe,
+        });
         return;
       case 'read':
         await this.#writeNow(trx, instanceId);
