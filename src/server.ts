@@ -61,6 +61,9 @@ export function listenFailure(error: unknown, config: Config): string | undefine
       return `port ${config.port} needs privileges this process lacks: set PORT to 1024 or above`;
     case 'EADDRNOTAVAIL':
       return `HOST ${config.host} is not an address of this machine: set HOST to one of its addresses or 0.0.0.0`;
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return `HOST ${config.host} does not resolve to an address: set HOST to an address of this machine or 0.0.0.0`;
     default:
       return undefined;
   }
@@ -206,8 +209,8 @@ export function nodeUrl(config: Config, port: number): string {
 }
 
 /**
- * Runs the server until SIGTERM or SIGINT, then stops gracefully within `config.shutdownTimeoutMs`
- * (docs/decisions/0023-operations.md: exit 0 within 10 s; exit 1 when the budget is exceeded).
+ * Runs the server until SIGTERM or SIGINT, then stops gracefully within `config.shutdownTimeoutMs`, plus a cluster
+ * node's drain grace (docs/decisions/0023-operations.md: exit 0 within 10 s; exit 1 when the budget is exceeded).
  */
 export async function serve(config: Config): Promise<void> {
   // One stdout stream for the log and the first-boot block, so the block comes out after the lines before it.
@@ -219,10 +222,14 @@ export async function serve(config: Config): Promise<void> {
   const server = await startServer(config, { logger, print: (text) => stdout.write(`${text}\n`) });
   const shutdown = (signal: string) => {
     logger.info({ signal }, 'shutting down');
-    const timer = setTimeout(() => {
-      logger.error('shutdown took too long; exiting');
-      process.exit(1);
-    }, config.shutdownTimeoutMs);
+    // The drain grace is a wait on purpose (the node keeps serving), not part of the work the budget bounds.
+    const timer = setTimeout(
+      () => {
+        logger.error('shutdown took too long; exiting');
+        process.exit(1);
+      },
+      config.shutdownTimeoutMs + (config.cluster?.drainGraceMs ?? 0),
+    );
     timer.unref();
     server.stop().then(
       () => {

@@ -177,6 +177,13 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       `invalid configuration: ${parsed.NODE_URL === undefined ? 'NODE_ID' : 'NODE_URL'} needs CLUSTER_SECRET (at least 32 characters, the same on every node)`,
     );
   }
+  const redisUrl = parsed.REDIS_URL;
+  if (redisUrl !== undefined && !(URL.canParse(redisUrl) && /^\/?\d*$/.test(new URL(redisUrl).pathname))) {
+    // ioredis throws a TypeError for a URL it cannot parse, and treats a path that is not a number as database NaN.
+    throw new ConfigError(
+      `invalid configuration: REDIS_URL: "${redisUrl}" is not a redis:// or rediss:// URL with an optional database number`,
+    );
+  }
   if (parsed.NODE_URL !== undefined && !URL.canParse(parsed.NODE_URL)) {
     throw new ConfigError(
       `invalid configuration: NODE_URL: "${parsed.NODE_URL}" is not an http:// or https:// URL`,

@@ -139,8 +139,9 @@ export async function buildApp(services: HttpServices): Promise<FastifyInstance>
   });
   app.addHook('onResponse', async (request: FastifyRequest, reply) => {
     const route = request.routeOptions.url ?? 'unmatched';
-    services.metrics.httpRequests.inc({ method: request.method, route, status: String(reply.statusCode) });
-    services.metrics.httpDuration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
+    const labels = { method: request.method, route, status: String(reply.statusCode) };
+    services.metrics.httpRequests.inc(labels);
+    services.metrics.httpDuration.observe(labels, reply.elapsedTime / 1000);
   });
   await app.register(authPlugin);
   // Before the instance plugin: a key is claimed once, on the node that received the request, before any forwarding.

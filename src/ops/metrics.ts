@@ -14,8 +14,8 @@ export class Metrics {
   });
   readonly httpDuration = new Histogram({
     name: 'parley_http_request_duration_seconds',
-    help: 'HTTP request duration in seconds, by method and route template',
-    labelNames: ['method', 'route'] as const,
+    help: 'HTTP request duration in seconds, by method, route template and status',
+    labelNames: ['method', 'route', 'status'] as const,
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
     registers: [this.registry],
   });

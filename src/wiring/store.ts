@@ -48,9 +48,24 @@ export async function wireStore(
   const { logger } = options;
   const store = options.store ?? (await openOwnStore(config, logger));
   if (options.store) await migrateToLatest(options.store);
-  const box = new SecretBox(loadMasterKey(config.dataDir, config.secretKey));
+  let key: Buffer;
+  try {
+    key = loadMasterKey(config.dataDir, config.secretKey);
+  } catch (error) {
+    // The store opened here is closed, so a start that fails here ends instead of idling with an open pool.
+    if (!options.store) await store.destroy().catch(() => undefined);
+    throw new ConfigError(masterKeyFailure(config.dataDir, error));
+  }
+  const box = new SecretBox(key);
   const redis = config.redisUrl ? await connectRedis(config.redisUrl, logger) : undefined;
   return { store, box, redis };
+}
+
+/** One line saying why the master key file in `dataDir` could not be created or read, and which setting fixes it. */
+function masterKeyFailure(dataDir: string, error: unknown): string {
+  const code = typeof error === 'object' && error !== null && 'code' in error ? error.code : undefined;
+  const reason = typeof code === 'string' ? code : error instanceof Error ? error.message : String(error);
+  return `cannot use the master key file in ${dataDir} (${reason}): set DATA_DIR to a writable folder whose secret.key holds 64 hex characters, or set SECRET_KEY`;
 }
 
 /** Longest a Redis command may take before it fails and its caller falls back, ms (docs/decisions/0072). */
