@@ -6,47 +6,12 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { cleanEnv, Output, ROOT } from '../support/parley-process.ts';
+import { assertOneLineFailure, cleanEnv, Output, ROOT, serveUntilExit } from '../support/parley-process.ts';
 import { cli } from './support.ts';
 
 /** What a person sees in the first minutes: `--version`, `--help`, start mistakes and the first boot. */
 
 const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
-
-/** `parley serve` with `env` on a fresh DATA_DIR and LOG_LEVEL=info; resolves when it exits. */
-function serve(env: Record<string, string>) {
-  const dataDir = mkdtempSync(join(tmpdir(), 'parley-start-'));
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-    const child = spawn(process.execPath, ['bin/parley.js', 'serve'], {
-      cwd: ROOT,
-      env: { ...cleanEnv(), DATA_DIR: dataDir, HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-    });
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
-    // A start that does not fail would run forever: the test's own timeout reports it.
-    child.once('error', reject);
-    child.once('close', (code) => {
-      rmSync(dataDir, { recursive: true, force: true });
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
-
-/** Exit 1, exactly one line on stderr equal to `line`, and no stack frame anywhere. */
-function assertOneLine(result: { code: number | null; stdout: string; stderr: string }, line: RegExp): void {
-  assert.equal(result.code, 1, `${result.stdout}\n${result.stderr}`);
-  const lines = result.stderr.split('\n').filter((l) => l !== '');
-  assert.equal(lines.length, 1, `one line on stderr: ${result.stderr}`);
-  assert.match(lines[0] ?? '', line);
-  assert.doesNotMatch(`${result.stdout}${result.stderr}`, /\n\s+at /, 'no stack frames');
-}
 
 describe('parley --version and --help', () => {
   it('--version prints the version of package.json and exits 0', async () => {
@@ -81,43 +46,46 @@ describe('a start mistake ends in one line naming the setting, exit 1', () => {
   after(() => new Promise<void>((resolve) => busy.close(() => resolve())));
 
   it('PORT that is not a number (the format the others follow)', async () => {
-    assertOneLine(
-      await serve({ PORT: 'notaport' }),
+    assertOneLineFailure(
+      await serveUntilExit({ PORT: 'notaport' }),
       /^parley: invalid configuration: PORT: Expected integer$/,
     );
   });
 
   it('OUTBOUND_CA_FILE naming a missing file', async () => {
-    const result = await serve({ PORT: '0', OUTBOUND_CA_FILE: '/nonexistent/ca.pem' });
-    assertOneLine(
+    const result = await serveUntilExit({ PORT: '0', OUTBOUND_CA_FILE: '/nonexistent/ca.pem' });
+    assertOneLineFailure(
       result,
       /^parley: invalid configuration: OUTBOUND_CA_FILE: cannot read "\/nonexistent\/ca\.pem" \(no such file\): set OUTBOUND_CA_FILE to a readable PEM file or unset it$/,
     );
   });
 
   it('PLATFORM_CA_FILE naming a missing file', async () => {
-    const result = await serve({
+    const result = await serveUntilExit({
       PORT: '0',
       PLATFORM_URL: 'ws://127.0.0.1:1/ws/chat',
       PLATFORM_CA_FILE: '/nonexistent/media-ca.pem',
     });
-    assertOneLine(
+    assertOneLineFailure(
       result,
       /^parley: invalid configuration: PLATFORM_CA_FILE: cannot read .*: set PLATFORM_CA_FILE/,
     );
   });
 
   it('a port in use', async () => {
-    const result = await serve({ PORT: String(busyPort) });
-    assertOneLine(
+    const result = await serveUntilExit({ PORT: String(busyPort) });
+    assertOneLineFailure(
       result,
       new RegExp(`^parley: port ${busyPort} is in use: set PORT to a free port or stop the other process$`),
     );
   });
 
   it('an unreachable PostgreSQL server, the password masked', async () => {
-    const result = await serve({ PORT: '0', DATABASE_URL: 'postgres://parley:s3cretpw@127.0.0.1:1/parley' });
-    assertOneLine(
+    const result = await serveUntilExit({
+      PORT: '0',
+      DATABASE_URL: 'postgres://parley:s3cretpw@127.0.0.1:1/parley',
+    });
+    assertOneLineFailure(
       result,
       /^parley: cannot reach PostgreSQL database postgres:\/\/parley:\*\*\*@127\.0\.0\.1:1\/parley \(ECONNREFUSED\): start PostgreSQL or set DATABASE_URL to a reachable server$/,
     );
@@ -128,8 +96,8 @@ describe('a start mistake ends in one line naming the setting, exit 1', () => {
     const url = new URL(process.env.TEST_DATABASE_URL ?? '');
     url.password = 'pw-not-shown';
     url.pathname = `/parley_missing_${randomBytes(4).toString('hex')}`;
-    const result = await serve({ PORT: '0', DATABASE_URL: url.toString() });
-    assertOneLine(
+    const result = await serveUntilExit({ PORT: '0', DATABASE_URL: url.toString() });
+    assertOneLineFailure(
       result,
       /^parley: PostgreSQL database postgres:\/\/.*:\*\*\*@.*\/parley_missing_[0-9a-f]{8} does not exist: create it \(createdb\) or set DATABASE_URL to an existing database$/,
     );

@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -178,4 +179,52 @@ export async function startSimulatorProcess(): Promise<SimulatorProcess> {
       return code;
     },
   };
+}
+
+/** What a `parley serve` that ended printed, and its exit code. */
+export interface EndedServe {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * `parley serve` with `env` on a fresh DATA_DIR (`prepare` may write into it first) and LOG_LEVEL=info; resolves when
+ * it exits. A start that does not fail would run forever: the calling test's own timeout reports it.
+ */
+export function serveUntilExit(
+  env: Record<string, string>,
+  prepare?: (dataDir: string) => void,
+): Promise<EndedServe> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'parley-start-'));
+  prepare?.(dataDir);
+  return new Promise<EndedServe>((resolve, reject) => {
+    const child = spawn(process.execPath, ['bin/parley.js', 'serve'], {
+      cwd: ROOT,
+      env: { ...cleanEnv(), DATA_DIR: dataDir, HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    child.once('error', reject);
+    child.once('close', (code) => {
+      rmSync(dataDir, { recursive: true, force: true });
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Exit 1, exactly one line on stderr matching `line`, and no stack frame anywhere (docs/deploy.md "Start-up errors"). */
+export function assertOneLineFailure(result: EndedServe, line: RegExp): void {
+  assert.equal(result.code, 1, `${result.stdout}\n${result.stderr}`);
+  const lines = result.stderr.split('\n').filter((l) => l !== '');
+  assert.equal(lines.length, 1, `one line on stderr: ${result.stderr}`);
+  assert.match(lines[0] ?? '', line);
+  assert.doesNotMatch(`${result.stdout}${result.stderr}`, /\n\s+at /, 'no stack frames');
 }
