@@ -236,7 +236,8 @@ for (const dialect of testDialects()) {
           update: { status: proto.WebMessageInfo.Status.READ },
         },
         {
-          key: { remoteJid: PEER, fromMe: true, id: '3EB0A' },
+          // Another device of the account read the peer's message A.
+          key: { remoteJid: PEER, fromMe: false, id: '3EB0A' },
           update: { status: proto.WebMessageInfo.Status.READ },
         },
       ]);

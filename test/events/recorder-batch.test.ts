@@ -46,7 +46,8 @@ for (const dialect of testDialects()) {
         type: 'receipt',
         state: 'read',
         messageIds: [own.message.id],
-        source: own.message.source,
+        // Bob acknowledged the account's message: the receipt's side is his.
+        source: { ...own.message.source, sender: '5511911110002@s.whatsapp.net', isFromMe: false },
         timestamp: Date.UTC(2025, 0, 2, 3, 4, 6),
       };
       const batch: EngineEvent[] = [ann, annAgain, own, receipt, ann];
