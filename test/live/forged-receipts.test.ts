@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import type { Simulator } from '../../sim/simulator.ts';
 import { testDialects } from '../support/store.ts';
 import { messageRow } from './observe.ts';
-import { control, type LiveApp, liveApp, startTestSimulator, until, waitForStatus } from './support.ts';
+import { control, type LiveApp, liveApp, pairLive, startTestSimulator, until } from './support.ts';
 
 for (const dialect of testDialects()) {
   describe(`live engine: receipts from another chat (${dialect})`, () => {
@@ -57,14 +57,7 @@ for (const dialect of testDialects()) {
       await control(sim, 'POST', '/users', { phone: shop, pushName: 'Shop' });
       await control(sim, 'POST', '/users', { phone: ana, pushName: 'Ana' });
       await control(sim, 'POST', '/users', { phone: bia, pushName: 'Bia' });
-      const connect = await app.live('POST', '/v1/session/connect', {
-        subscribe: ['Message', 'ReadReceipt'],
-      });
-      assert.equal(connect.status, 200, JSON.stringify(connect.body));
-      const qr = await app.live('GET', '/v1/session/qr');
-      const scan = await control(sim, 'POST', '/scan', { code: qr.body.data.code, phone: shop });
-      assert.equal(scan.status, 200, JSON.stringify(scan.body));
-      await waitForStatus(app, true, true);
+      await pairLive(sim, app, shop, ['Message', 'ReadReceipt']);
     });
     after(async () => {
       await app.t.close();

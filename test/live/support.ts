@@ -136,9 +136,21 @@ export async function liveApp(
   };
 }
 
-/** Connects the live instance, scans its QR as account `phone` and waits for connected + logged in. */
-export async function pairLive(sim: Simulator, app: LiveApp, phone: string): Promise<void> {
-  const connect = await app.live('POST', '/v1/session/connect');
+/**
+ * Connects the live instance (subscribed to the webhook event types `subscribe`, when given), scans its QR as account
+ * `phone` and waits for connected + logged in.
+ */
+export async function pairLive(
+  sim: Simulator,
+  app: LiveApp,
+  phone: string,
+  subscribe?: readonly string[],
+): Promise<void> {
+  const connect = await app.live(
+    'POST',
+    '/v1/session/connect',
+    subscribe === undefined ? undefined : { subscribe },
+  );
   assert.equal(connect.status, 200, JSON.stringify(connect.body));
   const qr = await app.live('GET', '/v1/session/qr');
   assert.equal(qr.status, 200, JSON.stringify(qr.body));

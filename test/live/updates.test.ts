@@ -13,7 +13,7 @@ import type { Simulator } from '../../sim/simulator.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
 import { testDialects } from '../support/store.ts';
 import { messageRow, waitForWebhook } from './observe.ts';
-import { control, type LiveApp, liveApp, startTestSimulator, until, waitForStatus } from './support.ts';
+import { control, type LiveApp, liveApp, pairLive, startTestSimulator, until } from './support.ts';
 
 for (const dialect of testDialects()) {
   describe(`live engine: edit, delete, polls, mentions, chat presence against the simulator (${dialect})`, () => {
@@ -38,14 +38,7 @@ for (const dialect of testDialects()) {
       await control(sim, 'POST', '/users', { phone: ana, pushName: 'Ana' });
       await control(sim, 'POST', '/users', { phone: bia, pushName: 'Bia' });
       assert.equal((await app.live('POST', '/v1/webhook', { webhookUrl: receiver.url })).status, 200);
-      const connect = await app.live('POST', '/v1/session/connect', {
-        subscribe: ['Message', 'MessageUpdate', 'PollVote'],
-      });
-      assert.equal(connect.status, 200, JSON.stringify(connect.body));
-      const qr = await app.live('GET', '/v1/session/qr');
-      const scan = await control(sim, 'POST', '/scan', { code: qr.body.data.code, phone: shop });
-      assert.equal(scan.status, 200, JSON.stringify(scan.body));
-      await waitForStatus(app, true, true);
+      await pairLive(sim, app, shop, ['Message', 'MessageUpdate', 'PollVote']);
     });
     after(async () => {
       await app.t.close();
