@@ -261,16 +261,12 @@ async function failLane(
   lastError: string,
   now: number,
 ): Promise<void> {
-  const lane = trx
+  await failGoneLeftovers(trx, input.instanceId, endpointId, lastError, now);
+  await trx
     .updateTable('webhook_deliveries')
     .where('instance_id', '=', input.instanceId)
     .where('endpoint_id', '=', endpointId)
-    .where('status', '=', 'pending');
-  await lane
-    .set({ status: 'failed', last_error: lastError, updated_at: now })
-    .where('locked_by', 'is', null)
-    .execute();
-  await lane
+    .where('status', '=', 'pending')
     .set({ status: 'failed', last_error: lastError, updated_at: now, locked_by: null, locked_at: null })
     .where('locked_by', '=', input.workerId)
     .where('locked_at', '=', input.lockedAt)
@@ -289,15 +285,16 @@ async function failLane(
 }
 
 /**
- * Before a lane a 410 disabled is enabled again (`POST /v1/webhook` for the default webhook, `endpointId` `''`;
- * `PATCH` with `enabled: true` for an endpoint): fails, with the 410's `reason`, the lane's pending deliveries no
- * worker holds (docs/decisions/0035-webhook-endpoints.md). The 410 failed the lane's deliveries it saw; a recording
- * transaction that read the routing before the 410 committed can still queue one after it, and enabling the lane
- * must not send that one where the receiver said it is gone. Nothing is queued to a disabled lane otherwise, so
- * these are only such leftovers. A delivery a worker holds is left to its own record. Call it in the transaction
- * that enables the lane, before it writes the lane's row. A 410's record locks its own delivery, the lane's row, then
- * the lane's other deliveries: on PostgreSQL, an enable running into a second 410 of the same lane at that instant
- * (a lane window of two or more) can end in a deadlock, which fails the enable's request (500, safe to retry).
+ * Fails, with `reason`, the pending deliveries of a lane no worker holds (docs/decisions/0035-webhook-endpoints.md):
+ * the first half of a 410's lane failure (`failLane`), and again before a lane a 410 disabled is enabled again
+ * (`POST /v1/webhook` for the default webhook, `endpointId` `''`; `PATCH` with `enabled: true` for an endpoint). The
+ * 410 failed the lane's deliveries it saw; a recording transaction that read the routing before the 410 committed can
+ * still queue one after it, and enabling the lane must not send that one where the receiver said it is gone. Nothing
+ * is queued to a disabled lane otherwise, so these are only such leftovers. A delivery a worker holds is left to its
+ * own record. When enabling, call it in the transaction that enables the lane, before it writes the lane's row. A
+ * 410's record locks its own delivery, the lane's row, then the lane's other deliveries: on PostgreSQL, an enable
+ * running into a second 410 of the same lane at that instant (a lane window of two or more) can end in a deadlock,
+ * which fails the enable's request (500, safe to retry).
  * Returns how many it failed.
  */
 export async function failGoneLeftovers(
