@@ -11,6 +11,7 @@ import type { EventRecorder } from '../events/recorder.ts';
 import { storedOutcome } from '../sends/outcomes.ts';
 import { encodeSendPayload } from '../sends/payload.ts';
 import type { SendQueue } from '../sends/queue.ts';
+import { messageReport } from '../sends/queue-deps.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
 import { findStoredMessage } from '../store/messages.ts';
@@ -260,7 +261,12 @@ export class MessagingService {
    *   relayed), `message already failed` for a failed one.
    */
   async cancel(instance: Instance, id: string): Promise<CanceledSend> {
-    const result = await cancelSendJob(this.#store.db, instance.id, id, this.#clock());
+    const at = this.#clock();
+    // The job's `canceled` and its event commit together (docs/decisions/0076-status-with-its-write.md).
+    const result = await this.#queue.recordWith(instance.id, async (trx) => {
+      const cancel = await cancelSendJob(trx, instance.id, id, at);
+      return { result: cancel, reports: cancel?.canceled ? [messageReport(id, 'canceled', at)] : [] };
+    });
     if (!result) {
       const stored = await findStoredMessage(this.#store.db, instance.id, id);
       if (stored?.source.isFromMe) throw errors.conflict('message already sent');
@@ -269,7 +275,6 @@ export class MessagingService {
     const { job, canceled } = result;
     if (canceled) {
       this.#queue.canceled(job, errors.conflict('the message was canceled before its relay'));
-      await this.#queue.report(instance.id, { kind: 'message', id, status: 'canceled', at: this.#clock() });
     } else if (job.status === 'sending' || job.status === 'sent') {
       throw errors.conflict('message already sent');
     } else if (job.status === 'failed') {

@@ -55,10 +55,25 @@ export interface EventRecorderOptions {
   turn?: TurnTransactions;
 }
 
+/**
+ * A write that causes events (docs/decisions/0076-status-with-its-write.md): run in the recorder's transaction, in
+ * order with the instance's other events, it returns what the caller gets back (`result`) and the events its
+ * outcome causes (`events`, perhaps none), which the same transaction records. It may run a second time, in a
+ * transaction of its own, when a shared one rolled back: what it wrote then is gone.
+ */
+export type RecordedWrite<T> = (trx: Transaction<Database>) => Promise<{ result: T; events: EngineEvent[] }>;
+
 interface Pending {
-  event: EngineEvent;
-  resolve: () => void;
+  /** The event to record, or a write whose events are recorded (its result given to `resolve`). */
+  event: EngineEvent | RecordedWrite<unknown>;
+  resolve: (result?: unknown) => void;
   reject: (error: unknown) => void;
+}
+
+/** What one item of a batch applied: its events (its own, then those derived from them) and a write's result. */
+interface Applied {
+  events: EngineEvent[];
+  result: unknown;
 }
 
 interface InstanceQueue {
@@ -109,16 +124,34 @@ export class EventRecorder {
    * @throws the projection's error when the event's transaction fails (nothing of the event is kept).
    */
   record(instanceId: string, event: EngineEvent): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      const queue = this.#queues.get(instanceId);
-      if (queue) {
-        queue.items.push({ event, resolve, reject });
-        return;
-      }
-      const created: InstanceQueue = { items: [{ event, resolve, reject }], running: Promise.resolve() };
-      this.#queues.set(instanceId, created);
-      created.running = this.#run(instanceId, created);
-    });
+    return new Promise<void>((resolve, reject) =>
+      this.#enqueue(instanceId, { event, resolve: () => resolve(), reject }),
+    );
+  }
+
+  /**
+   * Runs `write` after every earlier event of the same instance, in a transaction that records the events it returns
+   * (docs/decisions/0076-status-with-its-write.md): a store change and the events it causes commit together or not
+   * at all, so no crash between them loses the events, and a write that finds nothing to change records none.
+   * @returns the write's `result`, once committed.
+   * @throws the write's or a projection's error (nothing of it is kept), or the store's.
+   */
+  recordWith<T>(instanceId: string, write: RecordedWrite<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) =>
+      // The queue holds writes of several result types; this one's result is what its own `write` returned.
+      this.#enqueue(instanceId, { event: write, resolve: resolve as (result?: unknown) => void, reject }),
+    );
+  }
+
+  #enqueue(instanceId: string, item: Pending): void {
+    const queue = this.#queues.get(instanceId);
+    if (queue) {
+      queue.items.push(item);
+      return;
+    }
+    const created: InstanceQueue = { items: [item], running: Promise.resolve() };
+    this.#queues.set(instanceId, created);
+    created.running = this.#run(instanceId, created);
   }
 
   /** Resolves when every event recorded so far has been applied (shutdown). */
@@ -166,19 +199,30 @@ export class EventRecorder {
    * Applies one instance's batch in `trx`: every projection's prepare, each event and the events derived from it,
    * then every projection's flush. With `own` (the batch has `trx` to itself) the batch's write group is the
    * transaction's last statement, and the commit may go out behind it (docs/decisions/0063-pipelined-commit.md).
-   * @returns the events applied for each item of `batch` (its own first, then those derived from it).
+   * @returns what each item of `batch` applied: its events (its own first, then those derived from them), and a
+   *   write's result.
    */
   async #applyIn(
     trx: Transaction<Database>,
     instanceId: string,
     batch: Pending[],
     own: boolean,
-  ): Promise<EngineEvent[][]> {
-    const applied: EngineEvent[][] = [];
-    const batchEvents = batch.map((item) => item.event);
+  ): Promise<Applied[]> {
+    const applied: Applied[] = [];
+    const batchEvents = batch.flatMap((item) => (typeof item.event === 'function' ? [] : [item.event]));
     for (const projection of this.#projections) await projection.prepare?.(trx, instanceId, batchEvents);
-    for (const { event } of batch) {
-      const events = [event];
+    for (const item of batch) {
+      let result: unknown;
+      let events: EngineEvent[];
+      if (typeof item.event === 'function') {
+        // A write's events are known once it ran; none of them is a batch event the prepare step needs (the send
+        // queue's prepare looks at own `message` events only).
+        const written = await item.event(trx);
+        result = written.result;
+        events = [...written.events];
+      } else {
+        events = [item.event];
+      }
       for (let i = 0; i < events.length; i++) {
         const current = events[i] as EngineEvent;
         for (const projection of this.#projections) await projection.apply(trx, instanceId, current);
@@ -186,7 +230,7 @@ export class EventRecorder {
           if (projection.derive) events.push(...(await projection.derive(trx, instanceId, current)));
         }
       }
-      applied.push(events);
+      applied.push({ events, result });
     }
     for (const projection of this.#projections) await projection.flush?.(trx, instanceId);
     // Writes a flush put off to the batch's write group and no later flush took along (docs/decisions/0056-write-groups.md).
@@ -195,9 +239,10 @@ export class EventRecorder {
   }
 
   /** After the commit: runs the after-commit hooks of `applied` and settles the callers of `batch`. */
-  #settle(instanceId: string, batch: Pending[], applied: EngineEvent[][]): void {
+  #settle(instanceId: string, batch: Pending[], applied: Applied[]): void {
     for (const [index, { resolve }] of batch.entries()) {
-      for (const event of applied[index] ?? []) {
+      const done = applied[index];
+      for (const event of done?.events ?? []) {
         for (const projection of this.#projections) {
           try {
             projection.afterCommit?.(instanceId, event);
@@ -206,7 +251,7 @@ export class EventRecorder {
           }
         }
       }
-      resolve();
+      resolve(done?.result);
     }
   }
 }

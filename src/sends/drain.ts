@@ -6,7 +6,7 @@ import type { Database } from '../store/schema.ts';
 import { claimNextSendJob, nextPendingRunAt, reclaimSendingJobs } from '../store/send-job-claims.ts';
 import type { StoredPacing } from '../store/send-pacing.ts';
 import type { PaceKeeper } from './pause.ts';
-import type { SendStatusReport } from './queue-deps.ts';
+import { messageReport, type ReportedWrite } from './queue-deps.ts';
 import type { JobRelay } from './relay.ts';
 import type { Runner, Runners } from './runners.ts';
 
@@ -27,10 +27,10 @@ export interface DrainContext {
   runners: Runners;
   jobs: JobRelay;
   /**
-   * Records a status report (queue.ts `SendQueue.report`: waits out an unreachable store until it answers or the
-   * queue stops; any failure is logged, never thrown).
+   * Runs `write` in a transaction that records its `MessageStatus` reports with it (queue-deps.ts
+   * `SendQueueDeps.recordWith`). @throws the write's or the store's error.
    */
-  report(instanceId: string, report: SendStatusReport): Promise<void>;
+  recordWith<T>(instanceId: string, write: ReportedWrite<T>): Promise<T>;
 }
 
 /** Resolves after the I/O callbacks already due (setImmediate runs after the event loop's poll phase). */
@@ -56,12 +56,17 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
     // Before the first claim after a login, whenever it committed.
     if (!runner.reclaimed) {
       const at = clock();
-      const { handed, canceled } = await reclaimSendingJobs(db, instanceId, at, runner.relaying.ids());
+      // Jobs a logout found being relayed are canceled, not relayed from the account linked now: their events commit
+      // with the hand-back (docs/decisions/0076-status-with-its-write.md).
+      const { handed } = await context.recordWith(instanceId, async (trx) => {
+        const reclaimed = await reclaimSendingJobs(trx, instanceId, at, runner.relaying.ids());
+        return {
+          result: reclaimed,
+          reports: reclaimed.canceled.map((id) => messageReport(id, 'canceled', at)),
+        };
+      });
       if (handed > 0)
         logger.info({ instanceId, jobs: handed }, 'relaying sends whose relay was never confirmed');
-      // Jobs a logout found being relayed: canceled, not relayed from the account linked now.
-      for (const id of canceled)
-        await context.report(instanceId, { kind: 'message', id, status: 'canceled', at });
       runner.reclaimed = true;
     }
     const session = context.session(instanceId);

@@ -7,7 +7,7 @@ import { findSendJob, type SendJob } from '../store/send-jobs.ts';
 import { loggedOutBeforeRelay } from './logout.ts';
 import { endedAnswer } from './outcomes.ts';
 import type { PaceKeeper } from './pause.ts';
-import type { SendStatusReport } from './queue.ts';
+import { messageReport, type ReportedWrite, type SendStatusReport } from './queue-deps.ts';
 import type { SendWaiters } from './waiters.ts';
 
 /** Longest wait between two tries of a job held back by a transient failure, ms. */
@@ -46,6 +46,11 @@ export interface RelayFailuresDeps {
    * queue stops; any failure is logged, never thrown).
    */
   report(instanceId: string, report: SendStatusReport): Promise<void>;
+  /**
+   * Runs `write` in a transaction that records its `MessageStatus` reports with it (queue-deps.ts
+   * `SendQueueDeps.recordWith`). @throws the write's or the store's error.
+   */
+  recordWith<T>(instanceId: string, write: ReportedWrite<T>): Promise<T>;
   /** Wakes the instance's queue in `delayMs` ms (keeps an earlier wake already set). */
   schedule(instanceId: string, delayMs: number): void;
   /**
@@ -117,7 +122,6 @@ export class RelayFailures {
     const at = this.#deps.clock();
     const held = await this.#holdBackRow(job, { at, runAt, error: message });
     if (held === 'canceled') {
-      await this.#deps.report(job.instanceId, { kind: 'message', id: job.id, status: 'canceled', at });
       this.#deps.waiters.settle(job, undefined, loggedOutBeforeRelay());
       return false;
     }
@@ -126,19 +130,27 @@ export class RelayFailures {
   }
 
   /**
-   * Holds claimed job `job` back (src/store/send-job-claims.ts `holdBackSendJob`), waiting out an unreachable store.
-   * A try whose answer was lost is found written: the job unlocked with this hold-back's error, `pending` at its
-   * time, or `canceled` with the logout's mark at this write's time (a job the logout itself canceled, pending, has
-   * no mark: the logout reported it; one another node's hand-back canceled was written at that node's time).
+   * Holds claimed job `job` back (src/store/send-job-claims.ts `holdBackSendJob`), waiting out an unreachable store;
+   * a job it cancels has its `MessageStatus canceled` recorded in the same transaction
+   * (docs/decisions/0076-status-with-its-write.md). A try whose answer was lost is found written, its event with it:
+   * the job unlocked with this hold-back's error, `pending` at its time, or `canceled` with the logout's mark at this
+   * write's time (a job the logout itself canceled, pending, has no mark: the logout reported it; one another node's
+   * hand-back canceled was written at that node's time).
    * @returns the status written, or undefined when the job was no longer this node's.
    */
   async #holdBackRow(
     job: SendJob,
     outcome: { at: number; runAt: number; error: string },
   ): Promise<'pending' | 'canceled' | undefined> {
-    const { db, nodeId, untilStored } = this.#deps;
+    const { db, nodeId, untilStored, recordWith } = this.#deps;
     return untilStored(async () => {
-      const written = await holdBackSendJob(db, job.instanceId, job.id, nodeId, outcome);
+      const written = await recordWith(job.instanceId, async (trx) => {
+        const status = await holdBackSendJob(trx, job.instanceId, job.id, nodeId, outcome);
+        return {
+          result: status,
+          reports: status === 'canceled' ? [messageReport(job.id, 'canceled', outcome.at)] : [],
+        };
+      });
       if (written !== undefined) return written;
       const row = await findSendJob(db, job.instanceId, job.id);
       if (row === undefined || row.lockedBy !== null || row.lastError !== outcome.error) return undefined;
@@ -152,14 +164,26 @@ export class RelayFailures {
   }
 
   /**
-   * Fails claimed job `job` (src/store/send-job-claims.ts `finishSendJob`), waiting out an unreachable store. A try
-   * whose answer was lost is found written: the job unlocked, `failed` with this error.
+   * Fails claimed job `job` (src/store/send-job-claims.ts `finishSendJob`), waiting out an unreachable store, with its
+   * `MessageStatus failed` in the same transaction when `reported` (docs/decisions/0076-status-with-its-write.md). A
+   * try whose answer was lost is found written, its event with it: the job unlocked, `failed` with this error.
    * @returns true when this node's failure holds; false when the job was no longer this node's.
    */
-  async #finish(job: SendJob, outcome: { status: 'failed'; at: number; error: string }): Promise<boolean> {
-    const { db, nodeId, untilStored } = this.#deps;
+  async #finish(
+    job: SendJob,
+    outcome: { status: 'failed'; at: number; error: string },
+    reported: boolean,
+  ): Promise<boolean> {
+    const { db, nodeId, untilStored, recordWith } = this.#deps;
     return untilStored(async () => {
-      if (await finishSendJob(db, job.instanceId, job.id, nodeId, outcome)) return true;
+      const mine = await recordWith(job.instanceId, async (trx) => {
+        const failed = await finishSendJob(trx, job.instanceId, job.id, nodeId, outcome);
+        return {
+          result: failed,
+          reports: failed && reported ? [messageReport(job.id, 'failed', outcome.at, outcome.error)] : [],
+        };
+      });
+      if (mine) return true;
       const row = await findSendJob(db, job.instanceId, job.id);
       return (
         row !== undefined &&
@@ -182,16 +206,13 @@ export class RelayFailures {
    */
   async #fail(job: SendJob, error: unknown, at: number): Promise<'mine' | 'sent' | 'other'> {
     const message = error instanceof Error ? error.message : String(error);
-    const mine = await this.#finish(job, { status: 'failed', at, error: message });
+    // An outcome no request waits for is an event, written with the failure.
+    const mine = await this.#finish(
+      job,
+      { status: 'failed', at, error: message },
+      !this.#deps.waiters.has(job),
+    );
     if (!mine) return this.settleTaken(job);
-    if (!this.#deps.waiters.has(job))
-      await this.#deps.report(job.instanceId, {
-        kind: 'message',
-        id: job.id,
-        status: 'failed',
-        error: message,
-        at,
-      });
     this.#deps.waiters.settle(job, undefined, error);
     return 'mine';
   }

@@ -15,7 +15,7 @@ import {
   writePacing,
   writePause,
 } from '../store/send-pacing.ts';
-import type { SendStatusReport } from './queue.ts';
+import type { ReportedWrite, SendStatusReport } from './queue-deps.ts';
 
 /** One rolling day, ms: the window of the new-chats-per-day pace. */
 export const DAY_MS = 86_400_000;
@@ -36,6 +36,11 @@ export interface PaceKeeperDeps {
    * queue stops; any failure is logged, never thrown).
    */
   report(instanceId: string, report: SendStatusReport): Promise<void>;
+  /**
+   * Runs `write` in a transaction that records its `SessionStatus` reports with it (queue-deps.ts
+   * `SendQueueDeps.recordWith`). @throws the write's or the store's error.
+   */
+  recordWith<T>(instanceId: string, write: ReportedWrite<T>): Promise<T>;
 }
 
 /**
@@ -110,31 +115,45 @@ export class PaceKeeper {
     });
   }
 
-  /** Pauses the instance's queue until `pause.until` (stored, logged and reported). @throws the store's error. */
+  /**
+   * Pauses the instance's queue until `pause.until` (stored and logged), its `SessionStatus` `paused` recorded in the
+   * same transaction (docs/decisions/0076-status-with-its-write.md); a write again that finds the pause stored (its
+   * first answer lost) records nothing more. @throws the store's error.
+   */
   async startPause(instanceId: string, pause: SendPause): Promise<void> {
     const now = this.#deps.clock();
-    await writePause(this.#deps.db, instanceId, pause, now);
-    this.#pacing.delete(instanceId);
-    this.#deps.logger.warn(
-      { instanceId, reason: pause.reason, until: new Date(pause.until).toISOString() },
-      'the platform restricted sending: the send queue is paused',
-    );
-    await this.#deps.report(instanceId, {
+    const paused: SendStatusReport = {
       kind: 'session',
       status: 'paused',
       reason: pause.reason,
       until: pause.until,
       at: now,
-    });
+    };
+    await this.#deps.recordWith(instanceId, async (db) => ({
+      result: undefined,
+      reports: (await writePause(db, instanceId, pause, now)) ? [paused] : [],
+    }));
+    this.#pacing.delete(instanceId);
+    this.#deps.logger.warn(
+      { instanceId, reason: pause.reason, until: new Date(pause.until).toISOString() },
+      'the platform restricted sending: the send queue is paused',
+    );
   }
 
-  /** Ends the instance's pause (stored, logged and reported). @throws the store's error. */
+  /**
+   * Ends the instance's pause (stored and logged), its `SessionStatus` `resumed` recorded in the same transaction
+   * (docs/decisions/0076-status-with-its-write.md); a write again that finds no pause records nothing more.
+   * @throws the store's error.
+   */
   async resume(instanceId: string): Promise<void> {
     const now = this.#deps.clock();
-    await writePause(this.#deps.db, instanceId, null, now);
+    const resumed: SendStatusReport = { kind: 'session', status: 'resumed', at: now };
+    await this.#deps.recordWith(instanceId, async (db) => ({
+      result: undefined,
+      reports: (await writePause(db, instanceId, null, now)) ? [resumed] : [],
+    }));
     this.#pacing.delete(instanceId);
     this.#deps.logger.info({ instanceId }, 'the send queue resumes');
-    await this.#deps.report(instanceId, { kind: 'session', status: 'resumed', at: now });
   }
 
   /**

@@ -10,6 +10,25 @@ export type SendStatusReport =
   | { kind: 'message'; id: string; status: 'sent' | 'failed' | 'canceled'; error?: string; at: number }
   | { kind: 'session'; status: 'paused' | 'resumed'; reason?: string; until?: number; at: number };
 
+/**
+ * A write of the send queue whose `MessageStatus` reports commit with it (docs/decisions/0076-status-with-its-write.md):
+ * run on `db` (the recorder's transaction), it returns its `result` and the reports its outcome causes (none when it
+ * found nothing to change).
+ */
+export type ReportedWrite<T> = (db: Kysely<Database>) => Promise<{ result: T; reports: SendStatusReport[] }>;
+
+/** A `MessageStatus` report of job `id`: its outcome `status` at `at` (epoch ms), with the error of a failure. */
+export function messageReport(
+  id: string,
+  status: 'sent' | 'failed' | 'canceled',
+  at: number,
+  error?: string,
+): SendStatusReport {
+  return error === undefined
+    ? { kind: 'message', id, status, at }
+    : { kind: 'message', id, status, error, at };
+}
+
 /** What a send queue (queue.ts `SendQueue`) needs. */
 export interface SendQueueDeps {
   db: Kysely<Database>;
@@ -21,6 +40,14 @@ export interface SendQueueDeps {
   logger: FastifyBaseLogger;
   /** Records a status report; a failure is logged, never thrown into the queue. */
   report(instanceId: string, report: SendStatusReport): Promise<void>;
+  /**
+   * Runs `write` in a transaction that records the reports it returns as events (the event recorder's
+   * `recordWith`, after the instance's earlier events), so a job's change and its `MessageStatus` event commit
+   * together (docs/decisions/0076-status-with-its-write.md).
+   * @returns the write's result, once committed.
+   * @throws the write's or the store's error (nothing of it kept).
+   */
+  recordWith<T>(instanceId: string, write: ReportedWrite<T>): Promise<T>;
   /** Random source in [0, 1) for the pace's jitter (tests fix it). */
   random?: () => number;
   /** How often instances with due jobs are looked for, ms (default 5 000). */

@@ -15,7 +15,7 @@ import { RelayFailures } from './failures.ts';
 import { GroupInsert } from './group-insert.ts';
 import { cancelOnLogout, loggedOutBeforeRelay } from './logout.ts';
 import { PaceKeeper } from './pause.ts';
-import type { SendQueueDeps, SendStatusReport } from './queue-deps.ts';
+import type { ReportedWrite, SendQueueDeps, SendStatusReport } from './queue-deps.ts';
 import { JobRelay } from './relay.ts';
 import { type Runner, Runners } from './runners.ts';
 import { SentMarks } from './sent-marks.ts';
@@ -23,7 +23,7 @@ import { DueSweep } from './sweep.ts';
 import { SYNC_WAIT_MS, SyncDeadlines } from './sync-deadline.ts';
 import { SendWaiters } from './waiters.ts';
 
-export type { SendQueueDeps, SendStatusReport } from './queue-deps.ts';
+export type { ReportedWrite, SendQueueDeps, SendStatusReport } from './queue-deps.ts';
 
 /**
  * The send queue of every instance whose engine session this process holds (docs/decisions/0009-sends-as-jobs.md,
@@ -99,6 +99,7 @@ export class SendQueue implements EventProjection {
       clock: deps.clock,
       logger: deps.logger,
       report: (instanceId, report) => this.report(instanceId, report),
+      recordWith: (instanceId, write) => deps.recordWith(instanceId, write),
     });
     // A relay's own writes wait out a store that cannot be reached until the queue stops: once a job is claimed, its
     // outcome is stored before anyone is told it, so a store outage never leaves a job `sending` for a second relay
@@ -117,6 +118,7 @@ export class SendQueue implements EventProjection {
       waiters: this.#waiters,
       pace: this.#pace,
       report: (instanceId, report) => this.report(instanceId, report),
+      recordWith: (instanceId, write) => deps.recordWith(instanceId, write),
       schedule: (instanceId, delayMs) => this.#runners.schedule(instanceId, delayMs),
       follow: (job, since) => this.#deadlines.follow(job, since),
     });
@@ -132,6 +134,7 @@ export class SendQueue implements EventProjection {
       sentMarks: this.#sentMarks,
       waiters: this.#waiters,
       report: (instanceId, report) => this.report(instanceId, report),
+      recordWith: (instanceId, write) => deps.recordWith(instanceId, write),
     });
     this.#drainContext = {
       db: deps.db,
@@ -144,7 +147,7 @@ export class SendQueue implements EventProjection {
       pace: this.#pace,
       runners: this.#runners,
       jobs: this.#jobs,
-      report: (instanceId, report) => this.report(instanceId, report),
+      recordWith: (instanceId, write) => deps.recordWith(instanceId, write),
     };
   }
 
@@ -381,6 +384,16 @@ export class SendQueue implements EventProjection {
   }
 
   /** A job canceled through the API: a sync request waiting for it is answered with `error`. */
+  /**
+   * Runs `write` in a transaction that records its `MessageStatus` reports with it (`SendQueueDeps.recordWith`,
+   * docs/decisions/0076-status-with-its-write.md): the API's cancel writes the job's `canceled` and its event together.
+   * @returns the write's result, once committed.
+   * @throws the write's or the store's error (nothing of it kept; no wait for an unreachable store).
+   */
+  recordWith<T>(instanceId: string, write: ReportedWrite<T>): Promise<T> {
+    return this.#deps.recordWith(instanceId, write);
+  }
+
   canceled(job: Pick<SendJob, 'instanceId' | 'id'>, error: DomainError): void {
     this.#waiters.settle(job, undefined, error);
   }

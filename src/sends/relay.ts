@@ -9,7 +9,7 @@ import { markSendJobNewChat, type SendJob } from '../store/send-jobs.ts';
 import type { RelayFailures } from './failures.ts';
 import type { PaceKeeper } from './pause.ts';
 import { decodeSendPayload } from './payload.ts';
-import type { SendStatusReport } from './queue-deps.ts';
+import { messageReport, type ReportedWrite, type SendStatusReport } from './queue-deps.ts';
 import type { Runner, Runners } from './runners.ts';
 import type { SentMarks } from './sent-marks.ts';
 import type { SendWaiters } from './waiters.ts';
@@ -42,6 +42,11 @@ export interface JobRelayDeps {
    * the queue stops; any failure is logged, never thrown).
    */
   report: (instanceId: string, report: SendStatusReport) => Promise<void>;
+  /**
+   * Runs `write` in a transaction that records its `MessageStatus` reports with it (queue-deps.ts
+   * `SendQueueDeps.recordWith`). @throws the write's or the store's error.
+   */
+  recordWith<T>(instanceId: string, write: ReportedWrite<T>): Promise<T>;
 }
 
 /**
@@ -83,7 +88,7 @@ export class JobRelay {
     pacing: PacingSettings,
     runner: Runner,
   ): Promise<void> {
-    const { db, clock, nodeId, pace, failures, untilStored } = this.#deps;
+    const { db, clock, pace, failures, untilStored } = this.#deps;
     const check = await untilStored(() => pace.newChatCheck(job, pacing));
     if (check.hold) {
       await failures.holdBack(job, check.hold.error, check.hold.runAt);
@@ -111,12 +116,9 @@ export class JobRelay {
     const at = clock();
     this.#paced(runner, pacing, at);
     // The job was marked sent in the transaction that recorded the message (derive), with its MessageStatus event
-    // unless a request waited to carry it; a relay whose engine recorded no message of its own is finished here.
-    if (!this.#deps.sentMarks.takeRecorded(job)) {
-      await untilStored(() =>
-        finishSendJob(db, job.instanceId, job.id, nodeId, { status: 'sent', at, newChat: opensChat }),
-      );
-    }
+    // unless a request waited to carry it; a relay whose engine recorded no message of its own is finished here,
+    // with that event in the same transaction.
+    if (!this.#deps.sentMarks.takeRecorded(job)) await this.#finishSent(job, at, opensChat);
     // The outcome's event was left out for a waiting request that has gone since (waiters.ts `carry`): recorded now.
     const unanswered = this.#deps.waiters.settle(job, sent);
     if (unanswered !== undefined) {
@@ -138,18 +140,35 @@ export class JobRelay {
    * (failures.ts `settleTaken`), so no second `sent` event is recorded.
    */
   async #unrecorded(job: SendJob, sent: SentMessage, at: number, opensChat: boolean): Promise<void> {
-    const { db, nodeId, untilStored, sentMarks, waiters, failures, report } = this.#deps;
+    const { sentMarks, waiters, failures } = this.#deps;
     sentMarks.takeRecorded(job);
-    const mine = await untilStored(() =>
-      finishSendJob(db, job.instanceId, job.id, nodeId, { status: 'sent', at, newChat: opensChat }),
-    );
-    if (!mine) {
+    if (!(await this.#finishSent(job, at, opensChat))) {
       await failures.settleTaken(job);
       return;
     }
-    const answering = waiters.has(job);
     waiters.settle(job, sent);
-    if (!answering) await report(job.instanceId, { kind: 'message', id: job.id, status: 'sent', at });
+  }
+
+  /**
+   * Ends claimed job `job` `sent` at `at` (epoch ms; src/store/send-job-claims.ts `finishSendJob`), waiting out an
+   * unreachable store, with its `MessageStatus sent` event in the same transaction when no request waits to carry
+   * the outcome (docs/decisions/0076-status-with-its-write.md). A try whose answer was lost finds the job no longer
+   * `sending` and writes nothing more: its event committed with it.
+   * @returns true when this write ended the job; false when it was no longer this node's `sending` job.
+   */
+  async #finishSent(job: SendJob, at: number, opensChat: boolean): Promise<boolean> {
+    const { nodeId, untilStored, waiters, recordWith } = this.#deps;
+    const reported = !waiters.has(job);
+    return untilStored(() =>
+      recordWith(job.instanceId, async (trx) => {
+        const finished = await finishSendJob(trx, job.instanceId, job.id, nodeId, {
+          status: 'sent',
+          at,
+          newChat: opensChat,
+        });
+        return { result: finished, reports: finished && reported ? [messageReport(job.id, 'sent', at)] : [] };
+      }),
+    );
   }
 
   /** Sets the instance's next allowed relay after one sent at `at` (epoch ms): the pace's interval and jitter. */

@@ -105,6 +105,8 @@ export async function writePacing(
 
 /**
  * Sets (a pause) or clears (null) the instance's restriction pause.
+ * @returns true when the stored pause changed (a write that finds the same pause, or none to clear, changes nothing:
+ *   its caller reports no new `SessionStatus`, docs/decisions/0076-status-with-its-write.md).
  * @throws DomainError not_found `instance not found` when the instance was deleted meanwhile.
  */
 export async function writePause(
@@ -112,20 +114,32 @@ export async function writePause(
   instanceId: string,
   pause: SendPause | null,
   now: number,
-): Promise<void> {
+): Promise<boolean> {
   const values = {
     paused_reason: pause?.reason ?? null,
     paused_until: pause?.until ?? null,
     updated_at: now,
   };
-  await db
+  const row = await db
     .insertInto('send_pacing')
     .values({ instance_id: instanceId, min_interval_ms: 0, jitter_ms: 0, new_chats_per_day: null, ...values })
-    .onConflict((oc) => oc.column('instance_id').doUpdateSet(values))
-    .execute()
+    .onConflict((oc) =>
+      oc
+        .column('instance_id')
+        .doUpdateSet(values)
+        .where((eb) =>
+          eb.or([
+            eb('send_pacing.paused_until', 'is distinct from', values.paused_until),
+            eb('send_pacing.paused_reason', 'is distinct from', values.paused_reason),
+          ]),
+        ),
+    )
+    .returning('instance_id')
+    .executeTakeFirst()
     .catch((error: unknown) => {
       throw instanceRowError(error);
     });
+  return row !== undefined;
 }
 
 /** True when the instance has any message in `chat` other than `exceptId` (stored sent or received messages). */

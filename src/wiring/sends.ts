@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../domain/clock.ts';
 import type { EventRecorder } from '../events/recorder.ts';
 import { SendQueue } from '../sends/queue.ts';
-import { recordSendStatus } from '../sends/status-events.ts';
+import { recordSendStatus, recordWithStatus } from '../sends/status-events.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
 
@@ -28,6 +28,7 @@ export function wireSendQueue(deps: {
     clock: deps.clock,
     logger: deps.logger,
     report: (instanceId, report) => recordSendStatus(recorder, instanceId, report),
+    recordWith: (instanceId, write) => recordWithStatus(recorder, instanceId, write),
   });
   recorder.use(sendQueue);
   if (deps.start) sendQueue.start();

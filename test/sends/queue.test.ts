@@ -80,9 +80,10 @@ for (const dialect of testDialects()) {
         2,
         "attempts count claims: the dead node's and this node's",
       );
-      // The MessageStatus `sent` event comes from the recorded message (the queue's derive), which this fake
-      // session does not record: the queue reported nothing itself.
-      assert.deepEqual(reports, []);
+      // This fake session records no message of its own (whose transaction would derive the event): the queue
+      // reports the queued send's `sent` with the job's write.
+      await eventually('the sent report', () => reports.length > 0);
+      assert.deepEqual(reports, [{ kind: 'message', id: '3EB0AAAAAAAAAAAAAAAAAA', status: 'sent', at: T0 }]);
     });
 
     it('a platform rate-overlimit pauses the queue until its end, keeps the job pending, then resumes', async () => {
@@ -114,9 +115,10 @@ for (const dialect of testDialects()) {
         'the job after the pause',
         async () => (await status('3EB0BBBBBBBBBBBBBBBBBB')).status === 'sent',
       );
+      await eventually('its sent report', () => reports.some((r) => r.status === 'sent'));
       assert.deepEqual(
         reports.map((r) => r.status),
-        ['paused', 'resumed'],
+        ['paused', 'resumed', 'sent'],
       );
       assert.equal(await queue.pause(t.instance.id), null);
     });

@@ -5,7 +5,7 @@ import type { OutgoingMessage, SentMessage } from '../../src/domain/messages.ts'
 import { extended } from '../../src/domain/objects.ts';
 import type { EngineSession } from '../../src/engines/engine.ts';
 import { encodeSendPayload } from '../../src/sends/payload.ts';
-import { SendQueue, type SendQueueDeps } from '../../src/sends/queue.ts';
+import { type ReportedWrite, SendQueue, type SendQueueDeps } from '../../src/sends/queue.ts';
 import { type OpenStoreOptions, openStore, type Store } from '../../src/store/database.ts';
 import type { Database } from '../../src/store/schema.ts';
 import type { NewSendJob } from '../../src/store/send-jobs.ts';
@@ -70,8 +70,25 @@ export function testQueue(
     clock,
     logger: pino({ level: 'silent' }),
     report,
+    recordWith: (id, write) => reportAfterWrite(db, report, id, write),
     ...deps,
   });
+}
+
+/**
+ * What a queue without an event recorder does with a write and its reports: the write's statements on `db` as they
+ * come (no transaction: on SQLite a second connection's open transaction would hold the test store's), then each
+ * report given to `report`. The services' recorder commits both together (src/events/recorder.ts `recordWith`).
+ */
+export async function reportAfterWrite<T>(
+  db: Kysely<Database>,
+  report: SendQueueDeps['report'],
+  instanceId: string,
+  write: ReportedWrite<T>,
+): Promise<T> {
+  const { result, reports } = await write(db);
+  for (const each of reports) await report(instanceId, each);
+  return result;
 }
 
 /** A connection reset, as the driver raises it when the store goes away. */

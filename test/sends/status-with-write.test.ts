@@ -1,0 +1,215 @@
+/**
+ * A send job's outcome and its `MessageStatus` event commit in one transaction (docs/decisions/0076-status-with-its-
+ * write.md): a store that refuses the event's row (a permanent error, injected through the store's test-only fault
+ * hook, as a crash at that instant would leave it) leaves neither the job's change nor the event, and the change is
+ * made again with its event once the store takes it. Written in two steps, the job would end `canceled` or `failed`
+ * with no event, and its outcome would never reach a receiver. Runs on SQLite, and on PostgreSQL when
+ * TEST_DATABASE_URL is set.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { DomainError } from '../../src/domain/errors.ts';
+import { appFor, OWN, PEER } from '../messages/support.ts';
+import { loginSandbox, type TestApp } from '../support/app.ts';
+import { eventually } from '../support/eventually.ts';
+import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
+
+const T0 = Date.parse('2026-03-02T10:00:00.000Z');
+
+/** A check-constraint violation as PostgreSQL reports it: permanent (SQLSTATE class 23), never retried. */
+function checkViolation(): Error {
+  return Object.assign(new Error('new row for relation "webhook_events" violates check constraint'), {
+    code: '23514',
+  });
+}
+
+for (const dialect of testDialects()) {
+  describe(`a send job's outcome commits with its MessageStatus event [${dialect}]`, () => {
+    let testStore: TestStore;
+    let t: TestApp;
+    /** While true, every statement writing an event row fails. */
+    let failing = false;
+    let refused = 0;
+
+    const job = (id: string) =>
+      t.services.store.db
+        .selectFrom('send_jobs')
+        .select(['status', 'attempts', 'last_error'])
+        .where('instance_id', '=', t.instance.id)
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow();
+    /** The `MessageStatus` events of job `id` in the event log, oldest first. */
+    const statusEvents = async (id: string) =>
+      (
+        await t.services.store.db
+          .selectFrom('webhook_events')
+          .select(['payload'])
+          .where('instance_id', '=', t.instance.id)
+          .where('type', '=', 'MessageStatus')
+          .orderBy('sequence')
+          .execute()
+      )
+        .map((row) => JSON.parse(row.payload).event)
+        .filter((event) => event.id === id);
+
+    before(async () => {
+      testStore = await createTestStore(dialect, {
+        faults: (sql) => {
+          if (failing && /insert into "webhook_events"/i.test(sql)) {
+            refused += 1;
+            throw checkViolation();
+          }
+        },
+      });
+      t = await appFor(dialect, { testStore });
+      t.clock.set(T0);
+      await loginSandbox(t, OWN);
+    });
+    after(async () => {
+      await t.close();
+      await testStore.cleanup();
+    });
+
+    it('a cancel whose event the store refuses leaves the send pending; the next cancel writes both', async () => {
+      const sendAt = new Date(T0 + 600_000).toISOString();
+      const scheduled = await t.call('POST', '/v1/messages/send', { phone: PEER, body: 'cancel me', sendAt });
+      assert.equal(scheduled.status, 202, JSON.stringify(scheduled.body));
+      const id: string = scheduled.body.data.id;
+      failing = true;
+      const refusedBefore = refused;
+      let res: Awaited<ReturnType<TestApp['call']>>;
+      try {
+        res = await t.call('POST', `/v1/messages/${id}/cancel`);
+      } finally {
+        failing = false;
+      }
+      assert.ok(refused > refusedBefore, 'the event row was refused');
+      assert.equal(res.status, 500, JSON.stringify(res.body));
+      assert.equal((await job(id)).status, 'pending', 'the cancel rolled back with its event');
+      assert.deepEqual(await statusEvents(id), []);
+
+      const again = await t.call('POST', `/v1/messages/${id}/cancel`);
+      assert.equal(again.status, 200, JSON.stringify(again.body));
+      assert.equal((await job(id)).status, 'canceled');
+      assert.deepEqual(await statusEvents(id), [{ id, status: 'canceled', at: new Date(T0).toISOString() }]);
+    });
+
+    it('a queued send failed while the store refuses its event is failed again, with its event, once it takes it', async () => {
+      const session = t.services.sessions.existing(t.instance.id);
+      assert.ok(session, 'the instance has a session');
+      const relay = session.send.bind(session);
+      session.send = async () => {
+        throw new DomainError('platform_refused', 'the platform rejected the message (error 479)');
+      };
+      try {
+        failing = true;
+        const refusedBefore = refused;
+        const queued = await t.call(
+          'POST',
+          '/v1/messages/send',
+          { phone: PEER, body: 'refused' },
+          {
+            prefer: 'respond-async',
+          },
+        );
+        assert.equal(queued.status, 202, JSON.stringify(queued.body));
+        const id: string = queued.body.data.id;
+        await eventually('the failure’s event refused', () => refused > refusedBefore);
+        // Whatever the job shows while the event is refused, it is not failed without its event.
+        const meanwhile = await job(id);
+        assert.notEqual(meanwhile.status, 'failed', 'failed without its event');
+        failing = false;
+        const events = await eventually('the failure’s event', async () => {
+          const found = await statusEvents(id);
+          return found.length > 0 ? found : undefined;
+        });
+        assert.deepEqual(events, [
+          {
+            id,
+            status: 'failed',
+            error: 'the platform rejected the message (error 479)',
+            at: new Date(T0).toISOString(),
+          },
+        ]);
+        const row = await job(id);
+        assert.equal(row.status, 'failed');
+        assert.equal(row.last_error, 'the platform rejected the message (error 479)');
+      } finally {
+        failing = false;
+        session.send = relay;
+      }
+    });
+
+    it('a platform pause whose event the store refuses is not stored either; the next one stores both', async () => {
+      const session = t.services.sessions.existing(t.instance.id);
+      assert.ok(session, 'the instance has a session');
+      const relay = session.send.bind(session);
+      session.send = async () => {
+        throw new DomainError('rate_limited', 'the platform rate-limited this account', { retryAfter: 30 });
+      };
+      const pausedUntil = async () =>
+        (
+          await t.services.store.db
+            .selectFrom('send_pacing')
+            .select('paused_until')
+            .where('instance_id', '=', t.instance.id)
+            .executeTakeFirst()
+        )?.paused_until ?? null;
+      const pauseEvents = async () =>
+        (
+          await t.services.store.db
+            .selectFrom('webhook_events')
+            .select(['payload'])
+            .where('instance_id', '=', t.instance.id)
+            .where('type', '=', 'SessionStatus')
+            .orderBy('sequence')
+            .execute()
+        )
+          .map((row) => JSON.parse(row.payload).event)
+          .filter((event) => event.status === 'paused');
+      try {
+        failing = true;
+        const refusedBefore = refused;
+        const first = await t.call(
+          'POST',
+          '/v1/messages/send',
+          { phone: PEER, body: 'limited' },
+          {
+            prefer: 'respond-async',
+          },
+        );
+        assert.equal(first.status, 202, JSON.stringify(first.body));
+        await eventually('the pause’s event refused', () => refused > refusedBefore);
+        failing = false;
+        assert.equal(await pausedUntil(), null, 'no pause stored without its event');
+        assert.deepEqual(await pauseEvents(), []);
+
+        const second = await t.call(
+          'POST',
+          '/v1/messages/send',
+          { phone: PEER, body: 'limited again' },
+          {
+            prefer: 'respond-async',
+          },
+        );
+        assert.equal(second.status, 202, JSON.stringify(second.body));
+        const events = await eventually('the pause’s event', async () => {
+          const found = await pauseEvents();
+          return found.length > 0 ? found : undefined;
+        });
+        assert.deepEqual(events, [
+          {
+            status: 'paused',
+            reason: 'the platform rate-limited this account',
+            until: new Date(T0 + 30_000).toISOString(),
+            at: new Date(T0).toISOString(),
+          },
+        ]);
+        assert.equal(Number(await pausedUntil()), T0 + 30_000);
+      } finally {
+        failing = false;
+        session.send = relay;
+      }
+    });
+  });
+}
