@@ -188,6 +188,59 @@ for (const dialect of testDialects()) {
       assert.equal(JSON.parse(event.payload).event.message.conversation, 'kept');
     });
 
+    it('a write in the queue: its events recorded with it, in order with the events around it; a failing one keeps nothing', async () => {
+      const id = t.instance.id;
+      const first = (await lastSequence(id)) + 1;
+      const before = textMessage('before the writes', { phone: '5511911113001' });
+      const afterwards = textMessage('after the writes', { phone: '5511911113001' });
+      const status: EngineEvent = {
+        type: 'messageStatus',
+        id: '3EB0WRITTEN000000000001',
+        status: 'canceled',
+        at: 1,
+      };
+      const refused = new Error('the write refused');
+      // One turn: the writes wait their turn behind the first message, the last message behind them
+      // (docs/decisions/0076-status-with-its-write.md).
+      const [one, written, quiet, failed, two] = await Promise.allSettled([
+        t.services.recorder.record(id, before),
+        t.services.recorder.recordWith(id, async () => ({ result: 'changed', events: [status] })),
+        t.services.recorder.recordWith(id, async () => ({ result: 'unchanged', events: [] })),
+        t.services.recorder.recordWith(id, async (trx) => {
+          // What it wrote before failing is rolled back with it.
+          await trx.deleteFrom('messages').where('id', '=', before.message.id).execute();
+          throw refused;
+        }),
+        t.services.recorder.record(id, afterwards),
+      ]);
+      assert.deepEqual(
+        [one, written, quiet, two].map((result) => result.status === 'fulfilled' && result.value),
+        [undefined, 'changed', 'unchanged', undefined],
+      );
+      assert.deepEqual(failed, { status: 'rejected', reason: refused });
+      const events = await counted.db
+        .selectFrom('webhook_events')
+        .select(['sequence', 'type'])
+        .where('instance_id', '=', id)
+        .where('sequence', '>=', first)
+        .orderBy('sequence')
+        .execute();
+      assert.deepEqual(
+        events.map((row) => [Number(row.sequence), row.type]),
+        [
+          [first, 'Message'],
+          [first + 1, 'MessageStatus'],
+          [first + 2, 'Message'],
+        ],
+      );
+      const kept = await counted.db
+        .selectFrom('messages')
+        .select('id')
+        .where('id', '=', before.message.id)
+        .execute();
+      assert.equal(kept.length, 1, 'the failed write deleted nothing');
+    });
+
     /** The instance's last sequence number taken; 0 before its first event. */
     async function lastSequence(id: string): Promise<number> {
       const state = await counted.db
