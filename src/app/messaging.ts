@@ -263,10 +263,15 @@ export class MessagingService {
   async cancel(instance: Instance, id: string): Promise<CanceledSend> {
     const at = this.#clock();
     // The job's `canceled` and its event commit together (docs/decisions/0076-status-with-its-write.md).
-    const result = await this.#queue.recordWith(instance.id, async (trx) => {
-      const cancel = await cancelSendJob(trx, instance.id, id, at);
-      return { result: cancel, reports: cancel?.canceled ? [messageReport(id, 'canceled', at)] : [] };
-    });
+    const canceledError = errors.conflict('the message was canceled before its relay');
+    const result = await this.#queue.recordWith(
+      instance.id,
+      async (trx) => {
+        const cancel = await cancelSendJob(trx, instance.id, id, at);
+        return { result: cancel, reports: cancel?.canceled ? [messageReport(id, 'canceled', at)] : [] };
+      },
+      { id, error: canceledError },
+    );
     if (!result) {
       const stored = await findStoredMessage(this.#store.db, instance.id, id);
       if (stored?.source.isFromMe) throw errors.conflict('message already sent');
@@ -274,7 +279,7 @@ export class MessagingService {
     }
     const { job, canceled } = result;
     if (canceled) {
-      this.#queue.canceled(job, errors.conflict('the message was canceled before its relay'));
+      this.#queue.canceled(job, canceledError);
     } else if (job.status === 'sending' || job.status === 'sent') {
       throw errors.conflict('message already sent');
     } else if (job.status === 'failed') {

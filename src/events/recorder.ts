@@ -18,7 +18,8 @@ export interface EventProjection {
   /**
    * Optional: called once for each instance's batch in a transaction (several instances' batches may share one,
    * docs/decisions/0051-turn-groups.md, each applied whole before the next), before its events are applied, with
-   * the batch's events in order (not the derived ones), to read or write for all of them at once (the send queue
+   * the batch's events in order (not the derived ones, nor those a {@link RecordedWrite} returns), to read or write
+   * for all of them at once (the send queue
    * marks the batch's jobs sent in one statement). Throwing rolls the batch back.
    */
   prepare?(trx: Transaction<Database>, instanceId: string, events: readonly EngineEvent[]): Promise<void>;
@@ -59,7 +60,8 @@ export interface EventRecorderOptions {
  * A write that causes events (docs/decisions/0076-status-with-its-write.md): run in the recorder's transaction, in
  * order with the instance's other events, it returns what the caller gets back (`result`) and the events its
  * outcome causes (`events`, perhaps none), which the same transaction records. It may run a second time, in a
- * transaction of its own, when a shared one rolled back: what it wrote then is gone.
+ * transaction of its own, when the one it ran in rolled back (a turn's shared one, or a batch the recorder tries
+ * again one item at a time): what it wrote then is gone. Its events are not given to the projections' `prepare`.
  */
 export type RecordedWrite<T> = (trx: Transaction<Database>) => Promise<{ result: T; events: EngineEvent[] }>;
 

@@ -172,7 +172,7 @@ export class RelayFailures {
   async #finish(
     job: SendJob,
     outcome: { status: 'failed'; at: number; error: string },
-    reported: boolean,
+    reported: () => boolean,
   ): Promise<boolean> {
     const { db, nodeId, untilStored, recordWith } = this.#deps;
     return untilStored(async () => {
@@ -180,7 +180,7 @@ export class RelayFailures {
         const failed = await finishSendJob(trx, job.instanceId, job.id, nodeId, outcome);
         return {
           result: failed,
-          reports: failed && reported ? [messageReport(job.id, 'failed', outcome.at, outcome.error)] : [],
+          reports: failed && reported() ? [messageReport(job.id, 'failed', outcome.at, outcome.error)] : [],
         };
       });
       if (mine) return true;
@@ -210,7 +210,8 @@ export class RelayFailures {
     const mine = await this.#finish(
       job,
       { status: 'failed', at, error: message },
-      !this.#deps.waiters.has(job),
+      // Asked at each try: a request may leave while the store is waited out.
+      () => !this.#deps.waiters.has(job),
     );
     if (!mine) return this.settleTaken(job);
     this.#deps.waiters.settle(job, undefined, error);

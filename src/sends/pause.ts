@@ -129,11 +129,12 @@ export class PaceKeeper {
       until: pause.until,
       at: now,
     };
-    await this.#deps.recordWith(instanceId, async (db) => ({
-      result: undefined,
-      reports: (await writePause(db, instanceId, pause, now)) ? [paused] : [],
-    }));
+    const changed = await this.#deps.recordWith(instanceId, async (db) => {
+      const written = await writePause(db, instanceId, pause, now);
+      return { result: written, reports: written ? [paused] : [] };
+    });
     this.#pacing.delete(instanceId);
+    if (!changed) return;
     this.#deps.logger.warn(
       { instanceId, reason: pause.reason, until: new Date(pause.until).toISOString() },
       'the platform restricted sending: the send queue is paused',
@@ -148,12 +149,12 @@ export class PaceKeeper {
   async resume(instanceId: string): Promise<void> {
     const now = this.#deps.clock();
     const resumed: SendStatusReport = { kind: 'session', status: 'resumed', at: now };
-    await this.#deps.recordWith(instanceId, async (db) => ({
-      result: undefined,
-      reports: (await writePause(db, instanceId, null, now)) ? [resumed] : [],
-    }));
+    const changed = await this.#deps.recordWith(instanceId, async (db) => {
+      const written = await writePause(db, instanceId, null, now);
+      return { result: written, reports: written ? [resumed] : [] };
+    });
     this.#pacing.delete(instanceId);
-    this.#deps.logger.info({ instanceId }, 'the send queue resumes');
+    if (changed) this.#deps.logger.info({ instanceId }, 'the send queue resumes');
   }
 
   /**

@@ -45,7 +45,8 @@ export interface SendQueueDeps {
    * `recordWith`, after the instance's earlier events), so a job's change and its `MessageStatus` event commit
    * together (docs/decisions/0076-status-with-its-write.md).
    * @returns the write's result, once committed.
-   * @throws the write's or the store's error (nothing of it kept).
+   * @throws the write's or the store's error (nothing of it kept, unless the commit's answer was lost: the write's
+   *   condition then tells a try again that it is done).
    */
   recordWith<T>(instanceId: string, write: ReportedWrite<T>): Promise<T>;
   /** Random source in [0, 1) for the pace's jitter (tests fix it). */

@@ -45,6 +45,8 @@ export class SendQueue implements EventProjection {
   readonly #runners: Runners;
   /** The requests waiting for their job's outcome (waiters.ts). */
   readonly #waiters = new SendWaiters();
+  /** Jobs (`instanceId/id`) the API is canceling: what a request waiting for each is answered once it commits. */
+  readonly #cancelErrors = new Map<string, DomainError>();
   /** The instances' pace, pauses and reach-out timelocks (pause.ts). */
   readonly #pace: PaceKeeper;
   /** The group commit of new jobs (group-insert.ts). */
@@ -184,9 +186,11 @@ export class SendQueue implements EventProjection {
    */
   afterCommit(instanceId: string, event: EngineEvent): void {
     this.#sentMarks.committed(instanceId, event);
-    // A job its account's logout canceled (logout.ts): a synchronous request still waiting for it is answered now.
+    // A job its account's logout canceled (logout.ts), or the API's cancel (its own answer): a synchronous request
+    // still waiting for it is answered now.
     if (event.type === 'messageStatus' && event.status === 'canceled') {
-      this.#waiters.settle({ instanceId, id: event.id }, undefined, loggedOutBeforeRelay());
+      const error = this.#cancelErrors.get(`${instanceId}/${event.id}`) ?? loggedOutBeforeRelay();
+      this.#waiters.settle({ instanceId, id: event.id }, undefined, error);
       return;
     }
     if (event.type !== 'connection' || !event.state.connected || !event.state.loggedIn) return;
@@ -383,17 +387,30 @@ export class SendQueue implements EventProjection {
     this.#inFlight.add(work);
   }
 
-  /** A job canceled through the API: a sync request waiting for it is answered with `error`. */
   /**
    * Runs `write` in a transaction that records its `MessageStatus` reports with it (`SendQueueDeps.recordWith`,
    * docs/decisions/0076-status-with-its-write.md): the API's cancel writes the job's `canceled` and its event together.
+   * A `MessageStatus canceled` of job `canceling.id` committed by it answers a request waiting for that job with
+   * `canceling.error` (the API's own answer), not with a logout's ({@link afterCommit}).
    * @returns the write's result, once committed.
    * @throws the write's or the store's error (nothing of it kept; no wait for an unreachable store).
    */
-  recordWith<T>(instanceId: string, write: ReportedWrite<T>): Promise<T> {
-    return this.#deps.recordWith(instanceId, write);
+  async recordWith<T>(
+    instanceId: string,
+    write: ReportedWrite<T>,
+    canceling?: { id: string; error: DomainError },
+  ): Promise<T> {
+    if (!canceling) return this.#deps.recordWith(instanceId, write);
+    const key = `${instanceId}/${canceling.id}`;
+    this.#cancelErrors.set(key, canceling.error);
+    try {
+      return await this.#deps.recordWith(instanceId, write);
+    } finally {
+      if (this.#cancelErrors.get(key) === canceling.error) this.#cancelErrors.delete(key);
+    }
   }
 
+  /** A job canceled through the API: a sync request waiting for it is answered with `error`. */
   canceled(job: Pick<SendJob, 'instanceId' | 'id'>, error: DomainError): void {
     this.#waiters.settle(job, undefined, error);
   }

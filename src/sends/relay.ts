@@ -158,7 +158,6 @@ export class JobRelay {
    */
   async #finishSent(job: SendJob, at: number, opensChat: boolean): Promise<boolean> {
     const { nodeId, untilStored, waiters, recordWith } = this.#deps;
-    const reported = !waiters.has(job);
     return untilStored(() =>
       recordWith(job.instanceId, async (trx) => {
         const finished = await finishSendJob(trx, job.instanceId, job.id, nodeId, {
@@ -166,7 +165,10 @@ export class JobRelay {
           at,
           newChat: opensChat,
         });
-        return { result: finished, reports: finished && reported ? [messageReport(job.id, 'sent', at)] : [] };
+        return {
+          result: finished,
+          reports: finished && !waiters.has(job) ? [messageReport(job.id, 'sent', at)] : [],
+        };
       }),
     );
   }

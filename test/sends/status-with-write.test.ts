@@ -9,10 +9,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { DomainError } from '../../src/domain/errors.ts';
-import { appFor, OWN, PEER } from '../messages/support.ts';
+import { appFor, bad, OWN, PEER } from '../messages/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
+import { storeGone } from './support.ts';
 
 const T0 = Date.parse('2026-03-02T10:00:00.000Z');
 
@@ -30,6 +31,8 @@ for (const dialect of testDialects()) {
     /** While true, every statement writing an event row fails. */
     let failing = false;
     let refused = 0;
+    /** While true, every update of a send job fails as with the store away (a connection reset). */
+    let away = false;
 
     const job = (id: string) =>
       t.services.store.db
@@ -59,6 +62,7 @@ for (const dialect of testDialects()) {
             refused += 1;
             throw checkViolation();
           }
+          if (away && /^update "send_jobs"/i.test(sql)) throw storeGone();
         },
       });
       t = await appFor(dialect, { testStore });
@@ -92,6 +96,59 @@ for (const dialect of testDialects()) {
       assert.equal(again.status, 200, JSON.stringify(again.body));
       assert.equal((await job(id)).status, 'canceled');
       assert.deepEqual(await statusEvents(id), [{ id, status: 'canceled', at: new Date(T0).toISOString() }]);
+    });
+
+    it('a cancel while the store cannot be reached answers 503 and leaves the send pending', async () => {
+      const sendAt = new Date(T0 + 600_000).toISOString();
+      const scheduled = await t.call('POST', '/v1/messages/send', {
+        phone: PEER,
+        body: 'cancel me too',
+        sendAt,
+      });
+      assert.equal(scheduled.status, 202, JSON.stringify(scheduled.body));
+      const id: string = scheduled.body.data.id;
+      away = true;
+      let res: Awaited<ReturnType<TestApp['call']>>;
+      try {
+        res = await t.call('POST', `/v1/messages/${id}/cancel`);
+      } finally {
+        away = false;
+      }
+      assert.equal(res.status, 503, JSON.stringify(res.body));
+      assert.equal((await job(id)).status, 'pending');
+      assert.deepEqual(await statusEvents(id), []);
+      const again = await t.call('POST', `/v1/messages/${id}/cancel`);
+      assert.equal(again.status, 200, JSON.stringify(again.body));
+      assert.deepEqual(await statusEvents(id), [{ id, status: 'canceled', at: new Date(T0).toISOString() }]);
+    });
+
+    it('a synchronous send canceled through the API while it waits its turn is answered as canceled, not as logged out', async () => {
+      // A long pace holds every send after the first in the queue.
+      assert.equal(
+        (await t.call('PUT', '/v1/session/pacing', { minIntervalMs: 600_000, jitterMs: 0 })).status,
+        200,
+      );
+      try {
+        const first = await t.call('POST', '/v1/messages/send', { phone: PEER, body: 'first' });
+        assert.equal(first.status, 200, JSON.stringify(first.body));
+        const waiting = t.call('POST', '/v1/messages/send', { phone: PEER, body: 'waiting' });
+        const waitingId = await eventually('the waiting send stored', async () => {
+          const row = await t.services.store.db
+            .selectFrom('send_jobs')
+            .select(['id'])
+            .where('instance_id', '=', t.instance.id)
+            .where('mode', '=', 'sync')
+            .where('status', '=', 'pending')
+            .executeTakeFirst();
+          return row?.id;
+        });
+        const canceled = await t.call('POST', `/v1/messages/${waitingId}/cancel`);
+        assert.equal(canceled.status, 200, JSON.stringify(canceled.body));
+        // The account did not log out: the request must not be told it did.
+        assert.deepEqual((await waiting).body, bad(409, 'the message was canceled before its relay'));
+      } finally {
+        assert.equal((await t.call('PUT', '/v1/session/pacing', {})).status, 200);
+      }
     });
 
     it('a queued send failed while the store refuses its event is failed again, with its event, once it takes it', async () => {
