@@ -219,8 +219,7 @@ export async function serve(config: Config): Promise<void> {
   // Last resort, from the first instant (sessions connect while the start restores them): a stray rejection is a bug
   // to log, not a reason to drop every instance with the process.
   process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled promise rejection'));
-  const server = await startServer(config, { logger, print: (text) => stdout.write(`${text}\n`) });
-  const shutdown = (signal: string) => {
+  const shutdown = (running: RunningServer, signal: string) => {
     logger.info({ signal }, 'shutting down');
     // The drain grace is a wait on purpose (the node keeps serving), not part of the work the budget bounds.
     const timer = setTimeout(
@@ -231,7 +230,7 @@ export async function serve(config: Config): Promise<void> {
       config.shutdownTimeoutMs + (config.cluster?.drainGraceMs ?? 0),
     );
     timer.unref();
-    server.stop().then(
+    running.stop().then(
       () => {
         logger.info('stopped');
         process.exit(0);
@@ -242,6 +241,16 @@ export async function serve(config: Config): Promise<void> {
       },
     );
   };
-  process.once('SIGTERM', () => shutdown('SIGTERM'));
-  process.once('SIGINT', () => shutdown('SIGINT'));
+  // Listened for before the start: a signal that comes while the server starts, or just as it prints its listening
+  // line, stops it gracefully once it is up instead of ending the process with the signal's default action.
+  let server: RunningServer | undefined;
+  let signalled: string | undefined;
+  const onSignal = (signal: string) => {
+    if (server) shutdown(server, signal);
+    else signalled ??= signal;
+  };
+  process.once('SIGTERM', () => onSignal('SIGTERM'));
+  process.once('SIGINT', () => onSignal('SIGINT'));
+  server = await startServer(config, { logger, print: (text) => stdout.write(`${text}\n`) });
+  if (signalled) shutdown(server, signalled);
 }

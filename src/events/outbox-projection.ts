@@ -1,4 +1,4 @@
-import type { Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
 import { DEFAULT_SUBSCRIPTION } from '../domain/instance.ts';
 import type { EngineEvent } from '../domain/messages.ts';
@@ -60,6 +60,9 @@ export class OutboxProjection implements EventProjection {
     Transaction<Database>,
     { event: EngineEvent; normalised: NormalisedEvent }[]
   >();
+
+  /** The first event row each transaction wrote, by transaction: what tells whether it committed. */
+  readonly #written = new WeakMap<Transaction<Database>, string>();
 
   constructor(options: OutboxProjectionOptions) {
     this.#options = options;
@@ -145,6 +148,16 @@ export class OutboxProjection implements EventProjection {
     // Written with the batch's messages in its write group at the batch's end, the transaction's last statement
     // when the batch has one of its own (docs/decisions/0056-write-groups.md, 0063-pipelined-commit.md).
     deferWrites(trx, [insertWebhookEventsWrites(trx, events), insertDeliveriesWrites(trx, deliveries)]);
+    const first = events[0];
+    if (first !== undefined && !this.#written.has(trx)) this.#written.set(trx, first.id);
+  }
+
+  /** Whether `trx`, whose commit answer was lost, was committed: its first event row is in the store. */
+  async keptAfterLostCommit(db: Kysely<Database>, trx: Transaction<Database>): Promise<boolean | undefined> {
+    const id = this.#written.get(trx);
+    if (id === undefined) return undefined;
+    const row = await db.selectFrom('webhook_events').select('id').where('id', '=', id).executeTakeFirst();
+    return row !== undefined;
   }
 
   /** Notes that `event` queued a delivery to endpoint `endpointId` (`''`: the default webhook). */

@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely, Transaction } from 'kysely';
 import type { EngineEvent } from '../domain/messages.ts';
+import { outcomeUnknown, untilStoreAnswers } from '../store/faults.ts';
 import type { Database } from '../store/schema.ts';
 import type { TurnTransactions } from '../store/turn-transactions.ts';
 import { runDeferredWrites } from '../store/write-groups.ts';
@@ -39,7 +40,16 @@ export interface EventProjection {
    * transaction, right after `event`, and gets the after-commit hooks too.
    */
   derive?(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<EngineEvent[]>;
+  /**
+   * Optional: whether transaction `trx`, whose `commit` failed with its outcome unknown (the connection to a remote
+   * store broke as it answered, `outcomeUnknown` in src/store/faults.ts), was committed, read through `db` from a row
+   * this projection wrote in it; undefined when it wrote none to tell by. @throws the store's error.
+   */
+  keptAfterLostCommit?(db: Kysely<Database>, trx: Transaction<Database>): Promise<boolean | undefined>;
 }
+
+/** How long a batch whose commit answer was lost waits for the store to say whether it kept it, ms. */
+export const LOST_COMMIT_CHECK_MS = 30_000;
 
 /** Most events one transaction applies for one instance (group commit); bounds transaction length and lock time. */
 export const MAX_BATCH = 256;
@@ -192,9 +202,43 @@ export class EventRecorder {
    */
   async #apply(instanceId: string, batch: Pending[], alone = false): Promise<void> {
     const own = this.#turn === undefined || alone;
-    const work = (trx: Transaction<Database>) => this.#applyIn(trx, instanceId, batch, own);
-    const applied = await (own ? this.#db.transaction().execute(work) : this.#turn.run(work, batch.length));
+    /** The last run of `work` that went to its end (its transaction then met the `commit`). */
+    let finished: { trx: Transaction<Database>; applied: Applied[] } | undefined;
+    const work = async (trx: Transaction<Database>) => {
+      finished = undefined;
+      const applied = await this.#applyIn(trx, instanceId, batch, own);
+      finished = { trx, applied };
+      return applied;
+    };
+    let applied: Applied[];
+    try {
+      applied = await (own ? this.#db.transaction().execute(work) : this.#turn.run(work, batch.length));
+    } catch (error) {
+      // A commit whose answer was lost may have kept the batch: recording it again would write its events twice
+      // (docs/decisions/0024-engines-and-data-flow.md), so the store is asked first.
+      if (finished === undefined || !outcomeUnknown(error) || !(await this.#kept(finished.trx))) throw error;
+      applied = finished.applied;
+    }
     this.#settle(instanceId, batch, applied);
+  }
+
+  /**
+   * Whether transaction `trx`, whose commit answer was lost, was committed: the first projection that wrote a row to
+   * tell by answers, once the store does (waited for at most {@link LOST_COMMIT_CHECK_MS}); false when none did.
+   * @throws the store's error when it does not answer in time.
+   */
+  async #kept(trx: Transaction<Database>): Promise<boolean> {
+    for (const projection of this.#projections) {
+      if (!projection.keptAfterLostCommit) continue;
+      const check = projection.keptAfterLostCommit.bind(projection);
+      const kept = await untilStoreAnswers(
+        () => check(this.#db, trx),
+        Date.now,
+        Date.now() + LOST_COMMIT_CHECK_MS,
+      );
+      if (kept !== undefined) return kept;
+    }
+    return false;
   }
 
   /**

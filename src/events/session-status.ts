@@ -74,13 +74,26 @@ export class SessionStatusTracker {
 
   /** The status event `next` means (null for none), remembering `next` as the current state. `at` epoch ms. */
   next(next: ConnectionState, at: number): SessionStatusEngineEvent | null {
-    const event = sessionStatusOf(this.#last, next, at);
+    const event = this.peek(next, at);
+    this.accept(next);
+    return event;
+  }
+
+  /** The status event `next` would mean (null for none), without remembering it. `at` epoch ms. */
+  peek(next: ConnectionState, at: number): SessionStatusEngineEvent | null {
+    return sessionStatusOf(this.#last, next, at);
+  }
+
+  /**
+   * Remembers `next` as the current state: once it was recorded with its status event (a state whose recording
+   * failed is not the store's, so the next state is compared with the last one recorded).
+   */
+  accept(next: ConnectionState): void {
     this.#last = {
       connected: next.connected,
       loggedIn: next.loggedIn,
       ...(next.reason === undefined ? {} : { reason: next.reason }),
       ...(next.cause === undefined ? {} : { cause: next.cause }),
     };
-    return event;
   }
 }

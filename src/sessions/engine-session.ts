@@ -33,10 +33,19 @@ export function createEngineSession(
   const { db, box, engines, recorder, logger, clock, findMessage, callSettings, turn } = options;
   const instanceId = instance.id;
   const sessionLogger = logger.child({ instanceId });
-  // Failures are logged by recordWithRetry (the first, every tenth, and the one given up on).
-  const record = (event: EngineEvent) => recorder.record(instanceId, event);
   const auth = new SqlAuthStateStore(db, box, instanceId, turn);
-  const retrying = async (event: EngineEvent): Promise<void> => {
+  /**
+   * Records `event` and the session status it means (if any) as one item of the recorder, so both commit in one
+   * transaction or neither does (docs/decisions/0076-status-with-its-write.md): a connection change the instance
+   * row keeps is never left without its `SessionStatus` (nor a logout without the cancel of its pending sends,
+   * docs/decisions/0074-logout-cancels-pending-sends.md). Failures are logged by recordWithRetry (the first, every
+   * tenth, and the one given up on).
+   */
+  const retrying = async (event: EngineEvent, status: EngineEvent | null): Promise<void> => {
+    const record = (first: EngineEvent) =>
+      status === null
+        ? recorder.record(instanceId, first)
+        : recorder.recordWith(instanceId, async () => ({ result: undefined, events: [first, status] }));
     const left = backlog.enter();
     try {
       await recordWithRetry({ emit: record, logger: sessionLogger }, event, policy, { signal });
@@ -47,17 +56,25 @@ export function createEngineSession(
   // Session status events are derived here, in one place for every engine, from the connection states the
   // engine reports (docs/decisions/0012-session-and-message-status-events.md).
   const statuses = new SessionStatusTracker({ connected: false, loggedIn: instance.jid !== null });
+  /** The recording of the session's last connection state (settled: a failure was its caller's). */
+  let connections: Promise<void> = Promise.resolve();
   return engines[instance.env].createSession({
     instanceId,
     env: instance.env,
     auth: new RetryingAuthStateStore(auth, policy, sessionLogger, signal),
     // Every engine's events are recorded with the same retry: without limit while the store cannot be reached
     // (docs/decisions/0011-store-faults.md); each counts in the backlog while it waits.
-    emit: async (event: EngineEvent) => {
-      const status = event.type === 'connection' ? statuses.next(event.state, clock()) : null;
-      // Both recordings start in this tick, so the status is queued right after its connection event and
-      // normally commits in the same transaction.
-      await Promise.all([retrying(event), ...(status ? [retrying(status)] : [])]);
+    emit: (event: EngineEvent): Promise<void> => {
+      if (event.type !== 'connection') return retrying(event, null);
+      // The status is recorded with its connection event, in the same transaction (never one without the other);
+      // the tracker moves on only once both are stored, so a state whose recording failed is reported again. One
+      // connection state at a time, in the order emitted, each compared with the one recorded before it.
+      const recorded = connections.then(async () => {
+        await retrying(event, statuses.peek(event.state, clock()));
+        statuses.accept(event.state);
+      });
+      connections = recorded.catch(() => undefined);
+      return recorded;
     },
     waiting: () => backlog.enter(),
     findMessage: (id) => findMessage(instanceId, id),
