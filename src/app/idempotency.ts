@@ -266,10 +266,11 @@ export class IdempotencyPurge extends PeriodicJob {
     const batch = this.#options.batch ?? 1000;
     const now = clock();
     let total = 0;
-    for (;;) {
+    let more = true;
+    while (more) {
       const deleted = await purgeExpiredIdempotencyKeys(store.db, now, batch);
       total += deleted;
-      if (deleted < batch) break;
+      more = deleted >= batch && (await this.nextBatch());
     }
     if (total > 0) logger.info({ deleted: total }, 'purged expired idempotency keys');
     return total;

@@ -1,4 +1,4 @@
-import type { CompiledQuery, Insertable, Kysely, Transaction } from 'kysely';
+import { type CompiledQuery, type Insertable, type Kysely, PostgresAdapter, type Transaction } from 'kysely';
 import { extended } from '../domain/objects.ts';
 import { chunksOf, compiledListStatement, ROWS_PER_INSERT } from './compiled.ts';
 import type { Database } from './schema.ts';
@@ -198,11 +198,14 @@ export async function requeueDelivery(
 ): Promise<RequeueResult> {
   const endpointId = input.endpointId ?? '';
   return db.transaction().execute(async (trx) => {
+    // PostgreSQL: the event row is locked until the commit, so the retention job (webhook-log.ts
+    // `pruneWebhookLog`) either deleted it before (not found here) or waits and then sees the delivery pending.
     const event = await trx
       .selectFrom('webhook_events')
       .select(['id', 'sequence'])
       .where('id', '=', input.eventId)
       .where('instance_id', '=', input.instanceId)
+      .$if(trx.getExecutor().adapter instanceof PostgresAdapter, (q) => q.forKeyShare())
       .executeTakeFirst();
     if (!event) return 'not-found';
     const existing = await trx

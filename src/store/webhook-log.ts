@@ -1,6 +1,12 @@
-import type { Kysely, Selectable, Transaction } from 'kysely';
+import {
+  type ExpressionBuilder,
+  type Kysely,
+  PostgresAdapter,
+  type Selectable,
+  type Transaction,
+} from 'kysely';
 import type { Database } from './schema.ts';
-import type { WebhookAttemptsTable, WebhookDeliveriesTable } from './schema-webhooks.ts';
+import type { WebhookAttemptsTable, WebhookDeliveriesTable, WebhookEventsTable } from './schema-webhooks.ts';
 import { toIso, toMs } from './times.ts';
 import type { NewWebhookEvent } from './webhook-events.ts';
 
@@ -207,30 +213,43 @@ export async function deleteOrphanDeliveries(db: Kysely<Database>, limit: number
  * Deletes up to `limit` events created before `before` (RFC 3339) whose delivery is over: delivered, failed or
  * never queued. They leave both the delivery log and the event log (docs/decisions/0030-event-log.md: the caller
  * passes a time older than both retentions). Their delivery rows and attempts go with them (foreign keys cascade).
- * An event with a pending delivery is kept whatever its age.
+ * An event with a pending delivery is kept whatever its age, also one queued again (`requeueDelivery`) while this
+ * runs: the old events are locked first (PostgreSQL, skipping those a redelivery or another node's prune holds;
+ * SQLite runs the transaction alone), and the delete tests their deliveries again after the locks were taken, so a
+ * redelivery either committed before (its event is kept) or finds its event gone (`not-found`).
  * @returns how many events were deleted.
  * @throws RangeError when `before` is not a time.
  */
 export async function pruneWebhookLog(db: Kysely<Database>, before: string, limit: number): Promise<number> {
-  const old = await db
-    .selectFrom('webhook_events as e')
-    .select('e.id')
-    .where('e.created_at', '<', toMs(before))
-    .where((eb) =>
-      eb.not(
-        eb.exists(
-          eb
-            .selectFrom('webhook_deliveries as d')
-            .select('d.event_id')
-            .whereRef('d.event_id', '=', 'e.id')
-            .where('d.status', '=', 'pending'),
-        ),
+  const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
+  const noPendingDelivery = (eb: ExpressionBuilder<Database & { e: WebhookEventsTable }, 'e'>) =>
+    eb.not(
+      eb.exists(
+        eb
+          .selectFrom('webhook_deliveries as d')
+          .select('d.event_id')
+          .whereRef('d.event_id', '=', 'e.id')
+          .where('d.status', '=', 'pending'),
       ),
-    )
-    .limit(limit)
-    .execute();
-  if (old.length === 0) return 0;
-  const ids = old.map((row) => row.id);
-  await db.deleteFrom('webhook_events').where('id', 'in', ids).execute();
-  return ids.length;
+    );
+  return db.transaction().execute(async (trx) => {
+    const old = await trx
+      .selectFrom('webhook_events as e')
+      .select('e.id')
+      .where('e.created_at', '<', toMs(before))
+      .where(noPendingDelivery)
+      .limit(limit)
+      .$if(postgres, (q) => q.forUpdate('e').skipLocked())
+      .execute();
+    if (old.length === 0) return 0;
+    const ids = old.map((row) => row.id);
+    // A new statement (PostgreSQL: a new snapshot, taken once the rows are locked) sees a redelivery that
+    // committed since the select.
+    const deleted = await trx
+      .deleteFrom('webhook_events as e')
+      .where('e.id', 'in', ids)
+      .where(noPendingDelivery)
+      .executeTakeFirst();
+    return Number(deleted.numDeletedRows);
+  });
 }

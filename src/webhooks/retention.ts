@@ -54,7 +54,8 @@ export class LogRetention extends PeriodicJob {
   /**
    * Deletes the deliveries queued to endpoints deleted meanwhile (`deleteOrphanDeliveries`), every finished event
    * older than both retentions, then every finished send job older than the delivery log's retention (at least a
-   * day), batch by batch.
+   * day), batch by batch, serving the I/O due between two batches; after {@link stop} the run ends with the batch
+   * in progress (the next run goes on).
    * @returns how many events and send jobs were deleted.
    */
   override async runOnce(): Promise<number> {
@@ -65,19 +66,21 @@ export class LogRetention extends PeriodicJob {
     const orphans = await deleteOrphanDeliveries(db, batch);
     if (orphans > 0) logger.info({ endpoints: orphans }, 'deleted deliveries queued to deleted endpoints');
     let total = 0;
-    for (;;) {
+    let more = true;
+    while (more) {
       const deleted = await pruneWebhookLog(db, before, batch);
       total += deleted;
-      if (deleted < batch) break;
+      more = deleted >= batch && (await this.nextBatch());
     }
     if (total > 0) logger.info({ deleted: total, before }, 'pruned old events (delivery log and event log)');
     // Finished send jobs follow the same retention, never less than a day (the new-chats-per-day pace counts it).
     const jobsBefore = clock() - Math.max(retentionMs, DAY_MS);
     let jobs = 0;
-    for (;;) {
+    more = await this.nextBatch();
+    while (more) {
       const deleted = await pruneSendJobs(db, jobsBefore, batch);
       jobs += deleted;
-      if (deleted < batch) break;
+      more = deleted >= batch && (await this.nextBatch());
     }
     if (jobs > 0) logger.info({ deleted: jobs }, 'pruned finished send jobs');
     return total + jobs;
