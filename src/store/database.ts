@@ -1,18 +1,20 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { Kysely, Migrator, PostgresDialect, type SqliteDatabase, SqliteDialect, sql } from 'kysely';
+import { Kysely, PostgresDialect, type SqliteDatabase, SqliteDialect, sql } from 'kysely';
 import { LRUCache } from 'lru-cache';
 import type pg from 'pg';
 import type { DatabaseConfig } from '../config/config.ts';
 import { DomainError } from '../domain/errors.ts';
 import { faultAwareDialect, type StoreFaultHook } from './faults.ts';
 import { markPipelinedCommits } from './last-statement.ts';
-import { migrationProvider, migrations } from './migrations/index.ts';
+import { StoreTooNewError, sqliteMigrationDb, useForMigrations } from './migrate.ts';
 import { currentSchemaDialect } from './pg-introspection.ts';
 import { namedStatementPool } from './pg-statements.ts';
 import type { Database } from './schema.ts';
 import { type CheckpointReport, WalCheckpoints } from './wal-checkpoints.ts';
+
+export { isInitialised, isMigrated, migrateToLatest, StoreTooNewError } from './migrate.ts';
 
 /** An open store: the Kysely handle, which dialect backs it, and how to close it. */
 export interface Store {
@@ -90,19 +92,27 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
             onFailure: options.onConnectionError,
             onReport: options.onCheckpoint,
           });
-    const dialect = new SqliteDialect({ database: cachingStatements(sqlite) });
+    const statements = cachingStatements(sqlite);
+    const dialect = new SqliteDialect({ database: statements });
     const db = new Kysely<Database>({
       dialect: faultAwareDialect(dialect, options.faults, options.lostAnswers),
     });
-    return {
+    // The migrator's handle on the same connection (it never closes it): its migrations run in one transaction.
+    const migrationDb = sqliteMigrationDb(statements, options.faults, options.lostAnswers);
+    const store: Store = {
       db,
       dialect: 'sqlite',
       schema: undefined,
       destroy: async () => {
         await checkpoints?.stop();
+        await migrationDb.destroy();
         await db.destroy();
+        // Kysely closes the connection only if `db` ran a query; a store that only migrated closes it here.
+        if (sqlite.open) sqlite.close();
       },
     };
+    useForMigrations(store, migrationDb);
+    return store;
   }
   // `pg` is loaded only for a PostgreSQL store: the embedded default, and every command-line call on it, skip its
   // modules (55–72 ms of the 580–620 ms a `parley org list` takes on the 2-core benchmark machine).
@@ -209,31 +219,6 @@ export function cachingStatements(sqlite: SQLite.Database): SqliteDatabase {
 }
 
 /**
- * Applies every pending migration (run at boot; concurrent callers on PostgreSQL are serialised by Kysely's lock).
- * @throws the first migration error, after logging nothing (the caller decides).
- */
-export async function migrateToLatest(store: Store): Promise<void> {
-  const { error } = await migratorFor(store).migrateToLatest();
-  if (error) throw error instanceof Error ? error : new Error(String(error));
-}
-
-/** True when every known migration has been applied (readiness check, docs/decisions/0023-operations.md). */
-export async function isMigrated(store: Store): Promise<boolean> {
-  const applied = await migratorFor(store).getMigrations();
-  return (
-    applied.length === Object.keys(migrations).length && applied.every((m) => m.executedAt !== undefined)
-  );
-}
-
-function migratorFor(store: Store): Migrator {
-  return new Migrator({
-    db: store.db,
-    provider: migrationProvider,
-    ...(store.schema === undefined ? {} : { migrationTableSchema: store.schema }),
-  });
-}
-
-/**
  * The current time as RFC 3339 UTC with milliseconds and `Z`, the form the API shows
  * (docs/decisions/0001-envelope-and-error-codes.md); the store's columns hold epoch ms
  * (docs/decisions/0027-times-as-epoch-ms.md).
@@ -264,6 +249,7 @@ export function describeStore(config: DatabaseConfig): string {
  */
 export function storeFailure(config: DatabaseConfig, failure: unknown): string {
   const store = describeStore(config);
+  if (failure instanceof StoreTooNewError) return `cannot use ${store}: ${failure.message}`;
   // A connection failure arrives wrapped as `store_unavailable` (store/faults.ts): name the driver's own error.
   const error =
     failure instanceof DomainError && failure.code === 'store_unavailable' && failure.cause !== undefined
@@ -294,14 +280,4 @@ export function storeFailure(config: DatabaseConfig, failure: unknown): string {
     default:
       return `cannot open ${store}: ${message}: check DATABASE_URL`;
   }
-}
-
-/**
- * True when the store holds parley's tables: at least one migration was applied (Kysely's `kysely_migration`
- * table, looked up in the store's own schema on PostgreSQL). False on a new SQLite file or a PostgreSQL
- * database whose migrations were never run.
- */
-export async function isInitialised(store: Store): Promise<boolean> {
-  const applied = await migratorFor(store).getMigrations();
-  return applied.some((migration) => migration.executedAt !== undefined);
 }

@@ -117,18 +117,26 @@ async function rebuildSqlite(
 ): Promise<void> {
   const pragma = await sql<{ foreign_keys: number }>`pragma foreign_keys`.execute(db);
   const foreignKeys = pragma.rows[0]?.foreign_keys === 1;
-  // A no-op inside a transaction: Kysely runs SQLite migrations outside one, on the store's single connection.
+  const rebuild = async (trx: Kysely<unknown>) => {
+    for (const [table, timeColumns] of Object.entries(TIME_COLUMNS)) {
+      await rebuildTable(trx, table, timeColumns, types, convert);
+    }
+    const broken = await sql<Record<string, unknown>>`pragma foreign_key_check`.execute(trx);
+    if (broken.rows.length > 0) {
+      throw new Error(`foreign keys broken by the rebuild: ${JSON.stringify(broken.rows.slice(0, 5))}`);
+    }
+  };
+  // Run inside the migrator's transaction (src/store/database.ts `migrateToLatest`), foreign keys must already be
+  // off: SQLite ignores the setting inside a transaction, and dropping a parent table would cascade.
+  if (db.isTransaction) {
+    if (foreignKeys) throw new Error('migration 0015 needs foreign keys off before its transaction begins');
+    await rebuild(db);
+    return;
+  }
+  // Outside a transaction (a Migrator of Kysely's own SQLite adapter) it turns them off and opens its own.
   await sql`pragma foreign_keys = off`.execute(db);
   try {
-    await db.transaction().execute(async (trx) => {
-      for (const [table, timeColumns] of Object.entries(TIME_COLUMNS)) {
-        await rebuildTable(trx, table, timeColumns, types, convert);
-      }
-      const broken = await sql<Record<string, unknown>>`pragma foreign_key_check`.execute(trx);
-      if (broken.rows.length > 0) {
-        throw new Error(`foreign keys broken by the rebuild: ${JSON.stringify(broken.rows.slice(0, 5))}`);
-      }
-    });
+    await db.transaction().execute(rebuild);
   } finally {
     if (foreignKeys) await sql`pragma foreign_keys = on`.execute(db);
   }
