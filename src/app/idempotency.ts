@@ -93,10 +93,17 @@ export class RequestFingerprint {
   }
 }
 
-/** A claim held by the request running under a key; renewed until it is kept or released. */
+/**
+ * A claim held by the request running under a key; renewed until it is kept or released. `requestId` (a UUID) names
+ * the request it continues: a retry that takes over the claim of a process that died keeps it, a new request (a new
+ * row, an expired one, one released after a 5xx) draws a new one. A send made under the claim is stored under a
+ * message id that follows from it (src/http/routes/v1/messages-send.ts), so such a retry finds the message sent
+ * before instead of sending a second one (docs/decisions/0010-idempotency.md).
+ */
 export interface IdempotencyClaim {
   readonly id: IdempotencyKeyId;
   readonly token: string;
+  readonly requestId: string;
 }
 
 /** How a request with a key goes on: run (holding the claim), or answer the kept answer again. */
@@ -151,6 +158,7 @@ export class IdempotencyService {
       extended(id, {
         fingerprint,
         token,
+        requestId: randomUUID(),
         now,
         lockedUntil: now + this.#lockMs,
         expiresAt: now + this.#ttlMs,
@@ -162,7 +170,7 @@ export class IdempotencyService {
       if (existing.answer) return { kind: 'replay', answer: existing.answer };
       throw errors.conflict(IN_PROGRESS_MESSAGE);
     }
-    const claim: IdempotencyClaim = { id: { ...id }, token };
+    const claim: IdempotencyClaim = { id: { ...id }, token, requestId: outcome.requestId };
     const timer = setInterval(() => this.#renew(claim), Math.max(1, Math.floor(this.#lockMs / 3)));
     timer.unref();
     this.#renewals.set(token, timer);

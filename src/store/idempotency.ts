@@ -1,4 +1,4 @@
-import type { Kysely, Updateable } from 'kysely';
+import { type Kysely, sql, type Updateable } from 'kysely';
 import { extended } from '../domain/objects.ts';
 import type { Database, IdempotencyKeysTable } from './schema.ts';
 
@@ -58,6 +58,8 @@ export interface ClaimInput extends IdempotencyKeyId {
   fingerprint: string;
   /** UUID naming this claim in later updates. */
   token: string;
+  /** A new UUID for the request, kept unless this claim takes over an unfinished one (see {@link ClaimOutcome}). */
+  requestId: string;
   now: number;
   /** Until when the claim blocks other requests unless renewed. */
   lockedUntil: number;
@@ -65,15 +67,22 @@ export interface ClaimInput extends IdempotencyKeyId {
   expiresAt: number;
 }
 
-/** What {@link claimIdempotencyKey} found: the claim is ours, or another request's row. */
-export type ClaimOutcome = { claimed: true } | { claimed: false; existing: IdempotencyRecord };
+/**
+ * What {@link claimIdempotencyKey} found: the claim is ours, with `requestId` the UUID of the request it continues
+ * (`idempotency_keys.request_id`: kept by a takeover of an unfinished claim, `input.requestId` for a new or expired
+ * row), or another request's row.
+ */
+export type ClaimOutcome =
+  | { claimed: true; requestId: string }
+  | { claimed: false; existing: IdempotencyRecord };
 
 const where = (id: IdempotencyKeyId) => ({ org_id: id.orgId, env: id.env, key: id.key });
 
 /**
  * Claims the key for the request `input.token`: inserts the row, or takes over a row that expired or whose
  * unfinished claim passed its lock (its process died). Otherwise returns the row found, for the caller to replay
- * its answer or refuse.
+ * its answer or refuse. A takeover of an unfinished claim keeps the row's `request_id`: the request is the same one
+ * retried, and what it did before its process died is found by it (docs/decisions/0010-idempotency.md).
  * @throws the driver's error when the store fails.
  */
 export async function claimIdempotencyKey(db: Kysely<Database>, input: ClaimInput): Promise<ClaimOutcome> {
@@ -85,6 +94,7 @@ export async function claimIdempotencyKey(db: Kysely<Database>, input: ClaimInpu
     content_type: null,
     body: null,
     headers: null,
+    request_id: input.requestId,
     created_at: input.now,
     expires_at: input.expiresAt,
   });
@@ -95,11 +105,16 @@ export async function claimIdempotencyKey(db: Kysely<Database>, input: ClaimInpu
       .values(row)
       .onConflict((oc) => oc.columns(['org_id', 'env', 'key']).doNothing())
       .executeTakeFirst();
-    if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) > 0) return { claimed: true };
-    const { org_id: _org, env: _env, key: _key, ...fields } = row;
+    if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) > 0)
+      return { claimed: true, requestId: input.requestId };
+    const { org_id: _org, env: _env, key: _key, request_id: _request, ...fields } = row;
     const taken = await db
       .updateTable('idempotency_keys')
-      .set(fields)
+      .set(
+        extended(fields, {
+          request_id: sql<string>`case when expires_at <= ${input.now} or request_id is null then ${input.requestId} else request_id end`,
+        }),
+      )
       .where('org_id', '=', input.orgId)
       .where('env', '=', input.env)
       .where('key', '=', input.key)
@@ -109,8 +124,9 @@ export async function claimIdempotencyKey(db: Kysely<Database>, input: ClaimInpu
           eb.and([eb('status', 'is', null), eb('locked_until', '<=', input.now)]),
         ]),
       )
+      .returning('request_id')
       .executeTakeFirst();
-    if (Number(taken.numUpdatedRows) > 0) return { claimed: true };
+    if (taken !== undefined) return { claimed: true, requestId: taken.request_id ?? input.requestId };
     const existing = await findIdempotencyKey(db, input);
     if (existing) return { claimed: false, existing };
   }

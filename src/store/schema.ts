@@ -297,6 +297,11 @@ export interface IdempotencyKeysTable {
   body: string | null;
   /** The kept answer's own headers a replay sends again, a JSON object (migration 0025); null: none. */
   headers: string | null;
+  /**
+   * UUID of the request the claim belongs to (migration 0026): new at a first claim or after expiry, kept by the
+   * takeover of an unfinished claim; null for rows claimed before the migration.
+   */
+  request_id: string | null;
   created_at: number;
   /** Epoch ms when the key is forgotten (24 h after the claim); the periodic purge deletes the row. */
   expires_at: number;

@@ -364,7 +364,7 @@ for (const dialect of testDialects()) {
       assert.equal(outcomes.filter((o) => o === 'conflict').length, 11, JSON.stringify(outcomes));
       const [row] = await keyRows(t, 'race');
       assert.ok(row);
-      const claim = { id, token: row.token };
+      const claim = { id, token: row.token, requestId: row.request_id ?? '' };
       const answer = {
         status: 202,
         contentType: 'application/json',

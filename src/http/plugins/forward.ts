@@ -115,7 +115,10 @@ export async function routeInstanceRequest(
 ): Promise<boolean> {
   const forwarded = isForwarded(request, cluster);
   const deadline = Date.now() + FORWARD_RETRY_MS;
-  const forwardId = randomUUID();
+  // A request holding an `Idempotency-Key` claim forwards under the id of the request it continues, so a retry
+  // after this node died reaches the job the first forward stored (docs/decisions/0010-idempotency.md).
+  const claim = request.idempotency?.claim;
+  const forwardId = claim === undefined ? randomUUID() : claim.requestId;
   // GET and HEAD change nothing (RFC 9110 §9.2.2): repeating them is safe too.
   const repeatable = options.repeatable === true || request.method === 'GET' || request.method === 'HEAD';
   /** A forward of this request went out and got no answer: it may have run on the owner under `forwardId`. */

@@ -68,6 +68,17 @@ function keptHeadersOf(reply: FastifyReply): Record<string, string> {
 }
 
 /**
+ * The id of the request the `Idempotency-Key` claim of `request` continues (src/app/idempotency.ts
+ * `IdempotencyClaim.requestId`, a UUID): the same for a retry that took over the claim of a request whose process
+ * died. Undefined for a request without a key, or one another node forwarded here (its claim is held by the node
+ * that forwarded it, which forwards under this id: src/http/plugins/forward.ts).
+ */
+export function idempotentRequestIdOf(request: FastifyRequest): string | undefined {
+  const claim = request.idempotency?.claim;
+  return claim === undefined ? undefined : claim.requestId;
+}
+
+/**
  * `Idempotency-Key` on every authenticated `POST` whose route is under `/v1` (gateway paths are served by their
  * `/v1` twin, so they are covered), Stripe's model (docs/decisions/0010-idempotency.md):
  * - `onRequest` (after auth and rate limit, so replays count against the limit): checks the header (400

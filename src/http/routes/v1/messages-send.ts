@@ -5,6 +5,7 @@ import type { OutgoingContent, SentMessage } from '../../../domain/messages.ts';
 import { extended } from '../../../domain/objects.ts';
 import { clientGone } from '../../client-gone.ts';
 import { forwardIdOf } from '../../plugins/forward.ts';
+import { idempotentRequestIdOf } from '../../plugins/idempotency.ts';
 import { instanceOf } from '../../plugins/instance.ts';
 import { ok } from '../../schemas.ts';
 import type { QueuedResult, SendResult } from './messages-schemas.ts';
@@ -63,8 +64,9 @@ export async function sendMessage(
     forwardingScore: input.forwardingScore,
     statusJidList: input.statusJidList,
   };
-  // A send another node forwarded: its job follows from the forward id (src/http/plugins/forward.ts).
-  const origin = { forwardId: forwardIdOf(request) };
+  // A send another node forwarded: its job follows from the forward id (src/http/plugins/forward.ts); one run under
+  // an `Idempotency-Key` claim, from the id of the request the claim continues (docs/decisions/0010-idempotency.md).
+  const origin = { forwardId: forwardIdOf(request) ?? idempotentRequestIdOf(request) };
   if (input.sendAt === undefined && !prefersAsync(request)) {
     // A client gone before the answer stops the wait: the outcome becomes a MessageStatus event.
     const waiting = extended(origin, { signal: clientGone(reply) });
