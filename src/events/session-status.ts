@@ -79,9 +79,12 @@ export class SessionStatusTracker {
     return event;
   }
 
-  /** The status event `next` would mean (null for none), without remembering it. `at` epoch ms. */
-  peek(next: ConnectionState, at: number): SessionStatusEngineEvent | null {
-    return sessionStatusOf(this.#last, next, at);
+  /**
+   * The status event `next` would mean (null for none), without remembering it: compared with `after` (a state not yet
+   * stored that comes before it in the same transaction) or the last state remembered. `at` epoch ms.
+   */
+  peek(next: ConnectionState, at: number, after?: ConnectionSummary): SessionStatusEngineEvent | null {
+    return sessionStatusOf(after ?? this.#last, next, at);
   }
 
   /**

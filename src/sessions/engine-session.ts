@@ -1,8 +1,10 @@
+import type { Transaction } from 'kysely';
 import type { Instance } from '../domain/instance.ts';
-import type { EngineEvent } from '../domain/messages.ts';
+import type { ConnectionState, EngineEvent } from '../domain/messages.ts';
 import type { EngineSession } from '../engines/engine.ts';
 import { SessionStatusTracker } from '../events/session-status.ts';
 import { SqlAuthStateStore } from '../store/engine-auth.ts';
+import type { Database } from '../store/schema.ts';
 import { RetryingAuthStateStore } from './auth-retry.ts';
 import type { RecordBacklog } from './backlog.ts';
 import type { SessionManagerOptions } from './manager-options.ts';
@@ -41,11 +43,20 @@ export function createEngineSession(
    * docs/decisions/0074-logout-cancels-pending-sends.md). Failures are logged by recordWithRetry (the first, every
    * tenth, and the one given up on).
    */
-  const retrying = async (event: EngineEvent, status: EngineEvent | null): Promise<void> => {
+  const retrying = async (event: EngineEvent): Promise<void> => {
     const record = (first: EngineEvent) =>
-      status === null
+      first.type !== 'connection'
         ? recorder.record(instanceId, first)
-        : recorder.recordWith(instanceId, async () => ({ result: undefined, events: [first, status] }));
+        : recorder
+            .recordWith(instanceId, async (trx) => {
+              // Compared, when the item is applied in the instance's order, with the state before it: one applied
+              // earlier in the same transaction (not yet stored) or the last one stored.
+              const status = statuses.peek(first.state, clock(), inTransaction.get(trx));
+              inTransaction.set(trx, first.state);
+              return { result: undefined, events: status === null ? [first] : [first, status] };
+            })
+            // Remembered as soon as it is stored, before the recorder applies the instance's next item.
+            .then(() => statuses.accept(first.state));
     const left = backlog.enter();
     try {
       await recordWithRetry({ emit: record, logger: sessionLogger }, event, policy, { signal });
@@ -56,26 +67,18 @@ export function createEngineSession(
   // Session status events are derived here, in one place for every engine, from the connection states the
   // engine reports (docs/decisions/0012-session-and-message-status-events.md).
   const statuses = new SessionStatusTracker({ connected: false, loggedIn: instance.jid !== null });
-  /** The recording of the session's last connection state (settled: a failure was its caller's). */
-  let connections: Promise<void> = Promise.resolve();
+  /** The last connection state each transaction applied, not yet stored (a batch may hold several). */
+  const inTransaction = new WeakMap<Transaction<Database>, ConnectionState>();
   return engines[instance.env].createSession({
     instanceId,
     env: instance.env,
     auth: new RetryingAuthStateStore(auth, policy, sessionLogger, signal),
     // Every engine's events are recorded with the same retry: without limit while the store cannot be reached
     // (docs/decisions/0011-store-faults.md); each counts in the backlog while it waits.
-    emit: (event: EngineEvent): Promise<void> => {
-      if (event.type !== 'connection') return retrying(event, null);
-      // The status is recorded with its connection event, in the same transaction (never one without the other);
-      // the tracker moves on only once both are stored, so a state whose recording failed is reported again. One
-      // connection state at a time, in the order emitted, each compared with the one recorded before it.
-      const recorded = connections.then(async () => {
-        await retrying(event, statuses.peek(event.state, clock()));
-        statuses.accept(event.state);
-      });
-      connections = recorded.catch(() => undefined);
-      return recorded;
-    },
+    // A connection state is queued in the recorder at once, in the order emitted among all the session's events;
+    // its status is recorded with it, in the same transaction (never one without the other), and the tracker moves
+    // on only once both are stored, so a state whose recording failed is compared and reported again.
+    emit: retrying,
     waiting: () => backlog.enter(),
     findMessage: (id) => findMessage(instanceId, id),
     ...(callSettings ? { callSettings: () => callSettings(instanceId) } : {}),
