@@ -12,20 +12,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Simulator } from '../../sim/simulator.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
-import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
+import { checkViolation, createTestStore, type TestStore, testDialects } from '../support/store.ts';
 import { bodies } from '../webhooks/support.ts';
 import { waitForWebhook } from './observe.ts';
 import { control, type LiveApp, liveApp, pairLive, startTestSimulator, until } from './support.ts';
 
 const SHOP = '5541999990031';
 const ANA = '5541988880031';
-
-/** A check-constraint violation as PostgreSQL reports it: permanent (SQLSTATE class 23), never retried. */
-function checkViolation(): Error {
-  return Object.assign(new Error('new row for relation "messages" violates check constraint'), {
-    code: '23514',
-  });
-}
 
 for (const dialect of testDialects()) {
   describe(`live engine: a send that went out but could not be recorded (${dialect})`, () => {
@@ -42,7 +35,7 @@ for (const dialect of testDialects()) {
         faults: (sql) => {
           if (failing && /insert into "messages"/i.test(sql)) {
             failed += 1;
-            throw checkViolation();
+            throw checkViolation('messages');
           }
         },
       });

@@ -12,17 +12,10 @@ import { DomainError } from '../../src/domain/errors.ts';
 import { appFor, bad, OWN, PEER } from '../messages/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
-import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
+import { checkViolation, createTestStore, type TestStore, testDialects } from '../support/store.ts';
 import { storeGone } from './support.ts';
 
 const T0 = Date.parse('2026-03-02T10:00:00.000Z');
-
-/** A check-constraint violation as PostgreSQL reports it: permanent (SQLSTATE class 23), never retried. */
-function checkViolation(): Error {
-  return Object.assign(new Error('new row for relation "webhook_events" violates check constraint'), {
-    code: '23514',
-  });
-}
 
 for (const dialect of testDialects()) {
   describe(`a send job's outcome commits with its MessageStatus event [${dialect}]`, () => {
@@ -55,12 +48,16 @@ for (const dialect of testDialects()) {
         .map((row) => JSON.parse(row.payload).event)
         .filter((event) => event.id === id);
 
+    /** A queued send (`Prefer: respond-async`) of text `body` to the peer. */
+    const queuedSend = (body: string) =>
+      t.call('POST', '/v1/messages/send', { phone: PEER, body }, { prefer: 'respond-async' });
+
     before(async () => {
       testStore = await createTestStore(dialect, {
         faults: (sql) => {
           if (failing && /insert into "webhook_events"/i.test(sql)) {
             refused += 1;
-            throw checkViolation();
+            throw checkViolation('webhook_events');
           }
           if (away && /^update "send_jobs"/i.test(sql)) throw storeGone();
         },
@@ -161,14 +158,7 @@ for (const dialect of testDialects()) {
       try {
         failing = true;
         const refusedBefore = refused;
-        const queued = await t.call(
-          'POST',
-          '/v1/messages/send',
-          { phone: PEER, body: 'refused' },
-          {
-            prefer: 'respond-async',
-          },
-        );
+        const queued = await queuedSend('refused');
         assert.equal(queued.status, 202, JSON.stringify(queued.body));
         const id: string = queued.body.data.id;
         await eventually('the failure’s event refused', () => refused > refusedBefore);
@@ -227,28 +217,14 @@ for (const dialect of testDialects()) {
       try {
         failing = true;
         const refusedBefore = refused;
-        const first = await t.call(
-          'POST',
-          '/v1/messages/send',
-          { phone: PEER, body: 'limited' },
-          {
-            prefer: 'respond-async',
-          },
-        );
+        const first = await queuedSend('limited');
         assert.equal(first.status, 202, JSON.stringify(first.body));
         await eventually('the pause’s event refused', () => refused > refusedBefore);
         failing = false;
         assert.equal(await pausedUntil(), null, 'no pause stored without its event');
         assert.deepEqual(await pauseEvents(), []);
 
-        const second = await t.call(
-          'POST',
-          '/v1/messages/send',
-          { phone: PEER, body: 'limited again' },
-          {
-            prefer: 'respond-async',
-          },
-        );
+        const second = await queuedSend('limited again');
         assert.equal(second.status, 202, JSON.stringify(second.body));
         const events = await eventually('the pause’s event', async () => {
           const found = await pauseEvents();

@@ -10,16 +10,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { appFor, OWN, PEER, storedBodies } from '../messages/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
-import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
+import { checkViolation, createTestStore, type TestStore, testDialects } from '../support/store.ts';
 
 const T0 = Date.parse('2026-03-02T10:00:00.000Z');
-
-/** A check-constraint violation as PostgreSQL reports it: permanent (SQLSTATE class 23), never retried. */
-function checkViolation(): Error {
-  return Object.assign(new Error('new row for relation "webhook_events" violates check constraint'), {
-    code: '23514',
-  });
-}
 
 for (const dialect of testDialects()) {
   describe(`a connection change commits with its SessionStatus event [${dialect}]`, () => {
@@ -34,7 +27,7 @@ for (const dialect of testDialects()) {
         faults: (sql) => {
           if (failing && /insert into "webhook_events"/i.test(sql)) {
             refused += 1;
-            throw checkViolation();
+            throw checkViolation('webhook_events');
           }
         },
       });

@@ -180,3 +180,13 @@ async function withAdmin<T>(adminUrl: string, work: (admin: pg.Client) => Promis
     await admin.end();
   }
 }
+
+/**
+ * A check-constraint violation on table `relation` as PostgreSQL reports it: permanent (SQLSTATE class 23), never
+ * retried (src/store/faults.ts), for a test's fault hook to throw in place of a statement.
+ */
+export function checkViolation(relation: string): Error {
+  return Object.assign(new Error(`new row for relation "${relation}" violates check constraint`), {
+    code: '23514',
+  });
+}

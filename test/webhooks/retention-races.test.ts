@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
-import type { Kysely, Transaction } from 'kysely';
+import type { Kysely } from 'kysely';
 import pg from 'pg';
 import type { Database } from '../../src/store/schema.ts';
 import { pruneWebhookLog } from '../../src/store/webhook-log.ts';
@@ -8,7 +8,7 @@ import type { ApiResponse, TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
 import { TEMPLATE_SCHEMA, testDialects } from '../support/store.ts';
-import { configureWebhook, createWebhookApp, recordMessages } from './support.ts';
+import { configureWebhook, createWebhookApp, recordMessages, watchDeletes } from './support.ts';
 
 /**
  * The log retention job (src/webhooks/retention.ts, `pruneWebhookLog`) against an operator's redelivery of an old
@@ -27,52 +27,13 @@ function beforeFirstDelete(
   hook: (inTransaction: boolean) => Promise<void>,
 ): Kysely<Database> {
   let ran = false;
-  const builder = (target: object, inTransaction: boolean): object =>
-    new Proxy(target, {
-      get(inner, name) {
-        const value = Reflect.get(inner, name, inner);
-        if (typeof value !== 'function') return value;
-        if (typeof name === 'string' && name.startsWith('execute')) {
-          return async (...args: unknown[]) => {
-            if (!ran) {
-              ran = true;
-              await hook(inTransaction);
-            }
-            return value.apply(inner, args);
-          };
-        }
-        return (...args: unknown[]) => {
-          const result = value.apply(inner, args);
-          return result !== null && typeof result === 'object' && 'execute' in result
-            ? builder(result, inTransaction)
-            : result;
-        };
-      },
-    });
-  const handle = <T extends Kysely<Database>>(target: T, inTransaction: boolean): T =>
-    new Proxy(target, {
-      get(inner, name) {
-        const value = Reflect.get(inner, name, inner);
-        if (name === 'deleteFrom')
-          return (...args: Parameters<Kysely<Database>['deleteFrom']>) =>
-            builder(inner.deleteFrom(...args), inTransaction);
-        if (name === 'transaction')
-          return () => {
-            const transaction = inner.transaction();
-            return new Proxy(transaction, {
-              get(tb, key) {
-                const member = Reflect.get(tb, key, tb);
-                if (key === 'execute')
-                  return <R>(callback: (trx: Transaction<Database>) => Promise<R>) =>
-                    tb.execute((trx) => callback(handle(trx, true)));
-                return typeof member === 'function' ? member.bind(tb) : member;
-              },
-            });
-          };
-        return typeof value === 'function' ? value.bind(inner) : value;
-      },
-    });
-  return handle(db, false);
+  return watchDeletes(db, {
+    before: async (inTransaction) => {
+      if (ran) return;
+      ran = true;
+      await hook(inTransaction);
+    },
+  });
 }
 
 /** How many statements of the test's PostgreSQL database wait for a lock. */

@@ -6,7 +6,7 @@ import { LogRetention } from '../../src/webhooks/retention.ts';
 import type { TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
-import { createWebhookApp, recordMessages } from './support.ts';
+import { createWebhookApp, recordMessages, watchDeletes } from './support.ts';
 
 /**
  * Stopping the log retention job while it works through a backlog (docs/decisions/0023-operations.md: a graceful
@@ -19,49 +19,7 @@ const DAY = 86_400_000;
 
 /** `db` whose every `deleteFrom` statement calls `hook` once it was carried out. */
 function afterEachDelete(db: Kysely<Database>, hook: () => void): Kysely<Database> {
-  const builder = (target: object): object =>
-    new Proxy(target, {
-      get(inner, name) {
-        const value = Reflect.get(inner, name, inner);
-        if (typeof value !== 'function') return value;
-        if (typeof name === 'string' && name.startsWith('execute')) {
-          return async (...args: unknown[]) => {
-            const result = await value.apply(inner, args);
-            hook();
-            return result;
-          };
-        }
-        return (...args: unknown[]) => {
-          const result = value.apply(inner, args);
-          return result !== null && typeof result === 'object' && 'execute' in result
-            ? builder(result)
-            : result;
-        };
-      },
-    });
-  const handle = <T extends Kysely<Database>>(target: T): T =>
-    new Proxy(target, {
-      get(inner, name) {
-        const value = Reflect.get(inner, name, inner);
-        if (name === 'deleteFrom')
-          return (...args: Parameters<Kysely<Database>['deleteFrom']>) => builder(inner.deleteFrom(...args));
-        if (name === 'transaction')
-          return () => {
-            const transaction = inner.transaction();
-            return new Proxy(transaction, {
-              get(tb, key) {
-                const member = Reflect.get(tb, key, tb);
-                if (key === 'execute')
-                  return <R>(callback: (trx: never) => Promise<R>) =>
-                    tb.execute((trx) => callback(handle(trx) as never));
-                return typeof member === 'function' ? member.bind(tb) : member;
-              },
-            });
-          };
-        return typeof value === 'function' ? value.bind(inner) : value;
-      },
-    });
-  return handle(db);
+  return watchDeletes(db, { after: hook });
 }
 
 for (const dialect of testDialects()) {

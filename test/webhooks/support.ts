@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { afterEach, beforeEach } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Kysely } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import { Webhook } from 'standardwebhooks';
 import type { EngineEvent, EngineMessage } from '../../src/domain/messages.ts';
 import { type ClaimedDelivery, claimDeliveries } from '../../src/store/delivery-claims.ts';
@@ -267,4 +267,60 @@ export async function insertPendingDelivery(
       updated_at: input.at,
     })
     .execute();
+}
+
+/**
+ * `db` (and the transactions it opens) whose `deleteFrom` statements call `hooks.before(inTransaction)` before each
+ * is carried out and `hooks.after()` once it was: the points around the retention job's deletes
+ * (src/store/webhook-log.ts `pruneWebhookLog`, `pruneSendJobs`).
+ */
+export function watchDeletes(
+  db: Kysely<Database>,
+  hooks: { before?: (inTransaction: boolean) => Promise<void>; after?: () => void },
+): Kysely<Database> {
+  const builder = (target: object, inTransaction: boolean): object =>
+    new Proxy(target, {
+      get(inner, name) {
+        const value = Reflect.get(inner, name, inner);
+        if (typeof value !== 'function') return value;
+        if (typeof name === 'string' && name.startsWith('execute')) {
+          return async (...args: unknown[]) => {
+            await hooks.before?.(inTransaction);
+            const result = await value.apply(inner, args);
+            hooks.after?.();
+            return result;
+          };
+        }
+        return (...args: unknown[]) => {
+          const result = value.apply(inner, args);
+          return result !== null && typeof result === 'object' && 'execute' in result
+            ? builder(result, inTransaction)
+            : result;
+        };
+      },
+    });
+  const handle = <T extends Kysely<Database>>(target: T, inTransaction: boolean): T =>
+    new Proxy(target, {
+      get(inner, name) {
+        const value = Reflect.get(inner, name, inner);
+        if (name === 'deleteFrom')
+          return (...args: Parameters<Kysely<Database>['deleteFrom']>) =>
+            builder(inner.deleteFrom(...args), inTransaction);
+        if (name === 'transaction')
+          return () => {
+            const transaction = inner.transaction();
+            return new Proxy(transaction, {
+              get(tb, key) {
+                const member = Reflect.get(tb, key, tb);
+                if (key === 'execute')
+                  return <R>(callback: (trx: Transaction<Database>) => Promise<R>) =>
+                    tb.execute((trx) => callback(handle(trx, true)));
+                return typeof member === 'function' ? member.bind(tb) : member;
+              },
+            });
+          };
+        return typeof value === 'function' ? value.bind(inner) : value;
+      },
+    });
+  return handle(db, false);
 }
