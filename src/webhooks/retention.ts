@@ -76,7 +76,7 @@ export class LogRetention extends PeriodicJob {
     // Finished send jobs follow the same retention, never less than a day (the new-chats-per-day pace counts it).
     const jobsBefore = clock() - Math.max(retentionMs, DAY_MS);
     let jobs = 0;
-    more = await this.nextBatch();
+    more = true;
     while (more) {
       const deleted = await pruneSendJobs(db, jobsBefore, batch);
       jobs += deleted;
