@@ -3,13 +3,15 @@
  * write.md): a store that refuses the event's row (a permanent error, injected through the store's test-only fault
  * hook, as a crash at that instant would leave it) leaves neither the job's change nor the event, and the change is
  * made again with its event once the store takes it. Written in two steps, the job would end `canceled` or `failed`
- * with no event, and its outcome would never reach a receiver. Runs on SQLite, and on PostgreSQL when
- * TEST_DATABASE_URL is set.
+ * with no event, and its outcome would never reach a receiver. A session's connection change and its
+ * `SessionStatus` commit together the same way: a logout whose event is refused leaves the account linked, its
+ * pending sends not canceled (docs/decisions/0074-logout-cancels-pending-sends.md). Runs on SQLite, and on
+ * PostgreSQL when TEST_DATABASE_URL is set.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { DomainError } from '../../src/domain/errors.ts';
-import { appFor, bad, OWN, PEER } from '../messages/support.ts';
+import { appFor, bad, OWN, PEER, storedBodies } from '../messages/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { checkViolation, createTestStore, type TestStore, testDialects } from '../support/store.ts';
@@ -243,6 +245,54 @@ for (const dialect of testDialects()) {
         failing = false;
         session.send = relay;
       }
+    });
+
+    // Last: it logs the sandbox account out.
+    it('a logout whose SessionStatus row the store refuses does not leave the account unlinked without its event', async () => {
+      const sendAt = new Date(T0 + 600_000).toISOString();
+      const scheduled = await t.call('POST', '/v1/messages/send', { phone: PEER, body: 'later', sendAt });
+      assert.equal(scheduled.status, 202, JSON.stringify(scheduled.body));
+      const id: string = scheduled.body.data.id;
+      /** Either the unlink was kept with its event and its cancel, or none of them was. */
+      const consistent = async (message: string) => {
+        const instance = await t.services.store.db
+          .selectFrom('instances')
+          .select(['jid'])
+          .where('id', '=', t.instance.id)
+          .executeTakeFirstOrThrow();
+        const loggedOut = (await storedBodies(t, 'SessionStatus')).filter(
+          (body) => body.event.status === 'logged_out',
+        );
+        const job = await t.services.store.db
+          .selectFrom('send_jobs')
+          .select('status')
+          .where('instance_id', '=', t.instance.id)
+          .where('id', '=', id)
+          .executeTakeFirstOrThrow();
+        assert.deepEqual(
+          { unlinked: instance.jid === null, events: loggedOut.length, job: job.status },
+          instance.jid === null
+            ? { unlinked: true, events: 1, job: 'canceled' }
+            : { unlinked: false, events: 0, job: 'pending' },
+          message,
+        );
+      };
+
+      failing = true;
+      const refusedBefore = refused;
+      let res: Awaited<ReturnType<TestApp['call']>>;
+      try {
+        res = await t.call('POST', '/v1/session/logout');
+      } finally {
+        failing = false;
+      }
+      assert.ok(refused > refusedBefore, 'the event row was refused');
+
+      await consistent(`the refused logout answered ${res.status} ${JSON.stringify(res.body)}`);
+
+      // Logged out again once the store takes the row: whatever the first one kept, the pair is whole.
+      const again = await t.call('POST', '/v1/session/logout');
+      await consistent(`the second logout answered ${again.status} ${JSON.stringify(again.body)}`);
     });
   });
 }
