@@ -79,13 +79,14 @@ export type CappedCreation = { created: Instance } | { refused: true; count: num
  * `env` (docs/decisions/0029-instances-over-the-api.md). `name` gets the count before the insert (for a default
  * name). One transaction that first writes the organization's row (a no-op update): PostgreSQL locks that row and
  * SQLite takes its write lock, so concurrent creations for one organization are counted one after the other and
- * never pass the cap together.
+ * never pass the cap together. Given a transaction, runs in it (the first boot writes its instance with the rest of
+ * its setup, src/app/bootstrap.ts).
  */
 export async function createInstanceWithinCap(
   db: Kysely<Database>,
   input: { orgId: string; env: Environment; cap: number; name: (count: number) => string },
 ): Promise<CappedCreation> {
-  return db.transaction().execute(async (trx) => {
+  const create = async (trx: Kysely<Database>): Promise<CappedCreation> => {
     await trx
       .updateTable('organizations')
       .set((eb) => ({ name: eb.ref('name') }))
@@ -96,7 +97,8 @@ export async function createInstanceWithinCap(
     return {
       created: await createInstance(trx, { orgId: input.orgId, env: input.env, name: input.name(count) }),
     };
-  });
+  };
+  return db.isTransaction ? create(db) : db.transaction().execute(create);
 }
 
 /**
