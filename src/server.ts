@@ -208,11 +208,25 @@ export function nodeUrl(config: Config, port: number): string {
   return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
 
+/** How often a server started by npm checks that the npm process is still its launcher (milliseconds). */
+export const LAUNCHER_CHECK_MS = 500;
+
+/** How {@link serve} was started. */
+export interface ServeOptions {
+  /**
+   * Started by a package manager's script (`npm start`): stop as on SIGTERM once the launcher is gone. npm hands a
+   * SIGTERM to the shell running the script, and a shell that does not hand it on (Debian's dash) ends alone,
+   * leaving the server running without a parent nobody stops (docs/decisions/0023-operations.md).
+   */
+  stopWithLauncher?: boolean;
+}
+
 /**
- * Runs the server until SIGTERM or SIGINT, then stops gracefully within `config.shutdownTimeoutMs`, plus a cluster
- * node's drain grace (docs/decisions/0023-operations.md: exit 0 within 10 s; exit 1 when the budget is exceeded).
+ * Runs the server until SIGTERM or SIGINT (or, with `stopWithLauncher`, until its launching process is gone), then
+ * stops gracefully within `config.shutdownTimeoutMs`, plus a cluster node's drain grace
+ * (docs/decisions/0023-operations.md: exit 0 within 10 s; exit 1 when the budget is exceeded).
  */
-export async function serve(config: Config): Promise<void> {
+export async function serve(config: Config, options: ServeOptions = {}): Promise<void> {
   // One stdout stream for the log and the first-boot block, so the block comes out after the lines before it.
   const stdout = pino.destination({ dest: 1, sync: false });
   const logger = pino({ level: config.logLevel, ...REDACTING_LOGGER_OPTIONS }, stdout);
@@ -245,12 +259,28 @@ export async function serve(config: Config): Promise<void> {
   // line, stops it gracefully once it is up instead of ending the process with the signal's default action.
   let server: RunningServer | undefined;
   let signalled: string | undefined;
+  let stopping = false;
   const onSignal = (signal: string) => {
-    if (server) shutdown(server, signal);
-    else signalled ??= signal;
+    if (server) {
+      // One stop, whichever reason comes first (a SIGINT after a SIGTERM, the launcher gone after either).
+      if (stopping) return;
+      stopping = true;
+      shutdown(server, signal);
+    } else signalled ??= signal;
   };
   process.once('SIGTERM', () => onSignal('SIGTERM'));
   process.once('SIGINT', () => onSignal('SIGINT'));
+  if (options.stopWithLauncher) {
+    // An orphan is handed to init (or a subreaper): the parent's pid changes once the launcher is gone.
+    const launcher = process.ppid;
+    const watch = setInterval(() => {
+      if (process.ppid === launcher) return;
+      clearInterval(watch);
+      logger.warn({ launcher }, 'the process that started parley is gone; stopping');
+      onSignal('launcher gone');
+    }, LAUNCHER_CHECK_MS);
+    watch.unref();
+  }
   server = await startServer(config, { logger, print: (text) => stdout.write(`${text}\n`) });
-  if (signalled) shutdown(server, signalled);
+  if (signalled) onSignal(signalled);
 }

@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { eventually } from '../support/eventually.ts';
 import { cleanEnv, ROOT } from '../support/parley-process.ts';
 
 describe('DRAIN_GRACE_SECONDS and SHUTDOWN_TIMEOUT_SECONDS (docs/deploy.md, docs/decisions/0023-operations.md)', () => {
@@ -62,3 +63,48 @@ describe('DRAIN_GRACE_SECONDS and SHUTDOWN_TIMEOUT_SECONDS (docs/deploy.md, docs
     assert.match(output, /"msg":"stopped"/);
   });
 });
+
+describe('npm start (docs/decisions/0023-operations.md)', () => {
+  it('a SIGTERM to npm stops the server it started, even through a shell that does not hand the signal on', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'parley-npm-term-'));
+    // `detached`: npm, its shell and the server get a process group of their own, so the test can end whatever is
+    // left of it whichever way the test goes.
+    const npm = spawn('npm', ['start', '--silent'], {
+      cwd: ROOT,
+      env: { ...cleanEnv(), DATA_DIR: dataDir, HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
+    let output = '';
+    npm.stdout.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    // The server holds the pipe's write end (inherited through the shell) until it exits.
+    let closed = false;
+    npm.stdout.once('end', () => {
+      closed = true;
+    });
+    try {
+      await eventually('the server listening', () => output.includes('parley listening'));
+      const line = output.split('\n').find((l) => l.includes('parley listening')) ?? '';
+      const serverPid = (JSON.parse(line) as { pid: number }).pid;
+      assert.notEqual(serverPid, npm.pid, 'the server runs in a process of its own under npm');
+      npm.kill('SIGTERM');
+      await eventually('the server process gone (its output closed)', () => closed, 15_000);
+      assert.match(output, /"msg":"stopped"/, `the server stopped gracefully: ${output.slice(-400)}`);
+    } finally {
+      if (npm.pid !== undefined && alive(-npm.pid)) process.kill(-npm.pid, 'SIGKILL');
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+/** Whether process (or, negative, process group) `pid` still exists. */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

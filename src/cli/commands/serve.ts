@@ -16,7 +16,8 @@ export function registerServe(program: Command, io: CliIo): void {
     .action(async () => {
       // Loaded here: the server (HTTP, engines, media) is not needed by the admin commands, which start faster.
       const { serve } = await import('../../server.ts');
-      await serve(loadConfig(io.env));
+      // npm sets `npm_lifecycle_event` for the scripts it runs (docs.npmjs.com, "scripts": environment).
+      await serve(loadConfig(io.env), { stopWithLauncher: io.env.npm_lifecycle_event !== undefined });
     });
 }
 
