@@ -6,7 +6,11 @@ import { insertDeliveriesWrites, type NewDelivery } from '../store/deliveries.ts
 import { routeAndAdvance } from '../store/instance-routing.ts';
 import { newRowId } from '../store/row-ids.ts';
 import type { Database } from '../store/schema.ts';
-import { insertWebhookEventsWrites, type NewWebhookEvent } from '../store/webhook-events.ts';
+import {
+  eventKeptAfterLostCommit,
+  insertWebhookEventsWrites,
+  type NewWebhookEvent,
+} from '../store/webhook-events.ts';
 import { deferWrites } from '../store/write-groups.ts';
 import { type NormalisedEvent, normaliseEvent, webhookBody } from './normalise.ts';
 import type { EventProjection } from './recorder.ts';
@@ -61,8 +65,8 @@ export class OutboxProjection implements EventProjection {
     { event: EngineEvent; normalised: NormalisedEvent }[]
   >();
 
-  /** The first event row each transaction wrote, by transaction: what tells whether it committed. */
-  readonly #written = new WeakMap<Transaction<Database>, string>();
+  /** The first event row each transaction wrote (its instance and id), by transaction: what tells whether it committed. */
+  readonly #written = new WeakMap<Transaction<Database>, { instanceId: string; id: string }>();
 
   constructor(options: OutboxProjectionOptions) {
     this.#options = options;
@@ -149,15 +153,17 @@ export class OutboxProjection implements EventProjection {
     // when the batch has one of its own (docs/decisions/0056-write-groups.md, 0063-pipelined-commit.md).
     deferWrites(trx, [insertWebhookEventsWrites(trx, events), insertDeliveriesWrites(trx, deliveries)]);
     const first = events[0];
-    if (first !== undefined && !this.#written.has(trx)) this.#written.set(trx, first.id);
+    if (first !== undefined && !this.#written.has(trx)) this.#written.set(trx, { instanceId, id: first.id });
   }
 
-  /** Whether `trx`, whose commit answer was lost, was committed: its first event row is in the store. */
+  /**
+   * Whether `trx`, whose commit answer was lost, was committed: its first event row is in the store, read once no
+   * transaction holds its instance's sequence any more (`eventKeptAfterLostCommit`: the commit may still be running).
+   */
   async keptAfterLostCommit(db: Kysely<Database>, trx: Transaction<Database>): Promise<boolean | undefined> {
-    const id = this.#written.get(trx);
-    if (id === undefined) return undefined;
-    const row = await db.selectFrom('webhook_events').select('id').where('id', '=', id).executeTakeFirst();
-    return row !== undefined;
+    const written = this.#written.get(trx);
+    if (written === undefined) return undefined;
+    return eventKeptAfterLostCommit(db, written.instanceId, written.id);
   }
 
   /** Notes that `event` queued a delivery to endpoint `endpointId` (`''`: the default webhook). */

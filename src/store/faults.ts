@@ -214,6 +214,18 @@ export function outcomeUnknown(error: unknown): boolean {
   return message !== undefined && /connection terminated/i.test(message);
 }
 
+/**
+ * True when `error` (as the driver raised it) says the connection itself is gone: a socket or TLS error, or
+ * node-postgres's "Connection terminated" and "not queryable" (a client after a connection error). Not SQLite's
+ * errors: its connection is in the process and stays.
+ */
+function connectionBroke(error: unknown): boolean {
+  const code = codeOf(error);
+  if (code !== undefined && isNetworkCode(code)) return true;
+  const message = error instanceof Error ? error.message : undefined;
+  return message !== undefined && /connection terminated|not queryable/i.test(message);
+}
+
 /** `error` as the store raises it: a `store_unavailable` DomainError (cause kept) when unreachable, else itself. */
 function classified(error: unknown, connecting: boolean): unknown {
   if (error instanceof DomainError) return error;
@@ -393,8 +405,17 @@ class FaultAwareDriver implements Driver {
     });
   }
 
-  rollbackTransaction(connection: DatabaseConnection): Promise<void> {
-    return this.#run(() => this.#inner.rollbackTransaction(this.#unwrap(connection)));
+  async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
+    try {
+      await this.#inner.rollbackTransaction(this.#unwrap(connection));
+    } catch (error) {
+      // Kysely rolls back after any failure, a failed `commit` included, and throws the rollback's error in place of
+      // the one that ended the transaction. On a connection that broke, the server ends the transaction itself (rolled
+      // back, or committed when the `commit` had reached it), so the error the caller must see is the first one: a
+      // commit's lost answer stays an outcome to ask the store about (docs/decisions/0011-store-faults.md).
+      if (connectionBroke(error)) return;
+      throw classified(error, false);
+    }
   }
 
   async savepoint(
