@@ -73,7 +73,13 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
     const state = session?.state();
     if (!session || !state?.loggedIn || !state.connected) return;
     const now = clock();
-    const { pacing, pause } = await context.pacing(instanceId);
+    const { pacing, pause, newChatLock } = await context.pacing(instanceId);
+    // A reach-out timelock ends with its `resumed` on time, whether or not a send waits for it
+    // (docs/decisions/0013-pacing.md): cleared at the first pass after its end, which the runner's wake is set for.
+    if (newChatLock !== null) {
+      if (newChatLock.until <= now) await pace.newChatLock(instanceId);
+      else runners.schedule(instanceId, newChatLock.until - now);
+    }
     if (pause !== null && pause.until > now) {
       // Queued sends wait for the pause's end; a synchronous request waiting here is relayed and gets the
       // platform's own answer.

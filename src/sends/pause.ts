@@ -9,9 +9,11 @@ import type { SendJob } from '../store/send-jobs.ts';
 import {
   chatHasHistory,
   countNewChatsSince,
+  endNewChatLock,
   oldestNewChatSince,
   readPacing,
   type StoredPacing,
+  writeNewChatLock,
   writePacing,
   writePause,
 } from '../store/send-pacing.ts';
@@ -21,21 +23,13 @@ import type { ReportedWrite, SendStatusReport } from './queue-deps.ts';
 export const DAY_MS = 86_400_000;
 
 /** A reach-out timelock of an instance: until when (epoch ms) sends that open a chat wait, and why. */
-export interface NewChatLock {
-  until: number;
-  reason: string;
-}
+export type NewChatLock = SendPause;
 
 /** What a {@link PaceKeeper} needs. */
 export interface PaceKeeperDeps {
   db: Kysely<Database>;
   clock: Clock;
   logger: FastifyBaseLogger;
-  /**
-   * Records a status report (queue.ts `SendQueue.report`: waits out an unreachable store until it answers or the
-   * queue stops; any failure is logged, never thrown).
-   */
-  report(instanceId: string, report: SendStatusReport): Promise<void>;
   /**
    * Runs `write` in a transaction that records its `SessionStatus` reports with it (queue-deps.ts
    * `SendQueueDeps.recordWith`). @throws the write's or the store's error.
@@ -46,14 +40,13 @@ export interface PaceKeeperDeps {
 /**
  * The pace and the pauses of the instances whose send queue runs in this process (docs/decisions/0013-pacing.md):
  * the stored pace and pause, cached here while this process holds the instance (the holder is the only writer; read
- * again at each new hold, {@link PaceKeeper.forget}), and the platform's reach-out timelock, kept in memory. Pausing
- * and resuming write the pause and report a `SessionStatus` `paused` / `resumed`.
+ * again at each new hold, {@link PaceKeeper.forget}), the platform's reach-out timelock with them. Pausing and
+ * resuming, and a timelock's start and end, write the store and record a `SessionStatus` `paused` / `resumed` in the
+ * same transaction (docs/decisions/0076-status-with-its-write.md).
  */
 export class PaceKeeper {
   readonly #deps: PaceKeeperDeps;
   readonly #pacing = new Map<string, StoredPacing>();
-  /** Per instance: until when (epoch ms) the platform's reach-out timelock holds sends that open a chat. */
-  readonly #newChatLocks = new Map<string, NewChatLock>();
 
   /** Cheap, no I/O. */
   constructor(deps: PaceKeeperDeps) {
@@ -89,30 +82,44 @@ export class PaceKeeper {
     return pause !== null && pause.until > this.#deps.clock() ? pause : null;
   }
 
-  /** The reach-out timelock in force for the instance, if any; one that ended is dropped and reported resumed. */
+  /**
+   * The reach-out timelock in force for the instance, if any. One that ended is cleared from the store with its
+   * `SessionStatus` `resumed` in one transaction (a clear again that finds it gone records nothing more).
+   * @throws the store's error.
+   */
   async newChatLock(instanceId: string): Promise<NewChatLock | undefined> {
-    const lock = this.#newChatLocks.get(instanceId);
-    if (!lock) return undefined;
+    const { newChatLock: lock } = await this.pacing(instanceId);
+    if (lock === null) return undefined;
     const now = this.#deps.clock();
     if (lock.until > now) return lock;
-    this.#newChatLocks.delete(instanceId);
-    await this.#deps.report(instanceId, { kind: 'session', status: 'resumed', at: now });
+    const resumed: SendStatusReport = { kind: 'session', status: 'resumed', at: now };
+    await this.#deps.recordWith(instanceId, async (db) => {
+      const ended = await endNewChatLock(db, instanceId, now);
+      return { result: ended, reports: ended ? [resumed] : [] };
+    });
+    this.#pacing.delete(instanceId);
     return undefined;
   }
 
   /**
-   * The platform's reach-out timelock holds the instance's sends that open a chat until `lock.until` (existing chats
-   * still work, docs/decisions/0013-pacing.md); reported as a `SessionStatus` `paused` at `now` (epoch ms).
+   * The platform's reach-out timelock holds the instance's queued sends that open a chat until `lock.until` (existing
+   * chats still work, docs/decisions/0013-pacing.md): stored, so a restart or another node holding the instance keeps
+   * it, with its `SessionStatus` `paused` at `now` (epoch ms) in the same transaction; a write again that finds it
+   * stored (its first answer lost) records nothing more. @throws the store's error.
    */
   async lockNewChats(instanceId: string, lock: NewChatLock, now: number): Promise<void> {
-    this.#newChatLocks.set(instanceId, lock);
-    await this.#deps.report(instanceId, {
+    const paused: SendStatusReport = {
       kind: 'session',
       status: 'paused',
       reason: lock.reason,
       until: lock.until,
       at: now,
+    };
+    await this.#deps.recordWith(instanceId, async (db) => {
+      const written = await writeNewChatLock(db, instanceId, lock, now);
+      return { result: written, reports: written ? [paused] : [] };
     });
+    this.#pacing.delete(instanceId);
   }
 
   /**

@@ -100,7 +100,6 @@ export class SendQueue implements EventProjection {
       db: deps.db,
       clock: deps.clock,
       logger: deps.logger,
-      report: (instanceId, report) => this.report(instanceId, report),
       recordWith: (instanceId, write) => deps.recordWith(instanceId, write),
     });
     // A relay's own writes wait out a store that cannot be reached until the queue stops: once a job is claimed, its

@@ -271,6 +271,10 @@ export interface SendPacingTable {
   new_chats_per_day: number | null;
   paused_reason: string | null;
   paused_until: number | null;
+  /** The platform's reach-out timelock: until when (epoch ms) sends that open a chat wait (migration 0027). */
+  new_chats_locked_until: number | null;
+  /** The timelock's reason, as the platform worded it. */
+  new_chats_lock_reason: string | null;
   updated_at: number;
 }
 

@@ -54,6 +54,11 @@ export async function oldestNewChatSince(
 export interface StoredPacing {
   pacing: PacingSettings;
   pause: SendPause | null;
+  /**
+   * The platform's reach-out timelock (migration 0027): until when (epoch ms) queued sends that open a chat wait,
+   * and why; null when none was stored or the last one was ended.
+   */
+  newChatLock: SendPause | null;
 }
 
 /** Reads the instance's pace and pause. */
@@ -63,7 +68,12 @@ export async function readPacing(db: Kysely<Database>, instanceId: string): Prom
     .selectAll()
     .where('instance_id', '=', instanceId)
     .executeTakeFirst();
-  if (!row) return { pacing: { minIntervalMs: 0, jitterMs: 0, newChatsPerDay: null }, pause: null };
+  if (!row)
+    return {
+      pacing: { minIntervalMs: 0, jitterMs: 0, newChatsPerDay: null },
+      pause: null,
+      newChatLock: null,
+    };
   return {
     pacing: {
       minIntervalMs: row.min_interval_ms,
@@ -73,6 +83,10 @@ export async function readPacing(db: Kysely<Database>, instanceId: string): Prom
     pause:
       row.paused_reason !== null && row.paused_until !== null
         ? { reason: row.paused_reason, until: Number(row.paused_until) }
+        : null,
+    newChatLock:
+      row.new_chats_lock_reason !== null && row.new_chats_locked_until !== null
+        ? { reason: row.new_chats_lock_reason, until: Number(row.new_chats_locked_until) }
         : null,
   };
 }
@@ -140,6 +154,60 @@ export async function writePause(
       throw instanceRowError(error);
     });
   return row !== undefined;
+}
+
+/**
+ * Stores the platform's reach-out timelock of the instance (docs/decisions/0013-pacing.md): queued sends that open a
+ * chat wait until `lock.until` (epoch ms).
+ * @returns true when the stored timelock changed (a write again that finds the same one changes nothing: its caller
+ *   reports no new `SessionStatus`, docs/decisions/0076-status-with-its-write.md).
+ * @throws DomainError not_found `instance not found` when the instance was deleted meanwhile.
+ */
+export async function writeNewChatLock(
+  db: Kysely<Database>,
+  instanceId: string,
+  lock: SendPause,
+  now: number,
+): Promise<boolean> {
+  const values = { new_chats_locked_until: lock.until, new_chats_lock_reason: lock.reason, updated_at: now };
+  const row = await db
+    .insertInto('send_pacing')
+    .values({ instance_id: instanceId, min_interval_ms: 0, jitter_ms: 0, new_chats_per_day: null, ...values })
+    .onConflict((oc) =>
+      oc
+        .column('instance_id')
+        .doUpdateSet(values)
+        .where((eb) =>
+          eb.or([
+            eb('send_pacing.new_chats_locked_until', 'is distinct from', values.new_chats_locked_until),
+            eb('send_pacing.new_chats_lock_reason', 'is distinct from', values.new_chats_lock_reason),
+          ]),
+        ),
+    )
+    .returning('instance_id')
+    .executeTakeFirst()
+    .catch((error: unknown) => {
+      throw instanceRowError(error);
+    });
+  return row !== undefined;
+}
+
+/**
+ * Clears the instance's reach-out timelock when it ended by `now` (epoch ms); one still in force (stored meanwhile)
+ * stays. @returns true when a timelock was cleared (its caller reports the instance `resumed`).
+ */
+export async function endNewChatLock(
+  db: Kysely<Database>,
+  instanceId: string,
+  now: number,
+): Promise<boolean> {
+  const result = await db
+    .updateTable('send_pacing')
+    .set({ new_chats_locked_until: null, new_chats_lock_reason: null, updated_at: now })
+    .where('instance_id', '=', instanceId)
+    .where('new_chats_locked_until', '<=', now)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) > 0;
 }
 
 /** True when the instance has any message in `chat` other than `exceptId` (stored sent or received messages). */
