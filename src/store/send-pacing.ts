@@ -117,23 +117,23 @@ export async function writePacing(
     });
 }
 
+/** The columns of one restriction of an instance: its reason and its end (epoch ms). */
+type RestrictionColumns =
+  | { paused_reason: string | null; paused_until: number | null }
+  | { new_chats_lock_reason: string | null; new_chats_locked_until: number | null };
+
 /**
- * Sets (a pause) or clears (null) the instance's restriction pause.
- * @returns true when the stored pause changed (a write that finds the same pause, or none to clear, changes nothing:
- *   its caller reports no new `SessionStatus`, docs/decisions/0076-status-with-its-write.md).
+ * Writes one restriction's columns of the instance's `send_pacing` row (inserting the row, pace off, when it has
+ * none), unless they already hold those values. @returns true when the row changed.
  * @throws DomainError not_found `instance not found` when the instance was deleted meanwhile.
  */
-export async function writePause(
+async function writeRestriction(
   db: Kysely<Database>,
   instanceId: string,
-  pause: SendPause | null,
+  columns: RestrictionColumns,
   now: number,
 ): Promise<boolean> {
-  const values = {
-    paused_reason: pause?.reason ?? null,
-    paused_until: pause?.until ?? null,
-    updated_at: now,
-  };
+  const values = { ...columns, updated_at: now };
   const row = await db
     .insertInto('send_pacing')
     .values({ instance_id: instanceId, min_interval_ms: 0, jitter_ms: 0, new_chats_per_day: null, ...values })
@@ -142,10 +142,11 @@ export async function writePause(
         .column('instance_id')
         .doUpdateSet(values)
         .where((eb) =>
-          eb.or([
-            eb('send_pacing.paused_until', 'is distinct from', values.paused_until),
-            eb('send_pacing.paused_reason', 'is distinct from', values.paused_reason),
-          ]),
+          eb.or(
+            Object.entries(columns).map(([column, value]) =>
+              eb(sql.ref(`send_pacing.${column}`), 'is distinct from', value as string | number | null),
+            ),
+          ),
         ),
     )
     .returning('instance_id')
@@ -157,39 +158,36 @@ export async function writePause(
 }
 
 /**
+ * Sets (a pause) or clears (null) the instance's restriction pause.
+ * @returns true when the stored pause changed (a write that finds the same pause, or none to clear, changes nothing:
+ *   its caller reports no new `SessionStatus`, docs/decisions/0076-status-with-its-write.md).
+ * @throws DomainError not_found `instance not found` when the instance was deleted meanwhile.
+ */
+export function writePause(
+  db: Kysely<Database>,
+  instanceId: string,
+  pause: SendPause | null,
+  now: number,
+): Promise<boolean> {
+  const columns = { paused_reason: pause?.reason ?? null, paused_until: pause?.until ?? null };
+  return writeRestriction(db, instanceId, columns, now);
+}
+
+/**
  * Stores the platform's reach-out timelock of the instance (docs/decisions/0013-pacing.md): queued sends that open a
  * chat wait until `lock.until` (epoch ms).
  * @returns true when the stored timelock changed (a write again that finds the same one changes nothing: its caller
  *   reports no new `SessionStatus`, docs/decisions/0076-status-with-its-write.md).
  * @throws DomainError not_found `instance not found` when the instance was deleted meanwhile.
  */
-export async function writeNewChatLock(
+export function writeNewChatLock(
   db: Kysely<Database>,
   instanceId: string,
   lock: SendPause,
   now: number,
 ): Promise<boolean> {
-  const values = { new_chats_locked_until: lock.until, new_chats_lock_reason: lock.reason, updated_at: now };
-  const row = await db
-    .insertInto('send_pacing')
-    .values({ instance_id: instanceId, min_interval_ms: 0, jitter_ms: 0, new_chats_per_day: null, ...values })
-    .onConflict((oc) =>
-      oc
-        .column('instance_id')
-        .doUpdateSet(values)
-        .where((eb) =>
-          eb.or([
-            eb('send_pacing.new_chats_locked_until', 'is distinct from', values.new_chats_locked_until),
-            eb('send_pacing.new_chats_lock_reason', 'is distinct from', values.new_chats_lock_reason),
-          ]),
-        ),
-    )
-    .returning('instance_id')
-    .executeTakeFirst()
-    .catch((error: unknown) => {
-      throw instanceRowError(error);
-    });
-  return row !== undefined;
+  const columns = { new_chats_lock_reason: lock.reason, new_chats_locked_until: lock.until };
+  return writeRestriction(db, instanceId, columns, now);
 }
 
 /**
