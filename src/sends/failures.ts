@@ -93,6 +93,8 @@ export class RelayFailures {
         await this.#deps.untilStored(() =>
           this.#deps.pace.lockNewChats(job.instanceId, { until, reason: error.message }, now),
         );
+        // Its end is reported by the drain's first pass after it: wake the queue then, whatever path met it.
+        this.#deps.schedule(job.instanceId, Math.max(0, until - this.#deps.clock()));
       } else {
         await this.#deps.untilStored(() =>
           this.#deps.pace.startPause(job.instanceId, { reason: error.message, until }),

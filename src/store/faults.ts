@@ -322,6 +322,9 @@ class FaultAwareConnection implements DatabaseConnection {
    */
   injected: unknown;
 
+  /** The transaction's `commit` was sent: a rollback after it on a broken connection leaves the commit's error. */
+  committing = false;
+
   async executeQuery<R>(
     compiledQuery: Parameters<DatabaseConnection['executeQuery']>[0],
   ): Promise<QueryResult<R>> {
@@ -389,7 +392,10 @@ class FaultAwareDriver implements Driver {
 
   beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
     // A connection may carry several transactions (`db.connection()`): a fault is on the record of its own only.
-    if (connection instanceof FaultAwareConnection) connection.injected = undefined;
+    if (connection instanceof FaultAwareConnection) {
+      connection.injected = undefined;
+      connection.committing = false;
+    }
     return this.#run(() => {
       this.#faults?.('begin');
       return this.#inner.beginTransaction(this.#unwrap(connection), settings);
@@ -400,12 +406,15 @@ class FaultAwareDriver implements Driver {
     return this.#run(() => {
       if (connection instanceof FaultAwareConnection && connection.injected !== undefined)
         throw connection.injected;
+      if (connection instanceof FaultAwareConnection) connection.committing = true;
       this.#faults?.('commit');
       return this.#inner.commitTransaction(this.#unwrap(connection));
     });
   }
 
   async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
+    const committing = connection instanceof FaultAwareConnection && connection.committing;
+    if (connection instanceof FaultAwareConnection) connection.committing = false;
     try {
       await this.#inner.rollbackTransaction(this.#unwrap(connection));
     } catch (error) {
@@ -413,7 +422,7 @@ class FaultAwareDriver implements Driver {
       // the one that ended the transaction. On a connection that broke, the server ends the transaction itself (rolled
       // back, or committed when the `commit` had reached it), so the error the caller must see is the first one: a
       // commit's lost answer stays an outcome to ask the store about (docs/decisions/0011-store-faults.md).
-      if (connectionBroke(error)) return;
+      if (committing && connectionBroke(error)) return;
       throw classified(error, false);
     }
   }
