@@ -26,7 +26,9 @@ function harness(settings: CallSettings) {
       instanceId: 'i',
       env: 'live',
       auth: {} as never,
-      emit: async () => {},
+      emit: async (event) => {
+        events.push(event);
+      },
       findMessage: async () => undefined,
       callSettings: async () => settings,
       logger: silentLogger(),

@@ -51,14 +51,21 @@ const REMEMBERED_CALLS = 1_000;
 /**
  * Turns one session's Baileys call events into `call` events in arrival order, and applies the automatic reject.
  * Remembers the last status of recent calls (at most {@link REMEMBERED_CALLS}) so that the `terminate` ending an
- * answered or rejected call is not reported as missed.
+ * answered or rejected call is not reported as missed, and the call's event while the store has not taken it: a
+ * status is reported once its event is recorded (docs/decisions/0024-engines-and-data-flow.md), so the platform's
+ * next report of a status whose recording failed records it, and a reject made again records its event.
  */
 export class CallHandler {
   readonly #deps: CallHandlerDeps;
   /** The last status of recent calls by id; the call whose last status is the oldest is forgotten first. */
   readonly #last = new BoundedMap<string, CallStatus>(REMEMBERED_CALLS, {
-    onEvict: (id) => this.#ringing.delete(id),
+    onEvict: (id) => {
+      this.#ringing.delete(id);
+      this.#unrecorded.delete(id);
+    },
   });
+  /** The event of a call's last status, while its recording failed (kept until the call's status changes). */
+  readonly #unrecorded = new Map<string, EngineCall>();
   /** Ringing calls by id: the caller as Baileys names it (what `rejectCall` needs) and the reported call. */
   readonly #ringing = new Map<string, { from: string; call: Omit<EngineCall, 'status'> }>();
 
@@ -82,7 +89,7 @@ export class CallHandler {
     if (status === null) return;
     const previous = this.#last.get(call.id);
     if (status === 'missed' && (previous === 'accepted' || previous === 'rejected')) return;
-    if (previous === status) return;
+    if (previous === status && !this.#unrecorded.has(call.id)) return;
     this.#remember(call.id, status);
     const { context, resolver } = this.#deps;
     const from = (await resolver.resolve(call.from, call.callerPn)).jid;
@@ -97,7 +104,8 @@ export class CallHandler {
           : context.clock(),
     };
     if (status === 'offer') this.#ringing.set(call.id, { from: call.from, call: base });
-    await this.#deps.record({ type: 'call', call: { ...base, status } });
+    const reported: EngineCall = { ...base, status };
+    if (!(await this.#deps.record({ type: 'call', call: reported }))) this.#unreported(reported);
     if (status !== 'offer' || call.isGroup || call.offline) return;
     const settings: CallSettings = (await context.callSettings?.()) ?? { reject: false, message: null };
     if (!settings.reject) return;
@@ -105,10 +113,13 @@ export class CallHandler {
     // Rejected by a POST /v1/calls/{id}/reject meanwhile (it recorded the `rejected` event), or ended.
     if (!ringing) return;
     await this.#rejecting(sock, call.id, ringing);
-    await this.#deps.record({
-      type: 'call',
-      call: { ...base, status: 'rejected', autoRejected: true, timestamp: context.clock() },
-    });
+    const rejected: EngineCall = {
+      ...base,
+      status: 'rejected',
+      autoRejected: true,
+      timestamp: context.clock(),
+    };
+    if (!(await this.#deps.record({ type: 'call', call: rejected }))) this.#unreported(rejected);
     if (settings.message !== null) {
       await this.#deps.send(sock, {
         to: from,
@@ -119,19 +130,46 @@ export class CallHandler {
 
   /**
    * Declines ringing call `id` on socket `sock` (Baileys `rejectCall(callId, callFrom)`, which waits for the
-   * platform's ack) and records the `rejected` event (docs/decisions/0041-forward-calls-channels.md).
+   * platform's ack) and records the `rejected` event (docs/decisions/0041-forward-calls-channels.md). A call
+   * declined whose `rejected` event was not recorded is not declined again: its event is recorded.
    * @throws DomainError not_found `call <id> not found` for a call this session did not see (or forgot);
-   *   conflict `call <id> is no longer ringing (<status>)`; Baileys' errors as raised.
+   *   conflict `call <id> is no longer ringing (<status>)`; Baileys' errors as raised; the recording's error (the
+   *   call stays declined, its event kept for the reject made again).
    */
   async reject(sock: SocketLike, id: string): Promise<EngineCall> {
     const last = this.#last.get(id);
     const ringing = this.#ringing.get(id);
+    const unrecorded = this.#unrecorded.get(id);
     if (last === undefined) throw errors.notFound(`call ${id} not found`);
+    if (last === 'rejected' && unrecorded?.status === 'rejected') return this.#recordRejected(unrecorded);
     if (last !== 'offer' || !ringing) throw errors.conflict(`call ${id} is no longer ringing (${last})`);
     await this.#rejecting(sock, id, ringing);
-    const call: EngineCall = { ...ringing.call, status: 'rejected', timestamp: this.#deps.context.clock() };
-    await this.#deps.record({ type: 'call', call });
+    return this.#recordRejected({
+      ...ringing.call,
+      status: 'rejected',
+      timestamp: this.#deps.context.clock(),
+    });
+  }
+
+  /**
+   * Records `call`, a reject's event, through the session (raising the recording's error, as a direct call does);
+   * when it fails the event is kept for the reject made again (taken meanwhile, so that a concurrent reject does not
+   * record it too). @returns `call`.
+   */
+  async #recordRejected(call: EngineCall): Promise<EngineCall> {
+    if (this.#unrecorded.get(call.id) === call) this.#unrecorded.delete(call.id);
+    try {
+      await this.#deps.context.emit({ type: 'call', call });
+    } catch (error) {
+      this.#unreported(call);
+      throw error;
+    }
     return call;
+  }
+
+  /** Keeps `call`, whose event was not recorded, while its status is the call's last one. */
+  #unreported(call: EngineCall): void {
+    if (this.#last.get(call.id) === call.status) this.#unrecorded.set(call.id, call);
   }
 
   /**
@@ -157,9 +195,13 @@ export class CallHandler {
     }
   }
 
-  /** Keeps `status` as the last of call `id` (a forgotten call's ringing entry goes with it). */
+  /**
+   * Keeps `status` as the last of call `id` (a forgotten call's ringing entry goes with it); the event of an earlier
+   * status not recorded is dropped.
+   */
   #remember(id: string, status: CallStatus): void {
     this.#last.set(id, status);
+    this.#unrecorded.delete(id);
     if (status !== 'offer') this.#ringing.delete(id);
   }
 }

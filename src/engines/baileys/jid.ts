@@ -58,13 +58,20 @@ export interface JidResolverOptions {
  */
 export class JidResolver {
   readonly #pairs: BoundedMap<string, string>;
+  /**
+   * LIDs (digits) whose pair was told to `onLearned` and not recorded ({@link JidResolver.untold}): told again the
+   * next time the pair is remembered. Only LIDs of held pairs: one goes when its pair is dropped.
+   */
+  readonly #untold = new Set<string>();
   readonly #lookup: () => LidLookup | undefined;
   readonly #onLookupError: (error: unknown, lid: string) => void;
   readonly #onLearned: (mapping: LidMapping) => void;
 
   /** @throws RangeError when `options.capacity` is not a whole number of at least 1. */
   constructor(options: JidResolverOptions = {}) {
-    this.#pairs = new BoundedMap(options.capacity ?? 10_000);
+    this.#pairs = new BoundedMap(options.capacity ?? 10_000, {
+      onEvict: (lid) => this.#untold.delete(lid),
+    });
     this.#lookup = options.lookup ?? (() => undefined);
     this.#onLookupError = options.onLookupError ?? (() => undefined);
     this.#onLearned = options.onLearned ?? (() => undefined);
@@ -72,7 +79,8 @@ export class JidResolver {
 
   /**
    * Records that `lid` is the phone JID `pn` (either argument order is accepted; invalid pairs are ignored). A pair
-   * not held yet is told to `onLearned` unless `announce` is false (the caller records it itself).
+   * not held yet, or held but not recorded ({@link JidResolver.untold}), is told to `onLearned` unless `announce` is
+   * false (the caller records it itself).
    */
   remember(lid: string, pn: string, announce = true): void {
     let lidJid = lid;
@@ -84,8 +92,21 @@ export class JidResolver {
     if (key === null || value === null) return;
     const held = this.#pairs.get(key);
     this.#pairs.set(key, value);
+    const untold = this.#untold.delete(key);
     const phone = phoneOfJid(value);
-    if (announce && held !== value && phone !== null) this.#onLearned({ lid: key, phone });
+    if (announce && (held !== value || untold) && phone !== null) this.#onLearned({ lid: key, phone });
+  }
+
+  /**
+   * Told that the `lid-mapping` event of `mappings`, told to `onLearned`, was not recorded: each pair still held is
+   * told again the next time it is remembered (docs/decisions/0024-engines-and-data-flow.md: a pair is taken as
+   * told once its event is stored, so one whose recording failed is not dropped for the session's life). It stays
+   * in memory meanwhile: JIDs still resolve with it.
+   */
+  untold(mappings: readonly LidMapping[]): void {
+    for (const { lid, phone } of mappings) {
+      if (this.#pairs.get(lid) === `${phone}@${USER_DOMAIN}`) this.#untold.add(lid);
+    }
   }
 
   /** Records many pairs (a history sync's `lidPnMappings`, `lid-mapping.update`). */

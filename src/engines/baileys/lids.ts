@@ -14,11 +14,15 @@ import type { SocketLike } from './socket.ts';
  */
 export class LearnedLids {
   readonly #queue: IncomingQueue;
+  /** Told the pairs of a `lid-mapping` event that was not recorded (the resolver tells them again, jid.ts). */
+  readonly #unrecorded: (mappings: readonly LidMapping[]) => void;
   /** Pairs not yet handed to the queue: LID digits → phone digits. */
   readonly #pending = new Map<string, string>();
 
-  constructor(queue: IncomingQueue) {
+  /** Records on `queue`; `unrecorded` is told the pairs of each event whose recording failed. */
+  constructor(queue: IncomingQueue, unrecorded: (mappings: readonly LidMapping[]) => void = () => undefined) {
     this.#queue = queue;
+    this.#unrecorded = unrecorded;
   }
 
   /** Adds a pair; the first pair of a batch schedules the batch's recording on the queue. */
@@ -29,7 +33,8 @@ export class LearnedLids {
     this.#queue.enqueue(async () => {
       const mappings = [...this.#pending].map(([lid, phone]) => ({ lid, phone }));
       this.#pending.clear();
-      if (mappings.length > 0) await this.#queue.record({ type: 'lid-mapping', mappings });
+      if (mappings.length === 0) return;
+      if (!(await this.#queue.record({ type: 'lid-mapping', mappings }))) this.#unrecorded(mappings);
     }, 'lid-mapping');
   }
 }

@@ -41,6 +41,12 @@ export class Lifecycle {
   readonly #gate = new FirstAnswer();
   #starting: Promise<void> | null = null;
   readonly #waiters = new Waiters();
+  /**
+   * True while the last connection state emitted was not recorded: it is emitted again at the next QR code and by a
+   * connect while the connection is up (docs/decisions/0076-status-with-its-write.md: a state whose recording
+   * failed is compared and reported again), so the session's status is not lost while its phase lasts.
+   */
+  #stateUnrecorded = false;
   /** The last reach-out timelock the platform reported (`connection.update.reachoutTimeLock`). */
   reachout: ReachoutTimelockState | undefined;
 
@@ -101,13 +107,17 @@ export class Lifecycle {
 
   /**
    * Starts a connection: takes the lock, loads the credentials, opens a socket and resolves once the platform
-   * answered (QR or open). Idempotent while an attempt runs or the connection is up.
+   * answered (QR or open). Idempotent while an attempt runs or the connection is up, but for a state whose recording
+   * failed: that connect records it.
    * @throws DomainError conflict when another process holds the lock; platform_unreachable (503) when the platform
    * cannot be reached or did not answer within the deadline; platform_refused (502) for a refusal (close codes).
    */
   async connect(): Promise<void> {
     if (this.#starting) return this.#starting;
-    if (this.#phase !== 'idle' && this.#phase !== 'stopped') return;
+    if (this.#phase !== 'idle' && this.#phase !== 'stopped') {
+      if (this.#stateUnrecorded) await this.#emitState();
+      return;
+    }
     this.#starting = this.#start().finally(() => {
       this.#starting = null;
     });
@@ -264,7 +274,7 @@ export class Lifecycle {
     const entering = this.#phase !== 'pairing';
     this.#phase = 'pairing';
     this.#gate.settle();
-    if (entering) this.#background(this.#emitState(), 'pairing started');
+    if (entering || this.#stateUnrecorded) this.#background(this.#emitState(), 'pairing started');
   }
 
   async #onOpen(): Promise<void> {
@@ -421,10 +431,14 @@ export class Lifecycle {
     }
   }
 
+  /** Emits the current state; a failure is logged and sets {@link #stateUnrecorded}. */
   async #emitState(): Promise<void> {
+    // Cleared as the state goes out, so that another emit while this one is recorded does not repeat it.
+    this.#stateUnrecorded = false;
     try {
       await this.#o.context.emit({ type: 'connection', state: this.state() });
     } catch (error) {
+      this.#stateUnrecorded = true;
       this.#o.context.logger.error({ err: error }, 'recording a connection state failed');
     }
   }

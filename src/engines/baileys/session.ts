@@ -90,7 +90,8 @@ export class BaileysSession implements EngineSession {
     this.#mediaAgent = options.mediaAgent;
     this.#reuploadTimeoutMs = options.mediaReuploadTimeoutMs ?? MEDIA_REUPLOAD_TIMEOUT_MS;
     this.#queue = new IncomingQueue(context);
-    this.#learned = new LearnedLids(this.#queue);
+    // A pair whose event was not recorded is told again by the resolver the next time the platform teaches it.
+    this.#learned = new LearnedLids(this.#queue, (mappings) => this.#resolver.untold(mappings));
     const now = () => context.clock();
     this.#caches = new SessionCaches(now);
     this.#groups = this.#caches.groups;

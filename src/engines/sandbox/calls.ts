@@ -26,9 +26,26 @@ export function rememberedCalls(): BoundedMap<string, EngineCall> {
   return new BoundedMap(REMEMBERED_CALLS);
 }
 
-/** Keeps `call` as its id's last status, the newest of the session's calls. */
-function remember(account: SandboxAccount, call: EngineCall): void {
+/**
+ * Keeps `call` as its id's last status, the newest of the session's calls, and records its `call` event. Kept
+ * before the event is recorded, so that a concurrent reject finds the call no longer ringing; when the event is not
+ * recorded the call's status before it is kept again (a new call forgotten), as the sandbox's relay is its
+ * recording (docs/decisions/0024-engines-and-data-flow.md): kept, a reject made again would be refused as done and
+ * its event never recorded.
+ * @throws the recording's error.
+ */
+async function report(account: SandboxAccount, call: EngineCall): Promise<void> {
+  const before = account.calls.get(call.id);
   account.calls.set(call.id, call);
+  try {
+    await account.context.emit({ type: 'call', call });
+  } catch (error) {
+    if (account.calls.get(call.id) === call) {
+      if (before === undefined) account.calls.delete(call.id);
+      else account.calls.set(call.id, before);
+    }
+    throw error;
+  }
 }
 
 /** Id of the `n`-th call of an instance: 32 uppercase hex characters, like the platform's call ids. */
@@ -68,8 +85,7 @@ export async function incomingCall(
       timestamp: context.clock(),
       ...extra,
     };
-    remember(account, call);
-    await context.emit({ type: 'call', call });
+    await report(account, call);
   };
   await event('offer');
   const settings = (await context.callSettings?.()) ?? { reject: false, message: null };
@@ -96,7 +112,6 @@ export async function rejectCall(account: SandboxAccount, id: string): Promise<E
   if (!known) throw errors.notFound(`call ${id} not found`);
   if (known.status !== 'offer') throw errors.conflict(`call ${id} is no longer ringing (${known.status})`);
   const call: EngineCall = { ...known, status: 'rejected', timestamp: account.context.clock() };
-  remember(account, call);
-  await account.context.emit({ type: 'call', call });
+  await report(account, call);
   return call;
 }

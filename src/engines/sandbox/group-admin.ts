@@ -19,7 +19,8 @@ import type { StoredGroup } from './world.ts';
  * admins add, remove, promote and demote, and change the announce and locked settings; the name, topic and
  * disappearing timer may be changed by any member unless the group is locked. Every change is saved and then reported
  * as a `group` event, as the platform's `w:gp2` notification reaches every member (the account included, whoever
- * made the change). Per-participant codes follow the platform's (src/domain/groups.ts).
+ * made the change); a change whose event is not recorded is undone ({@link saveReported}). Per-participant codes
+ * follow the platform's (src/domain/groups.ts).
  */
 
 const isAdminIn = (group: StoredGroup, jid: Jid): boolean =>
@@ -27,6 +28,28 @@ const isAdminIn = (group: StoredGroup, jid: Jid): boolean =>
 
 async function emit(account: SandboxAccount, update: Omit<GroupUpdate, 'timestamp'>): Promise<void> {
   await account.context.emit({ type: 'group', update: { ...update, timestamp: account.context.clock() } });
+}
+
+/**
+ * Saves `group` (changed from `before`, the group as stored) and records `updates`, its events, in order. The
+ * sandbox's relay is its recording (docs/decisions/0024-engines-and-data-flow.md): when an event is not recorded,
+ * `before` is saved back and the error raised, so the change made again is made and reported then (kept, a join
+ * made again would be refused as done, and its event never recorded).
+ * @throws the recording's error (the group as it was), or the store's.
+ */
+async function saveReported(
+  account: SandboxAccount,
+  before: StoredGroup,
+  group: StoredGroup,
+  updates: readonly Omit<GroupUpdate, 'timestamp'>[],
+): Promise<void> {
+  await account.world.saveGroup(group);
+  try {
+    for (const update of updates) await emit(account, update);
+  } catch (error) {
+    await account.world.saveGroup(before);
+    throw error;
+  }
 }
 
 /** Applies one participant action by `actor` to `group` (in place); returns the code per participant. */
@@ -70,6 +93,7 @@ async function applyChange(
   actor: Jid,
   change: GroupChange,
 ): Promise<void> {
+  const before = structuredClone(group);
   const now = account.context.clock();
   const updates: Omit<GroupUpdate, 'timestamp'>[] = [];
   const base = { groupJid: group.jid, actor, participants: [] };
@@ -94,13 +118,16 @@ async function applyChange(
     group.isEphemeral = change.disappearingTimer > 0;
     updates.push({ ...base, action: 'ephemeral', disappearingTimer: change.disappearingTimer });
   }
-  await account.world.saveGroup(group);
-  for (const update of updates) await emit(account, update);
+  await saveReported(account, before, group, updates);
 }
 
-/** Saves `group` and reports the participants whose code is 200 as one `action` event by `actor`. */
+/**
+ * Saves `group` (changed from `before`) and reports the participants whose code is 200 as one `action` event by
+ * `actor` ({@link saveReported}).
+ */
 async function reportParticipants(
   account: SandboxAccount,
+  before: StoredGroup,
   group: StoredGroup,
   actor: Jid,
   action: ParticipantAction,
@@ -108,8 +135,7 @@ async function reportParticipants(
 ): Promise<void> {
   const done = outcomes.filter((o) => o.code === 200).map((o) => o.jid);
   if (done.length === 0) return;
-  await account.world.saveGroup(group);
-  await emit(account, { groupJid: group.jid, action, actor, participants: done });
+  await saveReported(account, before, group, [{ groupJid: group.jid, action, actor, participants: done }]);
 }
 
 /**
@@ -137,8 +163,9 @@ async function updateParticipantsInner(
   if (!isAdminIn(group, me)) {
     throw new DomainError('forbidden', `you must be a group admin to ${action} participants`);
   }
+  const before = structuredClone(group);
   const outcomes = await applyParticipants(account, group, action, participants);
-  await reportParticipants(account, group, me, action, outcomes);
+  await reportParticipants(account, before, group, me, action, outcomes);
   return outcomes;
 }
 
@@ -166,9 +193,11 @@ export function leaveGroup(account: SandboxAccount, jid: Jid): Promise<void> {
 async function leaveGroupInner(account: SandboxAccount, jid: Jid): Promise<void> {
   const me = ownJid(await account.ready());
   const group = await memberGroup(account, me, jid);
+  const before = structuredClone(group);
   group.participants = group.participants.filter((p) => p.jid !== me);
-  await account.world.saveGroup(group);
-  await emit(account, { groupJid: jid, action: 'leave', actor: me, participants: [me] });
+  await saveReported(account, before, group, [
+    { groupJid: jid, action: 'leave', actor: me, participants: [me] },
+  ]);
 }
 
 /**
@@ -185,9 +214,11 @@ async function joinGroupInner(account: SandboxAccount, code: string): Promise<Ji
   const group = (await account.world.groups()).find((g) => g.inviteCode === code);
   if (!group) throw errors.notFound('invite link not found: it may have been revoked');
   if (isMember(group, me)) return group.jid;
+  const before = structuredClone(group);
   group.participants.push({ jid: me, isAdmin: false, isSuperAdmin: false });
-  await account.world.saveGroup(group);
-  await emit(account, { groupJid: group.jid, action: 'join', actor: me, participants: [me] });
+  await saveReported(account, before, group, [
+    { groupJid: group.jid, action: 'join', actor: me, participants: [me] },
+  ]);
   return group.jid;
 }
 
@@ -233,14 +264,16 @@ async function sandboxGroupChangeInner(
   const actor = userJid(input.phone);
   const who = `phone ${input.phone}`;
   const { groupJid: _g, phone: _p, action, participants, ...change } = input;
+  const before = structuredClone(group);
   if (action === 'join') {
     if (isMember(group, actor)) throw errors.conflict(`${who} is already a participant of the group`);
     if (!(await account.world.user(input.phone)).registered) {
       throw new DomainError('not_registered', `${who} is not registered on the platform`);
     }
     group.participants.push({ jid: actor, isAdmin: false, isSuperAdmin: false });
-    await account.world.saveGroup(group);
-    await emit(account, { groupJid: group.jid, action: 'join', actor, participants: [actor] });
+    await saveReported(account, before, group, [
+      { groupJid: group.jid, action: 'join', actor, participants: [actor] },
+    ]);
     return groupInfoOf(group);
   }
   if (!isMember(group, actor)) {
@@ -248,8 +281,9 @@ async function sandboxGroupChangeInner(
   }
   if (action === 'leave') {
     group.participants = group.participants.filter((p) => p.jid !== actor);
-    await account.world.saveGroup(group);
-    await emit(account, { groupJid: group.jid, action: 'leave', actor, participants: [actor] });
+    await saveReported(account, before, group, [
+      { groupJid: group.jid, action: 'leave', actor, participants: [actor] },
+    ]);
     return groupInfoOf(group);
   }
   if (action !== undefined) {
@@ -260,7 +294,7 @@ async function sandboxGroupChangeInner(
       throw new DomainError('forbidden', `${who} must be a group admin to ${action} participants`);
     }
     const outcomes = await applyParticipants(account, group, action, participants.map(userJid));
-    await reportParticipants(account, group, actor, action, outcomes);
+    await reportParticipants(account, before, group, actor, action, outcomes);
     return groupInfoOf(group);
   }
   if (Object.values(change).every((v) => v === undefined)) {

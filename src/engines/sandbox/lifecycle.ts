@@ -34,21 +34,33 @@ export class SandboxLifecycle {
 
   /**
    * Opens the connection: with stored credentials the account is logged in at once, else a new pairing attempt
-   * starts; either way a `connection` event is emitted. Does nothing unless idle.
+   * starts; either way a `connection` event is emitted. Does nothing unless idle. A connection whose event is not
+   * recorded is closed again (the sandbox's relay is its recording, docs/decisions/0024-engines-and-data-flow.md),
+   * so the connect made again opens it and reports it (left open, it did nothing).
+   * @throws the recording's error.
    */
   async connect(): Promise<void> {
     this.#expirePairing();
     if (this.#phase.kind !== 'idle') return;
     const creds = await this.#loadCreds();
     if (creds) {
-      this.#phase = { kind: 'open' };
-      await this.#context.emit({ type: 'connection', state: this.state() });
+      await this.#enter({ kind: 'open' });
       this.#wakeLoginWaiters();
       return;
     }
     this.#attempts += 1;
-    this.#phase = { kind: 'pairing', startedAt: this.#context.clock(), attempt: this.#attempts };
-    await this.#context.emit({ type: 'connection', state: this.state() });
+    await this.#enter({ kind: 'pairing', startedAt: this.#context.clock(), attempt: this.#attempts });
+  }
+
+  /** Enters `phase` from idle and records its `connection` event; idle again when that fails. @throws its error. */
+  async #enter(phase: Phase): Promise<void> {
+    this.#phase = phase;
+    try {
+      await this.#context.emit({ type: 'connection', state: this.state() });
+    } catch (error) {
+      if (this.#phase === phase) this.#phase = { kind: 'idle' };
+      throw error;
+    }
   }
 
   /** True once logged in and connected, or the same check after `timeoutMs` milliseconds (or at close). */
@@ -137,9 +149,11 @@ export class SandboxLifecycle {
    * The owner scans the current QR code (docs/decisions/0004-sandbox.md, `POST /v1/sandbox/scan`): the account logs
    * in as `input.phone` (default: pairing.ts `defaultSandboxPhone`), with the name it last set or
    * `Sandbox <last 4 digits>` as its push name; a `connection` event, then an empty `INITIAL_BOOTSTRAP` history
-   * event, then `linked` (the session replays the account's labels) run before the login waiters wake.
+   * event, then `linked` (the session replays the account's labels) run before the login waiters wake. A login whose
+   * `connection` event is not recorded is undone: the pairing attempt goes on.
    * @throws DomainError conflict `already logged in` when logged in, not_connected when no pairing attempt runs;
-   *   invalid `code does not match the current QR code` when `input.code` is given and not the current code.
+   *   invalid `code does not match the current QR code` when `input.code` is given and not the current code; the
+   *   recording's error.
    */
   async scan(
     input: { code?: string; phone?: string },
@@ -159,12 +173,23 @@ export class SandboxLifecycle {
       jid: `${phone}.0:1@${USER_DOMAIN}`,
       pushName: (await savedName(this.#context.auth, phone)) ?? `Sandbox ${phone.slice(-4)}`,
     };
+    const pairing = this.#phase;
     await this.#context.auth.set([{ ...CREDS, value: JSON.stringify(creds) }]);
     this.#creds = creds;
     this.#credsLoaded = true;
     this.#phase = { kind: 'open' };
     const state = this.state();
-    await this.#context.emit({ type: 'connection', state });
+    try {
+      await this.#context.emit({ type: 'connection', state });
+    } catch (error) {
+      // The sandbox's relay is its recording (docs/decisions/0024-engines-and-data-flow.md): a login whose event was
+      // not recorded is undone, so the same code scanned again logs in and reports it (kept, the scan made again
+      // was refused as already logged in, and the instance stayed unlinked).
+      await this.#context.auth.set([{ ...CREDS, value: null }]);
+      this.#creds = null;
+      if (this.#phase.kind === 'open') this.#phase = pairing;
+      throw error;
+    }
     await this.#context.emit({ type: 'history', syncType: 'INITIAL_BOOTSTRAP', progress: 100, chats: [] });
     await linked();
     this.#wakeLoginWaiters();
