@@ -5,7 +5,9 @@ import { DomainError, errors } from '../domain/errors.ts';
 import { extended } from '../domain/objects.ts';
 import { PeriodicJob } from '../ops/periodic-job.ts';
 import type { Store } from '../store/database.ts';
+import { outcomeUnknown, untilStoreAnswers } from '../store/faults.ts';
 import {
+  type ClaimOutcome,
   claimIdempotencyKey,
   type IdempotencyKeyId,
   type KeptAnswer,
@@ -34,6 +36,11 @@ export const IDEMPOTENCY_LOCK_MS = 60_000;
 const NOT_KEPT = new Set([400, 429]);
 /** First wait before keeping an answer again after the store failed to take it, ms (doubling up to a third of the lock). */
 const KEEP_RETRY_MS = 100;
+/**
+ * How long a claim whose first try lost its answer is tried again while the store cannot be reached, ms (real time):
+ * the request waits that long at most before its 503.
+ */
+const CLAIM_AGAIN_MS = 5_000;
 /** Longest key, characters. */
 export const IDEMPOTENCY_KEY_MAX = 255;
 
@@ -146,24 +153,33 @@ export class IdempotencyService {
 
   /**
    * Claims `id` for a request with `fingerprint` (see {@link RequestFingerprint}), or finds the answer to replay.
-   * A row that expired, or an unfinished claim past its lock, is taken over.
+   * A row that expired, or an unfinished claim past its lock, is taken over. A claim whose answer was lost (the
+   * connection broke as its statement committed, `outcomeUnknown` in src/store/faults.ts) is made again at once,
+   * waiting out an unreachable store for {@link CLAIM_AGAIN_MS}: the row it finds under this claim's own token is
+   * this claim, so the key is not left "in progress" for a request that never ran
+   * (docs/decisions/0011-store-faults.md).
    * @throws DomainError mismatch {@link REUSED_MESSAGE} (422) when the key's request had another fingerprint;
    *   conflict {@link IN_PROGRESS_MESSAGE} (409) while the first request still runs; the store's error.
    */
   async begin(id: IdempotencyKeyId, fingerprint: string): Promise<IdempotencyStart> {
     const now = this.#clock();
     const token = randomUUID();
-    const outcome = await claimIdempotencyKey(
-      this.#store.db,
-      extended(id, {
-        fingerprint,
-        token,
-        requestId: randomUUID(),
-        now,
-        lockedUntil: now + this.#lockMs,
-        expiresAt: now + this.#ttlMs,
-      }),
-    );
+    const input = extended(id, {
+      fingerprint,
+      token,
+      requestId: randomUUID(),
+      now,
+      lockedUntil: now + this.#lockMs,
+      expiresAt: now + this.#ttlMs,
+    });
+    const claimKey = () => claimIdempotencyKey(this.#store.db, input);
+    let outcome: ClaimOutcome;
+    try {
+      outcome = await claimKey();
+    } catch (error) {
+      if (!outcomeUnknown(error)) throw error;
+      outcome = await untilStoreAnswers(claimKey, Date.now, Date.now() + CLAIM_AGAIN_MS);
+    }
     if (!outcome.claimed) {
       const { existing } = outcome;
       if (existing.fingerprint !== fingerprint) throw new DomainError('mismatch', REUSED_MESSAGE);

@@ -119,7 +119,12 @@ export function finishAndStartNext(
   input: FinishInput,
   dialect: DatabaseConfig['dialect'] = 'sqlite',
 ): Promise<FinishResult> {
-  if (dialect === 'postgres' && input.outcome.kind === 'delivered' && input.nextCheckOnly !== true)
+  if (
+    dialect === 'postgres' &&
+    input.outcome.kind === 'delivered' &&
+    input.nextCheckOnly !== true &&
+    input.offeredBefore !== true
+  )
     return deliveredInOneStatement(db, input);
   return db.transaction().execute((trx) => finishAttemptIn(trx, input));
 }
@@ -146,6 +151,14 @@ export interface FinishInput {
    * still learns what its first try, committed but unanswered, did.
    */
   nextCheckOnly?: boolean;
+  /**
+   * With `next`: an earlier try of this record offered to start it and its outcome is unknown (its answer lost). The
+   * record is then written in the transaction form on PostgreSQL too, whose statements each read what committed
+   * before they began: the earlier try's commit may still be running on the server (its connection broke as it
+   * committed), and the one-statement form, which waits for its rows but reads the next delivery's attempt row as of
+   * its own start, would take a start that commit makes for one not made (docs/decisions/0011-store-faults.md).
+   */
+  offeredBefore?: boolean;
   attempt: AttemptRecord;
   outcome: AttemptOutcome;
   /** RFC 3339. */

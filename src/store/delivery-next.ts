@@ -19,7 +19,9 @@ import { toMs } from './times.ts';
  * instead of six (BEGIN, four statements, COMMIT), the cost that bounds PostgreSQL's delivery rate
  * (docs/benchmarks.md). The next delivery is started only when the delivery row was still this claim's and the lane
  * unchanged (see `NextAttempt`); an attempt row already holding the next delivery's id counts as started (an
- * earlier try of the same record committed before its answer was lost).
+ * earlier try of the same record committed before its answer was lost). The statement reads that row as of its own
+ * start, so it serves a record's first try only: a try again may begin while the earlier try's commit still runs on
+ * the server, and it is written in the transaction form instead (`FinishInput.offeredBefore`).
  */
 const DELIVERED_POSTGRES = `with completed as (
   update webhook_attempts set finished_at = $1::bigint, status_code = $2::integer, duration_ms = $3::integer,
@@ -263,18 +265,28 @@ export async function startNext(
  * (docs/decisions/0050-lane-windows.md) opens its first requests this way. A delivery whose attempt row already
  * exists counts as started: an earlier try of the same transaction committed before its answer was lost. With
  * `dialect` `postgres` the same in one statement (`startGroupInOneStatement`, src/store/delivery-group.ts).
+ *
+ * `again`: an earlier try failed with its outcome unknown. On PostgreSQL its commit may still be running on the
+ * server (its connection broke as it committed), and a statement begun meanwhile reads the attempt rows as they were
+ * before it, then waits for the deliveries' rows and starts them a second time (failing on the attempt row's key). So
+ * a try again first waits for the rows' locks, in a statement of its own: whatever held them has ended when the
+ * statement that starts them begins, and what it committed is read as started (docs/decisions/0011-store-faults.md).
  * @returns how many of `deliveries`, from the first, are started.
  * @throws what the driver throws (nothing is started then, or on PostgreSQL whether it was is unknown).
  */
-export function startDeliveries(
+export async function startDeliveries(
   db: Kysely<Database>,
   deliveries: readonly NextAttempt[],
   workerId: string,
   now: number,
   dialect: 'sqlite' | 'postgres' = 'sqlite',
+  again = false,
 ): Promise<number> {
   // On PostgreSQL one statement instead of three round trips per delivery (docs/decisions/0059-lane-record-groups.md).
-  if (dialect === 'postgres') return startGroupInOneStatement(db, deliveries, workerId, now);
+  if (dialect === 'postgres') {
+    if (again && deliveries.length > 0) await awaitRowLocks(db, deliveries);
+    return startGroupInOneStatement(db, deliveries, workerId, now);
+  }
   return db.transaction().execute(async (trx) => {
     let started = 0;
     for (const delivery of deliveries) {
@@ -284,4 +296,24 @@ export function startDeliveries(
     }
     return started;
   });
+}
+
+/**
+ * Waits until no other transaction holds a lock on the delivery rows of `deliveries` (PostgreSQL: a `select … for
+ * update` on its own, its locks released as it ends): a transaction still committing on the server, whose client
+ * lost its connection, has then ended, and a statement begun after this one reads what it committed.
+ */
+async function awaitRowLocks(db: Kysely<Database>, deliveries: readonly NextAttempt[]): Promise<void> {
+  await db
+    .selectFrom('webhook_deliveries')
+    .select('event_id')
+    .where((eb) =>
+      eb(
+        eb.refTuple('event_id', 'endpoint_id'),
+        'in',
+        deliveries.map((delivery) => eb.tuple(delivery.eventId, delivery.endpointId)),
+      ),
+    )
+    .forUpdate()
+    .execute();
 }

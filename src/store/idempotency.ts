@@ -80,9 +80,11 @@ const where = (id: IdempotencyKeyId) => ({ org_id: id.orgId, env: id.env, key: i
 
 /**
  * Claims the key for the request `input.token`: inserts the row, or takes over a row that expired or whose
- * unfinished claim passed its lock (its process died). Otherwise returns the row found, for the caller to replay
- * its answer or refuse. A takeover of an unfinished claim keeps the row's `request_id`: the request is the same one
- * retried, and what it did before its process died is found by it (docs/decisions/0010-idempotency.md).
+ * unfinished claim passed its lock (its process died), or finds the unfinished row of the same `input.token` (an
+ * earlier try of this claim committed and its answer was lost: claimed). Otherwise returns the row found, for the
+ * caller to replay its answer or refuse. A takeover of an unfinished claim keeps the row's `request_id`: the request
+ * is the same one retried, and what it did before its process died is found by it
+ * (docs/decisions/0010-idempotency.md).
  * @throws the driver's error when the store fails.
  */
 export async function claimIdempotencyKey(db: Kysely<Database>, input: ClaimInput): Promise<ClaimOutcome> {
@@ -122,6 +124,8 @@ export async function claimIdempotencyKey(db: Kysely<Database>, input: ClaimInpu
         eb.or([
           eb('expires_at', '<=', input.now),
           eb.and([eb('status', 'is', null), eb('locked_until', '<=', input.now)]),
+          // This claim's own row: an earlier try of it committed and its answer was lost.
+          eb.and([eb('status', 'is', null), eb('token', '=', input.token)]),
         ]),
       )
       .returning('request_id')

@@ -331,6 +331,7 @@ export class LaneRecords {
     // (docs/decisions/0050-lane-windows.md).
     const taken = waiting.answer.taken;
     const check = !start && waiting.offered && taken !== undefined && taken.before.started !== false;
+    const offeredBefore = waiting.offered;
     waiting.offered ||= start;
     return {
       eventId: delivery.eventId,
@@ -344,6 +345,7 @@ export class LaneRecords {
       now: new Date(now).toISOString(),
       ...(start ? { next: nextAttemptOf(next) } : check ? { next: nextAttemptOf(taken.next) } : {}),
       ...(check ? { nextCheckOnly: true } : {}),
+      ...(start && offeredBefore ? { offeredBefore: true } : {}),
     };
   }
 

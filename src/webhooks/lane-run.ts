@@ -113,8 +113,17 @@ export async function runLane(context: LaneRunContext, run: LaneRun): Promise<vo
     let unknown = false;
     try {
       if (mayStart(head)) {
+        // A try after one whose answer was lost first waits for that one's commit (`startDeliveries`'s `again`).
+        let tries = 0;
         started = await untilAnswered(() =>
-          startDeliveries(store.db, opening.map(nextAttemptOf), workerId, options.clock(), store.dialect),
+          startDeliveries(
+            store.db,
+            opening.map(nextAttemptOf),
+            workerId,
+            options.clock(),
+            store.dialect,
+            tries++ > 0,
+          ),
         );
       }
     } catch (error) {

@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import type { Kysely, Transaction } from 'kysely';
 import { pino } from 'pino';
 import type { ClaimedDelivery } from '../../src/store/delivery-claims.ts';
 import { nextAttemptOf, startDeliveries } from '../../src/store/delivery-next.ts';
+import type { Database } from '../../src/store/schema.ts';
 import { type TransactionWork, TurnTransactions } from '../../src/store/turn-transactions.ts';
 import { RetryPolicy } from '../../src/webhooks/backoff.ts';
 import { type AnsweredAttempt, LaneRecords, type StartDecision } from '../../src/webhooks/lane-records.ts';
@@ -187,25 +189,37 @@ describe('webhook lane record groups under store faults (postgres)', {
     let calls = 0;
     /** The parameters of every statement tried, in order. */
     const statements: (readonly unknown[])[] = [];
-    const failing = new Proxy(store.db, {
-      get(target, property) {
-        if (property === 'executeQuery') {
-          return async (...args: Parameters<typeof target.executeQuery>) => {
-            calls += 1;
-            const [query] = args;
-            statements.push('compile' in query ? query.compile().parameters : query.parameters);
-            const error = fail(calls);
-            // A lost answer comes after the statement ran; any other failure before.
-            if (error !== undefined && !answerLost.has(error)) throw error;
-            const result = await target.executeQuery(...args);
-            if (error !== undefined) throw error;
-            return result;
-          };
-        }
-        const value: unknown = Reflect.get(target, property, target);
-        return typeof value === 'function' ? value.bind(target) : value;
-      },
-    });
+    /**
+     * `db` with every statement it runs counted and failed as `fail` says, a transaction's too (a record tried again
+     * after a lost answer that offered a start is written in a transaction, `FinishInput.offeredBefore`).
+     */
+    const failingOn = <D extends Kysely<Database>>(db: D): D =>
+      new Proxy(db, {
+        get(target, property) {
+          if (property === 'transaction') {
+            return () => ({
+              execute: <R>(work: (trx: Transaction<Database>) => Promise<R>) =>
+                target.transaction().execute((trx) => work(failingOn(trx))),
+            });
+          }
+          if (property === 'executeQuery') {
+            return async (...args: Parameters<typeof target.executeQuery>) => {
+              calls += 1;
+              const [query] = args;
+              statements.push('compile' in query ? query.compile().parameters : query.parameters);
+              const error = fail(calls);
+              // A lost answer comes after the statement ran; any other failure before.
+              if (error !== undefined && !answerLost.has(error)) throw error;
+              const result = await target.executeQuery(...args);
+              if (error !== undefined) throw error;
+              return result;
+            };
+          }
+          const value: unknown = Reflect.get(target, property, target);
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+    const failing = failingOn(store.db);
     let halted = false;
     const records = new LaneRecords(
       {
