@@ -1,4 +1,5 @@
 import { type Kysely, sql } from 'kysely';
+import { extended } from '../domain/objects.ts';
 import type { PacingSettings, SendJobStatus, SendPause } from '../domain/sends.ts';
 import { instanceRowError } from './faults.ts';
 import type { Database } from './schema.ts';
@@ -133,7 +134,7 @@ async function writeRestriction(
   columns: RestrictionColumns,
   now: number,
 ): Promise<boolean> {
-  const values = { ...columns, updated_at: now };
+  const values = extended(columns, { updated_at: now });
   const row = await db
     .insertInto('send_pacing')
     .values({ instance_id: instanceId, min_interval_ms: 0, jitter_ms: 0, new_chats_per_day: null, ...values })
