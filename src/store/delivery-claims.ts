@@ -1,5 +1,6 @@
-import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
+import { CompiledQuery, type Kysely, PostgresAdapter, sql, type Transaction } from 'kysely';
 import type { DatabaseConfig } from '../config/config.ts';
+import { errors } from '../domain/errors.ts';
 import { extended } from '../domain/objects.ts';
 import { compiledListStatement } from './compiled.ts';
 import {
@@ -10,7 +11,9 @@ import {
   type LockedRow,
 } from './delivery-claim-statements.ts';
 import { type DeliveryKey, keyIn, startAttempts } from './delivery-starts.ts';
+import { outcomeUnknown } from './faults.ts';
 import type { Database } from './schema.ts';
+import { LOCK_NOT_AVAILABLE, LOST_COMMIT_LOCK_TIMEOUT_MS } from './webhook-events.ts';
 
 /**
  * Claiming due webhook deliveries (docs/decisions/0005-outbox-and-delivery.md), on Graphile Worker's model
@@ -111,14 +114,95 @@ export const ATTEMPTS_ABANDONED =
  * The eligibility rules are {@link lockDue}'s; with `perLane` > 1 each claimed head brings its lane's next rows
  * ({@link lockTails}).
  * @returns the claimed deliveries in `sequence` order.
+ * @throws the store's error; when the `commit` lost its answer, the store may hold the claim: see
+ *   {@link unconfirmedClaim}.
  */
-export function claimDeliveries(
+export async function claimDeliveries(
   db: Kysely<Database>,
   dialect: DatabaseConfig['dialect'],
   options: ClaimOptions,
 ): Promise<ClaimedDelivery[]> {
-  if (options.instances?.length === 0) return Promise.resolve([]);
-  return db.transaction().execute((trx) => claimDeliveriesIn(trx, dialect, options, { last: true }));
+  if (options.instances?.length === 0) return [];
+  /** What the claim's statements claimed: set once they all ran, when the `commit` goes out. */
+  let claimed: ClaimedDelivery[] | undefined;
+  try {
+    return await db.transaction().execute(async (trx) => {
+      claimed = await claimDeliveriesIn(trx, dialect, options, { last: true });
+      return claimed;
+    });
+  } catch (error) {
+    // Only a `commit` (or the last statement pipelined before it) can fail once `claimed` is set: when its answer
+    // was lost, the store may have committed the claim.
+    if (claimed !== undefined && claimed.length > 0 && error instanceof Error && outcomeUnknown(error))
+      UNCONFIRMED_CLAIMS.set(error, claimed);
+    throw error;
+  }
+}
+
+/** The claims of {@link claimDeliveries} whose commit lost its answer, by the error it threw. */
+const UNCONFIRMED_CLAIMS = new WeakMap<object, ClaimedDelivery[]>();
+
+/**
+ * The deliveries a claim made before its `commit` failed with `error`, when that commit's outcome is unknown (the
+ * connection broke as it committed: `outcomeUnknown`, src/store/faults.ts): the store may hold the claim, the rows
+ * locked by the worker and their heads' attempts counted and logged, though the worker was told it failed. Ask
+ * {@link claimKeptAfterLostCommit} before sending them. Undefined for any other error of {@link claimDeliveries}
+ * (nothing was claimed then) and any other error.
+ */
+export function unconfirmedClaim(error: unknown): ClaimedDelivery[] | undefined {
+  return typeof error === 'object' && error !== null ? UNCONFIRMED_CLAIMS.get(error) : undefined;
+}
+
+/**
+ * Whether the claim of `claimed` ({@link unconfirmedClaim}: its commit lost its answer) was committed: the attempt
+ * row of one of its started heads is in the store. Those ids are drawn afresh by each claim, so no other claim can
+ * have written them. On PostgreSQL the commit may still be running on the server when the question comes on another
+ * connection, its rows invisible until it ends: the read first waits for the heads' row locks (the claim held them
+ * until it ended), for at most {@link LOST_COMMIT_LOCK_TIMEOUT_MS}, and then reads what was committed
+ * (docs/decisions/0011-store-faults.md). Runs only after a claim whose outcome is unknown, never on a claim's path.
+ * @throws DomainError store_unavailable when a transaction still holds the rows after the timeout (ask again later);
+ *   the store's error.
+ */
+export async function claimKeptAfterLostCommit(
+  db: Kysely<Database>,
+  claimed: readonly ClaimedDelivery[],
+): Promise<boolean> {
+  const heads = claimed.filter((delivery) => delivery.started);
+  if (heads.length === 0) return false;
+  const read = async (reader: Kysely<Database>) =>
+    (
+      await reader
+        .selectFrom('webhook_attempts')
+        .select('id')
+        .where(
+          'id',
+          'in',
+          heads.map((head) => head.attemptId),
+        )
+        .execute()
+    ).length > 0;
+  if (!(db.getExecutor().adapter instanceof PostgresAdapter)) return read(db);
+  try {
+    return await db.transaction().execute(async (trx) => {
+      await sql`set local lock_timeout = ${sql.lit(`${LOST_COMMIT_LOCK_TIMEOUT_MS}ms`)}`.execute(trx);
+      // READ COMMITTED: the read after this statement sees what the claim committed once it ended.
+      await trx
+        .selectFrom('webhook_deliveries')
+        .select('event_id')
+        .where((eb) =>
+          keyIn(
+            eb,
+            heads.map((head) => ({ event_id: head.eventId, endpoint_id: head.endpointId })),
+          ),
+        )
+        .forUpdate()
+        .execute();
+      return read(trx);
+    });
+  } catch (error) {
+    if ((error as { code?: unknown }).code === LOCK_NOT_AVAILABLE) throw errors.storeUnavailable(error);
+    throw error;
+  }
 }
 
 /**

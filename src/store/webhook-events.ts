@@ -129,7 +129,7 @@ const INSERT_WEBHOOK_EVENTS = compiledListStatement<Record<never, never>, Insert
 export const LOST_COMMIT_LOCK_TIMEOUT_MS = 5_000;
 
 /** SQLSTATE of `lock_not_available`: `lock_timeout` passed. */
-const LOCK_NOT_AVAILABLE = '55P03';
+export const LOCK_NOT_AVAILABLE = '55P03';
 
 /**
  * Whether event row `eventId` of instance `instanceId` was committed, asked after the commit of the transaction that

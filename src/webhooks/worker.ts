@@ -8,7 +8,10 @@ import {
   type ClaimOptions,
   claimDeliveries,
   claimDeliveriesIn,
+  claimKeptAfterLostCommit,
+  unconfirmedClaim,
 } from '../store/delivery-claims.ts';
+import { untilStoreAnswers } from '../store/faults.ts';
 import { RetryPolicy } from './backoff.ts';
 import type { RecorderContext } from './lane-records.ts';
 import { type LaneRun, type LaneRunContext, runLane } from './lane-run.ts';
@@ -56,6 +59,15 @@ export class DeliveryWorker {
   #running = false;
   /** Set by {@link stop}: lane batches start no further attempt (also when driven by `runOnce`). */
   #stopping = false;
+  /** Aborted by {@link stop}: ends the wait for the store of a claim whose commit lost its answer. */
+  #stop = new AbortController();
+  /**
+   * Lanes of the claims whose commit lost its answer while the store is asked whether they were made: the capacity
+   * they take once found made.
+   */
+  #recovering = 0;
+  /** Those questions in flight: {@link stop} waits for them before it looks at the lanes. */
+  readonly #recoveries = new Set<Promise<void>>();
   #loop: Promise<void> | undefined;
   #wakeRequested = false;
   /**
@@ -115,6 +127,7 @@ export class DeliveryWorker {
     if (this.#running) return;
     this.#running = true;
     this.#stopping = false;
+    this.#stop = new AbortController();
     this.#loop = this.#run();
   }
 
@@ -152,8 +165,10 @@ export class DeliveryWorker {
     if (!this.#running) return;
     this.#running = false;
     this.#stopping = true;
+    this.#stop.abort();
     this.wake();
     await this.#loop;
+    await Promise.allSettled([...this.#recoveries]);
     const pending = [...this.#lanes.values()].map((run) => run.done);
     if (pending.length === 0) return;
     let timer: NodeJS.Timeout | undefined;
@@ -204,11 +219,47 @@ export class DeliveryWorker {
   }
 
   /**
+   * Whether the claim of `claimed`, whose commit lost its answer with `error`, was committed after all
+   * (docs/decisions/0011-store-faults.md). The store then holds the rows locked by this worker and their heads'
+   * attempts started, and nothing else would send them before the claim went stale (logging each head's attempt
+   * abandoned though no request went out): they are to be sent as the claim's answer would have had them sent. Waits
+   * out a store that cannot be reached for up to half the stale timeout, or until the worker stops; false then, and
+   * the claim, if it was made, is left to go stale as before. Never throws.
+   */
+  async #keptAfterLostCommit(claimed: readonly ClaimedDelivery[], error: unknown): Promise<boolean> {
+    const { store, clock, logger } = this.#options;
+    logger.warn(
+      { err: error },
+      'the commit of a webhook claim lost its answer; asking the store whether it was made',
+    );
+    try {
+      const kept = await untilStoreAnswers(
+        () => claimKeptAfterLostCommit(store.db, claimed),
+        clock,
+        clock() + this.#staleMs / 2,
+        this.#stop.signal,
+      );
+      if (kept)
+        logger.info(
+          { deliveries: claimed.length },
+          'the webhook claim whose commit lost its answer was made',
+        );
+      return kept;
+    } catch (check) {
+      logger.warn(
+        { err: check },
+        'asking whether a webhook claim was made failed; its deliveries wait until the claim goes stale',
+      );
+      return false;
+    }
+  }
+
+  /**
    * Claims lane batches up to the free capacity and starts them; returns the runs started. Looks at every
    * instance, or only at the instances woken since the last claim (docs/decisions/0053-targeted-claims.md).
    */
   async #claimAndLaunch(): Promise<LaneRun[]> {
-    const free = this.#concurrency - this.#lanes.size;
+    const free = this.#concurrency - this.#lanes.size - this.#recovering;
     // The instances woken meanwhile stay noted: a lane's end frees capacity and wakes the worker.
     if (free <= 0) return [];
     const { store, clock, logger } = this.#options;
@@ -250,24 +301,43 @@ export class DeliveryWorker {
     } catch (error) {
       // The instances woken are not forgotten: the next claim (at the next poll) walks every instance.
       this.#claimAll = true;
-      logger.warn({ err: error }, 'claiming webhook deliveries failed');
+      const unconfirmed = unconfirmedClaim(error);
+      if (unconfirmed === undefined) logger.warn({ err: error }, 'claiming webhook deliveries failed');
+      else this.#recover(unconfirmed, error);
       return [];
     }
-    const batches = new Map<string, ClaimedDelivery[]>();
-    for (const delivery of claimed) {
-      // A delivery is an event to one endpoint (docs/decisions/0035-webhook-endpoints.md); `claimed` is in
-      // `sequence` order, so each batch is too.
-      const lane = `${delivery.instanceId}/${delivery.endpointId}`;
-      const batch = batches.get(lane);
-      if (batch === undefined) batches.set(lane, [delivery]);
-      else batch.push(delivery);
-    }
+    const batches = lanesOf(claimed);
     // Every free lane taken: more may be due than this claim could take. The next claim looks at the same
     // instances again, or everywhere after a claim over every instance.
     if (batches.size >= free) {
       if (instances === undefined) this.#claimAll = true;
       else for (const instanceId of instances) this.#woken.add(instanceId);
     }
+    return this.#launch(batches);
+  }
+
+  /**
+   * Asks the store, beside the claim loop, whether the claim of `claimed`, whose commit lost its answer with `error`,
+   * was made, and sends its lane batches when it was (`#keptAfterLostCommit`); their lanes take capacity
+   * meanwhile. The claims go on: a commit still running on the server, or a store that does not answer, holds up
+   * only this claim's deliveries.
+   */
+  #recover(claimed: ClaimedDelivery[], error: unknown): void {
+    const batches = lanesOf(claimed);
+    this.#recovering += batches.size;
+    const recovery = this.#keptAfterLostCommit(claimed, error)
+      .then((kept) => {
+        this.#recovering -= batches.size;
+        if (kept) this.#launch(batches);
+        else if (this.#running) this.wake();
+      })
+      .finally(() => this.#recoveries.delete(recovery));
+    this.#recoveries.add(recovery);
+  }
+
+  /** Starts a lane batch per lane of `batches` (from {@link lanesOf}); returns the runs started. */
+  #launch(batches: Map<string, ClaimedDelivery[]>): LaneRun[] {
+    const { logger } = this.#options;
     return [...batches].map(([lane, batch]) => {
       const [first] = batch;
       const run: LaneRun = { done: Promise.resolve(), pending: batch, attempted: 0 };
@@ -287,4 +357,19 @@ export class DeliveryWorker {
       return run;
     });
   }
+}
+
+/**
+ * `claimed` (in `sequence` order) as lane batches, by lane (`<instanceId>/<endpointId>`): a delivery is an event to
+ * one endpoint (docs/decisions/0035-webhook-endpoints.md), and each batch keeps `sequence` order.
+ */
+function lanesOf(claimed: readonly ClaimedDelivery[]): Map<string, ClaimedDelivery[]> {
+  const batches = new Map<string, ClaimedDelivery[]>();
+  for (const delivery of claimed) {
+    const lane = `${delivery.instanceId}/${delivery.endpointId}`;
+    const batch = batches.get(lane);
+    if (batch === undefined) batches.set(lane, [delivery]);
+    else batch.push(delivery);
+  }
+  return batches;
 }
