@@ -11,18 +11,18 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import pg from 'pg';
 import { appFor, OWN, PEER, storedBodies } from '../messages/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
+import {
+  adminSql,
+  breakConnections,
+  holdCommitFunction,
+  holdCommitTrigger,
+} from '../support/broken-connections.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 
 const T0 = Date.parse('2026-03-02T10:00:00.000Z');
 const BODY = 'held at its commit';
-
-/** The parts of node-postgres's client this test reaches into to break a connection as the server commits. */
-interface RawClient {
-  connection: { stream: { destroy(): void } };
-}
 
 for (const dialect of testDialects().filter((each) => each === 'postgres')) {
   describe(`an inbound event whose commit is still running when its connection breaks [${dialect}]`, () => {
@@ -32,7 +32,7 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
     let armed = false;
     let carriesEvent = false;
     let broken = 0;
-    const query = pg.Client.prototype.query;
+    let restore: (() => void) | undefined;
 
     before(async () => {
       testStore = await createTestStore(dialect, {
@@ -40,42 +40,25 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
           if (armed && /insert into "webhook_events"/i.test(sql)) carriesEvent = true;
         },
       });
-      const admin = new pg.Client({
-        connectionString: testStore.database.dialect === 'postgres' ? testStore.database.url : '',
+      const schema = testStore.schema ?? 'public';
+      await adminSql(testStore, [
+        ...holdCommitFunction(schema),
+        holdCommitTrigger(schema, 'hold_commit', 'insert', 'webhook_events', `new.payload like '%${BODY}%'`),
+      ]);
+      restore = breakConnections((text) => {
+        if (!armed || !carriesEvent || !/^\s*commit/i.test(text)) return undefined;
+        armed = false;
+        carriesEvent = false;
+        broken += 1;
+        // The `commit` is on the wire; the server runs it, the client never hears back.
+        return 'after';
       });
-      await admin.connect();
-      try {
-        const schema = testStore.schema ?? 'public';
-        await admin.query(`
-          create function ${schema}.hold_commit() returns trigger language plpgsql as $$
-          begin perform pg_sleep(0.6); return null; end $$`);
-        await admin.query(`
-          create constraint trigger hold_commit after insert on ${schema}.webhook_events
-          deferrable initially deferred for each row
-          when (new.payload like '%${BODY}%') execute function ${schema}.hold_commit()`);
-      } finally {
-        await admin.end();
-      }
-      // A generic override of an overloaded method: the arguments go through untouched.
-      (pg.Client.prototype as { query: (...args: unknown[]) => unknown }).query = function (
-        this: pg.Client & RawClient,
-        ...args: unknown[]
-      ) {
-        const result = (query as (...a: unknown[]) => unknown).apply(this, args);
-        if (armed && carriesEvent && typeof args[0] === 'string' && /^\s*commit/i.test(args[0])) {
-          armed = false;
-          carriesEvent = false;
-          broken += 1;
-          setImmediate(() => this.connection.stream.destroy());
-        }
-        return result;
-      } as typeof pg.Client.prototype.query;
       t = await appFor(dialect, { testStore });
       t.clock.set(T0);
       await loginSandbox(t, OWN);
     });
     after(async () => {
-      pg.Client.prototype.query = query;
+      restore?.();
       await t.close();
       await testStore.cleanup();
     });

@@ -10,10 +10,15 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import pg from 'pg';
 import { DomainError } from '../../src/domain/errors.ts';
 import { appFor, OWN, PEER } from '../messages/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
+import {
+  adminSql,
+  breakConnections,
+  holdCommitFunction,
+  holdCommitTrigger,
+} from '../support/broken-connections.ts';
 import { eventually } from '../support/eventually.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 
@@ -28,21 +33,6 @@ const SENT_MARK = 'held-at-sent';
 /** The idempotency keys whose claim's commit the trigger holds start with this. */
 const HELD_KEY = 'held-key-';
 
-/** The parts of node-postgres's client this test reaches into to break a connection as the server commits. */
-interface RawClient {
-  connection: { stream: { destroy(): void } };
-}
-
-/** The SQL text of a `pg.Client.query` call (a string, or a config object's `text`). */
-function textOf(first: unknown): string | undefined {
-  if (typeof first === 'string') return first;
-  if (typeof first === 'object' && first !== null && 'text' in first) {
-    const text = (first as { text: unknown }).text;
-    return typeof text === 'string' ? text : undefined;
-  }
-  return undefined;
-}
-
 for (const dialect of testDialects().filter((each) => each === 'postgres')) {
   describe(`a send whose connection breaks while its commit runs on the server [${dialect}]`, () => {
     let testStore: TestStore;
@@ -56,7 +46,7 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
     let breakCommitAfter: RegExp | undefined;
     const carrying = new WeakSet<object>();
     let broken = 0;
-    const query = pg.Client.prototype.query;
+    let restore: (() => void) | undefined;
 
     const jobRows = (id: string) =>
       t.services.store.db
@@ -95,71 +85,57 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
 
     before(async () => {
       testStore = await createTestStore(dialect);
-      const admin = new pg.Client({
-        connectionString: testStore.database.dialect === 'postgres' ? testStore.database.url : '',
-      });
-      await admin.connect();
-      try {
-        const schema = testStore.schema ?? 'public';
-        await admin.query(`
-          create function ${schema}.hold_commit() returns trigger language plpgsql as $$
-          begin perform pg_sleep(0.6); return null; end $$`);
-        await admin.query(`
-          create constraint trigger hold_commit after insert on ${schema}.send_jobs
-          deferrable initially deferred for each row
-          when (new.payload like '%${MARK}%') execute function ${schema}.hold_commit()`);
-        await admin.query(`
-          create constraint trigger hold_commit after insert on ${schema}.idempotency_keys
-          deferrable initially deferred for each row
-          when (new.key like '${HELD_KEY}%') execute function ${schema}.hold_commit()`);
-        await admin.query(`
-          create constraint trigger hold_keep after update on ${schema}.idempotency_keys
-          deferrable initially deferred for each row
-          when (new.status is not null and new.key like '${HELD_KEEP}%') execute function ${schema}.hold_commit()`);
-        await admin.query(`
-          create constraint trigger hold_pause after insert or update on ${schema}.send_pacing
-          deferrable initially deferred for each row
-          when (new.paused_until is not null) execute function ${schema}.hold_commit()`);
-        await admin.query(`
-          create constraint trigger hold_cancel after update on ${schema}.send_jobs
-          deferrable initially deferred for each row
-          when (new.status = 'canceled') execute function ${schema}.hold_commit()`);
-        await admin.query(`
-          create constraint trigger hold_sent after update on ${schema}.send_jobs
-          deferrable initially deferred for each row
-          when (new.status = 'sent' and new.payload like '%${SENT_MARK}%') execute function ${schema}.hold_commit()`);
-      } finally {
-        await admin.end();
-      }
-      // A generic override of an overloaded method: the arguments go through untouched.
-      (pg.Client.prototype as { query: (...args: unknown[]) => unknown }).query = function (
-        this: pg.Client & RawClient,
-        ...args: unknown[]
-      ) {
-        const result = (query as (...a: unknown[]) => unknown).apply(this, args);
-        const text = textOf(args[0]);
-        if (breakCommitAfter && text !== undefined) {
-          if (breakCommitAfter.test(text)) carrying.add(this);
-          else if (/^\s*commit/i.test(text) && carrying.has(this)) {
+      const schema = testStore.schema ?? 'public';
+      await adminSql(testStore, [
+        ...holdCommitFunction(schema),
+        holdCommitTrigger(schema, 'hold_commit', 'insert', 'send_jobs', `new.payload like '%${MARK}%'`),
+        holdCommitTrigger(schema, 'hold_commit', 'insert', 'idempotency_keys', `new.key like '${HELD_KEY}%'`),
+        holdCommitTrigger(
+          schema,
+          'hold_keep',
+          'update',
+          'idempotency_keys',
+          `new.status is not null and new.key like '${HELD_KEEP}%'`,
+        ),
+        holdCommitTrigger(
+          schema,
+          'hold_pause',
+          'insert or update',
+          'send_pacing',
+          'new.paused_until is not null',
+        ),
+        holdCommitTrigger(schema, 'hold_cancel', 'update', 'send_jobs', `new.status = 'canceled'`),
+        holdCommitTrigger(
+          schema,
+          'hold_sent',
+          'update',
+          'send_jobs',
+          `new.status = 'sent' and new.payload like '%${SENT_MARK}%'`,
+        ),
+      ]);
+      restore = breakConnections((text, client) => {
+        if (breakCommitAfter) {
+          if (breakCommitAfter.test(text)) carrying.add(client);
+          else if (/^\s*commit/i.test(text) && carrying.has(client)) {
             breakCommitAfter = undefined;
-            carrying.delete(this);
+            carrying.delete(client);
             broken += 1;
-            setImmediate(() => this.connection.stream.destroy());
+            return 'after';
           }
         }
-        if (breakAfter && text !== undefined && breakAfter.test(text)) {
+        if (breakAfter?.test(text)) {
           breakAfter = undefined;
           broken += 1;
-          setImmediate(() => this.connection.stream.destroy());
+          return 'after';
         }
-        return result;
-      } as typeof pg.Client.prototype.query;
+        return undefined;
+      });
       t = await appFor(dialect, { testStore });
       t.clock.set(T0);
       await loginSandbox(t, OWN);
     });
     after(async () => {
-      pg.Client.prototype.query = query;
+      restore?.();
       await t.close();
       await testStore.cleanup();
     });

@@ -9,40 +9,28 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
-import pg from 'pg';
 import pino from 'pino';
 import { SendQueue } from '../../src/sends/queue.ts';
 import { outcomeUnknown } from '../../src/store/faults.ts';
+import { breakConnections } from '../support/broken-connections.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
-
-interface RawClient {
-  connection: { stream: { destroy(): void } };
-}
 
 for (const dialect of testDialects().filter((each) => each === 'postgres')) {
   describe(`a connection broken during a statement before the commit [${dialect}]`, () => {
     let testStore: TestStore;
-    const query = pg.Client.prototype.query;
     let breakNext = false;
+    let restore: (() => void) | undefined;
 
     before(async () => {
       testStore = await createTestStore(dialect);
-      (pg.Client.prototype as { query: (...args: unknown[]) => unknown }).query = function (
-        this: pg.Client & RawClient,
-        ...args: unknown[]
-      ) {
-        const result = (query as (...a: unknown[]) => unknown).apply(this, args);
-        const text =
-          typeof args[0] === 'string' ? args[0] : ((args[0] as { text?: string } | undefined)?.text ?? '');
-        if (breakNext && /pg_sleep\(0\.3\)/.test(text)) {
-          breakNext = false;
-          setImmediate(() => this.connection.stream.destroy());
-        }
-        return result;
-      } as typeof pg.Client.prototype.query;
+      restore = breakConnections((text) => {
+        if (!breakNext || !/pg_sleep\(0\.3\)/.test(text)) return undefined;
+        breakNext = false;
+        return 'after';
+      });
     });
     after(async () => {
-      pg.Client.prototype.query = query;
+      restore?.();
       await testStore.cleanup();
     });
 

@@ -9,26 +9,16 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import pg from 'pg';
 import type { TestApp } from '../support/app.ts';
+import {
+  adminSql,
+  breakConnections,
+  holdCommitFunction,
+  holdCommitTrigger,
+} from '../support/broken-connections.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
 import { bodies, recordMessages, webhookAppPerTest } from './support.ts';
-
-/** The parts of node-postgres's client this test reaches into to break a connection as the server commits. */
-interface RawClient {
-  connection: { stream: { destroy(): void } };
-}
-
-/** The SQL text of a `pg.Client.query` call (a string, or a config object's `text`). */
-function textOf(first: unknown): string | undefined {
-  if (typeof first === 'string') return first;
-  if (typeof first === 'object' && first !== null && 'text' in first) {
-    const text = (first as { text: unknown }).text;
-    return typeof text === 'string' ? text : undefined;
-  }
-  return undefined;
-}
 
 /** The one delivery row is delivered, unlocked, with one attempt counted. */
 async function assertDeliveredOnce(t: TestApp): Promise<void> {
@@ -53,55 +43,29 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
     it('still delivers the claimed event at once, with one attempt', async () => {
       const t = app.t();
       const schema = t.testStore.schema ?? 'public';
-      const admin = new pg.Client({
-        connectionString: t.testStore.database.dialect === 'postgres' ? t.testStore.database.url : '',
-      });
-      await admin.connect();
-      try {
-        // The first claim's commit is held (the switch turns itself off: later claims are not held).
-        await admin.query(`create table ${schema}.hold_switch (held boolean not null)`);
-        await admin.query(`insert into ${schema}.hold_switch values (true)`);
-        await admin.query(`
-          create function ${schema}.hold_commit() returns trigger language plpgsql as $$
-          begin
-            if (select held from ${schema}.hold_switch) then
-              update ${schema}.hold_switch set held = false;
-              perform pg_sleep(0.6);
-            end if;
-            return null;
-          end $$`);
-        await admin.query(`
-          create constraint trigger hold_commit after insert on ${schema}.webhook_attempts
-          deferrable initially deferred for each row execute function ${schema}.hold_commit()`);
-      } finally {
-        await admin.end();
-      }
+      // The first claim's commit is held (the switch turns itself off: later claims are not held).
+      await adminSql(t.testStore, [
+        ...holdCommitFunction(schema, true),
+        holdCommitTrigger(schema, 'hold_commit', 'insert', 'webhook_attempts'),
+      ]);
       let broken = 0;
       const carrying = new WeakSet<object>();
-      const query = pg.Client.prototype.query;
-      // A generic override of an overloaded method: the arguments go through untouched.
-      (pg.Client.prototype as { query: (...args: unknown[]) => unknown }).query = function (
-        this: pg.Client & RawClient,
-        ...args: unknown[]
-      ) {
-        const result = (query as (...a: unknown[]) => unknown).apply(this, args);
-        const text = textOf(args[0]);
-        if (broken === 0 && text !== undefined) {
-          // The claim's last statement writes the started attempts; its `commit` follows on the same connection.
-          if (/^insert into "webhook_attempts"/.test(text)) carrying.add(this);
-          else if (/^\s*commit/i.test(text) && carrying.has(this)) {
-            broken += 1;
-            setImmediate(() => this.connection.stream.destroy());
-          }
+      const restore = breakConnections((text, client) => {
+        if (broken > 0) return undefined;
+        // The claim's last statement writes the started attempts; its `commit` follows on the same connection.
+        if (/^insert into "webhook_attempts"/.test(text)) carrying.add(client);
+        else if (/^\s*commit/i.test(text) && carrying.has(client)) {
+          broken += 1;
+          return 'after';
         }
-        return result;
-      } as typeof pg.Client.prototype.query;
+        return undefined;
+      });
       try {
         await recordMessages(t, 1, 'claimed');
         await eventually('the claim committed unanswered', () => broken > 0);
         await eventually('delivered', () => app.receiver().requests.length > 0);
       } finally {
-        pg.Client.prototype.query = query;
+        restore();
       }
       assert.deepEqual(
         bodies(app.receiver().requests).map((body) => body.event.message.conversation),
@@ -118,27 +82,19 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
     it('claims again at once when the claim broke before its commit reached the server', async () => {
       const t = app.t();
       let broken = 0;
-      const query = pg.Client.prototype.query;
       // The connection is cut as soon as the claim's attempt rows are sent: the server never gets the `commit`, and
       // rolls the claim back, while the client sees the same "Connection terminated" as for a commit cut short.
-      (pg.Client.prototype as { query: (...args: unknown[]) => unknown }).query = function (
-        this: pg.Client & RawClient,
-        ...args: unknown[]
-      ) {
-        const result = (query as (...a: unknown[]) => unknown).apply(this, args);
-        const text = textOf(args[0]);
-        if (broken === 0 && text !== undefined && /^insert into "webhook_attempts"/.test(text)) {
-          broken += 1;
-          this.connection.stream.destroy();
-        }
-        return result;
-      } as typeof pg.Client.prototype.query;
+      const restore = breakConnections((text) => {
+        if (broken > 0 || !/^insert into "webhook_attempts"/.test(text)) return undefined;
+        broken += 1;
+        return 'now';
+      });
       try {
         await recordMessages(t, 1, 'rolledback');
         await eventually('the claim broken', () => broken > 0);
         await eventually('delivered', () => app.receiver().requests.length > 0);
       } finally {
-        pg.Client.prototype.query = query;
+        restore();
       }
       assert.deepEqual(
         bodies(app.receiver().requests).map((body) => body.event.message.conversation),

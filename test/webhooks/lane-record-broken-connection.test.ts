@@ -10,7 +10,6 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import pg from 'pg';
 import { pino } from 'pino';
 import { nextAttemptOf, startDeliveries } from '../../src/store/delivery-next.ts';
 import { untilStoreAnswers } from '../../src/store/faults.ts';
@@ -18,23 +17,15 @@ import { RetryPolicy } from '../../src/webhooks/backoff.ts';
 import { LaneRecords, type StartDecision } from '../../src/webhooks/lane-records.ts';
 import type { SentAttempt } from '../../src/webhooks/sending.ts';
 import type { TestApp } from '../support/app.ts';
+import {
+  adminSql,
+  armHold,
+  breakConnections,
+  holdCommitFunction,
+  holdCommitTrigger,
+} from '../support/broken-connections.ts';
 import { testDialects } from '../support/store.ts';
 import { claimLane, webhookAppPerTest } from './support.ts';
-
-/** The parts of node-postgres's client this test reaches into to break a connection as the server commits. */
-interface RawClient {
-  connection: { stream: { destroy(): void } };
-}
-
-/** The SQL text of a `pg.Client.query` call (a string, or a config object's `text`). */
-function textOf(first: unknown): string | undefined {
-  if (typeof first === 'string') return first;
-  if (typeof first === 'object' && first !== null && 'text' in first) {
-    const text = (first as { text: unknown }).text;
-    return typeof text === 'string' ? text : undefined;
-  }
-  return undefined;
-}
 
 /**
  * Holds for 0.6 s the commit of the first transaction that updates a `webhook_deliveries` row as `when` (a trigger
@@ -43,40 +34,11 @@ function textOf(first: unknown): string | undefined {
  */
 async function holdFirstCommit(t: TestApp, when: string): Promise<() => Promise<void>> {
   const schema = t.testStore.schema ?? 'public';
-  const admin = new pg.Client({
-    connectionString: t.testStore.database.dialect === 'postgres' ? t.testStore.database.url : '',
-  });
-  await admin.connect();
-  try {
-    await admin.query(`create table ${schema}.hold_switch (held boolean not null)`);
-    await admin.query(`insert into ${schema}.hold_switch values (false)`);
-    await admin.query(`
-      create function ${schema}.hold_commit() returns trigger language plpgsql as $$
-      begin
-        if (select held from ${schema}.hold_switch) then
-          update ${schema}.hold_switch set held = false;
-          perform pg_sleep(0.6);
-        end if;
-        return null;
-      end $$`);
-    await admin.query(`
-      create constraint trigger hold_commit after update on ${schema}.webhook_deliveries
-      deferrable initially deferred for each row
-      when (${when}) execute function ${schema}.hold_commit()`);
-  } finally {
-    await admin.end();
-  }
-  return async () => {
-    const arm = new pg.Client({
-      connectionString: t.testStore.database.dialect === 'postgres' ? t.testStore.database.url : '',
-    });
-    await arm.connect();
-    try {
-      await arm.query(`update ${schema}.hold_switch set held = true`);
-    } finally {
-      await arm.end();
-    }
-  };
+  await adminSql(t.testStore, [
+    ...holdCommitFunction(schema, false),
+    holdCommitTrigger(schema, 'hold_commit', 'update', 'webhook_deliveries', when),
+  ]);
+  return () => armHold(t.testStore);
 }
 
 /**
@@ -88,24 +50,15 @@ async function breakingAfter<T>(
   work: () => Promise<T>,
 ): Promise<{ result: T; broken: number }> {
   let broken = 0;
-  const query = pg.Client.prototype.query;
-  // A generic override of an overloaded method: the arguments go through untouched.
-  (pg.Client.prototype as { query: (...args: unknown[]) => unknown }).query = function (
-    this: pg.Client & RawClient,
-    ...args: unknown[]
-  ) {
-    const result = (query as (...a: unknown[]) => unknown).apply(this, args);
-    const text = textOf(args[0]);
-    if (broken === 0 && text !== undefined && statement.test(text)) {
-      broken += 1;
-      setImmediate(() => this.connection.stream.destroy());
-    }
-    return result;
-  } as typeof pg.Client.prototype.query;
+  const restore = breakConnections((text) => {
+    if (broken > 0 || !statement.test(text)) return undefined;
+    broken += 1;
+    return 'after';
+  });
   try {
     return { result: await work(), broken };
   } finally {
-    pg.Client.prototype.query = query;
+    restore();
   }
 }
 
