@@ -55,6 +55,18 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
         .where('instance_id', '=', t.instance.id)
         .where('id', '=', id)
         .execute();
+    /** The instance's `MessageStatus` event bodies that name message `id`. */
+    const statusEvents = async (id: string) =>
+      (
+        await t.services.store.db
+          .selectFrom('webhook_events')
+          .select(['payload'])
+          .where('instance_id', '=', t.instance.id)
+          .where('type', '=', 'MessageStatus')
+          .execute()
+      )
+        .map((row) => JSON.parse(row.payload))
+        .filter((payload) => JSON.stringify(payload).includes(id));
     /** The ids of the instance's own `Message` events whose text is `body` (one per message relayed). */
     const ownMessages = async (body: string) =>
       (
@@ -209,16 +221,7 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
         data: { details: 'Canceled', id, status: 'canceled' },
       });
       assert.deepEqual(await jobRows(id), [{ id, status: 'canceled', attempts: 0 }]);
-      const statuses = (
-        await t.services.store.db
-          .selectFrom('webhook_events')
-          .select(['payload'])
-          .where('instance_id', '=', t.instance.id)
-          .where('type', '=', 'MessageStatus')
-          .execute()
-      )
-        .map((row) => JSON.parse(row.payload))
-        .filter((payload) => JSON.stringify(payload).includes(id));
+      const statuses = await statusEvents(id);
       assert.equal(statuses.length, 1, JSON.stringify(statuses));
     });
 
@@ -240,16 +243,7 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
       assert.equal(broken, before + 1, 'a connection broke as it committed');
       assert.deepEqual(await jobRows(id), [{ id, status: 'sent', attempts: 1 }]);
       assert.deepEqual(await ownMessages(body), [id]);
-      const statuses = (
-        await t.services.store.db
-          .selectFrom('webhook_events')
-          .select(['payload'])
-          .where('instance_id', '=', t.instance.id)
-          .where('type', '=', 'MessageStatus')
-          .execute()
-      )
-        .map((row) => JSON.parse(row.payload))
-        .filter((payload) => JSON.stringify(payload).includes(id));
+      const statuses = await statusEvents(id);
       assert.equal(statuses.length, 1, JSON.stringify(statuses));
     });
 
