@@ -226,6 +226,19 @@ function connectionBroke(error: unknown): boolean {
   return message !== undefined && /connection terminated|not queryable/i.test(message);
 }
 
+/**
+ * True when `error` is SQLite's answer to a `rollback` with no transaction open ("cannot rollback - no transaction is
+ * active"): the transaction already ended, as SQLite ends it itself after SQLITE_FULL, SQLITE_IOERR, SQLITE_NOMEM or
+ * SQLITE_BUSY in some statements, the commit included.
+ */
+function transactionAlreadyEnded(error: unknown): boolean {
+  return (
+    codeOf(error) === 'SQLITE_ERROR' &&
+    error instanceof Error &&
+    /no transaction is active/.test(error.message)
+  );
+}
+
 /** `error` as the store raises it: a `store_unavailable` DomainError (cause kept) when unreachable, else itself. */
 function classified(error: unknown, connecting: boolean): unknown {
   if (error instanceof DomainError) return error;
@@ -423,6 +436,10 @@ class FaultAwareDriver implements Driver {
       // back, or committed when the `commit` had reached it), so the error the caller must see is the first one: a
       // commit's lost answer stays an outcome to ask the store about (docs/decisions/0011-store-faults.md).
       if (committing && connectionBroke(error)) return;
+      // SQLite rolls a transaction back by itself when a statement or the commit fails for a full disk or an I/O
+      // error (SQLite documentation, "Response To Errors Within A Transaction"): the rollback then finds none, and its
+      // error must not take the place of the store's own (`store_unavailable`, so the caller waits it out).
+      if (transactionAlreadyEnded(error)) return;
       throw classified(error, false);
     }
   }
