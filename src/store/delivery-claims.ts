@@ -1,6 +1,5 @@
-import { CompiledQuery, type Kysely, PostgresAdapter, sql, type Transaction } from 'kysely';
+import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
 import type { DatabaseConfig } from '../config/config.ts';
-import { errors } from '../domain/errors.ts';
 import { extended } from '../domain/objects.ts';
 import { compiledListStatement } from './compiled.ts';
 import {
@@ -12,8 +11,8 @@ import {
 } from './delivery-claim-statements.ts';
 import { type DeliveryKey, keyIn, startAttempts } from './delivery-starts.ts';
 import { outcomeUnknown } from './faults.ts';
+import { LOST_COMMIT_LOCK_TIMEOUT_MS, readAfterLostCommit } from './lost-commits.ts';
 import type { Database } from './schema.ts';
-import { LOCK_NOT_AVAILABLE, LOST_COMMIT_LOCK_TIMEOUT_MS } from './webhook-events.ts';
 
 /**
  * Claiming due webhook deliveries (docs/decisions/0005-outbox-and-delivery.md), on Graphile Worker's model
@@ -169,24 +168,10 @@ export async function claimKeptAfterLostCommit(
 ): Promise<boolean> {
   const heads = claimed.filter((delivery) => delivery.started);
   if (heads.length === 0) return false;
-  const read = async (reader: Kysely<Database>) =>
-    (
-      await reader
-        .selectFrom('webhook_attempts')
-        .select('id')
-        .where(
-          'id',
-          'in',
-          heads.map((head) => head.attemptId),
-        )
-        .execute()
-    ).length > 0;
-  if (!(db.getExecutor().adapter instanceof PostgresAdapter)) return read(db);
-  try {
-    return await db.transaction().execute(async (trx) => {
-      await sql`set local lock_timeout = ${sql.lit(`${LOST_COMMIT_LOCK_TIMEOUT_MS}ms`)}`.execute(trx);
-      // READ COMMITTED: the read after this statement sees what the claim committed once it ended.
-      await trx
+  return readAfterLostCommit(
+    db,
+    (trx) =>
+      trx
         .selectFrom('webhook_deliveries')
         .select('event_id')
         .where((eb) =>
@@ -196,13 +181,20 @@ export async function claimKeptAfterLostCommit(
           ),
         )
         .forUpdate()
-        .execute();
-      return read(trx);
-    });
-  } catch (error) {
-    if ((error as { code?: unknown }).code === LOCK_NOT_AVAILABLE) throw errors.storeUnavailable(error);
-    throw error;
-  }
+        .execute(),
+    async (reader) =>
+      (
+        await reader
+          .selectFrom('webhook_attempts')
+          .select('id')
+          .where(
+            'id',
+            'in',
+            heads.map((head) => head.attemptId),
+          )
+          .execute()
+      ).length > 0,
+  );
 }
 
 /**

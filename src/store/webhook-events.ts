@@ -1,14 +1,7 @@
-import {
-  type CompiledQuery,
-  type Insertable,
-  type Kysely,
-  PostgresAdapter,
-  sql,
-  type Transaction,
-} from 'kysely';
-import { errors } from '../domain/errors.ts';
+import { type CompiledQuery, type Insertable, type Kysely, sql, type Transaction } from 'kysely';
 import { chunksOf, compiledListStatement, ROWS_PER_INSERT } from './compiled.ts';
 import { failGoneLeftovers } from './delivery-finish.ts';
+import { readAfterLostCommit } from './lost-commits.ts';
 import type { Database } from './schema.ts';
 import type { WebhookEventsTable } from './schema-webhooks.ts';
 import { toIso, toMs } from './times.ts';
@@ -125,34 +118,23 @@ const INSERT_WEBHOOK_EVENTS = compiledListStatement<Record<never, never>, Insert
   (db, _arg, rows) => db.insertInto('webhook_events').values(rows),
 );
 
-/** How long the read of {@link eventKeptAfterLostCommit} waits for a transaction still holding the sequence, ms. */
-export const LOST_COMMIT_LOCK_TIMEOUT_MS = 5_000;
-
-/** SQLSTATE of `lock_not_available`: `lock_timeout` passed. */
-export const LOCK_NOT_AVAILABLE = '55P03';
-
 /**
  * Whether event row `eventId` of instance `instanceId` was committed, asked after the commit of the transaction that
- * wrote it failed with its outcome unknown (docs/decisions/0011-store-faults.md). On PostgreSQL that commit may still
- * be running on the server when the question comes on another connection, and its rows are invisible until it ends:
- * the read first takes the instance's sequence row (`webhook_state`) as a recorder batch does, by an upsert that
- * changes nothing, which waits for any transaction still holding that row (or still inserting it), for at most
- * {@link LOST_COMMIT_LOCK_TIMEOUT_MS}. SQLite's one connection sees its own commits: a plain read.
- * @throws DomainError store_unavailable when a transaction still holds the row after the timeout (ask again later);
+ * wrote it failed with its outcome unknown (docs/decisions/0011-store-faults.md). On PostgreSQL the read first takes
+ * the instance's sequence row (`webhook_state`) as a recorder batch does, by an upsert that changes nothing, which
+ * waits for a transaction still holding that row (or still inserting it) to end (`readAfterLostCommit`).
+ * @throws DomainError store_unavailable when a transaction still holds the row after the wait (ask again later);
  *   the store's error.
  */
-export async function eventKeptAfterLostCommit(
+export function eventKeptAfterLostCommit(
   db: Kysely<Database>,
   instanceId: string,
   eventId: string,
 ): Promise<boolean> {
-  const read = (reader: Kysely<Database>) =>
-    reader.selectFrom('webhook_events').select('id').where('id', '=', eventId).executeTakeFirst();
-  if (!(db.getExecutor().adapter instanceof PostgresAdapter)) return (await read(db)) !== undefined;
-  try {
-    return await db.transaction().execute(async (trx) => {
-      await sql`set local lock_timeout = ${sql.lit(`${LOST_COMMIT_LOCK_TIMEOUT_MS}ms`)}`.execute(trx);
-      await trx
+  return readAfterLostCommit(
+    db,
+    (trx) =>
+      trx
         .insertInto('webhook_state')
         .columns(['instance_id', 'last_sequence'])
         .expression((eb) =>
@@ -164,13 +146,14 @@ export async function eventKeptAfterLostCommit(
         .onConflict((oc) =>
           oc.column('instance_id').doUpdateSet({ last_sequence: sql<number>`webhook_state.last_sequence` }),
         )
-        .execute();
-      return (await read(trx)) !== undefined;
-    });
-  } catch (error) {
-    if ((error as { code?: unknown }).code === LOCK_NOT_AVAILABLE) throw errors.storeUnavailable(error);
-    throw error;
-  }
+        .execute(),
+    async (reader) =>
+      (await reader
+        .selectFrom('webhook_events')
+        .select('id')
+        .where('id', '=', eventId)
+        .executeTakeFirst()) !== undefined,
+  );
 }
 
 /** True when `eventId` is an event of `instanceId`. */
