@@ -2,8 +2,9 @@ import type { Kysely } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
 import { DomainError, type DomainErrorCode } from '../domain/errors.ts';
 import type { Database } from '../store/schema.ts';
-import { finishSendJob, holdBackSendJob } from '../store/send-job-claims.ts';
+import { holdBackSendJob } from '../store/send-job-claims.ts';
 import { findSendJob, type SendJob } from '../store/send-jobs.ts';
+import { finishJob } from './finish.ts';
 import { loggedOutBeforeRelay } from './logout.ts';
 import { endedAnswer } from './outcomes.ts';
 import type { PaceKeeper } from './pause.ts';
@@ -166,37 +167,6 @@ export class RelayFailures {
   }
 
   /**
-   * Fails claimed job `job` (src/store/send-job-claims.ts `finishSendJob`), waiting out an unreachable store, with its
-   * `MessageStatus failed` in the same transaction when `reported` (docs/decisions/0076-status-with-its-write.md). A
-   * try whose answer was lost is found written, its event with it: the job unlocked, `failed` with this error.
-   * @returns true when this node's failure holds; false when the job was no longer this node's.
-   */
-  async #finish(
-    job: SendJob,
-    outcome: { status: 'failed'; at: number; error: string },
-    reported: () => boolean,
-  ): Promise<boolean> {
-    const { db, nodeId, untilStored, recordWith } = this.#deps;
-    return untilStored(async () => {
-      const mine = await recordWith(job.instanceId, async (trx) => {
-        const failed = await finishSendJob(trx, job.instanceId, job.id, nodeId, outcome);
-        return {
-          result: failed,
-          reports: failed && reported() ? [messageReport(job.id, 'failed', outcome.at, outcome.error)] : [],
-        };
-      });
-      if (mine) return true;
-      const row = await findSendJob(db, job.instanceId, job.id);
-      return (
-        row !== undefined &&
-        row.lockedBy === null &&
-        row.status === 'failed' &&
-        row.lastError === outcome.error
-      );
-    });
-  }
-
-  /**
    * Marks claimed job `job` failed with `error` at `at` (epoch ms), reports it when no request waits for it, and
    * answers its requests with `error`. When the job is no longer this node's (another holder took it over after a
    * lost lease, docs/decisions/0008-leases-and-fencing.md) no failure is written or reported here: a job the store
@@ -209,11 +179,14 @@ export class RelayFailures {
   async #fail(job: SendJob, error: unknown, at: number): Promise<'mine' | 'sent' | 'other'> {
     const message = error instanceof Error ? error.message : String(error);
     // An outcome no request waits for is an event, written with the failure.
-    const mine = await this.#finish(
+    // Written with its event when no request waits for it (asked at each try); a try whose answer was lost finds
+    // the job unlocked and `failed` with this error.
+    const mine = await finishJob(
+      this.#deps,
       job,
       { status: 'failed', at, error: message },
-      // Asked at each try: a request may leave while the store is waited out.
-      () => !this.#deps.waiters.has(job),
+      () => (this.#deps.waiters.has(job) ? undefined : messageReport(job.id, 'failed', at, message)),
+      (row) => row.lockedBy === null && row.status === 'failed' && row.lastError === message,
     );
     if (!mine) return this.settleTaken(job);
     this.#deps.waiters.settle(job, undefined, error);

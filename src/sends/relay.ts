@@ -4,9 +4,9 @@ import type { SentMessage } from '../domain/messages.ts';
 import type { PacingSettings } from '../domain/sends.ts';
 import { type EngineSession, UnrecordedSendError } from '../engines/engine.ts';
 import type { Database } from '../store/schema.ts';
-import { finishSendJob } from '../store/send-job-claims.ts';
 import { markSendJobNewChat, type SendJob } from '../store/send-jobs.ts';
 import type { RelayFailures } from './failures.ts';
+import { finishJob } from './finish.ts';
 import type { PaceKeeper } from './pause.ts';
 import { decodeSendPayload } from './payload.ts';
 import { messageReport, type ReportedWrite, type SendStatusReport } from './queue-deps.ts';
@@ -156,20 +156,10 @@ export class JobRelay {
    * `sending` and writes nothing more: its event committed with it.
    * @returns true when this write ended the job; false when it was no longer this node's `sending` job.
    */
-  async #finishSent(job: SendJob, at: number, opensChat: boolean): Promise<boolean> {
-    const { nodeId, untilStored, waiters, recordWith } = this.#deps;
-    return untilStored(() =>
-      recordWith(job.instanceId, async (trx) => {
-        const finished = await finishSendJob(trx, job.instanceId, job.id, nodeId, {
-          status: 'sent',
-          at,
-          newChat: opensChat,
-        });
-        return {
-          result: finished,
-          reports: finished && !waiters.has(job) ? [messageReport(job.id, 'sent', at)] : [],
-        };
-      }),
+  #finishSent(job: SendJob, at: number, opensChat: boolean): Promise<boolean> {
+    const { waiters } = this.#deps;
+    return finishJob(this.#deps, job, { status: 'sent', at, newChat: opensChat }, () =>
+      waiters.has(job) ? undefined : messageReport(job.id, 'sent', at),
     );
   }
 
