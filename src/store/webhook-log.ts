@@ -217,10 +217,15 @@ export async function deleteOrphanDeliveries(db: Kysely<Database>, limit: number
  * runs: the old events are locked first (PostgreSQL, skipping those a redelivery or another node's prune holds;
  * SQLite runs the transaction alone), and the delete tests their deliveries again after the locks were taken, so a
  * redelivery either committed before (its event is kept) or finds its event gone (`not-found`).
- * @returns how many events were deleted.
+ * @returns how many events were chosen (`chosen`: `limit` when more may be left) and how many of them deleted
+ *   (`deleted`: fewer when the re-check found a delivery queued again meanwhile).
  * @throws RangeError when `before` is not a time.
  */
-export async function pruneWebhookLog(db: Kysely<Database>, before: string, limit: number): Promise<number> {
+export async function pruneWebhookLog(
+  db: Kysely<Database>,
+  before: string,
+  limit: number,
+): Promise<{ chosen: number; deleted: number }> {
   const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
   const noPendingDelivery = (eb: ExpressionBuilder<Database & { e: WebhookEventsTable }, 'e'>) =>
     eb.not(
@@ -241,7 +246,7 @@ export async function pruneWebhookLog(db: Kysely<Database>, before: string, limi
       .limit(limit)
       .$if(postgres, (q) => q.forUpdate('e').skipLocked())
       .execute();
-    if (old.length === 0) return 0;
+    if (old.length === 0) return { chosen: 0, deleted: 0 };
     const ids = old.map((row) => row.id);
     // A new statement (PostgreSQL: a new snapshot, taken once the rows are locked) sees a redelivery that
     // committed since the select.
@@ -250,6 +255,6 @@ export async function pruneWebhookLog(db: Kysely<Database>, before: string, limi
       .where('e.id', 'in', ids)
       .where(noPendingDelivery)
       .executeTakeFirst();
-    return Number(deleted.numDeletedRows);
+    return { chosen: old.length, deleted: Number(deleted.numDeletedRows) };
   });
 }

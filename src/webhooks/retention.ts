@@ -68,9 +68,10 @@ export class LogRetention extends PeriodicJob {
     let total = 0;
     let more = true;
     while (more) {
-      const deleted = await pruneWebhookLog(db, before, batch);
+      const { chosen, deleted } = await pruneWebhookLog(db, before, batch);
       total += deleted;
-      more = deleted >= batch && (await this.nextBatch());
+      // A full batch may leave more, also when its re-check kept some of the events it chose.
+      more = chosen >= batch && (await this.nextBatch());
     }
     if (total > 0) logger.info({ deleted: total, before }, 'pruned old events (delivery log and event log)');
     // Finished send jobs follow the same retention, never less than a day (the new-chats-per-day pace counts it).

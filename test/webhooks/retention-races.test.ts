@@ -4,6 +4,7 @@ import type { Kysely } from 'kysely';
 import pg from 'pg';
 import type { Database } from '../../src/store/schema.ts';
 import { pruneWebhookLog } from '../../src/store/webhook-log.ts';
+import { LogRetention } from '../../src/webhooks/retention.ts';
 import type { ApiResponse, TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
@@ -167,6 +168,50 @@ for (const dialect of testDialects()) {
           await blocker.query('rollback').catch(() => undefined);
           await blocker.end().catch(() => undefined);
         }
+      });
+
+    if (dialect === 'postgres')
+      it('a batch whose re-check keeps a chosen event is followed by the next batch', async () => {
+        const w = watcher;
+        assert.ok(w);
+        const db = t.testStore.store.db;
+        await recordMessages(t, 2, 'more-');
+        await db
+          .updateTable('webhook_deliveries')
+          .set({ status: 'delivered' })
+          .where('instance_id', '=', t.instance.id)
+          .where('event_id', '!=', eventId)
+          .execute();
+        t.clock.advance(31 * DAY);
+        const old = (await db.selectFrom('webhook_events').select('id').execute()).map((row) => row.id);
+        assert.equal(old.length, 3);
+        let kept: string | undefined;
+        // Between the first batch's choice of two events and their delete, one of them is queued again by another
+        // connection (the prune's row locks tell which it chose: a locking read skips them).
+        const racing = beforeFirstDelete(db, async () => {
+          const free = await w.query(
+            'select id from webhook_events where id = any($1) for update skip locked',
+            [old],
+          );
+          const unchosen = new Set(free.rows.map((row: { id: string }) => row.id));
+          kept = old.find((id) => !unchosen.has(id));
+          assert.ok(kept !== undefined);
+          await w.query("update webhook_deliveries set status = 'pending' where event_id = $1", [kept]);
+        });
+        const retention = new LogRetention({
+          db: racing,
+          clock: t.clock,
+          logger: t.services.logger,
+          retentionMs: 30 * DAY,
+          eventRetentionMs: 7 * DAY,
+          batch: 2,
+        });
+        assert.equal(await retention.runOnce(), 2, 'the chosen event not queued again, then the third');
+        const left = await db.selectFrom('webhook_events').select('id').execute();
+        assert.deepEqual(
+          left.map((row) => row.id),
+          [kept],
+        );
       });
   });
 }
