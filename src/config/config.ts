@@ -18,6 +18,11 @@ export type DatabaseConfig =
        * in transaction mode that does not carry them (docs/decisions/0055-named-statements.md).
        */
       preparedStatements?: boolean;
+      /**
+       * How long a connection with statements waiting may stay silent before it is closed, ms (default
+       * `ANSWER_TIMEOUT_MS` of src/store/pg-answers.ts; 0: never; docs/decisions/0011-store-faults.md).
+       */
+      answerTimeoutMs?: number;
     };
 
 /** Parsed configuration handed to every part of the service. Durations are in milliseconds. */
@@ -203,7 +208,10 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     port: parsed.PORT,
     host: parsed.HOST,
     dataDir,
-    database: parseDatabaseUrl(parsed.DATABASE_URL, dataDir, parsed.DATABASE_PREPARED_STATEMENTS === 'on'),
+    database: parseDatabaseUrl(parsed.DATABASE_URL, dataDir, {
+      preparedStatements: parsed.DATABASE_PREPARED_STATEMENTS === 'on',
+      answerTimeoutMs: Math.round(parsed.DATABASE_ANSWER_TIMEOUT_SECONDS * 1000),
+    }),
     redisUrl: parsed.REDIS_URL,
     secretKey: parsed.SECRET_KEY === undefined ? undefined : parseSecretKey(parsed.SECRET_KEY),
     logLevel: parsed.LOG_LEVEL,
@@ -268,10 +276,16 @@ export function readCertificateFile(variable: string, path: string): Buffer {
 function parseDatabaseUrl(
   url: string | undefined,
   dataDir: string,
-  preparedStatements: boolean,
+  postgres: { preparedStatements: boolean; answerTimeoutMs: number },
 ): DatabaseConfig {
   if (url === undefined) return { dialect: 'sqlite', path: resolve(dataDir, 'parley.db') };
-  if (/^postgres(ql)?:/.test(url)) return { dialect: 'postgres', url, preparedStatements };
+  if (/^postgres(ql)?:/.test(url))
+    return {
+      dialect: 'postgres',
+      url,
+      preparedStatements: postgres.preparedStatements,
+      answerTimeoutMs: postgres.answerTimeoutMs,
+    };
   const path = url.replace(/^(sqlite|file):(\/\/)?/, '');
   if (path === '') throw new ConfigError('invalid configuration: DATABASE_URL: sqlite: needs a file path');
   return { dialect: 'sqlite', path: path === ':memory:' ? path : resolve(path) };

@@ -38,6 +38,13 @@ export const EnvSchema = Type.Object({
     description:
       'PostgreSQL: statements with parameters as named prepared statements (docs/decisions/0055-named-statements.md)',
   }),
+  DATABASE_ANSWER_TIMEOUT_SECONDS: Type.Number({
+    minimum: 0,
+    maximum: 3600,
+    default: 30,
+    description:
+      'PostgreSQL: how long a connection with statements waiting may stay silent before it is closed; 0 never (docs/decisions/0011-store-faults.md)',
+  }),
   REDIS_URL: Type.Optional(
     Type.String({ pattern: '^rediss?://', description: 'redis://… for shared limits' }),
   ),

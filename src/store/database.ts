@@ -9,6 +9,7 @@ import { DomainError } from '../domain/errors.ts';
 import { faultAwareDialect, type StoreFaultHook } from './faults.ts';
 import { markPipelinedCommits } from './last-statement.ts';
 import { StoreTooNewError, sqliteMigrationDb, useForMigrations } from './migrate.ts';
+import { ANSWER_TIMEOUT_MS, AnswerWatch, useAnswerWatch } from './pg-answers.ts';
 import { currentSchemaDialect } from './pg-introspection.ts';
 import { namedStatementPool } from './pg-statements.ts';
 import type { Database } from './schema.ts';
@@ -153,8 +154,12 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
   // between two queries of a transaction emits 'error' itself: each gets a listener, and its next query fails
   // as `store_unavailable`. A lost connection is replaced by the pool on the next query.
   pool.on('error', (error: Error) => onConnectionError(error));
+  // A connection whose server stops answering is closed (docs/decisions/0011-store-faults.md, A store that stops
+  // answering) instead of holding its statements until the kernel gives up on it.
+  const answers = new AnswerWatch(config.answerTimeoutMs ?? ANSWER_TIMEOUT_MS, onConnectionError);
   pool.on('connect', (client: pg.PoolClient) => {
     client.on('error', (error: Error) => onConnectionError(error));
+    answers.attach(client);
   });
   // Statements with parameters run as named prepared statements unless turned off for a pooler in transaction
   // mode, by the setting or on the first sign of one (docs/decisions/0055-named-statements.md).
@@ -176,12 +181,14 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
   // DATABASE_URL may set with `?options=-c search_path=…`). The migrator is told it, so it never mistakes the
   // migration table of another schema in the same database for this store's.
   const current = await sql<{ schema: string | null }>`select current_schema() as schema`.execute(db);
-  return {
+  const store: Store = {
     db,
     dialect: 'postgres',
     schema: schema ?? current.rows[0]?.schema ?? undefined,
     destroy: () => db.destroy(),
   };
+  useAnswerWatch(store, answers);
+  return store;
 }
 
 /**

@@ -13,6 +13,7 @@ import {
 import type { Store } from './database.ts';
 import { faultAwareDialect, type StoreFaultHook } from './faults.ts';
 import { migrationProvider, migrations } from './migrations/index.ts';
+import { suspendAnswerWatch } from './pg-answers.ts';
 import type { Database } from './schema.ts';
 
 /**
@@ -96,8 +97,15 @@ function transactionalSqlite(dialect: Dialect): Dialect {
 export async function migrateToLatest(store: Store): Promise<void> {
   const migrationDb = sqliteMigrationDbs.get(store);
   if (migrationDb === undefined) {
-    const { error } = await migratorFor(store).migrateToLatest();
-    if (error) throw migrationFailure(error);
+    // A migration may wait for another node's (its lock) or build an index for longer than a silent connection is
+    // given (src/store/pg-answers.ts): its statements are not watched.
+    const resume = suspendAnswerWatch(store);
+    try {
+      const { error } = await migratorFor(store).migrateToLatest();
+      if (error) throw migrationFailure(error);
+    } finally {
+      resume();
+    }
     return;
   }
   const pragma = await sql<{ foreign_keys: number }>`pragma foreign_keys`.execute(migrationDb);

@@ -120,6 +120,7 @@ describe('configuration (docs/decisions/0024-engines-and-data-flow.md)', () => {
       dialect: 'postgres',
       url: 'postgres://u@db:5432/parley',
       preparedStatements: true,
+      answerTimeoutMs: 30_000,
     });
     assert.equal(config.redisUrl, 'redis://127.0.0.1:6379');
     assert.deepEqual(config.secretKey, Buffer.alloc(32, 0xab));
@@ -133,16 +134,35 @@ describe('configuration (docs/decisions/0024-engines-and-data-flow.md)', () => {
       dialect: 'postgres',
       url,
       preparedStatements: false,
+      answerTimeoutMs: 30_000,
     });
     assert.deepEqual(loadConfig({ DATABASE_URL: url, DATABASE_PREPARED_STATEMENTS: 'on' }).database, {
       dialect: 'postgres',
       url,
       preparedStatements: true,
+      answerTimeoutMs: 30_000,
     });
     for (const value of ['yes', 'true', '1']) {
       assert.throws(() => loadConfig({ DATABASE_URL: url, DATABASE_PREPARED_STATEMENTS: value }), {
         name: 'ConfigError',
         message: /^invalid configuration: DATABASE_PREPARED_STATEMENTS: /,
+      });
+    }
+  });
+
+  it('reads DATABASE_ANSWER_TIMEOUT_SECONDS, 0 to 3600 (docs/decisions/0011-store-faults.md)', () => {
+    const url = 'postgres://u@db:5432/parley';
+    const timeoutOf = (value: string) => {
+      const { database } = loadConfig({ DATABASE_URL: url, DATABASE_ANSWER_TIMEOUT_SECONDS: value });
+      return database.dialect === 'postgres' ? database.answerTimeoutMs : undefined;
+    };
+    assert.equal(timeoutOf('5'), 5_000);
+    assert.equal(timeoutOf('0.5'), 500);
+    assert.equal(timeoutOf('0'), 0, 'never closed');
+    for (const value of ['-1', '3601', 'soon']) {
+      assert.throws(() => timeoutOf(value), {
+        name: 'ConfigError',
+        message: /^invalid configuration: DATABASE_ANSWER_TIMEOUT_SECONDS: /,
       });
     }
   });

@@ -12,6 +12,11 @@ export interface FlightProxy {
   flights(): number;
   /** Starts the count again at 0. */
   reset(): void;
+  /**
+   * Every connection open now stops forwarding, both ways, and is neither answered nor closed: a server whose host
+   * went silent (a failover to another host, a network cut). Connections made after forward as before.
+   */
+  freeze(): void;
   /** Stops listening and closes every connection. */
   close(): Promise<void>;
 }
@@ -23,21 +28,27 @@ export interface FlightProxy {
 export async function startFlightProxy(target: { host: string; port: number }): Promise<FlightProxy> {
   let flights = 0;
   const sockets = new Set<Socket>();
+  const frozen = new Set<Socket>();
   const server = createServer((client) => {
     const upstream = tcpConnect(target.port, target.host);
     for (const socket of [client, upstream]) {
       socket.setNoDelay(true);
       sockets.add(socket);
-      socket.on('close', () => sockets.delete(socket));
+      socket.on('close', () => {
+        sockets.delete(socket);
+        frozen.delete(socket);
+      });
       socket.on('error', () => undefined);
     }
     let serverSpokeLast = true;
     client.on('data', (chunk: Buffer) => {
+      if (frozen.has(client)) return;
       if (serverSpokeLast) flights += 1;
       serverSpokeLast = false;
       upstream.write(chunk);
     });
     upstream.on('data', (chunk: Buffer) => {
+      if (frozen.has(upstream)) return;
       serverSpokeLast = true;
       client.write(chunk);
     });
@@ -52,6 +63,10 @@ export async function startFlightProxy(target: { host: string; port: number }): 
     flights: () => flights,
     reset: () => {
       flights = 0;
+    },
+    freeze: () => {
+      // What either side sends from now on is read and dropped: nothing reaches the other side, nothing is closed.
+      for (const socket of sockets) frozen.add(socket);
     },
     close: async () => {
       for (const socket of sockets) socket.destroy();
