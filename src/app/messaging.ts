@@ -6,6 +6,7 @@ import type { Instance } from '../domain/instance.ts';
 import { isLidAddress } from '../domain/lids.ts';
 import type { Jid, OutgoingContent, SentMessage } from '../domain/messages.ts';
 import { GROUP_DOMAIN, STATUS_BROADCAST, userJid } from '../domain/messages.ts';
+import { withTimeout } from '../domain/time-limit.ts';
 import type { EngineSession } from '../engines/engine.ts';
 import type { EventRecorder } from '../events/recorder.ts';
 import { storedOutcome } from '../sends/outcomes.ts';
@@ -67,6 +68,13 @@ export const MAX_SCHEDULE_AHEAD_MS = 30 * 86_400_000;
 
 /** How often an async job is tried for transient failures (the session away, the platform unreachable). */
 export const ASYNC_MAX_ATTEMPTS = 25;
+
+/**
+ * How long a send waits for its engine to make the message's id, ms. The sandbox reserves its ids in the store, a
+ * block at a time, and waits out a store that cannot be reached; a send not yet stored answers 503 with Retry-After
+ * past this bound instead of waiting with it (docs/decisions/0011-store-faults.md).
+ */
+export const MESSAGE_ID_WAIT_MS = 5_000;
 
 /** What an accepted asynchronous send answers: its id, `pending`, and when it is due (epoch ms; null: now). */
 export interface QueuedSend {
@@ -300,7 +308,11 @@ export class MessagingService {
     fixedId: string | undefined,
   ): Promise<NewSendJob> {
     const now = this.#clock();
-    const id = fixedId ?? (session ? await session.messageId() : fallbackMessageId());
+    const id =
+      fixedId ??
+      (session
+        ? await withTimeout(session.messageId(), MESSAGE_ID_WAIT_MS, () => errors.storeUnavailable())
+        : fallbackMessageId());
     const to = chatJidOf(input.phone);
     const message = {
       to,

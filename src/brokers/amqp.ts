@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import { type ChannelModel, type ConfirmChannel, connect } from 'amqplib';
-import { type BrokerConnection, type BrokerMessage, PublishesInFlight, withTimeout } from './connection.ts';
+import { withTimeout } from '../domain/time-limit.ts';
+import { type BrokerConnection, type BrokerMessage, PublishesInFlight } from './connection.ts';
 import { BrokerError, connectError, publishError } from './errors.ts';
 import type { AmqpTarget } from './urls.ts';
 

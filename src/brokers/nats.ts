@@ -1,7 +1,8 @@
 import { isIP } from 'node:net';
 import { JetStreamApiError, type JetStreamClient, jetstream } from '@nats-io/jetstream';
 import { type NatsConnection as CoreConnection, connect, headers } from '@nats-io/transport-node';
-import { type BrokerConnection, type BrokerMessage, PublishesInFlight, withTimeout } from './connection.ts';
+import { withTimeout } from '../domain/time-limit.ts';
+import { type BrokerConnection, type BrokerMessage, PublishesInFlight } from './connection.ts';
 import { BrokerError, connectError, publishError } from './errors.ts';
 import type { NatsTarget } from './urls.ts';
 

@@ -53,8 +53,20 @@ function isNetworkCode(code: string): boolean {
  * terminated backend), 57P02 crash shutdown, 57P03 cannot connect now (starting up or shutting down).
  */
 function isUnavailableSqlState(code: string): boolean {
-  return code.startsWith('08') || code.startsWith('53') || /^57P0[1-3]$/.test(code);
+  return (
+    code.startsWith('08') ||
+    code.startsWith('53') ||
+    /^57P0[1-3]$/.test(code) ||
+    code === READ_ONLY_TRANSACTION
+  );
 }
+
+/**
+ * SQLSTATE 25006 `read_only_sql_transaction`: a write refused by a server that takes none, a standby or a primary
+ * demoted by a failover that the connection still reaches; the promoted server takes it (src/store/pg-statements.ts
+ * closes such a connection when it goes back to the pool, so the next one is made afresh).
+ */
+export const READ_ONLY_TRANSACTION = '25006';
 
 /** SQLite result codes (better-sqlite3 `SqliteError.code`, extended codes included) of a store that cannot work now. */
 const UNAVAILABLE_SQLITE = /^SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN|PROTOCOL)(_|$)/;

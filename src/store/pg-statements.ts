@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { PostgresPool, PostgresPoolClient, PostgresQueryResult } from 'kysely';
 import type pg from 'pg';
-import { isSessionSwitch, isStaleStatement } from './faults.ts';
+import { isSessionSwitch, isStaleStatement, READ_ONLY_TRANSACTION } from './faults.ts';
 
 /**
  * Named prepared statements on PostgreSQL (docs/decisions/0055-named-statements.md).
@@ -264,12 +264,14 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
           if (transaction !== undefined && transaction === state.transaction && state.inTransaction) {
             state.failed ??= error;
           }
+          const code = (error as { code?: unknown }).code;
           // A named statement that failed in `pg` itself (no SQLSTATE: a value it could not bind) was closed by
-          // `pg` on the server while `pg` still counts it as prepared: the session is not kept.
+          // `pg` on the server while `pg` still counts it as prepared: the session is not kept. Nor is one whose
+          // server refuses writes (a standby a failover left at the address): the next connection may reach the
+          // promoted server (docs/decisions/0011-store-faults.md).
           if (
-            typeof config !== 'string' &&
-            config.name !== undefined &&
-            (error as { code?: unknown }).code === undefined
+            (typeof config !== 'string' && config.name !== undefined && code === undefined) ||
+            code === READ_ONLY_TRANSACTION
           )
             state.stale = true;
           reject(error);
@@ -379,7 +381,9 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
         state.stale = false;
         clients.delete(client);
         client.release(
-          new Error('closed: a stale prepared statement, or a statement run outside its transaction'),
+          new Error(
+            'closed: a stale prepared statement, a statement run outside its transaction, or a server refusing writes',
+          ),
         );
       },
     };
