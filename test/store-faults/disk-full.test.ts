@@ -16,7 +16,7 @@ import { type ApiResponse, createTestApp, loginSandbox, type TestApp } from '../
 import { eventually } from '../support/eventually.ts';
 import { type Receiver, startReceiver, TEST_CA } from '../support/https-receiver.ts';
 import { createTestStore, type TestDialect, type TestStore, testDialects } from '../support/store.ts';
-import { configureWebhook } from '../webhooks/support.ts';
+import { allDelivered, configureWebhook } from '../webhooks/support.ts';
 
 /** SQLite's largest `max_page_count`, where it is by default. */
 const NO_PAGE_LIMIT = 4_294_967_294;
@@ -153,16 +153,7 @@ for (const dialect of testDialects()) {
           .map((request) => request.body.toString('utf8'))
           .filter((body) => body.includes('arrived-x'));
       await eventually('the event delivered', () => bodies().length >= 1);
-      const delivered = await eventually('its delivery recorded', async () => {
-        const rows = await t.testStore.store.db
-          .selectFrom('webhook_deliveries')
-          .select('status')
-          .where('instance_id', '=', t.instance.id)
-          .where('status', '!=', 'delivered')
-          .execute();
-        return rows.length === 0 && rows;
-      });
-      assert.deepEqual(delivered, []);
+      await allDelivered(t);
       const [body] = bodies();
       assert.equal(bodies().length, 1);
       assert.equal(JSON.parse(body ?? '{}').event.info.id, id);

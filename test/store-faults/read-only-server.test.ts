@@ -15,7 +15,7 @@ import { type ApiResponse, createTestApp, loginSandbox, type TestApp } from '../
 import { eventually } from '../support/eventually.ts';
 import { type Receiver, startReceiver, TEST_CA } from '../support/https-receiver.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
-import { configureWebhook } from '../webhooks/support.ts';
+import { allDelivered, configureWebhook, messageIdsWith } from '../webhooks/support.ts';
 
 for (const dialect of testDialects().filter((d) => d === 'postgres')) {
   describe(`a PostgreSQL server that refuses writes (${dialect})`, () => {
@@ -109,38 +109,15 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       const answered = await inbound;
       assert.equal(answered.status, 200, JSON.stringify(answered.body));
       const id: string = answered.body.data.id;
-      const db = t.testStore.store.db;
-      const stored = await db
-        .selectFrom('messages')
-        .select('id')
-        .where('instance_id', '=', t.instance.id)
-        .where('content', 'like', '%arrived%')
-        .execute();
-      assert.deepEqual(
-        stored.map((row) => row.id),
-        [id],
-      );
-      const refused = await db
-        .selectFrom('messages')
-        .select('id')
-        .where('content', 'like', '%refused%')
-        .execute();
-      assert.deepEqual(refused, [], 'the sends that answered 503 were not kept');
+      assert.deepEqual(await messageIdsWith(t, 'arrived'), [id]);
+      assert.deepEqual(await messageIdsWith(t, 'refused'), [], 'the sends that answered 503 were not kept');
 
       const bodies = () =>
         receiver.requests
           .map((request) => request.body.toString('utf8'))
           .filter((body) => body.includes('arrived'));
       await eventually('the event delivered', () => bodies().length >= 1);
-      await eventually('every delivery delivered', async () => {
-        const open = await db
-          .selectFrom('webhook_deliveries')
-          .select('status')
-          .where('instance_id', '=', t.instance.id)
-          .where('status', '!=', 'delivered')
-          .execute();
-        return open.length === 0;
-      });
+      await allDelivered(t);
       assert.equal(bodies().length, 1);
       assert.equal(JSON.parse(bodies()[0] ?? '{}').event.info.id, id);
 

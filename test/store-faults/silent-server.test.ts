@@ -14,12 +14,11 @@ import type { DatabaseConfig } from '../../src/config/config.ts';
 import { openStore } from '../../src/store/database.ts';
 import { suspendAnswerWatch } from '../../src/store/pg-answers.ts';
 import { type ApiResponse, createTestApp, loginSandbox, type TestApp } from '../support/app.ts';
-import { eventually } from '../support/eventually.ts';
 import { type FlightProxy, startFlightProxy } from '../support/flight-proxy.ts';
 import { type Receiver, startReceiver, TEST_CA } from '../support/https-receiver.ts';
 import { urlThrough } from '../support/probe-table.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
-import { configureWebhook } from '../webhooks/support.ts';
+import { allDelivered, configureWebhook, messageIdsWith } from '../webhooks/support.ts';
 
 /** How long a connection with a statement waiting may stay silent here, ms (the default is 30 s). */
 const ANSWER_TIMEOUT_MS = 1_000;
@@ -99,29 +98,13 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
 
       // Read past the proxy: the store holds the message and its job once.
       const db = base.store.db;
-      const messages = await db
-        .selectFrom('messages')
-        .select('id')
-        .where('instance_id', '=', t.instance.id)
-        .where('content', 'like', '%during%')
-        .execute();
-      assert.deepEqual(
-        messages.map((row) => row.id),
-        [id],
-      );
+      assert.deepEqual(await messageIdsWith(t, 'during', db), [id]);
       const jobs = await db.selectFrom('send_jobs').select(['id', 'status']).where('id', '=', id).execute();
       assert.deepEqual(jobs, [{ id, status: 'sent' }]);
 
       // Its webhook arrives once, and every delivery of the instance ends delivered.
       await receiver.waitFor(() => deliveriesOf('during').length === 1, 20_000);
-      const open = async () =>
-        db
-          .selectFrom('webhook_deliveries')
-          .select('status')
-          .where('instance_id', '=', t.instance.id)
-          .where('status', '!=', 'delivered')
-          .execute();
-      await eventually('every delivery delivered', async () => (await open()).length === 0);
+      await allDelivered(t, db);
       assert.equal(deliveriesOf('during').length, 1, 'delivered once');
       assert.equal(deliveriesOf('before').length, 1, 'the earlier send was not delivered again');
     });

@@ -10,6 +10,7 @@ import type { FinishInput } from '../../src/store/delivery-finish.ts';
 import { type NextAttempt, nextAttemptOf } from '../../src/store/delivery-next.ts';
 import type { Database } from '../../src/store/schema.ts';
 import { type ApiResponse, createTestApp, type TestApp, type TestAppOptions } from '../support/app.ts';
+import { eventually } from '../support/eventually.ts';
 import { type ReceivedRequest, type Receiver, startReceiver, TEST_CA } from '../support/https-receiver.ts';
 
 /** A 40-character HMAC key used by the webhook suites. */
@@ -323,4 +324,35 @@ export function watchDeletes(
       },
     });
   return handle(db, false);
+}
+
+/**
+ * The ids of the messages of `t`'s instance whose content holds `text`, read from `db` (default the test store's;
+ * a test whose app reaches the store through a proxy reads past it).
+ */
+export async function messageIdsWith(
+  t: TestApp,
+  text: string,
+  db: Kysely<Database> = t.testStore.store.db,
+): Promise<string[]> {
+  const rows = await db
+    .selectFrom('messages')
+    .select('id')
+    .where('instance_id', '=', t.instance.id)
+    .where('content', 'like', `%${text}%`)
+    .execute();
+  return rows.map((row) => row.id);
+}
+
+/** Waits until every webhook delivery of `t`'s instance is delivered, read from `db` (as {@link messageIdsWith}). */
+export async function allDelivered(t: TestApp, db: Kysely<Database> = t.testStore.store.db): Promise<void> {
+  await eventually('every delivery delivered', async () => {
+    const open = await db
+      .selectFrom('webhook_deliveries')
+      .select('status')
+      .where('instance_id', '=', t.instance.id)
+      .where('status', '!=', 'delivered')
+      .execute();
+    return open.length === 0;
+  });
 }
