@@ -1,4 +1,4 @@
-import type { Socket } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import type pg from 'pg';
 import type { Store } from './database.ts';
 
@@ -9,9 +9,42 @@ import type { Store } from './database.ts';
  */
 export const ANSWER_TIMEOUT_MS = 30_000;
 
-/** The part of node-postgres's client this module reaches into: its socket (a TLS socket once upgraded). */
+/** The parts of node-postgres's client this module reaches into: its socket (a TLS socket once upgraded), its
+ * server's address and the key of its backend (the BackendKeyData message). */
 interface ClientWithSocket {
   connection: { stream: Socket };
+  host: string;
+  port: number;
+  processID: number | null;
+  secretKey: number | null;
+}
+
+/** How long the cancel request of a silent connection may take to go out, ms (the server may be gone). */
+export const CANCEL_REQUEST_TIMEOUT_MS = 5_000;
+
+/** The CancelRequest message's code (PostgreSQL manual, 55.7 Message Formats: 1234 in the high half, 5678 low). */
+const CANCEL_REQUEST_CODE = 80877102;
+
+/**
+ * Asks the server of `client` to cancel what its backend runs (PostgreSQL manual, 55.2.8 Canceling Requests in
+ * Progress): a CancelRequest on a connection of its own, closed once written; best effort, never throws. A client
+ * closed while its statement waits on a lock is not noticed by its backend, which would go on waiting and could
+ * commit the statement later; cancelled, the statement ends without effect and the backend ends at the closed
+ * socket. Through a pooler (PgBouncer) the pooler forwards the request to the backend it lent.
+ */
+function cancelBackend(client: ClientWithSocket): void {
+  if (client.processID === null || client.secretKey === null) return;
+  const message = Buffer.alloc(16);
+  message.writeInt32BE(16, 0);
+  message.writeInt32BE(CANCEL_REQUEST_CODE, 4);
+  message.writeInt32BE(client.processID, 8);
+  message.writeInt32BE(client.secretKey, 12);
+  const socket = client.host.startsWith('/')
+    ? connect(`${client.host}/.s.PGSQL.${client.port}`)
+    : connect(client.port, client.host);
+  socket.setTimeout(CANCEL_REQUEST_TIMEOUT_MS, () => socket.destroy());
+  socket.on('error', () => socket.destroy());
+  socket.once('connect', () => socket.end(message));
 }
 
 /** A generic view of `pg.Client.query`, whose overloads the wrapper passes through untouched. */
@@ -26,6 +59,9 @@ type AnyQuery = (...args: unknown[]) => unknown;
  * neither sends nor receives a byte for `timeoutMs` is closed: its statements fail as node-postgres fails them on any
  * broken connection ("Connection terminated"), which the store's fault handling treats as a store that went away
  * (the statement's outcome unknown), and the pool opens a new connection for the next statement.
+ *
+ * A backend does not notice a client that left while its statement waits on a lock, and would go on waiting (and
+ * could still commit it): the closed connection's backend is sent a cancel request as well.
  *
  * The silence is measured on the socket (Node's idle timer, reset by every read and write) and counts only while a
  * statement waits: an idle pooled connection, or one a transaction holds between statements, is never closed by it.
@@ -87,6 +123,7 @@ export class AnswerWatch {
         ),
       );
       socket.destroy();
+      cancelBackend(client as unknown as ClientWithSocket);
     });
   }
 

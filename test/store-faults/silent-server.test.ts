@@ -10,10 +10,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
+import pg from 'pg';
 import type { DatabaseConfig } from '../../src/config/config.ts';
 import { openStore } from '../../src/store/database.ts';
 import { suspendAnswerWatch } from '../../src/store/pg-answers.ts';
 import { type ApiResponse, createTestApp, loginSandbox, type TestApp } from '../support/app.ts';
+import { eventually } from '../support/eventually.ts';
 import { type FlightProxy, startFlightProxy } from '../support/flight-proxy.ts';
 import { type Receiver, startReceiver, TEST_CA } from '../support/https-receiver.ts';
 import { urlThrough } from '../support/probe-table.ts';
@@ -133,6 +135,37 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
         }
         await assert.rejects(sql`select pg_sleep(0.5)`.execute(store.db));
       } finally {
+        await store.destroy();
+        await base.cleanup();
+      }
+    });
+
+    it('cancels the statement of a connection it closes: one waiting on a lock neither lingers nor commits later', async () => {
+      const base = await createTestStore(dialect);
+      const store = await openStore(
+        { ...(base.database as { dialect: 'postgres'; url: string }), answerTimeoutMs: 300 },
+        { schema: base.schema, poolSize: 1 },
+      );
+      const admin = new pg.Client({ connectionString: (base.database as { url: string }).url });
+      await admin.connect();
+      try {
+        await sql`create table silent_probe (id integer)`.execute(store.db);
+        // Another session holds the table: the insert waits, silent, past the bound.
+        await admin.query('begin');
+        await admin.query(`lock table ${base.schema}.silent_probe in access exclusive mode`);
+        await assert.rejects(sql`insert into silent_probe values (1)`.execute(store.db));
+        const waiting = async () =>
+          (
+            await admin.query(
+              "select count(*)::int as n from pg_stat_activity where query like 'insert into silent_probe%' and pid <> pg_backend_pid()",
+            )
+          ).rows[0].n as number;
+        await eventually("the closed connection's backend is gone", async () => (await waiting()) === 0);
+        await admin.query('commit');
+        const rows = await admin.query(`select count(*)::int as n from ${base.schema}.silent_probe`);
+        assert.equal(rows.rows[0].n, 0, 'the cancelled insert was not committed');
+      } finally {
+        await admin.end();
         await store.destroy();
         await base.cleanup();
       }
