@@ -365,7 +365,8 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
         if (isSessionSwitch(error)) stopNaming(error instanceof Error ? error : new Error(String(error)));
         else state.stale = true;
         if (inTransaction) throw error;
-        return (await client.query(text, parameters)) as unknown as PostgresQueryResult<R>;
+        // Through `submit`, as every statement: a write it finds refused (25006) closes this connection too.
+        return (await submit({ text, values: parameters })) as unknown as PostgresQueryResult<R>;
       }
     };
     return {
