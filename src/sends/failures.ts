@@ -185,7 +185,7 @@ export class RelayFailures {
       this.#deps,
       job,
       { status: 'failed', at, error: message },
-      () => (this.#deps.waiters.has(job) ? undefined : messageReport(job.id, 'failed', at, message)),
+      messageReport(job.id, 'failed', at, message),
       (row) => row.lockedBy === null && row.status === 'failed' && row.lastError === message,
     );
     if (!mine) return this.settleTaken(job);

@@ -3,6 +3,7 @@ import type { Database } from '../store/schema.ts';
 import { finishSendJob } from '../store/send-job-claims.ts';
 import { findSendJob, type SendJob } from '../store/send-jobs.ts';
 import type { ReportedWrite, SendStatusReport } from './queue-deps.ts';
+import type { SendWaiters } from './waiters.ts';
 
 /** A claimed job's outcome as src/store/send-job-claims.ts `finishSendJob` writes it (times epoch ms). */
 export type JobOutcome = Parameters<typeof finishSendJob>[4];
@@ -16,13 +17,15 @@ export interface FinishJobDeps {
   untilStored: <T>(work: () => Promise<T>) => Promise<T>;
   /** Runs `write` in a transaction that records its `MessageStatus` reports with it. */
   recordWith<T>(instanceId: string, write: ReportedWrite<T>): Promise<T>;
+  /** The requests waiting for a job's outcome: while one waits, its answer carries the outcome instead of an event. */
+  waiters: Pick<SendWaiters, 'has'>;
 }
 
 /**
  * Ends claimed job `job` with `outcome` (src/store/send-job-claims.ts `finishSendJob`), waiting out an unreachable
- * store, with the `MessageStatus` report `report` gives in the same transaction
- * (docs/decisions/0076-status-with-its-write.md). `report` is asked at each try, after the write changed the job:
- * a request waiting to carry the outcome may leave while the store is waited out.
+ * store, with its `MessageStatus` event `report` in the same transaction when no request waits to carry the outcome
+ * (docs/decisions/0076-status-with-its-write.md). The waiters are asked at each try, after the write changed the job:
+ * a request may leave while the store is waited out.
  *
  * A write that finds the job no longer this node's `sending` job is either another holder's (a lost lease,
  * docs/decisions/0008-leases-and-fencing.md) or a try again after a commit whose answer was lost
@@ -36,15 +39,14 @@ export async function finishJob(
   deps: FinishJobDeps,
   job: SendJob,
   outcome: JobOutcome,
-  report: () => SendStatusReport | undefined,
+  report: SendStatusReport,
   lostAnswer?: (row: SendJob) => boolean,
 ): Promise<boolean> {
-  const { db, nodeId, untilStored, recordWith } = deps;
+  const { db, nodeId, untilStored, recordWith, waiters } = deps;
   return untilStored(async () => {
     const mine = await recordWith(job.instanceId, async (trx) => {
       const finished = await finishSendJob(trx, job.instanceId, job.id, nodeId, outcome);
-      const reported = finished ? report() : undefined;
-      return { result: finished, reports: reported === undefined ? [] : [reported] };
+      return { result: finished, reports: finished && !waiters.has(job) ? [report] : [] };
     });
     if (mine || lostAnswer === undefined) return mine;
     const row = await findSendJob(db, job.instanceId, job.id);

@@ -157,9 +157,11 @@ export class JobRelay {
    * @returns true when this write ended the job; false when it was no longer this node's `sending` job.
    */
   #finishSent(job: SendJob, at: number, opensChat: boolean): Promise<boolean> {
-    const { waiters } = this.#deps;
-    return finishJob(this.#deps, job, { status: 'sent', at, newChat: opensChat }, () =>
-      waiters.has(job) ? undefined : messageReport(job.id, 'sent', at),
+    return finishJob(
+      this.#deps,
+      job,
+      { status: 'sent', at, newChat: opensChat },
+      messageReport(job.id, 'sent', at),
     );
   }
 
