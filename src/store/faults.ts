@@ -68,6 +68,18 @@ function isUnavailableSqlState(code: string): boolean {
  */
 export const READ_ONLY_TRANSACTION = '25006';
 
+/** Errors of a write refused inside a transaction parley itself began `read only`: bugs, never an unreachable store. */
+const DECLARED_READ_ONLY = new WeakSet<object>();
+
+/**
+ * Marks `error` (a {@link READ_ONLY_TRANSACTION} failure) as raised inside a transaction begun `read only`, so
+ * {@link isStoreUnavailableError} does not take it for a server refusing writes: such a write fails at once instead
+ * of being waited out for ever. Called by src/store/pg-statements.ts, which knows how each transaction began.
+ */
+export function markDeclaredReadOnly(error: unknown): void {
+  if (typeof error === 'object' && error !== null) DECLARED_READ_ONLY.add(error);
+}
+
 /** SQLite result codes (better-sqlite3 `SqliteError.code`, extended codes included) of a store that cannot work now. */
 const UNAVAILABLE_SQLITE = /^SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN|PROTOCOL)(_|$)/;
 
@@ -144,6 +156,7 @@ export function instanceRowError(error: unknown): unknown {
  */
 export function isStoreUnavailableError(error: unknown): boolean {
   if (error instanceof DomainError) return error.code === 'store_unavailable';
+  if (typeof error === 'object' && error !== null && DECLARED_READ_ONLY.has(error)) return false;
   if (isStaleStatement(error)) return true;
   const code = codeOf(error);
   if (code !== undefined) {

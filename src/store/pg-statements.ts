@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { PostgresPool, PostgresPoolClient, PostgresQueryResult } from 'kysely';
 import type pg from 'pg';
-import { isSessionSwitch, isStaleStatement, READ_ONLY_TRANSACTION } from './faults.ts';
+import { isSessionSwitch, isStaleStatement, markDeclaredReadOnly, READ_ONLY_TRANSACTION } from './faults.ts';
 
 /**
  * Named prepared statements on PostgreSQL (docs/decisions/0055-named-statements.md).
@@ -71,6 +71,8 @@ interface SessionState {
   stale: boolean;
   /** The `begin` of the open transaction while it waits for the transaction's first statement, not yet sent. */
   pendingBegin: string | undefined;
+  /** The open transaction was begun `read only` (`start transaction … read only`): a write refused in it is a bug. */
+  readOnly: boolean;
   /**
    * The open transaction's statements sent and not answered yet. A caller that does not wait for its transaction's
    * last statement (`runLast`, src/store/last-statement.ts) leaves it here, and the `commit` goes out behind it.
@@ -145,6 +147,11 @@ function transactionEffect(text: string): 'begin' | 'end' | undefined {
   if (head.startsWith('commit') || head.startsWith('end')) return 'end';
   if (head.startsWith('rollback') && !head.startsWith('rollback to')) return 'end';
   return undefined;
+}
+
+/** Whether a `begin`/`start transaction` statement opens a `read only` transaction (PostgreSQL "SET TRANSACTION"). */
+function isReadOnlyBegin(text: string): boolean {
+  return /\bread\s+only\b/i.test(text);
 }
 
 /**
@@ -241,6 +248,7 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
       inTransaction: false,
       stale: false,
       pendingBegin: undefined,
+      readOnly: false,
       unanswered: new Set(),
       transaction: 0,
       failed: undefined,
@@ -248,6 +256,7 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
     /** Forgets the open transaction: its `begin`, its unanswered statements and its failure. */
     const endTransaction = (): void => {
       state.pendingBegin = undefined;
+      state.readOnly = false;
       state.unanswered.clear();
       state.failed = undefined;
       state.inTransaction = false;
@@ -265,6 +274,13 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
             state.failed ??= error;
           }
           const code = (error as { code?: unknown }).code;
+          if (code === READ_ONLY_TRANSACTION && transaction !== undefined && state.readOnly) {
+            // A write in a transaction begun `read only`: the caller's bug, not a server refusing writes. Waiting it
+            // out would retry it for ever; the connection is sound and kept.
+            markDeclaredReadOnly(error);
+            reject(error);
+            return;
+          }
           // A named statement that failed in `pg` itself (no SQLSTATE: a value it could not bind) was closed by
           // `pg` on the server while `pg` still counts it as prepared: the session is not kept. Nor is one whose
           // server refuses writes (a standby a failover left at the address): the next connection may reach the
@@ -314,6 +330,7 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
           // Sent with the transaction's first statement; a transaction that runs none never reaches the server.
           endTransaction();
           state.pendingBegin = text;
+          state.readOnly = isReadOnlyBegin(text);
           state.inTransaction = true;
           state.transaction += 1;
           return localResult('BEGIN');
@@ -346,6 +363,7 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
         // Back to a savepoint: the server's transaction is sound again, and what failed after the savepoint is undone.
         if (/^\s*rollback\s+to\b/i.test(text)) state.failed = undefined;
         if (effect === 'begin') {
+          state.readOnly = isReadOnlyBegin(text);
           state.inTransaction = true;
           state.transaction += 1;
         }

@@ -151,6 +151,46 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       assert.notEqual(await backendPid(store.db), before);
     });
 
+    it('a write in a transaction begun read only fails as the bug it is, not a store fault, and keeps its connection', async () => {
+      const { store } = await probeStore();
+      const before = await backendPid(store.db);
+      const failed = await store.db
+        .transaction()
+        .setAccessMode('read only')
+        .execute((trx) => sql`insert into probe (id, note) values (2, 'two')`.execute(trx))
+        .then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+      assert.equal(
+        (failed as { code?: unknown } | undefined)?.code,
+        '25006',
+        `refused as read only: ${String(failed)}`,
+      );
+      assert.ok(!(failed instanceof DomainError), 'not wrapped as a store fault');
+      assert.equal(isStoreUnavailableError(failed), false);
+      assert.equal(await backendPid(store.db), before, 'the connection is kept');
+      assert.deepEqual((await probe(store.db, 2)).rows, []);
+    });
+
+    it('a write a read-only session refuses (a standby) is a store fault, and its connection is replaced', async () => {
+      const { store } = await probeStore();
+      await sql`set default_transaction_read_only = on`.execute(store.db);
+      const before = await backendPid(store.db);
+      const failed = await store.db
+        .transaction()
+        .execute((trx) => sql`insert into probe (id, note) values (2, 'two')`.execute(trx))
+        .then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+      assert.ok(failed instanceof DomainError, `a store fault, not ${String(failed)}`);
+      assert.equal(failed.code, 'store_unavailable');
+      assert.notEqual(await backendPid(store.db), before, 'the refused connection was closed');
+      await sql`insert into probe (id, note) values (2, 'two')`.execute(store.db);
+      assert.deepEqual((await probe(store.db, 2)).rows, [{ id: 2, note: 'two' }]);
+    });
+
     it('names a statement by a digest of its text and schema: one name, one text, in every process', () => {
       const text = 'select * from probe where id = $1';
       assert.match(statementName(text, 's1'), /^parley_[0-9a-f]{32}$/);
