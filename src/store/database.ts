@@ -149,16 +149,21 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     ...(schema === undefined ? {} : { options: `-c search_path=${schema}` }),
   });
+  // A connection whose server stops answering is closed (docs/decisions/0011-store-faults.md, A store that stops
+  // answering) instead of holding its statements until the kernel gives up on it.
+  const answers = new AnswerWatch(config.answerTimeoutMs ?? ANSWER_TIMEOUT_MS, onConnectionError);
   // Store faults never end the process (docs/decisions/0011-store-faults.md). The pool emits 'error' for an idle
   // client the server closed (a terminated backend, a restart) and drops that client; a client checked out
   // between two queries of a transaction emits 'error' itself: each gets a listener, and its next query fails
   // as `store_unavailable`. A lost connection is replaced by the pool on the next query.
-  pool.on('error', (error: Error) => onConnectionError(error));
-  // A connection whose server stops answering is closed (docs/decisions/0011-store-faults.md, A store that stops
-  // answering) instead of holding its statements until the kernel gives up on it.
-  const answers = new AnswerWatch(config.answerTimeoutMs ?? ANSWER_TIMEOUT_MS, onConnectionError);
+  pool.on('error', (error: Error, client: pg.PoolClient) => {
+    if (!answers.closed(client)) onConnectionError(error);
+  });
   pool.on('connect', (client: pg.PoolClient) => {
-    client.on('error', (error: Error) => onConnectionError(error));
+    // One report for a connection the watch closed: the watch's (it names the silence).
+    client.on('error', (error: Error) => {
+      if (!answers.closed(client)) onConnectionError(error);
+    });
     answers.attach(client);
   });
   // Statements with parameters run as named prepared statements unless turned off for a pooler in transaction

@@ -70,6 +70,8 @@ export class AnswerWatch {
   readonly #timeoutMs: number;
   readonly #onSilent: (error: Error) => void;
   #suspended = 0;
+  /** The clients this watch closed: their own "connection terminated" error repeats its report. */
+  readonly #closed = new WeakSet<pg.Client>();
 
   /**
    * @param timeoutMs how long a connection with statements waiting may stay silent, ms (0: never closed).
@@ -122,9 +124,18 @@ export class AnswerWatch {
           `PostgreSQL did not answer for ${this.#timeoutMs} ms while ${waiting} statement(s) waited: connection closed`,
         ),
       );
+      this.#closed.add(client);
       socket.destroy();
       cancelBackend(client as unknown as ClientWithSocket);
     });
+  }
+
+  /**
+   * Whether this watch closed `client` for its silence: its report was made then, so the error the closed
+   * connection raises after it (node-postgres's "Connection terminated unexpectedly") need not be reported again.
+   */
+  closed(client: pg.Client): boolean {
+    return this.#closed.has(client);
   }
 
   /**

@@ -115,9 +115,10 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
   describe(`the answer watch's bound on a statement's silence (${dialect})`, () => {
     it('closes the connection of a statement silent past the bound, unless the watch is suspended (migrations)', async () => {
       const base = await createTestStore(dialect);
+      const reports: string[] = [];
       const store = await openStore(
         { ...(base.database as { dialect: 'postgres'; url: string }), answerTimeoutMs: 200 },
-        { schema: base.schema, poolSize: 1 },
+        { schema: base.schema, poolSize: 1, onConnectionError: (error) => reports.push(error.message) },
       );
       try {
         // PostgreSQL sends nothing while it sleeps: the connection is silent for 0.5 s.
@@ -127,6 +128,10 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
         });
         // The pool replaced the closed connection.
         assert.deepEqual((await sql<{ one: number }>`select 1 as one`.execute(store.db)).rows, [{ one: 1 }]);
+        // Reported once, by the watch: not again as the closed connection's own "connection terminated".
+        assert.deepEqual(reports, [
+          'PostgreSQL did not answer for 200 ms while 1 statement(s) waited: connection closed',
+        ]);
         const resume = suspendAnswerWatch(store);
         try {
           await sql`select pg_sleep(0.5)`.execute(store.db);
