@@ -18,6 +18,7 @@ import { type ApiResponse, createTestApp, loginSandbox, type TestApp } from '../
 import { eventually } from '../support/eventually.ts';
 import { type FlightProxy, startFlightProxy } from '../support/flight-proxy.ts';
 import { type Receiver, startReceiver, TEST_CA } from '../support/https-receiver.ts';
+import { activityCount } from '../support/pg-activity.ts';
 import { urlThrough } from '../support/probe-table.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 import { allDelivered, configureWebhook, messageIdsWith } from '../webhooks/support.ts';
@@ -159,12 +160,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
         await admin.query('begin');
         await admin.query(`lock table ${base.schema}.silent_probe in access exclusive mode`);
         await assert.rejects(sql`insert into silent_probe values (1)`.execute(store.db));
-        const waiting = async () =>
-          (
-            await admin.query(
-              "select count(*)::int as n from pg_stat_activity where query like 'insert into silent_probe%' and pid <> pg_backend_pid()",
-            )
-          ).rows[0].n as number;
+        const waiting = () => activityCount(admin, "query like 'insert into silent_probe%'");
         await eventually("the closed connection's backend is gone", async () => (await waiting()) === 0);
         await admin.query('commit');
         const rows = await admin.query(`select count(*)::int as n from ${base.schema}.silent_probe`);

@@ -4,6 +4,7 @@ import { describe, it } from 'node:test';
 import pg from 'pg';
 import { eventually } from '../support/eventually.ts';
 import { startReceiver } from '../support/https-receiver.ts';
+import { activityCount } from '../support/pg-activity.ts';
 import { TEMPLATE_SCHEMA, testDialects } from '../support/store.ts';
 import { configureWebhook, createWebhookApp, insertPendingDelivery, textMessage } from './support.ts';
 
@@ -88,12 +89,8 @@ for (const dialect of testDialects()) {
           await blocker.query('select id from instances where id = $1 for update', [t.instance.id]);
           const recording = t.services.recorder.record(t.instance.id, textMessage('second'));
           /** How many statements of the test's database wait for a lock. */
-          const waiting = async () =>
-            (
-              await blocker.query(
-                "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
-              )
-            ).rows[0].n as number;
+          const waiting = () =>
+            activityCount(blocker, "datname = current_database() and wait_event_type = 'Lock'");
           await eventually('the recorder waits at its writes', async () => (await waiting()) === 1);
           const removing = t.call('DELETE', `/v1/webhooks/${endpointId}`);
           await eventually('the delete waits for the recording', async () => (await waiting()) === 2);

@@ -8,6 +8,7 @@ import { LogRetention } from '../../src/webhooks/retention.ts';
 import type { ApiResponse, TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
+import { activityCount } from '../support/pg-activity.ts';
 import { TEMPLATE_SCHEMA, testDialects } from '../support/store.ts';
 import { configureWebhook, createWebhookApp, recordMessages, watchDeletes } from './support.ts';
 
@@ -38,11 +39,8 @@ function beforeFirstDelete(
 }
 
 /** How many statements of the test's PostgreSQL database wait for a lock. */
-async function lockWaits(client: pg.Client): Promise<number> {
-  const { rows } = await client.query(
-    "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
-  );
-  return rows[0].n as number;
+function lockWaits(client: pg.Client): Promise<number> {
+  return activityCount(client, "datname = current_database() and wait_event_type = 'Lock'");
 }
 
 for (const dialect of testDialects()) {
