@@ -58,6 +58,13 @@ export type {
   SandboxVoteInput,
 } from './sandbox-controls.ts';
 
+/** One entry of an {@link AuthStateStore}: the value of key `id` of `category` (a string; `null` removes the key). */
+export interface AuthEntry {
+  category: string;
+  id: string;
+  value: string | null;
+}
+
 /**
  * Per-instance persistence port handed to an engine for its credentials and platform-side state
  * (docs/decisions/0024-engines-and-data-flow.md: engines never touch tables themselves). Values are JSON-serialisable
@@ -67,7 +74,7 @@ export interface AuthStateStore {
   /** Reads the values of `ids` in `category`; missing ids are absent from the result. */
   get(category: string, ids: readonly string[]): Promise<Map<string, string>>;
   /** Writes (value string) or deletes (null) many entries in one transaction. */
-  set(entries: readonly { category: string; id: string; value: string | null }[]): Promise<void>;
+  set(entries: readonly AuthEntry[]): Promise<void>;
   /** Every entry of one category (for small categories such as a sandbox's users). */
   list(category: string): Promise<Map<string, string>>;
   /** Deletes every entry of the instance (logout). */
@@ -123,6 +130,16 @@ export interface EngineSessionContext {
    * shutdown: a call path lets that propagate, a platform-driven path catches it.
    */
   emit(event: EngineEvent): Promise<void>;
+  /**
+   * Writes `entries` to {@link auth} and records `events` (in order, after the session's earlier events) in one
+   * transaction, so both are kept or neither is (docs/decisions/0077-state-with-its-events.md): a platform change the
+   * engine keeps in its state and the events that report it, which a crash between two writes would part. Retried
+   * as {@link emit} is; resolves once committed. Not for a connection state (its session status is derived from it
+   * where it is emitted alone; refused) nor for the own `message` of a send (its job is marked `sent` with it only
+   * when it is emitted alone: src/sends/queue.ts `prepare`).
+   * @throws as {@link emit} (nothing of either kept); an Error for a connection state.
+   */
+  emitWith(entries: readonly AuthEntry[], events: readonly EngineEvent[]): Promise<void>;
   /**
    * Counts one platform event the engine has queued and not yet handed to {@link emit} in the process's backlog
    * of events waiting to be recorded (docs/deploy.md, What a database restart does); call the returned function

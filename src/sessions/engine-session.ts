@@ -1,7 +1,7 @@
 import type { Transaction } from 'kysely';
 import type { Instance } from '../domain/instance.ts';
 import type { ConnectionState, EngineEvent } from '../domain/messages.ts';
-import type { EngineSession } from '../engines/engine.ts';
+import type { AuthEntry, EngineSession } from '../engines/engine.ts';
 import { SessionStatusTracker } from '../events/session-status.ts';
 import { SqlAuthStateStore } from '../store/engine-auth.ts';
 import type { Database } from '../store/schema.ts';
@@ -36,6 +36,8 @@ export function createEngineSession(
   const instanceId = instance.id;
   const sessionLogger = logger.child({ instanceId });
   const auth = new SqlAuthStateStore(db, box, instanceId, turn);
+  /** The engine's auth port: the store's, with its reads and writes retried while the store is away. */
+  const keys = new RetryingAuthStateStore(auth, policy, sessionLogger, signal);
   /**
    * Records `event` and the session status it means (if any) as one item of the recorder, so both commit in one
    * transaction or neither does (docs/decisions/0076-status-with-its-write.md): a connection change the instance
@@ -64,6 +66,34 @@ export function createEngineSession(
       left();
     }
   };
+  /**
+   * Writes `entries` to the instance's keys and records `events` as one item of the recorder, in one transaction
+   * (docs/decisions/0077-state-with-its-events.md), with the retry of every recording: a store that cannot be
+   * reached is waited out, and the item tried again writes the same values (sealed once, here).
+   */
+  const emitWith = async (entries: readonly AuthEntry[], events: readonly EngineEvent[]): Promise<void> => {
+    const [first] = events;
+    // A connection state's status is derived with it (`retrying`): it is never recorded through here.
+    if (events.some((event) => event.type === 'connection'))
+      throw new Error('emitWith records no connection state: emit it on its own');
+    if (first === undefined) {
+      await keys.set(entries);
+      return;
+    }
+    const write = auth.writer(entries);
+    const record = () =>
+      recorder.recordWith(instanceId, async (trx) => {
+        await write(trx);
+        return { result: undefined, events: [...events] };
+      });
+    const left = backlog.enter();
+    try {
+      // The first event names the item in the retry's log lines.
+      await recordWithRetry({ emit: record, logger: sessionLogger }, first, policy, { signal });
+    } finally {
+      left();
+    }
+  };
   // Session status events are derived here, in one place for every engine, from the connection states the
   // engine reports (docs/decisions/0012-session-and-message-status-events.md).
   const statuses = new SessionStatusTracker({ connected: false, loggedIn: instance.jid !== null });
@@ -72,13 +102,14 @@ export function createEngineSession(
   return engines[instance.env].createSession({
     instanceId,
     env: instance.env,
-    auth: new RetryingAuthStateStore(auth, policy, sessionLogger, signal),
+    auth: keys,
     // Every engine's events are recorded with the same retry: without limit while the store cannot be reached
     // (docs/decisions/0011-store-faults.md); each counts in the backlog while it waits.
     // A connection state is queued in the recorder at once, in the order emitted among all the session's events;
     // its status is recorded with it, in the same transaction (never one without the other), and the tracker moves
     // on only once both are stored, so a state whose recording failed is compared and reported again.
     emit: retrying,
+    emitWith,
     waiting: () => backlog.enter(),
     findMessage: (id) => findMessage(instanceId, id),
     ...(callSettings ? { callSettings: () => callSettings(instanceId) } : {}),

@@ -1,6 +1,6 @@
 import type { Kysely, Transaction } from 'kysely';
 import { extended } from '../domain/objects.ts';
-import type { AuthStateStore } from '../engines/engine.ts';
+import type { AuthEntry, AuthStateStore } from '../engines/engine.ts';
 import type { SecretBox } from '../security/secrets.ts';
 import { compiledListStatement, compiledStatement } from './compiled.ts';
 import type { Database } from './schema.ts';
@@ -56,22 +56,32 @@ export class SqlAuthStateStore implements AuthStateStore {
    * @throws the store's error; with `turn`, only this call's own failure (a shared transaction that failed is run
    *   again one part per transaction).
    */
-  async set(entries: readonly { category: string; id: string; value: string | null }[]): Promise<void> {
+  async set(entries: readonly AuthEntry[]): Promise<void> {
     if (entries.length === 0) return;
+    const write = this.writer(entries);
+    if (this.#turn === undefined) await this.#db.transaction().execute(write);
+    else await this.#turn.run(write, entries.length);
+  }
+
+  /**
+   * The writes of `entries` (in order; a `null` value removes the key) as a function of a transaction the caller
+   * runs, all or none with what else it holds (the recorder's, for a platform change and its events:
+   * docs/decisions/0077-state-with-its-events.md). Values are sealed now, before any transaction starts; the
+   * function may run more than once (a transaction tried again) and writes the same each time.
+   */
+  writer(entries: readonly AuthEntry[]): (trx: Transaction<Database>) => Promise<void> {
     const at = Date.now();
     const instanceId = this.#instanceId;
     const sealed = entries.map((entry) => ({
       key: { instanceId, category: entry.category, id: entry.id },
       value: entry.value === null ? null : this.#box.seal(entry.value),
     }));
-    const write = async (trx: Transaction<Database>): Promise<void> => {
+    return async (trx) => {
       for (const { key, value } of sealed) {
         if (value === null) await DELETE_KEY.run(trx, key);
         else await PUT_KEY.run(trx, extended(key, { value, at }));
       }
     };
-    if (this.#turn === undefined) await this.#db.transaction().execute(write);
-    else await this.#turn.run(write, sealed.length);
   }
 
   async clear(): Promise<void> {

@@ -14,7 +14,7 @@ import type { EngineEvent } from '../../src/domain/messages.ts';
 import { CallHandler } from '../../src/engines/baileys/calls.ts';
 import { JidResolver } from '../../src/engines/baileys/jid.ts';
 import type { SocketLike } from '../../src/engines/baileys/socket.ts';
-import { silentLogger } from './support.ts';
+import { noEmitWith, silentLogger } from './support.ts';
 
 const CALLER = '5511988887777@s.whatsapp.net';
 const AT = new Date('2026-01-15T12:00:00.000Z');
@@ -45,6 +45,7 @@ function harness() {
       env: 'live',
       auth: {} as never,
       emit,
+      emitWith: noEmitWith,
       findMessage: async () => undefined,
       callSettings: async () => ({ reject: false, message: null }),
       logger: silentLogger(),

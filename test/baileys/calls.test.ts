@@ -6,7 +6,7 @@ import type { EngineEvent, OutgoingMessage } from '../../src/domain/messages.ts'
 import { CallHandler, callStatusOf } from '../../src/engines/baileys/calls.ts';
 import { JidResolver } from '../../src/engines/baileys/jid.ts';
 import type { SocketLike } from '../../src/engines/baileys/socket.ts';
-import { silentLogger } from './support.ts';
+import { noEmitWith, silentLogger } from './support.ts';
 
 const CALLER = '5511988887777@s.whatsapp.net';
 const AT = new Date('2026-01-15T12:00:00.000Z');
@@ -29,6 +29,7 @@ function harness(settings: CallSettings) {
       emit: async (event) => {
         events.push(event);
       },
+      emitWith: noEmitWith,
       findMessage: async () => undefined,
       callSettings: async () => settings,
       logger: silentLogger(),

@@ -12,7 +12,7 @@ import { JidResolver } from '../../src/engines/baileys/jid.ts';
 import { LearnedLids } from '../../src/engines/baileys/lids.ts';
 import { IncomingQueue } from '../../src/engines/baileys/listeners.ts';
 import type { EngineSessionContext } from '../../src/engines/engine.ts';
-import { silentLogger } from './support.ts';
+import { noEmitWith, silentLogger } from './support.ts';
 
 const LID = '204981234567890';
 const PHONE = '5511988887777';
@@ -24,6 +24,7 @@ function wired(emit: (event: EngineEvent) => Promise<void>) {
     env: 'live',
     auth: {} as never,
     emit,
+    emitWith: noEmitWith,
     findMessage: async () => undefined,
     logger: silentLogger(),
     clock: () => 0,

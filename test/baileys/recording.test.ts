@@ -27,6 +27,7 @@ import {
   type LiveFixture,
   type LogLine,
   liveFixture,
+  noEmitWith,
   until,
   untilAsync,
 } from './support.ts';
@@ -150,6 +151,7 @@ for (const dialect of testDialects()) {
               ...(options.attempts === undefined ? {} : { attempts: options.attempts }),
             },
           ),
+        emitWith: noEmitWith,
         findMessage: async () => undefined,
         logger,
         clock: Date.now,

@@ -10,6 +10,14 @@ import { createInstance } from '../../src/store/instances.ts';
 import { createOrganization } from '../../src/store/organizations.ts';
 import { createTestStore, type TestDialect, type TestStore } from '../support/store.ts';
 
+/**
+ * The `emitWith` of a test's live session context: the live engine keeps no platform state with its events, so a
+ * call is a bug the test should see (it rejects).
+ */
+export function noEmitWith(): Promise<void> {
+  return Promise.reject(new Error('the live engine records no state with its events (emitWith)'));
+}
+
 /** A silent logger with the shape parley passes around. */
 export function silentLogger(): FastifyBaseLogger {
   return pino({ level: process.env.BAILEYS_TEST_LOG ?? 'silent' });
@@ -78,6 +86,7 @@ export function recordingContext(
       events.push(event);
       if (event.type === 'message') messages.set(event.message.id, event.message);
     },
+    emitWith: noEmitWith,
     findMessage: async (id) => messages.get(id),
     logger: silentLogger(),
     clock,

@@ -9,6 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import type { SandboxLabelsState } from '../../src/engines/sandbox/labels.ts';
 import { appFor, bad, OWN, PEER } from '../messages/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import {
@@ -25,8 +26,12 @@ const ANA = '5511988887777';
 const BIA = '5511966665555';
 const jidOf = (phone: string) => `${phone}@s.whatsapp.net`;
 
-/** A test app over a store that refuses every event row while `refusing` runs its call, with its readers. */
-function refusingApp(dialect: TestDialect, options: { login: boolean }) {
+/**
+ * A test app over a store that refuses every event row (a `webhook_events` insert, or one into `options.table`: the
+ * table an event without a webhook is recorded in) while `refusing` runs its call, with its readers.
+ */
+function refusingApp(dialect: TestDialect, options: { login: boolean; table?: string }) {
+  const table = options.table ?? 'webhook_events';
   let testStore: TestStore;
   const app: { t?: TestApp } = {};
   /** While true, every statement writing an event row fails. */
@@ -61,9 +66,9 @@ function refusingApp(dialect: TestDialect, options: { login: boolean }) {
   before(async () => {
     testStore = await createTestStore(dialect, {
       faults: (sql) => {
-        if (failing && /insert into "webhook_events"/i.test(sql)) {
+        if (failing && sql.toLowerCase().startsWith(`insert into "${table}"`)) {
           refused += 1;
-          throw checkViolation('webhook_events');
+          throw checkViolation(table);
         }
       },
     });
@@ -145,10 +150,25 @@ for (const dialect of testDialects()) {
           action: 'join',
         });
 
+      /** The group's stored row of the simulated world (its sealed value and when it was written). */
+      const stored = () =>
+        app()
+          .services.store.db.selectFrom('engine_auth')
+          .select(['value', 'updated_at'])
+          .where('instance_id', '=', app().instance.id)
+          .where('category', '=', 'sandbox-group')
+          .where('key_id', '=', group)
+          .executeTakeFirstOrThrow();
+      const row = await stored();
+
       const first = await refusing(join);
       assert.equal(first.status, 500, JSON.stringify(first.body));
       assert.deepEqual(await participants(group), [jidOf(ANA), OWN_JID].sort(), 'the join was not kept');
       assert.deepEqual(await events('GroupUpdate'), []);
+      // Written in the transaction that records its event, never stored apart from it and written back (each seal
+      // of a value differs: a row written again would not be equal)
+      // (docs/decisions/0077-state-with-its-events.md).
+      assert.deepEqual(await stored(), row, 'the group row was never written');
 
       const again = await join();
       assert.equal(again.status, 200, JSON.stringify(again.body));
@@ -206,6 +226,37 @@ for (const dialect of testDialects()) {
         bad(409, `call ${id} is no longer ringing (rejected)`),
         'rejected once',
       );
+    });
+  });
+
+  describe(`the sandbox keeps the account's labels only with their events [${dialect}]`, () => {
+    const { t: app, refusing } = refusingApp(dialect, { login: true, table: 'labels' });
+    /** The account's labels as the simulated platform keeps them (its session's state). */
+    const platformLabels = async () => {
+      const session = app().services.sessions.ready(app().instance) as unknown as {
+        labelsState(): Promise<SandboxLabelsState>;
+      };
+      return (await session.labelsState()).labels;
+    };
+
+    it('a label whose event is refused is neither kept by the platform nor listed; the create made again is', async () => {
+      const business = await app().call('POST', '/v1/sandbox/users', {
+        phone: OWN,
+        verifiedName: 'Acme Shop',
+      });
+      assert.equal(business.status, 200, JSON.stringify(business.body));
+      const create = () => app().call('POST', '/v1/labels', { name: 'VIP' });
+
+      const first = await refusing(create);
+      assert.equal(first.status, 500, JSON.stringify(first.body));
+      // The session keeps the account's state in memory (a category it owns): what it keeps is what was committed.
+      assert.deepEqual(await platformLabels(), {});
+      assert.deepEqual((await app().call('GET', '/v1/labels')).body.data, { labels: [] });
+
+      const again = await create();
+      assert.equal(again.status, 201, JSON.stringify(again.body));
+      assert.deepEqual(again.body.data, { id: '1', name: 'VIP', color: 0, predefinedId: null });
+      assert.deepEqual(await platformLabels(), { 1: { id: '1', name: 'VIP', color: 0, predefinedId: null } });
     });
   });
 }

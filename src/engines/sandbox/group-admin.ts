@@ -12,44 +12,38 @@ import type { SandboxGroupChangeInput } from '../engine.ts';
 import { changeSerially, ownJid, type SandboxAccount } from './account.ts';
 import { groupInfoOf, isMember, memberGroup } from './groups.ts';
 import { inviteCodeFor } from './ids.ts';
-import type { StoredGroup } from './world.ts';
+import { groupEntry, type StoredGroup } from './world.ts';
 
 /**
  * Group administration on the simulated platform (docs/decisions/0004-sandbox.md), with the platform's rules: only
  * admins add, remove, promote and demote, and change the announce and locked settings; the name, topic and
  * disappearing timer may be changed by any member unless the group is locked. Every change is saved and then reported
  * as a `group` event, as the platform's `w:gp2` notification reaches every member (the account included, whoever
- * made the change); a change whose event is not recorded is undone ({@link saveReported}). Per-participant codes
+ * made the change); a change and its events are kept together or not at all ({@link saveReported}). Per-participant codes
  * follow the platform's (src/domain/groups.ts).
  */
 
 const isAdminIn = (group: StoredGroup, jid: Jid): boolean =>
   group.participants.some((p) => p.jid === jid && p.isAdmin);
 
-async function emit(account: SandboxAccount, update: Omit<GroupUpdate, 'timestamp'>): Promise<void> {
-  await account.context.emit({ type: 'group', update: { ...update, timestamp: account.context.clock() } });
-}
-
 /**
- * Saves `group` (changed from `before`, the group as stored) and records `updates`, its events, in order. The
- * sandbox's relay is its recording (docs/decisions/0024-engines-and-data-flow.md): when an event is not recorded,
- * `before` is saved back and the error raised, so the change made again is made and reported then (kept, a join
- * made again would be refused as done, and its event never recorded).
- * @throws the recording's error (the group as it was), or the store's.
+ * Saves `group` and records `updates`, its events, in order, in one transaction (the session's `emitWith`,
+ * docs/decisions/0077-state-with-its-events.md): the sandbox's relay is its recording
+ * (docs/decisions/0024-engines-and-data-flow.md), so a change is kept with its events or, when they cannot be
+ * recorded, not at all, and the change made again is made and reported then (kept, a join made again would be
+ * refused as done, its event never recorded). The events share one timestamp: they report one change.
+ * @throws the recording's or the store's error (the group as it was).
  */
 async function saveReported(
   account: SandboxAccount,
-  before: StoredGroup,
   group: StoredGroup,
   updates: readonly Omit<GroupUpdate, 'timestamp'>[],
 ): Promise<void> {
-  await account.world.saveGroup(group);
-  try {
-    for (const update of updates) await emit(account, update);
-  } catch (error) {
-    await account.world.saveGroup(before);
-    throw error;
-  }
+  const timestamp = account.context.clock();
+  await account.context.emitWith(
+    [groupEntry(group)],
+    updates.map((update) => ({ type: 'group', update: { ...update, timestamp } })),
+  );
 }
 
 /** Applies one participant action by `actor` to `group` (in place); returns the code per participant. */
@@ -93,7 +87,6 @@ async function applyChange(
   actor: Jid,
   change: GroupChange,
 ): Promise<void> {
-  const before = structuredClone(group);
   const now = account.context.clock();
   const updates: Omit<GroupUpdate, 'timestamp'>[] = [];
   const base = { groupJid: group.jid, actor, participants: [] };
@@ -118,16 +111,15 @@ async function applyChange(
     group.isEphemeral = change.disappearingTimer > 0;
     updates.push({ ...base, action: 'ephemeral', disappearingTimer: change.disappearingTimer });
   }
-  await saveReported(account, before, group, updates);
+  await saveReported(account, group, updates);
 }
 
 /**
- * Saves `group` (changed from `before`) and reports the participants whose code is 200 as one `action` event by
+ * Saves `group` and reports the participants whose code is 200 as one `action` event by
  * `actor` ({@link saveReported}).
  */
 async function reportParticipants(
   account: SandboxAccount,
-  before: StoredGroup,
   group: StoredGroup,
   actor: Jid,
   action: ParticipantAction,
@@ -135,7 +127,7 @@ async function reportParticipants(
 ): Promise<void> {
   const done = outcomes.filter((o) => o.code === 200).map((o) => o.jid);
   if (done.length === 0) return;
-  await saveReported(account, before, group, [{ groupJid: group.jid, action, actor, participants: done }]);
+  await saveReported(account, group, [{ groupJid: group.jid, action, actor, participants: done }]);
 }
 
 /**
@@ -163,9 +155,8 @@ async function updateParticipantsInner(
   if (!isAdminIn(group, me)) {
     throw new DomainError('forbidden', `you must be a group admin to ${action} participants`);
   }
-  const before = structuredClone(group);
   const outcomes = await applyParticipants(account, group, action, participants);
-  await reportParticipants(account, before, group, me, action, outcomes);
+  await reportParticipants(account, group, me, action, outcomes);
   return outcomes;
 }
 
@@ -193,11 +184,8 @@ export function leaveGroup(account: SandboxAccount, jid: Jid): Promise<void> {
 async function leaveGroupInner(account: SandboxAccount, jid: Jid): Promise<void> {
   const me = ownJid(await account.ready());
   const group = await memberGroup(account, me, jid);
-  const before = structuredClone(group);
   group.participants = group.participants.filter((p) => p.jid !== me);
-  await saveReported(account, before, group, [
-    { groupJid: jid, action: 'leave', actor: me, participants: [me] },
-  ]);
+  await saveReported(account, group, [{ groupJid: jid, action: 'leave', actor: me, participants: [me] }]);
 }
 
 /**
@@ -214,9 +202,8 @@ async function joinGroupInner(account: SandboxAccount, code: string): Promise<Ji
   const group = (await account.world.groups()).find((g) => g.inviteCode === code);
   if (!group) throw errors.notFound('invite link not found: it may have been revoked');
   if (isMember(group, me)) return group.jid;
-  const before = structuredClone(group);
   group.participants.push({ jid: me, isAdmin: false, isSuperAdmin: false });
-  await saveReported(account, before, group, [
+  await saveReported(account, group, [
     { groupJid: group.jid, action: 'join', actor: me, participants: [me] },
   ]);
   return group.jid;
@@ -264,14 +251,13 @@ async function sandboxGroupChangeInner(
   const actor = userJid(input.phone);
   const who = `phone ${input.phone}`;
   const { groupJid: _g, phone: _p, action, participants, ...change } = input;
-  const before = structuredClone(group);
   if (action === 'join') {
     if (isMember(group, actor)) throw errors.conflict(`${who} is already a participant of the group`);
     if (!(await account.world.user(input.phone)).registered) {
       throw new DomainError('not_registered', `${who} is not registered on the platform`);
     }
     group.participants.push({ jid: actor, isAdmin: false, isSuperAdmin: false });
-    await saveReported(account, before, group, [
+    await saveReported(account, group, [
       { groupJid: group.jid, action: 'join', actor, participants: [actor] },
     ]);
     return groupInfoOf(group);
@@ -281,7 +267,7 @@ async function sandboxGroupChangeInner(
   }
   if (action === 'leave') {
     group.participants = group.participants.filter((p) => p.jid !== actor);
-    await saveReported(account, before, group, [
+    await saveReported(account, group, [
       { groupJid: group.jid, action: 'leave', actor, participants: [actor] },
     ]);
     return groupInfoOf(group);
@@ -294,7 +280,7 @@ async function sandboxGroupChangeInner(
       throw new DomainError('forbidden', `${who} must be a group admin to ${action} participants`);
     }
     const outcomes = await applyParticipants(account, group, action, participants.map(userJid));
-    await reportParticipants(account, before, group, actor, action, outcomes);
+    await reportParticipants(account, group, actor, action, outcomes);
     return groupInfoOf(group);
   }
   if (Object.values(change).every((v) => v === undefined)) {

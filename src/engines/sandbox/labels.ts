@@ -1,5 +1,6 @@
 import type { ChatLabelChange, Label, LabelEdit } from '../../domain/labels.ts';
 import type { Jid } from '../../domain/messages.ts';
+import type { AuthEntry } from '../engine.ts';
 import { ACCOUNT_CATEGORY, type SandboxAccount } from './account.ts';
 
 /**
@@ -27,8 +28,12 @@ async function read<T>(account: SandboxAccount, id: string, fallback: T): Promis
   return value === undefined ? fallback : (JSON.parse(value) as T);
 }
 
-async function write(account: SandboxAccount, id: string, value: unknown): Promise<void> {
-  await account.context.auth.set([{ category: CATEGORY, id, value: JSON.stringify(value) }]);
+/**
+ * The entry storing `value` under `id` of the account's state, written with the event that reports the change
+ * (docs/decisions/0077-state-with-its-events.md).
+ */
+function entry(id: string, value: unknown): AuthEntry {
+  return { category: CATEGORY, id, value: JSON.stringify(value) };
 }
 
 /** Orders label ids numerically. */
@@ -56,6 +61,7 @@ export async function editLabel(account: SandboxAccount, edit: LabelEdit): Promi
   const { phone } = await account.ready();
   const labels = await read<Record<string, Label>>(account, `labels:${phone}`, {});
   const { deleted, ...label } = edit;
+  const entries: AuthEntry[] = [];
   if (deleted) {
     delete labels[edit.id];
     const chats = await read<Record<Jid, string[]>>(account, `chat-labels:${phone}`, {});
@@ -64,12 +70,12 @@ export async function editLabel(account: SandboxAccount, edit: LabelEdit): Promi
       if (rest.length > 0) chats[chat] = rest;
       else delete chats[chat];
     }
-    await write(account, `chat-labels:${phone}`, chats);
+    entries.push(entry(`chat-labels:${phone}`, chats));
   } else {
     labels[edit.id] = label;
   }
-  await write(account, `labels:${phone}`, labels);
-  await account.context.emit({ type: 'label', label: edit });
+  entries.push(entry(`labels:${phone}`, labels));
+  await account.context.emitWith(entries, [{ type: 'label', label: edit }]);
 }
 
 /** Puts label `labelId` on chat `chat` (`labeled`) or takes it off. Idempotent. */
@@ -81,8 +87,7 @@ export async function labelChat(account: SandboxAccount, change: ChatLabelChange
   else ids.delete(change.labelId);
   if (ids.size > 0) chats[change.chat] = [...ids].sort(byNumber);
   else delete chats[change.chat];
-  await write(account, `chat-labels:${phone}`, chats);
-  await account.context.emit({ type: 'chat-label', change });
+  await account.context.emitWith([entry(`chat-labels:${phone}`, chats)], [{ type: 'chat-label', change }]);
 }
 
 /**

@@ -1,5 +1,5 @@
 import { BoundedMap } from '../../domain/bounded-map.ts';
-import type { AuthStateStore } from '../engine.ts';
+import type { AuthEntry, AuthStateStore } from '../engine.ts';
 
 /** Entries of the cached categories one session keeps at most; the least recently used go first. */
 export const OWNED_STATE_ENTRIES = 256;
@@ -77,13 +77,22 @@ export class OwnedAuthState implements AuthStateStore {
   }
 
   /** Writes through to the store; once it committed, the written values of cached categories are kept. */
-  async set(entries: readonly { category: string; id: string; value: string | null }[]): Promise<void> {
+  set(entries: readonly AuthEntry[]): Promise<void> {
+    return this.writeThrough(entries, () => this.#inner.set(entries));
+  }
+
+  /**
+   * Runs `write`, which stores `entries` (with what else it commits: the session's `emitWith`,
+   * docs/decisions/0077-state-with-its-events.md), keeping what {@link set} keeps: the entries of cached categories
+   * are forgotten while it runs and kept as written once it resolved. @throws what `write` threw (nothing kept).
+   */
+  async writeThrough(entries: readonly AuthEntry[], write: () => Promise<void>): Promise<void> {
     const owned = entries.filter((entry) => this.#categories.has(entry.category));
-    if (owned.length === 0) return this.#inner.set(entries);
+    if (owned.length === 0) return write();
     this.#generation += 1;
     for (const { category, id } of owned) this.#entries.delete(keyOf(category, id));
     try {
-      await this.#inner.set(entries);
+      await write();
       for (const { category, id, value } of owned) this.#entries.set(keyOf(category, id), value);
     } finally {
       this.#generation += 1;

@@ -66,7 +66,13 @@ export class SandboxSession implements EngineSession {
   constructor(context: EngineSessionContext) {
     // The simulated world's users and the account's own state are kept as read and written (owned-state.ts).
     this.#owned = new OwnedAuthState(context.auth, [USERS, ACCOUNT_CATEGORY]);
-    this.#context = { ...context, auth: this.#owned };
+    this.#context = {
+      ...context,
+      auth: this.#owned,
+      // What it writes is kept as `set` keeps it, once committed with its events.
+      emitWith: (entries, events) =>
+        this.#owned.writeThrough(entries, () => context.emitWith(entries, events)),
+    };
     this.#world = new SandboxWorld(this.#owned, this.#owned);
     this.#sequence = new SequenceAllocator(context.auth);
     this.#lifecycle = new SandboxLifecycle(this.#context);

@@ -9,7 +9,7 @@ import {
   userJid,
 } from '../../domain/messages.ts';
 import { contentOf } from '../../domain/sends.ts';
-import type { SandboxReceiptInput } from '../engine.ts';
+import type { AuthEntry, SandboxReceiptInput } from '../engine.ts';
 import type { SandboxAccount, SandboxCredentials } from './account.ts';
 import { isBlocked } from './profile.ts';
 
@@ -50,7 +50,12 @@ async function readStatus(account: SandboxAccount, id: string): Promise<SandboxS
 }
 
 async function writeStatus(account: SandboxAccount, status: SandboxStatus): Promise<void> {
-  await account.context.auth.set([{ category: CATEGORY, id: status.id, value: JSON.stringify(status) }]);
+  await account.context.auth.set([statusEntry(status)]);
+}
+
+/** The entry storing `status` (its recipients and views). */
+function statusEntry(status: SandboxStatus): AuthEntry {
+  return { category: CATEGORY, id: status.id, value: JSON.stringify(status) };
 }
 
 /**
@@ -122,15 +127,20 @@ export async function statusReceipt(
     throw new DomainError('not_participant', `phone ${phone} did not receive the status`);
   }
   kept.views[phone] = input.state;
-  await writeStatus(account, kept);
   const viewer: Jid = userJid(phone);
-  await account.context.emit({
-    type: 'receipt',
-    state: input.state,
-    messageIds: [status.id],
-    source: { chat: STATUS_BROADCAST, sender: viewer, isFromMe: false, isGroup: false },
-    timestamp: account.context.clock(),
-  });
+  // The view kept with its receipt (docs/decisions/0077-state-with-its-events.md).
+  await account.context.emitWith(
+    [statusEntry(kept)],
+    [
+      {
+        type: 'receipt',
+        state: input.state,
+        messageIds: [status.id],
+        source: { chat: STATUS_BROADCAST, sender: viewer, isFromMe: false, isGroup: false },
+        timestamp: account.context.clock(),
+      },
+    ],
+  );
 }
 
 /** Every status the account posted, oldest first; with `phone`, only those that reached that contact. */

@@ -1,6 +1,6 @@
 import type { GroupInfo, Jid } from '../../domain/messages.ts';
 import { atTurnEnd } from '../../ops/turn-end.ts';
-import type { AuthStateStore } from '../engine.ts';
+import type { AuthEntry, AuthStateStore } from '../engine.ts';
 import type { OwnedAuthState } from './owned-state.ts';
 import { resolveUser, type SandboxUser, type SandboxUserDefinition } from './users.ts';
 
@@ -113,8 +113,16 @@ export class SandboxWorld {
 
   /** Stores (creates or replaces) a group. */
   async saveGroup(group: StoredGroup): Promise<void> {
-    await this.#auth.set([{ category: GROUPS, id: group.jid, value: JSON.stringify(group) }]);
+    await this.#auth.set([groupEntry(group)]);
   }
+}
+
+/**
+ * The auth-port entry that stores `group` (creates or replaces it), for a write that commits with events
+ * (`emitWith` of the session's context, docs/decisions/0077-state-with-its-events.md).
+ */
+export function groupEntry(group: StoredGroup): AuthEntry {
+  return { category: GROUPS, id: group.jid, value: JSON.stringify(group) };
 }
 
 function parseDefinition(value: string | undefined): SandboxUserDefinition | undefined {
