@@ -12,6 +12,10 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
+// The process that started this one, read before anything else: a launcher that ends while the build below runs
+// must still be seen gone by a server started from npm (docs/decisions/0023-operations.md), whose parent is by then
+// init (or a subreaper).
+const launcherPid = process.ppid;
 const root = new URL('../', import.meta.url);
 const entry = new URL(process.argv[2] === 'sim' ? 'dist/sim/cli.js' : 'dist/src/cli/main.js', root);
 
@@ -49,6 +53,12 @@ if (!existsSync(entry)) {
   );
   process.exit(1);
 }
-const { main } = await import(entry.href);
-// `parley sim …` hands the simulator its own arguments; the CLI parses the whole argv (commander)
-process.exitCode = await main(process.argv[2] === 'sim' ? process.argv.slice(3) : process.argv);
+// `parley sim …` hands the simulator its own arguments; the CLI parses the whole argv (commander) and is told who
+// launched it
+if (process.argv[2] === 'sim') {
+  const { main } = await import(entry.href);
+  process.exitCode = await main(process.argv.slice(3));
+} else {
+  const { main, processIo } = await import(entry.href);
+  process.exitCode = await main(process.argv, { ...processIo, launcherPid });
+}

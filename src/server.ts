@@ -214,15 +214,16 @@ export const LAUNCHER_CHECK_MS = 500;
 /** How {@link serve} was started. */
 export interface ServeOptions {
   /**
-   * Started by a package manager's script (`npm start`): stop as on SIGTERM once the launcher is gone. npm hands a
-   * SIGTERM to the shell running the script, and a shell that does not hand it on (Debian's dash) ends alone,
-   * leaving the server running without a parent nobody stops (docs/decisions/0023-operations.md).
+   * Started by a package manager's script (`npm start`): the pid of the process that launched this one, read as the
+   * process began; the server stops as on SIGTERM once its parent is no longer that process. npm hands a SIGTERM to
+   * the shell running the script, and a shell that does not hand it on (Debian's dash) ends alone, leaving the
+   * server running without a parent nobody stops (docs/decisions/0023-operations.md). Absent: no such watch.
    */
-  stopWithLauncher?: boolean;
+  launcherPid?: number;
 }
 
 /**
- * Runs the server until SIGTERM or SIGINT (or, with `stopWithLauncher`, until its launching process is gone), then
+ * Runs the server until SIGTERM or SIGINT (or, with `launcherPid`, until its launching process is gone), then
  * stops gracefully within `config.shutdownTimeoutMs`, plus a cluster node's drain grace
  * (docs/decisions/0023-operations.md: exit 0 within 10 s; exit 1 when the budget is exceeded).
  */
@@ -270,9 +271,10 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
   };
   process.once('SIGTERM', () => onSignal('SIGTERM'));
   process.once('SIGINT', () => onSignal('SIGINT'));
-  if (options.stopWithLauncher) {
-    // An orphan is handed to init (or a subreaper): the parent's pid changes once the launcher is gone.
-    const launcher = process.ppid;
+  const launcher = options.launcherPid;
+  if (launcher !== undefined) {
+    // An orphan is handed to init (or a subreaper): the parent's pid changes once the launcher is gone. The pid was
+    // read as the process began, so a launcher gone before this point (during bin/parley.js's build) is seen too.
     const watch = setInterval(() => {
       if (process.ppid === launcher) return;
       clearInterval(watch);

@@ -22,7 +22,8 @@ async function readProcessStdin(): Promise<string> {
   return text;
 }
 
-const defaultIo: CliIo = {
+/** The CLI's io on this process: its standard streams and environment (bin/parley.js adds the launcher's pid). */
+export const processIo: CliIo = {
   out: (text) => process.stdout.write(`${text}\n`),
   err: (text) => process.stderr.write(`${text}\n`),
   env: process.env,
@@ -42,7 +43,7 @@ function isUserFacing(error: unknown): error is DomainError {
  * admin command prints exactly one JSON object on stdout (errors: `{"error": "…"}`).
  * @returns the process exit code (0 ok, 1 failure, 2 usage error).
  */
-export async function main(argv: string[], io: CliIo = defaultIo): Promise<number> {
+export async function main(argv: string[], io: CliIo = processIo): Promise<number> {
   let json = false;
   const emit = (value: object, human: string) => io.out(json ? JSON.stringify(value) : human);
 

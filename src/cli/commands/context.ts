@@ -8,6 +8,11 @@ export interface CliIo {
   env: Record<string, string | undefined>;
   /** All of standard input, read when a command asks for it (`--password-stdin`). */
   stdin?: () => Promise<string>;
+  /**
+   * The pid of the process that started this one, read as the process began (bin/parley.js reads it before its
+   * build step); `process.ppid` now when absent. `parley serve` started by npm stops once that process is gone.
+   */
+  launcherPid?: number;
 }
 
 /** What the admin command families get from the CLI's main: the store opener and the output switch. */

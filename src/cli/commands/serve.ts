@@ -17,7 +17,8 @@ export function registerServe(program: Command, io: CliIo): void {
       // Loaded here: the server (HTTP, engines, media) is not needed by the admin commands, which start faster.
       const { serve } = await import('../../server.ts');
       // npm sets `npm_lifecycle_event` for the scripts it runs (docs.npmjs.com, "scripts": environment).
-      await serve(loadConfig(io.env), { stopWithLauncher: io.env.npm_lifecycle_event !== undefined });
+      const byNpm = io.env.npm_lifecycle_event !== undefined;
+      await serve(loadConfig(io.env), byNpm ? { launcherPid: io.launcherPid ?? process.ppid } : {});
     });
 }
 
