@@ -302,7 +302,15 @@ if (chromiumAvailable) {
         .filter({ hasText: 'hello from the browser test' })
         .click();
       const chat = panel.getByRole('region', { name: /^Conversation with / });
-      await chat.locator('li.message:not(.mine)', { hasText: 'hello from the browser test' }).waitFor();
+      await chat
+        .locator('li.message:not(.mine)', { hasText: 'hello from the browser test' })
+        .waitFor()
+        .catch(async (error: unknown) => {
+          // What the panel shows instead (an error notice, another chat's messages) says why.
+          throw new Error(`the message did not show; the panel reads:\n${await panel.innerText()}`, {
+            cause: error,
+          });
+        });
       await chat.getByLabel('Reply').fill('Thanks, we are on our way');
       await chat.getByRole('button', { name: 'Send' }).click();
       const mine = chat.locator('li.message.mine', { hasText: 'Thanks, we are on our way' });

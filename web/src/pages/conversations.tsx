@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { api } from '../api.ts';
 import { Badge, messageOf, Notice, Section, Time, useAction } from '../ui.tsx';
 
@@ -64,15 +64,23 @@ export function ConversationsPanel(props: { id: string; canManage: boolean; vers
   const [text, setText] = useState('');
   const [loadError, setLoadError] = useState<string | null>(null);
   const action = useAction();
+  // Reads overlap (an event pushed while one runs, another chat chosen): only the latest started one is shown, so a
+  // slow answer never puts an older list, or another chat's messages, over a newer one.
+  const chatsRead = useRef(0);
+  const messagesRead = useRef(0);
 
-  const loadChats = () =>
-    api<{ chats: Chat[] }>('GET', `${base}/chats?limit=50`)
+  const loadChats = () => {
+    const read = ++chatsRead.current;
+    return api<{ chats: Chat[] }>('GET', `${base}/chats?limit=50`)
       .then((page) => {
+        if (read !== chatsRead.current) return;
         setChats(page.chats);
         setLoadError(null);
       })
       .catch((e) => setLoadError(messageOf(e)));
+  };
   const loadMessages = async (chat: Chat, count: number) => {
+    const read = ++messagesRead.current;
     const all: Message[] = [];
     let cursor: string | null = null;
     for (let page = 0; page < count; page += 1) {
@@ -85,6 +93,7 @@ export function ConversationsPanel(props: { id: string; canManage: boolean; vers
       cursor = result.nextCursor;
       if (cursor === null) break;
     }
+    if (read !== messagesRead.current) return;
     setMessages(all.reverse());
     setOlder(cursor);
   };
