@@ -6,7 +6,7 @@ import { LRUCache } from 'lru-cache';
 import type pg from 'pg';
 import type { DatabaseConfig } from '../config/config.ts';
 import { DomainError } from '../domain/errors.ts';
-import { faultAwareDialect, type StoreFaultHook } from './faults.ts';
+import { faultAwareDialect, type StoreFaultHook } from './fault-aware-dialect.ts';
 import { markPipelinedCommits } from './last-statement.ts';
 import { StoreTooNewError, sqliteMigrationDb, useForMigrations } from './migrate.ts';
 import { ANSWER_TIMEOUT_MS, AnswerWatch, useAnswerWatch } from './pg-answers.ts';
@@ -45,11 +45,11 @@ export interface OpenStoreOptions {
   onSessionSwitch?: (error: Error) => void;
   /** SQLite: told each background checkpoint's figures (tests; docs/decisions/0057-background-checkpoints.md). */
   onCheckpoint?: (report: CheckpointReport) => void;
-  /** Test-only fault hook (src/store/faults.ts); never set from configuration. */
+  /** Test-only fault hook (src/store/fault-aware-dialect.ts); never set from configuration. */
   faults?: StoreFaultHook;
   /**
    * Test-only hook called after each query the store carried out; throwing fails the query with its work kept, as a
-   * connection lost between a commit and its answer (src/store/faults.ts `faultAwareDialect`). Never set from
+   * connection lost between a commit and its answer (src/store/fault-aware-dialect.ts `faultAwareDialect`). Never set from
    * configuration.
    */
   lostAnswers?: StoreFaultHook;

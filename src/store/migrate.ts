@@ -11,7 +11,7 @@ import {
   sql,
 } from 'kysely';
 import type { Store } from './database.ts';
-import { faultAwareDialect, type StoreFaultHook } from './faults.ts';
+import { faultAwareDialect, type StoreFaultHook } from './fault-aware-dialect.ts';
 import { migrationProvider, migrations } from './migrations/index.ts';
 import { suspendAnswerWatch } from './pg-answers.ts';
 import type { Database } from './schema.ts';

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { type DatabaseIntrospector, type Dialect, type Kysely, sql, type TableMetadata } from 'kysely';
 import { isMigrated, migrateToLatest, openStore } from '../../src/store/database.ts';
-import { faultAwareDialect } from '../../src/store/faults.ts';
+import { faultAwareDialect } from '../../src/store/fault-aware-dialect.ts';
 import { createTestStore, testDialects } from '../support/store.ts';
 
 /** A catalog error as node-postgres raises it. */

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import type { DatabaseConfig } from '../../src/config/config.ts';
 import { migrateToLatest, openStore, type Store } from '../../src/store/database.ts';
-import type { StoreFaultHook } from '../../src/store/faults.ts';
+import type { StoreFaultHook } from '../../src/store/fault-aware-dialect.ts';
 
 /** A dialect the store suites run against: SQLite always, PostgreSQL when TEST_DATABASE_URL is set. */
 export type TestDialect = 'sqlite' | 'postgres';
