@@ -43,14 +43,38 @@ if (files.length === 0) {
   process.exit(1);
 }
 
+/** The advisory lock key a test run holds on TEST_DATABASE_URL's server while it runs (any constant of its own). */
+const TEST_RUN_LOCK = 7_261_903_114;
+
 /**
- * Drops what test stores leave in TEST_DATABASE_URL's server (none of the tests runs meanwhile): the `t_<hex>`
- * databases of test/support/store.ts and their templates `parley_tpl_<digest>`, and the `t_<hex>` schemas other
- * tests create in the TEST_DATABASE_URL database itself.
+ * Whether this run is the only one on TEST_DATABASE_URL's server, and so may drop the test stores it finds: it takes
+ * a session advisory lock (PostgreSQL manual, 9.27.10 Advisory Lock Functions) on a connection held until the process
+ * exits. A second run at the same time (another checkout, a clean-clone check) gets false: it leaves the stores, so
+ * it never drops the databases the first one's tests are using.
+ */
+async function onlyRun() {
+  const url = process.env.TEST_DATABASE_URL;
+  if (!url) return false;
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: url });
+  // a lost connection ends the lock with it; the run goes on and drops its own stores at the end as planned
+  client.on('error', () => undefined);
+  await client.connect();
+  const { rows } = await client.query('select pg_try_advisory_lock($1) as locked', [TEST_RUN_LOCK]);
+  if (rows[0]?.locked === true) return true;
+  await client.end();
+  console.log('another test run is using this PostgreSQL server: its test stores are left as they are');
+  return false;
+}
+
+/**
+ * Drops what test stores leave in TEST_DATABASE_URL's server (none of the tests runs meanwhile, {@link onlyRun}): the
+ * `t_<hex>` databases of test/support/store.ts and their templates `parley_tpl_<digest>`, and the `t_<hex>` schemas
+ * other tests create in the TEST_DATABASE_URL database itself.
  */
 async function dropTestStores() {
   const url = process.env.TEST_DATABASE_URL;
-  if (!url) return;
+  if (!url || !alone) return;
   const { default: pg } = await import('pg');
   const client = new pg.Client({ connectionString: url });
   await client.connect();
@@ -72,6 +96,7 @@ async function dropTestStores() {
   }
 }
 
+const alone = await onlyRun();
 await dropTestStores();
 
 // Tests start parley as a user does (bin/parley.js runs the compiled dist/): build what is stale once, up front,
