@@ -49,8 +49,8 @@ export interface OpenStoreOptions {
   faults?: StoreFaultHook;
   /**
    * Test-only hook called after each query the store carried out; throwing fails the query with its work kept, as a
-   * connection lost between a commit and its answer (src/store/fault-aware-dialect.ts `faultAwareDialect`). Never set from
-   * configuration.
+   * connection lost between a commit and its answer (src/store/fault-aware-dialect.ts `faultAwareDialect`). Never
+   * set from configuration.
    */
   lostAnswers?: StoreFaultHook;
 }

@@ -17,10 +17,10 @@ import { groupEntry, type StoredGroup } from './world.ts';
 /**
  * Group administration on the simulated platform (docs/decisions/0004-sandbox.md), with the platform's rules: only
  * admins add, remove, promote and demote, and change the announce and locked settings; the name, topic and
- * disappearing timer may be changed by any member unless the group is locked. Every change is saved and then reported
- * as a `group` event, as the platform's `w:gp2` notification reaches every member (the account included, whoever
- * made the change); a change and its events are kept together or not at all ({@link saveReported}). Per-participant codes
- * follow the platform's (src/domain/groups.ts).
+ * disappearing timer may be changed by any member unless the group is locked. Every change is saved and reported as
+ * a `group` event, as the platform's `w:gp2` notification reaches every member (the account included, whoever made
+ * the change); a change and its events are kept together or not at all ({@link saveReported}). Per-participant
+ * codes follow the platform's (src/domain/groups.ts).
  */
 
 const isAdminIn = (group: StoredGroup, jid: Jid): boolean =>
