@@ -39,6 +39,22 @@ export function createEngineSession(
   /** The engine's auth port: the store's, with its reads and writes retried while the store is away. */
   const keys = new RetryingAuthStateStore(auth, policy, sessionLogger, signal);
   /**
+   * Runs `record` with the retry of every recording (docs/decisions/0011-store-faults.md: without limit while the
+   * store cannot be reached; `event` names the item in the retry's log lines), counted in the backlog while it
+   * waits.
+   */
+  const retried = async (
+    record: (event: EngineEvent) => Promise<void>,
+    event: EngineEvent,
+  ): Promise<void> => {
+    const left = backlog.enter();
+    try {
+      await recordWithRetry({ emit: record, logger: sessionLogger }, event, policy, { signal });
+    } finally {
+      left();
+    }
+  };
+  /**
    * Records `event` and the session status it means (if any) as one item of the recorder, so both commit in one
    * transaction or neither does (docs/decisions/0076-status-with-its-write.md): a connection change the instance
    * row keeps is never left without its `SessionStatus` (nor a logout without the cancel of its pending sends,
@@ -59,12 +75,7 @@ export function createEngineSession(
             })
             // Remembered as soon as it is stored, before the recorder applies the instance's next item.
             .then(() => statuses.accept(first.state));
-    const left = backlog.enter();
-    try {
-      await recordWithRetry({ emit: record, logger: sessionLogger }, event, policy, { signal });
-    } finally {
-      left();
-    }
+    await retried(record, event);
   };
   /**
    * Writes `entries` to the instance's keys and records `events` as one item of the recorder, in one transaction
@@ -86,13 +97,8 @@ export function createEngineSession(
         await write(trx);
         return { result: undefined, events: [...events] };
       });
-    const left = backlog.enter();
-    try {
-      // The first event names the item in the retry's log lines.
-      await recordWithRetry({ emit: record, logger: sessionLogger }, first, policy, { signal });
-    } finally {
-      left();
-    }
+    // The first event names the item in the retry's log lines.
+    await retried(record, first);
   };
   // Session status events are derived here, in one place for every engine, from the connection states the
   // engine reports (docs/decisions/0012-session-and-message-status-events.md).
