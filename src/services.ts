@@ -22,6 +22,7 @@ import type { SecretBox } from './security/secrets.ts';
 import type { SendQueue } from './sends/queue.ts';
 import type { SessionManager } from './sessions/manager.ts';
 import type { Store } from './store/database.ts';
+import type { PgSignalsTiming, StoreSignals } from './store/pg-signals.ts';
 import { TurnTransactions } from './store/turn-transactions.ts';
 import type { LogRetention } from './webhooks/retention.ts';
 import type { DeliveryWorker, WebhookWorkerTuning } from './webhooks/worker.ts';
@@ -31,7 +32,7 @@ import { wireMaintenance } from './wiring/maintenance.ts';
 import { wireCluster, wireNodeRegistry } from './wiring/nodes.ts';
 import { wireSendQueue } from './wiring/sends.ts';
 import { wireSessions } from './wiring/sessions.ts';
-import { wireStore } from './wiring/store.ts';
+import { wireSignals, wireStore } from './wiring/store.ts';
 import { wireWebhooks } from './wiring/webhooks.ts';
 
 /**
@@ -51,6 +52,11 @@ export interface Services {
   recorder: EventRecorder;
   /** This node's commits of instance events, which wake the event streams (docs/decisions/0031-event-stream.md). */
   commits: EventCommits;
+  /**
+   * Signals between the nodes of a PostgreSQL store (docs/decisions/0078-store-signals.md): other nodes' commits and
+   * key revocations heard at once; undefined on SQLite.
+   */
+  signals: StoreSignals | undefined;
   /**
    * This node's committed instance changes and finished delivery attempts, for the dashboard's live views
    * (docs/decisions/0022-dashboard.md).
@@ -112,6 +118,10 @@ export interface ServiceOptions {
   liveEngineTuning?: Pick<BaileysEngineOptions, 'keepAliveIntervalMs' | 'loginRefusalLimit' | 'random'>;
   /** How often to look for revocations from other processes, ms (default 1000). */
   revocationPollMs?: number;
+  /** How often an idle event stream reads the log anyway, ms (default 1000; tests lengthen it). */
+  streamPollMs?: number;
+  /** Timing of the store signals' connection (PostgreSQL; tests shorten its checks). */
+  signals?: Partial<PgSignalsTiming>;
   /** Extra CA (PEM) the outbound guard trusts; tests pass the HTTPS receiver's self-signed certificate. */
   outboundCa?: string | Buffer;
   /** Backoff of boot restores that found the platform unreachable, ms (tests shorten it). */
@@ -194,6 +204,12 @@ export async function createServices(config: Config, options: ServiceOptions): P
   // Committed events wake the event streams of their instance (docs/decisions/0031-event-stream.md).
   const commits = new EventCommits();
   recorder.use(commits);
+  // Other nodes' commits and key revocations heard at once, on PostgreSQL (docs/decisions/0078-store-signals.md).
+  const signals = await wireSignals(config, { store, nodeId: nodes.id, logger, timing: options.signals });
+  if (signals) {
+    commits.connect(signals);
+    keys.listen(signals);
+  }
   const delivery = wireWebhooks(config, {
     store,
     box,
@@ -217,6 +233,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
   } catch (error) {
     await nodes.stop().catch(() => undefined);
     keys.stop();
+    await signals?.close();
     await limiter.close().catch(() => undefined);
     await guard.close().catch(() => undefined);
     redis?.disconnect();
@@ -236,6 +253,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     sendQueue,
     feed,
     commits,
+    streamPollMs: options.streamPollMs,
     clock,
     logger,
     verifyPassword: options.verifyPassword,
@@ -253,6 +271,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     limiter,
     recorder,
     commits,
+    signals,
     feed,
     sessions,
     metrics,
@@ -279,6 +298,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
       await cluster?.keeper.stop();
       await nodes.stop();
       keys.stop();
+      await signals?.close();
       await limiter.close();
       await sessions.closeAll();
       await live.close?.();

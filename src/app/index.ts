@@ -137,6 +137,8 @@ export interface ApplicationDeps {
   feed: LiveFeed;
   /** This node's commits of instance events: what wakes the event streams (docs/decisions/0031-event-stream.md). */
   commits: EventCommits;
+  /** How often an idle event stream reads the log anyway, ms (default `STREAM_POLL_MS`; tests lengthen it). */
+  streamPollMs?: number | undefined;
   /** Time allowed for one webhook POST, ms (docs/decisions/0005-outbox-and-delivery.md: 15 s). */
   webhookTimeoutMs: number;
   /** The local store of downloaded media files, and the largest file downloaded (bytes, `MEDIA_MAX_MB`). */
@@ -183,7 +185,11 @@ export function createApplication(deps: ApplicationDeps): Application {
       clock,
     }),
     eventLog,
-    eventStream: new EventStreamService({ eventLog, commits: deps.commits }),
+    eventStream: new EventStreamService({
+      eventLog,
+      commits: deps.commits,
+      ...(deps.streamPollMs === undefined ? {} : { pollMs: deps.streamPollMs }),
+    }),
     sandbox: new SandboxService({ store, sessions, registrations }),
     readiness: new ReadinessService({ store, ...(deps.registered ? { registered: deps.registered } : {}) }),
     chats: new ChatService({ store }),

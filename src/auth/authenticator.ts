@@ -7,6 +7,7 @@ import { grants, type Scope } from '../domain/scope.ts';
 import { digestsEqual, hashApiKey, parseApiKey } from '../security/api-keys.ts';
 import { type ApiKeyRecord, findApiKeyByHash, listRevokedSince, touchApiKey } from '../store/api-keys.ts';
 import { getOrganization, type Organization } from '../store/organizations.ts';
+import type { StoreSignals } from '../store/pg-signals.ts';
 import type { Database } from '../store/schema.ts';
 
 /** Who a request acts as, once its key is verified (docs/decisions/0003-scopes-and-keys.md). */
@@ -52,7 +53,7 @@ export function hasScope(context: AuthContext, scope: Scope): boolean {
  * docs/decisions/0020-security-promises.md): format and CRC32 checked before any lookup, SHA-256 lookup with a short
  * cache, constant-time digest comparison, expiry and revocation. Every failure raises the same 401 `invalid API key`.
  * Revocations made by any process evict cached entries within one poll interval (revocation happens in the admin CLI,
- * another process).
+ * another process), and at once where the store signals them (PostgreSQL, docs/decisions/0078-store-signals.md).
  */
 export class KeyAuthenticator {
   readonly #db: Kysely<Database>;
@@ -61,6 +62,7 @@ export class KeyAuthenticator {
   readonly #lastTouch = new Map<string, number>();
   #revocationsSince: string;
   #timer: NodeJS.Timeout | undefined;
+  #unlisten: (() => void) | undefined;
 
   constructor(db: Kysely<Database>, options: KeyAuthenticatorOptions) {
     this.#db = db;
@@ -106,10 +108,26 @@ export class KeyAuthenticator {
     this.#timer.unref();
   }
 
-  /** Stops polling. */
+  /**
+   * Looks for revocations as soon as `signals` tell of one (a key revoked in any process of the store) or may have
+   * missed one (a gap), besides the poll, which stays (docs/decisions/0078-store-signals.md). Undone by {@link stop}.
+   */
+  listen(signals: StoreSignals): void {
+    this.#unlisten?.();
+    const unsubscribe = signals.subscribe('keys', () => void this.pollRevocations());
+    const unwatch = signals.onGap(() => void this.pollRevocations());
+    this.#unlisten = () => {
+      unsubscribe();
+      unwatch();
+    };
+  }
+
+  /** Stops polling, and listening to signals. */
   stop(): void {
     clearInterval(this.#timer);
     this.#timer = undefined;
+    this.#unlisten?.();
+    this.#unlisten = undefined;
   }
 
   /**

@@ -34,6 +34,11 @@ export class InstanceListeners<A extends unknown[]> {
     }
   }
 
+  /** Calls every listener of every instance with `args` (as {@link notify} does for one instance). */
+  notifyAll(...args: A): void {
+    for (const instanceId of [...this.#byInstance.keys()]) this.notify(instanceId, ...args);
+  }
+
   /** How many listeners are subscribed, over every instance. */
   get count(): number {
     let count = 0;

@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import type { Kysely } from 'kysely';
+import { type Kysely, PostgresAdapter, sql } from 'kysely';
 import type { Environment } from '../domain/environment.ts';
 import { SCOPES, type Scope } from '../domain/scope.ts';
 import { nowIso } from './database.ts';
+import { signalChannel } from './pg-signals.ts';
 import type { ApiKeysTable, Database } from './schema.ts';
 import { toIso, toMs } from './times.ts';
 
@@ -109,7 +110,10 @@ export async function listApiKeys(db: Kysely<Database>, orgId: string): Promise<
 }
 
 /**
- * Marks a key revoked at `at` (RFC 3339; idempotent: a second call keeps the first time).
+ * Marks a key revoked at `at` (RFC 3339; idempotent: a second call keeps the first time). On PostgreSQL the same
+ * transaction signals the revocation to every node listening on the store (`pg_notify` on the `keys` topic, sent by
+ * the server when the transaction commits; docs/decisions/0078-store-signals.md), so their cached verifications go
+ * at once rather than at their next poll; the signal names no node (`-`), so the node that revoked hears it too.
  * @returns the updated record, or undefined when no key has that id.
  */
 export async function revokeApiKey(
@@ -117,12 +121,18 @@ export async function revokeApiKey(
   id: string,
   at: string = nowIso(),
 ): Promise<ApiKeyRecord | undefined> {
-  await db
-    .updateTable('api_keys')
-    .set({ revoked_at: toMs(at) })
-    .where('id', '=', id)
-    .where('revoked_at', 'is', null)
-    .execute();
+  const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
+  await db.transaction().execute(async (trx) => {
+    const result = await trx
+      .updateTable('api_keys')
+      .set({ revoked_at: toMs(at) })
+      .where('id', '=', id)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
+    if (postgres && result.numUpdatedRows > 0n) {
+      await sql`select pg_notify(${signalChannel('keys')}, current_schema() || ' - ' || ${id})`.execute(trx);
+    }
+  });
   return getApiKey(db, id);
 }
 

@@ -30,6 +30,7 @@ export function wireApplication(
     sendQueue: SendQueue;
     feed: LiveFeed;
     commits: EventCommits;
+    streamPollMs?: number | undefined;
     clock: Clock;
     logger: FastifyBaseLogger;
     registered: () => boolean;
@@ -57,6 +58,7 @@ export function wireApplication(
     ...(parts.verifyPassword ? { verifyPassword: parts.verifyPassword } : {}),
     feed: parts.feed,
     commits: parts.commits,
+    streamPollMs: parts.streamPollMs,
     webhookTimeoutMs: config.webhook.timeoutMs,
     media: { files: parts.maintenance.mediaFiles, maxBytes: config.media.maxBytes },
     registered: parts.registered,

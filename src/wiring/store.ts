@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import { type Config, ConfigError } from '../config/config.ts';
 import { loadMasterKey, SecretBox } from '../security/secrets.ts';
 import { migrateToLatest, openStore, type Store, storeFailure } from '../store/database.ts';
+import { PgSignals, type PgSignalsTiming, type StoreSignals } from '../store/pg-signals.ts';
 
 /** The process's storage: the store (migrated), the secret box sealing stored secrets, and Redis when configured. */
 export interface StoreParts {
@@ -109,4 +110,36 @@ async function connectRedis(url: string, logger: FastifyBaseLogger): Promise<Red
       'Redis is not reachable: counting rate limits in this process until it is',
     );
   return redis;
+}
+
+/**
+ * The store's signals between nodes (docs/decisions/0078-store-signals.md): over PostgreSQL's `LISTEN`/`NOTIFY` for a
+ * PostgreSQL store, connected once here (a failed first attempt is retried in the background and logged, never
+ * thrown); undefined for SQLite, whose readers in other processes keep their polls alone, and behind a pooler in
+ * transaction mode (`DATABASE_PREPARED_STATEMENTS=off`), which does not keep a listening session.
+ */
+export async function wireSignals(
+  config: Config,
+  options: {
+    store: Store;
+    nodeId: string;
+    logger: FastifyBaseLogger;
+    timing?: Partial<PgSignalsTiming> | undefined;
+  },
+): Promise<StoreSignals | undefined> {
+  const { database } = config;
+  const schema = options.store.schema;
+  if (database.dialect !== 'postgres' || schema === undefined) return undefined;
+  // Behind a pooler in transaction mode a listening session is not kept: its signals would go unheard.
+  if (database.preparedStatements === false) return undefined;
+  const signals = new PgSignals({
+    url: database.url,
+    schema,
+    nodeId: options.nodeId,
+    ...(options.timing === undefined ? {} : { timing: options.timing }),
+    onError: (error) =>
+      options.logger.warn({ err: error }, 'the store signals connection failed; reconnecting'),
+  });
+  await signals.start();
+  return signals;
 }

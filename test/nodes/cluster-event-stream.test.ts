@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { revokeApiKey } from '../../src/store/api-keys.ts';
+import { eventually } from '../support/eventually.ts';
 import { sseReader } from '../support/sse.ts';
 import { testDialects } from '../support/store.ts';
 import { openWs } from '../support/ws.ts';
@@ -9,16 +11,20 @@ import { type Cluster, owners, startCluster, stoppedAfterEach } from './support.
 /**
  * The event stream on several nodes (docs/decisions/0031-event-stream.md, docs/decisions/0008-leases-and-fencing.md):
  * a stream is served by the node the client reached, never forwarded, and reads the shared store, so an event
- * recorded on the node holding the instance reaches streams opened on the two other nodes (read within a second,
- * by the idle poll), each exactly as the event log shows it.
+ * recorded on the node holding the instance reaches streams opened on the two other nodes, each exactly as the event
+ * log shows it: told at once by the store's signals (docs/decisions/0078-store-signals.md), or read within a second
+ * by the idle poll. The signals are shown with polls far longer than the test waits, and so is a revocation.
  */
+
+/** Far longer than any wait of these tests, ms: what reaches the nodes meanwhile came by the store's signals. */
+const NEVER_MS = '600000';
+
 for (const dialect of testDialects().filter((d) => d === 'postgres')) {
   describe(`event stream across three nodes (${dialect})`, () => {
     const clusters = stoppedAfterEach<Cluster>();
 
-    it('an event recorded on the owner reaches a WebSocket and an SSE stream opened on the other nodes', async () => {
-      const cluster = await startCluster();
-      clusters.push(cluster);
+    /** An event recorded on the owner of an instance, read from streams opened on the two other nodes. */
+    const streamedElsewhere = async (cluster: Cluster) => {
       const placed = await owners(cluster);
       const instanceId = cluster.instanceIds[0];
       assert.ok(instanceId);
@@ -57,6 +63,36 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       } finally {
         client.socket.close();
         await reader.cancel();
+      }
+    };
+
+    it('an event recorded on the owner reaches a WebSocket and an SSE stream opened on the other nodes', async () => {
+      const cluster = await startCluster();
+      clusters.push(cluster);
+      await streamedElsewhere(cluster);
+    });
+
+    it('with polls longer than the test, the store signals the event to the other nodes, and a revocation to all', async () => {
+      const cluster = await startCluster({
+        CHILD_STREAM_POLL_MS: NEVER_MS,
+        CHILD_REVOCATION_POLL_MS: NEVER_MS,
+      });
+      clusters.push(cluster);
+      await streamedElsewhere(cluster);
+      // Every node verified the key and cached it; it is revoked as the command line does, in a process of its own.
+      const read = `/v1/events?from=${cluster.instanceIds[0]}&limit=1`;
+      for (const node of cluster.nodes) {
+        const answer = await node.call('GET', read, cluster.key);
+        assert.equal(answer.status, 200, JSON.stringify(answer.body));
+      }
+      const [key, more] = await cluster.testStore.store.db.selectFrom('api_keys').select('id').execute();
+      assert.ok(key && more === undefined, 'the cluster has one key');
+      assert.ok((await revokeApiKey(cluster.testStore.store.db, key.id))?.revokedAt);
+      for (const node of cluster.nodes) {
+        await eventually(`${node.workerId} refuses the revoked key`, async () => {
+          const answer = await node.call('GET', read, cluster.key);
+          return answer.status === 401 ? answer : undefined;
+        });
       }
     });
   });

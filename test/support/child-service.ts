@@ -5,6 +5,8 @@
  *
  * - env `CHILD_WORKER_ID`, `CHILD_POLL_MS`, `CHILD_STALE_MS`: webhook worker id, poll interval, stale timeout;
  * - env `CHILD_HEARTBEAT_MS`: the node registry's heartbeat (and sweep) interval;
+ * - env `CHILD_STREAM_POLL_MS`, `CHILD_REVOCATION_POLL_MS`: how often idle event streams read the log and the key
+ *   cache looks for revocations (a test of the store's signals makes both far longer than it waits);
  * - env `CHILD_PG_SCHEMA`: the PostgreSQL schema of the test store (openStore's `schema` option);
  * - env `CHILD_LEASE_HEARTBEAT_MS`, `CHILD_LEASE_TTL_MS`: lease timing of a cluster node (with CLUSTER_SECRET set,
  *   the node starts its leases once listening, at `http://127.0.0.1:<port>`, and drains them first on SIGTERM, then
@@ -34,9 +36,13 @@ const store = await openStore(config.database, {
 const pollIntervalMs = number('CHILD_POLL_MS');
 const staleAfterMs = number('CHILD_STALE_MS');
 const heartbeatMs = number('CHILD_HEARTBEAT_MS');
+const streamPollMs = number('CHILD_STREAM_POLL_MS');
+const revocationPollMs = number('CHILD_REVOCATION_POLL_MS');
 const services = await createServices(config, {
   logger,
   store,
+  ...(streamPollMs === undefined ? {} : { streamPollMs }),
+  ...(revocationPollMs === undefined ? {} : { revocationPollMs }),
   webhookWorker: {
     ...(env.CHILD_WORKER_ID ? { workerId: env.CHILD_WORKER_ID } : {}),
     ...(pollIntervalMs === undefined ? {} : { pollIntervalMs }),
