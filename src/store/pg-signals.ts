@@ -165,7 +165,13 @@ export class PgSignals implements StoreSignals {
     this.#schema = options.schema;
     // The payload's fields are separated by spaces (node ids have none; one given with a space still parses).
     this.#nodeId = options.nodeId.replaceAll(' ', '_');
-    this.#timing = { ...PG_SIGNALS_TIMING, ...options.timing };
+    const timing = options.timing ?? {};
+    this.#timing = {
+      retryMs: timing.retryMs ?? PG_SIGNALS_TIMING.retryMs,
+      maxRetryMs: timing.maxRetryMs ?? PG_SIGNALS_TIMING.maxRetryMs,
+      pingMs: timing.pingMs ?? PG_SIGNALS_TIMING.pingMs,
+      answerTimeoutMs: timing.answerTimeoutMs ?? PG_SIGNALS_TIMING.answerTimeoutMs,
+    };
     this.#onError = options.onError;
   }
 
