@@ -204,11 +204,14 @@ export async function createServices(config: Config, options: ServiceOptions): P
   // Committed events wake the event streams of their instance (docs/decisions/0031-event-stream.md).
   const commits = new EventCommits();
   recorder.use(commits);
-  // Other nodes' commits and key revocations heard at once, on PostgreSQL (docs/decisions/0078-store-signals.md).
+  // Other nodes' commits, key revocations and delivery attempts heard at once, on PostgreSQL
+  // (docs/decisions/0078-store-signals.md).
   const signals = await wireSignals(config, { store, nodeId: nodes.id, logger, timing: options.signals });
   if (signals) {
     commits.connect(signals);
     keys.listen(signals);
+    // An attempt for an instance whose session is elsewhere is told to the node serving its live views.
+    feed.connect(signals, (instanceId) => sessions.existing(instanceId) === undefined);
   }
   const delivery = wireWebhooks(config, {
     store,

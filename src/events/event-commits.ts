@@ -1,6 +1,6 @@
 import type { Transaction } from 'kysely';
 import type { EngineEvent } from '../domain/messages.ts';
-import type { StoreSignals } from '../store/pg-signals.ts';
+import { type StoreSignals, TurnSignals } from '../store/pg-signals.ts';
 import type { Database } from '../store/schema.ts';
 import { InstanceListeners } from './instance-listeners.ts';
 import type { EventProjection } from './recorder.ts';
@@ -24,10 +24,8 @@ export type CommitListener = () => void;
 export class EventCommits implements EventProjection {
   readonly name = 'event-commits';
   readonly #listeners = new InstanceListeners<[]>();
-  #signals: StoreSignals | undefined;
-  /** Instances committed in this turn, told to the other nodes at its end. */
-  readonly #committed = new Set<string>();
-  #flushing = false;
+  /** Instances committed in this turn, told to the other nodes at its end (with signals). */
+  #committed: TurnSignals | undefined;
 
   /** Nothing to write: the signal speaks after the commit. */
   async apply(_trx: Transaction<Database>, _instanceId: string, _event: EngineEvent): Promise<void> {}
@@ -35,11 +33,7 @@ export class EventCommits implements EventProjection {
   /** Wakes the instance's listeners, and notes the instance for the other nodes (with signals). */
   afterCommit(instanceId: string, _event: EngineEvent): void {
     this.#listeners.notify(instanceId);
-    if (this.#signals === undefined) return;
-    this.#committed.add(instanceId);
-    if (this.#flushing) return;
-    this.#flushing = true;
-    setImmediate(() => this.#flush());
+    this.#committed?.note(instanceId);
   }
 
   /**
@@ -47,7 +41,8 @@ export class EventCommits implements EventProjection {
    * @returns a function that stops the exchange.
    */
   connect(signals: StoreSignals): () => void {
-    this.#signals = signals;
+    const committed = new TurnSignals(signals, 'events');
+    this.#committed = committed;
     const unsubscribe = signals.subscribe('events', (instanceIds) => {
       for (const instanceId of instanceIds) this.#listeners.notify(instanceId);
     });
@@ -55,7 +50,7 @@ export class EventCommits implements EventProjection {
     return () => {
       unsubscribe();
       unwatch();
-      if (this.#signals === signals) this.#signals = undefined;
+      if (this.#committed === committed) this.#committed = undefined;
     };
   }
 
@@ -67,12 +62,5 @@ export class EventCommits implements EventProjection {
   /** How many listeners are subscribed, over every instance (tests check that closed streams unsubscribe). */
   get listeners(): number {
     return this.#listeners.count;
-  }
-
-  #flush(): void {
-    this.#flushing = false;
-    const instanceIds = [...this.#committed];
-    this.#committed.clear();
-    this.#signals?.publish('events', instanceIds);
   }
 }

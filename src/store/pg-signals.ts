@@ -4,12 +4,14 @@ import { CONNECT_TIMEOUT_MS } from './database.ts';
 
 /**
  * What the nodes of one store signal each other (docs/decisions/0078-store-signals.md): `events`, the instances
- * whose events a node committed (items: instance ids); `keys`, that an API key was revoked (items: key ids).
+ * whose events a node committed (items: instance ids); `keys`, that an API key was revoked (items: key ids);
+ * `deliveries`, the instances held by another node whose delivery log a node's webhook worker changed (items:
+ * instance ids).
  */
-export type SignalTopic = 'events' | 'keys';
+export type SignalTopic = 'events' | 'keys' | 'deliveries';
 
 /** The topics, in the order they are listened to. */
-export const SIGNAL_TOPICS: readonly SignalTopic[] = ['events', 'keys'];
+export const SIGNAL_TOPICS: readonly SignalTopic[] = ['events', 'keys', 'deliveries'];
 
 /** A subscriber to one topic: told the items another node published. Must not throw. */
 export type SignalListener = (items: readonly string[]) => void;
@@ -37,6 +39,35 @@ export interface StoreSignals {
   readonly listening: boolean;
   /** Ends the connection and the retries; idempotent. */
   close(): Promise<void>;
+}
+
+/**
+ * Items of one topic noted during a turn of the event loop and published together at its end: one notification a
+ * turn however many commits or attempts it held, each item once.
+ */
+export class TurnSignals {
+  readonly #signals: StoreSignals;
+  readonly #topic: SignalTopic;
+  readonly #items = new Set<string>();
+  #scheduled = false;
+
+  constructor(signals: StoreSignals, topic: SignalTopic) {
+    this.#signals = signals;
+    this.#topic = topic;
+  }
+
+  /** Notes `item` for this turn's signal. */
+  note(item: string): void {
+    this.#items.add(item);
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    setImmediate(() => {
+      this.#scheduled = false;
+      const items = [...this.#items];
+      this.#items.clear();
+      this.#signals.publish(this.#topic, items);
+    });
+  }
 }
 
 /** The PostgreSQL channel of a topic (`LISTEN parley_events`); shared by every schema of the database. */

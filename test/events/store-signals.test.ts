@@ -1,44 +1,16 @@
 /**
- * The event streams' wake-up across nodes (docs/decisions/0078-store-signals.md): `EventCommits` tells the other
- * nodes, once per turn of the event loop, which instances committed, and wakes this node's listeners for the
- * instances they name, and every listener after a gap. The signals here are an in-memory stand-in; the PostgreSQL
+ * Wake-ups across nodes (docs/decisions/0078-store-signals.md): `EventCommits` tells the other nodes, once per turn
+ * of the event loop, which instances committed, and wakes this node's listeners for the instances they name, and
+ * every listener after a gap; `LiveFeed` does the same for the delivery attempts of instances held by another node.
+ * The signals here are an in-memory stand-in (test/support/memory-signals.ts); the PostgreSQL
  * ones are tested in test/store/pg-signals.test.ts and across three nodes in test/nodes/cluster-event-stream.test.ts.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { EngineEvent } from '../../src/domain/messages.ts';
 import { EventCommits } from '../../src/events/event-commits.ts';
-import type { SignalListener, SignalTopic, StoreSignals } from '../../src/store/pg-signals.ts';
-
-/** Signals that keep what is published and let the test speak as another node. */
-class MemorySignals implements StoreSignals {
-  readonly published: { topic: SignalTopic; items: string[] }[] = [];
-  readonly #listeners = new Map<SignalTopic, Set<SignalListener>>();
-  readonly #gaps = new Set<() => void>();
-  readonly listening = true;
-
-  publish(topic: SignalTopic, items: readonly string[]): void {
-    this.published.push({ topic, items: [...items] });
-  }
-  subscribe(topic: SignalTopic, listener: SignalListener): () => void {
-    const set = this.#listeners.get(topic) ?? new Set();
-    this.#listeners.set(topic, set);
-    set.add(listener);
-    return () => set.delete(listener);
-  }
-  onGap(listener: () => void): () => void {
-    this.#gaps.add(listener);
-    return () => this.#gaps.delete(listener);
-  }
-  async close(): Promise<void> {}
-  /** Another node published `items` on `topic`. */
-  hear(topic: SignalTopic, items: string[]): void {
-    for (const listener of this.#listeners.get(topic) ?? []) listener(items);
-  }
-  gap(): void {
-    for (const listener of this.#gaps) listener();
-  }
-}
+import { LiveFeed } from '../../src/events/live-feed.ts';
+import { MemorySignals } from '../support/memory-signals.ts';
 
 const event: EngineEvent = { type: 'contacts', contacts: [] };
 const turnEnd = () => new Promise((resolve) => setImmediate(resolve));
@@ -87,6 +59,41 @@ describe('event commits with store signals', () => {
     commits.afterCommit('i1', event);
     await turnEnd();
     assert.deepEqual(woken, ['i1'], 'only its own commit');
+    assert.deepEqual(signals.published, []);
+  });
+});
+
+describe('live feed with store signals', () => {
+  const change = (woken: string[], instanceId: string) => (kind: string) =>
+    woken.push(`${instanceId}:${kind}`);
+
+  it('tells the other nodes, once a turn, the attempts of instances held elsewhere, and only those', async () => {
+    const feed = new LiveFeed();
+    const signals = new MemorySignals();
+    feed.connect(signals, (instanceId) => instanceId !== 'held-here');
+    const woken: string[] = [];
+    feed.subscribe('held-here', change(woken, 'held-here'));
+    feed.attempted('held-here');
+    feed.attempted('elsewhere');
+    feed.attempted('elsewhere');
+    feed.attempted('also-elsewhere');
+    assert.deepEqual(woken, ['held-here:deliveries'], 'the local view is told at once');
+    await turnEnd();
+    assert.deepEqual(signals.published, [{ topic: 'deliveries', items: ['elsewhere', 'also-elsewhere'] }]);
+  });
+
+  it("wakes this node's views of the instances another node names, and every view after a gap", () => {
+    const feed = new LiveFeed();
+    const signals = new MemorySignals();
+    feed.connect(signals, () => true);
+    const woken: string[] = [];
+    feed.subscribe('i1', change(woken, 'i1'));
+    feed.subscribe('i2', change(woken, 'i2'));
+    signals.hear('deliveries', ['i1', 'i7']);
+    signals.hear('events', ['i2']);
+    assert.deepEqual(woken, ['i1:deliveries']);
+    signals.gap();
+    assert.deepEqual(woken.sort(), ['i1:deliveries', 'i1:deliveries', 'i2:deliveries']);
     assert.deepEqual(signals.published, []);
   });
 });
