@@ -50,8 +50,8 @@ export function hasScope(context: AuthContext, scope: Scope): boolean {
 
 /**
  * Verifies `Authorization: Bearer <key>` headers (docs/api.md#conventions, docs/decisions/0003-scopes-and-keys.md,
- * docs/decisions/0020-security-promises.md): format and CRC32 checked before any lookup, SHA-256 lookup with a short
- * cache, constant-time digest comparison, expiry and revocation. Every failure raises the same 401 `invalid API key`.
+ * docs/decisions/0020-security-promises.md): SHA-256 lookup in a short cache, else format and CRC32 checked before
+ * the store's lookup, constant-time digest comparison, expiry and revocation. Every failure raises the same 401 `invalid API key`.
  * Revocations made by any process evict cached entries within one poll interval (revocation happens in the admin CLI,
  * another process), and at once where the store signals them (PostgreSQL, docs/decisions/0078-store-signals.md).
  */
@@ -78,7 +78,7 @@ export class KeyAuthenticator {
   async authenticate(header: string | undefined): Promise<AuthContext> {
     const match = header === undefined ? null : BEARER.exec(header.trim());
     const presented = match?.[1];
-    if (presented === undefined || parseApiKey(presented) === null) throw errors.invalidKey();
+    if (presented === undefined) throw errors.invalidKey();
     const hash = hashApiKey(presented);
     const now = this.#options.clock();
     let entry = this.#cache.get(hash);
@@ -87,6 +87,8 @@ export class KeyAuthenticator {
       entry = undefined;
     }
     if (!entry) {
+      // Shape and checksum before the store is asked (a key found in the cache passed them when it was cached).
+      if (parseApiKey(presented) === null) throw errors.invalidKey();
       const key = await findApiKeyByHash(this.#db, hash);
       const org = key ? await getOrganization(this.#db, key.orgId) : undefined;
       if (!key || !org) throw errors.invalidKey();
