@@ -32,9 +32,13 @@ export interface KeyAuthenticatorOptions {
   logger: FastifyBaseLogger;
 }
 
+/** A verified key as the cache keeps it: what each request needs, derived once when it was read. */
 interface CacheEntry {
   key: ApiKeyRecord;
   org: Organization;
+  scopes: ReadonlySet<Scope>;
+  /** Epoch ms, or null when the key never expires. */
+  expiresAtMs: number | null;
   cachedAt: number;
 }
 
@@ -51,7 +55,8 @@ export function hasScope(context: AuthContext, scope: Scope): boolean {
 /**
  * Verifies `Authorization: Bearer <key>` headers (docs/api.md#conventions, docs/decisions/0003-scopes-and-keys.md,
  * docs/decisions/0020-security-promises.md): SHA-256 lookup in a short cache, else format and CRC32 checked before
- * the store's lookup, constant-time digest comparison, expiry and revocation. Every failure raises the same 401 `invalid API key`.
+ * the store's lookup and the digests compared in constant time; revocation and expiry at every request. Every
+ * failure raises the same 401 `invalid API key`.
  * Revocations made by any process evict cached entries within one poll interval (revocation happens in the admin CLI,
  * another process), and at once where the store signals them (PostgreSQL, docs/decisions/0078-store-signals.md).
  */
@@ -91,16 +96,17 @@ export class KeyAuthenticator {
       if (parseApiKey(presented) === null) throw errors.invalidKey();
       const key = await findApiKeyByHash(this.#db, hash);
       const org = key ? await getOrganization(this.#db, key.orgId) : undefined;
-      if (!key || !org) throw errors.invalidKey();
-      entry = { key, org, cachedAt: now };
+      // The digests compared in constant time once, when the store's row is taken: the cache is keyed by the digest.
+      if (!key || !org || !digestsEqual(key.keyHash, hash)) throw errors.invalidKey();
+      const expiresAtMs = key.expiresAt === null ? null : Date.parse(key.expiresAt);
+      entry = { key, org, scopes: new Set(key.scopes), expiresAtMs, cachedAt: now };
       this.#cache.set(hash, entry);
     }
     const { key, org } = entry;
-    if (!digestsEqual(key.keyHash, hash)) throw errors.invalidKey();
     if (key.revokedAt !== null) throw errors.invalidKey();
-    if (key.expiresAt !== null && Date.parse(key.expiresAt) <= now) throw errors.invalidKey();
+    if (entry.expiresAtMs !== null && entry.expiresAtMs <= now) throw errors.invalidKey();
     this.#touch(key.id, now);
-    return { keyId: key.id, org, env: key.env, scopes: new Set(key.scopes), instanceIds: key.instanceIds };
+    return { keyId: key.id, org, env: key.env, scopes: entry.scopes, instanceIds: key.instanceIds };
   }
 
   /** Starts polling for revocations made by other processes. */
