@@ -53,8 +53,8 @@ export interface Services {
   /** This node's commits of instance events, which wake the event streams (docs/decisions/0031-event-stream.md). */
   commits: EventCommits;
   /**
-   * Signals between the nodes of a PostgreSQL store (docs/decisions/0078-store-signals.md): other nodes' commits and
-   * key revocations heard at once; undefined on SQLite.
+   * Signals between the nodes of a PostgreSQL store (docs/decisions/0078-store-signals.md): other nodes' commits, key
+   * revocations and delivery attempts heard at once; undefined on SQLite and behind a pooler in transaction mode.
    */
   signals: StoreSignals | undefined;
   /**
