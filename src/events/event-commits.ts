@@ -1,6 +1,6 @@
 import type { Transaction } from 'kysely';
 import type { EngineEvent } from '../domain/messages.ts';
-import { type StoreSignals, TurnSignals } from '../store/pg-signals.ts';
+import type { StoreSignals, TurnSignals } from '../store/pg-signals.ts';
 import type { Database } from '../store/schema.ts';
 import { InstanceListeners } from './instance-listeners.ts';
 import type { EventProjection } from './recorder.ts';
@@ -41,15 +41,10 @@ export class EventCommits implements EventProjection {
    * @returns a function that stops the exchange.
    */
   connect(signals: StoreSignals): () => void {
-    const committed = new TurnSignals(signals, 'events');
+    const { outgoing: committed, stop } = this.#listeners.relay(signals, 'events');
     this.#committed = committed;
-    const unsubscribe = signals.subscribe('events', (instanceIds) => {
-      for (const instanceId of instanceIds) this.#listeners.notify(instanceId);
-    });
-    const unwatch = signals.onGap(() => this.#listeners.notifyAll());
     return () => {
-      unsubscribe();
-      unwatch();
+      stop();
       if (this.#committed === committed) this.#committed = undefined;
     };
   }

@@ -1,3 +1,5 @@
+import { type SignalTopic, type StoreSignals, TurnSignals } from '../store/pg-signals.ts';
+
 /**
  * Listeners per instance for the in-process fan-outs that speak after a commit (the dashboard's live view,
  * src/events/live-feed.ts; the event streams' wake-up, src/events/event-commits.ts). An instance nobody listens to
@@ -37,6 +39,27 @@ export class InstanceListeners<A extends unknown[]> {
   /** Calls every listener of every instance with `args` (as {@link notify} does for one instance). */
   notifyAll(...args: A): void {
     for (const instanceId of [...this.#byInstance.keys()]) this.notify(instanceId, ...args);
+  }
+
+  /**
+   * Joins these listeners to the other nodes' `topic` through `signals` (docs/decisions/0078-store-signals.md): each
+   * instance another node names is notified with `args`, and every instance after a gap in the signals (signals may
+   * have gone by unheard).
+   * @returns `outgoing`, where this node notes the instances it tells the other nodes (once per turn of the event
+   * loop), and `stop`, which ends both directions.
+   */
+  relay(signals: StoreSignals, topic: SignalTopic, ...args: A): { outgoing: TurnSignals; stop: () => void } {
+    const unsubscribe = signals.subscribe(topic, (instanceIds) => {
+      for (const instanceId of instanceIds) this.notify(instanceId, ...args);
+    });
+    const unwatch = signals.onGap(() => this.notifyAll(...args));
+    return {
+      outgoing: new TurnSignals(signals, topic),
+      stop: () => {
+        unsubscribe();
+        unwatch();
+      },
+    };
   }
 
   /** How many listeners are subscribed, over every instance. */

@@ -1,6 +1,6 @@
 import type { Transaction } from 'kysely';
 import type { EngineEvent } from '../domain/messages.ts';
-import { type StoreSignals, TurnSignals } from '../store/pg-signals.ts';
+import type { StoreSignals, TurnSignals } from '../store/pg-signals.ts';
 import type { Database } from '../store/schema.ts';
 import { InstanceListeners } from './instance-listeners.ts';
 import type { EventProjection } from './recorder.ts';
@@ -70,16 +70,11 @@ export class LiveFeed implements EventProjection {
    * @returns a function that stops the exchange.
    */
   connect(signals: StoreSignals, heldElsewhere: (instanceId: string) => boolean): () => void {
-    const attempted = new TurnSignals(signals, 'deliveries');
+    const { outgoing: attempted, stop } = this.#listeners.relay(signals, 'deliveries', 'deliveries');
     this.#attempted = attempted;
     this.#elsewhere = heldElsewhere;
-    const unsubscribe = signals.subscribe('deliveries', (instanceIds) => {
-      for (const instanceId of instanceIds) this.#publish(instanceId, 'deliveries');
-    });
-    const unwatch = signals.onGap(() => this.#listeners.notifyAll('deliveries'));
     return () => {
-      unsubscribe();
-      unwatch();
+      stop();
       if (this.#attempted === attempted) {
         this.#attempted = undefined;
         this.#elsewhere = undefined;
