@@ -95,7 +95,10 @@ export interface PgSignalsTiming {
   maxRetryMs: number;
   /** How often an idle connection is checked with a statement (10,000). */
   pingMs: number;
-  /** How long that check may go unanswered before the connection is closed and opened again (5,000). */
+  /**
+   * How long that check, or the `LISTEN` that starts a connection, may go unanswered before the connection is closed
+   * and opened again (5,000).
+   */
   answerTimeoutMs: number;
 }
 
@@ -155,6 +158,11 @@ export function decodeSignals(payload: string, schema: string, nodeId: string): 
 /** The socket under a node-postgres client (to close a connection whose server stopped answering). */
 interface ClientWithSocket {
   connection: { stream: Socket };
+}
+
+/** The socket under `client`, which node-postgres does not expose in its types. */
+function socketOf(client: pg.Client): Socket {
+  return (client as unknown as ClientWithSocket).connection.stream;
 }
 
 /**
@@ -275,7 +283,16 @@ export class PgSignals implements StoreSignals {
     client.on('notification', (message) => this.#heard(message.channel, message.payload));
     try {
       await client.connect();
-      await client.query(SIGNAL_TOPICS.map((topic) => `LISTEN ${signalChannel(topic)}`).join('; '));
+      // A server that goes silent between the connection and this answer would otherwise hold this attempt (and
+      // close(), which waits for it) for ever: its socket is closed after answerTimeoutMs, failing the statement.
+      const silent = setTimeout(
+        () => socketOf(client).destroy(this.#silence()),
+        this.#timing.answerTimeoutMs,
+      );
+      silent.unref();
+      await client
+        .query(SIGNAL_TOPICS.map((topic) => `LISTEN ${signalChannel(topic)}`).join('; '))
+        .finally(() => clearTimeout(silent));
     } catch (error) {
       await client.end().catch(() => undefined);
       if (!this.#closed) {
@@ -330,16 +347,18 @@ export class PgSignals implements StoreSignals {
     this.#retryTimer.unref();
   }
 
+  /** The failure of a connection that left a statement unanswered for `answerTimeoutMs`. */
+  #silence(): Error {
+    return new Error(`the signals connection did not answer in ${this.#timing.answerTimeoutMs} ms`);
+  }
+
   /** Checks the idle connection every `pingMs`; one that leaves the check unanswered is closed as lost. */
   #schedulePing(client: pg.Client): void {
     this.#pingTimer = setTimeout(() => {
       if (this.#client !== client) return;
       const silent = setTimeout(() => {
-        (client as unknown as ClientWithSocket).connection.stream.destroy();
-        this.#lost(
-          client,
-          new Error(`the signals connection did not answer in ${this.#timing.answerTimeoutMs} ms`),
-        );
+        socketOf(client).destroy();
+        this.#lost(client, this.#silence());
       }, this.#timing.answerTimeoutMs);
       silent.unref();
       client

@@ -197,6 +197,37 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       assert.deepEqual(got, [['kept']]);
     });
 
+    it('gives up a connection whose server goes silent before its LISTEN is answered, and connects again', async () => {
+      const proxy = await startFlightProxy({
+        host: new URL(url).hostname,
+        port: Number(new URL(url).port || 5432),
+      });
+      try {
+        proxy.freezeAt('LISTEN');
+        errors.length = 0;
+        const late = new PgSignals({
+          url: urlThrough(new URL(url), proxy),
+          schema: 'parley_test',
+          nodeId: 'n11',
+          timing: { retryMs: 20, maxRetryMs: 200, pingMs: 100, answerTimeoutMs: 300 },
+          onError: (error) => errors.push(error),
+        });
+        opened.push(late);
+        // The first attempt ends (its start resolves) instead of waiting on the silent server for ever.
+        await late.start();
+        assert.equal(late.listening, false);
+        assert.match(errors[0]?.message ?? '', /did not answer in 300 ms/);
+        const got = heard(late, 'events');
+        await eventually('it listens on a second connection', () => late.listening);
+        const publisher = await open('n12');
+        publisher.publish('events', ['after-a-silent-start']);
+        await eventually('the second connection hears', () => got.length === 1);
+        assert.deepEqual(got, [['after-a-silent-start']]);
+      } finally {
+        await proxy.close();
+      }
+    });
+
     it('closes a connection whose server goes silent and listens on a new one', async () => {
       const proxy = await startFlightProxy({
         host: new URL(url).hostname,

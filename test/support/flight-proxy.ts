@@ -17,6 +17,12 @@ export interface FlightProxy {
    * went silent (a failover to another host, a network cut). Connections made after forward as before.
    */
   freeze(): void;
+  /**
+   * The next connection whose client sends bytes holding `text` (its first statement of that text, say) freezes at
+   * that instant, as {@link freeze} does, without forwarding them: a server that went silent between a client's
+   * connection and its first answer. Once only; later connections forward as before.
+   */
+  freezeAt(text: string): void;
   /** Stops listening and closes every connection. */
   close(): Promise<void>;
 }
@@ -29,6 +35,7 @@ export async function startFlightProxy(target: { host: string; port: number }): 
   let flights = 0;
   const sockets = new Set<Socket>();
   const frozen = new Set<Socket>();
+  let freezeAt: Buffer | undefined;
   const server = createServer((client) => {
     const upstream = tcpConnect(target.port, target.host);
     for (const socket of [client, upstream]) {
@@ -43,6 +50,12 @@ export async function startFlightProxy(target: { host: string; port: number }): 
     let serverSpokeLast = true;
     client.on('data', (chunk: Buffer) => {
       if (frozen.has(client)) return;
+      if (freezeAt !== undefined && chunk.includes(freezeAt)) {
+        freezeAt = undefined;
+        frozen.add(client);
+        frozen.add(upstream);
+        return;
+      }
       if (serverSpokeLast) flights += 1;
       serverSpokeLast = false;
       upstream.write(chunk);
@@ -67,6 +80,9 @@ export async function startFlightProxy(target: { host: string; port: number }): 
     freeze: () => {
       // What either side sends from now on is read and dropped: nothing reaches the other side, nothing is closed.
       for (const socket of sockets) frozen.add(socket);
+    },
+    freezeAt: (text) => {
+      freezeAt = Buffer.from(text);
     },
     close: async () => {
       for (const socket of sockets) socket.destroy();
