@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { sql } from 'kysely';
 import { revokeApiKey } from '../../src/store/api-keys.ts';
 import { eventually } from '../support/eventually.ts';
 import { sseReader } from '../support/sse.ts';
@@ -13,7 +14,8 @@ import { type Cluster, owners, startCluster, stoppedAfterEach } from './support.
  * a stream is served by the node the client reached, never forwarded, and reads the shared store, so an event
  * recorded on the node holding the instance reaches streams opened on the two other nodes, each exactly as the event
  * log shows it: told at once by the store's signals (docs/decisions/0078-store-signals.md), or read within a second
- * by the idle poll. The signals are shown with polls far longer than the test waits, and so is a revocation.
+ * by the idle poll. The poll is shown without the signals (nodes behind a transaction-mode pooler open none), the
+ * signals with polls far longer than the test waits, and so is a revocation.
  */
 
 /** Far longer than any wait of these tests, ms: what reaches the nodes meanwhile came by the store's signals. */
@@ -22,6 +24,16 @@ const NEVER_MS = '600000';
 for (const dialect of testDialects().filter((d) => d === 'postgres')) {
   describe(`event stream across three nodes (${dialect})`, () => {
     const clusters = stoppedAfterEach<Cluster>();
+
+    /** How many nodes of `cluster` hold a signals connection to its store (`pg_stat_activity`). */
+    const listening = async (cluster: Cluster): Promise<number> => {
+      const { rows } = await sql<{ n: number }>`
+        select count(*)::int as n from pg_stat_activity
+        where datname = current_database() and application_name like 'parley-signals %'`.execute(
+        cluster.testStore.store.db,
+      );
+      return rows[0]?.n ?? 0;
+    };
 
     /** An event recorded on the owner of an instance, read from streams opened on the two other nodes. */
     const streamedElsewhere = async (cluster: Cluster) => {
@@ -66,9 +78,11 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       }
     };
 
-    it('an event recorded on the owner reaches a WebSocket and an SSE stream opened on the other nodes', async () => {
-      const cluster = await startCluster();
+    it('without the signals, the idle poll brings an event recorded on the owner to streams on the other nodes', async () => {
+      // As behind PgBouncer in transaction mode (docs/decisions/0055-named-statements.md): no listening session.
+      const cluster = await startCluster({ DATABASE_PREPARED_STATEMENTS: 'off' });
       clusters.push(cluster);
+      assert.equal(await listening(cluster), 0);
       await streamedElsewhere(cluster);
     });
 
@@ -78,6 +92,9 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
         CHILD_REVOCATION_POLL_MS: NEVER_MS,
       });
       clusters.push(cluster);
+      await eventually('each node listens', async () =>
+        (await listening(cluster)) === 3 ? true : undefined,
+      );
       await streamedElsewhere(cluster);
       // Every node verified the key and cached it; it is revoked as the command line does, in a process of its own.
       const read = `/v1/events?from=${cluster.instanceIds[0]}&limit=1`;
