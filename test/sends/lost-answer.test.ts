@@ -164,10 +164,22 @@ for (const dialect of testDialects()) {
       assert.equal(await queue.store(later), 'stored', 'stored while the first still waits');
       down = false;
       awayAfterLoss = false;
-      assert.equal(await stored, 'stored');
+      // The first row was committed before its answer was lost, so a wake of the queue scheduled by an earlier case
+      // may have claimed it meanwhile: the write again then finds it `moved`, its outcome the relay's. Either way the
+      // job is stored once and relayed once.
+      assert.ok(['stored', 'moved'].includes(await stored), 'the first job stored');
       assert.deepEqual(
         (await rows([waiting.id, later.id])).map((row) => row.id),
         [waiting.id, later.id],
+      );
+      queue.wake(t.instance.id);
+      await eventually('both relayed and marked sent', async () =>
+        (await rows([waiting.id, later.id])).every((row) => row.status === 'sent'),
+      );
+      assert.deepEqual(
+        relayed.filter((id) => id === waiting.id || id === later.id),
+        [waiting.id, later.id],
+        'each relayed once, in order',
       );
     });
 
