@@ -1,6 +1,6 @@
 /**
  * `npm run bench [-- --quick] [--only=send,delivery,auth,scale,live,cluster,sendpath,rowids] [--profile] [--keyed-baseline]
- * [--lane-window=N] [--unprepared] [--pg-delay=MS]` —
+ * [--lane-window=N] [--unprepared] [--pg-delay=MS] [--from-sources]` —
  * parley's benchmarks.
  *
  * Process model: every server under test runs in a child process of its own (parley, or the baseline's bare
@@ -18,7 +18,8 @@
  * `--unprepared` runs them on PostgreSQL without named prepared statements (`DATABASE_PREPARED_STATEMENTS=off`);
  * `--pg-delay=MS` puts a network between parley and PostgreSQL in those two scenarios: a proxy in a process of its
  * own (bench/roles/network.ts) that delays each direction by MS milliseconds; the round trip it makes is measured
- * and printed.
+ * and printed. parley's children run the compiled JavaScript of `dist/` that `npm start` runs (built first when its
+ * sources changed); `--from-sources` runs its TypeScript through tsx instead, as development does.
  */
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
@@ -26,7 +27,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_WEBHOOK_CONCURRENCY, MAX_LANE_WINDOW } from '../src/config/env.ts';
-import { type BenchChild, startChild } from './lib/ipc.ts';
+import { buildServer } from './lib/build.ts';
+import { type BenchChild, parleyCode, startChild } from './lib/ipc.ts';
 import { type PgNetwork, startPgNetwork } from './lib/pg-network.ts';
 import { machineInfo, resultsTable, type ScenarioResult } from './lib/report.ts';
 import { authScenario } from './scenarios/auth.ts';
@@ -55,6 +57,8 @@ interface Options {
   unprepared?: true;
   /** `--pg-delay=MS`: each direction's delay, ms, of the network between parley and PostgreSQL in those scenarios. */
   pgDelayMs?: number;
+  /** `--from-sources`: parley's children run its TypeScript through tsx instead of the compiled `dist/`. */
+  fromSources: boolean;
 }
 
 /** Longest `--pg-delay`, ms each way. */
@@ -65,6 +69,7 @@ function parseArgs(argv: string[]): Options {
     quick: false,
     profile: false,
     keyedBaseline: false,
+    fromSources: false,
     only: new Set(SCENARIOS),
     databaseUrl: process.env.BENCH_DATABASE_URL || undefined,
     redisUrl: process.env.BENCH_REDIS_URL || undefined,
@@ -74,6 +79,7 @@ function parseArgs(argv: string[]): Options {
     else if (arg === '--profile') options.profile = true;
     else if (arg === '--keyed-baseline') options.keyedBaseline = true;
     else if (arg === '--unprepared') options.unprepared = true;
+    else if (arg === '--from-sources') options.fromSources = true;
     else if (arg.startsWith('--pg-delay=')) {
       const delay = Number(arg.slice('--pg-delay='.length));
       if (!Number.isFinite(delay) || delay <= 0 || delay > MAX_PG_DELAY_MS)
@@ -94,7 +100,7 @@ function parseArgs(argv: string[]): Options {
       options.only = new Set(names as ScenarioName[]);
     } else
       throw new Error(
-        `unknown option ${arg} (allowed: --quick, --only=a,b, --profile, --keyed-baseline, --lane-window=N, --unprepared, --pg-delay=MS)`,
+        `unknown option ${arg} (allowed: --quick, --only=a,b, --profile, --keyed-baseline, --lane-window=N, --unprepared, --pg-delay=MS, --from-sources)`,
       );
   }
   return options;
@@ -164,6 +170,12 @@ async function main(): Promise<void> {
     `parley benchmarks (${options.quick ? 'quick' : 'full'}): ${machine.cpuModel}, ${machine.cores} cores, ` +
       `${machine.memoryGiB} GiB, Node ${machine.node}`,
   );
+  if (options.fromSources) {
+    parleyCode('sources');
+    log("parley's children run its TypeScript sources through tsx (--from-sources)");
+  } else {
+    buildServer();
+  }
   const dialects: ('sqlite' | 'postgres')[] = options.databaseUrl ? ['sqlite', 'postgres'] : ['sqlite'];
   if (!options.databaseUrl)
     log('PostgreSQL scenarios not run: set BENCH_DATABASE_URL=postgres://… to add them');

@@ -49,16 +49,50 @@ export interface StartOptions {
    * commit measured beside the current code in the same run. Default: this checkout.
    */
   root?: string;
+  /**
+   * Run parley's own code from its TypeScript sources through tsx, as development does, instead of the compiled
+   * `dist/` that `npm start` runs. Default: {@link parleyCode}'s choice for this checkout; always the sources for
+   * another `root` (an earlier commit may have no build).
+   */
+  sources?: boolean;
 }
 
-/** Forks `bench/child.ts` in role `role` (TypeScript through tsx); resolves once the child is ready. */
+/** The roles whose child runs parley's own code (the others are baselines, the receiver and the network). */
+const PARLEY_ROLES: ReadonlySet<Role> = new Set(['parley', 'live-parley', 'scale']);
+
+/** The hooks that load `dist/` in place of `src/` (bench/lib/compiled-sources.mjs). */
+const COMPILED_SOURCES = fileURLToPath(new URL('./compiled-sources.mjs', import.meta.url));
+
+let codeFromSources = false;
+
+/**
+ * What code this checkout's parley children run from now on: `'compiled'` (the default) the JavaScript of
+ * `dist/` that `npm start` runs, which the caller must have built (`node scripts/build.js --if-stale
+ * --only=server`); `'sources'` the TypeScript through tsx (`--from-sources`), whose transform keeps every
+ * function's name with a call at each closure's creation.
+ */
+export function parleyCode(mode: 'compiled' | 'sources'): void {
+  codeFromSources = mode === 'sources';
+}
+
+/**
+ * Forks `bench/child.ts` in role `role` (TypeScript through tsx; parley's own code compiled, see {@link
+ * parleyCode}); resolves once the child is ready.
+ */
 export async function startChild(role: Role, options: StartOptions = {}): Promise<BenchChild> {
   const root = options.root ?? ROOT;
   const entry =
     options.root === undefined ? CHILD_ENTRY : `${options.root.replace(/\/$/, '')}/bench/child.ts`;
+  const compiled =
+    PARLEY_ROLES.has(role) && options.root === undefined && !(options.sources ?? codeFromSources);
   const proc: ChildProcess = fork(entry, [role], {
     cwd: root,
-    execArgv: ['--import', 'tsx', ...(options.execArgv ?? [])],
+    execArgv: [
+      '--import',
+      'tsx',
+      ...(compiled ? ['--import', COMPILED_SOURCES] : []),
+      ...(options.execArgv ?? []),
+    ],
     env: { ...process.env, ...options.env },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });

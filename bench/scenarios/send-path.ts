@@ -23,7 +23,8 @@ async function measure(
   root: string | undefined,
   headers: Record<string, string>[],
 ): Promise<LoadResult[]> {
-  const parley = await startChild('parley', root === undefined ? {} : { root });
+  // Both sides from their TypeScript sources: the earlier commit predates the compiled build.
+  const parley = await startChild('parley', root === undefined ? { sources: true } : { root });
   try {
     const ready = await setupOneInstance(parley, settings);
     const runs: LoadResult[] = [];
