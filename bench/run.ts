@@ -371,6 +371,9 @@ async function main(): Promise<void> {
           : {}),
         processModel:
           'server under test in its own child process; autocannon in the runner; HTTPS receiver in a third process; loopback only',
+        parleyCode: options.fromSources
+          ? 'TypeScript sources through tsx'
+          : 'compiled dist/ (what npm start runs)',
         results,
       },
       null,

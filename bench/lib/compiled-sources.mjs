@@ -4,7 +4,7 @@
  * bench's own imports of `kysely` load the copy vendored into `dist/vendor/`, so the child measures the JavaScript
  * `npm start` runs (scripts/build.js), not the development transform of tsx (which keeps every function's name
  * with a call at each closure's creation). The bench files themselves still load through tsx. The runner builds
- * `dist/` first when its sources changed (bench/lib/compiled.ts).
+ * `dist/` first when its sources changed (bench/lib/build.ts).
  */
 import { register } from 'node:module';
 
