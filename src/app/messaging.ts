@@ -7,6 +7,7 @@ import { isLidAddress } from '../domain/lids.ts';
 import type { Jid, OutgoingContent, SentMessage } from '../domain/messages.ts';
 import { GROUP_DOMAIN, STATUS_BROADCAST, userJid } from '../domain/messages.ts';
 import { withTimeout } from '../domain/time-limit.ts';
+import { eitherSignal, type WaitSignal } from '../domain/withdrawal.ts';
 import type { EngineSession } from '../engines/engine.ts';
 import type { EventRecorder } from '../events/recorder.ts';
 import { storedOutcome } from '../sends/outcomes.ts';
@@ -127,7 +128,7 @@ export interface SendOrigin {
    * Aborts when the client went away (src/http/client-gone.ts): a synchronous send stops waiting for its outcome,
    * which is then recorded as a `MessageStatus` event, as a queued send's is.
    */
-  signal?: AbortSignal | undefined;
+  signal?: WaitSignal | undefined;
 }
 
 /**
@@ -214,11 +215,11 @@ export class MessagingService {
    * What a synchronous send answers for a job stored by an earlier forward of the same request (src/sends/outcomes.ts);
    * its wait is withdrawn when `gone` (the client went away) aborts, as a first forward's is.
    */
-  #outcomeOf(job: SendJob, gone: AbortSignal | undefined): Promise<SentMessage> {
+  #outcomeOf(job: SendJob, gone: WaitSignal | undefined): Promise<SentMessage> {
     return storedOutcome(
       job,
       (waited, signal) =>
-        this.#queue.waitForStored(waited, gone === undefined ? signal : AbortSignal.any([signal, gone])),
+        this.#queue.waitForStored(waited, gone === undefined ? signal : eitherSignal(signal, gone)),
       () => findSendJob(this.#store.db, job.instanceId, job.id),
     );
   }

@@ -1,5 +1,6 @@
 import { type DomainError, errors } from '../domain/errors.ts';
 import type { SentMessage } from '../domain/messages.ts';
+import { type WaitSignal, Withdrawal } from '../domain/withdrawal.ts';
 import type { SendJob } from '../store/send-jobs.ts';
 
 /**
@@ -19,7 +20,7 @@ import type { SendJob } from '../store/send-jobs.ts';
  */
 export async function storedOutcome(
   job: SendJob,
-  wait: (job: SendJob, signal: AbortSignal) => Promise<SentMessage>,
+  wait: (job: SendJob, signal: WaitSignal) => Promise<SentMessage>,
   reread: () => Promise<SendJob | undefined>,
 ): Promise<SentMessage> {
   const ended = endedAnswer(job);
@@ -27,13 +28,13 @@ export async function storedOutcome(
     if ('sent' in ended) return ended.sent;
     throw ended.error;
   }
-  const withdraw = new AbortController();
-  const done = wait(job, withdraw.signal);
+  const withdraw = new Withdrawal();
+  const done = wait(job, withdraw);
   // The wait may end (its client gone) while the job is read again: its rejection is the caller's, once returned.
   done.catch(() => undefined);
   const now = await reread().catch(() => undefined);
   if (now === undefined || endedAnswer(now) === undefined) return done;
-  withdraw.abort();
+  withdraw.withdraw(new DOMException('This operation was aborted', 'AbortError'));
   return storedOutcome(now, wait, reread);
 }
 

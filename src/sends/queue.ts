@@ -4,6 +4,7 @@ import type { DomainError } from '../domain/errors.ts';
 import type { EngineEvent, SentMessage } from '../domain/messages.ts';
 import { extended } from '../domain/objects.ts';
 import type { PacingSettings, SendPause } from '../domain/sends.ts';
+import type { WaitSignal } from '../domain/withdrawal.ts';
 import type { EngineSession } from '../engines/engine.ts';
 import type { EventProjection } from '../events/recorder.ts';
 import { outcomeUnknown, untilStoreAnswers } from '../store/faults.ts';
@@ -282,7 +283,7 @@ export class SendQueue implements EventProjection {
   async storeSync(
     session: EngineSession,
     job: NewSendJob,
-    signal?: AbortSignal,
+    signal?: WaitSignal,
   ): Promise<() => Promise<SentMessage>> {
     // A queue this process never drained has no runner yet: the job waits its turn behind the first hand-back.
     const runner = this.#runners.peek(job.instanceId);
@@ -330,7 +331,7 @@ export class SendQueue implements EventProjection {
     session: EngineSession,
     job: SendJob,
     runner: Runner,
-    signal: AbortSignal | undefined,
+    signal: WaitSignal | undefined,
   ): Promise<SentMessage> {
     let done: Promise<SentMessage>;
     try {
@@ -354,7 +355,7 @@ export class SendQueue implements EventProjection {
    * Resolves with the result of job `job` (a sync job submitted for the queue), or rejects with its error; a wait
    * whose `signal` aborts first is withdrawn and rejects with the signal's reason (waiters.ts).
    */
-  waitFor(job: Pick<SendJob, 'instanceId' | 'id'>, signal?: AbortSignal): Promise<SentMessage> {
+  waitFor(job: Pick<SendJob, 'instanceId' | 'id'>, signal?: WaitSignal): Promise<SentMessage> {
     const done = this.#waiters.await(job, signal);
     this.submitted(job.instanceId);
     return done;
@@ -364,7 +365,7 @@ export class SendQueue implements EventProjection {
    * {@link waitFor} for a job stored by an earlier forward of the same request, under the sync wait's deadline
    * counted from the job's acceptance (`createdAt`, sync-deadline.ts).
    */
-  waitForStored(job: SendJob, signal?: AbortSignal): Promise<SentMessage> {
+  waitForStored(job: SendJob, signal?: WaitSignal): Promise<SentMessage> {
     return this.#deadlines.watch(job, this.waitFor(job, signal), job.createdAt);
   }
 

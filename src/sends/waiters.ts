@@ -1,4 +1,5 @@
 import type { SentMessage } from '../domain/messages.ts';
+import type { WaitSignal } from '../domain/withdrawal.ts';
 import type { SendJob } from '../store/send-jobs.ts';
 
 /** A job as the waiters know it: its instance and id. */
@@ -30,7 +31,7 @@ export class SendWaiters {
    * forwarded again while its first forward still waits, docs/decisions/0008-leases-and-fencing.md): each is settled.
    * When `signal` aborts first, this wait alone is withdrawn and rejects with the signal's reason.
    */
-  await(job: JobKey, signal?: AbortSignal): Promise<SentMessage> {
+  await(job: JobKey, signal?: WaitSignal): Promise<SentMessage> {
     return new Promise<SentMessage>((resolve, reject) => {
       if (signal?.aborted) {
         reject(signal.reason);

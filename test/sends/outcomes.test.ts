@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { DomainError } from '../../src/domain/errors.ts';
 import type { SentMessage } from '../../src/domain/messages.ts';
+import type { WaitSignal } from '../../src/domain/withdrawal.ts';
 import { storedOutcome } from '../../src/sends/outcomes.ts';
 import { SendWaiters } from '../../src/sends/waiters.ts';
 import type { SendJob } from '../../src/store/send-jobs.ts';
@@ -35,7 +36,7 @@ function job(status: SendJob['status'], sentAt: number | null = null): SendJob {
 describe('the answer for a job stored by an earlier forward (src/sends/outcomes.ts)', () => {
   it('a relay that ended between the read and the wait is answered from the store, and only that wait is withdrawn', async () => {
     const waiters = new SendWaiters();
-    const wait = (waited: SendJob, signal: AbortSignal) => waiters.await(waited, signal);
+    const wait = (waited: SendJob, signal: WaitSignal) => waiters.await(waited, signal);
     // The first forward's own request still waits (its relay has not answered it yet).
     const first = waiters.await(job('sending'));
     // Read `sending`; by the time this wait is registered the relay has ended and its outcome is stored.
@@ -60,7 +61,7 @@ describe('the answer for a job stored by an earlier forward (src/sends/outcomes.
 
   it('a job still pending or sending, or a read that fails, keeps the wait until the relay settles it', async () => {
     const waiters = new SendWaiters();
-    const wait = (waited: SendJob, signal: AbortSignal) => waiters.await(waited, signal);
+    const wait = (waited: SendJob, signal: WaitSignal) => waiters.await(waited, signal);
     const relayed: SentMessage = { id: '3EB0FORWARDED000000000A', timestamp: T0 + 9 };
     const stillSending = storedOutcome(job('sending'), wait, async () => job('sending'));
     const readFailed = storedOutcome(job('pending'), wait, async () => {
