@@ -59,7 +59,13 @@ export interface AllocationSummary {
 /** Self and inclusive time of a profile, largest first. */
 export interface ProfileSummary {
   file: string;
+  /** Sampled time, milliseconds, without the profiler's own ({@link ProfileSummary.profilerMs}). */
   totalMs: number;
+  /**
+   * Milliseconds sampled inside the inspector's own calls (`node:inspector`: stopping the allocation sampler, which
+   * builds its profile on the main thread), left out of every figure here: they are the profiler's, not the code's.
+   */
+  profilerMs: number;
   /** Share of sampled time the process was idle (waiting for I/O), percent. */
   idlePercent: number;
   /** Self time by source area (`sqlite (native)`, `node_modules/kysely`, `src/store`, …). */
@@ -144,16 +150,43 @@ function top(map: Map<string, number>, totalMs: number, limit: number): ProfileE
     .map(([name, us]) => ({ name, ms: round(us / 1000, 1), percent: round((us / 1000 / totalMs) * 100, 1) }));
 }
 
-/** Summarises one `.cpuprofile` file (`limit` rows per list). */
+/** The ids of the nodes at or under a frame of the inspector's own module (`node:inspector`). */
+function profilerNodes(
+  nodes: readonly ProfileNode[],
+  parent: ReadonlyMap<number, number>,
+  byId: ReadonlyMap<number, ProfileNode>,
+): Set<number> {
+  const inside = new Set<number>();
+  for (const node of nodes) {
+    let cursor: number | undefined = node.id;
+    while (cursor !== undefined) {
+      if (byId.get(cursor)?.callFrame.url === 'node:inspector') {
+        inside.add(node.id);
+        break;
+      }
+      cursor = parent.get(cursor);
+    }
+  }
+  return inside;
+}
+
+/**
+ * Summarises one `.cpuprofile` file (`limit` rows per list); samples inside the inspector's own calls are left out
+ * and counted in `profilerMs`.
+ */
 export function summariseProfile(file: string, limit = 15): ProfileSummary {
   const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
   const byId = new Map(profile.nodes.map((node) => [node.id, node]));
   const parent = new Map<number, number>();
   for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
+  const profiler = profilerNodes(profile.nodes, parent, byId);
   const selfUs = new Map<number, number>();
+  let profilerUs = 0;
   for (let i = 0; i < profile.samples.length; i++) {
     const id = profile.samples[i] ?? 0;
-    selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
+    const us = profile.timeDeltas[i] ?? 0;
+    if (profiler.has(id)) profilerUs += us;
+    else selfUs.set(id, (selfUs.get(id) ?? 0) + us);
   }
   const totalUs = [...selfUs.values()].reduce((a, b) => a + b, 0);
   const areas = new Map<string, number>();
@@ -185,6 +218,7 @@ export function summariseProfile(file: string, limit = 15): ProfileSummary {
   return {
     file,
     totalMs: round(totalMs, 0),
+    profilerMs: round(profilerUs / 1000, 0),
     idlePercent: round(((areas.get('idle') ?? 0) / 1000 / totalMs) * 100, 1),
     byArea: top(areas, totalMs, limit),
     selfTop: top(selfFn, totalMs, limit),
