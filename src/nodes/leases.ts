@@ -31,7 +31,7 @@ export interface LeaseKeeperOptions {
   db: Kysely<Database>;
   /** This node's id (the registry's). */
   nodeId: string;
-  sessions: Pick<SessionManager, 'session' | 'existing' | 'release' | 'ids'>;
+  sessions: Pick<SessionManager, 'restore' | 'existing' | 'release' | 'ids'>;
   logger: FastifyBaseLogger;
   /** Renewal and placement period (default {@link LEASE_HEARTBEAT_MS}). */
   heartbeatMs?: number;
@@ -244,7 +244,9 @@ export class LeaseKeeper {
   /**
    * Restores `instance`'s session here when it should be connected and is not (stored credentials, no QR). A
    * session already here that is not connected is asked to connect again (a no-op while its own connection attempt
-   * or reconnect runs); only a session made here is logged as restored, once.
+   * or reconnect runs); only a session made here is logged as restored, once. `instance` may be stale: the session
+   * manager connects only if the store still wants the instance connected when its turn comes
+   * ({@link SessionManager.restore}), so a disconnect that lands meanwhile is not undone.
    */
   ensureRestored(instance: Instance): Promise<void> {
     const { sessions, logger } = this.#options;
@@ -254,11 +256,10 @@ export class LeaseKeeper {
     const running = this.#restoring.get(instance.id);
     if (running) return running;
     const restore = sessions
-      .session(instance)
-      .then((session) => session.connect())
+      .restore(instance.id)
       .then(
-        () => {
-          if (existing === undefined)
+        (restored) => {
+          if (restored && existing === undefined)
             logger.info({ instanceId: instance.id }, 'session restored on this node');
         },
         (error: unknown) =>

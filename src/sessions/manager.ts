@@ -61,6 +61,11 @@ export class SessionManager {
   readonly #prepared = new Set<Environment>();
   /** Boot restores and their retries (cancelled by any user action on the instance). */
   readonly #restorer: SessionRestorer;
+  /**
+   * Per instance, the last of its lifecycle steps that must not interleave (disconnect, logout, restore; see
+   * {@link #inTurn}); an entry goes once its step settled and none is queued behind it.
+   */
+  readonly #turns = new Map<string, Promise<unknown>>();
   /** Aborted at shutdown: recordings and credential reads waiting for the store give up. */
   readonly #closing = new AbortController();
   readonly #policy: RecordRetryPolicy;
@@ -75,7 +80,7 @@ export class SessionManager {
       db: options.db,
       logger: options.logger,
       ...(options.restoreRetry ? { retry: options.restoreRetry } : {}),
-      connect: async (instance) => (await this.session(instance)).connect(),
+      connect: (instanceId) => this.restore(instanceId),
       connected: (instanceId) => this.#sessions.get(instanceId)?.state().connected === true,
     });
   }
@@ -280,18 +285,67 @@ export class SessionManager {
     return session.requestPairingCode(phone);
   }
 
-  /** Disconnects and keeps the login (docs/api.md#session): status becomes connected:false, loggedIn:true. */
-  async disconnect(instance: Instance): Promise<void> {
+  /**
+   * Disconnects and keeps the login (docs/api.md#session): status becomes connected:false, loggedIn:true. Runs in
+   * the instance's turn ({@link #inTurn}): a {@link restore} that read the instance before this call either ends
+   * before it starts or, after it, finds the instance no longer wanted connected.
+   */
+  disconnect(instance: Instance): Promise<void> {
     this.#restorer.cancel(instance.id);
-    await updateInstance(this.#options.db, instance.id, { desiredState: 'disconnected' });
-    await (await this.session(instance)).disconnect();
+    return this.#inTurn(instance.id, async () => {
+      await updateInstance(this.#options.db, instance.id, { desiredState: 'disconnected' });
+      await (await this.session(instance)).disconnect();
+    });
   }
 
-  /** Logs out: unlinks the device and deletes the stored credentials (docs/api.md#session). */
-  async logout(instance: Instance): Promise<void> {
+  /**
+   * Logs out: unlinks the device and deletes the stored credentials (docs/api.md#session). Runs in the instance's
+   * turn, as {@link disconnect}.
+   */
+  logout(instance: Instance): Promise<void> {
     this.#restorer.cancel(instance.id);
-    await updateInstance(this.#options.db, instance.id, { desiredState: 'disconnected' });
-    await (await this.session(instance)).logout();
+    return this.#inTurn(instance.id, async () => {
+      await updateInstance(this.#options.db, instance.id, { desiredState: 'disconnected' });
+      await (await this.session(instance)).logout();
+    });
+  }
+
+  /**
+   * Connects the session of instance `instanceId` again when the user left it connected and logged in, as the store
+   * says now, not as a caller read it earlier: the path of every reconnect nobody asked for (a restore at boot and
+   * its retries, a node taking over a lease or serving a request for an instance it holds,
+   * docs/decisions/0016-session-lifecycle.md, docs/decisions/0008-leases-and-fencing.md). Runs in the instance's turn
+   * ({@link #inTurn}), so a disconnect or logout that lands meanwhile is never undone by it.
+   * @returns whether it asked the session to connect (false: deleted, logged out or disconnected meanwhile).
+   * @throws what connecting throws (platform_unreachable 503 when the platform cannot be reached); the store's
+   *   error when the instance cannot be read.
+   */
+  restore(instanceId: string): Promise<boolean> {
+    return this.#inTurn(instanceId, async () => {
+      const instance = await getInstance(this.#options.db, instanceId);
+      if (instance?.desiredState !== 'connected' || instance.jid === null) return false;
+      await (await this.session(instance)).connect();
+      return true;
+    });
+  }
+
+  /**
+   * Runs `step` once every earlier step of `instanceId` given here has settled (a per-instance queue in this
+   * process; across nodes the instance's lease keeps its session on one node, docs/decisions/0008-leases-and-fencing.md).
+   * @returns what `step` returns. @throws what `step` throws (the next step runs all the same).
+   */
+  #inTurn<T>(instanceId: string, step: () => Promise<T>): Promise<T> {
+    const before = this.#turns.get(instanceId) ?? Promise.resolve();
+    const result = before.then(step);
+    const settled = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#turns.set(instanceId, settled);
+    void settled.then(() => {
+      if (this.#turns.get(instanceId) === settled) this.#turns.delete(instanceId);
+    });
+    return result;
   }
 
   /**

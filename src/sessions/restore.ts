@@ -1,8 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import { DomainError } from '../domain/errors.ts';
-import type { Instance } from '../domain/instance.ts';
-import { getInstance, listInstancesToRestore } from '../store/instances.ts';
+import { listInstancesToRestore } from '../store/instances.ts';
 import type { Database } from '../store/schema.ts';
 
 /** Dependencies of a {@link SessionRestorer}. */
@@ -14,8 +13,11 @@ export interface SessionRestorerOptions {
    * ms (default 1,000 and 60,000), doubled per failure with ±20 % jitter.
    */
   retry?: { baseMs: number; maxMs: number };
-  /** Connects the session of `instance`, made on first use. @throws what connecting throws (503 when unreachable). */
-  connect: (instance: Instance) => Promise<void>;
+  /**
+   * Connects the session of instance `instanceId` when the store still says it should be connected and logged in.
+   * @returns whether it did. @throws what connecting throws (503 when unreachable).
+   */
+  connect: (instanceId: string) => Promise<boolean>;
   /** True when this process holds a connected session of `instanceId`. */
   connected: (instanceId: string) => boolean;
 }
@@ -48,7 +50,7 @@ export class SessionRestorer {
       while (next < instances.length) {
         const instance = instances[next++];
         if (!instance) break;
-        if (await this.#restore(instance, 0)) restored += 1;
+        if (await this.#restore(instance.id, 0)) restored += 1;
       }
     };
     await Promise.all(Array.from({ length: Math.min(concurrency, instances.length) }, worker));
@@ -72,20 +74,22 @@ export class SessionRestorer {
     return this.#retries.size;
   }
 
-  /** Connects a restored instance; on a 503 schedules the next try. @returns whether it connected. */
-  async #restore(instance: Instance, failures: number): Promise<boolean> {
+  /**
+   * Connects a restored instance (unless the store says it is no longer wanted connected); on a 503 schedules the
+   * next try. @returns whether it connected.
+   */
+  async #restore(instanceId: string, failures: number): Promise<boolean> {
     try {
-      await this.#options.connect(instance);
-      return true;
+      return await this.#options.connect(instanceId);
     } catch (error) {
       const unreachable = error instanceof DomainError && error.code === 'platform_unreachable';
       this.#options.logger.warn(
-        { err: error, instanceId: instance.id, retry: unreachable },
+        { err: error, instanceId, retry: unreachable },
         unreachable
           ? 'restoring a session failed: platform unreachable, will retry'
           : 'restoring a session failed',
       );
-      if (unreachable) this.#schedule(instance.id, failures + 1);
+      if (unreachable) this.#schedule(instanceId, failures + 1);
       return false;
     }
   }
@@ -96,14 +100,7 @@ export class SessionRestorer {
     this.cancel(instanceId);
     const timer = setTimeout(() => {
       this.#retries.delete(instanceId);
-      void (async () => {
-        const instance = await getInstance(this.#options.db, instanceId);
-        if (instance?.desiredState !== 'connected' || instance.jid === null) return;
-        if (this.#options.connected(instanceId)) return;
-        await this.#restore(instance, failures);
-      })().catch((error: unknown) =>
-        this.#options.logger.error({ err: error, instanceId }, 'restore retry failed'),
-      );
+      if (!this.#options.connected(instanceId)) void this.#restore(instanceId, failures);
     }, delay);
     timer.unref();
     this.#retries.set(instanceId, timer);

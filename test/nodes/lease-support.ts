@@ -8,7 +8,7 @@ import type { TestStore } from '../support/store.ts';
 // What the lease tests share (docs/decisions/0008-leases-and-fencing.md): a stand-in for the session manager, and a
 // store with an organization's instances and two registered nodes.
 
-/** A stand-in for the SessionManager: records connects and closes. */
+/** A stand-in for the SessionManager: records restores (as connects) and closes. */
 export function fakeSessions() {
   const open = new Map<string, { connected: boolean }>();
   const connected: string[] = [];
@@ -18,16 +18,12 @@ export function fakeSessions() {
     connected,
     released,
     releasedAt,
-    async session(instance: Instance) {
-      const entry = open.get(instance.id) ?? { connected: false };
-      open.set(instance.id, entry);
-      return {
-        connect: async () => {
-          entry.connected = true;
-          connected.push(instance.id);
-        },
-        state: () => ({ connected: entry.connected, loggedIn: true }),
-      } as never;
+    async restore(id: string) {
+      const entry = open.get(id) ?? { connected: false };
+      open.set(id, entry);
+      entry.connected = true;
+      connected.push(id);
+      return true;
     },
     existing(id: string) {
       const entry = open.get(id);

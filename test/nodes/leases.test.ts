@@ -150,9 +150,10 @@ for (const dialect of testDialects()) {
         const connects: string[] = [];
         let made = false;
         const sessions = {
-          session: async () => {
+          restore: async (id: string) => {
             made = true;
-            return { connect: async () => void connects.push(instance.id) } as never;
+            connects.push(id);
+            return true;
           },
           existing: () =>
             made ? ({ state: () => ({ connected: false, loggedIn: true }) } as never) : undefined,
