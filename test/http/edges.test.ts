@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
@@ -267,6 +267,80 @@ describe('secrets by their shape and one log line per request', () => {
         `no error lines: ${JSON.stringify(mine)}`,
       );
       assert.ok(mine.some((line) => line.msg === 'client closed the connection' && line.level === 30));
+    });
+
+    it('a synchronous send whose client leaves mid-wait is logged at info, without a warning or a stack', async () => {
+      const address = app.server.address();
+      assert.ok(address && typeof address === 'object');
+      const base = `http://127.0.0.1:${address.port}`;
+      const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+      // Each exchange on a connection of its own, so the server holds none but the send's when its client leaves.
+      const closing = { ...headers, connection: 'close' };
+      const connected = await fetch(`${base}/v1/session/connect?from=${instanceId}`, {
+        method: 'POST',
+        headers: closing,
+        body: '{}',
+      });
+      assert.equal(connected.status, 200, await connected.text());
+      const scan = await fetch(`${base}/v1/sandbox/scan?from=${instanceId}`, {
+        method: 'POST',
+        headers: closing,
+        body: JSON.stringify({ phone: '5511999990401' }),
+      });
+      assert.equal(scan.status, 200, await scan.text());
+      const session = services.sessions.existing(instanceId);
+      assert.ok(session, 'the instance has a session');
+      // The relay holds the send until the server has seen the client go, so the request's wait is withdrawn.
+      // The connections opened from here on (the exchanges above closed theirs).
+      const opened: Socket[] = [];
+      const watch = (socket: Socket) => void opened.push(socket);
+      app.server.on('connection', watch);
+      const relay = session.send.bind(session);
+      const client = new AbortController();
+      session.send = async (message) => {
+        client.abort();
+        await until(
+          () => opened.length > 0 && opened.every((socket) => socket.destroyed),
+          5_000,
+          'the close',
+        );
+        return relay(message);
+      };
+      try {
+        await assert.rejects(
+          fetch(`${base}/v1/messages/send?from=${instanceId}`, {
+            method: 'POST',
+            headers: { ...headers, 'x-request-id': 'edge-gone' },
+            body: JSON.stringify({ phone: '5511999990402', body: 'left before the answer' }),
+            signal: client.signal,
+          }),
+        );
+        await until(
+          () =>
+            lines.some((line) => line.reqId === 'edge-gone' && line.msg === 'client closed the connection'),
+          5_000,
+          'the line of the request whose client left',
+        );
+      } finally {
+        session.send = relay;
+        app.server.off('connection', watch);
+      }
+      const mine = lines.filter((line) => line.reqId === 'edge-gone');
+      assert.deepEqual(
+        mine.filter((line) => Number(line.level) >= 40),
+        [],
+        `no warning or error lines: ${JSON.stringify(mine)}`,
+      );
+      const gone = mine.find((line) => line.msg === 'client closed the connection');
+      assert.deepEqual(
+        { level: gone?.level, code: gone?.code, message: gone?.message, err: gone?.err },
+        {
+          level: 30,
+          code: 'timeout',
+          message: 'the client closed its connection before the answer',
+          err: undefined,
+        },
+      );
     });
   });
 });

@@ -48,6 +48,11 @@ function fastifyClientError(
   }
 }
 
+/** True when the client of `request` went away before its answer: the request aborted or its socket destroyed. */
+function clientLeft(request: FastifyRequest): boolean {
+  return request.raw.aborted || request.raw.socket?.destroyed === true;
+}
+
 /**
  * The one error handler (Unkey's three tiers): our `DomainError`s with the status {@link statusOf} maps their code
  * to (a 5xx is logged with the request id; an `internal` one is answered `internal error`, its text never sent);
@@ -66,8 +71,16 @@ export const errorsPlugin = fp(
           return reply.code(500).send(errorBody(500, 'internal error'));
         }
         // Other 5xx (platform refused or unreachable, a dependency not ready, a timeout) keep their message,
-        // which tells the client what to do, and are logged with the request id for the operator.
-        if (status >= 500) request.log.warn({ err: error, status }, 'request failed on the server side');
+        // which tells the client what to do, and are logged with the request id for the operator; one the client
+        // caused by leaving (a synchronous send's wait withdrawn, src/http/client-gone.ts) is its doing, and nobody
+        // reads the answer.
+        if (status >= 500) {
+          if (clientLeft(request)) {
+            request.log.info({ code: error.code, message: error.message }, 'client closed the connection');
+          } else {
+            request.log.warn({ err: error, status }, 'request failed on the server side');
+          }
+        }
         if (error.retryAfter !== undefined) reply.header('retry-after', String(error.retryAfter));
         // The envelope carries `retryAfter` on 429 only (docs/api.md, Errors); a 503 says it in the header.
         const retryAfter = status === 429 ? error.retryAfter : undefined;
@@ -83,7 +96,7 @@ export const errorsPlugin = fp(
         const status = statusOf(mapped.code);
         return reply.code(status).send(errorBody(status, mapped.message));
       }
-      if (request.raw.aborted || request.raw.socket?.destroyed) {
+      if (clientLeft(request)) {
         // The client went away mid-request (e.g. closed the connection halfway through the body): its doing,
         // not a server fault, and nobody reads the answer. An ECONNRESET from a connection parley opened (a media
         // host, a receiver) is not the client's: it is the server's fault unless its own code mapped it.
