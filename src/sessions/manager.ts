@@ -314,19 +314,26 @@ export class SessionManager {
    * Connects the session of instance `instanceId` again when the user left it connected and logged in, as the store
    * says now, not as a caller read it earlier: the path of every reconnect nobody asked for (a restore at boot and
    * its retries, a node taking over a lease or serving a request for an instance it holds,
-   * docs/decisions/0016-session-lifecycle.md, docs/decisions/0008-leases-and-fencing.md). Runs in the instance's turn
-   * ({@link #inTurn}), so a disconnect or logout that lands meanwhile is never undone by it.
+   * docs/decisions/0016-session-lifecycle.md, docs/decisions/0008-leases-and-fencing.md). The read and the start of
+   * the connection run in the instance's turn ({@link #inTurn}), so a disconnect or logout that lands meanwhile is
+   * never undone by it; the turn ends once the connection has started, so a disconnect does not wait for a platform
+   * that does not answer (up to the engine's connect deadline): it ends the attempt, as it ends one a user started.
    * @returns whether it asked the session to connect (false: deleted, logged out or disconnected meanwhile).
    * @throws what connecting throws (platform_unreachable 503 when the platform cannot be reached); the store's
    *   error when the instance cannot be read.
    */
-  restore(instanceId: string): Promise<boolean> {
-    return this.#inTurn(instanceId, async () => {
+  async restore(instanceId: string): Promise<boolean> {
+    const started = await this.#inTurn(instanceId, async () => {
       const instance = await getInstance(this.#options.db, instanceId);
-      if (instance?.desiredState !== 'connected' || instance.jid === null) return false;
-      await (await this.session(instance)).connect();
-      return true;
+      if (instance?.desiredState !== 'connected' || instance.jid === null) return undefined;
+      const connecting = (await this.session(instance)).connect();
+      // Awaited below, outside the turn; handled here so a failure before that await is not reported unhandled.
+      connecting.catch(() => undefined);
+      return { connecting };
     });
+    if (started === undefined) return false;
+    await started.connecting;
+    return true;
   }
 
   /**

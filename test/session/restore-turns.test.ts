@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import pino from 'pino';
 import { LeaseKeeper } from '../../src/nodes/leases.ts';
+import { until } from '../baileys/support.ts';
 import { createTestApp, loginSandbox } from '../support/app.ts';
 import { testDialects } from '../support/store.ts';
 
@@ -71,6 +72,54 @@ for (const dialect of testDialects()) {
         assert.deepEqual(await Promise.all([disconnectedFirst, restoredSecond]), [undefined, false]);
         assert.equal(sessions.status(instance).connected, false, 'disconnect first, restore second');
         assert.equal(sessions.status(instance).loggedIn, true);
+      } finally {
+        await t.close();
+      }
+    });
+
+    it('a disconnect does not wait for a restore whose platform does not answer', async () => {
+      const t = await createTestApp({ dialect });
+      try {
+        await loginSandbox(t, '5511999990303');
+        const { sessions } = t.services;
+        const instance = await sessions.reload(t.instance.id);
+        await sessions.disconnect(instance);
+        await t.call('POST', '/v1/session/connect');
+        await sessions.disconnect(instance);
+        await t.services.store.db
+          .updateTable('instances')
+          .set({ desired_state: 'connected' })
+          .where('id', '=', instance.id)
+          .execute();
+        // The session's connect starts and then waits, as one does for a platform that does not answer, until
+        // released.
+        const session = sessions.existing(instance.id);
+        assert.ok(session);
+        const connect = session.connect.bind(session);
+        let answer: () => void = () => undefined;
+        const answered = new Promise<void>((resolve) => {
+          answer = resolve;
+        });
+        let asked = false;
+        session.connect = async () => {
+          asked = true;
+          const started = connect();
+          await answered;
+          return started;
+        };
+        try {
+          const restoring = sessions.restore(instance.id);
+          await until(() => asked, 5_000, 'the restore starting the connection');
+          // Resolves while the restore's connection still waits for the platform.
+          await sessions.disconnect(instance);
+          assert.equal(sessions.status(instance).connected, false);
+          answer();
+          assert.equal(await restoring, true);
+          assert.equal(sessions.status(instance).connected, false, 'the disconnect ended the attempt');
+        } finally {
+          answer();
+          session.connect = connect;
+        }
       } finally {
         await t.close();
       }

@@ -23,6 +23,8 @@ export class SandboxLifecycle {
   readonly #context: EngineSessionContext;
   #phase: Phase = { kind: 'idle' };
   #attempts = 0;
+  /** Counts the disconnects, logouts and closes: a connect that waited across one of them does not go on. */
+  #generation = 0;
   #creds: SandboxCredentials | null = null;
   #credsLoaded = false;
   #loginWaiters: (() => void)[] = [];
@@ -42,7 +44,10 @@ export class SandboxLifecycle {
   async connect(): Promise<void> {
     this.#expirePairing();
     if (this.#phase.kind !== 'idle') return;
+    const generation = this.#generation;
     const creds = await this.#loadCreds();
+    // A disconnect, logout or close while the credentials were read ends this attempt: it never opens after them.
+    if (generation !== this.#generation || this.#phase.kind !== 'idle') return;
     if (creds) {
       await this.#enter({ kind: 'open' });
       this.#wakeLoginWaiters();
@@ -112,6 +117,7 @@ export class SandboxLifecycle {
 
   /** Goes idle and keeps the credentials; emits a `connection` event. */
   async disconnect(): Promise<void> {
+    this.#generation += 1;
     await this.#loadCreds();
     this.#phase = { kind: 'idle' };
     await this.#context.emit({ type: 'connection', state: this.state() });
@@ -119,6 +125,7 @@ export class SandboxLifecycle {
 
   /** Deletes the stored credentials and goes idle; emits a `connection` event. The simulated world stays. */
   async logout(): Promise<void> {
+    this.#generation += 1;
     await this.#context.auth.set([{ ...CREDS, value: null }]);
     this.#creds = null;
     this.#credsLoaded = true;
@@ -128,6 +135,7 @@ export class SandboxLifecycle {
 
   /** Goes idle without an event and wakes the callers waiting for a login (they resolve false). */
   close(): void {
+    this.#generation += 1;
     this.#phase = { kind: 'idle' };
     this.#wakeLoginWaiters();
   }
@@ -223,11 +231,17 @@ export class SandboxLifecycle {
     if (this.#phase.kind === 'pairing') this.pairingCode();
   }
 
+  /**
+   * The stored credentials, read once. A login or logout that set them while the read was under way keeps what it
+   * set: the read began before it, so what it found is older.
+   */
   async #loadCreds(): Promise<SandboxCredentials | null> {
     if (this.#credsLoaded) return this.#creds;
     const stored = (await this.#context.auth.get(CREDS.category, [CREDS.id])).get(CREDS.id);
-    this.#creds = stored === undefined ? null : (JSON.parse(stored) as SandboxCredentials);
-    this.#credsLoaded = true;
+    if (!this.#credsLoaded) {
+      this.#creds = stored === undefined ? null : (JSON.parse(stored) as SandboxCredentials);
+      this.#credsLoaded = true;
+    }
     return this.#creds;
   }
 }
