@@ -5,7 +5,8 @@
  * A wait needs three members of an `AbortSignal`, and every synchronous send makes one such signal. Node's
  * `AbortController` builds an `EventTarget` for it (its listener map, its validation of each listener): about 3 % of
  * the main thread in a send run (docs/benchmarks.md, step 86). {@link Withdrawal} is those three members on a
- * plain object, and an `AbortSignal` still fits {@link WaitSignal}, so a caller may pass either.
+ * plain object, and an `AbortSignal` still fits {@link WaitSignal}, so a caller may pass either. An outbound
+ * request's deadline (src/net/outbound-guard.ts, one per webhook delivery) is one too, with `removeEventListener`.
  */
 
 /**
@@ -21,10 +22,20 @@ export interface WaitSignal {
 }
 
 /**
- * A {@link WaitSignal} its owner ends with {@link withdraw}, in place of an `AbortController` and its signal. Its
- * listeners are called in the order they were added, once; those added after it ended are never called.
+ * A {@link WaitSignal} whose listeners can also be taken off before it aborts: what an outbound request's deadline
+ * is given to (its address lookup, its turn on a channel, undici's request, which looks for `addEventListener` and
+ * `removeEventListener` on the signal it is given). An `AbortSignal` fits.
  */
-export class Withdrawal implements WaitSignal {
+export interface RequestSignal extends WaitSignal {
+  removeEventListener(type: 'abort', listener: () => void): void;
+}
+
+/**
+ * A {@link RequestSignal} its owner ends with {@link withdraw}, in place of an `AbortController` and its signal. Its
+ * listeners are called in the order they were added, once; those added after it ended, or removed before, are never
+ * called.
+ */
+export class Withdrawal implements RequestSignal {
   #aborted = false;
   #reason: unknown;
   #listeners: (() => void)[] | undefined;
@@ -44,6 +55,16 @@ export class Withdrawal implements WaitSignal {
     if (this.#aborted) return;
     if (this.#listeners === undefined) this.#listeners = [listener];
     else this.#listeners.push(listener);
+  }
+
+  /** Takes `listener` off (its first addition still pending); nothing when it is not there (`type` as the signal's). */
+  removeEventListener(_type: 'abort', listener: () => void): void {
+    const listeners = this.#listeners;
+    if (listeners === undefined) return;
+    const index = listeners.indexOf(listener);
+    if (index === -1) return;
+    if (listeners.length === 1) this.#listeners = undefined;
+    else listeners.splice(index, 1);
   }
 
   /**

@@ -1,5 +1,6 @@
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
+import type { RequestSignal } from '../domain/withdrawal.ts';
 import { type Cidr, cidrContains, classifyParsed, hostnameOf, parseCidr, parseIp } from './addresses.ts';
 import { OutboundError } from './outbound-errors.ts';
 import { abortable } from './outbound-io.ts';
@@ -49,7 +50,7 @@ export class AddressPolicy {
    * @throws OutboundError `dns` (unresolvable, no address, not an address), `blocked-address`; the signal's reason
    *   once it is aborted.
    */
-  async resolve(url: URL, signal: AbortSignal): Promise<string[]> {
+  async resolve(url: URL, signal: RequestSignal): Promise<string[]> {
     const hostname = hostnameOf(url);
     if (isIP(hostname) !== 0) {
       this.#assertAllowed(hostname, `address ${hostname}`);

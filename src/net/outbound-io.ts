@@ -2,6 +2,7 @@ import { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { type SecureContext, type TLSSocket, connect as tlsConnect } from 'node:tls';
 import type { buildConnector } from 'undici';
+import type { RequestSignal } from '../domain/withdrawal.ts';
 import { hostnameOf } from './addresses.ts';
 import { OutboundError, toOutboundError } from './outbound-errors.ts';
 import type { OutboundRequest } from './outbound-guard.ts';
@@ -123,7 +124,7 @@ export async function readCapped(
 }
 
 /** `promise`, or a rejection with `signal.reason` as soon as `signal` aborts. */
-export function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+export function abortable<T>(promise: Promise<T>, signal: RequestSignal): Promise<T> {
   if (signal.aborted) return Promise.reject(signal.reason);
   return new Promise((resolve, reject) => {
     const onAbort = () => reject(signal.reason);

@@ -38,6 +38,28 @@ describe('a wait withdrawn when its caller leaves (src/domain/withdrawal.ts)', (
     assert.equal(gone.aborted, true);
   });
 
+  it('a listener taken off before the end is not called; the others are, and taking off an unknown one does nothing', () => {
+    const deadline = new Withdrawal();
+    const calls: string[] = [];
+    const first = () => calls.push('first');
+    const second = () => calls.push('second');
+    const third = () => calls.push('third');
+    deadline.addEventListener('abort', first, { once: true });
+    deadline.addEventListener('abort', second, { once: true });
+    deadline.addEventListener('abort', third, { once: true });
+    deadline.removeEventListener('abort', second);
+    deadline.removeEventListener('abort', () => calls.push('never added'));
+    deadline.withdraw('timed out');
+    assert.deepEqual(calls, ['first', 'third']);
+
+    const alone = new Withdrawal();
+    alone.addEventListener('abort', first, { once: true });
+    alone.removeEventListener('abort', first);
+    alone.withdraw('timed out');
+    alone.removeEventListener('abort', first);
+    assert.deepEqual(calls, ['first', 'third'], 'the only listener, taken off');
+  });
+
   it('eitherSignal aborts with the reason of whichever aborts first, or at once when one already has', () => {
     const first = new Withdrawal();
     const second = new AbortController();
