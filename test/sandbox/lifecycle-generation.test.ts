@@ -61,39 +61,37 @@ function connections(events: readonly EngineEvent[]): boolean[] {
 }
 
 describe('sandbox: a connect reading its credentials across a disconnect, logout or close', () => {
-  it('a disconnect that ends first leaves the session disconnected; the connect opens nothing', async () => {
-    const { lifecycle, release, events } = heldLifecycle();
-    const connecting = lifecycle.connect();
-    await lifecycle.disconnect();
-    release();
-    await connecting;
-    assert.deepEqual(
-      [lifecycle.state().connected, lifecycle.state().loggedIn],
-      [false, true],
-      'disconnected, still logged in',
-    );
-    assert.deepEqual(connections(events), [false], "the disconnect's event only");
-  });
-
-  it('a logout that ends first leaves the session logged out; the connect opens nothing', async () => {
-    const { lifecycle, release, events } = heldLifecycle();
-    const connecting = lifecycle.connect();
-    await lifecycle.logout();
-    release();
-    await connecting;
-    assert.deepEqual([lifecycle.state().connected, lifecycle.state().loggedIn], [false, false]);
-    assert.deepEqual(connections(events), [false]);
-  });
-
-  it('a close (shutdown, hand-over) meanwhile: the connect opens nothing and emits nothing', async () => {
-    const { lifecycle, release, events } = heldLifecycle();
-    const connecting = lifecycle.connect();
-    lifecycle.close();
-    release();
-    await connecting;
-    assert.equal(lifecycle.state().connected, false);
-    assert.deepEqual(connections(events), []);
-  });
+  const cases = [
+    {
+      name: 'a disconnect that ends first leaves the session disconnected, still logged in',
+      end: (lifecycle: SandboxLifecycle) => lifecycle.disconnect(),
+      state: [false, true],
+      emitted: [false],
+    },
+    {
+      name: 'a logout that ends first leaves the session logged out',
+      end: (lifecycle: SandboxLifecycle) => lifecycle.logout(),
+      state: [false, false],
+      emitted: [false],
+    },
+    {
+      name: 'a close (shutdown, hand-over) meanwhile leaves it closed, with no event',
+      end: async (lifecycle: SandboxLifecycle) => lifecycle.close(),
+      state: [false, true],
+      emitted: [],
+    },
+  ];
+  for (const { name, end, state, emitted } of cases) {
+    it(`${name}; the connect opens nothing`, async () => {
+      const { lifecycle, release, events } = heldLifecycle();
+      const connecting = lifecycle.connect();
+      await end(lifecycle);
+      release();
+      await connecting;
+      assert.deepEqual([lifecycle.state().connected, lifecycle.state().loggedIn], state);
+      assert.deepEqual(connections(events), emitted, 'the connection events, in order');
+    });
+  }
 
   it('a connect alone opens the stored login', async () => {
     const { lifecycle, release, events } = heldLifecycle();
