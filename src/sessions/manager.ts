@@ -9,7 +9,7 @@ import { RecordBacklog } from './backlog.ts';
 import { createEngineSession } from './engine-session.ts';
 import { recordRetryPolicy, type SessionManagerOptions } from './manager-options.ts';
 import type { RecordRetryPolicy } from './record-retry.ts';
-import { SessionRestorer } from './restore.ts';
+import { type ListedInstance, SessionRestorer } from './restore.ts';
 
 /** `Retry-After` of the 503 a call gets while its instance reconnects by itself, seconds. */
 export const RECONNECT_RETRY_AFTER_S = 2;
@@ -66,6 +66,8 @@ export class SessionManager {
    * {@link #inTurn}); an entry goes once its step settled and none is queued behind it.
    */
   readonly #turns = new Map<string, Promise<unknown>>();
+  /** Disconnects and logouts whose stored state committed, in this process ({@link stops}). */
+  #stops = 0;
   /** Aborted at shutdown: recordings and credential reads waiting for the store give up. */
   readonly #closing = new AbortController();
   readonly #policy: RecordRetryPolicy;
@@ -80,7 +82,8 @@ export class SessionManager {
       db: options.db,
       logger: options.logger,
       ...(options.restoreRetry ? { retry: options.restoreRetry } : {}),
-      connect: (instanceId) => this.restore(instanceId),
+      connect: (instanceId, listed) => this.restore(instanceId, listed),
+      stops: () => this.#stops,
       connected: (instanceId) => this.#sessions.get(instanceId)?.state().connected === true,
     });
   }
@@ -294,6 +297,7 @@ export class SessionManager {
     this.#restorer.cancel(instance.id);
     return this.#inTurn(instance.id, async () => {
       await updateInstance(this.#options.db, instance.id, { desiredState: 'disconnected' });
+      this.#stops += 1;
       await (await this.session(instance)).disconnect();
     });
   }
@@ -306,6 +310,7 @@ export class SessionManager {
     this.#restorer.cancel(instance.id);
     return this.#inTurn(instance.id, async () => {
       await updateInstance(this.#options.db, instance.id, { desiredState: 'disconnected' });
+      this.#stops += 1;
       await (await this.session(instance)).logout();
     });
   }
@@ -318,13 +323,19 @@ export class SessionManager {
    * the connection run in the instance's turn ({@link #inTurn}), so a disconnect or logout that lands meanwhile is
    * never undone by it; the turn ends once the connection has started, so a disconnect does not wait for a platform
    * that does not answer (up to the engine's connect deadline): it ends the attempt, as it ends one a user started.
+   * `listed`, from a list of instances to restore read after {@link stops} was `listed.stops`, stands for the store's
+   * row while no disconnect or logout has committed here since (a boot restore, before the server listens, reads
+   * each row once instead of twice).
    * @returns whether it asked the session to connect (false: deleted, logged out or disconnected meanwhile).
    * @throws what connecting throws (platform_unreachable 503 when the platform cannot be reached); the store's
    *   error when the instance cannot be read.
    */
-  async restore(instanceId: string): Promise<boolean> {
+  async restore(instanceId: string, listed?: ListedInstance): Promise<boolean> {
     const started = await this.#inTurn(instanceId, async () => {
-      const instance = await getInstance(this.#options.db, instanceId);
+      const instance =
+        listed !== undefined && listed.stops === this.#stops
+          ? listed.instance
+          : await getInstance(this.#options.db, instanceId);
       if (instance?.desiredState !== 'connected' || instance.jid === null) return undefined;
       const connecting = (await this.session(instance)).connect();
       // Awaited below, outside the turn; handled here so a failure before that await is not reported unhandled.
@@ -334,6 +345,14 @@ export class SessionManager {
     if (started === undefined) return false;
     await started.connecting;
     return true;
+  }
+
+  /**
+   * How many disconnects and logouts this process has committed to the store: a list of instances read after taking
+   * it says, while it has not moved, whether each is still wanted connected ({@link restore}).
+   */
+  get stops(): number {
+    return this.#stops;
   }
 
   /**

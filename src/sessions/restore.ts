@@ -1,8 +1,18 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import { DomainError } from '../domain/errors.ts';
+import type { Instance } from '../domain/instance.ts';
 import { listInstancesToRestore } from '../store/instances.ts';
 import type { Database } from '../store/schema.ts';
+
+/**
+ * An instance as a list of instances to restore read it, and the count of stops ({@link SessionManager.stops}) taken
+ * before that read: while the count has not moved, the row is as current as the store as to being wanted connected.
+ */
+export interface ListedInstance {
+  instance: Instance;
+  stops: number;
+}
 
 /** Dependencies of a {@link SessionRestorer}. */
 export interface SessionRestorerOptions {
@@ -14,10 +24,14 @@ export interface SessionRestorerOptions {
    */
   retry?: { baseMs: number; maxMs: number };
   /**
-   * Connects the session of instance `instanceId` when the store still says it should be connected and logged in.
+   * Connects the session of instance `instanceId` when the store still says it should be connected and logged in;
+   * `listed` is the instance as {@link SessionRestorer.restoreAll} listed it, with the count of stops taken before
+   * the list was read ({@link SessionManager.restore}).
    * @returns whether it did. @throws what connecting throws (503 when unreachable).
    */
-  connect: (instanceId: string) => Promise<boolean>;
+  connect: (instanceId: string, listed?: ListedInstance) => Promise<boolean>;
+  /** The count of disconnects and logouts this process has committed ({@link SessionManager.stops}). */
+  stops: () => number;
   /** True when this process holds a connected session of `instanceId`. */
   connected: (instanceId: string) => boolean;
 }
@@ -43,6 +57,8 @@ export class SessionRestorer {
    * @returns how many instances were restored on the first try.
    */
   async restoreAll(concurrency = 16): Promise<number> {
+    // Taken before the list is read: a restore trusts the listed row only if no stop was committed since.
+    const stops = this.#options.stops();
     const instances = await listInstancesToRestore(this.#options.db);
     let restored = 0;
     let next = 0;
@@ -50,7 +66,7 @@ export class SessionRestorer {
       while (next < instances.length) {
         const instance = instances[next++];
         if (!instance) break;
-        if (await this.#restore(instance.id, 0)) restored += 1;
+        if (await this.#restore(instance.id, 0, { instance, stops })) restored += 1;
       }
     };
     await Promise.all(Array.from({ length: Math.min(concurrency, instances.length) }, worker));
@@ -78,9 +94,9 @@ export class SessionRestorer {
    * Connects a restored instance (unless the store says it is no longer wanted connected); on a 503 schedules the
    * next try. @returns whether it connected.
    */
-  async #restore(instanceId: string, failures: number): Promise<boolean> {
+  async #restore(instanceId: string, failures: number, listed?: ListedInstance): Promise<boolean> {
     try {
-      return await this.#options.connect(instanceId);
+      return await this.#options.connect(instanceId, listed);
     } catch (error) {
       const unreachable = error instanceof DomainError && error.code === 'platform_unreachable';
       this.#options.logger.warn(

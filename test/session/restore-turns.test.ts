@@ -33,6 +33,9 @@ for (const dialect of testDialects()) {
         });
         await keeper.ensureRestored(stale);
         assert.equal(await t.services.sessions.restore(t.instance.id), false);
+        // A boot restore's list read before the disconnect committed is not trusted either.
+        const stops = t.services.sessions.stops - 1;
+        assert.equal(await t.services.sessions.restore(t.instance.id, { instance: stale, stops }), false);
 
         const status = await t.call('GET', '/v1/session/status');
         assert.deepEqual(
