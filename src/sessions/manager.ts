@@ -294,12 +294,7 @@ export class SessionManager {
    * before it starts or, after it, finds the instance no longer wanted connected.
    */
   disconnect(instance: Instance): Promise<void> {
-    this.#restorer.cancel(instance.id);
-    return this.#inTurn(instance.id, async () => {
-      await updateInstance(this.#options.db, instance.id, { desiredState: 'disconnected' });
-      this.#stops += 1;
-      await (await this.session(instance)).disconnect();
-    });
+    return this.#stop(instance, (session) => session.disconnect());
   }
 
   /**
@@ -307,11 +302,20 @@ export class SessionManager {
    * turn, as {@link disconnect}.
    */
   logout(instance: Instance): Promise<void> {
+    return this.#stop(instance, (session) => session.logout());
+  }
+
+  /**
+   * A stop the user asked for ({@link disconnect}, {@link logout}): cancels the instance's pending boot-restore
+   * retry, then in its turn stores it wanted disconnected, counts the stop ({@link stops}) and runs `end` on its
+   * session. @throws the store's error (nothing else ran) or what `end` throws.
+   */
+  #stop(instance: Instance, end: (session: EngineSession) => Promise<void>): Promise<void> {
     this.#restorer.cancel(instance.id);
     return this.#inTurn(instance.id, async () => {
       await updateInstance(this.#options.db, instance.id, { desiredState: 'disconnected' });
       this.#stops += 1;
-      await (await this.session(instance)).logout();
+      await end(await this.session(instance));
     });
   }
 
