@@ -2,14 +2,13 @@ import { setMaxListeners } from 'node:events';
 import type { Transaction } from 'kysely';
 import type { DomainError } from '../domain/errors.ts';
 import type { EngineEvent, SentMessage } from '../domain/messages.ts';
-import { extended } from '../domain/objects.ts';
 import type { PacingSettings, SendPause } from '../domain/sends.ts';
 import type { WaitSignal } from '../domain/withdrawal.ts';
 import type { EngineSession } from '../engines/engine.ts';
 import type { EventProjection } from '../events/recorder.ts';
 import { outcomeUnknown, untilStoreAnswers } from '../store/faults.ts';
 import type { Database } from '../store/schema.ts';
-import { claimedSendJob, type LateFailure, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
+import type { LateFailure, NewSendJob, SendJob } from '../store/send-jobs.ts';
 import type { StoredPacing } from '../store/send-pacing.ts';
 import { type DrainContext, drainOnce } from './drain.ts';
 import { RelayFailures } from './failures.ts';
@@ -22,6 +21,7 @@ import { type Runner, Runners } from './runners.ts';
 import { SentMarks } from './sent-marks.ts';
 import { DueSweep } from './sweep.ts';
 import { SYNC_WAIT_MS, SyncDeadlines } from './sync-deadline.ts';
+import { type SyncRelayContext, storeSync } from './sync-relay.ts';
 import { SendWaiters } from './waiters.ts';
 
 export type { ReportedWrite, SendQueueDeps, SendStatusReport } from './queue-deps.ts';
@@ -35,7 +35,7 @@ export type { ReportedWrite, SendQueueDeps, SendStatusReport } from './queue-dep
  * (stored already claimed); otherwise it waits its turn. It is also a projection of the event recorder: a committed
  * login wakes the instance's queue. Its parts: the group insert of new jobs (group-insert.ts), the waiting requests
  * (waiters.ts), the pace and pauses (pause.ts), one job's relay (relay.ts) and the fate of a failed one
- * (failures.ts), the jobs marked sent in the recorder's transactions (sent-marks.ts), each instance's queue state
+ * (failures.ts), a synchronous send stored and relayed at once (sync-relay.ts), the jobs marked sent in the recorder's transactions (sent-marks.ts), each instance's queue state
  * and wake timer (runners.ts), one pass of an instance's drain (drain.ts), the deadlines of synchronous sends
  * waiting their turn (sync-deadline.ts) and the sweep for due jobs (sweep.ts).
  */
@@ -60,6 +60,8 @@ export class SendQueue implements EventProjection {
   readonly #deadlines: SyncDeadlines;
   /** What one pass of an instance's drain uses (drain.ts). */
   readonly #drainContext: DrainContext;
+  /** What a synchronous send's store and relay use (sync-relay.ts). */
+  readonly #syncContext: SyncRelayContext;
   /**
    * Aborted when the queue stops: it then claims nothing more, and the waits of its writes on an unreachable store
    * end at once.
@@ -151,6 +153,18 @@ export class SendQueue implements EventProjection {
       jobs: this.#jobs,
       recordWith: (instanceId, write) => deps.recordWith(instanceId, write),
     };
+    this.#syncContext = {
+      nodeId: deps.nodeId,
+      runners: this.#runners,
+      deadlines: this.#deadlines,
+      waiters: this.#waiters,
+      jobs: this.#jobs,
+      untilStored,
+      pacing: (instanceId) => this.pacing(instanceId),
+      pause: (instanceId) => this.pause(instanceId),
+      store: (job, late) => this.store(job, late),
+      waitFor: (job, signal) => this.waitFor(job, signal),
+    };
   }
 
   /** Nothing to write for an event itself: see {@link derive}. */
@@ -238,20 +252,6 @@ export class SendQueue implements EventProjection {
     return this.pacing(instanceId);
   }
 
-  /**
-   * True when a synchronous send of the instance may relay at once, without waiting behind other jobs: the queue
-   * drained once since this process took the instance, handed back the `sending` jobs since the last login, and no
-   * job submitted since is waiting to be claimed, and no pace is set (a pause does not hold synchronous sends).
-   */
-  async #canRelayNow(instanceId: string, runner: Runner): Promise<boolean> {
-    if (!runner.reclaimed) return false;
-    const { pacing } = await this.pacing(instanceId);
-    const paced = pacing.minIntervalMs !== 0 || pacing.jitterMs !== 0 || pacing.newChatsPerDay !== null;
-    // While a restriction pauses the queue, queued sends wait; a synchronous one is relayed and gets the
-    // platform's own answer (docs/decisions/0013-pacing.md).
-    return !paced && ((runner.idle && runner.queued === 0) || (await this.pause(instanceId)) !== null);
-  }
-
   /** The instance's pause in force at `now`, or null. */
   pause(instanceId: string): Promise<SendPause | null> {
     return this.#pace.pause(instanceId);
@@ -271,84 +271,19 @@ export class SendQueue implements EventProjection {
    * be called at once: when the queue is idle, unpaced and unpaused the row is stored already claimed by this node
    * and the wait relays it through `session`; otherwise it is stored `pending` and the wait lasts until the queue
    * relayed it in its turn, or fails it unsent (`504 timeout`) when no relay claimed it within the sync wait
-   * (sync-deadline.ts). An immediate job is held by this process from before its row exists until its relay
-   * ends, so a login committed meanwhile does not hand it back for a second relay ({@link reclaimSendingJobs}).
-   * The wait resolves with the relay's result or rejects with its error (the job is then `failed`). A job whose
-   * lost answer's write found it changed by a relay is followed in the store (sync-deadline.ts `follow`). When
-   * `signal` aborts (the client went away) the wait is withdrawn: the outcome becomes a `MessageStatus` event.
+   * (sync-deadline.ts), as sync-relay.ts `storeSync` says. The wait resolves with the relay's result or rejects with
+   * its error (the job is then `failed`). When `signal` aborts (the client went away) the wait is withdrawn: the
+   * outcome becomes a `MessageStatus` event.
    * @throws the store's error (nothing was relayed; store faults as `store_unavailable`,
    *   docs/decisions/0011-store-faults.md); DomainError `timeout` for a job stored claimed after its sync wait had
    *   passed (the store answered late): it is failed unsent.
    */
-  async storeSync(
+  storeSync(
     session: EngineSession,
     job: NewSendJob,
     signal?: WaitSignal,
   ): Promise<() => Promise<SentMessage>> {
-    // A queue this process never drained has no runner yet: the job waits its turn behind the first hand-back.
-    const runner = this.#runners.peek(job.instanceId);
-    // The wait of a job left to the queue: its deadline counts from its acceptance; one a relay changed before a
-    // lost answer's write found it is followed in the store.
-    const queued = (ours: boolean) => () =>
-      ours
-        ? this.#deadlines.watch(job, this.waitFor(job, signal), job.now)
-        : this.#deadlines.followed(job, this.waitFor(job, signal));
-    const claimed = extended(job, { claimedBy: this.nodeId });
-    let now = false;
-    // Held before the pace is read: a login committed meanwhile hands back the `sending` jobs without this one.
-    runner?.relaying.hold(job.id);
-    try {
-      now = runner !== undefined && (await this.#canRelayNow(job.instanceId, runner));
-      const stored = now ? claimed : job;
-      const written = await this.store(stored, this.#deadlines.lateFailure(job));
-      if (written === 'failed') throw this.#deadlines.timedOut();
-      let ours = written === 'stored';
-      if (ours) {
-        // Stored past the sync wait (the store answered late): failed unsent, never relayed after its client gave
-        // up (sync-deadline.ts).
-        const late = await this.#untilStored(() => this.#deadlines.failLate(stored));
-        if (late === 'failed') throw this.#deadlines.timedOut();
-        ours = late === 'on-time';
-      }
-      if (!now || !ours || runner === undefined) {
-        runner?.relaying.release(job.id);
-        return queued(ours);
-      }
-      const held = claimedSendJob(claimed);
-      return () => this.#relayNow(session, held, runner, signal);
-    } catch (error) {
-      runner?.relaying.release(job.id);
-      throw error;
-    }
-  }
-
-  /**
-   * Relays `job` (stored already claimed by this node, held in `runner` by {@link storeSync}) at once through
-   * `session`, gives back that hold, and resolves with the result.
-   * @throws the relay's error after the job was marked failed.
-   */
-  async #relayNow(
-    session: EngineSession,
-    job: SendJob,
-    runner: Runner,
-    signal: WaitSignal | undefined,
-  ): Promise<SentMessage> {
-    let done: Promise<SentMessage>;
-    try {
-      // Read before the request waits (the store waited out like the relay's writes; a queue stopping meanwhile
-      // leaves the job to the instance's next holder, with no waiter left behind to hide its outcome's event).
-      const { pacing } = await this.#untilStored(() => this.pacing(job.instanceId));
-      done = this.#waiters.await(job, signal);
-      // The relay may settle `done` before it returns (a refusal, then the pause's writes): mark it handled now,
-      // the caller still gets its result or error below.
-      done.catch(() => undefined);
-      await this.#jobs.relay(session, job, pacing);
-    } finally {
-      // The relay ended: a job it left to another holder (failures.ts) is no longer held here, so a later login
-      // hands it back if that holder died.
-      runner.relaying.release(job.id);
-    }
-    return done;
+    return storeSync(this.#syncContext, session, job, signal);
   }
 
   /**

@@ -1,7 +1,7 @@
 import type { Environment } from '../domain/environment.ts';
 import { DomainError, errors } from '../domain/errors.ts';
 import { DEFAULT_SUBSCRIPTION, EVENT_TYPES, type EventType, type Instance } from '../domain/instance.ts';
-import type { ConnectionState, PairingCode } from '../domain/messages.ts';
+import type { PairingCode } from '../domain/messages.ts';
 import type { Engine, EngineSession } from '../engines/engine.ts';
 import type { EventRecorder } from '../events/recorder.ts';
 import { getInstance, updateInstance } from '../store/instances.ts';
@@ -10,44 +10,17 @@ import { createEngineSession } from './engine-session.ts';
 import { recordRetryPolicy, type SessionManagerOptions } from './manager-options.ts';
 import type { RecordRetryPolicy } from './record-retry.ts';
 import { type ListedInstance, SessionRestorer } from './restore.ts';
+import {
+  type ConnectResult,
+  currentPairingCode,
+  LOGIN_VERIFY_MS,
+  RECONNECT_RETRY_AFTER_S,
+  reconnecting,
+  type SessionStatus,
+  sessionStatus,
+} from './status.ts';
 
-/** `Retry-After` of the 503 a call gets while its instance reconnects by itself, seconds. */
-export const RECONNECT_RETRY_AFTER_S = 2;
-
-/** 503 platform_unreachable with {@link RECONNECT_RETRY_AFTER_S}: a connection that should be up is not, yet. */
-function reconnecting(): DomainError {
-  return new DomainError('platform_unreachable', 'not connected to the platform right now', {
-    retryAfter: RECONNECT_RETRY_AFTER_S,
-  });
-}
-
-/**
- * How long `connect` with `immediate:false` waits for login, ms (docs/api.md#session,
- * docs/decisions/0016-session-lifecycle.md).
- */
-export const LOGIN_VERIFY_MS = 10_000;
-
-/** Data of a connect result (docs/api.md#session). */
-export interface ConnectResult {
-  details: 'Connected!';
-  events: string;
-  jid: string;
-  webhook: string;
-}
-
-/**
- * Data of a status result (docs/api.md#session, with the optional fields of
- * docs/decisions/0016-session-lifecycle.md).
- */
-export interface SessionStatus {
-  connected: boolean;
-  loggedIn: boolean;
-  jid?: string;
-  instanceId: string;
-  env: Environment;
-  /** Why the connection last stopped, when the engine says (e.g. replaced by another session). */
-  reason?: string;
-}
+export type { ConnectResult, SessionStatus } from './status.ts';
 
 /**
  * Owns the engine session of every instance in this process and the session lifecycle of docs/api.md#session and
@@ -244,17 +217,7 @@ export class SessionManager {
    * this process: not connected.
    */
   status(instance: Instance): SessionStatus {
-    const state: ConnectionState | undefined = this.#sessions.get(instance.id)?.state();
-    const loggedIn = state ? state.loggedIn : instance.jid !== null;
-    const jid = state ? state.jid : instance.jid;
-    return {
-      connected: state?.connected ?? false,
-      loggedIn,
-      ...(loggedIn && jid ? { jid } : {}),
-      instanceId: instance.id,
-      env: instance.env,
-      ...(state?.reason ? { reason: state.reason } : {}),
-    };
+    return sessionStatus(instance, this.#sessions.get(instance.id)?.state());
   }
 
   /**
@@ -262,12 +225,7 @@ export class SessionManager {
    * @throws DomainError conflict `already logged in` / `instance is not connected`.
    */
   pairingCode(instance: Instance): PairingCode {
-    const session = this.#sessions.get(instance.id);
-    const state = session?.state();
-    if (state?.loggedIn ?? instance.jid !== null) throw errors.alreadyLoggedIn();
-    const code = session?.pairingCode();
-    if (!code) throw errors.notConnected();
-    return code;
+    return currentPairingCode(instance, this.#sessions.get(instance.id));
   }
 
   /**

@@ -1,0 +1,135 @@
+import type { SentMessage } from '../domain/messages.ts';
+import { extended } from '../domain/objects.ts';
+import type { SendPause } from '../domain/sends.ts';
+import type { WaitSignal } from '../domain/withdrawal.ts';
+import type { EngineSession } from '../engines/engine.ts';
+import { claimedSendJob, type LateFailure, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
+import type { StoredPacing } from '../store/send-pacing.ts';
+import type { JobRelay } from './relay.ts';
+import type { Runner, Runners } from './runners.ts';
+import type { SyncDeadlines } from './sync-deadline.ts';
+import type { SendWaiters } from './waiters.ts';
+
+/** What a synchronous send's store and relay use (the send queue's parts, queue.ts `SendQueue`). */
+export interface SyncRelayContext {
+  /** This node's id: the `locked_by` of a job stored already claimed. */
+  nodeId: string;
+  runners: Runners;
+  deadlines: SyncDeadlines;
+  waiters: SendWaiters;
+  jobs: JobRelay;
+  /** Runs a relay's store call, waiting out an unreachable store until the queue stops. */
+  untilStored<T>(work: () => Promise<T>): Promise<T>;
+  /** The instance's pace and pause (queue.ts `SendQueue.pacing`). */
+  pacing(instanceId: string): Promise<StoredPacing>;
+  /** The instance's pause in force now, or null. */
+  pause(instanceId: string): Promise<SendPause | null>;
+  /** Stores a new job with the others of this turn: group-insert.ts `GroupInsert.store`. */
+  store(job: NewSendJob, late?: LateFailure): Promise<'stored' | 'moved' | 'failed'>;
+  /** The wait for a job left to the queue (queue.ts `SendQueue.waitFor`). */
+  waitFor(job: Pick<SendJob, 'instanceId' | 'id'>, signal?: WaitSignal): Promise<SentMessage>;
+}
+
+/**
+ * True when a synchronous send of the instance may relay at once, without waiting behind other jobs: the queue
+ * drained once since this process took the instance, handed back the `sending` jobs since the last login, and no
+ * job submitted since is waiting to be claimed, and no pace is set (a pause does not hold synchronous sends).
+ * @throws the store's error reading the pace or the pause.
+ */
+async function canRelayNow(context: SyncRelayContext, instanceId: string, runner: Runner): Promise<boolean> {
+  if (!runner.reclaimed) return false;
+  const { pacing } = await context.pacing(instanceId);
+  const paced = pacing.minIntervalMs !== 0 || pacing.jitterMs !== 0 || pacing.newChatsPerDay !== null;
+  // While a restriction pauses the queue, queued sends wait; a synchronous one is relayed and gets the
+  // platform's own answer (docs/decisions/0013-pacing.md).
+  return !paced && ((runner.idle && runner.queued === 0) || (await context.pause(instanceId)) !== null);
+}
+
+/**
+ * Stores a synchronous send's job (docs/decisions/0009-sends-as-jobs.md) and returns the wait for its outcome, to
+ * be called at once: when the queue is idle, unpaced and unpaused the row is stored already claimed by this node
+ * and the wait relays it through `session`; otherwise it is stored `pending` and the wait lasts until the queue
+ * relayed it in its turn, or fails it unsent (`504 timeout`) when no relay claimed it within the sync wait
+ * (sync-deadline.ts). An immediate job is held by this process from before its row exists until its relay
+ * ends, so a login committed meanwhile does not hand it back for a second relay (store/send-job-claims.ts
+ * `reclaimSendingJobs`). The wait resolves with the relay's result or rejects with its error (the job is then
+ * `failed`). A job whose lost answer's write found it changed by a relay is followed in the store (sync-deadline.ts
+ * `follow`). When `signal` aborts (the client went away) the wait is withdrawn: the outcome becomes a
+ * `MessageStatus` event.
+ * @throws the store's error (nothing was relayed; store faults as `store_unavailable`,
+ *   docs/decisions/0011-store-faults.md); DomainError `timeout` for a job stored claimed after its sync wait had
+ *   passed (the store answered late): it is failed unsent.
+ */
+export async function storeSync(
+  context: SyncRelayContext,
+  session: EngineSession,
+  job: NewSendJob,
+  signal?: WaitSignal,
+): Promise<() => Promise<SentMessage>> {
+  const { deadlines } = context;
+  // A queue this process never drained has no runner yet: the job waits its turn behind the first hand-back.
+  const runner = context.runners.peek(job.instanceId);
+  // The wait of a job left to the queue: its deadline counts from its acceptance; one a relay changed before a
+  // lost answer's write found it is followed in the store.
+  const queued = (ours: boolean) => () =>
+    ours
+      ? deadlines.watch(job, context.waitFor(job, signal), job.now)
+      : deadlines.followed(job, context.waitFor(job, signal));
+  const claimed = extended(job, { claimedBy: context.nodeId });
+  let now = false;
+  // Held before the pace is read: a login committed meanwhile hands back the `sending` jobs without this one.
+  runner?.relaying.hold(job.id);
+  try {
+    now = runner !== undefined && (await canRelayNow(context, job.instanceId, runner));
+    const stored = now ? claimed : job;
+    const written = await context.store(stored, deadlines.lateFailure(job));
+    if (written === 'failed') throw deadlines.timedOut();
+    let ours = written === 'stored';
+    if (ours) {
+      // Stored past the sync wait (the store answered late): failed unsent, never relayed after its client gave
+      // up (sync-deadline.ts).
+      const late = await context.untilStored(() => deadlines.failLate(stored));
+      if (late === 'failed') throw deadlines.timedOut();
+      ours = late === 'on-time';
+    }
+    if (!now || !ours || runner === undefined) {
+      runner?.relaying.release(job.id);
+      return queued(ours);
+    }
+    const held = claimedSendJob(claimed);
+    return () => relayNow(context, session, held, runner, signal);
+  } catch (error) {
+    runner?.relaying.release(job.id);
+    throw error;
+  }
+}
+
+/**
+ * Relays `job` (stored already claimed by this node, held in `runner` by {@link storeSync}) at once through
+ * `session`, gives back that hold, and resolves with the result.
+ * @throws the relay's error after the job was marked failed.
+ */
+async function relayNow(
+  context: SyncRelayContext,
+  session: EngineSession,
+  job: SendJob,
+  runner: Runner,
+  signal: WaitSignal | undefined,
+): Promise<SentMessage> {
+  let done: Promise<SentMessage>;
+  try {
+    // Read before the request waits (the store waited out like the relay's writes; a queue stopping meanwhile
+    // leaves the job to the instance's next holder, with no waiter left behind to hide its outcome's event).
+    const { pacing } = await context.untilStored(() => context.pacing(job.instanceId));
+    done = context.waiters.await(job, signal);
+    // The relay may settle `done` before it returns (a refusal, then the pause's writes): mark it handled now,
+    // the caller still gets its result or error below.
+    done.catch(() => undefined);
+    await context.jobs.relay(session, job, pacing);
+  } finally {
+    // The relay ended: a job it left to another holder (failures.ts) is no longer held here, so a later login
+    // hands it back if that holder died.
+    runner.relaying.release(job.id);
+  }
+  return done;
+}
