@@ -4,8 +4,8 @@ import { type GroupMetadata, processHistoryMessage, proto, type WAMessage } from
 import { DomainError } from '../../src/domain/errors.ts';
 import type { EngineEvent } from '../../src/domain/messages.ts';
 import { readPairedCreds } from '../../src/engines/baileys/auth-state.ts';
+import { NOT_ADMIN } from '../../src/engines/baileys/group-admin.ts';
 import { BaileysEngine, type BaileysEngineOptions } from '../../src/engines/baileys/index.ts';
-import { NOT_ADMIN } from '../../src/engines/baileys/operations.ts';
 import { quieterLevel } from '../../src/engines/baileys/session-options.ts';
 import type { EngineSession } from '../../src/engines/engine.ts';
 import { SqlSessionLocks } from '../../src/sessions/instance-lock.ts';

@@ -6,21 +6,25 @@ import {
   type ParticipantAction,
   type ParticipantOutcome,
 } from '../../domain/groups.ts';
-import type { Jid } from '../../domain/messages.ts';
+import type { GroupInfo, Jid } from '../../domain/messages.ts';
 import { mapPlatformErrors } from './errors.ts';
-import { isAdminOf } from './groups.ts';
+import { isAdminOf, toGroupInfo } from './groups.ts';
 import type { OperationDeps } from './operations.ts';
 import type { SocketLike } from './socket.ts';
 
 /**
- * Group administration on the live platform, through Baileys (lib/Socket/groups.js): groupParticipantsUpdate,
- * groupUpdateSubject, groupUpdateDescription, groupSettingUpdate, groupToggleEphemeral, groupLeave,
- * groupAcceptInvite, groupRevokeInvite. Admin rights are checked first on freshly fetched metadata (a cached copy
+ * The account's groups on the live platform, through Baileys (lib/Socket/groups.js): reading them
+ * (groupFetchAllParticipating, groupMetadata), creating one (groupCreate), its invite code (groupInviteCode) and
+ * administration (groupParticipantsUpdate, groupUpdateSubject, groupUpdateDescription, groupSettingUpdate,
+ * groupToggleEphemeral, groupLeave, groupAcceptInvite, groupRevokeInvite). Admin rights are checked first on freshly fetched metadata (a cached copy
  * may predate a promotion) so a non-admin gets a clear 403; the platform's own 401/403 maps to the same message.
  * The metadata cache entry is dropped after every change (the `w:gp2` notification refreshes it too).
  */
 
 const NOT_FOUND = 'group not found';
+
+/** Message of the 403 for an invite link asked by a non-admin (docs/api.md#errors). */
+export const NOT_ADMIN = 'caller must be a group admin to get the invite link';
 
 async function freshMetadata(sock: SocketLike, deps: OperationDeps, jid: Jid): Promise<GroupMetadata> {
   const meta = await mapPlatformErrors(() => sock.groupMetadata(jid), {
@@ -137,6 +141,64 @@ export async function revokeGroupInvite(sock: SocketLike, deps: OperationDeps, j
   await requireAdmin(sock, deps, jid, refusal);
   const code = await mapPlatformErrors(() => sock.groupRevokeInvite(jid), {
     forbidden: refusal,
+    notFound: NOT_FOUND,
+    now: deps.context.clock(),
+  });
+  if (!code) throw new DomainError('platform_refused', 'the platform returned no invite code');
+  return code;
+}
+
+async function remember(meta: GroupMetadata, deps: OperationDeps): Promise<GroupInfo> {
+  deps.groups.set(meta.id, meta);
+  return toGroupInfo(meta, deps.mapping);
+}
+
+/** Creates a group (docs/api.md#groups); the account is listed as admin and super admin. */
+export async function createGroup(
+  sock: SocketLike,
+  deps: OperationDeps,
+  name: string,
+  participants: readonly Jid[],
+): Promise<GroupInfo> {
+  const meta = await mapPlatformErrors(() => sock.groupCreate(name, [...participants]), {
+    now: deps.context.clock(),
+  });
+  const info = await remember(meta, deps);
+  const me = deps.mapping.me();
+  if (me.phoneJid) {
+    const mine = info.participants.find((p) => p.jid === me.phoneJid);
+    if (mine) {
+      mine.isAdmin = true;
+      mine.isSuperAdmin = true;
+    } else info.participants.unshift({ jid: me.phoneJid, isAdmin: true, isSuperAdmin: true });
+    if (!info.ownerJid) info.ownerJid = me.phoneJid;
+  }
+  return info;
+}
+
+/** Every group the account belongs to (`groupFetchAllParticipating`), ordered by JID. */
+export async function listGroups(sock: SocketLike, deps: OperationDeps): Promise<GroupInfo[]> {
+  const all = await mapPlatformErrors(() => sock.groupFetchAllParticipating(), { now: deps.context.clock() });
+  const out: GroupInfo[] = [];
+  for (const meta of Object.values(all)) out.push(await remember(meta, deps));
+  return out.sort((a, b) => a.jid.localeCompare(b.jid));
+}
+
+/** One group, fetched fresh (docs/api.md#groups). @throws not_found when the account is not in it. */
+export async function groupInfo(sock: SocketLike, deps: OperationDeps, jid: Jid): Promise<GroupInfo> {
+  return toGroupInfo(await freshMetadata(sock, deps, jid), deps.mapping);
+}
+
+/**
+ * The invite code of a group (docs/api.md#groups). @throws forbidden {@link NOT_ADMIN} when the account is not an
+ * admin (checked on freshly fetched metadata — a cached copy may predate a promotion — and mapped from the
+ * platform's 401/403), not_found when not a member.
+ */
+export async function groupInviteCode(sock: SocketLike, deps: OperationDeps, jid: Jid): Promise<string> {
+  const meta = await freshMetadata(sock, deps, jid);
+  if (!isAdminOf(meta, deps.mapping.me())) throw new DomainError('forbidden', NOT_ADMIN);
+  const code = await mapPlatformErrors(() => sock.groupInviteCode(jid), {
+    forbidden: NOT_ADMIN,
     notFound: NOT_FOUND,
     now: deps.context.clock(),
   });

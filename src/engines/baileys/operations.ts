@@ -1,6 +1,5 @@
 import {
   type BinaryNode,
-  type GroupMetadata,
   generateMessageIDV2,
   isJidGroup,
   type proto,
@@ -9,20 +8,12 @@ import {
   type WAMessageKey,
 } from 'baileys';
 import { DomainError, errors } from '../../domain/errors.ts';
-import type {
-  EngineEvent,
-  EngineMessage,
-  GroupInfo,
-  Jid,
-  OutgoingMessage,
-  SentMessage,
-} from '../../domain/messages.ts';
+import type { EngineEvent, EngineMessage, Jid, OutgoingMessage, SentMessage } from '../../domain/messages.ts';
 import { STATUS_BROADCAST } from '../../domain/messages.ts';
 import { type EngineSessionContext, UnrecordedSendError } from '../engine.ts';
 import { relayAddress } from './addressing.ts';
 import type { BoundedCache } from './cache.ts';
 import { mapPlatformErrors, platformFailure, platformRateLimited, reachoutLocked } from './errors.ts';
-import { isAdminOf, toGroupInfo } from './groups.ts';
 import { type FlaggedSource, type MappingContext, timestampMs, toMessageContent } from './incoming.ts';
 import { isLidLike } from './jid.ts';
 import { buildOutgoingMessage, buildReaction, type LinkPreviewFetcher } from './outgoing.ts';
@@ -52,9 +43,6 @@ export interface OperationDeps {
   /** Subscribes to a user's presence once in a while (chat presence needs it). */
   subscribePresence(sock: SocketLike, jid: Jid): void;
 }
-
-/** Message of the 403 for an invite link asked by a non-admin (docs/api.md#errors). */
-export const NOT_ADMIN = 'caller must be a group admin to get the invite link';
 
 function ownJid(sock: SocketLike): string {
   const id = sock.user?.id;
@@ -344,80 +332,6 @@ export async function markRead(
     keys.push({ remoteJid: chat, id, fromMe: false, ...(isGroup && participant ? { participant } : {}) });
   }
   await mapPlatformErrors(() => sock.readMessages(keys), { now: deps.context.clock() });
-}
-
-async function remember(meta: GroupMetadata, deps: OperationDeps): Promise<GroupInfo> {
-  deps.groups.set(meta.id, meta);
-  return toGroupInfo(meta, deps.mapping);
-}
-
-/** Creates a group (docs/api.md#groups); the account is listed as admin and super admin. */
-export async function createGroup(
-  sock: SocketLike,
-  deps: OperationDeps,
-  name: string,
-  participants: readonly Jid[],
-): Promise<GroupInfo> {
-  const meta = await mapPlatformErrors(() => sock.groupCreate(name, [...participants]), {
-    now: deps.context.clock(),
-  });
-  const info = await remember(meta, deps);
-  const me = deps.mapping.me();
-  if (me.phoneJid) {
-    const mine = info.participants.find((p) => p.jid === me.phoneJid);
-    if (mine) {
-      mine.isAdmin = true;
-      mine.isSuperAdmin = true;
-    } else info.participants.unshift({ jid: me.phoneJid, isAdmin: true, isSuperAdmin: true });
-    if (!info.ownerJid) info.ownerJid = me.phoneJid;
-  }
-  return info;
-}
-
-/** Every group the account belongs to (`groupFetchAllParticipating`), ordered by JID. */
-export async function listGroups(sock: SocketLike, deps: OperationDeps): Promise<GroupInfo[]> {
-  const all = await mapPlatformErrors(() => sock.groupFetchAllParticipating(), { now: deps.context.clock() });
-  const out: GroupInfo[] = [];
-  for (const meta of Object.values(all)) out.push(await remember(meta, deps));
-  return out.sort((a, b) => a.jid.localeCompare(b.jid));
-}
-
-async function metadataOf(
-  sock: SocketLike,
-  deps: OperationDeps,
-  jid: Jid,
-  fresh: boolean,
-): Promise<GroupMetadata> {
-  const cached = fresh ? undefined : deps.groups.get<GroupMetadata>(jid);
-  if (cached) return cached;
-  const meta = await mapPlatformErrors(() => sock.groupMetadata(jid), {
-    notFound: 'group not found',
-    now: deps.context.clock(),
-  });
-  deps.groups.set(meta.id, meta);
-  return meta;
-}
-
-/** One group, fetched fresh (docs/api.md#groups). @throws not_found when the account is not in it. */
-export async function groupInfo(sock: SocketLike, deps: OperationDeps, jid: Jid): Promise<GroupInfo> {
-  return toGroupInfo(await metadataOf(sock, deps, jid, true), deps.mapping);
-}
-
-/**
- * The invite code of a group (docs/api.md#groups). @throws forbidden {@link NOT_ADMIN} when the account is not an
- * admin (checked on freshly fetched metadata — a cached copy may predate a promotion — and mapped from the
- * platform's 401/403), not_found when not a member.
- */
-export async function groupInviteCode(sock: SocketLike, deps: OperationDeps, jid: Jid): Promise<string> {
-  const meta = await metadataOf(sock, deps, jid, true);
-  if (!isAdminOf(meta, deps.mapping.me())) throw new DomainError('forbidden', NOT_ADMIN);
-  const code = await mapPlatformErrors(() => sock.groupInviteCode(jid), {
-    forbidden: NOT_ADMIN,
-    notFound: 'group not found',
-    now: deps.context.clock(),
-  });
-  if (!code) throw new DomainError('platform_refused', 'the platform returned no invite code');
-  return code;
 }
 
 /** Type of what Baileys' `getMessage` returns. */

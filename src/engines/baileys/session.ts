@@ -268,16 +268,16 @@ export class BaileysSession implements EngineSession {
     return this.#contacts.list();
   }
   async createGroup(name: string, participants: readonly Jid[]): Promise<GroupInfo> {
-    return ops.createGroup(await this.#open(), this.#deps, name, participants);
+    return admin.createGroup(await this.#open(), this.#deps, name, participants);
   }
   async listGroups(): Promise<GroupInfo[]> {
-    return ops.listGroups(await this.#open(), this.#deps);
+    return admin.listGroups(await this.#open(), this.#deps);
   }
   async groupInfo(jid: Jid): Promise<GroupInfo> {
-    return ops.groupInfo(await this.#open(), this.#deps, jid);
+    return admin.groupInfo(await this.#open(), this.#deps, jid);
   }
   async groupInviteCode(jid: Jid): Promise<string> {
-    return ops.groupInviteCode(await this.#open(), this.#deps, jid);
+    return admin.groupInviteCode(await this.#open(), this.#deps, jid);
   }
   async updateParticipants(
     jid: Jid,
