@@ -4,18 +4,14 @@ import { control } from '../live/support.ts';
 import { testDialects } from '../support/store.ts';
 import type { Child } from '../webhooks/child.ts';
 import {
-  assertFailover,
   assertLiveDelivered,
   LIVE_INSTANCES,
   type LiveCluster,
   liveRequest,
-  owners,
-  perNodeCounts,
   startLiveCluster,
-  startTraffic,
-  stoppedAfterEach,
   watchSockets,
-} from './support.ts';
+} from './live-cluster.ts';
+import { assertFailover, owners, perNodeCounts, startTraffic, stoppedAfterEach } from './support.ts';
 
 /**
  * Live instances (the real Baileys engine) on three nodes against the platform simulator

@@ -3,7 +3,8 @@ import { describe, it } from 'node:test';
 import { control } from '../live/support.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
-import { LIVE_PEER, type LiveCluster, startLiveCluster, stoppedAfterEach } from './support.ts';
+import { LIVE_PEER, type LiveCluster, startLiveCluster } from './live-cluster.ts';
+import { stoppedAfterEach } from './support.ts';
 
 /**
  * Sends as jobs across a node's death (docs/decisions/0009-sends-as-jobs.md): 40 live sends queued on the node that
