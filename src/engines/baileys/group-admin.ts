@@ -138,8 +138,23 @@ export async function joinGroup(sock: SocketLike, deps: OperationDeps, code: str
  */
 export async function revokeGroupInvite(sock: SocketLike, deps: OperationDeps, jid: Jid): Promise<string> {
   const refusal = 'you must be a group admin to revoke the invite link';
+  return adminInviteCode(sock, deps, jid, refusal, () => sock.groupRevokeInvite(jid));
+}
+
+/**
+ * The invite code `fetch` gets from the platform for group `jid`, once the account is checked to be an admin of it
+ * on fresh metadata; `refusal` is the message of the 403 (the platform's own 401/403 maps to it too).
+ * @throws DomainError forbidden `refusal`; not_found when not a member; platform_refused when no code came back.
+ */
+async function adminInviteCode(
+  sock: SocketLike,
+  deps: OperationDeps,
+  jid: Jid,
+  refusal: string,
+  fetch: () => Promise<string | undefined>,
+): Promise<string> {
   await requireAdmin(sock, deps, jid, refusal);
-  const code = await mapPlatformErrors(() => sock.groupRevokeInvite(jid), {
+  const code = await mapPlatformErrors(fetch, {
     forbidden: refusal,
     notFound: NOT_FOUND,
     now: deps.context.clock(),
@@ -195,13 +210,5 @@ export async function groupInfo(sock: SocketLike, deps: OperationDeps, jid: Jid)
  * platform's 401/403), not_found when not a member.
  */
 export async function groupInviteCode(sock: SocketLike, deps: OperationDeps, jid: Jid): Promise<string> {
-  const meta = await freshMetadata(sock, deps, jid);
-  if (!isAdminOf(meta, deps.mapping.me())) throw new DomainError('forbidden', NOT_ADMIN);
-  const code = await mapPlatformErrors(() => sock.groupInviteCode(jid), {
-    forbidden: NOT_ADMIN,
-    notFound: NOT_FOUND,
-    now: deps.context.clock(),
-  });
-  if (!code) throw new DomainError('platform_refused', 'the platform returned no invite code');
-  return code;
+  return adminInviteCode(sock, deps, jid, NOT_ADMIN, () => sock.groupInviteCode(jid));
 }
