@@ -35,9 +35,10 @@ export type { ReportedWrite, SendQueueDeps, SendStatusReport } from './queue-dep
  * (stored already claimed); otherwise it waits its turn. It is also a projection of the event recorder: a committed
  * login wakes the instance's queue. Its parts: the group insert of new jobs (group-insert.ts), the waiting requests
  * (waiters.ts), the pace and pauses (pause.ts), one job's relay (relay.ts) and the fate of a failed one
- * (failures.ts), a synchronous send stored and relayed at once (sync-relay.ts), the jobs marked sent in the recorder's transactions (sent-marks.ts), each instance's queue state
- * and wake timer (runners.ts), one pass of an instance's drain (drain.ts), the deadlines of synchronous sends
- * waiting their turn (sync-deadline.ts) and the sweep for due jobs (sweep.ts).
+ * (failures.ts), a synchronous send stored and relayed at once (sync-relay.ts), the jobs marked sent in the
+ * recorder's transactions (sent-marks.ts), each instance's queue state and wake timer (runners.ts), one pass of an
+ * instance's drain (drain.ts), the deadlines of synchronous sends waiting their turn (sync-deadline.ts) and the
+ * sweep for due jobs (sweep.ts).
  */
 export class SendQueue implements EventProjection {
   readonly name = 'send-queue';

@@ -67,7 +67,8 @@ export function sessionStatus(instance: Instance, state: ConnectionState | undef
 }
 
 /**
- * The current QR code of `instance`, whose session in this process is `session` (docs/decisions/0016-session-lifecycle.md).
+ * The current QR code of `instance`, whose session in this process is `session`
+ * (docs/decisions/0016-session-lifecycle.md).
  * @throws DomainError conflict `already logged in` / `instance is not connected`.
  */
 export function currentPairingCode(instance: Instance, session: EngineSession | undefined): PairingCode {

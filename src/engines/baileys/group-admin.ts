@@ -16,8 +16,9 @@ import type { SocketLike } from './socket.ts';
  * The account's groups on the live platform, through Baileys (lib/Socket/groups.js): reading them
  * (groupFetchAllParticipating, groupMetadata), creating one (groupCreate), its invite code (groupInviteCode) and
  * administration (groupParticipantsUpdate, groupUpdateSubject, groupUpdateDescription, groupSettingUpdate,
- * groupToggleEphemeral, groupLeave, groupAcceptInvite, groupRevokeInvite). Admin rights are checked first on freshly fetched metadata (a cached copy
- * may predate a promotion) so a non-admin gets a clear 403; the platform's own 401/403 maps to the same message.
+ * groupToggleEphemeral, groupLeave, groupAcceptInvite, groupRevokeInvite). Admin rights are checked first on
+ * freshly fetched metadata (a cached copy may predate a promotion) so a non-admin gets a clear 403; the platform's
+ * own 401/403 maps to the same message.
  * The metadata cache entry is dropped after every change (the `w:gp2` notification refreshes it too).
  */
 
