@@ -1,174 +1,39 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it, type TestContext } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { type GroupMetadata, processHistoryMessage, proto, type WAMessage } from 'baileys';
 import { DomainError } from '../../src/domain/errors.ts';
 import type { EngineEvent } from '../../src/domain/messages.ts';
-import { readPairedCreds } from '../../src/engines/baileys/auth-state.ts';
 import { NOT_ADMIN } from '../../src/engines/baileys/group-admin.ts';
-import { BaileysEngine, type BaileysEngineOptions } from '../../src/engines/baileys/index.ts';
 import { quieterLevel } from '../../src/engines/baileys/session-options.ts';
-import type { EngineSession } from '../../src/engines/engine.ts';
-import { SqlSessionLocks } from '../../src/sessions/instance-lock.ts';
-import { type FakeSocket, fakeFactory, iqError, ME, pairedCreds, storePairedCreds } from './fake-socket.ts';
-import {
-  type LiveFixture,
-  liveFixture,
-  type RecordingContext,
-  recordingContext,
-  silentLogger,
-  until,
-  untilAsync,
-} from './support.ts';
+import { type FakeSessionOptions, FakeSessions, isDomainError } from './fake-sessions.ts';
+import { iqError, ME } from './fake-socket.ts';
+import { type LiveFixture, liveFixture, until, untilAsync } from './support.ts';
 
 const PEER = '5511988887777@s.whatsapp.net';
 const PEER_LID = '12345678@lid';
 const GROUP = '120363000000000001@g.us';
 const ME_PHONE_JID = `${ME.phone}@s.whatsapp.net`;
 
-function isDomainError(code: DomainError['code'], message?: RegExp) {
-  return (error: unknown) => {
-    assert.ok(error instanceof DomainError, String(error));
-    assert.equal(error.code, code);
-    if (message) assert.match(error.message, message);
-    return true;
-  };
-}
-
-describe('live session over a fake socket', () => {
+/**
+ * What a live (Baileys) session configures, sends, reads and records, over fake sockets: the socket's options
+ * (docs/decisions/0025-live-engine.md), sends with their acks and nacks, reactions and read marks, number checks,
+ * groups, incoming events with phone JIDs, labels and history sync. Its lifecycle: session-lifecycle.test.ts.
+ */
+describe('live session over a fake socket: what it configures, sends, reads and records', () => {
   let fixture: LiveFixture;
-  let next = 0;
-  const engines: BaileysEngine[] = [];
+  let sessions: FakeSessions;
+  const setup = (options?: FakeSessionOptions) => sessions.setup(options);
   before(async () => {
     fixture = await liveFixture('sqlite', 16);
+    sessions = new FakeSessions(fixture);
   });
   after(async () => {
-    await Promise.all(engines.map((e) => e.close()));
+    await sessions.close();
     await fixture.test.cleanup();
   });
 
-  async function setup(
-    options: {
-      paired?: boolean;
-      open?: (sock: FakeSocket, i: number) => void;
-      engine?: Partial<BaileysEngineOptions>;
-    } = {},
-  ): Promise<{
-    session: EngineSession;
-    fake: ReturnType<typeof fakeFactory>;
-    rc: RecordingContext;
-    sock: () => FakeSocket;
-  }> {
-    const instanceId = fixture.instanceIds[next++] ?? '';
-    const fake = fakeFactory(options.open ?? ((sock) => sock.open()));
-    const engine = new BaileysEngine({
-      locks: new SqlSessionLocks({ db: fixture.test.store.db, owner: 'p' }),
-      logger: silentLogger(),
-      socketFactory: fake.factory,
-      ackTimeoutMs: 50,
-      random: () => 0.5,
-      ...options.engine,
-    });
-    engines.push(engine);
-    const rc = recordingContext(fixture, instanceId, () => Date.parse('2030-01-01T00:00:00Z'));
-    if (options.paired ?? true) await storePairedCreds(rc.context.auth);
-    const session = engine.createSession(rc.context);
-    const sock = () => {
-      const last = fake.sockets.at(-1);
-      assert.ok(last, 'a socket exists');
-      return last;
-    };
-    return { session, fake, rc, sock };
-  }
   const ofType = <T extends EngineEvent['type']>(events: EngineEvent[], type: T) =>
     events.filter((e): e is Extract<EngineEvent, { type: T }> => e.type === type);
-
-  it('links by QR (docs/decisions/0016-session-lifecycle.md): rotation 60 s then 20 s, the 515 restart after pairing is a new socket at once', async (t: TestContext) => {
-    const { session, fake, rc, sock } = await setup({
-      paired: false,
-      open: (s, i) => (i === 0 ? s.qr('2@ref1,noise,identity,adv') : s.open()),
-    });
-    await session.connect();
-    assert.deepEqual(
-      { connected: session.state().connected, loggedIn: session.state().loggedIn },
-      { connected: true, loggedIn: false },
-    );
-    const now = Date.parse('2030-01-01T00:00:00Z');
-    assert.deepEqual(session.pairingCode(), { code: '2@ref1,noise,identity,adv', expiresAt: now + 60_000 });
-    sock().qr('2@ref2,noise,identity,adv');
-    assert.deepEqual(session.pairingCode(), { code: '2@ref2,noise,identity,adv', expiresAt: now + 20_000 });
-    assert.equal(await session.requestPairingCode?.('5511999990000'), 'PARL3YOK');
-    t.mock.timers.enable({ apis: ['setTimeout'] });
-    const paired = pairedCreds();
-    sock().emit('creds.update', { me: paired.me, account: paired.account, platform: 'android' });
-    sock().emit('connection.update', { isNewLogin: true, qr: undefined });
-    // Linked, but the socket that carries messages is not open yet: not connected, so nobody sends into the restart.
-    assert.deepEqual(
-      { connected: session.state().connected, loggedIn: session.state().loggedIn },
-      { connected: false, loggedIn: true },
-    );
-    sock().close(515, 'Stream Errored (restart required)');
-    await until(() => /restart required \(515\)/.test(session.state().reason ?? ''), 2_000, '515');
-    assert.equal(session.state().loggedIn, true);
-    // No backoff: the timer of the reopen is due at once (a tick of 0 ms runs it).
-    assert.equal(session.state().reason, 'restart required (515); reconnecting');
-    t.mock.timers.tick(0);
-    await until(() => session.state().connected && fake.sockets.length === 2, 2_000, 'reopen');
-    t.mock.timers.reset();
-    assert.equal(session.pairingCode(), null);
-    assert.equal(session.state().jid, ME.id);
-    assert.equal(session.state().phone, ME.phone);
-    assert.equal(await session.waitForLogin(10), true);
-    assert.ok(await readPairedCreds(rc.context.auth), 'paired credentials stored');
-    const states = ofType(rc.events, 'connection').map((e) => [e.state.connected, e.state.loggedIn]);
-    assert.deepEqual(states.at(0), [true, false]);
-    assert.deepEqual(states.at(-1), [true, true]);
-  });
-
-  it('a 515 that comes again before the connection opened backs off like any other close', async (t: TestContext) => {
-    const { session, fake, sock } = await setup({
-      paired: false,
-      open: (s, i) => (i === 0 ? s.qr('2@ref1,noise,identity,adv') : i === 1 ? undefined : s.open()),
-    });
-    await session.connect();
-    t.mock.timers.enable({ apis: ['setTimeout'] });
-    const paired = pairedCreds();
-    sock().emit('creds.update', { me: paired.me, account: paired.account, platform: 'android' });
-    sock().close(515, 'Stream Errored (restart required)');
-    await until(() => /restart required \(515\)/.test(session.state().reason ?? ''), 2_000, '515');
-    t.mock.timers.tick(0);
-    await until(() => fake.sockets.length === 2, 2_000, 'the restart at once');
-    // The new socket is restarted again before it opened: the second reconnect since the open waits 2 s (±20 %,
-    // here exactly: the jitter source answers 0.5).
-    sock().close(515, 'Stream Errored (restart required)');
-    await until(() => /in 2 s$/.test(session.state().reason ?? ''), 2_000, 'backoff');
-    t.mock.timers.tick(1_999);
-    assert.equal(fake.sockets.length, 2, 'not before the backoff');
-    t.mock.timers.tick(1);
-    await until(
-      () => session.state().connected && fake.sockets.length === 3,
-      2_000,
-      'reopen after the backoff',
-    );
-    t.mock.timers.reset();
-  });
-
-  it('ends the pairing attempt after the last QR (connected:false, connect again)', async () => {
-    const { session, rc, sock } = await setup({ paired: false, open: (s) => s.qr('2@only') });
-    await session.connect();
-    sock().close(408, 'QR refs attempts ended');
-    await until(() => !session.state().connected, 2_000, 'stop');
-    assert.equal(session.pairingCode(), null);
-    assert.match(session.state().reason ?? '', /no QR code was scanned/);
-    assert.equal((await rc.context.auth.list('creds')).size, 0);
-    assert.equal(await session.waitForLogin(5), false);
-  });
-
-  it('connect is bounded even when the platform never answers', async () => {
-    const { session } = await setup({ open: () => undefined, engine: { connectDeadlineMs: 50 } });
-    await assert.rejects(session.connect(), isDomainError('platform_unreachable', /no answer within 0.05 s/));
-    assert.equal(session.state().connected, false);
-    assert.equal(session.state().loggedIn, true);
-  });
 
   it('configures Baileys as docs/decisions/0025-live-engine.md says: offline presence, no full history, store-backed getMessage, group cache', async () => {
     const { session, sock } = await setup();
@@ -535,35 +400,5 @@ describe('live session over a fake socket', () => {
         pushName: '',
       },
     ]);
-  });
-
-  it('reports reconnecting sends as 503 and disconnected ones as 409; logged-out ones as not logged in', async () => {
-    const { session, sock } = await setup();
-    await assert.rejects(
-      session.send({ to: PEER, content: { kind: 'text', text: 'x', linkPreview: false } }),
-      isDomainError('not_connected', /instance is not connected/),
-    );
-    await session.connect();
-    sock().close(428);
-    await until(() => /reconnecting/.test(session.state().reason ?? ''), 2_000, 'reconnecting');
-    await assert.rejects(
-      session.send({ to: PEER, content: { kind: 'text', text: 'x', linkPreview: false } }),
-      isDomainError('platform_unreachable', /reconnecting/),
-    );
-    await session.logout();
-    await assert.rejects(session.listGroups(), isDomainError('not_logged_in', /instance is not logged in/));
-  });
-
-  it('leaves no listener on a socket it is done with', async () => {
-    const { session, sock } = await setup();
-    await session.connect();
-    const socket = sock();
-    assert.ok(socket.events.listenerCount('messages.upsert') > 0);
-    await session.disconnect();
-    for (const name of socket.events.eventNames())
-      assert.equal(socket.events.listenerCount(name), 0, String(name));
-    for (const name of socket.frames.eventNames())
-      assert.equal(socket.frames.listenerCount(name), 0, String(name));
-    await session.close();
   });
 });
