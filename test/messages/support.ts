@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import type { EngineEvent } from '../../src/domain/messages.ts';
 import type { EventProjection } from '../../src/events/recorder.ts';
@@ -55,6 +56,13 @@ export async function messageRow(t: TestApp, id: string, instanceId = t.instance
     .where('instance_id', '=', instanceId)
     .where('id', '=', id)
     .executeTakeFirst();
+}
+
+/** The stored content of message `id` of the app's instance, parsed. @throws an assertion error when no row is stored. */
+export async function storedContent(t: TestApp, id: string) {
+  const row = await messageRow(t, id);
+  assert.ok(row, `message ${id} stored`);
+  return JSON.parse(row.content);
 }
 
 /** RFC 3339 UTC with milliseconds and `Z` (docs/decisions/0001-envelope-and-error-codes.md). */
