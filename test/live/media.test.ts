@@ -8,124 +8,17 @@
  * Message webhooks. Runs on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
  */
 import assert from 'node:assert/strict';
-import { createHash, createHmac } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { createHmac } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import webpmux from 'node-webpmux';
 import type { InboxEntry } from '../../sim/model/inbox.ts';
 import type { Simulator } from '../../sim/simulator.ts';
-import { detectFormat } from '../../src/media/detect.ts';
-import { Ffmpeg } from '../../src/media/ffmpeg.ts';
-import { makeSticker } from '../../src/media/sticker.ts';
 import { ffmpegAvailable } from '../support/ffmpeg.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
 import { testDialects } from '../support/store.ts';
 import { assertSigned, bodies, HMAC_KEY } from '../webhooks/support.ts';
+import { CASES, dataUri, decrypted, fixture, VCARD } from './media-cases.ts';
 import { control, type LiveApp, liveApp, pairLive, startTestSimulator, until } from './support.ts';
-
-const fixture = (name: string) => readFileSync(new URL(`../fixtures/media/${name}`, import.meta.url));
-const dataUri = (name: string, mime: string) => `data:${mime};base64,${fixture(name).toString('base64')}`;
-const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');
-const decrypted = (data: Buffer) => ({ sha256: sha256(data), length: data.length });
-
-const VCARD =
-  'BEGIN:VCARD\nVERSION:3.0\nN:Souza;Ana;;;\nFN:Ana Souza\nTEL;type=CELL;waid=5511988887777:+55 11 98888-7777\nEND:VCARD';
-
-/** The sticker parley makes of `name` with `meta` (same code path, so the bytes are the ones it sends). */
-async function expectedSticker(name: string, meta: Parameters<typeof makeSticker>[2]): Promise<Buffer> {
-  const data = fixture(name);
-  const format = await detectFormat(data);
-  assert.ok(format);
-  return (await makeSticker(data, format, meta, new Ffmpeg())).data;
-}
-
-/** One send operation: its /v1 path, request body (without phone), and what the recipient must have decrypted. */
-interface SendCase {
-  kind: 'image' | 'document' | 'audio' | 'video' | 'sticker' | 'location' | 'contact';
-  body: Record<string, unknown>;
-  expected: () => Promise<Partial<InboxEntry>>;
-}
-
-const CASES: SendCase[] = [
-  {
-    kind: 'image',
-    body: { image: dataUri('tiny.jpg', 'image/jpeg'), caption: 'Your receipt' },
-    expected: async () => ({
-      type: 'image',
-      caption: 'Your receipt',
-      mimetype: 'image/jpeg',
-      media: decrypted(fixture('tiny.jpg')),
-    }),
-  },
-  {
-    kind: 'document',
-    body: { document: dataUri('doc.pdf', 'application/pdf'), fileName: 'invoice-42.pdf', caption: 'Invoice' },
-    expected: async () => ({
-      type: 'document',
-      caption: 'Invoice',
-      mimetype: 'application/pdf',
-      fileName: 'invoice-42.pdf',
-      media: decrypted(fixture('doc.pdf')),
-    }),
-  },
-  {
-    kind: 'audio',
-    body: { audio: dataUri('voice.ogg', 'audio/ogg') },
-    expected: async () => ({
-      type: 'audio',
-      mimetype: 'audio/ogg; codecs=opus',
-      ptt: true,
-      media: decrypted(fixture('voice.ogg')),
-    }),
-  },
-  {
-    kind: 'video',
-    body: { video: dataUri('clip.mp4', 'video/mp4'), caption: 'How to assemble it' },
-    expected: async () => ({
-      type: 'video',
-      caption: 'How to assemble it',
-      mimetype: 'video/mp4',
-      media: decrypted(fixture('clip.mp4')),
-    }),
-  },
-  {
-    kind: 'sticker',
-    body: {
-      sticker: dataUri('tiny.webp', 'image/webp'),
-      packName: 'Shop pack',
-      packPublisher: 'Shop',
-      packId: 'shop.pack.1',
-      emojis: ['📦', '🎉'],
-    },
-    expected: async () => ({
-      type: 'sticker',
-      mimetype: 'image/webp',
-      animated: false,
-      media: decrypted(
-        await expectedSticker('tiny.webp', {
-          packName: 'Shop pack',
-          packPublisher: 'Shop',
-          packId: 'shop.pack.1',
-          emojis: ['📦', '🎉'],
-        }),
-      ),
-      sticker: { packId: 'shop.pack.1', packName: 'Shop pack', packPublisher: 'Shop', emojis: ['📦', '🎉'] },
-    }),
-  },
-  {
-    kind: 'location',
-    body: { latitude: -23.5505, longitude: -46.6333, name: 'Shop', address: 'Praça da Sé, São Paulo' },
-    expected: async () => ({
-      type: 'location',
-      location: { latitude: -23.5505, longitude: -46.6333, name: 'Shop', address: 'Praça da Sé, São Paulo' },
-    }),
-  },
-  {
-    kind: 'contact',
-    body: { name: 'Ana Souza', vcard: VCARD },
-    expected: async () => ({ type: 'contact', contacts: [{ displayName: 'Ana Souza', vcard: VCARD }] }),
-  },
-];
 
 /** The fields of `entry` that `expected` names (so the comparison is exact on those, blind to id/timestamp). */
 function pick(entry: InboxEntry, expected: Partial<InboxEntry>): Partial<InboxEntry> {
