@@ -1,10 +1,18 @@
 import assert from 'node:assert/strict';
+import { after, before } from 'node:test';
+import type { Clock } from '../../src/domain/clock.ts';
 import { DomainError } from '../../src/domain/errors.ts';
 import { BaileysEngine, type BaileysEngineOptions } from '../../src/engines/baileys/index.ts';
 import type { EngineSession } from '../../src/engines/engine.ts';
 import { SqlSessionLocks } from '../../src/sessions/instance-lock.ts';
 import { type FakeSocket, fakeFactory, storePairedCreds } from './fake-socket.ts';
-import { type LiveFixture, type RecordingContext, recordingContext, silentLogger } from './support.ts';
+import {
+  type LiveFixture,
+  liveFixture,
+  type RecordingContext,
+  recordingContext,
+  silentLogger,
+} from './support.ts';
 
 /** What {@link FakeSessions.setup} may change about a session. */
 export interface FakeSessionOptions {
@@ -14,6 +22,8 @@ export interface FakeSessionOptions {
   open?: (sock: FakeSocket, i: number) => void;
   /** Engine options over the defaults (a 50 ms ack timeout, jitter fixed at 0.5). */
   engine?: Partial<BaileysEngineOptions>;
+  /** The session's clock (default: fixed at 2030-01-01T00:00:00Z). */
+  clock?: Clock;
 }
 
 /** A live session over fake sockets, with what a test reads of it. */
@@ -57,7 +67,11 @@ export class FakeSessions {
       ...options.engine,
     });
     this.#engines.push(engine);
-    const rc = recordingContext(this.#fixture, instanceId, () => Date.parse('2030-01-01T00:00:00Z'));
+    const rc = recordingContext(
+      this.#fixture,
+      instanceId,
+      options.clock ?? (() => Date.parse('2030-01-01T00:00:00Z')),
+    );
     if (options.paired ?? true) await storePairedCreds(rc.context.auth);
     const session = engine.createSession(rc.context);
     const sock = () => {
@@ -81,5 +95,27 @@ export function isDomainError(code: DomainError['code'], message?: RegExp) {
     assert.equal(error.code, code);
     if (message) assert.match(error.message, message);
     return true;
+  };
+}
+
+/**
+ * For the enclosing `describe`: a SQLite fixture of `count` live instances and {@link FakeSessions} on it, made
+ * before its first test and dropped after its last. → a session of the next instance per call (see
+ * {@link FakeSessions.setup}).
+ */
+export function fakeSessionsPerSuite(count = 16): (options?: FakeSessionOptions) => Promise<FakeSession> {
+  let fixture: LiveFixture | undefined;
+  let sessions: FakeSessions | undefined;
+  before(async () => {
+    fixture = await liveFixture('sqlite', count);
+    sessions = new FakeSessions(fixture);
+  });
+  after(async () => {
+    await sessions?.close();
+    await fixture?.test.cleanup();
+  });
+  return (options) => {
+    if (!sessions) throw new Error('no sessions outside the suite');
+    return sessions.setup(options);
   };
 }

@@ -6,14 +6,19 @@ import { ContactQueryProtocol } from '../../src/engines/baileys/contacts.ts';
 import { isAdminOf, toGroupInfo } from '../../src/engines/baileys/groups.ts';
 import { historyFromSet, type MappingContext } from '../../src/engines/baileys/incoming.ts';
 import { ME } from './fake-socket.ts';
-import { type MappingFixture, ME_PHONE_JID, mappingFixture, wire } from './mapping-fixture.ts';
+import {
+  GROUP,
+  type MappingFixture,
+  ME_PHONE_JID,
+  MEMBER,
+  MEMBER_LID,
+  mappingFixture,
+  NOW,
+  wire,
+} from './mapping-fixture.ts';
 import { silentLogger } from './support.ts';
 
 const logger = silentLogger();
-const MEMBER_LID = '777000111@lid';
-const MEMBER = '5511977776666@s.whatsapp.net';
-const GROUP = '120363000000000001@g.us';
-const NOW = Date.parse('2030-01-01T00:00:00Z');
 
 /**
  * Platform history, groups and contacts → domain values, on fixtures from Baileys' own encoders and decoders:

@@ -19,14 +19,19 @@ import {
   toEngineMessage,
 } from '../../src/engines/baileys/incoming.ts';
 import { ME } from './fake-socket.ts';
-import { type MappingFixture, ME_PHONE_JID, mappingFixture, messageStanza, wire } from './mapping-fixture.ts';
-
-const PEER_LID = '12345678@lid';
-const PEER = '5511988887777@s.whatsapp.net';
-const MEMBER_LID = '777000111@lid';
-const MEMBER = '5511977776666@s.whatsapp.net';
-const GROUP = '120363000000000001@g.us';
-const NOW = Date.parse('2030-01-01T00:00:00Z');
+import {
+  GROUP,
+  type MappingFixture,
+  ME_PHONE_JID,
+  MEMBER,
+  MEMBER_LID,
+  mappingFixture,
+  messageStanza,
+  NOW,
+  PEER,
+  PEER_LID,
+  wire,
+} from './mapping-fixture.ts';
 
 /**
  * Platform messages, receipts and presence → domain events, on fixtures from Baileys' own encoders and decoders:

@@ -20,6 +20,18 @@ import { SqlAuthStateStore } from '../../src/store/engine-auth.ts';
 import { ME } from './fake-socket.ts';
 import { liveFixture, silentLogger } from './support.ts';
 
+/** A contact's LID, and the phone JID it stands for. */
+export const PEER_LID = '12345678@lid';
+/** The phone JID of {@link PEER_LID}. */
+export const PEER = '5511988887777@s.whatsapp.net';
+/** A group member's LID, and the phone JID it stands for. */
+export const MEMBER_LID = '777000111@lid';
+/** The phone JID of {@link MEMBER_LID}. */
+export const MEMBER = '5511977776666@s.whatsapp.net';
+/** A group's JID. */
+export const GROUP = '120363000000000001@g.us';
+/** The time the mapping tests record at (epoch ms). */
+export const NOW = Date.parse('2030-01-01T00:00:00Z');
 /** The linked account's phone JID, as the mapping context reports it. */
 export const ME_PHONE_JID = `${ME.phone}@s.whatsapp.net`;
 

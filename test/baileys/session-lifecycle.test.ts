@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it, type TestContext } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
 import type { EngineEvent } from '../../src/domain/messages.ts';
 import { readPairedCreds } from '../../src/engines/baileys/auth-state.ts';
-import { type FakeSessionOptions, FakeSessions, isDomainError } from './fake-sessions.ts';
+import { fakeSessionsPerSuite, isDomainError } from './fake-sessions.ts';
 import { ME, pairedCreds } from './fake-socket.ts';
-import { type LiveFixture, liveFixture, until } from './support.ts';
+import { until } from './support.ts';
 
 const PEER = '5511988887777@s.whatsapp.net';
 
@@ -15,17 +15,7 @@ const PEER = '5511988887777@s.whatsapp.net';
  * with. What a session configures, sends, reads and records: session.test.ts.
  */
 describe('live session over a fake socket: its lifecycle', () => {
-  let fixture: LiveFixture;
-  let sessions: FakeSessions;
-  const setup = (options?: FakeSessionOptions) => sessions.setup(options);
-  before(async () => {
-    fixture = await liveFixture('sqlite', 16);
-    sessions = new FakeSessions(fixture);
-  });
-  after(async () => {
-    await sessions.close();
-    await fixture.test.cleanup();
-  });
+  const setup = fakeSessionsPerSuite();
 
   const ofType = <T extends EngineEvent['type']>(events: EngineEvent[], type: T) =>
     events.filter((e): e is Extract<EngineEvent, { type: T }> => e.type === type);

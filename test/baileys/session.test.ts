@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { type GroupMetadata, processHistoryMessage, proto, type WAMessage } from 'baileys';
 import { DomainError } from '../../src/domain/errors.ts';
 import type { EngineEvent } from '../../src/domain/messages.ts';
 import { NOT_ADMIN } from '../../src/engines/baileys/group-admin.ts';
 import { quieterLevel } from '../../src/engines/baileys/session-options.ts';
-import { type FakeSessionOptions, FakeSessions, isDomainError } from './fake-sessions.ts';
+import { fakeSessionsPerSuite, isDomainError } from './fake-sessions.ts';
 import { iqError, ME } from './fake-socket.ts';
-import { type LiveFixture, liveFixture, until, untilAsync } from './support.ts';
+import { until, untilAsync } from './support.ts';
 
 const PEER = '5511988887777@s.whatsapp.net';
 const PEER_LID = '12345678@lid';
@@ -20,17 +20,7 @@ const ME_PHONE_JID = `${ME.phone}@s.whatsapp.net`;
  * groups, incoming events with phone JIDs, labels and history sync. Its lifecycle: session-lifecycle.test.ts.
  */
 describe('live session over a fake socket: what it configures, sends, reads and records', () => {
-  let fixture: LiveFixture;
-  let sessions: FakeSessions;
-  const setup = (options?: FakeSessionOptions) => sessions.setup(options);
-  before(async () => {
-    fixture = await liveFixture('sqlite', 16);
-    sessions = new FakeSessions(fixture);
-  });
-  after(async () => {
-    await sessions.close();
-    await fixture.test.cleanup();
-  });
+  const setup = fakeSessionsPerSuite();
 
   const ofType = <T extends EngineEvent['type']>(events: EngineEvent[], type: T) =>
     events.filter((e): e is Extract<EngineEvent, { type: T }> => e.type === type);

@@ -1,14 +1,15 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, it } from 'node:test';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import type { TestApp } from '../support/app.ts';
-import { watchConsole } from './browser-checks.ts';
 import {
   chromiumAvailable,
+  dashboardPage,
   ensureBundle,
   launchChromium,
   listeningApp,
   screenshots,
+  submitSignIn,
 } from './browser-support.ts';
 import { createUser, PASSWORD } from './support.ts';
 
@@ -24,18 +25,13 @@ if (chromiumAvailable) {
     let t: TestApp;
     let url: string;
     let browser: Browser;
-    let context: BrowserContext;
     let page: Page;
     let viewer: string;
     let instanceId = '';
     let apiKey = '';
     let consoleErrors: { take(): string[] };
 
-    const signIn = async (email: string, password: string) => {
-      await page.getByLabel('E-mail').fill(email);
-      await page.getByLabel('Password').fill(password);
-      await page.getByRole('button', { name: 'Sign in' }).click();
-    };
+    const signIn = (email: string, password: string) => submitSignIn(page, email, password);
     const notice = (text: string | RegExp) => page.locator('.notice', { hasText: text }).first().waitFor();
 
     before(async () => {
@@ -53,12 +49,7 @@ if (chromiumAvailable) {
         assert.equal(response.status, 200, `${path}: ${JSON.stringify(response.body)}`);
       }
       browser = await launchChromium();
-      context = await browser.newContext({ viewport: { width: 1200, height: 860 }, baseURL: url });
-      await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: url });
-      page = await context.newPage();
-      page.setDefaultTimeout(15_000);
-      // Script errors and Content-Security-Policy violations; refused requests (401, 403) are expected.
-      consoleErrors = watchConsole(page);
+      ({ page, consoleErrors } = await dashboardPage(browser, url, { clipboard: true }));
       await page.goto('/');
       await signIn(owner, PASSWORD);
       await page.getByRole('heading', { name: 'Instances' }).waitFor();

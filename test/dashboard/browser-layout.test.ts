@@ -5,10 +5,12 @@ import type { TestApp } from '../support/app.ts';
 import { axeViolations, CHECK_WIDTHS, overflowOf, watchConsole } from './browser-checks.ts';
 import {
   chromiumAvailable,
+  dashboardPage,
   ensureBundle,
   launchChromium,
   listeningApp,
   screenshot,
+  submitSignIn,
 } from './browser-support.ts';
 import { createUser, PASSWORD } from './support.ts';
 
@@ -40,9 +42,7 @@ if (chromiumAvailable) {
 
     /** Signs `email` in on `on` (the sign-in page is shown). */
     const signIn = async (on: Page, email: string) => {
-      await on.getByLabel('E-mail').fill(email);
-      await on.getByLabel('Password').fill(PASSWORD);
-      await on.getByRole('button', { name: 'Sign in' }).click();
+      await submitSignIn(on, email, PASSWORD);
       await on.getByRole('heading', { name: 'Instances' }).waitFor();
     };
 
@@ -51,11 +51,7 @@ if (chromiumAvailable) {
       ({ t, url } = await listeningApp());
       owner = await createUser(t, 'owner', 'owner@example.com');
       browser = await launchChromium();
-      page = await (
-        await browser.newContext({ viewport: { width: 1200, height: 860 }, baseURL: url })
-      ).newPage();
-      page.setDefaultTimeout(15_000);
-      consoleErrors = watchConsole(page);
+      ({ page, consoleErrors } = await dashboardPage(browser, url));
     });
     // Any script error or console error fails the test during which it happened.
     afterEach(() => {

@@ -6,6 +6,7 @@ import sharp from 'sharp';
 import { DASHBOARD_DIST } from '../../src/http/routes/dashboard/static.ts';
 import { createTestApp, type ManualClock, type TestApp, type TestAppOptions } from '../support/app.ts';
 import { TEST_CA } from '../support/https-receiver.ts';
+import { watchConsole } from './browser-checks.ts';
 
 /** Debian's Chromium (installed by .ci/run); never a downloaded browser. */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -28,6 +29,31 @@ const ARGS = [
 export async function launchChromium(): Promise<Browser> {
   const { chromium } = await import('playwright-core');
   return chromium.launch({ executablePath: CHROMIUM, args: ARGS });
+}
+
+/**
+ * A new page of `browser`, in a context of its own at 1200×860 px whose relative URLs resolve against `url`, waiting
+ * up to 15 s by default; `clipboard` grants it the clipboard. → the page and what it logs (browser-checks.ts
+ * `watchConsole`: script errors and console errors, refused requests excepted).
+ */
+export async function dashboardPage(
+  browser: Browser,
+  url: string,
+  options: { clipboard?: boolean } = {},
+): Promise<{ page: Page; consoleErrors: { take(): string[] } }> {
+  const context = await browser.newContext({ viewport: { width: 1200, height: 860 }, baseURL: url });
+  if (options.clipboard)
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: url });
+  const page = await context.newPage();
+  page.setDefaultTimeout(15_000);
+  return { page, consoleErrors: watchConsole(page) };
+}
+
+/** Fills the sign-in form `page` shows with `email` and `password` and submits it; the outcome is the caller's to wait for. */
+export async function submitSignIn(page: Page, email: string, password: string): Promise<void> {
+  await page.getByLabel('E-mail').fill(email);
+  await page.getByLabel('Password').fill(password);
+  await page.getByRole('button', { name: 'Sign in' }).click();
 }
 
 /** Builds the dashboard bundle into dist/dashboard when it is missing (what `npm start` does first). */

@@ -1,19 +1,20 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { after, afterEach, before, describe, it } from 'node:test';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { Webhook } from 'standardwebhooks';
 import type { TestApp } from '../support/app.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
 import { HMAC_KEY } from '../webhooks/support.ts';
-import { watchConsole } from './browser-checks.ts';
 import {
   chromiumAvailable,
+  dashboardPage,
   ensureBundle,
   launchChromium,
   listeningApp,
   type RealClock,
   screenshots,
+  submitSignIn,
 } from './browser-support.ts';
 import { createUser, PASSWORD } from './support.ts';
 
@@ -30,7 +31,6 @@ if (chromiumAvailable) {
     let clock: RealClock;
     let receiver: Receiver;
     let browser: Browser;
-    let context: BrowserContext;
     let page: Page;
     let owner: string;
     let instanceId = '';
@@ -42,12 +42,7 @@ if (chromiumAvailable) {
       receiver = await startReceiver();
       owner = await createUser(t, 'owner', 'owner@example.com');
       browser = await launchChromium();
-      context = await browser.newContext({ viewport: { width: 1200, height: 860 }, baseURL: url });
-      await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: url });
-      page = await context.newPage();
-      page.setDefaultTimeout(15_000);
-      // Script errors and Content-Security-Policy violations; refused requests (401, 403, 429) are expected.
-      consoleErrors = watchConsole(page);
+      ({ page, consoleErrors } = await dashboardPage(browser, url, { clipboard: true }));
     });
     // Any script error or console error fails the test during which it happened.
     afterEach(() => {
@@ -59,11 +54,7 @@ if (chromiumAvailable) {
       await t?.close();
     });
 
-    const signIn = async (email: string, password: string) => {
-      await page.getByLabel('E-mail').fill(email);
-      await page.getByLabel('Password').fill(password);
-      await page.getByRole('button', { name: 'Sign in' }).click();
-    };
+    const signIn = (email: string, password: string) => submitSignIn(page, email, password);
     const notice = (text: string | RegExp) => page.locator('.notice', { hasText: text }).first().waitFor();
 
     it('refuses a wrong password, then rate-limits the account', async (test) => {

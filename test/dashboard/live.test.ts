@@ -5,7 +5,13 @@ import type { Simulator } from '../../sim/simulator.ts';
 import { control, type LiveApp, liveApp, startTestSimulator } from '../live/support.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
 import { watchConsole } from './browser-checks.ts';
-import { chromiumAvailable, ensureBundle, launchChromium, realClock } from './browser-support.ts';
+import {
+  chromiumAvailable,
+  ensureBundle,
+  launchChromium,
+  realClock,
+  submitSignIn,
+} from './browser-support.ts';
 import { createUser, PASSWORD } from './support.ts';
 
 /**
@@ -42,9 +48,7 @@ if (chromiumAvailable) {
       page.setDefaultTimeout(20_000);
       consoleErrors = watchConsole(page);
       await page.goto('/dashboard/');
-      await page.getByLabel('E-mail').fill(email);
-      await page.getByLabel('Password').fill(PASSWORD);
-      await page.getByRole('button', { name: 'Sign in' }).click();
+      await submitSignIn(page, email, PASSWORD);
       await page.getByRole('heading', { name: 'Instances' }).waitFor();
     });
     // Any script error or console error fails the test during which it happened.

@@ -175,6 +175,18 @@ for (const dialect of testDialects()) {
       return { org, key: await t.newKey({ org: org.id, scopes: ['instances:manage'] }) };
     }
 
+    /** Notes the instances the session manager logs out until `restore()`. */
+    function spyLogouts(): { logouts: string[]; restore: () => void } {
+      const logouts: string[] = [];
+      const sessions = t.services.sessions;
+      const logout = sessions.logout.bind(sessions);
+      sessions.logout = async (instance) => {
+        logouts.push(instance.id);
+        return logout(instance);
+      };
+      return { logouts, restore: () => (sessions.logout = logout) };
+    }
+
     it('DELETE logs the session out, then removes the instance and every row of it; other instances keep theirs', async () => {
       const { store } = t.testStore;
       const { org, key } = await proOrganization();
@@ -221,13 +233,7 @@ for (const dialect of testDialects()) {
       const keeperBefore = await rowsOf(store, tables, keeper.id);
       const keeperAttempts = await attemptsOf(store, keeper.id);
 
-      const logouts: string[] = [];
-      const sessions = t.services.sessions;
-      const logout = sessions.logout.bind(sessions);
-      sessions.logout = async (instance) => {
-        logouts.push(instance.id);
-        return logout(instance);
-      };
+      const { logouts, restore } = spyLogouts();
       try {
         const deleted = await call('DELETE', `/v1/instances/${victim.id}`, undefined, key);
         assert.deepEqual(deleted.body, {
@@ -236,11 +242,11 @@ for (const dialect of testDialects()) {
           data: { details: 'Instance deleted', id: victim.id },
         });
       } finally {
-        sessions.logout = logout;
+        restore();
       }
       assert.deepEqual(logouts, [victim.id], 'the linked session was logged out first');
       assert.equal(
-        sessions.existing(victim.id),
+        t.services.sessions.existing(victim.id),
         undefined,
         'no session of the instance is left in this process',
       );
@@ -277,17 +283,11 @@ for (const dialect of testDialects()) {
         env: 'test',
         name: 'idle',
       });
-      const logouts: string[] = [];
-      const sessions = t.services.sessions;
-      const logout = sessions.logout.bind(sessions);
-      sessions.logout = async (instance) => {
-        logouts.push(instance.id);
-        return logout(instance);
-      };
+      const { logouts, restore } = spyLogouts();
       try {
         assert.equal((await call('DELETE', `/v1/instances/${idle.id}`, undefined, key)).status, 200);
       } finally {
-        sessions.logout = logout;
+        restore();
       }
       assert.deepEqual(logouts, []);
     });

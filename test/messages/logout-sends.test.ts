@@ -4,7 +4,7 @@ import { LOGGED_OUT_BEFORE_RELAY } from '../../src/sends/logout.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
-import { appFor, bad, messageRow, OWN, PEER, storedBodies } from './support.ts';
+import { appFor, bad, messageRow, OWN, PEER, pendingSyncJobId, storedBodies } from './support.ts';
 
 /**
  * A logout ends the account's link (docs/decisions/0074-logout-cancels-pending-sends.md): every send the account
@@ -55,16 +55,7 @@ for (const dialect of testDialects()) {
       assert.equal(scheduled.status, 202);
       // A synchronous send waiting its turn behind the pace (the test clock does not move: no deadline ends it).
       const waiting = t.call('POST', '/v1/messages/send', { phone: PEER, body: 'waiting' });
-      const waitingId = await eventually('the waiting send stored', async () => {
-        const row = await t.services.store.db
-          .selectFrom('send_jobs')
-          .select(['id', 'status'])
-          .where('instance_id', '=', t.instance.id)
-          .where('mode', '=', 'sync')
-          .where('status', '=', 'pending')
-          .executeTakeFirst();
-        return row?.id;
-      });
+      const waitingId = await eventually('the waiting send stored', () => pendingSyncJobId(t));
       const ids = [queued.body.data.id as string, scheduled.body.data.id as string, waitingId];
 
       t.clock.advance(1_000);

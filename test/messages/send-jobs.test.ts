@@ -4,7 +4,7 @@ import { DomainError } from '../../src/domain/errors.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
-import { appFor, bad, captureEvents, messageRow, OWN, PEER } from './support.ts';
+import { appFor, bad, captureEvents, messageRow, OWN, PEER, sendJobRow } from './support.ts';
 
 /**
  * Sends as jobs (docs/decisions/0009-sends-as-jobs.md): a synchronous send stored before its relay, `Prefer:
@@ -18,13 +18,7 @@ const ASYNC = { prefer: 'respond-async' };
 for (const dialect of testDialects()) {
   describe(`sends as jobs: async, scheduled, status, cancel, pacing [${dialect}]`, () => {
     let t: TestApp;
-    const job = (id: string) =>
-      t.services.store.db
-        .selectFrom('send_jobs')
-        .selectAll()
-        .where('instance_id', '=', t.instance.id)
-        .where('id', '=', id)
-        .executeTakeFirstOrThrow();
+    const job = (id: string) => sendJobRow(t, id);
 
     /** The `at` of each job's `MessageStatus sent` event among `captured`, in the order of `ids`, once all are there. */
     const sentTimes = (captured: ReturnType<typeof captureEvents>, ids: readonly string[], what: string) =>

@@ -6,7 +6,7 @@ import { settledFlag } from '../sends/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
-import { appFor, OWN, PEER } from './support.ts';
+import { appFor, OWN, PEER, pendingSyncJobId, sendJobRow } from './support.ts';
 
 /**
  * A synchronous send whose client stops waiting (docs/decisions/0009-sends-as-jobs.md,
@@ -22,13 +22,7 @@ const ASYNC = { prefer: 'respond-async' };
 for (const dialect of testDialects()) {
   describe(`sends as jobs: a client that stops waiting [${dialect}]`, () => {
     let t: TestApp;
-    const job = (id: string) =>
-      t.services.store.db
-        .selectFrom('send_jobs')
-        .selectAll()
-        .where('instance_id', '=', t.instance.id)
-        .where('id', '=', id)
-        .executeTakeFirstOrThrow();
+    const job = (id: string) => sendJobRow(t, id);
 
     before(async () => {
       t = await appFor(dialect);
@@ -68,16 +62,7 @@ for (const dialect of testDialects()) {
           signal: client.signal,
         });
         answered.catch(() => undefined);
-        const waiting = await eventually('the send stored, waiting its turn', async () => {
-          const rows = await t.services.store.db
-            .selectFrom('send_jobs')
-            .select(['id', 'status'])
-            .where('instance_id', '=', t.instance.id)
-            .where('mode', '=', 'sync')
-            .where('status', '=', 'pending')
-            .execute();
-          return rows[0];
-        });
+        const waitingId = await eventually('the send stored, waiting its turn', () => pendingSyncJobId(t));
         client.abort();
         await assert.rejects(answered);
         // The server saw the connection close (the request's wait withdrawn with it).
@@ -91,10 +76,10 @@ for (const dialect of testDialects()) {
         t.clock.advance(5000);
         t.services.sendQueue.wake(t.instance.id);
         const events = await eventually('the MessageStatus of the send whose client went away', async () => {
-          const found = await statusEvents(waiting.id);
+          const found = await statusEvents(waitingId);
           return found.length > 0 ? found : undefined;
         });
-        assert.deepEqual(events, [{ id: waiting.id, status: 'sent', at: new Date(t.clock()).toISOString() }]);
+        assert.deepEqual(events, [{ id: waitingId, status: 'sent', at: new Date(t.clock()).toISOString() }]);
       } finally {
         await t.call('PUT', '/v1/session/pacing', {});
         t.clock.set(T0);

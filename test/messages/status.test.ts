@@ -20,6 +20,7 @@ import {
   OWN_ID,
   PEER,
   RFC3339,
+  sendJobRow,
   storedBodies,
   UNREGISTERED,
 } from './support.ts';
@@ -33,16 +34,6 @@ async function statusesOf(t: TestApp, phone?: string): Promise<SandboxStatus[]> 
     statuses(phone?: string): Promise<SandboxStatus[]>;
   };
   return session.statuses(phone);
-}
-
-/** The send job of message `id`. */
-function jobOf(t: TestApp, id: string) {
-  return t.services.store.db
-    .selectFrom('send_jobs')
-    .selectAll()
-    .where('instance_id', '=', t.instance.id)
-    .where('id', '=', id)
-    .executeTakeFirst();
 }
 
 /** A 200 answer's data checked for shape, returned for exact comparison. */
@@ -134,9 +125,9 @@ for (const dialect of testDialects()) {
         `${BIA}@s.whatsapp.net`,
         `${PEER}@s.whatsapp.net`,
       ]);
-      const job = await jobOf(t, textId);
+      const job = await sendJobRow(t, textId);
       assert.deepEqual(
-        { chat: job?.chat, status: job?.status, kind: job?.kind },
+        { chat: job.chat, status: job.status, kind: job.kind },
         { chat: STATUS, status: 'sent', kind: 'text' },
       );
       // What the engine was asked to relay: a message to status@broadcast with its audience and style.
@@ -289,7 +280,7 @@ for (const dialect of testDialects()) {
         code: 202,
         data: { details: 'Queued', id, status: 'pending', sendAt: null, recipients: 1 },
       });
-      await eventually('the queued status relayed', async () => (await jobOf(t, id))?.status === 'sent');
+      await eventually('the queued status relayed', async () => (await sendJobRow(t, id)).status === 'sent');
       assert.equal((await messageRow(t, id))?.chat, STATUS);
       assert.deepEqual(
         (await statusesOf(t, BIA)).filter((s) => s.id === id).map((s) => s.text),

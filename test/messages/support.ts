@@ -58,6 +58,28 @@ export async function messageRow(t: TestApp, id: string, instanceId = t.instance
     .executeTakeFirst();
 }
 
+/** The stored send job `id` of the app's instance, every column. @throws when there is none. */
+export function sendJobRow(t: TestApp, id: string) {
+  return t.services.store.db
+    .selectFrom('send_jobs')
+    .selectAll()
+    .where('instance_id', '=', t.instance.id)
+    .where('id', '=', id)
+    .executeTakeFirstOrThrow();
+}
+
+/** The id of a synchronous send of the app's instance still pending (waiting its turn), if one is stored. */
+export async function pendingSyncJobId(t: TestApp): Promise<string | undefined> {
+  const row = await t.services.store.db
+    .selectFrom('send_jobs')
+    .select('id')
+    .where('instance_id', '=', t.instance.id)
+    .where('mode', '=', 'sync')
+    .where('status', '=', 'pending')
+    .executeTakeFirst();
+  return row?.id;
+}
+
 /** The stored content of message `id` of the app's instance, parsed. @throws an assertion error when no row is stored. */
 export async function storedContent(t: TestApp, id: string) {
   const row = await messageRow(t, id);

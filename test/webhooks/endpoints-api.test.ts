@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
-import { afterEach, beforeEach, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type { TestApp } from '../support/app.ts';
-import { type Receiver, startReceiver } from '../support/https-receiver.ts';
 import { testDialects } from '../support/store.ts';
-import { createWebhookApp } from './support.ts';
+import { webhookAppPerTest } from './support.ts';
 
 /**
  * `/v1/webhooks` (docs/decisions/0035-webhook-endpoints.md): an instance's endpoints created, listed, read, changed
@@ -24,20 +23,12 @@ async function createEndpoint(t: TestApp, body: Record<string, unknown>, query =
 
 for (const dialect of testDialects()) {
   describe(`webhook endpoints over the API (${dialect})`, () => {
-    let receiver: Receiver;
-    let t: TestApp;
-    beforeEach(async () => {
-      receiver = await startReceiver();
-      t = await createWebhookApp({ dialect });
-    });
-    afterEach(async () => {
-      await t.close();
-      await receiver.close();
-    });
+    const each = webhookAppPerTest({ dialect }, { configured: false });
+    const t = () => each.t();
 
     it('CRUD: exact bodies and statuses, the secret only at creation and rotation, 404 across instances', async () => {
-      const a = receiver;
-      const created = await t.call('POST', '/v1/webhooks', {
+      const a = each.receiver();
+      const created = await t().call('POST', '/v1/webhooks', {
         url: a.url,
         events: ['Message', 'ReadReceipt'],
         description: 'orders',
@@ -63,16 +54,16 @@ for (const dialect of testDialects()) {
       };
       assert.deepEqual(endpoint, { ...view, secret: endpoint.secret });
 
-      const list = await t.call('GET', '/v1/webhooks');
+      const list = await t().call('GET', '/v1/webhooks');
       assert.equal(list.status, 200);
       assert.deepEqual(list.body.data, { endpoints: [view] });
-      const one = await t.call('GET', `/v1/webhooks/${endpoint.id}`);
+      const one = await t().call('GET', `/v1/webhooks/${endpoint.id}`);
       assert.equal(one.status, 200);
       assert.deepEqual(one.body.data, view);
       assert.doesNotMatch(JSON.stringify([list.body, one.body]), /whsec_/);
 
-      t.clock.advance(1000);
-      const patched = await t.call('PATCH', `/v1/webhooks/${endpoint.id}`, {
+      t().clock.advance(1000);
+      const patched = await t().call('PATCH', `/v1/webhooks/${endpoint.id}`, {
         events: ['Call'],
         description: null,
         enabled: false,
@@ -86,13 +77,13 @@ for (const dialect of testDialects()) {
         updatedAt: new Date(Date.parse(endpoint.createdAt) + 1000).toISOString(),
       });
 
-      const rotated = await t.call('POST', `/v1/webhooks/${endpoint.id}/rotate-secret`);
+      const rotated = await t().call('POST', `/v1/webhooks/${endpoint.id}/rotate-secret`);
       assert.equal(rotated.status, 200);
       assert.match(rotated.body.data.secret, /^whsec_/);
       assert.notEqual(rotated.body.data.secret, endpoint.secret);
 
       // Another instance of the same org: the endpoint does not exist there.
-      const other = await t.newInstance('test', 'other');
+      const other = await t().newInstance('test', 'other');
       for (const [method, path] of [
         ['GET', ''],
         ['PATCH', ''],
@@ -100,7 +91,7 @@ for (const dialect of testDialects()) {
         ['POST', '/rotate-secret'],
         ['GET', '/deliveries'],
       ] as const) {
-        const response = await t.call(
+        const response = await t().call(
           method,
           `/v1/webhooks/${endpoint.id}${path}?from=${other.id}`,
           method === 'PATCH' ? { enabled: true } : undefined,
@@ -108,25 +99,25 @@ for (const dialect of testDialects()) {
         assert.equal(response.status, 404, `${method} ${path}: ${JSON.stringify(response.body)}`);
         assert.equal(response.body.error.message, 'webhook endpoint not found');
       }
-      assert.deepEqual((await t.call('GET', `/v1/webhooks?from=${other.id}`)).body.data, { endpoints: [] });
+      assert.deepEqual((await t().call('GET', `/v1/webhooks?from=${other.id}`)).body.data, { endpoints: [] });
 
-      const mine = `?from=${t.instance.id}`;
-      const removed = await t.call('DELETE', `/v1/webhooks/${endpoint.id}${mine}`);
+      const mine = `?from=${t().instance.id}`;
+      const removed = await t().call('DELETE', `/v1/webhooks/${endpoint.id}${mine}`);
       assert.equal(removed.status, 200, JSON.stringify(removed.body));
       assert.deepEqual(removed.body.data, { details: 'Webhook endpoint deleted' });
-      assert.equal((await t.call('GET', `/v1/webhooks/${endpoint.id}${mine}`)).status, 404);
-      assert.equal((await t.call('DELETE', `/v1/webhooks/${endpoint.id}${mine}`)).status, 404);
+      assert.equal((await t().call('GET', `/v1/webhooks/${endpoint.id}${mine}`)).status, 404);
+      assert.equal((await t().call('DELETE', `/v1/webhooks/${endpoint.id}${mine}`)).status, 404);
     });
 
     it('refuses bad input naming the field and the rule, and an 11th endpoint', async () => {
-      const a = receiver;
-      const unknown = await t.call('POST', '/v1/webhooks', { url: a.url, events: ['Message', 'Nope'] });
+      const a = each.receiver();
+      const unknown = await t().call('POST', '/v1/webhooks', { url: a.url, events: ['Message', 'Nope'] });
       assert.equal(unknown.status, 400);
       assert.match(
         unknown.body.error.message,
         /unknown event type Nope \(allowed: Message, ReadReceipt, HistorySync/,
       );
-      const http = await t.call('POST', '/v1/webhooks', {
+      const http = await t().call('POST', '/v1/webhooks', {
         url: 'http://example.com/hook',
         events: ['Message'],
       });
@@ -135,23 +126,23 @@ for (const dialect of testDialects()) {
         http.body.error.message,
         'url must be an HTTPS URL or an amqp://, amqps:// or nats:// broker URL',
       );
-      const empty = await t.call('POST', '/v1/webhooks', { url: a.url, events: [] });
+      const empty = await t().call('POST', '/v1/webhooks', { url: a.url, events: [] });
       assert.equal(empty.status, 400);
       assert.match(empty.body.error.message, /events/);
-      const missing = await t.call('POST', '/v1/webhooks', { events: ['Message'] });
+      const missing = await t().call('POST', '/v1/webhooks', { events: ['Message'] });
       assert.equal(missing.status, 400);
       assert.match(missing.body.error.message, /url/);
-      for (let i = 0; i < 10; i++) await createEndpoint(t, { url: a.url, events: ['Message'] });
-      const eleventh = await t.call('POST', '/v1/webhooks', { url: a.url, events: ['Message'] });
+      for (let i = 0; i < 10; i++) await createEndpoint(t(), { url: a.url, events: ['Message'] });
+      const eleventh = await t().call('POST', '/v1/webhooks', { url: a.url, events: ['Message'] });
       assert.equal(eleventh.status, 409);
       assert.equal(eleventh.body.error.message, 'an instance has at most 10 webhook endpoints');
-      const other = await t.newInstance('test', 'other');
-      await createEndpoint(t, { url: a.url, events: ['Message'] }, `?from=${other.id}`);
+      const other = await t().newInstance('test', 'other');
+      await createEndpoint(t(), { url: a.url, events: ['Message'] }, `?from=${other.id}`);
     });
 
     it('scope chat:webhook: 403 naming it without', async () => {
-      const key = await t.newKey({ scopes: ['chat:messages'] });
-      const response = await t.call('GET', '/v1/webhooks', undefined, { authorization: `Bearer ${key}` });
+      const key = await t().newKey({ scopes: ['chat:messages'] });
+      const response = await t().call('GET', '/v1/webhooks', undefined, { authorization: `Bearer ${key}` });
       assert.equal(response.status, 403);
       assert.match(response.body.error.message, /chat:webhook/);
     });

@@ -16,18 +16,21 @@ import { type ReceivedRequest, type Receiver, startReceiver, TEST_CA } from '../
 /** A 40-character HMAC key used by the webhook suites. */
 export const HMAC_KEY = 'whsec-test-0123456789-abcdefghij-KLMNOP';
 
-/** A test app whose webhook worker trusts the test CA, may reach 127.0.0.1 and polls fast. */
 /**
  * For each test of the enclosing `describe`: a real HTTPS receiver and a webhook app (`createWebhookApp(options)`)
- * whose webhook points at it, closed after the test. → getters for both.
+ * whose webhook points at it (unless `configured` is false: the test configures what it needs), closed after the
+ * test. → getters for both.
  */
-export function webhookAppPerTest(options: TestAppOptions): { receiver: () => Receiver; t: () => TestApp } {
+export function webhookAppPerTest(
+  options: TestAppOptions,
+  { configured = true }: { configured?: boolean } = {},
+): { receiver: () => Receiver; t: () => TestApp } {
   let receiver: Receiver | undefined;
   let app: TestApp | undefined;
   beforeEach(async () => {
     receiver = await startReceiver();
     app = await createWebhookApp(options);
-    await configureWebhook(app, receiver.url);
+    if (configured) await configureWebhook(app, receiver.url);
   });
   afterEach(async () => {
     await app?.close();
@@ -45,6 +48,7 @@ export function webhookAppPerTest(options: TestAppOptions): { receiver: () => Re
   };
 }
 
+/** A test app whose webhook worker trusts the test CA, may reach 127.0.0.1 and polls fast. */
 export async function createWebhookApp(options: TestAppOptions = {}): Promise<TestApp> {
   return createTestApp({
     outboundCa: TEST_CA,
