@@ -17,6 +17,9 @@ import { control, type LiveApp, liveApp, until, WAIT_MS } from './support.ts';
 /** Sessions restarted at once (the benchmark's live-reconnect row runs 200). */
 const SESSIONS = 10;
 
+/** What the tests read of `GET /v1/session/status`'s data. */
+type SessionStatusView = { connected: boolean; loggedIn: boolean; jid: string | null };
+
 type Attempt = { at: string; kind: string; phone?: string; loggedIn: boolean };
 
 function startSim(stateDir: string, port?: number): Promise<Simulator> {
@@ -48,10 +51,21 @@ for (const dialect of testDialects()) {
       const instances = [app.instanceId];
       for (let i = 1; i < SESSIONS; i++) instances.push((await t.newInstance('live', `sim-${i}`)).id);
       const phones = instances.map((_, i) => String(5511950000000 + i));
-      const status = async (id: string) => (await call('GET', '/v1/session/status', id)).body.data;
+      /**
+       * The session's status, or undefined while the store cannot answer in time (503 `store_unavailable`,
+       * docs/decisions/0011-store-faults.md: ten pairings at once can hold a small pool past its wait on a slow
+       * machine); any other answer fails the test with its body.
+       */
+      const status = async (id: string): Promise<SessionStatusView | undefined> => {
+        const answer = await call('GET', '/v1/session/status', id);
+        if (answer.status === 503) return undefined;
+        assert.equal(answer.status, 200, JSON.stringify(answer.body));
+        return answer.body.data;
+      };
       const allBack = async () => {
         const states = await Promise.all(instances.map(status));
-        return states.every((s) => s.connected && s.loggedIn) ? states : undefined;
+        const back = states.filter((s): s is SessionStatusView => s?.connected === true && s.loggedIn);
+        return back.length === states.length ? back : undefined;
       };
       const current = sim;
       await Promise.all(
@@ -73,7 +87,7 @@ for (const dialect of testDialects()) {
       // waiting for "every session back" would pass on the state from before the restart.
       await until('every session disconnected', async () => {
         const states = await Promise.all(instances.map(status));
-        return states.every((s) => !s.connected) ? true : undefined;
+        return states.every((s) => s !== undefined && !s.connected) ? true : undefined;
       });
       sim = await startSim(stateDir, port);
       const restarted = sim;
