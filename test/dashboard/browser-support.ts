@@ -49,7 +49,10 @@ export async function dashboardPage(
   return { page, consoleErrors: watchConsole(page) };
 }
 
-/** Fills the sign-in form `page` shows with `email` and `password` and submits it; the outcome is the caller's to wait for. */
+/**
+ * Fills the sign-in form `page` shows with `email` and `password` and submits it; the outcome is the caller's to
+ * wait for.
+ */
 export async function submitSignIn(page: Page, email: string, password: string): Promise<void> {
   await page.getByLabel('E-mail').fill(email);
   await page.getByLabel('Password').fill(password);

@@ -80,7 +80,10 @@ export async function pendingSyncJobId(t: TestApp): Promise<string | undefined> 
   return row?.id;
 }
 
-/** The stored content of message `id` of the app's instance, parsed. @throws an assertion error when no row is stored. */
+/**
+ * The stored content of message `id` of the app's instance, parsed.
+ * @throws an assertion error when no row is stored.
+ */
 export async function storedContent(t: TestApp, id: string) {
   const row = await messageRow(t, id);
   assert.ok(row, `message ${id} stored`);
