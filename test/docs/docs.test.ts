@@ -41,8 +41,8 @@
  *   the end of the page.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
@@ -55,220 +55,17 @@ import {
   startParley,
   startSimulatorProcess,
 } from '../support/parley-process.ts';
-
-/** One fenced block of a page. */
-interface Block {
-  lang: string;
-  attributes: string[];
-  code: string;
-  /** 1-based line of the opening fence. */
-  line: number;
-}
-
-/** A step of a block: some commands and the lines their output must contain. */
-interface Step {
-  code: string;
-  expected: string[];
-  /** 1-based line of the step's first line in the page. */
-  line: number;
-}
-
-/** The fenced code blocks of a Markdown page (CommonMark backtick fences; an info string has no backtick). */
-export function fencedBlocks(markdown: string): Block[] {
-  const blocks: Block[] = [];
-  const lines = markdown.split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    const open = /^(`{3,})([^`]*)$/.exec(lines[i] ?? '');
-    if (!open) continue;
-    const fence = open[1] ?? '```';
-    const [lang = '', ...attributes] = (open[2] ?? '').trim().split(/\s+/);
-    const body: string[] = [];
-    let j = i + 1;
-    while (j < lines.length && !new RegExp(`^${fence}\`*\\s*$`).test(lines[j] ?? ''))
-      body.push(lines[j++] ?? '');
-    blocks.push({ lang, attributes, code: body.join('\n'), line: i + 1 });
-    i = j;
-  }
-  return blocks;
-}
-
-const EXPECT_LINE = /^\s*# → ?(.*)$/;
-const EXPECT_TRAILING = /\s# → ?(.*)$/;
-
-/** Cuts a block into steps after each run of `# →` lines (or a command line ending in `# → …`). */
-export function stepsOf(block: Block): Step[] {
-  const steps: Step[] = [];
-  let code: string[] = [];
-  let expected: string[] = [];
-  let start = block.line + 1;
-  const flush = (next: number) => {
-    if (code.some((l) => l.trim() !== '' && !l.trim().startsWith('#')) || expected.length > 0) {
-      steps.push({ code: code.join('\n'), expected, line: start });
-    }
-    code = [];
-    expected = [];
-    start = next;
-  };
-  block.code.split('\n').forEach((text, index) => {
-    const line = block.line + 1 + index;
-    const own = EXPECT_LINE.exec(text);
-    if (own) {
-      expected.push(own[1] ?? '');
-      return;
-    }
-    if (expected.length > 0) flush(line);
-    const trailing = EXPECT_TRAILING.exec(text);
-    code.push(text);
-    if (trailing && !text.trimStart().startsWith('#')) expected.push(trailing[1] ?? '');
-  });
-  flush(0);
-  return steps;
-}
-
-/** The regular expression of a `# →` line: `…`/`...` match any text, the rest literally, spaces loosely. */
-export function expectation(text: string): RegExp {
-  const parts = text.trim().split(/…|\.\.\./);
-  const literal = parts.map((part) =>
-    part
-      .split(/\s+/)
-      .map((word) => word.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
-      .join('\\s+'),
-  );
-  return new RegExp(`^\\s*${literal.join('.*')}\\s*$`);
-}
-
-/** Whether some line of `output` matches `pattern`. */
-function hasLine(output: string, pattern: RegExp): boolean {
-  return output.split('\n').some((line) => pattern.test(line));
-}
-
-/**
- * Replaces the value of the page's variable assignments (`PARLEY=`, `KEY=`, …: the names in `values`) with the
- * test's. An assignment computed by a command (`KEY=$(…)`, `KEY="$(…)"`) stays as written.
- */
-export function withServerVariables(code: string, values: Record<string, string>): string {
-  return code.replace(
-    /^(\s*(?:export\s+)?)([A-Z_]+)=("[^"]*"|'[^']*'|\S*)/gm,
-    (whole, prefix: string, name: string, assigned: string) => {
-      const value = values[name];
-      if (value === undefined || /^"?\$\(/.test(assigned)) return whole;
-      return `${prefix}${name}='${value}'`;
-    },
-  );
-}
-
-/** What a page may ask of the test in `<!-- docs-test: … -->` comments. */
-const PAGE_OPTIONS = ['simulator', 'brokers'] as const;
-type PageOption = (typeof PAGE_OPTIONS)[number];
-
-/**
- * The options of a page's `<!-- docs-test: a b -->` comments (words separated by spaces or commas).
- * @throws AssertionError naming an option the test does not know.
- */
-export function pageOptions(markdown: string): Set<PageOption> {
-  const options = new Set<PageOption>();
-  for (const [, words = ''] of markdown.matchAll(/^<!--\s*docs-test:([^>]*?)-->\s*$/gm)) {
-    for (const word of words.split(/[\s,]+/).filter(Boolean)) {
-      const option = PAGE_OPTIONS.find((known) => known === word);
-      assert.ok(option, `unknown docs-test option ${word} (known: ${PAGE_OPTIONS.join(', ')})`);
-      options.add(option);
-    }
-  }
-  return options;
-}
-
-/** The pages: README.md, then docs/*.md in name order. */
-function pages(): string[] {
-  const docs = readdirSync(join(ROOT, 'docs'))
-    .filter((name) => name.endsWith('.md'))
-    .sort()
-    .map((name) => `docs/${name}`);
-  return ['README.md', ...docs];
-}
-
-/** The pages to run: all, or those whose path contains DOCS_TEST_PAGE (while editing one page). */
-function pagesToRun(): string[] {
-  const only = process.env.DOCS_TEST_PAGE;
-  return pages().filter((page) => only === undefined || only === '' || page.includes(only));
-}
-
-/**
- * A shell function `npx` that runs `npx parley …` as the project's own bin (package.json `bin`: bin/parley.js) with
- * this Node, and passes any other package to npm's npx. npm's package lookup cost about 1.2 s of a core at every
- * call on the 2-core machine (1.8 s against 0.6 s for the bin itself), and the pages call `npx parley` tens of times;
- * that `npx parley` resolves to bin/parley.js from the project root is test/cli/cli.test.ts's to show. Exported, so
- * subshells and `bash -c` see it too.
- */
-const NPX_PARLEY = [
-  `npx() { if [ "\${1-}" = parley ]; then shift; ${JSON.stringify(process.execPath)} ${JSON.stringify(join(ROOT, 'bin/parley.js'))} "$@"; else command npx "$@"; fi; }`,
-  'export -f npx',
-  '',
-].join('\n');
-
-/** A bash that runs steps one at a time and reports each step's output and status (`npx parley` as {@link NPX_PARLEY}). */
-class Shell {
-  readonly #child: ChildProcess;
-  #buffer = '';
-  #wake: (() => void) | undefined;
-  readonly exited: Promise<number | null>;
-
-  constructor(env: Record<string, string>) {
-    this.#child = spawn('bash', ['--noprofile', '--norc'], { cwd: ROOT, env, stdio: 'pipe' });
-    const add = (chunk: Buffer) => {
-      this.#buffer += chunk.toString('utf8');
-      this.#wake?.();
-    };
-    this.#child.stdout?.on('data', add);
-    this.#child.stderr?.on('data', add);
-    this.exited = new Promise((resolve) => this.#child.once('exit', (code) => resolve(code)));
-    void this.exited.then(() => this.#wake?.());
-    this.#child.stdin?.write('set -euo pipefail -m\n');
-    this.#child.stdin?.write(NPX_PARLEY);
-  }
-
-  /**
-   * Runs `code` in the shell (stdin closed for the commands) and returns its output.
-   * @throws Error when the shell exits (a command failed) or the step passes `timeoutMs`.
-   */
-  async run(code: string, timeoutMs = 60_000): Promise<string> {
-    const marker = `@@docs-step-${Math.random().toString(36).slice(2)}@@`;
-    this.#buffer = '';
-    this.#child.stdin?.write(`{\n${code}\n} </dev/null\nprintf '\\n%s\\n' '${marker}'\n`);
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const at = this.#buffer.indexOf(marker);
-      if (at >= 0) return this.#buffer.slice(0, at);
-      if (this.#child.exitCode !== null) {
-        throw new Error(`exited with status ${this.#child.exitCode}; output:\n${this.#buffer}`);
-      }
-      if (Date.now() > deadline)
-        throw new Error(`still running after ${timeoutMs} ms; output:\n${this.#buffer}`);
-      await new Promise<void>((resolve) => {
-        this.#wake = resolve;
-        setTimeout(resolve, 200);
-      });
-    }
-  }
-
-  async close(): Promise<void> {
-    this.#child.stdin?.end();
-    await this.exited;
-  }
-}
-
-/** Waits until `read()` has a line matching `pattern`. */
-async function eventually(
-  read: () => string,
-  pattern: RegExp,
-  what: string,
-  timeoutMs = 30_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!hasLine(read(), pattern)) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; output:\n${read()}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
+import {
+  expectation,
+  fencedBlocks,
+  hasLine,
+  pageOptions,
+  pages,
+  pagesToRun,
+  stepsOf,
+  withServerVariables,
+} from './doc-pages.ts';
+import { eventually, Shell } from './doc-shell.ts';
 
 /**
  * Commands a docs block must never run here: they install (npm ci replaces node_modules), start a second server,
