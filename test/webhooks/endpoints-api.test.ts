@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { TestApp } from '../support/app.ts';
 import { testDialects } from '../support/store.ts';
+import { createEndpoint, ISO } from './endpoint-support.ts';
 import { webhookAppPerTest } from './support.ts';
 
 /**
@@ -12,15 +12,6 @@ import { webhookAppPerTest } from './support.ts';
  */
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
-
-/** Creates an endpoint through the API, asserting 201. */
-async function createEndpoint(t: TestApp, body: Record<string, unknown>, query = '') {
-  const response = await t.call('POST', `/v1/webhooks${query}`, body);
-  assert.equal(response.status, 201, JSON.stringify(response.body));
-  return response.body.data;
-}
-
 for (const dialect of testDialects()) {
   describe(`webhook endpoints over the API (${dialect})`, () => {
     const each = webhookAppPerTest({ dialect }, { configured: false });

@@ -1,11 +1,19 @@
 import assert from 'node:assert/strict';
-import { createHmac } from 'node:crypto';
 import { afterEach, beforeEach, describe, it } from 'node:test';
-import { Webhook } from 'standardwebhooks';
-import type { EngineEvent, MessageSource } from '../../src/domain/messages.ts';
 import type { TestApp } from '../support/app.ts';
-import { type ReceivedRequest, type Receiver, startReceiver } from '../support/https-receiver.ts';
+import { type Receiver, startReceiver } from '../support/https-receiver.ts';
 import { testDialects } from '../support/store.ts';
+import {
+  accepted,
+  assertEndpointSigned,
+  assertNotSignedWith,
+  createEndpoint,
+  ISO,
+  receipt,
+  textOf,
+  typeOf,
+  until,
+} from './endpoint-support.ts';
 import {
   assertSigned,
   configureWebhook,
@@ -20,92 +28,6 @@ import {
  * with `standardwebhooks`); a failing endpoint holding back neither another endpoint nor the default webhook; 410
  * Gone, secret rotation, deletion and redelivery. The API's bodies and refusals: endpoints-api.test.ts.
  */
-
-const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
-
-const source: MessageSource = {
-  chat: '5511988880002@s.whatsapp.net',
-  sender: '5511988880002@s.whatsapp.net',
-  isFromMe: false,
-  isGroup: false,
-};
-
-/** A read receipt (webhook type ReadReceipt). */
-function receipt(id: string): EngineEvent {
-  return { type: 'receipt', state: 'read', messageIds: [id], source, timestamp: Date.UTC(2025, 0, 2) };
-}
-
-/** The Standard Webhooks signature of `request` under `secret` (`whsec_…`), recomputed with node:crypto. */
-function expectedSignature(request: ReceivedRequest, secret: string): string {
-  const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
-  const id = String(request.headers['webhook-id']);
-  const timestamp = String(request.headers['webhook-timestamp']);
-  const mac = createHmac('sha256', key).update(`${id}.${timestamp}.`).update(request.body).digest('base64');
-  return `v1,${mac}`;
-}
-
-/** Asserts `request` verifies with `secret` (node:crypto and standardwebhooks) and carries no x-hmac-signature. */
-function assertEndpointSigned(request: ReceivedRequest, secret: string): void {
-  assert.equal(request.headers['webhook-signature'], expectedSignature(request, secret));
-  assert.equal(request.headers['x-hmac-signature'], undefined);
-  const parsed = new Webhook(secret).verify(request.body.toString('utf8'), {
-    'webhook-id': String(request.headers['webhook-id']),
-    'webhook-timestamp': String(request.headers['webhook-timestamp']),
-    'webhook-signature': String(request.headers['webhook-signature']),
-  });
-  assert.deepEqual(parsed, JSON.parse(request.body.toString('utf8')));
-}
-
-/** Asserts `request` does not verify with `secret`. */
-function assertNotSignedWith(request: ReceivedRequest, secret: string): void {
-  assert.notEqual(request.headers['webhook-signature'], expectedSignature(request, secret));
-  assert.throws(() =>
-    new Webhook(secret).verify(request.body.toString('utf8'), {
-      'webhook-id': String(request.headers['webhook-id']),
-      'webhook-timestamp': String(request.headers['webhook-timestamp']),
-      'webhook-signature': String(request.headers['webhook-signature']),
-    }),
-  );
-}
-
-/** The webhook body's `type`. */
-function typeOf(request: ReceivedRequest): string {
-  return JSON.parse(request.body.toString('utf8')).type;
-}
-
-/** The text of a Message webhook body. */
-function textOf(request: ReceivedRequest): string {
-  return JSON.parse(request.body.toString('utf8')).event.message.conversation;
-}
-
-/** Requests answered 2xx. */
-function accepted(receiver: Receiver): ReceivedRequest[] {
-  return receiver.requests.filter((r) => r.reply.status !== undefined && r.reply.status < 300);
-}
-
-/** Polls until `predicate` holds, waking the worker each time; fails after `timeoutMs`. */
-async function until(
-  t: TestApp,
-  what: string,
-  predicate: () => boolean | Promise<boolean>,
-  timeoutMs = 15_000,
-) {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await predicate()) return;
-    t.services.webhooks.wake();
-    await new Promise((resolve) => setImmediate(resolve));
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  assert.fail(`not met within ${timeoutMs} ms: ${what}`);
-}
-
-/** Creates an endpoint through the API, asserting 201. */
-async function createEndpoint(t: TestApp, body: Record<string, unknown>, query = '') {
-  const response = await t.call('POST', `/v1/webhooks${query}`, body);
-  assert.equal(response.status, 201, JSON.stringify(response.body));
-  return response.body.data;
-}
 
 for (const dialect of testDialects()) {
   describe(`webhook endpoints (${dialect})`, () => {
