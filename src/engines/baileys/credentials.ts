@@ -80,4 +80,17 @@ export class Credentials {
     await this.#store.clear();
     this.#stale = false;
   }
+
+  /**
+   * Records the account's new push name in the loaded credentials and saves them, as Baileys does when it
+   * processes its own `setting_pushName` app state change (Utils/chat-utils.js; parley runs Baileys with
+   * `emitOwnEvents` off, so it never sees its own). A no-op before the credentials are loaded.
+   * @throws the store's error.
+   */
+  async rename(name: string): Promise<void> {
+    const me = this.#auth?.state.creds.me;
+    if (!this.#auth || !me) return;
+    me.name = name;
+    await this.#auth.saveCreds();
+  }
 }

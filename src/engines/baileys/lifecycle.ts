@@ -1,4 +1,4 @@
-import type { AuthenticationCreds, BaileysEventMap, ReachoutTimelockState, WAVersion } from 'baileys';
+import type { AuthenticationCreds, BaileysEventMap, ReachoutTimelockState } from 'baileys';
 import { DomainError } from '../../domain/errors.ts';
 import type { ConnectionState, PairingCode } from '../../domain/messages.ts';
 import { planAfterClose } from './after-close.ts';
@@ -10,6 +10,7 @@ import { FirstAnswer } from './first-answer.ts';
 import { type LifecycleOptions, QUIESCE_MS } from './lifecycle-options.ts';
 import { connectionState, type Phase, qrLifetimeMs } from './phase.ts';
 import { quiesce } from './quiesce.ts';
+import { Reconnects } from './reconnects.ts';
 import { logoutWithin, type SocketLike } from './socket.ts';
 import { Waiters } from './waiters.ts';
 
@@ -27,17 +28,12 @@ export class Lifecycle {
   #detach: (() => void) | null = null;
   readonly #credentials: Credentials;
   #generation = 0;
-  #attempt = 0;
-  #refreshes = 0;
-  /** Platform refusals since the connection was last open. */
-  #refusals = 0;
-  #retryTimer: NodeJS.Timeout | undefined;
+  readonly #reconnects: Reconnects;
   #reason: string | undefined;
   /** The state's `cause` with {@link #reason}: set by a stop the platform caused by a takeover or a refusal. */
   #cause: ConnectionState['cause'];
   #qr: PairingCode | null = null;
   #qrCount = 0;
-  #version: WAVersion | undefined;
   readonly #gate = new FirstAnswer();
   #starting: Promise<void> | null = null;
   readonly #waiters = new Waiters();
@@ -52,7 +48,7 @@ export class Lifecycle {
 
   constructor(options: LifecycleOptions) {
     this.#o = options;
-    this.#version = options.version;
+    this.#reconnects = new Reconnects(options.version, options.fetchVersion, options.context.logger);
     this.#credentials = new Credentials(options.context.auth, options.baileysLogger, options.keyCache);
   }
 
@@ -77,17 +73,11 @@ export class Lifecycle {
   }
 
   /**
-   * Records the account's new push name in the loaded credentials and saves them, as Baileys does when it
-   * processes its own `setting_pushName` app state change (Utils/chat-utils.js; parley runs Baileys with
-   * `emitOwnEvents` off, so it never sees its own). A no-op before the credentials are loaded.
+   * Records the account's new push name in the loaded credentials and saves them ({@link Credentials.rename}).
    * @throws the store's error.
    */
-  async rename(name: string): Promise<void> {
-    const auth = this.#credentials.loaded;
-    const me = auth?.state.creds.me;
-    if (!auth || !me) return;
-    me.name = name;
-    await auth.saveCreds();
+  rename(name: string): Promise<void> {
+    return this.#credentials.rename(name);
   }
 
   /** The engine state (see `connectionState`); synchronous. */
@@ -210,9 +200,7 @@ export class Lifecycle {
     }
     this.#reason = undefined;
     this.#cause = undefined;
-    this.#attempt = 0;
-    this.#refreshes = 0;
-    this.#refusals = 0;
+    this.#reconnects.reset();
     this.#qrCount = 0;
     const seconds = this.#o.connectDeadlineMs / 1000;
     const first = this.#gate.start(this.#o.connectDeadlineMs, () => {
@@ -238,7 +226,7 @@ export class Lifecycle {
         ...this.#o.socketConfig(),
         auth: auth.state,
         logger: this.#o.baileysLogger,
-        ...(this.#version ? { version: this.#version } : {}),
+        ...(this.#reconnects.version ? { version: this.#reconnects.version } : {}),
       });
     } catch (error) {
       this.#background(this.#closed(generation, error), 'socket creation failed');
@@ -279,9 +267,7 @@ export class Lifecycle {
 
   async #onOpen(): Promise<void> {
     this.#phase = 'open';
-    this.#attempt = 0;
-    this.#refreshes = 0;
-    this.#refusals = 0;
+    this.#reconnects.reset();
     this.#qr = null;
     this.#reason = undefined;
     this.#cause = undefined;
@@ -303,19 +289,19 @@ export class Lifecycle {
       connecting: this.#gate.open,
       paired: this.creds ? isPaired(this.creds) : false,
       refusal: isPlatformRefusal(error),
-      refusals: this.#refusals,
+      refusals: this.#reconnects.refusals,
       refusalLimit: this.#o.loginRefusalLimit,
-      refreshes: this.#refreshes,
-      attempt: this.#attempt,
+      refreshes: this.#reconnects.refreshes,
+      attempt: this.#reconnects.attempt,
       random: this.#o.random,
     });
-    this.#refusals = refusals;
+    this.#reconnects.refusals = refusals;
     const { logger } = this.#o.context;
     const { code } = decision;
     switch (plan.kind) {
       case 'reopen':
         logger.info({ code }, decision.reason);
-        if (plan.refreshVersion) await this.#refreshVersion();
+        if (plan.refreshVersion) await this.#reconnects.refreshVersion();
         if (this.#gate.open) this.#open();
         return;
       case 'fail-connect':
@@ -329,30 +315,15 @@ export class Lifecycle {
         await this.#stop(plan.reason, plan.wipe, plan.cause);
         return;
       case 'retry':
-        if (plan.refreshVersion) await this.#refreshVersion();
-        this.#attempt += 1;
+        if (plan.refreshVersion) await this.#reconnects.refreshVersion();
         this.#phase = 'waiting';
         this.#cause = undefined;
         this.#reason = plan.reason;
         logger.warn({ code, action: decision.action, delayMs: plan.delayMs }, plan.reason);
-        this.#retryTimer = setTimeout(() => {
-          this.#retryTimer = undefined;
+        this.#reconnects.schedule(plan.delayMs, () => {
           if (this.#phase === 'waiting') this.#open();
-        }, plan.delayMs);
+        });
         await this.#emitState();
-    }
-  }
-
-  async #refreshVersion(): Promise<void> {
-    this.#refreshes += 1;
-    try {
-      this.#version = await this.#o.fetchVersion();
-      this.#o.context.logger.info({ version: this.#version.join('.') }, 'platform version refreshed');
-    } catch (error) {
-      this.#o.context.logger.warn(
-        { err: error },
-        'refreshing the platform version failed; retrying with the current one',
-      );
     }
   }
 
@@ -393,8 +364,7 @@ export class Lifecycle {
   /** Ends the socket (its events are ignored from now on), cancels timers and waiters, releases the lock. */
   async #teardown(phase: Phase, reason: string | undefined, cause?: ConnectionState['cause']): Promise<void> {
     this.#generation += 1;
-    if (this.#retryTimer) clearTimeout(this.#retryTimer);
-    this.#retryTimer = undefined;
+    this.#reconnects.cancel();
     this.#endSocket();
     this.#gate
       .take()
