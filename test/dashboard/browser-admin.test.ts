@@ -7,6 +7,7 @@ import {
   dashboardPage,
   ensureBundle,
   launchChromium,
+  linkedTestInstance,
   listeningApp,
   screenshots,
   submitSignIn,
@@ -39,15 +40,7 @@ if (chromiumAvailable) {
       ({ t, url } = await listeningApp());
       const owner = await createUser(t, 'owner', 'owner@example.com');
       viewer = await createUser(t, 'viewer', 'viewer@example.com');
-      // The organization's second test instance, linked by a sandbox scan, as the flow of browser.test.ts leaves it.
-      instanceId = (await t.newInstance('test', 'browser-test')).id;
-      for (const [path, body] of [
-        ['/v1/session/connect', {}],
-        ['/v1/sandbox/scan', { phone: '5511999990042' }],
-      ] as const) {
-        const response = await t.call('POST', `${path}?from=${instanceId}`, body);
-        assert.equal(response.status, 200, `${path}: ${JSON.stringify(response.body)}`);
-      }
+      instanceId = await linkedTestInstance(t, 'browser-test', '5511999990042');
       browser = await launchChromium();
       ({ page, consoleErrors } = await dashboardPage(browser, url, { clipboard: true }));
       await page.goto('/');

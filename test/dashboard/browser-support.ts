@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -108,6 +109,24 @@ export async function listeningApp(
   });
   const url = await t.app.listen({ host: '127.0.0.1', port: 0 });
   return { t, url, clock };
+}
+
+/**
+ * Creates test instance `name` in `t`'s organization and links it through the API, as a sign-in, a connect and a
+ * sandbox scan from `phone` in the dashboard would: the state the flow of browser.test.ts leaves for the suites
+ * that start further on. Returns the instance's id.
+ * @throws AssertionError when the connect or the scan is not answered 200.
+ */
+export async function linkedTestInstance(t: TestApp, name: string, phone: string): Promise<string> {
+  const instanceId = (await t.newInstance('test', name)).id;
+  for (const [path, body] of [
+    ['/v1/session/connect', {}],
+    ['/v1/sandbox/scan', { phone }],
+  ] as const) {
+    const response = await t.call('POST', `${path}?from=${instanceId}`, body);
+    assert.equal(response.status, 200, `${path}: ${JSON.stringify(response.body)}`);
+  }
+  return instanceId;
 }
 
 /**
