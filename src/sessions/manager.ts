@@ -19,6 +19,7 @@ import {
   type SessionStatus,
   sessionStatus,
 } from './status.ts';
+import { InstanceTurns } from './turns.ts';
 
 export type { ConnectResult, SessionStatus } from './status.ts';
 
@@ -34,11 +35,8 @@ export class SessionManager {
   readonly #prepared = new Set<Environment>();
   /** Boot restores and their retries (cancelled by any user action on the instance). */
   readonly #restorer: SessionRestorer;
-  /**
-   * Per instance, the last of its lifecycle steps that must not interleave (disconnect, logout, restore; see
-   * {@link #inTurn}); an entry goes once its step settled and none is queued behind it.
-   */
-  readonly #turns = new Map<string, Promise<unknown>>();
+  /** The lifecycle steps that must not interleave, one queue per instance ({@link InstanceTurns}). */
+  readonly #turns = new InstanceTurns();
   /** Disconnects and logouts whose stored state committed, in this process ({@link stops}). */
   #stops = 0;
   /** Aborted at shutdown: recordings and credential reads waiting for the store give up. */
@@ -248,8 +246,8 @@ export class SessionManager {
 
   /**
    * Disconnects and keeps the login (docs/api.md#session): status becomes connected:false, loggedIn:true. Runs in
-   * the instance's turn ({@link #inTurn}): a {@link restore} that read the instance before this call either ends
-   * before it starts or, after it, finds the instance no longer wanted connected.
+   * the instance's turn ({@link InstanceTurns}): a {@link restore} that read the instance before this call either
+   * ends before it starts or, after it, finds the instance no longer wanted connected.
    */
   disconnect(instance: Instance): Promise<void> {
     return this.#stop(instance, (session) => session.disconnect());
@@ -270,7 +268,7 @@ export class SessionManager {
    */
   #stop(instance: Instance, end: (session: EngineSession) => Promise<void>): Promise<void> {
     this.#restorer.cancel(instance.id);
-    return this.#inTurn(instance.id, async () => {
+    return this.#turns.run(instance.id, async () => {
       await updateInstance(this.#options.db, instance.id, { desiredState: 'disconnected' });
       this.#stops += 1;
       await end(await this.session(instance));
@@ -282,9 +280,10 @@ export class SessionManager {
    * says now, not as a caller read it earlier: the path of every reconnect nobody asked for (a restore at boot and
    * its retries, a node taking over a lease or serving a request for an instance it holds,
    * docs/decisions/0016-session-lifecycle.md, docs/decisions/0008-leases-and-fencing.md). The read and the start of
-   * the connection run in the instance's turn ({@link #inTurn}), so a disconnect or logout that lands meanwhile is
-   * never undone by it; the turn ends once the connection has started, so a disconnect does not wait for a platform
-   * that does not answer (up to the engine's connect deadline): it ends the attempt, as it ends one a user started.
+   * the connection run in the instance's turn ({@link InstanceTurns}), so a disconnect or logout that lands meanwhile
+   * is never undone by it; the turn ends once the connection has started, so a disconnect does not wait for a
+   * platform that does not answer (up to the engine's connect deadline): it ends the attempt, as it ends one a user
+   * started.
    * `listed`, from a list of instances to restore read after {@link stops} was `listed.stops`, stands for the store's
    * row while no disconnect or logout has committed here since (a boot restore, before the server listens, reads
    * each row once instead of twice).
@@ -293,7 +292,7 @@ export class SessionManager {
    *   error when the instance cannot be read.
    */
   async restore(instanceId: string, listed?: ListedInstance): Promise<boolean> {
-    const started = await this.#inTurn(instanceId, async () => {
+    const started = await this.#turns.run(instanceId, async () => {
       const instance =
         listed !== undefined && listed.stops === this.#stops
           ? listed.instance
@@ -315,25 +314,6 @@ export class SessionManager {
    */
   get stops(): number {
     return this.#stops;
-  }
-
-  /**
-   * Runs `step` once every earlier step of `instanceId` given here has settled (a per-instance queue in this
-   * process; across nodes the instance's lease keeps its session on one node, docs/decisions/0008-leases-and-fencing.md).
-   * @returns what `step` returns. @throws what `step` throws (the next step runs all the same).
-   */
-  #inTurn<T>(instanceId: string, step: () => Promise<T>): Promise<T> {
-    const before = this.#turns.get(instanceId) ?? Promise.resolve();
-    const result = before.then(step);
-    const settled = result.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.#turns.set(instanceId, settled);
-    void settled.then(() => {
-      if (this.#turns.get(instanceId) === settled) this.#turns.delete(instanceId);
-    });
-    return result;
   }
 
   /**
