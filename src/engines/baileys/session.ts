@@ -2,7 +2,7 @@ import type { Agent } from 'node:https';
 import { jidNormalizedUser, type proto } from 'baileys';
 import type { EngineCall } from '../../domain/calls.ts';
 import type { Channel, ChannelRef } from '../../domain/channels.ts';
-import { DomainError, errors } from '../../domain/errors.ts';
+import { errors } from '../../domain/errors.ts';
 import type { GroupChange, ParticipantAction, ParticipantOutcome } from '../../domain/groups.ts';
 import type { Label, LabelEdit } from '../../domain/labels.ts';
 import type { LidMapping } from '../../domain/lids.ts';
@@ -53,6 +53,7 @@ import { resendableProto } from './outgoing.ts';
 import { type BaileysSessionOptions, quieterLevel, SessionCaches, socketConfig } from './session-options.ts';
 import type { BaileysLogger, SocketLike } from './socket.ts';
 
+import { operationSocket, requestPairingCode } from './socket-access.ts';
 import * as updates from './updates.ts';
 
 /**
@@ -353,38 +354,14 @@ export class BaileysSession implements EngineSession {
     return this.#account.syncLabels();
   }
 
-  /**
-   * Links by an 8-character code typed on the phone (Baileys `requestPairingCode`) during a running pairing
-   * attempt. @throws DomainError conflict `already logged in` / `instance is not connected`.
-   */
-  async requestPairingCode(phone: string): Promise<string> {
-    await this.#life.loadSummary();
-    if (this.#life.state().loggedIn) throw errors.alreadyLoggedIn();
-    const sock = this.#life.socket;
-    if (!sock || (this.#life.phase !== 'pairing' && this.#life.phase !== 'connecting'))
-      throw errors.notConnected();
-    return mapPlatformErrors(async () => {
-      await sock.waitForSocketOpen();
-      return sock.requestPairingCode(phone);
-    });
+  /** Links by an 8-character code typed on the phone (socket-access.ts, `requestPairingCode`). */
+  requestPairingCode(phone: string): Promise<string> {
+    return requestPairingCode(this.#life, phone);
   }
 
-  /**
-   * The open socket for an operation. @throws DomainError not_logged_in `instance is not logged in` without paired credentials,
-   * not_connected `instance is not connected` when disconnected or stopped (with the stop reason), 503 while reconnecting.
-   */
-  async #open(): Promise<SocketLike> {
-    await this.#life.loadSummary();
-    const state = this.#life.state();
-    if (!state.loggedIn) throw errors.notLoggedIn();
-    const sock = this.#life.openSocket;
-    if (sock) return sock;
-    const phase = this.#life.phase;
-    const why = state.reason ? `: ${state.reason}` : '';
-    if (phase === 'waiting' || phase === 'connecting') {
-      throw new DomainError('platform_unreachable', `not connected to the platform right now${why}`);
-    }
-    throw new DomainError('not_connected', `instance is not connected${why}`);
+  /** The open socket for an operation (socket-access.ts, `operationSocket`). */
+  #open(): Promise<SocketLike> {
+    return operationSocket(this.#life);
   }
 
   #me(): Identity {
