@@ -1,16 +1,12 @@
 import assert from 'node:assert/strict';
-import { after, afterEach, before, describe, it } from 'node:test';
-import type { Browser, Page } from 'playwright-core';
+import { describe, it } from 'node:test';
 import type { TestApp } from '../support/app.ts';
 import {
   chromiumAvailable,
-  dashboardPage,
-  ensureBundle,
-  launchChromium,
+  chromiumSuite,
   linkedTestInstance,
   listeningApp,
   screenshots,
-  submitSignIn,
 } from './browser-support.ts';
 import { createUser, PASSWORD } from './support.ts';
 
@@ -24,89 +20,73 @@ import { createUser, PASSWORD } from './support.ts';
 if (chromiumAvailable) {
   describe('dashboard keys, users and confirmations in Chromium', () => {
     let t: TestApp;
-    let url: string;
-    let browser: Browser;
-    let page: Page;
     let viewer: string;
     let instanceId = '';
     let apiKey = '';
-    let consoleErrors: { take(): string[] };
-
-    const signIn = (email: string, password: string) => submitSignIn(page, email, password);
-    const notice = (text: string | RegExp) => page.locator('.notice', { hasText: text }).first().waitFor();
-
-    before(async () => {
-      await ensureBundle();
-      ({ t, url } = await listeningApp());
-      const owner = await createUser(t, 'owner', 'owner@example.com');
-      viewer = await createUser(t, 'viewer', 'viewer@example.com');
-      instanceId = await linkedTestInstance(t, 'browser-test', '5511999990042');
-      browser = await launchChromium();
-      ({ page, consoleErrors } = await dashboardPage(browser, url, { clipboard: true }));
-      await page.goto('/');
-      await signIn(owner, PASSWORD);
-      await page.getByRole('heading', { name: 'Instances' }).waitFor();
-    });
-    // Any script error or console error fails the test during which it happened.
-    afterEach(() => {
-      assert.deepEqual(consoleErrors.take(), [], 'no console error and no page error');
-    });
-    after(async () => {
-      await browser?.close();
-      await t?.close();
-    });
+    const ui = chromiumSuite(
+      async (defer) => {
+        let url: string;
+        ({ t, url } = await listeningApp());
+        defer(() => t.close());
+        const owner = await createUser(t, 'owner', 'owner@example.com');
+        viewer = await createUser(t, 'viewer', 'viewer@example.com');
+        instanceId = await linkedTestInstance(t, 'browser-test', '5511999990042');
+        return { url, signInAs: owner };
+      },
+      { clipboard: true },
+    );
 
     it('creates a key with one scope, copies it, uses it over HTTP (403 on another scope), revokes it (401)', async () => {
-      await page.getByRole('link', { name: 'API keys' }).click();
-      await page.getByRole('heading', { name: 'API keys' }).waitFor();
-      await page.getByLabel('Name').fill('browser key');
+      await ui.page.getByRole('link', { name: 'API keys' }).click();
+      await ui.page.getByRole('heading', { name: 'API keys' }).waitFor();
+      await ui.page.getByLabel('Name').fill('browser key');
       // No scope is chosen for the user: the form cannot be sent until one is.
-      const all = page.getByRole('checkbox', { name: 'chat:*' });
+      const all = ui.page.getByRole('checkbox', { name: 'chat:*' });
       assert.equal(await all.isChecked(), false);
-      assert.equal(await page.getByRole('button', { name: 'Review key' }).isDisabled(), true);
+      assert.equal(await ui.page.getByRole('button', { name: 'Review key' }).isDisabled(), true);
       // chat:* and the narrower chat scopes exclude each other.
       await all.check();
-      await page.getByRole('checkbox', { name: 'chat:messages' }).check();
+      await ui.page.getByRole('checkbox', { name: 'chat:messages' }).check();
       assert.equal(await all.isChecked(), false, 'a narrower scope clears chat:*');
-      await page.getByRole('checkbox', { name: 'browser-test' }).check();
-      await page.getByLabel('Expires').selectOption('30d');
-      await page.getByRole('button', { name: 'Review key' }).click();
-      const summary = page.getByRole('region', { name: 'Key to create' });
+      await ui.page.getByRole('checkbox', { name: 'browser-test' }).check();
+      await ui.page.getByLabel('Expires').selectOption('30d');
+      await ui.page.getByRole('button', { name: 'Review key' }).click();
+      const summary = ui.page.getByRole('region', { name: 'Key to create' });
       assert.equal(
         (await summary.locator('p').innerText()).replace(/\s+/g, ' '),
         'A test key named browser key with chat:messages, for browser-test, expiring in 30 days.',
       );
       await summary.getByRole('button', { name: 'Create key' }).click();
-      const shown = page.getByLabel('Your new key: shown only this once, store it now');
+      const shown = ui.page.getByLabel('Your new key: shown only this once, store it now');
       await shown.waitFor();
       apiKey = await shown.inputValue();
       assert.match(apiKey, /^svc_test_[0-9A-Za-z]{38}$/);
-      await page.getByRole('button', { name: 'Copy key' }).click();
-      await notice('Copied to the clipboard');
-      assert.equal(await page.evaluate(() => (globalThis as any).navigator.clipboard.readText()), apiKey);
-      await screenshots(page, 'keys');
+      await ui.page.getByRole('button', { name: 'Copy key' }).click();
+      await ui.notice('Copied to the clipboard');
+      assert.equal(await ui.page.evaluate(() => (globalThis as any).navigator.clipboard.readText()), apiKey);
+      await screenshots(ui.page, 'keys');
 
       const headers = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' };
-      const send = await fetch(`${url}/v1/messages/send`, {
+      const send = await fetch(`${ui.url}/v1/messages/send`, {
         method: 'POST',
         headers,
         body: JSON.stringify({ from: instanceId, phone: '5511988887777', body: 'sent with the new key' }),
       });
       assert.equal(send.status, 200);
-      const other = await fetch(`${url}/v1/session/status?from=${instanceId}`, { headers });
+      const other = await fetch(`${ui.url}/v1/session/status?from=${instanceId}`, { headers });
       assert.equal(other.status, 403);
       assert.deepEqual(await other.json(), {
         error: { code: 403, message: 'API key lacks required scope chat:session' },
       });
 
       // Revoking asks first: Cancel keeps the key working.
-      const revokeButton = page.getByRole('button', { name: `Revoke key ${apiKey.slice(0, 12)}` });
+      const revokeButton = ui.page.getByRole('button', { name: `Revoke key ${apiKey.slice(0, 12)}` });
       await revokeButton.click();
-      const dialog = page.getByRole('dialog', { name: `Revoke key ${apiKey.slice(0, 12)}…?` });
+      const dialog = ui.page.getByRole('dialog', { name: `Revoke key ${apiKey.slice(0, 12)}…?` });
       await dialog.waitFor();
       await dialog.getByRole('button', { name: 'Cancel' }).click();
       await dialog.waitFor({ state: 'hidden' });
-      const still = await fetch(`${url}/v1/messages/send`, {
+      const still = await fetch(`${ui.url}/v1/messages/send`, {
         method: 'POST',
         headers,
         body: JSON.stringify({ from: instanceId, phone: '5511988887777', body: 'still allowed' }),
@@ -114,8 +94,8 @@ if (chromiumAvailable) {
       assert.equal(still.status, 200);
       await revokeButton.click();
       await dialog.getByRole('button', { name: 'Revoke key' }).click();
-      await notice(/revoked/);
-      const revoked = await fetch(`${url}/v1/messages/send`, {
+      await ui.notice(/revoked/);
+      const revoked = await fetch(`${ui.url}/v1/messages/send`, {
         method: 'POST',
         headers,
         body: JSON.stringify({ from: instanceId, phone: '5511988887777', body: 'after revocation' }),
@@ -125,26 +105,26 @@ if (chromiumAvailable) {
     });
 
     it('shows usage and users; refuses a state change without the CSRF token', async () => {
-      await page.getByRole('link', { name: 'Instances' }).click();
-      await page.getByRole('row').filter({ hasText: 'browser-test' }).getByText('Logged in').waitFor();
-      await screenshots(page, 'instances');
-      await page.getByRole('link', { name: 'Usage' }).click();
-      await page.getByRole('heading', { name: 'Usage' }).waitFor();
-      await page
+      await ui.page.getByRole('link', { name: 'Instances' }).click();
+      await ui.page.getByRole('row').filter({ hasText: 'browser-test' }).getByText('Logged in').waitFor();
+      await screenshots(ui.page, 'instances');
+      await ui.page.getByRole('link', { name: 'Usage' }).click();
+      await ui.page.getByRole('heading', { name: 'Usage' }).waitFor();
+      await ui.page
         .getByText(/This minute: [1-9]\d* of 60 used/)
         .first()
         .waitFor();
-      await screenshots(page, 'usage');
-      await page.getByRole('link', { name: 'Users' }).click();
-      await page.getByRole('heading', { name: 'Users' }).waitFor();
-      await page.getByRole('cell', { name: viewer, exact: true }).waitFor();
-      await screenshots(page, 'users');
-      await page.getByRole('link', { name: 'Change password' }).click();
-      await page.getByRole('heading', { name: 'Your password' }).waitFor();
-      await screenshots(page, 'password');
-      await page.getByRole('link', { name: 'Users' }).click();
-      await page.getByRole('cell', { name: viewer, exact: true }).waitFor();
-      const status = await page.evaluate(async () => {
+      await screenshots(ui.page, 'usage');
+      await ui.page.getByRole('link', { name: 'Users' }).click();
+      await ui.page.getByRole('heading', { name: 'Users' }).waitFor();
+      await ui.page.getByRole('cell', { name: viewer, exact: true }).waitFor();
+      await screenshots(ui.page, 'users');
+      await ui.page.getByRole('link', { name: 'Change password' }).click();
+      await ui.page.getByRole('heading', { name: 'Your password' }).waitFor();
+      await screenshots(ui.page, 'password');
+      await ui.page.getByRole('link', { name: 'Users' }).click();
+      await ui.page.getByRole('cell', { name: viewer, exact: true }).waitFor();
+      const status = await ui.page.evaluate(async () => {
         const res = await fetch('/dashboard/api/keys', {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
@@ -161,17 +141,17 @@ if (chromiumAvailable) {
     it('asks before removing a user, logging out and deleting an instance; Cancel changes nothing', async () => {
       const doomed = await createUser(t, 'member', 'doomed@example.com');
       // The users page may be the one shown already: reload it to list the new user.
-      await page.reload();
-      await page.getByRole('link', { name: 'Users' }).click();
-      await page.getByRole('cell', { name: doomed, exact: true }).waitFor();
-      const remove = page.getByRole('button', { name: `Remove ${doomed}` });
+      await ui.page.reload();
+      await ui.page.getByRole('link', { name: 'Users' }).click();
+      await ui.page.getByRole('cell', { name: doomed, exact: true }).waitFor();
+      const remove = ui.page.getByRole('button', { name: `Remove ${doomed}` });
       await remove.click();
-      const removeDialog = page.getByRole('dialog', { name: `Remove ${doomed}?` });
+      const removeDialog = ui.page.getByRole('dialog', { name: `Remove ${doomed}?` });
       await removeDialog.waitFor();
       // The dialog takes the focus (its first button), shows the focus ring when tabbed to, and Escape closes it and
       // gives the focus back to the button that opened it.
       const focused = () =>
-        page.evaluate(() => {
+        ui.page.evaluate(() => {
           const g = globalThis as any;
           const active = g.document.activeElement;
           if (!active) return null;
@@ -186,34 +166,34 @@ if (chromiumAvailable) {
         { ...(await focused()), ring: undefined },
         { inDialog: true, text: 'Remove user', ring: undefined },
       );
-      await page.keyboard.press('Tab');
+      await ui.page.keyboard.press('Tab');
       assert.deepEqual(await focused(), { inDialog: true, text: 'Cancel', ring: 'solid 3px' });
-      await screenshots(page, 'confirm-remove-user');
-      await page.keyboard.press('Escape');
+      await screenshots(ui.page, 'confirm-remove-user');
+      await ui.page.keyboard.press('Escape');
       await removeDialog.waitFor({ state: 'hidden' });
       assert.equal((await focused())?.text, 'Remove');
-      assert.equal(await page.getByRole('cell', { name: doomed, exact: true }).count(), 1);
+      assert.equal(await ui.page.getByRole('cell', { name: doomed, exact: true }).count(), 1);
       await remove.click();
       await removeDialog.getByRole('button', { name: 'Remove user' }).click();
-      await notice('User removed');
-      await page.getByRole('cell', { name: doomed, exact: true }).waitFor({ state: 'detached' });
+      await ui.notice('User removed');
+      await ui.page.getByRole('cell', { name: doomed, exact: true }).waitFor({ state: 'detached' });
 
       // Another instance to log out and delete (live: the plan's two test instances exist already).
-      await page.getByRole('link', { name: 'Instances' }).click();
-      await page.getByRole('heading', { name: 'Instances' }).waitFor();
-      await page.getByLabel('Name').fill('to-delete');
-      await page.getByLabel('Environment').selectOption('live');
-      await page.getByRole('button', { name: 'Create instance' }).click();
-      await page.getByRole('link', { name: 'to-delete' }).click();
-      const doomedId = decodeURIComponent(new URL(page.url()).hash.split('/').pop() ?? '');
-      await page.getByRole('heading', { name: /to-delete/ }).waitFor();
-      await page.getByRole('button', { name: 'Log out' }).click();
-      const logout = page.getByRole('dialog', { name: 'Log out to-delete?' });
+      await ui.page.getByRole('link', { name: 'Instances' }).click();
+      await ui.page.getByRole('heading', { name: 'Instances' }).waitFor();
+      await ui.page.getByLabel('Name').fill('to-delete');
+      await ui.page.getByLabel('Environment').selectOption('live');
+      await ui.page.getByRole('button', { name: 'Create instance' }).click();
+      await ui.page.getByRole('link', { name: 'to-delete' }).click();
+      const doomedId = decodeURIComponent(new URL(ui.page.url()).hash.split('/').pop() ?? '');
+      await ui.page.getByRole('heading', { name: /to-delete/ }).waitFor();
+      await ui.page.getByRole('button', { name: 'Log out' }).click();
+      const logout = ui.page.getByRole('dialog', { name: 'Log out to-delete?' });
       await logout.waitFor();
       await logout.getByRole('button', { name: 'Cancel' }).click();
       await logout.waitFor({ state: 'hidden' });
-      await page.getByRole('button', { name: 'Delete instance' }).click();
-      const deletion = page.getByRole('dialog', { name: 'Delete to-delete?' });
+      await ui.page.getByRole('button', { name: 'Delete instance' }).click();
+      const deletion = ui.page.getByRole('dialog', { name: 'Delete to-delete?' });
       await deletion.getByRole('button', { name: 'Cancel' }).click();
       assert.ok(
         await t.services.store.db
@@ -222,9 +202,9 @@ if (chromiumAvailable) {
           .where('id', '=', doomedId)
           .executeTakeFirst(),
       );
-      await page.getByRole('button', { name: 'Delete instance' }).click();
+      await ui.page.getByRole('button', { name: 'Delete instance' }).click();
       await deletion.getByRole('button', { name: 'Delete instance' }).click();
-      await page.getByRole('heading', { name: 'Instances' }).waitFor();
+      await ui.page.getByRole('heading', { name: 'Instances' }).waitFor();
       assert.equal(
         await t.services.store.db
           .selectFrom('instances')
@@ -233,22 +213,22 @@ if (chromiumAvailable) {
           .executeTakeFirst(),
         undefined,
       );
-      await page.getByRole('link', { name: 'browser-test' }).waitFor();
-      assert.equal(await page.getByRole('link', { name: 'to-delete' }).count(), 0);
+      await ui.page.getByRole('link', { name: 'browser-test' }).waitFor();
+      assert.equal(await ui.page.getByRole('link', { name: 'to-delete' }).count(), 0);
     });
 
     it('a viewer sees keys but cannot create one', async () => {
-      await page.getByRole('button', { name: 'Sign out' }).click();
-      await page.getByRole('heading', { name: 'Sign in to parley' }).waitFor();
-      await signIn(viewer, PASSWORD);
-      await page.getByRole('heading', { name: 'Instances' }).waitFor();
-      assert.equal(await page.getByRole('button', { name: 'Create instance' }).count(), 0);
-      await page.getByRole('link', { name: 'API keys' }).click();
-      await page.getByRole('heading', { name: 'API keys' }).waitFor();
-      await page.getByRole('cell', { name: 'browser key', exact: true }).waitFor();
-      assert.equal(await page.getByRole('button', { name: 'Create key' }).count(), 0);
-      assert.equal(await page.getByRole('link', { name: 'Users' }).count(), 0);
-      const attempt = await page.evaluate(async () => {
+      await ui.page.getByRole('button', { name: 'Sign out' }).click();
+      await ui.page.getByRole('heading', { name: 'Sign in to parley' }).waitFor();
+      await ui.signIn(viewer, PASSWORD);
+      await ui.page.getByRole('heading', { name: 'Instances' }).waitFor();
+      assert.equal(await ui.page.getByRole('button', { name: 'Create instance' }).count(), 0);
+      await ui.page.getByRole('link', { name: 'API keys' }).click();
+      await ui.page.getByRole('heading', { name: 'API keys' }).waitFor();
+      await ui.page.getByRole('cell', { name: 'browser key', exact: true }).waitFor();
+      assert.equal(await ui.page.getByRole('button', { name: 'Create key' }).count(), 0);
+      assert.equal(await ui.page.getByRole('link', { name: 'Users' }).count(), 0);
+      const attempt = await ui.page.evaluate(async () => {
         const me: any = await (await fetch('/dashboard/api/me')).json();
         const res = await fetch('/dashboard/api/keys', {
           method: 'POST',

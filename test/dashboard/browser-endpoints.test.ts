@@ -1,20 +1,16 @@
 import assert from 'node:assert/strict';
-import { after, afterEach, before, describe, it } from 'node:test';
-import type { Browser, Page } from 'playwright-core';
+import { before, describe, it } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import type { TestApp } from '../support/app.ts';
 import { startReceiver } from '../support/https-receiver.ts';
 import {
   chromiumAvailable,
-  dashboardPage,
-  ensureBundle,
-  launchChromium,
+  chromiumSuite,
   linkedTestInstance,
   listeningApp,
   screenshots,
-  submitSignIn,
 } from './browser-support.ts';
-import { createUser, PASSWORD } from './support.ts';
+import { createUser } from './support.ts';
 
 /**
  * An instance's webhook endpoints in the dashboard, in a real browser (Debian's Chromium through playwright-core),
@@ -26,41 +22,28 @@ import { createUser, PASSWORD } from './support.ts';
 if (chromiumAvailable) {
   describe('dashboard webhook endpoints in Chromium', () => {
     let t: TestApp;
-    let url: string;
-    let browser: Browser;
-    let page: Page;
     let instanceId = '';
-    let consoleErrors: { take(): string[] };
-
-    const notice = (text: string | RegExp) => page.locator('.notice', { hasText: text }).first().waitFor();
-
+    const ui = chromiumSuite(
+      async (defer) => {
+        let url: string;
+        ({ t, url } = await listeningApp());
+        defer(() => t.close());
+        const owner = await createUser(t, 'owner', 'owner@example.com');
+        instanceId = await linkedTestInstance(t, 'browser-test', '5511999990042');
+        return { url, signInAs: owner };
+      },
+      { clipboard: true },
+    );
     before(async () => {
-      await ensureBundle();
-      ({ t, url } = await listeningApp());
-      const owner = await createUser(t, 'owner', 'owner@example.com');
-      instanceId = await linkedTestInstance(t, 'browser-test', '5511999990042');
-      browser = await launchChromium();
-      ({ page, consoleErrors } = await dashboardPage(browser, url, { clipboard: true }));
-      await page.goto('/');
-      await submitSignIn(page, owner, PASSWORD);
-      await page.getByRole('heading', { name: 'Instances' }).waitFor();
-      await page.getByRole('link', { name: 'browser-test' }).click();
-      await page.getByRole('heading', { name: /browser-test/ }).waitFor();
-      await page.locator('#instance-status', { hasText: /^Logged in$/ }).waitFor();
-    });
-    // Any script error or console error fails the test during which it happened.
-    afterEach(() => {
-      assert.deepEqual(consoleErrors.take(), [], 'no console error and no page error');
-    });
-    after(async () => {
-      await browser?.close();
-      await t?.close();
+      await ui.page.getByRole('link', { name: 'browser-test' }).click();
+      await ui.page.getByRole('heading', { name: /browser-test/ }).waitFor();
+      await ui.page.locator('#instance-status', { hasText: /^Logged in$/ }).waitFor();
     });
 
     it('adds a webhook endpoint, shows its secret once, logs and redelivers to it, disables and deletes it', async () => {
       const target = await startReceiver();
       try {
-        const panel = page.getByRole('region', { name: 'Webhook endpoints' });
+        const panel = ui.page.getByRole('region', { name: 'Webhook endpoints' });
         await panel.getByText('No endpoints yet.').waitFor();
         await panel.getByLabel('Endpoint URL (https://, amqp(s):// or nats://)').fill(target.url);
         await panel.getByLabel('Endpoint description (optional)').fill('browser endpoint');
@@ -69,23 +52,26 @@ if (chromiumAvailable) {
         assert.equal(await events.getByRole('checkbox', { name: 'Message', exact: true }).isChecked(), true);
         await events.getByRole('checkbox', { name: 'ReadReceipt', exact: true }).check();
         await panel.getByRole('button', { name: 'Add endpoint' }).click();
-        await notice('Endpoint added');
+        await ui.notice('Endpoint added');
         const shown = panel.getByLabel(/^Signing secret of .*: shown only this once, store it now$/);
         const secret = await shown.inputValue();
         assert.match(secret, /^whsec_[A-Za-z0-9+/]+=*$/);
         await panel.getByRole('button', { name: 'Copy secret' }).click();
-        await notice('Copied to the clipboard');
-        assert.equal(await page.evaluate(() => (globalThis as any).navigator.clipboard.readText()), secret);
+        await ui.notice('Copied to the clipboard');
+        assert.equal(
+          await ui.page.evaluate(() => (globalThis as any).navigator.clipboard.readText()),
+          secret,
+        );
         const row = panel.locator('tr[data-endpoint]', { hasText: target.url });
         await row.getByRole('cell', { name: 'Message, ReadReceipt' }).waitFor();
         await row.getByRole('cell', { name: 'browser endpoint' }).waitFor();
         await row.getByRole('cell', { name: 'Enabled', exact: true }).waitFor();
-        await screenshots(page, 'endpoints', 'section[aria-labelledby="section-webhook-endpoints"]');
+        await screenshots(ui.page, 'endpoints', 'section[aria-labelledby="section-webhook-endpoints"]');
 
         // The endpoint receives the inbound message, signed with its own secret (Standard Webhooks).
-        await page.getByLabel('From phone').fill('5511988887777');
-        await page.getByLabel('Message text').fill('hello, endpoint');
-        await page.getByRole('button', { name: 'Send inbound message' }).click();
+        await ui.page.getByLabel('From phone').fill('5511988887777');
+        await ui.page.getByLabel('Message text').fill('hello, endpoint');
+        await ui.page.getByRole('button', { name: 'Send inbound message' }).click();
         const [first] = await target.waitForCount(1, 10_000);
         assert.ok(first);
         const eventId = String(first.headers['webhook-id']);
@@ -100,7 +86,7 @@ if (chromiumAvailable) {
         const delivery = panel.locator(`tr[data-endpoint-delivery="${eventId}"]`);
         await delivery.locator('td', { hasText: 'delivered' }).waitFor();
         await delivery.getByRole('button', { name: /Redeliver/ }).click();
-        await notice(/^Event \d+ queued for redelivery$/);
+        await ui.notice(/^Event \d+ queued for redelivery$/);
         await target.waitFor(
           (requests) => requests.filter((r) => r.headers['webhook-id'] === eventId).length === 2,
           10_000,
@@ -110,10 +96,10 @@ if (chromiumAvailable) {
         // Shown once: gone after Done, and never in the page again.
         await panel.getByRole('button', { name: 'Done' }).click();
         await shown.waitFor({ state: 'detached' });
-        await page.reload();
+        await ui.page.reload();
         await row.getByRole('cell', { name: 'Enabled', exact: true }).waitFor();
         assert.equal(await panel.getByLabel(/shown only this once/).count(), 0);
-        const onPage = await page.evaluate(() => {
+        const onPage = await ui.page.evaluate(() => {
           const document = (globalThis as any).document;
           const values = [...document.querySelectorAll('input')].map(
             (input: { value: string }) => input.value,
@@ -123,7 +109,7 @@ if (chromiumAvailable) {
         assert.ok(!onPage.includes(secret), 'the secret is not shown again');
 
         await row.getByRole('button', { name: 'Disable' }).click();
-        await notice(`Endpoint ${target.url} disabled`);
+        await ui.notice(`Endpoint ${target.url} disabled`);
         await row.getByRole('cell', { name: 'Disabled', exact: true }).waitFor();
         const [stored] = await t.testStore.store.db
           .selectFrom('webhook_endpoints')
@@ -134,10 +120,10 @@ if (chromiumAvailable) {
 
         // Deleting asks first in a dialog, as every action that cannot be undone does.
         await row.getByRole('button', { name: `Delete endpoint ${target.url}` }).click();
-        const deletion = page.getByRole('dialog', { name: `Delete the endpoint ${target.url}?` });
+        const deletion = ui.page.getByRole('dialog', { name: `Delete the endpoint ${target.url}?` });
         await deletion.getByText(/queued deliveries are deleted with it/).waitFor();
         await deletion.getByRole('button', { name: 'Delete endpoint' }).click();
-        await notice(`Endpoint ${target.url} deleted`);
+        await ui.notice(`Endpoint ${target.url} deleted`);
         await row.waitFor({ state: 'detached' });
         await panel.getByText('No endpoints yet.').waitFor();
         const left = await t.testStore.store.db

@@ -1,13 +1,10 @@
 import assert from 'node:assert/strict';
-import { after, afterEach, before, describe, it } from 'node:test';
-import type { Browser, Page } from 'playwright-core';
-import type { TestApp } from '../support/app.ts';
+import { describe, it } from 'node:test';
+import type { Page } from 'playwright-core';
 import { axeViolations, CHECK_WIDTHS, overflowOf, watchConsole } from './browser-checks.ts';
 import {
   chromiumAvailable,
-  dashboardPage,
-  ensureBundle,
-  launchChromium,
+  chromiumSuite,
   listeningApp,
   screenshot,
   submitSignIn,
@@ -32,13 +29,14 @@ const PAGES = (instanceId: string): [string, string][] => [
 
 if (chromiumAvailable) {
   describe('dashboard layout in Chromium', () => {
-    let t: TestApp;
-    let url: string;
-    let browser: Browser;
-    let page: Page;
     let owner: string;
     let instanceId = '';
-    let consoleErrors: { take(): string[] };
+    const ui = chromiumSuite(async (defer) => {
+      const { t, url } = await listeningApp();
+      defer(() => t.close());
+      owner = await createUser(t, 'owner', 'owner@example.com');
+      return { url };
+    });
 
     /** Signs `email` in on `on` (the sign-in page is shown). */
     const signIn = async (on: Page, email: string) => {
@@ -46,50 +44,34 @@ if (chromiumAvailable) {
       await on.getByRole('heading', { name: 'Instances' }).waitFor();
     };
 
-    before(async () => {
-      await ensureBundle();
-      ({ t, url } = await listeningApp());
-      owner = await createUser(t, 'owner', 'owner@example.com');
-      browser = await launchChromium();
-      ({ page, consoleErrors } = await dashboardPage(browser, url));
-    });
-    // Any script error or console error fails the test during which it happened.
-    afterEach(() => {
-      assert.deepEqual(consoleErrors.take(), [], 'no console error and no page error');
-    });
-    after(async () => {
-      await browser?.close();
-      await t?.close();
-    });
-
     it('fits the sign-in page into every width, with no serious or critical axe-core violation', async () => {
-      await page.goto('/dashboard/');
-      await page.getByRole('heading', { name: 'Sign in to parley' }).waitFor();
+      await ui.page.goto('/dashboard/');
+      await ui.page.getByRole('heading', { name: 'Sign in to parley' }).waitFor();
       const found: string[] = [];
       for (const width of CHECK_WIDTHS) {
-        await page.setViewportSize({ width, height: 860 });
-        found.push(...(await overflowOf(page, `${width} px sign-in`)));
-        found.push(...(await axeViolations(page, `${width} px sign-in`)));
+        await ui.page.setViewportSize({ width, height: 860 });
+        found.push(...(await overflowOf(ui.page, `${width} px sign-in`)));
+        found.push(...(await axeViolations(ui.page, `${width} px sign-in`)));
       }
-      await page.setViewportSize({ width: 1200, height: 860 });
+      await ui.page.setViewportSize({ width: 1200, height: 860 });
       assert.deepEqual(found, []);
     });
 
     it('links a test instance and receives a message, so every page has content', async () => {
-      await signIn(page, owner);
-      await page.getByLabel('Name').fill('layout-test');
-      await page.getByRole('button', { name: 'Create instance' }).click();
-      await page.getByRole('link', { name: 'layout-test' }).click();
-      await page.getByRole('heading', { name: /layout-test/ }).waitFor();
-      instanceId = new URL(page.url()).hash.split('/')[2] ?? '';
-      await page.getByRole('button', { name: 'Connect', exact: true }).click();
-      await page.getByRole('img', { name: /QR code/ }).waitFor();
-      await page.getByRole('button', { name: 'Scan the QR code' }).click();
-      await page.locator('#instance-status', { hasText: /^Logged in$/ }).waitFor();
-      await page.getByLabel('From phone').fill('5511988887777');
-      await page.getByLabel('Message text').fill('hello from the layout test');
-      await page.getByRole('button', { name: 'Send inbound message' }).click();
-      await page.locator('section[aria-labelledby="section-webhook"] tr[data-delivery]').first().waitFor();
+      await signIn(ui.page, owner);
+      await ui.page.getByLabel('Name').fill('layout-test');
+      await ui.page.getByRole('button', { name: 'Create instance' }).click();
+      await ui.page.getByRole('link', { name: 'layout-test' }).click();
+      await ui.page.getByRole('heading', { name: /layout-test/ }).waitFor();
+      instanceId = new URL(ui.page.url()).hash.split('/')[2] ?? '';
+      await ui.page.getByRole('button', { name: 'Connect', exact: true }).click();
+      await ui.page.getByRole('img', { name: /QR code/ }).waitFor();
+      await ui.page.getByRole('button', { name: 'Scan the QR code' }).click();
+      await ui.page.locator('#instance-status', { hasText: /^Logged in$/ }).waitFor();
+      await ui.page.getByLabel('From phone').fill('5511988887777');
+      await ui.page.getByLabel('Message text').fill('hello from the layout test');
+      await ui.page.getByRole('button', { name: 'Send inbound message' }).click();
+      await ui.page.locator('section[aria-labelledby="section-webhook"] tr[data-delivery]').first().waitFor();
       assert.match(instanceId, /^[0-9a-f-]{36}$/);
     });
 
@@ -97,36 +79,39 @@ if (chromiumAvailable) {
       const found: string[] = [];
       try {
         for (const width of CHECK_WIDTHS) {
-          await page.setViewportSize({ width, height: 860 });
+          await ui.page.setViewportSize({ width, height: 860 });
           for (const [hash, heading] of PAGES(instanceId)) {
-            await page.goto(`/dashboard/${hash}`);
-            await page.getByRole('heading', { name: heading, exact: false }).first().waitFor();
-            found.push(...(await overflowOf(page, `${width} px ${hash}`)));
-            found.push(...(await axeViolations(page, `${width} px ${hash}`)));
+            await ui.page.goto(`/dashboard/${hash}`);
+            await ui.page.getByRole('heading', { name: heading, exact: false }).first().waitFor();
+            found.push(...(await overflowOf(ui.page, `${width} px ${hash}`)));
+            found.push(...(await axeViolations(ui.page, `${width} px ${hash}`)));
           }
         }
         // The dark scheme (Pico follows the system's) passes too.
-        await page.setViewportSize({ width: 1440, height: 900 });
-        await page.emulateMedia({ colorScheme: 'dark' });
+        await ui.page.setViewportSize({ width: 1440, height: 900 });
+        await ui.page.emulateMedia({ colorScheme: 'dark' });
         for (const [hash, heading] of PAGES(instanceId)) {
-          await page.goto(`/dashboard/${hash}`);
-          await page.getByRole('heading', { name: heading, exact: false }).first().waitFor();
-          found.push(...(await axeViolations(page, `dark ${hash}`)));
+          await ui.page.goto(`/dashboard/${hash}`);
+          await ui.page.getByRole('heading', { name: heading, exact: false }).first().waitFor();
+          found.push(...(await axeViolations(ui.page, `dark ${hash}`)));
         }
-        await page.goto(`/dashboard/#/instances/${instanceId}`);
-        await page.locator('section[aria-labelledby="section-webhook"] tr[data-delivery]').first().waitFor();
-        await page.mouse.move(1, 1);
-        await screenshot(page, 'dark');
+        await ui.page.goto(`/dashboard/#/instances/${instanceId}`);
+        await ui.page
+          .locator('section[aria-labelledby="section-webhook"] tr[data-delivery]')
+          .first()
+          .waitFor();
+        await ui.page.mouse.move(1, 1);
+        await screenshot(ui.page, 'dark');
       } finally {
-        await page.emulateMedia({ colorScheme: 'light' });
-        await page.setViewportSize({ width: 1200, height: 860 });
+        await ui.page.emulateMedia({ colorScheme: 'light' });
+        await ui.page.setViewportSize({ width: 1200, height: 860 });
       }
       assert.deepEqual(found, []);
     });
 
     it('writes times in the browser’s time zone and language, naming the zone, with UTC in the title', async () => {
-      const elsewhere = await browser.newContext({
-        baseURL: url,
+      const elsewhere = await ui.browser.newContext({
+        baseURL: ui.url,
         timezoneId: 'America/Sao_Paulo',
         locale: 'pt-BR',
       });

@@ -2,12 +2,14 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { after, afterEach, before } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import sharp from 'sharp';
 import { DASHBOARD_DIST } from '../../src/http/routes/dashboard/static.ts';
 import { createTestApp, type ManualClock, type TestApp, type TestAppOptions } from '../support/app.ts';
 import { TEST_CA } from '../support/https-receiver.ts';
 import { watchConsole } from './browser-checks.ts';
+import { PASSWORD } from './support.ts';
 
 /** Debian's Chromium (installed by .ci/run); never a downloaded browser. */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -48,6 +50,79 @@ export async function dashboardPage(
   const page = await context.newPage();
   page.setDefaultTimeout(15_000);
   return { page, consoleErrors: watchConsole(page) };
+}
+
+/** What a browser suite's `start` hands to {@link chromiumSuite}. */
+export interface SuiteTarget {
+  /** The dashboard server's base URL (`http://127.0.0.1:<port>`); the page's relative URLs resolve against it. */
+  url: string;
+  /** An e-mail to sign in as (with support.ts `PASSWORD`) before the first test; omitted, the page stays blank. */
+  signInAs?: string;
+}
+
+/** The browser and page a {@link chromiumSuite} opened, readable from its first test on. */
+export interface ChromiumSuite {
+  readonly browser: Browser;
+  readonly page: Page;
+  /** {@link SuiteTarget.url}. */
+  readonly url: string;
+  /** Waits for a notice (the dashboard's toast) whose text has `text`. */
+  notice(text: string | RegExp): Promise<void>;
+  /** Fills and submits the sign-in form the page shows ({@link submitSignIn}). */
+  signIn(email: string, password: string): Promise<void>;
+}
+
+/**
+ * Registers, in the calling `describe`, the hooks every dashboard suite in Chromium shares. Before the first test:
+ * builds the bundle when missing, runs `start` (which starts the app and whatever else the suite needs, handing each
+ * closer to `defer`), launches Chromium, opens a {@link dashboardPage} (`clipboard` grants the clipboard; `timeoutMs`,
+ * 15,000 by default, is its wait limit) and, when `start` names a user, signs in on /dashboard/ and waits for the
+ * Instances page. After each test: fails it when the page logged a script or console error during it. After the
+ * last: closes the browser, then what `defer` was given, last first, even when `start` stopped half-way.
+ * @throws Error when `browser`, `page` or `url` is read before the suite has started.
+ */
+export function chromiumSuite(
+  start: (defer: (close: () => Promise<void>) => void) => Promise<SuiteTarget>,
+  options: { clipboard?: boolean; timeoutMs?: number } = {},
+): ChromiumSuite {
+  const closers: (() => Promise<void>)[] = [];
+  let opened: { browser: Browser; page: Page; url: string; consoleErrors: { take(): string[] } } | undefined;
+  const ready = () => {
+    if (opened === undefined) throw new Error('the browser suite has not started');
+    return opened;
+  };
+  before(async () => {
+    await ensureBundle();
+    const target = await start((close) => closers.push(close));
+    const browser = await launchChromium();
+    closers.push(() => browser.close());
+    const { page, consoleErrors } = await dashboardPage(browser, target.url, options);
+    if (options.timeoutMs !== undefined) page.setDefaultTimeout(options.timeoutMs);
+    opened = { browser, page, url: target.url, consoleErrors };
+    if (target.signInAs === undefined) return;
+    await page.goto('/dashboard/');
+    await submitSignIn(page, target.signInAs, PASSWORD);
+    await page.getByRole('heading', { name: 'Instances' }).waitFor();
+  });
+  afterEach(() => {
+    if (opened) assert.deepEqual(opened.consoleErrors.take(), [], 'no console error and no page error');
+  });
+  after(async () => {
+    for (const close of closers.reverse()) await close();
+  });
+  return {
+    get browser() {
+      return ready().browser;
+    },
+    get page() {
+      return ready().page;
+    },
+    get url() {
+      return ready().url;
+    },
+    notice: (text) => ready().page.locator('.notice', { hasText: text }).first().waitFor(),
+    signIn: (email, password) => submitSignIn(ready().page, email, password),
+  };
 }
 
 /**

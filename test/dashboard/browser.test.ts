@@ -1,19 +1,15 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
-import { after, afterEach, before, describe, it } from 'node:test';
-import type { Browser, Page } from 'playwright-core';
+import { describe, it } from 'node:test';
 import type { TestApp } from '../support/app.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
 import { HMAC_KEY } from '../webhooks/support.ts';
 import {
   chromiumAvailable,
-  dashboardPage,
-  ensureBundle,
-  launchChromium,
+  chromiumSuite,
   listeningApp,
   type RealClock,
   screenshots,
-  submitSignIn,
 } from './browser-support.ts';
 import { createUser, PASSWORD } from './support.ts';
 
@@ -27,103 +23,90 @@ import { createUser, PASSWORD } from './support.ts';
 if (chromiumAvailable) {
   describe('dashboard in Chromium', () => {
     let t: TestApp;
-    let url: string;
     let clock: RealClock;
     let receiver: Receiver;
-    let browser: Browser;
-    let page: Page;
     let owner: string;
     let instanceId = '';
-    let consoleErrors: { take(): string[] };
-
-    before(async () => {
-      await ensureBundle();
-      ({ t, url, clock } = await listeningApp());
-      receiver = await startReceiver();
-      owner = await createUser(t, 'owner', 'owner@example.com');
-      browser = await launchChromium();
-      ({ page, consoleErrors } = await dashboardPage(browser, url, { clipboard: true }));
-    });
-    // Any script error or console error fails the test during which it happened.
-    afterEach(() => {
-      assert.deepEqual(consoleErrors.take(), [], 'no console error and no page error');
-    });
-    after(async () => {
-      await browser?.close();
-      await receiver?.close();
-      await t?.close();
-    });
-
-    const signIn = (email: string, password: string) => submitSignIn(page, email, password);
-    const notice = (text: string | RegExp) => page.locator('.notice', { hasText: text }).first().waitFor();
+    const ui = chromiumSuite(
+      async (defer) => {
+        let url: string;
+        ({ t, url, clock } = await listeningApp());
+        defer(() => t.close());
+        receiver = await startReceiver();
+        defer(() => receiver.close());
+        owner = await createUser(t, 'owner', 'owner@example.com');
+        return { url };
+      },
+      { clipboard: true },
+    );
 
     it('refuses a wrong password, then rate-limits the account', async (test) => {
       await createUser(t, 'member', 'locked@example.com');
-      await page.goto('/');
-      assert.equal(new URL(page.url()).pathname, '/dashboard/', '/ redirects to the dashboard');
-      await page.getByRole('heading', { name: 'Sign in to parley' }).waitFor();
-      await screenshots(page, 'sign-in');
+      await ui.page.goto('/');
+      assert.equal(new URL(ui.page.url()).pathname, '/dashboard/', '/ redirects to the dashboard');
+      await ui.page.getByRole('heading', { name: 'Sign in to parley' }).waitFor();
+      await screenshots(ui.page, 'sign-in');
       // Three checks back to back are free; the fourth closes the account's gate for 1 s of the app's clock,
       // which this test holds still (SIGN_IN_LIMITS, docs/decisions/0015-edge-hardening.md): a browser slower
       // than 1 s between two attempts would otherwise find the gate open again.
       clock.set(Date.now());
       test.after(() => clock.release());
       for (let i = 0; i < 4; i += 1) {
-        await signIn('locked@example.com', `wrong password ${i}`);
-        await page.getByRole('alert').filter({ hasText: 'invalid email or password' }).waitFor();
-        await page.evaluate(() => (globalThis as any).document.querySelector('[role=alert]')?.remove());
+        await ui.signIn('locked@example.com', `wrong password ${i}`);
+        await ui.page.getByRole('alert').filter({ hasText: 'invalid email or password' }).waitFor();
+        await ui.page.evaluate(() => (globalThis as any).document.querySelector('[role=alert]')?.remove());
       }
-      await signIn('locked@example.com', PASSWORD);
-      await page
+      await ui.signIn('locked@example.com', PASSWORD);
+      await ui.page
         .getByRole('alert')
         .filter({ hasText: /too many sign-in attempts: try again later \(retry in \d+ s\)/ })
         .waitFor();
     });
 
     it('signs in with the keyboard alone, with a visible focus ring, and creates a test instance', async () => {
-      await page.reload();
-      await page.getByRole('heading', { name: 'Sign in to parley' }).waitFor();
-      await page.keyboard.press('Tab');
-      assert.equal(await page.evaluate(() => (globalThis as any).document.activeElement.id), 'email');
-      const ring = await page.evaluate(() => {
+      await ui.page.reload();
+      await ui.page.getByRole('heading', { name: 'Sign in to parley' }).waitFor();
+      await ui.page.keyboard.press('Tab');
+      assert.equal(await ui.page.evaluate(() => (globalThis as any).document.activeElement.id), 'email');
+      const ring = await ui.page.evaluate(() => {
         const g = globalThis as any;
         const style = g.getComputedStyle(g.document.activeElement);
         return `${style.outlineStyle} ${style.outlineWidth}`;
       });
       assert.equal(ring, 'solid 3px', 'the focused field shows its focus ring');
-      await page.keyboard.type(owner);
-      await page.keyboard.press('Tab');
-      await page.keyboard.type(PASSWORD);
-      await page.keyboard.press('Enter');
-      await page.getByRole('heading', { name: 'Instances' }).waitFor();
-      await page.getByLabel('Name').fill('browser-test');
-      await page.getByLabel('Environment').selectOption('test');
-      await page.getByRole('button', { name: 'Create instance' }).click();
-      await notice('Instance browser-test created');
-      await page.getByRole('link', { name: 'browser-test' }).waitFor();
+      await ui.page.keyboard.type(owner);
+      await ui.page.keyboard.press('Tab');
+      await ui.page.keyboard.type(PASSWORD);
+      await ui.page.keyboard.press('Enter');
+      await ui.page.getByRole('heading', { name: 'Instances' }).waitFor();
+      await ui.page.getByLabel('Name').fill('browser-test');
+      await ui.page.getByLabel('Environment').selectOption('test');
+      await ui.page.getByRole('button', { name: 'Create instance' }).click();
+      await ui.notice('Instance browser-test created');
+      await ui.page.getByRole('link', { name: 'browser-test' }).waitFor();
     });
 
     it('connects, shows the QR, and turns logged in after a sandbox scan without reloading', async () => {
-      await page.getByRole('link', { name: 'browser-test' }).click();
-      await page.getByRole('heading', { name: /browser-test/ }).waitFor();
-      instanceId = new URL(page.url()).hash.split('/')[2] ?? '';
+      await ui.page.getByRole('link', { name: 'browser-test' }).click();
+      await ui.page.getByRole('heading', { name: /browser-test/ }).waitFor();
+      instanceId = new URL(ui.page.url()).hash.split('/')[2] ?? '';
       assert.match(instanceId, /^[0-9a-f-]{36}$/);
-      await page.evaluate(() => {
+      await ui.page.evaluate(() => {
         (globalThis as any).marker = 'same page';
       });
-      await page.getByRole('button', { name: 'Connect', exact: true }).click();
-      const qr = page.getByRole('img', { name: /QR code/ });
+      await ui.page.getByRole('button', { name: 'Connect', exact: true }).click();
+      const qr = ui.page.getByRole('img', { name: /QR code/ });
       await qr.waitFor();
       const code = await qr.getAttribute('data-code');
       assert.match(code ?? '', /^2@/);
       assert.match((await qr.getAttribute('src')) ?? '', /^data:image\/png;base64,/);
-      await page.locator('#instance-status', { hasText: 'Waiting for QR scan' }).waitFor();
-      await screenshots(page, 'qr', 'section[aria-labelledby="section-session"]');
-      await page.getByLabel('Phone that scans (optional)').fill('5511999990042');
-      await page.getByRole('button', { name: 'Scan the QR code' }).click();
-      await page.locator('#instance-status', { hasText: /^Logged in$/ }).waitFor();
+      await ui.page.locator('#instance-status', { hasText: 'Waiting for QR scan' }).waitFor();
+      await screenshots(ui.page, 'qr', 'section[aria-labelledby="section-session"]');
+      await ui.page.getByLabel('Phone that scans (optional)').fill('5511999990042');
+      await ui.page.getByRole('button', { name: 'Scan the QR code' }).click();
+      await ui.page.locator('#instance-status', { hasText: /^Logged in$/ }).waitFor();
       await qr.waitFor({ state: 'detached' });
-      assert.equal(await page.evaluate(() => (globalThis as any).marker), 'same page');
+      assert.equal(await ui.page.evaluate(() => (globalThis as any).marker), 'same page');
       const row = await t.testStore.store.db
         .selectFrom('instances')
         .select('phone')
@@ -133,21 +116,21 @@ if (chromiumAvailable) {
     });
 
     it('configures a webhook to a local HTTPS receiver, sends a test event, logs and redelivers an inbound message', async () => {
-      await page.getByLabel('Webhook URL (HTTPS)').fill(receiver.url);
-      await page.getByRole('button', { name: 'Save URL' }).click();
-      await notice('Webhook URL saved');
-      await page.getByRole('button', { name: 'Send test event' }).click();
-      await notice('Test event delivered: receiver answered 200');
+      await ui.page.getByLabel('Webhook URL (HTTPS)').fill(receiver.url);
+      await ui.page.getByRole('button', { name: 'Save URL' }).click();
+      await ui.notice('Webhook URL saved');
+      await ui.page.getByRole('button', { name: 'Send test event' }).click();
+      await ui.notice('Test event delivered: receiver answered 200');
       const [test] = await receiver.waitForCount(1, 10_000);
       assert.equal(JSON.parse(test?.body.toString() ?? '{}').type, 'Test');
       assert.equal(test?.headers['x-hmac-signature'], undefined, 'no HMAC key yet: unsigned');
 
-      await page.getByLabel(/HMAC signing key/).fill(HMAC_KEY);
-      await page.getByRole('button', { name: 'Set HMAC key' }).click();
-      await notice('HMAC key set: deliveries are signed');
-      await page.getByText(/a key is set/).waitFor();
-      await page.getByRole('button', { name: 'Send test event' }).click();
-      await notice('Test event delivered: receiver answered 200');
+      await ui.page.getByLabel(/HMAC signing key/).fill(HMAC_KEY);
+      await ui.page.getByRole('button', { name: 'Set HMAC key' }).click();
+      await ui.notice('HMAC key set: deliveries are signed');
+      await ui.page.getByText(/a key is set/).waitFor();
+      await ui.page.getByRole('button', { name: 'Send test event' }).click();
+      await ui.notice('Test event delivered: receiver answered 200');
       const [, signed] = await receiver.waitForCount(2, 10_000);
       assert.equal(
         signed?.headers['x-hmac-signature'],
@@ -156,10 +139,10 @@ if (chromiumAvailable) {
           .digest('hex'),
       );
 
-      await page.getByLabel('From phone').fill('5511988887777');
-      await page.getByLabel('Message text').fill('hello from the browser test');
-      await page.getByRole('button', { name: 'Send inbound message' }).click();
-      await notice(/Message [0-9A-F]{32} received/);
+      await ui.page.getByLabel('From phone').fill('5511988887777');
+      await ui.page.getByLabel('Message text').fill('hello from the browser test');
+      await ui.page.getByRole('button', { name: 'Send inbound message' }).click();
+      await ui.notice(/Message [0-9A-F]{32} received/);
       const received = await receiver.waitFor(
         (requests) => requests.some((r) => JSON.parse(r.body.toString()).type === 'Message'),
         10_000,
@@ -167,13 +150,13 @@ if (chromiumAvailable) {
       const message = received.find((r) => JSON.parse(r.body.toString()).type === 'Message');
       const eventId = message?.headers['webhook-id'];
       assert.ok(typeof eventId === 'string');
-      const row = page.locator(`tr[data-delivery="${eventId}"]`);
+      const row = ui.page.locator(`tr[data-delivery="${eventId}"]`);
       await row.locator('td', { hasText: 'delivered' }).waitFor();
       await row.getByText(/^Attempt 1: HTTP 200 · \d+ ms$/).waitFor();
-      await screenshots(page, 'webhook', 'section[aria-labelledby="section-webhook"]');
+      await screenshots(ui.page, 'webhook', 'section[aria-labelledby="section-webhook"]');
 
       await row.getByRole('button', { name: /Redeliver/ }).click();
-      await notice(/^Event \d+ queued for redelivery$/);
+      await ui.notice(/^Event \d+ queued for redelivery$/);
       await receiver.waitFor(
         (requests) => requests.filter((r) => r.headers['webhook-id'] === eventId).length === 2,
         10_000,
@@ -181,21 +164,21 @@ if (chromiumAvailable) {
       await row.getByText(/^Attempt 2: HTTP 200 · \d+ ms$/).waitFor();
       await row.getByText('Delivered on attempt 2').waitFor();
 
-      await page.getByLabel('Typing phone').fill('5511988887777');
-      await page.getByLabel('Presence', { exact: true }).selectOption('composing');
-      await page.getByRole('button', { name: 'Send presence' }).click();
-      await notice('Presence composing sent');
+      await ui.page.getByLabel('Typing phone').fill('5511988887777');
+      await ui.page.getByLabel('Presence', { exact: true }).selectOption('composing');
+      await ui.page.getByRole('button', { name: 'Send presence' }).click();
+      await ui.notice('Presence composing sent');
       await receiver.waitFor(
         (requests) => requests.some((r) => JSON.parse(r.body.toString()).type === 'ChatPresence'),
         10_000,
       );
-      await page
+      await ui.page
         .locator('tr[data-delivery]', { hasText: 'ChatPresence' })
         .locator('td', { hasText: 'delivered' })
         .waitFor();
 
       // The log filters by type and redelivers what is ticked, in bulk.
-      const section = page.locator('section[aria-labelledby="section-webhook"]');
+      const section = ui.page.locator('section[aria-labelledby="section-webhook"]');
       await section.getByLabel('Event type').selectOption('Message');
       await section.locator('tr[data-delivery]', { hasText: 'ChatPresence' }).waitFor({ state: 'detached' });
       const messageRows = section.locator('tr[data-delivery]');
@@ -207,11 +190,11 @@ if (chromiumAvailable) {
       const rows = await section.locator('tr[data-delivery]').count();
       await section.getByRole('checkbox', { name: 'Select every event on this page' }).check();
       await section.getByRole('button', { name: `Redeliver selected (${rows})` }).click();
-      await notice(`${rows} events queued for redelivery`);
+      await ui.notice(`${rows} events queued for redelivery`);
       await receiver.waitFor((requests) => requests.length === before + rows, 10_000);
 
       // Every event type the server lists can be ticked and saved, the two status events included.
-      const boxes = page.getByRole('group', { name: 'Events sent' }).getByRole('checkbox');
+      const boxes = ui.page.getByRole('group', { name: 'Events sent' }).getByRole('checkbox');
       assert.equal(await boxes.count(), 10);
       for (const type of [
         'MessageUpdate',
@@ -221,9 +204,9 @@ if (chromiumAvailable) {
         'SessionStatus',
         'MessageStatus',
       ])
-        await boxes.and(page.getByRole('checkbox', { name: type, exact: true })).check();
-      await page.getByRole('button', { name: 'Save subscription' }).click();
-      await notice('Subscription saved');
+        await boxes.and(ui.page.getByRole('checkbox', { name: type, exact: true })).check();
+      await ui.page.getByRole('button', { name: 'Save subscription' }).click();
+      await ui.notice('Subscription saved');
       const stored = await t.testStore.store.db
         .selectFrom('instances')
         .select('subscribe')
@@ -242,13 +225,13 @@ if (chromiumAvailable) {
         'MessageStatus',
       ]);
 
-      await page.getByRole('button', { name: 'Remove HMAC key' }).click();
-      await notice('HMAC key removed');
-      await page.getByText(/none set/).waitFor();
+      await ui.page.getByRole('button', { name: 'Remove HMAC key' }).click();
+      await ui.notice('HMAC key removed');
+      await ui.page.getByText(/none set/).waitFor();
     });
 
     it('shows the event log, filtered by type and read from a sequence (docs/decisions/0030-event-log.md)', async () => {
-      const log = page.getByRole('region', { name: 'Event log' });
+      const log = ui.page.getByRole('region', { name: 'Event log' });
       // The webhook test's inbound message and presence are in the log, with their sequence numbers.
       const stored = await t.testStore.store.db
         .selectFrom('webhook_events')
@@ -283,7 +266,7 @@ if (chromiumAvailable) {
     });
 
     it('opens a conversation, reads it and answers it; the reply shows with its state', async () => {
-      const panel = page.getByRole('region', { name: 'Conversations' });
+      const panel = ui.page.getByRole('region', { name: 'Conversations' });
       await panel
         .getByRole('navigation', { name: 'Chats' })
         .getByRole('button')
@@ -310,10 +293,10 @@ if (chromiumAvailable) {
         .where('content', 'like', '%Thanks, we are on our way%')
         .executeTakeFirstOrThrow();
       assert.deepEqual(row, { chat: '5511988887777@s.whatsapp.net', from_me: 1 });
-      await screenshots(page, 'conversations', 'section[aria-labelledby="section-conversations"]');
+      await screenshots(ui.page, 'conversations', 'section[aria-labelledby="section-conversations"]');
 
       // The instance's health charts count what just happened: drawn by uPlot, described in words.
-      const health = page.locator('section[aria-labelledby="section-health"]');
+      const health = ui.page.locator('section[aria-labelledby="section-health"]');
       const messages = health.getByRole('img', {
         name: /^Messages over the last 1 d: 1 sent, 1 received\.$/,
       });
@@ -322,11 +305,11 @@ if (chromiumAvailable) {
       await health
         .getByRole('img', { name: /^Session state over the last 1 d: browser-test connected\.$/ })
         .waitFor();
-      await screenshots(page, 'health', 'section[aria-labelledby="section-health"]');
+      await screenshots(ui.page, 'health', 'section[aria-labelledby="section-health"]');
     });
 
     it('changes the profile (name, about, picture) and blocks and unblocks a number (docs/decisions/0039-profile-privacy-blocklist.md)', async () => {
-      const profile = page.getByRole('region', { name: 'Profile', exact: true });
+      const profile = ui.page.getByRole('region', { name: 'Profile', exact: true });
       await profile.getByLabel('Name (up to 25 characters)').fill('Acme Store');
       await profile.getByLabel('About (up to 139 characters)').fill('Open 9-18');
       const png = Buffer.from(
@@ -342,7 +325,7 @@ if (chromiumAvailable) {
       await profile.locator('dd', { hasText: 'Acme Store' }).waitFor();
       await profile.locator('dd', { hasText: 'Open 9-18' }).waitFor();
 
-      const blocked = page.getByRole('region', { name: 'Blocked users' });
+      const blocked = ui.page.getByRole('region', { name: 'Blocked users' });
       await blocked.getByText('Nobody is blocked.').waitFor();
       await blocked.getByLabel(/Block a number/).fill('5511988887777');
       await blocked.getByRole('button', { name: 'Block', exact: true }).click();
@@ -350,12 +333,12 @@ if (chromiumAvailable) {
       await blocked.getByRole('button', { name: 'Unblock 5511988887777' }).click();
       await blocked.getByText('Unblocked 5511988887777').waitFor();
       await blocked.getByText('Nobody is blocked.').waitFor();
-      await screenshots(page, 'profile', 'section[aria-labelledby="section-profile"]');
-      await screenshots(page, 'sandbox', 'section[aria-labelledby="section-sandbox"]');
+      await screenshots(ui.page, 'profile', 'section[aria-labelledby="section-profile"]');
+      await screenshots(ui.page, 'sandbox', 'section[aria-labelledby="section-sandbox"]');
       // The event log test left its filter on a sequence with nothing after it: a reload shows the whole log.
-      await page.reload();
-      await page.locator('tr[data-event]').first().waitFor();
-      await screenshots(page, 'event-log', 'section[aria-labelledby="section-event-log"]');
+      await ui.page.reload();
+      await ui.page.locator('tr[data-event]').first().waitFor();
+      await screenshots(ui.page, 'event-log', 'section[aria-labelledby="section-event-log"]');
     });
   });
 }
