@@ -1,13 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { TestApp } from '../support/app.ts';
-import {
-  chromiumAvailable,
-  chromiumSuite,
-  linkedTestInstance,
-  listeningApp,
-  screenshots,
-} from './browser-support.ts';
+import { appWithLinkedInstance, chromiumAvailable, chromiumSuite, screenshots } from './browser-support.ts';
 import { createUser, PASSWORD } from './support.ts';
 
 /**
@@ -25,12 +19,10 @@ if (chromiumAvailable) {
     let apiKey = '';
     const ui = chromiumSuite(
       async (defer) => {
+        let owner: string;
         let url: string;
-        ({ t, url } = await listeningApp());
-        defer(() => t.close());
-        const owner = await createUser(t, 'owner', 'owner@example.com');
+        ({ t, url, owner, instanceId } = await appWithLinkedInstance(defer));
         viewer = await createUser(t, 'viewer', 'viewer@example.com');
-        instanceId = await linkedTestInstance(t, 'browser-test', '5511999990042');
         return { url, signInAs: owner };
       },
       { clipboard: true },

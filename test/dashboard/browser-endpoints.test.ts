@@ -3,14 +3,7 @@ import { before, describe, it } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import type { TestApp } from '../support/app.ts';
 import { startReceiver } from '../support/https-receiver.ts';
-import {
-  chromiumAvailable,
-  chromiumSuite,
-  linkedTestInstance,
-  listeningApp,
-  screenshots,
-} from './browser-support.ts';
-import { createUser } from './support.ts';
+import { appWithLinkedInstance, chromiumAvailable, chromiumSuite, screenshots } from './browser-support.ts';
 
 /**
  * An instance's webhook endpoints in the dashboard, in a real browser (Debian's Chromium through playwright-core),
@@ -25,11 +18,9 @@ if (chromiumAvailable) {
     let instanceId = '';
     const ui = chromiumSuite(
       async (defer) => {
+        let owner: string;
         let url: string;
-        ({ t, url } = await listeningApp());
-        defer(() => t.close());
-        const owner = await createUser(t, 'owner', 'owner@example.com');
-        instanceId = await linkedTestInstance(t, 'browser-test', '5511999990042');
+        ({ t, url, owner, instanceId } = await appWithLinkedInstance(defer));
         return { url, signInAs: owner };
       },
       { clipboard: true },

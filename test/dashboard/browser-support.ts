@@ -9,7 +9,7 @@ import { DASHBOARD_DIST } from '../../src/http/routes/dashboard/static.ts';
 import { createTestApp, type ManualClock, type TestApp, type TestAppOptions } from '../support/app.ts';
 import { TEST_CA } from '../support/https-receiver.ts';
 import { watchConsole } from './browser-checks.ts';
-import { PASSWORD } from './support.ts';
+import { createUser, PASSWORD } from './support.ts';
 
 /** Debian's Chromium (installed by .ci/run); never a downloaded browser. */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -202,6 +202,21 @@ export async function linkedTestInstance(t: TestApp, name: string, phone: string
     assert.equal(response.status, 200, `${path}: ${JSON.stringify(response.body)}`);
   }
   return instanceId;
+}
+
+/**
+ * The start of a suite that begins signed in with a linked instance: a {@link listeningApp} (closed after the suite
+ * through `defer`), its owner `owner@example.com` and the linked test instance `browser-test` of phone
+ * 5511999990042 ({@link linkedTestInstance}). → the app, its URL, the owner's e-mail and the instance's id.
+ */
+export async function appWithLinkedInstance(
+  defer: (close: () => Promise<void>) => void,
+): Promise<{ t: TestApp; url: string; owner: string; instanceId: string }> {
+  const { t, url } = await listeningApp();
+  defer(() => t.close());
+  const owner = await createUser(t, 'owner', 'owner@example.com');
+  const instanceId = await linkedTestInstance(t, 'browser-test', '5511999990042');
+  return { t, url, owner, instanceId };
 }
 
 /**
