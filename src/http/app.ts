@@ -117,17 +117,19 @@ export async function buildApp(services: HttpServices): Promise<FastifyInstance>
   // While closing, connections are let go of (src/http/closing.ts) and a request arriving gets 503 with
   // `Connection: close`.
   const closing = addClosingHooks(app);
-  app.addHook('onRequest', async (request, reply) => {
+  // The hooks here run on every request and never wait: callback style, no promise each (src/http/hook-style.ts).
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
     if (closing()) {
       reply.header('connection', 'close');
       throw new DomainError('not_ready', 'server is shutting down');
     }
+    done();
   });
   await app.register(edgePlugin, { publicUrl: services.config.publicUrl });
   // An absent body is an empty object: optional-only bodies pass, required fields are named
   // (docs/decisions/0001-envelope-and-error-codes.md).
-  app.addHook('preValidation', async (request) => {
+  app.addHook('preValidation', (request, _reply, done) => {
     if (request.body === undefined && request.method !== 'GET' && request.method !== 'HEAD')
       request.body = {};
     // U+0000 in a path parameter or the query (only as `%00` in a URL): refused like one in a body
@@ -136,12 +138,14 @@ export async function buildApp(services: HttpServices): Promise<FastifyInstance>
       const problem = textPartProblem(request.params) ?? textPartProblem(request.query);
       if (problem !== undefined) throw new DomainError('invalid', problem);
     }
+    done();
   });
-  app.addHook('onResponse', async (request: FastifyRequest, reply) => {
+  app.addHook('onResponse', (request: FastifyRequest, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched';
     const labels = { method: request.method, route, status: String(reply.statusCode) };
     services.metrics.httpRequests.inc(labels);
     services.metrics.httpDuration.observe(labels, reply.elapsedTime / 1000);
+    done();
   });
   await app.register(authPlugin);
   // Before the instance plugin: a key is claimed once, on the node that received the request, before any forwarding.

@@ -86,8 +86,10 @@ export async function registerWebSocket(app: FastifyInstance): Promise<void> {
     IncomingMessage,
     Record<string, string | number | string[] | undefined>
   >();
-  app.addHook('preHandler', async (request, reply) => {
+  // Every request passes it and never waits: callback style, no promise each (src/http/hook-style.ts).
+  app.addHook('preHandler', (request, reply, done) => {
     if (request.ws) upgradeHeaders.set(request.raw, reply.getHeaders());
+    done();
   });
   app.websocketServer.on('headers', (headers: string[], raw: IncomingMessage) => {
     for (const [name, value] of Object.entries(upgradeHeaders.get(raw) ?? {})) {

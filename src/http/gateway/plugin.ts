@@ -1,8 +1,10 @@
 import { pipeline, Transform } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import type { AuthContext } from '../../app/access.ts';
 import { errors } from '../../domain/errors.ts';
 import type { Instance } from '../../domain/instance.ts';
+import { callbackHook } from '../hook-style.ts';
 import { type GatewayRoute, gatewayRouteOf } from './paths.ts';
 import { invalidSignature, SIGNATURE_WINDOW_SECONDS, verifyGatewaySignature } from './signature.ts';
 
@@ -108,31 +110,22 @@ export const gatewayPlugin = fp(
     const { gateway: service } = app.services.app;
     app.decorateRequest('gateway', null);
 
-    app.addHook('onRequest', async (request) => {
-      const route = gatewayRouteOf(request.raw);
-      if (!route || !request.auth) return;
+    /** Checks a gateway request's headers and resolves its instance for `auth`. */
+    const admit = async (request: FastifyRequest, auth: AuthContext, route: GatewayRoute): Promise<void> => {
       const header = request.headers['x-instance-id'];
       if (header === undefined || header === '') throw errors.badRequest('x-instance-id is required');
       if (typeof header !== 'string' || !UUID.test(header.trim())) {
         throw errors.badRequest('x-instance-id must be an instance UUID');
       }
-      const { instance, hmacKey } = await service.instance(request.auth, header.trim());
+      const { instance, hmacKey } = await service.instance(auth, header.trim());
       // Unsigned requests are refused before their body is read; the signature itself is checked once it is.
       if (hmacKey !== null && (!request.headers['x-timestamp'] || !request.headers['x-signature'])) {
         throw invalidSignature();
       }
       request.gateway = { route, instance, hmacKey, rawBody: [] };
-    });
-
-    app.addHook('preParsing', async (request, _reply, payload) => {
-      const gateway = request.gateway;
-      if (!gateway?.hmacKey) return payload;
-      return teeBody(payload, gateway.rawBody, request.routeOptions.bodyLimit ?? Number.POSITIVE_INFINITY);
-    });
-
-    app.addHook('preValidation', async (request) => {
-      const gateway = request.gateway;
-      if (!gateway) return;
+    };
+    /** Verifies a gateway request's signature (when its instance has a key) and renames its text field. */
+    const verify = async (request: FastifyRequest, gateway: GatewayRequest): Promise<void> => {
       if (gateway.hmacKey !== null) {
         const verified = verifyGatewaySignature(
           gateway.hmacKey,
@@ -152,7 +145,28 @@ export const gatewayPlugin = fp(
         gateway.rawBody = [];
       }
       if (gateway.route.textBody && isRecord(request.body)) renameMessage(request, request.body);
+    };
+
+    // Every request passes these hooks and few are gateway requests: callback style (src/http/hook-style.ts).
+    app.addHook(
+      'onRequest',
+      callbackHook((request) => {
+        const route = gatewayRouteOf(request.raw);
+        return route && request.auth ? admit(request, request.auth, route) : undefined;
+      }),
+    );
+    app.addHook('preParsing', (request, _reply, payload, done) => {
+      const gateway = request.gateway;
+      if (!gateway?.hmacKey) done(null, payload);
+      else {
+        const limit = request.routeOptions.bodyLimit ?? Number.POSITIVE_INFINITY;
+        done(null, teeBody(payload, gateway.rawBody, limit));
+      }
     });
+    app.addHook(
+      'preValidation',
+      callbackHook((request) => (request.gateway ? verify(request, request.gateway) : undefined)),
+    );
   },
   { name: 'parley-gateway', dependencies: ['parley-auth', 'parley-services'] },
 );

@@ -4,6 +4,7 @@ import { type AuthContext, hasScope } from '../../app/access.ts';
 import { DomainError, errors } from '../../domain/errors.ts';
 import type { Scope } from '../../domain/scope.ts';
 import { policyHeader, rateLimitHeader, type WindowState } from '../../ratelimit/limiter.ts';
+import { callbackHook } from '../hook-style.ts';
 import { isForwarded } from './forward.ts';
 
 /** What a route declares in its `config` (checked by this plugin). */
@@ -42,12 +43,15 @@ export const authPlugin = fp(
     const { access } = app.services.app;
     app.decorateRequest('auth', null);
 
-    app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-      const config = request.routeOptions.config;
-      const scope = config?.scope;
-      if (scope === undefined || scope === 'public') return;
+    /** Authenticates a request to a route of `scope`, checks the scope and charges the key's limits. */
+    const admit = async (
+      request: FastifyRequest,
+      reply: FastifyReply,
+      scope: Scope,
+      testOnly: boolean,
+    ): Promise<void> => {
       const auth = await access.authenticate(request.headers.authorization);
-      if (config.testOnly && auth.env !== 'test') {
+      if (testOnly && auth.env !== 'test') {
         throw errors.notFound('sandbox helpers exist only for svc_test_ keys');
       }
       if (!hasScope(auth, scope)) throw errors.missingScope(scope);
@@ -65,7 +69,17 @@ export const authPlugin = fp(
           retryAfter: decision.retryAfter ?? 1,
         });
       }
-    });
+    };
+    // Public routes (health, metrics) pass it without waiting: callback style (src/http/hook-style.ts).
+    app.addHook(
+      'onRequest',
+      callbackHook((request, reply) => {
+        const config = request.routeOptions.config;
+        const scope = config?.scope;
+        if (scope === undefined || scope === 'public') return undefined;
+        return admit(request, reply, scope, config?.testOnly === true);
+      }),
+    );
   },
   { name: 'parley-auth', dependencies: ['parley-services'] },
 );

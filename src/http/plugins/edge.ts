@@ -3,6 +3,7 @@ import fp from 'fastify-plugin';
 import pino from 'pino';
 import { DomainError } from '../../domain/errors.ts';
 import { statusOf } from '../errors.ts';
+import { callbackHook } from '../hook-style.ts';
 import { redactUrl } from '../log-redaction.ts';
 import { errorBody } from './errors.ts';
 
@@ -46,16 +47,20 @@ function headerOf(reply: FastifyReply, name: string): unknown {
 export const edgePlugin = fp(
   async (app: FastifyInstance, options: { publicUrl: string }) => {
     const hsts = options.publicUrl.startsWith('https:');
-    app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-      const raw = request.raw;
-      if (writes(request.log, 'debug'))
-        request.log.debug({ method: request.method, url: logged(request.url) }, 'incoming request');
-      if (raw.httpVersion === '1.1' && raw.headers.host === undefined)
-        throw new DomainError('invalid', 'Host header is required');
-      if (Buffer.byteLength(raw.url ?? '') > MAX_URL_BYTES)
-        return reply.code(statusOf('uri_too_long')).send(errorBody(414, URI_TOO_LONG));
-    });
-    // The two hooks below run on every request and never wait: callback style, no promise each.
+    // The hooks here run on every request and never wait: callback style, no promise each (src/http/hook-style.ts).
+    app.addHook(
+      'onRequest',
+      callbackHook((request: FastifyRequest, reply: FastifyReply) => {
+        const raw = request.raw;
+        if (writes(request.log, 'debug'))
+          request.log.debug({ method: request.method, url: logged(request.url) }, 'incoming request');
+        if (raw.httpVersion === '1.1' && raw.headers.host === undefined)
+          throw new DomainError('invalid', 'Host header is required');
+        if (Buffer.byteLength(raw.url ?? '') > MAX_URL_BYTES)
+          return reply.code(statusOf('uri_too_long')).send(errorBody(414, URI_TOO_LONG));
+        return undefined;
+      }),
+    );
     app.addHook('onSend', (request, reply, payload, done) => {
       reply.header('x-content-type-options', 'nosniff');
       if (hsts) reply.header('strict-transport-security', HSTS);

@@ -1,7 +1,9 @@
 import { pipeline, Transform } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import type { AuthContext } from '../../app/access.ts';
 import { type IdempotencyClaim, parseIdempotencyKey, RequestFingerprint } from '../../app/idempotency.ts';
+import { callbackHook } from '../hook-style.ts';
 import { isForwarded } from './forward.ts';
 
 /** Request header naming the key (docs/api.md "Idempotency"). */
@@ -100,41 +102,19 @@ export const idempotencyPlugin = fp(
     const service = app.services.app.idempotency;
     app.decorateRequest('idempotency', null);
 
-    app.addHook('onRequest', async (request: FastifyRequest) => {
-      const header = request.headers[IDEMPOTENCY_KEY_HEADER];
-      if (header === undefined || request.method !== 'POST' || !request.auth) return;
-      if (!request.routeOptions.url?.startsWith('/v1/')) return;
-      if (isForwarded(request, cluster)) return;
-      const key = parseIdempotencyKey(header);
-      request.idempotency = {
-        key,
-        fingerprint: new RequestFingerprint(
-          request.method,
-          request.originalUrl,
-          instanceHeaderOf(request.headers['x-instance-id']),
-          request.auth.instanceIds,
-        ),
-        claim: undefined,
-      };
-    });
-
-    app.addHook('preParsing', async (request, _reply, payload) => {
-      const idempotent = request.idempotency;
-      if (!idempotent) return payload;
-      return fingerprintBody(payload, idempotent.fingerprint);
-    });
-
-    app.addHook('preHandler', async (request: FastifyRequest, reply: FastifyReply) => {
-      const idempotent = request.idempotency;
-      const auth = request.auth;
-      if (!idempotent || !auth) return;
+    /** Claims the key of `idempotent`, or replays its kept answer (→ the reply), or refuses. */
+    const claimOrReplay = async (
+      reply: FastifyReply,
+      idempotent: IdempotentRequest,
+      auth: AuthContext,
+    ): Promise<FastifyReply | undefined> => {
       const start = await service.begin(
         { orgId: auth.org.id, env: auth.env, key: idempotent.key },
         idempotent.fingerprint.digest(),
       );
       if (start.kind === 'run') {
         idempotent.claim = start.claim;
-        return;
+        return undefined;
       }
       const { answer } = start;
       reply.code(answer.status);
@@ -142,12 +122,14 @@ export const idempotencyPlugin = fp(
       for (const [name, value] of Object.entries(answer.headers)) reply.header(name, value);
       reply.header(REPLAYED_HEADER, 'true');
       return reply.send(answer.body);
-    });
-
-    app.addHook('onSend', async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
-      const claim = request.idempotency?.claim;
-      if (!claim || !request.idempotency) return payload;
-      request.idempotency.claim = undefined;
+    };
+    /** Keeps the answer `payload` under `claim` (or releases the key when it cannot be kept); never rejects. */
+    const keep = async (
+      request: FastifyRequest,
+      reply: FastifyReply,
+      payload: unknown,
+      claim: IdempotencyClaim,
+    ): Promise<void> => {
       const body = keptBody(payload);
       const type = reply.getHeader('content-type');
       try {
@@ -164,16 +146,70 @@ export const idempotencyPlugin = fp(
         // Releasing failed (the answer was not to be kept): the key ends at its lock, then a retry runs again.
         request.log.warn({ err: error }, 'releasing an idempotency key failed');
       }
-      return payload;
-    });
-
-    app.addHook('onResponse', async (request: FastifyRequest) => {
-      const claim = request.idempotency?.claim;
-      if (!claim || !request.idempotency) return;
-      request.idempotency.claim = undefined;
-      await service.release(claim).catch((error: unknown) => {
+    };
+    /** Releases `claim`; never rejects. */
+    const release = (request: FastifyRequest, claim: IdempotencyClaim): Promise<void> =>
+      service.release(claim).catch((error: unknown) => {
         request.log.warn({ err: error }, 'releasing an idempotency key failed');
       });
+
+    // Every request passes these hooks and few carry a key: callback style (src/http/hook-style.ts).
+    app.addHook('onRequest', (request, _reply, done) => {
+      const header = request.headers[IDEMPOTENCY_KEY_HEADER];
+      if (
+        header !== undefined &&
+        request.method === 'POST' &&
+        request.auth &&
+        request.routeOptions.url?.startsWith('/v1/') &&
+        !isForwarded(request, cluster)
+      ) {
+        const key = parseIdempotencyKey(header);
+        request.idempotency = {
+          key,
+          fingerprint: new RequestFingerprint(
+            request.method,
+            request.originalUrl,
+            instanceHeaderOf(request.headers['x-instance-id']),
+            request.auth.instanceIds,
+          ),
+          claim: undefined,
+        };
+      }
+      done();
+    });
+
+    app.addHook('preParsing', (request, _reply, payload, done) => {
+      const idempotent = request.idempotency;
+      done(null, idempotent ? fingerprintBody(payload, idempotent.fingerprint) : payload);
+    });
+
+    app.addHook(
+      'preHandler',
+      callbackHook((request, reply) => {
+        const idempotent = request.idempotency;
+        const auth = request.auth;
+        return idempotent && auth ? claimOrReplay(reply, idempotent, auth) : undefined;
+      }),
+    );
+
+    app.addHook('onSend', (request, reply, payload, done) => {
+      const claim = request.idempotency?.claim;
+      if (!claim || !request.idempotency) {
+        done(null, payload);
+        return;
+      }
+      request.idempotency.claim = undefined;
+      void keep(request, reply, payload, claim).then(() => done(null, payload));
+    });
+
+    app.addHook('onResponse', (request, _reply, done) => {
+      const claim = request.idempotency?.claim;
+      if (!claim || !request.idempotency) {
+        done();
+        return;
+      }
+      request.idempotency.claim = undefined;
+      void release(request, claim).then(() => done());
     });
   },
   { name: 'parley-idempotency', dependencies: ['parley-auth', 'parley-services'] },

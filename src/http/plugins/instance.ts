@@ -2,9 +2,13 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { DomainError } from '../../domain/errors.ts';
 import type { Instance } from '../../domain/instance.ts';
+import { callbackHook } from '../hook-style.ts';
 import { selectorOf } from '../instance-selector.ts';
 import { authOf } from './auth.ts';
 import { routeInstanceRequest } from './forward.ts';
+
+/** Where a route's instance selector comes from (see {@link RouteInstanceConfig.instance}). */
+export type InstanceWhere = 'query' | 'body' | 'path';
 
 /**
  * What a route declares in its `config` about the instance it addresses (docs/decisions/0002-instance-resolution.md).
@@ -15,7 +19,7 @@ export interface RouteInstanceConfig {
    * send: body `from` first, then as for `query`), or `path` (the path parameter `id`, an instance UUID only:
    * `/v1/instances/{id}`, docs/decisions/0029-instances-over-the-api.md). Omitted: the route addresses no instance.
    */
-  instance?: 'query' | 'body' | 'path';
+  instance?: InstanceWhere;
   /**
    * Served by whichever node received the request, never forwarded to the node holding the instance's session
    * (docs/decisions/0008-leases-and-fencing.md): for a route that only reads the shared store and whose answer cannot
@@ -76,9 +80,12 @@ export const instancePlugin = fp(
     const { instances } = app.services.app;
     app.decorateRequest('instance', null);
     app.decorateRequest('forwardId', null);
-    app.addHook('preHandler', async (request: FastifyRequest, reply: FastifyReply) => {
-      const where = request.routeOptions.config?.instance;
-      if (where === undefined) return;
+    /** Resolves the instance a request addresses `where`, and forwards the request to its owner if another node. */
+    const resolve = async (
+      request: FastifyRequest,
+      reply: FastifyReply,
+      where: InstanceWhere,
+    ): Promise<FastifyReply | undefined> => {
       if (request.gateway) {
         request.instance = request.gateway.instance;
       } else if (where === 'path') {
@@ -90,11 +97,20 @@ export const instancePlugin = fp(
       // Several nodes (docs/decisions/0008-leases-and-fencing.md): the node owning the instance's session answers;
       // routes never know. A gateway request, verified here, goes to the owner as its /v1 twin (its x-instance-id
       // names the instance there). A route declaring `anyNode` is served here.
-      if (request.routeOptions.config?.anyNode) return;
+      if (request.routeOptions.config?.anyNode) return undefined;
       const repeatable = request.routeOptions.config?.repeatable === true;
       if (cluster && (await routeInstanceRequest(cluster, request, reply, request.instance, { repeatable })))
         return reply;
-    });
+      return undefined;
+    };
+    // Routes without an instance pass it without waiting: callback style (src/http/hook-style.ts).
+    app.addHook(
+      'preHandler',
+      callbackHook((request, reply) => {
+        const where = request.routeOptions.config?.instance;
+        return where === undefined ? undefined : resolve(request, reply, where);
+      }),
+    );
   },
   { name: 'parley-instance', dependencies: ['parley-auth', 'parley-services'] },
 );
