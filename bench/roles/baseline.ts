@@ -6,6 +6,7 @@ import { Pool } from 'undici';
 import { webhookHeaders } from '../../src/webhooks/signing.ts';
 import { startProfiling, stopProfiling } from '../lib/inspector.ts';
 import type { Handlers } from '../lib/ipc.ts';
+import { startPromiseCount, stopPromiseCount } from '../lib/promise-count.ts';
 import { cpuMicros, sleep } from '../lib/stats.ts';
 
 /**
@@ -135,6 +136,15 @@ export const baselineHandlers: Handlers = {
   /** Stops it and writes the `.cpuprofile` to `file` (the `.heapprofile` beside it). */
   async profileStop(args: { file: string }) {
     return stopProfiling(args.file);
+  },
+  /** Starts counting the promises the process creates (bench/lib/promise-count.ts) (a profiled run only). */
+  async promisesStart() {
+    startPromiseCount();
+    return null;
+  },
+  /** Stops the count. → the promises created since `promisesStart`. */
+  async promisesStop() {
+    return stopPromiseCount();
   },
   async close() {
     await app?.close();

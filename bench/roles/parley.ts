@@ -14,6 +14,7 @@ import { openStore } from '../../src/store/database.ts';
 import { startProfiling, stopProfiling } from '../lib/inspector.ts';
 import type { Handlers } from '../lib/ipc.ts';
 import { createBenchOrg } from '../lib/org.ts';
+import { startPromiseCount, stopPromiseCount } from '../lib/promise-count.ts';
 import { cpuMicros, sleep } from '../lib/stats.ts';
 
 /**
@@ -193,6 +194,15 @@ export const parleyHandlers: Handlers = {
   /** Stops it and writes the `.cpuprofile` to `file` (the `.heapprofile` beside it). */
   async profileStop(args: { file: string }) {
     return stopProfiling(args.file);
+  },
+  /** Starts counting the promises the process creates (bench/lib/promise-count.ts) (a profiled window only, after the measured ones). */
+  async promisesStart() {
+    startPromiseCount();
+    return null;
+  },
+  /** Stops the count. → the promises created since `promisesStart`. */
+  async promisesStop() {
+    return stopPromiseCount();
   },
   async close() {
     const done = running;

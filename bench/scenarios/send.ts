@@ -23,7 +23,7 @@ export interface HttpSettings {
    * When set, a further run of the same length is CPU- and allocation-profiled inside the parley child (after the
    * measured one, so profiling does not slow the figures) and written to this `.cpuprofile` file (the `.heapprofile`
    * beside it); the send scenario profiles its baseline the same way, into the same name with `-baseline` added,
-   * and reports the bytes each allocated per request.
+   * and reports the bytes each allocated and the promises each created per request.
    */
   profileFile?: string;
   /** HMAC key of the webhook (receiver checks it). */
@@ -85,20 +85,35 @@ function baselineProfileFile(file: string): string {
   return file.replace(/(\.[^./]*)?$/, '-baseline$1');
 }
 
+/** What a profiled run measured per completed request. */
+interface ProfiledFigures {
+  /** Bytes allocated (V8's sampling heap profiler, collected objects included). */
+  allocatedBytes: number;
+  /** Promises created (bench/lib/promise-count.ts). */
+  promises: number;
+}
+
 /**
  * A load run of `options` on `child` under the CPU and allocation profiler, written to `file` (and the
- * `.heapprofile` beside it). → the bytes `child` allocated per completed request over the run.
+ * `.heapprofile` beside it), with the promises `child` creates counted. → per completed request, the bytes `child`
+ * allocated and the promises it created over the run.
  */
-async function profiledRun(child: BenchChild, options: LoadOptions, file: string): Promise<number> {
+async function profiledRun(child: BenchChild, options: LoadOptions, file: string): Promise<ProfiledFigures> {
   await child.call('profileStart');
+  await child.call('promisesStart');
   const run = await runLoad(options);
+  const promises = await child.call<number>('promisesStop');
   await child.call<string>('profileStop', { file });
   if (run.errors + run.non2xx > 0) {
     console.warn(
       `profiled run of ${file}: ${run.errors} errors, ${run.non2xx} non-2xx answers among the requests`,
     );
   }
-  return summariseAllocations(allocationFileOf(file), 0).totalBytes / Math.max(1, run.completed);
+  const completed = Math.max(1, run.completed);
+  return {
+    allocatedBytes: summariseAllocations(allocationFileOf(file), 0).totalBytes / completed,
+    promises: promises / completed,
+  };
 }
 
 function describeErrors(run: LoadResult): string {
@@ -114,7 +129,7 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
   const baseline = await startChild('baseline');
   let baselineRun: LoadResult;
   let baselineCpu: number;
-  let baselineAllocated: number | undefined;
+  let baselineProfiled: ProfiledFigures | undefined;
   try {
     const { url } = await baseline.call<{ url: string }>('serve', {});
     const options = (warmupS: number) => ({
@@ -130,7 +145,7 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
       options(settings.warmupS),
     ));
     if (settings.profileFile !== undefined) {
-      baselineAllocated = await profiledRun(baseline, options(0), baselineProfileFile(settings.profileFile));
+      baselineProfiled = await profiledRun(baseline, options(0), baselineProfileFile(settings.profileFile));
     }
   } finally {
     await baseline.stop();
@@ -141,7 +156,7 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
   let serverCpuPerSend: number | undefined;
   let deliveries: Record<string, number>;
   let profile: ProfileSummary | undefined;
-  let allocated: number | undefined;
+  let profiled: ProfiledFigures | undefined;
   try {
     const ready = await setupOneInstance(parley, settings);
     const options = (warmupS: number) => ({
@@ -163,7 +178,7 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
     await sleep(DELIVERY_GRACE_MS);
     deliveries = await parley.call<Record<string, number>>('deliveries');
     if (settings.profileFile !== undefined) {
-      allocated = await profiledRun(parley, options(0), settings.profileFile);
+      profiled = await profiledRun(parley, options(0), settings.profileFile);
       profile = summariseProfile(settings.profileFile);
     }
   } finally {
@@ -186,9 +201,11 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
       `${fmt(queued, 0)} (${kept}) ${DELIVERY_GRACE_MS / 1000} s after the run; CPU per request ${cpuPerSend} µs ` +
       `vs ${baselineCpu} (${ratioOf(baselineCpu, cpuPerSend)})` +
       (serverCpuPerSend === undefined ? '' : `; PostgreSQL's CPU per request ${serverCpuPerSend} µs`) +
-      (allocated === undefined || baselineAllocated === undefined
+      (profiled === undefined || baselineProfiled === undefined
         ? ''
-        : `; allocated per request (profiled runs) ${fmt(allocated / 1024, 1)} KiB vs ${fmt(baselineAllocated / 1024, 1)}`),
+        : `; allocated per request (profiled runs) ${fmt(profiled.allocatedBytes / 1024, 1)} KiB vs ` +
+          `${fmt(baselineProfiled.allocatedBytes / 1024, 1)}; promises per request ${fmt(profiled.promises, 0)} ` +
+          `vs ${fmt(baselineProfiled.promises, 0)}`),
     targets: [
       target('ratio ≥ 0.4', ratio, '>=', 0.4),
       target('p99 ≤ 20 ms', run.latencyMs.p99, '<=', 20, ' ms'),
@@ -207,12 +224,16 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
       connections: settings.connections,
       deliveries,
       ...(profile ? { profile } : {}),
-      ...(allocated === undefined || baselineAllocated === undefined
+      ...(profiled === undefined || baselineProfiled === undefined
         ? {}
         : {
             allocatedBytesPerRequest: {
-              parley: Math.round(allocated),
-              baseline: Math.round(baselineAllocated),
+              parley: Math.round(profiled.allocatedBytes),
+              baseline: Math.round(baselineProfiled.allocatedBytes),
+            },
+            promisesPerRequest: {
+              parley: Math.round(profiled.promises),
+              baseline: Math.round(baselineProfiled.promises),
             },
           }),
     },
