@@ -29,7 +29,7 @@ const ARGS = [
 ];
 
 /** Launches Debian's Chromium through playwright-core. */
-export async function launchChromium(): Promise<Browser> {
+async function launchChromium(): Promise<Browser> {
   const { chromium } = await import('playwright-core');
   return chromium.launch({ executablePath: CHROMIUM, args: ARGS });
 }
@@ -39,7 +39,7 @@ export async function launchChromium(): Promise<Browser> {
  * up to 15 s by default; `clipboard` grants it the clipboard. → the page and what it logs (browser-checks.ts
  * `watchConsole`: script errors and console errors, refused requests excepted).
  */
-export async function dashboardPage(
+async function dashboardPage(
   browser: Browser,
   url: string,
   options: { clipboard?: boolean } = {},
@@ -136,7 +136,7 @@ export async function submitSignIn(page: Page, email: string, password: string):
 }
 
 /** Builds the dashboard bundle into dist/dashboard when it is missing (what `npm start` does first). */
-export async function ensureBundle(): Promise<void> {
+async function ensureBundle(): Promise<void> {
   if (existsSync(join(DASHBOARD_DIST, 'index.html'))) return;
   const { build } = await import('vite');
   await build({
@@ -192,7 +192,7 @@ export async function listeningApp(
  * that start further on. Returns the instance's id.
  * @throws AssertionError when the connect or the scan is not answered 200.
  */
-export async function linkedTestInstance(t: TestApp, name: string, phone: string): Promise<string> {
+async function linkedTestInstance(t: TestApp, name: string, phone: string): Promise<string> {
   const instanceId = (await t.newInstance('test', name)).id;
   for (const [path, body] of [
     ['/v1/session/connect', {}],
