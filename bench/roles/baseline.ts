@@ -4,9 +4,8 @@ import Fastify from 'fastify';
 import pino from 'pino';
 import { Pool } from 'undici';
 import { webhookHeaders } from '../../src/webhooks/signing.ts';
-import { startProfiling, stopProfiling } from '../lib/inspector.ts';
 import type { Handlers } from '../lib/ipc.ts';
-import { startPromiseCount, stopPromiseCount } from '../lib/promise-count.ts';
+import { profilingHandlers } from '../lib/profiling-handlers.ts';
 import { cpuMicros, sleep } from '../lib/stats.ts';
 
 /**
@@ -128,24 +127,7 @@ export const baselineHandlers: Handlers = {
   serve,
   post,
   cpu: cpuMicros,
-  /** Starts the CPU and allocation profiler (a profiled run only). */
-  async profileStart() {
-    await startProfiling();
-    return null;
-  },
-  /** Stops it and writes the `.cpuprofile` to `file` (the `.heapprofile` beside it). */
-  async profileStop(args: { file: string }) {
-    return stopProfiling(args.file);
-  },
-  /** Starts counting the promises the process creates (bench/lib/promise-count.ts) (a profiled run only). */
-  async promisesStart() {
-    startPromiseCount();
-    return null;
-  },
-  /** Stops the count. → the promises created since `promisesStart`. */
-  async promisesStop() {
-    return stopPromiseCount();
-  },
+  ...profilingHandlers(),
   async close() {
     await app?.close();
     app = undefined;

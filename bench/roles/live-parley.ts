@@ -8,7 +8,6 @@ import { adminCreateInstance } from '../../src/app/instances.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { buildApp } from '../../src/http/app.ts';
 import { createServices, type Services } from '../../src/services.ts';
-import { startProfiling, stopProfiling } from '../lib/inspector.ts';
 import type { Handlers } from '../lib/ipc.ts';
 import {
   controlPost,
@@ -20,6 +19,7 @@ import {
   waitUntil,
 } from '../lib/live.ts';
 import { createBenchOrg } from '../lib/org.ts';
+import { profilingHandlers } from '../lib/profiling-handlers.ts';
 import { sleep } from '../lib/stats.ts';
 
 /**
@@ -172,18 +172,9 @@ export const liveParleyHandlers: Handlers = {
     return settledMemory(args.settleMs);
   },
   waitBack,
-  /**
-   * Starts the CPU profiler (the inbound phase only, `--profile`); allocations are not sampled, since this phase's
-   * figures are measured while it runs.
-   */
-  async profileStart() {
-    await startProfiling({ allocations: false });
-    return null;
-  },
-  /** Stops it and writes the `.cpuprofile` to `file`; → the file. */
-  async profileStop(args: { file: string }) {
-    return stopProfiling(args.file);
-  },
+  // The inbound phase only (`--profile`); allocations are not sampled, since this phase's figures are measured while
+  // it runs.
+  ...profilingHandlers({ allocations: false }),
   async close() {
     const done = running;
     running = undefined;

@@ -11,10 +11,9 @@ import { loadConfig } from '../../src/config/config.ts';
 import { buildApp } from '../../src/http/app.ts';
 import { createServices, type Services } from '../../src/services.ts';
 import { openStore } from '../../src/store/database.ts';
-import { startProfiling, stopProfiling } from '../lib/inspector.ts';
 import type { Handlers } from '../lib/ipc.ts';
 import { createBenchOrg } from '../lib/org.ts';
-import { startPromiseCount, stopPromiseCount } from '../lib/promise-count.ts';
+import { profilingHandlers } from '../lib/profiling-handlers.ts';
 import { cpuMicros, sleep } from '../lib/stats.ts';
 
 /**
@@ -186,24 +185,7 @@ export const parleyHandlers: Handlers = {
   generate,
   deliveries,
   cpu: cpuMicros,
-  /** Starts the CPU and allocation profiler (a profiled window only, after the measured ones). */
-  async profileStart() {
-    await startProfiling();
-    return null;
-  },
-  /** Stops it and writes the `.cpuprofile` to `file` (the `.heapprofile` beside it). */
-  async profileStop(args: { file: string }) {
-    return stopProfiling(args.file);
-  },
-  /** Starts counting the promises the process creates (bench/lib/promise-count.ts) (a profiled window only, after the measured ones). */
-  async promisesStart() {
-    startPromiseCount();
-    return null;
-  },
-  /** Stops the count. → the promises created since `promisesStart`. */
-  async promisesStop() {
-    return stopPromiseCount();
-  },
+  ...profilingHandlers(),
   async close() {
     const done = running;
     running = undefined;
