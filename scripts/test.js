@@ -200,15 +200,32 @@ if (
 for (const line of notRun) console.log(`not run: ${line}`);
 
 /**
+ * How many entries of the main batch run at once: TEST_CONCURRENCY when set (a positive integer), else 3. On the
+ * 2-core machine CI runs on, a whole CI run at two used 71 % of the cores (the multi-node and live files wait on the
+ * processes, sockets and timers they start); at three `npm test` kept them 97 % busy and its main batch took 949 s
+ * instead of 1,066, every test passing. More files than cores is what fills those waits.
+ */
+const MAIN_CONCURRENCY = (() => {
+  const raw = process.env.TEST_CONCURRENCY;
+  if (raw === undefined || raw === '') return 3;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 1) {
+    console.error(`TEST_CONCURRENCY must be a positive integer (got ${JSON.stringify(raw)})`);
+    process.exit(1);
+  }
+  return value;
+})();
+
+/**
  * Runs `batch` with Node's test runner; resolves with its exit status. `timeoutMs` bounds each test file and each
  * test (Node has one flag for both): 10 minutes for the main batch, whose entries are bundles of up to
  * {@link BUNDLE_SIZE} files (the dashboard's bundle took over 2 minutes on PostgreSQL in CI), and for the
  * executable docs (test/docs, a server and tens of CLI processes per page); the package test (test/build: npm pack,
  * then an install of the tarball that compiles better-sqlite3) gets 20, and so do the waiting files run beside it
  * (their own tests set tighter bounds).
- * `concurrency` is how many files run at once.
+ * `concurrency` is how many files run at once ({@link MAIN_CONCURRENCY} for the main batch).
  */
-function run(batch, timeoutMs, concurrency = 2) {
+function run(batch, timeoutMs, concurrency) {
   if (batch.length === 0) return Promise.resolve(0);
   return new Promise((resolve) => {
     const child = spawn(
@@ -292,11 +309,15 @@ function entries(batch) {
 const bundleDir = mkdtempSync(join(tmpdir(), 'parley-test-bundles-'));
 process.on('exit', () => rmSync(bundleDir, { recursive: true, force: true }));
 
-// The rest first, two at a time; then the executable docs beside the package test and the waiting files: all
+// The rest first, MAIN_CONCURRENCY at a time; then the executable docs beside the package test and the waiting files: all
 // mostly wait on the processes they start (servers, CLIs, npm) or on timers, so together they take about as long as
 // the longest.
 const statuses = [
-  await run(entries(files.filter((f) => !isDocs(f) && !isPack(f) && !isWaiting(f))), 600_000),
+  await run(
+    entries(files.filter((f) => !isDocs(f) && !isPack(f) && !isWaiting(f))),
+    600_000,
+    MAIN_CONCURRENCY,
+  ),
   ...(await Promise.all([
     run(files.filter(isDocs), 600_000, 1),
     run(
