@@ -11,12 +11,8 @@ import {
 } from '../../src/net/outbound-guard.ts';
 import type { PooledClient } from '../../src/net/outbound-pool.ts';
 import { eventually } from '../support/eventually.ts';
-import {
-  guardResolving,
-  guardWithMovingName,
-  startLoopbackPair,
-  TEST_CA,
-} from '../support/https-receiver.ts';
+import { TEST_CA } from '../support/https-receiver.ts';
+import { guardResolving, guardWithMovingName, startLoopbackPair } from '../support/loopback-pair.ts';
 
 const POST: OutboundRequest = {
   method: 'POST',

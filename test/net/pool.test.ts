@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { OutboundGuard, type OutboundRequest } from '../../src/net/outbound-guard.ts';
-import { guardWithMovingName, startLoopbackPair, TEST_CA } from '../support/https-receiver.ts';
+import { TEST_CA } from '../support/https-receiver.ts';
+import { guardWithMovingName, startLoopbackPair } from '../support/loopback-pair.ts';
 
 const GET: OutboundRequest = {
   method: 'GET',
