@@ -202,8 +202,8 @@ for (const line of notRun) console.log(`not run: ${line}`);
 /**
  * How many entries of the main batch run at once: TEST_CONCURRENCY when set (a positive integer), else 3. On the
  * 2-core machine CI runs on, a whole CI run at two used 71 % of the cores (the multi-node and live files wait on the
- * processes, sockets and timers they start); at three `npm test` kept them 97 % busy and its main batch took 949 s
- * instead of 1,066, every test passing. More files than cores is what fills those waits.
+ * processes, sockets and timers they start); at three they were 93–97 % busy and the main batch took 949 and 1,014 s
+ * in two runs against 1,044–1,122 s in five at two, every test passing. More files than cores fills those waits.
  */
 const MAIN_CONCURRENCY = (() => {
   const raw = process.env.TEST_CONCURRENCY;
