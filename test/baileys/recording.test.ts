@@ -13,12 +13,7 @@ import {
 import { MessageProjection } from '../../src/events/message-projection.ts';
 import { type EventProjection, EventRecorder } from '../../src/events/recorder.ts';
 import { SqlSessionLocks } from '../../src/sessions/instance-lock.ts';
-import {
-  isPermanentStoreError,
-  type RecordRetryPolicy,
-  recordRetryDelayMs,
-  recordWithRetry,
-} from '../../src/sessions/record-retry.ts';
+import { recordWithRetry } from '../../src/sessions/record-retry.ts';
 import { SqlAuthStateStore } from '../../src/store/engine-auth.ts';
 import { testDialects } from '../support/store.ts';
 import { type FakeSocket, fakeFactory, storePairedCreds } from './fake-socket.ts';
@@ -373,40 +368,3 @@ for (const dialect of testDialects()) {
     });
   });
 }
-
-describe('record retry policy', () => {
-  it('doubles from the base wait with ±20 % jitter', () => {
-    const policy = (r: number): RecordRetryPolicy => ({
-      baseDelayMs: 100,
-      maxDelayMs: 5_000,
-      unknownAttempts: 5,
-      random: () => r,
-    });
-    assert.deepEqual(
-      [1, 2, 3, 4].map((n) => recordRetryDelayMs(n, policy(0.5))),
-      [100, 200, 400, 800],
-    );
-    assert.equal(recordRetryDelayMs(1, policy(0)), 80);
-    assert.equal(recordRetryDelayMs(4, policy(0.999)), 960);
-  });
-
-  it('retries connection failures, serialization failures and busy stores; not data or programming errors', () => {
-    const coded = (code: string) => Object.assign(new Error(code), { code });
-    for (const transient of [
-      'ECONNRESET',
-      'ECONNREFUSED',
-      'ETIMEDOUT',
-      'EPIPE',
-      '08006',
-      '40001',
-      '40P01',
-      '57P01',
-      'SQLITE_BUSY',
-    ])
-      assert.equal(isPermanentStoreError(coded(transient)), false, transient);
-    assert.equal(isPermanentStoreError(new Error('Connection terminated unexpectedly')), false);
-    for (const permanent of ['23505', '22P02', '42P01', 'SQLITE_CONSTRAINT_UNIQUE', 'SQLITE_MISMATCH'])
-      assert.equal(isPermanentStoreError(coded(permanent)), true, permanent);
-    assert.equal(isPermanentStoreError(new TypeError('x is undefined')), true);
-  });
-});

@@ -12,6 +12,7 @@ import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { sseReader } from '../support/sse.ts';
 import { testDialects } from '../support/store.ts';
+import { ENTERPRISE, listenersIdle } from '../support/stream-events.ts';
 import { openWs, wsRefusal } from '../support/ws.ts';
 
 /**
@@ -24,7 +25,6 @@ const PEER = '5511988887777';
 const peerJid = `${PEER}@s.whatsapp.net`;
 const source: MessageSource = { chat: peerJid, sender: peerJid, isFromMe: false, isGroup: false };
 const AT = Date.UTC(2026, 0, 15, 12, 0, 0);
-const ENTERPRISE = { plan: 'enterprise', perMinute: 100_000, perDay: 1_000_000 } as const;
 
 const message = (n: number, text = `message ${n}`): EngineEvent => ({
   type: 'message',
@@ -359,41 +359,6 @@ for (const dialect of testDialects()) {
       });
     }
   });
-}
-
-describe('event stream at shutdown (docs/decisions/0023-operations.md)', () => {
-  it('closing the server ends every stream: WebSocket 1001, server-sent events `end` 503', async () => {
-    const t = await createTestApp({ plan: ENTERPRISE });
-    const base = await t.app.listen({ host: '127.0.0.1', port: 0 });
-    try {
-      const headers = { authorization: `Bearer ${t.key}` };
-      const client = await openWs(
-        `${base.replace(/^http/, 'ws')}/v1/events/stream?from=${t.instance.id}`,
-        headers,
-      );
-      const response = await fetch(`${base}/v1/events/stream?from=${t.instance.id}`, {
-        headers: { ...headers, accept: 'text/event-stream' },
-      });
-      assert.ok(response.body);
-      const reader = sseReader(response.body);
-      await eventually('both streams listen for commits', () => listenersIdle(t, 2));
-      await t.app.close();
-      assert.deepEqual(await client.closed, { code: 1001, reason: 'server shutting down' });
-      assert.deepEqual((await reader.next('end')).data, {
-        error: { code: 503, message: 'server shutting down' },
-      });
-      await reader.ended();
-      assert.ok(listenersIdle(t), 'the closed streams unsubscribed');
-    } finally {
-      await t.services.close({ keepStore: true });
-      await t.testStore.cleanup();
-    }
-  });
-});
-
-/** Whether exactly `count` event streams of `t` listen for commits (0: every stream closed and unsubscribed). */
-function listenersIdle(t: TestApp, count = 0): boolean {
-  return t.services.commits.listeners === count;
 }
 
 /** Another organization. */

@@ -172,6 +172,7 @@ describe('recording retry', () => {
       coded('22P02'),
       coded('42P01'),
       new SQLite.SqliteError('UNIQUE constraint failed', 'SQLITE_CONSTRAINT_UNIQUE'),
+      new SQLite.SqliteError('datatype mismatch', 'SQLITE_MISMATCH'),
       new TypeError('x is undefined'),
     ]) {
       assert.equal(isStoreUnavailableError(permanent), false, permanent.message);
@@ -179,6 +180,8 @@ describe('recording retry', () => {
       assert.equal(isPermanentStoreError(permanent), true, permanent.message);
     }
     assert.equal(isStoreUnavailableError(new DomainError('conflict', 'x')), false);
+    // a socket the server closed under a write: retried, never taken for a data error
+    assert.equal(isPermanentStoreError(coded('EPIPE')), false);
     for (const network of [
       'ENETDOWN',
       'ENETRESET',

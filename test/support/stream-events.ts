@@ -1,4 +1,5 @@
 import type { EngineEvent, MessageSource } from '../../src/domain/messages.ts';
+import type { TestApp } from './app.ts';
 
 /** The peer every event of {@link streamEvents} comes from. */
 export const STREAM_PEER = '5511988887777';
@@ -32,4 +33,9 @@ export function streamEvents(idPrefix: string): {
     }),
     receipt: (n) => ({ type: 'receipt', state: 'read', messageIds: [id(n)], source, timestamp: at }),
   };
+}
+
+/** Whether exactly `count` event streams of `t` listen for commits (0: every stream closed and unsubscribed). */
+export function listenersIdle(t: TestApp, count = 0): boolean {
+  return t.services.commits.listeners === count;
 }
