@@ -15,11 +15,7 @@ for (const dialect of testDialects()) {
     const server = runningParley(dialect);
 
     it('sends a text and reads its typed result; the session and the message read back', async () => {
-      const parley = server.client.createParleyClient({
-        baseUrl: server.baseUrl,
-        apiKey: server.t.key,
-        instance: server.t.instance.id,
-      });
+      const parley = server.clientWith({ instance: server.t.instance.id });
       const text = `hello from @parley/client ${dialect}`;
       const sent = await parley.sendText({ phone: RECIPIENT, body: text });
       assert.equal(sent.details, 'Sent');
@@ -60,12 +56,7 @@ for (const dialect of testDialects()) {
 
     it('raises error answers as ParleyError with the exact status, code and message, and retries none of them', async () => {
       const { fetch, seen } = recordingFetch();
-      const parley = server.client.createParleyClient({
-        baseUrl: server.baseUrl,
-        apiKey: server.t.key,
-        fetch,
-        retries: { minDelayMs: 1 },
-      });
+      const parley = server.clientWith({ fetch, retries: { minDelayMs: 1 } });
       const cases: [() => Promise<unknown>, number, string, string][] = [
         [
           () => parley.sendText({ phone: UNREGISTERED, body: 'hi' }),
@@ -123,7 +114,7 @@ for (const dialect of testDialects()) {
     });
 
     it('events() pages through the backlog in sequence order, then stops when told not to follow', async () => {
-      const parley = server.client.createParleyClient({ baseUrl: server.baseUrl, apiKey: server.t.key });
+      const parley = server.clientWith();
       for (let i = 1; i <= 5; i++) {
         await parley.post('/v1/sandbox/inbound', {
           body: { phone: RECIPIENT, body: `backlog ${i}`, pushName: 'Ana' },
@@ -132,11 +123,7 @@ for (const dialect of testDialects()) {
       const all = await parley.eventsPage({ limit: 1000 });
       assert.ok(all.events.length >= 5);
       const { fetch, seen } = recordingFetch();
-      const paging = server.client.createParleyClient({
-        baseUrl: server.baseUrl,
-        apiKey: server.t.key,
-        fetch,
-      });
+      const paging = server.clientWith({ fetch });
       const stream = paging.events({ follow: false, limit: 2 });
       const read: number[] = [];
       for await (const event of stream) read.push(event.sequence);
@@ -166,7 +153,7 @@ for (const dialect of testDialects()) {
     });
 
     it('events() keeps polling after the backlog, yields new events, and ends quietly on abort', async () => {
-      const parley = server.client.createParleyClient({ baseUrl: server.baseUrl, apiKey: server.t.key });
+      const parley = server.clientWith();
       const { next } = await parley.eventsPage({ limit: 1000 });
       const controller = new AbortController();
       const stream = parley.events({

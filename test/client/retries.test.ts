@@ -22,12 +22,7 @@ for (const dialect of testDialects()) {
         first = await response.json(); // parley sent it; the answer never reaches the client
         return errorAnswer(503, 'upstream unavailable', { 'retry-after': '1' });
       });
-      const parley = server.client.createParleyClient({
-        baseUrl: server.baseUrl,
-        apiKey: server.t.key,
-        fetch,
-        retries: { minDelayMs: 1 },
-      });
+      const parley = server.clientWith({ fetch, retries: { minDelayMs: 1 } });
       const text = `lost answer ${dialect}`;
       const started = Date.now();
       const sent = await parley.sendText({ phone: RECIPIENT, body: text });
@@ -46,12 +41,7 @@ for (const dialect of testDialects()) {
       const { fetch, seen } = recordingFetch(async (_attempt, index, real) =>
         index === 0 ? errorAnswer(409, 'a request with this Idempotency-Key is in progress') : real(),
       );
-      const parley = server.client.createParleyClient({
-        baseUrl: server.baseUrl,
-        apiKey: server.t.key,
-        fetch,
-        retries: { minDelayMs: 1 },
-      });
+      const parley = server.clientWith({ fetch, retries: { minDelayMs: 1 } });
       const text = `in progress ${dialect}`;
       assert.equal((await parley.sendText({ phone: RECIPIENT, body: text })).details, 'Sent');
       assert.equal(seen.length, 2);
@@ -60,11 +50,7 @@ for (const dialect of testDialects()) {
 
       // Another 409 is the operation's answer, not a transient one: raised at once.
       const refused = recordingFetch(async () => errorAnswer(409, 'instance is not connected'));
-      const strict = server.client.createParleyClient({
-        baseUrl: server.baseUrl,
-        apiKey: server.t.key,
-        fetch: refused.fetch,
-      });
+      const strict = server.clientWith({ fetch: refused.fetch });
       await assert.rejects(strict.sendText({ phone: RECIPIENT, body: 'refused' }), {
         name: 'ParleyError',
         status: 409,
@@ -79,12 +65,7 @@ for (const dialect of testDialects()) {
         if (index === 0) throw new TypeError('fetch failed', { cause: new Error('socket hang up') });
         return response;
       });
-      const parley = server.client.createParleyClient({
-        baseUrl: server.baseUrl,
-        apiKey: server.t.key,
-        fetch,
-        retries: { minDelayMs: 1 },
-      });
+      const parley = server.clientWith({ fetch, retries: { minDelayMs: 1 } });
       const text = `dropped connection ${dialect}`;
       const sent = await parley.sendText(
         { phone: RECIPIENT, body: text },
@@ -106,13 +87,7 @@ for (const dialect of testDialects()) {
           init.signal?.addEventListener('abort', () => reject(init.signal?.reason), { once: true }),
         );
       });
-      const patient = server.client.createParleyClient({
-        baseUrl: server.baseUrl,
-        apiKey: server.t.key,
-        fetch: slow.fetch,
-        timeoutMs: 200,
-        retries: { minDelayMs: 1 },
-      });
+      const patient = server.clientWith({ fetch: slow.fetch, timeoutMs: 200, retries: { minDelayMs: 1 } });
       const late = `slow answer ${dialect}`;
       assert.equal((await patient.sendText({ phone: RECIPIENT, body: late })).details, 'Sent');
       // The abandoned attempt may still run on the server when the retry arrives (a loaded machine): the retry is
@@ -131,12 +106,7 @@ for (const dialect of testDialects()) {
       const { fetch, seen } = recordingFetch(async (_attempt, index, real) =>
         index === 0 ? errorAnswer(429, 'rate limit exceeded', { 'retry-after': '1' }) : real(),
       );
-      const parley = server.client.createParleyClient({
-        baseUrl: server.baseUrl,
-        apiKey: server.t.key,
-        fetch,
-        retries: { minDelayMs: 1 },
-      });
+      const parley = server.clientWith({ fetch, retries: { minDelayMs: 1 } });
       const started = Date.now();
       const status = await parley.session.status();
       assert.ok(Date.now() - started >= 1000);
@@ -149,11 +119,7 @@ for (const dialect of testDialects()) {
           'retry-after': '3600',
         }),
       );
-      const patient = server.client.createParleyClient({
-        baseUrl: server.baseUrl,
-        apiKey: server.t.key,
-        fetch: locked.fetch,
-      });
+      const patient = server.clientWith({ fetch: locked.fetch });
       const error = await patient.sendText({ phone: RECIPIENT, body: 'x' }).catch((e: unknown) => e);
       assert.ok(error instanceof server.client.ParleyError);
       assert.equal(error.code, 'rate_limited');
@@ -165,12 +131,7 @@ for (const dialect of testDialects()) {
       const { fetch, seen } = recordingFetch(async () =>
         errorAnswer(503, 'the store is unavailable right now; retry shortly'),
       );
-      const parley = server.client.createParleyClient({
-        baseUrl: server.baseUrl,
-        apiKey: server.t.key,
-        fetch,
-        retries: { retries: 2, minDelayMs: 1, maxDelayMs: 5 },
-      });
+      const parley = server.clientWith({ fetch, retries: { retries: 2, minDelayMs: 1, maxDelayMs: 5 } });
       const error = await parley.session.connect().catch((e: unknown) => e);
       assert.ok(error instanceof server.client.ParleyError);
       assert.equal(error.status, 503);
@@ -182,12 +143,7 @@ for (const dialect of testDialects()) {
       const down = recordingFetch(async () => {
         throw new TypeError('fetch failed', { cause: new Error('connect ECONNREFUSED') });
       });
-      const offline = server.client.createParleyClient({
-        baseUrl: server.baseUrl,
-        apiKey: server.t.key,
-        fetch: down.fetch,
-        retries: { minDelayMs: 1 },
-      });
+      const offline = server.clientWith({ fetch: down.fetch, retries: { minDelayMs: 1 } });
       const network = await offline.session.status().catch((e: unknown) => e);
       assert.ok(network instanceof server.client.ParleyNetworkError, String(network));
       assert.equal(network.attempts, 4);

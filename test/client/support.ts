@@ -76,7 +76,14 @@ export interface RunningParley {
   readonly client: ClientModule;
   /** How many messages of the instance hold `text` (a `like` match on the stored content). */
   stored(text: string): Promise<number>;
+  /** A client of this parley with its test key, and `options` (any field of the client's own options) over those. */
+  clientWith(options?: Partial<ClientOptions>): ParleyClient;
 }
+
+/** The options `createParleyClient` takes. */
+type ClientOptions = Parameters<ClientModule['createParleyClient']>[0];
+/** The client `createParleyClient` makes. */
+type ParleyClient = ReturnType<ClientModule['createParleyClient']>;
 
 /**
  * Registers, in the calling `describe`, the `before` that builds @parley/client as shipped and starts parley on
@@ -111,6 +118,13 @@ export function runningParley(dialect: TestDialect): RunningParley {
     },
     get client() {
       return started(client);
+    },
+    clientWith(options = {}) {
+      return started(client).createParleyClient({
+        baseUrl: started(baseUrl),
+        apiKey: started(t).key,
+        ...options,
+      });
     },
     async stored(text) {
       const app = started(t);
