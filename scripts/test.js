@@ -33,6 +33,24 @@ const QUICK_SKIPS = [
   'test/dashboard/browser',
   'test/webhooks/crash',
 ];
+
+/**
+ * How many entries of the main batch run at once: TEST_CONCURRENCY when set (a positive integer), else 3. On the
+ * 2-core machine CI runs on, a whole CI run at two used 71 % of the cores (the multi-node and live files wait on the
+ * processes, sockets and timers they start); at three they were 93–97 % busy and the main batch took 949 and 1,014 s
+ * in two runs against 1,044–1,122 s in five at two, every test passing. More files than cores fills those waits.
+ */
+const MAIN_CONCURRENCY = (() => {
+  const raw = process.env.TEST_CONCURRENCY;
+  if (raw === undefined || raw === '') return 3;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 1) {
+    console.error(`TEST_CONCURRENCY must be a positive integer (got ${JSON.stringify(raw)})`);
+    process.exit(1);
+  }
+  return value;
+})();
+
 const filters = process.argv.slice(2).filter((arg) => arg !== '--quick');
 const files = find(join(root, 'test'))
   .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
@@ -200,23 +218,6 @@ if (
 for (const line of notRun) console.log(`not run: ${line}`);
 
 /**
- * How many entries of the main batch run at once: TEST_CONCURRENCY when set (a positive integer), else 3. On the
- * 2-core machine CI runs on, a whole CI run at two used 71 % of the cores (the multi-node and live files wait on the
- * processes, sockets and timers they start); at three they were 93–97 % busy and the main batch took 949 and 1,014 s
- * in two runs against 1,044–1,122 s in five at two, every test passing. More files than cores fills those waits.
- */
-const MAIN_CONCURRENCY = (() => {
-  const raw = process.env.TEST_CONCURRENCY;
-  if (raw === undefined || raw === '') return 3;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 1) {
-    console.error(`TEST_CONCURRENCY must be a positive integer (got ${JSON.stringify(raw)})`);
-    process.exit(1);
-  }
-  return value;
-})();
-
-/**
  * Runs `batch` with Node's test runner; resolves with its exit status. `timeoutMs` bounds each test file and each
  * test (Node has one flag for both): 10 minutes for the main batch, whose entries are bundles of up to
  * {@link BUNDLE_SIZE} files (the dashboard's bundle took over 2 minutes on PostgreSQL in CI), and for the
@@ -309,9 +310,9 @@ function entries(batch) {
 const bundleDir = mkdtempSync(join(tmpdir(), 'parley-test-bundles-'));
 process.on('exit', () => rmSync(bundleDir, { recursive: true, force: true }));
 
-// The rest first, MAIN_CONCURRENCY at a time; then the executable docs beside the package test and the waiting files: all
-// mostly wait on the processes they start (servers, CLIs, npm) or on timers, so together they take about as long as
-// the longest.
+// The rest first, MAIN_CONCURRENCY at a time; then the executable docs beside the package test and the waiting
+// files: all mostly wait on the processes they start (servers, CLIs, npm) or on timers, so together they take about
+// as long as the longest.
 const statuses = [
   await run(
     entries(files.filter((f) => !isDocs(f) && !isPack(f) && !isWaiting(f))),

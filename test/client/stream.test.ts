@@ -9,6 +9,7 @@ import { builtClient, type ClientModule } from '../support/client.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
 import { ENTERPRISE, streamEvents } from '../support/stream-events.ts';
+import type { FetchLike } from './support.ts';
 
 /**
  * The stream transport of `client.events()` (docs/client.md "Event log", docs/decisions/0034-client-stream-transport.md),
@@ -17,8 +18,6 @@ import { ENTERPRISE, streamEvents } from '../support/stream-events.ts';
  */
 
 const { message, receipt } = streamEvents('3EB0DD');
-
-type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
 
 /** A `fetch` that records the URL of every request. */
 function recordingFetch(): { fetch: FetchLike; urls: string[] } {

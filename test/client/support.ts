@@ -2,6 +2,7 @@ import { after, before } from 'node:test';
 import { createTestApp, loginSandbox, type TestApp } from '../support/app.ts';
 import { builtClient, type ClientModule } from '../support/client.ts';
 import type { TestDialect } from '../support/store.ts';
+import { ENTERPRISE } from '../support/stream-events.ts';
 
 /**
  * What the @parley/client suites share: a `fetch` that records and can replace answers, parley's error answer, and
@@ -97,10 +98,7 @@ export function runningParley(dialect: TestDialect): RunningParley {
   let client: ClientModule | undefined;
   before(async () => {
     client = (await builtClient()).module;
-    t = await createTestApp({
-      dialect,
-      plan: { plan: 'enterprise', perMinute: 100_000, perDay: 1_000_000 },
-    });
+    t = await createTestApp({ dialect, plan: ENTERPRISE });
     baseUrl = await t.app.listen({ port: 0, host: '127.0.0.1' });
     await loginSandbox(t);
   });
