@@ -1,4 +1,4 @@
-import type { AuthenticationCreds, BaileysEventMap, ReachoutTimelockState } from 'baileys';
+import type { AuthenticationCreds, ReachoutTimelockState } from 'baileys';
 import { DomainError } from '../../domain/errors.ts';
 import type { ConnectionState, PairingCode } from '../../domain/messages.ts';
 import { planAfterClose } from './after-close.ts';
@@ -12,6 +12,7 @@ import { connectionState, type Phase, qrLifetimeMs } from './phase.ts';
 import { quiesce } from './quiesce.ts';
 import { Reconnects } from './reconnects.ts';
 import { logoutWithin, type SocketLike } from './socket.ts';
+import { SocketSlot } from './socket-slot.ts';
 import { Waiters } from './waiters.ts';
 
 /**
@@ -24,8 +25,7 @@ import { Waiters } from './waiters.ts';
 export class Lifecycle {
   readonly #o: LifecycleOptions;
   #phase: Phase = 'idle';
-  #sock: SocketLike | null = null;
-  #detach: (() => void) | null = null;
+  readonly #slot: SocketSlot;
   readonly #credentials: Credentials;
   #generation = 0;
   readonly #reconnects: Reconnects;
@@ -50,6 +50,7 @@ export class Lifecycle {
     this.#o = options;
     this.#reconnects = new Reconnects(options.version, options.fetchVersion, options.context.logger);
     this.#credentials = new Credentials(options.context.auth, options.baileysLogger, options.keyCache);
+    this.#slot = new SocketSlot(options.context.logger);
   }
 
   /** The current phase. */
@@ -59,12 +60,12 @@ export class Lifecycle {
 
   /** The socket when the connection is open (sends need it), else null. */
   get openSocket(): SocketLike | null {
-    return this.#phase === 'open' ? this.#sock : null;
+    return this.#phase === 'open' ? this.#slot.current : null;
   }
 
   /** The current socket in any phase (pairing-code requests need it while pairing). */
   get socket(): SocketLike | null {
-    return this.#sock;
+    return this.#slot.current;
   }
 
   /** The account's credentials while loaded (own JID, LID, push name). */
@@ -154,7 +155,7 @@ export class Lifecycle {
    * {@link QUIESCE_MS}); then ends the socket and releases the lock without changing anything stored or emitting.
    */
   async close(): Promise<void> {
-    const sock = this.#sock;
+    const sock = this.#slot.current;
     if (sock && this.#phase === 'open') {
       const quiet = await quiesce(sock, QUIESCE_MS);
       if (!quiet)
@@ -217,7 +218,7 @@ export class Lifecycle {
   #open(): void {
     const auth = this.#credentials.loaded;
     if (!auth) return;
-    this.#endSocket();
+    this.#slot.end();
     this.#phase = 'connecting';
     const generation = ++this.#generation;
     let sock: SocketLike;
@@ -232,28 +233,21 @@ export class Lifecycle {
       this.#background(this.#closed(generation, error), 'socket creation failed');
       return;
     }
-    this.#sock = sock;
-    const detach = this.#o.attach(sock);
-    const onConnection = (u: BaileysEventMap['connection.update']) => {
-      if (generation !== this.#generation) return;
-      if (u.reachoutTimeLock) this.reachout = u.reachoutTimeLock;
-      if (u.qr) this.#onQr(u.qr);
-      if (u.connection === 'open') this.#background(this.#onOpen(), 'connection open');
-      if (u.connection === 'close')
-        this.#background(this.#closed(generation, u.lastDisconnect?.error), 'connection close');
-    };
-    const onCreds = () => {
-      auth.saveCreds().catch((error: unknown) => {
-        this.#o.context.logger.error({ err: error }, 'saving platform credentials failed');
-      });
-    };
-    sock.ev.on('connection.update', onConnection);
-    sock.ev.on('creds.update', onCreds);
-    this.#detach = () => {
-      detach();
-      sock.ev.off('connection.update', onConnection);
-      sock.ev.off('creds.update', onCreds);
-    };
+    this.#slot.hold(sock, this.#o.attach, {
+      connection: (u) => {
+        if (generation !== this.#generation) return;
+        if (u.reachoutTimeLock) this.reachout = u.reachoutTimeLock;
+        if (u.qr) this.#onQr(u.qr);
+        if (u.connection === 'open') this.#background(this.#onOpen(), 'connection open');
+        if (u.connection === 'close')
+          this.#background(this.#closed(generation, u.lastDisconnect?.error), 'connection close');
+      },
+      creds: () => {
+        auth.saveCreds().catch((error: unknown) => {
+          this.#o.context.logger.error({ err: error }, 'saving platform credentials failed');
+        });
+      },
+    });
   }
 
   #onQr(code: string): void {
@@ -280,7 +274,7 @@ export class Lifecycle {
   /** Carries out what follows a close of the socket of `generation` (`planAfterClose`, after-close.ts). */
   async #closed(generation: number, error: unknown): Promise<void> {
     if (generation !== this.#generation) return;
-    this.#endSocket();
+    this.#slot.end();
     const decision = decideClose(isBoom(error) ? error.output.statusCode : undefined);
     const { plan, refusals } = planAfterClose({
       decision,
@@ -365,7 +359,7 @@ export class Lifecycle {
   async #teardown(phase: Phase, reason: string | undefined, cause?: ConnectionState['cause']): Promise<void> {
     this.#generation += 1;
     this.#reconnects.cancel();
-    this.#endSocket();
+    this.#slot.end();
     this.#gate
       .take()
       ?.reject(new DomainError('conflict', 'the connection attempt was cancelled by a disconnect'));
@@ -375,17 +369,6 @@ export class Lifecycle {
     this.#qr = null;
     this.#waiters.wakeAll();
     await this.#o.lock.release();
-  }
-
-  #endSocket(): void {
-    const sock = this.#sock;
-    this.#detach?.();
-    this.#detach = null;
-    this.#sock = null;
-    if (!sock) return;
-    sock.end(undefined).catch((error: unknown) => {
-      this.#o.context.logger.debug({ err: error }, 'ending the socket failed');
-    });
   }
 
   /** Deletes the credentials on a platform-driven path: a failure is logged and named in the stop reason. */
