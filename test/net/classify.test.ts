@@ -4,23 +4,10 @@ import { cidrContains, parseCidr, parseIp } from '../../src/net/addresses.ts';
 import {
   classifyAddress,
   OutboundError,
-  type OutboundFailure,
   OutboundGuard,
   type ResolvedAddress,
 } from '../../src/net/outbound-guard.ts';
-
-/** Asserts `run` rejects/throws an OutboundError with `reason` and a message matching `message`. */
-async function rejectsWith(run: () => unknown, reason: OutboundFailure, message?: RegExp): Promise<void> {
-  await assert.rejects(
-    async () => run(),
-    (error: unknown) => {
-      assert.ok(error instanceof OutboundError, `expected OutboundError, got ${String(error)}`);
-      assert.equal(error.reason, reason, error.message);
-      if (message) assert.match(error.message, message);
-      return true;
-    },
-  );
-}
+import { rejectsWith } from './support.ts';
 
 describe('classifyAddress: IPv4 (docs/decisions/0020-security-promises.md, IANA special-purpose registry)', () => {
   const cases: [string, string | null][] = [
