@@ -1,36 +1,17 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setImmediate as yieldToQueue } from 'node:timers/promises';
-import type { KyselyPlugin } from 'kysely';
 import { claimDeliveries } from '../../src/store/delivery-claims.ts';
 import { finishAttempt } from '../../src/store/delivery-finish.ts';
+import { pauseAfterRows } from '../support/query-hooks.ts';
 import { createTestStore, testDialects } from '../support/store.ts';
 import { configureWebhook, createWebhookApp, deliveries, recordMessages } from './support.ts';
 
 /**
- * A plugin that runs `hook` once, right after the delivery log's first query (events joined with deliveries,
- * recognised by its `d_event_id` column) returned its rows and before the attempts are read.
+ * Pauses once, right after the delivery log's first query (events joined with deliveries, recognised by its
+ * `d_event_id` column) returned its rows and before the attempts are read.
  */
-function afterLogRows(): { plugin: KyselyPlugin; arm(hook: () => Promise<void>): void } {
-  let armed: (() => Promise<void>) | undefined;
-  return {
-    plugin: {
-      transformQuery: ({ node }) => node,
-      async transformResult({ result }) {
-        const first = result.rows[0];
-        const hook = armed;
-        if (hook !== undefined && typeof first === 'object' && first !== null && 'd_event_id' in first) {
-          armed = undefined;
-          await hook();
-        }
-        return result;
-      },
-    },
-    arm(hook) {
-      armed = hook;
-    },
-  };
-}
+const afterLogRows = () => pauseAfterRows((first) => 'd_event_id' in first);
 
 for (const dialect of testDialects()) {
   describe(`delivery log consistency (${dialect})`, () => {

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { setImmediate as yieldToQueue } from 'node:timers/promises';
-import type { KyselyPlugin } from 'kysely';
 import { releaseClaims } from '../../src/store/deliveries.ts';
 import { ABANDONED, ATTEMPTS_ABANDONED, claimDeliveries } from '../../src/store/delivery-claims.ts';
 import { type AttemptOutcome, finishAttempt } from '../../src/store/delivery-finish.ts';
 import { removeDeadNodes } from '../../src/store/nodes.ts';
 import type { TestApp } from '../support/app.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
+import { pauseAfterRows } from '../support/query-hooks.ts';
 import { testDialects } from '../support/store.ts';
 import {
   bodies,
@@ -26,35 +26,14 @@ import {
  */
 
 /**
- * A plugin that runs `hook` once, right after the claiming statement (an UPDATE … RETURNING event_id, attempts,
- * max_attempts) returned its rows and before the claimed rows are read.
+ * Pauses once, right after the claiming statement (an UPDATE … RETURNING event_id, attempts, max_attempts)
+ * returned its rows and before the claimed rows are read.
  */
-function afterClaimStatement(): { plugin: KyselyPlugin; arm(hook: () => Promise<void>): void } {
-  let armed: (() => Promise<void>) | undefined;
-  return {
-    plugin: {
-      transformQuery: ({ node }) => node,
-      async transformResult({ result }) {
-        const first = result.rows[0];
-        const hook = armed;
-        if (
-          hook !== undefined &&
-          typeof first === 'object' &&
-          first !== null &&
-          Object.keys(first).sort().join() ===
-            'attempts,endpoint_id,event_id,instance_id,max_attempts,sequence'
-        ) {
-          armed = undefined;
-          await hook();
-        }
-        return result;
-      },
-    },
-    arm(hook) {
-      armed = hook;
-    },
-  };
-}
+const afterClaimStatement = () =>
+  pauseAfterRows(
+    (first) =>
+      Object.keys(first).sort().join() === 'attempts,endpoint_id,event_id,instance_id,max_attempts,sequence',
+  );
 
 for (const dialect of testDialects()) {
   describe(`outbox claims on Graphile Worker's model (${dialect})`, () => {
