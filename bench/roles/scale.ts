@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { readdirSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import pino from 'pino';
 import { loadConfig } from '../../src/config/config.ts';
@@ -87,6 +88,20 @@ function collect(): void {
   for (let i = 0; i < 4; i++) gc();
 }
 
+/**
+ * The process's threads (`/proc/self/task` entries), or null where there is no `/proc`. A restore that writes the
+ * store's log past 100 pages starts its checkpoint thread (docs/decisions/0066-checkpoint-thread-on-demand.md), which
+ * shows here as two more threads and in the RSS as a cost paid once per store, not per instance (docs/benchmarks.md,
+ * step 99).
+ */
+function threads(): number | null {
+  try {
+    return readdirSync('/proc/self/task').length;
+  } catch {
+    return null;
+  }
+}
+
 function memory() {
   const { rss, heapUsed, external, arrayBuffers } = process.memoryUsage();
   return { rss, heapUsed, external, arrayBuffers };
@@ -103,6 +118,8 @@ export interface ScaleMeasurement {
   restoreMs: number;
   before: ReturnType<typeof memory>;
   after: ReturnType<typeof memory>;
+  /** The process's threads before and after the restore (null without `/proc`). */
+  threads: { before: number | null; after: number | null };
   /** (after − before) / instances, bytes. */
   perInstance: { rss: number; heapUsed: number; external: number };
 }
@@ -123,6 +140,7 @@ async function measure(args: {
   await sleep(200);
   collect();
   const before = memory();
+  const threadsBefore = threads();
   const t2 = performance.now();
   const restored = await services.sessions.restoreAll();
   const t3 = performance.now();
@@ -130,6 +148,7 @@ async function measure(args: {
   await sleep(500);
   collect();
   const after = memory();
+  const threadsAfter = threads();
   const sessions = services.sessions.size;
   await app.close();
   await services.close();
@@ -142,6 +161,7 @@ async function measure(args: {
     restoreMs: Math.round(t3 - t2),
     before,
     after,
+    threads: { before: threadsBefore, after: threadsAfter },
     perInstance: { rss: per('rss'), heapUsed: per('heapUsed'), external: per('external') },
   };
 }

@@ -49,7 +49,10 @@ export async function scaleScenario(count: number): Promise<ScenarioResult> {
     summary:
       `restored ${fmt(measured.restored, 0)} in ${fmt(measured.restoreMs, 0)} ms; heap ` +
       `${kb(measured.perInstance.heapUsed)} KB/instance; RSS ${fmt(measured.before.rss / 2 ** 20, 0)} → ` +
-      `${fmt(measured.after.rss / 2 ** 20, 0)} MiB`,
+      `${fmt(measured.after.rss / 2 ** 20, 0)} MiB` +
+      (measured.threads.before === null
+        ? ''
+        : `; threads ${measured.threads.before} → ${measured.threads.after}`),
     targets: [
       target(
         `RSS < ${KB_PER_INSTANCE} KB/instance`,
