@@ -23,6 +23,11 @@ export type DatabaseConfig =
        * `ANSWER_TIMEOUT_MS` of src/store/pg-answers.ts; 0: never; docs/decisions/0011-store-faults.md).
        */
       answerTimeoutMs?: number;
+      /**
+       * Most connections the process's pool holds at once (default `DEFAULT_POOL_SIZE` of src/store/database.ts),
+       * besides the one the store's signals keep (docs/decisions/0080-pool-size.md).
+       */
+      poolSize?: number;
     };
 
 /** Parsed configuration handed to every part of the service. Durations are in milliseconds. */
@@ -211,6 +216,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     database: parseDatabaseUrl(parsed.DATABASE_URL, dataDir, {
       preparedStatements: parsed.DATABASE_PREPARED_STATEMENTS === 'on',
       answerTimeoutMs: Math.round(parsed.DATABASE_ANSWER_TIMEOUT_SECONDS * 1000),
+      poolSize: parsed.DATABASE_POOL_SIZE,
     }),
     redisUrl: parsed.REDIS_URL,
     secretKey: parsed.SECRET_KEY === undefined ? undefined : parseSecretKey(parsed.SECRET_KEY),
@@ -276,7 +282,7 @@ export function readCertificateFile(variable: string, path: string): Buffer {
 function parseDatabaseUrl(
   url: string | undefined,
   dataDir: string,
-  postgres: { preparedStatements: boolean; answerTimeoutMs: number },
+  postgres: { preparedStatements: boolean; answerTimeoutMs: number; poolSize: number },
 ): DatabaseConfig {
   if (url === undefined) return { dialect: 'sqlite', path: resolve(dataDir, 'parley.db') };
   if (/^postgres(ql)?:/.test(url))
@@ -285,6 +291,7 @@ function parseDatabaseUrl(
       url,
       preparedStatements: postgres.preparedStatements,
       answerTimeoutMs: postgres.answerTimeoutMs,
+      poolSize: postgres.poolSize,
     };
   const path = url.replace(/^(sqlite|file):(\/\/)?/, '');
   if (path === '') throw new ConfigError('invalid configuration: DATABASE_URL: sqlite: needs a file path');

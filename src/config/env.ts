@@ -45,6 +45,13 @@ export const EnvSchema = Type.Object({
     description:
       'PostgreSQL: how long a connection with statements waiting may stay silent before it is closed; 0 never (docs/decisions/0011-store-faults.md)',
   }),
+  DATABASE_POOL_SIZE: Type.Integer({
+    minimum: 1,
+    maximum: 1000,
+    default: 10,
+    description:
+      'PostgreSQL: most connections a process holds in its pool, besides its signals connection (docs/decisions/0080-pool-size.md)',
+  }),
   REDIS_URL: Type.Optional(
     Type.String({ pattern: '^rediss?://', description: 'redis://… for shared limits' }),
   ),

@@ -31,7 +31,10 @@ export interface Store {
 export interface OpenStoreOptions {
   /** PostgreSQL only: a schema to create and use (tests isolate themselves this way). */
   schema?: string;
-  /** PostgreSQL pool size (default 10). */
+  /**
+   * PostgreSQL: most connections of the pool, overriding the configuration's `poolSize` (tests and benchmarks; the
+   * service takes it from `DATABASE_POOL_SIZE`). Default: the configuration's, else {@link DEFAULT_POOL_SIZE}.
+   */
   poolSize?: number;
   /**
    * Where pool and connection errors are reported, and SQLite's checkpoint thread failing (default: ignored;
@@ -60,6 +63,13 @@ export interface OpenStoreOptions {
  * server that does not answer (a network partition) must not hold requests indefinitely.
  */
 export const CONNECT_TIMEOUT_MS = 5_000;
+
+/**
+ * Connections a PostgreSQL pool holds at most when neither `DATABASE_POOL_SIZE` nor `OpenStoreOptions.poolSize` says
+ * otherwise (docs/decisions/0080-pool-size.md): on the 2-core machine of docs/benchmarks.md, 4 gave the delivery
+ * burst about a fifth less and 20 nothing more.
+ */
+export const DEFAULT_POOL_SIZE = 10;
 
 /**
  * Opens the store described by `config` (docs/decisions/0024-engines-and-data-flow.md): better-sqlite3 in WAL mode
@@ -142,7 +152,7 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
   }
   const pool = new pg.Pool({
     connectionString: config.url,
-    max: options.poolSize ?? 10,
+    max: options.poolSize ?? config.poolSize ?? DEFAULT_POOL_SIZE,
     // Lets a transaction's `begin` go out with its first statement (docs/decisions/0062-pipelined-begin.md).
     pipeline: true,
     types,

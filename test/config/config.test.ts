@@ -121,6 +121,7 @@ describe('configuration (docs/decisions/0024-engines-and-data-flow.md)', () => {
       url: 'postgres://u@db:5432/parley',
       preparedStatements: true,
       answerTimeoutMs: 30_000,
+      poolSize: 10,
     });
     assert.equal(config.redisUrl, 'redis://127.0.0.1:6379');
     assert.deepEqual(config.secretKey, Buffer.alloc(32, 0xab));
@@ -135,12 +136,14 @@ describe('configuration (docs/decisions/0024-engines-and-data-flow.md)', () => {
       url,
       preparedStatements: false,
       answerTimeoutMs: 30_000,
+      poolSize: 10,
     });
     assert.deepEqual(loadConfig({ DATABASE_URL: url, DATABASE_PREPARED_STATEMENTS: 'on' }).database, {
       dialect: 'postgres',
       url,
       preparedStatements: true,
       answerTimeoutMs: 30_000,
+      poolSize: 10,
     });
     for (const value of ['yes', 'true', '1']) {
       assert.throws(() => loadConfig({ DATABASE_URL: url, DATABASE_PREPARED_STATEMENTS: value }), {
@@ -165,6 +168,28 @@ describe('configuration (docs/decisions/0024-engines-and-data-flow.md)', () => {
         message: /^invalid configuration: DATABASE_ANSWER_TIMEOUT_SECONDS: /,
       });
     }
+  });
+
+  it('reads DATABASE_POOL_SIZE, whole connections from 1 to 1000 (docs/decisions/0080-pool-size.md)', () => {
+    const url = 'postgres://u@db:5432/parley';
+    const sizeOf = (value: string) => {
+      const { database } = loadConfig({ DATABASE_URL: url, DATABASE_POOL_SIZE: value });
+      return database.dialect === 'postgres' ? database.poolSize : undefined;
+    };
+    assert.equal(sizeOf('1'), 1);
+    assert.equal(sizeOf('40'), 40);
+    assert.equal(sizeOf('1000'), 1000);
+    for (const value of ['0', '1001', '2.5', 'many', '-3']) {
+      assert.throws(() => sizeOf(value), {
+        name: 'ConfigError',
+        message: /^invalid configuration: DATABASE_POOL_SIZE: /,
+      });
+    }
+    assert.deepEqual(
+      loadConfig({ DATABASE_POOL_SIZE: '3' }).database,
+      { dialect: 'sqlite', path: resolve('./data/parley.db') },
+      'SQLite has one connection: the setting does not apply',
+    );
   });
 
   it('reads EVENT_RETENTION_DAYS, whole days from 1 to 3650 (docs/decisions/0030-event-log.md)', () => {

@@ -50,11 +50,12 @@ function migratedSqliteFile(): Promise<string> {
  * Creates a fresh store: a new SQLite file in a temp folder (a copy of a migrated one), or a new PostgreSQL database
  * `t_<hex>` (a copy of a migrated one) whose tables live in schema `parley_test`.
  * The temp folder doubles as `DATA_DIR` for the master key file. `options.faults` is the store's test-only fault
- * hook (src/store/faults.ts `StoreFaultHook`), called with every statement's SQL text.
+ * hook (src/store/faults.ts `StoreFaultHook`), called with every statement's SQL text; `options.poolSize` the
+ * PostgreSQL pool's most connections (default 5; SQLite has one).
  */
 export async function createTestStore(
   dialect: TestDialect,
-  options: { faults?: StoreFaultHook } = {},
+  options: { faults?: StoreFaultHook; poolSize?: number } = {},
 ): Promise<TestStore> {
   const dataDir = mkdtempSync(join(tmpdir(), 'parley-test-'));
   const faults = options.faults ? { faults: options.faults } : {};
@@ -79,7 +80,11 @@ export async function createTestStore(
   const name = `t_${randomBytes(6).toString('hex')}`;
   await withAdmin(adminUrl, (admin) => admin.query(`CREATE DATABASE ${name} TEMPLATE ${template}`));
   const database: DatabaseConfig = { dialect: 'postgres', url: databaseUrl(adminUrl, name) };
-  const store = await openStore(database, { schema: TEMPLATE_SCHEMA, poolSize: 5, ...faults });
+  const store = await openStore(database, {
+    schema: TEMPLATE_SCHEMA,
+    poolSize: options.poolSize ?? 5,
+    ...faults,
+  });
   return {
     store,
     database,
