@@ -198,6 +198,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
   const metrics = new Metrics();
   metrics.trackBacklog(sessions.backlog);
   metrics.trackSessions(sessions);
+  if (store.pool) metrics.trackPool(store.pool);
   // Committed instance changes for the dashboard's live views (docs/decisions/0022-dashboard.md).
   const feed = new LiveFeed();
   recorder.use(feed);

@@ -1,4 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import type { PoolUsage } from '../store/database.ts';
 
 /**
  * Prometheus metrics of one service (docs/decisions/0023-operations.md), on a registry of its own so several apps in
@@ -77,6 +78,43 @@ export class Metrics {
    */
   trackBacklog(source: { readonly count: number; readonly oldestAgeMs: number }): void {
     this.#backlog = source;
+  }
+
+  /**
+   * Registers the pool gauges, read from `pool` at every scrape (docs/decisions/0080-pool-size.md):
+   * `parley_db_pool_max_connections`, `parley_db_pool_connections` by state (`busy`: held by a statement or a
+   * transaction; `idle`) and `parley_db_pool_waiting` (callers waiting for a connection). Called once, on
+   * PostgreSQL; a SQLite store has no pool, and its registry has no such gauges.
+   */
+  trackPool(pool: PoolUsage): void {
+    const registers = [this.registry];
+    new Gauge({
+      name: 'parley_db_pool_max_connections',
+      help: "PostgreSQL: most connections of this process's pool (DATABASE_POOL_SIZE)",
+      registers,
+      collect() {
+        this.set(pool.max);
+      },
+    });
+    new Gauge({
+      name: 'parley_db_pool_connections',
+      help: "PostgreSQL: connections of this process's pool open now, by state (busy: held by a statement or a transaction; idle)",
+      labelNames: ['state'] as const,
+      registers,
+      collect() {
+        const { total, idle } = pool;
+        this.set({ state: 'busy' }, total - idle);
+        this.set({ state: 'idle' }, idle);
+      },
+    });
+    new Gauge({
+      name: 'parley_db_pool_waiting',
+      help: 'PostgreSQL: statements and transactions of this process waiting for a connection of its pool',
+      registers,
+      collect() {
+        this.set(pool.waiting);
+      },
+    });
   }
 
   /** Reads the sessions gauge from `source.size` (the engine sessions this process holds) at every scrape. */

@@ -23,8 +23,28 @@ export interface Store {
   dialect: DatabaseConfig['dialect'];
   /** PostgreSQL schema the store lives in: the one named at open, else the connection's current schema. */
   schema: string | undefined;
+  /**
+   * PostgreSQL: the connection pool's usage, read live (docs/decisions/0080-pool-size.md); absent on SQLite, which
+   * has one connection and no pool.
+   */
+  pool?: PoolUsage;
   /** Closes every connection; the store cannot be used afterwards. */
   destroy(): Promise<void>;
+}
+
+/**
+ * A PostgreSQL pool's usage at the moment each field is read (docs/decisions/0080-pool-size.md): connections, not
+ * bytes. `busy` is `total - idle`, the connections a statement or a transaction holds.
+ */
+export interface PoolUsage {
+  /** Most connections the pool opens (`DATABASE_POOL_SIZE`). */
+  readonly max: number;
+  /** Connections open now, busy or idle. */
+  readonly total: number;
+  /** Open connections no one holds. */
+  readonly idle: number;
+  /** Callers waiting for a connection because all `max` are busy. */
+  readonly waiting: number;
 }
 
 /** Options for {@link openStore}. */
@@ -150,9 +170,10 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
       await client.end();
     }
   }
+  const poolSize = options.poolSize ?? config.poolSize ?? DEFAULT_POOL_SIZE;
   const pool = new pg.Pool({
     connectionString: config.url,
-    max: options.poolSize ?? config.poolSize ?? DEFAULT_POOL_SIZE,
+    max: poolSize,
     // Lets a transaction's `begin` go out with its first statement (docs/decisions/0062-pipelined-begin.md).
     pipeline: true,
     types,
@@ -200,6 +221,18 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
     db,
     dialect: 'postgres',
     schema: schema ?? current.rows[0]?.schema ?? undefined,
+    pool: {
+      max: poolSize,
+      get total() {
+        return pool.totalCount;
+      },
+      get idle() {
+        return pool.idleCount;
+      },
+      get waiting() {
+        return pool.waitingCount;
+      },
+    },
     destroy: () => db.destroy(),
   };
   useAnswerWatch(store, answers);
