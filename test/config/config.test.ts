@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
 import { ConfigError, loadConfig, readCertificateFile } from '../../src/config/config.ts';
+import { DEFAULT_POOL_SIZE } from '../../src/store/database.ts';
 
 describe('configuration (docs/decisions/0024-engines-and-data-flow.md)', () => {
   it('applies the defaults', () => {
@@ -176,6 +177,8 @@ describe('configuration (docs/decisions/0024-engines-and-data-flow.md)', () => {
       const { database } = loadConfig({ DATABASE_URL: url, DATABASE_POOL_SIZE: value });
       return database.dialect === 'postgres' ? database.poolSize : undefined;
     };
+    const { database } = loadConfig({ DATABASE_URL: url });
+    assert.equal(database.dialect === 'postgres' ? database.poolSize : undefined, DEFAULT_POOL_SIZE);
     assert.equal(sizeOf('1'), 1);
     assert.equal(sizeOf('40'), 40);
     assert.equal(sizeOf('1000'), 1000);
