@@ -62,12 +62,14 @@ const LANE_UNCHANGED = `(
     )`;
 
 /**
- * A lane's group of delivered records on PostgreSQL as one statement (docs/decisions/0059-lane-record-groups.md): the
- * writes of `deliveredInOneStatement` (src/store/delivery-next.ts) for every record of the group, with the start
- * rule of a lane expressed in SQL. Each record's attempt row is completed and its delivery marked delivered while it
- * is still this worker's claim; the record's next delivery is started only when every record before it that takes
- * part in the lane's start order (`takes`) was applied and started its own, and when the next delivery is still
- * this claim's, pending, and its lane unchanged. The next deliveries that may be started are locked as they are
+ * Groups of delivered records on PostgreSQL as one statement (docs/decisions/0059-lane-record-groups.md,
+ * docs/decisions/0081-record-statements-across-lanes.md): the writes of `deliveredInOneStatement`
+ * (src/store/delivery-next.ts) for every record, with the start rule of a lane expressed in SQL. The records may
+ * belong to several lanes (`lane`, a number per lane in the statement); the rule holds within each lane. Each
+ * record's attempt row is completed and its delivery marked delivered while it is still this worker's claim; the
+ * record's next delivery is started only when every record of its lane before it that takes part in the lane's
+ * start order (`takes`) was applied and started its own, and when the next delivery is still this claim's,
+ * pending, and its lane unchanged. The next deliveries that may be started are locked as they are
  * read (`for update`), so a row changed by another transaction meanwhile is read again before the decision.
  * Parameters: $1 the time (epoch ms), $2 the worker, then one array per column of `input`, in its order. Planned
  * at each run ({@link PLAN_EACH_RUN}): a generic plan made while the tables were small kept scanning them whole as
@@ -76,10 +78,10 @@ const LANE_UNCHANGED = `(
 const DELIVERED_GROUP_POSTGRES = `${PLAN_EACH_RUN} with input as (
   select * from unnest($3::varchar[], $4::integer[], $5::integer[], $6::text[], $7::integer[], $8::varchar[],
     $9::varchar[], $10::bigint[], $11::boolean[], $12::varchar[], $13::varchar[], $14::bigint[], $15::varchar[],
-    $16::integer[], $17::text[], $18::text[], $19::text[], $20::text[])
+    $16::integer[], $17::text[], $18::text[], $19::text[], $20::text[], $21::integer[])
     with ordinality as t(attempt_id, status_code, duration_ms, response_body, response_truncated, event_id,
       endpoint_id, locked_at, takes, next_event_id, next_endpoint_id, next_locked_at, next_attempt_id,
-      next_number, next_url, next_url_sealed, next_hmac_key, next_secret, ord)
+      next_number, next_url, next_url_sealed, next_hmac_key, next_secret, lane, ord)
 ), completed as (
   update webhook_attempts a set finished_at = $1::bigint, status_code = i.status_code, duration_ms = i.duration_ms,
     error = null, response_body = i.response_body, response_truncated = i.response_truncated
@@ -96,7 +98,7 @@ const DELIVERED_GROUP_POSTGRES = `${PLAN_EACH_RUN} with input as (
 ), ${startableNext(12)}, chain as (
   select i.ord, i.takes and i.next_event_id is not null and bool_and(
       not i.takes or (i.next_event_id is not null and x.ord is not null and s.ord is not null)
-    ) over (order by i.ord) as start
+    ) over (partition by i.lane order by i.ord) as start
   from input i left join delivered x on x.ord = i.ord left join startable s on s.ord = i.ord
 ), ${startChosen('c.start', 12)}
 select i.ord,
@@ -125,9 +127,17 @@ function nextColumns(nexts: readonly (NextAttempt | undefined)[]): unknown[][] {
   ];
 }
 
-/** One record of a group: a delivered attempt's {@link FinishInput} and whether it takes part in the start order. */
+/**
+ * One record of a group: a delivered attempt's {@link FinishInput}, whether it takes part in its lane's start order,
+ * and which lane of the statement it belongs to.
+ */
 export interface GroupRecord {
   input: FinishInput;
+  /**
+   * The record's lane among the statement's (any integer; default 0): the start order runs through the records of
+   * one lane, in the order given, and never from one lane to another.
+   */
+  lane?: number;
   /**
    * The record took a delivery to start (its lane's start order runs through it). A record that took one but may
    * not start it (`input.next` absent) ends the group's starts; one that took none leaves them as they are.
@@ -136,9 +146,10 @@ export interface GroupRecord {
 }
 
 /**
- * Writes a lane's group of delivered records in one statement on PostgreSQL (see {@link DELIVERED_GROUP_POSTGRES}):
- * one round trip for the whole group, where one statement per record waited for the event loop between each.
- * Every `input` must have the outcome `delivered`, the same `workerId` and `now`, and no `nextCheckOnly`.
+ * Writes groups of delivered records in one statement on PostgreSQL (see {@link DELIVERED_GROUP_POSTGRES}): one round
+ * trip for a lane's whole group, where one statement per record waited for the event loop between each, or for the
+ * groups of several lanes (each record's `lane`). Every `input` must have the outcome `delivered`, the same
+ * `workerId` and `now`, and no `nextCheckOnly`.
  * @returns one result per record, in the order given.
  * @throws RangeError when a record is not delivered, is a check-only try or differs in worker or time; what the
  *   driver throws (nothing of the group is then written, or the statement's outcome is unknown).
@@ -172,6 +183,7 @@ export async function deliveredGroupInOneStatement(
       column((r) => r.input.lockedAt),
       column((r) => r.takes),
       ...nextColumns(column((r) => r.input.next)),
+      column((r) => r.lane ?? 0),
     ]),
   );
   const byOrder = new Map(result.rows.map((row) => [Number(row.ord), row]));

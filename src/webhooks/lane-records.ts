@@ -12,6 +12,7 @@ import { nextAttemptOf } from '../store/delivery-next.ts';
 import { isStoreUnavailableError, untilStoreAnswers } from '../store/faults.ts';
 import type { Database } from '../store/schema.ts';
 import type { RetryPolicy } from './backoff.ts';
+import type { CrossLaneRecords } from './cross-lane-records.ts';
 import type { SentAttempt } from './sending.ts';
 import type { DeliveryWorkerOptions } from './worker-options.ts';
 
@@ -52,6 +53,12 @@ export interface RecorderContext {
   staleMs: number;
   /** True once the worker is stopping: nothing more is started. */
   stopping: () => boolean;
+  /**
+   * PostgreSQL without the turn's shared transaction: the worker's statement for the delivered records of all its
+   * lanes answered in one turn (docs/decisions/0081-record-statements-across-lanes.md). Without it a lane writes
+   * its group of two or more in a statement of its own, and a single record alone.
+   */
+  together?: CrossLaneRecords;
 }
 
 /** An answered attempt with what its record needs across tries. */
@@ -225,16 +232,18 @@ export class LaneRecords {
 
   /**
    * Writes a group of delivered records in one statement on PostgreSQL (src/store/delivery-group.ts), each record's
-   * start decided in it by the same rule, and sets each decision.
-   * @returns the results, or undefined when the group is to be written one record at a time: a group of one, one
-   *   holding a failed attempt, or a statement that failed (an unreachable store leaves its outcome unknown: every
-   *   record that offered to start its next delivery then asks whether it did).
+   * start decided in it by the same rule, and sets each decision: with the other lanes' records of the turn when the
+   * worker shares them (`together`), else in a statement of the lane's own.
+   * @returns the results, or undefined when the group is to be written one record at a time: a group of one without
+   *   `together`, one holding a failed attempt, or a statement that failed (an unreachable store leaves its outcome
+   *   unknown: every record that offered to start its next delivery then asks whether it did).
    */
   async #recordTogether(group: readonly Waiting[]): Promise<FinishResult[] | undefined> {
     const { store } = this.#context.options;
+    const { together } = this.#context;
     if (
       store.dialect !== 'postgres' ||
-      group.length < 2 ||
+      group.length < (together === undefined ? 2 : 1) ||
       group.some((waiting) => waiting.outcome.kind !== 'delivered' || waiting.offered)
     )
       return undefined;
@@ -247,7 +256,10 @@ export class LaneRecords {
     const now = records[0]?.input.now;
     for (const record of records) record.input.now = now ?? record.input.now;
     try {
-      const results = await deliveredGroupInOneStatement(store.db, records);
+      const results =
+        together === undefined
+          ? await deliveredGroupInOneStatement(store.db, records)
+          : await together.write(records);
       for (const [index, waiting] of group.entries()) {
         const result = results[index];
         if (result !== undefined) this.#decide(waiting, result);

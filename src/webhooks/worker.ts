@@ -13,6 +13,7 @@ import {
 } from '../store/delivery-claims.ts';
 import { untilStoreAnswers } from '../store/faults.ts';
 import { RetryPolicy } from './backoff.ts';
+import { CrossLaneRecords } from './cross-lane-records.ts';
 import type { RecorderContext } from './lane-records.ts';
 import { type LaneRun, type LaneRunContext, runLane } from './lane-run.ts';
 import type { DeliveryWorkerOptions } from './worker-options.ts';
@@ -103,6 +104,10 @@ export class DeliveryWorker {
       workerId: this.id,
       staleMs: this.#staleMs,
       stopping: () => this.#stopping,
+      // One statement for the records of every lane of a turn (docs/decisions/0081-record-statements-across-lanes.md).
+      ...(options.turn === undefined && options.store.dialect === 'postgres'
+        ? { together: new CrossLaneRecords(options.store.db) }
+        : {}),
     };
     this.#laneContext = { options, recorder: this.#recorder, laneWindow: this.#laneWindow };
   }
