@@ -6,6 +6,7 @@ import { compiledStatement } from './compiled.ts';
 import { type InstanceColumns, toInstance } from './instances.ts';
 import type { Database } from './schema.ts';
 import type { WebhookEndpointsTable } from './schema-webhooks.ts';
+import { barrierOf } from './shared-advances.ts';
 import { toIso } from './times.ts';
 import { type EndpointRecord, toEndpointRecord } from './webhook-endpoints.ts';
 
@@ -56,7 +57,7 @@ const GET_ROUTING = compiledStatement<{ id: string }, RoutingRow>((db, arg) =>
 );
 
 /** What {@link ADVANCE} answers: the webhook state after the advance and what tells the instance's routing. */
-interface AdvanceRow {
+export interface AdvanceRow {
   last_sequence: number | string;
   disabled_at: number | null;
   disabled_reason: string | null;
@@ -216,7 +217,9 @@ function frozen(routing: InstanceRouting): InstanceRouting {
  * itself is read again, in the same transaction, only when those differ from the ones this process last read it at
  * (docs/decisions/0065-routing-version.md: the store draws a new random version or stamp at every change to the
  * instance or its endpoints, so equal ones mean the routing the statement would have read is the one kept). The
- * routing answered is frozen: later batches share it. → undefined, and no number taken, when no such instance exists.
+ * routing answered is frozen: later batches share it. In a transaction shared by several instances' recorder
+ * batches on PostgreSQL the numbers are taken with the other instances' in one statement (`AdvanceBarrier`,
+ * src/store/shared-advances.ts). → undefined, and no number taken, when no such instance exists.
  * @throws what the store throws (`store_unavailable` on a fault, docs/decisions/0011-store-faults.md); an Error when
  * the instance vanished between the advance and the routing's read (its state row's lock rules that out).
  */
@@ -225,7 +228,11 @@ export async function routeAndAdvance(
   id: string,
   count: number,
 ): Promise<AdvancedRouting | undefined> {
-  const [state] = (await ADVANCE.run(trx, { id, count })).rows;
+  // In a transaction shared by several instances' batches, the numbers are taken with theirs in one statement
+  // (docs/decisions/0082-recorder-turns-on-postgres.md).
+  const barrier = barrierOf(trx);
+  const state =
+    barrier === undefined ? (await ADVANCE.run(trx, { id, count })).rows[0] : await barrier.wait(id, count);
   if (!state) return undefined;
   const known = knownOf(trx);
   let kept = known.use(id);

@@ -18,6 +18,19 @@ export const MAX_TURN_TRANSACTION = 256;
 export type TransactionWork<R> = (trx: Transaction<Database>) => Promise<R>;
 
 /**
+ * A transaction several callers' work of one turn of the event loop shares: {@link TurnTransactions} on SQLite, the
+ * recorder's `RecorderTurns` on PostgreSQL (src/store/recorder-turns.ts).
+ */
+export interface SharedTransaction {
+  /**
+   * Runs `work` with the other work of this turn; `weight` (default 1) is what it counts against the transaction's
+   * bound. @returns what `work` returned, once the transaction holding it committed. @throws what `work` throws
+   * when run alone (nothing of it is kept), or the store's error.
+   */
+  run<R>(work: TransactionWork<R>, weight?: number): Promise<R>;
+}
+
+/**
  * One commit for the writes of a turn of the event loop on SQLite (docs/decisions/0051-turn-groups.md): the work
  * added in a turn (the recorder's instance batches, the delivery worker's attempt records) runs at its end in one
  * transaction, in the order it was added, at most {@link MAX_TURN_TRANSACTION} in weight, and each caller gets its own
@@ -28,7 +41,7 @@ export type TransactionWork<R> = (trx: Transaction<Database>) => Promise<R>;
  * SQLite only: its one connection runs transactions one after the other anyway, while PostgreSQL's run side by
  * side on the pool.
  */
-export class TurnTransactions {
+export class TurnTransactions implements SharedTransaction {
   readonly #group: TurnGroup<TransactionWork<unknown>, unknown>;
 
   /** Runs on `db`; no I/O until the first {@link run}. */

@@ -18,6 +18,28 @@ export type TableWrites = readonly CompiledQuery[];
 const deferred = new WeakMap<Kysely<Database>, TableWrites[]>();
 
 /**
+ * Transactions (or views of one) whose put-off writes are left for their owner to take ({@link collectWrites}):
+ * {@link runDeferredWrites} leaves them in place.
+ */
+const collecting = new WeakSet<Kysely<Database>>();
+
+/**
+ * Makes {@link runDeferredWrites} on `db` leave its put-off writes for {@link takeDeferredWrites}: the owner of a
+ * transaction shared by several parts runs every part's writes in one group at its end
+ * (docs/decisions/0082-recorder-turns-on-postgres.md).
+ */
+export function collectWrites(db: Kysely<Database>): void {
+  collecting.add(db);
+}
+
+/** Takes the writes put off in `db` ({@link deferWrites}) and not yet run, in order; none are left behind. */
+export function takeDeferredWrites(db: Kysely<Database>): TableWrites[] {
+  const pending = deferred.get(db) ?? [];
+  deferred.delete(db);
+  return pending;
+}
+
+/**
  * Puts the writes of `tables` off until the next {@link runWriteGroup} (or {@link runDeferredWrites}) in the same
  * transaction `db`, which runs them first, in the order they were put off, in its group: on PostgreSQL one more
  * clause of its statement instead of a statement of their own (docs/decisions/0056-write-groups.md). The caller
@@ -42,7 +64,8 @@ export interface WriteGroupOptions {
 }
 
 /**
- * Runs the writes put off in transaction `db` ({@link deferWrites}) now, as one group; nothing when none are.
+ * Runs the writes put off in transaction `db` ({@link deferWrites}) now, as one group; nothing when none are, or when
+ * `db` leaves them to its owner ({@link collectWrites}).
  * @throws what the store throws (the transaction then rolls back); with `last`, where the group is not waited for,
  *   its failure is the commit's.
  */
@@ -50,7 +73,7 @@ export async function runDeferredWrites(
   db: Kysely<Database>,
   options: WriteGroupOptions = {},
 ): Promise<void> {
-  if (deferred.has(db)) await runWriteGroup(db, [], options);
+  if (deferred.has(db) && !collecting.has(db)) await runWriteGroup(db, [], options);
 }
 
 /**

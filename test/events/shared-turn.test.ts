@@ -7,7 +7,8 @@ import { textMessage } from '../webhooks/support.ts';
 /**
  * The services' recorder with every projection (messages, the webhook outbox, the send queue, the live feed) when
  * several instances' events arrive in the same turn: on SQLite they share the turn's transaction
- * (docs/decisions/0051-turn-groups.md), on PostgreSQL each instance has its own. Either way each instance gets its
+ * (docs/decisions/0051-turn-groups.md), on PostgreSQL the recorder's own, with their numbers and rows taken and
+ * written in one statement each (docs/decisions/0082-recorder-turns-on-postgres.md). Either way each instance gets its
  * own messages and its own `sequence`, 1, 2, 3… in emission order (docs/decisions/0005-outbox-and-delivery.md).
  */
 for (const dialect of testDialects()) {
