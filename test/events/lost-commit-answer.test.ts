@@ -8,9 +8,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { type DatabaseConnection, PostgresDriver } from 'kysely';
 import { appFor, OWN, PEER, storedBodies } from '../messages/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
+import { loseCommitAnswers } from '../support/lost-commits.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 
 const T0 = Date.parse('2026-03-02T10:00:00.000Z');
@@ -22,22 +22,15 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
     /** While true, the next transaction that writes an event row commits and then fails as a reset connection. */
     let loseNext = false;
     let carriesEvent = false;
-    let lost = 0;
-    const commit = PostgresDriver.prototype.commitTransaction;
+    let commits: ReturnType<typeof loseCommitAnswers> | undefined;
 
     before(async () => {
-      PostgresDriver.prototype.commitTransaction = async function (
-        this: PostgresDriver,
-        connection: DatabaseConnection,
-      ) {
-        await commit.call(this, connection);
-        if (loseNext && carriesEvent) {
-          loseNext = false;
-          carriesEvent = false;
-          lost += 1;
-          throw Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
-        }
-      };
+      commits = loseCommitAnswers(() => {
+        if (!loseNext || !carriesEvent) return false;
+        loseNext = false;
+        carriesEvent = false;
+        return true;
+      });
       testStore = await createTestStore(dialect, {
         faults: (sql) => {
           if (loseNext && /insert into "webhook_events"/i.test(sql)) carriesEvent = true;
@@ -48,7 +41,7 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
       await loginSandbox(t, OWN);
     });
     after(async () => {
-      PostgresDriver.prototype.commitTransaction = commit;
+      commits?.restore();
       await t.close();
       await testStore.cleanup();
     });
@@ -57,7 +50,7 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
       loseNext = true;
       const inbound = await t.call('POST', '/v1/sandbox/inbound', { phone: PEER, body: 'only once' });
       loseNext = false;
-      assert.equal(lost, 1, 'a commit answer was lost');
+      assert.equal(commits?.lost(), 1, 'a commit answer was lost');
       assert.equal(inbound.status, 200, JSON.stringify(inbound.body));
       const id: string = inbound.body.data.id;
       const events = (await storedBodies(t, 'Message')).filter((body) => body.event.info.id === id);

@@ -7,11 +7,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
-import { type DatabaseConnection, PostgresDriver, type Transaction } from 'kysely';
+import type { Transaction } from 'kysely';
 import type { Instance } from '../../src/domain/instance.ts';
 import type { EventProjection } from '../../src/events/recorder.ts';
 import type { Database } from '../../src/store/schema.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
+import { loseCommitAnswers } from '../support/lost-commits.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 import { textMessage } from '../webhooks/support.ts';
 
@@ -33,22 +34,15 @@ describe('recorder turns on PostgreSQL', { skip: !testDialects().includes('postg
   /** While set, the next commit of a transaction that took several instances' numbers is carried out, then lost. */
   let loseNextShared = false;
   let sharedInFlight = false;
-  let lost = 0;
-  const commit = PostgresDriver.prototype.commitTransaction;
+  let commits: ReturnType<typeof loseCommitAnswers> | undefined;
 
   before(async () => {
-    PostgresDriver.prototype.commitTransaction = async function (
-      this: PostgresDriver,
-      connection: DatabaseConnection,
-    ) {
-      await commit.call(this, connection);
-      if (loseNextShared && sharedInFlight) {
-        loseNextShared = false;
-        sharedInFlight = false;
-        lost += 1;
-        throw Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
-      }
-    };
+    commits = loseCommitAnswers(() => {
+      if (!loseNextShared || !sharedInFlight) return false;
+      loseNextShared = false;
+      sharedInFlight = false;
+      return true;
+    });
     testStore = await createTestStore('postgres', {
       faults: (sql) => {
         statements.push(sql);
@@ -68,7 +62,7 @@ describe('recorder turns on PostgreSQL', { skip: !testDialects().includes('postg
     t.services.recorder.use(failing);
   });
   after(async () => {
-    PostgresDriver.prototype.commitTransaction = commit;
+    commits?.restore();
     await t.close();
     await testStore.cleanup();
   });
@@ -179,7 +173,7 @@ describe('recorder turns on PostgreSQL', { skip: !testDialects().includes('postg
     loseNextShared = true;
     const outcomes = await recordAll([['a-lost'], ['b-lost'], ['c-lost']]);
     loseNextShared = false;
-    assert.equal(lost, 1, 'a shared commit answer was lost');
+    assert.equal(commits?.lost(), 1, 'a shared commit answer was lost');
     assert.deepEqual(
       outcomes.map((outcome) => outcome.status),
       ['fulfilled', 'fulfilled', 'fulfilled'],

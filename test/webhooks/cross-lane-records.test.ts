@@ -1,26 +1,21 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { Kysely, Transaction } from 'kysely';
 import { pino } from 'pino';
 import { type ClaimedDelivery, claimDeliveries } from '../../src/store/delivery-claims.ts';
 import { nextAttemptOf, startDeliveries } from '../../src/store/delivery-next.ts';
-import type { Database } from '../../src/store/schema.ts';
 import { RetryPolicy } from '../../src/webhooks/backoff.ts';
 import { CrossLaneRecords } from '../../src/webhooks/cross-lane-records.ts';
 import { type AnsweredAttempt, LaneRecords, type StartDecision } from '../../src/webhooks/lane-records.ts';
 import type { SentAttempt } from '../../src/webhooks/sending.ts';
 import { testDialects } from '../support/store.ts';
 import { createEndpoint } from './endpoint-support.ts';
-import { recordMessages, webhookAppPerTest } from './support.ts';
+import { faultingStore, lostAnswer, recordMessages, webhookAppPerTest } from './support.ts';
 
 const answered: SentAttempt = {
   record: { statusCode: 200, durationMs: 1, error: null, responseBody: 'ok', responseTruncated: false },
   retryAfter: undefined,
   gone: false,
 };
-
-/** Errors thrown once their statement ran: its answer lost, its outcome unknown. */
-const answerLost = new WeakSet<Error>();
 
 /**
  * Records across lanes on PostgreSQL (docs/decisions/0081-record-statements-across-lanes.md): the delivered records of
@@ -54,35 +49,7 @@ describe('webhook records across lanes (postgres)', { skip: !testDialects().incl
       lanes.set(delivery.endpointId, [...(lanes.get(delivery.endpointId) ?? []), delivery]);
     /** The SQL text of every statement run through the store, in order. */
     const statements: string[] = [];
-    let calls = 0;
-    /** `db` with every statement it runs counted and failed as `fail` says, a transaction's too. */
-    const countedOn = <D extends Kysely<Database>>(db: D): D =>
-      new Proxy(db, {
-        get(target, property) {
-          if (property === 'transaction') {
-            return () => ({
-              execute: <R>(work: (trx: Transaction<Database>) => Promise<R>) =>
-                target.transaction().execute((trx) => work(countedOn(trx))),
-            });
-          }
-          if (property === 'executeQuery') {
-            return async (...args: Parameters<typeof target.executeQuery>) => {
-              calls += 1;
-              const [query] = args;
-              statements.push('compile' in query ? query.compile().sql : query.sql);
-              const error = fail(calls);
-              // A lost answer comes after the statement ran; any other failure before.
-              if (error !== undefined && !answerLost.has(error)) throw error;
-              const result = await target.executeQuery(...args);
-              if (error !== undefined) throw error;
-              return result;
-            };
-          }
-          const value: unknown = Reflect.get(target, property, target);
-          return typeof value === 'function' ? value.bind(target) : value;
-        },
-      });
-    const counted = countedOn(store.db);
+    const counted = faultingStore(store.db, fail, (sql) => statements.push(sql));
     const together = new CrossLaneRecords(counted);
     const recordsOfLane = () =>
       new LaneRecords(
@@ -231,12 +198,10 @@ describe('webhook records across lanes (postgres)', { skip: !testDialects().incl
     // Each lane has a window of two open (its first two deliveries started) and both answers in: a group of two
     // records per lane, each taking the lane's next delivery. The statement for both lanes commits; its answer is
     // lost (the connection reset as it answered).
-    const { lanes, statements, recordsOfLane } = await setUp((call) => {
-      if (call !== 1) return undefined;
-      const error = Object.assign(new Error('connection reset'), { code: 'ECONNRESET' });
-      answerLost.add(error);
-      return error;
-    }, 4);
+    const { lanes, statements, recordsOfLane } = await setUp(
+      (call) => (call === 1 ? lostAnswer() : undefined),
+      4,
+    );
     const { db } = app.t().testStore.store;
     const answers: AnsweredAttempt[][] = [];
     for (const lane of lanes) {

@@ -1,16 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { Kysely, Transaction } from 'kysely';
 import { pino } from 'pino';
 import type { ClaimedDelivery } from '../../src/store/delivery-claims.ts';
 import { nextAttemptOf, startDeliveries } from '../../src/store/delivery-next.ts';
-import type { Database } from '../../src/store/schema.ts';
 import { type TransactionWork, TurnTransactions } from '../../src/store/turn-transactions.ts';
 import { RetryPolicy } from '../../src/webhooks/backoff.ts';
 import { type AnsweredAttempt, LaneRecords, type StartDecision } from '../../src/webhooks/lane-records.ts';
 import type { SentAttempt } from '../../src/webhooks/sending.ts';
 import { testDialects } from '../support/store.ts';
-import { claimLane, laneState, webhookAppPerTest } from './support.ts';
+import { claimLane, faultingStore, laneState, lostAnswer, webhookAppPerTest } from './support.ts';
 
 /** A turn's shared transaction that counts the parts written in it. */
 class CountingTurn extends TurnTransactions {
@@ -186,40 +184,9 @@ describe('webhook lane record groups under store faults (postgres)', {
       await startDeliveries(store.db, [nextAttemptOf(second), nextAttemptOf(third)], 'w1', now),
       2,
     );
-    let calls = 0;
     /** The parameters of every statement tried, in order. */
     const statements: (readonly unknown[])[] = [];
-    /**
-     * `db` with every statement it runs counted and failed as `fail` says, a transaction's too (a record tried again
-     * after a lost answer that offered a start is written in a transaction, `FinishInput.offeredBefore`).
-     */
-    const failingOn = <D extends Kysely<Database>>(db: D): D =>
-      new Proxy(db, {
-        get(target, property) {
-          if (property === 'transaction') {
-            return () => ({
-              execute: <R>(work: (trx: Transaction<Database>) => Promise<R>) =>
-                target.transaction().execute((trx) => work(failingOn(trx))),
-            });
-          }
-          if (property === 'executeQuery') {
-            return async (...args: Parameters<typeof target.executeQuery>) => {
-              calls += 1;
-              const [query] = args;
-              statements.push('compile' in query ? query.compile().parameters : query.parameters);
-              const error = fail(calls);
-              // A lost answer comes after the statement ran; any other failure before.
-              if (error !== undefined && !answerLost.has(error)) throw error;
-              const result = await target.executeQuery(...args);
-              if (error !== undefined) throw error;
-              return result;
-            };
-          }
-          const value: unknown = Reflect.get(target, property, target);
-          return typeof value === 'function' ? value.bind(target) : value;
-        },
-      });
-    const failing = failingOn(store.db);
+    const failing = faultingStore(store.db, fail, (_sql, parameters) => statements.push(parameters));
     let halted = false;
     const records = new LaneRecords(
       {
@@ -238,13 +205,7 @@ describe('webhook lane record groups under store faults (postgres)', {
     );
     return { batch, records, statements, halt: () => (halted = true), halted: () => halted };
   };
-  /** Errors thrown once their statement ran (its answer lost). */
-  const answerLost = new WeakSet<Error>();
-  const lost = () => {
-    const error = Object.assign(new Error('connection reset'), { code: 'ECONNRESET' });
-    answerLost.add(error);
-    return error;
-  };
+  const lost = lostAnswer;
 
   it('a record whose first try started its delivery but lost the answer reports the start, though the lane halted', async () => {
     // The first statement commits and its answer is lost; meanwhile another attempt of the window failed.

@@ -360,3 +360,52 @@ export async function allDelivered(t: TestApp, db: Kysely<Database> = t.testStor
     return open.length === 0;
   });
 }
+
+/** Errors a {@link faultingStore} throws once their statement ran: its answer lost, its outcome unknown. */
+export const answerLost = new WeakSet<Error>();
+
+/** A lost answer for {@link faultingStore}: a reset connection, thrown after the statement ran. */
+export function lostAnswer(): Error {
+  const error = Object.assign(new Error('connection reset'), { code: 'ECONNRESET' });
+  answerLost.add(error);
+  return error;
+}
+
+/**
+ * `db` with every statement it runs, a transaction's too, shown to `seen` (its SQL text and parameters) and failed as
+ * `fail` says by its number (from 1): an error in {@link answerLost} after the statement ran, any other before.
+ */
+export function faultingStore<D extends Kysely<Database>>(
+  db: D,
+  fail: (call: number) => Error | undefined,
+  seen: (sql: string, parameters: readonly unknown[]) => void = () => undefined,
+): D {
+  let calls = 0;
+  const wrap = <W extends Kysely<Database>>(inner: W): W =>
+    new Proxy(inner, {
+      get(target, property) {
+        if (property === 'transaction') {
+          return () => ({
+            execute: <R>(work: (trx: Transaction<Database>) => Promise<R>) =>
+              target.transaction().execute((trx) => work(wrap(trx))),
+          });
+        }
+        if (property === 'executeQuery') {
+          return async (...args: Parameters<typeof target.executeQuery>) => {
+            calls += 1;
+            const [query] = args;
+            const compiled = 'compile' in query ? query.compile() : query;
+            seen(compiled.sql, compiled.parameters);
+            const error = fail(calls);
+            if (error !== undefined && !answerLost.has(error)) throw error;
+            const result = await target.executeQuery(...args);
+            if (error !== undefined) throw error;
+            return result;
+          };
+        }
+        const value: unknown = Reflect.get(target, property, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+  return wrap(db);
+}
