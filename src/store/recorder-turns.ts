@@ -2,7 +2,7 @@ import type { Kysely, Transaction } from 'kysely';
 import { TurnGroup } from '../ops/turn-group.ts';
 import { isStoreUnavailableError } from './faults.ts';
 import type { Database } from './schema.ts';
-import { AdvanceBarrier } from './shared-advances.ts';
+import { type Advanced, AdvanceBarrier } from './shared-advances.ts';
 import { MAX_TURN_TRANSACTION, type SharedTransaction, type TransactionWork } from './turn-transactions.ts';
 import { collectWrites, runWriteGroup, takeDeferredWrites } from './write-groups.ts';
 
@@ -105,7 +105,7 @@ async function runTogether(
     const settled = await outcome;
     if (!settled.ok) return fail(settled.error);
   }
-  let advanced: Awaited<ReturnType<AdvanceBarrier['advanceAll']>>;
+  let advanced: Advanced[];
   try {
     advanced = await barrier.advanceAll();
   } catch (error) {
