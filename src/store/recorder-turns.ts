@@ -2,7 +2,7 @@ import type { Kysely, Transaction } from 'kysely';
 import { TurnGroup } from '../ops/turn-group.ts';
 import { isStoreUnavailableError } from './faults.ts';
 import type { Database } from './schema.ts';
-import { type Advanced, AdvanceBarrier } from './shared-advances.ts';
+import { AdvanceBarrier, type Advanced } from './shared-advances.ts';
 import { MAX_TURN_TRANSACTION, type SharedTransaction, type TransactionWork } from './turn-transactions.ts';
 import { collectWrites, runWriteGroup, takeDeferredWrites } from './write-groups.ts';
 
