@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { extended } from '../domain/objects.ts';
 import { TurnGroup } from '../ops/turn-group.ts';
 import { type FinishResult, finishAndStartNext } from '../store/delivery-finish.ts';
 import { deliveredGroupInOneStatement, type GroupRecord } from '../store/delivery-group.ts';
@@ -71,7 +72,7 @@ async function writeLanes(
   const now = lanes[0]?.[0]?.input.now;
   const records = lanes.flatMap((records, lane) =>
     records.map((record) => ({
-      input: now === undefined ? record.input : { ...record.input, now },
+      input: now === undefined ? record.input : extended(record.input, { now }),
       takes: record.takes,
       lane,
     })),
