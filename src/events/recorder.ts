@@ -3,7 +3,7 @@ import type { Kysely, Transaction } from 'kysely';
 import type { EngineEvent } from '../domain/messages.ts';
 import { outcomeUnknown, untilStoreAnswers } from '../store/faults.ts';
 import type { Database } from '../store/schema.ts';
-import type { SharedTransaction } from '../store/turn-transactions.ts';
+import type { TurnTransactions } from '../store/turn-transactions.ts';
 import { runDeferredWrites } from '../store/write-groups.ts';
 
 /**
@@ -60,12 +60,12 @@ export interface EventRecorderOptions {
    * The store's shared transaction of each event-loop turn: the batches of several instances ready in the same turn
    * are applied in it, each with its own prepare, apply and flush, and pay one commit between them. On SQLite the
    * services pass the turn's transaction every writer shares (docs/decisions/0051-turn-groups.md), whose one
-   * connection runs transactions one at a time anyway; on PostgreSQL the recorder's own (`RecorderTurns`,
+   * connection runs transactions one at a time anyway; on PostgreSQL the recorder's own (`recorderTurns`,
    * src/store/recorder-turns.ts, docs/decisions/0082-recorder-turns-on-postgres.md), in which the batches also take
    * their sequence numbers and write their rows in one statement each. Without it each batch has a transaction of
    * its own.
    */
-  turn?: SharedTransaction;
+  turn?: TurnTransactions;
 }
 
 /**
@@ -114,7 +114,7 @@ export class EventRecorder {
   /** Waiting events per instance; removed when the queue drains so idle instances cost nothing. */
   readonly #queues = new Map<string, InstanceQueue>();
   /** The turn's shared transaction, when batches share one (`EventRecorderOptions.turn`). */
-  readonly #turn: SharedTransaction | undefined;
+  readonly #turn: TurnTransactions | undefined;
 
   constructor(
     db: Kysely<Database>,

@@ -1,9 +1,7 @@
 import type { Kysely, Transaction } from 'kysely';
-import { TurnGroup } from '../ops/turn-group.ts';
-import { isStoreUnavailableError } from './faults.ts';
 import type { Database } from './schema.ts';
 import { AdvanceBarrier, type Advanced } from './shared-advances.ts';
-import { MAX_TURN_TRANSACTION, type SharedTransaction, type TransactionWork } from './turn-transactions.ts';
+import { MAX_TURN_TRANSACTION, type TransactionWork, TurnTransactions } from './turn-transactions.ts';
 import { collectWrites, runWriteGroup, takeDeferredWrites } from './write-groups.ts';
 
 /** A part's outcome once it settled. */
@@ -32,37 +30,14 @@ function viewOf(trx: Transaction<Database>): Transaction<Database> {
  * handful of statements and one commit, where each instance's batch had a transaction, a commit and four statements
  * of its own. Each batch runs in its own view of the transaction, one at a time (until it waits for its numbers, then
  * again after them), so no two run statements at once on the connection. A batch alone in its turn has a
- * transaction of its own, as before.
+ * transaction of its own, as before. → a {@link TurnTransactions} on `db` (a PostgreSQL store's) whose parts run so.
  *
  * Failures keep each batch's own: a shared transaction that fails is run again one batch per transaction, so a bad
  * batch fails alone; an unreachable store fails each batch at once (each then asks, as before, whether a commit
  * whose answer was lost kept it: the event row it asks by is its own view's).
  */
-export class RecorderTurns implements SharedTransaction {
-  readonly #group: TurnGroup<TransactionWork<unknown>, unknown>;
-
-  /** Runs on `db`, a PostgreSQL store's; no I/O until the first {@link run}. */
-  constructor(db: Kysely<Database>) {
-    this.#group = new TurnGroup<TransactionWork<unknown>, unknown>(
-      {
-        together: (parts) => db.transaction().execute((trx) => runTogether(trx, parts)),
-        alone: (part) => db.transaction().execute(part),
-        failsEach: isStoreUnavailableError,
-      },
-      MAX_TURN_TRANSACTION,
-    );
-  }
-
-  /**
-   * Runs `work` (one instance's batch) with the other batches of this turn; `weight` (default 1) is what it counts
-   * against {@link MAX_TURN_TRANSACTION}.
-   * @returns what `work` returned, once the transaction holding it committed.
-   * @throws what `work` throws when run alone (nothing of it is kept), or the store's error.
-   */
-  run<R>(work: TransactionWork<R>, weight = 1): Promise<R> {
-    // The group holds parts of several result types; this part's result is the one its own `work` returned.
-    return this.#group.add(work, weight) as Promise<R>;
-  }
+export function recorderTurns(db: Kysely<Database>): TurnTransactions {
+  return new TurnTransactions(db, runTogether);
 }
 
 /**

@@ -18,16 +18,22 @@ export const MAX_TURN_TRANSACTION = 256;
 export type TransactionWork<R> = (trx: Transaction<Database>) => Promise<R>;
 
 /**
- * A transaction several callers' work of one turn of the event loop shares: {@link TurnTransactions} on SQLite, the
- * recorder's `RecorderTurns` on PostgreSQL (src/store/recorder-turns.ts).
+ * Runs the parts of a shared transaction in `trx`. → each part's result, in the order of `parts`.
+ * @throws the first error of a part (the transaction then rolls back).
  */
-export interface SharedTransaction {
-  /**
-   * Runs `work` with the other work of this turn; `weight` (default 1) is what it counts against the transaction's
-   * bound. @returns what `work` returned, once the transaction holding it committed. @throws what `work` throws
-   * when run alone (nothing of it is kept), or the store's error.
-   */
-  run<R>(work: TransactionWork<R>, weight?: number): Promise<R>;
+export type PartsRunner = (
+  trx: Transaction<Database>,
+  parts: readonly TransactionWork<unknown>[],
+) => Promise<unknown[]>;
+
+/** The default {@link PartsRunner}: each part after the one before it, each to its end. */
+async function partsInOrder(
+  trx: Transaction<Database>,
+  parts: readonly TransactionWork<unknown>[],
+): Promise<unknown[]> {
+  const results: unknown[] = [];
+  for (const part of parts) results.push(await part(trx));
+  return results;
 }
 
 /**
@@ -38,22 +44,22 @@ export interface SharedTransaction {
  * sharing a transaction changes when a write commits, never what it does. A shared transaction that fails is run
  * again one part per transaction, so a failing part fails only its own caller; an unreachable store
  * (docs/decisions/0011-store-faults.md) fails each caller at once, and each retries as it would have alone.
- * SQLite only: its one connection runs transactions one after the other anyway, while PostgreSQL's run side by
- * side on the pool.
+ * Shared by every writer on SQLite only: its one connection runs transactions one after the other anyway, while
+ * PostgreSQL's run side by side on the pool; there only the recorder's batches share one, whose statements are
+ * shared too (`recorderTurns`, src/store/recorder-turns.ts, docs/decisions/0082-recorder-turns-on-postgres.md).
  */
-export class TurnTransactions implements SharedTransaction {
+export class TurnTransactions {
   readonly #group: TurnGroup<TransactionWork<unknown>, unknown>;
 
-  /** Runs on `db`; no I/O until the first {@link run}. */
-  constructor(db: Kysely<Database>) {
+  /**
+   * Runs on `db`; no I/O until the first {@link run}. `together` runs a group's parts (at least two) in the shared
+   * transaction and returns their results in order: by default one after the other, each to its end
+   * (`recorderTurns`, src/store/recorder-turns.ts, shares their statements too).
+   */
+  constructor(db: Kysely<Database>, together: PartsRunner = partsInOrder) {
     this.#group = new TurnGroup<TransactionWork<unknown>, unknown>(
       {
-        together: (parts) =>
-          db.transaction().execute(async (trx) => {
-            const results: unknown[] = [];
-            for (const part of parts) results.push(await part(trx));
-            return results;
-          }),
+        together: (parts) => db.transaction().execute((trx) => together(trx, parts)),
         alone: (part) => db.transaction().execute(part),
         failsEach: isStoreUnavailableError,
       },

@@ -17,7 +17,7 @@ import { SessionManager } from '../sessions/manager.ts';
 import { readCallSettings } from '../store/call-settings.ts';
 import type { Store } from '../store/database.ts';
 import { findStoredMessage } from '../store/messages.ts';
-import { RecorderTurns } from '../store/recorder-turns.ts';
+import { recorderTurns } from '../store/recorder-turns.ts';
 import type { TurnTransactions } from '../store/turn-transactions.ts';
 
 /** The engines and the sessions over them, with the recorder every engine event goes through. */
@@ -66,7 +66,7 @@ export function wireSessions(
     // The instances' batches of a turn share one transaction: on SQLite the turn's (docs/decisions/0051-turn-groups.md),
     // on PostgreSQL the recorder's own, with their numbers and rows in one statement each
     // (docs/decisions/0082-recorder-turns-on-postgres.md).
-    { turn: deps.turn ?? (store.dialect === 'postgres' ? new RecorderTurns(store.db) : undefined) },
+    { turn: deps.turn ?? (store.dialect === 'postgres' ? recorderTurns(store.db) : undefined) },
   );
   // Baileys' module graph is loaded when the first live session is made (docs/decisions/0068-engines-loaded-on-first-use.md).
   const live: Engine =
