@@ -30,11 +30,7 @@ interface Waiter {
 
 /** A part's numbers as the statement answered them: the waiter and its row (undefined: no such instance). */
 export interface Advanced {
-  waiter: {
-    part: number;
-    resolve: (row: AdvanceRow | undefined) => void;
-    reject: (error: unknown) => void;
-  };
+  waiter: Pick<Waiter, 'part' | 'resolve' | 'reject'>;
   row: AdvanceRow | undefined;
 }
 
