@@ -104,8 +104,8 @@ export class MessageProjection implements EventProjection {
     if (!buffered || buffered.messages.length === 0) return undefined;
     this.#buffers.delete(trx);
     return [
-      insertMessagesWrites(trx, instanceId, buffered.messages, buffered.at),
-      touchPeersWrites(trx, instanceId, buffered.peers, buffered.at),
+      insertMessagesWrites(instanceId, buffered.messages, buffered.at),
+      touchPeersWrites(instanceId, buffered.peers, buffered.at),
     ];
   }
 

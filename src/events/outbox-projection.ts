@@ -151,7 +151,7 @@ export class OutboxProjection implements EventProjection {
     }
     // Written with the batch's messages in its write group at the batch's end, the transaction's last statement
     // when the batch has one of its own (docs/decisions/0056-write-groups.md, 0063-pipelined-commit.md).
-    deferWrites(trx, [insertWebhookEventsWrites(trx, events), insertDeliveriesWrites(trx, deliveries)]);
+    deferWrites(trx, [insertWebhookEventsWrites(events), insertDeliveriesWrites(deliveries)]);
     const first = events[0];
     if (first !== undefined && !this.#written.has(trx)) this.#written.set(trx, { instanceId, id: first.id });
   }

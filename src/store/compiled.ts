@@ -15,6 +15,11 @@ export interface CompiledStatement<A, R> {
    * @throws what the driver throws (store faults become `store_unavailable`, docs/decisions/0011-store-faults.md).
    */
   run(db: Kysely<Database>, args: A): Promise<QueryResult<R>>;
+  /**
+   * The statement {@link run} would execute on `db` with `args`, not executed: its SQL and bound parameters (to be
+   * run together with others, src/store/write-groups.ts).
+   */
+  query(db: Kysely<Database>, args: A): CompiledQuery<R>;
 }
 
 /**
@@ -41,11 +46,15 @@ export function compiledStatement<A extends Record<string, unknown>, R = unknown
     byAdapter.set(adapter, compiled);
     return compiled;
   };
+  const query = (db: Kysely<Database>, args: A): CompiledQuery<R> => {
+    const { sql, slots } = compile(db);
+    return CompiledQuery.raw(sql, bind(slots, args, [])) as CompiledQuery<R>;
+  };
   return {
     async run(db, args) {
-      const { sql, slots } = compile(db);
-      return db.executeQuery<R>(CompiledQuery.raw(sql, bind(slots, args, [])));
+      return db.executeQuery<R>(query(db, args));
     },
+    query,
   };
 }
 

@@ -1,6 +1,7 @@
-import { type CompiledQuery, type Insertable, type Kysely, PostgresAdapter, type Transaction } from 'kysely';
+import { type Insertable, type Kysely, PostgresAdapter, type Transaction } from 'kysely';
 import { extended } from '../domain/objects.ts';
-import { chunksOf, compiledListStatement, ROWS_PER_INSERT } from './compiled.ts';
+import type { ROWS_PER_INSERT } from './compiled.ts';
+import { type RowSetWrites, rowSetInsert } from './row-sets.ts';
 import type { Database } from './schema.ts';
 import type { WebhookDeliveriesTable } from './schema-webhooks.ts';
 import { toMs } from './times.ts';
@@ -37,15 +38,15 @@ export interface NewDelivery {
 }
 
 /**
- * Queues the deliveries of events (inside the transaction that records them), at most {@link ROWS_PER_INSERT} a
- * statement.
+ * Queues the deliveries of events (inside the transaction that records them): one statement on PostgreSQL, at most
+ * {@link ROWS_PER_INSERT} rows a statement on SQLite (src/store/row-sets.ts).
  * @throws RangeError when a delivery's `now` is not a time.
  */
 export async function insertDeliveries(
   trx: Transaction<Database>,
   deliveries: readonly NewDelivery[],
 ): Promise<void> {
-  await runWriteGroup(trx, [insertDeliveriesWrites(trx, deliveries)]);
+  await runWriteGroup(trx, [insertDeliveriesWrites(deliveries)]);
 }
 
 /**
@@ -53,9 +54,8 @@ export async function insertDeliveries(
  * src/store/write-groups.ts). Errors as {@link insertDeliveries}.
  */
 export function insertDeliveriesWrites(
-  db: Kysely<Database>,
   deliveries: readonly NewDelivery[],
-): CompiledQuery[] {
+): RowSetWrites<Insertable<WebhookDeliveriesTable>> {
   const rows = deliveries.map((delivery) => {
     const now = toMs(delivery.now);
     return {
@@ -76,29 +76,31 @@ export function insertDeliveriesWrites(
       updated_at: now,
     };
   });
-  return chunksOf(rows).map((chunk) => INSERT_DELIVERIES.query(db, {}, chunk));
+  return { statement: INSERT_DELIVERIES, rows };
 }
 
-/** Delivery rows (compiled per list length, src/store/compiled.ts). */
-const INSERT_DELIVERIES = compiledListStatement<Record<never, never>, Insertable<WebhookDeliveriesTable>>(
+/** Delivery rows (src/store/row-sets.ts). */
+const INSERT_DELIVERIES = rowSetInsert<'webhook_deliveries', Insertable<WebhookDeliveriesTable>>(
+  'webhook_deliveries',
   {
-    event_id: true,
-    endpoint_id: true,
-    instance_id: true,
-    sequence: true,
-    status: true,
-    attempts: true,
-    max_attempts: true,
-    run_at: true,
-    locked_by: true,
-    locked_at: true,
-    last_error: true,
-    last_status: true,
-    delivered_at: true,
-    created_at: true,
-    updated_at: true,
+    fields: {
+      event_id: true,
+      endpoint_id: true,
+      instance_id: true,
+      sequence: true,
+      status: true,
+      attempts: true,
+      max_attempts: true,
+      run_at: true,
+      locked_by: true,
+      locked_at: true,
+      last_error: true,
+      last_status: true,
+      delivered_at: true,
+      created_at: true,
+      updated_at: true,
+    },
   },
-  (db, _arg, rows) => db.insertInto('webhook_deliveries').values(rows),
 );
 
 /**

@@ -1,4 +1,4 @@
-import { type CompiledQuery, type Insertable, type Kysely, type OnConflictBuilder, sql } from 'kysely';
+import { type Insertable, type Kysely, type OnConflictBuilder, sql } from 'kysely';
 import {
   type DeliveryState,
   type EngineMessage,
@@ -9,7 +9,8 @@ import {
   updateMayChange,
 } from '../domain/messages.ts';
 import { extended } from '../domain/objects.ts';
-import { chunksOf, compiledListStatement, ROWS_PER_INSERT } from './compiled.ts';
+import type { ROWS_PER_INSERT } from './compiled.ts';
+import { type RowSetWrites, rowSetInsert } from './row-sets.ts';
 import type { ChatPeersTable, Database, MessagesTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
 import { runWriteGroup } from './write-groups.ts';
@@ -73,8 +74,8 @@ export interface NewMessage {
 }
 
 /**
- * Stores `messages` of instance `instanceId`, in their order, in multi-row inserts of at most
- * {@link ROWS_PER_INSERT} (`at` RFC 3339 is their state's time). A message already stored under the same id, or
+ * Stores `messages` of instance `instanceId`, in their order, in one multi-row insert (on SQLite, at
+ * most {@link ROWS_PER_INSERT} rows a statement; src/store/row-sets.ts) (`at` RFC 3339 is their state's time). A message already stored under the same id, or
  * repeated in `messages`, is kept as first stored (the platform echoes sends, history repeats messages).
  * @throws RangeError when `at` or a message's timestamp is not a time (nothing is written then).
  */
@@ -84,7 +85,7 @@ export async function insertMessages(
   messages: readonly NewMessage[],
   at: string,
 ): Promise<void> {
-  await runWriteGroup(db, [insertMessagesWrites(db, instanceId, messages, at)]);
+  await runWriteGroup(db, [insertMessagesWrites(instanceId, messages, at)]);
 }
 
 /**
@@ -92,11 +93,10 @@ export async function insertMessages(
  * src/store/write-groups.ts). Errors as {@link insertMessages}.
  */
 export function insertMessagesWrites(
-  db: Kysely<Database>,
   instanceId: string,
   messages: readonly NewMessage[],
   at: string,
-): CompiledQuery[] {
+): RowSetWrites<Insertable<MessagesTable>> {
   const atMs = toMs(at);
   const rows = messages.map(({ message, state }) => {
     const timestamp = Math.trunc(message.timestamp);
@@ -118,12 +118,12 @@ export function insertMessagesWrites(
       created_at: atMs,
     };
   });
-  return chunksOf(rows).map((chunk) => INSERT_MESSAGES.query(db, {}, chunk));
+  return { statement: INSERT_MESSAGES, rows };
 }
 
-/** Message rows, a message already stored under the same id left as it is (compiled per list length). */
-const INSERT_MESSAGES = compiledListStatement<Record<never, never>, Insertable<MessagesTable>>(
-  {
+/** Message rows, a message already stored under the same id left as it is (src/store/row-sets.ts). */
+const INSERT_MESSAGES = rowSetInsert<'messages', Insertable<MessagesTable>>('messages', {
+  fields: {
     instance_id: true,
     id: true,
     chat: true,
@@ -138,12 +138,8 @@ const INSERT_MESSAGES = compiledListStatement<Record<never, never>, Insertable<M
     state_at: true,
     created_at: true,
   },
-  (db, _arg, rows) =>
-    db
-      .insertInto('messages')
-      .values(rows)
-      .onConflict((oc) => oc.columns(['instance_id', 'id']).doNothing()),
-);
+  conflict: (oc) => oc.columns(['instance_id', 'id']).doNothing(),
+});
 
 /**
  * Moves messages `ids` of an instance to `state` when they are in an earlier state (never backwards,
@@ -182,7 +178,7 @@ export interface PeerSighting {
  * Records that instance `instanceId` exchanged messages with each of `peers` at `at` (RFC 3339): a new peer gets
  * `first_at`; every peer gets `last_at` and, when a sighting carries one, its latest non-empty display name (an
  * empty name keeps the stored one). Sightings of one user are merged first (a statement may not change a row
- * twice); at most {@link ROWS_PER_INSERT} peers a statement.
+ * twice); one statement on PostgreSQL, at most {@link ROWS_PER_INSERT} peers a statement on SQLite.
  * @throws RangeError when `at` is not a time.
  */
 export async function touchPeers(
@@ -191,7 +187,7 @@ export async function touchPeers(
   peers: readonly PeerSighting[],
   at: string,
 ): Promise<void> {
-  await runWriteGroup(db, [touchPeersWrites(db, instanceId, peers, at)]);
+  await runWriteGroup(db, [touchPeersWrites(instanceId, peers, at)]);
 }
 
 /**
@@ -199,11 +195,10 @@ export async function touchPeers(
  * src/store/write-groups.ts). Errors as {@link touchPeers}.
  */
 export function touchPeersWrites(
-  db: Kysely<Database>,
   instanceId: string,
   peers: readonly PeerSighting[],
   at: string,
-): CompiledQuery[] {
+): RowSetWrites<Insertable<ChatPeersTable>> {
   const atMs = toMs(at);
   const names = new Map<string, string>();
   for (const { jid, pushName } of peers) {
@@ -217,7 +212,7 @@ export function touchPeersWrites(
     first_at: atMs,
     last_at: atMs,
   }));
-  return chunksOf(rows).map((chunk) => TOUCH_PEERS.query(db, {}, chunk));
+  return { statement: TOUCH_PEERS, rows };
 }
 
 /** On a known peer: the new `last_at`, and the new name unless it is empty. */
@@ -227,11 +222,15 @@ const peerConflict = (oc: OnConflictBuilder<Database, 'chat_peers'>) =>
     push_name: sql<string>`case when excluded.push_name = '' then chat_peers.push_name else excluded.push_name end`,
   });
 
-/** Peer rows, a known peer updated by {@link peerConflict} (compiled per list length). */
-const TOUCH_PEERS = compiledListStatement<Record<never, never>, Insertable<ChatPeersTable>>(
-  { instance_id: true, jid: true, push_name: true, first_at: true, last_at: true },
-  (db, _arg, rows) => db.insertInto('chat_peers').values(rows).onConflict(peerConflict),
-);
+/**
+ * Peer rows, a known peer updated by {@link peerConflict} (src/store/row-sets.ts); a statement changes a peer once,
+ * so rows of the same instance and JID are never merged into one.
+ */
+const TOUCH_PEERS = rowSetInsert<'chat_peers', Insertable<ChatPeersTable>>('chat_peers', {
+  fields: { instance_id: true, jid: true, push_name: true, first_at: true, last_at: true },
+  conflict: peerConflict,
+  keyOf: (row) => `${row.instance_id}\u0000${row.jid}`,
+});
 
 /** Message `id` of an instance, or undefined when it was never stored. */
 export async function findStoredMessage(

@@ -1,7 +1,8 @@
-import { type CompiledQuery, type Insertable, type Kysely, sql, type Transaction } from 'kysely';
-import { chunksOf, compiledListStatement, ROWS_PER_INSERT } from './compiled.ts';
+import { type Insertable, type Kysely, sql, type Transaction } from 'kysely';
+import type { ROWS_PER_INSERT } from './compiled.ts';
 import { failGoneLeftovers } from './delivery-finish.ts';
 import { readAfterLostCommit } from './lost-commits.ts';
+import { type RowSetWrites, rowSetInsert } from './row-sets.ts';
 import type { Database } from './schema.ts';
 import type { WebhookEventsTable } from './schema-webhooks.ts';
 import { toIso, toMs } from './times.ts';
@@ -73,15 +74,15 @@ export interface NewWebhookEvent {
 }
 
 /**
- * Inserts event rows inside the recording transaction (docs/decisions/0005-outbox-and-delivery.md outbox), at most
- * {@link ROWS_PER_INSERT} a statement.
+ * Inserts event rows inside the recording transaction (docs/decisions/0005-outbox-and-delivery.md outbox): one
+ * statement on PostgreSQL, at most {@link ROWS_PER_INSERT} rows a statement on SQLite (src/store/row-sets.ts).
  * @throws RangeError when an event's `createdAt` is not a time.
  */
 export async function insertWebhookEvents(
   trx: Transaction<Database>,
   events: readonly NewWebhookEvent[],
 ): Promise<void> {
-  await runWriteGroup(trx, [insertWebhookEventsWrites(trx, events)]);
+  await runWriteGroup(trx, [insertWebhookEventsWrites(events)]);
 }
 
 /**
@@ -89,9 +90,8 @@ export async function insertWebhookEvents(
  * src/store/write-groups.ts). Errors as {@link insertWebhookEvents}.
  */
 export function insertWebhookEventsWrites(
-  db: Kysely<Database>,
   events: readonly NewWebhookEvent[],
-): CompiledQuery[] {
+): RowSetWrites<Insertable<WebhookEventsTable>> {
   const rows = events.map((event) => ({
     id: event.id,
     instance_id: event.instanceId,
@@ -101,21 +101,23 @@ export function insertWebhookEventsWrites(
     skip_reason: event.skipReason,
     created_at: toMs(event.createdAt),
   }));
-  return chunksOf(rows).map((chunk) => INSERT_WEBHOOK_EVENTS.query(db, {}, chunk));
+  return { statement: INSERT_WEBHOOK_EVENTS, rows };
 }
 
-/** Event rows (compiled per list length, src/store/compiled.ts). */
-const INSERT_WEBHOOK_EVENTS = compiledListStatement<Record<never, never>, Insertable<WebhookEventsTable>>(
+/** Event rows (src/store/row-sets.ts). */
+const INSERT_WEBHOOK_EVENTS = rowSetInsert<'webhook_events', Insertable<WebhookEventsTable>>(
+  'webhook_events',
   {
-    id: true,
-    instance_id: true,
-    sequence: true,
-    type: true,
-    payload: true,
-    skip_reason: true,
-    created_at: true,
+    fields: {
+      id: true,
+      instance_id: true,
+      sequence: true,
+      type: true,
+      payload: true,
+      skip_reason: true,
+      created_at: true,
+    },
   },
-  (db, _arg, rows) => db.insertInto('webhook_events').values(rows),
 );
 
 /**

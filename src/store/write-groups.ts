@@ -1,5 +1,6 @@
 import { CompiledQuery, type Kysely, PostgresAdapter } from 'kysely';
 import { runLast } from './last-statement.ts';
+import type { RowSetStatement, RowSetWrites } from './row-sets.ts';
 import type { Database } from './schema.ts';
 
 /**
@@ -9,10 +10,11 @@ import type { Database } from './schema.ts';
 export const MAX_GROUP_PARAMETERS = 32_767;
 
 /**
- * The writes of one table: its rows as one statement, or as several when they did not fit one
- * ({@link chunksOf} in src/store/compiled.ts). Nothing reads their results.
+ * The writes of one table, nothing reading their results: its statements (several when its rows did not fit one,
+ * `chunksOf` in src/store/compiled.ts), or its rows for a row-set insert (src/store/row-sets.ts), which a group
+ * on PostgreSQL merges with the other rows of the same statement.
  */
-export type TableWrites = readonly CompiledQuery[];
+export type TableWrites = readonly CompiledQuery[] | RowSetWrites;
 
 /** Writes put off to the next group of their transaction ({@link deferWrites}), by transaction. */
 const deferred = new WeakMap<Kysely<Database>, TableWrites[]>();
@@ -100,16 +102,96 @@ export async function runWriteGroup(
 ): Promise<void> {
   const pending = deferred.get(db);
   if (pending !== undefined) deferred.delete(db);
-  const writes = [...(pending ?? []), ...tables].filter((table) => table.length > 0);
-  const single = writes.every((table) => table.length === 1);
+  const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
+  const writes = statementsOf(db, [...(pending ?? []), ...tables], postgres);
+  const single = writes.every((table) => table.length === 1) && distinctTables(writes);
   let statements: CompiledQuery[] = writes.flat();
-  if (writes.length > 1 && single && db.getExecutor().adapter instanceof PostgresAdapter) {
+  if (writes.length > 1 && single && postgres) {
     const parameters = statements.reduce((sum, query) => sum + query.parameters.length, 0);
     if (parameters <= MAX_GROUP_PARAMETERS) statements = [groupedStatement(statements)];
   }
   const last = options.last === true ? statements.pop() : undefined;
   for (const query of statements) await db.executeQuery(query);
   if (last !== undefined) await runLast(db, last);
+}
+
+/** A table's statements, and the table when they are a row set's (to keep one row set a table in a statement). */
+type Statements = CompiledQuery[] & { table?: string };
+
+/**
+ * The statements of `writes`, empty ones dropped, in order. On PostgreSQL the rows of one row-set statement merge
+ * into one statement at the place of its first writes (docs/decisions/0083-row-set-inserts.md): the writes of a
+ * group are of tables that do not read each other, so moving a table's later rows up to its first does not change
+ * what is written. Rows whose key is already among the merged rows ({@link RowSetStatement.keyOf}) start a statement
+ * of their own, after the first.
+ */
+function statementsOf(db: Kysely<Database>, writes: readonly TableWrites[], postgres: boolean): Statements[] {
+  const out: (Statements | MergedRows)[] = [];
+  for (const table of writes) {
+    if (!isRowSet(table)) {
+      if (table.length > 0) out.push([...table]);
+      continue;
+    }
+    if (table.rows.length === 0) continue;
+    if (!postgres) {
+      out.push(Object.assign(table.statement.listQueries(db, table.rows), { table: table.statement.table }));
+      continue;
+    }
+    const into = out.find(
+      (merged): merged is MergedRows =>
+        merged instanceof MergedRows && merged.statement === table.statement && merged.accepts(table.rows),
+    );
+    if (into !== undefined) into.add(table.rows);
+    else out.push(new MergedRows(table.statement, table.rows));
+  }
+  return out.map((entry) =>
+    entry instanceof MergedRows
+      ? Object.assign([entry.statement.recordSetQuery(db, entry.rows)], { table: entry.statement.table })
+      : entry,
+  );
+}
+
+/** Whether no table has two row-set statements among `writes` (one clause per row set a table in a group). */
+function distinctTables(writes: readonly Statements[]): boolean {
+  const seen = new Set<string>();
+  for (const statements of writes) {
+    if (statements.table === undefined) continue;
+    if (seen.has(statements.table)) return false;
+    seen.add(statements.table);
+  }
+  return true;
+}
+
+function isRowSet(table: TableWrites): table is RowSetWrites {
+  return !Array.isArray(table);
+}
+
+/** The rows of one row-set statement gathered from a group's writes, with the keys they hold (for upserts). */
+class MergedRows {
+  readonly rows: object[];
+  readonly #keys: Set<string> | undefined;
+
+  constructor(
+    readonly statement: RowSetStatement<object>,
+    rows: readonly object[],
+  ) {
+    this.rows = [...rows];
+    const keyOf = statement.keyOf;
+    this.#keys = keyOf === undefined ? undefined : new Set(rows.map((row) => keyOf(row)));
+  }
+
+  /** Whether `rows` can join: none of their keys is among the rows already here. */
+  accepts(rows: readonly object[]): boolean {
+    const keyOf = this.statement.keyOf;
+    const keys = this.#keys;
+    return keyOf === undefined || keys === undefined || rows.every((row) => !keys.has(keyOf(row)));
+  }
+
+  add(rows: readonly object[]): void {
+    this.rows.push(...rows);
+    const keyOf = this.statement.keyOf;
+    if (keyOf !== undefined) for (const row of rows) this.#keys?.add(keyOf(row));
+  }
 }
 
 /**
