@@ -1,4 +1,13 @@
-import { type Compilable, CompiledQuery, type Kysely, type QueryResult, type RawBuilder, sql } from 'kysely';
+import {
+  type Compilable,
+  CompiledQuery,
+  type Kysely,
+  PostgresAdapter,
+  type QueryResult,
+  type RawBuilder,
+  sql,
+} from 'kysely';
+import { PLAN_EACH_RUN } from './pg-statements.ts';
 import type { Database } from './schema.ts';
 
 /** Marks a compile-time stand-in for argument `name` (a string no caller's value can equal by chance). */
@@ -166,6 +175,16 @@ export interface CompiledListStatement<A, I, R> {
   query(db: Kysely<Database>, args: A, items: readonly I[]): CompiledQuery<R>;
 }
 
+/** Options of {@link compiledListStatement}. */
+export interface CompiledListOptions {
+  /**
+   * On PostgreSQL the statement is planned at each run with its values (`PLAN_EACH_RUN`, src/store/pg-statements.ts):
+   * for a lookup of a list of keys in tables that grow, whose generic plan, made while they were small, would keep
+   * scanning them whole (docs/decisions/0084-key-lists.md). Default false.
+   */
+  planEachRun?: boolean;
+}
+
 /**
  * {@link compiledStatement} for a statement whose shape follows a list's length: `build` receives stand-ins for
  * the arguments and a list of items whose every field is a stand-in (`fields` names each field of an item, all
@@ -180,8 +199,13 @@ export interface CompiledListStatement<A, I, R> {
 export function compiledListStatement<A extends Record<string, unknown>, I extends object, R = unknown>(
   fields: { readonly [K in keyof I & string]-?: true },
   build: (db: Kysely<Database>, arg: ArgumentOf<A>, items: I[]) => Compilable<R>,
+  options: CompiledListOptions = {},
 ): CompiledListStatement<A, I, R> {
   const keys = Object.keys(fields);
+  const planned = (db: Kysely<Database>, text: string): string =>
+    options.planEachRun === true && db.getExecutor().adapter instanceof PostgresAdapter
+      ? `${PLAN_EACH_RUN} ${text}`
+      : text;
   const byAdapter = new WeakMap<object, Map<number, CompiledForm>>();
   const standIns = (length: number): I[] =>
     Array.from(
@@ -197,7 +221,8 @@ export function compiledListStatement<A extends Record<string, unknown>, I exten
     }
     const cached = lengths.get(length);
     if (cached) return cached;
-    const compiled = compiledForm(build(db, standInOf as ArgumentOf<A>, standIns(length)));
+    const form = compiledForm(build(db, standInOf as ArgumentOf<A>, standIns(length)));
+    const compiled = { sql: planned(db, form.sql), slots: form.slots };
     lengths.set(length, compiled);
     return compiled;
   };
@@ -220,11 +245,12 @@ export function compiledListStatement<A extends Record<string, unknown>, I exten
       // exactly what a short one does.
       compile(db, 1);
       const real = (<K extends keyof A & string>(name: K) => args[name]) as ArgumentOf<A>;
-      return build(
+      const long = build(
         db,
         real,
         items.map((item, index) => fieldsOf(item, index)),
       ).compile();
+      return CompiledQuery.raw(planned(db, long.sql), [...long.parameters]) as CompiledQuery<R>;
     }
     const { sql, slots } = compile(db, items.length);
     return CompiledQuery.raw(sql, bind(slots, args, items)) as CompiledQuery<R>;

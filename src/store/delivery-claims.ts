@@ -9,7 +9,7 @@ import {
   LOCK_TAILS_POSTGRES,
   type LockedRow,
 } from './delivery-claim-statements.ts';
-import { type DeliveryKey, keyIn, startAttempts } from './delivery-starts.ts';
+import { type DeliveryKey, isPostgres, keyIn, startAttempts } from './delivery-starts.ts';
 import { outcomeUnknown } from './faults.ts';
 import { LOST_COMMIT_LOCK_TIMEOUT_MS, readAfterLostCommit } from './lost-commits.ts';
 import type { Database } from './schema.ts';
@@ -178,6 +178,7 @@ export async function claimKeptAfterLostCommit(
           keyIn(
             eb,
             heads.map((head) => ({ event_id: head.eventId, endpoint_id: head.endpointId })),
+            isPostgres(trx),
           ),
         )
         .forUpdate()
@@ -339,7 +340,8 @@ async function abandonOpenAttempts(
 
 /**
  * The statement marking the attempt rows still open on a list of deliveries (`error` {@link ABANDONED},
- * `finished_at` the claim's time): their worker died or gave up the claim. Compiled per count.
+ * `finished_at` the claim's time): their worker died or gave up the claim. Compiled per count; planned at each run
+ * on PostgreSQL (docs/decisions/0084-key-lists.md).
  */
 const ABANDON_OPEN_ATTEMPTS = compiledListStatement<{ now: number }, DeliveryKey>(
   { event_id: true, endpoint_id: true },
@@ -347,8 +349,9 @@ const ABANDON_OPEN_ATTEMPTS = compiledListStatement<{ now: number }, DeliveryKey
     db
       .updateTable('webhook_attempts')
       .set({ error: ABANDONED, finished_at: arg('now') })
-      .where((eb) => keyIn(eb, keys))
+      .where((eb) => keyIn(eb, keys, isPostgres(db)))
       .where('finished_at', 'is', null),
+  { planEachRun: true },
 );
 
 /**
@@ -371,7 +374,7 @@ async function failExhausted(
       last_status: null,
       updated_at: now,
     }))
-    .where((eb) => keyIn(eb, keys))
+    .where((eb) => keyIn(eb, keys, isPostgres(trx)))
     .where('locked_by', '=', workerId)
     .where('locked_at', '=', now)
     .execute();

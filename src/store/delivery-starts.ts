@@ -1,8 +1,12 @@
 import {
   type CompiledQuery,
+  type Expression,
   type ExpressionBuilder,
   type Insertable,
+  type Kysely,
   PostgresAdapter,
+  type SqlBool,
+  sql,
   type Transaction,
 } from 'kysely';
 import { compiledListStatement } from './compiled.ts';
@@ -28,16 +32,38 @@ export interface DeliveryKey {
   endpoint_id: string;
 }
 
-/** `(event_id, endpoint_id) in (…keys)` on the table of `eb`. */
-export function keyIn(
-  eb: ExpressionBuilder<Database, 'webhook_deliveries' | 'webhook_attempts'>,
+/**
+ * `(event_id, endpoint_id) in (…keys)` on the deliveries or attempts of `eb` (`table`: the alias the statement gives
+ * them, default none). On SQLite a list of row values, which it looks up in the key's index. On PostgreSQL a list of
+ * row values becomes an `or` of one `and` a key, which the planner cannot look up by key: it read the rows of the
+ * keys' common endpoint (all of an instance's default-webhook deliveries) and compared each with every key, 40 to
+ * 150 ms for a claim of 128 deliveries in a burst (docs/benchmarks.md, step 104). There it is
+ * `event_id = any (array[…]) and (event_id, endpoint_id) in (select * from unnest(array[…], array[…]))`: the
+ * primary key's index finds the keys' events, and the pairs are matched by a join (docs/decisions/0084-key-lists.md).
+ */
+export function keyIn<DB, TB extends keyof DB>(
+  eb: ExpressionBuilder<DB, TB>,
   keys: readonly DeliveryKey[],
-) {
-  return eb(
-    eb.refTuple('event_id', 'endpoint_id'),
-    'in',
-    keys.map((key) => eb.tuple(key.event_id, key.endpoint_id)),
-  );
+  postgres: boolean,
+  table?: string,
+): Expression<SqlBool> {
+  const column = (name: 'event_id' | 'endpoint_id') =>
+    sql.ref(table === undefined ? name : `${table}.${name}`);
+  if (!postgres)
+    return sql<SqlBool>`(${column('event_id')}, ${column('endpoint_id')}) in (${sql.join(
+      keys.map((key) => sql`(${key.event_id}, ${key.endpoint_id})`),
+    )})`;
+  const events = sql`array[${sql.join(keys.map((key) => key.event_id))}]::varchar[]`;
+  const endpoints = sql`array[${sql.join(keys.map((key) => key.endpoint_id))}]::varchar[]`;
+  return eb.and([
+    sql<SqlBool>`${column('event_id')} = any (${events})`,
+    sql<SqlBool>`(${column('event_id')}, ${column('endpoint_id')}) in (select * from unnest(${events}, ${endpoints}))`,
+  ]);
+}
+
+/** Whether `db` is a PostgreSQL store (the form of {@link keyIn} it takes). */
+export function isPostgres(db: Kysely<Database>): boolean {
+  return db.getExecutor().adapter instanceof PostgresAdapter;
 }
 
 /**
@@ -173,7 +199,8 @@ interface ClaimDetailRow {
 /**
  * What the attempts on claimed rows need: the event's payload, the lane's URL and keys, and the attempt rows already
  * logged (each counted on the attempts' (event_id, endpoint_id, number) key), in one statement, one round trip on
- * PostgreSQL (docs/decisions/0062-pipelined-begin.md). Compiled per count.
+ * PostgreSQL (docs/decisions/0062-pipelined-begin.md). Compiled per count; planned at each run on PostgreSQL
+ * (docs/decisions/0084-key-lists.md).
  */
 const CLAIM_DETAILS = compiledListStatement<Record<never, never>, DeliveryKey, ClaimDetailRow>(
   { event_id: true, endpoint_id: true },
@@ -207,13 +234,8 @@ const CLAIM_DETAILS = compiledListStatement<Record<never, never>, DeliveryKey, C
             .whereRef('a.endpoint_id', '=', 'd.endpoint_id')
             .as('attempts_logged'),
       ])
-      .where((eb) =>
-        eb(
-          eb.refTuple('d.event_id', 'd.endpoint_id'),
-          'in',
-          keys.map((key) => eb.tuple(key.event_id, key.endpoint_id)),
-        ),
-      ),
+      .where((eb) => keyIn(eb, keys, isPostgres(db), 'd')),
+  { planEachRun: true },
 );
 
 /** Started attempts' rows in one statement (compiled per count). */
@@ -257,7 +279,7 @@ async function returnClaims(
       locked_at: null,
       attempts: counted ? eb('attempts', '-', 1) : eb.ref('attempts'),
     }))
-    .where((eb) => keyIn(eb, keys))
+    .where((eb) => keyIn(eb, keys, isPostgres(trx)))
     .where('locked_by', '=', workerId)
     .where('locked_at', '=', lockedAt)
     .execute();

@@ -1,5 +1,6 @@
 import { CompiledQuery, type Kysely, PostgresAdapter } from 'kysely';
 import { runLast } from './last-statement.ts';
+import { PLAN_EACH_RUN } from './pg-statements.ts';
 import type { RowSetStatement, RowSetWrites } from './row-sets.ts';
 import type { Database } from './schema.ts';
 
@@ -196,19 +197,29 @@ class MergedRows {
 
 /**
  * One PostgreSQL statement running `queries` (at least two): `with w1 as (q1), …, wN-1 as (qN-1) qN`, every
- * query's `$n` parameters renumbered after those of the queries before it.
+ * query's `$n` parameters renumbered after those of the queries before it. When a query is to be planned at each
+ * run (it starts with `PLAN_EACH_RUN`, src/store/pg-statements.ts), so is the statement: the mark moves to its start.
  * @throws RangeError when a query's text has an unterminated quote (not SQL this store writes).
  */
 export function groupedStatement(queries: readonly CompiledQuery[]): CompiledQuery {
   const parts: string[] = [];
   const parameters: unknown[] = [];
+  let planEachRun = false;
   for (const [index, query] of queries.entries()) {
-    const text = renumberParameters(query.sql, parameters.length);
+    const own = query.sql.startsWith(PLAN_EACH_RUN);
+    planEachRun ||= own;
+    const text = renumberParameters(
+      own ? query.sql.slice(PLAN_EACH_RUN.length).trimStart() : query.sql,
+      parameters.length,
+    );
     parameters.push(...query.parameters);
     parts.push(index === queries.length - 1 ? text : `w${index + 1} as (${text})`);
   }
   const last = parts.pop() as string;
-  return CompiledQuery.raw(`with ${parts.join(', ')} ${last}`, parameters);
+  return CompiledQuery.raw(
+    `${planEachRun ? `${PLAN_EACH_RUN} ` : ''}with ${parts.join(', ')} ${last}`,
+    parameters,
+  );
 }
 
 /**

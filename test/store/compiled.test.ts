@@ -7,6 +7,7 @@ import {
   compiledStatement,
   compiledWithLimit,
 } from '../../src/store/compiled.ts';
+import { PLAN_EACH_RUN } from '../../src/store/pg-statements.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 
 /** Statements compiled once per store and run with each call's values (src/store/compiled.ts). */
@@ -42,6 +43,22 @@ const FIRST_WINDOWS = compiledWithLimit<{ prefix: string }, { key: string }>((db
   limitTexts.push(query.compile().sql);
   return query;
 });
+
+/** {@link READ_WINDOWS}'s lookup, planned at each run on PostgreSQL. */
+const READ_WINDOWS_PLANNED = compiledListStatement<Record<never, never>, { key: string }, { key: string }>(
+  { key: true },
+  (db, _arg, keys) =>
+    db
+      .selectFrom('rate_limit_windows')
+      .select('key')
+      .where(
+        'key',
+        'in',
+        keys.map((k) => k.key),
+      )
+      .orderBy('key'),
+  { planEachRun: true },
+);
 
 /** Builder calls of the list statements below, by list length (a compiled length is built once per store). */
 const built = new Map<number, number>();
@@ -187,6 +204,19 @@ for (const dialect of testDialects()) {
       );
       assert.equal(read.rows.length, long / 2);
       assert.ok(read.rows.every((row) => row.key.startsWith('long-b-') && row.consumed === 2));
+    });
+
+    it('marks a list statement to be planned at each run on PostgreSQL only, at any length', async () => {
+      const db = store.store.db;
+      await INSERT_WINDOWS.run(db, { consumed: 1 }, [{ key: 'planned-0', resetAt: 1 }]);
+      const mark = dialect === 'postgres' ? `${PLAN_EACH_RUN} ` : '';
+      for (const length of [2, COMPILED_LIST_MAX + 1]) {
+        const keys = Array.from({ length }, (_, i) => ({ key: `planned-${i}` }));
+        const query = READ_WINDOWS_PLANNED.query(db, {}, keys);
+        assert.ok(query.sql.startsWith(`${mark}select "key" from "rate_limit_windows"`), query.sql);
+        assert.equal(query.parameters.length, length);
+        assert.deepEqual((await READ_WINDOWS_PLANNED.run(db, {}, keys)).rows, [{ key: 'planned-0' }]);
+      }
     });
 
     it('refuses an empty list and an item without one of its fields, writing nothing', async () => {

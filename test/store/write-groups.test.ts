@@ -12,6 +12,7 @@ import { openStore, type Store } from '../../src/store/database.ts';
 import { insertDeliveriesWrites, type NewDelivery } from '../../src/store/deliveries.ts';
 import { createInstance } from '../../src/store/instances.ts';
 import { createOrganization } from '../../src/store/organizations.ts';
+import { PLAN_EACH_RUN } from '../../src/store/pg-statements.ts';
 import { newRowId } from '../../src/store/row-ids.ts';
 import { insertWebhookEventsWrites, type NewWebhookEvent } from '../../src/store/webhook-events.ts';
 import {
@@ -58,6 +59,18 @@ describe('renumbering a statement’s parameters', () => {
       "with w1 as (insert into a values ($1, $2)), w2 as (insert into b values ($3)) insert into c values ($4, '$1')",
     );
     assert.deepEqual(grouped.parameters, ['a1', 'a2', 'b1', 'c1']);
+  });
+
+  it('moves a query’s mark to be planned at each run to the front of the group', () => {
+    const grouped = groupedStatement([
+      CompiledQuery.raw(`${PLAN_EACH_RUN} update a set x = $1`, ['a1']),
+      CompiledQuery.raw('select $1', ['b1']),
+    ]);
+    assert.equal(grouped.sql, `${PLAN_EACH_RUN} with w1 as (update a set x = $1) select $2`);
+    assert.equal(
+      groupedStatement([CompiledQuery.raw('select 1', []), CompiledQuery.raw('select 2', [])]).sql,
+      'with w1 as (select 1) select 2',
+    );
   });
 });
 
