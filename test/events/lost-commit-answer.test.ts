@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { appFor, OWN, PEER, storedBodies } from '../messages/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
-import { loseCommitAnswers } from '../support/lost-commits.ts';
+import { type LostCommitAfter, loseNextCommitAfter } from '../support/lost-commits.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 
 const T0 = Date.parse('2026-03-02T10:00:00.000Z');
@@ -19,23 +19,13 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
   describe(`an inbound event whose commit answer is lost [${dialect}]`, () => {
     let testStore: TestStore;
     let t: TestApp;
-    /** While true, the next transaction that writes an event row commits and then fails as a reset connection. */
-    let loseNext = false;
-    let carriesEvent = false;
-    let commits: ReturnType<typeof loseCommitAnswers> | undefined;
+    /** While armed, the next transaction that writes an event row commits and then fails as a reset connection. */
+    let commits: LostCommitAfter | undefined;
 
     before(async () => {
-      commits = loseCommitAnswers(() => {
-        if (!loseNext || !carriesEvent) return false;
-        loseNext = false;
-        carriesEvent = false;
-        return true;
-      });
-      testStore = await createTestStore(dialect, {
-        faults: (sql) => {
-          if (loseNext && /insert into "webhook_events"/i.test(sql)) carriesEvent = true;
-        },
-      });
+      const lostCommits = loseNextCommitAfter(/insert into "webhook_events"/i);
+      commits = lostCommits;
+      testStore = await createTestStore(dialect, { faults: (sql) => lostCommits.seen(sql) });
       t = await appFor(dialect, { testStore });
       t.clock.set(T0);
       await loginSandbox(t, OWN);
@@ -47,9 +37,9 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
     });
 
     it('an inbound message whose commit answer was lost is one Message event, not two', async () => {
-      loseNext = true;
+      commits?.arm(true);
       const inbound = await t.call('POST', '/v1/sandbox/inbound', { phone: PEER, body: 'only once' });
-      loseNext = false;
+      commits?.arm(false);
       assert.equal(commits?.lost(), 1, 'a commit answer was lost');
       assert.equal(inbound.status, 200, JSON.stringify(inbound.body));
       const id: string = inbound.body.data.id;

@@ -12,7 +12,7 @@ import type { Instance } from '../../src/domain/instance.ts';
 import type { EventProjection } from '../../src/events/recorder.ts';
 import type { Database } from '../../src/store/schema.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
-import { loseCommitAnswers } from '../support/lost-commits.ts';
+import { type LostCommitAfter, loseNextCommitAfter } from '../support/lost-commits.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 import { textMessage } from '../webhooks/support.ts';
 
@@ -31,22 +31,16 @@ describe('recorder turns on PostgreSQL', { skip: !testDialects().includes('postg
   const statements: string[] = [];
   /** Instance ids whose batch fails in its flush, after its numbers were taken. */
   const failFlush = new Set<string>();
-  /** While set, the next commit of a transaction that took several instances' numbers is carried out, then lost. */
-  let loseNextShared = false;
-  let sharedInFlight = false;
-  let commits: ReturnType<typeof loseCommitAnswers> | undefined;
+  /** While armed, the next commit of a transaction that took several instances' numbers is carried out, then lost. */
+  let commits: LostCommitAfter | undefined;
 
   before(async () => {
-    commits = loseCommitAnswers(() => {
-      if (!loseNextShared || !sharedInFlight) return false;
-      loseNextShared = false;
-      sharedInFlight = false;
-      return true;
-    });
+    const lostCommits = loseNextCommitAfter(ADVANCE_MANY);
+    commits = lostCommits;
     testStore = await createTestStore('postgres', {
       faults: (sql) => {
         statements.push(sql);
-        if (loseNextShared && ADVANCE_MANY.test(sql)) sharedInFlight = true;
+        lostCommits.seen(sql);
       },
     });
     t = await createTestApp({ dialect: 'postgres', testStore, webhookWorker: { start: false } });
@@ -170,9 +164,9 @@ describe('recorder turns on PostgreSQL', { skip: !testDialects().includes('postg
   it("a shared commit whose answer was lost is asked about: every batch's events are kept once", async () => {
     const [a, b, c] = instances as [Instance, Instance, Instance];
     const before = await Promise.all([a, b, c].map((instance) => eventsOf(instance)));
-    loseNextShared = true;
+    commits?.arm(true);
     const outcomes = await recordAll([['a-lost'], ['b-lost'], ['c-lost']]);
-    loseNextShared = false;
+    commits?.arm(false);
     assert.equal(commits?.lost(), 1, 'a shared commit answer was lost');
     assert.deepEqual(
       outcomes.map((outcome) => outcome.status),

@@ -26,3 +26,42 @@ export function loseCommitAnswers(lose: () => boolean): { restore(): void; lost(
     lost: () => lost,
   };
 }
+
+/** A one-shot lost commit answer armed by a test, see {@link loseNextCommitAfter}. */
+export interface LostCommitAfter {
+  /** The store's fault hook (`createTestStore`'s `faults`): give it every statement's SQL text. */
+  seen(sql: string): void;
+  /** While armed, the next commit after a statement matching the pattern is carried out and its answer lost. */
+  arm(armed: boolean): void;
+  /** Answers lost so far. */
+  lost(): number;
+  /** Puts the driver's commit back. */
+  restore(): void;
+}
+
+/**
+ * {@link loseCommitAnswers} for one commit at a time: once armed, the first commit that follows a statement whose SQL
+ * matches `statement` (seen through {@link LostCommitAfter.seen}) is kept and its answer lost; then nothing more
+ * until armed again.
+ */
+export function loseNextCommitAfter(statement: RegExp): LostCommitAfter {
+  let armed = false;
+  let matched = false;
+  const commits = loseCommitAnswers(() => {
+    if (!armed || !matched) return false;
+    armed = false;
+    matched = false;
+    return true;
+  });
+  return {
+    seen(sql) {
+      if (armed && statement.test(sql)) matched = true;
+    },
+    arm(value) {
+      armed = value;
+      if (!value) matched = false;
+    },
+    lost: commits.lost,
+    restore: commits.restore,
+  };
+}
