@@ -175,6 +175,11 @@ export interface CompiledListStatement<A, I, R> {
   query(db: Kysely<Database>, args: A, items: readonly I[]): CompiledQuery<R>;
 }
 
+/** Whether `db` (a store's Kysely handle or a transaction of it) is a PostgreSQL store. */
+export function isPostgres(db: Kysely<Database>): boolean {
+  return db.getExecutor().adapter instanceof PostgresAdapter;
+}
+
 /** Options of {@link compiledListStatement}. */
 export interface CompiledListOptions {
   /**
@@ -203,9 +208,7 @@ export function compiledListStatement<A extends Record<string, unknown>, I exten
 ): CompiledListStatement<A, I, R> {
   const keys = Object.keys(fields);
   const planned = (db: Kysely<Database>, text: string): string =>
-    options.planEachRun === true && db.getExecutor().adapter instanceof PostgresAdapter
-      ? `${PLAN_EACH_RUN} ${text}`
-      : text;
+    options.planEachRun === true && isPostgres(db) ? `${PLAN_EACH_RUN} ${text}` : text;
   const byAdapter = new WeakMap<object, Map<number, CompiledForm>>();
   const standIns = (length: number): I[] =>
     Array.from(

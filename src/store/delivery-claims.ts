@@ -1,7 +1,7 @@
 import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
 import type { DatabaseConfig } from '../config/config.ts';
 import { extended } from '../domain/objects.ts';
-import { compiledListStatement } from './compiled.ts';
+import { compiledListStatement, isPostgres } from './compiled.ts';
 import {
   LOCK_DUE,
   LOCK_DUE_OF,
@@ -9,7 +9,7 @@ import {
   LOCK_TAILS_POSTGRES,
   type LockedRow,
 } from './delivery-claim-statements.ts';
-import { type DeliveryKey, isPostgres, keyIn, startAttempts } from './delivery-starts.ts';
+import { type DeliveryKey, keyIn, startAttempts } from './delivery-starts.ts';
 import { outcomeUnknown } from './faults.ts';
 import { LOST_COMMIT_LOCK_TIMEOUT_MS, readAfterLostCommit } from './lost-commits.ts';
 import type { Database } from './schema.ts';

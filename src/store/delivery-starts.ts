@@ -3,13 +3,11 @@ import {
   type Expression,
   type ExpressionBuilder,
   type Insertable,
-  type Kysely,
-  PostgresAdapter,
   type SqlBool,
   sql,
   type Transaction,
 } from 'kysely';
-import { compiledListStatement } from './compiled.ts';
+import { compiledListStatement, isPostgres } from './compiled.ts';
 import type { LockedRow } from './delivery-claim-statements.ts';
 import type { ClaimedDelivery, ClaimOptions } from './delivery-claims.ts';
 import { OPEN_ATTEMPT_FIELDS } from './delivery-next.ts';
@@ -59,11 +57,6 @@ export function keyIn<DB, TB extends keyof DB>(
     sql<SqlBool>`${column('event_id')} = any (${events})`,
     sql<SqlBool>`(${column('event_id')}, ${column('endpoint_id')}) in (select * from unnest(${events}, ${endpoints}))`,
   ]);
-}
-
-/** Whether `db` is a PostgreSQL store (the form of {@link keyIn} it takes). */
-export function isPostgres(db: Kysely<Database>): boolean {
-  return db.getExecutor().adapter instanceof PostgresAdapter;
 }
 
 /**
@@ -169,7 +162,7 @@ async function readDetails(
 ): Promise<ClaimDetailRow[]> {
   if (update === undefined) return (await CLAIM_DETAILS.run(trx, {}, rows)).rows;
   const read = CLAIM_DETAILS.query(trx, {}, rows);
-  if (!(trx.getExecutor().adapter instanceof PostgresAdapter)) {
+  if (!isPostgres(trx)) {
     await trx.executeQuery(update);
     return (await trx.executeQuery(read)).rows;
   }

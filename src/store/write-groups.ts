@@ -1,4 +1,5 @@
-import { CompiledQuery, type Kysely, PostgresAdapter } from 'kysely';
+import { CompiledQuery, type Kysely } from 'kysely';
+import { isPostgres } from './compiled.ts';
 import { runLast } from './last-statement.ts';
 import { PLAN_EACH_RUN } from './pg-statements.ts';
 import type { RowSetStatement, RowSetWrites } from './row-sets.ts';
@@ -103,7 +104,7 @@ export async function runWriteGroup(
 ): Promise<void> {
   const pending = deferred.get(db);
   if (pending !== undefined) deferred.delete(db);
-  const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
+  const postgres = isPostgres(db);
   const writes = statementsOf(db, [...(pending ?? []), ...tables], postgres);
   const single = writes.every((table) => table.length === 1) && distinctTables(writes);
   let statements: CompiledQuery[] = writes.flat();

@@ -6,8 +6,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { isPostgres } from '../../src/store/compiled.ts';
 import { insertDeliveriesWrites } from '../../src/store/deliveries.ts';
-import { type DeliveryKey, isPostgres, keyIn } from '../../src/store/delivery-starts.ts';
+import { type DeliveryKey, keyIn } from '../../src/store/delivery-starts.ts';
 import { createInstance } from '../../src/store/instances.ts';
 import { createOrganization } from '../../src/store/organizations.ts';
 import { newRowId } from '../../src/store/row-ids.ts';
