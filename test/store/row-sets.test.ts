@@ -7,13 +7,14 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import type { Kysely } from 'kysely';
 import type { EngineMessage } from '../../src/domain/messages.ts';
-import { openStore, type Store } from '../../src/store/database.ts';
 import { insertDeliveriesWrites } from '../../src/store/deliveries.ts';
 import { createInstance } from '../../src/store/instances.ts';
 import { insertMessagesWrites, listChatPeers, touchPeersWrites } from '../../src/store/messages.ts';
 import { createOrganization } from '../../src/store/organizations.ts';
 import { newRowId } from '../../src/store/row-ids.ts';
+import type { Database } from '../../src/store/schema.ts';
 import { insertWebhookEventsWrites, type NewWebhookEvent } from '../../src/store/webhook-events.ts';
 import { deferWrites, runWriteGroup } from '../../src/store/write-groups.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
@@ -23,27 +24,18 @@ const NOW = '2026-01-02T03:04:05.000Z';
 for (const dialect of testDialects()) {
   describe(`row-set inserts [${dialect}]`, () => {
     let testStore: TestStore;
-    let counted: Store;
     let statements: string[] = [];
     let first: string;
     let second: string;
 
     before(async () => {
-      testStore = await createTestStore(dialect);
-      const record = (text: string) => void statements.push(text);
-      counted = await openStore(
-        testStore.database,
-        testStore.schema === undefined ? { faults: record } : { schema: testStore.schema, faults: record },
-      );
+      testStore = await createTestStore(dialect, { faults: (text) => void statements.push(text) });
       const org = await createOrganization(testStore.store.db, { name: 'row sets', plan: 'pro' });
       const open = (name: string) => createInstance(testStore.store.db, { orgId: org.id, env: 'test', name });
       first = (await open('first')).id;
       second = (await open('second')).id;
     });
-    after(async () => {
-      await counted.destroy();
-      await testStore.cleanup();
-    });
+    after(() => testStore.cleanup());
 
     /** `count` events of `instanceId` from sequence `from` on, payloads carrying `note`. */
     function events(instanceId: string, from: number, count: number, note = 'n'): NewWebhookEvent[] {
@@ -71,9 +63,9 @@ for (const dialect of testDialects()) {
     }
 
     /** Runs `work` in a transaction; → the statements it sent, BEGIN and COMMIT aside. */
-    async function sent(work: (trx: Store['db']) => Promise<void>): Promise<string[]> {
+    async function sent(work: (trx: Kysely<Database>) => Promise<void>): Promise<string[]> {
       statements = [];
-      await counted.db.transaction().execute((trx) => work(trx));
+      await testStore.store.db.transaction().execute((trx) => work(trx));
       return statements.filter((text) => !/^(begin|commit)/i.test(text));
     }
 
