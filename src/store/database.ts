@@ -11,7 +11,7 @@ import { markPipelinedCommits } from './last-statement.ts';
 import { StoreTooNewError, sqliteMigrationDb, useForMigrations } from './migrate.ts';
 import { ANSWER_TIMEOUT_MS, AnswerWatch, useAnswerWatch } from './pg-answers.ts';
 import { currentSchemaDialect } from './pg-introspection.ts';
-import { CUSTOM_PLANS, namedStatementPool } from './pg-statements.ts';
+import { namedStatementPool } from './pg-statements.ts';
 import type { Database } from './schema.ts';
 import { type CheckpointReport, WalCheckpoints } from './wal-checkpoints.ts';
 
@@ -190,22 +190,17 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
   pool.on('error', (error: Error, client: pg.PoolClient) => {
     if (!answers.closed(client)) onConnectionError(error);
   });
-  const naming = config.preparedStatements !== false;
   pool.on('connect', (client: pg.PoolClient) => {
     // One report for a connection the watch closed: the watch's (it names the silence).
     client.on('error', (error: Error) => {
       if (!answers.closed(client)) onConnectionError(error);
     });
     answers.attach(client);
-    // Every named statement planned at each run with its values (docs/decisions/0085-custom-plans.md); queued
-    // ahead of the connection's first statement. Unnamed statements are planned at each run anyway.
-    if (naming) client.query(CUSTOM_PLANS).catch((error: Error) => onConnectionError(error));
   });
   // Statements with parameters run as named prepared statements unless turned off for a pooler in transaction
   // mode, by the setting or on the first sign of one (docs/decisions/0055-named-statements.md).
   const named = namedStatementPool(pool, {
-    naming,
-    customPlans: naming,
+    naming: config.preparedStatements !== false,
     ...(schema === undefined ? {} : { schema }),
     ...(options.onSessionSwitch === undefined ? {} : { onSessionSwitch: options.onSessionSwitch }),
   });

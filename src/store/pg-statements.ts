@@ -20,20 +20,12 @@ import { afterBegin, commitBehind, rolledBack, TransactionRolledBack } from './p
  */
 
 /**
- * Marks a statement text whose plan must be made at each run, with the tables' current sizes and the parameters'
- * values: for statements whose best plan depends on them (a lookup of an array of keys, `unnest` of arrays), a
- * generic plan made once while a table was small (a sequential scan) would stay while the table grows. Such a text
- * runs unnamed (parsed and planned at each run), unless the pool's sessions plan every statement at each run
- * ({@link NamedStatementOptions.customPlans}); then it is named like the others, and only parsed once.
+ * A statement text that starts with this comment always runs unnamed, so PostgreSQL plans it at each run with the
+ * tables' current sizes and the parameters' values: for statements whose best plan depends on them (a lookup of an
+ * array of keys, `unnest` of arrays), a generic plan made once while a table was small (a sequential scan) would stay
+ * while the table grows.
  */
 export const PLAN_EACH_RUN = '/* plan each run */';
-
-/**
- * The setting that makes a session plan every prepared statement at each run with its values (PostgreSQL
- * documentation, "plan_cache_mode"; docs/decisions/0085-custom-plans.md): sent by the store on each new connection
- * while statements are named.
- */
-export const CUSTOM_PLANS = 'set plan_cache_mode = force_custom_plan';
 
 /** Distinct statement texts named per store by default; later texts run unnamed. */
 export const DEFAULT_NAMED_STATEMENTS = 500;
@@ -47,11 +39,6 @@ export interface NamedStatementOptions {
   naming?: boolean;
   /** Most distinct statement texts given a name (default {@link DEFAULT_NAMED_STATEMENTS}); the rest run unnamed. */
   limit?: number;
-  /**
-   * The pool's sessions run with {@link CUSTOM_PLANS}, so a named statement is planned at each run: texts marked
-   * {@link PLAN_EACH_RUN} are named too. Default false.
-   */
-  customPlans?: boolean;
   /** The schema the store's `search_path` names, part of every name's digest (default: none). */
   schema?: string;
   /**
@@ -150,10 +137,9 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
   const clients = new WeakMap<pg.PoolClient, PostgresPoolClient>();
   /** False when turned off, or once a session switch was seen: every statement runs unnamed from then on. */
   let naming = options.naming ?? true;
-  const customPlans = options.customPlans === true;
 
   const nameOf = (text: string): string | undefined => {
-    if (!naming || (!customPlans && text.startsWith(PLAN_EACH_RUN))) return undefined;
+    if (!naming || text.startsWith(PLAN_EACH_RUN)) return undefined;
     const known = names.get(text);
     if (known !== undefined || names.size >= limit) return known;
     const name = statementName(text, options.schema);
