@@ -1,37 +1,20 @@
 import { CompiledQuery, type Kysely } from 'kysely';
 import type { FinishInput, FinishResult } from './delivery-finish.ts';
 import type { NextAttempt } from './delivery-next.ts';
-import { PLAN_EACH_RUN } from './pg-statements.ts';
+import { KEY_LOOKUPS } from './pg-statements.ts';
 import type { Database } from './schema.ts';
 import { toMs } from './times.ts';
 
 /**
- * The `startable` clause of a group statement: the rows of `input` whose next delivery may be started (still this
- * worker's claim at its `locked_at`, pending, its lane unchanged), read `for update` (`$2` the worker; the next
- * deliveries' event ids are the array parameter `$<eventIds>`).
- */
-function startableNext(eventIds: number): string {
-  return `startable as (
-  select i.ord
-  from input i join webhook_deliveries d on d.event_id = i.next_event_id and d.endpoint_id = i.next_endpoint_id
-  where d.event_id = any ($${eventIds}::varchar[]) and d.locked_by = $2::varchar
-    and d.locked_at = i.next_locked_at and d.status = 'pending'
-    and ${LANE_UNCHANGED}
-  for update of d
-)`;
-}
-
-/**
  * The `started` and `opened` clauses of a group statement: the next deliveries of the rows of `chain` for which
- * `condition` holds have their attempt counted and their attempt row written (`$1` the time, `$2` the worker; the
- * next deliveries' event ids are the array parameter `$<eventIds>`, which lets the plan look them up by key).
+ * `condition` holds, found by their key, have their attempt counted and their attempt row written (`$1` the time,
+ * `$2` the worker).
  */
-function startChosen(condition: string, eventIds: number): string {
+function startChosen(condition: string): string {
   return `started as (
   update webhook_deliveries d set attempts = d.attempts + 1
   from chain c join input i on i.ord = c.ord
-  where ${condition} and d.event_id = any ($${eventIds}::varchar[]) and d.event_id = i.next_event_id
-    and d.endpoint_id = i.next_endpoint_id
+  where ${condition} and d.event_id = i.next_event_id and d.endpoint_id = i.next_endpoint_id
   returning i.ord
 ), opened as (
   insert into webhook_attempts (id, event_id, endpoint_id, number, url, worker, attempted_at, finished_at,
@@ -62,6 +45,19 @@ const LANE_UNCHANGED = `(
     )`;
 
 /**
+ * The `startable` clause of a group statement: the rows of `input` whose next delivery may be started (still this
+ * worker's claim at its `locked_at`, pending, its lane unchanged), read `for update` (`$2` the worker). The delivery is
+ * found by its key; the other conditions are under `coalesce`, which no index serves ({@link KEY_LOOKUPS}).
+ */
+const STARTABLE_NEXT = `startable as (
+  select i.ord
+  from input i join webhook_deliveries d on d.event_id = i.next_event_id and d.endpoint_id = i.next_endpoint_id
+  where coalesce(d.locked_by = $2::varchar and d.locked_at = i.next_locked_at and d.status = 'pending'
+    and ${LANE_UNCHANGED}, false)
+  for update of d
+)`;
+
+/**
  * Groups of delivered records on PostgreSQL as one statement (docs/decisions/0059-lane-record-groups.md,
  * docs/decisions/0081-record-statements-across-lanes.md): the writes of `deliveredInOneStatement`
  * (src/store/delivery-next.ts) for every record, with the start rule of a lane expressed in SQL. The records may
@@ -71,11 +67,12 @@ const LANE_UNCHANGED = `(
  * start order (`takes`) was applied and started its own, and when the next delivery is still this claim's,
  * pending, and its lane unchanged. The next deliveries that may be started are locked as they are
  * read (`for update`), so a row changed by another transaction meanwhile is read again before the decision.
- * Parameters: $1 the time (epoch ms), $2 the worker, then one array per column of `input`, in its order. Planned
- * at each run ({@link PLAN_EACH_RUN}): a generic plan made while the tables were small kept scanning them whole as
- * they grew; each lookup also names its keys with `= any (array)`, so a plan finds them by primary key.
+ * Parameters: $1 the time (epoch ms), $2 the worker, then one array per column of `input`, in its order. Run as a
+ * {@link KEY_LOOKUPS} statement (docs/decisions/0085-key-lookup-plans.md): parsed once per connection and planned at
+ * each run with its values, with nested loops over `input` that find each attempt and delivery by its primary key;
+ * the conditions besides a key are written under `coalesce`, so that no other index can serve them.
  */
-const DELIVERED_GROUP_POSTGRES = `${PLAN_EACH_RUN} with input as (
+const DELIVERED_GROUP_POSTGRES = `${KEY_LOOKUPS} with input as (
   select * from unnest($3::varchar[], $4::integer[], $5::integer[], $6::text[], $7::integer[], $8::varchar[],
     $9::varchar[], $10::bigint[], $11::boolean[], $12::varchar[], $13::varchar[], $14::bigint[], $15::varchar[],
     $16::integer[], $17::text[], $18::text[], $19::text[], $20::text[], $21::integer[])
@@ -86,21 +83,21 @@ const DELIVERED_GROUP_POSTGRES = `${PLAN_EACH_RUN} with input as (
   update webhook_attempts a set finished_at = $1::bigint, status_code = i.status_code, duration_ms = i.duration_ms,
     error = null, response_body = i.response_body, response_truncated = i.response_truncated
   from input i
-  where a.id = any ($3::varchar[]) and a.id = i.attempt_id and a.worker = $2::varchar
+  where a.id = i.attempt_id and coalesce(a.worker = $2::varchar, false)
   returning a.id
 ), delivered as (
   update webhook_deliveries d set status = 'delivered', delivered_at = $1::bigint, locked_by = null,
     locked_at = null, last_status = i.status_code, last_error = null, updated_at = $1::bigint
   from input i
-  where d.event_id = any ($8::varchar[]) and d.event_id = i.event_id and d.endpoint_id = i.endpoint_id
-    and d.locked_by = $2::varchar and d.locked_at = i.locked_at and d.status = 'pending'
+  where d.event_id = i.event_id and d.endpoint_id = i.endpoint_id
+    and coalesce(d.locked_by = $2::varchar and d.locked_at = i.locked_at and d.status = 'pending', false)
   returning i.ord
-), ${startableNext(12)}, chain as (
+), ${STARTABLE_NEXT}, chain as (
   select i.ord, i.takes and i.next_event_id is not null and bool_and(
       not i.takes or (i.next_event_id is not null and x.ord is not null and s.ord is not null)
     ) over (partition by i.lane order by i.ord) as start
   from input i left join delivered x on x.ord = i.ord left join startable s on s.ord = i.ord
-), ${startChosen('c.start', 12)}
+), ${startChosen('c.start')}
 select i.ord,
   exists (select 1 from delivered x where x.ord = i.ord) as applied,
   exists (select 1 from started s where s.ord = i.ord) as started
@@ -146,6 +143,43 @@ export interface GroupRecord {
 }
 
 /**
+ * The statement {@link deliveredGroupInOneStatement} runs for `records` (at least one): {@link DELIVERED_GROUP_POSTGRES}
+ * and its parameters. Exported for the plan tests (test/store/key-lookup-plans.test.ts).
+ * @throws RangeError when `records` is empty, a record is not delivered, is a check-only try or differs in worker or
+ *   time.
+ */
+export function deliveredGroupQuery(
+  records: readonly GroupRecord[],
+): CompiledQuery<{ ord: string | number; applied: boolean; started: boolean }> {
+  const [first] = records;
+  if (first === undefined) throw new RangeError('a group statement needs at least one record');
+  const { workerId } = first.input;
+  const now = toMs(first.input.now);
+  for (const { input } of records) {
+    if (input.outcome.kind !== 'delivered' || input.nextCheckOnly === true)
+      throw new RangeError('a group statement records delivered attempts only, never a check');
+    if (input.workerId !== workerId || toMs(input.now) !== now)
+      throw new RangeError('a group statement records one worker at one time');
+  }
+  const column = <T>(pick: (record: GroupRecord) => T): T[] => records.map(pick);
+  return CompiledQuery.raw(DELIVERED_GROUP_POSTGRES, [
+    now,
+    workerId,
+    column((r) => r.input.attemptId),
+    column((r) => r.input.attempt.statusCode),
+    column((r) => r.input.attempt.durationMs),
+    column((r) => r.input.attempt.responseBody),
+    column((r) => (r.input.attempt.responseTruncated ? 1 : 0)),
+    column((r) => r.input.eventId),
+    column((r) => r.input.endpointId ?? ''),
+    column((r) => r.input.lockedAt),
+    column((r) => r.takes),
+    ...nextColumns(column((r) => r.input.next)),
+    column((r) => r.lane ?? 0),
+  ]);
+}
+
+/**
  * Writes groups of delivered records in one statement on PostgreSQL (see {@link DELIVERED_GROUP_POSTGRES}): one round
  * trip for a lane's whole group, where one statement per record waited for the event loop between each, or for the
  * groups of several lanes (each record's `lane`). Every `input` must have the outcome `delivered`, the same
@@ -158,34 +192,8 @@ export async function deliveredGroupInOneStatement(
   db: Kysely<Database>,
   records: readonly GroupRecord[],
 ): Promise<FinishResult[]> {
-  const [first] = records;
-  if (first === undefined) return [];
-  const { workerId } = first.input;
-  const now = toMs(first.input.now);
-  for (const { input } of records) {
-    if (input.outcome.kind !== 'delivered' || input.nextCheckOnly === true)
-      throw new RangeError('a group statement records delivered attempts only, never a check');
-    if (input.workerId !== workerId || toMs(input.now) !== now)
-      throw new RangeError('a group statement records one worker at one time');
-  }
-  const column = <T>(pick: (record: GroupRecord) => T): T[] => records.map(pick);
-  const result = await db.executeQuery<{ ord: string | number; applied: boolean; started: boolean }>(
-    CompiledQuery.raw(DELIVERED_GROUP_POSTGRES, [
-      now,
-      workerId,
-      column((r) => r.input.attemptId),
-      column((r) => r.input.attempt.statusCode),
-      column((r) => r.input.attempt.durationMs),
-      column((r) => r.input.attempt.responseBody),
-      column((r) => (r.input.attempt.responseTruncated ? 1 : 0)),
-      column((r) => r.input.eventId),
-      column((r) => r.input.endpointId ?? ''),
-      column((r) => r.input.lockedAt),
-      column((r) => r.takes),
-      ...nextColumns(column((r) => r.input.next)),
-      column((r) => r.lane ?? 0),
-    ]),
-  );
+  if (records.length === 0) return [];
+  const result = await db.executeQuery(deliveredGroupQuery(records));
   const byOrder = new Map(result.rows.map((row) => [Number(row.ord), row]));
   return records.map((_, index) => {
     const row = byOrder.get(index + 1);
@@ -198,21 +206,20 @@ export async function deliveredGroupInOneStatement(
  * of one lane batch started in the order given, stopping at the first that can be neither started (still this
  * claim's, pending, its lane unchanged; read `for update`) nor found started already (its attempt row written by an
  * earlier try whose answer was lost). Parameters: $1 the time (epoch ms), $2 the worker, then one array per column
- * of `input`.
+ * of `input`. A {@link KEY_LOOKUPS} statement, as {@link DELIVERED_GROUP_POSTGRES} is.
  */
-const START_GROUP_POSTGRES = `${PLAN_EACH_RUN} with input as (
+const START_GROUP_POSTGRES = `${KEY_LOOKUPS} with input as (
   select * from unnest($3::varchar[], $4::varchar[], $5::bigint[], $6::varchar[], $7::integer[], $8::text[],
     $9::text[], $10::text[], $11::text[])
     with ordinality as t(next_event_id, next_endpoint_id, next_locked_at, next_attempt_id, next_number, next_url,
       next_url_sealed, next_hmac_key, next_secret, ord)
 ), already as (
   select i.ord from input i join webhook_attempts a on a.id = i.next_attempt_id
-  where a.id = any ($6::varchar[])
-), ${startableNext(3)}, chain as (
+), ${STARTABLE_NEXT}, chain as (
   select i.ord, x.ord is null as fresh,
     bool_and(x.ord is not null or s.ord is not null) over (order by i.ord) as start
   from input i left join already x on x.ord = i.ord left join startable s on s.ord = i.ord
-), ${startChosen('c.start and c.fresh', 3)}
+), ${startChosen('c.start and c.fresh')}
 select count(*) filter (where start) as started from chain`;
 
 /**
@@ -228,8 +235,18 @@ export async function startGroupInOneStatement(
   now: number,
 ): Promise<number> {
   if (deliveries.length === 0) return 0;
-  const result = await db.executeQuery<{ started: string | number }>(
-    CompiledQuery.raw(START_GROUP_POSTGRES, [now, workerId, ...nextColumns(deliveries)]),
-  );
+  const result = await db.executeQuery(startGroupQuery(deliveries, workerId, now));
   return Number(result.rows[0]?.started ?? 0);
+}
+
+/**
+ * The statement {@link startGroupInOneStatement} runs: {@link START_GROUP_POSTGRES} with the batch `deliveries`, the
+ * worker `workerId` and the time `now` (epoch ms). Exported for the plan tests (test/store/key-lookup-plans.test.ts).
+ */
+export function startGroupQuery(
+  deliveries: readonly NextAttempt[],
+  workerId: string,
+  now: number,
+): CompiledQuery<{ started: string | number }> {
+  return CompiledQuery.raw(START_GROUP_POSTGRES, [now, workerId, ...nextColumns(deliveries)]);
 }

@@ -27,6 +27,36 @@ import { afterBegin, commitBehind, rolledBack, TransactionRolledBack } from './p
  */
 export const PLAN_EACH_RUN = '/* plan each run */';
 
+/**
+ * A statement text that starts with this comment is planned once per connection, with the planner allowed key
+ * lookups only (docs/decisions/0085-key-lookup-plans.md): it runs in a transaction of its own (or, inside one, between
+ * two `set local`s) with {@link KEY_LOOKUP_SETTINGS}, so its plan is generic (parsed and planned once, where planning
+ * at each run cost a large statement about 0.8 ms) and made of nested loops over the statement's input that find
+ * each row by an index, whatever the tables' sizes and statistics were when it was planned. The statement's own
+ * text must leave the planner one index a lookup: conditions other than the key written so no index serves them
+ * (src/store/delivery-group.ts).
+ */
+export const KEY_LOOKUPS = '/* key lookups */';
+
+/**
+ * The planner settings a {@link KEY_LOOKUPS} statement is planned with (PostgreSQL documentation, "Query Planning"
+ * settings): one generic plan, kept for the connection's life, with no sequential scan, hash join or merge join.
+ */
+export const KEY_LOOKUP_SETTINGS = [
+  'plan_cache_mode = force_custom_plan',
+  'enable_seqscan = off',
+  'enable_hashjoin = off',
+  'enable_mergejoin = off',
+];
+
+/** Sets {@link KEY_LOOKUP_SETTINGS} for the rest of the open transaction. */
+const KEY_LOOKUPS_ON = KEY_LOOKUP_SETTINGS.map((setting) => `set local ${setting}`).join('; ');
+
+/** Puts the settings of {@link KEY_LOOKUPS_ON} back to the session's own for the rest of the open transaction. */
+const KEY_LOOKUPS_OFF = KEY_LOOKUP_SETTINGS.map(
+  (setting) => `set local ${setting.slice(0, setting.indexOf(' '))} to default`,
+).join('; ');
+
 /** Distinct statement texts named per store by default; later texts run unnamed. */
 export const DEFAULT_NAMED_STATEMENTS = 500;
 
@@ -59,6 +89,42 @@ const NAME_DIGEST_CHARS = 32;
 export function statementName(text: string, schema = ''): string {
   const digest = createHash('sha256').update(schema).update('\0').update(text).digest('hex');
   return `parley_${digest.slice(0, NAME_DIGEST_CHARS)}`;
+}
+
+/**
+ * Runs `statement` (a {@link KEY_LOOKUPS} statement, sent by `statement()`) with {@link KEY_LOOKUP_SETTINGS}: outside
+ * a transaction as `begin; set local …`, the statement and `commit`; inside one (`inTransaction`) between
+ * `set local …` and `set local … to default`. The three are written together (corked) and, on a pipelining client,
+ * cost one round trip. Every query goes through `submit`, so a failure is on the open transaction's record as any
+ * statement's. → the statement's result.
+ * @throws the first failure of the three, in their order ({@link TransactionRolledBack} when the server rolled the
+ *   statement's own transaction back without one); outside a transaction nothing of the statement is then kept.
+ */
+async function withKeyLookups<R>(
+  client: pg.PoolClient,
+  inTransaction: boolean,
+  submit: (config: string) => Promise<unknown>,
+  statement: () => Promise<R>,
+): Promise<R> {
+  const socket = (client as { connection?: { stream?: Partial<Record<'cork' | 'uncork', () => void>> } })
+    .connection?.stream;
+  socket?.cork?.();
+  let before: Promise<unknown>;
+  let result: Promise<R>;
+  let after: Promise<unknown>;
+  try {
+    before = submit(inTransaction ? KEY_LOOKUPS_ON : `begin; ${KEY_LOOKUPS_ON}`);
+    result = statement();
+    after = submit(inTransaction ? KEY_LOOKUPS_OFF : 'commit');
+  } finally {
+    socket?.uncork?.();
+  }
+  const [set, done, ended] = await Promise.allSettled([before, result, after]);
+  if (set.status === 'rejected') throw set.reason;
+  if (done.status === 'rejected') throw done.reason;
+  if (ended.status === 'rejected') throw ended.reason;
+  if (!inTransaction && rolledBack(ended.value)) throw new TransactionRolledBack();
+  return done.value;
 }
 
 /** What this adapter knows about one server session (one `pg` client). */
@@ -280,13 +346,16 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
         return result as unknown as PostgresQueryResult<R>;
       }
       const name = nameOf(text);
-      if (name === undefined)
-        return (await send(() => submit({ text, values: parameters }))) as unknown as PostgresQueryResult<R>;
       // Read now: a `commit` written behind this statement ends the transaction before its answer comes.
       const inTransaction = state.inTransaction;
+      const execute = text.startsWith(KEY_LOOKUPS)
+        ? (config: pg.QueryConfig) => withKeyLookups(client, inTransaction, submit, () => submit(config))
+        : submit;
+      if (name === undefined)
+        return (await send(() => execute({ text, values: parameters }))) as unknown as PostgresQueryResult<R>;
       try {
         return (await send(() =>
-          submit({ name, text, values: parameters }),
+          execute({ name, text, values: parameters }),
         )) as unknown as PostgresQueryResult<R>;
       } catch (error) {
         if (!isStaleStatement(error)) throw error;
@@ -294,7 +363,7 @@ export function namedStatementPool(pool: pg.Pool, options: NamedStatementOptions
         else state.stale = true;
         if (inTransaction) throw error;
         // Through `submit`, as every statement: a write it finds refused (25006) closes this connection too.
-        return (await submit({ text, values: parameters })) as unknown as PostgresQueryResult<R>;
+        return (await execute({ text, values: parameters })) as unknown as PostgresQueryResult<R>;
       }
     };
     return {

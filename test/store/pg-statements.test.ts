@@ -6,7 +6,12 @@ import pg from 'pg';
 import { DomainError } from '../../src/domain/errors.ts';
 import { openStore, type Store } from '../../src/store/database.ts';
 import { isStoreUnavailableError } from '../../src/store/faults.ts';
-import { namedStatementPool, PLAN_EACH_RUN, statementName } from '../../src/store/pg-statements.ts';
+import {
+  KEY_LOOKUPS,
+  namedStatementPool,
+  PLAN_EACH_RUN,
+  statementName,
+} from '../../src/store/pg-statements.ts';
 import type { Database } from '../../src/store/schema.ts';
 import { testDialects } from '../support/store.ts';
 
@@ -110,6 +115,70 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
         assert.deepEqual(result.rows, [{ id: 1, note: 'one' }]);
       }
       assert.deepEqual(await prepared(store.db), []);
+    });
+
+    /** The planner settings a key-lookup statement changes, as the session has them now. */
+    const SETTINGS = `current_setting('plan_cache_mode') as mode, current_setting('enable_seqscan') as seqscan,
+      current_setting('enable_hashjoin') as hashjoin, current_setting('enable_mergejoin') as mergejoin`;
+    const KEY_LOOKUP_VALUES = {
+      mode: 'force_custom_plan',
+      seqscan: 'off',
+      hashjoin: 'off',
+      mergejoin: 'off',
+    };
+    const SESSION_VALUES = { mode: 'auto', seqscan: 'on', hashjoin: 'on', mergejoin: 'on' };
+
+    it('runs a key-lookup text named, under the key-lookup settings, and leaves the session its own', async () => {
+      const { store } = await probeStore();
+      const text = `${KEY_LOOKUPS} select ${SETTINGS}, note from probe where id = $1`;
+      for (let run = 0; run < 2; run++) {
+        const result = await store.db.executeQuery(CompiledQuery.raw(text, [1]));
+        assert.deepEqual(result.rows, [{ ...KEY_LOOKUP_VALUES, note: 'one' }]);
+        assert.deepEqual((await sql.raw(`select ${SETTINGS}`).execute(store.db)).rows, [SESSION_VALUES]);
+      }
+      assert.deepEqual(
+        (await prepared(store.db)).map((s) => [s.statement, s.runs]),
+        [[text, 2]],
+      );
+    });
+
+    it('commits what a key-lookup statement wrote outside a transaction, and keeps nothing when it fails', async () => {
+      const { store, schema } = await probeStore();
+      const insert = `${KEY_LOOKUPS} insert into probe (id, note) values ($1, $2)`;
+      await store.db.executeQuery(CompiledQuery.raw(insert, [2, 'two']));
+      if (!connected) {
+        await admin.connect();
+        connected = true;
+      }
+      const seen = await admin.query(`select id, note from ${schema}.probe order by id`);
+      assert.deepEqual(seen.rows, [
+        { id: 1, note: 'one' },
+        { id: 2, note: 'two' },
+      ]);
+      const twice = `${KEY_LOOKUPS} insert into probe (id, note) values ($1, 'three'), ($1, 'again')`;
+      await assert.rejects(store.db.executeQuery(CompiledQuery.raw(twice, [3])), { code: '23505' });
+      const after = await admin.query(`select id from ${schema}.probe order by id`);
+      assert.deepEqual(after.rows, [{ id: 1 }, { id: 2 }], 'nothing of the failed statement kept');
+      assert.deepEqual((await sql.raw(`select ${SETTINGS}`).execute(store.db)).rows, [SESSION_VALUES]);
+      assert.deepEqual(
+        (await probe(store.db, 2)).rows,
+        [{ id: 2, note: 'two' }],
+        'the connection still serves',
+      );
+    });
+
+    it("inside a transaction, gives the statements after a key-lookup one the session's settings", async () => {
+      const { store } = await probeStore();
+      const text = `${KEY_LOOKUPS} select ${SETTINGS} from probe where id = $1`;
+      const [during, later] = await store.db.transaction().execute(async (trx) => {
+        const inside = await trx.executeQuery(CompiledQuery.raw(text, [1]));
+        await sql`update probe set note = ${'changed'} where id = 1`.execute(trx);
+        const next = await sql.raw(`select ${SETTINGS}`).execute(trx);
+        return [inside.rows, next.rows];
+      });
+      assert.deepEqual(during, [KEY_LOOKUP_VALUES]);
+      assert.deepEqual(later, [SESSION_VALUES]);
+      assert.deepEqual((await probe(store.db, 1)).rows, [{ id: 1, note: 'changed' }]);
     });
 
     it('prepares nothing with DATABASE_PREPARED_STATEMENTS=off', async () => {
