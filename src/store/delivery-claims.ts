@@ -1,7 +1,7 @@
 import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
 import type { DatabaseConfig } from '../config/config.ts';
 import { extended } from '../domain/objects.ts';
-import { compiledListStatement, isPostgres } from './compiled.ts';
+import { isPostgres } from './compiled.ts';
 import {
   LOCK_DUE,
   LOCK_DUE_OF,
@@ -9,7 +9,7 @@ import {
   LOCK_TAILS_POSTGRES,
   type LockedRow,
 } from './delivery-claim-statements.ts';
-import { type DeliveryKey, keyIn, startAttempts } from './delivery-starts.ts';
+import { abandonOpenAttempts, type DeliveryKey, keyIn, startAttempts } from './delivery-starts.ts';
 import { outcomeUnknown } from './faults.ts';
 import { LOST_COMMIT_LOCK_TIMEOUT_MS, readAfterLostCommit } from './lost-commits.ts';
 import type { Database } from './schema.ts';
@@ -89,8 +89,7 @@ export interface ClaimOptions {
   instances?: readonly string[];
 }
 
-/** The error left on an attempt whose worker stopped before it finished. */
-export const ABANDONED = 'abandoned: the worker stopped before the attempt finished';
+export { ABANDONED } from './delivery-starts.ts';
 
 /**
  * The `last_error` of a delivery failed because its last allowed attempt was abandoned too (Graphile Worker's
@@ -232,7 +231,7 @@ export async function claimDeliveriesIn(
     // A round that failed exhausted deliveries is followed by another, so its insert is not the last statement.
     const started = await startAttempts(trx, options, usable, tails, {
       last: last && exhausted.length === 0,
-      ...(folded ? { abandon: ABANDON_OPEN_ATTEMPTS.query(trx, { now: options.now }, open) } : {}),
+      ...(folded ? { abandon: { keys: open, now: options.now } } : {}),
     });
     claimed.push(...started);
     lanes += new Set(started.map((delivery) => `${delivery.instanceId}/${delivery.endpointId}`)).size;
@@ -327,32 +326,6 @@ async function lockTails(
   }
   return tails;
 }
-
-/** Marks the attempt rows still open on `keys` (their worker died or gave up the claim) as abandoned. */
-async function abandonOpenAttempts(
-  trx: Transaction<Database>,
-  keys: readonly DeliveryKey[],
-  now: number,
-): Promise<void> {
-  if (keys.length === 0) return;
-  await ABANDON_OPEN_ATTEMPTS.run(trx, { now }, keys);
-}
-
-/**
- * The statement marking the attempt rows still open on a list of deliveries (`error` {@link ABANDONED},
- * `finished_at` the claim's time): their worker died or gave up the claim. Compiled per count; planned at each run
- * on PostgreSQL (docs/decisions/0084-key-lists.md).
- */
-const ABANDON_OPEN_ATTEMPTS = compiledListStatement<{ now: number }, DeliveryKey>(
-  { event_id: true, endpoint_id: true },
-  (db, arg, keys) =>
-    db
-      .updateTable('webhook_attempts')
-      .set({ error: ABANDONED, finished_at: arg('now') })
-      .where((eb) => keyIn(eb, keys, isPostgres(db)))
-      .where('finished_at', 'is', null),
-  { planEachRun: true },
-);
 
 /**
  * Fails claimed deliveries that have no attempt left (Graphile Worker: `attempts` reached `max_attempts`): the

@@ -1,5 +1,5 @@
 import {
-  type CompiledQuery,
+  CompiledQuery,
   type Expression,
   type ExpressionBuilder,
   type Insertable,
@@ -12,10 +12,10 @@ import type { LockedRow } from './delivery-claim-statements.ts';
 import type { ClaimedDelivery, ClaimOptions } from './delivery-claims.ts';
 import { OPEN_ATTEMPT_FIELDS } from './delivery-next.ts';
 import { runLast } from './last-statement.ts';
+import { KEY_LOOKUPS } from './pg-statements.ts';
 import { newRowId } from './row-ids.ts';
 import type { Database } from './schema.ts';
 import type { WebhookAttemptsTable } from './schema-webhooks.ts';
-import { groupedStatement } from './write-groups.ts';
 
 /**
  * Starting the attempts of a claim (docs/decisions/0005-outbox-and-delivery.md,
@@ -142,33 +142,100 @@ export interface StartOptions {
   /** The insert of the attempt rows is the transaction's last statement (`runLast`, src/store/last-statement.ts). */
   last?: boolean;
   /**
-   * The statement marking open attempt rows abandoned (`ABANDON_OPEN_ATTEMPTS` of src/store/delivery-claims.ts), run
-   * before the details are read: on PostgreSQL in the details' statement (docs/decisions/0063-pipelined-commit.md).
+   * The deliveries whose open attempt rows are marked abandoned at `now` (epoch ms) before the details are read
+   * ({@link abandonOpenAttempts}): on PostgreSQL in the details' statement (docs/decisions/0063-pipelined-commit.md).
    */
-  abandon?: CompiledQuery;
+  abandon?: { keys: readonly DeliveryKey[]; now: number };
+}
+
+/** The error left on an attempt whose worker stopped before it finished. */
+export const ABANDONED = 'abandoned: the worker stopped before the attempt finished';
+
+/**
+ * Marks the attempt rows still open on `keys` (their worker died or gave up the claim) as abandoned, at `now` (epoch
+ * ms).
+ * @throws the store's error.
+ */
+export async function abandonOpenAttempts(
+  trx: Transaction<Database>,
+  keys: readonly DeliveryKey[],
+  now: number,
+): Promise<void> {
+  if (keys.length === 0) return;
+  await ABANDON_OPEN_ATTEMPTS.run(trx, { now }, keys);
 }
 
 /**
- * The details of `rows` ({@link CLAIM_DETAILS}), after `update` (the open attempts marked abandoned). On
- * PostgreSQL both are one statement: the update a data-modifying `WITH` clause of the read, one round trip less a
- * claim (docs/decisions/0063-pipelined-commit.md). The read's attempt counts do not depend on the update (it changes
- * no row's existence, only open rows' `error` and `finished_at`), and the read sees the snapshot from before it
- * (PostgreSQL documentation, "Data-Modifying Statements in WITH"), so the result is the one of two statements.
+ * The statement marking the attempt rows still open on a list of deliveries (`error` {@link ABANDONED},
+ * `finished_at` the claim's time): their worker died or gave up the claim. Compiled per count; planned at each run
+ * on PostgreSQL (docs/decisions/0084-key-lists.md).
+ */
+const ABANDON_OPEN_ATTEMPTS = compiledListStatement<{ now: number }, DeliveryKey>(
+  { event_id: true, endpoint_id: true },
+  (db, arg, keys) =>
+    db
+      .updateTable('webhook_attempts')
+      .set({ error: ABANDONED, finished_at: arg('now') })
+      .where((eb) => keyIn(eb, keys, isPostgres(db)))
+      .where('finished_at', 'is', null),
+  { planEachRun: true },
+);
+
+/**
+ * The details of `rows` ({@link CLAIM_DETAILS}), after the open attempts of `abandon`'s keys are marked abandoned.
+ * On PostgreSQL both are one statement ({@link CLAIM_DETAILS_POSTGRES}): the update a data-modifying `WITH` clause of
+ * the read, one round trip less a claim (docs/decisions/0063-pipelined-commit.md). The read's attempt counts do not
+ * depend on the update (it changes no row's existence, only open rows' `error` and `finished_at`), and the read sees
+ * the snapshot from before it (PostgreSQL documentation, "Data-Modifying Statements in WITH"), so the result is the
+ * one of two statements.
  */
 async function readDetails(
   trx: Transaction<Database>,
   rows: readonly DeliveryKey[],
-  update: CompiledQuery | undefined,
+  abandon: StartOptions['abandon'],
 ): Promise<ClaimDetailRow[]> {
-  if (update === undefined) return (await CLAIM_DETAILS.run(trx, {}, rows)).rows;
-  const read = CLAIM_DETAILS.query(trx, {}, rows);
   if (!isPostgres(trx)) {
-    await trx.executeQuery(update);
-    return (await trx.executeQuery(read)).rows;
+    if (abandon !== undefined) await abandonOpenAttempts(trx, abandon.keys, abandon.now);
+    return (await CLAIM_DETAILS.run(trx, {}, rows)).rows;
   }
-  const grouped = groupedStatement([update, read]) as CompiledQuery<ClaimDetailRow>;
-  return (await trx.executeQuery(grouped)).rows;
+  const closing = abandon?.keys ?? [];
+  const result = await trx.executeQuery<ClaimDetailRow>(
+    CompiledQuery.raw(CLAIM_DETAILS_POSTGRES, [
+      rows.map((row) => row.event_id),
+      rows.map((row) => row.endpoint_id),
+      closing.map((key) => key.event_id),
+      closing.map((key) => key.endpoint_id),
+      abandon?.now ?? 0,
+      ABANDONED,
+    ]),
+  );
+  return result.rows;
 }
+
+/**
+ * {@link CLAIM_DETAILS} on PostgreSQL with the abandoned attempts' update as one key-lookup statement
+ * (docs/decisions/0085-key-lookup-plans.md): one text whatever the number of keys, so it is parsed once per
+ * connection, and each delivery, event, instance, endpoint and attempt is found by its key from the keys' arrays.
+ * Parameters: $1 and $2 the claimed rows' event and endpoint ids, $3 and $4 those of the deliveries whose open
+ * attempts are marked abandoned (empty for none), $5 the time (epoch ms), $6 {@link ABANDONED}.
+ */
+export const CLAIM_DETAILS_POSTGRES = `${KEY_LOOKUPS} with closing as (
+  select * from unnest($3::varchar[], $4::varchar[]) as k(event_id, endpoint_id)
+), abandoned as (
+  update webhook_attempts a set error = $6::text, finished_at = $5::bigint
+  from closing k
+  where a.event_id = k.event_id and a.endpoint_id = k.endpoint_id and coalesce(a.finished_at is null, false)
+)
+select d.event_id, d.endpoint_id, d.instance_id, d.sequence, d.attempts, d.max_attempts, e.payload,
+  i.webhook_url, i.hmac_key, w.url as endpoint_url, w.secret as endpoint_secret,
+  w.url_sealed as endpoint_url_sealed, w.enabled as endpoint_enabled,
+  (select count(*) from webhook_attempts a where a.event_id = d.event_id and a.endpoint_id = d.endpoint_id)
+    as attempts_logged
+from unnest($1::varchar[], $2::varchar[]) as k(event_id, endpoint_id)
+join webhook_deliveries d on d.event_id = k.event_id and d.endpoint_id = k.endpoint_id
+join webhook_events e on e.id = d.event_id
+join instances i on i.id = d.instance_id
+left join webhook_endpoints w on w.id = d.endpoint_id and w.instance_id = d.instance_id`;
 
 /** A claimed row with what its attempt needs; the endpoint's columns are null for the default webhook. */
 interface ClaimDetailRow {
@@ -191,9 +258,8 @@ interface ClaimDetailRow {
 
 /**
  * What the attempts on claimed rows need: the event's payload, the lane's URL and keys, and the attempt rows already
- * logged (each counted on the attempts' (event_id, endpoint_id, number) key), in one statement, one round trip on
- * PostgreSQL (docs/decisions/0062-pipelined-begin.md). Compiled per count; planned at each run on PostgreSQL
- * (docs/decisions/0084-key-lists.md).
+ * logged (each counted on the attempts' (event_id, endpoint_id, number) key), in one statement. Compiled per count;
+ * SQLite's form (PostgreSQL runs {@link CLAIM_DETAILS_POSTGRES}).
  */
 const CLAIM_DETAILS = compiledListStatement<Record<never, never>, DeliveryKey, ClaimDetailRow>(
   { event_id: true, endpoint_id: true },
@@ -228,7 +294,6 @@ const CLAIM_DETAILS = compiledListStatement<Record<never, never>, DeliveryKey, C
             .as('attempts_logged'),
       ])
       .where((eb) => keyIn(eb, keys, isPostgres(db), 'd')),
-  { planEachRun: true },
 );
 
 /** Started attempts' rows in one statement (compiled per count). */
