@@ -8,7 +8,7 @@ import type pg from 'pg';
  */
 
 /** The socket under `client`, when `pg` exposes it: corked, several messages leave in one write. */
-function socketOf(client: pg.PoolClient): { cork(): void; uncork(): void } | undefined {
+export function socketOf(client: pg.PoolClient): { cork(): void; uncork(): void } | undefined {
   const stream = (client as { connection?: { stream?: { cork?: unknown; uncork?: unknown } } }).connection
     ?.stream;
   return typeof stream?.cork === 'function' && typeof stream.uncork === 'function'

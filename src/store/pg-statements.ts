@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { PostgresPool, PostgresPoolClient, PostgresQueryResult } from 'kysely';
 import type pg from 'pg';
 import { isSessionSwitch, isStaleStatement, markDeclaredReadOnly, READ_ONLY_TRANSACTION } from './faults.ts';
-import { afterBegin, commitBehind, rolledBack, TransactionRolledBack } from './pg-pipelining.ts';
+import { afterBegin, commitBehind, rolledBack, socketOf, TransactionRolledBack } from './pg-pipelining.ts';
 
 /**
  * Named prepared statements on PostgreSQL (docs/decisions/0055-named-statements.md).
@@ -28,19 +28,19 @@ import { afterBegin, commitBehind, rolledBack, TransactionRolledBack } from './p
 export const PLAN_EACH_RUN = '/* plan each run */';
 
 /**
- * A statement text that starts with this comment is planned once per connection, with the planner allowed key
- * lookups only (docs/decisions/0085-key-lookup-plans.md): it runs in a transaction of its own (or, inside one, between
- * two `set local`s) with {@link KEY_LOOKUP_SETTINGS}, so its plan is generic (parsed and planned once, where planning
- * at each run cost a large statement about 0.8 ms) and made of nested loops over the statement's input that find
- * each row by an index, whatever the tables' sizes and statistics were when it was planned. The statement's own
- * text must leave the planner one index a lookup: conditions other than the key written so no index serves them
- * (src/store/delivery-group.ts).
+ * A statement text that starts with this comment is named, so each connection parses it once, and runs with
+ * {@link KEY_LOOKUP_SETTINGS} (docs/decisions/0085-key-lookup-plans.md): planned at each run with its values and the
+ * tables' current sizes, as nested loops over the statement's input that find each row by an index. It runs in a
+ * transaction of its own, or inside the open one between two `set local`s, so the settings never outlive it. The
+ * statement's own text must leave the planner the key's index alone: conditions other than the key written so that
+ * no index serves them (src/store/delivery-group.ts, src/store/delivery-starts.ts).
  */
 export const KEY_LOOKUPS = '/* key lookups */';
 
 /**
  * The planner settings a {@link KEY_LOOKUPS} statement is planned with (PostgreSQL documentation, "Query Planning"
- * settings): one generic plan, kept for the connection's life, with no sequential scan, hash join or merge join.
+ * and `plan_cache_mode`): a plan made at each run with the values (a generic one, made once, can keep a whole scan
+ * chosen while a table was small), with no sequential scan, hash join or merge join.
  */
 export const KEY_LOOKUP_SETTINGS = [
   'plan_cache_mode = force_custom_plan',
@@ -106,9 +106,8 @@ async function withKeyLookups<R>(
   submit: (config: string) => Promise<unknown>,
   statement: () => Promise<R>,
 ): Promise<R> {
-  const socket = (client as { connection?: { stream?: Partial<Record<'cork' | 'uncork', () => void>> } })
-    .connection?.stream;
-  socket?.cork?.();
+  const socket = socketOf(client);
+  socket?.cork();
   let before: Promise<unknown>;
   let result: Promise<R>;
   let after: Promise<unknown>;
@@ -117,7 +116,7 @@ async function withKeyLookups<R>(
     result = statement();
     after = submit(inTransaction ? KEY_LOOKUPS_OFF : 'commit');
   } finally {
-    socket?.uncork?.();
+    socket?.uncork();
   }
   const [set, done, ended] = await Promise.allSettled([before, result, after]);
   if (set.status === 'rejected') throw set.reason;
