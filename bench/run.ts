@@ -30,7 +30,7 @@ import { DEFAULT_WEBHOOK_CONCURRENCY, MAX_LANE_WINDOW } from '../src/config/env.
 import { buildServer } from './lib/build.ts';
 import { type BenchChild, parleyCode, startChild } from './lib/ipc.ts';
 import { type PgNetwork, startPgNetwork } from './lib/pg-network.ts';
-import { machineInfo, resultsTable, type ScenarioResult } from './lib/report.ts';
+import { dialectComparison, machineInfo, resultsTable, type ScenarioResult } from './lib/report.ts';
 import { authScenario } from './scenarios/auth.ts';
 import { clusterScenario } from './scenarios/cluster.ts';
 import { deliveryScenario } from './scenarios/delivery.ts';
@@ -320,6 +320,12 @@ async function main(): Promise<void> {
       await run('cluster', '7. three nodes (PostgreSQL + Redis)', () =>
         clusterScenario({ ...settings.cluster, ...stores, hmacKey }, withReceiver, log),
       );
+    }
+    for (const scenario of ['send', 'delivery'] as const) {
+      const sqlite = results.find((r) => r.id === `${scenario}-sqlite`);
+      const postgres = results.find((r) => r.id === `${scenario}-postgres`);
+      const row = sqlite && postgres ? dialectComparison(scenario, sqlite, postgres) : null;
+      if (row) record(row);
     }
   } finally {
     await receiver?.stop();

@@ -77,15 +77,49 @@ export function machineInfo(): MachineInfo {
   };
 }
 
+/** A figure of the table: three decimals below 1 (ratios such as scenario 5's), else one. */
+function figure(value: number): string {
+  return fmt(value, Math.abs(value) < 1 ? 3 : 1);
+}
+
 /** The results table printed at the end of a run: one row per scenario, targets with ✓/✗. */
 export function resultsTable(results: ScenarioResult[]): string {
   const rows = results.map((r) => [
     r.title,
-    `${fmt(r.value)} ${r.unit}`,
-    r.baseline === null ? '-' : `${fmt(r.baseline)} ${r.unit}`,
+    `${figure(r.value)} ${r.unit}`,
+    r.baseline === null ? '-' : `${figure(r.baseline)} ${r.unit}`,
     r.ratio === null ? '-' : fmt(r.ratio, 3),
     r.summary,
     r.targets.map((t) => `${t.met ? '✓' : '✗'} ${t.label}${t.met ? '' : ` (${t.miss})`}`).join('; ') || '-',
   ]);
   return table(['scenario', 'parley', 'baseline', 'ratio', 'figures', 'targets'], rows);
+}
+
+/**
+ * Scenario 5's verdict row: PostgreSQL's ratio of a scenario (`postgres`, a send or delivery row) against SQLite's
+ * ratio of the same scenario in the same run (`sqlite`): value = PostgreSQL's ratio, baseline = SQLite's, ratio =
+ * their quotient, target ≥ 0.5 (docs/benchmarks.md, "Targets"). → null when either row has no ratio (a failed
+ * scenario).
+ */
+export function dialectComparison(
+  scenario: 'send' | 'delivery',
+  sqlite: ScenarioResult,
+  postgres: ScenarioResult,
+): ScenarioResult | null {
+  if (sqlite.ratio === null || postgres.ratio === null || sqlite.ratio === 0) return null;
+  const ratio = ratioOf(postgres.ratio, sqlite.ratio);
+  return {
+    id: `postgres-vs-sqlite-${scenario}`,
+    title: `5. PostgreSQL against SQLite (${scenario})`,
+    unit: 'of its baseline',
+    value: postgres.ratio,
+    baseline: sqlite.ratio,
+    ratio,
+    summary:
+      `PostgreSQL ${fmt(postgres.value, 0)} ${postgres.unit} against its baseline's ${fmt(postgres.baseline ?? 0, 0)}; ` +
+      `SQLite ${fmt(sqlite.value, 0)} against ${fmt(sqlite.baseline ?? 0, 0)}; ` +
+      `absolute ${fmt(ratioOf(postgres.value, sqlite.value), 3)}× SQLite's`,
+    targets: [target('≥ 0.5× SQLite’s ratio', ratio, '>=', 0.5)],
+    details: { sqlite: sqlite.id, postgres: postgres.id, absolute: ratioOf(postgres.value, sqlite.value) },
+  };
 }

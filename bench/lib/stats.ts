@@ -73,3 +73,16 @@ export async function cpuMicros(): Promise<number> {
   const { user, system } = process.cpuUsage();
   return user + system;
 }
+
+/**
+ * The median of `values` (any unit): the middle value, or the mean of the two middle ones for an even count; 0 for
+ * none. Sorts a copy. The baselines of the send and delivery scenarios are the median of their runs before and
+ * after parley's (docs/benchmarks.md, "Method": bracketed baselines).
+ */
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const count = sorted.length;
+  if (count === 0) return 0;
+  const upper = sorted[Math.floor(count / 2)] ?? 0;
+  return count % 2 === 1 ? upper : ((sorted[count / 2 - 1] ?? 0) + upper) / 2;
+}

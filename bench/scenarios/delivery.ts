@@ -3,7 +3,7 @@ import { startChild } from '../lib/ipc.ts';
 import { type ProfileSummary, summariseProfile } from '../lib/profile.ts';
 import { ratioOf, type ScenarioResult, target, windowNote } from '../lib/report.ts';
 import { serverCpuOf } from '../lib/server-cpu.ts';
-import { round } from '../lib/stats.ts';
+import { fmt, median, round } from '../lib/stats.ts';
 import type { ParleyReady } from '../roles/parley.ts';
 import type { ReceiverStats } from '../roles/receiver.ts';
 
@@ -90,6 +90,33 @@ function phase(
 }
 
 /**
+ * Bursts the baseline sends before parley's phases and again after them; its figure is the median of all of them,
+ * so neither a slow moment of the shared machine in one burst nor a drift over the scenario's minutes reads as
+ * parley's (docs/benchmarks.md, "Method": bracketed baselines).
+ */
+export const BASELINE_BURSTS_EACH_SIDE = 2;
+
+/**
+ * One phase standing for several runs of the same phase: each figure (events per second, CPU per event, each
+ * latency) the median of theirs; the counts those of the first run. `phases` must not be empty.
+ */
+function medianPhase(phases: readonly DeliveryPhase[]): DeliveryPhase {
+  const first = phases[0];
+  if (first === undefined) throw new Error('medianPhase: no phase');
+  const of = (pick: (p: DeliveryPhase) => number) => round(median(phases.map(pick)), 0);
+  return {
+    ...first,
+    eventsPerSecond: of((p) => p.eventsPerSecond),
+    cpuPerEventUs: of((p) => p.cpuPerEventUs),
+    latencyMs: {
+      p50: of((p) => p.latencyMs.p50),
+      p99: of((p) => p.latencyMs.p99),
+      max: of((p) => p.latencyMs.max),
+    },
+  };
+}
+
+/**
  * Scenario 2 (and 5 on PostgreSQL): `count` inbound sandbox events over `instances` instances, delivered by
  * parley's worker to the receiver (signatures checked there), against the same number of signed POSTs sent
  * directly with undici over `concurrency` keep-alive connections. Two phases each: a burst (every event at
@@ -103,71 +130,84 @@ export async function deliveryScenario(
   const pacedCount = settings.pacedRate * settings.pacedSeconds;
 
   const baseline = await startChild('baseline');
-  let baselineBurst: DeliveryPhase;
-  let baselinePaced: DeliveryPhase;
-  try {
-    const post = async (count: number, ratePerSecond: number) => {
-      await receiver.call('reset');
-      const cpuBefore = await baseline.call<number>('cpu');
-      const sent = await baseline.call<{ startedAt: number; failed: number }>('post', {
-        url: webhookUrl,
-        count,
-        concurrency: settings.concurrency,
-        instances: settings.instances,
-        ratePerSecond,
-        hmacKey: settings.hmacKey,
-      });
-      const stats = await receiver.call<ReceiverStats>('waitFor', { count, timeoutMs: settings.timeoutMs });
-      return phase(count, sent.startedAt, stats, (await baseline.call<number>('cpu')) - cpuBefore);
-    };
-    await post(settings.warmup, 0); // warm-up: TLS, JIT
-    baselineBurst = await post(settings.count, 0);
-    baselinePaced = await post(pacedCount, settings.pacedRate);
-  } finally {
-    await baseline.stop();
-  }
+  const postBaseline = async (count: number, ratePerSecond: number) => {
+    await receiver.call('reset');
+    const cpuBefore = await baseline.call<number>('cpu');
+    const sent = await baseline.call<{ startedAt: number; failed: number }>('post', {
+      url: webhookUrl,
+      count,
+      concurrency: settings.concurrency,
+      instances: settings.instances,
+      ratePerSecond,
+      hmacKey: settings.hmacKey,
+    });
+    const stats = await receiver.call<ReceiverStats>('waitFor', { count, timeoutMs: settings.timeoutMs });
+    return phase(count, sent.startedAt, stats, (await baseline.call<number>('cpu')) - cpuBefore);
+  };
+  /** The baseline's bursts, before parley's phases and after them (`BASELINE_BURSTS_EACH_SIDE` each). */
+  const baselineBursts: DeliveryPhase[] = [];
+  const bracket = async () => {
+    await postBaseline(settings.warmup, 0); // warm-up: TLS, JIT
+    for (let i = 0; i < BASELINE_BURSTS_EACH_SIDE; i++)
+      baselineBursts.push(await postBaseline(settings.count, 0));
+  };
 
-  const parley = await startChild('parley');
+  let baselinePaced: DeliveryPhase;
   let burst: DeliveryPhase;
   let paced: DeliveryPhase;
   let statuses: Record<string, number>;
   let profile: ProfileSummary | undefined;
   try {
-    await parley.call<ParleyReady>('setup', {
-      dialect: settings.dialect,
-      databaseUrl: settings.databaseUrl,
-      instances: settings.instances,
-      webhookUrl,
-      hmacKey: settings.hmacKey,
-      ...(settings.laneWindow === undefined ? {} : { laneWindow: settings.laneWindow }),
-      ...(settings.unprepared ? { unprepared: true } : {}),
-    });
-    const server = await serverCpuOf(settings);
-    const generate = async (count: number, ratePerSecond: number) => {
-      await receiver.call('reset');
-      const cpuBefore = await parley.call<number>('cpu');
-      const serverBefore = server?.read();
-      const started = await parley.call<{ startedAt: number }>('generate', { count, ratePerSecond });
-      const stats = await receiver.call<ReceiverStats>('waitFor', { count, timeoutMs: settings.timeoutMs });
-      const serverUs =
-        server === undefined || serverBefore === undefined
-          ? undefined
-          : (server.read() - serverBefore) * 1000;
-      return phase(count, started.startedAt, stats, (await parley.call<number>('cpu')) - cpuBefore, serverUs);
-    };
-    await generate(settings.warmup, 0); // warm-up
-    burst = await generate(settings.count, 0);
-    paced = await generate(pacedCount, settings.pacedRate);
-    statuses = await parley.call<Record<string, number>>('deliveries');
-    if (settings.profileFile !== undefined) {
-      await parley.call('profileStart');
-      await generate(settings.count, 0);
-      const file = await parley.call<string>('profileStop', { file: settings.profileFile });
-      profile = summariseProfile(file);
+    await bracket();
+    baselinePaced = await postBaseline(pacedCount, settings.pacedRate);
+    const parley = await startChild('parley');
+    try {
+      await parley.call<ParleyReady>('setup', {
+        dialect: settings.dialect,
+        databaseUrl: settings.databaseUrl,
+        instances: settings.instances,
+        webhookUrl,
+        hmacKey: settings.hmacKey,
+        ...(settings.laneWindow === undefined ? {} : { laneWindow: settings.laneWindow }),
+        ...(settings.unprepared ? { unprepared: true } : {}),
+      });
+      const server = await serverCpuOf(settings);
+      const generate = async (count: number, ratePerSecond: number) => {
+        await receiver.call('reset');
+        const cpuBefore = await parley.call<number>('cpu');
+        const serverBefore = server?.read();
+        const started = await parley.call<{ startedAt: number }>('generate', { count, ratePerSecond });
+        const stats = await receiver.call<ReceiverStats>('waitFor', { count, timeoutMs: settings.timeoutMs });
+        const serverUs =
+          server === undefined || serverBefore === undefined
+            ? undefined
+            : (server.read() - serverBefore) * 1000;
+        return phase(
+          count,
+          started.startedAt,
+          stats,
+          (await parley.call<number>('cpu')) - cpuBefore,
+          serverUs,
+        );
+      };
+      await generate(settings.warmup, 0); // warm-up
+      burst = await generate(settings.count, 0);
+      paced = await generate(pacedCount, settings.pacedRate);
+      statuses = await parley.call<Record<string, number>>('deliveries');
+      if (settings.profileFile !== undefined) {
+        await parley.call('profileStart');
+        await generate(settings.count, 0);
+        const file = await parley.call<string>('profileStop', { file: settings.profileFile });
+        profile = summariseProfile(file);
+      }
+    } finally {
+      await parley.stop();
     }
+    await bracket();
   } finally {
-    await parley.stop();
+    await baseline.stop();
   }
+  const baselineBurst = medianPhase(baselineBursts);
 
   const ratio = ratioOf(burst.eventsPerSecond, baselineBurst.eventsPerSecond);
   const missing = burst.sent - burst.received + (paced.sent - paced.received);
@@ -187,6 +227,7 @@ export async function deliveryScenario(
     ratio,
     summary:
       `${burst.received}/${burst.sent} burst events in ${round(burst.elapsedMs / 1000, 1)} s ` +
+      `(baseline bursts ${baselineBursts.map((b) => fmt(b.eventsPerSecond, 0)).join(', ')} events/s: the median); ` +
       `(burst p99 ${burst.latencyMs.p99} ms vs ${baselineBurst.latencyMs.p99}); CPU per event ` +
       `${burst.cpuPerEventUs} µs vs ${baselineBurst.cpuPerEventUs} (${ratioOf(baselineBurst.cpuPerEventUs, burst.cpuPerEventUs)}); ` +
       (burst.serverCpuPerEventUs === undefined
@@ -206,7 +247,7 @@ export async function deliveryScenario(
       concurrency: settings.concurrency,
       laneWindow: settings.laneWindow ?? 1,
       parley: { burst, paced, deliveries: statuses },
-      baseline: { burst: baselineBurst, paced: baselinePaced },
+      baseline: { burst: baselineBurst, bursts: baselineBursts, paced: baselinePaced },
       ...(profile ? { profile } : {}),
     },
   };

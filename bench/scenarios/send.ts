@@ -8,7 +8,7 @@ import {
 } from '../lib/profile.ts';
 import { ratioOf, type ScenarioResult, target, windowNote } from '../lib/report.ts';
 import { type ServerCpu, serverCpuOf } from '../lib/server-cpu.ts';
-import { fmt, sleep } from '../lib/stats.ts';
+import { fmt, median, round, sleep } from '../lib/stats.ts';
 import { type ParleyReady, PEER_PHONE } from '../roles/parley.ts';
 
 /** Settings of the send and auth scenarios. */
@@ -121,36 +121,40 @@ function describeErrors(run: LoadResult): string {
 }
 
 /**
+ * One load run standing for several runs of the same load: requests per second and each latency the median of
+ * theirs, the counts (completed, errors) their sums. The send scenario measures its bare route before parley's run
+ * and again after it, so a drift of the shared machine over the scenario falls on both sides of the ratio
+ * (docs/benchmarks.md, "Method": bracketed baselines). `runs` must not be empty.
+ */
+function medianRun(runs: readonly LoadResult[]): LoadResult {
+  const of = (pick: (r: LoadResult) => number) => round(median(runs.map(pick)), 2);
+  const sum = (pick: (r: LoadResult) => number) => runs.reduce((total, r) => total + pick(r), 0);
+  return {
+    requestsPerSecond: of((r) => r.requestsPerSecond),
+    latencyMs: {
+      p50: of((r) => r.latencyMs.p50),
+      p90: of((r) => r.latencyMs.p90),
+      p99: of((r) => r.latencyMs.p99),
+      max: of((r) => r.latencyMs.max),
+      mean: of((r) => r.latencyMs.mean),
+    },
+    completed: sum((r) => r.completed),
+    durationS: sum((r) => r.durationS),
+    errors: sum((r) => r.errors),
+    timeouts: sum((r) => r.timeouts),
+    non2xx: sum((r) => r.non2xx),
+  };
+}
+
+/**
  * Scenario 1 (and 5 on PostgreSQL): `POST /v1/messages/send` with a test key on a logged-in sandbox instance
  * whose webhook is subscribed, `connections` connections, against a bare Fastify route answering a send result
  * (baseline role), each in its own child process and loaded from this process over loopback.
  */
 export async function sendScenario(settings: HttpSettings): Promise<ScenarioResult> {
   const baseline = await startChild('baseline');
-  let baselineRun: LoadResult;
-  let baselineCpu: number;
+  const baselineRuns: { run: LoadResult; cpuPerRequestUs: number }[] = [];
   let baselineProfiled: ProfiledFigures | undefined;
-  try {
-    const { url } = await baseline.call<{ url: string }>('serve', {});
-    const options = (warmupS: number) => ({
-      url: `${url}/v1/messages/send`,
-      method: 'POST' as const,
-      body: { phone: PEER_PHONE, body: 'hello from the benchmark' },
-      connections: settings.connections,
-      durationS: settings.durationS,
-      warmupS,
-    });
-    ({ run: baselineRun, cpuPerRequestUs: baselineCpu } = await loadWithCpu(
-      baseline,
-      options(settings.warmupS),
-    ));
-    if (settings.profileFile !== undefined) {
-      baselineProfiled = await profiledRun(baseline, options(0), baselineProfileFile(settings.profileFile));
-    }
-  } finally {
-    await baseline.stop();
-  }
-  const parley = await startChild('parley');
   let run: LoadResult;
   let cpuPerSend: number;
   let serverCpuPerSend: number | undefined;
@@ -158,32 +162,57 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
   let profile: ProfileSummary | undefined;
   let profiled: ProfiledFigures | undefined;
   try {
-    const ready = await setupOneInstance(parley, settings);
-    const options = (warmupS: number) => ({
-      url: `${ready.url}/v1/messages/send`,
+    const { url } = await baseline.call<{ url: string }>('serve', {});
+    const baselineOptions = (warmupS: number) => ({
+      url: `${url}/v1/messages/send`,
       method: 'POST' as const,
-      headers: { authorization: `Bearer ${ready.key}` },
       body: { phone: PEER_PHONE, body: 'hello from the benchmark' },
       connections: settings.connections,
       durationS: settings.durationS,
       warmupS,
     });
-    const server = await serverCpuOf(settings);
-    ({
-      run,
-      cpuPerRequestUs: cpuPerSend,
-      serverCpuPerRequestUs: serverCpuPerSend,
-    } = await loadWithCpu(parley, options(settings.warmupS), server));
-    // Deliveries keep pace when the run's webhooks are delivered within 2 s of its end.
-    await sleep(DELIVERY_GRACE_MS);
-    deliveries = await parley.call<Record<string, number>>('deliveries');
+    baselineRuns.push(await loadWithCpu(baseline, baselineOptions(settings.warmupS)));
     if (settings.profileFile !== undefined) {
-      profiled = await profiledRun(parley, options(0), settings.profileFile);
-      profile = summariseProfile(settings.profileFile);
+      baselineProfiled = await profiledRun(
+        baseline,
+        baselineOptions(0),
+        baselineProfileFile(settings.profileFile),
+      );
     }
+    const parley = await startChild('parley');
+    try {
+      const ready = await setupOneInstance(parley, settings);
+      const options = (warmupS: number) => ({
+        url: `${ready.url}/v1/messages/send`,
+        method: 'POST' as const,
+        headers: { authorization: `Bearer ${ready.key}` },
+        body: { phone: PEER_PHONE, body: 'hello from the benchmark' },
+        connections: settings.connections,
+        durationS: settings.durationS,
+        warmupS,
+      });
+      const server = await serverCpuOf(settings);
+      ({
+        run,
+        cpuPerRequestUs: cpuPerSend,
+        serverCpuPerRequestUs: serverCpuPerSend,
+      } = await loadWithCpu(parley, options(settings.warmupS), server));
+      // Deliveries keep pace when the run's webhooks are delivered within 2 s of its end.
+      await sleep(DELIVERY_GRACE_MS);
+      deliveries = await parley.call<Record<string, number>>('deliveries');
+      if (settings.profileFile !== undefined) {
+        profiled = await profiledRun(parley, options(0), settings.profileFile);
+        profile = summariseProfile(settings.profileFile);
+      }
+    } finally {
+      await parley.stop();
+    }
+    baselineRuns.push(await loadWithCpu(baseline, baselineOptions(settings.warmupS)));
   } finally {
-    await parley.stop();
+    await baseline.stop();
   }
+  const baselineRun = medianRun(baselineRuns.map((r) => r.run));
+  const baselineCpu = Math.round(median(baselineRuns.map((r) => r.cpuPerRequestUs)));
   const ratio = ratioOf(run.requestsPerSecond, baselineRun.requestsPerSecond);
   const queued = Object.values(deliveries).reduce((a, b) => a + b, 0);
   const delivered = deliveries.delivered ?? 0;
@@ -196,7 +225,8 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
     baseline: baselineRun.requestsPerSecond,
     ratio,
     summary:
-      `p50 ${run.latencyMs.p50} / p99 ${run.latencyMs.p99} ms (baseline ${baselineRun.latencyMs.p50} / ` +
+      `bare route before and after ${baselineRuns.map((r) => fmt(r.run.requestsPerSecond, 0)).join(' and ')} req/s ` +
+      `(the mean); p50 ${run.latencyMs.p50} / p99 ${run.latencyMs.p99} ms (baseline ${baselineRun.latencyMs.p50} / ` +
       `${baselineRun.latencyMs.p99} ms)${describeErrors(run)}; webhooks delivered ${fmt(delivered, 0)} of ` +
       `${fmt(queued, 0)} (${kept}) ${DELIVERY_GRACE_MS / 1000} s after the run; CPU per request ${cpuPerSend} µs ` +
       `vs ${baselineCpu} (${ratioOf(baselineCpu, cpuPerSend)})` +
@@ -216,6 +246,7 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
       laneWindow: settings.laneWindow ?? 1,
       parley: run,
       baseline: baselineRun,
+      baselineRuns: baselineRuns.map((r) => r.run),
       cpuPerRequestUs: {
         parley: cpuPerSend,
         baseline: baselineCpu,
