@@ -1,7 +1,7 @@
 import { CompiledQuery, type Kysely } from 'kysely';
 import type { FinishInput, FinishResult } from './delivery-finish.ts';
 import type { NextAttempt } from './delivery-next.ts';
-import { KEY_LOOKUPS } from './pg-statements.ts';
+import { KEY_LOOKUPS } from './pg-key-lookups.ts';
 import type { Database } from './schema.ts';
 import { toMs } from './times.ts';
 

@@ -12,7 +12,7 @@ import type { LockedRow } from './delivery-claim-statements.ts';
 import type { ClaimedDelivery, ClaimOptions } from './delivery-claims.ts';
 import { OPEN_ATTEMPT_FIELDS } from './delivery-next.ts';
 import { runLast } from './last-statement.ts';
-import { KEY_LOOKUPS } from './pg-statements.ts';
+import { KEY_LOOKUPS } from './pg-key-lookups.ts';
 import { newRowId } from './row-ids.ts';
 import type { Database } from './schema.ts';
 import type { WebhookAttemptsTable } from './schema-webhooks.ts';

@@ -6,7 +6,7 @@ import { adminCreateOrg } from '../../src/app/organizations.ts';
 import { deliveredGroupQuery, type GroupRecord, startGroupQuery } from '../../src/store/delivery-group.ts';
 import type { NextAttempt } from '../../src/store/delivery-next.ts';
 import { ABANDONED, CLAIM_DETAILS_POSTGRES } from '../../src/store/delivery-starts.ts';
-import { KEY_LOOKUP_SETTINGS } from '../../src/store/pg-statements.ts';
+import { KEY_LOOKUP_SETTINGS } from '../../src/store/pg-key-lookups.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 
 /**

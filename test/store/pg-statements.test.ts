@@ -6,12 +6,8 @@ import pg from 'pg';
 import { DomainError } from '../../src/domain/errors.ts';
 import { openStore, type Store } from '../../src/store/database.ts';
 import { isStoreUnavailableError } from '../../src/store/faults.ts';
-import {
-  KEY_LOOKUPS,
-  namedStatementPool,
-  PLAN_EACH_RUN,
-  statementName,
-} from '../../src/store/pg-statements.ts';
+import { KEY_LOOKUPS } from '../../src/store/pg-key-lookups.ts';
+import { namedStatementPool, PLAN_EACH_RUN, statementName } from '../../src/store/pg-statements.ts';
 import type { Database } from '../../src/store/schema.ts';
 import { testDialects } from '../support/store.ts';
 
