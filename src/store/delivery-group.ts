@@ -14,7 +14,8 @@ function startChosen(condition: string): string {
   return `started as (
   update webhook_deliveries d set attempts = d.attempts + 1
   from chain c join input i on i.ord = c.ord
-  where ${condition} and d.event_id = i.next_event_id and d.endpoint_id = i.next_endpoint_id
+  where ${condition} and d.event_id = i.next_event_id and coalesce(d.endpoint_id = i.next_endpoint_id, false)
+    and d.event_id = any (array(select next_event_id from input))
   returning i.ord
 ), opened as (
   insert into webhook_attempts (id, event_id, endpoint_id, number, url, worker, attempted_at, finished_at,
@@ -51,8 +52,8 @@ const LANE_UNCHANGED = `(
  */
 const STARTABLE_NEXT = `startable as (
   select i.ord
-  from input i join webhook_deliveries d on d.event_id = i.next_event_id and d.endpoint_id = i.next_endpoint_id
-  where coalesce(d.locked_by = $2::varchar and d.locked_at = i.next_locked_at and d.status = 'pending'
+  from input i join webhook_deliveries d on d.event_id = i.next_event_id
+  where coalesce(d.endpoint_id = i.next_endpoint_id, false) and d.event_id = any (array(select next_event_id from input)) and coalesce(d.locked_by = $2::varchar and d.locked_at = i.next_locked_at and d.status = 'pending'
     and ${LANE_UNCHANGED}, false)
   for update of d
 )`;
@@ -83,13 +84,15 @@ const DELIVERED_GROUP_POSTGRES = `${KEY_LOOKUPS} with input as (
   update webhook_attempts a set finished_at = $1::bigint, status_code = i.status_code, duration_ms = i.duration_ms,
     error = null, response_body = i.response_body, response_truncated = i.response_truncated
   from input i
-  where a.id = i.attempt_id and coalesce(a.worker = $2::varchar, false)
+  where a.id = i.attempt_id and a.id = any (array(select attempt_id from input))
+    and coalesce(a.worker = $2::varchar, false)
   returning a.id
 ), delivered as (
   update webhook_deliveries d set status = 'delivered', delivered_at = $1::bigint, locked_by = null,
     locked_at = null, last_status = i.status_code, last_error = null, updated_at = $1::bigint
   from input i
-  where d.event_id = i.event_id and d.endpoint_id = i.endpoint_id
+  where d.event_id = i.event_id and coalesce(d.endpoint_id = i.endpoint_id, false)
+    and d.event_id = any (array(select event_id from input))
     and coalesce(d.locked_by = $2::varchar and d.locked_at = i.locked_at and d.status = 'pending', false)
   returning i.ord
 ), ${STARTABLE_NEXT}, chain as (
@@ -215,6 +218,7 @@ const START_GROUP_POSTGRES = `${KEY_LOOKUPS} with input as (
       next_url_sealed, next_hmac_key, next_secret, ord)
 ), already as (
   select i.ord from input i join webhook_attempts a on a.id = i.next_attempt_id
+  where a.id = any (array(select next_attempt_id from input))
 ), ${STARTABLE_NEXT}, chain as (
   select i.ord, x.ord is null as fresh,
     bool_and(x.ord is not null or s.ord is not null) over (order by i.ord) as start

@@ -224,7 +224,8 @@ export const CLAIM_DETAILS_POSTGRES = `${KEY_LOOKUPS} with closing as (
 ), abandoned as (
   update webhook_attempts a set error = $6::text, finished_at = $5::bigint
   from closing k
-  where a.event_id = k.event_id and a.endpoint_id = k.endpoint_id and coalesce(a.finished_at is null, false)
+  where a.event_id = k.event_id and a.endpoint_id = k.endpoint_id and a.event_id = any ($3::varchar[])
+    and coalesce(a.finished_at is null, false)
 )
 select d.event_id, d.endpoint_id, d.instance_id, d.sequence, d.attempts, d.max_attempts, e.payload,
   i.webhook_url, i.hmac_key, w.url as endpoint_url, w.secret as endpoint_secret,
@@ -232,10 +233,16 @@ select d.event_id, d.endpoint_id, d.instance_id, d.sequence, d.attempts, d.max_a
   (select count(*) from webhook_attempts a where a.event_id = d.event_id and a.endpoint_id = d.endpoint_id)
     as attempts_logged
 from unnest($1::varchar[], $2::varchar[]) as k(event_id, endpoint_id)
-join webhook_deliveries d on d.event_id = k.event_id and d.endpoint_id = k.endpoint_id
-join webhook_events e on e.id = d.event_id
-join instances i on i.id = d.instance_id
-left join webhook_endpoints w on w.id = d.endpoint_id and w.instance_id = d.instance_id`;
+cross join lateral (
+  select * from webhook_deliveries d
+  where d.event_id = k.event_id and coalesce(d.endpoint_id = k.endpoint_id, false) offset 0
+) d
+cross join lateral (select e.payload from webhook_events e where e.id = d.event_id offset 0) e
+cross join lateral (select i.webhook_url, i.hmac_key from instances i where i.id = d.instance_id offset 0) i
+left join lateral (
+  select w.url, w.secret, w.url_sealed, w.enabled from webhook_endpoints w
+  where w.id = d.endpoint_id and w.instance_id = d.instance_id offset 0
+) w on true`;
 
 /** A claimed row with what its attempt needs; the endpoint's columns are null for the default webhook. */
 interface ClaimDetailRow {

@@ -23,7 +23,7 @@ export const KEY_LOOKUPS = '/* key lookups */';
  * chosen while a table was small), with no sequential scan, hash join or merge join.
  */
 export const KEY_LOOKUP_SETTINGS = [
-  'plan_cache_mode = force_custom_plan',
+  'plan_cache_mode = force_generic_plan',
   'enable_seqscan = off',
   'enable_hashjoin = off',
   'enable_mergejoin = off',

@@ -117,14 +117,14 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
     const SETTINGS = `current_setting('plan_cache_mode') as mode, current_setting('enable_seqscan') as seqscan,
       current_setting('enable_hashjoin') as hashjoin, current_setting('enable_mergejoin') as mergejoin`;
     const KEY_LOOKUP_VALUES = {
-      mode: 'force_custom_plan',
+      mode: 'force_generic_plan',
       seqscan: 'off',
       hashjoin: 'off',
       mergejoin: 'off',
     };
     const SESSION_VALUES = { mode: 'auto', seqscan: 'on', hashjoin: 'on', mergejoin: 'on' };
 
-    it('runs a key-lookup text named, under the key-lookup settings, and leaves the session its own', async () => {
+    it('runs a key-lookup text named, on its generic plan under the key-lookup settings, and leaves the session its own', async () => {
       const { store } = await probeStore();
       const text = `${KEY_LOOKUPS} select ${SETTINGS}, note from probe where id = $1`;
       for (let run = 0; run < 2; run++) {
@@ -135,6 +135,14 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       assert.deepEqual(
         (await prepared(store.db)).map((s) => [s.statement, s.runs]),
         [[text, 2]],
+      );
+      const plans = await sql<{ generic: string; custom: string }>`
+        select generic_plans::text as generic, custom_plans::text as custom from pg_prepared_statements
+      `.execute(store.db);
+      assert.deepEqual(
+        plans.rows,
+        [{ generic: '2', custom: '0' }],
+        'the plan made once is kept from the first run',
       );
     });
 
