@@ -1,7 +1,7 @@
 import { type Kysely, type RawBuilder, sql } from 'kysely';
 import type { DatabaseConfig } from '../config/config.ts';
 import { type ArgumentOf, compiledWithLimit } from './compiled.ts';
-import { PLAN_EACH_RUN } from './pg-statements.ts';
+import { KEY_LOOKUPS } from './pg-key-lookups.ts';
 import type { Database } from './schema.ts';
 
 /**
@@ -276,10 +276,12 @@ export const LOCK_TAIL_SQLITE = tailStatement();
  * it; the wait is short, the lane's rows being this claim's alone. One round trip for the claim's tails where one
  * statement a lane cost one each: behind a network, a claim of a dozen lanes waited a dozen round trips
  * (docs/decisions/0062-pipelined-begin.md). Parameters: $1 the worker, $2 the time and $3 the stale bound (epoch
- * ms), $4 the most rows a lane, then the arrays. Planned at each run ({@link PLAN_EACH_RUN}): the lane lookups
- * must read the lanes' index whatever the table's size when the statement was first planned.
+ * ms), $4 the most rows a lane, then the arrays. A {@link KEY_LOOKUPS} statement
+ * (docs/decisions/0085-key-lookup-plans.md): its one plan a connection reads each lane's rows through the lanes' index
+ * (no other index holds the lane's conditions) and locks them by their primary key, bounded by the tail's event ids,
+ * whatever the table's size when the plan was made.
  */
-export const LOCK_TAILS_POSTGRES = `${PLAN_EACH_RUN} with lanes as (
+export const LOCK_TAILS_POSTGRES = `${KEY_LOOKUPS} with lanes as (
   select * from unnest($5::varchar[], $6::varchar[], $7::bigint[]) as l(instance_id, endpoint_id, head_sequence)
 ), tail as materialized (
   select t.event_id, t.endpoint_id from lanes l cross join lateral (
@@ -294,7 +296,8 @@ export const LOCK_TAILS_POSTGRES = `${PLAN_EACH_RUN} with lanes as (
   ) t
 ), locked as (
   update webhook_deliveries w set locked_by = $1::varchar, locked_at = $2::bigint
-  from tail where w.event_id = tail.event_id and w.endpoint_id = tail.endpoint_id
+  from tail where w.event_id = tail.event_id and w.event_id = any (array(select event_id from tail))
+    and coalesce(w.endpoint_id = tail.endpoint_id, false)
   returning w.event_id, w.endpoint_id, w.instance_id, w.sequence, w.attempts, w.max_attempts
 )
 select * from locked order by instance_id, endpoint_id, sequence`;

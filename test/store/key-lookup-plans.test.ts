@@ -4,6 +4,7 @@ import { CompiledQuery, sql } from 'kysely';
 import pg from 'pg';
 import { adminCreateInstance } from '../../src/app/instances.ts';
 import { adminCreateOrg } from '../../src/app/organizations.ts';
+import { LOCK_TAILS_POSTGRES } from '../../src/store/delivery-claim-statements.ts';
 import { deliveredGroupQuery, type GroupRecord, startGroupQuery } from '../../src/store/delivery-group.ts';
 import type { NextAttempt } from '../../src/store/delivery-next.ts';
 import { ABANDONED, CLAIM_DETAILS_POSTGRES } from '../../src/store/delivery-starts.ts';
@@ -104,34 +105,39 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       }
     }
 
+    /** The node of `read` (a scan of a table) that looks its rows up: itself, or a bitmap scan's index scan. */
+    function lookupOf(read: PlanNode): PlanNode | undefined {
+      return read['Node Type'] === 'Bitmap Heap Scan'
+        ? (read.Plans ?? []).find((child) => child['Node Type'] === 'Bitmap Index Scan')
+        : read;
+    }
+
     /**
      * Asserts that `nodes` read every table by a lookup in an index with a condition (an index scan, or a bitmap scan
-     * of one), the deliveries by their primary key, and no table or index whole; and that they read attempts and
-     * deliveries at all.
+     * of one), the deliveries by one of `deliveryIndexes` (default their primary key), and no table or index whole;
+     * and that they read each of `tables`.
      */
-    function assertKeyLookups(nodes: PlanNode[]): void {
+    function assertKeyLookups(
+      nodes: PlanNode[],
+      tables = ['webhook_attempts', 'webhook_deliveries'],
+      deliveryIndexes = ['webhook_deliveries_pkey'],
+    ): void {
       const reads = nodes.filter(
         (node) => node['Relation Name'] !== undefined && node['Node Type'] !== 'ModifyTable',
       );
-      const tables = new Set(reads.map((node) => node['Relation Name']));
-      assert.ok(
-        tables.has('webhook_attempts') && tables.has('webhook_deliveries'),
-        `tables read: ${[...tables]}`,
-      );
+      const read = new Set(reads.map((node) => node['Relation Name']));
+      for (const table of tables) assert.ok(read.has(table), `${table} is read: ${[...read]}`);
       for (const node of reads) {
-        const lookup =
-          node['Node Type'] === 'Bitmap Heap Scan'
-            ? (node.Plans ?? []).find((child) => child['Node Type'] === 'Bitmap Index Scan')
-            : node;
+        const lookup = lookupOf(node);
         assert.ok(lookup, `a bitmap scan reads an index: ${JSON.stringify(node)}`);
         assert.match(lookup['Node Type'], /^(Index|Index Only|Bitmap Index) Scan$/, JSON.stringify(node));
         assert.ok(lookup['Index Cond'], `a lookup, not a scan of the whole index: ${JSON.stringify(node)}`);
         if (node['Relation Name'] === 'webhook_deliveries')
-          assert.equal(lookup['Index Name'], 'webhook_deliveries_pkey', JSON.stringify(node));
+          assert.ok(deliveryIndexes.includes(lookup['Index Name'] ?? ''), JSON.stringify(node));
       }
     }
 
-    /** Checks the plans of the three key-lookup statements. */
+    /** Checks the plans of the four key-lookup statements. */
     async function assertPlans(): Promise<void> {
       const keys = RECORDS.map((_, n) => ({ event_id: `g${n * 7 + 1}`, endpoint_id: '' }));
       assertKeyLookups(
@@ -147,6 +153,31 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
         ),
       );
       assertKeyLookups(await planNodes(deliveredGroupQuery(RECORDS)));
+      const tails = await planNodes(
+        CompiledQuery.raw(LOCK_TAILS_POSTGRES, [
+          'w-1',
+          1_700_000_000_000,
+          1_699_999_000_000,
+          31,
+          ['i1'],
+          [''],
+          [7],
+        ]),
+      );
+      assertKeyLookups(
+        tails,
+        ['webhook_deliveries'],
+        ['webhook_deliveries_pkey', 'webhook_deliveries_instance'],
+      );
+      assert.deepEqual(
+        tails
+          .filter(
+            (node) => node['Relation Name'] === 'webhook_deliveries' && node['Node Type'] !== 'ModifyTable',
+          )
+          .map((node) => lookupOf(node)?.['Index Name']),
+        ['webhook_deliveries_instance', 'webhook_deliveries_pkey'],
+        "each lane read through the lanes' index, its rows locked by their key",
+      );
       assertKeyLookups(
         await planNodes(
           startGroupQuery(
