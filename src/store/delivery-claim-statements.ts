@@ -277,7 +277,7 @@ export const LOCK_TAIL_SQLITE = tailStatement();
  * statement a lane cost one each: behind a network, a claim of a dozen lanes waited a dozen round trips
  * (docs/decisions/0062-pipelined-begin.md). Parameters: $1 the worker, $2 the time and $3 the stale bound (epoch
  * ms), $4 the most rows a lane, then the arrays. A {@link KEY_LOOKUPS} statement
- * (docs/decisions/0085-key-lookup-plans.md): its one plan a connection reads each lane's rows through the lanes' index
+ * (docs/decisions/0086-generic-key-lookup-plans.md): its one plan a connection reads each lane's rows through the lanes' index
  * (no other index holds the lane's conditions) and locks them by their primary key, bounded by the tail's event ids,
  * whatever the table's size when the plan was made.
  */

@@ -48,7 +48,8 @@ const LANE_UNCHANGED = `(
 /**
  * The `startable` clause of a group statement: the rows of `input` whose next delivery may be started (still this
  * worker's claim at its `locked_at`, pending, its lane unchanged), read `for update` (`$2` the worker). The delivery is
- * found by its key; the other conditions are under `coalesce`, which no index serves ({@link KEY_LOOKUPS}).
+ * found by its key, bounded by the input's next event ids; the other conditions are under `coalesce`, which no index
+ * serves ({@link KEY_LOOKUPS}).
  */
 const STARTABLE_NEXT = `startable as (
   select i.ord
@@ -69,9 +70,10 @@ const STARTABLE_NEXT = `startable as (
  * pending, and its lane unchanged. The next deliveries that may be started are locked as they are
  * read (`for update`), so a row changed by another transaction meanwhile is read again before the decision.
  * Parameters: $1 the time (epoch ms), $2 the worker, then one array per column of `input`, in its order. Run as a
- * {@link KEY_LOOKUPS} statement (docs/decisions/0085-key-lookup-plans.md): parsed once per connection and planned at
- * each run with its values, with nested loops over `input` that find each attempt and delivery by its primary key;
- * the conditions besides a key are written under `coalesce`, so that no other index can serve them.
+ * {@link KEY_LOOKUPS} statement (docs/decisions/0086-generic-key-lookup-plans.md): parsed and planned once per
+ * connection, each attempt and delivery found by its primary key, every table joined to `input` also restricted to
+ * the input's keys by `= any`, and the conditions besides a key's leading column under `coalesce`, so that no other
+ * index can serve them.
  */
 const DELIVERED_GROUP_POSTGRES = `${KEY_LOOKUPS} with input as (
   select * from unnest($3::varchar[], $4::integer[], $5::integer[], $6::text[], $7::integer[], $8::varchar[],

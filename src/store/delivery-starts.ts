@@ -214,8 +214,9 @@ async function readDetails(
 
 /**
  * {@link CLAIM_DETAILS} on PostgreSQL with the abandoned attempts' update as one key-lookup statement
- * (docs/decisions/0085-key-lookup-plans.md): one text whatever the number of keys, so it is parsed once per
- * connection, and each delivery, event, instance, endpoint and attempt is found by its key from the keys' arrays.
+ * (docs/decisions/0086-generic-key-lookup-plans.md): one text whatever the number of keys, so it is parsed and planned
+ * once per connection; each delivery, then its event, instance and endpoint, is read in a `lateral` subquery fenced
+ * with `offset 0` (run once per key, in that order), and the open attempts by the keys' event ids.
  * Parameters: $1 and $2 the claimed rows' event and endpoint ids, $3 and $4 those of the deliveries whose open
  * attempts are marked abandoned (empty for none), $5 the time (epoch ms), $6 {@link ABANDONED}.
  */

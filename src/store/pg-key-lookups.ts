@@ -2,25 +2,29 @@ import type pg from 'pg';
 import { rolledBack, socketOf, TransactionRolledBack } from './pg-pipelining.ts';
 
 /**
- * Key-lookup statements on PostgreSQL (docs/decisions/0085-key-lookup-plans.md): statements named like any other
- * (pg-statements.ts) but planned at each run under settings that leave the planner only lookups by an index. The
- * named statements' pool adapter recognises their mark and runs them through {@link withKeyLookups}.
+ * Key-lookup statements on PostgreSQL (docs/decisions/0086-generic-key-lookup-plans.md): statements named like any
+ * other (pg-statements.ts), planned once per connection under settings that leave the planner only nested loops and
+ * index lookups, their reads bounded by their input's keys. The named statements' pool adapter recognises their mark
+ * and runs them through {@link withKeyLookups}.
  */
 
 /**
  * A statement text that starts with this comment is named, so each connection parses it once, and runs with
- * {@link KEY_LOOKUP_SETTINGS} (docs/decisions/0085-key-lookup-plans.md): planned at each run with its values and the
- * tables' current sizes, as nested loops over the statement's input that find each row by an index. It runs in a
- * transaction of its own, or inside the open one between two `set local`s, so the settings never outlive it. The
- * statement's own text must leave the planner the key's index alone: conditions other than the key written so that
- * no index serves them (src/store/delivery-group.ts, src/store/delivery-starts.ts).
+ * {@link KEY_LOOKUP_SETTINGS} (docs/decisions/0086-generic-key-lookup-plans.md): planned once, at its first run on a
+ * connection, as nested loops that find each row by an index, and that plan kept until PostgreSQL invalidates it
+ * (new statistics, a schema change). It runs in a transaction of its own, or inside the open one between two
+ * `set local`s, so the settings never outlive it. The statement's own text must bound every read by its input's
+ * keys whatever the tables held when the plan was made: `= any` of the input's keys on a joined table's leading key
+ * column, the other conditions under `coalesce` so that no other index serves them, reads that follow one another as
+ * `lateral` subqueries fenced with `offset 0` (src/store/delivery-group.ts, src/store/delivery-starts.ts,
+ * src/store/delivery-claim-statements.ts; test/store/key-lookup-plans.test.ts checks their plans).
  */
 export const KEY_LOOKUPS = '/* key lookups */';
 
 /**
- * The planner settings a {@link KEY_LOOKUPS} statement is planned with (PostgreSQL documentation, "Query Planning"
- * and `plan_cache_mode`): a plan made at each run with the values (a generic one, made once, can keep a whole scan
- * chosen while a table was small), with no sequential scan, hash join or merge join.
+ * The planner settings a {@link KEY_LOOKUPS} statement is planned and run with (PostgreSQL documentation, "Query
+ * Planning" and `plan_cache_mode`): its generic plan from the first run (no custom plans first), with no sequential
+ * scan, hash join or merge join (docs/decisions/0086-generic-key-lookup-plans.md).
  */
 export const KEY_LOOKUP_SETTINGS = [
   'plan_cache_mode = force_generic_plan',

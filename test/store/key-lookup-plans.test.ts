@@ -12,8 +12,8 @@ import { KEY_LOOKUP_SETTINGS } from '../../src/store/pg-key-lookups.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 
 /**
- * The plans of the key-lookup statements (docs/decisions/0085-key-lookup-plans.md), the delivery groups and the claim's
- * details: the generic plan each connection makes once under the settings they run with, whatever the tables held
+ * The plans of the key-lookup statements (docs/decisions/0086-generic-key-lookup-plans.md), the delivery groups, the claim's
+ * details and tails: the generic plan each connection makes once under the settings they run with, whatever the tables held
  * when it was made, looks every row up in an index by keys of the statement's input (the deliveries by their primary
  * key), and reads no table or index whole: on a store never analysed, on one analysed while empty (the plan then kept
  * as the tables grow), on one analysed at 50 rows, and once analysed with thousands.
