@@ -2,7 +2,7 @@ import type { Transaction } from 'kysely';
 import type { EngineEvent } from '../domain/messages.ts';
 import type { SendMode } from '../domain/sends.ts';
 import type { Database } from '../store/schema.ts';
-import { markSendJobsSent } from '../store/send-jobs.ts';
+import { markSendJobsSent } from '../store/send-job-marks.ts';
 
 /** A job of an instance, by id. */
 type JobRef = { instanceId: string; id: string };

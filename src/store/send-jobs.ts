@@ -1,7 +1,8 @@
 import { type Insertable, type Kysely, type Selectable, sql } from 'kysely';
 import { extended } from '../domain/objects.ts';
 import type { SendJobStatus, SendMode } from '../domain/sends.ts';
-import { compiledListStatement } from './compiled.ts';
+import { compiledListStatement, isPostgres } from './compiled.ts';
+import { rowSetInsert } from './row-sets.ts';
 import type { Database, SendJobsTable } from './schema.ts';
 
 /**
@@ -94,7 +95,9 @@ export async function insertSendJob(db: Kysely<Database>, job: NewSendJob): Prom
  */
 export async function insertSendJobs(db: Kysely<Database>, jobs: readonly NewSendJob[]): Promise<void> {
   if (jobs.length === 0) return;
-  await INSERT_SEND_JOBS.run(db, {}, jobs.map(newJobRow));
+  const rows = jobs.map(newJobRow);
+  if (isPostgres(db)) await db.executeQuery(SEND_JOB_ROWS.recordSetQuery(db, rows));
+  else await INSERT_SEND_JOBS.run(db, {}, rows);
 }
 
 /**
@@ -168,7 +171,7 @@ export async function storeSendJobOnce(
 }
 
 /** The row a new job is stored as (`new_chat` and `logged_out_at` keep their defaults). */
-function newJobRow(job: NewSendJob): Omit<Selectable<SendJobsTable>, 'new_chat' | 'logged_out_at'> {
+function newJobRow(job: NewSendJob): NewJobRow {
   const claimed = job.claimedBy !== undefined;
   return {
     instance_id: job.instanceId,
@@ -192,36 +195,46 @@ function newJobRow(job: NewSendJob): Omit<Selectable<SendJobsTable>, 'new_chat' 
   };
 }
 
+/** A new job's row: every column but `new_chat` and `logged_out_at`, which keep their defaults. */
+type NewJobRow = Omit<Selectable<SendJobsTable>, 'new_chat' | 'logged_out_at'>;
+
+/** The columns of {@link NewJobRow}, for the inserts below. */
+const NEW_JOB_FIELDS = {
+  instance_id: true,
+  id: true,
+  seq: true,
+  chat: true,
+  kind: true,
+  payload: true,
+  mode: true,
+  status: true,
+  run_at: true,
+  send_at: true,
+  attempts: true,
+  max_attempts: true,
+  last_error: true,
+  locked_by: true,
+  locked_at: true,
+  created_at: true,
+  updated_at: true,
+  sent_at: true,
+} as const satisfies { readonly [K in keyof NewJobRow]-?: true };
+
 /**
- * Job rows in one statement (compiled per list length up to 64 jobs, larger groups built at each call:
- * src/store/compiled.ts); `new_chat` and `logged_out_at` keep their defaults.
+ * Job rows in one statement on SQLite (compiled per list length up to 64 jobs, larger groups built at each call:
+ * src/store/compiled.ts).
  */
 const INSERT_SEND_JOBS = compiledListStatement<
   Record<never, never>,
   Omit<Insertable<SendJobsTable>, 'new_chat' | 'logged_out_at'>
->(
-  {
-    instance_id: true,
-    id: true,
-    seq: true,
-    chat: true,
-    kind: true,
-    payload: true,
-    mode: true,
-    status: true,
-    run_at: true,
-    send_at: true,
-    attempts: true,
-    max_attempts: true,
-    last_error: true,
-    locked_by: true,
-    locked_at: true,
-    created_at: true,
-    updated_at: true,
-    sent_at: true,
-  },
-  (db, _arg, rows) => db.insertInto('send_jobs').values(rows),
-);
+>(NEW_JOB_FIELDS, (db, _arg, rows) => db.insertInto('send_jobs').values(rows));
+
+/**
+ * Job rows in one statement on PostgreSQL, as one JSON array (docs/decisions/0083-row-set-inserts.md): one text
+ * whatever the group's size, so each connection parses it once and keeps its plan, where a text per list length was
+ * parsed and planned anew on most runs.
+ */
+const SEND_JOB_ROWS = rowSetInsert<'send_jobs', NewJobRow>('send_jobs', { fields: NEW_JOB_FIELDS });
 
 /** Job `id` of an instance, or undefined. */
 export async function findSendJob(
@@ -289,56 +302,6 @@ export async function cancelSendJob(
   const job = await findSendJob(db, instanceId, id);
   return job ? { job, canceled: false } : undefined;
 }
-
-/**
- * Marks the jobs `ids` of an instance `sent` at `at` (epoch ms) when they are being relayed (status `sending`).
- * → the mode (`sync` or `async`) of each job marked, by id; ids with no such job in `sending` (messages the account
- * sent from elsewhere) are absent. The send queue's projection calls it in the transaction that records the jobs'
- * `message` events, so each outcome (and, for a queued send, its `MessageStatus` event) commits with its message.
- * The payload is dropped: the message row written in the same transaction holds the content now.
- */
-export async function markSendJobsSent(
-  db: Kysely<Database>,
-  instanceId: string,
-  ids: readonly string[],
-  at: number,
-): Promise<Map<string, SendMode>> {
-  const marked = new Map<string, SendMode>();
-  if (ids.length === 0) return marked;
-  const { rows } = await MARK_SEND_JOBS_SENT.run(
-    db,
-    { instanceId, at },
-    ids.map((id) => ({ id })),
-  );
-  for (const row of rows) marked.set(row.id, row.mode === 'async' ? 'async' : 'sync');
-  return marked;
-}
-
-/** The update of {@link markSendJobsSent} (compiled per number of jobs, src/store/compiled.ts). */
-const MARK_SEND_JOBS_SENT = compiledListStatement<
-  { instanceId: string; at: number },
-  { id: string },
-  { id: string; mode: string }
->({ id: true }, (db, arg, jobs) =>
-  db
-    .updateTable('send_jobs')
-    .set({
-      status: 'sent',
-      sent_at: arg('at'),
-      locked_by: null,
-      locked_at: null,
-      updated_at: arg('at'),
-      payload: '',
-    })
-    .where('instance_id', '=', arg('instanceId'))
-    .where(
-      'id',
-      'in',
-      jobs.map((job) => job.id),
-    )
-    .where('status', '=', 'sending')
-    .returning(['id', 'mode']),
-);
 
 /** Flags job `id` as opening a chat (counted by the new-chats-per-day pace once sent). */
 export async function markSendJobNewChat(

@@ -1,11 +1,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { adminCreateInstance } from '../../src/app/instances.ts';
+import { adminCreateOrg } from '../../src/app/organizations.ts';
 import {
   claimNextSendJob,
   instancesWithDueJobs,
   nextPendingRunAt,
   reclaimSendingJobs,
 } from '../../src/store/send-job-claims.ts';
+import { markSendJobsSent } from '../../src/store/send-job-marks.ts';
+import { insertSendJobs, type NewSendJob } from '../../src/store/send-jobs.ts';
 import { countNewChatsSince, oldestNewChatSince } from '../../src/store/send-pacing.ts';
 import { openTracedStore, planOf, type TracedStore } from '../support/plans.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
@@ -66,6 +70,56 @@ for (const dialect of testDialects()) {
         const text = await statementOf(call);
         const plan = await planOf(testStore.store.db, dialect, text);
         assert.match(plan, /send_jobs_new_chats/, plan);
+      }
+    });
+
+    it('stores a group of new jobs and marks jobs sent in one statement each, on PostgreSQL one text whatever the count', async () => {
+      const db = traced.store.db;
+      const org = await adminCreateOrg(db, { name: 'groups', plan: 'pro' });
+      const instance = await adminCreateInstance(db, { org: org.id, env: 'test', name: 'g' });
+      const job = (id: string): NewSendJob => ({
+        instanceId: instance.id,
+        id,
+        seq: Number(id.slice(1)),
+        chat: '15550001111@s.whatsapp.net',
+        kind: 'text',
+        payload: '{"body":"hi"}',
+        mode: 'sync',
+        runAt: 1_000,
+        sendAt: null,
+        maxAttempts: 3,
+        now: 1_000,
+        claimedBy: 'node-1',
+      });
+      const inserts: string[] = [];
+      const marks: string[] = [];
+      let next = 1;
+      for (const count of [1, 3, 50]) {
+        const ids = Array.from({ length: count }, () => `j${next++}`);
+        inserts.push(await statementOf(() => insertSendJobs(db, ids.map(job))));
+        const marked = new Map<string, string>();
+        marks.push(
+          await statementOf(async () => {
+            for (const [id, mode] of await markSendJobsSent(db, instance.id, ids, 2_000))
+              marked.set(id, mode);
+          }),
+        );
+        assert.deepEqual([...marked.keys()].sort(), [...ids].sort());
+        assert.deepEqual(new Set(marked.values()), new Set(['sync']));
+      }
+      const rows = await db
+        .selectFrom('send_jobs')
+        .select(['status', 'sent_at', 'locked_by', 'payload'])
+        .where('instance_id', '=', instance.id)
+        .execute();
+      assert.equal(rows.length, 54);
+      assert.deepEqual(
+        new Set(rows.map((row) => JSON.stringify(row))),
+        new Set([JSON.stringify({ status: 'sent', sent_at: 2_000, locked_by: null, payload: '' })]),
+      );
+      if (dialect === 'postgres') {
+        assert.equal(new Set(inserts).size, 1, inserts.join('\n'));
+        assert.equal(new Set(marks).size, 1, marks.join('\n'));
       }
     });
 
