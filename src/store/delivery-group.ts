@@ -54,7 +54,9 @@ const LANE_UNCHANGED = `(
 const STARTABLE_NEXT = `startable as (
   select i.ord
   from input i join webhook_deliveries d on d.event_id = i.next_event_id
-  where coalesce(d.endpoint_id = i.next_endpoint_id, false) and d.event_id = any (array(select next_event_id from input)) and coalesce(d.locked_by = $2::varchar and d.locked_at = i.next_locked_at and d.status = 'pending'
+  where d.event_id = any (array(select next_event_id from input))
+    and coalesce(d.endpoint_id = i.next_endpoint_id and d.locked_by = $2::varchar
+      and d.locked_at = i.next_locked_at and d.status = 'pending'
     and ${LANE_UNCHANGED}, false)
   for update of d
 )`;
