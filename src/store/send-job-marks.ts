@@ -32,11 +32,10 @@ export async function markSendJobsSent(
 }
 
 /**
- * The update of {@link markSendJobsSent} on PostgreSQL: the ids as one array, so one text whatever their number, parsed
- * once per connection and planned like any named statement (docs/decisions/0055-named-statements.md): whichever plan
- * it keeps reads the jobs by their key or the instance's jobs being sent through `send_jobs_due`, a few rows either
- * way. Parameters: $1 the instance, $2 the time (epoch
- * ms), $3 the ids.
+ * The update of {@link markSendJobsSent} on PostgreSQL: the ids as one array, so one text whatever their number,
+ * parsed once per connection and planned like any named statement (docs/decisions/0055-named-statements.md):
+ * whichever plan it keeps reads the jobs by their key or the instance's jobs being sent through `send_jobs_due`, a
+ * few rows either way. Parameters: $1 the instance, $2 the time (epoch ms), $3 the ids.
  */
 const MARK_SEND_JOBS_SENT_POSTGRES = `update send_jobs set status = 'sent', sent_at = $2::bigint, locked_by = null,
   locked_at = null, updated_at = $2::bigint, payload = ''
