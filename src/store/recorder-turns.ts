@@ -30,14 +30,15 @@ function viewOf(trx: Transaction<Database>): Transaction<Database> {
  * handful of statements and one commit, where each instance's batch had a transaction, a commit and four statements
  * of its own. Each batch runs in its own view of the transaction, one at a time (until it waits for its numbers, then
  * again after them), so no two run statements at once on the connection. A batch alone in its turn has a
- * transaction of its own, as before. → a {@link TurnTransactions} on `db` (a PostgreSQL store's) whose parts run so.
+ * transaction of its own, as before, whose write group is that transaction's last statement too, the commit behind it
+ * ({@link runAlone}). → a {@link TurnTransactions} on `db` (a PostgreSQL store's) whose parts run so.
  *
  * Failures keep each batch's own: a shared transaction that fails is run again one batch per transaction, so a bad
  * batch fails alone; an unreachable store fails each batch at once (each then asks, as before, whether a commit
  * whose answer was lost kept it: the event row it asks by is its own view's).
  */
 export function recorderTurns(db: Kysely<Database>): TurnTransactions {
-  return new TurnTransactions(db, runTogether);
+  return new TurnTransactions(db, runTogether, runAlone);
 }
 
 /**
@@ -108,4 +109,19 @@ async function runTogether(
     { last: true },
   );
   return results;
+}
+
+/**
+ * Runs `part`, a batch alone in `trx` (a transaction of its own), taking its numbers with its own statement, and its
+ * put-off writes as one group after it, the transaction's last statement: the commit goes out behind it
+ * (docs/decisions/0063-pipelined-commit.md), so a lone batch costs the round trips of a shared transaction and not
+ * one more for its commit. The recorder's batch cannot tell this transaction from a shared one, so it leaves its
+ * writes to the owner here as it does there. → the part's result.
+ * @throws the part's error, or the group's (the transaction then rolls back).
+ */
+async function runAlone(trx: Transaction<Database>, part: TransactionWork<unknown>): Promise<unknown> {
+  collectWrites(trx);
+  const result = await part(trx);
+  await runWriteGroup(trx, takeDeferredWrites(trx), { last: true });
+  return result;
 }

@@ -26,6 +26,17 @@ export type PartsRunner = (
   parts: readonly TransactionWork<unknown>[],
 ) => Promise<unknown[]>;
 
+/**
+ * Runs one part in `trx`, a transaction of the part's own, and returns its result: how a {@link TurnTransactions}
+ * runs a part alone.
+ */
+export type PartRunner = (trx: Transaction<Database>, part: TransactionWork<unknown>) => Promise<unknown>;
+
+/** The default {@link PartRunner}: the part itself. */
+function partItself(trx: Transaction<Database>, part: TransactionWork<unknown>): Promise<unknown> {
+  return part(trx);
+}
+
 /** The default {@link PartsRunner}: each part after the one before it, each to its end. */
 async function partsInOrder(
   trx: Transaction<Database>,
@@ -54,13 +65,15 @@ export class TurnTransactions {
   /**
    * Runs on `db`; no I/O until the first {@link run}. `together` runs a group's parts (at least two) in the shared
    * transaction and returns their results in order: by default one after the other, each to its end
-   * (`recorderTurns`, src/store/recorder-turns.ts, shares their statements too).
+   * (`recorderTurns`, src/store/recorder-turns.ts, shares their statements too). `alone` runs a part that is alone
+   * in its turn, or tried again alone after its group failed, in a transaction of its own: by default the part as it
+   * is.
    */
-  constructor(db: Kysely<Database>, together: PartsRunner = partsInOrder) {
+  constructor(db: Kysely<Database>, together: PartsRunner = partsInOrder, alone: PartRunner = partItself) {
     this.#group = new TurnGroup<TransactionWork<unknown>, unknown>(
       {
         together: (parts) => db.transaction().execute((trx) => together(trx, parts)),
-        alone: (part) => db.transaction().execute(part),
+        alone: (part) => db.transaction().execute((trx) => alone(trx, part)),
         failsEach: isStoreUnavailableError,
       },
       MAX_TURN_TRANSACTION,

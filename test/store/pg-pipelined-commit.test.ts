@@ -12,6 +12,7 @@ import { claimDeliveries } from '../../src/store/delivery-claims.ts';
 import { isStoreUnavailableError } from '../../src/store/faults.ts';
 import { commitsPipelined, runLast } from '../../src/store/last-statement.ts';
 import { TransactionRolledBack } from '../../src/store/pg-pipelining.ts';
+import { recorderTurns } from '../../src/store/recorder-turns.ts';
 import { namedStatementPool } from '../../src/store/pg-statements.ts';
 import { eventually } from '../support/eventually.ts';
 import { type FlightProxy, startFlightProxy } from '../support/flight-proxy.ts';
@@ -218,6 +219,49 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       await assert.rejects(committing, (error: unknown) => isStoreUnavailableError(error));
       await store.db.transaction().execute((trx) => runLast(trx, insertQuery(trx, 3)));
       assert.deepEqual(await probeIds(admin, schema), [3]);
+    });
+
+    it("records a batch alone in the recorder's turn in two round trips, as a group of one", async () => {
+      const testStore = await createTestStore('postgres');
+      try {
+        const t = await createWebhookApp({ dialect: 'postgres', testStore });
+        await configureWebhook(t, 'https://127.0.0.1:9/hook', null);
+        const instanceId = t.instance.id;
+        await t.close();
+        const { store } = await probeStore(testStore);
+        const recorder = new EventRecorder(
+          store.db,
+          [
+            new MessageProjection(() => Date.now()),
+            new OutboxProjection({ clock: () => Date.now(), maxAttempts: 3, onCommitted: () => undefined }),
+          ],
+          pino({ level: 'silent' }),
+          { turn: recorderTurns(store.db) },
+        );
+        await recorder.record(instanceId, textMessage('warms the connection'));
+        const event = textMessage('alone in its turn');
+        proxy.reset();
+        await recorder.record(instanceId, event);
+        assert.equal(
+          proxy.flights(),
+          2,
+          'begin with the numbers, then the rows with the commit behind them (no round trip of its own for the commit)',
+        );
+        const stored = await sql<{ sequence: number; deliveries: number }>`
+          select e.sequence::int as sequence, (select count(*)::int from webhook_deliveries d where d.event_id = e.id)
+            as deliveries
+          from webhook_events e join messages m on m.instance_id = e.instance_id
+          where m.id = ${event.message.id} and e.sequence = (select max(sequence) from webhook_events)`.execute(
+          store.db,
+        );
+        assert.deepEqual(
+          stored.rows,
+          [{ sequence: 2, deliveries: 1 }],
+          'its event numbered after the first, one delivery',
+        );
+      } finally {
+        await testStore.cleanup();
+      }
     });
 
     it('records a recorder batch in two round trips and claims its deliveries in four', async () => {
