@@ -75,6 +75,34 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       return opened;
     }
 
+    /**
+     * An instance with a webhook (its app closed, so its delivery worker claims nothing), and an event recorder with
+     * the message and outbox projections on a store reached through the proxy; with `inTurns` its batches go through
+     * the turn's transactions on PostgreSQL (`recorderTurns`), else each has a transaction of its own. Its first
+     * record has warmed the connection and the routing.
+     */
+    async function proxiedRecorder(
+      testStore: TestStore,
+      inTurns = false,
+    ): Promise<{ store: Store; recorder: EventRecorder; instanceId: string }> {
+      const t = await createWebhookApp({ dialect: 'postgres', testStore });
+      await configureWebhook(t, 'https://127.0.0.1:9/hook', null);
+      const instanceId = t.instance.id;
+      await t.close();
+      const { store } = await probeStore(testStore);
+      const recorder = new EventRecorder(
+        store.db,
+        [
+          new MessageProjection(() => Date.now()),
+          new OutboxProjection({ clock: () => Date.now(), maxAttempts: 3, onCommitted: () => undefined }),
+        ],
+        pino({ level: 'silent' }),
+        inTurns ? { turn: recorderTurns(store.db) } : {},
+      );
+      await recorder.record(instanceId, textMessage('warms the connection'));
+      return { store, recorder, instanceId };
+    }
+
     it('is marked on the store and its transactions', async () => {
       const { store } = await probeStore();
       assert.equal(commitsPipelined(store.db), true);
@@ -224,21 +252,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
     it("records a batch alone in the recorder's turn in two round trips, as a group of one", async () => {
       const testStore = await createTestStore('postgres');
       try {
-        const t = await createWebhookApp({ dialect: 'postgres', testStore });
-        await configureWebhook(t, 'https://127.0.0.1:9/hook', null);
-        const instanceId = t.instance.id;
-        await t.close();
-        const { store } = await probeStore(testStore);
-        const recorder = new EventRecorder(
-          store.db,
-          [
-            new MessageProjection(() => Date.now()),
-            new OutboxProjection({ clock: () => Date.now(), maxAttempts: 3, onCommitted: () => undefined }),
-          ],
-          pino({ level: 'silent' }),
-          { turn: recorderTurns(store.db) },
-        );
-        await recorder.record(instanceId, textMessage('warms the connection'));
+        const { store, recorder, instanceId } = await proxiedRecorder(testStore, true);
         const event = textMessage('alone in its turn');
         proxy.reset();
         await recorder.record(instanceId, event);
@@ -267,21 +281,8 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
     it('records a recorder batch in two round trips and claims its deliveries in four', async () => {
       const testStore = await createTestStore('postgres');
       try {
-        const t = await createWebhookApp({ dialect: 'postgres', testStore });
-        await configureWebhook(t, 'https://127.0.0.1:9/hook', null);
-        const instanceId = t.instance.id;
-        // Its delivery worker stops here: the claims below are the only ones.
-        await t.close();
-        const { store } = await probeStore(testStore);
-        const recorder = new EventRecorder(
-          store.db,
-          [
-            new MessageProjection(() => Date.now()),
-            new OutboxProjection({ clock: () => Date.now(), maxAttempts: 3, onCommitted: () => undefined }),
-          ],
-          pino({ level: 'silent' }),
-        );
-        await recorder.record(instanceId, textMessage('warms the connection'));
+        // Its delivery worker is stopped: the claims below are the only ones.
+        const { store, recorder, instanceId } = await proxiedRecorder(testStore);
         const event = textMessage('through the proxy');
         proxy.reset();
         await recorder.record(instanceId, event);
