@@ -249,7 +249,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       assert.deepEqual(await probeIds(admin, schema), [3]);
     });
 
-    it("records a batch alone in the recorder's turn in two round trips, as a group of one", async () => {
+    it("records a batch alone in the recorder's turn in two round trips, its commit behind its rows", async () => {
       const testStore = await createTestStore('postgres');
       try {
         const { store, recorder, instanceId } = await proxiedRecorder(testStore, true);
