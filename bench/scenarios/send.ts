@@ -7,6 +7,7 @@ import {
   summariseProfile,
 } from '../lib/profile.ts';
 import { ratioOf, type ScenarioResult, target, windowNote } from '../lib/report.ts';
+import { mainThreadTimes, sharesBetween, type ThreadShares } from '../lib/schedstat.ts';
 import { type ServerCpu, serverCpuOf } from '../lib/server-cpu.ts';
 import { fmt, median, round, sleep } from '../lib/stats.ts';
 import { type ParleyReady, PEER_PHONE } from '../roles/parley.ts';
@@ -60,24 +61,39 @@ export function setupOneInstance(parley: BenchChild, settings: HttpSettings): Pr
 /**
  * A measured load run on `child` and the CPU time the child used over it: `warmupS` of load first, unmeasured, then
  * `durationS` measured, with the child's `cpu` read between the two and after (user and system, every thread), and
- * `server`'s (a local PostgreSQL, bench/lib/server-cpu.ts) when given.
- * @returns the measured run, the child's CPU per completed request, µs, and the server's when measured.
+ * `server`'s (a local PostgreSQL, bench/lib/server-cpu.ts) when given, and the child's main thread's shares of the
+ * run's wall time on a core and waiting for one (bench/lib/schedstat.ts; absent where `/proc` does not give them).
+ * @returns the measured run, the child's CPU per completed request, µs, the server's when measured, and the main
+ *   thread's shares.
  */
 async function loadWithCpu(
   child: BenchChild,
   options: LoadOptions,
   server?: ServerCpu,
-): Promise<{ run: LoadResult; cpuPerRequestUs: number; serverCpuPerRequestUs?: number }> {
+): Promise<{
+  run: LoadResult;
+  cpuPerRequestUs: number;
+  serverCpuPerRequestUs?: number;
+  mainThread?: ThreadShares;
+}> {
   if (options.warmupS > 0) await runLoad({ ...options, durationS: options.warmupS, warmupS: 0 });
   const before = await child.call<number>('cpu');
   const serverBefore = server?.read();
+  const threadBefore = mainThreadTimes(child.pid);
   const run = await runLoad({ ...options, warmupS: 0 });
+  const mainThread = sharesBetween(threadBefore, mainThreadTimes(child.pid));
   const used = (await child.call<number>('cpu')) - before;
   const requests = Math.max(1, run.completed);
   const cpuPerRequestUs = Math.round(used / requests);
-  if (server === undefined || serverBefore === undefined) return { run, cpuPerRequestUs };
+  const shares = mainThread === undefined ? {} : { mainThread };
+  if (server === undefined || serverBefore === undefined) return { run, cpuPerRequestUs, ...shares };
   const serverCpuPerRequestUs = Math.round(((server.read() - serverBefore) * 1000) / requests);
-  return { run, cpuPerRequestUs, serverCpuPerRequestUs };
+  return { run, cpuPerRequestUs, serverCpuPerRequestUs, ...shares };
+}
+
+/** `shares` as the send row prints them: "on a core 65 %, waiting for one 18 %". */
+function describeShares(shares: ThreadShares): string {
+  return `on a core ${shares.onCorePercent} %, waiting for one ${shares.waitingPercent} %`;
 }
 
 /** Where the baseline's profiled run is written: beside parley's, `-baseline` added to its name. */
@@ -153,12 +169,14 @@ function medianRun(runs: readonly LoadResult[]): LoadResult {
  */
 export async function sendScenario(settings: HttpSettings): Promise<ScenarioResult> {
   const baseline = await startChild('baseline');
-  const baselineRuns: { run: LoadResult; cpuPerRequestUs: number }[] = [];
+  const baselineRuns: { run: LoadResult; cpuPerRequestUs: number; mainThread?: ThreadShares }[] = [];
   let baselineProfiled: ProfiledFigures | undefined;
   let run: LoadResult;
   let cpuPerSend: number;
   let serverCpuPerSend: number | undefined;
+  let mainThread: ThreadShares | undefined;
   let deliveries: Record<string, number>;
+  let deliveredInRun: number;
   let profile: ProfileSummary | undefined;
   let profiled: ProfiledFigures | undefined;
   try {
@@ -196,7 +214,10 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
         run,
         cpuPerRequestUs: cpuPerSend,
         serverCpuPerRequestUs: serverCpuPerSend,
+        mainThread,
       } = await loadWithCpu(parley, options(settings.warmupS), server));
+      // Delivered by the run's end (the warm-up's included): the delivery work the run shared the machine with.
+      deliveredInRun = (await parley.call<Record<string, number>>('deliveries')).delivered ?? 0;
       // Deliveries keep pace when the run's webhooks are delivered within 2 s of its end.
       await sleep(DELIVERY_GRACE_MS);
       deliveries = await parley.call<Record<string, number>>('deliveries');
@@ -213,6 +234,15 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
   }
   const baselineRun = medianRun(baselineRuns.map((r) => r.run));
   const baselineCpu = Math.round(median(baselineRuns.map((r) => r.cpuPerRequestUs)));
+  // The bare route's shares over its runs before and after parley's, as its other figures: the medians.
+  const measuredShares = baselineRuns.flatMap((r) => (r.mainThread === undefined ? [] : [r.mainThread]));
+  const baselineShares: ThreadShares | undefined =
+    measuredShares.length === 0
+      ? undefined
+      : {
+          onCorePercent: Math.round(median(measuredShares.map((shares) => shares.onCorePercent))),
+          waitingPercent: Math.round(median(measuredShares.map((shares) => shares.waitingPercent))),
+        };
   const ratio = ratioOf(run.requestsPerSecond, baselineRun.requestsPerSecond);
   const queued = Object.values(deliveries).reduce((a, b) => a + b, 0);
   const delivered = deliveries.delivered ?? 0;
@@ -228,8 +258,10 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
       `bare route before and after ${baselineRuns.map((r) => fmt(r.run.requestsPerSecond, 0)).join(' and ')} req/s ` +
       `(the mean); p50 ${run.latencyMs.p50} / p99 ${run.latencyMs.p99} ms (baseline ${baselineRun.latencyMs.p50} / ` +
       `${baselineRun.latencyMs.p99} ms)${describeErrors(run)}; webhooks delivered ${fmt(delivered, 0)} of ` +
-      `${fmt(queued, 0)} (${kept}) ${DELIVERY_GRACE_MS / 1000} s after the run; CPU per request ${cpuPerSend} µs ` +
-      `vs ${baselineCpu} (${ratioOf(baselineCpu, cpuPerSend)})` +
+      `${fmt(queued, 0)} (${kept}) ${DELIVERY_GRACE_MS / 1000} s after the run, ${fmt(deliveredInRun, 0)} by its end; ` +
+      `CPU per request ${cpuPerSend} µs vs ${baselineCpu} (${ratioOf(baselineCpu, cpuPerSend)})` +
+      (mainThread === undefined ? '' : `; parley's main thread ${describeShares(mainThread)}`) +
+      (baselineShares === undefined ? '' : ` (the bare route's ${describeShares(baselineShares)})`) +
       (serverCpuPerSend === undefined ? '' : `; PostgreSQL's CPU per request ${serverCpuPerSend} µs`) +
       (profiled === undefined || baselineProfiled === undefined
         ? ''
@@ -254,6 +286,9 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
       },
       connections: settings.connections,
       deliveries,
+      deliveredInRun,
+      ...(mainThread === undefined ? {} : { mainThread }),
+      ...(baselineShares === undefined ? {} : { baselineMainThread: baselineShares }),
       ...(profile ? { profile } : {}),
       ...(profiled === undefined || baselineProfiled === undefined
         ? {}
