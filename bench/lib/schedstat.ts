@@ -55,3 +55,8 @@ export function sharesBetween(
     waitingPercent: percent(after.waitingNs - before.waitingNs),
   };
 }
+
+/** `shares` as the benchmark's rows print them: "on a core 65 %, waiting for one 18 %". */
+export function describeShares(shares: ThreadShares): string {
+  return `on a core ${shares.onCorePercent} %, waiting for one ${shares.waitingPercent} %`;
+}

@@ -2,6 +2,13 @@ import type { BenchChild } from '../lib/ipc.ts';
 import { startChild } from '../lib/ipc.ts';
 import { type ProfileSummary, summariseProfile } from '../lib/profile.ts';
 import { ratioOf, type ScenarioResult, target, windowNote } from '../lib/report.ts';
+import {
+  describeShares,
+  mainThreadTimes,
+  sharesBetween,
+  type ThreadShares,
+  type ThreadTimes,
+} from '../lib/schedstat.ts';
 import { serverCpuOf } from '../lib/server-cpu.ts';
 import { fmt, median, round } from '../lib/stats.ts';
 import type { ParleyReady } from '../roles/parley.ts';
@@ -63,15 +70,27 @@ export interface DeliveryPhase {
    * received, µs (bench/lib/server-cpu.ts). The store's side of each event, which `cpuPerEventUs` does not count.
    */
   serverCpuPerEventUs?: number;
+  /**
+   * The sending process's main thread's shares of the phase's wall time on a core and waiting for one
+   * (bench/lib/schedstat.ts); absent where `/proc` does not give them.
+   */
+  mainThread?: ThreadShares;
 }
 
+/**
+ * The figures of one phase: `sent` events started at `startedAt` (epoch ms) and received as `stats` says, with the
+ * sending process's CPU over it (`cpuUs`, µs), the server's when measured, and the sending process's main thread
+ * read when the phase started (`threadBefore`, bench/lib/schedstat.ts).
+ */
 function phase(
   sent: number,
   startedAt: number,
   stats: ReceiverStats,
   cpuUs: number,
+  threadBefore: { pid: number; times: ThreadTimes | undefined },
   serverCpuUs?: number,
 ): DeliveryPhase {
+  const mainThread = sharesBetween(threadBefore.times, mainThreadTimes(threadBefore.pid));
   const elapsedMs = Math.max(1, stats.lastAt - startedAt);
   return {
     sent,
@@ -86,6 +105,7 @@ function phase(
     ...(serverCpuUs === undefined
       ? {}
       : { serverCpuPerEventUs: round(serverCpuUs / Math.max(1, stats.unique), 0) }),
+    ...(mainThread === undefined ? {} : { mainThread }),
   };
 }
 
@@ -104,8 +124,18 @@ function medianPhase(phases: readonly DeliveryPhase[]): DeliveryPhase {
   const first = phases[0];
   if (first === undefined) throw new Error('medianPhase: no phase');
   const of = (pick: (p: DeliveryPhase) => number) => round(median(phases.map(pick)), 0);
+  const shares = phases.flatMap((p) => (p.mainThread === undefined ? [] : [p.mainThread]));
+  const ofShares = (pick: (s: ThreadShares) => number) => round(median(shares.map(pick)), 0);
   return {
     ...first,
+    ...(shares.length === 0
+      ? {}
+      : {
+          mainThread: {
+            onCorePercent: ofShares((s) => s.onCorePercent),
+            waitingPercent: ofShares((s) => s.waitingPercent),
+          },
+        }),
     eventsPerSecond: of((p) => p.eventsPerSecond),
     cpuPerEventUs: of((p) => p.cpuPerEventUs),
     latencyMs: {
@@ -133,6 +163,7 @@ export async function deliveryScenario(
   const postBaseline = async (count: number, ratePerSecond: number) => {
     await receiver.call('reset');
     const cpuBefore = await baseline.call<number>('cpu');
+    const threadBefore = { pid: baseline.pid, times: mainThreadTimes(baseline.pid) };
     const sent = await baseline.call<{ startedAt: number; failed: number }>('post', {
       url: webhookUrl,
       count,
@@ -142,7 +173,13 @@ export async function deliveryScenario(
       hmacKey: settings.hmacKey,
     });
     const stats = await receiver.call<ReceiverStats>('waitFor', { count, timeoutMs: settings.timeoutMs });
-    return phase(count, sent.startedAt, stats, (await baseline.call<number>('cpu')) - cpuBefore);
+    return phase(
+      count,
+      sent.startedAt,
+      stats,
+      (await baseline.call<number>('cpu')) - cpuBefore,
+      threadBefore,
+    );
   };
   /** The baseline's bursts, before parley's phases and after them (`BASELINE_BURSTS_EACH_SIDE` each). */
   const baselineBursts: DeliveryPhase[] = [];
@@ -176,6 +213,7 @@ export async function deliveryScenario(
         await receiver.call('reset');
         const cpuBefore = await parley.call<number>('cpu');
         const serverBefore = server?.read();
+        const threadBefore = { pid: parley.pid, times: mainThreadTimes(parley.pid) };
         const started = await parley.call<{ startedAt: number }>('generate', { count, ratePerSecond });
         const stats = await receiver.call<ReceiverStats>('waitFor', { count, timeoutMs: settings.timeoutMs });
         const serverUs =
@@ -187,6 +225,7 @@ export async function deliveryScenario(
           started.startedAt,
           stats,
           (await parley.call<number>('cpu')) - cpuBefore,
+          threadBefore,
           serverUs,
         );
       };
@@ -233,6 +272,12 @@ export async function deliveryScenario(
       (burst.serverCpuPerEventUs === undefined
         ? ''
         : `PostgreSQL's CPU per event ${burst.serverCpuPerEventUs} µs; `) +
+      (burst.mainThread === undefined
+        ? ''
+        : `parley's main thread over the burst ${describeShares(burst.mainThread)}` +
+          (baselineBurst.mainThread === undefined
+            ? '; '
+            : ` (the baseline's ${describeShares(baselineBurst.mainThread)}); `)) +
       `at ${settings.pacedRate}/s ` +
       `p50/p99 ${paced.latencyMs.p50}/${paced.latencyMs.p99} ms (baseline ` +
       `${baselinePaced.latencyMs.p50}/${baselinePaced.latencyMs.p99})${unfinished}`,

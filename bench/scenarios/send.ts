@@ -7,7 +7,7 @@ import {
   summariseProfile,
 } from '../lib/profile.ts';
 import { ratioOf, type ScenarioResult, target, windowNote } from '../lib/report.ts';
-import { mainThreadTimes, sharesBetween, type ThreadShares } from '../lib/schedstat.ts';
+import { describeShares, mainThreadTimes, sharesBetween, type ThreadShares } from '../lib/schedstat.ts';
 import { type ServerCpu, serverCpuOf } from '../lib/server-cpu.ts';
 import { fmt, median, round, sleep } from '../lib/stats.ts';
 import { type ParleyReady, PEER_PHONE } from '../roles/parley.ts';
@@ -89,11 +89,6 @@ async function loadWithCpu(
   if (server === undefined || serverBefore === undefined) return { run, cpuPerRequestUs, ...shares };
   const serverCpuPerRequestUs = Math.round(((server.read() - serverBefore) * 1000) / requests);
   return { run, cpuPerRequestUs, serverCpuPerRequestUs, ...shares };
-}
-
-/** `shares` as the send row prints them: "on a core 65 %, waiting for one 18 %". */
-function describeShares(shares: ThreadShares): string {
-  return `on a core ${shares.onCorePercent} %, waiting for one ${shares.waitingPercent} %`;
 }
 
 /** Where the baseline's profiled run is written: beside parley's, `-baseline` added to its name. */

@@ -1,6 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { mainThreadTimes, sharesBetween, type ThreadTimes } from '../../bench/lib/schedstat.ts';
+import {
+  describeShares,
+  mainThreadTimes,
+  sharesBetween,
+  type ThreadTimes,
+} from '../../bench/lib/schedstat.ts';
 
 const times = (onCoreNs: number, waitingNs: number, atMs: number): ThreadTimes => ({
   onCoreNs,
@@ -15,6 +20,13 @@ describe("the benchmark's main-thread shares (bench/lib/schedstat.ts)", () => {
       onCorePercent: 65,
       waitingPercent: 18,
     });
+  });
+
+  it('prints the shares as the rows give them', () => {
+    assert.equal(
+      describeShares({ onCorePercent: 63, waitingPercent: 29 }),
+      'on a core 63 %, waiting for one 29 %',
+    );
   });
 
   it('gives nothing without both reads or without time between them', () => {
