@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { median } from './stats.ts';
 
 /**
  * The scheduler's times of one thread so far, from `/proc/<pid>/task/<tid>/schedstat` (Linux; the kernel's
@@ -59,4 +60,17 @@ export function sharesBetween(
 /** `shares` as the benchmark's rows print them: "on a core 65 %, waiting for one 18 %". */
 export function describeShares(shares: ThreadShares): string {
   return `on a core ${shares.onCorePercent} %, waiting for one ${shares.waitingPercent} %`;
+}
+
+/**
+ * Several runs' shares as one: each share the median of theirs (rounded to whole numbers), as the rows take the
+ * runs' other figures; undefined when none was measured.
+ */
+export function medianShares(runs: readonly (ThreadShares | undefined)[]): ThreadShares | undefined {
+  const measured = runs.filter((shares): shares is ThreadShares => shares !== undefined);
+  if (measured.length === 0) return undefined;
+  return {
+    onCorePercent: Math.round(median(measured.map((shares) => shares.onCorePercent))),
+    waitingPercent: Math.round(median(measured.map((shares) => shares.waitingPercent))),
+  };
 }

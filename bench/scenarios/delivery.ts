@@ -5,6 +5,7 @@ import { ratioOf, type ScenarioResult, target, windowNote } from '../lib/report.
 import {
   describeShares,
   mainThreadTimes,
+  medianShares,
   sharesBetween,
   type ThreadShares,
   type ThreadTimes,
@@ -124,18 +125,10 @@ function medianPhase(phases: readonly DeliveryPhase[]): DeliveryPhase {
   const first = phases[0];
   if (first === undefined) throw new Error('medianPhase: no phase');
   const of = (pick: (p: DeliveryPhase) => number) => round(median(phases.map(pick)), 0);
-  const shares = phases.flatMap((p) => (p.mainThread === undefined ? [] : [p.mainThread]));
-  const ofShares = (pick: (s: ThreadShares) => number) => round(median(shares.map(pick)), 0);
+  const mainThread = medianShares(phases.map((p) => p.mainThread));
   return {
     ...first,
-    ...(shares.length === 0
-      ? {}
-      : {
-          mainThread: {
-            onCorePercent: ofShares((s) => s.onCorePercent),
-            waitingPercent: ofShares((s) => s.waitingPercent),
-          },
-        }),
+    ...(mainThread === undefined ? {} : { mainThread }),
     eventsPerSecond: of((p) => p.eventsPerSecond),
     cpuPerEventUs: of((p) => p.cpuPerEventUs),
     latencyMs: {

@@ -7,7 +7,13 @@ import {
   summariseProfile,
 } from '../lib/profile.ts';
 import { ratioOf, type ScenarioResult, target, windowNote } from '../lib/report.ts';
-import { describeShares, mainThreadTimes, sharesBetween, type ThreadShares } from '../lib/schedstat.ts';
+import {
+  describeShares,
+  mainThreadTimes,
+  medianShares,
+  sharesBetween,
+  type ThreadShares,
+} from '../lib/schedstat.ts';
 import { type ServerCpu, serverCpuOf } from '../lib/server-cpu.ts';
 import { fmt, median, round, sleep } from '../lib/stats.ts';
 import { type ParleyReady, PEER_PHONE } from '../roles/parley.ts';
@@ -230,14 +236,7 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
   const baselineRun = medianRun(baselineRuns.map((r) => r.run));
   const baselineCpu = Math.round(median(baselineRuns.map((r) => r.cpuPerRequestUs)));
   // The bare route's shares over its runs before and after parley's, as its other figures: the medians.
-  const measuredShares = baselineRuns.flatMap((r) => (r.mainThread === undefined ? [] : [r.mainThread]));
-  const baselineShares: ThreadShares | undefined =
-    measuredShares.length === 0
-      ? undefined
-      : {
-          onCorePercent: Math.round(median(measuredShares.map((shares) => shares.onCorePercent))),
-          waitingPercent: Math.round(median(measuredShares.map((shares) => shares.waitingPercent))),
-        };
+  const baselineShares = medianShares(baselineRuns.map((r) => r.mainThread));
   const ratio = ratioOf(run.requestsPerSecond, baselineRun.requestsPerSecond);
   const queued = Object.values(deliveries).reduce((a, b) => a + b, 0);
   const delivered = deliveries.delivered ?? 0;

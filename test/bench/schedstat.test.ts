@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import {
   describeShares,
   mainThreadTimes,
+  medianShares,
   sharesBetween,
   type ThreadTimes,
 } from '../../bench/lib/schedstat.ts';
@@ -27,6 +28,27 @@ describe("the benchmark's main-thread shares (bench/lib/schedstat.ts)", () => {
       describeShares({ onCorePercent: 63, waitingPercent: 29 }),
       'on a core 63 %, waiting for one 29 %',
     );
+  });
+
+  it("takes several runs' shares as their medians, leaving out runs not measured", () => {
+    assert.deepEqual(
+      medianShares([
+        { onCorePercent: 95, waitingPercent: 3 },
+        undefined,
+        { onCorePercent: 90, waitingPercent: 6 },
+      ]),
+      { onCorePercent: 93, waitingPercent: 5 },
+    );
+    assert.deepEqual(
+      medianShares([
+        { onCorePercent: 55, waitingPercent: 29 },
+        { onCorePercent: 60, waitingPercent: 20 },
+        { onCorePercent: 70, waitingPercent: 25 },
+      ]),
+      { onCorePercent: 60, waitingPercent: 25 },
+    );
+    assert.equal(medianShares([undefined]), undefined);
+    assert.equal(medianShares([]), undefined);
   });
 
   it('gives nothing without both reads or without time between them', () => {
