@@ -254,8 +254,10 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
       `${baselineRun.latencyMs.p99} ms)${describeErrors(run)}; webhooks delivered ${fmt(delivered, 0)} of ` +
       `${fmt(queued, 0)} (${kept}) ${DELIVERY_GRACE_MS / 1000} s after the run, ${fmt(deliveredInRun, 0)} by its end; ` +
       `CPU per request ${cpuPerSend} µs vs ${baselineCpu} (${ratioOf(baselineCpu, cpuPerSend)})` +
-      (mainThread === undefined ? '' : `; parley's main thread ${describeShares(mainThread)}`) +
-      (baselineShares === undefined ? '' : ` (the bare route's ${describeShares(baselineShares)})`) +
+      (mainThread === undefined
+        ? ''
+        : `; parley's main thread ${describeShares(mainThread)}` +
+          (baselineShares === undefined ? '' : ` (the bare route's ${describeShares(baselineShares)})`)) +
       (serverCpuPerSend === undefined ? '' : `; PostgreSQL's CPU per request ${serverCpuPerSend} µs`) +
       (profiled === undefined || baselineProfiled === undefined
         ? ''
