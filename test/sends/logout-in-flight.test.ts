@@ -105,6 +105,8 @@ for (const dialect of testDialects()) {
         [ended.status, ended.locked_by, ended.last_error],
         ['canceled', null, 'the session is not logged in'],
       );
+      // The report follows the job's write (its transaction commits first).
+      await eventually('the canceled report', () => reports.length > 0);
       assert.deepEqual(reports, [{ kind: 'message', id, status: 'canceled', at: t.clock() }]);
       // Later drains (the next account linked) find nothing to relay.
       t.clock.advance(120_000);
@@ -136,6 +138,7 @@ for (const dialect of testDialects()) {
       queue = queueOf('new-holder');
       queue.wake(t.instance.id);
       await eventually('the job canceled', async () => (await row(id)).status === 'canceled');
+      await eventually('the canceled report', () => reports.length > 0);
       assert.deepEqual(reports, [{ kind: 'message', id, status: 'canceled', at: t.clock() }]);
       // A job accepted for the account linked now is relayed as before.
       const next = '3EB0LOGOUTNEXTACCOUNT1';
@@ -185,7 +188,9 @@ for (const dialect of testDialects()) {
       release();
       await eventually('the job sent', async () => (await row(id)).status === 'sent');
       assert.deepEqual(relayed, [id]);
-      // Its outcome, not a cancel: the queued send's `sent` (the fake session records no message of its own).
+      // Its outcome, not a cancel: the queued send's `sent` (the fake session records no message of its own), reported
+      // after the job's write commits.
+      await eventually('the sent report', () => reports.length > 0);
       assert.deepEqual(reports, [{ kind: 'message', id, status: 'sent', at: t.clock() }]);
     });
   });

@@ -132,6 +132,8 @@ for (const dialect of testDialects()) {
         'the failure',
         async () => (await status('3EB0CCCCCCCCCCCCCCCCCC')).status === 'failed',
       );
+      // The report follows the job's write.
+      await eventually('the failed report', () => reports.length > 0);
       assert.deepEqual(reports, [
         {
           kind: 'message',
