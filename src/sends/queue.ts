@@ -6,6 +6,7 @@ import type { PacingSettings, SendPause } from '../domain/sends.ts';
 import type { WaitSignal } from '../domain/withdrawal.ts';
 import type { EngineSession } from '../engines/engine.ts';
 import type { EventProjection } from '../events/recorder.ts';
+import { runRidingMarks } from '../store/advance-marks.ts';
 import { outcomeUnknown, untilStoreAnswers } from '../store/faults.ts';
 import type { Database } from '../store/schema.ts';
 import type { LateFailure, NewSendJob, SendJob } from '../store/send-jobs.ts';
@@ -172,15 +173,24 @@ export class SendQueue implements EventProjection {
   async apply(_trx: Transaction<Database>, _instanceId: string, _event: EngineEvent): Promise<void> {}
 
   /**
-   * Marks `sent`, in one statement, the jobs of the batch's own `message` events that are being relayed, so each
-   * message row and its job's outcome commit together; {@link derive} then reads the outcome per event.
+   * Marks `sent` the jobs of the batch's own `message` events that are being relayed, so each message row and its
+   * job's outcome commit together: in one statement, or, on PostgreSQL when a request waits for each of them, with
+   * the batch's sequence advance (sent-marks.ts `mark`); {@link derive} then reads the outcome per event.
    */
   async prepare(
     trx: Transaction<Database>,
     instanceId: string,
     events: readonly EngineEvent[],
   ): Promise<void> {
-    await this.#sentMarks.mark(trx, instanceId, events, this.#deps.clock);
+    await this.#sentMarks.mark(trx, instanceId, events, this.#deps.clock, (job) => this.#waiters.has(job));
+  }
+
+  /**
+   * Makes the batch's sent marks that were to ride on its sequence's advance and that no advance took (src/store/
+   * advance-marks.ts `runRidingMarks`: the batch advanced no sequence), before its transaction commits.
+   */
+  async flush(trx: Transaction<Database>, instanceId: string): Promise<void> {
+    await runRidingMarks(trx, instanceId);
   }
 
   /**
@@ -200,7 +210,9 @@ export class SendQueue implements EventProjection {
    * (connected and logged in) wakes the instance's queue.
    */
   afterCommit(instanceId: string, event: EngineEvent): void {
-    this.#sentMarks.committed(instanceId, event);
+    const carried = this.#sentMarks.committed(instanceId, event);
+    if (carried !== undefined && event.type === 'message')
+      this.#waiters.owe({ instanceId, id: event.message.id }, carried);
     // A job its account's logout canceled (logout.ts), or the API's cancel (its own answer): a synchronous request
     // still waiting for it is answered now.
     if (event.type === 'messageStatus' && event.status === 'canceled') {

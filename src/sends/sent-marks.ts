@@ -1,6 +1,8 @@
 import type { Transaction } from 'kysely';
 import type { EngineEvent } from '../domain/messages.ts';
 import type { SendMode } from '../domain/sends.ts';
+import { rideWithAdvance } from '../store/advance-marks.ts';
+import { isPostgres } from '../store/compiled.ts';
 import type { Database } from '../store/schema.ts';
 import { markSendJobsSent } from '../store/send-job-marks.ts';
 
@@ -23,14 +25,25 @@ export class SentMarks {
    * here until {@link takeRecorded} clears them).
    */
   readonly #deriving = new Set<string>();
+  /**
+   * Jobs (`instanceId/id`) a mark riding on the advance marked in a transaction not committed yet, with their `sent`
+   * time (epoch ms): a request waited for each when the mark was noted, so their outcome is its to carry.
+   */
+  readonly #carried = new Map<string, number>();
   /** Jobs (`instanceId/id`) whose `message` event and `sent` mark committed, awaiting {@link takeRecorded}. */
   readonly #recorded = new Set<string>();
 
   /**
-   * Marks `sent` at `clock()` (epoch ms, read only when the batch holds own messages), in one statement in `trx`,
-   * the jobs of the batch's own `message` events that are being relayed; {@link derive} then reads the outcome per
-   * event. What an earlier batch of the same transaction marked and did not take is forgotten first: a transaction
-   * may hold several instances' batches (docs/decisions/0051-turn-groups.md).
+   * Marks `sent` at `clock()` (epoch ms, read only when the batch holds own messages) the jobs of the batch's own
+   * `message` events that are being relayed; {@link derive} then reads the outcome per event. What an earlier batch
+   * of the same transaction marked and did not take is forgotten first: a transaction may hold several instances'
+   * batches (docs/decisions/0051-turn-groups.md).
+   *
+   * On PostgreSQL, when `waited` says a request waits for every one of those jobs, no `MessageStatus` event can
+   * follow from the mark, so it rides on the sequence's advance instead of being a statement of its own
+   * (docs/decisions/0087-sent-marks-with-the-advance.md, src/store/advance-marks.ts): the advance's statement marks
+   * the jobs and answers which, and the jobs it marked count as recorded once the transaction commits, their outcome
+   * owed to their requests from then on ({@link committed}). Otherwise the mark is one statement in `trx`, now.
    * @throws what the store throws (the recorder's transaction rolls back).
    */
   async mark(
@@ -38,6 +51,7 @@ export class SentMarks {
     instanceId: string,
     events: readonly EngineEvent[],
     clock: () => number,
+    waited?: (job: JobRef) => boolean,
   ): Promise<void> {
     this.#marked.delete(trx);
     const ids = events.flatMap((event) =>
@@ -45,6 +59,21 @@ export class SentMarks {
     );
     if (ids.length === 0) return;
     const at = clock();
+    if (waited !== undefined && isPostgres(trx) && ids.every((id) => waited({ instanceId, id }))) {
+      rideWithAdvance(trx, {
+        instanceId,
+        ids,
+        at,
+        answer: (marked) => {
+          for (const id of marked) {
+            const key = `${instanceId}/${id}`;
+            this.#deriving.add(key);
+            this.#carried.set(key, at);
+          }
+        },
+      });
+      return;
+    }
     this.#marked.set(trx, { at, modes: await markSendJobsSent(trx, instanceId, ids, at) });
   }
 
@@ -68,11 +97,20 @@ export class SentMarks {
     return [{ type: 'messageStatus', id: event.message.id, status: 'sent', at: marked.at }];
   }
 
-  /** After the recorder's transaction committed `event`: an own `message` {@link derive} took now counts recorded. */
-  committed(instanceId: string, event: EngineEvent): void {
-    if (event.type !== 'message' || !event.message.source.isFromMe) return;
+  /**
+   * After the recorder's transaction committed `event`: an own `message` {@link derive} took, or whose job a mark
+   * riding on the advance marked, now counts recorded.
+   * @returns for a job marked with the advance, its `sent` time (epoch ms): the outcome its requests carry, owed to
+   *   them from now on (waiters.ts `owe`); else undefined.
+   */
+  committed(instanceId: string, event: EngineEvent): number | undefined {
+    if (event.type !== 'message' || !event.message.source.isFromMe) return undefined;
     const key = `${instanceId}/${event.message.id}`;
-    if (this.#deriving.delete(key)) this.#recorded.add(key);
+    const carried = this.#carried.get(key);
+    this.#carried.delete(key);
+    if (!this.#deriving.delete(key)) return undefined;
+    this.#recorded.add(key);
+    return carried;
   }
 
   /**
@@ -83,6 +121,7 @@ export class SentMarks {
   takeRecorded(job: JobRef): boolean {
     const key = `${job.instanceId}/${job.id}`;
     this.#deriving.delete(key);
+    this.#carried.delete(key);
     return this.#recorded.delete(key);
   }
 }

@@ -78,6 +78,16 @@ export class SendWaiters {
   }
 
   /**
+   * Notes the outcome of job `job`, marked `sent` at `at` (epoch ms) in a transaction that left its event out because
+   * a request waited for it when the transaction began (docs/decisions/0087-sent-marks-with-the-advance.md), as owed
+   * to its requests, whether or not one still waits: {@link settle} then hands it back to the relay when none is left
+   * to carry it, and the relay records it as an event.
+   */
+  owe(job: JobKey, at: number): void {
+    this.#owed.set(`${job.instanceId}/${job.id}`, at);
+  }
+
+  /**
    * Resolves the waiters of `job` with `sent`, or rejects them with `error` without: the job's outcome.
    * @returns with `sent`, the `sent` time (epoch ms) of an outcome {@link carry} left out of the events when no
    *   request is left to carry it (each went away first): the caller records it as a `MessageStatus` event; else

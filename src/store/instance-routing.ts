@@ -2,6 +2,7 @@ import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
 import { BoundedMap } from '../domain/bounded-map.ts';
 import type { Instance } from '../domain/instance.ts';
 import { extended } from '../domain/objects.ts';
+import { advanceMarking, takeRidingMarks } from './advance-marks.ts';
 import { compiledStatement } from './compiled.ts';
 import { type InstanceColumns, toInstance } from './instances.ts';
 import type { Database } from './schema.ts';
@@ -219,7 +220,8 @@ function frozen(routing: InstanceRouting): InstanceRouting {
  * instance or its endpoints, so equal ones mean the routing the statement would have read is the one kept). The
  * routing answered is frozen: later batches share it. In a transaction shared by several instances' recorder
  * batches on PostgreSQL the numbers are taken with the other instances' in one statement (`AdvanceBarrier`,
- * src/store/shared-advances.ts). → undefined, and no number taken, when no such instance exists.
+ * src/store/shared-advances.ts). Sent marks noted on `trx` for the instance (src/store/advance-marks.ts) are made by
+ * the same statement and answered before this returns. → undefined, and no number taken, when no such instance exists.
  * @throws what the store throws (`store_unavailable` on a fault, docs/decisions/0011-store-faults.md); an Error when
  * the instance vanished between the advance and the routing's read (its state row's lock rules that out).
  */
@@ -230,9 +232,15 @@ export async function routeAndAdvance(
 ): Promise<AdvancedRouting | undefined> {
   // In a transaction shared by several instances' batches, the numbers are taken with theirs in one statement
   // (docs/decisions/0082-recorder-turns-on-postgres.md).
+  // Sent marks riding on the advance are made by its statement (docs/decisions/0087-sent-marks-with-the-advance.md).
+  const marks = takeRidingMarks(trx, id);
   const barrier = barrierOf(trx);
   const state =
-    barrier === undefined ? (await ADVANCE.run(trx, { id, count })).rows[0] : await barrier.wait(id, count);
+    barrier !== undefined
+      ? await barrier.wait(id, count, marks)
+      : marks !== undefined
+        ? await advanceMarking(trx, id, count, marks)
+        : (await ADVANCE.run(trx, { id, count })).rows[0];
   if (!state) return undefined;
   const known = knownOf(trx);
   let kept = known.use(id);

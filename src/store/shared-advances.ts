@@ -1,4 +1,11 @@
 import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
+import {
+  ADVANCE_MANY_MARKING_POSTGRES,
+  advanceMarking,
+  advanceOf,
+  type NullableAdvance,
+  type RidingMarks,
+} from './advance-marks.ts';
 import type { AdvanceRow } from './instance-routing.ts';
 import type { Database } from './schema.ts';
 
@@ -24,6 +31,8 @@ interface Waiter {
   part: number;
   id: string;
   count: number;
+  /** The sent marks riding on the part's advance (src/store/advance-marks.ts), if any. */
+  marks: RidingMarks | undefined;
   resolve: (row: AdvanceRow | undefined) => void;
   reject: (error: unknown) => void;
 }
@@ -75,16 +84,17 @@ export class AdvanceBarrier {
   }
 
   /**
-   * Waits for the numbers of `count` events of instance `id`, taken with the other parts' in {@link advanceAll}.
-   * → what `ADVANCE` answers for it, undefined when no such instance exists.
+   * Waits for the numbers of `count` events of instance `id`, taken with the other parts' in {@link advanceAll}, and
+   * the part's sent `marks` made by the same statement (docs/decisions/0087-sent-marks-with-the-advance.md), answered
+   * before the part resumes. → what `ADVANCE` answers for it, undefined when no such instance exists.
    * @throws Error when the running part already took its numbers or the barrier was released (a part takes its
    *   numbers once); the store's error of the shared statement, or the error another part failed with.
    */
-  wait(id: string, count: number): Promise<AdvanceRow | undefined> {
+  wait(id: string, count: number, marks?: RidingMarks): Promise<AdvanceRow | undefined> {
     if (this.#released || this.#waiting.some((waiter) => waiter.part === this.current))
       return Promise.reject(new Error('a part of a shared transaction takes its sequence numbers once'));
     return new Promise<AdvanceRow | undefined>((resolve, reject) => {
-      this.#waiting.push({ part: this.current, id, count, resolve, reject });
+      this.#waiting.push({ part: this.current, id, count, marks, resolve, reject });
       const onWait = this.#onWait;
       this.#onWait = undefined;
       onWait?.();
@@ -116,26 +126,57 @@ export class AdvanceBarrier {
     if (waiting.length === 0) return [];
     try {
       const ids = waiting.map((waiter) => waiter.id);
+      if (new Set(ids).size !== ids.length) {
+        // An instance waiting twice: one statement a part (an upsert may not change one row twice).
+        const advanced: Advanced[] = [];
+        for (const waiter of waiting) advanced.push({ waiter, row: await this.#advanceOne(waiter) });
+        return advanced;
+      }
+      if (waiting.some((waiter) => waiter.marks !== undefined)) return await this.#advanceMarking(waiting);
       const rows = new Map<string, AdvanceRow>();
-      if (new Set(ids).size === ids.length) {
-        const result = await this.#trx.executeQuery<AdvanceRow & { instance_id: string }>(
-          CompiledQuery.raw(ADVANCE_MANY_POSTGRES, [ids, waiting.map((waiter) => waiter.count)]),
-        );
-        for (const row of result.rows) rows.set(row.instance_id, row);
-        return waiting.map((waiter) => ({ waiter, row: rows.get(waiter.id) }));
-      }
-      const advanced: Advanced[] = [];
-      for (const waiter of waiting) {
-        const result = await this.#trx.executeQuery<AdvanceRow & { instance_id: string }>(
-          CompiledQuery.raw(ADVANCE_MANY_POSTGRES, [[waiter.id], [waiter.count]]),
-        );
-        advanced.push({ waiter, row: result.rows[0] });
-      }
-      return advanced;
+      const result = await this.#trx.executeQuery<AdvanceRow & { instance_id: string }>(
+        CompiledQuery.raw(ADVANCE_MANY_POSTGRES, [ids, waiting.map((waiter) => waiter.count)]),
+      );
+      for (const row of result.rows) rows.set(row.instance_id, row);
+      return waiting.map((waiter) => ({ waiter, row: rows.get(waiter.id) }));
     } catch (error) {
       for (const waiter of waiting) waiter.reject(error);
       throw error;
     }
+  }
+
+  /** One part's advance, with its marks when it carries some. → its row, undefined when its instance is gone. */
+  async #advanceOne(waiter: Waiter): Promise<AdvanceRow | undefined> {
+    if (waiter.marks !== undefined) return advanceMarking(this.#trx, waiter.id, waiter.count, waiter.marks);
+    const result = await this.#trx.executeQuery<AdvanceRow>(
+      CompiledQuery.raw(ADVANCE_MANY_POSTGRES, [[waiter.id], [waiter.count]]),
+    );
+    return result.rows[0];
+  }
+
+  /**
+   * The advance of `waiting` (each instance once) with the marks some of them carry, in one statement
+   * (`ADVANCE_MANY_MARKING_POSTGRES`): each part's marks answered. → each waiter with its row, in order.
+   */
+  async #advanceMarking(waiting: Waiter[]): Promise<Advanced[]> {
+    const jobs = waiting.flatMap(({ id: instanceId, marks }) =>
+      marks === undefined ? [] : [...new Set(marks.ids)].map((id) => ({ instanceId, id, at: marks.at })),
+    );
+    const { rows } = await this.#trx.executeQuery<NullableAdvance & { marked: string[] }>(
+      CompiledQuery.raw(ADVANCE_MANY_MARKING_POSTGRES, [
+        waiting.map((waiter) => waiter.id),
+        waiting.map((waiter) => waiter.count),
+        jobs.map((job) => job.instanceId),
+        jobs.map((job) => job.id),
+        jobs.map((job) => job.at),
+      ]),
+    );
+    if (rows.length !== waiting.length) throw new Error('the shared advance did not answer one row a part');
+    return waiting.map((waiter, index) => {
+      const row = rows[index] as NullableAdvance & { marked: string[] };
+      waiter.marks?.answer(new Set(row.marked));
+      return { waiter, row: advanceOf(row) };
+    });
   }
 
   /** Releases the barrier with `error`: every waiting part is rejected with it. */

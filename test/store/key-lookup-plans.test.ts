@@ -4,6 +4,7 @@ import { CompiledQuery, sql } from 'kysely';
 import pg from 'pg';
 import { adminCreateInstance } from '../../src/app/instances.ts';
 import { adminCreateOrg } from '../../src/app/organizations.ts';
+import { ADVANCE_MANY_MARKING_POSTGRES } from '../../src/store/advance-marks.ts';
 import { LOCK_TAILS_POSTGRES } from '../../src/store/delivery-claim-statements.ts';
 import { deliveredGroupQuery, type GroupRecord, startGroupQuery } from '../../src/store/delivery-group.ts';
 import type { NextAttempt } from '../../src/store/delivery-next.ts';
@@ -137,7 +138,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       }
     }
 
-    /** Checks the plans of the four key-lookup statements. */
+    /** Checks the plans of the five key-lookup statements. */
     async function assertPlans(): Promise<void> {
       const keys = RECORDS.map((_, n) => ({ event_id: `g${n * 7 + 1}`, endpoint_id: '' }));
       assertKeyLookups(
@@ -177,6 +178,19 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
           .map((node) => lookupOf(node)?.['Index Name']),
         ['webhook_deliveries_instance', 'webhook_deliveries_pkey'],
         "each lane read through the lanes' index, its rows locked by their key",
+      );
+      // The sequence's advance with the sent marks riding on it (docs/decisions/0087-sent-marks-with-the-advance.md):
+      // each job looked up by its key.
+      const advance = await planNodes(
+        CompiledQuery.raw(ADVANCE_MANY_MARKING_POSTGRES, [['i1'], [1], ['i1'], ['j1'], [1_700_000_000_000]]),
+      );
+      assertKeyLookups(advance, ['send_jobs', 'instances', 'webhook_endpoints']);
+      assert.deepEqual(
+        advance
+          .filter((node) => node['Relation Name'] === 'send_jobs' && node['Node Type'] !== 'ModifyTable')
+          .map((node) => lookupOf(node)?.['Index Name']),
+        ['send_jobs_pk'],
+        'the jobs read by their key',
       );
       assertKeyLookups(
         await planNodes(
