@@ -20,9 +20,10 @@ export class SentMarks {
   /** The jobs {@link mark} marked sent in a transaction (their ids, each with its job's mode) and when (epoch ms). */
   readonly #marked = new WeakMap<Transaction<Database>, { at: number; modes: Map<string, SendMode> }>();
   /**
-   * Jobs (`instanceId/id`) whose `message` event {@link derive} took in a transaction not committed yet: they count
-   * as recorded only once {@link committed} saw it commit (a transaction rolled back after the derive leaves them
-   * here until {@link takeRecorded} clears them).
+   * Jobs (`instanceId/id`) whose `message` event {@link derive} took, or whose job a mark riding on the advance
+   * marked, in a transaction not committed yet: they count as recorded only once {@link committed} saw it commit (a
+   * transaction rolled back after the derive leaves them here until the instance's next {@link mark} of the same job
+   * or {@link takeRecorded} clears them).
    */
   readonly #deriving = new Set<string>();
   /**
@@ -58,6 +59,12 @@ export class SentMarks {
       event.type === 'message' && event.message.source.isFromMe ? [event.message.id] : [],
     );
     if (ids.length === 0) return;
+    // What an earlier transaction of the instance took for these jobs and then rolled back (the instance's batches
+    // run one at a time, so none is still open): this batch decides their outcome afresh.
+    for (const id of ids) {
+      this.#deriving.delete(`${instanceId}/${id}`);
+      this.#carried.delete(`${instanceId}/${id}`);
+    }
     const at = clock();
     if (waited !== undefined && isPostgres(trx) && ids.every((id) => waited({ instanceId, id }))) {
       rideWithAdvance(trx, {

@@ -246,6 +246,38 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       assert.deepEqual(s.reports, []);
     });
 
+    it('records one status event when a rolled-back try rode on the advance and the request left before the next', async () => {
+      const s = await setup();
+      const id = '3EB0RIDINGMARK00000008';
+      await s.job(id, 'sync');
+      const leave = new AbortController();
+      let tries = 0;
+      s.hook.onFlush = () => {
+        tries += 1;
+        if (tries > 1) return;
+        // The first try's mark rode on the advance (the request waited); the request leaves and the try rolls back.
+        leave.abort(new Error('the client went away'));
+        throw new Error('a projection failed after the advance');
+      };
+      const waited = s.queue.waitFor({ instanceId: s.instanceId, id }, leave.signal);
+      await assert.rejects(waited, /the client went away/);
+      await eventually('the job sent', async () => (await s.row(id))?.status === 'sent');
+      await eventually('the second try done', async () => (await s.eventTypes()).length > 0);
+      await s.queue.stop();
+      assert.equal(tries, 2);
+      assert.equal(
+        s.state.flights,
+        2 + 3,
+        'the first try two round trips; the second three: no request waited, so its mark was its own statement',
+      );
+      assert.deepEqual(
+        await s.eventTypes(),
+        ['Message', 'MessageStatus'],
+        'its status event derived with it',
+      );
+      assert.deepEqual(s.reports, [], 'and not reported a second time by the relay');
+    });
+
     it("marks two instances' jobs with their shared advance in a turn's transaction: two round trips", async () => {
       const s = await setup(true);
       const first = '3EB0RIDINGMARK00000006';
