@@ -5,7 +5,8 @@
  * soon as the statement (an autocommit one: its commit is held), or its transaction's `commit`, is written. Each send
  * must still go out once, with one job row and the answer of a stored send; a key's claim that committed unanswered
  * must not leave the key "in progress" for a request that is not running; a cancel, a relay's `sent` mark and a
- * platform pause are stored once with one status event each. Only PostgreSQL (TEST_DATABASE_URL): an embedded SQLite
+ * platform pause are stored once with one status event each, and a synchronous send whose mark rode on its batch's
+ * advance is answered once with none. Only PostgreSQL (TEST_DATABASE_URL): an embedded SQLite
  * store has no connection to lose.
  */
 import assert from 'node:assert/strict';
@@ -30,6 +31,8 @@ const MARK = 'held-at-commit';
 const HELD_KEEP = 'held-keep-';
 /** A body whose job's `sent` mark has its commit held. */
 const SENT_MARK = 'held-at-sent';
+/** A body whose job's `sent` mark rides on its sequence's advance and has its commit held. */
+const RIDE_MARK = 'held-at-ride';
 /** The idempotency keys whose claim's commit the trigger holds start with this. */
 const HELD_KEY = 'held-key-';
 
@@ -123,6 +126,14 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
           'update',
           'send_jobs',
           `new.status = 'sent' and new.payload like '%${SENT_MARK}%'`,
+        ),
+        // The mark drops the payload: the job is told by the payload it had.
+        holdCommitTrigger(
+          schema,
+          'hold_ride',
+          'update',
+          'send_jobs',
+          `new.status = 'sent' and old.payload like '%${RIDE_MARK}%'`,
         ),
       ]);
       restore = breakConnections((text, client) => {
@@ -246,6 +257,26 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
       assert.deepEqual(await ownMessages(body), [id]);
       const statuses = await statusEvents(id);
       assert.equal(statuses.length, 1, JSON.stringify(statuses));
+    });
+
+    it("a synchronous send whose mark rode on its batch's advance and whose commit broke answers 200 once, with no status event", async () => {
+      // The request waits for the job, so its `sent` mark is made by the sequence's advance
+      // (docs/decisions/0087-sent-marks-with-the-advance.md); the batch's commit is then held and its answer lost.
+      const body = `${RIDE_MARK} sync`;
+      const before = broken;
+      breakCommitAfter = /^with marked as/;
+      let res: Awaited<ReturnType<TestApp['call']>>;
+      try {
+        res = await t.call('POST', '/v1/messages/send', { phone: PEER, body });
+      } finally {
+        breakCommitAfter = undefined;
+      }
+      assert.equal(broken, before + 1, 'a connection broke as it committed');
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      const id: string = res.body.data.id;
+      assert.deepEqual(await jobRows(id), [{ id, status: 'sent', attempts: 1 }]);
+      assert.deepEqual(await ownMessages(body), [id]);
+      assert.deepEqual(await statusEvents(id), [], 'the answer carried the outcome');
     });
 
     it("a platform pause whose transaction's commit broke is stored once, with one SessionStatus paused", async () => {
