@@ -26,7 +26,8 @@ export interface RidingMarks {
   readonly at: number;
   /**
    * Given, inside the transaction and before anything else runs in it, the ids of the jobs the statement marked
-   * (those that were `sending`; the others were another holder's, or messages the account sent from elsewhere).
+   * (those that were `sending`; the others had been ended already, by another holder or a try before, or are
+   * messages the account sent from elsewhere).
    */
   readonly answer: (marked: ReadonlySet<string>) => void;
 }
