@@ -16,6 +16,19 @@ import { markSendJobsSent } from './send-job-marks.ts';
  * takes it along ({@link takeRidingMarks}) and answers the jobs it marked: one round trip instead of two.
  */
 
+/**
+ * The end of every advance's upsert into `webhook_state` on PostgreSQL, after the rows it inserts (an instance id
+ * and a count each): an existing state row has its sequence advanced by the count instead, and each row answers the
+ * columns of `AdvanceRow` (src/store/instance-routing.ts) with its `instance_id`: the new last sequence, the
+ * webhook's disabled state, the instance's routing version and its endpoints' digest
+ * (docs/decisions/0065-routing-version.md).
+ */
+export const ADVANCE_UPSERT_POSTGRES = `on conflict (instance_id) do update set last_sequence = webhook_state.last_sequence + excluded.last_sequence
+returning instance_id, last_sequence, disabled_at, disabled_reason,
+  (select routing_version from instances where instances.id = webhook_state.instance_id) as routing_version,
+  (select count(*) || ':' || coalesce(sum(routing_stamp), 0) from webhook_endpoints
+    where webhook_endpoints.instance_id = webhook_state.instance_id) as endpoints_digest`;
+
 /** The jobs of one instance's batch to mark `sent` with its sequence's advance. */
 export interface RidingMarks {
   /** The instance the jobs are of. */
@@ -83,11 +96,7 @@ export const ADVANCE_MARKING_POSTGRES = `with marked as (
 ), advanced as (
   insert into webhook_state (instance_id, last_sequence)
   select id, $2::bigint from instances where id = $1::varchar
-  on conflict (instance_id) do update set last_sequence = webhook_state.last_sequence + excluded.last_sequence
-  returning last_sequence, disabled_at, disabled_reason,
-    (select routing_version from instances where instances.id = webhook_state.instance_id) as routing_version,
-    (select count(*) || ':' || coalesce(sum(routing_stamp), 0) from webhook_endpoints
-      where webhook_endpoints.instance_id = webhook_state.instance_id) as endpoints_digest
+  ${ADVANCE_UPSERT_POSTGRES}
 )
 select advanced.*, array(select id from marked) as marked from (select 1) as one left join advanced on true`;
 
@@ -113,11 +122,7 @@ export const ADVANCE_MANY_MARKING_POSTGRES = `${KEY_LOOKUPS} with marks as (
   select u.id, u.n from unnest($1::varchar[], $2::bigint[]) as u(id, n)
   where exists (select 1 from instances i where i.id = any ($1::varchar[]) and i.id = u.id)
   order by u.id
-  on conflict (instance_id) do update set last_sequence = webhook_state.last_sequence + excluded.last_sequence
-  returning instance_id, last_sequence, disabled_at, disabled_reason,
-    (select routing_version from instances where instances.id = webhook_state.instance_id) as routing_version,
-    (select count(*) || ':' || coalesce(sum(routing_stamp), 0) from webhook_endpoints
-      where webhook_endpoints.instance_id = webhook_state.instance_id) as endpoints_digest
+  ${ADVANCE_UPSERT_POSTGRES}
 )
 select p.id as part_instance_id, advanced.*,
   array(select marked.id from marked where marked.instance_id = p.id) as marked

@@ -1,6 +1,7 @@
 import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
 import {
   ADVANCE_MANY_MARKING_POSTGRES,
+  ADVANCE_UPSERT_POSTGRES,
   advanceMarking,
   advanceOf,
   type NullableAdvance,
@@ -19,11 +20,7 @@ const ADVANCE_MANY_POSTGRES = `insert into webhook_state (instance_id, last_sequ
 select u.id, u.n from unnest($1::varchar[], $2::bigint[]) as u(id, n)
 where exists (select 1 from instances i where i.id = u.id)
 order by u.id
-on conflict (instance_id) do update set last_sequence = webhook_state.last_sequence + excluded.last_sequence
-returning instance_id, last_sequence, disabled_at, disabled_reason,
-  (select routing_version from instances where instances.id = webhook_state.instance_id) as routing_version,
-  (select count(*) || ':' || coalesce(sum(routing_stamp), 0) from webhook_endpoints
-    where webhook_endpoints.instance_id = webhook_state.instance_id) as endpoints_digest`;
+${ADVANCE_UPSERT_POSTGRES}`;
 
 /** A part waiting for its sequence numbers. */
 interface Waiter {
