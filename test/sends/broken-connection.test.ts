@@ -6,7 +6,7 @@
  * must still go out once, with one job row and the answer of a stored send; a key's claim that committed unanswered
  * must not leave the key "in progress" for a request that is not running; a cancel, a relay's `sent` mark and a
  * platform pause are stored once with one status event each, and a synchronous send whose mark rode on its batch's
- * advance is answered once with none. Only PostgreSQL (TEST_DATABASE_URL): an embedded SQLite
+ * advance is answered once with none, whether its connection broke as the batch committed or before. Only PostgreSQL (TEST_DATABASE_URL): an embedded SQLite
  * store has no connection to lose.
  */
 import assert from 'node:assert/strict';
@@ -277,6 +277,22 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
       assert.deepEqual(await jobRows(id), [{ id, status: 'sent', attempts: 1 }]);
       assert.deepEqual(await ownMessages(body), [id]);
       assert.deepEqual(await statusEvents(id), [], 'the answer carried the outcome');
+    });
+
+    it("a synchronous send whose batch's connection broke after the advance that carried its mark answers 200 once", async () => {
+      // The connection closes once the advance with the job's `sent` mark is written, before the commit: the server
+      // rolls the batch back, mark and all (docs/decisions/0087-sent-marks-with-the-advance.md).
+      const body = `${RIDE_MARK} rolled back`;
+      const res = await sendBreaking(/^with marked as/, { phone: PEER, body });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      const id: string = res.body.data.id;
+      assert.deepEqual(await jobRows(id), [{ id, status: 'sent', attempts: 1 }]);
+      assert.deepEqual(await statusEvents(id), [], 'the answer carried the outcome');
+      assert.deepEqual(
+        await ownMessages(body),
+        [id],
+        'its message recorded once, by the try after the rollback',
+      );
     });
 
     it("a platform pause whose transaction's commit broke is stored once, with one SessionStatus paused", async () => {
