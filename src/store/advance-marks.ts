@@ -2,7 +2,7 @@ import { CompiledQuery, type Kysely } from 'kysely';
 import type { AdvanceRow } from './instance-routing.ts';
 import { KEY_LOOKUPS } from './pg-key-lookups.ts';
 import type { Database } from './schema.ts';
-import { markSendJobsSent } from './send-job-marks.ts';
+import { markSendJobsSent, markSentSetPostgres } from './send-job-marks.ts';
 
 /**
  * Sent marks that ride on the sequence's advance on PostgreSQL (docs/decisions/0087-sent-marks-with-the-advance.md).
@@ -89,8 +89,7 @@ export async function runRidingMarks(trx: Kysely<Database>, instanceId: string):
  * 7.8.4), and the two touch different tables, so neither sees the other's change.
  */
 export const ADVANCE_MARKING_POSTGRES = `with marked as (
-  update send_jobs set status = 'sent', sent_at = $3::bigint, locked_by = null, locked_at = null,
-    updated_at = $3::bigint, payload = ''
+  update send_jobs ${markSentSetPostgres('$3::bigint')}
   where instance_id = $1::varchar and id = any ($4::varchar[]) and status = 'sending'
   returning id
 ), advanced as (
@@ -111,8 +110,7 @@ select advanced.*, array(select id from marked) as marked from (select 1) as one
 export const ADVANCE_MANY_MARKING_POSTGRES = `${KEY_LOOKUPS} with marks as (
   select m.instance_id, m.id, m.at from unnest($3::varchar[], $4::varchar[], $5::bigint[]) as m(instance_id, id, at)
 ), marked as (
-  update send_jobs s set status = 'sent', sent_at = marks.at, locked_by = null, locked_at = null,
-    updated_at = marks.at, payload = ''
+  update send_jobs s ${markSentSetPostgres('marks.at')}
   from marks
   where s.instance_id = any ($3::varchar[]) and s.id = any ($4::varchar[])
     and s.instance_id = marks.instance_id and s.id = marks.id and coalesce(s.status, '') = 'sending'

@@ -32,13 +32,22 @@ export async function markSendJobsSent(
 }
 
 /**
+ * The `set` clause of a job's `sent` mark on PostgreSQL, `at` the SQL of its time (epoch ms): the status, the time
+ * (`sent_at`, `updated_at`), the lease released and the payload dropped (the message row holds the content now).
+ * Shared by {@link MARK_SEND_JOBS_SENT_POSTGRES} and the marks that ride on the sequence's advance
+ * (src/store/advance-marks.ts), so every form of the mark writes the same columns.
+ */
+export function markSentSetPostgres(at: string): string {
+  return `set status = 'sent', sent_at = ${at}, locked_by = null, locked_at = null, updated_at = ${at}, payload = ''`;
+}
+
+/**
  * The update of {@link markSendJobsSent} on PostgreSQL: the ids as one array, so one text whatever their number,
  * parsed once per connection and planned like any named statement (docs/decisions/0055-named-statements.md):
  * whichever plan it keeps reads the jobs by their key or the instance's jobs being sent through `send_jobs_due`, a
  * few rows either way. Parameters: $1 the instance, $2 the time (epoch ms), $3 the ids.
  */
-const MARK_SEND_JOBS_SENT_POSTGRES = `update send_jobs set status = 'sent', sent_at = $2::bigint, locked_by = null,
-  locked_at = null, updated_at = $2::bigint, payload = ''
+const MARK_SEND_JOBS_SENT_POSTGRES = `update send_jobs ${markSentSetPostgres('$2::bigint')}
 where instance_id = $1::varchar and id = any ($3::varchar[]) and status = 'sending'
 returning id, mode`;
 
