@@ -257,6 +257,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     sendQueue,
     feed,
     commits,
+    signals,
     streamPollMs: options.streamPollMs,
     clock,
     logger,

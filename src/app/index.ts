@@ -15,6 +15,7 @@ import type { SendQueue } from '../sends/queue.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
 import type { ReplayMemory } from '../store/gateway-replay.ts';
+import type { StoreSignals } from '../store/pg-signals.ts';
 import type { DeliveryWorker } from '../webhooks/worker.ts';
 import { AccessService } from './access.ts';
 import { CallService } from './calls.ts';
@@ -137,6 +138,11 @@ export interface ApplicationDeps {
   feed: LiveFeed;
   /** This node's commits of instance events: what wakes the event streams (docs/decisions/0031-event-stream.md). */
   commits: EventCommits;
+  /**
+   * The store's signals between nodes (PostgreSQL, docs/decisions/0078-store-signals.md); with them the instance
+   * lists are kept between turns (docs/decisions/0088-kept-instance-lists.md).
+   */
+  signals?: StoreSignals | undefined;
   /** How often an idle event stream reads the log anyway, ms (default `STREAM_POLL_MS`; tests lengthen it). */
   streamPollMs?: number | undefined;
   /** Time allowed for one webhook POST, ms (docs/decisions/0005-outbox-and-delivery.md: 15 s). */
@@ -159,7 +165,7 @@ export function createApplication(deps: ApplicationDeps): Application {
   const mediaService = new MediaService({ store, sessions, files: media.files, maxBytes: media.maxBytes });
   return {
     access: new AccessService({ keys, limiter }),
-    instances: new InstanceService({ store, sessions, files: media.files }),
+    instances: new InstanceService({ store, sessions, files: media.files, signals: deps.signals }),
     gateway: new GatewayService({ store, box, replay: deps.replay }),
     session: new SessionService({ store, sessions, box }),
     messaging: new MessagingService({

@@ -13,6 +13,7 @@ import {
   listInstances,
   updateInstance,
 } from '../store/instances.ts';
+import type { StoreSignals } from '../store/pg-signals.ts';
 import type { Database } from '../store/schema.ts';
 import { type FieldStyle, invalidField, parseEnv } from './admin-input.ts';
 import { InstanceLists } from './instance-lists.ts';
@@ -31,9 +32,36 @@ async function addressableInstances(
   db: Kysely<Database>,
   auth: AuthContext,
   lists?: InstanceLists,
+  fresh = false,
 ): Promise<Instance[]> {
-  const all = await (lists ? lists.list(auth.org.id, auth.env) : listInstances(db, auth.org.id, auth.env));
+  const all = await (lists
+    ? lists.list(auth.org.id, auth.env, fresh)
+    : listInstances(db, auth.org.id, auth.env));
   return auth.instanceIds.length === 0 ? all : all.filter((i) => auth.instanceIds.includes(i.id));
+}
+
+/**
+ * `pick` over the instances `auth` may address. When `lists` keeps lists between turns
+ * (docs/decisions/0088-kept-instance-lists.md) and `pick` fails on the list it was given (no such instance, or no
+ * single default), the list is read again from the store and `pick` runs once more: an answer of not found or
+ * ambiguous is only ever given on a list read for this request's turn.
+ * @throws what `pick` throws on the list read afresh; what the store throws.
+ */
+async function pickAddressable<T>(
+  db: Kysely<Database>,
+  auth: AuthContext,
+  lists: InstanceLists | undefined,
+  pick: (candidates: Instance[]) => T,
+): Promise<T> {
+  const mayBeKept = lists?.keeping === true;
+  const candidates = await addressableInstances(db, auth, lists);
+  if (!mayBeKept) return pick(candidates);
+  try {
+    return pick(candidates);
+  } catch (error) {
+    if (!(error instanceof DomainError)) throw error;
+    return pick(await addressableInstances(db, auth, lists, true));
+  }
 }
 
 /**
@@ -51,7 +79,14 @@ export async function resolveInstance(
   selector: string | undefined,
   lists?: InstanceLists,
 ): Promise<Instance> {
-  const candidates = await addressableInstances(db, auth, lists);
+  return pickAddressable(db, auth, lists, (candidates) => pickInstance(candidates, selector));
+}
+
+/**
+ * The instance `selector` names among `candidates`, or the default one (docs/decisions/0002-instance-resolution.md).
+ * @throws DomainError not_found, invalid, as {@link resolveInstance}.
+ */
+function pickInstance(candidates: Instance[], selector: string | undefined): Instance {
   if (selector !== undefined && selector !== '') {
     const wanted = selector.trim();
     const match = UUID.test(wanted)
@@ -165,6 +200,11 @@ export interface InstanceServiceDeps {
   sessions: Pick<SessionManager, 'status' | 'logout' | 'release'>;
   /** The local media store: a deleted instance's files go with it. */
   files: Pick<MediaStore, 'removeInstance'>;
+  /**
+   * The store's signals (PostgreSQL): with them the instance lists are kept between turns until the store signals
+   * a change (docs/decisions/0088-kept-instance-lists.md); without them each turn reads its lists.
+   */
+  signals?: StoreSignals | undefined;
 }
 
 /**
@@ -181,7 +221,11 @@ export class InstanceService {
 
   constructor(deps: InstanceServiceDeps) {
     this.#store = deps.store;
-    this.#lists = new InstanceLists(deps.store.db);
+    this.#lists = new InstanceLists(
+      deps.store.db,
+      undefined,
+      deps.signals === undefined ? undefined : { signals: deps.signals },
+    );
     this.#sessions = deps.sessions;
     this.#files = deps.files;
   }
@@ -200,11 +244,11 @@ export class InstanceService {
   async resolveById(auth: AuthContext, id: string): Promise<Instance> {
     if (!UUID.test(id)) throw errors.instanceNotFound();
     const wanted = id.toLowerCase();
-    const found = (await addressableInstances(this.#store.db, auth, this.#lists)).find(
-      (i) => i.id === wanted,
-    );
-    if (!found) throw errors.instanceNotFound();
-    return found;
+    return pickAddressable(this.#store.db, auth, this.#lists, (candidates) => {
+      const found = candidates.find((i) => i.id === wanted);
+      if (!found) throw errors.instanceNotFound();
+      return found;
+    });
   }
 
   /** See {@link loadInstance}: for a caller that has only the id (the CLI, a test). */
@@ -231,7 +275,16 @@ export class InstanceService {
       );
     }
     const checked = parseInstanceName(name, 'api');
-    return createWithinPlan(this.#store.db, await requireOrg(this.#store.db, auth.org.id), auth.env, checked);
+    try {
+      return await createWithinPlan(
+        this.#store.db,
+        await requireOrg(this.#store.db, auth.org.id),
+        auth.env,
+        checked,
+      );
+    } finally {
+      this.#lists.forget(auth.org.id, auth.env);
+    }
   }
 
   /**
@@ -241,6 +294,7 @@ export class InstanceService {
    */
   async rename(instance: Instance, name: string): Promise<Instance> {
     await updateInstance(this.#store.db, instance.id, { name: parseInstanceName(name, 'api') });
+    this.#lists.forget(instance.orgId, instance.env);
     return loadInstance(this.#store.db, instance.id);
   }
 
@@ -257,7 +311,9 @@ export class InstanceService {
     const status = this.#sessions.status(instance);
     if (status.loggedIn || status.connected) await this.#sessions.logout(instance);
     await this.#sessions.release(instance.id);
-    if (!(await deleteInstance(this.#store.db, instance.id))) throw errors.instanceNotFound();
+    const deleted = await deleteInstance(this.#store.db, instance.id);
+    this.#lists.forget(instance.orgId, instance.env);
+    if (!deleted) throw errors.instanceNotFound();
     // A connect that resolved the instance before the delete may have opened a session meanwhile: close it too (a
     // connect finishing after the delete closes its own, SessionManager.connect).
     await this.#sessions.release(instance.id);

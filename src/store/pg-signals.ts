@@ -6,12 +6,14 @@ import { CONNECT_TIMEOUT_MS } from './database.ts';
  * What the nodes of one store signal each other (docs/decisions/0078-store-signals.md): `events`, the instances
  * whose events a node committed (items: instance ids); `keys`, that an API key was revoked (items: key ids);
  * `deliveries`, the instances held by another node whose delivery log a node's webhook worker changed (items:
- * instance ids).
+ * instance ids); `instances`, that an organization's instance list in an environment changed (items:
+ * `<org id>/<env>`, published by the store's trigger on `instances` with no node, so every node hears it:
+ * docs/decisions/0088-kept-instance-lists.md).
  */
-export type SignalTopic = 'events' | 'keys' | 'deliveries';
+export type SignalTopic = 'events' | 'keys' | 'deliveries' | 'instances';
 
 /** The topics, in the order they are listened to. */
-export const SIGNAL_TOPICS: readonly SignalTopic[] = ['events', 'keys', 'deliveries'];
+export const SIGNAL_TOPICS: readonly SignalTopic[] = ['events', 'keys', 'deliveries', 'instances'];
 
 /** A subscriber to one topic: told the items another node published. Must not throw. */
 export type SignalListener = (items: readonly string[]) => void;

@@ -8,6 +8,7 @@ import type { EventCommits } from '../events/event-commits.ts';
 import type { LiveFeed } from '../events/live-feed.ts';
 import type { SendQueue } from '../sends/queue.ts';
 import { RedisReplayMemory, SqlReplayMemory } from '../store/gateway-replay.ts';
+import type { StoreSignals } from '../store/pg-signals.ts';
 import type { AccessParts } from './access.ts';
 import type { MaintenanceParts } from './maintenance.ts';
 import type { SessionParts } from './sessions.ts';
@@ -30,6 +31,8 @@ export function wireApplication(
     sendQueue: SendQueue;
     feed: LiveFeed;
     commits: EventCommits;
+    /** The store's signals (PostgreSQL), which keep the instance lists between turns. */
+    signals?: StoreSignals | undefined;
     streamPollMs?: number | undefined;
     clock: Clock;
     logger: FastifyBaseLogger;
@@ -58,6 +61,7 @@ export function wireApplication(
     ...(parts.verifyPassword ? { verifyPassword: parts.verifyPassword } : {}),
     feed: parts.feed,
     commits: parts.commits,
+    signals: parts.signals,
     streamPollMs: parts.streamPollMs,
     webhookTimeoutMs: config.webhook.timeoutMs,
     media: { files: parts.maintenance.mediaFiles, maxBytes: config.media.maxBytes },

@@ -5,6 +5,7 @@ import { InstanceLists } from '../../src/app/instance-lists.ts';
 import type { Environment } from '../../src/domain/environment.ts';
 import type { Instance, InstanceId } from '../../src/domain/instance.ts';
 import type { Database } from '../../src/store/schema.ts';
+import { MemorySignals } from '../support/memory-signals.ts';
 
 /** One instance row of organization `orgId`. */
 function instance(orgId: string, name: string): Instance {
@@ -63,5 +64,132 @@ describe('instance lists read per turn', () => {
     // The next turn reads again: nothing is kept.
     await lists.list('org-b', 'test');
     assert.deepEqual(reads, ['org-a/test', 'org-b/test', 'org-b/live', 'org-b/test']);
+  });
+});
+
+/**
+ * Lists kept between turns with the store's signals (docs/decisions/0088-kept-instance-lists.md): a kept list is
+ * served without a read until its signal, a gap, the age bound or this process's own change; a read overtaken by a
+ * signal is not kept; nothing is kept while the signals do not listen.
+ */
+describe('instance lists kept between turns', () => {
+  const noDb = undefined as unknown as Kysely<Database>;
+
+  /** Lists over a counting reader of two instances a list, kept with `signals` on a clock the test moves. */
+  function keptLists(signals: MemorySignals) {
+    const reads: string[] = [];
+    let now = 0;
+    let version = 0;
+    const lists = new InstanceLists(
+      noDb,
+      (orgId, env) => {
+        reads.push(`${orgId}/${env}`);
+        version += 1;
+        return Promise.resolve([instance(orgId, `${version}`)]);
+      },
+      { signals, maxAgeMs: 1_000, now: () => now },
+    );
+    return {
+      lists,
+      reads,
+      advance: (ms: number) => {
+        now += ms;
+      },
+      names: async (orgId = 'org-a') => (await lists.list(orgId, 'test')).map((row) => row.name),
+    };
+  }
+
+  it('serves a kept list without a read, each request its own copy, until its age bound', async () => {
+    const signals = new MemorySignals();
+    const { lists, reads, advance, names } = keptLists(signals);
+    assert.equal(lists.keeping, true);
+    assert.deepEqual(await names(), ['1']);
+    const [first, second] = await Promise.all([lists.list('org-a', 'test'), lists.list('org-a', 'test')]);
+    assert.deepEqual(reads, ['org-a/test'], 'the next turns read nothing');
+    assert.ok(first?.[0] && second?.[0]);
+    assert.notEqual(first[0], second[0]);
+    first[0].name = 'changed by a handler';
+    assert.deepEqual(await names(), ['1'], 'a handler cannot change the kept rows');
+    advance(999);
+    assert.deepEqual(await names(), ['1']);
+    advance(1);
+    assert.deepEqual(await names(), ['2'], 'read again once 1 s old');
+    assert.equal(reads.length, 2);
+  });
+
+  it("drops a list at its signal, every list at a gap, and a list at this process's own change", async () => {
+    const signals = new MemorySignals();
+    const { lists, reads, names } = keptLists(signals);
+    assert.deepEqual(await names('org-a'), ['1']);
+    assert.deepEqual(await names('org-b'), ['2']);
+    signals.hear('instances', ['org-b/test', 'org-c/live']);
+    assert.deepEqual(await names('org-a'), ['1'], "another list's signal leaves it");
+    assert.deepEqual(await names('org-b'), ['3'], 'its own signal drops it');
+    signals.gap();
+    assert.deepEqual(await names('org-a'), ['4']);
+    assert.deepEqual(await names('org-b'), ['5']);
+    lists.forget('org-a', 'test');
+    assert.deepEqual(await names('org-a'), ['6']);
+    assert.deepEqual(await names('org-b'), ['5']);
+    assert.deepEqual(reads, [
+      'org-a/test',
+      'org-b/test',
+      'org-b/test',
+      'org-a/test',
+      'org-b/test',
+      'org-a/test',
+    ]);
+  });
+
+  it('does not keep a read that a signal overtook, and reads every turn while not listening', async () => {
+    const signals = new MemorySignals();
+    const reads: string[] = [];
+    let answer: (list: Instance[]) => void = () => undefined;
+    const lists = new InstanceLists(
+      noDb,
+      (orgId, env) => {
+        reads.push(`${orgId}/${env}`);
+        return new Promise((resolve) => {
+          answer = resolve;
+        });
+      },
+      { signals },
+    );
+    const pending = lists.list('org-a', 'test');
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(reads.length, 1, 'the read started');
+    // The list changed while it was read: what it answers may be from before the change.
+    signals.hear('instances', ['org-a/test']);
+    answer([instance('org-a', 'before')]);
+    assert.deepEqual(
+      (await pending).map((row) => row.name),
+      ['before'],
+    );
+    const again = lists.list('org-a', 'test');
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(reads.length, 2, 'not kept: read again');
+    answer([instance('org-a', 'after')]);
+    assert.deepEqual(
+      (await again).map((row) => row.name),
+      ['after'],
+    );
+    assert.deepEqual(
+      (await lists.list('org-a', 'test')).map((row) => row.name),
+      ['after'],
+      'this one kept',
+    );
+    assert.equal(reads.length, 2);
+    signals.listening = false;
+    assert.equal(lists.keeping, false);
+    const down = lists.list('org-a', 'test');
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(reads.length, 3, 'not listening: the kept list is not used');
+    answer([instance('org-a', 'down')]);
+    await down;
+    const downAgain = lists.list('org-a', 'test');
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(reads.length, 4, 'nor is a list read meanwhile kept');
+    answer([instance('org-a', 'down again')]);
+    await downAgain;
   });
 });

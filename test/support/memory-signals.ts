@@ -8,7 +8,8 @@ export class MemorySignals implements StoreSignals {
   readonly published: { topic: SignalTopic; items: string[] }[] = [];
   readonly #listeners = new Map<SignalTopic, Set<SignalListener>>();
   readonly #gaps = new Set<() => void>();
-  readonly listening = true;
+  /** Whether the connection is up: a test sets it false to speak as a connection that went down. */
+  listening = true;
 
   publish(topic: SignalTopic, items: readonly string[]): void {
     this.published.push({ topic, items: [...items] });
