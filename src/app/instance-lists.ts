@@ -37,6 +37,12 @@ export interface ListKeeping {
   maxAgeMs?: number;
   /** The clock of `maxAgeMs`, ms (default `performance.now`). */
   now?: () => number;
+  /**
+   * Subscribes a listener to this process's own committed writes of `instances` rows (`onInstancesWritten` of
+   * src/store/instance-writes.ts): each drops every kept list at once, so the process's next request sees its own
+   * write without waiting for the store's signal.
+   */
+  ownWrites?: (listener: () => void) => void;
 }
 
 /**
@@ -49,14 +55,15 @@ export interface ListKeeping {
  * With {@link ListKeeping} (a PostgreSQL store's signals, docs/decisions/0088-kept-instance-lists.md) a list read is
  * also kept for the turns after it, until the store signals a change of that list (a trigger on `instances` speaks
  * at every commit that writes one of its rows, whoever writes it), the signals' connection reports a gap, or
- * `maxAgeMs` passes; while the signals do not listen nothing is kept. A read that a signal overtook is not kept. A
- * caller that finds no instance in a kept list asks again with `fresh`, so a request never fails on a list the
- * store has moved past. Without keeping nothing outlives its turn: every read starts after every request it
- * answers arrived, so a request sees each write that committed before it came.
+ * `maxAgeMs` passes, or this process commits a write of `instances` rows itself (`ownWrites`); while the signals do
+ * not listen nothing is kept. A read overtaken by any of these is not kept. A caller that finds no instance in a
+ * kept list asks again with `fresh`, so a request is never answered "not found" from a list the store has moved
+ * past. Without keeping nothing outlives its turn: every read starts after every request it answers arrived, so a
+ * request sees each write that committed before it came.
  */
 export class InstanceLists {
   readonly #read: ReadInstanceList;
-  readonly #keeping: Required<ListKeeping> | undefined;
+  readonly #keeping: Required<Omit<ListKeeping, 'ownWrites'>> | undefined;
   /** Lists asked for in this turn, by `<orgId>/<env>`. */
   #waiting = new Map<string, Waiting>();
   /** Lists kept between turns, by `<orgId>/<env>`. */
@@ -81,6 +88,7 @@ export class InstanceLists {
         for (const item of items) this.#kept.delete(item);
       });
       keeping.signals.onGap(() => this.#forgetAll());
+      keeping.ownWrites?.(() => this.#forgetAll());
     }
   }
 
@@ -106,18 +114,17 @@ export class InstanceLists {
     });
   }
 
+  /**
+   * Copies of the kept list of `orgId` in `env` when one may be used now, else undefined (then {@link list} reads
+   * it with the turn's requests).
+   */
+  kept(orgId: string, env: Environment): Instance[] | undefined {
+    return this.#keptList(`${orgId}/${env}`)?.map(copyOf);
+  }
+
   /** Whether lists are kept between turns now (keeping configured and its signals listening). */
   get keeping(): boolean {
     return this.#keeping?.signals.listening === true;
-  }
-
-  /**
-   * Drops the kept list of `orgId` in `env`: this process changed it (its next request reads it again at once,
-   * without waiting for the store's signal).
-   */
-  forget(orgId: string, env: Environment): void {
-    this.#changes += 1;
-    this.#kept.delete(`${orgId}/${env}`);
   }
 
   /** The kept list `id` when it may still be used, else undefined (an expired one is dropped). */

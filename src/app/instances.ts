@@ -6,6 +6,7 @@ import type { Instance, InstanceId } from '../domain/instance.ts';
 import type { MediaStore } from '../media/store.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
+import { onInstancesWritten } from '../store/instance-writes.ts';
 import {
   createInstanceWithinCap,
   deleteInstance,
@@ -34,17 +35,22 @@ async function addressableInstances(
   lists?: InstanceLists,
   fresh = false,
 ): Promise<Instance[]> {
-  const all = await (lists
-    ? lists.list(auth.org.id, auth.env, fresh)
-    : listInstances(db, auth.org.id, auth.env));
+  return narrowed(
+    auth,
+    await (lists ? lists.list(auth.org.id, auth.env, fresh) : listInstances(db, auth.org.id, auth.env)),
+  );
+}
+
+/** The instances of `all` that `auth` may address: all, or those of its allow-list. */
+function narrowed(auth: AuthContext, all: Instance[]): Instance[] {
   return auth.instanceIds.length === 0 ? all : all.filter((i) => auth.instanceIds.includes(i.id));
 }
 
 /**
- * `pick` over the instances `auth` may address. When `lists` keeps lists between turns
- * (docs/decisions/0088-kept-instance-lists.md) and `pick` fails on the list it was given (no such instance, or no
- * single default), the list is read again from the store and `pick` runs once more: an answer of not found or
- * ambiguous is only ever given on a list read for this request's turn.
+ * `pick` over the instances `auth` may address. When `lists` holds a list kept between turns
+ * (docs/decisions/0088-kept-instance-lists.md) and `pick` fails on it (no such instance, or no single default), the
+ * list is read again from the store and `pick` runs once more: an answer of not found or ambiguous is only ever
+ * given on a list read for this request's turn.
  * @throws what `pick` throws on the list read afresh; what the store throws.
  */
 async function pickAddressable<T>(
@@ -53,11 +59,10 @@ async function pickAddressable<T>(
   lists: InstanceLists | undefined,
   pick: (candidates: Instance[]) => T,
 ): Promise<T> {
-  const mayBeKept = lists?.keeping === true;
-  const candidates = await addressableInstances(db, auth, lists);
-  if (!mayBeKept) return pick(candidates);
+  const kept = lists?.kept(auth.org.id, auth.env);
+  if (kept === undefined) return pick(await addressableInstances(db, auth, lists));
   try {
-    return pick(candidates);
+    return pick(narrowed(auth, kept));
   } catch (error) {
     if (!(error instanceof DomainError)) throw error;
     return pick(await addressableInstances(db, auth, lists, true));
@@ -224,7 +229,9 @@ export class InstanceService {
     this.#lists = new InstanceLists(
       deps.store.db,
       undefined,
-      deps.signals === undefined ? undefined : { signals: deps.signals },
+      deps.signals === undefined
+        ? undefined
+        : { signals: deps.signals, ownWrites: (listener) => onInstancesWritten(deps.store.db, listener) },
     );
     this.#sessions = deps.sessions;
     this.#files = deps.files;
@@ -275,16 +282,7 @@ export class InstanceService {
       );
     }
     const checked = parseInstanceName(name, 'api');
-    try {
-      return await createWithinPlan(
-        this.#store.db,
-        await requireOrg(this.#store.db, auth.org.id),
-        auth.env,
-        checked,
-      );
-    } finally {
-      this.#lists.forget(auth.org.id, auth.env);
-    }
+    return createWithinPlan(this.#store.db, await requireOrg(this.#store.db, auth.org.id), auth.env, checked);
   }
 
   /**
@@ -294,7 +292,6 @@ export class InstanceService {
    */
   async rename(instance: Instance, name: string): Promise<Instance> {
     await updateInstance(this.#store.db, instance.id, { name: parseInstanceName(name, 'api') });
-    this.#lists.forget(instance.orgId, instance.env);
     return loadInstance(this.#store.db, instance.id);
   }
 
@@ -311,9 +308,7 @@ export class InstanceService {
     const status = this.#sessions.status(instance);
     if (status.loggedIn || status.connected) await this.#sessions.logout(instance);
     await this.#sessions.release(instance.id);
-    const deleted = await deleteInstance(this.#store.db, instance.id);
-    this.#lists.forget(instance.orgId, instance.env);
-    if (!deleted) throw errors.instanceNotFound();
+    if (!(await deleteInstance(this.#store.db, instance.id))) throw errors.instanceNotFound();
     // A connect that resolved the instance before the delete may have opened a session meanwhile: close it too (a
     // connect finishing after the delete closes its own, SessionManager.connect).
     await this.#sessions.release(instance.id);

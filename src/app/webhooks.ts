@@ -5,6 +5,7 @@ import { DEFAULT_SUBSCRIPTION, type EventType, type Instance } from '../domain/i
 import { OutboundError, type OutboundGuard } from '../net/outbound-guard.ts';
 import { nowIso, type Store } from '../store/database.ts';
 import { requeueDelivery } from '../store/deliveries.ts';
+import { tellInstancesWritten } from '../store/instance-writes.ts';
 import { updateInstance } from '../store/instances.ts';
 import { enableWebhook, getWebhookState, webhookEventExists } from '../store/webhook-events.ts';
 import { type LogQuery, listLog } from '../store/webhook-log.ts';
@@ -128,10 +129,14 @@ export class WebhookService {
    */
   async setUrl(instance: Instance, rawUrl: string, log: FastifyBaseLogger): Promise<string> {
     const href = await checkReceiverUrl(this.#guard, rawUrl, 'webhookUrl', log, instance.id);
-    await this.#store.db.transaction().execute(async (trx) => {
-      await updateInstance(trx, instance.id, { webhookUrl: href });
-      await enableWebhook(trx, instance.id, this.#clock());
-    });
+    try {
+      await this.#store.db.transaction().execute(async (trx) => {
+        await updateInstance(trx, instance.id, { webhookUrl: href });
+        await enableWebhook(trx, instance.id, this.#clock());
+      });
+    } finally {
+      tellInstancesWritten(this.#store.db);
+    }
     this.#worker.wake();
     return href;
   }

@@ -111,7 +111,11 @@ export const EnvSchema = Type.Object({
     Type.String({ minLength: 32, description: 'shared secret authenticating node-to-node calls' }),
   ),
   NODE_ID: Type.Optional(
-    Type.String({ pattern: '^[A-Za-z0-9._:-]{1,100}$', description: 'this node id, unique in the cluster' }),
+    Type.String({
+      pattern: '^(?!-$)[A-Za-z0-9._:-]{1,100}$',
+      description:
+        'this node id, unique in the cluster; not `-`, which the store signals name no node with (docs/decisions/0078-store-signals.md)',
+    }),
   ),
   NODE_URL: Type.Optional(
     Type.String({ pattern: '^https?://', description: 'base URL other nodes reach this node at' }),

@@ -3,6 +3,7 @@ import type { Kysely, Updateable } from 'kysely';
 import type { Environment } from '../domain/environment.ts';
 import { EVENT_TYPES, type EventType, type Instance } from '../domain/instance.ts';
 import { compiledStatement } from './compiled.ts';
+import { tellInstancesWritten } from './instance-writes.ts';
 import type { Database, InstancesTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
 
@@ -54,6 +55,7 @@ export async function createInstance(
     created_at: Date.now(),
   };
   await db.insertInto('instances').values(row).execute();
+  tellInstancesWritten(db);
   return toInstance(row);
 }
 
@@ -98,7 +100,12 @@ export async function createInstanceWithinCap(
       created: await createInstance(trx, { orgId: input.orgId, env: input.env, name: input.name(count) }),
     };
   };
-  return db.isTransaction ? create(db) : db.transaction().execute(create);
+  if (db.isTransaction) return create(db);
+  try {
+    return await db.transaction().execute(create);
+  } finally {
+    tellInstancesWritten(db);
+  }
 }
 
 /**
@@ -112,8 +119,11 @@ export async function deleteInstance(db: Kysely<Database>, id: string): Promise<
   for (let attempt = 1; ; attempt++) {
     try {
       const result = await db.deleteFrom('instances').where('id', '=', id).executeTakeFirst();
+      tellInstancesWritten(db);
       return result.numDeletedRows > 0n;
     } catch (error) {
+      // Whether a failed statement's commit happened may be unknown: kept lists go either way.
+      tellInstancesWritten(db);
       // PostgreSQL breaks a deadlock with a transaction recording the instance's events (it locks the instance row
       // after writing a row that references it, the cascade the other way round) by failing one of them: the delete
       // is the one to repeat, as nothing of it was kept.
@@ -233,6 +243,10 @@ export async function updateInstance(
   if (patch.desiredState !== undefined) values.desired_state = patch.desiredState;
   if (patch.lastConnectedAt !== undefined) values.last_connected_at = toMs(patch.lastConnectedAt);
   if (Object.keys(values).length === 0) return true;
-  const result = await db.updateTable('instances').set(values).where('id', '=', id).executeTakeFirst();
-  return result.numUpdatedRows > 0n;
+  try {
+    const result = await db.updateTable('instances').set(values).where('id', '=', id).executeTakeFirst();
+    return result.numUpdatedRows > 0n;
+  } finally {
+    tellInstancesWritten(db);
+  }
 }

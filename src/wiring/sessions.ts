@@ -57,7 +57,7 @@ export function wireSessions(
   const recorder = new EventRecorder(
     store.db,
     [
-      new InstanceStateProjection(clock),
+      new InstanceStateProjection(clock, store.db),
       new MessageProjection(clock),
       new LidMappingProjection(clock),
       new LabelProjection(clock),

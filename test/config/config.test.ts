@@ -254,6 +254,7 @@ describe('configuration (docs/decisions/0024-engines-and-data-flow.md)', () => {
       [{ NODE_ID: 'n1' }, /NODE_ID needs CLUSTER_SECRET/],
       [{ CLUSTER_SECRET: 's'.repeat(32), NODE_URL: 'ftp://x' }, /NODE_URL/],
       [{ CLUSTER_SECRET: 's'.repeat(32), NODE_ID: 'has space' }, /NODE_ID/],
+      [{ CLUSTER_SECRET: 's'.repeat(32), NODE_ID: '-' }, /NODE_ID/],
       [
         { WEBHOOK_CLAIM_STALE_SECONDS: '30' },
         /WEBHOOK_CLAIM_STALE_SECONDS must be more than twice WEBHOOK_TIMEOUT_SECONDS \(30\)/,

@@ -4,6 +4,7 @@ import { adminCreateInstance } from '../../src/app/instances.ts';
 import { openStore, type Store } from '../../src/store/database.ts';
 import { deleteInstance } from '../../src/store/instances.ts';
 import { createTestApp, loginSandbox, type TestApp } from '../support/app.ts';
+import { listSignalsHeard } from '../support/list-signals.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 
 /**
@@ -53,23 +54,13 @@ for (const dialect of testDialects()) {
     });
 
     /**
-     * Runs `write` on another handle of the store, then (PostgreSQL) waits until the app's signals heard the
-     * change of the instance list, which its kept list was dropped for.
+     * Runs `write` on another handle of the store, then (PostgreSQL) waits until the app's signals heard every
+     * change of the instance lists committed so far, its own among them, so no kept list is left from before.
      */
     async function changedElsewhere(write: () => Promise<unknown>): Promise<void> {
-      const signals = t.services.signals;
-      if (signals === undefined) {
-        await write();
-        return;
-      }
-      const heard = new Promise<void>((resolve) => {
-        const stop = signals.subscribe('instances', () => {
-          stop();
-          resolve();
-        });
-      });
       await write();
-      await heard;
+      const signals = t.services.signals;
+      if (signals !== undefined) await listSignalsHeard(testStore.store.db, signals);
     }
 
     /** Touches the instance's row from another handle (a change of its list, as another node's would be). */
