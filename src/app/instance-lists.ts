@@ -29,6 +29,9 @@ interface Kept {
  */
 export const KEPT_LIST_MAX_AGE_MS = 1_000;
 
+/** The `instances` signal's item for every list (docs/decisions/0088-kept-instance-lists.md). */
+const EVERY_LIST = '*';
+
 /** How lists are kept between turns (docs/decisions/0088-kept-instance-lists.md). */
 export interface ListKeeping {
   /** The store's signals: an `instances` signal drops its list, a gap every list; kept only while listening. */
@@ -85,6 +88,8 @@ export class InstanceLists {
       };
       keeping.signals.subscribe('instances', (items) => {
         this.#changes += 1;
+        // `*`: every list (a `TRUNCATE`, migration 0028).
+        if (items.includes(EVERY_LIST)) this.#kept.clear();
         for (const item of items) this.#kept.delete(item);
       });
       keeping.signals.onGap(() => this.#forgetAll());

@@ -7,7 +7,8 @@ import { CONNECT_TIMEOUT_MS } from './database.ts';
  * whose events a node committed (items: instance ids); `keys`, that an API key was revoked (items: key ids);
  * `deliveries`, the instances held by another node whose delivery log a node's webhook worker changed (items:
  * instance ids); `instances`, that an organization's instance list in an environment changed (items:
- * `<org id>/<env>`, published by the store's trigger on `instances` with no node, so every node hears it:
+ * `<org id>/<env>`, or `*` for every list, published by the store's triggers on `instances` with no node, so
+ * every node hears it:
  * docs/decisions/0088-kept-instance-lists.md).
  */
 export type SignalTopic = 'events' | 'keys' | 'deliveries' | 'instances';

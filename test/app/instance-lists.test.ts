@@ -127,7 +127,7 @@ describe('instance lists kept between turns', () => {
     assert.equal(reads.length, 2);
   });
 
-  it("drops a list at its signal, and every list at a gap and at this process's own write", async () => {
+  it("drops a list at its signal, and every list at a gap, at this process's own write and at `*`", async () => {
     const signals = new MemorySignals();
     const { reads, names, ownWrite } = keptLists(signals);
     assert.deepEqual(await names('org-a'), ['1']);
@@ -141,9 +141,15 @@ describe('instance lists kept between turns', () => {
     ownWrite();
     assert.deepEqual(await names('org-a'), ['6']);
     assert.deepEqual(await names('org-b'), ['7']);
+    // A `TRUNCATE` of the table: every list.
+    signals.hear('instances', ['*']);
+    assert.deepEqual(await names('org-a'), ['8']);
+    assert.deepEqual(await names('org-b'), ['9']);
     assert.deepEqual(reads, [
       'org-a/test',
       'org-b/test',
+      'org-b/test',
+      'org-a/test',
       'org-b/test',
       'org-a/test',
       'org-b/test',

@@ -148,5 +148,17 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       await eventually('a listens again', () => a.services.signals?.listening === true);
       assert.equal(await statusOnA(victim.id), 404);
     });
+
+    // Last: it empties the table.
+    it("a TRUNCATE of the table, which fires no row trigger, drops every node's lists", async () => {
+      await settledOnA();
+      assert.equal(await statusOnA(a.instance.id), 200);
+      const heard = hearOnA();
+      await admin.query(`truncate ${ts.schema}.instances cascade`);
+      await settledOnA();
+      heard.stop();
+      assert.ok(heard.items.includes('*'), `every list: ${heard.items.join(' ')}`);
+      assert.equal(await statusOnA(a.instance.id), 404);
+    });
   });
 }

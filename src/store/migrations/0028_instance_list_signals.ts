@@ -8,10 +8,11 @@ import { type Kysely, PostgresAdapter, sql } from 'kysely';
  * writing node hears it too) and the list's key. PostgreSQL sends it when the transaction commits and drops it
  * when it rolls back, and sends one of identical notifications of a transaction (PostgreSQL's documentation,
  * "NOTIFY"). A trigger rather than the writers: the service's statements, the command line's and an operator's SQL
- * are all heard. SQLite: nothing (its one process reads the list at each turn).
+ * are all heard. A `TRUNCATE`, which fires no row trigger, is signalled by a statement trigger with the item `*`:
+ * every list. SQLite: nothing (its one process reads the list at each turn).
  */
 
-/** Adds the trigger and its function (PostgreSQL). */
+/** Adds the triggers and their functions (PostgreSQL). */
 export async function up(db: Kysely<unknown>): Promise<void> {
   if (!(db.getExecutor().adapter instanceof PostgresAdapter)) return;
   await sql
@@ -34,11 +35,27 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       'create trigger instances_list_changed after insert or update or delete on instances for each row execute function parley_instances_changed()',
     )
     .execute(db);
+  await sql
+    .raw(`
+      create function parley_instances_truncated() returns trigger language plpgsql as $$
+      begin
+        perform pg_notify('parley_instances', tg_table_schema || ' - *');
+        return null;
+      end
+      $$`)
+    .execute(db);
+  await sql
+    .raw(
+      'create trigger instances_list_truncated after truncate on instances for each statement execute function parley_instances_truncated()',
+    )
+    .execute(db);
 }
 
-/** Drops the trigger and its function (PostgreSQL). */
+/** Drops the triggers and their functions (PostgreSQL). */
 export async function down(db: Kysely<unknown>): Promise<void> {
   if (!(db.getExecutor().adapter instanceof PostgresAdapter)) return;
+  await sql.raw('drop trigger instances_list_truncated on instances').execute(db);
+  await sql.raw('drop function parley_instances_truncated()').execute(db);
   await sql.raw('drop trigger instances_list_changed on instances').execute(db);
   await sql.raw('drop function parley_instances_changed()').execute(db);
 }
