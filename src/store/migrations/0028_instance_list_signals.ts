@@ -12,50 +12,46 @@ import { type Kysely, PostgresAdapter, sql } from 'kysely';
  * every list. SQLite: nothing (its one process reads the list at each turn).
  */
 
+/** The functions and triggers, in creation order: each function with the trigger that calls it. */
+const UP = [
+  `create function parley_instances_changed() returns trigger language plpgsql as $$
+  declare
+    changed record;
+  begin
+    if tg_op = 'DELETE' then changed := old; else changed := new; end if;
+    perform pg_notify('parley_instances', tg_table_schema || ' - ' || changed.org_id || '/' || changed.env);
+    if tg_op = 'UPDATE' and (old.org_id <> new.org_id or old.env <> new.env) then
+      perform pg_notify('parley_instances', tg_table_schema || ' - ' || old.org_id || '/' || old.env);
+    end if;
+    return null;
+  end
+  $$`,
+  'create trigger instances_list_changed after insert or update or delete on instances for each row execute function parley_instances_changed()',
+  `create function parley_instances_truncated() returns trigger language plpgsql as $$
+  begin
+    perform pg_notify('parley_instances', tg_table_schema || ' - *');
+    return null;
+  end
+  $$`,
+  'create trigger instances_list_truncated after truncate on instances for each statement execute function parley_instances_truncated()',
+];
+
+/** What {@link down} runs: the triggers, then their functions. */
+const DOWN = [
+  'drop trigger instances_list_truncated on instances',
+  'drop function parley_instances_truncated()',
+  'drop trigger instances_list_changed on instances',
+  'drop function parley_instances_changed()',
+];
+
 /** Adds the triggers and their functions (PostgreSQL). */
 export async function up(db: Kysely<unknown>): Promise<void> {
   if (!(db.getExecutor().adapter instanceof PostgresAdapter)) return;
-  await sql
-    .raw(`
-      create function parley_instances_changed() returns trigger language plpgsql as $$
-      declare
-        changed record;
-      begin
-        if tg_op = 'DELETE' then changed := old; else changed := new; end if;
-        perform pg_notify('parley_instances', tg_table_schema || ' - ' || changed.org_id || '/' || changed.env);
-        if tg_op = 'UPDATE' and (old.org_id <> new.org_id or old.env <> new.env) then
-          perform pg_notify('parley_instances', tg_table_schema || ' - ' || old.org_id || '/' || old.env);
-        end if;
-        return null;
-      end
-      $$`)
-    .execute(db);
-  await sql
-    .raw(
-      'create trigger instances_list_changed after insert or update or delete on instances for each row execute function parley_instances_changed()',
-    )
-    .execute(db);
-  await sql
-    .raw(`
-      create function parley_instances_truncated() returns trigger language plpgsql as $$
-      begin
-        perform pg_notify('parley_instances', tg_table_schema || ' - *');
-        return null;
-      end
-      $$`)
-    .execute(db);
-  await sql
-    .raw(
-      'create trigger instances_list_truncated after truncate on instances for each statement execute function parley_instances_truncated()',
-    )
-    .execute(db);
+  for (const statement of UP) await sql.raw(statement).execute(db);
 }
 
 /** Drops the triggers and their functions (PostgreSQL). */
 export async function down(db: Kysely<unknown>): Promise<void> {
   if (!(db.getExecutor().adapter instanceof PostgresAdapter)) return;
-  await sql.raw('drop trigger instances_list_truncated on instances').execute(db);
-  await sql.raw('drop function parley_instances_truncated()').execute(db);
-  await sql.raw('drop trigger instances_list_changed on instances').execute(db);
-  await sql.raw('drop function parley_instances_changed()').execute(db);
+  for (const statement of DOWN) await sql.raw(statement).execute(db);
 }
