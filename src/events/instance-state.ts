@@ -14,13 +14,13 @@ import type { EventProjection } from './recorder.ts';
 export class InstanceStateProjection implements EventProjection {
   readonly name = 'instance-state';
   readonly #clock: Clock;
-  readonly #db: Kysely<Database> | undefined;
+  readonly #db: Kysely<Database>;
 
   /**
    * @param db the store the recorder writes (its root handle): its row writes are told after their commit to what
    *   keeps instance lists (src/store/instance-writes.ts, docs/decisions/0088-kept-instance-lists.md).
    */
-  constructor(clock: Clock, db?: Kysely<Database>) {
+  constructor(clock: Clock, db: Kysely<Database>) {
     this.#clock = clock;
     this.#db = db;
   }
@@ -53,6 +53,6 @@ export class InstanceStateProjection implements EventProjection {
   }
 
   afterCommit(_instanceId: string, event: EngineEvent): void {
-    if (event.type === 'connection' && this.#db !== undefined) tellInstancesWritten(this.#db);
+    if (event.type === 'connection') tellInstancesWritten(this.#db);
   }
 }

@@ -172,24 +172,25 @@ describe('instance lists kept between turns', () => {
       },
       { signals },
     );
-    const pending = lists.list('org-a', 'test');
-    await new Promise((resolve) => setImmediate(resolve));
-    assert.equal(reads.length, 1, 'the read started');
+    /**
+     * Asks for org-a's list, checks that the reader was called `count` times in all once the turn ended, runs
+     * `meanwhile` (the read is under way), answers the read with an instance named `name`.
+     * @returns the names of the list answered.
+     */
+    const ask = async (count: number, message: string, name: string, meanwhile = () => {}) => {
+      const pending = lists.list('org-a', 'test');
+      await new Promise((resolve) => setImmediate(resolve));
+      assert.equal(reads.length, count, message);
+      meanwhile();
+      answer([instance('org-a', name)]);
+      return (await pending).map((row) => row.name);
+    };
     // The list changed while it was read: what it answers may be from before the change.
-    signals.hear('instances', ['org-a/test']);
-    answer([instance('org-a', 'before')]);
     assert.deepEqual(
-      (await pending).map((row) => row.name),
+      await ask(1, 'the read started', 'before', () => signals.hear('instances', ['org-a/test'])),
       ['before'],
     );
-    const again = lists.list('org-a', 'test');
-    await new Promise((resolve) => setImmediate(resolve));
-    assert.equal(reads.length, 2, 'not kept: read again');
-    answer([instance('org-a', 'after')]);
-    assert.deepEqual(
-      (await again).map((row) => row.name),
-      ['after'],
-    );
+    assert.deepEqual(await ask(2, 'not kept: read again', 'after'), ['after']);
     assert.deepEqual(
       (await lists.list('org-a', 'test')).map((row) => row.name),
       ['after'],
@@ -198,20 +199,9 @@ describe('instance lists kept between turns', () => {
     assert.equal(reads.length, 2);
     signals.listening = false;
     assert.equal(lists.keeping, false);
-    const down = lists.list('org-a', 'test');
-    await new Promise((resolve) => setImmediate(resolve));
-    assert.equal(reads.length, 3, 'not listening: the kept list is not used');
-    answer([instance('org-a', 'down')]);
-    await down;
+    assert.deepEqual(await ask(3, 'not listening: the kept list is not used', 'down'), ['down']);
     // Back up without a gap told yet: the list read while down is not served.
     signals.listening = true;
-    const upAgain = lists.list('org-a', 'test');
-    await new Promise((resolve) => setImmediate(resolve));
-    assert.equal(reads.length, 4, 'nor is a list read while down kept');
-    answer([instance('org-a', 'up again')]);
-    assert.deepEqual(
-      (await upAgain).map((row) => row.name),
-      ['up again'],
-    );
+    assert.deepEqual(await ask(4, 'nor is a list read while down kept', 'up again'), ['up again']);
   });
 });
