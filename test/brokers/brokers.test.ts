@@ -15,8 +15,11 @@ import {
 import { testDialects } from '../support/store.ts';
 import { createWebhookApp, textMessage } from '../webhooks/support.ts';
 
-/** Retries every half second for 30 s: longer than a broker restart takes here. */
-const PATIENT_SCHEDULE = Array.from({ length: 60 }, () => '0.5').join(',');
+/**
+ * Retries every half second for two minutes: longer than a broker restart may take (the restart helpers wait 90 s
+ * for the broker; on a loaded machine RabbitMQ has taken more than 30 s to come back).
+ */
+const PATIENT_SCHEDULE = Array.from({ length: 240 }, () => '0.5').join(',');
 
 /** A name no other test uses (exchanges are shared by the whole broker). */
 function unique(prefix: string): string {
@@ -85,7 +88,10 @@ async function waitForEndpointLog(
     t.services.webhooks.wake();
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  assert.fail(`not met within ${timeoutMs} ms: ${what}; rows: ${JSON.stringify(rows.slice(-3))}`);
+  const pending = rows.filter((row) => row.status !== 'delivered');
+  assert.fail(
+    `not met within ${timeoutMs} ms: ${what}; ${rows.length} deliveries, not delivered: ${JSON.stringify(pending.slice(0, 3))}`,
+  );
 }
 
 /**
