@@ -1,7 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Page } from 'playwright-core';
-import { axeViolations, CHECK_WIDTHS, overflowOf, watchConsole } from './browser-checks.ts';
+import {
+  axeViolations,
+  buttonStateContrast,
+  CHECK_WIDTHS,
+  overflowOf,
+  watchConsole,
+} from './browser-checks.ts';
 import {
   chromiumAvailable,
   chromiumSuite,
@@ -14,7 +20,8 @@ import { createUser, PASSWORD } from './support.ts';
 /**
  * The dashboard's layout, accessibility and times in Chromium (docs/decisions/0047-dashboard-style-library.md):
  * every page, the sign-in page included, at 1440, 390 and 360 px without sideways scrolling and without a serious or
- * critical axe-core violation, in the light and the dark scheme; and times written in the browser's zone and
+ * critical axe-core violation, in the light and the dark scheme; every kind of button readable while hovered and
+ * while focused; and times written in the browser's zone and
  * language. The pages hold a logged-in test instance with a message, so their tables, badges and charts are drawn.
  */
 /** Every page of the dashboard an owner sees, as its hash and the text of its heading. */
@@ -102,6 +109,25 @@ if (chromiumAvailable) {
           .waitFor();
         await ui.page.mouse.move(1, 1);
         await screenshot(ui.page, 'dark');
+      } finally {
+        await ui.page.emulateMedia({ colorScheme: 'light' });
+        await ui.page.setViewportSize({ width: 1200, height: 860 });
+      }
+      assert.deepEqual(found, []);
+    });
+
+    it('keeps every kind of button readable while hovered and while focused, in light and dark', async () => {
+      const found: string[] = [];
+      try {
+        await ui.page.setViewportSize({ width: 1440, height: 900 });
+        for (const scheme of ['light', 'dark'] as const) {
+          await ui.page.emulateMedia({ colorScheme: scheme });
+          for (const [hash, heading] of PAGES(instanceId)) {
+            await ui.page.goto(`/dashboard/${hash}`);
+            await ui.page.getByRole('heading', { name: heading, exact: false }).first().waitFor();
+            found.push(...(await buttonStateContrast(ui.page, `${scheme} ${hash}`)));
+          }
+        }
       } finally {
         await ui.page.emulateMedia({ colorScheme: 'light' });
         await ui.page.setViewportSize({ width: 1200, height: 860 });
