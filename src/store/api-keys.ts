@@ -130,7 +130,9 @@ export async function revokeApiKey(
       .where('revoked_at', 'is', null)
       .executeTakeFirst();
     if (postgres && result.numUpdatedRows > 0n) {
-      await sql`select pg_notify(${signalChannel('keys')}, current_schema() || ' - ' || ${id})`.execute(trx);
+      await sql`select pg_notify(${signalChannel('keys')}, replace(replace(current_schema(), '%', '%25'), ' ', '%20') || ' - ' || ${id})`.execute(
+        trx,
+      );
     }
   });
   return getApiKey(db, id);

@@ -122,12 +122,23 @@ export function signalsApplicationName(nodeId: string): string {
 }
 
 /**
- * A notification's payload: the publisher's schema and node id, then the items, separated by single spaces
- * (docs/decisions/0078-store-signals.md). Split into payloads of at most {@link MAX_PAYLOAD_BYTES} bytes.
+ * How a schema's name is written in a payload's first field: `%` as `%25`, then a space as `%20` (a PostgreSQL
+ * schema may hold spaces when a `DATABASE_URL` sets a quoted `search_path`; the fields are separated by spaces). The
+ * store's SQL writes the same (`replace(replace(<schema>, '%', '%25'), ' ', '%20')`, in the key revocation's
+ * signal and the instance triggers), so two schemas never share a field (docs/decisions/0078-store-signals.md).
+ */
+export function signalSchemaField(schema: string): string {
+  return schema.replaceAll('%', '%25').replaceAll(' ', '%20');
+}
+
+/**
+ * A notification's payload: the publisher's schema (as {@link signalSchemaField} writes it) and node id, then the
+ * items, separated by single spaces (docs/decisions/0078-store-signals.md). Split into payloads of at most
+ * {@link MAX_PAYLOAD_BYTES} bytes.
  * @throws Error when an item holds a space or passes {@link MAX_ITEM_BYTES} (a caller's bug, never a client's input).
  */
 export function encodeSignals(schema: string, nodeId: string, items: readonly string[]): string[] {
-  const head = `${schema} ${nodeId}`;
+  const head = `${signalSchemaField(schema)} ${nodeId}`;
   const payloads: string[] = [];
   let current = head;
   let bytes = Buffer.byteLength(head);
@@ -154,7 +165,7 @@ export function encodeSignals(schema: string, nodeId: string, items: readonly st
  */
 export function decodeSignals(payload: string, schema: string, nodeId: string): string[] | undefined {
   const parts = payload.split(' ');
-  if (parts.length < 3 || parts[0] !== schema || parts[1] === nodeId) return undefined;
+  if (parts.length < 3 || parts[0] !== signalSchemaField(schema) || parts[1] === nodeId) return undefined;
   return parts.slice(2).filter((item) => item !== '');
 }
 

@@ -8,6 +8,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { insertApiKey, type NewApiKey, revokeApiKey } from '../../src/store/api-keys.ts';
+import { openStore } from '../../src/store/database.ts';
+import { createInstance } from '../../src/store/instances.ts';
+import { migrateToLatest } from '../../src/store/migrate.ts';
 import { createOrganization } from '../../src/store/organizations.ts';
 import {
   decodeSignals,
@@ -15,6 +18,7 @@ import {
   MAX_PAYLOAD_BYTES,
   PgSignals,
   type SignalTopic,
+  signalSchemaField,
   signalsApplicationName,
 } from '../../src/store/pg-signals.ts';
 import { eventually } from '../support/eventually.ts';
@@ -47,6 +51,15 @@ describe('signal payloads', () => {
     assert.equal(decodeSignals(payload, 'other', 'n2'), undefined);
     assert.deepEqual(decodeSignals(payload, 'parley_test', 'n2'), ['a']);
     assert.equal(decodeSignals('parley_test n1', 'parley_test', 'n2'), undefined);
+  });
+
+  it('write a schema with spaces or % so that no other schema reads it as its own', () => {
+    const [payload] = encodeSignals('sig test', 'n1', ['a']);
+    assert.equal(payload, 'sig%20test n1 a');
+    assert.deepEqual(decodeSignals(payload ?? '', 'sig test', 'n2'), ['a']);
+    assert.equal(decodeSignals(payload ?? '', 'sig', 'n2'), undefined);
+    assert.equal(decodeSignals(payload ?? '', 'sig%20test', 'n2'), undefined);
+    assert.equal(signalSchemaField('sig%20test'), 'sig%2520test');
   });
 
   it('refuse an item with a space or an empty one (a caller bug)', () => {
@@ -161,6 +174,54 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       await revokeApiKey(ts.store.db, second.id);
       await eventually('the second revocation is heard', () => keys.length === 2);
       assert.deepEqual(keys, [[key.id], [second.id]]);
+    });
+
+    it('signals the instances and revocations of a store whose schema name holds a space, to it alone', async () => {
+      // An operator's DATABASE_URL may set a quoted search_path: the store lives in "sig test", and a store in
+      // schema "sig" (the name's first word) shares the database.
+      const admin = new pg.Client({ connectionString: url });
+      await admin.connect();
+      await admin.query('create schema "sig test"');
+      await admin.end();
+      const spaced = new URL(url);
+      spaced.searchParams.set('options', '-c search_path="sig\\ test"');
+      const store = await openStore({ dialect: 'postgres', url: spaced.toString() });
+      try {
+        assert.equal(store.schema, 'sig test');
+        await migrateToLatest(store);
+        const own = await open('n11', { schema: 'sig test' });
+        const firstWord = await open('n12', { schema: 'sig' });
+        const instances = heard(own, 'instances');
+        const keys = heard(own, 'keys');
+        const misread = [...heard(firstWord, 'instances'), ...heard(firstWord, 'keys')];
+        const org = await createOrganization(store.db, { name: 'spaced', plan: 'pro' });
+        await createInstance(store.db, { orgId: org.id, env: 'test', name: 'main' });
+        const key = await insertApiKey(store.db, {
+          orgId: org.id,
+          env: 'test',
+          name: 'to revoke',
+          prefix: 'svc_test_ab',
+          keyHash: 'd'.repeat(64),
+          scopes: ['chat:*'],
+          instanceIds: [],
+          expiresAt: null,
+        });
+        await revokeApiKey(store.db, key.id);
+        await eventually(
+          'the instance and the revocation are heard',
+          () => instances.length === 1 && keys.length === 1,
+        );
+        assert.deepEqual(instances, [[`${org.id}/test`]]);
+        assert.deepEqual(keys, [[key.id]]);
+        // A marker for schema "sig", sent after both commits, reaches its node after anything they sent it.
+        const marker = heard(firstWord, 'events');
+        const probe = await open('n13', { schema: 'sig' });
+        probe.publish('events', ['marker']);
+        await eventually('the "sig" node hears its marker', () => marker.length === 1);
+        assert.deepEqual(misread, []);
+      } finally {
+        await store.destroy();
+      }
     });
 
     it('listens again after its backend is terminated, and tells of the gap', async () => {

@@ -4,7 +4,8 @@ import { type Kysely, PostgresAdapter, sql } from 'kysely';
  * PostgreSQL: every insert, update and delete of an `instances` row signals the nodes listening on the store that
  * the instance list of the row's organization and environment changed (docs/decisions/0088-kept-instance-lists.md):
  * an `AFTER` row trigger calls `pg_notify` on the `parley_instances` channel with the payload of
- * docs/decisions/0078-store-signals.md, `<schema> - <org id>/<env>`: the table's schema, no node (`-`, so the
+ * docs/decisions/0078-store-signals.md, `<schema> - <org id>/<env>`: the table's schema (`%` and spaces written
+ * `%25` and `%20`), no node (`-`, so the
  * writing node hears it too) and the list's key. PostgreSQL sends it when the transaction commits and drops it
  * when it rolls back, and sends one of identical notifications of a transaction (PostgreSQL's documentation,
  * "NOTIFY"). A trigger rather than the writers: the service's statements, the command line's and an operator's SQL
@@ -17,11 +18,12 @@ const UP = [
   `create function parley_instances_changed() returns trigger language plpgsql as $$
   declare
     changed record;
+    head text := replace(replace(tg_table_schema, '%', '%25'), ' ', '%20') || ' - ';
   begin
     if tg_op = 'DELETE' then changed := old; else changed := new; end if;
-    perform pg_notify('parley_instances', tg_table_schema || ' - ' || changed.org_id || '/' || changed.env);
+    perform pg_notify('parley_instances', head || changed.org_id || '/' || changed.env);
     if tg_op = 'UPDATE' and (old.org_id <> new.org_id or old.env <> new.env) then
-      perform pg_notify('parley_instances', tg_table_schema || ' - ' || old.org_id || '/' || old.env);
+      perform pg_notify('parley_instances', head || old.org_id || '/' || old.env);
     end if;
     return null;
   end
@@ -29,7 +31,7 @@ const UP = [
   'create trigger instances_list_changed after insert or update or delete on instances for each row execute function parley_instances_changed()',
   `create function parley_instances_truncated() returns trigger language plpgsql as $$
   begin
-    perform pg_notify('parley_instances', tg_table_schema || ' - *');
+    perform pg_notify('parley_instances', replace(replace(tg_table_schema, '%', '%25'), ' ', '%20') || ' - *');
     return null;
   end
   $$`,
