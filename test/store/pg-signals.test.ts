@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { sql } from 'kysely';
 import pg from 'pg';
 import { insertApiKey, type NewApiKey, revokeApiKey } from '../../src/store/api-keys.ts';
 import { openStore } from '../../src/store/database.ts';
@@ -176,7 +177,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       assert.deepEqual(keys, [[key.id], [second.id]]);
     });
 
-    it('signals the instances and revocations of a store whose schema name holds a space, to it alone', async () => {
+    it('signals the instances, truncation and revocations of a store whose schema name holds a space, to it alone', async () => {
       // An operator's DATABASE_URL may set a quoted search_path: the store lives in "sig test", and a store in
       // schema "sig" (the name's first word) shares the database.
       const admin = new pg.Client({ connectionString: url });
@@ -214,7 +215,11 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
         );
         assert.deepEqual(instances, [[`${org.id}/test`]]);
         assert.deepEqual(keys, [[key.id]]);
-        // A marker for schema "sig", sent after both commits, reaches its node after anything they sent it.
+        // A TRUNCATE is signalled by its statement trigger as every list ('*').
+        await sql`truncate table instances cascade`.execute(store.db);
+        await eventually('the truncation is heard', () => instances.length === 2);
+        assert.deepEqual(instances[1], ['*']);
+        // A marker for schema "sig", sent after these commits, reaches its node after anything they sent it.
         const marker = heard(firstWord, 'events');
         const probe = await open('n13', { schema: 'sig' });
         probe.publish('events', ['marker']);
