@@ -1,16 +1,15 @@
 import { type Kysely, PostgresAdapter, sql } from 'kysely';
 
 /**
- * PostgreSQL: every insert, update and delete of an `instances` row signals the nodes listening on the store that
- * the instance list of the row's organization and environment changed (docs/decisions/0088-kept-instance-lists.md):
- * an `AFTER` row trigger calls `pg_notify` on the `parley_instances` channel with the payload of
- * docs/decisions/0078-store-signals.md, `<schema> - <org id>/<env>`: the table's schema (`%` and spaces written
- * `%25` and `%20`), no node (`-`, so the
- * writing node hears it too) and the list's key. PostgreSQL sends it when the transaction commits and drops it
- * when it rolls back, and sends one of identical notifications of a transaction (PostgreSQL's documentation,
- * "NOTIFY"). A trigger rather than the writers: the service's statements, the command line's and an operator's SQL
- * are all heard. A `TRUNCATE`, which fires no row trigger, is signalled by a statement trigger with the item `*`:
- * every list. SQLite: nothing (its one process reads the list at each turn).
+ * PostgreSQL: every insert, update and delete of an `instances` row signals the nodes listening on the store that the
+ * instance list of the row's organization and environment changed (docs/decisions/0088-kept-instance-lists.md): an
+ * `AFTER` row trigger calls `pg_notify` on the `parley_instances` channel with the payload of
+ * docs/decisions/0078-store-signals.md, `<schema> - <org id>/<env>`: the table's schema (`%` and spaces written `%25`
+ * and `%20`), no node (`-`, so the writing node hears it too) and the list's key. PostgreSQL sends it when the
+ * transaction commits and drops it when it rolls back, and sends one of identical notifications of a transaction
+ * (PostgreSQL's documentation, "NOTIFY"). A trigger rather than the writers: the service's statements, the command
+ * line's and an operator's SQL are all heard. A `TRUNCATE`, which fires no row trigger, is signalled by a statement
+ * trigger with the item `*`: every list. SQLite: nothing (its one process reads the list at each turn).
  */
 
 /** The functions and triggers, in creation order: each function with the trigger that calls it. */
