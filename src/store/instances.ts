@@ -119,15 +119,15 @@ export async function deleteInstance(db: Kysely<Database>, id: string): Promise<
   for (let attempt = 1; ; attempt++) {
     try {
       const result = await db.deleteFrom('instances').where('id', '=', id).executeTakeFirst();
-      tellInstancesWritten(db);
       return result.numDeletedRows > 0n;
     } catch (error) {
-      // Whether a failed statement's commit happened may be unknown: kept lists go either way.
-      tellInstancesWritten(db);
       // PostgreSQL breaks a deadlock with a transaction recording the instance's events (it locks the instance row
       // after writing a row that references it, the cascade the other way round) by failing one of them: the delete
       // is the one to repeat, as nothing of it was kept.
       if (attempt >= DELETE_ATTEMPTS || !isDeadlock(error)) throw error;
+    } finally {
+      // Told after each try, failed ones too: whether a failed statement's commit happened may be unknown.
+      tellInstancesWritten(db);
     }
   }
 }
