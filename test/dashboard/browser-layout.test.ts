@@ -51,6 +51,12 @@ if (chromiumAvailable) {
       await on.getByRole('heading', { name: 'Instances' }).waitFor();
     };
 
+    /** Goes to the dashboard page `hash` and waits for its heading `heading`. */
+    const open = async (hash: string, heading: string) => {
+      await ui.page.goto(`/dashboard/${hash}`);
+      await ui.page.getByRole('heading', { name: heading, exact: false }).first().waitFor();
+    };
+
     it('fits the sign-in page into every width, with no serious or critical axe-core violation', async () => {
       await ui.page.goto('/dashboard/');
       await ui.page.getByRole('heading', { name: 'Sign in to parley' }).waitFor();
@@ -88,8 +94,7 @@ if (chromiumAvailable) {
         for (const width of CHECK_WIDTHS) {
           await ui.page.setViewportSize({ width, height: 860 });
           for (const [hash, heading] of PAGES(instanceId)) {
-            await ui.page.goto(`/dashboard/${hash}`);
-            await ui.page.getByRole('heading', { name: heading, exact: false }).first().waitFor();
+            await open(hash, heading);
             found.push(...(await overflowOf(ui.page, `${width} px ${hash}`)));
             found.push(...(await axeViolations(ui.page, `${width} px ${hash}`)));
           }
@@ -98,8 +103,7 @@ if (chromiumAvailable) {
         await ui.page.setViewportSize({ width: 1440, height: 900 });
         await ui.page.emulateMedia({ colorScheme: 'dark' });
         for (const [hash, heading] of PAGES(instanceId)) {
-          await ui.page.goto(`/dashboard/${hash}`);
-          await ui.page.getByRole('heading', { name: heading, exact: false }).first().waitFor();
+          await open(hash, heading);
           found.push(...(await axeViolations(ui.page, `dark ${hash}`)));
         }
         await ui.page.goto(`/dashboard/#/instances/${instanceId}`);
@@ -123,8 +127,7 @@ if (chromiumAvailable) {
         for (const scheme of ['light', 'dark'] as const) {
           await ui.page.emulateMedia({ colorScheme: scheme });
           for (const [hash, heading] of PAGES(instanceId)) {
-            await ui.page.goto(`/dashboard/${hash}`);
-            await ui.page.getByRole('heading', { name: heading, exact: false }).first().waitFor();
+            await open(hash, heading);
             found.push(...(await buttonStateContrast(ui.page, `${scheme} ${hash}`)));
           }
         }
