@@ -39,7 +39,7 @@ export interface ParleySetup {
   hmacKey: string;
   /** Log level of the service (default `warn`: request logging off, as in the baseline). */
   logLevel?: string;
-  /** `WEBHOOK_LANE_WINDOW`: webhook requests in flight per lane (default: the service's, 1). */
+  /** `WEBHOOK_LANE_WINDOW`: webhook requests in flight per lane (default: the service's, `DEFAULT_LANE_WINDOW` of src/config/env.ts). */
   laneWindow?: number;
   /** `DATABASE_PREPARED_STATEMENTS=off` (PostgreSQL: statements unnamed, parsed and planned at every run). */
   unprepared?: boolean;

@@ -1,3 +1,4 @@
+import { DEFAULT_LANE_WINDOW } from '../../src/config/env.ts';
 import type { BenchChild } from '../lib/ipc.ts';
 import { startChild } from '../lib/ipc.ts';
 import { type ProfileSummary, summariseProfile } from '../lib/profile.ts';
@@ -42,7 +43,7 @@ export interface DeliverySettings {
    * `.heapprofile` beside it).
    */
   profileFile?: string;
-  /** `WEBHOOK_LANE_WINDOW` of the parley child (`--lane-window`; default the service's, 1). */
+  /** `WEBHOOK_LANE_WINDOW` of the parley child (`--lane-window`; default the service's, `DEFAULT_LANE_WINDOW` of src/config/env.ts). */
   laneWindow?: number;
   /** `DATABASE_PREPARED_STATEMENTS=off` in the parley child (`--unprepared`). */
   unprepared?: true;
@@ -283,7 +284,7 @@ export async function deliveryScenario(
     details: {
       instances: settings.instances,
       concurrency: settings.concurrency,
-      laneWindow: settings.laneWindow ?? 1,
+      laneWindow: settings.laneWindow ?? DEFAULT_LANE_WINDOW,
       parley: { burst, paced, deliveries: statuses },
       baseline: { burst: baselineBurst, bursts: baselineBursts, paced: baselinePaced },
       ...(profile ? { profile } : {}),

@@ -1,3 +1,4 @@
+import { DEFAULT_LANE_WINDOW } from '../../src/config/env.ts';
 import { type BenchChild, startChild } from '../lib/ipc.ts';
 import { type LoadOptions, type LoadResult, runLoad } from '../lib/load.ts';
 import {
@@ -37,7 +38,7 @@ export interface HttpSettings {
   hmacKey: string;
   /** The benchmark receiver's URL. */
   webhookUrl: string;
-  /** `WEBHOOK_LANE_WINDOW` of the parley child (`--lane-window`; default the service's, 1). */
+  /** `WEBHOOK_LANE_WINDOW` of the parley child (`--lane-window`; default the service's, `DEFAULT_LANE_WINDOW` of src/config/env.ts). */
   laneWindow?: number;
   /** `DATABASE_PREPARED_STATEMENTS=off` in the parley child (`--unprepared`). */
   unprepared?: true;
@@ -271,7 +272,7 @@ export async function sendScenario(settings: HttpSettings): Promise<ScenarioResu
       target('deliveries keep pace (≥ 0.9 delivered 2 s after)', kept, '>=', 0.9),
     ],
     details: {
-      laneWindow: settings.laneWindow ?? 1,
+      laneWindow: settings.laneWindow ?? DEFAULT_LANE_WINDOW,
       parley: run,
       baseline: baselineRun,
       baselineRuns: baselineRuns.map((r) => r.run),

@@ -65,10 +65,16 @@ export interface Config {
     /** How long finished events stay in the delivery log, milliseconds (`WEBHOOK_RETENTION_DAYS`). */
     retentionMs: number;
     /**
-     * Requests in flight per lane, 1–`MAX_LANE_WINDOW` of env.ts (`WEBHOOK_LANE_WINDOW`, default 1: one at a time; more are pipelined on one
-     * connection and still arrive in order; docs/decisions/0050-lane-windows.md, docs/decisions/0058-pipelined-lanes.md).
+     * Requests in flight per lane, 1–`MAX_LANE_WINDOW` of env.ts (`WEBHOOK_LANE_WINDOW`, default `DEFAULT_LANE_WINDOW`,
+     * 64: a backlog is pipelined on one connection and still arrives in order; 1 sends one at a time;
+     * docs/decisions/0050-lane-windows.md, docs/decisions/0058-pipelined-lanes.md, docs/decisions/0089-lane-window-default.md).
      */
     laneWindow: number;
+    /**
+     * Requests in flight at once in this process over all its lanes, 1–65,536 (`WEBHOOK_MAX_IN_FLIGHT`, default
+     * `DEFAULT_WEBHOOK_MAX_IN_FLIGHT` of env.ts, 256; docs/decisions/0089-lane-window-default.md).
+     */
+    maxInFlight: number;
     /**
      * Lanes sending at once in this process, 1–256 (`WEBHOOK_CONCURRENCY`, default
      * `DEFAULT_WEBHOOK_CONCURRENCY` of env.ts; docs/decisions/0054-delivery-concurrency.md).
@@ -232,6 +238,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       timeoutMs: Math.round(parsed.WEBHOOK_TIMEOUT_SECONDS * 1000),
       retentionMs: parsed.WEBHOOK_RETENTION_DAYS * 86_400_000,
       laneWindow: parsed.WEBHOOK_LANE_WINDOW,
+      maxInFlight: parsed.WEBHOOK_MAX_IN_FLIGHT,
       concurrency: parsed.WEBHOOK_CONCURRENCY,
       claimStaleMs:
         parsed.WEBHOOK_CLAIM_STALE_SECONDS === undefined

@@ -8,9 +8,23 @@ import { type Static, Type } from '@sinclair/typebox';
 /**
  * Webhook lanes a process sends on at once when `WEBHOOK_CONCURRENCY` is not set
  * (docs/decisions/0054-delivery-concurrency.md): a lane is an instance's default webhook or one of its endpoints,
- * each with one request in flight by default, so this is how many instances' receivers are waited on at once.
+ * so this is how many instances' receivers are waited on at once.
  */
 export const DEFAULT_WEBHOOK_CONCURRENCY = 64;
+
+/**
+ * Webhook requests of one lane in flight at once when `WEBHOOK_LANE_WINDOW` is not set
+ * (docs/decisions/0089-lane-window-default.md): a lane with one event due sends it alone; a busy number's backlog is
+ * written up to this many deep, pipelined on one connection, so it arrives in `sequence` order and keeps pace.
+ */
+export const DEFAULT_LANE_WINDOW = 64;
+
+/**
+ * Webhook requests a process has in flight at once, over all its lanes, when `WEBHOOK_MAX_IN_FLIGHT` is not set
+ * (docs/decisions/0089-lane-window-default.md): four busy lanes' full windows, or every lane's first request and
+ * the rest shared by the lanes that open first.
+ */
+export const DEFAULT_WEBHOOK_MAX_IN_FLIGHT = 256;
 
 /**
  * Most webhook requests of one lane in flight at once (`WEBHOOK_LANE_WINDOW`): a busy number's window written
@@ -80,9 +94,16 @@ export const EnvSchema = Type.Object({
   WEBHOOK_LANE_WINDOW: Type.Integer({
     minimum: 1,
     maximum: MAX_LANE_WINDOW,
-    default: 1,
+    default: DEFAULT_LANE_WINDOW,
     description:
-      'webhook requests in flight per lane, started in sequence order and pipelined on one connection (docs/decisions/0050-lane-windows.md, docs/decisions/0058-pipelined-lanes.md, docs/decisions/0059-lane-record-groups.md)',
+      'webhook requests in flight per lane, started in sequence order and pipelined on one connection (docs/decisions/0050-lane-windows.md, docs/decisions/0058-pipelined-lanes.md, docs/decisions/0089-lane-window-default.md)',
+  }),
+  WEBHOOK_MAX_IN_FLIGHT: Type.Integer({
+    minimum: 1,
+    maximum: 65_536,
+    default: DEFAULT_WEBHOOK_MAX_IN_FLIGHT,
+    description:
+      'webhook requests in flight at once in this process, over all lanes (docs/decisions/0089-lane-window-default.md)',
   }),
   WEBHOOK_CONCURRENCY: Type.Integer({
     minimum: 1,

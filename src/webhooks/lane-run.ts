@@ -4,6 +4,7 @@ import type { ClaimedDelivery } from '../store/delivery-claims.ts';
 import { nextAttemptOf, startDeliveries } from '../store/delivery-next.ts';
 import { untilStoreAnswers } from '../store/faults.ts';
 import { LaneRecords, type RecorderContext, type StartDecision, type TakenDelivery } from './lane-records.ts';
+import type { RequestPlaces } from './request-places.ts';
 import { sendAttempt } from './sending.ts';
 import type { DeliveryWorkerOptions } from './worker-options.ts';
 
@@ -24,12 +25,18 @@ export interface LaneRunContext {
   recorder: RecorderContext;
   /** Requests in flight on the lane at once (at least 1, at most the lane batch). */
   laneWindow: number;
+  /**
+   * The process's places for requests in flight (src/webhooks/request-places.ts): the head's was taken when the
+   * batch was launched; the rest of the window opens only as far as places are free.
+   */
+  places: RequestPlaces;
 }
 
 /**
  * Sends a lane batch (docs/decisions/0048-lane-batches.md) with up to `laneWindow` requests in flight
- * (docs/decisions/0050-lane-windows.md). The head was started by the claim; with a window the next deliveries
- * are started together at once, and from then on each delivered attempt's record starts the lane's next unstarted
+ * (docs/decisions/0050-lane-windows.md), as far as the process's places allow
+ * (docs/decisions/0089-lane-window-default.md). The head was started by the claim; with a window the next
+ * deliveries are started together at once, and from then on each delivered attempt's record starts the lane's next unstarted
  * delivery in the same transaction; the records of attempts answered together are written together
  * (docs/decisions/0059-lane-record-groups.md). Starts are decided one after the other in `sequence` order: a
  * delivery is started only once the one before it was, so a lane never has a later delivery started and an
@@ -40,16 +47,19 @@ export interface LaneRunContext {
  * @throws the first error met recording an attempt (after the rest was given back).
  */
 export async function runLane(context: LaneRunContext, run: LaneRun): Promise<void> {
-  const { options, recorder, laneWindow } = context;
+  const { options, recorder, laneWindow, places } = context;
   const { workerId, staleMs } = recorder;
   const untilAnswered = <T>(work: () => Promise<T>): Promise<T> =>
     untilStoreAnswers(work, options.clock, options.clock() + staleMs / 2);
   const [head, ...queue] = run.pending;
   if (head === undefined) return;
   const { store } = options;
+  // The window opens as far as the process has places for more requests (the head holds its own); each place is
+  // given back when its slot ends, or at once for a delivery that is not started.
+  const opening = queue.splice(0, places.take(Math.min(laneWindow - 1, queue.length)));
   // A window's requests go out pipelined on one connection, so they reach the receiver in the order they were
   // started (docs/decisions/0058-pipelined-lanes.md).
-  const channel = laneWindow > 1 ? new OutboundChannel(laneWindow) : undefined;
+  const channel = opening.length > 0 ? new OutboundChannel(opening.length + 1) : undefined;
   /** Deliveries taken from the queue but not started: given back with the queue's rest at the end. */
   const notStarted: ClaimedDelivery[] = [];
   let halted = false;
@@ -69,14 +79,13 @@ export async function runLane(context: LaneRunContext, run: LaneRun): Promise<vo
     lastStart = taken.own;
     return taken;
   };
-  const opening = queue.splice(0, laneWindow - 1);
   let opened: () => void = () => undefined;
   const records = new LaneRecords(
     recorder,
     new Promise<void>((resolve) => {
       opened = resolve;
     }),
-    laneWindow,
+    opening.length + 1,
   );
   /** Sends `first`, then each next delivery its records start, until one is not started. */
   const slot = async (first: ClaimedDelivery): Promise<void> => {
@@ -136,9 +145,10 @@ export async function runLane(context: LaneRunContext, run: LaneRun): Promise<vo
     const allStarted = !unknown && started === opening.length;
     decision.started = allStarted;
     if (!allStarted) halted = true;
-    if (unknown) opening.splice(0);
-    else notStarted.push(...opening.splice(started));
-    slots.push(...opening.map((delivery) => slot(delivery)));
+    const unsent = unknown ? opening.splice(0) : opening.splice(started);
+    if (!unknown) notStarted.push(...unsent);
+    places.give(unsent.length);
+    slots.push(...opening.map((delivery) => slot(delivery).finally(() => places.give(1))));
   }
   // The lane's records are written from here on: every start decision they read from outside is known.
   opened();

@@ -40,12 +40,19 @@ export interface DeliveryWorkerOptions {
    */
   laneBatch?: number;
   /**
-   * Requests in flight per lane at once (default 1; at most 128 and `laneBatch`), started in `sequence` order
-   * (docs/decisions/0050-lane-windows.md, `WEBHOOK_LANE_WINDOW`). 1 sends a lane's deliveries one at a time; more
-   * lets one busy instance's deliveries keep pace with its events, written pipelined on one connection so they
-   * still arrive in `sequence` order (docs/decisions/0058-pipelined-lanes.md).
+   * Requests in flight per lane at once (default `DEFAULT_LANE_WINDOW` of src/config/env.ts, 64; at most 128 and
+   * `laneBatch`), started in `sequence` order (docs/decisions/0050-lane-windows.md, `WEBHOOK_LANE_WINDOW`). 1 sends a
+   * lane's deliveries one at a time; more lets one busy instance's deliveries keep pace with its events, written
+   * pipelined on one connection so they still arrive in `sequence` order (docs/decisions/0058-pipelined-lanes.md,
+   * docs/decisions/0089-lane-window-default.md).
    */
   laneWindow?: number;
+  /**
+   * Requests in flight at once over all lanes (`WEBHOOK_MAX_IN_FLIGHT`, default `DEFAULT_WEBHOOK_MAX_IN_FLIGHT` of
+   * src/config/env.ts, 256; docs/decisions/0089-lane-window-default.md): a lane is claimed only with a place for its
+   * first request, and its window opens only as far as places are free.
+   */
+  maxInFlight?: number;
   /**
    * This worker's id in `locked_by` and the attempts log: the services pass the node registry's id, so the
    * registry can release the claims of a dead process (default `<host>:<pid>:<random>`).
@@ -69,5 +76,5 @@ export interface DeliveryWorkerOptions {
 /** The worker options a caller of `createServices` may tune (tests: fast poll, short stale timeout, fixed id). */
 export type WebhookWorkerTuning = Pick<
   DeliveryWorkerOptions,
-  'pollIntervalMs' | 'staleAfterMs' | 'concurrency' | 'laneBatch' | 'laneWindow' | 'workerId'
+  'pollIntervalMs' | 'staleAfterMs' | 'concurrency' | 'laneBatch' | 'laneWindow' | 'maxInFlight' | 'workerId'
 >;

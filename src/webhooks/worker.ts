@@ -1,6 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { DEFAULT_WEBHOOK_CONCURRENCY } from '../config/env.ts';
+import {
+  DEFAULT_LANE_WINDOW,
+  DEFAULT_WEBHOOK_CONCURRENCY,
+  DEFAULT_WEBHOOK_MAX_IN_FLIGHT,
+} from '../config/env.ts';
 import { MAX_CHANNEL_DEPTH } from '../net/outbound-channel.ts';
 import { releaseClaims } from '../store/deliveries.ts';
 import {
@@ -16,6 +20,7 @@ import { RetryPolicy } from './backoff.ts';
 import { CrossLaneRecords } from './cross-lane-records.ts';
 import type { RecorderContext } from './lane-records.ts';
 import { type LaneRun, type LaneRunContext, runLane } from './lane-run.ts';
+import { RequestPlaces } from './request-places.ts';
 import type { DeliveryWorkerOptions } from './worker-options.ts';
 
 export type { DeliveryWorkerOptions, WebhookWorkerTuning } from './worker-options.ts';
@@ -47,6 +52,8 @@ export class DeliveryWorker {
   readonly #concurrency: number;
   readonly #laneBatch: number;
   readonly #laneWindow: number;
+  /** Places for the requests in flight over all lanes (docs/decisions/0089-lane-window-default.md). */
+  readonly #places: RequestPlaces;
   readonly #retry: RetryPolicy;
   /** What a lane batch's records need (src/webhooks/lane-records.ts). */
   readonly #recorder: RecorderContext;
@@ -92,11 +99,12 @@ export class DeliveryWorker {
     this.#pollMs = options.pollIntervalMs ?? 1000;
     this.#staleMs = options.staleAfterMs ?? 2 * options.timeoutMs + 30_000;
     this.#concurrency = Math.max(1, options.concurrency ?? DEFAULT_WEBHOOK_CONCURRENCY);
-    const window = Math.min(MAX_CHANNEL_DEPTH, Math.max(1, options.laneWindow ?? 1));
+    const window = Math.min(MAX_CHANNEL_DEPTH, Math.max(1, options.laneWindow ?? DEFAULT_LANE_WINDOW));
     // A lane batch of four windows keeps a wide window full: each record starts the next delivery until the batch
     // runs out (docs/decisions/0059-lane-record-groups.md).
     this.#laneBatch = Math.max(1, options.laneBatch ?? Math.max(DEFAULT_LANE_BATCH, 4 * window));
     this.#laneWindow = Math.min(this.#laneBatch, window);
+    this.#places = new RequestPlaces(options.maxInFlight ?? DEFAULT_WEBHOOK_MAX_IN_FLIGHT);
     this.#retry = new RetryPolicy(options.scheduleMs, options.random);
     this.#recorder = {
       options,
@@ -109,7 +117,12 @@ export class DeliveryWorker {
         ? { together: new CrossLaneRecords(options.store.db) }
         : {}),
     };
-    this.#laneContext = { options, recorder: this.#recorder, laneWindow: this.#laneWindow };
+    this.#laneContext = {
+      options,
+      recorder: this.#recorder,
+      laneWindow: this.#laneWindow,
+      places: this.#places,
+    };
   }
 
   /** Attempts a delivery gets per round with the configured schedule. */
@@ -125,6 +138,11 @@ export class DeliveryWorker {
   /** Number of lanes this process is sending on (each with up to `laneWindow` attempts in flight). */
   get inFlight(): number {
     return this.#lanes.size;
+  }
+
+  /** Places for requests taken now over all lanes (at most `maxInFlight` but for lanes found claimed late). */
+  get requestsInFlight(): number {
+    return this.#places.taken;
   }
 
   /** Starts claiming. Idempotent. */
@@ -264,7 +282,8 @@ export class DeliveryWorker {
    * instance, or only at the instances woken since the last claim (docs/decisions/0053-targeted-claims.md).
    */
   async #claimAndLaunch(): Promise<LaneRun[]> {
-    const free = this.#concurrency - this.#lanes.size - this.#recovering;
+    // A lane is claimed only with a place for its first request (docs/decisions/0089-lane-window-default.md).
+    const free = Math.min(this.#concurrency - this.#lanes.size, this.#places.free) - this.#recovering;
     // The instances woken meanwhile stay noted: a lane's end frees capacity and wakes the worker.
     if (free <= 0) return [];
     const { store, clock, logger } = this.#options;
@@ -343,6 +362,10 @@ export class DeliveryWorker {
   /** Starts a lane batch per lane of `batches` (from {@link lanesOf}); returns the runs started. */
   #launch(batches: Map<string, ClaimedDelivery[]>): LaneRun[] {
     const { logger } = this.#options;
+    // Every head's place first, then the windows: a lane opening its window takes only what the heads left. The
+    // claim was weighed against the free places (a claim found made after its commit lost its answer was weighed
+    // against lanes only, and may go over the bound until it ends).
+    this.#places.hold(batches.size);
     return [...batches].map(([lane, batch]) => {
       const [first] = batch;
       const run: LaneRun = { done: Promise.resolve(), pending: batch, attempted: 0 };
@@ -351,6 +374,7 @@ export class DeliveryWorker {
           logger.warn({ err: error, lane }, 'recording a webhook attempt failed');
         })
         .finally(() => {
+          this.#places.give(1);
           // On SQLite a claim in the same shared transaction as this batch's last record may have taken the lane
           // again (docs/decisions/0051-turn-groups.md): that batch is the lane's now.
           if (this.#lanes.get(lane) === run) this.#lanes.delete(lane);

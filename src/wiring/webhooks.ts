@@ -63,6 +63,7 @@ export function wireWebhooks(
     scheduleMs: config.webhook.retryScheduleMs,
     timeoutMs: config.webhook.timeoutMs,
     laneWindow: config.webhook.laneWindow,
+    maxInFlight: config.webhook.maxInFlight,
     concurrency: config.webhook.concurrency,
     ...(deps.turn === undefined ? {} : { turn: deps.turn }),
     ...(config.webhook.claimStaleMs === undefined ? {} : { staleAfterMs: config.webhook.claimStaleMs }),

@@ -206,8 +206,9 @@ describe('configuration (docs/decisions/0024-engines-and-data-flow.md)', () => {
     }
   });
 
-  it('reads WEBHOOK_LANE_WINDOW, whole requests from 1 to 128, default 1 (docs/decisions/0050-lane-windows.md, docs/decisions/0059-lane-record-groups.md)', () => {
-    assert.equal(loadConfig({}).webhook.laneWindow, 1);
+  it('reads WEBHOOK_LANE_WINDOW, whole requests from 1 to 128, default 64 (docs/decisions/0050-lane-windows.md, docs/decisions/0089-lane-window-default.md)', () => {
+    assert.equal(loadConfig({}).webhook.laneWindow, 64);
+    assert.equal(loadConfig({ WEBHOOK_LANE_WINDOW: '1' }).webhook.laneWindow, 1);
     assert.equal(loadConfig({ WEBHOOK_LANE_WINDOW: '8' }).webhook.laneWindow, 8);
     assert.equal(loadConfig({ WEBHOOK_LANE_WINDOW: '32' }).webhook.laneWindow, 32);
     assert.equal(loadConfig({ WEBHOOK_LANE_WINDOW: '128' }).webhook.laneWindow, 128);
@@ -215,6 +216,18 @@ describe('configuration (docs/decisions/0024-engines-and-data-flow.md)', () => {
       assert.throws(() => loadConfig({ WEBHOOK_LANE_WINDOW: value }), {
         name: 'ConfigError',
         message: /^invalid configuration: WEBHOOK_LANE_WINDOW: /,
+      });
+    }
+  });
+
+  it('reads WEBHOOK_MAX_IN_FLIGHT, whole requests from 1 to 65536, default 256 (docs/decisions/0089-lane-window-default.md)', () => {
+    assert.equal(loadConfig({}).webhook.maxInFlight, 256);
+    assert.equal(loadConfig({ WEBHOOK_MAX_IN_FLIGHT: '1' }).webhook.maxInFlight, 1);
+    assert.equal(loadConfig({ WEBHOOK_MAX_IN_FLIGHT: '65536' }).webhook.maxInFlight, 65_536);
+    for (const value of ['0', '65537', '3.5', 'lots', '-1']) {
+      assert.throws(() => loadConfig({ WEBHOOK_MAX_IN_FLIGHT: value }), {
+        name: 'ConfigError',
+        message: /^invalid configuration: WEBHOOK_MAX_IN_FLIGHT: /,
       });
     }
   });

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Instance } from '../../src/domain/instance.ts';
+import type { TestApp } from '../support/app.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
 import { testDialects } from '../support/store.ts';
 import { HMAC_KEY, textMessage, webhookAppPerTest } from './support.ts';
@@ -74,6 +75,137 @@ for (const dialect of testDialects()) {
         for (const release of held.splice(0)) release();
         for (const receiver of receivers) await receiver.close();
       }
+    });
+  });
+}
+
+/**
+ * `WEBHOOK_MAX_IN_FLIGHT` (docs/decisions/0089-lane-window-default.md): the requests a process has in flight over all
+ * its lanes. A lane is claimed only with a place for its first request, and a lane's window opens only as far as
+ * places are free; the bound holds while the lanes' records start their next deliveries.
+ */
+for (const dialect of testDialects()) {
+  describe(`webhook requests in flight over all lanes (${dialect})`, () => {
+    /** Replies held until released, each with the sequence it answers; the most held at once. */
+    let held: { sequence: number; release: () => void }[] = [];
+    let most = 0;
+    const holding = () =>
+      startReceiver({
+        respond: (request) =>
+          new Promise((resolve) => {
+            const { sequence } = JSON.parse(request.body.toString()) as { sequence: number };
+            held.push({ sequence, release: () => resolve({ status: 200, body: 'ok' }) });
+            most = Math.max(most, held.length);
+          }),
+      });
+    const appWith = (maxInFlight: string) =>
+      webhookAppPerTest({
+        dialect,
+        plan: { plan: 'pro' },
+        webhookWorker: { pollIntervalMs: 600_000 },
+        // Long attempts: replies are held across several waits on a slow machine.
+        env: { WEBHOOK_LANE_WINDOW: '3', WEBHOOK_MAX_IN_FLIGHT: maxInFlight, WEBHOOK_TIMEOUT_SECONDS: '60' },
+      });
+
+    /** Three more instances of the org, each with its webhook at a holding receiver and `count` events queued. */
+    const threeBusyLanes = async (t: TestApp, count: number): Promise<Receiver[]> => {
+      const lanes: { other: Instance; receiver: Receiver }[] = [];
+      for (const name of ['b', 'c', 'd']) {
+        const receiver = await holding();
+        const other = await t.newInstance('test', name);
+        const set = await t.call('POST', `/v1/webhook?from=${other.id}`, { webhookUrl: receiver.url });
+        assert.equal(set.status, 200);
+        lanes.push({ other, receiver });
+      }
+      // One turn, one commit: one claim sees the three backlogs.
+      await Promise.all(
+        lanes.flatMap(({ other }) =>
+          Array.from({ length: count }, (_, index) =>
+            t.services.recorder.record(other.id, textMessage(`m${index}`)),
+          ),
+        ),
+      );
+      return lanes.map(({ receiver }) => receiver);
+    };
+    /** Releases the held replies one at a time until every receiver got `count` events; returns their sequences. */
+    const drain = async (receivers: Receiver[], count: number): Promise<number[][]> => {
+      const total = receivers.length * count;
+      let released = 0;
+      while (released < total) {
+        await waitUntil(() => held.length > 0);
+        held.shift()?.release();
+        released += 1;
+      }
+      return receivers.map((receiver) =>
+        receiver.requests.map(
+          (request) => (JSON.parse(request.body.toString()) as { sequence: number }).sequence,
+        ),
+      );
+    };
+
+    describe('with places for two requests', () => {
+      const app = appWith('2');
+      it('claims only the lanes it has a place for, opens no window, and never holds more than two', async () => {
+        const t = app.t();
+        held = [];
+        most = 0;
+        const receivers = await threeBusyLanes(t, 3);
+        try {
+          await waitUntil(() => held.length === 2);
+          assert.equal(t.services.webhooks.requestsInFlight, 2);
+          const locked = await t.testStore.store.db
+            .selectFrom('webhook_deliveries as d')
+            .innerJoin('instances as i', 'i.id', 'd.instance_id')
+            .select(['i.name', 'd.locked_by'])
+            .where('i.name', 'in', ['b', 'c', 'd'])
+            .where('d.locked_by', 'is not', null)
+            .execute();
+          assert.equal(
+            new Set(locked.map((row) => row.name)).size,
+            2,
+            'two lanes claimed, the third waiting',
+          );
+          assert.equal(
+            receivers.reduce((sum, receiver) => sum + receiver.requests.length, 0),
+            2,
+            'one request on each claimed lane: no place for a window',
+          );
+          const sequences = await drain(receivers, 3);
+          for (const got of sequences) assert.deepEqual(got, [1, 2, 3], 'each lane in sequence order, once');
+          assert.equal(most, 2, 'never more than two requests held at once');
+          await waitUntil(() => t.services.webhooks.requestsInFlight === 0);
+        } finally {
+          for (const { release } of held.splice(0)) release();
+          for (const receiver of receivers) await receiver.close();
+        }
+      });
+    });
+
+    describe('with places for four requests', () => {
+      const app = appWith('4');
+      it("opens one lane's window by the one place left after the three heads, and never holds more than four", async () => {
+        const t = app.t();
+        held = [];
+        most = 0;
+        const receivers = await threeBusyLanes(t, 4);
+        try {
+          await waitUntil(() => held.length === 4);
+          assert.equal(t.services.webhooks.requestsInFlight, 4);
+          assert.deepEqual(
+            receivers.map((receiver) => receiver.requests.length).sort(),
+            [1, 1, 2],
+            'three heads, and a window of two on the lane that opened first',
+          );
+          const sequences = await drain(receivers, 4);
+          for (const got of sequences)
+            assert.deepEqual(got, [1, 2, 3, 4], 'each lane in sequence order, once');
+          assert.equal(most, 4, 'never more than four requests held at once');
+          await waitUntil(() => t.services.webhooks.requestsInFlight === 0);
+        } finally {
+          for (const { release } of held.splice(0)) release();
+          for (const receiver of receivers) await receiver.close();
+        }
+      });
     });
   });
 }

@@ -84,7 +84,13 @@ for (const dialect of testDialects()) {
         // The killed processes' claims are released when the next one boots on this host (the node registry), not
         // by the stale timeout: a long one keeps a slow attempt of the last process, on a loaded machine, from being
         // taken over as if its worker had died (which would add an abandoned attempt of its own).
-        const env = { ...childEnv(testStore, newSecretKey()), CHILD_STALE_MS: '20000' };
+        // One request of the lane at a time (`WEBHOOK_LANE_WINDOW=1`): exactly the head is in flight when killed;
+        // the test below kills a window of four.
+        const env = {
+          ...childEnv(testStore, newSecretKey()),
+          CHILD_STALE_MS: '20000',
+          WEBHOOK_LANE_WINDOW: '1',
+        };
         const {
           instances: [instance],
           key,

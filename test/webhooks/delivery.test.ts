@@ -212,7 +212,9 @@ for (const dialect of testDialects()) {
     });
 
     it('410 Gone disables the webhook and fails what is pending; setting the URL again re-enables it', async () => {
-      const t = await createWebhookApp({ dialect, webhookWorker: { start: false } });
+      // One request at a time (`WEBHOOK_LANE_WINDOW=1`): the 410 answers the only request started; a window's
+      // requests in flight are settled by their own answers (test/webhooks/lane-windows.test.ts).
+      const t = await createWebhookApp({ dialect, webhookWorker: { start: false, laneWindow: 1 } });
       try {
         await configureWebhook(t, receiver.url);
         const seen = receiver.requests.length;

@@ -16,7 +16,9 @@ for (const dialect of testDialects()) {
     const app = webhookAppPerTest({
       dialect,
       env: { WEBHOOK_RETRY_SCHEDULE: '1' },
-      webhookWorker: { start: false, laneBatch: 3 },
+      // One request at a time (`WEBHOOK_LANE_WINDOW=1`): each record starts the next; windows are in
+      // test/webhooks/lane-windows.test.ts.
+      webhookWorker: { start: false, laneBatch: 3, laneWindow: 1 },
     });
     const db = () => app.t().testStore.store.db;
     const claim = (workerId: string, perLane: number, now = app.t().clock()) =>

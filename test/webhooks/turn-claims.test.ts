@@ -41,6 +41,8 @@ function workerOver(t: TestApp, turn: TurnTransactions, laneBatch = 32): Deliver
     timeoutMs: 5000,
     concurrency: 4,
     laneBatch,
+    // One request of a lane at a time: each attempt's record is a part of its own.
+    laneWindow: 1,
     pollIntervalMs: 60_000,
     turn,
     workerId: 'turn-claims',
