@@ -117,6 +117,44 @@ export class Metrics {
     });
   }
 
+  /**
+   * Registers the webhook worker's gauges, read from `worker` at every scrape
+   * (docs/decisions/0089-lane-window-default.md): `parley_webhook_lanes_in_flight` (lanes sending now, at most
+   * `WEBHOOK_CONCURRENCY`), `parley_webhook_requests_in_flight` (requests in flight over those lanes) and
+   * `parley_webhook_max_in_flight` (their bound, `WEBHOOK_MAX_IN_FLIGHT`). Called once.
+   */
+  trackWebhooks(worker: {
+    readonly inFlight: number;
+    readonly requestsInFlight: number;
+    readonly maxInFlight: number;
+  }): void {
+    const registers = [this.registry];
+    new Gauge({
+      name: 'parley_webhook_lanes_in_flight',
+      help: "Webhook lanes (an instance's webhook URL or one of its endpoints) this process is sending on now",
+      registers,
+      collect() {
+        this.set(worker.inFlight);
+      },
+    });
+    new Gauge({
+      name: 'parley_webhook_requests_in_flight',
+      help: 'Webhook requests of this process in flight now, over all its lanes',
+      registers,
+      collect() {
+        this.set(worker.requestsInFlight);
+      },
+    });
+    new Gauge({
+      name: 'parley_webhook_max_in_flight',
+      help: 'Most webhook requests this process has in flight at once (WEBHOOK_MAX_IN_FLIGHT)',
+      registers,
+      collect() {
+        this.set(worker.maxInFlight);
+      },
+    });
+  }
+
   /** Reads the sessions gauge from `source.size` (the engine sessions this process holds) at every scrape. */
   trackSessions(source: { readonly size: number }): void {
     this.#sessions = source;

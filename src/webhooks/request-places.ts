@@ -14,6 +14,11 @@ export class RequestPlaces {
     this.#limit = Math.max(1, Math.floor(limit));
   }
 
+  /** The most places (at least 1). */
+  get limit(): number {
+    return this.#limit;
+  }
+
   /** Places not taken (0 when places taken unconditionally by {@link hold} went over the limit). */
   get free(): number {
     return Math.max(0, this.#limit - this.#taken);

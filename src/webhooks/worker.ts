@@ -145,6 +145,11 @@ export class DeliveryWorker {
     return this.#places.taken;
   }
 
+  /** The most requests in flight at once over all lanes (`WEBHOOK_MAX_IN_FLIGHT`). */
+  get maxInFlight(): number {
+    return this.#places.limit;
+  }
+
   /** Starts claiming. Idempotent. */
   start(): void {
     if (this.#running) return;

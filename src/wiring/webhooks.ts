@@ -75,6 +75,7 @@ export function wireWebhooks(
     ...deps.tuning,
     workerId: deps.nodeId,
   });
+  metrics.trackWebhooks(webhooks);
   recorder.use(
     new OutboxProjection({
       clock,

@@ -191,6 +191,10 @@ for (const dialect of testDialects()) {
         try {
           await waitUntil(() => held.length === 4);
           assert.equal(t.services.webhooks.requestsInFlight, 4);
+          const metrics = (await t.app.inject({ url: '/metrics' })).body;
+          assert.match(metrics, /^parley_webhook_requests_in_flight 4$/m);
+          assert.match(metrics, /^parley_webhook_max_in_flight 4$/m);
+          assert.match(metrics, /^parley_webhook_lanes_in_flight 3$/m);
           assert.deepEqual(
             receivers.map((receiver) => receiver.requests.length).sort(),
             [1, 1, 2],
