@@ -51,7 +51,7 @@ interface Options {
   databaseUrl: string | undefined;
   /** Redis of the cluster scenario (`BENCH_REDIS_URL`). */
   redisUrl: string | undefined;
-  /** `--lane-window=N`: parley's `WEBHOOK_LANE_WINDOW` in the send and delivery scenarios (default its own, 1). */
+  /** `--lane-window=N`: parley's `WEBHOOK_LANE_WINDOW` in the send and delivery scenarios (default the service's, `DEFAULT_LANE_WINDOW` of src/config/env.ts). */
   laneWindow?: number;
   /** `--unprepared`: parley's `DATABASE_PREPARED_STATEMENTS=off` in the send and delivery scenarios. */
   unprepared?: true;

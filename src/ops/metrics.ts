@@ -139,7 +139,7 @@ export class Metrics {
     });
     new Gauge({
       name: 'parley_webhook_requests_in_flight',
-      help: 'Webhook requests of this process in flight now, over all its lanes',
+      help: 'Webhook requests of this process in flight now over all its lanes (a place each, kept while its record starts the next)',
       registers,
       collect() {
         this.set(worker.requestsInFlight);

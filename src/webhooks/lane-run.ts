@@ -26,10 +26,13 @@ export interface LaneRunContext {
   /** Requests in flight on the lane at once (at least 1, at most the lane batch). */
   laneWindow: number;
   /**
-   * The process's places for requests in flight (src/webhooks/request-places.ts): the head's was taken when the
-   * batch was launched; the rest of the window opens only as far as places are free.
+   * The process's places for requests in flight (src/webhooks/request-places.ts): the head's was taken by the
+   * worker when it launched the batch, and is given back here when the head's slot ends; the rest of the window
+   * opens only as far as places are free beyond {@link keptPlaces}.
    */
   places: RequestPlaces;
+  /** Places a window must leave free: one for each lane the process may still claim (docs/decisions/0089-lane-window-default.md). */
+  keptPlaces: () => number;
 }
 
 /**
@@ -47,16 +50,20 @@ export interface LaneRunContext {
  * @throws the first error met recording an attempt (after the rest was given back).
  */
 export async function runLane(context: LaneRunContext, run: LaneRun): Promise<void> {
-  const { options, recorder, laneWindow, places } = context;
+  const { options, recorder, laneWindow, places, keptPlaces } = context;
   const { workerId, staleMs } = recorder;
   const untilAnswered = <T>(work: () => Promise<T>): Promise<T> =>
     untilStoreAnswers(work, options.clock, options.clock() + staleMs / 2);
   const [head, ...queue] = run.pending;
-  if (head === undefined) return;
+  if (head === undefined) {
+    places.give(1);
+    return;
+  }
   const { store } = options;
-  // The window opens as far as the process has places for more requests (the head holds its own); each place is
-  // given back when its slot ends, or at once for a delivery that is not started.
-  const opening = queue.splice(0, places.take(Math.min(laneWindow - 1, queue.length)));
+  // The window opens as far as the process has places for more requests beyond one for each lane it may still
+  // claim (the head holds its own); each place is given back when its slot ends, or at once for a delivery that is
+  // not started.
+  const opening = queue.splice(0, places.take(Math.min(laneWindow - 1, queue.length), keptPlaces()));
   // A window's requests go out pipelined on one connection, so they reach the receiver in the order they were
   // started (docs/decisions/0058-pipelined-lanes.md).
   const channel = opening.length > 0 ? new OutboundChannel(opening.length + 1) : undefined;
@@ -111,7 +118,7 @@ export async function runLane(context: LaneRunContext, run: LaneRun): Promise<vo
     }
   };
 
-  const first = slot(head);
+  const first = slot(head).finally(() => places.give(1));
   // Handled by the `allSettled` below; until then a rejection must not count as unhandled.
   first.catch(() => undefined);
   const slots = [first];

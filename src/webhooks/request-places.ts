@@ -1,9 +1,11 @@
 /**
  * The webhook requests a process may have in flight at once, over all its lanes (`WEBHOOK_MAX_IN_FLIGHT`,
- * docs/decisions/0089-lane-window-default.md). A lane's first request takes a place when its batch is launched,
- * which the claim made sure was free; the rest of its window takes only the places still free when it opens, so a
- * process with many busy lanes sends one request on each before it widens any of them. Places are counted in
- * memory: they bound this process's sockets and its receivers' load, not a stored promise.
+ * docs/decisions/0089-lane-window-default.md). The worker takes a place for each lane's first request when it
+ * launches the lane's batch (a claim takes no more lanes than there are free places), and the lane gives it back
+ * when that request's slot ends. A lane's window takes only the places left once one is kept for every lane the
+ * process may still claim ({@link take}'s `keep`), so a busy lane never holds the place another instance's first
+ * request needs. Places are counted in memory: they bound this process's sockets and its receivers' load, not a
+ * stored promise.
  */
 export class RequestPlaces {
   readonly #limit: number;
@@ -19,29 +21,32 @@ export class RequestPlaces {
     return this.#limit;
   }
 
-  /** Places not taken (0 when places taken unconditionally by {@link hold} went over the limit). */
+  /** Places not taken (0 when none). */
   get free(): number {
     return Math.max(0, this.#limit - this.#taken);
   }
 
-  /** Places taken now. */
+  /**
+   * Places taken now. Never below 0 unless a place was given back twice (a fault the tests look for: nothing
+   * clamps it).
+   */
   get taken(): number {
     return this.#taken;
   }
 
   /**
-   * Takes up to `wanted` places (a whole number ≥ 0) and returns how many it took: as many as are free, at most
-   * `wanted`. Each must be given back with {@link give}.
+   * Takes up to `wanted` places (a whole number ≥ 0) of those free beyond `keep` (the places to leave for first
+   * requests still to come) and returns how many it took. Each must be given back with {@link give}.
    */
-  take(wanted: number): number {
-    const granted = Math.max(0, Math.min(wanted, this.free));
+  take(wanted: number, keep = 0): number {
+    const granted = Math.max(0, Math.min(wanted, this.free - keep));
     this.#taken += granted;
     return granted;
   }
 
   /**
-   * Takes `count` places whatever is free: for the first request of a lane batch whose claim was weighed against
-   * {@link free} already, or one found made after its commit lost its answer.
+   * Takes `count` places whatever is free: the first requests of the lane batches of a claim, which took no more
+   * lanes than there were free places.
    */
   hold(count: number): void {
     this.#taken += count;
@@ -49,6 +54,6 @@ export class RequestPlaces {
 
   /** Gives back `count` places taken by {@link take} or {@link hold}. */
   give(count: number): void {
-    this.#taken = Math.max(0, this.#taken - count);
+    this.#taken -= count;
   }
 }

@@ -122,6 +122,8 @@ export class DeliveryWorker {
       recorder: this.#recorder,
       laneWindow: this.#laneWindow,
       places: this.#places,
+      // One place for each lane this process may still claim (docs/decisions/0089-lane-window-default.md).
+      keptPlaces: () => Math.max(0, this.#concurrency - this.#lanes.size - this.#recovering),
     };
   }
 
@@ -140,7 +142,10 @@ export class DeliveryWorker {
     return this.#lanes.size;
   }
 
-  /** Places for requests taken now over all lanes (at most `maxInFlight` but for lanes found claimed late). */
+  /**
+   * Requests in flight now over all lanes, counted as the places their slots hold (a slot keeps its place while the
+   * record of one request starts the next; at most `maxInFlight`).
+   */
   get requestsInFlight(): number {
     return this.#places.taken;
   }
@@ -287,7 +292,8 @@ export class DeliveryWorker {
    * instance, or only at the instances woken since the last claim (docs/decisions/0053-targeted-claims.md).
    */
   async #claimAndLaunch(): Promise<LaneRun[]> {
-    // A lane is claimed only with a place for its first request (docs/decisions/0089-lane-window-default.md).
+    // A lane is claimed only with a place for its first request (docs/decisions/0089-lane-window-default.md); the
+    // lanes of a claim whose commit lost its answer keep theirs while the store is asked.
     const free = Math.min(this.#concurrency - this.#lanes.size, this.#places.free) - this.#recovering;
     // The instances woken meanwhile stay noted: a lane's end frees capacity and wakes the worker.
     if (free <= 0) return [];
@@ -367,19 +373,23 @@ export class DeliveryWorker {
   /** Starts a lane batch per lane of `batches` (from {@link lanesOf}); returns the runs started. */
   #launch(batches: Map<string, ClaimedDelivery[]>): LaneRun[] {
     const { logger } = this.#options;
-    // Every head's place first, then the windows: a lane opening its window takes only what the heads left. The
-    // claim was weighed against the free places (a claim found made after its commit lost its answer was weighed
-    // against lanes only, and may go over the bound until it ends).
+    // Every head's place and lane first, then the windows: a lane opening its window takes only what the heads
+    // left beyond the places kept for lanes still to claim. The claim took no more lanes than there were free places
+    // (a claim whose commit lost its answer kept its lanes' places meanwhile, as `#recovering`); each run gives its
+    // head's place back when the head's slot ends (src/webhooks/lane-run.ts).
     this.#places.hold(batches.size);
-    return [...batches].map(([lane, batch]) => {
-      const [first] = batch;
+    const runs = [...batches].map(([lane, batch]) => {
       const run: LaneRun = { done: Promise.resolve(), pending: batch, attempted: 0 };
+      this.#lanes.set(lane, run);
+      return { lane, batch, run };
+    });
+    return runs.map(({ lane, batch, run }) => {
+      const [first] = batch;
       run.done = runLane(this.#laneContext, run)
         .catch((error: unknown) => {
           logger.warn({ err: error, lane }, 'recording a webhook attempt failed');
         })
         .finally(() => {
-          this.#places.give(1);
           // On SQLite a claim in the same shared transaction as this batch's last record may have taken the lane
           // again (docs/decisions/0051-turn-groups.md): that batch is the lane's now.
           if (this.#lanes.get(lane) === run) this.#lanes.delete(lane);
@@ -387,7 +397,6 @@ export class DeliveryWorker {
           if (this.#running)
             this.wake(first?.instanceId, first === undefined ? undefined : [first.endpointId]);
         });
-      this.#lanes.set(lane, run);
       return run;
     });
   }

@@ -98,26 +98,26 @@ for (const dialect of testDialects()) {
             most = Math.max(most, held.length);
           }),
       });
-    const appWith = (maxInFlight: string) =>
+    const appWith = (env: Record<string, string>) =>
       webhookAppPerTest({
         dialect,
         plan: { plan: 'pro' },
         webhookWorker: { pollIntervalMs: 600_000 },
         // Long attempts: replies are held across several waits on a slow machine.
-        env: { WEBHOOK_LANE_WINDOW: '3', WEBHOOK_MAX_IN_FLIGHT: maxInFlight, WEBHOOK_TIMEOUT_SECONDS: '60' },
+        env: { WEBHOOK_LANE_WINDOW: '3', WEBHOOK_TIMEOUT_SECONDS: '60', ...env },
       });
 
-    /** Three more instances of the org, each with its webhook at a holding receiver and `count` events queued. */
-    const threeBusyLanes = async (t: TestApp, count: number): Promise<Receiver[]> => {
+    /** More instances of the org named `names`, each with its webhook at a holding receiver and `count` events queued. */
+    const busyLanes = async (t: TestApp, names: string[], count: number): Promise<Receiver[]> => {
       const lanes: { other: Instance; receiver: Receiver }[] = [];
-      for (const name of ['b', 'c', 'd']) {
+      for (const name of names) {
         const receiver = await holding();
         const other = await t.newInstance('test', name);
         const set = await t.call('POST', `/v1/webhook?from=${other.id}`, { webhookUrl: receiver.url });
         assert.equal(set.status, 200);
         lanes.push({ other, receiver });
       }
-      // One turn, one commit: one claim sees the three backlogs.
+      // One turn, one commit: one claim sees every backlog.
       await Promise.all(
         lanes.flatMap(({ other }) =>
           Array.from({ length: count }, (_, index) =>
@@ -127,9 +127,8 @@ for (const dialect of testDialects()) {
       );
       return lanes.map(({ receiver }) => receiver);
     };
-    /** Releases the held replies one at a time until every receiver got `count` events; returns their sequences. */
-    const drain = async (receivers: Receiver[], count: number): Promise<number[][]> => {
-      const total = receivers.length * count;
+    /** Releases the held replies one at a time until `total` were released; returns each receiver's sequences. */
+    const drain = async (receivers: Receiver[], total: number): Promise<number[][]> => {
       let released = 0;
       while (released < total) {
         await waitUntil(() => held.length > 0);
@@ -144,12 +143,12 @@ for (const dialect of testDialects()) {
     };
 
     describe('with places for two requests', () => {
-      const app = appWith('2');
+      const app = appWith({ WEBHOOK_MAX_IN_FLIGHT: '2' });
       it('claims only the lanes it has a place for, opens no window, and never holds more than two', async () => {
         const t = app.t();
         held = [];
         most = 0;
-        const receivers = await threeBusyLanes(t, 3);
+        const receivers = await busyLanes(t, ['b', 'c', 'd'], 3);
         try {
           await waitUntil(() => held.length === 2);
           assert.equal(t.services.webhooks.requestsInFlight, 2);
@@ -170,7 +169,7 @@ for (const dialect of testDialects()) {
             2,
             'one request on each claimed lane: no place for a window',
           );
-          const sequences = await drain(receivers, 3);
+          const sequences = await drain(receivers, 9);
           for (const got of sequences) assert.deepEqual(got, [1, 2, 3], 'each lane in sequence order, once');
           assert.equal(most, 2, 'never more than two requests held at once');
           await waitUntil(() => t.services.webhooks.requestsInFlight === 0);
@@ -181,29 +180,37 @@ for (const dialect of testDialects()) {
       });
     });
 
-    describe('with places for four requests', () => {
-      const app = appWith('4');
-      it("opens one lane's window by the one place left after the three heads, and never holds more than four", async () => {
+    describe('with places for five requests and four lanes', () => {
+      const app = appWith({ WEBHOOK_MAX_IN_FLIGHT: '5', WEBHOOK_CONCURRENCY: '4' });
+      it("keeps a place for the fourth lane while three lanes' windows open, and never holds more than five", async () => {
         const t = app.t();
         held = [];
         most = 0;
-        const receivers = await threeBusyLanes(t, 4);
+        const receivers = await busyLanes(t, ['b', 'c', 'd'], 4);
         try {
           await waitUntil(() => held.length === 4);
           assert.equal(t.services.webhooks.requestsInFlight, 4);
           const metrics = (await t.app.inject({ url: '/metrics' })).body;
           assert.match(metrics, /^parley_webhook_requests_in_flight 4$/m);
-          assert.match(metrics, /^parley_webhook_max_in_flight 4$/m);
+          assert.match(metrics, /^parley_webhook_max_in_flight 5$/m);
           assert.match(metrics, /^parley_webhook_lanes_in_flight 3$/m);
           assert.deepEqual(
             receivers.map((receiver) => receiver.requests.length).sort(),
             [1, 1, 2],
-            'three heads, and a window of two on the lane that opened first',
+            'three heads, one place kept for a fourth lane, and the one left opens the first window to two',
           );
-          const sequences = await drain(receivers, 4);
-          for (const got of sequences)
+          // A fourth instance's event while the three lanes are held: its lane is claimed at once, on the kept place.
+          const [late] = await busyLanes(t, ['e'], 1);
+          assert.ok(late);
+          receivers.push(late);
+          await waitUntil(() => held.length === 5);
+          assert.equal(late.requests.length, 1);
+          assert.equal(t.services.webhooks.requestsInFlight, 5);
+          const sequences = await drain(receivers, 13);
+          for (const got of sequences.slice(0, 3))
             assert.deepEqual(got, [1, 2, 3, 4], 'each lane in sequence order, once');
-          assert.equal(most, 4, 'never more than four requests held at once');
+          assert.deepEqual(sequences[3], [1]);
+          assert.equal(most, 5, 'never more than five requests held at once');
           await waitUntil(() => t.services.webhooks.requestsInFlight === 0);
         } finally {
           for (const { release } of held.splice(0)) release();

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { afterEach, describe, it } from 'node:test';
 import { returnUnstarted } from '../../src/store/deliveries.ts';
 import { ABANDONED, type ClaimedDelivery, claimDeliveries } from '../../src/store/delivery-claims.ts';
 import { type FinishInput, finishAndStartNext } from '../../src/store/delivery-finish.ts';
@@ -19,6 +19,11 @@ for (const dialect of testDialects()) {
       // One request at a time (`WEBHOOK_LANE_WINDOW=1`): each record starts the next; windows are in
       // test/webhooks/lane-windows.test.ts.
       webhookWorker: { start: false, laneBatch: 3, laneWindow: 1 },
+    });
+    // Every request place a lane took is given back, whatever ended it (docs/decisions/0089-lane-window-default.md);
+    // nothing clamps the count, so a place given back twice shows too.
+    afterEach(() => {
+      assert.equal(app.t().services.webhooks.requestsInFlight, 0, 'every request place given back');
     });
     const db = () => app.t().testStore.store.db;
     const claim = (workerId: string, perLane: number, now = app.t().clock()) =>

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { afterEach, describe, it } from 'node:test';
 import { eventually } from '../support/eventually.ts';
 import type { ReceiverReply } from '../support/https-receiver.ts';
 import { testDialects } from '../support/store.ts';
@@ -20,6 +20,11 @@ for (const dialect of testDialects()) {
       // time-outs.
       env: { WEBHOOK_RETRY_SCHEDULE: '60', WEBHOOK_TIMEOUT_SECONDS: '60' },
       webhookWorker: { start: false, laneBatch: 6, laneWindow: 3 },
+    });
+    // Every request place a lane took is given back, whatever ended it (docs/decisions/0089-lane-window-default.md);
+    // nothing clamps the count, so a place given back twice shows too.
+    afterEach(() => {
+      assert.equal(app.t().services.webhooks.requestsInFlight, 0, 'every request place given back');
     });
     const db = () => app.t().testStore.store.db;
     const worker = () => app.t().services.webhooks.id;
