@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { beforeEach, describe, it } from 'node:test';
 import type { Instance } from '../../src/domain/instance.ts';
 import type { TestApp } from '../support/app.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
@@ -89,6 +89,10 @@ for (const dialect of testDialects()) {
     /** Replies held until released, each with the sequence it answers; the most held at once. */
     let held: { sequence: number; release: () => void }[] = [];
     let most = 0;
+    beforeEach(() => {
+      held = [];
+      most = 0;
+    });
     const holding = () =>
       startReceiver({
         respond: (request) =>
@@ -146,8 +150,6 @@ for (const dialect of testDialects()) {
       const app = appWith({ WEBHOOK_MAX_IN_FLIGHT: '2' });
       it('claims only the lanes it has a place for, opens no window, and never holds more than two', async () => {
         const t = app.t();
-        held = [];
-        most = 0;
         const receivers = await busyLanes(t, ['b', 'c', 'd'], 3);
         try {
           await waitUntil(() => held.length === 2);
@@ -184,8 +186,6 @@ for (const dialect of testDialects()) {
       const app = appWith({ WEBHOOK_MAX_IN_FLIGHT: '5', WEBHOOK_CONCURRENCY: '4' });
       it("keeps a place for the fourth lane while three lanes' windows open, and never holds more than five", async () => {
         const t = app.t();
-        held = [];
-        most = 0;
         const receivers = await busyLanes(t, ['b', 'c', 'd'], 4);
         try {
           await waitUntil(() => held.length === 4);
