@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
+import { DeliveryWorker } from '../../src/webhooks/worker.ts';
 import { eventually } from '../support/eventually.ts';
 import type { ReceiverReply } from '../support/https-receiver.ts';
 import { testDialects } from '../support/store.ts';
@@ -170,6 +171,48 @@ for (const dialect of testDialects()) {
       const webhook = await app.t().call('GET', '/v1/webhook');
       assert.equal(webhook.status, 200);
       assert.match(JSON.stringify(webhook.body), /410/, 'the webhook is disabled, with the reason');
+    });
+
+    it('a window whose claim grew old before it opened starts nothing after the head and gives back its places', async () => {
+      await recordMessages(app.t(), 6);
+      const { store, box, guard, clock, logger } = app.t().services;
+      // The claim reads the clock first; every later reading is 40 s on, past half the 60 s stale timeout, so the
+      // window may not open.
+      let readings = 0;
+      const worker = new DeliveryWorker({
+        store,
+        box,
+        guard,
+        logger,
+        clock: () => (readings++ === 0 ? clock() : clock() + 40_000),
+        scheduleMs: [60_000],
+        timeoutMs: 10_000,
+        staleAfterMs: 60_000,
+        laneBatch: 6,
+        laneWindow: 3,
+        workerId: 'old-claim',
+      });
+      assert.equal(await worker.runOnce(), 1, 'only the head, started by the claim');
+      assert.equal(worker.requestsInFlight, 0, 'the head and the two places of the window given back');
+      assert.deepEqual(sequences(), [1]);
+      assert.deepEqual(
+        (
+          await db()
+            .selectFrom('webhook_deliveries')
+            .select(['sequence', 'status', 'attempts', 'locked_by'])
+            .orderBy('sequence')
+            .execute()
+        ).map((row) => [Number(row.sequence), row.status, row.attempts, row.locked_by]),
+        [
+          [1, 'delivered', 1, null],
+          [2, 'pending', 0, null],
+          [3, 'pending', 0, null],
+          [4, 'pending', 0, null],
+          [5, 'pending', 0, null],
+          [6, 'pending', 0, null],
+        ],
+      );
+      assert.deepEqual(await attempts(), [[1, 1, true]]);
     });
 
     it('a start refused stops every later start: no delivery starts before one given back', async () => {
