@@ -50,7 +50,8 @@ export interface DeliveryWorkerOptions {
   /**
    * Requests in flight at once over all lanes (`WEBHOOK_MAX_IN_FLIGHT`, default `DEFAULT_WEBHOOK_MAX_IN_FLIGHT` of
    * src/config/env.ts, 256; docs/decisions/0089-lane-window-default.md): a lane is claimed only with a place for its
-   * first request, and its window opens only as far as places are free.
+   * first request, and its window opens only as far as places are free beyond one kept for each lane it may still
+   * claim.
    */
   maxInFlight?: number;
   /**

@@ -123,7 +123,7 @@ export class DeliveryWorker {
       laneWindow: this.#laneWindow,
       places: this.#places,
       // One place for each lane this process may still claim (docs/decisions/0089-lane-window-default.md).
-      keptPlaces: () => Math.max(0, this.#concurrency - this.#lanes.size - this.#recovering),
+      keptPlaces: () => Math.max(0, this.#lanesFree()),
     };
   }
 
@@ -294,7 +294,7 @@ export class DeliveryWorker {
   async #claimAndLaunch(): Promise<LaneRun[]> {
     // A lane is claimed only with a place for its first request (docs/decisions/0089-lane-window-default.md); the
     // lanes of a claim whose commit lost its answer keep theirs while the store is asked.
-    const free = Math.min(this.#concurrency - this.#lanes.size, this.#places.free) - this.#recovering;
+    const free = Math.min(this.#lanesFree(), this.#places.free - this.#recovering);
     // The instances woken meanwhile stay noted: a lane's end frees capacity and wakes the worker.
     if (free <= 0) return [];
     const { store, clock, logger } = this.#options;
@@ -368,6 +368,14 @@ export class DeliveryWorker {
       })
       .finally(() => this.#recoveries.delete(recovery));
     this.#recoveries.add(recovery);
+  }
+
+  /**
+   * Lanes this process may still claim: `WEBHOOK_CONCURRENCY` less the lanes sending and those of a claim whose commit
+   * lost its answer (docs/decisions/0054-delivery-concurrency.md). Below 0 only while such a claim is asked about.
+   */
+  #lanesFree(): number {
+    return this.#concurrency - this.#lanes.size - this.#recovering;
   }
 
   /** Starts a lane batch per lane of `batches` (from {@link lanesOf}); returns the runs started. */
