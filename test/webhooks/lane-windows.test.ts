@@ -1,10 +1,13 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { afterEach, describe, it } from 'node:test';
+import SQLite from 'better-sqlite3';
 import { DeliveryWorker } from '../../src/webhooks/worker.ts';
+import type { TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
-import type { ReceiverReply } from '../support/https-receiver.ts';
-import { testDialects } from '../support/store.ts';
-import { bodies, recordMessages, webhookAppPerTest } from './support.ts';
+import { type Receiver, type ReceiverReply, startReceiver } from '../support/https-receiver.ts';
+import { createTestStore, TEMPLATE_SCHEMA, type TestStore, testDialects } from '../support/store.ts';
+import { bodies, configureWebhook, createWebhookApp, recordMessages, webhookAppPerTest } from './support.ts';
 
 /**
  * Lane windows (docs/decisions/0050-lane-windows.md): a lane batch keeps up to `laneWindow` requests in flight,
@@ -249,6 +252,105 @@ for (const dialect of testDialects()) {
           .slice(3)
           .sort((a, b) => a - b),
         [4, 5, 6],
+      );
+    });
+  });
+
+  describe(`webhook lane windows: an opening refused at its start statement (${dialect})`, () => {
+    /** The opening's start statement: on SQLite a transaction whose first statement looks for an attempt row. */
+    const OPENING =
+      dialect === 'sqlite'
+        ? /^select "id" from "webhook_attempts" where "id" = \?$/
+        : /select count\(\*\) filter \(where start\) as started from chain$/;
+    let armed = false;
+    let stolen = 0;
+    let testStore: TestStore | undefined;
+    let t: TestApp | undefined;
+    let receiver: Receiver | undefined;
+    /**
+     * Another worker takes over delivery 3 while the claim's opening is about to start it: a write on a connection
+     * of its own, made synchronously from the store's fault hook (on PostgreSQL by a child process, since the
+     * hook cannot wait).
+     */
+    const stealThird = (store: TestStore) => {
+      const sql = `update webhook_deliveries set locked_by = 'thief' where sequence = 3`;
+      if (store.database.dialect === 'sqlite') {
+        const other = new SQLite(store.database.path);
+        try {
+          other.prepare(sql).run();
+        } finally {
+          other.close();
+        }
+        return;
+      }
+      const script = `const pg = require('pg'); const c = new pg.Client(process.env.STORE_URL);
+        c.connect().then(() => c.query("set search_path to ${TEMPLATE_SCHEMA}")).then(() => c.query(${JSON.stringify(sql)}))
+          .then(() => c.end(), (e) => { console.error(e); process.exit(1); });`;
+      const done = spawnSync(process.execPath, ['-e', script], {
+        env: { ...process.env, STORE_URL: store.database.url },
+        encoding: 'utf8',
+      });
+      assert.equal(done.status, 0, done.stderr);
+    };
+    afterEach(async () => {
+      await t?.close();
+      await receiver?.close();
+      await testStore?.cleanup();
+    });
+
+    it('sends the deliveries it started, gives back the rest and every place, and leaves the taken one alone', async () => {
+      const store = await createTestStore(dialect, {
+        faults: (sql) => {
+          if (!armed || !OPENING.test(sql)) return;
+          armed = false;
+          stolen += 1;
+          stealThird(store);
+        },
+      });
+      testStore = store;
+      receiver = await startReceiver();
+      t = await createWebhookApp({
+        dialect,
+        testStore: store,
+        env: { WEBHOOK_RETRY_SCHEDULE: '60', WEBHOOK_TIMEOUT_SECONDS: '60' },
+        webhookWorker: { start: false, laneBatch: 6, laneWindow: 3 },
+      });
+      await configureWebhook(t, receiver.url);
+      await recordMessages(t, 6);
+      receiver.respondWith(() => ({ status: 200, body: 'ok' }));
+      armed = true;
+      // The claim takes all six and starts 1; the window opens with 2 and 3, and the start statement finds 3 taken.
+      assert.equal(
+        await t.services.webhooks.runOnce(),
+        2,
+        'the head and the one delivery the opening started',
+      );
+      assert.equal(stolen, 1, 'the opening met the other worker');
+      assert.equal(t.services.webhooks.requestsInFlight, 0, 'every place given back');
+      assert.deepEqual(
+        bodies(receiver.requests).map((body) => Number(body.sequence)),
+        [1, 2],
+      );
+      const rows = await store.store.db
+        .selectFrom('webhook_deliveries')
+        .select(['sequence', 'status', 'attempts', 'locked_by'])
+        .orderBy('sequence')
+        .execute();
+      assert.deepEqual(
+        rows.map((row) => [Number(row.sequence), row.status, row.attempts, row.locked_by]),
+        [
+          [1, 'delivered', 1, null],
+          [2, 'delivered', 1, null],
+          [3, 'pending', 0, 'thief'],
+          [4, 'pending', 0, null],
+          [5, 'pending', 0, null],
+          [6, 'pending', 0, null],
+        ],
+      );
+      assert.equal(
+        (await store.store.db.selectFrom('webhook_attempts').select('id').execute()).length,
+        2,
+        'no attempt row for a delivery not started',
       );
     });
   });
