@@ -1,7 +1,7 @@
 import { cpus, totalmem } from 'node:os';
 import { fmt, round, table } from './stats.ts';
 
-/** One target of the issue, checked against a measured value. */
+/** One target of docs/benchmarks.md ("Targets"), checked against a measured value. */
 export interface TargetCheck {
   /** What is checked, e.g. `ratio ≥ 0.4` or `p99 ≤ 20 ms`. */
   label: string;

@@ -70,6 +70,10 @@ async function boot(args: { simUrl: string; rootKey: string; settleMs: number })
   await app.listen({ port: 0, host: '127.0.0.1' });
   const { orgId, key } = await createBenchOrg(services.store.db, 'livebench', 'live');
   running = { app, services, key, orgId, instanceIds: [], dataDir };
+  // The bot's process has Baileys' module graph loaded before its idle sample (it imports `baileys` at the top);
+  // parley loads it at its first live session (docs/decisions/0068-engines-loaded-on-first-use.md), so it is
+  // loaded here, before the idle sample, for both sides to count a session's memory and not the library's.
+  await import('../../src/engines/baileys/index.ts');
   return settledMemory(args.settleMs);
 }
 

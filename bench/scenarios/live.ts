@@ -16,7 +16,10 @@ import { ratioOf, type ScenarioResult, target } from '../lib/report.ts';
 import { fmt, percentiles, round } from '../lib/stats.ts';
 import type { ReceiverStats } from '../roles/receiver.ts';
 
-/** Issue targets: memory per live session ≤ 1.3× bare Baileys; inbound throughput ≥ 0.5× the baseline. */
+/**
+ * The targets of docs/benchmarks.md ("Targets"): memory per live session ≤ 1.3× bare Baileys; inbound throughput
+ * ≥ 0.5× the baseline.
+ */
 const MEMORY_RATIO_MAX = 1.3;
 const INBOUND_RATIO_MIN = 0.5;
 

@@ -7,7 +7,10 @@ import { type ScenarioResult, target } from '../lib/report.ts';
 import { fmt, round } from '../lib/stats.ts';
 import type { ScaleMeasurement } from '../roles/scale.ts';
 
-/** Issue targets: under 20 KB resident memory per sandbox instance; 10,000 restored in under 5 s. */
+/**
+ * The targets of docs/benchmarks.md ("Targets"): under 20 KB resident memory per sandbox instance; 10,000 restored
+ * in under 5 s.
+ */
 const KB_PER_INSTANCE = 20;
 const RESTORE_MS_PER_10K = 5000;
 
