@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { afterEach, describe, it } from 'node:test';
 import SQLite from 'better-sqlite3';
+import type { Kysely } from 'kysely';
+import type { Database } from '../../src/store/schema.ts';
 import { DeliveryWorker } from '../../src/webhooks/worker.ts';
 import type { TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
@@ -16,6 +18,17 @@ import { bodies, configureWebhook, createWebhookApp, recordMessages, webhookAppP
  * go pipelined on one connection (docs/decisions/0058-pipelined-lanes.md): they arrive in `sequence` order and are
  * answered in it.
  */
+/** Every delivery row of `db`'s store in sequence order: [sequence, status, attempts, locked_by]. */
+async function deliveryRows(db: Kysely<Database>): Promise<unknown[][]> {
+  return (
+    await db
+      .selectFrom('webhook_deliveries')
+      .select(['sequence', 'status', 'attempts', 'locked_by'])
+      .orderBy('sequence')
+      .execute()
+  ).map((row) => [Number(row.sequence), row.status, row.attempts, row.locked_by]);
+}
+
 for (const dialect of testDialects()) {
   describe(`webhook lane windows (${dialect})`, () => {
     const app = webhookAppPerTest({
@@ -34,13 +47,12 @@ for (const dialect of testDialects()) {
     const worker = () => app.t().services.webhooks.id;
     /** Every delivery row in sequence order: [sequence, status, attempts, locked?]. */
     const rows = async () =>
-      (
-        await db()
-          .selectFrom('webhook_deliveries')
-          .select(['sequence', 'status', 'attempts', 'locked_by'])
-          .orderBy('sequence')
-          .execute()
-      ).map((row) => [Number(row.sequence), row.status, row.attempts, row.locked_by === worker()]);
+      (await deliveryRows(db())).map(([sequence, status, attempts, lockedBy]) => [
+        sequence,
+        status,
+        attempts,
+        lockedBy === worker(),
+      ]);
     /** Every attempt row: [sequence of its event, number, finished?]. */
     const attempts = async () =>
       (
@@ -198,23 +210,14 @@ for (const dialect of testDialects()) {
       assert.equal(await worker.runOnce(), 1, 'only the head, started by the claim');
       assert.equal(worker.requestsInFlight, 0, 'the head and the two places of the window given back');
       assert.deepEqual(sequences(), [1]);
-      assert.deepEqual(
-        (
-          await db()
-            .selectFrom('webhook_deliveries')
-            .select(['sequence', 'status', 'attempts', 'locked_by'])
-            .orderBy('sequence')
-            .execute()
-        ).map((row) => [Number(row.sequence), row.status, row.attempts, row.locked_by]),
-        [
-          [1, 'delivered', 1, null],
-          [2, 'pending', 0, null],
-          [3, 'pending', 0, null],
-          [4, 'pending', 0, null],
-          [5, 'pending', 0, null],
-          [6, 'pending', 0, null],
-        ],
-      );
+      assert.deepEqual(await deliveryRows(db()), [
+        [1, 'delivered', 1, null],
+        [2, 'pending', 0, null],
+        [3, 'pending', 0, null],
+        [4, 'pending', 0, null],
+        [5, 'pending', 0, null],
+        [6, 'pending', 0, null],
+      ]);
       assert.deepEqual(await attempts(), [[1, 1, true]]);
     });
 
@@ -334,13 +337,7 @@ for (const dialect of testDialects()) {
     };
     /** Every delivery row in sequence order: [sequence, status, attempts, locked_by]; and the attempt rows' count. */
     const state = async (store: TestStore) => ({
-      rows: (
-        await store.store.db
-          .selectFrom('webhook_deliveries')
-          .select(['sequence', 'status', 'attempts', 'locked_by'])
-          .orderBy('sequence')
-          .execute()
-      ).map((row) => [Number(row.sequence), row.status, row.attempts, row.locked_by]),
+      rows: await deliveryRows(store.store.db),
       attempts: (await store.store.db.selectFrom('webhook_attempts').select('id').execute()).length,
     });
 
