@@ -74,6 +74,11 @@ export class DeliveryWorker {
    * they take once found made.
    */
   #recovering = 0;
+  /**
+   * Lane batches in flight that were claimed with a backlog (more than one delivery): the lanes among which the
+   * places for windows are shared (docs/decisions/0090-window-places-shared.md).
+   */
+  #backlogged = 0;
   /** Those questions in flight: {@link stop} waits for them before it looks at the lanes. */
   readonly #recoveries = new Set<Promise<void>>();
   #loop: Promise<void> | undefined;
@@ -124,6 +129,10 @@ export class DeliveryWorker {
       places: this.#places,
       // One place for each lane this process may still claim (docs/decisions/0089-lane-window-default.md).
       keptPlaces: () => Math.max(0, this.#lanesFree()),
+      // The places beyond one for each lane, shared evenly (rounded up) among the lanes with a backlog
+      // (docs/decisions/0090-window-places-shared.md).
+      windowShare: () =>
+        Math.ceil(Math.max(0, this.#places.limit - this.#concurrency) / Math.max(1, this.#backlogged)),
     };
   }
 
@@ -385,19 +394,24 @@ export class DeliveryWorker {
     // left beyond the places kept for lanes still to claim. The claim took no more lanes than there were free places
     // (a claim whose commit lost its answer kept its lanes' places meanwhile, as `#recovering`); each run gives its
     // head's place back when the head's slot ends (src/webhooks/lane-run.ts).
+    // The lanes of the claim with a backlog are counted before any opens its window, so that each opens with its
+    // share of the places for windows (docs/decisions/0090-window-places-shared.md).
     this.#places.hold(batches.size);
     const runs = [...batches].map(([lane, batch]) => {
       const run: LaneRun = { done: Promise.resolve(), pending: batch, attempted: 0 };
       this.#lanes.set(lane, run);
-      return { lane, batch, run };
+      const backlogged = batch.length > 1;
+      if (backlogged) this.#backlogged += 1;
+      return { lane, batch, run, backlogged };
     });
-    return runs.map(({ lane, batch, run }) => {
+    return runs.map(({ lane, batch, run, backlogged }) => {
       const [first] = batch;
       run.done = runLane(this.#laneContext, run)
         .catch((error: unknown) => {
           logger.warn({ err: error, lane }, 'recording a webhook attempt failed');
         })
         .finally(() => {
+          if (backlogged) this.#backlogged -= 1;
           // On SQLite a claim in the same shared transaction as this batch's last record may have taken the lane
           // again (docs/decisions/0051-turn-groups.md): that batch is the lane's now.
           if (this.#lanes.get(lane) === run) this.#lanes.delete(lane);

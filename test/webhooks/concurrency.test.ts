@@ -218,6 +218,31 @@ for (const dialect of testDialects()) {
         }
       });
     });
+
+    describe('with places for three lanes and six more for windows', () => {
+      const app = appWith({ WEBHOOK_MAX_IN_FLIGHT: '9', WEBHOOK_CONCURRENCY: '3', WEBHOOK_LANE_WINDOW: '8' });
+      it('shares the places for windows among the lanes claimed with a backlog: each opens to three, not the first to seven', async () => {
+        const t = app.t();
+        const receivers = await busyLanes(t, ['b', 'c', 'd'], 8);
+        try {
+          await waitUntil(() => held.length === 9);
+          assert.equal(t.services.webhooks.requestsInFlight, 9);
+          assert.deepEqual(
+            receivers.map((receiver) => receiver.requests.length),
+            [3, 3, 3],
+            'six places for windows over three backlogged lanes: two each beside the head',
+          );
+          const sequences = await drain(receivers, 24);
+          for (const got of sequences)
+            assert.deepEqual(got, [1, 2, 3, 4, 5, 6, 7, 8], 'each lane in sequence order, once');
+          assert.equal(most, 9, 'never more than nine requests held at once');
+          await waitUntil(() => t.services.webhooks.requestsInFlight === 0);
+        } finally {
+          for (const { release } of held.splice(0)) release();
+          for (const receiver of receivers) await receiver.close();
+        }
+      });
+    });
   });
 }
 
