@@ -22,7 +22,7 @@ export const DEFAULT_LANE_WINDOW = 64;
 /**
  * Webhook requests a process has in flight at once, over all its lanes, when `WEBHOOK_MAX_IN_FLIGHT` is not set
  * (docs/decisions/0089-lane-window-default.md): a first request for each of the default 64 lanes, and 192 places
- * for the windows of busy lanes (three full windows), shared among the lanes claimed with a backlog
+ * for the windows of busy lanes (three full windows), shared fairly among the lanes of each claim
  * (docs/decisions/0090-window-places-shared.md).
  */
 export const DEFAULT_WEBHOOK_MAX_IN_FLIGHT = 256;

@@ -33,20 +33,16 @@ export interface LaneRunContext {
   places: RequestPlaces;
   /** Places a window must leave free: one for each lane the process may still claim (docs/decisions/0089-lane-window-default.md). */
   keptPlaces: () => number;
-  /**
-   * The most places a window may take beyond its head's when it opens: the process's places for windows shared
-   * among the lanes in flight with a backlog (docs/decisions/0090-window-places-shared.md).
-   */
-  windowShare: () => number;
 }
 
 /**
  * Sends a lane batch (docs/decisions/0048-lane-batches.md) with up to `laneWindow` requests in flight
- * (docs/decisions/0050-lane-windows.md), as far as the process's places and the lane's share of them allow
- * (docs/decisions/0089-lane-window-default.md, docs/decisions/0090-window-places-shared.md). The head was started by the claim; with a window the next
- * deliveries are started together at once, and from then on each delivered attempt's record starts the lane's next unstarted
- * delivery in the same transaction; the records of attempts answered together are written together
- * (docs/decisions/0059-lane-record-groups.md). Starts are decided one after the other in `sequence` order: a
+ * (docs/decisions/0050-lane-windows.md), as far as the process's places allow
+ * (docs/decisions/0089-lane-window-default.md) and no further than `share` places beyond the head's (a whole number
+ * ≥ 0: the lane's share of its claim's places for windows, docs/decisions/0090-window-places-shared.md). The head was
+ * started by the claim; with a window the next deliveries are started together at once, and from then on each
+ * delivered attempt's record starts the lane's next unstarted delivery in the same transaction; the records of
+ * attempts answered together are written together (docs/decisions/0059-lane-record-groups.md). Starts are decided one after the other in `sequence` order: a
  * delivery is started only once the one before it was, so a lane never has a later delivery started and an
  * earlier one given back. Nothing more is started once an attempt was not delivered, a start was refused (the
  * claim lost or the lane changed), the worker is stopping or the claim is older than half the stale timeout; the
@@ -54,8 +50,8 @@ export interface LaneRunContext {
  * flight have ended.
  * @throws the first error met recording an attempt (after the rest was given back).
  */
-export async function runLane(context: LaneRunContext, run: LaneRun): Promise<void> {
-  const { options, recorder, laneWindow, places, keptPlaces, windowShare } = context;
+export async function runLane(context: LaneRunContext, run: LaneRun, share: number): Promise<void> {
+  const { options, recorder, laneWindow, places, keptPlaces } = context;
   const { workerId, staleMs } = recorder;
   const untilAnswered = <T>(work: () => Promise<T>): Promise<T> =>
     untilStoreAnswers(work, options.clock, options.clock() + staleMs / 2);
@@ -65,11 +61,10 @@ export async function runLane(context: LaneRunContext, run: LaneRun): Promise<vo
     return;
   }
   const { store } = options;
-  // The window opens as far as the process has places for more requests beyond one for each lane it may still
-  // claim (the head holds its own), and no further than this lane's share of the places for windows; each place is
-  // given back when its slot ends, or at once for a delivery that is not started.
-  const wanted = Math.min(laneWindow - 1, queue.length, windowShare());
-  const opening = queue.splice(0, places.take(wanted, keptPlaces()));
+  // The window opens to its share of the places for windows, as far as the process has places for more requests
+  // beyond one for each lane it may still claim (the head holds its own); each place is given back when its slot
+  // ends, or at once for a delivery that is not started.
+  const opening = queue.splice(0, places.take(Math.min(laneWindow - 1, queue.length, share), keptPlaces()));
   // A window's requests go out pipelined on one connection, so they reach the receiver in the order they were
   // started (docs/decisions/0058-pipelined-lanes.md).
   const channel = opening.length > 0 ? new OutboundChannel(opening.length + 1) : undefined;

@@ -57,3 +57,26 @@ export class RequestPlaces {
     this.#taken -= count;
   }
 }
+
+/**
+ * Shares `free` places (a whole number; none when ≤ 0) among windows that can use `demands[i]` places each (whole
+ * numbers ≥ 0), fairly: each window gets as many as it can use or an even share, whichever is less, the share of a
+ * window that needs less going to the others (max-min fairness, filled from the smallest demand up; an even share is
+ * rounded up, so the first windows filled may get one more than the last). → the places of each window, in the order
+ * of `demands`; never more than `free` in all, nor than a window's demand. The worker opens the windows of one claim
+ * with these shares (docs/decisions/0090-window-places-shared.md).
+ */
+export function windowShares(demands: readonly number[], free: number): number[] {
+  const shares = demands.map(() => 0);
+  const order = demands.map((demand, index) => ({ demand: Math.max(0, demand), index }));
+  order.sort((a, b) => a.demand - b.demand);
+  let left = Math.max(0, free);
+  let windows = order.length;
+  for (const { demand, index } of order) {
+    const share = Math.min(demand, Math.ceil(left / windows));
+    shares[index] = share;
+    left -= share;
+    windows -= 1;
+  }
+  return shares;
+}

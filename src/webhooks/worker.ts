@@ -20,7 +20,7 @@ import { RetryPolicy } from './backoff.ts';
 import { CrossLaneRecords } from './cross-lane-records.ts';
 import type { RecorderContext } from './lane-records.ts';
 import { type LaneRun, type LaneRunContext, runLane } from './lane-run.ts';
-import { RequestPlaces } from './request-places.ts';
+import { RequestPlaces, windowShares } from './request-places.ts';
 import type { DeliveryWorkerOptions } from './worker-options.ts';
 
 export type { DeliveryWorkerOptions, WebhookWorkerTuning } from './worker-options.ts';
@@ -74,11 +74,6 @@ export class DeliveryWorker {
    * they take once found made.
    */
   #recovering = 0;
-  /**
-   * Lane batches in flight that were claimed with a backlog (more than one delivery): the lanes among which the
-   * places for windows are shared (docs/decisions/0090-window-places-shared.md).
-   */
-  #backlogged = 0;
   /** Those questions in flight: {@link stop} waits for them before it looks at the lanes. */
   readonly #recoveries = new Set<Promise<void>>();
   #loop: Promise<void> | undefined;
@@ -129,10 +124,6 @@ export class DeliveryWorker {
       places: this.#places,
       // One place for each lane this process may still claim (docs/decisions/0089-lane-window-default.md).
       keptPlaces: () => Math.max(0, this.#lanesFree()),
-      // The places beyond one for each lane, shared evenly (rounded up) among the lanes with a backlog
-      // (docs/decisions/0090-window-places-shared.md).
-      windowShare: () =>
-        Math.ceil(Math.max(0, this.#places.limit - this.#concurrency) / Math.max(1, this.#backlogged)),
     };
   }
 
@@ -394,24 +385,25 @@ export class DeliveryWorker {
     // left beyond the places kept for lanes still to claim. The claim took no more lanes than there were free places
     // (a claim whose commit lost its answer kept its lanes' places meanwhile, as `#recovering`); each run gives its
     // head's place back when the head's slot ends (src/webhooks/lane-run.ts).
-    // The lanes of the claim with a backlog are counted before any opens its window, so that each opens with its
-    // share of the places for windows (docs/decisions/0090-window-places-shared.md).
     this.#places.hold(batches.size);
     const runs = [...batches].map(([lane, batch]) => {
       const run: LaneRun = { done: Promise.resolve(), pending: batch, attempted: 0 };
       this.#lanes.set(lane, run);
-      const backlogged = batch.length > 1;
-      if (backlogged) this.#backlogged += 1;
-      return { lane, batch, run, backlogged };
+      return { lane, batch, run };
     });
-    return runs.map(({ lane, batch, run, backlogged }) => {
+    // The places free for windows now, beyond those kept for lanes still to claim, shared fairly among the claim's
+    // lanes by what each can use (docs/decisions/0090-window-places-shared.md).
+    const shares = windowShares(
+      runs.map(({ batch }) => Math.min(this.#laneWindow - 1, batch.length - 1)),
+      this.#places.free - Math.max(0, this.#lanesFree()),
+    );
+    return runs.map(({ lane, batch, run }, index) => {
       const [first] = batch;
-      run.done = runLane(this.#laneContext, run)
+      run.done = runLane(this.#laneContext, run, shares[index] ?? 0)
         .catch((error: unknown) => {
           logger.warn({ err: error, lane }, 'recording a webhook attempt failed');
         })
         .finally(() => {
-          if (backlogged) this.#backlogged -= 1;
           // On SQLite a claim in the same shared transaction as this batch's last record may have taken the lane
           // again (docs/decisions/0051-turn-groups.md): that batch is the lane's now.
           if (this.#lanes.get(lane) === run) this.#lanes.delete(lane);

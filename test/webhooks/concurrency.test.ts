@@ -111,8 +111,15 @@ for (const dialect of testDialects()) {
         env: { WEBHOOK_LANE_WINDOW: '3', WEBHOOK_TIMEOUT_SECONDS: '60', ...env },
       });
 
-    /** More instances of the org named `names`, each with its webhook at a holding receiver and `count` events queued. */
-    const busyLanes = async (t: TestApp, names: string[], count: number): Promise<Receiver[]> => {
+    /**
+     * More instances of the org named `names`, each with its webhook at a holding receiver and `count` events queued
+     * (`count[i]` for the i-th when a list).
+     */
+    const busyLanes = async (
+      t: TestApp,
+      names: string[],
+      count: number | readonly number[],
+    ): Promise<Receiver[]> => {
       const lanes: { other: Instance; receiver: Receiver }[] = [];
       for (const name of names) {
         const receiver = await holding();
@@ -123,8 +130,8 @@ for (const dialect of testDialects()) {
       }
       // One turn, one commit: one claim sees every backlog.
       await Promise.all(
-        lanes.flatMap(({ other }) =>
-          Array.from({ length: count }, (_, index) =>
+        lanes.flatMap(({ other }, lane) =>
+          Array.from({ length: typeof count === 'number' ? count : (count[lane] ?? 0) }, (_, index) =>
             t.services.recorder.record(other.id, textMessage(`m${index}`)),
           ),
         ),
@@ -221,6 +228,33 @@ for (const dialect of testDialects()) {
 
     describe('with places for three lanes and six more for windows', () => {
       const app = appWith({ WEBHOOK_MAX_IN_FLIGHT: '9', WEBHOOK_CONCURRENCY: '3', WEBHOOK_LANE_WINDOW: '8' });
+      it('gives what a small backlog cannot use to the busy lane: windows of five, two and two', async () => {
+        const t = app.t();
+        const receivers = await busyLanes(t, ['b', 'c', 'd'], [8, 2, 2]);
+        try {
+          await waitUntil(() => held.length === 9);
+          assert.deepEqual(
+            receivers.map((receiver) => receiver.requests.length),
+            [5, 2, 2],
+            'c and d can use one place each beside their heads; b takes the four left',
+          );
+          const sequences = await drain(receivers, 12);
+          assert.deepEqual(
+            sequences,
+            [
+              [1, 2, 3, 4, 5, 6, 7, 8],
+              [1, 2],
+              [1, 2],
+            ],
+            'each lane in sequence order, once',
+          );
+          assert.equal(most, 9, 'never more than nine requests held at once');
+          await waitUntil(() => t.services.webhooks.requestsInFlight === 0);
+        } finally {
+          for (const { release } of held.splice(0)) release();
+          for (const receiver of receivers) await receiver.close();
+        }
+      });
       it('shares the places for windows among the lanes claimed with a backlog: each opens to three, not the first to seven', async () => {
         const t = app.t();
         const receivers = await busyLanes(t, ['b', 'c', 'd'], 8);
@@ -236,6 +270,34 @@ for (const dialect of testDialects()) {
           for (const got of sequences)
             assert.deepEqual(got, [1, 2, 3, 4, 5, 6, 7, 8], 'each lane in sequence order, once');
           assert.equal(most, 9, 'never more than nine requests held at once');
+          await waitUntil(() => t.services.webhooks.requestsInFlight === 0);
+        } finally {
+          for (const { release } of held.splice(0)) release();
+          for (const receiver of receivers) await receiver.close();
+        }
+      });
+    });
+
+    describe('with places for three lanes and seven more for windows', () => {
+      const app = appWith({
+        WEBHOOK_MAX_IN_FLIGHT: '10',
+        WEBHOOK_CONCURRENCY: '3',
+        WEBHOOK_LANE_WINDOW: '8',
+      });
+      it('splits an uneven number of places so that no window is more than one wider than another', async () => {
+        const t = app.t();
+        const receivers = await busyLanes(t, ['b', 'c', 'd'], 8);
+        try {
+          await waitUntil(() => held.length === 10);
+          assert.deepEqual(
+            receivers.map((receiver) => receiver.requests.length).sort(),
+            [3, 3, 4],
+            'seven places for windows over three lanes: three, two and two beside the heads',
+          );
+          const sequences = await drain(receivers, 24);
+          for (const got of sequences)
+            assert.deepEqual(got, [1, 2, 3, 4, 5, 6, 7, 8], 'each lane in sequence order, once');
+          assert.equal(most, 10, 'never more than ten requests held at once');
           await waitUntil(() => t.services.webhooks.requestsInFlight === 0);
         } finally {
           for (const { release } of held.splice(0)) release();
