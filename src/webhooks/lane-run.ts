@@ -31,7 +31,10 @@ export interface LaneRunContext {
    * opens only as far as places are free beyond {@link keptPlaces}.
    */
   places: RequestPlaces;
-  /** Places a window must leave free: one for each lane the process may still claim (docs/decisions/0089-lane-window-default.md). */
+  /**
+   * Places a window must leave free: one for each lane the process may still claim and for each lane of a claim whose
+   * commit lost its answer (docs/decisions/0089-lane-window-default.md).
+   */
   keptPlaces: () => number;
 }
 

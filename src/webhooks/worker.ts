@@ -122,8 +122,7 @@ export class DeliveryWorker {
       recorder: this.#recorder,
       laneWindow: this.#laneWindow,
       places: this.#places,
-      // One place for each lane this process may still claim (docs/decisions/0089-lane-window-default.md).
-      keptPlaces: () => Math.max(0, this.#lanesFree()),
+      keptPlaces: () => this.#keptPlaces(),
     };
   }
 
@@ -378,6 +377,15 @@ export class DeliveryWorker {
     return this.#concurrency - this.#lanes.size - this.#recovering;
   }
 
+  /**
+   * Places a window must leave free (docs/decisions/0089-lane-window-default.md): one for each lane this process may
+   * still claim, and one for each lane of a claim whose commit lost its answer, which takes its place at once if the
+   * store says the claim was made.
+   */
+  #keptPlaces(): number {
+    return Math.max(0, this.#lanesFree()) + this.#recovering;
+  }
+
   /** Starts a lane batch per lane of `batches` (from {@link lanesOf}); returns the runs started. */
   #launch(batches: Map<string, ClaimedDelivery[]>): LaneRun[] {
     const { logger } = this.#options;
@@ -395,7 +403,7 @@ export class DeliveryWorker {
     // lanes by what each can use (docs/decisions/0090-window-places-shared.md).
     const shares = windowShares(
       runs.map(({ batch }) => Math.min(this.#laneWindow - 1, batch.length - 1)),
-      this.#places.free - Math.max(0, this.#lanesFree()),
+      this.#places.free - this.#keptPlaces(),
     );
     return runs.map(({ lane, batch, run }, index) => {
       const [first] = batch;

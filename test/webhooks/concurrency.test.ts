@@ -255,7 +255,7 @@ for (const dialect of testDialects()) {
           for (const receiver of receivers) await receiver.close();
         }
       });
-      it('shares the places for windows among the lanes claimed with a backlog: each opens to three, not the first to seven', async () => {
+      it('shares the places for windows evenly among the lanes of a claim: each opens to three, not the first to seven', async () => {
         const t = app.t();
         const receivers = await busyLanes(t, ['b', 'c', 'd'], 8);
         try {
@@ -264,7 +264,7 @@ for (const dialect of testDialects()) {
           assert.deepEqual(
             receivers.map((receiver) => receiver.requests.length),
             [3, 3, 3],
-            'six places for windows over three backlogged lanes: two each beside the head',
+            'six places for windows over the three lanes of the claim: two each beside the head',
           );
           const sequences = await drain(receivers, 24);
           for (const got of sequences)

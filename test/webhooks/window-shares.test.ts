@@ -23,6 +23,7 @@ describe('window shares', () => {
       [63, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1],
     );
     assert.deepEqual(windowShares([0, 5, 2], 4), [0, 2, 2]);
+    assert.deepEqual(windowShares([-3, 4], 3), [0, 3], 'a negative demand counts as none');
   });
 
   it('never gives more than is free nor more than a window can use', () => {

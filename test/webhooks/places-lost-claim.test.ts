@@ -1,0 +1,163 @@
+/**
+ * The places kept for the lanes of a webhook claim whose commit lost its answer (docs/decisions/0089-lane-window-
+ * default.md, docs/decisions/0011-store-faults.md): while the worker asks the store whether the claim was made, no
+ * window may take the places those lanes take at once if it was, or the process would hold more requests than
+ * `WEBHOOK_MAX_IN_FLIGHT`. The claim's connection really breaks as its commit runs on the server (held there by a
+ * deferred trigger), and the question is kept unanswered by the store's fault hook until the test lets it through.
+ * Only PostgreSQL (TEST_DATABASE_URL): on SQLite a failed commit is known to have been rolled back.
+ */
+import assert from 'node:assert/strict';
+import { afterEach, describe, it } from 'node:test';
+import type { TestApp } from '../support/app.ts';
+import {
+  adminSql,
+  armHold,
+  breakConnections,
+  holdCommitFunction,
+  holdCommitTrigger,
+} from '../support/broken-connections.ts';
+import { type Receiver, startReceiver } from '../support/https-receiver.ts';
+import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
+import { createWebhookApp, textMessage } from './support.ts';
+
+/** The first statement of the worker's question whether a claim whose commit lost its answer was made. */
+const QUESTION = /^set local lock_timeout/;
+
+/** The error a backend terminated by the server gives (SQLSTATE 57P01): the store cannot answer right now. */
+function terminated(): Error {
+  return Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' });
+}
+
+/** Resolves once `check` holds, re-checked every 10 ms; fails naming `what` after 10 s. */
+async function waitUntil(what: string, check: () => boolean): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!check()) {
+    assert.ok(Date.now() < deadline, `${what}: not reached within 10 s`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+for (const dialect of testDialects().filter((each) => each === 'postgres')) {
+  describe(`webhook places kept for the lanes of a claim whose commit lost its answer [${dialect}]`, () => {
+    let store: TestStore | undefined;
+    let t: TestApp | undefined;
+    const receivers: Receiver[] = [];
+    /** Replies held until released; the most held at once. */
+    const held: (() => void)[] = [];
+    let most = 0;
+    afterEach(async () => {
+      for (const release of held.splice(0)) release();
+      await t?.close();
+      for (const receiver of receivers.splice(0)) await receiver.close();
+      await store?.cleanup();
+    });
+
+    it('a window opened meanwhile leaves them free: never more requests than the bound once the claim is found made', async () => {
+      let questioning = false;
+      let questions = 0;
+      store = await createTestStore(dialect, {
+        faults: (sql) => {
+          if (!questioning || !QUESTION.test(sql)) return;
+          questions += 1;
+          throw terminated();
+        },
+      });
+      const app = await createWebhookApp({
+        dialect,
+        testStore: store,
+        plan: { plan: 'pro' },
+        webhookWorker: { pollIntervalMs: 600_000 },
+        env: {
+          WEBHOOK_CONCURRENCY: '3',
+          WEBHOOK_MAX_IN_FLIGHT: '10',
+          WEBHOOK_LANE_WINDOW: '8',
+          WEBHOOK_TIMEOUT_SECONDS: '60',
+        },
+      });
+      t = app;
+      const schema = store.schema ?? 'public';
+      // A claim's heads insert their attempt rows; the commit after them is held on the server once armed.
+      await adminSql(store, [
+        ...holdCommitFunction(schema, false),
+        holdCommitTrigger(schema, 'hold_commit', 'insert', 'webhook_attempts'),
+      ]);
+      /** A new instance whose webhook is a receiver holding every reply, with `count` events queued in one turn. */
+      const busyLane = async (name: string, count: number): Promise<Receiver> => {
+        const receiver = await startReceiver({
+          respond: () =>
+            new Promise((resolve) => {
+              held.push(() => resolve({ status: 200, body: 'ok' }));
+              most = Math.max(most, held.length);
+            }),
+        });
+        receivers.push(receiver);
+        const instance = await app.newInstance('test', name);
+        const set = await app.call('POST', `/v1/webhook?from=${instance.id}`, { webhookUrl: receiver.url });
+        assert.equal(set.status, 200);
+        await Promise.all(
+          Array.from({ length: count }, (_, index) =>
+            app.services.recorder.record(instance.id, textMessage(`${name}${index}`)),
+          ),
+        );
+        return receiver;
+      };
+      const sequences = (receiver: Receiver) =>
+        receiver.requests.map(
+          (request) => (JSON.parse(request.body.toString()) as { sequence: number }).sequence,
+        );
+
+      // Lane a alone: its head and a window of seven, eight of the ten places (two kept for the lanes still to claim).
+      const a = await busyLane('a', 8);
+      await waitUntil('lane a open', () => held.length === 8);
+
+      // Lane b is claimed; the claim's connection breaks as its commit runs on the server, which commits it.
+      await armHold(store);
+      let broken = 0;
+      const carrying = new WeakSet<object>();
+      const restore = breakConnections((text, client) => {
+        if (broken > 0) return undefined;
+        if (/^insert into "webhook_attempts"/.test(text)) carrying.add(client);
+        else if (/^\s*commit/i.test(text) && carrying.has(client)) {
+          broken += 1;
+          return 'after';
+        }
+        return undefined;
+      });
+      questioning = true;
+      let b: Receiver | undefined;
+      try {
+        b = await busyLane('b', 8);
+        await waitUntil('the claim of b asked about', () => broken === 1 && questions > 0);
+      } finally {
+        restore();
+      }
+
+      // Lane d is claimed while the question goes unanswered: the last lane free, a place for its head, none for a
+      // window (the one place left is b's, should its claim have been made).
+      const d = await busyLane('d', 8);
+      await waitUntil("lane d's head", () => d.requests.length >= 1);
+      assert.equal(app.services.webhooks.requestsInFlight, 9, 'no window for d');
+
+      // The store answers: the claim was made, and b takes the place kept for it.
+      questioning = false;
+      const lost = b;
+      await waitUntil('b sent', () => lost.requests.length === 1);
+      assert.equal(app.services.webhooks.requestsInFlight, 10);
+      assert.deepEqual(
+        [a, b, d].map((receiver) => receiver.requests.length),
+        [8, 1, 1],
+      );
+
+      let released = 0;
+      while (released < 24) {
+        await waitUntil('a reply held', () => held.length > 0);
+        held.shift()?.();
+        released += 1;
+      }
+      for (const receiver of [a, b, d])
+        assert.deepEqual(sequences(receiver), [1, 2, 3, 4, 5, 6, 7, 8], 'each lane in sequence order, once');
+      assert.equal(most, 10, 'never more than ten requests held at once');
+      await waitUntil('every place given back', () => app.services.webhooks.requestsInFlight === 0);
+    });
+  });
+}
