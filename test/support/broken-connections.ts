@@ -58,6 +58,27 @@ export function breakConnections(decide: (text: string, client: object) => Break
   };
 }
 
+/**
+ * Breaks the connection of the next webhook claim as its `commit` goes out, once: the claim's last statement writes
+ * its heads' attempt rows and its `commit` follows on the same connection, which is closed as soon as that commit is
+ * written, so the server may commit the claim while the client sees "Connection terminated". → `broken()`, how many
+ * commits were broken (0 or 1), and `restore`, which puts node-postgres's own `query` back.
+ */
+export function breakNextClaimCommit(): { broken: () => number; restore: () => void } {
+  let broken = 0;
+  const carrying = new WeakSet<object>();
+  const restore = breakConnections((text, client) => {
+    if (broken > 0) return undefined;
+    if (/^insert into "webhook_attempts"/.test(text)) carrying.add(client);
+    else if (/^\s*commit/i.test(text) && carrying.has(client)) {
+      broken += 1;
+      return 'after';
+    }
+    return undefined;
+  });
+  return { broken: () => broken, restore };
+}
+
 /** Runs `statements` one after the other on a connection of its own to the PostgreSQL database of `store`. */
 export async function adminSql(
   store: Pick<TestStore, 'database'>,

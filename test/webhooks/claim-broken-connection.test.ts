@@ -13,6 +13,7 @@ import type { TestApp } from '../support/app.ts';
 import {
   adminSql,
   breakConnections,
+  breakNextClaimCommit,
   holdCommitFunction,
   holdCommitTrigger,
 } from '../support/broken-connections.ts';
@@ -48,21 +49,10 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
         ...holdCommitFunction(schema, true),
         holdCommitTrigger(schema, 'hold_commit', 'insert', 'webhook_attempts'),
       ]);
-      let broken = 0;
-      const carrying = new WeakSet<object>();
-      const restore = breakConnections((text, client) => {
-        if (broken > 0) return undefined;
-        // The claim's last statement writes the started attempts; its `commit` follows on the same connection.
-        if (/^insert into "webhook_attempts"/.test(text)) carrying.add(client);
-        else if (/^\s*commit/i.test(text) && carrying.has(client)) {
-          broken += 1;
-          return 'after';
-        }
-        return undefined;
-      });
+      const { broken, restore } = breakNextClaimCommit();
       try {
         await recordMessages(t, 1, 'claimed');
-        await eventually('the claim committed unanswered', () => broken > 0);
+        await eventually('the claim committed unanswered', () => broken() > 0);
         await eventually('delivered', () => app.receiver().requests.length > 0);
       } finally {
         restore();

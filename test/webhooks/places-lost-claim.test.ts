@@ -12,7 +12,7 @@ import type { TestApp } from '../support/app.ts';
 import {
   adminSql,
   armHold,
-  breakConnections,
+  breakNextClaimCommit,
   holdCommitFunction,
   holdCommitTrigger,
 } from '../support/broken-connections.ts';
@@ -112,22 +112,12 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
 
       // Lane b is claimed; the claim's connection breaks as its commit runs on the server, which commits it.
       await armHold(store);
-      let broken = 0;
-      const carrying = new WeakSet<object>();
-      const restore = breakConnections((text, client) => {
-        if (broken > 0) return undefined;
-        if (/^insert into "webhook_attempts"/.test(text)) carrying.add(client);
-        else if (/^\s*commit/i.test(text) && carrying.has(client)) {
-          broken += 1;
-          return 'after';
-        }
-        return undefined;
-      });
+      const { broken, restore } = breakNextClaimCommit();
       questioning = true;
       let b: Receiver | undefined;
       try {
         b = await busyLane('b', 8);
-        await waitUntil('the claim of b asked about', () => broken === 1 && questions > 0);
+        await waitUntil('the claim of b asked about', () => broken() === 1 && questions > 0);
       } finally {
         restore();
       }
