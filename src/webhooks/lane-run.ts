@@ -45,12 +45,12 @@ export interface LaneRunContext {
  * ≥ 0: the lane's share of its claim's places for windows, docs/decisions/0090-window-places-shared.md). The head was
  * started by the claim; with a window the next deliveries are started together at once, and from then on each
  * delivered attempt's record starts the lane's next unstarted delivery in the same transaction; the records of
- * attempts answered together are written together (docs/decisions/0059-lane-record-groups.md). Starts are decided one after the other in `sequence` order: a
- * delivery is started only once the one before it was, so a lane never has a later delivery started and an
- * earlier one given back. Nothing more is started once an attempt was not delivered, a start was refused (the
- * claim lost or the lane changed), the worker is stopping or the claim is older than half the stale timeout; the
- * deliveries not started are given back at once, unlocked and ready for the next claim, when the requests in
- * flight have ended.
+ * attempts answered together are written together (docs/decisions/0059-lane-record-groups.md). Starts are decided
+ * one after the other in `sequence` order: a delivery is started only once the one before it was, so a lane never
+ * has a later delivery started and an earlier one given back. Nothing more is started once an attempt was not
+ * delivered, a start was refused (the claim lost or the lane changed), the worker is stopping or the claim is older
+ * than half the stale timeout; the deliveries not started are given back at once, unlocked and ready for the next
+ * claim, when the requests in flight have ended.
  * @throws the first error met recording an attempt (after the rest was given back).
  */
 export async function runLane(context: LaneRunContext, run: LaneRun, share: number): Promise<void> {
@@ -175,4 +175,19 @@ export async function runLane(context: LaneRunContext, run: LaneRun, share: numb
   }
   const failure = ended.find((result) => result.status === 'rejected');
   if (failure !== undefined) throw failure.reason;
+}
+
+/**
+ * `claimed` (in `sequence` order) as lane batches, by lane (`<instanceId>/<endpointId>`): a delivery is an event to
+ * one endpoint (docs/decisions/0035-webhook-endpoints.md), and each batch keeps `sequence` order.
+ */
+export function lanesOf(claimed: readonly ClaimedDelivery[]): Map<string, ClaimedDelivery[]> {
+  const batches = new Map<string, ClaimedDelivery[]>();
+  for (const delivery of claimed) {
+    const lane = `${delivery.instanceId}/${delivery.endpointId}`;
+    const batch = batches.get(lane);
+    if (batch === undefined) batches.set(lane, [delivery]);
+    else batch.push(delivery);
+  }
+  return batches;
 }

@@ -12,14 +12,13 @@ import {
   type ClaimOptions,
   claimDeliveries,
   claimDeliveriesIn,
-  claimKeptAfterLostCommit,
   unconfirmedClaim,
 } from '../store/delivery-claims.ts';
-import { untilStoreAnswers } from '../store/faults.ts';
 import { RetryPolicy } from './backoff.ts';
 import { CrossLaneRecords } from './cross-lane-records.ts';
 import type { RecorderContext } from './lane-records.ts';
-import { type LaneRun, type LaneRunContext, runLane } from './lane-run.ts';
+import { type LaneRun, type LaneRunContext, lanesOf, runLane } from './lane-run.ts';
+import { claimMadeAfterLostCommit } from './lost-claims.ts';
 import { RequestPlaces, windowShares } from './request-places.ts';
 import type { DeliveryWorkerOptions } from './worker-options.ts';
 
@@ -189,9 +188,9 @@ export class DeliveryWorker {
 
   /**
    * Stops claiming, then lets attempts in flight finish for up to `graceMs` (a lane batch starts no further attempt
-   * and gives its unstarted deliveries back); claims still held after that are released so another process (or the next start) retries them at once instead of after the stale timeout
-   * (docs/decisions/0023-operations.md: shutdown within its budget). An attempt that finishes later does not change
-   * its row.
+   * and gives its unstarted deliveries back); claims still held after that are released so another process (or the
+   * next start) retries them at once instead of after the stale timeout (docs/decisions/0023-operations.md: shutdown
+   * within its budget). An attempt that finishes later does not change its row.
    */
   async stop(graceMs = 5000): Promise<void> {
     if (!this.#running) return;
@@ -247,42 +246,6 @@ export class DeliveryWorker {
           resolve();
         };
       });
-    }
-  }
-
-  /**
-   * Whether the claim of `claimed`, whose commit lost its answer with `error`, was committed after all
-   * (docs/decisions/0011-store-faults.md). The store then holds the rows locked by this worker and their heads'
-   * attempts started, and nothing else would send them before the claim went stale (logging each head's attempt
-   * abandoned though no request went out): they are to be sent as the claim's answer would have had them sent. Waits
-   * out a store that cannot be reached for up to half the stale timeout, or until the worker stops; false then, and
-   * the claim, if it was made, is left to go stale as before. Never throws.
-   */
-  async #keptAfterLostCommit(claimed: readonly ClaimedDelivery[], error: unknown): Promise<boolean> {
-    const { store, clock, logger } = this.#options;
-    logger.warn(
-      { err: error },
-      'the commit of a webhook claim lost its answer; asking the store whether it was made',
-    );
-    try {
-      const kept = await untilStoreAnswers(
-        () => claimKeptAfterLostCommit(store.db, claimed),
-        clock,
-        clock() + this.#staleMs / 2,
-        this.#stop.signal,
-      );
-      if (kept)
-        logger.info(
-          { deliveries: claimed.length },
-          'the webhook claim whose commit lost its answer was made',
-        );
-      return kept;
-    } catch (check) {
-      logger.warn(
-        { err: check },
-        'asking whether a webhook claim was made failed; its deliveries wait until the claim goes stale',
-      );
-      return false;
     }
   }
 
@@ -352,14 +315,20 @@ export class DeliveryWorker {
 
   /**
    * Asks the store, beside the claim loop, whether the claim of `claimed`, whose commit lost its answer with `error`,
-   * was made, and sends its lane batches when it was (`#keptAfterLostCommit`); their lanes take capacity
-   * meanwhile. The claims go on: a commit still running on the server, or a store that does not answer, holds up
-   * only this claim's deliveries.
+   * was made, and sends its lane batches when it was (`claimMadeAfterLostCommit`, src/webhooks/lost-claims.ts); their
+   * lanes take capacity meanwhile. The claims go on: a commit still running on the server, or a store that does not
+   * answer, holds up only this claim's deliveries.
    */
   #recover(claimed: ClaimedDelivery[], error: unknown): void {
     const batches = lanesOf(claimed);
     this.#recovering += batches.size;
-    const recovery = this.#keptAfterLostCommit(claimed, error)
+    const recovery = claimMadeAfterLostCommit(
+      this.#options,
+      claimed,
+      error,
+      this.#staleMs / 2,
+      this.#stop.signal,
+    )
       .then((kept) => {
         this.#recovering -= batches.size;
         if (kept) this.#launch(batches);
@@ -422,19 +391,4 @@ export class DeliveryWorker {
       return run;
     });
   }
-}
-
-/**
- * `claimed` (in `sequence` order) as lane batches, by lane (`<instanceId>/<endpointId>`): a delivery is an event to
- * one endpoint (docs/decisions/0035-webhook-endpoints.md), and each batch keeps `sequence` order.
- */
-function lanesOf(claimed: readonly ClaimedDelivery[]): Map<string, ClaimedDelivery[]> {
-  const batches = new Map<string, ClaimedDelivery[]>();
-  for (const delivery of claimed) {
-    const lane = `${delivery.instanceId}/${delivery.endpointId}`;
-    const batch = batches.get(lane);
-    if (batch === undefined) batches.set(lane, [delivery]);
-    else batch.push(delivery);
-  }
-  return batches;
 }
