@@ -16,6 +16,7 @@ import {
   holdCommitFunction,
   holdCommitTrigger,
 } from '../support/broken-connections.ts';
+import { eventually } from '../support/eventually.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 import { createWebhookApp, textMessage } from './support.ts';
@@ -26,15 +27,6 @@ const QUESTION = /^set local lock_timeout/;
 /** The error a backend terminated by the server gives (SQLSTATE 57P01): the store cannot answer right now. */
 function terminated(): Error {
   return Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' });
-}
-
-/** Resolves once `check` holds, re-checked every 10 ms; fails naming `what` after 10 s. */
-async function waitUntil(what: string, check: () => boolean): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!check()) {
-    assert.ok(Date.now() < deadline, `${what}: not reached within 10 s`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
 }
 
 for (const dialect of testDialects().filter((each) => each === 'postgres')) {
@@ -108,7 +100,7 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
 
       // Lane a alone: its head and a window of seven, eight of the ten places (two kept for the lanes still to claim).
       const a = await busyLane('a', 8);
-      await waitUntil('lane a open', () => held.length === 8);
+      await eventually('lane a open', () => held.length === 8);
 
       // Lane b is claimed; the claim's connection breaks as its commit runs on the server, which commits it.
       await armHold(store);
@@ -117,7 +109,7 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
       let b: Receiver | undefined;
       try {
         b = await busyLane('b', 8);
-        await waitUntil('the claim of b asked about', () => broken() === 1 && questions > 0);
+        await eventually('the claim of b asked about', () => broken() === 1 && questions > 0);
       } finally {
         restore();
       }
@@ -125,13 +117,13 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
       // Lane d is claimed while the question goes unanswered: the last lane free, a place for its head, none for a
       // window (the one place left is b's, should its claim have been made).
       const d = await busyLane('d', 8);
-      await waitUntil("lane d's head", () => d.requests.length >= 1);
+      await eventually("lane d's head", () => d.requests.length >= 1);
       assert.equal(app.services.webhooks.requestsInFlight, 9, 'no window for d');
 
       // The store answers: the claim was made, and b takes the place kept for it.
       questioning = false;
       const lost = b;
-      await waitUntil('b sent', () => lost.requests.length === 1);
+      await eventually('b sent', () => lost.requests.length === 1);
       assert.equal(app.services.webhooks.requestsInFlight, 10);
       assert.deepEqual(
         [a, b, d].map((receiver) => receiver.requests.length),
@@ -140,14 +132,14 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
 
       let released = 0;
       while (released < 24) {
-        await waitUntil('a reply held', () => held.length > 0);
+        await eventually('a reply held', () => held.length > 0);
         held.shift()?.();
         released += 1;
       }
       for (const receiver of [a, b, d])
         assert.deepEqual(sequences(receiver), [1, 2, 3, 4, 5, 6, 7, 8], 'each lane in sequence order, once');
       assert.equal(most, 10, 'never more than ten requests held at once');
-      await waitUntil('every place given back', () => app.services.webhooks.requestsInFlight === 0);
+      await eventually('every place given back', () => app.services.webhooks.requestsInFlight === 0);
     });
   });
 }
