@@ -189,7 +189,9 @@ export class RelayFailures {
       (row) => row.lockedBy === null && row.status === 'failed' && row.lastError === message,
     );
     if (!mine) return this.settleTaken(job);
-    this.#deps.waiters.settle(job, undefined, error);
+    // The failure's event was left out for a request that has left since (finish.ts): recorded now.
+    const unanswered = this.#deps.waiters.settle(job, undefined, error);
+    if (unanswered !== undefined) await this.#deps.report(job.instanceId, unanswered);
     return 'mine';
   }
 
@@ -220,8 +222,7 @@ export class RelayFailures {
     const answer = row === undefined ? undefined : endedAnswer(row);
     if (answer === undefined || !('sent' in answer)) return false;
     const owed = waiters.settle(job, answer.sent);
-    if (owed !== undefined && owed === row?.sentAt)
-      await report(job.instanceId, { kind: 'message', id: job.id, status: 'sent', at: owed });
+    if (owed?.kind === 'message' && owed.at === row?.sentAt) await report(job.instanceId, owed);
     return true;
   }
 }

@@ -17,15 +17,21 @@ export interface FinishJobDeps {
   untilStored: <T>(work: () => Promise<T>) => Promise<T>;
   /** Runs `write` in a transaction that records its `MessageStatus` reports with it. */
   recordWith<T>(instanceId: string, write: ReportedWrite<T>): Promise<T>;
-  /** The requests waiting for a job's outcome: while one waits, its answer carries the outcome instead of an event. */
-  waiters: Pick<SendWaiters, 'has'>;
+  /**
+   * The requests waiting for a job's outcome: while one waits, its answer carries the outcome instead of an event, and
+   * the outcome is noted as owed to it (`carryOutcome`) for the caller's `settle` to hand back if it leaves first.
+   */
+  waiters: Pick<SendWaiters, 'carryOutcome'>;
 }
 
 /**
  * Ends claimed job `job` with `outcome` (src/store/send-job-claims.ts `finishSendJob`), waiting out an unreachable
  * store, with its `MessageStatus` event `report` in the same transaction when no request waits to carry the outcome
  * (docs/decisions/0076-status-with-its-write.md). The waiters are asked at each try, after the write changed the job:
- * a request may leave while the store is waited out.
+ * a request may leave while the store is waited out. An outcome left out for a waiting request is noted as owed to
+ * it (waiters.ts `carryOutcome`): the caller must `settle` the job's waiters after this returns true and record the
+ * event `settle` hands back, which it does when the request left before the outcome reached it (even while this
+ * transaction committed).
  *
  * A write that finds the job no longer this node's `sending` job is either another holder's (a lost lease,
  * docs/decisions/0008-leases-and-fencing.md) or a try again after a commit whose answer was lost
@@ -46,7 +52,7 @@ export async function finishJob(
   return untilStored(async () => {
     const mine = await recordWith(job.instanceId, async (trx) => {
       const finished = await finishSendJob(trx, job.instanceId, job.id, nodeId, outcome);
-      return { result: finished, reports: finished && !waiters.has(job) ? [report] : [] };
+      return { result: finished, reports: finished && !waiters.carryOutcome(job, report) ? [report] : [] };
     });
     if (mine || lostAnswer === undefined) return mine;
     const row = await findSendJob(db, job.instanceId, job.id);

@@ -121,14 +121,7 @@ export class JobRelay {
     if (!this.#deps.sentMarks.takeRecorded(job)) await this.#finishSent(job, at, opensChat);
     // The outcome's event was left out for a waiting request that has gone since (waiters.ts `carry`): recorded now.
     const unanswered = this.#deps.waiters.settle(job, sent);
-    if (unanswered !== undefined) {
-      await this.#deps.report(job.instanceId, {
-        kind: 'message',
-        id: job.id,
-        status: 'sent',
-        at: unanswered,
-      });
-    }
+    if (unanswered !== undefined) await this.#deps.report(job.instanceId, unanswered);
   }
 
   /**
@@ -146,7 +139,9 @@ export class JobRelay {
       await failures.settleTaken(job);
       return;
     }
-    waiters.settle(job, sent);
+    // Its event was left out for a request that has left since (finish.ts): recorded now.
+    const unanswered = waiters.settle(job, sent);
+    if (unanswered !== undefined) await this.#deps.report(job.instanceId, unanswered);
   }
 
   /**

@@ -1,6 +1,7 @@
 import type { SentMessage } from '../domain/messages.ts';
 import type { WaitSignal } from '../domain/withdrawal.ts';
 import type { SendJob } from '../store/send-jobs.ts';
+import { messageReport, type SendStatusReport } from './queue-deps.ts';
 
 /** A job as the waiters know it: its instance and id. */
 export type JobKey = Pick<SendJob, 'instanceId' | 'id'>;
@@ -15,16 +16,17 @@ interface Waiter {
  * docs/decisions/0009-sends-as-jobs.md), by instance and job id. The send queue (queue.ts) settles them.
  *
  * A job's `MessageStatus` event is left out while a request waits to carry its outcome
- * (docs/decisions/0012-session-and-message-status-events.md); {@link carry} notes such an outcome as owed to the
- * requests, and when every request has left before the outcome reached them (its client went away, or a followed
- * wait answered `504` with the outcome unknown), {@link settle} hands the outcome back to the relay, which records
- * it as an event: the outcome reaches the client either in an answer or as an event. A relay that failed after the
- * message's transaction committed finds the job `sent` in the store and settles it the same way (failures.ts).
+ * (docs/decisions/0012-session-and-message-status-events.md); {@link carry} and {@link carryOutcome} note such an
+ * outcome (`sent`, or a failure) as owed to the requests, and when every request has left before the outcome reached
+ * them (its client went away, even while the outcome's transaction committed, or a followed wait answered `504` with
+ * the outcome unknown), {@link settle} hands the outcome back to the relay, which records it as an event: the outcome
+ * reaches the client either in an answer or as an event. A relay that failed after the message's transaction
+ * committed finds the job `sent` in the store and settles it the same way (failures.ts).
  */
 export class SendWaiters {
   readonly #waiters = new Map<string, Waiter[]>();
-  /** Outcomes whose event was left out for the requests of a job (`instanceId/id` → the `sent` time, epoch ms). */
-  readonly #owed = new Map<string, number>();
+  /** Outcomes whose event was left out for the requests of a job (`instanceId/id` → the event left out). */
+  readonly #owed = new Map<string, SendStatusReport>();
 
   /**
    * A promise of job `job`'s result, settled by {@link settle}. Several requests may wait for one job (a send
@@ -67,13 +69,23 @@ export class SendWaiters {
    * owed to them until {@link settle}.
    */
   carry(job: JobKey, at: number): boolean {
+    return this.carryOutcome(job, messageReport(job.id, 'sent', at));
+  }
+
+  /**
+   * True when a request waits for job `job`, whose outcome `report` (its `MessageStatus` event: `sent`, `failed` or
+   * `canceled`) is being written in a transaction that leaves the event out for the requests to carry; the outcome
+   * stays owed to them until {@link settle}, which hands it back when none is left. False when none waits (the
+   * transaction then records the event itself, and what an earlier, rolled-back try noted is dropped).
+   */
+  carryOutcome(job: JobKey, report: SendStatusReport): boolean {
     const key = `${job.instanceId}/${job.id}`;
     if (!this.#waiters.has(key)) {
       // What an earlier transaction noted and then rolled back: this one records the event itself.
       this.#owed.delete(key);
       return false;
     }
-    this.#owed.set(key, at);
+    this.#owed.set(key, report);
     return true;
   }
 
@@ -84,19 +96,21 @@ export class SendWaiters {
    * to carry it, and the relay records it as an event.
    */
   owe(job: JobKey, at: number): void {
-    this.#owed.set(`${job.instanceId}/${job.id}`, at);
+    this.#owed.set(`${job.instanceId}/${job.id}`, messageReport(job.id, 'sent', at));
   }
 
   /**
    * Resolves the waiters of `job` with `sent`, or rejects them with `error` without: the job's outcome.
-   * @returns with `sent`, the `sent` time (epoch ms) of an outcome {@link carry} left out of the events when no
-   *   request is left to carry it (each went away first): the caller records it as a `MessageStatus` event; else
-   *   undefined (an error outcome only clears what a rolled-back transaction noted).
+   * @returns the `MessageStatus` event {@link carry} or {@link carryOutcome} left out of the store for this outcome
+   *   (`sent` with `sent`, a failure without) when no request is left to carry it (each went away first): the caller
+   *   records it; else undefined. A noted outcome of the other kind (a rolled-back transaction's) is dropped.
    */
-  settle(job: JobKey, sent: SentMessage | undefined, error?: unknown): number | undefined {
+  settle(job: JobKey, sent: SentMessage | undefined, error?: unknown): SendStatusReport | undefined {
     const key = `${job.instanceId}/${job.id}`;
-    const owed = sent === undefined ? undefined : this.#owed.get(key);
+    const noted = this.#owed.get(key);
     this.#owed.delete(key);
+    const owed =
+      noted?.kind === 'message' && (noted.status === 'sent') === (sent !== undefined) ? noted : undefined;
     return this.#release(key, sent, error) ? undefined : owed;
   }
 

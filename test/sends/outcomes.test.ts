@@ -4,6 +4,7 @@ import { DomainError } from '../../src/domain/errors.ts';
 import type { SentMessage } from '../../src/domain/messages.ts';
 import type { WaitSignal } from '../../src/domain/withdrawal.ts';
 import { storedOutcome } from '../../src/sends/outcomes.ts';
+import { messageReport } from '../../src/sends/queue-deps.ts';
 import { SendWaiters } from '../../src/sends/waiters.ts';
 import type { SendJob } from '../../src/store/send-jobs.ts';
 
@@ -116,7 +117,11 @@ describe('outcomes owed to waiting requests (src/sends/waiters.ts)', () => {
     assert.equal(waiters.carry(key, T0 + 7), true);
     client.abort(new Error('client gone'));
     await assert.rejects(gone, /client gone/);
-    assert.equal(waiters.settle(key, relayed), T0 + 7, 'the relay records it as an event');
+    assert.deepEqual(
+      waiters.settle(key, relayed),
+      { kind: 'message', id: key.id, status: 'sent', at: T0 + 7 },
+      'the relay records it as an event',
+    );
     assert.equal(waiters.settle(key, relayed), undefined, 'once');
 
     const followed = waiters.await(key);
@@ -124,7 +129,56 @@ describe('outcomes owed to waiting requests (src/sends/waiters.ts)', () => {
     waiters.giveUp(key, new DomainError('timeout', 'outcome unknown'));
     await assert.rejects(followed, /outcome unknown/);
     assert.equal(waiters.has(key), false);
-    assert.equal(waiters.settle(key, relayed), T0 + 8, 'a 504 with the outcome unknown keeps it owed');
+    assert.deepEqual(
+      waiters.settle(key, relayed),
+      { kind: 'message', id: key.id, status: 'sent', at: T0 + 8 },
+      'a 504 with the outcome unknown keeps it owed',
+    );
+  });
+
+  it('a failure left out for a request that left before it was answered: handed back, once', async () => {
+    const waiters = new SendWaiters();
+    const client = new AbortController();
+    const gone = waiters.await(key, client.signal);
+    const failed = messageReport(key.id, 'failed', T0 + 5, 'refused by the platform');
+    assert.equal(waiters.carryOutcome(key, failed), true, 'the failure transaction leaves its event out');
+    client.abort(new Error('client gone'));
+    await assert.rejects(gone, /client gone/);
+    const refused = new DomainError('platform_refused', 'refused by the platform');
+    assert.deepEqual(
+      waiters.settle(key, undefined, refused),
+      failed,
+      'the relay records the failure as an event',
+    );
+    assert.equal(waiters.settle(key, undefined, refused), undefined, 'once');
+  });
+
+  it('a failure carried by a waiting request is answered, not handed back', async () => {
+    const waiters = new SendWaiters();
+    const answer = waiters.await(key);
+    assert.equal(waiters.carryOutcome(key, messageReport(key.id, 'failed', T0 + 5, 'refused')), true);
+    const refused = new DomainError('platform_refused', 'refused');
+    assert.equal(waiters.settle(key, undefined, refused), undefined);
+    await assert.rejects(answer, /refused/);
+  });
+
+  it('an outcome of the other kind than the one noted is never handed back (a rolled-back note)', async () => {
+    const waiters = new SendWaiters();
+    const client = new AbortController();
+    const gone = waiters.await(key, client.signal);
+    assert.equal(
+      waiters.carry(key, T0 + 7),
+      true,
+      'a transaction marking it sent left the event out, then rolled back',
+    );
+    client.abort(new Error('client gone'));
+    await assert.rejects(gone, /client gone/);
+    assert.equal(
+      waiters.settle(key, undefined, new Error('relay failed')),
+      undefined,
+      'no sent event for a failure',
+    );
+    assert.equal(waiters.settle(key, relayed), undefined, 'and the note is gone');
   });
 
   it('a recording rolled back after noting the outcome, then committed with the event once its request left: owed nothing', async () => {
@@ -160,7 +214,11 @@ describe('outcomes owed to waiting requests (src/sends/waiters.ts)', () => {
     client.abort(new Error('client gone'));
     await assert.rejects(gone, /client gone/);
     waiters.answer(key, relayed);
-    assert.equal(waiters.settle(key, relayed), T0 + 8, 'no request was left to answer: the relay records it');
+    assert.deepEqual(
+      waiters.settle(key, relayed),
+      { kind: 'message', id: key.id, status: 'sent', at: T0 + 8 },
+      'no request was left to answer: the relay records it',
+    );
   });
 
   it('a failure settles what a rolled-back recording noted: a later relay owes nothing', () => {
