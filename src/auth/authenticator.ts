@@ -66,6 +66,12 @@ export class KeyAuthenticator {
   readonly #cache = new Map<string, CacheEntry>();
   readonly #lastTouch = new Map<string, number>();
   #revocationsSince: string;
+  /**
+   * Revocation looks started so far ({@link pollRevocations}): a key read that one overlapped may hold a row from
+   * before the revocation the look was for, which the look could not evict (it was not cached yet), so it is not
+   * cached (docs/decisions/0078-store-signals.md).
+   */
+  #revocationLooks = 0;
   #timer: NodeJS.Timeout | undefined;
   #unlisten: (() => void) | undefined;
 
@@ -94,13 +100,16 @@ export class KeyAuthenticator {
     if (!entry) {
       // Shape and checksum before the store is asked (a key found in the cache passed them when it was cached).
       if (parseApiKey(presented) === null) throw errors.invalidKey();
+      const looks = this.#revocationLooks;
       const key = await findApiKeyByHash(this.#db, hash);
       const org = key ? await getOrganization(this.#db, key.orgId) : undefined;
       // The digests compared in constant time once, when the store's row is taken: the cache is keyed by the digest.
       if (!key || !org || !digestsEqual(key.keyHash, hash)) throw errors.invalidKey();
       const expiresAtMs = key.expiresAt === null ? null : Date.parse(key.expiresAt);
       entry = { key, org, scopes: new Set(key.scopes), expiresAtMs, cachedAt: now };
-      this.#cache.set(hash, entry);
+      // A revocation look started while the row was read may have come and gone without it: this request is answered
+      // from the row (it raced the revocation), the next one reads it again.
+      if (looks === this.#revocationLooks) this.#cache.set(hash, entry);
     }
     const { key, org } = entry;
     if (key.revokedAt !== null) throw errors.invalidKey();
@@ -141,9 +150,12 @@ export class KeyAuthenticator {
   /**
    * Evicts cached keys revoked since the last poll (any process). Errors are logged, not thrown. The read reaches back
    * one cache lifetime before the latest revocation seen: a revocation stamped earlier than one already seen (another
-   * host's clock a little behind, or a revocation that committed after a later-stamped one) is still found.
+   * host's clock a little behind, or a revocation that committed after a later-stamped one) is still found. A key
+   * read by {@link authenticate} while a poll runs is not cached: the poll may be for its revocation and have found
+   * nothing cached to evict.
    */
   async pollRevocations(): Promise<void> {
+    this.#revocationLooks += 1;
     try {
       const since = new Date(Date.parse(this.#revocationsSince) - this.#options.ttlMs).toISOString();
       const revoked = await listRevokedSince(this.#db, since);
