@@ -1,7 +1,7 @@
 import { createHash, type Hash, randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../domain/clock.ts';
-import { DomainError, errors } from '../domain/errors.ts';
+import { DomainError, type DomainErrorCode, errors } from '../domain/errors.ts';
 import { extended } from '../domain/objects.ts';
 import { PeriodicJob } from '../ops/periodic-job.ts';
 import type { Store } from '../store/database.ts';
@@ -9,6 +9,7 @@ import { outcomeUnknown, untilStoreAnswers } from '../store/faults.ts';
 import {
   type ClaimOutcome,
   claimIdempotencyKey,
+  endIdempotencyClaim,
   type IdempotencyKeyId,
   type KeptAnswer,
   keepIdempotentAnswer,
@@ -34,6 +35,17 @@ export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 export const IDEMPOTENCY_LOCK_MS = 60_000;
 /** Statuses below 500 that are not kept: a 400 for the request's input and a 429 "retry later". */
 const NOT_KEPT = new Set([400, 429]);
+/**
+ * Codes of a 5xx that decided the operation's failure: the platform refused it or could not be reached when it was
+ * relayed, or the session was not ready to take it; nothing of the run goes out later, so a retry starts a new run.
+ * Any other 5xx (`timeout`: the client left or the outcome is not known yet; `store_unavailable`; `internal`) may
+ * leave work going on, which a retry continues (docs/decisions/0010-idempotency.md).
+ */
+const DECIDED_FAILURES: ReadonlySet<DomainErrorCode> = new Set([
+  'platform_refused',
+  'platform_unreachable',
+  'not_ready',
+]);
 /** First wait before keeping an answer again after the store failed to take it, ms (doubling up to a third of the lock). */
 const KEEP_RETRY_MS = 100;
 /**
@@ -194,15 +206,23 @@ export class IdempotencyService {
   }
 
   /**
-   * Ends the claim with the request's answer: below 500 it is kept for replay, otherwise the key is released so a
-   * retry runs again. A 400 (the request breaks a rule; the client fixes it and sends it again with the key) and a
-   * 429 (it says "retry later") are released too, whether validation or the operation found them. An answer
+   * Ends the claim with the request's answer (docs/decisions/0010-idempotency.md): below 500 it is kept for replay.
+   * A 400 (the request breaks a rule; the client fixes it and sends it again with the key), a 429 (it says "retry
+   * later") and a 5xx whose `failure` code decided the operation's failure ({@link DECIDED_FAILURES}) release the key:
+   * a retry runs anew. Any other 5xx ends the claim unfinished ({@link release}): a retry runs again as the same
+   * request and finds what this run left, so a send stored by it is answered, never sent a second time. An answer
    * that cannot be kept right now (the store failed) is kept later: the operation was carried out, so the key stays
    * claimed (renewed) and the keep is tried again until it succeeds, the claim is lost or the process stops.
-   * @throws the store's error when releasing fails (the claim then ends at its lock).
+   * @param failure the domain error code of an error answer, when one made it (`internal` for an unexpected error).
+   * @throws the store's error when releasing or ending fails (the claim then ends at its lock).
    */
-  async finish(claim: IdempotencyClaim, answer: KeptAnswer): Promise<void> {
-    if (answer.status >= 500 || NOT_KEPT.has(answer.status)) return this.release(claim);
+  async finish(claim: IdempotencyClaim, answer: KeptAnswer, failure?: DomainErrorCode): Promise<void> {
+    if (NOT_KEPT.has(answer.status)) return this.#forget(claim);
+    if (answer.status >= 500) {
+      return failure !== undefined && DECIDED_FAILURES.has(failure)
+        ? this.#forget(claim)
+        : this.release(claim);
+    }
     await this.#keep(claim, answer, 0);
   }
 
@@ -229,8 +249,20 @@ export class IdempotencyService {
     if (!kept) this.#logger.warn({ key: claim.id.key }, 'idempotency claim was taken over before its answer');
   }
 
-  /** Releases the claim without keeping an answer (a 5xx, an answer that cannot be kept, a crash on the way). */
+  /**
+   * Ends the claim without an answer and without forgetting its request (an answer that decided nothing, one that
+   * cannot be kept, a response that never went out): the next request with the key and the same fingerprint runs at
+   * once as the same request (its `requestId`), and finds what this run did (`endIdempotencyClaim`,
+   * src/store/idempotency.ts).
+   * @throws the store's error (the claim then ends at its lock, with the same effect).
+   */
   async release(claim: IdempotencyClaim): Promise<void> {
+    this.#stopRenewal(claim);
+    await endIdempotencyClaim(this.#store.db, claim.id, claim.token, randomUUID());
+  }
+
+  /** Deletes the claim's row: the next request with the key is a new one (a new `requestId`). */
+  async #forget(claim: IdempotencyClaim): Promise<void> {
     this.#stopRenewal(claim);
     await releaseIdempotencyClaim(this.#store.db, claim.id, claim.token);
   }

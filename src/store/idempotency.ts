@@ -82,8 +82,9 @@ const where = (id: IdempotencyKeyId) => ({ org_id: id.orgId, env: id.env, key: i
  * Claims the key for the request `input.token`: inserts the row, or takes over a row that expired or whose
  * unfinished claim passed its lock (its process died), or finds the unfinished row of the same `input.token` (an
  * earlier try of this claim committed and its answer was lost: claimed). Otherwise returns the row found, for the
- * caller to replay its answer or refuse. A takeover of an unfinished claim keeps the row's `request_id`: the request
- * is the same one retried, and what it did before its process died is found by it
+ * caller to replay its answer or refuse. A takeover of an unfinished claim (its process died, or its run ended with an
+ * answer that decided nothing, {@link endIdempotencyClaim}) keeps the row's `request_id` when the fingerprint is the
+ * same: the request is the same one retried, and what it did before is found by it
  * (docs/decisions/0010-idempotency.md).
  * @throws the driver's error when the store fails.
  */
@@ -114,7 +115,9 @@ export async function claimIdempotencyKey(db: Kysely<Database>, input: ClaimInpu
       .updateTable('idempotency_keys')
       .set(
         extended(fields, {
-          request_id: sql<string>`case when expires_at <= ${input.now} or request_id is null then ${input.requestId} else request_id end`,
+          // The request continues only as itself: an expired row, or another request's fingerprint (the key reused
+          // once the first run ended unfinished), starts a new one.
+          request_id: sql<string>`case when expires_at <= ${input.now} or request_id is null or fingerprint <> ${input.fingerprint} then ${input.requestId} else request_id end`,
         }),
       )
       .where('org_id', '=', input.orgId)
@@ -221,6 +224,31 @@ export async function releaseIdempotencyClaim(
 ): Promise<void> {
   await db
     .deleteFrom('idempotency_keys')
+    .where('org_id', '=', id.orgId)
+    .where('env', '=', id.env)
+    .where('key', '=', id.key)
+    .where('token', '=', token)
+    .where('status', 'is', null)
+    .execute();
+}
+
+/**
+ * Ends claim `token` without an answer and without forgetting its request (docs/decisions/0010-idempotency.md): the
+ * row stays unfinished, its lock passed and its token replaced by `endedToken` (so a renewal already on its way
+ * changes nothing), so the next request with the key and the same fingerprint takes it over at once and continues
+ * under the same `request_id`, finding what this run left (a send's job may still go out). No-op when the claim is no
+ * longer this token's or already kept an answer.
+ * @throws the driver's error when the store fails.
+ */
+export async function endIdempotencyClaim(
+  db: Kysely<Database>,
+  id: IdempotencyKeyId,
+  token: string,
+  endedToken: string,
+): Promise<void> {
+  await db
+    .updateTable('idempotency_keys')
+    .set({ locked_until: 0, token: endedToken })
     .where('org_id', '=', id.orgId)
     .where('env', '=', id.env)
     .where('key', '=', id.key)

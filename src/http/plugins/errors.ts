@@ -1,8 +1,19 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { DomainError } from '../../domain/errors.ts';
+import { DomainError, type DomainErrorCode } from '../../domain/errors.ts';
 import { type ErrorCode, statusOf } from '../errors.ts';
 import { type ValidationIssue, validationMessage } from '../validation.ts';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /**
+     * The domain error code the error handler answered the request with (`internal` for an unexpected error), null
+     * when it answered none: what the idempotency plugin needs to tell a 5xx that decided an operation's failure from
+     * one that left it going on (src/app/idempotency.ts).
+     */
+    failureCode: DomainErrorCode | null;
+  }
+}
 
 /** The error envelope body (docs/api.md#errors). */
 export function errorBody(status: number, message: string, retryAfter?: number) {
@@ -62,8 +73,10 @@ function clientLeft(request: FastifyRequest): boolean {
  */
 export const errorsPlugin = fp(
   async (app: FastifyInstance) => {
+    app.decorateRequest('failureCode', null);
     app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
       if (error instanceof DomainError) {
+        request.failureCode = error.code;
         const status = statusOf(error.code);
         if (error.code === 'internal') {
           // A bug (e.g. a route registered without its auth scope): its text is for the log, not the client.
@@ -109,6 +122,7 @@ export const errorsPlugin = fp(
         return reply.code(404).send(errorBody(404, notFoundMessage(request)));
       }
       request.log.error({ err: error }, 'unhandled error');
+      request.failureCode = 'internal';
       return reply.code(500).send(errorBody(500, 'internal error'));
     });
 

@@ -92,8 +92,9 @@ export function idempotentRequestIdOf(request: FastifyRequest): string | undefin
  *   or replays the kept answer with `Idempotent-Replayed: true`, or refuses (409 in progress, 422 reused with a
  *   different request);
  * - `onSend`: keeps an answer below 500 (status, `Content-Type`, the exact body, the headers of
- *   {@link KEPT_HEADERS}) or releases the key;
- * - `onResponse`: releases a claim still held (an answer that never reached `onSend`).
+ *   {@link KEPT_HEADERS}), or releases the key (a 400, a 429, a 5xx that decided the operation's failure), or ends
+ *   the claim unfinished for a retry to continue as the same request (any other 5xx; `IdempotencyService.finish`);
+ * - `onResponse`: ends a claim still held unfinished (an answer that never reached `onSend`).
  * Requests without the header, other methods and unauthenticated routes are untouched.
  */
 export const idempotencyPlugin = fp(
@@ -123,7 +124,10 @@ export const idempotencyPlugin = fp(
       reply.header(REPLAYED_HEADER, 'true');
       return reply.send(answer.body);
     };
-    /** Keeps the answer `payload` under `claim` (or releases the key when it cannot be kept); never rejects. */
+    /**
+     * Keeps the answer `payload` under `claim`, or releases the key or ends the claim unfinished as the answer says
+     * (`IdempotencyService.finish`; a body that cannot be kept ends it unfinished); never rejects.
+     */
     const keep = async (
       request: FastifyRequest,
       reply: FastifyReply,
@@ -135,19 +139,23 @@ export const idempotencyPlugin = fp(
       try {
         if (body === undefined) await service.release(claim);
         else {
-          await service.finish(claim, {
-            status: reply.statusCode,
-            contentType: typeof type === 'string' ? type : undefined,
-            body,
-            headers: keptHeadersOf(reply),
-          });
+          await service.finish(
+            claim,
+            {
+              status: reply.statusCode,
+              contentType: typeof type === 'string' ? type : undefined,
+              body,
+              headers: keptHeadersOf(reply),
+            },
+            request.failureCode ?? undefined,
+          );
         }
       } catch (error) {
         // Releasing failed (the answer was not to be kept): the key ends at its lock, then a retry runs again.
         request.log.warn({ err: error }, 'releasing an idempotency key failed');
       }
     };
-    /** Releases `claim`; never rejects. */
+    /** Ends `claim` unfinished (`IdempotencyService.release`); never rejects. */
     const release = (request: FastifyRequest, claim: IdempotencyClaim): Promise<void> =>
       service.release(claim).catch((error: unknown) => {
         request.log.warn({ err: error }, 'releasing an idempotency key failed');
