@@ -63,7 +63,8 @@ function holdingNextOrganizationRead(db: Kysely<Database>): {
       if (property === 'selectFrom' && typeof value === 'function') {
         return (table: unknown) => {
           const builder: unknown = Reflect.apply(value, target, [table]);
-          if (!armed || table !== 'organizations' || typeof builder !== 'object' || builder === null) return builder;
+          if (!armed || table !== 'organizations' || typeof builder !== 'object' || builder === null)
+            return builder;
           armed = false;
           return gated(builder);
         };
