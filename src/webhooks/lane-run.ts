@@ -15,6 +15,22 @@ export interface LaneRun {
   pending: ClaimedDelivery[];
   /** Attempts the batch made. */
   attempted: number;
+  /**
+   * Places of the process's {@link RequestPlaces} the batch holds now: its head's from the launch, and its window's
+   * while their slots run. 0 once every slot has ended, while the batch gives back what it did not start.
+   */
+  places: number;
+}
+
+/**
+ * The lane batches of `runs` that hold no place (every slot ended, their unstarted deliveries being given back): each
+ * leaves a lane to claim soon, whose first request needs a place that no window may take meanwhile
+ * (docs/decisions/0089-lane-window-default.md).
+ */
+export function runsWithoutPlaces(runs: Iterable<LaneRun>): number {
+  let count = 0;
+  for (const run of runs) if (run.places <= 0) count += 1;
+  return count;
 }
 
 /** What a lane batch's run needs from its worker (src/webhooks/worker.ts). */
@@ -58,9 +74,14 @@ export async function runLane(context: LaneRunContext, run: LaneRun, share: numb
   const { workerId, staleMs } = recorder;
   const untilAnswered = <T>(work: () => Promise<T>): Promise<T> =>
     untilStoreAnswers(work, options.clock, options.clock() + staleMs / 2);
+  /** Gives back `count` places the batch held. */
+  const give = (count: number) => {
+    places.give(count);
+    run.places -= count;
+  };
   const [head, ...queue] = run.pending;
   if (head === undefined) {
-    places.give(1);
+    give(1);
     return;
   }
   const { store } = options;
@@ -68,6 +89,7 @@ export async function runLane(context: LaneRunContext, run: LaneRun, share: numb
   // beyond one for each lane it may still claim (the head holds its own); each place is given back when its slot
   // ends, or at once for a delivery that is not started.
   const opening = queue.splice(0, places.take(Math.min(laneWindow - 1, queue.length, share), keptPlaces()));
+  run.places += opening.length;
   // A window's requests go out pipelined on one connection, so they reach the receiver in the order they were
   // started (docs/decisions/0058-pipelined-lanes.md).
   const channel = opening.length > 0 ? new OutboundChannel(opening.length + 1) : undefined;
@@ -122,7 +144,7 @@ export async function runLane(context: LaneRunContext, run: LaneRun, share: numb
     }
   };
 
-  const first = slot(head).finally(() => places.give(1));
+  const first = slot(head).finally(() => give(1));
   // Handled by the `allSettled` below; until then a rejection must not count as unhandled.
   first.catch(() => undefined);
   const slots = [first];
@@ -158,8 +180,8 @@ export async function runLane(context: LaneRunContext, run: LaneRun, share: numb
     if (!allStarted) halted = true;
     const unsent = unknown ? opening.splice(0) : opening.splice(started);
     if (!unknown) notStarted.push(...unsent);
-    places.give(unsent.length);
-    slots.push(...opening.map((delivery) => slot(delivery).finally(() => places.give(1))));
+    give(unsent.length);
+    slots.push(...opening.map((delivery) => slot(delivery).finally(() => give(1))));
   }
   // The lane's records are written from here on: every start decision they read from outside is known.
   opened();

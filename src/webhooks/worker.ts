@@ -17,7 +17,7 @@ import {
 import { RetryPolicy } from './backoff.ts';
 import { CrossLaneRecords } from './cross-lane-records.ts';
 import type { RecorderContext } from './lane-records.ts';
-import { type LaneRun, type LaneRunContext, lanesOf, runLane } from './lane-run.ts';
+import { type LaneRun, type LaneRunContext, lanesOf, runLane, runsWithoutPlaces } from './lane-run.ts';
 import { claimMadeAfterLostCommit } from './lost-claims.ts';
 import { RequestPlaces, windowShares } from './request-places.ts';
 import type { DeliveryWorkerOptions } from './worker-options.ts';
@@ -348,11 +348,11 @@ export class DeliveryWorker {
 
   /**
    * Places a window must leave free (docs/decisions/0089-lane-window-default.md): one for each lane this process may
-   * still claim, and one for each lane of a claim whose commit lost its answer, which takes its place at once if the
-   * store says the claim was made.
+   * still claim, one for each lane of a claim whose commit lost its answer, which takes its place at once if the
+   * store says the claim was made, and one for each lane batch ending without a place, whose lane is claimable next.
    */
   #keptPlaces(): number {
-    return Math.max(0, this.#lanesFree()) + this.#recovering;
+    return Math.max(0, this.#lanesFree()) + this.#recovering + runsWithoutPlaces(this.#lanes.values());
   }
 
   /** Starts a lane batch per lane of `batches` (from {@link lanesOf}); returns the runs started. */
@@ -364,7 +364,7 @@ export class DeliveryWorker {
     // head's place back when the head's slot ends (src/webhooks/lane-run.ts).
     this.#places.hold(batches.size);
     const runs = [...batches].map(([lane, batch]) => {
-      const run: LaneRun = { done: Promise.resolve(), pending: batch, attempted: 0 };
+      const run: LaneRun = { done: Promise.resolve(), pending: batch, attempted: 0, places: 1 };
       this.#lanes.set(lane, run);
       return { lane, batch, run };
     });
