@@ -299,6 +299,34 @@ export async function startDeliveries(
 }
 
 /**
+ * How many of `deliveries`, from the first, an earlier try of {@link startDeliveries} started (their attempt rows
+ * exist), starting none: the try again of an opening that may no longer start anything (its worker stopping, or its
+ * claim too old, docs/decisions/0048-lane-batches.md) still sends what a try whose answer was lost started. On
+ * PostgreSQL it first waits for the rows' locks, as {@link startDeliveries} does with `again`.
+ * @throws what the driver throws.
+ */
+export async function startedBefore(
+  db: Kysely<Database>,
+  deliveries: readonly NextAttempt[],
+  dialect: 'sqlite' | 'postgres' = 'sqlite',
+): Promise<number> {
+  if (deliveries.length === 0) return 0;
+  if (dialect === 'postgres') await awaitRowLocks(db, deliveries);
+  const rows = await db
+    .selectFrom('webhook_attempts')
+    .select('id')
+    .where(
+      'id',
+      'in',
+      deliveries.map((delivery) => delivery.attemptId),
+    )
+    .execute();
+  const found = new Set(rows.map((row) => row.id));
+  const missing = deliveries.findIndex((delivery) => !found.has(delivery.attemptId));
+  return missing === -1 ? deliveries.length : missing;
+}
+
+/**
  * Waits until no other transaction holds a lock on the delivery rows of `deliveries` (PostgreSQL: a `select … for
  * update` on its own, its locks released as it ends): a transaction still committing on the server, whose client
  * lost its connection, has then ended, and a statement begun after this one reads what it committed.

@@ -1,7 +1,7 @@
 import { OutboundChannel } from '../net/outbound-channel.ts';
 import { returnUnstarted } from '../store/deliveries.ts';
 import type { ClaimedDelivery } from '../store/delivery-claims.ts';
-import { nextAttemptOf, startDeliveries } from '../store/delivery-next.ts';
+import { nextAttemptOf, startDeliveries, startedBefore } from '../store/delivery-next.ts';
 import { untilStoreAnswers } from '../store/faults.ts';
 import { LaneRecords, type RecorderContext, type StartDecision, type TakenDelivery } from './lane-records.ts';
 import type { RequestPlaces } from './request-places.ts';
@@ -65,8 +65,8 @@ export interface LaneRunContext {
  * one after the other in `sequence` order: a delivery is started only once the one before it was, so a lane never
  * has a later delivery started and an earlier one given back. Nothing more is started once an attempt was not
  * delivered, a start was refused (the claim lost or the lane changed), the worker is stopping or the claim is older
- * than half the stale timeout; the deliveries not started are given back at once, unlocked and ready for the next
- * claim, when the requests in flight have ended.
+ * than half the stale timeout (asked again at each try of the opening through a failing store); the deliveries not
+ * started are given back at once, unlocked and ready for the next claim, when the requests in flight have ended.
  * @throws the first error met recording an attempt (after the rest was given back).
  */
 export async function runLane(context: LaneRunContext, run: LaneRun, share: number): Promise<void> {
@@ -156,17 +156,22 @@ export async function runLane(context: LaneRunContext, run: LaneRun, share: numb
     try {
       if (mayStart(head)) {
         // A try after one whose answer was lost first waits for that one's commit (`startDeliveries`'s `again`).
+        // A try again starts nothing more once the worker stops or the claim grew old while the store was waited
+        // out: it only counts what a try whose answer was lost started, which is sent.
         let tries = 0;
-        started = await untilAnswered(() =>
-          startDeliveries(
-            store.db,
-            opening.map(nextAttemptOf),
-            workerId,
-            options.clock(),
-            store.dialect,
-            tries++ > 0,
-          ),
-        );
+        started = await untilAnswered(() => {
+          const again = tries++ > 0;
+          return again && !mayStart(head)
+            ? startedBefore(store.db, opening.map(nextAttemptOf), store.dialect)
+            : startDeliveries(
+                store.db,
+                opening.map(nextAttemptOf),
+                workerId,
+                options.clock(),
+                store.dialect,
+                again,
+              );
+        });
       }
     } catch (error) {
       // Whether the transaction committed is unknown: none of them is sent, and they stay claimed, as after a
