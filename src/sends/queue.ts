@@ -100,6 +100,8 @@ export class SendQueue implements EventProjection {
       waiters: this.#waiters,
       waitMs: deps.syncWaitMs ?? SYNC_WAIT_MS,
       nodeId: deps.nodeId,
+      recordWith: (instanceId, write) => deps.recordWith(instanceId, write),
+      report: (instanceId, report) => this.report(instanceId, report),
     });
     this.#pace = new PaceKeeper({
       db: deps.db,

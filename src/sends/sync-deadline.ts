@@ -7,6 +7,7 @@ import type { Database } from '../store/schema.ts';
 import { failPendingSendJob, finishSendJob } from '../store/send-job-claims.ts';
 import { findSendJob, type LateFailure, type SendJob } from '../store/send-jobs.ts';
 import { endedAnswer } from './outcomes.ts';
+import { messageReport, type ReportedWrite, type SendStatusReport } from './queue-deps.ts';
 import type { JobKey, SendWaiters } from './waiters.ts';
 
 /**
@@ -32,13 +33,22 @@ export interface SyncDeadlinesDeps {
   waitMs: number;
   /** This node's id: the `locked_by` of the jobs its relays hold. */
   nodeId: string;
+  /**
+   * Runs `write` in a transaction that records its `MessageStatus` reports with it (queue-deps.ts
+   * `SendQueueDeps.recordWith`). @throws the write's or the store's error.
+   */
+  recordWith<T>(instanceId: string, write: ReportedWrite<T>): Promise<T>;
+  /** Records a status report (queue.ts `SendQueue.report`: any failure is logged, never thrown). */
+  report(instanceId: string, report: SendStatusReport): Promise<void>;
 }
 
 /**
  * The deadline of a synchronous send that waits its turn in the queue (docs/decisions/0009-sends-as-jobs.md): when
  * no relay ever claimed it within `waitMs` (the session away, a long queue or pace), the job is failed while still
  * `pending` with no attempt, and its requests answer `504 timeout`, so it never goes out later, after its client
- * stopped waiting and perhaps sent it again. A job a relay of this node claimed (even one handed back since) keeps
+ * stopped waiting and perhaps sent it again. A request that left before (its client closed its connection) leaves
+ * the deadline in place: the job is failed all the same, its `MessageStatus failed` event recorded with the failure
+ * since no request carries it. A job a relay of this node claimed (even one handed back since) keeps
  * its wait: the relay answers. A job another node's relay holds (the instance moved) is followed in the store for
  * another `waitMs` ({@link follow}). A job another node's deadline already ended answers from its row.
  */
@@ -74,15 +84,15 @@ export class SyncDeadlines {
       this.#timers.add(timer);
     };
     arm(Math.max(0, (since ?? clock()) + waitMs - clock()));
-    try {
-      return await done;
-    } finally {
-      over = true;
-      if (timer) {
-        clearTimeout(timer);
-        this.#timers.delete(timer);
-      }
+    // A wait that ends without the outcome (its client left, or the job ended otherwise) leaves the deadline armed,
+    // so a job its client gave up on is still failed unsent at it (one that ended meanwhile is only read again).
+    const sent = await done;
+    over = true;
+    if (timer) {
+      clearTimeout(timer);
+      this.#timers.delete(timer);
     }
+    return sent;
   }
 
   /**
@@ -193,11 +203,20 @@ export class SyncDeadlines {
 
   /** Fails `job` if still unclaimed and settles its waiters. @returns true to try again later (the store failed). */
   async #expire(job: JobKey): Promise<boolean> {
-    const { db, clock, logger, waiters, waitMs } = this.#deps;
+    const { db, clock, logger, waiters, waitMs, recordWith, report } = this.#deps;
     const message = timeoutMessage(waitMs);
     try {
-      if (await failPendingSendJob(db, job.instanceId, job.id, clock(), message)) {
-        waiters.settle(job, undefined, new DomainError('timeout', message));
+      const at = clock();
+      const outcome = messageReport(job.id, 'failed', at, message);
+      // Its `MessageStatus failed` event is written with the failure when no request waits to carry it.
+      const failed = await recordWith(job.instanceId, async (trx) => {
+        const changed = await failPendingSendJob(trx, job.instanceId, job.id, at, message);
+        return { result: changed, reports: changed && !waiters.carryOutcome(job, outcome) ? [outcome] : [] };
+      });
+      if (failed) {
+        // A request that left while the failure committed: the event left out for it is recorded now.
+        const unanswered = waiters.settle(job, undefined, new DomainError('timeout', message));
+        if (unanswered !== undefined) await report(job.instanceId, unanswered);
         return false;
       }
       // Claimed by a relay, or ended already, perhaps by another node's deadline.
@@ -220,9 +239,9 @@ export class SyncDeadlines {
       this.follow(job, clock());
       return false;
     } catch (error) {
-      // The job may still go out: its requests keep waiting, and the deadline is tried again.
+      // The job may still go out: its requests keep waiting, and the deadline is tried again, also when none waits.
       logger.warn({ err: error, instanceId: job.instanceId, id: job.id }, 'failing an expired send failed');
-      return waiters.has(job);
+      return true;
     }
   }
 }

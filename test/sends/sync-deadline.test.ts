@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
 import { DomainError } from '../../src/domain/errors.ts';
-import type { SendQueue } from '../../src/sends/queue.ts';
+import type { SendQueue, SendStatusReport } from '../../src/sends/queue.ts';
 import type { NewSendJob } from '../../src/store/send-jobs.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
@@ -27,6 +27,8 @@ for (const dialect of testDialects()) {
     const logged: string[] = [];
     let connected = false;
     const relayed: string[] = [];
+    /** The status reports the queue recorded. */
+    const reports: SendStatusReport[] = [];
     /** Holds the relay of this job id until released. */
     let gate: { id: string; started: boolean; released: Promise<void> } | undefined;
 
@@ -52,7 +54,10 @@ for (const dialect of testDialects()) {
     before(async () => {
       t = await createTestApp({ dialect });
       t.clock.set(T0);
-      queue = testQueue(t.clock, t.services.store.db, t.instance.id, session, undefined, {
+      const report = async (_instanceId: string, each: SendStatusReport) => {
+        reports.push(each);
+      };
+      queue = testQueue(t.clock, t.services.store.db, t.instance.id, session, report, {
         logger: pino(
           { level: 'debug' },
           {
@@ -139,6 +144,37 @@ for (const dialect of testDialects()) {
         .execute();
       await eventually('the request answered', () => settled());
       assert.deepEqual(await outcome, { id, timestamp: T0 + 9_000 });
+      await queue.setPacing(t.instance.id, { minIntervalMs: 0, jitterMs: 0, newChatsPerDay: null });
+    });
+
+    it('a send whose client left before the deadline is failed unsent at it all the same, its failure an event', async () => {
+      connected = false;
+      const id = '3EB0EEEEEEEEEEEEEEEEEE';
+      const client = new AbortController();
+      const wait = await queue.storeSync(session, syncJob(id), client.signal);
+      const outcome = wait().catch((error: unknown) => error);
+      client.abort(new DomainError('timeout', 'the client closed its connection before the answer'));
+      const left = await outcome;
+      assert.ok(left instanceof DomainError && left.message.startsWith('the client closed'), String(left));
+      assert.equal((await row(id)).status, 'pending', 'still waiting its turn when its client left');
+      await eventually('failed at its deadline', async () => (await row(id)).status === 'failed');
+      const failed = await row(id);
+      assert.deepEqual(
+        [failed.attempts, failed.last_error],
+        [0, 'the message could not be relayed within 1 s and was not sent'],
+      );
+      assert.deepEqual(
+        reports
+          .filter((r) => r.kind === 'message' && r.id === id)
+          .map((r) => r.kind === 'message' && r.status),
+        ['failed'],
+        'its outcome reported once, as an event',
+      );
+      // The session comes back: the queue relays what is due, and the send its client gave up on is not.
+      connected = true;
+      const next = await queue.storeSync(session, syncJob('3EB0FFFFFFFFFFFFFFFFFF'));
+      assert.equal((await next()).id, '3EB0FFFFFFFFFFFFFFFFFF');
+      assert.ok(!relayed.includes(id), 'never sent');
     });
   });
 }
