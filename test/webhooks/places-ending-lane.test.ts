@@ -111,7 +111,11 @@ for (const dialect of testDialects()) {
         'the next lane delivered while the busy window holds its places',
         () => next.receiver.requests.length === 1 && held.length === 3,
       );
-      assert.equal(worker.requestsInFlight, 3);
+      assert.ok(worker.requestsInFlight <= 4, 'never more requests than the bound');
+      await eventually(
+        "the next lane's request recorded, its place given back",
+        () => worker.requestsInFlight === 3,
+      );
     });
   });
 }
