@@ -23,7 +23,8 @@ export type { KeptAnswer } from '../store/idempotency.ts';
 /**
  * Idempotent `POST`s, Stripe's model (docs/decisions/0010-idempotency.md, docs/api.md "Idempotency"): a request
  * carrying `Idempotency-Key` claims the key in the store before it runs; its first answer below 500 is kept 24 h
- * and answered again to a retry of the same request; an answer of 500 or more releases the key.
+ * and answered again to a retry of the same request; an answer of 500 or more is not kept: the key is released, or
+ * its claim ended unfinished for the retry to continue as the same request.
  */
 
 /** How long a kept answer (and the key) is remembered, ms: 24 h. */
@@ -114,15 +115,18 @@ export class RequestFingerprint {
 
 /**
  * A claim held by the request running under a key; renewed until it is kept or released. `requestId` (a UUID) names
- * the request it continues: a retry that takes over the claim of a process that died keeps it, a new request (a new
- * row, an expired one, one released after a 5xx) draws a new one. A send made under the claim is stored under a
- * message id that follows from it (src/http/routes/v1/messages-send.ts), so such a retry finds the message sent
- * before instead of sending a second one (docs/decisions/0010-idempotency.md).
+ * the request it continues: a retry that takes over an unfinished claim (of a process that died, or ended unfinished
+ * by an answer that decided nothing) keeps it, a new request (a new row, an expired one, one released after a
+ * refusal, another fingerprint) draws a new one. A send made under the claim is stored under a message id that
+ * follows from it (src/http/routes/v1/messages-send.ts), so such a retry finds the message sent before instead of
+ * sending a second one (docs/decisions/0010-idempotency.md).
  */
 export interface IdempotencyClaim {
   readonly id: IdempotencyKeyId;
   readonly token: string;
   readonly requestId: string;
+  /** True when `requestId` is an earlier run's: this run continues it, and what that run left may still go on. */
+  readonly continued: boolean;
 }
 
 /** How a request with a key goes on: run (holding the claim), or answer the kept answer again. */
@@ -198,7 +202,12 @@ export class IdempotencyService {
       if (existing.answer) return { kind: 'replay', answer: existing.answer };
       throw errors.conflict(IN_PROGRESS_MESSAGE);
     }
-    const claim: IdempotencyClaim = { id: { ...id }, token, requestId: outcome.requestId };
+    const claim: IdempotencyClaim = {
+      id: { ...id },
+      token,
+      requestId: outcome.requestId,
+      continued: outcome.requestId !== input.requestId,
+    };
     const timer = setInterval(() => this.#renew(claim), Math.max(1, Math.floor(this.#lockMs / 3)));
     timer.unref();
     this.#renewals.set(token, timer);
@@ -210,20 +219,22 @@ export class IdempotencyService {
    * A 400 (the request breaks a rule; the client fixes it and sends it again with the key), a 429 (it says "retry
    * later") and a 5xx whose `failure` code decided the operation's failure ({@link DECIDED_FAILURES}) release the key:
    * a retry runs anew. Any other 5xx ends the claim unfinished ({@link release}): a retry runs again as the same
-   * request and finds what this run left, so a send stored by it is answered, never sent a second time. An answer
+   * request and finds what this run left, so a send stored by it is answered, never sent a second time. A run that
+   * continues an earlier one ({@link IdempotencyClaim.continued}) ends its claim unfinished for every answer not
+   * kept, since the earlier run's work may still go on. An answer
    * that cannot be kept right now (the store failed) is kept later: the operation was carried out, so the key stays
    * claimed (renewed) and the keep is tried again until it succeeds, the claim is lost or the process stops.
-   * @param failure the domain error code of an error answer, when one made it (`internal` for an unexpected error).
+   * @param failure the domain error code of an error answer made on this node (`internal` for an unexpected error);
+   *   undefined for an answer relayed from another node, or an operation forwarded there, which decides nothing.
    * @throws the store's error when releasing or ending fails (the claim then ends at its lock).
    */
   async finish(claim: IdempotencyClaim, answer: KeptAnswer, failure?: DomainErrorCode): Promise<void> {
-    if (NOT_KEPT.has(answer.status)) return this.#forget(claim);
-    if (answer.status >= 500) {
-      return failure !== undefined && DECIDED_FAILURES.has(failure)
-        ? this.#forget(claim)
-        : this.release(claim);
-    }
-    await this.#keep(claim, answer, 0);
+    const refused = NOT_KEPT.has(answer.status);
+    if (!refused && answer.status < 500) return this.#keep(claim, answer, 0);
+    // A run that continues an earlier one decides nothing about what that run left going on (a send's job may still
+    // go out): the request is never forgotten then, whatever this run answered.
+    const decided = refused || (failure !== undefined && DECIDED_FAILURES.has(failure));
+    return decided && !claim.continued ? this.#forget(claim) : this.release(claim);
   }
 
   async #keep(claim: IdempotencyClaim, answer: KeptAnswer, attempt: number): Promise<void> {

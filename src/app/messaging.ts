@@ -177,10 +177,12 @@ export class MessagingService {
     content: () => Promise<OutgoingContent> | OutgoingContent,
     origin: SendOrigin = {},
   ): Promise<SentMessage> {
-    const session = this.#sessions.ready(instance);
     const fixedId = fixedIdOf(instance, origin);
+    // Looked for before the session is asked: a job stored by an earlier run of the same request (a forward, or an
+    // idempotent retry) is answered whatever the session's state now, never refused as if nothing was sent.
     const earlier = await this.#storedUnder(instance, fixedId);
     if (earlier) return this.#outcomeOf(earlier, origin.signal);
+    const session = this.#sessions.ready(instance);
     await this.#requireRegistered(instance, session, input.phone);
     const job = await this.#job(instance, session, input, await content(), 'sync', null, fixedId);
     let outcome: () => Promise<SentMessage>;

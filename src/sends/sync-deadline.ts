@@ -221,6 +221,13 @@ export class SyncDeadlines {
       }
       // Claimed by a relay, or ended already, perhaps by another node's deadline.
       const row = await findSendJob(db, job.instanceId, job.id);
+      if (row?.status === 'failed' && row.attempts === 0 && row.lastError === message) {
+        // Failed at a deadline already: an earlier try of this one whose answer was lost. A request that left
+        // meanwhile gets the event that try left out for it.
+        const unanswered = waiters.settle(job, undefined, this.timedOut());
+        if (unanswered !== undefined) await report(job.instanceId, unanswered);
+        return false;
+      }
       if (this.#settleEnded(job, row)) return false;
       if (row?.lockedBy === this.#deps.nodeId) {
         // This node's relay holds it: its answer settles the waiters.

@@ -342,6 +342,67 @@ for (const dialect of testDialects()) {
     });
   });
 
+  describe(`idempotency claims ended by their answers [${dialect}]`, () => {
+    let t: TestApp;
+    before(async () => {
+      t = await appFor(dialect);
+    });
+    after(() => t.close());
+    const failed = { status: 503, contentType: 'application/json', body: '{}', headers: {} };
+
+    it('a refusal releases the key of a new request; any other 5xx keeps its request for the retry', async () => {
+      const service = t.services.app.idempotency;
+      const refused = { orgId: t.org.id, env: 'test', key: 'refused' };
+      const first = await service.begin(refused, 'a'.repeat(64));
+      assert.ok(first.kind === 'run' && !first.claim.continued);
+      await service.finish(first.claim, failed, 'platform_unreachable');
+      assert.deepEqual(
+        await keyRows(t, 'refused'),
+        [],
+        'the platform could not be reached: a new request next',
+      );
+
+      const undecided = { orgId: t.org.id, env: 'test', key: 'undecided' };
+      const run = await service.begin(undecided, 'a'.repeat(64));
+      assert.ok(run.kind === 'run');
+      await service.finish(run.claim, failed, 'store_unavailable');
+      const again = await service.begin(undecided, 'a'.repeat(64));
+      assert.ok(again.kind === 'run', 'taken over at once');
+      assert.equal(again.claim.requestId, run.claim.requestId, 'as the same request');
+      assert.equal(again.claim.continued, true);
+      await service.finish(again.claim, {
+        status: 200,
+        contentType: 'application/json',
+        body: '{}',
+        headers: {},
+      });
+    });
+
+    it('a run continuing an earlier one never forgets the request, whatever it answers', async () => {
+      const service = t.services.app.idempotency;
+      const id = { orgId: t.org.id, env: 'test', key: 'continued' };
+      const first = await service.begin(id, 'b'.repeat(64));
+      assert.ok(first.kind === 'run');
+      await service.finish(first.claim, { ...failed, status: 504 }, 'timeout');
+      const retry = await service.begin(id, 'b'.repeat(64));
+      assert.ok(retry.kind === 'run' && retry.claim.continued);
+      // The session is reconnecting now: a refusal, but the first run's send may still go out.
+      await service.finish(retry.claim, failed, 'platform_unreachable');
+      const third = await service.begin(id, 'b'.repeat(64));
+      assert.ok(third.kind === 'run');
+      assert.equal(third.claim.requestId, first.claim.requestId, 'still the first request');
+      await service.finish(third.claim, {
+        status: 429,
+        contentType: 'application/json',
+        body: '{}',
+        headers: {},
+      });
+      const fourth = await service.begin(id, 'b'.repeat(64));
+      assert.ok(fourth.kind === 'run');
+      assert.equal(fourth.claim.requestId, first.claim.requestId, 'a 429 of a continuing run keeps it too');
+    });
+  });
+
   describe(`idempotency claims race in the store [${dialect}]`, () => {
     let t: TestApp;
     before(async () => {
@@ -364,7 +425,7 @@ for (const dialect of testDialects()) {
       assert.equal(outcomes.filter((o) => o === 'conflict').length, 11, JSON.stringify(outcomes));
       const [row] = await keyRows(t, 'race');
       assert.ok(row);
-      const claim = { id, token: row.token, requestId: row.request_id ?? '' };
+      const claim = { id, token: row.token, requestId: row.request_id ?? '', continued: false };
       const answer = {
         status: 202,
         contentType: 'application/json',

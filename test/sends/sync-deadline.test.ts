@@ -152,11 +152,11 @@ for (const dialect of testDialects()) {
       const id = '3EB0EEEEEEEEEEEEEEEEEE';
       const client = new AbortController();
       const wait = await queue.storeSync(session, syncJob(id), client.signal);
+      assert.equal((await row(id)).status, 'pending', 'waiting its turn');
       const outcome = wait().catch((error: unknown) => error);
       client.abort(new DomainError('timeout', 'the client closed its connection before the answer'));
       const left = await outcome;
       assert.ok(left instanceof DomainError && left.message.startsWith('the client closed'), String(left));
-      assert.equal((await row(id)).status, 'pending', 'still waiting its turn when its client left');
       await eventually('failed at its deadline', async () => (await row(id)).status === 'failed');
       const failed = await row(id);
       assert.deepEqual(

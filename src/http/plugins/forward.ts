@@ -139,7 +139,12 @@ export async function routeInstanceRequest(
     }
     const answer = await relay(cluster, request, route.url, forwardId).catch((error: unknown) => {
       const closed = closedBeforeAnswer(error);
-      if (closed) tried = true;
+      if (closed) {
+        tried = true;
+        // The request is served under the forward's id from now on, here or as this error: it may have run on the
+        // owner, so nothing this node answers decides it (src/http/plugins/idempotency.ts).
+        request.forwardId = forwardId;
+      }
       const again = refused(error) || (repeatable && closed);
       if (again && Date.now() < deadline) return undefined;
       throw new DomainError('platform_unreachable', 'the node serving this instance did not answer', {

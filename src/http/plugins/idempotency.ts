@@ -147,7 +147,9 @@ export const idempotencyPlugin = fp(
               body,
               headers: keptHeadersOf(reply),
             },
-            request.failureCode ?? undefined,
+            // Only an operation run on this node decides its failure here: a forward tried (its answer relayed, or
+            // lost) may have run on the owner, whose error codes do not reach this node.
+            request.forwardId === null ? (request.failureCode ?? undefined) : undefined,
           );
         }
       } catch (error) {
