@@ -246,15 +246,7 @@ export async function endIdempotencyClaim(
   token: string,
   endedToken: string,
 ): Promise<void> {
-  await db
-    .updateTable('idempotency_keys')
-    .set({ locked_until: 0, token: endedToken })
-    .where('org_id', '=', id.orgId)
-    .where('env', '=', id.env)
-    .where('key', '=', id.key)
-    .where('token', '=', token)
-    .where('status', 'is', null)
-    .execute();
+  await updateOwnClaim(db, id, token, { locked_until: 0, token: endedToken });
 }
 
 /**
