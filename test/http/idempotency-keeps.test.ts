@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import SQLite from 'better-sqlite3';
 import { appFor, OWN, PEER } from '../messages/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
-import { createTestStore, type TestDialect, testDialects } from '../support/store.ts';
+import { createTestStore, storeOutage, testDialects } from '../support/store.ts';
 import { post, sentRows } from './idempotency-support.ts';
 
 /**
@@ -12,12 +11,6 @@ import { post, sentRows } from './idempotency-support.ts';
  * the store failed to keep is kept later, never freed; a 429 and a 400 are freed whoever found them; a request to
  * another instance through `x-instance-id` is another request.
  */
-
-/** The driver's error of a store that cannot answer right now (a terminated backend, a busy SQLite file). */
-function outage(dialect: TestDialect): Error {
-  if (dialect === 'sqlite') return new SQLite.SqliteError('database is locked', 'SQLITE_BUSY');
-  return Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' });
-}
 
 for (const dialect of testDialects()) {
   describe(`Idempotency-Key: the answer of a send that went out is never lost [${dialect}]`, () => {
@@ -28,7 +21,7 @@ for (const dialect of testDialects()) {
         faults: (text) => {
           if (failKeep > 0 && /^update "idempotency_keys" set "status"/.test(text)) {
             failKeep -= 1;
-            throw outage(dialect);
+            throw storeOutage(dialect);
           }
         },
       });

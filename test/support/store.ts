@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import SQLite from 'better-sqlite3';
 import pg from 'pg';
 import type { DatabaseConfig } from '../../src/config/config.ts';
 import { migrateToLatest, openStore, type Store } from '../../src/store/database.ts';
@@ -194,4 +195,14 @@ export function checkViolation(relation: string): Error {
   return Object.assign(new Error(`new row for relation "${relation}" violates check constraint`), {
     code: '23514',
   });
+}
+
+/**
+ * The driver's error of a store that cannot answer right now, as a fault hook throws it: a busy SQLite file
+ * (`SQLITE_BUSY`), or a PostgreSQL backend terminated by the server (SQLSTATE 57P01). Both are `store_unavailable`
+ * (src/store/faults.ts) and tried again by the callers that wait out an unreachable store.
+ */
+export function storeOutage(dialect: TestDialect): Error {
+  if (dialect === 'sqlite') return new SQLite.SqliteError('database is locked', 'SQLITE_BUSY');
+  return Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' });
 }

@@ -11,7 +11,7 @@ import { afterEach, describe, it } from 'node:test';
 import type { TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
-import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
+import { createTestStore, storeOutage, type TestStore, testDialects } from '../support/store.ts';
 import { createWebhookApp, textMessage } from './support.ts';
 
 /** The first statement of a window's opening: SQLite's look for an attempt row, PostgreSQL's start group. */
@@ -40,9 +40,7 @@ for (const dialect of testDialects()) {
           // The worker is stopped while the opening waits for the store; the store answers again at once.
           failing = false;
           stopping = t?.services.webhooks.stop(20_000);
-          throw Object.assign(new Error('database is locked'), {
-            code: dialect === 'sqlite' ? 'SQLITE_BUSY' : '57P01',
-          });
+          throw storeOutage(dialect);
         },
       });
       const app = await createWebhookApp({

@@ -12,7 +12,7 @@ import { afterEach, describe, it } from 'node:test';
 import type { TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
-import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
+import { createTestStore, storeOutage, type TestStore, testDialects } from '../support/store.ts';
 import { createWebhookApp, textMessage } from './support.ts';
 
 /** The statement giving a lane batch's unstarted deliveries back (src/store/deliveries.ts `returnUnstarted`). */
@@ -40,9 +40,7 @@ for (const dialect of testDialects()) {
         faults: (sql) => {
           if (!holding || !RETURN_UNSTARTED.test(sql)) return;
           refused += 1;
-          throw Object.assign(new Error('database is locked'), {
-            code: dialect === 'sqlite' ? 'SQLITE_BUSY' : '57P01',
-          });
+          throw storeOutage(dialect);
         },
       });
       const app = await createWebhookApp({

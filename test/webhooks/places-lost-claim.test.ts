@@ -18,16 +18,11 @@ import {
 } from '../support/broken-connections.ts';
 import { eventually } from '../support/eventually.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
-import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
+import { createTestStore, storeOutage, type TestStore, testDialects } from '../support/store.ts';
 import { createWebhookApp, textMessage } from './support.ts';
 
 /** The first statement of the worker's question whether a claim whose commit lost its answer was made. */
 const QUESTION = /^set local lock_timeout/;
-
-/** The error a backend terminated by the server gives (SQLSTATE 57P01): the store cannot answer right now. */
-function terminated(): Error {
-  return Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' });
-}
 
 for (const dialect of testDialects().filter((each) => each === 'postgres')) {
   describe(`webhook places kept for the lanes of a claim whose commit lost its answer [${dialect}]`, () => {
@@ -51,7 +46,7 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
         faults: (sql) => {
           if (!questioning || !QUESTION.test(sql)) return;
           questions += 1;
-          throw terminated();
+          throw storeOutage(dialect);
         },
       });
       const app = await createWebhookApp({
