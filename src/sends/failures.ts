@@ -9,7 +9,7 @@ import { loggedOutBeforeRelay } from './logout.ts';
 import { endedAnswer } from './outcomes.ts';
 import type { PaceKeeper } from './pause.ts';
 import { messageReport, type ReportedWrite, type SendStatusReport } from './queue-deps.ts';
-import type { SendWaiters } from './waiters.ts';
+import { type SendWaiters, settleOwed } from './waiters.ts';
 
 /** Longest wait between two tries of a job held back by a transient failure, ms. */
 export const MAX_RETRY_DELAY_MS = 60_000;
@@ -190,8 +190,7 @@ export class RelayFailures {
     );
     if (!mine) return this.settleTaken(job);
     // The failure's event was left out for a request that has left since (finish.ts): recorded now.
-    const unanswered = this.#deps.waiters.settle(job, undefined, error);
-    if (unanswered !== undefined) await this.#deps.report(job.instanceId, unanswered);
+    await settleOwed(this.#deps.waiters, this.#deps.report, job, undefined, error);
     return 'mine';
   }
 

@@ -12,7 +12,7 @@ import { decodeSendPayload } from './payload.ts';
 import { messageReport, type ReportedWrite, type SendStatusReport } from './queue-deps.ts';
 import type { Runner, Runners } from './runners.ts';
 import type { SentMarks } from './sent-marks.ts';
-import type { SendWaiters } from './waiters.ts';
+import { type SendWaiters, settleOwed } from './waiters.ts';
 
 /** What a {@link JobRelay} needs from the send queue (queue.ts `SendQueue`). */
 export interface JobRelayDeps {
@@ -120,8 +120,7 @@ export class JobRelay {
     // with that event in the same transaction.
     if (!this.#deps.sentMarks.takeRecorded(job)) await this.#finishSent(job, at, opensChat);
     // The outcome's event was left out for a waiting request that has gone since (waiters.ts `carry`): recorded now.
-    const unanswered = this.#deps.waiters.settle(job, sent);
-    if (unanswered !== undefined) await this.#deps.report(job.instanceId, unanswered);
+    await settleOwed(this.#deps.waiters, this.#deps.report, job, sent);
   }
 
   /**
@@ -140,8 +139,7 @@ export class JobRelay {
       return;
     }
     // Its event was left out for a request that has left since (finish.ts): recorded now.
-    const unanswered = waiters.settle(job, sent);
-    if (unanswered !== undefined) await this.#deps.report(job.instanceId, unanswered);
+    await settleOwed(waiters, this.#deps.report, job, sent);
   }
 
   /**

@@ -8,7 +8,7 @@ import { failPendingSendJob, finishSendJob } from '../store/send-job-claims.ts';
 import { findSendJob, type LateFailure, type SendJob } from '../store/send-jobs.ts';
 import { endedAnswer } from './outcomes.ts';
 import { messageReport, type ReportedWrite, type SendStatusReport } from './queue-deps.ts';
-import type { JobKey, SendWaiters } from './waiters.ts';
+import { type JobKey, type SendWaiters, settleOwed } from './waiters.ts';
 
 /**
  * How long a synchronous send waits in its instance's queue before it is failed unsent, ms: about the time an
@@ -215,8 +215,7 @@ export class SyncDeadlines {
       });
       if (failed) {
         // A request that left while the failure committed: the event left out for it is recorded now.
-        const unanswered = waiters.settle(job, undefined, new DomainError('timeout', message));
-        if (unanswered !== undefined) await report(job.instanceId, unanswered);
+        await settleOwed(waiters, report, job, undefined, new DomainError('timeout', message));
         return false;
       }
       // Claimed by a relay, or ended already, perhaps by another node's deadline.
@@ -224,8 +223,7 @@ export class SyncDeadlines {
       if (row?.status === 'failed' && row.attempts === 0 && row.lastError === message) {
         // Failed at a deadline already: an earlier try of this one whose answer was lost. A request that left
         // meanwhile gets the event that try left out for it.
-        const unanswered = waiters.settle(job, undefined, this.timedOut());
-        if (unanswered !== undefined) await report(job.instanceId, unanswered);
+        await settleOwed(waiters, report, job, undefined, this.timedOut());
         return false;
       }
       if (this.#settleEnded(job, row)) return false;

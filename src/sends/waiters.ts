@@ -143,3 +143,21 @@ export class SendWaiters {
     return true;
   }
 }
+
+/**
+ * Settles the waiters of `job` with its outcome ({@link SendWaiters.settle}: `sent`, or `error` without) and, when
+ * every request that was to carry the outcome has left, records the `MessageStatus` event left out for them through
+ * `report` (docs/decisions/0076-status-with-its-write.md), so the outcome reaches its client in an answer or as an
+ * event.
+ * @throws whatever `report` throws (the queue's own waits out an unreachable store and never throws).
+ */
+export async function settleOwed(
+  waiters: SendWaiters,
+  report: (instanceId: string, report: SendStatusReport) => Promise<void>,
+  job: JobKey,
+  sent: SentMessage | undefined,
+  error?: unknown,
+): Promise<void> {
+  const owed = waiters.settle(job, sent, error);
+  if (owed !== undefined) await report(job.instanceId, owed);
+}
