@@ -7,12 +7,11 @@
  * until the stop is asked for. Runs on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
  */
 import assert from 'node:assert/strict';
-import { afterEach, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type { TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
-import { type Receiver, startReceiver } from '../support/https-receiver.ts';
-import { createTestStore, storeOutage, type TestStore, testDialects } from '../support/store.ts';
-import { createWebhookApp, textMessage } from './support.ts';
+import { storeOutage, testDialects } from '../support/store.ts';
+import { faultedWorkerPerTest, textMessage } from './support.ts';
 
 /** The first statement of a window's opening: SQLite's look for an attempt row, PostgreSQL's start group. */
 const OPENING = {
@@ -22,39 +21,28 @@ const OPENING = {
 
 for (const dialect of testDialects()) {
   describe(`a window opening tried again after the worker stopped [${dialect}]`, () => {
-    let store: TestStore | undefined;
-    let t: TestApp | undefined;
-    let receiver: Receiver | undefined;
-    afterEach(async () => {
-      await t?.close();
-      await receiver?.close();
-      await store?.cleanup();
-    });
+    const fixture = faultedWorkerPerTest();
 
     it('starts nothing more: only the head goes out, the rest is given back unattempted', async () => {
       let failing = true;
       let stopping: Promise<void> | undefined;
-      store = await createTestStore(dialect, {
-        faults: (sql) => {
+      let t: TestApp | undefined;
+      const { store, app } = await fixture.start(
+        dialect,
+        (sql) => {
           if (!failing || !OPENING[dialect].test(sql)) return;
           // The worker is stopped while the opening waits for the store; the store answers again at once.
           failing = false;
           stopping = t?.services.webhooks.stop(20_000);
           throw storeOutage(dialect);
         },
-      });
-      const app = await createWebhookApp({
-        dialect,
-        testStore: store,
-        plan: { plan: 'pro' },
-        webhookWorker: { pollIntervalMs: 600_000 },
-        env: { WEBHOOK_LANE_WINDOW: '4', WEBHOOK_TIMEOUT_SECONDS: '60' },
-      });
+        { WEBHOOK_LANE_WINDOW: '4' },
+      );
       t = app;
-      receiver = await startReceiver({ respond: async () => ({ status: 200, body: 'ok' }) });
-      const instance = await app.newInstance('test', 'stopping');
-      const set = await app.call('POST', `/v1/webhook?from=${instance.id}`, { webhookUrl: receiver.url });
-      assert.equal(set.status, 200);
+      const { instance, receiver } = await fixture.lane('stopping', async () => ({
+        status: 200,
+        body: 'ok',
+      }));
       await Promise.all(
         Array.from({ length: 6 }, (_, i) => app.services.recorder.record(instance.id, textMessage(`m${i}`))),
       );

@@ -8,12 +8,10 @@
  * hook until the test lets it through. Runs on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
  */
 import assert from 'node:assert/strict';
-import { afterEach, describe, it } from 'node:test';
-import type { TestApp } from '../support/app.ts';
+import { describe, it } from 'node:test';
 import { eventually } from '../support/eventually.ts';
-import { type Receiver, startReceiver } from '../support/https-receiver.ts';
-import { createTestStore, storeOutage, type TestStore, testDialects } from '../support/store.ts';
-import { createWebhookApp, textMessage } from './support.ts';
+import { storeOutage, testDialects } from '../support/store.ts';
+import { faultedWorkerPerTest, textMessage } from './support.ts';
 
 /** The statement giving a lane batch's unstarted deliveries back (src/store/deliveries.ts `returnUnstarted`). */
 const RETURN_UNSTARTED =
@@ -21,63 +19,25 @@ const RETURN_UNSTARTED =
 
 for (const dialect of testDialects()) {
   describe(`webhook places kept for a lane batch that is ending [${dialect}]`, () => {
-    let store: TestStore | undefined;
-    let t: TestApp | undefined;
-    const receivers: Receiver[] = [];
-    /** Replies held until released. */
-    const held: (() => void)[] = [];
-    afterEach(async () => {
-      for (const release of held.splice(0)) release();
-      await t?.close();
-      for (const receiver of receivers.splice(0)) await receiver.close();
-      await store?.cleanup();
-    });
+    const fixture = faultedWorkerPerTest();
+    const { held } = fixture;
 
     it("a window opened meanwhile leaves the ending lane's place free for the next lane's first request", async () => {
       let holding = false;
       let refused = 0;
-      store = await createTestStore(dialect, {
-        faults: (sql) => {
+      const { app } = await fixture.start(
+        dialect,
+        (sql) => {
           if (!holding || !RETURN_UNSTARTED.test(sql)) return;
           refused += 1;
           throw storeOutage(dialect);
         },
-      });
-      const app = await createWebhookApp({
-        dialect,
-        testStore: store,
-        plan: { plan: 'pro' },
-        webhookWorker: { pollIntervalMs: 600_000 },
-        env: {
-          WEBHOOK_CONCURRENCY: '2',
-          WEBHOOK_MAX_IN_FLIGHT: '4',
-          WEBHOOK_LANE_WINDOW: '4',
-          WEBHOOK_TIMEOUT_SECONDS: '60',
-        },
-      });
-      t = app;
-      const worker = app.services.webhooks;
-      /** A new instance whose webhook is a receiver answering with `respond`. */
-      const lane = async (
-        name: string,
-        respond: NonNullable<Parameters<typeof startReceiver>[0]>['respond'],
-      ) => {
-        const receiver = await startReceiver({ respond });
-        receivers.push(receiver);
-        const instance = await app.newInstance('test', name);
-        const set = await app.call('POST', `/v1/webhook?from=${instance.id}`, { webhookUrl: receiver.url });
-        assert.equal(set.status, 200);
-        return { instance, receiver };
-      };
-      const failing = await lane('failing', async () => ({ status: 500, body: 'no' }));
-      const busy = await lane(
-        'busy',
-        () =>
-          new Promise((resolve) => {
-            held.push(() => resolve({ status: 200, body: 'ok' }));
-          }),
+        { WEBHOOK_CONCURRENCY: '2', WEBHOOK_MAX_IN_FLIGHT: '4', WEBHOOK_LANE_WINDOW: '4' },
       );
-      const next = await lane('next', async () => ({ status: 200, body: 'ok' }));
+      const worker = app.services.webhooks;
+      const failing = await fixture.lane('failing', async () => ({ status: 500, body: 'no' }));
+      const busy = await fixture.lane('busy', fixture.holding());
+      const next = await fixture.lane('next', async () => ({ status: 200, body: 'ok' }));
 
       // The failing lane's batch stops at its first 500 and holds on giving back the rest.
       holding = true;

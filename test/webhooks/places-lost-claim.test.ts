@@ -7,8 +7,7 @@
  * Only PostgreSQL (TEST_DATABASE_URL): on SQLite a failed commit is known to have been rolled back.
  */
 import assert from 'node:assert/strict';
-import { afterEach, describe, it } from 'node:test';
-import type { TestApp } from '../support/app.ts';
+import { describe, it } from 'node:test';
 import {
   adminSql,
   armHold,
@@ -17,51 +16,30 @@ import {
   holdCommitTrigger,
 } from '../support/broken-connections.ts';
 import { eventually } from '../support/eventually.ts';
-import { type Receiver, startReceiver } from '../support/https-receiver.ts';
-import { createTestStore, storeOutage, type TestStore, testDialects } from '../support/store.ts';
-import { createWebhookApp, textMessage } from './support.ts';
+import type { Receiver } from '../support/https-receiver.ts';
+import { storeOutage, testDialects } from '../support/store.ts';
+import { faultedWorkerPerTest, textMessage } from './support.ts';
 
 /** The first statement of the worker's question whether a claim whose commit lost its answer was made. */
 const QUESTION = /^set local lock_timeout/;
 
 for (const dialect of testDialects().filter((each) => each === 'postgres')) {
   describe(`webhook places kept for the lanes of a claim whose commit lost its answer [${dialect}]`, () => {
-    let store: TestStore | undefined;
-    let t: TestApp | undefined;
-    const receivers: Receiver[] = [];
-    /** Replies held until released; the most held at once. */
-    const held: (() => void)[] = [];
-    let most = 0;
-    afterEach(async () => {
-      for (const release of held.splice(0)) release();
-      await t?.close();
-      for (const receiver of receivers.splice(0)) await receiver.close();
-      await store?.cleanup();
-    });
+    const fixture = faultedWorkerPerTest();
+    const { held } = fixture;
 
     it('a window opened meanwhile leaves them free: never more requests than the bound once the claim is found made', async () => {
       let questioning = false;
       let questions = 0;
-      store = await createTestStore(dialect, {
-        faults: (sql) => {
+      const { store, app } = await fixture.start(
+        dialect,
+        (sql) => {
           if (!questioning || !QUESTION.test(sql)) return;
           questions += 1;
           throw storeOutage(dialect);
         },
-      });
-      const app = await createWebhookApp({
-        dialect,
-        testStore: store,
-        plan: { plan: 'pro' },
-        webhookWorker: { pollIntervalMs: 600_000 },
-        env: {
-          WEBHOOK_CONCURRENCY: '3',
-          WEBHOOK_MAX_IN_FLIGHT: '10',
-          WEBHOOK_LANE_WINDOW: '8',
-          WEBHOOK_TIMEOUT_SECONDS: '60',
-        },
-      });
-      t = app;
+        { WEBHOOK_CONCURRENCY: '3', WEBHOOK_MAX_IN_FLIGHT: '10', WEBHOOK_LANE_WINDOW: '8' },
+      );
       const schema = store.schema ?? 'public';
       // A claim's heads insert their attempt rows; the commit after them is held on the server once armed.
       await adminSql(store, [
@@ -70,17 +48,7 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
       ]);
       /** A new instance whose webhook is a receiver holding every reply, with `count` events queued in one turn. */
       const busyLane = async (name: string, count: number): Promise<Receiver> => {
-        const receiver = await startReceiver({
-          respond: () =>
-            new Promise((resolve) => {
-              held.push(() => resolve({ status: 200, body: 'ok' }));
-              most = Math.max(most, held.length);
-            }),
-        });
-        receivers.push(receiver);
-        const instance = await app.newInstance('test', name);
-        const set = await app.call('POST', `/v1/webhook?from=${instance.id}`, { webhookUrl: receiver.url });
-        assert.equal(set.status, 200);
+        const { instance, receiver } = await fixture.lane(name, fixture.holding());
         await Promise.all(
           Array.from({ length: count }, (_, index) =>
             app.services.recorder.record(instance.id, textMessage(`${name}${index}`)),
@@ -133,7 +101,7 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
       }
       for (const receiver of [a, b, d])
         assert.deepEqual(sequences(receiver), [1, 2, 3, 4, 5, 6, 7, 8], 'each lane in sequence order, once');
-      assert.equal(most, 10, 'never more than ten requests held at once');
+      assert.equal(fixture.mostHeld, 10, 'never more than ten requests held at once');
       await eventually('every place given back', () => app.services.webhooks.requestsInFlight === 0);
     });
   });

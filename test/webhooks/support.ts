@@ -11,7 +11,14 @@ import { type NextAttempt, nextAttemptOf } from '../../src/store/delivery-next.t
 import type { Database } from '../../src/store/schema.ts';
 import { type ApiResponse, createTestApp, type TestApp, type TestAppOptions } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
-import { type ReceivedRequest, type Receiver, startReceiver, TEST_CA } from '../support/https-receiver.ts';
+import {
+  type ReceivedRequest,
+  type Receiver,
+  type Responder,
+  startReceiver,
+  TEST_CA,
+} from '../support/https-receiver.ts';
+import { createTestStore, type TestStore } from '../support/store.ts';
 
 /** A 40-character HMAC key used by the webhook suites. */
 export const HMAC_KEY = 'whsec-test-0123456789-abcdefghij-KLMNOP';
@@ -61,6 +68,86 @@ export async function createWebhookApp(options: TestAppOptions = {}): Promise<Te
       ...options.env,
     },
   });
+}
+
+/** A worker under a store fault (see {@link faultedWorkerPerTest}). */
+export interface FaultedWorker {
+  /**
+   * Opens a `dialect` test store whose every statement goes through `faults` (src/store/faults.ts
+   * `StoreFaultHook`) and a webhook app on it, on the pro plan, whose worker never polls on its own (claims follow
+   * the recorder's signals): `env` sets its bounds (`WEBHOOK_CONCURRENCY`, `WEBHOOK_LANE_WINDOW`, …), with requests
+   * timing out after 60 s unless it says otherwise.
+   */
+  start(
+    dialect: 'sqlite' | 'postgres',
+    faults: (sql: string) => void,
+    env: Record<string, string>,
+  ): Promise<{ store: TestStore; app: TestApp }>;
+  /** A new test instance named `name` whose webhook is a new receiver answering with `respond`. */
+  lane(name: string, respond: Responder): Promise<{ instance: { id: string }; receiver: Receiver }>;
+  /** A responder that holds each reply (200 `ok`) until the test calls one of {@link held}. */
+  holding(): Responder;
+  /** Releases of the replies {@link holding} holds, oldest first; the test calls (and removes) them. */
+  readonly held: (() => void)[];
+  /** The most replies {@link holding} held at once. */
+  readonly mostHeld: number;
+}
+
+/**
+ * For each test of the enclosing `describe`: the set-up of the webhook worker's fault tests (a store with a fault
+ * hook, a worker app with small bounds, receivers), with everything released and closed after the test: held
+ * replies, the app, the receivers, the store.
+ */
+export function faultedWorkerPerTest(): FaultedWorker {
+  let store: TestStore | undefined;
+  let app: TestApp | undefined;
+  const receivers: Receiver[] = [];
+  const held: (() => void)[] = [];
+  let mostHeld = 0;
+  afterEach(async () => {
+    for (const release of held.splice(0)) release();
+    mostHeld = 0;
+    await app?.close();
+    app = undefined;
+    for (const receiver of receivers.splice(0)) await receiver.close();
+    await store?.cleanup();
+    store = undefined;
+  });
+  const started = (): TestApp => {
+    if (!app) throw new Error('start() the worker first');
+    return app;
+  };
+  return {
+    async start(dialect, faults, env) {
+      store = await createTestStore(dialect, { faults });
+      app = await createWebhookApp({
+        dialect,
+        testStore: store,
+        plan: { plan: 'pro' },
+        webhookWorker: { pollIntervalMs: 600_000 },
+        env: { WEBHOOK_TIMEOUT_SECONDS: '60', ...env },
+      });
+      return { store, app };
+    },
+    async lane(name, respond) {
+      const t = started();
+      const receiver = await startReceiver({ respond });
+      receivers.push(receiver);
+      const instance = await t.newInstance('test', name);
+      const set = await t.call('POST', `/v1/webhook?from=${instance.id}`, { webhookUrl: receiver.url });
+      assert.equal(set.status, 200);
+      return { instance, receiver };
+    },
+    holding: () => () =>
+      new Promise((resolve) => {
+        held.push(() => resolve({ status: 200, body: 'ok' }));
+        mostHeld = Math.max(mostHeld, held.length);
+      }),
+    held,
+    get mostHeld() {
+      return mostHeld;
+    },
+  };
 }
 
 let counter = 0;
