@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import { FORWARD_ID_HEADER } from '../../src/http/plugins/forward.ts';
 import { appFor, PEER } from '../messages/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
@@ -10,7 +11,9 @@ import { createTestStore, type TestStore, testDialects } from '../support/store.
  * died with the request sent, or the connection broke. Two nodes in this process share one store; the owner is
  * reached through a TCP proxy that can close the connection once the request went through (the owner did the work
  * and its answer is lost) or before (the owner never read it). A send, whose job follows from the forward id, is
- * forwarded again and done once; another POST answers 503, since it may have run.
+ * forwarded again and done once; another POST answers 503, since it may have run, and under an `Idempotency-Key`
+ * that 503 decides nothing (docs/decisions/0010-idempotency.md): the key keeps its request, and a retry forwards
+ * under the same id.
  */
 
 const SECRET = 'forward-repeat-cluster-secret-0123456789';
@@ -20,12 +23,16 @@ type Mode = 'pass' | 'close-after-request' | 'close-before-request';
 
 /**
  * A TCP proxy in front of `port`; `next` applies to the next request only (its first bytes, on whichever
- * connection the forwarder uses), later ones pass.
+ * connection the forwarder uses), later ones pass. `forwardIds` lists the forward id of each request it saw, in order.
  */
-async function startProxy(
-  port: number,
-): Promise<{ url: string; next: (mode: Mode) => void; close: () => Promise<void> }> {
+async function startProxy(port: number): Promise<{
+  url: string;
+  next: (mode: Mode) => void;
+  forwardIds: string[];
+  close: () => Promise<void>;
+}> {
   let mode: Mode = 'pass';
+  const forwardIds: string[] = [];
   const sockets = new Set<Socket>();
   const track = (socket: Socket) => {
     sockets.add(socket);
@@ -44,6 +51,10 @@ async function startProxy(
     upstream.on('close', () => client.destroy());
     client.on('close', () => upstream.destroy());
     client.on('data', (chunk: Buffer) => {
+      const forwardId = new RegExp(`^${FORWARD_ID_HEADER}: *([^\\r\\n]+)`, 'im').exec(
+        chunk.toString('latin1'),
+      );
+      if (forwardId?.[1] !== undefined) forwardIds.push(forwardId[1]);
       const own = mode;
       mode = 'pass';
       if (own === 'close-before-request') return end();
@@ -64,6 +75,7 @@ async function startProxy(
     next: (m) => {
       mode = m;
     },
+    forwardIds,
     close: async () => {
       for (const socket of sockets) socket.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
@@ -197,6 +209,39 @@ for (const dialect of testDialects()) {
       assert.deepEqual(JSON.parse(reacted.body), {
         error: { code: 503, message: 'the node serving this instance did not answer' },
       });
+    });
+
+    it('an Idempotency-Key POST whose answer was lost keeps its request: the retry forwards under the same id', async () => {
+      const first = await post('/v1/messages/send', { phone: PEER, body: 'to react to, keyed' });
+      assert.equal(first.statusCode, 200, first.body);
+      const { id } = JSON.parse(first.body).data as { id: string };
+      const react = () =>
+        post(
+          '/v1/messages/react',
+          { phone: PEER, id: `me:${id}`, body: '👍' },
+          { 'idempotency-key': 'lost-1' },
+        );
+      const seen = proxy.forwardIds.length;
+      proxy.next('close-after-request');
+      const lost = await react();
+      assert.equal(lost.statusCode, 503, lost.body);
+      // The owner may have reacted: the 503 decides nothing, so the key stays with its request, ended unfinished.
+      const rows = await shared.store.db
+        .selectFrom('idempotency_keys')
+        .select(['request_id', 'locked_until', 'status'])
+        .where('key', '=', 'lost-1')
+        .execute();
+      assert.equal(rows.length, 1, 'the key is not forgotten');
+      assert.deepEqual(
+        rows.map((row) => [Number(row.locked_until), row.status]),
+        [[0, null]],
+      );
+      const again = await react();
+      assert.equal(again.statusCode, 200, again.body);
+      const ids = proxy.forwardIds.slice(seen);
+      assert.equal(ids.length, 2, 'one forward each');
+      assert.equal(ids[1], ids[0], 'the retry continues the request the lost forward ran under');
+      assert.equal(ids[0], rows[0]?.request_id);
     });
 
     it('a GET whose answer was lost is asked again', async () => {
