@@ -1,7 +1,7 @@
 import type { Kysely, Transaction } from 'kysely';
 import type { DatabaseConfig } from '../config/config.ts';
 import { extended } from '../domain/objects.ts';
-import { compiledStatement } from './compiled.ts';
+import { compiledStatement, isPostgres } from './compiled.ts';
 import { ATTEMPT_EXISTS, deliveredInOneStatement, type NextAttempt, startNext } from './delivery-next.ts';
 import type { Database } from './schema.ts';
 import { toMs } from './times.ts';
@@ -27,12 +27,14 @@ export interface AttemptRecord {
  * The delivery's next state after an attempt: `delivered`; `retry` at `runAt` (epoch ms); `failed` (no retries
  * left); `gone` (410: fails this delivery, disables the instance's default webhook, or for an endpoint's delivery
  * that endpoint only (docs/decisions/0035-webhook-endpoints.md), and fails the other pending ones of that lane).
+ * A `gone` carries the URL the attempt was sent to (`url` as shown and `urlSealed`, `ClaimedDelivery`'s): a 410 from
+ * a URL the lane no longer has disables nothing, and the delivery is tried again at once at the new one.
  */
 export type AttemptOutcome =
   | { kind: 'delivered' }
   | { kind: 'retry'; runAt: number }
   | { kind: 'failed' }
-  | { kind: 'gone'; reason: string };
+  | { kind: 'gone'; reason: string; url: string; urlSealed: string | null };
 
 /** Completes this worker's attempt row (hot path: compiled once per store, src/store/compiled.ts). */
 const COMPLETE_ATTEMPT = compiledStatement<{
@@ -226,11 +228,26 @@ export async function finishAttemptIn(trx: Transaction<Database>, input: FinishI
         .set(extended(base, { status: 'failed' }))
         .executeTakeFirst();
       break;
-    case 'gone':
+    case 'gone': {
+      // Tried again at once unless the lane still has the URL that answered 410: the delivery's claim ended first,
+      // then the lane's row is read locked (after this delivery's row, the order of every 410's record), so a URL
+      // change committing meanwhile is seen (docs/decisions/0035-webhook-endpoints.md).
       result = await update()
-        .set(extended(base, { status: 'failed' }))
+        .set(extended(base, { run_at: now }))
         .executeTakeFirst();
-      if (result.numUpdatedRows > 0n && endpointId !== '') {
+      if (result.numUpdatedRows === 0n) break;
+      const delivery = trx
+        .updateTable('webhook_deliveries')
+        .where('event_id', '=', eventId)
+        .where('endpoint_id', '=', endpointId)
+        .where('status', '=', 'pending');
+      if (!(await laneStillAt(trx, input.instanceId, endpointId, outcome))) {
+        // The old URL's answer says nothing of the new one: the attempt is not counted against it.
+        await delivery.set((eb) => ({ attempts: eb('attempts', '-', 1) })).execute();
+        break;
+      }
+      await delivery.set({ status: 'failed' }).execute();
+      if (endpointId !== '') {
         // An endpoint's 410 disables that endpoint only (docs/decisions/0035-webhook-endpoints.md).
         await trx
           .updateTable('webhook_endpoints')
@@ -238,7 +255,7 @@ export async function finishAttemptIn(trx: Transaction<Database>, input: FinishI
           .where('id', '=', endpointId)
           .execute();
         await failLane(trx, input, endpointId, `endpoint disabled: ${outcome.reason}`, now);
-      } else if (result.numUpdatedRows > 0n) {
+      } else {
         await trx
           .updateTable('webhook_state')
           .set({ disabled_at: now, disabled_reason: outcome.reason })
@@ -247,6 +264,7 @@ export async function finishAttemptIn(trx: Transaction<Database>, input: FinishI
         await failLane(trx, input, '', `webhook disabled: ${outcome.reason}`, now);
       }
       break;
+    }
   }
   const applied = result.numUpdatedRows > 0n;
   let nextStarted = false;
@@ -259,6 +277,34 @@ export async function finishAttemptIn(trx: Transaction<Database>, input: FinishI
         : (await ATTEMPT_EXISTS.run(trx, { id: input.next.attemptId })).rows.length > 0;
   }
   return { applied, nextStarted };
+}
+
+/**
+ * Whether the lane of `instanceId` and `endpointId` (`''`: the default webhook) still sends to the URL a 410 came
+ * from (`gone.url` as shown, `gone.urlSealed`). Reads the lane's row locked on PostgreSQL (`for update`: a change
+ * committing meanwhile is waited for and read), so no URL change commits between this answer and the lane's disabling.
+ * False when the row is gone (the endpoint deleted, the webhook cleared).
+ * @throws the store's error.
+ */
+async function laneStillAt(
+  trx: Transaction<Database>,
+  instanceId: string,
+  endpointId: string,
+  gone: Extract<AttemptOutcome, { kind: 'gone' }>,
+): Promise<boolean> {
+  const locked = isPostgres(trx);
+  if (endpointId === '') {
+    const query = trx.selectFrom('instances').select('webhook_url').where('id', '=', instanceId);
+    const row = await (locked ? query.forUpdate() : query).executeTakeFirst();
+    return row !== undefined && row.webhook_url === gone.url;
+  }
+  const query = trx
+    .selectFrom('webhook_endpoints')
+    .select(['url', 'url_sealed'])
+    .where('id', '=', endpointId)
+    .where('instance_id', '=', instanceId);
+  const row = await (locked ? query.forUpdate() : query).executeTakeFirst();
+  return row !== undefined && row.url === gone.url && (row.url_sealed ?? null) === gone.urlSealed;
 }
 
 /**

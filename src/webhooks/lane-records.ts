@@ -118,7 +118,13 @@ export class LaneRecords {
   /** The outcome an attempt's record applies: delivered, a retry at its time, failed, or gone (a 410). */
   #outcomeOf({ delivery, sent }: AnsweredAttempt): AttemptOutcome {
     if (sent.record.error === null) return { kind: 'delivered' };
-    if (sent.gone) return { kind: 'gone', reason: 'receiver answered 410 Gone' };
+    if (sent.gone)
+      return {
+        kind: 'gone',
+        reason: 'receiver answered 410 Gone',
+        url: delivery.url,
+        urlSealed: delivery.urlSealed,
+      };
     const { clock } = this.#context.options;
     // `attempts` was counted when this attempt was claimed: it is this attempt's number in the round.
     const runAt = this.#context.retry.nextRunAt({

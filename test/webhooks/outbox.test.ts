@@ -293,7 +293,12 @@ for (const dialect of testDialects()) {
         { kind: 'delivered' },
         { kind: 'retry', runAt: t.clock() + 60_000 },
         { kind: 'failed' },
-        { kind: 'gone', reason: 'receiver answered 410 Gone' },
+        {
+          kind: 'gone',
+          reason: 'receiver answered 410 Gone',
+          url: 'https://example.com/hook',
+          urlSealed: null,
+        },
       ];
       for (const outcome of outcomes) {
         assert.equal(await finish('slow-worker', old.lockedAt, old.attemptId, outcome), false, outcome.kind);
