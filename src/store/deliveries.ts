@@ -210,11 +210,16 @@ export async function requeueDelivery(
       .$if(trx.getExecutor().adapter instanceof PostgresAdapter, (q) => q.forKeyShare())
       .executeTakeFirst();
     if (!event) return 'not-found';
+    // PostgreSQL: the delivery row is read locked, so a claim or a lane batch's start holding it (its attempt row
+    // written in the same transaction) is waited for; the update below, a statement of its own, then reads that
+    // attempt row and answers in-flight. Read unlocked, the update waited for the row alone and judged the open
+    // attempt from its snapshot taken before that commit: it queued a delivery in flight, which went out twice.
     const existing = await trx
       .selectFrom('webhook_deliveries')
       .select(['locked_at', 'status'])
       .where('event_id', '=', input.eventId)
       .where('endpoint_id', '=', endpointId)
+      .$if(trx.getExecutor().adapter instanceof PostgresAdapter, (q) => q.forUpdate())
       .executeTakeFirst();
     const now = toMs(input.now);
     // A delivery queued afresh; the previous round's outcome is cleared: a pending row must not show it (its
