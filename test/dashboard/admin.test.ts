@@ -4,6 +4,7 @@ import { adminCreateKey } from '../../src/app/api-keys.ts';
 import { adminCreateOrg } from '../../src/app/organizations.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { testDialects } from '../support/store.ts';
+import { textMessage } from '../webhooks/support.ts';
 import { createUser, type DashboardClient, signIn } from './support.ts';
 
 const error = (code: number, message: string) => ({ error: { code, message } });
@@ -107,6 +108,16 @@ for (const dialect of testDialects()) {
       assert.deepEqual(none.body, error(400, 'subscribe must list at least one event type'));
       const redeliver = await member.call('POST', `${base}/deliveries/nope/redeliver`);
       assert.deepEqual(redeliver.body, error(404, 'delivery not found'));
+      // An event id is matched as the API matches it: in any case (UUIDs are case-insensitive, RFC 9562 §4).
+      await t.services.recorder.record(t.instance.id, textMessage('to redeliver'));
+      const { id: eventId } = await t.testStore.store.db
+        .selectFrom('webhook_events')
+        .select('id')
+        .where('instance_id', '=', t.instance.id)
+        .executeTakeFirstOrThrow();
+      // Found (the 404 above is for an event it does not have), then refused for the missing URL.
+      const upper = await member.call('POST', `${base}/deliveries/${eventId.toUpperCase()}/redeliver`);
+      assert.deepEqual(upper.body, error(409, 'no webhook URL configured'));
       const test = await member.call('POST', `${base}/webhook/test`);
       assert.deepEqual(test.body, error(409, 'no webhook URL configured'));
     });

@@ -115,8 +115,9 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
     '/instances/:id/deliveries/:eventId/redeliver',
     { config: member, schema: { hide: true, params: DeliveryParams } },
     async (request) => {
-      await webhooks.redeliver(await instanceFor(app, request), request.params.eventId);
-      return ok({ details: 'Redelivery queued', id: request.params.eventId });
+      const eventId = request.params.eventId.toLowerCase();
+      await webhooks.redeliver(await instanceFor(app, request), eventId);
+      return ok({ details: 'Redelivery queued', id: eventId });
     },
   );
 }
