@@ -9,6 +9,13 @@ import type { AmqpTarget } from './urls.ts';
 const HEARTBEAT_SECONDS = 15;
 
 /**
+ * Header carrying a publish's number on its connection (`1`, `2`, …, as a string), so a message the broker returns
+ * is matched to the one publish that sent it (docs/decisions/0037-broker-endpoints.md). The event id and routing
+ * key cannot tell them apart: two endpoints of one instance with the same URL publish the same event with both.
+ */
+export const PUBLISH_HEADER = 'x-parley-publish';
+
+/**
  * A connection to RabbitMQ with one confirm channel (docs/decisions/0037-broker-endpoints.md). Every message is
  * published persistent (delivery mode 2) and `mandatory` to the endpoint's durable topic exchange, and a publish
  * resolves only on the broker's confirm: a message the broker returned because no queue is bound to its routing key,
@@ -19,8 +26,14 @@ export class AmqpConnection implements BrokerConnection {
   readonly #model: ChannelModel;
   readonly #channel: ConfirmChannel;
   readonly #exchange: string;
-  /** `message-id/routing-key` of messages the broker returned (a return arrives before the message's confirm). */
-  readonly #returned = new Set<string>();
+  /**
+   * Publishes waiting for their confirm, by their {@link PUBLISH_HEADER} number: `returned` is set when the broker
+   * returns that message (a return comes before the message's confirm: RabbitMQ's publisher confirms documentation,
+   * https://www.rabbitmq.com/docs/confirms).
+   */
+  readonly #pending = new Map<string, { returned: boolean }>();
+  /** Number of the last publish on this connection. */
+  #published = 0;
   readonly #inFlight = new PublishesInFlight(() => this.close());
   #closed = false;
 
@@ -36,8 +49,9 @@ export class AmqpConnection implements BrokerConnection {
     channel.on('close', end);
     channel.on('error', end);
     channel.on('return', (message) => {
-      const id = message.properties.messageId;
-      if (typeof id === 'string') this.#returned.add(`${id}/${message.fields.routingKey}`);
+      const publish = headerText(message.properties.headers?.[PUBLISH_HEADER]);
+      const pending = publish === undefined ? undefined : this.#pending.get(publish);
+      if (pending !== undefined) pending.returned = true;
     });
   }
 
@@ -105,7 +119,10 @@ export class AmqpConnection implements BrokerConnection {
   }
 
   async #publish(message: BrokerMessage, timeoutMs: number): Promise<string> {
-    const key = `${message.id}/${message.subject}`;
+    this.#published += 1;
+    const publish = String(this.#published);
+    const pending = { returned: false };
+    this.#pending.set(publish, pending);
     const confirmed = new Promise<void>((resolve, reject) => {
       try {
         this.#channel.publish(
@@ -121,7 +138,7 @@ export class AmqpConnection implements BrokerConnection {
             contentEncoding: 'utf-8',
             timestamp: message.timestampSeconds,
             appId: 'parley',
-            headers: message.headers,
+            headers: { ...message.headers, [PUBLISH_HEADER]: publish },
           },
           (error) => (error ? reject(publishError(error)) : resolve()),
         );
@@ -136,13 +153,14 @@ export class AmqpConnection implements BrokerConnection {
         () => new BrokerError(`the broker did not confirm the message within ${timeoutMs} ms`),
       );
     } catch (error) {
-      this.#returned.delete(key);
       // Nothing more can be told of a message that was neither confirmed nor refused: start afresh, once the other
       // lanes' publishes on this connection have had their answers.
       if (!(error instanceof BrokerError && error.message.startsWith('the broker refused'))) this.retire();
       throw error instanceof BrokerError ? error : publishError(error);
+    } finally {
+      this.#pending.delete(publish);
     }
-    if (this.#returned.delete(key)) {
+    if (pending.returned) {
       throw new BrokerError(
         `no queue is bound to routing key ${message.subject} on exchange ${this.#exchange}: the broker returned the message`,
       );
@@ -154,4 +172,11 @@ export class AmqpConnection implements BrokerConnection {
     this.#closed = true;
     await this.#model.close().catch(() => {});
   }
+}
+
+/** A header value as text: amqplib hands back a string header as a string or, from some brokers, a Buffer. */
+function headerText(value: unknown): string | undefined {
+  if (typeof value === 'string') return value;
+  if (Buffer.isBuffer(value)) return value.toString('utf8');
+  return undefined;
 }

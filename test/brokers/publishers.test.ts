@@ -189,6 +189,32 @@ if (brokersConfigured())
       assert.deepEqual(await queue.drain(), [], 'nothing was sent that the retries would send again');
     });
 
+    it('RabbitMQ: two lanes publishing the same events where no queue is bound each fail on their own return', async () => {
+      // Two endpoints of one instance with the same URL: each event goes out twice on the shared confirm channel,
+      // with the same message-id and routing key, and RabbitMQ returns both copies.
+      const exchange = unique('parley-returned-');
+      const publishers = closing(rotatingPublishers());
+      const target = amqpTarget(exchange);
+      // Opens the shared connection (declaring the exchange), so the copies below go out back to back on it.
+      await assert.rejects(
+        publishers.publish(target, message('warm', 'warm', 0), TIMEOUT_MS),
+        /the broker returned the message/,
+      );
+      const outcomes = await Promise.allSettled(
+        [1, 2, 3, 4, 5].flatMap((n) =>
+          ['endpointA', 'endpointB'].map((lane) =>
+            publishers.publish(target, message('parley.inst.Message', 'evt', n), TIMEOUT_MS, `inst/${lane}`),
+          ),
+        ),
+      );
+      const returned = `BrokerError: no queue is bound to routing key parley.inst.Message on exchange ${exchange}: the broker returned the message`;
+      assert.deepEqual(
+        outcomes.map((outcome) => (outcome.status === 'rejected' ? String(outcome.reason) : outcome.value)),
+        Array.from({ length: 10 }, () => returned),
+        'every copy was returned, so none may count as confirmed',
+      );
+    });
+
     it('NATS: a stream refusing messages leaves the shared connection to the other lanes', async () => {
       const prefix = unique('parleyrefuse');
       const healthy = await natsStream([`${prefix}.ok.>`]);
