@@ -26,6 +26,14 @@ interface Entry {
   retired: boolean;
 }
 
+/** A lane's last attempt that was issued to a broker. */
+interface Sent {
+  /** The connection it went out on. */
+  connection: BrokerConnection;
+  /** Settles (never rejects) once its publish ended, confirmed or failed. */
+  ended: Promise<void>;
+}
+
 /**
  * Publishes events to broker endpoints (docs/decisions/0037-broker-endpoints.md), keeping one connection per broker
  * URL (credentials included) open between attempts. Every attempt resolves the host again and checks each address
@@ -33,8 +41,10 @@ interface Entry {
  * connection is still up, otherwise a new one dials the checked addresses in order. Attempts for the same URL share
  * one connection being opened. A connection replaced, evicted or idle is retired, not closed: the publishes other
  * lanes have in flight on it keep their answers (`BrokerConnection.retire`). The attempts of one lane are issued to
- * the broker in the order they were asked for, whatever order their lookups end in. Nothing here retries: a failed
- * attempt is the outbox's to schedule again.
+ * the broker in the order they were asked for, whatever order their lookups end in; an attempt that gets another
+ * connection than the one the lane's previous attempt went out on is issued only once that attempt's publish ended
+ * (confirmed or failed), since a broker keeps no order between connections. Nothing here retries: a failed attempt
+ * is the outbox's to schedule again.
  */
 export class BrokerPublishers {
   readonly #guard: Pick<OutboundGuard, 'checkedAddresses'>;
@@ -43,6 +53,8 @@ export class BrokerPublishers {
   readonly #entries = new Map<string, Entry>();
   /** Per lane and URL: settles once the lane's latest attempt has issued its message (or failed before). */
   readonly #issued = new Map<string, Promise<void>>();
+  /** Per lane and URL: its last issued attempt, while that one's publish has not ended. */
+  readonly #sent = new Map<string, Sent>();
   readonly #sweeper: NodeJS.Timeout;
   #closed = false;
 
@@ -63,10 +75,14 @@ export class BrokerPublishers {
    * Publishes `message` to `target`, all of it (lookup, connection, publish and the broker's acknowledgement) within
    * `timeoutMs` milliseconds. With `lane` (the delivery lane's key), the message is issued after the lane's
    * previous attempt to the same URL issued its own (docs/decisions/0058-pipelined-lanes.md: a window's attempts
-   * arrive in `sequence` order); the wait counts against `timeoutMs`.
+   * arrive in `sequence` order), and, when it goes out on another connection than the one that previous attempt
+   * took (the kept one replaced, evicted or retired meanwhile), after that attempt's publish ended, confirmed or
+   * failed (docs/decisions/0037-broker-endpoints.md: brokers order messages per connection only); both waits count
+   * against `timeoutMs`.
    * @returns the broker's receipt for the delivery log.
    * @throws OutboundError from the guard (`dns`, `blocked-address`, `timeout`); BrokerError for everything the
-   *   broker side did; Error when closed.
+   *   broker side did, and `the broker did not answer within <timeoutMs> ms` when the waits leave less than
+   *   {@link MIN_PUBLISH_MS}; Error when closed.
    */
   async publish(
     target: BrokerTarget,
@@ -76,7 +92,8 @@ export class BrokerPublishers {
   ): Promise<string> {
     if (this.#closed) throw new Error('BrokerPublishers is closed');
     const deadline = performance.now() + timeoutMs;
-    const turn = lane === undefined ? undefined : this.#takeTurn(`${lane}|${JSON.stringify(target)}`);
+    const key = lane === undefined ? undefined : `${lane}|${JSON.stringify(target)}`;
+    const turn = key === undefined ? undefined : this.#takeTurn(key);
     try {
       const addresses = await this.#guard.checkedAddresses(target.hostname, timeoutMs);
       await turn?.previous;
@@ -85,7 +102,10 @@ export class BrokerPublishers {
       try {
         const connection = await entry.connection;
         if (this.#closed) throw new Error('BrokerPublishers is closed');
+        if (key !== undefined) await this.#afterPreviousElsewhere(key, connection, deadline, timeoutMs);
+        if (this.#closed) throw new Error('BrokerPublishers is closed');
         const publishing = connection.publish(message, timeLeft(deadline, timeoutMs));
+        if (key !== undefined) this.#remember(key, connection, publishing);
         turn?.issued();
         return await publishing;
       } finally {
@@ -128,6 +148,40 @@ export class BrokerPublishers {
         });
       },
     };
+  }
+
+  /**
+   * Waits, when `key`'s last issued attempt went out on another connection than `connection` and its publish has not
+   * ended, until it ends (confirmed or failed: a failed attempt holds nothing back once it failed), at most until
+   * {@link MIN_PUBLISH_MS} before `deadline` (`performance.now()` milliseconds).
+   * @throws BrokerError `the broker did not answer within <timeoutMs> ms` when that publish has not ended by then.
+   */
+  async #afterPreviousElsewhere(
+    key: string,
+    connection: BrokerConnection,
+    deadline: number,
+    timeoutMs: number,
+  ): Promise<void> {
+    const previous = this.#sent.get(key);
+    if (previous === undefined || previous.connection === connection) return;
+    if (!(await endsWithin(previous.ended, deadline - MIN_PUBLISH_MS - performance.now()))) {
+      throw new BrokerError(`the broker did not answer within ${timeoutMs} ms`);
+    }
+  }
+
+  /** Records `publishing` on `connection` as `key`'s last issued attempt, forgotten once it ended. */
+  #remember(key: string, connection: BrokerConnection, publishing: Promise<string>): void {
+    const sent: Sent = {
+      connection,
+      ended: publishing.then(
+        () => {},
+        () => {},
+      ),
+    };
+    this.#sent.set(key, sent);
+    void sent.ended.then(() => {
+      if (this.#sent.get(key) === sent) this.#sent.delete(key);
+    });
   }
 
   /**
@@ -209,6 +263,22 @@ function timeLeft(deadline: number, timeoutMs: number): number {
   const left = Math.round(deadline - performance.now());
   if (left < MIN_PUBLISH_MS) throw new BrokerError(`the broker did not answer within ${timeoutMs} ms`);
   return left;
+}
+
+/**
+ * Whether `work` (which never rejects) ends within `ms` milliseconds (at once when `ms` is not above 0, though
+ * `work` that has already ended still counts).
+ */
+async function endsWithin(work: Promise<void>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), Math.max(0, ms));
+  });
+  try {
+    return await Promise.race([work.then(() => true), late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** Closes an entry's connection once it is open, failing what is in flight on it; never throws. */

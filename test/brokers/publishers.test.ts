@@ -7,6 +7,7 @@
  * brokers listen on 127.0.0.1 only; 127.0.0.2 refuses at once, so either order of the two dials the broker).
  */
 import assert from 'node:assert/strict';
+import { type AddressInfo, createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
 import { after, describe, it } from 'node:test';
 import { DiscardPolicy, jetstreamManager } from '@nats-io/jetstream';
 import { connect as natsConnect } from '@nats-io/transport-node';
@@ -89,6 +90,79 @@ function countDials(): { readonly count: number; restore(): void } {
   };
 }
 
+/** A TCP relay to RabbitMQ listening on one loopback address, which can hold what clients send. */
+interface Relay {
+  /** The port it listens on. */
+  readonly port: number;
+  /** Connections it accepted. */
+  readonly connections: number;
+  /** From now on keeps what clients send, in order, until {@link release}. */
+  hold(): void;
+  /** Sends on what was held, in order, and stops holding. */
+  release(): void;
+  close(): void;
+}
+
+/** Starts a {@link Relay} on `host`:`port` (0: any free port) to the RabbitMQ of `AMQP_URL`. */
+function relay(host: string, port: number): Promise<Relay> {
+  const broker = new URL(AMQP_URL);
+  const sockets = new Set<Socket>();
+  const held: (() => void)[] = [];
+  let holding = false;
+  let connections = 0;
+  const server: Server = createServer((client) => {
+    connections += 1;
+    const upstream = tcpConnect(Number(broker.port || 5672), broker.hostname);
+    sockets.add(client);
+    sockets.add(upstream);
+    client.on('data', (chunk) => {
+      if (holding) held.push(() => upstream.write(chunk));
+      else upstream.write(chunk);
+    });
+    upstream.pipe(client);
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    for (const socket of [client, upstream]) {
+      socket.on('error', end);
+      socket.on('close', end);
+    }
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () =>
+      resolve({
+        port: (server.address() as AddressInfo).port,
+        get connections() {
+          return connections;
+        },
+        hold() {
+          holding = true;
+        },
+        release() {
+          holding = false;
+          for (const send of held.splice(0)) send();
+        },
+        close() {
+          for (const socket of sockets) socket.destroy();
+          server.close();
+        },
+      }),
+    );
+  });
+}
+
+/** Two relays to RabbitMQ on one port, the first on 127.0.0.1 and the second on 127.0.0.2. */
+async function relayPair(): Promise<{ first: Relay; second: Relay }> {
+  for (;;) {
+    const first = await relay('127.0.0.1', 0);
+    const second = await relay('127.0.0.2', first.port).catch(() => undefined);
+    if (second !== undefined) return { first, second };
+    first.close();
+  }
+}
+
 /** Runs `count` publishes on each of `lanes` lanes at once, each lane one after the other. @returns the failures. */
 async function lanesPublishing(
   lanes: number,
@@ -167,6 +241,49 @@ if (brokersConfigured())
       );
       const ids = (await queue.drain()).map((queued) => queued.messageId);
       assert.deepEqual(ids, ['warm-0', ...Array.from({ length: 10 }, (_, i) => `w-${i + 1}`)]);
+    });
+
+    it('RabbitMQ: a lane’s attempt on a new connection waits for its previous one, unconfirmed on the old', async () => {
+      const exchange = unique('parley-reconnect-');
+      const queue = await amqpQueue(exchange, '#');
+      cleanups.push(() => queue.remove());
+      // The broker's host resolves to 127.0.0.1 for two lookups, then to 127.0.0.2: the third attempt finds the
+      // kept connection's addresses changed and opens another, through the second relay.
+      const { first, second } = await relayPair();
+      cleanups.push(async () => {
+        first.close();
+        second.close();
+      });
+      let lookups = 0;
+      const publishers = closing(
+        new BrokerPublishers({
+          guard: { checkedAddresses: async () => [lookups++ < 2 ? '127.0.0.1' : '127.0.0.2'] },
+        }),
+      );
+      const broker = new URL(AMQP_URL);
+      const target = parseBrokerUrl(
+        `amqp://${broker.username}:${broker.password}@broker.test:${first.port}/?exchange=${exchange}`,
+      ).target;
+      await publishers.publish(target, message('order', 'o', 0), TIMEOUT_MS, 'lane');
+      // The old connection's link turns slow: what it sends waits until the third attempt is confirmed (which only
+      // happens first when nothing orders it after the second), or a second at most.
+      first.hold();
+      const one = publishers.publish(target, message('order', 'o', 1), TIMEOUT_MS, 'lane');
+      const two = publishers.publish(target, message('order', 'o', 2), TIMEOUT_MS, 'lane');
+      const slowLink = setTimeout(() => first.release(), 1_000);
+      void two.finally(() => first.release()).catch(() => {});
+      const receipts = await Promise.all([one, two]).finally(() => clearTimeout(slowLink));
+      assert.deepEqual(receipts, [
+        `confirmed by RabbitMQ (exchange ${exchange})`,
+        `confirmed by RabbitMQ (exchange ${exchange})`,
+      ]);
+      assert.deepEqual(
+        [first.connections, second.connections],
+        [1, 1],
+        'the third attempt had a connection of its own',
+      );
+      const ids = (await queue.drain()).map((queued) => queued.messageId);
+      assert.deepEqual(ids, ['o-0', 'o-1', 'o-2'], 'the lane’s order across the two connections');
     });
 
     it('RabbitMQ: an attempt its lane’s earlier attempt left no time fails before sending anything', async () => {
