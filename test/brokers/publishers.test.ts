@@ -2,9 +2,11 @@
  * The broker publishers against this machine's RabbitMQ and NATS (docs/decisions/0037-broker-endpoints.md): a
  * connection shared by several lanes is never closed under their publishes in flight (a resolver rotating its
  * addresses, the least recently used connection evicted, a stream refusing one message), one lane's attempts reach
- * the broker in the order the lane issued them whatever order their lookups end in, and a reply on the subject that
- * is not a JetStream acknowledgement fails the attempt. The host lookup is a stand-in for the outbound guard (the
- * brokers listen on 127.0.0.1 only; 127.0.0.2 refuses at once, so either order of the two dials the broker).
+ * the broker in the order the lane issued them whatever order their lookups end in and when its connection is
+ * replaced between two of them, each copy RabbitMQ returns fails its own attempt when two lanes publish one event,
+ * and a reply on the subject that is not a JetStream acknowledgement fails the attempt. The host lookup is a
+ * stand-in for the outbound guard (the brokers listen on 127.0.0.1 only; 127.0.0.2 refuses at once, so either order
+ * of the two dials the broker, unless a test puts its own relay to RabbitMQ there).
  */
 import assert from 'node:assert/strict';
 import { type AddressInfo, createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
