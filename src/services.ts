@@ -193,7 +193,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     liveEngineTuning: options.liveEngineTuning,
     restoreRetry: options.restoreRetry,
   });
-  const { recorder, sessions, live } = engines;
+  const { recorder, sessions, live, copies } = engines;
   const cluster = wireCluster(config, { store, nodes, sessions, logger, timing: options.cluster });
   const metrics = new Metrics();
   metrics.trackBacklog(sessions.backlog);
@@ -220,6 +220,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     clock,
     logger,
     recorder,
+    copies,
     metrics,
     feed,
     nodeId: nodes.id,
@@ -247,7 +248,16 @@ export async function createServices(config: Config, options: ServiceOptions): P
   if (start) webhooks.start();
   const maintenance = wireMaintenance(config, { store, clock, logger, start });
   const { retention, mediaRetention, idempotencyPurge } = maintenance;
-  const sendQueue = wireSendQueue({ store, sessions, recorder, nodeId: nodes.id, clock, logger, start });
+  const sendQueue = wireSendQueue({
+    store,
+    sessions,
+    recorder,
+    copies,
+    nodeId: nodes.id,
+    clock,
+    logger,
+    start,
+  });
   const { app, registrations } = wireApplication(config, {
     storage,
     access,

@@ -12,6 +12,7 @@ import {
 } from '../store/messages.ts';
 import type { Database } from '../store/schema.ts';
 import { deferWrites, runWriteGroup, type TableWrites } from '../store/write-groups.ts';
+import type { MessageCopies } from './message-copies.ts';
 import type { EventProjection } from './recorder.ts';
 
 /**
@@ -33,21 +34,29 @@ import type { EventProjection } from './recorder.ts';
  * batch's write group as one multi-row insert each: on PostgreSQL both become clauses of the statement that writes
  * the outbox's event and delivery rows (docs/decisions/0056-write-groups.md). An event that reads or changes stored
  * messages (a receipt, a read, an edit) writes the buffer first, so it sees every message recorded before it.
+ *
+ * With `copies`, a `message` event that is a copy of one recorded before it (the platform handed the message over
+ * again, src/events/message-copies.ts) is left out: its row is kept as first stored anyway, and its peer is not
+ * touched again (a message redelivered long after does not make its sender a recent peer).
  */
 export class MessageProjection implements EventProjection {
   readonly name = 'messages';
   readonly #clock: Clock;
+  /** What tells the copies of messages recorded before (used before this projection); none: no copy is told. */
+  readonly #copies: MessageCopies | undefined;
   /** Rows buffered in a transaction, by transaction (forgotten with it). */
   readonly #buffers = new WeakMap<Transaction<Database>, Buffered>();
 
-  constructor(clock: Clock) {
+  constructor(clock: Clock, copies?: MessageCopies) {
     this.#clock = clock;
+    this.#copies = copies;
   }
 
   async apply(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<void> {
     const at = new Date(this.#clock()).toISOString();
     switch (event.type) {
       case 'message':
+        if (this.#copies?.isCopy(trx, event)) return;
         this.#buffer(trx, event.message, at);
         return;
       case 'history':

@@ -12,6 +12,7 @@ import {
   type NewWebhookEvent,
 } from '../store/webhook-events.ts';
 import { deferWrites } from '../store/write-groups.ts';
+import type { MessageCopies } from './message-copies.ts';
 import { type NormalisedEvent, normaliseEvent, webhookBody } from './normalise.ts';
 import type { EventProjection } from './recorder.ts';
 
@@ -31,6 +32,11 @@ export interface OutboxProjectionOptions {
    * `event.media.url`); without it payloads carry no `media` link.
    */
   mediaUrl?: (instanceId: string, messageId: string) => string;
+  /**
+   * What tells the copies of messages recorded before (src/events/message-copies.ts), used before this projection;
+   * without it every `message` event makes a webhook event.
+   */
+  copies?: MessageCopies;
 }
 
 /**
@@ -41,7 +47,9 @@ export interface OutboxProjectionOptions {
  * when a webhook URL is configured, the event type is subscribed (docs/api.md#webhook-events; a null subscription
  * means the default four types) and no 410 disabled the webhook, plus one delivery row per enabled endpoint whose
  * `events` include the type (docs/decisions/0035-webhook-endpoints.md). `connection` and `contacts` events are not webhook
- * events.
+ * events. A `message` event that is a copy of one recorded before it (`copies`: the platform handed the message over
+ * again, src/events/message-copies.ts) makes no event row, sequence number or delivery: a receiver is told of a
+ * message once (docs/decisions/0024-engines-and-data-flow.md).
  *
  * The rows are written at the end of the recorder's batch ({@link flush}): `apply` keeps each normalised event in the
  * transaction's buffer, and `flush` takes the batch's sequence numbers with what routes them (the state row's lock
@@ -73,7 +81,8 @@ export class OutboxProjection implements EventProjection {
   }
 
   async apply(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<void> {
-    const { mediaUrl } = this.#options;
+    const { mediaUrl, copies } = this.#options;
+    if (copies?.isCopy(trx, event)) return;
     const normalised = normaliseEvent(
       event,
       mediaUrl === undefined ? undefined : (messageId) => mediaUrl(instanceId, messageId),

@@ -142,6 +142,27 @@ const INSERT_MESSAGES = rowSetInsert<'messages', Insertable<MessagesTable>>('mes
 });
 
 /**
+ * Which of `ids` are stored messages of instance `instanceId` (one statement, by the messages' primary key); empty
+ * without a statement when `ids` is. What tells a copy of a message the platform handed over again from a new one
+ * (src/events/message-copies.ts): message rows are never pruned, so the answer holds however old the first copy is.
+ * @throws the store's error.
+ */
+export async function storedMessageIds(
+  db: Kysely<Database>,
+  instanceId: string,
+  ids: readonly string[],
+): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const rows = await db
+    .selectFrom('messages')
+    .select('id')
+    .where('instance_id', '=', instanceId)
+    .where('id', 'in', [...ids])
+    .execute();
+  return new Set(rows.map((row) => row.id));
+}
+
+/**
  * Moves messages `ids` of an instance to `state` when they are in an earlier state (never backwards,
  * docs/decisions/0017-messages-and-media.md); `chat` limits the change to one chat when given. Returns how many rows
  * moved.

@@ -9,6 +9,7 @@ import { SandboxEngine } from '../engines/sandbox/index.ts';
 import { InstanceStateProjection } from '../events/instance-state.ts';
 import { LabelProjection } from '../events/label-projection.ts';
 import { LidMappingProjection } from '../events/lid-mapping-projection.ts';
+import { MessageCopies } from '../events/message-copies.ts';
 import { MessageProjection } from '../events/message-projection.ts';
 import { EventRecorder } from '../events/recorder.ts';
 import type { SecretBox } from '../security/secrets.ts';
@@ -27,10 +28,16 @@ export interface SessionParts {
   sessions: SessionManager;
   /** The live engine, closed last by `Services.close`. */
   live: Engine;
+  /**
+   * What tells the copies of messages recorded before (src/events/message-copies.ts), used before the message
+   * projection; the outbox asks it too.
+   */
+  copies: MessageCopies;
 }
 
 /**
- * Builds the recorder (instance state and message projections), the sandbox engine for `test` instances, the live
+ * Builds the recorder (instance state and message projections, the copies of messages the platform handed over
+ * again told first, src/events/message-copies.ts), the sandbox engine for `test` instances, the live
  * engine for `live` ones (Baileys unless a test passes its own, docs/decisions/0024-engines-and-data-flow.md; its
  * one-socket locks owned by node `nodeId`) and the session manager over both.
  */
@@ -54,11 +61,13 @@ export function wireSessions(
   },
 ): SessionParts {
   const { store, box, clock, logger } = deps;
+  const copies = new MessageCopies();
   const recorder = new EventRecorder(
     store.db,
     [
       new InstanceStateProjection(clock, store.db),
-      new MessageProjection(clock),
+      copies,
+      new MessageProjection(clock, copies),
       new LidMappingProjection(clock),
       new LabelProjection(clock),
     ],
@@ -104,5 +113,5 @@ export function wireSessions(
     // Credential and key writes share the turn's transaction too (docs/decisions/0051-turn-groups.md).
     ...(deps.turn === undefined ? {} : { turn: deps.turn }),
   });
-  return { recorder, sessions, live };
+  return { recorder, sessions, live, copies };
 }

@@ -3,6 +3,7 @@ import { BrokerPublishers } from '../brokers/publishers.ts';
 import type { Config } from '../config/config.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { LiveFeed } from '../events/live-feed.ts';
+import type { MessageCopies } from '../events/message-copies.ts';
 import { OutboxProjection } from '../events/outbox-projection.ts';
 import type { EventRecorder } from '../events/recorder.ts';
 import { OutboundGuard } from '../net/outbound-guard.ts';
@@ -27,7 +28,8 @@ export interface WebhookParts {
  * behind it and the delivery worker
  * (claims under node id `nodeId`, each attempt counted in `metrics` and told to the dashboard's `feed`), and adds
  * the outbox projection to `recorder`: every recorded event gets its webhook row and, when subscribed, a delivery
- * that wakes the worker after the commit (docs/decisions/0005-outbox-and-delivery.md). Received media are linked at
+ * that wakes the worker after the commit (docs/decisions/0005-outbox-and-delivery.md), but for a copy of a message
+ * recorded before (`copies`, src/events/message-copies.ts). Received media are linked at
  * `PUBLIC_URL/v1/messages/:id/media` (docs/api.md#messages).
  */
 export function wireWebhooks(
@@ -38,6 +40,8 @@ export function wireWebhooks(
     clock: Clock;
     logger: FastifyBaseLogger;
     recorder: EventRecorder;
+    /** What tells the copies of recorded messages (src/events/message-copies.ts): they make no webhook event. */
+    copies?: MessageCopies | undefined;
     metrics: Metrics;
     feed: LiveFeed;
     nodeId: string;
@@ -80,6 +84,7 @@ export function wireWebhooks(
     new OutboxProjection({
       clock,
       maxAttempts: webhooks.maxAttempts,
+      ...(deps.copies === undefined ? {} : { copies: deps.copies }),
       onCommitted: (instanceId, endpointIds) => webhooks.wake(instanceId, endpointIds),
       mediaUrl: (instanceId, messageId) =>
         `${config.publicUrl}/v1/messages/${encodeURIComponent(messageId)}/media?from=${instanceId}`,

@@ -1,0 +1,96 @@
+import type { Transaction } from 'kysely';
+import type { EngineEvent } from '../domain/messages.ts';
+import { storedMessageIds } from '../store/messages.ts';
+import type { Database } from '../store/schema.ts';
+import type { EventProjection } from './recorder.ts';
+
+/**
+ * Whether own message `id` of instance `instanceId` is being recorded by the relay of its send, a first record by
+ * construction: the relay records the message it relayed once, and the live engine never hands a send of its own
+ * back (`emitOwnEvents` off, src/engines/baileys/session-options.ts).
+ */
+export type FirstRecord = (instanceId: string, id: string) => boolean;
+
+/** What one instance's batch in a transaction knows about its `message` events. */
+interface BatchCopies {
+  instanceId: string;
+  /** The batch's message ids already stored before it began. */
+  stored: ReadonlySet<string>;
+  /** The message ids of the batch's `message` events applied so far. */
+  seen: Set<string>;
+  /** The `message` event being applied, and whether it is a copy. */
+  current: { event: EngineEvent; copy: boolean } | undefined;
+}
+
+/**
+ * Tells the copies among recorded `message` events (docs/decisions/0024-engines-and-data-flow.md): the platform
+ * hands a message over again (an acknowledgement lost when a socket dropped and the offline redelivery that follows,
+ * stanzas left unacknowledged at a node hand-over, src/engines/baileys/quiesce.ts), and the message store keeps the
+ * first copy only (src/store/messages.ts `insertMessages`). A copy is a `message` event whose id is a stored message
+ * of the instance when its batch begins, or the id of an earlier `message` event of the same batch: it must not make
+ * a second webhook event, sequence number or delivery (src/events/outbox-projection.ts), nor touch the peer again
+ * (src/events/message-projection.ts). Any other event about a message (an edit, a deletion, a reaction, a receipt)
+ * is not a copy, and neither is a `history` event.
+ *
+ * It reads the stored ids in its `prepare`: one statement for the batch's `message` ids, none for a batch without
+ * them. Ids {@link FirstRecord} says a relay is recording (a send a request waits for) are not looked up: the send
+ * path keeps its statements. Message rows are never pruned, so a copy whose first event the log's retention already
+ * dropped is still told. A `message` event a recorded write returns (`RecordedWrite`, src/events/recorder.ts) is not
+ * looked up (no write returns one); a repeat within the batch is still told.
+ *
+ * Its `apply` decides for the event being applied, so it must be used before the projections that ask
+ * {@link isCopy} (the recorder applies each event over the projections in the order they were added); one that asks
+ * out of turn gets false, as if there were no copies.
+ */
+export class MessageCopies implements EventProjection {
+  readonly name = 'message-copies';
+  /** What each transaction (a part's view of one, on PostgreSQL) knows of the batch it is applying. */
+  readonly #batches = new WeakMap<Transaction<Database>, BatchCopies>();
+  #firstRecord: FirstRecord = () => false;
+
+  /** Sets what says which own messages a relay is recording (the send queue, once it exists). */
+  trustFirstRecords(firstRecord: FirstRecord): void {
+    this.#firstRecord = firstRecord;
+  }
+
+  /**
+   * Reads which of the `message` ids of `events` are already stored (one statement; none when there is no id to
+   * look up). A transaction holds one instance's batch at a time, so what an earlier batch left is replaced.
+   * @throws the store's error (the recorder's transaction rolls back).
+   */
+  async prepare(
+    trx: Transaction<Database>,
+    instanceId: string,
+    events: readonly EngineEvent[],
+  ): Promise<void> {
+    const ids: string[] = [];
+    for (const event of events) {
+      if (event.type !== 'message') continue;
+      const { id, source } = event.message;
+      if (source.isFromMe && this.#firstRecord(instanceId, id)) continue;
+      ids.push(id);
+    }
+    const stored = await storedMessageIds(trx, instanceId, ids);
+    this.#batches.set(trx, { instanceId, stored, seen: new Set(), current: undefined });
+  }
+
+  /** Decides whether `event`, a `message` event, is a copy (read by {@link isCopy} while it is applied). */
+  async apply(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<void> {
+    if (event.type !== 'message') return;
+    const batch = this.#batches.get(trx);
+    if (batch === undefined || batch.instanceId !== instanceId) return;
+    const { id } = event.message;
+    batch.current = { event, copy: batch.stored.has(id) || batch.seen.has(id) };
+    batch.seen.add(id);
+  }
+
+  /**
+   * Whether `event`, being applied in `trx`, is a copy of a message recorded before it; false for any event but a
+   * `message` one.
+   */
+  isCopy(trx: Transaction<Database>, event: EngineEvent): boolean {
+    if (event.type !== 'message') return false;
+    const current = this.#batches.get(trx)?.current;
+    return current !== undefined && current.event === event && current.copy;
+  }
+}
