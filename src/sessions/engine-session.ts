@@ -8,7 +8,8 @@ import type { Database } from '../store/schema.ts';
 import { RetryingAuthStateStore } from './auth-retry.ts';
 import type { RecordBacklog } from './backlog.ts';
 import type { SessionManagerOptions } from './manager-options.ts';
-import { type RecordRetryPolicy, recordWithRetry } from './record-retry.ts';
+import { RecordLine } from './record-line.ts';
+import type { RecordRetryPolicy } from './record-retry.ts';
 
 /** What the session manager shares with every session it makes. */
 export interface SessionShared {
@@ -24,7 +25,7 @@ export interface SessionShared {
  * A new engine session of `instance`, not registered anywhere, with the context every engine gets
  * (docs/decisions/0024-engines-and-data-flow.md): its credentials in the store (sealed, retried while the store is
  * away), its events recorded through `options.recorder` with retry (without limit while the store cannot be reached,
- * docs/decisions/0011-store-faults.md), and the session status events derived from its connection states
+ * docs/decisions/0011-store-faults.md), in the order emitted even across failures (src/sessions/record-line.ts), and the session status events derived from its connection states
  * (docs/decisions/0012-session-and-message-status-events.md).
  */
 export function createEngineSession(
@@ -38,10 +39,12 @@ export function createEngineSession(
   const auth = new SqlAuthStateStore(db, box, instanceId, turn);
   /** The engine's auth port: the store's, with its reads and writes retried while the store is away. */
   const keys = new RetryingAuthStateStore(auth, policy, sessionLogger, signal);
+  /** The session's recordings in emission order across store failures (src/sessions/record-line.ts). */
+  const line = new RecordLine(policy, sessionLogger, { signal });
   /**
    * Runs `record` with the retry of every recording (docs/decisions/0011-store-faults.md: without limit while the
-   * store cannot be reached; `event` names the item in the retry's log lines), counted in the backlog while it
-   * waits.
+   * store cannot be reached; `event` names the item in the retry's log lines), after every recording of the session
+   * emitted before it, counted in the backlog while it waits.
    */
   const retried = async (
     record: (event: EngineEvent) => Promise<void>,
@@ -49,7 +52,7 @@ export function createEngineSession(
   ): Promise<void> => {
     const left = backlog.enter();
     try {
-      await recordWithRetry({ emit: record, logger: sessionLogger }, event, policy, { signal });
+      await line.record(() => record(event), event);
     } finally {
       left();
     }
@@ -59,7 +62,7 @@ export function createEngineSession(
    * transaction or neither does (docs/decisions/0076-status-with-its-write.md): a connection change the instance
    * row keeps is never left without its `SessionStatus` (nor a logout without the cancel of its pending sends,
    * docs/decisions/0074-logout-cancels-pending-sends.md). Failures are logged by recordWithRetry (the first, every
-   * tenth, and the one given up on).
+   * tenth, and the one given up on), which the session's line runs (src/sessions/record-line.ts).
    */
   const retrying = async (event: EngineEvent): Promise<void> => {
     const record = (first: EngineEvent) =>

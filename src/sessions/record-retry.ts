@@ -94,6 +94,12 @@ export function recordRetryDelayMs(attempt: number, policy: RecordRetryPolicy): 
 export interface RecordRetryOptions {
   /** Stops the retries (shutdown): the pending wait ends, one last try is made, then its error is raised. */
   signal?: AbortSignal;
+  /**
+   * Tries of the event already made (≥ 1) and the error the last one failed with: the call goes on from there as if
+   * it had made them (that error judged, logged and waited on first), so a caller that tried once on its own keeps
+   * the policy's limits and waits (src/sessions/record-line.ts).
+   */
+  failed?: { attempts: number; error: unknown };
 }
 
 /** Sleeps `ms`, ending early when `signal` aborts. */
@@ -114,7 +120,9 @@ function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
  * Records `event` through `context.emit` (the recorder), retrying per `policy` and the rules of
  * {@link RecordRetryPolicy}; resolves once recorded. The first failure of an event and then every tenth is
  * logged at warn with the event's {@link eventLogFields} (never a body). Events of one caller stay in order
- * because the caller awaits this before emitting its next event.
+ * because the caller awaits this before emitting its next event; the events of callers that do not wait for each
+ * other (a session's sends and its incoming events) are kept in order by the session's `RecordLine`
+ * (src/sessions/record-line.ts), which calls this for one of them at a time.
  * @throws at once a {@link isPermanentStoreError} error; an unknown error after `policy.unknownAttempts` tries; any
  *   error after `policy.attempts` tries when set; the last error once `options.signal` aborted.
  */
@@ -124,27 +132,22 @@ export async function recordWithRetry(
   policy: RecordRetryPolicy,
   options: RecordRetryOptions = {},
 ): Promise<void> {
-  const { signal } = options;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await context.emit(event);
-      if (attempt > 1)
-        context.logger.info(
-          extended(eventLogFields(event), { attempts: attempt }),
-          'recorded an event after retrying',
-        );
-      return;
-    } catch (error) {
+  const { signal, failed } = options;
+  /** Tries made so far, and the error the last one failed with. */
+  let attempt = failed?.attempts ?? 0;
+  let last = failed?.error;
+  for (;;) {
+    if (attempt > 0) {
       // A foreign key violation: the instance was deleted while its event was recorded (`instance not found`).
-      if (isPermanentStoreError(error)) throw instanceRowError(error);
-      const transient = isTransientStoreError(error);
+      if (isPermanentStoreError(last)) throw instanceRowError(last);
+      const transient = isTransientStoreError(last);
       const limit = policy.attempts ?? (transient ? undefined : policy.unknownAttempts);
-      if ((limit !== undefined && attempt >= limit) || signal?.aborted) throw error;
+      if ((limit !== undefined && attempt >= limit) || signal?.aborted) throw last;
       const delayMs = recordRetryDelayMs(attempt, policy);
       if (attempt === 1 || attempt % 10 === 0) {
         context.logger.warn(
           {
-            err: error,
+            err: last,
             ...eventLogFields(event),
             attempt,
             ...(limit === undefined ? {} : { attempts: limit }),
@@ -154,6 +157,18 @@ export async function recordWithRetry(
         );
       }
       await pause(delayMs, signal);
+    }
+    attempt += 1;
+    try {
+      await context.emit(event);
+      if (attempt > 1)
+        context.logger.info(
+          extended(eventLogFields(event), { attempts: attempt }),
+          'recorded an event after retrying',
+        );
+      return;
+    } catch (error) {
+      last = error;
     }
   }
 }
