@@ -8,8 +8,8 @@ interface Waiting {
   ticket: number;
   record: () => Promise<void>;
   event: EngineEvent;
-  /** The try made before it joined the line, and its error; absent when it joined without one. */
-  failed?: { attempts: number; error: unknown };
+  /** The try made before it joined the line, and its error; undefined when it joined without one. */
+  failed: { attempts: number; error: unknown } | undefined;
   resolve: () => void;
   reject: (error: unknown) => void;
 }
@@ -33,7 +33,8 @@ interface Waiting {
 export class RecordLine {
   readonly #policy: RecordRetryPolicy;
   readonly #logger: FastifyBaseLogger;
-  readonly #options: RecordRetryOptions;
+  /** The session's shutdown signal, when it has one. */
+  readonly #signal: AbortSignal | undefined;
   /** The next recording's place in emission order. */
   #next = 0;
   /** Tickets of the first tries running now. */
@@ -51,7 +52,7 @@ export class RecordLine {
   constructor(policy: RecordRetryPolicy, logger: FastifyBaseLogger, options: RecordRetryOptions = {}) {
     this.#policy = policy;
     this.#logger = logger;
-    this.#options = options;
+    this.#signal = options.signal;
   }
 
   /**
@@ -62,7 +63,7 @@ export class RecordLine {
    */
   async record(record: () => Promise<void>, event: EngineEvent): Promise<void> {
     const ticket = this.#next++;
-    if (this.#waiting.length > 0) return this.#join({ ticket, record, event });
+    if (this.#waiting.length > 0) return this.#join({ ticket, record, event, failed: undefined });
     this.#trying.add(ticket);
     let joined: Promise<void> | undefined;
     try {
@@ -80,7 +81,8 @@ export class RecordLine {
   /** Puts a recording in the line at its place in emission order; settles when the line recorded it or gave up. */
   #join(entry: Omit<Waiting, 'resolve' | 'reject'>): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      const waiting: Waiting = { ...entry, resolve, reject };
+      const { ticket, record, event, failed } = entry;
+      const waiting: Waiting = { ticket, record, event, failed, resolve, reject };
       const after = this.#waiting.findIndex((other) => other.ticket > entry.ticket);
       if (after === -1) this.#waiting.push(waiting);
       else this.#waiting.splice(after, 0, waiting);
@@ -109,10 +111,9 @@ export class RecordLine {
       const head = this.#waiting[0];
       if (head === undefined || this.#olderTrying(head.ticket)) break;
       try {
-        await recordWithRetry({ emit: head.record, logger: this.#logger }, head.event, this.#policy, {
-          ...this.#options,
-          ...(head.failed === undefined ? {} : { failed: head.failed }),
-        });
+        const options: RecordRetryOptions = { signal: this.#signal };
+        if (head.failed !== undefined) options.failed = head.failed;
+        await recordWithRetry({ emit: head.record, logger: this.#logger }, head.event, this.#policy, options);
         head.resolve();
       } catch (error) {
         head.reject(error);
