@@ -181,6 +181,12 @@ export interface Engine {
   close?(): Promise<void>;
 }
 
+/** How a session closes ({@link SessionLifecycle.close}). */
+export interface CloseOptions {
+  /** End the connection at once (the lease is lost or about to expire); default false: a graceful close. */
+  fenced?: boolean;
+}
+
 /**
  * The lifecycle of one instance's connection to the platform: `connect` → (pairing → logged in) → `disconnect`
  * or `logout`; `close` at process shutdown; plus the two engine-specific ways to pair. Errors of every
@@ -208,8 +214,13 @@ export interface SessionLifecycle {
   disconnect(): Promise<void>;
   /** Unlinks the device and deletes the credentials (docs/api.md#session). */
   logout(): Promise<void>;
-  /** Releases resources at process shutdown without changing what is stored. */
-  close(): Promise<void>;
+  /**
+   * Releases resources at process shutdown or hand-over without changing what is stored. With `fenced` (several
+   * nodes: the instance's lease is lost or about to expire, docs/decisions/0008-leases-and-fencing.md) the
+   * connection ends at once, without letting the incoming stanzas being handled finish first: another node may
+   * open its own once the lease expires.
+   */
+  close(options?: CloseOptions): Promise<void>;
   /** Live engine only: links by an 8-character pairing code typed on the phone instead of a QR scan. */
   requestPairingCode?(phone: string): Promise<string>;
   /** Sandbox engine only: the simulated platform's test helpers (docs/decisions/0004-sandbox.md). */

@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Instance } from '../domain/instance.ts';
@@ -23,6 +24,16 @@ export const LEASE_HEARTBEAT_MS = 2000;
 /** Default lease lifetime without renewal, ms: a dead node's instances move within this plus one heartbeat. */
 export const LEASE_TTL_MS = 8000;
 
+/**
+ * How long before its leases expire an owner that could not renew them closes every session, ms, for a renewal
+ * period of `heartbeatMs`: one heartbeat (a timer that fires late, a clock a little behind the claimer's), plus half
+ * of one for the close itself, which ends each socket at once (docs/decisions/0008-leases-and-fencing.md). With the
+ * defaults, 3 000 ms: the sessions close 5 s after the last renewal, once two renewals in a row failed.
+ */
+export function fenceMarginMs(heartbeatMs: number): number {
+  return heartbeatMs + heartbeatMs / 2;
+}
+
 /** Where a request for an instance runs: here, or on the owner node at `url`. */
 export type Route = { local: true } | { local: false; owner: string; url: string };
 
@@ -31,6 +42,10 @@ export interface LeaseKeeperOptions {
   db: Kysely<Database>;
   /** This node's id (the registry's). */
   nodeId: string;
+  /**
+   * The local sessions. `release(id, { fenced: true })` closes a session whose lease is lost or about to expire: its
+   * socket ends at once and its pending writes stop.
+   */
   sessions: Pick<SessionManager, 'restore' | 'existing' | 'release' | 'ids'>;
   logger: FastifyBaseLogger;
   /** Renewal and placement period (default {@link LEASE_HEARTBEAT_MS}). */
@@ -45,10 +60,12 @@ export interface LeaseKeeperOptions {
  * The leases of one node (docs/decisions/0008-leases-and-fencing.md). Each instance that has a session anywhere has a
  * row in `instance_leases` naming its owner node, a fencing token and an expiry:
  * - every heartbeat the owner pushes the expiry of all its leases forward and closes any local session whose
- *   lease it no longer holds; when renewals keep failing it closes every session one heartbeat BEFORE its leases
- *   expire, so no other node can open a socket while this one still has one (fencing by time);
+ *   lease it no longer holds; when renewals keep failing it closes every session {@link fenceMarginMs} (a heartbeat
+ *   and a half) BEFORE its leases expire, by a timer set at each renewal, so no other node can open a socket while
+ *   this one still has one (fencing by time);
  * - a lease changes owner only by a statement conditional on its token (see `src/store/leases.ts`), once it has
- *   expired or its owner is no longer registered (dead, or stopped); the taker then drops the old owner's
+ *   expired (an owner whose process is gone has its leases expired by the registry); an owner that merely looks
+ *   dead (its registry heartbeat lapsed) keeps its lease until it expires. The taker then drops the old owner's
  *   one-socket lock (`instance_locks`), whose socket was closed before the lease could expire;
  * - orphaned instances (to be connected, without a valid lease) are claimed by the nodes below their fair share
  *   (least-loaded first); new instances go to the least-loaded node when first addressed. Running sessions are
@@ -69,6 +86,10 @@ export class LeaseKeeper {
   #url = '';
   #draining = false;
   #timer: NodeJS.Timeout | undefined;
+  /** Closes every local session a margin before the leases of the last renewal expire (re-armed at each renewal). */
+  #fenceTimer: NodeJS.Timeout | undefined;
+  /** True between `start` and `stop`: renewals arm the fencing timer. */
+  #started = false;
   #ticking: Promise<void> | undefined;
   /** Epoch ms of the last successful renewal; leases written then expire at this plus ttl. */
   #renewedAt = 0;
@@ -102,9 +123,15 @@ export class LeaseKeeper {
    */
   async start(url: string): Promise<void> {
     this.#url = url;
-    await this.tick();
+    this.#started = true;
+    try {
+      await this.tick();
+    } catch (error) {
+      this.#started = false;
+      clearTimeout(this.#fenceTimer);
+      throw error;
+    }
     this.#timer = setInterval(() => {
-      this.#fenceIfStale();
       this.#ticking ??= this.tick()
         .catch((error: unknown) => this.#options.logger.warn({ err: error }, 'lease renewal failed'))
         .finally(() => {
@@ -123,6 +150,7 @@ export class LeaseKeeper {
     const now = this.#now();
     const mine = await renewLeases(db, nodeId, now + this.#ttlMs, now);
     this.#renewedAt = now;
+    this.#armFence();
     this.#held.clear();
     for (const lease of mine) this.#held.set(lease.instanceId, lease);
     for (const id of sessions.ids()) {
@@ -134,17 +162,17 @@ export class LeaseKeeper {
         continue;
       }
       logger.warn({ instanceId: id }, 'closing a session whose lease another node holds');
-      await sessions.release(id);
+      await sessions.release(id, { fenced: true });
     }
     if (this.#draining) return;
     const wanted = await listInstancesToRestore(db);
     const nodes = await this.#nodes(now);
-    const alive = new Set(nodes.map((node) => node.id));
     const leases = await listLeases(db);
     const byInstance = new Map(leases.map((lease) => [lease.instanceId, lease]));
+    // Only an expired lease is orphaned: an owner whose heartbeat lapsed may still hold its socket until it fences.
     const orphans = wanted.filter((instance) => {
       const lease = byInstance.get(instance.id);
-      return !lease || !leaseValid(lease, now, alive);
+      return !lease || !leaseValid(lease, now);
     });
     let take = shareToTake({
       self: nodeId,
@@ -180,7 +208,9 @@ export class LeaseKeeper {
    * Where a request for `instance` runs. A valid lease decides; without one the instance is placed on the
    * least-loaded node first (a new instance, or one whose owner died). On this node, a session the instance should
    * have is restored from stored credentials before the request runs, and a request arriving while the instance is
-   * being handed over waits for the hand-over and then goes to the new owner.
+   * being handed over waits for the hand-over and then goes to the new owner. A valid lease whose owner is not
+   * reachable (its heartbeat lapsed) is waited out until it expires, at most one lease lifetime: its owner may
+   * still hold the socket (docs/decisions/0008-leases-and-fencing.md).
    */
   async route(instance: Instance): Promise<Route> {
     const { db, nodeId } = this.#options;
@@ -189,9 +219,8 @@ export class LeaseKeeper {
       if (moving) await moving;
       const now = this.#now();
       const nodes = await this.#nodes(now);
-      const alive = new Set(nodes.map((node) => node.id));
       const lease = await getLease(db, instance.id);
-      if (lease && leaseValid(lease, now, alive)) {
+      if (lease && leaseValid(lease, now)) {
         if (lease.owner === nodeId) {
           if (this.#moving.has(instance.id)) continue;
           this.#held.set(instance.id, lease);
@@ -203,6 +232,8 @@ export class LeaseKeeper {
         }
         const owner = nodes.find((node) => node.id === lease.owner);
         if (owner) return { local: false, owner: owner.id, url: owner.url };
+        await delay(Math.min(lease.expiresAt - now, this.#ttlMs));
+        continue;
       }
       const target = leastLoaded(nodes, loadOf(nodes, await listLeases(db), now));
       if (!target) break;
@@ -229,11 +260,10 @@ export class LeaseKeeper {
     const { db, nodeId } = this.#options;
     const now = this.#now();
     const nodes = await this.#nodes(now);
-    const alive = new Set(nodes.map((node) => node.id));
     const wanted = new Set(ids);
     const byUrl = new Map<string, string[]>();
     for (const lease of await listLeases(db)) {
-      if (!wanted.has(lease.instanceId) || lease.owner === nodeId || !leaseValid(lease, now, alive)) continue;
+      if (!wanted.has(lease.instanceId) || lease.owner === nodeId || !leaseValid(lease, now)) continue;
       const owner = nodes.find((node) => node.id === lease.owner);
       if (!owner) continue;
       byUrl.set(owner.url, [...(byUrl.get(owner.url) ?? []), lease.instanceId]);
@@ -336,23 +366,37 @@ export class LeaseKeeper {
     );
   }
 
-  /** Stops renewing. The leases left expire by themselves (after `drain`, none are left). */
+  /** Stops renewing and fencing. The leases left expire by themselves (after `drain`, none are left). */
   async stop(): Promise<void> {
+    this.#started = false;
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = undefined;
     await this.#ticking;
+    clearTimeout(this.#fenceTimer);
+    this.#fenceTimer = undefined;
   }
 
-  /** Closes every local session when the leases were last renewed so long ago they expire within a heartbeat. */
-  #fenceIfStale(): void {
-    if (this.#renewedAt === 0) return;
-    if (this.#now() < this.#renewedAt + this.#ttlMs - this.#heartbeatMs) return;
+  /**
+   * Sets the fencing timer for the leases of the last renewal, which expire at `#renewedAt + ttl`: it fires
+   * {@link fenceMarginMs} before, unless a later renewal sets it again. Read at a timer rather than at the next
+   * heartbeat, which runs up to a heartbeat late (the renewal's clock is read after its first statement).
+   */
+  #armFence(): void {
+    if (!this.#started) return;
+    clearTimeout(this.#fenceTimer);
+    const at = this.#renewedAt + this.#ttlMs - fenceMarginMs(this.#heartbeatMs);
+    this.#fenceTimer = setTimeout(() => this.#fence(), Math.max(0, at - this.#now()));
+    this.#fenceTimer.unref();
+  }
+
+  /** Closes every local session at once (fenced: no quiescing): the leases could not be renewed in time. */
+  #fence(): void {
     const { sessions, logger } = this.#options;
     const ids = sessions.ids();
     if (ids.length === 0) return;
-    logger.error({ instances: ids.length }, 'leases could not be renewed in time; closing every session');
     this.#held.clear();
-    for (const id of ids) void sessions.release(id);
+    logger.error({ instances: ids.length }, 'leases could not be renewed in time; closing every session');
+    for (const id of ids) void sessions.release(id, { fenced: true });
   }
 
   #idleOf(instanceId: string, waitMs: number): Promise<void> {

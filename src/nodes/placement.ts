@@ -6,21 +6,26 @@ import type { ClusterNode, Lease } from '../store/leases.ts';
  * same answer from the same rows.
  */
 
-/** Whether `lease` still binds its instance at `now` (epoch ms): unexpired, and its owner is among `alive`. */
-export function leaseValid(lease: Lease, now: number, alive: ReadonlySet<string>): boolean {
-  return lease.expiresAt > now && alive.has(lease.owner);
+/**
+ * Whether `lease` still binds its instance at `now` (epoch ms): until it expires, whatever the registry says of its
+ * owner (docs/decisions/0008-leases-and-fencing.md). An owner that lost the store stops heartbeating while its lease
+ * still runs and its socket is open: it closes the socket only a margin before the expiry (fencing by time), so a
+ * lease taken because its owner looked dead could open a second socket. An owner known to be gone (its process no
+ * longer exists) has its leases expired by the registry (`removeDeadNodes`, src/store/nodes.ts).
+ */
+export function leaseValid(lease: Lease, now: number): boolean {
+  return lease.expiresAt > now;
 }
 
-/** How many valid leases each of `nodes` holds at `now`. */
+/** How many valid leases each of `nodes` holds at `now` (epoch ms); leases of other owners are not counted. */
 export function loadOf(
   nodes: readonly ClusterNode[],
   leases: readonly Lease[],
   now: number,
 ): Map<string, number> {
-  const alive = new Set(nodes.map((node) => node.id));
   const load = new Map(nodes.map((node) => [node.id, 0]));
   for (const lease of leases) {
-    if (!leaseValid(lease, now, alive)) continue;
+    if (!leaseValid(lease, now) || !load.has(lease.owner)) continue;
     load.set(lease.owner, (load.get(lease.owner) ?? 0) + 1);
   }
   return load;

@@ -130,7 +130,9 @@ export class NodeRegistry {
   }
 
   /**
-   * Releases the claims of every registered node that is dead (see {@link deathOf}) and forgets those nodes.
+   * Releases the claims of every registered node that is dead (see {@link deathOf}) and forgets those nodes; the
+   * instance leases of a node whose process is gone expire now (`removeDeadNodes`,
+   * docs/decisions/0008-leases-and-fencing.md).
    * @returns how many claims were released.
    */
   async sweep(): Promise<number> {
@@ -149,6 +151,10 @@ export class NodeRegistry {
     const released = await removeDeadNodes(
       db,
       dead.map((entry) => entry.node.id),
+      {
+        ids: dead.filter((entry) => entry.reason === 'process gone').map((entry) => entry.node.id),
+        at: self.now,
+      },
     );
     logger.info(
       { nodes: dead.map((entry) => ({ id: entry.node.id, reason: entry.reason })), released },

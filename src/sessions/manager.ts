@@ -2,7 +2,7 @@ import type { Environment } from '../domain/environment.ts';
 import { DomainError, errors } from '../domain/errors.ts';
 import { DEFAULT_SUBSCRIPTION, EVENT_TYPES, type EventType, type Instance } from '../domain/instance.ts';
 import type { PairingCode } from '../domain/messages.ts';
-import type { Engine, EngineSession } from '../engines/engine.ts';
+import type { CloseOptions, Engine, EngineSession } from '../engines/engine.ts';
 import type { EventRecorder } from '../events/recorder.ts';
 import { getInstance, updateInstance } from '../store/instances.ts';
 import { RecordBacklog } from './backlog.ts';
@@ -354,16 +354,17 @@ export class SessionManager {
 
   /**
    * Closes and forgets the session of one instance, stored state untouched (several nodes,
-   * docs/decisions/0008-leases-and-fencing.md: the node lost or handed over the instance's lease). Never throws; a
+   * docs/decisions/0008-leases-and-fencing.md: the node lost or handed over the instance's lease). A `fenced` close
+   * (the lease is lost or about to expire) ends the socket at once ({@link EngineSession.close}). Never throws; a
    * close failure is logged.
    */
-  async release(instanceId: string): Promise<void> {
+  async release(instanceId: string, options: CloseOptions = {}): Promise<void> {
     this.#restorer.cancel(instanceId);
     const session = this.#sessions.get(instanceId);
     if (!session) return;
     this.#sessions.delete(instanceId);
     await session
-      .close()
+      .close(options)
       .catch((error: unknown) =>
         this.#options.logger.warn({ err: error, instanceId }, 'closing a session failed'),
       );

@@ -52,12 +52,27 @@ export async function listOtherNodes(db: Kysely<Database>, exceptId: string): Pr
  * `forceUnlockWorkers`): their pending deliveries lose `locked_by`/`locked_at` and are claimable again at once,
  * in `sequence` order; the attempts they had claimed stay counted (a delivery that keeps killing its worker is
  * bounded by `max_attempts`), and the attempt rows they left open are marked abandoned by the next claim. Rows
- * that are no longer pending are not touched.
+ * that are no longer pending are not touched. The instance leases of the nodes in `gone.ids` (a subset of `ids`
+ * whose process is known not to exist, so neither does its socket) expire at `gone.at` (epoch ms) when they ran
+ * longer, so another node takes them at once; a node found dead by its heartbeat alone keeps its leases until
+ * they expire: it may only have lost the store and still hold its sockets until it fences
+ * (docs/decisions/0008-leases-and-fencing.md).
  * @returns how many claims were released.
  */
-export async function removeDeadNodes(db: Kysely<Database>, ids: readonly string[]): Promise<number> {
+export async function removeDeadNodes(
+  db: Kysely<Database>,
+  ids: readonly string[],
+  gone: { ids: readonly string[]; at: number } = { ids: [], at: 0 },
+): Promise<number> {
   if (ids.length === 0) return 0;
   return db.transaction().execute(async (trx) => {
+    if (gone.ids.length > 0)
+      await trx
+        .updateTable('instance_leases')
+        .set({ expires_at: gone.at })
+        .where('owner', 'in', [...gone.ids])
+        .where('expires_at', '>', gone.at)
+        .execute();
     const released = await trx
       .updateTable('webhook_deliveries')
       .set({ locked_by: null, locked_at: null })

@@ -1,6 +1,7 @@
 import type { AuthenticationCreds, ReachoutTimelockState } from 'baileys';
 import { DomainError } from '../../domain/errors.ts';
 import type { ConnectionState, PairingCode } from '../../domain/messages.ts';
+import type { CloseOptions } from '../engine.ts';
 import { planAfterClose } from './after-close.ts';
 import { isPaired } from './auth-state.ts';
 import { decideClose, isPlatformRefusal } from './close-policy.ts';
@@ -153,10 +154,13 @@ export class Lifecycle {
    * Shutdown or hand-over to another node: lets the incoming stanzas being handled finish, with the listeners
    * still attached so their events are recorded, and starts no other ({@link quiesce}, at most
    * {@link QUIESCE_MS}); then ends the socket and releases the lock without changing anything stored or emitting.
+   * `fenced` (the instance's lease is lost or about to expire, docs/decisions/0008-leases-and-fencing.md) ends the
+   * socket at once: with the store unreachable the quiescing would spend its whole {@link QUIESCE_MS} while another
+   * node may open its own socket once the lease expires.
    */
-  async close(): Promise<void> {
+  async close(options?: CloseOptions): Promise<void> {
     const sock = this.#slot.current;
-    if (sock && this.#phase === 'open') {
+    if (sock && this.#phase === 'open' && options?.fenced !== true) {
       const quiet = await quiesce(sock, QUIESCE_MS);
       if (!quiet)
         this.#o.context.logger.warn(

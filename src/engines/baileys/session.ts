@@ -25,6 +25,7 @@ import type { AccountProfile, PrivacyChange, PrivacySettings, ProfileChange } fr
 import type {
   ChatAction,
   ChatMessageRef,
+  CloseOptions,
   EngineSession,
   EngineSessionContext,
   MediaDownloadOptions,
@@ -217,8 +218,8 @@ export class BaileysSession implements EngineSession {
     await this.#life.logout();
     for (const cache of this.#caches.all) cache.flushAll();
   }
-  async close(): Promise<void> {
-    await this.#life.close();
+  async close(options?: CloseOptions): Promise<void> {
+    await this.#life.close(options);
     await this.#queue.drained();
     for (const cache of this.#caches.all) cache.close();
   }
