@@ -1,31 +1,43 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { AuthStateStore } from '../engines/engine.ts';
-import { isTransientStoreError, type RecordRetryPolicy, recordRetryDelayMs } from './record-retry.ts';
+import {
+  isTransientStoreError,
+  pause,
+  type RecordRetryPolicy,
+  recordRetryDelayMs,
+  SessionReleasedError,
+} from './record-retry.ts';
 
 /**
  * An {@link AuthStateStore} whose reads and writes wait out a store that cannot be reached (docs/decisions/
  * 0011-store-faults.md): an engine decrypting an inbound message reads and writes its Signal keys here before it
  * acknowledges the message to the platform, so while the store is down the message stays unacknowledged (the
  * platform keeps it) instead of failing to decrypt. Transient errors ({@link isTransientStoreError}) are retried
- * with the delays of {@link recordRetryDelayMs}, without limit until `signal` aborts (shutdown); any other error
- * is raised at once. The first failure of an operation is logged at warn.
+ * with the delays of {@link recordRetryDelayMs}, without limit until `signal` aborts (shutdown: one last try) or
+ * `released` does (the session was released, its instance's lease lost or handed over: no further try,
+ * docs/decisions/0008-leases-and-fencing.md, so a write waiting out the store cannot land after the new owner wrote
+ * newer keys); any other error is raised at once. The first failure of an operation is logged at warn.
+ * @throws {@link SessionReleasedError} for an operation started once `released` aborted.
  */
 export class RetryingAuthStateStore implements AuthStateStore {
   readonly #inner: AuthStateStore;
   readonly #policy: RecordRetryPolicy;
   readonly #logger: FastifyBaseLogger;
   readonly #signal: AbortSignal;
+  readonly #released: AbortSignal | undefined;
 
   constructor(
     inner: AuthStateStore,
     policy: RecordRetryPolicy,
     logger: FastifyBaseLogger,
     signal: AbortSignal,
+    released?: AbortSignal,
   ) {
     this.#inner = inner;
     this.#policy = policy;
     this.#logger = logger;
     this.#signal = signal;
+    this.#released = released;
   }
 
   get(category: string, ids: readonly string[]): Promise<Map<string, string>> {
@@ -45,26 +57,20 @@ export class RetryingAuthStateStore implements AuthStateStore {
   }
 
   async #retry<T>(operation: string, work: () => Promise<T>): Promise<T> {
+    if (this.#released?.aborted) throw new SessionReleasedError();
     for (let attempt = 1; ; attempt++) {
       try {
         return await work();
       } catch (error) {
-        if (!isTransientStoreError(error) || this.#signal.aborted) throw error;
+        if (!isTransientStoreError(error) || this.#signal.aborted || this.#released?.aborted) throw error;
         const delayMs = recordRetryDelayMs(attempt, this.#policy);
         if (attempt === 1 || attempt % 10 === 0)
           this.#logger.warn(
             { err: error, operation, attempt, delayMs },
             'the platform credentials store failed; retrying',
           );
-        await new Promise<void>((resolve) => {
-          const done = () => {
-            clearTimeout(timer);
-            this.#signal.removeEventListener('abort', done);
-            resolve();
-          };
-          const timer = setTimeout(done, delayMs);
-          this.#signal.addEventListener('abort', done, { once: true });
-        });
+        await pause(delayMs, this.#signal, this.#released);
+        if (this.#released?.aborted) throw error;
       }
     }
   }

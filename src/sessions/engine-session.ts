@@ -17,6 +17,11 @@ export interface SessionShared {
   policy: RecordRetryPolicy;
   /** Aborted at shutdown: recordings and credential reads waiting for the store give up. */
   signal: AbortSignal;
+  /**
+   * This session's own, aborted when it is released (its instance's lease lost or handed over,
+   * docs/decisions/0008-leases-and-fencing.md): its recordings and credential writes stop without another try.
+   */
+  released?: AbortSignal;
   /** The process's backlog of events waiting to be recorded; each waiting event counts in it. */
   backlog: RecordBacklog;
 }
@@ -31,16 +36,16 @@ export interface SessionShared {
 export function createEngineSession(
   options: SessionManagerOptions,
   instance: Instance,
-  { policy, signal, backlog }: SessionShared,
+  { policy, signal, released, backlog }: SessionShared,
 ): EngineSession {
   const { db, box, engines, recorder, logger, clock, findMessage, callSettings, turn } = options;
   const instanceId = instance.id;
   const sessionLogger = logger.child({ instanceId });
   const auth = new SqlAuthStateStore(db, box, instanceId, turn);
   /** The engine's auth port: the store's, with its reads and writes retried while the store is away. */
-  const keys = new RetryingAuthStateStore(auth, policy, sessionLogger, signal);
+  const keys = new RetryingAuthStateStore(auth, policy, sessionLogger, signal, released);
   /** The session's recordings in emission order across store failures (src/sessions/record-line.ts). */
-  const line = new RecordLine(policy, sessionLogger, { signal });
+  const line = new RecordLine(policy, sessionLogger, released ? { signal, released } : { signal });
   /**
    * Runs `record` with the retry of every recording (docs/decisions/0011-store-faults.md: without limit while the
    * store cannot be reached; `event` names the item in the retry's log lines), after every recording of the session

@@ -41,6 +41,11 @@ export class SessionManager {
   #stops = 0;
   /** Aborted at shutdown: recordings and credential reads waiting for the store give up. */
   readonly #closing = new AbortController();
+  /**
+   * Per kept session, aborted when it is released ({@link release}): its recordings and credential writes waiting
+   * for the store stop without another try (another node may own the instance by then).
+   */
+  readonly #released = new Map<EngineSession, AbortController>();
   readonly #policy: RecordRetryPolicy;
   /** Events of this process waiting to be recorded (metrics, the backlog warning). */
   readonly backlog: RecordBacklog;
@@ -80,12 +85,17 @@ export class SessionManager {
     const kept = this.#sessions.get(instance.id);
     if (kept) return kept;
     // A new engine session with the context every engine gets (engine-session.ts).
+    const released = new AbortController();
     const session = createEngineSession(this.#options, instance, {
       policy: this.#policy,
       signal: this.#closing.signal,
+      released: released.signal,
       backlog: this.backlog,
     });
-    if (keep) this.#sessions.set(instance.id, session);
+    if (keep) {
+      this.#sessions.set(instance.id, session);
+      this.#released.set(session, released);
+    }
     return session;
   }
 
@@ -348,26 +358,34 @@ export class SessionManager {
     this.#restorer.stop();
     const sessions = [...this.#sessions.values()];
     this.#sessions.clear();
+    this.#released.clear();
     await Promise.allSettled(sessions.map((s) => s.close()));
     await this.#options.recorder.drain();
   }
 
   /**
    * Closes and forgets the session of one instance, stored state untouched (several nodes,
-   * docs/decisions/0008-leases-and-fencing.md: the node lost or handed over the instance's lease). A `fenced` close
-   * (the lease is lost or about to expire) ends the socket at once ({@link EngineSession.close}). Never throws; a
-   * close failure is logged.
+   * docs/decisions/0008-leases-and-fencing.md: the node lost or handed over the instance's lease), and stops its
+   * recordings and credential writes still waiting for the store, without another try: once the lease moves, the
+   * new owner writes the instance's Signal keys, and a late write of this session would overwrite them. A graceful
+   * release (a hand-over) stops them once the session closed, so the incoming stanzas it lets finish are recorded;
+   * a `fenced` one (the lease is lost or about to expire) stops them first and ends the socket at once
+   * ({@link EngineSession.close}). Never throws; a close failure is logged.
    */
   async release(instanceId: string, options: CloseOptions = {}): Promise<void> {
     this.#restorer.cancel(instanceId);
     const session = this.#sessions.get(instanceId);
     if (!session) return;
     this.#sessions.delete(instanceId);
+    const released = this.#released.get(session);
+    this.#released.delete(session);
+    if (options.fenced === true) released?.abort();
     await session
       .close(options)
       .catch((error: unknown) =>
         this.#options.logger.warn({ err: error, instanceId }, 'closing a session failed'),
       );
+    released?.abort();
   }
 
   /** Ids of the instances with a session in this process. */

@@ -100,19 +100,38 @@ export interface RecordRetryOptions {
    * the policy's limits and waits (src/sessions/record-line.ts).
    */
   failed?: { attempts: number; error: unknown };
+  /**
+   * Stops the retries with no further try (the session writing was released: another node may own its instance,
+   * docs/decisions/0008-leases-and-fencing.md): the pending wait ends and the last error is raised; aborted before
+   * the first try, a {@link SessionReleasedError} is raised and nothing is written.
+   */
+  released?: AbortSignal;
 }
 
-/** Sleeps `ms`, ending early when `signal` aborts. */
-function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+/**
+ * Raised instead of writing for a session that was released (its instance's lease lost, handed over or about to
+ * expire, docs/decisions/0008-leases-and-fencing.md): a late write of its Signal keys or events would overwrite what
+ * the instance's new owner wrote meanwhile.
+ */
+export class SessionReleasedError extends Error {
+  constructor() {
+    super('the session was released: its write to the store is not made');
+    this.name = 'SessionReleasedError';
+  }
+}
+
+/** Sleeps `ms`, ending early when any of `signals` aborts. */
+export function pause(ms: number, ...signals: readonly (AbortSignal | undefined)[]): Promise<void> {
   return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
+    const listening = signals.filter((signal): signal is AbortSignal => signal !== undefined);
+    if (listening.some((signal) => signal.aborted)) return resolve();
     const done = () => {
       clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
+      for (const signal of listening) signal.removeEventListener('abort', done);
       resolve();
     };
     const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
+    for (const signal of listening) signal.addEventListener('abort', done, { once: true });
   });
 }
 
@@ -124,7 +143,8 @@ function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
  * other (a session's sends and its incoming events) are kept in order by the session's `RecordLine`
  * (src/sessions/record-line.ts), which calls this for one of them at a time.
  * @throws at once a {@link isPermanentStoreError} error; an unknown error after `policy.unknownAttempts` tries; any
- *   error after `policy.attempts` tries when set; the last error once `options.signal` aborted.
+ *   error after `policy.attempts` tries when set; the last error once `options.signal` or `options.released`
+ *   aborted; {@link SessionReleasedError} when `options.released` aborted before the first try.
  */
 export async function recordWithRetry(
   context: { emit(event: EngineEvent): Promise<void>; logger: FastifyBaseLogger },
@@ -132,7 +152,8 @@ export async function recordWithRetry(
   policy: RecordRetryPolicy,
   options: RecordRetryOptions = {},
 ): Promise<void> {
-  const { signal, failed } = options;
+  const { signal, failed, released } = options;
+  if (released?.aborted) throw failed === undefined ? new SessionReleasedError() : failed.error;
   /** Tries made so far, and the error the last one failed with. */
   let attempt = failed?.attempts ?? 0;
   let last = failed?.error;
@@ -142,7 +163,7 @@ export async function recordWithRetry(
       if (isPermanentStoreError(last)) throw instanceRowError(last);
       const transient = isTransientStoreError(last);
       const limit = policy.attempts ?? (transient ? undefined : policy.unknownAttempts);
-      if ((limit !== undefined && attempt >= limit) || signal?.aborted) throw last;
+      if ((limit !== undefined && attempt >= limit) || signal?.aborted || released?.aborted) throw last;
       const delayMs = recordRetryDelayMs(attempt, policy);
       if (attempt === 1 || attempt % 10 === 0) {
         context.logger.warn(
@@ -156,7 +177,8 @@ export async function recordWithRetry(
           'recording an event failed; retrying',
         );
       }
-      await pause(delayMs, signal);
+      await pause(delayMs, signal, released);
+      if (released?.aborted) throw last;
     }
     attempt += 1;
     try {

@@ -1,0 +1,92 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { describe, it } from 'node:test';
+import pino from 'pino';
+import { adminCreateInstance } from '../../src/app/instances.ts';
+import { adminCreateOrg } from '../../src/app/organizations.ts';
+import type { Engine, EngineSessionContext } from '../../src/engines/engine.ts';
+import { SecretBox } from '../../src/security/secrets.ts';
+import { SessionManager } from '../../src/sessions/manager.ts';
+import { SessionReleasedError } from '../../src/sessions/record-retry.ts';
+import { eventually } from '../support/eventually.ts';
+import { FakeEngine } from '../support/fake-engine.ts';
+import { createTestStore, storeOutage, testDialects } from '../support/store.ts';
+
+/**
+ * A released session writes nothing more (docs/decisions/0008-leases-and-fencing.md): its instance's lease was lost
+ * or is about to expire, and the node taking it over writes newer Signal keys. A key write of the old session that
+ * was waiting out an unreachable store must stop when the session is released, not land once the store returns and
+ * overwrite the new owner's keys.
+ */
+
+for (const dialect of testDialects()) {
+  describe(`a released session's pending writes (${dialect})`, () => {
+    it('a key write waiting out the store stops when the session is released, and never lands', async () => {
+      let down = false;
+      let tries = 0;
+      const testStore = await createTestStore(dialect, {
+        faults: (sql) => {
+          if (!/insert into "engine_auth"/i.test(sql)) return;
+          tries += 1;
+          if (down) throw storeOutage(dialect);
+        },
+      });
+      try {
+        const db = testStore.store.db;
+        const org = await adminCreateOrg(db, { name: `r-${Math.random()}`, plan: 'pro' });
+        const instance = await adminCreateInstance(db, { org: org.id, env: 'live', name: 'main' });
+        // The engine's context, to write keys as an engine decrypting a message does.
+        const contexts: EngineSessionContext[] = [];
+        const fake = new FakeEngine();
+        const engine: Engine = {
+          name: 'baileys',
+          createSession: (context) => {
+            contexts.push(context);
+            return fake.createSession(context);
+          },
+        };
+        const sessions = new SessionManager({
+          db,
+          box: new SecretBox(randomBytes(32)),
+          engines: { test: engine, live: engine },
+          recorder: {} as never,
+          findMessage: async () => undefined,
+          logger: pino({ level: 'silent' }),
+          clock: Date.now,
+          recordRetry: { baseDelayMs: 1, maxDelayMs: 2, random: () => 0.5 },
+        });
+        await sessions.session(instance);
+        const [context] = contexts;
+        assert.ok(context);
+
+        down = true;
+        const write = context.auth.set([{ category: 'session', id: 'peer.0', value: 'stale ratchet' }]).then(
+          () => 'written',
+          (error: unknown) => error,
+        );
+        await eventually('the write retrying', () => tries >= 3);
+        // The lease is lost: the session is released (fenced), then the store comes back.
+        await sessions.release(instance.id, { fenced: true });
+        const triesAtRelease = tries;
+        down = false;
+        const outcome = await write;
+        assert.notEqual(outcome, 'written', 'the stale write landed after the release');
+        assert.ok(tries === triesAtRelease, `tried ${tries - triesAtRelease} more times after the release`);
+        const rows = await db
+          .selectFrom('engine_auth')
+          .select('key_id')
+          .where('instance_id', '=', instance.id)
+          .execute();
+        assert.deepEqual(rows, [], 'no key stored');
+        // A write the released session starts afterwards is refused without reaching the store.
+        await assert.rejects(
+          context.auth.set([{ category: 'session', id: 'peer.0', value: 'later' }]),
+          SessionReleasedError,
+        );
+        assert.equal(tries, triesAtRelease);
+      } finally {
+        await testStore.cleanup();
+      }
+    });
+  });
+}
