@@ -1,15 +1,60 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { createTestApp } from '../support/app.ts';
+import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { sseReader } from '../support/sse.ts';
-import { ENTERPRISE, listenersIdle } from '../support/stream-events.ts';
+import { ENTERPRISE, listenersIdle, streamEvents } from '../support/stream-events.ts';
 import { openWs } from '../support/ws.ts';
 
 /**
  * The event stream, `GET /v1/events/stream` (docs/decisions/0031-event-stream.md), when its server closes
- * (docs/decisions/0023-operations.md): every open stream is ended with the shutdown's code, then unsubscribed.
+ * (docs/decisions/0023-operations.md): every open stream is ended with the shutdown's code, then unsubscribed, and
+ * so is a stream whose request was still in its hooks when the close began: streams never hold a stop back.
  */
+
+const { message } = streamEvents('3EB0EE');
+
+/**
+ * Holds every stream request of `t` in its `preHandler` (at the position check, after auth and the instance's
+ * resolution) until `release` is called; `held` resolves once a request is waiting there.
+ */
+function holdStreamOpening(t: TestApp): { held: Promise<void>; release: () => void } {
+  const log = t.services.app.eventLog;
+  const check = log.checkPosition.bind(log);
+  let arrived = () => {};
+  const held = new Promise<void>((resolve) => {
+    arrived = resolve;
+  });
+  let release = () => {};
+  const gate = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  log.checkPosition = async (...args) => {
+    arrived();
+    await gate;
+    return check(...args);
+  };
+  return { held, release };
+}
+
+/**
+ * Starts closing `t`'s app while a stream request is held in its hooks, waits until the close is past the route's
+ * `preClose` hook (the server stopped listening), then lets the request go on. → the close under way, and a flag
+ * saying whether it finished.
+ */
+async function closeWhileOpening(
+  t: TestApp,
+  hold: { held: Promise<void>; release: () => void },
+): Promise<{ closing: Promise<void>; closed: () => boolean }> {
+  await hold.held;
+  let closed = false;
+  const closing = t.app.close().then(() => {
+    closed = true;
+  });
+  await eventually('the close past its preClose hooks', () => !t.app.server.listening);
+  hold.release();
+  return { closing, closed: () => closed };
+}
 
 describe('event stream at shutdown (docs/decisions/0023-operations.md)', () => {
   it('closing the server ends every stream: WebSocket 1001, server-sent events `end` 503', async () => {
@@ -35,6 +80,57 @@ describe('event stream at shutdown (docs/decisions/0023-operations.md)', () => {
       await reader.ended();
       assert.ok(listenersIdle(t), 'the closed streams unsubscribed');
     } finally {
+      await t.services.close({ keepStore: true });
+      await t.testStore.cleanup();
+    }
+  });
+
+  it('server-sent events opened while the close began (the request still in its hooks) end at once with `end` 503', async () => {
+    const t = await createTestApp({ plan: ENTERPRISE });
+    const base = await t.app.listen({ host: '127.0.0.1', port: 0 });
+    await t.services.recorder.record(t.instance.id, message(1));
+    const hold = holdStreamOpening(t);
+    const answer = fetch(`${base}/v1/events/stream?from=${t.instance.id}&after=1`, {
+      headers: { authorization: `Bearer ${t.key}`, accept: 'text/event-stream' },
+    });
+    const { closing, closed } = await closeWhileOpening(t, hold);
+    try {
+      const response = await answer;
+      assert.equal(response.status, 200);
+      await eventually('the close finished, not held by the stream', closed);
+      assert.ok(response.body);
+      const reader = sseReader(response.body);
+      assert.deepEqual((await reader.next('end')).data, {
+        error: { code: 503, message: 'server shutting down' },
+      });
+      await reader.ended();
+      assert.ok(listenersIdle(t), 'the stream unsubscribed');
+    } finally {
+      t.app.server.closeAllConnections();
+      await closing;
+      await t.services.close({ keepStore: true });
+      await t.testStore.cleanup();
+    }
+  });
+
+  it('a WebSocket opened while the close began (the upgrade still in its hooks) is closed at once with 1001', async () => {
+    const t = await createTestApp({ plan: ENTERPRISE });
+    const base = await t.app.listen({ host: '127.0.0.1', port: 0 });
+    await t.services.recorder.record(t.instance.id, message(1));
+    const hold = holdStreamOpening(t);
+    const opening = openWs(`${base.replace(/^http/, 'ws')}/v1/events/stream?from=${t.instance.id}&after=1`, {
+      authorization: `Bearer ${t.key}`,
+    });
+    const { closing, closed } = await closeWhileOpening(t, hold);
+    const client = await opening;
+    try {
+      await eventually('the close finished, not held by the stream', closed);
+      assert.deepEqual(await client.closed, { code: 1001, reason: 'server shutting down' });
+      assert.ok(listenersIdle(t), 'the stream unsubscribed');
+    } finally {
+      client.socket.terminate();
+      t.app.server.closeAllConnections();
+      await closing;
       await t.services.close({ keepStore: true });
       await t.testStore.cleanup();
     }

@@ -9,7 +9,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { type OpenStream, serveSse } from '../../src/http/routes/v1/event-stream-transports.ts';
+import { type OpenStreams, serveSse } from '../../src/http/routes/v1/event-stream-transports.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 
@@ -23,7 +23,7 @@ describe('server-sent events for a client gone before its stream started', () =>
   });
 
   it('ends at once and keeps no tail, heartbeat or open entry', async () => {
-    const open = new Set<OpenStream>();
+    const open: OpenStreams = { streams: new Set(), closing: false };
     let served: Promise<void> | undefined;
     const server = createServer((_request, response) => {
       // As the route after its hooks, which ran while the client left: the response has closed already.
@@ -48,7 +48,7 @@ describe('server-sent events for a client gone before its stream started', () =>
       });
       await eventually('the stream ended', () => ended || undefined);
       assert.equal(t.services.commits.listeners, 0, 'the tail left the commit notifications');
-      assert.equal(open.size, 0, 'the stream left the open streams');
+      assert.equal(open.streams.size, 0, 'the stream left the open streams');
     } finally {
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }

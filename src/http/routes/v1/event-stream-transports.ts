@@ -70,15 +70,35 @@ export interface OpenStream {
 }
 
 /**
+ * The streams open on this node and whether the server is closing. The route's `preClose` hook sets `closing` and
+ * shuts down every stream in `streams`; a stream whose request was still in its hooks then registers later, sees
+ * `closing` and shuts itself down at once ({@link register}), so no stream holds a stop back
+ * (docs/decisions/0031-event-stream.md "Shutdown").
+ */
+export interface OpenStreams {
+  /** The streams being served. */
+  readonly streams: Set<OpenStream>;
+  /** True once the server began to close. */
+  closing: boolean;
+}
+
+/** Adds `stream` to `open`, and shuts it down at once when the server is already closing. */
+function register(open: OpenStreams, stream: OpenStream): void {
+  open.streams.add(stream);
+  if (open.closing) stream.shutDown();
+}
+
+/**
  * Serves `tail` as server-sent events on `raw` (the reply was hijacked): headers at once, then pages of events, a
  * comment line every {@link HEARTBEAT_MS}, and, when the server ends the stream, an `end` event whose data is the
  * error envelope saying why (401, 403, 404: do not reconnect; 503: reconnect with `Last-Event-ID`). Resolves when
- * the stream is over; registers itself in `open` meanwhile.
+ * the stream is over; registers itself in `open` meanwhile, and ends at once with `end` 503 when the server is
+ * already closing.
  */
 export async function serveSse(
   raw: ServerResponse,
   tail: EventTail,
-  options: { requestId: string; log: FastifyBaseLogger; open: Set<OpenStream> },
+  options: { requestId: string; log: FastifyBaseLogger; open: OpenStreams },
 ): Promise<void> {
   raw.writeHead(200, {
     'content-type': 'text/event-stream; charset=utf-8',
@@ -105,7 +125,7 @@ export async function serveSse(
       tail.close();
     },
   };
-  options.open.add(stream);
+  register(options.open, stream);
   const heartbeat = setInterval(() => {
     if (!ended) raw.write(': heartbeat\n\n');
   }, HEARTBEAT_MS);
@@ -134,7 +154,7 @@ export async function serveSse(
     // However the stream ends (the client gone, the log's end, a failed read): nothing of it is kept.
     raw.off('close', onGone);
     clearInterval(heartbeat);
-    options.open.delete(stream);
+    options.open.streams.delete(stream);
     tail.close();
   }
 }
@@ -156,12 +176,13 @@ function drainedOrGone(raw: ServerResponse): Promise<void> {
  * Serves `tail` on an open WebSocket: one text frame per entry, pages taken one at a time once the last frame of the
  * previous page was written out, a ping every {@link HEARTBEAT_MS} (a peer that answered none of the previous one is
  * cut: gone, or reading nothing), and a close frame saying why the server ended the stream ({@link endOf}). Frames
- * from the client are ignored. Resolves when the stream is over; registers itself in `open` meanwhile.
+ * from the client are ignored. Resolves when the stream is over; registers itself in `open` meanwhile, and closes
+ * at once with 1001 when the server is already closing.
  */
 export async function serveWebSocket(
   socket: WebSocket,
   tail: EventTail,
-  options: { log: FastifyBaseLogger; open: Set<OpenStream> },
+  options: { log: FastifyBaseLogger; open: OpenStreams },
 ): Promise<void> {
   const stream: OpenStream = {
     shutDown: () => {
@@ -169,7 +190,7 @@ export async function serveWebSocket(
       tail.close();
     },
   };
-  options.open.add(stream);
+  register(options.open, stream);
   let answered = true;
   socket.on('pong', () => {
     answered = true;
@@ -188,7 +209,7 @@ export async function serveWebSocket(
   const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
   void closed.then(() => {
     clearInterval(heartbeat);
-    options.open.delete(stream);
+    options.open.streams.delete(stream);
     tail.close();
   });
   try {

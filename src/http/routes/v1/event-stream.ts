@@ -6,7 +6,7 @@ import { errors } from '../../../domain/errors.ts';
 import type { EventType } from '../../../domain/instance.ts';
 import { instanceOf } from '../../plugins/instance.ts';
 import { COMMON_ERROR_STATUSES, InstanceSelector } from '../../schemas.ts';
-import { HEARTBEAT_MS, type OpenStream, serveSse, serveWebSocket } from './event-stream-transports.ts';
+import { HEARTBEAT_MS, type OpenStreams, serveSse, serveWebSocket } from './event-stream-transports.ts';
 import { AfterSequence, EventTypesParam, parseEventTypes } from './events.ts';
 
 /**
@@ -94,15 +94,18 @@ const DESCRIPTION = [
  * {@link NOT_A_STREAM_REQUEST}. Scope `chat:webhook` and the rate limit apply to opening it (src/http/plugins/auth.ts);
  * the key is checked again, and the instance resolved again, at least every second while it is open
  * (`EventTail`). Served by the node the client reached, whichever holds the instance (`anyNode`). Streams still open
- * when the server closes are ended (SSE `end` 503, WebSocket 1001). No gateway path
+ * when the server closes are ended (SSE `end` 503, WebSocket 1001), and so is a stream that opens after the close
+ * began (its request was still in its hooks then): streams never hold a stop back. No gateway path
  * (docs/decisions/0021-gateway-form.md).
  */
 export async function eventStreamRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const { eventStream, eventLog, access, instances } = app.services.app;
-  const open = new Set<OpenStream>();
+  const open: OpenStreams = { streams: new Set(), closing: false };
   app.addHook('preClose', async () => {
-    for (const stream of [...open]) stream.shutDown();
+    // A request still in its hooks now registers its stream later: the flag makes it shut that stream down at once.
+    open.closing = true;
+    for (const stream of [...open.streams]) stream.shutDown();
   });
   const starts = new WeakMap<FastifyRequest, StreamStart>();
 
