@@ -1,7 +1,7 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import websocket from '@fastify/websocket';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 
 /**
  * WebSocket in the HTTP app (docs/decisions/0031-event-stream.md), with @fastify/websocket over `ws`: an upgrade
@@ -56,7 +56,7 @@ function serveAsPlainHttp(server: Server, request: IncomingMessage, socket: Dupl
  * - the `upgrade` requests of the HTTP server are dispatched: WebSocket ones to the plugin, others served as plain
  *   HTTP ({@link serveAsPlainHttp});
  * - the 101 of an accepted upgrade carries the headers the hooks set (`x-request-id`, `RateLimit`,
- *   `RateLimit-Policy`), as any other answer does;
+ *   `RateLimit-Policy`, and the route's own: the event stream's `x-instance-id`), as any other answer does;
  * - WebSockets still open when the app closes are closed with 1001 `server shutting down` (the event stream's own
  *   hook says so first, src/http/routes/v1/event-stream.ts).
  */
@@ -82,17 +82,16 @@ export async function registerWebSocket(app: FastifyInstance): Promise<void> {
     server.removeListener('upgrade', dispatch);
   });
 
-  const upgradeHeaders = new WeakMap<
-    IncomingMessage,
-    Record<string, string | number | string[] | undefined>
-  >();
+  // The reply, not its headers as they are now: the route's own preHandler runs after this one and may set more
+  // (the event stream's `x-instance-id`); they are read when the 101 is written, after every hook.
+  const upgradeReplies = new WeakMap<IncomingMessage, FastifyReply>();
   // Every request passes it and never waits: callback style, no promise each (src/http/hook-style.ts).
   app.addHook('preHandler', (request, reply, done) => {
-    if (request.ws) upgradeHeaders.set(request.raw, reply.getHeaders());
+    if (request.ws) upgradeReplies.set(request.raw, reply);
     done();
   });
   app.websocketServer.on('headers', (headers: string[], raw: IncomingMessage) => {
-    for (const [name, value] of Object.entries(upgradeHeaders.get(raw) ?? {})) {
+    for (const [name, value] of Object.entries(upgradeReplies.get(raw)?.getHeaders() ?? {})) {
       if (value !== undefined) headers.push(`${name}: ${Array.isArray(value) ? value.join(', ') : value}`);
     }
   });

@@ -183,6 +183,17 @@ for (const dialect of testDialects()) {
       );
     });
 
+    it('each page names the instance it was read from in x-instance-id, named or picked by default', async () => {
+      const named = await get(`from=${logged.id}&after=5`);
+      assert.equal(named.status, 200, JSON.stringify(named.body));
+      assert.equal(named.headers['x-instance-id'], logged.id);
+      // A key allowed one instance: without a selector, that one is the default (docs/decisions/0002-instance-resolution.md).
+      const onlyOne = await t.newKey({ scopes: ['chat:webhook'], instances: [logged.id] });
+      const picked = await get('after=5', { authorization: `Bearer ${onlyOne}` });
+      assert.equal(picked.status, 200, JSON.stringify(picked.body));
+      assert.equal(picked.headers['x-instance-id'], logged.id);
+    });
+
     it('types filters by event type; next still moves past the events of other types', async () => {
       const from = `from=${logged.id}`;
       assert.deepEqual((await get(`${from}&types=ReadReceipt`)).body, page(entries(2), 6));

@@ -103,6 +103,30 @@ for (const dialect of testDialects()) {
       await eventually('the closed stream unsubscribed', () => listenersIdle(t));
     });
 
+    it('the opening answer names the instance streamed in x-instance-id, the SSE 200 and the WebSocket 101 alike', async () => {
+      const instance = await fresh();
+      // A key allowed one instance: without `from`, that one is the default (docs/decisions/0002-instance-resolution.md).
+      const onlyOne = await t.newKey({ scopes: ['chat:webhook'], instances: [instance.id] });
+      const picked = await fetch(`${base}/v1/events/stream`, {
+        headers: { ...auth(onlyOne), accept: 'text/event-stream' },
+      });
+      const named = await sse(`/v1/events/stream?from=${instance.id}`);
+      const client = await openWs(`${ws}/v1/events/stream`, auth(onlyOne));
+      try {
+        assert.equal(picked.status, 200);
+        assert.equal(picked.headers.get('x-instance-id'), instance.id, 'SSE, the instance picked by default');
+        assert.equal(named.status, 200);
+        assert.equal(named.headers.get('x-instance-id'), instance.id, 'SSE, the instance named by from');
+        assert.equal(client.headers['x-instance-id'], instance.id, 'the WebSocket 101');
+      } finally {
+        await picked.body?.cancel();
+        await named.body?.cancel();
+        client.socket.close();
+      }
+      await client.closed;
+      await eventually('the closed streams unsubscribed', () => listenersIdle(t));
+    });
+
     it('WebSocket: resumes after `after`, and `Last-Event-ID` wins over it, with no duplicate', async () => {
       const instance = await fresh();
       await record(instance, message(1), message(2), message(3), message(4));

@@ -29,7 +29,12 @@ describe('server-sent events for a client gone before its stream started', () =>
       // As the route after its hooks, which ran while the client left: the response has closed already.
       response.once('close', () => {
         const tail = t.services.app.eventStream.open(t.instance, { after: 0, recheck: async () => {} });
-        served = serveSse(response, tail, { requestId: 'gone', log: t.services.logger, open });
+        served = serveSse(response, tail, {
+          requestId: 'gone',
+          instanceId: t.instance.id,
+          log: t.services.logger,
+          open,
+        });
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

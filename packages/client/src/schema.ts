@@ -9169,6 +9169,8 @@ export interface operations {
             /** @description One page of the event log, oldest first */
             200: {
                 headers: {
+                    /** @description the UUID of the instance whose log this is: send it as `x-instance-id` on the next reads, so they keep to this log when another instance becomes the default */
+                    "x-instance-id"?: string;
                     "x-request-id": components["headers"]["RequestId"];
                     ratelimit: components["headers"]["RateLimit"];
                     "ratelimit-policy": components["headers"]["RateLimitPolicy"];
@@ -9221,6 +9223,8 @@ export interface operations {
             /** @description WebSocket (an upgrade request): one text frame per entry, each a `LoggedEvent` */
             101: {
                 headers: {
+                    /** @description the UUID of the instance whose log this is: send it as `x-instance-id` on the next reads, so they keep to this log when another instance becomes the default */
+                    "x-instance-id"?: string;
                     "x-request-id": components["headers"]["RequestId"];
                     ratelimit: components["headers"]["RateLimit"];
                     "ratelimit-policy": components["headers"]["RateLimitPolicy"];
@@ -9231,6 +9235,8 @@ export interface operations {
             /** @description Server-sent events (`Accept: text/event-stream`): one event per entry, `id` its sequence, `event` its type, `data` the `LoggedEvent`; a comment every 15 s */
             200: {
                 headers: {
+                    /** @description the UUID of the instance whose log this is: send it as `x-instance-id` on the next reads, so they keep to this log when another instance becomes the default */
+                    "x-instance-id"?: string;
                     "x-request-id": components["headers"]["RequestId"];
                     ratelimit: components["headers"]["RateLimit"];
                     "ratelimit-policy": components["headers"]["RateLimitPolicy"];

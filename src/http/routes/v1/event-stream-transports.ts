@@ -6,6 +6,7 @@ import type { LoggedEvent } from '../../../app/events.ts';
 import { DomainError } from '../../../domain/errors.ts';
 import { statusOf } from '../../errors.ts';
 import { errorBody } from '../../plugins/errors.ts';
+import { INSTANCE_ID_HEADER } from './events.ts';
 
 /**
  * The two forms of `GET /v1/events/stream` (docs/decisions/0031-event-stream.md): server-sent events and WebSocket,
@@ -89,22 +90,24 @@ function register(open: OpenStreams, stream: OpenStream): void {
 }
 
 /**
- * Serves `tail` as server-sent events on `raw` (the reply was hijacked): headers at once, then pages of events, a
- * comment line every {@link HEARTBEAT_MS}, and, when the server ends the stream, an `end` event whose data is the
- * error envelope saying why (401, 403, 404: do not reconnect; 503: reconnect with `Last-Event-ID`). Resolves when
- * the stream is over; registers itself in `open` meanwhile, and ends at once with `end` 503 when the server is
+ * Serves `tail` as server-sent events on `raw` (the reply was hijacked): headers at once (`x-instance-id` the
+ * streamed instance's UUID, `instanceId`: docs/decisions/0091-event-reads-name-their-instance.md), then pages of
+ * events, a comment line every {@link HEARTBEAT_MS}, and, when the server ends the stream, an `end` event whose data
+ * is the error envelope saying why (401, 403, 404: do not reconnect; 503: reconnect with `Last-Event-ID`). Resolves
+ * when the stream is over; registers itself in `open` meanwhile, and ends at once with `end` 503 when the server is
  * already closing.
  */
 export async function serveSse(
   raw: ServerResponse,
   tail: EventTail,
-  options: { requestId: string; log: FastifyBaseLogger; open: OpenStreams },
+  options: { requestId: string; instanceId: string; log: FastifyBaseLogger; open: OpenStreams },
 ): Promise<void> {
   raw.writeHead(200, {
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-store',
     connection: 'keep-alive',
     'x-request-id': options.requestId,
+    [INSTANCE_ID_HEADER]: options.instanceId,
     'x-content-type-options': 'nosniff',
     // Proxies that buffer answers (nginx) pass this one through as it comes.
     'x-accel-buffering': 'no',

@@ -7,7 +7,13 @@ import type { EventType } from '../../../domain/instance.ts';
 import { instanceOf } from '../../plugins/instance.ts';
 import { COMMON_ERROR_STATUSES, InstanceSelector } from '../../schemas.ts';
 import { HEARTBEAT_MS, type OpenStreams, serveSse, serveWebSocket } from './event-stream-transports.ts';
-import { AfterSequence, EventTypesParam, parseEventTypes } from './events.ts';
+import {
+  AfterSequence,
+  EventTypesParam,
+  INSTANCE_ID_HEADER,
+  INSTANCE_ID_RESPONSE_HEADER,
+  parseEventTypes,
+} from './events.ts';
 
 /**
  * Query of `GET /v1/events/stream` (docs/api.md#event-stream, docs/decisions/0031-event-stream.md): `after` a
@@ -93,10 +99,11 @@ const DESCRIPTION = [
  * (an upgrade request) or server-sent events (`Accept: text/event-stream`); anything else is 400
  * {@link NOT_A_STREAM_REQUEST}. Scope `chat:webhook` and the rate limit apply to opening it (src/http/plugins/auth.ts);
  * the key is checked again, and the instance resolved again, at least every second while it is open
- * (`EventTail`). Served by the node the client reached, whichever holds the instance (`anyNode`). Streams still open
- * when the server closes are ended (SSE `end` 503, WebSocket 1001), and so is a stream that opens after the close
- * began (its request was still in its hooks then): streams never hold a stop back. No gateway path
- * (docs/decisions/0021-gateway-form.md).
+ * (`EventTail`). Served by the node the client reached, whichever holds the instance (`anyNode`). The opening answer
+ * (SSE 200, WebSocket 101) carries {@link INSTANCE_ID_HEADER}, the instance streamed
+ * (docs/decisions/0091-event-reads-name-their-instance.md). Streams still open when the server closes are ended (SSE
+ * `end` 503, WebSocket 1001), and so is a stream that opens after the close began (its request was still in its hooks
+ * then): streams never hold a stop back. No gateway path (docs/decisions/0021-gateway-form.md).
  */
 export async function eventStreamRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
@@ -147,6 +154,7 @@ export async function eventStreamRoutes(fastify: FastifyInstance): Promise<void>
         101: {
           description: 'WebSocket (an upgrade request): one text frame per entry, each a `LoggedEvent`',
           type: 'null',
+          headers: INSTANCE_ID_RESPONSE_HEADER,
         },
         200: {
           description: `Server-sent events (\`Accept: text/event-stream\`): one event per entry, \`id\` its sequence, \`event\` its type, \`data\` the \`LoggedEvent\`; a comment every ${HEARTBEAT_MS / 1000} s`,
@@ -159,23 +167,31 @@ export async function eventStreamRoutes(fastify: FastifyInstance): Promise<void>
               }),
             },
           },
+          headers: INSTANCE_ID_RESPONSE_HEADER,
         },
         ...errorStatuses,
       },
     },
     // Before the upgrade: a bad `Last-Event-ID` or `types` is a 400 answer, a position past the log's end a 409,
-    // not a stream closed at once.
-    preHandler: async (request) => {
+    // not a stream closed at once. The instance's header goes on the 101 from the reply (src/http/websocket.ts).
+    preHandler: async (request, reply) => {
       const start = streamStart(request);
       const field = typeof request.headers['last-event-id'] === 'string' ? 'Last-Event-ID' : 'after';
-      await eventLog.checkPosition(instanceOf(request), start.after, field);
+      const instance = instanceOf(request);
+      await eventLog.checkPosition(instance, start.after, field);
       starts.set(request, start);
+      reply.header(INSTANCE_ID_HEADER, instance.id);
     },
     handler: async (request, reply) => {
       if (!acceptsEventStream(request)) throw errors.badRequest(NOT_A_STREAM_REQUEST);
       const tail = openTail(request);
       reply.hijack();
-      await serveSse(reply.raw, tail, { requestId: request.id, log: request.log, open });
+      await serveSse(reply.raw, tail, {
+        requestId: request.id,
+        instanceId: instanceOf(request).id,
+        log: request.log,
+        open,
+      });
     },
     wsHandler: async (socket, request) => {
       await serveWebSocket(socket, openTail(request), { log: request.log, open });

@@ -6,6 +6,24 @@ import { EVENT_TYPES, type EventType } from '../../../domain/instance.ts';
 import { instanceOf } from '../../plugins/instance.ts';
 import { InstanceSelector, ok, responses } from '../../schemas.ts';
 
+/**
+ * The response header naming the instance a read of the log was served for, its UUID: on every page of
+ * `GET /v1/events` and on the opening answer of `GET /v1/events/stream` (its SSE 200, its WebSocket 101). A client
+ * that named no instance sends it back as `x-instance-id` on its later reads, so they keep to that instance's log
+ * whichever instance becomes the default meanwhile (docs/decisions/0091-event-reads-name-their-instance.md).
+ */
+export const INSTANCE_ID_HEADER = 'x-instance-id';
+
+/** The OpenAPI description of the {@link INSTANCE_ID_HEADER} response header of the event log and stream. */
+export const INSTANCE_ID_RESPONSE_HEADER = {
+  [INSTANCE_ID_HEADER]: {
+    type: 'string',
+    format: 'uuid',
+    description:
+      'the UUID of the instance whose log this is: send it as `x-instance-id` on the next reads, so they keep to this log when another instance becomes the default',
+  },
+} as const;
+
 /** Most events one page of `GET /v1/events` returns (docs/decisions/0030-event-log.md). */
 export const MAX_EVENTS_LIMIT = 1000;
 
@@ -174,12 +192,14 @@ export function parseEventTypes(raw: string): EventType[] {
  * `GET /v1/events` (docs/api.md#event-log, docs/decisions/0030-event-log.md): the instance's recorded events in
  * sequence order, from any point still kept, whether or not a webhook is configured. Scope `chat:webhook`
  * (docs/decisions/0003-scopes-and-keys.md); the instance comes from `from` or `x-instance-id`
- * (docs/decisions/0002-instance-resolution.md). No gateway path: the gateway form covers the contract's paths only
- * (docs/decisions/0021-gateway-form.md).
+ * (docs/decisions/0002-instance-resolution.md). Each page carries {@link INSTANCE_ID_HEADER}, the instance it was
+ * read from (docs/decisions/0091-event-reads-name-their-instance.md). No gateway path: the gateway form covers the
+ * contract's paths only (docs/decisions/0021-gateway-form.md).
  */
 export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const { eventLog } = app.services.app;
+  const pageResponses = responses('One page of the event log, oldest first', EventsPage, 409);
 
   app.get(
     '',
@@ -190,16 +210,18 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
         operationId: 'listEvents',
         summary: 'Event log: every recorded event of the instance in sequence order, webhook or not',
         querystring: EventsQuery,
-        response: responses('One page of the event log, oldest first', EventsPage, 409),
+        response: { ...pageResponses, 200: { ...pageResponses[200], headers: INSTANCE_ID_RESPONSE_HEADER } },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const { after, limit, types } = request.query;
-      const page = await eventLog.page(instanceOf(request), {
+      const instance = instanceOf(request);
+      const page = await eventLog.page(instance, {
         after: after ?? 0,
         limit: limit ?? DEFAULT_EVENTS_LIMIT,
         ...(types === undefined ? {} : { types: parseEventTypes(types) }),
       });
+      reply.header(INSTANCE_ID_HEADER, instance.id);
       return ok(page);
     },
   );
