@@ -11,6 +11,7 @@ import {
   type EventsOptions,
   type EventTransport,
   eventStream,
+  pinInstance,
   type ReadEventPage,
 } from './events.js';
 import {
@@ -18,6 +19,7 @@ import {
   type Connection,
   DEFAULT_RETRY_POLICY,
   type FetchLike,
+  INSTANCE_ID_HEADER,
   type RetryPolicy,
   send,
 } from './http.js';
@@ -153,7 +155,10 @@ export interface ParleyClient {
   };
 
   /**
-   * One page of the event log (`GET /v1/events`): `{ events, next }`, `next` never null (pass it as `after`).
+   * One page of the event log (`GET /v1/events`): `{ events, next }`, `next` never null (pass it as `after`). Without
+   * `instance` (here or the client's) each call reads the instance parley picks at that moment, which another
+   * instance's connecting changes: to page through one log, name its instance, or use {@link ParleyClient.events},
+   * which keeps to the first (docs/decisions/0091-event-reads-name-their-instance.md).
    * @throws ParleyError e.g. 400 `types contains unknown event type …`.
    */
   eventsPage(query?: EventsPageQuery, options?: RequestOptions): Promise<Schema<'EventsPage'>>;
@@ -161,8 +166,11 @@ export interface ParleyClient {
    * The event log as an async iterable: the backlog from `after` in `sequence` order, then, with `follow` (the
    * default), new events as they are recorded: pushed over `GET /v1/events/stream` (`transport: 'stream'`, the
    * default; reconnecting after the last event handed out) or polled every `intervalMs` (`transport: 'poll'`).
-   * Abort `signal` to stop; `cursor` says where to resume. A read that fails after its retries makes the loop throw
-   * (ParleyError, e.g. 403 without `chat:webhook`; ParleyNetworkError).
+   * Abort `signal` to stop; `cursor` says where to resume. Without `instance` (here or the client's), the instance
+   * parley names in its first answer is sent on every later page, poll and reconnect, so the iteration keeps to one
+   * log when another instance becomes the default (docs/decisions/0091-event-reads-name-their-instance.md). A read
+   * that fails after its retries makes the loop throw (ParleyError, e.g. 403 without `chat:webhook`;
+   * ParleyNetworkError).
    */
   events(options?: EventsOptions): EventStream;
 }
@@ -270,18 +278,27 @@ export function createParleyClient(options: ParleyClientOptions): ParleyClient {
     eventsPage,
     events(options = {}) {
       const limit = options.limit ?? 100;
-      const readPage: ReadEventPage = (query, signal) =>
-        eventsPage(
-          { after: query.after, limit: query.limit, types: options.types },
-          { instance: options.instance, signal },
-        );
+      const pin = pinInstance(options.instance ?? connection.instance);
+      const readPage: ReadEventPage = async (query, signal) => {
+        const page = (await send(connection, {
+          method: 'GET',
+          path: '/v1/events',
+          query: { after: query.after, limit: query.limit, types: query.types },
+          instance: pin.instance,
+          signal,
+          onAnswer: (response) => pin.learn(response.headers.get(INSTANCE_ID_HEADER)),
+        })) as Schema<'EventsPage'>;
+        // A server that does not name the instance in a header: its first entry does.
+        pin.learn(page.events[0]?.instanceId);
+        return page;
+      };
       const choice = options.transport ?? 'stream';
       let transport: EventTransport;
       if (choice === 'poll') transport = createPollingTransport(readPage, options.intervalMs ?? 1000);
       else if (choice === 'stream') {
         transport = createStreamTransport({
           connection,
-          instance: options.instance,
+          pin,
           readPage,
           idleTimeoutMs: options.idleTimeoutMs,
         });

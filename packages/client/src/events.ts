@@ -48,6 +48,34 @@ export interface EventTransport {
   read(request: EventReadRequest): AsyncIterable<EventBatch>;
 }
 
+/**
+ * The instance one `client.events()` stream reads (docs/decisions/0091-event-reads-name-their-instance.md): the one
+ * named (the `instance` option, else the client's), or, when none was named, the first one parley names, in the
+ * `x-instance-id` of its first answer (or, from a server that does not send it, the `instanceId` of the first entry).
+ * Every later page, poll and reconnect sends it as `x-instance-id`, so they keep to that instance's log though another
+ * instance becomes parley's default meanwhile (docs/decisions/0002-instance-resolution.md): the cursor is a `sequence`
+ * of that log, meaningless in another's.
+ */
+export interface InstancePin {
+  /** The instance to send as `x-instance-id` (UUID or phone); undefined while none was named nor learnt yet. */
+  readonly instance: string | undefined;
+  /** Keeps `instance`, an instance parley named, when none is kept yet; null, undefined and `''` are ignored. */
+  learn(instance: string | null | undefined): void;
+}
+
+/** A new {@link InstancePin}, holding `named` from the start when it is given. */
+export function pinInstance(named: string | undefined): InstancePin {
+  let instance = named;
+  return {
+    get instance() {
+      return instance;
+    },
+    learn(seen) {
+      if (instance === undefined && seen !== null && seen !== undefined && seen !== '') instance = seen;
+    },
+  };
+}
+
 /** One page of `GET /v1/events`, as {@link createPollingTransport} needs it read. */
 export type ReadEventPage = (
   query: { after: number; limit: number; types: string | undefined },
@@ -93,13 +121,17 @@ export interface EventsOptions {
   intervalMs?: number | undefined;
   /** Ends the iteration (quietly: the loop just stops) when it aborts, even during a wait or a read. */
   signal?: AbortSignal | undefined;
-  /** The instance whose log is read (UUID or phone); default: the client's. */
+  /**
+   * The instance whose log is read (UUID or phone); default: the client's. With neither, the instance parley picks
+   * for the first read, kept for every later one (see {@link InstancePin}).
+   */
   instance?: string | undefined;
   /**
    * Where events come from once the backlog is read (docs/decisions/0034-client-stream-transport.md): `'stream'`
    * (the default) pushes them over `GET /v1/events/stream` as server-sent events, reconnecting after the last event
    * handed out; `'poll'` asks `GET /v1/events` again every `intervalMs`; or any {@link EventTransport}. Both built-in
-   * transports read the backlog in pages of `limit`, so with `follow: false` they make the same requests.
+   * transports read the backlog in pages of `limit`, so with `follow: false` they make the same requests, and both
+   * keep to one instance ({@link InstancePin}); a transport of your own reads whatever instance it addresses.
    */
   transport?: 'stream' | 'poll' | EventTransport | undefined;
   /** `'stream'`: how long the stream may stay silent before it is reopened, ms; default 45,000 (3 heartbeats). */

@@ -52,6 +52,12 @@ function retried(failure: ParleyError, idempotencyKey: string | undefined): bool
   return idempotencyKey !== undefined && failure.status === 409 && failure.message === KEY_IN_PROGRESS;
 }
 
+/**
+ * The header naming an instance: sent to address one, and answered by the event log's pages and the event stream's
+ * opening answer with the instance they read (docs/decisions/0091-event-reads-name-their-instance.md).
+ */
+export const INSTANCE_ID_HEADER = 'x-instance-id';
+
 /** What {@link send} needs of the client. */
 export interface Connection {
   /** The server's base URL, without a trailing slash (`https://parley.example.com`). */
@@ -90,6 +96,11 @@ export interface CallSpec {
   signal?: AbortSignal | undefined;
   /** The `Idempotency-Key` of a POST; undefined: a new UUID. */
   idempotencyKey?: string | undefined;
+  /**
+   * Called with the successful answer before its `data` is resolved, for what only its headers say (the event log's
+   * `x-instance-id`); not called for an error answer.
+   */
+  onAnswer?: ((response: Response) => void) | undefined;
 }
 
 /**
@@ -245,7 +256,7 @@ export async function send(connection: Connection, spec: CallSpec): Promise<unkn
     authorization: `Bearer ${connection.apiKey}`,
   };
   const instance = spec.instance ?? connection.instance;
-  if (instance !== undefined) headers['x-instance-id'] = instance;
+  if (instance !== undefined) headers[INSTANCE_ID_HEADER] = instance;
   const idempotencyKey = method === 'POST' ? (spec.idempotencyKey ?? randomKey()) : undefined;
   if (idempotencyKey !== undefined) headers['idempotency-key'] = idempotencyKey;
   // Serialised once: a retry must send the same bytes, or parley answers 422 (the key's fingerprint covers them).
@@ -274,7 +285,10 @@ export async function send(connection: Connection, spec: CallSpec): Promise<unkn
       await sleep(backoff(policy, attempt), spec.signal);
       continue;
     }
-    if (answer.response.ok) return resultOf(answer);
+    if (answer.response.ok) {
+      spec.onAnswer?.(answer.response);
+      return resultOf(answer);
+    }
     const failure = errorOf(answer, info);
     if (!retriesLeft || !retried(failure, idempotencyKey)) throw failure;
     const asked = failure.retryAfter;

@@ -7,8 +7,8 @@
  * out, so the iterator sees every event once, in order.
  */
 import { ParleyError, ParleyNetworkError } from './errors.js';
-import type { EventBatch, EventReadRequest, EventTransport, ReadEventPage } from './events.js';
-import { type Connection, parseRetryAfter, type RetryPolicy, sleep } from './http.js';
+import type { EventBatch, EventReadRequest, EventTransport, InstancePin, ReadEventPage } from './events.js';
+import { type Connection, INSTANCE_ID_HEADER, parseRetryAfter, type RetryPolicy, sleep } from './http.js';
 import type { LoggedEvent } from './types.js';
 
 /** How long a stream may stay silent before it counts as broken, ms: three of the server's 15 s heartbeats. */
@@ -84,9 +84,13 @@ export async function* serverSentEvents(
 export interface StreamTransportOptions {
   /** The client's connection (base URL, key, `fetch`, headers, retry policy). */
   connection: Connection;
-  /** The instance (UUID or phone), sent as `x-instance-id`; undefined: the connection's. */
-  instance: string | undefined;
-  /** Reads one page of `GET /v1/events`, for the backlog (the client's `eventsPage`, with its retries). */
+  /**
+   * The instance read, sent as `x-instance-id` on every connection once known; `readPage` shares it, and each
+   * opened stream's `x-instance-id` and entries teach it when nothing else did
+   * (docs/decisions/0091-event-reads-name-their-instance.md).
+   */
+  pin: InstancePin;
+  /** Reads one page of `GET /v1/events`, for the backlog (the client's, with its retries, keeping to `pin`). */
   readPage: ReadEventPage;
   /** How long the stream may be silent before it is reopened, ms; default {@link STREAM_IDLE_TIMEOUT_MS}. */
   idleTimeoutMs?: number | undefined;
@@ -175,8 +179,9 @@ export function createStreamTransport(options: StreamTransportOptions): EventTra
           accept: 'text/event-stream',
           authorization: `Bearer ${connection.apiKey}`,
         };
-        const instance = options.instance ?? connection.instance;
-        if (instance !== undefined) headers['x-instance-id'] = instance;
+        // The instance the backlog (or an earlier stream) was read from: a reconnect never lands in another's log.
+        const instance = options.pin.instance;
+        if (instance !== undefined) headers[INSTANCE_ID_HEADER] = instance;
         // One controller per connection: the idle timer and the caller's signal both end it.
         const controller = new AbortController();
         const onAbort = () => controller.abort(request.signal?.reason);
@@ -219,6 +224,7 @@ export function createStreamTransport(options: StreamTransportOptions): EventTra
             throw new Broken(failure, failure.retryAfter);
           }
           if (response.body === null) throw new Broken(new Error('the stream answered without a body'));
+          options.pin.learn(response.headers.get(INSTANCE_ID_HEADER));
           // The failures count again from zero once the stream has shown it works (an event or a heartbeat), not at
           // its answer: a stream that opens and at once ends with `end` 503 keeps counting towards the limit.
           const working = () => {
@@ -242,6 +248,7 @@ export function createStreamTransport(options: StreamTransportOptions): EventTra
             } catch (error) {
               throw new Broken(error);
             }
+            options.pin.learn(event.instanceId);
             after = Math.max(after, event.sequence);
             working();
             // A pushed event: whether more are waiting is not known, so it never claims to be up to date.
