@@ -144,9 +144,10 @@ export async function listenStream(
 ): Promise<void> {
   const base = options.url.replace(/\/$/, '');
   /**
-   * The stream's URL for instance `from`. Without `--from`, the instance parley picked is named from the first event
-   * printed on: a reconnect resolving the default again could pick another instance (one connected meanwhile), whose
-   * log the position printed so far does not belong to.
+   * The stream's URL for instance `from`. Without `--from`, the instance parley picked is named from the first answer
+   * on (its `x-instance-id`; from a parley that does not send it, the first event printed): a reconnect resolving the
+   * default again could pick another instance (one connected meanwhile), whose log the position (`--after`, or the
+   * last event printed) does not belong to (docs/decisions/0091-event-reads-name-their-instance.md).
    */
   const urlFor = (from: string | undefined) => {
     const query = new URLSearchParams({ after: String(options.after) });
@@ -197,6 +198,8 @@ export async function listenStream(
       continue;
     }
     if (response.body === null) throw new CliError('GET /v1/events/stream answered without a body');
+    const streamed = response.headers.get('x-instance-id');
+    if (streamed) from ??= streamed;
     if (!opened) io.err('Ready: waiting for events (Ctrl-C to stop)');
     else io.err(`parley listen: reconnected, resuming after #${position}`);
     opened = true;

@@ -288,6 +288,50 @@ describe('parley listen: the event stream, with any key', () => {
     assert.deepEqual(printed(), ['first#1', 'first#2', 'first#3', 'first#4']);
   });
 
+  it('without --from, keeps to the instance of the first answer across a reconnect before any event (--after)', async () => {
+    const connectedAt = (instance: Instance, at: number) =>
+      t.services.store.db
+        .updateTable('instances')
+        .set({ last_connected_at: at })
+        .where('id', '=', instance.id)
+        .execute();
+    const first = await fresh();
+    const second = await fresh();
+    await connectedAt(first, Date.now() + 180_000);
+    await record(first, message(1), message(2), message(3));
+    await record(second, message(11), message(12), message(13), message(14), message(15));
+    const { io, out, err } = capture();
+    let stop = () => {};
+    const stopped = new Promise<void>((resolve) => {
+      stop = resolve;
+    });
+    // Up to date on the first instance: nothing to print until its next event.
+    const running = listenStream(
+      { url: base, key: t.key, after: 3, json: true, reconnectDelayMs: 50 },
+      io,
+      stopped,
+    );
+    const printed = () =>
+      out.map((line) => {
+        const entry = JSON.parse(line).payload as { instanceId: string; sequence: number };
+        return `${entry.instanceId === first.id ? 'first' : 'second'}#${entry.sequence}`;
+      });
+    try {
+      await eventually('the stream open on the first instance', () =>
+        err.some((line) => line.startsWith('Ready: waiting for events')),
+      );
+      // The second instance connects (it becomes the key's default); the stream drops before any event came.
+      await connectedAt(second, Date.now() + 240_000);
+      t.app.server.closeAllConnections();
+      await record(first, message(4));
+      await eventually('an event printed', () => out.length >= 1);
+    } finally {
+      stop();
+      await running;
+    }
+    assert.deepEqual(printed(), ['first#4']);
+  });
+
   it('ends with exit 1 naming the reason when the server ends the stream for good (the key revoked)', async () => {
     const instance = await fresh();
     const key = await t.newKey({ scopes: ['chat:webhook'] });
