@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { FIRST_CODE_MS, NEXT_CODE_MS } from '../../src/engines/sandbox/pairing.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
+import { eventually } from '../support/eventually.ts';
 import { sseReader } from '../support/sse.ts';
 import { testDialects } from '../support/store.ts';
 import { createUser, type DashboardClient, signIn } from './support.ts';
@@ -150,6 +151,49 @@ for (const dialect of testDialects()) {
         stopping = false;
       }
       assert.ok(changes > 1, 'changes came while the server stopped');
+    });
+
+    it('a stream whose request was still in its hooks when the stop began is ended at once, not held open', async () => {
+      const own = await createTestApp({ dialect });
+      const ownUrl = await own.app.listen({ host: '127.0.0.1', port: 0 });
+      const viewer = await signIn(own, await createUser(own, 'member'));
+      // The stream's request is held at the instance's read until the server stopped listening.
+      const dashboard = own.services.app.dashboard;
+      const instanceOf = dashboard.instanceOf.bind(dashboard);
+      let arrived = () => {};
+      const held = new Promise<void>((resolve) => {
+        arrived = resolve;
+      });
+      let release = () => {};
+      const gate = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      dashboard.instanceOf = async (...args) => {
+        arrived();
+        await gate;
+        return instanceOf(...args);
+      };
+      const response = fetch(`${ownUrl}/dashboard/api/instances/${own.instance.id}/events`, {
+        headers: { cookie: viewer.cookie },
+      });
+      await held;
+      let closed = false;
+      const closing = own.close().then(() => {
+        closed = true;
+      });
+      await eventually('the close past its preClose hooks', () => !own.app.server.listening);
+      release();
+      const answer = await response;
+      assert.equal(answer.status, 200);
+      assert.ok(answer.body);
+      let ended = false;
+      void sseReader(answer.body)
+        .ended()
+        .then(() => {
+          ended = true;
+        });
+      await eventually('the stream ended and the close finished, not held by it', () => ended && closed);
+      await closing;
     });
   });
 }

@@ -26,7 +26,10 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const { dashboard, session, dashboardAuth } = app.services.app;
   const open = new Set<ServerResponse>();
+  /** Set once the server began to close: a stream whose request was still in its hooks then is ended at once. */
+  let closing = false;
   app.addHook('preClose', async () => {
+    closing = true;
     for (const stream of open) stream.end();
   });
 
@@ -46,6 +49,9 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
         'x-accel-buffering': 'no',
       });
       open.add(raw);
+      // The close began while this request was in its hooks (the session's check, the instance's read): the
+      // preClose hook ran before it was open, so it ends here, or it would hold the server's close until its deadline.
+      if (closing) raw.end();
       let closed = false;
       let qrTimer: NodeJS.Timeout | undefined;
       let keepalive: NodeJS.Timeout | undefined;
