@@ -307,11 +307,12 @@ export class InstanceService {
   async remove(instance: Instance): Promise<void> {
     const status = this.#sessions.status(instance);
     if (status.loggedIn || status.connected) await this.#sessions.logout(instance);
-    await this.#sessions.release(instance.id);
+    // Writes of the session still waiting answer as they would once the row is gone: `instance not found`.
+    await this.#sessions.release(instance.id, { reason: errors.instanceNotFound() });
     if (!(await deleteInstance(this.#store.db, instance.id))) throw errors.instanceNotFound();
     // A connect that resolved the instance before the delete may have opened a session meanwhile: close it too (a
     // connect finishing after the delete closes its own, SessionManager.connect).
-    await this.#sessions.release(instance.id);
+    await this.#sessions.release(instance.id, { reason: errors.instanceNotFound() });
     await this.#files.removeInstance(instance.id);
   }
 }

@@ -5,7 +5,7 @@ import {
   pause,
   type RecordRetryPolicy,
   recordRetryDelayMs,
-  SessionReleasedError,
+  releasedError,
 } from './record-retry.ts';
 
 /**
@@ -17,7 +17,7 @@ import {
  * `released` does (the session was released, its instance's lease lost or handed over: no further try,
  * docs/decisions/0008-leases-and-fencing.md, so a write waiting out the store cannot land after the new owner wrote
  * newer keys); any other error is raised at once. The first failure of an operation is logged at warn.
- * @throws {@link SessionReleasedError} for an operation started once `released` aborted.
+ * @throws `releasedError(released)` (record-retry.ts) for an operation started once `released` aborted.
  */
 export class RetryingAuthStateStore implements AuthStateStore {
   readonly #inner: AuthStateStore;
@@ -57,7 +57,7 @@ export class RetryingAuthStateStore implements AuthStateStore {
   }
 
   async #retry<T>(operation: string, work: () => Promise<T>): Promise<T> {
-    if (this.#released?.aborted) throw new SessionReleasedError();
+    if (this.#released?.aborted) throw releasedError(this.#released);
     for (let attempt = 1; ; attempt++) {
       try {
         return await work();

@@ -370,22 +370,24 @@ export class SessionManager {
    * new owner writes the instance's Signal keys, and a late write of this session would overwrite them. A graceful
    * release (a hand-over) stops them once the session closed, so the incoming stanzas it lets finish are recorded;
    * a `fenced` one (the lease is lost or about to expire) stops them first and ends the socket at once
-   * ({@link EngineSession.close}). Never throws; a close failure is logged.
+   * ({@link EngineSession.close}). `reason` is what the stopped writes raise (the instance deleted: `instance not
+   * found`); without it, `SessionReleasedError` (503, retry: the instance's new owner answers). Never throws; a
+   * close failure is logged.
    */
-  async release(instanceId: string, options: CloseOptions = {}): Promise<void> {
+  async release(instanceId: string, options: CloseOptions & { reason?: DomainError } = {}): Promise<void> {
     this.#restorer.cancel(instanceId);
     const session = this.#sessions.get(instanceId);
     if (!session) return;
     this.#sessions.delete(instanceId);
     const released = this.#released.get(session);
     this.#released.delete(session);
-    if (options.fenced === true) released?.abort();
+    if (options.fenced === true) released?.abort(options.reason);
     await session
-      .close(options)
+      .close(options.fenced === true ? { fenced: true } : {})
       .catch((error: unknown) =>
         this.#options.logger.warn({ err: error, instanceId }, 'closing a session failed'),
       );
-    released?.abort();
+    released?.abort(options.reason);
   }
 
   /** Ids of the instances with a session in this process. */

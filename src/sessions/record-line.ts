@@ -4,7 +4,7 @@ import {
   type RecordRetryOptions,
   type RecordRetryPolicy,
   recordWithRetry,
-  SessionReleasedError,
+  releasedError,
 } from './record-retry.ts';
 
 /** A recording waiting in the line: what it records, and how its caller learns the outcome. */
@@ -69,11 +69,11 @@ export class RecordLine {
    * Records through `record` (`event` names it in the log lines) after every recording emitted before it; resolves
    * once recorded.
    * @throws as {@link recordWithRetry}: a permanent store error, an unknown one after the policy's tries, the last
-   *   error once the signal aborted; {@link SessionReleasedError} for a recording emitted once the session was
-   *   released.
+   *   error once the signal aborted; `releasedError` (src/sessions/record-retry.ts) for a recording emitted once
+   *   the session was released.
    */
   async record(record: () => Promise<void>, event: EngineEvent): Promise<void> {
-    if (this.#released?.aborted) throw new SessionReleasedError();
+    if (this.#released?.aborted) throw releasedError(this.#released);
     const ticket = this.#next++;
     if (this.#waiting.length > 0) return this.#join({ ticket, record, event, failed: undefined });
     this.#trying.add(ticket);

@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
+import { DomainError } from '../domain/errors.ts';
 import { type EngineEvent, eventLogFields } from '../domain/messages.ts';
 import { extended } from '../domain/objects.ts';
 import { instanceRowError, isStoreUnavailableError } from '../store/faults.ts';
@@ -103,21 +104,31 @@ export interface RecordRetryOptions {
   /**
    * Stops the retries with no further try (the session writing was released: another node may own its instance,
    * docs/decisions/0008-leases-and-fencing.md): the pending wait ends and the last error is raised; aborted before
-   * the first try, a {@link SessionReleasedError} is raised and nothing is written.
+   * the first try, {@link releasedError} is raised and nothing is written.
    */
   released?: AbortSignal;
 }
 
 /**
  * Raised instead of writing for a session that was released (its instance's lease lost, handed over or about to
- * expire, docs/decisions/0008-leases-and-fencing.md): a late write of its Signal keys or events would overwrite what
- * the instance's new owner wrote meanwhile.
+ * expire, or the instance deleted, docs/decisions/0008-leases-and-fencing.md): a late write of its Signal keys or
+ * events would overwrite what the instance's new owner wrote meanwhile. A request whose operation ran into it is
+ * answered `503` (`not_ready`): asked again, it reaches the instance's new owner, or finds the instance gone (`404`).
  */
-export class SessionReleasedError extends Error {
+export class SessionReleasedError extends DomainError {
   constructor() {
-    super('the session was released: its write to the store is not made');
+    super('not_ready', "the instance's session was closed on this node (it moved, or was deleted); retry");
     this.name = 'SessionReleasedError';
   }
+}
+
+/**
+ * The error a write of a session released by `released` raises instead of writing: the abort's reason when it is a
+ * {@link DomainError} (the instance deleted: `not_found` `instance not found`, as the write itself would have
+ * failed once the row was gone), else a {@link SessionReleasedError}.
+ */
+export function releasedError(released: AbortSignal): DomainError {
+  return released.reason instanceof DomainError ? released.reason : new SessionReleasedError();
 }
 
 /** Sleeps `ms`, ending early when any of `signals` aborts. */
@@ -144,7 +155,7 @@ export function pause(ms: number, ...signals: readonly (AbortSignal | undefined)
  * (src/sessions/record-line.ts), which calls this for one of them at a time.
  * @throws at once a {@link isPermanentStoreError} error; an unknown error after `policy.unknownAttempts` tries; any
  *   error after `policy.attempts` tries when set; the last error once `options.signal` or `options.released`
- *   aborted; {@link SessionReleasedError} when `options.released` aborted before the first try.
+ *   aborted; {@link releasedError} when `options.released` aborted before the first try.
  */
 export async function recordWithRetry(
   context: { emit(event: EngineEvent): Promise<void>; logger: FastifyBaseLogger },
@@ -153,7 +164,7 @@ export async function recordWithRetry(
   options: RecordRetryOptions = {},
 ): Promise<void> {
   const { signal, failed, released } = options;
-  if (released?.aborted) throw failed === undefined ? new SessionReleasedError() : failed.error;
+  if (released?.aborted && failed === undefined) throw releasedError(released);
   /** Tries made so far, and the error the last one failed with. */
   let attempt = failed?.attempts ?? 0;
   let last = failed?.error;
