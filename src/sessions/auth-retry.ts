@@ -62,7 +62,8 @@ export class RetryingAuthStateStore implements AuthStateStore {
       try {
         return await work();
       } catch (error) {
-        if (!isTransientStoreError(error) || this.#signal.aborted || this.#released?.aborted) throw error;
+        if (!isTransientStoreError(error) || this.#signal.aborted) throw error;
+        if (this.#released?.aborted) throw releasedError(this.#released);
         const delayMs = recordRetryDelayMs(attempt, this.#policy);
         if (attempt === 1 || attempt % 10 === 0)
           this.#logger.warn(
@@ -70,7 +71,7 @@ export class RetryingAuthStateStore implements AuthStateStore {
             'the platform credentials store failed; retrying',
           );
         await pause(delayMs, this.#signal, this.#released);
-        if (this.#released?.aborted) throw error;
+        if (this.#released?.aborted) throw releasedError(this.#released);
       }
     }
   }

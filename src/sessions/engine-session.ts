@@ -19,7 +19,8 @@ export interface SessionShared {
   signal: AbortSignal;
   /**
    * This session's own, aborted when it is released (its instance's lease lost or handed over,
-   * docs/decisions/0008-leases-and-fencing.md): its recordings and credential writes stop without another try.
+   * docs/decisions/0008-leases-and-fencing.md): its credential writes stop without another try (its recordings go
+   * on: the events they hold were acknowledged to the platform).
    */
   released?: AbortSignal;
   /** The process's backlog of events waiting to be recorded; each waiting event counts in it. */
@@ -44,8 +45,13 @@ export function createEngineSession(
   const auth = new SqlAuthStateStore(db, box, instanceId, turn);
   /** The engine's auth port: the store's, with its reads and writes retried while the store is away. */
   const keys = new RetryingAuthStateStore(auth, policy, sessionLogger, signal, released);
-  /** The session's recordings in emission order across store failures (src/sessions/record-line.ts). */
-  const line = new RecordLine(policy, sessionLogger, released ? { signal, released } : { signal });
+  /**
+   * The session's recordings in emission order across store failures (src/sessions/record-line.ts). A release does
+   * not stop them: the platform was told of the events they hold (acknowledged), so they wait out the store until
+   * shutdown (docs/decisions/0011-store-faults.md); a late one overwrites nothing (a message stored twice is kept
+   * once, a copy makes no second event, src/events/message-copies.ts; each event takes its own sequence number).
+   */
+  const line = new RecordLine(policy, sessionLogger, { signal });
   /**
    * Runs `record` with the retry of every recording (docs/decisions/0011-store-faults.md: without limit while the
    * store cannot be reached; `event` names the item in the retry's log lines), after every recording of the session

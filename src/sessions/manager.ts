@@ -42,8 +42,8 @@ export class SessionManager {
   /** Aborted at shutdown: recordings and credential reads waiting for the store give up. */
   readonly #closing = new AbortController();
   /**
-   * Per kept session, aborted when it is released ({@link release}): its recordings and credential writes waiting
-   * for the store stop without another try (another node may own the instance by then).
+   * Per kept session, aborted when it is released ({@link release}): its credential writes waiting for the store
+   * stop without another try (another node may own the instance by then).
    */
   readonly #released = new Map<EngineSession, AbortController>();
   readonly #policy: RecordRetryPolicy;
@@ -366,10 +366,11 @@ export class SessionManager {
   /**
    * Closes and forgets the session of one instance, stored state untouched (several nodes,
    * docs/decisions/0008-leases-and-fencing.md: the node lost or handed over the instance's lease), and stops its
-   * recordings and credential writes still waiting for the store, without another try: once the lease moves, the
-   * new owner writes the instance's Signal keys, and a late write of this session would overwrite them. A graceful
-   * release (a hand-over) stops them once the session closed, so the incoming stanzas it lets finish are recorded;
-   * a `fenced` one (the lease is lost or about to expire) stops them first and ends the socket at once
+   * credential writes still waiting for the store, without another try: once the lease moves, the new owner writes
+   * the instance's Signal keys, and a late write of this session would overwrite them. Its recordings go on waiting
+   * out the store (the platform was told of their events; a late one overwrites nothing). A graceful release (a
+   * hand-over) stops the writes once the session closed, so the incoming stanzas it lets finish are decrypted; a
+   * `fenced` one (the lease is lost or about to expire) stops them first and ends the socket at once
    * ({@link EngineSession.close}). `reason` is what the stopped writes raise (the instance deleted: `instance not
    * found`); without it, `SessionReleasedError` (503, retry: the instance's new owner answers). Never throws; a
    * close failure is logged.

@@ -1,11 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { EngineEvent } from '../domain/messages.ts';
-import {
-  type RecordRetryOptions,
-  type RecordRetryPolicy,
-  recordWithRetry,
-  releasedError,
-} from './record-retry.ts';
+import { type RecordRetryOptions, type RecordRetryPolicy, recordWithRetry } from './record-retry.ts';
 
 /** A recording waiting in the line: what it records, and how its caller learns the outcome. */
 interface Waiting {
@@ -40,8 +35,6 @@ export class RecordLine {
   readonly #logger: FastifyBaseLogger;
   /** The session's shutdown signal, when it has one. */
   readonly #signal: AbortSignal | undefined;
-  /** Aborted when the session is released (src/sessions/manager.ts): nothing more is tried. */
-  readonly #released: AbortSignal | undefined;
   /** The next recording's place in emission order. */
   #next = 0;
   /** Tickets of the first tries running now. */
@@ -54,26 +47,21 @@ export class RecordLine {
   /**
    * @param policy the retry of every recording (src/sessions/record-retry.ts).
    * @param logger where the retries' log lines go.
-   * @param options the session's `signal` (shutdown): a recording waiting then makes one last try and fails; its
-   *   `released` signal (the session released, docs/decisions/0008-leases-and-fencing.md): a recording waiting then
-   *   fails with no further try, and one emitted after it is not tried.
+   * @param options the session's `signal` (shutdown): a recording waiting then makes one last try and fails.
    */
   constructor(policy: RecordRetryPolicy, logger: FastifyBaseLogger, options: RecordRetryOptions = {}) {
     this.#policy = policy;
     this.#logger = logger;
     this.#signal = options.signal;
-    this.#released = options.released;
   }
 
   /**
    * Records through `record` (`event` names it in the log lines) after every recording emitted before it; resolves
    * once recorded.
    * @throws as {@link recordWithRetry}: a permanent store error, an unknown one after the policy's tries, the last
-   *   error once the signal aborted; `releasedError` (src/sessions/record-retry.ts) for a recording emitted once
-   *   the session was released.
+   *   error once the signal aborted.
    */
   async record(record: () => Promise<void>, event: EngineEvent): Promise<void> {
-    if (this.#released?.aborted) throw releasedError(this.#released);
     const ticket = this.#next++;
     if (this.#waiting.length > 0) return this.#join({ ticket, record, event, failed: undefined });
     this.#trying.add(ticket);
@@ -125,7 +113,6 @@ export class RecordLine {
       try {
         const options: RecordRetryOptions = { signal: this.#signal };
         if (head.failed !== undefined) options.failed = head.failed;
-        if (this.#released !== undefined) options.released = this.#released;
         await recordWithRetry({ emit: head.record, logger: this.#logger }, head.event, this.#policy, options);
         head.resolve();
       } catch (error) {

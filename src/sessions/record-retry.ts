@@ -101,12 +101,6 @@ export interface RecordRetryOptions {
    * the policy's limits and waits (src/sessions/record-line.ts).
    */
   failed?: { attempts: number; error: unknown };
-  /**
-   * Stops the retries with no further try (the session writing was released: another node may own its instance,
-   * docs/decisions/0008-leases-and-fencing.md): the pending wait ends and the last error is raised; aborted before
-   * the first try, {@link releasedError} is raised and nothing is written.
-   */
-  released?: AbortSignal;
 }
 
 /**
@@ -154,8 +148,7 @@ export function pause(ms: number, ...signals: readonly (AbortSignal | undefined)
  * other (a session's sends and its incoming events) are kept in order by the session's `RecordLine`
  * (src/sessions/record-line.ts), which calls this for one of them at a time.
  * @throws at once a {@link isPermanentStoreError} error; an unknown error after `policy.unknownAttempts` tries; any
- *   error after `policy.attempts` tries when set; the last error once `options.signal` or `options.released`
- *   aborted; {@link releasedError} when `options.released` aborted before the first try.
+ *   error after `policy.attempts` tries when set; the last error once `options.signal` aborted.
  */
 export async function recordWithRetry(
   context: { emit(event: EngineEvent): Promise<void>; logger: FastifyBaseLogger },
@@ -163,18 +156,22 @@ export async function recordWithRetry(
   policy: RecordRetryPolicy,
   options: RecordRetryOptions = {},
 ): Promise<void> {
-  const { signal, failed, released } = options;
-  if (released?.aborted && failed === undefined) throw releasedError(released);
+  const { signal, failed } = options;
   /** Tries made so far, and the error the last one failed with. */
   let attempt = failed?.attempts ?? 0;
   let last = failed?.error;
+  /**
+   * Whether this call made a try: once `signal` aborted, the next failure raises, but an event that comes with its
+   * failed tries (`failed`) first makes the one last try of its own.
+   */
+  let tried = false;
   for (;;) {
     if (attempt > 0) {
       // A foreign key violation: the instance was deleted while its event was recorded (`instance not found`).
       if (isPermanentStoreError(last)) throw instanceRowError(last);
       const transient = isTransientStoreError(last);
       const limit = policy.attempts ?? (transient ? undefined : policy.unknownAttempts);
-      if ((limit !== undefined && attempt >= limit) || signal?.aborted || released?.aborted) throw last;
+      if ((limit !== undefined && attempt >= limit) || (signal?.aborted && tried)) throw last;
       const delayMs = recordRetryDelayMs(attempt, policy);
       if (attempt === 1 || attempt % 10 === 0) {
         context.logger.warn(
@@ -188,9 +185,9 @@ export async function recordWithRetry(
           'recording an event failed; retrying',
         );
       }
-      await pause(delayMs, signal, released);
-      if (released?.aborted) throw last;
+      await pause(delayMs, signal);
     }
+    tried = true;
     attempt += 1;
     try {
       await context.emit(event);

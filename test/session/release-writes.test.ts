@@ -11,12 +11,14 @@ import { SessionReleasedError } from '../../src/sessions/record-retry.ts';
 import { eventually } from '../support/eventually.ts';
 import { FakeEngine } from '../support/fake-engine.ts';
 import { createTestStore, storeOutage, testDialects } from '../support/store.ts';
+import { textMessage } from '../webhooks/support.ts';
 
 /**
  * A released session writes nothing more (docs/decisions/0008-leases-and-fencing.md): its instance's lease was lost
  * or is about to expire, and the node taking it over writes newer Signal keys. A key write of the old session that
  * was waiting out an unreachable store must stop when the session is released, not land once the store returns and
- * overwrite the new owner's keys.
+ * overwrite the new owner's keys. Its recordings are not stopped: the platform was told of their events, and a late
+ * one overwrites nothing (docs/decisions/0011-store-faults.md).
  */
 
 for (const dialect of testDialects()) {
@@ -84,6 +86,59 @@ for (const dialect of testDialects()) {
           SessionReleasedError,
         );
         assert.equal(tries, triesAtRelease);
+      } finally {
+        await testStore.cleanup();
+      }
+    });
+
+    it('a recording waiting out the store goes on after a fenced release and lands once the store returns', async () => {
+      const testStore = await createTestStore(dialect);
+      try {
+        const db = testStore.store.db;
+        const org = await adminCreateOrg(db, { name: `r-${Math.random()}`, plan: 'pro' });
+        const instance = await adminCreateInstance(db, { org: org.id, env: 'live', name: 'main' });
+        const contexts: EngineSessionContext[] = [];
+        const fake = new FakeEngine();
+        const engine: Engine = {
+          name: 'baileys',
+          createSession: (context) => {
+            contexts.push(context);
+            return fake.createSession(context);
+          },
+        };
+        // A recorder whose store is away until the test brings it back.
+        let down = false;
+        let tries = 0;
+        const recorded: string[] = [];
+        const recorder = {
+          record: async (_instanceId: string, event: { type: string }) => {
+            tries += 1;
+            if (down) throw storeOutage(dialect);
+            recorded.push(event.type);
+          },
+          drain: async () => undefined,
+        };
+        const sessions = new SessionManager({
+          db,
+          box: new SecretBox(randomBytes(32)),
+          engines: { test: engine, live: engine },
+          recorder: recorder as never,
+          findMessage: async () => undefined,
+          logger: pino({ level: 'silent' }),
+          clock: Date.now,
+          recordRetry: { baseDelayMs: 1, maxDelayMs: 2, random: () => 0.5 },
+        });
+        await sessions.session(instance);
+        const [context] = contexts;
+        assert.ok(context);
+        down = true;
+        // An event the platform handed over (and was acknowledged) while the store is away.
+        const recording = context.emit(textMessage('acknowledged before the outage ended'));
+        await eventually('the recording retrying', () => tries >= 3);
+        await sessions.release(instance.id, { fenced: true });
+        down = false;
+        await recording;
+        assert.deepEqual(recorded, ['message'], 'the acknowledged event is recorded, not dropped');
       } finally {
         await testStore.cleanup();
       }
