@@ -14,9 +14,9 @@ export type FirstRecord = (instanceId: string, id: string) => boolean;
 /** What one instance's batch in a transaction knows about its `message` events. */
 interface BatchCopies {
   instanceId: string;
-  /** The batch's message ids already stored before it began. */
-  stored: ReadonlySet<string>;
-  /** The message ids of the batch's `message` events applied so far. */
+  /** The batch's message ids already stored before it began, each with its chat JID. */
+  stored: ReadonlyMap<string, string>;
+  /** The `chat/id` keys of the batch's `message` events applied so far. */
   seen: Set<string>;
   /** The `message` event being applied, and whether it is a copy. */
   current: { event: EngineEvent; copy: boolean } | undefined;
@@ -27,14 +27,17 @@ interface BatchCopies {
  * hands a message over again (an acknowledgement lost when a socket dropped and the offline redelivery that follows,
  * stanzas left unacknowledged at a node hand-over, src/engines/baileys/quiesce.ts), and the message store keeps the
  * first copy only (src/store/messages.ts `insertMessages`). A copy is a `message` event whose id is a stored message
- * of the instance when its batch begins, or the id of an earlier `message` event of the same batch: it must not make
+ * of the instance in the same chat when its batch begins, or the id and chat of an earlier `message` event of the same
+ * batch (an id another chat reused is a new message, though the store keeps its first row only): it must not make
  * a second webhook event, sequence number or delivery (src/events/outbox-projection.ts), nor touch the peer again
  * (src/events/message-projection.ts). Any other event about a message (an edit, a deletion, a reaction, a receipt)
  * is not a copy, and neither is a `history` event.
  *
  * It reads the stored ids in its `prepare`: one statement for the batch's `message` ids, none for a batch without
- * them. Ids {@link FirstRecord} says a relay is recording (a send a request waits for) are not looked up: the send
- * path keeps its statements. Message rows are never pruned, so a copy whose first event the log's retention already
+ * them. Ids {@link FirstRecord} says a relay is recording (a send this process is relaying, synchronous or queued)
+ * are not looked up: the send path keeps its statements. A message first stored by a `history` event (a history
+ * sync that came before the message's own notification, at a first pairing) is a stored message: its live `message`
+ * event is taken for a copy, and the message reaches webhooks in the `HistorySync` event only. Message rows are never pruned, so a copy whose first event the log's retention already
  * dropped is still told. A `message` event a recorded write returns (`RecordedWrite`, src/events/recorder.ts) is not
  * looked up (no write returns one); a repeat within the batch is still told.
  *
@@ -79,9 +82,10 @@ export class MessageCopies implements EventProjection {
     if (event.type !== 'message') return;
     const batch = this.#batches.get(trx);
     if (batch === undefined || batch.instanceId !== instanceId) return;
-    const { id } = event.message;
-    batch.current = { event, copy: batch.stored.has(id) || batch.seen.has(id) };
-    batch.seen.add(id);
+    const { id, source } = event.message;
+    const key = `${source.chat}/${id}`;
+    batch.current = { event, copy: batch.stored.get(id) === source.chat || batch.seen.has(key) };
+    batch.seen.add(key);
   }
 
   /**

@@ -142,8 +142,8 @@ const INSERT_MESSAGES = rowSetInsert<'messages', Insertable<MessagesTable>>('mes
 });
 
 /**
- * Which of `ids` are stored messages of instance `instanceId` (one statement, by the messages' primary key); empty
- * without a statement when `ids` is. What tells a copy of a message the platform handed over again from a new one
+ * Which of `ids` are stored messages of instance `instanceId`, each with its chat JID (one statement, by the
+ * messages' primary key); empty without a statement when `ids` is. What tells a copy of a message the platform handed over again from a new one
  * (src/events/message-copies.ts): message rows are never pruned, so the answer holds however old the first copy is.
  * @throws the store's error.
  */
@@ -151,15 +151,15 @@ export async function storedMessageIds(
   db: Kysely<Database>,
   instanceId: string,
   ids: readonly string[],
-): Promise<Set<string>> {
-  if (ids.length === 0) return new Set();
+): Promise<Map<string, string>> {
+  if (ids.length === 0) return new Map();
   const rows = await db
     .selectFrom('messages')
-    .select('id')
+    .select(['id', 'chat'])
     .where('instance_id', '=', instanceId)
     .where('id', 'in', [...ids])
     .execute();
-  return new Set(rows.map((row) => row.id));
+  return new Map(rows.map((row) => [row.id, row.chat]));
 }
 
 /**

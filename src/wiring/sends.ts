@@ -35,7 +35,9 @@ export function wireSendQueue(deps: {
     recordWith: (instanceId, write) => recordWithStatus(recorder, instanceId, write),
   });
   recorder.use(sendQueue);
-  deps.copies?.trustFirstRecords((instanceId, id) => sendQueue.awaited(instanceId, id));
+  deps.copies?.trustFirstRecords(
+    (instanceId, id) => sendQueue.awaited(instanceId, id) || sendQueue.relaying(instanceId, id),
+  );
   if (deps.start) sendQueue.start();
   return sendQueue;
 }

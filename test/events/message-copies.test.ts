@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import type { EngineEvent } from '../../src/domain/messages.ts';
 import { openStore, type Store } from '../../src/store/database.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
+import { eventually } from '../support/eventually.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 import { configureWebhook, createWebhookApp, textMessage } from '../webhooks/support.ts';
 
@@ -104,6 +105,23 @@ for (const dialect of testDialects()) {
       assert.deepEqual(after, peer, 'the copy does not touch the peer');
     });
 
+    it('a message of another chat reusing a stored id is not a copy: it makes its Message event', async () => {
+      const first = textMessage('from one chat', { phone: '5511911113011' });
+      await t.services.recorder.record(t.instance.id, first);
+      const other = textMessage('from another chat', { phone: '5511911113012' });
+      other.message.id = first.message.id;
+      const sequence = await lastSequence();
+      await t.services.recorder.record(t.instance.id, other);
+      assert.deepEqual(
+        await eventsOf(first.message.id),
+        [
+          ['Message', sequence],
+          ['Message', sequence + 1],
+        ],
+        'both chats announce their message',
+      );
+    });
+
     it('copies within one batch, the same event twice among them: one Message event; the batch looks ids up once', async () => {
       const message = textMessage('twice', { phone: '5511911113002' });
       const other = textMessage('between', { phone: '5511911113002' });
@@ -120,7 +138,7 @@ for (const dialect of testDialects()) {
       } finally {
         counting = false;
       }
-      assert.equal(statements.filter((text) => /^select "id" from "messages"/.test(text)).length, 1);
+      assert.equal(statements.filter((text) => /^select "id", "chat" from "messages"/.test(text)).length, 1);
       assert.equal((await eventsOf(message.message.id)).length, 1);
       assert.deepEqual(
         [...(await eventsOf(message.message.id)), ...(await eventsOf(other.message.id))].map(([type, n]) => [
@@ -219,7 +237,7 @@ for (const dialect of testDialects()) {
       assert.equal(response.status, 200, JSON.stringify(response.body));
       const id: string = response.body.data.id;
       assert.deepEqual(
-        statements.filter((text) => /^select "id" from "messages"/.test(text)),
+        statements.filter((text) => /^select "id", "chat" from "messages"/.test(text)),
         [],
         'a send a request waits for is its first record: no look-up on the send path',
       );
@@ -254,6 +272,40 @@ for (const dialect of testDialects()) {
         'no second Message event',
       );
       assert.equal(await lastSequence(), sequence);
+    });
+
+    it('a queued send records its one Message event without a look-up either: its relay is its first record', async () => {
+      // Logged in by the test before.
+      statements = [];
+      counting = true;
+      let id: string;
+      try {
+        const response = await t.call(
+          'POST',
+          '/v1/messages/send',
+          { phone: '5511999990003', body: 'queued once' },
+          { prefer: 'respond-async' },
+        );
+        assert.equal(response.status, 202, JSON.stringify(response.body));
+        id = response.body.data.id;
+        await eventually('the queued send relayed', async () => {
+          const row = await counted.db
+            .selectFrom('send_jobs')
+            .select('status')
+            .where('instance_id', '=', t.instance.id)
+            .where('id', '=', id)
+            .executeTakeFirst();
+          return row?.status === 'sent';
+        });
+      } finally {
+        counting = false;
+      }
+      assert.deepEqual(
+        statements.filter((text) => /^select "id", "chat" from "messages"/.test(text)),
+        [],
+        'a send this process relays is its first record',
+      );
+      assert.equal((await eventsOf(id)).filter(([type]) => type === 'Message').length, 1);
     });
   });
 }

@@ -63,7 +63,11 @@ for (const dialect of testDialects()) {
       const count = (pattern: RegExp) => statements.filter((text) => pattern.test(text)).length;
       // One read of which of the batch's message ids are stored (src/events/message-copies.ts). The receipt flushes
       // the three messages before it; the repeated one after it is a copy, written by no insert.
-      assert.equal(count(/^select "id" from "messages"/), 1, 'one look-up of stored ids for the batch');
+      assert.equal(
+        count(/^select "id", "chat" from "messages"/),
+        1,
+        'one look-up of stored ids for the batch',
+      );
       assert.equal(count(/insert into "messages"/), 1);
       assert.equal(count(/insert into "webhook_state"/), 1, 'one sequence upsert for the batch');
       assert.equal(count(/insert into "webhook_events"/), 1);
