@@ -281,8 +281,10 @@ export async function finishAttemptIn(trx: Transaction<Database>, input: FinishI
 
 /**
  * Whether the lane of `instanceId` and `endpointId` (`''`: the default webhook) still sends to the URL a 410 came
- * from (`gone.url` as shown, `gone.urlSealed`). Reads the lane's row locked on PostgreSQL (`for update`: a change
- * committing meanwhile is waited for and read), so no URL change commits between this answer and the lane's disabling.
+ * from (`gone.url` as shown, `gone.urlSealed`). Reads the lane's row locked on PostgreSQL (`for no key update`: a
+ * change committing meanwhile is waited for and read), so no URL change commits between this answer and the lane's
+ * disabling; the lock does not conflict with the key-share locks the recorder's inserts take on the instance's row
+ * through their foreign keys, so it cannot close a cycle with a recording transaction.
  * False when the row is gone (the endpoint deleted, the webhook cleared).
  * @throws the store's error.
  */
@@ -295,7 +297,7 @@ async function laneStillAt(
   const locked = isPostgres(trx);
   if (endpointId === '') {
     const query = trx.selectFrom('instances').select('webhook_url').where('id', '=', instanceId);
-    const row = await (locked ? query.forUpdate() : query).executeTakeFirst();
+    const row = await (locked ? query.forNoKeyUpdate() : query).executeTakeFirst();
     return row !== undefined && row.webhook_url === gone.url;
   }
   const query = trx
@@ -303,7 +305,7 @@ async function laneStillAt(
     .select(['url', 'url_sealed'])
     .where('id', '=', endpointId)
     .where('instance_id', '=', instanceId);
-  const row = await (locked ? query.forUpdate() : query).executeTakeFirst();
+  const row = await (locked ? query.forNoKeyUpdate() : query).executeTakeFirst();
   return row !== undefined && row.url === gone.url && (row.url_sealed ?? null) === gone.urlSealed;
 }
 
