@@ -1,6 +1,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
+import { DomainError } from '../domain/errors.ts';
 import type { Instance } from '../domain/instance.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import { listInstancesToRestore } from '../store/instances.ts';
@@ -209,11 +210,15 @@ export class LeaseKeeper {
    * least-loaded node first (a new instance, or one whose owner died). On this node, a session the instance should
    * have is restored from stored credentials before the request runs, and a request arriving while the instance is
    * being handed over waits for the hand-over and then goes to the new owner. A valid lease whose owner is not
-   * reachable (its heartbeat lapsed) is waited out until it expires, at most one lease lifetime: its owner may
-   * still hold the socket (docs/decisions/0008-leases-and-fencing.md).
+   * reachable (its heartbeat lapsed) is waited out, looked at again every heartbeat, until its owner is back or it
+   * expires: its owner may still hold the socket (docs/decisions/0008-leases-and-fencing.md).
+   * @throws DomainError not_ready (503) `the node holding this instance does not answer; retry` when such a lease is
+   *   still valid after its lifetime and a heartbeat (its owner renews it without showing in the registry).
    */
   async route(instance: Instance): Promise<Route> {
     const { db, nodeId } = this.#options;
+    /** Heartbeats a valid lease whose owner is not reachable is waited out: its lifetime and one more. */
+    let waitsLeft = Math.ceil(this.#ttlMs / this.#heartbeatMs) + 1;
     for (let round = 0; round < 5; round++) {
       const moving = this.#moving.get(instance.id);
       if (moving) await moving;
@@ -232,7 +237,13 @@ export class LeaseKeeper {
         }
         const owner = nodes.find((node) => node.id === lease.owner);
         if (owner) return { local: false, owner: owner.id, url: owner.url };
-        await delay(Math.min(lease.expiresAt - now, this.#ttlMs));
+        // Its owner may be back at its next heartbeat, or its lease expire: looked at again each heartbeat, the
+        // wait not counted as a round. A lease still renewed by an owner that never shows up is not served here.
+        if (waitsLeft === 0)
+          throw new DomainError('not_ready', 'the node holding this instance does not answer; retry');
+        waitsLeft -= 1;
+        await delay(Math.max(1, Math.min(lease.expiresAt - now, this.#heartbeatMs)));
+        round -= 1;
         continue;
       }
       const target = leastLoaded(nodes, loadOf(nodes, await listLeases(db), now));

@@ -5,6 +5,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { type KyselyPlugin, TableNode, UpdateQueryNode } from 'kysely';
 import pino from 'pino';
 import { ReadinessService } from '../../src/app/readiness.ts';
+import { DomainError } from '../../src/domain/errors.ts';
 import type { Instance } from '../../src/domain/instance.ts';
 import { LeaseKeeper } from '../../src/nodes/leases.ts';
 import { leaseValid, leastLoaded, shareToTake } from '../../src/nodes/placement.ts';
@@ -387,6 +388,51 @@ for (const dialect of testDialects()) {
           2,
         ]);
         await eventually('the restored session open', () => sessions.connected.length === 1);
+      } finally {
+        await testStore.cleanup();
+      }
+    });
+
+    it('a request for an instance whose owner looks dead waits a heartbeat at a time, then answers 503, never serves it here', async () => {
+      const testStore = await createTestStore(dialect);
+      try {
+        const { db, instances } = await setup(testStore, 1);
+        const instance = instances[0];
+        assert.ok(instance);
+        await db.updateTable('nodes').set({ heartbeat_at: 1 }).where('id', '=', 'node-b').execute();
+        const clock = Date.now();
+        await setNodeEndpoint(db, 'node-a', { url: 'http://a.invalid', draining: false });
+        // node-b renews its lease (the test's clock stands still) without showing in the registry.
+        await claimLease(db, {
+          instanceId: instance.id,
+          owner: 'node-b',
+          previousToken: null,
+          expiresAt: clock + 60_000,
+        });
+        const sessions = fakeSessions();
+        const a = new LeaseKeeper({
+          db,
+          nodeId: 'node-a',
+          sessions,
+          logger,
+          heartbeatMs: 20,
+          ttlMs: 80,
+          now: () => clock,
+        });
+        await assert.rejects(a.route(instance), (error: unknown) => {
+          assert.ok(error instanceof DomainError);
+          assert.deepEqual(
+            [error.code, error.message],
+            ['not_ready', 'the node holding this instance does not answer; retry'],
+          );
+          return true;
+        });
+        assert.deepEqual(sessions.connected, [], 'not served here');
+        // Its owner shows again while a request waits: the request goes there.
+        await setNodeEndpoint(db, 'node-b', { url: 'http://b.invalid', draining: false });
+        const routing = a.route(instance);
+        await db.updateTable('nodes').set({ heartbeat_at: clock }).where('id', '=', 'node-b').execute();
+        assert.deepEqual(await routing, { local: false, owner: 'node-b', url: 'http://b.invalid' });
       } finally {
         await testStore.cleanup();
       }
