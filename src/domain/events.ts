@@ -20,7 +20,17 @@ import type {
  */
 export type EngineEvent =
   | { type: 'connection'; state: ConnectionState }
-  | { type: 'message'; message: EngineMessage }
+  | {
+      type: 'message';
+      message: EngineMessage;
+      /**
+       * Handed over while the account was away (the platform's offline delivery after a connect: Baileys' `append`
+       * upserts), the only way a message comes twice (its acknowledgement lost when a socket dropped, or left
+       * unacknowledged at a node's hand-over): the recorder looks such a message up among the stored ones
+       * (src/events/message-copies.ts). Absent: delivered live.
+       */
+      offline?: true;
+    }
   | {
       type: 'receipt';
       state: Exclude<DeliveryState, 'sent'>;

@@ -33,11 +33,14 @@ interface BatchCopies {
  * (src/events/message-projection.ts). Any other event about a message (an edit, a deletion, a reaction, a receipt)
  * is not a copy, and neither is a `history` event.
  *
- * It reads the stored ids in its `prepare`: one statement for the batch's `message` ids, none for a batch without
- * them. Ids {@link FirstRecord} says a relay is recording (a send this process is relaying, synchronous or queued)
- * are not looked up: the send path keeps its statements. A message first stored by a `history` event (a history
- * sync that came before the message's own notification, at a first pairing) is a stored message: its live `message`
- * event is taken for a copy, and the message reaches webhooks in the `HistorySync` event only. Message rows are never pruned, so a copy whose first event the log's retention already
+ * It reads the stored ids in its `prepare`: one statement for the batch's `message` events the platform delivered
+ * offline (`offline`, src/domain/events.ts: handed over while the account was away, the only way a message comes
+ * again), none for a batch without them; a message delivered live is new and costs no statement (a look-up for
+ * every inbound batch took about 30 % off PostgreSQL's delivery rate, docs/decisions/0024-engines-and-data-flow.md).
+ * Ids {@link FirstRecord} says a relay is recording (a send this process is relaying, synchronous or queued) are not
+ * looked up either: the send path keeps its statements. A message a history sync stored before the platform
+ * delivered it offline (a first pairing) is a stored message: taken for a copy, it reaches webhooks in the
+ * `HistorySync` event only. Message rows are never pruned, so a copy whose first event the log's retention already
  * dropped is still told. A `message` event a recorded write returns (`RecordedWrite`, src/events/recorder.ts) is not
  * looked up (no write returns one); a repeat within the batch is still told.
  *
@@ -68,7 +71,7 @@ export class MessageCopies implements EventProjection {
   ): Promise<void> {
     const ids: string[] = [];
     for (const event of events) {
-      if (event.type !== 'message') continue;
+      if (event.type !== 'message' || event.offline !== true) continue;
       const { id, source } = event.message;
       if (source.isFromMe && this.#firstRecord(instanceId, id)) continue;
       ids.push(id);

@@ -293,6 +293,8 @@ describe('live session over a fake socket: what it configures, sends, reads and 
     const [one, two] = ofType(rc.events, 'message');
     assert.equal(one?.message.source.chat, PEER);
     assert.equal(two?.message.source.chat, '5511951515151@s.whatsapp.net');
+    // Offline delivery (`append`), where a message handed over before may come again, is marked for the copy check.
+    assert.deepEqual([one?.offline, two?.offline], [undefined, true]);
     assert.deepEqual(ofType(rc.events, 'presence')[0], {
       type: 'presence',
       source: { chat: PEER, sender: PEER, isFromMe: false, isGroup: false },

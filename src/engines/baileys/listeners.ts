@@ -151,7 +151,7 @@ export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => voi
     await queue.record(event);
     return true;
   };
-  on('messages.upsert', async ({ messages }) => {
+  on('messages.upsert', async ({ messages, type }) => {
     for (const msg of messages) {
       const remote = msg.key.remoteJid;
       if (!remote || isJidBroadcast(remote) || isJidNewsletter(remote)) continue;
@@ -167,7 +167,10 @@ export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => voi
         continue;
       }
       if (!message) continue;
-      await queue.record({ type: 'message', message });
+      // Offline delivery (`append`) is where a message handed over before may come again.
+      await queue.record(
+        type === 'append' ? { type: 'message', message, offline: true } : { type: 'message', message },
+      );
       if (!message.source.isFromMe && !message.source.isGroup)
         deps.subscribePresence(sock, message.source.chat);
     }
