@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { FIRST_CODE_MS, NEXT_CODE_MS } from '../../src/engines/sandbox/pairing.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
+import { holdCalls } from '../support/held-calls.ts';
 import { sseReader } from '../support/sse.ts';
 import { testDialects } from '../support/store.ts';
 import { createUser, type DashboardClient, signIn } from './support.ts';
@@ -159,20 +160,9 @@ for (const dialect of testDialects()) {
       const viewer = await signIn(own, await createUser(own, 'member'));
       // The stream's request is held at the instance's read until the server stopped listening.
       const dashboard = own.services.app.dashboard;
-      const instanceOf = dashboard.instanceOf.bind(dashboard);
-      let arrived = () => {};
-      const held = new Promise<void>((resolve) => {
-        arrived = resolve;
+      const { held, release } = holdCalls(dashboard.instanceOf.bind(dashboard), (holding) => {
+        dashboard.instanceOf = holding;
       });
-      let release = () => {};
-      const gate = new Promise<void>((resolve) => {
-        release = resolve;
-      });
-      dashboard.instanceOf = async (...args) => {
-        arrived();
-        await gate;
-        return instanceOf(...args);
-      };
       const response = fetch(`${ownUrl}/dashboard/api/instances/${own.instance.id}/events`, {
         headers: { cookie: viewer.cookie },
       });

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
+import { holdCalls } from '../support/held-calls.ts';
 import { sseReader } from '../support/sse.ts';
 import { ENTERPRISE, listenersIdle, streamEvents } from '../support/stream-events.ts';
 import { openWs } from '../support/ws.ts';
@@ -20,21 +21,9 @@ const { message } = streamEvents('3EB0EE');
  */
 function holdStreamOpening(t: TestApp): { held: Promise<void>; release: () => void } {
   const log = t.services.app.eventLog;
-  const check = log.checkPosition.bind(log);
-  let arrived = () => {};
-  const held = new Promise<void>((resolve) => {
-    arrived = resolve;
+  return holdCalls(log.checkPosition.bind(log), (holding) => {
+    log.checkPosition = holding;
   });
-  let release = () => {};
-  const gate = new Promise<void>((resolve) => {
-    release = resolve;
-  });
-  log.checkPosition = async (...args) => {
-    arrived();
-    await gate;
-    return check(...args);
-  };
-  return { held, release };
 }
 
 /**

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { hostname } from 'node:os';
 import { describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
-import { type KyselyPlugin, TableNode, UpdateQueryNode } from 'kysely';
+import { type Kysely, type KyselyPlugin, TableNode, UpdateQueryNode } from 'kysely';
 import pino from 'pino';
 import { ReadinessService } from '../../src/app/readiness.ts';
 import { DomainError } from '../../src/domain/errors.ts';
@@ -13,6 +13,7 @@ import { NodeRegistry } from '../../src/nodes/registry.ts';
 import { openStore } from '../../src/store/database.ts';
 import { claimLease, getLease, listLeases, renewLeases, setNodeEndpoint } from '../../src/store/leases.ts';
 import { upsertNode } from '../../src/store/nodes.ts';
+import type { Database } from '../../src/store/schema.ts';
 import { eventually } from '../support/eventually.ts';
 import { createTestStore, testDialects } from '../support/store.ts';
 import { fakeSessions, setup } from './lease-support.ts';
@@ -117,6 +118,16 @@ describe('placement (pure)', () => {
     assert.equal(shareToTake({ self: 'a', nodes: [node('a', true)], load: new Map(), orphans: 2 }), 0);
   });
 });
+
+/**
+ * node-b holds the lease of `instance` until `expiresAt` (epoch ms) while its registry heartbeat lapsed long ago (it
+ * lost the store; its socket may be open until it fences), and node-a is registered with an endpoint.
+ */
+async function ownerLooksDead(db: Kysely<Database>, instance: Instance, expiresAt: number): Promise<void> {
+  await db.updateTable('nodes').set({ heartbeat_at: 1 }).where('id', '=', 'node-b').execute();
+  await setNodeEndpoint(db, 'node-a', { url: 'http://a.invalid', draining: false });
+  await claimLease(db, { instanceId: instance.id, owner: 'node-b', previousToken: null, expiresAt });
+}
 
 for (const dialect of testDialects()) {
   describe(`instance leases (${dialect})`, () => {
@@ -350,17 +361,8 @@ for (const dialect of testDialects()) {
         const { db, instances } = await setup(testStore, 1);
         const instance = instances[0];
         assert.ok(instance);
-        // node-b lost the store: its registry heartbeat lapsed long ago, while its lease still runs (its socket may
-        // be open until it fences, a margin before the expiry).
-        await db.updateTable('nodes').set({ heartbeat_at: 1 }).where('id', '=', 'node-b').execute();
         let clock = Date.now();
-        await setNodeEndpoint(db, 'node-a', { url: 'http://a.invalid', draining: false });
-        await claimLease(db, {
-          instanceId: instance.id,
-          owner: 'node-b',
-          previousToken: null,
-          expiresAt: clock + 60_000,
-        });
+        await ownerLooksDead(db, instance, clock + 60_000);
         const sessions = fakeSessions();
         const a = new LeaseKeeper({
           db,
@@ -399,16 +401,9 @@ for (const dialect of testDialects()) {
         const { db, instances } = await setup(testStore, 1);
         const instance = instances[0];
         assert.ok(instance);
-        await db.updateTable('nodes').set({ heartbeat_at: 1 }).where('id', '=', 'node-b').execute();
         const clock = Date.now();
-        await setNodeEndpoint(db, 'node-a', { url: 'http://a.invalid', draining: false });
         // node-b renews its lease (the test's clock stands still) without showing in the registry.
-        await claimLease(db, {
-          instanceId: instance.id,
-          owner: 'node-b',
-          previousToken: null,
-          expiresAt: clock + 60_000,
-        });
+        await ownerLooksDead(db, instance, clock + 60_000);
         const sessions = fakeSessions();
         const a = new LeaseKeeper({
           db,

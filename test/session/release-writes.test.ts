@@ -10,7 +10,7 @@ import { SessionManager } from '../../src/sessions/manager.ts';
 import { SessionReleasedError } from '../../src/sessions/record-retry.ts';
 import { eventually } from '../support/eventually.ts';
 import { FakeEngine } from '../support/fake-engine.ts';
-import { createTestStore, storeOutage, testDialects } from '../support/store.ts';
+import { createTestStore, storeOutage, type TestStore, testDialects } from '../support/store.ts';
 import { textMessage } from '../webhooks/support.ts';
 
 /**
@@ -20,6 +20,42 @@ import { textMessage } from '../webhooks/support.ts';
  * overwrite the new owner's keys. Its recordings are not stopped: the platform was told of their events, and a late
  * one overwrites nothing (docs/decisions/0011-store-faults.md).
  */
+
+/**
+ * A session manager on `testStore` with one live instance whose session is open, and the context its engine got
+ * (to write keys and emit events as an engine does); `recorder` records the session's events.
+ */
+async function openSession(
+  testStore: TestStore,
+  recorder: unknown,
+): Promise<{ sessions: SessionManager; instanceId: string; context: EngineSessionContext }> {
+  const db = testStore.store.db;
+  const org = await adminCreateOrg(db, { name: `r-${Math.random()}`, plan: 'pro' });
+  const instance = await adminCreateInstance(db, { org: org.id, env: 'live', name: 'main' });
+  const contexts: EngineSessionContext[] = [];
+  const fake = new FakeEngine();
+  const engine: Engine = {
+    name: 'baileys',
+    createSession: (context) => {
+      contexts.push(context);
+      return fake.createSession(context);
+    },
+  };
+  const sessions = new SessionManager({
+    db,
+    box: new SecretBox(randomBytes(32)),
+    engines: { test: engine, live: engine },
+    recorder: recorder as never,
+    findMessage: async () => undefined,
+    logger: pino({ level: 'silent' }),
+    clock: Date.now,
+    recordRetry: { baseDelayMs: 1, maxDelayMs: 2, random: () => 0.5 },
+  });
+  await sessions.session(instance);
+  const [context] = contexts;
+  assert.ok(context);
+  return { sessions, instanceId: instance.id, context };
+}
 
 for (const dialect of testDialects()) {
   describe(`a released session's pending writes (${dialect})`, () => {
@@ -35,31 +71,7 @@ for (const dialect of testDialects()) {
       });
       try {
         const db = testStore.store.db;
-        const org = await adminCreateOrg(db, { name: `r-${Math.random()}`, plan: 'pro' });
-        const instance = await adminCreateInstance(db, { org: org.id, env: 'live', name: 'main' });
-        // The engine's context, to write keys as an engine decrypting a message does.
-        const contexts: EngineSessionContext[] = [];
-        const fake = new FakeEngine();
-        const engine: Engine = {
-          name: 'baileys',
-          createSession: (context) => {
-            contexts.push(context);
-            return fake.createSession(context);
-          },
-        };
-        const sessions = new SessionManager({
-          db,
-          box: new SecretBox(randomBytes(32)),
-          engines: { test: engine, live: engine },
-          recorder: {} as never,
-          findMessage: async () => undefined,
-          logger: pino({ level: 'silent' }),
-          clock: Date.now,
-          recordRetry: { baseDelayMs: 1, maxDelayMs: 2, random: () => 0.5 },
-        });
-        await sessions.session(instance);
-        const [context] = contexts;
-        assert.ok(context);
+        const { sessions, instanceId, context } = await openSession(testStore, {});
 
         down = true;
         const write = context.auth.set([{ category: 'session', id: 'peer.0', value: 'stale ratchet' }]).then(
@@ -68,7 +80,7 @@ for (const dialect of testDialects()) {
         );
         await eventually('the write retrying', () => tries >= 3);
         // The lease is lost: the session is released (fenced), then the store comes back.
-        await sessions.release(instance.id, { fenced: true });
+        await sessions.release(instanceId, { fenced: true });
         const triesAtRelease = tries;
         down = false;
         const outcome = await write;
@@ -77,7 +89,7 @@ for (const dialect of testDialects()) {
         const rows = await db
           .selectFrom('engine_auth')
           .select('key_id')
-          .where('instance_id', '=', instance.id)
+          .where('instance_id', '=', instanceId)
           .execute();
         assert.deepEqual(rows, [], 'no key stored');
         // A write the released session starts afterwards is refused without reaching the store.
@@ -94,18 +106,6 @@ for (const dialect of testDialects()) {
     it('a recording waiting out the store goes on after a fenced release and lands once the store returns', async () => {
       const testStore = await createTestStore(dialect);
       try {
-        const db = testStore.store.db;
-        const org = await adminCreateOrg(db, { name: `r-${Math.random()}`, plan: 'pro' });
-        const instance = await adminCreateInstance(db, { org: org.id, env: 'live', name: 'main' });
-        const contexts: EngineSessionContext[] = [];
-        const fake = new FakeEngine();
-        const engine: Engine = {
-          name: 'baileys',
-          createSession: (context) => {
-            contexts.push(context);
-            return fake.createSession(context);
-          },
-        };
         // A recorder whose store is away until the test brings it back.
         let down = false;
         let tries = 0;
@@ -118,24 +118,12 @@ for (const dialect of testDialects()) {
           },
           drain: async () => undefined,
         };
-        const sessions = new SessionManager({
-          db,
-          box: new SecretBox(randomBytes(32)),
-          engines: { test: engine, live: engine },
-          recorder: recorder as never,
-          findMessage: async () => undefined,
-          logger: pino({ level: 'silent' }),
-          clock: Date.now,
-          recordRetry: { baseDelayMs: 1, maxDelayMs: 2, random: () => 0.5 },
-        });
-        await sessions.session(instance);
-        const [context] = contexts;
-        assert.ok(context);
+        const { sessions, instanceId, context } = await openSession(testStore, recorder);
         down = true;
         // An event the platform handed over (and was acknowledged) while the store is away.
         const recording = context.emit(textMessage('acknowledged before the outage ended'));
         await eventually('the recording retrying', () => tries >= 3);
-        await sessions.release(instance.id, { fenced: true });
+        await sessions.release(instanceId, { fenced: true });
         down = false;
         await recording;
         assert.deepEqual(recorded, ['message'], 'the acknowledged event is recorded, not dropped');
