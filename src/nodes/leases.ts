@@ -45,7 +45,7 @@ export interface LeaseKeeperOptions {
   nodeId: string;
   /**
    * The local sessions. `release(id, { fenced: true })` closes a session whose lease is lost or about to expire: its
-   * socket ends at once and its pending writes stop.
+   * socket ends at once and its pending key and engine-state writes stop.
    */
   sessions: Pick<SessionManager, 'restore' | 'existing' | 'release' | 'ids'>;
   logger: FastifyBaseLogger;

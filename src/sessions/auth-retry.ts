@@ -17,7 +17,8 @@ import {
  * `released` does (the session was released, its instance's lease lost or handed over: no further try,
  * docs/decisions/0008-leases-and-fencing.md, so a write waiting out the store cannot land after the new owner wrote
  * newer keys); any other error is raised at once. The first failure of an operation is logged at warn.
- * @throws `releasedError(released)` (record-retry.ts) for an operation started once `released` aborted.
+ * @throws `releasedError(released)` (record-retry.ts) for an operation started once `released` aborted, or one
+ *   stopped by it while it retried, whatever its last try met.
  */
 export class RetryingAuthStateStore implements AuthStateStore {
   readonly #inner: AuthStateStore;
@@ -62,8 +63,9 @@ export class RetryingAuthStateStore implements AuthStateStore {
       try {
         return await work();
       } catch (error) {
-        if (!isTransientStoreError(error) || this.#signal.aborted) throw error;
+        // Released: whatever this try met, the session writes no more (a deletion's foreign key violation included).
         if (this.#released?.aborted) throw releasedError(this.#released);
+        if (!isTransientStoreError(error) || this.#signal.aborted) throw error;
         const delayMs = recordRetryDelayMs(attempt, this.#policy);
         if (attempt === 1 || attempt % 10 === 0)
           this.#logger.warn(

@@ -31,7 +31,8 @@ export interface SessionShared {
  * A new engine session of `instance`, not registered anywhere, with the context every engine gets
  * (docs/decisions/0024-engines-and-data-flow.md): its credentials in the store (sealed, retried while the store is
  * away), its events recorded through `options.recorder` with retry (without limit while the store cannot be reached,
- * docs/decisions/0011-store-faults.md), in the order emitted even across failures (src/sessions/record-line.ts), and the session status events derived from its connection states
+ * docs/decisions/0011-store-faults.md), in the order emitted even across failures (src/sessions/record-line.ts),
+ * and the session status events derived from its connection states
  * (docs/decisions/0012-session-and-message-status-events.md).
  */
 export function createEngineSession(

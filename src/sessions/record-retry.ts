@@ -106,7 +106,7 @@ export interface RecordRetryOptions {
 /**
  * Raised instead of writing for a session that was released (its instance's lease lost, handed over or about to
  * expire, or the instance deleted, docs/decisions/0008-leases-and-fencing.md): a late write of its Signal keys or
- * events would overwrite what the instance's new owner wrote meanwhile. A request whose operation ran into it is
+ * engine state would overwrite what the instance's new owner wrote meanwhile. A request whose operation ran into it is
  * answered `503` (`not_ready`): asked again, it reaches the instance's new owner, or finds the instance gone (`404`).
  */
 export class SessionReleasedError extends DomainError {

@@ -143,8 +143,9 @@ const INSERT_MESSAGES = rowSetInsert<'messages', Insertable<MessagesTable>>('mes
 
 /**
  * Which of `ids` are stored messages of instance `instanceId`, each with its chat JID (one statement, by the
- * messages' primary key); empty without a statement when `ids` is. What tells a copy of a message the platform handed over again from a new one
- * (src/events/message-copies.ts): message rows are never pruned, so the answer holds however old the first copy is.
+ * messages' primary key); empty without a statement when `ids` is. What tells a copy of a message the platform
+ * handed over again from a new one (src/events/message-copies.ts): message rows are never pruned, so the answer holds
+ * however old the first copy is.
  * @throws the store's error.
  */
 export async function storedMessageIds(
