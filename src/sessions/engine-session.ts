@@ -48,9 +48,10 @@ export function createEngineSession(
   const keys = new RetryingAuthStateStore(auth, policy, sessionLogger, signal, released);
   /**
    * The session's recordings in emission order across store failures (src/sessions/record-line.ts). A release does
-   * not stop them: the platform was told of the events they hold (acknowledged), so they wait out the store until
-   * shutdown (docs/decisions/0011-store-faults.md); a late one overwrites nothing (a message stored twice is kept
-   * once, a copy makes no second event, src/events/message-copies.ts; each event takes its own sequence number).
+   * not stop those of events alone: the platform was told of the events they hold (acknowledged), so they wait out
+   * the store until shutdown (docs/decisions/0011-store-faults.md), and a late one overwrites nothing (a message
+   * stored twice is kept once, a copy makes no second event, src/events/message-copies.ts). An item that also writes
+   * engine state (`emitWith`) stops with the key writes: the new owner writes that state from then on.
    */
   const line = new RecordLine(policy, sessionLogger, { signal });
   /**
@@ -61,10 +62,11 @@ export function createEngineSession(
   const retried = async (
     record: (event: EngineEvent) => Promise<void>,
     event: EngineEvent,
+    stopOn?: AbortSignal,
   ): Promise<void> => {
     const left = backlog.enter();
     try {
-      await line.record(() => record(event), event);
+      await line.record(() => record(event), event, stopOn);
     } finally {
       left();
     }
@@ -112,8 +114,9 @@ export function createEngineSession(
         await write(trx);
         return { result: undefined, events: [...events] };
       });
-    // The first event names the item in the retry's log lines.
-    await retried(record, first);
+    // The first event names the item in the retry's log lines. It writes engine state: a released session's new
+    // owner writes that from then on, so the item stops with the session's key writes (releasedError).
+    await retried(record, first, released);
   };
   // Session status events are derived here, in one place for every engine, from the connection states the
   // engine reports (docs/decisions/0012-session-and-message-status-events.md).

@@ -1,6 +1,11 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { EngineEvent } from '../domain/messages.ts';
-import { type RecordRetryOptions, type RecordRetryPolicy, recordWithRetry } from './record-retry.ts';
+import {
+  type RecordRetryOptions,
+  type RecordRetryPolicy,
+  recordWithRetry,
+  releasedError,
+} from './record-retry.ts';
 
 /** A recording waiting in the line: what it records, and how its caller learns the outcome. */
 interface Waiting {
@@ -10,6 +15,8 @@ interface Waiting {
   event: EngineEvent;
   /** The try made before it joined the line, and its error; undefined when it joined without one. */
   failed: { attempts: number; error: unknown } | undefined;
+  /** Aborted when the item may no longer be written (it writes engine state and the session was released). */
+  released: AbortSignal | undefined;
   resolve: () => void;
   reject: (error: unknown) => void;
 }
@@ -57,20 +64,22 @@ export class RecordLine {
 
   /**
    * Records through `record` (`event` names it in the log lines) after every recording emitted before it; resolves
-   * once recorded.
+   * once recorded. With `released` (an item that writes engine state, which a released session's new owner writes
+   * from then on, docs/decisions/0008-leases-and-fencing.md), no try is made once it aborted.
    * @throws as {@link recordWithRetry}: a permanent store error, an unknown one after the policy's tries, the last
-   *   error once the signal aborted.
+   *   error once the signal aborted, `releasedError` once `released` aborted.
    */
-  async record(record: () => Promise<void>, event: EngineEvent): Promise<void> {
+  async record(record: () => Promise<void>, event: EngineEvent, released?: AbortSignal): Promise<void> {
+    if (released?.aborted) throw releasedError(released);
     const ticket = this.#next++;
-    if (this.#waiting.length > 0) return this.#join({ ticket, record, event, failed: undefined });
+    if (this.#waiting.length > 0) return this.#join({ ticket, record, event, failed: undefined, released });
     this.#trying.add(ticket);
     let joined: Promise<void> | undefined;
     try {
       await record();
     } catch (error) {
       // In the line before its try counts as ended, so a younger head waiting for it does not start first.
-      joined = this.#join({ ticket, record, event, failed: { attempts: 1, error } });
+      joined = this.#join({ ticket, record, event, failed: { attempts: 1, error }, released });
     }
     this.#trying.delete(ticket);
     // The head may have waited for this try.
@@ -81,8 +90,8 @@ export class RecordLine {
   /** Puts a recording in the line at its place in emission order; settles when the line recorded it or gave up. */
   #join(entry: Omit<Waiting, 'resolve' | 'reject'>): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      const { ticket, record, event, failed } = entry;
-      const waiting: Waiting = { ticket, record, event, failed, resolve, reject };
+      const { ticket, record, event, failed, released } = entry;
+      const waiting: Waiting = { ticket, record, event, failed, released, resolve, reject };
       const after = this.#waiting.findIndex((other) => other.ticket > entry.ticket);
       if (after === -1) this.#waiting.push(waiting);
       else this.#waiting.splice(after, 0, waiting);
@@ -113,6 +122,7 @@ export class RecordLine {
       try {
         const options: RecordRetryOptions = { signal: this.#signal };
         if (head.failed !== undefined) options.failed = head.failed;
+        if (head.released !== undefined) options.released = head.released;
         await recordWithRetry({ emit: head.record, logger: this.#logger }, head.event, this.#policy, options);
         head.resolve();
       } catch (error) {

@@ -101,6 +101,12 @@ export interface RecordRetryOptions {
    * the policy's limits and waits (src/sessions/record-line.ts).
    */
   failed?: { attempts: number; error: unknown };
+  /**
+   * Stops the retries with no further try (the session was released and the item writes engine state, which the
+   * instance's new owner writes from then on, docs/decisions/0008-leases-and-fencing.md): the pending wait ends and
+   * {@link releasedError} is raised; aborted before a try, nothing is written.
+   */
+  released?: AbortSignal;
 }
 
 /**
@@ -148,7 +154,8 @@ export function pause(ms: number, ...signals: readonly (AbortSignal | undefined)
  * other (a session's sends and its incoming events) are kept in order by the session's `RecordLine`
  * (src/sessions/record-line.ts), which calls this for one of them at a time.
  * @throws at once a {@link isPermanentStoreError} error; an unknown error after `policy.unknownAttempts` tries; any
- *   error after `policy.attempts` tries when set; the last error once `options.signal` aborted.
+ *   error after `policy.attempts` tries when set; the last error once `options.signal` aborted; `releasedError`
+ *   once `options.released` aborted (no try is made after that).
  */
 export async function recordWithRetry(
   context: { emit(event: EngineEvent): Promise<void>; logger: FastifyBaseLogger },
@@ -156,7 +163,7 @@ export async function recordWithRetry(
   policy: RecordRetryPolicy,
   options: RecordRetryOptions = {},
 ): Promise<void> {
-  const { signal, failed } = options;
+  const { signal, failed, released } = options;
   /** Tries made so far, and the error the last one failed with. */
   let attempt = failed?.attempts ?? 0;
   let last = failed?.error;
@@ -185,8 +192,9 @@ export async function recordWithRetry(
           'recording an event failed; retrying',
         );
       }
-      await pause(delayMs, signal);
+      await pause(delayMs, signal, released);
     }
+    if (released?.aborted) throw releasedError(released);
     tried = true;
     attempt += 1;
     try {

@@ -131,5 +131,38 @@ for (const dialect of testDialects()) {
         await testStore.cleanup();
       }
     });
+
+    it('an engine-state write with its events stops at a fenced release, as key writes do', async () => {
+      const testStore = await createTestStore(dialect);
+      try {
+        let down = false;
+        let tries = 0;
+        const recorder = {
+          recordWith: async () => {
+            tries += 1;
+            if (down) throw storeOutage(dialect);
+            throw new Error('the store is up: nothing to write in this test');
+          },
+          drain: async () => undefined,
+        };
+        const { sessions, instanceId, context } = await openSession(testStore, recorder);
+        down = true;
+        const write = context
+          .emitWith([{ category: 'sandbox-groups', id: 'g1', value: 'stale' }], [textMessage('with state')])
+          .then(
+            () => 'written',
+            (error: unknown) => error,
+          );
+        await eventually('the item retrying', () => tries >= 3);
+        await sessions.release(instanceId, { fenced: true });
+        const triesAtRelease = tries;
+        down = false;
+        const outcome = await write;
+        assert.ok(outcome instanceof SessionReleasedError, `got ${String(outcome)}`);
+        assert.equal(tries, triesAtRelease, 'no try after the release');
+      } finally {
+        await testStore.cleanup();
+      }
+    });
   });
 }
