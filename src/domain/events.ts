@@ -24,12 +24,13 @@ export type EngineEvent =
       type: 'message';
       message: EngineMessage;
       /**
-       * Handed over while the account was away (the platform's offline delivery after a connect: Baileys' `append`
-       * upserts), the only way a message comes twice (its acknowledgement lost when a socket dropped, or left
-       * unacknowledged at a node's hand-over): the recorder looks such a message up among the stored ones
-       * (src/events/message-copies.ts). Absent: delivered live.
+       * The message may have been handed over before, so the recorder looks it up among the stored ones
+       * (src/events/message-copies.ts): delivered offline after a connect (Baileys' `append` upserts: its
+       * acknowledgement lost when a socket dropped, or left unacknowledged at a node's hand-over), or one whose first
+       * delivery could not be decrypted (the sender's resend and the phone's placeholder resend may both come).
+       * Absent: a first delivery.
        */
-      offline?: true;
+      mayRepeat?: true;
     }
   | {
       type: 'receipt';

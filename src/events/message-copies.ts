@@ -33,9 +33,9 @@ interface BatchCopies {
  * (src/events/message-projection.ts). Any other event about a message (an edit, a deletion, a reaction, a receipt)
  * is not a copy, and neither is a `history` event.
  *
- * It reads the stored ids in its `prepare`: one statement for the batch's `message` events the platform delivered
- * offline (`offline`, src/domain/events.ts: handed over while the account was away, the only way a message comes
- * again), none for a batch without them; a message delivered live is new and costs no statement (a look-up for
+ * It reads the stored ids in its `prepare`: one statement for the batch's `message` events that may have come before
+ * (`mayRepeat`, src/domain/events.ts: delivered offline after a connect, or first delivered undecryptable), none
+ * for a batch without them; a message delivered live is new and costs no statement (a look-up for
  * every inbound batch took about 30 % off PostgreSQL's delivery rate, docs/decisions/0024-engines-and-data-flow.md).
  * Ids {@link FirstRecord} says a relay is recording (a send this process is relaying, synchronous or queued) are not
  * looked up either: the send path keeps its statements. A message a history sync stored before the platform
@@ -71,7 +71,7 @@ export class MessageCopies implements EventProjection {
   ): Promise<void> {
     const ids: string[] = [];
     for (const event of events) {
-      if (event.type !== 'message' || event.offline !== true) continue;
+      if (event.type !== 'message' || event.mayRepeat !== true) continue;
       const { id, source } = event.message;
       if (source.isFromMe && this.#firstRecord(instanceId, id)) continue;
       ids.push(id);

@@ -230,6 +230,50 @@ describe('live session over a fake socket: what it configures, sends, reads and 
     );
   });
 
+  it('marks a message whose first delivery could not be decrypted as one that may come again', async () => {
+    const { session, rc, sock } = await setup();
+    await session.connect();
+    const key = { remoteJid: PEER, fromMe: false, id: '3EB0RESENT' };
+    // The first delivery could not be decrypted: Baileys upserts a stub and asks the sender and the phone again.
+    sock().emit('messages.upsert', {
+      type: 'notify',
+      messages: [
+        {
+          key,
+          messageStubType: proto.WebMessageInfo.StubType.CIPHERTEXT,
+          messageStubParameters: ['No session found to decrypt message'],
+          messageTimestamp: 1_700_000_000,
+        },
+      ],
+    });
+    // The sender's resend, then the phone's placeholder resend: both live.
+    for (let i = 0; i < 2; i++)
+      sock().emit('messages.upsert', {
+        type: 'notify',
+        messages: [{ key, message: { conversation: 'resent' }, messageTimestamp: 1_700_000_000 }],
+      });
+    sock().emit('messages.upsert', {
+      type: 'notify',
+      messages: [
+        {
+          key: { ...key, id: '3EB0FRESH' },
+          message: { conversation: 'first delivery' },
+          messageTimestamp: 1_700_000_000,
+        },
+      ],
+    });
+    await until(() => ofType(rc.events, 'message').length === 3, 2_000, 'messages');
+    assert.deepEqual(
+      ofType(rc.events, 'message').map((event) => [event.message.id, event.mayRepeat]),
+      [
+        ['3EB0RESENT', true],
+        ['3EB0RESENT', true],
+        ['3EB0FRESH', undefined],
+      ],
+      'the stub itself is not recorded; both resends are looked up as possible copies',
+    );
+  });
+
   it('maps incoming events to domain events with phone JIDs, in arrival order', async () => {
     const { session, rc, sock } = await setup();
     await session.connect();
@@ -294,7 +338,7 @@ describe('live session over a fake socket: what it configures, sends, reads and 
     assert.equal(one?.message.source.chat, PEER);
     assert.equal(two?.message.source.chat, '5511951515151@s.whatsapp.net');
     // Offline delivery (`append`), where a message handed over before may come again, is marked for the copy check.
-    assert.deepEqual([one?.offline, two?.offline], [undefined, true]);
+    assert.deepEqual([one?.mayRepeat, two?.mayRepeat], [undefined, true]);
     assert.deepEqual(ofType(rc.events, 'presence')[0], {
       type: 'presence',
       source: { chat: PEER, sender: PEER, isFromMe: false, isGroup: false },

@@ -88,7 +88,7 @@ for (const dialect of testDialects()) {
 
       // Offline redelivery after a reconnect whose acknowledgement was lost: the same stanza, mapped again, later.
       t.clock.advance(60_000);
-      const copy = { ...structuredClone(first), offline: true as const };
+      const copy = { ...structuredClone(first), mayRepeat: true as const };
       copy.message.pushName = 'Renamed';
       await t.services.recorder.record(t.instance.id, copy);
 
@@ -112,7 +112,7 @@ for (const dialect of testDialects()) {
       other.message.id = first.message.id;
       const sequence = await lastSequence();
       // Delivered offline, so looked up: the stored id is another chat's.
-      await t.services.recorder.record(t.instance.id, { ...other, offline: true });
+      await t.services.recorder.record(t.instance.id, { ...other, mayRepeat: true });
       assert.deepEqual(
         await eventsOf(first.message.id),
         [
@@ -132,7 +132,7 @@ for (const dialect of testDialects()) {
       try {
         // One turn: the four are one batch of the recorder.
         await Promise.all(
-          [message, other, { ...structuredClone(message), offline: true as const }, message].map((event) =>
+          [message, other, { ...structuredClone(message), mayRepeat: true as const }, message].map((event) =>
             t.services.recorder.record(t.instance.id, event),
           ),
         );
@@ -179,7 +179,7 @@ for (const dialect of testDialects()) {
         )
         .execute();
       const sequence = await lastSequence();
-      await t.services.recorder.record(t.instance.id, { ...structuredClone(first), offline: true });
+      await t.services.recorder.record(t.instance.id, { ...structuredClone(first), mayRepeat: true });
       assert.deepEqual(await eventsOf(first.message.id), []);
       assert.equal(await lastSequence(), sequence);
     });
@@ -258,7 +258,7 @@ for (const dialect of testDialects()) {
       // The platform hands the account's own message back (another device's sync of it, a redelivery).
       const echo: EngineEvent = {
         type: 'message',
-        offline: true,
+        mayRepeat: true,
         message: {
           id,
           source: { chat: sent.chat, sender: sent.sender, isFromMe: true, isGroup: false },

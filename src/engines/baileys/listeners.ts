@@ -1,8 +1,8 @@
 import type { BaileysEventMap, BinaryNode, GroupMetadata, WAMessage } from 'baileys';
-import { isJidBroadcast, isJidGroup, isJidNewsletter } from 'baileys';
+import { isJidBroadcast, isJidGroup, isJidNewsletter, proto } from 'baileys';
 import { type EngineEvent, eventLogFields, type Jid, updateMayChange } from '../../domain/messages.ts';
 import type { EngineSessionContext } from '../engine.ts';
-import type { BoundedCache } from './cache.ts';
+import { BoundedCache } from './cache.ts';
 import type { ContactBook } from './contacts.ts';
 import { groupUpdatesFromNotification } from './group-events.ts';
 import {
@@ -89,6 +89,9 @@ export interface ListenerDeps {
   calls?(sock: SocketLike, calls: BaileysEventMap['call']): Promise<void>;
 }
 
+/** Most ids of undecryptable messages one session's listeners remember (a few KB). */
+export const UNDECRYPTED_IDS = 256;
+
 /**
  * Subscribes to a socket's events and turns them into domain events (docs/decisions/0025-live-engine.md): messages,
  * 1:1 and group receipts, history sync, contacts, chat presence (`CB:chatstate` frames), group changes (`w:gp2`
@@ -100,6 +103,11 @@ export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => voi
   const { context, mapping: ctx, queue } = deps;
   const detachers: (() => void)[] = [];
   const now = () => context.clock();
+  /**
+   * Ids of messages whose first delivery could not be decrypted, for an hour (Baileys' placeholder resends wait at
+   * most that long), at most {@link UNDECRYPTED_IDS} (docs/decisions/0025-live-engine.md: every cache is bounded).
+   */
+  const undecrypted = new BoundedCache(60 * 60_000, UNDECRYPTED_IDS, now);
   const on = <E extends keyof BaileysEventMap>(
     event: E,
     handle: (arg: BaileysEventMap[E]) => Promise<void>,
@@ -153,6 +161,10 @@ export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => voi
   };
   on('messages.upsert', async ({ messages, type }) => {
     for (const msg of messages) {
+      // A stub of a message that could not be decrypted: its content may come from the sender's resend and from the
+      // phone's placeholder resend, both live (`notify`), so whichever comes second is looked up as a copy.
+      if (msg.messageStubType === proto.WebMessageInfo.StubType.CIPHERTEXT && msg.key.id)
+        undecrypted.set(msg.key.id, true);
       const remote = msg.key.remoteJid;
       if (!remote || isJidBroadcast(remote) || isJidNewsletter(remote)) continue;
       if (await recordUpdate(msg)) continue;
@@ -167,9 +179,10 @@ export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => voi
         continue;
       }
       if (!message) continue;
-      // Offline delivery (`append`) is where a message handed over before may come again.
+      // Offline delivery (`append`), or a message whose first delivery could not be decrypted, may come again.
+      const again = type === 'append' || undecrypted.get<boolean>(message.id) === true;
       await queue.record(
-        type === 'append' ? { type: 'message', message, offline: true } : { type: 'message', message },
+        again ? { type: 'message', message, mayRepeat: true } : { type: 'message', message },
       );
       if (!message.source.isFromMe && !message.source.isGroup)
         deps.subscribePresence(sock, message.source.chat);
