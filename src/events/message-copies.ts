@@ -23,6 +23,17 @@ interface BatchCopies {
 }
 
 /**
+ * Whether a stored message's chat `stored` (undefined: no such message) is the chat `chat` of a `message` event with
+ * the same id. A chat kept as a LID (`…@lid`, one no mapping could turn into a phone JID when it was stored,
+ * docs/decisions/0038-lid-mappings.md) cannot be compared with the phone JID a later mapping gives its copy, so either
+ * side being a LID counts as the same chat: an id reused across chats is far rarer than a LID learned meanwhile.
+ */
+function sameChat(stored: string | undefined, chat: string): boolean {
+  if (stored === undefined) return false;
+  return stored === chat || stored.endsWith('@lid') || chat.endsWith('@lid');
+}
+
+/**
  * Tells the copies among recorded `message` events (docs/decisions/0024-engines-and-data-flow.md): the platform
  * hands a message over again (an acknowledgement lost when a socket dropped and the offline redelivery that follows,
  * stanzas left unacknowledged at a node hand-over, src/engines/baileys/quiesce.ts), and the message store keeps the
@@ -87,7 +98,7 @@ export class MessageCopies implements EventProjection {
     if (batch === undefined || batch.instanceId !== instanceId) return;
     const { id, source } = event.message;
     const key = `${source.chat}/${id}`;
-    batch.current = { event, copy: batch.stored.get(id) === source.chat || batch.seen.has(key) };
+    batch.current = { event, copy: sameChat(batch.stored.get(id), source.chat) || batch.seen.has(key) };
     batch.seen.add(key);
   }
 

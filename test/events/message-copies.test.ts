@@ -123,6 +123,26 @@ for (const dialect of testDialects()) {
       );
     });
 
+    it('a copy whose first delivery kept an unresolved LID chat, redelivered with the phone JID a mapping gave since, is a copy', async () => {
+      const first = textMessage('first seen under a LID', { phone: '5511911113021' });
+      first.message.source = {
+        ...first.message.source,
+        chat: '88112233445566@lid',
+        sender: '88112233445566@lid',
+      };
+      await t.services.recorder.record(t.instance.id, first);
+      const sequence = await lastSequence();
+      const copy = { ...structuredClone(first), mayRepeat: true as const };
+      copy.message.source = {
+        ...copy.message.source,
+        chat: '5511911113021@s.whatsapp.net',
+        sender: '5511911113021@s.whatsapp.net',
+      };
+      await t.services.recorder.record(t.instance.id, copy);
+      assert.deepEqual(await eventsOf(first.message.id), [['Message', sequence]], 'one Message event');
+      assert.equal(await lastSequence(), sequence);
+    });
+
     it('copies within one batch, the same event twice among them: one Message event; the batch looks ids up once', async () => {
       const message = textMessage('twice', { phone: '5511911113002' });
       const other = textMessage('between', { phone: '5511911113002' });
