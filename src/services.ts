@@ -252,7 +252,6 @@ export async function createServices(config: Config, options: ServiceOptions): P
     store,
     sessions,
     recorder,
-    copies,
     nodeId: nodes.id,
     clock,
     logger,

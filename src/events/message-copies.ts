@@ -4,13 +4,6 @@ import { storedMessageIds } from '../store/messages.ts';
 import type { Database } from '../store/schema.ts';
 import type { EventProjection } from './recorder.ts';
 
-/**
- * Whether own message `id` of instance `instanceId` is being recorded by the relay of its send, a first record by
- * construction: the relay records the message it relayed once, and the live engine never hands a send of its own
- * back (`emitOwnEvents` off, src/engines/baileys/session-options.ts).
- */
-export type FirstRecord = (instanceId: string, id: string) => boolean;
-
 /** What one instance's batch in a transaction knows about its `message` events. */
 interface BatchCopies {
   instanceId: string;
@@ -48,8 +41,7 @@ function sameChat(stored: string | undefined, chat: string): boolean {
  * (`mayRepeat`, src/domain/events.ts: delivered offline after a connect, or first delivered undecryptable), none
  * for a batch without them; a message delivered live is new and costs no statement (a look-up for
  * every inbound batch took about 30 % off PostgreSQL's delivery rate, docs/decisions/0024-engines-and-data-flow.md).
- * Ids {@link FirstRecord} says a relay is recording (a send this process is relaying, synchronous or queued) are not
- * looked up either: the send path keeps its statements. A message a history sync stored before the platform
+ * A send's `message` event, recorded by its relay, is a first delivery: the send path keeps its statements. A message a history sync stored before the platform
  * delivered it offline (a first pairing) is a stored message: taken for a copy, it reaches webhooks in the
  * `HistorySync` event only. Message rows are never pruned, so a copy whose first event the log's retention already
  * dropped is still told. A `message` event a recorded write returns (`RecordedWrite`, src/events/recorder.ts) is not
@@ -63,13 +55,6 @@ export class MessageCopies implements EventProjection {
   readonly name = 'message-copies';
   /** What each transaction (a part's view of one, on PostgreSQL) knows of the batch it is applying. */
   readonly #batches = new WeakMap<Transaction<Database>, BatchCopies>();
-  #firstRecord: FirstRecord = () => false;
-
-  /** Sets what says which own messages a relay is recording (the send queue, once it exists). */
-  trustFirstRecords(firstRecord: FirstRecord): void {
-    this.#firstRecord = firstRecord;
-  }
-
   /**
    * Reads which of the `message` ids of `events` are already stored (one statement; none when there is no id to
    * look up). A transaction holds one instance's batch at a time, so what an earlier batch left is replaced.
@@ -83,9 +68,7 @@ export class MessageCopies implements EventProjection {
     const ids: string[] = [];
     for (const event of events) {
       if (event.type !== 'message' || event.mayRepeat !== true) continue;
-      const { id, source } = event.message;
-      if (source.isFromMe && this.#firstRecord(instanceId, id)) continue;
-      ids.push(id);
+      ids.push(event.message.id);
     }
     const stored = await storedMessageIds(trx, instanceId, ids);
     this.#batches.set(trx, { instanceId, stored, seen: new Set(), current: undefined });

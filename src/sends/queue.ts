@@ -171,23 +171,6 @@ export class SendQueue implements EventProjection {
     };
   }
 
-  /**
-   * Whether a request waits for the outcome of send `id` of instance `instanceId`: an own `message` event with that
-   * id is the relay's record of the send, its first (src/events/message-copies.ts `FirstRecord`).
-   */
-  awaited(instanceId: string, id: string): boolean {
-    return this.#waiters.has({ instanceId, id });
-  }
-
-  /**
-   * Whether send `id` of instance `instanceId` is being relayed by this process (queued or synchronous): an own
-   * `message` event with that id is then the relay's record of the send, its first (src/events/message-copies.ts
-   * `FirstRecord`).
-   */
-  relaying(instanceId: string, id: string): boolean {
-    return this.#runners.peek(instanceId)?.relaying.has(id) === true;
-  }
-
   /** Nothing to write for an event itself: see {@link derive}. */
   async apply(_trx: Transaction<Database>, _instanceId: string, _event: EngineEvent): Promise<void> {}
 

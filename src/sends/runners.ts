@@ -44,11 +44,6 @@ export class RelayHolds {
     else this.#holds.delete(id);
   }
 
-  /** Whether job `id` is held now. */
-  has(id: string): boolean {
-    return this.#holds.has(id);
-  }
-
   /** The ids held now. */
   ids(): string[] {
     return [...this.#holds.keys()];

@@ -1,6 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../domain/clock.ts';
-import type { MessageCopies } from '../events/message-copies.ts';
 import type { EventRecorder } from '../events/recorder.ts';
 import { SendQueue } from '../sends/queue.ts';
 import { recordSendStatus, recordWithStatus } from '../sends/status-events.ts';
@@ -10,15 +9,12 @@ import type { Store } from '../store/database.ts';
 /**
  * The send queue of the instances this node holds (docs/decisions/0009-sends-as-jobs.md): relays through the
  * sessions, records each outcome as a `MessageStatus` event, and follows the recorder (a login wakes it). Started
- * when `start` is true. The sends a request waits for are what `copies` need not look up: their `message` event is
- * the relay's first record (src/events/message-copies.ts).
+ * when `start` is true.
  */
 export function wireSendQueue(deps: {
   store: Store;
   sessions: SessionManager;
   recorder: EventRecorder;
-  /** What tells the copies of recorded messages (src/events/message-copies.ts). */
-  copies?: MessageCopies | undefined;
   nodeId: string;
   clock: Clock;
   logger: FastifyBaseLogger;
@@ -35,9 +31,6 @@ export function wireSendQueue(deps: {
     recordWith: (instanceId, write) => recordWithStatus(recorder, instanceId, write),
   });
   recorder.use(sendQueue);
-  deps.copies?.trustFirstRecords(
-    (instanceId, id) => sendQueue.awaited(instanceId, id) || sendQueue.relaying(instanceId, id),
-  );
   if (deps.start) sendQueue.start();
   return sendQueue;
 }
