@@ -75,6 +75,20 @@ export class DomainError extends Error {
 }
 
 /**
+ * Raised instead of writing for a session that was released (its instance's lease lost, handed over or about to
+ * expire, or the instance deleted, docs/decisions/0008-leases-and-fencing.md), or whose key write found its lease
+ * taken by another node (src/store/engine-auth.ts): a late write of its Signal keys or engine state would overwrite
+ * what the instance's new owner wrote meanwhile. A request whose operation ran into it is answered `503`
+ * (`not_ready`): asked again, it reaches the instance's new owner, or finds the instance gone (`404`).
+ */
+export class SessionReleasedError extends DomainError {
+  constructor() {
+    super('not_ready', "the instance's session was closed on this node (it moved, or was deleted); retry");
+    this.name = 'SessionReleasedError';
+  }
+}
+
+/**
  * The one message every authentication failure answers with (docs/decisions/0020-security-promises.md: it does not
  * reveal which).
  */

@@ -11,6 +11,7 @@ import {
   dropStaleSocketLock,
   getLease,
   type Lease,
+  type LeaseFence,
   listLeases,
   listReachableNodes,
   releaseLease,
@@ -115,6 +116,15 @@ export class LeaseKeeper {
   /** Ids of the instances whose lease this node holds (as of its last renewal). */
   held(): string[] {
     return [...this.#held.keys()];
+  }
+
+  /**
+   * This node's lease of `instanceId` as a fence (owner and token) for the writes of a session made now
+   * (`SessionManager.fenceWith`, src/store/engine-auth.ts); undefined when this node holds none.
+   */
+  fenceOf(instanceId: string): LeaseFence | undefined {
+    const lease = this.#held.get(instanceId);
+    return lease === undefined ? undefined : { owner: lease.owner, token: lease.token };
   }
 
   /**
@@ -257,6 +267,10 @@ export class LeaseKeeper {
       });
       if (claimed && lease && lease.owner !== target.id)
         await dropStaleSocketLock(db, instance.id, lease.owner);
+      // This node's own lease lapsed and came back with a new token: a session still here was made under the old
+      // one, so its key writes would be refused (src/store/engine-auth.ts); it is closed and made again under the new.
+      if (claimed?.owner === nodeId && lease !== undefined && this.#options.sessions.existing(instance.id))
+        await this.#options.sessions.release(instance.id, { fenced: true });
     }
     // No serving node is known (this node not yet registered, or alone and draining): serve here.
     return { local: true };

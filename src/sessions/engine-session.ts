@@ -4,6 +4,7 @@ import type { ConnectionState, EngineEvent } from '../domain/messages.ts';
 import type { AuthEntry, EngineSession } from '../engines/engine.ts';
 import { SessionStatusTracker } from '../events/session-status.ts';
 import { SqlAuthStateStore } from '../store/engine-auth.ts';
+import type { LeaseFence } from '../store/leases.ts';
 import type { Database } from '../store/schema.ts';
 import { RetryingAuthStateStore } from './auth-retry.ts';
 import type { RecordBacklog } from './backlog.ts';
@@ -25,6 +26,11 @@ export interface SessionShared {
   released?: AbortSignal;
   /** The process's backlog of events waiting to be recorded; each waiting event counts in it. */
   backlog: RecordBacklog;
+  /**
+   * With several nodes, the lease this session is made under (docs/decisions/0008-leases-and-fencing.md): its key
+   * writes land only while the instance's lease still carries it (src/store/engine-auth.ts).
+   */
+  fence?: LeaseFence | undefined;
 }
 
 /**
@@ -38,12 +44,12 @@ export interface SessionShared {
 export function createEngineSession(
   options: SessionManagerOptions,
   instance: Instance,
-  { policy, signal, released, backlog }: SessionShared,
+  { policy, signal, released, backlog, fence }: SessionShared,
 ): EngineSession {
   const { db, box, engines, recorder, logger, clock, findMessage, callSettings, turn } = options;
   const instanceId = instance.id;
   const sessionLogger = logger.child({ instanceId });
-  const auth = new SqlAuthStateStore(db, box, instanceId, turn);
+  const auth = new SqlAuthStateStore(db, box, instanceId, { turn, fence });
   /** The engine's auth port: the store's, with its reads and writes retried while the store is away. */
   const keys = new RetryingAuthStateStore(auth, policy, sessionLogger, signal, released);
   /**

@@ -5,6 +5,7 @@ import type { PairingCode } from '../domain/messages.ts';
 import type { CloseOptions, Engine, EngineSession } from '../engines/engine.ts';
 import type { EventRecorder } from '../events/recorder.ts';
 import { getInstance, updateInstance } from '../store/instances.ts';
+import type { LeaseFence } from '../store/leases.ts';
 import { RecordBacklog } from './backlog.ts';
 import { createEngineSession } from './engine-session.ts';
 import { recordRetryPolicy, type SessionManagerOptions } from './manager-options.ts';
@@ -22,6 +23,12 @@ import {
 import { InstanceTurns } from './turns.ts';
 
 export type { ConnectResult, SessionStatus } from './status.ts';
+
+/** Where a session's fence comes from: the lease this node holds of an instance, if any (the lease keeper). */
+export interface LeaseFences {
+  /** The owner and token of this node's lease of `instanceId`, as of its last renewal or claim; undefined: none. */
+  fenceOf(instanceId: string): LeaseFence | undefined;
+}
 
 /**
  * Owns the engine session of every instance in this process and the session lifecycle of docs/api.md#session and
@@ -46,6 +53,8 @@ export class SessionManager {
    * stop without another try (another node may own the instance by then).
    */
   readonly #released = new Map<EngineSession, AbortController>();
+  /** With several nodes, the leases this node holds: each new session's key writes are fenced by its own. */
+  #leases: LeaseFences | undefined;
   readonly #policy: RecordRetryPolicy;
   /** Events of this process waiting to be recorded (metrics, the backlog warning). */
   readonly backlog: RecordBacklog;
@@ -62,6 +71,16 @@ export class SessionManager {
       stops: () => this.#stops,
       connected: (instanceId) => this.#sessions.get(instanceId)?.state().connected === true,
     });
+  }
+
+  /**
+   * Fences the key writes of every session made from now on by the lease `leases` says this node holds of its
+   * instance when the session is made (several nodes, docs/decisions/0008-leases-and-fencing.md): a write lands
+   * only while the lease still carries that owner and token (src/store/engine-auth.ts). Sessions of an instance
+   * without a lease here are not fenced. Called once, by the cluster's wiring, before any session is restored.
+   */
+  fenceWith(leases: LeaseFences): void {
+    this.#leases = leases;
   }
 
   /**
@@ -91,6 +110,7 @@ export class SessionManager {
       signal: this.#closing.signal,
       released: released.signal,
       backlog: this.backlog,
+      fence: this.#leases?.fenceOf(instance.id),
     });
     if (keep) {
       this.#sessions.set(instance.id, session);

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { DomainError } from '../domain/errors.ts';
+import { DomainError, SessionReleasedError } from '../domain/errors.ts';
 import { type EngineEvent, eventLogFields } from '../domain/messages.ts';
 import { extended } from '../domain/objects.ts';
 import { instanceRowError, isStoreUnavailableError } from '../store/faults.ts';
@@ -107,19 +107,6 @@ export interface RecordRetryOptions {
    * {@link releasedError} is raised; aborted before a try, nothing is written.
    */
   released?: AbortSignal;
-}
-
-/**
- * Raised instead of writing for a session that was released (its instance's lease lost, handed over or about to
- * expire, or the instance deleted, docs/decisions/0008-leases-and-fencing.md): a late write of its Signal keys or
- * engine state would overwrite what the instance's new owner wrote meanwhile. A request whose operation ran into it is
- * answered `503` (`not_ready`): asked again, it reaches the instance's new owner, or finds the instance gone (`404`).
- */
-export class SessionReleasedError extends DomainError {
-  constructor() {
-    super('not_ready', "the instance's session was closed on this node (it moved, or was deleted); retry");
-    this.name = 'SessionReleasedError';
-  }
 }
 
 /**

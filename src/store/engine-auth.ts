@@ -1,8 +1,10 @@
 import type { Kysely, Transaction } from 'kysely';
+import { SessionReleasedError } from '../domain/errors.ts';
 import { extended } from '../domain/objects.ts';
 import type { AuthEntry, AuthStateStore } from '../engines/engine.ts';
 import type { SecretBox } from '../security/secrets.ts';
 import { compiledListStatement, compiledStatement } from './compiled.ts';
+import { holdsLease, type LeaseFence } from './leases.ts';
 import type { Database } from './schema.ts';
 import type { TurnTransactions } from './turn-transactions.ts';
 
@@ -15,17 +17,26 @@ export class SqlAuthStateStore implements AuthStateStore {
   readonly #box: SecretBox;
   readonly #instanceId: string;
   readonly #turn: TurnTransactions | undefined;
+  readonly #fence: LeaseFence | undefined;
 
   /**
    * Keys of instance `instanceId` in `db`. With `turn` (SQLite), a {@link set} runs as one part of the turn's shared
    * transaction (docs/decisions/0051-turn-groups.md) instead of a transaction of its own: the writes a turn's
-   * sessions make to their keys commit together with the events recorded in the same turn.
+   * sessions make to their keys commit together with the events recorded in the same turn. With `fence` (several
+   * nodes: the lease the session was made under), each {@link set} writes only while the instance's lease still
+   * carries its owner and token (docs/decisions/0008-leases-and-fencing.md).
    */
-  constructor(db: Kysely<Database>, box: SecretBox, instanceId: string, turn?: TurnTransactions) {
+  constructor(
+    db: Kysely<Database>,
+    box: SecretBox,
+    instanceId: string,
+    options: { turn?: TurnTransactions | undefined; fence?: LeaseFence | undefined } = {},
+  ) {
     this.#db = db;
     this.#box = box;
     this.#instanceId = instanceId;
-    this.#turn = turn;
+    this.#turn = options.turn;
+    this.#fence = options.fence;
   }
 
   async get(category: string, ids: readonly string[]): Promise<Map<string, string>> {
@@ -52,13 +63,26 @@ export class SqlAuthStateStore implements AuthStateStore {
 
   /**
    * Writes `entries` in order, all or none (a `null` value removes the key). Values are sealed before the
-   * transaction starts, so sealing never holds SQLite's write lock.
-   * @throws the store's error; with `turn`, only this call's own failure (a shared transaction that failed is run
-   *   again one part per transaction).
+   * transaction starts, so sealing never holds SQLite's write lock. With a fence, the transaction first reads the
+   * instance's lease ({@link holdsLease}, which on PostgreSQL holds a claim of the lease back until this write
+   * ends): a session whose lease another node took meanwhile writes nothing, so its key write in flight at the
+   * hand-over cannot land after the new owner read or wrote the keys (docs/decisions/0008-leases-and-fencing.md).
+   * @throws SessionReleasedError (`not_ready`, 503) when the lease no longer carries the fence's owner and token;
+   *   the store's error; with `turn`, only this call's own failure (a shared transaction that failed is run again
+   *   one part per transaction).
    */
   async set(entries: readonly AuthEntry[]): Promise<void> {
     if (entries.length === 0) return;
-    const write = this.writer(entries);
+    const writes = this.writer(entries);
+    const fence = this.#fence;
+    const instanceId = this.#instanceId;
+    const write =
+      fence === undefined
+        ? writes
+        : async (trx: Transaction<Database>) => {
+            if (!(await holdsLease(trx, instanceId, fence))) throw new SessionReleasedError();
+            await writes(trx);
+          };
     if (this.#turn === undefined) await this.#db.transaction().execute(write);
     else await this.#turn.run(write, entries.length);
   }
@@ -84,8 +108,24 @@ export class SqlAuthStateStore implements AuthStateStore {
     };
   }
 
+  /**
+   * Removes every key of the instance. With a fence, only while the lease still carries it, as {@link set}.
+   * @throws SessionReleasedError (`not_ready`, 503) when the lease no longer carries the fence's owner and token;
+   *   the store's error.
+   */
   async clear(): Promise<void> {
-    await this.#db.deleteFrom('engine_auth').where('instance_id', '=', this.#instanceId).execute();
+    const fence = this.#fence;
+    const instanceId = this.#instanceId;
+    const remove = (db: Kysely<Database>) =>
+      db.deleteFrom('engine_auth').where('instance_id', '=', instanceId).execute();
+    if (fence === undefined) {
+      await remove(this.#db);
+      return;
+    }
+    await this.#db.transaction().execute(async (trx) => {
+      if (!(await holdsLease(trx, instanceId, fence))) throw new SessionReleasedError();
+      await remove(trx);
+    });
   }
 }
 

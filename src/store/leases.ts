@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, PostgresAdapter } from 'kysely';
 import type { Database } from './schema.ts';
 
 /**
@@ -32,6 +32,41 @@ function toLease(row: { instance_id: string; owner: string; token: number; expir
     token: Number(row.token),
     expiresAt: Number(row.expires_at),
   };
+}
+
+/**
+ * The lease a session was made under: its owner node and the fencing token it carried then
+ * (docs/decisions/0008-leases-and-fencing.md). A write fenced by it ({@link holdsLease}) lands only while the lease
+ * still carries both.
+ */
+export interface LeaseFence {
+  owner: string;
+  token: number;
+}
+
+/**
+ * True when `instanceId`'s lease still names `fence`'s owner and token, read inside the caller's write transaction
+ * `trx` (docs/decisions/0008-leases-and-fencing.md: fencing by token). On PostgreSQL the row is read `for share`, so
+ * a claim or release of the lease (an update or delete of the row) waits until `trx` ends: a write that found its
+ * lease held commits before the lease can change owner, and the new owner, which reads the keys after its claim,
+ * reads it. On SQLite the transaction's write lock orders the two the same way. The expiry is not compared: a lease
+ * that lapsed but was not taken has no other owner whose writes this one could overwrite.
+ * @throws what the driver throws.
+ */
+export async function holdsLease(
+  trx: Kysely<Database>,
+  instanceId: string,
+  fence: LeaseFence,
+): Promise<boolean> {
+  const row = await trx
+    .selectFrom('instance_leases')
+    .select('token')
+    .where('instance_id', '=', instanceId)
+    .where('owner', '=', fence.owner)
+    .where('token', '=', fence.token)
+    .$if(trx.getExecutor().adapter instanceof PostgresAdapter, (q) => q.forShare())
+    .executeTakeFirst();
+  return row !== undefined;
 }
 
 /** The lease of `instanceId`, if any row exists (valid or not). */

@@ -59,14 +59,14 @@ export function wireCluster(
   },
 ): { keeper: LeaseKeeper; secret: string } | undefined {
   if (!config.cluster) return undefined;
-  return {
-    secret: config.cluster.secret,
-    keeper: new LeaseKeeper({
-      db: deps.store.db,
-      nodeId: deps.nodes.id,
-      sessions: deps.sessions,
-      logger: deps.logger,
-      ...deps.timing,
-    }),
-  };
+  const keeper = new LeaseKeeper({
+    db: deps.store.db,
+    nodeId: deps.nodes.id,
+    sessions: deps.sessions,
+    logger: deps.logger,
+    ...deps.timing,
+  });
+  // Each session's key writes land only while its instance's lease is still this node's (fencing by token).
+  deps.sessions.fenceWith(keeper);
+  return { secret: config.cluster.secret, keeper };
 }

@@ -184,7 +184,7 @@ for (const dialect of testDialects()) {
     it("writes a turn's keys of several instances in the turn's shared transaction; a refused write fails alone", async () => {
       const { db } = fixture.test.store;
       const turn = new CountingTurn(db);
-      const store = (instanceId: string) => new SqlAuthStateStore(db, fixture.box, instanceId, turn);
+      const store = (instanceId: string) => new SqlAuthStateStore(db, fixture.box, instanceId, { turn });
       const first = fixture.instanceIds[0] ?? '';
       const second = fixture.instanceIds[1] ?? '';
       const settled = await Promise.allSettled([
