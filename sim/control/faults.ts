@@ -1,9 +1,10 @@
 /**
  * Control API, faults: `POST /control/faults` breaks an account's connections or restricts the account, and
  * `GET /control/connections` (`DELETE` to clear) lists the connection attempts the simulator saw since it
- * started (server/attempts.ts). Socket faults (`drop`, `stream-error`, `silence`) act on the open connections of
- * the account's companions and answer 409 when none is open; account faults (`nack`, `reachout-lock`, `block`,
- * `unblock`) are kept with the account (model/restrictions.ts) and in the state file.
+ * started (server/attempts.ts). Socket faults (`drop`, `stream-error`, `silence`, `lose-acks`: the client's acks and
+ * receipts of the messages sent on the socket never arrive, so a later drop puts them back to the offline queue) act
+ * on the open connections of the account's companions and answer 409 when none is open; account faults (`nack`,
+ * `reachout-lock`, `block`, `unblock`) are kept with the account (model/restrictions.ts) and in the state file.
  */
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
@@ -19,6 +20,7 @@ const Fault = Type.Object(
       Type.Literal('drop'),
       Type.Literal('stream-error'),
       Type.Literal('silence'),
+      Type.Literal('lose-acks'),
       Type.Literal('nack'),
       Type.Literal('reachout-lock'),
       Type.Literal('block'),
@@ -37,6 +39,7 @@ const FIELDS: Record<FaultBody['kind'], { allowed: string[]; required: string[] 
   drop: { allowed: [], required: [] },
   'stream-error': { allowed: ['code'], required: ['code'] },
   silence: { allowed: [], required: [] },
+  'lose-acks': { allowed: [], required: [] },
   nack: { allowed: ['code', 'count'], required: ['code'] },
   'reachout-lock': { allowed: ['seconds'], required: ['seconds'] },
   block: { allowed: ['code'], required: ['code'] },
@@ -69,6 +72,7 @@ function socketFault(ctx: SimContext, user: User, body: FaultBody): void {
     for (const socket of [...device.sockets]) {
       if (body.kind === 'drop') socket.drop();
       else if (body.kind === 'silence') socket.silenced = true;
+      else if (body.kind === 'lose-acks') socket.acksLost = true;
       else socket.streamError(body.code ?? 515);
     }
   }
@@ -107,7 +111,11 @@ export function registerFaultRoutes(app: FastifyInstance, ctx: SimContext): void
     const user = ctx.accounts.require(body.phone, 'phone');
     checkFields(body);
     const sockets = companionSockets(user);
-    const onSockets = body.kind === 'drop' || body.kind === 'stream-error' || body.kind === 'silence';
+    const onSockets =
+      body.kind === 'drop' ||
+      body.kind === 'stream-error' ||
+      body.kind === 'silence' ||
+      body.kind === 'lose-acks';
     if (onSockets) {
       if (sockets === 0) throw new ControlError(409, `phone: account ${body.phone} has no open socket`);
       socketFault(ctx, user, body);

@@ -27,6 +27,8 @@ export interface DeviceSocket {
   drop(): void;
   /** Stops answering keep-alive pings while true (the client then declares the connection lost). */
   silenced: boolean;
+  /** Drops the client's acks and receipts of the messages sent on it while true (they stay unacknowledged). */
+  acksLost: boolean;
   /** Sends one stanza (a no-op once closed). */
   send(node: BinaryNode): void;
   /**

@@ -62,6 +62,12 @@ const REQUEST_TIMEOUT_MS = 20_000;
 export class Connection implements DeviceSocket {
   readonly id = nextConnectionId++;
   silenced = false;
+  /**
+   * The client's acknowledgements of the messages sent on this connection (its acks and receipts) are lost on the
+   * way (`POST /control/faults` kind `lose-acks`): the messages stay unacknowledged, so when the socket closes they go
+   * back to the device's offline queue and are handed over again at its next login, as after a lost ack.
+   */
+  acksLost = false;
   private readonly reader = new FrameReader();
   private responder: NoiseResponder | undefined;
   private transport: TransportCipher | undefined;
@@ -180,6 +186,7 @@ export class Connection implements DeviceSocket {
 
   /** The client acked (or sent a receipt for) message `id`. */
   acknowledge(id: string): void {
+    if (this.acksLost) return;
     this.unacked.delete(id);
   }
 

@@ -153,7 +153,9 @@ function loginSession(
     },
   });
   const queued = takeOffline(device);
-  for (const node of queued) connection.sendMessage(node);
+  // The platform marks what it hands over from a device's offline queue (`offline`): Baileys upserts such messages as
+  // `append` rather than `notify`, and a message redelivered after a lost acknowledgement comes this way.
+  for (const node of queued) connection.sendMessage({ ...node, attrs: { ...node.attrs, offline: '1' } });
   connection.send({
     tag: 'ib',
     attrs: { from: SERVER_JID },

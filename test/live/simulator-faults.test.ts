@@ -1,12 +1,15 @@
 /**
  * How parley's live engine reacts to the platform's failures, provoked through the simulator: the phone unlinks
- * the device (401), another login replaces the socket (440), the socket is dropped, parley restarts, and two
+ * the device (401), another login replaces the socket (440), the socket is dropped (with a message whose
+ * acknowledgement was lost, handed over again), parley restarts, and two
  * parley processes share one store. Runs on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Simulator } from '../../sim/simulator.ts';
+import { startReceiver } from '../support/https-receiver.ts';
 import { createTestStore, testDialects } from '../support/store.ts';
+import { bodies } from '../webhooks/support.ts';
 import {
   companion,
   control,
@@ -98,6 +101,67 @@ for (const dialect of testDialects()) {
         assert.equal((await companion(sim, account)).sockets, 1);
       } finally {
         await app.t.close();
+      }
+    });
+
+    it('a message whose acknowledgement was lost comes again offline after a drop, and makes one webhook', async () => {
+      const receiver = await startReceiver();
+      const app = await liveApp(sim, { dialect });
+      try {
+        const account = await nextAccount();
+        const friend = await nextAccount();
+        await pairLive(sim, app, account);
+        assert.equal((await app.live('POST', '/v1/webhook', { webhookUrl: receiver.url })).status, 200);
+        const messageWebhooks = (id: string) =>
+          bodies(receiver.requests).filter((b) => b.type === 'Message' && b.event.info.id === id);
+        // The platform never gets parley's acknowledgement of the first message: it keeps it for the device, and hands
+        // the same stanza over again, marked offline, after the reconnect. Whatever the engine makes of the repeat
+        // (its Signal session has moved past that ciphertext; a repeat it did decrypt is an `append` upsert, told a
+        // copy by the recorder), the integrator sees the message once.
+        assert.equal(
+          (await control(sim, 'POST', '/faults', { phone: account, kind: 'lose-acks' })).status,
+          200,
+        );
+        const first = await control(sim, 'POST', '/messages', {
+          from: friend,
+          to: account,
+          text: 'only once',
+        });
+        assert.equal(first.status, 201);
+        await until('its webhook', () => (messageWebhooks(first.body.id).length > 0 ? true : undefined));
+        const relogin = new Promise((resolve) => sim.context.events.once('login', resolve));
+        assert.equal((await control(sim, 'POST', '/faults', { phone: account, kind: 'drop' })).status, 200);
+        await relogin;
+        await waitForStatus(app, true, true);
+        // A message sent after the reconnect marks the end of the offline hand-over: its webhook comes after.
+        const second = await control(sim, 'POST', '/messages', {
+          from: friend,
+          to: account,
+          text: 'after it',
+        });
+        await until('the later webhook', () =>
+          messageWebhooks(second.body.id).length > 0 ? true : undefined,
+        );
+        assert.equal(
+          sim.context.accounts.get(account)?.devices.get(1)?.offline.length,
+          0,
+          'the simulator handed the message over again',
+        );
+        assert.equal(
+          messageWebhooks(first.body.id).length,
+          1,
+          'the message handed over again made a second webhook',
+        );
+        const events = await app.t.services.store.db
+          .selectFrom('webhook_events')
+          .select('type')
+          .where('instance_id', '=', app.instanceId)
+          .where('type', '=', 'Message')
+          .execute();
+        assert.equal(events.length, 2, 'one Message event each');
+      } finally {
+        await app.t.close();
+        await receiver.close();
       }
     });
 
