@@ -1,3 +1,4 @@
+import { isIPv4, isIPv6 } from 'node:net';
 import type { Redis } from 'ioredis';
 import {
   type RateLimiterAbstract,
@@ -189,20 +190,43 @@ export class SignInLimiter {
    * opens. @throws only when the store fails without insurance.
    */
   async claim(email: string, address: string): Promise<SignInClaim> {
+    const key = addressKey(address);
     try {
-      await this.#address.consume(address, 1);
+      await this.#address.consume(key, 1);
     } catch (rejection) {
       if (!(rejection instanceof RateLimiterRes)) throw rejection;
       return { allowed: false, retryAfter: Math.max(1, Math.ceil(rejection.msBeforeNext / 1000)) };
     }
     const gate = await this.#gates.claim(email, this.#clock());
     if (gate.allowed) return { allowed: true };
-    await this.#address.reward(address, 1);
+    await this.#address.reward(key, 1);
     return { allowed: false, retryAfter: Math.max(1, Math.ceil(gate.waitMs / 1000)) };
   }
 
   /** A claimed check succeeded: the account's attempts are cleared and the address gets its check back. */
   async succeeded(email: string, address: string): Promise<void> {
-    await Promise.all([this.#gates.reset(email), this.#address.reward(address, 1)]);
+    await Promise.all([this.#gates.reset(email), this.#address.reward(addressKey(address), 1)]);
   }
+}
+
+/**
+ * The key of the address window a client address counts in (docs/decisions/0015-edge-hardening.md): an IPv4 address
+ * as it is, an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) as its IPv4 address, and any other IPv6 address as its
+ * /64 prefix (`2001:db8:1:2::/64`), the block one subscriber is given (RFC 6177), so a client cannot get fresh
+ * windows by changing the low bits of its address. Anything else (not an IP address) is its own key. Never throws.
+ */
+export function addressKey(address: string): string {
+  if (isIPv4(address)) return address;
+  if (!isIPv6(address)) return address;
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (mapped?.[1] !== undefined) return mapped[1];
+  const [head = '', tail = ''] = address.toLowerCase().split('::');
+  const headGroups = head === '' ? [] : head.split(':');
+  const tailGroups = address.includes('::') ? (tail === '' ? [] : tail.split(':')) : [];
+  // An embedded IPv4 tail takes two groups; only the first four groups matter for the prefix.
+  const tailLength = tailGroups.reduce((n, group) => n + (group.includes('.') ? 2 : 1), 0);
+  const missing = address.includes('::') ? 8 - headGroups.length - tailLength : 0;
+  const groups = [...headGroups, ...Array<string>(Math.max(0, missing)).fill('0'), ...tailGroups];
+  const prefix = groups.slice(0, 4).map((group) => Number.parseInt(group, 16).toString(16));
+  return `${prefix.join(':')}::/64`;
 }

@@ -12,12 +12,12 @@ if (process.env.TEST_REDIS_URL)
   stores.push({ name: 'redis', env: { REDIS_URL: process.env.TEST_REDIS_URL } });
 
 /**
- * A client address of the IPv6 documentation range, fresh for each run: the Redis store keeps the windows of
- * earlier runs for 15 minutes, so fixed addresses would arrive already counted.
+ * A client address of the IPv6 documentation range in a /64 of its own for each `net` (the address window counts
+ * a /64 as one client), fresh for each run: the Redis store keeps the windows of earlier runs for 15 minutes, so
+ * fixed addresses would arrive already counted. `host` sets the low bits, within the /64.
  */
-const runNet = randomBytes(4).toString('hex');
-const ip = (host: number): string =>
-  `2001:db8:${runNet.slice(0, 4)}:${runNet.slice(4)}::${host.toString(16)}`;
+const runNet = randomBytes(2).toString('hex');
+const ip = (net: number, host = 1): string => `2001:db8:${runNet}:${net.toString(16)}::${host.toString(16)}`;
 
 for (const store of stores) {
   describe(`dashboard sign-in slowing per account and per address [${store.name}]`, () => {
@@ -124,6 +124,42 @@ for (const store of stores) {
       assert.equal(checks, before, 'refused before the password is checked');
       assert.ok(blocked.json().error.retryAfter >= 1);
       assert.equal((await signIn(email, PASSWORD, ip(9))).statusCode, 200, 'another address signs in');
+    });
+
+    it('counts the addresses of one IPv6 /64 as one client, and an IPv4-mapped address as its IPv4 address', async () => {
+      const net = store.name === 'redis' ? 0xbad4 : 0xbad3;
+      for (let i = 0; i < 30; i += 1) {
+        // A client moving through its /64: every check from another address of it.
+        const res = await signIn(
+          `nobody-${i}-${runNet}-${store.name}-64@example.com`,
+          'wrong',
+          ip(net, i + 1),
+        );
+        assert.equal(res.statusCode, 401);
+      }
+      const email = await createUser(t, 'owner');
+      assert.equal(
+        (await signIn(email, PASSWORD, ip(net, 0xffff))).statusCode,
+        429,
+        'a fresh address of the /64',
+      );
+      assert.equal(
+        (await signIn(email, PASSWORD, ip(net + 1, 1))).statusCode,
+        200,
+        'the next /64 is another client',
+      );
+
+      // An address of the benchmarking range (RFC 2544), fresh for each run as the IPv6 ones are.
+      const v4 = `198.18.${Number.parseInt(runNet.slice(0, 2), 16)}.${Number.parseInt(runNet.slice(2), 16)}`;
+      for (let i = 0; i < 30; i += 1) {
+        const res = await signIn(`nobody-${i}-${runNet}-${store.name}-v4@example.com`, 'wrong', v4);
+        assert.equal(res.statusCode, 401);
+      }
+      assert.equal(
+        (await signIn(email, PASSWORD, `::ffff:${v4}`)).statusCode,
+        429,
+        'the mapped form is the same client',
+      );
     });
   });
 }
