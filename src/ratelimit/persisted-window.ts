@@ -47,8 +47,9 @@ export interface PersistedWindowsOptions {
  * most `flushMs` (1 s) of traffic per organization and environment, and never more than the minute window lets
  * through in that second; a client can exceed its day quota by that much per crash, not more.
  *
- * Counts are per process: several processes sharing PostgreSQL without Redis each count on their own (the last
- * writer's count is stored). Set `REDIS_URL` to share limits (docs/decisions/0019-rate-limits-and-plans.md).
+ * Counts are per process: several processes sharing PostgreSQL without Redis each count on their own (the highest
+ * count of a running window is stored, {@link saveWindows}). Set `REDIS_URL` to share limits
+ * (docs/decisions/0019-rate-limits-and-plans.md).
  */
 export class PersistedWindows {
   readonly #options: PersistedWindowsOptions;
@@ -147,7 +148,7 @@ export class PersistedWindows {
       if (res) windows.push({ key: stored, consumed: res.consumedPoints, resetAt: now + res.msBeforeNext });
     }
     try {
-      await saveWindows(this.#options.db, windows);
+      await saveWindows(this.#options.db, windows, now);
       if (prune) await pruneWindows(this.#options.db, now);
     } catch (error) {
       for (const stored of dirty) this.#dirty.add(stored);
