@@ -47,8 +47,10 @@ export interface WindowState {
 export interface RateLimitDecision {
   allowed: boolean;
   /**
-   * Whole seconds (≥ 1) until the violated window frees a request; set when not allowed
-   * (docs/decisions/0019-rate-limits-and-plans.md).
+   * Whole seconds (≥ 1) until a request is allowed again, set when not allowed: the longest wait among the spent
+   * windows (those with nothing remaining), so a minute refusal while the day is spent too says the day's wait
+   * (docs/decisions/0019-rate-limits-and-plans.md). It equals the largest `reset` of those windows in the `RateLimit`
+   * header (1 when that is 0).
    */
   retryAfter?: number;
   windows: [WindowState, WindowState];
@@ -111,27 +113,19 @@ export class PlanRateLimiter {
     const minuteRes = await consumeOne(minute, key, limits.perMinute);
     if (!minuteRes.allowed) {
       const dayRes = (await day.get(key)) ?? undefined;
-      return {
-        allowed: false,
-        retryAfter: Math.max(1, Math.ceil(minuteRes.res.msBeforeNext / 1000)),
-        windows: [
-          windowState('minute', limits.perMinute, minuteRes.res),
-          windowState('day', limits.perDay, dayRes),
-        ],
-      };
+      return refused([
+        windowState('minute', limits.perMinute, minuteRes.res),
+        windowState('day', limits.perDay, dayRes),
+      ]);
     }
     const dayRes = await consumeOne(day, key, limits.perDay);
     if (kept) persisted?.counted('day', kept, key);
     if (!dayRes.allowed) {
       await minute.reward(key, 1);
-      return {
-        allowed: false,
-        retryAfter: Math.max(1, Math.ceil(dayRes.res.msBeforeNext / 1000)),
-        windows: [
-          windowState('minute', limits.perMinute, minuteRes.res, 1),
-          windowState('day', limits.perDay, dayRes.res),
-        ],
-      };
+      return refused([
+        windowState('minute', limits.perMinute, minuteRes.res, 1),
+        windowState('day', limits.perDay, dayRes.res),
+      ]);
     }
     return {
       allowed: true,
@@ -196,6 +190,17 @@ async function consumeOne(
 ): Promise<{ allowed: boolean; res: RateLimiterRes }> {
   const res = await limiter.consume(key, 1);
   return { allowed: res.consumedPoints <= quota, res };
+}
+
+/**
+ * A refusal with `windows`: `retryAfter` is the longest `reset` among the spent windows (nothing remaining), at
+ * least 1, since a request is allowed only once every spent window has freed one
+ * (docs/decisions/0019-rate-limits-and-plans.md).
+ */
+function refused(windows: [WindowState, WindowState]): RateLimitDecision {
+  let wait = 0;
+  for (const w of windows) if (w.remaining === 0) wait = Math.max(wait, w.reset);
+  return { allowed: false, retryAfter: Math.max(1, wait), windows };
 }
 
 /** A window's standing from the limiter's answer (`res` undefined: nothing counted yet in this window). */

@@ -47,8 +47,13 @@ export interface PersistedWindowsOptions {
  * most `flushMs` (1 s) of traffic per organization and environment, and never more than the minute window lets
  * through in that second; a client can exceed its day quota by that much per crash, not more.
  *
- * Counts are per process: several processes sharing PostgreSQL without Redis each count on their own (the last
- * writer's count is stored). Set `REDIS_URL` to share limits (docs/decisions/0019-rate-limits-and-plans.md).
+ * A key whose load failed (the store could not be reached) is counted in memory alone and not written: a write
+ * would put memory's count in place of the stored one. It is loaded again at its next request or write, whichever
+ * comes first, the stored count then added to what memory counted meanwhile, and written from then on.
+ *
+ * Counts are per process: several processes sharing PostgreSQL without Redis each count on their own (the highest
+ * count of a running window is stored, {@link saveWindows}). Set `REDIS_URL` to share limits
+ * (docs/decisions/0019-rate-limits-and-plans.md).
  */
 export class PersistedWindows {
   readonly #options: PersistedWindowsOptions;
@@ -57,7 +62,7 @@ export class PersistedWindows {
   /** Keys already seeded from the store, per limiter (a plan change makes a new limiter). */
   readonly #loaded = new WeakMap<RateLimiterMemory, Map<string, Promise<void>>>();
   /** The limiter and its key behind each stored key counted in this process. */
-  readonly #latest = new Map<string, { limiter: RateLimiterMemory; key: string }>();
+  readonly #latest = new Map<string, { name: string; limiter: RateLimiterMemory; key: string }>();
   /** Stored keys counted since the last write. */
   #dirty = new Set<string>();
   #timer: NodeJS.Timeout | undefined;
@@ -80,8 +85,8 @@ export class PersistedWindows {
   /**
    * Makes sure `limiter` holds the stored count of `key` in window `name` before it counts there: returns
    * undefined when that is already so (the hot path), else a promise that resolves once the limiter was seeded
-   * from the store. A store failure is logged and the window starts from what memory holds: rate limiting never
-   * fails a request.
+   * from the store (the stored count added to what memory holds). A store failure is logged and the window goes on
+   * from what memory holds, unwritten until a later call loads it: rate limiting never fails a request.
    */
   prepare(name: string, limiter: RateLimiterMemory, key: string): Promise<void> | undefined {
     let keys = this.#loaded.get(limiter);
@@ -104,10 +109,13 @@ export class PersistedWindows {
     return loading;
   }
 
-  /** Records that `limiter` counted `key` in window `name`: it is written with the next flush. */
+  /**
+   * Records that `limiter` counted `key` in window `name`: it is written with the next flush once its load
+   * succeeded ({@link prepare}).
+   */
   counted(name: string, limiter: RateLimiterMemory, key: string): void {
     const stored = storedKey(name, limiter, key);
-    this.#latest.set(stored, { limiter, key });
+    this.#latest.set(stored, { name, limiter, key });
     this.#dirty.add(stored);
   }
 
@@ -124,13 +132,24 @@ export class PersistedWindows {
     await this.flush();
   }
 
+  /** Whether `key` of `limiter` was seeded from the store (only such keys are written). */
+  #isLoaded(limiter: RateLimiterMemory, key: string): boolean {
+    return this.#loaded.get(limiter)?.get(key) === DONE;
+  }
+
   async #seed(stored: string, limiter: RateLimiterMemory, key: string): Promise<void> {
-    const now = this.#now();
-    const window = await loadWindow(this.#options.db, stored, now);
+    const window = await loadWindow(this.#options.db, stored, this.#now());
     if (!window) return;
-    const msLeft = window.resetAt - now;
-    // The memory limiter takes the duration in seconds and keeps it in milliseconds: the window ends when stored.
-    if (window.consumed > 0 && msLeft > 0) await limiter.set(key, window.consumed, msLeft / 1000);
+    const msLeft = window.resetAt - this.#now();
+    if (window.consumed <= 0 || msLeft <= 0) return;
+    // The stored count is added to what memory counted of the key while an earlier load failed, in one step of the
+    // memory limiter (no request counted meanwhile is lost). It takes durations in seconds and keeps milliseconds:
+    // a window memory did not hold ends when the stored one does.
+    const res = await limiter.penalty(key, window.consumed, { customDuration: msLeft / 1000 });
+    // Memory had opened a window of its own (a day from its first count after the failed load): end it when the
+    // stored one ends. The count set is the one just added up: a request counted between the two steps, one
+    // microtask apart, would be dropped from it.
+    if (!res.isFirstInDuration) await limiter.set(key, res.consumedPoints, msLeft / 1000);
   }
 
   async #write(): Promise<void> {
@@ -139,6 +158,15 @@ export class PersistedWindows {
     if (this.#dirty.size === 0 && !prune) return;
     const dirty = this.#dirty;
     this.#dirty = new Set();
+    // A key whose load failed holds only what memory counted since: it is loaded (and merged) now, else kept unwritten.
+    for (const stored of dirty) {
+      const entry = this.#latest.get(stored);
+      if (!entry || this.#isLoaded(entry.limiter, entry.key)) continue;
+      await this.prepare(entry.name, entry.limiter, entry.key);
+      if (this.#isLoaded(entry.limiter, entry.key)) continue;
+      dirty.delete(stored);
+      this.#dirty.add(stored);
+    }
     const now = this.#now();
     const windows: StoredWindow[] = [];
     for (const stored of dirty) {
@@ -147,7 +175,7 @@ export class PersistedWindows {
       if (res) windows.push({ key: stored, consumed: res.consumedPoints, resetAt: now + res.msBeforeNext });
     }
     try {
-      await saveWindows(this.#options.db, windows);
+      await saveWindows(this.#options.db, windows, now);
       if (prune) await pruneWindows(this.#options.db, now);
     } catch (error) {
       for (const stored of dirty) this.#dirty.add(stored);

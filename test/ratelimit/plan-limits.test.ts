@@ -86,6 +86,29 @@ for (const store of stores) {
       assert.equal((await limiter.consume('other-org', 'test', limits)).allowed, true, 'per organization');
       assert.equal((await limiter.consume('org', 'live', limits)).allowed, true, 'per environment');
     });
+
+    it("a minute refusal while the day is spent too tells the day's wait, in the body and both headers", async () => {
+      const both = await createTestApp({
+        env: store.env,
+        testStore: t.testStore,
+        clock: t.clock,
+        plan: { plan: 'enterprise', perMinute: 2, perDay: 2 },
+      });
+      try {
+        for (let i = 0; i < 2; i++) assert.equal((await both.call('GET', '/v1/session/status')).status, 200);
+        const limited = await both.call('GET', '/v1/session/status');
+        assert.equal(limited.status, 429);
+        const match = /^"minute";r=0;t=(\d+), "day";r=0;t=(\d+)$/.exec(String(limited.headers.ratelimit));
+        assert.ok(match, `RateLimit ${String(limited.headers.ratelimit)}`);
+        const dayWait = Number(match[2]);
+        assert.ok(dayWait > 86_400 - 60, `the day resets in ${dayWait} s`);
+        const retryAfter = limited.body.error.retryAfter;
+        assert.equal(retryAfter, dayWait, "the longest wait of the spent windows, not the minute's");
+        assert.equal(limited.headers['retry-after'], String(dayWait));
+      } finally {
+        await both.close();
+      }
+    });
   });
 }
 
