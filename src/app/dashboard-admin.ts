@@ -206,13 +206,16 @@ export class DashboardAdminService {
   }
 
   /**
-   * Revokes a key of the organization; this process stops accepting it at once (others within their poll).
+   * Revokes a key of the organization; this process stops accepting it at once, its cached verification dropped
+   * whatever the revocation's time (others within their poll, at once on PostgreSQL,
+   * docs/decisions/0003-scopes-and-keys.md).
    * @throws DomainError not_found `key not found`.
    */
   async revokeKey(orgId: string, id: string): Promise<KeySummary> {
     const owned = (await adminListKeys(this.#store.db, orgId)).some((key) => key.id === id);
     if (!owned) throw errors.notFound('key not found');
     const record = await adminRevokeKey(this.#store.db, id);
+    this.#keys.forget(record.keyHash);
     await this.#keys.pollRevocations();
     return keySummary(record);
   }
