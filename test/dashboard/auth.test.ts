@@ -168,8 +168,9 @@ for (const dialect of testDialects()) {
     });
 
     it('an e-mail of another organization answers as one of its own: the same 409, naming nothing of it', async () => {
-      // E-mails are the sign-in name across the whole server, so one used elsewhere cannot be given again: the answer
-      // says only that, as for a user of the owner's own organization (docs/decisions/0022-dashboard.md, a known limit).
+      // E-mails are the sign-in name across the whole server, so one used elsewhere cannot be given again: the
+      // answer says only that, as for a user of the owner's own organization (docs/decisions/0022-dashboard.md: a
+      // known limit).
       const other = await adminCreateOrg(t.testStore.store.db, { name: `other-${Date.now()}` });
       await adminCreateUser(t.testStore.store.db, {
         org: other.id,
