@@ -1,7 +1,7 @@
 import type { KeyAuthenticator } from '../auth/authenticator.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Environment } from '../domain/environment.ts';
-import { errors } from '../domain/errors.ts';
+import { DomainError, errors } from '../domain/errors.ts';
 import {
   DEFAULT_SUBSCRIPTION,
   EVENT_TYPES,
@@ -9,6 +9,7 @@ import {
   type Instance,
   type InstanceId,
 } from '../domain/instance.ts';
+import type { Scope } from '../domain/scope.ts';
 import type { LiveFeed, LiveListener } from '../events/live-feed.ts';
 
 export type { LiveChange, LiveListener } from '../events/live-feed.ts';
@@ -16,6 +17,7 @@ export type { LiveChange, LiveListener } from '../events/live-feed.ts';
 import { limitsOf, type PlanRateLimiter, type WindowState } from '../ratelimit/limiter.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { ApiKeyRecord } from '../store/api-keys.ts';
+import type { DashboardRole } from '../store/dashboard-users.ts';
 import type { Store } from '../store/database.ts';
 import { countInstances, updateInstance } from '../store/instances.ts';
 import type { Organization } from '../store/organizations.ts';
@@ -77,6 +79,12 @@ export interface Usage {
   maxInstances: number;
   usage: EnvUsage[];
 }
+
+/**
+ * Scopes only an owner may put on a key from the dashboard (docs/decisions/0022-dashboard.md): `instances:manage`
+ * deletes instances, which only owners may do, so a member's key carrying it would do more than the member.
+ */
+export const OWNER_ONLY_SCOPES: ReadonlySet<string> = new Set<Scope>(['instances:manage']);
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -190,13 +198,23 @@ export class DashboardAdminService {
   }
 
   /**
-   * Creates a key; the full value is in the result once (docs/decisions/0003-scopes-and-keys.md).
-   * @throws DomainError invalid naming the field (env, scopes, instances, expiresIn).
+   * Creates a key; the full value is in the result once (docs/decisions/0003-scopes-and-keys.md). A key can do no
+   * more than the role of the user creating it: scopes in {@link OWNER_ONLY_SCOPES} need the `owner` role
+   * (docs/decisions/0022-dashboard.md).
+   * @throws DomainError forbidden `scopes: <scope> needs the owner role (you are <role>): …` when `role` may not
+   *   create such a key; invalid naming the field (env, scopes, instances, expiresIn).
    */
   async createKey(
     orgId: string,
     input: { env: string; name?: string; scopes?: string[]; instances?: string[]; expiresIn?: string },
+    role: DashboardRole,
   ): Promise<{ key: string; record: KeySummary }> {
+    const beyond = role === 'owner' ? undefined : input.scopes?.find((scope) => OWNER_ONLY_SCOPES.has(scope));
+    if (beyond !== undefined)
+      throw new DomainError(
+        'forbidden',
+        `scopes: ${beyond} needs the owner role (you are ${role}): a key may not do more than its creator`,
+      );
     const created = await adminCreateKey(
       this.#store.db,
       { org: orgId, ...input, style: 'api' },
@@ -206,13 +224,16 @@ export class DashboardAdminService {
   }
 
   /**
-   * Revokes a key of the organization; this process stops accepting it at once (others within their poll).
+   * Revokes a key of the organization; this process stops accepting it at once, its cached verification dropped
+   * whatever the revocation's time (others within their poll, at once on PostgreSQL,
+   * docs/decisions/0003-scopes-and-keys.md).
    * @throws DomainError not_found `key not found`.
    */
   async revokeKey(orgId: string, id: string): Promise<KeySummary> {
     const owned = (await adminListKeys(this.#store.db, orgId)).some((key) => key.id === id);
     if (!owned) throw errors.notFound('key not found');
     const record = await adminRevokeKey(this.#store.db, id);
+    this.#keys.forget(record.keyHash);
     await this.#keys.pollRevocations();
     return keySummary(record);
   }

@@ -148,16 +148,29 @@ export class KeyAuthenticator {
   }
 
   /**
+   * Drops the key whose SHA-256 digest (lowercase hex) is `keyHash` from this process's cache at once, for a key this
+   * process has just revoked (the dashboard's revoke, docs/decisions/0003-scopes-and-keys.md): its next request reads
+   * the revoked row. A read of that key already under way is not cached either, as with {@link pollRevocations}.
+   */
+  forget(keyHash: string): void {
+    this.#revocationLooks += 1;
+    this.#cache.delete(keyHash);
+  }
+
+  /**
    * Evicts cached keys revoked since the last poll (any process). Errors are logged, not thrown. The read reaches back
-   * one cache lifetime before the latest revocation seen: a revocation stamped earlier than one already seen (another
-   * host's clock a little behind, or a revocation that committed after a later-stamped one) is still found. A key
-   * read by {@link authenticate} while a poll runs is not cached: the poll may be for its revocation and have found
-   * nothing cached to evict.
+   * one cache lifetime before the latest revocation seen, or before this process's clock when that revocation is
+   * stamped later than it: a revocation stamped earlier than one already seen (another host's clock a little behind,
+   * or a revocation that committed after a later-stamped one) is still found, and one stamped in the future (a host
+   * whose clock runs ahead, a time set by hand) does not hide the revocations stamped after it with the right time
+   * (docs/decisions/0003-scopes-and-keys.md). A key read by {@link authenticate} while a poll runs is not cached: the
+   * poll may be for its revocation and have found nothing cached to evict.
    */
   async pollRevocations(): Promise<void> {
     this.#revocationLooks += 1;
     try {
-      const since = new Date(Date.parse(this.#revocationsSince) - this.#options.ttlMs).toISOString();
+      const latest = Math.min(Date.parse(this.#revocationsSince), this.#options.clock());
+      const since = new Date(latest - this.#options.ttlMs).toISOString();
       const revoked = await listRevokedSince(this.#db, since);
       for (const { keyHash, revokedAt } of revoked) {
         this.#cache.delete(keyHash);

@@ -84,6 +84,41 @@ for (const dialect of testDialects()) {
       assert.deepEqual(res.body, error(404, 'key not found'));
     });
 
+    it('a member may not create a key with instances:manage, which deletes instances: only an owner may', async () => {
+      // Deleting an instance is an owner's (docs/decisions/0022-dashboard.md); a member's key must not do it instead.
+      const direct = await member.call('DELETE', `/instances/${t.instance.id}`);
+      assert.deepEqual(direct.body, error(403, 'this needs the owner role (you are member)'));
+      for (const scopes of [['instances:manage'], ['chat:*', 'instances:manage']]) {
+        const res = await member.call('POST', '/keys', { env: 'test', scopes });
+        assert.deepEqual(
+          res.body,
+          error(
+            403,
+            'scopes: instances:manage needs the owner role (you are member): a key may not do more than its creator',
+          ),
+        );
+      }
+      const keys = (await member.call('GET', '/keys')).body.data.keys;
+      assert.ok(
+        !keys.some((k: { scopes: string[] }) => k.scopes.includes('instances:manage')),
+        'no key was made',
+      );
+      assert.equal(
+        (await t.call('GET', `/v1/instances/${t.instance.id}`, undefined)).status,
+        403,
+        'chat:* only',
+      );
+      // An owner may, and the key does what an owner may.
+      const owner = await signIn(t, await createUser(t, 'owner'));
+      const made = await owner.call('POST', '/keys', { env: 'test', scopes: ['instances:manage'] });
+      assert.equal(made.status, 200, JSON.stringify(made.body));
+      const spare = await t.newInstance('test', 'spare');
+      const removed = await t.call('DELETE', `/v1/instances/${spare.id}`, undefined, {
+        authorization: `Bearer ${made.body.data.key}`,
+      });
+      assert.equal(removed.status, 200, JSON.stringify(removed.body));
+    });
+
     it('webhook: refuses a plain-HTTP URL, sets the subscription, 404 on an unknown delivery', async () => {
       const base = `/instances/${t.instance.id}`;
       const http = await member.call('PUT', `${base}/webhook`, { webhookUrl: 'http://example.com/hook' });

@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { DASHBOARD_SESSION_TTL_MS } from '../../src/app/dashboard-auth.ts';
+import { adminCreateOrg } from '../../src/app/organizations.ts';
+import { adminCreateUser } from '../../src/app/users.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { testDialects } from '../support/store.ts';
 import { createUser, PASSWORD, signIn } from './support.ts';
@@ -163,6 +165,26 @@ for (const dialect of testDialects()) {
       assert.deepEqual(last.body, error(409, 'cannot remove the last owner of the organization'));
       const removed = await owner.call('DELETE', `/users/${made.body.data.user.id}`);
       assert.equal(removed.status, 200);
+    });
+
+    it('an e-mail of another organization answers as one of its own: the same 409, naming nothing of it', async () => {
+      // E-mails are the sign-in name across the whole server, so one used elsewhere cannot be given again: the
+      // answer says only that, as for a user of the owner's own organization (docs/decisions/0022-dashboard.md: a
+      // known limit).
+      const other = await adminCreateOrg(t.testStore.store.db, { name: `other-${Date.now()}` });
+      await adminCreateUser(t.testStore.store.db, {
+        org: other.id,
+        email: 'ceo@elsewhere.example',
+        role: 'owner',
+        password: PASSWORD,
+      });
+      const owner = await signIn(t, ownerEmail);
+      const taken = await owner.call('POST', '/users', { email: 'CEO@elsewhere.example', role: 'viewer' });
+      assert.deepEqual(taken.body, error(409, 'user ceo@elsewhere.example already exists'));
+      const own = await owner.call('POST', '/users', { email: ownerEmail, role: 'viewer' });
+      assert.deepEqual(own.body, error(409, `user ${ownerEmail} already exists`));
+      const users = (await owner.call('GET', '/users')).body.data.users;
+      assert.ok(!JSON.stringify(users).includes('elsewhere'), "the other organization's user is not listed");
     });
 
     it('refuses an instance request claiming to come from another node when this process runs alone', async () => {

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { createTestApp, loginSandbox, type TestApp } from '../support/app.ts';
 import { testDialects } from '../support/store.ts';
@@ -92,6 +93,34 @@ for (const dialect of testDialects()) {
       assert.deepEqual(empty.body, error(400, 'body must be 1 to 4096 characters'));
       const noCsrf = await member.call('POST', path, { body: 'hi' }, { csrf: false });
       assert.deepEqual(noCsrf.body, error(403, 'missing or invalid CSRF token'));
+    });
+
+    it('serves a received file whose bytes are XML as an attachment under a sandboxing CSP, a JPEG inline', async () => {
+      // An "image" any contact can send: inline from the dashboard's origin, its script would run with the session.
+      const xml = Buffer.from(
+        '<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml"><body><script>' +
+          "fetch('/dashboard/api/me')</script></body></html>",
+      );
+      const jpeg = readFileSync(new URL('../fixtures/media/tiny.jpg', import.meta.url));
+      const inbound = async (bytes: Buffer) => {
+        const sent = await t.call('POST', `/v1/sandbox/inbound/media?from=${t.instance.id}`, {
+          phone: PEER,
+          kind: 'image',
+          media: `data:image/jpeg;base64,${bytes.toString('base64')}`,
+        });
+        assert.equal(sent.status, 200, JSON.stringify(sent.body));
+        return viewer.call('GET', `${base}/messages/${encodeURIComponent(sent.body.data.id)}/media`);
+      };
+      const hostile = await inbound(xml);
+      assert.equal(hostile.status, 200);
+      const disposition = String(hostile.raw.headers['content-disposition']);
+      assert.ok(disposition.startsWith('attachment;'), disposition);
+      assert.equal(hostile.raw.headers['content-security-policy'], "default-src 'none'; sandbox");
+      assert.equal(hostile.raw.headers['x-content-type-options'], 'nosniff');
+      const image = await inbound(jpeg);
+      assert.equal(image.raw.headers['content-type'], 'image/jpeg');
+      assert.ok(String(image.raw.headers['content-disposition']).startsWith('inline;'));
+      assert.equal(image.raw.headers['content-security-policy'], "default-src 'none'; sandbox");
     });
 
     it('answers 404 for a media file parley never received and for another organization’s instance', async () => {

@@ -4,7 +4,9 @@
  * /v1/messages/{id}/media returns the same bytes with headers from the bytes; unknown messages, messages without
  * media and files parley sent itself are 404s; the size limit answers 413; the local store keeps a file for the
  * retention (pruned with a manual clock) and the simulated platform's link expires, after which the sender's
- * phone uploads the file again (docs/decisions/0046-media-re-upload.md; 409 while not connected). SQLite and
+ * phone uploads the file again (docs/decisions/0046-media-re-upload.md; 409 while not connected). Only bytes of a
+ * safe image, video or audio type are served inline; anything else (XML, SVG, HTML sent as an "image") is an
+ * attachment, and every file is served under a sandboxing CSP (docs/decisions/0017-messages-and-media.md). SQLite and
  * PostgreSQL.
  */
 import assert from 'node:assert/strict';
@@ -191,9 +193,36 @@ for (const dialect of testDialects()) {
           assert.equal(res.headers['content-length'], String(c.bytes.length), round);
           assert.equal(res.headers['content-disposition'], c.disposition(id), round);
           assert.equal(res.headers['x-content-type-options'], 'nosniff');
+          assert.equal(res.headers['content-security-policy'], "default-src 'none'; sandbox");
         }
       });
     }
+
+    it('an image, sticker, video or audio whose bytes are XML, SVG or HTML comes as an attachment, sandboxed', async () => {
+      // Any contact can send such a file as an "image"; served inline from parley's origin, its scripts would run.
+      const xml = Buffer.from(
+        '<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml"><script>alert(1)</script></html>',
+      );
+      const svg = Buffer.from('<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>');
+      const html = Buffer.from('<!doctype html><html><script>alert(1)</script></html>');
+      for (const [kind, bytes] of [
+        ['image', xml],
+        ['sticker', svg],
+        ['video', html],
+        ['audio', xml],
+      ] as const) {
+        const id = await inbound({ kind, media: dataUri(bytes, 'image/jpeg') });
+        const res = await download(t, id);
+        assert.equal(res.status, 200, res.bytes.toString());
+        const disposition = String(res.headers['content-disposition']);
+        assert.ok(
+          disposition.startsWith('attachment;'),
+          `${kind}: ${res.headers['content-type']} ${disposition}`,
+        );
+        assert.equal(res.headers['content-security-policy'], "default-src 'none'; sandbox", kind);
+        assert.equal(res.headers['x-content-type-options'], 'nosniff', kind);
+      }
+    });
 
     it('Content-Type comes from the bytes, not from the declared type', async () => {
       const id = await inbound({ kind: 'image', media: dataUri(fixture('tiny.png'), 'image/jpeg') });

@@ -15,6 +15,11 @@ const SCOPES = [
   'chat:webhook',
   'instances:manage',
 ];
+/**
+ * Scopes only an owner may put on a key (src/app/dashboard-admin.ts, docs/decisions/0022-dashboard.md):
+ * `instances:manage` deletes instances, which members may not. The form does not offer them to members.
+ */
+const OWNER_ONLY_SCOPES = ['instances:manage'];
 const EXPIRY = [
   { value: '', label: 'never' },
   { value: '1h', label: 'in 1 hour' },
@@ -51,6 +56,8 @@ export function KeysPage(props: { me: Me }) {
   const [copied, setCopied] = useState<string | null>(null);
   const action = useAction();
   const canManage = props.me.user.role !== 'viewer';
+  const owner = props.me.user.role === 'owner';
+  const offered = owner ? SCOPES : SCOPES.filter((scope) => !OWNER_ONLY_SCOPES.includes(scope));
   const load = () =>
     Promise.all([
       api<{ keys: Key[] }>('GET', '/keys').then((d) => setKeys(d.keys)),
@@ -152,7 +159,7 @@ export function KeysPage(props: { me: Me }) {
             </div>
             <fieldset>
               <legend>Scopes</legend>
-              {SCOPES.map((scope) => (
+              {offered.map((scope) => (
                 <label key={scope} class="check">
                   <input
                     type="checkbox"
@@ -162,6 +169,11 @@ export function KeysPage(props: { me: Me }) {
                   {scope}
                 </label>
               ))}
+              {!owner && (
+                <p class="hint">
+                  Only an owner can create a key with {OWNER_ONLY_SCOPES.join(', ')}: it deletes instances.
+                </p>
+              )}
             </fieldset>
             <fieldset>
               <legend>Instances it may address (none ticked: every {env} instance)</legend>

@@ -24,7 +24,8 @@ const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) 
 /**
  * API keys of the signed-in user's organization (docs/decisions/0003-scopes-and-keys.md,
  * docs/decisions/0022-dashboard.md): list (prefix, scopes, last use), create (the full key is in this one answer
- * only) and revoke. Members and owners manage keys; viewers read the list.
+ * only) and revoke. Members and owners manage keys; viewers read the list. Only an owner creates a key with
+ * `instances:manage` (it deletes instances, which members may not): 403 naming the scope.
  */
 export async function keyRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
@@ -37,7 +38,10 @@ export async function keyRoutes(fastify: FastifyInstance): Promise<void> {
   app.post(
     '/keys',
     { config: { dashboard: 'member' }, schema: { hide: true, body: CreateKeyBody } },
-    async (request) => ok(await dashboard.createKey(principalOf(request).org.id, request.body)),
+    async (request) => {
+      const { org, user } = principalOf(request);
+      return ok(await dashboard.createKey(org.id, request.body, user.role));
+    },
   );
 
   app.post(

@@ -29,17 +29,56 @@ export function contentDisposition(type: 'inline' | 'attachment', name: string):
 }
 
 /**
- * The `Content-Disposition` of a served file: documents are attachments under the sender's file name; other
- * kinds are shown inline, named after the message id with the extension of their bytes.
+ * The MIME types (without parameters) a received file may be shown inline as: raster images, video and audio that a
+ * browser plays and that carry no script (docs/decisions/0017-messages-and-media.md). Never SVG, XML, HTML, PDF or
+ * anything else a browser runs or renders as a document: the file's bytes are the sender's, and the dashboard serves
+ * them from its own origin.
  */
-export function dispositionOf(file: MediaFile, messageId: string): string {
-  if (file.kind === 'document') return contentDisposition('attachment', file.fileName ?? 'file');
-  return contentDisposition('inline', file.ext === '' ? messageId : `${messageId}.${file.ext}`);
+export const INLINE_TYPES: ReadonlySet<string> = new Set([
+  'image/jpeg',
+  'image/png',
+  'image/gif',
+  'image/webp',
+  'video/mp4',
+  'video/x-m4v',
+  'video/3gpp',
+  'video/3gpp2',
+  'audio/ogg',
+  'audio/opus',
+  'audio/mpeg',
+  'audio/mp4',
+  'audio/x-m4a',
+  'audio/aac',
+  'audio/wav',
+]);
+
+/**
+ * The `Content-Security-Policy` of every served media file (docs/decisions/0017-messages-and-media.md): nothing may
+ * load and the file, opened as a page, is sandboxed (no script, an opaque origin) whatever its type.
+ */
+export const MEDIA_CSP = "default-src 'none'; sandbox";
+
+/** True when a file of MIME type `mimetype` (parameters ignored) may be served inline ({@link INLINE_TYPES}). */
+export function servedInline(mimetype: string): boolean {
+  return INLINE_TYPES.has(mimetype.split(';', 1)[0]?.trim().toLowerCase() ?? '');
 }
 
 /**
- * Sends a received media file as the answer: its type, length and disposition (`dispositionOf`), `nosniff`, and a
- * private one-hour cache (the bytes of a message never change).
+ * The `Content-Disposition` of a served file (docs/decisions/0017-messages-and-media.md): images, stickers, videos
+ * and audio whose bytes are one of {@link INLINE_TYPES} are shown inline, named after the message id with the
+ * extension of their bytes; any other such file is an attachment under that name, and documents are attachments
+ * under the sender's file name.
+ */
+export function dispositionOf(file: MediaFile, messageId: string): string {
+  if (file.kind === 'document') return contentDisposition('attachment', file.fileName ?? 'file');
+  const name = file.ext === '' ? messageId : `${messageId}.${file.ext}`;
+  return contentDisposition(servedInline(file.mimetype) ? 'inline' : 'attachment', name);
+}
+
+/**
+ * Sends a received media file as the answer (the API's and the dashboard's): its type, length and disposition
+ * (`dispositionOf`), `nosniff`, the sandboxing {@link MEDIA_CSP}, and a private one-hour cache (the bytes of a
+ * message never change).
  */
 export function sendMediaFile(reply: FastifyReply, file: MediaFile, messageId: string): FastifyReply {
   reply
@@ -47,6 +86,7 @@ export function sendMediaFile(reply: FastifyReply, file: MediaFile, messageId: s
     .header('content-length', String(file.size))
     .header('content-disposition', dispositionOf(file, messageId))
     .header('x-content-type-options', 'nosniff')
+    .header('content-security-policy', MEDIA_CSP)
     .header('cache-control', 'private, max-age=3600');
   return reply.send(file.open());
 }
@@ -75,7 +115,7 @@ export async function messageDownloadRoutes(fastify: FastifyInstance): Promise<v
         response: {
           200: {
             description:
-              'The decrypted file. `Content-Type` is decided from the bytes (`application/octet-stream` when they do not tell); documents come as an attachment under their file name.',
+              "The decrypted file. `Content-Type` is decided from the bytes (`application/octet-stream` when they do not tell). Images, stickers, videos and audio come inline only when their bytes are a JPEG, PNG, GIF, WEBP, MP4, 3GP, OGG, MP3, M4A, AAC or WAV, otherwise as an attachment; documents come as an attachment under their file name. Every answer carries `Content-Security-Policy: default-src 'none'; sandbox` and `X-Content-Type-Options: nosniff`.",
             content: { '*/*': { schema: Type.String({ format: 'binary' }) } },
           },
           400: error,
