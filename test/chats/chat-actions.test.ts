@@ -114,6 +114,22 @@ for (const dialect of testDialects()) {
         bad(400, 'until must be in the future'),
       );
       assert.deepEqual((await mute({ until: 5 })).body, bad(400, 'until must be a string'));
+      // Past 9999-12-31T23:59:59.999Z once in UTC, the answer's mutedUntil would be `+010000-…`, no RFC 3339 time: the
+      // mute was applied and then answered 500. Refused before anything is changed.
+      const before = (await platformState(t)).chats[ANA_JID];
+      for (const until of ['9999-12-31T23:59:59-00:01', '9999-12-31T23:59:59-23:59'])
+        assert.deepEqual(
+          (await mute({ until })).body,
+          bad(400, 'until must be at most 9999-12-31T23:59:59.999Z'),
+          until,
+        );
+      assert.deepEqual((await platformState(t)).chats[ANA_JID], before, 'nothing applied');
+      const latest = await mute({ until: '9999-12-31T23:59:59.999+00:00' });
+      assert.deepEqual(
+        latest.body,
+        okBody({ details: 'Muted', chat: ANA_JID, mutedUntil: '9999-12-31T23:59:59.999Z' }),
+      );
+      assert.equal((await t.call('POST', `/v1/chats/${ANA}/unmute`)).status, 200);
       assert.deepEqual(
         (await t.call('POST', '/v1/chats/not-a-chat/archive')).body,
         bad(
