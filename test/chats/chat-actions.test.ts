@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { SandboxChatsState } from '../../src/engines/sandbox/chat-actions.ts';
+import { sandboxLidOf } from '../../src/engines/sandbox/lids.ts';
 import { createTestApp, loginSandbox, type TestApp } from '../support/app.ts';
 import { testDialects } from '../support/store.ts';
 
@@ -72,6 +73,22 @@ for (const dialect of testDialects()) {
       assert.deepEqual(byJid.body, okBody({ details: 'Pinned', chat: ANA_JID }));
       const group = await t.call('POST', '/v1/chats/120363025246125486@g.us/archive');
       assert.deepEqual(group.body, okBody({ details: 'Archived', chat: '120363025246125486@g.us' }));
+    });
+
+    it("a user's chat named by LID before parley knows the number is the chat of the phone JID after", async () => {
+      const BIA = '5511966665555';
+      const BIA_JID = `${BIA}@s.whatsapp.net`;
+      const BIA_LID = `${sandboxLidOf(BIA)}@lid`;
+      const pinned = await t.call('POST', `/v1/chats/${encodeURIComponent(BIA_LID)}/pin`);
+      assert.deepEqual(pinned.body, okBody({ details: 'Pinned', chat: BIA_LID }));
+      // The simulated platform keeps one state for the chat, whatever name an action gives it.
+      const state = { archived: false, pinned: true, mutedUntil: null, markedUnread: false };
+      assert.deepEqual((await platformState(t)).chats[BIA_JID], state);
+      assert.equal((await platformState(t)).chats[BIA_LID], undefined);
+      assert.equal((await t.call('POST', '/v1/sandbox/inbound', { phone: BIA, body: 'hi' })).status, 200);
+      const unpinned = await t.call('POST', `/v1/chats/${encodeURIComponent(BIA_LID)}/unpin`);
+      assert.deepEqual(unpinned.body, okBody({ details: 'Unpinned', chat: BIA_JID }));
+      assert.deepEqual((await platformState(t)).chats[BIA_JID], { ...state, pinned: false });
     });
 
     it('mute until a time, mute until unmuted, unmute', async () => {

@@ -2,6 +2,7 @@ import type { ChatLabelChange, Label, LabelEdit } from '../../domain/labels.ts';
 import type { EngineEvent, Jid } from '../../domain/messages.ts';
 import type { AuthEntry } from '../engine.ts';
 import { ACCOUNT_CATEGORY, type SandboxAccount } from './account.ts';
+import { sandboxChatKey } from './lids.ts';
 
 /**
  * The account's business labels on the simulated platform (docs/decisions/0045-business-labels.md): its labels and
@@ -78,15 +79,26 @@ export async function editLabel(account: SandboxAccount, edit: LabelEdit): Promi
   await account.context.emitWith(entries, [{ type: 'label', label: edit }]);
 }
 
-/** Puts label `labelId` on chat `chat` (`labeled`) or takes it off. Idempotent. */
+/**
+ * Puts label `labelId` on chat `chat` (`labeled`, kept under the name given, as the event reports it) or takes it
+ * off the chat under every name it is kept by: a user's `<lid>@lid` and phone JID name one chat (lids.ts
+ * `sandboxChatKey`), and parley names it by the phone JID once it knows the pair, so a label put on by LID comes off
+ * by either. Idempotent.
+ */
 export async function labelChat(account: SandboxAccount, change: ChatLabelChange): Promise<void> {
   const { phone } = await account.ready();
   const chats = await read<Record<Jid, string[]>>(account, `chat-labels:${phone}`, {});
-  const ids = new Set(chats[change.chat] ?? []);
-  if (change.labeled) ids.add(change.labelId);
-  else ids.delete(change.labelId);
-  if (ids.size > 0) chats[change.chat] = [...ids].sort(byNumber);
-  else delete chats[change.chat];
+  const key = sandboxChatKey(change.chat);
+  const names = change.labeled
+    ? [change.chat]
+    : Object.keys(chats).filter((chat) => sandboxChatKey(chat) === key);
+  for (const chat of names) {
+    const ids = new Set(chats[chat] ?? []);
+    if (change.labeled) ids.add(change.labelId);
+    else ids.delete(change.labelId);
+    if (ids.size > 0) chats[chat] = [...ids].sort(byNumber);
+    else delete chats[chat];
+  }
   await account.context.emitWith([entry(`chat-labels:${phone}`, chats)], [{ type: 'chat-label', change }]);
 }
 
