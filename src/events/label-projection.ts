@@ -3,6 +3,7 @@ import type { Clock } from '../domain/clock.ts';
 import type { ChatLabelChange } from '../domain/labels.ts';
 import { lidOfJid } from '../domain/lids.ts';
 import { type EngineEvent, userJid } from '../domain/messages.ts';
+import { extended } from '../domain/objects.ts';
 import { applyChatLabel, applyLabelEdit, clearLabels } from '../store/labels.ts';
 import { findLidMappingByLid } from '../store/lid-mappings.ts';
 import type { Database } from '../store/schema.ts';
@@ -43,5 +44,5 @@ async function resolved(
   const lid = lidOfJid(change.chat);
   if (lid === null) return change;
   const pair = await findLidMappingByLid(trx, instanceId, lid);
-  return pair === undefined ? change : { ...change, chat: userJid(pair.phone) };
+  return pair === undefined ? change : extended(change, { chat: userJid(pair.phone) });
 }
