@@ -74,15 +74,28 @@ export class ChatActionService {
     return { id, chat: found.source.chat };
   }
 
-  /** `raw` as epoch ms. @throws DomainError invalid naming `until` unless an RFC 3339 time after now. */
+  /**
+   * `raw` as epoch ms.
+   * @throws DomainError invalid naming `until` unless an RFC 3339 time after now and at most {@link LATEST_UNTIL}
+   *   (docs/decisions/0043-chat-actions-and-star.md).
+   */
   #futureTime(raw: string): number {
     const at = RFC3339.test(raw) && realDay(raw) ? Date.parse(raw) : Number.NaN;
     if (Number.isNaN(at))
       throw errors.badRequest('until must be an RFC 3339 time (e.g. 2030-01-01T00:00:00Z)');
     if (at <= this.#clock()) throw errors.badRequest('until must be in the future');
+    if (at > LATEST_UNTIL)
+      throw errors.badRequest(`until must be at most ${new Date(LATEST_UNTIL).toISOString()}`);
     return at;
   }
 }
+
+/**
+ * The latest end of a mute, epoch ms: 9999-12-31T23:59:59.999Z, the last instant whose UTC form (the answer's
+ * `mutedUntil`) is an RFC 3339 time. A later one, given with a negative offset (`9999-12-31T23:59:59-00:01`), is
+ * refused before anything is changed (docs/decisions/0043-chat-actions-and-star.md).
+ */
+const LATEST_UNTIL = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 
 /** RFC 3339 date-time: date, `T`, time with optional fraction, and `Z` or an offset. */
 const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$/;

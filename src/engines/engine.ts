@@ -134,10 +134,11 @@ export interface EngineSessionContext {
    * Writes `entries` to {@link auth} and records `events` (in order, after the session's earlier events) in one
    * transaction, so both are kept or neither is (docs/decisions/0077-state-with-its-events.md): a platform change the
    * engine keeps in its state and the events that report it, which a crash between two writes would part. Retried
-   * as {@link emit} is; resolves once committed. Not for a connection state (its session status is derived from it
-   * where it is emitted alone; refused) nor for the own `message` of a send (its job is marked `sent` with it only
-   * when it is emitted alone: src/sends/queue.ts `prepare`).
-   * @throws as {@link emit} (nothing of either kept); an Error for a connection state.
+   * as {@link emit} is; resolves once committed. A connection state may only come first (its session status is
+   * recorded right after it, as when it is emitted alone: a sandbox login kept with its credentials and the events
+   * that follow it). Not for the own `message` of a send (its job is marked `sent` with it only when it is emitted
+   * alone: src/sends/queue.ts `prepare`).
+   * @throws as {@link emit} (nothing of either kept); an Error for a connection state after the first event.
    */
   emitWith(entries: readonly AuthEntry[], events: readonly EngineEvent[]): Promise<void>;
   /**

@@ -43,7 +43,8 @@ export interface SandboxControls {
    * User `phone` calls the account → `call` event `offer`; then, with the instance's automatic reject on, a
    * `rejected` event and the reject message sent to the caller, else a `missed` event (nobody answers a
    * simulated call), or, with `ring`, status `ringing` after the offer. Resolves once every event is recorded, with
-   * the call id and the status the call is in.
+   * the call id and the status the call is in. A user the account blocked reaches it with none of these: no event,
+   * no reject message, status `missed` (docs/decisions/0039-profile-privacy-blocklist.md).
    * @throws DomainError invalid when `phone` is the account; not_registered when the caller is not registered.
    */
   call(input: SandboxCallInput): Promise<{ id: string; status: 'missed' | 'rejected' | 'ringing' }>;

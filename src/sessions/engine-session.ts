@@ -78,6 +78,22 @@ export function createEngineSession(
     }
   };
   /**
+   * The events a transaction records for `events`, whose first is `first`: for a connection state, the session status
+   * it means (if any) right after it. Compared, when the item is applied in the instance's order, with the state
+   * before it: one applied earlier in the same transaction (not yet stored) or the last one stored.
+   */
+  const withStatus = (
+    trx: Transaction<Database>,
+    first: EngineEvent,
+    events: readonly EngineEvent[],
+  ): EngineEvent[] => {
+    if (first.type !== 'connection') return [...events];
+    const status = statuses.peek(first.state, clock(), inTransaction.get(trx));
+    inTransaction.set(trx, first.state);
+    const [, ...rest] = events;
+    return status === null ? [first, ...rest] : [first, status, ...rest];
+  };
+  /**
    * Records `event` and the session status it means (if any) as one item of the recorder, so both commit in one
    * transaction or neither does (docs/decisions/0076-status-with-its-write.md): a connection change the instance
    * row keeps is never left without its `SessionStatus` (nor a logout without the cancel of its pending sends,
@@ -89,13 +105,10 @@ export function createEngineSession(
       first.type !== 'connection'
         ? recorder.record(instanceId, first)
         : recorder
-            .recordWith(instanceId, async (trx) => {
-              // Compared, when the item is applied in the instance's order, with the state before it: one applied
-              // earlier in the same transaction (not yet stored) or the last one stored.
-              const status = statuses.peek(first.state, clock(), inTransaction.get(trx));
-              inTransaction.set(trx, first.state);
-              return { result: undefined, events: status === null ? [first] : [first, status] };
-            })
+            .recordWith(instanceId, async (trx) => ({
+              result: undefined,
+              events: withStatus(trx, first, [first]),
+            }))
             // Remembered as soon as it is stored, before the recorder applies the instance's next item.
             .then(() => statuses.accept(first.state));
     await retried(record, event);
@@ -103,23 +116,28 @@ export function createEngineSession(
   /**
    * Writes `entries` to the instance's keys and records `events` as one item of the recorder, in one transaction
    * (docs/decisions/0077-state-with-its-events.md), with the retry of every recording: a store that cannot be
-   * reached is waited out, and the item tried again writes the same values (sealed once, here).
+   * reached is waited out, and the item tried again writes the same values (sealed once, here). A connection state
+   * may be the first event only (a login kept with its credentials and the events that follow it); its session
+   * status is recorded with it, as {@link retrying} records it.
    */
   const emitWith = async (entries: readonly AuthEntry[], events: readonly EngineEvent[]): Promise<void> => {
-    const [first] = events;
-    // A connection state's status is derived with it (`retrying`): it is never recorded through here.
-    if (events.some((event) => event.type === 'connection'))
-      throw new Error('emitWith records no connection state: emit it on its own');
+    const [first, ...rest] = events;
+    // A connection state's status is derived with it, from the state before it: one per item, and first.
+    if (rest.some((event) => event.type === 'connection'))
+      throw new Error('emitWith records a connection state only as its first event');
     if (first === undefined) {
       await keys.set(entries);
       return;
     }
     const write = auth.writer(entries);
-    const record = () =>
-      recorder.recordWith(instanceId, async (trx) => {
+    const record = () => {
+      const recorded = recorder.recordWith(instanceId, async (trx) => {
         await write(trx);
-        return { result: undefined, events: [...events] };
+        return { result: undefined, events: withStatus(trx, first, events) };
       });
+      // A connection state is remembered as soon as it is stored, before the recorder applies the next item.
+      return first.type === 'connection' ? recorded.then(() => statuses.accept(first.state)) : recorded;
+    };
     // The first event names the item in the retry's log lines. It writes engine state: a released session's new
     // owner writes that from then on, so the item stops with the session's key writes (releasedError).
     await retried(record, first, released);

@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { ChatLabelChange, Label, LabelEdit } from '../domain/labels.ts';
-import type { Jid } from '../domain/messages.ts';
+import { type LidMapping, lidJid } from '../domain/lids.ts';
+import { type Jid, userJid } from '../domain/messages.ts';
 import type { Database } from './schema.ts';
 
 /**
@@ -107,6 +108,54 @@ export async function applyChatLabel(
         .doUpdateSet((eb) => ({ updated_at: eb.ref('excluded.updated_at') })),
     )
     .execute();
+}
+
+/** Most LID chats (or rows) one statement of {@link moveLidChatLabels} names: well under both stores' limits. */
+const MOVE_CHUNK = 500;
+
+/**
+ * Moves the chat labels of `instanceId` kept under the LID chat (`<lid>@lid`) of a pair of `mappings` to that pair's
+ * phone JID, where parley keeps the chat once it knows the pair (src/app/chats.ts `storedChatOf`,
+ * docs/decisions/0038-lid-mappings.md): left under the LID, they were listed and removed by no name of the chat. A
+ * label already on the phone JID keeps its row; the LID's row goes. One look-up per 500 pairs; a row is written
+ * only for a LID chat that has labels.
+ * @throws the store's error (the caller's transaction then rolls back).
+ */
+export async function moveLidChatLabels(
+  db: Kysely<Database>,
+  instanceId: string,
+  mappings: readonly LidMapping[],
+): Promise<void> {
+  const phoneOf = new Map<Jid, Jid>();
+  for (const { lid, phone } of mappings) phoneOf.set(lidJid(lid), userJid(phone));
+  const lids = [...phoneOf.keys()];
+  for (let start = 0; start < lids.length; start += MOVE_CHUNK) {
+    const rows = await db
+      .selectFrom('chat_labels')
+      .select(['chat', 'label_id', 'updated_at'])
+      .where('instance_id', '=', instanceId)
+      .where('chat', 'in', lids.slice(start, start + MOVE_CHUNK))
+      .execute();
+    if (rows.length === 0) continue;
+    const moved = rows.flatMap((row) => {
+      const chat = phoneOf.get(row.chat);
+      return chat === undefined
+        ? []
+        : [{ instance_id: instanceId, chat, label_id: row.label_id, updated_at: row.updated_at }];
+    });
+    for (let at = 0; at < moved.length; at += MOVE_CHUNK) {
+      await db
+        .insertInto('chat_labels')
+        .values(moved.slice(at, at + MOVE_CHUNK))
+        .onConflict((oc) => oc.columns(['instance_id', 'chat', 'label_id']).doNothing())
+        .execute();
+    }
+    await db
+      .deleteFrom('chat_labels')
+      .where('instance_id', '=', instanceId)
+      .where('chat', 'in', [...new Set(rows.map((row) => row.chat))])
+      .execute();
+  }
 }
 
 /** Every label of `instanceId`, in id order. */

@@ -148,5 +148,39 @@ for (const dialect of testDialects()) {
         assert.deepEqual(res.body, bad(403, 'API key lacks required scope chat:session'), path);
       }
     });
+
+    it("a blocked user's call never reaches the account: no Call event, no reject nor its message", async () => {
+      const events = (await callEvents()).length;
+      const messages = async () =>
+        (
+          await t.services.store.db
+            .selectFrom('messages')
+            .select(['id'])
+            .where('instance_id', '=', t.instance.id)
+            .execute()
+        ).length;
+      const stored = await messages();
+      assert.deepEqual(
+        (await t.call('POST', '/v1/contacts/block', { phone: PEER })).body,
+        ok({ phones: [PEER] }),
+      );
+      await t.call('POST', '/v1/calls/settings', { autoReject: true, message: SORRY });
+      // docs/api.md (Blocklist): a blocked user's calls no longer reach the account, on the sandbox too.
+      for (const input of [{ phone: PEER }, { phone: PEER, ring: true, video: true }]) {
+        const res = await t.call('POST', '/v1/sandbox/call', input);
+        assert.equal(res.status, 200, JSON.stringify(res.body));
+        const id: string = res.body.data.id;
+        assert.deepEqual(res.body, ok({ id, status: 'missed' }), JSON.stringify(input));
+        const reject = await t.call('POST', `/v1/calls/${id}/reject`);
+        assert.deepEqual(reject.body, bad(404, `call ${id} not found`), 'it never rang');
+      }
+      assert.equal((await callEvents()).length, events, 'no Call event');
+      assert.equal(await messages(), stored, 'no reject message sent to the blocked user');
+
+      await t.call('POST', '/v1/contacts/unblock', { phone: PEER });
+      const unblocked = await t.call('POST', '/v1/sandbox/call', { phone: PEER });
+      assert.equal(unblocked.body.data.status, 'rejected', 'an unblocked user reaches it again');
+      assert.equal((await callEvents()).length, events + 2);
+    });
   });
 }

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { SandboxChatsState } from '../../src/engines/sandbox/chat-actions.ts';
+import { sandboxLidOf } from '../../src/engines/sandbox/lids.ts';
 import { createTestApp, loginSandbox, type TestApp } from '../support/app.ts';
 import { testDialects } from '../support/store.ts';
 
@@ -74,6 +75,22 @@ for (const dialect of testDialects()) {
       assert.deepEqual(group.body, okBody({ details: 'Archived', chat: '120363025246125486@g.us' }));
     });
 
+    it("a user's chat named by LID before parley knows the number is the chat of the phone JID after", async () => {
+      const BIA = '5511966665555';
+      const BIA_JID = `${BIA}@s.whatsapp.net`;
+      const BIA_LID = `${sandboxLidOf(BIA)}@lid`;
+      const pinned = await t.call('POST', `/v1/chats/${encodeURIComponent(BIA_LID)}/pin`);
+      assert.deepEqual(pinned.body, okBody({ details: 'Pinned', chat: BIA_LID }));
+      // The simulated platform keeps one state for the chat, whatever name an action gives it.
+      const state = { archived: false, pinned: true, mutedUntil: null, markedUnread: false };
+      assert.deepEqual((await platformState(t)).chats[BIA_JID], state);
+      assert.equal((await platformState(t)).chats[BIA_LID], undefined);
+      assert.equal((await t.call('POST', '/v1/sandbox/inbound', { phone: BIA, body: 'hi' })).status, 200);
+      const unpinned = await t.call('POST', `/v1/chats/${encodeURIComponent(BIA_LID)}/unpin`);
+      assert.deepEqual(unpinned.body, okBody({ details: 'Unpinned', chat: BIA_JID }));
+      assert.deepEqual((await platformState(t)).chats[BIA_JID], { ...state, pinned: false });
+    });
+
     it('mute until a time, mute until unmuted, unmute', async () => {
       const until = new Date(t.clock() + 8 * 3600_000);
       const muted = await t.call('POST', `/v1/chats/${ANA}/mute`, { until: until.toISOString() });
@@ -114,6 +131,22 @@ for (const dialect of testDialects()) {
         bad(400, 'until must be in the future'),
       );
       assert.deepEqual((await mute({ until: 5 })).body, bad(400, 'until must be a string'));
+      // Past 9999-12-31T23:59:59.999Z once in UTC, the answer's mutedUntil would be `+010000-…`, no RFC 3339 time: the
+      // mute was applied and then answered 500. Refused before anything is changed.
+      const before = (await platformState(t)).chats[ANA_JID];
+      for (const until of ['9999-12-31T23:59:59-00:01', '9999-12-31T23:59:59-23:59'])
+        assert.deepEqual(
+          (await mute({ until })).body,
+          bad(400, 'until must be at most 9999-12-31T23:59:59.999Z'),
+          until,
+        );
+      assert.deepEqual((await platformState(t)).chats[ANA_JID], before, 'nothing applied');
+      const latest = await mute({ until: '9999-12-31T23:59:59.999+00:00' });
+      assert.deepEqual(
+        latest.body,
+        okBody({ details: 'Muted', chat: ANA_JID, mutedUntil: '9999-12-31T23:59:59.999Z' }),
+      );
+      assert.equal((await t.call('POST', `/v1/chats/${ANA}/unmute`)).status, 200);
       assert.deepEqual(
         (await t.call('POST', '/v1/chats/not-a-chat/archive')).body,
         bad(

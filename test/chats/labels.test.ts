@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { nextLabelId } from '../../src/app/labels.ts';
 import type { SandboxLabelsState } from '../../src/engines/sandbox/labels.ts';
+import { sandboxLidOf } from '../../src/engines/sandbox/lids.ts';
 import { appFor } from '../messages/support.ts';
 import { createTestApp, loginSandbox, type TestApp } from '../support/app.ts';
 import { testDialects } from '../support/store.ts';
@@ -324,6 +325,68 @@ for (const dialect of testDialects()) {
         (await t.call('GET', `/v1/chats/${ANA}/labels`)).body,
         okBody({ chat: ANA_JID, labels: [vip] }),
       );
+    });
+  });
+
+  describe(`labels on a chat named by LID before parley knows its number [${dialect}]`, () => {
+    let t: TestApp;
+    before(async () => {
+      t = await createTestApp({ dialect });
+      await loginSandbox(t, OWN);
+      await t.call('POST', '/v1/sandbox/users', { phone: OWN, verifiedName: 'Acme Shop' });
+    });
+    after(() => t.close());
+
+    const ANA_LID = `${sandboxLidOf(ANA)}@lid`;
+    const byLid = `/v1/chats/${encodeURIComponent(ANA_LID)}/labels`;
+    const stored = () =>
+      t.services.store.db
+        .selectFrom('chat_labels')
+        .select(['chat', 'label_id'])
+        .where('instance_id', '=', t.instance.id)
+        .orderBy('chat')
+        .orderBy('label_id')
+        .execute();
+
+    it("a learned pair moves the LID's chat labels to the phone JID; they are listed and removed by either name", async () => {
+      const vip = { id: '1', name: 'VIP', color: 0, predefinedId: null };
+      const paid = { id: '2', name: 'Paid', color: 0, predefinedId: null };
+      for (const name of ['VIP', 'Paid'])
+        assert.equal((await t.call('POST', '/v1/labels', { name })).status, 201);
+      const labelled = await t.call('POST', byLid, { labelIds: ['1', '2'] });
+      assert.deepEqual(labelled.body, okBody({ chat: ANA_LID, labels: [vip, paid] }));
+      // The same label under the phone JID as well: the move keeps one row of it.
+      await t.call('POST', `/v1/chats/${ANA}/labels`, { labelIds: ['2'] });
+      assert.deepEqual(await stored(), [
+        { chat: ANA_LID, label_id: '1' },
+        { chat: ANA_LID, label_id: '2' },
+        { chat: ANA_JID, label_id: '2' },
+      ]);
+
+      // Ana writes: the sandbox tells parley her pair, and from then on both names are the chat of her phone JID.
+      assert.equal((await t.call('POST', '/v1/sandbox/inbound', { phone: ANA, body: 'hi' })).status, 200);
+      assert.deepEqual(await stored(), [
+        { chat: ANA_JID, label_id: '1' },
+        { chat: ANA_JID, label_id: '2' },
+      ]);
+      for (const url of [byLid, `/v1/chats/${ANA}/labels`])
+        assert.deepEqual(
+          (await t.call('GET', url)).body,
+          okBody({ chat: ANA_JID, labels: [vip, paid] }),
+          url,
+        );
+
+      const removed = await t.call('DELETE', `${byLid}/1`);
+      assert.deepEqual(removed.body, okBody({ chat: ANA_JID, labels: [paid] }));
+      assert.deepEqual(await stored(), [{ chat: ANA_JID, label_id: '2' }]);
+      const { chats } = await platformState(t);
+      assert.ok(!Object.values(chats).some((ids) => ids.includes('1')), JSON.stringify(chats));
+
+      // A new link replays the account's chat labels; one named by the LID is stored under the phone JID.
+      await t.call('POST', '/v1/session/logout', {});
+      await loginSandbox(t, OWN);
+      assert.deepEqual(await stored(), [{ chat: ANA_JID, label_id: '2' }]);
+      assert.deepEqual((await t.call('GET', byLid)).body, okBody({ chat: ANA_JID, labels: [paid] }));
     });
   });
 

@@ -183,5 +183,81 @@ for (const dialect of testDialects()) {
       );
       assert.deepEqual(await newUpdates(), []);
     });
+
+    it('a self-removal is reported leave, as the live engine reads it', async () => {
+      t.clock.set(Date.parse('2026-02-02T12:00:00.000Z'));
+      const created = await post('/v1/sandbox/groups', {
+        name: 'Self',
+        ownerPhone: ANA,
+        participants: [BIA, CAIO],
+      });
+      const g = created.body.data.jid;
+      const member = (phone: string, action: string, participants: string[]) =>
+        post('/v1/sandbox/groups/participants', { groupJid: g, phone, action, participants });
+      assert.equal((await member(ANA, 'promote', [BIA, OWN])).status, 200);
+      await newUpdates();
+      // A member removes itself through the helper, then the account removes itself: both are the platform's
+      // `<remove>` of the actor, which the live engine reports as leave (test/groups/admin-rules.test.ts).
+      assert.equal((await member(BIA, 'remove', [BIA])).status, 200);
+      const removed = await post('/v1/groups/participants', {
+        groupJid: g,
+        action: 'remove',
+        participants: [OWN],
+      });
+      assert.deepEqual(removed.body.data.participants, [{ phone: OWN, status: 'removed', code: 200 }]);
+      const base = { groupJid: g, timestamp: '2026-02-02T12:00:00.000Z' };
+      const bia = jidOf(BIA);
+      assert.deepEqual(await newUpdates(), [
+        { ...base, action: 'leave', actor: bia, participants: [bia] },
+        { ...base, action: 'leave', actor: OWN_JID, participants: [OWN_JID] },
+      ]);
+    });
+
+    it('a number the helper is given twice is acted on and reported once', async () => {
+      const timestamp = '2026-02-03T12:00:00.000Z';
+      t.clock.set(Date.parse(timestamp));
+      const bia = jidOf(BIA);
+      const other = await post('/v1/sandbox/groups', {
+        name: 'Twice',
+        ownerPhone: ANA,
+        participants: [BIA, CAIO],
+      });
+      const g2 = other.body.data.jid;
+      await newUpdates();
+      const twice = await post('/v1/sandbox/groups/participants', {
+        groupJid: g2,
+        phone: ANA,
+        action: 'promote',
+        participants: [BIA, BIA, CAIO, BIA],
+      });
+      assert.equal(twice.status, 200, JSON.stringify(twice.body));
+      const ana = jidOf(ANA);
+      assert.deepEqual(await newUpdates(), [
+        {
+          groupJid: g2,
+          timestamp,
+          action: 'promote',
+          actor: ana,
+          participants: [bia, jidOf(CAIO)],
+        },
+      ]);
+      // A remove of others that names the actor too stays a remove, as the live engine reads it.
+      const all = await post('/v1/sandbox/groups/participants', {
+        groupJid: g2,
+        phone: BIA,
+        action: 'remove',
+        participants: [CAIO, BIA],
+      });
+      assert.equal(all.status, 200, JSON.stringify(all.body));
+      assert.deepEqual(await newUpdates(), [
+        {
+          groupJid: g2,
+          timestamp,
+          action: 'remove',
+          actor: bia,
+          participants: [jidOf(CAIO), bia],
+        },
+      ]);
+    });
   });
 }

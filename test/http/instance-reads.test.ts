@@ -4,6 +4,7 @@ import { adminCreateInstance } from '../../src/app/instances.ts';
 import { openStore, type Store } from '../../src/store/database.ts';
 import { deleteInstance } from '../../src/store/instances.ts';
 import { createTestApp, loginSandbox, type TestApp } from '../support/app.ts';
+import { eventually } from '../support/eventually.ts';
 import { listSignalsHeard } from '../support/list-signals.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 
@@ -24,7 +25,11 @@ for (const dialect of testDialects()) {
     let counting = false;
     let reads = 0;
     let jobInserts = 0;
+    /** Transactions the app's handle has begun and not ended yet (SQLite: its statements name them). */
+    let open = 0;
     const countReads = (text: string) => {
+      if (/^begin/i.test(text)) open += 1;
+      else if (/^(commit|rollback)/i.test(text)) open -= 1;
       if (counting && /^insert into "send_jobs"/i.test(text)) jobInserts += 1;
       if (!counting || !/^select .* from "instances"/i.test(text)) return;
       // The whole async stack: the projection's frame sits deeper than the default 10 frames.
@@ -58,6 +63,10 @@ for (const dialect of testDialects()) {
      * change of the instance lists committed so far, its own among them, so no kept list is left from before.
      */
     async function changedElsewhere(write: () => Promise<unknown>): Promise<void> {
+      // On SQLite the other handle's write is synchronous and holds the event loop while it waits for the file's
+      // lock: a transaction the app has open then (the send queue's hand-back after the login, which the login's
+      // answer does not wait for) could not end, and the write would wait out its busy timeout.
+      if (dialect === 'sqlite') await eventually('the app to end its transaction', () => open === 0);
       await write();
       const signals = t.services.signals;
       if (signals !== undefined) await listSignalsHeard(testStore.store.db, signals);

@@ -259,4 +259,45 @@ for (const dialect of testDialects()) {
       assert.deepEqual(await platformLabels(), { 1: { id: '1', name: 'VIP', color: 0, predefinedId: null } });
     });
   });
+
+  describe(`the sandbox keeps a login only with the replay of its labels [${dialect}]`, () => {
+    const { t: app, events, refusing } = refusingApp(dialect, { login: true, table: 'labels' });
+
+    it("a login whose labels' replay is refused is undone; the scan made again links it with its labels", async () => {
+      const business = await app().call('POST', '/v1/sandbox/users', {
+        phone: OWN,
+        verifiedName: 'Acme Shop',
+      });
+      assert.equal(business.status, 200, JSON.stringify(business.body));
+      const paid = await app().call('POST', '/v1/labels', { name: 'Paid', color: 3 });
+      assert.equal(paid.status, 201, JSON.stringify(paid.body));
+      assert.equal((await app().call('POST', '/v1/session/logout', {})).status, 200);
+      assert.deepEqual(
+        (await app().call('GET', '/v1/labels')).body.data,
+        { labels: [] },
+        'a logout forgets them',
+      );
+      assert.equal((await app().call('POST', '/v1/session/connect', {})).status, 200);
+      const statuses = async () => (await events('SessionStatus')).map((e) => e.status);
+      const before = await statuses();
+      const scan = () => app().call('POST', '/v1/sandbox/scan', { phone: OWN });
+
+      const first = await refusing(scan);
+      assert.equal(first.status, 500, JSON.stringify(first.body));
+      // Kept logged in without its labels, the scan made again was refused (409) and the next label made took id 1,
+      // overwriting the account's "Paid" (docs/decisions/0045-business-labels.md).
+      const status = await app().call('GET', '/v1/session/status');
+      assert.equal(status.body.data.loggedIn, false, JSON.stringify(status.body));
+      assert.deepEqual(await statuses(), before, 'no status of a login that was undone');
+
+      const again = await scan();
+      assert.equal(again.status, 200, JSON.stringify(again.body));
+      assert.deepEqual((await statuses()).slice(before.length), ['connected']);
+      const paidLabel = { id: '1', name: 'Paid', color: 3, predefinedId: null };
+      assert.deepEqual((await app().call('GET', '/v1/labels')).body.data, { labels: [paidLabel] });
+      const next = await app().call('POST', '/v1/labels', { name: 'New customer' });
+      assert.equal(next.status, 201, JSON.stringify(next.body));
+      assert.equal(next.body.data.id, '2', 'a new label never reuses the id of one the account has');
+    });
+  });
 }

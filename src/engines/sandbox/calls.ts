@@ -6,13 +6,14 @@ import { userJid } from '../../domain/messages.ts';
 import type { SandboxCallInput } from '../engine.ts';
 import type { SandboxAccount } from './account.ts';
 import { send } from './messaging.ts';
+import { isBlocked } from './profile.ts';
 
 /**
  * Calls on the simulated platform (docs/decisions/0026-chats-edits-polls-and-calls.md): a simulated user calls the
  * account. Nobody answers a sandbox call, so it ends as `missed` unless the instance rejects calls automatically;
  * then it ends as `rejected` and the reject message (if any) is sent to the caller as an ordinary text message of the
  * account. A call made with `ring: true` keeps ringing until `rejectCall` declines it
- * (docs/decisions/0041-forward-calls-channels.md).
+ * (docs/decisions/0041-forward-calls-channels.md). A blocked user's call never reaches the account.
  */
 
 /** Calls a session remembers (the latest ones), like the live engine. */
@@ -58,7 +59,9 @@ export function callIdFor(instanceId: string, n: number): string {
 }
 
 /**
- * Helper: user `phone` calls the account (see `SandboxControls.call` in src/engines/sandbox-controls.ts).
+ * Helper: user `phone` calls the account (see `SandboxControls.call` in src/engines/sandbox-controls.ts). A call from
+ * a user the account blocked is answered with its id and status `missed` and never arrives: no event, no reject
+ * message (docs/decisions/0039-profile-privacy-blocklist.md).
  * @throws DomainError invalid when `phone` is the account; not_registered when the caller is not registered;
  *   not_logged_in / not_connected before login.
  */
@@ -74,6 +77,9 @@ export async function incomingCall(
   }
   const { context } = account;
   const id = callIdFor(context.instanceId, await account.sequence.next());
+  // A blocked user's call never reaches the account (docs/decisions/0039-profile-privacy-blocklist.md): no event, no
+  // automatic reject nor its message; the caller hears it ring out unanswered.
+  if (await isBlocked(account, creds, input.phone)) return { id, status: 'missed' };
   const from = userJid(input.phone);
   const event = async (status: CallStatus, extra: Partial<EngineCall> = {}) => {
     const call: EngineCall = {

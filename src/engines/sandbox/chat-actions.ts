@@ -1,12 +1,14 @@
 import type { Jid } from '../../domain/messages.ts';
 import type { ChatAction } from '../engine.ts';
 import { ACCOUNT_CATEGORY, changeSerially, type SandboxAccount } from './account.ts';
+import { sandboxChatKey } from './lids.ts';
 
 /**
  * The account's chat state on the simulated platform (docs/decisions/0043-chat-actions-and-star.md): per chat
  * archived, pinned, muted until and marked unread, and the starred messages. Kept in the session's auth port
  * (category `sandbox-account`, ids `chats:<phone>` and `starred:<phone>`) beside the profile (profile.ts), so it
- * survives restarts and a logout, as the platform keeps it for the account.
+ * survives restarts and a logout, as the platform keeps it for the account. A user's chat is kept under its phone
+ * JID whether an action names it by that or by the user's LID.
  */
 
 const CATEGORY = ACCOUNT_CATEGORY;
@@ -48,7 +50,10 @@ export async function chatsState(account: SandboxAccount): Promise<SandboxChatsS
   };
 }
 
-/** Applies `action` to chat `chat`: archiving unpins, as on the platform's phones. */
+/**
+ * Applies `action` to chat `chat`: archiving unpins, as on the platform's phones. A user's chat is kept under its
+ * phone JID, named by it or by the user's `<lid>@lid` (lids.ts `sandboxChatKey`): one chat, one state.
+ */
 export function applyChatAction(account: SandboxAccount, chat: Jid, action: ChatAction): Promise<void> {
   return changeSerially(account, () => changeChat(account, chat, action));
 }
@@ -56,7 +61,8 @@ export function applyChatAction(account: SandboxAccount, chat: Jid, action: Chat
 async function changeChat(account: SandboxAccount, chat: Jid, action: ChatAction): Promise<void> {
   const { phone } = await account.ready();
   const chats = await read<Record<Jid, SandboxChatState>>(account, `chats:${phone}`, {});
-  const state = { ...BLANK, ...chats[chat] };
+  const key = sandboxChatKey(chat);
+  const state = { ...BLANK, ...chats[key] };
   switch (action.action) {
     case 'archive':
       state.archived = true;
@@ -81,7 +87,7 @@ async function changeChat(account: SandboxAccount, chat: Jid, action: ChatAction
       state.markedUnread = true;
       break;
   }
-  chats[chat] = state;
+  chats[key] = state;
   await write(account, `chats:${phone}`, chats);
 }
 

@@ -115,8 +115,9 @@ async function applyChange(
 }
 
 /**
- * Saves `group` and reports the participants whose code is 200 as one `action` event by
- * `actor` ({@link saveReported}).
+ * Saves `group` and reports the participants whose code is 200, each once, as one `action` event by `actor`
+ * ({@link saveReported}). A remove whose only participant is the actor is reported as `leave`, as the live engine
+ * reads the platform's `<remove>` of the actor itself (src/engines/baileys/group-events.ts).
  */
 async function reportParticipants(
   account: SandboxAccount,
@@ -125,9 +126,10 @@ async function reportParticipants(
   action: ParticipantAction,
   outcomes: readonly ParticipantOutcome[],
 ): Promise<void> {
-  const done = outcomes.filter((o) => o.code === 200).map((o) => o.jid);
+  const done = [...new Set(outcomes.filter((o) => o.code === 200).map((o) => o.jid))];
   if (done.length === 0) return;
-  await saveReported(account, group, [{ groupJid: group.jid, action, actor, participants: done }]);
+  const reported = action === 'remove' && done.length === 1 && done[0] === actor ? 'leave' : action;
+  await saveReported(account, group, [{ groupJid: group.jid, action: reported, actor, participants: done }]);
 }
 
 /**

@@ -28,6 +28,17 @@ export function sandboxPhoneOfLid(lid: string): string | null {
 }
 
 /**
+ * The one name the simulated platform keeps a user's chat under in the account's own state (chat actions, chat
+ * labels): the phone JID for a `<lid>@lid` the rule above makes, whether parley knows the pair or not (the chat is
+ * one chat whatever it is named by); anything else as it is.
+ */
+export function sandboxChatKey(chat: Jid): Jid {
+  const lid = lidOfJid(chat);
+  const phone = lid === null ? null : sandboxPhoneOfLid(lid);
+  return phone === null ? chat : userJid(phone);
+}
+
+/**
  * The pair of a registered sandbox user, asked by LID (digits) or by phone; null when the number is not a
  * registered user or the LID belongs to none.
  */

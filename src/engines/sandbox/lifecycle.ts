@@ -1,5 +1,5 @@
 import { errors } from '../../domain/errors.ts';
-import type { ConnectionState, PairingCode } from '../../domain/messages.ts';
+import type { ConnectionState, EngineEvent, PairingCode } from '../../domain/messages.ts';
 import { USER_DOMAIN } from '../../domain/messages.ts';
 import type { EngineSessionContext } from '../engine.ts';
 import type { SandboxCredentials } from './account.ts';
@@ -156,16 +156,18 @@ export class SandboxLifecycle {
   /**
    * The owner scans the current QR code (docs/decisions/0004-sandbox.md, `POST /v1/sandbox/scan`): the account logs
    * in as `input.phone` (default: pairing.ts `defaultSandboxPhone`), with the name it last set or
-   * `Sandbox <last 4 digits>` as its push name; a `connection` event, then an empty `INITIAL_BOOTSTRAP` history
-   * event, then `linked` (the session replays the account's labels) run before the login waiters wake. A login whose
-   * `connection` event is not recorded is undone: the pairing attempt goes on.
+   * `Sandbox <last 4 digits>` as its push name. Its credentials are written in the transaction that records its
+   * `connection` event, an empty `INITIAL_BOOTSTRAP` history event and the events `linked` returns for the phone
+   * (the session replays the account's labels), so the login is kept with all of them or not at all
+   * (docs/decisions/0077-state-with-its-events.md); the login waiters wake once it is. A login not recorded is
+   * undone: the pairing attempt goes on, and the code scanned again logs in and records it all.
    * @throws DomainError conflict `already logged in` when logged in, not_connected when no pairing attempt runs;
    *   invalid `code does not match the current QR code` when `input.code` is given and not the current code; the
-   *   recording's error.
+   *   recording's or the store's error.
    */
   async scan(
     input: { code?: string; phone?: string },
-    linked: () => Promise<void>,
+    linked: (phone: string) => Promise<EngineEvent[]>,
   ): Promise<ConnectionState> {
     const current = this.pairingCode();
     if (!current) {
@@ -181,25 +183,29 @@ export class SandboxLifecycle {
       jid: `${phone}.0:1@${USER_DOMAIN}`,
       pushName: (await savedName(this.#context.auth, phone)) ?? `Sandbox ${phone.slice(-4)}`,
     };
+    const replay = await linked(phone);
     const pairing = this.#phase;
-    await this.#context.auth.set([{ ...CREDS, value: JSON.stringify(creds) }]);
     this.#creds = creds;
     this.#credsLoaded = true;
     this.#phase = { kind: 'open' };
     const state = this.state();
     try {
-      await this.#context.emit({ type: 'connection', state });
+      await this.#context.emitWith(
+        [{ ...CREDS, value: JSON.stringify(creds) }],
+        [
+          { type: 'connection', state },
+          { type: 'history', syncType: 'INITIAL_BOOTSTRAP', progress: 100, chats: [] },
+          ...replay,
+        ],
+      );
     } catch (error) {
-      // The sandbox's relay is its recording (docs/decisions/0024-engines-and-data-flow.md): a login whose event was
-      // not recorded is undone, so the same code scanned again logs in and reports it (kept, the scan made again
-      // was refused as already logged in, and the instance stayed unlinked).
-      await this.#context.auth.set([{ ...CREDS, value: null }]);
-      this.#creds = null;
+      // The sandbox's relay is its recording (docs/decisions/0024-engines-and-data-flow.md): a login whose events
+      // were not recorded is undone (nothing of it was written), so the same code scanned again logs in and reports
+      // it (kept, the scan made again was refused as already logged in, and the labels never replayed).
+      if (this.#creds === creds) this.#creds = null;
       if (this.#phase.kind === 'open') this.#phase = pairing;
       throw error;
     }
-    await this.#context.emit({ type: 'history', syncType: 'INITIAL_BOOTSTRAP', progress: 100, chats: [] });
-    await linked();
     this.#wakeLoginWaiters();
     return state;
   }

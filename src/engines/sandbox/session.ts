@@ -276,7 +276,7 @@ export class SandboxSession implements EngineSession {
   /** The simulated platform's test helpers (docs/decisions/0004-sandbox.md); a light object made on each read. */
   get sandbox(): SandboxControls {
     return sandboxControls(this.#account, this.#world, (input) =>
-      this.#lifecycle.scan(input, () => labels.replayLabels(this.#account)),
+      this.#lifecycle.scan(input, (phone) => labels.replayLabels(this.#account, phone)),
     );
   }
 

@@ -75,11 +75,12 @@ export async function sandboxGroupRoutes(fastify: FastifyInstance): Promise<void
       if (needsList && participants === undefined) {
         throw errors.badRequest(`participants is required with action ${action}`);
       }
+      // A number given twice is acted on once, as POST /v1/groups/participants does: one GroupUpdate names it once.
       const group = await sandbox.groupChange(instanceOf(request), {
         groupJid,
         phone,
         action,
-        ...(needsList && participants ? { participants } : {}),
+        ...(needsList && participants ? { participants: [...new Set(participants)] } : {}),
       });
       return ok(toGroupDetails(group));
     },
