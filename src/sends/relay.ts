@@ -91,7 +91,8 @@ export class JobRelay {
     const { db, clock, pace, failures, untilStored } = this.#deps;
     const check = await untilStored(() => pace.newChatCheck(job, pacing));
     if (check.hold) {
-      await failures.holdBack(job, check.hold.error, check.hold.runAt);
+      // It moves behind, and sends to known chats go on (docs/decisions/0013-pacing.md).
+      await failures.holdBack(job, check.hold.error, { until: check.hold.runAt, waits: 'moved' });
       return;
     }
     const { opensChat } = check;
