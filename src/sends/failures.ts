@@ -17,9 +17,10 @@ export const MAX_RETRY_DELAY_MS = 60_000;
 
 /**
  * How a claimed job waits once held back ({@link RelayFailures.holdBack}): until when (epoch ms), in its place in the
- * instance's acceptance order or moved behind (src/store/send-job-claims.ts `SendJobHold` says what each means).
+ * instance's acceptance order or moved behind, and whether its attempt is given back (src/store/send-job-claims.ts
+ * `SendJobHold` says what each means).
  */
-export type HoldBack = Pick<SendJobHold, 'until' | 'waits'>;
+export type HoldBack = Pick<SendJobHold, 'until' | 'waits' | 'unrelayed'>;
 
 /**
  * Whether a relay error is worth another try of an async job (docs/decisions/0009-sends-as-jobs.md): a plain error
@@ -99,7 +100,7 @@ export class RelayFailures {
       // this one keeps its place, first when the pause ends (docs/decisions/0013-pacing.md).
       const timelock = error.restriction === 'reach-out-timelock';
       const waits = timelock ? 'moved' : 'in-place';
-      if (!(await this.holdBack(job, error, { until, waits }))) return false;
+      if (!(await this.holdBack(job, error, { until, waits, unrelayed: false }))) return false;
       if (timelock) {
         // Only sends that open a chat wait: existing chats still work (docs/decisions/0013-pacing.md).
         await this.#deps.untilStored(() =>
@@ -118,15 +119,15 @@ export class RelayFailures {
     if (job.mode === 'async' && transient && job.attempts < job.maxAttempts) {
       const delay = Math.min(MAX_RETRY_DELAY_MS, 1_000 * 2 ** Math.max(0, job.attempts - 1));
       // Tried again in its place: the instance's later jobs wait behind it (docs/decisions/0009-sends-as-jobs.md).
-      await this.holdBack(job, error, { until: now + delay, waits: 'in-place' });
+      await this.holdBack(job, error, { until: now + delay, waits: 'in-place', unrelayed: false });
       return false;
     }
     return (await this.#fail(job, error, now)) === 'sent';
   }
 
   /**
-   * Puts a claimed job back to `pending` until `hold.until` (epoch ms), in its place or moved behind as `hold` says
-   * (a sync job fails instead: its request answers `error`). A job a logout
+   * Puts a claimed job back to `pending` until `hold.until` (epoch ms), in its place or moved behind and with its
+   * attempt given back or not, as `hold` says (a sync job fails instead: its request answers `error`). A job a logout
    * found being relayed is canceled instead, and its `MessageStatus canceled` reported
    * (docs/decisions/0074-logout-cancels-pending-sends.md).
    * @returns true when the job is `pending` again; false when it was canceled, or no longer this node's (nothing

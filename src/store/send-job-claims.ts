@@ -207,6 +207,11 @@ export interface SendJobHold {
    * opens a chat, held by the new-chats-per-day pace or the reach-out timelock, while sends to known chats go on.
    */
   waits: 'in-place' | 'moved';
+  /**
+   * True when the job did not reach the platform in this claim (held by the pace or a timelock in force before its
+   * relay): the attempt its claim counted is given back, so `attempts` counts relays only. False after a relay.
+   */
+  unrelayed: boolean;
 }
 
 /**
@@ -231,7 +236,7 @@ export async function holdBackSendJob(
   });
   const row = await db
     .updateTable('send_jobs')
-    .set(set)
+    .set(hold.unrelayed ? extended(set, { attempts: sql<number>`attempts - 1` }) : set)
     .where('instance_id', '=', instanceId)
     .where('id', '=', id)
     .where('status', '=', 'sending')
