@@ -3,7 +3,7 @@ import type { Kysely } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
 import type { EngineSession } from '../engines/engine.ts';
 import type { Database } from '../store/schema.ts';
-import { claimNextSendJob, nextPendingRunAt, reclaimSendingJobs } from '../store/send-job-claims.ts';
+import { claimNextSendJob, firstPendingJob, reclaimSendingJobs } from '../store/send-job-claims.ts';
 import type { StoredPacing } from '../store/send-pacing.ts';
 import type { PaceKeeper } from './pause.ts';
 import { messageReport, type ReportedWrite } from './queue-deps.ts';
@@ -42,8 +42,9 @@ function yieldToIo(): Promise<void> {
  * One pass of an instance's drain (docs/decisions/0009-sends-as-jobs.md, 0013-pacing.md): hands back the `sending`
  * jobs no relay of this process holds when a login committed since the last hand-back (reporting those a logout
  * found being relayed as canceled: docs/decisions/0074-logout-cancels-pending-sends.md), then claims and relays the
- * instance's due jobs one at a time, one a turn of the event loop, until none is due, the session is away, the
- * queue stops, or the pace or a pause says to wait (the runner's wake is then set for that time).
+ * instance's due jobs one at a time in acceptance order, one a turn of the event loop, until none is due, the first
+ * waits for its retry, the session is away, the queue stops, or the pace or a pause says to wait (the runner's wake
+ * is then set for that time).
  * @throws the store's error (the queue tries again in 1 s, handing back first).
  */
 export async function drainOnce(context: DrainContext, instanceId: string, runner: Runner): Promise<void> {
@@ -94,10 +95,14 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
     if (runner.nextAllowedAt > now) return runners.schedule(instanceId, runner.nextAllowedAt - now);
     const job = await claimNextSendJob(db, instanceId, nodeId, now);
     if (!job) {
-      const next = await nextPendingRunAt(db, instanceId);
-      if (next !== undefined) runners.schedule(instanceId, Math.max(0, next - now));
+      // Nothing due, or the first job waits for its retry in its place and the others behind it: the queue wakes when
+      // the first can go. Only with nothing due is the queue idle; a job waiting for its retry keeps a synchronous
+      // send from relaying at once past it (sync-relay.ts), so the instance's sends keep acceptance order.
+      const first = await firstPendingJob(db, instanceId);
+      if (first !== undefined)
+        runners.schedule(instanceId, Math.max(0, Math.max(first.runAt, first.notBefore) - now));
       if (!runner.again) {
-        runner.idle = true;
+        runner.idle = first === undefined || first.runAt > now;
         runner.queued = 0;
       }
       return;

@@ -1,8 +1,9 @@
 import type { Kysely } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
 import { DomainError, type DomainErrorCode } from '../domain/errors.ts';
+import { extended } from '../domain/objects.ts';
 import type { Database } from '../store/schema.ts';
-import { holdBackSendJob } from '../store/send-job-claims.ts';
+import { holdBackSendJob, type SendJobHold } from '../store/send-job-claims.ts';
 import { findSendJob, type SendJob } from '../store/send-jobs.ts';
 import { finishJob } from './finish.ts';
 import { loggedOutBeforeRelay } from './logout.ts';
@@ -13,6 +14,13 @@ import { type SendWaiters, settleOwed } from './waiters.ts';
 
 /** Longest wait between two tries of a job held back by a transient failure, ms. */
 export const MAX_RETRY_DELAY_MS = 60_000;
+
+/**
+ * How a claimed job waits once held back ({@link RelayFailures.holdBack}): until when (epoch ms), in its place in the
+ * instance's acceptance order or moved behind, and whether its attempt is given back (src/store/send-job-claims.ts
+ * `SendJobHold` says what each means).
+ */
+export type HoldBack = Pick<SendJobHold, 'until' | 'waits' | 'unrelayed'>;
 
 /**
  * Whether a relay error is worth another try of an async job (docs/decisions/0009-sends-as-jobs.md): a plain error
@@ -87,9 +95,13 @@ export class RelayFailures {
       const until = now + (error.retryAfter ? error.retryAfter * 1000 : 60_000);
       // The job is put back (or failed, for a sync send) before the pause is written and reported: whoever sees
       // the pause sees the job already pending until its end. A job no longer this node's leaves the pause to its
-      // holder (docs/decisions/0008-leases-and-fencing.md).
-      if (!(await this.holdBack(job, error, until))) return false;
-      if (error.restriction === 'reach-out-timelock') {
+      // holder (docs/decisions/0008-leases-and-fencing.md). The timelock holds only sends that open a chat: this one
+      // moves behind, and the instance's sends to known chats go on. The rate-overlimit pauses every queued send:
+      // this one keeps its place, first when the pause ends (docs/decisions/0013-pacing.md).
+      const timelock = error.restriction === 'reach-out-timelock';
+      const waits = timelock ? 'moved' : 'in-place';
+      if (!(await this.holdBack(job, error, { until, waits, unrelayed: false }))) return false;
+      if (timelock) {
         // Only sends that open a chat wait: existing chats still work (docs/decisions/0013-pacing.md).
         await this.#deps.untilStored(() =>
           this.#deps.pace.lockNewChats(job.instanceId, { until, reason: error.message }, now),
@@ -106,29 +118,31 @@ export class RelayFailures {
     const transient = isTransient(code);
     if (job.mode === 'async' && transient && job.attempts < job.maxAttempts) {
       const delay = Math.min(MAX_RETRY_DELAY_MS, 1_000 * 2 ** Math.max(0, job.attempts - 1));
-      await this.holdBack(job, error, now + delay);
+      // Tried again in its place: the instance's later jobs wait behind it (docs/decisions/0009-sends-as-jobs.md).
+      await this.holdBack(job, error, { until: now + delay, waits: 'in-place', unrelayed: false });
       return false;
     }
     return (await this.#fail(job, error, now)) === 'sent';
   }
 
   /**
-   * Puts a claimed job back to `pending` until `runAt` (a sync job fails instead: its request answers `error`). A job
-   * a logout found being relayed is canceled instead, and its `MessageStatus canceled` reported
+   * Puts a claimed job back to `pending` until `hold.until` (epoch ms), in its place or moved behind and with its
+   * attempt given back or not, as `hold` says (a sync job fails instead: its request answers `error`). A job a logout
+   * found being relayed is canceled instead, and its `MessageStatus canceled` reported
    * (docs/decisions/0074-logout-cancels-pending-sends.md).
    * @returns true when the job is `pending` again; false when it was canceled, or no longer this node's (nothing
    *   written: its holder decides).
    */
-  async holdBack(job: SendJob, error: unknown, runAt: number): Promise<boolean> {
+  async holdBack(job: SendJob, error: unknown, hold: HoldBack): Promise<boolean> {
     if (job.mode === 'sync') return (await this.#fail(job, error, this.#deps.clock())) === 'mine';
     const message = error instanceof Error ? error.message : String(error);
     const at = this.#deps.clock();
-    const held = await this.#holdBackRow(job, { at, runAt, error: message });
+    const held = await this.#holdBackRow(job, extended(hold, { at, error: message }));
     if (held === 'canceled') {
       this.#deps.waiters.settle(job, undefined, loggedOutBeforeRelay());
       return false;
     }
-    if (held === 'pending') this.#deps.schedule(job.instanceId, Math.max(0, runAt - this.#deps.clock()));
+    if (held === 'pending') this.#deps.schedule(job.instanceId, Math.max(0, hold.until - this.#deps.clock()));
     return held === 'pending';
   }
 
@@ -136,15 +150,13 @@ export class RelayFailures {
    * Holds claimed job `job` back (src/store/send-job-claims.ts `holdBackSendJob`), waiting out an unreachable store;
    * a job it cancels has its `MessageStatus canceled` recorded in the same transaction
    * (docs/decisions/0076-status-with-its-write.md). A try whose answer was lost is found written, its event with it:
-   * the job unlocked with this hold-back's error, `pending` at its time, or `canceled` with the logout's mark at this
+   * the job unlocked with this hold-back's error, `pending` until its end (its `not_before`, or its `run_at` when it
+   * moved), or `canceled` with the logout's mark at this
    * write's time (a job the logout itself canceled, pending, has no mark: the logout reported it; one another node's
    * hand-back canceled was written at that node's time).
    * @returns the status written, or undefined when the job was no longer this node's.
    */
-  async #holdBackRow(
-    job: SendJob,
-    outcome: { at: number; runAt: number; error: string },
-  ): Promise<'pending' | 'canceled' | undefined> {
+  async #holdBackRow(job: SendJob, outcome: SendJobHold): Promise<'pending' | 'canceled' | undefined> {
     const { db, nodeId, untilStored, recordWith } = this.#deps;
     return untilStored(async () => {
       const written = await recordWith(job.instanceId, async (trx) => {
@@ -157,7 +169,8 @@ export class RelayFailures {
       if (written !== undefined) return written;
       const row = await findSendJob(db, job.instanceId, job.id);
       if (row === undefined || row.lockedBy !== null || row.lastError !== outcome.error) return undefined;
-      if (row.status === 'pending' && row.runAt === outcome.runAt) return 'pending';
+      const waited = outcome.waits === 'in-place' ? row.notBefore : row.runAt;
+      if (row.status === 'pending' && waited === outcome.until) return 'pending';
       // Canceled by this write: the logout's mark, and this write's time (another node's hand-back may have canceled
       // it with the same error; it reported the event then).
       return row.status === 'canceled' && row.loggedOutAt !== null && row.updatedAt === outcome.at

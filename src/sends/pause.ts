@@ -22,6 +22,16 @@ import type { ReportedWrite, SendStatusReport } from './queue-deps.ts';
 /** One rolling day, ms: the window of the new-chats-per-day pace. */
 export const DAY_MS = 86_400_000;
 
+/**
+ * When the new-chats-per-day window no longer counts a relay that opened a chat at `sentAt` (epoch ms → epoch ms):
+ * the window at `now` counts `sent_at ≥ now − DAY_MS` (src/store/send-pacing.ts `countNewChatsSince`), so it still
+ * counts the relay at `sentAt + DAY_MS` and frees its slot 1 ms later (docs/decisions/0013-pacing.md): a send held
+ * only to `sentAt + DAY_MS` would be claimed at that instant just to be held again.
+ */
+export function newChatSlotFreesAt(sentAt: number): number {
+  return sentAt + DAY_MS + 1;
+}
+
 /** A reach-out timelock of an instance: until when (epoch ms) sends that open a chat wait, and why. */
 export type NewChatLock = SendPause;
 
@@ -167,12 +177,14 @@ export class PaceKeeper {
   /**
    * Whether relaying `job` opens a chat (a direct chat without history: docs/decisions/0013-pacing.md counts these per
    * day) and, when the pace or the reach-out timelock holds it back, the `rate_limited` error and the time (epoch ms)
-   * it may run again. Only asks the store when a new-chats pace or a timelock is in force. @throws the store's error.
+   * it may run again: the timelock's end, or the first instant the rolling day no longer counts the oldest relay
+   * that opened a chat ({@link newChatSlotFreesAt}). Only asks the store when a new-chats pace or a timelock is in
+   * force. @throws the store's error.
    */
   async newChatCheck(
     job: SendJob,
     pacing: PacingSettings,
-  ): Promise<{ opensChat: boolean; hold?: { error: DomainError; runAt: number } }> {
+  ): Promise<{ opensChat: boolean; hold?: { error: DomainError; until: number } }> {
     const { db, clock } = this.#deps;
     // A group or a status (docs/decisions/0044-status-stories.md) never opens a chat.
     const isGroup = job.chat.endsWith(`@${GROUP_DOMAIN}`) || job.chat === STATUS_BROADCAST;
@@ -186,18 +198,18 @@ export class PaceKeeper {
         retryAfter: Math.max(1, Math.ceil((lock.until - clock()) / 1000)),
         restriction: 'reach-out-timelock',
       });
-      return { opensChat, hold: { error, runAt: lock.until } };
+      return { opensChat, hold: { error, until: lock.until } };
     }
     if (opensChat && pacing.newChatsPerDay !== null) {
       const since = clock() - DAY_MS;
       if ((await countNewChatsSince(db, job.instanceId, since)) >= pacing.newChatsPerDay) {
-        const oldest = (await oldestNewChatSince(db, job.instanceId, since)) ?? clock();
+        const frees = newChatSlotFreesAt((await oldestNewChatSince(db, job.instanceId, since)) ?? clock());
         const error = new DomainError(
           'rate_limited',
-          `the instance's pace allows ${pacing.newChatsPerDay} new chats per day; the next may open at ${new Date(oldest + DAY_MS).toISOString()}`,
-          { retryAfter: Math.max(1, Math.ceil((oldest + DAY_MS - clock()) / 1000)) },
+          `the instance's pace allows ${pacing.newChatsPerDay} new chats per day; the next may open at ${new Date(frees).toISOString()}`,
+          { retryAfter: Math.max(1, Math.ceil((frees - clock()) / 1000)) },
         );
-        return { opensChat, hold: { error, runAt: oldest + DAY_MS } };
+        return { opensChat, hold: { error, until: frees } };
       }
     }
     return { opensChat };

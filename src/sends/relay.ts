@@ -91,7 +91,13 @@ export class JobRelay {
     const { db, clock, pace, failures, untilStored } = this.#deps;
     const check = await untilStored(() => pace.newChatCheck(job, pacing));
     if (check.hold) {
-      await failures.holdBack(job, check.hold.error, check.hold.runAt);
+      // Never relayed: its attempt is given back, so a send waiting days for a slot keeps its tries for its relays;
+      // it moves behind, and sends to known chats go on (docs/decisions/0013-pacing.md).
+      await failures.holdBack(job, check.hold.error, {
+        until: check.hold.until,
+        waits: 'moved',
+        unrelayed: true,
+      });
       return;
     }
     const { opensChat } = check;

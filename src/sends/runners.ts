@@ -8,7 +8,10 @@ export interface Runner {
   again: boolean;
   /** Every `sending` job was handed back once since this process took the instance. */
   reclaimed: boolean;
-  /** A drain ended with nothing due since this process took the instance: {@link Runner.queued} is known. */
+  /**
+   * The last drain ended with nothing due (no job waiting for its retry in its place either, drain.ts) since this
+   * process took the instance: {@link Runner.queued} is known.
+   */
   idle: boolean;
   /** Jobs submitted for the queue (due now) and not yet claimed, as this process knows them. */
   queued: number;

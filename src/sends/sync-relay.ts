@@ -32,8 +32,9 @@ export interface SyncRelayContext {
 
 /**
  * True when a synchronous send of the instance may relay at once, without waiting behind other jobs: the queue
- * drained once since this process took the instance, handed back the `sending` jobs since the last login, and no
- * job submitted since is waiting to be claimed, and no pace is set (a pause does not hold synchronous sends).
+ * drained once since this process took the instance, handed back the `sending` jobs since the last login, its last
+ * drain left no job waiting for its retry (docs/decisions/0009-sends-as-jobs.md: the send would pass it), no job
+ * submitted since is waiting to be claimed, and no pace is set (a pause does not hold synchronous sends).
  * @throws the store's error reading the pace or the pause.
  */
 async function canRelayNow(context: SyncRelayContext, instanceId: string, runner: Runner): Promise<boolean> {

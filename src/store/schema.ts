@@ -243,6 +243,10 @@ export interface SendJobsTable {
   payload: string;
   mode: string;
   status: string;
+  /**
+   * When the job may first go, and with `seq` its place in the instance's acceptance order: its `sendAt`, else its
+   * acceptance; a hold of the new-chats pace or the reach-out timelock moves it (docs/decisions/0013-pacing.md).
+   */
   run_at: number;
   /** The `sendAt` asked for, when the send was scheduled. */
   send_at: number | null;
@@ -261,6 +265,11 @@ export interface SendJobsTable {
    * again (docs/decisions/0074-logout-cancels-pending-sends.md).
    */
   logged_out_at: number | null;
+  /**
+   * When a job a failed relay put back may be tried again (migration 0029), 0 when it need not wait: `run_at` keeps
+   * its place in acceptance order, and the instance's later jobs wait behind it (docs/decisions/0009-sends-as-jobs.md).
+   */
+  not_before: ColumnType<number, number | undefined, number>;
 }
 
 /** An instance's send pace and restriction pause (migration 0013). Times epoch ms. */

@@ -22,9 +22,13 @@ const PENDING = sql.lit<SendJobStatus>('pending');
 const SENDING = sql.lit<SendJobStatus>('sending');
 
 /**
- * Claims the instance's next due job for node `nodeId`: the oldest `pending` job (by `run_at`, then `seq`) whose
- * `run_at` ≤ `now`, moved to `sending` with its attempt counted, in one statement. `only` limits the claim to jobs of
- * one mode (while the queue is paused, synchronous requests still go). Returns undefined when none is due.
+ * Claims the instance's next due job for node `nodeId`: the first `pending` job in acceptance order (by `run_at`, then
+ * `seq`) whose `run_at` ≤ `now`, moved to `sending` with its attempt counted, in one statement. When that job is one
+ * a failed relay put back and its `not_before` (epoch ms) is still ahead, nothing is claimed: the jobs accepted after
+ * it wait behind it until its retry, so the instance's sends go out in acceptance order
+ * (docs/decisions/0009-sends-as-jobs.md, docs/decisions/0013-pacing.md; {@link firstPendingJob} says when to look
+ * again). `only` limits the claim to jobs of one mode (while the queue is paused, synchronous requests still go).
+ * Returns undefined when none is due.
  */
 export async function claimNextSendJob(
   db: Kysely<Database>,
@@ -43,8 +47,10 @@ export async function claimNextSendJob(
 type ClaimArguments = { instanceId: string; nodeId: string; now: number; mode?: SendMode };
 
 /**
- * The claim: one statement, the oldest due job picked and claimed together (the instance's holder is its only
- * claimer; the status check keeps a concurrent cancel from being overwritten).
+ * The claim: one statement, the first due job picked and claimed together (the instance's holder is its only
+ * claimer; the status check keeps a concurrent cancel from being overwritten). The pick reads `send_jobs_due` in its
+ * order; the wait for a retry (`not_before`) is tested on the picked row only, so a job waiting for its retry is never
+ * passed by the next one.
  */
 function claimStatement(ofMode: boolean) {
   return compiledStatement<ClaimArguments, Selectable<SendJobsTable>>((db, arg) => {
@@ -67,6 +73,7 @@ function claimStatement(ofMode: boolean) {
       .where('instance_id', '=', arg('instanceId'))
       .where('status', '=', PENDING)
       .where('id', '=', next.orderBy('run_at').orderBy('seq').limit(1))
+      .where('not_before', '<=', arg('now'))
       .returningAll();
   });
 }
@@ -76,7 +83,8 @@ const CLAIM_NEXT_OF_MODE = claimStatement(true);
 
 /**
  * The instances with a live job (pending, or sending for a node that may have died) whose `run_at` (epoch ms) is at
- * or before `now`: the send queue's sweep wakes their queues. Reads only the live jobs' index (migration 0021).
+ * or before `now`: the send queue's sweep wakes their queues. Reads only the live jobs' index (migration 0021). A job
+ * waiting for its retry (`not_before`) counts too; its holder's queue has a wake set for it, which the sweep leaves.
  */
 export async function instancesWithDueJobs(db: Kysely<Database>, now: number): Promise<string[]> {
   const rows = await db
@@ -89,18 +97,25 @@ export async function instancesWithDueJobs(db: Kysely<Database>, now: number): P
   return rows.map((row) => row.instance_id);
 }
 
-/** The earliest `run_at` of the instance's pending jobs (epoch ms), or undefined when none is pending. */
-export async function nextPendingRunAt(
+/**
+ * The instance's first pending job in acceptance order (by `run_at`, then `seq`), or undefined when none is pending:
+ * its `runAt` and its `notBefore` (epoch ms). The next claim can take a job at the later of the two and no sooner
+ * ({@link claimNextSendJob}): every other pending job comes after this one. Reads `send_jobs_due` in its order.
+ */
+export async function firstPendingJob(
   db: Kysely<Database>,
   instanceId: string,
-): Promise<number | undefined> {
+): Promise<{ runAt: number; notBefore: number } | undefined> {
   const row = await db
     .selectFrom('send_jobs')
-    .select((eb) => eb.fn.min('run_at').as('next'))
+    .select(['run_at', 'not_before'])
     .where('instance_id', '=', instanceId)
     .where('status', '=', PENDING)
+    .orderBy('run_at')
+    .orderBy('seq')
+    .limit(1)
     .executeTakeFirst();
-  return row?.next === null || row?.next === undefined ? undefined : Number(row.next);
+  return row === undefined ? undefined : { runAt: Number(row.run_at), notBefore: Number(row.not_before) };
 }
 
 /**
@@ -175,9 +190,33 @@ export async function finishSendJob(
 }
 
 /**
- * Puts job `id` held by `nodeId` back to `pending` until `runAt` (epoch ms) with the error that held it back, at `at`
- * (epoch ms): a transient failure of its relay. A job a logout found being relayed is canceled instead
- * ({@link PENDING_UNLESS_LOGGED_OUT}), the error kept as its last.
+ * How a claimed job is put back to `pending` ({@link holdBackSendJob}; docs/decisions/0009-sends-as-jobs.md,
+ * docs/decisions/0013-pacing.md). Times are epoch ms.
+ */
+export interface SendJobHold {
+  /** When the hold is written (`updated_at`). */
+  at: number;
+  /** Until when the job waits. */
+  until: number;
+  /** The error that held it back, kept as its `last_error`. */
+  error: string;
+  /**
+   * `in-place`: the job keeps its place in acceptance order (`run_at`) and waits there until `until` (`not_before`),
+   * the instance's later jobs behind it: a failed relay tried again (a dropped connection, the platform's
+   * rate-overlimit). `moved`: its `run_at` moves to `until`, so the instance's later jobs go on meanwhile: a send that
+   * opens a chat, held by the new-chats-per-day pace or the reach-out timelock, while sends to known chats go on.
+   */
+  waits: 'in-place' | 'moved';
+  /**
+   * True when the job did not reach the platform in this claim (held by the pace or a timelock in force before its
+   * relay): the attempt its claim counted is given back, so `attempts` counts relays only. False after a relay.
+   */
+  unrelayed: boolean;
+}
+
+/**
+ * Puts job `id` held by `nodeId` back to `pending` as `hold` says, with the error that held it back. A job a logout
+ * found being relayed is canceled instead ({@link PENDING_UNLESS_LOGGED_OUT}), the error kept as its last.
  * @returns the status written (`pending` or `canceled`), or undefined when the node no longer holds the job.
  */
 export async function holdBackSendJob(
@@ -185,18 +224,19 @@ export async function holdBackSendJob(
   instanceId: string,
   id: string,
   nodeId: string,
-  outcome: { at: number; runAt: number; error: string },
+  hold: SendJobHold,
 ): Promise<'pending' | 'canceled' | undefined> {
+  const wait = hold.waits === 'in-place' ? { not_before: hold.until } : { run_at: hold.until };
+  const set = extended(wait, {
+    locked_by: null,
+    locked_at: null,
+    updated_at: hold.at,
+    status: PENDING_UNLESS_LOGGED_OUT,
+    last_error: hold.error,
+  });
   const row = await db
     .updateTable('send_jobs')
-    .set({
-      locked_by: null,
-      locked_at: null,
-      updated_at: outcome.at,
-      status: PENDING_UNLESS_LOGGED_OUT,
-      run_at: outcome.runAt,
-      last_error: outcome.error,
-    })
+    .set(hold.unrelayed ? extended(set, { attempts: sql<number>`attempts - 1` }) : set)
     .where('instance_id', '=', instanceId)
     .where('id', '=', id)
     .where('status', '=', 'sending')

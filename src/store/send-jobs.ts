@@ -23,7 +23,17 @@ export interface SendJob {
   payload: string;
   mode: SendMode;
   status: SendJobStatus;
+  /**
+   * When the job may first go (epoch ms), and with `seq` its place in the instance's acceptance order: its `sendAt`,
+   * else its acceptance; moved by a hold of the new-chats pace or the reach-out timelock
+   * (docs/decisions/0013-pacing.md).
+   */
   runAt: number;
+  /**
+   * When a job a failed relay put back may be tried again (epoch ms; 0: no wait). The instance's later jobs wait
+   * behind it meanwhile (docs/decisions/0009-sends-as-jobs.md).
+   */
+  notBefore: number;
   sendAt: number | null;
   attempts: number;
   maxAttempts: number;
@@ -58,6 +68,7 @@ export function toJob(row: Selectable<SendJobsTable>): SendJob {
     mode: row.mode === 'async' ? 'async' : 'sync',
     status: STATUSES.find((s) => s === row.status) ?? 'failed',
     runAt: Number(row.run_at),
+    notBefore: Number(row.not_before),
     sendAt: row.send_at === null ? null : Number(row.send_at),
     attempts: row.attempts,
     maxAttempts: row.max_attempts,
@@ -81,7 +92,7 @@ export type NewSendJob = Pick<
 
 /** The stored form of `job`, inserted already claimed by its `claimedBy` node (`sending`, attempt 1, never failed). */
 export function claimedSendJob(job: NewSendJob & { claimedBy: string }): SendJob {
-  return toJob(extended(newJobRow(job), { new_chat: 0, logged_out_at: null }));
+  return toJob(extended(newJobRow(job), { new_chat: 0, logged_out_at: null, not_before: 0 }));
 }
 
 /** Stores a new job (`pending`, or `sending` held by `claimedBy`). @throws on a duplicate id (a bug). */
@@ -170,7 +181,7 @@ export async function storeSendJobOnce(
   });
 }
 
-/** The row a new job is stored as (`new_chat` and `logged_out_at` keep their defaults). */
+/** The row a new job is stored as (`new_chat`, `logged_out_at` and `not_before` keep their defaults). */
 function newJobRow(job: NewSendJob): NewJobRow {
   const claimed = job.claimedBy !== undefined;
   return {
@@ -195,8 +206,8 @@ function newJobRow(job: NewSendJob): NewJobRow {
   };
 }
 
-/** A new job's row: every column but `new_chat` and `logged_out_at`, which keep their defaults. */
-type NewJobRow = Omit<Selectable<SendJobsTable>, 'new_chat' | 'logged_out_at'>;
+/** A new job's row: every column but `new_chat`, `logged_out_at` and `not_before`, which keep their defaults. */
+type NewJobRow = Omit<Selectable<SendJobsTable>, 'new_chat' | 'logged_out_at' | 'not_before'>;
 
 /** The columns of {@link NewJobRow}, for the inserts below. */
 const NEW_JOB_FIELDS = {
@@ -226,7 +237,7 @@ const NEW_JOB_FIELDS = {
  */
 const INSERT_SEND_JOBS = compiledListStatement<
   Record<never, never>,
-  Omit<Insertable<SendJobsTable>, 'new_chat' | 'logged_out_at'>
+  Omit<Insertable<SendJobsTable>, 'new_chat' | 'logged_out_at' | 'not_before'>
 >(NEW_JOB_FIELDS, (db, _arg, rows) => db.insertInto('send_jobs').values(rows));
 
 /**

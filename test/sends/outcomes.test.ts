@@ -22,6 +22,7 @@ function job(status: SendJob['status'], sentAt: number | null = null): SendJob {
     mode: 'sync',
     status,
     runAt: T0,
+    notBefore: 0,
     sendAt: null,
     attempts: 1,
     maxAttempts: 1,

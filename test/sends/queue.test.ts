@@ -38,7 +38,7 @@ for (const dialect of testDialects()) {
     const status = async (id: string) =>
       await t.services.store.db
         .selectFrom('send_jobs')
-        .select(['status', 'run_at', 'attempts', 'locked_by'])
+        .select(['status', 'run_at', 'not_before', 'attempts', 'locked_by'])
         .where('id', '=', id)
         .executeTakeFirstOrThrow();
 
@@ -101,7 +101,8 @@ for (const dialect of testDialects()) {
       });
       const held = await status('3EB0BBBBBBBBBBBBBBBBBB');
       assert.equal(held.status, 'pending');
-      assert.equal(Number(held.run_at), T0 + 30_000);
+      assert.equal(Number(held.run_at), T0, 'its place in acceptance order kept');
+      assert.equal(Number(held.not_before), T0 + 30_000, 'tried again at the pause end');
       assert.deepEqual(await queue.pause(t.instance.id), {
         reason: 'the platform rate-limited this account',
         until: T0 + 30_000,

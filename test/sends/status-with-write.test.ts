@@ -226,8 +226,13 @@ for (const dialect of testDialects()) {
         assert.equal(await pausedUntil(), null, 'no pause stored without its event');
         assert.deepEqual(await pauseEvents(), []);
 
+        // The refused send kept its place, its retry at the end the platform gave
+        // (docs/decisions/0009-sends-as-jobs.md): the queue's next relay is that retry, refused again, and a send
+        // accepted since waits behind it.
         const second = await queuedSend('limited again');
         assert.equal(second.status, 202, JSON.stringify(second.body));
+        t.clock.advance(30_000);
+        t.services.sendQueue.wake(t.instance.id);
         const events = await eventually('the pause’s event', async () => {
           const found = await pauseEvents();
           return found.length > 0 ? found : undefined;
@@ -236,11 +241,14 @@ for (const dialect of testDialects()) {
           {
             status: 'paused',
             reason: 'the platform rate-limited this account',
-            until: new Date(T0 + 30_000).toISOString(),
-            at: new Date(T0).toISOString(),
+            until: new Date(T0 + 60_000).toISOString(),
+            at: new Date(T0 + 30_000).toISOString(),
           },
         ]);
-        assert.equal(Number(await pausedUntil()), T0 + 30_000);
+        assert.equal(Number(await pausedUntil()), T0 + 60_000);
+        const limited = await job(first.body.data.id);
+        assert.deepEqual([limited.status, limited.attempts], ['pending', 2], 'the first send, refused twice');
+        assert.equal((await job(second.body.data.id)).attempts, 0, 'the second still behind it');
       } finally {
         failing = false;
         session.send = relay;
