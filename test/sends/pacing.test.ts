@@ -1,7 +1,9 @@
 /**
  * The pace of an instance's sends (docs/decisions/0013-pacing.md), as the send queue keeps it:
  * - `minIntervalMs` holds the synchronous sends a restriction pause lets through, as at any other time (they went
- *   out back to back exactly while the platform said "too fast").
+ *   out back to back exactly while the platform said "too fast");
+ * - a synchronous send never overtakes a queued one accepted before it, even with no pace set (it was relayed at
+ *   once while the queue's last job was still being relayed, and could finish first).
  * Runs on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
  */
 import assert from 'node:assert/strict';
@@ -10,10 +12,11 @@ import { DomainError } from '../../src/domain/errors.ts';
 import type { OutgoingMessage } from '../../src/domain/messages.ts';
 import type { EngineSession } from '../../src/engines/engine.ts';
 import type { SendQueue } from '../../src/sends/queue.ts';
+import { insertSendJob } from '../../src/store/send-jobs.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
-import { fakeSession, testQueue, textJob } from './support.ts';
+import { fakeSession, settledFlag, testQueue, textJob, untilRelayedAtOnce } from './support.ts';
 
 const T0 = Date.parse('2026-04-01T08:00:00.000Z');
 const PACE = { minIntervalMs: 60_000, jitterMs: 0, newChatsPerDay: null };
@@ -116,6 +119,40 @@ for (const dialect of testDialects()) {
         ['PAUSE-S3', 60_000],
         ['PAUSE-S4', 120_000],
       ]);
+    });
+
+    it('a synchronous send waits for a queued one accepted before it, still being relayed, with no pace set', async () => {
+      const started: string[] = [];
+      const finished: string[] = [];
+      let release: () => void = () => undefined;
+      const upload = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const { queue, session } = await startQueue(async (message) => {
+        const id = message.id ?? '';
+        started.push(id);
+        // A queued image whose upload takes a while.
+        if (id === 'ORDER-Q-IMAGE') await upload;
+        finished.push(id);
+      });
+      // Once the queue drained, a synchronous send is stored claimed and relayed at once.
+      await untilRelayedAtOnce(queue, session, t.services.store.db, t.instance.id, t.clock, 'ORDER-WARM-UP');
+      await insertSendJob(t.services.store.db, job('ORDER-Q-IMAGE', 'async'));
+      queue.submitted(t.instance.id);
+      await eventually('the queued image on its way', () => started.includes('ORDER-Q-IMAGE'));
+      const { answer: text } = await sendSync(queue, session, 'ORDER-S-TEXT');
+      const answered = settledFlag(text);
+      assert.equal(
+        (await status('ORDER-S-TEXT')).status,
+        'pending',
+        'stored for its turn, not claimed at once',
+      );
+      await aWhile();
+      assert.equal(answered(), false);
+      assert.deepEqual(started.slice(-1), ['ORDER-Q-IMAGE'], 'the text waits for the image');
+      release();
+      await text;
+      assert.deepEqual(finished.slice(-2), ['ORDER-Q-IMAGE', 'ORDER-S-TEXT']);
     });
   });
 }
