@@ -3,7 +3,9 @@
  * - `minIntervalMs` holds the synchronous sends a restriction pause lets through, as at any other time (they went
  *   out back to back exactly while the platform said "too fast");
  * - a synchronous send never overtakes a queued one accepted before it, even with no pace set (it was relayed at
- *   once while the queue's last job was still being relayed, and could finish first).
+ *   once while the queue's last job was still being relayed, and could finish first);
+ * - a new pace counts from the last relay: a longer interval set just after a relay holds the next one (it let the
+ *   next job go at once), a shorter one lets it go sooner.
  * Runs on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
  */
 import assert from 'node:assert/strict';
@@ -153,6 +155,31 @@ for (const dialect of testDialects()) {
       release();
       await text;
       assert.deepEqual(finished.slice(-2), ['ORDER-Q-IMAGE', 'ORDER-S-TEXT']);
+    });
+
+    it('a new pace counts from the last relay: a longer interval holds the next one, a shorter lets it go', async () => {
+      const relayed: [string, number][] = [];
+      const { queue } = await startQueue(async (message) => {
+        relayed.push([message.id ?? '', t.clock() - T0]);
+      });
+      await queue.setPacing(t.instance.id, PACE);
+      for (const id of ['REPACE-P1', 'REPACE-P2']) await insertSendJob(t.services.store.db, job(id, 'async'));
+      queue.wake(t.instance.id);
+      await eventually('the first relay', () => relayed.length === 1);
+      t.clock.advance(1_000);
+      await queue.setPacing(t.instance.id, { ...PACE, minIntervalMs: 600_000 });
+      await aWhile();
+      t.clock.set(T0 + 60_000);
+      queue.wake(t.instance.id);
+      await aWhile();
+      assert.deepEqual(relayed, [['REPACE-P1', 0]], 'the 10 min interval counts from the first relay');
+      // Shorter again: 30 s after the first relay have passed, so the next goes now.
+      await queue.setPacing(t.instance.id, { ...PACE, minIntervalMs: 30_000 });
+      await eventually('the second relay', () => relayed.length === 2);
+      assert.deepEqual(relayed, [
+        ['REPACE-P1', 0],
+        ['REPACE-P2', 60_000],
+      ]);
     });
   });
 }
