@@ -5,7 +5,9 @@
  * - a synchronous send never overtakes a queued one accepted before it, even with no pace set (it was relayed at
  *   once while the queue's last job was still being relayed, and could finish first);
  * - a new pace counts from the last relay: a longer interval set just after a relay holds the next one (it let the
- *   next job go at once), a shorter one lets it go sooner.
+ *   next job go at once), a shorter one lets it go sooner;
+ * - a new-chats cap counts the chats opened in the last 24 h before it was set (those relays were not flagged, so an
+ *   instance could open the whole cap again at once), also one whose relay was under way when it was set.
  * Runs on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
  */
 import assert from 'node:assert/strict';
@@ -13,14 +15,16 @@ import { after, before, describe, it } from 'node:test';
 import { DomainError } from '../../src/domain/errors.ts';
 import type { OutgoingMessage } from '../../src/domain/messages.ts';
 import type { EngineSession } from '../../src/engines/engine.ts';
+import { encodeSendPayload } from '../../src/sends/payload.ts';
 import type { SendQueue } from '../../src/sends/queue.ts';
-import { insertSendJob } from '../../src/store/send-jobs.ts';
+import { insertSendJob, type NewSendJob } from '../../src/store/send-jobs.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
 import { fakeSession, settledFlag, testQueue, textJob, untilRelayedAtOnce } from './support.ts';
 
 const T0 = Date.parse('2026-04-01T08:00:00.000Z');
+const DAY = 86_400_000;
 const PACE = { minIntervalMs: 60_000, jitterMs: 0, newChatsPerDay: null };
 
 /**
@@ -180,6 +184,123 @@ for (const dialect of testDialects()) {
         ['REPACE-P1', 0],
         ['REPACE-P2', 60_000],
       ]);
+    });
+
+    it('a new-chats cap set later counts the chats opened in the last 24 h before it', async () => {
+      const { db } = t.services.store;
+      /** Holds the relay of job `id` (`entered` once it began) until `release` resolves. */
+      let hold: { id: string; entered: boolean; release: Promise<void> } | undefined;
+      const relayed: string[] = [];
+      /** A message row of the instance in `chat` at `timestamp`, as the recorder stores one. */
+      const messageRow = (id: string, chat: string, fromMe: boolean, timestamp: number) =>
+        db
+          .insertInto('messages')
+          .values({
+            instance_id: t.instance.id,
+            id,
+            chat,
+            sender: fromMe ? '' : chat,
+            from_me: fromMe ? 1 : 0,
+            is_group: chat.endsWith('@g.us') ? 1 : 0,
+            type: 'text',
+            content: JSON.stringify({ kind: 'text', text: id }),
+            push_name: '',
+            timestamp,
+            state: fromMe ? 'sent' : 'delivered',
+            state_at: timestamp,
+            created_at: timestamp,
+          })
+          .execute();
+      const { queue } = await startQueue(async (message) => {
+        const id = message.id ?? '';
+        if (hold?.id === id) {
+          hold.entered = true;
+          await hold.release;
+        }
+        relayed.push(id);
+        // A recording engine stores the sent message, with the platform's time in whole seconds.
+        await messageRow(id, message.to, true, Math.floor(t.clock() / 1000) * 1000);
+      });
+      const to = (id: string, chat: string): NewSendJob => ({
+        ...job(id, 'async'),
+        chat,
+        payload: encodeSendPayload({ to: chat, content: { kind: 'text', text: id, linkPreview: false } }),
+      });
+      const chat = (n: number) => `55119777700${String(n).padStart(2, '0')}@s.whatsapp.net`;
+      const relay = async (...jobs: NewSendJob[]) => {
+        for (const each of jobs) await insertSendJob(db, each);
+        queue.wake(t.instance.id);
+        await eventually('the relays', async () => {
+          for (const each of jobs) if ((await status(each.id)).status !== 'sent') return false;
+          return true;
+        });
+      };
+      /** Job `id`'s status and `run_at` once the queue decided on it: relayed, or held from `runAt`. */
+      const decided = (id: string, runAt: number) =>
+        eventually(`the queue's decision on ${id}`, async () => {
+          const row = await status(id);
+          const at = Number(row.run_at);
+          const undecided = row.status === 'sending' || (row.status === 'pending' && at === runAt);
+          return undecided ? undefined : { status: row.status, runAt: at };
+        });
+      // A chat with history: a message received an hour before.
+      await messageRow('CAP-RECEIVED', chat(1), false, T0 - 3_600_000);
+      // Opened more than a day before: outside the window.
+      t.clock.set(T0 - DAY - 60_000);
+      await relay(to('CAP-OLD', chat(2)));
+      t.clock.set(T0);
+      // No cap yet: chat 3 opened (and written to again in the same ms), chat 4 opened, chat 1 known, a group.
+      await relay(
+        to('CAP-OPENS-3', chat(3)),
+        to('CAP-AGAIN-3', chat(3)),
+        to('CAP-KNOWN-1', chat(1)),
+        to('CAP-GROUP', '120363000000000001@g.us'),
+      );
+      t.clock.advance(500);
+      await relay(to('CAP-OPENS-4', chat(4)));
+      t.clock.advance(60_000);
+      await queue.setPacing(t.instance.id, { minIntervalMs: 0, jitterMs: 0, newChatsPerDay: 2 });
+      const flags = async (ids: string[]) =>
+        Object.fromEntries(await Promise.all(ids.map(async (id) => [id, (await status(id)).new_chat])));
+      assert.deepEqual(
+        await flags(['CAP-OLD', 'CAP-OPENS-3', 'CAP-AGAIN-3', 'CAP-KNOWN-1', 'CAP-GROUP', 'CAP-OPENS-4']),
+        {
+          'CAP-OLD': 0,
+          'CAP-OPENS-3': 1,
+          'CAP-AGAIN-3': 0,
+          'CAP-KNOWN-1': 0,
+          'CAP-GROUP': 0,
+          'CAP-OPENS-4': 1,
+        },
+        'the chats opened in the last 24 h are counted',
+      );
+      // Two opened today: a third new chat waits until the first of them leaves the window; a known chat goes on.
+      await insertSendJob(db, to('CAP-NEW-5', chat(5)));
+      await relay(to('CAP-KNOWN-AGAIN', chat(1)));
+      assert.deepEqual(await decided('CAP-NEW-5', T0 + 60_500), { status: 'pending', runAt: T0 + DAY });
+      assert.equal(relayed.includes('CAP-NEW-5'), false);
+
+      // A relay under way while the cap is set is counted too, at the first check under the cap.
+      await queue.setPacing(t.instance.id, { minIntervalMs: 0, jitterMs: 0, newChatsPerDay: null });
+      await db.deleteFrom('send_jobs').where('id', '=', 'CAP-NEW-5').execute();
+      t.clock.set(T0 + 2 * DAY);
+      let release: () => void = () => undefined;
+      hold = {
+        id: 'CAP-UNDER-WAY',
+        entered: false,
+        release: new Promise<void>((resolve) => {
+          release = resolve;
+        }),
+      };
+      await insertSendJob(db, to('CAP-UNDER-WAY', chat(6)));
+      await insertSendJob(db, to('CAP-AFTER', chat(7)));
+      queue.wake(t.instance.id);
+      await eventually('the relay under way', () => hold?.entered);
+      await queue.setPacing(t.instance.id, { minIntervalMs: 0, jitterMs: 0, newChatsPerDay: 1 });
+      release();
+      assert.deepEqual(await decided('CAP-AFTER', T0 + 2 * DAY), { status: 'pending', runAt: T0 + 3 * DAY });
+      assert.deepEqual(await flags(['CAP-UNDER-WAY', 'CAP-AFTER']), { 'CAP-UNDER-WAY': 1, 'CAP-AFTER': 0 });
+      assert.equal(relayed.includes('CAP-AFTER'), false);
     });
   });
 }
