@@ -83,7 +83,9 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
     }
     if (pause !== null && pause.until > now) {
       // Queued sends wait for the pause's end; a synchronous request waiting here is relayed and gets the
-      // platform's own answer.
+      // platform's own answer, once the pace allows it: the pace holds during a pause as at any other time.
+      if (runner.nextAllowedAt > now)
+        return runners.schedule(instanceId, Math.min(runner.nextAllowedAt, pause.until) - now);
       const sync = await claimNextSendJob(db, instanceId, nodeId, now, { mode: 'sync' });
       if (sync) {
         await jobs.relay(session, sync, pacing);

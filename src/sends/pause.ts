@@ -10,6 +10,7 @@ import {
   chatHasHistory,
   countNewChatsSince,
   endNewChatLock,
+  markNewChatsSince,
   oldestNewChatSince,
   readPacing,
   type StoredPacing,
@@ -57,6 +58,12 @@ export interface PaceKeeperDeps {
 export class PaceKeeper {
   readonly #deps: PaceKeeperDeps;
   readonly #pacing = new Map<string, StoredPacing>();
+  /**
+   * Instances whose new-chats cap this process set where none was: the chats their relays opened before it are
+   * flagged once more at the first check under the cap ({@link newChatCheck}), so a relay that was under way when the
+   * cap was set counts too.
+   */
+  readonly #recount = new Set<string>();
 
   /** Cheap, no I/O. */
   constructor(deps: PaceKeeperDeps) {
@@ -80,10 +87,21 @@ export class PaceKeeper {
     this.#pacing.delete(instanceId);
   }
 
-  /** Stores the instance's pace (the cache is read again next time). @throws the store's error. */
+  /**
+   * Stores the instance's pace (the cache is read again next time). A new-chats cap set where none was counts the
+   * chats opened in the last 24 h before it (docs/decisions/0013-pacing.md): the relays that opened one while no cap
+   * asked are flagged first (store/send-pacing.ts `markNewChatsSince`, one statement), and once more at the first
+   * check under the cap. @throws the store's error (a flag written before it stays true).
+   */
   async setPacing(instanceId: string, pacing: PacingSettings): Promise<void> {
-    await writePacing(this.#deps.db, instanceId, pacing, this.#deps.clock());
+    const { db, clock } = this.#deps;
+    const capped =
+      pacing.newChatsPerDay !== null && (await this.pacing(instanceId)).pacing.newChatsPerDay === null;
+    if (capped) await markNewChatsSince(db, instanceId, clock() - DAY_MS);
+    await writePacing(db, instanceId, pacing, clock());
     this.#pacing.delete(instanceId);
+    if (capped) this.#recount.add(instanceId);
+    else if (pacing.newChatsPerDay === null) this.#recount.delete(instanceId);
   }
 
   /** The instance's pause in force at `now`, or null. */
@@ -179,7 +197,7 @@ export class PaceKeeper {
    * day) and, when the pace or the reach-out timelock holds it back, the `rate_limited` error and the time (epoch ms)
    * it may run again: the timelock's end, or the first instant the rolling day no longer counts the oldest relay
    * that opened a chat ({@link newChatSlotFreesAt}). Only asks the store when a new-chats pace or a timelock is in
-   * force. @throws the store's error.
+   * force; the count covers chats opened before the cap was set ({@link setPacing}). @throws the store's error.
    */
   async newChatCheck(
     job: SendJob,
@@ -202,6 +220,10 @@ export class PaceKeeper {
     }
     if (opensChat && pacing.newChatsPerDay !== null) {
       const since = clock() - DAY_MS;
+      if (this.#recount.has(job.instanceId)) {
+        await markNewChatsSince(db, job.instanceId, since);
+        this.#recount.delete(job.instanceId);
+      }
       if ((await countNewChatsSince(db, job.instanceId, since)) >= pacing.newChatsPerDay) {
         const frees = newChatSlotFreesAt((await oldestNewChatSince(db, job.instanceId, since)) ?? clock());
         const error = new DomainError(

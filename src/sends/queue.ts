@@ -258,11 +258,16 @@ export class SendQueue implements EventProjection {
     return this.#pace.pacing(instanceId);
   }
 
-  /** Stores the instance's pace and wakes its queue (a shorter interval may let a job go now). */
+  /**
+   * Stores the instance's pace (pause.ts `PaceKeeper.setPacing`) and counts its interval from the last relay
+   * (docs/decisions/0013-pacing.md): the next relay may go at that relay's time plus the new interval and jitter,
+   * later for a longer interval, sooner for a shorter one; then wakes the queue (a shorter interval may let a job go
+   * now). @throws the store's error (nothing changed in memory).
+   */
   async setPacing(instanceId: string, pacing: PacingSettings): Promise<StoredPacing> {
     await this.#pace.setPacing(instanceId, pacing);
     const runner = this.#runners.peek(instanceId);
-    if (runner) runner.nextAllowedAt = 0;
+    if (runner?.lastRelayAt !== undefined) this.#jobs.paced(runner, pacing, runner.lastRelayAt);
     this.wake(instanceId);
     return this.pacing(instanceId);
   }

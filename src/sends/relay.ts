@@ -108,7 +108,7 @@ export class JobRelay {
     } catch (error) {
       const failedAt = clock();
       if (error instanceof UnrecordedSendError) {
-        this.#paced(runner, pacing, failedAt);
+        this.paced(runner, pacing, failedAt);
         await this.#unrecorded(job, error.sent, failedAt, opensChat);
         return;
       }
@@ -116,11 +116,11 @@ export class JobRelay {
       // `sent` in the store. The pace counts such a send from the engine's answer, as it counts one that succeeded.
       const recorded = this.#deps.sentMarks.takeRecorded(job);
       const sentAfterAll = await failures.failed(job, error);
-      if (recorded || sentAfterAll) this.#paced(runner, pacing, failedAt);
+      if (recorded || sentAfterAll) this.paced(runner, pacing, failedAt);
       return;
     }
     const at = clock();
-    this.#paced(runner, pacing, at);
+    this.paced(runner, pacing, at);
     // The job was marked sent in the transaction that recorded the message (derive), with its MessageStatus event
     // unless a request waited to carry it; a relay whose engine recorded no message of its own is finished here,
     // with that event in the same transaction.
@@ -164,9 +164,14 @@ export class JobRelay {
     );
   }
 
-  /** Sets the instance's next allowed relay after one sent at `at` (epoch ms): the pace's interval and jitter. */
-  #paced(runner: Runner, pacing: PacingSettings, at: number): void {
+  /**
+   * Sets the instance's next allowed relay after one sent at `at` (epoch ms): `at` plus the pace's interval and a
+   * new draw of its jitter (0 when both are 0), and remembers `at` as the last relay, from which a pace set later
+   * counts (docs/decisions/0013-pacing.md).
+   */
+  paced(runner: Runner, pacing: PacingSettings, at: number): void {
     const interval = pacing.minIntervalMs + Math.round(this.#deps.random() * pacing.jitterMs);
+    runner.lastRelayAt = at;
     runner.nextAllowedAt = interval > 0 ? at + interval : 0;
   }
 }

@@ -22,6 +22,11 @@ export interface Runner {
   /** Earliest time the pace allows the next relay. */
   nextAllowedAt: number;
   /**
+   * When the last relay the pace counts went out (relay.ts `JobRelay.paced`), or undefined before the first one since
+   * this process took the instance: a new pace counts its interval from it (queue.ts `SendQueue.setPacing`).
+   */
+  lastRelayAt: number | undefined;
+  /**
    * The jobs this process holds for a relay that has not ended: an immediate synchronous send's from before its row
    * is stored claimed, any other's from its claim. Handing `sending` jobs back leaves these.
    */
@@ -81,6 +86,7 @@ export class Runners {
         timer: undefined,
         timerAt: 0,
         nextAllowedAt: 0,
+        lastRelayAt: undefined,
         relaying: new RelayHolds(),
       };
       this.#runners.set(instanceId, runner);

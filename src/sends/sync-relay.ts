@@ -32,18 +32,24 @@ export interface SyncRelayContext {
 
 /**
  * True when a synchronous send of the instance may relay at once, without waiting behind other jobs: the queue
- * drained once since this process took the instance, handed back the `sending` jobs since the last login, its last
- * drain left no job waiting for its retry (docs/decisions/0009-sends-as-jobs.md: the send would pass it), no job
- * submitted since is waiting to be claimed, and no pace is set (a pause does not hold synchronous sends).
+ * drained once since this process took the instance, handed back the `sending` jobs since the last login, is not
+ * draining now (so no job it claimed is being relayed), its last drain left no job waiting for its retry
+ * (docs/decisions/0009-sends-as-jobs.md: the send would pass it), no job submitted since is waiting to be claimed,
+ * and no pace is set (a pause does not hold synchronous sends: queued ones wait for its end). The queue's state is
+ * this process's memory, no statement of its own (docs/decisions/0013-pacing.md: a send never overtakes one accepted
+ * before it).
  * @throws the store's error reading the pace or the pause.
  */
 async function canRelayNow(context: SyncRelayContext, instanceId: string, runner: Runner): Promise<boolean> {
   if (!runner.reclaimed) return false;
   const { pacing } = await context.pacing(instanceId);
   const paced = pacing.minIntervalMs !== 0 || pacing.jitterMs !== 0 || pacing.newChatsPerDay !== null;
+  if (paced) return false;
+  // Read after the pace: the drain may have started meanwhile.
+  if (runner.idle && runner.queued === 0 && !runner.draining) return true;
   // While a restriction pauses the queue, queued sends wait; a synchronous one is relayed and gets the
   // platform's own answer (docs/decisions/0013-pacing.md).
-  return !paced && ((runner.idle && runner.queued === 0) || (await context.pause(instanceId)) !== null);
+  return (await context.pause(instanceId)) !== null;
 }
 
 /**

@@ -1,4 +1,5 @@
 import { type Kysely, sql } from 'kysely';
+import { GROUP_DOMAIN, STATUS_BROADCAST } from '../domain/messages.ts';
 import { extended } from '../domain/objects.ts';
 import type { PacingSettings, SendJobStatus, SendPause } from '../domain/sends.ts';
 import { instanceRowError } from './faults.ts';
@@ -32,6 +33,66 @@ export async function countNewChatsSince(
     .where('sent_at', '>=', since)
     .executeTakeFirst();
   return Number(row?.n ?? 0);
+}
+
+/**
+ * Flags as opening a chat (`new_chat = 1`) the instance's jobs sent since `since` (epoch ms) that opened one but were
+ * relayed while no new-chats pace was set, so nobody asked (docs/decisions/0013-pacing.md: a cap set later counts
+ * them). A job opened its chat when it went to a one-to-one chat (not a group, not a status) with no stored message
+ * before it: no message of another sent job of the instance relayed earlier (by `sent_at`, then `seq`), and no other
+ * message (received, sent from the phone, a send whose job was pruned) with an earlier `timestamp`. One statement:
+ * it reads the instance's stored jobs (no index holds the unflagged sent ones by time) and, for each one-to-one job
+ * sent since `since`, its chat's messages up to the first before it (`messages_chat_order`); run when a cap is set,
+ * never per send. @returns how many jobs it flagged.
+ */
+export async function markNewChatsSince(
+  db: Kysely<Database>,
+  instanceId: string,
+  since: number,
+): Promise<number> {
+  const result = await db
+    .updateTable('send_jobs')
+    .set({ new_chat: NEW_CHAT })
+    .where('instance_id', '=', instanceId)
+    .where('status', '=', SENT)
+    .where('new_chat', '=', sql.lit<number>(0))
+    .where('sent_at', '>=', since)
+    .where('chat', 'not like', `%@${GROUP_DOMAIN}`)
+    .where('chat', '<>', STATUS_BROADCAST)
+    .where(({ not, exists, selectFrom }) =>
+      not(
+        exists(
+          selectFrom('messages as m')
+            .leftJoin('send_jobs as o', (join) =>
+              join.onRef('o.instance_id', '=', 'm.instance_id').onRef('o.id', '=', 'm.id'),
+            )
+            .select(sql.lit<number>(1).as('one'))
+            .whereRef('m.instance_id', '=', 'send_jobs.instance_id')
+            .whereRef('m.chat', '=', 'send_jobs.chat')
+            .whereRef('m.id', '<>', 'send_jobs.id')
+            // A sent job's own message is ordered by its relay (the same clock, ties by acceptance), any other by
+            // the message's time.
+            .where((eb) =>
+              eb
+                .case()
+                .when('o.sent_at', 'is', null)
+                .then(eb('m.timestamp', '<', eb.ref('send_jobs.sent_at')))
+                .else(
+                  eb.or([
+                    eb('o.sent_at', '<', eb.ref('send_jobs.sent_at')),
+                    eb.and([
+                      eb('o.sent_at', '=', eb.ref('send_jobs.sent_at')),
+                      eb('o.seq', '<', eb.ref('send_jobs.seq')),
+                    ]),
+                  ]),
+                )
+                .end(),
+            ),
+        ),
+      ),
+    )
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows);
 }
 
 /** The `sent_at` of the oldest chat-opening relay since `since`, i.e. when the 24 h window frees a slot. */

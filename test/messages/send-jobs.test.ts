@@ -187,6 +187,8 @@ for (const dialect of testDialects()) {
         newChatsPerDay: null,
         paused: null,
       });
+      // The pace counts from the last relay (the test before sent one just now).
+      t.clock.advance(5000);
 
       const ids: string[] = [];
       for (const body of ['p1', 'p2', 'p3']) {
@@ -211,7 +213,6 @@ for (const dialect of testDialects()) {
         'MessageStatus sent 5 s apart, in acceptance order',
       );
       await t.call('PUT', '/v1/session/pacing', {});
-      t.clock.set(T0);
     });
 
     it('pacing counts a send whose engine failed after its message went out and was recorded', async () => {
@@ -219,6 +220,8 @@ for (const dialect of testDialects()) {
       const session = t.services.sessions.existing(t.instance.id);
       assert.ok(session, 'the instance has a session');
       await t.call('PUT', '/v1/session/pacing', { minIntervalMs: 5000, jitterMs: 0 });
+      // The pace counts from the last relay, the test before's.
+      t.clock.advance(5000);
       const relay = session.send.bind(session);
       let failures = 1;
       let threw: () => void = () => undefined;
@@ -257,12 +260,13 @@ for (const dialect of testDialects()) {
       } finally {
         session.send = relay;
         await t.call('PUT', '/v1/session/pacing', {});
-        t.clock.set(T0);
       }
     });
 
     it('newChatsPerDay: a send opening a chat past the cap waits; sends to known chats go on', async () => {
-      await t.call('PUT', '/v1/session/pacing', { newChatsPerDay: 1 });
+      // The cap counts the chats opened in the last 24 h before it was set: the first send of these tests, at T0,
+      // opened the chat with PEER.
+      await t.call('PUT', '/v1/session/pacing', { newChatsPerDay: 2 });
       const first = await t.call(
         'POST',
         '/v1/messages/send',
@@ -288,7 +292,7 @@ for (const dialect of testDialects()) {
         T0 + 86_400_000 + 1,
         'due when the day window frees a slot: the first instant it no longer counts the first send',
       );
-      assert.match(held.last_error ?? '', /1 new chats per day/);
+      assert.match(held.last_error ?? '', /2 new chats per day/);
       const sync = await t.call('POST', '/v1/messages/send', { phone: '5511977770003', body: 'new 3' });
       assert.equal(sync.status, 429, 'a synchronous send past the cap answers 429');
       await t.call('PUT', '/v1/session/pacing', {});

@@ -19,7 +19,14 @@ import { storeSendJobOnce } from '../../src/store/send-jobs.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
-import { fakeSession, storeGone, storeWithFaults, testQueue, textJob } from './support.ts';
+import {
+  fakeSession,
+  storeGone,
+  storeWithFaults,
+  testQueue,
+  textJob,
+  untilRelayedAtOnce,
+} from './support.ts';
 
 const T0 = Date.parse('2026-04-01T08:00:00.000Z');
 
@@ -231,6 +238,8 @@ for (const dialect of testDialects()) {
     };
 
     it('a synchronous send stored claimed after its 60 s wait passed (the store came back late) is failed unsent: 504', async () => {
+      // Stored claimed only while the queue is idle: the drains of the cases before have ended.
+      await untilRelayedAtOnce(queue, session, t.services.store.db, t.instance.id, t.clock, '3EB0LOSTIDLE');
       await storedAfterItsWait('3EB0LOST0000000000000C', 1);
     });
 

@@ -213,6 +213,8 @@ for (const dialect of testDialects()) {
       gate = { id: '3EB0DDDDDDDDDDDDDDDDDD', started: false, released };
       // A paced queue relays nothing at once: the job goes through the queue's drain.
       await queue.setPacing(t.instance.id, { minIntervalMs: 1, jitterMs: 0, newChatsPerDay: null });
+      // The pace counts from the last relay.
+      t.clock.advance(1);
       const wait = await queue.storeSync(session, syncJob('3EB0DDDDDDDDDDDDDDDDDD'));
       const outcome = wait();
       await eventually('the drain relaying', () => gate?.started);

@@ -10,6 +10,7 @@ import { type OpenStoreOptions, openStore, type Store } from '../../src/store/da
 import type { Database } from '../../src/store/schema.ts';
 import type { NewSendJob } from '../../src/store/send-jobs.ts';
 import type { TestApp } from '../support/app.ts';
+import { eventually } from '../support/eventually.ts';
 
 /** The chat the send queue tests send to. */
 const CHAT = '5511977776666@s.whatsapp.net';
@@ -120,4 +121,28 @@ export function settledFlag(promise: Promise<unknown>): () => boolean {
     },
   );
   return () => settled;
+}
+
+/**
+ * Resolves once `queue` relays a synchronous send of instance `instanceId` at once (stored already claimed: no drain
+ * of the queue under way, no job waiting; src/sends/sync-relay.ts), sending probe texts `<prefix>-1`, `<prefix>-2`, …
+ * through `session` until one is, each waited for. Read through `db`; accepted at `clock()`.
+ */
+export async function untilRelayedAtOnce(
+  queue: SendQueue,
+  session: EngineSession,
+  db: Kysely<Database>,
+  instanceId: string,
+  clock: Clock,
+  prefix: string,
+): Promise<void> {
+  let probes = 0;
+  await eventually('a synchronous send relayed at once', async () => {
+    probes += 1;
+    const id = `${prefix}-${probes}`;
+    const wait = await queue.storeSync(session, textJob(instanceId, id, 'sync', clock()));
+    const stored = await db.selectFrom('send_jobs').select('status').where('id', '=', id).executeTakeFirst();
+    await wait();
+    return stored?.status === 'sending';
+  });
 }

@@ -105,6 +105,8 @@ for (const dialect of testDialects()) {
       connected = true;
       // A paced queue relays nothing at once: the send waits its turn, and the queue claims it.
       await queue.setPacing(t.instance.id, { minIntervalMs: 1, jitterMs: 0, newChatsPerDay: null });
+      // The pace counts from the last relay.
+      t.clock.advance(1);
       const first = await queue.storeSync(session, syncJob('3EB0CCCCCCCCCCCCCCCCCC'));
       const outcome = first();
       await eventually('the relay under way', () => gate?.started);
