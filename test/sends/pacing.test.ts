@@ -274,10 +274,11 @@ for (const dialect of testDialects()) {
         },
         'the chats opened in the last 24 h are counted',
       );
-      // Two opened today: a third new chat waits until the first of them leaves the window; a known chat goes on.
+      // Two opened today: a third new chat waits until the window no longer counts the first of them (its time + 24 h
+      // + 1 ms); a known chat goes on.
       await insertSendJob(db, to('CAP-NEW-5', chat(5)));
       await relay(to('CAP-KNOWN-AGAIN', chat(1)));
-      assert.deepEqual(await decided('CAP-NEW-5', T0 + 60_500), { status: 'pending', runAt: T0 + DAY });
+      assert.deepEqual(await decided('CAP-NEW-5', T0 + 60_500), { status: 'pending', runAt: T0 + DAY + 1 });
       assert.equal(relayed.includes('CAP-NEW-5'), false);
 
       // A relay under way while the cap is set is counted too, at the first check under the cap.
@@ -298,7 +299,10 @@ for (const dialect of testDialects()) {
       await eventually('the relay under way', () => hold?.entered);
       await queue.setPacing(t.instance.id, { minIntervalMs: 0, jitterMs: 0, newChatsPerDay: 1 });
       release();
-      assert.deepEqual(await decided('CAP-AFTER', T0 + 2 * DAY), { status: 'pending', runAt: T0 + 3 * DAY });
+      assert.deepEqual(await decided('CAP-AFTER', T0 + 2 * DAY), {
+        status: 'pending',
+        runAt: T0 + 3 * DAY + 1,
+      });
       assert.deepEqual(await flags(['CAP-UNDER-WAY', 'CAP-AFTER']), { 'CAP-UNDER-WAY': 1, 'CAP-AFTER': 0 });
       assert.equal(relayed.includes('CAP-AFTER'), false);
     });
