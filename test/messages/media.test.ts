@@ -134,6 +134,21 @@ for (const dialect of testDialects()) {
       assert.equal((await storedContent(t, res.body.data.id)).quotedId, first.body.data.id);
     });
 
+    it('image with an empty caption stores no text, as the live engine stores none', async () => {
+      const bytes = fixture('tiny.png');
+      const res = await t.call('POST', '/v1/messages/send/image', {
+        phone: PEER,
+        image: dataUri(bytes),
+        caption: '',
+      });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      assert.deepEqual(await storedContent(t, res.body.data.id), {
+        kind: 'image',
+        mimetype: 'image/png',
+        fileLength: bytes.length,
+      });
+    });
+
     it('document: any format, file name defaulting to file.<ext>, caption; text told from binary', async () => {
       const pdf = fixture('doc.pdf');
       const res = await t.call('POST', '/v1/messages/send/document', {
@@ -189,6 +204,7 @@ for (const dialect of testDialects()) {
           kind: 'audio',
           mimetype,
           fileLength: bytes.length,
+          ptt: true,
         });
       }
       const png = await t.call('POST', '/v1/messages/send/audio', {
