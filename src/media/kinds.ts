@@ -64,10 +64,22 @@ export const STICKER_ANIMATED_MAX = 500 * KB;
 /** Side of a sticker, pixels (docs/api.md#messages: 512×512 recommended). */
 export const STICKER_SIZE = 512;
 
+/** Base64 characters per line when base64 is wrapped as MIME wraps it (RFC 2045 §6.8: at most 76). */
+const BASE64_LINE = 76;
+
 /**
- * Request body cap for a route carrying one media field of `kind`, bytes (docs/decisions/0020-security-promises.md):
- * the largest allowed media as base64 in a data URI, plus 1 MB for the other fields (captions, JSON escaping).
+ * Request body cap, bytes, for a route whose media field holds at most `maxBytes` decoded bytes
+ * (docs/decisions/0020-security-promises.md): the bytes as base64 in a data URI, wrapped as MIME wraps it (a CRLF every
+ * 76 characters, written `\r\n` in JSON: 4 bytes a line, about 5 %), plus 1 MB for the other fields (captions, JSON
+ * escaping). The decoded size is the real limit (src/media/source.ts `decodeDataUri`, 413 naming the field); this cap
+ * only stops a body larger than any allowed one from being read.
  */
+export function bodyLimitForBytes(maxBytes: number): number {
+  const base64 = Math.ceil(maxBytes / 3) * 4;
+  return base64 + Math.ceil(base64 / BASE64_LINE) * 4 + MB;
+}
+
+/** Request body cap for a route carrying one media field of `kind`, bytes ({@link bodyLimitForBytes}). */
 export function bodyLimitFor(kind: MediaKind): number {
-  return Math.ceil(MEDIA_RULES[kind].maxBytes / 3) * 4 + MB;
+  return bodyLimitForBytes(MEDIA_RULES[kind].maxBytes);
 }

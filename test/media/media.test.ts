@@ -95,10 +95,22 @@ describe('media input rules (docs/decisions/0017-messages-and-media.md)', () => 
     assert.equal(documentMimeType({ ext: 'pdf', mime: 'application/pdf' }, text, 'x.txt'), 'application/pdf');
   });
 
-  it('sizes route body limits for the largest media as base64 plus 1 MB (docs/decisions/0020-security-promises.md)', () => {
-    assert.equal(bodyLimitFor('image'), Math.ceil((16 * 1024 * 1024) / 3) * 4 + 1024 * 1024);
-    assert.equal(bodyLimitFor('document'), Math.ceil((100 * 1024 * 1024) / 3) * 4 + 1024 * 1024);
+  it('sizes route body limits for the largest media as base64 wrapped in 76-column CRLF lines plus 1 MB (docs/decisions/0020-security-promises.md)', () => {
+    const wrapped = (bytes: number) => {
+      const base64 = Math.ceil(bytes / 3) * 4;
+      return base64 + Math.ceil(base64 / 76) * 4 + 1024 * 1024;
+    };
+    assert.equal(bodyLimitFor('image'), wrapped(16 * 1024 * 1024));
+    assert.equal(bodyLimitFor('document'), wrapped(100 * 1024 * 1024));
     assert.ok(bodyLimitFor('sticker') > 500 * 1024 * (4 / 3));
+    // The JSON of a data URI holding the largest image as MIME wraps base64 (`\r\n`, 4 bytes a line) fits.
+    const line = 'A'.repeat(76);
+    const lines = Math.ceil((Math.ceil((16 * 1024 * 1024) / 3) * 4) / 76);
+    const json = JSON.stringify({
+      phone: '5511999990002',
+      image: `data:image/jpeg;base64,${`${line}\r\n`.repeat(lines)}`,
+    });
+    assert.ok(Buffer.byteLength(json) <= bodyLimitFor('image'), `${Buffer.byteLength(json)} bytes`);
   });
 });
 
