@@ -133,6 +133,52 @@ describe("request → Baileys content, through Baileys' own generateWAMessage (s
     assert.equal(gInfo?.quotedMessage?.imageMessage?.caption, 'look');
   });
 
+  it('reply to a message parley stored in another chat: 400 naming id, never quoted; a LID and its phone JID are one chat', async () => {
+    const lid = '137777888891155@lid';
+    stored.set('3A00PRIVATE', {
+      id: '3A00PRIVATE',
+      source: {
+        chat: '5511977776666@s.whatsapp.net',
+        sender: '5511977776666@s.whatsapp.net',
+        isFromMe: false,
+        isGroup: false,
+      },
+      pushName: 'Caio',
+      timestamp: 1,
+      content: { kind: 'text', text: 'my card PIN is 1234' },
+    });
+    stored.set('3A00BYLID', {
+      id: '3A00BYLID',
+      source: { chat: lid, sender: lid, isFromMe: false, isGroup: false },
+      pushName: 'Ana',
+      timestamp: 1,
+      content: { kind: 'text', text: 'from a LID' },
+    });
+    const text = { kind: 'text' as const, text: 'ok', linkPreview: false };
+    const refused = { code: 'invalid', message: 'id must name a message in this chat' };
+    await assert.rejects(build({ to: PEER, content: text, quotedId: '3A00PRIVATE' }), refused, '1:1');
+    await assert.rejects(
+      build({ to: GROUP, content: text, quotedId: '3A00PRIVATE' }),
+      refused,
+      'into a group',
+    );
+    await assert.rejects(
+      build({ to: PEER, content: text, quotedId: '3EB0BBBB' }),
+      refused,
+      'a group message',
+    );
+    await assert.rejects(
+      build({ to: PEER, content: text, quotedId: '3A00BYLID' }),
+      refused,
+      'no mapping known',
+    );
+    const storedChatOf = async (jid: string) => (jid === lid ? PEER : jid);
+    const byLid = await build({ to: PEER, content: text, quotedId: '3A00BYLID' }, { storedChatOf });
+    assert.equal(byLid.content.extendedTextMessage?.contextInfo?.quotedMessage?.conversation, 'from a LID');
+    const toLid = await build({ to: lid, content: text, quotedId: '3EB0AAAA' }, { storedChatOf });
+    assert.equal(toLid.content.extendedTextMessage?.contextInfo?.quotedMessage?.conversation, 'original');
+  });
+
   it('reply to an id parley never stored: contextInfo carries the id', async () => {
     const { content } = await build({
       to: PEER,
