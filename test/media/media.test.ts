@@ -8,9 +8,10 @@ import { stickerExif, withExif } from '../../src/media/exif.ts';
 import { Ffmpeg, ffmpegCandidates, packagedFfmpegPath } from '../../src/media/ffmpeg.ts';
 import { bodyLimitFor, MEDIA_RULES } from '../../src/media/kinds.ts';
 import { decodeDataUri } from '../../src/media/source.ts';
-import { makeSticker } from '../../src/media/sticker.ts';
+import { makeSticker, stickerConversions } from '../../src/media/sticker.ts';
 import { fixture } from '../messages/support.ts';
 import { ffmpegAvailable } from '../support/ffmpeg.ts';
+import { pixelFramesGif } from '../support/gif.ts';
 import { readStickerExif } from '../support/sticker-exif.ts';
 
 describe('media input rules (docs/decisions/0017-messages-and-media.md)', () => {
@@ -147,6 +148,56 @@ describe('stickers (docs/decisions/0017-messages-and-media.md)', () => {
     assert.equal(await readStickerExif(sticker.data), undefined);
     const meta = await sharp(sticker.data).metadata();
     assert.deepEqual([meta.width, meta.height, meta.hasAlpha], [512, 512, true]);
+  });
+
+  it('refuses an image over the frame or pixel budget from its header, before any conversion (413)', async () => {
+    const gif = { ext: 'gif', mime: 'image/gif' };
+    const refused = async (data: Buffer, message: string) => {
+      const started = Date.now();
+      await assert.rejects(makeSticker(data, gif, {}, new Ffmpeg()), (e) => {
+        assert.ok(e instanceof DomainError);
+        assert.deepEqual([statusOf(e.code), e.message], [413, message]);
+        return true;
+      });
+      assert.ok(Date.now() - started < 2_000, 'refused without converting');
+    };
+    // 101 one-pixel frames: 2.4 KB, far under the 500 KB input limit, one frame over the budget.
+    await refused(pixelFramesGif(101, 1, 1), 'sticker must have at most 100 frames (it has 101)');
+    await refused(
+      pixelFramesGif(1, 6000, 6000),
+      'sticker must be at most 32,000,000 pixels, width × height × frames (it has 36,000,000)',
+    );
+    await refused(
+      pixelFramesGif(3, 4000, 4000),
+      'sticker must be at most 32,000,000 pixels, width × height × frames (it has 48,000,000)',
+    );
+    const within = await makeSticker(pixelFramesGif(2, 1, 1), gif, {}, new Ffmpeg());
+    assert.equal(within.animated, true, 'two frames are within the budget');
+  });
+
+  it('converts at most 2 stickers at once in a process; the others wait their turn', async () => {
+    const releases: (() => void)[] = [];
+    const holders = [0, 1].map(() =>
+      stickerConversions.run(() => new Promise<void>((resolve) => releases.push(resolve))),
+    );
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(stickerConversions.running, 2);
+    let done = false;
+    const waiting = makeSticker(
+      fixture('tiny.png'),
+      { ext: 'png', mime: 'image/png' },
+      {},
+      new Ffmpeg(),
+    ).then((sticker) => {
+      done = true;
+      return sticker;
+    });
+    while (stickerConversions.waiting === 0 && !done) await new Promise((resolve) => setTimeout(resolve, 5));
+    assert.equal(done, false, 'waits while both slots are taken');
+    for (const release of releases) release();
+    await Promise.all(holders);
+    assert.equal((await waiting).animated, false);
+    assert.deepEqual([stickerConversions.running, stickerConversions.waiting], [0, 0]);
   });
 
   it('answers 503 naming ffmpeg when an MP4 sticker arrives and ffmpeg is missing', async () => {

@@ -4,6 +4,7 @@ import sharp from 'sharp';
 import type { OutgoingMessage } from '../../src/domain/messages.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { ffmpegAvailable } from '../support/ffmpeg.ts';
+import { pixelFramesGif } from '../support/gif.ts';
 import { readStickerExif } from '../support/sticker-exif.ts';
 import { testDialects } from '../support/store.ts';
 import { appFor, bad, dataUri, fixture, OWN, PEER, storedContent } from './support.ts';
@@ -321,6 +322,22 @@ for (const dialect of testDialects()) {
         emojis: Array.from({ length: 11 }, () => '😀'),
       });
       assert.deepEqual(emojis.body, bad(400, 'emojis must have at most 10 items'));
+    });
+
+    it('sticker: a GIF over the frame or pixel budget is 413 naming the rule, before any conversion', async () => {
+      const frames = await t.call('POST', '/v1/messages/send/sticker', {
+        phone: PEER,
+        sticker: dataUri(pixelFramesGif(101, 1, 1)),
+      });
+      assert.deepEqual(frames.body, bad(413, 'sticker must have at most 100 frames (it has 101)'));
+      const pixels = await t.call('POST', '/v1/messages/send/sticker', {
+        phone: PEER,
+        sticker: dataUri(pixelFramesGif(20, 2000, 1000)),
+      });
+      assert.deepEqual(
+        pixels.body,
+        bad(413, 'sticker must be at most 32,000,000 pixels, width × height × frames (it has 40,000,000)'),
+      );
     });
 
     it('media sends check the recipient (422) before fetching the media', async () => {
