@@ -1,8 +1,10 @@
 import type { Readable } from 'node:stream';
 import { errors } from '../domain/errors.ts';
 import type { Instance } from '../domain/instance.ts';
-import type { MediaPayload, MessageContent, OutgoingContent } from '../domain/messages.ts';
-import { isAnimatedSticker } from '../media/sticker.ts';
+import type { OutgoingContent } from '../domain/messages.ts';
+import { MEDIA_RULES, type MediaKind } from '../media/kinds.ts';
+import { type CheckedMedia, checkStoredMedia } from '../media/prepare.ts';
+import { mediaTooLarge } from '../media/source.ts';
 import type { Store } from '../store/database.ts';
 import { findStoredMessage, type StoredMessage } from '../store/messages.ts';
 import type { MediaService } from './media.ts';
@@ -24,7 +26,9 @@ export interface PreparedForward {
  * chat, marked forwarded. parley stores messages normalised (src/domain/messages.ts `MessageContent`), not as the
  * platform's protobuf, so a forward is a new send of the stored content: text, location, contact and poll as stored,
  * media with the file read from parley's media store or fetched from the platform again (`MediaService.open`), the
- * caption and file name kept; a quote and mentions are dropped, as the platform drops them on a forward.
+ * caption and file name kept; a quote and mentions are dropped, as the platform drops them on a forward. A file meets
+ * the rules a send of its kind meets (src/media/prepare.ts `checkStoredMedia`): what a sender delivered is not trusted
+ * for being delivered.
  */
 export class ForwardService {
   readonly #store: Store;
@@ -40,7 +44,8 @@ export class ForwardService {
    * @throws DomainError not_found `message not found`; invalid `message <id> cannot be forwarded (it is a <kind>
    *   message)` for reactions and messages parley does not understand, `message <id> was deleted`. The content
    *   builder throws what `MediaService.open` throws (not_found when the file cannot be fetched again, e.g. media
-   *   parley sent itself; gone; too_large).
+   *   parley sent itself; gone; too_large), and the send rules' too_large and invalid naming the kind
+   *   (`sticker must be at most 500 KB`, `image must be JPEG, PNG, GIF or WEBP`).
    */
   async prepare(instance: Instance, messageId: string): Promise<PreparedForward> {
     const message = await findStoredMessage(this.#store.db, instance.id, messageId);
@@ -81,24 +86,24 @@ export class ForwardService {
           selectableCount: content.poll?.selectableCount ?? 0,
         };
       case 'image':
-      case 'video':
-        return { kind: content.kind, media: await this.#file(instance, message.id, content), ...caption };
-      case 'document':
-        return {
-          kind: 'document',
-          media: await this.#file(instance, message.id, content),
-          fileName: content.fileName ?? 'file',
-          ...caption,
-        };
+      case 'video': {
+        const { media } = await this.#file(instance, message.id, content.kind);
+        return { kind: content.kind, media, ...caption };
+      }
+      case 'document': {
+        const fileName = content.fileName ?? 'file';
+        const { media } = await this.#file(instance, message.id, 'document', fileName);
+        return { kind: 'document', media, fileName, ...caption };
+      }
       case 'audio':
         return {
           kind: 'audio',
-          media: await this.#file(instance, message.id, content),
+          media: (await this.#file(instance, message.id, 'audio')).media,
           ...(content.ptt === false ? { ptt: false } : {}),
         };
       case 'sticker': {
-        const media = await this.#file(instance, message.id, content);
-        return { kind: 'sticker', media, animated: await isAnimatedSticker(media.data) };
+        const { media, animated } = await this.#file(instance, message.id, 'sticker');
+        return { kind: 'sticker', media, animated };
       }
       default:
         throw errors.badRequest(
@@ -107,11 +112,15 @@ export class ForwardService {
     }
   }
 
-  /** The file of media message `id`, whole, with the MIME type the message declared (else the bytes' own). */
-  async #file(instance: Instance, id: string, content: MessageContent): Promise<MediaPayload> {
+  /**
+   * The file of media message `id`, whole, checked by the rules a send of `kind` meets ({@link checkStoredMedia}):
+   * over the kind's limit it is refused before it is read; the MIME type sent is the one of its bytes.
+   */
+  async #file(instance: Instance, id: string, kind: MediaKind, fileName?: string): Promise<CheckedMedia> {
     const file = await this.#media.open(instance, id);
-    const data = await readAll(file.open());
-    return { data, mimetype: content.mimetype ?? file.mimetype };
+    const rule = MEDIA_RULES[kind];
+    if (file.size > rule.maxBytes) throw mediaTooLarge(kind, rule);
+    return checkStoredMedia(kind, await readAll(file.open()), fileName);
   }
 }
 

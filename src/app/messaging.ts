@@ -164,12 +164,12 @@ export class MessagingService {
 
   /**
    * A synchronous send (the default answer): the session (409 not logged in or disconnected, 503 while it
-   * reconnects), the recipient's registration (422), then the content — built only now,
-   * so media is fetched only for a send that can go out. The message is stored as a `pending` job under a new
+   * reconnects), the recipient's registration (422), the quoted message's chat (400), then the content — built only
+   * now, so media is fetched only for a send that can go out. The message is stored as a `pending` job under a new
    * platform id before its relay, then relayed at once when the queue is idle and unpaced, else in its turn;
    * resolves after the platform's ack and the message's recording (docs/decisions/0009-sends-as-jobs.md).
-   * @throws DomainError not_registered `recipient <phone> is not registered on the platform`; the relay's error
-   *   (the job is then `failed`).
+   * @throws DomainError not_registered `recipient <phone> is not registered on the platform`; invalid `id must name
+   *   a message in this chat` (a quoted message stored in another chat); the relay's error (the job is then `failed`).
    */
   async send(
     instance: Instance,
@@ -184,6 +184,7 @@ export class MessagingService {
     if (earlier) return this.#outcomeOf(earlier, origin.signal);
     const session = this.#sessions.ready(instance);
     await this.#requireRegistered(instance, session, input.phone);
+    await this.#requireQuotable(instance, input);
     const job = await this.#job(instance, session, input, await content(), 'sync', null, fixedId);
     let outcome: () => Promise<SentMessage>;
     try {
@@ -231,7 +232,8 @@ export class MessagingService {
    * and answered at once; the queue relays it when due (`sendAt`, epoch ms, at most 30 days ahead), when the pace
    * allows and once the session is connected, and records a `MessageStatus` event with the outcome. Needs the
    * account linked (409 otherwise); a one-to-one recipient is checked now when the session is connected (422).
-   * @throws DomainError invalid when `sendAt` is not in the future or more than 30 days ahead.
+   * @throws DomainError invalid when `sendAt` is not in the future or more than 30 days ahead, and `id must name a
+   *   message in this chat` (a quoted message stored in another chat).
    */
   async enqueue(
     instance: Instance,
@@ -253,6 +255,7 @@ export class MessagingService {
     const state = session?.state();
     if (!(state ? state.loggedIn : instance.jid !== null)) throw errors.notLoggedIn();
     if (session && state?.connected) await this.#requireRegistered(instance, session, input.phone);
+    await this.#requireQuotable(instance, input);
     const job = await this.#job(instance, session, input, await content(), 'async', sendAt, fixedId);
     try {
       await this.#queue.store(job);
@@ -376,6 +379,26 @@ export class MessagingService {
     );
     const stored = await storedChatOf(this.#store.db, instance.id, chat);
     await this.#recorder.record(instance.id, { type: 'read', chat: stored, messageIds: ids });
+  }
+
+  /**
+   * Checks that the message a send quotes (`quotedId`, the `id` field) is one of the send's chat
+   * (docs/decisions/0017-messages-and-media.md): the quote shows the stored message's words and author, so a message
+   * of another chat would be shown as said in this one. A LID chat and the phone JID parley keeps for it are one chat
+   * (docs/decisions/0038-lid-mappings.md). An id parley never stored passes: the reply carries the id alone.
+   * @throws DomainError invalid `id must name a message in this chat`.
+   */
+  async #requireQuotable(instance: Instance, input: SendInput): Promise<void> {
+    if (input.quotedId === undefined) return;
+    const quoted = await findStoredMessage(this.#store.db, instance.id, input.quotedId);
+    if (!quoted) return;
+    const chat = chatJidOf(input.phone);
+    if (quoted.source.chat === chat) return;
+    const [stored, destination] = await Promise.all([
+      storedChatOf(this.#store.db, instance.id, quoted.source.chat),
+      storedChatOf(this.#store.db, instance.id, chat),
+    ]);
+    if (stored !== destination) throw errors.quotedElsewhere();
   }
 
   /**

@@ -116,6 +116,11 @@ export const errors = {
   notLoggedIn: () => new DomainError('not_logged_in', 'instance is not logged in'),
   notConnected: () => new DomainError('not_connected', 'instance is not connected'),
   alreadyLoggedIn: () => new DomainError('conflict', 'already logged in'),
+  /**
+   * A reply's `id` names a message parley stored in another chat than the send's: its quote would show that chat's
+   * words as said in this one (docs/decisions/0017-messages-and-media.md).
+   */
+  quotedElsewhere: () => new DomainError('invalid', 'id must name a message in this chat'),
   /** The store cannot be reached now; `cause` is the driver's error (logged, never sent). */
   storeUnavailable: (cause?: unknown) =>
     new DomainError('store_unavailable', STORE_UNAVAILABLE, {

@@ -34,7 +34,11 @@ export interface SendPause {
 
 /**
  * The stored/normalised content of an outgoing message: no media bytes, sizes in bytes
- * (docs/decisions/0017-messages-and-media.md).
+ * (docs/decisions/0017-messages-and-media.md). It is what the live engine stores for the same send, read back from
+ * the platform message it built (src/engines/baileys/incoming.ts `toMessageContent`), so a sandbox instance and a live
+ * one keep the same content: an empty caption, location name or address and contact name are left out (the platform
+ * message carries none), an empty document file name is `file` (Baileys' default), and an audio's `ptt` is always
+ * set (true unless the send said false: a voice note).
  */
 export function contentOf(
   content: OutgoingContent,
@@ -45,7 +49,7 @@ export function contentOf(
     ...(quotedId === undefined ? {} : { quotedId }),
     ...(mentions === undefined || mentions.length === 0 ? {} : { mentions: [...mentions] }),
   };
-  const caption = (text: string | undefined) => (text === undefined ? {} : { text });
+  const caption = (text: string | undefined) => (text ? { text } : {});
   switch (content.kind) {
     case 'text':
       return { kind: 'text', text: content.text, ...quoted };
@@ -56,17 +60,12 @@ export function contentOf(
       return {
         kind: 'document',
         ...media(content.media),
-        fileName: content.fileName,
+        fileName: content.fileName || 'file',
         ...caption(content.caption),
         ...quoted,
       };
     case 'audio':
-      return {
-        kind: 'audio',
-        ...media(content.media),
-        ...(content.ptt === undefined ? {} : { ptt: content.ptt }),
-        ...quoted,
-      };
+      return { kind: 'audio', ...media(content.media), ptt: content.ptt !== false, ...quoted };
     case 'sticker':
       return { kind: content.kind, ...media(content.media), ...quoted };
     case 'location':
@@ -74,12 +73,17 @@ export function contentOf(
         kind: 'location',
         latitude: content.latitude,
         longitude: content.longitude,
-        ...(content.name === undefined ? {} : { name: content.name }),
-        ...(content.address === undefined ? {} : { address: content.address }),
+        ...(content.name ? { name: content.name } : {}),
+        ...(content.address ? { address: content.address } : {}),
         ...quoted,
       };
     case 'contact':
-      return { kind: 'contact', name: content.displayName, vcard: content.vcard, ...quoted };
+      return {
+        kind: 'contact',
+        ...(content.displayName ? { name: content.displayName } : {}),
+        ...(content.vcard ? { vcard: content.vcard } : {}),
+        ...quoted,
+      };
     case 'poll':
       return {
         kind: 'poll',

@@ -63,11 +63,51 @@ export const STICKER_STATIC_MAX = 100 * KB;
 export const STICKER_ANIMATED_MAX = 500 * KB;
 /** Side of a sticker, pixels (docs/api.md#messages: 512×512 recommended). */
 export const STICKER_SIZE = 512;
+/**
+ * Most frames an animated image (GIF, WEBP) may have to become a sticker (docs/decisions/0017-messages-and-media.md):
+ * the frame budget, 100 frames of 512×512 (26,214,400 output pixels), about what the MP4 path keeps (6 s at 15 fps).
+ * Every frame is resized and encoded, up to three times, so the cost of a conversion grows with it, not with the
+ * input's bytes: a GIF of 1×1 frames takes about 23 bytes a frame.
+ */
+export const STICKER_MAX_FRAMES = 100;
+/**
+ * Most pixels an image sticker input may decode to, width × height × frames
+ * (docs/decisions/0017-messages-and-media.md): a 5,600 × 5,600 photo, or 100 frames of 512×512 and some more. Passed
+ * to sharp as `limitInputPixels`.
+ */
+export const STICKER_MAX_INPUT_PIXELS = 32_000_000;
+/**
+ * Time one sticker conversion may take, every quality tried included, seconds
+ * (docs/decisions/0017-messages-and-media.md).
+ */
+export const STICKER_CONVERSION_SECONDS = 30;
+/**
+ * Sticker conversions a process runs at once (docs/decisions/0017-messages-and-media.md): each holds one of libuv's
+ * 4 threads while it runs, so two leave the others to the file system, DNS and crypto.
+ */
+export const STICKER_CONVERSIONS = 2;
+/**
+ * Sticker conversions that may wait for a slot; one more is refused with 503
+ * (docs/decisions/0017-messages-and-media.md).
+ */
+export const STICKER_CONVERSIONS_WAITING = 32;
+
+/** Base64 characters per line when base64 is wrapped as MIME wraps it (RFC 2045 §6.8: at most 76). */
+const BASE64_LINE = 76;
 
 /**
- * Request body cap for a route carrying one media field of `kind`, bytes (docs/decisions/0020-security-promises.md):
- * the largest allowed media as base64 in a data URI, plus 1 MB for the other fields (captions, JSON escaping).
+ * Request body cap, bytes, for a route whose media field holds at most `maxBytes` decoded bytes
+ * (docs/decisions/0020-security-promises.md): the bytes as base64 in a data URI, wrapped as MIME wraps it (a CRLF every
+ * 76 characters, written `\r\n` in JSON: 4 bytes a line, about 5 %), plus 1 MB for the other fields (captions, JSON
+ * escaping). The decoded size is the real limit (src/media/source.ts `decodeDataUri`, 413 naming the field); this cap
+ * only stops a body larger than any allowed one from being read.
  */
+export function bodyLimitForBytes(maxBytes: number): number {
+  const base64 = Math.ceil(maxBytes / 3) * 4;
+  return base64 + Math.ceil(base64 / BASE64_LINE) * 4 + MB;
+}
+
+/** Request body cap for a route carrying one media field of `kind`, bytes ({@link bodyLimitForBytes}). */
 export function bodyLimitFor(kind: MediaKind): number {
-  return Math.ceil(MEDIA_RULES[kind].maxBytes / 3) * 4 + MB;
+  return bodyLimitForBytes(MEDIA_RULES[kind].maxBytes);
 }

@@ -1,11 +1,12 @@
+import { DomainError, errors } from '../domain/errors.ts';
 import type { MediaPayload } from '../domain/messages.ts';
 import type { OutboundGuard } from '../net/outbound-guard.ts';
 import { defaultFileName, detectFormat, documentMimeType, requireFormat } from './detect.ts';
 import type { StickerMetadata } from './exif.ts';
 import type { Ffmpeg } from './ffmpeg.ts';
-import { MEDIA_RULES } from './kinds.ts';
-import { type MediaFetchLog, readMediaSource } from './source.ts';
-import { makeSticker } from './sticker.ts';
+import { MEDIA_RULES, type MediaKind, STICKER_STATIC_MAX } from './kinds.ts';
+import { type MediaFetchLog, mediaTooLarge, readMediaSource } from './source.ts';
+import { isAnimatedSticker, makeSticker } from './sticker.ts';
 
 /** What media preparation needs from the app: the outbound guard (URL fetches) and ffmpeg (animated stickers). */
 export interface MediaTools {
@@ -70,4 +71,48 @@ export async function prepareSticker(
   const format = await requireFormat(source.data, field, rule);
   const sticker = await makeSticker(source.data, format, meta, tools.ffmpeg);
   return { media: { data: sticker.data, mimetype: 'image/webp' }, animated: sticker.animated };
+}
+
+/** A stored file checked for sending again ({@link checkStoredMedia}): what goes to the engine, and a sticker's flag. */
+export interface CheckedMedia {
+  /** The bytes as stored, with the MIME type detected from them. */
+  media: MediaPayload;
+  /** A sticker with more than one frame; false for every other kind. */
+  animated: boolean;
+}
+
+/**
+ * Checks the file of a stored media message of `kind` that is sent again (a forward,
+ * docs/decisions/0041-forward-calls-channels.md) by the rules a send of that kind meets
+ * (docs/decisions/0017-messages-and-media.md), rather than trusting it because the platform delivered it: the kind's
+ * largest input and formats, judged from the bytes; a sticker must be a WEBP (what every sent sticker is made into)
+ * of at most 500 KB animated or 100 KB static, and is not converted again (its pack metadata stays). The MIME type
+ * sent is the one detected from the bytes, never the one its sender declared; a document's comes from its bytes and
+ * `fileName` ({@link documentMimeType}). Errors name the kind as a send names its media field
+ * (`sticker must be at most 500 KB`, `image must be JPEG, PNG, GIF or WEBP`).
+ * @throws DomainError too_large or invalid naming the kind and the rule.
+ */
+export async function checkStoredMedia(
+  kind: MediaKind,
+  data: Buffer,
+  fileName = 'file',
+): Promise<CheckedMedia> {
+  const rule = MEDIA_RULES[kind];
+  if (data.length > rule.maxBytes) throw mediaTooLarge(kind, rule);
+  if (kind === 'document') {
+    return {
+      media: { data, mimetype: documentMimeType(await detectFormat(data), data, fileName) },
+      animated: false,
+    };
+  }
+  if (kind === 'sticker') {
+    if ((await detectFormat(data))?.ext !== 'webp') throw errors.badRequest('sticker must be WEBP');
+    const animated = await isAnimatedSticker(data);
+    if (!animated && data.length > STICKER_STATIC_MAX) {
+      throw new DomainError('too_large', 'sticker must be at most 100 KB as a static WEBP');
+    }
+    return { media: { data, mimetype: 'image/webp' }, animated };
+  }
+  const format = await requireFormat(data, kind, rule);
+  return { media: { data, mimetype: format.mime }, animated: false };
 }

@@ -30,7 +30,8 @@ export interface MediaSource {
 
 const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
 
-function tooLarge(field: string, rule: MediaRule): DomainError {
+/** The 413 of media over its kind's limit: `<field> must be at most <limit>` (`image must be at most 16 MB`). */
+export function mediaTooLarge(field: string, rule: MediaRule): DomainError {
   return new DomainError('too_large', `${field} must be at most ${rule.maxLabel}`);
 }
 
@@ -52,10 +53,10 @@ export function decodeDataUri(raw: string, field: string, rule: MediaRule): Buff
   if (body.length === 0) throw errors.badRequest(`${field} is empty`);
   if (!BASE64.test(body)) throw errors.badRequest(`${field} data URI holds invalid base64`);
   const padding = body.endsWith('==') ? 2 : body.endsWith('=') ? 1 : 0;
-  if (Math.floor((body.length * 3) / 4) - padding > rule.maxBytes) throw tooLarge(field, rule);
+  if (Math.floor((body.length * 3) / 4) - padding > rule.maxBytes) throw mediaTooLarge(field, rule);
   const data = Buffer.from(body, body.includes('-') || body.includes('_') ? 'base64url' : 'base64');
   if (data.length === 0) throw errors.badRequest(`${field} is empty`);
-  if (data.length > rule.maxBytes) throw tooLarge(field, rule);
+  if (data.length > rule.maxBytes) throw mediaTooLarge(field, rule);
   return data;
 }
 
@@ -95,7 +96,7 @@ export async function fetchMedia(
     });
   } catch (error) {
     if (error instanceof OutboundError) {
-      if (error.reason === 'too-large') throw tooLarge(field, rule);
+      if (error.reason === 'too-large') throw mediaTooLarge(field, rule);
       options.log?.info({ err: error, reason: error.reason, field }, 'media URL fetch failed');
       throw new DomainError('invalid', `${field} could not be fetched: ${error.publicMessage}`, {
         cause: error,

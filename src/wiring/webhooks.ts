@@ -86,8 +86,10 @@ export function wireWebhooks(
       maxAttempts: webhooks.maxAttempts,
       ...(deps.copies === undefined ? {} : { copies: deps.copies }),
       onCommitted: (instanceId, endpointIds) => webhooks.wake(instanceId, endpointIds),
+      // An id decoded from a protobuf may hold a lone surrogate, which encodeURIComponent refuses (failing the
+      // recording): the link has U+FFFD in its place.
       mediaUrl: (instanceId, messageId) =>
-        `${config.publicUrl}/v1/messages/${encodeURIComponent(messageId)}/media?from=${instanceId}`,
+        `${config.publicUrl}/v1/messages/${encodeURIComponent(messageId.toWellFormed())}/media?from=${instanceId}`,
     }),
   );
   return { guard, webhooks, brokers };

@@ -5,6 +5,7 @@ import { before, describe, it } from 'node:test';
 import { getMediaKeys, type MediaType, type proto, type WAMediaUploadFunction } from 'baileys';
 import sharp from 'sharp';
 import type { EngineMessage, OutgoingMessage } from '../../src/domain/messages.ts';
+import { contentOf } from '../../src/domain/sends.ts';
 import { toMessageContent } from '../../src/engines/baileys/incoming.ts';
 import {
   buildOutgoingMessage,
@@ -130,6 +131,52 @@ describe("request → Baileys content, through Baileys' own generateWAMessage (s
     const gInfo = group.content.locationMessage?.contextInfo;
     assert.equal(gInfo?.participant, '5511977776666@s.whatsapp.net');
     assert.equal(gInfo?.quotedMessage?.imageMessage?.caption, 'look');
+  });
+
+  it('reply to a message parley stored in another chat: 400 naming id, never quoted; a LID and its phone JID are one chat', async () => {
+    const lid = '137777888891155@lid';
+    stored.set('3A00PRIVATE', {
+      id: '3A00PRIVATE',
+      source: {
+        chat: '5511977776666@s.whatsapp.net',
+        sender: '5511977776666@s.whatsapp.net',
+        isFromMe: false,
+        isGroup: false,
+      },
+      pushName: 'Caio',
+      timestamp: 1,
+      content: { kind: 'text', text: 'my card PIN is 1234' },
+    });
+    stored.set('3A00BYLID', {
+      id: '3A00BYLID',
+      source: { chat: lid, sender: lid, isFromMe: false, isGroup: false },
+      pushName: 'Ana',
+      timestamp: 1,
+      content: { kind: 'text', text: 'from a LID' },
+    });
+    const text = { kind: 'text' as const, text: 'ok', linkPreview: false };
+    const refused = { code: 'invalid', message: 'id must name a message in this chat' };
+    await assert.rejects(build({ to: PEER, content: text, quotedId: '3A00PRIVATE' }), refused, '1:1');
+    await assert.rejects(
+      build({ to: GROUP, content: text, quotedId: '3A00PRIVATE' }),
+      refused,
+      'into a group',
+    );
+    await assert.rejects(
+      build({ to: PEER, content: text, quotedId: '3EB0BBBB' }),
+      refused,
+      'a group message',
+    );
+    await assert.rejects(
+      build({ to: PEER, content: text, quotedId: '3A00BYLID' }),
+      refused,
+      'no mapping known',
+    );
+    const storedChatOf = async (jid: string) => (jid === lid ? PEER : jid);
+    const byLid = await build({ to: PEER, content: text, quotedId: '3A00BYLID' }, { storedChatOf });
+    assert.equal(byLid.content.extendedTextMessage?.contextInfo?.quotedMessage?.conversation, 'from a LID');
+    const toLid = await build({ to: lid, content: text, quotedId: '3EB0AAAA' }, { storedChatOf });
+    assert.equal(toLid.content.extendedTextMessage?.contextInfo?.quotedMessage?.conversation, 'original');
   });
 
   it('reply to an id parley never stored: contextInfo carries the id', async () => {
@@ -273,5 +320,46 @@ describe("request → Baileys content, through Baileys' own generateWAMessage (s
       conversation: 'x',
     } satisfies proto.IMessage);
     assert.equal(resendableProto({ kind: 'image' }), undefined);
+  });
+
+  it('stores what the sandbox stores for the same send (contentOf): empty captions and names dropped, ptt set', async () => {
+    const pdf = { data: Buffer.from('%PDF-1.4 fake'), mimetype: 'application/pdf' };
+    const vcard = 'BEGIN:VCARD\nVERSION:3.0\nN:Doe;Jane;;;\nFN:Jane Doe\nTEL:+5511988887777\nEND:VCARD';
+    const sends: OutgoingMessage[] = [
+      {
+        to: PEER,
+        content: { kind: 'text', text: 'hi @5511977776666', linkPreview: false },
+        mentions: ['5511977776666@s.whatsapp.net'],
+      },
+      { to: PEER, content: { kind: 'text', text: 'yes', linkPreview: false }, quotedId: '3EB0UNKNOWN' },
+      { to: PEER, content: { kind: 'image', media: { data: png, mimetype: 'image/png' }, caption: '' } },
+      { to: PEER, content: { kind: 'image', media: { data: png, mimetype: 'image/png' }, caption: 'a pic' } },
+      {
+        to: PEER,
+        content: { kind: 'video', media: { data: Buffer.from('fake mp4'), mimetype: 'video/mp4' } },
+      },
+      { to: PEER, content: { kind: 'document', media: pdf, fileName: 'a.pdf', caption: '' } },
+      { to: PEER, content: { kind: 'document', media: pdf, fileName: '', caption: 'c' } },
+      {
+        to: PEER,
+        content: { kind: 'audio', media: { data: Buffer.from('OggS'), mimetype: 'audio/ogg; codecs=opus' } },
+      },
+      {
+        to: PEER,
+        content: { kind: 'audio', media: { data: Buffer.from('ID3'), mimetype: 'audio/mpeg' }, ptt: false },
+      },
+      {
+        to: PEER,
+        content: { kind: 'sticker', media: { data: webp, mimetype: 'image/webp' }, animated: false },
+      },
+      { to: PEER, content: { kind: 'location', latitude: 1, longitude: 2, name: '', address: '' } },
+      { to: PEER, content: { kind: 'location', latitude: 1, longitude: 2, name: 'Here', address: 'There' } },
+      { to: PEER, content: { kind: 'contact', displayName: '', vcard } },
+      { to: PEER, content: { kind: 'poll', name: 'Lunch?', options: ['yes', 'no'], selectableCount: 1 } },
+    ];
+    for (const send of sends) {
+      const live = toMessageContent((await build(send)).content);
+      assert.deepEqual(contentOf(send.content, send.quotedId, send.mentions), live, JSON.stringify(live));
+    }
   });
 });

@@ -8,9 +8,10 @@ import { stickerExif, withExif } from '../../src/media/exif.ts';
 import { Ffmpeg, ffmpegCandidates, packagedFfmpegPath } from '../../src/media/ffmpeg.ts';
 import { bodyLimitFor, MEDIA_RULES } from '../../src/media/kinds.ts';
 import { decodeDataUri } from '../../src/media/source.ts';
-import { makeSticker } from '../../src/media/sticker.ts';
+import { makeSticker, stickerConversions } from '../../src/media/sticker.ts';
 import { fixture } from '../messages/support.ts';
 import { ffmpegAvailable } from '../support/ffmpeg.ts';
+import { pixelFramesGif } from '../support/gif.ts';
 import { readStickerExif } from '../support/sticker-exif.ts';
 
 describe('media input rules (docs/decisions/0017-messages-and-media.md)', () => {
@@ -95,10 +96,22 @@ describe('media input rules (docs/decisions/0017-messages-and-media.md)', () => 
     assert.equal(documentMimeType({ ext: 'pdf', mime: 'application/pdf' }, text, 'x.txt'), 'application/pdf');
   });
 
-  it('sizes route body limits for the largest media as base64 plus 1 MB (docs/decisions/0020-security-promises.md)', () => {
-    assert.equal(bodyLimitFor('image'), Math.ceil((16 * 1024 * 1024) / 3) * 4 + 1024 * 1024);
-    assert.equal(bodyLimitFor('document'), Math.ceil((100 * 1024 * 1024) / 3) * 4 + 1024 * 1024);
+  it('sizes route body limits for the largest media as base64 wrapped in 76-column CRLF lines plus 1 MB (docs/decisions/0020-security-promises.md)', () => {
+    const wrapped = (bytes: number) => {
+      const base64 = Math.ceil(bytes / 3) * 4;
+      return base64 + Math.ceil(base64 / 76) * 4 + 1024 * 1024;
+    };
+    assert.equal(bodyLimitFor('image'), wrapped(16 * 1024 * 1024));
+    assert.equal(bodyLimitFor('document'), wrapped(100 * 1024 * 1024));
     assert.ok(bodyLimitFor('sticker') > 500 * 1024 * (4 / 3));
+    // The JSON of a data URI holding the largest image as MIME wraps base64 (`\r\n`, 4 bytes a line) fits.
+    const line = 'A'.repeat(76);
+    const lines = Math.ceil((Math.ceil((16 * 1024 * 1024) / 3) * 4) / 76);
+    const json = JSON.stringify({
+      phone: '5511999990002',
+      image: `data:image/jpeg;base64,${`${line}\r\n`.repeat(lines)}`,
+    });
+    assert.ok(Buffer.byteLength(json) <= bodyLimitFor('image'), `${Buffer.byteLength(json)} bytes`);
   });
 });
 
@@ -135,6 +148,56 @@ describe('stickers (docs/decisions/0017-messages-and-media.md)', () => {
     assert.equal(await readStickerExif(sticker.data), undefined);
     const meta = await sharp(sticker.data).metadata();
     assert.deepEqual([meta.width, meta.height, meta.hasAlpha], [512, 512, true]);
+  });
+
+  it('refuses an image over the frame or pixel budget from its header, before any conversion (413)', async () => {
+    const gif = { ext: 'gif', mime: 'image/gif' };
+    const refused = async (data: Buffer, message: string) => {
+      const started = Date.now();
+      await assert.rejects(makeSticker(data, gif, {}, new Ffmpeg()), (e) => {
+        assert.ok(e instanceof DomainError);
+        assert.deepEqual([statusOf(e.code), e.message], [413, message]);
+        return true;
+      });
+      assert.ok(Date.now() - started < 2_000, 'refused without converting');
+    };
+    // 101 one-pixel frames: 2.4 KB, far under the 500 KB input limit, one frame over the budget.
+    await refused(pixelFramesGif(101, 1, 1), 'sticker must have at most 100 frames (it has 101)');
+    await refused(
+      pixelFramesGif(1, 6000, 6000),
+      'sticker must be at most 32,000,000 pixels, width × height × frames (it has 36,000,000)',
+    );
+    await refused(
+      pixelFramesGif(3, 4000, 4000),
+      'sticker must be at most 32,000,000 pixels, width × height × frames (it has 48,000,000)',
+    );
+    const within = await makeSticker(pixelFramesGif(2, 1, 1), gif, {}, new Ffmpeg());
+    assert.equal(within.animated, true, 'two frames are within the budget');
+  });
+
+  it('converts at most 2 stickers at once in a process; the others wait their turn', async () => {
+    const releases: (() => void)[] = [];
+    const holders = [0, 1].map(() =>
+      stickerConversions.run(() => new Promise<void>((resolve) => releases.push(resolve))),
+    );
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(stickerConversions.running, 2);
+    let done = false;
+    const waiting = makeSticker(
+      fixture('tiny.png'),
+      { ext: 'png', mime: 'image/png' },
+      {},
+      new Ffmpeg(),
+    ).then((sticker) => {
+      done = true;
+      return sticker;
+    });
+    while (stickerConversions.waiting === 0 && !done) await new Promise((resolve) => setTimeout(resolve, 5));
+    assert.equal(done, false, 'waits while both slots are taken');
+    for (const release of releases) release();
+    await Promise.all(holders);
+    assert.equal((await waiting).animated, false);
+    assert.deepEqual([stickerConversions.running, stickerConversions.waiting], [0, 0]);
   });
 
   it('answers 503 naming ffmpeg when an MP4 sticker arrives and ffmpeg is missing', async () => {

@@ -63,6 +63,19 @@ for (const dialect of testDialects()) {
       });
     });
 
+    it('location: an empty name and address are not stored, as the live engine stores none', async () => {
+      const res = await t.call('POST', '/v1/messages/send/location', {
+        phone: PEER,
+        latitude: 1,
+        longitude: 2,
+        name: '',
+        address: '',
+      });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      const row = await messageRow(t, res.body.data.id);
+      assert.deepEqual(JSON.parse(row?.content ?? '{}'), { kind: 'location', latitude: 1, longitude: 2 });
+    });
+
     it('location: latitude −90..90 and longitude −180..180, both required numbers', async () => {
       const send = (body: Record<string, unknown>) =>
         t.call('POST', '/v1/messages/send/location', { phone: PEER, ...body });

@@ -239,6 +239,52 @@ for (const dialect of testDialects()) {
       assert.equal(doc.headers['content-disposition'], `attachment; filename="file"; filename*=UTF-8''file`);
     });
 
+    it('a document whose file name holds a lone surrogate is served under U+FFFD in its place', async () => {
+      // The platform's protobuf decoding turns invalid UTF-8 (ED A0 80) into a lone \ud800.
+      const id = await inbound({
+        kind: 'document',
+        media: dataUri(fixture('doc.pdf')),
+        fileName: 'inv\ud800.pdf',
+      });
+      const res = await download(t, id);
+      assert.equal(res.status, 200, res.bytes.toString());
+      assert.ok(res.bytes.equals(fixture('doc.pdf')));
+      assert.equal(
+        res.headers['content-disposition'],
+        `attachment; filename="inv_.pdf"; filename*=UTF-8''inv%EF%BF%BD.pdf`,
+      );
+    });
+
+    it("a media message whose id holds a lone surrogate is recorded, its media.url with U+FFFD in the id's place", async () => {
+      // A history sync's ids are decoded from a protobuf, so invalid UTF-8 there is a lone surrogate too.
+      const id = '3A00\ud800SURROGATE';
+      await t.services.recorder.record(t.instance.id, {
+        type: 'message',
+        message: {
+          id,
+          source: {
+            chat: `${PEER}@s.whatsapp.net`,
+            sender: `${PEER}@s.whatsapp.net`,
+            isFromMe: false,
+            isGroup: false,
+          },
+          pushName: 'Peer',
+          timestamp: Date.now(),
+          content: { kind: 'image', mimetype: 'image/png', fileLength: 10, download: 'ref' },
+        },
+      });
+      const rows = await t.services.store.db
+        .selectFrom('webhook_events')
+        .select(['payload'])
+        .where('instance_id', '=', t.instance.id)
+        .where('type', '=', 'Message')
+        .execute();
+      const urls = rows
+        .map((r) => JSON.parse(r.payload).event.media?.url)
+        .filter((u) => u?.includes('SURROGATE'));
+      assert.deepEqual(urls, [`${PUBLIC}/v1/messages/3A00%EF%BF%BDSURROGATE/media?from=${t.instance.id}`]);
+    });
+
     it('concurrent first requests share one download and get the same bytes', async () => {
       const id = await inbound({ kind: 'video', media: dataUri(fixture('clip.3gp'), 'video/3gpp') });
       const results = await Promise.all([download(t, id), download(t, id), download(t, id)]);

@@ -4,6 +4,7 @@ import sharp from 'sharp';
 import type { OutgoingMessage } from '../../src/domain/messages.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { ffmpegAvailable } from '../support/ffmpeg.ts';
+import { pixelFramesGif } from '../support/gif.ts';
 import { readStickerExif } from '../support/sticker-exif.ts';
 import { testDialects } from '../support/store.ts';
 import { appFor, bad, dataUri, fixture, OWN, PEER, storedContent } from './support.ts';
@@ -79,10 +80,19 @@ for (const dialect of testDialects()) {
       }
     });
 
-    it('image: 413 naming the limit over 16 MB; the route accepts bodies above the 1 MB default', async () => {
+    it('image: 413 naming the limit over 16 MB; the route accepts bodies above the 1 MB default, 16 MB as wrapped base64 too', async () => {
       const over = Buffer.alloc(16 * 1024 * 1024 + 1);
       const res = await t.call('POST', '/v1/messages/send/image', { phone: PEER, image: dataUri(over) });
       assert.deepEqual(res.body, bad(413, 'image must be at most 16 MB'));
+      // The largest allowed image as MIME-wrapped base64 (CRLF every 76 characters): the decoded size decides.
+      const largest = Buffer.alloc(16 * 1024 * 1024, 7);
+      fixture('tiny.jpg').copy(largest);
+      const wrapped = largest.toString('base64').replace(/(.{76})/g, '$1\r\n');
+      const fits = await t.call('POST', '/v1/messages/send/image', {
+        phone: PEER,
+        image: `data:image/jpeg;base64,${wrapped}`,
+      });
+      assert.equal(fits.status, 200, JSON.stringify(fits.body));
       const big = Buffer.alloc(2 * 1024 * 1024, 7);
       const notImage = await t.call('POST', '/v1/messages/send/image', { phone: PEER, image: dataUri(big) });
       assert.deepEqual(notImage.body, bad(400, IMAGE_FORMATS), 'a 2.7 MB body reaches the format check');
@@ -132,6 +142,21 @@ for (const dialect of testDialects()) {
       });
       assert.equal(res.status, 200);
       assert.equal((await storedContent(t, res.body.data.id)).quotedId, first.body.data.id);
+    });
+
+    it('image with an empty caption stores no text, as the live engine stores none', async () => {
+      const bytes = fixture('tiny.png');
+      const res = await t.call('POST', '/v1/messages/send/image', {
+        phone: PEER,
+        image: dataUri(bytes),
+        caption: '',
+      });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      assert.deepEqual(await storedContent(t, res.body.data.id), {
+        kind: 'image',
+        mimetype: 'image/png',
+        fileLength: bytes.length,
+      });
     });
 
     it('document: any format, file name defaulting to file.<ext>, caption; text told from binary', async () => {
@@ -189,6 +214,7 @@ for (const dialect of testDialects()) {
           kind: 'audio',
           mimetype,
           fileLength: bytes.length,
+          ptt: true,
         });
       }
       const png = await t.call('POST', '/v1/messages/send/audio', {
@@ -296,6 +322,22 @@ for (const dialect of testDialects()) {
         emojis: Array.from({ length: 11 }, () => '😀'),
       });
       assert.deepEqual(emojis.body, bad(400, 'emojis must have at most 10 items'));
+    });
+
+    it('sticker: a GIF over the frame or pixel budget is 413 naming the rule, before any conversion', async () => {
+      const frames = await t.call('POST', '/v1/messages/send/sticker', {
+        phone: PEER,
+        sticker: dataUri(pixelFramesGif(101, 1, 1)),
+      });
+      assert.deepEqual(frames.body, bad(413, 'sticker must have at most 100 frames (it has 101)'));
+      const pixels = await t.call('POST', '/v1/messages/send/sticker', {
+        phone: PEER,
+        sticker: dataUri(pixelFramesGif(20, 2000, 1000)),
+      });
+      assert.deepEqual(
+        pixels.body,
+        bad(413, 'sticker must be at most 32,000,000 pixels, width × height × frames (it has 40,000,000)'),
+      );
     });
 
     it('media sends check the recipient (422) before fetching the media', async () => {

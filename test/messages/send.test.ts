@@ -88,6 +88,69 @@ for (const dialect of testDialects()) {
       });
     });
 
+    it('refuses a reply quoting a message of another chat (400 naming id), sync or queued; an id never stored and the chat by LID pass', async () => {
+      const other = '5511999990003';
+      const secret = await t.call('POST', '/v1/sandbox/inbound', {
+        phone: other,
+        body: 'my card PIN is 1234',
+      });
+      assert.equal(secret.status, 200, JSON.stringify(secret.body));
+      const quoting = { body: 'ok', id: secret.body.data.id };
+      const refused = bad(400, 'id must name a message in this chat');
+      assert.deepEqual(
+        (await t.call('POST', '/v1/messages/send', { phone: PEER, ...quoting })).body,
+        refused,
+      );
+      const queued = await t.call(
+        'POST',
+        '/v1/messages/send',
+        { phone: PEER, ...quoting },
+        { prefer: 'respond-async' },
+      );
+      assert.deepEqual(queued.body, refused, 'refused before the job is stored');
+      const group = await t.call('POST', '/v1/sandbox/groups', {
+        name: 'Team',
+        ownerPhone: PEER,
+        participants: [],
+      });
+      assert.equal(group.status, 200, JSON.stringify(group.body));
+      const inGroup = await t.call('POST', '/v1/messages/send', { phone: group.body.data.jid, ...quoting });
+      assert.deepEqual(inGroup.body, refused, 'a 1:1 message is not quoted into a group');
+      const jobs = await t.services.store.db
+        .selectFrom('send_jobs')
+        .select('id')
+        .where('instance_id', '=', t.instance.id)
+        .where('payload', 'like', `%${secret.body.data.id}%`)
+        .execute();
+      assert.deepEqual(jobs, [], 'no job of a refused reply');
+      // The engine refuses it too (a job stored before the check, relayed now), as the live engine does.
+      const session = t.services.sessions.existing(t.instance.id);
+      assert.ok(session);
+      await assert.rejects(
+        session.send({
+          to: `${PEER}@s.whatsapp.net`,
+          content: { kind: 'text', text: 'ok', linkPreview: false },
+          quotedId: secret.body.data.id,
+        }),
+        { code: 'invalid', message: 'id must name a message in this chat' },
+      );
+
+      const own = await t.call('POST', '/v1/messages/send', { phone: other, ...quoting });
+      assert.equal(own.status, 200, 'in its own chat');
+      assert.equal(JSON.parse((await messageRow(t, own.body.data.id))?.content ?? '{}').quotedId, quoting.id);
+      const unknown = await t.call('POST', '/v1/messages/send', {
+        phone: PEER,
+        body: 'ok',
+        id: '3A00NEVERSTORED',
+      });
+      assert.equal(unknown.status, 200, 'an id parley never stored is sent as the id alone');
+      // The sandbox's LID of a number: its length in two digits, then its digits reversed
+      // (docs/decisions/0038-lid-mappings.md).
+      const lid = `13${[...other].reverse().join('')}@lid`;
+      const byLid = await t.call('POST', '/v1/messages/send', { phone: lid, ...quoting });
+      assert.equal(byLid.status, 200, `the chat named by its LID: ${JSON.stringify(byLid.body)}`);
+    });
+
     it('answers 422 for an unregistered recipient (numbers ending in 0000, docs/decisions/0004-sandbox.md)', async () => {
       const res = await t.call('POST', '/v1/messages/send', { phone: UNREGISTERED, body: 'hi' });
       assert.deepEqual(res.body, bad(422, `recipient ${UNREGISTERED} is not registered on the platform`));

@@ -249,6 +249,7 @@ export async function sendMessage(
       userJid,
       messageId: message.id ?? generateMessageIDV2(userJid),
       findMessage: (id) => deps.context.findMessage(id),
+      storedChatOf: async (jid) => (isLidLike(jid) ? (await deps.mapping.resolver.resolve(jid)).jid : jid),
       logger: deps.baileysLogger,
       ...(deps.linkPreview ? { linkPreview: deps.linkPreview } : {}),
     }),

@@ -10,6 +10,7 @@ import {
   type WAMessage,
   type WAUrlInfo,
 } from 'baileys';
+import { errors } from '../../domain/errors.ts';
 import type {
   EngineMessage,
   Jid,
@@ -188,15 +189,41 @@ export interface OutgoingDeps {
   /** Id of the new message (`generateMessageIDV2`). */
   messageId: string;
   findMessage(id: string): Promise<EngineMessage | undefined>;
+  /**
+   * The JID the messages of chat `jid` are stored under: a LID's phone JID when a mapping knows it, any other JID as
+   * it is (docs/decisions/0038-lid-mappings.md). Absent: every JID as it is.
+   */
+  storedChatOf?(jid: Jid): Promise<Jid>;
   logger: BaileysLogger;
   linkPreview?: LinkPreviewFetcher;
+}
+
+/**
+ * The stored message a reply to `quotedId` in chat `to` quotes; undefined when parley never stored it. A message of
+ * another chat is refused rather than quoted (docs/decisions/0017-messages-and-media.md): its quote would show that
+ * chat's words, under the chat's own author, as said in this one. A LID and the phone JID a mapping gives it are one
+ * chat (`deps.storedChatOf`).
+ * @throws DomainError invalid `id must name a message in this chat`.
+ */
+async function quotedMessage(
+  to: Jid,
+  quotedId: string,
+  deps: OutgoingDeps,
+): Promise<EngineMessage | undefined> {
+  const found = await deps.findMessage(quotedId);
+  if (!found || found.source.chat === to) return found;
+  const chatOf = deps.storedChatOf ?? (async (jid: Jid) => jid);
+  const [stored, destination] = await Promise.all([chatOf(found.source.chat), chatOf(to)]);
+  if (stored !== destination) throw errors.quotedElsewhere();
+  return found;
 }
 
 /**
  * Builds the complete platform message for a send with Baileys' own `generateWAMessage` (the same call
  * `sock.sendMessage` makes), ready for `sock.relayMessage` (docs/decisions/0025-live-engine.md). A reply quotes the
  * stored message via `contextInfo`; when parley never stored it, the reply still carries `contextInfo.stanzaId` (and
- * the peer as participant in 1:1 chats) so phones that have the message show the quote. Media bytes are uploaded
+ * the peer as participant in 1:1 chats) so phones that have the message show the quote; a message parley stored in
+ * another chat is refused (400 `id must name a message in this chat`). Media bytes are uploaded
  * unchanged, so a sticker keeps the pack metadata the media layer wrote into its WEBP EXIF
  * (docs/decisions/0017-messages-and-media.md).
  */
@@ -208,7 +235,7 @@ export async function buildOutgoingMessage(
   const content = message.content;
   let preview: WAUrlInfo | undefined;
   if (content.kind === 'text' && content.linkPreview) preview = await previewFor(content.text, deps);
-  const found = message.quotedId ? await deps.findMessage(message.quotedId) : undefined;
+  const found = message.quotedId ? await quotedMessage(to, message.quotedId, deps) : undefined;
   const base = toBaileysContent(content, preview);
   const withMentions = message.mentions?.length ? extended(base, { mentions: [...message.mentions] }) : base;
   const msg = await generateWAMessage(to, withMentions as AnyMessageContent, {

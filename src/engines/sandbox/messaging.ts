@@ -78,7 +78,8 @@ export async function newMessageId(account: SandboxAccount): Promise<string> {
 
 /**
  * Sends a message (docs/decisions/0017-messages-and-media.md); a message to `status@broadcast` is a status, shown to
- * its `statusJidList` (status.ts, docs/decisions/0044-status-stories.md). @throws see {@link checkChat};
+ * its `statusJidList` (status.ts, docs/decisions/0044-status-stories.md). A reply may quote an id never stored, not a
+ * message stored in another chat. @throws see {@link checkChat}; invalid `id must name a message in this chat`;
  * not_logged_in before login.
  */
 export async function send(account: SandboxAccount, message: OutgoingMessage): Promise<SentMessage> {
@@ -88,6 +89,11 @@ export async function send(account: SandboxAccount, message: OutgoingMessage): P
   }
   const to = await sandboxChatOf(account, message.to);
   const isGroup = await checkChat(account, creds, to);
+  if (message.quotedId !== undefined) {
+    // As the live engine: a stored message of another chat is not quoted (messages are stored under phone JIDs).
+    const quoted = await account.context.findMessage(message.quotedId);
+    if (quoted && quoted.source.chat !== to) throw errors.quotedElsewhere();
+  }
   const phone = phoneOfJid(to);
   if (!isGroup && phone !== null) await revealLid(account, phone);
   const content = contentOf(message.content, message.quotedId, message.mentions);

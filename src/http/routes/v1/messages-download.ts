@@ -17,9 +17,17 @@ const MediaParams = Type.Object({
 
 const error = Type.Ref('ErrorEnvelope');
 
-/** A file name for a `Content-Disposition` header: the ASCII fallback and the RFC 5987 UTF-8 form. */
+/**
+ * A file name for a `Content-Disposition` header: the ASCII fallback and the RFC 5987 UTF-8 form. A name that is
+ * not well-formed UTF-16 (a lone surrogate, which the platform's protobuf decoding yields for invalid UTF-8 bytes) has
+ * U+FFFD in its place, as it would be written out as UTF-8 anyway.
+ */
 export function contentDisposition(type: 'inline' | 'attachment', name: string): string {
-  const cleaned = name.replace(/[\r\n"\\/]/g, '_').trim() || 'file';
+  const cleaned =
+    name
+      .toWellFormed()
+      .replace(/[\r\n"\\/]/g, '_')
+      .trim() || 'file';
   const ascii = cleaned.replace(/[^\x20-\x7e]/g, '_');
   const encoded = encodeURIComponent(cleaned).replace(
     /['()*]/g,

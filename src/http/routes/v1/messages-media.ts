@@ -17,9 +17,9 @@ const tags = ['messages'];
 
 /**
  * Media sends under `/v1/messages/send/*` (docs/api.md#messages; docs/decisions/0017-messages-and-media.md): image,
- * document, audio (voice note), video and sticker. Each route's body cap is its largest media as base64 plus 1 MB
- * (docs/decisions/0020-security-promises.md); the media is fetched or decoded, checked from its bytes and (stickers)
- * converted only after the sender and recipient checks pass.
+ * document, audio (voice note), video and sticker. Each route's body cap is its largest media as line-wrapped base64
+ * plus 1 MB (`bodyLimitFor`, docs/decisions/0020-security-promises.md); the media is fetched or decoded, checked from
+ * its bytes and (stickers) converted only after the sender and recipient checks pass.
  */
 export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();

@@ -11,7 +11,7 @@ import {
   type ProfileChange,
 } from '../../../domain/profile.ts';
 import { requireFormat } from '../../../media/detect.ts';
-import { MB, type MediaRule } from '../../../media/kinds.ts';
+import { bodyLimitForBytes, MB, type MediaRule } from '../../../media/kinds.ts';
 import type { MediaTools } from '../../../media/prepare.ts';
 import { type MediaFetchLog, readMediaSource } from '../../../media/source.ts';
 import { instanceOf } from '../../plugins/instance.ts';
@@ -28,8 +28,11 @@ export const PROFILE_PICTURE_RULE: MediaRule = {
   formatsLabel: 'JPEG, PNG or WEBP',
 };
 
-/** Body cap of `PUT /v1/profile`: the largest picture as base64 in a data URI, plus 1 MB for the other fields. */
-export const PROFILE_BODY_LIMIT = Math.ceil(PROFILE_PICTURE_RULE.maxBytes / 3) * 4 + MB;
+/**
+ * Body cap of `PUT /v1/profile`: the largest picture as (possibly line-wrapped) base64 in a data URI, plus 1 MB for the
+ * other fields ({@link bodyLimitForBytes}).
+ */
+export const PROFILE_BODY_LIMIT = bodyLimitForBytes(PROFILE_PICTURE_RULE.maxBytes);
 
 /** The account's profile (docs/api.md#profile). */
 export const ProfileView = Type.Object(

@@ -1,0 +1,111 @@
+/**
+ * POST /v1/messages/forward of received media meets the rules a send of its kind meets
+ * (docs/decisions/0041-forward-calls-channels.md, docs/decisions/0017-messages-and-media.md): the kind's size limit
+ * and formats judged from the bytes, a sticker WEBP within the sticker limits, and the MIME type sent the one of the
+ * bytes, never the one the sender declared. A received file is what its sender chose to deliver, not what parley
+ * checked.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import sharp from 'sharp';
+import type { OutgoingMessage } from '../../src/domain/messages.ts';
+import { loginSandbox, type TestApp } from '../support/app.ts';
+import { testDialects } from '../support/store.ts';
+import { appFor, bad, dataUri, fixture, OWN, PEER } from './support.ts';
+
+const OTHER = '5511977776666';
+
+for (const dialect of testDialects()) {
+  describe(`forward of received media: the send rules of its kind [${dialect}]`, () => {
+    let t: TestApp;
+    const sent: OutgoingMessage[] = [];
+    before(async () => {
+      t = await appFor(dialect);
+      await loginSandbox(t, OWN);
+      const session = t.services.sessions.existing(t.instance.id);
+      assert.ok(session);
+      const original = session.send.bind(session);
+      session.send = (message) => {
+        sent.push(message);
+        return original(message);
+      };
+    });
+    after(() => t.close());
+
+    /** A file the sandbox's user `PEER` sends the account, declared as `mime`; its message id. */
+    const received = async (
+      kind: string,
+      data: Buffer,
+      mime: string,
+      extra: Record<string, unknown> = {},
+    ) => {
+      const res = await t.call('POST', '/v1/sandbox/inbound/media', {
+        phone: PEER,
+        kind,
+        media: dataUri(data, mime),
+        ...extra,
+      });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      return res.body.data.id as string;
+    };
+    const forward = (messageId: string) =>
+      t.call('POST', '/v1/messages/forward', { phone: OTHER, messageId });
+
+    it('a sticker over 500 KB is 413 as /send/sticker answers it; one that is not WEBP is 400', async () => {
+      const junk = randomBytes(600 * 1024);
+      const before = sent.length;
+      const big = await forward(await received('sticker', junk, 'image/webp'));
+      const direct = await t.call('POST', '/v1/messages/send/sticker', {
+        phone: OTHER,
+        sticker: dataUri(junk),
+      });
+      assert.deepEqual(big.body, bad(413, 'sticker must be at most 500 KB'));
+      assert.deepEqual(direct.body, big.body, 'the same answer as a send');
+      const png = await forward(await received('sticker', fixture('tiny.png'), 'image/webp'));
+      assert.deepEqual(png.body, bad(400, 'sticker must be WEBP'));
+      assert.equal(sent.length, before, 'nothing reached the engine');
+    });
+
+    it('a static WEBP sticker over 100 KB is 413', async () => {
+      const noise = await sharp(randomBytes(256 * 256 * 3), { raw: { width: 256, height: 256, channels: 3 } })
+        .webp({ lossless: true })
+        .toBuffer();
+      assert.ok(noise.length > 100 * 1024 && noise.length <= 500 * 1024, `${noise.length} bytes`);
+      const res = await forward(await received('sticker', noise, 'image/webp'));
+      assert.deepEqual(res.body, bad(413, 'sticker must be at most 100 KB as a static WEBP'));
+    });
+
+    it('an "image" that is a PDF declared text/html is 400; an image goes with the type of its bytes', async () => {
+      const pdf = await forward(await received('image', fixture('doc.pdf'), 'text/html'));
+      assert.deepEqual(pdf.body, bad(400, 'image must be JPEG, PNG, GIF or WEBP'));
+      const png = await forward(await received('image', fixture('tiny.png'), 'text/html'));
+      assert.equal(png.status, 200, JSON.stringify(png.body));
+      const last = sent.at(-1);
+      assert.equal(last?.content.kind, 'image');
+      if (last?.content.kind === 'image') assert.equal(last.content.media.mimetype, 'image/png');
+    });
+
+    it('audio and video meet their formats; a document is typed from its bytes and file name', async () => {
+      const vorbis = await forward(await received('audio', fixture('tone-vorbis.ogg'), 'audio/ogg'));
+      assert.deepEqual(vorbis.body, bad(400, 'audio must be OGG (Opus), MP3, M4A or WAV'));
+      const notVideo = await forward(await received('video', fixture('tiny.gif'), 'video/mp4'));
+      assert.deepEqual(notVideo.body, bad(400, 'video must be MP4 or 3GP'));
+      const voice = await forward(await received('audio', fixture('voice.ogg'), 'text/html'));
+      assert.equal(voice.status, 200, JSON.stringify(voice.body));
+      const audio = sent.at(-1);
+      if (audio?.content.kind === 'audio')
+        assert.equal(audio.content.media.mimetype, 'audio/ogg; codecs=opus');
+      else assert.fail(`an audio: ${audio?.content.kind}`);
+      const doc = await received('document', Buffer.from('plain words\n'), 'text/html', {
+        fileName: 'notes.txt',
+      });
+      assert.equal((await forward(doc)).status, 200);
+      const text = sent.at(-1);
+      if (text?.content.kind === 'document') {
+        assert.equal(text.content.media.mimetype, 'text/plain');
+        assert.equal(text.content.fileName, 'notes.txt');
+      } else assert.fail(`a document: ${text?.content.kind}`);
+    });
+  });
+}
