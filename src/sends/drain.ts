@@ -88,7 +88,7 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
         return runners.schedule(instanceId, Math.min(runner.nextAllowedAt, pause.until) - now);
       const sync = await claimNextSendJob(db, instanceId, nodeId, now, { mode: 'sync' });
       if (sync) {
-        await jobs.relay(session, sync, pacing);
+        await relayClaimed(runner, () => jobs.relay(session, sync, pacing));
         continue;
       }
       return runners.schedule(instanceId, pause.until - now);
@@ -110,6 +110,19 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
       return;
     }
     runner.queued = Math.max(0, runner.queued - 1);
-    await jobs.relay(session, job, pacing);
+    await relayClaimed(runner, () => jobs.relay(session, job, pacing));
+  }
+}
+
+/**
+ * Runs `relay`, the relay of a job the drain claimed, marked on `runner` ({@link Runner.relayingClaimed}) from now,
+ * in the step that took the job off `runner.queued`, until it ends: a synchronous send waits behind it.
+ */
+async function relayClaimed(runner: Runner, relay: () => Promise<void>): Promise<void> {
+  runner.relayingClaimed = true;
+  try {
+    await relay();
+  } finally {
+    runner.relayingClaimed = false;
   }
 }

@@ -4,6 +4,12 @@ import type { Clock } from '../domain/clock.ts';
 export interface Runner {
   /** A drain of the instance's queue is running. */
   draining: boolean;
+  /**
+   * The drain is relaying a job it claimed (drain.ts): a synchronous send must not relay at once past it
+   * (sync-relay.ts). A drain that is only looking for work does not count, so a burst of synchronous sends is not
+   * turned into the queue's one-at-a-time relays by the drain a wake starts (docs/decisions/0013-pacing.md).
+   */
+  relayingClaimed: boolean;
   /** Something woke the queue during the drain: it drains once more. */
   again: boolean;
   /** Every `sending` job was handed back once since this process took the instance. */
@@ -79,6 +85,7 @@ export class Runners {
     if (!runner) {
       runner = {
         draining: false,
+        relayingClaimed: false,
         again: false,
         reclaimed: false,
         idle: false,
