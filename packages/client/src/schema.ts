@@ -6612,7 +6612,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The decrypted file. `Content-Type` is decided from the bytes (`application/octet-stream` when they do not tell); documents come as an attachment under their file name. */
+            /** @description The decrypted file. `Content-Type` is decided from the bytes (`application/octet-stream` when they do not tell). Images, stickers, videos and audio come inline only when their bytes are a JPEG, PNG, GIF, WEBP, MP4, 3GP, OGG, MP3, M4A, AAC or WAV, otherwise as an attachment; documents come as an attachment under their file name. Every answer carries `Content-Security-Policy: default-src 'none'; sandbox` and `X-Content-Type-Options: nosniff`. */
             200: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
