@@ -4,6 +4,7 @@ import { describe, it } from 'node:test';
 import { type Kysely, sql } from 'kysely';
 import pino from 'pino';
 import { SessionReleasedError } from '../../src/domain/errors.ts';
+import type { Instance } from '../../src/domain/instance.ts';
 import type { Engine, EngineSessionContext } from '../../src/engines/engine.ts';
 import { LeaseKeeper } from '../../src/nodes/leases.ts';
 import { SecretBox } from '../../src/security/secrets.ts';
@@ -13,7 +14,7 @@ import { claimLease, getLease, setNodeEndpoint } from '../../src/store/leases.ts
 import type { Database } from '../../src/store/schema.ts';
 import { eventually } from '../support/eventually.ts';
 import { FakeEngine } from '../support/fake-engine.ts';
-import { createTestStore, testDialects } from '../support/store.ts';
+import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 import { setup } from './lease-support.ts';
 
 /**
@@ -50,6 +51,20 @@ async function nodeBTakesOver(db: Kysely<Database>, instanceId: string): Promise
   assert.equal(taken?.token, lease.token + 1);
 }
 
+/** One instance of a new organization (lease-support.ts `setup`) whose lease node-a holds, token 1, for a minute. */
+async function leasedToNodeA(testStore: TestStore): Promise<{ db: Kysely<Database>; instance: Instance }> {
+  const { db, instances } = await setup(testStore, 1);
+  const [instance] = instances;
+  assert.ok(instance);
+  await claimLease(db, {
+    instanceId: instance.id,
+    owner: 'node-a',
+    previousToken: null,
+    expiresAt: Date.now() + 60_000,
+  });
+  return { db, instance };
+}
+
 /** A session manager on `db` whose engine hands each session's context (its key port) to `contexts`. */
 function fencedSessions(db: Kysely<Database>): {
   sessions: SessionManager;
@@ -82,14 +97,8 @@ for (const dialect of testDialects()) {
     it('a fenced store writes while its lease carries its owner and token, and nothing once another node took it', async () => {
       const testStore = await createTestStore(dialect);
       try {
-        const { db, instances } = await setup(testStore, 1);
-        const instanceId = instances[0]?.id ?? '';
-        await claimLease(db, {
-          instanceId,
-          owner: 'node-a',
-          previousToken: null,
-          expiresAt: Date.now() + 60_000,
-        });
+        const { db, instance } = await leasedToNodeA(testStore);
+        const instanceId = instance.id;
         const box = new SecretBox(randomBytes(32));
         const a = new SqlAuthStateStore(db, box, instanceId, { fence: { owner: 'node-a', token: 1 } });
         await a.set([{ ...KEY, value: 'ratchet 1' }]);
@@ -114,14 +123,8 @@ for (const dialect of testDialects()) {
     it("a session made under this node's lease (the keeper's) has its key writes refused once the lease moved", async () => {
       const testStore = await createTestStore(dialect);
       try {
-        const { db, instances } = await setup(testStore, 1);
-        const instanceId = instances[0]?.id ?? '';
-        await claimLease(db, {
-          instanceId,
-          owner: 'node-a',
-          previousToken: null,
-          expiresAt: Date.now() + 60_000,
-        });
+        const { db, instance } = await leasedToNodeA(testStore);
+        const instanceId = instance.id;
         const { sessions, contexts } = fencedSessions(db);
         const keeper = new LeaseKeeper({ db, nodeId: 'node-a', sessions, logger, heartbeatMs: 60_000 });
         sessions.fenceWith(keeper);
@@ -153,15 +156,7 @@ for (const dialect of testDialects()) {
     it('a session of a lease this node let lapse and claimed again is made again under the new token', async () => {
       const testStore = await createTestStore(dialect);
       try {
-        const { db, instances } = await setup(testStore, 1);
-        const [instance] = instances;
-        assert.ok(instance);
-        await claimLease(db, {
-          instanceId: instance.id,
-          owner: 'node-a',
-          previousToken: null,
-          expiresAt: Date.now() + 60_000,
-        });
+        const { db, instance } = await leasedToNodeA(testStore);
         // node-a alone serves (node-b's heartbeat is long gone).
         await setNodeEndpoint(db, 'node-a', { url: 'http://a.invalid', draining: false });
         await db.updateTable('nodes').set({ heartbeat_at: 1 }).where('id', '=', 'node-b').execute();
@@ -196,14 +191,8 @@ for (const dialect of testDialects()) {
       it('a claim of the lease waits for a fenced write in flight, so the write never lands after it', async () => {
         const testStore = await createTestStore(dialect);
         try {
-          const { db, instances } = await setup(testStore, 1);
-          const instanceId = instances[0]?.id ?? '';
-          await claimLease(db, {
-            instanceId,
-            owner: 'node-a',
-            previousToken: null,
-            expiresAt: Date.now() + 60_000,
-          });
+          const { db, instance } = await leasedToNodeA(testStore);
+          const instanceId = instance.id;
           const box = new SecretBox(randomBytes(32));
           const a = new SqlAuthStateStore(db, box, instanceId, { fence: { owner: 'node-a', token: 1 } });
           await a.set([{ ...KEY, value: 'ratchet 1' }]);
