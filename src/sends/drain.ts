@@ -116,10 +116,13 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
 
 /**
  * Runs `relay`, the relay of a job the drain claimed, marked on `runner` ({@link Runner.relayingClaimed}) from now,
- * in the step that took the job off `runner.queued`, until it ends: a synchronous send waits behind it.
+ * in the step that took the job off `runner.queued`, until it ends: a synchronous send waits behind it. The runner is
+ * no longer idle from the claim on: a relay that fails puts its job back to wait for its retry in its place, and until
+ * the drain's next pass has read that (its end sets `idle` again), a synchronous send would pass it.
  */
 async function relayClaimed(runner: Runner, relay: () => Promise<void>): Promise<void> {
   runner.relayingClaimed = true;
+  runner.idle = false;
   try {
     await relay();
   } finally {

@@ -38,10 +38,16 @@ for (const dialect of testDialects()) {
     let firstReads = 0;
     /** The queries that read the first pending job: the only select of `send_jobs` naming `not_before`. */
     const reading = new WeakSet<object>();
+    /** Called once, as the next read of the first pending job is sent. */
+    let onFirstRead: (() => void) | undefined;
     const counting: KyselyPlugin = {
       transformQuery({ node, queryId }) {
-        if (node.kind === 'SelectQueryNode' && JSON.stringify(node).includes('"not_before"'))
+        if (node.kind === 'SelectQueryNode' && JSON.stringify(node).includes('"not_before"')) {
           reading.add(queryId);
+          const call = onFirstRead;
+          onFirstRead = undefined;
+          call?.();
+        }
         return node;
       },
       async transformResult({ result, queryId }) {
@@ -147,6 +153,30 @@ for (const dialect of testDialects()) {
       ]);
       const sent = await row('3EB0ORDER0000000000A2');
       assert.deepEqual([sent.status, sent.attempts], ['sent', 2]);
+    });
+
+    it('a synchronous send arriving while the drain looks past a failed relay waits for that retry too', async () => {
+      // The queue is idle (its last drain found nothing due); then a queued job's relay fails.
+      await drained(firstReads, relayed.length);
+      refuse = new DomainError('platform_unreachable', 'the platform could not be reached');
+      await add('3EB0ORDER0000000000A3');
+      // The synchronous request arrives after the failed relay ended, while the drain reads what is due next.
+      let stored: Promise<() => Promise<SentMessage>> | undefined;
+      const sync = textJob(t.instance.id, '3EB0ORDER0000000000S3', 'sync', t.clock());
+      onFirstRead = () => {
+        stored = queue.storeSync(session, sync);
+      };
+      const relays = relayed.length;
+      queue.submitted(t.instance.id);
+      await eventually('the synchronous send stored', () => stored !== undefined);
+      const answered = (await (stored ?? Promise.reject(new Error('not stored'))))();
+      assert.equal((await row(sync.id)).status, 'pending', 'stored to wait its turn, not relayed at once');
+      assert.equal(relayed.length, relays, 'nothing went out before the job waiting for its retry');
+
+      t.clock.advance(1_000);
+      queue.wake(t.instance.id);
+      assert.equal((await answered).id, sync.id);
+      assert.deepEqual(relayed.slice(relays), ['3EB0ORDER0000000000A3', '3EB0ORDER0000000000S3']);
     });
   });
 }
