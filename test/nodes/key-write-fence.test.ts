@@ -5,15 +5,15 @@ import { type Kysely, sql } from 'kysely';
 import pino from 'pino';
 import { SessionReleasedError } from '../../src/domain/errors.ts';
 import type { Instance } from '../../src/domain/instance.ts';
-import type { Engine, EngineSessionContext } from '../../src/engines/engine.ts';
+import type { EngineSessionContext } from '../../src/engines/engine.ts';
 import { LeaseKeeper } from '../../src/nodes/leases.ts';
 import { SecretBox } from '../../src/security/secrets.ts';
-import { SessionManager } from '../../src/sessions/manager.ts';
+import type { SessionManager } from '../../src/sessions/manager.ts';
 import { SqlAuthStateStore } from '../../src/store/engine-auth.ts';
 import { claimLease, getLease, setNodeEndpoint } from '../../src/store/leases.ts';
 import type { Database } from '../../src/store/schema.ts';
 import { eventually } from '../support/eventually.ts';
-import { FakeEngine } from '../support/fake-engine.ts';
+import { sessionsWithContexts } from '../support/fake-engine.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 import { setup } from './lease-support.ts';
 
@@ -70,26 +70,7 @@ function fencedSessions(db: Kysely<Database>): {
   sessions: SessionManager;
   contexts: EngineSessionContext[];
 } {
-  const contexts: EngineSessionContext[] = [];
-  const fake = new FakeEngine();
-  const engine: Engine = {
-    name: 'baileys',
-    createSession: (context) => {
-      contexts.push(context);
-      return fake.createSession(context);
-    },
-  };
-  const sessions = new SessionManager({
-    db,
-    box: new SecretBox(randomBytes(32)),
-    engines: { test: engine, live: engine },
-    recorder: { record: async () => undefined, drain: async () => undefined } as never,
-    findMessage: async () => undefined,
-    logger,
-    clock: Date.now,
-    recordRetry: { baseDelayMs: 1, maxDelayMs: 2, random: () => 0.5 },
-  });
-  return { sessions, contexts };
+  return sessionsWithContexts(db, { record: async () => undefined, drain: async () => undefined });
 }
 
 for (const dialect of testDialects()) {

@@ -1,15 +1,12 @@
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
-import pino from 'pino';
 import { adminCreateInstance } from '../../src/app/instances.ts';
 import { adminCreateOrg } from '../../src/app/organizations.ts';
 import { SessionReleasedError } from '../../src/domain/errors.ts';
-import type { Engine, EngineSessionContext } from '../../src/engines/engine.ts';
-import { SecretBox } from '../../src/security/secrets.ts';
-import { SessionManager } from '../../src/sessions/manager.ts';
+import type { EngineSessionContext } from '../../src/engines/engine.ts';
+import type { SessionManager } from '../../src/sessions/manager.ts';
 import { eventually } from '../support/eventually.ts';
-import { FakeEngine } from '../support/fake-engine.ts';
+import { sessionsWithContexts } from '../support/fake-engine.ts';
 import { createTestStore, storeOutage, type TestStore, testDialects } from '../support/store.ts';
 import { textMessage } from '../webhooks/support.ts';
 
@@ -32,25 +29,7 @@ async function openSession(
   const db = testStore.store.db;
   const org = await adminCreateOrg(db, { name: `r-${Math.random()}`, plan: 'pro' });
   const instance = await adminCreateInstance(db, { org: org.id, env: 'live', name: 'main' });
-  const contexts: EngineSessionContext[] = [];
-  const fake = new FakeEngine();
-  const engine: Engine = {
-    name: 'baileys',
-    createSession: (context) => {
-      contexts.push(context);
-      return fake.createSession(context);
-    },
-  };
-  const sessions = new SessionManager({
-    db,
-    box: new SecretBox(randomBytes(32)),
-    engines: { test: engine, live: engine },
-    recorder: recorder as never,
-    findMessage: async () => undefined,
-    logger: pino({ level: 'silent' }),
-    clock: Date.now,
-    recordRetry: { baseDelayMs: 1, maxDelayMs: 2, random: () => 0.5 },
-  });
+  const { sessions, contexts } = sessionsWithContexts(db, recorder);
   await sessions.session(instance);
   const [context] = contexts;
   assert.ok(context);

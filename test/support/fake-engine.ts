@@ -1,6 +1,12 @@
+import { randomBytes } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import pino from 'pino';
 import { DomainError } from '../../src/domain/errors.ts';
 import type { ConnectionState, PairingCode } from '../../src/domain/messages.ts';
 import type { Engine, EngineSession, EngineSessionContext } from '../../src/engines/engine.ts';
+import { SecretBox } from '../../src/security/secrets.ts';
+import { SessionManager } from '../../src/sessions/manager.ts';
+import type { Database } from '../../src/store/schema.ts';
 
 /** How a {@link FakeEngine}'s sessions behave; counters let tests observe calls. */
 export interface FakeBehaviour {
@@ -81,4 +87,35 @@ export class FakeEngine implements Engine {
       revokeGroupInvite: refuse,
     };
   }
+}
+
+/**
+ * A session manager on `db` (a new sealing key, a silent logger, retries of 1–2 ms) whose sessions are a
+ * {@link FakeEngine}'s in both environments, each session's context (its key port and `emit`) pushed to `contexts`
+ * as the session is made; `recorder` records what the sessions emit.
+ */
+export function sessionsWithContexts(
+  db: Kysely<Database>,
+  recorder: unknown,
+): { sessions: SessionManager; contexts: EngineSessionContext[] } {
+  const contexts: EngineSessionContext[] = [];
+  const fake = new FakeEngine();
+  const engine: Engine = {
+    name: 'baileys',
+    createSession: (context) => {
+      contexts.push(context);
+      return fake.createSession(context);
+    },
+  };
+  const sessions = new SessionManager({
+    db,
+    box: new SecretBox(randomBytes(32)),
+    engines: { test: engine, live: engine },
+    recorder: recorder as never,
+    findMessage: async () => undefined,
+    logger: pino({ level: 'silent' }),
+    clock: Date.now,
+    recordRetry: { baseDelayMs: 1, maxDelayMs: 2, random: () => 0.5 },
+  });
+  return { sessions, contexts };
 }
