@@ -88,7 +88,8 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
         return runners.schedule(instanceId, Math.min(runner.nextAllowedAt, pause.until) - now);
       const sync = await claimNextSendJob(db, instanceId, nodeId, now, { mode: 'sync' });
       if (sync) {
-        await relayClaimed(runner, () => jobs.relay(session, sync, pacing));
+        runner.idle = false;
+        await jobs.relay(session, sync, pacing);
         continue;
       }
       return runners.schedule(instanceId, pause.until - now);
@@ -109,23 +110,9 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
       }
       return;
     }
+    // Not idle from the claim on, in the step that takes the job off `queued` (Runner.idle).
     runner.queued = Math.max(0, runner.queued - 1);
-    await relayClaimed(runner, () => jobs.relay(session, job, pacing));
-  }
-}
-
-/**
- * Runs `relay`, the relay of a job the drain claimed, marked on `runner` ({@link Runner.relayingClaimed}) from now,
- * in the step that took the job off `runner.queued`, until it ends: a synchronous send waits behind it. The runner is
- * no longer idle from the claim on: a relay that fails puts its job back to wait for its retry in its place, and until
- * the drain's next pass has read that (its end sets `idle` again), a synchronous send would pass it.
- */
-async function relayClaimed(runner: Runner, relay: () => Promise<void>): Promise<void> {
-  runner.relayingClaimed = true;
-  runner.idle = false;
-  try {
-    await relay();
-  } finally {
-    runner.relayingClaimed = false;
+    runner.idle = false;
+    await jobs.relay(session, job, pacing);
   }
 }

@@ -4,19 +4,17 @@ import type { Clock } from '../domain/clock.ts';
 export interface Runner {
   /** A drain of the instance's queue is running. */
   draining: boolean;
-  /**
-   * The drain is relaying a job it claimed (drain.ts): a synchronous send must not relay at once past it
-   * (sync-relay.ts). A drain that is only looking for work does not count, so a burst of synchronous sends is not
-   * turned into the queue's one-at-a-time relays by the drain a wake starts (docs/decisions/0013-pacing.md).
-   */
-  relayingClaimed: boolean;
   /** Something woke the queue during the drain: it drains once more. */
   again: boolean;
   /** Every `sending` job was handed back once since this process took the instance. */
   reclaimed: boolean;
   /**
    * The last drain ended with nothing due (no job waiting for its retry in its place either, drain.ts) since this
-   * process took the instance: {@link Runner.queued} is known.
+   * process took the instance, and the drain has claimed no job since: {@link Runner.queued} is known. A claim clears
+   * it until a pass of the drain ends with nothing due again, so a synchronous send waits behind the claimed job's
+   * relay and, when that fails, behind its retry (sync-relay.ts). A drain that only looks for work leaves it, so a
+   * burst of synchronous sends is not turned into the queue's one-at-a-time relays by the drain a wake starts
+   * (docs/decisions/0013-pacing.md).
    */
   idle: boolean;
   /** Jobs submitted for the queue (due now) and not yet claimed, as this process knows them. */
@@ -85,7 +83,6 @@ export class Runners {
     if (!runner) {
       runner = {
         draining: false,
-        relayingClaimed: false,
         again: false,
         reclaimed: false,
         idle: false,

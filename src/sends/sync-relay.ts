@@ -32,12 +32,12 @@ export interface SyncRelayContext {
 
 /**
  * True when a synchronous send of the instance may relay at once, without waiting behind other jobs: the queue
- * drained once since this process took the instance, handed back the `sending` jobs since the last login, is not
- * relaying a job it claimed (`Runner.relayingClaimed`), its last drain left no job waiting for its retry
- * (docs/decisions/0009-sends-as-jobs.md: the send would pass it), no job submitted since is waiting to be claimed,
- * and no pace is set (a pause does not hold synchronous sends: queued ones wait for its end). The queue's state is
- * this process's memory, no statement of its own (docs/decisions/0013-pacing.md: a send never overtakes one accepted
- * before it).
+ * drained once since this process took the instance, handed back the `sending` jobs since the last login, has
+ * claimed no job since its last drain left nothing due (`Runner.idle`: no job of its being relayed, none waiting
+ * for its retry, docs/decisions/0009-sends-as-jobs.md: the send would pass it), no job submitted since is waiting to
+ * be claimed, and no pace is set (a pause does not hold synchronous sends: queued ones wait for its end). The queue's
+ * state is this process's memory, no statement of its own (docs/decisions/0013-pacing.md: a send never overtakes one
+ * accepted before it).
  * @throws the store's error reading the pace or the pause.
  */
 async function canRelayNow(context: SyncRelayContext, instanceId: string, runner: Runner): Promise<boolean> {
@@ -46,7 +46,7 @@ async function canRelayNow(context: SyncRelayContext, instanceId: string, runner
   const paced = pacing.minIntervalMs !== 0 || pacing.jitterMs !== 0 || pacing.newChatsPerDay !== null;
   if (paced) return false;
   // Read after the pace: the drain may have started meanwhile.
-  if (runner.idle && runner.queued === 0 && !runner.relayingClaimed) return true;
+  if (runner.idle && runner.queued === 0) return true;
   // While a restriction pauses the queue, queued sends wait; a synchronous one is relayed and gets the
   // platform's own answer (docs/decisions/0013-pacing.md).
   return (await context.pause(instanceId)) !== null;
