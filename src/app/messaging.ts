@@ -67,8 +67,22 @@ export interface ReactInput {
 /** How far ahead a send may be scheduled, ms: 30 days (docs/decisions/0009-sends-as-jobs.md). */
 export const MAX_SCHEDULE_AHEAD_MS = 30 * 86_400_000;
 
-/** How often an async job is tried for transient failures (the session away, the platform unreachable). */
+/**
+ * An async job's `max_attempts`: how often it is tried for transient failures (the session away, the platform
+ * unreachable) and relays that were interrupted (its process died, its node lost the instance), counted at each claim
+ * (docs/decisions/0009-sends-as-jobs.md).
+ */
 export const ASYNC_MAX_ATTEMPTS = 25;
+
+/**
+ * A synchronous job's `max_attempts` (docs/decisions/0009-sends-as-jobs.md): never tried again after a failed relay
+ * (its request answers the failure), but relayed again, under its id, by the instance's next holder after an
+ * interrupted relay (its process died or its node lost the instance), until its claims reach this count; the next
+ * hand-back then fails it, so a relay that kills its process does not run at every restart. Three, not one: the
+ * claim of a relay that never started (a process stopped just after it) counts too, and a send accepted just before
+ * a crash or a restart must still go out.
+ */
+export const SYNC_MAX_ATTEMPTS = 3;
 
 /**
  * How long a send waits for its engine to make the message's id, ms. The sandbox reserves its ids in the store, a
@@ -338,7 +352,7 @@ export class MessagingService {
       mode,
       runAt: sendAt ?? now,
       sendAt,
-      maxAttempts: mode === 'sync' ? 1 : ASYNC_MAX_ATTEMPTS,
+      maxAttempts: mode === 'sync' ? SYNC_MAX_ATTEMPTS : ASYNC_MAX_ATTEMPTS,
       now,
     };
   }

@@ -1,14 +1,22 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
+import { errors } from '../domain/errors.ts';
 import type { EngineSession } from '../engines/engine.ts';
 import type { Database } from '../store/schema.ts';
-import { claimNextSendJob, firstPendingJob, reclaimSendingJobs } from '../store/send-job-claims.ts';
+import {
+  claimNextSendJob,
+  firstPendingJob,
+  RELAY_ATTEMPTS_INTERRUPTED,
+  type Reclaimed,
+  reclaimSendingJobs,
+} from '../store/send-job-claims.ts';
 import type { StoredPacing } from '../store/send-pacing.ts';
 import type { PaceKeeper } from './pause.ts';
-import { messageReport, type ReportedWrite } from './queue-deps.ts';
+import { messageReport, type ReportedWrite, type SendStatusReport } from './queue-deps.ts';
 import type { JobRelay } from './relay.ts';
 import type { Runner, Runners } from './runners.ts';
+import { type SendWaiters, settleOwed } from './waiters.ts';
 
 /** What one pass of an instance's drain uses (the send queue's parts, queue.ts `SendQueue`). */
 export interface DrainContext {
@@ -31,6 +39,13 @@ export interface DrainContext {
    * `SendQueueDeps.recordWith`). @throws the write's or the store's error.
    */
   recordWith<T>(instanceId: string, write: ReportedWrite<T>): Promise<T>;
+  /** The requests waiting for a job's outcome. */
+  waiters: SendWaiters;
+  /**
+   * Records a status report (queue.ts `SendQueue.report`: waits out an unreachable store until it answers or the
+   * queue stops; any failure is logged, never thrown).
+   */
+  report(instanceId: string, report: SendStatusReport): Promise<void>;
 }
 
 /** Resolves after the I/O callbacks already due (setImmediate runs after the event loop's poll phase). */
@@ -40,15 +55,14 @@ function yieldToIo(): Promise<void> {
 
 /**
  * One pass of an instance's drain (docs/decisions/0009-sends-as-jobs.md, 0013-pacing.md): hands back the `sending`
- * jobs no relay of this process holds when a login committed since the last hand-back (reporting those a logout
- * found being relayed as canceled: docs/decisions/0074-logout-cancels-pending-sends.md), then claims and relays the
- * instance's due jobs one at a time in acceptance order, one a turn of the event loop, until none is due, the first
- * waits for its retry, the session is away, the queue stops, or the pace or a pause says to wait (the runner's wake
- * is then set for that time).
+ * jobs no relay of this process holds when a login committed since the last hand-back ({@link handBack}), then claims
+ * and relays the instance's due jobs one at a time in acceptance order, one a turn of the event loop, until none is
+ * due, the first waits for its retry, the session is away, the queue stops, or the pace or a pause says to wait (the
+ * runner's wake is then set for that time).
  * @throws the store's error (the queue tries again in 1 s, handing back first).
  */
 export async function drainOnce(context: DrainContext, instanceId: string, runner: Runner): Promise<void> {
-  const { db, clock, nodeId, logger, pace, runners, jobs } = context;
+  const { db, clock, nodeId, pace, runners, jobs } = context;
   for (let first = true; ; first = false) {
     // One job per turn of the event loop: the requests that arrived meanwhile are read first, so a burst of
     // queued sends is accepted at full speed and relayed in the gaps, never starved (each turn relays one).
@@ -56,18 +70,7 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
     if (context.stopped()) return;
     // Before the first claim after a login, whenever it committed.
     if (!runner.reclaimed) {
-      const at = clock();
-      // Jobs a logout found being relayed are canceled, not relayed from the account linked now: their events commit
-      // with the hand-back (docs/decisions/0076-status-with-its-write.md).
-      const { handed } = await context.recordWith(instanceId, async (trx) => {
-        const reclaimed = await reclaimSendingJobs(trx, instanceId, at, runner.relaying.ids());
-        return {
-          result: reclaimed,
-          reports: reclaimed.canceled.map((id) => messageReport(id, 'canceled', at)),
-        };
-      });
-      if (handed > 0)
-        logger.info({ instanceId, jobs: handed }, 'relaying sends whose relay was never confirmed');
+      await handBack(context, instanceId, runner);
       runner.reclaimed = true;
     }
     const session = context.session(instanceId);
@@ -115,4 +118,51 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
     runner.idle = false;
     await jobs.relay(session, job, pacing);
   }
+}
+
+/**
+ * Hands back the instance's `sending` jobs that no relay of this process holds (src/store/send-job-claims.ts
+ * `reclaimSendingJobs`), at the clock's time, in one transaction with the `MessageStatus` events of the jobs it ends
+ * instead (docs/decisions/0076-status-with-its-write.md): `canceled` for those a logout found being relayed
+ * (docs/decisions/0074-logout-cancels-pending-sends.md), and `failed`, with their `last_error`, for those whose
+ * attempts reached `max_attempts` (docs/decisions/0009-sends-as-jobs.md: a job whose relay was interrupted on each of
+ * its attempts is not claimed again). A failed job's outcome reaches its client as any failed job's does: requests of
+ * this process waiting for it (one that followed it to another holder, or a forward tried again) carry it, answered
+ * `409 message already failed` as from its row (outcomes.ts `endedAnswer`), and its event is left out for them, then
+ * recorded if they all left before the answer (waiters.ts `settleOwed`); with none waiting, the event is recorded with
+ * the write. Failed jobs are no longer `pending`, so the claims after go on to the jobs accepted behind them.
+ * @throws the store's error (nothing of it kept; the drain tries again in 1 s, handing back first).
+ */
+async function handBack(context: DrainContext, instanceId: string, runner: Runner): Promise<void> {
+  const { clock, logger, waiters } = context;
+  const at = clock();
+  const reclaimed = await context.recordWith(
+    instanceId,
+    async (trx): Promise<{ result: Reclaimed; reports: SendStatusReport[] }> => {
+      const result = await reclaimSendingJobs(trx, instanceId, at, runner.relaying.ids());
+      const canceled = result.canceled.map((id) => messageReport(id, 'canceled', at));
+      // A request waiting for a failed job carries its outcome (waiters.ts `carryOutcome`).
+      const failed = result.failed.flatMap((id) => {
+        const report = messageReport(id, 'failed', at, RELAY_ATTEMPTS_INTERRUPTED);
+        return waiters.carryOutcome({ instanceId, id }, report) ? [] : [report];
+      });
+      return { result, reports: [...canceled, ...failed] };
+    },
+  );
+  if (reclaimed.handed > 0)
+    logger.info({ instanceId, jobs: reclaimed.handed }, 'relaying sends whose relay was never confirmed');
+  if (reclaimed.failed.length === 0) return;
+  logger.warn(
+    { instanceId, jobs: reclaimed.failed },
+    'sends failed without another relay: their relay was interrupted on each of their attempts',
+  );
+  // What a request answers for a job another relay ended failed (outcomes.ts `endedAnswer`).
+  for (const id of reclaimed.failed)
+    await settleOwed(
+      waiters,
+      context.report,
+      { instanceId, id },
+      undefined,
+      errors.conflict('message already failed'),
+    );
 }

@@ -156,6 +156,8 @@ export class SendQueue implements EventProjection {
       runners: this.#runners,
       jobs: this.#jobs,
       recordWith: (instanceId, write) => deps.recordWith(instanceId, write),
+      waiters: this.#waiters,
+      report: (instanceId, report) => this.report(instanceId, report),
     };
     this.#syncContext = {
       nodeId: deps.nodeId,

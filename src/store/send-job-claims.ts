@@ -9,8 +9,8 @@ import { type SendJob, toJob } from './send-jobs.ts';
  * The send queue's claim cycle over an instance's live send jobs (migration 0013, index 0021;
  * docs/decisions/0009-sends-as-jobs.md, docs/decisions/0060-live-send-job-index.md), on Graphile Worker's model: one
  * claim function takes the instance's next due job for a node and counts its attempt, a node finishes only the jobs
- * it holds, a new holder hands back the jobs a dead one held, and the sweep reads which instances have due jobs.
- * Times are epoch ms.
+ * it holds, a new holder hands back the jobs a dead one held (failing those whose attempts reached `max_attempts`,
+ * so a job is never claimed past them), and the sweep reads which instances have due jobs. Times are epoch ms.
  */
 
 /**
@@ -119,17 +119,46 @@ export async function firstPendingJob(
 }
 
 /**
- * A job's status when it is made `pending` again: `canceled` instead when a logout found it being relayed
- * (`logged_out_at` set, migration 0024; docs/decisions/0074-logout-cancels-pending-sends.md). Written in the same
- * statement as the hand-back, so a logout committing just before it is seen (on PostgreSQL the statement waits for
- * the logout's row lock and reads the row as the logout left it).
+ * A job's status when its relay holds it back to `pending` ({@link holdBackSendJob}): `canceled` instead when a
+ * logout found it being relayed (`logged_out_at` set, migration 0024; docs/decisions/0074-logout-cancels-pending-sends.md).
+ * Written in the same statement as the hold, so a logout committing just before it is seen (on PostgreSQL the
+ * statement waits for the logout's row lock and reads the row as the logout left it); the hand-back's
+ * {@link HANDED_BACK_STATUS} reads it the same way.
  */
 const PENDING_UNLESS_LOGGED_OUT = sql<SendJobStatus>`case when logged_out_at is null then ${PENDING} else 'canceled' end`;
 
-/** What {@link reclaimSendingJobs} did: how many jobs it made `pending`, and the ids it canceled, in acceptance order. */
+/**
+ * The `last_error` of a job failed at a hand-back ({@link reclaimSendingJobs}): every relay it was allowed was
+ * interrupted (its process died, or its node lost the instance, before the outcome was stored), so its relay is not
+ * tried again (docs/decisions/0009-sends-as-jobs.md). Any of those relays may have reached the platform.
+ */
+export const RELAY_ATTEMPTS_INTERRUPTED =
+  'not relayed again: its relay was interrupted (the process relaying it stopped before its outcome was stored) ' +
+  'and it has no attempt left; an interrupted relay may have reached the recipient';
+
+/**
+ * A handed-back job's status: `canceled` when a logout found it being relayed (`logged_out_at` set, migration 0024;
+ * docs/decisions/0074-logout-cancels-pending-sends.md), else `pending` while it has an attempt left (`attempts` below
+ * `max_attempts`), else `failed`: the claim of its interrupted relay counted its last attempt, and a job whose
+ * attempts reached `max_attempts` is not claimed again (Graphile Worker's rule; docs/decisions/0009-sends-as-jobs.md),
+ * so a relay that kills its process (a poison message) does not run at every restart for ever.
+ */
+const HANDED_BACK_STATUS = sql<SendJobStatus>`case when logged_out_at is not null then 'canceled' when attempts < max_attempts then ${PENDING} else 'failed' end`;
+
+/** A handed-back job's `last_error`: {@link RELAY_ATTEMPTS_INTERRUPTED} when it is failed, else as it was. */
+const HANDED_BACK_ERROR = sql<
+  string | null
+>`case when logged_out_at is null and attempts >= max_attempts then ${RELAY_ATTEMPTS_INTERRUPTED} else last_error end`;
+
+/**
+ * What {@link reclaimSendingJobs} did: how many jobs it made `pending`, the ids it canceled and the ids it failed,
+ * each in acceptance order.
+ */
 export interface Reclaimed {
   handed: number;
   canceled: string[];
+  /** Jobs with no attempt left, failed with {@link RELAY_ATTEMPTS_INTERRUPTED} instead of handed back. */
+  failed: string[];
 }
 
 /**
@@ -138,7 +167,9 @@ export interface Reclaimed {
  * claims, with the jobs whose relay it is still running as `keep`: handing one of those back would relay it a second
  * time while the first runs (a first relay the platform refuses, a second it takes, and the request answered with
  * the refusal). The next relay reuses each job's id, so the recipient sees the message once. A job a logout found
- * being relayed is canceled instead ({@link PENDING_UNLESS_LOGGED_OUT}): the account it was accepted for is gone.
+ * being relayed is canceled instead; one whose attempts (counted at each claim, the interrupted one included)
+ * reached its `max_attempts` is failed instead, with {@link RELAY_ATTEMPTS_INTERRUPTED} as its `last_error`
+ * ({@link HANDED_BACK_STATUS}; docs/decisions/0009-sends-as-jobs.md). `now` is epoch ms.
  */
 export async function reclaimSendingJobs(
   db: Kysely<Database>,
@@ -148,17 +179,26 @@ export async function reclaimSendingJobs(
 ): Promise<Reclaimed> {
   const rows = await db
     .updateTable('send_jobs')
-    .set({ status: PENDING_UNLESS_LOGGED_OUT, locked_by: null, locked_at: null, updated_at: now })
+    .set({
+      status: HANDED_BACK_STATUS,
+      last_error: HANDED_BACK_ERROR,
+      locked_by: null,
+      locked_at: null,
+      updated_at: now,
+    })
     .where('instance_id', '=', instanceId)
     .where('status', '=', SENDING)
     .$if(keep.length > 0, (qb) => qb.where('id', 'not in', keep))
     .returning(['id', 'seq', 'status'])
     .execute();
-  const canceled = rows
-    .filter((row) => row.status === 'canceled')
-    .sort((a, b) => Number(a.seq) - Number(b.seq))
-    .map((row) => row.id);
-  return { handed: rows.length - canceled.length, canceled };
+  const ended = (status: SendJobStatus) =>
+    rows
+      .filter((row) => row.status === status)
+      .sort((a, b) => Number(a.seq) - Number(b.seq))
+      .map((row) => row.id);
+  const canceled = ended('canceled');
+  const failed = ended('failed');
+  return { handed: rows.length - canceled.length - failed.length, canceled, failed };
 }
 
 /**

@@ -24,7 +24,7 @@ for (const dialect of testDialects()) {
     let session: EngineSession;
     let queue: SendQueue;
 
-    /** A new text job to CHAT (synchronous: one attempt; queued: 25). */
+    /** A new text job to CHAT (synchronous or queued, with the API's attempts). */
     const newJob = (id: string, mode: 'sync' | 'async'): NewSendJob =>
       textJob(t.instance.id, id, mode, t.clock());
     /** Stores a queued job, or one left `sending` by a dead node. */

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import pino from 'pino';
+import { ASYNC_MAX_ATTEMPTS, SYNC_MAX_ATTEMPTS } from '../../src/app/messaging.ts';
 import type { Clock } from '../../src/domain/clock.ts';
 import type { OutgoingMessage, SentMessage } from '../../src/domain/messages.ts';
 import { extended } from '../../src/domain/objects.ts';
@@ -19,7 +20,8 @@ let seq = 0;
 
 /**
  * A new text job of instance `instanceId` to {@link CHAT}, its text its id, accepted at `now` (epoch ms): synchronous
- * with one attempt, or queued with 25. Each gets the next `seq` of this test process.
+ * or queued, with the attempts the API gives each (src/app/messaging.ts). Each gets the next `seq` of this test
+ * process.
  */
 export function textJob(instanceId: string, id: string, mode: 'sync' | 'async', now: number): NewSendJob {
   seq += 1;
@@ -33,7 +35,7 @@ export function textJob(instanceId: string, id: string, mode: 'sync' | 'async', 
     mode,
     runAt: now,
     sendAt: null,
-    maxAttempts: mode === 'sync' ? 1 : 25,
+    maxAttempts: mode === 'sync' ? SYNC_MAX_ATTEMPTS : ASYNC_MAX_ATTEMPTS,
     now,
   };
 }
