@@ -51,7 +51,8 @@ export interface PaceKeeperDeps {
 /**
  * The pace and the pauses of the instances whose send queue runs in this process (docs/decisions/0013-pacing.md):
  * the stored pace and pause, cached here while this process holds the instance (the holder is the only writer; read
- * again at each new hold, {@link PaceKeeper.forget}), the platform's reach-out timelock with them. Pausing and
+ * again at each new hold and after a logout, which ends the account's pause and timelock in the store,
+ * {@link PaceKeeper.forget}), the platform's reach-out timelock with them. Pausing and
  * resuming, and a timelock's start and end, write the store and record a `SessionStatus` `paused` / `resumed` in the
  * same transaction (docs/decisions/0076-status-with-its-write.md).
  */
@@ -81,7 +82,9 @@ export class PaceKeeper {
 
   /**
    * Drops the cached pace and pause of the instance: the next read takes them from the store. Called at every new
-   * hold on the instance (a committed login), since another node may have written them while it held the instance.
+   * hold on the instance (a committed login), since another node may have written them while it held the instance;
+   * after a committed logout, whose transaction ended the account's pause and timelock (src/sends/logout.ts); and
+   * before each read by a process holding no session of the instance (queue.ts `SendQueue.pacing`).
    */
   forget(instanceId: string): void {
     this.#pacing.delete(instanceId);

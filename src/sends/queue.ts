@@ -14,11 +14,11 @@ import type { StoredPacing } from '../store/send-pacing.ts';
 import { type DrainContext, drainOnce } from './drain.ts';
 import { RelayFailures } from './failures.ts';
 import { GroupInsert } from './group-insert.ts';
-import { cancelOnLogout, loggedOutBeforeRelay } from './logout.ts';
+import { endAccountOnLogout, loggedOutBeforeRelay } from './logout.ts';
 import { PaceKeeper } from './pause.ts';
 import type { ReportedWrite, SendQueueDeps, SendStatusReport } from './queue-deps.ts';
 import { JobRelay } from './relay.ts';
-import { type Runner, Runners } from './runners.ts';
+import { forgetLastRelay, type Runner, Runners } from './runners.ts';
 import { SentMarks } from './sent-marks.ts';
 import { DueSweep } from './sweep.ts';
 import { SYNC_WAIT_MS, SyncDeadlines } from './sync-deadline.ts';
@@ -201,17 +201,20 @@ export class SendQueue implements EventProjection {
    * A recorded own `message` whose send job was being relayed (marked `sent` by {@link prepare}): a queued send
    * yields its `MessageStatus` `sent` event, in the same transaction; a synchronous send whose request waits yields
    * none, the answer being its outcome, which stays owed to the request until answered: the relay records the event
-   * if every such request has left by then (waiters.ts `carry`, docs/decisions/0009-sends-as-jobs.md).
+   * if every such request has left by then (waiters.ts `carry`, docs/decisions/0009-sends-as-jobs.md). A
+   * `SessionStatus` `logged_out` ends the account's pending sends and pacing state in the same transaction (logout.ts
+   * `endAccountOnLogout`, docs/decisions/0074-logout-cancels-pending-sends.md, docs/decisions/0013-pacing.md).
    */
   async derive(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<EngineEvent[]> {
-    if (event.type === 'sessionStatus') return cancelOnLogout(trx, instanceId, event);
+    if (event.type === 'sessionStatus') return endAccountOnLogout(trx, instanceId, event);
     // A synchronous job relayed after its node died has no waiter: its outcome is an event, as a queued one's.
     return this.#sentMarks.derive(trx, instanceId, event, (job, at) => this.#waiters.carry(job, at));
   }
 
   /**
-   * A committed own `message` counts as recorded for its relay (sent-marks.ts `committed`); a committed login
-   * (connected and logged in) wakes the instance's queue.
+   * A committed own `message` counts as recorded for its relay (sent-marks.ts `committed`); a committed logout drops
+   * what this process remembers of the account (its pause and timelock, its last relay: docs/decisions/0013-pacing.md);
+   * a committed login (connected and logged in) wakes the instance's queue.
    */
   afterCommit(instanceId: string, event: EngineEvent): void {
     const carried = this.#sentMarks.committed(instanceId, event);
@@ -224,13 +227,29 @@ export class SendQueue implements EventProjection {
       this.#waiters.settle({ instanceId, id: event.id }, undefined, error);
       return;
     }
+    if (event.type === 'sessionStatus' && event.status === 'logged_out') {
+      // The logout's transaction ended the account's pause and timelock in the store (logout.ts): read again. The
+      // pace counts its interval from the next account's own relays; a relay of the account still under way that
+      // ends after this is forgotten again at the next login.
+      this.#pace.forget(instanceId);
+      const runner = this.#runners.peek(instanceId);
+      if (runner) {
+        forgetLastRelay(runner);
+        runner.loggedOut = true;
+      }
+      return;
+    }
     if (event.type !== 'connection' || !event.state.connected || !event.state.loggedIn) return;
     // A login is a new hold on the instance (after a restart, a failover or a reconnect): `sending` jobs no relay
     // of this process is running are handed back before the next claim, also by a drain already running (the job
     // it relays is held, so the hand-back leaves it), and the pace and pause are read from the store again (another
     // node may have changed them while it held the instance).
     const runner = this.#runners.peek(instanceId);
-    if (runner) runner.reclaimed = false;
+    if (runner) {
+      runner.reclaimed = false;
+      if (runner.loggedOut) forgetLastRelay(runner);
+      runner.loggedOut = false;
+    }
     this.#pace.forget(instanceId);
     this.wake(instanceId);
   }
@@ -253,10 +272,14 @@ export class SendQueue implements EventProjection {
   }
 
   /**
-   * The instance's pace and pause (cached while this process holds the instance, read again at each new hold: the
-   * holder is the only writer).
+   * The instance's pace and pause (cached while this process holds the instance, read again at each new hold and
+   * after a logout: the holder is the only writer). A process holding no session of the instance (a read it serves
+   * while no node holds it) reads the store each time: its cache would keep what it read while it last held the
+   * instance, such as the pause of an account that logged out since on another node (docs/decisions/0013-pacing.md).
+   * @throws the store's error.
    */
   pacing(instanceId: string): Promise<StoredPacing> {
+    if (this.#deps.session(instanceId) === undefined) this.#pace.forget(instanceId);
     return this.#pace.pacing(instanceId);
   }
 
@@ -274,8 +297,12 @@ export class SendQueue implements EventProjection {
     return this.pacing(instanceId);
   }
 
-  /** The instance's pause in force at `now`, or null. */
+  /**
+   * The instance's pause in force at `now`, or null; read from the store by a process holding no session of the
+   * instance, as {@link pacing} says. @throws the store's error.
+   */
   pause(instanceId: string): Promise<SendPause | null> {
+    if (this.#deps.session(instanceId) === undefined) this.#pace.forget(instanceId);
     return this.#pace.pause(instanceId);
   }
 

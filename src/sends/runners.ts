@@ -31,10 +31,26 @@ export interface Runner {
    */
   lastRelayAt: number | undefined;
   /**
+   * A logout of the instance's account committed in this process since its last login: the next login forgets the
+   * last relay again ({@link forgetLastRelay}), in case a relay of that account still under way at the logout ended
+   * after it.
+   */
+  loggedOut: boolean;
+  /**
    * The jobs this process holds for a relay that has not ended: an immediate synchronous send's from before its row
    * is stored claimed, any other's from its claim. Handing `sending` jobs back leaves these.
    */
   relaying: RelayHolds;
+}
+
+/**
+ * Forgets the instance's last relay and the next relay time the pace drew from it (`runner` afterwards as before its
+ * first relay): the pace counts its interval between the relays of one account, and the account that made that relay
+ * logged out (docs/decisions/0013-pacing.md). A scheduled wake is left: it finds the queue free to relay.
+ */
+export function forgetLastRelay(runner: Runner): void {
+  runner.lastRelayAt = undefined;
+  runner.nextAllowedAt = 0;
 }
 
 /**
@@ -91,6 +107,7 @@ export class Runners {
         timerAt: 0,
         nextAllowedAt: 0,
         lastRelayAt: undefined,
+        loggedOut: false,
         relaying: new RelayHolds(),
       };
       this.#runners.set(instanceId, runner);

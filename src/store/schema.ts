@@ -262,7 +262,8 @@ export interface SendJobsTable {
   sent_at: number | null;
   /**
    * When a logout found the job being relayed (migration 0024): it is canceled instead of being made `pending`
-   * again (docs/decisions/0074-logout-cancels-pending-sends.md).
+   * again (docs/decisions/0074-logout-cancels-pending-sends.md). On a `sent` job: the relay was the account's that
+   * logged out then, which the new-chats count leaves out (docs/decisions/0013-pacing.md).
    */
   logged_out_at: number | null;
   /**

@@ -45,7 +45,8 @@ export interface SendJob {
   sentAt: number | null;
   /**
    * When a logout found the job being relayed (epoch ms), or null: it is canceled rather than made `pending` again
-   * (docs/decisions/0074-logout-cancels-pending-sends.md).
+   * (docs/decisions/0074-logout-cancels-pending-sends.md). On a `sent` job, when the account that relayed it logged
+   * out: the new-chats count leaves it out (docs/decisions/0013-pacing.md).
    */
   loggedOutAt: number | null;
 }

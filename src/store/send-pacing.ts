@@ -18,7 +18,11 @@ import type { Database } from './schema.ts';
 const SENT = sql.lit<SendJobStatus>('sent');
 const NEW_CHAT = sql.lit<number>(1);
 
-/** How many relays of the instance opened a chat since `since` (epoch ms): the new-chats-per-day count. */
+/**
+ * How many relays of the instance's account opened a chat since `since` (epoch ms): the new-chats-per-day count. The
+ * relays of an account that logged out since are not counted ({@link retireAccountRelays},
+ * docs/decisions/0013-pacing.md).
+ */
 export async function countNewChatsSince(
   db: Kysely<Database>,
   instanceId: string,
@@ -31,6 +35,7 @@ export async function countNewChatsSince(
     .where('status', '=', SENT)
     .where('new_chat', '=', NEW_CHAT)
     .where('sent_at', '>=', since)
+    .where('logged_out_at', 'is', null)
     .executeTakeFirst();
   return Number(row?.n ?? 0);
 }
@@ -38,12 +43,13 @@ export async function countNewChatsSince(
 /**
  * Flags as opening a chat (`new_chat = 1`) the instance's jobs sent since `since` (epoch ms) that opened one but were
  * relayed while no new-chats pace was set, so nobody asked (docs/decisions/0013-pacing.md: a cap set later counts
- * them). A job opened its chat when it went to a one-to-one chat (not a group, not a status) with no stored message
- * before it: no message of another sent job of the instance relayed earlier (by `sent_at`, then `seq`), and no other
- * message (received, sent from the phone, a send whose job was pruned) with an earlier `timestamp`. One statement:
- * it reads the instance's stored jobs (no index holds the unflagged sent ones by time) and, for each one-to-one job
- * sent since `since`, its chat's messages up to the first before it (`messages_chat_order`); run when a cap is set,
- * never per send. @returns how many jobs it flagged.
+ * them); the relays of an account that logged out since are left (the cap is the account linked now's,
+ * {@link retireAccountRelays}). A job opened its chat when it went to a one-to-one chat (not a group, not a status)
+ * with no stored message before it: no message of another sent job of the instance relayed earlier (by `sent_at`,
+ * then `seq`), and no other message (received, sent from the phone, a send whose job was pruned) with an earlier
+ * `timestamp`. One statement: it reads the instance's stored jobs (no index holds the unflagged sent ones by time)
+ * and, for each one-to-one job sent since `since`, its chat's messages up to the first before it
+ * (`messages_chat_order`); run when a cap is set, never per send. @returns how many jobs it flagged.
  */
 export async function markNewChatsSince(
   db: Kysely<Database>,
@@ -57,6 +63,7 @@ export async function markNewChatsSince(
     .where('status', '=', SENT)
     .where('new_chat', '=', sql.lit<number>(0))
     .where('sent_at', '>=', since)
+    .where('logged_out_at', 'is', null)
     .where('chat', 'not like', `%@${GROUP_DOMAIN}`)
     .where('chat', '<>', STATUS_BROADCAST)
     .where(({ not, exists, selectFrom }) =>
@@ -95,7 +102,10 @@ export async function markNewChatsSince(
   return Number(result.numUpdatedRows);
 }
 
-/** The `sent_at` of the oldest chat-opening relay since `since`, i.e. when the 24 h window frees a slot. */
+/**
+ * The `sent_at` of the oldest chat-opening relay of the instance's account since `since`, i.e. when the 24 h window
+ * frees a slot (an account that logged out since is not counted, as in {@link countNewChatsSince}).
+ */
 export async function oldestNewChatSince(
   db: Kysely<Database>,
   instanceId: string,
@@ -108,6 +118,7 @@ export async function oldestNewChatSince(
     .where('status', '=', SENT)
     .where('new_chat', '=', NEW_CHAT)
     .where('sent_at', '>=', since)
+    .where('logged_out_at', 'is', null)
     .executeTakeFirst();
   return row?.oldest === null || row?.oldest === undefined ? undefined : Number(row.oldest);
 }
@@ -268,6 +279,69 @@ export async function endNewChatLock(
     .where('new_chats_locked_until', '<=', now)
     .executeTakeFirst();
   return Number(result.numUpdatedRows) > 0;
+}
+
+/**
+ * What a logout does to the state of the account that logged out (docs/decisions/0013-pacing.md), in the logout's
+ * transaction `db`, at `now` (epoch ms): the platform's restriction pause and reach-out timelock are cleared, both
+ * restrictions of that account's number, not of the instance; the pace the user set (`min_interval_ms`,
+ * `jitter_ms`, `new_chats_per_day`) is kept. No `SessionStatus` `resumed` is recorded for them: nothing resumes, the
+ * logout's `logged_out` ends them. @returns true when a restriction was cleared.
+ * @throws the store's error (the logout's transaction rolls back whole).
+ */
+export async function endAccountRestrictions(
+  db: Kysely<Database>,
+  instanceId: string,
+  now: number,
+): Promise<boolean> {
+  const result = await db
+    .updateTable('send_pacing')
+    .set({
+      paused_reason: null,
+      paused_until: null,
+      new_chats_locked_until: null,
+      new_chats_lock_reason: null,
+      updated_at: now,
+    })
+    .where('instance_id', '=', instanceId)
+    .where((eb) =>
+      eb.or([
+        eb('paused_reason', 'is not', null),
+        eb('paused_until', 'is not', null),
+        eb('new_chats_locked_until', 'is not', null),
+        eb('new_chats_lock_reason', 'is not', null),
+      ]),
+    )
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) > 0;
+}
+
+/**
+ * Marks with `logged_out_at = now` (epoch ms) the instance's jobs sent since `since` (epoch ms) that carry no mark
+ * yet, in the logout's transaction `db`: the relays of the account that logged out, which the new-chats count
+ * ({@link countNewChatsSince}, {@link oldestNewChatSince}) and a cap set later ({@link markNewChatsSince}) leave from
+ * then on, so the chats that account opened never count against the next one (docs/decisions/0013-pacing.md). Only
+ * the relays a window may still count need it (the caller passes the logout's time less a day and a margin); a job
+ * being relayed at the logout is marked by the logout's cancel (src/store/send-jobs.ts `cancelSendJobsOnLogout`), so
+ * it is left out too when its relay ends it `sent`. Reads the instance's stored jobs, as {@link markNewChatsSince}
+ * does (no index holds the sent ones by time). @returns how many jobs it marked.
+ * @throws the store's error (the logout's transaction rolls back whole).
+ */
+export async function retireAccountRelays(
+  db: Kysely<Database>,
+  instanceId: string,
+  since: number,
+  now: number,
+): Promise<number> {
+  const result = await db
+    .updateTable('send_jobs')
+    .set({ logged_out_at: now })
+    .where('instance_id', '=', instanceId)
+    .where('status', '=', SENT)
+    .where('sent_at', '>=', since)
+    .where('logged_out_at', 'is', null)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows);
 }
 
 /** True when the instance has any message in `chat` other than `exceptId` (stored sent or received messages). */
