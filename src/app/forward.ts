@@ -45,7 +45,8 @@ export class ForwardService {
    *   message)` for reactions and messages parley does not understand, `message <id> was deleted`. The content
    *   builder throws what `MediaService.open` throws (not_found when the file cannot be fetched again, e.g. media
    *   parley sent itself; gone; too_large), and the send rules' too_large and invalid naming the kind
-   *   (`sticker must be at most 500 KB`, `image must be JPEG, PNG, GIF or WEBP`).
+   *   (`sticker must be at most 500 KB`, `image must be JPEG, PNG, GIF or WEBP`, `image must be at most 32,000,000
+   *   pixels, width × height (it has <n>)`; docs/decisions/0017-messages-and-media.md).
    */
   async prepare(instance: Instance, messageId: string): Promise<PreparedForward> {
     const message = await findStoredMessage(this.#store.db, instance.id, messageId);

@@ -57,6 +57,25 @@ export const MEDIA_RULES: Record<MediaKind, MediaRule> = {
   },
 };
 
+/**
+ * Most pixels an image parley sends may decode to, width × height of its first frame (the only one decoded of an
+ * animated GIF or WEBP; docs/decisions/0017-messages-and-media.md). A few bytes can declare far more (a 62-byte GIF
+ * declares 16,000 × 16,000, which decodes to 1 GB), and what an image decodes to, not its bytes, is what making its
+ * thumbnail costs. Checked from the header of every image sent (image and status sends, forwards, the profile
+ * picture) before either engine sees it, and passed to sharp as `limitInputPixels` when the live engine makes the
+ * thumbnail. Twice the largest photo a WhatsApp client sends (HD quality: 4096 px on the long side, at most 16 MP)
+ * and a 24 MP camera's original (6,000 × 4,000); the same budget as a sticker's input
+ * ({@link STICKER_MAX_INPUT_PIXELS}).
+ */
+export const IMAGE_MAX_PIXELS = 32_000_000;
+/** Width of the JPEG thumbnail a sent image carries, pixels (what Baileys' `extractImageThumb` makes: 32). */
+export const THUMBNAIL_WIDTH = 32;
+/**
+ * Time making one image's thumbnail may take, seconds (sharp's `timeout`, which stops libvips;
+ * docs/decisions/0017-messages-and-media.md): an image of {@link IMAGE_MAX_PIXELS} takes well under 1 s.
+ */
+export const THUMBNAIL_SECONDS = 10;
+
 /** Largest static sticker after conversion to WEBP, bytes (docs/decisions/0017-messages-and-media.md: 100 KB). */
 export const STICKER_STATIC_MAX = 100 * KB;
 /** Largest animated sticker after conversion to WEBP, bytes (docs/decisions/0017-messages-and-media.md: 500 KB). */

@@ -4,6 +4,7 @@ import type { OutboundGuard } from '../net/outbound-guard.ts';
 import { defaultFileName, detectFormat, documentMimeType, requireFormat } from './detect.ts';
 import type { StickerMetadata } from './exif.ts';
 import type { Ffmpeg } from './ffmpeg.ts';
+import { checkImagePixels } from './image.ts';
 import { MEDIA_RULES, type MediaKind, STICKER_STATIC_MAX } from './kinds.ts';
 import { type MediaFetchLog, mediaTooLarge, readMediaSource } from './source.ts';
 import { isAnimatedSticker, makeSticker } from './sticker.ts';
@@ -18,8 +19,11 @@ export interface MediaTools {
 
 /**
  * Reads and checks an image, audio or video field (docs/decisions/0017-messages-and-media.md): source per {@link
- * readMediaSource}, size per the kind's limit, format from the bytes; the MIME type sent is the detected one.
- * @throws DomainError invalid (source, format) or too_large naming the field and the rule.
+ * readMediaSource}, size per the kind's limit, format from the bytes; an image's pixels, read from its header, at
+ * most 32,000,000 (`IMAGE_MAX_PIXELS`, {@link checkImagePixels}), on both engines alike. The MIME type sent is the
+ * detected one.
+ * @throws DomainError invalid (source, format, an image whose header cannot be read) or too_large (bytes, an image's
+ *   pixels: `image must be at most 32,000,000 pixels, width × height (it has <n>)`) naming the field and the rule.
  */
 export async function prepareMedia(
   tools: MediaTools,
@@ -30,6 +34,7 @@ export async function prepareMedia(
   const rule = MEDIA_RULES[kind];
   const source = await readMediaSource(tools.guard, raw, field, rule, tools.log);
   const format = await requireFormat(source.data, field, rule);
+  if (kind === 'image') await checkImagePixels(source.data, field);
   return { data: source.data, mimetype: format.mime };
 }
 
@@ -86,10 +91,11 @@ export interface CheckedMedia {
  * docs/decisions/0041-forward-calls-channels.md) by the rules a send of that kind meets
  * (docs/decisions/0017-messages-and-media.md), rather than trusting it because the platform delivered it: the kind's
  * largest input and formats, judged from the bytes; a sticker must be a WEBP (what every sent sticker is made into)
- * of at most 500 KB animated or 100 KB static, and is not converted again (its pack metadata stays). The MIME type
- * sent is the one detected from the bytes, never the one its sender declared; a document's comes from its bytes and
- * `fileName` ({@link documentMimeType}). Errors name the kind as a send names its media field
- * (`sticker must be at most 500 KB`, `image must be JPEG, PNG, GIF or WEBP`).
+ * of at most 500 KB animated or 100 KB static, and is not converted again (its pack metadata stays); an image must
+ * be of at most 32,000,000 pixels (`IMAGE_MAX_PIXELS`, {@link checkImagePixels}). The MIME type sent is the one
+ * detected from the bytes, never the one its sender declared; a document's comes from its bytes and `fileName`
+ * ({@link documentMimeType}). Errors name the kind as a send names its media field (`sticker must be at most 500 KB`,
+ * `image must be JPEG, PNG, GIF or WEBP`, `image must be at most 32,000,000 pixels, width × height (it has <n>)`).
  * @throws DomainError too_large or invalid naming the kind and the rule.
  */
 export async function checkStoredMedia(
@@ -114,5 +120,6 @@ export async function checkStoredMedia(
     return { media: { data, mimetype: 'image/webp' }, animated };
   }
   const format = await requireFormat(data, kind, rule);
+  if (kind === 'image') await checkImagePixels(data, kind);
   return { media: { data, mimetype: format.mime }, animated: false };
 }

@@ -6,6 +6,7 @@ import { ConversionSlots } from './conversion-slots.ts';
 import type { DetectedFormat } from './detect.ts';
 import { type StickerMetadata, stickerExif, withExif } from './exif.ts';
 import type { Ffmpeg } from './ffmpeg.ts';
+import { loadSharp } from './image.ts';
 import {
   STICKER_ANIMATED_MAX,
   STICKER_CONVERSION_SECONDS,
@@ -41,14 +42,6 @@ function overLimit(animated: boolean): DomainError {
 }
 
 /**
- * sharp, imported at the first sticker made: its native binding and module graph stay out of every start
- * (docs/decisions/0068-engines-loaded-on-first-use.md).
- */
-async function loadSharp(): Promise<typeof import('sharp').default> {
-  return (await import('sharp')).default;
-}
-
-/**
  * The sticker conversions of this process ({@link STICKER_CONVERSIONS} at once, {@link STICKER_CONVERSIONS_WAITING}
  * waiting; docs/decisions/0017-messages-and-media.md). Exported for tests, which read how many run and wait.
  */
@@ -59,7 +52,7 @@ export const stickerConversions = new ConversionSlots(
 );
 
 /** What the header of an image sticker input says: its frames and the pixels it decodes to (all frames). */
-interface ImageSize {
+interface StickerSize {
   frames: number;
   pixels: number;
 }
@@ -69,7 +62,7 @@ interface ImageSize {
  * sharp's own pixel limit is lifted here so that the sticker rules below answer, naming theirs.
  * @throws DomainError invalid `sticker could not be read as an image`.
  */
-async function sizeOf(data: Buffer): Promise<ImageSize> {
+async function sizeOf(data: Buffer): Promise<StickerSize> {
   const sharp = await loadSharp();
   try {
     const meta = await sharp(data, { animated: true, limitInputPixels: false }).metadata();

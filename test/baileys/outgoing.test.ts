@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createDecipheriv } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { before, describe, it } from 'node:test';
-import { getMediaKeys, type MediaType, type proto, type WAMediaUploadFunction } from 'baileys';
+import { getMediaKeys, type MediaType, proto, type WAMediaUploadFunction } from 'baileys';
 import sharp from 'sharp';
 import type { EngineMessage, OutgoingMessage } from '../../src/domain/messages.ts';
 import { contentOf } from '../../src/domain/sends.ts';
@@ -14,9 +14,11 @@ import {
   resendableProto,
 } from '../../src/engines/baileys/outgoing.ts';
 import { stickerExif, withExif } from '../../src/media/exif.ts';
+import { imageThumbnail } from '../../src/media/image.ts';
+import { pixelFramesGif } from '../support/gif.ts';
 import { readStickerExif } from '../support/sticker-exif.ts';
 import { ME } from './fake-socket.ts';
-import { silentLogger } from './support.ts';
+import { capturingLogger, silentLogger } from './support.ts';
 
 const PEER = '5511988887777@s.whatsapp.net';
 const GROUP = '120363000000000001@g.us';
@@ -204,6 +206,53 @@ describe("request → Baileys content, through Baileys' own generateWAMessage (s
     assert.equal(uploads[0]?.mediaType, 'image');
     assert.ok(image.mediaKey);
     assert.deepEqual(await decryptUpload(uploads[0]?.bytes ?? Buffer.alloc(0), image.mediaKey, 'image'), png);
+  });
+
+  it("image: the thumbnail is parley's, Baileys' own kind (a 32 px wide JPEG) with the image's width and height", async () => {
+    const { content } = await build({
+      to: PEER,
+      content: { kind: 'image', media: { data: png, mimetype: 'image/png' } },
+    });
+    const image = content.imageMessage;
+    assert.ok(image?.jpegThumbnail);
+    const made = await imageThumbnail(png);
+    assert.deepEqual(Buffer.from(image.jpegThumbnail), made.jpeg);
+    const thumb = await sharp(Buffer.from(image.jpegThumbnail)).metadata();
+    assert.deepEqual([thumb.format, thumb.width, thumb.height], ['jpeg', 32, 24]);
+    assert.deepEqual([image.width, image.height], [64, 48]);
+  });
+
+  it('image over 32,000,000 pixels reaching the engine: Baileys does not decode it; it goes without a thumbnail', async () => {
+    // 62 bytes declaring 6,000 × 6,000 (36,000,000 pixels, 144 MB decoded): Baileys' thumbnailer (sharp, with its
+    // default limit of 268,402,689 pixels) would decode it whole and state its size. The send checks refuse such an
+    // image before the engine sees one (test/messages/media.test.ts); the engine still never lets Baileys decode it.
+    const gif = pixelFramesGif(1, 6000, 6000);
+    const { logger, lines } = capturingLogger();
+    const { content, uploads } = await build(
+      { to: PEER, content: { kind: 'image', media: { data: gif, mimetype: 'image/gif' }, caption: 'big' } },
+      { logger },
+    );
+    const image = content.imageMessage;
+    assert.ok(image);
+    assert.equal(image.caption, 'big');
+    // What the recipient gets: the message as encoded, decoded again (a field not sent is not an own property).
+    const wire = proto.Message.ImageMessage.decode(proto.Message.ImageMessage.encode(image).finish());
+    assert.equal(Object.hasOwn(wire, 'jpegThumbnail'), false, 'no thumbnail: the image was never decoded');
+    assert.deepEqual(
+      [
+        Object.hasOwn(wire, 'width') ? wire.width : 'unset',
+        Object.hasOwn(wire, 'height') ? wire.height : 'unset',
+      ],
+      ['unset', 'unset'],
+      "no size: Baileys' thumbnailer states the size of the image it decoded",
+    );
+    assert.equal(wire.caption, 'big');
+    assert.deepEqual(
+      lines.filter((line) => line.level >= 40).map((line) => line.msg),
+      ['image thumbnail could not be made; sending the image without one'],
+    );
+    assert.ok(image.mediaKey);
+    assert.deepEqual(await decryptUpload(uploads[0]?.bytes ?? Buffer.alloc(0), image.mediaKey, 'image'), gif);
   });
 
   it('document, audio as voice note, video', async () => {

@@ -14,6 +14,7 @@ import webpmux from 'node-webpmux';
 import type { InboxEntry } from '../../sim/model/inbox.ts';
 import type { Simulator } from '../../sim/simulator.ts';
 import { ffmpegAvailable } from '../support/ffmpeg.ts';
+import { pixelFramesGif } from '../support/gif.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
 import { testDialects } from '../support/store.ts';
 import { assertSigned, bodies, HMAC_KEY } from '../webhooks/support.ts';
@@ -113,6 +114,35 @@ for (const dialect of testDialects()) {
         }
       });
     }
+
+    it('an image over 32,000,000 pixels is 413 before Baileys sees it (nothing uploaded); one at the limit goes', async () => {
+      // 62 bytes declaring 8,000 × 8,000: Baileys' thumbnailer would decode all 64,000,000 pixels (256 MB).
+      const uploads = sim.media.count();
+      const bomb = await app.live('POST', '/v1/messages/send/image', {
+        phone: ana,
+        image: `data:image/gif;base64,${pixelFramesGif(1, 8000, 8000).toString('base64')}`,
+      });
+      assert.deepEqual(bomb.body, {
+        error: {
+          code: 413,
+          message: 'image must be at most 32,000,000 pixels, width × height (it has 64,000,000)',
+        },
+      });
+      assert.equal(sim.media.count(), uploads, 'no file reached the media server');
+      // 5,000 × 6,400: parley makes its thumbnail (sharp, limitInputPixels), the recipient decrypts it.
+      const gif = pixelFramesGif(1, 5000, 6400);
+      const fits = await app.live('POST', '/v1/messages/send/image', {
+        phone: ana,
+        image: `data:image/gif;base64,${gif.toString('base64')}`,
+      });
+      assert.equal(fits.status, 200, JSON.stringify(fits.body));
+      const entry = await received(fits.body.data.id, 'the image at the limit in the inbox');
+      assert.deepEqual(pick(entry, { type: 'image', mimetype: 'image/gif' }), {
+        type: 'image',
+        mimetype: 'image/gif',
+      });
+      assert.deepEqual(entry.media, decrypted(gif));
+    });
 
     it('a reply with media quotes the message it answers', async () => {
       const sent = await control(sim, 'POST', '/messages', { from: ana, to: shop, text: 'Photo please?' });

@@ -1,9 +1,9 @@
 /**
  * POST /v1/messages/forward of received media meets the rules a send of its kind meets
  * (docs/decisions/0041-forward-calls-channels.md, docs/decisions/0017-messages-and-media.md): the kind's size limit
- * and formats judged from the bytes, a sticker WEBP within the sticker limits, and the MIME type sent the one of the
- * bytes, never the one the sender declared. A received file is what its sender chose to deliver, not what parley
- * checked.
+ * and formats judged from the bytes, an image's pixels from its header, a sticker WEBP within the sticker limits, and
+ * the MIME type sent the one of the bytes, never the one the sender declared. A received file is what its sender
+ * chose to deliver, not what parley checked.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -11,6 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import type { OutgoingMessage } from '../../src/domain/messages.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
+import { pixelFramesGif } from '../support/gif.ts';
 import { testDialects } from '../support/store.ts';
 import { appFor, bad, dataUri, fixture, OWN, PEER } from './support.ts';
 
@@ -84,6 +85,19 @@ for (const dialect of testDialects()) {
       const last = sent.at(-1);
       assert.equal(last?.content.kind, 'image');
       if (last?.content.kind === 'image') assert.equal(last.content.media.mimetype, 'image/png');
+    });
+
+    it('an image over 32,000,000 pixels is 413 as /send/image answers it, before the engine sees it', async () => {
+      const bomb = pixelFramesGif(1, 8000, 8000);
+      const before = sent.length;
+      const res = await forward(await received('image', bomb, 'image/gif'));
+      const direct = await t.call('POST', '/v1/messages/send/image', { phone: OTHER, image: dataUri(bomb) });
+      assert.deepEqual(
+        res.body,
+        bad(413, 'image must be at most 32,000,000 pixels, width × height (it has 64,000,000)'),
+      );
+      assert.deepEqual(direct.body, res.body, 'the same answer as a send');
+      assert.equal(sent.length, before, 'nothing reached the engine');
     });
 
     it('audio and video meet their formats; a document is typed from its bytes and file name', async () => {

@@ -5,6 +5,7 @@ import type { OutgoingMessage } from '../../src/domain/messages.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { ffmpegAvailable } from '../support/ffmpeg.ts';
 import { pixelFramesGif } from '../support/gif.ts';
+import { declaredPng } from '../support/png.ts';
 import { readStickerExif } from '../support/sticker-exif.ts';
 import { testDialects } from '../support/store.ts';
 import { appFor, bad, dataUri, fixture, OWN, PEER, storedContent } from './support.ts';
@@ -102,6 +103,44 @@ for (const dialect of testDialects()) {
         bad(413, 'request body must be at most 1 MB'),
         'the text route keeps the 1 MB default',
       );
+    });
+
+    it('image: 413 over 32,000,000 pixels, width × height, read from its header before either engine sees it', async () => {
+      // 62 bytes declaring 8,000 × 8,000: 256 MB decoded, what the live engine's thumbnail would cost.
+      const bomb = dataUri(pixelFramesGif(1, 8000, 8000));
+      const over = bad(413, 'image must be at most 32,000,000 pixels, width × height (it has 64,000,000)');
+      const before = sent.length;
+      const res = await t.call('POST', '/v1/messages/send/image', { phone: PEER, image: bomb });
+      assert.deepEqual(res.body, over);
+      // 74 bytes of PNG declaring 30,000 × 30,000: the header decides, whatever the format.
+      const png = await t.call('POST', '/v1/messages/send/image', {
+        phone: PEER,
+        image: dataUri(declaredPng(30_000, 30_000)),
+      });
+      assert.deepEqual(
+        png.body,
+        bad(413, 'image must be at most 32,000,000 pixels, width × height (it has 900,000,000)'),
+      );
+      // A status image meets the same rule.
+      const status = await t.call('POST', '/v1/status/image', { image: bomb, contacts: [PEER] });
+      assert.deepEqual(status.body, over);
+      assert.equal(sent.length, before, 'nothing reached the engine');
+      // Exactly at the limit (5,000 × 6,400) it goes.
+      const fits = await t.call('POST', '/v1/messages/send/image', {
+        phone: PEER,
+        image: dataUri(pixelFramesGif(1, 5000, 6400)),
+      });
+      assert.equal(fits.status, 200, JSON.stringify(fits.body));
+      // A header sharp cannot read (a JPEG's first bytes, then text) is 400 naming the field.
+      const unreadable = Buffer.concat([
+        fixture('tiny.jpg').subarray(0, 4),
+        Buffer.from('not the rest of a JPEG'),
+      ]);
+      const garbled = await t.call('POST', '/v1/messages/send/image', {
+        phone: PEER,
+        image: dataUri(unreadable),
+      });
+      assert.deepEqual(garbled.body, bad(400, 'image could not be read as an image'));
     });
 
     it('refuses other schemes, local paths and malformed data URIs, naming the field', async () => {

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createTestApp, loginSandbox, type TestApp } from '../support/app.ts';
+import { declaredPng } from '../support/png.ts';
 import { testDialects } from '../support/store.ts';
 
 const OWN = '5511999990001';
@@ -74,7 +75,7 @@ for (const dialect of testDialects()) {
       assert.deepEqual(again.body, okBody({ ...pictured.body.data, about: '' }));
     });
 
-    it('profile: 400s name the field and the rule; 413 over the picture limit', async () => {
+    it('profile: 400s name the field and the rule; 413 over the picture limits (bytes, pixels)', async () => {
       const put = (body: unknown) => t.call('PUT', '/v1/profile', body);
       assert.deepEqual(
         (await put({})).body,
@@ -106,6 +107,12 @@ for (const dialect of testDialects()) {
       );
       const big = `data:image/png;base64,${Buffer.alloc(5 * 1024 * 1024 + 1).toString('base64')}`;
       assert.deepEqual((await put({ picture: big })).body, bad(413, 'picture must be at most 5 MB'));
+      // 74 bytes declaring 30,000 × 30,000: the live engine's platform library would decode it to scale it.
+      const bomb = `data:image/png;base64,${declaredPng(30_000, 30_000).toString('base64')}`;
+      assert.deepEqual(
+        (await put({ picture: bomb })).body,
+        bad(413, 'picture must be at most 32,000,000 pixels, width × height (it has 900,000,000)'),
+      );
     });
 
     it('privacy: the defaults, any subset changed, every setting answered', async () => {

@@ -3,7 +3,8 @@
  * with a global two-colour table and a looping NETSCAPE extension: about 23 bytes a frame, however large the screen.
  * The first frame sits in the screen's bottom-right corner (libvips sizes a GIF by the area its frames cover) and
  * decoders composite every frame to that whole area, so it decodes to width × height × frames pixels; the sticker
- * suites use it to reach the conversion budget (docs/decisions/0017-messages-and-media.md) with a few bytes.
+ * suites use it to reach the conversion budget, the image suites the pixel budget of a sent image
+ * (docs/decisions/0017-messages-and-media.md), with a few bytes.
  */
 export function pixelFramesGif(frames: number, width: number, height: number): Buffer {
   const screen = Buffer.alloc(7);

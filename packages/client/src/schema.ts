@@ -564,7 +564,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Send an image (JPEG, PNG, GIF or WEBP, at most 16 MB) by https URL or data URI */
+        /** Send an image (JPEG, PNG, GIF or WEBP, at most 16 MB and 32,000,000 pixels) by https URL or data URI */
         post: operations["sendImage"];
         delete?: never;
         options?: never;
@@ -1574,7 +1574,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Post an image status (JPEG, PNG, GIF or WEBP, at most 16 MB) by https URL or data URI */
+        /** Post an image status (JPEG, PNG, GIF or WEBP, at most 16 MB and 32,000,000 pixels) by https URL or data URI */
         post: operations["postImageStatus"];
         delete?: never;
         options?: never;
@@ -1697,7 +1697,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Send an image (JPEG, PNG, GIF or WEBP, at most 16 MB) by https URL or data URI (gateway form of POST /v1/messages/send/image) */
+        /** Send an image (JPEG, PNG, GIF or WEBP, at most 16 MB and 32,000,000 pixels) by https URL or data URI (gateway form of POST /v1/messages/send/image) */
         post: operations["gatewaySendImage"];
         delete?: never;
         options?: never;
@@ -6031,7 +6031,7 @@ export interface operations {
                      */
                     phone: string;
                     /**
-                     * @description JPEG, PNG, GIF or WEBP, at most 16 MB: an https:// URL or a data: URI (base64); the format is read from the bytes
+                     * @description JPEG, PNG, GIF or WEBP, at most 16 MB and 32,000,000 pixels (width × height): an https:// URL or a data: URI (base64); the format is read from the bytes
                      * @example https://example.com/photo.jpg
                      */
                     image: string;
@@ -9332,7 +9332,7 @@ export interface operations {
                      */
                     about?: string;
                     /**
-                     * @description new profile picture: an https:// URL or a data: URI (base64) of a JPEG, PNG or WEBP image, at most 5 MB
+                     * @description new profile picture: an https:// URL or a data: URI (base64) of a JPEG, PNG or WEBP image, at most 5 MB and 32,000,000 pixels
                      * @example https://example.com/logo.png
                      */
                     picture?: string;
@@ -10377,7 +10377,7 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description JPEG, PNG, GIF or WEBP, at most 16 MB: an https:// URL or a data: URI (base64); the format is read from the bytes
+                     * @description JPEG, PNG, GIF or WEBP, at most 16 MB and 32,000,000 pixels (width × height): an https:// URL or a data: URI (base64); the format is read from the bytes
                      * @example https://example.com/photo.jpg
                      */
                     image: string;
@@ -11233,7 +11233,7 @@ export interface operations {
                      */
                     phone: string;
                     /**
-                     * @description JPEG, PNG, GIF or WEBP, at most 16 MB: an https:// URL or a data: URI (base64); the format is read from the bytes
+                     * @description JPEG, PNG, GIF or WEBP, at most 16 MB and 32,000,000 pixels (width × height): an https:// URL or a data: URI (base64); the format is read from the bytes
                      * @example https://example.com/photo.jpg
                      */
                     image: string;

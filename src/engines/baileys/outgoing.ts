@@ -19,6 +19,7 @@ import type {
   OutgoingMessage,
 } from '../../domain/messages.ts';
 import { extended } from '../../domain/objects.ts';
+import { imageThumbnail } from '../../media/image.ts';
 import type { BaileysLogger } from './socket.ts';
 
 /** A link preview a fetcher found for a URL (fetched by parley under its SSRF guard, never by Baileys). */
@@ -219,13 +220,38 @@ async function quotedMessage(
 }
 
 /**
+ * The thumbnail fields of an image message's content (docs/decisions/0017-messages-and-media.md): `jpegThumbnail`
+ * (base64 JPEG), `width` and `height` (pixels), made by parley ({@link imageThumbnail}: at most 32,000,000 pixels
+ * decoded, within 10 s) so that Baileys never decodes the image itself. Its `prepareWAMessageMedia`
+ * (Utils/messages.js) makes a thumbnail only when `jpegThumbnail` is undefined, and then with sharp's default limit of
+ * 268,402,689 pixels (`extractImageThumb`, Utils/messages-media.js): an image of a few bytes declaring 16,000 × 16,000
+ * pixels would make it decode 1 GB. When parley's thumbnail cannot be made (an image over the limit, which the send
+ * checks refuse before the engine sees one, an unreadable or too slow one), `jpegThumbnail` is `null`, logged: Baileys
+ * then makes none, the protobuf leaves the field out, and the image goes without a thumbnail, as it did when Baileys'
+ * own failed. Never throws.
+ */
+export async function imageThumbnailFields(
+  data: Buffer,
+  logger: BaileysLogger,
+): Promise<{ jpegThumbnail: string | null; width?: number; height?: number }> {
+  try {
+    const { jpeg, width, height } = await imageThumbnail(data);
+    return { jpegThumbnail: jpeg.toString('base64'), width, height };
+  } catch (error) {
+    logger.warn({ err: error }, 'image thumbnail could not be made; sending the image without one');
+    return { jpegThumbnail: null };
+  }
+}
+
+/**
  * Builds the complete platform message for a send with Baileys' own `generateWAMessage` (the same call
  * `sock.sendMessage` makes), ready for `sock.relayMessage` (docs/decisions/0025-live-engine.md). A reply quotes the
  * stored message via `contextInfo`; when parley never stored it, the reply still carries `contextInfo.stanzaId` (and
  * the peer as participant in 1:1 chats) so phones that have the message show the quote; a message parley stored in
  * another chat is refused (400 `id must name a message in this chat`). Media bytes are uploaded
  * unchanged, so a sticker keeps the pack metadata the media layer wrote into its WEBP EXIF
- * (docs/decisions/0017-messages-and-media.md).
+ * (docs/decisions/0017-messages-and-media.md). An image carries the thumbnail parley made
+ * ({@link imageThumbnailFields}), so Baileys does not decode it.
  */
 export async function buildOutgoingMessage(
   to: Jid,
@@ -236,7 +262,11 @@ export async function buildOutgoingMessage(
   let preview: WAUrlInfo | undefined;
   if (content.kind === 'text' && content.linkPreview) preview = await previewFor(content.text, deps);
   const found = message.quotedId ? await quotedMessage(to, message.quotedId, deps) : undefined;
-  const base = toBaileysContent(content, preview);
+  const plain = toBaileysContent(content, preview);
+  const base =
+    content.kind === 'image'
+      ? extended(plain, await imageThumbnailFields(content.media.data, deps.logger))
+      : plain;
   const withMentions = message.mentions?.length ? extended(base, { mentions: [...message.mentions] }) : base;
   const msg = await generateWAMessage(to, withMentions as AnyMessageContent, {
     upload: deps.upload,

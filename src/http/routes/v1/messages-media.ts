@@ -40,7 +40,8 @@ export async function messageMediaRoutes(fastify: FastifyInstance): Promise<void
       schema: {
         tags,
         operationId: 'sendImage',
-        summary: 'Send an image (JPEG, PNG, GIF or WEBP, at most 16 MB) by https URL or data URI',
+        summary:
+          'Send an image (JPEG, PNG, GIF or WEBP, at most 16 MB and 32,000,000 pixels) by https URL or data URI',
         body: SendImageBody,
         response: sendResponses('Message sent: its id and timestamp', ...mediaErrors),
       },

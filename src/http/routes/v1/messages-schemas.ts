@@ -112,12 +112,15 @@ export type SendTextBody = Static<typeof SendTextBody>;
 
 /**
  * Body of `POST /v1/messages/send/image` (docs/api.md#messages; docs/decisions/0017-messages-and-media.md: JPEG, PNG,
- * GIF, WEBP; 16 MB).
+ * GIF, WEBP; 16 MB; 32,000,000 pixels).
  */
 export const SendImageBody = Type.Object(
   {
     phone: ChatAddress(),
-    image: Media('https://example.com/photo.jpg', 'JPEG, PNG, GIF or WEBP, at most 16 MB'),
+    image: Media(
+      'https://example.com/photo.jpg',
+      'JPEG, PNG, GIF or WEBP, at most 16 MB and 32,000,000 pixels (width × height)',
+    ),
     caption: Caption,
     mentions: Mentions,
     id: ReplyId,

@@ -11,7 +11,8 @@ import {
   type ProfileChange,
 } from '../../../domain/profile.ts';
 import { requireFormat } from '../../../media/detect.ts';
-import { bodyLimitForBytes, MB, type MediaRule } from '../../../media/kinds.ts';
+import { checkImagePixels } from '../../../media/image.ts';
+import { bodyLimitForBytes, IMAGE_MAX_PIXELS, MB, type MediaRule } from '../../../media/kinds.ts';
 import type { MediaTools } from '../../../media/prepare.ts';
 import { type MediaFetchLog, readMediaSource } from '../../../media/source.ts';
 import { instanceOf } from '../../plugins/instance.ts';
@@ -72,7 +73,7 @@ export const ProfileBody = Type.Object(
     picture: Type.Optional(
       Type.String({
         minLength: 1,
-        description: `new profile picture: an https:// URL or a data: URI (base64) of a ${PROFILE_PICTURE_RULE.formatsLabel} image, at most ${PROFILE_PICTURE_RULE.maxLabel}`,
+        description: `new profile picture: an https:// URL or a data: URI (base64) of a ${PROFILE_PICTURE_RULE.formatsLabel} image, at most ${PROFILE_PICTURE_RULE.maxLabel} and ${IMAGE_MAX_PIXELS.toLocaleString('en-US')} pixels`,
         examples: ['https://example.com/logo.png'],
       }),
     ),
@@ -139,9 +140,12 @@ export type BlocklistView = Static<typeof BlocklistView>;
 
 /**
  * The change a `PUT /v1/profile` body asks for (also the dashboard's profile panel): the picture fetched through the
- * outbound guard or decoded, and checked from its bytes ({@link PROFILE_PICTURE_RULE}).
+ * outbound guard or decoded, and checked from its bytes ({@link PROFILE_PICTURE_RULE}) and its header: at most
+ * 32,000,000 pixels, as every image parley sends (`checkImagePixels`, docs/decisions/0017-messages-and-media.md), since
+ * the live engine's platform library decodes it to scale it.
  * @throws DomainError invalid `request body must set at least one of name, about, picture`, `name must not be blank`,
- *   and the picture's errors naming `picture` (source, format); too_large `picture must be at most 5 MB`.
+ *   and the picture's errors naming `picture` (source, format, `picture could not be read as an image`); too_large
+ *   `picture must be at most 5 MB`, `picture must be at most 32,000,000 pixels, width × height (it has <n>)`.
  */
 export async function profileChangeOf(
   guard: MediaTools['guard'],
@@ -159,6 +163,7 @@ export async function profileChangeOf(
   if (picture !== undefined) {
     const source = await readMediaSource(guard, picture, 'picture', PROFILE_PICTURE_RULE, log);
     const format = await requireFormat(source.data, 'picture', PROFILE_PICTURE_RULE);
+    await checkImagePixels(source.data, 'picture');
     change.picture = { data: source.data, mimetype: format.mime };
   }
   return change;

@@ -87,7 +87,10 @@ export type StatusTextBody = Static<typeof StatusTextBody>;
 /** Body of `POST /v1/status/image` (docs/api.md#status; the image rules of `POST /v1/messages/send/image`). */
 export const StatusImageBody = Type.Object(
   {
-    image: Media('https://example.com/photo.jpg', 'JPEG, PNG, GIF or WEBP, at most 16 MB'),
+    image: Media(
+      'https://example.com/photo.jpg',
+      'JPEG, PNG, GIF or WEBP, at most 16 MB and 32,000,000 pixels (width × height)',
+    ),
     caption: Caption,
     contacts: Contacts,
     from: From,
@@ -227,7 +230,8 @@ export async function statusRoutes(fastify: FastifyInstance): Promise<void> {
       schema: {
         tags,
         operationId: 'postImageStatus',
-        summary: 'Post an image status (JPEG, PNG, GIF or WEBP, at most 16 MB) by https URL or data URI',
+        summary:
+          'Post an image status (JPEG, PNG, GIF or WEBP, at most 16 MB and 32,000,000 pixels) by https URL or data URI',
         body: StatusImageBody,
         response: statusResponses(413, 422, 502, 503),
       },
