@@ -23,14 +23,17 @@ export const SHUTDOWN_CLOSE = { code: 1001, reason: 'server shutting down' } as 
 
 /**
  * Why a stream ended, as the error envelope its SSE `end` event carries and the WebSocket close code that says the
- * same: 4401, 4403, 4404 (the key no longer valid or allowed, the instance no longer addressable: 4000 plus the HTTP
- * status, in the range RFC 6455 §7.4.2 leaves to applications), 1013 "try again later" (the store is unavailable),
- * 1001 (shutdown), 1011 (anything else: an internal error, whose text is logged, not sent).
+ * same (docs/decisions/0031-event-stream.md "How it ends"): 4401, 4403, 4404 (the key no longer valid or allowed,
+ * the instance no longer addressable), 4409 (the stream's position is past the log's end while the instance is
+ * still there: the store lost commits, docs/decisions/0073-event-log-positions-past-the-head.md; the message names
+ * the last sequence to resume from) — 4000 plus the HTTP status, in the range RFC 6455 §7.4.2 leaves to
+ * applications —, 1013 "try again later" (the store is unavailable), 1001 (shutdown), 1011 (anything else: an
+ * internal error, whose text is logged, not sent).
  */
 export function endOf(error: unknown): { status: number; message: string; closeCode: number } {
   if (error instanceof DomainError && error.code !== 'internal') {
     const status = statusOf(error.code);
-    if (status === 401 || status === 403 || status === 404)
+    if (status === 401 || status === 403 || status === 404 || status === 409)
       return { status, message: error.message, closeCode: 4000 + status };
     if (error.code === 'not_ready') return { status, message: error.message, closeCode: SHUTDOWN_CLOSE.code };
     if (status === 503) return { status, message: error.message, closeCode: 1013 };
