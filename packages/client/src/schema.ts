@@ -8775,7 +8775,7 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description HTTPS URL receiving events; its host must resolve to a public address
+                     * @description HTTPS URL receiving events (its host must resolve to a public address), or an amqp(s):// or nats:// broker URL. A broker password or token sent as the mask **** (the URL as shown) keeps the stored one when the scheme, user, host and port are the stored URL’s; otherwise it is refused (400): send the secret
                      * @example https://example.com/parley-webhook
                      */
                     url: string;
@@ -8933,7 +8933,7 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description HTTPS URL receiving events; its host must resolve to a public address
+                     * @description HTTPS URL receiving events (its host must resolve to a public address), or an amqp(s):// or nats:// broker URL. A broker password or token sent as the mask **** (the URL as shown) keeps the stored one when the scheme, user, host and port are the stored URL’s; otherwise it is refused (400): send the secret
                      * @example https://example.com/parley-webhook
                      */
                     url?: string;
