@@ -1,6 +1,7 @@
+import { DomainError } from '../domain/errors.ts';
 import type { EventType, Instance } from '../domain/instance.ts';
 import type { EventCommits } from '../events/event-commits.ts';
-import type { EventLogService, LoggedEvent } from './events.ts';
+import type { EventLogPage, EventLogService, LoggedEvent } from './events.ts';
 
 /** Most events one read of a stream takes from the event log (one page; what a slow consumer can hold up). */
 export const STREAM_PAGE_SIZE = 100;
@@ -10,6 +11,13 @@ export const STREAM_PAGE_SIZE = 100;
  * node reach it within this, and so does a revoked key or a removed instance (docs/decisions/0031-event-stream.md).
  */
 export const STREAM_POLL_MS = 1000;
+
+/**
+ * How the 409 of a stream whose position is past the log's end names the position: `position 12 is past the
+ * instance's last event (sequence 3): resume from 3 or less, …` (docs/decisions/0031-event-stream.md "How it ends").
+ * One short word, as a WebSocket close reason is cut at 123 bytes (the SSE `end` event carries the whole message).
+ */
+export const STREAM_POSITION = 'position';
 
 /** Where a stream starts and what it carries. */
 export interface EventTailOptions {
@@ -77,7 +85,10 @@ export class EventTail {
    * The next events after {@link position}, oldest first (1 to a page of them), waiting while there are none; null
    * once the tail is closed.
    * @throws DomainError from the recheck (the stream must end: `unauthenticated`, `forbidden`, `not_found`) or from
-   *   the store (`store_unavailable`).
+   *   the store (`store_unavailable`); `not_found` when the instance was deleted since the last read; `conflict`
+   *   ({@link STREAM_POSITION}) when the log's last sequence fell below {@link position} while the instance, key
+   *   and scope still pass the recheck (the store was restored from an older backup or failed over to a replica that
+   *   had not seen the last commits: docs/decisions/0073-event-log-positions-past-the-head.md).
    */
   async next(): Promise<LoggedEvent[] | null> {
     for (;;) {
@@ -89,15 +100,35 @@ export class EventTail {
       }
       // A wake-up arriving while the page is read means the read may have missed its events: read again at once.
       this.#woken = false;
-      const page = await this.#log.page(this.#instance, {
-        after: this.#cursor,
-        limit: this.#pageSize,
-        ...(this.#types === undefined ? {} : { types: this.#types }),
-      });
+      const page = await this.#read();
       this.#cursor = page.next;
       if (this.#closed) return null;
       if (page.events.length > 0) return page.events;
       if (!this.#woken) await this.#idle();
+    }
+  }
+
+  /**
+   * Reads the page after {@link position}. A position past the log's end cannot come from reading on (the position
+   * only moves to sequences read): the instance was deleted (its last sequence went with its rows), the store lost
+   * commits, or the key or instance no longer pass. The recheck runs at once then, not after the poll interval, so
+   * the stream ends with the reason it gives (`not_found` for a deleted instance, as the poll would have found a
+   * moment later) before it ends with the conflict.
+   */
+  async #read(): Promise<EventLogPage> {
+    try {
+      return await this.#log.page(this.#instance, {
+        after: this.#cursor,
+        limit: this.#pageSize,
+        field: STREAM_POSITION,
+        ...(this.#types === undefined ? {} : { types: this.#types }),
+      });
+    } catch (error) {
+      if (error instanceof DomainError && error.code === 'conflict' && !this.#closed) {
+        await this.#recheck();
+        this.#checkedAt = performance.now();
+      }
+      throw error;
     }
   }
 

@@ -1,7 +1,8 @@
-import { DomainError } from '../domain/errors.ts';
+import { DomainError, errors } from '../domain/errors.ts';
 import type { EventType, Instance } from '../domain/instance.ts';
 import type { NormalisedEvent } from '../events/normalise.ts';
 import type { Store } from '../store/database.ts';
+import { getInstance } from '../store/instances.ts';
 import { getWebhookState, readEventLog } from '../store/webhook-events.ts';
 
 /**
@@ -23,11 +24,16 @@ export interface EventLogPage {
   next: number;
 }
 
-/** A request for a page of the event log; `after` ≥ 0, `limit` ≥ 1, `types` empty or omitted: every type. */
+/**
+ * A request for a page of the event log; `after` ≥ 0, `limit` ≥ 1, `types` empty or omitted: every type. `field`
+ * names where `after` came from in the 409 of a position past the log's end ({@link cursorAheadError}); default
+ * `after`.
+ */
 export interface EventLogRequest {
   after: number;
   limit: number;
   types?: readonly EventType[];
+  field?: string;
 }
 
 /**
@@ -45,8 +51,11 @@ export class EventLogService {
   /**
    * The events of `instance` after sequence `request.after`, oldest first, at most `request.limit` of them, of the
    * given types only when `request.types` names some.
-   * @throws DomainError conflict when `request.after` is past the instance's last sequence
-   *   ({@link cursorAheadError}); store errors as `store_unavailable`.
+   * @throws DomainError not_found `instance not found` when `request.after` is past the instance's last sequence
+   *   because the instance is gone (deleted while a stream or a poller read it: its `webhook_state` row went with it,
+   *   so its last sequence reads 0); conflict when `request.after` is past the last sequence of an instance that is
+   *   still there ({@link cursorAheadError}, docs/decisions/0073-event-log-positions-past-the-head.md); store errors
+   *   as `store_unavailable`.
    */
   async page(instance: Instance, request: EventLogRequest): Promise<EventLogPage> {
     const { after, limit, types } = request;
@@ -55,7 +64,11 @@ export class EventLogService {
       limit,
       ...(types === undefined ? {} : { types }),
     });
-    if (after > read.head) throw cursorAheadError('after', after, read.head);
+    if (after > read.head) {
+      // Only on this path, never on an ordinary read: one lookup of the row the delete removed.
+      if ((await getInstance(this.#store.db, instance.id)) === undefined) throw errors.instanceNotFound();
+      throw cursorAheadError(request.field ?? 'after', after, read.head);
+    }
     const events = read.rows.map(
       (row): LoggedEvent => ({
         // The stored text is the body webhookBody (src/events/normalise.ts) wrote for this event.

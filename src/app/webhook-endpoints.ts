@@ -1,6 +1,13 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
-import { BrokerUrlError, isBrokerUrl, parseBrokerUrl } from '../brokers/urls.ts';
+import {
+  BrokerUrlError,
+  isBrokerUrl,
+  MASK,
+  maskedSecret,
+  parseBrokerUrl,
+  withStoredSecret,
+} from '../brokers/urls.ts';
 import type { Clock } from '../domain/clock.ts';
 import { errors } from '../domain/errors.ts';
 import type { EventType, Instance } from '../domain/instance.ts';
@@ -122,7 +129,8 @@ export class WebhookEndpointService {
 
   /**
    * Creates an endpoint with a new secret, shown only in this answer.
-   * @throws DomainError invalid (`url …`, from the outbound guard's checks as for `POST /v1/webhook`); conflict
+   * @throws DomainError invalid (`url …`, from the outbound guard's checks as for `POST /v1/webhook`; `url carries
+   *   the masked password ****: send the password` for a broker URL copied as the API shows it); conflict
    *   `an instance has at most 10 webhook endpoints`.
    */
   async create(
@@ -130,7 +138,7 @@ export class WebhookEndpointService {
     input: EndpointInput,
     log: FastifyBaseLogger,
   ): Promise<EndpointWithSecret> {
-    const url = await this.#checkUrl(input.url, log, instance.id);
+    const url = await this.#checkUrl(input.url, log, instance.id, null);
     const secret = newSecret();
     const id = randomUUID();
     const inserted = await insertEndpoint(
@@ -153,16 +161,24 @@ export class WebhookEndpointService {
 
   /**
    * Checks an endpoint URL: an HTTPS receiver as `POST /v1/webhook` does, or a broker URL
-   * (docs/decisions/0037-broker-endpoints.md) whose host passes the same outbound checks.
+   * (docs/decisions/0037-broker-endpoints.md) whose host passes the same outbound checks. A broker URL whose
+   * password or NATS token is the mask `****` (the URL as the API shows it, sent back with another part changed)
+   * gets the secret of `storedSealed` (the endpoint's whole URL as stored, sealed; null for a new endpoint or one
+   * without a secret) when both name the same scheme, host, port and user ({@link withStoredSecret}); the mask is
+   * never stored as the secret.
    * @returns the URL as shown (a password or token masked) and, when it carries one, the whole URL sealed.
    * @throws DomainError invalid `url must be an HTTPS URL or an amqp://, amqps:// or nats:// broker URL`,
-   *   `url is not a valid broker URL: …`, `url is refused: …` (the detail is logged on `log`, never answered).
+   *   `url is not a valid broker URL: …`, `url carries the masked password ****: send the password` (or `token`:
+   *   the mask with no stored secret of the same login to stand for), `url is refused: …` (the detail is logged on
+   *   `log`, never answered).
    */
   async #checkUrl(
-    raw: string,
+    submitted: string,
     log: FastifyBaseLogger,
     instanceId: string,
+    storedSealed: string | null,
   ): Promise<{ shown: string; sealed: string | null }> {
+    let raw = submitted;
     if (!isBrokerUrl(raw)) {
       if (/^[a-z][a-z0-9+.-]*:/i.test(raw) && !/^https:/i.test(raw)) throw errors.badRequest(URL_RULE);
       return { shown: await checkReceiverUrl(this.#guard, raw, 'url', log, instanceId), sealed: null };
@@ -174,6 +190,15 @@ export class WebhookEndpointService {
       if (error instanceof BrokerUrlError)
         throw errors.badRequest(`url is not a valid broker URL: ${error.message}`);
       throw error;
+    }
+    const masked = maskedSecret(parsed.target);
+    if (masked !== undefined) {
+      const restored =
+        storedSealed === null ? undefined : withStoredSecret(raw, this.#box.open(storedSealed), masked);
+      if (restored === undefined)
+        throw errors.badRequest(`url carries the masked ${masked} ${MASK}: send the ${masked}`);
+      raw = restored;
+      parsed = parseBrokerUrl(raw);
     }
     try {
       await this.#guard.checkedAddresses(parsed.target.hostname);
@@ -203,8 +228,11 @@ export class WebhookEndpointService {
   }
 
   /**
-   * Changes endpoint `id`; `enabled: true` also clears a 410's disabled state. Wakes the worker.
-   * @throws DomainError not_found `webhook endpoint not found`; invalid `url …` as {@link create}.
+   * Changes endpoint `id`; `enabled: true` also clears a 410's disabled state. Wakes the worker. A broker `url`
+   * whose password or token is the mask `****` keeps the stored secret when its scheme, host, port and user are the
+   * stored URL's, and is refused otherwise (docs/decisions/0037-broker-endpoints.md "Credentials").
+   * @throws DomainError not_found `webhook endpoint not found`; invalid `url …` as {@link create}, and
+   *   `url carries the masked password ****: send the password` (or `token`).
    */
   async update(
     instance: Instance,
@@ -212,11 +240,13 @@ export class WebhookEndpointService {
     changes: EndpointChanges,
     log: FastifyBaseLogger,
   ): Promise<EndpointView> {
-    const current = await this.get(instance, id);
+    const current = await getEndpoint(this.#store.db, instance.id, id);
+    if (!current) throw errors.notFound('webhook endpoint not found');
     const patch: EndpointPatch = {};
-    // The URL as shown (a broker password masked) sent back unchanged keeps the stored one.
+    // The URL as shown (a broker password masked) sent back unchanged keeps the stored one; sent back with another
+    // part changed, it keeps the stored password when the login and server are the same (#checkUrl).
     if (changes.url !== undefined && changes.url !== current.url)
-      patch.url = await this.#checkUrl(changes.url, log, instance.id);
+      patch.url = await this.#checkUrl(changes.url, log, instance.id, current.urlSealed);
     if (changes.events !== undefined) patch.events = [...new Set(changes.events)];
     if (changes.description !== undefined) patch.description = changes.description;
     if (changes.enabled !== undefined) patch.enabled = changes.enabled;

@@ -36,6 +36,31 @@ function notAnAck(error: unknown): boolean {
   return false;
 }
 
+/**
+ * True when `error` (or its cause) is the client library refusing the message before sending it (an invalid
+ * argument: a payload over the server's `max_payload`, headers the server does not take): nothing was sent, and the
+ * connection is fine.
+ */
+function refusedByClient(error: unknown): boolean {
+  for (let cause: unknown = error; cause instanceof Error; cause = cause.cause) {
+    if (cause.name === 'InvalidArgumentError') return true;
+  }
+  return false;
+}
+
+/** The header JetStream's publish sets to the message id (its duplicate window's key): counted in a message's size. */
+const MSG_ID_HEADER = 'Nats-Msg-Id';
+
+/**
+ * The error of an event too large for the NATS server: `bytes` what the server counts against its `max_payload`
+ * (the body and the encoded headers), `max` that limit as the server announced it when the connection opened.
+ */
+function tooLargeForNats(bytes: number, max: number): BrokerError {
+  return new BrokerError(
+    `event of ${bytes} bytes is larger than the NATS server's max_payload of ${max} bytes`,
+  );
+}
+
 /** True when `error` is the client library's own time-out of the request (its timer may end before ours). */
 function timedOut(error: unknown): boolean {
   for (let cause: unknown = error; cause instanceof Error; cause = cause.cause) {
@@ -119,11 +144,21 @@ export class NatsConnection implements BrokerConnection {
   /**
    * One acknowledged publish. Only a JetStream acknowledgement counts: a reply naming a stream and its sequence
    * number. Any other reply (a plain NATS subscriber answering on the subject) fails the attempt, which the outbox
-   * retries: the message was not stored in a stream.
+   * retries: the message was not stored in a stream. A message larger than the server's `max_payload` (1 MiB by
+   * default) is not sent: the attempt fails with {@link tooLargeForNats}, a refusal that leaves the connection open
+   * (docs/decisions/0037-broker-endpoints.md), and is retried on the schedule, since the operator may raise the limit.
    */
   async #publish(message: BrokerMessage, timeoutMs: number): Promise<string> {
     const h = headers();
     for (const [name, value] of Object.entries(message.headers)) h.set(name, value);
+    // JetStream's publish sets it again, to the same value: set here, it is counted in the size below.
+    h.set(MSG_ID_HEADER, message.id);
+    const max = this.#connection.info?.max_payload;
+    if (max !== undefined) {
+      // What the server counts: the body and the headers as encoded on the wire (`NATS/1.0`, a line each).
+      const bytes = Buffer.byteLength(message.body, 'utf8') + Buffer.byteLength(h.toString(), 'utf8');
+      if (bytes > max) throw tooLargeForNats(bytes, max);
+    }
     try {
       const ack = await withTimeout(
         this.#jetstream.publish(message.subject, message.body, {
@@ -151,9 +186,10 @@ export class NatsConnection implements BrokerConnection {
       if (noResponders(error)) {
         throw new BrokerError(`no JetStream stream captures subject ${message.subject}`, { cause: error });
       }
-      // A reply that is no acknowledgement, or a stream's refusal, leaves the connection as it was.
+      // A reply that is no acknowledgement, a stream's refusal, or the client's refusal of the message before it
+      // was sent (its own check of max_payload, should a size counted above differ) leaves the connection as it was.
       if (notAnAck(error)) throw new BrokerError(notAcknowledged(message.subject), { cause: error });
-      if (refusedByStream(error)) throw publishError(error);
+      if (refusedByStream(error) || refusedByClient(error)) throw publishError(error);
       // Nothing more can be told of a message that was neither acknowledged nor refused: start afresh, once the
       // other lanes' publishes on this connection have ended.
       this.retire();

@@ -171,6 +171,53 @@ function masked(url: URL, hasSecret: boolean): { masked: string; hasSecret: bool
 }
 
 /**
+ * Which secret of a parsed broker URL is exactly {@link MASK}: its password (`amqp://user:****@…`,
+ * `nats://user:****@…`), its NATS token (`nats://****@…`), or none. Such a URL is one the API showed, sent back: the
+ * mask is not the secret (docs/decisions/0037-broker-endpoints.md "Credentials").
+ */
+export function maskedSecret(target: BrokerTarget): 'password' | 'token' | undefined {
+  if (target.kind === 'amqp') return target.password === MASK ? 'password' : undefined;
+  if (target.pass === MASK) return 'password';
+  return target.token === MASK ? 'token' : undefined;
+}
+
+/**
+ * `submitted`, a broker URL whose `secret` is {@link MASK} ({@link maskedSecret}), with the secret of `stored` (the
+ * whole URL kept sealed) in the mask's place, when both name the same login on the same server: the same scheme
+ * (`amqps://` stays TLS), host, port and, for a password, user, and `stored` has a secret of the same form. Any other
+ * part (the vhost, the exchange, how the URL is written) may differ. Carrying the secret to another server, scheme
+ * or user would hand it to whoever the URL now names, unasked: undefined then, and the caller asks for the secret
+ * (docs/decisions/0037-broker-endpoints.md "Credentials").
+ * @throws BrokerUrlError when `submitted` is not a valid broker URL (`stored` is one: it was checked when stored).
+ */
+export function withStoredSecret(
+  submitted: string,
+  stored: string,
+  secret: 'password' | 'token',
+): string | undefined {
+  const mine = parseBrokerUrl(submitted).target;
+  const theirs = parseBrokerUrl(stored).target;
+  if (mine.hostname !== theirs.hostname || mine.port !== theirs.port) return undefined;
+  const from = new URL(stored);
+  const url = new URL(submitted);
+  if (mine.kind === 'amqp' && theirs.kind === 'amqp') {
+    if (mine.tls !== theirs.tls || mine.username !== theirs.username || from.password === '')
+      return undefined;
+    url.password = from.password;
+    return url.href;
+  }
+  if (mine.kind !== 'nats' || theirs.kind !== 'nats') return undefined;
+  if (secret === 'token') {
+    if (theirs.token === undefined) return undefined;
+    url.username = from.username;
+    return url.href;
+  }
+  if (theirs.pass === undefined || mine.user !== theirs.user) return undefined;
+  url.password = from.password;
+  return url.href;
+}
+
+/**
  * The routing key (RabbitMQ) or subject (NATS) of an event: `parley.<instanceId>.<Type>`
  * (docs/decisions/0037-broker-endpoints.md). Instance ids are UUIDs and types are single words, so neither adds a
  * level.

@@ -19,6 +19,8 @@ export interface EndpointRecord {
   events: string[];
   description: string | null;
   secretSealed: string;
+  /** The whole broker URL sealed when it carries a password or token (migration 0018); null otherwise. */
+  urlSealed: string | null;
   enabled: boolean;
   disabledAt: number | null;
   disabledReason: string | null;
@@ -36,6 +38,7 @@ export function toEndpointRecord(row: Selectable<WebhookEndpointsTable>): Endpoi
     events: Array.isArray(events) ? events.filter((e): e is string => typeof e === 'string') : [],
     description: row.description,
     secretSealed: row.secret,
+    urlSealed: row.url_sealed ?? null,
     enabled: row.enabled === 1,
     disabledAt: row.disabled_at === null ? null : Number(row.disabled_at),
     disabledReason: row.disabled_reason,

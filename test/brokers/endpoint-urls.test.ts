@@ -68,6 +68,76 @@ for (const dialect of testDialects()) {
       assert.equal(token.url, 'nats://****@127.0.0.1:4222');
     });
 
+    it('a masked URL sent back with another part changed keeps the stored secret, for the same login only', async () => {
+      const db = t.services.store.db;
+      const stored = async (id: string) => {
+        const row = await db
+          .selectFrom('webhook_endpoints')
+          .select(['url', 'url_sealed'])
+          .where('id', '=', id)
+          .executeTakeFirstOrThrow();
+        return { url: row.url, whole: row.url_sealed === null ? null : t.services.box.open(row.url_sealed) };
+      };
+      const patch = (id: string, url: string) => t.call('PATCH', `/v1/webhooks/${id}`, { url });
+      const maskedPassword = 'url carries the masked password ****: send the password';
+
+      // RabbitMQ: the exchange, then the vhost (with the mask percent-encoded) changed; the password stays.
+      const amqp = await createEndpoint(t, {
+        url: 'amqp://parley:s3cret@127.0.0.1:5672/?exchange=orders',
+        events: ['Message'],
+      });
+      assert.equal(amqp.url, 'amqp://parley:****@127.0.0.1:5672/?exchange=orders');
+      const exchanged = await patch(amqp.id, amqp.url.replace('exchange=orders', 'exchange=billing'));
+      assert.equal(exchanged.status, 200, JSON.stringify(exchanged.body));
+      assert.equal(exchanged.body.data.url, 'amqp://parley:****@127.0.0.1:5672/?exchange=billing');
+      assert.deepEqual(await stored(amqp.id), {
+        url: 'amqp://parley:****@127.0.0.1:5672/?exchange=billing',
+        whole: 'amqp://parley:s3cret@127.0.0.1:5672/?exchange=billing',
+      });
+      const moved = await patch(amqp.id, 'amqp://parley:%2A%2A%2A%2A@127.0.0.1/events?exchange=billing');
+      assert.equal(moved.status, 200, JSON.stringify(moved.body));
+      assert.equal((await stored(amqp.id)).whole, 'amqp://parley:s3cret@127.0.0.1/events?exchange=billing');
+
+      // Another host, port, scheme or user: the stored password is not handed to it; the mask is never stored.
+      const before = await stored(amqp.id);
+      for (const url of [
+        'amqp://parley:****@127.0.0.2/events?exchange=billing',
+        'amqp://parley:****@127.0.0.1:5673/events?exchange=billing',
+        'amqps://parley:****@127.0.0.1:5672/events?exchange=billing',
+        'amqp://other:****@127.0.0.1/events?exchange=billing',
+        'nats://parley:****@127.0.0.1:5672',
+      ]) {
+        const refused = await patch(amqp.id, url);
+        assert.equal(refused.status, 400, url);
+        assert.deepEqual(refused.body, { error: { code: 400, message: maskedPassword } }, url);
+      }
+      assert.deepEqual(await stored(amqp.id), before);
+
+      // NATS: a token, and a user's password, kept through a rewritten URL (a trailing slash, the default port).
+      const token = await createEndpoint(t, { url: 'nats://t0ken@127.0.0.1:4222', events: ['Message'] });
+      const tokenKept = await patch(token.id, 'nats://****@127.0.0.1:4222/');
+      assert.equal(tokenKept.status, 200, JSON.stringify(tokenKept.body));
+      assert.equal((await stored(token.id)).whole, 'nats://t0ken@127.0.0.1:4222/');
+      const user = await createEndpoint(t, { url: 'nats://u:pw@127.0.0.1:4222', events: ['Message'] });
+      const userKept = await patch(user.id, 'nats://u:****@127.0.0.1');
+      assert.equal(userKept.status, 200, JSON.stringify(userKept.body));
+      assert.equal((await stored(user.id)).whole, 'nats://u:pw@127.0.0.1');
+      // A token where the stored URL had a password (and the other way round) is another login.
+      const tokenForUser = await patch(user.id, 'nats://****@127.0.0.1');
+      assert.deepEqual(tokenForUser.body, {
+        error: { code: 400, message: 'url carries the masked token ****: send the token' },
+      });
+      assert.equal((await patch(token.id, 'nats://u:****@127.0.0.1:4222')).status, 400);
+
+      // No stored secret to stand for: an endpoint without one, and a new endpoint.
+      const open = await createEndpoint(t, { url: 'amqp://127.0.0.1/', events: ['Message'] });
+      assert.deepEqual((await patch(open.id, 'amqp://guest:****@127.0.0.1/')).body, {
+        error: { code: 400, message: maskedPassword },
+      });
+      const copied = await t.call('POST', '/v1/webhooks', { url: amqp.url, events: ['Message'] });
+      assert.deepEqual(copied.body, { error: { code: 400, message: maskedPassword } });
+    });
+
     it('refuses bad broker URLs and blocked broker hosts, naming the field and the rule', async () => {
       const cases: [string, string][] = [
         [

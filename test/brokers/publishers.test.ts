@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { type AddressInfo, createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
 import { after, describe, it } from 'node:test';
 import { DiscardPolicy, jetstreamManager } from '@nats-io/jetstream';
-import { connect as natsConnect } from '@nats-io/transport-node';
+import { connect as natsConnect, headers as natsHeaders } from '@nats-io/transport-node';
 import { AmqpConnection } from '../../src/brokers/amqp.ts';
 import type { BrokerMessage } from '../../src/brokers/connection.ts';
 import { NatsConnection } from '../../src/brokers/nats.ts';
@@ -371,6 +371,63 @@ if (brokersConfigured())
       assert.equal(refused.length, 24, 'the full stream took one message and refused the rest');
       assert.match(refused[0] ?? '', /the broker refused the message/);
       assert.equal((await healthy.read()).length, 75);
+    });
+
+    it('NATS: an event over the server’s max_payload fails its attempt and leaves the connection open', async () => {
+      const prefix = unique('parleybig');
+      const stream = await natsStream([`${prefix}.>`]);
+      cleanups.push(() => stream.remove());
+      const nc = await natsConnect({ servers: NATS_URL.replace(/^nats:\/\//, '') });
+      const max = nc.info?.max_payload ?? 0;
+      await nc.close();
+      assert.ok(max > 0, 'the server announces its max_payload');
+      const subject = `${prefix}.x.HistorySync`;
+      /** Event `id` whose body and headers come to `bytes`, as the server counts them. */
+      const sized = (id: string, bytes: number): BrokerMessage => {
+        const base = message(subject, id, 0);
+        const h = natsHeaders();
+        for (const [name, value] of Object.entries(base.headers)) h.set(name, value);
+        h.set('Nats-Msg-Id', base.id);
+        return { ...base, body: 'x'.repeat(bytes - Buffer.byteLength(h.toString())) };
+      };
+      const publishers = closing(rotatingPublishers());
+      const target = natsTarget();
+      const dials = countDials();
+      const refusals: string[] = [];
+      try {
+        assert.match(
+          await publishers.publish(target, message(subject, 'small', 1), TIMEOUT_MS),
+          /^stored in/,
+        );
+        // At the limit exactly the client sends it and the stream stores it; one byte more and parley does not send
+        // it: the client would refuse it the same way (its own check), and the server could not take it.
+        assert.match(await publishers.publish(target, sized('at', max), TIMEOUT_MS), /^stored in/);
+        for (const bytes of [max + 1, 2 * max]) {
+          await publishers.publish(target, sized(`over${bytes}`, bytes), TIMEOUT_MS).then(
+            () => assert.fail(`an event of ${bytes} bytes was stored`),
+            (error: unknown) => refusals.push(String(error)),
+          );
+        }
+        assert.match(
+          await publishers.publish(target, message(subject, 'small', 2), TIMEOUT_MS),
+          /^stored in/,
+        );
+      } finally {
+        dials.restore();
+      }
+      assert.equal(dials.count, 1, 'the refusals kept the connection');
+      assert.deepEqual(
+        refusals,
+        [max + 1, 2 * max].map(
+          (bytes) =>
+            `BrokerError: event of ${bytes} bytes is larger than the NATS server's max_payload of ${max} bytes`,
+        ),
+      );
+      const stored = await stream.read();
+      assert.deepEqual(
+        stored.map((msg) => msg.header?.get('Nats-Msg-Id')),
+        ['small-1', 'at-0', 'small-2'],
+      );
     });
 
     it('NATS: a reply that is not a JetStream acknowledgement fails the attempt', async () => {

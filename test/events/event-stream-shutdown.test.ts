@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
+import { connect, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
+import { SHUTDOWN_GRACE_MS } from '../../src/http/routes/v1/event-stream-transports.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { holdCalls } from '../support/held-calls.ts';
@@ -14,6 +16,16 @@ import { openWs } from '../support/ws.ts';
  */
 
 const { message } = streamEvents('3EB0EE');
+
+/** A message of `size` characters, numbered `n` (ids of their own in this file). */
+function bigMessage(n: number, size: number) {
+  const event = message(n);
+  if (event.type !== 'message') throw new Error('streamEvents.message is a message');
+  return {
+    ...event,
+    message: { ...event.message, content: { kind: 'text' as const, text: 'x'.repeat(size) } },
+  };
+}
 
 /**
  * Holds every stream request of `t` in its `preHandler` (at the position check, after auth and the instance's
@@ -46,6 +58,48 @@ async function closeWhileOpening(
 }
 
 describe('event stream at shutdown (docs/decisions/0023-operations.md)', () => {
+  for (const form of ['server-sent events', 'WebSocket'] as const) {
+    it(`${form}: a consumer that stopped reading does not hold the close: its connection is cut after the grace`, async () => {
+      const t = await createTestApp({ plan: ENTERPRISE });
+      const base = new URL(await t.app.listen({ host: '127.0.0.1', port: 0 }));
+      // 12 MB of events: more than the kernel's buffers on both sides hold, so the server's writes back up.
+      await Promise.all(
+        Array.from({ length: 300 }, (_, i) =>
+          t.services.recorder.record(t.instance.id, bigMessage(i + 1, 40_000)),
+        ),
+      );
+      const socket = connect(Number(base.port), '127.0.0.1');
+      socket.on('error', () => undefined);
+      socket.pause();
+      const head = `GET /v1/events/stream?from=${t.instance.id} HTTP/1.1\r\nHost: parley\r\nAuthorization: Bearer ${t.key}\r\n`;
+      socket.write(
+        form === 'WebSocket'
+          ? `${head}Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n`
+          : `${head}Accept: text/event-stream\r\n\r\n`,
+      );
+      try {
+        await eventually('the stream listens for commits', () => listenersIdle(t, 1));
+        // The stream's first page fills the buffers; the tail waits for them to drain.
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        const started = performance.now();
+        const outcome = await Promise.race([
+          t.app.close().then(() => 'closed'),
+          new Promise((resolve) => setTimeout(() => resolve('held'), 5000).unref()),
+        ]);
+        const took = performance.now() - started;
+        assert.equal(outcome, 'closed', 'the stalled consumer held app.close()');
+        assert.ok(took >= SHUTDOWN_GRACE_MS - 50, `closed after ${took} ms: the end was given its grace`);
+        assert.ok(listenersIdle(t), 'the stream unsubscribed');
+        assert.ok(socket.destroyed || (await closedSoon(socket)), "the consumer's connection was cut");
+      } finally {
+        socket.destroy();
+        t.app.server.closeAllConnections();
+        await t.services.close({ keepStore: true });
+        await t.testStore.cleanup();
+      }
+    });
+  }
+
   it('closing the server ends every stream: WebSocket 1001, server-sent events `end` 503', async () => {
     const t = await createTestApp({ plan: ENTERPRISE });
     const base = await t.app.listen({ host: '127.0.0.1', port: 0 });
@@ -125,3 +179,15 @@ describe('event stream at shutdown (docs/decisions/0023-operations.md)', () => {
     }
   });
 });
+
+/** Whether the server closed `socket` (its paused reading side sees the end once resumed), within a second. */
+async function closedSoon(socket: Socket): Promise<boolean> {
+  socket.resume();
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), 1000);
+    socket.once('close', () => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+}

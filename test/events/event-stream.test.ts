@@ -347,6 +347,63 @@ for (const dialect of testDialects()) {
       });
     });
 
+    it('a stream past its first events ends 4404 / `end` 404 when DELETE /v1/instances/{id} removes the instance', async () => {
+      // The delete takes the instance's webhook_state row with it: its last sequence reads 0, below the streams'
+      // positions. That read must end the streams as the removed instance they are, not as a 1011 / 500.
+      const instance = await fresh();
+      await record(instance, message(1), receipt(1));
+      const client = await openWs(`${ws}/v1/events/stream?from=${instance.id}`, auth());
+      const response = await sse(`/v1/events/stream?from=${instance.id}`);
+      assert.ok(response.body);
+      const reader = sseReader(response.body);
+      assert.equal(JSON.parse(await client.next()).sequence, 1);
+      assert.equal(JSON.parse(await client.next()).sequence, 2);
+      assert.equal((await reader.next()).id, '1');
+      assert.equal((await reader.next()).id, '2');
+      const manage = await t.newKey({ scopes: ['instances:manage'] });
+      const deleted = await t.call('DELETE', `/v1/instances/${instance.id}`, undefined, auth(manage));
+      assert.equal(deleted.status, 200, JSON.stringify(deleted.body));
+      // A commit's wake-up (the logout of a connected instance records its SessionStatus) makes the streams read at
+      // once, before their periodic recheck would find the instance gone.
+      t.services.commits.afterCommit(instance.id, message(3));
+      assert.deepEqual(await client.closed, { code: 4404, reason: 'instance not found' });
+      assert.deepEqual((await reader.next('end')).data, {
+        error: { code: 404, message: 'instance not found' },
+      });
+      await reader.ended();
+    });
+
+    it('ends 4409 / `end` 409 naming the last sequence when the log falls below the position of a live instance', async () => {
+      // A store restored from an older backup, or failed over to a replica behind the primary, while streams were
+      // open: the instance is there, its last sequence is below what the streams read. Reading on would skip the
+      // events handed out again under those sequences; the stream says so, as opening it at that position would.
+      const instance = await fresh();
+      await record(instance, message(1), receipt(1));
+      const client = await openWs(`${ws}/v1/events/stream?from=${instance.id}&after=1`, auth());
+      const response = await sse(`/v1/events/stream?from=${instance.id}&after=1`);
+      assert.ok(response.body);
+      const reader = sseReader(response.body);
+      assert.equal(JSON.parse(await client.next()).sequence, 2);
+      assert.equal((await reader.next()).id, '2');
+      const db = t.testStore.store.db;
+      await db
+        .deleteFrom('webhook_events')
+        .where('instance_id', '=', instance.id)
+        .where('sequence', '=', 2)
+        .execute();
+      await db
+        .updateTable('webhook_state')
+        .set({ last_sequence: 1 })
+        .where('instance_id', '=', instance.id)
+        .execute();
+      t.services.commits.afterCommit(instance.id, message(3));
+      const message409 =
+        "position 2 is past the instance's last event (sequence 1): resume from 1 or less, or from 0 for the oldest event kept";
+      assert.deepEqual(await client.closed, { code: 4409, reason: message409 });
+      assert.deepEqual((await reader.next('end')).data, { error: { code: 409, message: message409 } });
+      await reader.ended();
+    });
+
     if (dialect === 'sqlite') {
       // The transport's behaviour does not depend on the store: checked once.
       it('a consumer that reads nothing holds one page on the server, and gets everything once it reads', async () => {

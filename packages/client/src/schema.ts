@@ -1295,7 +1295,7 @@ export interface paths {
          * Event stream: the backlog after a sequence, then every event as it is recorded (WebSocket or SSE)
          * @description The events of the instance as they are recorded, after a backlog of those already kept after `after` (or `Last-Event-ID`): each entry exactly as `GET /v1/events` returns it, in `sequence` order, with no gap and no duplicate between the backlog and what follows.
          *
-         *     Two forms on this path. **WebSocket**: an upgrade request; each entry is one text frame. The server ends the stream with close code 4401, 4403 or 4404 when the key is no longer valid or allowed or the instance no longer addressable, 1013 when the store is unavailable, 1001 when it shuts down. **Server-sent events**: `Accept: text/event-stream`; each entry is `id: <sequence>`, `event: <type>`, `data: <entry>`; a reconnecting client resumes with `Last-Event-ID`; a `: heartbeat` comment comes every 15 s; the server ends the stream with an `end` event whose data is the error envelope saying why.
+         *     Two forms on this path. **WebSocket**: an upgrade request; each entry is one text frame. The server ends the stream with close code 4401, 4403 or 4404 when the key is no longer valid or allowed or the instance no longer addressable, 4409 when the last sequence of the instance fell below the position of the stream (the store lost commits: resume from the sequence the reason names, or less), 1013 when the store is unavailable, 1001 when it shuts down. **Server-sent events**: `Accept: text/event-stream`; each entry is `id: <sequence>`, `event: <type>`, `data: <entry>`; a reconnecting client resumes with `Last-Event-ID`; a `: heartbeat` comment comes every 15 s; the server ends the stream with an `end` event whose data is the error envelope saying why.
          *
          *     The key goes in `Authorization` as on every call (no query parameter). A request that is neither form is 400.
          */
@@ -8775,7 +8775,7 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description HTTPS URL receiving events; its host must resolve to a public address
+                     * @description HTTPS URL receiving events (its host must resolve to a public address), or an amqp(s):// or nats:// broker URL. A broker password or token sent as the mask **** (the URL as shown) keeps the stored one when the scheme, user, host and port are the stored URL’s; otherwise it is refused (400): send the secret
                      * @example https://example.com/parley-webhook
                      */
                     url: string;
@@ -8933,7 +8933,7 @@ export interface operations {
                  */
                 "application/json": {
                     /**
-                     * @description HTTPS URL receiving events; its host must resolve to a public address
+                     * @description HTTPS URL receiving events (its host must resolve to a public address), or an amqp(s):// or nats:// broker URL. A broker password or token sent as the mask **** (the URL as shown) keeps the stored one when the scheme, user, host and port are the stored URL’s; otherwise it is refused (400): send the secret
                      * @example https://example.com/parley-webhook
                      */
                     url?: string;

@@ -22,15 +22,27 @@ export const HEARTBEAT_MS = 15_000;
 export const SHUTDOWN_CLOSE = { code: 1001, reason: 'server shutting down' } as const;
 
 /**
+ * How long, ms, a stream's connection gets at shutdown to take its end (SSE: the `end` event and the response's end
+ * flushed to the kernel; WebSocket: the close handshake answered) before it is cut (SSE: the socket destroyed;
+ * WebSocket: `terminate()`). A consumer that stopped reading never takes it, and would otherwise hold the server's
+ * close until the shutdown deadline (or ws's own 30 s close timeout): streams never hold a stop back
+ * (docs/decisions/0031-event-stream.md "Shutdown"). A reading consumer takes it within a round trip.
+ */
+export const SHUTDOWN_GRACE_MS = 300;
+
+/**
  * Why a stream ended, as the error envelope its SSE `end` event carries and the WebSocket close code that says the
- * same: 4401, 4403, 4404 (the key no longer valid or allowed, the instance no longer addressable: 4000 plus the HTTP
- * status, in the range RFC 6455 §7.4.2 leaves to applications), 1013 "try again later" (the store is unavailable),
- * 1001 (shutdown), 1011 (anything else: an internal error, whose text is logged, not sent).
+ * same (docs/decisions/0031-event-stream.md "How it ends"): 4401, 4403, 4404 (the key no longer valid or allowed,
+ * the instance no longer addressable), 4409 (the stream's position is past the log's end while the instance is
+ * still there: the store lost commits, docs/decisions/0073-event-log-positions-past-the-head.md; the message names
+ * the last sequence to resume from) — 4000 plus the HTTP status, in the range RFC 6455 §7.4.2 leaves to
+ * applications —, 1013 "try again later" (the store is unavailable), 1001 (shutdown), 1011 (anything else: an
+ * internal error, whose text is logged, not sent).
  */
 export function endOf(error: unknown): { status: number; message: string; closeCode: number } {
   if (error instanceof DomainError && error.code !== 'internal') {
     const status = statusOf(error.code);
-    if (status === 401 || status === 403 || status === 404)
+    if (status === 401 || status === 403 || status === 404 || status === 409)
       return { status, message: error.message, closeCode: 4000 + status };
     if (error.code === 'not_ready') return { status, message: error.message, closeCode: SHUTDOWN_CLOSE.code };
     if (status === 503) return { status, message: error.message, closeCode: 1013 };
@@ -66,7 +78,10 @@ export function sseText(events: readonly LoggedEvent[]): string {
 
 /** A stream open on this node, as its route's shutdown hook sees it. */
 export interface OpenStream {
-  /** Ends the stream because the server is shutting down (SSE: `end` 503; WebSocket: close 1001). */
+  /**
+   * Ends the stream because the server is shutting down (SSE: `end` 503; WebSocket: close 1001), and cuts its
+   * connection when that end is not taken within {@link SHUTDOWN_GRACE_MS}.
+   */
   shutDown(): void;
 }
 
@@ -90,12 +105,23 @@ function register(open: OpenStreams, stream: OpenStream): void {
 }
 
 /**
+ * Runs `cut` after {@link SHUTDOWN_GRACE_MS} unless `done` resolved first (the connection closed cleanly). The timer
+ * does not keep the process alive by itself.
+ */
+function cutAfterGrace(done: Promise<void>, cut: () => void): void {
+  const timer = setTimeout(cut, SHUTDOWN_GRACE_MS);
+  timer.unref();
+  void done.then(() => clearTimeout(timer));
+}
+
+/**
  * Serves `tail` as server-sent events on `raw` (the reply was hijacked): headers at once (`x-instance-id` the
  * streamed instance's UUID, `instanceId`: docs/decisions/0091-event-reads-name-their-instance.md), then pages of
  * events, a comment line every {@link HEARTBEAT_MS}, and, when the server ends the stream, an `end` event whose data
- * is the error envelope saying why (401, 403, 404: do not reconnect; 503: reconnect with `Last-Event-ID`). Resolves
- * when the stream is over; registers itself in `open` meanwhile, and ends at once with `end` 503 when the server is
- * already closing.
+ * is the error envelope saying why (401, 403, 404, 409: do not reconnect from there; 503: reconnect with
+ * `Last-Event-ID`). Resolves when the stream is over; registers itself in `open` until its response closed (an `end`
+ * a stalled consumer has not taken keeps it there), and ends at once with `end` 503 when the server is already
+ * closing. At shutdown, a response whose end is not flushed within {@link SHUTDOWN_GRACE_MS} has its socket destroyed.
  */
 export async function serveSse(
   raw: ServerResponse,
@@ -122,10 +148,16 @@ export async function serveSse(
     const { status, message } = endOf(error);
     raw.end(`event: end\ndata: ${JSON.stringify(errorBody(status, message))}\n\n`);
   };
+  // The response's close: its end flushed (the connection may stay open, idle), or its connection gone.
+  const closed = new Promise<void>((resolve) => raw.once('close', () => resolve()));
   const stream: OpenStream = {
     shutDown: () => {
       end(shuttingDown());
       tail.close();
+      // A consumer that stopped reading never takes the end: its socket would keep the server's close waiting.
+      cutAfterGrace(closed, () => {
+        if (!raw.writableFinished) raw.destroy();
+      });
     },
   };
   register(options.open, stream);
@@ -157,8 +189,11 @@ export async function serveSse(
     // However the stream ends (the client gone, the log's end, a failed read): nothing of it is kept.
     raw.off('close', onGone);
     clearInterval(heartbeat);
-    options.open.streams.delete(stream);
     tail.close();
+    // An `end` not flushed yet (a consumer that stopped reading) keeps the stream registered until its response
+    // closes, so a shutdown meanwhile cuts it instead of waiting for it.
+    if (raw.destroyed || raw.writableFinished) options.open.streams.delete(stream);
+    else void closed.then(() => options.open.streams.delete(stream));
   }
 }
 
@@ -179,18 +214,22 @@ function drainedOrGone(raw: ServerResponse): Promise<void> {
  * Serves `tail` on an open WebSocket: one text frame per entry, pages taken one at a time once the last frame of the
  * previous page was written out, a ping every {@link HEARTBEAT_MS} (a peer that answered none of the previous one is
  * cut: gone, or reading nothing), and a close frame saying why the server ended the stream ({@link endOf}). Frames
- * from the client are ignored. Resolves when the stream is over; registers itself in `open` meanwhile, and closes
- * at once with 1001 when the server is already closing.
+ * from the client are ignored. Resolves when the stream is over; registers itself in `open` until the socket
+ * closed, and closes at once with 1001 when the server is already closing. At shutdown, a peer that has not answered
+ * the close within {@link SHUTDOWN_GRACE_MS} is cut (`terminate()`).
  */
 export async function serveWebSocket(
   socket: WebSocket,
   tail: EventTail,
   options: { log: FastifyBaseLogger; open: OpenStreams },
 ): Promise<void> {
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
   const stream: OpenStream = {
     shutDown: () => {
       socket.close(SHUTDOWN_CLOSE.code, SHUTDOWN_CLOSE.reason);
       tail.close();
+      // A peer that stopped reading never answers the close (ws would wait 30 s): cut it after the grace.
+      cutAfterGrace(closed, () => socket.terminate());
     },
   };
   register(options.open, stream);
@@ -209,7 +248,6 @@ export async function serveWebSocket(
     answered = false;
     socket.ping();
   }, HEARTBEAT_MS);
-  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
   void closed.then(() => {
     clearInterval(heartbeat);
     options.open.streams.delete(stream);

@@ -51,7 +51,8 @@ export const WebhookEndpointWithSecret = Type.Composite(
 const Url = Type.String({
   minLength: 1,
   maxLength: 4096,
-  description: 'HTTPS URL receiving events; its host must resolve to a public address',
+  description:
+    'HTTPS URL receiving events (its host must resolve to a public address), or an amqp(s):// or nats:// broker URL. A broker password or token sent as the mask **** (the URL as shown) keeps the stored one when the scheme, user, host and port are the stored URL’s; otherwise it is refused (400): send the secret',
   examples: ['https://example.com/parley-webhook'],
 });
 const Events = Type.Array(EventTypeName, {
