@@ -86,9 +86,16 @@ async function onlyRun() {
 }
 
 /**
- * Drops what test stores leave in TEST_DATABASE_URL's server (none of the tests runs meanwhile, {@link onlyRun}): the
- * `t_<hex>` databases of test/support/store.ts and their templates `parley_tpl_<digest>`, and the `t_<hex>` schemas
- * other tests create in the TEST_DATABASE_URL database itself.
+ * PostgreSQL's codes for a database dropped meanwhile (`3D000`) and one another session is using (`55006`): a test
+ * file started on its own, outside this runner, may be using or dropping its stores while the runner cleans up.
+ */
+const IN_USE_OR_GONE = new Set(['3D000', '55006']);
+
+/**
+ * Drops what test stores leave in TEST_DATABASE_URL's server (no other run of this script runs meanwhile,
+ * {@link onlyRun}): the `t_<hex>` databases of test/support/store.ts and their templates `parley_tpl_<digest>`, and
+ * the `t_<hex>` schemas other tests create in the TEST_DATABASE_URL database itself. A database some session still
+ * uses (a test file run on its own) is left to it, and one dropped meanwhile is skipped.
  */
 async function dropTestStores() {
   const url = process.env.TEST_DATABASE_URL;
@@ -105,9 +112,13 @@ async function dropTestStores() {
       "select datname from pg_database where datname ~ '^(t_[0-9a-f]{12}|parley_tpl_[0-9a-f]{12}(_build)?)$'",
     );
     for (const { datname } of databases.rows) {
-      // a template (test/support/store.ts marks it so) must be made an ordinary database before it can be dropped
-      await client.query(`alter database ${datname} is_template false`);
-      await client.query(`drop database if exists ${datname} with (force)`);
+      try {
+        // a template (test/support/store.ts marks it so) must be made an ordinary database before it can be dropped
+        await client.query(`alter database ${datname} is_template false`);
+        await client.query(`drop database if exists ${datname}`);
+      } catch (error) {
+        if (!IN_USE_OR_GONE.has(error?.code)) throw error;
+      }
     }
   } finally {
     await client.end();
