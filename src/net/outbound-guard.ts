@@ -3,14 +3,14 @@ import { performance } from 'node:perf_hooks';
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
 import { type RequestSignal, Withdrawal } from '../domain/withdrawal.ts';
 import { AddressPolicy, type ResolvedAddress } from './address-policy.ts';
-import type { OutboundChannel } from './outbound-channel.ts';
+import { type ChannelPlace, closesConnection, type OutboundChannel } from './outbound-channel.ts';
 import { OutboundError, toOutboundError } from './outbound-errors.ts';
 import { abortable, pinnedConnector, readCapped } from './outbound-io.ts';
 import { ClientPool, type PooledClient, poolKey } from './outbound-pool.ts';
 
 export type { ResolvedAddress } from './address-policy.ts';
 export { classifyAddress } from './addresses.ts';
-export { OutboundChannel } from './outbound-channel.ts';
+export { type ChannelPlace, OutboundChannel } from './outbound-channel.ts';
 export { OutboundError, type OutboundFailure } from './outbound-errors.ts';
 
 /** Options of an {@link OutboundGuard}. */
@@ -230,7 +230,9 @@ export class OutboundGuard {
       new OutboundError('timeout', `request to ${target.host} timed out after ${request.timeoutMs} ms`);
     const { channel } = request;
     let pooled: PooledClient | undefined;
-    const timer = setTimeout(() => {
+    let place: ChannelPlace | undefined;
+    let ended = false;
+    const onTimeout = () => {
       // A channel's connection is closed first, failing the requests written behind this one: aborting this one
       // alone would close it too, and undici would write all of them again on a new connection.
       if (channel !== undefined && pooled !== undefined) {
@@ -243,7 +245,8 @@ export class OutboundGuard {
         );
       }
       deadline.withdraw(timedOut());
-    }, request.timeoutMs);
+    };
+    let timer = setTimeout(onTimeout, request.timeoutMs);
     // Taken before the first wait: a channel's requests are written in the order of these calls.
     const turn = channel?.enter();
     let reusable = false;
@@ -251,14 +254,26 @@ export class OutboundGuard {
       const addresses = await this.#policy.resolve(target, deadline);
       if (turn !== undefined) await abortable(turn.ready, deadline);
       if (this.#closed) throw new Error('OutboundGuard is closed');
-      pooled =
-        channel === undefined
-          ? this.#pool.checkout(target, addresses, request.timeoutMs)
-          : channel.acquire(
-              poolKey(target, addresses),
-              () => this.#pool.checkout(target, addresses, request.timeoutMs),
-              (entry, ok) => this.#pool.checkin(entry, ok && !this.#closed),
-            );
+      if (channel === undefined) pooled = this.#pool.checkout(target, addresses, request.timeoutMs);
+      else {
+        place = channel.acquire(
+          poolKey(target, addresses),
+          () => this.#pool.checkout(target, addresses, request.timeoutMs),
+          (entry, ok) => this.#pool.checkin(entry, ok && !this.#closed),
+        );
+        pooled = place.pooled;
+        // Behind unanswered requests on its connection, a request's time counts from the end of the last of them,
+        // when its answer is the next the receiver owes: a receiver answering one request after the other gives it
+        // the time one request at a time would have. Each request ahead is bounded by its own time, and one that
+        // runs out closes the connection under this one.
+        if (place.ahead !== undefined) {
+          clearTimeout(timer);
+          place.ahead.then(() => {
+            if (ended || deadline.aborted) return;
+            timer = setTimeout(onTimeout, request.timeoutMs);
+          });
+        }
+      }
       const responding = pooled.client.request({
         path: `${target.pathname}${target.search}`,
         method: request.method,
@@ -278,18 +293,34 @@ export class OutboundGuard {
       for (const [name, value] of Object.entries(response.headers)) {
         if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
       }
+      const keepsAlive = !closesConnection(headers);
+      this.#pool.learn(pooled, keepsAlive);
+      if (place !== undefined) channel?.answered(place, keepsAlive);
       // On a channel's connection the rest of a long answer is read and dropped: cutting it off would close the
       // connection under the requests written behind it, and undici would write them all again.
-      const { body, truncated } = await readCapped(
+      const { body, truncated, drained } = await readCapped(
         response.body,
         headers,
         request,
         target,
         channel !== undefined,
       );
-      // A body read to its end (always, on a channel's connection) leaves the connection reusable; a cut-off one is
-      // closed with the client.
-      reusable = !truncated || channel !== undefined;
+      // A body read to its end leaves the connection reusable; a cut-off one is closed with the client. On a
+      // channel's connection an answer whose dropped rest could not be read in time keeps its status (the answer
+      // was given) and closes the connection, failing the requests written behind it.
+      if (channel === undefined) reusable = !truncated;
+      else {
+        reusable = drained;
+        if (!drained) {
+          channel.discard(
+            pooled,
+            new OutboundError(
+              'connect',
+              `request to ${target.host} failed: an earlier answer on its connection was not read to its end`,
+            ),
+          );
+        }
+      }
       return {
         status: response.statusCode,
         headers,
@@ -308,12 +339,11 @@ export class OutboundGuard {
       }
       throw toOutboundError(error, target.host);
     } finally {
+      ended = true;
       turn?.pass();
       clearTimeout(timer);
-      if (pooled !== undefined) {
-        if (channel === undefined) this.#pool.checkin(pooled, reusable && !this.#closed);
-        else channel.release(pooled, reusable);
-      }
+      if (place !== undefined) channel?.release(place, reusable);
+      else if (pooled !== undefined) this.#pool.checkin(pooled, reusable && !this.#closed);
     }
   }
 

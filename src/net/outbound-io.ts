@@ -80,8 +80,9 @@ export interface ReadableBody extends AsyncIterable<unknown> {
  * error mode refuses an announced `content-length` over the cap before reading, or stops at the first byte over.
  * Leaving early destroys the stream, except in truncate mode with `drain`: the rest is then read and dropped, so a
  * connection other requests were written on behind this one stays open for them
- * (docs/decisions/0058-pipelined-lanes.md); the request's own deadline still bounds the read.
- * @throws OutboundError `too-large` (error mode).
+ * (docs/decisions/0058-pipelined-lanes.md); the request's own deadline still bounds the read, and a rest that fails
+ * or is cut off by it returns what was kept with `drained: false` (the caller closes the connection).
+ * @throws OutboundError `too-large` (error mode); the stream's error (the deadline's reason) before the cap.
  */
 export async function readCapped(
   body: ReadableBody,
@@ -89,7 +90,7 @@ export async function readCapped(
   request: OutboundRequest,
   url: URL,
   drain = false,
-): Promise<{ body: Buffer; truncated: boolean }> {
+): Promise<{ body: Buffer; truncated: boolean; drained: boolean }> {
   const cap = request.maxResponseBytes;
   const tooLarge = () =>
     new OutboundError('too-large', `response from ${url.host} is larger than ${cap} bytes`, {
@@ -106,21 +107,27 @@ export async function readCapped(
   const chunks: Buffer[] = [];
   let kept = 0;
   let truncated = false;
-  for await (const piece of body) {
-    if (truncated) continue;
-    const chunk = Buffer.isBuffer(piece) ? piece : Buffer.from(String(piece));
-    if (kept + chunk.length > cap) {
-      // Leaving the loop (break or throw) destroys the stream; the caller then destroys the connection.
-      if (request.onTooLarge === 'error') throw tooLarge();
-      chunks.push(chunk.subarray(0, cap - kept));
-      if (!drain) return { body: Buffer.concat(chunks), truncated: true };
-      truncated = true;
-      continue;
+  try {
+    for await (const piece of body) {
+      if (truncated) continue;
+      const chunk = Buffer.isBuffer(piece) ? piece : Buffer.from(String(piece));
+      if (kept + chunk.length > cap) {
+        // Leaving the loop (break or throw) destroys the stream; the caller then destroys the connection.
+        if (request.onTooLarge === 'error') throw tooLarge();
+        chunks.push(chunk.subarray(0, cap - kept));
+        if (!drain) return { body: Buffer.concat(chunks), truncated: true, drained: false };
+        truncated = true;
+        continue;
+      }
+      chunks.push(chunk);
+      kept += chunk.length;
     }
-    chunks.push(chunk);
-    kept += chunk.length;
+  } catch (error) {
+    // Only the dropped rest was lost: what the caller keeps of the answer is whole.
+    if (truncated) return { body: Buffer.concat(chunks), truncated: true, drained: false };
+    throw error;
   }
-  return { body: Buffer.concat(chunks), truncated };
+  return { body: Buffer.concat(chunks), truncated, drained: true };
 }
 
 /** `promise`, or a rejection with `signal.reason` as soon as `signal` aborts. */

@@ -17,7 +17,16 @@ export interface PooledClient {
   dialer: AbortController;
   /** `performance.now()` when it was last returned to the pool. */
   idleSince: number;
+  /**
+   * Whether the last answer from its receiver (its key) left the connection open, no `Connection: close`
+   * ({@link ClientPool.learn}): false while none came. A channel pipelines on a client only when this is true
+   * (docs/decisions/0058-pipelined-lanes.md).
+   */
+  keepsAlive: boolean;
 }
+
+/** Most receivers (pool keys) whose keep-alive answers the pool remembers. */
+const KNOWN_RECEIVERS_MAX = 4096;
 
 /**
  * The pool's key of a client for `url` dialing `addresses`: `<origin>|<address>,…`, the addresses sorted, so a
@@ -53,6 +62,8 @@ export class ClientPool {
   readonly #idle = new Map<string, PooledClient[]>();
   /** Idle clients, all keys together. */
   #idleCount = 0;
+  /** Whether each receiver's last answer kept its connection open, by key, oldest first. */
+  readonly #keepsAlive = new Map<string, boolean>();
 
   constructor(connector: PinnedConnectorFactory) {
     this.#connector = connector;
@@ -84,6 +95,7 @@ export class ClientPool {
       this.#idleCount -= 1;
       if (this.#idle.get(key)?.length === 0) this.#idle.delete(key);
       this.#active.add(idle.client);
+      idle.keepsAlive = this.#keepsAlive.get(key) ?? false;
       return idle;
     }
     const pinned = { address: '' };
@@ -97,9 +109,26 @@ export class ClientPool {
       keepAliveMaxTimeout: POOL_IDLE_MS,
       pipelining: 1,
     });
-    const created: PooledClient = { key, client, pinned, dialer, idleSince: now };
+    const keepsAlive = this.#keepsAlive.get(key) ?? false;
+    const created: PooledClient = { key, client, pinned, dialer, idleSince: now, keepsAlive };
     this.#active.add(client);
     return created;
+  }
+
+  /**
+   * Notes whether an answer on `entry` left its connection open (`keepsAlive` false for `Connection: close`), for
+   * `entry` and every later client to the same receiver, at most {@link KNOWN_RECEIVERS_MAX} receivers
+   * remembered (the one whose answer changed last is forgotten last).
+   */
+  learn(entry: PooledClient, keepsAlive: boolean): void {
+    entry.keepsAlive = keepsAlive;
+    if (this.#keepsAlive.get(entry.key) === keepsAlive) return;
+    this.#keepsAlive.delete(entry.key);
+    this.#keepsAlive.set(entry.key, keepsAlive);
+    if (this.#keepsAlive.size > KNOWN_RECEIVERS_MAX) {
+      const [oldest] = this.#keepsAlive.keys();
+      if (oldest !== undefined) this.#keepsAlive.delete(oldest);
+    }
   }
 
   /** Returns a client to the pool after a clean exchange, or closes it (errors, cut-off bodies, closing). */

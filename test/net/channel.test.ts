@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from 'undici';
 import {
   OutboundChannel,
@@ -56,6 +57,25 @@ async function onLocalChannel(
   } finally {
     await guard.close();
   }
+}
+
+/**
+ * Sends one request, `warm-up`, on `channel` and answers it: a channel writes one request at a time until an answer
+ * showed its receiver keeps connections open. Forgets its arrival, so a test's arrivals are its own requests.
+ */
+async function warmUp(
+  guard: OutboundGuard,
+  url: string,
+  channel: OutboundChannel,
+  server: { arrivals: Arrival[]; answer: (body: string) => void },
+): Promise<void> {
+  const warm = guard.request(url, { ...POST, body: 'warm-up', channel });
+  await eventually('the warm-up arrived', () =>
+    server.arrivals.some((arrival) => arrival.body === 'warm-up'),
+  );
+  server.answer('warm-up');
+  assert.equal((await warm).status, 200);
+  server.arrivals.length = 0;
 }
 
 /** One request as the server got it: its body, the client's port (which connection) and the local address. */
@@ -125,10 +145,10 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
     const guard = new OutboundGuard({
       allowedCidrs: ['127.0.0.1/32'],
       ca: TEST_CA,
-      // Each lookup answers sooner than the one before it: the first request is resolved last.
+      // After the warm-up's, each lookup answers sooner than the one before it: the first request is resolved last.
       lookup: async () => {
         lookups += 1;
-        const delayMs = 60 - lookups * 15;
+        const delayMs = 75 - lookups * 15;
         await new Promise((resolve) => setTimeout(resolve, Math.max(0, delayMs)));
         return [{ address: '127.0.0.1', family: 4 }];
       },
@@ -136,6 +156,7 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
     try {
       const url = `https://localhost:${server.port}/hook`;
       const channel = new OutboundChannel(3);
+      await warmUp(guard, url, channel, server);
       const answers = ['1', '2', '3'].map((body) => guard.request(url, { ...POST, body, channel }));
       await eventually('three requests written before any answer', () => server.arrivals.length === 3);
       assert.deepEqual(
@@ -144,7 +165,7 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
         'arrival order is issue order',
       );
       assert.equal(new Set(server.arrivals.map((arrival) => arrival.remotePort)).size, 1, 'one connection');
-      assert.equal(server.handshakes() - handshakesBefore, 1, 'one TLS handshake');
+      assert.equal(server.handshakes() - handshakesBefore, 1, 'one TLS handshake, the warm-up included');
       // A fourth, issued while three are unanswered, goes on the same connection.
       const fourth = guard.request(url, { ...POST, body: '4', channel });
       for (const body of ['1', '2', '3']) server.answer(body);
@@ -161,7 +182,7 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
       server.answer('4');
       assert.equal((await fourth).status, 200);
       assert.equal(server.arrivals[3]?.remotePort, server.arrivals[0]?.remotePort, 'on the same connection');
-      assert.equal(lookups, 4, 'every request resolved and checked its host');
+      assert.equal(lookups, 5, 'every request resolved and checked its host');
 
       channel.close();
       assert.equal(guard.idleConnections, 1, 'the closed channel gave its connection back to the pool');
@@ -186,19 +207,22 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
       const url = `https://localhost:${server.port}/hook`;
       const channel = new OutboundChannel(4);
       const answers = ['1', '2', '3'].map((body) => guard.request(url, { ...POST, body, channel }));
-      await eventually('three requests arrived', () => server.arrivals.length === 3);
-      // On two connections, 3 may arrive before 1 or 2: only a channel's one connection keeps the order.
+      // Neither receiver has answered yet, so each connection carries one request at a time.
+      await eventually('two requests arrived', () => server.arrivals.length === 2);
+      // On two connections, 3 may arrive before 1: only a channel's one connection keeps the order.
       assert.deepEqual(
         server.arrivals
           .map((arrival) => [arrival.body, arrival.localAddress])
           .sort(([a], [b]) => String(a).localeCompare(String(b))),
         [
           ['1', '127.0.0.1'],
-          ['2', '127.0.0.1'],
           ['3', '127.0.0.2'],
         ],
       );
-      for (const body of ['3', '1', '2']) server.answer(body);
+      for (const body of ['3', '1']) server.answer(body);
+      await eventually('the second written once the first was answered', () => server.arrivals.length === 3);
+      assert.deepEqual(server.arrivals[2]?.localAddress, '127.0.0.1');
+      server.answer('2');
       assert.deepEqual(
         (await Promise.all(answers)).map((response) => response.address),
         ['127.0.0.1', '127.0.0.1', '127.0.0.2'],
@@ -214,6 +238,7 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
   it('a connection lost under a pipeline fails the request at its head and sends the ones behind it again', async () => {
     server.arrivals.length = 0;
     await onLocalChannel(server.port, async (guard, url, channel) => {
+      await warmUp(guard, url, channel, server);
       const answers = issue(guard, url, channel, ['1', '2', '3']);
       await eventually('three requests arrived', () => server.arrivals.length === 3);
       server.answer('1');
@@ -237,17 +262,18 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
     const guard = new OutboundGuard({
       allowedCidrs: ['127.0.0.1/32'],
       ca: TEST_CA,
-      // The first lookup is slow, the second is refused, the third answers at once.
+      // After the warm-up's, the first lookup is slow, the second is refused, the third answers at once.
       lookup: async (hostname) => {
         lookups += 1;
-        if (lookups === 2) throw Object.assign(new Error(`${hostname} not found`), { code: 'ENOTFOUND' });
-        if (lookups === 1) await new Promise((resolve) => setTimeout(resolve, 150));
+        if (lookups === 3) throw Object.assign(new Error(`${hostname} not found`), { code: 'ENOTFOUND' });
+        if (lookups === 2) await new Promise((resolve) => setTimeout(resolve, 150));
         return [{ address: '127.0.0.1', family: 4 }];
       },
     });
     try {
       const url = `https://localhost:${server.port}/hook`;
       const channel = new OutboundChannel(3);
+      await warmUp(guard, url, channel, server);
       const answers = issue(guard, url, channel, ['1', '2', '3']);
       await eventually('two requests arrived', () => server.arrivals.length === 2);
       assert.deepEqual(
@@ -267,6 +293,7 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
   it('an answer longer than the cap is read to its end: nothing behind it is written again', async () => {
     server.arrivals.length = 0;
     await onLocalChannel(server.port, async (guard, url, channel) => {
+      await warmUp(guard, url, channel, server);
       const answers = ['1', '2', '3'].map((body) => guard.request(url, { ...POST, body, channel }));
       await eventually('three requests arrived', () => server.arrivals.length === 3);
       // 64 KB: several TLS records, so the cap is passed before the answer's end has arrived.
@@ -292,6 +319,7 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
   it('a request that times out fails the ones written behind it instead of writing them again', async () => {
     server.arrivals.length = 0;
     await onLocalChannel(server.port, async (guard, url, channel) => {
+      await warmUp(guard, url, channel, server);
       // The first has 500 ms, the two behind it 10 s: they end when the first times out, not on their own.
       const answers = issue(guard, url, channel, ['1', '2', '3'], (body) => (body === '1' ? 500 : 10_000));
       assert.deepEqual(await Promise.all(answers), ['timeout', 'connect', 'connect']);
@@ -309,6 +337,108 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
     });
   });
 
+  /** Answers the latest arrival of `body` with a 200 whose connection the server closes after it. */
+  const answerAndClose = (body: string) => {
+    const arrival = server.arrivals.findLast((candidate) => candidate.body === body);
+    assert.ok(arrival, `request ${body} arrived`);
+    arrival.res.writeHead(200, { 'content-type': 'text/plain', connection: 'close' }).end(`answer ${body}`);
+  };
+  const arrivalsOf = (body: string) => server.arrivals.filter((arrival) => arrival.body === body).length;
+
+  it('a receiver that closes its connection after each answer gets each request once, one at a time', async () => {
+    server.arrivals.length = 0;
+    await onLocalChannel(server.port, async (guard, url, channel) => {
+      // Nothing is known of this receiver yet: the channel writes one request and waits for its answer.
+      const answers = issue(guard, url, channel, ['1', '2', '3']);
+      for (const body of ['1', '2', '3']) {
+        await eventually(`request ${body} arrived`, () => arrivalsOf(body) === 1);
+        assert.equal(server.arrivals.length, Number(body), 'no request written behind an unanswered one');
+        answerAndClose(body);
+      }
+      assert.deepEqual(await Promise.all(answers), ['200', '200', '200']);
+      assert.deepEqual(
+        server.arrivals.map((arrival) => arrival.body),
+        ['1', '2', '3'],
+        'each request received once',
+      );
+      assert.equal(
+        new Set(server.arrivals.map((arrival) => arrival.remotePort)).size,
+        3,
+        'a connection each',
+      );
+    });
+  });
+
+  it('a connection closed by its answer under a pipeline: the requests behind go again one at a time, at most twice', async () => {
+    server.arrivals.length = 0;
+    await onLocalChannel(server.port, async (guard, url, channel) => {
+      await warmUp(guard, url, channel, server);
+      const answers = issue(guard, url, channel, ['1', '2', '3']);
+      await eventually('three requests arrived', () => server.arrivals.length === 3);
+      // From here on every answer closes its connection.
+      answerAndClose('1');
+      await eventually('request 2 written again', () => arrivalsOf('2') === 2);
+      assert.equal(arrivalsOf('3'), 1, 'request 3 waits behind request 2 instead of being written with it');
+      answerAndClose('2');
+      await eventually('request 3 written again', () => arrivalsOf('3') === 2);
+      answerAndClose('3');
+      assert.deepEqual(await Promise.all(answers), ['200', '200', '200']);
+      assert.deepEqual(
+        server.arrivals.map((arrival) => arrival.body),
+        ['1', '2', '3', '2', '3'],
+        'the two behind the closing answer received twice, no more',
+      );
+      // The channel stays one request at a time, even where the receiver keeps its connection again.
+      const fourth = guard.request(url, { ...POST, body: '4', channel });
+      const fifth = guard.request(url, { ...POST, body: '5', channel });
+      await eventually('the fourth arrived', () => arrivalsOf('4') === 1);
+      assert.equal(arrivalsOf('5'), 0, 'the fifth waits for the answer to the fourth');
+      server.answer('4');
+      await eventually('the fifth arrived', () => arrivalsOf('5') === 1);
+      server.answer('5');
+      assert.deepEqual([(await fourth).status, (await fifth).status], [200, 200]);
+    });
+  });
+
+  it('a request behind others counts its time from the answer before it, as one request at a time would', async () => {
+    server.arrivals.length = 0;
+    await onLocalChannel(server.port, async (guard, url, channel) => {
+      await warmUp(guard, url, channel, server);
+      // 400 ms each; the receiver answers one after the other, 250 ms apart: 750 ms for the third.
+      const answers = issue(guard, url, channel, ['1', '2', '3'], () => 400);
+      await eventually('three requests arrived', () => server.arrivals.length === 3);
+      for (const body of ['1', '2', '3']) {
+        await sleep(250);
+        server.answer(body);
+      }
+      assert.deepEqual(await Promise.all(answers), ['200', '200', '200']);
+    });
+  });
+
+  it('an answer whose dropped rest is not read in time keeps its status; the requests behind it fail', async () => {
+    server.arrivals.length = 0;
+    await onLocalChannel(server.port, async (guard, url, channel) => {
+      await warmUp(guard, url, channel, server);
+      const first = guard.request(url, { ...POST, body: '1', channel, timeoutMs: 500 });
+      const behind = issue(guard, url, channel, ['2']);
+      await eventually('two requests arrived', () => server.arrivals.length === 2);
+      // Past the kept 1,024 bytes, and the answer never ends.
+      server.arrivals[0]?.res.writeHead(200, { 'content-type': 'text/plain' }).write('x'.repeat(4_096));
+      const answer = await first;
+      assert.deepEqual(
+        [answer.status, answer.truncated, answer.body.length],
+        [200, true, POST.maxResponseBytes],
+      );
+      assert.deepEqual(await Promise.all(behind), ['connect'], 'its connection closed under the one behind');
+      // The channel's next request goes on a new connection, one at a time.
+      const next = guard.request(url, { ...POST, body: '3', channel });
+      await eventually('the third arrived', () => arrivalsOf('3') === 1);
+      server.answer('3');
+      assert.equal((await next).status, 200);
+      assert.notEqual(server.arrivals.at(-1)?.remotePort, server.arrivals[0]?.remotePort);
+    });
+  });
+
   it('keeps its connection while the resolver rotates the same addresses', async () => {
     server.arrivals.length = 0;
     const { guard } = guardResolving((lookup) =>
@@ -317,6 +447,7 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
     try {
       const url = `https://localhost:${server.port}/hook`;
       const channel = new OutboundChannel(4);
+      await warmUp(guard, url, channel, server);
       const answers = ['1', '2', '3', '4'].map((body) => guard.request(url, { ...POST, body, channel }));
       await eventually('four requests arrived', () => server.arrivals.length === 4);
       assert.deepEqual(
@@ -339,12 +470,14 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
     const open = (): PooledClient => {
       opened += 1;
       const key = `c${opened}`;
-      // Only what the channel touches: the pipelining depth and destroy.
+      // Only what the channel touches: the pipelining depth, destroy and the `disconnect` listener.
       const client = {
         pipelining: 1,
         destroy: async () => {
           destroyed.push(key);
         },
+        on: () => client,
+        off: () => client,
       } as unknown as Client;
       return {
         key: 'origin|127.0.0.1',
@@ -352,6 +485,7 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
         pinned: { address: '' },
         dialer: new AbortController(),
         idleSince: 0,
+        keepsAlive: true,
       };
     };
     const names = new Map<PooledClient, string>();
@@ -360,21 +494,18 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
     };
     const channel = new OutboundChannel(4);
     const first = channel.acquire('origin|127.0.0.1', open, giveBack);
-    names.set(first, 'c1');
-    assert.equal(
-      channel.acquire('origin|127.0.0.1', open, giveBack),
-      first,
-      'the same key shares the connection',
-    );
-    assert.equal(first.client.pipelining, 4);
-    channel.discard(first, new Error('an earlier request timed out'));
+    names.set(first.pooled, 'c1');
+    const firstAgain = channel.acquire('origin|127.0.0.1', open, giveBack);
+    assert.equal(firstAgain.pooled, first.pooled, 'the same key shares the connection');
+    assert.equal(first.pooled.client.pipelining, 4, 'a receiver known to keep connections gets the depth');
+    channel.discard(first.pooled, new Error('an earlier request timed out'));
     assert.deepEqual(destroyed, ['c1']);
     const second = channel.acquire('origin|127.0.0.1', open, giveBack);
-    names.set(second, 'c2');
-    assert.notEqual(second, first, 'a request after the time-out gets a new connection');
+    names.set(second.pooled, 'c2');
+    assert.notEqual(second.pooled, first.pooled, 'a request after the time-out gets a new connection');
     channel.release(first, false);
     assert.deepEqual(givenBack, [], 'given back only once its last request ended');
-    channel.release(first, false);
+    channel.release(firstAgain, false);
     assert.deepEqual(givenBack, [['c1', false]]);
     channel.close();
     channel.release(second, true);
@@ -382,7 +513,7 @@ describe('ordered outbound channels (docs/decisions/0058-pipelined-lanes.md)', (
       ['c1', false],
       ['c2', true],
     ]);
-    assert.equal(second.client.pipelining, 1, 'back in the pool one request at a time');
+    assert.equal(second.pooled.client.pipelining, 1, 'back in the pool one request at a time');
   });
 
   it('takes a depth from 1 to 128 and refuses one outside', () => {

@@ -99,8 +99,10 @@ export interface Receiver {
   /** `https://127.0.0.1:PORT`. */
   readonly origin: string;
   readonly port: number;
-  /** Every request received so far, in arrival order. */
+  /** Every request received so far (since {@link forget}), in arrival order. */
   readonly requests: readonly ReceivedRequest[];
+  /** Drops the requests recorded so far: a test's set-up request is not one of its own. */
+  forget(): void;
   /** Adds replies at the end of the queue. */
   enqueue(...replies: ReceiverReply[]): void;
   /** Replaces the function used once the queue is empty. */
@@ -268,6 +270,9 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
     origin,
     port,
     requests,
+    forget: () => {
+      requests.length = 0;
+    },
     enqueue: (...replies) => {
       queue.push(...replies);
     },

@@ -4,7 +4,7 @@ import type { Instance } from '../../src/domain/instance.ts';
 import type { TestApp } from '../support/app.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
 import { testDialects } from '../support/store.ts';
-import { HMAC_KEY, textMessage, webhookAppPerTest } from './support.ts';
+import { HMAC_KEY, knownReceiver, SET_UP_BODY, textMessage, webhookAppPerTest } from './support.ts';
 
 /**
  * `WEBHOOK_CONCURRENCY` (docs/decisions/0054-delivery-concurrency.md): a process sends on at most that many lanes at
@@ -16,7 +16,10 @@ for (const dialect of testDialects()) {
     let held: (() => void)[] = [];
     const holding = () =>
       startReceiver({
-        respond: () => new Promise((resolve) => held.push(() => resolve({ status: 200, body: 'ok' }))),
+        respond: (request) =>
+          request.body.toString() === SET_UP_BODY
+            ? { status: 200, body: 'ok' }
+            : new Promise((resolve) => held.push(() => resolve({ status: 200, body: 'ok' }))),
       });
     const app = webhookAppPerTest({
       dialect,
@@ -35,6 +38,7 @@ for (const dialect of testDialects()) {
       assert.equal(hmac.status, 200);
       const set = await t.call('POST', `/v1/webhook?from=${other.id}`, { webhookUrl: receiver.url });
       assert.equal(set.status, 200);
+      await knownReceiver(t, receiver);
       return { other, receiver };
     };
 
@@ -96,11 +100,13 @@ for (const dialect of testDialects()) {
     const holding = () =>
       startReceiver({
         respond: (request) =>
-          new Promise((resolve) => {
-            const { sequence } = JSON.parse(request.body.toString()) as { sequence: number };
-            held.push({ sequence, release: () => resolve({ status: 200, body: 'ok' }) });
-            most = Math.max(most, held.length);
-          }),
+          request.body.toString() === SET_UP_BODY
+            ? { status: 200, body: 'ok' }
+            : new Promise((resolve) => {
+                const { sequence } = JSON.parse(request.body.toString()) as { sequence: number };
+                held.push({ sequence, release: () => resolve({ status: 200, body: 'ok' }) });
+                most = Math.max(most, held.length);
+              }),
       });
     const appWith = (env: Record<string, string>) =>
       webhookAppPerTest({
@@ -126,6 +132,7 @@ for (const dialect of testDialects()) {
         const other = await t.newInstance('test', name);
         const set = await t.call('POST', `/v1/webhook?from=${other.id}`, { webhookUrl: receiver.url });
         assert.equal(set.status, 200);
+        await knownReceiver(t, receiver);
         lanes.push({ other, receiver });
       }
       // One turn, one commit: one claim sees every backlog.

@@ -37,7 +37,10 @@ export function webhookAppPerTest(
   beforeEach(async () => {
     receiver = await startReceiver();
     app = await createWebhookApp(options);
-    if (configured) await configureWebhook(app, receiver.url);
+    if (configured) {
+      await configureWebhook(app, receiver.url);
+      await knownReceiver(app, receiver);
+    }
   });
   afterEach(async () => {
     await app?.close();
@@ -53,6 +56,27 @@ export function webhookAppPerTest(
       return app;
     },
   };
+}
+
+/** The body of {@link knownReceiver}'s request: a receiver that holds its replies answers this one at once. */
+export const SET_UP_BODY = '{"setUp":true}';
+
+/**
+ * Makes `t`'s outbound guard learn that `receiver` keeps its connections open, as its first answer to a lane would,
+ * then forgets that request at the receiver: a lane pipelines its window only to a receiver known to keep its
+ * connections (docs/decisions/0058-pipelined-lanes.md), so a test of windows starts from one that does. The request
+ * takes the receiver's next reply (a 200 unless the test queued another).
+ */
+export async function knownReceiver(t: TestApp, receiver: Receiver): Promise<void> {
+  const answer = await t.services.guard.request(receiver.url, {
+    method: 'POST',
+    body: SET_UP_BODY,
+    timeoutMs: 10_000,
+    maxResponseBytes: 1024,
+    onTooLarge: 'truncate',
+  });
+  assert.equal(answer.status, 200, 'the receiver answered the set-up request');
+  receiver.forget();
 }
 
 /** A test app whose webhook worker trusts the test CA, may reach 127.0.0.1 and polls fast. */
@@ -131,11 +155,16 @@ export function faultedWorkerPerTest(): FaultedWorker {
     },
     async lane(name, respond) {
       const t = started();
-      const receiver = await startReceiver({ respond });
+      // The set-up request of `knownReceiver` is answered at once, whatever the lane's own replies.
+      const receiver = await startReceiver({
+        respond: (request, index) =>
+          request.body.toString() === SET_UP_BODY ? { status: 200, body: 'ok' } : respond(request, index),
+      });
       receivers.push(receiver);
       const instance = await t.newInstance('test', name);
       const set = await t.call('POST', `/v1/webhook?from=${instance.id}`, { webhookUrl: receiver.url });
       assert.equal(set.status, 200);
+      await knownReceiver(t, receiver);
       return { instance, receiver };
     },
     holding: () => () =>
