@@ -60,7 +60,10 @@ export interface ParleyClientOptions {
   retries?: number | Partial<RetryPolicy> | undefined;
   /** Time limit of each attempt, ms; past it the attempt counts as a failure before any answer. Default: none. */
   timeoutMs?: number | undefined;
-  /** Headers sent on every request. */
+  /**
+   * Headers sent on every request. Those the client makes (`authorization`, `x-instance-id`, `idempotency-key`,
+   * `content-type`) and a call's own `headers` replace the one of the same name here, whatever its case.
+   */
   headers?: Record<string, string> | undefined;
 }
 

@@ -3,6 +3,11 @@
  * bytes), sent with bounded retries, and the answer unwrapped from parley's envelope or raised as a
  * {@link ParleyError} (docs/decisions/0032-client-library.md).
  *
+ * Headers: the client's defaults, the connection's `headers`, then what the call makes (`authorization`,
+ * `x-instance-id`, `idempotency-key`, `content-type`), then the call's own `headers`; a later layer replaces an
+ * earlier one's header of the same name, whatever case either spells it in (RFC 9110 section 5.1: names are
+ * case-insensitive), so a caller's `Idempotency-Key` is the call's key (docs/client.md "Retries and idempotency").
+ *
  * Retries: a POST carries an `Idempotency-Key`, made once per call and sent again on each retry, so parley carries the
  * operation out at most once (docs/decisions/0010-idempotency.md). Retried, for every method: a failure before any
  * answer (connection refused or reset, the per-attempt timeout), 429 and 503, each after a backoff that honours
@@ -72,7 +77,7 @@ export interface Connection {
   retry: RetryPolicy;
   /** Per-attempt time limit, ms; undefined: none. An attempt past it counts as a failure before any answer. */
   timeoutMs: number | undefined;
-  /** Headers sent on every request. */
+  /** Headers sent on every request; the call's own and those the client makes replace them (see {@link send}). */
   headers: Record<string, string>;
 }
 
@@ -90,11 +95,14 @@ export interface CallSpec {
   body?: unknown;
   /** The instance (`x-instance-id`); undefined: the connection's. */
   instance?: string | undefined;
-  /** Extra headers, sent last (they win). */
+  /**
+   * Extra headers, the last layer: each replaces the header of the same name, in any case, that the connection or
+   * the client would send (an `Idempotency-Key` given here is the call's key).
+   */
   headers?: Record<string, string> | undefined;
   /** Cancels the call and its retries. */
   signal?: AbortSignal | undefined;
-  /** The `Idempotency-Key` of a POST; undefined: a new UUID. */
+  /** The `Idempotency-Key` of a POST; undefined: an `idempotency-key` of `headers`, else a new UUID. */
   idempotencyKey?: string | undefined;
   /**
    * Called with the successful answer before its `data` is resolved, for what only its headers say (the event log's
@@ -126,6 +134,26 @@ export function resolvePath(spec: Pick<CallSpec, 'path' | 'pathParams' | 'query'
 /** A new random UUID (Web Crypto's, present in Node 20, browsers, Deno and Bun). */
 function randomKey(): string {
   return crypto.randomUUID();
+}
+
+/**
+ * The headers of `layers` merged, a later layer's header replacing an earlier one's of the same name whatever case
+ * either spells it in (header names are case-insensitive, RFC 9110 section 5.1); an undefined layer adds nothing.
+ * → the headers, their names in lower case (as a `Headers` object gives them).
+ * @throws TypeError for a name or value a `Headers` object refuses (a line break in a value, say).
+ */
+export function mergeHeaders(
+  ...layers: (Readonly<Record<string, string>> | undefined)[]
+): Record<string, string> {
+  const headers = new Headers();
+  for (const layer of layers) {
+    for (const [name, value] of Object.entries(layer ?? {})) headers.set(name, value);
+  }
+  const merged: Record<string, string> = {};
+  headers.forEach((value, name) => {
+    merged[name] = value;
+  });
+  return merged;
 }
 
 /**
@@ -245,24 +273,21 @@ function attemptSignal(
  * @throws ParleyError for an answer outside 2xx that is not retried, or once the retries are spent.
  * @throws ParleyNetworkError when no attempt got an answer.
  * @throws the signal's reason when `spec.signal` aborts.
- * @throws TypeError for a path parameter without a value.
+ * @throws TypeError for a path parameter without a value, or a header name or value `Headers` refuses.
  */
 export async function send(connection: Connection, spec: CallSpec): Promise<unknown> {
   const method = spec.method.toUpperCase();
   const path = resolvePath(spec);
-  const headers: Record<string, string> = {
-    accept: 'application/json',
-    ...connection.headers,
-    authorization: `Bearer ${connection.apiKey}`,
-  };
-  const instance = spec.instance ?? connection.instance;
-  if (instance !== undefined) headers[INSTANCE_ID_HEADER] = instance;
-  const idempotencyKey = method === 'POST' ? (spec.idempotencyKey ?? randomKey()) : undefined;
-  if (idempotencyKey !== undefined) headers['idempotency-key'] = idempotencyKey;
   // Serialised once: a retry must send the same bytes, or parley answers 422 (the key's fingerprint covers them).
   const body = spec.body === undefined ? undefined : JSON.stringify(spec.body);
-  if (body !== undefined) headers['content-type'] = 'application/json';
-  Object.assign(headers, spec.headers);
+  const made: Record<string, string> = { authorization: `Bearer ${connection.apiKey}` };
+  const instance = spec.instance ?? connection.instance;
+  if (instance !== undefined) made[INSTANCE_ID_HEADER] = instance;
+  if (method === 'POST') made['idempotency-key'] = spec.idempotencyKey ?? randomKey();
+  if (body !== undefined) made['content-type'] = 'application/json';
+  const headers = mergeHeaders({ accept: 'application/json' }, connection.headers, made, spec.headers);
+  // The key the attempts carry, the caller's own header included, is the one an error reports.
+  const idempotencyKey = method === 'POST' ? headers['idempotency-key'] : undefined;
   const url = `${connection.baseUrl}${path}`;
   const policy = connection.retry;
   for (let attempt = 1; ; attempt++) {

@@ -8,7 +8,14 @@
  */
 import { ParleyError, ParleyNetworkError } from './errors.js';
 import type { EventBatch, EventReadRequest, EventTransport, InstancePin, ReadEventPage } from './events.js';
-import { type Connection, INSTANCE_ID_HEADER, parseRetryAfter, type RetryPolicy, sleep } from './http.js';
+import {
+  type Connection,
+  INSTANCE_ID_HEADER,
+  mergeHeaders,
+  parseRetryAfter,
+  type RetryPolicy,
+  sleep,
+} from './http.js';
 import type { LoggedEvent } from './types.js';
 
 /** How long a stream may stay silent before it counts as broken, ms: three of the server's 15 s heartbeats. */
@@ -174,14 +181,15 @@ export function createStreamTransport(options: StreamTransportOptions): EventTra
         if (types !== undefined) query.set('types', types);
         const path = `/v1/events/stream?${query}`;
         const info = { method: 'GET', path, attempts: failures + 1, idempotencyKey: undefined };
-        const headers: Record<string, string> = {
-          ...connection.headers,
+        const made: Record<string, string> = {
           accept: 'text/event-stream',
           authorization: `Bearer ${connection.apiKey}`,
         };
         // The instance the backlog (or an earlier stream) was read from: a reconnect never lands in another's log.
         const instance = options.pin.instance;
-        if (instance !== undefined) headers[INSTANCE_ID_HEADER] = instance;
+        if (instance !== undefined) made[INSTANCE_ID_HEADER] = instance;
+        // What the stream needs replaces the connection's header of the same name, in whatever case it is spelt.
+        const headers = mergeHeaders(connection.headers, made);
         // One controller per connection: the idle timer and the caller's signal both end it.
         const controller = new AbortController();
         const onAbort = () => controller.abort(request.signal?.reason);
