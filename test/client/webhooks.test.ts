@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Webhook } from 'standardwebhooks';
+import { Headers as UndiciHeaders } from 'undici';
 import { hmacHex, webhookHeaders } from '../../src/webhooks/signing.ts';
 import { verifyHmacSignature, verifyStandardSignature } from '../../src/webhooks/verify.ts';
 import { loginSandbox } from '../support/app.ts';
@@ -82,6 +83,29 @@ describe('verifyWebhook (@parley/client)', () => {
       });
       assert.equal(verified.payload.sequence, 42);
     }
+  });
+
+  it("takes the headers as a Headers object of another realm or package (undici's), or anything with get()", async () => {
+    const headers = signed();
+    const record = new Map(Object.entries(headers));
+    for (const given of [
+      new UndiciHeaders(headers),
+      { get: (name: string) => record.get(name.toLowerCase()) ?? null },
+    ]) {
+      const verified = await client.verifyWebhook({
+        body: BODY,
+        headers: given,
+        hmacKey: HMAC_KEY,
+        now: NOW_S * 1000,
+      });
+      assert.equal(verified.id, ID);
+    }
+    const unsigned = new UndiciHeaders(headers);
+    unsigned.delete('x-hmac-signature');
+    await assert.rejects(
+      client.verifyWebhook({ body: BODY, headers: unsigned, hmacKey: HMAC_KEY, now: NOW_S * 1000 }),
+      { name: 'WebhookVerificationError', message: 'x-hmac-signature is missing' },
+    );
   });
 
   it('keys with non-ASCII characters are used as their UTF-8 bytes, as parley signs', async () => {

@@ -15,8 +15,14 @@ import type { WebhookEvent } from './types.js';
 /** Largest distance between `webhook-timestamp` and the receiver's clock, seconds (Standard Webhooks: 5 minutes). */
 export const WEBHOOK_TOLERANCE_SECONDS = 300;
 
-/** Request headers in any common shape: a Fetch `Headers`, or Node's `IncomingHttpHeaders`-like record. */
-export type HeadersLike = Headers | Record<string, string | string[] | undefined>;
+/**
+ * Request headers in any common shape: a Fetch `Headers` (of any realm or package: anything with a `get(name)`
+ * method, such as undici's), or Node's `IncomingHttpHeaders`-like record.
+ */
+export type HeadersLike =
+  | Headers
+  | { get(name: string): string | null }
+  | Record<string, string | string[] | undefined>;
 
 /** What {@link verifyWebhook} checks. */
 export interface VerifyWebhookInput {
@@ -58,9 +64,17 @@ export class WebhookVerificationError extends Error {
   override name = 'WebhookVerificationError';
 }
 
+/**
+ * Whether `headers` is a `Headers` object: told by its `get` method rather than `instanceof`, which another realm's
+ * or package's `Headers` (undici's, a polyfill's) fails.
+ */
+function isHeadersObject(headers: HeadersLike): headers is { get(name: string): string | null } {
+  return typeof (headers as { get?: unknown }).get === 'function';
+}
+
 /** A header's value (the first, when repeated), by case-insensitive name. */
 function header(headers: HeadersLike, name: string): string | undefined {
-  if (typeof Headers !== 'undefined' && headers instanceof Headers) return headers.get(name) ?? undefined;
+  if (isHeadersObject(headers)) return headers.get(name) ?? undefined;
   const record = headers as Record<string, string | string[] | undefined>;
   const key = Object.keys(record).find((k) => k.toLowerCase() === name);
   const value = key === undefined ? undefined : record[key];
