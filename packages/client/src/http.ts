@@ -9,14 +9,17 @@
  * case-insensitive), so a caller's `Idempotency-Key` is the call's key (docs/client.md "Retries and idempotency").
  *
  * Retries: a POST carries an `Idempotency-Key`, made once per call and sent again on each retry, so parley carries the
- * operation out at most once (docs/decisions/0010-idempotency.md). Retried, for every method: a failure before any
- * answer (connection refused or reset, the per-attempt timeout), 429 and 503, each after a backoff that honours
- * `Retry-After`; and, for a POST, the 409 `a request with this Idempotency-Key is in progress` that a retry gets while
- * the first attempt (whose answer was lost) is still running: the retry after it replays that attempt's answer
- * (docs/api.md "Idempotency"). Never retried: any other status (400, 401, 403, 404, other 409s, 422, …, 500, 502,
- * 504).
+ * operation out at most once (docs/decisions/0010-idempotency.md). Retried, for every method (GET, POST, PUT, PATCH,
+ * DELETE): a failure before any answer (connection refused or reset, the per-attempt timeout), 429 and 503, each
+ * after a backoff that honours `Retry-After`; and, for a POST, the 409 `a request with this Idempotency-Key is in
+ * progress` that a retry gets while the first attempt (whose answer was lost) is still running: the retry after it
+ * replays that attempt's answer (docs/api.md "Idempotency"). Never retried: any other status (400, 401, 403, 404,
+ * other 409s, 422, …, 500, 502, 504). parley keeps answers for a key on POSTs only, so the other methods are retried
+ * because they are idempotent: a PATCH of parley sets the fields it names to the values given, and a DELETE that
+ * meets 404 after an attempt whose answer was lost raises {@link ParleyOutcomeUnknownError}, since that attempt may
+ * be what deleted it (docs/decisions/0092-client-retries-of-patch-and-delete.md).
  */
-import { type CallInfo, ParleyError, ParleyNetworkError } from './errors.js';
+import { type CallInfo, ParleyError, ParleyNetworkError, ParleyOutcomeUnknownError } from './errors.js';
 
 /** The `fetch` the client calls: the global one, or any function of the same shape (a test double, a proxy agent). */
 export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
@@ -270,6 +273,7 @@ function attemptSignal(
 /**
  * Makes one logical call: builds the request once, sends it, retries as the module comment says, and resolves with
  * the answer's `data` (see {@link resultOf}).
+ * @throws ParleyOutcomeUnknownError for a DELETE answered 404 after an attempt that got no answer.
  * @throws ParleyError for an answer outside 2xx that is not retried, or once the retries are spent.
  * @throws ParleyNetworkError when no attempt got an answer.
  * @throws the signal's reason when `spec.signal` aborts.
@@ -290,6 +294,8 @@ export async function send(connection: Connection, spec: CallSpec): Promise<unkn
   const idempotencyKey = method === 'POST' ? headers['idempotency-key'] : undefined;
   const url = `${connection.baseUrl}${path}`;
   const policy = connection.retry;
+  /** Attempts that got no answer: each may have been carried out. */
+  let unanswered = 0;
   for (let attempt = 1; ; attempt++) {
     spec.signal?.throwIfAborted();
     const info: CallInfo = { method, path, attempts: attempt, idempotencyKey };
@@ -306,6 +312,7 @@ export async function send(connection: Connection, spec: CallSpec): Promise<unkn
       answer = await readAnswer(response);
     } catch (error) {
       spec.signal?.throwIfAborted();
+      unanswered++;
       if (!retriesLeft) throw new ParleyNetworkError(info, error);
       await sleep(backoff(policy, attempt), spec.signal);
       continue;
@@ -315,6 +322,9 @@ export async function send(connection: Connection, spec: CallSpec): Promise<unkn
       return resultOf(answer);
     }
     const failure = errorOf(answer, info);
+    if (method === 'DELETE' && failure.status === 404 && unanswered > 0) {
+      throw new ParleyOutcomeUnknownError(failure, unanswered);
+    }
     if (!retriesLeft || !retried(failure, idempotencyKey)) throw failure;
     const asked = failure.retryAfter;
     if (asked !== undefined && asked > policy.maxRetryAfterSeconds) throw failure;

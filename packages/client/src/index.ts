@@ -22,6 +22,7 @@ export {
   ParleyError,
   type ParleyErrorCode,
   ParleyNetworkError,
+  ParleyOutcomeUnknownError,
 } from './errors.js';
 export {
   createPollingTransport,

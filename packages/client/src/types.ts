@@ -5,8 +5,11 @@
  */
 import type { components, paths } from './schema.js';
 
-/** An HTTP method the API uses, in the lower case of the generated schema. */
-export type HttpMethod = 'get' | 'post' | 'put' | 'delete';
+/**
+ * An HTTP method the API uses, in the lower case of the generated schema: `patch` changes the fields it names of an
+ * instance, a webhook endpoint or a label (docs/api.md).
+ */
+export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
 /**
  * The paths the client calls: the `/v1` API and the health checks. The gateway form's paths (docs/gateway.md) and
