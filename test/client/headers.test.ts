@@ -38,7 +38,7 @@ describe('@parley/client request headers, names in any case', () => {
     client = (await builtClient()).module;
   });
 
-  it("a call's Idempotency-Key header, in any case, is the call's key: sent alone, kept on retries, on the error", async () => {
+  it("a call's Idempotency-Key header, in any case, is its key: sent alone, on retries, on errors", async () => {
     const server = fakeServer((_url, index) =>
       index === 0 ? errorAnswer(503, 'the store is unavailable right now; retry shortly') : okAnswer({}),
     );
@@ -72,7 +72,7 @@ describe('@parley/client request headers, names in any case', () => {
     assert.equal(refused.sent[0]?.get('idempotency-key'), 'k-7');
   });
 
-  it('each layer replaces the one before it, whatever the case: defaults, client headers, what the call makes, call headers', async () => {
+  it("each layer replaces the one before, in any case: defaults, client's, made, the call's", async () => {
     const server = fakeServer(() => okAnswer({ connected: true }));
     const parley = client.createParleyClient({
       baseUrl: 'http://parley.test',
@@ -134,7 +134,7 @@ for (const dialect of testDialects()) {
   describe(`@parley/client headers against a running parley (${dialect})`, () => {
     const server = runningParley(dialect);
 
-    it("a send given its key as headers { 'Idempotency-Key' } is carried out once across two runs of the caller", async () => {
+    it("a send keyed by headers { 'Idempotency-Key' } is carried out once across two runs", async () => {
       const text = `order 1042 shipped (${dialect})`;
       const runs = [recordingFetch(), recordingFetch()];
       for (const { fetch } of runs) {
@@ -159,7 +159,7 @@ for (const dialect of testDialects()) {
       );
     });
 
-    it("events() of a client naming its instance in headers ('X-Instance-Id') reads past its first page, then live", async () => {
+    it("events() with an 'X-Instance-Id' client header reads past its first page, then live", async () => {
       const parley = server.clientWith();
       const { next } = await parley.eventsPage({ limit: 1000 });
       for (const body of ['page one', 'page two']) {

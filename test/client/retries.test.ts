@@ -102,7 +102,7 @@ for (const dialect of testDialects()) {
       assert.equal(await server.stored(late), 1);
     });
 
-    it('a DELETE whose answer was lost and whose retry meets 404 rejects with ParleyOutcomeUnknownError, a ParleyError 404', async () => {
+    it('a DELETE whose answer was lost, retried into a 404, rejects with ParleyOutcomeUnknownError', async () => {
       const manager = server.clientWith({ apiKey: await server.t.newKey({ scopes: ['instances:manage'] }) });
       const made = await manager.post('/v1/instances', { body: { name: `to delete ${dialect}` } });
       const { fetch, seen } = recordingFetch(async (_attempt, index, real) => {
@@ -166,7 +166,7 @@ for (const dialect of testDialects()) {
       });
     });
 
-    it('a PATCH whose answer was lost is retried (it sets the fields it names) and resolves with the state it set', async () => {
+    it('a PATCH whose answer was lost is retried and resolves with the state it set', async () => {
       const manager = server.clientWith({ apiKey: await server.t.newKey({ scopes: ['instances:manage'] }) });
       const made = await manager.post('/v1/instances', { body: { name: `to rename ${dialect}` } });
       const { fetch, seen } = recordingFetch(async (_attempt, index, real) => {
