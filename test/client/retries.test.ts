@@ -102,6 +102,104 @@ for (const dialect of testDialects()) {
       assert.equal(await server.stored(late), 1);
     });
 
+    it('a DELETE whose answer was lost, retried into a 404, rejects with ParleyOutcomeUnknownError', async () => {
+      const manager = server.clientWith({ apiKey: await server.t.newKey({ scopes: ['instances:manage'] }) });
+      const made = await manager.post('/v1/instances', { body: { name: `to delete ${dialect}` } });
+      const { fetch, seen } = recordingFetch(async (_attempt, index, real) => {
+        const response = await real();
+        if (index > 0) return response;
+        await response.arrayBuffer(); // parley deleted it; the answer is lost on the way
+        throw new TypeError('fetch failed', { cause: new Error('socket hang up') });
+      });
+      const lossy = server.clientWith({
+        fetch,
+        apiKey: await server.t.newKey({ scopes: ['instances:manage'] }),
+        retries: { minDelayMs: 1 },
+      });
+      const error = await lossy.delete('/v1/instances/{id}', { path: { id: made.id } }).then(
+        () => assert.fail('resolved'),
+        (e: unknown) => e,
+      );
+      assert.ok(error instanceof server.client.ParleyOutcomeUnknownError, String(error));
+      assert.ok(
+        server.client.isParleyError(error, 404),
+        'code that treats a 404 of a DELETE as done keeps working',
+      );
+      assert.equal(error.name, 'ParleyOutcomeUnknownError');
+      assert.equal(error.code, 'not_found');
+      assert.equal(error.message, 'instance not found');
+      assert.equal(error.method, 'DELETE');
+      assert.equal(error.attempts, 2);
+      assert.equal(error.unansweredAttempts, 1);
+      assert.deepEqual(
+        seen.map((s) => [s.method, s.status, s.headers['idempotency-key']]),
+        [
+          ['DELETE', 200, undefined],
+          ['DELETE', 404, undefined],
+        ],
+      );
+      const { instances } = await manager.get('/v1/instances');
+      assert.ok(!instances.some((i) => i.id === made.id), 'the lost attempt deleted it');
+
+      // A 404 with every attempt answered is the plain answer: nothing was deleted by this call.
+      const again = await manager.delete('/v1/instances/{id}', { path: { id: made.id } }).then(
+        () => assert.fail('resolved'),
+        (e: unknown) => e,
+      );
+      assert.ok(server.client.isParleyError(again, 404), String(again));
+      assert.ok(!(again instanceof server.client.ParleyOutcomeUnknownError));
+
+      // A DELETE whose lost attempt never reached parley resolves with its retry's answer.
+      const kept = await manager.post('/v1/instances', { body: { name: `to delete later ${dialect}` } });
+      const refused = recordingFetch(async (_attempt, index, real) => {
+        if (index === 0) throw new TypeError('fetch failed', { cause: new Error('connect ECONNREFUSED') });
+        return real();
+      });
+      const retried = server.clientWith({
+        fetch: refused.fetch,
+        apiKey: await server.t.newKey({ scopes: ['instances:manage'] }),
+        retries: { minDelayMs: 1 },
+      });
+      assert.deepEqual(await retried.delete('/v1/instances/{id}', { path: { id: kept.id } }), {
+        details: 'Instance deleted',
+        id: kept.id,
+      });
+    });
+
+    it('a PATCH whose answer was lost is retried and resolves with the state it set', async () => {
+      const manager = server.clientWith({ apiKey: await server.t.newKey({ scopes: ['instances:manage'] }) });
+      const made = await manager.post('/v1/instances', { body: { name: `to rename ${dialect}` } });
+      const { fetch, seen } = recordingFetch(async (_attempt, index, real) => {
+        const response = await real();
+        if (index > 0) return response;
+        await response.arrayBuffer(); // parley renamed it; the answer is lost on the way
+        throw new TypeError('fetch failed', { cause: new Error('socket hang up') });
+      });
+      const lossy = server.clientWith({
+        fetch,
+        apiKey: await server.t.newKey({ scopes: ['instances:manage'] }),
+        retries: { minDelayMs: 1 },
+      });
+      const renamed = await lossy.patch('/v1/instances/{id}', {
+        path: { id: made.id },
+        body: { name: `renamed ${dialect}` },
+      });
+      assert.equal(renamed.id, made.id);
+      assert.equal(renamed.name, `renamed ${dialect}`);
+      assert.deepEqual(
+        seen.map((s) => [s.method, s.status, s.body, s.headers['idempotency-key']]),
+        [
+          ['PATCH', 200, JSON.stringify({ name: `renamed ${dialect}` }), undefined],
+          ['PATCH', 200, JSON.stringify({ name: `renamed ${dialect}` }), undefined],
+        ],
+      );
+      assert.equal(
+        (await manager.get('/v1/instances/{id}', { path: { id: made.id } })).name,
+        `renamed ${dialect}`,
+      );
+      await manager.delete('/v1/instances/{id}', { path: { id: made.id } });
+    });
+
     it('GETs are retried on 429 after Retry-After; a Retry-After beyond the limit is raised at once', async () => {
       const { fetch, seen } = recordingFetch(async (_attempt, index, real) =>
         index === 0 ? errorAnswer(429, 'rate limit exceeded', { 'retry-after': '1' }) : real(),

@@ -169,3 +169,42 @@ for (const dialect of testDialects()) {
     });
   });
 }
+
+describe('serverSentEvents of @parley/client (the parser of the event stream)', () => {
+  let client: ClientModule;
+  before(async () => {
+    client = (await builtClient()).module;
+  });
+
+  /** The events `chunks`, each read as one chunk of the body, parse to. */
+  const parse = async (chunks: string[]) => {
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (const chunk of chunks) controller.enqueue(new TextEncoder().encode(chunk));
+        controller.close();
+      },
+    });
+    const events: unknown[] = [];
+    for await (const event of client.serverSentEvents(body)) events.push(event);
+    return events;
+  };
+
+  it('a CR LF split between two chunks is one end of line (WHATWG HTML 9.2.6), wherever the body is cut', async () => {
+    const data = JSON.stringify({ error: { code: 401, message: 'invalid API key' } });
+    const whole = `event: end\r\ndata: ${data}\r\n\r\n`;
+    for (let cut = 0; cut <= whole.length; cut++) {
+      assert.deepEqual(
+        await parse([whole.slice(0, cut), whole.slice(cut)]),
+        [{ event: 'end', data, id: undefined }],
+        `cut after ${JSON.stringify(whole.slice(0, cut))}`,
+      );
+    }
+  });
+
+  it('a CR alone ends a line, the last one of the body included (not held for a LF that never comes)', async () => {
+    assert.deepEqual(await parse(['id: 7\rdata: a\r\r', 'data: b\r', '\r']), [
+      { event: 'message', data: 'a', id: '7' },
+      { event: 'message', data: 'b', id: undefined },
+    ]);
+  });
+});

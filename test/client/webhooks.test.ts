@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { Webhook } from 'standardwebhooks';
+import { Headers as UndiciHeaders } from 'undici';
 import { hmacHex, webhookHeaders } from '../../src/webhooks/signing.ts';
 import { verifyHmacSignature, verifyStandardSignature } from '../../src/webhooks/verify.ts';
 import { loginSandbox } from '../support/app.ts';
@@ -82,6 +84,29 @@ describe('verifyWebhook (@parley/client)', () => {
       });
       assert.equal(verified.payload.sequence, 42);
     }
+  });
+
+  it("reads a Headers object of another package (undici's), or anything with get()", async () => {
+    const headers = signed();
+    const record = new Map(Object.entries(headers));
+    for (const given of [
+      new UndiciHeaders(headers),
+      { get: (name: string) => record.get(name.toLowerCase()) ?? null },
+    ]) {
+      const verified = await client.verifyWebhook({
+        body: BODY,
+        headers: given,
+        hmacKey: HMAC_KEY,
+        now: NOW_S * 1000,
+      });
+      assert.equal(verified.id, ID);
+    }
+    const unsigned = new UndiciHeaders(headers);
+    unsigned.delete('x-hmac-signature');
+    await assert.rejects(
+      client.verifyWebhook({ body: BODY, headers: unsigned, hmacKey: HMAC_KEY, now: NOW_S * 1000 }),
+      { name: 'WebhookVerificationError', message: 'x-hmac-signature is missing' },
+    );
   });
 
   it('keys with non-ASCII characters are used as their UTF-8 bytes, as parley signs', async () => {
@@ -182,6 +207,112 @@ describe('verifyWebhook (@parley/client)', () => {
       await assert.rejects(client.verifyWebhook({ body: BODY, headers: signed(), ...keys }), TypeError);
     }
   });
+
+  it('refuses an empty key with a TypeError naming it, before reading the request', async () => {
+    for (const hmacKey of ['', new Uint8Array(0)]) {
+      await assert.rejects(client.verifyWebhook({ body: BODY, headers: {}, hmacKey }), {
+        name: 'TypeError',
+        message: 'hmacKey must not be empty',
+      });
+    }
+    for (const secret of ['', 'whsec_']) {
+      await assert.rejects(client.verifyWebhook({ body: BODY, headers: {}, secret }), {
+        name: 'TypeError',
+        message: 'secret must be whsec_ followed by the base64 of the HMAC key',
+      });
+    }
+  });
+});
+
+describe("verifyWebhook (@parley/client) of a webhook endpoint's request, with its whsec_ secret", () => {
+  let client: ClientModule;
+  before(async () => {
+    client = (await builtClient()).module;
+  });
+
+  /** An endpoint secret as POST /v1/webhooks answers it: whsec_ and the base64 of 32 bytes. */
+  const SECRET = `whsec_${Buffer.from('0123456789abcdef0123456789abcdef', 'utf8').toString('base64')}`;
+  /** The headers parley sends to the endpoint for `body` signed at `seconds` with `secret`. */
+  const endpointSigned = (body = BODY, seconds = NOW_S, secret = SECRET) =>
+    webhookHeaders({ id: ID, timestampSeconds: seconds, body, hmacKey: null, endpointSecret: secret });
+
+  it('accepts what parley signs, the HMAC docs/api.md describes, as standardwebhooks does', async () => {
+    const headers = endpointSigned();
+    assert.equal(headers['x-hmac-signature'], undefined, 'an endpoint request carries no x-hmac-signature');
+    // docs/api.md "Webhook endpoints": HMAC-SHA256 of `${id}.${timestamp}.${body}`, keyed by the base64 part decoded
+    const key = Buffer.from(SECRET.slice('whsec_'.length), 'base64');
+    const mac = createHmac('sha256', key).update(`${ID}.${NOW_S}.${BODY}`).digest('base64');
+    assert.equal(headers['webhook-signature'], `v1,${mac}`);
+    assert.deepEqual(await client.verifyWebhook({ body: BODY, headers, secret: SECRET, now: NOW_S * 1000 }), {
+      id: ID,
+      timestamp: NOW_S,
+      payload: JSON.parse(BODY),
+    });
+
+    // signed now, so the standardwebhooks package (which reads the real clock) checks the same request
+    const nowSeconds = Math.floor(Date.now() / 1000);
+    const fresh = endpointSigned(BODY, nowSeconds);
+    assert.deepEqual(new Webhook(SECRET).verify(BODY, fresh), JSON.parse(BODY));
+    assert.equal(
+      (await client.verifyWebhook({ body: BODY, headers: new Headers(fresh), secret: SECRET })).id,
+      ID,
+    );
+  });
+
+  it("with the instance's HMAC key as a secret, x-hmac-signature is checked when present, not required", async () => {
+    const secret = `whsec_${Buffer.from(HMAC_KEY, 'utf8').toString('base64')}`;
+    const headers = signed();
+    assert.equal((await client.verifyWebhook({ body: BODY, headers, secret, now: NOW_S * 1000 })).id, ID);
+    const { 'x-hmac-signature': _, ...withoutHex } = headers;
+    assert.equal(
+      (await client.verifyWebhook({ body: BODY, headers: withoutHex, secret, now: NOW_S * 1000 })).id,
+      ID,
+    );
+  });
+
+  it('refuses another body, secret or time, no webhook-signature, a wrong x-hmac-signature', async () => {
+    const tampered = BODY.replace('42', '43');
+    const { 'webhook-signature': _, ...unsigned } = endpointSigned();
+    const cases: [string, string, Record<string, string>, string][] = [
+      ['another body', tampered, endpointSigned(), 'webhook-signature does not match the body'],
+      [
+        'another secret',
+        BODY,
+        endpointSigned(
+          BODY,
+          NOW_S,
+          `whsec_${Buffer.from('another-32-byte-endpoint-secret!').toString('base64')}`,
+        ),
+        'webhook-signature does not match the body',
+      ],
+      [
+        '301 s old',
+        BODY,
+        endpointSigned(BODY, NOW_S - 301),
+        'webhook-timestamp is more than 300 seconds from this clock',
+      ],
+      ['no webhook-signature', BODY, unsigned, 'webhook-signature is missing'],
+      [
+        'an x-hmac-signature of another body',
+        BODY,
+        { ...endpointSigned(), 'x-hmac-signature': hmacHex(HMAC_KEY, BODY) },
+        'x-hmac-signature does not match the body',
+      ],
+    ];
+    for (const [what, body, headers, reason] of cases) {
+      const error = await client.verifyWebhook({ body, headers, secret: SECRET, now: NOW_S * 1000 }).then(
+        () => assert.fail(`${what}: accepted`),
+        (e: unknown) => e,
+      );
+      assert.ok(error instanceof client.WebhookVerificationError, `${what}: ${String(error)}`);
+      assert.equal(error.message, reason, what);
+    }
+    // the endpoint's secret given as an hmacKey still requires x-hmac-signature, which an endpoint never sends
+    await assert.rejects(
+      client.verifyWebhook({ body: BODY, headers: endpointSigned(), hmacKey: HMAC_KEY, now: NOW_S * 1000 }),
+      { name: 'WebhookVerificationError', message: 'x-hmac-signature is missing' },
+    );
+  });
 });
 
 for (const dialect of testDialects()) {
@@ -232,6 +363,57 @@ for (const dialect of testDialects()) {
       await assert.rejects(late, { name: 'WebhookVerificationError' });
       assert.deepEqual(await parley.webhook.remove(), { details: 'Webhook removed' });
       assert.equal((await parley.webhook.get()).webhook, '');
+    });
+
+    it('accepts what parley posted to a webhook endpoint, with its secret; patch() disables it', async () => {
+      const receiver = await startReceiver();
+      const t = await createWebhookApp({ dialect });
+      after(async () => {
+        await t.close();
+        await receiver.close();
+      });
+      await loginSandbox(t);
+      const baseUrl = await t.app.listen({ port: 0, host: '127.0.0.1' });
+      const parley = client.createParleyClient({ baseUrl, apiKey: t.key });
+      const endpoint = await parley.post('/v1/webhooks', {
+        body: { url: receiver.url, events: ['Message'] },
+      });
+      assert.match(endpoint.secret, /^whsec_/);
+      await t.services.recorder.record(t.instance.id, textMessage('signed for an endpoint'));
+      const [request] = await receiver.waitFor(
+        (requests) => requests.some((r) => r.body.includes('signed for an endpoint')),
+        10_000,
+      );
+      assert.ok(request);
+      assert.equal(
+        request.headers['x-hmac-signature'],
+        undefined,
+        'an endpoint request carries one signature',
+      );
+      const verified = await client.verifyWebhook({
+        body: request.body,
+        headers: request.headers,
+        secret: endpoint.secret,
+        now: t.clock(),
+      });
+      assert.equal(verified.id, request.headers['webhook-id']);
+      assert.equal(verified.payload.type, 'Message');
+      await assert.rejects(
+        client.verifyWebhook({
+          body: request.body,
+          headers: request.headers,
+          secret: `whsec_${Buffer.from('not-the-endpoint-secret-32-bytes').toString('base64')}`,
+          now: t.clock(),
+        }),
+        { name: 'WebhookVerificationError', message: 'webhook-signature does not match the body' },
+      );
+
+      const disabled = await parley.patch('/v1/webhooks/{id}', {
+        path: { id: endpoint.id },
+        body: { enabled: false },
+      });
+      assert.equal(disabled.enabled, false);
+      assert.equal((await parley.get('/v1/webhooks/{id}', { path: { id: endpoint.id } })).enabled, false);
     });
   });
 }

@@ -107,6 +107,20 @@ export function useAction() {
   return { busy, error, ok, run };
 }
 
+/**
+ * Orders overlapping reads of one thing (a list read again on a pushed event while the reader changes its filter or
+ * page): `begin()` starts a read and returns `latest()`, true while no read of the same hook began after it. A read
+ * applies its answer, or shows its error, only while `latest()` holds, so an older read that answers last never
+ * replaces what a newer one showed (docs/dashboard.md "Live updates").
+ */
+export function useLatestRead(): () => () => boolean {
+  const last = useRef(0);
+  return () => {
+    const read = ++last.current;
+    return () => read === last.current;
+  };
+}
+
 /** A titled section of a page. */
 export function Section(props: { title: string; children: ComponentChildren }) {
   const id = `section-${props.title.toLowerCase().replace(/[^a-z0-9]+/g, '-')}`;

@@ -1,8 +1,8 @@
 /**
  * `createParleyClient`: parley's HTTP API as typed calls (docs/client.md, docs/decisions/0032-client-library.md).
- * Every route is reachable through the generic `request` / `get` / `post` / `put` / `delete`, typed by the schema
- * generated from `/openapi.json`; the common operations also have methods of their own. Every call resolves with
- * the `data` of parley's envelope and raises a {@link ParleyError} for an error answer.
+ * Every route is reachable through the generic `request` / `get` / `post` / `put` / `patch` / `delete`, typed by
+ * the schema generated from `/openapi.json`; the common operations also have methods of their own. Every call
+ * resolves with the `data` of parley's envelope and raises a {@link ParleyError} for an error answer.
  */
 import { ParleyError } from './errors.js';
 import {
@@ -60,7 +60,10 @@ export interface ParleyClientOptions {
   retries?: number | Partial<RetryPolicy> | undefined;
   /** Time limit of each attempt, ms; past it the attempt counts as a failure before any answer. Default: none. */
   timeoutMs?: number | undefined;
-  /** Headers sent on every request. */
+  /**
+   * Headers sent on every request. Those the client makes (`authorization`, `x-instance-id`, `idempotency-key`,
+   * `content-type`) and a call's own `headers` replace the one of the same name here, whatever its case.
+   */
   headers?: Record<string, string> | undefined;
 }
 
@@ -95,7 +98,8 @@ export interface ParleyClient {
    * Calls any route: `request('post', '/v1/sandbox/scan', { body: { phone } })`. The path, its `query`, `path`
    * parameters and `body` are typed by the schema generated from `/openapi.json`; resolves with the answer's `data`.
    * @throws ParleyError for an error answer (after the retries of 429/503); ParleyNetworkError when no attempt got an
-   * answer; the signal's reason when `signal` aborts.
+   * answer; ParleyOutcomeUnknownError (a ParleyError) for a DELETE's 404 after an attempt that got no answer; the
+   * signal's reason when `signal` aborts; TypeError for a header name or value `Headers` refuses.
    */
   request<M extends HttpMethod, P extends PathsWith<M>>(
     method: M,
@@ -108,7 +112,16 @@ export interface ParleyClient {
   post: MethodCall<'post'>;
   /** `request('put', …)`. */
   put: MethodCall<'put'>;
-  /** `request('delete', …)`. */
+  /**
+   * `request('patch', …)`: changes the fields the body names (`PATCH /v1/instances/{id}`, `/v1/webhooks/{id}`,
+   * `/v1/labels/{id}`); retried like `put`, since each sets its fields to the values given
+   * (docs/decisions/0092-client-retries-of-patch-and-delete.md).
+   */
+  patch: MethodCall<'patch'>;
+  /**
+   * `request('delete', …)`. A 404 after an attempt that got no answer rejects with ParleyOutcomeUnknownError (that
+   * attempt may have deleted it; docs/decisions/0092-client-retries-of-patch-and-delete.md).
+   */
   delete: MethodCall<'delete'>;
 
   /**
@@ -256,6 +269,7 @@ export function createParleyClient(options: ParleyClientOptions): ParleyClient {
     get,
     post,
     put: method('put'),
+    patch: method('patch'),
     delete: method('delete'),
     sendText: (body, options) => post('/v1/messages/send', { ...sendOptions(options), body }),
     sendMedia: (kind, body, options) =>

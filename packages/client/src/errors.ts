@@ -128,6 +128,30 @@ export class ParleyError extends Error {
 }
 
 /**
+ * A DELETE that may have been carried out though its last answer is 404: an earlier attempt of the call got no answer
+ * (the connection failed, or `timeoutMs` passed, after the request went out) and a retry found nothing to delete.
+ * parley keeps answers for an `Idempotency-Key` on POSTs only (docs/api.md "Idempotency"), so the retry cannot be
+ * answered with the lost attempt's answer: that attempt most likely deleted it, but another client may have, or it
+ * may never have existed. Either way it is gone now. A {@link ParleyError} with parley's 404 (`status`, `code`
+ * `not_found` and `message` as sent), so code that treats a 404 of a DELETE as done keeps working
+ * (docs/decisions/0092-client-retries-of-patch-and-delete.md).
+ */
+export class ParleyOutcomeUnknownError extends ParleyError {
+  override name = 'ParleyOutcomeUnknownError';
+  /** How many attempts of the call got no answer before the 404 (at least 1); any of them may have deleted it. */
+  readonly unansweredAttempts: number;
+
+  /**
+   * @param notFound the 404 the retry got, as the client raised it.
+   * @param unansweredAttempts how many earlier attempts got no answer.
+   */
+  constructor(notFound: ParleyError, unansweredAttempts: number) {
+    super(notFound.status, notFound.message, notFound);
+    this.unansweredAttempts = unansweredAttempts;
+  }
+}
+
+/**
  * No answer from parley: every attempt failed before a response arrived (connection refused or reset, DNS, TLS, or
  * the per-attempt `timeoutMs` passed). `cause` is the last failure. A POST may still have been carried out; retry it
  * with the same {@link ParleyNetworkError.idempotencyKey} and parley answers the first outcome instead of acting

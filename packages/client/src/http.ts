@@ -3,15 +3,23 @@
  * bytes), sent with bounded retries, and the answer unwrapped from parley's envelope or raised as a
  * {@link ParleyError} (docs/decisions/0032-client-library.md).
  *
+ * Headers: the client's defaults, the connection's `headers`, then what the call makes (`authorization`,
+ * `x-instance-id`, `idempotency-key`, `content-type`), then the call's own `headers`; a later layer replaces an
+ * earlier one's header of the same name, whatever case either spells it in (RFC 9110 section 5.1: names are
+ * case-insensitive), so a caller's `Idempotency-Key` is the call's key (docs/client.md "Retries and idempotency").
+ *
  * Retries: a POST carries an `Idempotency-Key`, made once per call and sent again on each retry, so parley carries the
- * operation out at most once (docs/decisions/0010-idempotency.md). Retried, for every method: a failure before any
- * answer (connection refused or reset, the per-attempt timeout), 429 and 503, each after a backoff that honours
- * `Retry-After`; and, for a POST, the 409 `a request with this Idempotency-Key is in progress` that a retry gets while
- * the first attempt (whose answer was lost) is still running: the retry after it replays that attempt's answer
- * (docs/api.md "Idempotency"). Never retried: any other status (400, 401, 403, 404, other 409s, 422, …, 500, 502,
- * 504).
+ * operation out at most once (docs/decisions/0010-idempotency.md). Retried, for every method (GET, POST, PUT, PATCH,
+ * DELETE): a failure before any answer (connection refused or reset, the per-attempt timeout), 429 and 503, each
+ * after a backoff that honours `Retry-After`; and, for a POST, the 409 `a request with this Idempotency-Key is in
+ * progress` that a retry gets while the first attempt (whose answer was lost) is still running: the retry after it
+ * replays that attempt's answer (docs/api.md "Idempotency"). Never retried: any other status (400, 401, 403, 404,
+ * other 409s, 422, …, 500, 502, 504). parley keeps answers for a key on POSTs only, so the other methods are retried
+ * because they are idempotent: a PATCH of parley sets the fields it names to the values given, and a DELETE that
+ * meets 404 after an attempt whose answer was lost raises {@link ParleyOutcomeUnknownError}, since that attempt may
+ * be what deleted it (docs/decisions/0092-client-retries-of-patch-and-delete.md).
  */
-import { type CallInfo, ParleyError, ParleyNetworkError } from './errors.js';
+import { type CallInfo, ParleyError, ParleyNetworkError, ParleyOutcomeUnknownError } from './errors.js';
 
 /** The `fetch` the client calls: the global one, or any function of the same shape (a test double, a proxy agent). */
 export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
@@ -72,7 +80,7 @@ export interface Connection {
   retry: RetryPolicy;
   /** Per-attempt time limit, ms; undefined: none. An attempt past it counts as a failure before any answer. */
   timeoutMs: number | undefined;
-  /** Headers sent on every request. */
+  /** Headers sent on every request; the call's own and those the client makes replace them (see {@link send}). */
   headers: Record<string, string>;
 }
 
@@ -90,11 +98,14 @@ export interface CallSpec {
   body?: unknown;
   /** The instance (`x-instance-id`); undefined: the connection's. */
   instance?: string | undefined;
-  /** Extra headers, sent last (they win). */
+  /**
+   * Extra headers, the last layer: each replaces the header of the same name, in any case, that the connection or
+   * the client would send (an `Idempotency-Key` given here is the call's key).
+   */
   headers?: Record<string, string> | undefined;
   /** Cancels the call and its retries. */
   signal?: AbortSignal | undefined;
-  /** The `Idempotency-Key` of a POST; undefined: a new UUID. */
+  /** The `Idempotency-Key` of a POST; undefined: an `idempotency-key` of `headers`, else a new UUID. */
   idempotencyKey?: string | undefined;
   /**
    * Called with the successful answer before its `data` is resolved, for what only its headers say (the event log's
@@ -126,6 +137,26 @@ export function resolvePath(spec: Pick<CallSpec, 'path' | 'pathParams' | 'query'
 /** A new random UUID (Web Crypto's, present in Node 20, browsers, Deno and Bun). */
 function randomKey(): string {
   return crypto.randomUUID();
+}
+
+/**
+ * The headers of `layers` merged, a later layer's header replacing an earlier one's of the same name whatever case
+ * either spells it in (header names are case-insensitive, RFC 9110 section 5.1); an undefined layer adds nothing.
+ * → the headers, their names in lower case (as a `Headers` object gives them).
+ * @throws TypeError for a name or value a `Headers` object refuses (a line break in a value, say).
+ */
+export function mergeHeaders(
+  ...layers: (Readonly<Record<string, string>> | undefined)[]
+): Record<string, string> {
+  const headers = new Headers();
+  for (const layer of layers) {
+    for (const [name, value] of Object.entries(layer ?? {})) headers.set(name, value);
+  }
+  const merged: Record<string, string> = {};
+  headers.forEach((value, name) => {
+    merged[name] = value;
+  });
+  return merged;
 }
 
 /**
@@ -242,29 +273,29 @@ function attemptSignal(
 /**
  * Makes one logical call: builds the request once, sends it, retries as the module comment says, and resolves with
  * the answer's `data` (see {@link resultOf}).
+ * @throws ParleyOutcomeUnknownError for a DELETE answered 404 after an attempt that got no answer.
  * @throws ParleyError for an answer outside 2xx that is not retried, or once the retries are spent.
  * @throws ParleyNetworkError when no attempt got an answer.
  * @throws the signal's reason when `spec.signal` aborts.
- * @throws TypeError for a path parameter without a value.
+ * @throws TypeError for a path parameter without a value, or a header name or value `Headers` refuses.
  */
 export async function send(connection: Connection, spec: CallSpec): Promise<unknown> {
   const method = spec.method.toUpperCase();
   const path = resolvePath(spec);
-  const headers: Record<string, string> = {
-    accept: 'application/json',
-    ...connection.headers,
-    authorization: `Bearer ${connection.apiKey}`,
-  };
-  const instance = spec.instance ?? connection.instance;
-  if (instance !== undefined) headers[INSTANCE_ID_HEADER] = instance;
-  const idempotencyKey = method === 'POST' ? (spec.idempotencyKey ?? randomKey()) : undefined;
-  if (idempotencyKey !== undefined) headers['idempotency-key'] = idempotencyKey;
   // Serialised once: a retry must send the same bytes, or parley answers 422 (the key's fingerprint covers them).
   const body = spec.body === undefined ? undefined : JSON.stringify(spec.body);
-  if (body !== undefined) headers['content-type'] = 'application/json';
-  Object.assign(headers, spec.headers);
+  const made: Record<string, string> = { authorization: `Bearer ${connection.apiKey}` };
+  const instance = spec.instance ?? connection.instance;
+  if (instance !== undefined) made[INSTANCE_ID_HEADER] = instance;
+  if (method === 'POST') made['idempotency-key'] = spec.idempotencyKey ?? randomKey();
+  if (body !== undefined) made['content-type'] = 'application/json';
+  const headers = mergeHeaders({ accept: 'application/json' }, connection.headers, made, spec.headers);
+  // The key the attempts carry, the caller's own header included, is the one an error reports.
+  const idempotencyKey = method === 'POST' ? headers['idempotency-key'] : undefined;
   const url = `${connection.baseUrl}${path}`;
   const policy = connection.retry;
+  /** Attempts that got no answer: each may have been carried out. */
+  let unanswered = 0;
   for (let attempt = 1; ; attempt++) {
     spec.signal?.throwIfAborted();
     const info: CallInfo = { method, path, attempts: attempt, idempotencyKey };
@@ -281,6 +312,7 @@ export async function send(connection: Connection, spec: CallSpec): Promise<unkn
       answer = await readAnswer(response);
     } catch (error) {
       spec.signal?.throwIfAborted();
+      unanswered++;
       if (!retriesLeft) throw new ParleyNetworkError(info, error);
       await sleep(backoff(policy, attempt), spec.signal);
       continue;
@@ -290,6 +322,9 @@ export async function send(connection: Connection, spec: CallSpec): Promise<unkn
       return resultOf(answer);
     }
     const failure = errorOf(answer, info);
+    if (method === 'DELETE' && failure.status === 404 && unanswered > 0) {
+      throw new ParleyOutcomeUnknownError(failure, unanswered);
+    }
     if (!retriesLeft || !retried(failure, idempotencyKey)) throw failure;
     const asked = failure.retryAfter;
     if (asked !== undefined && asked > policy.maxRetryAfterSeconds) throw failure;

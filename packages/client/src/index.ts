@@ -2,7 +2,8 @@
  * @parley/client: a typed client of parley's HTTP API (docs/client.md, docs/decisions/0032-client-library.md).
  * - {@link createParleyClient}: every route typed from parley's OpenAPI document, answers unwrapped from the
  *   envelope, errors raised as {@link ParleyError}, POSTs retried safely with an `Idempotency-Key`.
- * - {@link verifyWebhook}: checks both signatures of a webhook request (docs/decisions/0006-signatures.md).
+ * - {@link verifyWebhook}: checks the signatures of a webhook request, the instance webhook's two or a webhook
+ *   endpoint's one (docs/decisions/0006-signatures.md, docs/decisions/0035-webhook-endpoints.md).
  * - `client.events()`: the event log as an async iterator (docs/decisions/0030-event-log.md), live events pushed over
  *   the event stream (docs/decisions/0034-client-stream-transport.md) or polled.
  */
@@ -22,6 +23,7 @@ export {
   ParleyError,
   type ParleyErrorCode,
   ParleyNetworkError,
+  ParleyOutcomeUnknownError,
 } from './errors.js';
 export {
   createPollingTransport,

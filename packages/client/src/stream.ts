@@ -8,7 +8,14 @@
  */
 import { ParleyError, ParleyNetworkError } from './errors.js';
 import type { EventBatch, EventReadRequest, EventTransport, InstancePin, ReadEventPage } from './events.js';
-import { type Connection, INSTANCE_ID_HEADER, parseRetryAfter, type RetryPolicy, sleep } from './http.js';
+import {
+  type Connection,
+  INSTANCE_ID_HEADER,
+  mergeHeaders,
+  parseRetryAfter,
+  type RetryPolicy,
+  sleep,
+} from './http.js';
 import type { LoggedEvent } from './types.js';
 
 /** How long a stream may stay silent before it counts as broken, ms: three of the server's 15 s heartbeats. */
@@ -29,8 +36,9 @@ export interface ServerSentEvent {
 
 /**
  * The events of a server-sent events body as they arrive (WHATWG HTML §9.2.6); comment lines (`: heartbeat`) are
- * dropped, each calling `onComment`, and every chunk read calls `onData` (what the idle timeout watches). Returns
- * when the body ends.
+ * dropped, each calling `onComment`, and every chunk read calls `onData` (what the idle timeout watches). A line ends
+ * at CR LF, LF or CR, a CR LF split between two chunks being one end of line. Returns when the body ends (an event
+ * not ended by an empty line is dropped, as the standard says).
  * @throws what reading the body throws (the connection broke, the request was aborted).
  */
 export async function* serverSentEvents(
@@ -47,12 +55,17 @@ export async function* serverSentEvents(
   try {
     for (;;) {
       const { done, value } = await reader.read();
-      if (done) return;
-      onData();
-      buffer += decoder.decode(value, { stream: true });
+      if (done) buffer += decoder.decode();
+      else {
+        onData();
+        buffer += decoder.decode(value, { stream: true });
+      }
       for (;;) {
         const end = buffer.search(/\r\n|\r|\n/);
         if (end < 0) break;
+        // A CR ending what has come may be the first half of a CR LF split between chunks, one end of line: the
+        // next chunk says. When the body has ended, it is a line end of its own.
+        if (!done && end === buffer.length - 1 && buffer[end] === '\r') break;
         const line = buffer.slice(0, end);
         buffer = buffer.slice(end + (buffer.startsWith('\r\n', end) ? 2 : 1));
         if (line === '') {
@@ -73,6 +86,7 @@ export async function* serverSentEvents(
         else if (field === 'data') data.push(text);
         else if (field === 'id') id = text;
       }
+      if (done) return;
     }
   } finally {
     // Stops the download when the consumer leaves early (an abort, a `break`).
@@ -174,14 +188,15 @@ export function createStreamTransport(options: StreamTransportOptions): EventTra
         if (types !== undefined) query.set('types', types);
         const path = `/v1/events/stream?${query}`;
         const info = { method: 'GET', path, attempts: failures + 1, idempotencyKey: undefined };
-        const headers: Record<string, string> = {
-          ...connection.headers,
+        const made: Record<string, string> = {
           accept: 'text/event-stream',
           authorization: `Bearer ${connection.apiKey}`,
         };
         // The instance the backlog (or an earlier stream) was read from: a reconnect never lands in another's log.
         const instance = options.pin.instance;
-        if (instance !== undefined) headers[INSTANCE_ID_HEADER] = instance;
+        if (instance !== undefined) made[INSTANCE_ID_HEADER] = instance;
+        // What the stream needs replaces the connection's header of the same name, in whatever case it is spelt.
+        const headers = mergeHeaders(connection.headers, made);
         // One controller per connection: the idle timer and the caller's signal both end it.
         const controller = new AbortController();
         const onAbort = () => controller.abort(request.signal?.reason);

@@ -5,8 +5,11 @@
  */
 import type { components, paths } from './schema.js';
 
-/** An HTTP method the API uses, in the lower case of the generated schema. */
-export type HttpMethod = 'get' | 'post' | 'put' | 'delete';
+/**
+ * An HTTP method the API uses, in the lower case of the generated schema: `patch` changes the fields it names of an
+ * instance, a webhook endpoint or a label (docs/api.md).
+ */
+export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
 /**
  * The paths the client calls: the `/v1` API and the health checks. The gateway form's paths (docs/gateway.md) and
@@ -59,14 +62,18 @@ export interface RequestOptions {
    * docs/decisions/0002-instance-resolution.md). Default: the client's `instance`.
    */
   instance?: string | undefined;
-  /** Extra request headers (e.g. `Prefer: respond-async` to queue a send, docs/api.md "Messages"). */
+  /**
+   * Extra request headers (e.g. `Prefer: respond-async` to queue a send, docs/api.md "Messages"), sent last: each
+   * replaces the header of the same name, in any case, that the client or its `headers` option would send. An
+   * `Idempotency-Key` given here is the call's key, as `idempotencyKey` is (docs/client.md "Retries and idempotency").
+   */
   headers?: Record<string, string> | undefined;
   /** Cancels the call, its retries and their waits; the call then rejects with the signal's reason. */
   signal?: AbortSignal | undefined;
   /**
    * The `Idempotency-Key` of a POST (docs/decisions/0010-idempotency.md): 1 to 255 printable ASCII characters. Default:
    * a new random UUID per call, the same on each of its retries. Pass your own (e.g. an order id) to make a call
-   * safe to repeat across process restarts. Ignored on other methods.
+   * safe to repeat across process restarts. Ignored on other methods; an `Idempotency-Key` of `headers` wins over it.
    */
   idempotencyKey?: string | undefined;
 }

@@ -1,6 +1,6 @@
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api.ts';
-import { Badge, messageOf, Notice, Section, Time, useAction } from '../ui.tsx';
+import { Badge, messageOf, Notice, Section, Time, useAction, useLatestRead } from '../ui.tsx';
 
 /** One chat of the list (`GET /v1/chats`'s shape). */
 interface Chat {
@@ -66,34 +66,41 @@ export function ConversationsPanel(props: { id: string; canManage: boolean; vers
   const action = useAction();
   // Reads overlap (an event pushed while one runs, another chat chosen): only the latest started one is shown, so a
   // slow answer never puts an older list, or another chat's messages, over a newer one.
-  const chatsRead = useRef(0);
-  const messagesRead = useRef(0);
+  const beginChatsRead = useLatestRead();
+  const beginMessagesRead = useLatestRead();
 
   const loadChats = () => {
-    const read = ++chatsRead.current;
+    const latest = beginChatsRead();
     return api<{ chats: Chat[] }>('GET', `${base}/chats?limit=50`)
       .then((page) => {
-        if (read !== chatsRead.current) return;
+        if (!latest()) return;
         setChats(page.chats);
         setLoadError(null);
       })
-      .catch((e) => setLoadError(messageOf(e)));
+      .catch((e) => {
+        if (latest()) setLoadError(messageOf(e));
+      });
   };
   const loadMessages = async (chat: Chat, count: number) => {
-    const read = ++messagesRead.current;
+    const latest = beginMessagesRead();
     const all: Message[] = [];
     let cursor: string | null = null;
-    for (let page = 0; page < count; page += 1) {
-      const query: string = `limit=${PAGE}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`;
-      const result: { messages: Message[]; nextCursor: string | null } = await api(
-        'GET',
-        `${base}/chats/${encodeURIComponent(chat.jid)}/messages?${query}`,
-      );
-      all.push(...result.messages);
-      cursor = result.nextCursor;
-      if (cursor === null) break;
+    try {
+      for (let page = 0; page < count; page += 1) {
+        const query: string = `limit=${PAGE}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`;
+        const result: { messages: Message[]; nextCursor: string | null } = await api(
+          'GET',
+          `${base}/chats/${encodeURIComponent(chat.jid)}/messages?${query}`,
+        );
+        all.push(...result.messages);
+        cursor = result.nextCursor;
+        if (cursor === null) break;
+      }
+    } catch (e) {
+      if (latest()) setLoadError(messageOf(e));
+      return;
     }
-    if (read !== messagesRead.current) return;
+    if (!latest()) return;
     setMessages(all.reverse());
     setOlder(cursor);
   };
@@ -101,7 +108,7 @@ export function ConversationsPanel(props: { id: string; canManage: boolean; vers
     void loadChats();
   }, [props.id, props.version]);
   useEffect(() => {
-    if (open) void loadMessages(open, pages).catch((e) => setLoadError(messageOf(e)));
+    if (open) void loadMessages(open, pages);
   }, [open?.jid, pages, props.version]);
 
   const choose = (chat: Chat) => {

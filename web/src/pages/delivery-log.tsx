@@ -1,6 +1,6 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { api } from '../api.ts';
-import { Badge, messageOf, Notice, ScrollBox, Time, type Tone, useAction } from '../ui.tsx';
+import { Badge, messageOf, Notice, ScrollBox, Time, type Tone, useAction, useLatestRead } from '../ui.tsx';
 
 /** One attempt of a delivery, as the delivery log answers it (docs/api.md, `GET /v1/webhook/deliveries`). */
 export interface Attempt {
@@ -110,20 +110,31 @@ export function DeliveryLog(props: {
   const [loadError, setLoadError] = useState<string | null>(null);
   const action = useAction();
   const cursor = cursors[cursors.length - 1];
+  // Reads overlap (a pushed change while the reader picks a filter or a page): only the latest started one is shown,
+  // so the rows, and what "Redeliver selected" acts on, always match the filters shown.
+  const beginRead = useLatestRead();
   const load = () => {
+    const latest = beginRead();
     const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
     if (status) query.set('status', status);
     if (type) query.set('types', type);
     if (cursor) query.set('cursor', cursor);
     return api<{ deliveries: Delivery[]; nextCursor: string | null }>('GET', `${props.path}?${query}`)
       .then((page) => {
+        if (!latest()) return;
         setDeliveries(page.deliveries);
         setNext(page.nextCursor);
         setSelected((ids) => ids.filter((id) => page.deliveries.some((d) => d.id === id)));
         setLoadError(null);
       })
-      .catch((e) => setLoadError(messageOf(e)));
+      .catch((e) => {
+        if (latest()) setLoadError(messageOf(e));
+      });
   };
+  // A redelivery reads the log again when it ends: with the filters shown then, not those of the click.
+  const current = useRef(load);
+  current.current = load;
+  const reload = () => current.current();
   useEffect(() => {
     void load();
   }, [props.path, props.version, status, type, cursor]);
@@ -134,7 +145,7 @@ export function DeliveryLog(props: {
   };
   const redeliver = (id: string) => api('POST', `${props.path}/${id}/redeliver`);
   const redeliverOne = (delivery: Delivery) =>
-    action.run(() => redeliver(delivery.id).then(load), `Event ${delivery.sequence} queued for redelivery`);
+    action.run(() => redeliver(delivery.id).then(reload), `Event ${delivery.sequence} queued for redelivery`);
   const redeliverSelected = () =>
     action.run(
       async () => {
@@ -145,7 +156,7 @@ export function DeliveryLog(props: {
         }
         const queued = selected.length - failures.length;
         setSelected([]);
-        await load();
+        await reload();
         if (failures.length > 0) throw new Error(`${queued} queued; not queued: ${failures.join('; ')}`);
         return queued;
       },

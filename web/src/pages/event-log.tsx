@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api.ts';
-import { messageOf, Notice, ScrollBox, Section, Time } from '../ui.tsx';
+import { messageOf, Notice, ScrollBox, Section, Time, useLatestRead } from '../ui.tsx';
 
 /** One entry of the event log: the webhook body of the event plus when it was recorded. */
 interface LoggedEvent {
@@ -35,16 +35,23 @@ export function EventLogPanel(props: { id: string; version: number }) {
   const [page, setPage] = useState<EventsPage | null>(null);
   const [error, setError] = useState<string | null>(null);
 
+  // Reads overlap (a reload pushed by a new event while the reader applies a filter or turns a page): only the latest
+  // started one is shown, so the entries always match the filter applied.
+  const beginRead = useLatestRead();
   const load = (start: number, selected: string[]) => {
+    const latest = beginRead();
     const query = new URLSearchParams({ after: String(start), limit: String(PAGE_SIZE) });
     if (selected.length > 0) query.set('types', selected.join(','));
     return api<EventsPage>('GET', `${base}/event-log?${query}`)
       .then((value) => {
+        if (!latest()) return;
         setAfter(start);
         setPage(value);
         setError(null);
       })
-      .catch((e) => setError(messageOf(e)));
+      .catch((e) => {
+        if (latest()) setError(messageOf(e));
+      });
   };
 
   useEffect(() => {
