@@ -60,11 +60,17 @@ export async function* sseEvents(body: ReadableStream<Uint8Array>): AsyncGenerat
   let buffer = '';
   let event = '';
   let data: string[] = [];
-  for await (const chunk of body) {
-    buffer += decoder.decode(chunk, { stream: true });
+  let ended = false;
+  for (const reading = body[Symbol.asyncIterator](); !ended; ) {
+    const { done, value } = await reading.next();
+    ended = done === true;
+    buffer += ended ? decoder.decode() : decoder.decode(value, { stream: true });
     for (;;) {
       const end = buffer.search(/\r\n|\r|\n/);
       if (end < 0) break;
+      // A CR ending what has come may be the first half of a CR LF split between chunks, one end of line: the next
+      // chunk says. Once the body has ended, it is a line end of its own.
+      if (!ended && end === buffer.length - 1 && buffer[end] === '\r') break;
       const line = buffer.slice(0, end);
       buffer = buffer.slice(end + (buffer.startsWith('\r\n', end) ? 2 : 1));
       if (line === '') {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { CliIo } from '../../src/cli/commands/context.ts';
 import { CliError } from '../../src/cli/errors.ts';
-import { listenStream } from '../../src/cli/listen-stream.ts';
+import { listenStream, sseEvents } from '../../src/cli/listen-stream.ts';
 import type { Instance } from '../../src/domain/instance.ts';
 import type { EngineEvent } from '../../src/domain/messages.ts';
 import { hashApiKey } from '../../src/security/api-keys.ts';
@@ -355,5 +355,40 @@ describe('parley listen: the event stream, with any key', () => {
       assert.equal(error.message, 'the event stream ended: 401 invalid API key');
       return true;
     });
+  });
+});
+
+describe('parley listen: reading the server-sent events body (WHATWG HTML 9.2.6)', () => {
+  /** The events `sseEvents` reads from a body that arrives as `chunks`. */
+  const parse = async (chunks: readonly string[]) => {
+    const encoder = new TextEncoder();
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (const chunk of chunks) controller.enqueue(encoder.encode(chunk));
+        controller.close();
+      },
+    });
+    const events: unknown[] = [];
+    for await (const event of sseEvents(body)) events.push(event);
+    return events;
+  };
+
+  it('a CR LF split between two chunks is one end of line, wherever the body is cut', async () => {
+    const data = JSON.stringify({ error: { code: 401, message: 'invalid API key' } });
+    const whole = `event: end\r\ndata: ${data}\r\n\r\n`;
+    for (let cut = 0; cut <= whole.length; cut++) {
+      assert.deepEqual(
+        await parse([whole.slice(0, cut), whole.slice(cut)]),
+        [{ event: 'end', data }],
+        `cut after ${JSON.stringify(whole.slice(0, cut))}`,
+      );
+    }
+  });
+
+  it('a CR alone ends a line, the last one of the body included', async () => {
+    assert.deepEqual(await parse(['data: a\r\r', 'data: b\r', '\r']), [
+      { event: 'message', data: 'a' },
+      { event: 'message', data: 'b' },
+    ]);
   });
 });
