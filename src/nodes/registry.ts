@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { readFileSync, readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
@@ -30,37 +31,77 @@ export interface NodeRegistryOptions {
   onReleased?: (claims: number) => void;
   /** Wall clock, epoch ms (default Date.now). Liveness is real time, never a test's business clock. */
   now?: () => number;
-  /** Whether process `pid` exists on this host (default: `process.kill(pid, 0)` does not fail with ESRCH). */
+  /** Whether process `pid` exists in this process space (default: `process.kill(pid, 0)` does not fail with ESRCH). */
   processAlive?: (pid: number) => boolean;
+  /**
+   * This process's process-id space (default {@link processSpace}; null: unknown, judged by heartbeats only). Tests
+   * set it to stand for a process in another PID namespace.
+   */
+  processSpace?: string | null;
 }
 
 /** Why a registered node counts as dead, or null while it is alive. */
 export type DeathReason = 'heartbeat expired' | 'process gone' | null;
 
+/** What {@link deathOf} compares a node with: this process, at `now` (epoch ms). */
+export interface DeathJudge {
+  /** This process's process-id space ({@link processSpace}); null or undefined when unknown. */
+  processSpace: string | null | undefined;
+  pid: number;
+  now: number;
+  deadAfterMs: number;
+  /** Whether process `pid` exists in this process space. */
+  processAlive: (pid: number) => boolean;
+}
+
+let ownSpace: { value: string | undefined } | undefined;
+
 /**
- * Whether `node` is dead as seen from this process at `now` (epoch ms), and why:
- * - `heartbeat expired`: its last heartbeat is older than `deadAfterMs` (any host; how a node on another host
- *   is found dead, within `deadAfterMs` plus one heartbeat);
- * - `process gone`: it ran on this host and its process no longer exists, or its process id is this process's
- *   own while it was not registered by this process (a restarted container, where the new process has the same
- *   id, typically 1). This is how a restarted process recognises its own dead predecessor at boot, at once,
- *   while a live peer on the same host (a different, running process) is left alone.
- * Host names must therefore differ between nodes sharing one store (docs/decisions/0008-leases-and-fencing.md: node
- * ids are unique). Should the dead process's id have been reused by an unrelated process meanwhile, the node is found
- * dead by its lapsed heartbeat instead (within `deadAfterMs` plus one heartbeat).
+ * The process-id space this process runs in: where a process id names the same process, so that a node can tell
+ * whether another node's process still exists (docs/decisions/0008-leases-and-fencing.md, "Node identity"). On
+ * Linux, the kernel's boot id (`/proc/sys/kernel/random/boot_id`, one per machine and boot, the same in its
+ * containers) and the PID namespace (`/proc/self/ns/pid`, e.g. `pid:[4026531836]`), as `<boot id>/<namespace>`:
+ * containers on one machine that share its host name (`--network host`, Kubernetes `hostNetwork`) each have their
+ * own. Undefined when either cannot be read, and on other systems, where a host name alone would not tell two
+ * machines apart: a node there is found dead by its heartbeat only. Read once per process.
  */
-export function deathOf(
-  node: NodeRecord,
-  self: {
-    host: string;
-    pid: number;
-    now: number;
-    deadAfterMs: number;
-    processAlive: (pid: number) => boolean;
-  },
-): DeathReason {
+export function processSpace(): string | undefined {
+  ownSpace ??= { value: readProcessSpace() };
+  return ownSpace.value;
+}
+
+function readProcessSpace(): string | undefined {
+  if (process.platform !== 'linux') return undefined;
+  try {
+    const boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+    const namespace = readlinkSync('/proc/self/ns/pid');
+    return boot === '' || namespace === '' ? undefined : `${boot}/${namespace}`.slice(0, 200);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether `node` ran in `self`'s process-id space: only then do its process id and `self`'s name the same thing. */
+function sameSpace(node: NodeRecord, self: Pick<DeathJudge, 'processSpace'>): boolean {
+  return node.processSpace != null && self.processSpace != null && node.processSpace === self.processSpace;
+}
+
+/**
+ * Whether `node` is dead as seen from this process at `self.now` (epoch ms), and why:
+ * - `heartbeat expired`: its last heartbeat is older than `deadAfterMs` (wherever it ran; how a node in another
+ *   process space is found dead, within `deadAfterMs` plus one heartbeat);
+ * - `process gone`: it ran in this process space ({@link processSpace}, the same machine and PID namespace) and its
+ *   process no longer exists, or its process id is this process's own while it was not registered by this process
+ *   (a process restarted with the same id). This is how a restarted process recognises its own dead predecessor at
+ *   boot, at once, while a live peer (a different, running process) is left alone.
+ * A node in another process space, or one whose space is unknown (a row of an older version, a system without
+ * `/proc`), is never found gone by its process: its process id may be another namespace's, or name nothing here
+ * while it runs (docs/decisions/0008-leases-and-fencing.md, "Node identity"). Should the dead process's id have been
+ * reused by an unrelated process meanwhile, the node is found dead by its lapsed heartbeat instead.
+ */
+export function deathOf(node: NodeRecord, self: DeathJudge): DeathReason {
   if (node.heartbeatAt < self.now - self.deadAfterMs) return 'heartbeat expired';
-  if (node.host !== self.host || registeredHere.has(node.id)) return null;
+  if (!sameSpace(node, self) || registeredHere.has(node.id)) return null;
   if (node.pid === self.pid || !self.processAlive(node.pid)) return 'process gone';
   return null;
 }
@@ -89,6 +130,7 @@ export class NodeRegistry {
   readonly id: string;
   readonly #options: NodeRegistryOptions;
   readonly #host = hostname();
+  readonly #space: string | null;
   readonly #heartbeatMs: number;
   readonly #deadAfterMs: number;
   readonly #now: () => number;
@@ -101,6 +143,7 @@ export class NodeRegistry {
   constructor(options: NodeRegistryOptions) {
     this.#options = options;
     this.id = options.id ?? `${this.#host.slice(0, 60)}:${process.pid}:${randomUUID().slice(0, 8)}`;
+    this.#space = options.processSpace === undefined ? (processSpace() ?? null) : options.processSpace;
     this.#heartbeatMs = options.heartbeatMs ?? HEARTBEAT_MS;
     this.#deadAfterMs = options.deadAfterMs ?? DEAD_AFTER_MS;
     this.#now = options.now ?? Date.now;
@@ -137,8 +180,8 @@ export class NodeRegistry {
    */
   async sweep(): Promise<number> {
     const { db, logger } = this.#options;
-    const self = {
-      host: this.#host,
+    const self: DeathJudge = {
+      processSpace: this.#space,
       pid: process.pid,
       now: this.#now(),
       deadAfterMs: this.#deadAfterMs,
@@ -189,6 +232,7 @@ export class NodeRegistry {
       pid: process.pid,
       startedAt: this.#startedAt,
       heartbeatAt: at,
+      processSpace: this.#space,
     });
     this.#beatAt = at;
   }

@@ -1,10 +1,11 @@
-import type { Kysely } from 'kysely';
-import type { Database } from './schema.ts';
+import type { Kysely, Selectable, Transaction } from 'kysely';
+import type { Database, NodesTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
 
 /**
  * The node registry's rows (migration 0008): one per running parley process, renewed by its heartbeat. See
- * `src/nodes/registry.ts` for how liveness is judged.
+ * `src/nodes/registry.ts` for how liveness is judged, and docs/decisions/0008-leases-and-fencing.md ("Node
+ * identity") for which process a row belongs to (migration 0032).
  */
 
 /** A registered node. `startedAt` is RFC 3339, `heartbeatAt` epoch ms. */
@@ -14,6 +15,37 @@ export interface NodeRecord {
   pid: number;
   startedAt: string;
   heartbeatAt: number;
+  /**
+   * The process-id space `pid` belongs to (boot id and PID namespace); null or absent when unknown, as on the rows
+   * of a version before migration 0032: such a node is judged by its heartbeat alone.
+   */
+  processSpace?: string | null;
+  /** Random per start of the node's registry: which process holds the row; null or absent when unknown. */
+  incarnation?: string | null;
+}
+
+function toRecord(row: Selectable<NodesTable>): NodeRecord {
+  return {
+    id: row.id,
+    host: row.host,
+    pid: Number(row.pid),
+    startedAt: toIso(row.started_at),
+    heartbeatAt: Number(row.heartbeat_at),
+    processSpace: row.process_space,
+    incarnation: row.incarnation,
+  };
+}
+
+function rowOf(node: NodeRecord) {
+  return {
+    id: node.id,
+    host: node.host,
+    pid: node.pid,
+    started_at: toMs(node.startedAt),
+    heartbeat_at: node.heartbeatAt,
+    process_space: node.processSpace ?? null,
+    incarnation: node.incarnation ?? null,
+  };
 }
 
 /**
@@ -24,13 +56,7 @@ export interface NodeRecord {
 export async function upsertNode(db: Kysely<Database>, node: NodeRecord): Promise<void> {
   await db
     .insertInto('nodes')
-    .values({
-      id: node.id,
-      host: node.host,
-      pid: node.pid,
-      started_at: toMs(node.startedAt),
-      heartbeat_at: node.heartbeatAt,
-    })
+    .values(rowOf(node))
     .onConflict((oc) => oc.column('id').doUpdateSet({ heartbeat_at: node.heartbeatAt }))
     .execute();
 }
@@ -38,13 +64,7 @@ export async function upsertNode(db: Kysely<Database>, node: NodeRecord): Promis
 /** Every registered node other than `exceptId`. */
 export async function listOtherNodes(db: Kysely<Database>, exceptId: string): Promise<NodeRecord[]> {
   const rows = await db.selectFrom('nodes').selectAll().where('id', '!=', exceptId).execute();
-  return rows.map((row) => ({
-    id: row.id,
-    host: row.host,
-    pid: Number(row.pid),
-    startedAt: toIso(row.started_at),
-    heartbeatAt: Number(row.heartbeat_at),
-  }));
+  return rows.map(toRecord);
 }
 
 /**
@@ -66,28 +86,42 @@ export async function removeDeadNodes(
 ): Promise<number> {
   if (ids.length === 0) return 0;
   return db.transaction().execute(async (trx) => {
-    if (gone.ids.length > 0)
-      await trx
-        .updateTable('instance_leases')
-        .set({ expires_at: gone.at })
-        .where('owner', 'in', [...gone.ids])
-        .where('expires_at', '>', gone.at)
-        .execute();
-    const released = await trx
-      .updateTable('webhook_deliveries')
-      .set({ locked_by: null, locked_at: null })
-      .where('locked_by', 'in', [...ids])
-      // Implies the in-flight index's predicate: the claimed rows are read from it, not every pending row
-      // (docs/decisions/0061-claimed-delivery-index.md).
-      .where('locked_at', 'is not', null)
-      .where('status', '=', 'pending')
-      .executeTakeFirst();
+    if (gone.ids.length > 0) await expireLeases(trx, gone.ids, gone.at);
+    const released = await releaseClaims(trx, ids);
     await trx
       .deleteFrom('nodes')
       .where('id', 'in', [...ids])
       .execute();
-    return Number(released.numUpdatedRows);
+    return released;
   });
+}
+
+/** Expires at `at` (epoch ms) the instance leases of `owners` that ran longer. */
+async function expireLeases(
+  trx: Transaction<Database>,
+  owners: readonly string[],
+  at: number,
+): Promise<void> {
+  await trx
+    .updateTable('instance_leases')
+    .set({ expires_at: at })
+    .where('owner', 'in', [...owners])
+    .where('expires_at', '>', at)
+    .execute();
+}
+
+/** Makes the pending webhook deliveries claimed by `owners` claimable again. @returns how many. */
+async function releaseClaims(trx: Transaction<Database>, owners: readonly string[]): Promise<number> {
+  const released = await trx
+    .updateTable('webhook_deliveries')
+    .set({ locked_by: null, locked_at: null })
+    .where('locked_by', 'in', [...owners])
+    // Implies the in-flight index's predicate: the claimed rows are read from it, not every pending row
+    // (docs/decisions/0061-claimed-delivery-index.md).
+    .where('locked_at', 'is not', null)
+    .where('status', '=', 'pending')
+    .executeTakeFirst();
+  return Number(released.numUpdatedRows);
 }
 
 /** Removes a node's row (graceful stop, after its claims were finished or released). */

@@ -58,7 +58,7 @@ async function withStore(dialect: 'sqlite' | 'postgres', run: (store: TestStore)
 
 describe('which registered nodes are dead (node registry)', () => {
   const self = {
-    host: 'here',
+    processSpace: 'boot-1/pid:[1]',
     pid: 4242,
     now: 100_000,
     deadAfterMs: 15_000,
@@ -70,24 +70,47 @@ describe('which registered nodes are dead (node registry)', () => {
     pid: 7,
     startedAt: '2026-01-01T00:00:00.000Z',
     heartbeatAt: 99_000,
+    processSpace: 'boot-1/pid:[1]',
     ...fields,
   });
 
-  it('a live peer on this host or another is alive; a lapsed heartbeat or a gone process is dead', () => {
-    assert.equal(deathOf(node({}), self), null, 'running process on this host, fresh heartbeat');
+  it('a live peer in this process space or another is alive; a lapsed heartbeat or a gone process is dead', () => {
+    assert.equal(deathOf(node({}), self), null, 'running process in this process space, fresh heartbeat');
     assert.equal(
-      deathOf(node({ host: 'there', pid: 8 }), self),
+      deathOf(node({ processSpace: 'boot-2/pid:[1]', pid: 8 }), self),
       null,
-      'another host: only the heartbeat counts',
+      'another process space: only the heartbeat counts',
     );
-    assert.equal(deathOf(node({ host: 'there', heartbeatAt: 84_999 }), self), 'heartbeat expired');
-    assert.equal(deathOf(node({ host: 'there', heartbeatAt: 85_000 }), self), null, 'exactly at the bound');
+    assert.equal(
+      deathOf(node({ processSpace: 'boot-2/pid:[1]', heartbeatAt: 84_999 }), self),
+      'heartbeat expired',
+    );
+    assert.equal(
+      deathOf(node({ processSpace: 'boot-2/pid:[1]', heartbeatAt: 85_000 }), self),
+      null,
+      'at the bound',
+    );
     assert.equal(deathOf(node({ pid: 8 }), self), 'process gone', 'its process no longer exists');
     assert.equal(
       deathOf(node({ pid: 4242 }), self),
       'process gone',
-      'our own process id, not registered by us: a restarted container',
+      'our own process id in our process space, not registered by us: a restarted process',
     );
+  });
+
+  it('never finds a node of another or an unknown PID namespace gone by its process', () => {
+    // Containers sharing the host's name (--network host, hostNetwork): the same boot id, each its own namespace.
+    const sibling = { processSpace: 'boot-1/pid:[2]' };
+    assert.equal(deathOf(node({ ...sibling, pid: 4242 }), self), null, 'its pid 1 is not ours');
+    assert.equal(deathOf(node({ ...sibling, pid: 8 }), self), null, 'its pid cannot be seen from here');
+    assert.equal(deathOf(node({ processSpace: null, pid: 8 }), self), null, 'a row of an older version');
+    assert.equal(deathOf(node({ processSpace: undefined, pid: 4242 }), self), null);
+    assert.equal(
+      deathOf(node({ pid: 8 }), { ...self, processSpace: null }),
+      null,
+      'this process space unknown',
+    );
+    assert.equal(deathOf(node({ ...sibling, heartbeatAt: 84_999 }), self), 'heartbeat expired');
   });
 });
 
