@@ -1,5 +1,5 @@
-import type { Kysely, Selectable, Transaction } from 'kysely';
-import type { Database, NodesTable } from './schema.ts';
+import type { Kysely, Transaction } from 'kysely';
+import type { Database } from './schema.ts';
 import { toIso, toMs } from './times.ts';
 
 /**
@@ -24,7 +24,13 @@ export interface NodeRecord {
   incarnation?: string | null;
 }
 
-function toRecord(row: Selectable<NodesTable>): NodeRecord {
+type NodeRow = Awaited<ReturnType<typeof readNode>>;
+
+function readNode(db: Kysely<Database>, id: string) {
+  return db.selectFrom('nodes').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+function toRecord(row: NonNullable<NodeRow>): NodeRecord {
   return {
     id: row.id,
     host: row.host,
@@ -50,7 +56,8 @@ function rowOf(node: NodeRecord) {
 
 /**
  * Registers `node` or renews its heartbeat (an upsert, so a node whose row was removed while it was stalled
- * reappears with its next heartbeat).
+ * reappears with its next heartbeat). Whichever process holds the row, only its heartbeat changes: the registry
+ * itself registers with {@link registerNode} and renews with {@link beatNode}, which tell processes apart.
  * @throws RangeError when `node.startedAt` is not a time.
  */
 export async function upsertNode(db: Kysely<Database>, node: NodeRecord): Promise<void> {
@@ -59,6 +66,82 @@ export async function upsertNode(db: Kysely<Database>, node: NodeRecord): Promis
     .values(rowOf(node))
     .onConflict((oc) => oc.column('id').doUpdateSet({ heartbeat_at: node.heartbeatAt }))
     .execute();
+}
+
+/**
+ * Inserts `node`'s row unless a row with its id exists (left as it is).
+ * @returns whether the row was inserted.
+ * @throws RangeError when `node.startedAt` is not a time.
+ */
+export async function registerNode(db: Kysely<Database>, node: NodeRecord): Promise<boolean> {
+  const result = await db
+    .insertInto('nodes')
+    .values(rowOf(node))
+    .onConflict((oc) => oc.column('id').doNothing())
+    .executeTakeFirst();
+  return Number(result.numInsertedOrUpdatedRows ?? 0n) > 0;
+}
+
+/** The row of node `id`, or undefined when there is none. */
+export async function getNode(db: Kysely<Database>, id: string): Promise<NodeRecord | undefined> {
+  const row = await readNode(db, id);
+  return row === undefined ? undefined : toRecord(row);
+}
+
+/**
+ * Renews the heartbeat (`at`, epoch ms) of node `id` while its row still belongs to process `incarnation`.
+ * @returns false when there is no such row: it was removed (a sweep found the node dead while it stalled), or
+ *   another process holds the id now.
+ */
+export async function beatNode(
+  db: Kysely<Database>,
+  id: string,
+  incarnation: string,
+  at: number,
+): Promise<boolean> {
+  const result = await db
+    .updateTable('nodes')
+    .set({ heartbeat_at: at })
+    .where('id', '=', id)
+    .where('incarnation', '=', incarnation)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) > 0;
+}
+
+/**
+ * Gives the row of `node.id`, left by a process found dead (`previous`, as read), to `node`'s process, and releases
+ * what the dead one held under that id, in one transaction, as {@link removeDeadNodes} does for a dead node
+ * (docs/decisions/0008-leases-and-fencing.md, "Node identity"): its pending webhook claims are claimable again at
+ * once, its instance leases expire at `at` (epoch ms) when they ran longer, so the instances are claimed again
+ * under new fencing tokens (a write of the old process, if it only stalled, is refused by its old token), and the
+ * row's URL and draining flag are cleared until `node` publishes its own. Conditional on the row being still as
+ * read (same incarnation and heartbeat): two processes taking the id over at once cannot both succeed.
+ * @returns how many claims were released, or undefined when the row changed since it was read (nothing done).
+ * @throws RangeError when `node.startedAt` is not a time.
+ */
+export async function takeOverNode(
+  db: Kysely<Database>,
+  node: NodeRecord,
+  previous: NodeRecord,
+  at: number,
+): Promise<number | undefined> {
+  const { id: _id, ...fields } = rowOf(node);
+  return db.transaction().execute(async (trx) => {
+    const taken = await trx
+      .updateTable('nodes')
+      .set({ ...fields, url: null, draining: 0 })
+      .where('id', '=', node.id)
+      .where('heartbeat_at', '=', previous.heartbeatAt)
+      .where((eb) =>
+        previous.incarnation == null
+          ? eb('incarnation', 'is', null)
+          : eb('incarnation', '=', previous.incarnation),
+      )
+      .executeTakeFirst();
+    if (Number(taken.numUpdatedRows) === 0) return undefined;
+    await expireLeases(trx, [node.id], at);
+    return releaseClaims(trx, [node.id]);
+  });
 }
 
 /** Every registered node other than `exceptId`. */
@@ -124,7 +207,14 @@ async function releaseClaims(trx: Transaction<Database>, owners: readonly string
   return Number(released.numUpdatedRows);
 }
 
-/** Removes a node's row (graceful stop, after its claims were finished or released). */
-export async function removeNode(db: Kysely<Database>, id: string): Promise<void> {
-  await db.deleteFrom('nodes').where('id', '=', id).execute();
+/**
+ * Removes a node's row (graceful stop, after its claims were finished or released): with `incarnation`, only while
+ * the row still belongs to that process (a process whose id another took over leaves the other's row).
+ */
+export async function removeNode(db: Kysely<Database>, id: string, incarnation?: string): Promise<void> {
+  await db
+    .deleteFrom('nodes')
+    .where('id', '=', id)
+    .$if(incarnation !== undefined, (qb) => qb.where('incarnation', '=', incarnation ?? ''))
+    .execute();
 }

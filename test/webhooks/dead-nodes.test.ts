@@ -187,6 +187,56 @@ for (const dialect of testDialects()) {
       });
     });
 
+    it(`kill -9 then restart under the same node id (NODE_ID) delivers the backlog within ${
+      RESTART_BOUND_MS / 1000
+    } s`, async () => {
+      // The dead process's claims are locked by the new process's own id: its start takes the row over and releases
+      // them (docs/decisions/0008-leases-and-fencing.md, "Node identity"), where a sweep of other nodes would not.
+      await withStore(dialect, async (testStore) => {
+        const db = testStore.store.db;
+        const env = envWithDefaultStale(testStore);
+        const {
+          instances: [instance],
+          key,
+        } = await seed(testStore, 1);
+        assert.ok(instance);
+        const replies = gate();
+        const receiver = await startReceiver({ respond: replies.respond });
+        const children: Child[] = [];
+        try {
+          const first = await startChild(env, 'node-a');
+          children.push(first);
+          await prepare(first, key, instance.id, receiver.url, '5511999990001');
+          await first.inbound(key, instance.id, 5, 'm');
+          await receiver.waitForCount(1, 10_000);
+          assert.ok(
+            (await deliveryRows(db)).some((row) => row.locked_by === 'node-a'),
+            'a claim in flight',
+          );
+          await first.kill();
+          replies.openAll();
+
+          const second = await startChild(env, 'node-a');
+          children.push(second);
+          await until(
+            async () => {
+              const got = deliveredIds(receiver.requests);
+              const rows = await deliveryRows(db);
+              return rows.every((row) => row.status === 'delivered' && (got.get(row.event_id) ?? 0) >= 1);
+            },
+            RESTART_BOUND_MS,
+            'after the restart every queued event was delivered',
+          );
+          assert.deepEqual(await nodeIds(db), ['node-a']);
+          assert.equal(await second.terminate(), 0);
+          assert.deepEqual(await nodeIds(db), [], 'a graceful stop removes the node');
+        } finally {
+          for (const child of children) await child.kill();
+          await receiver.close();
+        }
+      });
+    });
+
     it("leaves a live peer's claims alone, and releases them as soon as that peer is killed", async () => {
       await withStore(dialect, async (testStore) => {
         const db = testStore.store.db;
