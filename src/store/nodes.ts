@@ -125,11 +125,20 @@ export async function takeOverNode(
   previous: NodeRecord,
   at: number,
 ): Promise<number | undefined> {
-  const { id: _id, ...fields } = rowOf(node);
+  const row = rowOf(node);
   return db.transaction().execute(async (trx) => {
     const taken = await trx
       .updateTable('nodes')
-      .set({ ...fields, url: null, draining: 0 })
+      .set({
+        host: row.host,
+        pid: row.pid,
+        started_at: row.started_at,
+        heartbeat_at: row.heartbeat_at,
+        process_space: row.process_space,
+        incarnation: row.incarnation,
+        url: null,
+        draining: 0,
+      })
       .where('id', '=', node.id)
       .where('heartbeat_at', '=', previous.heartbeatAt)
       .where((eb) =>
