@@ -101,7 +101,8 @@ function bannerUrl(config: Config, port: number): string {
  * banner.
  * @param print where the first-boot banner goes (stdout by default).
  * @throws ConfigError with one line naming the setting when a file a setting names is unreadable, the store
- *   cannot be opened or the port cannot be bound (everything started so far is closed first).
+ *   cannot be opened, a live process uses this node's `NODE_ID` or the port cannot be bound (everything started so
+ *   far is closed first).
  */
 export async function startServer(
   config: Config,
@@ -172,10 +173,11 @@ export async function startServer(
         // so engines, the event recorder and the store always get closed before the process exits.
         const budget = config.shutdownTimeoutMs;
         // docs/decisions/0008-leases-and-fencing.md: a cluster node hands its instances to the other nodes before it
-        // stops serving.
-        await services.cluster?.keeper
-          .drain(budget * 0.3)
-          .catch((error: unknown) => logger.warn({ err: error }, 'handing instances over failed'));
+        // stops serving; one whose id another process took over hands nothing: the leases under it are that one's.
+        if (services.nodes.displaced === undefined)
+          await services.cluster?.keeper
+            .drain(budget * 0.3)
+            .catch((error: unknown) => logger.warn({ err: error }, 'handing instances over failed'));
         // Keep serving (forwarding to the new owners) until the load balancer has seen /readyz turn false, so no
         // request reaches a closed listener or an idle connection being closed.
         if (config.cluster) await new Promise((resolve) => setTimeout(resolve, config.cluster?.drainGraceMs));

@@ -29,7 +29,7 @@ import type { DeliveryWorker, WebhookWorkerTuning } from './webhooks/worker.ts';
 import { wireAccess } from './wiring/access.ts';
 import { wireApplication } from './wiring/app.ts';
 import { wireMaintenance } from './wiring/maintenance.ts';
-import { wireCluster, wireNodeRegistry } from './wiring/nodes.ts';
+import { stopServing, wireCluster, wireNodeRegistry } from './wiring/nodes.ts';
 import { wireSendQueue } from './wiring/sends.ts';
 import { wireSessions } from './wiring/sessions.ts';
 import { wireSignals, wireStore } from './wiring/store.ts';
@@ -145,7 +145,8 @@ export interface ServiceOptions {
  * the node registry; engines, sessions and the recorder; the cluster's leases; webhooks; the registry started (dead
  * nodes' claims released) before the worker claims anything; the clean-ups; the send queue; the application services.
  * @throws ConfigError when a configured file is unreadable or the store cannot be opened or migrated; when the
- *   master key file is unreadable.
+ *   master key file is unreadable; `NodeIdInUseError` (a ConfigError) when a live process uses this node's id
+ *   (docs/decisions/0008-leases-and-fencing.md, "Node identity").
  */
 export async function createServices(config: Config, options: ServiceOptions): Promise<Services> {
   const clock = options.clock ?? Date.now;
@@ -170,6 +171,8 @@ export async function createServices(config: Config, options: ServiceOptions): P
   // The webhook worker is woken once the registry released dead nodes' claims; it exists by then (the registry
   // starts below, after the worker is built).
   let wakeWebhooks: () => void = () => undefined;
+  // Set once the sessions and the cluster exist (below, before the registry starts).
+  let displaced: () => void = () => undefined;
   const nodes = wireNodeRegistry(config, {
     store,
     logger,
@@ -177,6 +180,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     cluster: options.cluster,
     nodeRegistry: options.nodeRegistry,
     onReleased: () => wakeWebhooks(),
+    onDisplaced: () => displaced(),
   });
   // On SQLite, whose one connection runs transactions one after the other, the recorder's batches and the
   // worker's attempt records of a turn share one transaction (docs/decisions/0051-turn-groups.md).
@@ -195,6 +199,9 @@ export async function createServices(config: Config, options: ServiceOptions): P
   });
   const { recorder, sessions, live, copies } = engines;
   const cluster = wireCluster(config, { store, nodes, sessions, logger, timing: options.cluster });
+  // Another process took this node's id over: it serves the same leases, so this one stops serving
+  // (docs/decisions/0008-leases-and-fencing.md, "Node identity").
+  displaced = () => void stopServing({ sessions, keeper: cluster?.keeper, logger });
   const metrics = new Metrics();
   metrics.trackBacklog(sessions.backlog);
   metrics.trackSessions(sessions);

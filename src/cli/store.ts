@@ -1,6 +1,15 @@
 import { existsSync } from 'node:fs';
 import type { Config } from '../config/config.ts';
-import { describeStore, isInitialised, migrateToLatest, openStore, type Store } from '../store/database.ts';
+import { DomainError } from '../domain/errors.ts';
+import {
+  describeStore,
+  isInitialised,
+  migrateToLatest,
+  openStore,
+  type Store,
+  StoreTooNewError,
+  storeFailure,
+} from '../store/database.ts';
 import { CliError } from './errors.ts';
 
 /**
@@ -11,8 +20,9 @@ import { CliError } from './errors.ts';
  * wrong folder would silently create an empty `./data/parley.db` and then report the server's organizations as
  * missing. "Does not exist" means: no SQLite file at the configured path (or a file without parley's tables),
  * or a PostgreSQL database whose migrations were never applied.
- * @throws CliError naming the store it looked for and how to point at the right one; or when PostgreSQL
- *   cannot be reached.
+ * @throws CliError naming the store it looked for and how to point at the right one; or, when the store cannot be
+ *   opened, one line naming the cause and the setting to change, as `parley serve` does (`storeFailure`,
+ *   docs/decisions/0011-store-faults.md).
  */
 export async function openAdminStore(config: Config, init: boolean): Promise<Store> {
   const database = config.database;
@@ -26,8 +36,9 @@ export async function openAdminStore(config: Config, init: boolean): Promise<Sto
   try {
     store = await openStore(database);
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
-    throw new CliError(`cannot open the ${where}: ${reason}`);
+    // The cause and the setting that fixes it, as `parley serve` says them (no such database, a refused sign-in, an
+    // unreachable server), not the store-fault message a request gets ("retry shortly").
+    throw new CliError(storeFailure(database, error));
   }
   try {
     if (!init && !(await isInitialised(store))) {
@@ -40,6 +51,12 @@ export async function openAdminStore(config: Config, init: boolean): Promise<Sto
     return store;
   } catch (error) {
     await store.destroy();
+    // A store of a newer version, or one lost right after it opened: said as `parley serve` says it.
+    if (
+      error instanceof StoreTooNewError ||
+      (error instanceof DomainError && error.code === 'store_unavailable')
+    )
+      throw new CliError(storeFailure(database, error));
     throw error;
   }
 }

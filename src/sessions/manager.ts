@@ -55,6 +55,8 @@ export class SessionManager {
   readonly #released = new Map<EngineSession, AbortController>();
   /** With several nodes, the leases this node holds: each new session's key writes are fenced by its own. */
   #leases: LeaseFences | undefined;
+  /** Why no session is made in this process any more ({@link fence}); undefined while sessions may be made. */
+  #fenced: DomainError | undefined;
   readonly #policy: RecordRetryPolicy;
   /** Events of this process waiting to be recorded (metrics, the backlog warning). */
   readonly backlog: RecordBacklog;
@@ -138,6 +140,7 @@ export class SessionManager {
       this.#prepared.add(env);
     }
     if (this.#closing.signal.aborted) throw new DomainError('not_ready', 'server is shutting down');
+    if (this.#fenced !== undefined) throw this.#fenced;
   }
 
   /**
@@ -409,6 +412,19 @@ export class SessionManager {
         this.#options.logger.warn({ err: error, instanceId }, 'closing a session failed'),
       );
     released?.abort(options.reason);
+  }
+
+  /**
+   * Stops this process serving any instance, because another process took this node's id over
+   * (docs/decisions/0008-leases-and-fencing.md, "Node identity"): that process renews the same leases and opens
+   * the same sessions, so every session here is released fenced (its socket ended at once, its pending key writes
+   * stopped), restore retries are dropped, and from now on no session is made: a call that would make one
+   * ({@link session}, {@link restore}, {@link detached}) throws `reason`. Final. Never throws.
+   */
+  async fence(reason: DomainError): Promise<void> {
+    this.#fenced = reason;
+    this.#restorer.stop();
+    await Promise.all(this.ids().map((id) => this.release(id, { fenced: true })));
   }
 
   /** Ids of the instances with a session in this process. */

@@ -152,7 +152,7 @@ export interface ChatPeersTable {
 
 /** One running parley process (the node registry, `src/nodes/registry.ts`). */
 export interface NodesTable {
-  /** Random per boot; the `locked_by` of the node's webhook claims. */
+  /** Random per boot unless `NODE_ID` names it; the `locked_by` of the node's webhook claims. */
   id: string;
   /** `os.hostname()` of the node. */
   host: string;
@@ -166,6 +166,13 @@ export interface NodesTable {
   url: ColumnType<string | null, string | null | undefined, string | null>;
   /** 1 while the node hands its instances over before exiting (migration 0012). */
   draining: ColumnType<number, number | undefined, number>;
+  /**
+   * The process-id space of `pid` (migration 0032): boot id and PID namespace, `<boot id>/pid:[<inode>]`; null when
+   * unknown (docs/decisions/0008-leases-and-fencing.md, "Node identity").
+   */
+  process_space: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Random per start of the registry (migration 0032): which process holds the row; null: an older version's. */
+  incarnation: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 /** The lease of an instance's engine session (migration 0012, `src/nodes/leases.ts`). */

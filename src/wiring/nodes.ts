@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config/config.ts';
+import { DomainError } from '../domain/errors.ts';
 import { LEASE_HEARTBEAT_MS, LEASE_TTL_MS, LeaseKeeper } from '../nodes/leases.ts';
 import { NodeRegistry } from '../nodes/registry.ts';
 import type { SessionManager } from '../sessions/manager.ts';
@@ -15,7 +16,8 @@ export interface ClusterTiming {
  * This process in the node registry (not started: the caller starts it once the webhook worker exists). Its id is
  * `CLUSTER_NODE_ID`, else the webhook worker id a test fixes, else generated. A cluster node's liveness follows its
  * lease timing, so a dead node's webhook claims go with its leases (docs/decisions/0008-leases-and-fencing.md).
- * `onReleased` runs after dead nodes' claims were released.
+ * `onReleased` runs after dead nodes' claims were released; `onDisplaced` once another process took this node's id
+ * over ({@link stopServing}).
  */
 export function wireNodeRegistry(
   config: Config,
@@ -26,6 +28,7 @@ export function wireNodeRegistry(
     cluster?: ClusterTiming | undefined;
     nodeRegistry?: { heartbeatMs?: number; deadAfterMs?: number } | undefined;
     onReleased: () => void;
+    onDisplaced: (reason: string) => void;
   },
 ): NodeRegistry {
   const nodeId = config.cluster?.nodeId ?? deps.workerId;
@@ -41,7 +44,34 @@ export function wireNodeRegistry(
       : {}),
     ...deps.nodeRegistry,
     onReleased: deps.onReleased,
+    onDisplaced: deps.onDisplaced,
   });
+}
+
+/**
+ * What a node does once another process took its id over while it ran (the same `NODE_ID` started twice, or a
+ * restart that found this process's heartbeat lapsed; docs/decisions/0008-leases-and-fencing.md, "Node identity"):
+ * that process renews the same leases and opens the same sessions, so this one closes every session at once and
+ * makes none any more (requests that would need one answer 503 `not_ready`, a retry reaching another node through
+ * the load balancer, which stops sending here as `/readyz` turns 503), and stops renewing leases. The process keeps
+ * running, never exits for it; its webhook worker goes on delivering. Never throws; a failure is logged.
+ */
+export async function stopServing(deps: {
+  sessions: Pick<SessionManager, 'fence'>;
+  keeper: Pick<LeaseKeeper, 'stop'> | undefined;
+  logger: FastifyBaseLogger;
+}): Promise<void> {
+  try {
+    await deps.sessions.fence(
+      new DomainError(
+        'not_ready',
+        'this node no longer serves instances (another process took its NODE_ID over); retry',
+      ),
+    );
+    await deps.keeper?.stop();
+  } catch (error) {
+    deps.logger.error({ err: error }, 'stopping to serve failed');
+  }
 }
 
 /**

@@ -6,6 +6,8 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { migrateToLatest, openStore } from '../../src/store/database.ts';
+import { upsertNode } from '../../src/store/nodes.ts';
 import { assertOneLineFailure, cleanEnv, Output, ROOT, serveUntilExit } from '../support/parley-process.ts';
 import { cli } from './support.ts';
 
@@ -102,6 +104,47 @@ describe('a start mistake ends in one line naming the setting, exit 1', () => {
       /^parley: PostgreSQL database postgres:\/\/.*:\*\*\*@.*\/parley_missing_[0-9a-f]{8} does not exist: create it \(createdb\) or set DATABASE_URL to an existing database$/,
     );
     assert.ok(!`${result.stdout}${result.stderr}`.includes('pw-not-shown'));
+  });
+  it('a NODE_ID that a live node uses', async () => {
+    // A store whose node list has node-a, alive on host-1 (its heartbeat set ahead, so it stays fresh however long
+    // this start takes).
+    const dir = mkdtempSync(join(tmpdir(), 'parley-node-id-'));
+    const path = join(dir, 'parley.db');
+    const store = await openStore({ dialect: 'sqlite', path });
+    try {
+      await migrateToLatest(store);
+      await upsertNode(store.db, {
+        id: 'node-a',
+        host: 'host-1',
+        pid: 4321,
+        startedAt: new Date().toISOString(),
+        heartbeatAt: Date.now() + 60_000,
+        processSpace: 'another-machine/pid:[4026531836]',
+        incarnation: 'host-1-process',
+      });
+      const result = await serveUntilExit({
+        PORT: '0',
+        DATABASE_URL: `sqlite:${path}`,
+        CLUSTER_SECRET: 'test-cluster-secret-0123456789abcdef',
+        NODE_ID: 'node-a',
+      });
+      assertOneLineFailure(
+        result,
+        new RegExp(
+          '^parley: NODE_ID node-a is in use by host-1 pid 4321 \\(heartbeat 0 s ago\\): give every node its ' +
+            'own NODE_ID; if that process is gone, start again once its heartbeat is older than 8 s$',
+        ),
+      );
+      const row = await store.db.selectFrom('nodes').selectAll().execute();
+      assert.deepEqual(
+        row.map((node) => [node.id, node.incarnation]),
+        [['node-a', 'host-1-process']],
+        'the live node keeps its row',
+      );
+    } finally {
+      await store.destroy();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

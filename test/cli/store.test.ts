@@ -134,6 +134,56 @@ describe('parley CLI and its store', { concurrency: true }, () => {
   }
 });
 
+describe('parley org list with a DATABASE_URL that cannot be used', () => {
+  // In-process (no process start per case): the message names the cause and the setting, as `parley serve` does
+  // (docs/deploy.md "Start-up errors"), never the request-time "unavailable right now; retry shortly".
+  async function orgList(url: string) {
+    const err: string[] = [];
+    const code = await main(['node', 'parley', 'org', 'list'], {
+      out: () => undefined,
+      err: (text) => err.push(text),
+      env: { DATABASE_URL: url },
+    });
+    return { code, stderr: err.join('\n') };
+  }
+  const base = () => new URL(process.env.TEST_DATABASE_URL ?? '');
+
+  it('an unreachable server, the password masked', async () => {
+    const result = await orgList('postgres://parley:s3cretpw@127.0.0.1:1/parley');
+    assert.equal(result.code, 1);
+    assert.equal(
+      result.stderr,
+      'parley: cannot reach PostgreSQL database postgres://parley:***@127.0.0.1:1/parley (ECONNREFUSED): ' +
+        'start PostgreSQL or set DATABASE_URL to a reachable server',
+    );
+  });
+
+  it('a database that does not exist', { skip: !process.env.TEST_DATABASE_URL }, async () => {
+    const url = base();
+    url.pathname = `/parley_missing_${randomBytes(4).toString('hex')}`;
+    const result = await orgList(url.toString());
+    assert.equal(result.code, 1);
+    assert.match(
+      result.stderr,
+      /^parley: PostgreSQL database postgres:\/\/.*\/parley_missing_[0-9a-f]{8} does not exist: create it \(createdb\)/,
+    );
+  });
+
+  it('a refused sign-in', { skip: !process.env.TEST_DATABASE_URL }, async () => {
+    const url = base();
+    url.username = `nobody_${randomBytes(4).toString('hex')}`;
+    url.password = 'pw-not-shown';
+    const result = await orgList(url.toString());
+    assert.equal(result.code, 1);
+    assert.match(
+      result.stderr,
+      /^parley: PostgreSQL database postgres:\/\/nobody_[0-9a-f]{8}:\*\*\*@.* refused the sign-in/,
+    );
+    assert.match(result.stderr, /fix the user or password in DATABASE_URL$/);
+    assert.ok(!result.stderr.includes('pw-not-shown'));
+  });
+});
+
 describe('parley --help', () => {
   // In-process: the same commander program the binary runs, without a process start per page.
   async function help(...args: string[]) {

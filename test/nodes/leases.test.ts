@@ -446,16 +446,23 @@ for (const dialect of testDialects()) {
           expiresAt: Date.now() + 60_000,
         });
         await db.deleteFrom('nodes').where('id', '=', 'node-b').execute();
-        // node-gone ran on this host, with a fresh heartbeat; its process no longer exists. The registry's sweep
-        // forgets it and expires its leases.
+        // node-gone ran in this process space, with a fresh heartbeat; its process no longer exists. The registry's
+        // sweep forgets it and expires its leases.
         await upsertNode(db, {
           id: 'node-gone',
           host: hostname(),
           pid: 999_999,
           startedAt: new Date().toISOString(),
           heartbeatAt: Date.now(),
+          processSpace: 'this-machine/pid:[1]',
         });
-        const registry = new NodeRegistry({ db, logger, id: 'node-a', processAlive: () => false });
+        const registry = new NodeRegistry({
+          db,
+          logger,
+          id: 'node-a',
+          processAlive: () => false,
+          processSpace: 'this-machine/pid:[1]',
+        });
         await registry.sweep();
         assert.ok(((await getLease(db, instance.id))?.expiresAt ?? Infinity) <= Date.now(), 'expired');
         // The dead owner's one-socket lock, still unexpired.

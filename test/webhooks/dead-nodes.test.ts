@@ -58,7 +58,7 @@ async function withStore(dialect: 'sqlite' | 'postgres', run: (store: TestStore)
 
 describe('which registered nodes are dead (node registry)', () => {
   const self = {
-    host: 'here',
+    processSpace: 'boot-1/pid:[1]',
     pid: 4242,
     now: 100_000,
     deadAfterMs: 15_000,
@@ -70,24 +70,47 @@ describe('which registered nodes are dead (node registry)', () => {
     pid: 7,
     startedAt: '2026-01-01T00:00:00.000Z',
     heartbeatAt: 99_000,
+    processSpace: 'boot-1/pid:[1]',
     ...fields,
   });
 
-  it('a live peer on this host or another is alive; a lapsed heartbeat or a gone process is dead', () => {
-    assert.equal(deathOf(node({}), self), null, 'running process on this host, fresh heartbeat');
+  it('a live peer in this process space or another is alive; a lapsed heartbeat or a gone process is dead', () => {
+    assert.equal(deathOf(node({}), self), null, 'running process in this process space, fresh heartbeat');
     assert.equal(
-      deathOf(node({ host: 'there', pid: 8 }), self),
+      deathOf(node({ processSpace: 'boot-2/pid:[1]', pid: 8 }), self),
       null,
-      'another host: only the heartbeat counts',
+      'another process space: only the heartbeat counts',
     );
-    assert.equal(deathOf(node({ host: 'there', heartbeatAt: 84_999 }), self), 'heartbeat expired');
-    assert.equal(deathOf(node({ host: 'there', heartbeatAt: 85_000 }), self), null, 'exactly at the bound');
+    assert.equal(
+      deathOf(node({ processSpace: 'boot-2/pid:[1]', heartbeatAt: 84_999 }), self),
+      'heartbeat expired',
+    );
+    assert.equal(
+      deathOf(node({ processSpace: 'boot-2/pid:[1]', heartbeatAt: 85_000 }), self),
+      null,
+      'at the bound',
+    );
     assert.equal(deathOf(node({ pid: 8 }), self), 'process gone', 'its process no longer exists');
     assert.equal(
       deathOf(node({ pid: 4242 }), self),
       'process gone',
-      'our own process id, not registered by us: a restarted container',
+      'our own process id in our process space, not registered by us: a restarted process',
     );
+  });
+
+  it('never finds a node of another or an unknown PID namespace gone by its process', () => {
+    // Containers sharing the host's name (--network host, hostNetwork): the same boot id, each its own namespace.
+    const sibling = { processSpace: 'boot-1/pid:[2]' };
+    assert.equal(deathOf(node({ ...sibling, pid: 4242 }), self), null, 'its pid 1 is not ours');
+    assert.equal(deathOf(node({ ...sibling, pid: 8 }), self), null, 'its pid cannot be seen from here');
+    assert.equal(deathOf(node({ processSpace: null, pid: 8 }), self), null, 'a row of an older version');
+    assert.equal(deathOf(node({ processSpace: undefined, pid: 4242 }), self), null);
+    assert.equal(
+      deathOf(node({ pid: 8 }), { ...self, processSpace: null }),
+      null,
+      'this process space unknown',
+    );
+    assert.equal(deathOf(node({ ...sibling, heartbeatAt: 84_999 }), self), 'heartbeat expired');
   });
 });
 
@@ -155,6 +178,56 @@ for (const dialect of testDialects()) {
             abandoned.map((a) => a.worker),
             ['restart-1'],
           );
+          assert.equal(await second.terminate(), 0);
+          assert.deepEqual(await nodeIds(db), [], 'a graceful stop removes the node');
+        } finally {
+          for (const child of children) await child.kill();
+          await receiver.close();
+        }
+      });
+    });
+
+    it(`kill -9 then restart under the same node id (NODE_ID) delivers the backlog within ${
+      RESTART_BOUND_MS / 1000
+    } s`, async () => {
+      // The dead process's claims are locked by the new process's own id: its start takes the row over and releases
+      // them (docs/decisions/0008-leases-and-fencing.md, "Node identity"), where a sweep of other nodes would not.
+      await withStore(dialect, async (testStore) => {
+        const db = testStore.store.db;
+        const env = envWithDefaultStale(testStore);
+        const {
+          instances: [instance],
+          key,
+        } = await seed(testStore, 1);
+        assert.ok(instance);
+        const replies = gate();
+        const receiver = await startReceiver({ respond: replies.respond });
+        const children: Child[] = [];
+        try {
+          const first = await startChild(env, 'node-a');
+          children.push(first);
+          await prepare(first, key, instance.id, receiver.url, '5511999990001');
+          await first.inbound(key, instance.id, 5, 'm');
+          await receiver.waitForCount(1, 10_000);
+          assert.ok(
+            (await deliveryRows(db)).some((row) => row.locked_by === 'node-a'),
+            'a claim in flight',
+          );
+          await first.kill();
+          replies.openAll();
+
+          const second = await startChild(env, 'node-a');
+          children.push(second);
+          await until(
+            async () => {
+              const got = deliveredIds(receiver.requests);
+              const rows = await deliveryRows(db);
+              return rows.every((row) => row.status === 'delivered' && (got.get(row.event_id) ?? 0) >= 1);
+            },
+            RESTART_BOUND_MS,
+            'after the restart every queued event was delivered',
+          );
+          assert.deepEqual(await nodeIds(db), ['node-a']);
           assert.equal(await second.terminate(), 0);
           assert.deepEqual(await nodeIds(db), [], 'a graceful stop removes the node');
         } finally {
