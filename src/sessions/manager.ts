@@ -327,19 +327,26 @@ export class SessionManager {
    * started.
    * `listed`, from a list of instances to restore read after {@link stops} was `listed.stops`, stands for the store's
    * row while no disconnect or logout has committed here since (a boot restore, before the server listens, reads
-   * each row once instead of twice).
-   * @returns whether it asked the session to connect (false: deleted, logged out or disconnected meanwhile).
+   * each row once instead of twice). `allowed`, when given, is asked in the turn right before the session is asked
+   * to connect, once it is kept (listed by {@link ids}): false connects nothing (the lease keeper's fence is no
+   * longer armed, docs/decisions/0008-leases-and-fencing.md; a fence firing from then on finds the session).
+   * @returns whether it asked the session to connect (false: deleted, logged out or disconnected meanwhile, or not
+   *   `allowed`).
    * @throws what connecting throws (platform_unreachable 503 when the platform cannot be reached); the store's
    *   error when the instance cannot be read.
    */
-  async restore(instanceId: string, listed?: ListedInstance): Promise<boolean> {
+  async restore(instanceId: string, listed?: ListedInstance, allowed?: () => boolean): Promise<boolean> {
     const started = await this.#turns.run(instanceId, async () => {
       const instance =
         listed !== undefined && listed.stops === this.#stops
           ? listed.instance
           : await getInstance(this.#options.db, instanceId);
       if (instance?.desiredState !== 'connected' || instance.jid === null) return undefined;
-      const connecting = (await this.session(instance)).connect();
+      if (allowed !== undefined && !allowed()) return undefined;
+      const session = await this.session(instance);
+      // Asked again once the session is kept: a fence that fired while it was made may not have found it.
+      if (allowed !== undefined && !allowed()) return undefined;
+      const connecting = session.connect();
       // Awaited below, outside the turn; handled here so a failure before that await is not reported unhandled.
       connecting.catch(() => undefined);
       return { connecting };

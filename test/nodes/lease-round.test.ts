@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
+import { type KyselyPlugin, TableNode, UpdateQueryNode } from 'kysely';
 import pino from 'pino';
+import { DomainError } from '../../src/domain/errors.ts';
 import { LeaseKeeper } from '../../src/nodes/leases.ts';
 import { claimLease, getLease, setNodeEndpoint } from '../../src/store/leases.ts';
 import { eventually } from '../support/eventually.ts';
@@ -12,7 +14,9 @@ import { fakeSessions, setup } from './lease-support.ts';
  * The lease round and the closes it starts (docs/decisions/0008-leases-and-fencing.md). A session whose lease moved
  * is closed apart from the round: a live session's close lasts until the events its socket received are recorded
  * (seconds with a busy store), and a round waiting for it renewed no lease, so the fencing timer closed every other
- * session of the node although the store answered. A restore of the instance here waits for its close to end.
+ * session of the node although the store answered. A restore of the instance here waits for its close to end. Once
+ * the fencing timer fired, nothing is restored here and no lease claimed for this node until a renewal arms it
+ * again: the lease still looks valid for a heartbeat and a half, and a session opened then would outlive it.
  */
 
 const logger = pino({ level: 'silent' });
@@ -24,6 +28,21 @@ function gate(): { wait: () => Promise<void>; open: () => void } {
     open = resolve;
   });
   return { wait: () => opened, open };
+}
+
+/** A plugin failing every update of the `nodes` table (the endpoint write that starts each round) while `down()`. */
+function failingRounds(down: () => boolean): KyselyPlugin {
+  return {
+    transformQuery({ node }) {
+      if (down() && UpdateQueryNode.is(node) && node.table && TableNode.is(node.table)) {
+        if (node.table.table.identifier.name === 'nodes') throw new Error('the store is away (test)');
+      }
+      return node;
+    },
+    async transformResult({ result }) {
+      return result;
+    },
+  };
 }
 
 for (const dialect of testDialects()) {
@@ -135,6 +154,96 @@ for (const dialect of testDialects()) {
         assert.deepEqual(log, ['close started', 'closed', 'restored']);
       } finally {
         closing.open();
+        await testStore.cleanup();
+      }
+    });
+
+    it('once the fencing timer fired, nothing is restored here and no lease claimed for this node', async () => {
+      const testStore = await createTestStore(dialect);
+      let keeper: LeaseKeeper | undefined;
+      try {
+        const { db, instances } = await setup(testStore, 2);
+        const [mine, orphan] = instances;
+        assert.ok(mine && orphan);
+        // node-b is gone: node-a is the only node a new instance could be placed on. `orphan` is not wanted connected
+        // (no round claims it), and has no lease until a request places it.
+        await db.updateTable('nodes').set({ heartbeat_at: 1 }).where('id', '=', 'node-b').execute();
+        await db
+          .updateTable('instances')
+          .set({ desired_state: 'disconnected' })
+          .where('id', '=', orphan.id)
+          .execute();
+        await setNodeEndpoint(db, 'node-a', { url: 'http://a.invalid', draining: false });
+        let down = false;
+        const sessions = fakeSessions();
+        const allowed: boolean[] = [];
+        const restore = sessions.restore.bind(sessions);
+        // The session manager asks `allowed` right before the session connects.
+        const restoring = (id: string, _listed?: unknown, may?: () => boolean) => {
+          allowed.push(may?.() ?? true);
+          return may === undefined || may() ? restore(id) : Promise.resolve(false);
+        };
+        sessions.restore = restoring;
+        const heartbeatMs = 400;
+        const ttlMs = 2_000;
+        await claimLease(db, {
+          instanceId: mine.id,
+          owner: 'node-a',
+          previousToken: null,
+          expiresAt: Date.now() + ttlMs,
+        });
+        keeper = new LeaseKeeper({
+          db: db.withPlugin(failingRounds(() => down)),
+          nodeId: 'node-a',
+          sessions,
+          logger,
+          heartbeatMs,
+          ttlMs,
+        });
+        await keeper.start('http://a.invalid');
+        await eventually('mine restored', () => sessions.ids().includes(mine.id));
+        // Renewals fail from now on: the fencing timer closes the session a heartbeat and a half before the expiry.
+        down = true;
+        await eventually('the fence closed mine', () => sessions.released.includes(mine.id), 5_000);
+        const lease = await getLease(db, mine.id);
+        assert.ok(
+          lease && lease.owner === 'node-a' && lease.expiresAt > Date.now(),
+          'the lease still looks valid',
+        );
+        const restores = sessions.connected.length;
+
+        // A request for it reaches this node while its lease still looks valid: refused, nothing restored.
+        await assert.rejects(
+          keeper.route(mine),
+          (error: unknown) => error instanceof DomainError && error.code === 'not_ready',
+        );
+        // Nor does a round's restore path open it, nor a new instance get a lease of this node.
+        await keeper.ensureRestored(mine);
+        await assert.rejects(
+          keeper.route(orphan),
+          (error: unknown) => error instanceof DomainError && error.code === 'not_ready',
+        );
+        assert.equal(
+          await getLease(db, orphan.id),
+          undefined,
+          'a lease was claimed for a node that cannot renew',
+        );
+        assert.equal(sessions.connected.length, restores, 'restored after the fence fired');
+        assert.deepEqual(sessions.ids(), []);
+        assert.deepEqual(allowed, [true]);
+
+        // The store answers again: the next renewal arms the timer, and the instance is served here again.
+        down = false;
+        await eventually('served here again', async () => {
+          try {
+            return (await keeper?.route(mine))?.local === true;
+          } catch {
+            return false;
+          }
+        });
+        assert.ok(sessions.ids().includes(mine.id));
+      } finally {
+        await keeper?.stop();
         await testStore.cleanup();
       }
     });

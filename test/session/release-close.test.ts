@@ -14,7 +14,8 @@ import { testDialects } from '../support/store.ts';
  * records the events its socket received before its close ends, which can take seconds, and the lease keeper does
  * not wait for it in its rounds. The session manager forgets the session at once, makes a new session of the
  * instance only once that close ended (the old one may still hold the one-socket lock, or record events that come
- * before the new one's), and waits for it at shutdown.
+ * before the new one's), and waits for it at shutdown. A restore the lease keeper asks for connects only while the
+ * keeper allows it, asked right before the session connects (its fence still armed).
  */
 
 const silent = pino({ level: 'silent' });
@@ -92,6 +93,49 @@ for (const dialect of testDialects()) {
         assert.deepEqual(log, ['made 1', 'closed 1', 'made 2', 'closed 2']);
       } finally {
         for (const closed of closes) closed.open();
+        await sessions.closeAll();
+        await fixture.test.cleanup();
+      }
+    });
+
+    it('a restore the lease keeper no longer allows (its fence fired meanwhile) connects nothing', async () => {
+      const fixture = await liveFixture(dialect, 1);
+      const db = fixture.test.store.db;
+      const instanceId = fixture.instanceIds[0] ?? '';
+      await db
+        .updateTable('instances')
+        .set({ jid: '5511999990999:3@s.whatsapp.net', desired_state: 'connected' })
+        .where('id', '=', instanceId)
+        .execute();
+      const engine = new FakeEngine();
+      const sessions = new SessionManager({
+        db,
+        box: fixture.box,
+        engines: { test: engine, live: engine },
+        recorder: {
+          record: async () => undefined,
+          recordWith: async () => undefined,
+          drain: async () => undefined,
+        } as never,
+        findMessage: async () => undefined,
+        logger: silent,
+        clock: Date.now,
+      });
+      try {
+        // Asked before the session is made (allowed), and again once it is kept (the fence fired meanwhile).
+        const answers = [true, false];
+        const asked: boolean[] = [];
+        const allowed = () => {
+          const answer = answers.shift() ?? false;
+          asked.push(answer);
+          return answer;
+        };
+        assert.equal(await sessions.restore(instanceId, undefined, allowed), false);
+        assert.deepEqual(asked, [true, false]);
+        assert.equal(engine.behaviour.connects, 0, 'the session was asked to connect');
+        assert.equal(await sessions.restore(instanceId, undefined, () => true), true);
+        assert.equal(engine.behaviour.connects, 1);
+      } finally {
         await sessions.closeAll();
         await fixture.test.cleanup();
       }
