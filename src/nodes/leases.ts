@@ -46,7 +46,9 @@ export interface LeaseKeeperOptions {
   nodeId: string;
   /**
    * The local sessions. `release(id, { fenced: true })` closes a session whose lease is lost or about to expire: its
-   * socket ends at once and its pending key and engine-state writes stop.
+   * socket ends at once and its pending key and engine-state writes stop (it resolves once the events the socket
+   * received are recorded, which can take seconds: the keeper never waits for it in a renewal round). `restore`'s
+   * third argument is asked right before the session connects: false connects nothing.
    */
   sessions: Pick<SessionManager, 'restore' | 'existing' | 'release' | 'ids'>;
   logger: FastifyBaseLogger;
@@ -64,7 +66,9 @@ export interface LeaseKeeperOptions {
  * - every heartbeat the owner pushes the expiry of all its leases forward and closes any local session whose
  *   lease it no longer holds; when renewals keep failing it closes every session {@link fenceMarginMs} (a heartbeat
  *   and a half) BEFORE its leases expire, by a timer set at each renewal, so no other node can open a socket while
- *   this one still has one (fencing by time);
+ *   this one still has one (fencing by time). The closes run apart from the rounds: a close waiting for its
+ *   session's received events to be recorded holds no renewal. No session is restored here, and no lease claimed
+ *   for this node, while that timer is not armed (it fired, or no renewal succeeded yet): nothing would close it;
  * - a lease changes owner only by a statement conditional on its token (see `src/store/leases.ts`), once it has
  *   expired (an owner whose process is gone has its leases expired by the registry); an owner that merely looks
  *   dead (its registry heartbeat lapsed) keeps its lease until it expires. The taker then drops the old owner's
@@ -85,6 +89,11 @@ export class LeaseKeeper {
   readonly #moving = new Map<string, Promise<void>>();
   readonly #inflight = new Map<string, number>();
   readonly #idle = new Map<string, () => void>();
+  /**
+   * Closes of sessions whose lease moved or lapsed, by instance id ({@link #release}): they run apart from the
+   * rounds, and a restore of the instance here waits for its close to end.
+   */
+  readonly #releasing = new Map<string, Promise<void>>();
   #url = '';
   #draining = false;
   #timer: NodeJS.Timeout | undefined;
@@ -95,6 +104,8 @@ export class LeaseKeeper {
   #ticking: Promise<void> | undefined;
   /** Epoch ms of the last successful renewal; leases written then expire at this plus ttl. */
   #renewedAt = 0;
+  /** Epoch ms at which the fencing timer set at the last renewal fires (see {@link #fenceArmed}). */
+  #fenceAt = 0;
 
   constructor(options: LeaseKeeperOptions) {
     this.#options = options;
@@ -152,7 +163,12 @@ export class LeaseKeeper {
     this.#timer.unref();
   }
 
-  /** One round: endpoint, renewal, fencing of lost instances, placement of orphans, restores. */
+  /**
+   * One round: endpoint, renewal, fencing of lost instances, placement of orphans, restores. The close of a session
+   * whose lease this node no longer holds is started, not awaited (a live session's close lasts until the events
+   * its socket received are recorded): the next round, and its renewal, never wait for it.
+   * @throws the store's error.
+   */
   async tick(): Promise<void> {
     const { db, nodeId, sessions, logger } = this.#options;
     await setNodeEndpoint(db, nodeId, { url: this.#url, draining: this.#draining });
@@ -165,7 +181,7 @@ export class LeaseKeeper {
     this.#held.clear();
     for (const lease of mine) this.#held.set(lease.instanceId, lease);
     for (const id of sessions.ids()) {
-      if (this.#held.has(id) || this.#moving.has(id)) continue;
+      if (this.#held.has(id) || this.#moving.has(id) || this.#releasing.has(id)) continue;
       // Placed here by a request since the renewal read the rows: keep it.
       const lease = await getLease(db, id);
       if (lease?.owner === nodeId && lease.expiresAt > now) {
@@ -173,7 +189,7 @@ export class LeaseKeeper {
         continue;
       }
       logger.warn({ instanceId: id }, 'closing a session whose lease another node holds');
-      await sessions.release(id, { fenced: true });
+      void this.#release(id);
     }
     if (this.#draining) return;
     const wanted = await listInstancesToRestore(db);
@@ -221,9 +237,13 @@ export class LeaseKeeper {
    * have is restored from stored credentials before the request runs, and a request arriving while the instance is
    * being handed over waits for the hand-over and then goes to the new owner. A valid lease whose owner is not
    * reachable (its heartbeat lapsed) is waited out, looked at again every heartbeat, until its owner is back or it
-   * expires: its owner may still hold the socket (docs/decisions/0008-leases-and-fencing.md).
+   * expires: its owner may still hold the socket (docs/decisions/0008-leases-and-fencing.md). An instance whose
+   * lease this node holds, or would claim for itself, is served here only while this node's fencing timer is armed
+   * ({@link #fenceArmed}).
    * @throws DomainError not_ready (503) `the node holding this instance does not answer; retry` when such a lease is
-   *   still valid after its lifetime and a heartbeat (its owner renews it without showing in the registry).
+   *   still valid after its lifetime and a heartbeat (its owner renews it without showing in the registry);
+   *   not_ready (503) `this node could not renew its leases in time; retry` when the instance would be served here
+   *   while this node's fencing timer is not armed (renewals failed until it fired).
    */
   async route(instance: Instance): Promise<Route> {
     const { db, nodeId } = this.#options;
@@ -238,11 +258,14 @@ export class LeaseKeeper {
       if (lease && leaseValid(lease, now)) {
         if (lease.owner === nodeId) {
           if (this.#moving.has(instance.id)) continue;
+          // The lease looks valid for a moment still, but the fence fired: a session restored now would outlive it.
+          if (!this.#fenceArmed()) throw unrenewed();
           this.#held.set(instance.id, lease);
           await this.ensureRestored(instance);
           // A hand-over that started while the session was being restored closes it before this request would
           // count as running here (`enter`): wait for the hand-over and route again.
           if (this.#moving.has(instance.id)) continue;
+          if (!this.#fenceArmed()) throw unrenewed();
           return { local: true };
         }
         const owner = nodes.find((node) => node.id === lease.owner);
@@ -258,6 +281,7 @@ export class LeaseKeeper {
       }
       const target = leastLoaded(nodes, loadOf(nodes, await listLeases(db), now));
       if (!target) break;
+      if (target.id === nodeId && !this.#fenceArmed()) throw unrenewed();
       const claimed = await claimLease(db, {
         instanceId: instance.id,
         owner: target.id,
@@ -270,7 +294,7 @@ export class LeaseKeeper {
       // This node's own lease lapsed and came back with a new token: a session still here was made under the old
       // one, so its key writes would be refused (src/store/engine-auth.ts); it is closed and made again under the new.
       if (claimed?.owner === nodeId && lease !== undefined && this.#options.sessions.existing(instance.id))
-        await this.#options.sessions.release(instance.id, { fenced: true });
+        await this.#release(instance.id);
     }
     // No serving node is known (this node not yet registered, or alone and draining): serve here.
     return { local: true };
@@ -301,28 +325,39 @@ export class LeaseKeeper {
    * session already here that is not connected is asked to connect again (a no-op while its own connection attempt
    * or reconnect runs); only a session made here is logged as restored, once. `instance` may be stale: the session
    * manager connects only if the store still wants the instance connected when its turn comes
-   * ({@link SessionManager.restore}), so a disconnect that lands meanwhile is not undone.
+   * ({@link SessionManager.restore}), so a disconnect that lands meanwhile is not undone. Nothing is restored while
+   * this node's fencing timer is not armed ({@link #fenceArmed}: asked again right before the session connects), and
+   * a restore of an instance whose released session is still closing here starts once that close ended. Never
+   * rejects: a failure is logged.
    */
   ensureRestored(instance: Instance): Promise<void> {
-    const { sessions, logger } = this.#options;
+    const { sessions } = this.#options;
     if (instance.desiredState !== 'connected' || instance.jid === null) return Promise.resolve();
-    const existing = sessions.existing(instance.id);
-    if (existing?.state().connected) return Promise.resolve();
+    const releasing = this.#releasing.get(instance.id);
+    if (releasing === undefined && sessions.existing(instance.id)?.state().connected)
+      return Promise.resolve();
+    if (!this.#fenceArmed()) return Promise.resolve();
     const running = this.#restoring.get(instance.id);
     if (running) return running;
-    const restore = sessions
-      .restore(instance.id)
-      .then(
-        (restored) => {
-          if (restored && existing === undefined)
-            logger.info({ instanceId: instance.id }, 'session restored on this node');
-        },
-        (error: unknown) =>
-          logger.warn({ err: error, instanceId: instance.id }, 'restoring a session failed'),
-      )
-      .finally(() => this.#restoring.delete(instance.id));
+    const restore = (
+      releasing === undefined ? this.#restore(instance) : releasing.then(() => this.#restore(instance))
+    ).finally(() => this.#restoring.delete(instance.id));
     this.#restoring.set(instance.id, restore);
     return restore;
+  }
+
+  /** {@link ensureRestored}'s restore, once no close of the instance's session runs here. Never rejects. */
+  async #restore(instance: Instance): Promise<void> {
+    const { sessions, logger } = this.#options;
+    const existing = sessions.existing(instance.id);
+    if (existing?.state().connected || !this.#fenceArmed()) return;
+    try {
+      const restored = await sessions.restore(instance.id, undefined, () => this.#fenceArmed());
+      if (restored && existing === undefined)
+        logger.info({ instanceId: instance.id }, 'session restored on this node');
+    } catch (error) {
+      logger.warn({ err: error, instanceId: instance.id }, 'restoring a session failed');
+    }
   }
 
   /** Counts a request running locally on `instanceId`; call the returned function when it has answered. */
@@ -364,6 +399,8 @@ export class LeaseKeeper {
         );
         try {
           await this.#idleOf(lease.instanceId, waitMs);
+          // A close the rounds started (the lease moved, or the fence fired) ends before the lease is handed on.
+          await this.#releasing.get(lease.instanceId);
           await sessions.release(lease.instanceId);
           const now = this.#now();
           const nodes = (await this.#nodes(now)).filter((node) => node.id !== nodeId);
@@ -391,7 +428,11 @@ export class LeaseKeeper {
     );
   }
 
-  /** Stops renewing and fencing. The leases left expire by themselves (after `drain`, none are left). */
+  /**
+   * Stops renewing and fencing. The leases left expire by themselves (after `drain`, none are left). The closes of
+   * sessions the rounds started are not awaited here: a close waits for its events to be recorded, which a shutdown
+   * bounds only once the session manager closes (`SessionManager.closeAll`, which waits for them).
+   */
   async stop(): Promise<void> {
     this.#started = false;
     if (this.#timer) clearInterval(this.#timer);
@@ -410,18 +451,52 @@ export class LeaseKeeper {
     if (!this.#started) return;
     clearTimeout(this.#fenceTimer);
     const at = this.#renewedAt + this.#ttlMs - fenceMarginMs(this.#heartbeatMs);
+    this.#fenceAt = at;
     this.#fenceTimer = setTimeout(() => this.#fence(), Math.max(0, at - this.#now()));
     this.#fenceTimer.unref();
   }
 
-  /** Closes every local session at once (fenced: no quiescing): the leases could not be renewed in time. */
+  /**
+   * True when a session opened here now would be closed in time if no renewal succeeded from now on: the fencing
+   * timer of the last renewal is set and not yet due. Always true for a keeper not started (`tick` run by hand
+   * fences nothing by time).
+   */
+  #fenceArmed(): boolean {
+    if (!this.#started) return true;
+    return this.#fenceTimer !== undefined && this.#now() < this.#fenceAt;
+  }
+
+  /**
+   * Closes every local session at once (fenced: no quiescing): the leases could not be renewed in time. Until a
+   * renewal arms the timer again, nothing is restored here ({@link #fenceArmed}).
+   */
   #fence(): void {
-    const { sessions, logger } = this.#options;
+    const { logger, sessions } = this.#options;
+    this.#fenceTimer = undefined;
+    this.#held.clear();
     const ids = sessions.ids();
     if (ids.length === 0) return;
-    this.#held.clear();
     logger.error({ instances: ids.length }, 'leases could not be renewed in time; closing every session');
-    for (const id of ids) void sessions.release(id, { fenced: true });
+    for (const id of ids) void this.#release(id);
+  }
+
+  /**
+   * Starts the fenced close of the session of `instanceId` (`sessions.release`) unless one runs already, and keeps
+   * it in {@link #releasing} until it ended (docs/decisions/0008-leases-and-fencing.md). Never rejects.
+   */
+  #release(instanceId: string): Promise<void> {
+    const running = this.#releasing.get(instanceId);
+    if (running) return running;
+    const closing = this.#options.sessions
+      .release(instanceId, { fenced: true })
+      .catch((error: unknown) =>
+        this.#options.logger.warn({ err: error, instanceId }, 'closing a session failed'),
+      )
+      .finally(() => {
+        if (this.#releasing.get(instanceId) === closing) this.#releasing.delete(instanceId);
+      });
+    this.#releasing.set(instanceId, closing);
+    return closing;
   }
 
   #idleOf(instanceId: string, waitMs: number): Promise<void> {
@@ -447,6 +522,11 @@ export class LeaseKeeper {
     }
     return nodes;
   }
+}
+
+/** The refusal of a request this node would serve while its fencing timer is not armed. */
+function unrenewed(): DomainError {
+  return new DomainError('not_ready', 'this node could not renew its leases in time; retry');
 }
 
 function hash(text: string): number {

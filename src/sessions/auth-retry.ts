@@ -17,8 +17,10 @@ import {
  * `released` does (the session was released, its instance's lease lost or handed over: no further try,
  * docs/decisions/0008-leases-and-fencing.md, so a write waiting out the store cannot land after the new owner wrote
  * newer keys); any other error is raised at once. The first failure of an operation is logged at warn.
- * @throws `releasedError(released)` (record-retry.ts) for an operation started once `released` aborted, or one
- *   stopped by it while it retried, whatever its last try met.
+ * @throws `releasedError(released)` (record-retry.ts) for an operation started once `released` aborted, one
+ *   stopped by it while it retried, whatever its last try met, and one whose try answered only after it aborted: a
+ *   read then hands nothing to a session that was released meanwhile (its connect would open a socket on what it
+ *   read, docs/decisions/0008-leases-and-fencing.md); a write that landed then is one the session began before.
  */
 export class RetryingAuthStateStore implements AuthStateStore {
   readonly #inner: AuthStateStore;
@@ -60,8 +62,9 @@ export class RetryingAuthStateStore implements AuthStateStore {
   async #retry<T>(operation: string, work: () => Promise<T>): Promise<T> {
     if (this.#released?.aborted) throw releasedError(this.#released);
     for (let attempt = 1; ; attempt++) {
+      let result: T;
       try {
-        return await work();
+        result = await work();
       } catch (error) {
         // Released: whatever this try met, the session writes no more (a deletion's foreign key violation included).
         if (this.#released?.aborted) throw releasedError(this.#released);
@@ -74,7 +77,10 @@ export class RetryingAuthStateStore implements AuthStateStore {
           );
         await pause(delayMs, this.#signal, this.#released);
         if (this.#released?.aborted) throw releasedError(this.#released);
+        continue;
       }
+      if (this.#released?.aborted) throw releasedError(this.#released);
+      return result;
     }
   }
 }

@@ -53,6 +53,11 @@ export class SessionManager {
    * stop without another try (another node may own the instance by then).
    */
   readonly #released = new Map<EngineSession, AbortController>();
+  /**
+   * The closes of released sessions still running ({@link release}), by instance id: a new session of the instance
+   * is made only once its old one closed, and {@link closeAll} waits for them.
+   */
+  readonly #releasing = new Map<string, Promise<void>>();
   /** With several nodes, the leases this node holds: each new session's key writes are fenced by its own. */
   #leases: LeaseFences | undefined;
   /** Why no session is made in this process any more ({@link fence}); undefined while sessions may be made. */
@@ -98,11 +103,17 @@ export class SessionManager {
 
   /**
    * Once the engine of `instance` is prepared: its kept session (another call may have made it meanwhile), else a
-   * new session object, kept when `keep` (in the same step as the check, so concurrent callers share one).
+   * new session object, kept when `keep` (in the same step as the check, so concurrent callers share one). A session
+   * to keep is made only once the close of the instance's released one ended ({@link release}): that close may still
+   * hold the one-socket lock, or record the events its socket received, in order before the new one's.
    * @throws as {@link #prepare}.
    */
   async #keptOrNew(instance: Instance, keep: boolean): Promise<EngineSession> {
     await this.#prepare(instance.env);
+    if (keep && this.#releasing.has(instance.id)) {
+      while (this.#releasing.has(instance.id)) await this.#releasing.get(instance.id);
+      if (this.#closing.signal.aborted) throw new DomainError('not_ready', 'server is shutting down');
+    }
     const kept = this.#sessions.get(instance.id);
     if (kept) return kept;
     // A new engine session with the context every engine gets (engine-session.ts).
@@ -319,19 +330,26 @@ export class SessionManager {
    * started.
    * `listed`, from a list of instances to restore read after {@link stops} was `listed.stops`, stands for the store's
    * row while no disconnect or logout has committed here since (a boot restore, before the server listens, reads
-   * each row once instead of twice).
-   * @returns whether it asked the session to connect (false: deleted, logged out or disconnected meanwhile).
+   * each row once instead of twice). `allowed`, when given, is asked in the turn right before the session is asked
+   * to connect, once it is kept (listed by {@link ids}): false connects nothing (the lease keeper's fence is no
+   * longer armed, docs/decisions/0008-leases-and-fencing.md; a fence firing from then on finds the session).
+   * @returns whether it asked the session to connect (false: deleted, logged out or disconnected meanwhile, or not
+   *   `allowed`).
    * @throws what connecting throws (platform_unreachable 503 when the platform cannot be reached); the store's
    *   error when the instance cannot be read.
    */
-  async restore(instanceId: string, listed?: ListedInstance): Promise<boolean> {
+  async restore(instanceId: string, listed?: ListedInstance, allowed?: () => boolean): Promise<boolean> {
     const started = await this.#turns.run(instanceId, async () => {
       const instance =
         listed !== undefined && listed.stops === this.#stops
           ? listed.instance
           : await getInstance(this.#options.db, instanceId);
       if (instance?.desiredState !== 'connected' || instance.jid === null) return undefined;
-      const connecting = (await this.session(instance)).connect();
+      if (allowed !== undefined && !allowed()) return undefined;
+      const session = await this.session(instance);
+      // Asked again once the session is kept: a fence that fired while it was made may not have found it.
+      if (allowed !== undefined && !allowed()) return undefined;
+      const connecting = session.connect();
       // Awaited below, outside the turn; handled here so a failure before that await is not reported unhandled.
       connecting.catch(() => undefined);
       return { connecting };
@@ -382,7 +400,7 @@ export class SessionManager {
     const sessions = [...this.#sessions.values()];
     this.#sessions.clear();
     this.#released.clear();
-    await Promise.allSettled(sessions.map((s) => s.close()));
+    await Promise.allSettled([...sessions.map((s) => s.close()), ...this.#releasing.values()]);
     await this.#options.recorder.drain();
   }
 
@@ -395,23 +413,31 @@ export class SessionManager {
    * hand-over) stops the writes once the session closed, so the incoming stanzas it lets finish are decrypted; a
    * `fenced` one (the lease is lost or about to expire) stops them first and ends the socket at once
    * ({@link EngineSession.close}). `reason` is what the stopped writes raise (the instance deleted: `instance not
-   * found`); without it, `SessionReleasedError` (503, retry: the instance's new owner answers). Never throws; a
-   * close failure is logged.
+   * found`); without it, `SessionReleasedError` (503, retry: the instance's new owner answers). The session is
+   * forgotten at once ({@link ids} no longer lists it); its close, which lasts until the events its socket received
+   * are recorded, runs on: a new session of the instance is made only once it ended, and {@link closeAll} waits for
+   * it. Resolves once the close ended; a release of an instance whose close still runs resolves with that close.
+   * Never throws; a close failure is logged.
    */
-  async release(instanceId: string, options: CloseOptions & { reason?: DomainError } = {}): Promise<void> {
+  release(instanceId: string, options: CloseOptions & { reason?: DomainError } = {}): Promise<void> {
     this.#restorer.cancel(instanceId);
     const session = this.#sessions.get(instanceId);
-    if (!session) return;
+    if (!session) return this.#releasing.get(instanceId) ?? Promise.resolve();
     this.#sessions.delete(instanceId);
     const released = this.#released.get(session);
     this.#released.delete(session);
     if (options.fenced === true) released?.abort(options.reason);
-    await session
-      .close(options.fenced === true ? { fenced: true } : {})
+    // Called in an async function so that a close throwing at once is caught as well.
+    const closing = (async () => session.close(options.fenced === true ? { fenced: true } : {}))()
       .catch((error: unknown) =>
         this.#options.logger.warn({ err: error, instanceId }, 'closing a session failed'),
-      );
-    released?.abort(options.reason);
+      )
+      .finally(() => {
+        released?.abort(options.reason);
+        if (this.#releasing.get(instanceId) === closing) this.#releasing.delete(instanceId);
+      });
+    this.#releasing.set(instanceId, closing);
+    return closing;
   }
 
   /**

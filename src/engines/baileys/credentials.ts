@@ -1,4 +1,5 @@
 import type { AuthenticationCreds, CacheStore } from 'baileys';
+import { DomainError } from '../../domain/errors.ts';
 import type { AuthStateStore } from '../engine.ts';
 import { type LoadedAuthState, loadAuthState, readPairedCreds } from './auth-state.ts';
 import type { BaileysLogger } from './socket.ts';
@@ -19,6 +20,8 @@ export class Credentials {
   #summary: AuthenticationCreds | null = null;
   /** Deleting the stored credentials failed (store unreachable): done again before the next load. */
   #stale = false;
+  /** Deletions begun so far ({@link wipe}): a load that read across one keeps nothing of what it read. */
+  #wipes = 0;
 
   /** `keyCache` is the signal-key cache handed to Baileys (kept across reconnects, flushed on deletion). */
   constructor(store: AuthStateStore, logger: BaileysLogger, keyCache: CacheStore) {
@@ -51,15 +54,21 @@ export class Credentials {
 
   /**
    * Loads the Baileys auth state (kept until {@link wipe}); first finishes a deletion that failed earlier.
-   * @throws the store's error (nothing is loaded then).
+   * @throws the store's error (nothing is loaded then); DomainError conflict `the stored credentials were deleted
+   *   while they loaded` when a {@link wipe} began meanwhile (what was read may be the deleted credentials: nothing
+   *   is kept).
    */
   async load(): Promise<LoadedAuthState> {
     if (this.#auth) return this.#auth;
+    const wipes = this.#wipes;
     if (this.#stale) {
       await this.#store.clear();
       this.#stale = false;
     }
-    this.#auth = await loadAuthState(this.#store, this.#logger, { cache: this.#keyCache });
+    const auth = await loadAuthState(this.#store, this.#logger, { cache: this.#keyCache });
+    if (wipes !== this.#wipes)
+      throw new DomainError('conflict', 'the stored credentials were deleted while they loaded');
+    this.#auth = auth;
     this.#summary = null;
     this.#paired = undefined;
     return this.#auth;
@@ -70,6 +79,7 @@ export class Credentials {
    * @throws the store's error; the deletion is then repeated by the next {@link load}.
    */
   async wipe(): Promise<void> {
+    this.#wipes += 1;
     const auth = this.#auth;
     this.#auth = null;
     this.#summary = null;

@@ -1,5 +1,5 @@
 import type { AuthenticationCreds, ReachoutTimelockState } from 'baileys';
-import { DomainError } from '../../domain/errors.ts';
+import { DomainError, SessionReleasedError } from '../../domain/errors.ts';
 import type { ConnectionState, PairingCode } from '../../domain/messages.ts';
 import type { CloseOptions } from '../engine.ts';
 import { planAfterClose } from './after-close.ts';
@@ -37,6 +37,12 @@ export class Lifecycle {
   #qrCount = 0;
   readonly #gate = new FirstAnswer();
   #starting: Promise<void> | null = null;
+  /** Teardowns so far (and logouts, counted as they begin): a connection attempt started before one is cancelled. */
+  #teardowns = 0;
+  /** The {@link #teardowns} count the running {@link #starting} began at. */
+  #startedAt = 0;
+  /** What the last teardown cancelled a connection attempt with ({@link #teardown}'s `cancel`). */
+  #cancel: DomainError = cancelledBy('a disconnect');
   readonly #waiters = new Waiters();
   /**
    * True while the last connection state emitted was not recorded: it is emitted again at the next QR code and by a
@@ -100,17 +106,25 @@ export class Lifecycle {
   /**
    * Starts a connection: takes the lock, loads the credentials, opens a socket and resolves once the platform
    * answered (QR or open). Idempotent while an attempt runs or the connection is up, but for a state whose recording
-   * failed: that connect records it.
-   * @throws DomainError conflict when another process holds the lock; platform_unreachable (503) when the platform
-   * cannot be reached or did not answer within the deadline; platform_refused (502) for a refusal (close codes).
+   * failed: that connect records it. An attempt a close, disconnect, logout or lost lock cancelled while it still
+   * waited on the store opens nothing; a connect made after that cancel waits for it to end, then starts anew.
+   * @throws DomainError conflict when another process holds the lock, or when a disconnect, logout or lost lock
+   *   cancelled the attempt; SessionReleasedError (503) when a close did ({@link close}: the session was released,
+   *   docs/decisions/0008-leases-and-fencing.md); platform_unreachable (503) when the platform cannot be reached or
+   *   did not answer within the deadline; platform_refused (502) for a refusal (close codes).
    */
   async connect(): Promise<void> {
-    if (this.#starting) return this.#starting;
+    if (this.#starting) {
+      if (this.#startedAt === this.#teardowns) return this.#starting;
+      await this.#starting.catch(() => undefined);
+      return this.connect();
+    }
     if (this.#phase !== 'idle' && this.#phase !== 'stopped') {
       if (this.#stateUnrecorded) await this.#emitState();
       return;
     }
-    this.#starting = this.#start().finally(() => {
+    this.#startedAt = this.#teardowns;
+    this.#starting = this.#start(this.#teardowns).finally(() => {
       this.#starting = null;
     });
     return this.#starting;
@@ -132,6 +146,8 @@ export class Lifecycle {
   async logout(): Promise<void> {
     const sock = this.openSocket;
     this.#generation += 1;
+    this.#teardowns += 1;
+    this.#cancel = cancelledBy('a logout');
     if (sock) {
       try {
         await logoutWithin(sock, 5_000);
@@ -142,7 +158,7 @@ export class Lifecycle {
         );
       }
     }
-    await this.#teardown('idle', undefined);
+    await this.#teardown('idle', undefined, undefined, cancelledBy('a logout'));
     try {
       await this.#credentials.wipe();
     } finally {
@@ -156,7 +172,8 @@ export class Lifecycle {
    * {@link QUIESCE_MS}); then ends the socket and releases the lock without changing anything stored or emitting.
    * `fenced` (the instance's lease is lost or about to expire, docs/decisions/0008-leases-and-fencing.md) ends the
    * socket at once: with the store unreachable the quiescing would spend its whole {@link QUIESCE_MS} while another
-   * node may open its own socket once the lease expires.
+   * node may open its own socket once the lease expires. A connect still waiting on the store ends with
+   * SessionReleasedError and opens nothing.
    */
   async close(options?: CloseOptions): Promise<void> {
     const sock = this.#slot.current;
@@ -168,13 +185,13 @@ export class Lifecycle {
           'incoming messages were still being handled when the socket was closed',
         );
     }
-    await this.#teardown('idle', this.#reason, this.#cause);
+    await this.#teardown('idle', this.#reason, this.#cause, new SessionReleasedError());
   }
 
   /** Stops because the store lock was lost (another process took over, or it expired). */
   async lockLost(reason: string): Promise<void> {
     this.#o.context.logger.warn({ reason }, 'one-socket lock lost; closing the socket');
-    await this.#teardown('stopped', reason);
+    await this.#teardown('stopped', reason, undefined, cancelledBy(`a lost lock (${reason})`));
     // The lock may be lost while the credentials still load (a long store outage): the state emitted must not say
     // "not logged in" for an account whose credentials are kept (that would read as a logout, which cancels the
     // instance's pending sends). Read whether they exist first; when even that fails, emit nothing: the process now
@@ -188,7 +205,14 @@ export class Lifecycle {
     await this.#emitState();
   }
 
-  async #start(): Promise<void> {
+  /**
+   * The attempt {@link connect} started after `teardowns` teardowns: lock, credentials, socket. A teardown while it
+   * waits on the store (the lock's statements, the credentials' read) counts one more; the attempt then releases the
+   * lock it may have taken meanwhile and ends with the teardown's error, opening nothing: the session may have been
+   * released (its lease lost, docs/decisions/0008-leases-and-fencing.md), and a socket opened now would hold no lock
+   * and be reached by no fence; after a logout, it would open on the deleted credentials.
+   */
+  async #start(teardowns: number): Promise<void> {
     const { lock } = this.#o;
     const attempt = await lock.acquire();
     if (!attempt.acquired) {
@@ -197,11 +221,19 @@ export class Lifecycle {
         `instance is connected by another parley process (${attempt.holder}); its lock expires at ${attempt.expiresAt}`,
       );
     }
+    if (teardowns !== this.#teardowns) {
+      await lock.release();
+      throw this.#cancel;
+    }
     try {
       await this.#credentials.load();
     } catch (error) {
       await lock.release();
-      throw error;
+      throw teardowns === this.#teardowns ? error : this.#cancel;
+    }
+    if (teardowns !== this.#teardowns) {
+      await lock.release();
+      throw this.#cancel;
     }
     this.#reason = undefined;
     this.#cause = undefined;
@@ -359,14 +391,23 @@ export class Lifecycle {
     });
   }
 
-  /** Ends the socket (its events are ignored from now on), cancels timers and waiters, releases the lock. */
-  async #teardown(phase: Phase, reason: string | undefined, cause?: ConnectionState['cause']): Promise<void> {
+  /**
+   * Ends the socket (its events are ignored from now on), cancels timers and waiters, releases the lock. A
+   * connection attempt under way ends with `cancel` (default: conflict, cancelled by a disconnect), whether it waits
+   * for the platform's first answer or still on the store ({@link #start}).
+   */
+  async #teardown(
+    phase: Phase,
+    reason: string | undefined,
+    cause?: ConnectionState['cause'],
+    cancel: DomainError = cancelledBy('a disconnect'),
+  ): Promise<void> {
     this.#generation += 1;
+    this.#teardowns += 1;
+    this.#cancel = cancel;
     this.#reconnects.cancel();
     this.#slot.end();
-    this.#gate
-      .take()
-      ?.reject(new DomainError('conflict', 'the connection attempt was cancelled by a disconnect'));
+    this.#gate.take()?.reject(cancel);
     this.#phase = phase;
     this.#reason = reason;
     this.#cause = cause;
@@ -399,4 +440,9 @@ export class Lifecycle {
       this.#o.context.logger.error({ err: error }, 'recording a connection state failed');
     }
   }
+}
+
+/** The error of a connection attempt that `what` (a disconnect, a logout, a lost lock) cancelled. */
+function cancelledBy(what: string): DomainError {
+  return new DomainError('conflict', `the connection attempt was cancelled by ${what}`);
 }
