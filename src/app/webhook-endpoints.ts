@@ -67,6 +67,14 @@ function newSecret(): string {
   return `${SECRET_PREFIX}${randomBytes(SECRET_BYTES).toString('base64')}`;
 }
 
+/**
+ * An endpoint id as stored: ids are lower-case UUIDs, and one given in another case names the same endpoint, as an
+ * event id does (`POST /v1/webhook/deliveries/{id}/redeliver`, docs/api.md#webhook-endpoints).
+ */
+function endpointIdOf(id: string): string {
+  return id.toLowerCase();
+}
+
 /** The API view of an endpoint row. */
 function toView(endpoint: EndpointRecord): EndpointView {
   return {
@@ -220,9 +228,12 @@ export class WebhookEndpointService {
     return (await listEndpoints(this.#store.db, instance.id)).map(toView);
   }
 
-  /** Endpoint `id`. @throws DomainError not_found `webhook endpoint not found` (also for another instance's). */
+  /**
+   * Endpoint `id` (in any case: ids are compared lower-cased).
+   * @throws DomainError not_found `webhook endpoint not found` (also for another instance's).
+   */
   async get(instance: Instance, id: string): Promise<EndpointView> {
-    const endpoint = await getEndpoint(this.#store.db, instance.id, id);
+    const endpoint = await getEndpoint(this.#store.db, instance.id, endpointIdOf(id));
     if (!endpoint) throw errors.notFound('webhook endpoint not found');
     return toView(endpoint);
   }
@@ -236,10 +247,11 @@ export class WebhookEndpointService {
    */
   async update(
     instance: Instance,
-    id: string,
+    givenId: string,
     changes: EndpointChanges,
     log: FastifyBaseLogger,
   ): Promise<EndpointView> {
+    const id = endpointIdOf(givenId);
     const current = await getEndpoint(this.#store.db, instance.id, id);
     if (!current) throw errors.notFound('webhook endpoint not found');
     const patch: EndpointPatch = {};
@@ -261,7 +273,7 @@ export class WebhookEndpointService {
    * @throws DomainError not_found `webhook endpoint not found`.
    */
   async remove(instance: Instance, id: string): Promise<void> {
-    if (!(await deleteEndpoint(this.#store.db, instance.id, id)))
+    if (!(await deleteEndpoint(this.#store.db, instance.id, endpointIdOf(id))))
       throw errors.notFound('webhook endpoint not found');
   }
 
@@ -272,7 +284,15 @@ export class WebhookEndpointService {
   async rotateSecret(instance: Instance, id: string): Promise<EndpointWithSecret> {
     const secret = newSecret();
     const sealed = this.#box.seal(secret);
-    if (!(await updateEndpoint(this.#store.db, instance.id, id, { secretSealed: sealed }, this.#clock())))
+    if (
+      !(await updateEndpoint(
+        this.#store.db,
+        instance.id,
+        endpointIdOf(id),
+        { secretSealed: sealed },
+        this.#clock(),
+      ))
+    )
       throw errors.notFound('webhook endpoint not found');
     return { ...(await this.get(instance, id)), secret };
   }
@@ -282,8 +302,8 @@ export class WebhookEndpointService {
    * @throws DomainError not_found `webhook endpoint not found`; invalid `cursor is invalid`.
    */
   async deliveries(instance: Instance, id: string, query: DeliveriesServiceQuery): Promise<DeliveryPage> {
-    await this.get(instance, id);
-    return this.#webhooks.deliveries(instance, { ...query, endpointId: id });
+    const endpoint = await this.get(instance, id);
+    return this.#webhooks.deliveries(instance, { ...query, endpointId: endpoint.id });
   }
 
   /**
@@ -295,8 +315,9 @@ export class WebhookEndpointService {
    *   never queued for this endpoint); conflict `webhook endpoint is disabled …`, `delivery is being attempted right
    *   now`.
    */
-  async redeliver(instance: Instance, id: string, eventId: string): Promise<void> {
-    const endpoint = await this.get(instance, id);
+  async redeliver(instance: Instance, givenId: string, eventId: string): Promise<void> {
+    const endpoint = await this.get(instance, givenId);
+    const { id } = endpoint;
     if (!(await webhookEventExists(this.#store.db, instance.id, eventId)))
       throw errors.notFound('delivery not found');
     if (!endpoint.enabled) {

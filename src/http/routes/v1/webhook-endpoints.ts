@@ -82,6 +82,7 @@ export const UpdateEndpointBody = Type.Object(
   { title: 'UpdateWebhookEndpointBody', additionalProperties: false },
 );
 
+/** An endpoint id: a UUID, in any case (it is compared lower-cased, as event ids are). */
 const Params = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
 const RedeliverParams = Type.Object({
   id: Type.String({ minLength: 1, maxLength: 64, description: 'endpoint id' }),
