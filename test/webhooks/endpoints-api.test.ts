@@ -40,6 +40,7 @@ for (const dialect of testDialects()) {
         enabled: true,
         disabledAt: null,
         disabledReason: null,
+        previousSecretExpiresAt: null,
         createdAt: endpoint.createdAt,
         updatedAt: endpoint.createdAt,
       };
@@ -72,6 +73,11 @@ for (const dialect of testDialects()) {
       assert.equal(rotated.status, 200);
       assert.match(rotated.body.data.secret, /^whsec_/);
       assert.notEqual(rotated.body.data.secret, endpoint.secret);
+      // The replaced secret signs besides the new one for 24 hours (docs/decisions/0092-secret-rotation-grace.md).
+      assert.equal(
+        rotated.body.data.previousSecretExpiresAt,
+        new Date(Date.parse(endpoint.createdAt) + 1000 + 86_400_000).toISOString(),
+      );
 
       // Another instance of the same org: the endpoint does not exist there.
       const other = await t().newInstance('test', 'other');
