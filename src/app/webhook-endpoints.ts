@@ -23,6 +23,7 @@ import {
   insertEndpoint,
   listEndpoints,
   MAX_ENDPOINTS,
+  rotateEndpointSecret,
   updateEndpoint,
 } from '../store/webhook-endpoints.ts';
 import { webhookEventExists } from '../store/webhook-events.ts';
@@ -37,7 +38,9 @@ import {
 
 /**
  * A webhook endpoint as the API shows it (docs/api.md#webhook-endpoints, docs/decisions/0035-webhook-endpoints.md):
- * never its secret. Times are RFC 3339; `disabledAt`/`disabledReason` are set when a 410 Gone disabled it.
+ * never its secret. Times are RFC 3339; `disabledAt`/`disabledReason` are set when a 410 Gone disabled it;
+ * `previousSecretExpiresAt` while the secret a rotation replaced still signs
+ * (docs/decisions/0094-secret-rotation-grace.md).
  */
 export interface EndpointView {
   id: string;
@@ -47,6 +50,11 @@ export interface EndpointView {
   enabled: boolean;
   disabledAt: string | null;
   disabledReason: string | null;
+  /**
+   * When the secret the last rotation replaced stops signing (every attempt until then carries a signature with it
+   * too); null when no previous secret signs any more.
+   */
+  previousSecretExpiresAt: string | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -67,8 +75,47 @@ function newSecret(): string {
   return `${SECRET_PREFIX}${randomBytes(SECRET_BYTES).toString('base64')}`;
 }
 
-/** The API view of an endpoint row. */
-function toView(endpoint: EndpointRecord): EndpointView {
+/**
+ * How long the secret a rotation replaces keeps signing when the request names no grace, seconds: 24 hours, as
+ * Svix keeps an endpoint's previous secret (docs/decisions/0094-secret-rotation-grace.md).
+ */
+export const DEFAULT_PREVIOUS_SECRET_GRACE_SECONDS = 86_400;
+
+/**
+ * The longest grace a rotation may give the replaced secret, seconds: 7 days
+ * (docs/decisions/0094-secret-rotation-grace.md).
+ */
+export const MAX_PREVIOUS_SECRET_GRACE_SECONDS = 604_800;
+
+/**
+ * The rule `previousSecretGraceSeconds` breaks when it is not a whole number of seconds within the bounds: the 400's
+ * message, the schema's as the service's (docs/decisions/0001-envelope-and-error-codes.md names the field).
+ */
+export const GRACE_RULE =
+  'previousSecretGraceSeconds must be an integer from 0 to ' +
+  `${MAX_PREVIOUS_SECRET_GRACE_SECONDS} (seconds; 0 ends the old secret at once)`;
+
+/** What `POST /v1/webhooks/{id}/rotate-secret` may say (docs/api.md#post-v1webhooksidrotate-secret). */
+export interface RotateOptions {
+  /**
+   * How long the secret being replaced keeps signing, seconds, 0 to {@link MAX_PREVIOUS_SECRET_GRACE_SECONDS}
+   * (default {@link DEFAULT_PREVIOUS_SECRET_GRACE_SECONDS}); 0 signs with the new secret only from now on and drops
+   * any previous secret (a leaked secret).
+   */
+  previousSecretGraceSeconds?: number | undefined;
+}
+
+/**
+ * An endpoint id as stored: ids are lower-case UUIDs, and one given in another case names the same endpoint, as an
+ * event id does (`POST /v1/webhook/deliveries/{id}/redeliver`, docs/api.md#webhook-endpoints).
+ */
+function endpointIdOf(id: string): string {
+  return id.toLowerCase();
+}
+
+/** The API view of an endpoint row at `now` (epoch ms: a previous secret whose expiry has passed shows as none). */
+function toView(endpoint: EndpointRecord, now: number): EndpointView {
+  const expires = endpoint.previousSecretExpiresAt;
   return {
     id: endpoint.id,
     url: endpoint.url,
@@ -77,6 +124,8 @@ function toView(endpoint: EndpointRecord): EndpointView {
     enabled: endpoint.enabled,
     disabledAt: endpoint.disabledAt === null ? null : toIso(endpoint.disabledAt),
     disabledReason: endpoint.disabledReason,
+    previousSecretExpiresAt:
+      endpoint.previousSecretSealed !== null && expires !== null && expires > now ? toIso(expires) : null,
     createdAt: toIso(endpoint.createdAt),
     updatedAt: toIso(endpoint.updatedAt),
   };
@@ -217,14 +266,18 @@ export class WebhookEndpointService {
 
   /** The instance's endpoints, oldest first, without secrets. */
   async list(instance: Instance): Promise<EndpointView[]> {
-    return (await listEndpoints(this.#store.db, instance.id)).map(toView);
+    const now = this.#clock();
+    return (await listEndpoints(this.#store.db, instance.id)).map((endpoint) => toView(endpoint, now));
   }
 
-  /** Endpoint `id`. @throws DomainError not_found `webhook endpoint not found` (also for another instance's). */
+  /**
+   * Endpoint `id` (in any case: ids are compared lower-cased).
+   * @throws DomainError not_found `webhook endpoint not found` (also for another instance's).
+   */
   async get(instance: Instance, id: string): Promise<EndpointView> {
-    const endpoint = await getEndpoint(this.#store.db, instance.id, id);
+    const endpoint = await getEndpoint(this.#store.db, instance.id, endpointIdOf(id));
     if (!endpoint) throw errors.notFound('webhook endpoint not found');
-    return toView(endpoint);
+    return toView(endpoint, this.#clock());
   }
 
   /**
@@ -236,10 +289,11 @@ export class WebhookEndpointService {
    */
   async update(
     instance: Instance,
-    id: string,
+    givenId: string,
     changes: EndpointChanges,
     log: FastifyBaseLogger,
   ): Promise<EndpointView> {
+    const id = endpointIdOf(givenId);
     const current = await getEndpoint(this.#store.db, instance.id, id);
     if (!current) throw errors.notFound('webhook endpoint not found');
     const patch: EndpointPatch = {};
@@ -261,18 +315,30 @@ export class WebhookEndpointService {
    * @throws DomainError not_found `webhook endpoint not found`.
    */
   async remove(instance: Instance, id: string): Promise<void> {
-    if (!(await deleteEndpoint(this.#store.db, instance.id, id)))
+    if (!(await deleteEndpoint(this.#store.db, instance.id, endpointIdOf(id))))
       throw errors.notFound('webhook endpoint not found');
   }
 
   /**
-   * Gives endpoint `id` a new secret (shown only in this answer); later attempts are signed with it.
-   * @throws DomainError not_found `webhook endpoint not found`.
+   * Gives endpoint `id` a new secret (shown only in this answer; docs/decisions/0094-secret-rotation-grace.md). Every
+   * attempt from then on is signed with it, and, for `previousSecretGraceSeconds` (default 24 hours), also with the
+   * secret it replaces, so a receiver that has not yet deployed the new secret still verifies. The replaced secret
+   * becomes the previous one in place of any earlier previous secret; a grace of 0 keeps none.
+   * @throws DomainError invalid {@link GRACE_RULE}; not_found `webhook endpoint not found`.
    */
-  async rotateSecret(instance: Instance, id: string): Promise<EndpointWithSecret> {
+  async rotateSecret(
+    instance: Instance,
+    id: string,
+    options: RotateOptions = {},
+  ): Promise<EndpointWithSecret> {
+    const grace = options.previousSecretGraceSeconds ?? DEFAULT_PREVIOUS_SECRET_GRACE_SECONDS;
+    if (!Number.isInteger(grace) || grace < 0 || grace > MAX_PREVIOUS_SECRET_GRACE_SECONDS)
+      throw errors.badRequest(GRACE_RULE);
     const secret = newSecret();
     const sealed = this.#box.seal(secret);
-    if (!(await updateEndpoint(this.#store.db, instance.id, id, { secretSealed: sealed }, this.#clock())))
+    const now = this.#clock();
+    const expiresAt = grace === 0 ? null : now + grace * 1000;
+    if (!(await rotateEndpointSecret(this.#store.db, instance.id, endpointIdOf(id), sealed, expiresAt, now)))
       throw errors.notFound('webhook endpoint not found');
     return { ...(await this.get(instance, id)), secret };
   }
@@ -282,8 +348,8 @@ export class WebhookEndpointService {
    * @throws DomainError not_found `webhook endpoint not found`; invalid `cursor is invalid`.
    */
   async deliveries(instance: Instance, id: string, query: DeliveriesServiceQuery): Promise<DeliveryPage> {
-    await this.get(instance, id);
-    return this.#webhooks.deliveries(instance, { ...query, endpointId: id });
+    const endpoint = await this.get(instance, id);
+    return this.#webhooks.deliveries(instance, { ...query, endpointId: endpoint.id });
   }
 
   /**
@@ -295,8 +361,9 @@ export class WebhookEndpointService {
    *   never queued for this endpoint); conflict `webhook endpoint is disabled …`, `delivery is being attempted right
    *   now`.
    */
-  async redeliver(instance: Instance, id: string, eventId: string): Promise<void> {
-    const endpoint = await this.get(instance, id);
+  async redeliver(instance: Instance, givenId: string, eventId: string): Promise<void> {
+    const endpoint = await this.get(instance, givenId);
+    const { id } = endpoint;
     if (!(await webhookEventExists(this.#store.db, instance.id, eventId)))
       throw errors.notFound('delivery not found');
     if (!endpoint.enabled) {

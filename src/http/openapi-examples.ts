@@ -102,6 +102,7 @@ export const REQUEST_EXAMPLES: Readonly<Record<string, Record<string, unknown>>>
     description: 'order updates for the shop backend',
   },
   updateWebhookEndpoint: { events: ['Message'], enabled: true },
+  rotateWebhookEndpointSecret: { previousSecretGraceSeconds: 3600 },
   updateProfile: { name: 'Acme Store', about: 'Open 9–18, Monday to Saturday', picture: TINY_PNG },
   updatePrivacySettings: { lastSeen: 'contacts', readReceipts: 'none' },
   blockContact: { phone: '5511977776666' },

@@ -66,6 +66,14 @@ export interface ClaimedDelivery {
   hmacKeySealed: string | null;
   /** An endpoint's sealed `whsec_…` secret; null for the default webhook. */
   endpointSecretSealed: string | null;
+  /**
+   * The endpoint's previous secret, sealed, as the claim read it: null for the default webhook and for an endpoint
+   * without one (docs/decisions/0094-secret-rotation-grace.md). It signs an attempt, after the current secret, only
+   * when the attempt starts before {@link previousSecretExpiresAt}.
+   */
+  previousSecretSealed: string | null;
+  /** When {@link previousSecretSealed} stops signing, epoch ms; null with it. */
+  previousSecretExpiresAt: number | null;
 }
 
 /** Parameters of {@link claimDeliveries}; times in epoch ms. */

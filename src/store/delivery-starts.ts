@@ -123,6 +123,7 @@ export async function startAttempts(
       urlSealed: endpoint ? row.endpoint_url_sealed : null,
       hmacKeySealed: endpoint ? null : row.hmac_key,
       endpointSecretSealed: endpoint ? row.endpoint_secret : null,
+      ...previousSecretOf(endpoint ? row : undefined),
     });
   }
   if (urlGone.length > 0) await returnClaims(trx, workerId, now, urlGone, true);
@@ -135,6 +136,21 @@ export async function startAttempts(
   if (last) await runLast(trx, INSERT_ATTEMPTS.query(trx, {}, started));
   else await INSERT_ATTEMPTS.run(trx, {}, started);
   return out;
+}
+
+/**
+ * The previous secret of a claimed endpoint row and when it stops signing, as `ClaimedDelivery` carries them
+ * (docs/decisions/0094-secret-rotation-grace.md); both null for the default webhook (`row` undefined) and for an
+ * endpoint without one.
+ */
+function previousSecretOf(
+  row: ClaimDetailRow | undefined,
+): Pick<ClaimedDelivery, 'previousSecretSealed' | 'previousSecretExpiresAt'> {
+  const sealed = row?.endpoint_previous_secret ?? null;
+  const expiresAt = row?.endpoint_previous_secret_expires_at ?? null;
+  if (sealed === null || expiresAt === null)
+    return { previousSecretSealed: null, previousSecretExpiresAt: null };
+  return { previousSecretSealed: sealed, previousSecretExpiresAt: Number(expiresAt) };
 }
 
 /** Options of {@link startAttempts}. */
@@ -230,6 +246,8 @@ export const CLAIM_DETAILS_POSTGRES = `${KEY_LOOKUPS} with closing as (
 )
 select d.event_id, d.endpoint_id, d.instance_id, d.sequence, d.attempts, d.max_attempts, e.payload,
   i.webhook_url, i.hmac_key, w.url as endpoint_url, w.secret as endpoint_secret,
+  w.previous_secret as endpoint_previous_secret,
+  w.previous_secret_expires_at as endpoint_previous_secret_expires_at,
   w.url_sealed as endpoint_url_sealed, w.enabled as endpoint_enabled,
   (select count(*) from webhook_attempts a where a.event_id = d.event_id and a.endpoint_id = d.endpoint_id)
     as attempts_logged
@@ -241,7 +259,8 @@ cross join lateral (
 cross join lateral (select e.payload from webhook_events e where e.id = d.event_id offset 0) e
 cross join lateral (select i.webhook_url, i.hmac_key from instances i where i.id = d.instance_id offset 0) i
 left join lateral (
-  select w.url, w.secret, w.url_sealed, w.enabled from webhook_endpoints w
+  select w.url, w.secret, w.previous_secret, w.previous_secret_expires_at, w.url_sealed, w.enabled
+  from webhook_endpoints w
   where w.id = d.endpoint_id and w.instance_id = d.instance_id offset 0
 ) w on true`;
 
@@ -258,6 +277,9 @@ interface ClaimDetailRow {
   hmac_key: string | null;
   endpoint_url: string | null;
   endpoint_secret: string | null;
+  /** The endpoint's previous secret (sealed) and when it stops signing (epoch ms; a string or a number). */
+  endpoint_previous_secret: string | null;
+  endpoint_previous_secret_expires_at: number | string | null;
   endpoint_url_sealed: string | null;
   endpoint_enabled: number | null;
   /** Attempt rows already logged for the delivery (PostgreSQL's count is a bigint: read as a string or a number). */
@@ -291,6 +313,8 @@ const CLAIM_DETAILS = compiledListStatement<Record<never, never>, DeliveryKey, C
         'i.hmac_key',
         'w.url as endpoint_url',
         'w.secret as endpoint_secret',
+        'w.previous_secret as endpoint_previous_secret',
+        'w.previous_secret_expires_at as endpoint_previous_secret_expires_at',
         'w.url_sealed as endpoint_url_sealed',
         'w.enabled as endpoint_enabled',
         (eb) =>

@@ -102,6 +102,16 @@ export interface WebhookEndpointsTable {
   /** The signing secret (`whsec_…`) sealed with the SecretBox. */
   secret: string;
   /**
+   * The secret the last `rotate-secret` replaced, sealed as `secret` is, while it may still sign (migration 0031,
+   * docs/decisions/0094-secret-rotation-grace.md); null when there is none.
+   */
+  previous_secret: string | null;
+  /**
+   * When `previous_secret` stops signing, epoch ms (an attempt started at or after it is signed with `secret` only);
+   * null with it.
+   */
+  previous_secret_expires_at: number | null;
+  /**
    * A broker URL carrying a password or token, whole, sealed with the SecretBox (`url` shows it masked); null
    * otherwise (migration 0018).
    */

@@ -19,6 +19,12 @@ export interface EndpointRecord {
   events: string[];
   description: string | null;
   secretSealed: string;
+  /**
+   * The secret the last rotation replaced, sealed, and when it stops signing (epoch ms); both null when there is
+   * none (migration 0031, docs/decisions/0094-secret-rotation-grace.md). A time in the past means it signs no more.
+   */
+  previousSecretSealed: string | null;
+  previousSecretExpiresAt: number | null;
   /** The whole broker URL sealed when it carries a password or token (migration 0018); null otherwise. */
   urlSealed: string | null;
   enabled: boolean;
@@ -38,6 +44,9 @@ export function toEndpointRecord(row: Selectable<WebhookEndpointsTable>): Endpoi
     events: Array.isArray(events) ? events.filter((e): e is string => typeof e === 'string') : [],
     description: row.description,
     secretSealed: row.secret,
+    previousSecretSealed: row.previous_secret ?? null,
+    previousSecretExpiresAt:
+      row.previous_secret_expires_at === null ? null : Number(row.previous_secret_expires_at),
     urlSealed: row.url_sealed ?? null,
     enabled: row.enabled === 1,
     disabledAt: row.disabled_at === null ? null : Number(row.disabled_at),
@@ -121,6 +130,8 @@ export async function insertEndpoint(
         events: JSON.stringify(endpoint.events),
         description: endpoint.description,
         secret: endpoint.secretSealed,
+        previous_secret: null,
+        previous_secret_expires_at: null,
         url_sealed: endpoint.urlSealed,
         enabled: 1,
         disabled_at: null,
@@ -143,7 +154,6 @@ export interface EndpointPatch {
   events?: readonly string[];
   description?: string | null;
   enabled?: boolean;
-  secretSealed?: string;
 }
 
 /**
@@ -176,7 +186,6 @@ export async function updateEndpoint(
         ...(patch.url === undefined ? {} : { url: patch.url.shown, url_sealed: patch.url.sealed }),
         ...(patch.events === undefined ? {} : { events: JSON.stringify(patch.events) }),
         ...(patch.description === undefined ? {} : { description: patch.description }),
-        ...(patch.secretSealed === undefined ? {} : { secret: patch.secretSealed }),
         ...(patch.enabled === undefined
           ? {}
           : patch.enabled
@@ -188,6 +197,36 @@ export async function updateEndpoint(
       .executeTakeFirst();
     return result.numUpdatedRows > 0n;
   });
+}
+
+/**
+ * Gives endpoint `id` of `instanceId` the new secret `secretSealed` at `now` (epoch ms), in one statement
+ * (docs/decisions/0094-secret-rotation-grace.md): the secret it replaces becomes the previous secret, signing until
+ * `previousExpiresAt` (epoch ms), in place of any earlier previous secret; with `previousExpiresAt` null (no grace)
+ * no previous secret is kept. The statement reads the replaced secret itself, so two rotations at once each keep
+ * the secret the other replaced or its own, never a secret that was not the endpoint's.
+ * @returns false when there is no such endpoint.
+ */
+export async function rotateEndpointSecret(
+  db: Kysely<Database>,
+  instanceId: string,
+  id: string,
+  secretSealed: string,
+  previousExpiresAt: number | null,
+  now: number,
+): Promise<boolean> {
+  const result = await db
+    .updateTable('webhook_endpoints')
+    .set((eb) => ({
+      secret: secretSealed,
+      previous_secret: previousExpiresAt === null ? null : eb.ref('secret'),
+      previous_secret_expires_at: previousExpiresAt,
+      updated_at: now,
+    }))
+    .where('instance_id', '=', instanceId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
 }
 
 /**

@@ -1,12 +1,18 @@
 /**
  * Retry timing of webhook deliveries (docs/decisions/0005-outbox-and-delivery.md): the delays after each failed
  * attempt come from the configured schedule (`WEBHOOK_RETRY_SCHEDULE`, default 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10
- * h), each with ±20 % jitter; a `Retry-After` answer replaces the jittered delay, clamped to 1×–2× the scheduled
- * delay. {@link RetryPolicy} is the one place a worker asks when to try again; the pure functions below are its
- * parts. The delivery row holds all retry state (`attempts`, counted at claim, and `max_attempts`), the worker none.
+ * h), each lengthened by a random 0 to 20 % (never shortened: a retry never comes before its scheduled delay, so the
+ * default round lasts at least the schedule's 27 h 35 min and a receiver down for a day still gets every event);
+ * a `Retry-After` answer replaces the jittered delay, clamped to 1×–2× the scheduled delay. {@link RetryPolicy} is
+ * the one place a worker asks when to try again; the pure functions below are its parts. The delivery row holds all
+ * retry state (`attempts`, counted at claim, and `max_attempts`), the worker none.
  */
 
-/** Jitter applied to each scheduled delay: ±20 % (docs/decisions/0005-outbox-and-delivery.md). */
+/**
+ * Jitter added to each scheduled delay: a random 0 to +20 % of it, upward only
+ * (docs/decisions/0005-outbox-and-delivery.md): retries of events that failed together spread over a fifth of their
+ * delay, and none comes early.
+ */
 export const JITTER = 0.2;
 
 /**
@@ -39,7 +45,7 @@ export interface RetryInput {
   maxAttempts: number;
   /** Retry delays, milliseconds. */
   scheduleMs: readonly number[];
-  /** A uniform random number in [0, 1) choosing the jitter. */
+  /** A uniform random number in [0, 1) choosing the jitter (0: the scheduled delay itself). */
   random: number;
   /** The receiver's `Retry-After`, milliseconds, when it sent one. */
   retryAfterMs?: number;
@@ -47,15 +53,16 @@ export interface RetryInput {
 
 /**
  * The delay before the next attempt, milliseconds, or null when no attempt is left (the delivery becomes
- * `failed`). Delay `n` of the schedule follows failed attempt `n`; if the schedule became shorter than the
- * row's `max_attempts` (configuration changed), its last delay is reused.
+ * `failed`). Delay `n` of the schedule follows failed attempt `n`, lengthened by `random` × {@link JITTER} (never
+ * shorter than scheduled); if the schedule became shorter than the row's `max_attempts` (configuration changed), its
+ * last delay is reused.
  */
 export function retryDelayMs(input: RetryInput): number | null {
   if (input.attemptsMade >= input.maxAttempts || input.scheduleMs.length === 0) return null;
   const index = Math.min(input.attemptsMade - 1, input.scheduleMs.length - 1);
   const base = input.scheduleMs[Math.max(0, index)] ?? 0;
   if (input.retryAfterMs !== undefined) return Math.min(Math.max(input.retryAfterMs, base), 2 * base);
-  const factor = 1 - JITTER + 2 * JITTER * Math.min(Math.max(input.random, 0), 1);
+  const factor = 1 + JITTER * Math.min(Math.max(input.random, 0), 1);
   return Math.round(base * factor);
 }
 
@@ -73,8 +80,8 @@ export interface NextAttemptInput {
 
 /**
  * The retry policy of webhook deliveries (docs/decisions/0005-outbox-and-delivery.md) in one object: the configured
- * schedule (`WEBHOOK_RETRY_SCHEDULE`), how many attempts a round gets, the ±20 % jitter, and `Retry-After` clamped to
- * 1×–2× the scheduled delay.
+ * schedule (`WEBHOOK_RETRY_SCHEDULE`), how many attempts a round gets, the 0 to +20 % jitter, and `Retry-After`
+ * clamped to 1×–2× the scheduled delay.
  */
 export class RetryPolicy {
   readonly #scheduleMs: readonly number[];

@@ -125,6 +125,25 @@ export async function publishDelivery(
   );
 }
 
+/**
+ * The sealed previous secret that also signs an attempt of `delivery` started at `startedAt` (epoch ms), or null
+ * (docs/decisions/0094-secret-rotation-grace.md): an endpoint's rotated-out secret signs while `startedAt` is before
+ * its expiry, as the claim read it; a lane batch's later attempts, started after the expiry, are signed with the
+ * current secret only.
+ */
+export function previousSecretSigning(
+  delivery: Pick<
+    ClaimedDelivery,
+    'endpointSecretSealed' | 'previousSecretSealed' | 'previousSecretExpiresAt'
+  >,
+  startedAt: number,
+): string | null {
+  const { endpointSecretSealed, previousSecretSealed, previousSecretExpiresAt } = delivery;
+  if (endpointSecretSealed === null || previousSecretSealed === null || previousSecretExpiresAt === null)
+    return null;
+  return startedAt < previousSecretExpiresAt ? previousSecretSealed : null;
+}
+
 /** What one attempt's request gave: the attempt row's fields, and a `Retry-After` or 410 answer. */
 export interface SentAttempt {
   record: AttemptRecord;
@@ -159,6 +178,8 @@ export async function sendAttempt(
     const hmacKey = delivery.hmacKeySealed === null ? null : box.openKept(delivery.hmacKeySealed);
     const endpointSecret =
       delivery.endpointSecretSealed === null ? null : box.openKept(delivery.endpointSecretSealed);
+    const previousSealed = previousSecretSigning(delivery, startedAt);
+    const previousEndpointSecret = previousSealed === null ? null : box.openKept(previousSealed);
     const timestampSeconds = Math.floor(startedAt / 1000);
     const headers = webhookHeaders({
       id: delivery.eventId,
@@ -166,6 +187,7 @@ export async function sendAttempt(
       body: delivery.payload,
       hmacKey,
       ...(endpointSecret === null ? {} : { endpointSecret }),
+      ...(previousEndpointSecret === null ? {} : { previousEndpointSecret }),
     });
     const url = delivery.urlSealed === null ? delivery.url : box.openKept(delivery.urlSealed);
     if (isBrokerUrl(url)) {

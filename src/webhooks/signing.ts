@@ -48,6 +48,12 @@ export interface SignInput {
    * `webhook-signature` is made with its decoded bytes (Standard Webhooks) and no `x-hmac-signature` is sent.
    */
   endpointSecret?: string;
+  /**
+   * The endpoint's previous secret in clear, while it still signs after a rotation
+   * (docs/decisions/0094-secret-rotation-grace.md): `webhook-signature` then carries a second `v1,` entry made with
+   * it, after the current secret's, space-separated as Standard Webhooks allows. Ignored without `endpointSecret`.
+   */
+  previousEndpointSecret?: string;
 }
 
 /** Prefix of an endpoint secret (Standard Webhooks). */
@@ -65,7 +71,8 @@ export function secretKey(secret: string): Buffer {
 /**
  * Headers of one webhook POST (docs/decisions/0006-signatures.md): `content-type`, `user-agent`, `webhook-id`,
  * `webhook-timestamp`, and, when an HMAC key is configured, `x-hmac-signature` and `webhook-signature`; for an
- * endpoint, `webhook-signature` under its secret only.
+ * endpoint, `webhook-signature` under its secret only, or `v1,<current> v1,<previous>` while a rotated-out secret
+ * still signs (docs/decisions/0094-secret-rotation-grace.md).
  */
 export function webhookHeaders(input: SignInput): Record<string, string> {
   const headers: Record<string, string> = {
@@ -75,12 +82,13 @@ export function webhookHeaders(input: SignInput): Record<string, string> {
     'webhook-timestamp': String(input.timestampSeconds),
   };
   if (input.endpointSecret !== undefined) {
-    headers['webhook-signature'] = standardSignature(
-      secretKey(input.endpointSecret),
-      input.id,
-      input.timestampSeconds,
-      input.body,
-    );
+    const secrets =
+      input.previousEndpointSecret === undefined
+        ? [input.endpointSecret]
+        : [input.endpointSecret, input.previousEndpointSecret];
+    headers['webhook-signature'] = secrets
+      .map((secret) => standardSignature(secretKey(secret), input.id, input.timestampSeconds, input.body))
+      .join(' ');
   } else if (input.hmacKey !== null) {
     headers['x-hmac-signature'] = hmacHex(input.hmacKey, input.body);
     headers['webhook-signature'] = standardSignature(

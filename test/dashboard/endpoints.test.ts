@@ -91,6 +91,7 @@ for (const dialect of testDialects()) {
           enabled: true,
           disabledAt: null,
           disabledReason: null,
+          previousSecretExpiresAt: null,
           createdAt: '',
           updatedAt: '',
         },
@@ -121,6 +122,22 @@ for (const dialect of testDialects()) {
       assert.match(rotated.body.data.secret, /^whsec_/);
       assert.notEqual(rotated.body.data.secret, secret);
       assert.equal(rotated.body.data.id, view.id);
+      // The replaced secret signs besides the new one for 24 hours, as through /v1
+      // (docs/decisions/0094-secret-rotation-grace.md); a grace of 0 ends it at once, and a bad one is refused.
+      assert.equal(rotated.body.data.previousSecretExpiresAt, new Date(t.clock() + 86_400_000).toISOString());
+      const ended = await member.call('POST', `${base}/${view.id}/rotate-secret`, {
+        previousSecretGraceSeconds: 0,
+      });
+      assert.equal(ended.status, 200, JSON.stringify(ended.body));
+      assert.equal(ended.body.data.previousSecretExpiresAt, null);
+      const refused = await member.call('POST', `${base}/${view.id}/rotate-secret`, {
+        previousSecretGraceSeconds: -1,
+      });
+      assert.equal(refused.status, 400);
+      assert.match(
+        refused.body.error.message,
+        /^previousSecretGraceSeconds must be an integer from 0 to 604800/,
+      );
 
       const removed = await member.call('DELETE', `${base}/${view.id}`);
       assert.deepEqual(removed.body, {

@@ -27,7 +27,7 @@ export function receipt(id: string): EngineEvent {
 }
 
 /** The Standard Webhooks signature of `request` under `secret` (`whsec_…`), recomputed with node:crypto. */
-function expectedSignature(request: ReceivedRequest, secret: string): string {
+export function expectedSignature(request: ReceivedRequest, secret: string): string {
   const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
   const id = String(request.headers['webhook-id']);
   const timestamp = String(request.headers['webhook-timestamp']);
@@ -45,6 +45,37 @@ export function assertEndpointSigned(request: ReceivedRequest, secret: string): 
     'webhook-signature': String(request.headers['webhook-signature']),
   });
   assert.deepEqual(parsed, JSON.parse(request.body.toString('utf8')));
+}
+
+/**
+ * Asserts `request` carries exactly one `v1,` signature per secret of `secrets`, in that order, space-separated
+ * (Standard Webhooks; docs/decisions/0094-secret-rotation-grace.md), each recomputed with node:crypto, that
+ * `standardwebhooks` verifies it with each secret, and that it carries no x-hmac-signature.
+ */
+export function assertSignedWithEach(request: ReceivedRequest, secrets: readonly string[]): void {
+  const header = String(request.headers['webhook-signature']);
+  assert.deepEqual(
+    header.split(' '),
+    secrets.map((secret) => expectedSignature(request, secret)),
+  );
+  assert.equal(request.headers['x-hmac-signature'], undefined);
+  for (const secret of secrets) {
+    const parsed = new Webhook(secret).verify(request.body.toString('utf8'), {
+      'webhook-id': String(request.headers['webhook-id']),
+      'webhook-timestamp': String(request.headers['webhook-timestamp']),
+      'webhook-signature': header,
+    });
+    assert.deepEqual(parsed, JSON.parse(request.body.toString('utf8')));
+  }
+}
+
+/** Asserts no `v1,` entry of `request`'s `webhook-signature` is the signature under `secret` (node:crypto). */
+export function assertNoEntryOf(request: ReceivedRequest, secret: string): void {
+  const entries = String(request.headers['webhook-signature']).split(' ');
+  assert.ok(
+    !entries.includes(expectedSignature(request, secret)),
+    'signed with a secret that should not sign',
+  );
 }
 
 /** Asserts `request` does not verify with `secret`. */

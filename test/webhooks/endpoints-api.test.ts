@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { testDialects } from '../support/store.ts';
-import { createEndpoint, ISO } from './endpoint-support.ts';
-import { webhookAppPerTest } from './support.ts';
+import { createEndpoint, ISO, until } from './endpoint-support.ts';
+import { textMessage, webhookAppPerTest } from './support.ts';
 
 /**
  * `/v1/webhooks` (docs/decisions/0035-webhook-endpoints.md): an instance's endpoints created, listed, read, changed
@@ -40,6 +40,7 @@ for (const dialect of testDialects()) {
         enabled: true,
         disabledAt: null,
         disabledReason: null,
+        previousSecretExpiresAt: null,
         createdAt: endpoint.createdAt,
         updatedAt: endpoint.createdAt,
       };
@@ -72,6 +73,11 @@ for (const dialect of testDialects()) {
       assert.equal(rotated.status, 200);
       assert.match(rotated.body.data.secret, /^whsec_/);
       assert.notEqual(rotated.body.data.secret, endpoint.secret);
+      // The replaced secret signs besides the new one for 24 hours (docs/decisions/0094-secret-rotation-grace.md).
+      assert.equal(
+        rotated.body.data.previousSecretExpiresAt,
+        new Date(Date.parse(endpoint.createdAt) + 1000 + 86_400_000).toISOString(),
+      );
 
       // Another instance of the same org: the endpoint does not exist there.
       const other = await t().newInstance('test', 'other');
@@ -98,6 +104,43 @@ for (const dialect of testDialects()) {
       assert.deepEqual(removed.body.data, { details: 'Webhook endpoint deleted' });
       assert.equal((await t().call('GET', `/v1/webhooks/${endpoint.id}${mine}`)).status, 404);
       assert.equal((await t().call('DELETE', `/v1/webhooks/${endpoint.id}${mine}`)).status, 404);
+    });
+
+    it('takes endpoint ids in any case, as event ids: read, change, log, redeliver, rotate and delete', async () => {
+      const a = each.receiver();
+      const endpoint = await createEndpoint(t(), { url: a.url, events: ['Message'] });
+      const upper = endpoint.id.toUpperCase();
+      assert.notEqual(upper, endpoint.id);
+      const one = await t().call('GET', `/v1/webhooks/${upper}`);
+      assert.equal(one.status, 200, JSON.stringify(one.body));
+      assert.equal(one.body.data.id, endpoint.id);
+      const patched = await t().call('PATCH', `/v1/webhooks/${upper}`, { description: 'upper' });
+      assert.equal(patched.status, 200, JSON.stringify(patched.body));
+      assert.deepEqual([patched.body.data.id, patched.body.data.description], [endpoint.id, 'upper']);
+
+      await t().services.recorder.record(t().instance.id, textMessage('case'));
+      await until(t(), 'delivered', async () => {
+        const log = await t().call('GET', `/v1/webhooks/${endpoint.id}/deliveries`);
+        return log.body.data.deliveries[0]?.status === 'delivered';
+      });
+      const log = await t().call('GET', `/v1/webhooks/${upper}/deliveries`);
+      assert.equal(log.status, 200, JSON.stringify(log.body));
+      assert.equal(log.body.data.deliveries.length, 1);
+      const eventId: string = log.body.data.deliveries[0].id;
+      const again = await t().call(
+        'POST',
+        `/v1/webhooks/${upper}/deliveries/${eventId.toUpperCase()}/redeliver`,
+      );
+      assert.equal(again.status, 200, JSON.stringify(again.body));
+      assert.deepEqual(again.body.data, { details: 'Queued for redelivery', id: eventId });
+      await until(t(), 'delivered again', () => a.requests.length === 2);
+
+      const rotated = await t().call('POST', `/v1/webhooks/${upper}/rotate-secret`);
+      assert.equal(rotated.status, 200, JSON.stringify(rotated.body));
+      assert.equal(rotated.body.data.id, endpoint.id);
+      const removed = await t().call('DELETE', `/v1/webhooks/${upper}`);
+      assert.equal(removed.status, 200, JSON.stringify(removed.body));
+      assert.equal((await t().call('GET', `/v1/webhooks/${endpoint.id}`)).status, 404);
     });
 
     it('refuses bad input naming the field and the rule, and an 11th endpoint', async () => {

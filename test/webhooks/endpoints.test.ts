@@ -233,7 +233,41 @@ for (const dialect of testDialects()) {
       );
     });
 
-    it('rotate-secret changes the signature; delete stops deliveries', async () => {
+    it('a 410 of the default webhook fails only its own queue: an endpoint’s pending retry goes on', async () => {
+      const [main, a] = receivers;
+      assert.ok(main && a);
+      main.respondWith(() => ({ status: 410, body: 'gone' }));
+      a.enqueue({ status: 500, body: 'not yet' });
+      await configureWebhook(t, main.url);
+      const ea = await createEndpoint(t, { url: a.url, events: ['Message'] });
+      await t.services.recorder.record(t.instance.id, textMessage('w1'));
+      await until(t, 'the default webhook is disabled and the endpoint’s failure recorded', async () => {
+        const config = (await t.call('GET', '/v1/webhook')).body.data;
+        const log = (await t.call('GET', `/v1/webhooks/${ea.id}/deliveries`)).body.data.deliveries;
+        return config.disabled === true && log[0]?.lastError === 'receiver answered 500';
+      });
+      const waiting = (await t.call('GET', `/v1/webhooks/${ea.id}/deliveries`)).body.data.deliveries;
+      assert.deepEqual(
+        waiting.map((d: any) => [d.status, d.lastError]),
+        [['pending', 'receiver answered 500']],
+        'the 410 of the default webhook left the endpoint’s delivery pending',
+      );
+      const own = (await t.call('GET', '/v1/webhook/deliveries')).body.data.deliveries;
+      assert.deepEqual(
+        own.map((d: any) => [d.status, d.lastError]),
+        [['failed', 'receiver answered 410 Gone: webhook disabled']],
+      );
+      t.clock.advance(1_200);
+      // The receiver's 200 first, then the worker's record of it.
+      await until(t, 'the endpoint’s retry delivered', async () => {
+        const log = (await t.call('GET', `/v1/webhooks/${ea.id}/deliveries`)).body.data.deliveries;
+        return log[0]?.status === 'delivered';
+      });
+      assert.deepEqual(accepted(a).map(textOf), ['w1']);
+      assert.equal(main.requests.length, 1);
+    });
+
+    it('rotate-secret with no grace changes the signature at once; delete stops deliveries', async () => {
       const [main, a, b] = receivers;
       assert.ok(main && a && b);
       await configureWebhook(t, main.url);
@@ -241,7 +275,10 @@ for (const dialect of testDialects()) {
       await createEndpoint(t, { url: b.url, events: ['Message'] });
       await t.services.recorder.record(t.instance.id, textMessage('r1'));
       await until(t, 'first delivery', () => a.requests.length === 1);
-      const rotated = (await t.call('POST', `/v1/webhooks/${ea.id}/rotate-secret`)).body.data;
+      // A grace of 0: the replaced secret signs nothing more (the grace itself: secret-rotation.test.ts).
+      const rotated = (
+        await t.call('POST', `/v1/webhooks/${ea.id}/rotate-secret`, { previousSecretGraceSeconds: 0 })
+      ).body.data;
       await t.services.recorder.record(t.instance.id, textMessage('r2'));
       await until(t, 'second delivery', () => a.requests.length === 2);
       const [before, after] = a.requests;

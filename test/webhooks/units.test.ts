@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { Webhook } from 'standardwebhooks';
+import { loadConfig } from '../../src/config/config.ts';
 import type { EngineMessage, MessageSource } from '../../src/domain/messages.ts';
 import { messageBody, normaliseEvent, webhookBody } from '../../src/events/normalise.ts';
 import { maxAttemptsOf, parseRetryAfter, RetryPolicy, retryDelayMs } from '../../src/webhooks/backoff.ts';
@@ -181,7 +182,7 @@ describe('signatures (docs/decisions/0006-signatures.md)', () => {
 describe('retry schedule (docs/decisions/0005-outbox-and-delivery.md)', () => {
   const schedule = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000];
 
-  it('gives eight attempts with the default schedule and ±20 % jitter per delay', () => {
+  it('gives eight attempts with the default schedule and 0 to +20 % jitter per delay, never shorter', () => {
     const max = maxAttemptsOf(schedule);
     assert.equal(max, 8);
     for (const [index, base] of schedule.entries()) {
@@ -203,12 +204,38 @@ describe('retry schedule (docs/decisions/0005-outbox-and-delivery.md)', () => {
         scheduleMs: schedule,
         random: 0.5,
       });
-      assert.deepEqual([low, mid, high], [base * 0.8, base, base * 1.2]);
+      assert.deepEqual([low, mid, high], [base, Math.round(base * 1.1), Math.round(base * 1.2)]);
     }
     assert.equal(
       retryDelayMs({ attemptsMade: 8, maxAttempts: max, scheduleMs: schedule, random: 0.5 }),
       null,
     );
+  });
+
+  it('the default schedule’s shortest round lasts 24 hours or more: a receiver down a day gets everything', () => {
+    // The default as the configuration reads it (WEBHOOK_RETRY_SCHEDULE unset), every delay at its least jitter.
+    const defaults = loadConfig({}).webhook.retryScheduleMs;
+    const max = maxAttemptsOf(defaults);
+    let shortest = 0;
+    let longest = 0;
+    const shortened: string[] = [];
+    for (let made = 1; made < max; made++) {
+      const input = { attemptsMade: made, maxAttempts: max, scheduleMs: defaults };
+      // Every delay at its shortest draw: the draws below find no shorter one.
+      const delays = [0, 0.25, 0.5, 0.75, 1 - Number.EPSILON].map((random) => ({
+        random,
+        delay: retryDelayMs({ ...input, random }) ?? Number.NaN,
+      }));
+      shortest += Math.min(...delays.map((d) => d.delay));
+      longest += Math.max(...delays.map((d) => d.delay));
+      const base = defaults[made - 1] ?? Number.NaN;
+      for (const { random, delay } of delays) if (delay < base) shortened.push(`delay ${made} at ${random}`);
+    }
+    assert.ok(shortest >= 24 * 3_600_000, `the shortest round lasts ${shortest / 3_600_000} h`);
+    assert.equal(shortest, 99_305_000, '27 h 35 min 5 s');
+    assert.deepEqual(shortened, [], 'no draw of the jitter shortens a delay');
+    // Rounded per delay: within a millisecond a delay of 20 % more.
+    assert.ok(longest <= shortest * 1.2 + max, `the longest round lasts ${longest / 3_600_000} h`);
   });
 
   it('honours Retry-After clamped to 1×–2× the scheduled delay', () => {
@@ -230,7 +257,7 @@ describe('retry schedule (docs/decisions/0005-outbox-and-delivery.md)', () => {
   it('reuses the last delay when the schedule shrank after a delivery was queued, and stops with no schedule', () => {
     assert.equal(
       retryDelayMs({ attemptsMade: 5, maxAttempts: 8, scheduleMs: [1_000, 2_000], random: 0.5 }),
-      2_000,
+      2_200,
     );
     assert.equal(retryDelayMs({ attemptsMade: 1, maxAttempts: 8, scheduleMs: [], random: 0.5 }), null);
   });
@@ -240,9 +267,9 @@ describe('retry schedule (docs/decisions/0005-outbox-and-delivery.md)', () => {
     const policy = new RetryPolicy(schedule, () => randoms.shift() ?? 0.5);
     const now = Date.UTC(2025, 0, 1, 0, 0, 0);
     assert.equal(policy.maxAttempts, 8);
-    assert.equal(policy.nextRunAt({ attemptsMade: 1, maxAttempts: 8, now }), now + 4_000);
+    assert.equal(policy.nextRunAt({ attemptsMade: 1, maxAttempts: 8, now }), now + 5_000);
     assert.equal(policy.nextRunAt({ attemptsMade: 1, maxAttempts: 8, now }), now + 6_000);
-    assert.equal(policy.nextRunAt({ attemptsMade: 3, maxAttempts: 8, now }), now + 1_800_000);
+    assert.equal(policy.nextRunAt({ attemptsMade: 3, maxAttempts: 8, now }), now + 1_980_000);
     // Retry-After (seconds or an HTTP date) replaces the jitter, clamped to 1×–2× the scheduled 5 minutes.
     assert.equal(policy.nextRunAt({ attemptsMade: 2, maxAttempts: 8, now, retryAfter: '10' }), now + 300_000);
     assert.equal(
@@ -253,9 +280,10 @@ describe('retry schedule (docs/decisions/0005-outbox-and-delivery.md)', () => {
       policy.nextRunAt({ attemptsMade: 2, maxAttempts: 8, now, retryAfter: 'Wed, 01 Jan 2025 01:00:00 GMT' }),
       now + 600_000,
     );
+    // An unreadable Retry-After: the jittered delay (the draws are used up: 0.5, so +10 %).
     assert.equal(
       policy.nextRunAt({ attemptsMade: 2, maxAttempts: 8, now, retryAfter: 'later' }),
-      now + 300_000,
+      now + 330_000,
     );
     // The row's own max_attempts bounds the round, whatever the schedule's length.
     assert.equal(policy.nextRunAt({ attemptsMade: 8, maxAttempts: 8, now }), null);

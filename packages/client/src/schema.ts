@@ -1222,7 +1222,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Give a webhook endpoint a new secret; the answer shows it once */
+        /**
+         * Give a webhook endpoint a new secret; the answer shows it once
+         * @description The secret replaced keeps signing besides the new one for previousSecretGraceSeconds (default 24 hours): each request then carries two v1, signatures in webhook-signature, the new secret’s first, so a receiver verifies with either while it deploys the new one. A second rotation within the grace keeps only the secret it replaces. 0 ends the old secret at once.
+         */
         post: operations["rotateWebhookEndpointSecret"];
         delete?: never;
         options?: never;
@@ -3031,6 +3034,8 @@ export interface components {
             /** @description when a 410 Gone disabled it */
             disabledAt: string | null;
             disabledReason: string | null;
+            /** @description while the secret the last rotate-secret replaced still signs (each request then carries two v1, signatures in webhook-signature, the new secret’s first), when it stops; null otherwise */
+            previousSecretExpiresAt: string | null;
             /** Format: date-time */
             createdAt: string;
             /** Format: date-time */
@@ -3054,6 +3059,8 @@ export interface components {
             /** @description when a 410 Gone disabled it */
             disabledAt: string | null;
             disabledReason: string | null;
+            /** @description while the secret the last rotate-secret replaced still signs (each request then carries two v1, signatures in webhook-signature, the new secret’s first), when it stops; null otherwise */
+            previousSecretExpiresAt: string | null;
             /** Format: date-time */
             createdAt: string;
             /** Format: date-time */
@@ -8996,7 +9003,19 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "previousSecretGraceSeconds": 3600
+                 *     }
+                 */
+                "application/json": {
+                    /** @description how long the secret being replaced keeps signing, besides the new one, seconds (default 86400, 24 hours; at most 604800, 7 days); 0 ends it at once (a leaked secret) */
+                    previousSecretGraceSeconds?: number;
+                };
+            };
+        };
         responses: {
             /** @description The endpoint, with its new secret */
             200: {

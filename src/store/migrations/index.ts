@@ -29,6 +29,7 @@ import * as sendPacingNewChatLock from './0027_send_pacing_new_chat_lock.ts';
 import * as instanceListSignals from './0028_instance_list_signals.ts';
 import * as sendJobsNotBefore from './0029_send_jobs_not_before.ts';
 import * as syncSendJobAttempts from './0030_sync_send_job_attempts.ts';
+import * as endpointPreviousSecret from './0031_endpoint_previous_secret.ts';
 import * as nodeIdentity from './0032_node_identity.ts';
 
 /**
@@ -66,6 +67,7 @@ export const migrations: Record<string, Migration> = {
   '0028_instance_list_signals': instanceListSignals,
   '0029_send_jobs_not_before': sendJobsNotBefore,
   '0030_sync_send_job_attempts': syncSendJobAttempts,
+  '0031_endpoint_previous_secret': endpointPreviousSecret,
   '0032_node_identity': nodeIdentity,
 };
 

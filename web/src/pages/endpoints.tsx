@@ -91,7 +91,7 @@ export function EndpointsPanel(props: { id: string; canManage: boolean; version:
   const rotate = async (endpoint: Endpoint) => {
     const made = await action.run(
       () => api<EndpointWithSecret>('POST', `${base}/${endpoint.id}/rotate-secret`),
-      'Secret rotated: later deliveries are signed with the new one',
+      'Secret rotated: for 24 hours deliveries are signed with the new one and the old one, then with the new one only',
     );
     if (made) show(made, true);
   };

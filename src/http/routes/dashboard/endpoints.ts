@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { EVENT_TYPES } from '../../../domain/instance.ts';
 import { created, ok } from '../../schemas.ts';
 import { DeliveriesQuery, deliveriesQueryOf } from '../v1/webhook.ts';
-import { CreateEndpointBody, UpdateEndpointBody } from '../v1/webhook-endpoints.ts';
+import { CreateEndpointBody, RotateSecretBody, UpdateEndpointBody } from '../v1/webhook-endpoints.ts';
 import { InstanceParams, instanceFor } from './instances.ts';
 
 /** `:id` (the instance) and `:endpointId` of an endpoint route. */
@@ -23,7 +23,9 @@ const EndpointDeliveryParams = Type.Object({
  * The extra webhook endpoints of an instance on the dashboard (docs/decisions/0035-webhook-endpoints.md,
  * docs/decisions/0022-dashboard.md, docs/dashboard.md): list (with every event type an endpoint may name), create
  * (201, the secret in that answer only), change (URL, events, description, enabled), delete, rotate the secret (the
- * new one in that answer only), an endpoint's delivery log and redelivery, all through the WebhookEndpointService of
+ * new one in that answer only; the replaced one signs too for `previousSecretGraceSeconds`, default 24 hours,
+ * docs/decisions/0094-secret-rotation-grace.md), an endpoint's delivery log and redelivery, all through the
+ * WebhookEndpointService of
  * `/v1/webhooks*`, so the rules, limits and errors are the API's (docs/api.md#webhook-endpoints). Reading needs the
  * viewer role, changing the member role and the CSRF token (guard.ts); another organization's instance answers 404
  * `instance not found`, another instance's endpoint 404 `webhook endpoint not found`. Every route is under
@@ -84,9 +86,15 @@ export async function endpointRoutes(fastify: FastifyInstance): Promise<void> {
 
   app.post(
     '/instances/:id/endpoints/:endpointId/rotate-secret',
-    { config: member, schema: hiddenEndpoint },
+    { config: member, schema: { ...hiddenEndpoint, body: RotateSecretBody } },
     async (request) =>
-      ok(await webhookEndpoints.rotateSecret(await instanceFor(app, request), request.params.endpointId)),
+      ok(
+        await webhookEndpoints.rotateSecret(
+          await instanceFor(app, request),
+          request.params.endpointId,
+          request.body,
+        ),
+      ),
   );
 
   app.get(

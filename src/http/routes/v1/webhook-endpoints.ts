@@ -1,6 +1,11 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
+import {
+  DEFAULT_PREVIOUS_SECRET_GRACE_SECONDS,
+  GRACE_RULE,
+  MAX_PREVIOUS_SECRET_GRACE_SECONDS,
+} from '../../../app/webhook-endpoints.ts';
 import { instanceOf } from '../../plugins/instance.ts';
 import {
   created,
@@ -28,6 +33,11 @@ export const WebhookEndpoint = Type.Object(
       description: 'when a 410 Gone disabled it',
     }),
     disabledReason: Type.Union([Type.String(), Type.Null()]),
+    previousSecretExpiresAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+      description:
+        'while the secret the last rotate-secret replaced still signs (each request then carries two v1, ' +
+        'signatures in webhook-signature, the new secret’s first), when it stops; null otherwise',
+    }),
     createdAt: Type.String({ format: 'date-time' }),
     updatedAt: Type.String({ format: 'date-time' }),
   },
@@ -82,6 +92,25 @@ export const UpdateEndpointBody = Type.Object(
   { title: 'UpdateWebhookEndpointBody', additionalProperties: false },
 );
 
+/** Body of `POST /v1/webhooks/{id}/rotate-secret` (docs/decisions/0094-secret-rotation-grace.md): optional. */
+export const RotateSecretBody = Type.Object(
+  {
+    previousSecretGraceSeconds: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        maximum: MAX_PREVIOUS_SECRET_GRACE_SECONDS,
+        description:
+          'how long the secret being replaced keeps signing, besides the new one, seconds ' +
+          `(default ${DEFAULT_PREVIOUS_SECRET_GRACE_SECONDS}, 24 hours; ` +
+          `at most ${MAX_PREVIOUS_SECRET_GRACE_SECONDS}, 7 days); 0 ends it at once (a leaked secret)`,
+        'x-message': GRACE_RULE.replace('previousSecretGraceSeconds', '{field}'),
+      }),
+    ),
+  },
+  { title: 'RotateWebhookEndpointSecretBody', additionalProperties: false },
+);
+
+/** An endpoint id: a UUID, in any case (it is compared lower-cased, as event ids are). */
 const Params = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
 const RedeliverParams = Type.Object({
   id: Type.String({ minLength: 1, maxLength: 64, description: 'endpoint id' }),
@@ -204,12 +233,19 @@ export async function webhookEndpointRoutes(fastify: FastifyInstance): Promise<v
         tags,
         operationId: 'rotateWebhookEndpointSecret',
         summary: 'Give a webhook endpoint a new secret; the answer shows it once',
+        description:
+          'The secret replaced keeps signing besides the new one for previousSecretGraceSeconds (default 24 hours): ' +
+          'each request then carries two v1, signatures in webhook-signature, the new secret’s first, so a receiver ' +
+          'verifies with either while it deploys the new one. A second rotation within the grace keeps only the ' +
+          'secret it replaces. 0 ends the old secret at once.',
         querystring: InstanceQuery,
         params: Params,
+        body: RotateSecretBody,
         response: responses('The endpoint, with its new secret', WebhookEndpointWithSecret, 404),
       },
     },
-    async (request) => ok(await webhookEndpoints.rotateSecret(instanceOf(request), request.params.id)),
+    async (request) =>
+      ok(await webhookEndpoints.rotateSecret(instanceOf(request), request.params.id, request.body)),
   );
 
   app.get(
