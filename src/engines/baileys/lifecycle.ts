@@ -19,9 +19,10 @@ import { Waiters } from './waiters.ts';
 /**
  * One instance's socket lifecycle (docs/decisions/0025-live-engine.md): one socket at a time under the store lock, QR
  * rotation per docs/decisions/0016-session-lifecycle.md, the 515 restart after pairing as a new socket, and the
- * close-code policy of `close-policy.ts` (backoff 1–60 s, reset on open). Events of a socket that was replaced or
- * ended on purpose are ignored by generation number. `connect()` is bounded: before the platform answered once (QR or
- * open), any close or the deadline rejects it (503 when unreachable) and leaves nothing running.
+ * close-code policy of `close-policy.ts` (backoff 1–60 s, started over once a connection stayed open
+ * `STABLE_OPEN_MS`). Events of a socket that was replaced or ended on purpose are ignored by generation number.
+ * `connect()` is bounded: before the platform answered once (QR or open), any close or the deadline rejects it (503
+ * when unreachable) and leaves nothing running.
  */
 export class Lifecycle {
   readonly #o: LifecycleOptions;
@@ -265,7 +266,7 @@ export class Lifecycle {
 
   async #onOpen(): Promise<void> {
     this.#phase = 'open';
-    this.#reconnects.reset();
+    this.#reconnects.opened();
     this.#qr = null;
     this.#reason = undefined;
     this.#cause = undefined;
@@ -279,6 +280,7 @@ export class Lifecycle {
   async #closed(generation: number, error: unknown): Promise<void> {
     if (generation !== this.#generation) return;
     this.#slot.end();
+    this.#reconnects.closed();
     const decision = decideClose(isBoom(error) ? error.output.statusCode : undefined);
     const { plan, refusals } = planAfterClose({
       decision,
