@@ -1,14 +1,25 @@
 /**
  * How parley's live engine reconnects, against the simulator over real sockets (docs/decisions/0025-live-engine.md):
  * a platform that accepts each login and ends it a moment later (a stream restart, 515, or a dropped socket) is not
- * hammered, the backoff going on from one short connection to the next. Runs on SQLite.
+ * hammered, the backoff going on from one short connection to the next; and a disconnect while the engine refreshes
+ * the platform version after a 405 is not undone by the reconnect that refresh was for. Runs on SQLite.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import type { WAVersion } from 'baileys';
 import type { User } from '../../sim/model/accounts.ts';
 import type { Connection } from '../../sim/server/connection.ts';
 import type { Simulator } from '../../sim/simulator.ts';
-import { control, type LiveApp, liveApp, pairLive, startTestSimulator, until } from './support.ts';
+import {
+  companion,
+  control,
+  type LiveApp,
+  liveApp,
+  pairLive,
+  startTestSimulator,
+  until,
+  waitForStatus,
+} from './support.ts';
 
 /** How long the simulator keeps each flapping login open after its `<success>`, ms. */
 const FLAP_OPEN_MS = 300;
@@ -116,4 +127,52 @@ describe('live engine reconnects (simulator)', () => {
       }
     });
   }
+
+  it('a disconnect while the platform version is refreshed after a 405 stays disconnected: no socket, no lock', async () => {
+    let fetches = 0;
+    let answer: (error: Error) => void = () => undefined;
+    const fetchVersion = () => {
+      fetches += 1;
+      // The refresh (up to 5 s against the platform's site) fails when the test says: the current version is kept.
+      return new Promise<WAVersion>((_resolve, reject) => {
+        answer = reject;
+      });
+    };
+    const app = await liveApp(sim, { tuning: { fetchVersion } });
+    try {
+      const account = await nextAccount();
+      await pairLive(sim, app, account);
+      const before = (await loginsOf(sim, account)).length;
+      const outdated = await control(sim, 'POST', '/faults', {
+        phone: account,
+        kind: 'stream-error',
+        code: 405,
+      });
+      assert.equal(outdated.status, 200);
+      await until('the version refresh', () => (fetches > 0 ? true : undefined));
+      const disconnect = await app.live('POST', '/v1/session/disconnect');
+      assert.equal(disconnect.status, 200, JSON.stringify(disconnect.body));
+      answer(new TypeError('fetch failed'));
+      const deadline = Date.now() + 3_000;
+      // The reconnect the refresh was for came at once after it (no delay follows a refresh): none may come now.
+      const relogin = await until('a login after the disconnect, or 3 s without one', async () =>
+        (await loginsOf(sim, account)).length > before ? true : Date.now() > deadline ? false : undefined,
+      );
+      assert.equal(relogin, false, 'a socket logged in after the disconnect');
+      const status = await app.status();
+      assert.deepEqual([status.connected, status.loggedIn], [false, true]);
+      assert.equal((await companion(sim, account)).sockets, 0, 'no socket open at the platform');
+      const locks = await app.t.services.store.db
+        .selectFrom('instance_locks')
+        .select('owner')
+        .where('instance_id', '=', app.instanceId)
+        .execute();
+      assert.deepEqual(locks, [], 'no lock held');
+      // A connect logs in again, without a scan.
+      assert.equal((await app.live('POST', '/v1/session/connect')).status, 200);
+      await waitForStatus(app, true, true);
+    } finally {
+      await app.t.close();
+    }
+  });
 });
