@@ -114,8 +114,14 @@ export interface ServiceOptions {
   clock?: Clock;
   /** The live engine; defaults to Baileys (docs/decisions/0024-engines-and-data-flow.md). Tests pass fakes. */
   liveEngine?: Engine;
-  /** Timing of the default live engine (tests shorten the keep-alive and the refusal bound). */
-  liveEngineTuning?: Pick<BaileysEngineOptions, 'keepAliveIntervalMs' | 'loginRefusalLimit' | 'random'>;
+  /**
+   * Timing of the default live engine (tests shorten the keep-alive and the refusal bound, fix the jitter, and answer
+   * the platform version refresh after a 405 themselves, as slowly as they need).
+   */
+  liveEngineTuning?: Pick<
+    BaileysEngineOptions,
+    'keepAliveIntervalMs' | 'loginRefusalLimit' | 'random' | 'fetchVersion'
+  >;
   /** How often to look for revocations from other processes, ms (default 1000). */
   revocationPollMs?: number;
   /** How often an idle event stream reads the log anyway, ms (default 1000; tests lengthen it). */

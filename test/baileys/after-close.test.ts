@@ -101,7 +101,7 @@ describe('what follows a close (docs/decisions/0025-live-engine.md)', () => {
     assert.equal(planAfterClose(closed(405, { refreshes: 3 })).plan.kind, 'stop');
   });
 
-  it('reconnects after the backoff, at once for a first 515 after an open', () => {
+  it('reconnects after the backoff, at once for a first 515 since the connect or a stable open', () => {
     // 1 s doubled twice, no jitter at random 0.5.
     assert.deepEqual(planAfterClose(closed(408, { attempt: 2 })).plan, {
       kind: 'retry',
@@ -112,6 +112,7 @@ describe('what follows a close (docs/decisions/0025-live-engine.md)', () => {
     const restart = planAfterClose(closed(515)).plan;
     assert.ok(restart.kind === 'retry');
     assert.equal(restart.delayMs, 0);
+    // Again before the connection stayed open STABLE_OPEN_MS: the series goes on.
     const again = planAfterClose(closed(515, { attempt: 1 })).plan;
     assert.ok(again.kind === 'retry');
     assert.equal(again.delayMs, 2_000);

@@ -8,6 +8,7 @@ import {
   backoffDelayMs,
   CLOSE_POLICY,
   decideClose,
+  STABLE_OPEN_MS,
 } from '../../src/engines/baileys/close-policy.ts';
 import { BaileysEngine } from '../../src/engines/baileys/index.ts';
 import { SqlSessionLocks } from '../../src/sessions/instance-lock.ts';
@@ -196,7 +197,7 @@ describe('close codes applied to a live session (fake socket)', () => {
     });
   }
 
-  it('backoff grows while reconnects fail and resets once a socket opens', async (t: TestContext) => {
+  it('backoff grows while reconnects fail, and starts over only once a socket stayed open STABLE_OPEN_MS', async (t: TestContext) => {
     let opens = true;
     const { session, fake, engine } = await connected((sock) => {
       if (opens) sock.open();
@@ -224,8 +225,15 @@ describe('close codes applied to a live session (fake socket)', () => {
     opens = true;
     t.mock.timers.tick(16_000);
     await until(() => session.state().connected, 2_000, 'open');
+    // Closed again a moment after it opened (docs/decisions/0025-live-engine.md): the series goes on.
+    t.mock.timers.tick(STABLE_OPEN_MS - 1);
     fake.sockets.at(-1)?.close(408);
-    await until(() => /in 1 s$/.test(session.state().reason ?? ''), 2_000, 'reset');
+    await until(() => /in 32 s$/.test(session.state().reason ?? ''), 2_000, 'no reset after a short open');
+    t.mock.timers.tick(32_000);
+    await until(() => session.state().connected && fake.sockets.length === 7, 2_000, 'open again');
+    t.mock.timers.tick(STABLE_OPEN_MS);
+    fake.sockets.at(-1)?.close(408);
+    await until(() => /in 1 s$/.test(session.state().reason ?? ''), 2_000, 'reset after a stable open');
     t.mock.timers.reset();
     await engine.close();
   });

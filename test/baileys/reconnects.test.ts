@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import type { WAVersion } from 'baileys';
+import { STABLE_OPEN_MS } from '../../src/engines/baileys/close-policy.ts';
 import { Reconnects } from '../../src/engines/baileys/reconnects.ts';
 import { capturingLogger } from './support.ts';
 
@@ -58,5 +59,28 @@ describe('reconnect bookkeeping', () => {
     t.mock.timers.tick(1_000);
     assert.deepEqual(ran, ['second'], 'cancelled');
     assert.equal(reconnects.attempt, 3);
+  });
+
+  it('starts the attempts and refreshes over once the connection stayed open STABLE_OPEN_MS, the refusals at once', (t: TestContext) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const reconnects = new Reconnects(undefined, async () => [2, 3000, 1], capturingLogger().logger);
+    const counts = () => [reconnects.attempt, reconnects.refreshes, reconnects.refusals];
+    reconnects.schedule(0, () => undefined);
+    reconnects.schedule(0, () => undefined);
+    reconnects.refreshes = 1;
+    reconnects.refusals = 2;
+    reconnects.opened();
+    assert.deepEqual(counts(), [2, 1, 0], 'a login that opened was not refused');
+    t.mock.timers.tick(STABLE_OPEN_MS - 1);
+    reconnects.closed();
+    t.mock.timers.tick(STABLE_OPEN_MS);
+    assert.deepEqual(counts(), [2, 1, 0], 'closed a moment too soon: the series goes on');
+    reconnects.opened();
+    reconnects.cancel();
+    t.mock.timers.tick(STABLE_OPEN_MS);
+    assert.deepEqual(counts(), [2, 1, 0], 'ended on purpose before it stayed open');
+    reconnects.opened();
+    t.mock.timers.tick(STABLE_OPEN_MS);
+    assert.deepEqual(counts(), [0, 0, 0], 'stayed open');
   });
 });

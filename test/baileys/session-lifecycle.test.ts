@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import type { EngineEvent } from '../../src/domain/messages.ts';
 import { readPairedCreds } from '../../src/engines/baileys/auth-state.ts';
+import { STABLE_OPEN_MS } from '../../src/engines/baileys/close-policy.ts';
 import { fakeSessionsPerSuite, isDomainError } from './fake-sessions.ts';
 import { ME, pairedCreds } from './fake-socket.ts';
 import { until } from './support.ts';
@@ -88,6 +89,53 @@ describe('live session over a fake socket: its lifecycle', () => {
       'reopen after the backoff',
     );
     t.mock.timers.reset();
+  });
+
+  it('restarts (515) right after each open back off: at once, 2 s, 4 s, and at once again after a stable open', async (t: TestContext) => {
+    const { session, fake, rc, sock } = await setup();
+    await session.connect();
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const reason = () => session.state().reason ?? '';
+    const restart = () => sock().close(515, 'Stream Errored (restart required)');
+    // The first restart since the connect: a new socket at once (as after pairing).
+    restart();
+    await until(() => reason() === 'restart required (515); reconnecting', 2_000, 'first restart');
+    t.mock.timers.tick(0);
+    await until(() => session.state().connected && fake.sockets.length === 2, 2_000, 'reopened at once');
+    // Restarted again as soon as it opened (docs/decisions/0025-live-engine.md): the backoff goes on from there
+    // instead of starting over at each open (the jitter source answers 0.5: exact delays).
+    for (const [seconds, sockets] of [
+      [2, 3],
+      [4, 4],
+    ] as const) {
+      restart();
+      await until(
+        () => reason() === `restart required (515); reconnecting in ${seconds} s`,
+        2_000,
+        `${seconds} s`,
+      );
+      t.mock.timers.tick(seconds * 1_000 - 1);
+      assert.equal(fake.sockets.length, sockets - 1, 'not before the backoff');
+      t.mock.timers.tick(1);
+      await until(() => session.state().connected && fake.sockets.length === sockets, 2_000, 'reopened');
+    }
+    // Open for STABLE_OPEN_MS: the next restart is a first one again.
+    t.mock.timers.tick(STABLE_OPEN_MS);
+    restart();
+    await until(
+      () => reason() === 'restart required (515); reconnecting',
+      2_000,
+      'restart after a stable open',
+    );
+    t.mock.timers.tick(0);
+    await until(
+      () => session.state().connected && fake.sockets.length === 5,
+      2_000,
+      'reopened at once again',
+    );
+    t.mock.timers.reset();
+    // Each open and each close is reported once, at the backoff's pace: the open of the connect, then two per restart.
+    assert.equal(ofType(rc.events, 'connection').length, 1 + 2 * 4);
   });
 
   it('ends the pairing attempt after the last QR (connected:false, connect again)', async () => {

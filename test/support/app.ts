@@ -76,7 +76,7 @@ export interface TestAppOptions {
   env?: Record<string, string>;
   plan?: { plan: 'free' | 'pro' | 'enterprise'; perMinute?: number; perDay?: number };
   liveEngine?: Engine;
-  /** Timing of the default live engine (keep-alive, refusal bound, jitter source). */
+  /** Timing of the default live engine (keep-alive, refusal bound, jitter source, version refresh). */
   liveEngineTuning?: ServiceOptions['liveEngineTuning'];
   /** Reuse a store (restart tests): the app opens its own connection to it. */
   testStore?: TestStore;

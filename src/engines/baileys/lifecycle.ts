@@ -19,9 +19,11 @@ import { Waiters } from './waiters.ts';
 /**
  * One instance's socket lifecycle (docs/decisions/0025-live-engine.md): one socket at a time under the store lock, QR
  * rotation per docs/decisions/0016-session-lifecycle.md, the 515 restart after pairing as a new socket, and the
- * close-code policy of `close-policy.ts` (backoff 1–60 s, reset on open). Events of a socket that was replaced or
- * ended on purpose are ignored by generation number. `connect()` is bounded: before the platform answered once (QR or
- * open), any close or the deadline rejects it (503 when unreachable) and leaves nothing running.
+ * close-code policy of `close-policy.ts` (backoff 1–60 s, started over once a connection stayed open
+ * `STABLE_OPEN_MS`). Events of a socket that was replaced or ended on purpose are ignored by generation number, and
+ * a reconnect that waited on something (a version refresh) opens nothing once a disconnect, a logout, a close or a
+ * lost lock ended the connection meanwhile. `connect()` is bounded: before the platform answered once (QR or open),
+ * any close or the deadline rejects it (503 when unreachable) and leaves nothing running.
  */
 export class Lifecycle {
   readonly #o: LifecycleOptions;
@@ -173,9 +175,14 @@ export class Lifecycle {
    * `fenced` (the instance's lease is lost or about to expire, docs/decisions/0008-leases-and-fencing.md) ends the
    * socket at once: with the store unreachable the quiescing would spend its whole {@link QUIESCE_MS} while another
    * node may open its own socket once the lease expires. A connect still waiting on the store ends with
-   * SessionReleasedError and opens nothing.
+   * SessionReleasedError and opens nothing. Nothing the platform does meanwhile reconnects: a close during the
+   * quiescing ends the connection, as the close would.
    */
   async close(options?: CloseOptions): Promise<void> {
+    // The socket's events are ignored from now on (its stanzas' events are not: the listeners stay attached). A
+    // close the platform sends while the stanzas finish would otherwise open a new socket, which would take stanzas
+    // from the platform only to be cut below without quiescing.
+    this.#generation += 1;
     const sock = this.#slot.current;
     if (sock && this.#phase === 'open' && options?.fenced !== true) {
       const quiet = await quiesce(sock, QUIESCE_MS);
@@ -297,7 +304,7 @@ export class Lifecycle {
 
   async #onOpen(): Promise<void> {
     this.#phase = 'open';
-    this.#reconnects.reset();
+    this.#reconnects.opened();
     this.#qr = null;
     this.#reason = undefined;
     this.#cause = undefined;
@@ -307,10 +314,15 @@ export class Lifecycle {
     await this.#emitState();
   }
 
-  /** Carries out what follows a close of the socket of `generation` (`planAfterClose`, after-close.ts). */
+  /**
+   * Carries out what follows a close of the socket of `generation` (`planAfterClose`, after-close.ts). After the
+   * version refresh a plan may wait for, nothing opens when the connection was ended meanwhile (a disconnect, a
+   * logout, a close or a lost lock: the generation moved on, and the lock may be another process's by then).
+   */
   async #closed(generation: number, error: unknown): Promise<void> {
     if (generation !== this.#generation) return;
     this.#slot.end();
+    this.#reconnects.closed();
     const decision = decideClose(isBoom(error) ? error.output.statusCode : undefined);
     const { plan, refusals } = planAfterClose({
       decision,
@@ -332,6 +344,7 @@ export class Lifecycle {
       case 'reopen':
         logger.info({ code }, decision.reason);
         if (plan.refreshVersion) await this.#reconnects.refreshVersion();
+        if (generation !== this.#generation) return;
         if (this.#gate.open) this.#open();
         return;
       case 'fail-connect':
@@ -346,6 +359,7 @@ export class Lifecycle {
         return;
       case 'retry':
         if (plan.refreshVersion) await this.#reconnects.refreshVersion();
+        if (generation !== this.#generation) return;
         this.#phase = 'waiting';
         this.#cause = undefined;
         this.#reason = plan.reason;

@@ -1,23 +1,27 @@
 import type { WAVersion } from 'baileys';
 import type { FastifyBaseLogger } from 'fastify';
+import { STABLE_OPEN_MS } from './close-policy.ts';
 
 /**
  * What a live session's reopenings carry from one socket to the next within a connection
- * (docs/decisions/0016-session-lifecycle.md, docs/decisions/0025-live-engine.md): the attempts since the connection
- * was last open (the backoff's exponent in `close-policy.ts`), the platform version refreshes tried, the platform
- * refusals in a row, the platform version the next socket opens with, and the one pending retry timer. The counts
- * start over at each connect and each open (`reset`); the timer ends with the socket (`cancel`).
+ * (docs/decisions/0016-session-lifecycle.md, docs/decisions/0025-live-engine.md): the attempts (the backoff's
+ * exponent in `close-policy.ts`) and the platform version refreshes since the connection last stayed open
+ * {@link STABLE_OPEN_MS}, the platform refusals in a row since it last opened, the platform version the next socket
+ * opens with, the one pending retry timer and the timer of an open connection's stable time. Every count starts over
+ * at each connect (`reset`); the refusals at each open, the others once the connection stayed open (`opened`). The
+ * timers end with the socket (`closed`, `cancel`).
  */
 export class Reconnects {
-  /** Reopenings after a close since the connection was last open (0 after `reset`). */
+  /** Reopenings after a close since the connect or since the connection last stayed open {@link STABLE_OPEN_MS}. */
   attempt = 0;
-  /** Platform version refreshes since the connection was last open. */
+  /** Platform version refreshes over the same span as {@link attempt}. */
   refreshes = 0;
   /** Platform refusals in a row since the connection was last open. */
   refusals = 0;
   /** The platform version the next socket announces; undefined lets Baileys use its own. */
   version: WAVersion | undefined;
   #timer: NodeJS.Timeout | undefined;
+  #stable: NodeJS.Timeout | undefined;
   readonly #fetchVersion: () => Promise<WAVersion>;
   readonly #logger: FastifyBaseLogger;
 
@@ -36,11 +40,32 @@ export class Reconnects {
     this.#logger = logger;
   }
 
-  /** Starts the counts over: at a connect and when the connection opens. */
+  /** Starts every count over: at a connect. */
   reset(): void {
     this.attempt = 0;
     this.refreshes = 0;
     this.refusals = 0;
+  }
+
+  /**
+   * The connection opened: the login was accepted, so the refusals in a row start over at once; the attempts and
+   * version refreshes start over once it has stayed open {@link STABLE_OPEN_MS} ms (unless {@link closed} or
+   * {@link cancel} came first), so a platform that ends each login at once keeps backing off.
+   */
+  opened(): void {
+    this.refusals = 0;
+    this.#endStable();
+    // Unreferenced: bookkeeping only, it must not keep a process up.
+    this.#stable = setTimeout(() => {
+      this.#stable = undefined;
+      this.attempt = 0;
+      this.refreshes = 0;
+    }, STABLE_OPEN_MS).unref();
+  }
+
+  /** The socket closed: an open connection that had not stayed open {@link STABLE_OPEN_MS} keeps its counts. */
+  closed(): void {
+    this.#endStable();
   }
 
   /**
@@ -70,9 +95,15 @@ export class Reconnects {
     }, delayMs);
   }
 
-  /** Cancels the pending retry, if any. */
+  /** Cancels the pending retry, if any, and the count of an open connection's stable time ({@link closed}). */
   cancel(): void {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
+    this.#endStable();
+  }
+
+  #endStable(): void {
+    if (this.#stable) clearTimeout(this.#stable);
+    this.#stable = undefined;
   }
 }
