@@ -20,6 +20,7 @@ import {
 } from '../store/leases.ts';
 import type { Database } from '../store/schema.ts';
 import { leaseValid, leastLoaded, loadOf, shareToTake } from './placement.ts';
+import { StoreClock } from './store-clock.ts';
 
 /** Default time between lease renewals, ms. */
 export const LEASE_HEARTBEAT_MS = 2000;
@@ -56,8 +57,14 @@ export interface LeaseKeeperOptions {
   heartbeatMs?: number;
   /** Lease lifetime (default {@link LEASE_TTL_MS}); at least three heartbeats. */
   ttlMs?: number;
-  /** Wall clock, epoch ms (default Date.now). */
+  /**
+   * The clock expiries are written and compared on, epoch ms: the store's, shared by every node
+   * (docs/decisions/0008-leases-and-fencing.md, "One clock"). Default: `clock`, synced every round. Tests that
+   * drive time by hand pass a fake here (it is never synced).
+   */
   now?: () => number;
+  /** The store's clock (default: a {@link StoreClock} over `db`); ignored when `now` is given. */
+  clock?: Pick<StoreClock, 'now' | 'sync' | 'synced'>;
 }
 
 /**
@@ -84,6 +91,10 @@ export class LeaseKeeper {
   readonly #heartbeatMs: number;
   readonly #ttlMs: number;
   readonly #now: () => number;
+  /** Reads the store's clock (a no-op when the options' `now` drives time). */
+  readonly #sync: () => Promise<void>;
+  /** Whether the clock read the store's at least once. */
+  readonly #synced: () => boolean;
   readonly #held = new Map<string, Lease>();
   readonly #restoring = new Map<string, Promise<void>>();
   readonly #moving = new Map<string, Promise<void>>();
@@ -111,7 +122,16 @@ export class LeaseKeeper {
     this.#options = options;
     this.#heartbeatMs = options.heartbeatMs ?? LEASE_HEARTBEAT_MS;
     this.#ttlMs = Math.max(options.ttlMs ?? LEASE_TTL_MS, 3 * this.#heartbeatMs);
-    this.#now = options.now ?? Date.now;
+    if (options.now === undefined) {
+      const clock = options.clock ?? new StoreClock({ db: options.db, logger: options.logger });
+      this.#now = () => clock.now();
+      this.#sync = () => clock.sync();
+      this.#synced = () => clock.synced;
+    } else {
+      this.#now = options.now;
+      this.#sync = async () => undefined;
+      this.#synced = () => true;
+    }
   }
 
   /** This node's id. */
@@ -173,7 +193,9 @@ export class LeaseKeeper {
     const { db, nodeId, sessions, logger } = this.#options;
     await setNodeEndpoint(db, nodeId, { url: this.#url, draining: this.#draining });
     // Read after the endpoint's write, which a restarting store can hold for seconds: an older `now` could renew a
-    // lease that expired meanwhile.
+    // lease that expired meanwhile. The store's clock, read again each round: never this node's wall clock, which
+    // can step (docs/decisions/0008-leases-and-fencing.md, "One clock").
+    await this.#sync();
     const now = this.#now();
     const mine = await renewLeases(db, nodeId, now + this.#ttlMs, now);
     this.#renewedAt = now;
@@ -249,6 +271,7 @@ export class LeaseKeeper {
     const { db, nodeId } = this.#options;
     /** Heartbeats a valid lease whose owner is not reachable is waited out: its lifetime and one more. */
     let waitsLeft = Math.ceil(this.#ttlMs / this.#heartbeatMs) + 1;
+    if (!this.#synced()) await this.#sync();
     for (let round = 0; round < 5; round++) {
       const moving = this.#moving.get(instance.id);
       if (moving) await moving;
@@ -307,6 +330,7 @@ export class LeaseKeeper {
    */
   async remoteOwners(ids: readonly string[]): Promise<Map<string, string[]>> {
     const { db, nodeId } = this.#options;
+    if (!this.#synced()) await this.#sync();
     const now = this.#now();
     const nodes = await this.#nodes(now);
     const wanted = new Set(ids);

@@ -16,6 +16,7 @@ import {
   takeOverNode,
 } from '../store/nodes.ts';
 import type { Database } from '../store/schema.ts';
+import { StoreClock } from './store-clock.ts';
 
 /** Default time between heartbeats, milliseconds. */
 export const HEARTBEAT_MS = 5000;
@@ -49,8 +50,14 @@ export interface NodeRegistryOptions {
    * identity"). `reason` is the line logged. Must not throw.
    */
   onDisplaced?: (reason: string) => void;
-  /** Wall clock, epoch ms (default Date.now). Liveness is real time, never a test's business clock. */
+  /**
+   * The clock heartbeats are written and judged on, epoch ms: the store's, shared by every node
+   * (docs/decisions/0008-leases-and-fencing.md, "One clock"). Default: `clock`, synced at every heartbeat and sweep.
+   * Liveness is real time, never a test's business clock; a test that drives it by hand passes a fake here.
+   */
   now?: () => number;
+  /** The store's clock (default: a {@link StoreClock} over `db`); ignored when `now` is given. */
+  clock?: Pick<StoreClock, 'now' | 'sync'>;
   /** Whether process `pid` exists in this process space (default: `process.kill(pid, 0)` does not fail with ESRCH). */
   processAlive?: (pid: number) => boolean;
   /**
@@ -188,6 +195,8 @@ export class NodeRegistry {
   readonly #heartbeatMs: number;
   readonly #deadAfterMs: number;
   readonly #now: () => number;
+  /** Reads the store's clock (a no-op when the options' `now` drives time). */
+  readonly #sync: () => Promise<void>;
   readonly #startedAt: string;
   #timer: NodeJS.Timeout | undefined;
   #tick: Promise<void> = Promise.resolve();
@@ -202,8 +211,16 @@ export class NodeRegistry {
     this.#space = options.processSpace === undefined ? (processSpace() ?? null) : options.processSpace;
     this.#heartbeatMs = options.heartbeatMs ?? HEARTBEAT_MS;
     this.#deadAfterMs = options.deadAfterMs ?? DEAD_AFTER_MS;
-    this.#now = options.now ?? Date.now;
-    this.#startedAt = new Date(this.#now()).toISOString();
+    if (options.now === undefined) {
+      const clock = options.clock ?? new StoreClock({ db: options.db, logger: options.logger });
+      this.#now = () => clock.now();
+      this.#sync = () => clock.sync();
+    } else {
+      this.#now = options.now;
+      this.#sync = async () => undefined;
+    }
+    // Shown only (the start of this process), never compared across nodes: this node's wall clock.
+    this.#startedAt = new Date(options.now?.() ?? Date.now()).toISOString();
   }
 
   /**
@@ -240,11 +257,15 @@ export class NodeRegistry {
   /**
    * Releases the claims of every registered node that is dead (see {@link deathOf}) and forgets those nodes; the
    * instance leases of a node whose process is gone expire now (`removeDeadNodes`,
-   * docs/decisions/0008-leases-and-fencing.md).
+   * docs/decisions/0008-leases-and-fencing.md). Heartbeats are judged on the store's clock, read first (never this
+   * node's wall clock, which can step: "One clock").
    * @returns how many claims were released.
+   * @throws the store's error.
    */
   async sweep(): Promise<number> {
     const { db, logger } = this.#options;
+    // Judged on the store's clock, read now: a node whose wall clock stepped forward found every other node dead.
+    await this.#sync();
     const self = this.#judge();
     const dead = (await listOtherNodes(db, this.id))
       .map((node) => ({ node, reason: deathOf(node, self) }))
@@ -321,6 +342,7 @@ export class NodeRegistry {
   async #claim(): Promise<void> {
     const { db, logger } = this.#options;
     for (;;) {
+      await this.#sync();
       const at = this.#now();
       if (await registerNode(db, this.#record(at))) {
         this.#beatAt = at;
@@ -381,6 +403,7 @@ export class NodeRegistry {
   async #beat(): Promise<void> {
     if (this.#displaced !== undefined) return;
     const { db } = this.#options;
+    await this.#sync();
     const at = this.#now();
     if (await beatNode(db, this.id, this.incarnation, at)) {
       this.#beatAt = at;
