@@ -95,9 +95,11 @@ const IN_USE_OR_GONE = new Set(['3D000', '55006']);
  * Drops what test stores leave in TEST_DATABASE_URL's server (no other run of this script runs meanwhile,
  * {@link onlyRun}): the `t_<hex>` databases of test/support/store.ts and their templates `parley_tpl_<digest>`, and
  * the `t_<hex>` schemas other tests create in the TEST_DATABASE_URL database itself. A database some session still
- * uses (a test file run on its own) is left to it, and one dropped meanwhile is skipped.
+ * uses (a test file run on its own) is left to it, and one dropped meanwhile is skipped. After the run (`templates`
+ * false) the templates stay: a run started meanwhile, which found this one holding the server, copies its stores
+ * from them, and the next run's start drops them.
  */
-async function dropTestStores() {
+async function dropTestStores({ templates }) {
   const url = process.env.TEST_DATABASE_URL;
   if (!url || !alone) return;
   const { default: pg } = await import('pg');
@@ -109,7 +111,9 @@ async function dropTestStores() {
     );
     for (const { nspname } of rows) await client.query(`drop schema if exists ${nspname} cascade`);
     const databases = await client.query(
-      "select datname from pg_database where datname ~ '^(t_[0-9a-f]{12}|parley_tpl_[0-9a-f]{12}(_build)?)$'",
+      templates
+        ? "select datname from pg_database where datname ~ '^(t_[0-9a-f]{12}|parley_tpl_[0-9a-f]{12}(_build)?)$'"
+        : "select datname from pg_database where datname ~ '^t_[0-9a-f]{12}$'",
     );
     for (const { datname } of databases.rows) {
       try {
@@ -126,7 +130,7 @@ async function dropTestStores() {
 }
 
 const alone = await onlyRun();
-await dropTestStores();
+await dropTestStores({ templates: true });
 
 // Tests start parley as a user does (bin/parley.js runs the compiled dist/): build what is stale once, up front,
 // instead of in the first test that starts a process.
@@ -340,5 +344,5 @@ const statuses = [
   ])),
 ];
 for (const line of notRun) console.log(`not run: ${line}`);
-await dropTestStores();
+await dropTestStores({ templates: false });
 process.exit(statuses.find((status) => status !== 0) ?? 0);
