@@ -29,6 +29,7 @@ import * as sendPacingNewChatLock from './0027_send_pacing_new_chat_lock.ts';
 import * as instanceListSignals from './0028_instance_list_signals.ts';
 import * as sendJobsNotBefore from './0029_send_jobs_not_before.ts';
 import * as syncSendJobAttempts from './0030_sync_send_job_attempts.ts';
+import * as lidChatsMoved from './0033_lid_chats_moved.ts';
 
 /**
  * Every migration, in order. Names are numbered; add a new file and list it here (never edit one that shipped).
@@ -65,6 +66,7 @@ export const migrations: Record<string, Migration> = {
   '0028_instance_list_signals': instanceListSignals,
   '0029_send_jobs_not_before': sendJobsNotBefore,
   '0030_sync_send_job_attempts': syncSendJobAttempts,
+  '0033_lid_chats_moved': lidChatsMoved,
 };
 
 /** Hands Kysely's `Migrator` the in-code list above (no file-system scanning, so it works from any cwd). */
