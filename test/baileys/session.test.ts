@@ -315,10 +315,11 @@ describe('live session over a fake socket: what it configures, sends, reads and 
     sock().emit('contacts.update', [{ id: PEER, notify: 'Nina' }]);
     await until(() => rc.events.filter((e) => e.type === 'contacts').length === 3, 2_000, 'events');
     const types = rc.events.filter((e) => e.type !== 'connection').map((e) => e.type);
-    // The pairs learned (docs/decisions/0038-lid-mappings.md) are recorded as one lid-mapping event, in queue order.
+    // The pairs learned (docs/decisions/0038-lid-mappings.md) are recorded as one lid-mapping event, before the
+    // first event recorded after they were learned: the message whose stanza taught one of them.
     assert.deepEqual(types, [
-      'message',
       'lid-mapping',
+      'message',
       'message',
       'presence',
       'receipt',
@@ -385,6 +386,54 @@ describe('live session over a fake socket: what it configures, sends, reads and 
         { type: 'chat-label', change: { chat: PEER, labelId: '1', labeled: false } },
       ],
     );
+  });
+
+  it("an edit whose stanza teaches its sender's LID pair is recorded after the pair, not dropped as another chat's", async () => {
+    // The message was stored under the LID (no pair known). The edit came with the phone number beside the LID, so it
+    // names the phone JID: it was dropped as an edit of a message of another chat, and the pair was recorded after
+    // it, too late for the recorder to move the LID chat first (docs/decisions/0038-lid-mappings.md).
+    const { session, rc, sock } = await setup();
+    await session.connect();
+    const lid = '4242@lid';
+    const phone = '5511942424242@s.whatsapp.net';
+    sock().emit('messages.upsert', {
+      type: 'notify',
+      messages: [
+        {
+          key: { remoteJid: lid, fromMe: false, id: '3EB0TYPO' },
+          message: { conversation: 'tpyo' },
+          messageTimestamp: 1_700_000_000,
+          pushName: 'Private',
+        },
+      ],
+    });
+    await until(() => ofType(rc.events, 'message').length === 1, 2_000, 'the message');
+    assert.equal(ofType(rc.events, 'message')[0]?.message.source.chat, lid);
+    sock().emit('messages.upsert', {
+      type: 'notify',
+      messages: [
+        {
+          key: { remoteJid: lid, remoteJidAlt: phone, fromMe: false, id: '3EB0EDIT' },
+          message: {
+            protocolMessage: {
+              type: proto.Message.ProtocolMessage.Type.MESSAGE_EDIT,
+              key: { remoteJid: lid, fromMe: false, id: '3EB0TYPO' },
+              editedMessage: { conversation: 'typo' },
+            },
+          },
+          messageTimestamp: 1_700_000_001,
+        },
+      ],
+    });
+    await until(() => ofType(rc.events, 'messageUpdate').length === 1, 2_000, 'the edit');
+    assert.deepEqual(
+      rc.events.map((event) => event.type).filter((type) => type !== 'connection'),
+      ['message', 'lid-mapping', 'messageUpdate'],
+    );
+    assert.deepEqual(ofType(rc.events, 'lid-mapping')[0]?.mappings, [
+      { lid: '4242', phone: '5511942424242' },
+    ]);
+    assert.deepEqual(ofType(rc.events, 'messageUpdate')[0]?.update.source.chat, phone);
   });
 
   it('history sync: a HistorySync event with phone JIDs, and its contacts stored for the contacts list', async () => {

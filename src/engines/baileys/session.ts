@@ -91,7 +91,8 @@ export class BaileysSession implements EngineSession {
     this.#context = context;
     this.#mediaAgent = options.mediaAgent;
     this.#reuploadTimeoutMs = options.mediaReuploadTimeoutMs ?? MEDIA_REUPLOAD_TIMEOUT_MS;
-    this.#queue = new IncomingQueue(context);
+    // The pairs learned go before any event the queue records (docs/decisions/0038-lid-mappings.md).
+    this.#queue = new IncomingQueue(context, () => this.#learned.recordPending());
     // A pair whose event was not recorded is told again by the resolver the next time the platform teaches it.
     this.#learned = new LearnedLids(this.#queue, (mappings) => this.#resolver.untold(mappings));
     const now = () => context.clock();
