@@ -44,7 +44,11 @@ describe('live session over a fake socket: what it configures, sends, reads and 
     assert.deepEqual(await config.getMessage?.({ id: sent.id }), sock().relayed[0]?.message);
     const meta: GroupMetadata = { id: GROUP, subject: 'Team', owner: undefined, participants: [] };
     sock().emit('groups.upsert', [meta]);
-    await untilAsync(async () => (await config.cachedGroupMetadata?.(GROUP)) !== undefined, 'group cached');
+    // A miss is fetched through the socket, which does not know the group: only the upsert fills the cache.
+    await untilAsync(
+      async () => (await config.cachedGroupMetadata?.(GROUP).catch(() => undefined)) !== undefined,
+      'group cached',
+    );
     assert.deepEqual(await config.cachedGroupMetadata?.(GROUP), meta);
     const fresh = { ...meta, subject: 'Renamed', participants: [{ id: PEER, admin: null }] };
     sock().groups.set(GROUP, fresh);
@@ -59,6 +63,49 @@ describe('live session over a fake socket: what it configures, sends, reads and 
       'refresh',
     );
     assert.deepEqual(await config.cachedGroupMetadata?.(GROUP), fresh, 'refreshed on group events');
+  });
+
+  it("a send's group the cache misses is fetched through the session: kept, its LID pairs recorded, receipts by phone", async () => {
+    // Baileys asks cachedGroupMetadata before relaying to a group and fetched the metadata itself on a miss, unseen:
+    // the pairs it carried (a LID-addressed member's phone_number) never reached the resolver, so the member's
+    // receipts named them by LID, flagged unresolved, though parley had had the number
+    // (docs/decisions/0038-lid-mappings.md).
+    const { session, rc, sock } = await setup();
+    await session.connect();
+    const config = sock().config;
+    const dora = '5511955554444@s.whatsapp.net';
+    const doraLid = '87654321@lid';
+    const meta: GroupMetadata = {
+      id: GROUP,
+      subject: 'Team',
+      owner: undefined,
+      participants: [{ id: doraLid, phoneNumber: dora, admin: null }],
+    };
+    sock().groups.set(GROUP, meta);
+    assert.deepEqual(await config.cachedGroupMetadata?.(GROUP), meta, 'fetched on a miss');
+    sock().groups.delete(GROUP);
+    assert.deepEqual(await config.cachedGroupMetadata?.(GROUP), meta, 'kept in the cache: not fetched again');
+    assert.equal(
+      await config.cachedGroupMetadata?.('status@broadcast'),
+      undefined,
+      'a status is never fetched',
+    );
+    sock().emit('message-receipt.update', [
+      {
+        key: { remoteJid: GROUP, fromMe: true, id: 'MINE', participant: doraLid },
+        receipt: { userJid: doraLid, readTimestamp: 1_700_000_000 },
+      },
+    ]);
+    await until(() => ofType(rc.events, 'receipt').length === 1, 2_000, 'the receipt');
+    assert.deepEqual(ofType(rc.events, 'lid-mapping').at(-1)?.mappings, [
+      { lid: '87654321', phone: '5511955554444' },
+    ]);
+    assert.deepEqual(ofType(rc.events, 'receipt')[0]?.source, {
+      chat: GROUP,
+      sender: dora,
+      isFromMe: false,
+      isGroup: true,
+    });
   });
 
   it('sends: relays, waits for the ack, records the message; 463 and 429 nacks are their own errors', async () => {

@@ -12,6 +12,7 @@ import type { EngineSessionContext } from '../engine.ts';
 import { BoundedCache } from './cache.ts';
 import type { ContactBook } from './contacts.ts';
 import { groupUpdatesFromNotification } from './group-events.ts';
+import { keepGroup, learnGroupPairs } from './groups.ts';
 import {
   historyFromSet,
   type MappingContext,
@@ -237,11 +238,13 @@ export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => voi
   };
   on('contacts.upsert', onContacts);
   on('contacts.update', onContacts);
+  // Group metadata kept teaches the resolver the members' LID pairs (groups.ts keepGroup).
   on('groups.upsert', async (metas) => {
-    for (const meta of metas) deps.groups.set(meta.id, meta);
+    for (const meta of metas) keepGroup(meta, deps.groups, deps.resolver);
   });
   on('groups.update', async (updates) => {
     for (const update of updates) {
+      learnGroupPairs(update, deps.resolver);
       const existing = update.id ? deps.groups.get<GroupMetadata>(update.id) : undefined;
       if (existing && update.id) deps.groups.set(update.id, { ...existing, ...update });
     }
@@ -250,7 +253,7 @@ export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => voi
     deps.groups.del(id);
     if (!isJidGroup(id)) return;
     try {
-      deps.groups.set(id, await sock.groupMetadata(id));
+      keepGroup(await sock.groupMetadata(id), deps.groups, deps.resolver);
     } catch (error) {
       context.logger.debug({ err: error }, 'refreshing group metadata failed');
     }
