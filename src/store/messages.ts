@@ -336,7 +336,8 @@ export async function listRecentPeerJids(
  * message parley never stored is left alone (returns false), and so is one the update may not change
  * ({@link updateMayChange}), a LID and the phone JID of its kept pair counting as one chat and one sender
  * (docs/decisions/0038-lid-mappings.md: a group message keeps the LID sender it was stored with, and an update may
- * name the LID while the chat was stored under the phone JID). A compare-and-set ({@link changeContent}): a new media reference stored meanwhile is kept.
+ * name the LID while the chat was stored under the phone JID). A compare-and-set ({@link changeContent}): a new
+ * media reference stored meanwhile is kept.
  * @throws Error when the content kept changing under every attempt.
  */
 export async function applyMessageUpdate(

@@ -65,7 +65,7 @@ describe('live session over a fake socket: what it configures, sends, reads and 
     assert.deepEqual(await config.cachedGroupMetadata?.(GROUP), fresh, 'refreshed on group events');
   });
 
-  it("a send's group the cache misses is fetched through the session: kept, its LID pairs recorded, receipts by phone", async () => {
+  it("a send's group missing from the cache is fetched by the session: kept, its LID pairs taught", async () => {
     // Baileys asks cachedGroupMetadata before relaying to a group and fetched the metadata itself on a miss, unseen:
     // the pairs it carried (a LID-addressed member's phone_number) never reached the resolver, so the member's
     // receipts named them by LID, flagged unresolved, though parley had had the number
@@ -435,7 +435,7 @@ describe('live session over a fake socket: what it configures, sends, reads and 
     );
   });
 
-  it("an edit whose stanza teaches its sender's LID pair is recorded after the pair, not dropped as another chat's", async () => {
+  it("an edit whose stanza teaches the sender's LID pair comes after the pair and is not dropped", async () => {
     // The message was stored under the LID (no pair known). The edit came with the phone number beside the LID, so it
     // names the phone JID: it was dropped as an edit of a message of another chat, and the pair was recorded after
     // it, too late for the recorder to move the LID chat first (docs/decisions/0038-lid-mappings.md).
