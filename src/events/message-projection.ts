@@ -1,6 +1,6 @@
 import type { Transaction } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
-import { type LidMapping, lidJid, lidOfJid } from '../domain/lids.ts';
+import { LID_DOMAIN, type LidMapping, lidJid, lidOfJid } from '../domain/lids.ts';
 import type { EngineEvent, EngineMessage, Jid } from '../domain/messages.ts';
 import { phoneOfJid, userJid } from '../domain/messages.ts';
 import { extended } from '../domain/objects.ts';
@@ -69,8 +69,11 @@ export class MessageProjection implements EventProjection {
     switch (event.type) {
       case 'message':
         if (this.#copies?.isCopy(trx, event)) return;
-        for (const message of await keptMessages(trx, instanceId, [event.message]))
-          this.#buffer(trx, message, at);
+        // Most messages name no LID: buffered without a look-up or an await.
+        if (!namesLid(event.message)) this.#buffer(trx, event.message, at);
+        else
+          for (const message of await keptMessages(trx, instanceId, [event.message]))
+            this.#buffer(trx, message, at);
         return;
       case 'history':
         for (const message of await keptMessages(
@@ -86,14 +89,16 @@ export class MessageProjection implements EventProjection {
         // account's own when a peer acknowledged, the peer's when another device of the account read them): a
         // receipt naming ids of another chat changes nothing, as on a phone.
         await advanceDeliveryState(trx, instanceId, event.messageIds, event.state, at, {
-          chat: await keptChat(trx, instanceId, event.source.chat),
+          chat: isLid(event.source.chat)
+            ? await keptChat(trx, instanceId, event.source.chat)
+            : event.source.chat,
           fromMe: !event.source.isFromMe,
         });
         return;
       case 'read':
         await this.#writeNow(trx, instanceId);
         await advanceDeliveryState(trx, instanceId, event.messageIds, 'read', at, {
-          chat: await keptChat(trx, instanceId, event.chat),
+          chat: isLid(event.chat) ? await keptChat(trx, instanceId, event.chat) : event.chat,
           fromMe: false,
         });
         return;
@@ -186,18 +191,26 @@ async function keptMessages(
   instanceId: string,
   messages: readonly EngineMessage[],
 ): Promise<readonly EngineMessage[]> {
-  const lids = messages
-    .flatMap((message) => [message.source.chat, message.source.sender])
-    .filter((jid) => lidOfJid(jid) !== null);
-  if (lids.length === 0) return messages;
+  if (!messages.some(namesLid)) return messages;
+  const lids = messages.flatMap((message) => [message.source.chat, message.source.sender]).filter(isLid);
   const kept = await keptPhoneJids(trx, instanceId, lids);
   return kept.size === 0 ? messages : messages.map((message) => renamed(message, kept));
 }
 
 /** `chat`, or the phone JID of its kept pair when it is a LID the store keeps one for. @throws the store's error. */
 async function keptChat(trx: Transaction<Database>, instanceId: string, chat: Jid): Promise<Jid> {
-  if (lidOfJid(chat) === null) return chat;
+  if (!isLid(chat)) return chat;
   return (await keptPhoneJids(trx, instanceId, [chat])).get(chat) ?? chat;
+}
+
+/** True for a LID JID (`<digits>@lid`, a device part allowed). */
+function isLid(jid: Jid): boolean {
+  return jid.endsWith(`@${LID_DOMAIN}`) && lidOfJid(jid) !== null;
+}
+
+/** True when `message`'s chat or sender is a LID JID. */
+function namesLid(message: EngineMessage): boolean {
+  return isLid(message.source.chat) || isLid(message.source.sender);
 }
 
 /** `message` with its chat and sender renamed by `names` (JID → JID); the same object when neither is named. */
