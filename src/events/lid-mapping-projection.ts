@@ -11,7 +11,9 @@ import type { EventProjection } from './recorder.ts';
  * docs/decisions/0024-engines-and-data-flow.md): a `lid-mapping` event's pairs are written to `lid_mappings` in the
  * recorder's transaction, stamped with the clock's epoch ms, and the chat labels kept under a LID chat of those pairs
  * move to its phone JID in the same transaction (src/store/labels.ts `moveLidChatLabels`), where the chat routes look
- * for them once the pair is known (src/app/chats.ts `storedChatOf`). Every other event is ignored.
+ * for them once the pair is known (src/app/chats.ts `storedChatOf`). The chat's messages move in the same
+ * transaction too, in the message projection (src/events/message-projection.ts), which holds the rows not yet
+ * written. Every other event is ignored.
  */
 export class LidMappingProjection implements EventProjection {
   readonly name = 'lid-mappings';

@@ -1,11 +1,15 @@
 import type { Transaction } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
+import { LID_DOMAIN, type LidMapping, lidJid, lidOfJid } from '../domain/lids.ts';
 import type { EngineEvent, EngineMessage, Jid } from '../domain/messages.ts';
 import { phoneOfJid, userJid } from '../domain/messages.ts';
+import { extended } from '../domain/objects.ts';
+import { keptPhoneJids } from '../store/lid-mappings.ts';
 import {
   advanceDeliveryState,
   applyMessageUpdate,
   insertMessagesWrites,
+  moveLidChatMessages,
   type NewMessage,
   type PeerSighting,
   touchPeersWrites,
@@ -27,7 +31,15 @@ import type { EventProjection } from './recorder.ts';
  *   are not kept);
  * - `read`: moves the received messages the account read (in that chat, not its own) to `read`;
  * - `messageUpdate`: an edit replaces the stored text, a deletion for everyone drops it
- * (docs/decisions/0026-chats-edits-polls-and-calls.md).
+ *   (docs/decisions/0026-chats-edits-polls-and-calls.md);
+ * - `lid-mapping`: the messages kept under the LID chat of a pair, stored or buffered, move to its phone JID
+ *   (src/store/messages.ts `moveLidChatMessages`).
+ *
+ * A LID and the phone JID of its kept pair are one chat (docs/decisions/0038-lid-mappings.md): a message naming a
+ * LID whose pair the store keeps (an engine that did not know it) is stored under the phone JID, sender too, and a
+ * receipt or read naming such a LID moves the messages of the phone JID's chat; so no message stays under a LID
+ * once its pair is stored, and the chat routes find every message under the phone JID. Only events naming a LID
+ * cost the look-up.
  *
  * Stored messages and peers are written in bulk: `message` and `history` events add their rows to the
  * transaction's buffer, which {@link flush} (called by the recorder once the batch is applied) puts into the
@@ -57,12 +69,19 @@ export class MessageProjection implements EventProjection {
     switch (event.type) {
       case 'message':
         if (this.#copies?.isCopy(trx, event)) return;
-        this.#buffer(trx, event.message, at);
+        // Most messages name no LID: buffered without a look-up or an await.
+        if (!namesLid(event.message)) this.#buffer(trx, event.message, at);
+        else
+          for (const message of await keptMessages(trx, instanceId, [event.message]))
+            this.#buffer(trx, message, at);
         return;
       case 'history':
-        for (const chat of event.chats) {
-          for (const message of chat.messages) this.#buffer(trx, message, at);
-        }
+        for (const message of await keptMessages(
+          trx,
+          instanceId,
+          event.chats.flatMap((chat) => chat.messages),
+        ))
+          this.#buffer(trx, message, at);
         return;
       case 'receipt':
         await this.#writeNow(trx, instanceId);
@@ -70,20 +89,26 @@ export class MessageProjection implements EventProjection {
         // account's own when a peer acknowledged, the peer's when another device of the account read them): a
         // receipt naming ids of another chat changes nothing, as on a phone.
         await advanceDeliveryState(trx, instanceId, event.messageIds, event.state, at, {
-          chat: event.source.chat,
+          chat: isLid(event.source.chat)
+            ? await keptChat(trx, instanceId, event.source.chat)
+            : event.source.chat,
           fromMe: !event.source.isFromMe,
         });
         return;
       case 'read':
         await this.#writeNow(trx, instanceId);
         await advanceDeliveryState(trx, instanceId, event.messageIds, 'read', at, {
-          chat: event.chat,
+          chat: isLid(event.chat) ? await keptChat(trx, instanceId, event.chat) : event.chat,
           fromMe: false,
         });
         return;
       case 'messageUpdate':
         await this.#writeNow(trx, instanceId);
         await applyMessageUpdate(trx, instanceId, event.update);
+        return;
+      case 'lid-mapping':
+        this.#moveBuffered(trx, event.mappings);
+        await moveLidChatMessages(trx, instanceId, event.mappings);
         return;
       default:
         return;
@@ -118,6 +143,24 @@ export class MessageProjection implements EventProjection {
     ];
   }
 
+  /**
+   * Names the messages buffered in `trx` under the LID chat of a pair of `mappings` by that pair's phone JID (sender
+   * too where it was the LID), as {@link moveLidChatMessages} does with the stored ones; a LID named twice keeps its
+   * last pair. The buffered objects are replaced, not changed (other projections may hold them).
+   */
+  #moveBuffered(trx: Transaction<Database>, mappings: readonly LidMapping[]): void {
+    const buffered = this.#buffers.get(trx);
+    if (!buffered) return;
+    const phoneOf = new Map<Jid, Jid>();
+    for (const { lid, phone } of mappings) phoneOf.set(lidJid(lid), userJid(phone));
+    buffered.messages = buffered.messages.map((row) => {
+      const phone = phoneOf.get(row.message.source.chat);
+      return phone === undefined
+        ? row
+        : extended(row, { message: renamed(row.message, new Map([[row.message.source.chat, phone]])) });
+    });
+  }
+
   /** Adds `message` (and the peer it was exchanged with) to the transaction's buffer. */
   #buffer(trx: Transaction<Database>, message: EngineMessage, at: string): void {
     let buffered = this.#buffers.get(trx);
@@ -136,6 +179,47 @@ interface Buffered {
   at: string;
   messages: NewMessage[];
   peers: PeerSighting[];
+}
+
+/**
+ * `messages` with each chat or sender naming a LID whose pair the store keeps named by the pair's phone JID
+ * (docs/decisions/0038-lid-mappings.md); as they are, with no statement, when none names a LID.
+ * @throws the store's error.
+ */
+async function keptMessages(
+  trx: Transaction<Database>,
+  instanceId: string,
+  messages: readonly EngineMessage[],
+): Promise<readonly EngineMessage[]> {
+  if (!messages.some(namesLid)) return messages;
+  const lids = messages.flatMap((message) => [message.source.chat, message.source.sender]).filter(isLid);
+  const kept = await keptPhoneJids(trx, instanceId, lids);
+  return kept.size === 0 ? messages : messages.map((message) => renamed(message, kept));
+}
+
+/** `chat`, or the phone JID of its kept pair when it is a LID the store keeps one for. @throws the store's error. */
+async function keptChat(trx: Transaction<Database>, instanceId: string, chat: Jid): Promise<Jid> {
+  if (!isLid(chat)) return chat;
+  return (await keptPhoneJids(trx, instanceId, [chat])).get(chat) ?? chat;
+}
+
+/** True for a LID JID (`<digits>@lid`, a device part allowed). */
+function isLid(jid: Jid): boolean {
+  return jid.endsWith(`@${LID_DOMAIN}`) && lidOfJid(jid) !== null;
+}
+
+/** True when `message`'s chat or sender is a LID JID. */
+function namesLid(message: EngineMessage): boolean {
+  return isLid(message.source.chat) || isLid(message.source.sender);
+}
+
+/** `message` with its chat and sender renamed by `names` (JID → JID); the same object when neither is named. */
+function renamed(message: EngineMessage, names: ReadonlyMap<Jid, Jid>): EngineMessage {
+  const { chat, sender } = message.source;
+  const newChat = names.get(chat) ?? chat;
+  const newSender = names.get(sender) ?? sender;
+  if (newChat === chat && newSender === sender) return message;
+  return extended(message, { source: extended(message.source, { chat: newChat, sender: newSender }) });
 }
 
 /**

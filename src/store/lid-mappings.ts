@@ -1,5 +1,6 @@
 import type { Insertable, Kysely } from 'kysely';
-import type { LidMapping } from '../domain/lids.ts';
+import { type LidMapping, lidOfJid } from '../domain/lids.ts';
+import { type Jid, userJid } from '../domain/messages.ts';
 import { compiledListStatement } from './compiled.ts';
 import type { Database, LidMappingsTable } from './schema.ts';
 
@@ -86,4 +87,43 @@ export async function findLidMappingByPhone(
     .limit(1)
     .executeTakeFirst();
   return row && { lid: row.lid, phone: row.phone, updatedAt: Number(row.updated_at) };
+}
+
+/** Most LIDs one statement of {@link keptPhoneJids} names: well under both stores' parameter limits. */
+const LOOKUP_CHUNK = 500;
+
+/**
+ * The kept phone JIDs of the LID JIDs among `jids` (docs/decisions/0038-lid-mappings.md: a LID and the phone JID of
+ * its kept pair name one user and one chat): each `<digits>@lid` (a device part allowed) whose pair `instanceId`
+ * stores maps to `<phone>@s.whatsapp.net`; other JIDs, and LIDs without a pair, are absent. No statement when no
+ * JID is a LID; one per 500 LIDs otherwise.
+ * @throws the store's error.
+ */
+export async function keptPhoneJids(
+  db: Kysely<Database>,
+  instanceId: string,
+  jids: Iterable<Jid>,
+): Promise<Map<Jid, Jid>> {
+  const lidsOf = new Map<string, Jid[]>();
+  for (const jid of jids) {
+    const lid = lidOfJid(jid);
+    if (lid === null) continue;
+    const named = lidsOf.get(lid);
+    if (named === undefined) lidsOf.set(lid, [jid]);
+    else if (!named.includes(jid)) named.push(jid);
+  }
+  const kept = new Map<Jid, Jid>();
+  const lids = [...lidsOf.keys()];
+  for (let start = 0; start < lids.length; start += LOOKUP_CHUNK) {
+    const rows = await db
+      .selectFrom('lid_mappings')
+      .select(['lid', 'phone'])
+      .where('instance_id', '=', instanceId)
+      .where('lid', 'in', lids.slice(start, start + LOOKUP_CHUNK))
+      .execute();
+    for (const row of rows) {
+      for (const jid of lidsOf.get(row.lid) ?? []) kept.set(jid, userJid(row.phone));
+    }
+  }
+  return kept;
 }

@@ -44,7 +44,11 @@ describe('live session over a fake socket: what it configures, sends, reads and 
     assert.deepEqual(await config.getMessage?.({ id: sent.id }), sock().relayed[0]?.message);
     const meta: GroupMetadata = { id: GROUP, subject: 'Team', owner: undefined, participants: [] };
     sock().emit('groups.upsert', [meta]);
-    await untilAsync(async () => (await config.cachedGroupMetadata?.(GROUP)) !== undefined, 'group cached');
+    // A miss is fetched through the socket, which does not know the group: only the upsert fills the cache.
+    await untilAsync(
+      async () => (await config.cachedGroupMetadata?.(GROUP).catch(() => undefined)) !== undefined,
+      'group cached',
+    );
     assert.deepEqual(await config.cachedGroupMetadata?.(GROUP), meta);
     const fresh = { ...meta, subject: 'Renamed', participants: [{ id: PEER, admin: null }] };
     sock().groups.set(GROUP, fresh);
@@ -59,6 +63,49 @@ describe('live session over a fake socket: what it configures, sends, reads and 
       'refresh',
     );
     assert.deepEqual(await config.cachedGroupMetadata?.(GROUP), fresh, 'refreshed on group events');
+  });
+
+  it("a send's group missing from the cache is fetched by the session: kept, its LID pairs taught", async () => {
+    // Baileys asks cachedGroupMetadata before relaying to a group and fetched the metadata itself on a miss, unseen:
+    // the pairs it carried (a LID-addressed member's phone_number) never reached the resolver, so the member's
+    // receipts named them by LID, flagged unresolved, though parley had had the number
+    // (docs/decisions/0038-lid-mappings.md).
+    const { session, rc, sock } = await setup();
+    await session.connect();
+    const config = sock().config;
+    const dora = '5511955554444@s.whatsapp.net';
+    const doraLid = '87654321@lid';
+    const meta: GroupMetadata = {
+      id: GROUP,
+      subject: 'Team',
+      owner: undefined,
+      participants: [{ id: doraLid, phoneNumber: dora, admin: null }],
+    };
+    sock().groups.set(GROUP, meta);
+    assert.deepEqual(await config.cachedGroupMetadata?.(GROUP), meta, 'fetched on a miss');
+    sock().groups.delete(GROUP);
+    assert.deepEqual(await config.cachedGroupMetadata?.(GROUP), meta, 'kept in the cache: not fetched again');
+    assert.equal(
+      await config.cachedGroupMetadata?.('status@broadcast'),
+      undefined,
+      'a status is never fetched',
+    );
+    sock().emit('message-receipt.update', [
+      {
+        key: { remoteJid: GROUP, fromMe: true, id: 'MINE', participant: doraLid },
+        receipt: { userJid: doraLid, readTimestamp: 1_700_000_000 },
+      },
+    ]);
+    await until(() => ofType(rc.events, 'receipt').length === 1, 2_000, 'the receipt');
+    assert.deepEqual(ofType(rc.events, 'lid-mapping').at(-1)?.mappings, [
+      { lid: '87654321', phone: '5511955554444' },
+    ]);
+    assert.deepEqual(ofType(rc.events, 'receipt')[0]?.source, {
+      chat: GROUP,
+      sender: dora,
+      isFromMe: false,
+      isGroup: true,
+    });
   });
 
   it('sends: relays, waits for the ack, records the message; 463 and 429 nacks are their own errors', async () => {
@@ -315,10 +362,11 @@ describe('live session over a fake socket: what it configures, sends, reads and 
     sock().emit('contacts.update', [{ id: PEER, notify: 'Nina' }]);
     await until(() => rc.events.filter((e) => e.type === 'contacts').length === 3, 2_000, 'events');
     const types = rc.events.filter((e) => e.type !== 'connection').map((e) => e.type);
-    // The pairs learned (docs/decisions/0038-lid-mappings.md) are recorded as one lid-mapping event, in queue order.
+    // The pairs learned (docs/decisions/0038-lid-mappings.md) are recorded as one lid-mapping event, before the
+    // first event recorded after they were learned: the message whose stanza taught one of them.
     assert.deepEqual(types, [
-      'message',
       'lid-mapping',
+      'message',
       'message',
       'presence',
       'receipt',
@@ -385,6 +433,54 @@ describe('live session over a fake socket: what it configures, sends, reads and 
         { type: 'chat-label', change: { chat: PEER, labelId: '1', labeled: false } },
       ],
     );
+  });
+
+  it("an edit whose stanza teaches the sender's LID pair comes after the pair and is not dropped", async () => {
+    // The message was stored under the LID (no pair known). The edit came with the phone number beside the LID, so it
+    // names the phone JID: it was dropped as an edit of a message of another chat, and the pair was recorded after
+    // it, too late for the recorder to move the LID chat first (docs/decisions/0038-lid-mappings.md).
+    const { session, rc, sock } = await setup();
+    await session.connect();
+    const lid = '4242@lid';
+    const phone = '5511942424242@s.whatsapp.net';
+    sock().emit('messages.upsert', {
+      type: 'notify',
+      messages: [
+        {
+          key: { remoteJid: lid, fromMe: false, id: '3EB0TYPO' },
+          message: { conversation: 'tpyo' },
+          messageTimestamp: 1_700_000_000,
+          pushName: 'Private',
+        },
+      ],
+    });
+    await until(() => ofType(rc.events, 'message').length === 1, 2_000, 'the message');
+    assert.equal(ofType(rc.events, 'message')[0]?.message.source.chat, lid);
+    sock().emit('messages.upsert', {
+      type: 'notify',
+      messages: [
+        {
+          key: { remoteJid: lid, remoteJidAlt: phone, fromMe: false, id: '3EB0EDIT' },
+          message: {
+            protocolMessage: {
+              type: proto.Message.ProtocolMessage.Type.MESSAGE_EDIT,
+              key: { remoteJid: lid, fromMe: false, id: '3EB0TYPO' },
+              editedMessage: { conversation: 'typo' },
+            },
+          },
+          messageTimestamp: 1_700_000_001,
+        },
+      ],
+    });
+    await until(() => ofType(rc.events, 'messageUpdate').length === 1, 2_000, 'the edit');
+    assert.deepEqual(
+      rc.events.map((event) => event.type).filter((type) => type !== 'connection'),
+      ['message', 'lid-mapping', 'messageUpdate'],
+    );
+    assert.deepEqual(ofType(rc.events, 'lid-mapping')[0]?.mappings, [
+      { lid: '4242', phone: '5511942424242' },
+    ]);
+    assert.deepEqual(ofType(rc.events, 'messageUpdate')[0]?.update.source.chat, phone);
   });
 
   it('history sync: a HistorySync event with phone JIDs, and its contacts stored for the contacts list', async () => {

@@ -8,7 +8,7 @@ import {
 } from '../../domain/groups.ts';
 import type { GroupInfo, Jid } from '../../domain/messages.ts';
 import { mapPlatformErrors } from './errors.ts';
-import { isAdminOf, toGroupInfo } from './groups.ts';
+import { isAdminOf, keepGroup, toGroupInfo } from './groups.ts';
 import type { OperationDeps } from './operations.ts';
 import type { SocketLike } from './socket.ts';
 
@@ -19,7 +19,8 @@ import type { SocketLike } from './socket.ts';
  * groupToggleEphemeral, groupLeave, groupAcceptInvite, groupRevokeInvite). Admin rights are checked first on
  * freshly fetched metadata (a cached copy may predate a promotion) so a non-admin gets a clear 403; the platform's
  * own 401/403 maps to the same message.
- * The metadata cache entry is dropped after every change (the `w:gp2` notification refreshes it too).
+ * The metadata cache entry is dropped after every change (the `w:gp2` notification refreshes it too). Metadata
+ * fetched is kept in the cache and teaches the resolver its LID pairs (groups.ts `keepGroup`).
  */
 
 const NOT_FOUND = 'group not found';
@@ -32,7 +33,7 @@ async function freshMetadata(sock: SocketLike, deps: OperationDeps, jid: Jid): P
     notFound: NOT_FOUND,
     now: deps.context.clock(),
   });
-  deps.groups.set(meta.id, meta);
+  keepGroup(meta, deps.groups, deps.mapping.resolver);
   return meta;
 }
 
@@ -165,7 +166,7 @@ async function adminInviteCode(
 }
 
 async function remember(meta: GroupMetadata, deps: OperationDeps): Promise<GroupInfo> {
-  deps.groups.set(meta.id, meta);
+  keepGroup(meta, deps.groups, deps.mapping.resolver);
   return toGroupInfo(meta, deps.mapping);
 }
 

@@ -1,6 +1,41 @@
 import type { GroupMetadata } from 'baileys';
 import type { GroupInfo, GroupParticipant, Jid } from '../../domain/messages.ts';
+import type { BoundedCache } from './cache.ts';
 import type { MappingContext } from './incoming.ts';
+import type { JidResolver } from './jid.ts';
+
+/**
+ * Teaches `resolver` every LID↔phone pair group metadata `meta` carries (docs/decisions/0038-lid-mappings.md,
+ * docs/decisions/0025-live-engine.md): a LID-addressed group's participants with their `phone_number` attribute
+ * (Baileys' `phoneNumber`), a phone-addressed group's with their `lid`, and the owner's and the subject setter's and
+ * the description setter's and the author's phone fields (`ownerPn`, `subjectOwnerPn`, `descOwnerPn`, `authorPn`).
+ * Partial metadata (a `groups.update`) teaches what it carries. Each pair new to the resolver is recorded as a
+ * `lid-mapping` event (jid.ts `onLearned`), so a member's later receipts and messages, which the platform may name
+ * by LID alone, resolve to the phone JID.
+ */
+export function learnGroupPairs(meta: Partial<GroupMetadata>, resolver: JidResolver): void {
+  for (const p of meta.participants ?? []) {
+    if (p.id && p.lid) resolver.remember(p.lid, p.id);
+    if (p.id && p.phoneNumber) resolver.remember(p.id, p.phoneNumber);
+  }
+  const pairs: [string | undefined, string | undefined][] = [
+    [meta.owner, meta.ownerPn],
+    [meta.subjectOwner, meta.subjectOwnerPn],
+    [meta.descOwner, meta.descOwnerPn],
+    [meta.author, meta.authorPn],
+  ];
+  for (const [jid, pn] of pairs) if (jid && pn) resolver.remember(jid, pn);
+}
+
+/**
+ * Keeps group metadata `meta` in the session's group cache (Baileys' `cachedGroupMetadata`, so a send to the group
+ * needs no fetch while it is fresh) and teaches `resolver` its pairs ({@link learnGroupPairs}): every metadata parley
+ * or Baileys fetches goes through here (docs/decisions/0038-lid-mappings.md).
+ */
+export function keepGroup(meta: GroupMetadata, groups: BoundedCache, resolver: JidResolver): void {
+  groups.set(meta.id, meta);
+  learnGroupPairs(meta, resolver);
+}
 
 /**
  * A group as docs/api.md#groups shows it (times epoch ms, `disappearingTimer` seconds) from Baileys' `GroupMetadata`

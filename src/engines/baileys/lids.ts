@@ -9,8 +9,9 @@ import type { SocketLike } from './socket.ts';
  * Pairs the live engine learns (docs/decisions/0038-lid-mappings.md): Baileys' `lid-mapping.update`, the alternate
  * fields of LID-addressed stanzas (`remoteJidAlt`, `participantAlt`), history syncs, the socket's mapping store —
  * everything the JID resolver is told (jid.ts). They are gathered while the session's serial queue is busy and
- * recorded as one `lid-mapping` event in the queue's order, so an incoming message that taught a pair is recorded
- * first and the pair right after it.
+ * recorded as one `lid-mapping` event: by the queue's next task, or before it when the queue records another event
+ * first ({@link LearnedLids.recordPending}, run by `IncomingQueue.record`), so an incoming event that taught a pair,
+ * and named the user by phone JID with it, is recorded right after the pair, once the LID's chat moved.
  */
 export class LearnedLids {
   readonly #queue: IncomingQueue;
@@ -30,12 +31,18 @@ export class LearnedLids {
     const first = this.#pending.size === 0;
     this.#pending.set(mapping.lid, mapping.phone);
     if (!first) return;
-    this.#queue.enqueue(async () => {
-      const mappings = [...this.#pending].map(([lid, phone]) => ({ lid, phone }));
-      this.#pending.clear();
-      if (mappings.length === 0) return;
-      if (!(await this.#queue.record({ type: 'lid-mapping', mappings }))) this.#unrecorded(mappings);
-    }, 'lid-mapping');
+    this.#queue.enqueue(() => this.recordPending(), 'lid-mapping');
+  }
+
+  /**
+   * Records the pairs added and not recorded yet as one `lid-mapping` event, now; nothing when there are none. Never
+   * rejects: the pairs of an event that was not recorded are told to `unrecorded`.
+   */
+  async recordPending(): Promise<void> {
+    const mappings = [...this.#pending].map(([lid, phone]) => ({ lid, phone }));
+    this.#pending.clear();
+    if (mappings.length === 0) return;
+    if (!(await this.#queue.record({ type: 'lid-mapping', mappings }))) this.#unrecorded(mappings);
   }
 }
 

@@ -1,10 +1,18 @@
 import type { BaileysEventMap, BinaryNode, GroupMetadata, WAMessage } from 'baileys';
 import { isJidBroadcast, isJidGroup, isJidNewsletter, proto } from 'baileys';
-import { type EngineEvent, eventLogFields, type Jid, updateMayChange } from '../../domain/messages.ts';
+import {
+  type EngineEvent,
+  type EngineMessage,
+  eventLogFields,
+  type Jid,
+  updateMayChange,
+} from '../../domain/messages.ts';
+import { extended } from '../../domain/objects.ts';
 import type { EngineSessionContext } from '../engine.ts';
 import { BoundedCache } from './cache.ts';
 import type { ContactBook } from './contacts.ts';
 import { groupUpdatesFromNotification } from './group-events.ts';
+import { keepGroup, learnGroupPairs } from './groups.ts';
 import {
   historyFromSet,
   type MappingContext,
@@ -13,7 +21,7 @@ import {
   receiptsFromUpdates,
   toEngineMessage,
 } from './incoming.ts';
-import type { JidResolver } from './jid.ts';
+import { isLidLike, type JidResolver } from './jid.ts';
 import { chatLabelEventOf, labelEventOf } from './labels.ts';
 import type { SocketLike } from './socket.ts';
 import { updateEventOf } from './updates.ts';
@@ -27,10 +35,16 @@ import { updateEventOf } from './updates.ts';
  */
 export class IncomingQueue {
   readonly #context: EngineSessionContext;
+  readonly #pairsFirst: () => Promise<void>;
   #tail: Promise<void> = Promise.resolve();
 
-  constructor(context: EngineSessionContext) {
+  /**
+   * @param pairsFirst records the LID pairs learned and not recorded yet (src/engines/baileys/lids.ts
+   *   `LearnedLids.recordPending`); {@link record} runs it before any other event. Default: nothing.
+   */
+  constructor(context: EngineSessionContext, pairsFirst: () => Promise<void> = async () => undefined) {
     this.#context = context;
+    this.#pairsFirst = pairsFirst;
   }
 
   /** Runs `task` after every earlier task; a rejection is logged at error level with `what` (the event name). */
@@ -57,8 +71,13 @@ export class IncomingQueue {
    * be reached without limit, so it fails only on a permanent store error (a constraint or data error: a bug)
    * or at shutdown; the event is then not recorded and is logged at error level with its type and message id(s),
    * no body (docs/decisions/0023-operations.md). Resolves true when recorded.
+   *
+   * Any event but a `lid-mapping` one is recorded after the LID pairs learned so far (mapping this very event
+   * included): the pair is stored, and the LID's chat moved to its phone JID, before an event naming that phone JID
+   * for the user looks for the chat's messages (docs/decisions/0038-lid-mappings.md).
    */
   async record(event: EngineEvent): Promise<boolean> {
+    if (event.type !== 'lid-mapping') await this.#pairsFirst();
     try {
       await this.#context.emit(event);
       return true;
@@ -70,6 +89,19 @@ export class IncomingQueue {
       return false;
     }
   }
+}
+
+/**
+ * `message` with a LID chat or sender named by the phone JID `resolver` knows for it (memory, then Baileys' mapping
+ * store); as it is otherwise (docs/decisions/0038-lid-mappings.md).
+ */
+async function resolvedSource(message: EngineMessage, resolver: JidResolver): Promise<EngineMessage> {
+  const { chat, sender } = message.source;
+  if (!isLidLike(chat) && !isLidLike(sender)) return message;
+  const named = async (jid: Jid) => (isLidLike(jid) ? (await resolver.resolve(jid)).jid : jid);
+  return extended(message, {
+    source: extended(message.source, { chat: await named(chat), sender: await named(sender) }),
+  });
 }
 
 /** The frame event Baileys emits for every `<notification type="w:gp2">` (group changes, by anyone). */
@@ -146,9 +178,10 @@ export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => voi
     }
     if (event.type === 'messageUpdate') {
       // An edit or deletion naming a stored message of another chat or sender, or one deleted already, changes
-      // nothing on a phone.
+      // nothing on a phone. A LID the message was stored under and the phone JID the resolver knows for it now name
+      // one chat and one user (docs/decisions/0038-lid-mappings.md).
       const target = await context.findMessage(event.update.messageId);
-      if (target && !updateMayChange(target, event.update)) {
+      if (target && !updateMayChange(await resolvedSource(target, deps.resolver), event.update)) {
         context.logger.warn(
           { event: 'messageUpdate', id: msg.key.id, target: event.update.messageId },
           'an edit or deletion of a deleted message, or of one its sender did not send in that chat; dropped',
@@ -205,11 +238,13 @@ export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => voi
   };
   on('contacts.upsert', onContacts);
   on('contacts.update', onContacts);
+  // Group metadata kept teaches the resolver the members' LID pairs (groups.ts keepGroup).
   on('groups.upsert', async (metas) => {
-    for (const meta of metas) deps.groups.set(meta.id, meta);
+    for (const meta of metas) keepGroup(meta, deps.groups, deps.resolver);
   });
   on('groups.update', async (updates) => {
     for (const update of updates) {
+      learnGroupPairs(update, deps.resolver);
       const existing = update.id ? deps.groups.get<GroupMetadata>(update.id) : undefined;
       if (existing && update.id) deps.groups.set(update.id, { ...existing, ...update });
     }
@@ -218,7 +253,7 @@ export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => voi
     deps.groups.del(id);
     if (!isJidGroup(id)) return;
     try {
-      deps.groups.set(id, await sock.groupMetadata(id));
+      keepGroup(await sock.groupMetadata(id), deps.groups, deps.resolver);
     } catch (error) {
       context.logger.debug({ err: error }, 'refreshing group metadata failed');
     }

@@ -1,5 +1,6 @@
 import type { Agent } from 'node:https';
 import type { GroupMetadata, UserFacingSocketConfig, WABrowserDescription, WAVersion } from 'baileys';
+import { GROUP_DOMAIN } from '../../domain/messages.ts';
 import type { SessionLocks } from '../engine.ts';
 import { BoundedCache } from './cache.ts';
 import type { LinkPreviewFetcher } from './outgoing.ts';
@@ -103,12 +104,18 @@ export function keepsSignalKey(key: string): boolean {
 /**
  * The Baileys socket settings of a session (docs/decisions/0025-live-engine.md, Socket settings): no online mark on
  * connect, own events not emitted, a 20 s query timeout, the keep-alive interval, history sync as configured, and
- * the session's caches; `getMessage` answers the platform's retry requests (session.ts).
+ * the session's caches; `getMessage` answers the platform's retry requests (session.ts). A send to a group whose
+ * metadata the cache does not hold gets it from `fetchGroup` (session.ts: fetched through the session's socket,
+ * kept in the cache and teaching the resolver the members' LID pairs, groups.ts `keepGroup`,
+ * docs/decisions/0038-lid-mappings.md) instead of Baileys fetching it unseen; `fetchGroup` answering undefined (no
+ * socket) lets Baileys fetch it, and its error fails the send as Baileys' own fetch would. Status sends
+ * (`status@broadcast`) are never fetched.
  */
 export function socketConfig(
   options: BaileysSessionOptions,
   caches: SessionCaches,
   getMessage: UserFacingSocketConfig['getMessage'],
+  fetchGroup: (jid: string) => Promise<GroupMetadata | undefined> = async () => undefined,
 ): Omit<UserFacingSocketConfig, 'auth' | 'logger' | 'version'> {
   return {
     browser: options.browser,
@@ -120,7 +127,9 @@ export function socketConfig(
     defaultQueryTimeoutMs: 20_000,
     keepAliveIntervalMs: options.keepAliveIntervalMs,
     getMessage,
-    cachedGroupMetadata: async (jid) => caches.groups.get<GroupMetadata>(jid),
+    cachedGroupMetadata: async (jid) =>
+      caches.groups.get<GroupMetadata>(jid) ??
+      (jid.endsWith(`@${GROUP_DOMAIN}`) ? await fetchGroup(jid) : undefined),
     msgRetryCounterCache: caches.retries,
     userDevicesCache: caches.devices,
     callOfferCache: caches.calls,

@@ -1,5 +1,5 @@
 import type { Agent } from 'node:https';
-import { jidNormalizedUser, type proto } from 'baileys';
+import { type GroupMetadata, jidNormalizedUser, type proto } from 'baileys';
 import type { EngineCall } from '../../domain/calls.ts';
 import type { Channel, ChannelRef } from '../../domain/channels.ts';
 import { errors } from '../../domain/errors.ts';
@@ -37,6 +37,7 @@ import { CallHandler } from './calls.ts';
 import { avatarOf, CONTACTS_CATEGORY, ContactBook, checkPhones, userInfo } from './contacts.ts';
 import { mapPlatformErrors } from './errors.ts';
 import * as admin from './group-admin.ts';
+import { keepGroup } from './groups.ts';
 import type { Identity, MappingContext } from './incoming.ts';
 import { JidResolver, toPhoneJid } from './jid.ts';
 import { LearnedLids } from './lids.ts';
@@ -91,7 +92,8 @@ export class BaileysSession implements EngineSession {
     this.#context = context;
     this.#mediaAgent = options.mediaAgent;
     this.#reuploadTimeoutMs = options.mediaReuploadTimeoutMs ?? MEDIA_REUPLOAD_TIMEOUT_MS;
-    this.#queue = new IncomingQueue(context);
+    // The pairs learned go before any event the queue records (docs/decisions/0038-lid-mappings.md).
+    this.#queue = new IncomingQueue(context, () => this.#learned.recordPending());
     // A pair whose event was not recorded is told again by the resolver the next time the platform teaches it.
     this.#learned = new LearnedLids(this.#queue, (mappings) => this.#resolver.untold(mappings));
     const now = () => context.clock();
@@ -125,7 +127,13 @@ export class BaileysSession implements EngineSession {
       lock,
       socketFactory: options.socketFactory,
       baileysLogger: this.#baileysLogger,
-      socketConfig: () => socketConfig(options, this.#caches, async (key) => this.#getMessage(key.id)),
+      socketConfig: () =>
+        socketConfig(
+          options,
+          this.#caches,
+          async (key) => this.#getMessage(key.id),
+          (jid) => this.#fetchGroup(jid),
+        ),
       version: options.version,
       fetchVersion: options.fetchVersion,
       keyCache: this.#caches.keyCache,
@@ -383,6 +391,20 @@ export class BaileysSession implements EngineSession {
       this.#context.logger.warn({ err: error, id }, 'reading a stored message for a platform retry failed');
       return undefined;
     }
+  }
+
+  /**
+   * Group `jid`'s metadata for a send Baileys relays to it while the cache does not hold it (session-options.ts
+   * `socketConfig`): fetched through the current socket, kept in the cache and teaching the resolver its members'
+   * LID pairs (groups.ts `keepGroup`, docs/decisions/0038-lid-mappings.md), so a member's receipts name them by phone
+   * JID. Undefined without a socket (Baileys then fetches it itself). @throws the socket's error (the send fails).
+   */
+  async #fetchGroup(jid: string): Promise<GroupMetadata | undefined> {
+    const sock = this.#life.socket;
+    if (!sock) return undefined;
+    const meta = await sock.groupMetadata(jid);
+    keepGroup(meta, this.#groups, this.#resolver);
+    return meta;
   }
 
   #subscribePresence(sock: SocketLike, jid: Jid): void {
