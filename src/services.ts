@@ -115,7 +115,10 @@ export interface ServiceOptions {
   /** The live engine; defaults to Baileys (docs/decisions/0024-engines-and-data-flow.md). Tests pass fakes. */
   liveEngine?: Engine;
   /** Timing of the default live engine (tests shorten the keep-alive and the refusal bound). */
-  liveEngineTuning?: Pick<BaileysEngineOptions, 'keepAliveIntervalMs' | 'loginRefusalLimit' | 'random'>;
+  liveEngineTuning?: Pick<
+    BaileysEngineOptions,
+    'keepAliveIntervalMs' | 'loginRefusalLimit' | 'random' | 'ackTimeoutMs'
+  >;
   /** How often to look for revocations from other processes, ms (default 1000). */
   revocationPollMs?: number;
   /** How often an idle event stream reads the log anyway, ms (default 1000; tests lengthen it). */

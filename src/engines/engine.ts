@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { CallSettings } from '../domain/calls.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Environment } from '../domain/environment.ts';
+import { DomainError } from '../domain/errors.ts';
 import type { GroupChange, ParticipantAction, ParticipantOutcome } from '../domain/groups.ts';
 import type {
   Avatar,
@@ -244,6 +245,30 @@ export class UnrecordedSendError extends Error {
   constructor(sent: SentMessage, cause: unknown) {
     super(`message ${sent.id} reached the platform but recording it failed`, { cause });
     this.sent = sent;
+  }
+}
+
+/**
+ * Raised by an engine whose message was handed to the platform's connection but never confirmed: no ack arrived
+ * within the engine's wait, or the connection closed first. Its outcome is not known: the platform may have taken it
+ * (the ack was lost) or not (the connection was already dead). The engine ends that connection as lost, so its
+ * reconnect starts at once. The send queue leaves such a job `sending` for the hand-back after the next login, which
+ * relays it again under the same id, which the recipient's phone shows once (docs/decisions/0009-sends-as-jobs.md);
+ * the job is never marked `sent` or `failed` for it. The other calls that relay a message (reactions, edits,
+ * deletes) answer it as `504 timeout` (docs/decisions/0001-envelope-and-error-codes.md).
+ */
+export class UnconfirmedRelayError extends DomainError {
+  /** The platform message id of the relay that was not confirmed. */
+  readonly id: string;
+
+  /** `why` says what ended the wait (`no ack within 5 s`, `the connection closed`). */
+  constructor(id: string, why: string) {
+    super(
+      'timeout',
+      `the platform did not confirm message ${id} (${why}): it may or may not have been delivered`,
+    );
+    this.name = 'UnconfirmedRelayError';
+    this.id = id;
   }
 }
 

@@ -18,7 +18,7 @@ import { endAccountOnLogout, loggedOutBeforeRelay } from './logout.ts';
 import { PaceKeeper } from './pause.ts';
 import type { ReportedWrite, SendQueueDeps, SendStatusReport } from './queue-deps.ts';
 import { JobRelay } from './relay.ts';
-import { forgetLastRelay, type Runner, Runners } from './runners.ts';
+import { askHandBack, forgetLastRelay, type Runner, Runners } from './runners.ts';
 import { SentMarks } from './sent-marks.ts';
 import { DueSweep } from './sweep.ts';
 import { SYNC_WAIT_MS, SyncDeadlines } from './sync-deadline.ts';
@@ -123,6 +123,7 @@ export class SendQueue implements EventProjection {
       db: deps.db,
       clock: deps.clock,
       nodeId: deps.nodeId,
+      logger: deps.logger,
       waiters: this.#waiters,
       pace: this.#pace,
       report: (instanceId, report) => this.report(instanceId, report),
@@ -246,9 +247,11 @@ export class SendQueue implements EventProjection {
     // node may have changed them while it held the instance).
     const runner = this.#runners.peek(instanceId);
     if (runner) {
-      runner.reclaimed = false;
+      askHandBack(runner);
       if (runner.loggedOut) forgetLastRelay(runner);
       runner.loggedOut = false;
+      // A relay whose outcome was unknown no longer holds the queue: the hand-back gives its job back first.
+      runner.logins += 1;
     }
     this.#pace.forget(instanceId);
     this.wake(instanceId);
@@ -412,7 +415,7 @@ export class SendQueue implements EventProjection {
         { err: error, instanceId },
         'the send queue stopped on an error; retrying in 1 s',
       );
-      runner.reclaimed = false;
+      askHandBack(runner);
       this.#runners.schedule(instanceId, 1_000);
     } finally {
       runner.draining = false;

@@ -55,7 +55,7 @@ export function wireSessions(
     platformCa?: Buffer | undefined;
     liveEngine?: Engine | undefined;
     liveEngineTuning?:
-      | Pick<BaileysEngineOptions, 'keepAliveIntervalMs' | 'loginRefusalLimit' | 'random'>
+      | Pick<BaileysEngineOptions, 'keepAliveIntervalMs' | 'loginRefusalLimit' | 'random' | 'ackTimeoutMs'>
       | undefined;
     restoreRetry?: { baseMs: number; maxMs: number } | undefined;
   },
