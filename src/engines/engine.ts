@@ -210,6 +210,13 @@ export interface SessionLifecycle {
   waitForLogin(timeoutMs: number): Promise<boolean>;
   /** The current state; cheap and synchronous. */
   state(): ConnectionState;
+  /**
+   * True while the connection is down and the engine brings it back by itself: a reconnect waiting out its backoff,
+   * a socket opening, the platform's restart after a scan (docs/decisions/0016-session-lifecycle.md). False while
+   * connected, and while stopped until the next `connect` (disconnected, replaced, refused by the platform). An
+   * engine that never reconnects by itself (the sandbox) leaves it out. Cheap and synchronous.
+   */
+  reconnecting?(): boolean;
   /** The current QR pairing code, or null when no pairing attempt is running. */
   pairingCode(): PairingCode | null;
   /** Closes the connection and keeps credentials: a later `connect` needs no scan (docs/api.md#session). */

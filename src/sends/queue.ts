@@ -9,6 +9,7 @@ import type { EventProjection } from '../events/recorder.ts';
 import { runRidingMarks } from '../store/advance-marks.ts';
 import { outcomeUnknown, untilStoreAnswers } from '../store/faults.ts';
 import type { Database } from '../store/schema.ts';
+import { countDueSendJobs } from '../store/send-job-claims.ts';
 import type { LateFailure, NewSendJob, SendJob } from '../store/send-jobs.ts';
 import type { StoredPacing } from '../store/send-pacing.ts';
 import { type DrainContext, drainOnce } from './drain.ts';
@@ -307,6 +308,15 @@ export class SendQueue implements EventProjection {
   pause(instanceId: string): Promise<SendPause | null> {
     if (this.#deps.session(instanceId) === undefined) this.#pace.forget(instanceId);
     return this.#pace.pause(instanceId);
+  }
+
+  /**
+   * How many of the instance's sends are due and not relayed yet (src/store/send-job-claims.ts `countDueSendJobs`,
+   * at the queue's clock): what the session status shows while they wait (docs/decisions/0016-session-lifecycle.md).
+   * @throws the store's error.
+   */
+  pendingSends(instanceId: string): Promise<number> {
+    return countDueSendJobs(this.#deps.db, instanceId, this.#deps.clock());
   }
 
   /**
