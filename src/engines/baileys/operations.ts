@@ -60,6 +60,34 @@ function ownJid(sock: SocketLike): string {
   return id;
 }
 
+/**
+ * What runs when each socket closes, for the relays waiting for an ack on it ({@link whenClosed}): one
+ * `connection.update` listener per socket however many relays wait, so many waits never pass the emitter's
+ * listener warning.
+ */
+const closeWatchers = new WeakMap<SocketLike, Set<() => void>>();
+
+/** Runs `callback` once when `sock` closes (Baileys' `connection.update` `close`). @returns what stops that. */
+function whenClosed(sock: SocketLike, callback: () => void): () => void {
+  let watchers = closeWatchers.get(sock);
+  if (watchers === undefined) {
+    const set = new Set<() => void>();
+    watchers = set;
+    closeWatchers.set(sock, set);
+    sock.ev.on('connection.update', (update: Partial<ConnectionState>) => {
+      if (update.connection !== 'close') return;
+      const waiting = [...set];
+      set.clear();
+      for (const watcher of waiting) watcher();
+    });
+  }
+  const added = watchers;
+  added.add(callback);
+  return () => {
+    added.delete(callback);
+  };
+}
+
 /** The wait for the server's ack of one relayed message ({@link waitForAck}). */
 interface AckWait {
   /**
@@ -92,20 +120,17 @@ function waitForAck(sock: SocketLike, id: string, logger: EngineSessionContext['
       stop();
       resolve(node);
     };
-    const onUpdate = (update: Partial<ConnectionState>) => {
-      if (update.connection === 'close') fail('the connection closed before the platform acknowledged it');
-    };
     fail = (why) => {
       stop();
       reject(new UnconfirmedRelayError(id, why));
     };
+    const unwatch = whenClosed(sock, () => fail('the connection closed before the platform acknowledged it'));
     stop = () => {
       clearTimeout(timer);
       sock.ws.off(event, onFrame);
-      sock.ev.off('connection.update', onUpdate);
+      unwatch();
     };
     sock.ws.on(event, onFrame);
-    sock.ev.on('connection.update', onUpdate);
   });
   done.catch(() => undefined);
   const arm = (timeoutMs: number) => {
