@@ -115,12 +115,12 @@ export interface ServiceOptions {
   /** The live engine; defaults to Baileys (docs/decisions/0024-engines-and-data-flow.md). Tests pass fakes. */
   liveEngine?: Engine;
   /**
-   * Timing of the default live engine (tests shorten the keep-alive and the refusal bound, fix the jitter, and answer
-   * the platform version refresh after a 405 themselves, as slowly as they need).
+   * Timing of the default live engine (tests shorten the keep-alive, the refusal bound and the ack wait, fix the
+   * jitter, and answer the platform version refresh after a 405 themselves, as slowly as they need).
    */
   liveEngineTuning?: Pick<
     BaileysEngineOptions,
-    'keepAliveIntervalMs' | 'loginRefusalLimit' | 'random' | 'fetchVersion'
+    'keepAliveIntervalMs' | 'loginRefusalLimit' | 'random' | 'fetchVersion' | 'ackTimeoutMs'
   >;
   /** How often to look for revocations from other processes, ms (default 1000). */
   revocationPollMs?: number;

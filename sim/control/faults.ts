@@ -2,7 +2,8 @@
  * Control API, faults: `POST /control/faults` breaks an account's connections or restricts the account, and
  * `GET /control/connections` (`DELETE` to clear) lists the connection attempts the simulator saw since it
  * started (server/attempts.ts). Socket faults (`drop`, `stream-error`, `silence`, `lose-acks`: the client's acks and
- * receipts of the messages sent on the socket never arrive, so a later drop puts them back to the offline queue) act
+ * receipts of the messages sent on the socket never arrive, so a later drop puts them back to the offline queue;
+ * `withhold-acks`: the messages the client sends are taken and delivered but never acked) act
  * on the open connections of the account's companions and answer 409 when none is open; account faults (`nack`,
  * `reachout-lock`, `block`, `unblock`) are kept with the account (model/restrictions.ts) and in the state file.
  */
@@ -21,6 +22,7 @@ const Fault = Type.Object(
       Type.Literal('stream-error'),
       Type.Literal('silence'),
       Type.Literal('lose-acks'),
+      Type.Literal('withhold-acks'),
       Type.Literal('nack'),
       Type.Literal('reachout-lock'),
       Type.Literal('block'),
@@ -40,6 +42,7 @@ const FIELDS: Record<FaultBody['kind'], { allowed: string[]; required: string[] 
   'stream-error': { allowed: ['code'], required: ['code'] },
   silence: { allowed: [], required: [] },
   'lose-acks': { allowed: [], required: [] },
+  'withhold-acks': { allowed: [], required: [] },
   nack: { allowed: ['code', 'count'], required: ['code'] },
   'reachout-lock': { allowed: ['seconds'], required: ['seconds'] },
   block: { allowed: ['code'], required: ['code'] },
@@ -73,6 +76,7 @@ function socketFault(ctx: SimContext, user: User, body: FaultBody): void {
       if (body.kind === 'drop') socket.drop();
       else if (body.kind === 'silence') socket.silenced = true;
       else if (body.kind === 'lose-acks') socket.acksLost = true;
+      else if (body.kind === 'withhold-acks') socket.acksWithheld = true;
       else socket.streamError(body.code ?? 515);
     }
   }
@@ -115,7 +119,8 @@ export function registerFaultRoutes(app: FastifyInstance, ctx: SimContext): void
       body.kind === 'drop' ||
       body.kind === 'stream-error' ||
       body.kind === 'silence' ||
-      body.kind === 'lose-acks';
+      body.kind === 'lose-acks' ||
+      body.kind === 'withhold-acks';
     if (onSockets) {
       if (sockets === 0) throw new ControlError(409, `phone: account ${body.phone} has no open socket`);
       socketFault(ctx, user, body);

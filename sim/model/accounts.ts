@@ -29,6 +29,11 @@ export interface DeviceSocket {
   silenced: boolean;
   /** Drops the client's acks and receipts of the messages sent on it while true (they stay unacknowledged). */
   acksLost: boolean;
+  /**
+   * Takes the messages the client sends on it, and delivers them, without acking them while true: the server's ack
+   * is lost on the way, so the client cannot tell whether the platform took its message.
+   */
+  acksWithheld: boolean;
   /** Sends one stanza (a no-op once closed). */
   send(node: BinaryNode): void;
   /**

@@ -68,6 +68,11 @@ export class Connection implements DeviceSocket {
    * back to the device's offline queue and are handed over again at its next login, as after a lost ack.
    */
   acksLost = false;
+  /**
+   * The server's acks of the messages the client sends on this connection are lost on the way (`POST
+   * /control/faults` kind `withhold-acks`): each message is taken and delivered, but the client never hears so.
+   */
+  acksWithheld = false;
   private readonly reader = new FrameReader();
   private responder: NoiseResponder | undefined;
   private transport: TransportCipher | undefined;

@@ -193,7 +193,8 @@ function loginSession(
             ack(connection, node, nack);
             return;
           }
-          ack(connection, node);
+          // Taken and delivered either way; with `withhold-acks` the ack is lost on the way to the client.
+          if (!connection.acksWithheld) ack(connection, node);
           ctx.events.emit('stanza', { user, device, connection, node } satisfies DeviceStanza);
           return;
         }

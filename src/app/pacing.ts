@@ -31,6 +31,16 @@ export class PacingService {
   }
 
   /**
+   * How many of the instance's sends are due and not relayed yet (queued, scheduled ones whose time came, synchronous
+   * ones waiting their turn, one being relayed): the session status shows them
+   * (docs/decisions/0016-session-lifecycle.md).
+   * @throws the store's error.
+   */
+  pendingSends(instance: Instance): Promise<number> {
+    return this.#queue.pendingSends(instance.id);
+  }
+
+  /**
    * Replaces the instance's pace; its queue is woken (a shorter interval may let a job go now).
    * @throws DomainError invalid naming the field when a value is negative, not whole, or over an hour;
    *   not_found `instance not found`.

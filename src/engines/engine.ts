@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { CallSettings } from '../domain/calls.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Environment } from '../domain/environment.ts';
+import { DomainError } from '../domain/errors.ts';
 import type { GroupChange, ParticipantAction, ParticipantOutcome } from '../domain/groups.ts';
 import type {
   Avatar,
@@ -209,6 +210,13 @@ export interface SessionLifecycle {
   waitForLogin(timeoutMs: number): Promise<boolean>;
   /** The current state; cheap and synchronous. */
   state(): ConnectionState;
+  /**
+   * True while the connection is down and the engine brings it back by itself: a reconnect waiting out its backoff,
+   * a socket opening, the platform's restart after a scan (docs/decisions/0016-session-lifecycle.md). False while
+   * connected, and while stopped until the next `connect` (disconnected, replaced, refused by the platform). An
+   * engine that never reconnects by itself (the sandbox) leaves it out. Cheap and synchronous.
+   */
+  reconnecting?(): boolean;
   /** The current QR pairing code, or null when no pairing attempt is running. */
   pairingCode(): PairingCode | null;
   /** Closes the connection and keeps credentials: a later `connect` needs no scan (docs/api.md#session). */
@@ -244,6 +252,30 @@ export class UnrecordedSendError extends Error {
   constructor(sent: SentMessage, cause: unknown) {
     super(`message ${sent.id} reached the platform but recording it failed`, { cause });
     this.sent = sent;
+  }
+}
+
+/**
+ * Raised by an engine whose message was handed to the platform's connection but never confirmed: no ack arrived
+ * within the engine's wait, or the connection closed first. Its outcome is not known: the platform may have taken it
+ * (the ack was lost) or not (the connection was already dead). The engine ends that connection as lost, so its
+ * reconnect starts at once. The send queue leaves such a job `sending` for the hand-back after the next login, which
+ * relays it again under the same id, which the recipient's phone shows once (docs/decisions/0009-sends-as-jobs.md);
+ * the job is never marked `sent` or `failed` for it. The other calls that relay a message (reactions, edits,
+ * deletes) answer it as `504 timeout` (docs/decisions/0001-envelope-and-error-codes.md).
+ */
+export class UnconfirmedRelayError extends DomainError {
+  /** The platform message id of the relay that was not confirmed. */
+  readonly id: string;
+
+  /** `why` says what ended the wait (`no ack within 5 s`, `the connection closed`). */
+  constructor(id: string, why: string) {
+    super(
+      'timeout',
+      `the platform did not confirm message ${id} (${why}): it may or may not have been delivered`,
+    );
+    this.name = 'UnconfirmedRelayError';
+    this.id = id;
   }
 }
 

@@ -15,7 +15,7 @@ import type { StoredPacing } from '../store/send-pacing.ts';
 import type { PaceKeeper } from './pause.ts';
 import { messageReport, type ReportedWrite, type SendStatusReport } from './queue-deps.ts';
 import type { JobRelay } from './relay.ts';
-import type { Runner, Runners } from './runners.ts';
+import { awaitsLogin, type Runner, type Runners } from './runners.ts';
 import { type SendWaiters, settleOwed } from './waiters.ts';
 
 /** What one pass of an instance's drain uses (the send queue's parts, queue.ts `SendQueue`). */
@@ -58,7 +58,8 @@ function yieldToIo(): Promise<void> {
  * jobs no relay of this process holds when a login committed since the last hand-back ({@link handBack}), then claims
  * and relays the instance's due jobs one at a time in acceptance order, one a turn of the event loop, until none is
  * due, the first waits for its retry, the session is away, the queue stops, or the pace or a pause says to wait (the
- * runner's wake is then set for that time).
+ * runner's wake is then set for that time). After a relay whose outcome is unknown it hands back and claims nothing
+ * until the next login (runners.ts `awaitsLogin`).
  * @throws the store's error (the queue tries again in 1 s, handing back first).
  */
 export async function drainOnce(context: DrainContext, instanceId: string, runner: Runner): Promise<void> {
@@ -70,9 +71,14 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
     if (context.stopped()) return;
     // Before the first claim after a login, whenever it committed.
     if (!runner.reclaimed) {
+      const asked = runner.handBacksAsked;
       await handBack(context, instanceId, runner);
+      // Another hand-back was asked for while this one ran (a login, a relay left unconfirmed): it runs first.
+      if (runner.handBacksAsked !== asked) continue;
       runner.reclaimed = true;
     }
+    // A relay's outcome is unknown (its connection ended): nothing goes out before the next login relays it again.
+    if (awaitsLogin(runner)) return;
     const session = context.session(instanceId);
     const state = session?.state();
     if (!session || !state?.loggedIn || !state.connected) return;

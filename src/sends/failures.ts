@@ -1,3 +1,4 @@
+import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
 import { DomainError, type DomainErrorCode } from '../domain/errors.ts';
@@ -46,6 +47,7 @@ export interface RelayFailuresDeps {
   clock: Clock;
   /** This node's id: the `locked_by` of the jobs it finishes. */
   nodeId: string;
+  logger: FastifyBaseLogger;
   /** The requests waiting for a job's outcome. */
   waiters: SendWaiters;
   /** The instances' pauses and reach-out timelocks. */
@@ -123,6 +125,23 @@ export class RelayFailures {
       return false;
     }
     return (await this.#fail(job, error, now)) === 'sent';
+  }
+
+  /**
+   * A relay whose outcome is unknown (the engine's `UnconfirmedRelayError`: no ack, its connection ended), whose job
+   * stays `sending` for the next login's hand-back to relay again under its id (relay.ts; nothing is written now):
+   * logged, and the requests waiting for the job follow its row from its acceptance (sync-deadline.ts
+   * `SyncDeadlines.follow`). They get the next relay's outcome (that relay answers them when it runs here), or, when
+   * the job has not ended within the sync wait of its acceptance (the connection stays away), `504` with its
+   * outcome unknown, as a relay taken over by another node answers (docs/decisions/0009-sends-as-jobs.md); its
+   * `MessageStatus` event then tells the outcome.
+   */
+  unconfirmed(job: SendJob, error: Error): void {
+    this.#deps.logger.warn(
+      { err: error, instanceId: job.instanceId, id: job.id, attempts: job.attempts },
+      'the platform did not confirm a relay: the send is relayed again under its id after the next login',
+    );
+    this.#deps.follow(job, job.createdAt);
   }
 
   /**

@@ -9,6 +9,7 @@ import type { EventProjection } from '../events/recorder.ts';
 import { runRidingMarks } from '../store/advance-marks.ts';
 import { outcomeUnknown, untilStoreAnswers } from '../store/faults.ts';
 import type { Database } from '../store/schema.ts';
+import { countDueSendJobs } from '../store/send-job-claims.ts';
 import type { LateFailure, NewSendJob, SendJob } from '../store/send-jobs.ts';
 import type { StoredPacing } from '../store/send-pacing.ts';
 import { type DrainContext, drainOnce } from './drain.ts';
@@ -18,7 +19,7 @@ import { endAccountOnLogout, loggedOutBeforeRelay } from './logout.ts';
 import { PaceKeeper } from './pause.ts';
 import type { ReportedWrite, SendQueueDeps, SendStatusReport } from './queue-deps.ts';
 import { JobRelay } from './relay.ts';
-import { forgetLastRelay, type Runner, Runners } from './runners.ts';
+import { askHandBack, forgetLastRelay, type Runner, Runners } from './runners.ts';
 import { SentMarks } from './sent-marks.ts';
 import { DueSweep } from './sweep.ts';
 import { SYNC_WAIT_MS, SyncDeadlines } from './sync-deadline.ts';
@@ -123,6 +124,7 @@ export class SendQueue implements EventProjection {
       db: deps.db,
       clock: deps.clock,
       nodeId: deps.nodeId,
+      logger: deps.logger,
       waiters: this.#waiters,
       pace: this.#pace,
       report: (instanceId, report) => this.report(instanceId, report),
@@ -246,9 +248,11 @@ export class SendQueue implements EventProjection {
     // node may have changed them while it held the instance).
     const runner = this.#runners.peek(instanceId);
     if (runner) {
-      runner.reclaimed = false;
+      askHandBack(runner);
       if (runner.loggedOut) forgetLastRelay(runner);
       runner.loggedOut = false;
+      // A relay whose outcome was unknown no longer holds the queue: the hand-back gives its job back first.
+      runner.logins += 1;
     }
     this.#pace.forget(instanceId);
     this.wake(instanceId);
@@ -304,6 +308,15 @@ export class SendQueue implements EventProjection {
   pause(instanceId: string): Promise<SendPause | null> {
     if (this.#deps.session(instanceId) === undefined) this.#pace.forget(instanceId);
     return this.#pace.pause(instanceId);
+  }
+
+  /**
+   * How many of the instance's sends are due and not relayed yet (src/store/send-job-claims.ts `countDueSendJobs`,
+   * at the queue's clock): what the session status shows while they wait (docs/decisions/0016-session-lifecycle.md).
+   * @throws the store's error.
+   */
+  pendingSends(instanceId: string): Promise<number> {
+    return countDueSendJobs(this.#deps.db, instanceId, this.#deps.clock());
   }
 
   /**
@@ -412,7 +425,7 @@ export class SendQueue implements EventProjection {
         { err: error, instanceId },
         'the send queue stopped on an error; retrying in 1 s',
       );
-      runner.reclaimed = false;
+      askHandBack(runner);
       this.#runners.schedule(instanceId, 1_000);
     } finally {
       runner.draining = false;

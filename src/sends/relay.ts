@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
 import type { SentMessage } from '../domain/messages.ts';
 import type { PacingSettings } from '../domain/sends.ts';
-import { type EngineSession, UnrecordedSendError } from '../engines/engine.ts';
+import { type EngineSession, UnconfirmedRelayError, UnrecordedSendError } from '../engines/engine.ts';
 import type { Database } from '../store/schema.ts';
 import { markSendJobNewChat, type SendJob } from '../store/send-jobs.ts';
 import type { RelayFailures } from './failures.ts';
@@ -10,7 +10,7 @@ import { finishJob } from './finish.ts';
 import type { PaceKeeper } from './pause.ts';
 import { decodeSendPayload } from './payload.ts';
 import { messageReport, type ReportedWrite, type SendStatusReport } from './queue-deps.ts';
-import type { Runner, Runners } from './runners.ts';
+import { askHandBack, awaitsLogin, type Runner, type Runners } from './runners.ts';
 import type { SentMarks } from './sent-marks.ts';
 import { type SendWaiters, settleOwed } from './waiters.ts';
 
@@ -54,7 +54,9 @@ export interface JobRelayDeps {
  * daily new-chat limit first (held back until the limit allows), then the engine's send under the job's own id,
  * the pace's next allowed time, the job finished `sent` (unless the recorder's transaction marked it already), and
  * the waiting request answered; a failure goes to {@link RelayFailures}, except an engine's
- * {@link UnrecordedSendError} (the message went out, its recording failed), which ends the job `sent` too. The job
+ * {@link UnrecordedSendError} (the message went out, its recording failed), which ends the job `sent` too, and its
+ * {@link UnconfirmedRelayError} (no ack: the outcome is unknown), which leaves the job `sending` for the next login's
+ * hand-back to relay again under its id. The job
  * is held by this process while its relay runs, so a login's hand-back of `sending` jobs
  * (store/send-job-claims.ts `reclaimSendingJobs`) leaves it.
  */
@@ -88,6 +90,8 @@ export class JobRelay {
     pacing: PacingSettings,
     runner: Runner,
   ): Promise<void> {
+    // The logins counted when the relay began: one committed while it ran does not leave the queue waiting.
+    const logins = runner.logins;
     const { db, clock, pace, failures, untilStored } = this.#deps;
     const check = await untilStored(() => pace.newChatCheck(job, pacing));
     if (check.hold) {
@@ -110,6 +114,12 @@ export class JobRelay {
       if (error instanceof UnrecordedSendError) {
         this.paced(runner, pacing, failedAt);
         await this.#unrecorded(job, error.sent, failedAt, opensChat);
+        return;
+      }
+      if (error instanceof UnconfirmedRelayError) {
+        // It may have gone out: the pace counts it as a send.
+        this.paced(runner, pacing, failedAt);
+        this.#unconfirmed(job, error, runner, logins);
         return;
       }
       // The engine may have failed after its message went out: recorded here as its own `message` event, or shown
@@ -146,6 +156,24 @@ export class JobRelay {
     }
     // Its event was left out for a request that has left since (finish.ts): recorded now.
     await settleOwed(waiters, this.#deps.report, job, sent);
+  }
+
+  /**
+   * The platform never acknowledged the relay of `job`, begun when the instance's queue had counted `logins` logins,
+   * and the engine ended the connection (`UnconfirmedRelayError`): the message may or may not have reached the
+   * platform, so the job is neither `sent` (it may be lost) nor `failed` (its client would send it a second time). It
+   * is left `sending`, unwritten: the next login's hand-back makes it `pending` and the queue relays it again first,
+   * under its id, which the platform's clients show once (docs/decisions/0009-sends-as-jobs.md); until that login the
+   * queue relays nothing (runners.ts `awaitsLogin`). A login committed while this relay ran has already handed back
+   * the jobs it held: the queue hands back again at once. The requests waiting for the job follow it
+   * (failures.ts `RelayFailures.unconfirmed`).
+   */
+  #unconfirmed(job: SendJob, error: UnconfirmedRelayError, runner: Runner, logins: number): void {
+    runner.unconfirmedAt = logins;
+    askHandBack(runner);
+    runner.idle = false;
+    if (!awaitsLogin(runner)) this.#deps.runners.schedule(job.instanceId, 0);
+    this.#deps.failures.unconfirmed(job, error);
   }
 
   /**

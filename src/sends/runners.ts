@@ -6,8 +6,16 @@ export interface Runner {
   draining: boolean;
   /** Something woke the queue during the drain: it drains once more. */
   again: boolean;
-  /** Every `sending` job was handed back once since this process took the instance. */
+  /**
+   * Every `sending` job was handed back once since this process took the instance, and since the last hand-back
+   * asked for ({@link askHandBack}).
+   */
   reclaimed: boolean;
+  /**
+   * How many hand-backs were asked for ({@link askHandBack}): a drain whose hand-back ran while another was asked for
+   * (a login committed, a relay left its job unconfirmed) runs one more before its next claim (drain.ts).
+   */
+  handBacksAsked: number;
   /**
    * The last drain ended with nothing due (no job waiting for its retry in its place either, drain.ts) since this
    * process took the instance, and the drain has claimed no job since: {@link Runner.queued} is known. A claim clears
@@ -41,6 +49,33 @@ export interface Runner {
    * is stored claimed, any other's from its claim. Handing `sending` jobs back leaves these.
    */
   relaying: RelayHolds;
+  /** Logins of the instance committed in this process (queue.ts `afterCommit` counts them). */
+  logins: number;
+  /**
+   * {@link logins} when a relay whose outcome is unknown began (relay.ts: the platform never acknowledged it and its
+   * connection was ended, `UnconfirmedRelayError`), or undefined: while no login has committed since
+   * ({@link awaitsLogin}), the queue claims nothing and relays nothing at once, so the job that relay left `sending`
+   * goes out again first, on the next connection, under its id, before any send accepted after it
+   * (docs/decisions/0009-sends-as-jobs.md).
+   */
+  unconfirmedAt: number | undefined;
+}
+
+/**
+ * Asks for the instance's `sending` jobs no relay of this process holds to be handed back before the queue's next
+ * claim (drain.ts), and holds synchronous sends from relaying at once until then (sync-relay.ts).
+ */
+export function askHandBack(runner: Runner): void {
+  runner.reclaimed = false;
+  runner.handBacksAsked += 1;
+}
+
+/**
+ * True while the instance's queue waits for a login after a relay whose outcome is unknown ({@link
+ * Runner.unconfirmedAt}): a relay now would go out on the connection taken for dead, or before that job.
+ */
+export function awaitsLogin(runner: Runner): boolean {
+  return runner.unconfirmedAt !== undefined && runner.unconfirmedAt === runner.logins;
 }
 
 /**
@@ -101,6 +136,7 @@ export class Runners {
         draining: false,
         again: false,
         reclaimed: false,
+        handBacksAsked: 0,
         idle: false,
         queued: 0,
         timer: undefined,
@@ -109,6 +145,8 @@ export class Runners {
         lastRelayAt: undefined,
         loggedOut: false,
         relaying: new RelayHolds(),
+        logins: 0,
+        unconfirmedAt: undefined,
       };
       this.#runners.set(instanceId, runner);
     }

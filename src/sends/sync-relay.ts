@@ -6,7 +6,7 @@ import type { EngineSession } from '../engines/engine.ts';
 import { claimedSendJob, type LateFailure, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
 import type { StoredPacing } from '../store/send-pacing.ts';
 import type { JobRelay } from './relay.ts';
-import type { Runner, Runners } from './runners.ts';
+import { awaitsLogin, type Runner, type Runners } from './runners.ts';
 import type { SyncDeadlines } from './sync-deadline.ts';
 import type { SendWaiters } from './waiters.ts';
 
@@ -32,7 +32,8 @@ export interface SyncRelayContext {
 
 /**
  * True when a synchronous send of the instance may relay at once, without waiting behind other jobs: the queue
- * drained once since this process took the instance, handed back the `sending` jobs since the last login, has
+ * drained once since this process took the instance, handed back the `sending` jobs since the last login, does not
+ * wait for a login after a relay whose outcome is unknown (runners.ts `awaitsLogin`), has
  * claimed no job since its last drain left nothing due (`Runner.idle`: no job of its being relayed, none waiting
  * for its retry, docs/decisions/0009-sends-as-jobs.md: the send would pass it), no job submitted since is waiting to
  * be claimed, and no pace is set (a pause does not hold synchronous sends: queued ones wait for its end). The queue's
@@ -41,7 +42,7 @@ export interface SyncRelayContext {
  * @throws the store's error reading the pace or the pause.
  */
 async function canRelayNow(context: SyncRelayContext, instanceId: string, runner: Runner): Promise<boolean> {
-  if (!runner.reclaimed) return false;
+  if (!runner.reclaimed || awaitsLogin(runner)) return false;
   const { pacing } = await context.pacing(instanceId);
   const paced = pacing.minIntervalMs !== 0 || pacing.jitterMs !== 0 || pacing.newChatsPerDay !== null;
   if (paced) return false;

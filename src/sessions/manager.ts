@@ -19,6 +19,7 @@ import {
   reconnecting,
   type SessionStatus,
   sessionStatus,
+  stoppedSession,
 } from './status.ts';
 import { InstanceTurns } from './turns.ts';
 
@@ -44,6 +45,8 @@ export class SessionManager {
   readonly #restorer: SessionRestorer;
   /** The lifecycle steps that must not interleave, one queue per instance ({@link InstanceTurns}). */
   readonly #turns = new InstanceTurns();
+  /** Connects and restores under way in this process, by instance id ({@link comingBack}). */
+  readonly #connecting = new Map<string, number>();
   /** Disconnects and logouts whose stored state committed, in this process ({@link stops}). */
   #stops = 0;
   /** Aborted at shutdown: recordings and credential reads waiting for the store give up. */
@@ -170,20 +173,51 @@ export class SessionManager {
    *   (docs/decisions/0001-envelope-and-error-codes.md), `instance is not connected` when logged in but disconnected
    *   (disconnect keeps the session, docs/api.md#session); platform_unreachable (503)
    *   `not connected to the platform right now` with `retryAfter` while a connection that should be up is down and
-   *   coming back by itself.
+   *   coming back by itself ({@link comingBack}); not_connected (409) `instance is not connected: <reason>` when it
+   *   should be up but stopped until the next `connect` (the platform replaced or refused the session, a connect
+   *   failed; docs/decisions/0016-session-lifecycle.md), so no client retries for ever on a `Retry-After`.
    */
   ready(instance: Instance): EngineSession {
     const session = this.#sessions.get(instance.id);
     const state = session?.state();
     const loggedIn = state ? state.loggedIn : instance.jid !== null;
     if (!loggedIn) throw errors.notLoggedIn();
-    if (!session || !state?.connected) {
-      // Asked to be connected but the connection is down: it comes back by itself (a dropped socket, a restart
-      // stream error, a restore at boot), so the caller may retry shortly (docs/decisions/0001-envelope-and-error-codes.md).
-      if (instance.desiredState === 'connected') throw reconnecting();
-      throw errors.notConnected();
-    }
-    return session;
+    if (session && state?.connected) return session;
+    if (instance.desiredState !== 'connected') throw errors.notConnected();
+    // Asked to be connected but the connection is down: the caller may retry shortly only while it comes back by
+    // itself (docs/decisions/0001-envelope-and-error-codes.md).
+    if (this.comingBack(instance.id)) throw reconnecting();
+    throw stoppedSession(state?.reason);
+  }
+
+  /**
+   * True when the session of instance `instanceId`, which should be connected, comes back by itself: none is in
+   * this process yet (a restore at boot, a node taking the instance over, docs/decisions/0008-leases-and-fencing.md),
+   * its engine reconnects by itself (`EngineSession.reconnecting`: a dropped socket, a restart stream error), a
+   * connect or restore of it is under way here, or its restore's retry is pending. False for a session stopped until
+   * the next `connect` (the platform replaced or refused it, a connect that failed with no retry to come).
+   */
+  comingBack(instanceId: string): boolean {
+    const session = this.#sessions.get(instanceId);
+    if (!session) return true;
+    return (
+      session.reconnecting?.() === true ||
+      this.#connecting.has(instanceId) ||
+      this.#restorer.waiting(instanceId)
+    );
+  }
+
+  /**
+   * `connecting`, a connect of instance `instanceId`'s session, counted in {@link #connecting} until it settles: the
+   * engine may say nothing of it meanwhile (a lock taken, credentials read before its socket opens).
+   */
+  #whileConnecting(instanceId: string, connecting: Promise<void>): Promise<void> {
+    this.#connecting.set(instanceId, (this.#connecting.get(instanceId) ?? 0) + 1);
+    return connecting.finally(() => {
+      const left = (this.#connecting.get(instanceId) ?? 1) - 1;
+      if (left > 0) this.#connecting.set(instanceId, left);
+      else this.#connecting.delete(instanceId);
+    });
   }
 
   /**
@@ -227,7 +261,7 @@ export class SessionManager {
     const subscribe = EVENT_TYPES.filter((type) => wanted.includes(type));
     await updateInstance(this.#options.db, instance.id, { subscribe, desiredState: 'connected' });
     const session = await this.session(instance);
-    await session.connect();
+    await this.#whileConnecting(instance.id, session.connect());
     const wasLoggedIn = instance.jid !== null;
     if (!input.immediate && wasLoggedIn) {
       const ok = await session.waitForLogin(LOGIN_VERIFY_MS);
@@ -349,7 +383,7 @@ export class SessionManager {
       const session = await this.session(instance);
       // Asked again once the session is kept: a fence that fired while it was made may not have found it.
       if (allowed !== undefined && !allowed()) return undefined;
-      const connecting = session.connect();
+      const connecting = this.#whileConnecting(instanceId, session.connect());
       // Awaited below, outside the turn; handled here so a failure before that await is not reported unhandled.
       connecting.catch(() => undefined);
       return { connecting };

@@ -85,6 +85,11 @@ export class SessionRestorer {
     this.#retries.clear();
   }
 
+  /** True while a retry of `instanceId`'s restore is pending: its session comes back by itself. */
+  waiting(instanceId: string): boolean {
+    return this.#retries.has(instanceId);
+  }
+
   /** Number of instances waiting for a retry (tests, metrics). */
   get pending(): number {
     return this.#retries.size;

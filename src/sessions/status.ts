@@ -21,6 +21,16 @@ export function reconnecting(): DomainError {
 }
 
 /**
+ * 409 not_connected for a session that should be connected but is stopped until the next `connect` (the platform
+ * replaced or refused it, or a connect failed; docs/decisions/0016-session-lifecycle.md): `instance is not
+ * connected`, with the stop's `reason` when the engine gives one, as the engine's own operations say it
+ * (src/engines/baileys/socket-access.ts `operationSocket`).
+ */
+export function stoppedSession(reason: string | undefined): DomainError {
+  return new DomainError('not_connected', `instance is not connected${reason ? `: ${reason}` : ''}`);
+}
+
+/**
  * How long `connect` with `immediate:false` waits for login, ms (docs/api.md#session,
  * docs/decisions/0016-session-lifecycle.md).
  */

@@ -98,6 +98,27 @@ export async function instancesWithDueJobs(db: Kysely<Database>, now: number): P
 }
 
 /**
+ * How many of the instance's live jobs (pending, or sending: being relayed, or left unconfirmed for the next login's
+ * hand-back) are due at `now` (epoch ms: `run_at` at or before it): the sends accepted whose time has come and that
+ * have not gone out (docs/decisions/0016-session-lifecycle.md: the status shows them while they wait, for a stopped
+ * session). Scheduled jobs not yet due are not counted. Reads only the live jobs' index (migration 0021).
+ */
+export async function countDueSendJobs(
+  db: Kysely<Database>,
+  instanceId: string,
+  now: number,
+): Promise<number> {
+  const row = await db
+    .selectFrom('send_jobs')
+    .select((eb) => eb.fn.countAll<number | string>().as('due'))
+    .where('instance_id', '=', instanceId)
+    .where((eb) => eb.or([eb('status', '=', PENDING), eb('status', '=', SENDING)]))
+    .where('run_at', '<=', now)
+    .executeTakeFirst();
+  return Number(row?.due ?? 0);
+}
+
+/**
  * The instance's first pending job in acceptance order (by `run_at`, then `seq`), or undefined when none is pending:
  * its `runAt` and its `notBefore` (epoch ms). The next claim can take a job at the later of the two and no sooner
  * ({@link claimNextSendJob}): every other pending job comes after this one. Reads `send_jobs_due` in its order.

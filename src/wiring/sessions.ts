@@ -55,7 +55,10 @@ export function wireSessions(
     platformCa?: Buffer | undefined;
     liveEngine?: Engine | undefined;
     liveEngineTuning?:
-      | Pick<BaileysEngineOptions, 'keepAliveIntervalMs' | 'loginRefusalLimit' | 'random' | 'fetchVersion'>
+      | Pick<
+          BaileysEngineOptions,
+          'keepAliveIntervalMs' | 'loginRefusalLimit' | 'random' | 'fetchVersion' | 'ackTimeoutMs'
+        >
       | undefined;
     restoreRetry?: { baseMs: number; maxMs: number } | undefined;
   },

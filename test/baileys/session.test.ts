@@ -5,6 +5,7 @@ import { DomainError } from '../../src/domain/errors.ts';
 import type { EngineEvent } from '../../src/domain/messages.ts';
 import { NOT_ADMIN } from '../../src/engines/baileys/group-admin.ts';
 import { quieterLevel } from '../../src/engines/baileys/session-options.ts';
+import { UnconfirmedRelayError } from '../../src/engines/engine.ts';
 import { fakeSessionsPerSuite, isDomainError } from './fake-sessions.ts';
 import { iqError, ME } from './fake-socket.ts';
 import { until, untilAsync } from './support.ts';
@@ -148,11 +149,31 @@ describe('live session over a fake socket: what it configures, sends, reads and 
       isDomainError('platform_refused', /error 479/),
     );
     sock().ackAttrs = undefined;
-    const late = await session.send({
-      to: PEER,
-      content: { kind: 'text', text: 'no ack', linkPreview: false },
+    const recorded = ofType(rc.events, 'message').length;
+    const ended = sock().ended;
+    await assert.rejects(
+      session.send({ to: PEER, content: { kind: 'text', text: 'no ack', linkPreview: false } }),
+      (error: unknown) => {
+        assert.ok(
+          error instanceof UnconfirmedRelayError,
+          'a missing ack is an unknown outcome, never a success',
+        );
+        isDomainError('timeout', /did not confirm message 3EB0[0-9A-F]+ \(no ack within 0\.05 s/)(error);
+        return true;
+      },
+    );
+    assert.equal(sock().ended, ended + 1, 'the silent connection is ended as lost');
+    assert.equal(ofType(rc.events, 'message').length, recorded, 'nothing recorded for the unconfirmed relay');
+    // A socket that closes while the ack is awaited ends the wait at once, also an unknown outcome.
+    const relayed = sock().relayed.length;
+    const closing = session.send({ to: PEER, content: { kind: 'text', text: 'closed', linkPreview: false } });
+    await until(() => sock().relayed.length > relayed, 2_000, 'the relay written');
+    sock().close(428, 'Connection Closed');
+    await assert.rejects(closing, (error: unknown) => {
+      assert.ok(error instanceof UnconfirmedRelayError);
+      assert.match((error as Error).message, /the connection closed before the platform acknowledged it/);
+      return true;
     });
-    assert.ok(late.id, 'a missing ack does not fail the send');
   });
 
   it('reacts with the own key for `me:` ids and marks read (group receipts need the sender)', async () => {

@@ -85,7 +85,13 @@ export interface LiveApp {
     body?: unknown,
   ): Promise<ApiResponse>;
   /** GET /v1/session/status's `data`. */
-  status(): Promise<{ connected: boolean; loggedIn: boolean; jid?: string; reason?: string }>;
+  status(): Promise<{
+    connected: boolean;
+    loggedIn: boolean;
+    jid?: string;
+    reason?: string;
+    pendingSends?: number;
+  }>;
 }
 
 /**

@@ -77,6 +77,44 @@ describe('live instances (docs/decisions/0025-live-engine.md, docs/decisions/001
     }
   });
 
+  it('a session that should be connected: 503 only while it comes back by itself, then 409', async () => {
+    const engine = new FakeEngine({ unreachableTimes: 100 });
+    const t = await createTestApp({ liveEngine: engine, restoreRetry: { baseMs: 60_000, maxMs: 60_000 } });
+    try {
+      const live = await t.newInstance('live', 'phone');
+      await updateInstance(t.testStore.store.db, live.id, {
+        desiredState: 'connected',
+        jid: '5511999990999:3@s.whatsapp.net',
+      });
+      await t.services.sessions.restoreAll();
+      assert.equal(t.services.sessions.pendingRestores, 1);
+      const headers = { authorization: `Bearer ${await t.newKey({ env: 'live' })}` };
+      const send = () =>
+        t.call('POST', `/v1/messages/send?from=${live.id}`, { phone: '5511988887777', body: 'hi' }, headers);
+      const restoring = await send();
+      assert.equal(restoring.status, 503, 'the restore is retried: it comes back by itself');
+      assert.equal(restoring.headers['retry-after'], '2');
+      // The user's own connect cancels the retry and fails: nothing brings the session back but another connect.
+      assert.equal((await t.call('POST', `/v1/session/connect?from=${live.id}`, {}, headers)).status, 503);
+      assert.equal(t.services.sessions.pendingRestores, 0);
+      const stopped = await send();
+      assert.deepEqual(
+        [stopped.status, stopped.headers['retry-after'], stopped.body],
+        [409, undefined, { error: { code: 409, message: 'instance is not connected' } }],
+        'no Retry-After for a session that does not come back by itself',
+      );
+      const check = await t.call(
+        'POST',
+        `/v1/contacts/check?from=${live.id}`,
+        { phones: ['5511988887777'] },
+        headers,
+      );
+      assert.equal(check.status, 409, JSON.stringify(check.body));
+    } finally {
+      await t.close();
+    }
+  });
+
   it('connect with immediate:false answers 504 when the login is not verified in time', async () => {
     const t = await createTestApp({ liveEngine: new FakeEngine({ loginVerifies: false }) });
     try {

@@ -2893,6 +2893,8 @@ export interface components {
                  */
                 until: string;
             };
+            /** @description sends accepted and due that have not gone out yet (queued, scheduled and due, synchronous ones waiting their turn); present when there are any. They wait for the connection: connect relays them, logout cancels them */
+            pendingSends?: number;
         };
         /** StarResult */
         StarResult: {

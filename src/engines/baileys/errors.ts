@@ -15,6 +15,21 @@ export function isBoom(error: unknown): error is BoomLike {
   return candidate.isBoom === true && typeof candidate.output?.statusCode === 'number';
 }
 
+/** Baileys' `DisconnectReason.connectionLost`: the close code of a connection taken for dead. */
+export const CONNECTION_LOST = 408;
+
+/**
+ * The error a socket is ended with when parley takes its connection for dead (a relayed message never acknowledged,
+ * operations.ts): shaped as Baileys' keep-alive ends a silent connection (`Boom('Connection was lost', 408)`), so the
+ * close policy reconnects at once (close-policy.ts: 408 reconnects).
+ */
+export function connectionLost(message: string): Error & BoomLike {
+  return Object.assign(new Error(message), {
+    isBoom: true as const,
+    output: { statusCode: CONNECTION_LOST },
+  });
+}
+
 /**
  * Where a Boom's number comes from: `iq` means the platform answered a query with `<error code text>`
  * (Baileys' `assertNodeErrorFree` puts the code in `data`, `extractGroupMetadata` in the status with the error node

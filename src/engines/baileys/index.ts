@@ -41,7 +41,10 @@ export interface BaileysEngineOptions {
   fetchVersion?: () => Promise<WAVersion>;
   /** Bound on `connect()`, ms (default 8,000): the platform must answer with a QR or an open by then. */
   connectDeadlineMs?: number;
-  /** How long a send waits for the server's ack before returning, ms (default 5,000). */
+  /**
+   * How long a relay waits for the server's ack, ms (default 5,000); without one by then the connection is ended as
+   * lost and the relay's outcome is unknown (operations.ts `relayAndRecord`).
+   */
   ackTimeoutMs?: number;
   /** Ask the phone for the full history (Baileys `syncFullHistory`); default false (recent history only). */
   fullHistory?: boolean;

@@ -216,6 +216,16 @@ export class BaileysSession implements EngineSession {
   state(): ConnectionState {
     return this.#life.state();
   }
+  /**
+   * True in the lifecycle's phases that end in a login by themselves (phase.ts): `waiting` (a reconnect's backoff),
+   * `connecting` (a socket opening), and `pairing` once scanned (the platform's restart after the scan).
+   */
+  reconnecting(): boolean {
+    const phase = this.#life.phase;
+    return (
+      phase === 'waiting' || phase === 'connecting' || (phase === 'pairing' && this.#life.state().loggedIn)
+    );
+  }
   pairingCode(): PairingCode | null {
     return this.#life.pairingCode();
   }

@@ -61,6 +61,15 @@ export const SessionStatus = Type.Object(
         { description: 'present while a platform restriction pauses the send queue' },
       ),
     ),
+    pendingSends: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        description:
+          'sends accepted and due that have not gone out yet (queued, scheduled and due, synchronous ones waiting ' +
+          'their turn); present when there are any. They wait for the connection: connect relays them, logout ' +
+          'cancels them',
+      }),
+    ),
   },
   { title: 'SessionStatus' },
 );
@@ -160,12 +169,17 @@ export async function sessionRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const instance = instanceOf(request);
-      const [status, pace] = await Promise.all([session.status(instance), pacing.get(instance)]);
+      const [status, pace, pendingSends] = await Promise.all([
+        session.status(instance),
+        pacing.get(instance),
+        pacing.pendingSends(instance),
+      ]);
       return ok({
         ...status,
         ...(pace.paused
           ? { paused: { reason: pace.paused.reason, until: new Date(pace.paused.until).toISOString() } }
           : {}),
+        ...(pendingSends > 0 ? { pendingSends } : {}),
       });
     },
   );
