@@ -154,8 +154,9 @@ const PENDING_UNLESS_LOGGED_OUT = sql<SendJobStatus>`case when logged_out_at is 
  * tried again (docs/decisions/0009-sends-as-jobs.md). Any of those relays may have reached the platform.
  */
 export const RELAY_ATTEMPTS_INTERRUPTED =
-  'not relayed again: its relay was interrupted (the process relaying it stopped before its outcome was stored) ' +
-  'and it has no attempt left; an interrupted relay may have reached the recipient';
+  'not relayed again: its relay was interrupted (the process relaying it stopped, or the platform never ' +
+  'acknowledged it, before its outcome was stored) and it has no attempt left; such a relay may have reached the ' +
+  'recipient';
 
 /**
  * A handed-back job's status: `canceled` when a logout found it being relayed (`logged_out_at` set, migration 0024;
