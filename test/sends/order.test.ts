@@ -156,8 +156,11 @@ for (const dialect of testDialects()) {
     });
 
     it('a synchronous send arriving while the drain looks past a failed relay waits for that retry too', async () => {
-      // The queue is idle (its last drain found nothing due); then a queued job's relay fails.
-      await drained(firstReads, relayed.length);
+      // The queue is idle (a drain woken here found nothing due); then a queued job's relay fails. Woken, so the wait
+      // does not hang on whether the previous test's last drain had read the queue before or after this line.
+      const idleReads = firstReads;
+      queue.wake(t.instance.id);
+      await drained(idleReads, relayed.length);
       refuse = new DomainError('platform_unreachable', 'the platform could not be reached');
       await add('3EB0ORDER0000000000A3');
       // The synchronous request arrives after the failed relay ended, while the drain reads what is due next.
