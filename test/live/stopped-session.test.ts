@@ -15,7 +15,7 @@ import {
   control,
   type LiveApp,
   liveApp,
-  pairLive,
+  simulatorAccounts,
   startTestSimulator,
   until,
   waitForStatus,
@@ -28,22 +28,11 @@ for (const dialect of testDialects()) {
   describe(`live sends after the platform stopped the session (${dialect})`, () => {
     let sim: Simulator;
     let app: LiveApp;
-    let phone = 5511972000000;
-    const nextAccount = async () => {
-      phone += 1;
-      const account = String(phone);
-      assert.equal((await control(sim, 'POST', '/users', { phone: account })).status, 201);
-      return account;
-    };
-    /** A fresh account linked to the app's live instance (logging the previous one out), and a friend of it. */
-    const linkedPair = async () => {
-      const account = await nextAccount();
-      const friend = await nextAccount();
-      if ((await app.status()).loggedIn)
-        assert.equal((await app.live('POST', '/v1/session/logout')).status, 200);
-      await pairLive(sim, app, account);
-      return { account, friend };
-    };
+    const { linkedPair } = simulatorAccounts(
+      () => sim,
+      () => app,
+      5511972000000,
+    );
     const send = (to: string, body: string) => app.live('POST', '/v1/messages/send', { phone: to, body });
     const check = (to: string) => app.live('POST', '/v1/contacts/check', { phones: [to] });
     /** A stopped session's answer: 409 with the stop's reason, no Retry-After. */

@@ -186,3 +186,34 @@ export async function companion(
 ): Promise<{ id: number; linked: boolean; sockets: number }> {
   return (await control(sim, 'GET', `/accounts/${phone}`)).body.devices[1];
 }
+
+/**
+ * Simulator accounts for one suite, their phone numbers counting up from `firstPhone` (one range per suite, so
+ * suites never share an account). `next` makes one; `linkedPair` links a fresh one to the app's live instance
+ * (logging the previous one out) and makes a friend of it. `sim` and `app` are read at each call: a suite makes
+ * them in its `before`.
+ */
+export function simulatorAccounts(
+  sim: () => Simulator,
+  app: () => LiveApp,
+  firstPhone: number,
+): { next(): Promise<string>; linkedPair(): Promise<{ account: string; friend: string }> } {
+  let phone = firstPhone;
+  const next = async () => {
+    phone += 1;
+    const account = String(phone);
+    assert.equal((await control(sim(), 'POST', '/users', { phone: account })).status, 201);
+    return account;
+  };
+  return {
+    next,
+    linkedPair: async () => {
+      const account = await next();
+      const friend = await next();
+      if ((await app().status()).loggedIn)
+        assert.equal((await app().live('POST', '/v1/session/logout')).status, 200);
+      await pairLive(sim(), app(), account);
+      return { account, friend };
+    },
+  };
+}

@@ -17,7 +17,7 @@ import {
   control,
   type LiveApp,
   liveApp,
-  pairLive,
+  simulatorAccounts,
   startTestSimulator,
   until,
   waitForStatus,
@@ -31,22 +31,11 @@ for (const dialect of testDialects()) {
     let sim: Simulator;
     let proxy: FlightProxy;
     let app: LiveApp;
-    let phone = 5511971000000;
-    const nextAccount = async () => {
-      phone += 1;
-      const account = String(phone);
-      assert.equal((await control(sim, 'POST', '/users', { phone: account })).status, 201);
-      return account;
-    };
-    /** A fresh account linked to the app's live instance (logging the previous one out), and a friend of it. */
-    const linkedPair = async () => {
-      const account = await nextAccount();
-      const friend = await nextAccount();
-      if ((await app.status()).loggedIn)
-        assert.equal((await app.live('POST', '/v1/session/logout')).status, 200);
-      await pairLive(sim, app, account);
-      return { account, friend };
-    };
+    const { linkedPair } = simulatorAccounts(
+      () => sim,
+      () => app,
+      5511971000000,
+    );
     const send = (to: string, body: string) => app.live('POST', '/v1/messages/send', { phone: to, body });
     const queue = (to: string, body: string) =>
       app.t.call(
