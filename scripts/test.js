@@ -112,13 +112,14 @@ async function dropTestStores({ templates }) {
     for (const { nspname } of rows) await client.query(`drop schema if exists ${nspname} cascade`);
     const databases = await client.query(
       templates
-        ? "select datname from pg_database where datname ~ '^(t_[0-9a-f]{12}|parley_tpl_[0-9a-f]{12}(_build)?)$'"
-        : "select datname from pg_database where datname ~ '^t_[0-9a-f]{12}$'",
+        ? "select datname, datistemplate from pg_database where datname ~ '^(t_[0-9a-f]{12}|parley_tpl_[0-9a-f]{12}(_build)?)$'"
+        : "select datname, datistemplate from pg_database where datname ~ '^t_[0-9a-f]{12}$'",
     );
-    for (const { datname } of databases.rows) {
+    for (const { datname, datistemplate } of databases.rows) {
       try {
-        // a template (test/support/store.ts marks it so) must be made an ordinary database before it can be dropped
-        await client.query(`alter database ${datname} is_template false`);
+        // a template (test/support/store.ts marks it so) must be made an ordinary database before it can be dropped;
+        // an ordinary one is dropped as it is, even one a drop interrupted left invalid (which refuses any alter)
+        if (datistemplate) await client.query(`alter database ${datname} is_template false`);
         await client.query(`drop database if exists ${datname}`);
       } catch (error) {
         if (!IN_USE_OR_GONE.has(error?.code)) throw error;
