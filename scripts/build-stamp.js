@@ -2,7 +2,8 @@
 // and bin/parley.js (which rebuilds what is stale before it runs dist/). See docs/decisions/0014-compiled-build-and-licences.md.
 //
 // dist/ has two parts, each built from its own inputs:
-// - server: src/ and sim/ compiled to JavaScript by esbuild (dist/src, dist/sim), and the packages bundled into
+// - server: src/ and sim/ compiled to JavaScript by esbuild (dist/src, dist/sim; with the client library's server-sent
+//   events parser the CLI imports, dist/packages/client/src), and the packages bundled into
 //   dist/vendor (Kysely, TypeBox: docs/decisions/0067-vendored-module-graphs.md);
 // - dashboard: web/ bundled by Vite (dist/dashboard).
 // A part is current when the fingerprint of its inputs (path, size and modification time of every file, so an edit,
@@ -25,11 +26,18 @@ export const STAMP = join(DIST, '.build-stamp.json');
 export const LOCK = join(DIST, '.build-lock');
 
 /**
+ * Files of packages/client the server imports, compiled beside src/ into dist/packages/client/src (each imports
+ * nothing else of its package): the server-sent events parser `parley listen` shares with the client library
+ * (docs/decisions/0033-listen-reads-the-stream.md).
+ */
+export const CLIENT_SOURCES = ['packages/client/src/sse.ts'];
+
+/**
  * The inputs of each part: directories (walked recursively) and files, relative to the root. The build scripts are
  * inputs of both, so a change to how dist/ is made rebuilds it.
  */
 export const PARTS = {
-  server: ['src', 'sim', 'tsconfig.json', 'scripts/build.js', 'scripts/build-stamp.js'],
+  server: ['src', 'sim', ...CLIENT_SOURCES, 'tsconfig.json', 'scripts/build.js', 'scripts/build-stamp.js'],
   dashboard: ['web', 'package-lock.json', 'scripts/build.js', 'scripts/build-stamp.js'],
 };
 

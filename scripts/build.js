@@ -4,6 +4,8 @@
 //   JavaScript file by esbuild (the transform tsx applies to the sources in development), relative `.ts` import
 //   specifiers rewritten to `.js`, packages left to node_modules but Kysely and TypeBox, bundled into dist/vendor
 //   (docs/decisions/0067-vendored-module-graphs.md). Type checking is `npm run typecheck`'s job.
+//   The @parley/client sources the CLI imports (CLIENT_SOURCES: its server-sent events parser) are compiled the same
+//   way, into dist/packages/client/src, where the CLI's rewritten import finds them.
 // - dist/dashboard: the dashboard (web/, Preact) bundled by Vite.
 //
 // Options:
@@ -16,7 +18,7 @@
 import { mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, sep } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DIST, fingerprint, LOCK, PARTS, ROOT, readStamp, STAMP } from './build-stamp.js';
+import { CLIENT_SOURCES, DIST, fingerprint, LOCK, PARTS, ROOT, readStamp, STAMP } from './build-stamp.js';
 
 const args = process.argv.slice(2);
 const ifStale = args.includes('--if-stale');
@@ -80,13 +82,17 @@ const externalImports = {
   },
 };
 
-/** Compiles src/ and sim/ into dist/, after removing what an earlier build left there (a deleted source's output). */
+/**
+ * Compiles src/, sim/ and CLIENT_SOURCES into dist/, after removing what an earlier build left there (a deleted
+ * source's output).
+ */
 async function buildServer() {
   const { build } = await import('esbuild');
-  for (const dir of ['src', 'sim', 'vendor']) rmSync(join(DIST, dir), { recursive: true, force: true });
+  for (const dir of ['src', 'sim', 'vendor', 'packages'])
+    rmSync(join(DIST, dir), { recursive: true, force: true });
   await build({
     absWorkingDir: ROOT,
-    entryPoints: [...sources('src'), ...sources('sim')],
+    entryPoints: [...sources('src'), ...sources('sim'), ...CLIENT_SOURCES],
     outdir: 'dist',
     outbase: '.',
     bundle: true,

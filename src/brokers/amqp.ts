@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { performance } from 'node:perf_hooks';
 import { type ChannelModel, type ConfirmChannel, connect } from 'amqplib';
 import { withTimeout } from '../domain/time-limit.ts';
 import { type BrokerConnection, type BrokerMessage, PublishesInFlight } from './connection.ts';
@@ -16,16 +17,46 @@ const HEARTBEAT_SECONDS = 15;
 export const PUBLISH_HEADER = 'x-parley-publish';
 
 /**
- * A connection to RabbitMQ with one confirm channel (docs/decisions/0037-broker-endpoints.md). Every message is
- * published persistent (delivery mode 2) and `mandatory` to the endpoint's durable topic exchange, and a publish
- * resolves only on the broker's confirm: a message the broker returned because no queue is bound to its routing key,
- * or nacked, fails the attempt, which the outbox retries. Several lanes may share the connection; publishes on it
- * are confirmed independently.
+ * RabbitMQ's reason for closing a channel over a message larger than its `max_message_size` (a 406
+ * PRECONDITION_FAILED): `message size 2000000 is larger than configured max size 1048576` (`… than max size …` at
+ * its ceiling). It counts the message body only.
+ */
+const OVER_MAX_SIZE = /message size (\d+) is larger than (?:configured )?max size (\d+)/;
+
+/**
+ * The error of an event too large for RabbitMQ: `bytes` its body, `max` the `max_message_size` the broker told when it
+ * refused a message over it.
+ */
+function tooLargeForRabbitMq(bytes: number, max: number): BrokerError {
+  return new BrokerError(
+    `event of ${bytes} bytes is larger than RabbitMQ's max_message_size of ${max} bytes`,
+  );
+}
+
+/** A confirm channel of the connection, and why RabbitMQ closed it when that was a message over its size limit. */
+interface Channel {
+  readonly channel: ConfirmChannel;
+  /** Set when RabbitMQ closed the channel for a message of `bytes` over its `max_message_size` of `max` bytes. */
+  oversize?: { bytes: number; max: number };
+}
+
+/**
+ * A connection to RabbitMQ with one confirm channel at a time (docs/decisions/0037-broker-endpoints.md). Every
+ * message is published persistent (delivery mode 2) and `mandatory` to the endpoint's durable topic exchange, and a
+ * publish resolves only on the broker's confirm: a message the broker returned because no queue is bound to its
+ * routing key, or nacked, fails the attempt, which the outbox retries. Several lanes may share the connection;
+ * publishes on it are confirmed independently. RabbitMQ does not announce its `max_message_size`: it closes the
+ * channel for a message over it, telling the limit, which this connection then keeps, opening another channel, and
+ * checks every later body against before sending it.
  */
 export class AmqpConnection implements BrokerConnection {
   readonly #model: ChannelModel;
-  readonly #channel: ConfirmChannel;
+  #channel: Channel;
+  /** Set while a channel RabbitMQ closed for a message's size is being replaced: settles once it was (or failed). */
+  #reopening: Promise<void> | undefined;
   readonly #exchange: string;
+  /** RabbitMQ's `max_message_size`, bytes, once it refused a message over it (it is not announced). */
+  #maxMessageSize: number | undefined;
   /**
    * Publishes waiting for their confirm, by their {@link PUBLISH_HEADER} number: `returned` is set when the broker
    * returns that message (a return comes before the message's confirm: RabbitMQ's publisher confirms documentation,
@@ -39,20 +70,55 @@ export class AmqpConnection implements BrokerConnection {
 
   private constructor(model: ChannelModel, channel: ConfirmChannel, exchange: string) {
     this.#model = model;
-    this.#channel = channel;
+    this.#channel = this.#watch(channel);
     this.#exchange = exchange;
     const end = () => {
       this.#closed = true;
     };
     model.on('close', end);
     model.on('error', end);
-    channel.on('close', end);
-    channel.on('error', end);
+  }
+
+  /**
+   * Listens to `channel`'s returns and its end. A channel RabbitMQ closed for a message over its `max_message_size`
+   * is replaced by a new one on the same connection, the limit kept; any other end of the current channel ends the
+   * connection (it is replaced at the next attempt).
+   */
+  #watch(channel: ConfirmChannel): Channel {
+    const watched: Channel = { channel };
+    let oversize: { bytes: number; max: number } | undefined;
+    channel.on('error', (error: unknown) => {
+      const match = error instanceof Error ? OVER_MAX_SIZE.exec(error.message) : null;
+      if (match !== null) oversize = { bytes: Number(match[1]), max: Number(match[2]) };
+    });
+    channel.on('close', () => {
+      // amqplib has failed the channel's unconfirmed publishes already; they read `oversize` once they resume.
+      watched.oversize = oversize;
+      if (this.#channel !== watched) return;
+      if (oversize === undefined || this.#closed) {
+        this.#closed = true;
+        return;
+      }
+      this.#maxMessageSize = oversize.max;
+      this.#reopening = this.#model.createConfirmChannel().then(
+        (next) => {
+          this.#channel = this.#watch(next);
+        },
+        () => {
+          this.#closed = true;
+        },
+      );
+      const reopening = this.#reopening;
+      void reopening.finally(() => {
+        if (this.#reopening === reopening) this.#reopening = undefined;
+      });
+    });
     channel.on('return', (message) => {
       const publish = headerText(message.properties.headers?.[PUBLISH_HEADER]);
       const pending = publish === undefined ? undefined : this.#pending.get(publish);
       if (pending !== undefined) pending.returned = true;
     });
+    return watched;
   }
 
   /**
@@ -118,17 +184,44 @@ export class AmqpConnection implements BrokerConnection {
     return this.#inFlight.run(() => this.#publish(message, timeoutMs));
   }
 
+  /**
+   * One confirmed publish. A body larger than the `max_message_size` RabbitMQ told on this connection is not sent: the
+   * attempt fails with {@link tooLargeForRabbitMq}, the connection left open (docs/decisions/0037-broker-endpoints.md
+   * "Message size"). The message RabbitMQ closes the channel for fails the same way; the publishes in flight on
+   * that channel fail as unanswered (`the connection to the broker ended before it answered: RabbitMQ closed the
+   * channel for another message …`), and the connection publishes on, on a new channel.
+   */
   async #publish(message: BrokerMessage, timeoutMs: number): Promise<string> {
+    const body = Buffer.from(message.body, 'utf8');
+    const started = performance.now();
+    if (this.#reopening !== undefined) {
+      try {
+        await withTimeout(
+          this.#reopening,
+          timeoutMs,
+          () => new BrokerError(`the broker did not open a new channel within ${timeoutMs} ms`),
+        );
+      } catch (error) {
+        // Nothing was sent; a connection that cannot open a channel is replaced.
+        this.retire();
+        throw error;
+      }
+      if (this.#closed) throw new BrokerError('the connection to the broker was closed');
+    }
+    const max = this.#maxMessageSize;
+    if (max !== undefined && body.length > max) throw tooLargeForRabbitMq(body.length, max);
+    const left = Math.max(1, Math.round(timeoutMs - (performance.now() - started)));
+    const channel = this.#channel;
     this.#published += 1;
     const publish = String(this.#published);
     const pending = { returned: false };
     this.#pending.set(publish, pending);
     const confirmed = new Promise<void>((resolve, reject) => {
       try {
-        this.#channel.publish(
+        channel.channel.publish(
           this.#exchange,
           message.subject,
-          Buffer.from(message.body, 'utf8'),
+          body,
           {
             persistent: true,
             mandatory: true,
@@ -149,10 +242,20 @@ export class AmqpConnection implements BrokerConnection {
     try {
       await withTimeout(
         confirmed,
-        timeoutMs,
+        left,
         () => new BrokerError(`the broker did not confirm the message within ${timeoutMs} ms`),
       );
     } catch (error) {
+      const oversize = channel.oversize;
+      if (oversize !== undefined) {
+        // RabbitMQ closed the channel for a message's size: this one's, or another's ahead of it, dropping this one
+        // (or leaving its confirm unsaid). The connection is fine.
+        if (body.length > oversize.max) throw tooLargeForRabbitMq(body.length, oversize.max);
+        throw new BrokerError(
+          `the connection to the broker ended before it answered: RabbitMQ closed the channel for another message of ${oversize.bytes} bytes, over its max_message_size of ${oversize.max} bytes`,
+          { cause: error },
+        );
+      }
       // Nothing more can be told of a message that was neither confirmed nor refused: start afresh, once the other
       // lanes' publishes on this connection have had their answers.
       if (!(error instanceof BrokerError && error.message.startsWith('the broker refused'))) this.retire();

@@ -1,3 +1,6 @@
+// The server-sent events parser of @parley/client, the one the client library reads this stream with: the server's
+// build compiles that file beside src/ (scripts/build.js, docs/decisions/0033-listen-reads-the-stream.md).
+import { serverSentEvents } from '../../packages/client/src/sse.ts';
 import type { CliIo } from './commands/context.ts';
 import { CliError } from './errors.ts';
 
@@ -7,6 +10,8 @@ import { CliError } from './errors.ts';
  * `chat:webhook`, test or live, prints each entry, and when the connection is lost or the server ends the stream
  * with a 503 (shutting down, store unavailable) opens it again with `Last-Event-ID` set to the last sequence it
  * printed, so across reconnects nothing is printed twice and nothing is skipped. It changes nothing on the instance.
+ * The body is read with @parley/client's parser (`serverSentEvents`, packages/client/src/sse.ts); the `id` of each
+ * event is not used: the entry's own `sequence` is the position.
  */
 
 /** One entry of the event log as the stream carries it (docs/api.md#event-log). */
@@ -44,50 +49,6 @@ export interface StreamListenOptions {
 
 /** The statuses after which reading again later can succeed: a rate limit, a server that cannot serve right now. */
 const RETRIED = new Set([429, 502, 503, 504]);
-
-/** One event of a server-sent events body (WHATWG HTML §9.2.6): its `event` name (default `message`) and `data`. */
-interface SseEvent {
-  event: string;
-  data: string;
-}
-
-/**
- * The events of a server-sent events body as they arrive; comments (`: heartbeat`) and `id`/`retry` fields are
- * dropped (the entry's own `sequence` is the position). Returns when the body ends.
- */
-export async function* sseEvents(body: ReadableStream<Uint8Array>): AsyncGenerator<SseEvent> {
-  const decoder = new TextDecoder();
-  let buffer = '';
-  let event = '';
-  let data: string[] = [];
-  let ended = false;
-  for (const reading = body[Symbol.asyncIterator](); !ended; ) {
-    const { done, value } = await reading.next();
-    ended = done === true;
-    buffer += ended ? decoder.decode() : decoder.decode(value, { stream: true });
-    for (;;) {
-      const end = buffer.search(/\r\n|\r|\n/);
-      if (end < 0) break;
-      // A CR ending what has come may be the first half of a CR LF split between chunks, one end of line: the next
-      // chunk says. Once the body has ended, it is a line end of its own.
-      if (!ended && end === buffer.length - 1 && buffer[end] === '\r') break;
-      const line = buffer.slice(0, end);
-      buffer = buffer.slice(end + (buffer.startsWith('\r\n', end) ? 2 : 1));
-      if (line === '') {
-        if (data.length > 0) yield { event: event === '' ? 'message' : event, data: data.join('\n') };
-        event = '';
-        data = [];
-        continue;
-      }
-      if (line.startsWith(':')) continue;
-      const colon = line.indexOf(':');
-      const field = colon < 0 ? line : line.slice(0, colon);
-      const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
-      if (field === 'event') event = value;
-      else if (field === 'data') data.push(value);
-    }
-  }
-}
 
 /** The message of parley's error envelope in `text`, or the first 200 characters of it when it is not one. */
 function envelopeMessage(text: string): { status: number | undefined; message: string } {
@@ -210,7 +171,7 @@ export async function listenStream(
     else io.err(`parley listen: reconnected, resuming after #${position}`);
     opened = true;
     try {
-      for await (const event of sseEvents(response.body)) {
+      for await (const event of serverSentEvents(response.body)) {
         if (event.event === 'end') {
           const { status, message } = envelopeMessage(event.data);
           if (status !== undefined && RETRIED.has(status)) throw new Interrupted(`${status} ${message}`);

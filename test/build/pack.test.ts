@@ -146,6 +146,8 @@ describe('npm pack: the package serves and simulates with nothing else installed
       'dist/src/cli/main.js',
       'dist/src/server.js',
       'dist/sim/cli.js',
+      // the client library's server-sent events parser, which `parley listen` imports
+      'dist/packages/client/src/sse.js',
       'dist/dashboard/index.html',
       'LICENSE',
       'THIRD_PARTY_NOTICES.md',

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { serverSentEvents } from '../../packages/client/src/sse.ts';
 import type { CliIo } from '../../src/cli/commands/context.ts';
 import { CliError } from '../../src/cli/errors.ts';
-import { listenStream, sseEvents } from '../../src/cli/listen-stream.ts';
+import { listenStream } from '../../src/cli/listen-stream.ts';
 import type { Instance } from '../../src/domain/instance.ts';
 import type { EngineEvent } from '../../src/domain/messages.ts';
 import { hashApiKey } from '../../src/security/api-keys.ts';
@@ -358,8 +359,13 @@ describe('parley listen: the event stream, with any key', () => {
   });
 });
 
-describe('parley listen: reading the server-sent events body (WHATWG HTML 9.2.6)', () => {
-  /** The events `sseEvents` reads from a body that arrives as `chunks`. */
+/**
+ * `parley listen` reads the body with @parley/client's parser (packages/client/src/sse.ts, the module it imports;
+ * the CLI kept a second parser of its own before): what the CLI needs of it. The `id` it also reads is not used by
+ * the CLI. The suites above run the CLI built (bin/parley.js), so they read their streams with its compiled copy.
+ */
+describe('parley listen: reading the server-sent events body (WHATWG HTML 9.2.6) with the client library’s parser', () => {
+  /** The events `serverSentEvents` reads from a body that arrives as `chunks`. */
   const parse = async (chunks: readonly string[]) => {
     const encoder = new TextEncoder();
     const body = new ReadableStream<Uint8Array>({
@@ -369,7 +375,7 @@ describe('parley listen: reading the server-sent events body (WHATWG HTML 9.2.6)
       },
     });
     const events: unknown[] = [];
-    for await (const event of sseEvents(body)) events.push(event);
+    for await (const event of serverSentEvents(body)) events.push(event);
     return events;
   };
 
@@ -379,7 +385,7 @@ describe('parley listen: reading the server-sent events body (WHATWG HTML 9.2.6)
     for (let cut = 0; cut <= whole.length; cut++) {
       assert.deepEqual(
         await parse([whole.slice(0, cut), whole.slice(cut)]),
-        [{ event: 'end', data }],
+        [{ event: 'end', data, id: undefined }],
         `cut after ${JSON.stringify(whole.slice(0, cut))}`,
       );
     }
@@ -387,8 +393,8 @@ describe('parley listen: reading the server-sent events body (WHATWG HTML 9.2.6)
 
   it('a CR alone ends a line, the last one of the body included', async () => {
     assert.deepEqual(await parse(['data: a\r\r', 'data: b\r', '\r']), [
-      { event: 'message', data: 'a' },
-      { event: 'message', data: 'b' },
+      { event: 'message', data: 'a', id: undefined },
+      { event: 'message', data: 'b', id: undefined },
     ]);
   });
 });

@@ -13,7 +13,9 @@ import {
 /**
  * The dashboard's lists are read again on every pushed change (docs/dashboard.md "Live updates") and whenever the
  * reader picks a filter or a page, so reads overlap; whatever order they answer in, a list shows the read started
- * last (web/src/ui.tsx `useLatestRead`): its rows match the filters shown, and "Redeliver selected" acts on them.
+ * last (web/src/ui.tsx `useLatestRead`): its rows match the filters shown, and "Redeliver selected" acts on them. The
+ * health panel (read again on its period and on pushes) and the webhook endpoints (read again on pushes, after each
+ * action and for another instance) show their latest read the same way.
  * The pages run in Node on a minimal DOM (test/support/dashboard-dom.ts); the server is a `fetch` the test answers.
  */
 
@@ -26,6 +28,31 @@ const delivery = (sequence: number, status: string) => ({
   reason: null,
   createdAt: '2026-01-15T12:00:00.000Z',
   attempts: [],
+});
+
+/** A health report (src/app/health.ts) whose totals count `sent` messages, and nothing else. */
+const report = (range: string, sent: number) => ({
+  range,
+  since: 0,
+  until: 3_600_000,
+  bucketMs: 60_000,
+  buckets: [],
+  totals: { sent, received: 0, attempts: 0, failed: 0, failureRate: null },
+  latency: { p50Ms: null, p99Ms: null },
+  sessions: [],
+});
+
+/** A webhook endpoint as the dashboard API answers it, enabled or disabled by a 410. */
+const endpoint = (id: string, url: string, enabled: boolean) => ({
+  id,
+  url,
+  events: ['Message'],
+  description: null,
+  enabled,
+  disabledAt: enabled ? null : '2026-01-15T12:00:00.000Z',
+  disabledReason: enabled ? null : 'the receiver answered 410 Gone',
+  createdAt: '2026-01-15T12:00:00.000Z',
+  updatedAt: '2026-01-15T12:00:00.000Z',
 });
 
 /** One entry of the event log. */
@@ -228,5 +255,96 @@ describe('dashboard lists read while another read is on its way show the latest 
     await act(() => request(0).answer({ chats: [chat('ana')] }));
     const names = root.all((e) => e.getAttribute('class') === 'chat-name').map((e) => e.textContent);
     assert.deepEqual(names, ['ana', 'bia']);
+  });
+
+  /** The "Messages sent" total the health panel shows. */
+  const sentTotal = () => {
+    const totals = root.one('the health totals', (e) => e.attributes.has('data-health-totals'));
+    const names = totals.all((e) => e.localName === 'dt').map((e) => e.textContent);
+    const values = totals.all((e) => e.localName === 'dd').map((e) => e.textContent);
+    return values[names.indexOf('Messages sent')];
+  };
+  /** The alerts shown. */
+  const alerts = () => root.all((e) => e.getAttribute('role') === 'alert').map((e) => e.textContent);
+
+  it('health: an older read of another period answering last does not replace the period shown', async () => {
+    await act(() => pages.render(pages.h(pages.HealthPanel, { instanceId: 'x', version: 0 }), root));
+    assert.equal(request(0).query.get('range'), '24h');
+    const [period] = root.all((e) => e.localName === 'select');
+    assert.ok(period);
+    await act(() => period.dispatch('change', { value: '1h' }));
+    assert.equal(request(1).query.get('range'), '1h');
+
+    await act(() => request(1).answer(report('1h', 3)));
+    await act(() => request(0).answer(report('24h', 240)));
+    assert.equal(period.value, '1h');
+    assert.equal(sentTotal(), '3', 'the totals of the period shown');
+  });
+
+  it('health: an older read that fails after a newer one answered shows no error', async () => {
+    await act(() => pages.render(pages.h(pages.HealthPanel, { version: 0 }), root));
+    await act(() => pages.render(pages.h(pages.HealthPanel, { version: 1 }), root));
+    assert.equal(requests.length, 2, 'a pushed change read the health again');
+    await act(() => request(1).answer(report('24h', 7)));
+    await act(() => request(0).fail(503, 'the store is unavailable right now; retry shortly'));
+    assert.equal(sentTotal(), '7');
+    assert.deepEqual(alerts(), [], 'no error shown');
+  });
+
+  /** The URLs of the endpoint rows shown, with their state. */
+  const endpointRows = () =>
+    root
+      .all((e) => e.localName === 'tr' && e.attributes.has('data-endpoint'))
+      .map((row) => `${row.getAttribute('data-endpoint')} ${/Enabled|Disabled/.exec(row.textContent)?.[0]}`);
+  const endpointsPanel = (id: string, version: number) =>
+    pages.h(pages.EndpointsPanel, { id, canManage: false, version });
+
+  it('endpoints: the previous instance’s read answering last does not replace this instance’s endpoints', async () => {
+    await act(() => pages.render(endpointsPanel('x', 0), root));
+    await act(() => pages.render(endpointsPanel('y', 0), root));
+    assert.deepEqual(
+      requests.map((r) => r.url),
+      ['/dashboard/api/instances/x/endpoints', '/dashboard/api/instances/y/endpoints'],
+    );
+    await act(() =>
+      request(1).answer({
+        endpoints: [endpoint('y1', 'https://y.test/hook', true)],
+        eventTypes: ['Message'],
+      }),
+    );
+    await act(() =>
+      request(0).answer({
+        endpoints: [endpoint('x1', 'https://x.test/hook', true)],
+        eventTypes: ['Message'],
+      }),
+    );
+    assert.deepEqual(endpointRows(), ['y1 Enabled']);
+  });
+
+  it('endpoints: an older read answering after the one a push started does not bring back an enabled endpoint', async () => {
+    await act(() => pages.render(endpointsPanel('x', 0), root));
+    // A 410 Gone disabled the endpoint: the push reads the list again while the first read is on its way.
+    await act(() => pages.render(endpointsPanel('x', 1), root));
+    assert.equal(requests.length, 2);
+    await act(() =>
+      request(1).answer({
+        endpoints: [endpoint('x1', 'https://x.test/hook', false)],
+        eventTypes: ['Message'],
+      }),
+    );
+    await act(() =>
+      request(0).answer({
+        endpoints: [endpoint('x1', 'https://x.test/hook', true)],
+        eventTypes: ['Message'],
+      }),
+    );
+    assert.deepEqual(endpointRows(), ['x1 Disabled']);
+    await act(() => pages.render(endpointsPanel('x', 2), root));
+    await act(() => request(2).fail(503, 'the store is unavailable right now; retry shortly'));
+    assert.deepEqual(
+      alerts(),
+      ['the store is unavailable right now; retry shortly'],
+      'the latest read’s error',
+    );
   });
 });

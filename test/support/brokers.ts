@@ -191,3 +191,20 @@ export async function restartNats(): Promise<void> {
   ]);
   await waitForPort(4222);
 }
+
+/** The machine's RabbitMQ `max_message_size`, bytes (`rabbitmqctl eval`; 134217728 when unset, its 3.8+ default). */
+export async function rabbitMaxMessageSize(): Promise<number> {
+  const { stdout } = await run('rabbitmqctl', ['eval', 'application:get_env(rabbit, max_message_size).']);
+  const match = /\{ok,(\d+)\}/.exec(stdout);
+  return match === null ? 134_217_728 : Number(match[1]);
+}
+
+/**
+ * Sets the machine's RabbitMQ `max_message_size` to `bytes` (`rabbitmqctl eval`, in the running node only). A channel
+ * reads it when it opens, so the channels opened while it is set keep it after {@link rabbitMaxMessageSize}'s value
+ * is set back: tests set it, open their connection, and set it back at once, so no other suite's channel gets it.
+ */
+export async function setRabbitMaxMessageSize(bytes: number): Promise<void> {
+  if (!Number.isSafeInteger(bytes) || bytes < 1) throw new Error(`not a message size: ${bytes}`);
+  await run('rabbitmqctl', ['eval', `application:set_env(rabbit, max_message_size, ${bytes}).`]);
+}

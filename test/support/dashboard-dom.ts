@@ -182,21 +182,26 @@ export class FakeDocument {
   }
 }
 
-/** The global slot of `document`. */
-const globals = globalThis as { document?: unknown };
+/** The global slots the pages use: `document`, and `window` and `getComputedStyle` (the health charts). */
+const globals = globalThis as { document?: unknown; window?: unknown; getComputedStyle?: unknown };
 
 /**
- * Makes a new {@link FakeDocument} the global `document` (Preact creates nodes with it).
- * → the document, and `restore`, which puts back what was there.
+ * Makes a new {@link FakeDocument} the global `document` (Preact creates nodes with it), with a `window` whose
+ * listeners are never called and a `getComputedStyle` answering no colours (what the health charts read before they
+ * draw, web/src/pages/health.tsx). → the document, and `restore`, which puts back what was there.
  */
 export function installDocument(): { document: FakeDocument; restore: () => void } {
-  const before = globals.document;
+  const before = { document: globals.document, window: globals.window, style: globals.getComputedStyle };
   const document = new FakeDocument();
   globals.document = document;
+  globals.window = { addEventListener: () => undefined, removeEventListener: () => undefined };
+  globals.getComputedStyle = () => ({ color: '', getPropertyValue: () => '' });
   return {
     document,
     restore: () => {
-      globals.document = before;
+      globals.document = before.document;
+      globals.window = before.window;
+      globals.getComputedStyle = before.style;
     },
   };
 }
@@ -224,6 +229,20 @@ export interface ConversationsPanelProps {
   version: number;
 }
 
+/** The props of web/src/pages/health.tsx `HealthPanel`. */
+export interface HealthPanelProps {
+  instanceId?: string;
+  names?: Record<string, string>;
+  version?: number;
+}
+
+/** The props of web/src/pages/endpoints.tsx `EndpointsPanel`. */
+export interface EndpointsPanelProps {
+  id: string;
+  canManage: boolean;
+  version: number;
+}
+
 /** A component of the bundle, seen from the tests: what props it takes (Preact's own types stay out of test/). */
 export type PageComponent<P> = (props: P) => unknown;
 
@@ -246,7 +265,21 @@ export interface DashboardPages {
   DeliveryLog: PageComponent<DeliveryLogProps>;
   EventLogPanel: PageComponent<EventLogPanelProps>;
   ConversationsPanel: PageComponent<ConversationsPanelProps>;
+  HealthPanel: PageComponent<HealthPanelProps>;
+  EndpointsPanel: PageComponent<EndpointsPanelProps>;
 }
+
+/**
+ * What the bundle imports for `uplot`: a chart that draws nothing (uPlot draws on a canvas, which the fake DOM has
+ * not), so the health panel's text (its totals) is what a test reads.
+ */
+const UPLOT_STUB = [
+  'export default class uPlot {',
+  '  static paths = { stepped: () => null };',
+  '  setSize() {}',
+  '  destroy() {}',
+  '}',
+].join('\n');
 
 let bundled: Promise<DashboardPages> | undefined;
 
@@ -266,6 +299,8 @@ export function dashboardPages(): Promise<DashboardPages> {
           "export { DeliveryLog } from './web/src/pages/delivery-log.tsx';",
           "export { EventLogPanel } from './web/src/pages/event-log.tsx';",
           "export { ConversationsPanel } from './web/src/pages/conversations.tsx';",
+          "export { HealthPanel } from './web/src/pages/health.tsx';",
+          "export { EndpointsPanel } from './web/src/pages/endpoints.tsx';",
         ].join('\n'),
         resolveDir: ROOT,
         sourcefile: 'dashboard-pages.ts',
@@ -279,6 +314,18 @@ export function dashboardPages(): Promise<DashboardPages> {
       jsx: 'automatic',
       jsxImportSource: 'preact',
       loader: { '.css': 'empty' },
+      plugins: [
+        {
+          name: 'uplot-stub',
+          setup(plugin) {
+            plugin.onResolve({ filter: /^uplot$/ }, () => ({ path: 'uplot', namespace: 'uplot-stub' }));
+            plugin.onLoad({ filter: /.*/, namespace: 'uplot-stub' }, () => ({
+              contents: UPLOT_STUB,
+              loader: 'js',
+            }));
+          },
+        },
+      ],
       logLevel: 'silent',
     });
     const [output] = result.outputFiles;

@@ -37,7 +37,8 @@ export {
 } from './events.js';
 export { DEFAULT_RETRY_POLICY, type FetchLike, type RetryPolicy } from './http.js';
 export type { components, operations, paths } from './schema.js';
-export { type ServerSentEvent, STREAM_IDLE_TIMEOUT_MS, serverSentEvents } from './stream.js';
+export { type ServerSentEvent, serverSentEvents } from './sse.js';
+export { STREAM_IDLE_TIMEOUT_MS } from './stream.js';
 export type {
   ApiPath,
   CallArgs,

@@ -1,6 +1,16 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api.ts';
-import { Badge, ConfirmButton, messageOf, Notice, ScrollBox, Section, Time, useAction } from '../ui.tsx';
+import {
+  Badge,
+  ConfirmButton,
+  messageOf,
+  Notice,
+  ScrollBox,
+  Section,
+  Time,
+  useAction,
+  useLatestRead,
+} from '../ui.tsx';
 import { DeliveryLog } from './delivery-log.tsx';
 
 /** A webhook endpoint as the dashboard API answers it (docs/api.md#webhook-endpoints): never its secret. */
@@ -45,14 +55,22 @@ export function EndpointsPanel(props: { id: string; canManage: boolean; version:
   const [copied, setCopied] = useState<string | null>(null);
   const [open, setOpen] = useState<string | null>(null);
   const action = useAction();
-  const load = () =>
-    api<{ endpoints: Endpoint[]; eventTypes: string[] }>('GET', base)
+  // Reads overlap (a push, an action's reload, another instance picked, while a read is on its way): only the latest
+  // started one is shown, so an older list never brings back an endpoint's earlier state or another instance's.
+  const beginRead = useLatestRead();
+  const load = () => {
+    const latest = beginRead();
+    return api<{ endpoints: Endpoint[]; eventTypes: string[] }>('GET', base)
       .then((data) => {
+        if (!latest()) return;
         setEndpoints(data.endpoints);
         setEventTypes(data.eventTypes);
         setLoadError(null);
       })
-      .catch((e) => setLoadError(messageOf(e)));
+      .catch((e) => {
+        if (latest()) setLoadError(messageOf(e));
+      });
+  };
   useEffect(() => {
     setOpen(null);
   }, [props.id]);

@@ -2,7 +2,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import uPlot, { type AlignedData, type Options } from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import { api, duration } from '../api.ts';
-import { messageOf, Notice, Section } from '../ui.tsx';
+import { messageOf, Notice, Section, useLatestRead } from '../ui.tsx';
 
 /** One bucket of the server's health report (src/app/health.ts). */
 interface Bucket {
@@ -109,13 +109,20 @@ export function HealthPanel(props: {
   const [report, setReport] = useState<Report | null>(null);
   const [error, setError] = useState<string | null>(null);
   const path = props.instanceId ? `/instances/${props.instanceId}/health` : '/health';
+  // Reads overlap (a push, or another period picked, while a read is on its way): only the latest started one is
+  // shown, so the charts and totals are always those of the period and instance shown.
+  const beginRead = useLatestRead();
   useEffect(() => {
+    const latest = beginRead();
     api<Report>('GET', `${path}?range=${range}`)
       .then((value) => {
+        if (!latest()) return;
         setReport(value);
         setError(null);
       })
-      .catch((e) => setError(messageOf(e)));
+      .catch((e) => {
+        if (latest()) setError(messageOf(e));
+      });
   }, [path, range, props.version]);
 
   const id = props.instanceId ? `health-range-${props.instanceId}` : 'health-range';

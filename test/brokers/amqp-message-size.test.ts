@@ -1,0 +1,136 @@
+/**
+ * An event over RabbitMQ's `max_message_size` against this machine's RabbitMQ (docs/decisions/0037-broker-endpoints.md
+ * "Message size"): RabbitMQ does not announce the limit and closes the channel for such a message; the attempt fails
+ * naming the event's size and the limit, the connection stays (a new channel on it), later events over the limit
+ * fail the same way without being sent, and the events around them are confirmed on the one connection. The limit
+ * is lowered to 1 MiB with `rabbitmqctl eval` only while the test's connection opens (a channel reads it when it
+ * opens), then set back.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { AmqpConnection } from '../../src/brokers/amqp.ts';
+import type { BrokerMessage } from '../../src/brokers/connection.ts';
+import { BrokerPublishers } from '../../src/brokers/publishers.ts';
+import { parseBrokerUrl } from '../../src/brokers/urls.ts';
+import {
+  AMQP_URL,
+  amqpQueue,
+  brokersConfigured,
+  rabbitMaxMessageSize,
+  setRabbitMaxMessageSize,
+} from '../support/brokers.ts';
+
+const TIMEOUT_MS = 5_000;
+/** The limit set while the test's connection opens: 1 MiB. */
+const LIMIT = 1_048_576;
+
+/** A name no other test uses (exchanges are shared by the whole broker). */
+function unique(prefix: string): string {
+  return `${prefix}${Math.random().toString(36).slice(2)}`;
+}
+
+/** Event `<prefix>-<n>` whose body is `bytes` bytes (RabbitMQ counts the body only against its limit). */
+function sized(prefix: string, n: number, bytes: number): BrokerMessage {
+  return {
+    id: `${prefix}-${n}`,
+    subject: 'parley.inst.HistorySync',
+    type: 'HistorySync',
+    body: 'x'.repeat(bytes),
+    headers: { 'content-type': 'application/json' },
+    timestampSeconds: Math.floor(Date.now() / 1000),
+  };
+}
+
+/** The error text of an event of `bytes` over {@link LIMIT}. */
+const tooLarge = (bytes: number) =>
+  `BrokerError: event of ${bytes} bytes is larger than RabbitMQ's max_message_size of ${LIMIT} bytes`;
+
+/** Runs `open` with RabbitMQ's limit at {@link LIMIT}, setting the machine's own value back after it. */
+async function openedAtLimit<T>(open: () => Promise<T>): Promise<T> {
+  const before = await rabbitMaxMessageSize();
+  await setRabbitMaxMessageSize(LIMIT);
+  try {
+    return await open();
+  } finally {
+    await setRabbitMaxMessageSize(before);
+  }
+}
+
+if (brokersConfigured())
+  describe('RabbitMQ max_message_size', () => {
+    const cleanups: (() => Promise<void>)[] = [];
+    after(async () => {
+      for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
+    });
+
+    it('an event over the limit fails its attempt naming both sizes, and the connection stays for the next', async () => {
+      const exchange = unique('parley-big-');
+      const queue = await amqpQueue(exchange, '#');
+      cleanups.push(() => queue.remove());
+      const publishers = new BrokerPublishers({ guard: { checkedAddresses: async () => ['127.0.0.1'] } });
+      cleanups.push(() => publishers.close());
+      const target = parseBrokerUrl(`${AMQP_URL}/?exchange=${exchange}`).target;
+      const amqpOpen = AmqpConnection.open;
+      let dials = 0;
+      AmqpConnection.open = (...args) => {
+        dials += 1;
+        return amqpOpen.apply(AmqpConnection, args);
+      };
+      const outcomes: string[] = [];
+      const attempt = (event: BrokerMessage) =>
+        publishers.publish(target, event, TIMEOUT_MS).then(
+          (receipt) => outcomes.push(receipt),
+          (error: unknown) => outcomes.push(String(error)),
+        );
+      try {
+        await openedAtLimit(() => attempt(sized('small', 1, 10)));
+        // At the limit exactly RabbitMQ takes it; one byte more and it closes the channel, telling its limit, which
+        // fails that attempt; twice the limit is then not sent at all.
+        await attempt(sized('at', 0, LIMIT));
+        await attempt(sized('over', 1, LIMIT + 1));
+        await attempt(sized('over', 2, 2 * LIMIT));
+        await attempt(sized('small', 2, 10));
+      } finally {
+        AmqpConnection.open = amqpOpen;
+      }
+      const confirmed = `confirmed by RabbitMQ (exchange ${exchange})`;
+      assert.deepEqual(outcomes, [confirmed, confirmed, tooLarge(LIMIT + 1), tooLarge(2 * LIMIT), confirmed]);
+      assert.equal(dials, 1, 'the refusal kept the connection');
+      assert.deepEqual(
+        (await queue.drain()).map((queued) => queued.messageId),
+        ['small-1', 'at-0', 'small-2'],
+      );
+    });
+
+    it('a publish in flight behind the refused event fails as unanswered, and the connection publishes on', async () => {
+      const exchange = unique('parley-big-');
+      const queue = await amqpQueue(exchange, '#');
+      cleanups.push(() => queue.remove());
+      const target = parseBrokerUrl(`${AMQP_URL}/?exchange=${exchange}`).target;
+      if (target.kind !== 'amqp') throw new Error('an amqp URL');
+      const connection = await openedAtLimit(() => AmqpConnection.open(target, '127.0.0.1', TIMEOUT_MS));
+      cleanups.push(() => connection.close());
+      // Both go out on the channel before RabbitMQ answers: it closes the channel at the first, dropping the second.
+      const outcomes = await Promise.allSettled([
+        connection.publish(sized('over', 1, LIMIT + 1), TIMEOUT_MS),
+        connection.publish(sized('behind', 1, 10), TIMEOUT_MS),
+      ]);
+      assert.deepEqual(
+        outcomes.map((outcome) => (outcome.status === 'rejected' ? String(outcome.reason) : outcome.value)),
+        [
+          tooLarge(LIMIT + 1),
+          'BrokerError: the connection to the broker ended before it answered: RabbitMQ closed the channel ' +
+            `for another message of ${LIMIT + 1} bytes, over its max_message_size of ${LIMIT} bytes`,
+        ],
+      );
+      assert.equal(connection.closed, false);
+      assert.equal(
+        await connection.publish(sized('behind', 2, 10), TIMEOUT_MS),
+        `confirmed by RabbitMQ (exchange ${exchange})`,
+      );
+      assert.deepEqual(
+        (await queue.drain()).map((queued) => queued.messageId),
+        ['behind-2'],
+      );
+    });
+  });
