@@ -35,6 +35,13 @@ export interface EventProjection {
   /** Called after the transaction committed (e.g. to wake the delivery worker). Must not throw. */
   afterCommit?(instanceId: string, event: EngineEvent): void;
   /**
+   * Optional: called when the recording of `event` was given up ({@link EventRecorder.unrecorded}: the session that
+   * emitted it stopped retrying, src/sessions/record-retry.ts), so nothing of it is in the store, although what it
+   * reports may still hold in this process (a login whose connection stays open: the send queue drains it,
+   * docs/decisions/0009-sends-as-jobs.md). Must not throw.
+   */
+  unrecorded?(instanceId: string, event: EngineEvent): void;
+  /**
    * Optional: events that follow from `event`, found in the same transaction after every projection applied it
    * (a send's `MessageStatus` once its `message` is recorded). Each is applied by every projection in the same
    * transaction, right after `event`, and gets the after-commit hooks too.
@@ -166,6 +173,22 @@ export class EventRecorder {
     const created: InstanceQueue = { items: [item], running: Promise.resolve() };
     this.#queues.set(instanceId, created);
     created.running = this.#run(instanceId, created);
+  }
+
+  /**
+   * Tells every projection that the recording of `event` of instance `instanceId` was given up
+   * ({@link EventProjection.unrecorded}): the caller that records it (src/sessions/engine-session.ts) stopped
+   * retrying, on a permanent store error, an unknown one tried too often, a released session or shutdown. A
+   * projection's throw is logged. Never throws.
+   */
+  unrecorded(instanceId: string, event: EngineEvent): void {
+    for (const projection of this.#projections) {
+      try {
+        projection.unrecorded?.(instanceId, event);
+      } catch (error) {
+        this.#logger.error({ err: error, projection: projection.name }, 'projection unrecorded failed');
+      }
+    }
   }
 
   /** Resolves when every event recorded so far has been applied (shutdown). */

@@ -15,11 +15,12 @@ import type { StoredPacing } from '../store/send-pacing.ts';
 import { type DrainContext, drainOnce } from './drain.ts';
 import { RelayFailures } from './failures.ts';
 import { GroupInsert } from './group-insert.ts';
+import { isLogin, loggedIn, loggedOut } from './logins.ts';
 import { endAccountOnLogout, loggedOutBeforeRelay } from './logout.ts';
 import { PaceKeeper } from './pause.ts';
 import type { ReportedWrite, SendQueueDeps, SendStatusReport } from './queue-deps.ts';
 import { JobRelay } from './relay.ts';
-import { askHandBack, forgetLastRelay, type Runner, Runners } from './runners.ts';
+import { askHandBack, type Runner, Runners } from './runners.ts';
 import { SentMarks } from './sent-marks.ts';
 import { DueSweep } from './sweep.ts';
 import { SYNC_WAIT_MS, SyncDeadlines } from './sync-deadline.ts';
@@ -35,12 +36,13 @@ export type { ReportedWrite, SendQueueDeps, SendStatusReport } from './queue-dep
  * records the outcome. A restriction signal from the platform (429 rate-overlimit, 463 reach-out timelock) pauses
  * the instance's queue until its end. A synchronous send whose queue is idle, unpaced and unpaused relays at once
  * (stored already claimed); otherwise it waits its turn. It is also a projection of the event recorder: a committed
- * login wakes the instance's queue. Its parts: the group insert of new jobs (group-insert.ts), the waiting requests
- * (waiters.ts), the pace and pauses (pause.ts), one job's relay (relay.ts) and the fate of a failed one
- * (failures.ts), a synchronous send stored and relayed at once (sync-relay.ts), the jobs marked sent in the
- * recorder's transactions (sent-marks.ts), each instance's queue state and wake timer (runners.ts), one pass of an
- * instance's drain (drain.ts), the deadlines of synchronous sends waiting their turn (sync-deadline.ts) and the
- * sweep for due jobs (sweep.ts).
+ * login wakes the instance's queue, and so does a login whose recording was given up. Its parts: the group insert
+ * of new jobs (group-insert.ts), the waiting requests (waiters.ts), the pace and pauses (pause.ts), one job's relay
+ * (relay.ts) and the fate of a failed one (failures.ts), what a login and a logout change (logins.ts), a
+ * synchronous send stored and relayed at once (sync-relay.ts), the jobs marked sent in the recorder's transactions
+ * (sent-marks.ts), each instance's queue state and wake timer (runners.ts), one pass of an instance's drain
+ * (drain.ts), the deadlines of synchronous sends waiting their turn (sync-deadline.ts) and the sweep for due jobs
+ * (sweep.ts).
  */
 export class SendQueue implements EventProjection {
   readonly name = 'send-queue';
@@ -215,8 +217,8 @@ export class SendQueue implements EventProjection {
 
   /**
    * A committed own `message` counts as recorded for its relay (sent-marks.ts `committed`); a committed logout drops
-   * what this process remembers of the account (its pause and timelock, its last relay: docs/decisions/0013-pacing.md);
-   * a committed login (connected and logged in) wakes the instance's queue.
+   * what this process remembers of the account (logins.ts `loggedOut`); a committed login (connected and logged in)
+   * wakes the instance's queue after a new hold on it (logins.ts `loggedIn`).
    */
   afterCommit(instanceId: string, event: EngineEvent): void {
     const carried = this.#sentMarks.committed(instanceId, event);
@@ -230,31 +232,25 @@ export class SendQueue implements EventProjection {
       return;
     }
     if (event.type === 'sessionStatus' && event.status === 'logged_out') {
-      // The logout's transaction ended the account's pause and timelock in the store (logout.ts): read again. The
-      // pace counts its interval from the next account's own relays; a relay of the account still under way that
-      // ends after this is forgotten again at the next login.
-      this.#pace.forget(instanceId);
-      const runner = this.#runners.peek(instanceId);
-      if (runner) {
-        forgetLastRelay(runner);
-        runner.loggedOut = true;
-      }
+      loggedOut(this.#runners, this.#pace, instanceId);
       return;
     }
-    if (event.type !== 'connection' || !event.state.connected || !event.state.loggedIn) return;
-    // A login is a new hold on the instance (after a restart, a failover or a reconnect): `sending` jobs no relay
-    // of this process is running are handed back before the next claim, also by a drain already running (the job
-    // it relays is held, so the hand-back leaves it), and the pace and pause are read from the store again (another
-    // node may have changed them while it held the instance).
-    const runner = this.#runners.peek(instanceId);
-    if (runner) {
-      askHandBack(runner);
-      if (runner.loggedOut) forgetLastRelay(runner);
-      runner.loggedOut = false;
-      // A relay whose outcome was unknown no longer holds the queue: the hand-back gives its job back first.
-      runner.logins += 1;
-    }
-    this.#pace.forget(instanceId);
+    if (!isLogin(event)) return;
+    loggedIn(this.#runners, this.#pace, instanceId);
+    this.wake(instanceId);
+  }
+
+  /**
+   * A login whose state could not be recorded (its recording given up: a permanent store error, an unknown one
+   * tried too often) is a login all the same while this process holds the instance's session: the engine's
+   * connection is what the queue relays on, so the queue hands back and drains as after a committed login
+   * (docs/decisions/0009-sends-as-jobs.md). Before, it waited for a recorded login, and a relay left unconfirmed kept
+   * it from claiming anything until some later reconnect. A session not held here (released meanwhile) is left to
+   * its holder, which hands back at its own login.
+   */
+  unrecorded(instanceId: string, event: EngineEvent): void {
+    if (!isLogin(event) || this.#deps.session(instanceId) === undefined) return;
+    loggedIn(this.#runners, this.#pace, instanceId);
     this.wake(instanceId);
   }
 

@@ -63,16 +63,23 @@ export function createEngineSession(
   /**
    * Runs `record` with the retry of every recording (docs/decisions/0011-store-faults.md: without limit while the
    * store cannot be reached; `event` names the item in the retry's log lines), after every recording of the session
-   * emitted before it, counted in the backlog while it waits.
+   * emitted before it, counted in the backlog while it waits. When it is given up, the recorder's projections are
+   * told of each of the item's `events` (`EventRecorder.unrecorded`: a login whose state was not recorded still
+   * wakes the send queue, docs/decisions/0009-sends-as-jobs.md) before its error is raised.
+   * @throws as `RecordLine.record` (src/sessions/record-line.ts).
    */
   const retried = async (
     record: (event: EngineEvent) => Promise<void>,
     event: EngineEvent,
     stopOn?: AbortSignal,
+    events: readonly EngineEvent[] = [event],
   ): Promise<void> => {
     const left = backlog.enter();
     try {
       await line.record(() => record(event), event, stopOn);
+    } catch (error) {
+      for (const each of events) recorder.unrecorded(instanceId, each);
+      throw error;
     } finally {
       left();
     }
@@ -140,7 +147,7 @@ export function createEngineSession(
     };
     // The first event names the item in the retry's log lines. It writes engine state: a released session's new
     // owner writes that from then on, so the item stops with the session's key writes (releasedError).
-    await retried(record, first, released);
+    await retried(record, first, released, events);
   };
   // Session status events are derived here, in one place for every engine, from the connection states the
   // engine reports (docs/decisions/0012-session-and-message-status-events.md).

@@ -32,7 +32,7 @@ for (const dialect of testDialects()) {
   describe(`a live connect cancelled while it waits on the store (${dialect})`, () => {
     let fixture: LiveFixture;
     before(async () => {
-      fixture = await liveFixture(dialect, 6);
+      fixture = await liveFixture(dialect, 9);
     });
     after(async () => {
       await fixture.test.cleanup();
@@ -133,6 +133,56 @@ for (const dialect of testDialects()) {
             assert.equal(await readPairedCreds(inner), null, 'the credentials stay deleted');
             assert.equal(session.state().loggedIn, false);
           }
+        } finally {
+          await session.close({ fenced: true });
+          await engine.close();
+        }
+      });
+    }
+
+    // Two teardowns while the connect waits: it was cancelled by the first, and rejects with that one's error, not
+    // the last one's (before, a connect a disconnect cancelled answered a logout's reason, or the 503 of a release
+    // that told its client to retry a connect the user had cancelled).
+    const twice: {
+      name: string;
+      stops: ((session: EngineSession) => Promise<void>)[];
+      error: (error: unknown) => boolean;
+    }[] = [
+      {
+        name: 'a disconnect, then a logout',
+        stops: [(session) => session.disconnect(), (session) => session.logout()],
+        error: (error) => error instanceof DomainError && /cancelled by a disconnect/.test(error.message),
+      },
+      {
+        name: 'a disconnect, then a close',
+        stops: [(session) => session.disconnect(), (session) => session.close()],
+        error: (error) =>
+          !(error instanceof SessionReleasedError) &&
+          error instanceof DomainError &&
+          error.code === 'conflict' &&
+          /cancelled by a disconnect/.test(error.message),
+      },
+      {
+        name: 'a logout, then a disconnect',
+        stops: [(session) => session.logout(), (session) => session.disconnect()],
+        error: (error) => error instanceof DomainError && /cancelled by a logout/.test(error.message),
+      },
+    ];
+    for (const [k, { name, stops, error }] of twice.entries()) {
+      it(`${name} while the credentials load: the connect rejects with what cancelled it first`, async () => {
+        const { instanceId, fake, engine, session, reading, answer } = await slowRead(6 + k);
+        try {
+          const connecting = session.connect().then(
+            () => 'connected',
+            (failure: unknown) => failure,
+          );
+          await reading.wait();
+          for (const stop of stops) await stop(session);
+          answer.open();
+          const outcome = await connecting;
+          assert.ok(error(outcome), `the connect ended with ${String(outcome)}`);
+          assert.equal(fake.sockets.length, 0, 'a socket was opened after the connect was cancelled');
+          assert.equal(await lockRow(instanceId), undefined, 'the lock is left held');
         } finally {
           await session.close({ fenced: true });
           await engine.close();

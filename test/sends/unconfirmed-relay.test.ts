@@ -14,6 +14,7 @@ import { DomainError } from '../../src/domain/errors.ts';
 import type { EngineEvent } from '../../src/domain/messages.ts';
 import { UnconfirmedRelayError } from '../../src/engines/engine.ts';
 import type { SendQueue, SendStatusReport } from '../../src/sends/queue.ts';
+import { claimNextSendJob } from '../../src/store/send-job-claims.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
@@ -173,6 +174,42 @@ for (const dialect of testDialects()) {
       assert.equal((await outcome).id, id);
       assert.deepEqual(relays, [id, id]);
       assert.equal((await row(id)).status, 'sent');
+    });
+
+    it('a login whose state could not be recorded ends the wait as a committed one does', async () => {
+      const id = '3EB0UNCONFIRMED0000041';
+      unconfirmed.add(id);
+      await queued(id);
+      await eventually('the first relay', () => relays.includes(id));
+      await settleDown();
+      assert.deepEqual(relays, [id], 'not relayed again before the next login');
+      // What the session layer tells the recorder's projections when it gave the login's recording up.
+      queue.unrecorded(t.instance.id, LOGIN);
+      await eventually('sent', async () => (await row(id)).status === 'sent');
+      await settleDown();
+      assert.deepEqual(relays, [id, id], 'relayed again under its id');
+      assert.deepEqual(reportsOf(id), ['sent']);
+    });
+
+    it('an unrecorded login of an instance whose session is not held here hands nothing back', async () => {
+      const other = await t.newInstance();
+      const elsewhere = testQueue(t.clock, t.services.store.db, other.id, session, async () => undefined, {
+        session: () => undefined,
+      });
+      try {
+        await elsewhere.store(textJob(other.id, '3EB0UNCONFIRMED0000051', 'async', t.clock()));
+        const held = await claimNextSendJob(t.services.store.db, other.id, 'other-node', t.clock());
+        assert.equal(held?.id, '3EB0UNCONFIRMED0000051');
+        elsewhere.unrecorded(other.id, LOGIN);
+        await settleDown();
+        assert.deepEqual(
+          { ...(await row('3EB0UNCONFIRMED0000051')) },
+          { status: 'sending', attempts: 1, locked_by: 'other-node', last_error: null },
+          'left to the node holding the instance',
+        );
+      } finally {
+        await elsewhere.stop();
+      }
     });
 
     it('no login within the sync wait: 504, outcome unknown; a later login sends it, its event recorded', async () => {

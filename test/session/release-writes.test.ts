@@ -122,6 +122,8 @@ for (const dialect of testDialects()) {
             if (down) throw storeOutage(dialect);
             throw new Error('the store is up: nothing to write in this test');
           },
+          // Told of the item's events when it is given up (src/events/recorder.ts `unrecorded`).
+          unrecorded: () => undefined,
           drain: async () => undefined,
         };
         const { sessions, instanceId, context } = await openSession(testStore, recorder);

@@ -39,12 +39,12 @@ export class Lifecycle {
   #qrCount = 0;
   readonly #gate = new FirstAnswer();
   #starting: Promise<void> | null = null;
-  /** Teardowns so far (and logouts, counted as they begin): a connection attempt started before one is cancelled. */
-  #teardowns = 0;
-  /** The {@link #teardowns} count the running {@link #starting} began at. */
-  #startedAt = 0;
-  /** What the last teardown cancelled a connection attempt with ({@link #teardown}'s `cancel`). */
-  #cancel: DomainError = cancelledBy('a disconnect');
+  /**
+   * The running {@link #starting}'s attempt: what cancelled it, once a teardown (or a logout, as it begins) did. The
+   * first cancel is kept: the attempt's caller hears what ended it, not what came after (a disconnect's conflict,
+   * not the 503 of a release that followed, which would tell its client to retry).
+   */
+  #attempt: StartAttempt | null = null;
   readonly #waiters = new Waiters();
   /**
    * True while the last connection state emitted was not recorded: it is emitted again at the next QR code and by a
@@ -112,12 +112,13 @@ export class Lifecycle {
    * waited on the store opens nothing; a connect made after that cancel waits for it to end, then starts anew.
    * @throws DomainError conflict when another process holds the lock, or when a disconnect, logout or lost lock
    *   cancelled the attempt; SessionReleasedError (503) when a close did ({@link close}: the session was released,
-   *   docs/decisions/0008-leases-and-fencing.md); platform_unreachable (503) when the platform cannot be reached or
-   *   did not answer within the deadline; platform_refused (502) for a refusal (close codes).
+   *   docs/decisions/0008-leases-and-fencing.md), of several the first one's (docs/decisions/0025-live-engine.md);
+   *   platform_unreachable (503) when the platform cannot be reached or did not answer within the deadline;
+   *   platform_refused (502) for a refusal (close codes).
    */
   async connect(): Promise<void> {
     if (this.#starting) {
-      if (this.#startedAt === this.#teardowns) return this.#starting;
+      if (this.#attempt?.cancelled === undefined) return this.#starting;
       await this.#starting.catch(() => undefined);
       return this.connect();
     }
@@ -125,9 +126,11 @@ export class Lifecycle {
       if (this.#stateUnrecorded) await this.#emitState();
       return;
     }
-    this.#startedAt = this.#teardowns;
-    this.#starting = this.#start(this.#teardowns).finally(() => {
+    const attempt: StartAttempt = { cancelled: undefined };
+    this.#attempt = attempt;
+    this.#starting = this.#start(attempt).finally(() => {
       this.#starting = null;
+      if (this.#attempt === attempt) this.#attempt = null;
     });
     return this.#starting;
   }
@@ -148,8 +151,7 @@ export class Lifecycle {
   async logout(): Promise<void> {
     const sock = this.openSocket;
     this.#generation += 1;
-    this.#teardowns += 1;
-    this.#cancel = cancelledBy('a logout');
+    this.#cancelAttempt(cancelledBy('a logout'));
     if (sock) {
       try {
         await logoutWithin(sock, 5_000);
@@ -213,34 +215,35 @@ export class Lifecycle {
   }
 
   /**
-   * The attempt {@link connect} started after `teardowns` teardowns: lock, credentials, socket. A teardown while it
-   * waits on the store (the lock's statements, the credentials' read) counts one more; the attempt then releases the
-   * lock it may have taken meanwhile and ends with the teardown's error, opening nothing: the session may have been
-   * released (its lease lost, docs/decisions/0008-leases-and-fencing.md), and a socket opened now would hold no lock
-   * and be reached by no fence; after a logout, it would open on the deleted credentials.
+   * The connection attempt `attempt` that {@link connect} started: lock, credentials, socket. A teardown while it
+   * waits on the store (the lock's statements, the credentials' read) cancels it ({@link #cancelAttempt}); the attempt
+   * then releases the lock it may have taken meanwhile and ends with the error of the first teardown that cancelled
+   * it, opening nothing: the session may have been released (its lease lost,
+   * docs/decisions/0008-leases-and-fencing.md), and a socket opened now would hold no lock and be reached by no fence;
+   * after a logout, it would open on the deleted credentials.
    */
-  async #start(teardowns: number): Promise<void> {
+  async #start(attempt: StartAttempt): Promise<void> {
     const { lock } = this.#o;
-    const attempt = await lock.acquire();
-    if (!attempt.acquired) {
+    const taken = await lock.acquire();
+    if (!taken.acquired) {
       throw new DomainError(
         'conflict',
-        `instance is connected by another parley process (${attempt.holder}); its lock expires at ${attempt.expiresAt}`,
+        `instance is connected by another parley process (${taken.holder}); its lock expires at ${taken.expiresAt}`,
       );
     }
-    if (teardowns !== this.#teardowns) {
+    if (attempt.cancelled !== undefined) {
       await lock.release();
-      throw this.#cancel;
+      throw attempt.cancelled;
     }
     try {
       await this.#credentials.load();
     } catch (error) {
       await lock.release();
-      throw teardowns === this.#teardowns ? error : this.#cancel;
+      throw attempt.cancelled ?? error;
     }
-    if (teardowns !== this.#teardowns) {
+    if (attempt.cancelled !== undefined) {
       await lock.release();
-      throw this.#cancel;
+      throw attempt.cancelled;
     }
     this.#reason = undefined;
     this.#cause = undefined;
@@ -417,8 +420,7 @@ export class Lifecycle {
     cancel: DomainError = cancelledBy('a disconnect'),
   ): Promise<void> {
     this.#generation += 1;
-    this.#teardowns += 1;
-    this.#cancel = cancel;
+    this.#cancelAttempt(cancel);
     this.#reconnects.cancel();
     this.#slot.end();
     this.#gate.take()?.reject(cancel);
@@ -428,6 +430,14 @@ export class Lifecycle {
     this.#qr = null;
     this.#waiters.wakeAll();
     await this.#o.lock.release();
+  }
+
+  /**
+   * Cancels the connection attempt still waiting on the store, if any, with `cancel`, unless an earlier teardown
+   * already did ({@link #start} ends with the first).
+   */
+  #cancelAttempt(cancel: DomainError): void {
+    if (this.#attempt !== null) this.#attempt.cancelled ??= cancel;
   }
 
   /** Deletes the credentials on a platform-driven path: a failure is logged and named in the stop reason. */
@@ -454,6 +464,11 @@ export class Lifecycle {
       this.#o.context.logger.error({ err: error }, 'recording a connection state failed');
     }
   }
+}
+
+/** A connection attempt of {@link Lifecycle.connect}: what cancelled it first, once a teardown did. */
+interface StartAttempt {
+  cancelled: DomainError | undefined;
 }
 
 /** The error of a connection attempt that `what` (a disconnect, a logout, a lost lock) cancelled. */
