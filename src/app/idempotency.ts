@@ -116,10 +116,10 @@ export class RequestFingerprint {
 /**
  * A claim held by the request running under a key; renewed until it is kept or released. `requestId` (a UUID) names
  * the request it continues: a retry that takes over an unfinished claim (of a process that died, or ended unfinished
- * by an answer that decided nothing) keeps it, a new request (a new row, an expired one, one released after a
- * refusal, another fingerprint) draws a new one. A send made under the claim is stored under a message id that
- * follows from it (src/http/routes/v1/messages-send.ts), so such a retry finds the message sent before instead of
- * sending a second one (docs/decisions/0010-idempotency.md).
+ * by an answer that decided nothing; only a request with the same fingerprint does) keeps it, a new request (a new
+ * row, an expired one, one released after a refusal) draws a new one. A send made under the claim is stored under a
+ * message id that follows from it (src/http/routes/v1/messages-send.ts), so such a retry finds the message sent
+ * before instead of sending a second one (docs/decisions/0010-idempotency.md).
  */
 export interface IdempotencyClaim {
   readonly id: IdempotencyKeyId;
@@ -169,10 +169,11 @@ export class IdempotencyService {
 
   /**
    * Claims `id` for a request with `fingerprint` (see {@link RequestFingerprint}), or finds the answer to replay.
-   * A row that expired, or an unfinished claim past its lock, is taken over. A claim whose answer was lost (the
-   * connection broke as its statement committed, `outcomeUnknown` in src/store/faults.ts) is made again at once,
-   * waiting out an unreachable store for {@link CLAIM_AGAIN_MS}: the row it finds under this claim's own token is
-   * this claim, so the key is not left "in progress" for a request that never ran
+   * A row that expired, or an unfinished claim past its lock made by a request with the same fingerprint, is taken
+   * over; an unfinished claim of another fingerprint is refused as any reuse of the key is. A claim whose answer was
+   * lost (the connection broke as its statement committed, `outcomeUnknown` in src/store/faults.ts) is made again at
+   * once, waiting out an unreachable store for {@link CLAIM_AGAIN_MS}: the row it finds under this claim's own token
+   * is this claim, so the key is not left "in progress" for a request that never ran
    * (docs/decisions/0011-store-faults.md).
    * @throws DomainError mismatch {@link REUSED_MESSAGE} (422) when the key's request had another fingerprint;
    *   conflict {@link IN_PROGRESS_MESSAGE} (409) while the first request still runs; the store's error.
