@@ -34,8 +34,11 @@ export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
  * of that, so only a claim whose process died (or lost the store for a minute) can be taken over.
  */
 export const IDEMPOTENCY_LOCK_MS = 60_000;
-/** Statuses below 500 that are not kept: a 400 for the request's input and a 429 "retry later". */
-const NOT_KEPT = new Set([400, 429]);
+/**
+ * Statuses below 500 that are not kept: refusals of the request's input (a 400 for a rule it breaks, a 413 for a
+ * size past a limit, e.g. an image's pixels, found by the operation before it did anything) and a 429 "retry later".
+ */
+const NOT_KEPT = new Set([400, 413, 429]);
 /**
  * Codes of a 5xx that decided the operation's failure: the platform refused it or could not be reached when it was
  * relayed, or the session was not ready to take it; nothing of the run goes out later, so a retry starts a new run.
@@ -217,7 +220,8 @@ export class IdempotencyService {
 
   /**
    * Ends the claim with the request's answer (docs/decisions/0010-idempotency.md): below 500 it is kept for replay.
-   * A 400 (the request breaks a rule; the client fixes it and sends it again with the key), a 429 (it says "retry
+   * A 400 or 413 (the request breaks a rule or a size limit; the client fixes it and sends it again with the key),
+   * a 429 (it says "retry
    * later") and a 5xx whose `failure` code decided the operation's failure ({@link DECIDED_FAILURES}) release the key:
    * a retry runs anew. Any other 5xx ends the claim unfinished ({@link release}): a retry runs again as the same
    * request and finds what this run left, so a send stored by it is answered, never sent a second time. A run that
