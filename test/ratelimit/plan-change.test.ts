@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { adminUpdateOrg } from '../../src/app/organizations.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
+import { eventually } from '../support/eventually.ts';
+import { testDialects } from '../support/store.ts';
 
 /**
  * A plan change keeps the organization's counts (docs/decisions/0019-rate-limits-and-plans.md: counters are kept per
@@ -118,6 +120,47 @@ for (const store of stores) {
           );
         }
         assert.deepEqual(served, ['200 minute=1 day=996', '200 minute=0 day=995', '429 minute=0 day=995']);
+      } finally {
+        await t.close();
+      }
+    });
+  });
+}
+
+/**
+ * A plan change reaches the keys already cached (docs/decisions/0019-rate-limits-and-plans.md: it applies at the next
+ * request, the key cache's poll aside): with the default key cache (AUTH_CACHE_TTL_SECONDS=30), `parley org update`
+ * (another process, writing the store) used to leave the old plan in the cached organization for up to 30 s. Every
+ * process's look for revocations (each second; 50 ms in the tests) now reads the cached organizations again and
+ * evicts the keys of a changed one, and on PostgreSQL the change signals that look at once.
+ */
+for (const dialect of testDialects()) {
+  describe(`a plan change reaches the cached keys [${dialect}]`, () => {
+    it('the next requests after the change see the new limits, well before the cache would expire', async () => {
+      const t = await createTestApp({ dialect, plan: { plan: 'free' } });
+      try {
+        const policy = async () => (await t.call('GET', '/v1/session/status')).headers['ratelimit-policy'];
+        const free = '"minute";q=60;w=60, "day";q=1000;w=86400';
+        // Surely cached: a read that a look overlaps is not cached, so a few requests.
+        for (let i = 0; i < 10; i++) assert.equal(await policy(), free);
+        await adminUpdateOrg(t.testStore.store.db, { org: t.org.id, plan: 'pro' });
+        // The manual clock stands still: the 30 s cache never expires here, only the look can evict the key.
+        await eventually(
+          'the pro plan applies',
+          async () => (await policy()) === '"minute";q=300;w=60, "day";q=10000;w=86400',
+          2000,
+        );
+        await adminUpdateOrg(t.testStore.store.db, {
+          org: t.org.id,
+          plan: 'enterprise',
+          perMinute: 7,
+          perDay: 70,
+        });
+        await eventually(
+          'the enterprise limits apply',
+          async () => (await policy()) === '"minute";q=7;w=60, "day";q=70;w=86400',
+          2000,
+        );
       } finally {
         await t.close();
       }
