@@ -34,8 +34,11 @@ export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
  * of that, so only a claim whose process died (or lost the store for a minute) can be taken over.
  */
 export const IDEMPOTENCY_LOCK_MS = 60_000;
-/** Statuses below 500 that are not kept: a 400 for the request's input and a 429 "retry later". */
-const NOT_KEPT = new Set([400, 429]);
+/**
+ * Statuses below 500 that are not kept: refusals of the request's input (a 400 for a rule it breaks, a 413 for a
+ * size past a limit, e.g. an image's pixels, found by the operation before it did anything) and a 429 "retry later".
+ */
+const NOT_KEPT = new Set([400, 413, 429]);
 /**
  * Codes of a 5xx that decided the operation's failure: the platform refused it or could not be reached when it was
  * relayed, or the session was not ready to take it; nothing of the run goes out later, so a retry starts a new run.
@@ -116,10 +119,10 @@ export class RequestFingerprint {
 /**
  * A claim held by the request running under a key; renewed until it is kept or released. `requestId` (a UUID) names
  * the request it continues: a retry that takes over an unfinished claim (of a process that died, or ended unfinished
- * by an answer that decided nothing) keeps it, a new request (a new row, an expired one, one released after a
- * refusal, another fingerprint) draws a new one. A send made under the claim is stored under a message id that
- * follows from it (src/http/routes/v1/messages-send.ts), so such a retry finds the message sent before instead of
- * sending a second one (docs/decisions/0010-idempotency.md).
+ * by an answer that decided nothing; only a request with the same fingerprint does) keeps it, a new request (a new
+ * row, an expired one, one released after a refusal) draws a new one. A send made under the claim is stored under a
+ * message id that follows from it (src/http/routes/v1/messages-send.ts), so such a retry finds the message sent
+ * before instead of sending a second one (docs/decisions/0010-idempotency.md).
  */
 export interface IdempotencyClaim {
   readonly id: IdempotencyKeyId;
@@ -169,10 +172,11 @@ export class IdempotencyService {
 
   /**
    * Claims `id` for a request with `fingerprint` (see {@link RequestFingerprint}), or finds the answer to replay.
-   * A row that expired, or an unfinished claim past its lock, is taken over. A claim whose answer was lost (the
-   * connection broke as its statement committed, `outcomeUnknown` in src/store/faults.ts) is made again at once,
-   * waiting out an unreachable store for {@link CLAIM_AGAIN_MS}: the row it finds under this claim's own token is
-   * this claim, so the key is not left "in progress" for a request that never ran
+   * A row that expired, or an unfinished claim past its lock made by a request with the same fingerprint, is taken
+   * over; an unfinished claim of another fingerprint is refused as any reuse of the key is. A claim whose answer was
+   * lost (the connection broke as its statement committed, `outcomeUnknown` in src/store/faults.ts) is made again at
+   * once, waiting out an unreachable store for {@link CLAIM_AGAIN_MS}: the row it finds under this claim's own token
+   * is this claim, so the key is not left "in progress" for a request that never ran
    * (docs/decisions/0011-store-faults.md).
    * @throws DomainError mismatch {@link REUSED_MESSAGE} (422) when the key's request had another fingerprint;
    *   conflict {@link IN_PROGRESS_MESSAGE} (409) while the first request still runs; the store's error.
@@ -216,7 +220,8 @@ export class IdempotencyService {
 
   /**
    * Ends the claim with the request's answer (docs/decisions/0010-idempotency.md): below 500 it is kept for replay.
-   * A 400 (the request breaks a rule; the client fixes it and sends it again with the key), a 429 (it says "retry
+   * A 400 or 413 (the request breaks a rule or a size limit; the client fixes it and sends it again with the key),
+   * a 429 (it says "retry
    * later") and a 5xx whose `failure` code decided the operation's failure ({@link DECIDED_FAILURES}) release the key:
    * a retry runs anew. Any other 5xx ends the claim unfinished ({@link release}): a retry runs again as the same
    * request and finds what this run left, so a send stored by it is answered, never sent a second time. A run that

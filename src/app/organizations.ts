@@ -112,9 +112,11 @@ export async function adminListOrgs(db: Kysely<Database>): Promise<Organization[
 /**
  * Changes an organization's plan or limits (`parley org update`). Without `plan` the current plan is kept, so an
  * enterprise organization's limits can be changed alone; a limit not given keeps its current enterprise value.
- * Moving to free or pro clears the stored limits. Takes effect for API requests once cached keys expire
- * (`AUTH_CACHE_TTL_SECONDS`); a lower instance cap removes no instance, it refuses new ones until the organization is
- * under it (docs/decisions/0029-instances-over-the-api.md).
+ * Moving to free or pro clears the stored limits. Takes effect for API requests within about a second: every server
+ * process's key cache drops the organization's keys at its next look (at once on PostgreSQL, where the change is
+ * signalled; {@link updateOrganizationPlan}, docs/decisions/0019-rate-limits-and-plans.md); a lower instance cap
+ * removes no instance, it refuses new ones until the organization is under it
+ * (docs/decisions/0029-instances-over-the-api.md).
  * @throws DomainError invalid when nothing is to change or the plan rules of {@link parsePlanChoice} are broken;
  *   not_found when the organization does not exist.
  */

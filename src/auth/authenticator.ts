@@ -6,7 +6,7 @@ import { errors } from '../domain/errors.ts';
 import { grants, type Scope } from '../domain/scope.ts';
 import { digestsEqual, hashApiKey, parseApiKey } from '../security/api-keys.ts';
 import { type ApiKeyRecord, findApiKeyByHash, listRevokedSince, touchApiKey } from '../store/api-keys.ts';
-import { getOrganization, type Organization } from '../store/organizations.ts';
+import { getOrganization, getOrganizations, type Organization } from '../store/organizations.ts';
 import type { StoreSignals } from '../store/pg-signals.ts';
 import type { Database } from '../store/schema.ts';
 
@@ -44,6 +44,12 @@ interface CacheEntry {
 
 const BEARER = /^Bearer ([^\s]+)$/i;
 
+/** Whether two reads of one organization are the same in every field (its plan and limits included). */
+function sameOrganization(a: Organization, b: Organization): boolean {
+  const fields = new Set([...Object.keys(a), ...Object.keys(b)]) as Set<keyof Organization>;
+  return [...fields].every((field) => a[field] === b[field]);
+}
+
 /**
  * True when `context` carries `scope`, or `chat:*` and `scope` is a `chat:` scope (docs/decisions/0003-scopes-and-keys.md;
  * `instances:manage` is never implied, docs/decisions/0029-instances-over-the-api.md).
@@ -58,7 +64,9 @@ export function hasScope(context: AuthContext, scope: Scope): boolean {
  * the store's lookup and the digests compared in constant time; revocation and expiry at every request. Every
  * failure raises the same 401 `invalid API key`.
  * Revocations made by any process evict cached entries within one poll interval (revocation happens in the admin CLI,
- * another process), and at once where the store signals them (PostgreSQL, docs/decisions/0078-store-signals.md).
+ * another process), and at once where the store signals them (PostgreSQL, docs/decisions/0078-store-signals.md). So
+ * do changes of an organization's plan or limits (`parley org update`), since each entry holds its organization:
+ * the same look reads the cached organizations again (docs/decisions/0019-rate-limits-and-plans.md).
  */
 export class KeyAuthenticator {
   readonly #db: Kysely<Database>;
@@ -126,8 +134,9 @@ export class KeyAuthenticator {
   }
 
   /**
-   * Looks for revocations as soon as `signals` tell of one (a key revoked in any process of the store) or may have
-   * missed one (a gap), besides the poll, which stays (docs/decisions/0078-store-signals.md). Undone by {@link stop}.
+   * Looks for revocations and organization changes as soon as `signals` tell of one (a key revoked, or a plan changed,
+   * in any process of the store) or may have missed one (a gap), besides the poll, which stays
+   * (docs/decisions/0078-store-signals.md). Undone by {@link stop}.
    */
   listen(signals: StoreSignals): void {
     this.#unlisten?.();
@@ -163,8 +172,11 @@ export class KeyAuthenticator {
    * stamped later than it: a revocation stamped earlier than one already seen (another host's clock a little behind,
    * or a revocation that committed after a later-stamped one) is still found, and one stamped in the future (a host
    * whose clock runs ahead, a time set by hand) does not hide the revocations stamped after it with the right time
-   * (docs/decisions/0003-scopes-and-keys.md). A key read by {@link authenticate} while a poll runs is not cached: the
-   * poll may be for its revocation and have found nothing cached to evict.
+   * (docs/decisions/0003-scopes-and-keys.md). The same look then reads the organizations of the cached keys and
+   * evicts the keys whose organization changed (its plan or limits: `parley org update`, another process) or is gone,
+   * so a plan change applies everywhere within about one poll (docs/decisions/0019-rate-limits-and-plans.md). A key
+   * read by {@link authenticate} while a poll runs is not cached: the poll may be for its revocation (or its
+   * organization's change) and have found nothing cached to evict.
    */
   async pollRevocations(): Promise<void> {
     this.#revocationLooks += 1;
@@ -178,6 +190,23 @@ export class KeyAuthenticator {
       }
     } catch (error) {
       this.#options.logger.warn({ err: error }, 'polling key revocations failed');
+    }
+    await this.#evictChangedOrganizations();
+  }
+
+  /** Evicts the cached keys whose organization's row no longer equals the one cached. Errors are logged. */
+  async #evictChangedOrganizations(): Promise<void> {
+    const ids = new Set<string>();
+    for (const entry of this.#cache.values()) ids.add(entry.org.id);
+    if (ids.size === 0) return;
+    try {
+      const current = new Map((await getOrganizations(this.#db, [...ids])).map((org) => [org.id, org]));
+      for (const [hash, entry] of this.#cache) {
+        const org = current.get(entry.org.id);
+        if (org === undefined || !sameOrganization(org, entry.org)) this.#cache.delete(hash);
+      }
+    } catch (error) {
+      this.#options.logger.warn({ err: error }, 'polling organization changes failed');
     }
   }
 

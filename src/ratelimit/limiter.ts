@@ -63,9 +63,10 @@ type WindowName = keyof typeof WINDOW_SECONDS;
 /**
  * Counts requests per organization and environment in two fixed windows, per minute and per day
  * (docs/decisions/0019-rate-limits-and-plans.md), with `rate-limiter-flexible`: in Redis when a client is given
- * (shared by every process, with an in-process insurance limiter should Redis fail), else in-process. A request the
- * minute window rejects does not consume the day window; one the day window rejects is given back to the minute
- * window.
+ * (shared by every process, with an in-process insurance limiter should Redis fail), else in-process. Only served
+ * requests are counted: a request the minute window refuses is given back to it and does not consume the day
+ * window; one the day window refuses is given back to both. So a raised limit lets the organization go on at its
+ * next request, from what it was served (docs/decisions/0019-rate-limits-and-plans.md), however many it was refused.
  *
  * In-process, the day window survives restarts through {@link PersistedWindows} (seeded from the store once per
  * key, written back every second and at a graceful stop; see its docstring for the crash margin). The minute
@@ -99,7 +100,10 @@ export class PlanRateLimiter {
     await this.#persisted?.stop();
   }
 
-  /** Consumes one request of `orgId` in `env` under `limits`. @throws only when the store fails without insurance. */
+  /**
+   * Consumes one request of `orgId` in `env` under `limits`, or none when it is refused (the windows' state then
+   * says what was served). @throws only when the store fails without insurance.
+   */
   async consume(orgId: string, env: Environment, limits: PlanLimits): Promise<RateLimitDecision> {
     const key = `${orgId}:${env}`;
     const minute = this.#limiter('minute');
@@ -112,21 +116,26 @@ export class PlanRateLimiter {
     }
     const minuteRes = await consumeOne(minute, key, limits.perMinute);
     if (!minuteRes.allowed) {
+      // Refused: the point goes back, and the day window is not consumed.
+      await minute.reward(key, 1);
       const dayRes = (await day.get(key)) ?? undefined;
       return refused([
-        windowState('minute', limits.perMinute, minuteRes.res),
+        windowState('minute', limits.perMinute, minuteRes.res, 1),
         windowState('day', limits.perDay, dayRes),
       ]);
     }
     const dayRes = await consumeOne(day, key, limits.perDay);
-    if (kept) persisted?.counted('day', kept, key);
     if (!dayRes.allowed) {
+      // Refused: the point goes back to both windows, before the day window is marked for its write.
+      await day.reward(key, 1);
       await minute.reward(key, 1);
+      if (kept) persisted?.counted('day', kept, key);
       return refused([
         windowState('minute', limits.perMinute, minuteRes.res, 1),
-        windowState('day', limits.perDay, dayRes.res),
+        windowState('day', limits.perDay, dayRes.res, 1),
       ]);
     }
+    if (kept) persisted?.counted('day', kept, key);
     return {
       allowed: true,
       windows: [
@@ -203,7 +212,10 @@ function refused(windows: [WindowState, WindowState]): RateLimitDecision {
   return { allowed: false, retryAfter: Math.max(1, wait), windows };
 }
 
-/** A window's standing from the limiter's answer (`res` undefined: nothing counted yet in this window). */
+/**
+ * A window's standing from the limiter's answer (`res` undefined: nothing counted yet in this window), less the
+ * `refunded` points given back after that answer (a refused request).
+ */
 function windowState(
   name: WindowName,
   quota: number,

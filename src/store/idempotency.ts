@@ -5,9 +5,10 @@ import type { Database, IdempotencyKeysTable } from './schema.ts';
 /**
  * Queries of the `idempotency_keys` table (migration 0014, docs/decisions/0010-idempotency.md). A claim is one
  * insert that does nothing on conflict with the primary key (organization, environment, key), followed, when a row
- * was there, by one conditional update that takes over only an expired row or an unfinished claim past its lock:
- * two requests racing for one key on any number of nodes never both win, on SQLite and PostgreSQL alike. Every
- * later change names the claim's token, so a request whose claim was taken over changes nothing.
+ * was there, by one conditional update that takes over only an expired row or an unfinished claim past its lock made
+ * by a request with the same fingerprint: two requests racing for one key on any number of nodes never both win, on
+ * SQLite and PostgreSQL alike. Every later change names the claim's token, so a request whose claim was taken over
+ * changes nothing.
  */
 
 /** Which key a query is about: the organization and environment of the API key, and the header's value. */
@@ -79,13 +80,14 @@ export type ClaimOutcome =
 const where = (id: IdempotencyKeyId) => ({ org_id: id.orgId, env: id.env, key: id.key });
 
 /**
- * Claims the key for the request `input.token`: inserts the row, or takes over a row that expired or whose
- * unfinished claim passed its lock (its process died), or finds the unfinished row of the same `input.token` (an
- * earlier try of this claim committed and its answer was lost: claimed). Otherwise returns the row found, for the
- * caller to replay its answer or refuse. A takeover of an unfinished claim (its process died, or its run ended with an
- * answer that decided nothing, {@link endIdempotencyClaim}) keeps the row's `request_id` when the fingerprint is the
- * same: the request is the same one retried, and what it did before is found by it
- * (docs/decisions/0010-idempotency.md).
+ * Claims the key for the request `input.token`: inserts the row, or takes over a row that expired, or an unfinished
+ * claim past its lock (its process died, or its run ended with an answer that decided nothing,
+ * {@link endIdempotencyClaim}) whose fingerprint is `input.fingerprint`, or finds the unfinished row of the same
+ * `input.token` (an earlier try of this claim committed and its answer was lost: claimed). Otherwise returns the row
+ * found, for the caller to replay its answer or refuse: an unfinished claim of another fingerprint is never taken over,
+ * so the key reused with another request is refused (422) while the first one's work may still go on. A takeover of an
+ * unfinished claim keeps the row's `request_id`: the request is the same one retried, and what it did before is
+ * found by it (docs/decisions/0010-idempotency.md).
  * @throws the driver's error when the store fails.
  */
 export async function claimIdempotencyKey(db: Kysely<Database>, input: ClaimInput): Promise<ClaimOutcome> {
@@ -115,9 +117,9 @@ export async function claimIdempotencyKey(db: Kysely<Database>, input: ClaimInpu
       .updateTable('idempotency_keys')
       .set(
         extended(fields, {
-          // The request continues only as itself: an expired row, or another request's fingerprint (the key reused
-          // once the first run ended unfinished), starts a new one.
-          request_id: sql<string>`case when expires_at <= ${input.now} or request_id is null or fingerprint <> ${input.fingerprint} then ${input.requestId} else request_id end`,
+          // An expired row starts a new request; an unfinished claim is taken over by the same request only (the
+          // fingerprint is compared below), which continues as itself.
+          request_id: sql<string>`case when expires_at <= ${input.now} or request_id is null then ${input.requestId} else request_id end`,
         }),
       )
       .where('org_id', '=', input.orgId)
@@ -126,7 +128,13 @@ export async function claimIdempotencyKey(db: Kysely<Database>, input: ClaimInpu
       .where((eb) =>
         eb.or([
           eb('expires_at', '<=', input.now),
-          eb.and([eb('status', 'is', null), eb('locked_until', '<=', input.now)]),
+          // An unfinished claim past its lock, by the same request: the key reused with another request is refused
+          // (422) however the first run ended, as its work may still go on.
+          eb.and([
+            eb('status', 'is', null),
+            eb('locked_until', '<=', input.now),
+            eb('fingerprint', '=', input.fingerprint),
+          ]),
           // This claim's own row: an earlier try of it committed and its answer was lost.
           eb.and([eb('status', 'is', null), eb('token', '=', input.token)]),
         ]),
@@ -236,8 +244,9 @@ export async function releaseIdempotencyClaim(
  * Ends claim `token` without an answer and without forgetting its request (docs/decisions/0010-idempotency.md): the
  * row stays unfinished, its lock passed and its token replaced by `endedToken` (so a renewal already on its way
  * changes nothing), so the next request with the key and the same fingerprint takes it over at once and continues
- * under the same `request_id`, finding what this run left (a send's job may still go out). No-op when the claim is no
- * longer this token's or already kept an answer.
+ * under the same `request_id`, finding what this run left (a send's job may still go out); one with another
+ * fingerprint is refused (422) until the row expires. No-op when the claim is no longer this token's or already kept
+ * an answer.
  * @throws the driver's error when the store fails.
  */
 export async function endIdempotencyClaim(

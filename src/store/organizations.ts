@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { Kysely } from 'kysely';
+import { type Kysely, PostgresAdapter, sql } from 'kysely';
+import { signalChannel } from './pg-signals.ts';
 import type { Database, OrganizationsTable } from './schema.ts';
 import { toIso } from './times.ts';
 
@@ -81,6 +82,26 @@ export async function getOrganization(db: Kysely<Database>, id: string): Promise
   return row ? toOrganization(row) : undefined;
 }
 
+/** Ids asked per statement by {@link getOrganizations}, well below SQLite's bound on parameters. */
+const IDS_PER_READ = 500;
+
+/** The organizations of `ids` that exist, in no particular order (read in statements of {@link IDS_PER_READ} ids). */
+export async function getOrganizations(
+  db: Kysely<Database>,
+  ids: readonly string[],
+): Promise<Organization[]> {
+  const found: Organization[] = [];
+  for (let start = 0; start < ids.length; start += IDS_PER_READ) {
+    const rows = await db
+      .selectFrom('organizations')
+      .selectAll()
+      .where('id', 'in', ids.slice(start, start + IDS_PER_READ))
+      .execute();
+    for (const row of rows) found.push(toOrganization(row));
+  }
+  return found;
+}
+
 /** Number of organizations (0 on a fresh store: the bootstrap runs, docs/decisions/0003-scopes-and-keys.md). */
 export async function countOrganizations(db: Kysely<Database>): Promise<number> {
   const row = await db
@@ -103,7 +124,11 @@ export async function listOrganizations(db: Kysely<Database>): Promise<Organizat
 
 /**
  * Sets an organization's plan and limits (`perMinute`/`perDay`: requests; `maxInstances`: instances per environment;
- * each null unless `enterprise`).
+ * each null unless `enterprise`). Every process's cache of verified API keys, which holds the organization with each
+ * key, evicts its keys at its next look for revocations (src/auth/authenticator.ts, about once a second); on
+ * PostgreSQL the same transaction signals that look to every node listening on the store (`pg_notify` on the `keys`
+ * topic with the organization's id, sent at the commit; docs/decisions/0078-store-signals.md), so it is made at once
+ * (docs/decisions/0019-rate-limits-and-plans.md).
  * @returns the updated organization, or undefined when no organization has that id.
  */
 export async function updateOrganizationPlan(
@@ -111,16 +136,24 @@ export async function updateOrganizationPlan(
   id: string,
   input: { plan: Plan; perMinute: number | null; perDay: number | null; maxInstances: number | null },
 ): Promise<Organization | undefined> {
-  const result = await db
-    .updateTable('organizations')
-    .set({
-      plan: input.plan,
-      per_minute: input.perMinute,
-      per_day: input.perDay,
-      max_instances: input.maxInstances,
-    })
-    .where('id', '=', id)
-    .executeTakeFirst();
-  if (result.numUpdatedRows === 0n) return undefined;
-  return getOrganization(db, id);
+  const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
+  const updated = await db.transaction().execute(async (trx) => {
+    const result = await trx
+      .updateTable('organizations')
+      .set({
+        plan: input.plan,
+        per_minute: input.perMinute,
+        per_day: input.perDay,
+        max_instances: input.maxInstances,
+      })
+      .where('id', '=', id)
+      .executeTakeFirst();
+    if (postgres && result.numUpdatedRows > 0n) {
+      await sql`select pg_notify(${signalChannel('keys')}, replace(replace(current_schema(), '%', '%25'), ' ', '%20') || ' - ' || ${id})`.execute(
+        trx,
+      );
+    }
+    return result.numUpdatedRows > 0n;
+  });
+  return updated ? getOrganization(db, id) : undefined;
 }

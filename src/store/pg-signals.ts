@@ -4,7 +4,8 @@ import { CONNECT_TIMEOUT_MS } from './database.ts';
 
 /**
  * What the nodes of one store signal each other (docs/decisions/0078-store-signals.md): `events`, the instances
- * whose events a node committed (items: instance ids); `keys`, that an API key was revoked (items: key ids);
+ * whose events a node committed (items: instance ids); `keys`, that an API key was revoked or an organization's
+ * plan or limits changed, which the key cache holds with each key (items: key ids, organization ids);
  * `deliveries`, the instances held by another node whose delivery log a node's webhook worker changed (items:
  * instance ids); `instances`, that an organization's instance list in an environment changed (items:
  * `<org id>/<env>`, or `*` for every list, published by the store's triggers on `instances` with no node, so

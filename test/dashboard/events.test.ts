@@ -122,6 +122,69 @@ for (const dialect of testDialects()) {
     });
   });
 
+  /**
+   * docs/decisions/0022-dashboard.md: a viewer reads instances and their status; the QR code links a number to the
+   * instance (a credential, as a pairing code is), so only members and owners get it, from the `/qr` read and from
+   * the live stream. Before, a viewer read the code while a member linked a number.
+   */
+  describe(`the QR code is for members and owners [${dialect}]`, () => {
+    let t: TestApp;
+    let url: string;
+    before(async () => {
+      t = await createTestApp({ dialect });
+      url = await t.app.listen({ host: '127.0.0.1', port: 0 });
+    });
+    after(() => t.close());
+
+    it('a viewer is refused the QR read and gets no code on the stream; a member demoted meanwhile stops getting it', async () => {
+      const member = await signIn(t, await createUser(t, 'member'));
+      const viewer = await signIn(t, await createUser(t, 'viewer'));
+      const owner = await signIn(t, await createUser(t, 'owner'));
+      const base = `/instances/${t.instance.id}`;
+      assert.equal((await member.call('POST', `${base}/connect`)).status, 200);
+      const read = await member.call('GET', `${base}/qr`);
+      assert.equal(read.status, 200, JSON.stringify(read.body));
+      assert.match(read.body.data.code, /^2@/);
+      const refused = await viewer.call('GET', `${base}/qr`);
+      assert.deepEqual(
+        [refused.status, refused.body],
+        [403, { error: { code: 403, message: 'this needs the member role (you are viewer)' } }],
+      );
+      const pairing = await viewer.call('POST', `${base}/pairing-code`, { phone: '5511999990077' });
+      assert.deepEqual(pairing.body, {
+        error: { code: 403, message: 'this needs the member role (you are viewer)' },
+      });
+
+      // The first code has 100 ms left when the streams open.
+      t.clock.advance(FIRST_CODE_MS - 100);
+      const open = async (client: DashboardClient) => {
+        const response = await fetch(`${url}/dashboard/api${base}/events`, {
+          headers: { cookie: client.cookie },
+        });
+        assert.equal(response.status, 200);
+        assert.ok(response.body);
+        return sseReader(response.body);
+      };
+      const watching = await open(viewer);
+      const linking = await open(member);
+      try {
+        assert.equal((await watching.next('status')).data.id, t.instance.id, 'the viewer sees the status');
+        assert.equal((await watching.next('qr')).data, null, 'and no code');
+        assert.match((await linking.next('qr')).data.code, /^2@/, 'the member gets the code');
+
+        const users = (await owner.call('GET', '/users')).body.data.users;
+        const { id } = users.find((u: { email: string }) => u.email === member.email);
+        assert.equal((await owner.call('PUT', `/users/${id}/role`, { role: 'viewer' })).status, 200);
+        t.clock.advance(200);
+        // Codes read before the demotion may still be queued: the next check of the session sends null instead.
+        await linking.next('qr', (data) => data === null);
+      } finally {
+        await watching.cancel();
+        await linking.cancel();
+      }
+    });
+  });
+
   describe(`dashboard live events while the server stops [${dialect}]`, () => {
     it('the stop ends an open stream while changes keep coming, and nothing is written to it after its end', async () => {
       const own = await createTestApp({ dialect });

@@ -47,15 +47,16 @@ describe('dashboard live stream: ends with its session', () => {
   it('a removed user’s open stream ends and gets no QR code of a later connect', {
     timeout: 30_000,
   }, async () => {
-    const email = await createUser(t, 'viewer');
-    const viewer = await signIn(t, email);
-    const stream = await openStream(viewer);
+    // A member: a viewer is never sent a QR code (docs/decisions/0022-dashboard.md), removed or not.
+    const email = await createUser(t, 'member');
+    const member = await signIn(t, email);
+    const stream = await openStream(member);
     try {
       const users = (await owner.call('GET', '/users')).body.data.users as { id: string; email: string }[];
       const id = users.find((user) => user.email === email)?.id;
       assert.ok(id);
       assert.equal((await owner.call('DELETE', `/users/${id}`)).status, 200);
-      assert.equal((await viewer.call('GET', '/me')).status, 401, 'the session is gone');
+      assert.equal((await member.call('GET', '/me')).status, 401, 'the session is gone');
       await endsBeforeAQrCode(stream);
     } finally {
       await stream.cancel().catch(() => undefined);

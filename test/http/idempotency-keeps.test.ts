@@ -3,13 +3,15 @@ import { after, before, describe, it } from 'node:test';
 import { appFor, OWN, PEER } from '../messages/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
+import { pixelFramesGif } from '../support/gif.ts';
+import { declaredPng } from '../support/png.ts';
 import { createTestStore, storeOutage, testDialects } from '../support/store.ts';
 import { post, sentRows } from './idempotency-support.ts';
 
 /**
  * What an `Idempotency-Key` keeps and frees (docs/api.md#idempotency, docs/decisions/0010-idempotency.md): an answer
- * the store failed to keep is kept later, never freed; a 429 and a 400 are freed whoever found them; a request to
- * another instance through `x-instance-id` is another request.
+ * the store failed to keep is kept later, never freed; a 429, a 400 and a 413 are freed whoever found them; a request
+ * to another instance through `x-instance-id` is another request.
  */
 
 for (const dialect of testDialects()) {
@@ -91,7 +93,7 @@ for (const dialect of testDialects()) {
     });
   });
 
-  describe(`Idempotency-Key: a 400 for the body is not kept, whoever finds it [${dialect}]`, () => {
+  describe(`Idempotency-Key: a 400 or 413 for the input is not kept, whoever finds it [${dialect}]`, () => {
     let t: TestApp;
     before(async () => {
       t = await appFor(dialect);
@@ -119,6 +121,28 @@ for (const dialect of testDialects()) {
         headers,
       );
       assert.equal(fixed.statusCode, 202, fixed.body);
+    });
+
+    it('an image the operation finds too large (413) is refused; a smaller one with the same key runs', async () => {
+      const headers = { 'idempotency-key': 'picture-9' };
+      const image = (bytes: Buffer, type: string) =>
+        JSON.stringify({ phone: PEER, image: `data:${type};base64,${bytes.toString('base64')}` });
+      // 64,000,000 pixels, past the 32,000,000 a picture may have: found from its bytes, by the operation.
+      const huge = await post(
+        t,
+        '/v1/messages/send/image',
+        image(declaredPng(8000, 8000), 'image/png'),
+        headers,
+      );
+      assert.equal(huge.statusCode, 413, huge.body);
+      const fixed = await post(
+        t,
+        '/v1/messages/send/image',
+        image(pixelFramesGif(1, 10, 10), 'image/gif'),
+        headers,
+      );
+      assert.equal(fixed.statusCode, 200, fixed.body);
+      assert.equal(fixed.headers['idempotent-replayed'], undefined);
     });
   });
 

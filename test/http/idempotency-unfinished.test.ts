@@ -9,11 +9,16 @@
 import assert from 'node:assert/strict';
 import type { Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { appFor, OWN, PEER } from '../messages/support.ts';
+import { IDEMPOTENCY_LOCK_MS, IDEMPOTENCY_TTL_MS, RequestFingerprint } from '../../src/app/idempotency.ts';
+import { DomainError } from '../../src/domain/errors.ts';
+import { appFor, bad, OWN, PEER } from '../messages/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
 import { post, sentRows } from './idempotency-support.ts';
+
+const REUSED = bad(422, 'Idempotency-Key reused with a different request');
+const text = (body: string) => JSON.stringify({ phone: PEER, body });
 
 for (const dialect of testDialects()) {
   describe(`an idempotent send whose client left, retried with its key [${dialect}]`, () => {
@@ -89,6 +94,80 @@ for (const dialect of testDialects()) {
       const replayed = await post(t, '/v1/messages/send', payload, { 'idempotency-key': 'left-mid-send' });
       assert.equal(replayed.headers['idempotent-replayed'], 'true', 'the answer is kept now');
       assert.equal(JSON.parse(replayed.body).data.id, first);
+    });
+  });
+}
+
+/**
+ * The key of a request whose run ended unfinished is the first request's until it expires
+ * (docs/decisions/0010-idempotency.md: the same key with another fingerprint is a 422): after an undecided 504, or
+ * once a dead process's claim passed its lock, the same request continues and another one is refused, since the
+ * first run's work may still go on. Before, the other request ran as a new one.
+ */
+for (const dialect of testDialects()) {
+  describe(`a key whose first run ended unfinished, reused with another body [${dialect}]`, () => {
+    let t: TestApp;
+    before(async () => {
+      t = await appFor(dialect);
+      await loginSandbox(t, OWN);
+    });
+    after(() => t.close());
+
+    const group = (name: string) => JSON.stringify({ name, participants: [PEER] });
+
+    it('after an undecided 504 another body is 422; the same body continues the request', async () => {
+      const session = t.services.sessions.existing(t.instance.id);
+      assert.ok(session);
+      const createGroup = session.createGroup.bind(session);
+      const names: string[] = [];
+      session.createGroup = async (...args: Parameters<typeof createGroup>) => {
+        names.push(args[0]);
+        if (names.length === 1) throw new DomainError('timeout', 'the platform did not answer in time');
+        return createGroup(...args);
+      };
+      const headers = { 'idempotency-key': 'group-undecided' };
+      const first = await post(t, '/v1/groups/create', group('Team A'), headers);
+      assert.equal(first.statusCode, 504, first.body);
+      const other = await post(t, '/v1/groups/create', group('Team B'), headers);
+      assert.deepEqual([other.statusCode, JSON.parse(other.body)], [422, REUSED]);
+      const same = await post(t, '/v1/groups/create', group('Team A'), headers);
+      assert.equal(same.statusCode, 200, same.body);
+      assert.deepEqual(names, ['Team A', 'Team A'], 'Team B never ran');
+    });
+
+    it("once a dead process's claim passed its lock, another body is 422; the same body takes it over", async () => {
+      const now = t.clock();
+      const payload = text('orphaned, then reused');
+      const fingerprint = new RequestFingerprint('POST', '/v1/messages/send');
+      fingerprint.update(Buffer.from(payload));
+      await t.services.store.db
+        .insertInto('idempotency_keys')
+        .values({
+          org_id: t.org.id,
+          env: 'test',
+          key: 'orphan-reused',
+          fingerprint: fingerprint.digest(),
+          token: '00000000-0000-4000-8000-000000000000',
+          locked_until: now + IDEMPOTENCY_LOCK_MS,
+          status: null,
+          content_type: null,
+          body: null,
+          created_at: now,
+          expires_at: now + IDEMPOTENCY_TTL_MS,
+        })
+        .execute();
+      t.clock.advance(IDEMPOTENCY_LOCK_MS + 1);
+      const headers = { 'idempotency-key': 'orphan-reused' };
+      const before = await sentRows(t);
+      const other = await post(t, '/v1/messages/send', text('another message'), headers);
+      assert.deepEqual([other.statusCode, JSON.parse(other.body)], [422, REUSED]);
+      assert.deepEqual(
+        (await sentRows(t)).filter((id) => !before.includes(id)),
+        [],
+        'nothing sent',
+      );
+      const same = await post(t, '/v1/messages/send', payload, headers);
+      assert.equal(same.statusCode, 200, same.body);
     });
   });
 }

@@ -65,6 +65,72 @@ for (const dialect of testDialects()) {
       });
     });
 
+    it('an integer query value past every number (1e999, Infinity) is the 400 of a value past its bound', async () => {
+      const created = await t.call('POST', '/v1/webhooks', {
+        url: 'https://127.0.0.1:9/x',
+        events: ['Message'],
+      });
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+      const endpoint: string = created.body.data.id;
+      const dashboard = `/instances/${t.instance.id}`;
+      const known = { id: endpoint, jid: '5511988887777@s.whatsapp.net' };
+      // Every integer query parameter of /openapi.json, and the dashboard's reads taking the same queries.
+      const cases: {
+        call: (url: string) => Promise<{ status: number; body: unknown }>;
+        path: string;
+        name: string;
+      }[] = [];
+      const doc = (await t.app.inject({ url: '/openapi.json' })).json();
+      for (const [path, operations] of Object.entries<Record<string, any>>(doc.paths)) {
+        for (const operation of Object.values(operations)) {
+          for (const parameter of operation.parameters ?? []) {
+            if (parameter.in !== 'query' || !['integer', 'number'].includes(parameter.schema?.type)) continue;
+            const url = path.replace(/\{(\w+)\}/g, (_, name: 'id' | 'jid') =>
+              encodeURIComponent(known[name]),
+            );
+            cases.push({ call: (query) => t.call('GET', `${url}?${query}`), path, name: parameter.name });
+          }
+        }
+      }
+      assert.ok(cases.length >= 7, `${cases.length} integer query parameters in /openapi.json`);
+      for (const [path, names] of [
+        [`${dashboard}/deliveries`, ['limit']],
+        [`${dashboard}/event-log`, ['after', 'limit']],
+        [`${dashboard}/endpoints/${endpoint}/deliveries`, ['limit']],
+        [`${dashboard}/chats`, ['limit']],
+        [`${dashboard}/chats/${encodeURIComponent(known.jid)}/messages`, ['limit']],
+      ] as const) {
+        for (const name of names)
+          cases.push({ call: (query) => owner.call('GET', `${path}?${query}`), path, name });
+      }
+      const wrong: string[] = [];
+      for (const { call, path, name } of cases) {
+        // The answer to a finite value past each bound: a 400 naming the field.
+        const above = await call(`${name}=${2n ** 64n}`);
+        const below = await call(`${name}=-1`);
+        for (const [res, bound] of [
+          [above, 'maximum'],
+          [below, 'minimum'],
+        ] as const) {
+          if (res.status !== 400 || !String((res.body as any)?.error?.message).startsWith(`${name} `)) {
+            wrong.push(`${path} ${name} past its ${bound}: ${res.status} ${JSON.stringify(res.body)}`);
+          }
+        }
+        for (const [value, same] of [
+          ['1e999', above],
+          ['Infinity', above],
+          ['-1e999', below],
+          ['-Infinity', below],
+        ] as const) {
+          const res = await call(`${name}=${value}`);
+          if (res.status !== 400 || JSON.stringify(res.body) !== JSON.stringify(same.body)) {
+            wrong.push(`${path} ${name}=${value}: ${res.status} ${JSON.stringify(res.body)}`);
+          }
+        }
+      }
+      assert.deepEqual(wrong, []);
+    });
+
     it('dashboard: a key name holding U+0000 is refused, and no key is created', async () => {
       const before = (await owner.call('GET', '/keys')).body.data.keys.length;
       const res = await owner.call('POST', '/keys', { env: 'test', scopes: ['chat:*'], name: nul });

@@ -3,7 +3,8 @@
  * 0010-idempotency.md): the row the first try wrote holds the claim's own token, and the claim made again takes it
  * as its own, keeping its request id, where it would otherwise read as another request still in progress. A claim
  * under another token is refused as before. A claim ended unfinished (an answer that decided nothing) is taken over at
- * once by the same request retried, which keeps its request id, while another request under the key starts a new one.
+ * once by the same request retried, which keeps its request id; another request (another fingerprint) is refused the
+ * key until it expires, as the first run's work may still go on. A claim past its lock (its process died) likewise.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -86,7 +87,7 @@ for (const dialect of testDialects()) {
       });
     });
 
-    it('another request under a key ended unfinished starts a request of its own', async () => {
+    it('another request under a key ended unfinished is refused it; once the key expired it starts its own', async () => {
       const db = testStore.store.db;
       assert.deepEqual(await claimIdempotencyKey(db, input('k3', 'token-a', 'request-1')), {
         claimed: true,
@@ -94,7 +95,43 @@ for (const dialect of testDialects()) {
       });
       await endIdempotencyClaim(db, { orgId, env: 'live', key: 'k3' }, 'token-a', 'ended-a');
       const other = extended(input('k3', 'token-b', 'request-2'), { fingerprint: 'e'.repeat(64) });
-      assert.deepEqual(await claimIdempotencyKey(db, other), { claimed: true, requestId: 'request-2' });
+      assert.deepEqual(await claimIdempotencyKey(db, other), {
+        claimed: false,
+        existing: {
+          fingerprint: 'f'.repeat(64),
+          answer: undefined,
+          lockedUntil: 0,
+          expiresAt: T0 + 86_400_000,
+        },
+      });
+      const later = T0 + 86_400_000;
+      const expired = extended(other, {
+        now: later,
+        lockedUntil: later + 60_000,
+        expiresAt: later + 86_400_000,
+      });
+      assert.deepEqual(await claimIdempotencyKey(db, expired), { claimed: true, requestId: 'request-2' });
+    });
+
+    it('a claim past its lock (its process died) is taken over by the same request only', async () => {
+      const db = testStore.store.db;
+      await claimIdempotencyKey(db, input('k5', 'token-a', 'request-1'));
+      const past = T0 + 60_000;
+      const after = (token: string, fingerprint: string) =>
+        extended(input('k5', token, 'request-2'), { fingerprint, now: past, lockedUntil: past + 60_000 });
+      assert.deepEqual(await claimIdempotencyKey(db, after('token-b', 'e'.repeat(64))), {
+        claimed: false,
+        existing: {
+          fingerprint: 'f'.repeat(64),
+          answer: undefined,
+          lockedUntil: past,
+          expiresAt: T0 + 86_400_000,
+        },
+      });
+      assert.deepEqual(await claimIdempotencyKey(db, after('token-c', 'f'.repeat(64))), {
+        claimed: true,
+        requestId: 'request-1',
+      });
     });
 
     it('ending a claim another token holds, or one that kept its answer, changes nothing', async () => {

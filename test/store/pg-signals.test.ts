@@ -1,8 +1,8 @@
 /**
  * Signals between the nodes of a PostgreSQL store (docs/decisions/0078-store-signals.md): what one node publishes
- * reaches the others and not itself, nor a store in another schema; a revocation committed by any process is
- * signalled; and the listening connection comes back after its backend is terminated or its server goes silent,
- * telling its listeners of the gap.
+ * reaches the others and not itself, nor a store in another schema; a revocation or a plan change committed by any
+ * process is signalled; and the listening connection comes back after its backend is terminated or its server goes
+ * silent, telling its listeners of the gap.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -12,7 +12,7 @@ import { insertApiKey, type NewApiKey, revokeApiKey } from '../../src/store/api-
 import { openStore } from '../../src/store/database.ts';
 import { createInstance } from '../../src/store/instances.ts';
 import { migrateToLatest } from '../../src/store/migrate.ts';
-import { createOrganization } from '../../src/store/organizations.ts';
+import { createOrganization, updateOrganizationPlan } from '../../src/store/organizations.ts';
 import {
   decodeSignals,
   encodeSignals,
@@ -175,6 +175,27 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       await revokeApiKey(ts.store.db, second.id);
       await eventually('the second revocation is heard', () => keys.length === 2);
       assert.deepEqual(keys, [[key.id], [second.id]]);
+    });
+
+    it("signals a change of an organization's plan when it commits, for the key caches to look at once", async () => {
+      const n1 = await open('n5');
+      const keys = heard(n1, 'keys');
+      const org = await createOrganization(ts.store.db, { name: 'plan-signals', plan: 'free' });
+      const limits = { perMinute: null, perDay: null, maxInstances: null };
+      assert.equal(
+        (await updateOrganizationPlan(ts.store.db, org.id, { plan: 'pro', ...limits }))?.plan,
+        'pro',
+      );
+      await eventually('the plan change is heard', () => keys.length === 1);
+      assert.deepEqual(keys, [[org.id]]);
+      // No organization has that id: nothing changed, nothing is signalled (a later change shows the channel works).
+      assert.equal(
+        await updateOrganizationPlan(ts.store.db, crypto.randomUUID(), { plan: 'pro', ...limits }),
+        undefined,
+      );
+      await updateOrganizationPlan(ts.store.db, org.id, { plan: 'free', ...limits });
+      await eventually('the second change is heard', () => keys.length === 2);
+      assert.deepEqual(keys, [[org.id], [org.id]]);
     });
 
     it('signals the instances, truncation and revocations of a store whose schema name holds a space, to it alone', async () => {

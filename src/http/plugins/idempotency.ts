@@ -92,8 +92,8 @@ export function idempotentRequestIdOf(request: FastifyRequest): string | undefin
  *   or replays the kept answer with `Idempotent-Replayed: true`, or refuses (409 in progress, 422 reused with a
  *   different request);
  * - `onSend`: keeps an answer below 500 (status, `Content-Type`, the exact body, the headers of
- *   {@link KEPT_HEADERS}), or releases the key (a 400, a 429, a 5xx that decided the operation's failure), or ends
- *   the claim unfinished for a retry to continue as the same request (any other 5xx; `IdempotencyService.finish`);
+ *   {@link KEPT_HEADERS}), or releases the key (a 400, a 413, a 429, a 5xx that decided the operation's failure), or
+ *   ends the claim unfinished for a retry to continue as the same request (any other 5xx; `IdempotencyService.finish`);
  * - `onResponse`: ends a claim still held unfinished (an answer that never reached `onSend`).
  * Requests without the header, other methods and unauthenticated routes are untouched.
  */

@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import type { LiveChange } from '../../../app/dashboard-admin.ts';
 import { DomainError } from '../../../domain/errors.ts';
-import { principalOf, SESSION_COOKIE } from './guard.ts';
+import { principalOf, type Role, roleAtLeast, SESSION_COOKIE } from './guard.ts';
 import { InstanceParams, instanceFor, qrOf } from './instances.ts';
 
 /** Comment line sent this often on an idle stream so proxies keep it open, ms. */
@@ -13,7 +13,8 @@ const KEEPALIVE_MS = 25_000;
  * `GET /dashboard/api/instances/:id/events`: the live view of one instance as server-sent events
  * (docs/decisions/0022-dashboard.md, WHATWG HTML "Server-sent events"). Events: `status` (the instance summary) at
  * once and after every connection change the recorder commits; `qr` (the current QR code, or null when none) at once,
- * after every status change and when the shown code expires (the next one replaces it); `deliveries` (no data) when
+ * after every status change and when the shown code expires (the next one replaces it), always null for a viewer (the
+ * code links a number to the instance: members and owners only); `deliveries` (no data) when
  * an event entered the webhook log or a delivery attempt finished, for the page to reload the log (at most once a
  * turn of the event loop). A client that stops reading holds at most the latest event of each name here. Nothing
  * is polled: changes come from the recorder's live feed and the webhook worker, and QR rotation from the code's own
@@ -38,6 +39,8 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
     { config: { dashboard: 'viewer', stream: true }, schema: { hide: true, params: InstanceParams } },
     async (request, reply) => {
       const orgId = principalOf(request).org.id;
+      /** The user's role as of the last check of the session: a viewer (also one demoted meanwhile) gets no QR code. */
+      let role: Role = principalOf(request).user.role;
       const instance = await instanceFor(app, request);
       reply.hijack();
       const raw = reply.raw;
@@ -85,6 +88,10 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
       const sendQr = async (fromTimer = false) => {
         clearTimeout(qrTimer);
         if (fromTimer && !(await endUnlessSignedIn())) return;
+        if (!roleAtLeast(role, 'member')) {
+          send('qr', null);
+          return;
+        }
         try {
           const pairing = await session.pairingCode(instance);
           const qr = await qrOf(pairing);
@@ -116,7 +123,9 @@ export async function eventRoutes(fastify: FastifyInstance): Promise<void> {
       const sessionId = request.cookies[SESSION_COOKIE];
       const signedIn = async () => {
         try {
-          return (await dashboardAuth.authenticate(sessionId)).org.id === orgId;
+          const principal = await dashboardAuth.authenticate(sessionId);
+          role = principal.user.role;
+          return principal.org.id === orgId;
         } catch (error) {
           // The session is gone (or no longer allowed); a store that cannot answer right now ends nothing.
           return !(

@@ -11,6 +11,11 @@ export const SESSION_COOKIE = 'parley_session';
 export const CSRF_HEADER = 'x-csrf-token';
 
 const RANK: Record<Role, number> = { viewer: 0, member: 1, owner: 2 };
+
+/** Whether `role` is `least` or more privileged (docs/decisions/0022-dashboard.md). */
+export function roleAtLeast(role: Role, least: Role): boolean {
+  return RANK[role] >= RANK[least];
+}
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 declare module 'fastify' {
@@ -67,7 +72,7 @@ export function addDashboardGuard(app: FastifyInstance): void {
       if (!auth.csrfMatches(principal, typeof given === 'string' ? given : undefined))
         throw new DomainError('forbidden', 'missing or invalid CSRF token');
     }
-    if (RANK[principal.user.role] < RANK[role])
+    if (!roleAtLeast(principal.user.role, role))
       throw new DomainError('forbidden', `this needs the ${role} role (you are ${principal.user.role})`);
     request.principal = principal;
   });

@@ -30,7 +30,8 @@ export async function instanceFor(app: FastifyInstance, request: FastifyRequest)
 
 /**
  * Instances of the signed-in user's organization (docs/decisions/0022-dashboard.md): list with status and linked
- * number, create, connect, the QR code (also pushed live by the events stream), the pairing-code alternative,
+ * number, create, connect, the QR code (also pushed live by the events stream; members and owners only, as it links a
+ * number), the pairing-code alternative,
  * disconnect and logout, through the same session service as `/v1/session/*`, and deletion (owners), through the same
  * instance service as `DELETE /v1/instances/{id}`. On several nodes the list shows each
  * instance's status as its owner sees it, and every route under `/instances/:id` runs on the owner (routing.ts).
@@ -85,7 +86,8 @@ export async function instanceRoutes(fastify: FastifyInstance): Promise<void> {
     return ok({ details: 'Instance deleted', id: instance.id });
   });
 
-  app.get('/instances/:id/qr', { config: viewer, schema: hidden }, async (request) => {
+  // The QR code links a number to this instance (a credential, as a pairing code is): members and owners only.
+  app.get('/instances/:id/qr', { config: member, schema: hidden }, async (request) => {
     const instance = await instanceFor(app, request);
     return ok(await qrOf(await session.pairingCode(instance)));
   });
