@@ -299,6 +299,29 @@ describe('an instance’s panels, given another instance, show nothing of the pr
     assert.deepEqual(messages(), ['m2']);
   });
 
+  it('health: the previous instance’s charts are not shown while this one’s are read', async () => {
+    const report = (sent: number) => ({
+      range: '24h',
+      since: 0,
+      until: 86_400_000,
+      bucketMs: 3_600_000,
+      buckets: [],
+      totals: { sent, received: 0, attempts: 0, failed: 0, failureRate: null },
+      latency: { p50Ms: null, p99Ms: null },
+      sessions: [],
+    });
+    /** The totals shown, as `name value` lines. */
+    const totals = () =>
+      page.root.all((e) => e.attributes.has('data-health-totals')).map((e) => e.textContent);
+    await show(page.pages.h(page.pages.HealthPanel, { instanceId: 'x', version: 0 }));
+    await act(() => made('/instances/x/health')[0]?.answer(report(240)));
+    assert.equal(totals().length, 1);
+    await show(page.pages.h(page.pages.HealthPanel, { instanceId: 'y', version: 0 }));
+    assert.deepEqual(totals(), [], 'none of the previous instance’s totals');
+    await act(() => made('/instances/y/health')[0]?.answer(report(3)));
+    assert.match(totals()[0] ?? '', /^Messages sent3/);
+  });
+
   const endpoints = (id: string) =>
     page.pages.h(page.pages.EndpointsPanel, { id, canManage: true, version: 0 });
 
