@@ -96,6 +96,14 @@ describe('an instance page shows the newest of its read and its pushed status, a
     assert.deepEqual(page.alerts(), [], 'no error shown');
   });
 
+  it('an instance opened by its id in capitals is shown once read', async () => {
+    const id = '0b6f3a52-1c2d-4e5f-8a9b-0c1d2e3f4a5b';
+    await page.show(instancePage(id.toUpperCase()));
+    await page.act(() => page.request(0).answer(summary(id, 'Capitals', false)));
+    assert.match(heading() ?? '', /^Capitals/);
+    assert.equal(status(), 'Not connected');
+  });
+
   it('after another instance is picked, the previous one’s name and QR code are not shown', async () => {
     await page.show(instancePage('x'));
     await page.act(() => page.made('/instances/x')[0]?.answer(summary('x', 'Xis', false)));

@@ -33,7 +33,9 @@ interface Qr {
  */
 export function InstancePage(props: { me: Me; id: string }) {
   const { id } = props;
-  const [instance, setInstance] = useState<InstanceSummary | null>(null);
+  // The summary shown, with the route's id it was read or pushed for (the server also answers an id in capitals).
+  const [shown, setShown] = useState<{ id: string; instance: InstanceSummary } | null>(null);
+  const setInstance = (value: InstanceSummary) => setShown({ id, instance: value });
   const [qr, setQr] = useState<Qr | null>(null);
   const [deliveriesVersion, setDeliveriesVersion] = useState(0);
   const [loadError, setLoadError] = useState<{ id: string; message: string } | null>(null);
@@ -72,7 +74,8 @@ export function InstancePage(props: { me: Me; id: string }) {
 
   if (loadError?.id === id) return <Notice error={loadError.message} />;
   // Until this instance is read (or pushed), the previous instance's summary is not this page's.
-  if (instance?.id !== id) return <p class="loading">Loading…</p>;
+  const instance = shown?.id === id ? shown.instance : null;
+  if (!instance) return <p class="loading">Loading…</p>;
   const call = (path: string, done: string) =>
     action.run(async () => {
       const latest = beginRead();
