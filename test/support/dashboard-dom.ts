@@ -1,6 +1,8 @@
+import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { afterEach, before, beforeEach } from 'node:test';
 import { pathToFileURL } from 'node:url';
 
 /**
@@ -144,6 +146,12 @@ export class FakeElement extends FakeNode {
     for (const listener of this.listeners.get(type) ?? []) listener.call(this, event);
   }
 
+  /** A `<dialog>`'s `showModal` (web/src/ui.tsx `ConfirmButton`): does nothing, its content is always rendered. */
+  showModal(): void {}
+
+  /** A `<dialog>`'s `close`: does nothing. */
+  close(): void {}
+
   /** The descendant elements for which `predicate` holds, in document order. */
   all(predicate: (element: FakeElement) => boolean): FakeElement[] {
     const found: FakeElement[] = [];
@@ -206,6 +214,68 @@ export function installDocument(): { document: FakeDocument; restore: () => void
   };
 }
 
+/**
+ * A server-sent events stream the page opened (web/src/pages/instance.tsx's live stream), which the test drives:
+ * `open()` calls `onopen`, `push(name, data)` delivers the event `name` with `data` as JSON, as the server sends it.
+ */
+export class FakeEventSource {
+  onopen: (() => void) | null = null;
+  onerror: (() => void) | null = null;
+  closed = false;
+  readonly listeners = new Map<string, ((event: { data: string }) => void)[]>();
+
+  constructor(readonly url: string) {}
+
+  addEventListener(name: string, listener: (event: { data: string }) => void): void {
+    this.listeners.set(name, [...(this.listeners.get(name) ?? []), listener]);
+  }
+
+  close(): void {
+    this.closed = true;
+  }
+
+  /** The stream is open: calls `onopen`. */
+  open(): void {
+    this.onopen?.();
+  }
+
+  /** The server sends the event `name` with `data` (JSON). @throws Error when the page closed the stream. */
+  push(name: string, data: unknown): void {
+    if (this.closed) throw new Error(`the stream ${this.url} is closed`);
+    for (const listener of this.listeners.get(name) ?? []) listener({ data: JSON.stringify(data) });
+  }
+}
+
+/**
+ * Makes {@link FakeEventSource} the global `EventSource`. → every stream the pages opened, in order, and `restore`,
+ * which puts back what was there.
+ */
+export function installEventSources(): { sources: FakeEventSource[]; restore: () => void } {
+  const slot = globalThis as { EventSource?: unknown };
+  const before = slot.EventSource;
+  const sources: FakeEventSource[] = [];
+  slot.EventSource = class extends FakeEventSource {
+    constructor(url: string) {
+      super(url);
+      sources.push(this);
+    }
+  };
+  return {
+    sources,
+    restore: () => {
+      slot.EventSource = before;
+    },
+  };
+}
+
+/** The signed-in user the pages take (web/src/api.ts `Me`). */
+export interface MeProps {
+  user: { id: string; email: string; role: 'owner' | 'member' | 'viewer' };
+  org: { id: string; name: string; plan: string };
+  csrfToken: string;
+  expiresAt: string;
+}
+
 /** The props of web/src/pages/delivery-log.tsx `DeliveryLog` (kept in step with it by hand). */
 export interface DeliveryLogProps {
   path: string;
@@ -243,6 +313,30 @@ export interface EndpointsPanelProps {
   version: number;
 }
 
+/** The props of web/src/pages/instance.tsx `InstancePage`. */
+export interface InstancePageProps {
+  me: MeProps;
+  id: string;
+}
+
+/** The props of web/src/pages/profile.tsx `ProfilePanel` and `BlocklistPanel`. */
+export interface ProfilePanelProps {
+  id: string;
+  canManage: boolean;
+}
+
+/** The props of web/src/pages/webhook.tsx `WebhookPanel`. */
+export interface WebhookPanelProps {
+  id: string;
+  canManage: boolean;
+  version: number;
+}
+
+/** The props of the pages of the whole organization (instances, keys, users). */
+export interface OrgPageProps {
+  me: MeProps;
+}
+
 /** A component of the bundle, seen from the tests: what props it takes (Preact's own types stay out of test/). */
 export type PageComponent<P> = (props: P) => unknown;
 
@@ -267,6 +361,14 @@ export interface DashboardPages {
   ConversationsPanel: PageComponent<ConversationsPanelProps>;
   HealthPanel: PageComponent<HealthPanelProps>;
   EndpointsPanel: PageComponent<EndpointsPanelProps>;
+  InstancePage: PageComponent<InstancePageProps>;
+  ProfilePanel: PageComponent<ProfilePanelProps>;
+  BlocklistPanel: PageComponent<ProfilePanelProps>;
+  WebhookPanel: PageComponent<WebhookPanelProps>;
+  InstancesPage: PageComponent<OrgPageProps>;
+  KeysPage: PageComponent<OrgPageProps>;
+  UsersPage: PageComponent<OrgPageProps>;
+  UsagePage: PageComponent<Record<string, never>>;
 }
 
 /**
@@ -301,6 +403,13 @@ export function dashboardPages(): Promise<DashboardPages> {
           "export { ConversationsPanel } from './web/src/pages/conversations.tsx';",
           "export { HealthPanel } from './web/src/pages/health.tsx';",
           "export { EndpointsPanel } from './web/src/pages/endpoints.tsx';",
+          "export { InstancePage } from './web/src/pages/instance.tsx';",
+          "export { BlocklistPanel, ProfilePanel } from './web/src/pages/profile.tsx';",
+          "export { WebhookPanel } from './web/src/pages/webhook.tsx';",
+          "export { InstancesPage } from './web/src/pages/instances.tsx';",
+          "export { KeysPage } from './web/src/pages/keys.tsx';",
+          "export { UsersPage } from './web/src/pages/users.tsx';",
+          "export { UsagePage } from './web/src/pages/usage.tsx';",
         ].join('\n'),
         resolveDir: ROOT,
         sourcefile: 'dashboard-pages.ts',
@@ -386,4 +495,90 @@ export function holdRequests(): { requests: HeldRequest[]; restore: () => void }
 /** Waits until every microtask queued so far, and those they queue, has run: an answered read has been applied. */
 export function settle(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
+}
+
+/** What a page test works with: see {@link pageHarness}. */
+export interface PageHarness {
+  /** The bundle (set before the first test runs). */
+  readonly pages: DashboardPages;
+  /** The element the test renders into, new for each test. */
+  readonly root: FakeElement;
+  /** The requests the pages made in this test, in order. */
+  readonly requests: HeldRequest[];
+  /** The live streams the pages opened in this test, in order. */
+  readonly sources: FakeEventSource[];
+  /** Runs `step` (a render, an action, an answer), lets the page apply what follows, and renders. */
+  act(step: () => void): Promise<void>;
+  /** Renders `element` into the root, as {@link act} does. */
+  show(element: PageElement): Promise<void>;
+  /** The request number `index`. @throws AssertionError when fewer were made. */
+  request(index: number): HeldRequest;
+  /** The requests whose URL (with its query) contains `part`, in order. */
+  made(part: string): HeldRequest[];
+  /** The texts of the alerts (errors) shown. */
+  alerts(): string[];
+}
+
+/**
+ * Registers, in the `describe` it is called in, the hooks of a page test: the bundle read once, and for each test a
+ * new document, held `fetch` and `EventSource`, all put back (and the page unmounted) after it. → the harness, whose
+ * fields are those of the running test.
+ */
+export function pageHarness(): PageHarness {
+  let pages: DashboardPages | undefined;
+  let state: { root: FakeElement; requests: HeldRequest[]; sources: FakeEventSource[] } | undefined;
+  let cleanUp: () => void = () => undefined;
+  const current = () => {
+    if (pages === undefined || state === undefined) throw new Error('the page harness runs inside a test');
+    return { pages, ...state };
+  };
+  before(async () => {
+    pages = await dashboardPages();
+  });
+  beforeEach(() => {
+    const dom = installDocument();
+    const held = holdRequests();
+    const streams = installEventSources();
+    const root = dom.document.createElement('div');
+    state = { root, requests: held.requests, sources: streams.sources };
+    cleanUp = () => {
+      pages?.render(null, root);
+      streams.restore();
+      held.restore();
+      dom.restore();
+    };
+  });
+  afterEach(() => cleanUp());
+  const act = (step: () => void) =>
+    current().pages.act(async () => {
+      step();
+      await settle();
+    });
+  return {
+    get pages() {
+      return current().pages;
+    },
+    get root() {
+      return current().root;
+    },
+    get requests() {
+      return current().requests;
+    },
+    get sources() {
+      return current().sources;
+    },
+    act,
+    show: (element) => act(() => current().pages.render(element, current().root)),
+    request: (index) => {
+      const { requests } = current();
+      const held = requests[index];
+      assert.ok(held, `request ${index} was made (${requests.length} were)`);
+      return held;
+    },
+    made: (part) => current().requests.filter((r) => r.url.includes(part)),
+    alerts: () =>
+      current()
+        .root.all((e) => e.getAttribute('role') === 'alert')
+        .map((e) => e.textContent),
+  };
 }

@@ -109,9 +109,11 @@ export function useAction() {
 
 /**
  * Orders overlapping reads of one thing (a list read again on a pushed event while the reader changes its filter or
- * page): `begin()` starts a read and returns `latest()`, true while no read of the same hook began after it. A read
- * applies its answer, or shows its error, only while `latest()` holds, so an older read that answers last never
- * replaces what a newer one showed (docs/dashboard.md "Live updates").
+ * page, or picks another instance): `begin()` starts a read and returns `latest()`, true while no read of the same
+ * hook began after it. A read applies its answer, or shows its error, only while `latest()` holds, so an older read
+ * that answers last never replaces what a newer one showed (docs/dashboard.md "Live updates"). An action whose answer
+ * is shown (a connect's status, a block's list) begins as a read does. A value the server pushes in full (the live
+ * stream's `status`) calls `begin()` and shows itself at once: it is newer than every read started before it.
  */
 export function useLatestRead(): () => () => boolean {
   const last = useRef(0);

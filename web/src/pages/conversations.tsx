@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { api } from '../api.ts';
 import { Badge, messageOf, Notice, Section, Time, useAction, useLatestRead } from '../ui.tsx';
 
@@ -52,7 +52,7 @@ const PAGE = 30;
  * counts; a chat's messages, oldest at the top, with media previews read through the dashboard's copy of the
  * download route and each sent message's state (Sent → Delivered → Read); **Older messages** pages back; and for a
  * member a reply box that sends through the same service as `POST /v1/messages/send`. Read again whenever `version`
- * changes (the server pushed an event).
+ * changes (the server pushed an event); for another instance (`id`) no chat is open.
  */
 export function ConversationsPanel(props: { id: string; canManage: boolean; version: number }) {
   const base = `/instances/${props.id}`;
@@ -104,7 +104,20 @@ export function ConversationsPanel(props: { id: string; canManage: boolean; vers
     setMessages(all.reverse());
     setOlder(cursor);
   };
+  const shownId = useRef(props.id);
   useEffect(() => {
+    if (shownId.current !== props.id) {
+      // Another instance: its chats replace the previous one's, and no chat of the previous one stays open (nor is
+      // its read on the way shown).
+      shownId.current = props.id;
+      beginMessagesRead();
+      setChats([]);
+      setOpen(null);
+      setMessages([]);
+      setOlder(null);
+      setPages(1);
+      setLoadError(null);
+    }
     void loadChats();
   }, [props.id, props.version]);
   useEffect(() => {
@@ -112,6 +125,11 @@ export function ConversationsPanel(props: { id: string; canManage: boolean; vers
   }, [open?.jid, pages, props.version]);
 
   const choose = (chat: Chat) => {
+    if (chat.jid !== open?.jid) {
+      // Until the chat's messages answer, none of the previous chat's are shown under its name.
+      setMessages([]);
+      setOlder(null);
+    }
     setPages(1);
     setOpen(chat);
   };

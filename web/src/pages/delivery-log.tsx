@@ -88,8 +88,8 @@ export function toneOf(delivery: Delivery): Tone {
  * **Newer**), every attempt in words, and for a member a **Redeliver** button per event plus a bulk redelivery of
  * the ticked events. `path` is the log's dashboard API path (`/instances/<id>/deliveries`, an endpoint's
  * `/instances/<id>/endpoints/<endpointId>/deliveries`); redelivery posts to `<path>/<eventId>/redeliver`. The page
- * shown is read again whenever `version` changes (the server pushed a delivery change). Rows carry
- * `data-<attribute>` = the event id.
+ * shown is read again whenever `version` changes (the server pushed a delivery change); another `path` is read from
+ * its first page, with no filter and nothing ticked. Rows carry `data-<attribute>` = the event id.
  */
 export function DeliveryLog(props: {
   path: string;
@@ -135,7 +135,25 @@ export function DeliveryLog(props: {
   const current = useRef(load);
   current.current = load;
   const reload = () => current.current();
+  const shownPath = useRef(props.path);
   useEffect(() => {
+    if (shownPath.current !== props.path) {
+      // Another log (another instance's, another endpoint's): nothing of the previous one stays, its reads on their
+      // way are not shown, and it is read from its first page, unfiltered (a cursor is one log's own).
+      shownPath.current = props.path;
+      beginRead();
+      setDeliveries([]);
+      setNext(null);
+      setSelected([]);
+      setLoadError(null);
+      if (status !== '' || type !== '' || cursors.length > 0) {
+        // This effect runs again once they are cleared, and reads then.
+        setStatus('');
+        setType('');
+        setCursors([]);
+        return;
+      }
+    }
     void load();
   }, [props.path, props.version, status, type, cursor]);
   const filter = (set: (value: string) => void) => (value: string) => {

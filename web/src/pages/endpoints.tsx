@@ -72,7 +72,13 @@ export function EndpointsPanel(props: { id: string; canManage: boolean; version:
       });
   };
   useEffect(() => {
+    // Another instance: none of the previous one's endpoints (whose buttons would act on this one) nor the secret
+    // just shown for one of them stays while this one's are read.
     setOpen(null);
+    setEndpoints([]);
+    setSecret(null);
+    setCopied(null);
+    setLoadError(null);
   }, [props.id]);
   // Also on each pushed delivery change: a 410 Gone may have disabled an endpoint meanwhile.
   useEffect(() => {

@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { api } from '../api.ts';
 import { messageOf, Notice, ScrollBox, Section, Time, useLatestRead } from '../ui.tsx';
 
@@ -24,7 +24,8 @@ const PAGE_SIZE = 25;
 /**
  * The event log of an instance (docs/decisions/0030-event-log.md): every recorded event in sequence order, webhook or
  * not, filtered by type and read from a sequence, a page at a time (the page's `next` reads on). Reloaded when the
- * server says an event was recorded (`version` counts those pushes) while the first page is shown.
+ * server says an event was recorded (`version` counts those pushes) while the first page is shown; for another
+ * instance (`id`), read from its first page with no filter.
  */
 export function EventLogPanel(props: { id: string; version: number }) {
   const base = `/instances/${props.id}`;
@@ -34,6 +35,7 @@ export function EventLogPanel(props: { id: string; version: number }) {
   const [after, setAfter] = useState(0);
   const [page, setPage] = useState<EventsPage | null>(null);
   const [error, setError] = useState<string | null>(null);
+  const [configError, setConfigError] = useState<string | null>(null);
 
   // Reads overlap (a reload pushed by a new event while the reader applies a filter or turns a page): only the latest
   // started one is shown, so the entries always match the filter applied.
@@ -54,12 +56,33 @@ export function EventLogPanel(props: { id: string; version: number }) {
       });
   };
 
+  // The event types offered come from the instance's webhook settings, read again for another instance: the previous
+  // instance's read, answering or failing later, is not shown.
+  const beginConfigRead = useLatestRead();
   useEffect(() => {
+    const latest = beginConfigRead();
+    setConfigError(null);
     api<{ eventTypes?: string[] }>('GET', `${base}/webhook`)
-      .then((config) => setEventTypes(config.eventTypes ?? []))
-      .catch((e) => setError(messageOf(e)));
+      .then((config) => {
+        if (latest()) setEventTypes(config.eventTypes ?? []);
+      })
+      .catch((e) => {
+        if (latest()) setConfigError(messageOf(e));
+      });
   }, [base]);
+  const shownBase = useRef(base);
   useEffect(() => {
+    if (shownBase.current !== base) {
+      // Another instance: its log is read from its first page, unfiltered; nothing of the previous one stays.
+      shownBase.current = base;
+      setTypes([]);
+      setFrom(0);
+      setAfter(0);
+      setPage(null);
+      setError(null);
+      void load(0, []);
+      return;
+    }
     // New events show by themselves on the page that starts where the reader chose; later pages stay as read.
     if (after === from) void load(from, types);
   }, [base, props.version]);
@@ -101,7 +124,7 @@ export function EventLogPanel(props: { id: string; version: number }) {
           <button type="submit">Show</button>
         </div>
       </form>
-      <Notice error={error} />
+      <Notice error={error ?? configError} />
       <ScrollBox label="Event log, table">
         <table>
           <caption class="visually-hidden">Recorded events, oldest first</caption>

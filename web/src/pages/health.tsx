@@ -98,7 +98,8 @@ const ms = (value: number | null) => (value === null ? '—' : `${value} ms`);
 /**
  * Health over time (docs/dashboard.md#health): for one instance (`instanceId`) or the whole organization, charts of
  * messages sent and received, webhook attempts and failures, attempt latency (p50 and p99), and each session's state,
- * over the last hour, day or week, with the window's totals in words. Read again when `version` changes.
+ * over the last hour, day or week, with the window's totals in words. Read again when `version` changes; for another
+ * instance, nothing is shown until it is read.
  */
 export function HealthPanel(props: {
   instanceId?: string;
@@ -112,7 +113,14 @@ export function HealthPanel(props: {
   // Reads overlap (a push, or another period picked, while a read is on its way): only the latest started one is
   // shown, so the charts and totals are always those of the period and instance shown.
   const beginRead = useLatestRead();
+  const shownPath = useRef(path);
   useEffect(() => {
+    if (shownPath.current !== path) {
+      // Another instance: its charts replace the previous one's once read, and none of the previous one's show meanwhile.
+      shownPath.current = path;
+      setReport(null);
+      setError(null);
+    }
     const latest = beginRead();
     api<Report>('GET', `${path}?range=${range}`)
       .then((value) => {

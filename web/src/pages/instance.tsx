@@ -1,6 +1,16 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type InstanceSummary, type Me, statusText, statusTone } from '../api.ts';
-import { Badge, ConfirmButton, messageOf, Notice, Section, Time, useAction, when } from '../ui.tsx';
+import {
+  Badge,
+  ConfirmButton,
+  messageOf,
+  Notice,
+  Section,
+  Time,
+  useAction,
+  useLatestRead,
+  when,
+} from '../ui.tsx';
 import { ConversationsPanel } from './conversations.tsx';
 import { EndpointsPanel } from './endpoints.tsx';
 import { EventLogPanel } from './event-log.tsx';
@@ -23,31 +33,55 @@ interface Qr {
  */
 export function InstancePage(props: { me: Me; id: string }) {
   const { id } = props;
-  const [instance, setInstance] = useState<InstanceSummary | null>(null);
+  // The summary shown, with the route's id it was read or pushed for (the server also answers an id in capitals).
+  const [shown, setShown] = useState<{ id: string; instance: InstanceSummary } | null>(null);
+  const setInstance = (value: InstanceSummary) => setShown({ id, instance: value });
   const [qr, setQr] = useState<Qr | null>(null);
   const [deliveriesVersion, setDeliveriesVersion] = useState(0);
-  const [loadError, setLoadError] = useState<string | null>(null);
+  const [loadError, setLoadError] = useState<{ id: string; message: string } | null>(null);
   const [live, setLive] = useState(false);
   const action = useAction();
   const canManage = props.me.user.role !== 'viewer';
+  // The read, the actions' answers and the pushed statuses share one order: a pushed status counts as a read that
+  // answered at once, so a read or an action started before it and answering later does not replace it, nor does
+  // anything read for the instance shown before (docs/dashboard.md "Live updates").
+  const beginRead = useLatestRead();
 
   useEffect(() => {
+    // Another instance: nothing of the previous one stays on show, its QR code included.
+    setQr(null);
+    setLive(false);
+    const latest = beginRead();
     api<InstanceSummary>('GET', `/instances/${id}`)
-      .then(setInstance)
-      .catch((e) => setLoadError(messageOf(e)));
+      .then((value) => {
+        if (latest()) setInstance(value);
+      })
+      .catch((e) => {
+        if (latest()) setLoadError({ id, message: messageOf(e) });
+      });
     const source = new EventSource(`/dashboard/api/instances/${id}/events`);
     source.onopen = () => setLive(true);
     source.onerror = () => setLive(false);
-    source.addEventListener('status', (e) => setInstance(JSON.parse((e as MessageEvent<string>).data)));
+    source.addEventListener('status', (e) => {
+      beginRead();
+      setInstance(JSON.parse((e as MessageEvent<string>).data));
+      setLoadError(null);
+    });
     source.addEventListener('qr', (e) => setQr(JSON.parse((e as MessageEvent<string>).data)));
     source.addEventListener('deliveries', () => setDeliveriesVersion((v) => v + 1));
     return () => source.close();
   }, [id]);
 
-  if (loadError) return <Notice error={loadError} />;
+  if (loadError?.id === id) return <Notice error={loadError.message} />;
+  // Until this instance is read (or pushed), the previous instance's summary is not this page's.
+  const instance = shown?.id === id ? shown.instance : null;
   if (!instance) return <p class="loading">Loading…</p>;
   const call = (path: string, done: string) =>
-    action.run(async () => setInstance(await api<InstanceSummary>('POST', `/instances/${id}/${path}`)), done);
+    action.run(async () => {
+      const latest = beginRead();
+      const value = await api<InstanceSummary>('POST', `/instances/${id}/${path}`);
+      if (latest()) setInstance(value);
+    }, done);
 
   return (
     <>

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type InstanceSummary, type Me, statusText, statusTone } from '../api.ts';
-import { Badge, messageOf, Notice, ScrollBox, Section, Time, useAction } from '../ui.tsx';
+import { Badge, messageOf, Notice, ScrollBox, Section, Time, useAction, useLatestRead } from '../ui.tsx';
 import { HealthPanel } from './health.tsx';
 
 /**
@@ -15,16 +15,25 @@ export function InstancesPage(props: { me: Me }) {
   const [env, setEnv] = useState<'test' | 'live'>('test');
   const create = useAction();
   const canManage = props.me.user.role !== 'viewer';
-  const load = () =>
-    api<{ instances: InstanceSummary[]; lastEvents?: Record<string, { type: string; at: string }> }>(
+  // The list is read when the page opens and again after a creation: only the latest started read is shown, so a
+  // slow first read answering last never hides the instance just created.
+  const beginRead = useLatestRead();
+  const load = () => {
+    const latest = beginRead();
+    return api<{ instances: InstanceSummary[]; lastEvents?: Record<string, { type: string; at: string }> }>(
       'GET',
       '/instances',
     )
       .then((data) => {
+        if (!latest()) return;
         setInstances(data.instances);
         setLastEvents(data.lastEvents ?? {});
+        setLoadError(null);
       })
-      .catch((e) => setLoadError(messageOf(e)));
+      .catch((e) => {
+        if (latest()) setLoadError(messageOf(e));
+      });
+  };
   useEffect(() => {
     void load();
   }, []);

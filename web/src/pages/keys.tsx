@@ -1,6 +1,16 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type InstanceSummary, type Me } from '../api.ts';
-import { Badge, ConfirmButton, messageOf, Notice, ScrollBox, Section, Time, useAction } from '../ui.tsx';
+import {
+  Badge,
+  ConfirmButton,
+  messageOf,
+  Notice,
+  ScrollBox,
+  Section,
+  Time,
+  useAction,
+  useLatestRead,
+} from '../ui.tsx';
 
 /**
  * The scopes a key may carry (src/domain/scope.ts); `chat:*` does not include `instances:manage`, and is a choice of
@@ -58,11 +68,25 @@ export function KeysPage(props: { me: Me }) {
   const canManage = props.me.user.role !== 'viewer';
   const owner = props.me.user.role === 'owner';
   const offered = owner ? SCOPES : SCOPES.filter((scope) => !OWNER_ONLY_SCOPES.includes(scope));
-  const load = () =>
-    Promise.all([
-      api<{ keys: Key[] }>('GET', '/keys').then((d) => setKeys(d.keys)),
-      api<{ instances: InstanceSummary[] }>('GET', '/instances').then((d) => setInstances(d.instances)),
-    ]).catch((e) => setError(messageOf(e)));
+  // The keys are read when the page opens and again after each creation or revocation: only the latest started read
+  // is shown, so a slow earlier read answering last never hides a new key nor shows a revoked one as active.
+  const beginRead = useLatestRead();
+  const load = () => {
+    const latest = beginRead();
+    return Promise.all([
+      api<{ keys: Key[] }>('GET', '/keys'),
+      api<{ instances: InstanceSummary[] }>('GET', '/instances'),
+    ])
+      .then(([k, i]) => {
+        if (!latest()) return;
+        setKeys(k.keys);
+        setInstances(i.instances);
+        setError(null);
+      })
+      .catch((e) => {
+        if (latest()) setError(messageOf(e));
+      });
+  };
   useEffect(() => {
     void load();
   }, []);

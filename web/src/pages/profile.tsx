@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api.ts';
-import { messageOf, Notice, Section, useAction } from '../ui.tsx';
+import { messageOf, Notice, Section, useAction, useLatestRead } from '../ui.tsx';
 
 /** The account's profile as the dashboard API answers it (docs/api.md#profile). */
 interface Profile {
@@ -37,18 +37,27 @@ export function ProfilePanel(props: { id: string; canManage: boolean }) {
     setName(value.name);
     setAbout(value.about);
   };
+  // Read again for another instance: until its profile answers nothing of the previous one is shown (nor saved here),
+  // and the previous instance's read, answering or failing later, is not shown.
+  const beginRead = useLatestRead();
   useEffect(() => {
+    const latest = beginRead();
+    setProfile(null);
+    setLoadError(null);
+    setPicture(null);
     api<Profile>('GET', base)
       .then((value) => {
-        shown(value);
-        setLoadError(null);
+        if (latest()) shown(value);
       })
-      .catch((e) => setLoadError(messageOf(e)));
+      .catch((e) => {
+        if (latest()) setLoadError(messageOf(e));
+      });
   }, [props.id]);
 
   const save = async (event: Event) => {
     event.preventDefault();
     if (!profile) return;
+    const latest = beginRead();
     const changed = await action.run(async () => {
       const body: Record<string, string> = {};
       if (name !== profile.name) body.name = name;
@@ -58,7 +67,7 @@ export function ProfilePanel(props: { id: string; canManage: boolean }) {
         throw new Error('Nothing to save: change the name, the about text or the picture');
       return api<Profile>('PUT', base, body);
     }, 'Profile saved');
-    if (changed) {
+    if (changed && latest()) {
       shown(changed);
       setPicture(null);
     }
@@ -139,22 +148,33 @@ export function BlocklistPanel(props: { id: string; canManage: boolean }) {
   const [loadError, setLoadError] = useState<string | null>(null);
   const [phone, setPhone] = useState('');
   const action = useAction();
+  // The list a block or an unblock answers is newer than a read started before it; another instance's list replaces
+  // the previous one's, whose read, answering or failing later, is not shown.
+  const beginRead = useLatestRead();
   useEffect(() => {
+    const latest = beginRead();
+    setPhones(null);
+    setLoadError(null);
     api<{ phones: string[] }>('GET', `${base}/blocklist`)
       .then((data) => {
-        setPhones(data.phones);
-        setLoadError(null);
+        if (latest()) setPhones(data.phones);
       })
-      .catch((e) => setLoadError(messageOf(e)));
+      .catch((e) => {
+        if (latest()) setLoadError(messageOf(e));
+      });
   }, [props.id]);
 
   const change = async (verb: 'block' | 'unblock', number: string) => {
     const done = verb === 'block' ? `Blocked ${number}` : `Unblocked ${number}`;
+    const latest = beginRead();
     const data = await action.run(
       () => api<{ phones: string[] }>('POST', `${base}/${verb}`, { phone: number }),
       done,
     );
-    if (data) setPhones(data.phones);
+    if (data && latest()) {
+      setPhones(data.phones);
+      setLoadError(null);
+    }
     return data;
   };
   const block = async (event: Event) => {

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, duration } from '../api.ts';
-import { messageOf, Notice } from '../ui.tsx';
+import { messageOf, Notice, useLatestRead } from '../ui.tsx';
 
 interface Window {
   name: 'minute' | 'day';
@@ -20,10 +20,21 @@ interface Usage {
 export function UsagePage() {
   const [usage, setUsage] = useState<Usage | null>(null);
   const [error, setError] = useState<string | null>(null);
-  const load = () =>
-    api<Usage>('GET', '/usage')
-      .then(setUsage)
-      .catch((e) => setError(messageOf(e)));
+  // Refresh may be pressed while a read is on its way: only the latest started read is shown, so the counts never go
+  // back to an older read's, nor does its error show over them.
+  const beginRead = useLatestRead();
+  const load = () => {
+    const latest = beginRead();
+    return api<Usage>('GET', '/usage')
+      .then((value) => {
+        if (!latest()) return;
+        setUsage(value);
+        setError(null);
+      })
+      .catch((e) => {
+        if (latest()) setError(messageOf(e));
+      });
+  };
   useEffect(() => {
     void load();
   }, []);

@@ -1,6 +1,15 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type Me } from '../api.ts';
-import { ConfirmButton, messageOf, Notice, ScrollBox, Section, Time, useAction } from '../ui.tsx';
+import {
+  ConfirmButton,
+  messageOf,
+  Notice,
+  ScrollBox,
+  Section,
+  Time,
+  useAction,
+  useLatestRead,
+} from '../ui.tsx';
 
 interface User {
   id: string;
@@ -18,10 +27,21 @@ export function UsersPage(props: { me: Me }) {
   const [role, setRole] = useState<User['role']>('member');
   const [password, setPassword] = useState<string | null>(null);
   const action = useAction();
-  const load = () =>
-    api<{ users: User[] }>('GET', '/users')
-      .then((d) => setUsers(d.users))
-      .catch((e) => setError(messageOf(e)));
+  // The users are read when the page opens and again after each change: only the latest started read is shown, so a
+  // slow earlier read answering last never hides a user just added, brings back a removed one or an earlier role.
+  const beginRead = useLatestRead();
+  const load = () => {
+    const latest = beginRead();
+    return api<{ users: User[] }>('GET', '/users')
+      .then((d) => {
+        if (!latest()) return;
+        setUsers(d.users);
+        setError(null);
+      })
+      .catch((e) => {
+        if (latest()) setError(messageOf(e));
+      });
+  };
   useEffect(() => {
     void load();
   }, []);

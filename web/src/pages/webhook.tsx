@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api.ts';
-import { messageOf, Notice, Section, useAction } from '../ui.tsx';
+import { messageOf, Notice, Section, useAction, useLatestRead } from '../ui.tsx';
 import { DeliveryLog } from './delivery-log.tsx';
 
 /** The types offered when the server does not list them (an older server): the four of the default subscription. */
@@ -27,14 +27,29 @@ export function WebhookPanel(props: { id: string; canManage: boolean; version: n
   const [hmacKey, setHmacKey] = useState('');
   const [logError, setLogError] = useState<string | null>(null);
   const action = useAction();
-  const loadConfig = async () => {
+  // Reads overlap (the first read still on its way when an action reads again, another instance picked): only the
+  // latest started one is shown, so the form never holds the settings of an earlier read or another instance.
+  const beginRead = useLatestRead();
+  const readConfig = async (latest: () => boolean) => {
     const value = await api<Config>('GET', `${base}/webhook`);
+    if (!latest()) return;
     setConfig(value);
     setUrl(value.webhook);
     setSubscribe(value.subscribe);
+    setLogError(null);
   };
+  const loadConfig = () => readConfig(beginRead());
   useEffect(() => {
-    void loadConfig().catch((e) => setLogError(messageOf(e)));
+    // Another instance: nothing of the previous one's settings stays in the form while this one's are read.
+    setConfig(null);
+    setUrl('');
+    setSubscribe([]);
+    setHmacKey('');
+    setLogError(null);
+    const latest = beginRead();
+    void readConfig(latest).catch((e) => {
+      if (latest()) setLogError(messageOf(e));
+    });
   }, [props.id]);
 
   const submit = (handler: () => Promise<unknown>) => (event: Event) => {
