@@ -97,6 +97,11 @@ export class FakeSocket implements SocketLike {
   loggedOut = false;
   /** What to answer to a relayed message: an `<ack>` with these attrs (undefined = no ack). */
   ackAttrs: Record<string, string> | undefined = {};
+  /**
+   * The ack comes before `relayMessage` returns (as when Baileys commits its Signal keys to a slow store after
+   * writing the stanza) rather than just after.
+   */
+  ackBeforeReturn = false;
   usyncAnswer: BinaryNode | undefined;
   usyncError: Error | undefined;
   groups = new Map<string, GroupMetadata>();
@@ -169,8 +174,11 @@ export class FakeSocket implements SocketLike {
       ...(opts.statusJidList ? { statusJidList: opts.statusJidList } : {}),
     });
     const attrs = this.ackAttrs;
-    if (attrs)
-      setImmediate(() => this.frame({ tag: 'ack', attrs: { class: 'message', id: messageId, ...attrs } }));
+    if (attrs) {
+      const ack = () => this.frame({ tag: 'ack', attrs: { class: 'message', id: messageId, ...attrs } });
+      if (this.ackBeforeReturn) ack();
+      else setImmediate(ack);
+    }
     return messageId;
   };
   waUploadToServer = async () => ({

@@ -176,6 +176,26 @@ describe('live session over a fake socket: what it configures, sends, reads and 
     });
   });
 
+  it('an ack that comes before the relay returns confirms it, and the connection is kept', async () => {
+    const { session, rc, sock } = await setup();
+    await session.connect();
+    // Baileys writes the stanza, then commits its Signal keys to the store: the ack can come meanwhile. Before, the
+    // ack wait's timer was armed after it anyway and ended the connection as lost once it ran out.
+    sock().ackBeforeReturn = true;
+    const sent = await session.send({
+      to: PEER,
+      content: { kind: 'text', text: 'early', linkPreview: false },
+    });
+    assert.equal(ofType(rc.events, 'message').at(-1)?.message.id, sent.id, 'recorded as sent');
+    // A relay with no ack, armed after the first: its timer runs out after the first's would have.
+    sock().ackAttrs = undefined;
+    await assert.rejects(
+      session.send({ to: PEER, content: { kind: 'text', text: 'no ack', linkPreview: false } }),
+      (error: unknown) => error instanceof UnconfirmedRelayError,
+    );
+    assert.equal(sock().ended, 1, 'only the relay with no ack ended the connection');
+  });
+
   it('reacts with the own key for `me:` ids and marks read (group receipts need the sender)', async () => {
     const { session, sock, rc } = await setup();
     await session.connect();
