@@ -102,6 +102,8 @@ export class FakeSocket implements SocketLike {
    * writing the stanza) rather than just after.
    */
   ackBeforeReturn = false;
+  /** How many times the WebSocket under the socket was destroyed without a closing handshake (`ws` `terminate`). */
+  terminated = 0;
   usyncAnswer: BinaryNode | undefined;
   usyncError: Error | undefined;
   groups = new Map<string, GroupMetadata>();
@@ -127,6 +129,12 @@ export class FakeSocket implements SocketLike {
   ws = {
     on: (event: string, listener: (node: BinaryNode) => void) => this.frames.on(event, listener),
     off: (event: string, listener: (node: BinaryNode) => void) => this.frames.off(event, listener),
+    /** The `ws` WebSocket Baileys' client keeps in `socket`: only its `terminate`. */
+    socket: {
+      terminate: () => {
+        this.terminated += 1;
+      },
+    },
   };
   get user(): Contact | undefined {
     return this.config.auth.creds.me;

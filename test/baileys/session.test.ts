@@ -163,6 +163,7 @@ describe('live session over a fake socket: what it configures, sends, reads and 
       },
     );
     assert.equal(sock().ended, ended + 1, 'the silent connection is ended as lost');
+    assert.equal(sock().terminated, 1, 'at once: its WebSocket destroyed, with no closing handshake');
     assert.equal(ofType(rc.events, 'message').length, recorded, 'nothing recorded for the unconfirmed relay');
     // A socket that closes while the ack is awaited ends the wait at once, also an unknown outcome.
     const relayed = sock().relayed.length;

@@ -1,7 +1,7 @@
 import type { BinaryNode, ConnectionState } from 'baileys';
 import { type EngineSessionContext, UnconfirmedRelayError } from '../engine.ts';
 import { connectionLost } from './errors.ts';
-import type { SocketLike } from './socket.ts';
+import { dropSocket, type SocketLike } from './socket.ts';
 
 /**
  * What runs when each socket closes, for the relays waiting for an ack on it ({@link whenClosed}): one
@@ -52,8 +52,8 @@ export interface AckWait {
  * before relaying, arm once the relay returned. A missing ack is never a success: the message may not have reached
  * the platform (docs/decisions/0009-sends-as-jobs.md). The wait fails with {@link UnconfirmedRelayError} when the
  * socket closes before the ack, or when none arrived within the armed time: a connection silent that long is taken
- * for dead (nothing arrives, nothing closes) and ended as lost, Baileys' 408 as its keep-alive ends one, so the
- * reconnect starts now rather than at the keep-alive's next check.
+ * for dead (nothing arrives, nothing closes) and dropped at once ({@link dropSocket}, Baileys' 408 as its keep-alive
+ * ends one), so the reconnect starts now rather than at the keep-alive's next check or after a closing handshake.
  */
 export function waitForAck(sock: SocketLike, id: string, logger: EngineSessionContext['logger']): AckWait {
   let over = false;
@@ -84,11 +84,13 @@ export function waitForAck(sock: SocketLike, id: string, logger: EngineSessionCo
   const judge = (timeoutMs: number) => {
     if (over) return;
     const seconds = timeoutMs / 1000;
-    logger.warn({ id, timeoutMs }, 'no ack for a relayed message: ending the connection as lost');
+    logger.warn({ id, timeoutMs }, 'no ack for a relayed message: dropping the connection as lost');
     fail(`no ack within ${seconds} s; the connection is renewed`);
-    sock.end(connectionLost(`no ack for message ${id} within ${seconds} s`)).catch((error: unknown) => {
-      logger.debug({ err: error }, 'ending the connection failed');
-    });
+    dropSocket(sock, connectionLost(`no ack for message ${id} within ${seconds} s`)).catch(
+      (error: unknown) => {
+        logger.debug({ err: error }, 'ending the connection failed');
+      },
+    );
   };
   const arm = (timeoutMs: number) => {
     if (over) return;

@@ -31,7 +31,7 @@ export interface OperationDeps {
   recent: BoundedCache;
   /**
    * How long a relay waits for the server's ack once the stanza is written, ms (a 463/429 nack arrives there); past
-   * it the connection is ended as lost and the relay raises `UnconfirmedRelayError` (engine.ts, ack-wait.ts).
+   * it the connection is dropped as lost and the relay raises `UnconfirmedRelayError` (engine.ts, ack-wait.ts).
    */
   ackTimeoutMs: number;
   linkPreview?: LinkPreviewFetcher;
@@ -113,7 +113,7 @@ export interface RelayOptions {
  * waits for the server's ack (bounded), turns a nack into its error, remembers the message for retries, and
  * records it as a `message` event with bounded retry (`deps.record`); the recorded chat stays the phone JID.
  * @throws UnconfirmedRelayError (504 `timeout`) when the platform did not acknowledge the message within
- *   `deps.ackTimeoutMs` ms after the relay (the socket is then ended as lost) or the socket closed first: the
+ *   `deps.ackTimeoutMs` ms after the relay (the socket is then dropped as lost) or the socket closed first: the
  *   message may or may not have reached the platform, and nothing is recorded;
  *   when the message could not be recorded even after retrying (docs/decisions/0024-engines-and-data-flow.md):
  *   UnrecordedSendError (its `cause` the recording's error) with `options.unrecordedError`, else the recording's
