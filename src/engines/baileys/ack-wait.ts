@@ -54,6 +54,9 @@ export interface AckWait {
  * socket closes before the ack, or when none arrived within the armed time: a connection silent that long is taken
  * for dead (nothing arrives, nothing closes) and dropped at once ({@link dropSocket}, Baileys' 408 as its keep-alive
  * ends one), so the reconnect starts now rather than at the keep-alive's next check or after a closing handshake.
+ * What already reached the socket is read before that judgement: when the timer comes due the wait lets the event
+ * loop read its sockets once (Node runs due timers before it polls, so a process busy past the wait finds its
+ * timer due with the ack unread), and an ack read then counts (docs/decisions/0025-live-engine.md).
  */
 export function waitForAck(sock: SocketLike, id: string, logger: EngineSessionContext['logger']): AckWait {
   let over = false;
@@ -94,7 +97,8 @@ export function waitForAck(sock: SocketLike, id: string, logger: EngineSessionCo
   };
   const arm = (timeoutMs: number) => {
     if (over) return;
-    timer = setTimeout(() => judge(timeoutMs), timeoutMs);
+    // The timer's callback runs before the poll phase of its loop turn; setImmediate runs after it.
+    timer = setTimeout(() => setImmediate(() => judge(timeoutMs)), timeoutMs);
   };
   return { done, arm, cancel: () => stop() };
 }
