@@ -3,7 +3,8 @@
  * `GET /control/connections` (`DELETE` to clear) lists the connection attempts the simulator saw since it
  * started (server/attempts.ts). Socket faults (`drop`, `stream-error`, `silence`, `lose-acks`: the client's acks and
  * receipts of the messages sent on the socket never arrive, so a later drop puts them back to the offline queue;
- * `withhold-acks`: the messages the client sends are taken and delivered but never acked) act
+ * `withhold-acks`: the messages the client sends are taken and delivered but never acked; `slow-acks`: acked `ms`
+ * milliseconds late) act
  * on the open connections of the account's companions and answer 409 when none is open; account faults (`nack`,
  * `reachout-lock`, `block`, `unblock`) are kept with the account (model/restrictions.ts) and in the state file.
  */
@@ -23,6 +24,7 @@ const Fault = Type.Object(
       Type.Literal('silence'),
       Type.Literal('lose-acks'),
       Type.Literal('withhold-acks'),
+      Type.Literal('slow-acks'),
       Type.Literal('nack'),
       Type.Literal('reachout-lock'),
       Type.Literal('block'),
@@ -31,6 +33,7 @@ const Fault = Type.Object(
     code: Type.Optional(Type.Integer({ minimum: 100, maximum: 999 })),
     count: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
     seconds: Type.Optional(Type.Integer({ minimum: 0, maximum: 31_536_000 })),
+    ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 600_000 })),
   },
   { additionalProperties: false },
 );
@@ -43,6 +46,7 @@ const FIELDS: Record<FaultBody['kind'], { allowed: string[]; required: string[] 
   silence: { allowed: [], required: [] },
   'lose-acks': { allowed: [], required: [] },
   'withhold-acks': { allowed: [], required: [] },
+  'slow-acks': { allowed: ['ms'], required: ['ms'] },
   nack: { allowed: ['code', 'count'], required: ['code'] },
   'reachout-lock': { allowed: ['seconds'], required: ['seconds'] },
   block: { allowed: ['code'], required: ['code'] },
@@ -51,7 +55,7 @@ const FIELDS: Record<FaultBody['kind'], { allowed: string[]; required: string[] 
 
 function checkFields(body: FaultBody): void {
   const { allowed, required } = FIELDS[body.kind];
-  for (const field of ['code', 'count', 'seconds'] as const) {
+  for (const field of ['code', 'count', 'seconds', 'ms'] as const) {
     const present = body[field] !== undefined;
     if (!present && required.includes(field))
       throw new ControlError(400, `${field}: is required for kind "${body.kind}"`);
@@ -77,6 +81,7 @@ function socketFault(ctx: SimContext, user: User, body: FaultBody): void {
       else if (body.kind === 'silence') socket.silenced = true;
       else if (body.kind === 'lose-acks') socket.acksLost = true;
       else if (body.kind === 'withhold-acks') socket.acksWithheld = true;
+      else if (body.kind === 'slow-acks') socket.ackDelayMs = body.ms ?? 0;
       else socket.streamError(body.code ?? 515);
     }
   }
@@ -120,20 +125,22 @@ export function registerFaultRoutes(app: FastifyInstance, ctx: SimContext): void
       body.kind === 'stream-error' ||
       body.kind === 'silence' ||
       body.kind === 'lose-acks' ||
-      body.kind === 'withhold-acks';
+      body.kind === 'withhold-acks' ||
+      body.kind === 'slow-acks';
     if (onSockets) {
       if (sockets === 0) throw new ControlError(409, `phone: account ${body.phone} has no open socket`);
       socketFault(ctx, user, body);
     } else {
       accountFault(user, body);
     }
-    const { phone, kind, code, count, seconds } = body;
+    const { phone, kind, code, count, seconds, ms } = body;
     return {
       phone,
       kind,
       ...(code !== undefined ? { code } : {}),
       ...(count !== undefined ? { count } : {}),
       ...(seconds !== undefined ? { seconds } : {}),
+      ...(ms !== undefined ? { ms } : {}),
       sockets,
     };
   });

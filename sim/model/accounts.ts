@@ -34,6 +34,11 @@ export interface DeviceSocket {
    * is lost on the way, so the client cannot tell whether the platform took its message.
    */
   acksWithheld: boolean;
+  /**
+   * How long the server waits before it acks each message the client sends on it, ms (0: at once): the message is
+   * taken and delivered at once, only its ack is slow; one due after the socket closed is never sent.
+   */
+  ackDelayMs: number;
   /** Sends one stanza (a no-op once closed). */
   send(node: BinaryNode): void;
   /**

@@ -73,6 +73,11 @@ export class Connection implements DeviceSocket {
    * /control/faults` kind `withhold-acks`): each message is taken and delivered, but the client never hears so.
    */
   acksWithheld = false;
+  /**
+   * How long the server waits before it acks each message the client sends on this connection, ms (`POST
+   * /control/faults` kind `slow-acks`); 0 acks at once. An ack due after the connection closed is never sent.
+   */
+  ackDelayMs = 0;
   private readonly reader = new FrameReader();
   private responder: NoiseResponder | undefined;
   private transport: TransportCipher | undefined;

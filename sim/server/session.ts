@@ -193,8 +193,13 @@ function loginSession(
             ack(connection, node, nack);
             return;
           }
-          // Taken and delivered either way; with `withhold-acks` the ack is lost on the way to the client.
-          if (!connection.acksWithheld) ack(connection, node);
+          // Taken and delivered either way; with `withhold-acks` the ack is lost on the way to the client, with
+          // `slow-acks` it leaves later (send is a no-op on a connection closed by then).
+          if (!connection.acksWithheld) {
+            const delayMs = connection.ackDelayMs;
+            if (delayMs > 0) setTimeout(() => ack(connection, node), delayMs).unref();
+            else ack(connection, node);
+          }
           ctx.events.emit('stanza', { user, device, connection, node } satisfies DeviceStanza);
           return;
         }

@@ -258,7 +258,7 @@ export class UnrecordedSendError extends Error {
 /**
  * Raised by an engine whose message was handed to the platform's connection but never confirmed: no ack arrived
  * within the engine's wait, or the connection closed first. Its outcome is not known: the platform may have taken it
- * (the ack was lost) or not (the connection was already dead). The engine ends that connection as lost, so its
+ * (the ack was lost) or not (the connection was already dead). The engine drops that connection as lost, so its
  * reconnect starts at once. The send queue leaves such a job `sending` for the hand-back after the next login, which
  * relays it again under the same id, which the recipient's phone shows once (docs/decisions/0009-sends-as-jobs.md);
  * the job is never marked `sent` or `failed` for it. The other calls that relay a message (reactions, edits,

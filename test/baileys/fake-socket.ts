@@ -97,6 +97,13 @@ export class FakeSocket implements SocketLike {
   loggedOut = false;
   /** What to answer to a relayed message: an `<ack>` with these attrs (undefined = no ack). */
   ackAttrs: Record<string, string> | undefined = {};
+  /**
+   * The ack comes before `relayMessage` returns (as when Baileys commits its Signal keys to a slow store after
+   * writing the stanza) rather than just after.
+   */
+  ackBeforeReturn = false;
+  /** How many times the WebSocket under the socket was destroyed without a closing handshake (`ws` `terminate`). */
+  terminated = 0;
   usyncAnswer: BinaryNode | undefined;
   usyncError: Error | undefined;
   groups = new Map<string, GroupMetadata>();
@@ -122,6 +129,12 @@ export class FakeSocket implements SocketLike {
   ws = {
     on: (event: string, listener: (node: BinaryNode) => void) => this.frames.on(event, listener),
     off: (event: string, listener: (node: BinaryNode) => void) => this.frames.off(event, listener),
+    /** The `ws` WebSocket Baileys' client keeps in `socket`: only its `terminate`. */
+    socket: {
+      terminate: () => {
+        this.terminated += 1;
+      },
+    },
   };
   get user(): Contact | undefined {
     return this.config.auth.creds.me;
@@ -169,8 +182,11 @@ export class FakeSocket implements SocketLike {
       ...(opts.statusJidList ? { statusJidList: opts.statusJidList } : {}),
     });
     const attrs = this.ackAttrs;
-    if (attrs)
-      setImmediate(() => this.frame({ tag: 'ack', attrs: { class: 'message', id: messageId, ...attrs } }));
+    if (attrs) {
+      const ack = () => this.frame({ tag: 'ack', attrs: { class: 'message', id: messageId, ...attrs } });
+      if (this.ackBeforeReturn) ack();
+      else setImmediate(ack);
+    }
     return messageId;
   };
   waUploadToServer = async () => ({

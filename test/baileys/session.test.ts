@@ -163,6 +163,7 @@ describe('live session over a fake socket: what it configures, sends, reads and 
       },
     );
     assert.equal(sock().ended, ended + 1, 'the silent connection is ended as lost');
+    assert.equal(sock().terminated, 1, 'at once: its WebSocket destroyed, with no closing handshake');
     assert.equal(ofType(rc.events, 'message').length, recorded, 'nothing recorded for the unconfirmed relay');
     // A socket that closes while the ack is awaited ends the wait at once, also an unknown outcome.
     const relayed = sock().relayed.length;
@@ -174,6 +175,26 @@ describe('live session over a fake socket: what it configures, sends, reads and 
       assert.match((error as Error).message, /the connection closed before the platform acknowledged it/);
       return true;
     });
+  });
+
+  it('an ack that comes before the relay returns confirms it, and the connection is kept', async () => {
+    const { session, rc, sock } = await setup();
+    await session.connect();
+    // Baileys writes the stanza, then commits its Signal keys to the store: the ack can come meanwhile. Before, the
+    // ack wait's timer was armed after it anyway and ended the connection as lost once it ran out.
+    sock().ackBeforeReturn = true;
+    const sent = await session.send({
+      to: PEER,
+      content: { kind: 'text', text: 'early', linkPreview: false },
+    });
+    assert.equal(ofType(rc.events, 'message').at(-1)?.message.id, sent.id, 'recorded as sent');
+    // A relay with no ack, armed after the first: its timer runs out after the first's would have.
+    sock().ackAttrs = undefined;
+    await assert.rejects(
+      session.send({ to: PEER, content: { kind: 'text', text: 'no ack', linkPreview: false } }),
+      (error: unknown) => error instanceof UnconfirmedRelayError,
+    );
+    assert.equal(sock().ended, 1, 'only the relay with no ack ended the connection');
   });
 
   it('reacts with the own key for `me:` ids and marks read (group receipts need the sender)', async () => {

@@ -105,8 +105,9 @@ for (const dialect of testDialects()) {
       await until('the warm-up shown', () =>
         shown(friend, account, 'warm-up').length > 0 ? true : undefined,
       );
-      // Its end then waits for a closing handshake the frozen peer never answers (30 s in the `ws` library) before
-      // the reconnect: the synchronous send is answered after that, well within its 60 s.
+      const before = await logins(account);
+      // The connection is dropped once the ack wait runs out, with no closing handshake: one waits for the peer's
+      // close frame, which a frozen peer never sends (the `ws` library gives up after 30 s), before the reconnect.
       proxy.freeze();
       const t0 = Date.now();
       const sync = send(friend, 'into the frozen socket');
@@ -123,6 +124,12 @@ for (const dialect of testDialects()) {
       );
       const queued = await queue(friend, 'queued behind it');
       assert.equal(queued.status, 202, JSON.stringify(queued.body));
+      // The ack wait, the reconnect's first backoff (1 s) and a login, not the 30 s of a closing handshake.
+      await until(
+        'the next login, with no closing handshake before the reconnect',
+        async () => ((await logins(account)) > before ? true : undefined),
+        ACK_MS + 10_000,
+      );
       const answer = await sync;
       assert.equal(answer.status, 200, JSON.stringify(answer.body));
       const { id } = answer.body.data as { id: string };

@@ -1,7 +1,8 @@
 /**
  * The simulator's account faults and connection log, seen by a real Baileys client: a nacked message (the server's
- * ack carries `error`), a blocked account (stream error, then every login refused with `<failure reason>`), the
- * reach-out timelock query, `GET`/`DELETE /control/connections`, and the validation of `POST /control/faults`.
+ * ack carries `error`), slow acks, a blocked account (stream error, then every login refused with `<failure
+ * reason>`), the reach-out timelock query, `GET`/`DELETE /control/connections`, and the validation of `POST
+ * /control/faults`.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -14,6 +15,7 @@ import {
   endClient,
   pairClient,
   startTrustedSimulator,
+  until,
   waitForUpdate,
 } from './support.ts';
 
@@ -38,6 +40,8 @@ describe('simulator account faults and connection log', () => {
       ],
       [{ phone: '5511940000001', kind: 'reachout-lock' }, 'seconds: is required for kind "reachout-lock"'],
       [{ phone: '5511940000001', kind: 'drop', count: 2 }, 'count: not allowed with kind "drop"'],
+      [{ phone: '5511940000001', kind: 'slow-acks' }, 'ms: is required for kind "slow-acks"'],
+      [{ phone: '5511940000001', kind: 'drop', ms: 500 }, 'ms: not allowed with kind "drop"'],
     ];
     for (const [body, message] of cases) {
       assert.deepEqual(await control(sim, 'POST', '/faults', body), {
@@ -81,6 +85,35 @@ describe('simulator account faults and connection log', () => {
       sim.context.accounts.get(friend)?.inbox.some((e) => e.text === 'refused'),
       false,
     );
+    await endClient(client);
+  });
+
+  it('slow-acks: the message is delivered at once, its ack comes `ms` later', async () => {
+    const account = '5511940000006';
+    const friend = '5511940000007';
+    await control(sim, 'POST', '/users', { phone: account });
+    await control(sim, 'POST', '/users', { phone: friend });
+    const client = await pairClient(sim, account);
+    const DELAY_MS = 3_000;
+    const slow = await control(sim, 'POST', '/faults', { phone: account, kind: 'slow-acks', ms: DELAY_MS });
+    assert.deepEqual(slow.body, { phone: account, kind: 'slow-acks', ms: DELAY_MS, sockets: 1 });
+    const acks: BinaryNode[] = [];
+    client.sock.ws.on('frame', (node: BinaryNode) => {
+      if (node.tag === 'ack') acks.push(node);
+    });
+    const t0 = Date.now();
+    const sent = await client.sock.sendMessage(`${friend}@s.whatsapp.net`, { text: 'slowly acked' });
+    const id = sent?.key.id ?? '';
+    await until('the text delivered', () =>
+      sim.context.accounts.get(friend)?.inbox.some((e) => e.text === 'slowly acked') ? true : undefined,
+    );
+    assert.equal(
+      acks.some((a) => a.attrs.id === id),
+      false,
+      'delivered before it is acked',
+    );
+    await until('its ack', () => (acks.some((a) => a.attrs.id === id) ? true : undefined));
+    assert.ok(Date.now() - t0 >= DELAY_MS, 'acked no sooner than the delay');
     await endClient(client);
   });
 

@@ -20,7 +20,7 @@ export const CONNECTION_LOST = 408;
 
 /**
  * The error a socket is ended with when parley takes its connection for dead (a relayed message never acknowledged,
- * operations.ts): shaped as Baileys' keep-alive ends a silent connection (`Boom('Connection was lost', 408)`), so the
+ * ack-wait.ts): shaped as Baileys' keep-alive ends a silent connection (`Boom('Connection was lost', 408)`), so the
  * close policy reconnects at once (close-policy.ts: 408 reconnects).
  */
 export function connectionLost(message: string): Error & BoomLike {

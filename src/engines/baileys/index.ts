@@ -42,8 +42,8 @@ export interface BaileysEngineOptions {
   /** Bound on `connect()`, ms (default 8,000): the platform must answer with a QR or an open by then. */
   connectDeadlineMs?: number;
   /**
-   * How long a relay waits for the server's ack, ms (default 5,000); without one by then the connection is ended as
-   * lost and the relay's outcome is unknown (operations.ts `relayAndRecord`).
+   * How long a relay waits for the server's ack, ms (default 5,000); without one by then the connection is dropped
+   * as lost and the relay's outcome is unknown (ack-wait.ts, docs/decisions/0025-live-engine.md).
    */
   ackTimeoutMs?: number;
   /** Ask the phone for the full history (Baileys `syncFullHistory`); default false (recent history only). */

@@ -1,6 +1,5 @@
 import {
   type BinaryNode,
-  type ConnectionState,
   generateMessageIDV2,
   isJidGroup,
   type proto,
@@ -11,16 +10,11 @@ import {
 import { DomainError, errors } from '../../domain/errors.ts';
 import type { EngineEvent, EngineMessage, Jid, OutgoingMessage, SentMessage } from '../../domain/messages.ts';
 import { STATUS_BROADCAST } from '../../domain/messages.ts';
-import { type EngineSessionContext, UnconfirmedRelayError, UnrecordedSendError } from '../engine.ts';
+import { type EngineSessionContext, UnrecordedSendError } from '../engine.ts';
+import { waitForAck } from './ack-wait.ts';
 import { relayAddress } from './addressing.ts';
 import type { BoundedCache } from './cache.ts';
-import {
-  connectionLost,
-  mapPlatformErrors,
-  platformFailure,
-  platformRateLimited,
-  reachoutLocked,
-} from './errors.ts';
+import { mapPlatformErrors, platformFailure, platformRateLimited, reachoutLocked } from './errors.ts';
 import { type FlaggedSource, type MappingContext, timestampMs, toMessageContent } from './incoming.ts';
 import { isLidLike } from './jid.ts';
 import { buildOutgoingMessage, buildReaction, type LinkPreviewFetcher } from './outgoing.ts';
@@ -37,7 +31,7 @@ export interface OperationDeps {
   recent: BoundedCache;
   /**
    * How long a relay waits for the server's ack once the stanza is written, ms (a 463/429 nack arrives there); past
-   * it the connection is ended as lost and the relay raises `UnconfirmedRelayError` (engine.ts).
+   * it the connection is dropped as lost and the relay raises `UnconfirmedRelayError` (engine.ts, ack-wait.ts).
    */
   ackTimeoutMs: number;
   linkPreview?: LinkPreviewFetcher;
@@ -58,92 +52,6 @@ function ownJid(sock: SocketLike): string {
   const id = sock.user?.id;
   if (!id) throw errors.notLoggedIn();
   return id;
-}
-
-/**
- * What runs when each socket closes, for the relays waiting for an ack on it ({@link whenClosed}): one
- * `connection.update` listener per socket however many relays wait, so many waits never pass the emitter's
- * listener warning.
- */
-const closeWatchers = new WeakMap<SocketLike, Set<() => void>>();
-
-/** Runs `callback` once when `sock` closes (Baileys' `connection.update` `close`). @returns what stops that. */
-function whenClosed(sock: SocketLike, callback: () => void): () => void {
-  let watchers = closeWatchers.get(sock);
-  if (watchers === undefined) {
-    const set = new Set<() => void>();
-    watchers = set;
-    closeWatchers.set(sock, set);
-    sock.ev.on('connection.update', (update: Partial<ConnectionState>) => {
-      if (update.connection !== 'close') return;
-      const waiting = [...set];
-      set.clear();
-      for (const watcher of waiting) watcher();
-    });
-  }
-  const added = watchers;
-  added.add(callback);
-  return () => {
-    added.delete(callback);
-  };
-}
-
-/** The wait for the server's ack of one relayed message ({@link waitForAck}). */
-interface AckWait {
-  /**
-   * Resolves with the ack; rejects with {@link UnconfirmedRelayError} when the socket closes first or the timer set
-   * by {@link arm} runs out. Marked handled: a rejection while the relay runs is not an unhandled one.
-   */
-  done: Promise<BinaryNode>;
-  /** Starts the timer, `timeoutMs` ms, once the relay wrote the stanza. */
-  arm(timeoutMs: number): void;
-  /** Stops the wait (the relay itself failed): `done` then never settles. */
-  cancel(): void;
-}
-
-/**
- * Waits for the server's `<ack>` of message `id` (Baileys emits every stanza as `TAG:<id>` on the socket); register
- * before relaying, arm once the relay returned. A missing ack is never a success: the message may not have reached
- * the platform (docs/decisions/0009-sends-as-jobs.md). The wait fails with {@link UnconfirmedRelayError} when the
- * socket closes before the ack, or when none arrived within the armed time: a connection silent that long is taken
- * for dead (nothing arrives, nothing closes) and ended as lost, Baileys' 408 as its keep-alive ends one, so the
- * reconnect starts now rather than at the keep-alive's next check.
- */
-function waitForAck(sock: SocketLike, id: string, logger: EngineSessionContext['logger']): AckWait {
-  let stop: () => void = () => undefined;
-  let fail: (why: string) => void = () => undefined;
-  let timer: NodeJS.Timeout | undefined;
-  const event = `TAG:${id}`;
-  const done = new Promise<BinaryNode>((resolve, reject) => {
-    const onFrame = (node: BinaryNode) => {
-      if (node.tag !== 'ack') return;
-      stop();
-      resolve(node);
-    };
-    fail = (why) => {
-      stop();
-      reject(new UnconfirmedRelayError(id, why));
-    };
-    const unwatch = whenClosed(sock, () => fail('the connection closed before the platform acknowledged it'));
-    stop = () => {
-      clearTimeout(timer);
-      sock.ws.off(event, onFrame);
-      unwatch();
-    };
-    sock.ws.on(event, onFrame);
-  });
-  done.catch(() => undefined);
-  const arm = (timeoutMs: number) => {
-    timer = setTimeout(() => {
-      const seconds = timeoutMs / 1000;
-      logger.warn({ id, timeoutMs }, 'no ack for a relayed message: ending the connection as lost');
-      fail(`no ack within ${seconds} s; the connection is renewed`);
-      sock.end(connectionLost(`no ack for message ${id} within ${seconds} s`)).catch((error: unknown) => {
-        logger.debug({ err: error }, 'ending the connection failed');
-      });
-    }, timeoutMs);
-  };
-  return { done, arm, cancel: () => stop() };
 }
 
 /**
@@ -205,7 +113,7 @@ export interface RelayOptions {
  * waits for the server's ack (bounded), turns a nack into its error, remembers the message for retries, and
  * records it as a `message` event with bounded retry (`deps.record`); the recorded chat stays the phone JID.
  * @throws UnconfirmedRelayError (504 `timeout`) when the platform did not acknowledge the message within
- *   `deps.ackTimeoutMs` ms after the relay (the socket is then ended as lost) or the socket closed first: the
+ *   `deps.ackTimeoutMs` ms after the relay (the socket is then dropped as lost) or the socket closed first: the
  *   message may or may not have reached the platform, and nothing is recorded;
  *   when the message could not be recorded even after retrying (docs/decisions/0024-engines-and-data-flow.md):
  *   UnrecordedSendError (its `cause` the recording's error) with `options.unrecordedError`, else the recording's

@@ -112,6 +112,30 @@ export type SocketFactory = (config: UserFacingSocketConfig) => SocketLike;
 export const makeBaileysSocket: SocketFactory = (config) => withKeyedStorages(() => makeWASocket(config));
 
 /**
+ * Ends `sock` at once, as a connection taken for dead (docs/decisions/0025-live-engine.md): the WebSocket under
+ * Baileys' client is destroyed without a closing handshake (`ws` `terminate`), then Baileys' `end(error)` finds it
+ * closing and emits its `close` with `error` now, which starts the reconnect. Baileys' `end` alone sends a close
+ * frame and waits for the peer's, which a dead peer never sends: `ws` destroys the socket only after 30 s, and the
+ * reconnect waited that long. Nothing is read from the socket once dropped. Baileys 7 keeps that WebSocket in its
+ * client's `socket` field (Socket/Client/websocket.js); a socket without one (a test's fake) is only ended.
+ * @returns Baileys' `end`, which rejects when the socket ended already.
+ */
+export function dropSocket(sock: SocketLike, error: Error): Promise<void> {
+  const raw: unknown = Reflect.get(sock.ws, 'socket');
+  if (isTerminable(raw)) raw.terminate();
+  return sock.end(error);
+}
+
+/** True for a `ws` WebSocket (what {@link dropSocket} destroys). */
+function isTerminable(value: unknown): value is { terminate(): void } {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as { terminate?: unknown }).terminate === 'function'
+  );
+}
+
+/**
  * Unlinks the device on the platform (`sock.logout`), waiting at most `ms` milliseconds (docs/api.md#session: the
  * caller is answered even when the platform is silent).
  * @throws the platform's error, or `no answer within <s> s` after `ms`.
