@@ -3,12 +3,13 @@
  * lib/Socket/messages-recv.js handleGroupNotification). Modelled: `<create>` when a group is made — every
  * linked companion of every member but the device that made it learns the group (Baileys emits `groups.upsert`
  * and a GROUP_CREATE stub). The acting member is named by LID (`participant`) with its phone JID beside it
- * (`participant_pn`). Devices with no open socket get it at their next login, as offline stanzas. Changes to a
- * group (participants, subject, settings) go to every member companion with {@link notifyGroupChange}.
+ * (`participant_pn`; none for a user who hides its phone). Devices with no open socket get it at their next login,
+ * as offline stanzas. Changes to a group (participants, subject, settings) go to every member companion with
+ * {@link notifyGroupChange}.
  */
 import type { BinaryNode } from 'baileys';
 import type { Device, User } from '../model/accounts.ts';
-import { lidJid, phoneJid } from '../model/accounts.ts';
+import { lidJid, shownPhoneAttr } from '../model/accounts.ts';
 import type { Group } from '../model/groups.ts';
 import { groupNode } from '../server/group-node.ts';
 import { deliver } from './delivery.ts';
@@ -32,7 +33,7 @@ export function notifyGroupCreated(group: Group, maker?: Device): number {
           type: 'w:gp2',
           t: String(group.creation),
           participant: lidJid(creator.lid),
-          participant_pn: phoneJid(creator.phone),
+          ...shownPhoneAttr('participant_pn', creator),
           notify: creator.pushName,
         },
         content: [{ tag: 'create', attrs: { reason: 'new' }, content: [groupNode(group)] }],
@@ -71,7 +72,7 @@ export function notifyGroupChange(
           type: 'w:gp2',
           t: String(Math.floor(now / 1000)),
           participant: lidJid(actor.lid),
-          participant_pn: phoneJid(actor.phone),
+          ...shownPhoneAttr('participant_pn', actor),
           notify: actor.pushName,
           addressing_mode: 'lid',
         },

@@ -45,7 +45,7 @@ export async function answerGroupRetry(
       id: retry.id,
       from: group.jid,
       participant: lidJid(sender.lid),
-      senderAlt: phoneJid(sender.phone),
+      ...(sender.hidesPhone ? {} : { senderAlt: phoneJid(sender.phone) }),
       pushName: sender.pushName,
       enc: [{ ...enc, attrs: { count: String(retry.count) } }],
       attrs: { addressing_mode: 'lid' },

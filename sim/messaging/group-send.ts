@@ -4,8 +4,9 @@
  * encrypted once with the phone's sender key for the group (`skmsg`); every linked companion device of every
  * member (the sender's own included) that has not had that sender key yet first gets it in a 1:1 pkmsg/msg
  * holding `senderKeyDistributionMessage { groupId, axolotlSenderKeyDistributionMessage }`. Each device gets
- * one stanza: `from` = the group, `participant` = the sender's LID, `participant_pn` = its phone JID,
- * `addressing_mode="lid"`, its pkmsg/msg (if any) and then the skmsg (signal/stanza.ts incomingMessageNode).
+ * one stanza: `from` = the group, `participant` = the sender's LID, `participant_pn` = its phone JID (none for a
+ * sender who hides its phone, `hidesPhone`), `addressing_mode="lid"`, its pkmsg/msg (if any) and then the skmsg
+ * (signal/stanza.ts incomingMessageNode).
  * Which devices hold the key is remembered per group and sender (Group.senderKeySent).
  */
 import type { proto } from 'baileys';
@@ -55,7 +56,8 @@ export async function sendGroupMessage(
         id,
         from: group.jid,
         participant: lidJid(from.lid),
-        senderAlt: phoneJid(from.phone),
+        // A member whose number the platform keeps private is named by LID alone, as in a 1:1 chat (send.ts).
+        ...(from.hidesPhone ? {} : { senderAlt: phoneJid(from.phone) }),
         pushName: from.pushName,
         enc: [...(pairwise ? [pairwise] : []), { type: 'skmsg', ciphertext: skmsg }],
         attrs: { addressing_mode: 'lid' },

@@ -89,7 +89,8 @@ export interface User {
   about?: string;
   /**
    * True: the platform keeps this user's phone number private, so its messages, receipts and chat state reach
-   * others addressed by LID only (no `sender_pn`). Receivers then know the user by LID alone.
+   * others addressed by LID only (no `sender_pn`, `participant_pn` or `phone_number` beside its LID, in groups too).
+   * Receivers then know the user by LID alone.
    */
   hidesPhone?: boolean;
   /** Conversations the account had before a companion linked: sent in each new companion's initial history. */
@@ -200,6 +201,15 @@ export const PHONE_PATTERN = /^[1-9][0-9]{6,14}$/;
 /** `<phone>@s.whatsapp.net` or `<phone>:<device>@s.whatsapp.net` for device > 0. */
 export function phoneJid(phone: string, device = 0): string {
   return device === 0 ? `${phone}@${SERVER_JID}` : `${phone}:${device}@${SERVER_JID}`;
+}
+
+/**
+ * The attribute `name` holding `user`'s phone JID beside its LID in a LID-addressed stanza or group node (`sender_pn`,
+ * `participant_pn`, `phone_number`, `creator_pn`, …), or none for a user whose number the platform keeps private
+ * (`hidesPhone`): others know that user by LID alone.
+ */
+export function shownPhoneAttr(name: string, user: User): Record<string, string> {
+  return user.hidesPhone ? {} : { [name]: phoneJid(user.phone) };
 }
 
 /** `<lid>@lid` or `<lid>:<device>@lid` for device > 0. */

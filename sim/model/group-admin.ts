@@ -11,7 +11,7 @@
  * users (408) are not modelled.
  */
 import type { BinaryNode } from 'baileys';
-import { lidJid, phoneJid, type User } from './accounts.ts';
+import { lidJid, shownPhoneAttr, type User } from './accounts.ts';
 import { type Group, isAdmin, MAX_SUBJECT } from './groups.ts';
 
 /** Participant actions (the `w:g2` child tag). */
@@ -48,9 +48,9 @@ export interface ParticipantsOutcome {
   removed: User[];
 }
 
-/** The `<participant>` of a user in a notification: LID-addressed, phone beside it. */
+/** The `<participant>` of a user in a notification: LID-addressed, phone beside it (none when hidden). */
 export function participantRef(user: User): BinaryNode {
-  return { tag: 'participant', attrs: { jid: lidJid(user.lid), phone_number: phoneJid(user.phone) } };
+  return { tag: 'participant', attrs: { jid: lidJid(user.lid), ...shownPhoneAttr('phone_number', user) } };
 }
 
 /**
@@ -147,7 +147,12 @@ export function changeSettings(
   const nodes: BinaryNode[] = [];
   if (subject !== undefined) {
     Object.assign(group, { subject, subjectOwner: actor, subjectTime: seconds });
-    const attrs = { subject, s_o: lidJid(actor.lid), s_o_pn: phoneJid(actor.phone), s_t: String(seconds) };
+    const attrs = {
+      subject,
+      s_o: lidJid(actor.lid),
+      ...shownPhoneAttr('s_o_pn', actor),
+      s_t: String(seconds),
+    };
     nodes.push({ tag: 'subject', attrs });
   }
   if (description !== undefined) {

@@ -3,15 +3,16 @@
  * lib/Socket/groups.js extractGroupMetadata reads it: a LID-addressed group (`addressing_mode="lid"`), the
  * creator and subject owner by LID with their phone JIDs beside them (`creator_pn`, `s_o_pn`), times in Unix
  * seconds, one `<participant jid=<lid> phone_number=<phone> type?>` per member (`type` absent for a plain member),
- * then the settings that are on (description, announcement, locked, ephemeral).
+ * then the settings that are on (description, announcement, locked, ephemeral). A user who hides its phone
+ * (`hidesPhone`) is named by LID alone: no phone JID beside it.
  */
 import type { BinaryNode } from 'baileys';
-import { lidJid, phoneJid, type User } from '../model/accounts.ts';
+import { lidJid, shownPhoneAttr, type User } from '../model/accounts.ts';
 import type { Group } from '../model/groups.ts';
 
-/** The `<participant>` of one member, LID-addressed with the phone number beside it. */
+/** The `<participant>` of one member, LID-addressed with the phone number beside it (none when hidden). */
 function participantNode(user: User, role: string): BinaryNode {
-  const attrs: Record<string, string> = { jid: lidJid(user.lid), phone_number: phoneJid(user.phone) };
+  const attrs: Record<string, string> = { jid: lidJid(user.lid), ...shownPhoneAttr('phone_number', user) };
   if (role !== 'member') attrs.type = role;
   return { tag: 'participant', attrs };
 }
@@ -25,10 +26,10 @@ export function groupNode(group: Group): BinaryNode {
       subject: group.subject,
       s_t: String(group.subjectTime),
       s_o: lidJid(group.subjectOwner.lid),
-      s_o_pn: phoneJid(group.subjectOwner.phone),
+      ...shownPhoneAttr('s_o_pn', group.subjectOwner),
       creation: String(group.creation),
       creator: lidJid(group.creator.lid),
-      creator_pn: phoneJid(group.creator.phone),
+      ...shownPhoneAttr('creator_pn', group.creator),
       size: String(group.members.size),
       addressing_mode: 'lid',
     },
@@ -53,7 +54,7 @@ function settingNodes(group: Group): BinaryNode[] {
         id: group.descriptionId ?? '',
         t: String(group.descriptionTime ?? group.creation),
         participant: lidJid(owner.lid),
-        participant_pn: phoneJid(owner.phone),
+        ...shownPhoneAttr('participant_pn', owner),
       },
       content: [{ tag: 'body', attrs: {}, content: Buffer.from(group.description, 'utf8') }],
     });

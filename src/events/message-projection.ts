@@ -5,11 +5,11 @@ import type { EngineEvent, EngineMessage, Jid } from '../domain/messages.ts';
 import { phoneOfJid, userJid } from '../domain/messages.ts';
 import { extended } from '../domain/objects.ts';
 import { keptPhoneJids } from '../store/lid-mappings.ts';
+import { moveLidChatMessages } from '../store/lid-moves.ts';
 import {
   advanceDeliveryState,
   applyMessageUpdate,
   insertMessagesWrites,
-  moveLidChatMessages,
   type NewMessage,
   type PeerSighting,
   touchPeersWrites,
@@ -32,8 +32,9 @@ import type { EventProjection } from './recorder.ts';
  * - `read`: moves the received messages the account read (in that chat, not its own) to `read`;
  * - `messageUpdate`: an edit replaces the stored text, a deletion for everyone drops it
  *   (docs/decisions/0026-chats-edits-polls-and-calls.md);
- * - `lid-mapping`: the messages kept under the LID chat of a pair, stored or buffered, move to its phone JID
- *   (src/store/messages.ts `moveLidChatMessages`).
+ * - `lid-mapping`: the messages kept under the LID chat of a pair, stored or buffered, move to its phone JID, the
+ *   LID as a sender (a group member) is renamed to it, and the user becomes a peer under it with the name its
+ *   messages carried (src/store/lid-moves.ts `moveLidChatMessages`).
  *
  * A LID and the phone JID of its kept pair are one chat (docs/decisions/0038-lid-mappings.md): a message naming a
  * LID whose pair the store keeps (an engine that did not know it) is stored under the phone JID, sender too, and a
@@ -144,9 +145,11 @@ export class MessageProjection implements EventProjection {
   }
 
   /**
-   * Names the messages buffered in `trx` under the LID chat of a pair of `mappings` by that pair's phone JID (sender
-   * too where it was the LID), as {@link moveLidChatMessages} does with the stored ones; a LID named twice keeps its
-   * last pair. The buffered objects are replaced, not changed (other projections may hold them).
+   * Names the LIDs of `mappings` in the messages buffered in `trx` by their pairs' phone JIDs, chat and sender each
+   * (a group member's LID too), as {@link moveLidChatMessages} does with the stored ones; a LID named twice keeps its
+   * last pair. A renamed message that now makes a peer ({@link peerOf}: a user's chat, a member's group message)
+   * adds it, with its name, as a message stored under the phone JID would have. The buffered objects are replaced,
+   * not changed (other projections may hold them).
    */
   #moveBuffered(trx: Transaction<Database>, mappings: readonly LidMapping[]): void {
     const buffered = this.#buffers.get(trx);
@@ -154,10 +157,11 @@ export class MessageProjection implements EventProjection {
     const phoneOf = new Map<Jid, Jid>();
     for (const { lid, phone } of mappings) phoneOf.set(lidJid(lid), userJid(phone));
     buffered.messages = buffered.messages.map((row) => {
-      const phone = phoneOf.get(row.message.source.chat);
-      return phone === undefined
-        ? row
-        : extended(row, { message: renamed(row.message, new Map([[row.message.source.chat, phone]])) });
+      const message = renamed(row.message, phoneOf);
+      if (message === row.message) return row;
+      const peer = peerOf(row.message) === null ? peerOf(message) : null;
+      if (peer !== null) buffered.peers.push(peer);
+      return extended(row, { message });
     });
   }
 

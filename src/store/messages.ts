@@ -1,5 +1,4 @@
 import { type Insertable, type Kysely, type OnConflictBuilder, sql } from 'kysely';
-import { type LidMapping, lidJid } from '../domain/lids.ts';
 import {
   type DeliveryState,
   type EngineMessage,
@@ -9,7 +8,6 @@ import {
   type MessageSource,
   type MessageUpdate,
   updateMayChange,
-  userJid,
 } from '../domain/messages.ts';
 import { extended } from '../domain/objects.ts';
 import type { ROWS_PER_INSERT } from './compiled.ts';
@@ -18,6 +16,9 @@ import { type RowSetWrites, rowSetInsert } from './row-sets.ts';
 import type { ChatPeersTable, Database, MessagesTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
 import { runWriteGroup } from './write-groups.ts';
+
+/** Moving what is stored under a LID once its pair is known (docs/decisions/0038-lid-mappings.md) lives there. */
+export { MOVE_BATCH, moveLidChatMessages } from './lid-moves.ts';
 
 /** Delivery states in order (docs/decisions/0017-messages-and-media.md); a message only ever moves to a later one. */
 export const DELIVERY_STATES: readonly DeliveryState[] = ['sent', 'delivered', 'read', 'played'];
@@ -335,9 +336,9 @@ export async function listRecentPeerJids(
  * drops the text, caption, mentions and poll and sets `deletedAt`. The row keeps its id, chat and delivery state. A
  * message parley never stored is left alone (returns false), and so is one the update may not change
  * ({@link updateMayChange}), a LID and the phone JID of its kept pair counting as one chat and one sender
- * (docs/decisions/0038-lid-mappings.md: a group message keeps the LID sender it was stored with, and an update may
- * name the LID while the chat was stored under the phone JID). A compare-and-set ({@link changeContent}): a new
- * media reference stored meanwhile is kept.
+ * (docs/decisions/0038-lid-mappings.md: an engine that does not know the pair names the LID while the message is
+ * stored under the phone JID, chat and sender, since the pair was stored). A compare-and-set ({@link changeContent}):
+ * a new media reference stored meanwhile is kept.
  * @throws Error when the content kept changing under every attempt.
  */
 export async function applyMessageUpdate(
@@ -431,72 +432,4 @@ export async function setMessageDownload(
   download: string,
 ): Promise<boolean> {
   return changeContent(db, instanceId, id, (content) => extended(content, { download }));
-}
-
-/** Most rows one statement of {@link moveLidChatMessages} moves (a chat may hold many thousands). */
-export const MOVE_BATCH = 1_000;
-
-/** Most LID chats one look-up of {@link moveLidChatMessages} names: well under both stores' parameter limits. */
-const MOVE_LOOKUP_CHUNK = 500;
-
-/**
- * Moves the messages `instanceId` keeps under the LID chat (`<lid>@lid`) of a pair of `mappings` to that pair's
- * phone JID (docs/decisions/0038-lid-mappings.md): once parley knows the number, the chat is the phone JID's, where
- * later messages, receipts, edits and the chat routes find it. A moved message whose sender was the LID gets the
- * phone JID as sender too (the user's own messages in the chat); the account's own keep theirs. Ids are unique per
- * instance, so nothing conflicts; a LID named twice keeps its last pair. Idempotent: a LID chat with no rows left
- * is not touched. One look-up per 500 pairs for the LID chats that hold messages, then, per such chat, updates of
- * at most `batch` rows each (default {@link MOVE_BATCH}) until none is left, all in the caller's transaction, so
- * the chat moves whole or not at all. Group messages whose sender is a LID keep it (no index finds them by sender;
- * comparisons treat the LID and its kept phone JID as one user, {@link applyMessageUpdate}). @returns rows moved.
- * @throws RangeError when `batch` is not a whole number of at least 1; the store's error (the caller's transaction
- *   then rolls back).
- */
-export async function moveLidChatMessages(
-  db: Kysely<Database>,
-  instanceId: string,
-  mappings: readonly LidMapping[],
-  batch: number = MOVE_BATCH,
-): Promise<number> {
-  if (!Number.isInteger(batch) || batch < 1)
-    throw new RangeError(`batch must be a whole number ≥ 1: ${batch}`);
-  const phoneOf = new Map<Jid, Jid>();
-  for (const { lid, phone } of mappings) phoneOf.set(lidJid(lid), userJid(phone));
-  const lids = [...phoneOf.keys()];
-  let moved = 0;
-  for (let start = 0; start < lids.length; start += MOVE_LOOKUP_CHUNK) {
-    const chats = await db
-      .selectFrom('messages')
-      .select('chat')
-      .distinct()
-      .where('instance_id', '=', instanceId)
-      .where('chat', 'in', lids.slice(start, start + MOVE_LOOKUP_CHUNK))
-      .execute();
-    for (const { chat: lid } of chats) {
-      const phone = phoneOf.get(lid);
-      if (phone === undefined) continue;
-      for (;;) {
-        const result = await db
-          .updateTable('messages')
-          .set((eb) => ({
-            chat: phone,
-            sender: eb.case().when('sender', '=', lid).then(phone).else(eb.ref('sender')).end(),
-          }))
-          .where('instance_id', '=', instanceId)
-          .where('id', 'in', (eb) =>
-            eb
-              .selectFrom('messages')
-              .select('id')
-              .where('instance_id', '=', instanceId)
-              .where('chat', '=', lid)
-              .limit(batch),
-          )
-          .executeTakeFirst();
-        const count = Number(result.numUpdatedRows);
-        moved += count;
-        if (count < batch) break;
-      }
-    }
-  }
-  return moved;
 }

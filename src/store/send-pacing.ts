@@ -1,8 +1,10 @@
 import { type Kysely, sql } from 'kysely';
-import { GROUP_DOMAIN, STATUS_BROADCAST } from '../domain/messages.ts';
+import { LID_DOMAIN, lidOfJid } from '../domain/lids.ts';
+import { GROUP_DOMAIN, STATUS_BROADCAST, userJid } from '../domain/messages.ts';
 import { extended } from '../domain/objects.ts';
 import type { PacingSettings, SendJobStatus, SendPause } from '../domain/sends.ts';
 import { instanceRowError } from './faults.ts';
+import { findLidMappingByLid } from './lid-mappings.ts';
 import type { Database } from './schema.ts';
 
 /**
@@ -41,15 +43,28 @@ export async function countNewChatsSince(
 }
 
 /**
+ * The phone JID (`<phone>@s.whatsapp.net`) of the pair the instance keeps for the `<lid>@lid` chat of the
+ * `send_jobs` row of the statement it is part of, or null (any other chat, or no pair kept): a correlated subquery
+ * reading `lid_mappings` by its primary key, as migration 0033 does.
+ */
+const keptPhoneJidOfJobChat = sql<string | null>`(
+  select l.phone || '@s.whatsapp.net' from lid_mappings l
+  where l.instance_id = send_jobs.instance_id and send_jobs.chat like ${sql.lit(`%@${LID_DOMAIN}`)}
+    and l.lid = substr(send_jobs.chat, 1, length(send_jobs.chat) - ${sql.lit(LID_DOMAIN.length + 1)})
+)`;
+
+/**
  * Flags as opening a chat (`new_chat = 1`) the instance's jobs sent since `since` (epoch ms) that opened one but were
  * relayed while no new-chats pace was set, so nobody asked (docs/decisions/0013-pacing.md: a cap set later counts
  * them); the relays of an account that logged out since are left (the cap is the account linked now's,
  * {@link retireAccountRelays}). A job opened its chat when it went to a one-to-one chat (not a group, not a status)
  * with no stored message before it: no message of another sent job of the instance relayed earlier (by `sent_at`,
  * then `seq`), and no other message (received, sent from the phone, a send whose job was pruned) with an earlier
- * `timestamp`. One statement: it reads the instance's stored jobs (no index holds the unflagged sent ones by time)
- * and, for each one-to-one job sent since `since`, its chat's messages up to the first before it
- * (`messages_chat_order`); run when a cap is set, never per send. @returns how many jobs it flagged.
+ * `timestamp`. A job sent to `<lid>@lid` reads the messages of the phone JID of the pair kept for the LID too
+ * (docs/decisions/0038-lid-mappings.md: its chat is stored there once the pair is known). One statement: it reads the
+ * instance's stored jobs (no index holds the unflagged sent ones by time) and, for each one-to-one job sent since
+ * `since`, its chat's messages up to the first before it (`messages_chat_order`); run when a cap is set, never per
+ * send. @returns how many jobs it flagged.
  */
 export async function markNewChatsSince(
   db: Kysely<Database>,
@@ -75,7 +90,9 @@ export async function markNewChatsSince(
             )
             .select(sql.lit<number>(1).as('one'))
             .whereRef('m.instance_id', '=', 'send_jobs.instance_id')
-            .whereRef('m.chat', '=', 'send_jobs.chat')
+            // The job's chat, and for a `<lid>@lid` job the phone JID of the pair kept for it, where the chat's
+            // messages are stored once the pair is known (docs/decisions/0038-lid-mappings.md).
+            .where((eb) => eb('m.chat', 'in', [eb.ref('send_jobs.chat'), keptPhoneJidOfJobChat]))
             .whereRef('m.id', '<>', 'send_jobs.id')
             // A sent job's own message is ordered by its relay (the same clock, ties by acceptance), any other by
             // the message's time.
@@ -344,18 +361,30 @@ export async function retireAccountRelays(
   return Number(result.numUpdatedRows);
 }
 
-/** True when the instance has any message in `chat` other than `exceptId` (stored sent or received messages). */
+/**
+ * True when the instance has any message in `chat` other than `exceptId` (stored sent or received messages). A
+ * `<lid>@lid` chat is read under the phone JID of the pair the instance keeps for it too, where its messages are
+ * stored once the pair is known (docs/decisions/0038-lid-mappings.md): a send by LID to a user already written to
+ * by number is no new chat (docs/decisions/0013-pacing.md). One look-up more for a LID chat only.
+ * @throws the store's error.
+ */
 export async function chatHasHistory(
   db: Kysely<Database>,
   instanceId: string,
   chat: string,
   exceptId: string,
 ): Promise<boolean> {
+  const chats = [chat];
+  const lid = lidOfJid(chat);
+  if (lid !== null) {
+    const pair = await findLidMappingByLid(db, instanceId, lid);
+    if (pair !== undefined) chats.push(userJid(pair.phone));
+  }
   const row = await db
     .selectFrom('messages')
     .select('id')
     .where('instance_id', '=', instanceId)
-    .where('chat', '=', chat)
+    .where('chat', 'in', chats)
     .where('id', '<>', exceptId)
     .limit(1)
     .executeTakeFirst();

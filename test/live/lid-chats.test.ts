@@ -4,8 +4,10 @@
  * the platform simulator. Before, its messages stayed under the LID: `GET /v1/chats` still listed the LID chat but
  * `GET /v1/chats/<lid>@lid/messages` answered the phone JID's, so the first messages were out of every chat route's
  * reach; the user's edits and deletions of them, named by phone JID, were dropped (no `MessageUpdate`, text
- * unchanged); and their read receipts were reported but left the stored message `sent`. Runs on SQLite, and on
- * PostgreSQL when TEST_DATABASE_URL is set.
+ * unchanged); and their read receipts were reported but left the stored message `sent`. The chat keeps its user's
+ * name (it had none until the user wrote again); a group member stored by LID is named by number (group history kept
+ * the LID); and a send by LID to a user written to by number opens no second chat for the new-chats pace (it read
+ * the LID's chat, empty). Runs on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -70,6 +72,13 @@ for (const dialect of testDialects()) {
       await learn(hidden, lid);
       const moved = await messageRow(app, first.body.id);
       assert.deepEqual([moved?.chat, moved?.sender], [phoneJid, phoneJid], 'moved with the pair');
+      // The name the user's messages carried comes with the chat, before the user writes again.
+      const listed = await app.live('GET', '/v1/chats');
+      assert.deepEqual(
+        listed.body.data.chats.find((c: { jid: string }) => c.jid === phoneJid)?.name,
+        'Private',
+        JSON.stringify(listed.body.data.chats),
+      );
       const reply = await app.live('POST', '/v1/messages/send', { phone: hidden, body: 'reply by phone' });
       assert.equal(reply.status, 200, JSON.stringify(reply.body));
       const second = await control(sim, 'POST', '/messages', { from: hidden, to: shop, text: 'second' });
@@ -141,6 +150,72 @@ for (const dialect of testDialects()) {
       // The state moves in the transaction that stores the receipt's webhook event: it is there once the event is.
       const row = await messageRow(app, id);
       assert.deepEqual([row?.chat, row?.state], [`${hidden}@s.whatsapp.net`, 'read']);
+    });
+
+    it('a send by LID to a user written to by number opens no second chat (the new-chats pace)', async () => {
+      const hidden = '5521922221111';
+      const lid = await hiddenUser(hidden);
+      await learn(hidden, lid);
+      // A cap makes every relay tell whether it opened a chat (`send_jobs.new_chat`); this one is never reached.
+      const cap = await app.live('PUT', '/v1/session/pacing', { newChatsPerDay: 1000 });
+      assert.equal(cap.status, 200, JSON.stringify(cap.body));
+      try {
+        const byNumber = await app.live('POST', '/v1/messages/send', { phone: hidden, body: 'by number' });
+        assert.equal(byNumber.status, 200, JSON.stringify(byNumber.body));
+        const byLid = await app.live('POST', '/v1/messages/send', { phone: lid, body: 'by LID' });
+        assert.equal(byLid.status, 200, JSON.stringify(byLid.body));
+        const jobs = await app.t.services.store.db
+          .selectFrom('send_jobs')
+          .select(['id', 'chat', 'new_chat'])
+          .where('instance_id', '=', app.instanceId)
+          .where('id', 'in', [byNumber.body.data.id, byLid.body.data.id])
+          .execute();
+        const flag = (id: string) => jobs.find((j) => j.id === id);
+        assert.deepEqual(
+          [
+            flag(byNumber.body.data.id)?.new_chat,
+            flag(byLid.body.data.id)?.chat,
+            flag(byLid.body.data.id)?.new_chat,
+          ],
+          [1, lid, 0],
+          'one chat opened, by number; the send by LID goes to it',
+        );
+        assert.equal((await messageRow(app, byLid.body.data.id))?.chat, `${hidden}@s.whatsapp.net`);
+      } finally {
+        await app.live('PUT', '/v1/session/pacing', {});
+      }
+    });
+
+    it("a group member's messages stored by LID name the member by number once the pair is learned", async () => {
+      const hidden = '5521933332222';
+      const lid = await hiddenUser(hidden);
+      const phoneJid = `${hidden}@s.whatsapp.net`;
+      const group = await control(sim, 'POST', '/groups', {
+        creator: hidden,
+        subject: 'Private club',
+        participants: [shop],
+      });
+      assert.equal(group.status, 201, JSON.stringify(group.body));
+      const groupJid: string = group.body.jid;
+      const said = await control(sim, 'POST', '/messages', {
+        from: hidden,
+        to: shop,
+        text: 'hello, members',
+        groupJid,
+      });
+      assert.equal(said.status, 201, JSON.stringify(said.body));
+      const stored = await until('the group message', () => messageRow(app, said.body.id));
+      assert.deepEqual(
+        [stored.chat, stored.sender],
+        [groupJid, lid],
+        'stored by LID while the number is unknown',
+      );
+
+      await learn(hidden, lid);
+      const history = await app.live('GET', `/v1/chats/${encodeURIComponent(groupJid)}/messages`);
+      assert.equal(history.status, 200, JSON.stringify(history.body));
+      const read = history.body.data.messages.find((m: { id: string }) => m.id === said.body.id);
+      assert.equal(read?.sender, phoneJid, JSON.stringify(read));
     });
   });
 }

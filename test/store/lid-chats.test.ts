@@ -17,7 +17,8 @@ import { MessageProjection } from '../../src/events/message-projection.ts';
 import { EventRecorder } from '../../src/events/recorder.ts';
 import { createInstance } from '../../src/store/instances.ts';
 import { upsertLidMappings } from '../../src/store/lid-mappings.ts';
-import { insertMessages, moveLidChatMessages } from '../../src/store/messages.ts';
+import { moveLidChatMessages } from '../../src/store/lid-moves.ts';
+import { insertMessages } from '../../src/store/messages.ts';
 import { migrationProvider } from '../../src/store/migrations/index.ts';
 import { createOrganization } from '../../src/store/organizations.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
@@ -100,13 +101,21 @@ for (const dialect of testDialects()) {
         AT,
       );
       const pairs = [{ lid: '111', phone: '5511911110000' }];
-      assert.equal(await moveLidChatMessages(db, one, pairs, 2), 7, 'every row of the chat, 2 a statement');
+      assert.equal(
+        await moveLidChatMessages(db, one, pairs, 2),
+        8,
+        'every row of the chat and the group row, 2 a statement',
+      );
       const stored = await rows(one);
       for (const m of chat) {
         const moved = stored.find((r) => r.id === m.id);
         assert.deepEqual([moved?.chat, moved?.sender], [phone, m.source.isFromMe ? ME : phone], m.id);
       }
-      assert.deepEqual((await row(one, group.id))?.sender, lid, 'a group message keeps its sender');
+      assert.deepEqual(
+        [(await row(one, group.id))?.chat, (await row(one, group.id))?.sender],
+        [GROUP, phone],
+        "a group message's LID sender is renamed",
+      );
       assert.deepEqual((await row(one, other.id))?.chat, '222@lid', 'another LID stays');
       assert.deepEqual(
         (await rows(two)).map((r) => r.chat),
@@ -252,7 +261,7 @@ for (const dialect of testDialects()) {
       const elsewhere = message(from('123@lid'), 'instance b has no pair');
       await insertMessages(db, b, [{ message: elsewhere, state: 'delivered' }], AT);
       await upsertLidMappings(db, a, [{ lid: '123', phone: '5511912300000' }], 1);
-      const up = await migrator.migrateToLatest();
+      const up = await migrator.migrateTo('0033_lid_chats_moved');
       if (up.error) throw up.error;
       const stored = await db.selectFrom('messages').select(['id', 'chat', 'sender']).orderBy('id').execute();
       const phone = '5511912300000@s.whatsapp.net';
