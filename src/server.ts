@@ -265,14 +265,21 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
   let stopping = false;
   const onSignal = (signal: string) => {
     if (server) {
-      // One stop, whichever reason comes first (a SIGINT after a SIGTERM, the launcher gone after either).
-      if (stopping) return;
+      // One stop, whichever reason comes first (a SIGINT after a SIGTERM, the launcher gone after either). A repeat
+      // never cuts the drain short: npm hands a Ctrl-C's SIGINT on to a process that got it already, and
+      // orchestrators repeat SIGTERM; the budget bounds the stop (docs/decisions/0023-operations.md).
+      if (stopping) {
+        logger.info({ signal }, 'already stopping');
+        return;
+      }
       stopping = true;
       shutdown(server, signal);
     } else signalled ??= signal;
   };
-  process.once('SIGTERM', () => onSignal('SIGTERM'));
-  process.once('SIGINT', () => onSignal('SIGINT'));
+  // `on`, not `once`: a listener stays for every repeat, which would otherwise meet Node's default action (the
+  // process killed at once, the requests in flight unanswered, nothing closed).
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
   const launcher = options.launcherPid;
   if (launcher !== undefined) {
     // An orphan is handed to init (or a subreaper): the parent's pid changes once the launcher is gone. The pid was
