@@ -113,7 +113,7 @@ export interface Config {
   /**
    * Several nodes sharing one store and Redis (docs/decisions/0008-leases-and-fencing.md), present when
    * `CLUSTER_SECRET` is set: `secret` authenticates node-to-node calls (at least 32 characters), `nodeId` names this
-   * node (default: host name, port and a random suffix), `nodeUrl` is the base URL other nodes forward requests to
+   * node (default: host name, process id and a random suffix), `nodeUrl` is the base URL other nodes forward requests to
    * (default: `http://HOST:PORT`, the host name when HOST is a wildcard address, with the port actually bound),
    * `drainGraceMs` how long a node stopping on SIGTERM keeps serving after it reported itself not ready, so the load
    * balancer's health check sees it before the listener closes (`DRAIN_GRACE_SECONDS`, default 3, in ms here; set it
@@ -131,6 +131,42 @@ function describe(path: string, message: string): string {
   return `${path.replace(/^\//, '')}: ${message}`;
 }
 
+/** A decimal number as written in the environment: `2`, `-1`, `0.5`, `.5`, `2.` (no `0x10`, `1e3`, `true`). */
+const DECIMAL = /^[+-]?(\d+\.?\d*|\.\d+)$/;
+
+/**
+ * Refuses, before TypeBox's conversion, what the conversion would silently turn into another value (README,
+ * "Configuration"; docs/decisions/0023-operations.md): for an integer a fraction (truncated), for a number anything
+ * but a decimal (`true` → 1, `false` and `0x10` → 0), and a positive number of seconds under half a millisecond
+ * (rounded to 0 ms, which means "no wait" or "never" for some settings); for a setting of a few words, a value not
+ * among them, naming them.
+ * @throws ConfigError naming the variable and the rule.
+ */
+function checkShape(name: string, value: string): void {
+  const schema = EnvSchema.properties[name as keyof Env] as
+    | { type?: string; anyOf?: { const?: unknown }[]; minimum?: number }
+    | undefined;
+  const text = value.trim();
+  // TypeBox's conversion truncates "2.5" to 2 for an integer: a fraction is refused instead.
+  if (schema?.type === 'integer' && !/^[+-]?\d+$/.test(text))
+    throw new ConfigError(`invalid configuration: ${name}: Expected integer`);
+  if (schema?.type === 'number') {
+    if (!DECIMAL.test(text))
+      throw new ConfigError(`invalid configuration: ${name}: Expected number (a decimal such as 2 or 0.5)`);
+    // Every number setting is in seconds, kept in milliseconds.
+    const seconds = Number(text);
+    if (seconds > 0 && Math.round(seconds * 1000) === 0) {
+      const zero = schema.minimum === 0 ? ' (or 0)' : '';
+      throw new ConfigError(
+        `invalid configuration: ${name}: ${text} s is under one millisecond: set at least 0.001${zero}`,
+      );
+    }
+  }
+  const literals = schema?.anyOf?.map((member) => member.const);
+  if (literals?.every((literal) => typeof literal === 'string') && !literals.includes(value))
+    throw new ConfigError(`invalid configuration: ${name}: Expected one of ${literals.join(', ')}`);
+}
+
 /**
  * Parses the environment into a {@link Config}.
  * @param env the variables to read, normally `process.env`; empty strings count as unset.
@@ -142,9 +178,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   for (const name of known) {
     const value = env[name];
     if (value === undefined || value === '') continue;
-    // TypeBox's conversion truncates "2.5" to 2 for an integer: a fraction is refused instead.
-    if (EnvSchema.properties[name as keyof Env]?.type === 'integer' && !/^[+-]?\d+$/.test(value.trim()))
-      throw new ConfigError(`invalid configuration: ${name}: Expected integer`);
+    checkShape(name, value);
     input[name] = value;
   }
   const converted = Value.Default(EnvSchema, Value.Convert(EnvSchema, input));
@@ -213,7 +247,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
             secret: parsed.CLUSTER_SECRET,
             ...(parsed.NODE_ID === undefined ? {} : { nodeId: parsed.NODE_ID }),
             ...(parsed.NODE_URL === undefined ? {} : { nodeUrl: parsed.NODE_URL.replace(/\/$/, '') }),
-            drainGraceMs: parsed.DRAIN_GRACE_SECONDS * 1000,
+            drainGraceMs: Math.round(parsed.DRAIN_GRACE_SECONDS * 1000),
           },
         }),
     port: parsed.PORT,

@@ -281,3 +281,65 @@ describe('configuration (docs/decisions/0024-engines-and-data-flow.md)', () => {
     }
   });
 });
+
+describe('values the conversion would silently change are refused (README, "Configuration")', () => {
+  const cluster = { CLUSTER_SECRET: 'c'.repeat(32) };
+  for (const [name, value] of [
+    ['SHUTDOWN_TIMEOUT_SECONDS', 'true'],
+    ['WEBHOOK_TIMEOUT_SECONDS', 'true'],
+    ['DRAIN_GRACE_SECONDS', 'false'],
+    ['DATABASE_ANSWER_TIMEOUT_SECONDS', 'false'],
+    ['DRAIN_GRACE_SECONDS', '0x10'],
+    ['SHUTDOWN_TIMEOUT_SECONDS', '1e1'],
+  ] as const) {
+    it(`${name}=${value}: refused, a decimal expected`, () => {
+      assert.throws(
+        () => loadConfig({ [name]: value, ...cluster }),
+        (error: unknown) =>
+          error instanceof ConfigError &&
+          error.message === `invalid configuration: ${name}: Expected number (a decimal such as 2 or 0.5)`,
+      );
+    });
+  }
+
+  it('decimals are read as written', () => {
+    const config = loadConfig({ SHUTDOWN_TIMEOUT_SECONDS: '2.5', DRAIN_GRACE_SECONDS: '.5', ...cluster });
+    assert.equal(config.shutdownTimeoutMs, 2500);
+    assert.equal(config.cluster?.drainGraceMs, 500);
+  });
+
+  for (const [name, zero] of [
+    ['SHUTDOWN_TIMEOUT_SECONDS', ''],
+    ['WEBHOOK_TIMEOUT_SECONDS', ''],
+    ['DATABASE_ANSWER_TIMEOUT_SECONDS', ' (or 0)'],
+    ['DRAIN_GRACE_SECONDS', ' (or 0)'],
+  ] as const) {
+    it(`${name}=0.0004 (0 ms once rounded): refused, naming the smallest value`, () => {
+      assert.throws(
+        () => loadConfig({ [name]: '0.0004', DATABASE_URL: 'postgres://h/db', ...cluster }),
+        (error: unknown) =>
+          error instanceof ConfigError &&
+          error.message ===
+            `invalid configuration: ${name}: 0.0004 s is under one millisecond: set at least 0.001${zero}`,
+      );
+    });
+  }
+
+  it('DATABASE_ANSWER_TIMEOUT_SECONDS=0 still turns the watch off', () => {
+    const config = loadConfig({ DATABASE_ANSWER_TIMEOUT_SECONDS: '0', DATABASE_URL: 'postgres://h/db' });
+    assert.equal((config.database as { answerTimeoutMs?: number }).answerTimeoutMs, 0);
+  });
+
+  it('LOG_LEVEL=verbose names the allowed levels', () => {
+    assert.throws(() => loadConfig({ LOG_LEVEL: 'verbose' }), {
+      message:
+        'invalid configuration: LOG_LEVEL: Expected one of fatal, error, warn, info, debug, trace, silent',
+    });
+  });
+
+  it('DATABASE_PREPARED_STATEMENTS=true names on and off', () => {
+    assert.throws(() => loadConfig({ DATABASE_PREPARED_STATEMENTS: 'true' }), {
+      message: 'invalid configuration: DATABASE_PREPARED_STATEMENTS: Expected one of on, off',
+    });
+  });
+});
