@@ -47,6 +47,12 @@ function expiryTime(now: number, expiresIn: string, style: FieldStyle): string {
 }
 
 /**
+ * The longest key name, in characters: the dashboard's form, the CLI and every other caller of
+ * {@link adminCreateKey} share it (docs/cli.md).
+ */
+export const MAX_KEY_NAME = 60;
+
+/**
  * A created key: the record plus the full key, which is shown once and never stored
  * (docs/decisions/0003-scopes-and-keys.md).
  */
@@ -60,7 +66,7 @@ export interface CreatedKey {
  * be instances of the same organization and environment; `expiresIn` is a duration such as `30d`. `style` says how
  * errors name the fields (CLI options by default).
  * @throws DomainError not_found for an unknown organization; invalid naming the field that is wrong (env, scopes,
- *   instances, expires-in).
+ *   instances, expires-in, a name longer than {@link MAX_KEY_NAME}).
  */
 export async function adminCreateKey(
   db: Kysely<Database>,
@@ -99,12 +105,15 @@ export async function adminCreateKey(
       throw invalidField(style, 'instances', `: ${id} is not a ${env} instance of organization ${org.name}`);
     }
   }
+  const name = input.name?.trim() || `${env} key`;
+  if (name.length > MAX_KEY_NAME)
+    throw invalidField(style, 'name', ` must be at most ${MAX_KEY_NAME} characters (got ${name.length})`);
   const expiresAt = input.expiresIn === undefined ? null : expiryTime(now, input.expiresIn, style);
   const generated = generateApiKey(env);
   const record = await insertApiKey(db, {
     orgId: org.id,
     env,
-    name: input.name?.trim() || `${env} key`,
+    name,
     prefix: generated.prefix,
     keyHash: generated.hash,
     scopes: [...new Set(scopes)] as Scope[],

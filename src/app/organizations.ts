@@ -47,9 +47,19 @@ function parsePlan(plan: string, style: FieldStyle): Plan {
 }
 
 /**
+ * The largest per-minute, per-day or instance limit (2^31 - 1): the columns are 32-bit integers on PostgreSQL, and
+ * SQLite is held to the same rule (docs/decisions/0019-rate-limits-and-plans.md).
+ */
+export const MAX_LIMIT = 2_147_483_647;
+
+/** The longest organization name, in characters: the width of its column (docs/cli.md). */
+export const MAX_ORG_NAME = 200;
+
+/**
  * Checks a plan and its limits (docs/decisions/0019-rate-limits-and-plans.md): `enterprise` carries its own
  * per-minute and per-day limits, both required, and may carry its own cap on instances per environment
- * (`max-instances`, docs/decisions/0029-instances-over-the-api.md), all positive whole numbers; `free` and `pro` have
+ * (`max-instances`, docs/decisions/0029-instances-over-the-api.md), all positive whole numbers up to
+ * {@link MAX_LIMIT}; `free` and `pro` have
  * fixed limits, so limits given with them are refused.
  * @throws DomainError invalid naming the option and the rule.
  */
@@ -66,8 +76,8 @@ export function parsePlanChoice(
     if (value === undefined) continue;
     if (plan !== 'enterprise')
       throw invalidField(style, option, ` applies to the enterprise plan only (${plan} has fixed limits)`);
-    if (!Number.isSafeInteger(value) || value <= 0)
-      throw invalidField(style, option, ' must be a positive integer');
+    if (!Number.isSafeInteger(value) || value <= 0 || value > MAX_LIMIT)
+      throw invalidField(style, option, ` must be a positive integer up to ${MAX_LIMIT}`);
   }
   if (plan === 'enterprise' && (input.perMinute === undefined || input.perDay === undefined)) {
     const missing = limits
@@ -91,7 +101,8 @@ export function parsePlanChoice(
  * Creates an organization (`parley org create`). Enterprise plans take their own limits, both required
  * (docs/decisions/0019-rate-limits-and-plans.md), and optionally their own instance cap
  * (docs/decisions/0029-instances-over-the-api.md).
- * @throws DomainError invalid on a missing name, a bad plan or limits; conflict when the name is taken.
+ * @throws DomainError invalid on a missing name or one longer than {@link MAX_ORG_NAME}, a bad plan or limits;
+ *   conflict when the name is taken.
  */
 export async function adminCreateOrg(
   db: Kysely<Database>,
@@ -99,6 +110,8 @@ export async function adminCreateOrg(
 ): Promise<Organization> {
   const name = input.name.trim();
   if (name === '') throw invalidField('cli', 'name', ' is required');
+  if (name.length > MAX_ORG_NAME)
+    throw invalidField('cli', 'name', ` must be at most ${MAX_ORG_NAME} characters (got ${name.length})`);
   const choice = parsePlanChoice({ ...input, plan: input.plan ?? 'free' });
   if (await findOrganization(db, name)) throw errors.conflict(`organization "${name}" already exists`);
   return createOrganization(db, { name, ...choice });

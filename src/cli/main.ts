@@ -40,7 +40,8 @@ function isUserFacing(error: unknown): error is DomainError {
  * `user create|list|remove|reset-password`, `--version`; each command family is a module under src/cli/commands,
  * assembled here. Admin commands use the server's configuration (`DATA_DIR`, `DATABASE_URL`, read by `loadConfig`) and
  * refuse to create a store that does not exist unless `--init` is given. With `--json` every
- * admin command prints exactly one JSON object on stdout (errors: `{"error": "…"}`).
+ * admin command prints exactly one JSON object on stdout (errors: `{"error": "…"}`). An error no command mapped ends
+ * as `parley: unexpected error: <message>` (or that JSON object) with exit 1, never a stack trace.
  * @returns the process exit code (0 ok, 1 failure, 2 usage error).
  */
 export async function main(argv: string[], io: CliIo = processIo): Promise<number> {
@@ -101,6 +102,10 @@ export async function main(argv: string[], io: CliIo = processIo): Promise<numbe
       else io.err(`parley: ${error.message}`);
       return 1;
     }
-    throw error;
+    // Last resort: a fault nobody mapped (a driver's refusal, a bug) is one line, never a stack trace.
+    const message = error instanceof Error ? error.message : String(error);
+    if (json || argv.includes('--json')) io.out(JSON.stringify({ error: `unexpected error: ${message}` }));
+    else io.err(`parley: unexpected error: ${message}`);
+    return 1;
   }
 }

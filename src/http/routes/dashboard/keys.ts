@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
+import { MAX_KEY_NAME } from '../../../app/api-keys.ts';
 import { ok } from '../../schemas.ts';
 import { principalOf } from './guard.ts';
 
@@ -10,7 +11,7 @@ const CreateKeyBody = Type.Object({
     enum: ['test', 'live'],
     'x-message': '{field} must be one of test, live',
   }),
-  name: Type.Optional(Type.String({ maxLength: 60 })),
+  name: Type.Optional(Type.String({ maxLength: MAX_KEY_NAME })),
   scopes: Type.Array(Type.String({ maxLength: 40 }), {
     minItems: 1,
     maxItems: 10,
