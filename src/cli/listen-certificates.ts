@@ -2,6 +2,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
 import { generate } from 'selfsigned';
+import { CliError } from './errors.ts';
 
 /**
  * The certificates of `parley listen`: a local CA kept in a directory (by default DATA_DIR), which parley trusts
@@ -29,13 +30,38 @@ export interface LocalCa extends PemPair {
   created: boolean;
 }
 
+/** Why the file system refused the CA directory, in words, by error code. */
+const CA_DIR_REASONS: Record<string, string> = {
+  ENOTDIR: 'a part of the path is a file, not a directory',
+  EISDIR: 'a CA file name there is a directory',
+  EACCES: 'permission denied',
+  EPERM: 'permission denied',
+  EROFS: 'the file system is read-only',
+  ENOSPC: 'no space left',
+  EEXIST: `it holds one of ${CA_CERT_FILE} and ${CA_KEY_FILE} without the other: remove it or choose another directory`,
+};
+
 /**
  * The local CA in `dir`: read when `listen-ca.pem` and `listen-ca-key.pem` exist, else created (EC P-256,
  * SHA-256, valid 10 years; the key file mode 0600). Creation uses exclusive writes, so two concurrent first runs
  * cannot leave a certificate beside another run's key.
- * @throws Error from the file system (unreadable directory, partial files).
+ * @throws CliError naming `--ca-dir`, the directory and the reason when the file system refuses it (not a directory,
+ *   not writable, read-only, partial files: docs/cli.md).
  */
 export async function ensureLocalCa(dir: string): Promise<LocalCa> {
+  try {
+    return await openOrCreateLocalCa(dir);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (typeof code !== 'string' || !/^E[A-Z]+$/.test(code)) throw error;
+    const reason = CA_DIR_REASONS[code] ?? code;
+    throw new CliError(
+      `--ca-dir ${dir}: cannot keep the local CA there (${reason}); set --ca-dir to a directory this user can write (default: DATA_DIR)`,
+    );
+  }
+}
+
+async function openOrCreateLocalCa(dir: string): Promise<LocalCa> {
   const certPath = join(dir, CA_CERT_FILE);
   const keyPath = join(dir, CA_KEY_FILE);
   try {

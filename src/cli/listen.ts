@@ -157,13 +157,41 @@ export interface ListenOptions {
 }
 
 /**
+ * The receiver's failure to listen as a CliError naming the option that fixes it (`--port`, `--host`), as `serve`
+ * names PORT and HOST (docs/deploy.md "Start-up errors"); any other error is returned unchanged.
+ */
+export function listenerFailure(error: unknown, host: string, port: number): unknown {
+  switch ((error as { code?: unknown } | null)?.code) {
+    case 'EADDRINUSE':
+      return new CliError(
+        `--port ${port} is in use on ${host}: choose a free port, or leave --port out for any`,
+      );
+    case 'EACCES':
+      return new CliError(
+        `--port ${port} needs privileges this user lacks: choose 1024 or above, or leave --port out`,
+      );
+    case 'EADDRNOTAVAIL':
+      return new CliError(
+        `--host ${host} is not an address of this machine: choose one of its addresses (127.0.0.1)`,
+      );
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return new CliError(
+        `--host ${host} does not resolve to an address: choose an address of this machine (127.0.0.1)`,
+      );
+    default:
+      return error;
+  }
+}
+
+/**
  * Runs the listener until `stop` resolves: issues the certificate, starts the HTTPS receiver, sets the webhook
  * URL and a new HMAC key on the instance, prints every request, and at stop puts back the URL that was
  * configured before (or removes the webhook when there was none) if the URL is still the listener's.
  * Status lines go to `io.err`; events to `io.out`.
  * @throws CliError for a live key (it would replace a live instance's webhook URL and HMAC key, which its real
- *   receiver depends on: docs/decisions/0033-listen-reads-the-stream.md), a short HMAC key, or a setup call parley
- *   refused.
+ *   receiver depends on: docs/decisions/0033-listen-reads-the-stream.md), a short HMAC key, a setup call parley
+ *   refused, a `--port`/`--host` it cannot listen on ({@link listenerFailure}) or a `--ca-dir` it cannot use.
  */
 export async function listen(options: ListenOptions, io: CliIo, stop: Promise<void>): Promise<void> {
   if (!options.key.startsWith('svc_test_')) {
@@ -209,7 +237,7 @@ export async function listen(options: ListenOptions, io: CliIo, stop: Promise<vo
     });
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (error) => reject(listenerFailure(error, options.host, options.port)));
     server.listen(options.port, options.host, () => resolve());
   });
   try {
