@@ -63,7 +63,9 @@ export async function main(argv: string[], io: CliIo = processIo): Promise<numbe
 
   const withStore = async <T>(run: (store: Store) => Promise<T>): Promise<T> => {
     const config = loadConfig(io.env);
-    const store = await openAdminStore(config, program.opts<{ init?: boolean }>().init === true);
+    const store = await openAdminStore(config, program.opts<{ init?: boolean }>().init === true, (message) =>
+      io.err(`parley: ${message}`),
+    );
     try {
       return await run(store);
     } finally {

@@ -4,12 +4,14 @@ import { DomainError } from '../domain/errors.ts';
 import {
   describeStore,
   isInitialised,
+  LOCK_WAIT_MESSAGE,
   migrateToLatest,
   openStore,
   type Store,
   StoreTooNewError,
   storeFailure,
 } from '../store/database.ts';
+import { isSqliteBusy } from '../store/migrate.ts';
 import { CliError } from './errors.ts';
 
 /**
@@ -23,8 +25,13 @@ import { CliError } from './errors.ts';
  * @throws CliError naming the store it looked for and how to point at the right one; or, when the store cannot be
  *   opened, one line naming the cause and the setting to change, as `parley serve` does (`storeFailure`,
  *   docs/decisions/0011-store-faults.md).
+ * @param onLockWait told (a line for stderr) while a migration waits for a SQLite write lock another process holds.
  */
-export async function openAdminStore(config: Config, init: boolean): Promise<Store> {
+export async function openAdminStore(
+  config: Config,
+  init: boolean,
+  onLockWait: (message: string) => void = () => undefined,
+): Promise<Store> {
   const database = config.database;
   const where = describeStore(database);
   if (database.dialect === 'sqlite' && database.path !== ':memory:' && !existsSync(database.path) && !init) {
@@ -47,13 +54,14 @@ export async function openAdminStore(config: Config, init: boolean): Promise<Sto
           'Or start the server once against it (npm start applies the migrations), or pass --init to apply them now.',
       );
     }
-    await migrateToLatest(store);
+    await migrateToLatest(store, { onLockWait: () => onLockWait(LOCK_WAIT_MESSAGE) });
     return store;
   } catch (error) {
     await store.destroy();
     // A store of a newer version, or one lost right after it opened: said as `parley serve` says it.
     if (
       error instanceof StoreTooNewError ||
+      isSqliteBusy(error) ||
       (error instanceof DomainError && error.code === 'store_unavailable')
     )
       throw new CliError(storeFailure(database, error));

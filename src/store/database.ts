@@ -8,14 +8,21 @@ import type { DatabaseConfig } from '../config/config.ts';
 import { DomainError } from '../domain/errors.ts';
 import { faultAwareDialect, type StoreFaultHook } from './fault-aware-dialect.ts';
 import { markPipelinedCommits } from './last-statement.ts';
-import { StoreTooNewError, sqliteMigrationDb, useForMigrations } from './migrate.ts';
+import { isSqliteBusy, StoreTooNewError, sqliteMigrationDb, useForMigrations } from './migrate.ts';
 import { ANSWER_TIMEOUT_MS, AnswerWatch, useAnswerWatch } from './pg-answers.ts';
 import { currentSchemaDialect } from './pg-introspection.ts';
 import { namedStatementPool } from './pg-statements.ts';
 import type { Database } from './schema.ts';
 import { type CheckpointReport, WalCheckpoints } from './wal-checkpoints.ts';
 
-export { isInitialised, isMigrated, migrateToLatest, StoreTooNewError } from './migrate.ts';
+export {
+  isInitialised,
+  isMigrated,
+  LOCK_WAIT_MESSAGE,
+  type MigrateOptions,
+  migrateToLatest,
+  StoreTooNewError,
+} from './migrate.ts';
 
 /** An open store: the Kysely handle, which dialect backs it, and how to close it. */
 export interface Store {
@@ -300,7 +307,8 @@ export function describeStore(config: DatabaseConfig): string {
  * One line saying why the store could not be opened and which setting fixes it, for a start failure
  * (docs/deploy.md "Start-up errors"): the store as {@link describeStore} shows it (password masked), what went
  * wrong, and `DATABASE_URL` / `DATA_DIR` to change. Recognises PostgreSQL's SQLSTATEs 3D000 (no such database),
- * 28P01/28000 (sign-in refused), 3F000 (no such schema) and unreachable servers; SQLite's CANTOPEN/READONLY.
+ * 28P01/28000 (sign-in refused), 3F000 (no such schema) and unreachable servers; SQLite's CANTOPEN/READONLY, and
+ * BUSY/LOCKED (another process holds the write lock: named as such, not as a setting to change).
  */
 export function storeFailure(config: DatabaseConfig, failure: unknown): string {
   const store = describeStore(config);
@@ -313,6 +321,10 @@ export function storeFailure(config: DatabaseConfig, failure: unknown): string {
   const code = (error as { code?: unknown } | null)?.code;
   const message = error instanceof Error ? error.message : String(error);
   if (config.dialect === 'sqlite') {
+    // Not a setting to change: another process (an operator's sqlite3 session, a stuck CLI command) keeps the file's
+    // write lock, and the store cannot be written until it lets go.
+    if (isSqliteBusy(error))
+      return `${store} is locked by another process (${String(code)}): another process holds the store's write lock; end it (a sqlite3 session, a running parley command) or wait for it, then try again`;
     if (code === 'SQLITE_CANTOPEN' || code === 'SQLITE_READONLY' || code === 'EACCES' || code === 'EROFS')
       return `cannot open ${store} (${String(code)}): set DATA_DIR (or DATABASE_URL=sqlite:PATH) to a writable place`;
     return `cannot open ${store}: ${message}: check DATA_DIR and DATABASE_URL`;

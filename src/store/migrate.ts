@@ -38,6 +38,25 @@ export function sqliteMigrationDb(
   });
 }
 
+/**
+ * How often a migration that keeps waiting for SQLite's write lock says so again, in attempts: each attempt waits
+ * the connection's busy_timeout (5 s), so about once a minute.
+ */
+const LOCK_WAIT_REPORT_EVERY = 12;
+
+/**
+ * Whether `error` is SQLite's "database is locked" (another connection holds the lock past busy_timeout), as the
+ * driver raises it or wrapped as the cause of a `store_unavailable` (src/store/faults.ts).
+ */
+export function isSqliteBusy(error: unknown): boolean {
+  for (let current = error, depth = 0; current instanceof Error && depth < 3; depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === 'string' && /^SQLITE_(BUSY|LOCKED)(_|$)/.test(code)) return true;
+    current = current.cause;
+  }
+  return false;
+}
+
 /** Makes `db` (from {@link sqliteMigrationDb}) the handle {@link migrateToLatest} migrates SQLite store `store` with. */
 export function useForMigrations(store: Store, db: Kysely<Database>): void {
   sqliteMigrationDbs.set(store, db);
@@ -62,8 +81,8 @@ class TransactionalDdlSqliteAdapter extends SqliteAdapter {
  * between two statements left the store half-migrated, the migration unrecorded, and every later start failing on
  * the statements already applied ("table … already exists", "no such index"). With this adapter the pending
  * migrations and their records commit together or not at all. Its transactions begin `IMMEDIATE`: a second process
- * migrating the same file (a CLI command during a start) waits for the first (busy_timeout) and then reads the
- * migrations it recorded, instead of both reading the same state and one failing on the write.
+ * migrating the same file (a CLI command during a start) waits for the first and then reads the migrations it
+ * recorded, instead of both reading the same state and one failing on the write.
  */
 function transactionalSqlite(dialect: Dialect): Dialect {
   return {
@@ -87,14 +106,30 @@ function transactionalSqlite(dialect: Dialect): Dialect {
   };
 }
 
+/** Options of {@link migrateToLatest}. */
+export interface MigrateOptions {
+  /**
+   * SQLite: told when the migration waits for the file's write lock, which another process holds (another version
+   * migrating, an operator's sqlite3 session), at first and then about once a minute; the wait goes on until the
+   * lock is free (docs/deploy.md "Upgrading").
+   */
+  onLockWait?: () => void;
+}
+
+/** The message a start or a CLI command gives while its migration waits for SQLite's write lock. */
+export const LOCK_WAIT_MESSAGE =
+  "another process holds the store's write lock (a migration?): waiting for it to finish";
+
 /**
  * Applies every pending migration (run at boot; concurrent callers on PostgreSQL are serialised by Kysely's lock).
  * The pending migrations apply in one transaction on both dialects: a start killed in the middle leaves the store
- * as it was. On SQLite foreign keys are off for the run (SQLite ignores the setting inside a transaction, and a
- * migration rebuilding a parent table would otherwise cascade its drop to the children; 0015 checks them itself).
+ * as it was. On SQLite, a store whose recorded migrations are exactly this version's is left alone after one read,
+ * so a start or a CLI command takes no write lock when there is nothing to migrate (another process may hold it for
+ * long); foreign keys are off for a run (SQLite ignores the setting inside a transaction, and a migration
+ * rebuilding a parent table would otherwise cascade its drop to the children; 0015 checks them itself).
  * @throws the first migration error, after logging nothing (the caller decides).
  */
-export async function migrateToLatest(store: Store): Promise<void> {
+export async function migrateToLatest(store: Store, options: MigrateOptions = {}): Promise<void> {
   const migrationDb = sqliteMigrationDbs.get(store);
   if (migrationDb === undefined) {
     // A migration may wait for another node's (its lock) or build an index for longer than a silent connection is
@@ -108,15 +143,44 @@ export async function migrateToLatest(store: Store): Promise<void> {
     }
     return;
   }
+  if (await sqliteUpToDate(migrationDb)) return;
   const pragma = await sql<{ foreign_keys: number }>`pragma foreign_keys`.execute(migrationDb);
   const foreignKeys = pragma.rows[0]?.foreign_keys === 1;
   await sql`pragma foreign_keys = off`.execute(migrationDb);
   try {
-    const { error } = await new Migrator({ db: migrationDb, provider: migrationProvider }).migrateToLatest();
-    if (error) throw migrationFailure(error);
+    // Another process may hold the write lock for longer than busy_timeout (another version migrating, an operator's
+    // sqlite3 session): the run (its migration tables' creation, then its transaction) is tried again until the lock
+    // is free, saying so, rather than fail the start. A failed attempt changed nothing: its steps are idempotent and
+    // its transaction never began.
+    for (let attempt = 0; ; attempt++) {
+      const { error } = await new Migrator({
+        db: migrationDb,
+        provider: migrationProvider,
+      }).migrateToLatest();
+      if (error === undefined) return;
+      if (!isSqliteBusy(error)) throw migrationFailure(error);
+      if (attempt % LOCK_WAIT_REPORT_EVERY === 0) options.onLockWait?.();
+    }
   } finally {
     if (foreignKeys) await sql`pragma foreign_keys = on`.execute(migrationDb);
   }
+}
+
+/**
+ * Whether the SQLite store records exactly this version's migrations, read without a write lock (WAL readers do not
+ * wait for writers). False when the table is missing, a migration is pending or an unknown one is recorded (the
+ * migrator then runs, and says {@link StoreTooNewError} for the last).
+ */
+async function sqliteUpToDate(db: Kysely<Database>): Promise<boolean> {
+  const table = await sql<{ found: number }>`
+    select count(*) as found from sqlite_master where type = 'table' and name = 'kysely_migration'`.execute(
+    db,
+  );
+  if (table.rows[0]?.found !== 1) return false;
+  const rows = await sql<{ name: string }>`select name from kysely_migration`.execute(db);
+  const applied = new Set(rows.rows.map((row) => row.name));
+  const known = Object.keys(migrations);
+  return applied.size === known.length && known.every((name) => applied.has(name));
 }
 
 /** The store records a migration this version does not have: a newer parley migrated it. */

@@ -2,7 +2,13 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Redis } from 'ioredis';
 import { type Config, ConfigError } from '../config/config.ts';
 import { loadMasterKey, SecretBox } from '../security/secrets.ts';
-import { migrateToLatest, openStore, type Store, storeFailure } from '../store/database.ts';
+import {
+  LOCK_WAIT_MESSAGE,
+  migrateToLatest,
+  openStore,
+  type Store,
+  storeFailure,
+} from '../store/database.ts';
 import { PgSignals, type PgSignalsTiming, type StoreSignals } from '../store/pg-signals.ts';
 
 /** The process's storage: the store (migrated), the secret box sealing stored secrets, and Redis when configured. */
@@ -29,7 +35,7 @@ async function openOwnStore(config: Config, logger: FastifyBaseLogger): Promise<
           'PostgreSQL sessions change under the connections (a pooler in transaction mode?): statements are no longer prepared; set DATABASE_PREPARED_STATEMENTS=off to say so',
         ),
     });
-    await migrateToLatest(store);
+    await migrateToLatest(store, { onLockWait: () => logger.warn(LOCK_WAIT_MESSAGE) });
     return store;
   } catch (error) {
     await store?.destroy().catch(() => undefined);

@@ -101,7 +101,10 @@ async function plans(dialect: TestDialect) {
         ['org', 'update', 'big'],
         /^nothing to change: give --plan, --per-minute, --per-day or --max-instances$/,
       ],
-      [['org', 'update', 'big', '--max-instances', '0'], /^--max-instances must be a positive integer up to 2147483647$/],
+      [
+        ['org', 'update', 'big', '--max-instances', '0'],
+        /^--max-instances must be a positive integer up to 2147483647$/,
+      ],
       [['org', 'update', 'nobody', '--plan', 'pro'], /^organization "nobody" not found$/],
       [['org', 'update', 'big', '--per-day', '0'], /^--per-day must be a positive integer up to 2147483647$/],
     ];
