@@ -63,7 +63,11 @@ export interface LeaseKeeperOptions {
    * drive time by hand pass a fake here (it is never synced).
    */
   now?: () => number;
-  /** The store's clock (default: a {@link StoreClock} over `db`); ignored when `now` is given. */
+  /**
+   * The store's clock: the node's one {@link StoreClock}, which the services share with the registry, the one-socket
+   * locks and the webhook worker (default: one of its own over `db`, for a keeper built alone); ignored when `now`
+   * is given.
+   */
   clock?: Pick<StoreClock, 'now' | 'sync' | 'synced'>;
 }
 
