@@ -206,7 +206,8 @@ export class WebhookService {
       endpointId,
       maxAttempts: this.#worker.maxAttempts,
       runAt: now,
-      // A claim is judged stale on the store's clock, as the worker judges it (docs/decisions/0008-leases-and-fencing.md).
+      // A claim is judged stale on the store's clock, as the worker judges it
+      // (docs/decisions/0008-leases-and-fencing.md, "One clock").
       staleBefore: this.#worker.staleBefore(),
       now: nowIso(this.#clock),
     });

@@ -355,7 +355,8 @@ export class LeaseKeeper {
    * session already here that is not connected is asked to connect again while it comes back by itself
    * (`SessionManager.comingBack`: a no-op while its own connection attempt or reconnect runs; its restore failed
    * and is retried here, every round, unless the platform refused it); one the platform stopped (replaced, refused)
-   * stays down until `connect`, as on one node (docs/decisions/0016-session-lifecycle.md), and answers `409`. Only a session made here is logged as restored, once. `instance` may be stale: the session
+   * stays down until `connect`, as on one node (docs/decisions/0016-session-lifecycle.md), and answers `409`. Only
+   * a session made here is logged as restored, once. `instance` may be stale: the session
    * manager connects only if the store still wants the instance connected when its turn comes
    * ({@link SessionManager.restore}), so a disconnect that lands meanwhile is not undone. Nothing is restored while
    * this node's fencing timer is not armed ({@link #fenceArmed}: asked again right before the session connects), and
@@ -390,7 +391,8 @@ export class LeaseKeeper {
         logger.info({ instanceId: instance.id }, 'session restored on this node');
     } catch (error) {
       // Retried at the next round unless the platform refused it: meanwhile the instance answers 503 with
-      // Retry-After, as on one node while a restore's retry is pending; refused, it stays stopped (409) until `connect`.
+      // Retry-After, as on one node while a restore's retry is pending; refused, it stays stopped (409) until
+      // `connect`.
       const retry = sessions.restoreFailed(instance.id, error);
       logger.warn(
         { err: error, instanceId: instance.id, retry },

@@ -92,7 +92,10 @@ export interface ClaimOptions {
    * `storeClock`, docs/decisions/0008-leases-and-fencing.md, "One clock"); default `now`.
    */
   lockedAt?: number;
-  /** Claims with `locked_at` before this (on `lockedAt`'s clock) are stale (their worker died) and may be taken over. */
+  /**
+   * Claims with `locked_at` before this (on `lockedAt`'s clock) are stale (their worker died) and may be taken
+   * over.
+   */
   staleBefore: number;
   /** Most lanes to claim (≥ 1): with `perLane` 1, most rows. */
   limit: number;

@@ -11,11 +11,13 @@ import { fakeSessions, setup } from './lease-support.ts';
 
 /**
  * Lease expiries, node heartbeats and the one-socket locks' expiries are judged on one clock, the store's
- * (docs/decisions/0008-leases-and-fencing.md, "One clock"), never on a node's wall clock, which can step (an NTP step, a VM resumed, a bad clock at boot). Judged
- * on its own, a node stepped forward by more than a lease lifetime read every other node as dead and every lease as
- * expired: it took the live owner's leases (both opened the sessions) and its sweep deleted the owner's row and
- * released its webhook claims; an owner stepped back wrote expiries already past for its peers. PostgreSQL only: it
- * is what several nodes share (a SQLite store is one process, whose clock is the store's).
+ * (docs/decisions/0008-leases-and-fencing.md, "One clock"), never on a node's wall clock, which can step (an NTP step,
+ * a VM resumed, a bad clock at boot). Judged on its own, a node stepped forward by more than a lease lifetime read
+ * every other node as dead and every lease as expired: it took the live owner's leases (both opened the sessions) and
+ * its sweep deleted the owner's row and released its webhook claims; an owner stepped back wrote expiries already past
+ * for its peers. PostgreSQL only: it is what several nodes share (a SQLite store is one process, whose clock is the
+ * store's). A node whose clock runs ahead took another's live one-socket lock too, and one running behind wrote lock
+ * expiries already past.
  */
 
 const logger = pino({ level: 'silent' });

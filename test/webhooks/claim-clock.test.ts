@@ -113,7 +113,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       assert.deepEqual(row, { status: 'delivered', locked_by: null, attempts: 2 });
     });
 
-    it("the claims' stale bound the redelivery of a delivery in flight is refused by is the store's clock", async () => {
+    it("a redelivery judges a claim on the store's clock: refused while the claim is live there", async () => {
       await recordMessages(app.t(), 1);
       const { claimed } = await claimByA();
       // The business clock (a test's, or a node's wall clock) ahead by more than the stale timeout: the claim is

@@ -173,8 +173,8 @@ for (const dialect of testDialects()) {
       );
       assert.equal(await releaseClaims(db(), 'someone-else'), 0, 'only the holder can release');
       assert.equal(await t.services.webhooks.runOnce(), 0, 'a live claim blocks the instance');
-      // The stale timeout passes, on the store's clock the claims are judged on (docs/decisions/0008-leases-and-fencing.md,
-      // "One clock"): the dead worker's claim is as if made that long ago.
+      // The stale timeout passes, on the store's clock the claims are judged on
+      // (docs/decisions/0008-leases-and-fencing.md, "One clock"): the dead worker's claim is as if made that long ago.
       const [claimed] = dead;
       assert.ok(claimed);
       const late = { ...claimed, lockedAt: claimed.lockedAt - (2 * 5_000 + 30_000 + 1) };
